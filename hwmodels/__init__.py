@@ -1,0 +1,1 @@
+"""Numeric hardware specifications and component models (leaf package: knows nothing of graphs)."""

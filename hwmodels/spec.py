@@ -1,0 +1,300 @@
+"""Frozen, SI-unit hardware specifications (devices, systems) and dotted-path access to their fields.
+
+Every numeric field carries unit metadata (``field.metadata["unit"]``) so the TOML loader can parse
+human unit strings strictly, and every loaded number has a :class:`Provenance` keyed by its dotted
+path in :attr:`DeviceSpec.provenance`. Models read plain floats; provenance is looked up by path.
+
+Dotted paths name fields everywhere (errors, provenance, calibration, sweeps):
+``compute.tensor_flops_per_s.bf16``, ``memory.hbm.read_bandwidth_bytes_per_s``,
+``efficiency.launch_overhead_s``. Mapping-valued fields (per-dtype rates, memory levels, links) are
+addressed by key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SpecError",
+    "Provenance",
+    "ClockSpec",
+    "ComputeSpec",
+    "SMSpec",
+    "SystolicSpec",
+    "MemoryLevel",
+    "LinkSpec",
+    "PowerSpec",
+    "EnergySpec",
+    "EfficiencySpec",
+    "DeviceSpec",
+    "SystemSpec",
+    "get_path",
+    "replace_path",
+    "spec_field",
+]
+
+
+class SpecError(ValueError):
+    """A hardware spec or overlay is invalid; the message locates every problem."""
+
+
+def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A dataclass field carrying its unit and a one-line description.
+
+    Parameters
+    ----------
+    unit
+        Unit of the stored SI value: ``"Hz"``, ``"B"``, ``"B/s"``, ``"s"``, ``"W"``, ``"J/B"``,
+        ``"J/FLOP"``, ``"FLOP/s"``, ``"count"`` (integer) or ``"1"`` (dimensionless factor).
+    doc
+        What the field means.
+    """
+    md = {"unit": unit, "doc": doc}
+    if default is dataclasses.MISSING and "default_factory" not in kw:
+        return field(metadata=md, **kw)
+    if "default_factory" in kw:
+        return field(metadata=md, **kw)
+    return field(default=default, metadata=md, **kw)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a number came from: a citation (datasheet, paper + table) or ``measured: file``."""
+
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ClockSpec:
+    boost_hz: float = spec_field("Hz", "maximum boost clock of the compute units")
+    sustained_hz: float = spec_field(
+        "Hz", "clock the dense tensor peak is quoted at / sustained under load"
+    )
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    units: int = spec_field("count", "streaming multiprocessors (NVIDIA), compute units (AMD), TensorCores (TPU)")
+    tensor_flops_per_s: dict[str, float] = spec_field(
+        "FLOP/s", "dense matrix-unit peak per dtype (FMA = 2 FLOP), whole device"
+    )
+    vector_flops_per_s: dict[str, float] = spec_field(
+        "FLOP/s", "vector/SIMT (non-matrix) peak per dtype, whole device"
+    )
+
+
+@dataclass(frozen=True)
+class SMSpec:
+    """Per-SM (per-CU) resources that bound occupancy on GPUs."""
+
+    registers_per_sm: int = spec_field("count", "32-bit registers per SM")
+    shared_mem_per_sm_bytes: float = spec_field("B", "largest shared-memory carve-out per SM")
+    max_shared_mem_per_cta_bytes: float = spec_field("B", "largest shared memory one CTA may use")
+    l1_bytes: float = spec_field("B", "unified L1/shared capacity per SM")
+    max_threads_per_sm: int = spec_field("count", "resident threads per SM")
+    max_ctas_per_sm: int = spec_field("count", "resident thread blocks per SM")
+    warp_size: int = spec_field("count", "threads per warp (wavefront)", default=32)
+
+
+@dataclass(frozen=True)
+class SystolicSpec:
+    """Matrix-unit geometry of a TPU-style chip."""
+
+    rows: int = spec_field("count", "PE rows of one systolic array (MXU)")
+    cols: int = spec_field("count", "PE columns of one systolic array (MXU)")
+    arrays_per_core: int = spec_field("count", "systolic arrays (MXUs) per core")
+    dataflow: str = field(default="ws", metadata={"unit": "", "doc": "os | ws | is"})
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy (device-wide figures unless the name says per-SM)."""
+
+    name: str = field(metadata={"unit": "", "doc": "hbm, l2, smem, rf, vmem, ..."})
+    capacity_bytes: float = spec_field("B", "capacity of the level (device total)")
+    read_bandwidth_bytes_per_s: float = spec_field("B/s", "peak read bandwidth (device total)")
+    write_bandwidth_bytes_per_s: float = spec_field("B/s", "peak write bandwidth (device total)")
+    latency_s: float = spec_field("s", "load-to-use latency of a hit in this level")
+    energy_j_per_byte: float = spec_field("J/B", "dynamic energy per byte moved at this level")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A host or peer link of a device."""
+
+    name: str = field(metadata={"unit": "", "doc": "host, peer, ici, ..."})
+    kind: str = field(metadata={"unit": "", "doc": "pcie4, pcie5, nvlink3, nvlink4, infinity-fabric, ici"})
+    bandwidth_bytes_per_s: float = spec_field("B/s", "bandwidth per direction, all lanes/links together")
+    latency_s: float = spec_field("s", "one-way latency of a small message")
+    energy_j_per_byte: float = spec_field("J/B", "energy per byte sent", default=0.0)
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    tdp_w: float = spec_field("W", "board / module power limit")
+    idle_w: float = spec_field("W", "static power drawn while active but idle (leakage + uncore)")
+
+
+@dataclass(frozen=True)
+class EnergySpec:
+    tensor_j_per_flop: dict[str, float] = spec_field("J/FLOP", "matrix-unit dynamic energy per FLOP by dtype")
+    vector_j_per_flop: dict[str, float] = spec_field("J/FLOP", "vector-unit dynamic energy per FLOP by dtype")
+
+
+@dataclass(frozen=True)
+class EfficiencySpec:
+    """Empirical factors of the performance models: the fields calibration fits.
+
+    Each one is sourced in the catalog (a paper's measurement, a vendor benchmark) and may be
+    overridden by a calibration overlay. Models never hard-code these.
+    """
+
+    tensor_peak_fraction: float = spec_field(
+        "1", "fraction of the dense tensor peak a large, well-tiled GEMM sustains"
+    )
+    vector_peak_fraction: float = spec_field("1", "fraction of the vector peak sustained")
+    dram_bandwidth_fraction: float = spec_field(
+        "1", "fraction of peak DRAM bandwidth a large streaming kernel achieves"
+    )
+    l2_bandwidth_fraction: float = spec_field("1", "fraction of peak L2 bandwidth achieved")
+    bandwidth_half_size_bytes: float = spec_field(
+        "B", "bytes moved at which a streaming kernel reaches half its asymptotic bandwidth"
+    )
+    launch_overhead_s: float = spec_field("s", "host-side launch + kernel start/finish cost per kernel")
+    graph_launch_overhead_s: float = spec_field(
+        "s", "per-kernel cost when launched from a captured CUDA graph"
+    )
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator (GPU, TPU chip, CPU socket) in SI units with per-path provenance."""
+
+    name: str
+    kind: str  # "gpu" | "tpu" | "cpu"
+    vendor: str
+    arch: str
+    description: str
+    clock: ClockSpec
+    compute: ComputeSpec
+    memory: tuple[MemoryLevel, ...]  # outermost (e.g. HBM) first
+    power: PowerSpec
+    energy: EnergySpec
+    efficiency: EfficiencySpec
+    sm: SMSpec | None = None
+    systolic: SystolicSpec | None = None
+    links: tuple[LinkSpec, ...] = ()
+    provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
+    source_file: str = field(default="", compare=False)
+
+    def level(self, name: str) -> MemoryLevel:
+        """The memory level called ``name`` (``"hbm"``, ``"l2"``...); a located error otherwise."""
+        for lv in self.memory:
+            if lv.name == name:
+                return lv
+        names = [lv.name for lv in self.memory]
+        raise SpecError(_unknown(f"{self.name}: memory.{name}", name, names, "a memory level"))
+
+    def link(self, name: str) -> LinkSpec:
+        for ln in self.links:
+            if ln.name == name:
+                return ln
+        names = [ln.name for ln in self.links]
+        raise SpecError(_unknown(f"{self.name}: links.{name}", name, names, "a link"))
+
+    @property
+    def main_memory(self) -> MemoryLevel:
+        """The outermost device memory level (HBM/GDDR/DRAM)."""
+        return self.memory[0]
+
+    def source_of(self, path: str) -> Provenance | None:
+        """Provenance of the number at ``path`` (None if it was derived, not read)."""
+        return self.provenance.get(path)
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """A node: ``count`` identical devices joined by a fabric, plus the host link."""
+
+    name: str
+    description: str
+    device: DeviceSpec
+    count: int
+    fabric: LinkSpec | None = None  # e.g. NVSwitch: per-GPU bandwidth per direction
+    provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
+    source_file: str = field(default="", compare=False)
+
+
+# --------------------------------------------------------------------------------------------
+# dotted-path access
+
+
+def _unknown(where: str, got: str, choices: list[str], expected: str) -> str:
+    msg = f"{where}: unknown name; got {got!r}; expected {expected} ({', '.join(sorted(choices)) or 'none'})"
+    near = difflib.get_close_matches(got, choices, n=1)
+    if near:
+        msg += f"; did you mean {near[0]!r}?"
+    return msg
+
+
+def _children(obj: Any) -> list[str]:
+    if isinstance(obj, dict):
+        return list(obj)
+    if isinstance(obj, tuple) and obj and hasattr(obj[0], "name"):
+        return [x.name for x in obj]
+    if dataclasses.is_dataclass(obj):
+        return [f.name for f in dataclasses.fields(obj)]
+    return []
+
+
+def _child(obj: Any, key: str, where: str) -> Any:
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+    elif isinstance(obj, tuple) and obj and hasattr(obj[0], "name"):
+        for x in obj:
+            if x.name == key:
+                return x
+    elif dataclasses.is_dataclass(obj) and key in {f.name for f in dataclasses.fields(obj)}:
+        return getattr(obj, key)
+    raise SpecError(_unknown(where, key, _children(obj), "a field"))
+
+
+def get_path(spec: Any, path: str) -> Any:
+    """Value at dotted ``path`` in a spec (``"memory.hbm.read_bandwidth_bytes_per_s"``)."""
+    obj = spec
+    done: list[str] = []
+    for part in path.split("."):
+        obj = _child(obj, part, f"{getattr(spec, 'name', 'spec')}: {'.'.join(done + [part])}")
+        done.append(part)
+    return obj
+
+
+def replace_path(spec: Any, path: str, value: Any) -> Any:
+    """A copy of ``spec`` with the field at dotted ``path`` set to ``value`` (inputs unchanged)."""
+    head, _, rest = path.partition(".")
+    where = f"{getattr(spec, 'name', 'spec')}: {path}"
+    if isinstance(spec, dict):
+        if head not in spec:
+            raise SpecError(_unknown(where, head, list(spec), "a key"))
+        new = dict(spec)
+        new[head] = replace_path(spec[head], rest, value) if rest else value
+        return new
+    if isinstance(spec, tuple) and spec and hasattr(spec[0], "name"):
+        names = [x.name for x in spec]
+        if head not in names:
+            raise SpecError(_unknown(where, head, names, "a name"))
+        return tuple(
+            (replace_path(x, rest, value) if rest else value) if x.name == head else x for x in spec
+        )
+    if dataclasses.is_dataclass(spec):
+        fnames = [f.name for f in dataclasses.fields(spec)]
+        if head not in fnames:
+            raise SpecError(_unknown(where, head, fnames, "a field"))
+        cur = getattr(spec, head)
+        return dataclasses.replace(spec, **{head: replace_path(cur, rest, value) if rest else value})
+    raise SpecError(f"{where}: cannot descend into a {type(spec).__name__}; got {head!r}")

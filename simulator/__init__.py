@@ -1,0 +1,1 @@
+"""Joins workloads to hardware: lowering rules, engines, results, calibration, sweeps and the CLI."""

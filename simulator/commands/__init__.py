@@ -1,0 +1,1 @@
+"""One module per `nodeperf` subcommand (see simulator.cli)."""

@@ -1,0 +1,87 @@
+"""Numeric data types of tensors, with their storage widths; shared with hwmodels as lowercase strings."""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+
+__all__ = ["DType", "parse_dtype"]
+
+
+class DType(str, Enum):
+    """A tensor element type. The value is the lowercase string used everywhere (``"bf16"``)."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8_E4M3 = "fp8_e4m3"
+    FP8_E5M2 = "fp8_e5m2"
+    INT64 = "int64"
+    INT32 = "int32"
+    INT8 = "int8"
+    INT4 = "int4"
+    BOOL = "bool"
+
+    @property
+    def bits(self) -> int:
+        """Storage width in bits (tf32 is stored as 32-bit fp32)."""
+        return _BITS[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+_BITS = {
+    DType.FP64: 64,
+    DType.FP32: 32,
+    DType.TF32: 32,
+    DType.BF16: 16,
+    DType.FP16: 16,
+    DType.FP8_E4M3: 8,
+    DType.FP8_E5M2: 8,
+    DType.INT64: 64,
+    DType.INT32: 32,
+    DType.INT8: 8,
+    DType.INT4: 4,
+    DType.BOOL: 8,
+}
+_FLOATS = {DType.FP64, DType.FP32, DType.TF32, DType.BF16, DType.FP16, DType.FP8_E4M3, DType.FP8_E5M2}
+_ALIASES = {
+    "float32": DType.FP32,
+    "float": DType.FP32,
+    "float16": DType.FP16,
+    "half": DType.FP16,
+    "bfloat16": DType.BF16,
+    "float64": DType.FP64,
+    "double": DType.FP64,
+    "fp8": DType.FP8_E4M3,
+    "e4m3": DType.FP8_E4M3,
+    "e5m2": DType.FP8_E5M2,
+    "long": DType.INT64,
+    "int": DType.INT32,
+}
+
+
+def parse_dtype(value: str | DType, where: str = "dtype") -> DType:
+    """Parse a dtype name (``"bf16"``, ``"bfloat16"``...) with a located error and a near match."""
+    if isinstance(value, DType):
+        return value
+    s = str(value).strip().lower()
+    try:
+        return DType(s)
+    except ValueError:
+        pass
+    if s in _ALIASES:
+        return _ALIASES[s]
+    names = [d.value for d in DType]
+    msg = f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}"
+    near = difflib.get_close_matches(s, names + list(_ALIASES), n=1)
+    if near:
+        msg += f"; did you mean {near[0]!r}?"
+    raise ValueError(msg)

@@ -1,0 +1,488 @@
+"""The operator-graph IR: tensors, ops and the validated, frozen DAG that every prediction starts from.
+
+An :class:`OpGraph` is built once (usually through :class:`GraphBuilder`), validated (unique names,
+single producers, shapes re-inferred by the per-kind semantics registry, no cycles) and then never
+mutated. Ops are stored in a deterministic topological order.
+
+Example
+-------
+>>> from workloads.ir import GraphBuilder
+>>> b = GraphBuilder("mlp", dtype="bf16")
+>>> x = b.input("x", (8, 1024))
+>>> w = b.weight("fc.weight", (1024, 4096))
+>>> y = b.op("matmul", [x, w], name="fc")
+>>> g = b.build()
+>>> g.flops, g.params
+(67108864, 4194304)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from workloads.dtypes import DType, parse_dtype
+
+__all__ = [
+    "GraphError",
+    "UnsupportedOpError",
+    "Role",
+    "TensorSpec",
+    "Attrs",
+    "Op",
+    "OpGraph",
+    "GraphBuilder",
+]
+
+
+class GraphError(ValueError):
+    """A graph is malformed (shapes, cycles, duplicate names); the message names the op."""
+
+
+class UnsupportedOpError(NotImplementedError):
+    """An op kind (or an imported operator type) has no semantics; the message names the node."""
+
+
+class Role(str, Enum):
+    """What a tensor is for; decides how memory is accounted."""
+
+    ACTIVATION = "activation"
+    WEIGHT = "weight"
+    KV_CACHE = "kv_cache"
+    GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer_state"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """A tensor's static description: name, shape (ints >= 0), dtype and role."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    role: Role = Role.ACTIVATION
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Storage size in bytes (sub-byte types rounded up per tensor)."""
+        return (self.numel * self.dtype.bits + 7) // 8
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.value, "role": self.role.value}
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return Attrs(v)
+    if isinstance(v, Enum):
+        return v.value
+    return v
+
+
+class Attrs(dict):
+    """An immutable, picklable mapping of op attributes (sequences stored as tuples)."""
+
+    __slots__ = ()
+
+    def __init__(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        items = data.items() if isinstance(data, Mapping) else data
+        super().__init__((str(k), _freeze(v)) for k, v in items)
+
+    def _ro(self, *a: Any, **k: Any) -> None:
+        raise TypeError("op attributes are immutable; build a new Op instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _ro  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Attrs, (dict(self),))
+
+    def to_json(self) -> dict[str, Any]:
+        def conv(v: Any) -> Any:
+            if isinstance(v, tuple):
+                return [conv(x) for x in v]
+            if isinstance(v, Attrs):
+                return v.to_json()
+            return v
+
+        return {k: conv(self[k]) for k in sorted(self)}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator: a kind from the semantics registry, its tensors, attributes and group path.
+
+    ``group`` is a dotted path such as ``"layers.3.attn"`` used for breakdowns. FLOPs (a multiply-add
+    counts 2), compulsory bytes and parameter counts come from the registry and are cached.
+    """
+
+    name: str
+    kind: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    attrs: Attrs = field(default_factory=Attrs)
+    group: str = ""
+
+    @cached_property
+    def _sem(self) -> Any:
+        from workloads.semantics import semantics_of
+
+        return semantics_of(self.kind, where=f"op {self.name!r}")
+
+    @cached_property
+    def flops(self) -> int:
+        """Floating-point operations (FMA = 2)."""
+        return int(self._sem.flops(self))
+
+    @cached_property
+    def macs(self) -> int:
+        """Multiply-accumulates performed in contractions (matmul, conv, attention, RNN gates)."""
+        return int(self._sem.macs(self))
+
+    @cached_property
+    def bytes_read(self) -> int:
+        """Compulsory bytes read (each input once; views and gathers count what is touched)."""
+        return int(self._sem.bytes_rw(self)[0])
+
+    @cached_property
+    def bytes_written(self) -> int:
+        return int(self._sem.bytes_rw(self)[1])
+
+    @cached_property
+    def params(self) -> int:
+        """Parameter elements held by this op's weight inputs."""
+        return int(self._sem.params(self))
+
+    @property
+    def category(self) -> str:
+        """Coarse class: contraction, attention, normalization, elementwise, memory, ..."""
+        return self._sem.category
+
+    @property
+    def dtype(self) -> DType:
+        """The compute dtype (``attrs['compute_dtype']`` or the first input's dtype)."""
+        cd = self.attrs.get("compute_dtype")
+        if cd:
+            return DType(cd)
+        if self.inputs:
+            return self.inputs[0].dtype
+        return self.outputs[0].dtype if self.outputs else DType.FP32
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "group": self.group,
+            "inputs": [t.name for t in self.inputs],
+            "outputs": [t.name for t in self.outputs],
+            "attrs": self.attrs.to_json(),
+        }
+
+
+def _near(got: str, choices: Iterable[str]) -> str:
+    m = difflib.get_close_matches(got, list(choices), n=1)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+class OpGraph:
+    """A validated, immutable DAG of ops, in deterministic topological order.
+
+    Parameters
+    ----------
+    name
+        Graph name (usually the model name).
+    ops
+        Ops in any order; insertion order is kept when it is already topological.
+    meta
+        Free-form JSON-able description (model, batch, phase...), kept verbatim.
+    """
+
+    __slots__ = ("name", "ops", "meta", "tensors", "_producer", "_consumers", "_nx", "_cache", "_by_name")
+
+    def __init__(self, name: str, ops: Sequence[Op], meta: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.meta = Attrs(meta or {})
+        self._cache: dict[str, Any] = {}
+        problems: list[str] = []
+        by_name: dict[str, Op] = {}
+        tensors: dict[str, TensorSpec] = {}
+        producer: dict[str, str] = {}
+        consumers: dict[str, list[str]] = {}
+        for op in ops:
+            if op.name in by_name:
+                problems.append(f"op {op.name!r}: duplicate op name; got a second op of kind {op.kind!r}; expected unique names")
+                continue
+            by_name[op.name] = op
+            for t in (*op.inputs, *op.outputs):
+                prev = tensors.get(t.name)
+                if prev is None:
+                    tensors[t.name] = t
+                elif prev != t:
+                    problems.append(
+                        f"op {op.name!r}: tensor {t.name!r} redefined; got {t.shape} {t.dtype.value} {t.role.value}; "
+                        f"expected {prev.shape} {prev.dtype.value} {prev.role.value} as declared before"
+                    )
+            for t in op.outputs:
+                if t.name in producer:
+                    problems.append(
+                        f"op {op.name!r}: tensor {t.name!r} is already produced by op {producer[t.name]!r}; "
+                        "expected one producer per tensor"
+                    )
+                else:
+                    producer[t.name] = op.name
+            for t in op.inputs:
+                consumers.setdefault(t.name, []).append(op.name)
+        if problems:
+            raise GraphError(f"graph {name!r}: " + "; ".join(problems) if len(problems) == 1 else
+                             f"graph {name!r}: {len(problems)} problems:\n  " + "\n  ".join(problems))
+        # shape re-inference through the semantics registry
+        from workloads.semantics import check_op
+
+        for op in by_name.values():
+            check_op(op)
+        # topological order: keep insertion order if valid, else a stable sort
+        order = list(by_name.values())
+        pos = {op.name: i for i, op in enumerate(order)}
+        ok = all(pos[producer[t.name]] < pos[op.name] for op in order for t in op.inputs if t.name in producer)
+        g = nx.DiGraph()
+        g.add_nodes_from(pos)
+        for op in order:
+            for t in op.inputs:
+                p = producer.get(t.name)
+                if p is not None:
+                    if p == op.name:
+                        raise GraphError(f"op {op.name!r}: consumes its own output {t.name!r}; expected a DAG")
+                    g.add_edge(p, op.name)
+        if not ok:
+            try:
+                names = list(nx.lexicographical_topological_sort(g, key=lambda n: pos[n]))
+            except nx.NetworkXUnfeasible:
+                cyc = nx.find_cycle(g)
+                path = " -> ".join([u for u, _ in cyc] + [cyc[0][0]])
+                raise GraphError(f"graph {name!r}: cycle through ops {path}; expected a DAG") from None
+            order = [by_name[n] for n in names]
+        self.ops: tuple[Op, ...] = tuple(order)
+        self.tensors = tensors
+        self._producer = producer
+        self._consumers = {k: tuple(v) for k, v in consumers.items()}
+        self._nx = g
+        self._by_name = by_name
+
+    # --- structure ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def __repr__(self) -> str:
+        return f"OpGraph({self.name!r}, ops={len(self.ops)}, params={self.params:,}, flops={self.flops:.4g})"
+
+    def op(self, name: str) -> Op:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise GraphError(f"graph {self.name!r}: no op {name!r}{_near(name, self._by_name)}") from None
+
+    @property
+    def nx_graph(self) -> nx.DiGraph:
+        """The op-level dependency graph (a read-only view)."""
+        return self._nx.copy(as_view=True)
+
+    def producer(self, tensor: str) -> Op | None:
+        p = self._producer.get(tensor)
+        return self._by_name[p] if p else None
+
+    def consumers(self, tensor: str) -> tuple[Op, ...]:
+        return tuple(self._by_name[c] for c in self._consumers.get(tensor, ()))
+
+    def predecessors(self, op: str) -> list[str]:
+        return list(self._nx.predecessors(op))
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        """Tensors no op produces (graph inputs, weights, caches), in first-use order."""
+        return tuple(t for t in self.tensors.values() if t.name not in self._producer)
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        """Produced tensors no op consumes."""
+        return tuple(t for t in self.tensors.values() if t.name in self._producer and t.name not in self._consumers)
+
+    # --- totals (cached; the graph is immutable) ---------------------------------------------
+    def _memo(self, key: str, fn: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    @property
+    def flops(self) -> int:
+        return self._memo("flops", lambda: sum(op.flops for op in self.ops))
+
+    @property
+    def macs(self) -> int:
+        return self._memo("macs", lambda: sum(op.macs for op in self.ops))
+
+    @property
+    def params(self) -> int:
+        """Parameters: elements of distinct weight tensors (tied weights counted once)."""
+        return self._memo(
+            "params", lambda: sum(t.numel for t in self.tensors.values() if t.role is Role.WEIGHT and t.name not in self._producer)
+        )
+
+    @property
+    def weight_bytes(self) -> int:
+        return self._memo(
+            "weight_bytes",
+            lambda: sum(t.nbytes for t in self.tensors.values() if t.role is Role.WEIGHT and t.name not in self._producer),
+        )
+
+    def role_bytes(self, role: Role) -> int:
+        """Bytes of distinct tensors with ``role`` (e.g. the KV cache, optimizer state)."""
+        return self._memo(f"role:{role.value}", lambda: sum(t.nbytes for t in self.tensors.values() if t.role is role))
+
+    # --- serialisation -----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        from workloads.serialize import graph_to_json
+
+        return graph_to_json(self)
+
+
+class GraphBuilder:
+    """Incremental construction of an :class:`OpGraph` with shape inference at each op.
+
+    Parameters
+    ----------
+    name
+        Graph name.
+    dtype
+        Default dtype of new activations and weights.
+    """
+
+    def __init__(self, name: str, dtype: str | DType = DType.FP32) -> None:
+        self.name = name
+        self.dtype = parse_dtype(dtype)
+        self._ops: list[Op] = []
+        self._names: set[str] = set()
+        self._tensors: dict[str, TensorSpec] = {}
+        self._group: list[str] = []
+        self._counter: dict[str, int] = {}
+
+    # --- groups and names ----------------------------------------------------------------------
+    @contextmanager
+    def group(self, name: str) -> Iterator[None]:
+        """Nest ops under ``name`` (dotted, e.g. ``layers.3`` then ``attn`` -> ``layers.3.attn``)."""
+        self._group.append(name)
+        try:
+            yield
+        finally:
+            self._group.pop()
+
+    @property
+    def current_group(self) -> str:
+        return ".".join(self._group)
+
+    def _unique(self, base: str) -> str:
+        if base not in self._names:
+            self._names.add(base)
+            return base
+        n = self._counter.get(base, 1)
+        while f"{base}_{n}" in self._names:
+            n += 1
+        self._counter[base] = n + 1
+        name = f"{base}_{n}"
+        self._names.add(name)
+        return name
+
+    def _qualify(self, name: str) -> str:
+        g = self.current_group
+        return f"{g}.{name}" if g else name
+
+    # --- tensors -------------------------------------------------------------------------------
+    def tensor(
+        self, name: str, shape: Sequence[int], dtype: str | DType | None = None, role: Role | str = Role.ACTIVATION
+    ) -> TensorSpec:
+        """Declare a graph input tensor (no producer). Names are used verbatim."""
+        shp = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shp):
+            raise GraphError(f"tensor {name!r}: negative dimension; got shape {shp}; expected sizes >= 0")
+        t = TensorSpec(name, shp, parse_dtype(dtype) if dtype is not None else self.dtype, Role(role))
+        prev = self._tensors.get(name)
+        if prev is not None and prev != t:
+            raise GraphError(f"tensor {name!r}: redeclared; got {t}; expected {prev}")
+        self._tensors[name] = t
+        return t
+
+    def input(self, name: str, shape: Sequence[int], dtype: str | DType | None = None) -> TensorSpec:
+        return self.tensor(name, shape, dtype, Role.ACTIVATION)
+
+    def weight(self, name: str, shape: Sequence[int], dtype: str | DType | None = None) -> TensorSpec:
+        return self.tensor(name, shape, dtype, Role.WEIGHT)
+
+    # --- ops -----------------------------------------------------------------------------------
+    def op(
+        self,
+        kind: str,
+        inputs: Sequence[TensorSpec],
+        name: str | None = None,
+        *,
+        out_dtype: str | DType | None = None,
+        out_roles: Sequence[Role | str] | None = None,
+        out_names: Sequence[str] | None = None,
+        **attrs: Any,
+    ) -> Any:
+        """Add an op; returns its output tensor (or a tuple when it has several).
+
+        Output shapes come from the semantics registry; dtypes default to the inferred ones
+        (usually the first input's). ``name`` is qualified by the current group.
+        """
+        from workloads.semantics import semantics_of
+
+        opname = self._unique(self._qualify(name or kind))
+        sem = semantics_of(kind, where=f"op {opname!r}")
+        a = Attrs(attrs)
+        try:
+            outs = sem.infer(tuple(inputs), a)
+        except GraphError as exc:
+            raise GraphError(f"op {opname!r} ({kind}): {exc}") from None
+        odt = parse_dtype(out_dtype) if out_dtype is not None else None
+        specs = []
+        for i, (shape, dt) in enumerate(outs):
+            role = Role(out_roles[i]) if out_roles else Role.ACTIVATION
+            tname = out_names[i] if out_names else (opname if len(outs) == 1 else f"{opname}:{i}")
+            specs.append(TensorSpec(tname, tuple(int(s) for s in shape), odt or dt or self.dtype, role))
+        op = Op(opname, kind, tuple(inputs), tuple(specs), a, self.current_group)
+        self._ops.append(op)
+        for t in specs:
+            self._tensors[t.name] = t
+        return specs[0] if len(specs) == 1 else tuple(specs)
+
+    def add(self, op: Op) -> Op:
+        """Append an already-built op (used by importers and graph transforms)."""
+        self._names.add(op.name)
+        self._ops.append(op)
+        return op
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return tuple(self._ops)
+
+    def build(self, meta: Mapping[str, Any] | None = None) -> OpGraph:
+        """Validate and freeze."""
+        return OpGraph(self.name, self._ops, meta)
