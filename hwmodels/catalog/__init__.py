@@ -1,0 +1,182 @@
+"""The shipped hardware catalog: find, load (cached) and describe device and system specs by name.
+
+Device files live in ``devices/*.toml``, systems in ``systems/*.toml``, shared per-architecture
+efficiency factors in ``defaults/efficiency.toml``; the format is described in ``README.md`` next
+to this module. Names are case-insensitive; a misspelt name raises a
+:class:`~hwmodels.spec.SpecError` naming the closest ones.
+
+Examples
+--------
+>>> from hwmodels.catalog import load_device
+>>> h100 = load_device("H100-SXM5-80GB")
+>>> h100.level("hbm").read_bandwidth_bytes_per_s
+3350000000000.0
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from pathlib import Path
+
+from hwmodels.loader import (
+    DEFAULT_EFFICIENCY_FILE,
+    load_device_file,
+    load_system_file,
+    numeric_paths,
+)
+from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
+from hwmodels.units import format_quantity
+
+__all__ = [
+    "CATALOG_DIR",
+    "DEVICES_DIR",
+    "SYSTEMS_DIR",
+    "list_devices",
+    "list_systems",
+    "load_device",
+    "load_system",
+    "describe",
+    "clear_cache",
+]
+
+CATALOG_DIR = Path(__file__).resolve().parent
+DEVICES_DIR = CATALOG_DIR / "devices"
+SYSTEMS_DIR = CATALOG_DIR / "systems"
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
+def list_devices() -> list[str]:
+    """Names of the catalog's devices (``"h100-sxm5-80gb"``...), sorted."""
+    return _names(DEVICES_DIR)
+
+
+def list_systems() -> list[str]:
+    """Names of the catalog's systems (``"dgx-h100"``...), sorted."""
+    return _names(SYSTEMS_DIR)
+
+
+def _resolve(name: str, folder: Path, what: str) -> Path:
+    names = _names(folder)
+    key = name.strip().lower()
+    for n in names:
+        if n.lower() == key:
+            return folder / f"{n}.toml"
+    near = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    msg = f"{what} {name!r}: unknown name; got {name!r}; expected one of {', '.join(names)}"
+    if near:
+        msg += f"; did you mean {' or '.join(repr(n) for n in near)}?"
+    raise SpecError(msg)
+
+
+def _looks_like_path(s: str | os.PathLike[str]) -> bool:
+    if isinstance(s, os.PathLike):
+        return True
+    return s.endswith(".toml") or os.sep in s or "/" in s
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError as e:
+        raise SpecError(f"{path}: file not found; got {str(path)!r}; expected an existing TOML file") from e
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+def _defaults_stamp() -> tuple[str, int, int]:
+    return _stamp(DEFAULT_EFFICIENCY_FILE)
+
+
+@functools.lru_cache(maxsize=256)
+def _load_device_cached(stamp: tuple[str, int, int], defaults: tuple[str, int, int]) -> DeviceSpec:
+    return load_device_file(stamp[0], efficiency_defaults_file=defaults[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _load_system_cached(stamp: tuple[str, int, int], defaults: tuple[str, int, int]) -> SystemSpec:
+    return load_system_file(stamp[0], resolve_device=load_device)
+
+
+def load_device(name_or_path: str | os.PathLike[str]) -> DeviceSpec:
+    """The catalog device called ``name_or_path`` (case-insensitive), or the device TOML at a path.
+
+    Loaded specs are cached (keyed by file, modification time and size), so repeated loads cost
+    microseconds. Treat the result as immutable: it is shared between callers.
+
+    Raises
+    ------
+    SpecError
+        Unknown name (with the closest names), missing file, or every problem of the file.
+    """
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path).resolve()
+    else:
+        path = _resolve(str(name_or_path), DEVICES_DIR, "device")
+    return _load_device_cached(_stamp(path), _defaults_stamp())
+
+
+def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
+    """The catalog system called ``name_or_path`` (case-insensitive), or the system TOML at a path."""
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path).resolve()
+    else:
+        path = _resolve(str(name_or_path), SYSTEMS_DIR, "system")
+    return _load_system_cached(_stamp(path), _defaults_stamp())
+
+
+def clear_cache() -> None:
+    """Forget cached specs (files are re-read on the next load)."""
+    _load_device_cached.cache_clear()
+    _load_system_cached.cache_clear()
+
+
+def _source_text(spec: DeviceSpec | SystemSpec, path: str) -> str:
+    prov = spec.provenance.get(path)
+    if prov is None:
+        return "(default of hwmodels/spec.py; no source in the file)"
+    return prov.source + (f" [{prov.note}]" if prov.note else "")
+
+
+def _describe_device(dev: DeviceSpec, indent: str = "") -> list[str]:
+    lines = [
+        f"{indent}{dev.name}: {dev.description}",
+        f"{indent}  kind {dev.kind}, vendor {dev.vendor}, arch {dev.arch}",
+        f"{indent}  file {dev.source_file}",
+    ]
+    rows = [(p, format_quantity(v, u)) for p, v, u in numeric_paths(dev)]
+    width = max((len(p) for p, _ in rows), default=0)
+    vwidth = max((len(v) for _, v in rows), default=0)
+    section = None
+    for p, v in rows:
+        head = p.split(".", 1)[0]
+        if head != section:
+            section = head
+            lines.append(f"{indent}  [{head}]")
+        lines.append(f"{indent}    {p:<{width}}  {v:>{vwidth}}  {_source_text(dev, p)}")
+    for ln in dev.links:
+        lines.append(f"{indent}  link {ln.name}: kind {ln.kind}")
+    return lines
+
+
+def describe(spec: DeviceSpec | SystemSpec) -> str:
+    """Multi-line listing of every field of ``spec`` in human units, each with its source.
+
+    Used by ``nodeperf hardware show NAME``.
+    """
+    if isinstance(spec, SystemSpec):
+        lines = [f"{spec.name}: {spec.description}", f"  file {spec.source_file}"]
+        lines.append(f"  count {spec.count}  {_source_text(spec, 'count')}")
+        if spec.fabric is not None:
+            lines.append(f"  fabric {spec.fabric.name}: kind {spec.fabric.kind}")
+            for p, v, u in numeric_paths(spec.fabric, "fabric"):
+                lines.append(f"    {p}  {format_quantity(v, u)}  {_source_text(spec, p)}")
+        lines.append("  device:")
+        lines.extend(_describe_device(spec.device, indent="    "))
+        return "\n".join(lines)
+    if isinstance(spec, DeviceSpec):
+        return "\n".join(_describe_device(spec))
+    raise SpecError(f"describe: not a spec; got a {type(spec).__name__}; expected a DeviceSpec or SystemSpec")

@@ -1,0 +1,821 @@
+"""Turn sourced TOML hardware files into frozen, SI-unit specs, and apply sourced overlays to them.
+
+File format (documented for authors in ``hwmodels/catalog/README.md``): every number is an inline
+table ``{ value = "700 W", source = "..." [, note = "..."] }``; table and key names are the
+dataclass field names of :mod:`hwmodels.spec`, so a file path and a spec's dotted path agree
+(``[memory]`` entries are addressed by their ``name``). A top-level ``[refs]`` table holds citations
+that sources may name as ``"@key"`` or ``"@key: detail"``.
+
+The loader introspects the dataclasses (field types and ``metadata["unit"]``) instead of listing
+fields, so a field added to :mod:`hwmodels.spec` becomes loadable without touching this module
+(a field with a default may be omitted from files). All problems of a file are collected and
+raised as one :class:`~hwmodels.spec.SpecError`, one located line each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import math
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hwmodels.spec import (
+    DeviceSpec,
+    EfficiencySpec,
+    Provenance,
+    SpecError,
+    SystemSpec,
+    get_path,
+    replace_path,
+)
+from hwmodels.units import UnitError, format_quantity, parse_quantity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "KNOWN_DTYPES",
+    "KNOWN_KINDS",
+    "DEFAULT_EFFICIENCY_FILE",
+    "device_from_dict",
+    "load_device_file",
+    "system_from_dict",
+    "load_system_file",
+    "load_efficiency_defaults",
+    "apply_overlay",
+    "field_unit",
+    "numeric_paths",
+]
+
+logger = logging.getLogger(__name__)
+
+KNOWN_DTYPES: tuple[str, ...] = (
+    "fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4",
+)
+KNOWN_KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
+# Sub-specs each device kind must have (others are optional).
+_REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {"gpu": ("sm",), "tpu": ("systolic",), "cpu": ()}
+
+DEFAULT_EFFICIENCY_FILE = Path(__file__).parent / "catalog" / "defaults" / "efficiency.toml"
+
+# Fields filled by the loader itself, never read from a file.
+_INTERNAL = {"provenance", "source_file"}
+# Units whose values must be strictly positive (rates, sizes, clocks, counts, times).
+_POSITIVE_UNITS = {"Hz", "B", "B/s", "FLOP/s", "count", "s", "W"}
+# Units whose values must be non-negative (energies may legitimately be zero: "not modelled").
+_NONNEGATIVE_UNITS = {"J/B", "J/FLOP"}
+_QUANTITY_KEYS = {"value", "source", "note"}
+
+
+# ------------------------------------------------------------------------------------------
+# problem collection
+
+
+class _Problems:
+    """Accumulates located problems of one file; raises them together."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.items: list[str] = []
+
+    def add(self, path: str, msg: str) -> None:
+        loc = f"{self.where}: {path}: " if path else f"{self.where}: "
+        self.items.append(loc + msg)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            n = len(self.items)
+            head = f"{self.where}: {n} problem{'s' if n > 1 else ''} in hardware spec"
+            raise SpecError(head + "\n  " + "\n  ".join(self.items))
+
+
+def _near(got: str, choices: typing.Iterable[str]) -> str:
+    m = difflib.get_close_matches(got, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+# ------------------------------------------------------------------------------------------
+# type introspection
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _strip_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def field_unit(cls: type, path: str) -> str | None:
+    """SI unit declared for dotted ``path`` below dataclass ``cls`` (None for non-numeric fields).
+
+    Keys of mapping fields and names of tuple entries are skipped over:
+    ``field_unit(DeviceSpec, "memory.hbm.latency_s") == "s"``.
+    """
+    parts = path.split(".")
+    cur: Any = cls
+    i = 0
+    while i < len(parts):
+        if not (isinstance(cur, type) and dataclasses.is_dataclass(cur)):
+            return None
+        fields = {f.name: f for f in dataclasses.fields(cur)}
+        f = fields.get(parts[i])
+        if f is None:
+            return None
+        tp, _ = _strip_optional(_hints(cur)[f.name])
+        origin = typing.get_origin(tp)
+        if origin is dict:
+            return f.metadata.get("unit") if i + 1 < len(parts) else None
+        if origin is tuple:
+            cur = typing.get_args(tp)[0]
+            i += 2  # skip the entry name
+            continue
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            cur = tp
+            i += 1
+            continue
+        return f.metadata.get("unit") or {int: "count", float: "1"}.get(tp)
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# building dataclasses from TOML tables
+
+
+class _Ctx:
+    def __init__(self, problems: _Problems, refs: Mapping[str, str], clock_hz: float | None):
+        self.problems = problems
+        self.refs = refs
+        self.clock_hz = clock_hz
+        self.provenance: dict[str, Provenance] = {}
+
+
+def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> str | None:
+    if not src.startswith("@"):
+        return src
+    key, sep, rest = src[1:].partition(":")
+    key = key.strip()
+    if key not in refs:
+        ctx.problems.add(
+            path,
+            f"unknown reference in source; got '@{key}'; expected a key of [refs] "
+            f"({', '.join(sorted(refs)) or 'none defined'}){_near(key, refs)}",
+        )
+        return None
+    return refs[key] + (f": {rest.strip()}" if sep and rest.strip() else "")
+
+
+def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | None:
+    """One sourced number: ``{value=..., source=...}`` -> SI float (provenance recorded)."""
+    if not isinstance(raw, dict):
+        ctx.problems.add(
+            path,
+            f"number without a source; got {raw!r}; expected "
+            f"{{ value = {format_quantity(1.0, unit) if unit not in ('count', '1') else 1!r}, "
+            f"source = \"datasheet, table ...\" }}",
+        )
+        return None
+    extra = set(raw) - _QUANTITY_KEYS
+    for k in sorted(extra):
+        ctx.problems.add(
+            f"{path}.{k}", f"unknown key; got {k!r}; expected one of value, source, note{_near(k, _QUANTITY_KEYS)}"
+        )
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
+        src = None
+    else:
+        src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    if "value" not in raw:
+        ctx.problems.add(path, "missing value; got nothing; expected value = <quantity>")
+        return None
+    try:
+        v = parse_quantity(raw["value"], unit, clock_hz=ctx.clock_hz)
+    except UnitError as e:
+        ctx.problems.add(path, str(e))
+        return None
+    if not _check_value(v, unit, name, path, ctx.problems):
+        return None
+    note = raw.get("note", "")
+    if isinstance(raw["value"], str) and raw["value"].strip().endswith(("cycle", "cycles")):
+        conv = f"converted from {raw['value'].strip()} at {format_quantity(ctx.clock_hz or 0, 'Hz')}"
+        note = f"{note}; {conv}" if note else conv
+    if src is not None:
+        ctx.provenance[path] = Provenance(source=src, note=str(note))
+    return v
+
+
+def _check_value(v: float, unit: str, name: str, path: str, problems: _Problems) -> bool:
+    if not math.isfinite(v):
+        problems.add(path, f"not finite; got {v!r}; expected a finite number")
+        return False
+    if unit in _POSITIVE_UNITS and not v > 0:
+        problems.add(path, f"must be positive; got {format_quantity(v, unit)}; expected > 0")
+        return False
+    if unit in _NONNEGATIVE_UNITS and v < 0:
+        problems.add(path, f"must not be negative; got {format_quantity(v, unit)}; expected >= 0")
+        return False
+    if unit == "1":
+        if not v > 0:
+            problems.add(path, f"must be positive; got {v!r}; expected a factor > 0")
+            return False
+        if name.endswith("_fraction") and v > 1:
+            problems.add(path, f"fraction above 1; got {v!r}; expected 0 < value <= 1")
+            return False
+    if unit == "count" and v != int(v):
+        problems.add(path, f"not a whole number; got {v!r}; expected an integer")
+        return False
+    return True
+
+
+def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[str] = ()) -> Any:
+    """Instance of dataclass ``cls`` from TOML ``table`` (None after recording problems)."""
+    if not isinstance(table, dict):
+        ctx.problems.add(path, f"expected a table; got {table!r}; expected [{path}] with its fields")
+        return None
+    fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
+    names = [f.name for f in fields]
+    for k in table:
+        if k not in names and k not in skip:
+            ctx.problems.add(
+                _join(path, k),
+                f"unknown key; got {k!r}; expected a field of {cls.__name__}{_near(k, names)}",
+            )
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    ok = True
+    for f in fields:
+        fpath = _join(path, f.name)
+        if f.name not in table:
+            if _has_default(f):
+                continue
+            ok = False
+            unit = f.metadata.get("unit")
+            form = unit and unit not in ("",) and f"{{ value = <{unit}>, source = \"...\" }}" or "a value"
+            ctx.problems.add(fpath, f"missing field; got nothing; expected {form} ({f.metadata.get('doc', f.name)})")
+            continue
+        val = _convert(hints[f.name], f, table[f.name], fpath, ctx)
+        if val is _BAD:
+            ok = False
+        else:
+            kwargs[f.name] = val
+    if not ok:
+        return None
+    return cls(**kwargs)
+
+
+_BAD = object()
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> Any:
+    tp, optional = _strip_optional(tp)
+    origin = typing.get_origin(tp)
+    unit = f.metadata.get("unit", "")
+    if optional and raw is None:
+        return None
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        v = _build(tp, raw, path, ctx)
+        return _BAD if v is None else v
+    if origin is tuple:
+        return _convert_entries(typing.get_args(tp)[0], raw, path, ctx)
+    if origin is dict:
+        return _convert_dtype_map(raw, unit, f.name, path, ctx)
+    if tp is str:
+        if not isinstance(raw, str):
+            ctx.problems.add(path, f"expected a string; got {raw!r}; expected a quoted value")
+            return _BAD
+        return raw
+    if tp in (float, int):
+        v = _quantity(raw, unit or ("count" if tp is int else "1"), path, f.name, ctx)
+        if v is None:
+            return _BAD
+        return int(v) if tp is int else float(v)
+    ctx.problems.add(path, f"field type {tp!r} is not loadable from TOML; got {raw!r}; expected a supported type")
+    return _BAD
+
+
+def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
+    """Array of tables (``[[memory]]``) -> tuple of ``cls`` keyed by their ``name``."""
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        ctx.problems.add(path, f"expected an array of tables; got {raw!r}; expected [[{path}]] entries")
+        return _BAD
+    out: list[Any] = []
+    seen: set[str] = set()
+    bad = False
+    for i, entry in enumerate(raw):
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            ctx.problems.add(f"{path}[{i}]", f"entry without a name; got {name!r}; expected name = \"hbm\"")
+            bad = True
+            continue
+        if name in seen:
+            ctx.problems.add(f"{path}.{name}", f"duplicate name; got {name!r} twice; expected unique names")
+            bad = True
+            continue
+        seen.add(name)
+        v = _build(cls, entry, f"{path}.{name}", ctx)
+        if v is None:
+            bad = True
+        else:
+            out.append(v)
+    return _BAD if bad else tuple(out)
+
+
+def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx) -> Any:
+    if not isinstance(raw, dict):
+        ctx.problems.add(path, f"expected a table of dtypes; got {raw!r}; expected [{path}] with bf16 = {{...}}")
+        return _BAD
+    out: dict[str, float] = {}
+    bad = False
+    for k in raw:
+        kp = f"{path}.{k}"
+        if k not in KNOWN_DTYPES:
+            ctx.problems.add(kp, f"unknown dtype; got {k!r}; expected one of {', '.join(KNOWN_DTYPES)}{_near(k, KNOWN_DTYPES)}")
+            bad = True
+            continue
+        v = _quantity(raw[k], unit, kp, name, ctx)
+        if v is None:
+            bad = True
+        else:
+            out[k] = v
+    return _BAD if bad else {k: out[k] for k in KNOWN_DTYPES if k in out}
+
+
+# ------------------------------------------------------------------------------------------
+# efficiency defaults
+
+
+def load_efficiency_defaults(path: str | Path = DEFAULT_EFFICIENCY_FILE) -> dict[str, dict[str, Any]]:
+    """Per-architecture efficiency tables (raw TOML, sources unexpanded) from ``path``.
+
+    Returns
+    -------
+    dict
+        ``{arch: {field: {value, source, ...}}}``; the ``refs`` table, if any, under ``"refs"``.
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as e:
+        raise SpecError(f"{p}: efficiency defaults not found; got no file; expected a TOML file") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{p}: invalid TOML; got {e}; expected valid TOML") from e
+
+
+def _merged_efficiency(
+    arch: str, own: Any, defaults: Mapping[str, Any], defaults_where: str, ctx: _Ctx
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Efficiency table of ``arch`` from the defaults, overridden by the device's own entries."""
+    archs = [k for k in defaults if k != "refs"]
+    base = defaults.get(arch)
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    if isinstance(base, dict):
+        for k, v in base.items():
+            merged[k] = v
+            origin[k] = "defaults"
+    elif own is None or not isinstance(own, dict) or not all(
+        f.name in own for f in dataclasses.fields(EfficiencySpec) if not _has_default(f)
+    ):
+        ctx.problems.add(
+            "efficiency",
+            f"no efficiency defaults for arch {arch!r} in {defaults_where}; got arch = {arch!r}; "
+            f"expected one of {', '.join(sorted(archs))} or a complete [efficiency] table{_near(arch, archs)}",
+        )
+    if own is not None:
+        if not isinstance(own, dict):
+            ctx.problems.add("efficiency", f"expected a table; got {own!r}; expected [efficiency] overrides")
+        else:
+            for k, v in own.items():
+                merged[k] = v
+                origin[k] = "device"
+    return merged, origin
+
+
+# ------------------------------------------------------------------------------------------
+# devices
+
+
+_DEVICE_SCALARS = ("name", "kind", "vendor", "arch", "description")
+
+
+def device_from_dict(
+    data: Mapping[str, Any],
+    *,
+    where: str = "<dict>",
+    efficiency_defaults: Mapping[str, Any] | None = None,
+    defaults_where: str = str(DEFAULT_EFFICIENCY_FILE),
+) -> DeviceSpec:
+    """Build a :class:`DeviceSpec` from a parsed TOML mapping; one SpecError lists every problem.
+
+    Parameters
+    ----------
+    data
+        The file's content (see the module docstring for the format).
+    where
+        Name used to locate problems (the file path).
+    efficiency_defaults
+        Per-arch efficiency tables (:func:`load_efficiency_defaults`); loaded from
+        ``catalog/defaults/efficiency.toml`` when None.
+    """
+    problems = _Problems(where)
+    data = dict(data)
+    refs = data.pop("refs", {}) or {}
+    data.pop("schema", None)
+    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
+        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
+        refs = {}
+
+    for key in _DEVICE_SCALARS:
+        if key not in data:
+            problems.add(key, f"missing field; got nothing; expected {key} = \"...\"")
+        elif not isinstance(data[key], str):
+            problems.add(key, f"expected a string; got {data[key]!r}; expected {key} = \"...\"")
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind not in KNOWN_KINDS:
+        problems.add("kind", f"unknown device kind; got {kind!r}; expected one of {', '.join(KNOWN_KINDS)}{_near(kind, KNOWN_KINDS)}")
+
+    # The clock is needed first: latencies may be given in cycles.
+    clock_hz: float | None = None
+    clock_raw = data.get("clock")
+    if isinstance(clock_raw, dict) and isinstance(clock_raw.get("boost_hz"), dict):
+        try:
+            clock_hz = parse_quantity(clock_raw["boost_hz"].get("value"), "Hz")
+        except UnitError:
+            clock_hz = None  # reported when the clock itself is built
+    ctx = _Ctx(problems, refs, clock_hz)
+
+    if efficiency_defaults is None:
+        efficiency_defaults = load_efficiency_defaults()
+    arch = data.get("arch") if isinstance(data.get("arch"), str) else ""
+    eff_table, eff_origin = _merged_efficiency(
+        arch, data.get("efficiency"), efficiency_defaults, defaults_where, ctx
+    )
+    eff_refs = efficiency_defaults.get("refs", {}) or {}
+
+    # Everything but efficiency and the scalars goes through the generic builder.
+    body = {k: v for k, v in data.items() if k not in _DEVICE_SCALARS and k != "efficiency"}
+    skip = set(_DEVICE_SCALARS) | {"efficiency"}
+    partial = _build_fields(DeviceSpec, body, ctx, skip)
+
+    # Efficiency: build with the defaults' refs for values from the defaults file.
+    eff_ctx_dev = ctx
+    eff_ctx_def = _Ctx(_Problems(f"{defaults_where} [{arch}]"), eff_refs, clock_hz)
+    eff_from_def = {k: v for k, v in eff_table.items() if eff_origin.get(k) == "defaults"}
+    eff_from_dev = {k: v for k, v in eff_table.items() if eff_origin.get(k) == "device"}
+    eff_kwargs = _efficiency_kwargs(eff_from_def, eff_from_dev, eff_ctx_def, eff_ctx_dev)
+    problems.items.extend(eff_ctx_def.problems.items)
+    for k, prov in eff_ctx_def.provenance.items():
+        ctx.provenance[k] = Provenance(prov.source, _joined_note(prov.note, f"default for arch {arch!r} from {Path(defaults_where).name}"))
+
+    if isinstance(kind, str) and kind in _REQUIRED_BY_KIND:
+        for req in _REQUIRED_BY_KIND[kind]:
+            if req not in data:
+                problems.add(req, f"missing section for kind {kind!r}; got nothing; expected a [{req}] table")
+
+    if partial is not None and eff_kwargs is not None:
+        _cross_checks(partial, problems)
+    problems.raise_if_any()
+    assert partial is not None and eff_kwargs is not None
+    return DeviceSpec(
+        **{k: data[k] for k in _DEVICE_SCALARS},
+        efficiency=EfficiencySpec(**eff_kwargs),
+        provenance=dict(sorted(ctx.provenance.items())),
+        source_file=where,
+        **partial,
+    )
+
+
+def _joined_note(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -> dict[str, Any] | None:
+    """Like :func:`_build` but returns the kwargs (the caller adds the skipped fields)."""
+    fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
+    names = [f.name for f in fields]
+    for k in table:
+        if k not in names:
+            ctx.problems.add(k, f"unknown key; got {k!r}; expected a field of {cls.__name__}{_near(k, names + sorted(skip))}")
+    hints = _hints(cls)
+    out: dict[str, Any] = {}
+    ok = True
+    for f in fields:
+        if f.name not in table:
+            if _has_default(f):
+                continue
+            ok = False
+            ctx.problems.add(f.name, f"missing section; got nothing; expected [{f.name}]")
+            continue
+        v = _convert(hints[f.name], f, table[f.name], f.name, ctx)
+        if v is _BAD:
+            ok = False
+        else:
+            out[f.name] = v
+    return out if ok else None
+
+
+def _efficiency_kwargs(
+    from_defaults: dict[str, Any], from_device: dict[str, Any], ctx_def: _Ctx, ctx_dev: _Ctx
+) -> dict[str, Any] | None:
+    fields = {f.name: f for f in dataclasses.fields(EfficiencySpec)}
+    hints = _hints(EfficiencySpec)
+    out: dict[str, Any] = {}
+    ok = True
+    for src, ctx in ((from_defaults, ctx_def), (from_device, ctx_dev)):
+        for k, raw in src.items():
+            path = f"efficiency.{k}"
+            if k not in fields:
+                ctx.problems.add(path, f"unknown key; got {k!r}; expected a field of EfficiencySpec{_near(k, fields)}")
+                ok = False
+                continue
+            v = _convert(hints[k], fields[k], raw, path, ctx)
+            if v is _BAD:
+                ok = False
+            else:
+                out[k] = v
+    for name, f in fields.items():
+        if name not in out and not _has_default(f) and name not in from_defaults and name not in from_device:
+            ctx_dev.problems.add(
+                f"efficiency.{name}",
+                f"missing field; got nothing in the arch defaults nor the device file; "
+                f"expected {{ value = ..., source = \"...\" }} ({f.metadata.get('doc', name)})",
+            )
+            ok = False
+    return out if ok else None
+
+
+def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
+    clock = kw.get("clock")
+    if clock is not None and clock.sustained_hz > clock.boost_hz:
+        problems.add(
+            "clock.sustained_hz",
+            f"sustained clock above boost; got {format_quantity(clock.sustained_hz, 'Hz')}; "
+            f"expected <= clock.boost_hz ({format_quantity(clock.boost_hz, 'Hz')})",
+        )
+    power = kw.get("power")
+    if power is not None and power.idle_w >= power.tdp_w:
+        problems.add(
+            "power.idle_w",
+            f"idle power not below TDP; got {format_quantity(power.idle_w, 'W')}; "
+            f"expected < power.tdp_w ({format_quantity(power.tdp_w, 'W')})",
+        )
+    compute, energy = kw.get("compute"), kw.get("energy")
+    if compute is not None and energy is not None:
+        for ename, cname in (("tensor_j_per_flop", "tensor_flops_per_s"), ("vector_j_per_flop", "vector_flops_per_s")):
+            have = getattr(compute, cname)
+            for dt in getattr(energy, ename):
+                if dt not in have:
+                    problems.add(
+                        f"energy.{ename}.{dt}",
+                        f"energy for a dtype without a throughput; got {dt!r}; expected a dtype of "
+                        f"compute.{cname} ({', '.join(have) or 'none'})",
+                    )
+    memory = kw.get("memory")
+    if memory is not None and len(memory) == 0:
+        problems.add("memory", "no memory levels; got an empty list; expected [[memory]] entries, outermost first")
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as e:
+        raise SpecError(f"{p}: file not found; got {str(p)!r}; expected an existing TOML file") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{p}: invalid TOML; got {e}; expected valid TOML syntax") from e
+
+
+def load_device_file(
+    path: str | Path, *, efficiency_defaults_file: str | Path = DEFAULT_EFFICIENCY_FILE
+) -> DeviceSpec:
+    """Load one device TOML file into a :class:`DeviceSpec` (SI units, per-path provenance).
+
+    Raises
+    ------
+    SpecError
+        Listing every problem of the file, one located line each.
+    """
+    data = _read_toml(path)
+    defaults = load_efficiency_defaults(efficiency_defaults_file)
+    return device_from_dict(
+        data, where=str(path), efficiency_defaults=defaults, defaults_where=str(efficiency_defaults_file)
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# systems
+
+
+def system_from_dict(
+    data: Mapping[str, Any],
+    *,
+    resolve_device: Callable[[str], DeviceSpec],
+    where: str = "<dict>",
+) -> SystemSpec:
+    """Build a :class:`SystemSpec`; ``device = "name"`` is resolved through ``resolve_device``."""
+    problems = _Problems(where)
+    data = dict(data)
+    refs = data.pop("refs", {}) or {}
+    data.pop("schema", None)
+    ctx = _Ctx(problems, refs, None)
+    for key in ("name", "description"):
+        if not isinstance(data.get(key), str):
+            problems.add(key, f"missing or not a string; got {data.get(key)!r}; expected {key} = \"...\"")
+    device: DeviceSpec | None = None
+    dev_name = data.get("device")
+    if not isinstance(dev_name, str):
+        problems.add("device", f"expected a device name; got {dev_name!r}; expected device = \"h100-sxm5-80gb\"")
+    else:
+        try:
+            device = resolve_device(dev_name)
+        except SpecError as e:
+            problems.add("device", str(e).replace("\n", " "))
+    body = {k: v for k, v in data.items() if k not in ("name", "description", "device")}
+    partial = _build_fields(SystemSpec, body, ctx, {"name", "description", "device"})
+    problems.raise_if_any()
+    assert partial is not None and device is not None
+    return SystemSpec(
+        name=data["name"],
+        description=data["description"],
+        device=device,
+        provenance=dict(sorted(ctx.provenance.items())),
+        source_file=where,
+        **partial,
+    )
+
+
+def load_system_file(path: str | Path, *, resolve_device: Callable[[str], DeviceSpec]) -> SystemSpec:
+    """Load one system TOML file; its ``device`` names a catalog device (or a file path)."""
+    return system_from_dict(_read_toml(path), resolve_device=resolve_device, where=str(path))
+
+
+# ------------------------------------------------------------------------------------------
+# overlays
+
+
+def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None, dict[str, Any]]:
+    if isinstance(overlay, (str, Path)):
+        where = str(overlay)
+        data = _read_toml(overlay)
+    elif isinstance(overlay, Mapping):
+        where = "<overlay>"
+        data = dict(overlay)
+    else:
+        raise SpecError(f"<overlay>: not an overlay; got {overlay!r}; expected a TOML path or a mapping")
+    if "values" in data:
+        extra = set(data) - {"values", "source", "refs", "schema"}
+        if extra:
+            raise SpecError(
+                f"{where}: unknown top-level keys; got {sorted(extra)}; expected source, values, refs"
+                f"{_near(sorted(extra)[0], ['source', 'values', 'refs'])}"
+            )
+        values = data["values"]
+        file_source = data.get("source")
+    else:
+        values = {k: v for k, v in data.items() if k not in ("source", "refs", "schema")}
+        file_source = data.get("source")
+    src = source if source is not None else file_source
+    if not isinstance(values, Mapping):
+        raise SpecError(f"{where}: values: not a table; got {values!r}; expected \"dotted.path\" = value")
+    return where, src, _flatten(values)
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested TOML tables and quoted dotted keys both give dotted paths."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        p = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping) and not (set(v) & {"value"}):
+            out.update(_flatten(v, p))
+        else:
+            out[p] = v
+    return out
+
+
+def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source: str | None = None) -> Any:
+    """A copy of ``spec`` (DeviceSpec or SystemSpec) with the overlay's values; base untouched.
+
+    Parameters
+    ----------
+    spec
+        The spec to vary.
+    overlay
+        TOML file path or mapping. Either ``{"source": "...", "values": {"dotted.path": value}}``
+        or a flat ``{"dotted.path": value}`` with ``source=`` given. A value may be a unit string
+        (``"3.0 TB/s"``), a plain number where the field is dimensionless, or an inline
+        ``{value = ..., source = ...}`` carrying its own source.
+    source
+        Citation for the overlaid values (e.g. ``"measured: runs/h100.csv, calibration 3"``);
+        overrides the overlay file's own ``source``.
+
+    Returns
+    -------
+    DeviceSpec or SystemSpec
+        New spec; the provenance of each overlaid path becomes the overlay's source.
+
+    Raises
+    ------
+    SpecError
+        Listing every unknown path (with a near match), bad value or missing source.
+    """
+    where, default_src, values = _overlay_entries(overlay, source)
+    problems = _Problems(where)
+    new = spec
+    prov_updates: dict[str, Provenance] = {}
+    clock = getattr(getattr(spec, "clock", None), "boost_hz", None)
+    for path, raw in values.items():
+        try:
+            current = get_path(spec, path)
+        except SpecError as e:
+            problems.add(path, str(e).split(": ", 2)[-1] if ": " in str(e) else str(e))
+            continue
+        if dataclasses.is_dataclass(current) or isinstance(current, (dict, tuple)):
+            problems.add(path, f"not a number field; got a {type(current).__name__}; expected a path to a numeric field")
+            continue
+        unit = field_unit(type(spec), path)
+        raw_value, src = raw, default_src
+        if isinstance(raw, Mapping):
+            raw_value, src = raw.get("value"), raw.get("source", default_src)
+        if not isinstance(src, str) or not src.strip():
+            problems.add(path, f"missing source; got {src!r}; expected source = \"measured: file\" or a citation")
+            continue
+        if unit is None:
+            if isinstance(current, str) and isinstance(raw_value, str):
+                new = replace_path(new, path, raw_value)
+                prov_updates[path] = Provenance(src, f"overlay {where}")
+            else:
+                problems.add(path, f"cannot overlay this field; got {raw_value!r}; expected a numeric field")
+            continue
+        try:
+            v = parse_quantity(raw_value, unit, clock_hz=clock)
+        except UnitError as e:
+            problems.add(path, str(e))
+            continue
+        if not _check_value(v, unit, path.rsplit(".", 1)[-1], path, problems):
+            continue
+        if isinstance(current, int) and not isinstance(current, bool):
+            v = int(v)
+        new = replace_path(new, path, v)
+        prov_updates[path] = Provenance(src, f"overlay {where}")
+    problems.raise_if_any()
+    return _with_provenance(new, prov_updates)
+
+
+def _with_provenance(spec: Any, updates: dict[str, Provenance]) -> Any:
+    if not updates:
+        return spec
+    if isinstance(spec, SystemSpec):
+        dev_updates = {p[len("device."):]: v for p, v in updates.items() if p.startswith("device.")}
+        own = {p: v for p, v in updates.items() if not p.startswith("device.")}
+        device = _with_provenance(spec.device, dev_updates)
+        return dataclasses.replace(
+            spec, device=device, provenance=dict(sorted({**spec.provenance, **own}.items()))
+        )
+    return dataclasses.replace(spec, provenance=dict(sorted({**spec.provenance, **updates}.items())))
+
+
+def numeric_paths(spec: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """Every numeric leaf of ``spec`` as ``(dotted path, value, SI unit)``, in declaration order."""
+    out: list[tuple[str, Any, str]] = []
+    for f in dataclasses.fields(spec):
+        if f.name in _INTERNAL:
+            continue
+        v = getattr(spec, f.name)
+        p = _join(prefix, f.name)
+        unit = f.metadata.get("unit", "")
+        if dataclasses.is_dataclass(v):
+            out.extend(numeric_paths(v, p))
+        elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
+            for e in v:
+                out.extend(numeric_paths(e, f"{p}.{e.name}"))
+        elif isinstance(v, dict):
+            out.extend((f"{p}.{k}", x, unit) for k, x in v.items())
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and unit:
+            out.append((p, v, unit))
+    return out
+
+

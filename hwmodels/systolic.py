@@ -1,0 +1,590 @@
+"""Closed-form cycle, utilisation, SRAM and DRAM model of a TPU-style systolic array, numpy-broadcast.
+
+The compute side reproduces SCALE-Sim v3 (``scalesim==3.0.0``) exactly; the memory side is this
+project's own double-buffering model (SCALE-Sim's is described below and differs on purpose).
+
+GEMM view
+---------
+A layer is the product ``O[M, N] = I[M, K] @ W[K, N]``: for a convolution ``M`` is the number of
+output pixels of one filter (``E_h * E_w``), ``N`` the number of filters and ``K`` the window size
+(``R * S * C``); a GEMM row ``name, M, N, K`` is taken as is. Each dataflow maps two of the three
+dimensions onto the array and streams the third in time (SCALE-Sim's ``S_r, S_c, T``)::
+
+    dataflow  stationary   S_r (rows)   S_c (cols)   T (time)
+    os        outputs      M            N            K
+    ws        weights      K            N            M
+    is        inputs       K            M            N
+
+Folds and cycles
+----------------
+An ``R x C`` array covers ``S_r x S_c`` in ``ceil(S_r/R) * ceil(S_c/C)`` folds, visited with the
+column fold outermost. Every fold runs the full-array schedule (partial tiles are padded):
+
+- output stationary: ``T`` streaming cycles plus ``R + C - 2`` skew cycles (operands ramp in over
+  the rows and columns); results leave through a drain path in the shadow of the next fold;
+- weight / input stationary: ``R`` cycles to preload the stationary tile, then ``T`` streaming
+  cycles plus ``R + C - 2`` skew cycles until the last partial sum leaves the bottom edge.
+
+``compute_cycles`` is SCALE-Sim's "Total Cycles" without stalls: ``folds * fold_cycles - 1`` (it
+reports the index of the last busy cycle, counted from zero).
+
+Utilisation (percent, SCALE-Sim's definitions)
+----------------------------------------------
+- overall: ``100 * M*N*K / (total_cycles * R * C)``;
+- mapping efficiency: mean over folds of the fraction of PEs holding work;
+- compute utilisation: mean over folds of ``MACs / (R * C * L)`` with ``L = T + R + C - 2`` for
+  os and ``L = 2R + 2C + T - 3`` for ws/is (SCALE-Sim counts the column skew once more there
+  than the fold actually lasts; kept for parity).
+
+SRAM accesses (words, SCALE-Sim's counts)
+-----------------------------------------
+- os: ifmap ``M*K*ceil(N/C)``, filter ``K*N*ceil(M/R)``, ofmap writes ``M*N + folds*(R + C)``
+  (SCALE-Sim adds ``R + C`` per fold to its output-stationary write counter; the array itself
+  writes ``M*N`` words);
+- ws: ifmap ``M*K*ceil(N/C)``, filter ``K*N``, ofmap writes ``M*N*ceil(K/R)`` (partial sums);
+- is: ifmap ``M*K``, filter ``K*N*ceil(M/C)``, ofmap writes ``M*N*ceil(K/R)``.
+
+``sram_ofmap_reads`` (ours; SCALE-Sim does not count them) is the partial-sum read-back needed to
+accumulate across the ``ceil(K/R)`` row folds of ws/is: ``M*N*(ceil(K/R) - 1)``.
+
+Memory model (ours)
+-------------------
+Three double-buffered scratchpads (ifmap, filter, ofmap) of ``sram_words`` words each sit between
+the array and a DRAM of ``dram_words_per_cycle`` words per cycle shared by the three operands.
+Folds are visited column-fold outermost, so an operand tile indexed only by the row fold (os ifmap,
+ws ifmap, is filter) is re-read from DRAM once per column fold unless the whole operand fits in its
+scratchpad; a tile indexed only by the column fold (os filter) is read once if it fits; a tile
+indexed by both (ws filter, is ifmap) is read once. A ws/is partial-sum block (``M x C`` or
+``C x N``) accumulates on chip when it fits in the ofmap scratchpad, otherwise partial sums spill to
+DRAM and are read back. ifmap traffic counts distinct ifmap words (for a convolution the input
+pixels the windows touch, not the ``M*K`` im2col copies; halo re-reads between adjacent tiles are
+neglected). Double buffering overlaps all DRAM traffic with compute except the first fold's input
+tiles (``prefetch_cycles``) and the last fold's outputs (``drain_cycles``)::
+
+    overlapped   = dram_words - first_fold_inputs - last_fold_outputs
+    stall_cycles = max(0, ceil(overlapped / W) - compute_cycles)
+    total_cycles = compute_cycles + stall_cycles + prefetch_cycles + drain_cycles
+    bound        = "memory" if ceil(dram_words / W) > compute_cycles else "compute"
+
+Without a DRAM bandwidth (``dram_words_per_cycle=None``) memory is ideal: no stalls, no prefetch,
+``total_cycles == compute_cycles``, which is what SCALE-Sim reports in its default CALC mode.
+
+How SCALE-Sim's memory model differs, and why ours is the one to use
+--------------------------------------------------------------------
+In its USER-bandwidth mode SCALE-Sim's read buffer (``memory/read_buffer.py``) (a) issues a new
+prefetch only when the array misses, starting after the previous prefetch has completed, so the
+refill of each buffer half is serialised with compute instead of overlapping it; (b) adds each
+positive stall twice (``offset += potential_stall_cycles`` followed by
+``if potential_stall_cycles > 0: offset += potential_stall_cycles``); (c) feeds the ifmap and
+filter buffers at ``IfmapSRAMBankBandwidth`` / ``FilterSRAMBankBandwidth`` from the ``[layout]``
+section rather than at the configured ``Bandwidth``; and (d) counts DRAM reads in whole request
+lines, padding included. Its CALC mode reports no stalls at all and a "Total Cycles (incl.
+prefetch)" derived from estimated prefetch traces. Worked example (checked in
+``tests/hwmodels/test_systolic_memory.py``): a 64 x 64 x 64 GEMM on an 8 x 8 array, output
+stationary, 1 KiB (1024-word) ifmap/filter/ofmap scratchpads, 10 words/cycle. The compute takes
+64 folds of ``64 + 8 + 8 - 2 = 78`` cycles, ``compute_cycles = 4991``. The ifmap (4096 words) does
+not fit in 1024 words and is re-read for each of the 8 column folds: 32768 words; each 64 x 8
+filter tile (512 words) fits and is read once: 4096 words; outputs 4096 words. DRAM moves 40960
+words = 4096 cycles at 10 words/cycle, less than the 4991 compute cycles, so with double buffering
+the layer is compute-bound: the first fold's 512 + 512 input words cost 103 prefetch cycles, the
+last 64 outputs 7 drain cycles, no stalls, 5101 cycles in all. SCALE-Sim 3.0.0 in USER mode with the
+same scratchpads and 10 words/cycle per operand (three times our shared bandwidth) reports 19,001
+stall cycles (23,992 total) and 235,560 filter DRAM reads for a 4,096-word filter: every refill waits
+for a miss, each wait is counted twice, and its prefetch window wraps around the whole filter
+stream. The DRAM cannot be the bottleneck of a layer whose traffic needs fewer cycles than its
+compute, so the stalls are an artefact of the simulator, not of the hardware.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "DATAFLOWS",
+    "SystolicError",
+    "SystolicResult",
+    "ConvView",
+    "gemm_view",
+    "conv_gemm_view",
+    "gemm_cycles",
+    "conv_cycles",
+]
+
+logger = logging.getLogger(__name__)
+
+DATAFLOWS: tuple[str, ...] = ("os", "ws", "is")
+
+FoldAverage = Literal["exact", "scalesim"]
+
+
+class SystolicError(ValueError):
+    """Invalid input to the systolic-array model; the message names the argument and the value."""
+
+
+@dataclass(frozen=True)
+class ConvView:
+    """GEMM view of a convolution, as SCALE-Sim defines it (no padding: give the padded input).
+
+    Attributes
+    ----------
+    m, n, k
+        Output pixels per filter, filters, window size ``filter_h * filter_w * channels``.
+    ofmap_h, ofmap_w
+        Output height and width, ``ceil((H - R + stride) / stride)``.
+    ifmap_words
+        Distinct input words the windows touch (words; at most ``H * W * C``).
+    """
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    ofmap_h: np.ndarray
+    ofmap_w: np.ndarray
+    ifmap_words: np.ndarray
+
+
+@dataclass(frozen=True)
+class SystolicResult:
+    """Per-layer figures of one dataflow on one array geometry; every field broadcasts.
+
+    All counts are integers (``int64`` arrays), percentages are ``float64``. Cycle fields are
+    array clock cycles; access counts are words.
+
+    Attributes
+    ----------
+    dataflow
+        ``"os"``, ``"ws"`` or ``"is"``.
+    rows, cols
+        Array geometry (PEs).
+    m, n, k
+        GEMM view of the layer.
+    sr, sc, t
+        Spatial rows, spatial columns and temporal extent for the dataflow.
+    row_folds, col_folds, folds
+        ``ceil(sr / rows)``, ``ceil(sc / cols)`` and their product.
+    fold_cycles
+        Cycles of one fold: ``preload + t + rows + cols - 2``.
+    preload_cycles, skew_cycles, stream_cycles
+        Whole-layer split of the fold cycles: stationary-tile preload (ws/is: ``rows`` per fold),
+        pipeline fill/drain skew (``rows + cols - 2`` per fold), streaming (``t`` per fold).
+    compute_cycles
+        SCALE-Sim's stall-free "Total Cycles": ``folds * fold_cycles - 1``.
+    macs
+        Multiply-accumulates, ``m * n * k``.
+    overall_util_pct, mapping_eff_pct, compute_util_pct
+        SCALE-Sim's utilisation figures (percent), overall taken over ``total_cycles``.
+    sram_ifmap_reads, sram_filter_reads, sram_ofmap_writes
+        SCALE-Sim's SRAM access counts (words).
+    sram_ofmap_reads
+        Partial-sum read-back for accumulation across row folds (ws/is; words).
+    dram_ifmap_reads, dram_filter_reads, dram_ofmap_writes, dram_ofmap_reads
+        DRAM traffic of the double-buffered scratchpads (words).
+    prefetch_cycles, drain_cycles, stall_cycles
+        Un-overlapped first-fold loads, last-fold stores, and compute waiting on DRAM (cycles).
+    memory_cycles
+        ``ceil(dram_words / dram_words_per_cycle)`` (cycles; 0 with ideal memory).
+    total_cycles
+        ``compute_cycles + stall_cycles + prefetch_cycles + drain_cycles``.
+    bound
+        ``"memory"`` where ``memory_cycles > compute_cycles``, else ``"compute"``.
+    """
+
+    dataflow: str
+    rows: np.ndarray
+    cols: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    sr: np.ndarray
+    sc: np.ndarray
+    t: np.ndarray
+    row_folds: np.ndarray
+    col_folds: np.ndarray
+    folds: np.ndarray
+    fold_cycles: np.ndarray
+    preload_cycles: np.ndarray
+    skew_cycles: np.ndarray
+    stream_cycles: np.ndarray
+    compute_cycles: np.ndarray
+    macs: np.ndarray
+    overall_util_pct: np.ndarray
+    mapping_eff_pct: np.ndarray
+    compute_util_pct: np.ndarray
+    sram_ifmap_reads: np.ndarray
+    sram_filter_reads: np.ndarray
+    sram_ofmap_writes: np.ndarray
+    sram_ofmap_reads: np.ndarray
+    dram_ifmap_reads: np.ndarray
+    dram_filter_reads: np.ndarray
+    dram_ofmap_writes: np.ndarray
+    dram_ofmap_reads: np.ndarray
+    prefetch_cycles: np.ndarray
+    drain_cycles: np.ndarray
+    stall_cycles: np.ndarray
+    memory_cycles: np.ndarray
+    total_cycles: np.ndarray
+    bound: np.ndarray
+
+
+def _positive_ints(name: str, value: object) -> np.ndarray:
+    """Return ``value`` as an int64 array after checking every element is an integer >= 1."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise SystolicError(f"systolic: {name} must be integers >= 1; got {value!r}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.floor(arr)):
+            raise SystolicError(f"systolic: {name} must be integers >= 1; got {value!r}")
+    out = arr.astype(np.int64)
+    if out.size and np.min(out) < 1:
+        raise SystolicError(
+            f"systolic: {name} must be integers >= 1; got {int(np.min(out))} (smallest element)"
+        )
+    return out
+
+
+def _check_dataflow(dataflow: str) -> str:
+    if dataflow not in DATAFLOWS:
+        raise SystolicError(
+            f"systolic: unknown dataflow; got {dataflow!r}; expected one of {', '.join(DATAFLOWS)}"
+        )
+    return dataflow
+
+
+def _ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return -(-a // b)
+
+
+def gemm_view(
+    dataflow: str, m: np.ndarray, n: np.ndarray, k: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spatial rows, spatial columns and temporal extent ``(S_r, S_c, T)`` of a dataflow.
+
+    Parameters
+    ----------
+    dataflow
+        ``"os"`` (``(M, N, K)``), ``"ws"`` (``(K, N, M)``) or ``"is"`` (``(K, M, N)``).
+    m, n, k
+        GEMM dimensions (counts, broadcastable).
+    """
+    _check_dataflow(dataflow)
+    if dataflow == "os":
+        return m, n, k
+    if dataflow == "ws":
+        return k, n, m
+    return k, m, n
+
+
+def conv_gemm_view(
+    ifmap_h: object,
+    ifmap_w: object,
+    filter_h: object,
+    filter_w: object,
+    channels: object,
+    num_filters: object,
+    stride_h: object = 1,
+    stride_w: object | None = None,
+) -> ConvView:
+    """GEMM view of a convolution as SCALE-Sim builds it (inputs are the padded sizes).
+
+    Parameters
+    ----------
+    ifmap_h, ifmap_w
+        Input height and width including any padding (pixels).
+    filter_h, filter_w
+        Filter height and width (pixels); must not exceed the input.
+    channels, num_filters
+        Input channels and output channels (filters).
+    stride_h, stride_w
+        Strides (pixels); ``stride_w`` defaults to ``stride_h``.
+
+    Returns
+    -------
+    ConvView
+        ``m = E_h * E_w`` with ``E = ceil((H - R + stride) / stride)``, ``n = num_filters``,
+        ``k = filter_h * filter_w * channels`` and the distinct ifmap words touched.
+
+    Examples
+    --------
+    >>> v = conv_gemm_view(230, 230, 7, 7, 3, 64, 2)   # ResNet-50 conv1, padded 224 -> 230
+    >>> int(v.m), int(v.n), int(v.k)
+    (12544, 64, 147)
+    """
+    h = _positive_ints("ifmap_h", ifmap_h)
+    w = _positive_ints("ifmap_w", ifmap_w)
+    fh = _positive_ints("filter_h", filter_h)
+    fw = _positive_ints("filter_w", filter_w)
+    c = _positive_ints("channels", channels)
+    nf = _positive_ints("num_filters", num_filters)
+    sh = _positive_ints("stride_h", stride_h)
+    sw = sh if stride_w is None else _positive_ints("stride_w", stride_w)
+    if np.any(fh > h):
+        raise SystolicError(f"systolic: filter_h exceeds ifmap_h; got {fh} > {h}")
+    if np.any(fw > w):
+        raise SystolicError(f"systolic: filter_w exceeds ifmap_w; got {fw} > {w}")
+    eh = (h - fh) // sh + 1
+    ew = (w - fw) // sw + 1
+    rows_touched = np.minimum((eh - 1) * sh + fh, eh * fh)
+    cols_touched = np.minimum((ew - 1) * sw + fw, ew * fw)
+    return ConvView(
+        m=eh * ew,
+        n=nf,
+        k=fh * fw * c,
+        ofmap_h=eh,
+        ofmap_w=ew,
+        ifmap_words=rows_touched * cols_touched * c,
+    )
+
+
+def _fold_mean_scalesim(
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    values: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """Mean of per-fold values summed one fold at a time, column fold outermost (as SCALE-Sim).
+
+    ``values`` are the per-fold figures for (full row & full col, last row fold, last col fold,
+    both last). Summing in SCALE-Sim's order makes the float result bit-identical to its report.
+    """
+    full, last_r, last_c, last_rc = np.broadcast_arrays(*values)
+    rf, cf = np.broadcast_arrays(row_folds, col_folds)
+    shape = np.broadcast_shapes(full.shape, rf.shape)
+    full, last_r, last_c, last_rc = (np.broadcast_to(v, shape) for v in (full, last_r, last_c, last_rc))
+    rf = np.broadcast_to(rf, shape)
+    cf = np.broadcast_to(cf, shape)
+    folds = rf * cf
+    acc = np.zeros(shape, dtype=np.float64)
+    for f in range(int(folds.max()) if folds.size else 0):
+        fc, fr = np.divmod(f, rf)
+        is_r_last = fr == rf - 1
+        is_c_last = fc == cf - 1
+        v = np.where(is_c_last, np.where(is_r_last, last_rc, last_c), np.where(is_r_last, last_r, full))
+        acc = np.where(f < folds, acc + v, acc)
+    return acc / folds
+
+
+def gemm_cycles(
+    rows: object,
+    cols: object,
+    dataflow: str,
+    m: object,
+    n: object,
+    k: object,
+    *,
+    ifmap_words: object | None = None,
+    sram_words: tuple[object, object, object] | None = None,
+    dram_words_per_cycle: object | None = None,
+    fold_average: FoldAverage = "exact",
+) -> SystolicResult:
+    """Cycles, utilisation, SRAM and DRAM traffic of ``O[M,N] = I[M,K] @ W[K,N]`` on an array.
+
+    Every numeric argument broadcasts (numpy rules), so one call evaluates many layers, array
+    geometries or memory configurations.
+
+    Parameters
+    ----------
+    rows, cols
+        PE rows and columns of the array (counts).
+    dataflow
+        ``"os"``, ``"ws"`` or ``"is"``.
+    m, n, k
+        GEMM dimensions (counts); for a convolution use :func:`conv_gemm_view`.
+    ifmap_words
+        Distinct ifmap words (words) for DRAM traffic; default ``m * k`` (a plain GEMM).
+    sram_words
+        ``(ifmap, filter, ofmap)`` scratchpad capacities (words). ``None``: unbounded, every
+        operand is read from and written to DRAM exactly once.
+    dram_words_per_cycle
+        DRAM bandwidth shared by the three operands (words per cycle). ``None`` or ``inf``: ideal
+        memory (no stall, prefetch or drain cycles).
+    fold_average
+        ``"exact"``: mapping efficiency and compute utilisation as exact ratios rounded once.
+        ``"scalesim"``: per-fold values summed one by one in SCALE-Sim's order, bit-identical to
+        its report (costs a loop over folds).
+
+    Returns
+    -------
+    SystolicResult
+
+    Examples
+    --------
+    >>> r = gemm_cycles(8, 8, "os", 20, 13, 30)
+    >>> int(r.folds), int(r.fold_cycles), int(r.compute_cycles)
+    (6, 44, 263)
+    >>> int(r.sram_ifmap_reads), int(r.sram_filter_reads), int(r.sram_ofmap_writes)
+    (1200, 1170, 356)
+    """
+    df = _check_dataflow(dataflow)
+    if fold_average not in ("exact", "scalesim"):
+        raise SystolicError(
+            f"systolic: fold_average; got {fold_average!r}; expected 'exact' or 'scalesim'"
+        )
+    R = _positive_ints("rows", rows)
+    C = _positive_ints("cols", cols)
+    M = _positive_ints("m", m)
+    N = _positive_ints("n", n)
+    K = _positive_ints("k", k)
+    R, C, M, N, K = np.broadcast_arrays(R, C, M, N, K)
+    ifw = M * K if ifmap_words is None else _positive_ints("ifmap_words", ifmap_words)
+
+    sr, sc, t = gemm_view(df, M, N, K)
+    rf = _ceil_div(sr, R)
+    cf = _ceil_div(sc, C)
+    folds = rf * cf
+    preload = R if df != "os" else np.zeros_like(R)
+    fold_cycles = preload + t + R + C - 2
+    compute_cycles = folds * fold_cycles - 1
+    macs = M * N * K
+    pes = R * C
+
+    # Per-fold occupancy: full folds, the last row fold, the last column fold.
+    r_last = sr - (rf - 1) * R
+    c_last = sc - (cf - 1) * C
+    util_len = t + R + C - 2 if df == "os" else 2 * R + 2 * C + t - 3
+    if fold_average == "exact":
+        mapping_eff = 100.0 * (sr * sc) / (pes * folds)
+        compute_util = 100.0 * (sr * sc * t) / (pes * util_len * folds)
+    else:
+        used = (R * C, r_last * C, R * c_last, r_last * c_last)
+        mapping_eff = _fold_mean_scalesim(rf, cf, tuple(u / pes for u in used)) * 100
+        compute_util = (
+            _fold_mean_scalesim(rf, cf, tuple((u * t) / (pes * util_len) for u in used)) * 100
+        )
+
+    # SRAM accesses (SCALE-Sim's counts).
+    if df == "os":
+        sram_if = M * K * cf
+        sram_f = K * N * rf
+        sram_of_w = M * N + folds * (R + C)
+        sram_of_r = np.zeros_like(M)
+    elif df == "ws":
+        sram_if = M * K * cf
+        sram_f = K * N
+        sram_of_w = M * N * rf
+        sram_of_r = M * N * (rf - 1)
+    else:
+        sram_if = M * K
+        sram_f = K * N * cf
+        sram_of_w = M * N * rf
+        sram_of_r = M * N * (rf - 1)
+
+    # DRAM traffic of the double-buffered scratchpads (ours).
+    if sram_words is None:
+        cap_if = cap_f = cap_of = np.full_like(M, np.iinfo(np.int64).max)
+    else:
+        if len(sram_words) != 3:
+            raise SystolicError(
+                f"systolic: sram_words; got {sram_words!r}; expected (ifmap, filter, ofmap) words"
+            )
+        cap_if = _positive_ints("sram_words[ifmap]", sram_words[0])
+        cap_f = _positive_ints("sram_words[filter]", sram_words[1])
+        cap_of = _positive_ints("sram_words[ofmap]", sram_words[2])
+    fw = K * N
+    ow = M * N
+    ifw = np.minimum(ifw, M * K)
+    ones = np.ones_like(M)
+    if df == "os":
+        dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
+        dram_f = fw * np.where(K * np.minimum(C, N) <= cap_f, ones, rf)
+        dram_of_w = ow
+        dram_of_r = np.zeros_like(M)
+        first_in = np.minimum(np.minimum(R, M) * K, ifw) + K * np.minimum(C, N)
+        last_out = r_last * c_last
+    else:
+        if df == "ws":
+            dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
+            dram_f = fw
+            block = M * np.minimum(C, N)
+            first_in = np.minimum(M * np.minimum(R, K), ifw) + np.minimum(R, K) * np.minimum(C, N)
+            last_out = M * c_last
+        else:
+            dram_if = ifw
+            dram_f = fw * np.where(fw <= cap_f, ones, cf)
+            block = np.minimum(C, M) * N
+            first_in = np.minimum(np.minimum(R, K) * np.minimum(C, M), ifw) + np.minimum(R, K) * N
+            last_out = c_last * N
+        spill = block > cap_of
+        dram_of_w = np.where(spill, ow * rf, ow)
+        dram_of_r = np.where(spill, ow * (rf - 1), 0)
+    dram_words = dram_if + dram_f + dram_of_w + dram_of_r
+
+    if dram_words_per_cycle is None:
+        bw = np.full(M.shape, np.inf)
+    else:
+        bw = np.asarray(dram_words_per_cycle, dtype=np.float64)
+        if not np.all(bw > 0) or np.any(np.isnan(bw)):
+            raise SystolicError(
+                f"systolic: dram_words_per_cycle must be > 0; got {dram_words_per_cycle!r}"
+            )
+    prefetch = np.ceil(first_in / bw).astype(np.int64)
+    drain = np.ceil(last_out / bw).astype(np.int64)
+    overlapped = np.ceil((dram_words - first_in - last_out) / bw).astype(np.int64)
+    stall = np.maximum(overlapped - compute_cycles, 0)
+    memory_cycles = np.ceil(dram_words / bw).astype(np.int64)
+    total = compute_cycles + stall + prefetch + drain
+    overall = (macs * 100) / (total * pes)
+    bound = np.where(memory_cycles > compute_cycles, "memory", "compute")
+
+    return SystolicResult(
+        dataflow=df,
+        rows=R,
+        cols=C,
+        m=M,
+        n=N,
+        k=K,
+        sr=sr,
+        sc=sc,
+        t=t,
+        row_folds=rf,
+        col_folds=cf,
+        folds=folds,
+        fold_cycles=fold_cycles,
+        preload_cycles=folds * preload,
+        skew_cycles=folds * (R + C - 2),
+        stream_cycles=folds * t,
+        compute_cycles=compute_cycles,
+        macs=macs,
+        overall_util_pct=overall,
+        mapping_eff_pct=np.asarray(mapping_eff, dtype=np.float64),
+        compute_util_pct=np.asarray(compute_util, dtype=np.float64),
+        sram_ifmap_reads=sram_if,
+        sram_filter_reads=sram_f,
+        sram_ofmap_writes=sram_of_w,
+        sram_ofmap_reads=sram_of_r,
+        dram_ifmap_reads=dram_if,
+        dram_filter_reads=dram_f,
+        dram_ofmap_writes=dram_of_w,
+        dram_ofmap_reads=dram_of_r,
+        prefetch_cycles=prefetch,
+        drain_cycles=drain,
+        stall_cycles=stall,
+        memory_cycles=memory_cycles,
+        total_cycles=total,
+        bound=bound,
+    )
+
+
+def conv_cycles(
+    rows: object,
+    cols: object,
+    dataflow: str,
+    ifmap_h: object,
+    ifmap_w: object,
+    filter_h: object,
+    filter_w: object,
+    channels: object,
+    num_filters: object,
+    stride_h: object = 1,
+    stride_w: object | None = None,
+    **kwargs: object,
+) -> SystolicResult:
+    """:func:`gemm_cycles` of a convolution through its SCALE-Sim GEMM view.
+
+    Parameters are those of :func:`conv_gemm_view` (padded input sizes) and the keyword options
+    of :func:`gemm_cycles` (``sram_words``, ``dram_words_per_cycle``, ``fold_average``).
+    """
+    v = conv_gemm_view(ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filters, stride_h, stride_w)
+    return gemm_cycles(rows, cols, dataflow, v.m, v.n, v.k, ifmap_words=v.ifmap_words, **kwargs)  # type: ignore[arg-type]

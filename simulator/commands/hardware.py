@@ -1,0 +1,51 @@
+"""`nodeperf hardware [show NAME]`: list the hardware catalog or print one spec with its sources."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hardware", help="list the hardware catalog, or show one spec with sources",
+                       description="List the hardware catalog (devices and systems), or show one spec with the "
+                                   "source of every number.")
+    p.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+    p.add_argument("name", nargs="?", metavar="NAME", help="device or system name, or a TOML file (for show)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hwmodels import catalog
+    from simulator.fmt import binary_bytes, si, table
+
+    if args.action == "show":
+        if not args.name:
+            raise ValueError("hardware show: missing NAME; expected a device or system name (see `nodeperf hardware`)")
+        spec = catalog.load_any(args.name)
+        if args.json:
+            print(json.dumps(catalog.to_json(spec), indent=2))
+        else:
+            print(catalog.describe(spec))
+        return 0
+    if args.name:
+        raise ValueError(f"hardware: unexpected argument {args.name!r}; expected `nodeperf hardware show {args.name}`")
+    devices = [catalog.load_device(n) for n in catalog.list_devices()]
+    systems = [catalog.load_system(n) for n in catalog.list_systems()]
+    if args.json:
+        print(json.dumps({"devices": [d.name for d in devices], "systems": [s.name for s in systems]}, indent=2))
+        return 0
+    rows = []
+    for d in devices:
+        rates = d.compute.tensor_flops_per_s
+        best = "bf16" if "bf16" in rates else ("fp16" if "fp16" in rates else next(iter(rates)))
+        rows.append([d.name, d.kind, d.arch, f"{si(rates[best], 'FLOP/s')} {best}",
+                     binary_bytes(d.main_memory.capacity_bytes), si(d.main_memory.read_bandwidth_bytes_per_s, "B/s"),
+                     f"{d.power.tdp_w:.0f} W"])
+    print(table(rows, ["device", "kind", "arch", "dense tensor peak", "memory", "bandwidth", "TDP"], align="llllrrr"))
+    if systems:
+        print()
+        rows = [[s.name, f"{s.count} x {s.device.name}", s.description] for s in systems]
+        print(table(rows, ["system", "devices", "description"], align="lll"))
+    return 0

@@ -1,0 +1,169 @@
+"""Schema and conversion checks for the published GPU measurement set (hwmodels/measurements)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CSV_PATH = (
+    Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_gpu.csv"
+)
+
+COLUMNS = [
+    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "train",
+    "device", "median_s", "metric_reported", "source", "notes",
+]
+CATEGORIES = {
+    "gemm", "bandwidth", "attention", "e2e_cnn", "e2e_bert", "e2e_gpt",
+    "e2e_llama_prefill", "e2e_llama_decode", "e2e_other",
+}
+DEVICES = {
+    "v100-sxm2-32gb", "v100-pcie-32gb", "t4", "a100-sxm4-40gb", "a100-sxm4-80gb",
+    "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb",
+    "b200", "l4", "l40s", "mi210", "mi250x", "mi300x",
+}
+DTYPES = {"fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8"}
+PHASES = {"prefill", "decode", "forward", "train"}
+ZOO_MODELS = {
+    "resnet18", "resnet50", "resnet101", "resnet152", "vgg16", "mobilenet_v2",
+    "efficientnet_b0", "inception_v3", "vit_b16", "vit_l16", "bert_base", "bert_large", "gpt2",
+    "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-125m", "gpt3-175b", "opt-1.3b", "llama-2-7b",
+    "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mistral-7b",
+    "mixtral-8x7b", "switch-base", "gnmt", "dlrm", "sd15-unet",
+}
+#: keys each micro-workload kind requires and the optional ones it accepts
+MICRO_KEYS = {
+    "gemm": ({"m", "n", "k"}, {"b"}),
+    "attention": ({"b", "h", "s", "d", "causal"}, {"kv_heads", "s_kv", "bwd"}),
+    "conv2d": ({"n", "c", "h", "w", "k", "r", "s", "stride", "pad"}, set()),
+    "copy": ({"bytes"}, set()),
+    "elementwise": ({"numel", "op"}, set()),
+    "softmax": ({"rows", "cols"}, set()),
+    "layernorm": ({"rows", "cols"}, set()),
+}
+#: relative tolerance of a recomputed time against the stored median_s
+REL_TOL = 5e-3
+_TFLOPS_RE = re.compile(r"([\d,]+(?:\.\d+)?)\s*TFLOP", re.IGNORECASE)
+_RATE_RE = re.compile(r"^([\d,]+(?:\.\d+)?)\s*(img/s|sequences/sec|tokens/s)")
+
+
+def _load() -> list[dict[str, str]]:
+    with CSV_PATH.open(newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == COLUMNS, f"{CSV_PATH}: header {reader.fieldnames}"
+        return list(reader)
+
+
+ROWS = _load()
+
+
+def _parse_micro(workload: str) -> tuple[str, dict[str, str]]:
+    kind, _, body = workload.partition(":")
+    fields = dict(item.split("=", 1) for item in body.split(","))
+    return kind, fields
+
+
+def _tflops(metric: str) -> float | None:
+    match = _TFLOPS_RE.search(metric)
+    return float(match.group(1).replace(",", "")) if match else None
+
+
+def _row_ids(rows: list[dict[str, str]], keep: Callable[[dict[str, str]], bool]) -> list[str]:
+    return [r["id"] for r in rows if keep(r)]
+
+
+def test_row_and_device_counts() -> None:
+    assert len(ROWS) >= 60
+    assert len({r["device"] for r in ROWS}) >= 4
+
+
+def test_ids_unique() -> None:
+    ids = [r["id"] for r in ROWS]
+    assert len(ids) == len(set(ids))
+
+
+def test_all_four_groups_present() -> None:
+    cats = {r["category"] for r in ROWS}
+    assert {"gemm", "bandwidth", "attention"} <= cats
+    assert any(c.startswith("e2e_") for c in cats)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_row_schema(row: dict[str, str]) -> None:
+    rid = row["id"]
+    assert row["category"] in CATEGORIES, f"{rid}: category {row['category']!r}"
+    assert row["device"] in DEVICES, f"{rid}: device {row['device']!r}"
+    assert row["dtype"] in DTYPES, f"{rid}: dtype {row['dtype']!r}"
+    assert row["phase"] in PHASES | {""}, f"{rid}: phase {row['phase']!r}"
+    assert row["train"] in {"", "0", "1"}, f"{rid}: train {row['train']!r}"
+    for col in ("batch", "seq", "context"):
+        assert row[col] == "" or int(row[col]) > 0, f"{rid}: {col} {row[col]!r}"
+    median_s = float(row["median_s"])
+    assert math.isfinite(median_s) and median_s > 0.0, f"{rid}: median_s {median_s}"
+    assert row["source"].strip(), f"{rid}: empty source"
+    assert row["metric_reported"].strip(), f"{rid}: empty metric_reported"
+    if row["category"].startswith("e2e_"):
+        assert row["workload"] in ZOO_MODELS, f"{rid}: workload {row['workload']!r}"
+        assert row["batch"] and row["phase"], f"{rid}: e2e row needs batch and phase"
+    else:
+        kind, fields = _parse_micro(row["workload"])
+        assert kind in MICRO_KEYS, f"{rid}: workload kind {kind!r}"
+        required, optional = MICRO_KEYS[kind]
+        assert required <= fields.keys() <= required | optional, f"{rid}: keys {sorted(fields)}"
+        assert " " not in row["workload"], f"{rid}: spaces in workload"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if r["category"] == "gemm"],
+    ids=_row_ids(ROWS, lambda r: r["category"] == "gemm"),
+)
+def test_gemm_time_matches_reported_tflops(row: dict[str, str]) -> None:
+    tflops = _tflops(row["metric_reported"])
+    if tflops is None:
+        pytest.skip("metric is not a TFLOP/s figure")
+    _, f = _parse_micro(row["workload"])
+    flops = 2.0 * int(f["m"]) * int(f["n"]) * int(f["k"]) * int(f.get("b", "1"))
+    expected_s = flops / (tflops * 1e12)
+    assert float(row["median_s"]) == pytest.approx(expected_s, rel=REL_TOL)
+
+
+def _is_tflops_only_attention(r: dict[str, str]) -> bool:
+    return r["category"] == "attention" and "ms" not in r["metric_reported"]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if _is_tflops_only_attention(r)],
+    ids=_row_ids(ROWS, _is_tflops_only_attention),
+)
+def test_attention_time_matches_reported_tflops(row: dict[str, str]) -> None:
+    # FlashAttention benchmark count: fwd 4*b*s^2*h*d (halved if causal), bwd 2.5x fwd.
+    tflops = _tflops(row["metric_reported"])
+    assert tflops is not None
+    _, f = _parse_micro(row["workload"])
+    b, h, s, d = (int(f[k]) for k in ("b", "h", "s", "d"))
+    flops = 4.0 * b * s * s * h * d / (2.0 if f["causal"] == "1" else 1.0)
+    if f.get("bwd") == "1":
+        flops *= 2.5
+    assert float(row["median_s"]) == pytest.approx(flops / (tflops * 1e12), rel=REL_TOL)
+
+
+def _is_rate_row(r: dict[str, str]) -> bool:
+    return r["category"].startswith("e2e_") and _RATE_RE.match(r["metric_reported"]) is not None
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if _is_rate_row(r)], ids=_row_ids(ROWS, _is_rate_row)
+)
+def test_throughput_rows_are_batch_over_rate(row: dict[str, str]) -> None:
+    match = _RATE_RE.match(row["metric_reported"])
+    assert match is not None
+    rate = float(match.group(1).replace(",", ""))
+    per_call_items = 1 if match.group(2) == "tokens/s" else int(row["batch"])
+    assert float(row["median_s"]) == pytest.approx(per_call_items / rate, rel=REL_TOL)
