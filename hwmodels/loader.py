@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import logging
 import math
+import re
 import sys
 import types
 import typing
@@ -167,19 +168,28 @@ class _Ctx:
         self.provenance: dict[str, Provenance] = {}
 
 
+_REF = re.compile(r"(?<![\w.])@([A-Za-z][\w-]*)")
+
+
 def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> str | None:
-    if not src.startswith("@"):
-        return src
-    key, sep, rest = src[1:].partition(":")
-    key = key.strip()
-    if key not in refs:
+    """Replace each ``@key`` in a source string by the citation ``refs[key]``."""
+    bad: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in refs:
+            bad.append(key)
+            return m.group(0)
+        return refs[key]
+
+    out = _REF.sub(sub, src)
+    for key in bad:
         ctx.problems.add(
             path,
             f"unknown reference in source; got '@{key}'; expected a key of [refs] "
             f"({', '.join(sorted(refs)) or 'none defined'}){_near(key, refs)}",
         )
-        return None
-    return refs[key] + (f": {rest.strip()}" if sep and rest.strip() else "")
+    return None if bad else out
 
 
 def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | None:
@@ -265,6 +275,7 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
         fpath = _join(path, f.name)
         if f.name not in table:
             if _has_default(f):
+                _note_default(cls, f, fpath, ctx)
                 continue
             ok = False
             unit = f.metadata.get("unit")
@@ -282,6 +293,15 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
 
 
 _BAD = object()
+
+
+def _note_default(cls: type, f: dataclasses.Field, path: str, ctx: _Ctx) -> None:
+    """Record that a numeric field took its dataclass default (so every number has a source)."""
+    if f.metadata.get("unit"):
+        ctx.provenance[path] = Provenance(
+            source=f"default of {cls.__name__}.{f.name} in hwmodels/spec.py",
+            note="not given in the file",
+        )
 
 
 def _join(path: str, key: str) -> str:
@@ -527,7 +547,7 @@ def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -
             if _has_default(f):
                 continue
             ok = False
-            ctx.problems.add(f.name, f"missing section; got nothing; expected [{f.name}]")
+            ctx.problems.add(f.name, f"missing field; got nothing; expected {f.name} ({f.metadata.get('doc', 'a table or sourced value')})")
             continue
         v = _convert(hints[f.name], f, table[f.name], f.name, ctx)
         if v is _BAD:
@@ -557,6 +577,8 @@ def _efficiency_kwargs(
             else:
                 out[k] = v
     for name, f in fields.items():
+        if name not in from_defaults and name not in from_device and _has_default(f):
+            _note_default(EfficiencySpec, f, f"efficiency.{name}", ctx_dev)
         if name not in out and not _has_default(f) and name not in from_defaults and name not in from_device:
             ctx_dev.problems.add(
                 f"efficiency.{name}",
@@ -641,6 +663,9 @@ def system_from_dict(
     data = dict(data)
     refs = data.pop("refs", {}) or {}
     data.pop("schema", None)
+    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
+        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
+        refs = {}
     ctx = _Ctx(problems, refs, None)
     for key in ("name", "description"):
         if not isinstance(data.get(key), str):

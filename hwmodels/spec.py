@@ -98,6 +98,19 @@ class SMSpec:
     max_threads_per_sm: int = spec_field("count", "resident threads per SM")
     max_ctas_per_sm: int = spec_field("count", "resident thread blocks per SM")
     warp_size: int = spec_field("count", "threads per warp (wavefront)", default=32)
+    shared_mem_bytes_per_clk: int = spec_field(
+        "count",
+        "shared-memory (LDS) bytes one SM can deliver per clock: 32 banks x 4 B on NVIDIA since "
+        "compute capability 5.x (CUDA C++ Programming Guide, 'Shared Memory' of the compute-capability "
+        "appendix); AMD CDNA LDS also serves 128 B/clk per CU (CDNA3 ISA guide, LDS chapter)",
+        default=128,
+    )
+    sfu_ops_per_clk: int = spec_field(
+        "count",
+        "special-function results (exp2, rcp, rsqrt) per clock per SM: 16 for compute capability "
+        "5.x-9.0 (CUDA C++ Programming Guide, 'Arithmetic Instructions' throughput table)",
+        default=16,
+    )
 
 
 @dataclass(frozen=True)

@@ -96,13 +96,11 @@ _TABLE = _build_table()
 
 # Spellings that could mean two different things; each maps to the accepted alternatives.
 _AMBIGUOUS: dict[str, str] = {}
-for _p, _d, _b in (("K", "kB", "KiB"), ("k", "kB", "KiB")):
-    for _suf in ("", "/s"):
-        _AMBIGUOUS[f"KB{_suf}"] = f"'kB{_suf}' (10^3 B) or 'KiB{_suf}' (2^10 B)"
-        _AMBIGUOUS[f"Kb{_suf}"] = f"'kbit{_suf}' (10^3 bit) or 'kB{_suf}' (10^3 B)"
-        _AMBIGUOUS[f"kb{_suf}"] = f"'kbit{_suf}' (10^3 bit) or 'kB{_suf}' (10^3 B)"
-for _p in ("M", "G", "T", "P"):
-    for _suf in ("", "/s"):
+for _suf in ("", "/s"):
+    _AMBIGUOUS[f"KB{_suf}"] = f"'kB{_suf}' (10^3 B) or 'KiB{_suf}' (2^10 B)"
+    _AMBIGUOUS[f"Kb{_suf}"] = f"'kbit{_suf}' (10^3 bit) or 'kB{_suf}' (10^3 B)"
+    _AMBIGUOUS[f"kb{_suf}"] = f"'kbit{_suf}' (10^3 bit) or 'kB{_suf}' (10^3 B)"
+    for _p in ("M", "G", "T", "P"):
         _AMBIGUOUS[f"{_p}b{_suf}"] = f"'{_p}bit{_suf}' (bits) or '{_p}B{_suf}' (bytes)"
         _AMBIGUOUS[f"{_p.lower()}b{_suf}"] = f"'{_p}bit{_suf}' (bits) or '{_p}B{_suf}' (bytes)"
 _AMBIGUOUS["b"] = "'bit' or 'B' (byte)"

@@ -15,16 +15,19 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import os
 from pathlib import Path
+from typing import Any
 
 from hwmodels.loader import (
     DEFAULT_EFFICIENCY_FILE,
     load_device_file,
     load_system_file,
     numeric_paths,
+    tomllib,
 )
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from hwmodels.units import format_quantity
@@ -38,6 +41,8 @@ __all__ = [
     "load_device",
     "load_system",
     "describe",
+    "load_any",
+    "to_json",
     "clear_cache",
 ]
 
@@ -47,7 +52,16 @@ SYSTEMS_DIR = CATALOG_DIR / "systems"
 
 
 def _names(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.toml"))
+    try:
+        mtime = folder.stat().st_mtime_ns
+    except FileNotFoundError:
+        return []
+    return list(_names_cached(folder, mtime))
+
+
+@functools.lru_cache(maxsize=16)
+def _names_cached(folder: Path, mtime_ns: int) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in folder.glob("*.toml")))
 
 
 def list_devices() -> list[str]:
@@ -128,10 +142,61 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
     return _load_system_cached(_stamp(path), _defaults_stamp())
 
 
+def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
+    """A catalog device or system by name (devices first), or the spec in a TOML file.
+
+    A file is a system when it names a ``device``; otherwise a device.
+
+    Raises
+    ------
+    SpecError
+        Unknown name, with the closest device and system names.
+    """
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path).resolve()
+        _stamp(path)
+        try:
+            with path.open("rb") as fh:
+                is_system = isinstance(tomllib.load(fh).get("device"), str)
+        except tomllib.TOMLDecodeError as e:
+            raise SpecError(f"{path}: invalid TOML; got {e}; expected valid TOML syntax") from e
+        return load_system(path) if is_system else load_device(path)
+    key = str(name_or_path).strip().lower()
+    if key in (n.lower() for n in list_devices()):
+        return load_device(key)
+    if key in (n.lower() for n in list_systems()):
+        return load_system(key)
+    names = list_devices() + list_systems()
+    near = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    msg = (f"hardware {str(name_or_path)!r}: unknown name; got {str(name_or_path)!r}; "
+           f"expected a device ({', '.join(list_devices())}) or a system ({', '.join(list_systems())})")
+    if near:
+        msg += f"; did you mean {' or '.join(repr(n) for n in near)}?"
+    raise SpecError(msg)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def to_json(spec: DeviceSpec | SystemSpec) -> dict[str, Any]:
+    """JSON-ready dict of ``spec``: every field in SI units, provenance as {path: {source, note}}."""
+    if not isinstance(spec, (DeviceSpec, SystemSpec)):
+        raise SpecError(f"to_json: not a spec; got a {type(spec).__name__}; expected a DeviceSpec or SystemSpec")
+    return _plain(spec)
+
+
 def clear_cache() -> None:
     """Forget cached specs (files are re-read on the next load)."""
     _load_device_cached.cache_clear()
     _load_system_cached.cache_clear()
+    _names_cached.cache_clear()
 
 
 def _source_text(spec: DeviceSpec | SystemSpec, path: str) -> str:

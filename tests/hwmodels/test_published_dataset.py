@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from workloads.semantics import ELEMENTWISE_FLOPS
+
 CSV_PATH = (
     Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_gpu.csv"
 )
@@ -49,7 +51,12 @@ MICRO_KEYS = {
 #: relative tolerance of a recomputed time against the stored median_s
 REL_TOL = 5e-3
 _TFLOPS_RE = re.compile(r"([\d,]+(?:\.\d+)?)\s*TFLOP", re.IGNORECASE)
-_RATE_RE = re.compile(r"^([\d,]+(?:\.\d+)?)\s*(img/s|sequences/sec|tokens/s)")
+#: "tokens/s" is a batch-1 per-user decode rate; "out tok/s" is the aggregate output rate of a batch
+_RATE_RE = re.compile(
+    r"^([\d,]+(?:\.\d+)?)\s*(img/s|sequences/sec|tokens/s|out tok/s(?:/GPU)?)"
+)
+_TIME_RE = re.compile(r"^([\d,]+(?:\.\d+)?)\s*(us|ms|s)\b")
+_TIME_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def _load() -> list[dict[str, str]]:
@@ -116,6 +123,11 @@ def test_row_schema(row: dict[str, str]) -> None:
         required, optional = MICRO_KEYS[kind]
         assert required <= fields.keys() <= required | optional, f"{rid}: keys {sorted(fields)}"
         assert " " not in row["workload"], f"{rid}: spaces in workload"
+        if kind == "elementwise":
+            assert fields["op"] in ELEMENTWISE_FLOPS, f"{rid}: elementwise op {fields['op']!r}"
+    if row["phase"] == "decode":
+        known = row["context"] or "context is left blank" in row["notes"]
+        assert known, f"{rid}: decode row needs its KV context length or a note saying why not"
 
 
 @pytest.mark.parametrize(
@@ -165,5 +177,33 @@ def test_throughput_rows_are_batch_over_rate(row: dict[str, str]) -> None:
     match = _RATE_RE.match(row["metric_reported"])
     assert match is not None
     rate = float(match.group(1).replace(",", ""))
+    # a batch-1 "tokens/s" rate is one token per step; other rates count every item of the batch
     per_call_items = 1 if match.group(2) == "tokens/s" else int(row["batch"])
     assert float(row["median_s"]) == pytest.approx(per_call_items / rate, rel=REL_TOL)
+
+
+def _is_timed_bandwidth_row(r: dict[str, str]) -> bool:
+    return r["category"] == "bandwidth" and _TIME_RE.match(r["metric_reported"]) is not None
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if _is_timed_bandwidth_row(r)],
+    ids=_row_ids(ROWS, _is_timed_bandwidth_row),
+)
+def test_bandwidth_rows_use_the_printed_kernel_time(row: dict[str, str]) -> None:
+    match = _TIME_RE.match(row["metric_reported"])
+    assert match is not None
+    printed_s = float(match.group(1).replace(",", "")) * _TIME_UNIT_S[match.group(2)]
+    assert float(row["median_s"]) == pytest.approx(printed_s, rel=1e-9)
+
+
+def test_nvbench_bandwidth_matches_read_plus_write_traffic() -> None:
+    # B200 fp16 add of 2^28 elements (cccl PR #7391): nvbench printed 6.721 TB/s at 239.643 us;
+    # 2 reads + 1 write of 2-byte elements = 3*2*2^28 bytes.
+    row = next(
+        r for r in ROWS
+        if r["device"] == "b200" and r["workload"] == f"elementwise:numel={2**28},op=add"
+    )
+    moved_bytes = 3 * 2 * 2**28
+    assert moved_bytes / float(row["median_s"]) == pytest.approx(6.721e12, rel=1e-3)
