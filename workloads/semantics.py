@@ -43,7 +43,7 @@ Out = list[tuple[Shape, DType | None]]
 ELEMENTWISE_FLOPS: dict[str, int] = {
     "add": 1, "sub": 1, "mul": 1, "div": 1, "max": 1, "min": 1, "pow": 1, "where": 1,
     "neg": 1, "abs": 1, "relu": 1, "relu6": 2, "leaky_relu": 2, "exp": 1, "log": 1, "sqrt": 1,
-    "rsqrt": 1, "reciprocal": 1, "square": 1, "erf": 1,
+    "rsqrt": 1, "reciprocal": 1, "square": 1, "erf": 1, "sin": 1, "cos": 1,
     "sigmoid": 3,  # exp, add, reciprocal
     "tanh": 1,
     "silu": 4,  # sigmoid (3) + mul
@@ -431,7 +431,10 @@ register("attention", "attention", _infer_attention, lambda op: 2 * _macs_attent
 def _infer_attention_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 5, 6)
     q, k, v = inputs[:3]
-    return [(q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype)]
+    outs: Out = [(q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype)]
+    if attrs.get("has_bias") and len(inputs) == 6:  # additive score bias (T5 relative bias): its gradient too
+        outs.append((inputs[5].shape, inputs[5].dtype))
+    return outs
 
 
 def _macs_attention_bwd(op: Op) -> int:
@@ -442,7 +445,7 @@ def _macs_attention_bwd(op: Op) -> int:
 
 register("attention_bwd", "attention", _infer_attention_bwd, lambda op: 2 * _macs_attention_bwd(op),
          macs=_macs_attention_bwd, params=_zero,
-         doc="flash-style attention backward: q, k, v, o, do [, lse] -> dq, dk, dv")
+         doc="flash-style attention backward: q, k, v, o, do [, lse or bias] -> dq, dk, dv [, dbias when attrs has_bias]")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -526,6 +529,24 @@ register("batchnorm", "normalization", _infer_batchnorm,
          doc="x (N,C,...), [scale, shift]; running statistics folded in at inference; attrs training")
 
 
+def _infer_groupnorm(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 1, 3)
+    x = inputs[0]
+    if len(x.shape) < 2:
+        raise GraphError(f"groupnorm input {x.name!r} has shape {x.shape}; expected (N, C, ...)")
+    groups = int(attrs.get("groups", 32))
+    if groups < 1 or x.shape[1] % groups:
+        raise GraphError(f"groupnorm of {x.shape[1]} channels in {groups} groups; expected groups >= 1 dividing C")
+    for w in inputs[1:]:
+        if w.numel != x.shape[1]:
+            raise GraphError(f"groupnorm {w.name!r} has {w.numel} elements; expected {x.shape[1]} (channels)")
+    return [(x.shape, x.dtype)]
+
+
+register("groupnorm", "normalization", _infer_groupnorm, lambda op: LAYERNORM_FLOPS * op.inputs[0].numel,
+         doc="x (N,C,...), [gamma, beta] (C,): statistics over each of attrs groups (C/groups channels x spatial)")
+
+
 def _infer_norm_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 2, 4)
     dy, x = inputs[0], inputs[1]
@@ -536,7 +557,8 @@ def _infer_norm_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     return outs
 
 
-for _k, _f in (("layernorm_bwd", 2 * LAYERNORM_FLOPS), ("rmsnorm_bwd", 2 * RMSNORM_FLOPS),
+for _k, _f in (("layernorm_bwd", 2 * LAYERNORM_FLOPS), ("groupnorm_bwd", 2 * LAYERNORM_FLOPS),
+               ("rmsnorm_bwd", 2 * RMSNORM_FLOPS),
                ("batchnorm_bwd", 2 * BATCHNORM_TRAIN_FLOPS)):
     register(_k, "normalization", _infer_norm_bwd, (lambda f: lambda op: f * op.inputs[0].numel)(_f), params=_zero,
              doc="dy, x [, gamma] -> dx [, dgamma, dbeta]; attrs has_bias")
@@ -720,6 +742,19 @@ def _infer_reshape(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("reshape", "memory", _infer_reshape, bytes_rw=_view_bytes, doc="a view with attrs shape (one -1 allowed)")
 
 
+def _infer_expand(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 1)
+    x = inputs[0]
+    shape = tuple(int(s) for s in attrs["shape"])
+    if broadcast(x.shape, shape) != shape:
+        raise GraphError(f"expand {x.shape} to {shape}; expected a target the input broadcasts to")
+    return [(shape, x.dtype)]
+
+
+register("expand", "memory", _infer_expand,
+         doc="broadcast x to attrs shape, materialised (the input read once, the output written once)")
+
+
 def _infer_kv_append(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 1, 2)
     new = inputs[-1]
@@ -869,6 +904,100 @@ def _routed_c(op: Op) -> int:
     return int(op.attrs.get("tokens", op.inputs[1].numel))
 
 
+def _infer_router_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 3)
+    x, w, dwts = inputs
+    return [(x.shape, x.dtype), (w.shape, w.dtype)]
+
+
+def _router_bwd_macs(op: Op) -> int:
+    x, w = op.inputs[0], op.inputs[1]
+    return 2 * x.numel * w.shape[1]  # dx = dlogits @ gate^T and dgate = x^T @ dlogits
+
+
+register("moe_router_bwd", "moe", _infer_router_bwd,
+         lambda op: 2 * _router_bwd_macs(op) + 4 * op.inputs[0].shape[0] * op.inputs[1].shape[1],
+         macs=_router_bwd_macs, params=_zero,
+         doc="tokens (T,D), gate (D,E), dweights (T,k) -> dtokens, dgate (softmax backward + two GEMMs)")
+
+
+def _infer_dispatch_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 2)
+    dbuf, idx = inputs
+    return [((idx.shape[0], dbuf.shape[2]), dbuf.dtype)]
+
+
+register("moe_dispatch_bwd", "moe", _infer_dispatch_bwd,
+         lambda op: _routed(op) * op.inputs[0].shape[2], params=_zero,
+         bytes_rw=lambda op: ((_routed(op) * op.inputs[0].shape[2] * op.inputs[0].dtype.bits + 7) // 8
+                              + op.inputs[1].nbytes, op.outputs[0].nbytes),
+         doc="expert-buffer gradients (E,C,D), indices (T,k) -> token gradients (T,D) (gather and sum k rows)")
+
+
+def _infer_combine_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 4)
+    dy, y, wts, idx = inputs
+    return [(y.shape, dy.dtype), (wts.shape, wts.dtype)]
+
+
+register("moe_combine_bwd", "moe", _infer_combine_bwd,
+         lambda op: 3 * _routed(op) * op.inputs[0].shape[1], params=_zero,
+         bytes_rw=lambda op: (op.inputs[0].nbytes + (_routed(op) * op.inputs[1].shape[2] * op.inputs[1].dtype.bits + 7) // 8
+                              + op.inputs[2].nbytes + op.inputs[3].nbytes,
+                              (_routed(op) * op.inputs[1].shape[2] * op.inputs[1].dtype.bits + 7) // 8 + op.inputs[2].nbytes),
+         doc="dy (T,D), expert outputs (E,C,D), weights (T,k), indices (T,k) -> dexpert outputs, dweights; attrs tokens")
+
+
+def _infer_grouped_bwd_data(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 2)
+    dy, w = inputs
+    _rank(dy, 3)
+    _rank(w, 3)
+    if dy.shape[0] != w.shape[0] or dy.shape[2] != w.shape[2]:
+        raise GraphError(f"grouped matmul backward shapes; got dy {dy.shape} and w {w.shape}; expected (E,C,N) and (E,K,N)")
+    return [((dy.shape[0], dy.shape[1], w.shape[1]), dy.dtype)]
+
+
+def _infer_grouped_bwd_weight(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 2)
+    x, dy = inputs
+    _rank(x, 3)
+    _rank(dy, 3)
+    if x.shape[:2] != dy.shape[:2]:
+        raise GraphError(f"grouped matmul backward shapes; got x {x.shape} and dy {dy.shape}; expected (E,C,K) and (E,C,N)")
+    return [((x.shape[0], x.shape[2], dy.shape[2]), dy.dtype)]
+
+
+def _grouped_bwd(op: Op) -> tuple[int, int, int, int]:
+    """(tokens, experts_active, K, N) of a grouped-matmul backward op."""
+    a, b = op.inputs
+    e, c = a.shape[0], a.shape[1]
+    if op.kind == "grouped_matmul_bwd_data":
+        k, n = b.shape[1], b.shape[2]
+    else:
+        k, n = a.shape[2], b.shape[2]
+    return int(op.attrs.get("tokens", e * c)), int(op.attrs.get("experts_active", e)), k, n
+
+
+def _bytes_grouped_bwd(op: Op) -> tuple[int, int]:
+    tokens, active, k, n = _grouped_bwd(op)
+    a, b = op.inputs
+    bits_o = op.outputs[0].dtype.bits
+    if op.kind == "grouped_matmul_bwd_data":  # read dy rows and active experts' weights, write dx rows
+        return (tokens * n * a.dtype.bits + active * k * n * b.dtype.bits + 7) // 8, (tokens * k * bits_o + 7) // 8
+    return (tokens * (k * a.dtype.bits + n * b.dtype.bits) + 7) // 8, (active * k * n * bits_o + 7) // 8
+
+
+for _k, _inf in (("grouped_matmul_bwd_data", _infer_grouped_bwd_data),
+                 ("grouped_matmul_bwd_weight", _infer_grouped_bwd_weight)):
+    register(_k, "contraction", _inf,
+             lambda op: 2 * math.prod(_grouped_bwd(op)[:1] + _grouped_bwd(op)[2:]),
+             macs=lambda op: math.prod(_grouped_bwd(op)[:1] + _grouped_bwd(op)[2:]),
+             bytes_rw=_bytes_grouped_bwd, params=_zero,
+             doc="MoE experts backward: dy (E,C,N), w (E,K,N) -> dx (E,C,K) [bwd_data]; x (E,C,K), dy (E,C,N) -> dw "
+                 "(E,K,N) [bwd_weight]; attrs tokens, experts_active as in the forward op")
+
+
 # ------------------------------------------------------------------------------------------------
 # collectives (placeholders for multi-device work) and misc
 
@@ -913,6 +1042,22 @@ register("cross_entropy", "normalization", _infer_loss, lambda op: (SOFTMAX_FLOP
          doc="logits (N,V) [, labels] -> scalar loss")
 register("cross_entropy_bwd", "normalization", lambda i, a: [(i[0].shape, i[0].dtype)],
          lambda op: 2 * op.inputs[0].numel, params=_zero, doc="logits -> dlogits")
+
+
+MSE_LOSS_FLOPS = 3  # subtract, square, accumulate
+
+
+def _infer_mse(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 2)
+    if inputs[0].shape != inputs[1].shape:
+        raise GraphError(f"mse_loss of {inputs[0].shape} against {inputs[1].shape}; expected equal shapes")
+    return [((1,), inputs[0].dtype)]
+
+
+register("mse_loss", "normalization", _infer_mse, lambda op: MSE_LOSS_FLOPS * op.inputs[0].numel,
+         doc="prediction, target (same shape) -> scalar mean squared error")
+register("mse_loss_bwd", "normalization", lambda i, a: [(i[0].shape, i[0].dtype)],
+         lambda op: 2 * op.inputs[0].numel, params=_zero, doc="prediction, target -> dprediction")
 
 
 def _infer_optimizer(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
