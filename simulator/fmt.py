@@ -42,7 +42,8 @@ def table(rows: list[list[str]], header: list[str], align: str | None = None) ->
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(cols)]
 
     def line(r: list[str]) -> str:
-        return "  ".join(str(c).ljust(w) if a == "l" else str(c).rjust(w) for c, w, a in zip(r, widths, align, strict=True))
+        cells = (str(c).ljust(w) if a == "l" else str(c).rjust(w) for c, w, a in zip(r, widths, align, strict=True))
+        return "  ".join(cells).rstrip()
 
     out = [line(header), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]

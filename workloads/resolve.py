@@ -55,12 +55,11 @@ def load_workload(
     elif model.lower().endswith(".json"):
         if not path.is_file():
             raise FileNotFoundError(f"{model}: no such config file")
-        from workloads.hf import config_to_transformer
-        from workloads.zoo.transformer import build_transformer
+        from workloads.hf import build_from_config
 
-        cfg = config_to_transformer(path)
-        graph = build_transformer(cfg, name=path.parent.name or path.stem, batch=batch or 1, seq=seq,
-                                  phase="train" if train else (phase or "prefill"), context=context, dtype=dtype)
+        kw = {"seq": seq} if seq else {}
+        graph = build_from_config(path, batch=batch or 1, phase="train" if train else phase, context=context,
+                                  dtype=dtype, **kw, **extra)
     else:
         from workloads.zoo import build_model
 

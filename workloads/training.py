@@ -1,0 +1,691 @@
+"""Derives a whole training step (forward, backward, gradient accumulation, recomputation, optimizer update) from a forward graph that ends in a loss.
+
+:func:`training_graph` walks the forward graph backwards from its loss op(s) and emits, for each op
+on the gradient path, the ops computing the gradients of its inputs: input- and weight-gradient
+matmuls (``matmul`` with transpose attributes), ``conv*_bwd_data``/``conv*_bwd_weight``,
+``elementwise_bwd``, ``*norm_bwd``, ``attention_bwd``, ``softmax_bwd``, ``embedding_bwd``,
+``cross_entropy_bwd``, ``pool2d_bwd``, the MoE backward kinds, and views for reshapes and splits.
+A tensor used by several ops (a residual stream, tied embeddings) has its gradient contributions
+summed with ``elementwise`` adds. Then one ``optimizer_update`` op per weight reads the parameter,
+its gradient and the optimizer state.
+
+Roles and dtypes
+----------------
+* Weight gradients have role ``gradient`` and the weight's dtype; activation gradients are
+  transient and keep role ``activation`` (so that :func:`workloads.analysis.peak_live_bytes`
+  counts them while they live).
+* Optimizer state has role ``optimizer_state``: with ``mixed_precision`` and a non-fp32 weight, an
+  fp32 master copy plus the algorithm's moments in fp32 (AdamW: 4 + 4 + 4 = 12 bytes/parameter);
+  without it, the moments in the weight's dtype and no master copy.
+
+Recomputation
+-------------
+``recompute="selective"`` re-runs each layer's attention core (``attention``, ``softmax`` and the
+weight-free matmuls and elementwise ops between them) just before its backward, as in Korthikanti
+et al. 2022 (selective activation recomputation); ``"full"`` re-runs every op of each layer (a group
+path whose prefix ends in a layer index, such as ``layers.3``) before that layer's backward.
+Backward ops then read the recomputed tensors, so the forward copies die early.
+
+Example
+-------
+>>> from workloads.zoo.transformer import TransformerConfig, train_forward
+>>> cfg = TransformerConfig("tiny", vocab=512, d_model=64, layers=2, heads=4, d_ff=256)
+>>> step = training_graph(train_forward(cfg, batch=2, seq_len=32, dtype="bf16"))
+>>> from workloads.ir import Role
+>>> step.role_bytes(Role.OPTIMIZER_STATE) == 12 * step.params
+True
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from workloads.dtypes import DType
+from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
+
+__all__ = ["training_graph", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
+
+log = logging.getLogger(__name__)
+
+#: optimizer -> number of moment tensors it keeps per weight
+OPTIMIZERS: dict[str, int] = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
+RECOMPUTE = ("none", "selective", "full")
+#: loss kinds and their backward kinds
+LOSS_KINDS: dict[str, str] = {"cross_entropy": "cross_entropy_bwd", "mse_loss": "mse_loss_bwd"}
+_NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "all_reduce", "all_gather",
+                            "reduce_scatter", "all_to_all", "send", "recv"})
+
+
+def optimizer_state_dtypes(weight: TensorSpec, optimizer: str, mixed_precision: bool) -> list[tuple[str, DType]]:
+    """(suffix, dtype) of the optimizer-state tensors kept for ``weight``."""
+    out: list[tuple[str, DType]] = []
+    if mixed_precision and weight.dtype is not DType.FP32:
+        out.append(("master", DType.FP32))
+    sdt = DType.FP32 if mixed_precision else weight.dtype
+    moments = {0: (), 1: ("momentum",), 2: ("exp_avg", "exp_avg_sq")}[OPTIMIZERS[optimizer]]
+    out += [(m, sdt) for m in moments]
+    return out
+
+
+def _layer_key(group: str) -> str | None:
+    """The group prefix ending in the first numeric component (``encoder.layers.3.attn`` -> ``encoder.layers.3``)."""
+    parts = group.split(".") if group else []
+    for i, p in enumerate(parts):
+        if p.isdigit():
+            return ".".join(parts[: i + 1])
+    return None
+
+
+class _Deriver:
+    """State of one derivation (not exported)."""
+
+    def __init__(self, fg: OpGraph, optimizer: str, mixed_precision: bool, recompute: str) -> None:
+        self.fg = fg
+        self.optimizer = optimizer
+        self.mixed_precision = mixed_precision
+        self.recompute = recompute
+        self.ops: list[Op] = list(fg.ops)
+        self.names: set[str] = {op.name for op in fg.ops}
+        self.tensor_names: set[str] = set(fg.tensors)
+        self.remap: dict[str, TensorSpec] = {}
+        self.contrib: dict[str, list[TensorSpec]] = {}
+        self.hints: dict[str, int] = {}
+        self.zeros: dict[str, TensorSpec] = {}
+
+    # --- analysis -------------------------------------------------------------------------------
+    def analyse(self) -> None:
+        fg = self.fg
+        self.losses = [op for op in fg.ops if op.kind in LOSS_KINDS]
+        if not self.losses:
+            kinds = sorted({op.kind for op in fg.ops})
+            raise GraphError(
+                f"graph {fg.name!r}: no loss op; got kinds {', '.join(kinds[:12])}{'...' if len(kinds) > 12 else ''}; "
+                f"expected a forward graph built with phase='train' (ending in {' or '.join(LOSS_KINDS)})")
+        req: set[str] = set()
+        for op in fg.ops:
+            for t in op.inputs:
+                if t.role is Role.WEIGHT and t.dtype.is_float and fg.producer(t.name) is None:
+                    req.add(t.name)
+            if any(t.name in req for t in op.inputs):
+                req.update(t.name for t in op.outputs if t.dtype.is_float)
+        relevant: set[str] = set()
+        for op in reversed(fg.ops):
+            if op.kind in LOSS_KINDS or any(
+                    t.name in req and any(c.name in relevant for c in fg.consumers(t.name)) for t in op.outputs):
+                relevant.add(op.name)
+        self.req = req
+        self.relevant = relevant
+        need: dict[str, int] = {}
+        for op in fg.ops:
+            if op.name in relevant:
+                for t in op.inputs:
+                    if t.name in req:
+                        need[t.name] = need.get(t.name, 0) + 1
+        self.need = need
+        self.weights = [t for t in fg.tensors.values() if t.role is Role.WEIGHT and t.name in req]
+        # recomputation segments
+        self.segment_of: dict[str, str] = {}
+        self.pending: dict[str, list[Op]] = {}
+        if self.recompute == "full":
+            for op in fg.ops:
+                key = _layer_key(op.group)
+                if key is not None and op.kind not in LOSS_KINDS:
+                    self.segment_of[op.name] = key
+        elif self.recompute == "selective":
+            core_out: set[str] = set()
+            for op in fg.ops:
+                weightless = all(t.role is not Role.WEIGHT for t in op.inputs)
+                core = (op.kind in ("attention", "softmax")
+                        or (op.kind == "matmul" and weightless and len(op.inputs) == 2)
+                        or (op.kind == "elementwise" and weightless and op.inputs[0].name in core_out
+                            and any(c.kind in ("softmax", "matmul") or c.kind == "elementwise"
+                                    for o in op.outputs for c in fg.consumers(o.name))))
+                if core:
+                    core_out.update(t.name for t in op.outputs)
+                    self.segment_of[op.name] = _layer_key(op.group) or op.group
+        for op in fg.ops:
+            key = self.segment_of.get(op.name)
+            if key is not None:
+                self.pending.setdefault(key, []).append(op)
+        self.produced_by_segment = {t.name: self.segment_of[op.name] for op in fg.ops if op.name in self.segment_of
+                                    for t in op.outputs}
+
+    # --- emission helpers -------------------------------------------------------------------------
+    def _unique(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}#{n}"
+        self.names.add(name)
+        return name
+
+    def emit(self, kind: str, inputs: Sequence[TensorSpec], name: str, group: str,
+             out: Sequence[tuple[str, Role] | None] | None = None, out_dtype: DType | None = None,
+             **attrs: Any) -> tuple[TensorSpec, ...]:
+        from workloads.semantics import semantics_of
+
+        opname = self._unique(name)
+        a = Attrs(attrs)
+        try:
+            shapes = semantics_of(kind, where=f"op {opname!r}").infer(tuple(inputs), a)
+        except GraphError as exc:
+            raise GraphError(f"op {opname!r} ({kind}): {exc}") from None
+        outs = []
+        for i, (shape, dt) in enumerate(shapes):
+            hint = out[i] if out and i < len(out) else None
+            tname, role = hint if hint else (opname if len(shapes) == 1 else f"{opname}:{i}", Role.ACTIVATION)
+            if tname in self.tensor_names:
+                tname = self._fresh_tensor(tname)
+            self.tensor_names.add(tname)
+            outs.append(TensorSpec(tname, tuple(int(s) for s in shape), out_dtype or dt or inputs[0].dtype, role))
+        self.ops.append(Op(opname, kind, tuple(inputs), tuple(outs), a, group))
+        return tuple(outs)
+
+    def _fresh_tensor(self, base: str) -> str:
+        n = 2
+        while f"{base}#{n}" in self.tensor_names:
+            n += 1
+        return f"{base}#{n}"
+
+    def hint(self, t: TensorSpec) -> tuple[str, Role]:
+        """Name and role for the next gradient contribution to ``t``."""
+        k = self.hints.get(t.name, 0) + 1
+        self.hints[t.name] = k
+        if self.need.get(t.name, 0) <= 1:
+            return f"grad:{t.name}", Role.GRADIENT if t.role is Role.WEIGHT else Role.ACTIVATION
+        return f"grad:{t.name}@{k}", Role.ACTIVATION
+
+    def R(self, t: TensorSpec) -> TensorSpec:
+        """The forward tensor a backward op reads (its recomputed copy when there is one)."""
+        return self.remap.get(t.name, t)
+
+    def zeros_like(self, t: TensorSpec) -> TensorSpec:
+        z = self.zeros.get(t.name)
+        if z is None:
+            z = TensorSpec(f"zeros:{t.name}", t.shape, t.dtype, Role.ACTIVATION)
+            self.zeros[t.name] = z
+        return z
+
+    def reduce_to(self, g: TensorSpec, t: TensorSpec, name: str, group: str) -> TensorSpec:
+        """Sum ``g`` over the axes ``t`` was broadcast along (the gradient of a broadcast)."""
+        if g.shape == t.shape:
+            return g
+        r = len(g.shape)
+        tgt = (1,) * (r - len(t.shape)) + t.shape
+        axes = tuple(i for i in range(r) if tgt[i] == 1 and g.shape[i] != 1)
+        h = self.hint(t)
+        if axes:
+            last = tgt == t.shape
+            (g,) = self.emit("reduction", [g], f"{name}.reduce", group, out=[h] if last else None,
+                             axes=axes, keepdims=True, op="sum")
+            if last:
+                return g
+        (g,) = self.emit("reshape", [g], f"{name}.reshape", group, out=[h], shape=t.shape)
+        return g
+
+    # --- recomputation ----------------------------------------------------------------------------
+    def maybe_recompute(self, op: Op) -> None:
+        keys = set()
+        if op.name in self.segment_of:
+            keys.add(self.segment_of[op.name])
+        for t in (*op.inputs, *op.outputs):
+            k = self.produced_by_segment.get(t.name)
+            if k is not None:
+                keys.add(k)
+        for key in sorted(keys):
+            seg = self.pending.pop(key, None)
+            if not seg:
+                continue
+            for fop in seg:
+                ins = tuple(self.R(t) for t in fop.inputs)
+                outs = []
+                for t in fop.outputs:
+                    nt = TensorSpec(self._fresh_tensor(f"{t.name}@recompute") if f"{t.name}@recompute" in self.tensor_names
+                                    else f"{t.name}@recompute", t.shape, t.dtype, t.role)
+                    self.tensor_names.add(nt.name)
+                    outs.append(nt)
+                    self.remap[t.name] = nt
+                self.ops.append(Op(self._unique(f"{fop.name}@recompute"), fop.kind, ins, tuple(outs), fop.attrs,
+                                   fop.group))
+
+    # --- accumulation -----------------------------------------------------------------------------
+    def deliver(self, t: TensorSpec, g: TensorSpec, group: str) -> None:
+        """Record ``g`` as a gradient contribution to ``t`` (renamed when a weight's sole gradient)."""
+        if g.dtype is not t.dtype and t.dtype.is_float:
+            (g,) = self.emit("elementwise", [g], f"{t.name}.grad_cast", group, out_dtype=t.dtype, op="cast")
+        if self.need.get(t.name, 0) <= 1 and t.role is Role.WEIGHT and g.name != f"grad:{t.name}":
+            (g,) = self.emit("reshape", [g], f"{t.name}.grad_view", group, out=[(f"grad:{t.name}", Role.GRADIENT)],
+                             shape=t.shape)
+        self.contrib.setdefault(t.name, []).append(g)
+
+    def finalize(self, t: TensorSpec, group: str) -> TensorSpec | None:
+        parts = self.contrib.get(t.name, [])
+        if not parts:
+            return None
+        acc = parts[0]
+        for i, p in enumerate(parts[1:], start=2):
+            last = i == len(parts)
+            role = Role.GRADIENT if t.role is Role.WEIGHT else Role.ACTIVATION
+            out = [(f"grad:{t.name}", role)] if last else None
+            (acc,) = self.emit("elementwise", [acc, p], f"grad_acc:{t.name}@{i}", group, out=out, op="add")
+        return acc
+
+    # --- the walk -----------------------------------------------------------------------------------
+    def run(self) -> OpGraph:
+        self.analyse()
+        for op in reversed(self.fg.ops):
+            if op.name not in self.relevant or not any(t.name in self.req for t in op.inputs):
+                continue
+            self.maybe_recompute(op)
+            dys = [self.finalize(t, op.group) if t.name in self.req else None for t in op.outputs]
+            if op.kind not in LOSS_KINDS and all(d is None for d in dys):
+                continue
+            rule = _RULES.get(op.kind)
+            if rule is None or op.kind in _NO_GRAD_KINDS:
+                near = difflib.get_close_matches(op.kind, list(_RULES), n=1)
+                raise UnsupportedOpError(
+                    f"graph {self.fg.name!r}: op {op.name!r} ({op.kind}): no backward rule for kind {op.kind!r}; "
+                    f"expected a differentiable kind ({', '.join(sorted(_RULES))})"
+                    + (f"; did you mean {near[0]!r}?" if near and op.kind not in _NO_GRAD_KINDS else ""))
+            grads = rule(self, op, dys)
+            for t, g in zip(op.inputs, grads, strict=True):
+                if t.name in self.req:
+                    if g is None:
+                        raise UnsupportedOpError(
+                            f"graph {self.fg.name!r}: op {op.name!r} ({op.kind}): no gradient for input {t.name!r}; "
+                            "expected every floating-point input derived from weights to be differentiable")
+                    self.deliver(t, g, op.group)
+        # weight gradients and optimizer
+        missing = 0
+        updates: list[tuple[TensorSpec, TensorSpec]] = []
+        for w in self.weights:
+            g = self.finalize(w, "optimizer")
+            if g is None:
+                missing += 1
+                continue
+            updates.append((w, g))
+        if missing:
+            log.warning("graph %r: %d weight(s) get no gradient from the loss and are not updated", self.fg.name, missing)
+        for w, g in updates:
+            ins = [w, g]
+            for suffix, dt in optimizer_state_dtypes(w, self.optimizer, self.mixed_precision):
+                ins.append(TensorSpec(f"{w.name}.{suffix}", w.shape, dt, Role.OPTIMIZER_STATE))
+            self.emit("optimizer_update", ins, f"optimizer.{w.name}", "optimizer",
+                      out=[(f"{w.name}.updated", Role.WEIGHT)], algorithm=self.optimizer)
+        meta = dict(self.fg.meta)
+        meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
+                     "recompute": self.recompute, "weights_without_gradient": missing})
+        return OpGraph(self.fg.name, self.ops, meta)
+
+
+# ------------------------------------------------------------------------------------------------
+# backward rules: rule(deriver, op, dys) -> one gradient (or None) per op input
+
+Rule = Callable[[_Deriver, Op, list[TensorSpec | None]], list[TensorSpec | None]]
+_RULES: dict[str, Rule] = {}
+
+
+def _rule(*kinds: str) -> Callable[[Rule], Rule]:
+    def deco(f: Rule) -> Rule:
+        for k in kinds:
+            _RULES[k] = f
+        return f
+
+    return deco
+
+
+def _needs(d: _Deriver, op: Op) -> list[bool]:
+    return [t.name in d.req for t in op.inputs]
+
+
+@_rule("matmul")
+def _bwd_matmul(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    a, b = op.inputs[0], op.inputs[1]
+    ta, tb = bool(op.attrs.get("transpose_a", False)), bool(op.attrs.get("transpose_b", False))
+    need = _needs(d, op)
+    grads: list[TensorSpec | None] = [None] * len(op.inputs)
+    g = op.group
+    if need[0]:
+        if not ta:
+            (ga,) = d.emit("matmul", [dy, d.R(b)], f"{op.name}.bwd_a", g, transpose_b=not tb)
+        else:
+            (ga,) = d.emit("matmul", [d.R(b), dy], f"{op.name}.bwd_a", g, transpose_a=tb, transpose_b=True)
+        grads[0] = d.reduce_to(ga, a, f"{op.name}.bwd_a", g) if ga.shape != a.shape else ga
+    if need[1]:
+        if len(b.shape) == 2 and len(a.shape) != 2:
+            if ta:
+                raise UnsupportedOpError(f"op {op.name!r} (matmul): weight gradient of a transposed batched operand "
+                                         f"{a.shape} with a 2-D weight; expected transpose_a only for 2-D or batched weights")
+            k = a.shape[-1]
+            a2 = d.emit("reshape", [d.R(a)], f"{op.name}.bwd_b.flat_a", g, shape=(-1, k))[0]
+            dy2 = d.emit("reshape", [dy], f"{op.name}.bwd_b.flat_dy", g, shape=(-1, dy.shape[-1]))[0]
+            lhs, rhs = (a2, dy2) if not tb else (dy2, a2)
+            (gb,) = d.emit("matmul", [lhs, rhs], f"{op.name}.bwd_b", g, out=[d.hint(b)], transpose_a=True)
+        elif not tb:
+            (gb,) = d.emit("matmul", [d.R(a), dy], f"{op.name}.bwd_b", g, transpose_a=not ta)
+        else:
+            (gb,) = d.emit("matmul", [dy, d.R(a)], f"{op.name}.bwd_b", g, transpose_a=True, transpose_b=ta)
+        grads[1] = d.reduce_to(gb, b, f"{op.name}.bwd_b", g) if gb.shape != b.shape else gb
+    if len(op.inputs) == 3 and need[2]:
+        grads[2] = d.reduce_to(dy, op.inputs[2], f"{op.name}.bwd_bias", g)
+    return grads
+
+
+def _conv_attrs(op: Op) -> dict[str, Any]:
+    return {k: op.attrs[k] for k in ("stride", "padding", "dilation", "groups") if k in op.attrs}
+
+
+@_rule("conv2d", "conv1d")
+def _bwd_conv(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x, w = op.inputs[0], op.inputs[1]
+    need = _needs(d, op)
+    grads: list[TensorSpec | None] = [None] * len(op.inputs)
+    g = op.group
+    if need[0]:
+        grads[0] = d.emit(f"{op.kind}_bwd_data", [dy, d.R(w)], f"{op.name}.bwd_data", g, out=[d.hint(x)],
+                          input_shape=x.shape, **_conv_attrs(op))[0]
+    if need[1]:
+        grads[1] = d.emit(f"{op.kind}_bwd_weight", [d.R(x), dy], f"{op.name}.bwd_weight", g, out=[d.hint(w)],
+                          weight_shape=w.shape, **_conv_attrs(op))[0]
+    if len(op.inputs) == 3 and need[2]:
+        axes = (0,) + tuple(range(2, len(dy.shape)))
+        grads[2] = d.emit("reduction", [dy], f"{op.name}.bwd_bias", g, out=[d.hint(op.inputs[2])], axes=axes,
+                          op="sum")[0]
+    return grads
+
+
+_ALIAS_GRAD = frozenset({"add", "identity", "copy"})
+_NO_INPUT_GRAD = frozenset({"scale", "neg", "mask", "dropout", "cast"})
+
+
+@_rule("elementwise")
+def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    fn = op.attrs["op"]
+    need = _needs(d, op)
+    g = op.group
+    grads: list[TensorSpec | None] = [None] * len(op.inputs)
+    for i, t in enumerate(op.inputs):
+        if not need[i]:
+            continue
+        base = f"{op.name}.bwd" if len(op.inputs) == 1 else f"{op.name}.bwd_{i}"
+        if fn in _ALIAS_GRAD or (fn == "sub" and i == 0):
+            gi = dy
+        elif fn == "sub":
+            gi = d.emit("elementwise_bwd", [dy], base, g, op="neg")[0]
+        elif fn in _NO_INPUT_GRAD:
+            gi = d.emit("elementwise_bwd", [dy], base, g, out_dtype=t.dtype, op=fn)[0]
+        elif len(op.inputs) == 1:
+            gi = d.emit("elementwise_bwd", [dy, d.R(t)], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
+                        op=fn)[0]
+        else:  # binary/ternary: the gradient reads the other operand(s)
+            others = [d.R(o) for j, o in enumerate(op.inputs) if j != i][:2]
+            gi = d.emit("elementwise_bwd", [dy, *others], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
+                        op=fn)[0]
+        grads[i] = d.reduce_to(gi, t, base, g) if gi.shape != t.shape else gi
+    return grads
+
+
+@_rule("layernorm", "rmsnorm", "groupnorm", "batchnorm")
+def _bwd_norm(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    ins = [dy, d.R(op.inputs[0])] + ([d.R(op.inputs[1])] if len(op.inputs) > 1 else [])
+    hints = [d.hint(t) if t.name in d.req else None for t in op.inputs]
+    attrs = {k: v for k, v in op.attrs.items() if k in ("groups", "axis", "eps")}
+    outs = d.emit(f"{op.kind}_bwd", ins, f"{op.name}.bwd", op.group, out=hints, has_bias=len(op.inputs) == 3, **attrs)
+    return list(outs[: len(op.inputs)])
+
+
+@_rule("softmax")
+def _bwd_softmax(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    return [d.emit("softmax_bwd", [d.R(op.outputs[0]), dy], f"{op.name}.bwd", op.group, out=[d.hint(x)],
+                   axis=op.attrs.get("axis", -1))[0]]
+
+
+@_rule("attention")
+def _bwd_attention(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    q, k, v = op.inputs[:3]
+    bias = op.inputs[3] if len(op.inputs) == 4 else None
+    ins = [d.R(q), d.R(k), d.R(v), d.R(op.outputs[0]), dy]
+    hints = [d.hint(t) if t.name in d.req else None for t in (q, k, v)]
+    has_bias = bias is not None and bias.name in d.req
+    if has_bias:
+        assert bias is not None
+        ins.append(d.R(bias))
+        hints.append(d.hint(bias))
+    outs = d.emit("attention_bwd", ins, f"{op.name}.bwd", op.group, out=hints,
+                  causal=bool(op.attrs.get("causal", False)), has_bias=has_bias)
+    grads: list[TensorSpec | None] = list(outs[:3])
+    if bias is not None:
+        grads.append(outs[3] if has_bias else None)
+    return grads
+
+
+@_rule("embedding")
+def _bwd_embedding(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    table = op.inputs[1]
+    g = d.emit("embedding_bwd", [dy], f"{op.name}.bwd", op.group, out=[d.hint(table)], table_shape=table.shape,
+               out_dtype=table.dtype)[0]
+    return [None, g]
+
+
+@_rule("cross_entropy", "mse_loss")
+def _bwd_loss(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    pred = op.inputs[0]
+    ins = [d.R(t) for t in op.inputs]
+    (gp,) = d.emit(LOSS_KINDS[op.kind], ins, f"{op.name}.bwd", op.group, out=[d.hint(pred)])
+    grads: list[TensorSpec | None] = [gp if pred.name in d.req else None]
+    for t in op.inputs[1:]:
+        grads.append(d.emit("elementwise_bwd", [gp], f"{op.name}.bwd_target", op.group, op="neg")[0]
+                     if t.name in d.req else None)
+    return grads
+
+
+@_rule("pool2d")
+def _bwd_pool(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    attrs = {k: v for k, v in op.attrs.items() if k in ("mode", "kernel", "stride", "padding", "ceil_mode", "output_size")}
+    if "output_size" in attrs and "kernel" not in attrs:  # adaptive: the window each output covers
+        attrs["kernel"] = (max(1, x.shape[2] // dy.shape[2]), max(1, x.shape[3] // dy.shape[3]))
+    return [d.emit("pool2d_bwd", [dy, d.R(x)], f"{op.name}.bwd", op.group, out=[d.hint(x)], input_shape=x.shape,
+                   **attrs)[0]]
+
+
+@_rule("resize")
+def _bwd_resize(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    scale = op.attrs.get("scale", 2)
+    return [d.emit("pool2d", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], mode="sum", kernel=scale,
+                   stride=scale)[0]]
+
+
+@_rule("reshape")
+def _bwd_reshape(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    return [d.emit("reshape", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape)[0]]
+
+
+@_rule("transpose")
+def _bwd_transpose(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    perm = tuple(op.attrs.get("perm", tuple(reversed(range(len(x.shape))))))
+    inv = tuple(perm.index(i) for i in range(len(perm)))
+    return [d.emit("transpose", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], perm=inv)[0]]
+
+
+@_rule("split")
+def _bwd_split(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    x = op.inputs[0]
+    parts = [dy if dy is not None else d.zeros_like(t) for dy, t in zip(dys, op.outputs, strict=True)]
+    return [d.emit("concat", parts, f"{op.name}.bwd", op.group, out=[d.hint(x)], axis=op.attrs.get("axis", 0))[0]]
+
+
+@_rule("concat")
+def _bwd_concat(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    ax = int(op.attrs.get("axis", 0))
+    ax = ax + len(dy.shape) if ax < 0 else ax
+    hints = [d.hint(t) if t.name in d.req else None for t in op.inputs]
+    if len(op.inputs) == 1:
+        return [d.emit("reshape", [dy], f"{op.name}.bwd", op.group, out=hints, shape=dy.shape)[0]]
+    outs = d.emit("split", [dy], f"{op.name}.bwd", op.group, out=hints, axis=ax,
+                  sizes=tuple(t.shape[ax] for t in op.inputs))
+    return list(outs)
+
+
+@_rule("slice")
+def _bwd_slice(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    diff = [i for i, (a, b) in enumerate(zip(x.shape, dy.shape, strict=True)) if a != b]
+    if not diff:
+        return [dy]
+    if len(diff) > 1:
+        raise UnsupportedOpError(f"op {op.name!r} (slice): backward of a slice along several axes {tuple(diff)}; "
+                                 "expected a slice along one axis")
+    ax = diff[0]
+    rest = list(x.shape)
+    rest[ax] = x.shape[ax] - dy.shape[ax]
+    z = d.zeros_like(TensorSpec(f"{op.name}.pad", tuple(rest), dy.dtype))
+    return [d.emit("concat", [dy, z], f"{op.name}.bwd", op.group, out=[d.hint(x)], axis=ax)[0]]
+
+
+@_rule("reduction")
+def _bwd_reduction(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    axes = op.attrs.get("axes", tuple(range(len(x.shape))))
+    axes = axes if isinstance(axes, tuple) else (axes,)
+    axes = {int(a) % len(x.shape) for a in axes}
+    kd = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    if dy.shape != kd:
+        dy = d.emit("reshape", [dy], f"{op.name}.bwd.keepdims", op.group, shape=kd)[0]
+    # broadcast back over the reduced axes (reads x for max/min, as their gradient needs the argmax)
+    fn = "identity" if op.attrs.get("op", "sum") in ("sum", "mean") else "max"
+    return [d.emit("elementwise_bwd", [d.R(x), dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], op=fn)[0]]
+
+
+@_rule("lstm", "gru", "lstm_cell", "gru_cell")
+def _bwd_rnn(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    dy = next(t for t in dys if t is not None)
+    hints = [d.hint(t) if t.name in d.req else None for t in op.inputs]
+    outs = d.emit("rnn_bwd", [dy, *(d.R(t) for t in op.inputs)], f"{op.name}.bwd", op.group, out=hints,
+                  fwd_flops=op.flops, fwd_macs=op.macs)
+    return list(outs)
+
+
+@_rule("moe_router")
+def _bwd_router(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    dw = dys[0]
+    x, w = op.inputs
+    if dw is None:
+        dw = d.zeros_like(op.outputs[0])
+    hints = [d.hint(t) if t.name in d.req else None for t in (x, w)]
+    return list(d.emit("moe_router_bwd", [d.R(x), d.R(w), dw], f"{op.name}.bwd", op.group, out=hints,
+                       top_k=op.attrs.get("top_k", 1)))
+
+
+@_rule("moe_dispatch")
+def _bwd_dispatch(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x, idx = op.inputs
+    return [d.emit("moe_dispatch_bwd", [dy, idx], f"{op.name}.bwd", op.group, out=[d.hint(x)],
+                   tokens=op.attrs.get("tokens", idx.numel))[0], None]
+
+
+@_rule("moe_combine")
+def _bwd_combine(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    y, wts, idx = op.inputs
+    hints = [d.hint(t) if t.name in d.req else None for t in (y, wts)]
+    gy, gw = d.emit("moe_combine_bwd", [dy, d.R(y), d.R(wts), idx], f"{op.name}.bwd", op.group, out=hints,
+                    tokens=op.attrs.get("tokens", idx.numel))
+    return [gy, gw, None]
+
+
+@_rule("grouped_matmul")
+def _bwd_grouped(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    (dy,) = dys
+    assert dy is not None
+    x, w = op.inputs
+    attrs = {k: op.attrs[k] for k in ("tokens", "experts_active") if k in op.attrs}
+    need = _needs(d, op)
+    gx = d.emit("grouped_matmul_bwd_data", [dy, d.R(w)], f"{op.name}.bwd_data", op.group, out=[d.hint(x)],
+                **attrs)[0] if need[0] else None
+    gw = d.emit("grouped_matmul_bwd_weight", [d.R(x), dy], f"{op.name}.bwd_weight", op.group, out=[d.hint(w)],
+                **attrs)[0] if need[1] else None
+    return [gx, gw]
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_precision: bool = True,
+                   recompute: str = "none") -> OpGraph:
+    """The training step derived from ``forward_graph`` (built with ``phase="train"``, ending in a loss).
+
+    Parameters
+    ----------
+    forward_graph
+        Forward pass with at least one loss op (``cross_entropy`` or ``mse_loss``).
+    optimizer
+        ``sgd``, ``sgd_momentum``, ``adam`` or ``adamw``.
+    mixed_precision
+        Keep an fp32 master copy of each non-fp32 weight and fp32 moments (else moments in the
+        weight's dtype and no master copy).
+    recompute
+        ``none``, ``selective`` (attention core) or ``full`` (whole layers).
+
+    Returns
+    -------
+    OpGraph
+        Forward ops, then backward ops (with recomputed copies), gradient accumulation and one
+        ``optimizer_update`` per weight; ``meta["phase"] == "train_step"``.
+
+    Raises
+    ------
+    GraphError
+        When the graph has no loss op.
+    UnsupportedOpError
+        When an op on the gradient path has no backward rule (the message names the op and kind).
+    ValueError
+        For an unknown optimizer or recompute mode.
+    """
+    if optimizer not in OPTIMIZERS:
+        near = difflib.get_close_matches(str(optimizer), list(OPTIMIZERS), n=1)
+        raise ValueError(f"training_graph: optimizer; got {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}"
+                         + (f"; did you mean {near[0]!r}?" if near else ""))
+    if recompute not in RECOMPUTE:
+        near = difflib.get_close_matches(str(recompute), list(RECOMPUTE), n=1)
+        raise ValueError(f"training_graph: recompute; got {recompute!r}; expected one of {', '.join(RECOMPUTE)}"
+                         + (f"; did you mean {near[0]!r}?" if near else ""))
+    return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()

@@ -1,0 +1,696 @@
+"""Transformer models for the zoo: one configurable builder for encoders, decoder LMs (prefill and decode with KV caches), encoder-decoders and MoE variants.
+
+A :class:`TransformerConfig` holds a network's hyperparameters (as published in its paper or model
+card, see ``workloads/zoo/data/transformers.toml``); :func:`build` turns it into an
+:class:`~workloads.ir.OpGraph` for one phase:
+
+* ``forward``: whole-input inference (no KV cache); decoders produce logits for every position;
+* ``prefill``: the prompt pass of a decoder LM; it writes the KV cache (tensors with role
+  ``kv_cache``) and, by default, computes the logits of the last position only (``logits="all"``
+  computes them all);
+* ``decode``: one new token per sequence against a cache of ``context`` tokens; the cache is a graph
+  input (role ``kv_cache``), ``kv_append`` extends it in place and attention reads all
+  ``context + 1`` keys;
+* ``train``: the forward pass of a training step with its loss (``cross_entropy``), no KV cache;
+  :func:`workloads.training.training_graph` derives the backward pass and optimizer from it.
+
+Modelling choices (documented, not hardware factors):
+
+* linear weights are stored ``(in, out)``; q, k and v share one fused projection GEMM (as inference
+  engines fuse them), as do the SwiGLU gate and up projections; the parameter counts are those of the
+  separate framework matrices;
+* the head split is a view: fused attention kernels read the ``(B, S, H, D)`` layout directly;
+* ``attention="fused"`` (default) is one flash-style ``attention`` op (causal pairs only);
+  ``attention="decomposed"`` is QK^T matmul, scale, mask, softmax and PV matmul over the full score
+  matrix, grouped-query heads folded into the query rows;
+* MoE layers route ``tokens * top_k`` rows; expert buffers hold ``capacity = ceil(capacity_factor *
+  tokens * top_k / experts)`` rows each, and ``experts_active`` is the expected number of distinct
+  experts hit when each token picks ``top_k`` of ``experts`` uniformly: ``E * (1 - (1 - k/E)^T)``.
+
+Example
+-------
+>>> from workloads.zoo.transformer import TransformerConfig, prefill
+>>> cfg = TransformerConfig("tiny", vocab=1000, d_model=64, layers=2, heads=4, d_ff=256, mlp="swiglu",
+...                         norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
+...                         out_bias=False, mlp_bias=False)
+>>> g = prefill(cfg, batch=1, seq_len=16)
+>>> g.params == 2 * 1000 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 64
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from workloads.dtypes import DType, parse_dtype
+from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
+
+__all__ = [
+    "TransformerConfig",
+    "build",
+    "prefill",
+    "decode",
+    "forward",
+    "train_forward",
+    "expected_active_experts",
+    "moe_capacity",
+    "config_from_mapping",
+    "zoo_config",
+    "PHASES",
+]
+
+PHASES = ("forward", "prefill", "decode", "train")
+_MLPS = ("gelu", "swiglu", "relu", "geglu")
+_NORMS = ("layernorm", "rmsnorm")
+_POS = ("learned", "rope", "none", "relative")
+_ATTENTION = ("fused", "decomposed")
+_LOGITS = ("last", "all")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of a transformer (sizes in elements, counts in units).
+
+    Parameters
+    ----------
+    name
+        Model name.
+    vocab
+        Vocabulary size (token embedding rows); 0 for vision models.
+    d_model
+        Residual-stream width.
+    layers
+        Number of (encoder, or decoder-only) layers.
+    heads, kv_heads, head_dim
+        Query heads, key/value heads (``kv_heads < heads``: GQA, 1: MQA; default ``heads``) and the
+        per-head width (default ``d_model // heads``).
+    d_ff
+        Hidden width of the MLP (of each expert for MoE layers).
+    mlp
+        ``gelu``, ``relu`` (two matrices) or ``swiglu``/``geglu`` (gated, three matrices).
+    norm
+        ``layernorm`` (scale and shift) or ``rmsnorm`` (scale only).
+    pos
+        ``learned`` (absolute table of ``max_positions`` rows), ``rope``, ``relative`` (T5 bucketed
+        bias, ``relative_buckets`` x heads per stack) or ``none``.
+    max_positions
+        Rows of the learned position table (OPT's table has 2 extra rows).
+    tied_embeddings
+        The LM head reuses the token-embedding matrix.
+    qkv_bias, out_bias, mlp_bias
+        Biases of the q/k/v projections, of the attention output projection and of the MLP matrices.
+    pre_norm
+        Pre-LN (GPT-2, Llama) when True; post-LN (BERT) when False.
+    final_norm
+        A norm after the last layer (pre-LN models).
+    embed_norm
+        A norm right after the embeddings (BERT).
+    encoder_only
+        Bidirectional attention, no LM head (BERT, ViT).
+    token_types
+        Token-type (segment) embedding rows (BERT: 2).
+    pooler
+        A dense + tanh layer on the first token (BERT).
+    num_classes
+        Classification head size on the pooled/first token (ViT: 1000); 0 for none.
+    image_size, patch_size, channels
+        Vision input (ViT): a ``channels x image_size^2`` image cut into ``patch_size^2`` patches
+        and a class token.
+    decoder_layers
+        Decoder layers of an encoder-decoder model (0: not encoder-decoder).
+    experts, top_k, moe_every, moe_offset, capacity_factor
+        MoE: ``experts`` per MoE layer (0: dense), each token routed to ``top_k``; layer ``i`` is MoE
+        when ``i % moe_every == moe_offset``; expert buffer rows scale with ``capacity_factor``.
+    relative_buckets
+        Buckets of the T5 relative position bias.
+    """
+
+    name: str
+    vocab: int
+    d_model: int
+    layers: int
+    heads: int
+    d_ff: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    pos: str = "learned"
+    max_positions: int = 2048
+    tied_embeddings: bool = True
+    qkv_bias: bool = True
+    out_bias: bool = True
+    mlp_bias: bool = True
+    pre_norm: bool = True
+    final_norm: bool = True
+    embed_norm: bool = False
+    encoder_only: bool = False
+    token_types: int = 0
+    pooler: bool = False
+    num_classes: int = 0
+    image_size: int = 0
+    patch_size: int = 0
+    channels: int = 3
+    decoder_layers: int = 0
+    experts: int = 0
+    top_k: int = 1
+    moe_every: int = 1
+    moe_offset: int = 0
+    capacity_factor: float = 1.0
+    relative_buckets: int = 32
+
+    def __post_init__(self) -> None:
+        problems = []
+        for f in ("d_model", "layers", "heads", "d_ff"):
+            if int(getattr(self, f)) < 1:
+                problems.append(f"{f}: got {getattr(self, f)!r}; expected a positive integer")
+        if self.vocab < 0 or (self.vocab == 0 and not self.is_vision):
+            problems.append(f"vocab: got {self.vocab!r}; expected a positive integer (0 only for vision models)")
+        for f, allowed in (("mlp", _MLPS), ("norm", _NORMS), ("pos", _POS)):
+            if getattr(self, f) not in allowed:
+                problems.append(f"{f}: got {getattr(self, f)!r}; expected one of {', '.join(allowed)}")
+        kv = self.n_kv_heads
+        if kv < 1 or self.heads % kv:
+            problems.append(f"kv_heads: got {self.kv_heads!r}; expected a divisor of heads={self.heads}")
+        if self.head_dim is None and self.d_model % self.heads:
+            problems.append(f"head_dim: d_model={self.d_model} not divisible by heads={self.heads}; expected head_dim set")
+        if self.experts:
+            if not 1 <= self.top_k <= self.experts:
+                problems.append(f"top_k: got {self.top_k}; expected 1..experts={self.experts}")
+            if self.moe_every < 1 or not 0 <= self.moe_offset < self.moe_every:
+                problems.append(f"moe_every/moe_offset: got {self.moe_every}/{self.moe_offset}; expected 0 <= offset < every")
+            if self.capacity_factor <= 0:
+                problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
+        if self.is_vision and (self.patch_size < 1 or self.image_size % self.patch_size):
+            problems.append(f"patch_size: got {self.patch_size} for image_size {self.image_size}; expected a divisor")
+        if self.decoder_layers and self.encoder_only:
+            problems.append("decoder_layers: set on an encoder_only model; expected one or the other")
+        if problems:
+            raise ValueError(f"TransformerConfig {self.name!r}: " + "; ".join(problems))
+
+    # --- derived sizes ------------------------------------------------------------------------
+    @property
+    def n_kv_heads(self) -> int:
+        return self.heads if self.kv_heads is None else int(self.kv_heads)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.heads if self.head_dim is None else int(self.head_dim)
+
+    @property
+    def is_vision(self) -> bool:
+        return self.image_size > 0
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.decoder_layers > 0
+
+    @property
+    def is_decoder_lm(self) -> bool:
+        """A decoder-only language model (supports prefill and decode)."""
+        return not self.encoder_only and not self.is_encoder_decoder
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp in ("swiglu", "geglu")
+
+    def is_moe_layer(self, i: int) -> bool:
+        return self.experts > 0 and i % self.moe_every == self.moe_offset
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return PHASES if self.is_decoder_lm else ("forward", "train")
+
+    def kv_cache_bytes(self, batch: int, context: int, dtype: str | DType = "bf16") -> int:
+        """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``."""
+        return 2 * self.layers * self.n_kv_heads * self.d_head * context * batch * parse_dtype(dtype).bits // 8
+
+
+def config_from_mapping(name: str, data: Mapping[str, Any], where: str = "") -> TransformerConfig:
+    """A config from a mapping of field values (unknown keys are an error naming the near match)."""
+    import difflib
+
+    known = {f.name for f in fields(TransformerConfig)}
+    bad = [k for k in data if k not in known]
+    if bad:
+        hints = []
+        for k in bad:
+            near = difflib.get_close_matches(k, sorted(known), n=1)
+            hints.append(f"{k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        raise ValueError(f"{where or name}: unknown transformer field(s) {', '.join(hints)}; expected fields of TransformerConfig")
+    kw = {k: data[k] for k in data if k != "name"}
+    return TransformerConfig(name=name, **kw)
+
+
+def expected_active_experts(tokens: int, experts: int, top_k: int) -> int:
+    """Expected distinct experts hit when ``tokens`` each pick ``top_k`` of ``experts`` uniformly (rounded, >= top_k)."""
+    if tokens < 1:
+        return 0
+    miss = (1.0 - top_k / experts) ** tokens
+    return max(min(top_k, experts), min(experts, round(experts * (1.0 - miss))))
+
+
+def moe_capacity(tokens: int, experts: int, top_k: int, capacity_factor: float) -> int:
+    """Rows per expert buffer: ``ceil(capacity_factor * tokens * top_k / experts)`` (at least 1)."""
+    return max(1, math.ceil(capacity_factor * tokens * top_k / experts))
+
+
+# ------------------------------------------------------------------------------------------------
+# the builder
+
+
+class _Build:
+    """State of one graph build (not exported)."""
+
+    def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
+                 dtype: str | DType, attention: str, logits: str, decoder_seq: int) -> None:
+        if phase not in cfg.phases:
+            raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
+        if attention not in _ATTENTION:
+            raise ValueError(f"model {name!r}: attention {attention!r}; expected one of {', '.join(_ATTENTION)}")
+        if logits not in _LOGITS:
+            raise ValueError(f"model {name!r}: logits {logits!r}; expected one of {', '.join(_LOGITS)}")
+        for k, v in (("batch", batch), ("seq", seq), ("decoder_seq", decoder_seq)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"model {name!r}: {k} must be a positive integer; got {v!r}")
+        if phase == "decode" and (not isinstance(context, int) or context < 0):
+            raise ValueError(f"model {name!r}: context must be an integer >= 0; got {context!r}")
+        self.cfg = cfg
+        self.b = GraphBuilder(name, dtype=dtype)
+        self.batch = batch
+        self.phase = phase
+        self.context = context
+        self.attention = attention
+        self.logits = logits
+        self.seq = seq
+        self.decoder_seq = decoder_seq
+
+    # --- small helpers ------------------------------------------------------------------------
+    def w(self, name: str, shape: tuple[int, ...]) -> TensorSpec:
+        g = self.b.current_group
+        return self.b.weight(f"{g}.{name}" if g else name, shape)
+
+    def linear(self, x: TensorSpec, d_in: int, d_out: int, name: str, bias: bool) -> TensorSpec:
+        w = self.w(f"{name}.weight", (d_in, d_out))
+        ins = [x, w]
+        if bias:
+            ins.append(self.w(f"{name}.bias", (d_out,)))
+        return self.b.op("matmul", ins, name=name)
+
+    def norm(self, x: TensorSpec, name: str) -> TensorSpec:
+        d = x.shape[-1]
+        ins = [x, self.w(f"{name}.weight", (d,))]
+        if self.cfg.norm == "layernorm":
+            ins.append(self.w(f"{name}.bias", (d,)))
+        return self.b.op(self.cfg.norm, ins, name=name)
+
+    def ew(self, fn: str, *ins: TensorSpec, name: str | None = None) -> TensorSpec:
+        return self.b.op("elementwise", list(ins), name=name or fn, op=fn)
+
+    def reshape(self, x: TensorSpec, shape: tuple[int, ...], name: str) -> TensorSpec:
+        return self.b.op("reshape", [x], name=name, shape=shape)
+
+    # --- attention ----------------------------------------------------------------------------
+    def attention_block(self, h: TensorSpec, *, causal: bool, cache: bool, bias: TensorSpec | None,
+                        memory: TensorSpec | None = None, name: str = "attn") -> TensorSpec:
+        """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output."""
+        cfg, b = self.cfg, self.b
+        bsz, s, d = h.shape
+        hq, hk, hd = cfg.heads, cfg.n_kv_heads, cfg.d_head
+        with b.group(name):
+            if memory is None:
+                qkv = self.linear(h, d, (hq + 2 * hk) * hd, "qkv", cfg.qkv_bias)
+                q, k, v = b.op("split", [qkv], name="split_qkv", axis=-1, sizes=(hq * hd, hk * hd, hk * hd))
+                skv = s
+            else:
+                q = self.linear(h, d, hq * hd, "q", cfg.qkv_bias)
+                kv = self.linear(memory, d, 2 * hk * hd, "kv", cfg.qkv_bias)
+                k, v = b.op("split", [kv], name="split_kv", axis=-1, sizes=(hk * hd, hk * hd))
+                skv = memory.shape[1]
+            q = self.reshape(q, (bsz, hq, s, hd), "q_heads")
+            k = self.reshape(k, (bsz, hk, skv, hd), "k_heads")
+            v = self.reshape(v, (bsz, hk, skv, hd), "v_heads")
+            if cfg.pos == "rope" and memory is None:
+                q = self.ew("rope", q, name="rope_q")
+                k = self.ew("rope", k, name="rope_k")
+            if cache and memory is None:
+                if self.phase == "prefill":
+                    k = b.op("kv_append", [k], name="k_cache", out_roles=[Role.KV_CACHE])
+                    v = b.op("kv_append", [v], name="v_cache", out_roles=[Role.KV_CACHE])
+                else:  # decode: the stored cache is an input; the append happens in place
+                    g = b.current_group
+                    kc = b.tensor(f"{g}.k_cache", (bsz, hk, self.context, hd), role=Role.KV_CACHE)
+                    vc = b.tensor(f"{g}.v_cache", (bsz, hk, self.context, hd), role=Role.KV_CACHE)
+                    k = b.op("kv_append", [kc, k], name="k_append")
+                    v = b.op("kv_append", [vc, v], name="v_append")
+            if self.attention == "fused":
+                ins = [q, k, v] + ([bias] if bias is not None else [])
+                o = b.op("attention", ins, name="core", causal=causal)
+            else:
+                o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
+            o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
+            return self.linear(o, hq * hd, d, "out", cfg.out_bias)
+
+    def decomposed_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool,
+                        bias: TensorSpec | None) -> TensorSpec:
+        b = self.b
+        bsz, hq, s, hd = q.shape
+        hk = k.shape[1]
+        g = hq // hk
+        with b.group("core"):
+            qg = self.reshape(q, (bsz, hk, g * s, hd), "q_groups") if g > 1 else q
+            scores = b.op("matmul", [qg, k], name="qk", transpose_b=True)
+            scores = self.ew("scale", scores)
+            if bias is not None:
+                scores = self.ew("add", scores, bias, name="bias")
+            if causal:
+                scores = self.ew("mask", scores)
+            p = b.op("softmax", [scores], name="softmax", axis=-1)
+            o = b.op("matmul", [p, v], name="pv")
+            return self.reshape(o, (bsz, hq, s, hd), "o_heads") if g > 1 else o
+
+    # --- MLPs ---------------------------------------------------------------------------------
+    def mlp_block(self, h: TensorSpec) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        d, ff = h.shape[-1], cfg.d_ff
+        with b.group("mlp"):
+            if cfg.gated:
+                gu = self.linear(h, d, 2 * ff, "gate_up", cfg.mlp_bias)
+                gate, up = b.op("split", [gu], name="split_gate_up", axis=-1, sizes=(ff, ff))
+                a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
+                a = self.ew("mul", a, up, name="gate_mul")
+            else:
+                a = self.linear(h, d, ff, "up", cfg.mlp_bias)
+                a = self.ew(cfg.mlp, a, name="act")
+            return self.linear(a, ff, d, "down", cfg.mlp_bias)
+
+    def moe_block(self, h: TensorSpec) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        bsz, s, d = h.shape
+        t = bsz * s
+        e, k, ff = cfg.experts, cfg.top_k, cfg.d_ff
+        cap = moe_capacity(t, e, k, cfg.capacity_factor)
+        routed = min(t * k, e * cap)
+        active = min(expected_active_experts(t, e, k), routed)
+        with b.group("moe"):
+            x2 = self.reshape(h, (t, d), "tokens")
+            wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
+            buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed)
+            n1 = 2 * ff if cfg.gated else ff
+            hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (e, d, n1))], name="experts_in",
+                       tokens=routed, experts_active=active)
+            if cfg.gated:
+                gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
+                a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
+                a = self.ew("mul", a, up, name="gate_mul")
+            else:
+                a = self.ew(cfg.mlp, hid, name="act")
+            y = b.op("grouped_matmul", [a, self.w("experts.w_out", (e, ff, d))], name="experts_out",
+                     tokens=routed, experts_active=active)
+            y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
+            return self.reshape(y, (bsz, s, d), "merge")
+
+    # --- layers -------------------------------------------------------------------------------
+    def layer(self, x: TensorSpec, i: int, *, causal: bool, cache: bool, bias: TensorSpec | None,
+              memory: TensorSpec | None = None, cross_bias: TensorSpec | None = None) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        with b.group(f"layers.{i}"):
+            if cfg.pre_norm:
+                a = self.attention_block(self.norm(x, "attn_norm"), causal=causal, cache=cache, bias=bias)
+                x = self.ew("add", x, a, name="attn_residual")
+                if memory is not None:
+                    c = self.attention_block(self.norm(x, "cross_norm"), causal=False, cache=False, bias=cross_bias,
+                                             memory=memory, name="cross")
+                    x = self.ew("add", x, c, name="cross_residual")
+                hn = self.norm(x, "mlp_norm")
+                m = self.moe_block(hn) if cfg.is_moe_layer(i) else self.mlp_block(hn)
+                return self.ew("add", x, m, name="mlp_residual")
+            a = self.attention_block(x, causal=causal, cache=cache, bias=bias)
+            x = self.norm(self.ew("add", x, a, name="attn_residual"), "attn_norm")
+            if memory is not None:
+                c = self.attention_block(x, causal=False, cache=False, bias=cross_bias, memory=memory, name="cross")
+                x = self.norm(self.ew("add", x, c, name="cross_residual"), "cross_norm")
+            m = self.moe_block(x) if cfg.is_moe_layer(i) else self.mlp_block(x)
+            return self.norm(self.ew("add", x, m, name="mlp_residual"), "mlp_norm")
+
+    def relative_bias(self, s: int, skv: int) -> TensorSpec:
+        """T5 bucketed relative position bias (heads, s, skv), computed once per stack."""
+        b = self.b
+        with b.group("rel_bias"):
+            g = b.current_group
+            ids = b.input(f"{g}.buckets", (s, skv), "int32")
+            table = self.w("weight", (self.cfg.relative_buckets, self.cfg.heads))
+            rb = b.op("embedding", [ids, table], name="lookup")
+            return b.op("transpose", [rb], name="to_heads", perm=(2, 0, 1))
+
+    def embed_tokens(self, s: int, prefix: str = "") -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        ids = b.input(f"{prefix}input_ids", (self.batch, s), "int32")
+        with b.group("embed"):
+            x = b.op("embedding", [ids, self.table()], name="tokens")
+            if cfg.pos == "learned":
+                pids = b.input(f"{prefix}position_ids", (1, s), "int32")
+                p = b.op("embedding", [pids, self.w("positions.weight", (cfg.max_positions, cfg.d_model))],
+                         name="positions")
+                x = self.ew("add", x, p, name="add_positions")
+            if cfg.token_types:
+                tids = b.input(f"{prefix}token_type_ids", (self.batch, s), "int32")
+                tt = b.op("embedding", [tids, self.w("token_types.weight", (cfg.token_types, cfg.d_model))],
+                          name="token_types")
+                x = self.ew("add", x, tt, name="add_token_types")
+            if cfg.embed_norm:
+                x = self.norm(x, "norm")
+            return x
+
+    def table(self) -> TensorSpec:
+        return self.b.weight("embed.tokens.weight", (self.cfg.vocab, self.cfg.d_model))
+
+    def embed_patches(self) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        p, n_side = cfg.patch_size, cfg.image_size // cfg.patch_size
+        img = b.input("pixels", (self.batch, cfg.channels, cfg.image_size, cfg.image_size))
+        with b.group("embed"):
+            w = self.w("patch.weight", (cfg.d_model, cfg.channels, p, p))
+            y = b.op("conv2d", [img, w, self.w("patch.bias", (cfg.d_model,))], name="patch", stride=p)
+            y = self.reshape(y, (self.batch, cfg.d_model, n_side * n_side), "flatten")
+            y = b.op("transpose", [y], name="to_tokens", perm=(0, 2, 1))
+            cls_ids = b.input("cls_ids", (self.batch, 1), "int32")
+            cls = b.op("embedding", [cls_ids, self.w("cls_token", (1, cfg.d_model))], name="cls")
+            x = b.op("concat", [cls, y], name="prepend_cls", axis=1)
+            pos = self.w("positions.weight", (1, n_side * n_side + 1, cfg.d_model))
+            return self.ew("add", x, pos, name="add_positions")
+
+    def lm_head(self, x: TensorSpec) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        with b.group("lm_head"):
+            if self.logits == "last" and x.shape[1] > 1:
+                x = b.op("slice", [x], name="last_token", shape=(x.shape[0], 1, x.shape[2]))
+            if cfg.tied_embeddings:
+                return b.op("matmul", [x, self.table()], name="logits", transpose_b=True)
+            return b.op("matmul", [x, self.w("weight", (cfg.d_model, cfg.vocab))], name="logits")
+
+    def lm_loss(self, logits: TensorSpec) -> TensorSpec:
+        b = self.b
+        bsz, s, v = logits.shape
+        with b.group("loss"):
+            flat = self.reshape(logits, (bsz * s, v), "flatten")
+            labels = b.input("labels", (bsz * s,), "int32")
+            return b.op("cross_entropy", [flat, labels], name="cross_entropy")
+
+    def first_token(self, x: TensorSpec) -> TensorSpec:
+        bsz, _, d = x.shape
+        y = self.b.op("slice", [x], name="first_token", shape=(bsz, 1, d))
+        return self.reshape(y, (bsz, d), "squeeze")
+
+    # --- whole models -------------------------------------------------------------------------
+    def build_encoder_only(self) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        x = self.embed_patches() if cfg.is_vision else self.embed_tokens(self.seq)
+        for i in range(cfg.layers):
+            x = self.layer(x, i, causal=False, cache=False, bias=None)
+        if cfg.final_norm:
+            x = self.norm(x, "final_norm")
+        out = x
+        if cfg.pooler:
+            with b.group("pooler"):
+                out = self.ew("tanh", self.linear(self.first_token(x), cfg.d_model, cfg.d_model, "dense", True))
+        classes = cfg.num_classes or (2 if self.phase == "train" else 0)
+        if classes:
+            with b.group("head"):
+                h = out if cfg.pooler else self.first_token(out)
+                out = self.linear(h, cfg.d_model, classes, "classifier", True)
+            if self.phase == "train":
+                with b.group("loss"):
+                    labels = b.input("labels", (self.batch,), "int32")
+                    out = b.op("cross_entropy", [out, labels], name="cross_entropy")
+        return out
+
+    def build_decoder(self) -> TensorSpec:
+        cfg = self.cfg
+        s = 1 if self.phase == "decode" else self.seq
+        cache = self.phase in ("prefill", "decode")
+        x = self.embed_tokens(s)
+        for i in range(cfg.layers):
+            x = self.layer(x, i, causal=True, cache=cache, bias=None)
+        if cfg.final_norm:
+            x = self.norm(x, "final_norm")
+        if self.phase in ("forward", "train"):
+            self.logits = "all"
+        logits = self.lm_head(x)
+        return self.lm_loss(logits) if self.phase == "train" else logits
+
+    def build_encoder_decoder(self) -> TensorSpec:
+        cfg, b = self.cfg, self.b
+        with b.group("encoder"):
+            x = self.embed_tokens(self.seq, prefix="encoder_")
+            bias = self.relative_bias(self.seq, self.seq) if cfg.pos == "relative" else None
+            for i in range(cfg.layers):
+                x = self.layer(x, i, causal=False, cache=False, bias=bias)
+            if cfg.final_norm:
+                x = self.norm(x, "final_norm")
+        memory = x
+        sd = self.decoder_seq
+        with b.group("decoder"):
+            ids = b.input("decoder_input_ids", (self.batch, sd), "int32")
+            with b.group("embed"):
+                y = b.op("embedding", [ids, self.table()], name="tokens")
+            bias = self.relative_bias(sd, sd) if cfg.pos == "relative" else None
+            for i in range(cfg.decoder_layers):
+                y = self.layer(y, i, causal=True, cache=False, bias=bias, memory=memory)
+            if cfg.final_norm:
+                y = self.norm(y, "final_norm")
+        self.logits = "all"
+        logits = self.lm_head(y)
+        return self.lm_loss(logits) if self.phase == "train" else logits
+
+
+def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
+          dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
+          name: str | None = None) -> OpGraph:
+    """Build ``cfg`` as an OpGraph for ``phase``.
+
+    Parameters
+    ----------
+    cfg
+        The model's hyperparameters.
+    batch
+        Sequences (images) per step.
+    seq
+        Tokens per sequence (prompt length for ``prefill``); ignored for ``decode`` (one token) and
+        for vision models (the image size comes from ``cfg``).
+    phase
+        ``forward``, ``prefill``, ``decode`` or ``train`` (see the module docstring).
+    context
+        Tokens already in the KV cache for ``decode`` (default ``seq``).
+    dtype
+        Weight and activation dtype.
+    attention
+        ``fused`` (one flash-style op) or ``decomposed`` (matmul, softmax, matmul).
+    logits
+        ``last`` (prefill computes the last position's logits only) or ``all``.
+    decoder_seq
+        Decoder tokens of an encoder-decoder model (default ``seq``).
+    name
+        Graph name (default ``cfg.name``).
+    """
+    gname = name or cfg.name
+    ctx = seq if context is None else context
+    st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
+                logits=logits, decoder_seq=decoder_seq or seq)
+    if cfg.encoder_only:
+        st.build_encoder_only()
+    elif cfg.is_encoder_decoder:
+        st.build_encoder_decoder()
+    else:
+        st.build_decoder()
+    meta: dict[str, Any] = {"model": cfg.name, "batch": batch, "phase": phase, "dtype": parse_dtype(dtype).value,
+                            "attention": attention}
+    if cfg.is_vision:
+        meta["image_size"] = cfg.image_size
+    else:
+        meta["seq"] = 1 if phase == "decode" else seq
+    if phase == "decode":
+        meta["context"] = ctx
+    if cfg.is_encoder_decoder:
+        meta["decoder_seq"] = decoder_seq or seq
+    return st.b.build(meta)
+
+
+def prefill(cfg: TransformerConfig, batch: int, seq_len: int, **kw: Any) -> OpGraph:
+    """The prompt pass of ``batch`` sequences of ``seq_len`` tokens, writing the KV cache."""
+    return build(cfg, batch=batch, seq=seq_len, phase="prefill", **kw)
+
+
+def decode(cfg: TransformerConfig, batch: int, context_len: int, **kw: Any) -> OpGraph:
+    """One decoding step: one new token per sequence against ``context_len`` cached tokens."""
+    return build(cfg, batch=batch, seq=1, phase="decode", context=context_len, **kw)
+
+
+def forward(cfg: TransformerConfig, batch: int, seq_len: int, **kw: Any) -> OpGraph:
+    """Whole-input inference without a KV cache (encoders, or a decoder over full sequences)."""
+    return build(cfg, batch=batch, seq=seq_len, phase="forward", **kw)
+
+
+def train_forward(cfg: TransformerConfig, batch: int, seq_len: int, **kw: Any) -> OpGraph:
+    """The forward pass of a training step, with its cross-entropy loss."""
+    return build(cfg, batch=batch, seq=seq_len, phase="train", **kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# zoo registration
+
+
+def _register_zoo() -> None:
+    from workloads.zoo import ModelEntry, load_data, register_model
+
+    data = load_data("transformers.toml")
+    for key, spec in data.get("models", {}).items():
+        spec = dict(spec)
+        meta = {k: spec.pop(k) for k in ("family", "description", "source", "aliases", "defaults") if k in spec}
+        cfg = config_from_mapping(key, spec, where=f"transformers.toml:models.{key}")
+        defaults = dict(meta.get("defaults", {}))
+        defaults.setdefault("batch", 1)
+        defaults.setdefault("dtype", "bf16")
+        defaults.setdefault("phase", "prefill" if cfg.is_decoder_lm else "forward")
+        if cfg.is_vision:
+            defaults.setdefault("seq", cfg.image_size)
+        else:
+            defaults.setdefault("seq", min(cfg.max_positions, 2048) if cfg.pos == "learned" else 2048)
+
+        def builder(name: str, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
+                    dtype: str = "bf16", _cfg: TransformerConfig = cfg, **extra: Any) -> OpGraph:
+            c = _cfg
+            if "experts" in extra:
+                c = replace(c, experts=int(extra.pop("experts")))
+            if "capacity_factor" in extra:
+                c = replace(c, capacity_factor=float(extra.pop("capacity_factor")))
+            if c.is_vision and seq != c.image_size:
+                c = replace(c, image_size=int(seq))
+            unknown = set(extra) - {"attention", "logits", "decoder_seq"}
+            if unknown:
+                raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
+                                 "attention, logits, decoder_seq, experts, capacity_factor")
+            return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)
+
+        register_model(ModelEntry(
+            name=key, family=meta.get("family", "transformer"), description=meta.get("description", ""),
+            source=meta.get("source", ""), builder=builder, defaults=defaults, phases=cfg.phases,
+            aliases=tuple(meta.get("aliases", ())),
+        ))
+
+
+def zoo_config(name: str) -> TransformerConfig:
+    """The :class:`TransformerConfig` of zoo entry ``name`` (as in ``transformers.toml``)."""
+    from workloads.zoo import get_entry, load_data
+
+    entry = get_entry(name)
+    spec = dict(load_data("transformers.toml")["models"][entry.name])
+    for k in ("family", "description", "source", "aliases", "defaults"):
+        spec.pop(k, None)
+    return config_from_mapping(entry.name, spec)
+
+
+_register_zoo()
