@@ -1,1 +1,6 @@
 """Joins workloads to hardware: lowering rules, engines, results, calibration, sweeps and the CLI."""
+
+from simulator.engine import EvalOptions, evaluate
+from simulator.report import CostReport, OpCost
+
+__all__ = ["evaluate", "EvalOptions", "CostReport", "OpCost"]

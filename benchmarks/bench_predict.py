@@ -1,0 +1,67 @@
+"""Speed of the prediction engine: prints figures (no assertions; goals are in the issue).
+
+Goals: evaluate llama-2-70b prefill 2048 on h100-sxm5-80gb <= 30 ms in-process; whole-process
+`nodeperf predict` <= 0.8 s; one GEMM for 10,000 hardware variants in one vectorised call <= 50 ms.
+
+Run: ``python benchmarks/bench_predict.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _best(fn, repeat: int = 7) -> tuple[float, float]:
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return min(ts), statistics.median(ts)
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)
+    from hwmodels import gpu
+    from hwmodels.catalog import load_device
+    from simulator import evaluate
+    from workloads.resolve import load_workload
+
+    dev = load_device("h100-sxm5-80gb")
+    graph = load_workload("llama-2-70b", phase="prefill", seq=2048, batch=1)
+    best, med = _best(lambda: evaluate(graph, dev))
+    print(f"evaluate llama-2-70b prefill 2048 ({len(graph)} ops) on h100-sxm5-80gb: "
+          f"best {best * 1e3:.1f} ms, median {med * 1e3:.1f} ms  (goal <= 30 ms)")
+
+    p = gpu.gpu_params(dev, "bf16")
+    cands = gpu.tile_candidates(dev.arch)
+    rng = np.random.default_rng(0)
+    n = 10_000
+    pv = dataclasses.replace(
+        p,
+        dram_bytes_per_s=rng.uniform(1e12, 8e12, n),
+        matrix_flops_per_s=rng.uniform(2e14, 2e15, n),
+        sms=rng.integers(60, 200, n).astype(float),
+    )
+    best, med = _best(lambda: gpu.gemm(4096, 4096, 4096, pv, cands))
+    print(f"gemm 4096^3 for {n:,} hardware variants in one call: best {best * 1e3:.1f} ms, "
+          f"median {med * 1e3:.1f} ms  (goal <= 50 ms)")
+    best, med = _best(lambda: gpu.streaming(1e9, 1e9, 1e8, pv))
+    print(f"streaming kernel for {n:,} variants: best {best * 1e3:.2f} ms")
+
+    cmd = [sys.executable, "-m", "simulator.cli", "predict", "llama-2-7b", "--hardware", "h100-sxm5-80gb",
+           "--phase", "decode", "--batch", "1", "--context", "2048"]
+    best, med = _best(lambda: subprocess.run(cmd, check=True, capture_output=True), repeat=5)
+    print(f"whole-process `nodeperf predict llama-2-7b --phase decode`: best {best:.2f} s, median {med:.2f} s  "
+          "(goal <= 0.8 s)")
+
+
+if __name__ == "__main__":
+    main()

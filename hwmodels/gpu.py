@@ -1,0 +1,744 @@
+"""Analytical GPU kernel models (tiled GEMM, fused attention, streaming kernels) over spec numbers.
+
+Everything here is a pure function of numbers: problem sizes, a kernel's tile configuration and
+the hardware parameters collected in :class:`GpuParams`. Hardware parameters may be numpy arrays
+of any (common) shape; results broadcast over them, so a sweep evaluates thousands of hardware
+variants of one kernel in a single call. Graph ops are mapped onto these functions by
+``simulator.lowering``; nothing here knows about graphs.
+
+Model summary
+-------------
+*GEMM* (also batched GEMM and implicit-GEMM convolution). For every candidate CTA tile of the
+architecture (the tile shapes CUTLASS instantiates and cuBLAS selects among) and every split-K
+factor: occupancy from registers, shared memory, threads and the CTA limit; CTAs spread over SMs
+in waves, the busiest SM processing ``ceil(ctas / sms)`` CTAs (wave quantization, partial last
+wave included); per CTA, tensor-core time of the padded tile versus the time to move its operand
+panels from L2 into the SM (with thread-block-cluster multicast on Hopper and later), the time to feed the tensor cores from shared memory (warp tiles), and
+device-wide DRAM time with L2 reuse (compulsory traffic when the operands fit in L2, else the unique
+panels of each wave). The kernel takes the largest of these plus one DRAM latency for the pipeline
+prologue. The candidate with the
+lowest time is chosen, as a heuristic library does.
+
+*Fused attention* (flash-attention style). Query blocks are CTAs; per query-key pair the SM spends
+tensor-core time on the two (forward) or five (backward) contractions and vector time on the online
+softmax (one special-function exp and a few FP32 ALU operations per score), serialised within the
+tile. K and V panels are read once per query block from L2; DRAM sees Q, K, V, O once.
+
+*Streaming kernels* (elementwise, norms, softmax, reductions, gathers, copies): bytes over an
+achieved bandwidth that follows ``B * s / (s + s_half)`` in the bytes moved ``s`` (the launch and
+tail of a small kernel), from L2 when the working set is resident there, else from DRAM; compute on
+the FP32 vector units. :func:`roofline` is the generic fallback.
+
+Every empirical factor (achieved fractions of peak, the half-bandwidth size) comes from the
+device's :class:`~hwmodels.spec.EfficiencySpec`; no factor is a literal here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hwmodels.spec import DeviceSpec, SpecError
+
+__all__ = [
+    "TileCandidate",
+    "tile_family",
+    "tile_candidates",
+    "GpuParams",
+    "gpu_params",
+    "KernelEstimate",
+    "GemmEstimate",
+    "gemm",
+    "attention",
+    "streaming",
+    "roofline",
+    "achieved_bandwidth",
+    "SPLIT_K_FACTORS",
+    "SOFTMAX_SFU_OPS_PER_SCORE",
+    "SOFTMAX_ALU_OPS_PER_SCORE",
+]
+
+ArrayLike = Any  # float | np.ndarray
+
+#: Split-K factors a library considers for skinny shapes (cuBLAS/CUTLASS split-K "slices").
+SPLIT_K_FACTORS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
+
+# Online-softmax work per query-key score of a flash-attention tile (FlashAttention-2 algorithm,
+# Dao 2023, Algorithm 1): one exp2 on the special-function unit; scale-and-max, subtract (fused
+# multiply-add), row-sum and the convert to 16 bits on the FP32 ALUs. Backward (Algorithm 2):
+# recompute P = exp(S - L) (one exp2, one FMA), dS = P * (dP - D) (two), two converts.
+SOFTMAX_SFU_OPS_PER_SCORE = {"fwd": 1.0, "bwd": 1.0}
+SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
+
+# Registers a GEMM thread holds besides its accumulators and operand fragments: pointers, indices,
+# predicates, loop counters. CUTLASS mainloops use about two dozen (their ptxas reports); this only
+# matters for occupancy of small tiles.
+_GEMM_ADDRESS_REGISTERS = 24
+# Shared memory reserved by the runtime per resident CTA (CUDA C++ Programming Guide, compute
+# capability 8.x/9.0: "1 KB of shared memory is reserved for system use" per block).
+_SMEM_RESERVED_PER_CTA_BYTES = 1024
+
+
+# ------------------------------------------------------------------------------------------------
+# candidate tiles
+
+
+@dataclass(frozen=True)
+class TileCandidate:
+    """One GEMM kernel configuration as a library instantiates it.
+
+    Attributes
+    ----------
+    tile_m, tile_n, tile_k
+        CTA tile (elements).
+    stages
+        Shared-memory pipeline depth (operand panels in flight).
+    warps_m, warps_n
+        Warp (or warpgroup, on Hopper) grid over the CTA tile; the warp tile is
+        ``tile_m / warps_m x tile_n / warps_n``.
+    threads
+        Threads per CTA (including producer warps of warp-specialised kernels).
+    cluster_m, cluster_n
+        Thread-block cluster: CTAs along M share (multicast) the B panel, CTAs along N the A panel.
+    producer_threads
+        Threads of a data-movement (TMA producer) warpgroup that do no math (0: none).
+    """
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    stages: int
+    warps_m: int
+    warps_n: int
+    threads: int
+    cluster_m: int = 1
+    cluster_n: int = 1
+    producer_threads: int = 0
+
+    @property
+    def name(self) -> str:
+        c = f"_c{self.cluster_m}x{self.cluster_n}" if self.cluster_m * self.cluster_n > 1 else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_s{self.stages}{c}"
+
+    def smem_bytes(self, in_bytes: float) -> float:
+        """Shared memory of the operand pipeline (bytes)."""
+        return self.stages * (self.tile_m + self.tile_n) * self.tile_k * in_bytes
+
+    def registers_per_thread(self, in_bytes: float, reg_limit: int = 255) -> int:
+        """Accumulators + operand fragments + addressing of a math thread, capped at the ISA limit.
+
+        Warp-specialised kernels (``producer_threads > 0``: Hopper wgmma, Blackwell UMMA) read
+        operands straight from shared memory, so they hold no operand fragments.
+        """
+        math_threads = self.threads - self.producer_threads
+        acc = self.tile_m * self.tile_n / math_threads  # fp32 accumulators
+        wm, wn = self.tile_m / self.warps_m, self.tile_n / self.warps_n
+        frag = 2 * (wm + wn) * 16 * in_bytes / (32 * 4) if self.producer_threads == 0 else 0.0
+        return int(min(reg_limit, math.ceil(acc + frag + _GEMM_ADDRESS_REGISTERS)))
+
+
+def _t(m: int, n: int, k: int, st: int, wm: int, wn: int, th: int, cm: int = 1, cn: int = 1) -> TileCandidate:
+    # 256/384-thread tiles of the warp-specialised families carry one 128-thread producer warpgroup
+    return TileCandidate(m, n, k, st, wm, wn, th, cm, cn, 0)
+
+
+def _ws(m: int, n: int, k: int, st: int, wm: int, wn: int, th: int, cm: int = 1, cn: int = 1) -> TileCandidate:
+    return TileCandidate(m, n, k, st, wm, wn, th, cm, cn, 128)
+
+
+# Tile tables. Volta/Turing: CUTLASS generator.py GenerateSM70_TensorOp_884 / GenerateSM75_TensorOp_1688
+# tile descriptions (128x256x32, 256x128x32, 128x128x32, 64x128x32, 128x64x32, 64x64x32; 2 stages).
+# Ampere/Ada: GenerateSM80_TensorOp_16816 (256x128x32 s3 [4,2,1], 128x256x32 s3, 256x64x32 s4,
+# 64x256x32 s4, 128x128x32 s5, 128x64x32 s6, 64x128x32 s6, 64x64x32 s10, and the k=64 variants).
+# Hopper: GenerateSM90_TensorOp_16b_WGMMA_gemm (warp-specialised: one producer + two consumer
+# warpgroups, tiles 64/128/256 x 64/128/256 x 64, clusters 1x1, 2x1, 1x2, 2x2; stages as many as fit in
+# 227 KiB). Blackwell: SM100 UMMA tiles 128/256 x 64..256 with 2-SM (and 2x2) clusters. Small-M tiles (16/32 rows) stand for the GEMV-like
+# kernels libraries use when M is tiny (decode).
+_SM70 = (
+    _t(128, 256, 32, 2, 2, 4, 256), _t(256, 128, 32, 2, 4, 2, 256), _t(128, 128, 32, 2, 2, 2, 128),
+    _t(128, 64, 32, 2, 2, 2, 128), _t(64, 128, 32, 2, 2, 2, 128), _t(64, 64, 32, 2, 2, 2, 128),
+    _t(32, 128, 32, 2, 1, 4, 128), _t(16, 128, 64, 2, 1, 4, 128),
+)
+_SM80 = (
+    _t(256, 128, 32, 3, 4, 2, 256), _t(128, 256, 32, 3, 2, 4, 256), _t(256, 64, 32, 4, 4, 1, 128),
+    _t(64, 256, 32, 4, 1, 4, 128), _t(128, 128, 32, 5, 2, 2, 128), _t(128, 128, 64, 4, 2, 2, 128),
+    _t(128, 64, 32, 6, 2, 2, 128), _t(64, 128, 32, 6, 2, 2, 128), _t(64, 64, 32, 10, 2, 2, 128),
+    _t(64, 64, 64, 5, 2, 2, 128), _t(32, 128, 64, 4, 1, 4, 128), _t(16, 128, 128, 4, 1, 4, 128),
+    _t(16, 64, 128, 4, 1, 2, 64),
+)
+_SM90 = (
+    _ws(128, 256, 64, 4, 2, 1, 384, 2, 2), _ws(256, 128, 64, 4, 2, 1, 384, 2, 2),
+    _ws(128, 256, 64, 4, 2, 1, 384, 2, 1), _ws(256, 128, 64, 4, 2, 1, 384, 1, 2),
+    _ws(128, 256, 64, 4, 2, 1, 384), _ws(256, 128, 64, 4, 2, 1, 384),
+    _ws(128, 128, 64, 6, 2, 1, 384, 2, 2), _ws(128, 128, 64, 6, 2, 1, 384, 2, 1),
+    _ws(128, 128, 64, 6, 2, 1, 384), _ws(64, 256, 64, 5, 1, 1, 256), _ws(128, 64, 64, 8, 2, 1, 384),
+    _ws(64, 128, 64, 8, 1, 1, 256), _ws(64, 64, 64, 10, 1, 1, 256), _ws(64, 128, 128, 4, 1, 1, 256),
+    _ws(64, 64, 128, 6, 1, 1, 256),
+)
+_SM100 = (
+    _ws(256, 256, 64, 3, 2, 1, 384, 2, 2), _ws(256, 128, 64, 4, 2, 1, 384, 2, 2),
+    _ws(256, 128, 64, 4, 2, 1, 384, 2, 1), _ws(128, 256, 64, 4, 1, 1, 256, 2, 1),
+    _ws(128, 256, 64, 4, 1, 1, 256), _ws(128, 128, 64, 6, 1, 1, 256, 2, 1), _ws(128, 128, 64, 6, 1, 1, 256),
+    _ws(128, 64, 64, 8, 1, 1, 256), _ws(128, 64, 128, 4, 1, 1, 256), _ws(64, 128, 64, 8, 1, 1, 256),
+    _ws(64, 64, 128, 6, 1, 1, 256),
+)
+# AMD CDNA2/3 (hipBLASLt/Tensile macro tiles MT256x256x64, MT256x128x64, MT128x128x64, ... on 64 KB
+# LDS; wave64, 256 threads) — ROCm hipBLASLt library logic files name tiles as MT<m>x<n>x<k>.
+_CDNA = (
+    _t(256, 256, 64, 1, 2, 2, 256), _t(256, 128, 64, 1, 2, 2, 256), _t(128, 256, 64, 1, 2, 2, 256),
+    _t(128, 128, 64, 2, 2, 2, 256), _t(128, 64, 64, 2, 2, 2, 256), _t(64, 128, 64, 2, 2, 2, 256),
+    _t(64, 64, 64, 2, 2, 2, 256), _t(32, 64, 128, 2, 1, 2, 128), _t(16, 64, 128, 2, 1, 2, 128),
+)
+# SIMT (CUDA-core) SGEMM/DGEMM: CUTLASS GenerateSM50_Simt tiles (128x128x8, 128x64x8, 64x64x8,
+# 32x32x8), 2 stages.
+_SIMT = (
+    _t(128, 128, 8, 2, 4, 2, 256), _t(128, 64, 8, 2, 2, 2, 128), _t(64, 128, 8, 2, 2, 2, 128),
+    _t(64, 64, 8, 2, 2, 2, 128), _t(32, 64, 8, 2, 1, 2, 64), _t(32, 32, 8, 2, 1, 1, 32),
+)
+_FAMILIES: dict[str, tuple[TileCandidate, ...]] = {
+    "sm70": _SM70, "sm80": _SM80, "sm90": _SM90, "sm100": _SM100, "cdna": _CDNA, "simt": _SIMT,
+}
+_ARCH_FAMILY = {
+    "volta": "sm70", "turing": "sm70", "sm70": "sm70", "sm75": "sm70", "gv100": "sm70", "tu104": "sm70",
+    "ampere": "sm80", "ada": "sm80", "ada-lovelace": "sm80", "ada lovelace": "sm80", "sm80": "sm80",
+    "sm86": "sm80", "sm89": "sm80", "ga100": "sm80", "ad102": "sm80", "ad104": "sm80",
+    "hopper": "sm90", "sm90": "sm90", "gh100": "sm90",
+    "blackwell": "sm100", "sm100": "sm100", "gb100": "sm100", "gb200": "sm100", "gb202": "sm100",
+    "cdna": "cdna", "cdna2": "cdna", "cdna3": "cdna", "cdna4": "cdna", "gfx90a": "cdna", "gfx942": "cdna",
+}
+
+
+def tile_family(arch: str) -> str:
+    """Tile-table family of an architecture name (``"hopper"`` -> ``"sm90"``); SpecError if unknown."""
+    key = arch.strip().lower().replace("_", "-")
+    if key in _ARCH_FAMILY:
+        return _ARCH_FAMILY[key]
+    for name, fam in _ARCH_FAMILY.items():
+        if key.startswith(name):
+            return fam
+    raise SpecError(
+        f"arch: no GEMM tile table for this architecture; got {arch!r}; expected one of "
+        f"{', '.join(sorted(set(_ARCH_FAMILY)))}"
+    )
+
+
+def tile_candidates(arch: str, matrix_unit: bool = True) -> tuple[TileCandidate, ...]:
+    """Candidate CTA tiles a library would consider on ``arch`` (SIMT tiles when not ``matrix_unit``)."""
+    return _FAMILIES[tile_family(arch)] if matrix_unit else _SIMT
+
+
+# ------------------------------------------------------------------------------------------------
+# hardware parameters
+
+
+@dataclass(frozen=True)
+class GpuParams:
+    """Numbers a GPU kernel model needs, for one compute dtype; any field may be a numpy array.
+
+    Build from a spec with :func:`gpu_params`; vary fields with :func:`dataclasses.replace` to
+    sweep. Units are SI and per device unless the name says per SM.
+    """
+
+    sms: ArrayLike
+    clock_hz: ArrayLike
+    matrix_flops_per_s: ArrayLike  # rate of the contraction path for this dtype (tensor or SIMT)
+    matrix_fraction: ArrayLike  # achievable fraction of that rate (tensor_ or vector_peak_fraction)
+    vector_flops_per_s: ArrayLike  # FP32 SIMT rate (FMA = 2)
+    vector_fraction: ArrayLike
+    sfu_ops_per_s: ArrayLike  # special-function results per second, whole device
+    smem_bytes_per_s_per_sm: ArrayLike
+    l2_bytes_per_s: ArrayLike
+    l2_fraction: ArrayLike
+    l2_capacity_bytes: ArrayLike
+    dram_bytes_per_s: ArrayLike
+    dram_fraction: ArrayLike
+    dram_latency_s: ArrayLike
+    bandwidth_half_size_bytes: ArrayLike
+    registers_per_sm: ArrayLike
+    smem_per_sm_bytes: ArrayLike
+    max_smem_per_cta_bytes: ArrayLike
+    max_threads_per_sm: ArrayLike
+    max_ctas_per_sm: ArrayLike
+    uses_matrix_unit: bool = True
+
+    def broadcast_shape(self) -> tuple[int, ...]:
+        """Common shape of the array-valued fields (``()`` for a scalar device)."""
+        shapes = [np.shape(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "uses_matrix_unit"]
+        return tuple(np.broadcast_shapes(*shapes))
+
+
+def _l2_level(dev: DeviceSpec) -> Any:
+    for lv in dev.memory:
+        if lv.name.lower() in ("l2", "llc", "l2_cache"):
+            return lv
+    if len(dev.memory) > 1:
+        return dev.memory[1]
+    return dev.memory[0]
+
+
+def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuParams:
+    """Collect the numbers of ``dev`` the kernel models use, for contractions in ``dtype``.
+
+    The contraction path is the tensor (matrix) unit when ``compute.tensor_flops_per_s`` has the
+    dtype (fp32 maps to tf32 only with ``allow_tf32``), else the SIMT vector rate of the dtype.
+
+    Raises
+    ------
+    SpecError
+        The device has no GPU SM section or no rate at all for ``dtype``.
+    """
+    if dev.sm is None:
+        raise SpecError(f"{dev.name}: sm: missing; got no [sm] section; expected a GPU spec with SM resources")
+    tensor = dev.compute.tensor_flops_per_s
+    vector = dev.compute.vector_flops_per_s
+    key = "tf32" if dtype == "fp32" and allow_tf32 and "tf32" in tensor else dtype
+    if key in tensor and not (dtype == "fp32" and not allow_tf32):
+        rate, frac, matrix = tensor[key], dev.efficiency.tensor_peak_fraction, True
+    elif dtype in vector:
+        rate, frac, matrix = vector[dtype], dev.efficiency.vector_peak_fraction, False
+    elif dtype in ("int32", "int64", "bool") and "fp32" in vector:
+        rate, frac, matrix = vector["fp32"], dev.efficiency.vector_peak_fraction, False
+    else:
+        have = sorted(set(tensor) | set(vector))
+        raise SpecError(
+            f"{dev.name}: compute: no throughput for dtype; got {dtype!r}; expected one of {', '.join(have)}"
+        )
+    v32 = vector.get("fp32", max(vector.values()) if vector else rate)
+    l2 = _l2_level(dev)
+    hbm = dev.main_memory
+    sm = dev.sm
+    clock = dev.clock.sustained_hz
+    return GpuParams(
+        sms=float(dev.compute.units),
+        clock_hz=clock,
+        matrix_flops_per_s=rate,
+        matrix_fraction=frac,
+        vector_flops_per_s=v32,
+        vector_fraction=dev.efficiency.vector_peak_fraction,
+        sfu_ops_per_s=float(sm.sfu_ops_per_clk) * dev.compute.units * clock,
+        smem_bytes_per_s_per_sm=float(sm.shared_mem_bytes_per_clk) * clock,
+        l2_bytes_per_s=l2.read_bandwidth_bytes_per_s,
+        l2_fraction=dev.efficiency.l2_bandwidth_fraction,
+        l2_capacity_bytes=l2.capacity_bytes if l2 is not hbm else 0.0,
+        dram_bytes_per_s=hbm.read_bandwidth_bytes_per_s,
+        dram_fraction=dev.efficiency.dram_bandwidth_fraction,
+        dram_latency_s=hbm.latency_s,
+        bandwidth_half_size_bytes=dev.efficiency.bandwidth_half_size_bytes,
+        registers_per_sm=float(sm.registers_per_sm),
+        smem_per_sm_bytes=sm.shared_mem_per_sm_bytes,
+        max_smem_per_cta_bytes=sm.max_shared_mem_per_cta_bytes,
+        max_threads_per_sm=float(sm.max_threads_per_sm),
+        max_ctas_per_sm=float(sm.max_ctas_per_sm),
+        uses_matrix_unit=matrix,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """Device-side time of one kernel and its traffic per memory level (arrays broadcast like the inputs).
+
+    ``time_s = max(compute_s, memory_s) + latency_s``; launch overhead is added by the caller.
+    """
+
+    time_s: ArrayLike
+    compute_s: ArrayLike
+    memory_s: ArrayLike
+    latency_s: ArrayLike
+    dram_bytes: ArrayLike
+    l2_bytes: ArrayLike
+    smem_bytes: ArrayLike
+    details: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class GemmEstimate(KernelEstimate):
+    """A GEMM estimate with the chosen kernel: tile, split-K, CTAs, waves and occupancy."""
+
+    tile: Any = ""  # str for a scalar device, array of str otherwise
+    split_k: ArrayLike = 1
+    ctas: ArrayLike = 0
+    waves: ArrayLike = 0.0
+    ctas_per_sm: ArrayLike = 0
+    bound_level: Any = ""
+
+
+def _a(x: ArrayLike) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def _scalar_or(x: np.ndarray) -> ArrayLike:
+    return float(x) if np.ndim(x) == 0 else x
+
+
+# ------------------------------------------------------------------------------------------------
+# GEMM
+
+
+@functools.lru_cache(maxsize=256)
+def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_bytes: float) -> dict[str, np.ndarray]:
+    """Per-(candidate, split) constant arrays, cached: tile sizes, warps, registers, shared memory."""
+    rows = [(c, s) for c in candidates for s in splits]
+    col = lambda f: np.array([f(c, s) for c, s in rows], float)  # noqa: E731
+    out = {
+        "tm": col(lambda c, s: c.tile_m), "tn": col(lambda c, s: c.tile_n), "tk": col(lambda c, s: c.tile_k),
+        "sk": col(lambda c, s: s), "cm": col(lambda c, s: c.cluster_m), "cn": col(lambda c, s: c.cluster_n),
+        "nwarps": col(lambda c, s: c.warps_m * c.warps_n),
+        "threads": col(lambda c, s: c.threads),
+        "regs": col(lambda c, s: c.registers_per_thread(in_bytes) * c.threads),
+        "smem": col(lambda c, s: c.smem_bytes(in_bytes)),
+        "names": np.array([c.name for c, _ in rows]),
+    }
+    out["wmt"] = out["tm"] / col(lambda c, s: c.warps_m)
+    out["wnt"] = out["tn"] / col(lambda c, s: c.warps_n)
+    for v in out.values():
+        v.setflags(write=False)
+    return out
+
+
+def gemm(
+    m: int,
+    n: int,
+    k: int,
+    p: GpuParams,
+    candidates: tuple[TileCandidate, ...],
+    *,
+    batch: int = 1,
+    in_bytes: float = 2.0,
+    out_bytes: float = 2.0,
+    b_shared: bool = False,
+    split_k: tuple[int, ...] = SPLIT_K_FACTORS,
+) -> GemmEstimate:
+    """Time of ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]`` with the best candidate tile and split-K.
+
+    Parameters
+    ----------
+    m, n, k, batch
+        Problem sizes (elements); ``batch`` independent GEMMs in one launch (batched GEMM, conv
+        groups, attention heads).
+    p
+        Hardware parameters (arrays broadcast).
+    candidates
+        Tiles to choose among (:func:`tile_candidates`).
+    in_bytes, out_bytes
+        Bytes per element of the operands and of C.
+    b_shared
+        True when all batch entries share one B (counted once in DRAM traffic).
+    split_k
+        Split-K factors to consider; split-K partial sums (fp32) are reduced through L2/DRAM.
+
+    Returns
+    -------
+    GemmEstimate
+        Arrays over the hardware shape; ``tile``/``split_k``/``waves`` describe the chosen kernel.
+
+    Examples
+    --------
+    A 4096^3 BF16 GEMM is compute-bound on any modern GPU; its time is close to
+    ``2 * 4096**3 / (peak * tensor_peak_fraction)`` (see the tests for hand-worked cases).
+    """
+    if min(m, n, k, batch) < 1:
+        raise ValueError(f"gemm: sizes must be positive; got m={m}, n={n}, k={k}, batch={batch}; expected >= 1")
+    # every (tile, split) pair is a candidate whatever the shape: each one's time grows with m, n
+    # and k, so the minimum does too (a larger GEMM is never predicted faster)
+    st = _static(tuple(candidates), tuple(split_k), float(in_bytes))
+    tm, tn, tk, sk, cm, cn = st["tm"], st["tn"], st["tk"], st["sk"], st["cm"], st["cn"]
+    ex = (Ellipsis, None)
+
+    # occupancy: CTAs per SM from registers, shared memory, threads and the CTA limit
+    occ = np.minimum(
+        np.minimum(np.floor(_a(p.registers_per_sm)[ex] / st["regs"]),
+                   np.floor(_a(p.smem_per_sm_bytes)[ex] / (st["smem"] + _SMEM_RESERVED_PER_CTA_BYTES))),
+        np.minimum(np.floor(_a(p.max_threads_per_sm)[ex] / st["threads"]), _a(p.max_ctas_per_sm)[ex]),
+    )
+    feasible = (occ >= 1) & (st["smem"] <= _a(p.max_smem_per_cta_bytes)[ex])
+    occ = np.maximum(occ, 1.0)
+
+    tiles_m = np.ceil(m / tm)
+    tiles_n = np.ceil(n / tn)
+    k_per_split = np.ceil(k / sk)
+    k_eff = np.ceil(k_per_split / tk) * tk  # padded K of one CTA
+    ctas = batch * tiles_m * tiles_n * sk
+    em = np.minimum(tm, m)  # rows actually loaded (predicated loads skip the padding)
+    en = np.minimum(tn, n)
+
+    sms = _a(p.sms)[ex]
+    per_sm = np.ceil(ctas / sms)  # CTAs on the busiest SM (wave quantization incl. partial last wave)
+    waves = ctas / (sms * occ)
+
+    # tensor-core (or SIMT) time: padded tiles do full math
+    rate_sm = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms
+    t_compute = per_sm * (2.0 * tm * tn * k_eff) / rate_sm
+
+    # shared memory -> math units (warp-tile operand reads)
+    smem_cta = st["nwarps"] * (st["wmt"] + st["wnt"]) * k_eff * in_bytes
+    t_smem = per_sm * smem_cta / _a(p.smem_bytes_per_s_per_sm)[ex]
+
+    # L2 -> SM operand panels (cluster multicast shares panels) + C tile (or fp32 partials)
+    l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0, out_bytes)
+    t_l2 = per_sm * l2_cta * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))[ex]
+
+    # DRAM: compulsory when operands fit in L2, else the unique panels of each wave
+    ab = batch * m * k * in_bytes + (1 if b_shared else batch) * k * n * in_bytes
+    c_bytes = batch * m * n * out_bytes
+    l2cap = _a(p.l2_capacity_bytes)[ex]
+    conc = np.minimum(ctas, sms * occ)  # CTAs resident at once
+    r = np.minimum(tiles_m, np.maximum(1.0, np.round(np.sqrt(conc))))
+    cc = np.minimum(tiles_n * sk, np.ceil(conc / r))
+    streamed = (ctas / conc) * (r * em + cc * en) * k_per_split * in_bytes
+    operands = np.where(ab <= l2cap, ab, np.maximum(ab, streamed))
+    partials = np.where(sk > 1, 2.0 * sk * batch * m * n * 4.0, 0.0)
+    dram = operands + c_bytes + np.where(partials <= l2cap, 0.0, partials)
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))[ex]
+
+    t_mem = np.maximum(np.maximum(t_smem, t_l2), t_dram)
+    latency = _a(p.dram_latency_s)[ex]
+    total = np.where(feasible, np.maximum(t_compute, t_mem) + latency, np.inf)
+    hw_shape = total.shape[:-1]
+    ncand = total.shape[-1]
+    best = np.argmin(total, axis=-1)  # first minimum: deterministic tie-break in table order
+    if not np.all(np.isfinite(np.min(total, axis=-1))):
+        raise SpecError(
+            f"gemm m={m} n={n} k={k}: no candidate tile fits the SM resources; got shared memory "
+            f"{p.smem_per_sm_bytes} B/SM and {p.registers_per_sm} registers/SM; expected room for one CTA"
+        )
+
+    def pick(x: np.ndarray) -> ArrayLike:
+        xb = np.broadcast_to(x, hw_shape + (ncand,))
+        return _scalar_or(np.take_along_axis(xb, best[..., None], axis=-1)[..., 0])
+
+    t_d, t_l, t_s = pick(t_dram), pick(t_l2), pick(t_smem)
+    lvl = np.argmax(np.stack(np.broadcast_arrays(t_d, t_l, t_s)), axis=0)
+    levels = np.array(["dram", "l2", "smem"])
+    tile = st["names"][best]
+    smem_total = ctas * (smem_cta + (tm + tn) * k_eff * in_bytes)
+    return GemmEstimate(
+        time_s=pick(total),
+        compute_s=pick(t_compute),
+        memory_s=pick(t_mem),
+        latency_s=pick(np.broadcast_to(latency, total.shape)),
+        dram_bytes=pick(dram),
+        l2_bytes=pick(ctas * l2_cta),
+        smem_bytes=pick(smem_total),
+        tile=str(tile) if np.ndim(tile) == 0 else tile,
+        split_k=pick(sk),
+        ctas=pick(ctas),
+        waves=pick(waves),
+        ctas_per_sm=pick(occ),
+        bound_level=str(levels[lvl]) if np.ndim(lvl) == 0 else levels[lvl],
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# streaming (bandwidth-bound) kernels
+
+
+def achieved_bandwidth(bytes_moved: ArrayLike, peak_bytes_per_s: ArrayLike, fraction: ArrayLike,
+                       half_size_bytes: ArrayLike) -> ArrayLike:
+    """Achieved bandwidth of a streaming kernel moving ``bytes_moved``: ``B*f * s / (s + s_half)``."""
+    s = _a(bytes_moved)
+    return _a(peak_bytes_per_s) * _a(fraction) * s / (s + _a(half_size_bytes))
+
+
+def streaming(
+    bytes_read: ArrayLike,
+    bytes_written: ArrayLike,
+    flops: ArrayLike,
+    p: GpuParams,
+    *,
+    l2_resident_bytes: ArrayLike = 0.0,
+    sfu_ops: ArrayLike = 0.0,
+) -> KernelEstimate:
+    """A bandwidth-bound kernel: reads, writes and FP32 vector work, overlapped.
+
+    Parameters
+    ----------
+    bytes_read, bytes_written
+        Compulsory traffic of the kernel (bytes).
+    flops
+        FP32 vector operations (FMA = 2).
+    l2_resident_bytes
+        Part of ``bytes_read`` already resident in L2 (just produced by the previous kernel); it
+        is read at L2 bandwidth instead of DRAM bandwidth.
+    sfu_ops
+        Special-function evaluations (exp, rsqrt) on the SFU pipe.
+
+    Returns
+    -------
+    KernelEstimate
+        ``memory_s`` follows the achieved-bandwidth curve of :func:`achieved_bandwidth` on the
+        total bytes moved, so small kernels reach only part of the peak.
+    """
+    rd, wr = _a(bytes_read), _a(bytes_written)
+    res = np.minimum(_a(l2_resident_bytes), rd)
+    total = rd + wr
+    dram_part = rd - res + wr
+    half = _a(p.bandwidth_half_size_bytes)
+    # the half-bandwidth size models launch/tail inefficiency of the whole kernel; it applies to
+    # the bytes moved regardless of the level they come from
+    scale = (total + half) / np.maximum(total, 1.0)
+    t_dram = dram_part * scale / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
+    t_l2 = res * scale / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))
+    t_mem = t_dram + t_l2
+    t_vec = _a(flops) / (_a(p.vector_flops_per_s) * _a(p.vector_fraction))
+    t_sfu = _a(sfu_ops) / _a(p.sfu_ops_per_s)
+    t_comp = t_vec + t_sfu
+    lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_comp)
+    time = np.maximum(t_comp, t_mem) + lat
+    return KernelEstimate(
+        time_s=_scalar_or(time), compute_s=_scalar_or(t_comp + 0 * time), memory_s=_scalar_or(t_mem + 0 * time),
+        latency_s=_scalar_or(lat), dram_bytes=_scalar_or(dram_part + 0 * time), l2_bytes=_scalar_or(total + 0 * time),
+        smem_bytes=0.0,
+    )
+
+
+def roofline(flops: ArrayLike, bytes_moved: ArrayLike, p: GpuParams, matrix: bool = False) -> KernelEstimate:
+    """Fallback for ops without a rule: ``max(flops / achievable peak, bytes / achievable DRAM bandwidth)``."""
+    rate = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction)) if matrix else (_a(p.vector_flops_per_s) * _a(p.vector_fraction))
+    t_c = _a(flops) / rate
+    t_m = _a(bytes_moved) / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
+    lat = _a(p.dram_latency_s) * np.ones_like(t_c + t_m)
+    time = np.maximum(t_c, t_m) + lat
+    return KernelEstimate(
+        time_s=_scalar_or(time), compute_s=_scalar_or(t_c + 0 * time), memory_s=_scalar_or(t_m + 0 * time),
+        latency_s=_scalar_or(lat), dram_bytes=_scalar_or(_a(bytes_moved) + 0 * time), l2_bytes=_scalar_or(_a(bytes_moved) + 0 * time),
+        smem_bytes=0.0,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# fused attention
+
+
+def _pairs(sq: int, skv: int, causal: bool, last_rows: int) -> tuple[float, float]:
+    """(query-key pairs of all ``sq`` queries, pairs of the last ``last_rows`` queries) per head.
+
+    Causal masks are aligned to the end of the key sequence: query ``i`` sees keys ``<= i + skv - sq``.
+    """
+    if not causal:
+        return float(sq * skv), float(last_rows * skv)
+    if sq <= skv:
+        total = sq * (skv - sq) + sq * (sq + 1) // 2
+    else:
+        total = skv * (skv + 1) // 2
+    lo = skv - last_rows + 1  # pairs of the first of the last rows
+    heavy = last_rows * skv - last_rows * (last_rows - 1) // 2 if lo >= 1 else skv * (skv + 1) // 2
+    return float(total), float(heavy)
+
+
+def attention(
+    batch: int,
+    heads_q: int,
+    heads_kv: int,
+    seq_q: int,
+    seq_kv: int,
+    head_dim: int,
+    head_dim_v: int,
+    p: GpuParams,
+    *,
+    causal: bool = False,
+    in_bytes: float = 2.0,
+    backward: bool = False,
+    block_q: int = 128,
+    min_mma_rows: int = 64,
+) -> KernelEstimate:
+    """Fused (flash-style) attention forward or backward for one launch.
+
+    Parameters
+    ----------
+    batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, head_dim_v
+        Shapes (GQA/MQA when ``heads_kv < heads_q``).
+    causal
+        Keep only pairs at or below the end-aligned diagonal.
+    backward
+        The backward kernel (five contractions per pair, softmax recomputed).
+    block_q
+        Query rows per CTA (FlashAttention-2/3 use 128 on Ampere and Hopper).
+    min_mma_rows
+        Smallest M a tile computes; short query blocks (decode) are padded up to it.
+
+    Returns
+    -------
+    KernelEstimate
+        ``compute_s`` is tensor-core plus softmax vector time per SM, spread over the query-block
+        CTAs in waves; ``memory_s`` the K/V panel traffic from L2 and the compulsory DRAM traffic.
+
+    Notes
+    -----
+    When the queries of one KV head are fewer than ``block_q`` (decode), the kernel follows
+    flash-decoding: the query heads sharing a KV head are packed into one tile and the keys are
+    split over CTAs until every SM has work; partial outputs (fp32) are reduced afterwards.
+    """
+    direction = "bwd" if backward else "fwd"
+    group = heads_q // max(1, heads_kv)
+    mma_per_pair = 2.0 * ((3 * head_dim + 2 * head_dim_v) if backward else (head_dim + head_dim_v))
+    sms = _a(p.sms)
+    decode = seq_q * group < block_q and not backward
+    if decode:
+        rows = seq_q * group  # packed query rows per KV head
+        ctas_base = batch * heads_kv
+        kv_splits = np.clip(np.floor(sms / ctas_base), 1.0, max(1.0, math.ceil(seq_kv / 256)))
+        pad = max(rows, min_mma_rows) / rows
+        total_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q)
+        heavy_pairs = total_pairs * group  # one CTA holds all rows of its KV head
+        pairs_all = batch * heads_q * total_pairs
+        ctas = ctas_base * kv_splits
+        heavy = heavy_pairs / kv_splits
+        q_panels = 1.0
+    else:
+        rows_blk = min(block_q, seq_q)
+        q_blocks = math.ceil(seq_q / block_q)
+        total_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk)
+        pad = max(rows_blk, min_mma_rows) / rows_blk
+        pairs_all = batch * heads_q * total_pairs
+        ctas = float(batch * heads_q * q_blocks)
+        kv_splits = 1.0
+        heavy = heavy_pairs
+        q_panels = float(q_blocks)
+    mma_rate_sm = _a(p.matrix_flops_per_s) * _a(p.matrix_fraction) / sms
+    alu_rate_sm = _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / sms  # FP32 instructions/s
+    sfu_rate_sm = _a(p.sfu_ops_per_s) / sms
+    t_pair = (mma_per_pair * pad / mma_rate_sm
+              + SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm
+              + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm)
+    per_sm = np.ceil(ctas / sms)
+    t_compute = np.maximum(per_sm * (pairs_all / ctas) * t_pair, heavy * t_pair)
+
+    q_bytes = batch * heads_q * seq_q * head_dim * in_bytes
+    o_bytes = batch * heads_q * seq_q * head_dim_v * in_bytes
+    kv_bytes = batch * heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
+    visible = total_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
+    kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
+    if decode:
+        kv_panels = kv_bytes
+    if backward:
+        # reads q, k, v, o, dO, lse; dQ accumulated in fp32 through L2; writes dK, dV
+        dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
+        l2 = dram + 2 * kv_panels
+    else:
+        dram = q_bytes + kv_bytes + o_bytes
+        l2 = q_bytes + o_bytes + kv_panels
+    partials = batch * heads_q * seq_q * head_dim_v * 4.0 * kv_splits * 2 * (_a(kv_splits) > 1)
+    dram = dram + partials
+    l2 = l2 + partials
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
+    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))
+    t_mem = np.maximum(t_dram, t_l2)
+    lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
+    time = np.maximum(t_compute, t_mem) + lat
+    z = 0 * time
+    smem = pairs_all * (head_dim + head_dim_v) * in_bytes * 2 / max(1, min(block_q, seq_q * (group if decode else 1)))
+    return KernelEstimate(
+        time_s=_scalar_or(time), compute_s=_scalar_or(t_compute + z), memory_s=_scalar_or(t_mem + z),
+        latency_s=_scalar_or(lat), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
+        smem_bytes=float(smem),
+        details=(("block_q", block_q), ("ctas", _scalar_or(_a(ctas) + z)), ("kv_splits", _scalar_or(_a(kv_splits) + z))),
+    )

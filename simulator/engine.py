@@ -1,0 +1,352 @@
+"""The analytical engine: ``evaluate(graph, system, options)`` costs every op and composes a CostReport.
+
+Ops run in the graph's topological order on one stream of one device (the order PyTorch eager
+issues kernels). For each op the lowering rule gives the kernel's device time; the engine then
+applies, in order: L2 residency of inputs produced by the previous kernel, optional fusion of
+elementwise ops into their producer, the per-kernel launch floor (host launch rate, or CUDA-graph
+replay rate), energy, and the TDP power cap. Identical ops (same kind, shapes, dtypes, attributes
+and residency) are costed once per call, so a 80-layer model costs about as much as one layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from hwmodels.energy import dynamic_energy, kernel_energy
+from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
+from simulator.lowering import VIEW_KINDS, KernelCost, LoweringContext, lower
+from simulator.memory import check_memory
+from simulator.report import CostReport, OpCost, Totals
+from workloads.ir import Op, OpGraph
+
+__all__ = ["EvalOptions", "evaluate", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest"]
+
+logger = logging.getLogger(__name__)
+
+ENGINE_NAME = "analytical"
+#: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
+FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
+# Producers that cannot take an epilogue (communication, no kernel).
+_NO_EPILOGUE = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"}) | VIEW_KINDS
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Options of an evaluation (they are recorded in the report's provenance).
+
+    Attributes
+    ----------
+    fusion
+        Fuse elementwise ops into the kernel producing their input when that input has no other
+        consumer (as compilers such as torch.compile or XLA do); fused ops cost their extra
+        traffic and vector work, and no launch.
+    cuda_graphs
+        Kernels are replayed from a captured CUDA graph: the per-kernel floor is
+        ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
+    power_cap
+        Stretch ops whose average power would exceed the TDP (and say so in the report).
+    allow_tf32
+        fp32 contractions use the TF32 tensor path (PyTorch ``allow_tf32``); otherwise SIMT FP32.
+    l2_residency
+        Inputs just written by the previous kernel and no larger than L2 are read from L2.
+    calibration_id
+        Identifier of the calibration overlay applied to the spec, if any (recorded only).
+    """
+
+    fusion: bool = False
+    cuda_graphs: bool = False
+    power_cap: bool = True
+    allow_tf32: bool = False
+    l2_residency: bool = True
+    calibration_id: str = ""
+
+
+def spec_of(system: DeviceSpec | SystemSpec) -> tuple[DeviceSpec, str, int, Any]:
+    """(device, hardware name, device count, fabric link) of a device or system spec."""
+    if isinstance(system, SystemSpec):
+        return system.device, system.name, system.count, system.fabric
+    if isinstance(system, DeviceSpec):
+        return system, system.name, 1, None
+    raise SpecError(f"evaluate: system: not a spec; got a {type(system).__name__}; expected a DeviceSpec or SystemSpec")
+
+
+def graph_digest(graph: OpGraph) -> str:
+    """SHA-256 over the graph's ops (name, kind, group, tensors with shapes/dtypes/roles, attributes)."""
+    h = hashlib.sha256(graph.name.encode())
+    for op in graph:
+        tens = ";".join(f"{t.name}:{t.shape}:{t.dtype.value}:{t.role.value}" for t in (*op.inputs, *op.outputs))
+        attrs = ",".join(f"{k}={op.attrs[k]!r}" for k in sorted(op.attrs))
+        h.update(f"{op.name}|{op.kind}|{op.group}|{tens}|{attrs}\n".encode())
+    h.update(json.dumps({k: graph.meta[k] for k in sorted(graph.meta)}, default=str).encode())
+    return h.hexdigest()
+
+
+def spec_digest(spec: DeviceSpec | SystemSpec) -> str:
+    """SHA-256 of a spec's field values (provenance excluded)."""
+    def strip(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {f.name: strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                    if f.name not in ("provenance", "source_file")}
+        if isinstance(obj, dict):
+            return {str(k): strip(v) for k, v in sorted(obj.items())}
+        if isinstance(obj, (list, tuple)):
+            return [strip(x) for x in obj]
+        return obj
+
+    text = json.dumps(strip(spec), sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("nodeperf")
+    except Exception:  # noqa: BLE001 - not installed: report unknown rather than fail
+        return "unknown"
+
+
+class _Energy:
+    """Energy coefficients of a device, with located fallbacks recorded as warnings."""
+
+    def __init__(self, dev: DeviceSpec) -> None:
+        self.dev = dev
+        self.warnings: set[str] = set()
+        levels = {lv.name.lower(): lv for lv in dev.memory}
+        main = dev.main_memory
+        l2 = next((lv for n, lv in levels.items() if n in ("l2", "llc")), None)
+        sm = next((lv for n, lv in levels.items() if n in ("smem", "shared", "l1", "lds", "rf")), None)
+        self.per_byte = {"dram": main.energy_j_per_byte}
+        if l2 is not None and l2 is not main:
+            self.per_byte["l2"] = l2.energy_j_per_byte
+        if sm is not None:
+            self.per_byte["smem"] = sm.energy_j_per_byte
+        else:
+            self.warnings.add(f"{dev.name}: memory: no shared-memory level with an energy per byte; "
+                              "shared-memory traffic costs no energy in this report")
+
+    def per_flop(self, table: dict[str, float], dtype: str, what: str) -> float:
+        if not dtype:
+            return 0.0
+        if dtype in table:
+            return table[dtype]
+        if not table:
+            self.warnings.add(f"{self.dev.name}: energy.{what}: empty; arithmetic costs no energy")
+            return 0.0
+        alt = {"fp8_e5m2": "fp8_e4m3", "fp16": "bf16", "bf16": "fp16", "tf32": "fp32", "int8": "fp8_e4m3",
+               "int4": "int8", "fp8_e4m3": "int8"}.get(dtype)
+        use = alt if alt in table else max(table, key=lambda k: table[k])
+        self.warnings.add(f"{self.dev.name}: energy.{what}.{dtype}: missing; used energy.{what}.{use}")
+        return table[use]
+
+
+def _signature(op: Op, resident: float) -> tuple[Any, ...]:
+    return (op.kind, tuple((t.shape, t.dtype, t.role) for t in op.inputs),
+            tuple((t.shape, t.dtype) for t in op.outputs), hash(op.attrs), resident)
+
+
+def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptions | None = None) -> CostReport:
+    """Predict latency, energy and memory of ``graph`` on ``system``, op by op.
+
+    Parameters
+    ----------
+    graph
+        The workload (any :class:`~workloads.ir.OpGraph`).
+    system
+        A device, or a system whose device runs the graph (the graph is one device's work;
+        collectives use the system's fabric).
+    options
+        :class:`EvalOptions` (default: no fusion, eager launches, power cap on).
+
+    Returns
+    -------
+    CostReport
+        One record per op in execution order, totals, memory check, warnings and provenance.
+        Deterministic: the same inputs give byte-identical ``to_json()``.
+    """
+    opts = options or EvalOptions()
+    dev, hw_name, count, fabric = spec_of(system)
+    eff = dev.efficiency
+    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
+    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)
+    energy = _Energy(dev)
+    l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
+    l2cap = l2.capacity_bytes if l2 is not None else 0.0
+    cache: dict[tuple[Any, ...], KernelCost] = {}
+    rec_cache: dict[tuple[int, bool], tuple[Any, ...]] = {}
+    alias: dict[str, str] = {}  # view output -> base tensor
+    resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
+    prev_kernel: str | None = None
+    records: list[OpCost] = []
+    warnings: set[str] = set()
+    fallbacks: Counter[str] = Counter()
+    capped = 0
+
+    def base(name: str) -> str:
+        return alias.get(name, name)
+
+    for op in graph:
+        if op.kind in VIEW_KINDS:
+            for t in op.outputs:
+                alias[t.name] = base(op.inputs[0].name)
+            records.append(_view_record(op))
+            continue
+        in_l2 = 0.0
+        if opts.l2_residency:
+            in_l2 = float(sum(t.nbytes for t in op.inputs if base(t.name) in resident))
+        fused_into = ""
+        src = None
+        if opts.fusion and op.kind in FUSIBLE_KINDS and prev_kernel is not None \
+                and graph.op(prev_kernel).kind not in _NO_EPILOGUE:
+            for t in op.inputs:
+                prod = graph.producer(t.name)
+                if prod is not None and prod.name == prev_kernel and len(graph.consumers(t.name)) == 1:
+                    src, fused_into = t, prev_kernel
+                    break
+        if fused_into:
+            kc = _fused_cost(op, src, ctx)
+        else:
+            key = _signature(op, in_l2)
+            kc = cache.get(key)
+            if kc is None:
+                ctx.resident_bytes = in_l2
+                kc = lower(op, ctx)
+                cache[key] = kc
+        if kc.fallback:
+            fallbacks[op.kind] += 1
+        rkey = (id(kc), fused_into != "")
+        vals = rec_cache.get(rkey)
+        if vals is None:
+            vals = _record_values(kc, dev, energy, floor, opts)
+            rec_cache[rkey] = vals
+        rec = _make_record(op, kc, vals, fused_into)
+        capped += rec.power_capped
+        records.append(rec)
+        # what the next kernel finds in L2 (a fused op extends its producer's kernel)
+        out_bytes = sum(t.nbytes for t in op.outputs)
+        written = {t.name for t in op.outputs} if out_bytes <= l2cap else set()
+        resident = (resident | written) if fused_into else written
+        prev_kernel = op.name  # a fused op extends the chain: the next op may fuse into it too
+
+    for kind, n in sorted(fallbacks.items()):
+        warnings.add(f"{n} op(s) of kind {kind!r} have no lowering rule on {dev.kind} devices; "
+                     "costed by the roofline fallback (rule 'roofline-fallback')")
+    if capped:
+        warnings.add(f"{capped} op(s) power-capped at TDP {dev.power.tdp_w:.0f} W: clocks and throughput "
+                     "scaled down so average power stays within the limit")
+    mem = check_memory(graph, dev)
+    if not mem.fits:
+        warnings.add(mem.message())
+    warnings |= energy.warnings
+    for w in sorted(warnings):
+        logger.warning("%s", w) if ("fallback" in w or "does not fit" in w) else logger.info("%s", w)
+    totals = _totals(records, dev)
+    prov = {
+        "engine": ENGINE_NAME,
+        "options": dataclasses.asdict(opts),
+        "graph_sha256": graph_digest(graph),
+        "spec_sha256": spec_digest(system),
+        "spec_file": getattr(system, "source_file", ""),
+        "calibration_id": opts.calibration_id,
+        "version": _version(),
+        "workload": {k: graph.meta[k] for k in sorted(graph.meta)},
+        "devices": count,
+    }
+    return CostReport(model=graph.name, hardware=hw_name, records=tuple(records), totals=totals, memory=mem,
+                      warnings=tuple(sorted(warnings)), provenance=prov)
+
+
+def _view_record(op: Op) -> OpCost:
+    return OpCost(
+        name=op.name, kind=op.kind, group=op.group, category=op.category, dtype=op.dtype.value, time_s=0.0,
+        energy_j=0.0, dynamic_energy_j=0.0, static_energy_j=0.0, flops=float(op.flops), dram_bytes=0.0,
+        l2_bytes=0.0, smem_bytes=0.0, compute_s=0.0, memory_s=0.0, overhead_s=0.0, bound="latency",
+        rule="view", kernels=0,
+    )
+
+
+def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
+    """An elementwise op folded into its producer's epilogue: its extra inputs and vector work only."""
+    p = ctx.params("fp32")
+    extra_in = float(sum(t.nbytes for t in op.inputs if t.name != src.name))
+    extra_out = float(max(0, sum(t.nbytes for t in op.outputs) - src.nbytes))
+    rate = float(p.vector_flops_per_s) * float(p.vector_fraction)
+    bw = float(p.dram_bytes_per_s) * float(p.dram_fraction)
+    sfu = 0.0
+    if op.attrs.get("op") in ("exp", "tanh", "sigmoid", "silu", "gelu", "erf", "swish", "softplus"):
+        sfu = op.outputs[0].numel / float(p.sfu_ops_per_s)
+    return KernelCost(
+        compute_s=float(op.flops) / rate + sfu, memory_s=(extra_in + extra_out) / bw, latency_s=0.0,
+        dram_bytes=extra_in + extra_out, l2_bytes=extra_in + extra_out, smem_bytes=0.0, matrix_flops=0.0,
+        vector_flops=float(op.flops), rule="fused-epilogue", kernels=0,
+    )
+
+
+def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: float,
+                   opts: EvalOptions) -> tuple[float, float, float, float, float, float, str, bool]:
+    """(time, dynamic J, static J, compute, memory, overhead, bound, capped) of one kernel cost."""
+    device_t = kc.device_time_s
+    t = max(device_t, kc.kernels * floor) if kc.kernels > 0 else device_t
+    compute, memory = kc.compute_s, kc.memory_s
+    e_dyn = float(dynamic_energy(
+        kc.matrix_flops, energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop"),
+        kc.vector_flops, energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop"),
+        {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}, energy.per_byte,
+    ))
+    capped = False
+    e_static = 0.0
+    if t > 0:
+        est = kernel_energy(t, e_dyn, dev.power.idle_w, dev.power.tdp_w, cap=opts.power_cap)
+        if est.power_capped:
+            capped = True
+            compute *= est.time_s / t  # the clock drops: arithmetic stretches
+            t = float(est.time_s)
+        e_static = float(est.static_j)
+    overhead = max(0.0, t - max(compute, memory))
+    comps = {"compute": compute, "memory": memory, "latency": overhead}
+    bound = max(("compute", "memory", "latency"), key=lambda b: comps[b])
+    return t, e_dyn, e_static, compute, memory, overhead, bound, capped
+
+
+def _make_record(op: Op, kc: KernelCost, vals: tuple[Any, ...], fused_into: str) -> OpCost:
+    t, e_dyn, e_static, compute, memory, overhead, bound, capped = vals
+    return OpCost(
+        name=op.name, kind=op.kind, group=op.group, category=op.category, dtype=op.dtype.value, time_s=t,
+        energy_j=e_dyn + e_static, dynamic_energy_j=e_dyn, static_energy_j=e_static, flops=float(op.flops),
+        dram_bytes=kc.dram_bytes, l2_bytes=kc.l2_bytes, smem_bytes=kc.smem_bytes, compute_s=compute,
+        memory_s=memory, overhead_s=overhead, bound=bound, rule=kc.rule, tile=kc.tile, split_k=kc.split_k,
+        ctas=kc.ctas, waves=kc.waves, ctas_per_sm=kc.ctas_per_sm, kernels=kc.kernels, fallback=kc.fallback,
+        power_capped=capped, fused_into=fused_into, notes=kc.notes,
+    )
+
+
+def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
+    lat = sum(r.time_s for r in records)
+    e_dyn = sum(r.dynamic_energy_j for r in records)
+    e_st = sum(r.static_energy_j for r in records)
+    energy = sum(r.energy_j for r in records)
+    flops = sum(r.flops for r in records)
+    by_dtype: Counter[str] = Counter()
+    for r in records:
+        if r.category in ("contraction", "attention", "recurrent") and r.dtype in dev.compute.tensor_flops_per_s:
+            by_dtype[r.dtype] += r.flops
+    if by_dtype:
+        dt = max(sorted(by_dtype), key=lambda d: by_dtype[d])
+        peak = dev.compute.tensor_flops_per_s[dt]
+    else:
+        peak = dev.compute.vector_flops_per_s.get("fp32", max(dev.compute.vector_flops_per_s.values(), default=0.0))
+    achieved = flops / lat if lat > 0 else 0.0
+    return Totals(
+        latency_s=lat, energy_j=energy, dynamic_energy_j=e_dyn, static_energy_j=e_st,
+        avg_power_w=energy / lat if lat > 0 else 0.0, flops=flops, achieved_flops_per_s=achieved,
+        peak_flops_per_s=float(peak), mfu=achieved / peak if peak else 0.0,
+        dram_bytes=sum(r.dram_bytes for r in records), l2_bytes=sum(r.l2_bytes for r in records),
+        smem_bytes=sum(r.smem_bytes for r in records), kernels=sum(r.kernels for r in records),
+        ops=len(records),
+    )

@@ -1,0 +1,476 @@
+"""Lowering rules: which hardware-model function costs each op kind on each kind of device.
+
+A *rule* maps one op to a :class:`KernelCost` (device-side time components, traffic per level,
+matrix/vector work, the chosen kernel) using the numeric models of :mod:`hwmodels`. Rules are kept
+in one :class:`RuleSet` per device kind (``"gpu"``, ``"tpu"``, ``"cpu"``); the engines look rules
+up by ``(device.kind, op.kind)`` and fall back to the rule set's roofline — marked as a fallback in
+the report and warned about — when a kind has no rule.
+
+Extending to another device kind (e.g. a TPU rule set)
+------------------------------------------------------
+Create a module (``simulator/lowering_tpu.py``) that registers its rules against the kind::
+
+    from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
+
+    @register_rule("tpu", "matmul", "conv2d")
+    def _tpu_contraction(op, ctx: LoweringContext) -> KernelCost:
+        ...  # call hwmodels.systolic functions with ctx.device.systolic and the op's dims
+
+    set_fallback("tpu", my_tpu_roofline)
+
+and import it from :data:`RULE_MODULES` (or import it before evaluating). A rule receives the op and
+a :class:`LoweringContext` (device, options, L2-resident input bytes, per-call caches) and must not
+mutate either. Nothing else in the engines depends on the device kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwmodels import gpu
+from hwmodels.spec import DeviceSpec, LinkSpec, SpecError
+from workloads.ir import Op, Role, UnsupportedOpError
+from workloads.semantics import conv_dims, gemm_dims
+
+__all__ = [
+    "KernelCost",
+    "LoweringContext",
+    "Rule",
+    "RuleSet",
+    "ruleset",
+    "register_rule",
+    "set_fallback",
+    "lower",
+    "rule_name_for",
+    "VIEW_KINDS",
+    "RULE_MODULES",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Kinds that only relabel memory: no kernel, no cost.
+VIEW_KINDS = frozenset({"reshape", "split", "slice"})
+#: Optional modules registering rule sets for further device kinds (imported on first lookup).
+RULE_MODULES: tuple[str, ...] = ("simulator.lowering_tpu", "simulator.lowering_cpu")
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """Device-side cost of one op as its rule estimates it (before launch floor and power cap).
+
+    ``compute_s`` and ``memory_s`` overlap; ``latency_s`` is added (pipeline prologue, DRAM
+    latency, serial steps). ``matrix_flops``/``vector_flops`` split the arithmetic by unit for
+    energy; ``sfu_ops`` are special-function evaluations.
+    """
+
+    compute_s: float
+    memory_s: float
+    latency_s: float
+    dram_bytes: float
+    l2_bytes: float
+    smem_bytes: float
+    matrix_flops: float
+    vector_flops: float
+    rule: str
+    matrix_dtype: str = ""
+    tile: str = ""
+    split_k: int = 1
+    ctas: int = 0
+    waves: float = 0.0
+    ctas_per_sm: int = 0
+    kernels: int = 1
+    fallback: bool = False
+    notes: str = ""
+
+    @property
+    def device_time_s(self) -> float:
+        return max(self.compute_s, self.memory_s) + self.latency_s
+
+
+@dataclass
+class LoweringContext:
+    """What a rule may consult: the device, evaluation options and per-op facts the engine knows.
+
+    Attributes
+    ----------
+    device
+        The device the op runs on.
+    options
+        The engine's options object (``allow_tf32`` etc.).
+    resident_bytes
+        Bytes of this op's inputs resident in L2 (produced by the previous kernel and small enough).
+    fabric
+        The system's device-to-device link (collectives), if any.
+    group_size
+        Devices in the system.
+    """
+
+    device: DeviceSpec
+    options: Any
+    resident_bytes: float = 0.0
+    fabric: LinkSpec | None = None
+    group_size: int = 1
+    _params: dict[tuple[str, bool], gpu.GpuParams] = field(default_factory=dict)
+
+    def params(self, dtype: str) -> gpu.GpuParams:
+        """GPU model parameters of the device for contractions in ``dtype`` (cached)."""
+        tf32 = bool(getattr(self.options, "allow_tf32", False))
+        key = (dtype, tf32)
+        if key not in self._params:
+            self._params[key] = gpu.gpu_params(self.device, dtype, allow_tf32=tf32)
+        return self._params[key]
+
+
+Rule = Callable[[Op, LoweringContext], KernelCost]
+
+
+class RuleSet:
+    """Rules for one device kind, plus the fallback used for kinds without a rule."""
+
+    def __init__(self, device_kind: str) -> None:
+        self.device_kind = device_kind
+        self.rules: dict[str, Rule] = {}
+        self.fallback: Rule | None = None
+
+    def register(self, *op_kinds: str) -> Callable[[Rule], Rule]:
+        def deco(fn: Rule) -> Rule:
+            for k in op_kinds:
+                self.rules[k] = fn
+            return fn
+
+        return deco
+
+    def lookup(self, op_kind: str) -> Rule | None:
+        return self.rules.get(op_kind)
+
+
+_RULESETS: dict[str, RuleSet] = {}
+_loaded_modules = False
+
+
+def ruleset(device_kind: str) -> RuleSet:
+    """The rule set of ``device_kind`` (created empty on first use)."""
+    if device_kind not in _RULESETS:
+        _RULESETS[device_kind] = RuleSet(device_kind)
+    return _RULESETS[device_kind]
+
+
+def register_rule(device_kind: str, *op_kinds: str) -> Callable[[Rule], Rule]:
+    """Decorator registering a rule for ``op_kinds`` on ``device_kind`` devices."""
+    return ruleset(device_kind).register(*op_kinds)
+
+
+def set_fallback(device_kind: str, fn: Rule) -> None:
+    """Set the fallback rule of ``device_kind`` (used, with a warning, for kinds without a rule)."""
+    ruleset(device_kind).fallback = fn
+
+
+def _load_rule_modules() -> None:
+    global _loaded_modules
+    if _loaded_modules:
+        return
+    _loaded_modules = True
+    for mod in RULE_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def rule_name_for(device_kind: str, op_kind: str) -> str | None:
+    """Name of the rule function that would cost ``op_kind`` (None: the fallback)."""
+    _load_rule_modules()
+    fn = ruleset(device_kind).lookup(op_kind)
+    return None if fn is None else fn.__name__.lstrip("_")
+
+
+def lower(op: Op, ctx: LoweringContext) -> KernelCost:
+    """Cost ``op`` on ``ctx.device`` with its rule, or with the fallback (marked, logged).
+
+    Raises
+    ------
+    UnsupportedOpError
+        The device kind has neither a rule for the op nor a fallback.
+    """
+    _load_rule_modules()
+    rs = ruleset(ctx.device.kind)
+    fn = rs.lookup(op.kind)
+    if fn is not None:
+        return fn(op, ctx)
+    if rs.fallback is None:
+        raise UnsupportedOpError(
+            f"op {op.name!r}: no lowering rule for kind {op.kind!r} on {ctx.device.kind} device "
+            f"{ctx.device.name!r} and no fallback; expected a rule registered with register_rule"
+        )
+    logger.debug("op %r (%s): no rule on %s devices; costed by the roofline fallback", op.name, op.kind, ctx.device.kind)
+    return rs.fallback(op, ctx)
+
+
+# ================================================================================================
+# GPU rules
+
+
+def _nbytes(dtype: Any) -> float:
+    return dtype.bits / 8.0
+
+
+def _f(x: Any) -> float:
+    return float(x)
+
+
+def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector_flops: float,
+                   matrix_dtype: str = "", **kw: Any) -> KernelCost:
+    return KernelCost(
+        compute_s=_f(e.compute_s), memory_s=_f(e.memory_s), latency_s=_f(e.latency_s),
+        dram_bytes=_f(e.dram_bytes), l2_bytes=_f(e.l2_bytes), smem_bytes=_f(e.smem_bytes),
+        matrix_flops=float(matrix_flops), vector_flops=float(vector_flops), rule=rule,
+        matrix_dtype=matrix_dtype, **kw,
+    )
+
+
+def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtype: str, in_bytes: float,
+               out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
+               a_dram_bytes: float | None = None) -> KernelCost:
+    p = ctx.params(dtype)
+    cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit)
+    e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared)
+    dram = _f(e.dram_bytes)
+    if a_dram_bytes is not None:
+        # implicit GEMM: the im2col matrix is never materialised; DRAM reads the input tensor once
+        dram = max(0.0, dram - batch * m * k * in_bytes + a_dram_bytes)
+    flops = 2.0 * batch * m * n * k
+    return KernelCost(
+        compute_s=_f(e.compute_s), memory_s=_f(e.memory_s), latency_s=_f(e.latency_s), dram_bytes=dram,
+        l2_bytes=_f(e.l2_bytes), smem_bytes=_f(e.smem_bytes),
+        matrix_flops=flops if p.uses_matrix_unit else 0.0,
+        vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
+        rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=dtype if p.uses_matrix_unit else "",
+        tile=str(e.tile), split_k=int(e.split_k), ctas=int(e.ctas), waves=_f(e.waves),
+        ctas_per_sm=int(e.ctas_per_sm), notes=f"bound by {e.bound_level}" if _f(e.memory_s) > _f(e.compute_s) else "",
+    )
+
+
+@register_rule("gpu", "matmul")
+def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
+    bt, m, n, k = gemm_dims(op)
+    a, b = op.inputs[0], op.inputs[1]
+    bias = op.outputs[0].numel if len(op.inputs) == 3 else 0
+    return _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
+                      in_bytes=max(_nbytes(a.dtype), _nbytes(b.dtype)), out_bytes=_nbytes(op.outputs[0].dtype),
+                      b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias))
+
+
+@register_rule("gpu", "grouped_matmul")
+def _grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
+    x, w = op.inputs
+    e, c, k = x.shape
+    n = w.shape[2]
+    tokens = int(op.attrs.get("tokens", e * c))
+    active = int(op.attrs.get("experts_active", e))
+    m = max(1, math.ceil(tokens / active))
+    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype),
+                      out_bytes=_nbytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+
+
+@register_rule("gpu", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
+def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
+    a, b = op.inputs
+    e, c = a.shape[0], a.shape[1]
+    tokens = int(op.attrs.get("tokens", e * c))
+    active = int(op.attrs.get("experts_active", e))
+    rows = max(1, math.ceil(tokens / active))
+    if op.kind == "grouped_matmul_bwd_data":  # dx[rows, K] = dy[rows, N] @ w^T[N, K] per expert
+        m, n, k = rows, b.shape[1], b.shape[2]
+    else:  # dw[K, N] = x^T[K, rows] @ dy[rows, N] per expert
+        m, n, k = a.shape[2], b.shape[2], rows
+    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=_nbytes(a.dtype),
+                      out_bytes=_nbytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+
+
+@register_rule("gpu", "conv2d", "conv1d", "conv2d_bwd_data", "conv1d_bwd_data", "conv2d_bwd_weight",
+               "conv1d_bwd_weight")
+def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
+    d = conv_dims(op)
+    g = d["groups"]
+    dt = op.dtype.value
+    ib = _nbytes(op.inputs[0].dtype)
+    ob = _nbytes(op.outputs[0].dtype)
+    if g > 1 and d["gemm_n"] * g == d["c"] and d["gemm_n"] < 8:
+        # depthwise / narrow grouped conv: a direct kernel on the vector units, bandwidth-bound
+        p = ctx.params("fp32")
+        macs = g * d["gemm_m"] * d["gemm_n"] * d["gemm_k"]
+        e = gpu.streaming(op.bytes_read, op.bytes_written, 2.0 * macs, p, l2_resident_bytes=ctx.resident_bytes)
+        return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
+    bias = op.outputs[0].numel if (len(op.inputs) == 3 and not op.kind.endswith(("bwd_data", "bwd_weight"))) else 0
+    if op.kind.endswith("bwd_weight"):
+        # dW[K, C*R*S] = dY^T[K, N*P*Q] @ im2col(X)[N*P*Q, C*R*S]
+        m, n, k = d["gemm_n"], d["gemm_k"], d["gemm_m"]
+        a_dram = float(op.inputs[1].nbytes + op.inputs[0].nbytes) / g
+        return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False,
+                          rule="implicit-gemm-wgrad", a_dram_bytes=a_dram / 2, vector_flops=0.0)
+    m, n, k = d["gemm_m"], d["gemm_n"], d["gemm_k"]
+    src = op.inputs[0]  # x (fprop) or dY (dgrad)
+    rule = "implicit-gemm-dgrad" if op.kind.endswith("bwd_data") else "implicit-gemm"
+    return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False, rule=rule,
+                      vector_flops=float(bias), a_dram_bytes=float(src.nbytes) / g)
+
+
+@register_rule("gpu", "attention", "attention_bwd")
+def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
+    q, k, v = op.inputs[:3]
+    b, hq, sq, d = q.shape
+    hk, skv, dv = k.shape[1], k.shape[2], v.shape[3]
+    dt = op.dtype.value
+    p = ctx.params(dt)
+    backward = op.kind == "attention_bwd"
+    e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
+                      in_bytes=_nbytes(q.dtype), backward=backward)
+    det = dict(e.details)
+    pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
+    from hwmodels.gpu import SOFTMAX_ALU_OPS_PER_SCORE
+
+    vec = pairs * SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
+    return _from_estimate(e, "flash-attention-bwd" if backward else "flash-attention", float(op.flops), vec,
+                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)),
+                          tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+# kinds whose work per element includes a special-function evaluation (exp, tanh, erf, rsqrt, ...)
+_SFU_ELEMENTWISE = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "silu", "swish",
+                              "gelu", "erf", "softplus", "quick_gelu", "div", "pow"})
+
+
+def _sfu_ops(op: Op) -> float:
+    if op.kind in ("softmax", "softmax_bwd", "cross_entropy"):
+        return float(op.inputs[0].numel)
+    if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
+        return float(op.outputs[0].numel)
+    return 0.0
+
+
+@register_rule("gpu", "elementwise", "elementwise_bwd", "softmax", "softmax_bwd", "layernorm", "rmsnorm",
+               "batchnorm", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "reduction", "pool2d",
+               "pool2d_bwd", "resize", "concat", "transpose", "cross_entropy", "cross_entropy_bwd",
+               "optimizer_update", "embedding", "embedding_bwd", "kv_append", "moe_dispatch", "moe_combine",
+               "expand", "groupnorm", "groupnorm_bwd", "mse_loss", "mse_loss_bwd", "moe_dispatch_bwd",
+               "moe_combine_bwd", "moe_router_bwd")
+def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
+    p = ctx.params("fp32")
+    e = gpu.streaming(op.bytes_read, op.bytes_written, float(op.flops), p,
+                      l2_resident_bytes=ctx.resident_bytes, sfu_ops=_sfu_ops(op))
+    rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
+    return _from_estimate(e, rule, 0.0, float(op.flops))
+
+
+@register_rule("gpu", "moe_router")
+def _router(op: Op, ctx: LoweringContext) -> KernelCost:
+    x, w = op.inputs
+    t, d = x.shape
+    e_ = w.shape[1]
+    g = _gemm_cost(ctx, t, e_, d, batch=1, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype), out_bytes=4.0,
+                   b_shared=True, rule="router")
+    p = ctx.params("fp32")
+    s = gpu.streaming(t * e_ * 4.0, sum(o.nbytes for o in op.outputs), float(op.flops) - 2.0 * t * d * e_, p,
+                      sfu_ops=float(t * e_))
+    return KernelCost(
+        compute_s=g.compute_s + _f(s.compute_s), memory_s=g.memory_s + _f(s.memory_s),
+        latency_s=g.latency_s + _f(s.latency_s), dram_bytes=g.dram_bytes + _f(s.dram_bytes),
+        l2_bytes=g.l2_bytes + _f(s.l2_bytes), smem_bytes=g.smem_bytes, matrix_flops=g.matrix_flops,
+        vector_flops=g.vector_flops + float(op.flops) - 2.0 * t * d * e_, rule="gemm+softmax-topk",
+        matrix_dtype=g.matrix_dtype, tile=g.tile, split_k=g.split_k, ctas=g.ctas, waves=g.waves,
+        ctas_per_sm=g.ctas_per_sm, kernels=2,
+    )
+
+
+@register_rule("gpu", "lstm", "gru", "lstm_cell", "gru_cell")
+def _rnn(op: Op, ctx: LoweringContext) -> KernelCost:
+    gates = 4 if op.kind.startswith("lstm") else 3
+    if op.kind.endswith("_cell"):
+        x, h = op.inputs[0], op.inputs[1]
+        steps, b, i, hid, dirs = 1, x.shape[0], x.shape[1], h.shape[1], 1
+    else:
+        x = op.inputs[0]
+        steps, b, i = x.shape
+        hid = int(op.attrs["hidden"])
+        dirs = 2 if op.attrs.get("bidirectional") else 1
+    dt = op.dtype.value
+    ib = _nbytes(x.dtype)
+    # input projection for all steps at once, then one recurrent GEMM per step (sequential)
+    inp = _gemm_cost(ctx, steps * b, gates * hid, i, batch=dirs, dtype=dt, in_bytes=ib, out_bytes=ib,
+                     b_shared=False, rule="rnn")
+    rec = _gemm_cost(ctx, b, gates * hid, hid, batch=dirs, dtype=dt, in_bytes=ib, out_bytes=ib,
+                     b_shared=False, rule="rnn")
+    pw = float(op.flops) - 2.0 * steps * dirs * b * gates * hid * (i + hid)
+    p = ctx.params("fp32")
+    point = gpu.streaming(steps * dirs * b * gates * hid * ib * 2, steps * dirs * b * hid * ib * 2, pw, p)
+    step_t = rec.device_time_s + _f(point.time_s) / steps
+    return KernelCost(
+        compute_s=inp.compute_s + steps * max(rec.compute_s, _f(point.compute_s) / steps),
+        memory_s=inp.memory_s + steps * max(rec.memory_s, _f(point.memory_s) / steps),
+        latency_s=inp.latency_s + steps * (step_t - max(rec.compute_s, rec.memory_s)),
+        dram_bytes=inp.dram_bytes + steps * rec.dram_bytes, l2_bytes=inp.l2_bytes + steps * rec.l2_bytes,
+        smem_bytes=inp.smem_bytes + steps * rec.smem_bytes, matrix_flops=inp.matrix_flops + steps * rec.matrix_flops,
+        vector_flops=pw + inp.vector_flops + steps * rec.vector_flops, rule="rnn-steps", matrix_dtype=inp.matrix_dtype,
+        tile=rec.tile, kernels=1 + steps, notes=f"{steps} sequential steps",
+    )
+
+
+@register_rule("gpu", "reshape", "split", "slice")
+def _view(op: Op, ctx: LoweringContext) -> KernelCost:
+    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="view", kernels=0)
+
+
+@register_rule("gpu", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv")
+def _collective(op: Op, ctx: LoweringContext) -> KernelCost:
+    n = int(op.attrs.get("group_size", 1))
+    if n <= 1:
+        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="collective-noop", kernels=0)
+    link = ctx.fabric
+    if link is None:
+        for ln in ctx.device.links:
+            if ln.name in ("peer", "nvlink", "fabric"):
+                link = ln
+                break
+    if link is None:
+        return _gpu_roofline(op, ctx)
+    size = float(op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes)
+    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1,
+             "all_to_all": n - 1, "send": 1, "recv": 1}[op.kind]
+    if op.kind == "all_gather":
+        size = float(op.outputs[0].nbytes)
+    per_step = size / n if op.kind not in ("send", "recv") else size
+    wire = steps * per_step / link.bandwidth_bytes_per_s
+    lat = steps * link.latency_s
+    vec = float(op.flops)
+    return KernelCost(0.0, wire, lat, 2.0 * steps * per_step, 0.0, 0.0, 0.0, vec,
+                      rule=f"ring-{op.kind}", notes=f"{n} devices over {link.kind}; raw link bandwidth")
+
+
+def _gpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
+    """Fallback: roofline of the op's FLOPs (vector units, or tensor units for contractions) and bytes."""
+    matrix = op.macs > 0
+    try:
+        p = ctx.params(op.dtype.value if matrix else "fp32")
+    except SpecError:
+        p = ctx.params("fp32")
+        matrix = False
+    by = float(op.bytes_read + op.bytes_written)
+    e = gpu.roofline(float(op.flops), by, p, matrix=matrix and p.uses_matrix_unit)
+    mf = float(op.flops) if matrix and p.uses_matrix_unit else 0.0
+    return _from_estimate(e, "roofline-fallback", mf, float(op.flops) - mf,
+                          matrix_dtype=op.dtype.value if mf else "", fallback=True,
+                          notes=f"no rule for kind {op.kind!r}")
+
+
+set_fallback("gpu", _gpu_roofline)
+
+
+def weight_bytes_of(op: Op) -> int:
+    """Bytes of the op's weight inputs (helper for reports)."""
+    return sum(t.nbytes for t in op.inputs if t.role is Role.WEIGHT)

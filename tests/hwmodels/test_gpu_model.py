@@ -1,0 +1,176 @@
+"""GPU kernel models: hand-worked GEMM tiles and waves, a bandwidth-bound kernel, properties, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from gpu_devices import h100, toy_gpu
+
+from hwmodels import gpu
+from hwmodels.energy import kernel_energy
+from hwmodels.spec import SpecError
+
+# One Hopper-style candidate with 4 math warps (2 x 2): warp tile 64 x 128.
+TILE = gpu.TileCandidate(128, 256, 64, stages=2, warps_m=2, warps_n=2, threads=128)
+
+
+def toy_params():
+    return gpu.gpu_params(toy_gpu(), "bf16")
+
+
+def test_occupancy_inputs_by_hand():
+    # accumulators 128*256/128 = 256 regs -> capped at 255; smem 2 stages x (128+256) x 64 x 2 B
+    assert TILE.registers_per_thread(2.0) == 255
+    assert TILE.smem_bytes(2.0) == 98304
+
+
+def test_gemm_one_full_wave_by_hand():
+    # m=512, n=512, k=1024 -> 4 x 2 = 8 CTAs on 4 SMs; 2 CTAs/SM by registers (65536 // (255*128))
+    # and shared memory (233472 // (98304 + 1024)): exactly one wave, 2 CTAs on every SM.
+    e = gpu.gemm(512, 512, 1024, toy_params(), (TILE,), split_k=(1,))
+    assert e.ctas == 8 and e.ctas_per_sm == 2 and e.waves == pytest.approx(1.0)
+    # tensor time: 2 CTAs x 2*128*256*1024 FLOP / 4.096e12 FLOP/s per SM = 32.768 us
+    assert e.compute_s == pytest.approx(32.768e-6)
+    # shared memory: 2 x 4 warps x (64 + 128) x 1024 x 2 B / 128 GB/s = 24.576 us (< compute)
+    # DRAM: A and B (2 MiB) fit in the 4 MiB L2 -> compulsory A + B + C = 2.5 MiB at 1 TB/s
+    assert e.dram_bytes == pytest.approx(2.5 * 2**20)
+    assert e.memory_s == pytest.approx(24.576e-6)
+    assert e.time_s == pytest.approx(32.768e-6 + 100e-9)  # + one DRAM latency
+    assert e.tile == "128x256x64_s2" and e.split_k == 1
+
+
+def test_gemm_partial_last_wave_by_hand():
+    # m=640 -> 5 x 2 = 10 CTAs: the busiest SM runs ceil(10/4) = 3 CTAs; waves = 10 / 8 = 1.25
+    e = gpu.gemm(640, 512, 1024, toy_params(), (TILE,), split_k=(1,))
+    assert e.waves == pytest.approx(1.25)
+    assert e.compute_s == pytest.approx(3 * 16.384e-6)
+    assert e.time_s == pytest.approx(3 * 16.384e-6 + 100e-9)
+
+
+def test_split_k_for_a_skinny_gemm_by_hand():
+    # m=128, n=256, k=16384: one CTA without split-K (262.144 us on one SM); split-K 4 gives
+    # 4 CTAs of K=4096 on 4 SMs: 65.536 us of tensor time, and it is chosen.
+    p = toy_params()
+    one = gpu.gemm(128, 256, 16384, p, (TILE,), split_k=(1,))
+    assert one.time_s == pytest.approx(262.144e-6 + 100e-9)
+    e = gpu.gemm(128, 256, 16384, p, (TILE,), split_k=(1, 4))
+    assert e.split_k == 4 and e.ctas == 4
+    assert e.compute_s == pytest.approx(65.536e-6)
+    # A + B = 12 MiB exceed the L2: DRAM streams them once (+ C); fp32 partials (1 MiB) stay in L2
+    assert e.dram_bytes == pytest.approx(12 * 2**20 + 128 * 256 * 2)
+    assert e.time_s == pytest.approx(65.536e-6 + 100e-9)
+
+
+def test_bandwidth_bound_kernel_by_hand():
+    p = toy_params()
+    e = gpu.streaming(1e8, 1e8, 0.0, p)
+    assert e.memory_s == pytest.approx(200e-6)  # 2e8 B at 1 TB/s
+    assert e.time_s == pytest.approx(200e-6 + 100e-9)
+    # with a half-bandwidth size s_half the kernel moves s bytes at B * s / (s + s_half)
+    ph = dataclasses.replace(p, bandwidth_half_size_bytes=2e8)
+    assert gpu.streaming(1e8, 1e8, 0.0, ph).memory_s == pytest.approx(400e-6)
+    assert gpu.achieved_bandwidth(2e8, 1e12, 1.0, 2e8) == pytest.approx(0.5e12)
+    # reads resident in L2 (4 TB/s) instead of DRAM
+    r = gpu.streaming(1e8, 1e8, 0.0, p, l2_resident_bytes=1e8)
+    assert r.memory_s == pytest.approx(1e8 / 1e12 + 1e8 / 4e12)
+
+
+def test_large_gemm_reaches_the_efficiency_factor():
+    d = h100()
+    p = gpu.gpu_params(d, "bf16")
+    e = gpu.gemm(8192, 8192, 8192, p, gpu.tile_candidates(d.arch))
+    achieved = 2 * 8192**3 / e.time_s
+    peak = 989.4e12 * d.efficiency.tensor_peak_fraction
+    assert 0.9 * peak < achieved <= peak
+
+
+def test_more_bandwidth_never_slower():
+    d = h100()
+    bw = np.linspace(0.5e12, 8e12, 64)
+    for dt in ("bf16", "fp32"):
+        p = dataclasses.replace(gpu.gpu_params(d, dt), dram_bytes_per_s=bw, l2_bytes_per_s=bw * 3)
+        cands = gpu.tile_candidates(d.arch, p.uses_matrix_unit)
+        for m, n, k in [(1, 4096, 4096), (2048, 2048, 2048), (64, 11008, 4096), (8192, 128, 8192)]:
+            t = gpu.gemm(m, n, k, p, cands).time_s
+            assert np.all(np.diff(t) <= 1e-15), (dt, m, n, k)
+        t = gpu.streaming(1e8, 5e7, 1e6, p).time_s
+        assert np.all(np.diff(t) < 0)
+        t = gpu.attention(1, 32, 8, 1, 4096, 128, 128, p).time_s
+        assert np.all(np.diff(t) <= 1e-15)
+
+
+def test_larger_gemm_never_faster():
+    rng = np.random.default_rng(0)
+    for d in (h100(), toy_gpu()):
+        p = gpu.gpu_params(d, "bf16")
+        cands = gpu.tile_candidates(d.arch)
+        for _ in range(40):
+            m, n, k = (int(x) for x in rng.integers(1, 5000, 3))
+            t = gpu.gemm(m, n, k, p, cands).time_s
+            for dm, dn, dk in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (128, 0, 0), (0, 0, 512)]:
+                assert gpu.gemm(m + dm, n + dn, k + dk, p, cands).time_s >= t * (1 - 1e-12)
+
+
+def test_vectorised_over_hardware_variants_matches_scalar():
+    d = h100()
+    p = gpu.gpu_params(d, "bf16")
+    cands = gpu.tile_candidates(d.arch)
+    sms = np.array([66.0, 132.0, 264.0])
+    pv = dataclasses.replace(p, sms=sms)
+    ev = gpu.gemm(4096, 4096, 4096, pv, cands)
+    for i, s in enumerate(sms):
+        es = gpu.gemm(4096, 4096, 4096, dataclasses.replace(p, sms=float(s)), cands)
+        assert ev.time_s[i] == pytest.approx(es.time_s)
+        assert ev.tile[i] == es.tile
+
+
+def test_attention_causal_halves_the_work_and_decode_reads_kv_once():
+    p = gpu.gpu_params(h100(), "bf16")
+    full = gpu.attention(4, 16, 16, 8192, 8192, 128, 128, p)
+    causal = gpu.attention(4, 16, 16, 8192, 8192, 128, 128, p, causal=True)
+    assert causal.compute_s / full.compute_s == pytest.approx(0.5, rel=0.02)
+    # decode with GQA: 32 query heads over 8 KV heads, one query: DRAM = K + V + Q + O (+ partials)
+    dec = gpu.attention(1, 32, 8, 1, 4096, 128, 128, p)
+    kv = 8 * 4096 * 256 * 2
+    assert kv <= dec.dram_bytes < kv * 1.05
+    assert dec.memory_s > dec.compute_s
+
+
+def test_power_cap_stretches_time_to_tdp():
+    e = kernel_energy(1e-3, 0.9, idle_w=100.0, tdp_w=700.0)
+    assert e.power_capped and e.time_s == pytest.approx(1.5e-3)
+    assert e.avg_power_w == pytest.approx(700.0)
+    ok = kernel_energy(1e-3, 0.3, idle_w=100.0, tdp_w=700.0)
+    assert not ok.power_capped and ok.time_s == 1e-3 and ok.energy_j == pytest.approx(0.4)
+
+
+# --- located errors ----------------------------------------------------------------------------
+
+
+def test_unknown_dtype_is_a_located_error():
+    with pytest.raises(SpecError, match=r"test-h100: compute: no throughput for dtype; got 'int4'; expected one of"):
+        gpu.gpu_params(h100(), "int4")
+
+
+def test_missing_sm_section_is_a_located_error():
+    d = dataclasses.replace(h100(), sm=None)
+    with pytest.raises(SpecError, match=r"test-h100: sm: missing"):
+        gpu.gpu_params(d, "bf16")
+
+
+def test_unknown_arch_is_a_located_error():
+    with pytest.raises(SpecError, match=r"arch: no GEMM tile table for this architecture; got 'pascal'"):
+        gpu.tile_candidates("pascal")
+
+
+def test_no_tile_fits_is_a_located_error():
+    p = dataclasses.replace(toy_params(), smem_per_sm_bytes=16 * 1024.0, max_smem_per_cta_bytes=16 * 1024.0)
+    with pytest.raises(SpecError, match=r"gemm m=512 n=512 k=512: no candidate tile fits the SM resources"):
+        gpu.gemm(512, 512, 512, p, (TILE,))
+
+
+def test_nonpositive_sizes_are_rejected():
+    with pytest.raises(ValueError, match=r"gemm: sizes must be positive; got m=0"):
+        gpu.gemm(0, 1, 1, toy_params(), (TILE,))
