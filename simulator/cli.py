@@ -68,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"nodeperf: error: {msg}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # an optional extra (onnx, torch, transformers) is not installed
+        extra = {"onnx": "onnx", "torch": "torch", "transformers": "hf"}.get(getattr(exc, "name", "") or "", "")
+        hint = f"; install it with: pip install 'nodeperf[{extra}]'" if extra else ""
+        print(f"nodeperf: error: {exc}{hint}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
 
