@@ -30,7 +30,8 @@ reports the index of the last busy cycle, counted from zero).
 
 Utilisation (percent, SCALE-Sim's definitions)
 ----------------------------------------------
-- overall: ``100 * M*N*K / (total_cycles * R * C)``;
+- overall: ``100 * M*N*K / (total_cycles * R * C)`` (``total_cycles == compute_cycles`` with
+  ideal memory, as in SCALE-Sim's default mode);
 - mapping efficiency: mean over folds of the fraction of PEs holding work;
 - compute utilisation: mean over folds of ``MACs / (R * C * L)`` with ``L = T + R + C - 2`` for
   os and ``L = 2R + 2C + T - 3`` for ws/is (SCALE-Sim counts the column skew once more there
@@ -53,15 +54,18 @@ Three double-buffered scratchpads (ifmap, filter, ofmap) of ``sram_words`` words
 the array and a DRAM of ``dram_words_per_cycle`` words per cycle shared by the three operands.
 Folds are visited column-fold outermost, so an operand tile indexed only by the row fold (os ifmap,
 ws ifmap, is filter) is re-read from DRAM once per column fold unless the whole operand fits in its
-scratchpad; a tile indexed only by the column fold (os filter) is read once if it fits; a tile
+scratchpad; a tile indexed only by the column fold (os filter) is read once if it fits, else once
+per row fold; a tile
 indexed by both (ws filter, is ifmap) is read once. A ws/is partial-sum block (``M x C`` or
 ``C x N``) accumulates on chip when it fits in the ofmap scratchpad, otherwise partial sums spill to
 DRAM and are read back. ifmap traffic counts distinct ifmap words (for a convolution the input
 pixels the windows touch, not the ``M*K`` im2col copies; halo re-reads between adjacent tiles are
-neglected). Double buffering overlaps all DRAM traffic with compute except the first fold's input
-tiles (``prefetch_cycles``) and the last fold's outputs (``drain_cycles``)::
+neglected). Operands are fetched while they stream and results written while the next fold
+computes, so DRAM traffic overlaps compute except for what cannot: the first stationary tile of
+ws/is, which must be on chip before its preload (``prefetch_cycles``), and the last output tile of
+os, which exists only when the last fold ends (``drain_cycles``). With ``W`` words per cycle::
 
-    overlapped   = dram_words - first_fold_inputs - last_fold_outputs
+    overlapped   = dram_words - first_stationary_tile - last_os_output_tile
     stall_cycles = max(0, ceil(overlapped / W) - compute_cycles)
     total_cycles = compute_cycles + stall_cycles + prefetch_cycles + drain_cycles
     bound        = "memory" if ceil(dram_words / W) > compute_cycles else "compute"
@@ -71,28 +75,35 @@ Without a DRAM bandwidth (``dram_words_per_cycle=None``) memory is ideal: no sta
 
 How SCALE-Sim's memory model differs, and why ours is the one to use
 --------------------------------------------------------------------
-In its USER-bandwidth mode SCALE-Sim's read buffer (``memory/read_buffer.py``) (a) issues a new
-prefetch only when the array misses, starting after the previous prefetch has completed, so the
-refill of each buffer half is serialised with compute instead of overlapping it; (b) adds each
-positive stall twice (``offset += potential_stall_cycles`` followed by
-``if potential_stall_cycles > 0: offset += potential_stall_cycles``); (c) feeds the ifmap and
-filter buffers at ``IfmapSRAMBankBandwidth`` / ``FilterSRAMBankBandwidth`` from the ``[layout]``
-section rather than at the configured ``Bandwidth``; and (d) counts DRAM reads in whole request
-lines, padding included. Its CALC mode reports no stalls at all and a "Total Cycles (incl.
-prefetch)" derived from estimated prefetch traces. Worked example (checked in
-``tests/hwmodels/test_systolic_memory.py``): a 64 x 64 x 64 GEMM on an 8 x 8 array, output
-stationary, 1 KiB (1024-word) ifmap/filter/ofmap scratchpads, 10 words/cycle. The compute takes
-64 folds of ``64 + 8 + 8 - 2 = 78`` cycles, ``compute_cycles = 4991``. The ifmap (4096 words) does
-not fit in 1024 words and is re-read for each of the 8 column folds: 32768 words; each 64 x 8
-filter tile (512 words) fits and is read once: 4096 words; outputs 4096 words. DRAM moves 40960
-words = 4096 cycles at 10 words/cycle, less than the 4991 compute cycles, so with double buffering
-the layer is compute-bound: the first fold's 512 + 512 input words cost 103 prefetch cycles, the
-last 64 outputs 7 drain cycles, no stalls, 5101 cycles in all. SCALE-Sim 3.0.0 in USER mode with the
+In its USER-bandwidth mode SCALE-Sim's read buffer (``memory/read_buffer.py``)
+
+(a) on a miss advances a circular prefetch window over the operand's whole address stream,
+    fetching every line it passes until the missing address is in the active half, so an operand
+    re-used across folds (the os filter tile, re-read for each row fold) is fetched again and
+    again around the ring;
+(b) adds each positive stall twice (``offset += potential_stall_cycles`` followed by
+    ``if potential_stall_cycles > 0: offset += potential_stall_cycles``) and lets negative ones
+    pull later requests earlier;
+(c) feeds the ifmap and filter buffers at ``IfmapSRAMBankBandwidth`` / ``FilterSRAMBankBandwidth``
+    from the ``[layout]`` section rather than at the configured ``Bandwidth``;
+(d) counts DRAM reads in whole request lines, padding included.
+
+Its CALC mode reports no stalls at all and a "Total Cycles (incl. prefetch)" derived from estimated
+prefetch traces.
+
+Worked example (checked in ``tests/hwmodels/test_systolic_memory.py``): a 64 x 64 x 64 GEMM on an
+8 x 8 array, output stationary, 1 KiB (1024-word) ifmap/filter/ofmap scratchpads, 10 words/cycle.
+The compute takes 64 folds of ``64 + 8 + 8 - 2 = 78`` cycles, ``compute_cycles = 4991``. The ifmap
+(4096 words) does not fit in 1024 words and is re-read for each of the 8 column folds: 32768 words;
+each 64 x 8 filter tile (512 words, half the scratchpad) fits and is read once: 4096 words; outputs
+4096 words. DRAM moves 40960 words = 4096 cycles at 10 words/cycle, fewer than the 4991 compute
+cycles, so with double buffering the layer is compute-bound: no stall; only the last fold's 64
+outputs are exposed (7 drain cycles), 4998 cycles in all. SCALE-Sim 3.0.0 in USER mode with the
 same scratchpads and 10 words/cycle per operand (three times our shared bandwidth) reports 19,001
-stall cycles (23,992 total) and 235,560 filter DRAM reads for a 4,096-word filter: every refill waits
-for a miss, each wait is counted twice, and its prefetch window wraps around the whole filter
-stream. The DRAM cannot be the bottleneck of a layer whose traffic needs fewer cycles than its
-compute, so the stalls are an artefact of the simulator, not of the hardware.
+stall cycles (23,992 total) and 235,560 filter DRAM reads for a 4,096-word filter (57 times over,
+from (a)), its stalls inflated by (b). A DRAM that needs fewer cycles for a layer's traffic than the
+array needs for its compute cannot stall a double-buffered array whose tiles fit in half a
+scratchpad; those stalls are an artefact of the simulator, not of the hardware.
 """
 
 from __future__ import annotations
@@ -134,7 +145,8 @@ class ConvView:
     m, n, k
         Output pixels per filter, filters, window size ``filter_h * filter_w * channels``.
     ofmap_h, ofmap_w
-        Output height and width, ``ceil((H - R + stride) / stride)``.
+        Output height and width, ``ceil((H - R + stride) / stride)``: as in SCALE-Sim, a last
+        window that overhangs the input edge still produces an output.
     ifmap_words
         Distinct input words the windows touch (words; at most ``H * W * C``).
     """
@@ -184,7 +196,8 @@ class SystolicResult:
     dram_ifmap_reads, dram_filter_reads, dram_ofmap_writes, dram_ofmap_reads
         DRAM traffic of the double-buffered scratchpads (words).
     prefetch_cycles, drain_cycles, stall_cycles
-        Un-overlapped first-fold loads, last-fold stores, and compute waiting on DRAM (cycles).
+        Exposed load of the first stationary tile (ws/is), exposed store of the last output tile
+        (os), and compute waiting on DRAM (cycles).
     memory_cycles
         ``ceil(dram_words / dram_words_per_cycle)`` (cycles; 0 with ideal memory).
     total_cycles
@@ -304,12 +317,12 @@ def conv_gemm_view(
     Returns
     -------
     ConvView
-        ``m = E_h * E_w`` with ``E = ceil((H - R + stride) / stride)``, ``n = num_filters``,
+        ``m = E_h * E_w`` with ``E = ceil((H - R) / stride) + 1``, ``n = num_filters``,
         ``k = filter_h * filter_w * channels`` and the distinct ifmap words touched.
 
     Examples
     --------
-    >>> v = conv_gemm_view(230, 230, 7, 7, 3, 64, 2)   # ResNet-50 conv1, padded 224 -> 230
+    >>> v = conv_gemm_view(229, 229, 7, 7, 3, 64, 2)   # ResNet-50 conv1: 111 * 2 + 7 = 229
     >>> int(v.m), int(v.n), int(v.k)
     (12544, 64, 147)
     """
@@ -325,10 +338,10 @@ def conv_gemm_view(
         raise SystolicError(f"systolic: filter_h exceeds ifmap_h; got {fh} > {h}")
     if np.any(fw > w):
         raise SystolicError(f"systolic: filter_w exceeds ifmap_w; got {fw} > {w}")
-    eh = (h - fh) // sh + 1
-    ew = (w - fw) // sw + 1
-    rows_touched = np.minimum((eh - 1) * sh + fh, eh * fh)
-    cols_touched = np.minimum((ew - 1) * sw + fw, ew * fw)
+    eh = _ceil_div(h - fh, sh) + 1
+    ew = _ceil_div(w - fw, sw) + 1
+    rows_touched = _touched(h, fh, sh, eh)
+    cols_touched = _touched(w, fw, sw, ew)
     return ConvView(
         m=eh * ew,
         n=nf,
@@ -339,6 +352,15 @@ def conv_gemm_view(
     )
 
 
+def _touched(size: np.ndarray, window: np.ndarray, stride: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Input pixels along one axis covered by ``count`` windows (the last may overhang the edge)."""
+    overlapping = np.minimum(size, (count - 1) * stride + window)
+    whole = (size - window) // stride + 1
+    edge = np.clip(size - (count - 1) * stride, 0, window)
+    disjoint = whole * window + np.where(count > whole, edge, 0)
+    return np.where(stride <= window, overlapping, disjoint)
+
+
 def _fold_mean_scalesim(
     row_folds: np.ndarray,
     col_folds: np.ndarray,
@@ -347,23 +369,23 @@ def _fold_mean_scalesim(
     """Mean of per-fold values summed one fold at a time, column fold outermost (as SCALE-Sim).
 
     ``values`` are the per-fold figures for (full row & full col, last row fold, last col fold,
-    both last). Summing in SCALE-Sim's order makes the float result bit-identical to its report.
+    both last). Adding them in SCALE-Sim's order, in IEEE double precision like its Python loop,
+    makes the result bit-identical to its report. Costs one float addition per fold.
     """
-    full, last_r, last_c, last_rc = np.broadcast_arrays(*values)
-    rf, cf = np.broadcast_arrays(row_folds, col_folds)
-    shape = np.broadcast_shapes(full.shape, rf.shape)
-    full, last_r, last_c, last_rc = (np.broadcast_to(v, shape) for v in (full, last_r, last_c, last_rc))
-    rf = np.broadcast_to(rf, shape)
-    cf = np.broadcast_to(cf, shape)
-    folds = rf * cf
-    acc = np.zeros(shape, dtype=np.float64)
-    for f in range(int(folds.max()) if folds.size else 0):
-        fc, fr = np.divmod(f, rf)
-        is_r_last = fr == rf - 1
-        is_c_last = fc == cf - 1
-        v = np.where(is_c_last, np.where(is_r_last, last_rc, last_c), np.where(is_r_last, last_r, full))
-        acc = np.where(f < folds, acc + v, acc)
-    return acc / folds
+    shape = np.broadcast_shapes(np.shape(row_folds), np.shape(col_folds), *map(np.shape, values))
+    rf, cf, full, last_r, last_c, last_rc = (
+        np.broadcast_to(x, shape).ravel().tolist() for x in (row_folds, col_folds, *values)
+    )
+    out = []
+    for i in range(len(rf)):
+        acc = 0.0
+        for fc in range(cf[i]):
+            v, v_end = (full[i], last_r[i]) if fc < cf[i] - 1 else (last_c[i], last_rc[i])
+            for _ in range(rf[i] - 1):
+                acc += v
+            acc += v_end
+        out.append(acc / (rf[i] * cf[i]))
+    return np.asarray(out, dtype=np.float64).reshape(shape)
 
 
 def gemm_cycles(
@@ -491,21 +513,20 @@ def gemm_cycles(
         dram_f = fw * np.where(K * np.minimum(C, N) <= cap_f, ones, rf)
         dram_of_w = ow
         dram_of_r = np.zeros_like(M)
-        first_in = np.minimum(np.minimum(R, M) * K, ifw) + K * np.minimum(C, N)
+        first_in = np.zeros_like(M)
         last_out = r_last * c_last
     else:
         if df == "ws":
             dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
             dram_f = fw
             block = M * np.minimum(C, N)
-            first_in = np.minimum(M * np.minimum(R, K), ifw) + np.minimum(R, K) * np.minimum(C, N)
-            last_out = M * c_last
+            first_in = np.minimum(R, K) * np.minimum(C, N)
         else:
             dram_if = ifw
             dram_f = fw * np.where(fw <= cap_f, ones, cf)
             block = np.minimum(C, M) * N
-            first_in = np.minimum(np.minimum(R, K) * np.minimum(C, M), ifw) + np.minimum(R, K) * N
-            last_out = c_last * N
+            first_in = np.minimum(np.minimum(R, K) * np.minimum(C, M), ifw)
+        last_out = np.zeros_like(M)
         spill = block > cap_of
         dram_of_w = np.where(spill, ow * rf, ow)
         dram_of_r = np.where(spill, ow * (rf - 1), 0)

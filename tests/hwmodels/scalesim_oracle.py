@@ -123,7 +123,7 @@ def run_scalesim(
     rows: int,
     cols: int,
     dataflow: str,
-    layers: Sequence[Sequence[object]],
+    topology: Path | str | Sequence[Sequence[object]],
     *,
     gemm: bool,
     sram_kib: tuple[int, int, int] = (64, 64, 64),
@@ -134,9 +134,9 @@ def run_scalesim(
 
     Parameters
     ----------
-    layers
-        Topology rows without the trailing comma: ``(name, M, N, K)`` when ``gemm`` else
-        ``(name, H, W, R, S, C, filters, stride)``.
+    topology
+        A topology CSV file (copied as is), or rows without the trailing comma:
+        ``(name, M, N, K)`` when ``gemm`` else ``(name, H, W, R, S, C, filters, stride)``.
     bandwidth_words_per_cycle
         ``None``: CALC mode (SCALE-Sim's default, no stalls); else USER mode at this bandwidth.
     """
@@ -155,12 +155,15 @@ def run_scalesim(
                 mode="CALC" if bandwidth_words_per_cycle is None else "USER",
             )
         )
-        header = "Layer name, M, N, K," if gemm else (
-            "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, "
-            "Num Filter, Strides,"
-        )
-        lines = [header] + [", ".join(str(x) for x in layer) + "," for layer in layers]
-        (d / "topo.csv").write_text("\n".join(lines) + "\n")
+        if isinstance(topology, (str, Path)):
+            (d / "topo.csv").write_text(Path(topology).read_text())
+        else:
+            header = "Layer name, M, N, K," if gemm else (
+                "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, "
+                "Num Filter, Strides,"
+            )
+            lines = [header] + [", ".join(str(x) for x in layer) + "," for layer in topology]
+            (d / "topo.csv").write_text("\n".join(lines) + "\n")
         (d / "layout.csv").write_text("Layer name,\n")
         (d / "driver.py").write_text(_DRIVER)
         t0 = time.perf_counter()
