@@ -1,0 +1,635 @@
+"""Fit a device spec's empirical factors to measured timings, report errors honestly, and write/apply overlays.
+
+The :class:`Calibrator` follows scikit-learn's contract: parameters are given at construction
+(``params``: the dotted spec paths it may tune, with bounds), :meth:`Calibrator.fit` learns from a
+:class:`~simulator.measurements.MeasurementSet` and a system spec and sets attributes ending in
+``_``; :meth:`~Calibrator.predict` and :meth:`~Calibrator.error_summary` use the fitted spec.
+
+The fit is a bounded least-squares problem (``scipy.optimize.least_squares``) over the log of each
+parameter relative to its datasheet-derived default; residuals are ``log(predicted / measured)`` per
+measurement (so a 2x over- and under-prediction weigh the same) plus a mild ridge
+``sqrt(regularization * n) * log(value / default)`` per parameter pulling towards the defaults.
+
+The result is an overlay TOML (``[values]`` by dotted path, a ``source`` line, and a
+``[calibration]`` table of provenance: measurement file and hash, date, bounds, defaults and error
+summaries before/after) that :func:`apply_calibration` applies to any spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwmodels.spec import DeviceSpec, SpecError, SystemSpec, get_path, replace_path
+from simulator.measurements import Measurement, MeasurementSet
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "CalibrationError",
+    "ErrorSummary",
+    "Param",
+    "Calibrator",
+    "summarize_errors",
+    "default_predict",
+    "load_calibration",
+    "apply_calibration",
+    "write_overlay",
+    "DEFAULT_PARAMS",
+    "OVERLAY_SCHEMA",
+    "load_hardware",
+    "known_devices",
+]
+
+logger = logging.getLogger(__name__)
+
+OVERLAY_SCHEMA = "nodeperf.calibration/1"
+#: Points per parameter of the coarse log-grid search that seeds the least-squares fit.
+_GRID_POINTS = 7
+
+
+class CalibrationError(ValueError):
+    """A fit could not converge, made errors worse, or a calibration file is invalid."""
+
+
+# ------------------------------------------------------------------------------------------------
+# error summaries
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Prediction errors over a set of measurements (percentages as plain numbers).
+
+    ``ape`` is the absolute percentage error ``100 * |pred - meas| / meas``. ``bias`` is the geometric
+    mean of ``pred / meas`` minus one, in percent (positive: predictions are high). ``worst`` lists the
+    largest errors as (id, workload, predicted s, measured s, ape). ``by_class`` has one summary per op
+    class (the measurements' ``category``).
+    """
+
+    n: int
+    mape: float
+    median_ape: float
+    p90_ape: float
+    max_ape: float
+    bias: float
+    worst: tuple[tuple[str, str, float, float, float], ...] = ()
+    by_class: dict[str, ErrorSummary] = field(default_factory=dict)
+
+    def to_json(self, *, classes: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {k: _round(getattr(self, k)) for k in ("n", "mape", "median_ape", "p90_ape", "max_ape", "bias")}
+        out["worst"] = [{"id": i, "workload": w, "predicted_s": p, "measured_s": m, "ape": _round(a)}
+                        for i, w, p, m, a in self.worst]
+        if classes and self.by_class:
+            out["by_class"] = {k: v.to_json(classes=False) for k, v in sorted(self.by_class.items())}
+        return out
+
+
+def _round(x: float | int) -> float | int:
+    return x if isinstance(x, int) else float(f"{x:.6g}")
+
+
+def summarize_errors(
+    predicted_s: np.ndarray, measurements: MeasurementSet, *, worst: int = 5, by_class: bool = True
+) -> ErrorSummary:
+    """:class:`ErrorSummary` of ``predicted_s`` against the measurements' medians (row order)."""
+    pred = np.asarray(predicted_s, dtype=float)
+    meas = measurements.median_s
+    if pred.shape != meas.shape:
+        raise ValueError(f"error summary: {pred.size} predictions for {meas.size} measurements; expected equal counts")
+    if pred.size == 0:
+        return ErrorSummary(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+    ape = 100.0 * np.abs(pred - meas) / meas
+    bias = 100.0 * (math.exp(float(np.mean(np.log(pred / meas)))) - 1.0)
+    order = np.argsort(-ape, kind="stable")[:worst]
+    ms = measurements.measurements
+    w = tuple((ms[i].id, _label(ms[i]), float(pred[i]), float(meas[i]), float(ape[i])) for i in order)
+    classes: dict[str, ErrorSummary] = {}
+    if by_class:
+        cats = np.array([m.category for m in ms])
+        for c in sorted(set(cats.tolist())):
+            idx = np.flatnonzero(cats == c)
+            sub = MeasurementSet(tuple(ms[i] for i in idx), measurements.source)
+            classes[c] = summarize_errors(pred[idx], sub, worst=0, by_class=False)
+    return ErrorSummary(
+        n=int(pred.size), mape=float(ape.mean()), median_ape=float(np.median(ape)),
+        p90_ape=float(np.percentile(ape, 90)), max_ape=float(ape.max()), bias=bias, worst=w, by_class=classes,
+    )
+
+
+def _label(m: Measurement) -> str:
+    extra = "".join(f" {k}={v}" for k, v in (("batch", m.batch), ("seq", m.seq), ("phase", m.phase)) if v is not None)
+    return f"{m.workload} {m.dtype}{extra}"
+
+
+# ------------------------------------------------------------------------------------------------
+# prediction
+
+
+PredictFn = Callable[[Any, DeviceSpec | SystemSpec], float]
+
+
+@contextmanager
+def _quiet_engine() -> Any:
+    """Silence the engine's per-evaluation warnings while the optimiser calls it hundreds of times."""
+    names = ("simulator.engine", "simulator.lowering")
+    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
+    for lg, _ in saved:
+        lg.setLevel(logging.ERROR)
+    with np.errstate(all="ignore"):
+        try:
+            yield
+        finally:
+            for lg, lvl in saved:
+                lg.setLevel(lvl)
+
+
+def default_predict(graph: Any, system: DeviceSpec | SystemSpec) -> float:
+    """Predicted latency (s) of ``graph`` on ``system`` by the analytical engine."""
+    import simulator.lowering_cpu  # noqa: F401 - registers the CPU rules
+    from simulator.engine import evaluate
+
+    return float(evaluate(graph, system).totals.latency_s)
+
+
+class _Graphs:
+    """Graphs of the measured cases, built once each (located errors on failure)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, m: Measurement) -> Any:
+        key = m.case
+        if key not in self.cache:
+            from workloads.resolve import load_workload
+
+            try:
+                self.cache[key] = load_workload(m.workload, **m.workload_args())
+            except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
+                msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+                raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
+        return self.cache[key]
+
+
+# ------------------------------------------------------------------------------------------------
+# parameters
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable spec field: dotted path (device-relative) and absolute bounds (SI units)."""
+
+    path: str
+    lower: float
+    upper: float
+
+
+#: Fields calibrated by default, by device kind.
+DEFAULT_PARAMS: dict[str, tuple[str, ...]] = {
+    "cpu": ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
+            "efficiency.dram_bandwidth_fraction", "efficiency.l2_bandwidth_fraction",
+            "efficiency.launch_overhead_s", "compute.tensor_flops_per_s.bf16"),
+    "gpu": ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
+            "efficiency.dram_bandwidth_fraction", "efficiency.launch_overhead_s"),
+    "tpu": ("efficiency.tensor_peak_fraction", "efficiency.dram_bandwidth_fraction",
+            "efficiency.launch_overhead_s"),
+}
+
+
+def _device(system: DeviceSpec | SystemSpec) -> DeviceSpec:
+    if isinstance(system, SystemSpec):
+        return system.device
+    if isinstance(system, DeviceSpec):
+        return system
+    raise SpecError(f"calibration: system: not a spec; got a {type(system).__name__}; expected a DeviceSpec or SystemSpec")
+
+
+def _default_bounds(path: str, value: float) -> tuple[float, float]:
+    leaf = path.rsplit(".", 1)[-1]
+    if leaf.endswith("_fraction"):
+        return 0.01, 1.0
+    if leaf.endswith("_s"):
+        return value / 100.0, value * 100.0
+    return value / 10.0, value * 10.0
+
+
+def _params(spec: Iterable[str] | Mapping[str, tuple[float, float] | None] | Iterable[Param],
+            device: DeviceSpec) -> list[Param]:
+    out: list[Param] = []
+    items: list[tuple[str, tuple[float, float] | None]] = []
+    if isinstance(spec, Mapping):
+        items = [(str(k), v) for k, v in spec.items()]
+    else:
+        for p in spec:
+            if isinstance(p, Param):
+                items.append((p.path, (p.lower, p.upper)))
+            else:
+                items.append((str(p), None))
+    for path, bounds in items:
+        try:
+            v = get_path(device, path)
+        except SpecError as exc:
+            raise SpecError(f"calibration params: {exc}") from None
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise SpecError(f"calibration params: {path}: not a numeric field; got {v!r}; expected a path to a number")
+        if not v > 0:
+            raise SpecError(f"calibration params: {path}: default must be positive to fit on a log scale; got {v!r}")
+        lo, hi = bounds if bounds is not None else _default_bounds(path, float(v))
+        if not 0 < lo <= float(v) <= hi:
+            lo, hi = min(lo, float(v)), max(hi, float(v))
+            if lo <= 0:
+                raise SpecError(f"calibration params: {path}: bounds ({lo}, {hi}); expected 0 < lower <= upper")
+        out.append(Param(path, float(lo), float(hi)))
+    if not out:
+        raise SpecError("calibration params: none given; expected at least one dotted spec path")
+    return out
+
+
+def _with_values(system: DeviceSpec | SystemSpec, values: Mapping[str, float]) -> DeviceSpec | SystemSpec:
+    dev = _device(system)
+    for path, v in values.items():
+        cur = get_path(dev, path)
+        dev = replace_path(dev, path, int(round(v)) if isinstance(cur, int) and not isinstance(cur, bool) else float(v))
+    if isinstance(system, SystemSpec):
+        return dataclasses.replace(system, device=dev)
+    return dev
+
+
+# ------------------------------------------------------------------------------------------------
+# the calibrator
+
+
+class Calibrator:
+    """Least-squares calibration of named spec fields against measurements.
+
+    Parameters
+    ----------
+    params
+        Dotted device paths to tune: a list (default bounds: fractions in [0.01, 1], times within
+        100x, other quantities within 10x of the default), a mapping ``path -> (lower, upper)`` in
+        SI units, or :class:`Param` objects. None: :data:`DEFAULT_PARAMS` of the device kind.
+    regularization
+        Weight of the pull towards the defaults (per parameter, scaled by the number of rows).
+    predict
+        ``predict(graph, system) -> seconds``; default :func:`default_predict` (the analytical engine).
+    max_nfev
+        Evaluation budget of the optimiser.
+    loss, f_scale
+        Loss of ``scipy.optimize.least_squares`` on the log ratios: ``"linear"`` (default, plain least
+        squares) or a robust one such as ``"soft_l1"`` with scale ``f_scale`` (0.2 is about 20%), which
+        lets cases the model cannot represent pull less.
+
+    Attributes (after :meth:`fit`)
+    ------------------------------
+    params_ : dict[str, float]
+        Fitted values by path.
+    defaults_ : dict[str, float]
+        Values before calibration.
+    bounds_ : dict[str, tuple[float, float]]
+    system_ : DeviceSpec | SystemSpec
+        The calibrated spec.
+    before_, after_ : ErrorSummary
+        Errors on the training measurements with the default and the fitted spec.
+    result_ : dict
+        Optimiser outcome (success, status, message, nfev, cost).
+    measurements_hash_ : str
+        Content hash of the training set.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[str] | Mapping[str, tuple[float, float] | None] | Iterable[Param] | None = None,
+        *,
+        regularization: float = 0.01,
+        predict: PredictFn | None = None,
+        max_nfev: int = 200,
+        loss: str = "linear",
+        f_scale: float = 0.2,
+    ) -> None:
+        if regularization < 0:
+            raise ValueError(f"Calibrator: regularization; got {regularization!r}; expected >= 0")
+        self.params = params
+        self.regularization = regularization
+        self.predict_fn = predict
+        self.max_nfev = max_nfev
+        self.loss = loss
+        self.f_scale = f_scale
+        self._graphs = _Graphs()
+
+    # --- prediction ------------------------------------------------------------------------------
+    def _predict_with(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec) -> np.ndarray:
+        fn = self.predict_fn or default_predict
+        with _quiet_engine():
+            out = np.array([fn(self._graphs.get(m), system) for m in measurements], dtype=float)
+        bad = np.flatnonzero(~(np.isfinite(out) & (out > 0)))
+        if bad.size:
+            m = measurements[int(bad[0])]
+            raise CalibrationError(f"{m.where or m.id}: prediction; got {out[bad[0]]!r} s; expected a positive finite time")
+        return out
+
+    def predict(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec | None = None) -> np.ndarray:
+        """Predicted times (s) of the measured cases, with ``system`` or else the fitted spec."""
+        if system is None:
+            self._check_fitted()
+            system = self.system_
+        return self._predict_with(measurements, system)
+
+    def error_summary(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec | None = None) -> ErrorSummary:
+        """:class:`ErrorSummary` of :meth:`predict` against the measurements."""
+        return summarize_errors(self.predict(measurements, system), measurements)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "system_"):
+            raise CalibrationError("Calibrator: not fitted; expected fit(measurements, system) first")
+
+    # --- fitting ------------------------------------------------------------------------------------
+    def fit(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec) -> Calibrator:
+        """Fit the parameters to ``measurements`` (all rows must be of ``system``'s device).
+
+        Raises
+        ------
+        CalibrationError
+            No rows, the optimiser failed to converge, or the fitted spec predicts the training
+            set worse than the defaults (nothing is fitted then).
+        """
+        from scipy.optimize import least_squares
+
+        dev = _device(system)
+        if len(measurements) == 0:
+            raise CalibrationError(f"{measurements.source}: no measurements to fit; expected rows for {dev.name!r}")
+        others = sorted({m.device for m in measurements} - {dev.name.lower()})
+        if others:
+            raise CalibrationError(f"{measurements.source}: rows of other devices {', '.join(others)}; expected only "
+                                   f"{dev.name!r} (filter the set by device first)")
+        spec = self.params if self.params is not None else DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
+        params = _params(spec, dev)
+        v0 = np.array([float(get_path(dev, p.path)) for p in params])
+        lo = np.log(np.array([p.lower for p in params]) / v0)
+        hi = np.log(np.array([p.upper for p in params]) / v0)
+        meas = measurements.median_s
+        logm = np.log(meas)
+        reg = math.sqrt(self.regularization * len(measurements))
+        # warm the graph cache (and fail early, located, on a bad workload)
+        base_pred = self._predict_with(measurements, system)
+
+        def values(x: np.ndarray) -> dict[str, float]:
+            return {p.path: float(v) for p, v in zip(params, v0 * np.exp(x), strict=True)}
+
+        def residuals(x: np.ndarray) -> np.ndarray:
+            pred = self._predict_with(measurements, _with_values(system, values(x)))
+            return np.concatenate([np.log(pred) - logm, reg * x])
+
+        x0 = self._coarse_start(residuals, lo, hi, self.loss, self.f_scale)
+        try:
+            res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0, diff_step=1e-3, loss=self.loss,
+                                f_scale=self.f_scale,
+                                max_nfev=self.max_nfev)
+        except (ValueError, FloatingPointError) as exc:
+            raise CalibrationError(f"{measurements.source}: calibration failed; got {exc}; expected a solvable fit") from None
+        self.result_ = {"success": bool(res.success), "status": int(res.status), "message": str(res.message),
+                        "nfev": int(res.nfev), "cost": float(res.cost)}
+        if not res.success or not np.all(np.isfinite(res.x)):
+            raise CalibrationError(f"{measurements.source}: the fit did not converge; got status {res.status} "
+                                   f"({res.message}); expected convergence within {self.max_nfev} evaluations")
+        fitted = values(res.x)
+        new_system = _with_values(system, fitted)
+        before = summarize_errors(base_pred, measurements)
+        after = summarize_errors(self._predict_with(measurements, new_system), measurements)
+        if after.mape > before.mape * (1 + 1e-9):
+            raise CalibrationError(f"{measurements.source}: calibration made the training error worse; got MAPE "
+                                   f"{after.mape:.2f}% after vs {before.mape:.2f}% before; expected an improvement")
+        self.params_ = fitted
+        self.defaults_ = values(np.zeros(len(params)))
+        self.bounds_ = {p.path: (p.lower, p.upper) for p in params}
+        self.system_ = new_system
+        self.before_ = before
+        self.after_ = after
+        self.measurements_hash_ = measurements.content_hash()
+        self.device_name_ = dev.name
+        self.device_kind_ = dev.kind
+        self.regularization_ = self.regularization
+        self.fitted_at_ = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        return self
+
+    @staticmethod
+    def _coarse_start(residuals: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                      self_loss: str, f_scale: float) -> np.ndarray:
+        """A starting point from two passes of coordinate search over a log grid of each parameter.
+
+        Roofline models take the larger of compute and memory time, so a factor whose term is
+        nowhere the larger has a zero gradient at the defaults; a coarse search finds the basin
+        the local least-squares solver then refines.
+        """
+        x = np.clip(np.zeros(lo.size), lo, hi)
+        best = float(np.sum(_robust(residuals(x), self_loss, f_scale)))
+        for _ in range(2):
+            for i in range(lo.size):
+                for cand in np.linspace(lo[i], hi[i], _GRID_POINTS):
+                    if cand == x[i]:
+                        continue
+                    trial = x.copy()
+                    trial[i] = cand
+                    c = float(np.sum(_robust(residuals(trial), self_loss, f_scale)))
+                    if c < best:
+                        best, x = c, trial
+        return x
+
+    # --- overlay ------------------------------------------------------------------------------------
+    def overlay(self, *, measurements_file: str = "", extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The calibration overlay as a mapping (see :func:`write_overlay`)."""
+        self._check_fitted()
+        from hwmodels.loader import field_unit
+
+        dev = _device(self.system_)
+        src = (f"measured: calibrated by nodeperf calibrate on {measurements_file or 'measurements'} "
+               f"(sha256 {self.measurements_hash_[:16]}), {self.fitted_at_}")
+        vals: dict[str, Any] = {}
+        for path, v in self.params_.items():
+            unit = field_unit(type(dev), path) or "1"
+            vals[path] = v if unit == "1" else f"{v!r} {unit}"
+        info: dict[str, Any] = {
+            "device": self.device_name_, "device_kind": self.device_kind_, "measurements": measurements_file,
+            "measurements_sha256": self.measurements_hash_, "date": self.fitted_at_,
+            "regularization": self.regularization_, "optimizer": dict(self.result_),
+            "defaults": dict(self.defaults_), "bounds": {k: list(v) for k, v in self.bounds_.items()},
+            "errors": {"train": {"before": self.before_.to_json(classes=False),
+                                 "after": self.after_.to_json(classes=False)}},
+        }
+        if extra:
+            for k, v in extra.items():
+                if k == "errors":
+                    info["errors"].update(v)
+                else:
+                    info[k] = v
+        return {"schema": OVERLAY_SCHEMA, "source": src, "values": vals, "calibration": info}
+
+
+def _robust(r: np.ndarray, loss: str, f_scale: float) -> np.ndarray:
+    """Per-residual cost as scipy's least_squares defines it (linear or soft_l1; others as linear)."""
+    z = (r / f_scale) ** 2
+    if loss == "soft_l1":
+        return 2 * f_scale**2 * (np.sqrt(1 + z) - 1)
+    return r**2
+
+
+# ------------------------------------------------------------------------------------------------
+# TOML output and application
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return repr(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"overlay: cannot write a {type(v).__name__} to TOML")
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(str(k))
+
+
+def _toml_table(name: str, table: Mapping[str, Any], out: list[str]) -> None:
+    scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
+    subs = {k: v for k, v in table.items() if isinstance(v, Mapping)}
+    out.append(f"\n[{name}]")
+    for k, v in scalars.items():
+        out.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    for k, v in subs.items():
+        _toml_table(f"{name}.{_toml_key(k)}", v, out)
+
+
+def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
+    """Write an overlay mapping (from :meth:`Calibrator.overlay`) as TOML."""
+    out = [
+        "# nodeperf calibration overlay: apply with `--calibration FILE` (predict, validate).",
+        "# [values] are dotted device paths; [calibration] records where they came from.",
+        f"schema = {_toml_value(overlay['schema'])}",
+        f"source = {_toml_value(overlay['source'])}",
+    ]
+    _toml_table("values", overlay["values"], out)
+    _toml_table("calibration", overlay["calibration"], out)
+    text = "\n".join(out) + "\n"
+    tomllib.loads(text)  # never write a file we could not read back
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def load_calibration(path: str | Path) -> dict[str, Any]:
+    """Read a calibration overlay; returns ``{"source", "values", "calibration"}`` (values by dotted path)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such calibration file; expected a TOML written by `nodeperf calibrate`")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CalibrationError(f"{p}: invalid TOML; got {exc}; expected a calibration overlay") from None
+    allowed = {"schema", "source", "values", "calibration", "refs"}
+    extra = sorted(set(data) - allowed)
+    if extra:
+        import difflib
+
+        near = difflib.get_close_matches(extra[0], sorted(allowed), n=1)
+        raise CalibrationError(f"{p}: {extra[0]}: unknown top-level key; got {extra[0]!r}; expected one of "
+                               f"{', '.join(sorted(allowed))}" + (f"; did you mean {near[0]!r}?" if near else ""))
+    if not isinstance(data.get("values"), dict) or not data["values"]:
+        raise CalibrationError(f"{p}: values: missing or empty; got {data.get('values')!r}; expected a [values] table "
+                               "of \"dotted.path\" = value")
+    if not isinstance(data.get("source"), str) or not data["source"].strip():
+        raise CalibrationError(f"{p}: source: missing; got {data.get('source')!r}; expected source = \"measured: ...\"")
+    return {"source": data["source"], "values": dict(data["values"]), "calibration": data.get("calibration", {}),
+            "where": str(p)}
+
+
+def apply_calibration(spec: DeviceSpec | SystemSpec, path: str | Path) -> DeviceSpec | SystemSpec:
+    """``spec`` with the calibration overlay at ``path`` applied (device paths; systems via ``device.``).
+
+    Raises
+    ------
+    SpecError
+        A path the spec does not have (with the nearest field), or a bad value; located in the file.
+    CalibrationError
+        The file is not a calibration overlay, or it was fitted for another device.
+    """
+    from hwmodels.loader import apply_overlay
+
+    cal = load_calibration(path)
+    dev = _device(spec)
+    fitted_for = str(cal["calibration"].get("device", "")).lower()
+    if fitted_for and fitted_for != dev.name.lower():
+        raise CalibrationError(f"{path}: calibration.device; got {fitted_for!r}; expected {dev.name!r} (the overlay was "
+                               "fitted on another device)")
+    values = cal["values"]
+    if isinstance(spec, SystemSpec):
+        values = {f"device.{k}": v for k, v in values.items()}
+    try:
+        return apply_overlay(spec, {"source": cal["source"], "values": values})
+    except SpecError as exc:
+        msg = str(exc).replace("<overlay>", str(path)).replace(": device.", ": ")
+        raise SpecError(msg) from None
+
+
+def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpec | SystemSpec:
+    """The spec a CLI ``--hardware NAME`` means, with an optional ``--calibration FILE`` applied.
+
+    ``host`` is this machine's CPU (:func:`hwmodels.host.host_spec`), ``host:N`` the same limited to
+    ``N`` cores (a measurement run with ``--threads N``); anything else is a catalog device or system
+    name, or a TOML path.
+    """
+    from hwmodels.host import HOST_NAME, host_spec
+
+    key = name.strip().lower()
+    if key == HOST_NAME or key.startswith(HOST_NAME + ":"):
+        cores = None
+        if ":" in key:
+            text = key.split(":", 1)[1]
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"--hardware {name}: cores; got {text!r}; expected host:N with N a positive integer")
+            cores = int(text)
+        spec: DeviceSpec | SystemSpec = host_spec(cores)
+    else:
+        from hwmodels.catalog import list_systems, load_device, load_system
+
+        if key.endswith(".toml") or "/" in key:
+            try:
+                spec = load_device(name)
+            except SpecError as dev_err:
+                try:
+                    spec = load_system(name)
+                except SpecError:
+                    raise dev_err from None
+        elif key in {s.lower() for s in list_systems()}:
+            spec = load_system(name)
+        else:
+            spec = load_device(name)
+    if calibration:
+        spec = apply_calibration(spec, calibration)
+    return spec
+
+
+def known_devices() -> list[str]:
+    """Device names a measurement row may name: the catalog's and ``host``."""
+    from hwmodels.catalog import list_devices
+    from hwmodels.host import HOST_NAME
+
+    return sorted({*(d.lower() for d in list_devices()), HOST_NAME})

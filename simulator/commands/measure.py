@@ -1,0 +1,62 @@
+"""`nodeperf measure --device cpu|cuda --out FILE.csv`: time microbenchmarks and networks on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from simulator.commands._common import positive_int
+
+    p = sub.add_parser("measure", help="time microbenchmarks (and zoo networks) on this machine's CPU or GPU",
+                       description="Run a microbenchmark suite (GEMM shape sweep per dtype, batched GEMM, conv, "
+                                   "copy/elementwise bandwidth, softmax, layernorm, attention) and whole networks "
+                                   "executed from their graphs with random inputs; write one CSV row per case.")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--suite", choices=("quick", "full"), default="quick", help="quick (default) or full")
+    p.add_argument("--out", required=True, metavar="FILE.csv", help="measurement CSV to write")
+    p.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto",
+                   help="execution framework (auto: torch when installed, else NumPy on the CPU)")
+    p.add_argument("--threads", type=positive_int, help="CPU threads (default: all usable cores); calibrate "
+                   "such a file with --hardware host:N")
+    p.add_argument("--device-name", help="device column for GPU runs (a catalog name, e.g. h100-sxm5-80gb)")
+    p.add_argument("--no-networks", dest="networks", action="store_false", help="microbenchmarks only")
+    p.add_argument("--budget", type=float, default=0.25, metavar="S",
+                   help="timed seconds per case after warm-up (default 0.25)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.harness import TimingPolicy, run_cases, suite
+
+    device = args.device.strip().lower()
+    if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+        raise ValueError(f"measure: --device; got {args.device!r}; expected cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not args.device_name:
+        raise ValueError("measure: --device-name missing; expected the catalog name of the GPU (e.g. h100-sxm5-80gb) "
+                         "so the rows can be calibrated against its spec")
+    name = "host" if device == "cpu" else args.device_name.strip().lower()
+    if not args.budget > 0:
+        raise ValueError(f"measure: --budget; got {args.budget}; expected seconds > 0")
+    cases = suite(args.suite, device, networks=args.networks)
+    t0 = time.perf_counter()
+
+    def progress(i: int, n: int, case, m) -> None:  # noqa: ANN001 - Case, Measurement | None
+        what = f"{m.median_s * 1e3:.4g} ms (+/- {m.iqr_s / 2 * 1e3:.2g}, {m.repetitions} reps)" if m else "skipped"
+        print(f"[{i + 1:>3}/{n}] {case.label}: {what}", file=sys.stderr, flush=True)
+
+    ms, skipped = run_cases(cases, device=device, device_name=name, backend=args.backend,
+                            policy=TimingPolicy(budget_s=args.budget), seed=args.seed, progress=progress,
+                            threads=args.threads)
+    if args.threads:
+        ms = ms.replace(measurements=tuple(dataclasses.replace(m, notes=f"threads={args.threads}") for m in ms))
+    ms.to_csv(args.out)
+    took = time.perf_counter() - t0
+    print(f"{len(ms)} cases measured on {device} in {took:.1f} s ({len(skipped)} skipped) -> {args.out}")
+    for case, reason in skipped:
+        print(f"  skipped {case.label}: {reason}")
+    return 0

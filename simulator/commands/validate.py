@@ -1,0 +1,127 @@
+"""`nodeperf validate FILE.csv --hardware NAME` (or `--dataset published`): predicted versus measured errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_gpu.csv"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="compare predictions with measurements (error table, optional plot)",
+                       description="Predict every measured case and print the error table (n, MAPE, median, p90, "
+                                   "max, bias), overall and per op class; optionally plot predicted versus measured.")
+    p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
+    p.add_argument("--dataset", choices=("published",), help="the published GPU dataset instead of a file "
+                   "(every device in it, or --hardware's)")
+    p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
+    p.add_argument("--calibration", metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
+    p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
+    p.add_argument("--json", action="store_true", help="print the error summary as one JSON object")
+    p.set_defaults(func=run)
+
+
+def plot(points: list[tuple[str, float, float]], title: str, out: str) -> None:
+    """Predicted versus measured on log axes with y = x and a +/-10% band, coloured by op class."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5.5))
+    meas = [m for _, _, m in points]
+    pred = [p for _, p, _ in points]
+    lo, hi = min(meas + pred) / 1.5, max(meas + pred) * 1.5
+    xs = [lo, hi]
+    ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="0.85", label="±10%")
+    ax.plot(xs, xs, color="0.3", lw=1, label="y = x")
+    classes = sorted({c for c, _, _ in points})
+    cmap = plt.get_cmap("tab10")
+    for i, c in enumerate(classes):
+        sel = [(m, p) for cc, p, m in points if cc == c]
+        ax.scatter([m for m, _ in sel], [p for _, p in sel], s=22, color=cmap(i % 10), label=c,
+                   edgecolors="none")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured time (s)")
+    ax.set_ylabel("predicted time (s)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hwmodels.spec import DeviceSpec
+    from simulator.calibration import Calibrator, known_devices, load_hardware
+    from simulator.commands.calibrate import device_rows
+    from simulator.fmt import table
+    from simulator.measurements import MeasurementSet
+
+    if args.dataset and args.measurements:
+        raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
+    if not args.dataset and not args.measurements:
+        raise ValueError("validate: no measurements; expected FILE.csv or --dataset published")
+    if args.dataset:
+        ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
+        names = [args.hardware.lower()] if args.hardware else ms.devices
+        groups = []
+        for n in names:
+            rows = ms.filter(device=n)
+            if len(rows) == 0:
+                raise ValueError(f"{PUBLISHED}: no rows for device {n!r}; expected one of {', '.join(ms.devices)}")
+            groups.append((load_hardware(n, args.calibration), rows))
+        source = str(PUBLISHED)
+    else:
+        if not args.hardware:
+            raise ValueError("validate: --hardware missing; expected the device the measurements ran on")
+        hw = load_hardware(args.hardware, args.calibration)
+        dev = hw if isinstance(hw, DeviceSpec) else hw.device
+        groups = [(hw, device_rows(args.measurements, dev.name))]
+        source = args.measurements
+    cal = Calibrator()
+    preds = []
+    for hw, rows in groups:
+        preds.append(cal.predict(rows, hw))
+    from simulator.calibration import summarize_errors
+
+    allrows = MeasurementSet(tuple(m for _, rows in groups for m in rows), source)
+    import numpy as np
+
+    pred = np.concatenate(preds)
+    summary = summarize_errors(pred, allrows)
+    if args.json:
+        out = summary.to_json()
+        if len(groups) > 1:
+            out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
+                                for (_, rows), p in zip(groups, preds, strict=True)}
+        print(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        hdr = ["", "n", "MAPE %", "median %", "p90 %", "max %", "bias %"]
+
+        def line(name: str, s) -> list[str]:  # noqa: ANN001
+            return [name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.p90_ape:.1f}", f"{s.max_ape:.1f}",
+                    f"{s.bias:+.1f}"]
+
+        rows_t = [line("all", summary)] + [line(c, s) for c, s in sorted(summary.by_class.items())]
+        if len(groups) > 1:
+            rows_t += [line(rows[0].device, summarize_errors(p, rows, by_class=False))
+                       for (_, rows), p in zip(groups, preds, strict=True)]
+        cal_note = f" with {args.calibration}" if args.calibration else ""
+        print(f"{source}: {len(allrows)} measurements{cal_note}")
+        print(table(rows_t, hdr, align="lrrrrrr"))
+        print("\nlargest errors:")
+        for i, w, p, m, a in summary.worst:
+            print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
+    if args.plot:
+        pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
+        title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
+        plot(pts, title + (" calibrated" if args.calibration else ""), args.plot)
+        if not args.json:
+            print(f"\nplot -> {args.plot}")
+    return 0

@@ -1,0 +1,690 @@
+"""Execute an OpGraph with PyTorch (or NumPy for a subset) on random inputs, so any graph can be timed on a device.
+
+:func:`compile_graph` turns a graph into a :class:`GraphRunner`: inputs, weights and caches are
+allocated once with seeded random values; each call of the runner executes every op in topological
+order with the framework's eager kernels and returns the graph outputs. Intermediate tensors are
+released after their last consumer. No weights are downloaded: values are random, shapes and dtypes
+are the graph's.
+
+An op kind without a framework equivalent (``generic``, multi-device collectives, ``rnn_bwd``, fp8
+contractions on a CPU) raises :class:`~workloads.ir.UnsupportedOpError` naming the op, at compile time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workloads.dtypes import DType
+from workloads.ir import Op, OpGraph, TensorSpec, UnsupportedOpError
+
+__all__ = ["GraphRunner", "compile_graph", "torch_available", "TORCH_KINDS", "NUMPY_KINDS"]
+
+logger = logging.getLogger(__name__)
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class GraphRunner:
+    """A compiled graph: call it to execute every op once; ``synchronize`` waits for the device."""
+
+    graph: OpGraph
+    backend: str
+    device: str
+    _steps: list[Callable[[dict[str, Any]], None]]
+    _inputs: dict[str, Any]
+    _outputs: tuple[str, ...]
+    synchronize: Callable[[], None]
+
+    def __call__(self) -> dict[str, Any]:
+        env = dict(self._inputs)
+        for step in self._steps:
+            step(env)
+        return {k: env[k] for k in self._outputs if k in env}
+
+
+# ------------------------------------------------------------------------------------------------
+# torch backend
+
+
+_TORCH_DTYPES = {
+    DType.FP64: "float64", DType.FP32: "float32", DType.TF32: "float32", DType.BF16: "bfloat16",
+    DType.FP16: "float16", DType.FP8_E4M3: "float8_e4m3fn", DType.FP8_E5M2: "float8_e5m2",
+    DType.INT64: "int64", DType.INT32: "int32", DType.INT8: "int8", DType.BOOL: "bool",
+}
+
+
+def _tdtype(torch: Any, dt: DType, where: str) -> Any:
+    name = _TORCH_DTYPES.get(dt)
+    if name is None or not hasattr(torch, name):
+        raise UnsupportedOpError(f"{where}: dtype has no torch equivalent; got {dt.value!r}; expected one of "
+                                 f"{', '.join(d.value for d in _TORCH_DTYPES)}")
+    return getattr(torch, name)
+
+
+def _elementwise_fns(torch: Any) -> dict[str, Callable[..., Any]]:
+    F = torch.nn.functional
+    return {
+        "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+        "max": torch.maximum, "min": torch.minimum, "pow": torch.pow,
+        "where": lambda c, a=None, b=None: torch.where(c > 0, a if a is not None else c, b if b is not None else c),
+        "neg": torch.neg, "abs": torch.abs, "relu": torch.relu, "relu6": F.relu6,
+        "leaky_relu": F.leaky_relu, "exp": torch.exp, "log": lambda x: torch.log(torch.abs(x) + 1),
+        "sqrt": lambda x: torch.sqrt(torch.abs(x)), "rsqrt": lambda x: torch.rsqrt(torch.abs(x) + 1),
+        "reciprocal": torch.reciprocal, "square": torch.square, "erf": torch.erf, "sigmoid": torch.sigmoid,
+        "tanh": torch.tanh, "silu": F.silu, "swish": F.silu, "hardswish": F.hardswish,
+        "hardsigmoid": F.hardsigmoid, "gelu": lambda x: F.gelu(x, approximate="tanh"),
+        "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x), "softplus": F.softplus,
+        "rope": lambda x, *r: x * x + torch.roll(x, 1, -1) * x, "scale": lambda x, *r: x * 0.5,
+        "cast": lambda x, *r: x.clone(), "copy": lambda x, *r: x.clone(), "identity": lambda x, *r: x.clone(),
+        "dropout": lambda x, *r: F.dropout(x, 0.1, training=True), "mask": lambda x, *r: x.masked_fill(x > 0, 0),
+        "clip": lambda x, *r: torch.clamp(x, -1, 1),
+    }
+
+
+def _pad4(attrs: Any, nd: int) -> tuple[tuple[int, ...], bool]:
+    p = attrs.get("padding", 0)
+    pads = (int(p),) * nd if isinstance(p, int | float) else tuple(int(x) for x in p)
+    if len(pads) == 1:
+        pads = pads * nd
+    if len(pads) == nd:
+        return pads, True
+    begin, end = pads[:nd], pads[nd:]
+    return pads, begin == end
+
+
+def _conv_args(attrs: Any, nd: int) -> dict[str, Any]:
+    def tup(v: Any) -> tuple[int, ...]:
+        t = (int(v),) * nd if isinstance(v, int | float) else tuple(int(x) for x in v)
+        return t * nd if len(t) == 1 else t
+
+    pads, sym = _pad4(attrs, nd)
+    return {"stride": tup(attrs.get("stride", 1)), "dilation": tup(attrs.get("dilation", 1)),
+            "padding": pads[:nd] if sym else 0, "groups": int(attrs.get("groups", 1)),
+            "_asym": None if sym else pads}
+
+
+def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]) -> Callable[..., Any]:
+    """A function (input tensors) -> output tensor(s) for ``op``; UnsupportedOpError if none exists."""
+    F = torch.nn.functional
+    where = f"op {op.name!r} ({op.kind})"
+    k = op.kind
+    a = op.attrs
+    out_dt = [_tdtype(torch, t.dtype, where) for t in op.outputs]
+
+    if k == "matmul":
+        if op.dtype in (DType.FP8_E4M3, DType.FP8_E5M2):
+            raise UnsupportedOpError(f"{where}: fp8 matmul is not executable with eager torch on {device}; "
+                                     "got dtype " + op.dtype.value + "; expected fp32, tf32, bf16 or fp16")
+        ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
+
+        def mm(x: Any, w: Any, bias: Any = None) -> Any:
+            if ta:
+                x = x.transpose(-1, -2)
+            if tb:
+                w = w.transpose(-1, -2)
+            y = torch.matmul(x, w)
+            return y + bias if bias is not None else y
+
+        return mm
+    if k == "grouped_matmul":
+        return lambda x, w: torch.bmm(x, w)
+    if k in ("conv1d", "conv2d"):
+        nd = 1 if k == "conv1d" else 2
+        ca = _conv_args(a, nd)
+        fn = F.conv1d if nd == 1 else F.conv2d
+        asym = ca.pop("_asym")
+
+        def conv(x: Any, w: Any, b: Any = None) -> Any:
+            if asym is not None:  # (begin..., end...) -> F.pad's (last axis first) order
+                pad = []
+                for i in reversed(range(nd)):
+                    pad += [asym[i], asym[nd + i]]
+                x = F.pad(x, pad)
+            return fn(x, w, b, **ca)
+
+        return conv
+    if k in ("conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight", "conv2d_bwd_weight"):
+        nd = 1 if k.startswith("conv1d") else 2
+        ca = _conv_args(a, nd)
+        if ca.pop("_asym") is not None:
+            raise UnsupportedOpError(f"{where}: asymmetric padding in a conv backward; got {a.get('padding')}; "
+                                     "expected symmetric padding")
+        g = torch.nn.grad
+        if k.endswith("bwd_data"):
+            shape = tuple(int(s) for s in a["input_shape"])
+            fn = g.conv1d_input if nd == 1 else g.conv2d_input
+            return lambda dy, w: fn(shape, w, dy, **ca)
+        shape = tuple(int(s) for s in a["weight_shape"])
+        fn = g.conv1d_weight if nd == 1 else g.conv2d_weight
+        return lambda x, dy: fn(x, shape, dy, **ca)
+    if k in ("attention", "attention_bwd"):
+        causal = bool(a.get("causal", False))
+        q, kk = op.inputs[0], op.inputs[1]
+        sq, skv = q.shape[2], kk.shape[2]
+        rep = q.shape[1] // kk.shape[1]
+        mask = None
+        if causal and sq != skv:  # end-aligned diagonal, as in the semantics' pair count
+            i = torch.arange(sq, device=dev)[:, None]
+            j = torch.arange(skv, device=dev)[None, :]
+            mask = j <= i + (skv - sq)
+
+        def fwd(qq: Any, kt: Any, vt: Any) -> Any:
+            if rep > 1:
+                kt = kt.repeat_interleave(rep, dim=1)
+                vt = vt.repeat_interleave(rep, dim=1)
+            if mask is not None:
+                return F.scaled_dot_product_attention(qq, kt, vt, attn_mask=mask)
+            return F.scaled_dot_product_attention(qq, kt, vt, is_causal=causal)
+
+        if k == "attention":
+            return lambda qq, kt, vt, m=None: fwd(qq, kt, vt)
+
+        def bwd(qq: Any, kt: Any, vt: Any, o: Any, do: Any, lse: Any = None) -> Any:
+            with torch.enable_grad():
+                qq, kt, vt = (t.detach().requires_grad_(True) for t in (qq, kt, vt))
+                y = fwd(qq, kt, vt)
+                return tuple(torch.autograd.grad(y, (qq, kt, vt), do))
+
+        return bwd
+    if k == "elementwise":
+        fns = _elementwise_fns(torch)
+        f = fns[a["op"]]
+        return lambda *xs: f(*xs)
+    if k == "elementwise_bwd":
+        return lambda dy, *rest: dy * (rest[0] if rest else dy)
+    if k == "softmax":
+        ax = int(a.get("axis", -1))
+        return lambda x: torch.softmax(x, ax)
+    if k == "softmax_bwd":
+        return lambda y, dy: y * (dy - (dy * y).sum(-1, keepdim=True))
+    if k == "layernorm":
+        n = op.inputs[0].shape[-1]
+        return lambda x, g=None, b=None: F.layer_norm(x, (n,), g, b)
+    if k == "rmsnorm":
+        n = op.inputs[0].shape[-1]
+        return lambda x, g=None: F.rms_norm(x, (n,), g)
+    if k == "batchnorm":
+        training = bool(a.get("training", False))
+        c = op.inputs[0].shape[1]
+        xdt = _tdtype(torch, op.inputs[0].dtype, where)
+        state["rm"] = torch.zeros(c, device=dev, dtype=xdt)
+        state["rv"] = torch.ones(c, device=dev, dtype=xdt)
+        # batch statistics need more than one value per channel (batch 1 at a 1x1 map): then the
+        # running statistics are used, which costs the same passes over the data
+        train_ok = training and op.inputs[0].numel // c > 1
+        return lambda x, s=None, b=None: F.batch_norm(x, state["rm"], state["rv"], s, b, training=train_ok)
+    if k in ("layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd"):
+        n = op.inputs[1].shape[-1]
+
+        def norm_bwd(dy: Any, x: Any, g: Any = None, b: Any = None) -> Any:
+            with torch.enable_grad():
+                xx = x.detach().requires_grad_(True)
+                gg = g.detach().requires_grad_(True) if g is not None else None
+                if k == "batchnorm_bwd":
+                    c = xx.shape[1]
+                    few = xx.numel() // c <= 1
+                    y = F.batch_norm(xx, torch.zeros(c, dtype=xx.dtype) if few else None,
+                                     torch.ones(c, dtype=xx.dtype) if few else None, gg, None, training=not few)
+                elif k == "rmsnorm_bwd":
+                    y = F.rms_norm(xx, (n,), gg)
+                else:
+                    y = F.layer_norm(xx, (n,), gg)
+                wrt = (xx,) + ((gg,) if gg is not None else ())
+                grads = torch.autograd.grad(y, wrt, dy)
+            outs = list(grads)
+            if gg is not None and len(op.outputs) == 3:
+                keep = 1 if k == "batchnorm_bwd" else dy.dim() - 1
+                outs.append(dy.sum(dim=tuple(d for d in range(dy.dim()) if d != keep)).reshape(g.shape))
+            return tuple(outs) if len(outs) > 1 else outs[0]
+
+        return norm_bwd
+    if k == "reduction":
+        x = op.inputs[0]
+        axes = a.get("axes", tuple(range(len(x.shape))))
+        axes = tuple(int(v) for v in (axes if isinstance(axes, tuple) else (axes,)))
+        keep = bool(a.get("keepdims", False))
+        kind = a.get("op", "sum")
+        shape = op.outputs[0].shape
+        if kind == "max":
+            return lambda t: torch.amax(t, dim=axes, keepdim=keep).reshape(shape)
+        if kind == "mean":
+            return lambda t: torch.mean(t, dim=axes, keepdim=keep).reshape(shape)
+        return lambda t: torch.sum(t, dim=axes, keepdim=keep).reshape(shape)
+    if k == "pool2d":
+        if "output_size" in a:
+            osz = tuple(int(v) for v in (a["output_size"] if isinstance(a["output_size"], tuple)
+                                          else (a["output_size"],) * 2))
+            fn = F.adaptive_max_pool2d if a.get("mode", "avg") == "max" else F.adaptive_avg_pool2d
+            return lambda x: fn(x, osz)
+        ker = a["kernel"]
+        kw = {"kernel_size": ker, "stride": a.get("stride", ker), "ceil_mode": bool(a.get("ceil_mode", False))}
+        pads, sym = _pad4(a, 2)
+        if not sym:
+            raise UnsupportedOpError(f"{where}: asymmetric pooling padding; got {pads}; expected symmetric padding")
+        kw["padding"] = pads[:2]
+        fn = F.max_pool2d if a.get("mode", "max") == "max" else F.avg_pool2d
+        return lambda x: fn(x, **kw)
+    if k == "pool2d_bwd":
+        shape = tuple(int(s) for s in a["input_shape"])
+        return lambda dy, *rest: F.interpolate(dy, size=shape[2:], mode="nearest").contiguous()
+    if k == "resize":
+        sc = a.get("scale", 2)
+        factor = tuple(float(v) for v in sc) if isinstance(sc, tuple) else float(sc)
+        return lambda x: F.interpolate(x, scale_factor=factor, mode="nearest")
+    if k == "embedding":
+        if a.get("bag"):
+            return lambda ids, table: F.embedding_bag(ids.reshape(-1, ids.shape[-1]).long(), table, mode="sum").reshape(
+                *ids.shape[:-1], table.shape[1])
+        return lambda ids, table: F.embedding(ids.long(), table)
+    if k == "embedding_bwd":
+        shape = tuple(int(s) for s in a["table_shape"])
+
+        def emb_bwd(dy: Any, ids: Any = None) -> Any:
+            out = torch.zeros(shape, dtype=dy.dtype, device=dy.device)
+            idx = (ids.reshape(-1).long() if ids is not None
+                   else torch.arange(dy.numel() // shape[1], device=dy.device) % shape[0])
+            return out.index_add_(0, idx, dy.reshape(-1, shape[1]))
+
+        return emb_bwd
+    if k == "concat":
+        ax = int(a.get("axis", 0))
+        return lambda *xs: torch.cat(xs, ax)
+    if k == "split":
+        ax = int(a.get("axis", 0))
+        sizes = [int(s) for s in a["sizes"]]
+        return lambda x: tuple(torch.split(x, sizes, ax))
+    if k == "slice":
+        shape = tuple(int(s) for s in a["shape"])
+        return lambda x: x[tuple(slice(0, s) for s in shape)]
+    if k == "transpose":
+        x0 = op.inputs[0]
+        perm = tuple(a.get("perm", tuple(reversed(range(len(x0.shape))))))
+        return lambda x: x.permute(perm).contiguous()
+    if k == "reshape":
+        shape = op.outputs[0].shape
+        return lambda x: x.reshape(shape)
+    if k == "kv_append":
+        o = op.outputs[0]
+        buf = torch.zeros(o.shape, dtype=out_dt[0], device=dev)
+        state["buf"] = buf
+
+        def append(*xs: Any) -> Any:
+            new = xs[-1]
+            t = new.shape[2]
+            buf[:, :, buf.shape[2] - t:, :].copy_(new)  # only the new entries move
+            return buf
+
+        return append
+    if k in ("lstm_cell", "gru_cell"):
+        if k == "lstm_cell":
+            return lambda x, h, c, wi, wh, bi=None, bh=None: tuple(torch.lstm_cell(x, (h, c), wi, wh, bi, bh))
+        return lambda x, h, wi, wh, bi=None, bh=None: torch.gru_cell(x, h, wi, wh, bi, bh)
+    if k in ("lstm", "gru"):
+        hid = int(a["hidden"])
+        bidir = bool(a.get("bidirectional"))
+        dirs = 2 if bidir else 1
+        g = 4 if k == "lstm" else 3
+        mod = (torch.nn.LSTM if k == "lstm" else torch.nn.GRU)(
+            op.inputs[0].shape[2], hid, bidirectional=bidir, bias=len(op.inputs) == 4).to(dev, out_dt[0])
+        mod.eval()
+        state["mod"] = mod
+
+        def rnn(x: Any, wi: Any, wh: Any, b: Any = None) -> Any:
+            with torch.no_grad():
+                for d in range(dirs):
+                    sfx = "_reverse" if d else ""
+                    getattr(mod, f"weight_ih_l0{sfx}").copy_(wi[d])
+                    getattr(mod, f"weight_hh_l0{sfx}").copy_(wh[d])
+                    if b is not None:
+                        getattr(mod, f"bias_ih_l0{sfx}").copy_(b[d, : g * hid])
+                        getattr(mod, f"bias_hh_l0{sfx}").copy_(b[d, g * hid:])
+                y, hc = mod(x)
+            return (y, *hc) if isinstance(hc, tuple) else (y, hc)
+
+        return rnn
+    if k == "moe_router":
+        top_k = int(a.get("top_k", 1))
+
+        def router(x: Any, w: Any) -> Any:
+            p = torch.softmax(torch.matmul(x, w).float(), -1)
+            v, i = torch.topk(p, top_k, -1)
+            return v.to(x.dtype), i.to(torch.int32)
+
+        return router
+    if k == "moe_dispatch":
+        e, c = int(a["experts"]), int(a["capacity"])
+        routed = int(a.get("tokens", op.inputs[1].numel))
+
+        def dispatch(x: Any, idx: Any) -> Any:
+            rows = torch.arange(min(routed, e * c), device=x.device) % x.shape[0]
+            out = torch.zeros((e * c, x.shape[1]), dtype=x.dtype, device=x.device)
+            out[: rows.numel()] = x.index_select(0, rows)
+            return out.reshape(e, c, x.shape[1])
+
+        return dispatch
+    if k == "moe_combine":
+        def combine(y: Any, wts: Any, idx: Any) -> Any:
+            flat = y.reshape(-1, y.shape[-1])
+            sel = (idx.long().reshape(-1) * 0 + torch.arange(idx.numel(), device=y.device)) % flat.shape[0]
+            g = flat.index_select(0, sel).reshape(*wts.shape, -1)
+            return (g * wts.unsqueeze(-1)).sum(1)
+
+        return combine
+    if k == "expand":
+        shape = op.outputs[0].shape
+        return lambda x: x.expand(shape).contiguous()
+    if k == "grouped_matmul_bwd_data":
+        return lambda dy, w: torch.bmm(dy, w.transpose(1, 2))
+    if k == "grouped_matmul_bwd_weight":
+        return lambda x, dy: torch.bmm(x.transpose(1, 2), dy)
+    if k == "groupnorm":
+        groups = int(a.get("groups", 1))
+        return lambda x, g=None, b=None: F.group_norm(x, groups, g, b)
+    if k == "groupnorm_bwd":
+        groups = int(a.get("groups", 1))
+
+        def gn_bwd(dy: Any, x: Any, g: Any = None, b: Any = None) -> Any:
+            with torch.enable_grad():
+                xx = x.detach().requires_grad_(True)
+                gg = g.detach().requires_grad_(True) if g is not None else None
+                y = F.group_norm(xx, groups, gg)
+                grads = torch.autograd.grad(y, (xx,) + ((gg,) if gg is not None else ()), dy)
+            outs = list(grads)
+            if gg is not None and len(op.outputs) == 3:
+                outs.append(dy.sum(dim=[d for d in range(dy.dim()) if d != 1]).reshape(g.shape))
+            return tuple(outs) if len(outs) > 1 else outs[0]
+
+        return gn_bwd
+    if k == "moe_dispatch_bwd":
+        t_rows, d = op.outputs[0].shape
+
+        def dispatch_bwd(dbuf: Any, idx: Any) -> Any:
+            flat = dbuf.reshape(-1, d)
+            kk = idx.shape[-1] if idx.dim() > 1 else 1
+            sel = torch.arange(t_rows * kk, device=flat.device) % flat.shape[0]
+            return flat.index_select(0, sel).reshape(t_rows, kk, d).sum(1)
+
+        return dispatch_bwd
+    if k == "moe_combine_bwd":
+        def combine_bwd(dy: Any, y: Any, wts: Any, idx: Any) -> Any:
+            flat = y.reshape(-1, y.shape[-1])
+            sel = torch.arange(wts.numel(), device=y.device) % flat.shape[0]
+            g = flat.index_select(0, sel).reshape(*wts.shape, -1)
+            dw = (g * dy.unsqueeze(1)).sum(-1)
+            dbuf = torch.zeros_like(y).reshape(-1, y.shape[-1])
+            dbuf.index_add_(0, sel, (dy.unsqueeze(1) * wts.unsqueeze(-1)).reshape(-1, y.shape[-1]))
+            return dbuf.reshape(y.shape), dw.to(wts.dtype)
+
+        return combine_bwd
+    if k == "moe_router_bwd":
+        def router_bwd(x: Any, w: Any, dwts: Any) -> Any:
+            dlogits = torch.zeros((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
+            dlogits[:, : dwts.shape[1]] = dwts
+            return torch.matmul(dlogits, w.t()), torch.matmul(x.t(), dlogits)
+
+        return router_bwd
+    if k == "mse_loss":
+        return lambda p, t: F.mse_loss(p.float(), t.float()).reshape(1).to(p.dtype)
+    if k == "mse_loss_bwd":
+        return lambda p, t: (p - t) * (2.0 / p.numel())
+    if k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"):
+        if int(a.get("group_size", 1)) == 1 and k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+            return lambda x: x.clone()
+        raise UnsupportedOpError(f"{where}: a collective over {a.get('group_size', 1)} devices cannot run on one "
+                                 f"{device}; got group_size {a.get('group_size', 1)}; expected group_size 1")
+    if k == "cross_entropy":
+        def ce(logits: Any, labels: Any = None) -> Any:
+            n = logits.shape[0]
+            lab = labels.long() % logits.shape[-1] if labels is not None else torch.zeros(n, dtype=torch.long, device=logits.device)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), lab.reshape(-1)).reshape(1).to(logits.dtype)
+
+        return ce
+    if k == "cross_entropy_bwd":
+        return lambda logits, *r: torch.softmax(logits.float(), -1).to(logits.dtype) - 1.0 / logits.shape[-1]
+    if k == "optimizer_update":
+        alg = a.get("algorithm", "adamw")
+
+        def update(p: Any, g: Any, *st: Any) -> Any:
+            if alg == "sgd":
+                return p - 0.01 * g
+            if alg == "sgd_momentum":
+                m = st[-1] if st else g
+                return p - 0.01 * (0.9 * m + g)
+            m = st[-2] if len(st) >= 2 else g
+            v = st[-1] if len(st) >= 1 else g
+            m2 = 0.9 * m + 0.1 * g
+            v2 = 0.999 * v + 0.001 * g * g
+            upd = m2 / (torch.sqrt(torch.abs(v2)) + 1e-8)
+            if alg == "adamw":
+                upd = upd + 0.01 * p
+            return p - 1e-3 * upd
+
+        return update
+    raise UnsupportedOpError(f"{where}: no torch equivalent for op kind {k!r}; expected a kind with framework "
+                             "semantics (generic and multi-device ops cannot be executed)")
+
+
+#: Op kinds the torch backend executes (collectives only with group_size 1).
+TORCH_KINDS: tuple[str, ...] = (
+    "matmul", "grouped_matmul", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
+    "conv2d_bwd_weight", "attention", "attention_bwd", "elementwise", "elementwise_bwd", "softmax", "softmax_bwd",
+    "layernorm", "rmsnorm", "batchnorm", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "reduction", "pool2d",
+    "pool2d_bwd", "resize", "embedding", "embedding_bwd", "concat", "split", "slice", "transpose", "reshape",
+    "kv_append", "lstm_cell", "gru_cell", "lstm", "gru", "moe_router", "moe_dispatch", "moe_combine",
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "cross_entropy", "cross_entropy_bwd",
+    "optimizer_update", "expand", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight", "groupnorm",
+    "groupnorm_bwd", "moe_dispatch_bwd", "moe_combine_bwd", "moe_router_bwd", "mse_loss", "mse_loss_bwd",
+)
+
+
+def _random_tensor(torch: Any, t: TensorSpec, dev: Any, gen: Any, where: str, int_high: int) -> Any:
+    dt = _tdtype(torch, t.dtype, where)
+    if t.dtype.is_float:
+        x = torch.randn(t.shape, generator=gen, dtype=torch.float32).mul_(0.1)
+        return x.to(device=dev, dtype=dt)
+    if t.dtype is DType.BOOL:
+        return (torch.rand(t.shape, generator=gen) > 0.5).to(dev)
+    return torch.randint(0, max(1, int_high), t.shape, generator=gen, dtype=torch.int64).to(device=dev, dtype=dt)
+
+
+def _int_bound(graph: OpGraph, t: TensorSpec) -> int:
+    """Largest safe value + 1 for an integer input (indices into an embedding table, labels...)."""
+    bound = 2**31 - 1
+    for op in graph.consumers(t.name):
+        if op.kind == "embedding" and op.inputs[0].name == t.name:
+            bound = min(bound, op.inputs[1].shape[0])
+        elif op.kind == "embedding_bwd":
+            bound = min(bound, int(op.attrs["table_shape"][0]))
+        elif op.kind == "cross_entropy":
+            bound = min(bound, op.inputs[0].shape[-1])
+        elif op.kind in ("moe_dispatch", "moe_combine"):
+            bound = min(bound, int(op.attrs.get("experts", 1)) or 1)
+    return bound if bound < 2**31 - 1 else 2
+
+
+def _compile_torch(graph: OpGraph, device: str, seed: int) -> GraphRunner:
+    import torch
+
+    dev = torch.device(device)
+    gen = torch.Generator().manual_seed(seed)
+    last_use: dict[str, int] = {}
+    for i, op in enumerate(graph.ops):
+        for t in op.inputs:
+            last_use[t.name] = i
+    outputs = tuple(t.name for t in graph.outputs)
+    inputs = {t.name: _random_tensor(torch, t, dev, gen, f"graph {graph.name!r}: input {t.name!r}", _int_bound(graph, t))
+              for t in graph.inputs}
+    steps: list[Callable[[dict[str, Any]], None]] = []
+    for i, op in enumerate(graph.ops):
+        state: dict[str, Any] = {}
+        fn = _torch_step(torch, op, device, dev, state)
+        in_names = tuple(t.name for t in op.inputs)
+        out_names = tuple(t.name for t in op.outputs)
+        drop = tuple(n for n in set(in_names) if last_use.get(n) == i and n not in inputs and n not in outputs)
+        out_dts = tuple(_tdtype(torch, t.dtype, op.name) for t in op.outputs)
+
+        def step(env: dict[str, Any], fn: Any = fn, ins: tuple[str, ...] = in_names, outs: tuple[str, ...] = out_names,
+                 drop: tuple[str, ...] = drop, dts: tuple[Any, ...] = out_dts, _st: Any = state) -> None:
+            res = fn(*(env[n] for n in ins))
+            if not isinstance(res, tuple):
+                res = (res,)
+            for n, r, dt in zip(outs, res, dts, strict=False):
+                env[n] = r if r.dtype == dt else r.to(dt)
+            for n in drop:
+                env.pop(n, None)
+
+        steps.append(step)
+    if dev.type == "cuda":
+        def sync() -> None:
+            torch.cuda.synchronize(dev)
+    else:
+        def sync() -> None:
+            return None
+    return GraphRunner(graph, "torch", device, steps, inputs, outputs, sync)
+
+
+# ------------------------------------------------------------------------------------------------
+# numpy backend (CPU, fp32/fp64 only; the kinds of the microbenchmark suite)
+
+
+#: Op kinds the NumPy fallback executes.
+NUMPY_KINDS: tuple[str, ...] = ("matmul", "elementwise", "softmax", "layernorm", "attention", "reshape", "transpose")
+
+
+def _numpy_step(op: Op) -> Callable[..., Any]:
+    where = f"op {op.name!r} ({op.kind})"
+    k, a = op.kind, op.attrs
+    if k == "matmul":
+        ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
+
+        def mm(x: Any, w: Any, b: Any = None) -> Any:
+            y = np.matmul(np.swapaxes(x, -1, -2) if ta else x, np.swapaxes(w, -1, -2) if tb else w)
+            return y + b if b is not None else y
+
+        return mm
+    if k == "elementwise":
+        fns: dict[str, Callable[..., Any]] = {
+            "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+            "min": np.minimum, "relu": lambda x: np.maximum(x, 0), "exp": np.exp, "tanh": np.tanh,
+            "copy": np.copy, "identity": np.copy, "cast": np.copy, "neg": np.negative, "abs": np.abs,
+            "square": np.square, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+            "gelu": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3))),
+            "silu": lambda x: x / (1 + np.exp(-x)),
+        }
+        f = fns.get(a["op"])
+        if f is None:
+            raise UnsupportedOpError(f"{where}: elementwise op {a['op']!r} has no NumPy fallback; expected one of "
+                                     f"{', '.join(sorted(fns))} (install torch for the rest)")
+        return f
+    if k == "softmax":
+        ax = int(a.get("axis", -1))
+
+        def sm(x: Any) -> Any:
+            e = np.exp(x - x.max(axis=ax, keepdims=True))
+            return e / e.sum(axis=ax, keepdims=True)
+
+        return sm
+    if k == "layernorm":
+        def ln(x: Any, g: Any = None, b: Any = None) -> Any:
+            mu = x.mean(-1, keepdims=True)
+            var = x.var(-1, keepdims=True)
+            y = (x - mu) / np.sqrt(var + 1e-5)
+            return y * g + b if g is not None and b is not None else y
+
+        return ln
+    if k == "attention":
+        causal = bool(a.get("causal"))
+
+        def attn(q: Any, kt: Any, v: Any, m: Any = None) -> Any:
+            rep = q.shape[1] // kt.shape[1]
+            if rep > 1:
+                kt, v = np.repeat(kt, rep, axis=1), np.repeat(v, rep, axis=1)
+            s = np.matmul(q, np.swapaxes(kt, -1, -2)) / math.sqrt(q.shape[-1])
+            if causal:
+                sq, skv = s.shape[-2], s.shape[-1]
+                s = np.where(np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq), s, -np.inf)
+            e = np.exp(s - s.max(-1, keepdims=True))
+            return np.matmul(e / e.sum(-1, keepdims=True), v)
+
+        return attn
+    if k == "reshape":
+        shape = op.outputs[0].shape
+        return lambda x: x.reshape(shape)
+    if k == "transpose":
+        perm = tuple(a.get("perm", tuple(reversed(range(len(op.inputs[0].shape))))))
+        return lambda x: np.ascontiguousarray(np.transpose(x, perm))
+    raise UnsupportedOpError(f"{where}: no NumPy fallback for op kind {k!r}; expected one of {', '.join(NUMPY_KINDS)} "
+                             "(install torch to execute every kind)")
+
+
+_NP_DTYPES = {DType.FP64: np.float64, DType.FP32: np.float32, DType.TF32: np.float32}
+
+
+def _compile_numpy(graph: OpGraph, seed: int) -> GraphRunner:
+    rng = np.random.default_rng(seed)
+    inputs: dict[str, Any] = {}
+    for t in graph.inputs:
+        dt = _NP_DTYPES.get(t.dtype)
+        if dt is None:
+            raise UnsupportedOpError(f"graph {graph.name!r}: input {t.name!r}: dtype {t.dtype.value!r} has no NumPy "
+                                     "fallback; expected fp32 or fp64 (install torch for bf16/fp16)")
+        inputs[t.name] = (rng.standard_normal(t.shape, dtype=np.float32) * 0.1).astype(dt)
+    steps = []
+    for op in graph.ops:
+        fn = _numpy_step(op)
+        ins = tuple(t.name for t in op.inputs)
+        outs = tuple(t.name for t in op.outputs)
+
+        def step(env: dict[str, Any], fn: Any = fn, ins: tuple[str, ...] = ins, outs: tuple[str, ...] = outs) -> None:
+            res = fn(*(env[n] for n in ins))
+            for n, r in zip(outs, res if isinstance(res, tuple) else (res,), strict=False):
+                env[n] = r
+
+        steps.append(step)
+    return GraphRunner(graph, "numpy", "cpu", steps, inputs, tuple(t.name for t in graph.outputs), lambda: None)
+
+
+def compile_graph(graph: OpGraph, *, device: str = "cpu", backend: str = "auto", seed: int = 0) -> GraphRunner:
+    """Prepare ``graph`` for execution on ``device`` with random inputs (seeded).
+
+    Parameters
+    ----------
+    graph
+        Any OpGraph (micro-workload, zoo model, imported model).
+    device
+        A torch device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``); NumPy runs on ``"cpu"`` only.
+    backend
+        ``"torch"``, ``"numpy"`` or ``"auto"`` (torch when importable).
+    seed
+        Seed of the random inputs.
+
+    Raises
+    ------
+    UnsupportedOpError
+        An op (named) that the backend cannot execute.
+    ValueError
+        An unknown backend, or NumPy asked for a non-CPU device.
+    """
+    if backend == "auto":
+        backend = "torch" if torch_available() else "numpy"
+    if backend == "torch":
+        return _compile_torch(graph, device, seed)
+    if backend == "numpy":
+        if device != "cpu":
+            raise ValueError(f"executor: NumPy runs on the CPU only; got device {device!r}; expected 'cpu' "
+                             "(install torch for accelerators)")
+        return _compile_numpy(graph, seed)
+    raise ValueError(f"executor: unknown backend; got {backend!r}; expected 'torch', 'numpy' or 'auto'")

@@ -1,0 +1,316 @@
+"""Run microbenchmark suites and whole networks on a real device and record robust timings as Measurements.
+
+Every case is a workload the rest of the project understands (a micro-workload string such as
+``gemm:m=512,n=512,k=512`` or a zoo model with batch/seq/phase), built as an OpGraph and executed by
+:mod:`simulator.executor`, so what is timed is exactly what the models predict. Timing: warm-up runs
+until ``warmup_s`` has passed (at least two), then repetitions until ``budget_s`` has passed (between
+``min_reps`` and ``max_reps``); each repetition is synchronised with the device (CUDA events on GPUs,
+``time.perf_counter`` on CPUs). Statistics: median, minimum, inter-quartile range.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import platform
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.executor import compile_graph, torch_available
+from simulator.measurements import Measurement, MeasurementSet
+
+__all__ = ["Case", "TimingPolicy", "suite", "SUITES", "time_runner", "run_cases", "environment"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: a workload with the arguments that rebuild its graph."""
+
+    workload: str
+    dtype: str
+    category: str = ""
+    batch: int | None = None
+    seq: int | None = None
+    phase: str | None = None
+    train: bool = False
+
+    @property
+    def label(self) -> str:
+        extra = "".join(f" {k}={v}" for k, v in (("batch", self.batch), ("seq", self.seq), ("phase", self.phase))
+                        if v is not None)
+        return f"{self.workload} {self.dtype}{extra}{' train' if self.train else ''}"
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How long and how often to run each case (seconds)."""
+
+    warmup_s: float = 0.05
+    budget_s: float = 0.25
+    min_reps: int = 5
+    max_reps: int = 200
+
+
+def _gemm(m: int, n: int, k: int, dt: str, b: int = 1) -> Case:
+    w = f"gemm:m={m},n={n},k={k}" + (f",b={b}" if b > 1 else "")
+    return Case(w, dt, "gemm")
+
+
+def _quick_cpu() -> list[Case]:
+    cases: list[Case] = []
+    for dt in ("fp32", "bf16"):
+        for s in (64, 128, 256, 512, 1024):  # square: small to large
+            cases.append(_gemm(s, s, s, dt))
+        cases += [_gemm(8, 1024, 1024, dt), _gemm(1024, 64, 1024, dt), _gemm(2048, 2048, 32, dt),
+                  _gemm(256, 4096, 256, dt), _gemm(32, 32, 32, dt)]
+    cases += [_gemm(128, 128, 64, "fp32", b=32), _gemm(256, 256, 64, "fp32", b=16)]
+    cases += [
+        Case("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1", "fp32", "conv2d"),
+        Case("conv2d:n=1,c=3,h=224,w=224,k=64,r=7,s=7,stride=2,pad=3", "fp32", "conv2d"),
+        Case("conv2d:n=1,c=256,h=28,w=28,k=128,r=1,s=1", "fp32", "conv2d"),
+        Case("conv2d:n=4,c=32,h=32,w=32,k=32,r=3,s=3,pad=1", "fp32", "conv2d"),
+    ]
+    for nbytes in (2**20, 2**23, 2**26, 2**28):
+        cases.append(Case(f"copy:bytes={nbytes}", "fp32", "copy"))
+    for numel in (2**16, 2**20, 2**24):
+        cases.append(Case(f"elementwise:numel={numel},op=add", "fp32", "elementwise"))
+    cases += [Case("elementwise:numel=4194304,op=gelu", "fp32", "elementwise"),
+              Case("elementwise:numel=4194304,op=relu", "fp32", "elementwise")]
+    for rows, cols in ((1024, 1024), (4096, 1024), (8192, 256)):
+        cases.append(Case(f"softmax:rows={rows},cols={cols}", "fp32", "softmax"))
+        cases.append(Case(f"layernorm:rows={rows},cols={cols}", "fp32", "layernorm"))
+    cases += [Case("attention:b=1,h=8,s=512,d=64,causal=0", "fp32", "attention"),
+              Case("attention:b=1,h=8,s=1024,d=64,causal=1", "fp32", "attention"),
+              Case("attention:b=4,h=12,s=256,d=64,causal=0", "fp32", "attention")]
+    return cases
+
+
+def _full_extra() -> list[Case]:
+    cases: list[Case] = []
+    for dt in ("fp32", "bf16", "fp16"):
+        for s in (96, 192, 384, 768, 1536, 2048):
+            cases.append(_gemm(s, s, s, dt))
+        for m in (1, 16, 64):
+            cases.append(_gemm(m, 4096, 4096, dt))
+        cases += [_gemm(4096, 128, 4096, dt), _gemm(4096, 4096, 128, dt)]
+    for b, s in ((64, 64), (8, 512)):
+        cases.append(_gemm(s, s, 64, "fp32", b=b))
+    cases += [Case("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", "fp32", "conv2d"),
+              Case("conv2d:n=8,c=512,h=7,w=7,k=512,r=3,s=3,pad=1", "fp32", "conv2d")]
+    for numel in (2**18, 2**22, 2**26):
+        for op in ("mul", "silu"):
+            cases.append(Case(f"elementwise:numel={numel},op={op}", "fp32", "elementwise"))
+    cases += [Case(f"softmax:rows={r},cols={c}", "fp32", "softmax") for r, c in ((512, 4096), (32768, 128))]
+    cases += [Case(f"layernorm:rows={r},cols={c}", "fp32", "layernorm") for r, c in ((512, 4096), (16384, 768))]
+    cases += [Case("attention:b=1,h=16,s=2048,d=64,causal=1", "fp32", "attention"),
+              Case("attention:b=2,h=32,s=512,d=128,causal=0,kv_heads=8", "fp32", "attention")]
+    return cases
+
+
+def _networks(full: bool) -> list[Case]:
+    """Whole networks from the zoo (only those the zoo currently provides)."""
+    wanted = [("resnet18", 1, 64, "forward"), ("bert_base", 1, 64, "forward")]
+    if full:
+        wanted += [("resnet50", 1, 224, "forward"), ("gpt2", 1, 128, "prefill")]
+    out = []
+    try:
+        from workloads.zoo import get_entry
+    except ImportError:  # pragma: no cover - the zoo is part of the package
+        return out
+    for name, b, s, ph in wanted:
+        try:
+            entry = get_entry(name)
+        except (KeyError, FileNotFoundError, ImportError, ValueError) as exc:
+            logger.info("network %s not in the zoo (%s); skipped", name, exc)
+            continue
+        phase = ph if ph in entry.phases else entry.phases[0]
+        out.append(Case(name, "fp32", f"e2e_{entry.family}", batch=b, seq=s, phase=phase))
+    return out
+
+
+SUITES: dict[str, Callable[[str], list[Case]]] = {
+    "quick": lambda dev: _quick_cpu() + _networks(False),
+    "full": lambda dev: _quick_cpu() + _full_extra() + _networks(True),
+}
+
+
+def suite(name: str, device: str = "cpu", *, networks: bool = True) -> list[Case]:
+    """The cases of suite ``name`` (``quick`` or ``full``) for ``device``."""
+    if name not in SUITES:
+        raise ValueError(f"suite: unknown name; got {name!r}; expected one of {', '.join(SUITES)}")
+    cases = SUITES[name](device)
+    return cases if networks else [c for c in cases if not c.category.startswith("e2e")]
+
+
+def time_runner(run: Callable[[], Any], sync: Callable[[], None], policy: TimingPolicy,
+                cuda_events: Any = None) -> np.ndarray:
+    """Per-repetition times (s) of ``run()`` after warm-up, each bracketed by ``sync()``."""
+    t_end = time.perf_counter() + policy.warmup_s
+    n = 0
+    while n < 2 or time.perf_counter() < t_end:
+        run()
+        n += 1
+    sync()
+    times: list[float] = []
+    t_stop = time.perf_counter() + policy.budget_s
+    while len(times) < policy.min_reps or (len(times) < policy.max_reps and time.perf_counter() < t_stop):
+        if cuda_events is not None:
+            start, stop = cuda_events()
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) * 1e-3)
+        else:
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            times.append(time.perf_counter() - t0)
+    return np.asarray(times)
+
+
+def environment(device: str, backend: str) -> dict[str, str]:
+    """Metadata columns of this run: framework, versions, clock, date, host."""
+    env = {"framework": backend, "framework_version": "", "driver_version": "", "clock_hz": "",
+           "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+           "host": f"{socket.gethostname()} ({platform.processor() or platform.machine()})"}
+    if backend == "torch":
+        import torch
+
+        env["framework_version"] = torch.__version__
+        if device.startswith("cuda"):
+            env["driver_version"] = f"CUDA {torch.version.cuda}"
+            env["host"] += f"; {torch.cuda.get_device_name(torch.device(device))}"
+    else:
+        env["framework_version"] = np.__version__
+    if device == "cpu":
+        from hwmodels.host import read_host_info
+
+        info = read_host_info()
+        env["host"] = f"{info.hostname} ({info.model_name}, {info.cores} cores)"
+        if info.clock_hz:
+            env["clock_hz"] = repr(float(info.clock_hz))
+    return env
+
+
+def _keep_freed_memory() -> bool:
+    """Ask glibc to reuse freed blocks instead of returning large ones to the OS (best effort).
+
+    Without this every repetition of a large CPU op pays first-touch page faults on a freshly
+    mapped output buffer, which is allocator behaviour, not the op's cost; GPU frameworks avoid it
+    with a caching allocator. Returns whether the setting took effect.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3  # glibc malloc.h
+        ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 1 << 31 - 1) == 1
+    except (OSError, AttributeError):
+        return False
+    logger.info("measure: glibc mallopt (reuse freed memory) %s", "set" if ok else "not available")
+    return ok
+
+
+def run_cases(
+    cases: Sequence[Case],
+    *,
+    device: str = "cpu",
+    device_name: str = "host",
+    backend: str = "auto",
+    policy: TimingPolicy | None = None,
+    seed: int = 0,
+    progress: Callable[[int, int, Case, Measurement | None], None] | None = None,
+    threads: int | None = None,
+) -> tuple[MeasurementSet, list[tuple[Case, str]]]:
+    """Measure ``cases`` on ``device``; returns the measurements and the (case, reason) pairs skipped.
+
+    Parameters
+    ----------
+    device
+        ``"cpu"`` or a CUDA device string.
+    device_name
+        What the ``device`` column says (``"host"`` for the CPU, a catalog name for a GPU).
+    backend
+        ``"torch"``, ``"numpy"`` (CPU only) or ``"auto"``.
+    progress
+        Called after each case with (index, total, case, measurement or None when skipped).
+    threads
+        CPU threads for torch (None: the framework's default).
+    """
+    from workloads.ir import UnsupportedOpError
+    from workloads.resolve import load_workload
+
+    policy = policy or TimingPolicy()
+    if backend == "auto":
+        backend = "torch" if torch_available() else "numpy"
+    if device != "cpu" and backend != "torch":
+        raise ValueError(f"measure: device {device!r} needs torch; got backend {backend!r}; expected torch installed")
+    events = None
+    if backend == "torch":
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        if device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                raise ValueError(f"measure: device {device!r}: torch sees no CUDA device; expected a GPU and a CUDA build "
+                                 f"of torch (this one is {torch.__version__})")
+
+            def events() -> tuple[Any, Any]:
+                return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if device == "cpu":
+        _keep_freed_memory()
+    env = environment(device, backend)
+    rows: list[Measurement] = []
+    skipped: list[tuple[Case, str]] = []
+    grad_ctx = None
+    if backend == "torch":
+        import torch
+
+        grad_ctx = torch.inference_mode
+    for i, case in enumerate(cases):
+        try:
+            graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
+                                  train=case.train, dtype=case.dtype)
+            runner = compile_graph(graph, device=device, backend=backend, seed=seed)
+            if grad_ctx is not None:
+                with grad_ctx():
+                    times = time_runner(runner, runner.synchronize, policy, events)
+            else:
+                times = time_runner(runner, runner.synchronize, policy, events)
+        except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
+            reason = str(exc).splitlines()[0]
+            logger.warning("measure: %s skipped: %s", case.label, reason)
+            skipped.append((case, reason))
+            if progress:
+                progress(i, len(cases), case, None)
+            continue
+        q1, med, q3 = np.percentile(times, [25, 50, 75])
+        m = Measurement(
+            id=f"{device_name}-{len(rows) + 1:03d}",
+            workload=case.workload, device=device_name, dtype=case.dtype, median_s=float(med),
+            category=case.category, batch=case.batch, seq=case.seq, phase=case.phase,
+            train=case.train if case.category.startswith("e2e") else None,
+            min_s=float(times.min()), repetitions=int(times.size), iqr_s=float(q3 - q1),
+            framework=env["framework"], framework_version=env["framework_version"],
+            driver_version=env["driver_version"], clock_hz=float(env["clock_hz"]) if env["clock_hz"] else None,
+            date=env["date"], host=env["host"],
+            source=f"measured: nodeperf measure --device {device} ({backend})",
+        )
+        rows.append(m)
+        if progress:
+            progress(i, len(cases), case, m)
+    return MeasurementSet(tuple(rows), f"measured on {device}"), skipped

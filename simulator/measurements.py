@@ -1,0 +1,500 @@
+"""Measured timings as validated records: the CSV schema, loading with located errors, filters, splits, hashes.
+
+A measurement file is a CSV with a header row. One row is one measured case: a workload (a
+micro-workload string such as ``gemm:m=1024,n=1024,k=1024`` or a zoo model name with
+batch/seq/phase/context/train), the device it ran on, its dtype, and the measured statistic.
+The same schema reads the project's published GPU set (``hwmodels/measurements/published_gpu.csv``)
+and files written by ``nodeperf measure``.
+
+Columns (``REQUIRED_COLUMNS`` must be present; the others may be absent or blank):
+
+========================  =======================================================================
+column                    meaning
+========================  =======================================================================
+``workload``              micro-workload string or zoo model name (required)
+``device``                device name: a catalog device or ``host`` (this machine's CPU) (required)
+``dtype``                 compute dtype, lowercase (``fp32``, ``bf16``...) (required)
+``median_s``              median time of one execution, seconds, > 0 (required)
+``id``                    unique row id (default ``<file stem>:<line>``)
+``category``              op class used in error tables (default: micro kind, or ``e2e``)
+``batch``/``seq``         batch size; sequence length or image side (zoo workloads)
+``phase``/``context``     ``forward``/``prefill``/``decode``/``train``; KV context of decode
+``train``                 1 for a whole training step, 0 otherwise
+``min_s``                 fastest repetition, seconds (<= ``median_s``)
+``repetitions``           timed repetitions behind the statistic (>= 1)
+``iqr_s``                 inter-quartile range of the repetitions, seconds (the spread)
+``framework``             ``torch`` / ``numpy`` / a source's stack
+``framework_version``     version string of the framework
+``driver_version``        GPU driver / CUDA runtime, blank on CPU
+``clock_hz``              core clock read at measurement time, Hz, blank if not readable
+``date``                  ISO 8601 date/time of the measurement
+``host``                  host name and processor model
+``metric_reported``       the number as a source printed it (published rows)
+``source``/``notes``      citation or ``measured: nodeperf measure ...``; free text
+========================  =======================================================================
+
+Every problem of a file is collected and raised once as a :class:`MeasurementError` whose lines read
+``<file>:<line>: <column>: <problem>; got <value>; expected <form>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import difflib
+import hashlib
+import io
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "MeasurementError",
+    "Measurement",
+    "MeasurementSet",
+    "COLUMNS",
+    "REQUIRED_COLUMNS",
+]
+
+
+class MeasurementError(ValueError):
+    """A measurement file or row is invalid; the message locates every problem (file, line, column)."""
+
+
+#: Columns in the order files are written.
+COLUMNS: tuple[str, ...] = (
+    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "train", "device",
+    "median_s", "min_s", "repetitions", "iqr_s", "framework", "framework_version", "driver_version",
+    "clock_hz", "date", "host", "metric_reported", "source", "notes",
+)
+REQUIRED_COLUMNS: tuple[str, ...] = ("workload", "device", "dtype", "median_s")
+_PHASES = ("forward", "prefill", "decode", "train")
+_INT_COLUMNS = ("batch", "seq", "context", "repetitions")
+_TIME_COLUMNS = ("median_s", "min_s", "iqr_s")
+_STR_COLUMNS = ("framework", "framework_version", "driver_version", "date", "host", "metric_reported",
+                "source", "notes")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured case (seconds; see the module docstring for the columns)."""
+
+    id: str
+    workload: str
+    device: str
+    dtype: str
+    median_s: float
+    category: str = ""
+    batch: int | None = None
+    seq: int | None = None
+    phase: str | None = None
+    context: int | None = None
+    train: bool | None = None
+    min_s: float | None = None
+    repetitions: int | None = None
+    iqr_s: float | None = None
+    framework: str = ""
+    framework_version: str = ""
+    driver_version: str = ""
+    clock_hz: float | None = None
+    date: str = ""
+    host: str = ""
+    metric_reported: str = ""
+    source: str = ""
+    notes: str = ""
+    where: str = field(default="", compare=False)
+
+    @property
+    def case(self) -> tuple[Any, ...]:
+        """What was run, independent of how fast it was: (workload, batch, seq, phase, context, train, dtype)."""
+        return (self.workload, self.batch, self.seq, self.phase, self.context, bool(self.train), self.dtype)
+
+    def workload_args(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`workloads.resolve.load_workload` that rebuild this case's graph."""
+        from workloads.micro import is_micro
+
+        if is_micro(self.workload):  # a single op: the string says everything (bwd=1 for a backward kernel)
+            return {"batch": None, "seq": None, "context": None, "dtype": self.dtype, "train": False, "phase": None}
+        args: dict[str, Any] = {"batch": self.batch, "seq": self.seq, "context": self.context,
+                                "dtype": self.dtype, "train": bool(self.train)}
+        # a training step is built by `train=True`; its phase is implied
+        args["phase"] = None if self.train else self.phase
+        return args
+
+    def to_row(self) -> dict[str, str]:
+        """The CSV row (strings; blanks for absent values; floats with full precision)."""
+        out: dict[str, str] = {}
+        for c in COLUMNS:
+            v = getattr(self, c)
+            if v is None:
+                out[c] = ""
+            elif isinstance(v, bool):
+                out[c] = "1" if v else "0"
+            elif isinstance(v, float):
+                out[c] = repr(v)
+            else:
+                out[c] = str(v)
+        return out
+
+
+def _default_category(workload: str) -> str:
+    head, sep, _ = workload.partition(":")
+    from workloads.micro import MICRO_KINDS
+
+    if sep and head.strip().lower() in MICRO_KINDS:
+        return head.strip().lower()
+    return "e2e"
+
+
+def _near(got: str, choices: Iterable[str]) -> str:
+    m = difflib.get_close_matches(got, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+class _RowProblems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, column: str, msg: str) -> None:
+        self.items.append(f"{where}: {column}: {msg}")
+
+
+def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowProblems) -> Measurement | None:
+    n0 = len(problems.items)
+    vals: dict[str, Any] = {}
+
+    def text(c: str) -> str:
+        v = raw.get(c)
+        return "" if v is None else v.strip()
+
+    for c in REQUIRED_COLUMNS:
+        if not text(c):
+            problems.add(where, c, "empty value; got ''; expected a value in a required column")
+    vals["workload"] = text("workload")
+    vals["device"] = text("device").lower()
+    vals["id"] = text("id") or default_id
+    vals["category"] = text("category")
+    dt = text("dtype")
+    if dt:
+        from workloads.dtypes import parse_dtype
+
+        try:
+            vals["dtype"] = parse_dtype(dt, where=f"{where}: dtype").value
+        except ValueError as exc:
+            problems.items.append(str(exc))
+    for c in _TIME_COLUMNS:
+        s = text(c)
+        if not s:
+            vals[c] = None
+            continue
+        try:
+            v = float(s)
+        except ValueError:
+            problems.add(where, c, f"not a number; got {s!r}; expected seconds as a decimal number")
+            continue
+        if not math.isfinite(v):
+            problems.add(where, c, f"not finite; got {s!r}; expected a finite time in seconds")
+        elif v < 0 or (v == 0 and c != "iqr_s"):
+            problems.add(where, c, f"must be positive; got {s}; expected a time > 0 s" if c != "iqr_s"
+                         else f"must not be negative; got {s}; expected a spread >= 0 s")
+        else:
+            vals[c] = v
+    for c in _INT_COLUMNS:
+        s = text(c)
+        if not s:
+            vals[c] = None
+            continue
+        try:
+            f = float(s)
+            ok = math.isfinite(f) and f == int(f) and f >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.add(where, c, f"not a positive integer; got {s!r}; expected an integer >= 1")
+        else:
+            vals[c] = int(f)
+    ph = text("phase").lower()
+    if ph and ph not in _PHASES:
+        problems.add(where, "phase", f"unknown phase; got {ph!r}; expected one of {', '.join(_PHASES)}{_near(ph, _PHASES)}")
+    vals["phase"] = ph or None
+    tr = text("train")
+    if tr and tr not in ("0", "1"):
+        problems.add(where, "train", f"not a flag; got {tr!r}; expected 0 or 1")
+    vals["train"] = None if tr not in ("0", "1") else tr == "1"
+    ck = text("clock_hz")
+    vals["clock_hz"] = None
+    if ck:
+        try:
+            vals["clock_hz"] = float(ck)
+            if not (math.isfinite(vals["clock_hz"]) and vals["clock_hz"] > 0):
+                raise ValueError
+        except ValueError:
+            problems.add(where, "clock_hz", f"not a positive frequency; got {ck!r}; expected Hz as a number")
+    for c in _STR_COLUMNS:
+        vals[c] = text(c)
+    if vals.get("min_s") is not None and vals.get("median_s") is not None and vals["min_s"] > vals["median_s"]:
+        problems.add(where, "min_s", f"above the median; got {vals['min_s']!r}; expected min_s <= median_s "
+                                      f"({vals['median_s']!r})")
+    if len(problems.items) > n0:
+        return None
+    if not vals["category"]:
+        vals["category"] = _default_category(vals["workload"])
+    return Measurement(where=where, **vals)
+
+
+def _check_workload(m: Measurement, problems: _RowProblems, zoo_cache: dict[str, str | None]) -> None:
+    from workloads.micro import is_micro, parse_micro
+
+    w = m.workload
+    if is_micro(w) or ":" in w:
+        try:
+            parse_micro(w)
+        except ValueError as exc:
+            problems.add(m.where, "workload", str(exc))
+        return
+    if w.lower().endswith((".onnx", ".json")):
+        if not Path(w).is_file():
+            problems.add(m.where, "workload", f"no such file; got {w!r}; expected an existing .onnx or config.json")
+        return
+    if w not in zoo_cache:
+        from workloads.zoo import get_entry
+
+        try:
+            get_entry(w)
+            zoo_cache[w] = None
+        except KeyError as exc:
+            zoo_cache[w] = str(exc.args[0] if exc.args else exc)
+    if zoo_cache[w] is not None:
+        problems.add(m.where, "workload", str(zoo_cache[w]))
+
+
+@dataclass(frozen=True)
+class MeasurementSet:
+    """An immutable, validated collection of :class:`Measurement` rows.
+
+    Parameters
+    ----------
+    measurements
+        The rows, in file order.
+    source
+        Where they came from (a file path, or a description of a filter/split of one).
+    """
+
+    measurements: tuple[Measurement, ...]
+    source: str = "<memory>"
+
+    # --- construction ----------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        devices: Iterable[str] | None = None,
+        check_workloads: bool = True,
+    ) -> MeasurementSet:
+        """Read and validate a measurement CSV.
+
+        Parameters
+        ----------
+        path
+            The CSV file.
+        devices
+            Device names a row may name (e.g. the catalog's plus ``"host"``); None skips the check.
+        check_workloads
+            Parse every micro-workload string and look zoo names up in the registry.
+
+        Raises
+        ------
+        MeasurementError
+            Missing required or unknown columns, bad values, unknown devices or workloads, duplicate ids;
+            every problem on its own ``file:line: column: ...`` line.
+        FileNotFoundError
+            When ``path`` does not exist.
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: no such measurement file; expected a CSV written by `nodeperf measure`")
+        with p.open(newline="", encoding="utf-8") as fh:
+            text = fh.read()
+        return cls.from_csv_text(text, where=str(p), devices=devices, check_workloads=check_workloads)
+
+    @classmethod
+    def from_csv_text(
+        cls,
+        text: str,
+        *,
+        where: str = "<csv>",
+        devices: Iterable[str] | None = None,
+        check_workloads: bool = True,
+    ) -> MeasurementSet:
+        """Parse CSV ``text`` (see :meth:`load`); ``where`` names it in error messages."""
+        reader = csv.DictReader(io.StringIO(text))
+        header = reader.fieldnames
+        if not header:
+            raise MeasurementError(f"{where}:1: empty file; got no header; expected a header with "
+                                   f"{', '.join(REQUIRED_COLUMNS)}")
+        header = [h.strip() for h in header]
+        reader.fieldnames = header
+        head_problems = []
+        for c in REQUIRED_COLUMNS:
+            if c not in header:
+                head_problems.append(f"{where}:1: {c}: missing required column; got columns "
+                                     f"{', '.join(header)}; expected {c}{_near(c, header)}")
+        for c in header:
+            if c not in COLUMNS:
+                head_problems.append(f"{where}:1: {c}: unknown column; got {c!r}; expected one of "
+                                     f"{', '.join(COLUMNS)}{_near(c, COLUMNS)}")
+        if len(set(header)) != len(header):
+            dup = sorted({h for h in header if header.count(h) > 1})
+            head_problems.append(f"{where}:1: {dup[0]}: duplicate column; got it {header.count(dup[0])} times; "
+                                 "expected each column once")
+        if head_problems:
+            raise MeasurementError(_joined(where, head_problems))
+        problems = _RowProblems()
+        rows: list[Measurement] = []
+        stem = Path(where).stem
+        for raw in reader:
+            line = reader.line_num
+            if None in raw:  # more fields than the header
+                problems.add(f"{where}:{line}", "(row)", f"too many fields; got {len(header) + len(raw[None])}; "
+                             f"expected {len(header)} as in the header")
+                continue
+            if all(not (v or "").strip() for v in raw.values()):
+                continue
+            m = _parse_row(raw, f"{where}:{line}", f"{stem}:{line}", problems)
+            if m is not None:
+                rows.append(m)
+        known = None if devices is None else sorted({d.lower() for d in devices})
+        zoo_cache: dict[str, str | None] = {}
+        seen: dict[str, str] = {}
+        for m in rows:
+            if known is not None and m.device not in known:
+                problems.add(m.where, "device", f"unknown device; got {m.device!r}; expected one of "
+                             f"{', '.join(known) or 'none'}{_near(m.device, known)}")
+            if m.id in seen:
+                problems.add(m.where, "id", f"duplicate id; got {m.id!r}, first at {seen[m.id]}; expected unique ids")
+            else:
+                seen[m.id] = m.where
+            if check_workloads:
+                _check_workload(m, problems, zoo_cache)
+        if problems.items:
+            raise MeasurementError(_joined(where, problems.items))
+        if not rows:
+            raise MeasurementError(f"{where}:2: no measurement rows; got only a header; expected at least one row")
+        return cls(tuple(rows), where)
+
+    # --- container -----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.measurements)
+
+    def __iter__(self) -> Iterator[Measurement]:
+        return iter(self.measurements)
+
+    def __getitem__(self, i: int) -> Measurement:
+        return self.measurements[i]
+
+    @property
+    def devices(self) -> list[str]:
+        return sorted({m.device for m in self.measurements})
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({m.category for m in self.measurements})
+
+    @property
+    def median_s(self) -> np.ndarray:
+        """Measured median times (s), in row order."""
+        return np.array([m.median_s for m in self.measurements], dtype=float)
+
+    # --- selection ------------------------------------------------------------------------------
+    def filter(
+        self,
+        predicate: Callable[[Measurement], bool] | None = None,
+        *,
+        device: str | Sequence[str] | None = None,
+        category: str | Sequence[str] | None = None,
+        dtype: str | Sequence[str] | None = None,
+    ) -> MeasurementSet:
+        """Rows matching every given criterion (a name or a list of accepted names each)."""
+
+        def accept(v: str, crit: str | Sequence[str] | None) -> bool:
+            if crit is None:
+                return True
+            return v in ((crit.lower(),) if isinstance(crit, str) else tuple(c.lower() for c in crit))
+
+        keep = tuple(
+            m for m in self.measurements
+            if accept(m.device, device) and accept(m.category, category) and accept(m.dtype, dtype)
+            and (predicate is None or predicate(m))
+        )
+        return MeasurementSet(keep, f"{self.source} (filtered)")
+
+    def split(self, test_fraction: float = 0.3, seed: int = 0) -> tuple[MeasurementSet, MeasurementSet]:
+        """Reproducible train/test split, stratified by (device, category).
+
+        Each stratum of ``n >= 2`` rows sends ``round(test_fraction * n)`` rows (at least 1, at most
+        ``n - 1``) to the test set, chosen by a permutation seeded with ``seed`` over the rows sorted by
+        id, so the split depends only on the content and the seed. Strata of one row go to train.
+
+        Returns
+        -------
+        (train, test)
+            Both in the original row order.
+        """
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"split: test_fraction; got {test_fraction!r}; expected 0 < fraction < 1")
+        rng = np.random.default_rng(seed)
+        strata: dict[tuple[str, str], list[Measurement]] = {}
+        for m in sorted(self.measurements, key=lambda m: (m.device, m.category, m.id)):
+            strata.setdefault((m.device, m.category), []).append(m)
+        test_ids: set[str] = set()
+        for key in sorted(strata):
+            group = strata[key]
+            n = len(group)
+            perm = rng.permutation(n)
+            if n < 2:
+                continue
+            k = min(n - 1, max(1, int(round(test_fraction * n))))
+            test_ids.update(group[i].id for i in perm[:k])
+        train = tuple(m for m in self.measurements if m.id not in test_ids)
+        test = tuple(m for m in self.measurements if m.id in test_ids)
+        return (MeasurementSet(train, f"{self.source} (train, seed {seed})"),
+                MeasurementSet(test, f"{self.source} (test {test_fraction:g}, seed {seed})"))
+
+    # --- identity and output -----------------------------------------------------------------------
+    def content_hash(self) -> str:
+        """SHA-256 (hex) of the rows' canonical CSV form, independent of row order and file name."""
+        lines = sorted(",".join(_canon(m.to_row()[c]) for c in COLUMNS) for m in self.measurements)
+        h = hashlib.sha256()
+        h.update(",".join(COLUMNS).encode())
+        for ln in lines:
+            h.update(b"\n" + ln.encode())
+        return h.hexdigest()
+
+    def to_csv_text(self) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for m in self.measurements:
+            w.writerow(m.to_row())
+        return buf.getvalue()
+
+    def to_csv(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_csv_text(), encoding="utf-8")
+
+    def replace(self, **changes: Any) -> MeasurementSet:
+        return dataclasses.replace(self, **changes)
+
+
+def _canon(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def _joined(where: str, items: list[str]) -> str:
+    if len(items) == 1:
+        return items[0]
+    return f"{where}: {len(items)} problems in measurement file\n  " + "\n  ".join(items)

@@ -1,0 +1,124 @@
+"""Calibrator: recovers known factors from synthetic measurements, error summaries, overlays and their errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwmodels.catalog import load_device
+from hwmodels.spec import SpecError
+from simulator.calibration import (
+    CalibrationError,
+    Calibrator,
+    apply_calibration,
+    load_calibration,
+    summarize_errors,
+    write_overlay,
+)
+from simulator.measurements import MeasurementSet
+
+DEV = "h100-sxm5-80gb"
+
+
+def toy_predict(graph, system) -> float:  # noqa: ANN001
+    """time = flops / (bf16 peak * tensor_peak_fraction) + launch overhead (a closed form to fit)."""
+    dev = getattr(system, "device", system)
+    return graph.flops / (dev.compute.tensor_flops_per_s["bf16"] * dev.efficiency.tensor_peak_fraction) \
+        + dev.efficiency.launch_overhead_s
+
+
+def _measurements(frac: float, overhead: float, noise: float = 0.0) -> MeasurementSet:
+    dev = load_device(DEV)
+    rows = ["id,workload,dtype,device,median_s"]
+    rng = np.random.default_rng(0)
+    for i, s in enumerate((64, 128, 256, 512, 1024, 2048, 4096, 8192)):
+        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * frac) + overhead
+        t *= math.exp(noise * rng.standard_normal())
+        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
+    return MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+
+
+def test_fit_recovers_known_factors() -> None:
+    ms = _measurements(0.7, 5e-6)
+    cal = Calibrator(["efficiency.tensor_peak_fraction", "efficiency.launch_overhead_s"], predict=toy_predict,
+                     regularization=0.0)
+    cal.fit(ms, load_device(DEV))
+    assert cal.params_["efficiency.tensor_peak_fraction"] == pytest.approx(0.7, rel=1e-3)
+    assert cal.params_["efficiency.launch_overhead_s"] == pytest.approx(5e-6, rel=1e-3)
+    assert cal.after_.mape < 0.1 < cal.before_.mape
+    np.testing.assert_allclose(cal.predict(ms), ms.median_s, rtol=1e-3)
+    assert cal.defaults_["efficiency.tensor_peak_fraction"] == load_device(DEV).efficiency.tensor_peak_fraction
+
+
+def test_regularization_pulls_towards_defaults() -> None:
+    ms = _measurements(0.5, 5e-6, noise=0.05)
+    free = Calibrator(["efficiency.tensor_peak_fraction"], predict=toy_predict, regularization=0.0).fit(ms, load_device(DEV))
+    tied = Calibrator(["efficiency.tensor_peak_fraction"], predict=toy_predict, regularization=10.0).fit(ms, load_device(DEV))
+    d = load_device(DEV).efficiency.tensor_peak_fraction
+    assert abs(math.log(tied.params_["efficiency.tensor_peak_fraction"] / d)) < \
+        abs(math.log(free.params_["efficiency.tensor_peak_fraction"] / d))
+
+
+def test_error_summary_hand_computed() -> None:
+    ms = MeasurementSet.from_csv_text(
+        "id,category,workload,dtype,device,median_s\n"
+        'a,gemm,"gemm:m=8,n=8,k=8",fp32,host,1.0\n'
+        'b,gemm,"gemm:m=16,n=8,k=8",fp32,host,2.0\n'
+        'c,copy,"copy:bytes=64",fp32,host,4.0\n', devices=["host"])
+    s = summarize_errors(np.array([1.1, 1.0, 4.0]), ms)
+    assert s.n == 3
+    assert s.mape == pytest.approx((10 + 50 + 0) / 3)
+    assert s.median_ape == pytest.approx(10)
+    assert s.max_ape == pytest.approx(50)
+    assert s.bias == pytest.approx(100 * ((1.1 * 0.5 * 1.0) ** (1 / 3) - 1))
+    assert s.worst[0][0] == "b"
+    assert s.by_class["gemm"].n == 2 and s.by_class["copy"].mape == 0
+
+
+def test_overlay_round_trip_and_apply(tmp_path: Path) -> None:
+    ms = _measurements(0.6, 8e-6)
+    cal = Calibrator(["efficiency.tensor_peak_fraction", "efficiency.launch_overhead_s"], predict=toy_predict)
+    cal.fit(ms, load_device(DEV))
+    out = tmp_path / "ov.toml"
+    write_overlay(cal.overlay(measurements_file="m.csv"), out)
+    data = load_calibration(out)
+    assert data["calibration"]["measurements_sha256"] == ms.content_hash()
+    assert data["calibration"]["errors"]["train"]["after"]["n"] == len(ms)
+    spec = apply_calibration(load_device(DEV), out)
+    assert spec.efficiency.tensor_peak_fraction == pytest.approx(cal.params_["efficiency.tensor_peak_fraction"])
+    assert spec.efficiency.launch_overhead_s == pytest.approx(cal.params_["efficiency.launch_overhead_s"])
+    assert spec.source_of("efficiency.tensor_peak_fraction").source.startswith("measured: calibrated")
+
+
+def test_overlay_unknown_field_names_near_match(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text('schema = "nodeperf.calibration/1"\nsource = "measured: x"\n'
+                 '[values]\n"efficiency.tensor_peak_fractoin" = 0.5\n')
+    with pytest.raises(SpecError) as e:
+        apply_calibration(load_device(DEV), p)
+    assert str(p) in str(e.value) and "did you mean 'tensor_peak_fraction'" in str(e.value)
+
+
+def test_overlay_for_another_device_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "other.toml"
+    p.write_text('source = "measured: x"\n[values]\n"efficiency.tensor_peak_fraction" = 0.5\n'
+                 '[calibration]\ndevice = "a100-sxm4-80gb"\n')
+    with pytest.raises(CalibrationError, match="fitted on another device"):
+        apply_calibration(load_device(DEV), p)
+
+
+def test_non_convergence_is_an_error() -> None:
+    ms = _measurements(0.3, 5e-6, noise=0.02)
+    cal = Calibrator(["efficiency.tensor_peak_fraction", "efficiency.launch_overhead_s"], predict=toy_predict,
+                     max_nfev=1)
+    with pytest.raises(CalibrationError, match="did not converge"):
+        cal.fit(ms, load_device(DEV))
+    assert not hasattr(cal, "params_")
+
+
+def test_bad_param_path() -> None:
+    with pytest.raises(SpecError, match="did you mean"):
+        Calibrator(["efficiency.tensor_peak_fractio"], predict=toy_predict).fit(_measurements(0.5, 1e-6), load_device(DEV))
