@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
+    p.add_argument("--engine", choices=("analytical", "des"), default="analytical",
+                   help="analytical: ops back to back on one stream (default); des: discrete-event schedule "
+                        "with host launches, concurrent streams and a link for collectives")
+    p.add_argument("--streams", type=positive_int, metavar="N",
+                   help="compute streams of the discrete-event engine (default 1; needs --engine des)")
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write the schedule as a Chrome trace to FILE.json (chrome://tracing, Perfetto)")
     p.set_defaults(func=run)
 
 
@@ -52,11 +59,27 @@ def load_hardware(name: str):  # noqa: ANN201 - DeviceSpec | SystemSpec
 def run(args: argparse.Namespace) -> int:
     from simulator.engine import EvalOptions, evaluate
 
+    if args.streams is not None and args.engine != "des":
+        raise ValueError(f"predict: --streams: only the discrete-event engine has streams; got --engine {args.engine}; "
+                         "expected --engine des --streams N")
     hw = load_hardware(args.hardware)
     graph = graph_from_args(args)
     opts = EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
                        allow_tf32=args.tf32)
-    report = evaluate(graph, hw, opts)
+    if args.engine == "des":
+        from simulator.des import simulate
+
+        report = simulate(graph, hw, opts, streams=args.streams or 1)
+    else:
+        report = evaluate(graph, hw, opts)
+    if args.trace:
+        import json
+
+        from simulator.trace import report_to_chrome_trace
+
+        with open(args.trace, "w", encoding="utf-8") as fh:
+            json.dump(report_to_chrome_trace(report), fh, sort_keys=True)
+            fh.write("\n")
     if args.csv:
         with open(args.csv, "w", encoding="utf-8", newline="") as fh:
             fh.write(report.to_csv())
@@ -65,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     meta = dict(graph.meta)
     desc = ", ".join(f"{k} {meta[k]}" for k in ("phase", "batch", "seq", "context", "dtype") if meta.get(k) is not None)
-    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}: {len(graph)} ops")
+    how = f", discrete-event engine, {args.streams or 1} stream(s)" if args.engine == "des" else ""
+    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}: {len(graph)} ops{how}")
     print()
     print(report.to_table(top=args.top, aggregate=args.aggregate))
     if args.csv:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
+    if args.trace:
+        print(f"wrote a Chrome trace of {len(report.records)} ops to {args.trace}")
     return 0
