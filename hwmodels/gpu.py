@@ -21,8 +21,16 @@ lowest time is chosen, as a heuristic library does.
 
 *Fused attention* (flash-attention style). Query blocks are CTAs; per query-key pair the SM spends
 tensor-core time on the two (forward) or five (backward) contractions and vector time on the online
-softmax (one special-function exp and a few FP32 ALU operations per score), serialised within the
-tile. K and V panels are read once per query block from L2; DRAM sees Q, K, V, O once.
+softmax (one special-function exp and a few FP32 ALU operations per score). Two kernel designs:
+FlashAttention-2 style (warp-level ``mma.sync``, at ``warp_mma_scale`` of the native rate on Hopper
+and Blackwell; softmax serialised with the matmuls) and warp-specialised designs (FlashAttention-3/4,
+cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two). K and V
+panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
+the backward adds the fp32 dQ accumulation of every key block in L2; DRAM sees Q, K, V, O once.
+
+Operand panels of GEMM and attention kernels move as bulk asynchronous tile copies (``cp.async``
+on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth_fraction`` of
+the L2 figure; streaming kernels' plain loads reach ``efficiency.l2_bandwidth_fraction``.
 
 *Streaming kernels* (elementwise, norms, softmax, reductions, gathers, copies): bytes over an
 achieved bandwidth that follows ``B * s / (s + s_half)`` in the bytes moved ``s`` (the launch and
@@ -61,6 +69,8 @@ __all__ = [
     "SPLIT_K_FACTORS",
     "SOFTMAX_SFU_OPS_PER_SCORE",
     "SOFTMAX_ALU_OPS_PER_SCORE",
+    "ATTENTION_KERNELS",
+    "BLACKWELL_CTA_PAIR",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -74,6 +84,13 @@ SPLIT_K_FACTORS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 # recompute P = exp(S - L) (one exp2, one FMA), dS = P * (dP - D) (two), two converts.
 SOFTMAX_SFU_OPS_PER_SCORE = {"fwd": 1.0, "bwd": 1.0}
 SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
+
+#: Fused-attention kernel designs :func:`attention` models (see its ``kernel`` parameter).
+ATTENTION_KERNELS: tuple[str, ...] = ("flash2", "flash3")
+#: CTAs of one Blackwell 2-CTA (paired) MMA: the pair shares its operand panel loads. FlashAttention-4
+#: uses this mode "to reduce shared memory traffic and atomic adds in the backward" (Zadouri et al.,
+#: arXiv 2603.05451, abstract).
+BLACKWELL_CTA_PAIR = 2
 
 # Registers a GEMM thread holds besides its accumulators and operand fragments: pointers, indices,
 # predicates, loop counters. CUTLASS mainloops use about two dozen (their ptxas reports); this only
@@ -264,6 +281,8 @@ class GpuParams:
     max_smem_per_cta_bytes: ArrayLike
     max_threads_per_sm: ArrayLike
     max_ctas_per_sm: ArrayLike
+    warp_mma_scale: ArrayLike = 1.0  # warp-level mma.sync rate / native tensor rate (<= 1)
+    l2_tile_fraction: ArrayLike = 1.0  # fraction of L2 bandwidth bulk tile copies (cp.async/TMA) reach
     uses_matrix_unit: bool = True
 
     def broadcast_shape(self) -> tuple[int, ...]:
@@ -313,6 +332,10 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
     hbm = dev.main_memory
     sm = dev.sm
     clock = dev.clock.sustained_hz
+    warp_scale = 1.0
+    native16 = tensor.get("fp16", tensor.get("bf16", 0.0))
+    if sm.warp_mma_flops_per_clk > 0 and native16 > 0:
+        warp_scale = min(1.0, sm.warp_mma_flops_per_clk * dev.compute.units * clock / native16)
     return GpuParams(
         sms=float(dev.compute.units),
         clock_hz=clock,
@@ -334,6 +357,8 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         max_smem_per_cta_bytes=sm.max_shared_mem_per_cta_bytes,
         max_threads_per_sm=float(sm.max_threads_per_sm),
         max_ctas_per_sm=float(sm.max_ctas_per_sm),
+        warp_mma_scale=warp_scale,
+        l2_tile_fraction=dev.efficiency.l2_tile_bandwidth_fraction,
         uses_matrix_unit=matrix,
     )
 
@@ -484,7 +509,7 @@ def gemm(
 
     # L2 -> SM operand panels (cluster multicast shares panels) + C tile (or fp32 partials)
     l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0, out_bytes)
-    t_l2 = per_sm * l2_cta * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))[ex]
+    t_l2 = per_sm * l2_cta * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
 
     # DRAM: compulsory when operands fit in L2, else the unique panels of each wave
     ab = batch * m * k * in_bytes + (1 if b_shared else batch) * k * n * in_bytes
@@ -649,6 +674,8 @@ def attention(
     backward: bool = False,
     block_q: int = 128,
     min_mma_rows: int = 64,
+    kernel: str = "flash2",
+    kv_sharing: int = 1,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -664,6 +691,18 @@ def attention(
         Query rows per CTA (FlashAttention-2/3 use 128 on Ampere and Hopper).
     min_mma_rows
         Smallest M a tile computes; short query blocks (decode) are padded up to it.
+    kernel
+        Kernel design (one of :data:`ATTENTION_KERNELS`). ``"flash2"``: FlashAttention-2 style,
+        warp-synchronous ``mma.sync`` (contractions at ``p.warp_mma_scale`` of the native tensor
+        rate) with the online softmax serialised between the two matmuls of each warp.
+        ``"flash3"``: warp-specialised kernels with asynchronous matrix instructions
+        (FlashAttention-3 on Hopper, FlashAttention-4 on Blackwell, cuDNN fused attention): native
+        tensor rate, and the softmax of one tile overlaps the matmuls of another, so a pair costs
+        ``max(matmul, softmax)`` instead of their sum.
+    kv_sharing
+        CTAs that share each K/V panel load (:data:`BLACKWELL_CTA_PAIR` for the 2-CTA MMA mode of
+        FlashAttention-4 on Blackwell); divides the L2 panel traffic and, backward, the dQ
+        accumulation traffic.
 
     Returns
     -------
@@ -703,12 +742,17 @@ def attention(
         kv_splits = 1.0
         heavy = heavy_pairs
         q_panels = float(q_blocks)
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"attention: kernel: unknown design; got {kernel!r}; expected one of {', '.join(ATTENTION_KERNELS)}")
+    overlap = kernel == "flash3"
     mma_rate_sm = _a(p.matrix_flops_per_s) * _a(p.matrix_fraction) / sms
+    if not overlap:
+        mma_rate_sm = mma_rate_sm * _a(p.warp_mma_scale)
     alu_rate_sm = _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / sms  # FP32 instructions/s
     sfu_rate_sm = _a(p.sfu_ops_per_s) / sms
-    t_pair = (mma_per_pair * pad / mma_rate_sm
-              + SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm
-              + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm)
+    t_mma = mma_per_pair * pad / mma_rate_sm
+    t_soft = SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm
+    t_pair = np.maximum(t_mma, t_soft) if overlap else t_mma + t_soft
     per_sm = np.ceil(ctas / sms)
     t_compute = np.maximum(per_sm * (pairs_all / ctas) * t_pair, heavy * t_pair)
 
@@ -717,12 +761,17 @@ def attention(
     kv_bytes = batch * heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
     visible = total_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
     kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
+    kv_panels = kv_panels / max(1, kv_sharing)
     if decode:
         kv_panels = kv_bytes
     if backward:
-        # reads q, k, v, o, dO, lse; dQ accumulated in fp32 through L2; writes dK, dV
+        # reads q, k, v, o, dO, lse; writes dK, dV; dQ is accumulated in fp32 through L2: every
+        # key block's CTA adds its partial dQ of the (visible) query rows (read-modify-write)
         dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
-        l2 = dram + 2 * kv_panels
+        kv_blocks = math.ceil(seq_kv / block_q)
+        dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * 4.0 * 2.0 * max(visible, 1.0 / kv_blocks)
+        dq_partials = dq_partials / max(1, kv_sharing)
+        l2 = dram + 2 * kv_panels + dq_partials
     else:
         dram = q_bytes + kv_bytes + o_bytes
         l2 = q_bytes + o_bytes + kv_panels
@@ -730,7 +779,7 @@ def attention(
     dram = dram + partials
     l2 = l2 + partials
     t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
-    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))
+    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     t_mem = np.maximum(t_dram, t_l2)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
     time = np.maximum(t_compute, t_mem) + lat
@@ -740,5 +789,5 @@ def attention(
         time_s=_scalar_or(time), compute_s=_scalar_or(t_compute + z), memory_s=_scalar_or(t_mem + z),
         latency_s=_scalar_or(lat), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=float(smem),
-        details=(("block_q", block_q), ("ctas", _scalar_or(_a(ctas) + z)), ("kv_splits", _scalar_or(_a(kv_splits) + z))),
+        details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(ctas) + z)), ("kv_splits", _scalar_or(_a(kv_splits) + z))),
     )

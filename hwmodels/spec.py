@@ -24,6 +24,7 @@ __all__ = [
     "ComputeSpec",
     "SMSpec",
     "SystolicSpec",
+    "CpuSpec",
     "MemoryLevel",
     "LinkSpec",
     "PowerSpec",
@@ -111,6 +112,14 @@ class SMSpec:
         "5.x-9.0 (CUDA C++ Programming Guide, 'Arithmetic Instructions' throughput table)",
         default=16,
     )
+    warp_mma_flops_per_clk: float = spec_field(
+        "count",
+        "dense FP16 FLOP per clock per SM of the warp-synchronous mma.sync path (the Ampere-style "
+        "instructions FlashAttention-2 and other sm80 kernels issue); 0 means the same as the native "
+        "tensor rate. Hopper and datacenter Blackwell reach their datasheet peak only through "
+        "asynchronous warpgroup / UMMA instructions, so their warp-level rate is lower",
+        default=0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,39 @@ class SystolicSpec:
     cols: int = spec_field("count", "PE columns of one systolic array (MXU)")
     arrays_per_core: int = spec_field("count", "systolic arrays (MXUs) per core")
     dataflow: str = field(default="ws", metadata={"unit": "", "doc": "os | ws | is"})
+
+
+@dataclass(frozen=True)
+class CpuSpec:
+    """How a CPU's math libraries use its cores (kind ``"cpu"``): the empirical factors of the CPU rules.
+
+    A CPU runs a network's ops through several kernel libraries that reach different fractions of the
+    SIMD peak (a BLAS GEMM, a direct-convolution library, an im2col + GEMM fallback, vectorised
+    special functions), so each has its own field. Every field is calibratable by dotted path
+    (``cpu.gemm_peak_fraction``, ``cpu.special_function_s.exp``).
+    """
+
+    gemm_peak_fraction: float = spec_field(
+        "1", "fraction of compute.tensor_flops_per_s[dtype] a large GEMM of the BLAS library sustains "
+        "(matmul, im2col convolutions, the fused-attention kernel's block products)")
+    conv_peak_fraction: float = spec_field(
+        "1", "fraction of compute.tensor_flops_per_s[dtype] a large direct convolution (primitive library, "
+        "e.g. oneDNN) sustains")
+    gemm_half_m: float = spec_field(
+        "1", "GEMM rows m at which the BLAS kernel reaches half its large-size efficiency (efficiency "
+        "factor m / (m + gemm_half_m)): register-tile padding and packing not amortised on short sides")
+    gemm_half_n: float = spec_field("1", "as gemm_half_m for the GEMM columns n")
+    gemm_half_k: float = spec_field(
+        "1", "as gemm_half_m for the reduction depth k (loading and storing the accumulator tile)")
+    special_function_s: dict[str, float] = spec_field(
+        "s", "time per evaluation of a special function (exp, tanh), whole device, beyond the plain "
+        "arithmetic of the op")
+    strided_copy_run_s: float = spec_field(
+        "s", "time per contiguous run of a strided copy (im2col unfolds an input in runs of one output row), "
+        "whole device")
+    library_call_overhead_s: float = spec_field(
+        "s", "extra per-call cost of the primitive-based library path (oneDNN: direct convolution, "
+        "bf16/fp16 GEMM): primitive lookup/creation and layout reorders of small tensors")
 
 
 @dataclass(frozen=True)
@@ -173,13 +215,25 @@ class EfficiencySpec:
     dram_bandwidth_fraction: float = spec_field(
         "1", "fraction of peak DRAM bandwidth a large streaming kernel achieves"
     )
-    l2_bandwidth_fraction: float = spec_field("1", "fraction of peak L2 bandwidth achieved")
+    l2_bandwidth_fraction: float = spec_field("1", "fraction of peak L2 bandwidth achieved by plain loads")
     bandwidth_half_size_bytes: float = spec_field(
         "B", "bytes moved at which a streaming kernel reaches half its asymptotic bandwidth"
     )
     launch_overhead_s: float = spec_field("s", "host-side launch + kernel start/finish cost per kernel")
     graph_launch_overhead_s: float = spec_field(
         "s", "per-kernel cost when launched from a captured CUDA graph"
+    )
+    framework_op_overhead_s: float = spec_field(
+        "s",
+        "host time an eager framework (PyTorch eager) spends per op before its kernel reaches the GPU "
+        "(Python, dispatcher, allocator, launch); a floor on every op when the host issues ops one by one",
+        default=0.0,
+    )
+    l2_tile_bandwidth_fraction: float = spec_field(
+        "1",
+        "fraction of the L2 bandwidth figure reached by the bulk asynchronous tile copies of GEMM and "
+        "attention kernels (cp.async, TMA)",
+        default=1.0,
     )
 
 
@@ -203,6 +257,7 @@ class DeviceSpec:
     links: tuple[LinkSpec, ...] = ()
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
     source_file: str = field(default="", compare=False)
+    cpu: CpuSpec | None = None  # kind "cpu": kernel-library factors (None: the plain roofline)
 
     def level(self, name: str) -> MemoryLevel:
         """The memory level called ``name`` (``"hbm"``, ``"l2"``...); a located error otherwise."""

@@ -55,6 +55,15 @@ class EvalOptions:
         fp32 contractions use the TF32 tensor path (PyTorch ``allow_tf32``); otherwise SIMT FP32.
     l2_residency
         Inputs just written by the previous kernel and no larger than L2 are read from L2.
+    attention_kernel
+        Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
+        ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
+        matmuls) or ``"flash3"`` (warp-specialised, softmax overlapped with asynchronous matmuls:
+        FlashAttention-3/4, cuDNN). See :func:`hwmodels.gpu.attention`.
+    eager_framework
+        Ops are issued one by one by an eager framework (PyTorch eager): every op, fused or not,
+        takes at least ``efficiency.framework_op_overhead_s`` of host time, so small ops are
+        bound by the host rather than the GPU.
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     """
@@ -64,6 +73,8 @@ class EvalOptions:
     power_cap: bool = True
     allow_tf32: bool = False
     l2_residency: bool = True
+    attention_kernel: str = "auto"
+    eager_framework: bool = False
     calibration_id: str = ""
 
 
@@ -174,6 +185,8 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     dev, hw_name, count, fabric = spec_of(system)
     eff = dev.efficiency
     floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
+    if opts.eager_framework:
+        floor = max(floor, eff.framework_op_overhead_s)
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)
     energy = _Energy(dev)
     l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)

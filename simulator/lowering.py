@@ -49,6 +49,7 @@ __all__ = [
     "rule_name_for",
     "VIEW_KINDS",
     "RULE_MODULES",
+    "attention_kernel_for",
 ]
 
 logger = logging.getLogger(__name__)
@@ -329,16 +330,47 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     dt = op.dtype.value
     p = ctx.params(dt)
     backward = op.kind == "attention_bwd"
+    kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
+    sharing = 1
+    if kernel == "flash3" and _family(ctx.device) == "sm100":
+        sharing = gpu.BLACKWELL_CTA_PAIR  # FlashAttention-4's 2-CTA MMA mode shares K/V panels
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
-                      in_bytes=_nbytes(q.dtype), backward=backward)
+                      in_bytes=_nbytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing)
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     from hwmodels.gpu import SOFTMAX_ALU_OPS_PER_SCORE
 
     vec = pairs * SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
     return _from_estimate(e, "flash-attention-bwd" if backward else "flash-attention", float(op.flops), vec,
-                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)),
+                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+#: Tile families whose native tensor instructions are asynchronous (Hopper wgmma, Blackwell UMMA):
+#: the best available attention kernels there are warp-specialised (FlashAttention-3/4, cuDNN).
+_ASYNC_MMA_FAMILIES = frozenset({"sm90", "sm100"})
+
+
+def _family(device: DeviceSpec) -> str:
+    try:
+        return gpu.tile_family(device.arch)
+    except SpecError:
+        return ""
+
+
+def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
+    """The fused-attention kernel design used on ``device`` for the option value ``requested``.
+
+    ``"auto"`` picks the best design the architecture supports: ``"flash3"`` (warp-specialised,
+    softmax overlapped with asynchronous matmuls) on Hopper and Blackwell, ``"flash2"`` elsewhere.
+    An explicit ``"flash2"``/``"flash3"`` is returned as is; anything else raises ValueError.
+    """
+    if requested == "auto":
+        return "flash3" if _family(device) in _ASYNC_MMA_FAMILIES else "flash2"
+    if requested not in gpu.ATTENTION_KERNELS:
+        raise ValueError(f"options.attention_kernel: unknown kernel design; got {requested!r}; expected "
+                         f"'auto' or one of {', '.join(gpu.ATTENTION_KERNELS)}")
+    return requested
 
 
 # kinds whose work per element includes a special-function evaluation (exp, tanh, erf, rsqrt, ...)

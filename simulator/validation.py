@@ -10,7 +10,9 @@ op-level and end-to-end groups.
 Run conditions are taken from what each source states about its software stack, never from the
 measured value: engines built by TensorRT / TensorRT-LLM and ``torch.compile`` programs fuse
 elementwise ops and replay CUDA graphs; eager PyTorch launches every kernel; a stated power limit
-replaces the board TDP; tf32 rows enable the TF32 tensor path.
+replaces the board TDP; tf32 rows enable the TF32 tensor path; the attention kernel a row names
+(FlashAttention-2 versus FlashAttention-3/4 or cuDNN) selects ``EvalOptions.attention_kernel``; rows
+run from eager PyTorch pay the framework's per-op host cost (``EvalOptions.eager_framework``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,13 @@ def summarise(name: str, rows: list[RowResult], worst: int = 3) -> ErrorSummary:
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 _POWER_LIMIT = re.compile(r"power-limited to (\d+(?:\.\d+)?) W")
+# Attention kernels named by a row's source or notes: FlashAttention-2 (warp-level mma.sync, softmax
+# between the matmuls) versus the warp-specialised designs (FlashAttention-3 on Hopper,
+# FlashAttention-4 on Blackwell, cuDNN fused attention).
+_FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
+_FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
+# Stacks that issue every op from eager PyTorch (host-bound at small sizes).
+_EAGER = re.compile(r"Eager PyTorch")
 
 
 def _options_for(row: dict[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -106,7 +115,18 @@ def _options_for(row: dict[str, str]) -> tuple[Any, dict[str, Any]]:
 
     text = f"{row.get('source', '')} {row.get('notes', '')}"
     fused = any(s in text for s in _FUSED_STACKS)
-    opts = EvalOptions(fusion=fused, cuda_graphs=fused, allow_tf32=row.get("dtype") == "tf32")
+    # the metric column names the kernel of a comparison table (e.g. 'cuDNN fwd' vs 'Flash3 fwd')
+    metric = row.get("metric_reported", "")
+    kernel = "auto"
+    for where in (metric, text):
+        if _FLASH3.search(where):
+            kernel = "flash3"
+            break
+        if _FLASH2.search(where):
+            kernel = "flash2"
+            break
+    opts = EvalOptions(fusion=fused, cuda_graphs=fused, allow_tf32=row.get("dtype") == "tf32",
+                       attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)))
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:
@@ -181,7 +201,8 @@ def validate_published(path: str | Path | None = None, *, categories: set[str] |
         results.append(RowResult(
             id=row["id"], category=cat, workload=row["workload"], device=row["device"],
             measured_s=float(row["median_s"]), predicted_s=rep.latency_s,
-            options=",".join(f"{k}" for k, v in dataclasses.asdict(opts).items() if v is True),
+            options=",".join([k for k, v in dataclasses.asdict(opts).items() if v is True]
+                             + [f"attention={opts.attention_kernel}"]),
         ))
     out: dict[str, ErrorSummary] = {}
     for cat in sorted({r.category for r in results}):

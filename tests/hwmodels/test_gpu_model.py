@@ -174,3 +174,60 @@ def test_no_tile_fits_is_a_located_error():
 def test_nonpositive_sizes_are_rejected():
     with pytest.raises(ValueError, match=r"gemm: sizes must be positive; got m=0"):
         gpu.gemm(0, 1, 1, toy_params(), (TILE,))
+
+
+# --- attention kernel designs -------------------------------------------------------------------
+
+
+def test_attention_kernel_designs_by_hand():
+    # toy GPU: 4 SMs at 1 GHz, 4096 FLOP/clk/SM, 128 FP32 instr/clk/SM, 16 SFU results/clk/SM.
+    # b=1, h=4, s=1024, d=64: 4 heads x 8 query blocks = 32 CTAs, 8 per SM, 2^20 pairs per SM.
+    # per pair: matmuls 2 x (64 + 64) = 256 FLOP -> 62.5 ps; softmax 1 exp (62.5 ps) + 4 ALU (31.25 ps)
+    p = toy_params()
+    f3 = gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash3")
+    assert f3.compute_s == pytest.approx(2**20 * 93.75e-12)  # max(62.5, 93.75) ps: softmax-bound
+    f2 = gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash2")
+    assert f2.compute_s == pytest.approx(2**20 * (62.5 + 93.75) * 1e-12)  # serialised
+    # FlashAttention-2 on a part whose warp-level mma.sync runs at half the native rate
+    half = dataclasses.replace(p, warp_mma_scale=0.5)
+    assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, half, kernel="flash2").compute_s == \
+        pytest.approx(2**20 * (125.0 + 93.75) * 1e-12)
+    # the warp-specialised design uses the native instructions: unaffected
+    assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, half, kernel="flash3").compute_s == pytest.approx(f3.compute_s)
+    assert dict(f3.details)["kernel"] == "flash3"
+
+
+def test_shared_kv_panels_halve_l2_traffic():
+    p = toy_params()
+    one = gpu.attention(2, 8, 8, 4096, 4096, 128, 128, p, kernel="flash3")
+    pair = gpu.attention(2, 8, 8, 4096, 4096, 128, 128, p, kernel="flash3", kv_sharing=gpu.BLACKWELL_CTA_PAIR)
+    q_o = 2 * (2 * 8 * 4096 * 128 * 2)  # Q read and O written once
+    assert pair.l2_bytes - q_o == pytest.approx((one.l2_bytes - q_o) / 2)
+    assert pair.dram_bytes == one.dram_bytes
+
+
+def test_backward_counts_dq_accumulation_in_l2():
+    # b=1, h=1, s=256, d=64, block 128: 2 key blocks each add fp32 dQ partials of all 256 rows (RMW)
+    p = toy_params()
+    e = gpu.attention(1, 1, 1, 256, 256, 64, 64, p, backward=True)
+    q = 256 * 64 * 2
+    dram = 2 * q + 2 * q + 2 * (256 * 128 * 2) + 2 * q
+    kv_panels = 2 * 256 * 128 * 2  # 2 query blocks x (K + V)
+    dq = 2 * 256 * 64 * 4 * 2
+    assert e.dram_bytes == pytest.approx(dram)
+    assert e.l2_bytes == pytest.approx(dram + 2 * kv_panels + dq)
+
+
+def test_unknown_attention_kernel_is_rejected():
+    with pytest.raises(ValueError, match=r"attention: kernel: unknown design; got 'fa9'; expected one of flash2, flash3"):
+        gpu.attention(1, 1, 1, 128, 128, 64, 64, toy_params(), kernel="fa9")
+
+
+def test_warp_mma_scale_from_the_spec():
+    d = h100()
+    assert gpu.gpu_params(d, "bf16").warp_mma_scale == 1.0  # field unset: native rate
+    sm = dataclasses.replace(d.sm, warp_mma_flops_per_clk=2048)
+    p = gpu.gpu_params(dataclasses.replace(d, sm=sm), "bf16")
+    # 2048 FLOP/clk/SM x 132 SMs x sustained clock / dense FP16 peak
+    expected = 2048 * d.compute.units * d.clock.sustained_hz / d.compute.tensor_flops_per_s["fp16"]
+    assert p.warp_mma_scale == pytest.approx(expected)

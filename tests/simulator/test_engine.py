@@ -203,3 +203,37 @@ def test_decode_attention_is_memory_bound():
     o = r.op("attn")
     assert o.bound == "memory" and o.rule == "flash-attention"
     assert r.memory.kv_cache_bytes == 2 * 8 * 4096 * 128 * 2
+
+
+def test_eager_framework_floor_applies_per_op():
+    d = toy_gpu(framework_op_overhead_s=20e-6)  # launch 2 us; eager framework 20 us per op
+    b = GraphBuilder("tiny", dtype="bf16")
+    x = b.input("x", (16,))
+    y = b.op("elementwise", [x], name="relu", op="relu")
+    b.op("elementwise", [y], name="neg", op="neg")
+    g = b.build()
+    plain = evaluate(g, d)
+    assert plain.latency_s == pytest.approx(2 * 2e-6)
+    eager = evaluate(g, d, EvalOptions(eager_framework=True))
+    assert [r.time_s for r in eager.records] == pytest.approx([20e-6, 20e-6])
+    assert all(r.bound == "latency" for r in eager.records)
+
+
+def test_attention_kernel_option_selects_the_design():
+    from simulator.lowering import attention_kernel_for
+
+    b = GraphBuilder("attn", dtype="bf16")
+    q = b.input("q", (4, 16, 4096, 128))
+    k = b.input("k", (4, 16, 4096, 128))
+    v = b.input("v", (4, 16, 4096, 128))
+    b.op("attention", [q, k, v], name="attn")
+    g = b.build()
+    d = h100()
+    assert attention_kernel_for(d, "auto") == "flash3"  # Hopper: warp-specialised kernels
+    assert attention_kernel_for(dataclasses.replace(d, arch="ampere"), "auto") == "flash2"
+    f3 = evaluate(g, d).op("attn")
+    f2 = evaluate(g, d, EvalOptions(attention_kernel="flash2")).op("attn")
+    assert "flash3" in f3.notes and "flash2" in f2.notes
+    assert f3.compute_s < f2.compute_s  # overlap never costs more than serialisation
+    with pytest.raises(ValueError, match=r"options.attention_kernel: unknown kernel design; got 'fa9'"):
+        evaluate(g, d, EvalOptions(attention_kernel="fa9"))

@@ -1,8 +1,9 @@
-"""Validation against published GPU measurements: every row is predicted and op-level errors stay bounded.
+"""Validation against published GPU measurements: every row is predicted and errors stay at the achieved level.
 
-The thresholds guard the current model quality (nothing is fitted to these rows); the achieved
-figures per category are printed by ``python -m simulator.validation``-style use of
-:func:`simulator.validation.validate_published`.
+Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
+rounded up; the issue's targets (op-level MAPE <= 15%, end-to-end <= 20%) are not met yet
+(op-level 15.4%, end-to-end 20.5%) and the residual errors are explained per category in
+docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -32,9 +33,34 @@ def test_every_row_is_predicted(summaries):
     assert summaries["op-level"].n + summaries["end-to-end"].n == n_rows
 
 
-def test_gemm_and_bandwidth_errors_are_bounded(summaries):
-    assert summaries["gemm"].mape <= 0.20
-    assert summaries["bandwidth"].mape <= 0.15
+# achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
+ACHIEVED_MAPE = {
+    "gemm": 0.16, "bandwidth": 0.085, "attention": 0.17, "op-level": 0.155,
+    "e2e_bert": 0.20, "e2e_cnn": 0.22, "e2e_llama_decode": 0.105, "e2e_llama_prefill": 0.315,
+    "end-to-end": 0.21,
+}
+
+
+@pytest.mark.parametrize("group", sorted(ACHIEVED_MAPE))
+def test_errors_stay_at_the_achieved_level(summaries, group):
+    assert summaries[group].mape <= ACHIEVED_MAPE[group]
+
+
+def test_run_options_follow_the_stated_software_stack():
+    from simulator.validation import _options_for
+
+    with DEFAULT_DATASET.open(newline="") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    kernel = {i: _options_for(rows[i])[0].attention_kernel for i in ("pub-012", "pub-024", "pub-030", "pub-034", "pub-035")}
+    # FlashAttention-2 (issue #1589, tritonbench flash_v2) vs FlashAttention-4, FlashAttention-3 and cuDNN
+    assert kernel == {"pub-012": "flash2", "pub-024": "flash2", "pub-030": "flash3", "pub-034": "flash3",
+                      "pub-035": "flash3"}
+    eager, _ = _options_for(rows["pub-046"])  # DeepLearningExamples eager PyTorch ResNet-50
+    assert eager.eager_framework and not eager.fusion
+    trt, _ = _options_for(rows["pub-062"])  # TensorRT demoBERT engine
+    assert trt.fusion and trt.cuda_graphs and not trt.eager_framework
+    _, overrides = _options_for(rows["pub-094"])  # gpt-fast run power-limited to 330 W
+    assert overrides == {"power.tdp_w": 330.0}
 
 
 def test_summary_statistics_by_hand():
