@@ -44,7 +44,7 @@ from typing import Any
 import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
-from simulator.engine import EvalOptions, evaluate, spec_of
+from simulator.engine import EvalOptions, evaluate, launch_floor_s, spec_of
 from simulator.report import CostReport, OpCost
 from workloads.ir import OpGraph
 
@@ -154,7 +154,7 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     opts = options or EvalOptions()
     base = evaluate(graph, system, opts)
     dev = spec_of(system)[0]
-    floor = _launch_floor_s(dev, opts)
+    floor = launch_floor_s(dev, opts)
     records = base.records
     ops = graph.ops
     if len(records) != len(ops) or any(r.name != op.name for r, op in zip(records, ops, strict=True)):
@@ -227,20 +227,6 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     prov["launch_overhead_s"] = floor
     return CostReport(model=base.model, hardware=base.hardware, records=tuple(out), totals=totals,
                       memory=base.memory, warnings=tuple(sorted(warnings)), provenance=prov)
-
-
-def _launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
-    """Host time per kernel launch (s): the per-kernel floor :func:`~simulator.engine.evaluate` applies.
-
-    ``efficiency.graph_launch_overhead_s`` with CUDA graphs, else ``efficiency.launch_overhead_s``;
-    with an eager framework at least ``efficiency.framework_op_overhead_s`` (where the spec and the
-    options have those fields).
-    """
-    eff = dev.efficiency
-    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
-    if getattr(opts, "eager_framework", False):
-        floor = max(floor, getattr(eff, "framework_op_overhead_s", 0.0))
-    return float(floor)
 
 
 def _plan(graph: OpGraph, records: tuple[OpCost, ...], floor: float

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from simulator.memory import check_memory
 from simulator.report import CostReport, OpCost, Totals
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest"]
+__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,32 @@ class _Energy:
         return table[use]
 
 
+def _display_path(path: str) -> str:
+    """A spec file path that does not depend on where the package is installed (catalog-relative)."""
+    if not path:
+        return ""
+    from hwmodels.catalog import CATALOG_DIR
+
+    p = Path(path).resolve()
+    try:
+        return "catalog/" + p.relative_to(Path(CATALOG_DIR).resolve()).as_posix()
+    except ValueError:
+        return p.name
+
+
+def launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
+    """Host time per kernel (s), the floor of every kernel's time.
+
+    ``efficiency.graph_launch_overhead_s`` with CUDA graphs, else ``efficiency.launch_overhead_s``;
+    with an eager framework at least ``efficiency.framework_op_overhead_s``.
+    """
+    eff = dev.efficiency
+    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
+    if opts.eager_framework:
+        floor = max(floor, eff.framework_op_overhead_s)
+    return float(floor)
+
+
 def _signature(op: Op, resident: float) -> tuple[Any, ...]:
     return (op.kind, tuple((t.shape, t.dtype, t.role) for t in op.inputs),
             tuple((t.shape, t.dtype) for t in op.outputs), hash(op.attrs), resident)
@@ -183,16 +210,13 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     """
     opts = options or EvalOptions()
     dev, hw_name, count, fabric = spec_of(system)
-    eff = dev.efficiency
-    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
-    if opts.eager_framework:
-        floor = max(floor, eff.framework_op_overhead_s)
+    floor = launch_floor_s(dev, opts)
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)
     energy = _Energy(dev)
     l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
     l2cap = l2.capacity_bytes if l2 is not None else 0.0
     cache: dict[tuple[Any, ...], KernelCost] = {}
-    rec_cache: dict[tuple[int, bool], tuple[Any, ...]] = {}
+    rec_cache: dict[tuple[KernelCost, bool], tuple[Any, ...]] = {}
     alias: dict[str, str] = {}  # view output -> base tensor
     resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
     prev_kernel: str | None = None
@@ -233,7 +257,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                 cache[key] = kc
         if kc.fallback:
             fallbacks[op.kind] += 1
-        rkey = (id(kc), fused_into != "")
+        rkey = (kc, fused_into != "")  # keyed by value: a fused op's cost is not kept alive elsewhere
         vals = rec_cache.get(rkey)
         if vals is None:
             vals = _record_values(kc, dev, energy, floor, opts)
@@ -265,7 +289,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         "options": dataclasses.asdict(opts),
         "graph_sha256": graph_digest(graph),
         "spec_sha256": spec_digest(system),
-        "spec_file": getattr(system, "source_file", ""),
+        "spec_file": _display_path(getattr(system, "source_file", "")),
         "calibration_id": opts.calibration_id,
         "version": _version(),
         "workload": {k: graph.meta[k] for k in sorted(graph.meta)},

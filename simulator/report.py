@@ -291,7 +291,7 @@ class CostReport:
     def to_csv(self) -> str:
         """One row per op with every :class:`OpCost` field as a column."""
         buf = io.StringIO()
-        names = [f.name for f in fields(OpCost)]
+        names = [f.name for f in fields(type(self.records[0]) if self.records else OpCost)]
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(names)
         for r in self.records:

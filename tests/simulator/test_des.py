@@ -80,7 +80,7 @@ def check_schedule(graph: OpGraph, report, streams: int) -> None:
 # (1) one stream reproduces the analytical engine ---------------------------------------------
 
 
-@pytest.mark.parametrize("opts", [EvalOptions(), EvalOptions(cuda_graphs=True)])
+@pytest.mark.parametrize("opts", [EvalOptions(), EvalOptions(cuda_graphs=True), EvalOptions(fusion=True)])
 def test_chain_on_one_stream_equals_evaluate(opts):
     g = chain()
     ref = evaluate(g, h100(), opts)

@@ -1,0 +1,445 @@
+"""Lowering rules for TPU-style devices (kind ``"tpu"``): contractions on the systolic arrays, the rest on the vector unit.
+
+Registered with :mod:`simulator.lowering` on import (it is listed in ``RULE_MODULES``). The model,
+per op kind:
+
+Contractions (matmul, grouped matmul, convolutions and their gradients, the attention GEMMs)
+    The GEMM ``batch x (M, N, K)`` is split over the chip's ``A = compute.units x
+    systolic.arrays_per_core`` arrays (MXUs). Every split ``A = pb x pm x pn`` of the arrays over
+    batch, M and N is tried; each array then runs ``ceil(batch/pb)`` GEMMs of
+    ``(ceil(M/pm), ceil(N/pn), K)`` and the split with the fewest cycles wins (XLA's choice is not
+    public; the best split is an optimistic stand-in). Cycles of one array come from
+    :func:`hwmodels.systolic.gemm_cycles` (SCALE-Sim-parity closed form, ideal memory), whose folds
+    pad every dimension to the array size, as XLA pads operands to MXU multiples; successive folds
+    overlap as on an MXU, so only the first pays the preload and fill/drain bubble
+    (:func:`pipelined_cycles`). Then::
+
+        compute_s = cycles / (clock.sustained_hz x rate_factor x efficiency.tensor_peak_fraction)
+
+    where ``rate_factor = compute.tensor_flops_per_s[dtype] / (2 x rows x cols x A x clock)`` is 1
+    for the dtype the geometry peak is quoted in (bf16) and 2 for int8 on chips that pack two int8
+    MACs per PE. A dtype missing from the table runs at the slowest listed rate (noted).
+
+    HBM traffic assumes blocked tiling through each TensorCore's VMEM (output blocks with an fp32
+    accumulator, double-buffered operand blocks; the fewest bytes among the blocks that fit, see
+    :func:`_core_dram_bytes`); ``memory_s = dram_bytes / (hbm bandwidth x
+    efficiency.dram_bandwidth_fraction)``.
+    Compute and memory overlap (``time = max``, XLA double-buffers HBM->VMEM copies). On-chip
+    (VMEM <-> array) traffic, for energy, is the closed form's SRAM access counts (partial sums in
+    fp32). The record carries the array shape, dataflow, split, folds, utilisation and bound.
+
+Attention
+    ``QK^T`` and ``PV`` (and the five GEMMs of the backward pass) as batched GEMMs over
+    ``batch x heads`` on the arrays, plus the softmax on the vector unit (scores never leave
+    VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap.
+
+Vector unit (elementwise, softmax, norms, reductions, pooling, ...)
+    ``compute_s = flops / (compute.vector_flops_per_s.fp32 x efficiency.vector_peak_fraction)``
+    (the VPU computes in fp32), ``memory_s`` = compulsory bytes over HBM bandwidth. Depthwise
+    convolutions (at most 8 channels per group) run here too, as on GPUs.
+
+Embeddings and MoE dispatch are gathers (bytes only); views are free; collectives are rings over
+the system fabric or the chip's ``ici`` link; anything else is a roofline marked as a fallback.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hwmodels.spec import DeviceSpec, MemoryLevel, SpecError
+from hwmodels.systolic import SystolicResult, gemm_cycles
+from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
+from workloads.ir import Op
+from workloads.semantics import conv_dims, gemm_dims
+
+__all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS"]
+
+#: Op kinds costed on the vector unit, bounded by HBM bandwidth.
+VECTOR_KINDS = frozenset({
+    "elementwise", "elementwise_bwd", "softmax", "softmax_bwd", "layernorm", "rmsnorm", "batchnorm",
+    "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "groupnorm", "groupnorm_bwd", "reduction", "pool2d",
+    "pool2d_bwd", "resize", "concat", "transpose", "expand", "cross_entropy", "cross_entropy_bwd",
+    "optimizer_update", "kv_append", "moe_combine", "moe_combine_bwd", "mse_loss", "mse_loss_bwd",
+    "moe_router_bwd",
+})
+#: Gathers and scatters: bytes only, no arithmetic worth counting.
+GATHER_KINDS = frozenset({"embedding", "embedding_bwd", "moe_dispatch", "moe_dispatch_bwd"})
+#: Names a TPU device file may give its on-chip scratchpad level (first match wins).
+ONCHIP_LEVELS: tuple[str, ...] = ("vmem", "sram", "smem")
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv")
+_ACC_BYTES = 4.0  # partial sums are accumulated in fp32 on every MXU
+
+
+def _nbytes(dtype: Any) -> float:
+    return dtype.bits / 8.0
+
+
+def _onchip(dev: DeviceSpec) -> MemoryLevel | None:
+    for name in ONCHIP_LEVELS:
+        for lv in dev.memory:
+            if lv.name == name:
+                return lv
+    return dev.memory[1] if len(dev.memory) > 1 else None
+
+
+def _require_systolic(dev: DeviceSpec) -> None:
+    if dev.systolic is None:
+        raise SpecError(f"{dev.source_file or dev.name}: systolic: missing for a tpu device; got nothing; "
+                        "expected a [systolic] table with rows, cols, arrays_per_core, dataflow")
+
+
+def tpu_rate(dev: DeviceSpec, dtype: str) -> tuple[float, str, str]:
+    """(matrix rate in FLOP/s, dtype whose rate is used, note) for contractions in ``dtype``."""
+    table = dev.compute.tensor_flops_per_s
+    if dtype in table:
+        return table[dtype], dtype, ""
+    if not table:
+        raise SpecError(f"{dev.name}: compute.tensor_flops_per_s: empty; got no rates; expected at least bf16")
+    slow = min(table, key=lambda k: table[k])
+    return table[slow], slow, f"{dtype} not in compute.tensor_flops_per_s; costed at the {slow} rate"
+
+
+def array_splits(arrays: int) -> np.ndarray:
+    """Every ``(pb, pm, pn)`` with ``pb * pm * pn == arrays`` (rows of an int64 array)."""
+    out = [(pb, pm, arrays // (pb * pm)) for pb in range(1, arrays + 1) if arrays % pb == 0
+           for pm in range(1, arrays // pb + 1) if (arrays // pb) % pm == 0]
+    return np.asarray(out, dtype=np.int64)
+
+
+def pipelined_cycles(r: SystolicResult) -> np.ndarray:
+    """Cycles of a GEMM when successive folds overlap, as on a TPU MXU.
+
+    The closed form runs every fold in full (stationary-tile preload, stream, fill/drain skew). An MXU
+    loads the next weight tile while the current one streams, so only the first fold pays the
+    bubble ("There is an initial pipeline bubble as the weights (RHS) and activations (LHS) are
+    loaded. After that initial bubble, new inputs and weights can be loaded in without an
+    additional bubble", How to Scale Your Model, TPU chapter, Appendix B). Each later fold lasts
+    ``max(t, preload)`` (the stream, or the weight load when the stream is shorter)::
+
+        cycles = compute_cycles - (folds - 1) * (fold_cycles - max(t, preload per fold))
+
+    which equals the closed form's ``compute_cycles`` for one fold.
+    """
+    per_fold_preload = r.preload_cycles // r.folds
+    steady = np.maximum(r.t, per_fold_preload)
+    return r.compute_cycles - (r.folds - 1) * (r.fold_cycles - steady)
+
+
+@dataclass(frozen=True)
+class GemmMapping:
+    """How one batched GEMM maps onto a chip's arrays, and what it costs.
+
+    Attributes
+    ----------
+    cycles
+        Array cycles of the busiest array (all arrays run in parallel), ideal memory, folds
+        overlapped (:func:`pipelined_cycles`).
+    split
+        ``(pb, pm, pn)``: arrays over batch, M and N.
+    folds
+        Folds one array runs per GEMM of its share; ``per_array_batch`` GEMMs run one after another.
+    util_pct
+        ``100 x MACs / (cycles x rows x cols x arrays)``.
+    dram_bytes, sram_bytes
+        HBM traffic of the whole chip (bytes) and VMEM <-> array traffic (bytes).
+    """
+
+    cycles: int
+    split: tuple[int, int, int]
+    per_array_batch: int
+    sub_mnk: tuple[int, int, int]
+    folds: int
+    util_pct: float
+    dram_bytes: float
+    sram_bytes: float
+
+
+def map_gemm(dev: DeviceSpec, batch: int, m: int, n: int, k: int, *, in_bytes: float, out_bytes: float,
+             ifmap_words: int | None = None) -> GemmMapping:
+    """Map ``batch x (M, N, K)`` onto the arrays of ``dev`` (see the module docstring).
+
+    Parameters
+    ----------
+    batch, m, n, k
+        Independent GEMMs and their dimensions (counts).
+    in_bytes, out_bytes
+        Bytes per operand and per output element.
+    ifmap_words
+        Distinct elements of the streamed operand per GEMM (a convolution's input tensor rather than
+        its ``M x K`` im2col view); default ``M x K``.
+    """
+    _require_systolic(dev)
+    s = dev.systolic
+    arrays = dev.compute.units * s.arrays_per_core
+    splits = array_splits(arrays)
+    pb, pm, pn = splits[:, 0], splits[:, 1], splits[:, 2]
+    bsub = -(-batch // pb)
+    msub = -(-m // pm)
+    nsub = -(-n // pn)
+    r = gemm_cycles(s.rows, s.cols, s.dataflow, msub, nsub, k)
+    total = bsub * pipelined_cycles(r)
+    best = int(np.lexsort((pm, pb, total))[0])  # fewest cycles; ties: fewest batch, then M splits
+    cycles = int(total[best])
+    macs = batch * m * n * k
+    util = 100.0 * macs / (cycles * s.rows * s.cols * arrays) if cycles > 0 else 0.0
+    sram_words_in = float(r.sram_ifmap_reads[best] + r.sram_filter_reads[best])
+    sram_words_acc = float(r.sram_ofmap_writes[best] + r.sram_ofmap_reads[best])
+    sram_bytes = float(arrays * int(bsub[best])) * (sram_words_in * in_bytes + sram_words_acc * _ACC_BYTES)
+    dram = _core_dram_bytes(dev, batch, m, n, k, in_bytes, out_bytes, ifmap_words)
+    return GemmMapping(cycles=cycles, split=(int(pb[best]), int(pm[best]), int(pn[best])),
+                       per_array_batch=int(bsub[best]), sub_mnk=(int(msub[best]), int(nsub[best]), k),
+                       folds=int(r.folds[best]), util_pct=util, dram_bytes=dram, sram_bytes=sram_bytes)
+
+
+def _core_dram_bytes(dev: DeviceSpec, batch: int, m: int, n: int, k: int, in_bytes: float, out_bytes: float,
+                     ifmap_words: int | None) -> float:
+    """HBM bytes of the whole GEMM under blocked tiling through each TensorCore's VMEM.
+
+    TensorCores take whole GEMMs of the batch, or share one along M (each then reads the whole
+    filter into its own VMEM). A core computes output blocks ``bm x bn`` with an fp32 accumulator,
+    streaming double-buffered ``bm x bk`` and ``bk x bn`` operand blocks (``bk`` = the array's row
+    count, the K extent of one fold), so the streamed operand is read ``ceil(N / bn)`` times, the
+    filter ``ceil(M / bm)`` times and the output written once. ``bm`` and ``bn`` run over the array
+    size times powers of two (capped at M and N); the feasible pair moving the fewest bytes wins
+    (the smallest tile if none fits).
+    """
+    s = dev.systolic
+    cores = dev.compute.units
+    share = 1 if batch >= cores else max(1, cores // batch)  # cores per GEMM
+    cm = -(-m // share)
+    lv = _onchip(dev)
+    budget = lv.capacity_bytes / cores if lv is not None else float("inf")
+    bk = min(k, s.rows)
+    sizes_m = np.unique(np.minimum(cm, s.rows * 2 ** np.arange(0, 20)))
+    sizes_n = np.unique(np.minimum(n, s.cols * 2 ** np.arange(0, 20)))
+    bm, bn = np.meshgrid(sizes_m, sizes_n, indexing="ij")
+    foot = 2.0 * (bm * bk + bk * bn) * in_bytes + bm * bn * _ACC_BYTES
+    a_bytes = (cm * k if ifmap_words is None else -(-ifmap_words // share)) * in_bytes
+    traffic = (a_bytes * -(-n // bn) + k * n * in_bytes * -(-cm // bm) + cm * n * out_bytes).astype(float)
+    fits = foot <= budget
+    per_share = float(traffic[fits].min()) if fits.any() else float(traffic[0, 0])
+    return float(batch * share) * per_share
+
+
+def _hbm(dev: DeviceSpec) -> float:
+    return dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
+
+
+def _vector_rate(dev: DeviceSpec) -> float:
+    table = dev.compute.vector_flops_per_s
+    rate = table.get("fp32", max(table.values(), default=0.0))
+    if rate <= 0:
+        raise SpecError(f"{dev.name}: compute.vector_flops_per_s: no fp32 rate; got {table}; expected fp32 = ...")
+    return rate * dev.efficiency.vector_peak_fraction
+
+
+def _contraction(ctx: LoweringContext, batch: int, m: int, n: int, k: int, *, dtype: str, in_bytes: float,
+                 out_bytes: float, rule: str, ifmap_words: int | None = None, vector_flops: float = 0.0,
+                 extra_vector_s: float = 0.0, dram_bytes: float | None = None, notes: str = "") -> KernelCost:
+    dev = ctx.device
+    s = dev.systolic
+    mp = map_gemm(dev, batch, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, ifmap_words=ifmap_words)
+    rate, used, rnote = tpu_rate(dev, dtype)
+    geometry_peak = 2.0 * s.rows * s.cols * s.arrays_per_core * dev.compute.units * dev.clock.sustained_hz
+    factor = rate / geometry_peak
+    mxu_s = mp.cycles / (dev.clock.sustained_hz * factor * dev.efficiency.tensor_peak_fraction)
+    vec_s = vector_flops / _vector_rate(dev) if vector_flops else 0.0
+    compute_s = max(mxu_s, vec_s + extra_vector_s)
+    dram = mp.dram_bytes if dram_bytes is None else dram_bytes
+    memory_s = dram / _hbm(dev)
+    bound = "memory" if memory_s > compute_s else ("vector" if vec_s + extra_vector_s > mxu_s else "mxu")
+    pb, pm, pn = mp.split
+    tile = f"{s.rows}x{s.cols} {s.dataflow} x{s.arrays_per_core * dev.compute.units}"
+    detail = (f"array {s.rows}x{s.cols} {s.dataflow}; split batch/M/N {pb}/{pm}/{pn} over "
+              f"{dev.compute.units} core(s) x {s.arrays_per_core} MXU; per array {mp.per_array_batch} x "
+              f"(M,N,K)={mp.sub_mnk} in {mp.folds} folds, {mp.cycles} cycles; util {mp.util_pct:.1f}%; "
+              f"bound {bound}")
+    extra = "; ".join(x for x in (rnote, notes) if x)
+    return KernelCost(
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram, l2_bytes=0.0,
+        smem_bytes=mp.sram_bytes, matrix_flops=2.0 * batch * m * n * k, vector_flops=vector_flops, rule=rule,
+        matrix_dtype=used, tile=tile, ctas=pb * pm * pn, waves=float(mp.per_array_batch * mp.folds),
+        notes=detail + (f"; {extra}" if extra else ""),
+    )
+
+
+@register_rule("tpu", "matmul")
+def _tpu_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
+    bt, m, n, k = gemm_dims(op)
+    a, b = op.inputs[0], op.inputs[1]
+    bias = float(op.outputs[0].numel) if len(op.inputs) == 3 else 0.0
+    return _contraction(ctx, bt, m, n, k, dtype=op.dtype.value, in_bytes=max(_nbytes(a.dtype), _nbytes(b.dtype)),
+                        out_bytes=_nbytes(op.outputs[0].dtype), rule="mxu-gemm", vector_flops=bias)
+
+
+def _grouped_rows(op: Op) -> tuple[int, int]:
+    a = op.inputs[0]
+    e, c = a.shape[0], a.shape[1]
+    tokens = int(op.attrs.get("tokens", e * c))
+    active = int(op.attrs.get("experts_active", e))
+    return max(1, math.ceil(tokens / active)), active
+
+
+@register_rule("tpu", "grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
+def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
+    a, b = op.inputs[0], op.inputs[1]
+    rows, active = _grouped_rows(op)
+    if op.kind == "grouped_matmul":
+        m, n, k = rows, b.shape[2], a.shape[2]
+    elif op.kind == "grouped_matmul_bwd_data":
+        m, n, k = rows, b.shape[1], b.shape[2]
+    else:
+        m, n, k = a.shape[2], b.shape[2], rows
+    return _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=_nbytes(a.dtype),
+                        out_bytes=_nbytes(op.outputs[0].dtype), rule="mxu-grouped-gemm")
+
+
+@register_rule("tpu", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
+               "conv2d_bwd_weight")
+def _tpu_conv(op: Op, ctx: LoweringContext) -> KernelCost:
+    d = conv_dims(op)
+    g = d["groups"]
+    ib, ob = _nbytes(op.inputs[0].dtype), _nbytes(op.outputs[0].dtype)
+    if g > 1 and d["gemm_n"] * g == d["c"] and d["gemm_n"] < 8:
+        # depthwise / narrow grouped: too little reuse for the arrays; the vector unit does it
+        macs = g * d["gemm_m"] * d["gemm_n"] * d["gemm_k"]
+        return _vector_cost(op, ctx, flops=2.0 * macs, rule="vpu-depthwise-conv",
+                            notes="depthwise convolution on the vector unit")
+    bias = float(op.outputs[0].numel) if (len(op.inputs) == 3 and op.kind in ("conv1d", "conv2d")) else 0.0
+    if op.kind.endswith("bwd_weight"):
+        m, n, k = d["gemm_n"], d["gemm_k"], d["gemm_m"]
+        rule = "mxu-conv-wgrad"
+        ifw = None
+    else:
+        m, n, k = d["gemm_m"], d["gemm_n"], d["gemm_k"]
+        rule = "mxu-conv-dgrad" if op.kind.endswith("bwd_data") else "mxu-conv"
+        ifw = max(1, op.inputs[0].numel // g)  # the input tensor, not its im2col copies
+    return _contraction(ctx, g, m, n, k, dtype=op.dtype.value, in_bytes=ib, out_bytes=ob, rule=rule,
+                        ifmap_words=ifw, vector_flops=bias)
+
+
+@register_rule("tpu", "attention", "attention_bwd")
+def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
+    q, k, v = op.inputs[:3]
+    b, hq, sq, d = q.shape
+    skv, dv = k.shape[2], v.shape[3]
+    backward = op.kind == "attention_bwd"
+    causal = bool(op.attrs.get("causal", False))
+    dt = op.dtype.value
+    ib = _nbytes(q.dtype)
+    heads = b * hq
+    # causal: a flash-style kernel skips blocks above the diagonal; the kept fraction of scores
+    keep = 1.0 if not causal or sq == 1 else min(1.0, (skv - sq + (sq + 1) / 2.0) / skv)
+    kv_eff = max(1, round(skv * keep))
+    gemms = [(sq, kv_eff, d), (sq, dv, kv_eff)]  # S = Q K^T, O = P V
+    if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
+        gemms += [(kv_eff, dv, sq), (sq, kv_eff, dv), (sq, d, kv_eff), (kv_eff, d, sq)]
+    dram = float(op.bytes_read + op.bytes_written)
+    scores = float(heads * sq * kv_eff)
+    # softmax: max, subtract, exp, sum, scale per score (5 vector ops); backward about twice that
+    vec_flops = scores * (10.0 if backward else 5.0)
+    parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
+                          dram_bytes=0.0) for (m_, n_, k_) in gemms]
+    mxu_s = sum(p.compute_s for p in parts)
+    vec_s = vec_flops / _vector_rate(ctx.device)
+    memory_s = dram / _hbm(ctx.device)
+    compute_s = max(mxu_s, vec_s)
+    bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
+    first = parts[0]
+    return KernelCost(
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram, l2_bytes=0.0,
+        smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
+        vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
+        matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
+        notes=(f"{len(gemms)} GEMMs over {heads} batch x heads on the arrays (QK^T: {first.notes}); "
+               f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, overlapped; "
+               f"causal kept fraction {keep:.3f}; bound {bound}"),
+    )
+
+
+def _vector_cost(op: Op, ctx: LoweringContext, *, flops: float | None = None, rule: str = "vpu",
+                 notes: str = "") -> KernelCost:
+    dev = ctx.device
+    f = float(op.flops) if flops is None else flops
+    moved = float(op.bytes_read + op.bytes_written)
+    compute_s = f / _vector_rate(dev) if f else 0.0
+    memory_s = moved / _hbm(dev) if moved else 0.0
+    bound = "memory" if memory_s >= compute_s else "vector"
+    text = f"vector unit {compute_s * 1e6:.3f} us vs HBM {memory_s * 1e6:.3f} us; bound {bound}"
+    return KernelCost(compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=moved, l2_bytes=0.0,
+                      smem_bytes=moved, matrix_flops=0.0, vector_flops=f, rule=rule,
+                      notes=f"{notes}; {text}" if notes else text)
+
+
+@register_rule("tpu", *sorted(VECTOR_KINDS))
+def _tpu_vector(op: Op, ctx: LoweringContext) -> KernelCost:
+    return _vector_cost(op, ctx)
+
+
+@register_rule("tpu", *sorted(GATHER_KINDS))
+def _tpu_gather(op: Op, ctx: LoweringContext) -> KernelCost:
+    return _vector_cost(op, ctx, rule="gather", notes="row gather/scatter through HBM (SparseCores not modelled)")
+
+
+@register_rule("tpu", "moe_router")
+def _tpu_router(op: Op, ctx: LoweringContext) -> KernelCost:
+    x, w = op.inputs
+    t, d = x.shape
+    e = w.shape[1]
+    rest = max(0.0, float(op.flops) - 2.0 * t * d * e)
+    g = _contraction(ctx, 1, t, e, d, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype), out_bytes=4.0,
+                     rule="mxu-router", vector_flops=rest, dram_bytes=float(op.bytes_read + op.bytes_written),
+                     notes="softmax and top-k on the vector unit")
+    return g
+
+
+@register_rule("tpu", "reshape", "split", "slice")
+def _tpu_view(op: Op, ctx: LoweringContext) -> KernelCost:
+    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="view", kernels=0)
+
+
+@register_rule("tpu", *_COLLECTIVES)
+def _tpu_collective(op: Op, ctx: LoweringContext) -> KernelCost:
+    n = int(op.attrs.get("group_size", 1))
+    if n <= 1:
+        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="collective-noop", kernels=0)
+    link = ctx.fabric
+    if link is None:
+        link = next((ln for ln in ctx.device.links if ln.name in ("ici", "peer", "fabric")), None)
+    if link is None:
+        return _tpu_roofline(op, ctx)
+    size = float(op.outputs[0].nbytes if op.kind == "all_gather" else (op.inputs[0].nbytes if op.inputs
+                                                                       else op.outputs[0].nbytes))
+    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1,
+             "all_to_all": n - 1, "send": 1, "recv": 1}[op.kind]
+    per_step = size / n if op.kind not in ("send", "recv") else size
+    wire = steps * per_step / link.bandwidth_bytes_per_s
+    return KernelCost(0.0, wire, steps * link.latency_s, 2.0 * steps * per_step, 0.0, 0.0, 0.0, float(op.flops),
+                      rule=f"ring-{op.kind}", notes=f"{n} chips in a ring over {link.kind} ({link.name}); "
+                      "raw link bandwidth, per-hop latency per step")
+
+
+def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
+    """Fallback: the op's FLOPs at the matrix (contractions) or vector rate against its bytes at HBM rate."""
+    dev = ctx.device
+    moved = float(op.bytes_read + op.bytes_written)
+    flops = float(op.flops)
+    matrix = op.macs > 0
+    if matrix:
+        rate, used, _ = tpu_rate(dev, op.dtype.value)
+        compute_s = flops / (rate * dev.efficiency.tensor_peak_fraction)
+    else:
+        used = ""
+        compute_s = flops / _vector_rate(dev) if flops else 0.0
+    return KernelCost(compute_s=compute_s, memory_s=moved / _hbm(dev) if moved else 0.0, latency_s=0.0,
+                      dram_bytes=moved, l2_bytes=0.0, smem_bytes=0.0, matrix_flops=flops if matrix else 0.0,
+                      vector_flops=0.0 if matrix else flops, rule="roofline-fallback", matrix_dtype=used,
+                      fallback=True, notes=f"no TPU rule for kind {op.kind!r}; roofline at the "
+                      f"{'matrix' if matrix else 'vector'} rate and HBM bandwidth")
+
+
+set_fallback("tpu", _tpu_roofline)

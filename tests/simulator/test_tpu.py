@@ -1,0 +1,185 @@
+"""TPU presets and the systolic lowering rules: sourced catalog files, hand-computed MXU cycles, CLI runs."""
+
+import json
+import math
+
+import pytest
+
+from hwmodels.catalog import load_device
+from hwmodels.loader import apply_overlay, device_from_dict, load_efficiency_defaults, numeric_paths
+from hwmodels.spec import SpecError
+from hwmodels.systolic import gemm_cycles
+from simulator.cli import main
+from simulator.engine import EvalOptions, evaluate
+from simulator.lowering import rule_name_for
+from simulator.lowering_tpu import map_gemm, pipelined_cycles
+from workloads.resolve import load_workload
+
+TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
+# fields with a spec default that no TPU file needs to state (eager-framework host cost, GPU TMA
+# copies) and link energy, which the catalog does not model
+_DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.l2_tile_bandwidth_fraction")
+
+
+def _cli_json(capsys, *argv: str) -> dict:
+    assert main(["predict", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", TPUS + ["edge-64x64"])
+def test_preset_loads_with_every_number_sourced(name):
+    dev = load_device(name)
+    assert dev.kind == "tpu" and dev.systolic is not None
+    paths = numeric_paths(dev)
+    unsourced = [p for p, _, _ in paths if dev.source_of(p) is None or not dev.source_of(p).source.strip()]
+    assert unsourced == []
+    defaulted = [p for p, _, _ in paths if dev.source_of(p).source.startswith("default of")]
+    assert all(p in _DEFAULTED or (p.startswith("links.") and p.endswith("energy_j_per_byte")) for p in defaulted)
+    # the arch has no section in the shared defaults: the device's own table is complete
+    assert dev.arch not in load_efficiency_defaults()
+    # the array geometry reproduces the bf16 (edge: int8) peak at the sustained clock, to 0.1 %
+    s = dev.systolic
+    geo = 2 * s.rows * s.cols * s.arrays_per_core * dev.compute.units * dev.clock.sustained_hz
+    quoted = dev.compute.tensor_flops_per_s["int8" if name == "edge-64x64" else "bf16"]
+    assert geo == pytest.approx(quoted, rel=1e-3)
+    assert dev.power.idle_w < dev.power.tdp_w
+    assert [lv.name for lv in dev.memory][1] == "vmem"
+
+
+def test_published_figures_of_the_cloud_pages():
+    v4, v5e, v5p, v6e = (load_device(n) for n in TPUS)
+    # Cloud TPU pages: v4 2 TC x 4 MXU, 275 TF, 32 GiB at 1200 GBps, max 192 W
+    assert (v4.compute.units, v4.systolic.arrays_per_core) == (2, 4)
+    assert v4.compute.tensor_flops_per_s["bf16"] == 275e12 and v4.main_memory.capacity_bytes == 32 * 2**30
+    assert v4.main_memory.read_bandwidth_bytes_per_s == 1200e9 and v4.power.tdp_w == 192.0
+    assert v5e.compute.tensor_flops_per_s["bf16"] == 197e12 and v5e.main_memory.read_bandwidth_bytes_per_s == 819e9
+    assert v5p.compute.tensor_flops_per_s["bf16"] == 459e12 and v5p.main_memory.read_bandwidth_bytes_per_s == 2765e9
+    assert (v6e.systolic.rows, v6e.compute.tensor_flops_per_s["bf16"]) == (256, 918e12)
+    # ICI: Cloud bidirectional per-chip figures halved (per direction)
+    assert [d.link("ici").bandwidth_bytes_per_s for d in (v5e, v5p, v6e)] == [200e9, 600e9, 400e9]
+
+
+def test_incomplete_own_efficiency_table_is_refused_for_an_arch_without_defaults():
+    import tomllib
+
+    from hwmodels.catalog import DEVICES_DIR
+
+    data = tomllib.loads((DEVICES_DIR / "tpu-v5e.toml").read_text())
+    del data["efficiency"]["launch_overhead_s"]
+    with pytest.raises(SpecError, match="no efficiency defaults for arch 'tpu-v5e'"):
+        device_from_dict(data, where="t.toml")
+
+
+def test_rules_are_registered_for_tpu_devices():
+    assert rule_name_for("tpu", "matmul") == "tpu_gemm"
+    assert rule_name_for("tpu", "conv2d") == "tpu_conv"
+    assert rule_name_for("tpu", "attention") == "tpu_attention"
+    assert rule_name_for("tpu", "rmsnorm") == "tpu_vector"
+    assert rule_name_for("tpu", "embedding") == "tpu_gather"
+    assert rule_name_for("tpu", "lstm") is None  # roofline fallback, marked in the report
+
+
+def test_gemm_1024_on_v5e_matches_the_closed_form_by_hand():
+    # v5e: one TensorCore x 4 MXUs of 128x128, weight stationary. M = N = K = 1024, bf16.
+    # Best split: N over the 4 MXUs -> each array (M, N, K) = (1024, 256, 1024).
+    # ws maps K to rows (8 row folds) and N to columns (2 column folds): 16 folds.
+    # One fold: preload 128 + stream T = M = 1024 + skew 128 + 128 - 2 = 1406 cycles.
+    # Closed form (SCALE-Sim): 16 x 1406 - 1 = 22495 cycles.
+    # Folds overlap on an MXU: 22495 - 15 x (1406 - max(1024, 128)) = 16765 cycles.
+    r = gemm_cycles(128, 128, "ws", 1024, 256, 1024)
+    assert (int(r.folds), int(r.fold_cycles), int(r.compute_cycles)) == (16, 1406, 22495)
+    assert int(pipelined_cycles(r)) == 16765
+    dev = load_device("tpu-v5e")
+    # isolate the array model: no derating, HBM far faster than the arrays
+    dev = apply_overlay(dev, {"efficiency.tensor_peak_fraction": 1.0,
+                              "memory.hbm.read_bandwidth_bytes_per_s": "1000 TB/s"}, source="test")
+    rep = evaluate(load_workload("gemm:m=1024,n=1024,k=1024", dtype="bf16"), dev)
+    (rec,) = rep.records
+    s = dev.systolic
+    factor = dev.compute.tensor_flops_per_s["bf16"] / (2 * s.rows * s.cols * s.arrays_per_core * dev.clock.sustained_hz)
+    assert rec.time_s * dev.clock.sustained_hz * factor == pytest.approx(16765, rel=1e-12)
+    assert rec.bound == "compute" and rec.rule == "mxu-gemm"
+    assert "16 folds" in rec.notes and "128x128 ws" in rec.notes and "split batch/M/N 1/1/4" in rec.notes
+    # HBM traffic: A, B read once and C written once (each fits a VMEM third): 3 x 2 MiB
+    assert rec.dram_bytes == 3 * 1024 * 1024 * 2
+
+
+def test_large_gemm_reproduces_the_measured_v5e_point():
+    # JAX Pallas matmul guide, XLA bf16 8192^3 on one v5e: 6.047 ms (the calibration point of
+    # efficiency.tensor_peak_fraction), and 4096^3: 0.827 ms including ~0.08-0.1 ms of host dispatch
+    dev = load_device("tpu-v5e")
+    t8 = evaluate(load_workload("gemm:m=8192,n=8192,k=8192", dtype="bf16"), dev).latency_s
+    t4 = evaluate(load_workload("gemm:m=4096,n=4096,k=4096", dtype="bf16"), dev).latency_s
+    assert t8 == pytest.approx(6.047e-3, rel=0.01)
+    assert 0.827e-3 - 0.11e-3 < t4 < 0.827e-3
+
+
+def test_more_hbm_bandwidth_is_never_slower():
+    base = load_device("tpu-v5e")
+    fast = apply_overlay(base, {"memory.hbm.read_bandwidth_bytes_per_s": "1638 GB/s"}, source="test")
+    g = load_workload("llama-2-7b", phase="decode", context=512)
+    a, b = evaluate(g, base), evaluate(g, fast)
+    assert b.latency_s < a.latency_s
+    assert all(rb.time_s <= ra.time_s * (1 + 1e-12) for ra, rb in zip(a.records, b.records, strict=True))
+
+
+def test_larger_gemm_is_never_faster():
+    dev = load_device("tpu-v4")
+    cyc = [map_gemm(dev, 1, m, 1024, 1024, in_bytes=2, out_bytes=2).cycles for m in (1, 64, 128, 129, 1000, 4096)]
+    assert cyc == sorted(cyc)
+
+
+def test_resnet50_batch128_on_v4_via_cli(capsys):
+    out = _cli_json(capsys, "resnet50", "--hardware", "tpu-v4", "--batch", "128")
+    assert out["hardware"] == "tpu-v4"
+    assert math.isfinite(out["latency_s"]) and out["latency_s"] > 0
+    assert math.isfinite(out["energy_j"]) and out["energy_j"] > 0
+    dev = load_device("tpu-v4")
+    assert out["totals"]["peak_flops_per_s"] == 275e12  # fp32 contractions: one bf16 pass (XLA default)
+    # MFU band, bounded from the graph itself: the ops are not fused (XLA would fuse the
+    # elementwise ones), so every non-contraction op moves its bytes through HBM. Upper bound:
+    # contractions at the derated peak plus the others at full HBM bandwidth.
+    g = load_workload("resnet50", batch=128)
+    conv_s = sum(op.flops for op in g if op.category == "contraction") / (275e12 * dev.efficiency.tensor_peak_fraction)
+    other = sum(op.bytes_read + op.bytes_written for op in g
+                if op.category != "contraction" and op.kind not in ("reshape",))
+    floor_s = conv_s + other / dev.main_memory.read_bandwidth_bytes_per_s
+    assert out["latency_s"] >= floor_s
+    assert 0.05 <= out["mfu"] <= sum(op.flops for op in g) / floor_s / 275e12
+    convs = [r for r in out["ops"] if r["kind"] == "conv2d"]
+    assert convs and all(r["rule"] == "mxu-conv" and "128x128 ws" in r["notes"] for r in convs)
+    # no conv runs above the derated peak
+    assert all(r["flops"] / r["time_s"] <= 275e12 * 0.923 * (1 + 1e-9) for r in convs)
+
+
+def test_llama2_7b_decode_on_v5e_is_memory_bound(capsys):
+    out = _cli_json(capsys, "llama-2-7b", "--hardware", "tpu-v5e", "--phase", "decode", "--context", "2048")
+    assert math.isfinite(out["energy_j"]) and out["energy_j"] > 0
+    g = load_workload("llama-2-7b", phase="decode", context=2048)
+    dev = load_device("tpu-v5e")
+    weight_s = g.weight_bytes / dev.main_memory.read_bandwidth_bytes_per_s
+    assert out["latency_s"] >= weight_s  # every weight crosses HBM once per token
+    assert out["latency_s"] <= 1.5 * (g.weight_bytes + 2**30) / (819e9 * dev.efficiency.dram_bandwidth_fraction)
+    assert out["bound_breakdown"]["memory"] > 0.9
+    assert out["mfu"] < 0.01
+
+
+def test_edge_design_point_predicts_a_small_cnn(capsys):
+    out = _cli_json(capsys, "resnet18", "--hardware", "hwmodels/catalog/devices/edge-64x64.toml",
+                    "--batch", "1", "--dtype", "int8")
+    assert out["latency_s"] > 0 and out["energy_j"] > 0
+    peak = 8.192e12
+    assert out["latency_s"] >= out["flops"] / peak  # never above the array's peak
+    convs = [r for r in out["ops"] if r["kind"] == "conv2d"]
+    assert convs and all("64x64 ws" in r["notes"] for r in convs)
+
+
+def test_fp32_contraction_runs_at_the_bf16_rate_and_missing_dtypes_are_noted():
+    dev = load_device("edge-64x64")  # no fp32 matrix rate: the slowest listed (bf16) is used, noted
+    rep = evaluate(load_workload("gemm:m=256,n=256,k=256", dtype="fp32"), dev, EvalOptions())
+    (rec,) = rep.records
+    assert "fp32 not in compute.tensor_flops_per_s; costed at the bf16 rate" in rec.notes
+    v5e = load_device("tpu-v5e")
+    t32 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="fp32"), v5e).records[0].compute_s
+    t16 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="bf16"), v5e).records[0].compute_s
+    assert t32 == pytest.approx(t16)
