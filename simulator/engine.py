@@ -44,7 +44,8 @@ class EvalOptions:
     Attributes
     ----------
     fusion
-        Fuse elementwise ops into the kernel producing their input when that input has no other
+        None (default): fuse on TPUs, whose XLA compiler always fuses, and not on GPUs/CPUs (eager
+        frameworks launch one kernel per op). True/False force it. Fuse elementwise ops into the kernel producing their input when that input has no other
         consumer (as compilers such as torch.compile or XLA do); fused ops cost their extra
         traffic and vector work, and no launch.
     cuda_graphs
@@ -69,7 +70,7 @@ class EvalOptions:
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     """
 
-    fusion: bool = False
+    fusion: bool | None = None
     cuda_graphs: bool = False
     power_cap: bool = True
     allow_tf32: bool = False
@@ -133,7 +134,9 @@ class _Energy:
         levels = {lv.name.lower(): lv for lv in dev.memory}
         main = dev.main_memory
         l2 = next((lv for n, lv in levels.items() if n in ("l2", "llc")), None)
-        sm = next((lv for n, lv in levels.items() if n in ("smem", "shared", "l1", "lds", "rf")), None)
+        # the operand-staging on-chip level: GPU shared memory / LDS, TPU VMEM, an accelerator's scratchpad
+        sm = next((lv for n, lv in levels.items()
+                   if n in ("smem", "shared", "l1", "lds", "rf", "vmem", "sram", "scratchpad")), None)
         self.per_byte = {"dram": main.energy_j_per_byte}
         if l2 is not None and l2 is not main:
             self.per_byte["l2"] = l2.energy_j_per_byte
@@ -156,6 +159,11 @@ class _Energy:
         use = alt if alt in table else max(table, key=lambda k: table[k])
         self.warnings.add(f"{self.dev.name}: energy.{what}.{dtype}: missing; used energy.{what}.{use}")
         return table[use]
+
+
+def _fusible(op: Op) -> bool:
+    """Elementwise ops, and inference batch norm (a per-channel scale and shift), fuse into producers."""
+    return op.kind in FUSIBLE_KINDS or (op.kind == "batchnorm" and not op.attrs.get("training"))
 
 
 def _display_path(path: str) -> str:
@@ -211,6 +219,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     opts = options or EvalOptions()
     dev, hw_name, count, fabric = spec_of(system)
     floor = launch_floor_s(dev, opts)
+    fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)
     energy = _Energy(dev)
     l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
@@ -239,7 +248,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
             in_l2 = float(sum(t.nbytes for t in op.inputs if base(t.name) in resident))
         fused_into = ""
         src = None
-        if opts.fusion and op.kind in FUSIBLE_KINDS and prev_kernel is not None \
+        if fuse and _fusible(op) and prev_kernel is not None \
                 and graph.op(prev_kernel).kind not in _NO_EPILOGUE:
             for t in op.inputs:
                 prod = graph.producer(t.name)
@@ -310,14 +319,20 @@ def _view_record(op: Op) -> OpCost:
 
 def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
     """An elementwise op folded into its producer's epilogue: its extra inputs and vector work only."""
-    p = ctx.params("fp32")
     extra_in = float(sum(t.nbytes for t in op.inputs if t.name != src.name))
     extra_out = float(max(0, sum(t.nbytes for t in op.outputs) - src.nbytes))
-    rate = float(p.vector_flops_per_s) * float(p.vector_fraction)
-    bw = float(p.dram_bytes_per_s) * float(p.dram_fraction)
     sfu = 0.0
-    if op.attrs.get("op") in ("exp", "tanh", "sigmoid", "silu", "gelu", "erf", "swish", "softplus"):
-        sfu = op.outputs[0].numel / float(p.sfu_ops_per_s)
+    if ctx.device.kind == "gpu":
+        p = ctx.params("fp32")
+        rate = float(p.vector_flops_per_s) * float(p.vector_fraction)
+        bw = float(p.dram_bytes_per_s) * float(p.dram_fraction)
+        if op.attrs.get("op") in ("exp", "tanh", "sigmoid", "silu", "gelu", "erf", "swish", "softplus"):
+            sfu = op.outputs[0].numel / float(p.sfu_ops_per_s)
+    else:  # TPU vector unit / CPU SIMD: the spec's vector rate and main-memory bandwidth
+        dev = ctx.device
+        vec = dev.compute.vector_flops_per_s
+        rate = float(vec.get(op.dtype.value) or vec.get("fp32") or max(vec.values())) * dev.efficiency.vector_peak_fraction
+        bw = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
     return KernelCost(
         compute_s=float(op.flops) / rate + sfu, memory_s=(extra_in + extra_out) / bw, latency_s=0.0,
         dram_bytes=extra_in + extra_out, l2_bytes=extra_in + extra_out, smem_bytes=0.0, matrix_flops=0.0,
@@ -359,7 +374,7 @@ def _make_record(op: Op, kc: KernelCost, vals: tuple[Any, ...], fused_into: str)
         dram_bytes=kc.dram_bytes, l2_bytes=kc.l2_bytes, smem_bytes=kc.smem_bytes, compute_s=compute,
         memory_s=memory, overhead_s=overhead, bound=bound, rule=kc.rule, tile=kc.tile, split_k=kc.split_k,
         ctas=kc.ctas, waves=kc.waves, ctas_per_sm=kc.ctas_per_sm, kernels=kc.kernels, fallback=kc.fallback,
-        power_capped=capped, fused_into=fused_into, notes=kc.notes,
+        power_capped=capped, fused_into=fused_into, notes=kc.notes, matrix_dtype=kc.matrix_dtype,
     )
 
 
@@ -371,8 +386,9 @@ def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
     flops = sum(r.flops for r in records)
     by_dtype: Counter[str] = Counter()
     for r in records:
-        if r.category in ("contraction", "attention", "recurrent") and r.dtype in dev.compute.tensor_flops_per_s:
-            by_dtype[r.dtype] += r.flops
+        dt = r.matrix_dtype or r.dtype  # the rate the rule actually used (e.g. fp32 on a TPU runs at bf16)
+        if r.category in ("contraction", "attention", "recurrent") and dt in dev.compute.tensor_flops_per_s:
+            by_dtype[dt] += r.flops
     if by_dtype:
         dt = max(sorted(by_dtype), key=lambda d: by_dtype[d])
         peak = dev.compute.tensor_flops_per_s[dt]

@@ -63,6 +63,7 @@ class OpCost:
     power_capped: bool = False
     fused_into: str = ""
     notes: str = ""
+    matrix_dtype: str = ""  # dtype the matrix unit ran at ("" when the op used no matrix unit)
 
     @property
     def bytes_by_level(self) -> dict[str, float]:

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one row per op instead of summing ops that differ only by layer index")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the whole report)")
     p.add_argument("--csv", metavar="FILE", help="write one CSV row per op to FILE")
-    p.add_argument("--fusion", action="store_true", help="fuse elementwise ops into their producer kernel")
+    p.add_argument("--fusion", action=argparse.BooleanOptionalAction, default=None,
+                   help="fuse elementwise ops into their producer kernel (default: on for TPUs, as XLA does; off for GPUs)")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph (lower launch floor)")
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")

@@ -130,7 +130,7 @@ def test_larger_gemm_is_never_faster():
 
 
 def test_resnet50_batch128_on_v4_via_cli(capsys):
-    out = _cli_json(capsys, "resnet50", "--hardware", "tpu-v4", "--batch", "128")
+    out = _cli_json(capsys, "resnet50", "--hardware", "tpu-v4", "--batch", "128", "--no-fusion")
     assert out["hardware"] == "tpu-v4"
     assert math.isfinite(out["latency_s"]) and out["latency_s"] > 0
     assert math.isfinite(out["energy_j"]) and out["energy_j"] > 0
@@ -150,6 +150,11 @@ def test_resnet50_batch128_on_v4_via_cli(capsys):
     assert convs and all(r["rule"] == "mxu-conv" and "128x128 ws" in r["notes"] for r in convs)
     # no conv runs above the derated peak
     assert all(r["flops"] / r["time_s"] <= 275e12 * 0.923 * (1 + 1e-9) for r in convs)
+    # by default TPUs fuse (as XLA does): faster than unfused, never faster than the convs alone
+    fused = _cli_json(capsys, "resnet50", "--hardware", "tpu-v4", "--batch", "128")
+    assert conv_s <= fused["latency_s"] < out["latency_s"]
+    assert fused["provenance"]["options"]["fusion"] is None
+    assert any(r["fused_into"] for r in fused["ops"] if r["kind"] == "batchnorm")
 
 
 def test_llama2_7b_decode_on_v5e_is_memory_bound(capsys):
