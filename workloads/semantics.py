@@ -659,10 +659,23 @@ def _bytes_embedding(op: Op) -> tuple[int, int]:
 register("embedding", "memory", _infer_embedding,
          lambda op: op.inputs[0].numel * op.inputs[1].shape[1] if op.attrs.get("bag") else 0,
          bytes_rw=_bytes_embedding, doc="ids (int, ...) gather rows of table (V,D); attrs bag=sum pools the last ids axis")
-register("embedding_bwd", "memory", lambda i, a: [(tuple(a["table_shape"]), i[0].dtype)],
-         lambda op: op.inputs[0].numel, params=_zero,
-         bytes_rw=lambda op: (op.inputs[0].nbytes * 2, op.inputs[0].nbytes),
-         doc="dy -> sparse scatter-add into the table gradient; attrs table_shape")
+def _infer_embedding_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
+    _need(inputs, 1)
+    table = tuple(int(s) for s in attrs["table_shape"])
+    rows = attrs.get("sparse_rows")
+    return [((int(rows), table[1]) if rows else table, inputs[0].dtype)]
+
+
+def _bytes_embedding_bwd(op: Op) -> tuple[int, int]:
+    dy, g = op.inputs[0], op.outputs[0]
+    if op.attrs.get("sparse_rows"):  # the touched rows only (torch sparse=True gradients)
+        return dy.nbytes, g.nbytes
+    return dy.nbytes * 2, g.nbytes + dy.nbytes  # dense: zero-filled table gradient, then scatter-add
+
+
+register("embedding_bwd", "memory", _infer_embedding_bwd, lambda op: op.inputs[0].numel, params=_zero,
+         bytes_rw=_bytes_embedding_bwd,
+         doc="dy -> table gradient by scatter-add; attrs table_shape, sparse_rows (rows of a sparse gradient)")
 
 
 def _infer_concat(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -1068,9 +1081,25 @@ def _infer_optimizer(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     return [(inputs[0].shape, inputs[0].dtype)]
 
 
+def _updated_fraction(op: Op) -> float:
+    """Share of the parameter updated: 1, or sparse_rows / rows for a sparse (embedding) gradient."""
+    rows = op.attrs.get("sparse_rows")
+    return int(rows) / op.inputs[0].shape[0] if rows else 1.0
+
+
+def _bytes_optimizer(op: Op) -> tuple[int, int]:
+    # reads the parameter, its gradient and every state tensor; writes the parameter and the states
+    f = _updated_fraction(op)
+    w, g = op.inputs[0], op.inputs[1]
+    states = sum(t.nbytes for t in op.inputs[2:])
+    return int(f * (w.nbytes + states)) + g.nbytes, int(f * (op.outputs[0].nbytes + states))
+
+
 register("optimizer_update", "optimizer", _infer_optimizer,
-         lambda op: OPTIMIZER_FLOPS[op.attrs.get("algorithm", "adamw")] * op.inputs[0].numel, params=_zero,
-         doc="param, grad [, master, m, v] -> updated param; attrs algorithm (sgd, sgd_momentum, adam, adamw)")
+         lambda op: int(OPTIMIZER_FLOPS[op.attrs.get("algorithm", "adamw")] * op.inputs[0].numel * _updated_fraction(op)),
+         params=_zero, bytes_rw=_bytes_optimizer,
+         doc="param, grad [, master, m, v] -> updated param (states updated in place); attrs algorithm "
+             "(sgd, sgd_momentum, adam, adamw), sparse_rows (rows of a sparse embedding gradient)")
 
 
 def _infer_generic(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -313,8 +313,9 @@ class _Deriver:
             ins = [w, g]
             for suffix, dt in optimizer_state_dtypes(w, self.optimizer, self.mixed_precision):
                 ins.append(TensorSpec(f"{w.name}.{suffix}", w.shape, dt, Role.OPTIMIZER_STATE))
+            sparse = {"sparse_rows": g.shape[0]} if g.shape != w.shape else {}
             self.emit("optimizer_update", ins, f"optimizer.{w.name}", "optimizer",
-                      out=[(f"{w.name}.updated", Role.WEIGHT)], algorithm=self.optimizer)
+                      out=[(f"{w.name}.updated", Role.WEIGHT)], algorithm=self.optimizer, **sparse)
         meta = dict(self.fg.meta)
         meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
                      "recompute": self.recompute, "weights_without_gradient": missing})
@@ -480,8 +481,12 @@ def _bwd_embedding(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Te
     (dy,) = dys
     assert dy is not None
     table = op.inputs[1]
+    # a table marked sparse (torch nn.Embedding(sparse=True), as DLRM uses) and used once gets a gradient
+    # of the looked-up rows only; several uses would need their sparse gradients concatenated: dense then
+    rows = op.inputs[0].numel if op.attrs.get("sparse") and d.need.get(table.name, 0) <= 1 else None
+    extra = {"sparse_rows": rows} if rows else {}
     g = d.emit("embedding_bwd", [dy], f"{op.name}.bwd", op.group, out=[d.hint(table)], table_shape=table.shape,
-               out_dtype=table.dtype)[0]
+               out_dtype=table.dtype, **extra)[0]
     return [None, g]
 
 

@@ -177,3 +177,42 @@ def test_training_step_json_round_trip():
     again = graph_from_json(json.loads(json.dumps(graph_to_json(step))))
     assert graph_to_json(again) == graph_to_json(step)
     assert again.flops == step.flops and again.role_bytes(Role.OPTIMIZER_STATE) == step.role_bytes(Role.OPTIMIZER_STATE)
+
+
+def test_sparse_embedding_gradient_updates_touched_rows_only():
+    """DLRM's tables use sparse gradients: the backward and the optimizer touch the looked-up rows only."""
+    from workloads.ir import GraphBuilder
+    from workloads.training import training_graph
+
+    b = GraphBuilder("bag", "fp32")
+    ids = b.input("ids", (4, 3), "int64")  # 4 samples x 3 lookups
+    table = b.weight("table", (1000, 8))
+    pooled = b.op("embedding", [ids, table], name="bag", bag=True, sparse=True)
+    w = b.weight("fc", (8, 2))
+    logits = b.op("matmul", [pooled, w], name="fc")
+    b.op("cross_entropy", [logits], name="loss")
+    step = training_graph(b.build(meta={"phase": "train"}), optimizer="sgd", mixed_precision=False)
+    bwd = next(op for op in step if op.kind == "embedding_bwd")
+    assert bwd.outputs[0].shape == (12, 8)  # 12 looked-up rows of 8
+    assert (bwd.bytes_read, bwd.bytes_written) == (4 * 8 * 4, 12 * 8 * 4)
+    upd = next(op for op in step if op.kind == "optimizer_update" and op.inputs[0].name == "table")
+    assert upd.attrs["sparse_rows"] == 12
+    assert upd.flops == 2 * 12 * 8  # SGD: 2 FLOPs per updated element
+    # read the touched rows of the parameter and the sparse gradient; write the touched rows
+    assert (upd.bytes_read, upd.bytes_written) == (12 * 8 * 4 + 12 * 8 * 4, 12 * 8 * 4)
+
+
+def test_optimizer_writes_its_state_in_place():
+    """AdamW under mixed precision reads 16 B and writes 14 B per bf16 parameter (param, grad, master, m, v)."""
+    from workloads.ir import GraphBuilder
+    from workloads.training import training_graph
+
+    b = GraphBuilder("lin", "bf16")
+    x = b.input("x", (4, 16))
+    w = b.weight("w", (16, 16))
+    y = b.op("matmul", [x, w], name="fc")
+    b.op("cross_entropy", [y], name="loss")
+    step = training_graph(b.build(meta={"phase": "train"}), optimizer="adamw", mixed_precision=True)
+    upd = next(op for op in step if op.kind == "optimizer_update")
+    n = 16 * 16
+    assert (upd.bytes_read, upd.bytes_written) == (16 * n, 14 * n)

@@ -53,7 +53,8 @@ def build_dlrm(name: str, *, batch: int, seq: int, phase: str, dtype: str, **_: 
     for k, n in enumerate(rows):
         with net.group(f"emb_l.{k}"):
             ids = net.input(f"sparse_ids.{k}", (batch, seq), "int64")
-            pooled.append(net.b.op("embedding", [ids, net.weight("weight", (n, dim))], name="bag", bag=True))
+            pooled.append(net.b.op("embedding", [ids, net.weight("weight", (n, dim))], name="bag", bag=True,
+                                  sparse=True))
     with net.group("interact"):
         feats = 1 + len(rows)
         t = net.reshape(net.concat([x, *pooled], axis=1, name="cat_features"), (batch, feats, dim), name="stack")
