@@ -188,7 +188,7 @@ def test_sparse_embedding_gradient_updates_touched_rows_only():
     ids = b.input("ids", (4, 3), "int64")  # 4 samples x 3 lookups
     table = b.weight("table", (1000, 8))
     pooled = b.op("embedding", [ids, table], name="bag", bag=True, sparse=True)
-    w = b.weight("fc", (8, 2))
+    w = b.weight("fc.weight", (8, 2))
     logits = b.op("matmul", [pooled, w], name="fc")
     b.op("cross_entropy", [logits], name="loss")
     step = training_graph(b.build(meta={"phase": "train"}), optimizer="sgd", mixed_precision=False)
