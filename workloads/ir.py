@@ -465,7 +465,15 @@ class GraphBuilder:
         specs = []
         for i, (shape, dt) in enumerate(outs):
             role = Role(out_roles[i]) if out_roles else Role.ACTIVATION
-            tname = out_names[i] if out_names else (opname if len(outs) == 1 else f"{opname}:{i}")
+            if out_names:
+                tname = out_names[i]
+                if tname in self._tensors:
+                    raise GraphError(f"op {opname!r} ({kind}): output name {tname!r} already names a tensor; "
+                                     "expected a new name")
+            else:
+                tname = opname if len(outs) == 1 else f"{opname}:{i}"
+                while tname in self._tensors:  # e.g. an op named like a weight: keep both, rename the output
+                    tname += ":out"
             specs.append(TensorSpec(tname, tuple(int(s) for s in shape), odt or dt or self.dtype, role))
         op = Op(opname, kind, tuple(inputs), tuple(specs), a, self.current_group)
         self._ops.append(op)
