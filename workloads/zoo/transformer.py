@@ -598,6 +598,12 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
     """
     gname = name or cfg.name
     ctx = seq if context is None else context
+    if cfg.pos == "learned" and not cfg.is_vision:
+        longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
+        if longest > cfg.max_positions:
+            what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
+            raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
+                             f"positions; expected at most max_positions = {cfg.max_positions}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq)
     if cfg.encoder_only:
