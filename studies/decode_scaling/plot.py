@@ -1,0 +1,63 @@
+"""Figure of the decode-scaling study: tokens/s and energy per token versus batch, one line per GPU.
+
+Usage: ``python -m studies.decode_scaling.plot [--csv results.csv] [--out decode_scaling.png]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def plot(csv_path: Path, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[tuple[int, float, float, bool]]] = defaultdict(list)
+    with open(csv_path, newline="") as f:
+        for r in csv.DictReader(f):
+            series[r["device"]].append((int(r["batch"]), float(r["tokens_per_s"]), float(r["energy_per_token_j"]),
+                                        r["fits_in_memory"] == "True"))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
+    for i, dev in enumerate(sorted(series)):
+        pts = sorted(series[dev])
+        b = [p[0] for p in pts]
+        mk, ls = styles[i % len(styles)]
+        line, = ax1.plot(b, [p[1] for p in pts], marker=mk, ls=ls, ms=3.5, lw=1.3, label=dev)
+        ax2.plot(b, [p[2] * 1e3 for p in pts], marker=mk, ls=ls, ms=3.5, lw=1.3, color=line.get_color())
+        for x, y, ok in ((p[0], p[1], p[3]) for p in pts):
+            if not ok:
+                ax1.plot([x], [y], marker="x", ms=7, color=line.get_color())
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (sequences)")
+        ax.grid(True, which="both", lw=0.3, alpha=0.6)
+    ax1.set_ylabel("decode throughput (tokens/s)")
+    ax2.set_ylabel("energy per token (mJ)")
+    ax1.legend(fontsize=7, frameon=False)
+    fig.suptitle("llama-2-7b decode step, context 2048, bf16 (x: does not fit in memory)", fontsize=9)
+    fig.savefig(out, dpi=200)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--csv", type=Path, default=HERE / "results.csv")
+    p.add_argument("--out", type=Path, default=HERE / "decode_scaling.png")
+    args = p.parse_args(argv)
+    plot(args.csv, args.out)
+    print(f"figure -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The decode-scaling study runs on its reduced configuration and its rows obey the physics."""
+
+from __future__ import annotations
+
+import csv
+
+from studies.decode_scaling import plot, run
+
+
+def test_reduced_study_writes_csv_and_figure(tmp_path):
+    cfg = run.load_config(reduced=True)
+    rows = run.run(cfg)
+    assert len(rows) == len(cfg["devices"]) * len(cfg["batches"])
+    out = tmp_path / "results.csv"
+    run.write_csv(rows, out)
+    with open(out, newline="") as f:
+        back = list(csv.DictReader(f))
+    assert [r["device"] for r in back] == [r["device"] for r in rows]
+    for dev in cfg["devices"]:
+        mine = sorted((r for r in rows if r["device"] == dev), key=lambda r: r["batch"])
+        # throughput never falls and energy per token never rises with batch
+        assert all(a["tokens_per_s"] <= b["tokens_per_s"] for a, b in zip(mine, mine[1:]))
+        assert all(a["energy_per_token_j"] >= b["energy_per_token_j"] for a, b in zip(mine, mine[1:]))
+        # a decode step streams every weight once: never faster than weights / peak HBM bandwidth
+        from hwmodels.catalog import load_device
+
+        bw = load_device(dev).main_memory.read_bandwidth_bytes_per_s
+        assert all(r["latency_s"] >= r["weight_bytes"] / bw for r in mine)
+        # KV cache grows linearly with batch: 2 * 32 layers * 4096 * 2 bytes * 2048 tokens per sequence
+        assert all(r["kv_cache_bytes"] == r["batch"] * 2 * 32 * 4096 * 2 * 2048 for r in mine)
+    # at batch 128 the 80 GB parts cannot hold the cache
+    assert not any(r["fits_in_memory"] for r in rows if r["batch"] == 128)
+    fig = tmp_path / "fig.png"
+    plot.plot(out, fig)
+    assert fig.stat().st_size > 10_000
