@@ -58,10 +58,16 @@ def dynamic_energy(
 
 
 def power_capped_time(time_s: ArrayLike, dynamic_j: ArrayLike, idle_w: ArrayLike, tdp_w: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
-    """(time after capping, capped?) so that ``dynamic_j / time + idle_w <= tdp_w``."""
+    """(time after capping, capped?) so that ``dynamic_j / time + idle_w <= tdp_w``.
+
+    A spec without a dynamic budget (``tdp_w <= idle_w``, e.g. a host CPU whose power is not
+    specified) is never capped.
+    """
     t = np.asarray(time_s, float)
     budget = np.asarray(tdp_w, float) - np.asarray(idle_w, float)
-    t_min = np.asarray(dynamic_j, float) / budget
+    dyn = np.asarray(dynamic_j, float)
+    safe = np.where(budget > 0, budget, 1.0)
+    t_min = np.where(budget > 0, dyn / safe, 0.0)
     capped = t_min > t * (1.0 + 1e-12)
     return np.where(capped, t_min, t), capped
 

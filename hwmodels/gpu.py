@@ -26,7 +26,8 @@ FlashAttention-2 style (warp-level ``mma.sync``, at ``warp_mma_scale`` of the na
 and Blackwell; softmax serialised with the matmuls) and warp-specialised designs (FlashAttention-3/4,
 cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two). K and V
 panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
-the backward adds the fp32 dQ accumulation of every key block in L2; DRAM sees Q, K, V, O once.
+the backward streams the Q and dO panels past each key block's CTA and sends every fp32 dQ
+partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once.
 
 Operand panels of GEMM and attention kernels move as bulk asynchronous tile copies (``cp.async``
 on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth_fraction`` of
@@ -69,6 +70,7 @@ __all__ = [
     "SPLIT_K_FACTORS",
     "SOFTMAX_SFU_OPS_PER_SCORE",
     "SOFTMAX_ALU_OPS_PER_SCORE",
+    "DQ_ACCUM_BYTES",
     "ATTENTION_KERNELS",
     "BLACKWELL_CTA_PAIR",
 ]
@@ -84,6 +86,8 @@ SPLIT_K_FACTORS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 # recompute P = exp(S - L) (one exp2, one FMA), dS = P * (dP - D) (two), two converts.
 SOFTMAX_SFU_OPS_PER_SCORE = {"fwd": 1.0, "bwd": 1.0}
 SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
+#: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
+DQ_ACCUM_BYTES = 4.0
 
 #: Fused-attention kernel designs :func:`attention` models (see its ``kernel`` parameter).
 ATTENTION_KERNELS: tuple[str, ...] = ("flash2", "flash3")
@@ -765,13 +769,17 @@ def attention(
     if decode:
         kv_panels = kv_bytes
     if backward:
-        # reads q, k, v, o, dO, lse; writes dK, dV; dQ is accumulated in fp32 through L2: every
-        # key block's CTA adds its partial dQ of the (visible) query rows (read-modify-write)
+        # reads q, k, v, o, dO, lse; writes dK, dV. Each CTA owns one key block (K, V read once)
+        # and streams the Q and dO panels of every visible query block (FlashAttention-2,
+        # Algorithm 2; FA3/FA4 likewise): the same volume as the forward's K/V panels. dQ is
+        # accumulated in fp32 by reductions performed at L2 (``red``/``atomicAdd`` in FA2,
+        # ``cp.reduce.async.bulk ... .add.f32`` TMA reduce-adds in FA3/FA4): each partial
+        # crosses to L2 once, :data:`DQ_ACCUM_BYTES` per element.
         dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
         kv_blocks = math.ceil(seq_kv / block_q)
-        dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * 4.0 * 2.0 * max(visible, 1.0 / kv_blocks)
+        dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
         dq_partials = dq_partials / max(1, kv_sharing)
-        l2 = dram + 2 * kv_panels + dq_partials
+        l2 = dram + kv_panels + dq_partials
     else:
         dram = q_bytes + kv_bytes + o_bytes
         l2 = q_bytes + o_bytes + kv_panels

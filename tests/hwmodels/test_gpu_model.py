@@ -207,15 +207,20 @@ def test_shared_kv_panels_halve_l2_traffic():
 
 
 def test_backward_counts_dq_accumulation_in_l2():
-    # b=1, h=1, s=256, d=64, block 128: 2 key blocks each add fp32 dQ partials of all 256 rows (RMW)
+    # b=1, h=1, s=256, d=64, block 128: each of the 2 key-block CTAs streams the Q and dO panels of
+    # both query blocks (64 + 64 columns) and sends its fp32 dQ partial of all 256 rows to L2 once
+    # (the add is performed at L2: red / cp.reduce.async.bulk)
     p = toy_params()
     e = gpu.attention(1, 1, 1, 256, 256, 64, 64, p, backward=True)
     q = 256 * 64 * 2
     dram = 2 * q + 2 * q + 2 * (256 * 128 * 2) + 2 * q
-    kv_panels = 2 * 256 * 128 * 2  # 2 query blocks x (K + V)
-    dq = 2 * 256 * 64 * 4 * 2
+    q_do_panels = 2 * 256 * 128 * 2  # 2 key blocks x 256 query rows x (Q + dO) x 2 B
+    dq = 2 * 256 * 64 * 4  # 2 key blocks x 256 rows x 64 x fp32, one way
     assert e.dram_bytes == pytest.approx(dram)
-    assert e.l2_bytes == pytest.approx(dram + 2 * kv_panels + dq)
+    assert e.l2_bytes == pytest.approx(dram + q_do_panels + dq)
+    # the 2-CTA pair shares the streamed panels and reduces dQ over both key blocks before sending it
+    pair = gpu.attention(1, 1, 1, 256, 256, 64, 64, p, backward=True, kernel="flash3", kv_sharing=2)
+    assert pair.l2_bytes == pytest.approx(dram + (q_do_panels + dq) / 2)
 
 
 def test_unknown_attention_kernel_is_rejected():
