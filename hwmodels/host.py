@@ -32,6 +32,7 @@ import numpy as np
 from hwmodels.spec import (
     ClockSpec,
     ComputeSpec,
+    CpuSpec,
     DeviceSpec,
     EfficiencySpec,
     EnergySpec,
@@ -265,6 +266,44 @@ def _chase_latency(nbytes: int, steps: int, seed: int = 0) -> float:
     return max(extra, resolution, 1e-10)
 
 
+#: Special functions timed by the probe: name -> NumPy ufunc name.
+_SPECIAL_FUNCTIONS = {"exp": "exp", "tanh": "tanh"}
+
+
+def _special_function_probe(n: int = 1 << 16, repeats: int = 50) -> dict[str, float]:
+    """Seconds per element of NumPy's fp32 exp and tanh over an L2-resident buffer, minus a plain add.
+
+    The add over the same buffers is the loads, stores and loop; what remains is the evaluation of the
+    function itself (vectorised by NumPy's SIMD dispatch). Keys ``sf_<name>``.
+    """
+    x = np.linspace(-4.0, 4.0, n, dtype=np.float32)
+    out = np.empty_like(x)
+    base = _best_time(lambda: np.add(x, x, out=out), repeats)
+    res: dict[str, float] = {}
+    for name, ufunc in _SPECIAL_FUNCTIONS.items():
+        fn = getattr(np, ufunc)
+        t = _best_time(lambda fn=fn: fn(x, out=out), repeats)
+        # below the add's own time the difference is not resolved: keep the whole evaluation (an upper bound)
+        res[f"sf_{name}"] = (t - base if t > base else t) / n
+    return res
+
+
+def _strided_copy_probe(channels: int = 64, width: int = 4, repeats: int = 30) -> float:
+    """Seconds per contiguous run when copying a 3x3 sliding-window view (im2col) of a small image.
+
+    The unfold of a ``channels x width x width`` input (padded by one) into ``channels*9`` rows of
+    ``width x width`` values is copied in runs of ``width`` contiguous elements; with short runs the
+    time is almost all per-run loop overhead, which is what an im2col pays per output row.
+    """
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    img = np.ones((channels, width + 2, width + 2), dtype=np.float32)
+    view = sliding_window_view(img, (3, 3), axis=(1, 2)).transpose(0, 3, 4, 1, 2)
+    dst = np.empty(view.shape, dtype=np.float32)
+    t = _best_time(lambda: np.copyto(dst, view), repeats)
+    return t / (channels * 9 * width)
+
+
 @functools.lru_cache(maxsize=4)
 def _probes(l2_bytes: int, l3_bytes: int, mem_bytes: int) -> dict[str, float]:
     dram_buf = int(min(256 * 2**20, max(4 * l3_bytes, 64 * 2**20), mem_bytes // 8 or 256 * 2**20))
@@ -276,6 +315,8 @@ def _probes(l2_bytes: int, l3_bytes: int, mem_bytes: int) -> dict[str, float]:
     out["dram_lat"] = _chase_latency(dram_buf, 100_000)
     out["l3_lat"] = _chase_latency(max(l2_bytes * 2, l3_bytes // 2), 100_000)
     out["l2_lat"] = _chase_latency(max(16 * 1024, l2_bytes // 2), 100_000)
+    out.update(_special_function_probe())
+    out["strided_run"] = _strided_copy_probe()
     tiny_a = np.ones(1, dtype=np.float32)
     tiny_b = np.ones(1, dtype=np.float32)
     out["call_overhead"] = _best_time(lambda: [np.add(tiny_a, tiny_b) for _ in range(1000)], 5) / 1000
@@ -355,15 +396,20 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
                 "a value at the baseline's run-to-run spread is an upper bound, not resolved")
     prov["memory.dram.latency_s"] = Provenance(f"{probe}: pointer chase over {_fmt_bytes(pr['dram_buf'])}", lat_note)
     prov["memory.dram.energy_j_per_byte"] = Provenance("not modelled: no energy counter is readable on this host")
+    # the L2 is private to a core: a run on `cores` cores holds `cores` instances of it
+    l2_used = (l2[0], min(l2[1], l2[0] * info.cores) if l2[0] else l2[1])
     for name, (one, allsz), bw, lat, buf in (
         ("l3", l3, pr["l3_bw"], pr["l3_lat"], max(l2[0], l3[1] // 4)),
-        ("l2", l2, pr["l2_bw"], pr["l2_lat"], max(16 * 1024, l2[0] // 4)),
+        ("l2", l2_used, pr["l2_bw"], pr["l2_lat"], max(16 * 1024, l2[0] // 4)),
     ):
         if not allsz:
             continue
         levels.append(MemoryLevel(name, float(allsz), bw, bw, lat, 0.0))
-        prov[f"memory.{name}.capacity_bytes"] = Provenance(f"{info.cache_source}: {name.upper()} ALL-SIZE",
-                                                           f"{_fmt_bytes(one)} per instance")
+        cap_note = f"{_fmt_bytes(one)} per instance"
+        if name == "l2":
+            cap_note += f"; one private instance per core used ({info.cores})"
+        prov[f"memory.{name}.capacity_bytes"] = Provenance(f"{info.cache_source}: {name.upper()} ONE-SIZE/ALL-SIZE",
+                                                           cap_note)
         prov[f"memory.{name}.read_bandwidth_bytes_per_s"] = Provenance(
             f"{probe}: copy of a {_fmt_bytes(buf)} buffer (cache-resident)", bw_note + "; one thread")
         prov[f"memory.{name}.write_bandwidth_bytes_per_s"] = prov[f"memory.{name}.read_bandwidth_bytes_per_s"]
@@ -391,6 +437,33 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
                                                             "a CPU has no graph launch; equal to launch_overhead_s")
     prov["efficiency.bandwidth_half_size_bytes"] = Provenance(
         "derived: dram bandwidth x per-call overhead (the size at which a copy reaches half its asymptotic bandwidth)")
+    lanes = max(1, width // 32)
+    cpu = CpuSpec(
+        gemm_peak_fraction=1.0,
+        dnn_peak_fraction=1.0,
+        gemm_half_m=float(lanes),
+        gemm_half_n=float(lanes),
+        gemm_half_k=float(lanes),
+        special_function_s={name: pr[f"sf_{name}"] / info.cores for name in _SPECIAL_FUNCTIONS},
+        strided_copy_run_s=pr["strided_run"] / info.cores,
+        library_call_overhead_s=overhead,
+    )
+    prov["cpu.gemm_peak_fraction"] = Provenance(nominal, "the BLAS library's GEMM (fp32 matmul, im2col convolutions)")
+    prov["cpu.dnn_peak_fraction"] = Provenance(nominal, "the primitive library (oneDNN): direct convolutions, bf16/fp16 GEMMs")
+    half = (f"derived: fp32 lanes of one {width}-bit SIMD register ({lanes}), the granularity at which a "
+            "vectorised micro-kernel pads a matrix side; `nodeperf calibrate` fits it")
+    for side in ("m", "n", "k"):
+        prov[f"cpu.gemm_half_{side}"] = Provenance(half)
+    for name in _SPECIAL_FUNCTIONS:
+        prov[f"cpu.special_function_s.{name}"] = Provenance(
+            f"{probe}: NumPy fp32 {name} over a 256 KiB buffer minus an add over the same buffers, per element",
+            f"one core; divided by the {info.cores} core(s) used")
+    prov["cpu.strided_copy_run_s"] = Provenance(
+        f"{probe}: NumPy copy of a 3x3 sliding-window view (im2col) of a 64x6x6 fp32 image, per 4-element run",
+        f"one core; divided by the {info.cores} core(s) used")
+    prov["cpu.library_call_overhead_s"] = Provenance(
+        f"{probe}: as efficiency.launch_overhead_s (one more call per op) before calibration",
+        "primitive lookup/creation of oneDNN calls; `nodeperf calibrate` fits it")
     na = "not available: no power sensor (RAPL) is readable on this host; the host's energy is not modelled"
     prov["power.tdp_w"] = Provenance(na)
     prov["power.idle_w"] = Provenance(na)
@@ -410,6 +483,7 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         efficiency=eff,
         provenance=dict(sorted(prov.items())),
         source_file="<host>",
+        cpu=cpu,
     )
 
 

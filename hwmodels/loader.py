@@ -712,12 +712,17 @@ def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None,
     else:
         raise SpecError(f"<overlay>: not an overlay; got {overlay!r}; expected a TOML path or a mapping")
     if "values" in data:
-        extra = set(data) - {"values", "source", "refs", "schema"}
+        # `calibration` is the metadata table a calibration overlay carries (`nodeperf calibrate --out`):
+        # where the values came from, not values; it is accepted and not applied
+        extra = set(data) - {"values", "source", "refs", "schema", "calibration"}
         if extra:
             raise SpecError(
-                f"{where}: unknown top-level keys; got {sorted(extra)}; expected source, values, refs"
-                f"{_near(sorted(extra)[0], ['source', 'values', 'refs'])}"
+                f"{where}: unknown top-level keys; got {sorted(extra)}; expected source, values, refs, calibration"
+                f"{_near(sorted(extra)[0], ['source', 'values', 'refs', 'calibration'])}"
             )
+        if not isinstance(data.get("calibration", {}), Mapping):
+            raise SpecError(f"{where}: calibration: not a table; got {data['calibration']!r}; expected the "
+                            "[calibration] metadata table of a calibration overlay")
         values = data["values"]
         file_source = data.get("source")
     else:
@@ -750,7 +755,7 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
         The spec to vary.
     overlay
         TOML file path or mapping. Either ``{"source": "...", "values": {"dotted.path": value}}``
-        or a flat ``{"dotted.path": value}`` with ``source=`` given. A value may be a unit string
+        (a calibration overlay's ``[calibration]`` metadata table may accompany them) or a flat ``{"dotted.path": value}`` with ``source=`` given. A value may be a unit string
         (``"3.0 TB/s"``), a plain number where the field is dimensionless, or an inline
         ``{value = ..., source = ...}`` carrying its own source.
     source

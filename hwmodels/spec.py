@@ -145,9 +145,9 @@ class CpuSpec:
     gemm_peak_fraction: float = spec_field(
         "1", "fraction of compute.tensor_flops_per_s[dtype] a large GEMM of the BLAS library sustains "
         "(matmul, im2col convolutions, the fused-attention kernel's block products)")
-    conv_peak_fraction: float = spec_field(
-        "1", "fraction of compute.tensor_flops_per_s[dtype] a large direct convolution (primitive library, "
-        "e.g. oneDNN) sustains")
+    dnn_peak_fraction: float = spec_field(
+        "1", "fraction of compute.tensor_flops_per_s[dtype] the primitive library (oneDNN) sustains on a large "
+        "direct convolution or bf16/fp16 GEMM")
     gemm_half_m: float = spec_field(
         "1", "GEMM rows m at which the BLAS kernel reaches half its large-size efficiency (efficiency "
         "factor m / (m + gemm_half_m)): register-tile padding and packing not amortised on short sides")

@@ -8,7 +8,8 @@ The :class:`Calibrator` follows scikit-learn's contract: parameters are given at
 The fit is a bounded least-squares problem (``scipy.optimize.least_squares``) over the log of each
 parameter relative to its datasheet-derived default; residuals are ``log(predicted / measured)`` per
 measurement (so a 2x over- and under-prediction weigh the same) plus a mild ridge
-``sqrt(regularization * n) * log(value / default)`` per parameter pulling towards the defaults.
+``sqrt(regularization * n / p) * log(value / default)`` per parameter (n rows, p parameters)
+pulling towards the defaults.
 
 The result is an overlay TOML (``[values]`` by dotted path, a ``source`` line, and a
 ``[calibration]`` table of provenance: measurement file and hash, date, bounds, defaults and error
@@ -59,6 +60,8 @@ logger = logging.getLogger(__name__)
 OVERLAY_SCHEMA = "nodeperf.calibration/1"
 #: Points per parameter of the coarse log-grid search that seeds the least-squares fit.
 _GRID_POINTS = 7
+#: Finite-difference step of the Jacobian in log-parameter space (a 0.1 % change of each value).
+_LOG_STEP = 1e-3
 
 
 class CalibrationError(ValueError):
@@ -196,11 +199,37 @@ class Param:
     upper: float
 
 
-#: Fields calibrated by default, by device kind.
-DEFAULT_PARAMS: dict[str, tuple[str, ...]] = {
-    "cpu": ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
-            "efficiency.dram_bandwidth_fraction", "efficiency.l2_bandwidth_fraction",
-            "efficiency.launch_overhead_s", "compute.tensor_flops_per_s.bf16"),
+#: Bounds of the CPU fields relative to their defaults (``"x"`` + factor) or absolute (plain numbers).
+#: Peak rates may rise above the derived value: it uses the nominal /proc/cpuinfo clock, and the cores
+#: boost above it. The main-memory bandwidth is a short NumPy copy probe and is refined itself (a
+#: framework's streaming kernels may beat it, which a fraction <= 1 cannot express); the cache levels
+#: share one fraction of their probed bandwidths.
+_CPU_BOUNDS: dict[str, tuple[float | str, float | str]] = {
+    "compute.tensor_flops_per_s.fp32": ("x0.5", "x3"),
+    "compute.tensor_flops_per_s.bf16": ("x0.5", "x3"),
+    "cpu.gemm_peak_fraction": (0.05, 1.0),
+    "cpu.dnn_peak_fraction": (0.05, 1.0),
+    "cpu.gemm_half_m": (0.5, 256.0),
+    "cpu.gemm_half_n": (0.5, 256.0),
+    "cpu.gemm_half_k": (0.5, 256.0),
+    "efficiency.vector_peak_fraction": (0.01, 1.0),
+    "cpu.special_function_s.exp": ("x0.1", "x10"),
+    "cpu.special_function_s.tanh": ("x0.1", "x30"),
+    "cpu.strided_copy_run_s": ("x0.1", "x10"),
+    "memory.dram.read_bandwidth_bytes_per_s": ("x0.5", "x2"),
+    "efficiency.l2_bandwidth_fraction": (0.05, 1.0),
+    "efficiency.launch_overhead_s": ("x0.1", "x100"),
+    "cpu.library_call_overhead_s": ("x0.1", "x300"),
+}
+
+#: Fields calibrated by default on a CPU spec without a ``cpu`` section (plain roofline).
+_CPU_PLAIN_PARAMS = ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
+                     "efficiency.dram_bandwidth_fraction", "efficiency.l2_bandwidth_fraction",
+                     "efficiency.launch_overhead_s", "compute.tensor_flops_per_s.bf16")
+
+#: Fields calibrated by default, by device kind (a mapping gives bounds; see :data:`_CPU_BOUNDS`).
+DEFAULT_PARAMS: dict[str, tuple[str, ...] | dict[str, tuple[float | str, float | str]]] = {
+    "cpu": _CPU_BOUNDS,
     "gpu": ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
             "efficiency.dram_bandwidth_fraction", "efficiency.launch_overhead_s"),
     "tpu": ("efficiency.tensor_peak_fraction", "efficiency.dram_bandwidth_fraction",
@@ -225,7 +254,19 @@ def _default_bounds(path: str, value: float) -> tuple[float, float]:
     return value / 10.0, value * 10.0
 
 
-def _params(spec: Iterable[str] | Mapping[str, tuple[float, float] | None] | Iterable[Param],
+def _bound(b: float | str, value: float, path: str) -> float:
+    """An absolute bound, or ``"xF"``: F times the default ``value``."""
+    if isinstance(b, str):
+        try:
+            if not b.startswith("x"):
+                raise ValueError(b)
+            return float(b[1:]) * value
+        except ValueError:
+            raise SpecError(f"calibration params: {path}: bound; got {b!r}; expected a number or 'x<factor>'") from None
+    return float(b)
+
+
+def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] | None] | Iterable[Param],
             device: DeviceSpec) -> list[Param]:
     out: list[Param] = []
     items: list[tuple[str, tuple[float, float] | None]] = []
@@ -246,7 +287,8 @@ def _params(spec: Iterable[str] | Mapping[str, tuple[float, float] | None] | Ite
             raise SpecError(f"calibration params: {path}: not a numeric field; got {v!r}; expected a path to a number")
         if not v > 0:
             raise SpecError(f"calibration params: {path}: default must be positive to fit on a log scale; got {v!r}")
-        lo, hi = bounds if bounds is not None else _default_bounds(path, float(v))
+        lo, hi = (_bound(bounds[0], float(v), path), _bound(bounds[1], float(v), path)) if bounds is not None \
+            else _default_bounds(path, float(v))
         if not 0 < lo <= float(v) <= hi:
             lo, hi = min(lo, float(v)), max(hi, float(v))
             if lo <= 0:
@@ -281,7 +323,8 @@ class Calibrator:
         100x, other quantities within 10x of the default), a mapping ``path -> (lower, upper)`` in
         SI units, or :class:`Param` objects. None: :data:`DEFAULT_PARAMS` of the device kind.
     regularization
-        Weight of the pull towards the defaults (per parameter, scaled by the number of rows).
+        Weight of the pull towards the defaults: scaled by the number of rows and shared among the
+        fitted parameters (so adding a field does not stiffen the fit).
     predict
         ``predict(graph, system) -> seconds``; default :func:`default_predict` (the analytical engine).
     max_nfev
@@ -373,14 +416,20 @@ class Calibrator:
         if others:
             raise CalibrationError(f"{measurements.source}: rows of other devices {', '.join(others)}; expected only "
                                    f"{dev.name!r} (filter the set by device first)")
-        spec = self.params if self.params is not None else DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
+        if self.params is not None:
+            spec = self.params
+        elif dev.kind == "cpu" and dev.cpu is None:  # a CPU without kernel-library fields: the plain roofline's
+            spec = _CPU_PLAIN_PARAMS
+        else:
+            spec = DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
         params = _params(spec, dev)
         v0 = np.array([float(get_path(dev, p.path)) for p in params])
         lo = np.log(np.array([p.lower for p in params]) / v0)
         hi = np.log(np.array([p.upper for p in params]) / v0)
         meas = measurements.median_s
         logm = np.log(meas)
-        reg = math.sqrt(self.regularization * len(measurements))
+        # the prior's total weight does not grow with the number of fitted fields
+        reg = math.sqrt(self.regularization * len(measurements) / len(params))
         # warm the graph cache (and fail early, located, on a bad workload)
         base_pred = self._predict_with(measurements, system)
 
@@ -392,10 +441,22 @@ class Calibrator:
             return np.concatenate([np.log(pred) - logm, reg * x])
 
         x0 = self._coarse_start(residuals, lo, hi, self.loss, self.f_scale)
+
+        def jacobian(x: np.ndarray) -> np.ndarray:
+            # forward differences with an absolute step in log space (scipy's relative `diff_step` would
+            # take a vanishing step for a parameter sitting at its default, x = 0, and freeze it there)
+            r0 = residuals(x)
+            jac = np.empty((r0.size, x.size))
+            for i in range(x.size):
+                h = _LOG_STEP if x[i] + _LOG_STEP <= hi[i] else -_LOG_STEP
+                xi = x.copy()
+                xi[i] += h
+                jac[:, i] = (residuals(xi) - r0) / h
+            return jac
+
         try:
-            res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0, diff_step=1e-3, loss=self.loss,
-                                f_scale=self.f_scale,
-                                max_nfev=self.max_nfev)
+            res = least_squares(residuals, x0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale=1.0,
+                                loss=self.loss, f_scale=self.f_scale, max_nfev=self.max_nfev)
         except (ValueError, FloatingPointError) as exc:
             raise CalibrationError(f"{measurements.source}: calibration failed; got {exc}; expected a solvable fit") from None
         self.result_ = {"success": bool(res.success), "status": int(res.status), "message": str(res.message),

@@ -76,6 +76,8 @@ def _quick_cpu() -> list[Case]:
         Case("conv2d:n=1,c=3,h=224,w=224,k=64,r=7,s=7,stride=2,pad=3", "fp32", "conv2d"),
         Case("conv2d:n=1,c=256,h=28,w=28,k=128,r=1,s=1", "fp32", "conv2d"),
         Case("conv2d:n=4,c=32,h=32,w=32,k=32,r=3,s=3,pad=1", "fp32", "conv2d"),
+        # one image below PyTorch's oneDNN size threshold: the im2col + BLAS path
+        Case("conv2d:n=1,c=64,h=16,w=16,k=64,r=3,s=3,pad=1", "fp32", "conv2d"),
     ]
     for nbytes in (2**20, 2**23, 2**26, 2**28):
         cases.append(Case(f"copy:bytes={nbytes}", "fp32", "copy"))
@@ -116,7 +118,8 @@ def _full_extra() -> list[Case]:
 
 def _networks(full: bool) -> list[Case]:
     """Whole networks from the zoo (only those the zoo currently provides)."""
-    wanted = [("resnet18", 1, 64, "forward"), ("bert_base", 1, 64, "forward")]
+    # resnet18 at its native 224x224 input (seq is the image side for CNNs)
+    wanted = [("resnet18", 1, 224, "forward"), ("bert_base", 1, 64, "forward")]
     if full:
         wanted += [("resnet50", 1, 224, "forward"), ("gpt2", 1, 128, "prefill")]
     out = []

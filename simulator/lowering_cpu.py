@@ -1,31 +1,47 @@
-"""Lowering rules for CPU devices (kind ``"cpu"``, e.g. the host): a cache-aware roofline per op.
+"""Lowering rules for CPU devices (kind ``"cpu"``, e.g. the host): kernel-library-aware rooflines per op.
 
-Registered with :mod:`simulator.lowering` on import. Each op costs
+Registered with :mod:`simulator.lowering` on import. A CPU runs a network's ops one after another on
+its cores through a framework (PyTorch eager) that hands each op to one of several kernel
+libraries; they reach different fractions of the SIMD peak, so the rule first decides which path an
+op takes, then costs it with that path's fields of :class:`hwmodels.spec.CpuSpec` (``device.cpu``):
 
-* ``compute_s = flops / (rate[dtype] * fraction)``, with the SIMD FMA rate of
-  ``compute.tensor_flops_per_s`` and ``efficiency.tensor_peak_fraction`` for contractions (matmul,
-  conv, attention, recurrent cells, the router GEMM) and ``compute.vector_flops_per_s`` with
-  ``efficiency.vector_peak_fraction`` for everything else (a dtype the device lacks runs as fp32);
-* ``memory_s = bytes / (bandwidth * fraction)`` where bytes are the op's compulsory traffic and the
-  level is the innermost one whose capacity holds that working set (``l2``, ``l3``, else main
-  memory ``dram``); cache levels use ``efficiency.l2_bandwidth_fraction``, main memory
-  ``efficiency.dram_bandwidth_fraction``;
-* ``latency_s = efficiency.launch_overhead_s``: the framework's per-op dispatch on the same
-  thread, which does not overlap the op's own work on a CPU (so it adds, rather than acting as the
-  engine's launch floor, which it then always exceeds).
+* **GEMM** (matmul, batched matmul, router): ``flops / (rate[dtype] * cpu.gemm_peak_fraction * e(m) e(n) e(k))``
+  with the small-side efficiency ``e(d) = d / (d + cpu.gemm_half_d)``. bf16/fp16 GEMMs above
+  PyTorch's size threshold go through oneDNN instead: ``cpu.dnn_peak_fraction`` in place of the BLAS
+  fraction, plus ``cpu.library_call_overhead_s`` per call.
+* **Convolution**: PyTorch's dispatch (``ConvParams::use_mkldnn``) sends a conv either to oneDNN's
+  direct convolution (``cpu.dnn_peak_fraction`` with the same small-side factors on the implicit GEMM
+  ``N*P*Q x K x C*R*S``, a reorder of the plain weights into the library's blocked layout on every call,
+  and ``cpu.library_call_overhead_s``) or, for small
+  single-image inputs, to its im2col + BLAS fallback (``slow_conv2d``): an unfold copy costing
+  ``cpu.strided_copy_run_s`` per contiguous run of one output row, then one GEMM per image
+  (``m`` = output channels, ``n`` = output pixels, ``k`` = C/g x R x S) as above.
+* **Attention**: PyTorch's CPU flash-attention kernel: block GEMMs of ``q_split x kv_split`` query/key
+  blocks (the kernel's own constants), causal masking skipping whole key blocks beyond each query
+  block only, the softmax's vector work and one ``exp`` per computed pair.
+* **Vector ops** (elementwise, normalisations, softmax, reductions, copies):
+  ``compute_s = flops / (vector_rate * efficiency.vector_peak_fraction) + evaluations * cpu.special_function_s[f]``
+  with one ``exp`` or ``tanh`` per element where the op needs one, against
+  ``memory_s = bytes / (bandwidth * fraction)`` of the innermost level holding the working set
+  (``l2``/``l3`` with ``efficiency.l2_bandwidth_fraction``, ``dram`` with
+  ``efficiency.dram_bandwidth_fraction``); the op takes the larger.
 
-Compute and memory overlap (the kernel takes the larger). Views cost nothing.
+Every op also pays ``efficiency.launch_overhead_s``: the framework's dispatch on the
+same thread, which does not overlap the op's work on a CPU. A device without a ``cpu`` section
+(``device.cpu is None``) is costed by the plain roofline: one contraction fraction
+(``efficiency.tensor_peak_fraction``) for every contraction.
 """
 
 from __future__ import annotations
 
-from hwmodels.spec import DeviceSpec, MemoryLevel
+from hwmodels.spec import CpuSpec, DeviceSpec, MemoryLevel
 from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
 from workloads.ir import Op
+from workloads.semantics import SOFTMAX_FLOPS, conv_dims, gemm_dims
 
-__all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for"]
+__all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for", "conv_path", "SPECIAL_FUNCTION_OF"]
 
-#: Op kinds whose FLOPs run as SIMD FMA contractions (tensor_peak_fraction).
+#: Op kinds whose FLOPs run as SIMD FMA contractions (tensor rate).
 CONTRACTION_KINDS = frozenset({
     "matmul", "grouped_matmul", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
     "conv2d_bwd_weight", "attention", "attention_bwd", "lstm", "gru", "lstm_cell", "gru_cell", "rnn_bwd",
@@ -33,6 +49,28 @@ CONTRACTION_KINDS = frozenset({
 })
 _VIEWS = frozenset({"reshape", "split", "slice"})
 _CACHE_ORDER = ("l1d", "l1", "l2", "l3")
+
+#: Elementwise ops (attr ``op``) that evaluate one special function per element, and which one.
+#: The gelu is the tanh approximation (what the executor runs); the sigmoid family is one exp.
+SPECIAL_FUNCTION_OF: dict[str, str] = {
+    "exp": "exp", "sigmoid": "exp", "silu": "exp", "swish": "exp", "softplus": "exp", "quick_gelu": "exp",
+    "elu": "exp", "tanh": "tanh", "gelu": "tanh",
+}
+#: Op kinds with one exp per element of their (first) input: the softmax family.
+_EXP_PER_ELEMENT_KINDS = frozenset({"softmax", "softmax_bwd", "cross_entropy", "cross_entropy_bwd"})
+
+# --- PyTorch's CPU dispatch (framework facts, cited; not empirical factors) -----------------------
+#: ``ConvParams::use_mkldnn`` (aten/src/ATen/native/ConvUtils.h, PyTorch 2.x): an fp32 conv of one
+#: image with at most 3x3 filters and no groups goes to oneDNN only above this many input elements
+#: ("for some case, native is faster"); below it runs the im2col + BLAS ``slow_conv2d``.
+TORCH_MKLDNN_CONV_MIN_INPUT_ELEMENTS = 20480
+#: ``mkldnn_gemm_min_size`` (aten/src/ATen/native/mkldnn/Matmul.cpp): bf16/fp16 GEMMs with
+#: ``m * n * k`` above it go to oneDNN on CPUs with AVX-512 (BW/VL/DQ).
+TORCH_MKLDNN_GEMM_MIN_SIZE = 16 * 16 * 16
+#: ``flash_attention_kernel_impl`` (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp): query block
+#: 256 rows for sequences of at least 768, 64 from 192, else 32; key/value blocks of 512.
+TORCH_FLASH_Q_SPLIT = ((768, 256), (192, 64), (0, 32))
+TORCH_FLASH_KV_SPLIT = 512
 
 
 def memory_level_for(device: DeviceSpec, working_set_bytes: float) -> MemoryLevel:
@@ -53,12 +91,83 @@ def _rate(table: dict[str, float], dtype: str) -> tuple[float, str]:
     return table.get("fp32", next(iter(table.values()))), "fp32"
 
 
-def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
-    """Cost of ``op`` on a CPU ``device`` (see the module docstring for the model)."""
-    if op.kind in _VIEWS:
-        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="view", kernels=0)
-    if op.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") and int(op.attrs.get("group_size", 1)) <= 1:
-        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="collective-noop", kernels=0)
+def _memory(device: DeviceSpec, moved: float) -> tuple[float, MemoryLevel, bool]:
+    """(seconds, level, is main memory) to move ``moved`` bytes from the level holding them."""
+    eff = device.efficiency
+    level = memory_level_for(device, moved)
+    main = level is device.main_memory
+    frac = eff.dram_bandwidth_fraction if main else eff.l2_bandwidth_fraction
+    return (moved / (level.read_bandwidth_bytes_per_s * frac) if moved else 0.0), level, main
+
+
+def _side(d: float, half: float) -> float:
+    return d / (d + half) if d > 0 else 1.0
+
+
+def gemm_efficiency(cpu: CpuSpec, m: float, n: float, k: float) -> float:
+    """Fraction of the tensor peak a BLAS GEMM of ``m x n x k`` sustains (large-size fraction x sides)."""
+    return cpu.gemm_peak_fraction * _side(m, cpu.gemm_half_m) * _side(n, cpu.gemm_half_n) * _side(k, cpu.gemm_half_k)
+
+
+def conv_path(op: Op, device: DeviceSpec) -> str:
+    """``"direct"`` (oneDNN) or ``"im2col"`` (BLAS fallback): PyTorch eager's choice for this conv on a CPU."""
+    if op.kind not in ("conv1d", "conv2d") or op.dtype.value in ("bf16", "fp16"):
+        return "direct"
+    x, w = op.inputs[0], op.inputs[1]
+    a = op.attrs
+    stride = a.get("stride", 1)
+    dilation = a.get("dilation", 1)
+    strided = any(int(s) != 1 for s in (stride if isinstance(stride, tuple | list) else (stride,)))
+    dilated = any(int(s) != 1 for s in (dilation if isinstance(dilation, tuple | list) else (dilation,)))
+    filt = tuple(int(s) for s in w.shape[2:])
+    pointwise = all(f == 1 for f in filt)
+    threads = device.compute.units
+    if not (strided or dilated or x.shape[0] >= 16 or not pointwise or threads > 1):
+        return "im2col"
+    groups = int(a.get("groups", 1))
+    big_filter = len(filt) >= 2 and filt[-1] > 3 and filt[-2] > 3
+    if groups > 1 or big_filter or x.shape[0] > 1 or x.numel > TORCH_MKLDNN_CONV_MIN_INPUT_ELEMENTS:
+        return "direct"
+    return "im2col"
+
+
+def _zero(rule: str) -> KernelCost:
+    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule=rule, kernels=0)
+
+
+def _special_evaluations(op: Op) -> tuple[str, float]:
+    """(function, evaluations) of the special function an op evaluates per element; ("", 0) if none."""
+    if op.kind in ("elementwise", "elementwise_bwd"):
+        fn = SPECIAL_FUNCTION_OF.get(str(op.attrs.get("op", "")), "")
+        return (fn, float(op.outputs[0].numel)) if fn else ("", 0.0)
+    if op.kind in _EXP_PER_ELEMENT_KINDS:
+        return "exp", float(op.inputs[0].numel)
+    return "", 0.0
+
+
+def _special_s(cpu: CpuSpec, fn: str, count: float) -> float:
+    if not fn or not count:
+        return 0.0
+    per = cpu.special_function_s.get(fn)
+    return count * per if per is not None else 0.0
+
+
+def _flash_pairs(sq: int, skv: int, causal: bool) -> tuple[float, int, int]:
+    """(query-key pairs the CPU flash kernel computes per head, q block, kv block)."""
+    qs = next(q for lo, q in TORCH_FLASH_Q_SPLIT if sq >= lo)
+    qs = min(qs, sq)
+    kvs = min(TORCH_FLASH_KV_SPLIT, skv)
+    if not causal:
+        return float(sq * skv), qs, kvs
+    pairs = 0
+    for m in range(0, sq, qs):
+        rows = min(qs, sq - m)
+        pairs += rows * min(m + rows, skv)  # keys up to the end of the query block (top-left diagonal)
+    return float(pairs), qs, kvs
+
+
+def _legacy_cost(op: Op, device: DeviceSpec) -> KernelCost:
+    """The plain roofline for a CPU without a ``cpu`` section (one contraction fraction)."""
     eff = device.efficiency
     flops = float(op.flops)
     matrix = op.kind in CONTRACTION_KINDS
@@ -69,10 +178,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
         rate, used = _rate(device.compute.vector_flops_per_s, op.dtype.value)
         compute_s = flops / (rate * eff.vector_peak_fraction) if flops else 0.0
     moved = float(op.bytes_read + op.bytes_written)
-    level = memory_level_for(device, moved)
-    main = level is device.main_memory
-    frac = eff.dram_bandwidth_fraction if main else eff.l2_bandwidth_fraction
-    memory_s = moved / (level.read_bandwidth_bytes_per_s * frac) if moved else 0.0
+    memory_s, level, main = _memory(device, moved)
     return KernelCost(
         compute_s=compute_s, memory_s=memory_s, latency_s=eff.launch_overhead_s,
         dram_bytes=moved if main else 0.0, l2_bytes=0.0 if main else moved, smem_bytes=0.0,
@@ -80,6 +186,120 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
         rule=f"cpu-{'simd-fma' if matrix else 'vector'}-roofline", matrix_dtype=used if matrix else "",
         notes=f"working set in {level.name}",
     )
+
+
+def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
+    """Cost of ``op`` on a CPU ``device`` (see the module docstring for the model)."""
+    eff = device.efficiency
+    cpu = device.cpu
+    if op.kind in _VIEWS:
+        return _zero("view")
+    if op.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") and int(op.attrs.get("group_size", 1)) <= 1:
+        return _zero("collective-noop")
+    if cpu is None:
+        return _legacy_cost(op, device)
+    flops = float(op.flops)
+    dtype = op.dtype.value
+    moved = float(op.bytes_read + op.bytes_written)
+    latency = eff.launch_overhead_s
+    vector_flops = 0.0
+    notes: list[str] = []
+    extra_moved = 0.0
+    tile = ""
+    if op.kind in CONTRACTION_KINDS:
+        rate, used = _rate(device.compute.tensor_flops_per_s, dtype)
+        if op.kind in ("matmul", "moe_router"):
+            b, m, n, k = gemm_dims(op)
+            e = gemm_efficiency(cpu, m, n, k)
+            rule = "cpu-blas-gemm"
+            if dtype in ("bf16", "fp16") and m * n * k > TORCH_MKLDNN_GEMM_MIN_SIZE:
+                e *= cpu.dnn_peak_fraction / cpu.gemm_peak_fraction
+                latency += cpu.library_call_overhead_s
+                rule = "cpu-dnn-gemm"
+            compute_s = flops / (rate * e) if flops else 0.0
+            tile = f"{b}x{m}x{n}x{k}"
+            notes.append(f"gemm efficiency {e:.3g}")
+        elif op.kind in ("conv1d", "conv2d"):
+            d = conv_dims(op)
+            path = conv_path(op, device)
+            if path == "direct":
+                e = cpu.dnn_peak_fraction * (gemm_efficiency(cpu, d["gemm_m"], d["gemm_n"], d["gemm_k"])
+                                              / cpu.gemm_peak_fraction)
+                compute_s = flops / (rate * e) if flops else 0.0
+                # the framework hands plain (OIHW) weights to the library, which reorders them into its
+                # blocked layout on every call: one more read and write of the weights, before the conv
+                w_bytes = float(op.inputs[1].nbytes)
+                reorder_s, _, _ = _memory(device, 2.0 * w_bytes)
+                compute_s += reorder_s
+                extra_moved = 2.0 * w_bytes
+                latency += cpu.library_call_overhead_s
+                rule = "cpu-dnn-conv"
+                notes.append(f"conv efficiency {e:.3g}; weight reorder {reorder_s * 1e6:.3g} us")
+                tile = f"{d['gemm_m']}x{d['gemm_n']}x{d['gemm_k']}"
+            else:
+                gemm_m, gemm_n, gemm_k = d["k"] // d["groups"], d["out_pixels"], d["gemm_k"]
+                e = gemm_efficiency(cpu, gemm_m, gemm_n, gemm_k)
+                compute_s = flops / (rate * e) if flops else 0.0
+                out_rows = d["out_pixels"] // max(1, op.outputs[0].shape[-1])
+                unfold = not (d["filter_size"] == 1 and _unit_stride_no_pad(op))
+                if unfold:
+                    runs = float(d["n"] * d["c"] * d["filter_size"] * out_rows)
+                    compute_s += runs * cpu.strided_copy_run_s
+                    col_bytes = float(d["n"] * d["gemm_k"] * d["groups"] * d["out_pixels"] * op.inputs[0].dtype.bits // 8)
+                    extra_moved = 2.0 * col_bytes  # written by the unfold, read by the GEMM
+                    notes.append(f"im2col {runs:.0f} runs")
+                rule = "cpu-im2col-gemm"
+                notes.append(f"gemm efficiency {e:.3g}")
+                tile = f"{d['n']}x{gemm_m}x{gemm_n}x{gemm_k}"
+        elif op.kind == "attention":
+            q, kk, v = op.inputs[:3]
+            bsz, heads, sq, dq = q.shape
+            skv, dv = kk.shape[2], v.shape[3]
+            masked = bool(op.attrs.get("causal", False)) and sq != skv  # an explicit mask: every pair
+            pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked)
+            pairs *= bsz * heads
+            e_qk = gemm_efficiency(cpu, qs, kvs, dq)
+            e_pv = gemm_efficiency(cpu, qs, dv, kvs)
+            compute_s = 2.0 * pairs * (dq / e_qk + dv / e_pv) / rate
+            vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
+            vector_flops = SOFTMAX_FLOPS * pairs
+            compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(cpu, "exp", pairs)
+            rule = "cpu-flash-attention"
+            tile = f"q{qs}xkv{kvs}"
+            notes.append(f"{pairs:.4g} pairs computed")
+        else:
+            compute_s = flops / (rate * cpu.gemm_peak_fraction) if flops else 0.0
+            rule = "cpu-blas-contraction"
+        matrix_flops = flops
+        matrix_dtype = used
+    else:
+        rate, _ = _rate(device.compute.vector_flops_per_s, dtype)
+        fn, count = _special_evaluations(op)
+        compute_s = (flops / (rate * eff.vector_peak_fraction) if flops else 0.0) + _special_s(cpu, fn, count)
+        vector_flops = flops
+        matrix_flops = 0.0
+        matrix_dtype = ""
+        rule = "cpu-vector" + (f"-{fn}" if fn else "")
+    memory_s, level, main = _memory(device, moved + extra_moved)
+    notes.insert(0, f"working set in {level.name}")
+    total = moved + extra_moved
+    return KernelCost(
+        compute_s=compute_s, memory_s=memory_s, latency_s=latency,
+        dram_bytes=total if main else 0.0, l2_bytes=0.0 if main else total, smem_bytes=0.0,
+        matrix_flops=matrix_flops, vector_flops=vector_flops, rule=rule, matrix_dtype=matrix_dtype, tile=tile,
+        notes="; ".join(notes),
+    )
+
+
+def _unit_stride_no_pad(op: Op) -> bool:
+    """Whether a conv reads its input as is (stride 1, no padding): a 1x1 conv then needs no unfold."""
+    a = op.attrs
+
+    def ones(v: object, want: int) -> bool:
+        vals = v if isinstance(v, tuple | list) else (v,)
+        return all(int(x) == want for x in vals)  # type: ignore[call-overload]
+
+    return ones(a.get("stride", 1), 1) and ones(a.get("padding", 0), 0) and ones(a.get("dilation", 1), 1)
 
 
 def _rule(op: Op, ctx: LoweringContext) -> KernelCost:

@@ -299,3 +299,26 @@ def test_overlay_on_a_system_reaches_the_device():
     assert new.device.source_of("memory.hbm.read_bandwidth_bytes_per_s").source == "what-if"
     assert new.provenance["count"].source == "what-if"
     assert sysm.count == 8 and sysm.device.level("hbm").read_bandwidth_bytes_per_s == 3.35e12
+
+
+def test_calibration_overlay_file_applies_through_the_plain_loader(tmp_path):
+    base = load_device("t4")
+    ov = tmp_path / "t4.toml"
+    ov.write_text(
+        'schema = "nodeperf.calibration/1"\nsource = "measured: calibrated on runs/t4.csv"\n'
+        '[values]\n"efficiency.tensor_peak_fraction" = 0.5\n"efficiency.launch_overhead_s" = "3.5e-06 s"\n'
+        '[calibration]\ndevice = "t4"\n[calibration.bounds]\n"efficiency.tensor_peak_fraction" = [0.01, 1.0]\n'
+    )
+    new = apply_overlay(base, ov)
+    assert new.efficiency.tensor_peak_fraction == 0.5
+    assert new.efficiency.launch_overhead_s == pytest.approx(3.5e-6)
+    assert new.source_of("efficiency.tensor_peak_fraction").source == "measured: calibrated on runs/t4.csv"
+    assert base.efficiency.tensor_peak_fraction != 0.5
+    bad = tmp_path / "bad.toml"
+    bad.write_text('source = "x"\ncalibration = 3\n[values]\n"efficiency.tensor_peak_fraction" = 0.5\n')
+    with pytest.raises(SpecError, match="calibration: not a table"):
+        apply_overlay(base, bad)
+    typo = tmp_path / "typo.toml"
+    typo.write_text('source = "x"\n[values]\n"efficiency.tensor_peak_fraction" = 0.5\n[calibraton]\ndevice = "t4"\n')
+    with pytest.raises(SpecError, match="did you mean 'calibration'"):
+        apply_overlay(base, typo)

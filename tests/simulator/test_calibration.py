@@ -122,3 +122,48 @@ def test_non_convergence_is_an_error() -> None:
 def test_bad_param_path() -> None:
     with pytest.raises(SpecError, match="did you mean"):
         Calibrator(["efficiency.tensor_peak_fractio"], predict=toy_predict).fit(_measurements(0.5, 1e-6), load_device(DEV))
+
+
+def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
+    import dataclasses
+
+    from hwmodels.spec import CpuSpec
+    from simulator.calibration import DEFAULT_PARAMS, _params
+    from tests.simulator.test_lowering_cpu import cpu_device
+
+    dev = cpu_device()
+    params = {p.path: p for p in _params(DEFAULT_PARAMS["cpu"], dev)}
+    for f in dataclasses.fields(CpuSpec):
+        if f.name != "special_function_s":
+            assert f"cpu.{f.name}" in params, f.name
+    assert {"cpu.special_function_s.exp", "cpu.special_function_s.tanh"} <= set(params)
+    for p in params.values():
+        from hwmodels.spec import get_path
+
+        assert 0 < p.lower <= get_path(dev, p.path) <= p.upper, p
+    # relative bounds resolve against the default: "x0.1".."x300" of 10 us
+    lib = params["cpu.library_call_overhead_s"]
+    assert (lib.lower, lib.upper) == pytest.approx((1e-6, 3e-3))
+    with pytest.raises(SpecError, match="expected a number or 'x<factor>'"):
+        _params({"cpu.strided_copy_run_s": ("y2", "x3")}, dev)
+
+
+def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
+    """Synthetic measurements from a CPU spec with known fields: the fit finds them from the defaults."""
+    import dataclasses
+
+    from simulator.calibration import default_predict
+    from tests.simulator.test_lowering_cpu import cpu_device
+    from workloads.resolve import load_workload
+
+    truth = cpu_device(dnn_peak_fraction=0.6, library_call_overhead_s=12e-6)
+    start = cpu_device()
+    rows = ["id,workload,dtype,device,median_s"]
+    for i, s in enumerate((32, 64, 128, 256, 512)):
+        w = f"gemm:m={s},n={s},k={s}"
+        rows.append(f'g{i},"{w}",bf16,toy-cpu,{default_predict(load_workload(w, dtype="bf16"), truth)!r}')
+    ms = MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=["toy-cpu"])
+    cal = Calibrator(["cpu.dnn_peak_fraction", "cpu.library_call_overhead_s"], regularization=0.0).fit(ms, start)
+    assert cal.params_["cpu.dnn_peak_fraction"] == pytest.approx(0.6, rel=1e-3)
+    assert cal.params_["cpu.library_call_overhead_s"] == pytest.approx(12e-6, rel=1e-3)
+    assert dataclasses.replace(start).cpu.dnn_peak_fraction == 0.8  # the input spec is untouched

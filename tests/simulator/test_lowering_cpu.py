@@ -1,0 +1,137 @@
+"""CPU lowering rules: hand-computed costs per kernel-library path, PyTorch's dispatch choices, host spec fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.spec import (
+    ClockSpec,
+    ComputeSpec,
+    CpuSpec,
+    DeviceSpec,
+    EfficiencySpec,
+    EnergySpec,
+    MemoryLevel,
+    PowerSpec,
+)
+from simulator.lowering_cpu import _flash_pairs, conv_path, cpu_kernel_cost
+from workloads.resolve import load_workload
+
+FP32 = 100e9  # FLOP/s
+OVERHEAD = 2e-6
+LIB = 10e-6
+
+
+def cpu_device(units: int = 1, **cpu_over: float) -> DeviceSpec:
+    cpu = dict(gemm_peak_fraction=0.5, dnn_peak_fraction=0.8, gemm_half_m=8.0, gemm_half_n=16.0, gemm_half_k=4.0,
+               special_function_s={"exp": 1e-9, "tanh": 2e-9}, strided_copy_run_s=4e-9, library_call_overhead_s=LIB)
+    cpu.update(cpu_over)
+    return DeviceSpec(
+        name="toy-cpu", kind="cpu", vendor="test", arch="toy", description="hand-made CPU for rule tests",
+        clock=ClockSpec(3e9, 3e9),
+        compute=ComputeSpec(units, {"fp32": FP32, "bf16": 2 * FP32}, {"fp32": FP32, "bf16": FP32}),
+        memory=(MemoryLevel("dram", 64e9, 20e9, 20e9, 100e-9, 0.0), MemoryLevel("l3", 32 * 2**20, 100e9, 100e9, 10e-9, 0.0),
+                MemoryLevel("l2", 2**20, 200e9, 200e9, 2e-9, 0.0)),
+        power=PowerSpec(0.0, 0.0), energy=EnergySpec({}, {}),
+        efficiency=EfficiencySpec(tensor_peak_fraction=1.0, vector_peak_fraction=0.25, dram_bandwidth_fraction=1.0,
+                                  l2_bandwidth_fraction=1.0, bandwidth_half_size_bytes=1.0,
+                                  launch_overhead_s=OVERHEAD, graph_launch_overhead_s=OVERHEAD),
+        cpu=CpuSpec(**cpu),
+    )
+
+
+def only_op(workload: str, dtype: str = "fp32"):  # noqa: ANN201 - Op
+    g = load_workload(workload, dtype=dtype)
+    ops = [op for op in g if op.kind not in ("reshape", "split", "slice")]
+    assert len(ops) == 1, [op.kind for op in ops]
+    return ops[0]
+
+
+def test_fp32_gemm_blas_path_hand_computed() -> None:
+    op = only_op("gemm:m=64,n=32,k=128")
+    kc = cpu_kernel_cost(op, cpu_device())
+    eff = 0.5 * (64 / 72) * (32 / 48) * (128 / 132)
+    assert kc.rule == "cpu-blas-gemm"
+    assert kc.compute_s == pytest.approx(2 * 64 * 32 * 128 / (FP32 * eff), rel=1e-12)
+    assert kc.latency_s == OVERHEAD
+
+
+def test_bf16_gemm_goes_to_the_library_above_torch_threshold() -> None:
+    small = cpu_kernel_cost(only_op("gemm:m=16,n=16,k=16", "bf16"), cpu_device())  # m*n*k = 4096: not above
+    big = cpu_kernel_cost(only_op("gemm:m=32,n=32,k=32", "bf16"), cpu_device())
+    assert small.rule == "cpu-blas-gemm" and small.latency_s == OVERHEAD
+    assert big.rule == "cpu-dnn-gemm" and big.latency_s == pytest.approx(OVERHEAD + LIB)
+    eff = 0.8 * (32 / 40) * (32 / 48) * (32 / 36)
+    assert big.compute_s == pytest.approx(2 * 32**3 / (2 * FP32 * eff), rel=1e-12)
+
+
+@pytest.mark.parametrize(("workload", "units", "path"), [
+    ("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1", 1, "direct"),        # 200704 input elements > 20480
+    ("conv2d:n=1,c=64,h=16,w=16,k=64,r=3,s=3,pad=1", 1, "im2col"),        # 16384 <= 20480, one image
+    ("conv2d:n=4,c=32,h=32,w=32,k=32,r=3,s=3,pad=1", 1, "direct"),        # batch > 1
+    ("conv2d:n=1,c=3,h=64,w=64,k=64,r=7,s=7,stride=2,pad=3", 1, "direct"),  # filter larger than 3x3
+    ("conv2d:n=1,c=256,h=28,w=28,k=128,r=1,s=1", 1, "im2col"),            # 1x1, one thread: native
+    ("conv2d:n=1,c=256,h=28,w=28,k=128,r=1,s=1", 2, "direct"),            # 1x1, more threads: oneDNN
+])
+def test_conv_dispatch_follows_torch_use_mkldnn(workload: str, units: int, path: str) -> None:
+    assert conv_path(only_op(workload), cpu_device(units)) == path
+
+
+def test_im2col_conv_hand_computed() -> None:
+    op = only_op("conv2d:n=1,c=64,h=16,w=16,k=64,r=3,s=3,pad=1")
+    kc = cpu_kernel_cost(op, cpu_device())
+    runs = 64 * 9 * 16  # channels x filter taps x output rows
+    eff = 0.5 * (64 / 72) * (256 / 272) * (576 / 580)  # m = K, n = P*Q, k = C*R*S
+    assert kc.rule == "cpu-im2col-gemm"
+    assert kc.compute_s == pytest.approx(op.flops / (FP32 * eff) + runs * 4e-9, rel=1e-12)
+
+
+def test_direct_conv_reorders_weights_each_call() -> None:
+    op = only_op("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1")
+    kc = cpu_kernel_cost(op, cpu_device())
+    w = 64 * 64 * 9 * 4
+    eff = 0.8 * (3136 / 3144) * (64 / 80) * (576 / 580)
+    assert kc.compute_s == pytest.approx(op.flops / (FP32 * eff) + 2 * w / 200e9, rel=1e-12)
+    assert kc.latency_s == pytest.approx(OVERHEAD + LIB)
+
+
+def test_flash_attention_pairs_follow_the_kernel_blocks() -> None:
+    assert _flash_pairs(512, 512, False) == (512 * 512, 64, 512)
+    # causal, q blocks of 256: keys up to each block's end, 256 + 512 + 768 + 1024
+    assert _flash_pairs(1024, 1024, True) == (256 * (256 + 512 + 768 + 1024), 256, 512)
+    assert _flash_pairs(100, 100, True)[1:] == (32, 100)
+
+
+def test_special_functions_cost_per_element() -> None:
+    dev = cpu_device()
+    n = 2**20
+    gelu = cpu_kernel_cost(only_op(f"elementwise:numel={n},op=gelu"), dev)
+    relu = cpu_kernel_cost(only_op(f"elementwise:numel={n},op=relu"), dev)
+    assert gelu.rule == "cpu-vector-tanh" and relu.rule == "cpu-vector"
+    assert gelu.compute_s == pytest.approx(8 * n / (FP32 * 0.25) + n * 2e-9, rel=1e-12)
+    soft = cpu_kernel_cost(only_op("softmax:rows=64,cols=1024"), dev)
+    assert soft.compute_s == pytest.approx(5 * 65536 / (FP32 * 0.25) + 65536 * 1e-9, rel=1e-12)
+
+
+def test_memory_level_by_working_set() -> None:
+    dev = cpu_device()
+    small = cpu_kernel_cost(only_op("copy:bytes=262144"), dev)  # 512 KiB moved: L2
+    big = cpu_kernel_cost(only_op("copy:bytes=67108864"), dev)  # 128 MiB moved: DRAM
+    assert small.memory_s == pytest.approx(2 * 262144 / 200e9) and small.dram_bytes == 0
+    assert big.memory_s == pytest.approx(2 * 67108864 / 20e9) and big.dram_bytes == 2 * 67108864
+
+
+def test_host_spec_cpu_fields_are_measured_or_derived() -> None:
+    from hwmodels.host import host_spec
+
+    dev = host_spec(1)
+    assert dev.cpu is not None
+    for path in ("cpu.special_function_s.exp", "cpu.special_function_s.tanh", "cpu.strided_copy_run_s",
+                 "cpu.library_call_overhead_s", "efficiency.launch_overhead_s"):
+        assert dev.source_of(path).source.startswith("measured: host probe"), path
+    for side in "mnk":
+        assert dev.source_of(f"cpu.gemm_half_{side}").source.startswith("derived: ")
+    assert all(v > 0 for v in dev.cpu.special_function_s.values())
+    l2 = dev.level("l2")
+    assert "per core used" in dev.source_of("memory.l2.capacity_bytes").note
+    assert l2.capacity_bytes <= host_spec(None).level("l2").capacity_bytes
