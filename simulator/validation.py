@@ -17,85 +17,23 @@ run from eager PyTorch pay the framework's per-op host cost (``EvalOptions.eager
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import logging
-import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ErrorSummary", "RowResult", "validate_published", "summarise", "DEFAULT_DATASET", "OP_LEVEL", "format_summaries"]
+import numpy as np
+
+from simulator.calibration import ErrorSummary
+
+__all__ = ["validate_published", "run_options", "DEFAULT_DATASET", "OP_LEVEL"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "hwmodels" / "measurements" / "published_gpu.csv"
 #: Categories that time one kernel (the rest are end-to-end model runs).
 OP_LEVEL = frozenset({"gemm", "attention", "bandwidth", "elementwise", "norm", "softmax", "conv"})
-
-
-@dataclass(frozen=True)
-class RowResult:
-    """One dataset row predicted: relative error ``(predicted - measured) / measured``."""
-
-    id: str
-    category: str
-    workload: str
-    device: str
-    measured_s: float
-    predicted_s: float
-    options: str
-
-    @property
-    def rel_error(self) -> float:
-        return (self.predicted_s - self.measured_s) / self.measured_s
-
-
-@dataclass(frozen=True)
-class ErrorSummary:
-    """Relative-error statistics of a set of predictions (fractions, not percent).
-
-    ``mape`` is the mean absolute relative error, ``median``/``p90``/``max`` are of the absolute
-    relative error, ``bias`` the mean signed relative error (positive: predictions too slow), and
-    ``worst`` the rows with the largest absolute error, worst first.
-    """
-
-    name: str
-    n: int
-    mape: float
-    median: float
-    p90: float
-    max: float
-    bias: float
-    worst: tuple[RowResult, ...]
-
-    def line(self) -> str:
-        w = ", ".join(f"{r.id} {r.rel_error * 100:+.0f}%" for r in self.worst)
-        return (f"{self.name:<20} n={self.n:<3} MAPE {self.mape * 100:6.1f}%  median {self.median * 100:6.1f}%  "
-                f"p90 {self.p90 * 100:6.1f}%  max {self.max * 100:6.1f}%  bias {self.bias * 100:+6.1f}%  worst: {w}")
-
-
-def _percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    if not s:
-        return math.nan
-    pos = (len(s) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def summarise(name: str, rows: list[RowResult], worst: int = 3) -> ErrorSummary:
-    """Error statistics of ``rows`` (see :class:`ErrorSummary`)."""
-    errs = [abs(r.rel_error) for r in rows]
-    if not rows:
-        return ErrorSummary(name, 0, math.nan, math.nan, math.nan, math.nan, math.nan, ())
-    ranked = sorted(rows, key=lambda r: (-abs(r.rel_error), r.id))
-    return ErrorSummary(
-        name=name, n=len(rows), mape=sum(errs) / len(errs), median=_percentile(errs, 0.5),
-        p90=_percentile(errs, 0.9), max=max(errs), bias=sum(r.rel_error for r in rows) / len(rows),
-        worst=tuple(ranked[:worst]),
-    )
 
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -109,8 +47,14 @@ _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 _EAGER = re.compile(r"Eager PyTorch")
 
 
-def _options_for(row: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-    """(EvalOptions, spec overrides) implied by the row's stated run conditions."""
+def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
+    """(EvalOptions, spec overrides by dotted path) implied by a measurement's stated run conditions.
+
+    ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty): the
+    software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
+    per-op costs, TF32, and a stated power limit. Both the published-set validation and the
+    calibrator use it, so a measurement is always predicted under the same conditions.
+    """
     from simulator.engine import EvalOptions
 
     text = f"{row.get('source', '')} {row.get('notes', '')}"
@@ -134,27 +78,6 @@ def _options_for(row: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     return opts, overrides
 
 
-def _int(v: str) -> int | None:
-    v = (v or "").strip()
-    return int(float(v)) if v else None
-
-
-def _graph_for(row: dict[str, str]) -> Any:
-    from workloads.micro import is_micro
-    from workloads.resolve import load_workload
-
-    wl = row["workload"].strip()
-    dtype = (row.get("dtype") or "").strip() or None
-    if is_micro(wl):
-        return load_workload(wl, dtype=dtype)
-    train = (row.get("train") or "").strip() in ("1", "true", "True")
-    phase = (row.get("phase") or "").strip() or None
-    if train:
-        phase = None
-    return load_workload(wl, batch=_int(row.get("batch", "")), seq=_int(row.get("seq", "")), phase=phase,
-                         context=_int(row.get("context", "")), train=train, dtype=dtype)
-
-
 def validate_published(path: str | Path | None = None, *, categories: set[str] | None = None
                        ) -> dict[str, ErrorSummary]:
     """Predict every row of the published dataset and summarise the errors.
@@ -162,59 +85,36 @@ def validate_published(path: str | Path | None = None, *, categories: set[str] |
     Parameters
     ----------
     path
-        CSV with columns id, category, workload, batch, seq, phase, context, dtype, train, device,
-        median_s, ... (default: the shipped ``published_gpu.csv``).
+        A published-measurements CSV (default: the shipped ``published_gpu.csv``); it is loaded and
+        validated by :class:`~simulator.measurements.MeasurementSet` (a bad row is a located error).
     categories
         Only rows of these categories (default: all).
 
     Returns
     -------
     dict
-        ``{name: ErrorSummary}`` for every category, plus ``"op-level"``, ``"end-to-end"`` and
-        ``"all"``; rows that cannot be predicted (unknown model or device) are logged and skipped,
-        and counted under ``"skipped"`` as an ErrorSummary with ``n`` = the number skipped.
+        ``{name: ErrorSummary}`` (percentages) for every category, plus ``"op-level"``,
+        ``"end-to-end"`` and ``"all"``. Each row runs under the conditions it states
+        (:func:`run_options`); nothing is fitted.
     """
     from hwmodels.catalog import load_device
-    from hwmodels.spec import replace_path
-    from simulator.engine import evaluate
+    from simulator.calibration import _Graphs, default_predict, known_devices, summarize_errors
+    from simulator.measurements import MeasurementSet
 
-    p = Path(path) if path is not None else DEFAULT_DATASET
-    with p.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    results: list[RowResult] = []
-    skipped: list[str] = []
-    for row in rows:
-        cat = row["category"].strip()
-        if categories is not None and cat not in categories:
-            continue
-        try:
-            dev = load_device(row["device"].strip())
-            opts, overrides = _options_for(row)
-            for path_, value in overrides.items():
-                dev = replace_path(dev, path_, value)
-            graph = _graph_for(row)
-        except (ValueError, KeyError, FileNotFoundError, NotImplementedError) as exc:
-            logger.warning("%s: %s: skipped; %s", p.name, row.get("id"), exc)
-            skipped.append(row.get("id", "?"))
-            continue
-        rep = evaluate(graph, dev, opts)
-        results.append(RowResult(
-            id=row["id"], category=cat, workload=row["workload"], device=row["device"],
-            measured_s=float(row["median_s"]), predicted_s=rep.latency_s,
-            options=",".join([k for k, v in dataclasses.asdict(opts).items() if v is True]
-                             + [f"attention={opts.attention_kernel}"]),
-        ))
+    ms = MeasurementSet.load(Path(path) if path is not None else DEFAULT_DATASET, devices=known_devices())
+    if categories is not None:
+        ms = MeasurementSet(tuple(m for m in ms if m.category in categories), ms.source)
+    graphs = _Graphs()
+    pred = np.array([default_predict(graphs.get(m), load_device(m.device), m) for m in ms], dtype=float)
+
+    def subset(keep: Any) -> tuple[np.ndarray, MeasurementSet]:
+        idx = [i for i, m in enumerate(ms) if keep(m)]
+        return pred[idx], MeasurementSet(tuple(ms[i] for i in idx), ms.source)
+
     out: dict[str, ErrorSummary] = {}
-    for cat in sorted({r.category for r in results}):
-        out[cat] = summarise(cat, [r for r in results if r.category == cat])
-    out["op-level"] = summarise("op-level", [r for r in results if r.category in OP_LEVEL])
-    out["end-to-end"] = summarise("end-to-end", [r for r in results if r.category not in OP_LEVEL])
-    out["all"] = summarise("all", results)
-    out["skipped"] = ErrorSummary("skipped", len(skipped), math.nan, math.nan, math.nan, math.nan, math.nan, ())
+    for cat in sorted({m.category for m in ms}):
+        out[cat] = summarize_errors(*subset(lambda m, c=cat: m.category == c), worst=3, by_class=False)
+    out["op-level"] = summarize_errors(*subset(lambda m: m.category in OP_LEVEL), worst=3, by_class=False)
+    out["end-to-end"] = summarize_errors(*subset(lambda m: m.category not in OP_LEVEL), worst=3, by_class=False)
+    out["all"] = summarize_errors(pred, ms, worst=3, by_class=False)
     return out
-
-
-def format_summaries(summaries: dict[str, ErrorSummary]) -> str:
-    """One line per summary (for reports and the CLI)."""
-    return "\n".join(s.line() if s.name != "skipped" else f"skipped              n={s.n}"
-                     for s in summaries.values())

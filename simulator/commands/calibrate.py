@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the train/test split (default 0)")
     p.add_argument("--param", action="append", metavar="PATH[=LO:HI]",
                    help="a dotted spec path to fit, optionally with SI bounds (repeatable; default per device kind)")
-    p.add_argument("--regularization", type=float, default=0.01, help="pull towards the defaults (default 0.01)")
+    p.add_argument("--regularization", type=float, default=None,
+                   help="pull towards the defaults (default by device kind: 0.01 CPU, 0.04 GPU/TPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
