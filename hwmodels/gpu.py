@@ -329,7 +329,8 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
     else:
         have = sorted(set(tensor) | set(vector))
         raise SpecError(
-            f"{dev.name}: compute: no throughput for dtype; got {dtype!r}; expected one of {', '.join(have)}"
+            f"{dev.name}: compute: no throughput for dtype; got {dtype!r}; expected one of {', '.join(have)} "
+            f"(choose one with --dtype)"
         )
     v32 = vector.get("fp32", max(vector.values()) if vector else rate)
     l2 = _l2_level(dev)

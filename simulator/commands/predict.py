@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from simulator.commands._common import add_model_args, graph_from_args, positive_int
@@ -17,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_args(p)
     p.add_argument("--hardware", required=True, metavar="NAME",
-                   help="catalog device or system name (see `nodeperf hardware list`) or a device/system TOML path")
+                   help="catalog device or system name (see `nodeperf hardware`), a device/system TOML path, "
+                        "or host / host:N (this machine's CPU)")
+    p.add_argument("--calibration", metavar="OVERLAY.toml",
+                   help="apply a calibration overlay written by `nodeperf calibrate`")
     p.add_argument("--top", type=positive_int, default=15, help="rows of the op table (default 15)")
     p.add_argument("--no-aggregate", dest="aggregate", action="store_false",
                    help="one row per op instead of summing ops that differ only by layer index")
@@ -39,34 +43,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_hardware(name: str):  # noqa: ANN201 - DeviceSpec | SystemSpec
-    """A catalog device or system by name, or a TOML file (device first, then system)."""
-    from hwmodels.catalog import list_systems, load_device, load_system
-    from hwmodels.spec import SpecError
-
-    if name.lower().endswith(".toml") or "/" in name:
-        try:
-            return load_device(name)
-        except SpecError as dev_err:
-            try:
-                return load_system(name)
-            except SpecError:
-                raise dev_err from None
-    if name.strip().lower() in {s.lower() for s in list_systems()}:
-        return load_system(name)
-    return load_device(name)
-
-
 def run(args: argparse.Namespace) -> int:
+    from simulator.calibration import load_hardware
     from simulator.engine import EvalOptions, evaluate
 
+    if not args.verbose:  # the report's warnings are printed below; do not repeat them as log lines
+        logging.getLogger("simulator").setLevel(logging.ERROR)
     if args.streams is not None and args.engine != "des":
         raise ValueError(f"predict: --streams: only the discrete-event engine has streams; got --engine {args.engine}; "
                          "expected --engine des --streams N")
-    hw = load_hardware(args.hardware)
+    hw = load_hardware(args.hardware, args.calibration)
     graph = graph_from_args(args)
+    cal_id = ""
+    if args.calibration:
+        import hashlib
+        from pathlib import Path
+
+        cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
     opts = EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
-                       allow_tf32=args.tf32)
+                       allow_tf32=args.tf32, calibration_id=cal_id)
     if args.engine == "des":
         from simulator.des import simulate
 
