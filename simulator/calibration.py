@@ -514,7 +514,7 @@ class Calibrator:
         self.measurements_hash_ = measurements.content_hash()
         self.device_name_ = dev.name
         self.device_kind_ = dev.kind
-        self.fitted_at_ = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        self.fitted_at_ = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
         return self
 
     @staticmethod

@@ -14,9 +14,9 @@ import dataclasses
 import hashlib
 import json
 import logging
-from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hwmodels.energy import dynamic_energy, kernel_energy

@@ -183,7 +183,7 @@ def time_runner(run: Callable[[], Any], sync: Callable[[], None], policy: Timing
 def environment(device: str, backend: str) -> dict[str, str]:
     """Metadata columns of this run: framework, versions, clock, date, host."""
     env = {"framework": backend, "framework_version": "", "driver_version": "", "clock_hz": "",
-           "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+           "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
            "host": f"{socket.gethostname()} ({platform.processor() or platform.machine()})"}
     if backend == "torch":
         import torch

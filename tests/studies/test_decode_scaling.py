@@ -19,8 +19,8 @@ def test_reduced_study_writes_csv_and_figure(tmp_path):
     for dev in cfg["devices"]:
         mine = sorted((r for r in rows if r["device"] == dev), key=lambda r: r["batch"])
         # throughput never falls and energy per token never rises with batch
-        assert all(a["tokens_per_s"] <= b["tokens_per_s"] for a, b in zip(mine, mine[1:]))
-        assert all(a["energy_per_token_j"] >= b["energy_per_token_j"] for a, b in zip(mine, mine[1:]))
+        assert all(a["tokens_per_s"] <= b["tokens_per_s"] for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a["energy_per_token_j"] >= b["energy_per_token_j"] for a, b in zip(mine, mine[1:], strict=False))
         # a decode step streams every weight once: never faster than weights / peak HBM bandwidth
         from hwmodels.catalog import load_device
 

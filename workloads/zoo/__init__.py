@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from workloads.ir import OpGraph
 
