@@ -19,7 +19,7 @@ import difflib
 import logging
 import math
 import re
-import sys
+import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -36,11 +36,6 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.units import UnitError, format_quantity, parse_quantity
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
 
 __all__ = [
     "KNOWN_DTYPES",

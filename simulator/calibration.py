@@ -22,7 +22,7 @@ import dataclasses
 import datetime as _dt
 import logging
 import math
-import sys
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,11 +33,6 @@ import numpy as np
 
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec, get_path, replace_path
 from simulator.measurements import Measurement, MeasurementSet
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "CalibrationError",

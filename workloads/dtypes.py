@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import difflib
-from enum import Enum
+from enum import StrEnum
 
 __all__ = ["DType", "parse_dtype"]
 
 
-class DType(str, Enum):
+class DType(StrEnum):
     """A tensor element type. The value is the lowercase string used everywhere (``"bf16"``)."""
 
     FP64 = "fp64"

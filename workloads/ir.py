@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -51,7 +51,7 @@ class UnsupportedOpError(NotImplementedError):
     """An op kind (or an imported operator type) has no semantics; the message names the node."""
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """What a tensor is for; decides how memory is accounted."""
 
     ACTIVATION = "activation"
