@@ -182,7 +182,10 @@ def config_to_transformer(path_or_dict: str | Path | Mapping[str, Any], name: st
         (a ValueError) with one line naming the file and the problem: invalid JSON (line and column),
         a missing key, or an unsupported ``model_type`` (with the nearest supported one).
     """
-    data, where = _load(path_or_dict)
+    return _to_config(*_load(path_or_dict), name)
+
+
+def _to_config(data: Mapping[str, Any], where: str, name: str | None = None) -> TransformerConfig:
     mt = data.get("model_type")
     if not isinstance(mt, str):
         raise HFConfigError(f"{where}: missing key 'model_type'; expected one of {', '.join(sorted(MODEL_TYPES))}")
@@ -201,7 +204,10 @@ def config_to_transformer(path_or_dict: str | Path | Mapping[str, Any], name: st
 
 def torch_dtype_of(path_or_dict: str | Path | Mapping[str, Any]) -> str | None:
     """The config's ``torch_dtype`` as a nodeperf dtype string (``"bf16"``), or None when absent."""
-    data, _ = _load(path_or_dict)
+    return _torch_dtype(_load(path_or_dict)[0])
+
+
+def _torch_dtype(data: Mapping[str, Any]) -> str | None:
     v = data.get("torch_dtype")
     return {"float32": DType.FP32.value, "bfloat16": DType.BF16.value, "float16": DType.FP16.value}.get(str(v))
 
@@ -210,9 +216,10 @@ def build_from_config(path_or_dict: str | Path | Mapping[str, Any], *, batch: in
                       phase: str | None = None, context: int | None = None, dtype: str | None = None,
                       **extra: Any) -> OpGraph:
     """Build the graph of a config.json (phase defaults to ``prefill`` for decoders, ``forward`` else)."""
-    cfg = config_to_transformer(path_or_dict)
+    data, where = _load(path_or_dict)  # read once
+    cfg = _to_config(data, where)
     ph = phase or ("prefill" if cfg.is_decoder_lm else "forward")
-    dt = dtype or torch_dtype_of(path_or_dict) or "bf16"
+    dt = dtype or _torch_dtype(data) or "bf16"
     if cfg.is_vision:
         seq = cfg.image_size
     return build(cfg, batch=batch, seq=seq, phase=ph, context=context, dtype=dt, **extra)

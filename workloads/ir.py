@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -107,6 +107,10 @@ class Attrs(dict):
 
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _ro  # type: ignore[assignment]
 
+    def __missing__(self, key: str) -> Any:
+        # a required attribute read by shape inference or a cost rule: one located error, not a KeyError
+        raise GraphError(f"missing attribute {key!r}; got attributes {sorted(self) or 'none'}; expected {key!r} set")
+
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
 
@@ -156,13 +160,19 @@ class Op:
         return int(self._sem.macs(self))
 
     @cached_property
+    def _bytes(self) -> tuple[int, int]:
+        r, w = self._sem.bytes_rw(self)
+        return int(r), int(w)
+
+    @property
     def bytes_read(self) -> int:
         """Compulsory bytes read (each input once; views and gathers count what is touched)."""
-        return int(self._sem.bytes_rw(self)[0])
+        return self._bytes[0]
 
-    @cached_property
+    @property
     def bytes_written(self) -> int:
-        return int(self._sem.bytes_rw(self)[1])
+        """Compulsory bytes written (each output once; in-place appends count the new entries)."""
+        return self._bytes[1]
 
     @cached_property
     def params(self) -> int:
@@ -211,11 +221,16 @@ class OpGraph:
         Ops in any order; insertion order is kept when it is already topological.
     meta
         Free-form JSON-able description (model, batch, phase...), kept verbatim.
+    inferred
+        Names of ops whose output shapes were produced by the semantics registry's inference for
+        exactly these inputs and attributes (by :class:`GraphBuilder` or a graph transform); they
+        are not inferred a second time. Every other op is re-inferred and checked.
     """
 
     __slots__ = ("name", "ops", "meta", "tensors", "_producer", "_consumers", "_nx", "_cache", "_by_name")
 
-    def __init__(self, name: str, ops: Sequence[Op], meta: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, ops: Sequence[Op], meta: Mapping[str, Any] | None = None, *,
+                 inferred: Collection[str] = frozenset()) -> None:
         self.name = name
         self.meta = Attrs(meta or {})
         self._cache: dict[str, Any] = {}
@@ -255,7 +270,8 @@ class OpGraph:
         from workloads.semantics import check_op
 
         for op in by_name.values():
-            check_op(op)
+            if op.name not in inferred:
+                check_op(op)
         # topological order: keep insertion order if valid, else a stable sort
         order = list(by_name.values())
         pos = {op.name: i for i, op in enumerate(order)}
@@ -383,6 +399,7 @@ class GraphBuilder:
         self._tensors: dict[str, TensorSpec] = {}
         self._group: list[str] = []
         self._counter: dict[str, int] = {}
+        self._inferred: set[str] = set()  # ops made by op(): their shapes come from the registry already
 
     # --- groups and names ----------------------------------------------------------------------
     @contextmanager
@@ -477,6 +494,7 @@ class GraphBuilder:
             specs.append(TensorSpec(tname, tuple(int(s) for s in shape), odt or dt or self.dtype, role))
         op = Op(opname, kind, tuple(inputs), tuple(specs), a, self.current_group)
         self._ops.append(op)
+        self._inferred.add(opname)
         for t in specs:
             self._tensors[t.name] = t
         return specs[0] if len(specs) == 1 else tuple(specs)
@@ -492,5 +510,5 @@ class GraphBuilder:
         return tuple(self._ops)
 
     def build(self, meta: Mapping[str, Any] | None = None) -> OpGraph:
-        """Validate and freeze."""
-        return OpGraph(self.name, self._ops, meta)
+        """Validate and freeze (ops added with :meth:`add` have their shapes re-inferred and checked)."""
+        return OpGraph(self.name, self._ops, meta, inferred=self._inferred)

@@ -9,12 +9,12 @@ Grammar: ``KIND:key=value,key=value`` with integer values (``dtype=`` also accep
 
 from __future__ import annotations
 
-import difflib
+import math
 from collections.abc import Callable
 from typing import Any
 
 from workloads.dtypes import DType, parse_dtype
-from workloads.ir import GraphBuilder, OpGraph
+from workloads.ir import GraphBuilder, OpGraph, _near
 from workloads.semantics import ELEMENTWISE_FLOPS
 
 __all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS"]
@@ -30,6 +30,7 @@ MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "layernorm": (("rows", "cols"), {}),
 }
 _STR_KEYS = {"op", "dtype"}
+_ZERO_OK = frozenset({"pad", "causal", "transpose", "bwd"})  # integer keys that may be 0
 _BINARY = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
 
 
@@ -44,9 +45,8 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
     head, sep, body = spec.partition(":")
     kind = head.strip().lower()
     if not sep or kind not in MICRO_KINDS:
-        near = difflib.get_close_matches(kind, list(MICRO_KINDS), n=1)
         raise ValueError(f"micro-workload {spec!r}: unknown kind; got {kind!r}; expected one of "
-                         f"{', '.join(MICRO_KINDS)}" + (f"; did you mean {near[0]!r}?" if near else ""))
+                         f"{', '.join(MICRO_KINDS)}{_near(kind, MICRO_KINDS)}")
     required, optional = MICRO_KINDS[kind]
     params: dict[str, Any] = {}
     for item in filter(None, (s.strip() for s in body.split(","))):
@@ -54,9 +54,8 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
         key = key.strip().lower()
         allowed = list(required) + list(optional) + ["dtype"]
         if not eq or key not in allowed:
-            near = difflib.get_close_matches(key, allowed, n=1)
             raise ValueError(f"micro-workload {spec!r}: bad item {item!r}; expected key=value with key in "
-                             f"{', '.join(allowed)}" + (f"; did you mean {near[0]!r}?" if near else ""))
+                             f"{', '.join(allowed)}{_near(key, allowed)}")
         if key in params:
             raise ValueError(f"micro-workload {spec!r}: key {key!r} given twice; expected each key once")
         if key in _STR_KEYS:
@@ -65,11 +64,11 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
         try:
             num = float(val)
         except ValueError:
-            num = float("nan")
-        if not num == num or num != int(num) or num < (0 if key in ("pad", "causal", "transpose", "bwd") else 1):
-            raise ValueError(f"micro-workload {spec!r}: {key}; got {val.strip()!r}; expected a positive integer"
-                             if key not in ("pad", "causal", "transpose", "bwd") else
-                             f"micro-workload {spec!r}: {key}; got {val.strip()!r}; expected an integer >= 0")
+            num = math.nan
+        lowest = 0 if key in _ZERO_OK else 1
+        if not math.isfinite(num) or num != int(num) or num < lowest:  # NaN and inf included
+            raise ValueError(f"micro-workload {spec!r}: {key}; got {val.strip()!r}; expected "
+                             + ("an integer >= 0" if lowest == 0 else "a positive integer"))
         params[key] = int(num)
     missing = [k for k in required if k not in params]
     if missing:
@@ -78,9 +77,8 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
     for k, v in optional.items():
         params.setdefault(k, v)
     if kind == "elementwise" and params["op"] not in ELEMENTWISE_FLOPS:
-        near = difflib.get_close_matches(params["op"], list(ELEMENTWISE_FLOPS), n=1)
         raise ValueError(f"micro-workload {spec!r}: op; got {params['op']!r}; expected an elementwise op"
-                         + (f"; did you mean {near[0]!r}?" if near else ""))
+                         f"{_near(params['op'], ELEMENTWISE_FLOPS)}")
     return kind, params
 
 

@@ -15,14 +15,13 @@ Counting conventions (documented, not hardware factors):
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from workloads.dtypes import DType
-from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError
+from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError, _near
 
 __all__ = [
     "KindInfo",
@@ -129,9 +128,8 @@ def semantics_of(kind: str, where: str = "op") -> KindInfo:
     try:
         return _REGISTRY[kind]
     except KeyError:
-        near = difflib.get_close_matches(kind, list(_REGISTRY), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise UnsupportedOpError(f"{where}: unknown op kind; got {kind!r}; expected a registered kind{hint}") from None
+        raise UnsupportedOpError(
+            f"{where}: unknown op kind; got {kind!r}; expected a registered kind{_near(kind, _REGISTRY)}") from None
 
 
 def check_op(op: Op) -> None:
@@ -212,6 +210,8 @@ def gemm_dims(op: Op) -> tuple[int, int, int, int]:
     if len(b.shape) == 2 and not ta:
         m = math.prod(a.shape[:-1])
         return 1, m, n, k
+    if len(a.shape) == 1:  # a vector against a batch of matrices: one row per batch entry
+        return math.prod(out[:-1]), 1, n, k
     m = out[-2]
     return math.prod(out[:-2]), m, n, k
 
@@ -276,10 +276,13 @@ def _bytes_grouped(op: Op) -> tuple[int, int]:
     return (tokens * k * x.dtype.bits + active * k * n * w.dtype.bits + 7) // 8, (tokens * n * op.outputs[0].dtype.bits + 7) // 8
 
 
+def _macs_grouped(op: Op) -> int:
+    tokens, _, k, n, _ = _grouped_tok(op)
+    return tokens * k * n
+
+
 register(
-    "grouped_matmul", "contraction", _infer_grouped,
-    lambda op: 2 * _grouped_tok(op)[0] * _grouped_tok(op)[2] * _grouped_tok(op)[3],
-    macs=lambda op: _grouped_tok(op)[0] * _grouped_tok(op)[2] * _grouped_tok(op)[3],
+    "grouped_matmul", "contraction", _infer_grouped, lambda op: 2 * _macs_grouped(op), macs=_macs_grouped,
     bytes_rw=_bytes_grouped,
     doc="MoE experts: x (E,C,K) @ w (E,K,N); attrs tokens (rows actually routed), experts_active",
 )
@@ -329,18 +332,12 @@ def _infer_conv(nd: int) -> Callable[..., Out]:
 
 def conv_dims(op: Op) -> dict[str, int]:
     """Implicit-GEMM view of a conv: M = N*P*Q, N = K, K = C/g*R*S per group; plus raw dims."""
-    x, w = op.inputs[0], op.inputs[1]
-    y = op.outputs[0] if op.kind.startswith("conv") and not op.kind.endswith("bwd_data") else None
-    if op.kind.endswith("bwd_data"):
-        x_shape = op.outputs[0].shape
-        y_shape = op.inputs[0].shape
-        w = op.inputs[1]
-    elif op.kind.endswith("bwd_weight"):
-        x_shape = op.inputs[0].shape
-        y_shape = op.inputs[1].shape
-        w = op.outputs[0]
-    else:
-        x_shape, y_shape = x.shape, y.shape  # type: ignore[union-attr]
+    if op.kind.endswith("bwd_data"):  # dy, w -> dx
+        x_shape, w, y_shape = op.outputs[0].shape, op.inputs[1], op.inputs[0].shape
+    elif op.kind.endswith("bwd_weight"):  # x, dy -> dw
+        x_shape, w, y_shape = op.inputs[0].shape, op.outputs[0], op.inputs[1].shape
+    else:  # x, w [, bias] -> y
+        x_shape, w, y_shape = op.inputs[0].shape, op.inputs[1], op.outputs[0].shape
     groups = int(op.attrs.get("groups", 1))
     out_pix = math.prod(y_shape[2:])
     filt = math.prod(w.shape[2:])
@@ -367,16 +364,28 @@ register("conv1d", "contraction", _infer_conv(1), _flops_conv, macs=_macs_conv,
          doc="x (N,C,L) * w (K,C/g,R) [+ bias]; attrs stride, padding, dilation, groups")
 
 
+def _check_conv_bwd(x: TensorSpec, w: TensorSpec, dy: TensorSpec, attrs: Any) -> None:
+    """The forward conv of ``x`` and ``w`` must give ``dy``'s shape (else the counts would be wrong)."""
+    (y, _), = _infer_conv(len(x.shape) - 2)((x, w), attrs)
+    if tuple(y) != dy.shape:
+        raise GraphError(f"gradient {dy.name!r} has shape {dy.shape}; expected {tuple(y)}, the forward conv's output "
+                         f"for input {x.shape} and weight {w.shape}")
+
+
 def _infer_conv_bwd_data(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 2)
+    dy, w = inputs
     shape = tuple(int(s) for s in attrs["input_shape"])
-    return [(shape, inputs[0].dtype)]
+    _check_conv_bwd(TensorSpec("input_shape", shape, dy.dtype), w, dy, attrs)
+    return [(shape, dy.dtype)]
 
 
 def _infer_conv_bwd_weight(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 2)
+    x, dy = inputs
     shape = tuple(int(s) for s in attrs["weight_shape"])
-    return [(shape, inputs[0].dtype)]
+    _check_conv_bwd(x, TensorSpec("weight_shape", shape, x.dtype), dy, attrs)
+    return [(shape, x.dtype)]
 
 
 register("conv2d_bwd_data", "contraction", _infer_conv_bwd_data, _flops_conv, macs=_macs_conv, params=_zero,
@@ -458,13 +467,15 @@ def _same_as_first(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     return [(inputs[0].shape, inputs[0].dtype)]
 
 
+def _check_elementwise_fn(fn: Any) -> None:
+    if fn not in ELEMENTWISE_FLOPS:
+        raise GraphError(f"unknown elementwise op; got {fn!r}; expected one of {', '.join(sorted(ELEMENTWISE_FLOPS))}"
+                         + _near(str(fn), ELEMENTWISE_FLOPS))
+
+
 def _infer_elementwise(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 1, 3)
-    fn = attrs.get("op")
-    if fn not in ELEMENTWISE_FLOPS:
-        near = difflib.get_close_matches(str(fn), list(ELEMENTWISE_FLOPS), n=1)
-        raise GraphError(f"unknown elementwise op; got {fn!r}; expected one of {', '.join(sorted(ELEMENTWISE_FLOPS))}"
-                         + (f"; did you mean {near[0]!r}?" if near else ""))
+    _check_elementwise_fn(attrs.get("op"))
     shape = broadcast(*(t.shape for t in inputs))
     dt = next((t.dtype for t in inputs if t.role is not Role.WEIGHT), inputs[0].dtype)
     return [(shape, dt)]
@@ -477,11 +488,12 @@ register("elementwise", "elementwise", _infer_elementwise,
 
 def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 1, 3)
+    _check_elementwise_fn(attrs.get("op", "add"))
     return [(inputs[0].shape, inputs[0].dtype)]
 
 
 register("elementwise_bwd", "elementwise", _infer_elementwise_bwd,
-         lambda op: ELEMENTWISE_BWD_FLOPS.get(op.attrs.get("op", "add"), 2) * op.outputs[0].numel, params=_zero,
+         lambda op: ELEMENTWISE_BWD_FLOPS[op.attrs.get("op", "add")] * op.outputs[0].numel, params=_zero,
          doc="dy [, x or y] -> dx of an elementwise op; attrs op")
 
 
@@ -551,9 +563,9 @@ def _infer_norm_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 2, 4)
     dy, x = inputs[0], inputs[1]
     outs: Out = [(x.shape, dy.dtype)]
-    for w in inputs[2:]:
-        outs += [(w.shape, w.dtype), (w.shape, w.dtype)] if attrs.get("has_bias", True) else [(w.shape, w.dtype)]
-        break
+    if len(inputs) > 2:  # dgamma [, dbeta] take the scale's shape
+        w = inputs[2]
+        outs += [(w.shape, w.dtype)] * (2 if attrs.get("has_bias", True) else 1)
     return outs
 
 
@@ -591,6 +603,9 @@ def _infer_pool(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     pad = _pair(attrs.get("padding", 0))
     if len(pad) == 2:
         pad = pad + pad
+    if min(kr, ks, sr, ss) < 1 or min(pad) < 0:
+        raise GraphError(f"kernel {(kr, ks)}, stride {(sr, ss)}, padding {pad}; expected kernel and stride >= 1, "
+                         "padding >= 0")
     ceil = bool(attrs.get("ceil_mode", False))
     out = []
     for size, k, s, p0, p1 in ((x.shape[2], kr, sr, pad[0], pad[2]), (x.shape[3], ks, ss, pad[1], pad[3])):
@@ -629,6 +644,8 @@ def _infer_resize(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 1)
     x = inputs[0]
     scale = _pair(attrs.get("scale", 2), len(x.shape) - 2)
+    if len(scale) != len(x.shape) - 2 or any(f < 1 for f in scale):
+        raise GraphError(f"scale {scale} for input {x.shape}; expected one integer >= 1 per spatial axis")
     return [((x.shape[0], x.shape[1], *(s * f for s, f in zip(x.shape[2:], scale, strict=True))), x.dtype)]
 
 
@@ -908,13 +925,9 @@ def _infer_combine(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 
 register("moe_combine", "moe", _infer_combine,
          lambda op: 2 * op.inputs[1].numel * op.inputs[0].shape[2],
-         bytes_rw=lambda op: ((_routed_c(op) * op.inputs[0].shape[2] * op.inputs[0].dtype.bits + 7) // 8
+         bytes_rw=lambda op: ((_routed(op) * op.inputs[0].shape[2] * op.inputs[0].dtype.bits + 7) // 8
                               + op.inputs[1].nbytes + op.inputs[2].nbytes, op.outputs[0].nbytes),
          doc="expert outputs (E,C,D), weights (T,k), indices (T,k) -> tokens (T,D)")
-
-
-def _routed_c(op: Op) -> int:
-    return int(op.attrs.get("tokens", op.inputs[1].numel))
 
 
 def _infer_router_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -992,6 +1005,11 @@ def _grouped_bwd(op: Op) -> tuple[int, int, int, int]:
     return int(op.attrs.get("tokens", e * c)), int(op.attrs.get("experts_active", e)), k, n
 
 
+def _macs_grouped_bwd(op: Op) -> int:
+    tokens, _, k, n = _grouped_bwd(op)
+    return tokens * k * n
+
+
 def _bytes_grouped_bwd(op: Op) -> tuple[int, int]:
     tokens, active, k, n = _grouped_bwd(op)
     a, b = op.inputs
@@ -1004,8 +1022,7 @@ def _bytes_grouped_bwd(op: Op) -> tuple[int, int]:
 for _k, _inf in (("grouped_matmul_bwd_data", _infer_grouped_bwd_data),
                  ("grouped_matmul_bwd_weight", _infer_grouped_bwd_weight)):
     register(_k, "contraction", _inf,
-             lambda op: 2 * math.prod(_grouped_bwd(op)[:1] + _grouped_bwd(op)[2:]),
-             macs=lambda op: math.prod(_grouped_bwd(op)[:1] + _grouped_bwd(op)[2:]),
+             lambda op: 2 * _macs_grouped_bwd(op), macs=_macs_grouped_bwd,
              bytes_rw=_bytes_grouped_bwd, params=_zero,
              doc="MoE experts backward: dy (E,C,N), w (E,K,N) -> dx (E,C,K) [bwd_data]; x (E,C,K), dy (E,C,N) -> dw "
                  "(E,K,N) [bwd_weight]; attrs tokens, experts_active as in the forward op")

@@ -38,13 +38,12 @@ True
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from workloads.dtypes import DType
-from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
+from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError, _near
 
 __all__ = ["training_graph", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
 
@@ -285,11 +284,10 @@ class _Deriver:
                 continue
             rule = _RULES.get(op.kind)
             if rule is None or op.kind in _NO_GRAD_KINDS:
-                near = difflib.get_close_matches(op.kind, list(_RULES), n=1)
                 raise UnsupportedOpError(
                     f"graph {self.fg.name!r}: op {op.name!r} ({op.kind}): no backward rule for kind {op.kind!r}; "
                     f"expected a differentiable kind ({', '.join(sorted(_RULES))})"
-                    + (f"; did you mean {near[0]!r}?" if near and op.kind not in _NO_GRAD_KINDS else ""))
+                    + (_near(op.kind, _RULES) if op.kind not in _NO_GRAD_KINDS else ""))
             grads = rule(self, op, dys)
             for t, g in zip(op.inputs, grads, strict=True):
                 if t.name in self.req:
@@ -319,7 +317,9 @@ class _Deriver:
         meta = dict(self.fg.meta)
         meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
                      "recompute": self.recompute, "weights_without_gradient": missing})
-        return OpGraph(self.fg.name, self.ops, meta)
+        # forward ops come validated, emitted ops were inferred by emit() and recomputed ops copy forward
+        # shapes: nothing needs inferring again
+        return OpGraph(self.fg.name, self.ops, meta, inferred=self.names)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -686,11 +686,9 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
         For an unknown optimizer or recompute mode.
     """
     if optimizer not in OPTIMIZERS:
-        near = difflib.get_close_matches(str(optimizer), list(OPTIMIZERS), n=1)
         raise ValueError(f"training_graph: optimizer; got {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}"
-                         + (f"; did you mean {near[0]!r}?" if near else ""))
+                         f"{_near(str(optimizer), OPTIMIZERS)}")
     if recompute not in RECOMPUTE:
-        near = difflib.get_close_matches(str(recompute), list(RECOMPUTE), n=1)
         raise ValueError(f"training_graph: recompute; got {recompute!r}; expected one of {', '.join(RECOMPUTE)}"
-                         + (f"; did you mean {near[0]!r}?" if near else ""))
+                         f"{_near(str(recompute), RECOMPUTE)}")
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()

@@ -8,7 +8,16 @@ import pytest
 
 from workloads.analysis import breakdown, critical_path, peak_live_bytes, totals
 from workloads.dtypes import DType, parse_dtype
-from workloads.ir import GraphBuilder, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
+from workloads.ir import (
+    Attrs,
+    GraphBuilder,
+    GraphError,
+    Op,
+    OpGraph,
+    Role,
+    TensorSpec,
+    UnsupportedOpError,
+)
 from workloads.semantics import attention_pairs, conv_dims, gemm_dims
 from workloads.serialize import graph_from_json, graph_to_json, load_graph, save_graph
 
@@ -122,9 +131,6 @@ def test_kv_append_moves_only_new_entries():
 def test_duplicate_names_cycles_and_shape_errors_name_the_op():
     x = TensorSpec("x", (2, 2), DType.FP32)
     y = TensorSpec("y", (2, 2), DType.FP32)
-    a = Op("a", "elementwise", (x,), (y,), group="")
-    from workloads.ir import Attrs
-
     a = Op("a", "elementwise", (x,), (y,), Attrs({"op": "relu"}))
     with pytest.raises(GraphError, match="duplicate op name"):
         OpGraph("g", [a, a])
@@ -141,6 +147,64 @@ def test_duplicate_names_cycles_and_shape_errors_name_the_op():
     b = GraphBuilder("g")
     with pytest.raises(GraphError, match=r"op 'mm' \(matmul\): contraction dims differ"):
         b.op("matmul", [b.input("p", (2, 3)), b.input("q", (4, 5))], name="mm")
+
+
+def test_ops_added_to_a_builder_are_still_checked():
+    # ops made by GraphBuilder.op are not inferred twice; an op appended with add() is
+    b = GraphBuilder("g")
+    x = b.input("x", (2, 2))
+    b.op("elementwise", [x], name="ok", op="relu")
+    b.add(Op("bad", "elementwise", (x,), (TensorSpec("z", (3, 2), DType.FP32),), Attrs({"op": "relu"})))
+    with pytest.raises(GraphError, match=r"op 'bad' \(elementwise\): output 'z' shape mismatch"):
+        b.build()
+
+
+def test_missing_attribute_is_a_located_graph_error():
+    b = GraphBuilder("g")
+    x = b.input("x", (4,))
+    with pytest.raises(GraphError, match=r"op 'sp' \(split\): missing attribute 'sizes'"):
+        b.op("split", [x], name="sp")
+    # the same from a hand-built op (as a JSON file could hold): no KeyError
+    op = Op("sp", "split", (x,), (TensorSpec("y", (4,), DType.FP32),), Attrs({"axis": 0}))
+    with pytest.raises(GraphError, match=r"op 'sp' \(split\): missing attribute 'sizes'"):
+        OpGraph("g", [op])
+
+
+@pytest.mark.parametrize("kind, shape, attrs, message", [
+    ("pool2d", (1, 1, 4, 4), {"kernel": 2, "stride": 0}, "expected kernel and stride >= 1"),
+    ("pool2d", (1, 1, 4, 4), {"kernel": 0}, "expected kernel and stride >= 1"),
+    ("resize", (1, 1, 4, 4), {"scale": 0}, "expected one integer >= 1 per spatial axis"),
+    ("elementwise_bwd", (4,), {"op": "gleu"}, "did you mean 'gelu'"),
+])
+def test_bad_attributes_are_located_errors(kind, shape, attrs, message):
+    b = GraphBuilder("g")
+    with pytest.raises(GraphError, match=message):
+        b.op(kind, [b.input("x", shape)], name="bad", **attrs)
+
+
+def test_vector_times_batched_matrices_is_one_row_per_batch():
+    b = GraphBuilder("g")
+    y = b.op("matmul", [b.input("a", (7,)), b.input("w", (3, 7, 5))], name="mv")
+    op = b.ops[0]
+    assert y.shape == (3, 5)
+    assert gemm_dims(op) == (3, 1, 5, 7)
+    assert op.flops == 2 * 3 * 5 * 7
+
+
+def test_conv_backward_shapes_must_match_the_forward_conv():
+    b = GraphBuilder("g")
+    dy = b.input("dy", (2, 8, 16, 16))
+    w = b.weight("w", (8, 4, 3, 3))
+    dx = b.op("conv2d_bwd_data", [dy, w], input_shape=(2, 4, 32, 32), stride=2, padding=1)
+    assert dx.shape == (2, 4, 32, 32)
+    assert b.ops[0].macs == 2 * 16 * 16 * 8 * 4 * 9  # the forward conv's MACs
+    x = b.input("x", (2, 4, 32, 32))
+    dw = b.op("conv2d_bwd_weight", [x, dy], weight_shape=(8, 4, 3, 3), stride=2, padding=1)
+    assert dw.shape == (8, 4, 3, 3) and b.ops[1].macs == b.ops[0].macs
+    with pytest.raises(GraphError, match=r"gradient 'dy' has shape \(2, 8, 16, 16\); expected \(2, 8, 32, 32\)"):
+        b.op("conv2d_bwd_data", [dy, w], input_shape=(2, 4, 32, 32), padding=1)  # stride 1 gives 32x32
+    with pytest.raises(GraphError, match="expected weight"):
+        b.op("conv2d_bwd_weight", [x, dy], weight_shape=(8, 3, 3, 3), stride=2, padding=1)
 
 
 def test_out_of_order_ops_are_sorted_topologically():

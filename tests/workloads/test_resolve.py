@@ -39,6 +39,9 @@ def test_micro_copy_moves_its_bytes_and_conv_matches_by_hand():
     ("gemm:m=1,n=2,k=3,kk=3", "did you mean 'k'"),
     ("elementwise:numel=3,op=gelo", "did you mean 'gelu'"),
     ("gemm:m=1,m=2,n=1,k=1", "given twice"),
+    ("gemm:m=inf,n=2,k=2", "m; got 'inf'; expected a positive integer"),
+    ("gemm:m=nan,n=2,k=2", "m; got 'nan'; expected a positive integer"),
+    ("conv2d:n=1,c=3,h=8,w=8,k=4,r=3,s=3,pad=-1", "pad; got '-1'; expected an integer >= 0"),
 ])
 def test_micro_errors_are_located(spec, message):
     with pytest.raises(ValueError, match=message) as info:
@@ -60,6 +63,10 @@ def test_learned_positions_bound_the_sequence():
     with pytest.raises(ValueError, match="exceeds its learned position table; got 2048 positions; expected at most"):
         load_workload("gpt2", seq=2048)
     assert load_workload("gpt2", phase="decode", context=1023).meta["context"] == 1023
+    # the zoo's default decode context leaves the new token a row of the position table
+    assert load_workload("gpt2", phase="decode").meta["context"] == 1023
+    assert load_workload("gpt3-175b", phase="decode").meta["context"] == 2047
+    assert load_workload("llama-2-7b", phase="decode").meta["context"] == 4096  # RoPE: its default seq
 
 
 def test_phase_and_train_conflict():

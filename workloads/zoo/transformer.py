@@ -665,6 +665,8 @@ def _register_zoo() -> None:
             defaults.setdefault("seq", cfg.image_size)
         else:
             defaults.setdefault("seq", min(cfg.max_positions, 2048) if cfg.pos == "learned" else 2048)
+            if cfg.pos == "learned" and cfg.is_decoder_lm:  # decode: the new token needs a position too
+                defaults.setdefault("context", min(defaults["seq"], cfg.max_positions - 1))
 
         def builder(name: str, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
                     dtype: str = "bf16", _cfg: TransformerConfig = cfg, **extra: Any) -> OpGraph:
