@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from workloads.dtypes import DType
+from workloads.dtypes import parse_dtype
 from workloads.ir import OpGraph
 from workloads.zoo.transformer import TransformerConfig, build
 
@@ -207,19 +207,27 @@ def torch_dtype_of(path_or_dict: str | Path | Mapping[str, Any]) -> str | None:
     return _torch_dtype(_load(path_or_dict)[0])
 
 
-def _torch_dtype(data: Mapping[str, Any]) -> str | None:
+def _torch_dtype(data: Mapping[str, Any], where: str = "config") -> str | None:
     v = data.get("torch_dtype")
-    return {"float32": DType.FP32.value, "bfloat16": DType.BF16.value, "float16": DType.FP16.value}.get(str(v))
+    if v is None:
+        return None
+    return parse_dtype(str(v).removeprefix("torch."), where=f"{where}: torch_dtype").value
 
 
-def build_from_config(path_or_dict: str | Path | Mapping[str, Any], *, batch: int = 1, seq: int = 2048,
+def build_from_config(path_or_dict: str | Path | Mapping[str, Any], *, batch: int = 1, seq: int | None = None,
                       phase: str | None = None, context: int | None = None, dtype: str | None = None,
                       **extra: Any) -> OpGraph:
-    """Build the graph of a config.json (phase defaults to ``prefill`` for decoders, ``forward`` else)."""
+    """Build the graph of a config.json.
+
+    ``phase`` defaults to ``prefill`` for decoders and ``forward`` otherwise; ``seq`` to 2048, or the
+    learned position table's size when that is smaller; ``dtype`` to the config's ``torch_dtype``.
+    """
     data, where = _load(path_or_dict)  # read once
     cfg = _to_config(data, where)
     ph = phase or ("prefill" if cfg.is_decoder_lm else "forward")
-    dt = dtype or _torch_dtype(data) or "bf16"
+    dt = dtype or _torch_dtype(data, where) or "bf16"
     if cfg.is_vision:
         seq = cfg.image_size
+    elif seq is None:
+        seq = min(2048, cfg.max_positions) if cfg.pos == "learned" else 2048
     return build(cfg, batch=batch, seq=seq, phase=ph, context=context, dtype=dt, **extra)

@@ -97,3 +97,14 @@ def test_missing_key_and_unknown_type(tmp_path):
         config_to_transformer({"hidden_size": 4})
     with pytest.raises(ValueError, match="n_layer"):
         config_to_transformer(dict(GPT2, n_layer="twelve"))
+
+
+def test_config_defaults_fit_a_learned_position_table_and_dtype_is_strict():
+    from workloads.hf import build_from_config
+
+    gpt2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
+            "n_head": 12, "torch_dtype": "float32"}
+    g = build_from_config(gpt2)
+    assert g.meta["seq"] == 1024 and g.meta["dtype"] == "fp32"
+    with pytest.raises(ValueError, match=r"torch_dtype: unknown dtype; got 'float33'.*did you mean 'float32'"):
+        build_from_config({**gpt2, "torch_dtype": "float33"})
