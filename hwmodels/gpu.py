@@ -44,7 +44,6 @@ device's :class:`~hwmodels.spec.EfficiencySpec`; no factor is a literal here.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ __all__ = [
     "DQ_ACCUM_BYTES",
     "ATTENTION_KERNELS",
     "BLACKWELL_CTA_PAIR",
+    "DECODE_MIN_KEYS_PER_SPLIT",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -100,6 +100,11 @@ BLACKWELL_CTA_PAIR = 2
 # predicates, loop counters. CUTLASS mainloops use about two dozen (their ptxas reports); this only
 # matters for occupancy of small tiles.
 _GEMM_ADDRESS_REGISTERS = 24
+#: Keys per block of the split-KV (flash-decoding) kernel: the key sequence is split over CTAs until
+#: every SM has work, at most one split per key block. FlashAttention-2's ``set_params_splitkv``
+#: (csrc/flash_attn/flash_api.cpp) uses blocks of 256 keys for head_dim <= 64 (128 up to 128, 64
+#: above); the model uses 256 for every head size.
+DECODE_MIN_KEYS_PER_SPLIT = 256
 # Shared memory reserved by the runtime per resident CTA (CUDA C++ Programming Guide, compute
 # capability 8.x/9.0: "1 KB of shared memory is reserved for system use" per block).
 _SMEM_RESERVED_PER_CTA_BYTES = 1024
@@ -288,11 +293,6 @@ class GpuParams:
     warp_mma_scale: ArrayLike = 1.0  # warp-level mma.sync rate / native tensor rate (<= 1)
     l2_tile_fraction: ArrayLike = 1.0  # fraction of L2 bandwidth bulk tile copies (cp.async/TMA) reach
     uses_matrix_unit: bool = True
-
-    def broadcast_shape(self) -> tuple[int, ...]:
-        """Common shape of the array-valued fields (``()`` for a scalar device)."""
-        shapes = [np.shape(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "uses_matrix_unit"]
-        return tuple(np.broadcast_shapes(*shapes))
 
 
 def _l2_level(dev: DeviceSpec) -> Any:
@@ -729,7 +729,7 @@ def attention(
     if decode:
         rows = seq_q * group  # packed query rows per KV head
         ctas_base = batch * heads_kv
-        kv_splits = np.clip(np.floor(sms / ctas_base), 1.0, max(1.0, math.ceil(seq_kv / 256)))
+        kv_splits = np.clip(np.floor(sms / ctas_base), 1.0, max(1.0, math.ceil(seq_kv / DECODE_MIN_KEYS_PER_SPLIT)))
         pad = max(rows, min_mma_rows) / rows
         total_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q)
         heavy_pairs = total_pairs * group  # one CTA holds all rows of its KV head

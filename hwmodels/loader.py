@@ -49,6 +49,7 @@ __all__ = [
     "apply_overlay",
     "field_unit",
     "numeric_paths",
+    "read_toml",
 ]
 
 logger = logging.getLogger(__name__)
@@ -315,7 +316,7 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
     if origin is tuple:
         return _convert_entries(typing.get_args(tp)[0], raw, path, ctx)
     if origin is dict:
-        return _convert_dtype_map(raw, unit, f.name, path, ctx)
+        return _convert_dtype_map(raw, unit, f.name, path, ctx, f.metadata.get("keys"))
     if tp is str:
         if not isinstance(raw, str):
             ctx.problems.add(path, f"expected a string; got {raw!r}; expected a quoted value")
@@ -357,16 +358,20 @@ def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
     return _BAD if bad else tuple(out)
 
 
-def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx) -> Any:
+def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx,
+                       keys: tuple[str, ...] | None = None) -> Any:
+    """A mapping field: per-dtype (default) or, with ``keys``, per named key; kept in ``keys`` order."""
+    allowed, what = (KNOWN_DTYPES, "dtype") if keys is None else (keys, "key")
     if not isinstance(raw, dict):
-        ctx.problems.add(path, f"expected a table of dtypes; got {raw!r}; expected [{path}] with bf16 = {{...}}")
+        ctx.problems.add(path, f"expected a table of {what}s; got {raw!r}; expected [{path}] with "
+                               f"{allowed[0]} = {{...}}")
         return _BAD
     out: dict[str, float] = {}
     bad = False
     for k in raw:
         kp = f"{path}.{k}"
-        if k not in KNOWN_DTYPES:
-            ctx.problems.add(kp, f"unknown dtype; got {k!r}; expected one of {', '.join(KNOWN_DTYPES)}{_near(k, KNOWN_DTYPES)}")
+        if k not in allowed:
+            ctx.problems.add(kp, f"unknown {what}; got {k!r}; expected one of {', '.join(allowed)}{_near(k, allowed)}")
             bad = True
             continue
         v = _quantity(raw[k], unit, kp, name, ctx)
@@ -374,7 +379,7 @@ def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx) -> 
             bad = True
         else:
             out[k] = v
-    return _BAD if bad else {k: out[k] for k in KNOWN_DTYPES if k in out}
+    return _BAD if bad else {k: out[k] for k in allowed if k in out}
 
 
 # ------------------------------------------------------------------------------------------
@@ -389,14 +394,7 @@ def load_efficiency_defaults(path: str | Path = DEFAULT_EFFICIENCY_FILE) -> dict
     dict
         ``{arch: {field: {value, source, ...}}}``; the ``refs`` table, if any, under ``"refs"``.
     """
-    p = Path(path)
-    try:
-        with p.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError as e:
-        raise SpecError(f"{p}: efficiency defaults not found; got no file; expected a TOML file") from e
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{p}: invalid TOML; got {e}; expected valid TOML") from e
+    return read_toml(path)
 
 
 def _merged_efficiency(
@@ -615,7 +613,8 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
         problems.add("memory", "no memory levels; got an empty list; expected [[memory]] entries, outermost first")
 
 
-def _read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML file at ``path``; a located SpecError if it is missing or not valid TOML."""
     p = Path(path)
     try:
         with p.open("rb") as fh:
@@ -636,7 +635,7 @@ def load_device_file(
     SpecError
         Listing every problem of the file, one located line each.
     """
-    data = _read_toml(path)
+    data = read_toml(path)
     defaults = load_efficiency_defaults(efficiency_defaults_file)
     return device_from_dict(
         data, where=str(path), efficiency_defaults=defaults, defaults_where=str(efficiency_defaults_file)
@@ -690,7 +689,7 @@ def system_from_dict(
 
 def load_system_file(path: str | Path, *, resolve_device: Callable[[str], DeviceSpec]) -> SystemSpec:
     """Load one system TOML file; its ``device`` names a catalog device (or a file path)."""
-    return system_from_dict(_read_toml(path), resolve_device=resolve_device, where=str(path))
+    return system_from_dict(read_toml(path), resolve_device=resolve_device, where=str(path))
 
 
 # ------------------------------------------------------------------------------------------
@@ -700,7 +699,7 @@ def load_system_file(path: str | Path, *, resolve_device: Callable[[str], Device
 def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None, dict[str, Any]]:
     if isinstance(overlay, (str, Path)):
         where = str(overlay)
-        data = _read_toml(overlay)
+        data = read_toml(overlay)
     elif isinstance(overlay, Mapping):
         where = "<overlay>"
         data = dict(overlay)

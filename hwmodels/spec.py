@@ -35,6 +35,7 @@ __all__ = [
     "get_path",
     "replace_path",
     "spec_field",
+    "SPECIAL_FUNCTIONS",
 ]
 
 
@@ -42,7 +43,12 @@ class SpecError(ValueError):
     """A hardware spec or overlay is invalid; the message locates every problem."""
 
 
-def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+#: Special functions whose per-evaluation time a CPU spec gives (``cpu.special_function_s.<name>``).
+SPECIAL_FUNCTIONS: tuple[str, ...] = ("exp", "tanh")
+
+
+def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, *, keys: tuple[str, ...] | None = None,
+               **kw: Any) -> Any:
     """A dataclass field carrying its unit and a one-line description.
 
     Parameters
@@ -52,8 +58,13 @@ def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, **kw: An
         ``"J/FLOP"``, ``"FLOP/s"``, ``"count"`` (integer) or ``"1"`` (dimensionless factor).
     doc
         What the field means.
+    keys
+        For a mapping-valued field, the keys a file may give (default: the dtypes of
+        ``hwmodels.loader.KNOWN_DTYPES``).
     """
-    md = {"unit": unit, "doc": doc}
+    md: dict[str, Any] = {"unit": unit, "doc": doc}
+    if keys is not None:
+        md["keys"] = tuple(keys)
     if default is dataclasses.MISSING and "default_factory" not in kw:
         return field(metadata=md, **kw)
     if "default_factory" in kw:
@@ -156,7 +167,7 @@ class CpuSpec:
         "1", "as gemm_half_m for the reduction depth k (loading and storing the accumulator tile)")
     special_function_s: dict[str, float] = spec_field(
         "s", "time per evaluation of a special function (exp, tanh), whole device, beyond the plain "
-        "arithmetic of the op")
+        "arithmetic of the op", keys=SPECIAL_FUNCTIONS)
     strided_copy_run_s: float = spec_field(
         "s", "time per contiguous run of a strided copy (im2col unfolds an input in runs of one output row), "
         "whole device")

@@ -272,6 +272,9 @@ def read_topology(path: str | Path) -> Topology:
     p = Path(path)
     try:
         text = p.read_text()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: topology file not found; got {str(p)!r}; expected a SCALE-Sim "
+                                "topology CSV") from None
     except UnicodeDecodeError as exc:
         raise TopologyError([f"{p}:1:1: not a text file; got undecodable bytes; expected CSV"]) from exc
     return parse_topology(text, source=str(p))

@@ -45,6 +45,7 @@ import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
 from simulator.engine import EvalOptions, evaluate, launch_floor_s, spec_of
+from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
 from workloads.ir import OpGraph
 
@@ -53,8 +54,6 @@ __all__ = ["simulate", "ScheduledOpCost", "ENGINE_NAME", "COLLECTIVE_KINDS", "LI
 logger = logging.getLogger(__name__)
 
 ENGINE_NAME = "des"
-#: Op kinds that run on the system's link resource instead of a compute stream.
-COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
 #: Track name of the link resource.
 LINK_TRACK = "link"
 # Relative slack when comparing summed powers with the TDP (float rounding only).

@@ -21,7 +21,14 @@ from typing import Any
 
 from hwmodels.energy import dynamic_energy, kernel_energy
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
-from simulator.lowering import VIEW_KINDS, KernelCost, LoweringContext, lower
+from simulator.lowering import (
+    COLLECTIVE_KINDS,
+    VIEW_KINDS,
+    KernelCost,
+    LoweringContext,
+    lower,
+    sfu_ops,
+)
 from simulator.memory import check_memory
 from simulator.report import CostReport, OpCost, Totals
 from workloads.ir import Op, OpGraph
@@ -34,7 +41,7 @@ ENGINE_NAME = "analytical"
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
-_NO_EPILOGUE = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"}) | VIEW_KINDS
+_NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
 
 
 @dataclass(frozen=True)
@@ -326,8 +333,7 @@ def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
         p = ctx.params("fp32")
         rate = float(p.vector_flops_per_s) * float(p.vector_fraction)
         bw = float(p.dram_bytes_per_s) * float(p.dram_fraction)
-        if op.attrs.get("op") in ("exp", "tanh", "sigmoid", "silu", "gelu", "erf", "swish", "softplus"):
-            sfu = op.outputs[0].numel / float(p.sfu_ops_per_s)
+        sfu = sfu_ops(op) / float(p.sfu_ops_per_s)  # the same special functions as unfused
     else:  # TPU vector unit / CPU SIMD: the spec's vector rate and main-memory bandwidth
         dev = ctx.device
         vec = dev.compute.vector_flops_per_s

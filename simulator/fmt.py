@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-__all__ = ["si", "binary_bytes", "seconds", "table"]
+import math
+
+__all__ = ["si", "binary_bytes", "table"]
+
+
+#: Decimal prefixes :func:`si` chooses among, largest first.
+_PREFIXES: tuple[tuple[float, str], ...] = (
+    (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"),
+)
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """``si(1.5e12, 'FLOP')`` -> ``'1.5 TFLOP'`` (decimal prefixes)."""
+    """Decimal-prefixed human string: ``si(1.5e12, 'FLOP')`` -> ``'1.5 TFLOP'``, ``si(0.00123, 's')`` -> ``'1.23 ms'``.
+
+    ``digits`` significant digits; a value that rounds up to 1000 at its prefix takes the next one
+    (``si(999_999, 'B')`` -> ``'1 MB'``). Zero and non-finite values print without a prefix.
+    """
     v = float(value)
-    for p, f in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= f:
-            return f"{v / f:.{digits}g} {p}{unit}"
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g} {unit}".rstrip()
+    a = abs(v)
+    for i, (scale, p) in enumerate(_PREFIXES):
+        if a >= scale:
+            if i > 0 and float(f"{a / scale:.{digits}g}") >= 1000:
+                scale, p = _PREFIXES[i - 1]
+            return f"{v / scale:.{digits}g} {p}{unit}".rstrip()
     return f"{v:.{digits}g} {unit}".rstrip()
 
 
@@ -21,18 +38,6 @@ def binary_bytes(n: float, digits: int = 3) -> str:
         if abs(v) >= f:
             return f"{v / f:.{digits}g} {p}"
     return f"{v:.0f} B"
-
-
-def seconds(t: float) -> str:
-    """``seconds(0.00123)`` -> ``'1.23 ms'``."""
-    a = abs(t)
-    if a >= 1:
-        return f"{t:.3g} s"
-    if a >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    if a >= 1e-6:
-        return f"{t * 1e6:.3g} us"
-    return f"{t * 1e9:.3g} ns"
 
 
 def table(rows: list[list[str]], header: list[str], align: str | None = None) -> str:

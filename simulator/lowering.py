@@ -34,7 +34,7 @@ from typing import Any
 
 from hwmodels import gpu
 from hwmodels.spec import DeviceSpec, LinkSpec, SpecError
-from workloads.ir import Op, Role, UnsupportedOpError
+from workloads.ir import Op, UnsupportedOpError
 from workloads.semantics import conv_dims, gemm_dims
 
 __all__ = [
@@ -48,14 +48,27 @@ __all__ = [
     "lower",
     "rule_name_for",
     "VIEW_KINDS",
+    "COLLECTIVE_KINDS",
+    "NARROW_GROUP_CHANNELS",
     "RULE_MODULES",
     "attention_kernel_for",
+    "element_bytes",
+    "zero_cost",
+    "is_narrow_grouped_conv",
+    "ring_collective",
+    "sfu_ops",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: Kinds that only relabel memory: no kernel, no cost.
 VIEW_KINDS = frozenset({"reshape", "split", "slice"})
+#: Communication kinds: rings over the system fabric or a device link; no producer fuses into them.
+COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
+#: Grouped convolutions with fewer output channels per group than this (depthwise and similar) run
+#: as direct kernels on the vector units: one group cannot fill the N = 8 side of the smallest
+#: tensor-core MMA shape (``mma.sync`` m16n8k16, PTX ISA "Matrix shape"), nor a systolic array.
+NARROW_GROUP_CHANNELS = 8
 #: Optional modules registering rule sets for further device kinds (imported on first lookup).
 RULE_MODULES: tuple[str, ...] = ("simulator.lowering_tpu", "simulator.lowering_cpu")
 
@@ -214,11 +227,50 @@ def lower(op: Op, ctx: LoweringContext) -> KernelCost:
 
 
 # ================================================================================================
-# GPU rules
+# helpers shared by the rule sets of every device kind
 
 
-def _nbytes(dtype: Any) -> float:
+def element_bytes(dtype: Any) -> float:
+    """Bytes per element of a workload dtype (``DType.bits / 8``)."""
     return dtype.bits / 8.0
+
+
+
+def zero_cost(rule: str) -> KernelCost:
+    """The cost of an op that launches no kernel (views, collectives over one device)."""
+    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule=rule, kernels=0)
+
+
+def is_narrow_grouped_conv(dims: dict[str, int]) -> bool:
+    """Whether a convolution (its :func:`~workloads.semantics.conv_dims`) has groups too narrow for the
+    matrix units (fewer than :data:`NARROW_GROUP_CHANNELS` output channels per group, one input
+    channel group per output group)."""
+    g = dims["groups"]
+    return g > 1 and dims["gemm_n"] * g == dims["c"] and dims["gemm_n"] < NARROW_GROUP_CHANNELS
+
+
+#: Ring steps of each collective over ``n`` devices (a ring all-reduce is a reduce-scatter then an
+#: all-gather: ``2 (n - 1)`` steps).
+_RING_STEPS: dict[str, Callable[[int], int]] = {
+    "all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1, "reduce_scatter": lambda n: n - 1,
+    "all_to_all": lambda n: n - 1, "send": lambda n: 1, "recv": lambda n: 1,
+}
+
+
+def ring_collective(op: Op, link: LinkSpec, n: int, notes: str) -> KernelCost:
+    """A collective of ``n`` devices as a ring over ``link``: each step sends one ``1/n`` chunk
+    (the whole message for send/recv) at the link's raw bandwidth and pays its latency."""
+    size = float(op.outputs[0].nbytes if op.kind == "all_gather"
+                 else (op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes))
+    steps = _RING_STEPS[op.kind](n)
+    per_step = size if op.kind in ("send", "recv") else size / n
+    wire = steps * per_step / link.bandwidth_bytes_per_s
+    return KernelCost(0.0, wire, steps * link.latency_s, 2.0 * steps * per_step, 0.0, 0.0, 0.0, float(op.flops),
+                      rule=f"ring-{op.kind}", notes=notes)
+
+
+# ================================================================================================
+# GPU rules
 
 
 def _f(x: Any) -> float:
@@ -263,7 +315,7 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     a, b = op.inputs[0], op.inputs[1]
     bias = op.outputs[0].numel if len(op.inputs) == 3 else 0
     return _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
-                      in_bytes=max(_nbytes(a.dtype), _nbytes(b.dtype)), out_bytes=_nbytes(op.outputs[0].dtype),
+                      in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias))
 
 
@@ -275,8 +327,8 @@ def _grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     tokens = int(op.attrs.get("tokens", e * c))
     active = int(op.attrs.get("experts_active", e))
     m = max(1, math.ceil(tokens / active))
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype),
-                      out_bytes=_nbytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype),
+                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
 
 
 @register_rule("gpu", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
@@ -290,8 +342,8 @@ def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:  # dw[K, N] = x^T[K, rows] @ dy[rows, N] per expert
         m, n, k = a.shape[2], b.shape[2], rows
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=_nbytes(a.dtype),
-                      out_bytes=_nbytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
+                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
 
 
 @register_rule("gpu", "conv2d", "conv1d", "conv2d_bwd_data", "conv1d_bwd_data", "conv2d_bwd_weight",
@@ -300,9 +352,9 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     d = conv_dims(op)
     g = d["groups"]
     dt = op.dtype.value
-    ib = _nbytes(op.inputs[0].dtype)
-    ob = _nbytes(op.outputs[0].dtype)
-    if g > 1 and d["gemm_n"] * g == d["c"] and d["gemm_n"] < 8:
+    ib = element_bytes(op.inputs[0].dtype)
+    ob = element_bytes(op.outputs[0].dtype)
+    if is_narrow_grouped_conv(d):
         # depthwise / narrow grouped conv: a direct kernel on the vector units, bandwidth-bound
         p = ctx.params("fp32")
         macs = g * d["gemm_m"] * d["gemm_n"] * d["gemm_k"]
@@ -335,12 +387,10 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     if kernel == "flash3" and _family(ctx.device) == "sm100":
         sharing = gpu.BLACKWELL_CTA_PAIR  # FlashAttention-4's 2-CTA MMA mode shares K/V panels
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
-                      in_bytes=_nbytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing)
+                      in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing)
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
-    from hwmodels.gpu import SOFTMAX_ALU_OPS_PER_SCORE
-
-    vec = pairs * SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
+    vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
     return _from_estimate(e, "flash-attention-bwd" if backward else "flash-attention", float(op.flops), vec,
                           matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
@@ -378,7 +428,8 @@ _SFU_ELEMENTWISE = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "sigm
                               "gelu", "erf", "softplus", "quick_gelu", "div", "pow"})
 
 
-def _sfu_ops(op: Op) -> float:
+def sfu_ops(op: Op) -> float:
+    """Special-function evaluations (exp, tanh, rsqrt, ...) of an op on a GPU's SFUs."""
     if op.kind in ("softmax", "softmax_bwd", "cross_entropy"):
         return float(op.inputs[0].numel)
     if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
@@ -395,7 +446,7 @@ def _sfu_ops(op: Op) -> float:
 def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     p = ctx.params("fp32")
     e = gpu.streaming(op.bytes_read, op.bytes_written, float(op.flops), p,
-                      l2_resident_bytes=ctx.resident_bytes, sfu_ops=_sfu_ops(op))
+                      l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     return _from_estimate(e, rule, 0.0, float(op.flops))
 
@@ -405,7 +456,7 @@ def _router(op: Op, ctx: LoweringContext) -> KernelCost:
     x, w = op.inputs
     t, d = x.shape
     e_ = w.shape[1]
-    g = _gemm_cost(ctx, t, e_, d, batch=1, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype), out_bytes=4.0,
+    g = _gemm_cost(ctx, t, e_, d, batch=1, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype), out_bytes=4.0,
                    b_shared=True, rule="router")
     p = ctx.params("fp32")
     s = gpu.streaming(t * e_ * 4.0, sum(o.nbytes for o in op.outputs), float(op.flops) - 2.0 * t * d * e_, p,
@@ -432,7 +483,7 @@ def _rnn(op: Op, ctx: LoweringContext) -> KernelCost:
         hid = int(op.attrs["hidden"])
         dirs = 2 if op.attrs.get("bidirectional") else 1
     dt = op.dtype.value
-    ib = _nbytes(x.dtype)
+    ib = element_bytes(x.dtype)
     # input projection for all steps at once, then one recurrent GEMM per step (sequential)
     inp = _gemm_cost(ctx, steps * b, gates * hid, i, batch=dirs, dtype=dt, in_bytes=ib, out_bytes=ib,
                      b_shared=False, rule="rnn")
@@ -453,35 +504,22 @@ def _rnn(op: Op, ctx: LoweringContext) -> KernelCost:
     )
 
 
-@register_rule("gpu", "reshape", "split", "slice")
+@register_rule("gpu", *sorted(VIEW_KINDS))
 def _view(op: Op, ctx: LoweringContext) -> KernelCost:
-    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="view", kernels=0)
+    return zero_cost("view")
 
 
-@register_rule("gpu", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv")
+@register_rule("gpu", *sorted(COLLECTIVE_KINDS))
 def _collective(op: Op, ctx: LoweringContext) -> KernelCost:
     n = int(op.attrs.get("group_size", 1))
     if n <= 1:
-        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="collective-noop", kernels=0)
+        return zero_cost("collective-noop")
     link = ctx.fabric
     if link is None:
-        for ln in ctx.device.links:
-            if ln.name in ("peer", "nvlink", "fabric"):
-                link = ln
-                break
+        link = next((ln for ln in ctx.device.links if ln.name in ("peer", "nvlink", "fabric")), None)
     if link is None:
         return _gpu_roofline(op, ctx)
-    size = float(op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes)
-    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1,
-             "all_to_all": n - 1, "send": 1, "recv": 1}[op.kind]
-    if op.kind == "all_gather":
-        size = float(op.outputs[0].nbytes)
-    per_step = size / n if op.kind not in ("send", "recv") else size
-    wire = steps * per_step / link.bandwidth_bytes_per_s
-    lat = steps * link.latency_s
-    vec = float(op.flops)
-    return KernelCost(0.0, wire, lat, 2.0 * steps * per_step, 0.0, 0.0, 0.0, vec,
-                      rule=f"ring-{op.kind}", notes=f"{n} devices over {link.kind}; raw link bandwidth")
+    return ring_collective(op, link, n, f"{n} devices over {link.kind}; raw link bandwidth")
 
 
 def _gpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
@@ -502,7 +540,3 @@ def _gpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
 
 set_fallback("gpu", _gpu_roofline)
 
-
-def weight_bytes_of(op: Op) -> int:
-    """Bytes of the op's weight inputs (helper for reports)."""
-    return sum(t.nbytes for t in op.inputs if t.role is Role.WEIGHT)

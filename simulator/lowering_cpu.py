@@ -34,8 +34,15 @@ same thread, which does not overlap the op's work on a CPU. A device without a `
 
 from __future__ import annotations
 
-from hwmodels.spec import CpuSpec, DeviceSpec, MemoryLevel
-from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
+from hwmodels.spec import CpuSpec, DeviceSpec, MemoryLevel, SpecError
+from simulator.lowering import (
+    VIEW_KINDS,
+    KernelCost,
+    LoweringContext,
+    register_rule,
+    set_fallback,
+    zero_cost,
+)
 from workloads.ir import Op
 from workloads.semantics import SOFTMAX_FLOPS, conv_dims, gemm_dims
 
@@ -47,7 +54,6 @@ CONTRACTION_KINDS = frozenset({
     "conv2d_bwd_weight", "attention", "attention_bwd", "lstm", "gru", "lstm_cell", "gru_cell", "rnn_bwd",
     "moe_router", "moe_router_bwd", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight",
 })
-_VIEWS = frozenset({"reshape", "split", "slice"})
 _CACHE_ORDER = ("l1d", "l1", "l2", "l3")
 
 #: Elementwise ops (attr ``op``) that evaluate one special function per element, and which one.
@@ -131,10 +137,6 @@ def conv_path(op: Op, device: DeviceSpec) -> str:
     return "im2col"
 
 
-def _zero(rule: str) -> KernelCost:
-    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule=rule, kernels=0)
-
-
 def _special_evaluations(op: Op) -> tuple[str, float]:
     """(function, evaluations) of the special function an op evaluates per element; ("", 0) if none."""
     if op.kind in ("elementwise", "elementwise_bwd"):
@@ -145,11 +147,16 @@ def _special_evaluations(op: Op) -> tuple[str, float]:
     return "", 0.0
 
 
-def _special_s(cpu: CpuSpec, fn: str, count: float) -> float:
+def _special_s(device: DeviceSpec, fn: str, count: float) -> float:
+    """Seconds for ``count`` evaluations of special function ``fn`` (SpecError if the spec lacks it)."""
     if not fn or not count:
         return 0.0
-    per = cpu.special_function_s.get(fn)
-    return count * per if per is not None else 0.0
+    table = device.cpu.special_function_s
+    if fn not in table:
+        raise SpecError(f"{device.source_file or device.name}: cpu.special_function_s.{fn}: missing; got "
+                        f"{', '.join(table) or 'no functions'}; expected a time per evaluation such as "
+                        f"{fn} = {{ value = \"1 ns\", source = \"...\" }}")
+    return count * table[fn]
 
 
 def _flash_pairs(sq: int, skv: int, causal: bool) -> tuple[float, int, int]:
@@ -192,10 +199,10 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
     """Cost of ``op`` on a CPU ``device`` (see the module docstring for the model)."""
     eff = device.efficiency
     cpu = device.cpu
-    if op.kind in _VIEWS:
-        return _zero("view")
+    if op.kind in VIEW_KINDS:
+        return zero_cost("view")
     if op.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") and int(op.attrs.get("group_size", 1)) <= 1:
-        return _zero("collective-noop")
+        return zero_cost("collective-noop")
     if cpu is None:
         return _legacy_cost(op, device)
     flops = float(op.flops)
@@ -263,7 +270,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             compute_s = 2.0 * pairs * (dq / e_qk + dv / e_pv) / rate
             vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
             vector_flops = SOFTMAX_FLOPS * pairs
-            compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(cpu, "exp", pairs)
+            compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(device, "exp", pairs)
             rule = "cpu-flash-attention"
             tile = f"q{qs}xkv{kvs}"
             notes.append(f"{pairs:.4g} pairs computed")
@@ -275,7 +282,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
     else:
         rate, _ = _rate(device.compute.vector_flops_per_s, dtype)
         fn, count = _special_evaluations(op)
-        compute_s = (flops / (rate * eff.vector_peak_fraction) if flops else 0.0) + _special_s(cpu, fn, count)
+        compute_s = (flops / (rate * eff.vector_peak_fraction) if flops else 0.0) + _special_s(device, fn, count)
         vector_flops = flops
         matrix_flops = 0.0
         matrix_dtype = ""

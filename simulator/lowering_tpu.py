@@ -36,7 +36,7 @@ Attention
 Vector unit (elementwise, softmax, norms, reductions, pooling, ...)
     ``compute_s = flops / (compute.vector_flops_per_s.fp32 x efficiency.vector_peak_fraction)``
     (the VPU computes in fp32), ``memory_s`` = compulsory bytes over HBM bandwidth. Depthwise
-    convolutions (at most 8 channels per group) run here too, as on GPUs.
+    convolutions (fewer than ``NARROW_GROUP_CHANNELS`` output channels per group) run here too, as on GPUs.
 
 Embeddings and MoE dispatch are gathers (bytes only); views are free; collectives are rings over
 the system fabric or the chip's ``ici`` link; anything else is a roofline marked as a fallback.
@@ -46,17 +46,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from hwmodels.spec import DeviceSpec, MemoryLevel, SpecError
 from hwmodels.systolic import SystolicResult, gemm_cycles
-from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
+from simulator.lowering import (
+    COLLECTIVE_KINDS,
+    VIEW_KINDS,
+    KernelCost,
+    LoweringContext,
+    element_bytes,
+    is_narrow_grouped_conv,
+    register_rule,
+    ring_collective,
+    set_fallback,
+    zero_cost,
+)
 from workloads.ir import Op
 from workloads.semantics import conv_dims, gemm_dims
 
-__all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS"]
+__all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
+           "SOFTMAX_VECTOR_OPS_PER_SCORE"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -70,12 +81,10 @@ VECTOR_KINDS = frozenset({
 GATHER_KINDS = frozenset({"embedding", "embedding_bwd", "moe_dispatch", "moe_dispatch_bwd"})
 #: Names a TPU device file may give its on-chip scratchpad level (first match wins).
 ONCHIP_LEVELS: tuple[str, ...] = ("vmem", "sram", "smem")
-_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv")
 _ACC_BYTES = 4.0  # partial sums are accumulated in fp32 on every MXU
-
-
-def _nbytes(dtype: Any) -> float:
-    return dtype.bits / 8.0
+#: Vector-unit operations per attention score: the forward softmax's max, subtract, exp, sum and
+#: scale (5); the backward recomputes P and forms dS = P * (dP - D), counted as twice the forward.
+SOFTMAX_VECTOR_OPS_PER_SCORE = {"fwd": 5.0, "bwd": 10.0}
 
 
 def _onchip(dev: DeviceSpec) -> MemoryLevel | None:
@@ -272,8 +281,8 @@ def _tpu_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     bt, m, n, k = gemm_dims(op)
     a, b = op.inputs[0], op.inputs[1]
     bias = float(op.outputs[0].numel) if len(op.inputs) == 3 else 0.0
-    return _contraction(ctx, bt, m, n, k, dtype=op.dtype.value, in_bytes=max(_nbytes(a.dtype), _nbytes(b.dtype)),
-                        out_bytes=_nbytes(op.outputs[0].dtype), rule="mxu-gemm", vector_flops=bias)
+    return _contraction(ctx, bt, m, n, k, dtype=op.dtype.value, in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)),
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-gemm", vector_flops=bias)
 
 
 def _grouped_rows(op: Op) -> tuple[int, int]:
@@ -294,8 +303,8 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:
         m, n, k = a.shape[2], b.shape[2], rows
-    return _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=_nbytes(a.dtype),
-                        out_bytes=_nbytes(op.outputs[0].dtype), rule="mxu-grouped-gemm")
+    return _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-grouped-gemm")
 
 
 @register_rule("tpu", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
@@ -303,8 +312,8 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
 def _tpu_conv(op: Op, ctx: LoweringContext) -> KernelCost:
     d = conv_dims(op)
     g = d["groups"]
-    ib, ob = _nbytes(op.inputs[0].dtype), _nbytes(op.outputs[0].dtype)
-    if g > 1 and d["gemm_n"] * g == d["c"] and d["gemm_n"] < 8:
+    ib, ob = element_bytes(op.inputs[0].dtype), element_bytes(op.outputs[0].dtype)
+    if is_narrow_grouped_conv(d):
         # depthwise / narrow grouped: too little reuse for the arrays; the vector unit does it
         macs = g * d["gemm_m"] * d["gemm_n"] * d["gemm_k"]
         return _vector_cost(op, ctx, flops=2.0 * macs, rule="vpu-depthwise-conv",
@@ -330,7 +339,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     backward = op.kind == "attention_bwd"
     causal = bool(op.attrs.get("causal", False))
     dt = op.dtype.value
-    ib = _nbytes(q.dtype)
+    ib = element_bytes(q.dtype)
     heads = b * hq
     # causal: a flash-style kernel skips blocks above the diagonal; the kept fraction of scores
     keep = 1.0 if not causal or sq == 1 else min(1.0, (skv - sq + (sq + 1) / 2.0) / skv)
@@ -340,8 +349,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         gemms += [(kv_eff, dv, sq), (sq, kv_eff, dv), (sq, d, kv_eff), (kv_eff, d, sq)]
     dram = float(op.bytes_read + op.bytes_written)
     scores = float(heads * sq * kv_eff)
-    # softmax: max, subtract, exp, sum, scale per score (5 vector ops); backward about twice that
-    vec_flops = scores * (10.0 if backward else 5.0)
+    vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
@@ -391,36 +399,29 @@ def _tpu_router(op: Op, ctx: LoweringContext) -> KernelCost:
     t, d = x.shape
     e = w.shape[1]
     rest = max(0.0, float(op.flops) - 2.0 * t * d * e)
-    g = _contraction(ctx, 1, t, e, d, dtype=op.dtype.value, in_bytes=_nbytes(x.dtype), out_bytes=4.0,
+    g = _contraction(ctx, 1, t, e, d, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype), out_bytes=4.0,
                      rule="mxu-router", vector_flops=rest, dram_bytes=float(op.bytes_read + op.bytes_written),
                      notes="softmax and top-k on the vector unit")
     return g
 
 
-@register_rule("tpu", "reshape", "split", "slice")
+@register_rule("tpu", *sorted(VIEW_KINDS))
 def _tpu_view(op: Op, ctx: LoweringContext) -> KernelCost:
-    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="view", kernels=0)
+    return zero_cost("view")
 
 
-@register_rule("tpu", *_COLLECTIVES)
+@register_rule("tpu", *sorted(COLLECTIVE_KINDS))
 def _tpu_collective(op: Op, ctx: LoweringContext) -> KernelCost:
     n = int(op.attrs.get("group_size", 1))
     if n <= 1:
-        return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule="collective-noop", kernels=0)
+        return zero_cost("collective-noop")
     link = ctx.fabric
     if link is None:
         link = next((ln for ln in ctx.device.links if ln.name in ("ici", "peer", "fabric")), None)
     if link is None:
         return _tpu_roofline(op, ctx)
-    size = float(op.outputs[0].nbytes if op.kind == "all_gather" else (op.inputs[0].nbytes if op.inputs
-                                                                       else op.outputs[0].nbytes))
-    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1,
-             "all_to_all": n - 1, "send": 1, "recv": 1}[op.kind]
-    per_step = size / n if op.kind not in ("send", "recv") else size
-    wire = steps * per_step / link.bandwidth_bytes_per_s
-    return KernelCost(0.0, wire, steps * link.latency_s, 2.0 * steps * per_step, 0.0, 0.0, 0.0, float(op.flops),
-                      rule=f"ring-{op.kind}", notes=f"{n} chips in a ring over {link.kind} ({link.name}); "
-                      "raw link bandwidth, per-hop latency per step")
+    return ring_collective(op, link, n, f"{n} chips in a ring over {link.kind} ({link.name}); "
+                           "raw link bandwidth, per-hop latency per step")
 
 
 def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:

@@ -17,6 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from simulator.fmt import si as format_si
+
 __all__ = ["OpCost", "Totals", "MemoryCheck", "CostReport", "BOUNDS", "BYTE_LEVELS", "format_si"]
 
 #: What limits an op: its arithmetic, its data movement, or fixed costs (launch, latency).
@@ -374,18 +376,3 @@ def _csv_cell(v: Any) -> Any:
     if isinstance(v, float):
         return repr(v)
     return v
-
-
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"),
-             (1e-6, "u"), (1e-9, "n"))
-
-
-def format_si(value: float, unit: str, digits: int = 3) -> str:
-    """``0.00123, "s"`` -> ``"1.23 ms"`` (decimal prefixes; human output only)."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} {unit}"
-    a = abs(value)
-    for scale, p in _PREFIXES:
-        if a >= scale:
-            return f"{value / scale:.{digits}g} {p}{unit}"
-    return f"{value:.{digits}g} {unit}"

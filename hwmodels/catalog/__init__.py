@@ -27,7 +27,7 @@ from hwmodels.loader import (
     load_device_file,
     load_system_file,
     numeric_paths,
-    tomllib,
+    read_toml,
 )
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from hwmodels.units import format_quantity
@@ -154,12 +154,7 @@ def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     """
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).resolve()
-        _stamp(path)
-        try:
-            with path.open("rb") as fh:
-                is_system = isinstance(tomllib.load(fh).get("device"), str)
-        except tomllib.TOMLDecodeError as e:
-            raise SpecError(f"{path}: invalid TOML; got {e}; expected valid TOML syntax") from e
+        is_system = isinstance(read_toml(path).get("device"), str)
         return load_system(path) if is_system else load_device(path)
     key = str(name_or_path).strip().lower()
     if key in (n.lower() for n in list_devices()):

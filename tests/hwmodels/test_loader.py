@@ -111,6 +111,22 @@ def test_tpu_needs_systolic_and_cpu_needs_neither():
         device_from_dict(data)
 
 
+def _cpu_section(**special):
+    return {"gemm_peak_fraction": q(0.5), "dnn_peak_fraction": q(0.8), "gemm_half_m": q(8), "gemm_half_n": q(16),
+            "gemm_half_k": q(4), "strided_copy_run_s": q("4 ns"), "library_call_overhead_s": q("10 us"),
+            "special_function_s": {k: q(v) for k, v in special.items()}}
+
+
+def test_cpu_section_with_special_functions_loads_from_a_file():
+    # special_function_s is keyed by function name, not by dtype
+    dev = device_from_dict(minimal(kind="cpu", cpu=_cpu_section(exp="1 ns", tanh="2.5 ns")))
+    assert dev.cpu.special_function_s == {"exp": 1e-9, "tanh": 2.5e-9}
+    assert dev.source_of("cpu.special_function_s.tanh").source == "test source: hand-written"
+    with pytest.raises(SpecError, match=r"cpu\.special_function_s\.tanhh: unknown key; got 'tanhh'; "
+                                        r"expected one of exp, tanh; did you mean 'tanh'\?"):
+        device_from_dict(minimal(kind="cpu", cpu=_cpu_section(exp="1 ns", tanhh="2 ns")))
+
+
 def test_broken_file_lists_every_problem_located(tmp_path):
     text = '''
 name = "broken"

@@ -58,6 +58,13 @@ def test_empty_topology_is_an_error() -> None:
         parse_topology(HEADER)
 
 
+def test_missing_topology_file_is_one_located_error(tmp_path) -> None:
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(FileNotFoundError, match=r"nope\.csv: topology file not found; got '.*nope\.csv'; "
+                                                r"expected a SCALE-Sim topology CSV"):
+        read_topology(missing)
+
+
 def test_resnet50_table() -> None:
     t = read_topology(REPO / "studies/topologies/resnet50.csv")
     convs = [layer for layer in t.layers if layer.name != "fc1000"]

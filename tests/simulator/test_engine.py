@@ -84,6 +84,26 @@ def test_fusion_folds_elementwise_into_producer():
     assert fused.totals.kernels == 2 and plain.totals.kernels == 4
 
 
+def test_fused_epilogue_costs_the_same_special_functions_as_unfused():
+    # rsqrt runs on the SFUs whether or not it is fused into its producer's epilogue
+    from simulator.lowering import sfu_ops
+
+    d = h100()
+    b = GraphBuilder("norm", dtype="bf16")
+    x = b.input("x", (512, 1024))
+    w = b.weight("w", (1024, 1024))
+    y = b.op("matmul", [x, w], name="mm")
+    b.op("elementwise", [y], name="rs", op="rsqrt")
+    g = b.build()
+    rs_op = g.op("rs")
+    assert sfu_ops(rs_op) == 512 * 1024
+    fused = evaluate(g, d, EvalOptions(fusion=True)).op("rs")
+    assert fused.fused_into == "mm"
+    p = LoweringContext(d, EvalOptions()).params("fp32")
+    vector_s = rs_op.flops / (p.vector_flops_per_s * p.vector_fraction)
+    assert fused.compute_s == pytest.approx(vector_s + 512 * 1024 / p.sfu_ops_per_s, rel=1e-12)
+
+
 def test_l2_residency_makes_a_consumer_cheaper():
     d = h100()
     b = GraphBuilder("chain", dtype="bf16")

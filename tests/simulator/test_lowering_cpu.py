@@ -13,6 +13,7 @@ from hwmodels.spec import (
     EnergySpec,
     MemoryLevel,
     PowerSpec,
+    SpecError,
 )
 from simulator.lowering_cpu import _flash_pairs, conv_path, cpu_kernel_cost
 from workloads.resolve import load_workload
@@ -111,6 +112,13 @@ def test_special_functions_cost_per_element() -> None:
     assert gelu.compute_s == pytest.approx(8 * n / (FP32 * 0.25) + n * 2e-9, rel=1e-12)
     soft = cpu_kernel_cost(only_op("softmax:rows=64,cols=1024"), dev)
     assert soft.compute_s == pytest.approx(5 * 65536 / (FP32 * 0.25) + 65536 * 1e-9, rel=1e-12)
+
+
+def test_missing_special_function_is_a_located_error_not_a_zero() -> None:
+    dev = cpu_device(special_function_s={"exp": 1e-9})
+    assert cpu_kernel_cost(only_op("elementwise:numel=1024,op=silu"), dev).rule == "cpu-vector-exp"
+    with pytest.raises(SpecError, match=r"toy-cpu: cpu\.special_function_s\.tanh: missing; got exp"):
+        cpu_kernel_cost(only_op("elementwise:numel=1024,op=gelu"), dev)
 
 
 def test_memory_level_by_working_set() -> None:
