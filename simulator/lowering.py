@@ -362,11 +362,11 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
         return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
     bias = op.outputs[0].numel if (len(op.inputs) == 3 and not op.kind.endswith(("bwd_data", "bwd_weight"))) else 0
     if op.kind.endswith("bwd_weight"):
-        # dW[K, C*R*S] = dY^T[K, N*P*Q] @ im2col(X)[N*P*Q, C*R*S]
-        m, n, k = d["gemm_n"], d["gemm_k"], d["gemm_m"]
-        a_dram = float(op.inputs[1].nbytes + op.inputs[0].nbytes) / g
+        # dW^T[C*R*S, K] = im2col(X)^T[C*R*S, N*P*Q] @ dY[N*P*Q, K]: the implicit operand is A, as in
+        # fprop, so DRAM reads X itself (never the im2col matrix) and dY as the B operand
+        m, n, k = d["gemm_k"], d["gemm_n"], d["gemm_m"]
         return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False,
-                          rule="implicit-gemm-wgrad", a_dram_bytes=a_dram / 2, vector_flops=0.0)
+                          rule="implicit-gemm-wgrad", a_dram_bytes=float(op.inputs[0].nbytes) / g, vector_flops=0.0)
     m, n, k = d["gemm_m"], d["gemm_n"], d["gemm_k"]
     src = op.inputs[0]  # x (fprop) or dY (dgrad)
     rule = "implicit-gemm-dgrad" if op.kind.endswith("bwd_data") else "implicit-gemm"

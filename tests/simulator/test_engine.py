@@ -257,3 +257,19 @@ def test_attention_kernel_option_selects_the_design():
     assert f3.compute_s < f2.compute_s  # overlap never costs more than serialisation
     with pytest.raises(ValueError, match=r"options.attention_kernel: unknown kernel design; got 'fa9'"):
         evaluate(g, d, EvalOptions(attention_kernel="fa9"))
+
+
+def test_conv_weight_gradient_reads_x_not_its_im2col_matrix():
+    """Implicit-GEMM wgrad reads X and dY from DRAM, never the 9x larger im2col matrix of a 3x3 conv."""
+    from hwmodels.catalog import load_device
+    from simulator.engine import evaluate
+    from workloads.ir import GraphBuilder
+
+    b = GraphBuilder("wgrad", "bf16")
+    x = b.input("x", (32, 256, 28, 28))
+    dy = b.input("dy", (32, 256, 28, 28))
+    b.op("conv2d_bwd_weight", [x, dy], name="wgrad", weight_shape=(256, 256, 3, 3), stride=1, padding=1)
+    rec = evaluate(b.build(), load_device("h100-sxm5-80gb")).records[0]
+    compulsory = x.nbytes + dy.nbytes + 256 * 256 * 9 * 2
+    im2col = 32 * 28 * 28 * 256 * 9 * 2
+    assert compulsory <= rec.dram_bytes < 2 * compulsory < im2col
