@@ -74,13 +74,19 @@ def list_systems() -> list[str]:
     return _names(SYSTEMS_DIR)
 
 
+def _near_names(key: str, names: list[str]) -> list[str]:
+    """Names starting with what was typed (``h100`` -> both H100s), else the closest spellings."""
+    prefixed = [n for n in names if n.lower().startswith(key)] if key else []
+    return prefixed[:3] or difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+
+
 def _resolve(name: str, folder: Path, what: str) -> Path:
     names = _names(folder)
     key = name.strip().lower()
     for n in names:
         if n.lower() == key:
             return folder / f"{n}.toml"
-    near = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    near = _near_names(key, names)
     msg = f"{what} {name!r}: unknown name; got {name!r}; expected one of {', '.join(names)}"
     if near:
         msg += f"; did you mean {' or '.join(repr(n) for n in near)}?"
@@ -162,7 +168,7 @@ def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     if key in (n.lower() for n in list_systems()):
         return load_system(key)
     names = list_devices() + list_systems()
-    near = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    near = _near_names(key, names)
     msg = (f"hardware {str(name_or_path)!r}: unknown name; got {str(name_or_path)!r}; "
            f"expected a device ({', '.join(list_devices())}) or a system ({', '.join(list_systems())})")
     if near:

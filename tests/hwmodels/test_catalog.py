@@ -140,3 +140,11 @@ def test_to_json_is_plain_data():
 
     data = to_json(load_device("t4"))
     assert json.loads(json.dumps(data))["compute"]["tensor_flops_per_s"]["fp16"] == 65e12
+
+
+def test_a_prefix_suggests_the_devices_it_starts():
+    from hwmodels.catalog import load_device
+    from hwmodels.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb'\?"):
+        load_device("h100")
