@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec, get_path, replace_path
-from simulator.measurements import Measurement, MeasurementSet
+from simulator.measurements import Measurement, MeasurementSet, case_label
 
 __all__ = [
     "CalibrationError",
@@ -114,7 +114,8 @@ def summarize_errors(
     bias = 100.0 * (math.exp(float(np.mean(np.log(pred / meas)))) - 1.0)
     order = np.argsort(-ape, kind="stable")[:worst]
     ms = measurements.measurements
-    w = tuple((ms[i].id, _label(ms[i]), float(pred[i]), float(meas[i]), float(ape[i])) for i in order)
+    w = tuple((ms[i].id, case_label(ms[i].workload, ms[i].dtype, ms[i].batch, ms[i].seq, ms[i].phase),
+               float(pred[i]), float(meas[i]), float(ape[i])) for i in order)
     classes: dict[str, ErrorSummary] = {}
     if by_class:
         cats = np.array([m.category for m in ms])
@@ -126,11 +127,6 @@ def summarize_errors(
         n=int(pred.size), mape=float(ape.mean()), median_ape=float(np.median(ape)),
         p90_ape=float(np.percentile(ape, 90)), max_ape=float(ape.max()), bias=bias, worst=w, by_class=classes,
     )
-
-
-def _label(m: Measurement) -> str:
-    extra = "".join(f" {k}={v}" for k, v in (("batch", m.batch), ("seq", m.seq), ("phase", m.phase)) if v is not None)
-    return f"{m.workload} {m.dtype}{extra}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -394,12 +390,15 @@ class Calibrator:
 
     # --- prediction ------------------------------------------------------------------------------
     def _predict_with(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec) -> np.ndarray:
-        fn = self.predict_fn or default_predict
+        out = np.empty(len(measurements))
         with _quiet_engine():
-            if self.predict_fn is None:  # the default knows how to honour each measurement's run conditions
-                out = np.array([default_predict(self._graphs.get(m), system, m) for m in measurements], dtype=float)
-            else:
-                out = np.array([fn(self._graphs.get(m), system) for m in measurements], dtype=float)
+            for i, m in enumerate(measurements):
+                graph = self._graphs.get(m)
+                try:  # the default knows how to honour each measurement's run conditions
+                    out[i] = (default_predict(graph, system, m) if self.predict_fn is None
+                              else self.predict_fn(graph, system))
+                except (ValueError, NotImplementedError) as exc:  # located: which row could not be predicted
+                    raise type(exc)(f"{m.where or m.id}: {exc}") from None
         bad = np.flatnonzero(~(np.isfinite(out) & (out > 0)))
         if bad.size:
             m = measurements[int(bad[0])]
@@ -632,7 +631,7 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{p}: no such calibration file; expected a TOML written by `nodeperf calibrate`")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"{p}: invalid TOML; got {exc}; expected a calibration overlay") from None
     allowed = {"schema", "source", "values", "calibration", "refs"}
     extra = sorted(set(data) - allowed)

@@ -6,8 +6,9 @@ order with the framework's eager kernels and returns the graph outputs. Intermed
 released after their last consumer. No weights are downloaded: values are random, shapes and dtypes
 are the graph's.
 
-An op kind without a framework equivalent (``generic``, multi-device collectives, ``rnn_bwd``, fp8
-contractions on a CPU) raises :class:`~workloads.ir.UnsupportedOpError` naming the op, at compile time.
+An op kind without a framework equivalent (:data:`NOT_EXECUTABLE`: ``generic``, point-to-point
+transfers, ``rnn_bwd``), a collective over more than one device, or an fp8 matmul raises
+:class:`~workloads.ir.UnsupportedOpError` naming the op, at compile time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 from workloads.dtypes import DType
 from workloads.ir import Op, OpGraph, TensorSpec, UnsupportedOpError
 
-__all__ = ["GraphRunner", "compile_graph", "torch_available", "TORCH_KINDS", "NUMPY_KINDS"]
+__all__ = ["GraphRunner", "compile_graph", "torch_available", "TORCH_KINDS", "NUMPY_KINDS", "NOT_EXECUTABLE",
+           "AUTOGRAD_KINDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,12 @@ class GraphRunner:
     _inputs: dict[str, Any]
     _outputs: tuple[str, ...]
     synchronize: Callable[[], None]
+
+    @property
+    def needs_autograd(self) -> bool:
+        """Whether an op differentiates through ``torch.autograd`` (:data:`AUTOGRAD_KINDS`): then the graph
+        cannot run in ``torch.inference_mode`` (use ``torch.no_grad``)."""
+        return self.backend == "torch" and any(op.kind in AUTOGRAD_KINDS for op in self.graph.ops)
 
     def __call__(self) -> dict[str, Any]:
         env = dict(self._inputs)
@@ -84,7 +92,7 @@ def _elementwise_fns(torch: Any) -> dict[str, Callable[..., Any]]:
         "leaky_relu": F.leaky_relu, "exp": torch.exp, "log": lambda x: torch.log(torch.abs(x) + 1),
         "sqrt": lambda x: torch.sqrt(torch.abs(x)), "rsqrt": lambda x: torch.rsqrt(torch.abs(x) + 1),
         "reciprocal": torch.reciprocal, "square": torch.square, "erf": torch.erf, "sigmoid": torch.sigmoid,
-        "tanh": torch.tanh, "silu": F.silu, "swish": F.silu, "hardswish": F.hardswish,
+        "tanh": torch.tanh, "sin": torch.sin, "cos": torch.cos, "silu": F.silu, "swish": F.silu, "hardswish": F.hardswish,
         "hardsigmoid": F.hardsigmoid, "gelu": lambda x: F.gelu(x, approximate="tanh"),
         "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x), "softplus": F.softplus,
         "rope": lambda x, *r: x * x + torch.roll(x, 1, -1) * x, "scale": lambda x, *r: x * 0.5,
@@ -201,7 +209,10 @@ def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]
         return bwd
     if k == "elementwise":
         fns = _elementwise_fns(torch)
-        f = fns[a["op"]]
+        f = fns.get(a["op"])
+        if f is None:
+            raise UnsupportedOpError(f"{where}: elementwise op has no torch equivalent here; got {a['op']!r}; expected "
+                                     f"one of {', '.join(sorted(fns))}")
         return lambda *xs: f(*xs)
     if k == "elementwise_bwd":
         return lambda dy, *rest: dy * (rest[0] if rest else dy)
@@ -236,8 +247,9 @@ def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]
                 if k == "batchnorm_bwd":
                     c = xx.shape[1]
                     few = xx.numel() // c <= 1
-                    y = F.batch_norm(xx, torch.zeros(c, dtype=xx.dtype) if few else None,
-                                     torch.ones(c, dtype=xx.dtype) if few else None, gg, None, training=not few)
+                    y = F.batch_norm(xx, torch.zeros(c, dtype=xx.dtype, device=xx.device) if few else None,
+                                     torch.ones(c, dtype=xx.dtype, device=xx.device) if few else None, gg, None,
+                                     training=not few)
                 elif k == "rmsnorm_bwd":
                     y = F.rms_norm(xx, (n,), gg)
                 else:
@@ -440,8 +452,8 @@ def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]
         return lambda p, t: F.mse_loss(p.float(), t.float()).reshape(1).to(p.dtype)
     if k == "mse_loss_bwd":
         return lambda p, t: (p - t) * (2.0 / p.numel())
-    if k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"):
-        if int(a.get("group_size", 1)) == 1 and k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+    if k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        if int(a.get("group_size", 1)) == 1:
             return lambda x: x.clone()
         raise UnsupportedOpError(f"{where}: a collective over {a.get('group_size', 1)} devices cannot run on one "
                                  f"{device}; got group_size {a.get('group_size', 1)}; expected group_size 1")
@@ -473,8 +485,9 @@ def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]
             return p - 1e-3 * upd
 
         return update
-    raise UnsupportedOpError(f"{where}: no torch equivalent for op kind {k!r}; expected a kind with framework "
-                             "semantics (generic and multi-device ops cannot be executed)")
+    why = NOT_EXECUTABLE.get(k, "not implemented by the executor")
+    raise UnsupportedOpError(f"{where}: cannot be executed ({why}); got op kind {k!r}; expected one of the kinds in "
+                             "simulator.executor.TORCH_KINDS")
 
 
 #: Op kinds the torch backend executes (collectives only with group_size 1).
@@ -488,6 +501,19 @@ TORCH_KINDS: tuple[str, ...] = (
     "optimizer_update", "expand", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight", "groupnorm",
     "groupnorm_bwd", "moe_dispatch_bwd", "moe_combine_bwd", "moe_router_bwd", "mse_loss", "mse_loss_bwd",
 )
+
+
+#: Op kinds no backend executes, on purpose, with the reason.
+NOT_EXECUTABLE: dict[str, str] = {
+    "generic": "an imported operator known only by its byte counts has no framework semantics",
+    "send": "a point-to-point transfer needs a second device",
+    "recv": "a point-to-point transfer needs a second device",
+    "rnn_bwd": "no public torch function computes a recurrent layer's backward on its own (autograd does, inside the layer)",
+}
+
+#: Op kinds whose torch step differentiates through ``torch.autograd`` (not allowed in inference mode).
+AUTOGRAD_KINDS: frozenset[str] = frozenset(
+    {"attention_bwd", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "groupnorm_bwd"})
 
 
 def _random_tensor(torch: Any, t: TensorSpec, dev: Any, gen: Any, where: str, int_high: int) -> Any:

@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import platform
+import re
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from hwmodels.host import HOST_NAME
 from simulator.executor import compile_graph, torch_available
-from simulator.measurements import Measurement, MeasurementSet
+from simulator.measurements import Measurement, MeasurementSet, case_label
 
-__all__ = ["Case", "TimingPolicy", "suite", "SUITES", "time_runner", "run_cases", "environment"]
+__all__ = ["Case", "TimingPolicy", "suite", "SUITES", "time_runner", "run_cases", "environment", "catalog_gpu_name",
+           "detect_device_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +48,7 @@ class Case:
 
     @property
     def label(self) -> str:
-        extra = "".join(f" {k}={v}" for k, v in (("batch", self.batch), ("seq", self.seq), ("phase", self.phase))
-                        if v is not None)
-        return f"{self.workload} {self.dtype}{extra}{' train' if self.train else ''}"
+        return case_label(self.workload, self.dtype, self.batch, self.seq, self.phase, self.train)
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ def environment(device: str, backend: str) -> dict[str, str]:
 
         env["framework_version"] = torch.__version__
         if device.startswith("cuda"):
-            env["driver_version"] = f"CUDA {torch.version.cuda}"
+            env["driver_version"] = _gpu_software(torch)
             env["host"] += f"; {torch.cuda.get_device_name(torch.device(device))}"
     else:
         env["framework_version"] = np.__version__
@@ -202,6 +205,155 @@ def environment(device: str, backend: str) -> dict[str, str]:
         if info.clock_hz:
             env["clock_hz"] = repr(float(info.clock_hz))
     return env
+
+
+def _gpu_software(torch: Any) -> str:
+    """Driver and runtime versions of a GPU run: ``"driver 550.54.15; CUDA 12.4; cuDNN 90100"`` (what is readable).
+
+    The kernel driver's version comes from NVML (``pynvml``, optional); the runtime is the CUDA or
+    HIP version this torch was built with (``torch.version.cuda`` is None on ROCm builds).
+    """
+    parts = []
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        parts.append(f"driver {v.decode() if isinstance(v, bytes) else v}")
+    except Exception as exc:  # noqa: BLE001 - optional metadata: NVML missing or failing leaves it out
+        logger.info("measure: GPU driver version not readable (%s)", exc)
+    if getattr(torch.version, "hip", None):
+        parts.append(f"HIP {torch.version.hip}")
+    elif torch.version.cuda:
+        parts.append(f"CUDA {torch.version.cuda}")
+    dnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if dnn:
+        parts.append(f"{'MIOpen' if getattr(torch.version, 'hip', None) else 'cuDNN'} {dnn}")
+    return "; ".join(parts)
+
+
+def _gpu_clock_hz(torch: Any, dev: Any) -> float | None:
+    """SM clock over the last sampling period (``torch.cuda.clock_rate``, needs NVML), Hz; None if not readable.
+
+    Read right after a case's timed repetitions, so the sample covers the GPU while it was busy.
+    """
+    try:
+        mhz = torch.cuda.clock_rate(dev)
+    except Exception as exc:  # noqa: BLE001 - optional metadata: NVML missing or unsupported leaves it blank
+        logger.info("measure: GPU clock not readable (%s)", exc)
+        return None
+    return float(mhz) * 1e6 if mhz and mhz > 0 else None
+
+
+#: Board form factors as NVIDIA device names state them ("A100-SXM4-80GB", "H100 PCIe", "H200 NVL").
+_FORM_FACTORS = ("sxm", "pcie", "nvl")
+
+
+def _form_factor(tokens: Sequence[str]) -> str | None:
+    for t in tokens:
+        head = t.rstrip("0123456789")
+        if head in _FORM_FACTORS:
+            return head
+    return None
+
+
+def catalog_gpu_name(reported: str, memory_bytes: float, names: Sequence[str]) -> str:
+    """The catalog device a GPU is, from the name it reports (``torch.cuda.get_device_name``) and its memory.
+
+    Candidates are the ``names`` whose model (the first dash-separated part, ``h100`` of
+    ``h100-sxm5-80gb``) is a word of the reported name. Among several, the board form factor the
+    name states (``SXM4``, ``PCIe``, ``NVL``) selects; a name that states none is the SXM board
+    (NVIDIA names the others: "NVIDIA H100 PCIe" but "NVIDIA H100 80GB HBM3" for the SXM5 part);
+    then the memory size in the catalog name (``80gb``) nearest to ``memory_bytes``.
+
+    Raises
+    ------
+    ValueError
+        No catalog device, or several, match (the message lists them; pass ``--device-name``).
+    """
+    words = re.findall(r"[a-z0-9]+", reported.lower())
+    cands = [n for n in names if n.lower().split("-")[0] in words]
+    if len(cands) > 1:
+        ff = _form_factor(words)
+        same = [n for n in cands if _form_factor(n.lower().split("-")[1:]) == ff]
+        if ff is None:
+            same = same or [n for n in cands if _form_factor(n.lower().split("-")[1:]) == "sxm"]
+        cands = same or cands
+    if len(cands) > 1 and memory_bytes > 0:
+        def gap(n: str) -> float:
+            m = re.search(r"(\d+)gb", n.lower())
+            return abs(math.log(int(m.group(1)) * 2**30 / memory_bytes)) if m else math.inf
+
+        best = min(gap(n) for n in cands)
+        cands = [n for n in cands if gap(n) == best]
+    if len(cands) != 1:
+        got = f"{reported!r} with {memory_bytes / 2**30:.1f} GiB"
+        if not cands:
+            raise ValueError(f"measure: device name; got {got}, not in the catalog; expected --device-name with a "
+                             "catalog name (`nodeperf hardware` lists them)")
+        raise ValueError(f"measure: device name; got {got}, which could be {' or '.join(sorted(cands))}; expected "
+                         "--device-name to choose")
+    return cands[0]
+
+
+def _require_cuda(torch: Any, device: str) -> Any:
+    """``torch.device(device)`` after checking that torch sees that CUDA (or ROCm) device."""
+    if not torch.cuda.is_available():
+        raise ValueError(f"measure: device {device!r}: torch sees no CUDA device; expected a GPU and a CUDA build "
+                         f"of torch (this one is {torch.__version__})")
+    dev = torch.device(device)
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"measure: device {device!r}: no such GPU; got index {dev.index}; expected "
+                         f"0..{torch.cuda.device_count() - 1}")
+    return dev
+
+
+def detect_device_name(device: str) -> str:
+    """The catalog name of the GPU ``device`` (``"cuda"``, ``"cuda:1"``) is; see :func:`catalog_gpu_name`."""
+    import torch
+
+    from simulator.calibration import known_devices
+
+    dev = _require_cuda(torch, device)
+    props = torch.cuda.get_device_properties(dev)
+    return catalog_gpu_name(props.name, float(props.total_memory), known_devices())
+
+
+def _fp32_precision_flags(torch: Any) -> tuple[list[tuple[Any, str]], tuple[Any, Any]]:
+    """The (object, attribute) switches choosing TF32 or IEEE fp32 for CUDA matmuls, convolutions and RNNs,
+    and their (tf32, ieee) values: ``fp32_precision`` since PyTorch 2.9, ``allow_tf32`` before."""
+    b = torch.backends
+    if hasattr(b.cuda.matmul, "fp32_precision") and hasattr(b.cudnn, "conv"):
+        return [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision"),
+                (b.cudnn.rnn, "fp32_precision")], ("tf32", "ieee")
+    return [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")], (True, False)
+
+
+@contextmanager
+def _execution_mode(torch: Any, device: str, dtype: str, needs_autograd: bool) -> Iterator[None]:
+    """Grad mode and fp32 arithmetic of one case, restored afterwards.
+
+    Inference mode, unless the graph has ops that differentiate through autograd (``*_bwd`` kernels
+    built on ``torch.autograd.grad``), which inference tensors do not allow: then no-grad mode.
+    On CUDA, fp32 matmuls and convolutions run in IEEE fp32 unless the case's dtype is ``tf32``:
+    PyTorch's defaults differ (cuBLAS IEEE, cuDNN convolutions TF32), which would time an fp32
+    convolution on TF32 tensor cores.
+    """
+    grad = torch.no_grad() if needs_autograd else torch.inference_mode()
+    if not device.startswith("cuda"):
+        with grad:
+            yield
+        return
+    flags, (tf32, ieee) = _fp32_precision_flags(torch)
+    saved = [(obj, attr, getattr(obj, attr)) for obj, attr in flags]
+    try:
+        for obj, attr in flags:
+            setattr(obj, attr, tf32 if dtype == "tf32" else ieee)
+        with grad:
+            yield
+    finally:
+        for obj, attr, value in saved:
+            setattr(obj, attr, value)
 
 
 def _keep_freed_memory() -> bool:
@@ -220,7 +372,7 @@ def _keep_freed_memory() -> bool:
     try:
         libc = ctypes.CDLL(name)
         m_trim_threshold, m_mmap_threshold = -1, -3  # glibc malloc.h
-        ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 1 << 31 - 1) == 1
+        ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 1 << 30) == 1
     except (OSError, AttributeError):
         return False
     logger.info("measure: glibc mallopt (reuse freed memory) %s", "set" if ok else "not available")
@@ -231,7 +383,7 @@ def run_cases(
     cases: Sequence[Case],
     *,
     device: str = "cpu",
-    device_name: str = "host",
+    device_name: str | None = None,
     backend: str = "auto",
     policy: TimingPolicy | None = None,
     seed: int = 0,
@@ -245,7 +397,8 @@ def run_cases(
     device
         ``"cpu"`` or a CUDA device string.
     device_name
-        What the ``device`` column says (``"host"`` for the CPU, a catalog name for a GPU).
+        What the ``device`` column says: a catalog name for a GPU; None: ``"host"`` on the CPU, the
+        detected catalog name on a GPU (:func:`detect_device_name`).
     backend
         ``"torch"``, ``"numpy"`` (CPU only) or ``"auto"``.
     progress
@@ -261,6 +414,8 @@ def run_cases(
         backend = "torch" if torch_available() else "numpy"
     if device != "cpu" and backend != "torch":
         raise ValueError(f"measure: device {device!r} needs torch; got backend {backend!r}; expected torch installed")
+    torch: Any = None
+    gpu: Any = None
     events = None
     if backend == "torch":
         import torch
@@ -268,31 +423,27 @@ def run_cases(
         if threads:
             torch.set_num_threads(threads)
         if device.startswith("cuda"):
-            if not torch.cuda.is_available():
-                raise ValueError(f"measure: device {device!r}: torch sees no CUDA device; expected a GPU and a CUDA build "
-                                 f"of torch (this one is {torch.__version__})")
+            gpu = _require_cuda(torch, device)
+            device_name = device_name or detect_device_name(device)
 
             def events() -> tuple[Any, Any]:
                 return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if device == "cpu":
         _keep_freed_memory()
+    device_name = device_name or HOST_NAME
     env = environment(device, backend)
+    env_clock_hz = float(env["clock_hz"]) if env["clock_hz"] else None
     rows: list[Measurement] = []
     skipped: list[tuple[Case, str]] = []
-    grad_ctx = None
-    if backend == "torch":
-        import torch
-
-        grad_ctx = torch.inference_mode
     for i, case in enumerate(cases):
+        runner = None
         try:
             graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
                                   train=case.train, dtype=case.dtype)
             runner = compile_graph(graph, device=device, backend=backend, seed=seed)
-            if grad_ctx is not None:
-                with grad_ctx():
-                    times = time_runner(runner, runner.synchronize, policy, events)
-            else:
+            mode = (nullcontext() if torch is None
+                    else _execution_mode(torch, device, case.dtype, runner.needs_autograd))
+            with mode:
                 times = time_runner(runner, runner.synchronize, policy, events)
         except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
             reason = str(exc).splitlines()[0]
@@ -301,6 +452,10 @@ def run_cases(
             if progress:
                 progress(i, len(cases), case, None)
             continue
+        finally:
+            del runner  # the case's tensors go before the next case allocates its own
+            if gpu is not None:
+                torch.cuda.empty_cache()
         q1, med, q3 = np.percentile(times, [25, 50, 75])
         m = Measurement(
             id=f"{device_name}-{len(rows) + 1:03d}",
@@ -309,7 +464,8 @@ def run_cases(
             train=case.train if case.category.startswith("e2e") else None,
             min_s=float(times.min()), repetitions=int(times.size), iqr_s=float(q3 - q1),
             framework=env["framework"], framework_version=env["framework_version"],
-            driver_version=env["driver_version"], clock_hz=float(env["clock_hz"]) if env["clock_hz"] else None,
+            driver_version=env["driver_version"],
+            clock_hz=_gpu_clock_hz(torch, gpu) if gpu is not None else env_clock_hz,
             date=env["date"], host=env["host"],
             source=f"measured: nodeperf measure --device {device} ({backend})",
         )

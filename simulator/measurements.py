@@ -58,11 +58,19 @@ __all__ = [
     "MeasurementSet",
     "COLUMNS",
     "REQUIRED_COLUMNS",
+    "case_label",
 ]
 
 
 class MeasurementError(ValueError):
     """A measurement file or row is invalid; the message locates every problem (file, line, column)."""
+
+
+def case_label(workload: str, dtype: str, batch: int | None = None, seq: int | None = None,
+               phase: str | None = None, train: bool = False) -> str:
+    """One-line name of a measured case: ``"resnet18 fp32 batch=1 seq=224 phase=forward"`` (`` train`` appended)."""
+    extra = "".join(f" {k}={v}" for k, v in (("batch", batch), ("seq", seq), ("phase", phase)) if v is not None)
+    return f"{workload} {dtype}{extra}{' train' if train else ''}"
 
 
 #: Columns in the order files are written.
@@ -317,9 +325,14 @@ class MeasurementSet:
         """
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"{p}: no such measurement file; expected a CSV written by `nodeperf measure`")
-        with p.open(newline="", encoding="utf-8") as fh:
-            text = fh.read()
+            what = "not a file" if p.exists() else "no such measurement file"
+            raise FileNotFoundError(f"{p}: {what}; expected a CSV written by `nodeperf measure`")
+        try:
+            with p.open(newline="", encoding="utf-8") as fh:
+                text = fh.read()
+        except UnicodeDecodeError as exc:
+            raise MeasurementError(f"{p}: not UTF-8 text; got byte {exc.object[exc.start]:#04x} at offset {exc.start}; "
+                                   "expected a CSV file") from None
         return cls.from_csv_text(text, where=str(p), devices=devices, check_workloads=check_workloads)
 
     @classmethod

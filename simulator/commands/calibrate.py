@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pull towards the defaults (default by device kind: 0.01 CPU, 0.04 GPU/TPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def output_path(path: str, flag: str) -> Path:
+    """``path`` checked as a file the command may write (its folder exists, it is not a folder), before any work."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: is a folder; expected a file path")
+    if not p.parent.is_dir():
+        raise FileNotFoundError(f"{flag} {path}: no such folder {str(p.parent)!r}; expected an existing folder")
+    return p
 
 
 def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | None] | None:
@@ -77,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from simulator.calibration import CalibrationError, Calibrator, load_hardware, write_overlay
     from simulator.fmt import table
 
+    if args.out:
+        output_path(args.out, "--out")
     hw = load_hardware(args.hardware)
     dev = hw if isinstance(hw, DeviceSpec) else hw.device
     rows = device_rows(args.measurements, dev.name)

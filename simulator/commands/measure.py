@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import re
 import sys
 import time
 
@@ -22,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="execution framework (auto: torch when installed, else NumPy on the CPU)")
     p.add_argument("--threads", type=positive_int, help="CPU threads (default: all usable cores); calibrate "
                    "such a file with --hardware host:N")
-    p.add_argument("--device-name", help="device column for GPU runs (a catalog name, e.g. h100-sxm5-80gb)")
+    p.add_argument("--device-name", help="device column for GPU runs: a catalog name, e.g. h100-sxm5-80gb "
+                   "(default: detected from the name and memory the GPU reports)")
     p.add_argument("--no-networks", dest="networks", action="store_false", help="microbenchmarks only")
     p.add_argument("--budget", type=float, default=0.25, metavar="S",
                    help="timed seconds per case after warm-up (default 0.25)")
@@ -31,15 +34,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.calibration import known_devices
+    from simulator.commands.calibrate import output_path
     from simulator.harness import TimingPolicy, run_cases, suite
 
     device = args.device.strip().lower()
-    if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise ValueError(f"measure: --device; got {args.device!r}; expected cpu, cuda or cuda:N")
-    if device.startswith("cuda") and not args.device_name:
-        raise ValueError("measure: --device-name missing; expected the catalog name of the GPU (e.g. h100-sxm5-80gb) "
-                         "so the rows can be calibrated against its spec")
-    name = "host" if device == "cpu" else args.device_name.strip().lower()
+    output_path(args.out, "--out")
+    name = None  # the CPU is "host"; a GPU's catalog name is detected unless given
+    if device == "cpu":
+        name = "host"
+    elif args.device_name:
+        name = args.device_name.strip().lower()
+        known = [d for d in known_devices() if d != "host"]
+        if name not in known:
+            near = [d for d in known if d.startswith(name)] or difflib.get_close_matches(name, known, n=1)
+            raise ValueError(f"measure: --device-name; got {args.device_name!r}; expected a catalog device name "
+                             "(`nodeperf hardware` lists them)" + (f"; did you mean {' or '.join(map(repr, near))}?"
+                                                                    if near else ""))
     if not args.budget > 0:
         raise ValueError(f"measure: --budget; got {args.budget}; expected seconds > 0")
     cases = suite(args.suite, device, networks=args.networks)
@@ -52,11 +65,16 @@ def run(args: argparse.Namespace) -> int:
     ms, skipped = run_cases(cases, device=device, device_name=name, backend=args.backend,
                             policy=TimingPolicy(budget_s=args.budget), seed=args.seed, progress=progress,
                             threads=args.threads)
-    if args.threads:
-        ms = ms.replace(measurements=tuple(dataclasses.replace(m, notes=f"threads={args.threads}") for m in ms))
-    ms.to_csv(args.out)
-    took = time.perf_counter() - t0
-    print(f"{len(ms)} cases measured on {device} in {took:.1f} s ({len(skipped)} skipped) -> {args.out}")
+    if len(ms):
+        if args.threads:
+            ms = ms.replace(measurements=tuple(dataclasses.replace(m, notes=f"threads={args.threads}") for m in ms))
+        ms.to_csv(args.out)
+        took = time.perf_counter() - t0
+        print(f"{len(ms)} cases measured on {device} ({ms[0].device}) in {took:.1f} s ({len(skipped)} skipped) "
+              f"-> {args.out}")
     for case, reason in skipped:
         print(f"  skipped {case.label}: {reason}")
+    if not len(ms):
+        print(f"nodeperf: measure: no case could be measured on {device}; nothing written", file=sys.stderr)
+        return 1
     return 0

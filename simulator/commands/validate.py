@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-
-PUBLISHED = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_gpu.csv"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,17 +53,34 @@ def plot(points: list[tuple[str, float, float]], title: str, out: str) -> None:
     plt.close(fig)
 
 
+def _check_plot_path(out: str) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from simulator.commands.calibrate import output_path
+
+    output_path(out, "--plot")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = out.rsplit(".", 1)[-1].lower() if "." in out else ""
+    if ext not in formats:
+        raise ValueError(f"--plot {out}: unknown image format; got {ext!r}; expected one of {', '.join(sorted(formats))}")
+
+
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from hwmodels.spec import DeviceSpec
-    from simulator.calibration import Calibrator, known_devices, load_hardware
+    from simulator.calibration import Calibrator, known_devices, load_hardware, summarize_errors
     from simulator.commands.calibrate import device_rows
     from simulator.fmt import table
     from simulator.measurements import MeasurementSet
+    from simulator.validation import DEFAULT_DATASET as PUBLISHED
 
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
         raise ValueError("validate: no measurements; expected FILE.csv or --dataset published")
+    if args.plot:
+        _check_plot_path(args.plot)
     if args.dataset:
         ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
         names = [args.hardware.lower()] if args.hardware else ms.devices
@@ -85,14 +99,8 @@ def run(args: argparse.Namespace) -> int:
         groups = [(hw, device_rows(args.measurements, dev.name))]
         source = args.measurements
     cal = Calibrator()
-    preds = []
-    for hw, rows in groups:
-        preds.append(cal.predict(rows, hw))
-    from simulator.calibration import summarize_errors
-
+    preds = [cal.predict(rows, hw) for hw, rows in groups]
     allrows = MeasurementSet(tuple(m for _, rows in groups for m in rows), source)
-    import numpy as np
-
     pred = np.concatenate(preds)
     summary = summarize_errors(pred, allrows)
     if args.json:

@@ -88,3 +88,28 @@ def test_overlay_with_unknown_field(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["validate", "--dataset", "published", "--hardware", "t4", "--calibration", str(ov)]) == 2
     err = capsys.readouterr().err
     assert str(ov) in err and "did you mean 'dram_bandwidth_fraction'" in err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["measure", "--device", "cuda:x", "--out", "{tmp}/m.csv"], "--device; got 'cuda:x'; expected cpu, cuda or cuda:N"),
+    (["measure", "--out", "{tmp}/no/m.csv"], "--out {tmp}/no/m.csv: no such folder"),
+    (["measure", "--out", "{tmp}"], "--out {tmp}: is a folder"),
+    (["measure", "--device", "cuda", "--device-name", "h100", "--out", "{tmp}/m.csv"],
+     "--device-name; got 'h100'; expected a catalog device name (`nodeperf hardware` lists them); did you mean "
+     "'h100-pcie-80gb' or 'h100-sxm5-80gb'?"),
+    (["calibrate", "{tmp}/bin.csv", "--hardware", "t4"], "{tmp}/bin.csv: not UTF-8 text; got byte 0xff at offset 1"),
+    (["calibrate", str(PUBLISHED), "--hardware", "t4", "--out", "{tmp}/no/o.toml"], "--out {tmp}/no/o.toml: no such folder"),
+    (["validate", "--dataset", "published", "--hardware", "t4", "--plot", "{tmp}/p.txt"],
+     "--plot {tmp}/p.txt: unknown image format; got 'txt'"),
+    (["validate", "--dataset", "published", "--hardware", "t4", "--calibration", "{tmp}/bin.csv"],
+     "{tmp}/bin.csv: invalid TOML"),
+    (["validate", "{tmp}/fp8.csv", "--hardware", "t4"], "{tmp}/fp8.csv:2: t4: compute: no throughput for dtype"),
+])
+def test_bad_files_and_flags_are_one_located_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                  needle: str) -> None:
+    (tmp_path / "bin.csv").write_bytes(b"\x00\xff\xfe")
+    (tmp_path / "fp8.csv").write_text('workload,device,dtype,median_s\n"gemm:m=8,n=8,k=8",t4,fp8_e4m3,0.1\n')
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert needle.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err
+    assert err.count("\n") == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.executor import TORCH_KINDS, compile_graph
+from simulator.executor import AUTOGRAD_KINDS, NOT_EXECUTABLE, TORCH_KINDS, compile_graph
 from workloads.ir import GraphBuilder, UnsupportedOpError
 from workloads.micro import build_micro
 from workloads.semantics import kinds
@@ -84,3 +84,79 @@ def test_zoo_network_runs_end_to_end() -> None:
     shapes = {t.name: t.shape for t in g.outputs}
     assert {k: tuple(v.shape) for k, v in out.items()} == shapes
     assert all(np.isfinite(_np(v)).all() for v in out.values())
+
+
+def _one_op_graphs() -> dict[str, object]:
+    """One op of every kind the zoo's small training/decode graphs hold, plus hand-built ops for the rest."""
+    from workloads.resolve import load_workload
+
+    ops: dict[str, object] = {}
+    for model, kw in (("resnet18", {"batch": 1, "seq": 32, "train": True}), ("gpt2", {"batch": 1, "seq": 16, "train": True}),
+                      ("switch-base", {"batch": 1, "seq": 16, "train": True}), ("gnmt", {"batch": 1, "seq": 8, "train": True}),
+                      ("sd15-unet", {"batch": 1, "seq": 64, "train": True}),
+                      ("gpt2", {"batch": 1, "seq": 1, "context": 8, "phase": "decode"}), ("dlrm", {"batch": 2, "train": True})):
+        for op in load_workload(model, dtype="fp32", **kw):
+            ops.setdefault(op.kind, op)
+    b = GraphBuilder("hand", dtype="fp32")
+    x1 = b.input("x1", (2, 4, 16))
+    w1 = b.weight("w1", (6, 4, 3))
+    y1 = b.op("conv1d", [x1, w1], padding=1)
+    b.op("conv1d_bwd_data", [y1, w1], input_shape=(2, 4, 16), padding=1)
+    b.op("conv1d_bwd_weight", [x1, y1], weight_shape=(6, 4, 3), padding=1)
+    b.op("expand", [b.input("e", (1, 5))], shape=(3, 5))
+    xs, h, c = b.input("xs", (3, 8)), b.input("h", (3, 4)), b.input("c", (3, 4))
+    b.op("lstm_cell", [xs, h, c, b.weight("wi4", (16, 8)), b.weight("wh4", (16, 4))])
+    b.op("gru_cell", [xs, h, b.weight("wi3", (12, 8)), b.weight("wh3", (12, 4))])
+    b.op("gru", [b.input("seq", (5, 3, 8)), b.weight("gwi", (1, 12, 8)), b.weight("gwh", (1, 12, 4))], hidden=4)
+    for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        b.op(kind, [b.input(f"c_{kind}", (4, 6))], group_size=1)
+    for op in b.ops:
+        ops.setdefault(op.kind, op)
+    return ops
+
+
+def test_every_torch_kind_executes_with_the_inferred_shapes_and_dtypes() -> None:
+    """Each kind of TORCH_KINDS, alone in a graph, runs (in no-grad mode, as the harness does for
+    backward kernels) and returns tensors of the shapes and dtypes the semantics infer."""
+    from simulator.executor import _tdtype
+
+    ops = _one_op_graphs()
+    assert set(TORCH_KINDS) <= set(ops), sorted(set(TORCH_KINDS) - set(ops))
+    for kind in TORCH_KINDS:
+        op = ops[kind]
+        b = GraphBuilder(kind)
+        b.add(op)
+        runner = compile_graph(b.build(), seed=0)
+        with torch.no_grad():
+            out = runner()
+        for t in op.outputs:
+            assert tuple(out[t.name].shape) == t.shape, (kind, t.name)
+            assert out[t.name].dtype == _tdtype(torch, t.dtype, kind), (kind, t.name)
+        assert runner.needs_autograd == (kind in AUTOGRAD_KINDS)
+
+
+def test_kinds_not_executable_on_purpose_are_located_errors_with_their_reason() -> None:
+    assert set(kinds()) == set(TORCH_KINDS) | set(NOT_EXECUTABLE)
+    assert not set(TORCH_KINDS) & set(NOT_EXECUTABLE)
+    b = GraphBuilder("p2p", dtype="fp32")
+    b.op("send", [b.input("x", (4,))], name="tx", group_size=2)
+    with pytest.raises(UnsupportedOpError, match=r"op 'tx' \(send\): cannot be executed \(a point-to-point transfer"):
+        compile_graph(b.build())
+    b = GraphBuilder("ar", dtype="fp32")
+    b.op("all_reduce", [b.input("x", (4,))], name="sum8", group_size=8)
+    with pytest.raises(UnsupportedOpError, match=r"op 'sum8' \(all_reduce\): .* got group_size 8"):
+        compile_graph(b.build())
+
+
+def test_every_elementwise_function_of_the_semantics_executes() -> None:
+    from workloads.semantics import ELEMENTWISE_FLOPS
+
+    for fn in sorted(ELEMENTWISE_FLOPS):
+        (y,) = compile_graph(build_micro(f"elementwise:numel=64,op={fn}", dtype="fp32"))().values()
+        assert tuple(y.shape) == (64,), fn
+    x = torch.linspace(-1, 1, 8)
+    b = GraphBuilder("trig", dtype="fp32")
+    b.op("elementwise", [b.input("x", (8,))], name="s", op="sin")
+    r = compile_graph(b.build())
+    r._inputs["x"] = x
+    np.testing.assert_allclose(_np(r()["s"]), np.sin(_np(x)), rtol=1e-6)

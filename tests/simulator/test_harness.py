@@ -1,0 +1,66 @@
+"""Measurement harness: backward kernels are timed, GPU names map to catalog devices, CUDA fp32 precision per case."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.harness import Case, TimingPolicy, catalog_gpu_name, run_cases
+
+CATALOG = ["a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb",
+           "h100-sxm5-80gb", "h200-sxm-141gb", "l4", "l40s", "mi300x", "t4", "v100-pcie-32gb", "v100-sxm2-32gb", "host"]
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("reported", "memory_gib", "expected"), [
+    ("NVIDIA H100 80GB HBM3", 79.1, "h100-sxm5-80gb"),  # the SXM5 board does not say SXM
+    ("NVIDIA H100 PCIe", 79.1, "h100-pcie-80gb"),
+    ("NVIDIA A100-SXM4-40GB", 39.4, "a100-sxm4-40gb"),
+    ("NVIDIA A100-SXM4-80GB", 79.2, "a100-sxm4-80gb"),
+    ("NVIDIA A100 80GB PCIe", 79.2, "a100-pcie-80gb"),
+    ("NVIDIA A100-PCIE-40GB", 39.4, "a100-pcie-40gb"),
+    ("NVIDIA H200", 139.8, "h200-sxm-141gb"),
+    ("Tesla V100-SXM2-32GB", 31.7, "v100-sxm2-32gb"),
+    ("Tesla T4", 14.6, "t4"),
+    ("NVIDIA L4", 22.0, "l4"),
+    ("NVIDIA L40S", 44.4, "l40s"),  # not "l4"
+    ("AMD Instinct MI300X", 191.5, "mi300x"),
+])
+def test_reported_gpu_names_map_to_the_catalog(reported: str, memory_gib: float, expected: str) -> None:
+    assert catalog_gpu_name(reported, memory_gib * GIB, CATALOG) == expected
+
+
+def test_unknown_or_ambiguous_gpu_names_ask_for_device_name() -> None:
+    with pytest.raises(ValueError, match="'NVIDIA GeForce RTX 4090'.*not in the catalog.*--device-name"):
+        catalog_gpu_name("NVIDIA GeForce RTX 4090", 24 * GIB, CATALOG)
+    with pytest.raises(ValueError, match="could be h100-nvl-94gb or h100-pcie-94gb; expected --device-name"):
+        catalog_gpu_name("NVIDIA H100 94GB", 88 * GIB, ["h100-pcie-94gb", "h100-nvl-94gb", "h200-sxm-141gb"])
+
+
+def test_backward_kernels_and_training_steps_are_timed_not_skipped() -> None:
+    """Autograd-based backward kernels cannot run in inference mode: they were all skipped before."""
+    pytest.importorskip("torch")
+    cases = [Case("attention:b=1,h=2,s=32,d=16,causal=1,bwd=1", "fp32", "attention"),
+             Case("resnet18", "fp32", "e2e_cnn", batch=2, seq=32, train=True)]
+    ms, skipped = run_cases(cases, policy=TimingPolicy(warmup_s=0.0, budget_s=0.0, min_reps=2, max_reps=2), threads=1)
+    assert skipped == []
+    assert [m.workload for m in ms] == ["attention:b=1,h=2,s=32,d=16,causal=1,bwd=1", "resnet18"]
+    assert all(m.median_s > 0 and m.repetitions == 2 and m.device == "host" for m in ms)
+    assert ms[1].train is True and ms[0].train is None
+
+
+@pytest.mark.parametrize(("dtype", "expected"), [("fp32", "ieee"), ("bf16", "ieee"), ("tf32", "tf32")])
+def test_cuda_fp32_precision_follows_the_case_dtype_and_is_restored(dtype: str, expected: str) -> None:
+    """PyTorch runs fp32 cuDNN convolutions on TF32 by default; an fp32 case must time IEEE fp32."""
+    torch = pytest.importorskip("torch")
+    from simulator.harness import _execution_mode, _fp32_precision_flags
+
+    flags, _ = _fp32_precision_flags(torch)
+    before = [getattr(o, a) for o, a in flags]
+    with _execution_mode(torch, "cuda", dtype, needs_autograd=False):
+        assert {getattr(o, a) for o, a in flags} == ({expected} if isinstance(before[0], str)
+                                                      else {expected == "tf32"})
+        assert torch.is_inference_mode_enabled()
+    assert [getattr(o, a) for o, a in flags] == before
+    with _execution_mode(torch, "cpu", dtype, needs_autograd=True):
+        assert not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        assert [getattr(o, a) for o, a in flags] == before  # the CPU path leaves the CUDA switches alone
