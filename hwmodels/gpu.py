@@ -16,7 +16,11 @@ wave included); per CTA, tensor-core time of the padded tile versus the time to 
 panels from L2 into the SM (with thread-block-cluster multicast on Hopper and later), the time to feed the tensor cores from shared memory (warp tiles), and
 device-wide DRAM time with L2 reuse (compulsory traffic when the operands fit in L2, else the unique
 panels of each wave). The kernel takes the largest of these plus one DRAM latency for the pipeline
-prologue. The candidate with the
+prologue. Each CTA's K loop is also a chain of dependent loads: a shared-memory stage is refilled
+only after the math that read it, so with ``stages`` buffers and a load latency ``L`` every group
+of ``stages`` iterations waits ``max(0, L - (stages - 1) * t_iter)`` on top of its math
+(:func:`pipeline_stall_s`); libraries size ``stages`` so this is zero for large tiles, and it
+shows only for small-tile, shallow-pipeline kernels. The candidate with the
 lowest time is chosen, as a heuristic library does.
 
 *Fused attention* (flash-attention style). Query blocks are CTAs; per query-key pair the SM spends
@@ -73,6 +77,8 @@ __all__ = [
     "ATTENTION_KERNELS",
     "BLACKWELL_CTA_PAIR",
     "DECODE_MIN_KEYS_PER_SPLIT",
+    "MIN_PIPELINE_DEPTH",
+    "pipeline_stall_s",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -105,6 +111,13 @@ _GEMM_ADDRESS_REGISTERS = 24
 #: (csrc/flash_attn/flash_api.cpp) uses blocks of 256 keys for head_dim <= 64 (128 up to 128, 64
 #: above); the model uses 256 for every head size.
 DECODE_MIN_KEYS_PER_SPLIT = 256
+#: Smallest number of K-slices of operands a library GEMM main loop has in flight: every kernel of
+#: the tile tables at least double-buffers its global loads. CUTLASS's two-stage mainloops
+#: (``MmaPipelined``, sm70/sm75) load slice k+1 into registers while slice k is computed; Tensile
+#: kernels with one LDS buffer issue the next ``DepthU`` slice's global reads ahead of the math
+#: (solution parameter ``PrefetchGlobalRead`` = 1 or 2 in hipBLASLt library logic). The CDNA tiles
+#: with ``stages=1`` (one LDS buffer) therefore pipeline two slices deep.
+MIN_PIPELINE_DEPTH = 2
 # Shared memory reserved by the runtime per resident CTA (CUDA C++ Programming Guide, compute
 # capability 8.x/9.0: "1 KB of shared memory is reserved for system use" per block).
 _SMEM_RESERVED_PER_CTA_BYTES = 1024
@@ -413,6 +426,41 @@ def _scalar_or(x: np.ndarray) -> ArrayLike:
 # GEMM
 
 
+def pipeline_stall_s(iterations: ArrayLike, stages: ArrayLike, latency_s: ArrayLike,
+                     iteration_s: ArrayLike) -> ArrayLike:
+    """Time one CTA's K loop waits for operands beyond its first load and its math (s).
+
+    A main loop of ``iterations`` K-slices runs on ``stages`` shared-memory buffers. The loads of
+    the first ``stages`` slices are issued at once; the load of slice ``i + stages`` may start only
+    when the math of slice ``i`` has released its buffer, and arrives ``latency_s`` later. With
+    ``iteration_s`` of math per slice, slice ``i`` completes at
+    ``done[i] = max(done[i - stages] + latency_s, done[i - 1]) + iteration_s`` (``done[i] =
+    latency_s + (i + 1) * iteration_s`` for the first ``stages``), whose closed form is
+
+    ``done[N - 1] = latency_s + N * iteration_s + floor((N - 1) / stages) * max(0, latency_s -
+    (stages - 1) * iteration_s)``.
+
+    This returns the last term: zero when ``stages - 1`` slices of math cover a load's latency
+    (the usual case: libraries choose ``stages`` for it), else one partly exposed latency per
+    group of ``stages`` slices. Broadcasts over all arguments.
+
+    Parameters
+    ----------
+    iterations
+        K-slices the CTA computes (``ceil(k / tile_k)``).
+    stages
+        Slices in flight (shared-memory pipeline depth).
+    latency_s
+        Latency of one operand load (s).
+    iteration_s
+        Math time of one slice (s).
+    """
+    n = _a(iterations)
+    s = _a(stages)
+    groups = np.floor(np.maximum(n - 1.0, 0.0) / s)
+    return groups * np.maximum(0.0, _a(latency_s) - (s - 1.0) * _a(iteration_s))
+
+
 @functools.lru_cache(maxsize=256)
 def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_bytes: float) -> dict[str, np.ndarray]:
     """Per-(candidate, split) constant arrays, cached: tile sizes, warps, registers, shared memory."""
@@ -425,6 +473,7 @@ def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_b
         "threads": col(lambda c, s: c.threads),
         "regs": col(lambda c, s: c.registers_per_thread(in_bytes) * c.threads),
         "smem": col(lambda c, s: c.smem_bytes(in_bytes)),
+        "depth": col(lambda c, s: max(c.stages, MIN_PIPELINE_DEPTH)),
         "names": np.array([c.name for c, _ in rows]),
     }
     out["wmt"] = out["tm"] / col(lambda c, s: c.warps_m)
@@ -469,6 +518,9 @@ def gemm(
     -------
     GemmEstimate
         Arrays over the hardware shape; ``tile``/``split_k``/``waves`` describe the chosen kernel.
+        ``latency_s`` is the prologue (one DRAM latency) plus the part of the K-loop load stall
+        (:func:`pipeline_stall_s`, per round of co-resident CTAs on the busiest SM) not hidden
+        under ``memory_s``.
 
     Examples
     --------
@@ -502,7 +554,6 @@ def gemm(
 
     sms = _a(p.sms)[ex]
     per_sm = np.ceil(ctas / sms)  # CTAs on the busiest SM (wave quantization incl. partial last wave)
-    waves = ctas / (sms * occ)
 
     # tensor-core (or SIMT) time: padded tiles do full math
     rate_sm = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms
@@ -531,18 +582,50 @@ def gemm(
 
     t_mem = np.maximum(np.maximum(t_smem, t_l2), t_dram)
     latency = _a(p.dram_latency_s)[ex]
+
     total = np.where(feasible, np.maximum(t_compute, t_mem) + latency, np.inf)
     hw_shape = total.shape[:-1]
     ncand = total.shape[-1]
-    best = np.argmin(total, axis=-1)  # first minimum: deterministic tie-break in table order
     if not np.all(np.isfinite(np.min(total, axis=-1))):
         raise SpecError(
             f"gemm m={m} n={n} k={k}: no candidate tile fits the SM resources; got shared memory "
             f"{p.smem_per_sm_bytes} B/SM and {p.registers_per_sm} registers/SM; expected room for one CTA"
         )
+    best = np.asarray(np.argmin(total, axis=-1))  # first minimum: deterministic tie-break in table order
+    full = hw_shape + (ncand,)
+
+    def gather(x: ArrayLike, rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(x, full)[rows + (cols,)]
+
+    def stall_at(rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
+        # K-loop load chain (pipeline_stall_s): the busiest SM runs its CTAs in rounds of q
+        # co-resident CTAs sharing its math units, so one K-slice of one CTA takes q * t_iter
+        ps = gather(per_sm, rows, cols)
+        q = np.minimum(gather(occ, rows, cols), ps)
+        t_iter = q * 2.0 * tm[cols] * tn[cols] * tk[cols] / gather(rate_sm, rows, cols)
+        return np.ceil(ps / q) * pipeline_stall_s(k_eff[cols] / tk[cols], st["depth"][cols],
+                                                   gather(latency, rows, cols), t_iter)
+
+    # A stall only lengthens a candidate, so the stall-free choice stands wherever its own stall
+    # is hidden under the memory time; elsewhere every candidate is re-timed with its stall.
+    rows = tuple(np.indices(hw_shape))
+    t_cb, t_mb = gather(t_compute, rows, best), gather(t_mem, rows, best)
+    exposed = np.array(np.maximum(t_cb + stall_at(rows, best), t_mb) - np.maximum(t_cb, t_mb), dtype=float)
+    time = np.array(gather(total, rows, best) + exposed, dtype=float)
+    hit = exposed > 0
+    if np.any(hit):
+        rh = tuple(ix[hit][:, None] for ix in rows)
+        cols = np.arange(ncand)
+        t_ch, t_mh = gather(t_compute, rh, cols), gather(t_mem, rh, cols)
+        busy = np.maximum(t_ch + stall_at(rh, cols), t_mh)
+        tot = np.where(gather(feasible, rh, cols), busy + gather(latency, rh, cols), np.inf)
+        b_h = np.argmin(tot, axis=-1)[..., None]
+        best[hit] = b_h[..., 0]
+        time[hit] = np.take_along_axis(tot, b_h, axis=-1)[..., 0]
+        exposed[hit] = np.take_along_axis(busy - np.maximum(t_ch, t_mh), b_h, axis=-1)[..., 0]
 
     def pick(x: np.ndarray) -> ArrayLike:
-        xb = np.broadcast_to(x, hw_shape + (ncand,))
+        xb = np.broadcast_to(x, full)
         return _scalar_or(np.take_along_axis(xb, best[..., None], axis=-1)[..., 0])
 
     t_d, t_l, t_s = pick(t_dram), pick(t_l2), pick(t_smem)
@@ -551,17 +634,17 @@ def gemm(
     tile = st["names"][best]
     smem_total = ctas * (smem_cta + (tm + tn) * k_eff * in_bytes)
     return GemmEstimate(
-        time_s=pick(total),
+        time_s=_scalar_or(time),
         compute_s=pick(t_compute),
         memory_s=pick(t_mem),
-        latency_s=pick(np.broadcast_to(latency, total.shape)),
+        latency_s=_scalar_or(gather(latency, rows, best) + exposed),  # prologue + exposed stall
         dram_bytes=pick(dram),
         l2_bytes=pick(ctas * l2_cta),
         smem_bytes=pick(smem_total),
         tile=str(tile) if np.ndim(tile) == 0 else tile,
         split_k=pick(sk),
         ctas=pick(ctas),
-        waves=pick(waves),
+        waves=_scalar_or(_a(pick(ctas)) / (_a(p.sms) * _a(pick(occ)))),
         ctas_per_sm=pick(occ),
         bound_level=str(levels[lvl]) if np.ndim(lvl) == 0 else levels[lvl],
     )

@@ -236,3 +236,105 @@ def test_warp_mma_scale_from_the_spec():
     # 2048 FLOP/clk/SM x 132 SMs x sustained clock / dense FP16 peak
     expected = 2048 * d.compute.units * d.clock.sustained_hz / d.compute.tensor_flops_per_s["fp16"]
     assert p.warp_mma_scale == pytest.approx(expected)
+
+
+# ------------------------------------------------------------------------------------------------
+# K-loop load chain (pipeline_stall_s)
+
+
+def test_pipeline_stall_closed_form_by_hand():
+    # 8 slices, 4 stages, 1 us latency, 0.1 us of math per slice. Slices 0-3 arrive at 1.0 and
+    # finish at 1.1, 1.2, 1.3, 1.4; slice 4 is loaded when slice 0 frees its buffer (1.1) and
+    # arrives at 2.1, so slices 4-7 finish at 2.2, 2.3, 2.4, 2.5. The loop ends at 2.5 us =
+    # latency 1.0 + math 0.8 + stall 0.7 (one group waiting 1.0 - 3 x 0.1).
+    assert gpu.pipeline_stall_s(8, 4, 1e-6, 0.1e-6) == pytest.approx(0.7e-6)
+    # three slices of math cover the latency: no stall; one slice never waits twice
+    assert gpu.pipeline_stall_s(8, 4, 0.3e-6, 0.1e-6) == 0.0
+    assert gpu.pipeline_stall_s(1, 2, 1e-6, 0.1e-6) == 0.0
+    # broadcasts over stages
+    np.testing.assert_allclose(gpu.pipeline_stall_s(8, np.array([2.0, 4.0, 8.0]), 1e-6, 0.1e-6),
+                               [3 * 0.9e-6, 0.7e-6, 0.0])
+
+
+# A 128 x 128 x 32 tile with 4 math warps on the toy GPU: one K-slice is 2 x 128 x 128 x 32 FLOP
+# at 4.096e12 FLOP/s per SM = 256 ns.
+SMALL = gpu.TileCandidate(128, 128, 32, stages=2, warps_m=2, warps_n=2, threads=128)
+
+
+def test_gemm_k_loop_latency_floor_by_hand():
+    # m = n = 128, k = 4096: one CTA on one SM, 128 K-slices, 32.768 us of math. With a 1 us
+    # load latency (a far-memory what-if) and shared-memory bandwidth raised to 1 TB/s (so the
+    # warp-tile reads, 4 x 128 x 4096 x 2 B = 4.19 us, stay below the math):
+    p = dataclasses.replace(toy_params(), dram_latency_s=1e-6, smem_bytes_per_s_per_sm=1e12)
+    e = gpu.gemm(128, 128, 4096, p, (SMALL,), split_k=(1,))
+    assert e.ctas == 1 and e.compute_s == pytest.approx(32.768e-6)
+    assert e.memory_s == pytest.approx(4 * 128 * 4096 * 2 / 1e12)
+    # 2 stages: floor(127 / 2) = 63 groups each wait 1000 - 256 = 744 ns -> 46.872 us of stall
+    assert e.latency_s == pytest.approx(1e-6 + 46.872e-6)
+    assert e.time_s == pytest.approx(32.768e-6 + 46.872e-6 + 1e-6)
+    # 4 stages: floor(127 / 4) = 31 groups wait 1000 - 3 x 256 = 232 ns -> 7.192 us
+    e4 = gpu.gemm(128, 128, 4096, p, (dataclasses.replace(SMALL, stages=4),), split_k=(1,))
+    assert e4.time_s == pytest.approx(32.768e-6 + 7.192e-6 + 1e-6)
+    # 5 stages: 4 slices of math (1.024 us) cover the latency: no stall
+    e5 = gpu.gemm(128, 128, 4096, p, (dataclasses.replace(SMALL, stages=5),), split_k=(1,))
+    assert e5.time_s == pytest.approx(32.768e-6 + 1e-6) and e5.latency_s == pytest.approx(1e-6)
+    # at the toy's own 100 ns latency one slice of math (256 ns) covers a load: no stall
+    e0 = gpu.gemm(128, 128, 4096, dataclasses.replace(p, dram_latency_s=100e-9), (SMALL,), split_k=(1,))
+    assert e0.time_s == pytest.approx(32.768e-6 + 100e-9)
+
+
+def test_gemm_stall_hides_under_memory_time():
+    # DRAM at 20 GB/s: A + B + C = 2 MiB + 32 KiB take 106.5 us, longer than math + stall (79.6 us)
+    p = dataclasses.replace(toy_params(), dram_latency_s=1e-6, smem_bytes_per_s_per_sm=1e12,
+                            dram_bytes_per_s=2e10)
+    e = gpu.gemm(128, 128, 4096, p, (SMALL,), split_k=(1,))
+    assert e.memory_s == pytest.approx((2 * 2**20 + 128 * 128 * 2) / 2e10)
+    assert e.time_s == pytest.approx(e.memory_s + 1e-6) and e.latency_s == pytest.approx(1e-6)
+
+
+def test_turing_two_stage_small_tile_stall_hides_under_its_l2_share_by_hand():
+    # T4 catalog: 40 SMs, fp16 tensor 65 TFLOP/s x 0.78; DRAM latency 496 cycles (MT4G, Turing).
+    # A 64 x 64 x 32 two-stage tile (CUTLASS sm75) does 262144 FLOP per K-slice in
+    # 262144 / (65e12 x 0.78 / 40) = 206.8 ns, less than one load latency (311.9 ns): with k = 4096
+    # (128 slices, 63 groups) its loop waits 63 x 105.1 ns = 6.62 us on top of 26.47 us of math.
+    # Its operand panels (64 + 64) x 4096 x 2 B + the C tile, at one SM's share (1/40) of the
+    # 813.8 GB/s L2, take 51.94 us: the stall is hidden and the kernel is L2-bound.
+    from hwmodels.catalog import load_device
+
+    p = gpu.gpu_params(load_device("t4"), "fp16")
+    tile = next(c for c in gpu.tile_candidates("turing") if c.name == "64x64x32_s2")
+    t_iter = 2 * 64 * 64 * 32 / (p.matrix_flops_per_s * p.matrix_fraction / p.sms)
+    assert t_iter == pytest.approx(206.8e-9, rel=1e-3) and p.dram_latency_s == pytest.approx(311.9e-9, rel=1e-3)
+    assert gpu.pipeline_stall_s(128, 2, p.dram_latency_s, t_iter) == pytest.approx(63 * (p.dram_latency_s - t_iter))
+    e = gpu.gemm(64, 64, 4096, p, (tile,), split_k=(1,))
+    assert e.compute_s == pytest.approx(128 * t_iter)
+    assert e.memory_s == pytest.approx((128 * 4096 * 2 + 64 * 64 * 2) * 40 / p.l2_bytes_per_s)
+    assert e.time_s == pytest.approx(e.memory_s + p.dram_latency_s) and e.latency_s == p.dram_latency_s
+
+
+def test_gemm_choice_with_stalls_matches_every_candidate_alone():
+    # the vectorised chooser re-times only variants whose stall-free choice stalls; the result
+    # must equal the minimum over every (tile, split) timed on its own, over latency variants
+    d = h100()
+    base = gpu.gpu_params(d, "bf16")
+    lat = np.array([0.2e-6, 0.4e-6, 1e-6, 3e-6, 8e-6])
+    p = dataclasses.replace(base, dram_latency_s=lat, matrix_flops_per_s=base.matrix_flops_per_s * np.array([1, 2, 4, 1, 2]))
+    cands = gpu.tile_candidates(d.arch)
+    # (shape, variants whose chosen kernel has an exposed stall): at a 3 us latency, 3 slices of
+    # a 4-stage 128 x 256 x 64 tile (0.72 us each at the catalog rate) do not cover one load;
+    # at twice the rate the same kernels turn L2-bound and the stall hides
+    cases = [((4096, 4096, 4096), [3]), ((1024, 1024, 8192), [3, 4]), ((2048, 512, 512), [])]
+    for (m, n, k), stalled in cases:
+        e = gpu.gemm(m, n, k, p, cands)
+        alone = np.min([gpu.gemm(m, n, k, p, (c,), split_k=(s,)).time_s
+                        for c in cands for s in gpu.SPLIT_K_FACTORS], axis=0)
+        np.testing.assert_allclose(e.time_s, alone, rtol=1e-12)
+        assert list(np.nonzero(e.latency_s > lat * (1 + 1e-9))[0]) == stalled
+
+
+def test_more_latency_never_faster():
+    d = h100()
+    p = dataclasses.replace(gpu.gpu_params(d, "bf16"), dram_latency_s=np.linspace(0.1e-6, 10e-6, 40))
+    cands = gpu.tile_candidates(d.arch)
+    for m, n, k in [(128, 128, 8192), (2048, 2048, 2048), (16, 4096, 4096)]:
+        assert np.all(np.diff(gpu.gemm(m, n, k, p, cands).time_s) >= 0)
