@@ -44,6 +44,7 @@ __all__ = [
     "RuleSet",
     "ruleset",
     "register_rule",
+    "collective_cost",
     "set_fallback",
     "lower",
     "rule_name_for",
@@ -509,17 +510,25 @@ def _view(op: Op, ctx: LoweringContext) -> KernelCost:
     return zero_cost("view")
 
 
-@register_rule("gpu", *sorted(COLLECTIVE_KINDS))
-def _collective(op: Op, ctx: LoweringContext) -> KernelCost:
+def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], fallback: Rule,
+                    describe: Callable[[int, Any], str]) -> KernelCost:
+    """A collective over ``group_size`` devices: free alone; else a ring over the system fabric or the
+    device's first link named in ``link_names``; ``fallback`` when there is no such link."""
     n = int(op.attrs.get("group_size", 1))
     if n <= 1:
         return zero_cost("collective-noop")
     link = ctx.fabric
     if link is None:
-        link = next((ln for ln in ctx.device.links if ln.name in ("peer", "nvlink", "fabric")), None)
+        link = next((ln for ln in ctx.device.links if ln.name in link_names), None)
     if link is None:
-        return _gpu_roofline(op, ctx)
-    return ring_collective(op, link, n, f"{n} devices over {link.kind}; raw link bandwidth")
+        return fallback(op, ctx)
+    return ring_collective(op, link, n, describe(n, link))
+
+
+@register_rule("gpu", *sorted(COLLECTIVE_KINDS))
+def _collective(op: Op, ctx: LoweringContext) -> KernelCost:
+    return collective_cost(op, ctx, ("peer", "nvlink", "fabric"), _gpu_roofline,
+                           lambda n, link: f"{n} devices over {link.kind}; raw link bandwidth")
 
 
 def _gpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:

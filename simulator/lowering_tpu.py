@@ -56,10 +56,10 @@ from simulator.lowering import (
     VIEW_KINDS,
     KernelCost,
     LoweringContext,
+    collective_cost,
     element_bytes,
     is_narrow_grouped_conv,
     register_rule,
-    ring_collective,
     set_fallback,
     zero_cost,
 )
@@ -412,16 +412,9 @@ def _tpu_view(op: Op, ctx: LoweringContext) -> KernelCost:
 
 @register_rule("tpu", *sorted(COLLECTIVE_KINDS))
 def _tpu_collective(op: Op, ctx: LoweringContext) -> KernelCost:
-    n = int(op.attrs.get("group_size", 1))
-    if n <= 1:
-        return zero_cost("collective-noop")
-    link = ctx.fabric
-    if link is None:
-        link = next((ln for ln in ctx.device.links if ln.name in ("ici", "peer", "fabric")), None)
-    if link is None:
-        return _tpu_roofline(op, ctx)
-    return ring_collective(op, link, n, f"{n} chips in a ring over {link.kind} ({link.name}); "
-                           "raw link bandwidth, per-hop latency per step")
+    return collective_cost(op, ctx, ("ici", "peer", "fabric"), _tpu_roofline,
+                           lambda n, link: f"{n} chips in a ring over {link.kind} ({link.name}); "
+                                           "raw link bandwidth, per-hop latency per step")
 
 
 def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
