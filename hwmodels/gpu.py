@@ -48,6 +48,7 @@ device's :class:`~hwmodels.spec.EfficiencySpec`; no factor is a literal here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -266,9 +267,26 @@ def tile_family(arch: str) -> str:
     )
 
 
-def tile_candidates(arch: str, matrix_unit: bool = True) -> tuple[TileCandidate, ...]:
-    """Candidate CTA tiles a library would consider on ``arch`` (SIMT tiles when not ``matrix_unit``)."""
-    return _FAMILIES[tile_family(arch)] if matrix_unit else _SIMT
+#: Operand width (bytes) the tensor-core tile tables above are written for (16-bit types).
+_TABLE_OPERAND_BYTES = 2.0
+
+
+@functools.lru_cache(maxsize=64)
+def tile_candidates(arch: str, matrix_unit: bool = True, in_bytes: float = _TABLE_OPERAND_BYTES
+                    ) -> tuple[TileCandidate, ...]:
+    """Candidate CTA tiles a library would consider on ``arch`` (SIMT tiles when not ``matrix_unit``).
+
+    Tensor-core tiles keep the same K depth in *bytes* across operand widths, as the CUTLASS
+    generators instantiate them (e.g. SM90 WGMMA: K = 64 for 16-bit types, 32 for tf32, 128 for
+    fp8; SM80: 32/64 for 16-bit, 16/32 for tf32), so ``in_bytes`` scales each tile's K.
+    """
+    if not matrix_unit:
+        return _SIMT
+    base = _FAMILIES[tile_family(arch)]
+    if in_bytes == _TABLE_OPERAND_BYTES:
+        return base
+    scale = _TABLE_OPERAND_BYTES / in_bytes
+    return tuple(dataclasses.replace(t, tile_k=max(8, int(t.tile_k * scale))) for t in base)
 
 
 # ------------------------------------------------------------------------------------------------

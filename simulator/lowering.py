@@ -292,7 +292,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_dram_bytes: float | None = None) -> KernelCost:
     p = ctx.params(dtype)
-    cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit)
+    cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit, in_bytes=in_bytes)
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared)
     dram = _f(e.dram_bytes)
     if a_dram_bytes is not None:

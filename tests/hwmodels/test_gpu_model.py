@@ -338,3 +338,25 @@ def test_more_latency_never_faster():
     cands = gpu.tile_candidates(d.arch)
     for m, n, k in [(128, 128, 8192), (2048, 2048, 2048), (16, 4096, 4096)]:
         assert np.all(np.diff(gpu.gemm(m, n, k, p, cands).time_s) >= 0)
+
+
+def test_tensor_core_tiles_keep_their_k_depth_in_bytes():
+    """CUTLASS instantiates tf32 tiles with half, and fp8 tiles with twice, the 16-bit K depth (elements)."""
+    base = [c.tile_k for c in gpu.tile_candidates("hopper")]
+    assert set(base) == {64, 128}
+    assert [c.tile_k for c in gpu.tile_candidates("hopper", in_bytes=4.0)] == [k // 2 for k in base]
+    assert [c.tile_k for c in gpu.tile_candidates("hopper", in_bytes=1.0)] == [k * 2 for k in base]
+    assert gpu.tile_candidates("hopper", matrix_unit=False) == gpu.tile_candidates("ampere", matrix_unit=False)
+
+
+def test_tf32_gemm_on_hopper_fits_and_runs_below_the_tf32_peak():
+    """A tf32 GEMM used to find no tile (16-bit K depth with 4-byte operands overflowed shared memory)."""
+    from hwmodels.catalog import load_device
+    from simulator.engine import EvalOptions, evaluate
+    from workloads.micro import build_micro
+
+    rep = evaluate(build_micro("gemm:m=4096,n=4096,k=4096", dtype="tf32"), load_device("h100-sxm5-80gb"),
+                   EvalOptions())
+    rec = rep.records[0]
+    assert rec.tile.endswith(("x32_s4_c2x2", "x32_s4_c2x1", "x32_s4", "x32_s6_c2x2", "x32_s6"))
+    assert 0.5 * 494.7e12 < rec.flops / rec.time_s <= 494.7e12

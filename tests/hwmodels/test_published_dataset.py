@@ -51,6 +51,8 @@ MICRO_KEYS = {
 #: relative tolerance of a recomputed time against the stored median_s
 REL_TOL = 5e-3
 _TFLOPS_RE = re.compile(r"([\d,]+(?:\.\d+)?)\s*TFLOP", re.IGNORECASE)
+#: a plain FLOP/s figure, as the OpenXLA matmul performance table writes it (integer FLOP/s)
+_FLOPS_RE = re.compile(r"^(\d+)\s*FLOP/s\b")
 #: "tokens/s" is a batch-1 per-user decode rate; "out tok/s" is the aggregate output rate of a batch
 _RATE_RE = re.compile(
     r"^([\d,]+(?:\.\d+)?)\s*(img/s|sequences/sec|tokens/s|out tok/s(?:/GPU)?)"
@@ -77,7 +79,10 @@ def _parse_micro(workload: str) -> tuple[str, dict[str, str]]:
 
 def _tflops(metric: str) -> float | None:
     match = _TFLOPS_RE.search(metric)
-    return float(match.group(1).replace(",", "")) if match else None
+    if match:
+        return float(match.group(1).replace(",", ""))
+    plain = _FLOPS_RE.match(metric)
+    return int(plain.group(1)) / 1e12 if plain else None
 
 
 def _row_ids(rows: list[dict[str, str]], keep: Callable[[dict[str, str]], bool]) -> list[str]:
@@ -207,3 +212,42 @@ def test_nvbench_bandwidth_matches_read_plus_write_traffic() -> None:
     )
     moved_bytes = 3 * 2 * 2**28
     assert moved_bytes / float(row["median_s"]) == pytest.approx(6.721e12, rel=1e-3)
+
+
+def _is_xla_table_row(r: dict[str, str]) -> bool:
+    return "matmul_interpolator_data.h" in r["source"]
+
+
+def test_xla_table_selection_rule_and_dtypes() -> None:
+    # README rule: per dtype, b=1 cubes 256..4096 (5), b=1 non-cubic shapes with m,n,k in
+    # {1024, 4096} (6), b in {2, 4} cubes 1024..4096 (6): 17 shapes, bf16 and tf32 each.
+    rows = [r for r in ROWS if _is_xla_table_row(r)]
+    shapes: dict[str, set[tuple[int, int, int, int]]] = {"bf16": set(), "tf32": set()}
+    for r in rows:
+        _, f = _parse_micro(r["workload"])
+        shapes[r["dtype"]].add((int(f.get("b", "1")), int(f["m"]), int(f["n"]), int(f["k"])))
+    big = (1024, 4096)
+    expected = (
+        {(1, s, s, s) for s in (256, 512, 1024, 2048, 4096)}
+        | {(1, m, n, k) for m in big for n in big for k in big if len({m, n, k}) > 1}
+        | {(b, s, s, s) for b in (2, 4) for s in (1024, 2048, 4096)}
+    )
+    assert len(rows) == 34
+    assert shapes["bf16"] == expected
+    assert shapes["tf32"] == expected
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if _is_xla_table_row(r)],
+    ids=_row_ids(ROWS, _is_xla_table_row),
+)
+def test_xla_table_rows_imply_whole_nanosecond_kernel_times(row: dict[str, str]) -> None:
+    # The generator stores int(2*b*m*n*k * 1e9 / median_kernel_ns): a correctly copied figure
+    # gives back a whole number of nanoseconds (the truncation moves it by under 1e-8 ns here).
+    match = _FLOPS_RE.match(row["metric_reported"])
+    assert match is not None
+    _, f = _parse_micro(row["workload"])
+    flops = 2 * int(f["m"]) * int(f["n"]) * int(f["k"]) * int(f.get("b", "1"))
+    kernel_ns = flops * 1e9 / int(match.group(1))
+    assert kernel_ns == pytest.approx(round(kernel_ns), abs=1e-6)
