@@ -228,10 +228,31 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     return v
 
 
+def _additive_times() -> frozenset[str]:
+    """Time fields whose spec default is 0: additive terms where 0 means 'not present / not modelled'."""
+    from hwmodels import spec as _spec
+
+    names = set()
+    for obj in vars(_spec).values():
+        if dataclasses.is_dataclass(obj) and isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                if f.metadata.get("unit") == "s" and f.default == 0.0:
+                    names.add(f.name)
+    return frozenset(names)
+
+
+_ZERO_ALLOWED = _additive_times()
+
+
 def _check_value(v: float, unit: str, name: str, path: str, problems: _Problems) -> bool:
     if not math.isfinite(v):
         problems.add(path, f"not finite; got {v!r}; expected a finite number")
         return False
+    if name in _ZERO_ALLOWED:
+        if v < 0:
+            problems.add(path, f"must not be negative; got {format_quantity(v, unit)}; expected >= 0")
+            return False
+        return True
     if unit in _POSITIVE_UNITS and not v > 0:
         problems.add(path, f"must be positive; got {format_quantity(v, unit)}; expected > 0")
         return False

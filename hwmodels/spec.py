@@ -246,6 +246,13 @@ class EfficiencySpec:
         "attention kernels (cp.async, TMA)",
         default=1.0,
     )
+    kernel_device_time_s: float = spec_field(
+        "s",
+        "device-side time every kernel adds to its modelled work (grid ramp-up, prologue and epilogue "
+        "fences, tail), on top of its compute or memory time; no published figure exists, so it is 0 "
+        "(not modelled) until calibration fits it to measurements",
+        default=0.0,
+    )
 
 
 @dataclass(frozen=True)

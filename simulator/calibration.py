@@ -201,6 +201,7 @@ class Param:
     path: str
     lower: float
     upper: float
+    linear: bool = False  # a field whose default is 0 (an additive time): fitted on a linear scale
 
 
 #: Bounds of the CPU fields relative to their defaults (``"x"`` + factor) or absolute (plain numbers).
@@ -234,8 +235,10 @@ _CPU_PLAIN_PARAMS = ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_
 #: Fields calibrated by default, by device kind (a mapping gives bounds; see :data:`_CPU_BOUNDS`).
 DEFAULT_PARAMS: dict[str, tuple[str, ...] | dict[str, tuple[float | str, float | str]]] = {
     "cpu": _CPU_BOUNDS,
-    "gpu": ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
-            "efficiency.dram_bandwidth_fraction", "efficiency.launch_overhead_s"),
+    "gpu": {"efficiency.tensor_peak_fraction": None, "efficiency.vector_peak_fraction": None,
+            "efficiency.dram_bandwidth_fraction": None, "efficiency.launch_overhead_s": None,
+            # additive device-side time per kernel: 0 by default (no published figure), up to 20 us
+            "efficiency.kernel_device_time_s": (0.0, 20e-6)},
     "tpu": ("efficiency.tensor_peak_fraction", "efficiency.dram_bandwidth_fraction",
             "efficiency.launch_overhead_s"),
 }
@@ -301,8 +304,16 @@ def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] |
             raise SpecError(f"calibration params: {exc}") from None
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise SpecError(f"calibration params: {path}: not a numeric field; got {v!r}; expected a path to a number")
+        if v == 0 and bounds is not None:  # an additive term not modelled by default: fit on a linear scale
+            lo, hi = _bound(bounds[0], 0.0, path), _bound(bounds[1], 0.0, path)
+            if not (lo == 0 < hi):
+                raise SpecError(f"calibration params: {path}: bounds ({lo}, {hi}) for a field whose default is 0; "
+                                "expected (0, upper) with upper > 0")
+            out.append(Param(path, 0.0, float(hi), linear=True))
+            continue
         if not v > 0:
-            raise SpecError(f"calibration params: {path}: default must be positive to fit on a log scale; got {v!r}")
+            raise SpecError(f"calibration params: {path}: default must be positive to fit on a log scale (or 0 with "
+                            f"bounds (0, upper)); got {v!r}")
         lo, hi = (_bound(bounds[0], float(v), path), _bound(bounds[1], float(v), path)) if bounds is not None \
             else _default_bounds(path, float(v))
         if not 0 < lo <= float(v) <= hi:
@@ -452,8 +463,12 @@ class Calibrator:
         self.regularization_ = (self.regularization if self.regularization is not None
                                 else kind_settings["regularization"])
         v0 = np.array([float(get_path(dev, p.path)) for p in params])
-        lo = np.log(np.array([p.lower for p in params]) / v0)
-        hi = np.log(np.array([p.upper for p in params]) / v0)
+        lin = np.array([p.linear for p in params])
+        # log-scale parameters: x = log(value / default); linear ones (default 0): x = value / upper
+        scale = np.where(lin, [p.upper for p in params], 1.0)
+        safe_v0 = np.where(lin, 1.0, v0)
+        lo = np.where(lin, 0.0, np.log(np.array([p.lower if not p.linear else 1.0 for p in params]) / safe_v0))
+        hi = np.where(lin, 1.0, np.log(np.array([p.upper for p in params]) / safe_v0))
         meas = measurements.median_s
         logm = np.log(meas)
         # the prior's total weight does not grow with the number of fitted fields
@@ -462,7 +477,8 @@ class Calibrator:
         base_pred = self._predict_with(measurements, system)
 
         def values(x: np.ndarray) -> dict[str, float]:
-            return {p.path: float(v) for p, v in zip(params, v0 * np.exp(x), strict=True)}
+            vals = np.where(lin, x * scale, safe_v0 * np.exp(np.where(lin, 0.0, x)))
+            return {p.path: float(v) for p, v in zip(params, vals, strict=True)}
 
         def residuals(x: np.ndarray) -> np.ndarray:
             pred = self._predict_with(measurements, _with_values(system, values(x)))

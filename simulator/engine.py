@@ -349,7 +349,7 @@ def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
 def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: float,
                    opts: EvalOptions) -> tuple[float, float, float, float, float, float, str, bool]:
     """(time, dynamic J, static J, compute, memory, overhead, bound, capped) of one kernel cost."""
-    device_t = kc.device_time_s
+    device_t = kc.device_time_s + kc.kernels * dev.efficiency.kernel_device_time_s
     t = max(device_t, kc.kernels * floor) if kc.kernels > 0 else device_t
     compute, memory = kc.compute_s, kc.memory_s
     e_dyn = float(dynamic_energy(

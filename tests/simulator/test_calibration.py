@@ -167,3 +167,41 @@ def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
     assert cal.params_["cpu.dnn_peak_fraction"] == pytest.approx(0.6, rel=1e-3)
     assert cal.params_["cpu.library_call_overhead_s"] == pytest.approx(12e-6, rel=1e-3)
     assert dataclasses.replace(start).cpu.dnn_peak_fraction == 0.8  # the input spec is untouched
+
+
+def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
+    """kernel_device_time_s is 0 by default (not modelled); the fit recovers a known per-kernel time."""
+    dev = load_device(DEV)
+    assert dev.efficiency.kernel_device_time_s == 0.0
+
+    def predict(graph, system) -> float:  # noqa: ANN001
+        d = getattr(system, "device", system)
+        return graph.flops / (d.compute.tensor_flops_per_s["bf16"] * 0.8) + d.efficiency.kernel_device_time_s
+
+    rows = ["id,workload,dtype,device,median_s"]
+    for i, s in enumerate((128, 256, 512, 1024, 2048, 4096)):
+        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * 0.8) + 3e-6
+        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
+    ms = MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+    cal = Calibrator({"efficiency.kernel_device_time_s": (0.0, 20e-6)}, predict=predict, regularization=0.0)
+    cal.fit(ms, dev)
+    assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)
+    assert cal.defaults_["efficiency.kernel_device_time_s"] == 0.0
+    with pytest.raises(SpecError, match=r"default must be positive to fit on a log scale \(or 0 with bounds"):
+        Calibrator(["efficiency.kernel_device_time_s"], predict=predict).fit(ms, dev)
+
+
+def test_evaluate_adds_the_per_kernel_device_time() -> None:
+    """A kernel above the launch floor and below the power cap takes exactly kernel_device_time_s longer."""
+    from hwmodels.spec import replace_path
+    from simulator.engine import evaluate
+    from workloads.micro import build_micro
+
+    dev = load_device(DEV)
+    for spec in ("gemm:m=1024,n=1024,k=1024", "copy:bytes=268435456"):
+        g = build_micro(spec)
+        base = evaluate(g, dev).records[0]
+        plus = evaluate(g, replace_path(dev, "efficiency.kernel_device_time_s", 4e-6)).records[0]
+        assert not base.power_capped and not plus.power_capped
+        assert base.time_s > dev.efficiency.launch_overhead_s
+        assert plus.time_s - base.time_s == pytest.approx(4e-6, rel=1e-9)
