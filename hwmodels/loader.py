@@ -455,6 +455,17 @@ def _merged_efficiency(
 _DEVICE_SCALARS = ("name", "kind", "vendor", "arch", "description")
 
 
+def _split_refs(data: Mapping[str, Any], problems: _Problems) -> tuple[dict[str, Any], dict[str, str]]:
+    """A file's tables without ``refs``/``schema``, and its ``[refs]`` citations (checked)."""
+    data = dict(data)
+    refs = data.pop("refs", {}) or {}
+    data.pop("schema", None)
+    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
+        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
+        refs = {}
+    return data, refs
+
+
 def device_from_dict(
     data: Mapping[str, Any],
     *,
@@ -475,12 +486,7 @@ def device_from_dict(
         ``catalog/defaults/efficiency.toml`` when None.
     """
     problems = _Problems(where)
-    data = dict(data)
-    refs = data.pop("refs", {}) or {}
-    data.pop("schema", None)
-    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
-        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
-        refs = {}
+    data, refs = _split_refs(data, problems)
 
     for key in _DEVICE_SCALARS:
         if key not in data:
@@ -675,12 +681,7 @@ def system_from_dict(
 ) -> SystemSpec:
     """Build a :class:`SystemSpec`; ``device = "name"`` is resolved through ``resolve_device``."""
     problems = _Problems(where)
-    data = dict(data)
-    refs = data.pop("refs", {}) or {}
-    data.pop("schema", None)
-    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
-        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
-        refs = {}
+    data, refs = _split_refs(data, problems)
     ctx = _Ctx(problems, refs, None)
     for key in ("name", "description"):
         if not isinstance(data.get(key), str):
