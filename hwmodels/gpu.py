@@ -16,7 +16,14 @@ wave included); per CTA, tensor-core time of the padded tile versus the time to 
 panels from L2 into the SM (with thread-block-cluster multicast on Hopper and later), the time to feed the tensor cores from shared memory (warp tiles), and
 device-wide DRAM time with L2 reuse (compulsory traffic when the operands fit in L2, else the unique
 panels of each wave). The kernel takes the largest of these plus one DRAM latency for the pipeline
-prologue. Each CTA's K loop is also a chain of dependent loads: a shared-memory stage is refilled
+prologue and the pipeline's two edges, exposed once per kernel: before any math the first K-slice's
+operand panels must arrive, after the last load one slice of math remains (so ``N`` slices take
+``N * max(load, math) + min(load, math)``), and the last tile's C store reaches L2 (its bytes at the
+SM's share of the L2 bandwidth, plus one L2 latency). Split-K adds its serial fixup: the CTAs of
+one output tile add their fp32 partials in turn, each after the previous one's flag, so
+``split - 1`` hand-offs of two L2 latencies plus reading and writing the fp32 tile; every split CTA
+also moves its partial through L2. All of these are catalog numbers (L2 bandwidth and latency,
+tile sizes), no fitted factor. Each CTA's K loop is also a chain of dependent loads: a shared-memory stage is refilled
 only after the math that read it, so with ``stages`` buffers and a load latency ``L`` every group
 of ``stages`` iterations waits ``max(0, L - (stages - 1) * t_iter)`` on top of its math
 (:func:`pipeline_stall_s`); libraries size ``stages`` so this is zero for large tiles, and it
@@ -323,6 +330,7 @@ class GpuParams:
     max_ctas_per_sm: ArrayLike
     warp_mma_scale: ArrayLike = 1.0  # warp-level mma.sync rate / native tensor rate (<= 1)
     l2_tile_fraction: ArrayLike = 1.0  # fraction of L2 bandwidth bulk tile copies (cp.async/TMA) reach
+    l2_latency_s: ArrayLike = 0.0  # load-to-use latency of an L2 hit (split-K fixup hand-offs)
     uses_matrix_unit: bool = True
 
 
@@ -395,6 +403,7 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         max_ctas_per_sm=float(sm.max_ctas_per_sm),
         warp_mma_scale=warp_scale,
         l2_tile_fraction=dev.efficiency.l2_tile_bandwidth_fraction,
+        l2_latency_s=l2.latency_s if l2 is not hbm else hbm.latency_s,
         uses_matrix_unit=matrix,
     )
 
@@ -430,6 +439,9 @@ class GemmEstimate(KernelEstimate):
     waves: ArrayLike = 0.0
     ctas_per_sm: ArrayLike = 0
     bound_level: Any = ""
+    fixup_s: ArrayLike = 0.0  # split-K serial reduction, part of latency_s
+    edge_s: ArrayLike = 0.0  # pipeline edges (first slice's load or last slice's math; C store), part of latency_s
+    stall_s: ArrayLike = 0.0  # K-loop load stall not hidden under the memory time, part of latency_s
 
 
 def _a(x: ArrayLike) -> np.ndarray:
@@ -530,13 +542,16 @@ def gemm(
     b_shared
         True when all batch entries share one B (counted once in DRAM traffic).
     split_k
-        Split-K factors to consider; split-K partial sums (fp32) are reduced through L2/DRAM.
+        Split-K factors to consider; split-K partial sums (fp32) are reduced through L2/DRAM by a
+        serial fixup (``fixup_s`` of the result).
 
     Returns
     -------
     GemmEstimate
         Arrays over the hardware shape; ``tile``/``split_k``/``waves`` describe the chosen kernel.
-        ``latency_s`` is the prologue (one DRAM latency) plus the part of the K-loop load stall
+        ``latency_s`` is the prologue (one DRAM latency), the pipeline edges (first slice's
+        operand load or last slice's math, whichever is shorter, and the last C-tile store), the
+        split-K fixup, plus the part of the K-loop load stall
         (:func:`pipeline_stall_s`, per round of co-resident CTAs on the busiest SM) not hidden
         under ``memory_s``.
 
@@ -582,7 +597,8 @@ def gemm(
     t_smem = per_sm * smem_cta / _a(p.smem_bytes_per_s_per_sm)[ex]
 
     # L2 -> SM operand panels (cluster multicast shares panels) + C tile (or fp32 partials)
-    l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0, out_bytes)
+    # (split-K: every CTA writes its fp32 partial and all but one read the previous one back)
+    l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0 * (2.0 - 1.0 / sk), out_bytes)
     t_l2 = per_sm * l2_cta * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
 
     # DRAM: compulsory when operands fit in L2, else the unique panels of each wave
@@ -601,7 +617,23 @@ def gemm(
     t_mem = np.maximum(np.maximum(t_smem, t_l2), t_dram)
     latency = _a(p.dram_latency_s)[ex]
 
-    total = np.where(feasible, np.maximum(t_compute, t_mem) + latency, np.inf)
+    # split-K fixup (serial reduction): the CTAs of one output tile add their fp32 partials in
+    # turn, each after the previous one's flag (an L2 round trip), reading and writing the tile
+    # at its SM's share of the L2 tile bandwidth
+    tile_l2_s = 2.0 * em * en * 4.0 * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
+    t_fix = (sk - 1.0) * (2.0 * _a(p.l2_latency_s)[ex] + tile_l2_s)
+    # pipeline edges, exposed once per kernel (a persistent kernel overlaps every other tile's):
+    # the first K-slice's operands arrive before any math, the last slice's math follows the
+    # last load (one slice of the cheaper of the two), and the last tile's C store (fp32 partial
+    # under split-K) waits for its write to reach L2
+    share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
+    a_slice = (em / cn + en / cm) * tk * in_bytes * share
+    c_slice = 2.0 * tm * tn * tk / rate_sm
+    t_epi = em * en * np.where(sk > 1, 4.0, out_bytes) * share + _a(p.l2_latency_s)[ex]
+    t_edge = np.minimum(a_slice, c_slice) + t_epi
+    fixed = latency + t_fix + t_edge  # prologue + fixup + pipeline edges
+
+    total = np.where(feasible, np.maximum(t_compute, t_mem) + fixed, np.inf)
     hw_shape = total.shape[:-1]
     ncand = total.shape[-1]
     if not np.all(np.isfinite(np.min(total, axis=-1))):
@@ -636,7 +668,7 @@ def gemm(
         cols = np.arange(ncand)
         t_ch, t_mh = gather(t_compute, rh, cols), gather(t_mem, rh, cols)
         busy = np.maximum(t_ch + stall_at(rh, cols), t_mh)
-        tot = np.where(gather(feasible, rh, cols), busy + gather(latency, rh, cols), np.inf)
+        tot = np.where(gather(feasible, rh, cols), busy + gather(fixed, rh, cols), np.inf)
         b_h = np.argmin(tot, axis=-1)[..., None]
         best[hit] = b_h[..., 0]
         time[hit] = np.take_along_axis(tot, b_h, axis=-1)[..., 0]
@@ -655,7 +687,7 @@ def gemm(
         time_s=_scalar_or(time),
         compute_s=pick(t_compute),
         memory_s=pick(t_mem),
-        latency_s=_scalar_or(gather(latency, rows, best) + exposed),  # prologue + exposed stall
+        latency_s=_scalar_or(gather(fixed, rows, best) + exposed),  # prologue + fixup + exposed stall
         dram_bytes=pick(dram),
         l2_bytes=pick(ctas * l2_cta),
         smem_bytes=pick(smem_total),
@@ -665,6 +697,9 @@ def gemm(
         waves=_scalar_or(_a(pick(ctas)) / (_a(p.sms) * _a(pick(occ)))),
         ctas_per_sm=pick(occ),
         bound_level=str(levels[lvl]) if np.ndim(lvl) == 0 else levels[lvl],
+        fixup_s=pick(t_fix),
+        edge_s=pick(t_edge),
+        stall_s=_scalar_or(exposed),
     )
 
 

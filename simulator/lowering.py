@@ -306,8 +306,15 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
         rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=dtype if p.uses_matrix_unit else "",
         tile=str(e.tile), split_k=int(e.split_k), ctas=int(e.ctas), waves=_f(e.waves),
-        ctas_per_sm=int(e.ctas_per_sm), notes=f"bound by {e.bound_level}" if _f(e.memory_s) > _f(e.compute_s) else "",
+        ctas_per_sm=int(e.ctas_per_sm), notes=_gemm_notes(e),
     )
+
+
+def _gemm_notes(e: Any) -> str:
+    parts = [f"bound by {e.bound_level}"] if _f(e.memory_s) > _f(e.compute_s) else []
+    if int(e.split_k) > 1:
+        parts.append(f"split-K fixup {_f(e.fixup_s) * 1e6:.2f} us")
+    return "; ".join(parts)
 
 
 @register_rule("gpu", "matmul")

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.fmt import table
     from simulator.measurements import MeasurementSet
     from simulator.validation import DEFAULT_DATASET as PUBLISHED
+    from simulator.validation import OP_LEVEL
 
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
@@ -103,8 +104,17 @@ def run(args: argparse.Namespace) -> int:
     allrows = MeasurementSet(tuple(m for _, rows in groups for m in rows), source)
     pred = np.concatenate(preds)
     summary = summarize_errors(pred, allrows)
+    # the op-level (one kernel) and end-to-end (whole model) groups, where both kinds are present
+    groups_oe = {}
+    for gname, keep in (("op-level", True), ("end-to-end", False)):
+        idx = [i for i, m in enumerate(allrows) if (m.category in OP_LEVEL) == keep]
+        if idx and len(idx) < len(allrows):
+            groups_oe[gname] = summarize_errors(pred[idx], MeasurementSet(tuple(allrows[i] for i in idx), source),
+                                                by_class=False)
     if args.json:
         out = summary.to_json()
+        if groups_oe:
+            out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
         if len(groups) > 1:
             out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
                                 for (_, rows), p in zip(groups, preds, strict=True)}
@@ -116,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
             return [name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.p90_ape:.1f}", f"{s.max_ape:.1f}",
                     f"{s.bias:+.1f}"]
 
-        rows_t = [line("all", summary)] + [line(c, s) for c, s in sorted(summary.by_class.items())]
+        rows_t = ([line("all", summary)] + [line(g, s) for g, s in groups_oe.items()]
+                  + [line(c, s) for c, s in sorted(summary.by_class.items())])
         if len(groups) > 1:
             rows_t += [line(rows[0].device, summarize_errors(p, rows, by_class=False))
                        for (_, rows), p in zip(groups, preds, strict=True)]
