@@ -448,6 +448,17 @@ def _a(x: ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
+def _ip(ufunc: Any, a: Any, b: Any) -> Any:
+    """``ufunc(a, b)``, written into ``a`` when ``a`` is a writable array of the broadcast shape.
+
+    Sweeps over many hardware variants make these arrays large; updating them in place avoids a
+    fresh allocation per operation. Cached (read-only) arrays and smaller operands are never written.
+    """
+    if isinstance(a, np.ndarray) and a.flags.writeable and np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
+        return ufunc(a, b, out=a)
+    return ufunc(a, b)
+
+
 def _scalar_or(x: np.ndarray) -> ArrayLike:
     return float(x) if np.ndim(x) == 0 else x
 
@@ -586,54 +597,73 @@ def gemm(
     en = np.minimum(tn, n)
 
     sms = _a(p.sms)[ex]
+    # (full-size arrays over hardware x candidates are updated in place: sweeps are memory-bound)
     per_sm = np.ceil(ctas / sms)  # CTAs on the busiest SM (wave quantization incl. partial last wave)
 
     # tensor-core (or SIMT) time: padded tiles do full math
     rate_sm = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms
-    t_compute = per_sm * (2.0 * tm * tn * k_eff) / rate_sm
+    inv_rate = 1.0 / rate_sm
+    t_compute = _ip(np.multiply, per_sm * (2.0 * tm * tn * k_eff), inv_rate)
 
     # shared memory -> math units (warp-tile operand reads)
     smem_cta = st["nwarps"] * (st["wmt"] + st["wnt"]) * k_eff * in_bytes
-    t_smem = per_sm * smem_cta / _a(p.smem_bytes_per_s_per_sm)[ex]
+    t_smem = _ip(np.multiply, per_sm * smem_cta, 1.0 / _a(p.smem_bytes_per_s_per_sm)[ex])
 
     # L2 -> SM operand panels (cluster multicast shares panels) + C tile (or fp32 partials)
     # (split-K: every CTA writes its fp32 partial and all but one read the previous one back)
     l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0 * (2.0 - 1.0 / sk), out_bytes)
-    t_l2 = per_sm * l2_cta * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
+    share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]  # s per byte at one SM's share of the L2
+    t_l2 = _ip(np.multiply, per_sm * l2_cta, share)
 
     # DRAM: compulsory when operands fit in L2, else the unique panels of each wave
     ab = batch * m * k * in_bytes + (1 if b_shared else batch) * k * n * in_bytes
     c_bytes = batch * m * n * out_bytes
     l2cap = _a(p.l2_capacity_bytes)[ex]
-    conc = np.minimum(ctas, sms * occ)  # CTAs resident at once
-    r = np.minimum(tiles_m, np.maximum(1.0, np.round(np.sqrt(conc))))
-    cc = np.minimum(tiles_n * sk, np.ceil(conc / r))
-    streamed = (ctas / conc) * (r * em + cc * en) * k_per_split * in_bytes
-    operands = np.where(ab <= l2cap, ab, np.maximum(ab, streamed))
+    need = ab > l2cap
+    if np.any(need):
+        # a wave of conc resident CTAs covers an r x cc block of output tiles and reads its panels
+        conc = _ip(np.minimum, sms * occ, ctas)  # CTAs resident at once
+        r = np.sqrt(conc)
+        np.round(r, out=r)
+        r = _ip(np.minimum, _ip(np.maximum, r, 1.0), tiles_m)
+        cc = conc / r
+        np.ceil(cc, out=cc)
+        cc = _ip(np.minimum, cc, tiles_n * sk)
+        streamed = _ip(np.add, _ip(np.multiply, r, em), _ip(np.multiply, cc, en))
+        streamed = _ip(np.multiply, streamed, k_per_split * in_bytes)
+        streamed = _ip(np.multiply, streamed, ctas / conc)  # waves of resident CTAs
+        streamed = _ip(np.maximum, streamed, ab)
+        operands = streamed if np.all(need) else np.where(need, streamed, ab)
+    else:
+        operands = ab
     partials = np.where(sk > 1, 2.0 * sk * batch * m * n * 4.0, 0.0)
-    dram = operands + c_bytes + np.where(partials <= l2cap, 0.0, partials)
-    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))[ex]
+    dram = operands + (c_bytes + np.where(partials <= l2cap, 0.0, partials))
+    t_dram = dram * (1.0 / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction)))[ex]
 
-    t_mem = np.maximum(np.maximum(t_smem, t_l2), t_dram)
+    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
     latency = _a(p.dram_latency_s)[ex]
 
     # split-K fixup (serial reduction): the CTAs of one output tile add their fp32 partials in
     # turn, each after the previous one's flag (an L2 round trip), reading and writing the tile
-    # at its SM's share of the L2 tile bandwidth
-    tile_l2_s = 2.0 * em * en * 4.0 * sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
-    t_fix = (sk - 1.0) * (2.0 * _a(p.l2_latency_s)[ex] + tile_l2_s)
-    # pipeline edges, exposed once per kernel (a persistent kernel overlaps every other tile's):
+    # at its SM's share of the L2 tile bandwidth.
+    # Pipeline edges, exposed once per kernel (a persistent kernel overlaps every other tile's):
     # the first K-slice's operands arrive before any math, the last slice's math follows the
     # last load (one slice of the cheaper of the two), and the last tile's C store (fp32 partial
-    # under split-K) waits for its write to reach L2
-    share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]
-    a_slice = (em / cn + en / cm) * tk * in_bytes * share
-    c_slice = 2.0 * tm * tn * tk / rate_sm
-    t_epi = em * en * np.where(sk > 1, 4.0, out_bytes) * share + _a(p.l2_latency_s)[ex]
-    t_edge = np.minimum(a_slice, c_slice) + t_epi
-    fixed = latency + t_fix + t_edge  # prologue + fixup + pipeline edges
+    # under split-K) waits for its write to reach L2 (one L2 latency).
+    # Summed per candidate with as few full-size array operations as possible (sweeps).
+    l2_lat = _a(p.l2_latency_s)[ex]
+    fix_bytes = (sk - 1.0) * 2.0 * em * en * 4.0
+    epi_bytes = em * en * np.where(sk > 1, 4.0, out_bytes)
+    slice_bytes = (em / cn + en / cm) * tk * in_bytes
+    slice_flops = 2.0 * tm * tn * tk
+    hops = 2.0 * (sk - 1.0) + 1.0  # L2 latencies: two per fixup hand-off, one for the last store
+    fixed = _ip(np.add, share * (fix_bytes + epi_bytes), latency + l2_lat * hops)
+    edge = _ip(np.minimum, share * slice_bytes, slice_flops * inv_rate)
+    fixed = _ip(np.add, fixed, edge)  # prologue + fixup + edges
 
-    total = np.where(feasible, np.maximum(t_compute, t_mem) + fixed, np.inf)
+    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    if not np.all(feasible):
+        total = np.where(feasible, total, np.inf)
     hw_shape = total.shape[:-1]
     ncand = total.shape[-1]
     if not np.all(np.isfinite(np.min(total, axis=-1))):
@@ -679,6 +709,10 @@ def gemm(
         return _scalar_or(np.take_along_axis(xb, best[..., None], axis=-1)[..., 0])
 
     t_d, t_l, t_s = pick(t_dram), pick(t_l2), pick(t_smem)
+    # the chosen kernel's fixup and edges, recomputed for it alone (the sweep summed them)
+    ch = lambda x: gather(x, rows, best)  # noqa: E731
+    t_fix = ch((sk - 1.0) * 2.0 * l2_lat) + ch(fix_bytes * share)
+    t_edge = ch(l2_lat + 0.0 * sk) + ch(epi_bytes * share) + np.minimum(ch(slice_bytes * share), ch(slice_flops * inv_rate))
     lvl = np.argmax(np.stack(np.broadcast_arrays(t_d, t_l, t_s)), axis=0)
     levels = np.array(["dram", "l2", "smem"])
     tile = st["names"][best]
@@ -697,8 +731,8 @@ def gemm(
         waves=_scalar_or(_a(pick(ctas)) / (_a(p.sms) * _a(pick(occ)))),
         ctas_per_sm=pick(occ),
         bound_level=str(levels[lvl]) if np.ndim(lvl) == 0 else levels[lvl],
-        fixup_s=pick(t_fix),
-        edge_s=pick(t_edge),
+        fixup_s=_scalar_or(t_fix),
+        edge_s=_scalar_or(t_edge),
         stall_s=_scalar_or(exposed),
     )
 
