@@ -248,9 +248,10 @@ class EfficiencySpec:
     )
     kernel_device_time_s: float = spec_field(
         "s",
-        "device-side time every kernel adds to its modelled work (grid ramp-up, prologue and epilogue "
-        "fences, tail), on top of its compute or memory time; no published figure exists, so it is 0 "
-        "(not modelled) until calibration fits it to measurements",
+        "device-side time every kernel adds beyond its modelled work (grid ramp-up, fences, clock and "
+        "cache state; GEMM pipeline edges and split-K fixups are modelled separately), on top of its "
+        "compute or memory time; no published figure exists, so it is 0 (not modelled) until "
+        "calibration fits it to measurements",
         default=0.0,
     )
 
