@@ -712,7 +712,7 @@ def gemm(
     # the chosen kernel's fixup and edges, recomputed for it alone (the sweep summed them)
     ch = lambda x: gather(x, rows, best)  # noqa: E731
     t_fix = ch((sk - 1.0) * 2.0 * l2_lat) + ch(fix_bytes * share)
-    t_edge = ch(l2_lat + 0.0 * sk) + ch(epi_bytes * share) + np.minimum(ch(slice_bytes * share), ch(slice_flops * inv_rate))
+    t_edge = ch(l2_lat * np.ones_like(sk)) + ch(epi_bytes * share) + np.minimum(ch(slice_bytes * share), ch(slice_flops * inv_rate))
     lvl = np.argmax(np.stack(np.broadcast_arrays(t_d, t_l, t_s)), axis=0)
     levels = np.array(["dram", "l2", "smem"])
     tile = st["names"][best]
@@ -721,7 +721,7 @@ def gemm(
         time_s=_scalar_or(time),
         compute_s=pick(t_compute),
         memory_s=pick(t_mem),
-        latency_s=_scalar_or(gather(fixed, rows, best) + exposed),  # prologue + fixup + exposed stall
+        latency_s=_scalar_or(gather(fixed, rows, best) + exposed),  # prologue + fixup + edges + exposed stall
         dram_bytes=pick(dram),
         l2_bytes=pick(ctas * l2_cta),
         smem_bytes=pick(smem_total),
