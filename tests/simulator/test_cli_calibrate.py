@@ -59,6 +59,17 @@ def test_published_calibration_lowers_held_out_error_on_t4(capsys: pytest.Captur
 def test_validate_published_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc, s = _json(capsys, ["validate", "--dataset", "published", "--json"])
     assert rc == 0 and SUMMARY_KEYS <= set(s) and s["n"] >= 94 and "t4" in s["by_device"]
+    # the op-level / end-to-end groups partition the rows and match the library's summaries
+    from simulator.validation import validate_published
+
+    g = s["by_group"]
+    assert g["op-level"]["n"] + g["end-to-end"]["n"] == s["n"]
+    lib = validate_published()
+    for name in ("op-level", "end-to-end"):
+        assert g[name]["n"] == lib[name].n and g[name]["mape"] == pytest.approx(lib[name].mape, abs=1e-3)
+    # B200's rows are all kernels: one kind, so no groups
+    rc, one = _json(capsys, ["validate", "--dataset", "published", "--hardware", "b200", "--json"])
+    assert rc == 0 and one["n"] == 25 and "by_group" not in one
 
 
 def _bad(tmp_path: Path, text: str) -> Path:
