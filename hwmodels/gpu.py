@@ -709,10 +709,11 @@ def gemm(
         return _scalar_or(np.take_along_axis(xb, best[..., None], axis=-1)[..., 0])
 
     t_d, t_l, t_s = pick(t_dram), pick(t_l2), pick(t_smem)
-    # the chosen kernel's fixup and edges, recomputed for it alone (the sweep summed them)
-    ch = lambda x: gather(x, rows, best)  # noqa: E731
-    t_fix = ch((sk - 1.0) * 2.0 * l2_lat) + ch(fix_bytes * share)
-    t_edge = ch(l2_lat * np.ones_like(sk)) + ch(epi_bytes * share) + np.minimum(ch(slice_bytes * share), ch(slice_flops * inv_rate))
+    # the chosen kernel's fixup and edges, recomputed for it alone (the sweep summed them): the
+    # per-candidate constants indexed by the choice times the hardware values, no full-size array
+    hs, hi, hl = share[..., 0], inv_rate[..., 0], l2_lat[..., 0]
+    t_fix = (sk[best] - 1.0) * 2.0 * hl + fix_bytes[best] * hs
+    t_edge = hl + epi_bytes[best] * hs + np.minimum(slice_bytes[best] * hs, slice_flops[best] * hi)
     lvl = np.argmax(np.stack(np.broadcast_arrays(t_d, t_l, t_s)), axis=0)
     levels = np.array(["dram", "l2", "smem"])
     tile = st["names"][best]

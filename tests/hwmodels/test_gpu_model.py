@@ -359,6 +359,11 @@ def test_gemm_choice_with_stalls_matches_every_candidate_alone():
                         for c in cands for s in gpu.SPLIT_K_FACTORS], axis=0)
         np.testing.assert_allclose(e.time_s, alone, rtol=1e-12)
         assert list(np.nonzero(e.stall_s > 0)[0]) == stalled
+        # the chosen kernel's fixup and edges in the sweep equal each variant's own
+        for i in range(len(lat)):
+            one = gpu.gemm(m, n, k, dataclasses.replace(p, dram_latency_s=lat[i],
+                                                        matrix_flops_per_s=p.matrix_flops_per_s[i]), cands)
+            assert (one.edge_s, one.fixup_s) == pytest.approx((e.edge_s[i], e.fixup_s[i]), rel=1e-12)
 
 
 def test_more_latency_never_faster():

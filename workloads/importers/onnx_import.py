@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from workloads.dtypes import DType, parse_dtype
+from workloads.importers import unique_name
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
 from workloads.semantics import semantics_of
 
@@ -462,12 +463,7 @@ class _Importer:
 
     # --- emitting ops ----------------------------------------------------------------------------
     def unique(self, name: str) -> str:
-        base, n = name, 1
-        while name in self.op_names:
-            name = f"{base}_{n}"
-            n += 1
-        self.op_names.add(name)
-        return name
+        return unique_name(name, self.op_names)
 
     def emit(self, name: str, group: str, kind: str, inputs: Sequence[TensorSpec], out_names: Sequence[str],
              out_dtypes: Sequence[DType | None] | None = None, **attrs: Any) -> list[TensorSpec]:

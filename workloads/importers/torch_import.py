@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workloads.dtypes import DType, parse_dtype
+from workloads.importers import unique_name
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
 from workloads.semantics import semantics_of
 
@@ -173,12 +174,7 @@ class _Importer:
 
     # --- emitting -------------------------------------------------------------------------------------
     def unique(self, name: str) -> str:
-        base, n = name, 1
-        while name in self.op_names:
-            name = f"{base}_{n}"
-            n += 1
-        self.op_names.add(name)
-        return name
+        return unique_name(name, self.op_names)
 
     def emit(self, node: Any, kind: str, inputs: Sequence[TensorSpec], *, out_names: Sequence[str] | None = None,
              vals: Sequence[Any] | None = None, suffix: str = "", **attrs: Any) -> list[TensorSpec]:
