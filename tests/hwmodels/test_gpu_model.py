@@ -386,7 +386,7 @@ def test_tensor_core_tiles_keep_their_k_depth_in_bytes():
 def test_tf32_gemm_on_hopper_fits_and_runs_below_the_tf32_peak():
     """A tf32 GEMM used to find no tile (16-bit K depth with 4-byte operands overflowed shared memory)."""
     from hwmodels.catalog import load_device
-    from simulator.engine import EvalOptions, evaluate
+    from simulator.engines.analytical import EvalOptions, evaluate
     from workloads.micro import build_micro
 
     rep = evaluate(build_micro("gemm:m=4096,n=4096,k=4096", dtype="tf32"), load_device("h100-sxm5-80gb"),

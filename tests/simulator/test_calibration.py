@@ -18,7 +18,7 @@ from simulator.calibration import (
     summarize_errors,
     write_overlay,
 )
-from simulator.measurements import MeasurementSet
+from simulator.calibration.measurements import MeasurementSet
 
 DEV = "h100-sxm5-80gb"
 
@@ -128,7 +128,7 @@ def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
     import dataclasses
 
     from hwmodels.spec import CpuSpec
-    from simulator.calibration import DEFAULT_PARAMS, _params
+    from simulator.calibration.fit import DEFAULT_PARAMS, _params
     from tests.simulator.test_lowering_cpu import cpu_device
 
     dev = cpu_device()
@@ -194,7 +194,7 @@ def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
 def test_evaluate_adds_the_per_kernel_device_time() -> None:
     """A kernel above the launch floor and below the power cap takes exactly kernel_device_time_s longer."""
     from hwmodels.spec import replace_path
-    from simulator.engine import evaluate
+    from simulator.engines.analytical import evaluate
     from workloads.micro import build_micro
 
     dev = load_device(DEV)

@@ -60,7 +60,7 @@ def test_validate_published_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc, s = _json(capsys, ["validate", "--dataset", "published", "--json"])
     assert rc == 0 and SUMMARY_KEYS <= set(s) and s["n"] >= 94 and "t4" in s["by_device"]
     # the op-level / end-to-end groups partition the rows and match the library's summaries
-    from simulator.validation import validate_published
+    from simulator.calibration.validation import validate_published
 
     g = s["by_group"]
     assert g["op-level"]["n"] + g["end-to-end"]["n"] == s["n"]

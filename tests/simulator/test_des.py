@@ -15,8 +15,8 @@ from gpu_devices import h100, toy_gpu  # noqa: E402
 from hwmodels.spec import LinkSpec, SystemSpec  # noqa: E402
 from simulator import EvalOptions, evaluate, simulate  # noqa: E402
 from simulator.cli import main  # noqa: E402
-from simulator.des import LINK_TRACK, ScheduledOpCost  # noqa: E402
-from simulator.trace import HOST_PID, report_to_chrome_trace  # noqa: E402
+from simulator.engines.discrete_event import LINK_TRACK, ScheduledOpCost  # noqa: E402
+from simulator.report.trace import HOST_PID, report_to_chrome_trace  # noqa: E402
 from workloads.analysis import critical_path  # noqa: E402
 from workloads.ir import GraphBuilder, OpGraph  # noqa: E402
 from workloads.zoo import build_model  # noqa: E402
@@ -255,7 +255,7 @@ def test_streams_must_be_a_positive_integer(bad):
 
 
 def test_trace_option_logs_the_events(caplog):
-    with caplog.at_level("DEBUG", logger="simulator.des"):
+    with caplog.at_level("DEBUG", logger="simulator.engines.discrete_event"):
         simulate(tiny_chain(3), toy_gpu(), trace=True)
     msgs = [m for m in caplog.messages if m.startswith("t=")]
     assert len(msgs) == 9 and "launch relu0" in msgs[0]  # launch, start, end per op

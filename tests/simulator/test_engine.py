@@ -262,7 +262,7 @@ def test_attention_kernel_option_selects_the_design():
 def test_conv_weight_gradient_reads_x_not_its_im2col_matrix():
     """Implicit-GEMM wgrad reads X and dY from DRAM, never the 9x larger im2col matrix of a 3x3 conv."""
     from hwmodels.catalog import load_device
-    from simulator.engine import evaluate
+    from simulator.engines.analytical import evaluate
     from workloads.ir import GraphBuilder
 
     b = GraphBuilder("wgrad", "bf16")

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.executor import AUTOGRAD_KINDS, NOT_EXECUTABLE, TORCH_KINDS, compile_graph
+from simulator.calibration.executor import (
+    AUTOGRAD_KINDS,
+    NOT_EXECUTABLE,
+    TORCH_KINDS,
+    compile_graph,
+)
 from workloads.ir import GraphBuilder, UnsupportedOpError
 from workloads.micro import build_micro
 from workloads.semantics import kinds
@@ -118,7 +123,7 @@ def _one_op_graphs() -> dict[str, object]:
 def test_every_torch_kind_executes_with_the_inferred_shapes_and_dtypes() -> None:
     """Each kind of TORCH_KINDS, alone in a graph, runs (in no-grad mode, as the harness does for
     backward kernels) and returns tensors of the shapes and dtypes the semantics infer."""
-    from simulator.executor import _tdtype
+    from simulator.calibration.executor import _tdtype
 
     ops = _one_op_graphs()
     assert set(TORCH_KINDS) <= set(ops), sorted(set(TORCH_KINDS) - set(ops))

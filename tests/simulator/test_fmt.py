@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.fmt import binary_bytes, si, table
 from simulator.report import format_si
+from simulator.report.formatting import binary_bytes, si, table
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [

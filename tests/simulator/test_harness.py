@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.harness import Case, TimingPolicy, catalog_gpu_name, run_cases
+from simulator.calibration.harness import Case, TimingPolicy, catalog_gpu_name, run_cases
 
 CATALOG = ["a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb",
            "h100-sxm5-80gb", "h200-sxm-141gb", "l4", "l40s", "mi300x", "t4", "v100-pcie-32gb", "v100-sxm2-32gb", "host"]
@@ -52,7 +52,7 @@ def test_backward_kernels_and_training_steps_are_timed_not_skipped() -> None:
 def test_cuda_fp32_precision_follows_the_case_dtype_and_is_restored(dtype: str, expected: str) -> None:
     """PyTorch runs fp32 cuDNN convolutions on TF32 by default; an fp32 case must time IEEE fp32."""
     torch = pytest.importorskip("torch")
-    from simulator.harness import _execution_mode, _fp32_precision_flags
+    from simulator.calibration.harness import _execution_mode, _fp32_precision_flags
 
     flags, _ = _fp32_precision_flags(torch)
     before = [getattr(o, a) for o, a in flags]

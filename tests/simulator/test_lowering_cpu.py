@@ -15,7 +15,7 @@ from hwmodels.spec import (
     PowerSpec,
     SpecError,
 )
-from simulator.lowering_cpu import _flash_pairs, conv_path, cpu_kernel_cost
+from simulator.lowering.cpu import _flash_pairs, conv_path, cpu_kernel_cost
 from workloads.resolve import load_workload
 
 FP32 = 100e9  # FLOP/s

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.measurements import COLUMNS, MeasurementError, MeasurementSet
+from simulator.calibration.measurements import COLUMNS, MeasurementError, MeasurementSet
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "id,category,workload,dtype,device,median_s,min_s,repetitions,iqr_s"
@@ -109,7 +109,7 @@ def test_filter_and_round_trip(tmp_path: Path) -> None:
 
 
 def test_published_dataset_loads() -> None:
-    from simulator.calibration import known_devices
+    from simulator.hardware import known_devices
 
     ms = MeasurementSet.load(ROOT / "hwmodels" / "measurements" / "published_gpu.csv", devices=known_devices())
     assert len(ms) >= 94

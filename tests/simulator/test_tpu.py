@@ -10,9 +10,9 @@ from hwmodels.loader import apply_overlay, device_from_dict, load_efficiency_def
 from hwmodels.spec import SpecError
 from hwmodels.systolic import gemm_cycles
 from simulator.cli import main
-from simulator.engine import EvalOptions, evaluate
+from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.lowering import rule_name_for
-from simulator.lowering_tpu import map_gemm, pipelined_cycles
+from simulator.lowering.tpu import map_gemm, pipelined_cycles
 from workloads.resolve import load_workload
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]

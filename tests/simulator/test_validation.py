@@ -13,7 +13,8 @@ import logging
 import numpy as np
 import pytest
 
-from simulator.validation import DEFAULT_DATASET, run_options, validate_published
+from simulator.calibration.predict import run_options
+from simulator.calibration.validation import DEFAULT_DATASET, validate_published
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_run_options_follow_the_stated_software_stack():
 
 def test_summary_statistics_by_hand():
     from simulator.calibration import summarize_errors
-    from simulator.measurements import Measurement, MeasurementSet
+    from simulator.calibration.measurements import Measurement, MeasurementSet
 
     ms = MeasurementSet(tuple(Measurement(f"r{i}", "gemm:m=1,n=1,k=1", "t4", "fp16", 1.0, category="gemm")
                               for i in range(4)), "by-hand")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from simulator.fmt import table
+from simulator.report.formatting import table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

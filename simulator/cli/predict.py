@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from simulator.commands._common import add_model_args, graph_from_args, positive_int
+from simulator.cli.common import add_model_args, graph_from_args, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.calibration import load_hardware
-    from simulator.engine import EvalOptions, evaluate
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.hardware import load_hardware
 
     if not args.verbose:  # the report's warnings are printed below; do not repeat them as log lines
         logging.getLogger("simulator").setLevel(logging.ERROR)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     opts = EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
                        allow_tf32=args.tf32, calibration_id=cal_id)
     if args.engine == "des":
-        from simulator.des import simulate
+        from simulator.engines.discrete_event import simulate
 
         report = simulate(graph, hw, opts, streams=args.streams or 1)
     else:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         import json
 
-        from simulator.trace import report_to_chrome_trace
+        from simulator.report.trace import report_to_chrome_trace
 
         with open(args.trace, "w", encoding="utf-8") as fh:
             json.dump(report_to_chrome_trace(report), fh, sort_keys=True)

@@ -2,7 +2,7 @@
 
 Every case is a workload the rest of the project understands (a micro-workload string such as
 ``gemm:m=512,n=512,k=512`` or a zoo model with batch/seq/phase), built as an OpGraph and executed by
-:mod:`simulator.executor`, so what is timed is exactly what the models predict. Timing: warm-up runs
+:mod:`simulator.calibration.executor`, so what is timed is exactly what the models predict. Timing: warm-up runs
 until ``warmup_s`` has passed (at least two), then repetitions until ``budget_s`` has passed (between
 ``min_reps`` and ``max_reps``); each repetition is synchronised with the device (CUDA events on GPUs,
 ``time.perf_counter`` on CPUs). Statistics: median, minimum, inter-quartile range.
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from hwmodels.host import HOST_NAME
-from simulator.executor import compile_graph, torch_available
-from simulator.measurements import Measurement, MeasurementSet, case_label
+from simulator.calibration.executor import compile_graph, torch_available
+from simulator.calibration.measurements import Measurement, MeasurementSet, case_label
 
 __all__ = ["Case", "TimingPolicy", "suite", "SUITES", "time_runner", "run_cases", "environment", "catalog_gpu_name",
            "detect_device_name"]
@@ -312,7 +312,7 @@ def detect_device_name(device: str) -> str:
     """The catalog name of the GPU ``device`` (``"cuda"``, ``"cuda:1"``) is; see :func:`catalog_gpu_name`."""
     import torch
 
-    from simulator.calibration import known_devices
+    from simulator.hardware import known_devices
 
     dev = _require_cuda(torch, device)
     props = torch.cuda.get_device_properties(dev)

@@ -487,7 +487,7 @@ def _torch_step(torch: Any, op: Op, device: str, dev: Any, state: dict[str, Any]
         return update
     why = NOT_EXECUTABLE.get(k, "not implemented by the executor")
     raise UnsupportedOpError(f"{where}: cannot be executed ({why}); got op kind {k!r}; expected one of the kinds in "
-                             "simulator.executor.TORCH_KINDS")
+                             "simulator.calibration.executor.TORCH_KINDS")
 
 
 #: Op kinds the torch backend executes (collectives only with group_size 1).

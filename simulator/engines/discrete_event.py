@@ -1,6 +1,6 @@
 """The discrete-event engine: ``simulate(graph, system, options)`` schedules per-op costs on SimPy resources.
 
-The analytical engine (:func:`simulator.engine.evaluate`) costs every op and adds the times up on
+The analytical engine (:func:`simulator.engines.analytical.evaluate`) costs every op and adds the times up on
 one stream. This engine takes the same per-op costs (it calls ``evaluate`` and schedules its
 records, so both engines share one costing path) and composes them as a SimPy simulation:
 
@@ -44,7 +44,7 @@ from typing import Any
 import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
-from simulator.engine import EvalOptions, evaluate, launch_floor_s, spec_of
+from simulator.engines.analytical import EvalOptions, evaluate, launch_floor_s, spec_of
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
 from workloads.ir import OpGraph
@@ -120,7 +120,7 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     system
         A device, or a system whose device runs the graph (collectives use its fabric).
     options
-        :class:`~simulator.engine.EvalOptions`, as for :func:`~simulator.engine.evaluate`.
+        :class:`~simulator.engines.analytical.EvalOptions`, as for :func:`~simulator.engines.analytical.evaluate`.
     streams
         Compute streams of the device: how many kernels may run at once (1: in-order execution).
     trace

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from simulator.commands._common import add_model_args, graph_from_args
-from simulator.fmt import binary_bytes, si, table
+from simulator.cli.common import add_model_args, graph_from_args
+from simulator.report.formatting import binary_bytes, si, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from simulator.commands._common import positive_int
+    from simulator.cli.common import positive_int
 
     p = sub.add_parser("measure", help="time microbenchmarks (and zoo networks) on this machine's CPU or GPU",
                        description="Run a microbenchmark suite (GEMM shape sweep per dtype, batched GEMM, conv, "
@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.calibration import known_devices
-    from simulator.commands.calibrate import output_path
-    from simulator.harness import TimingPolicy, run_cases, suite
+    from simulator.calibration.harness import TimingPolicy, run_cases, suite
+    from simulator.cli.calibrate import output_path
+    from simulator.hardware import known_devices
 
     device = args.device.strip().lower()
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):

@@ -1,6 +1,6 @@
 """Command-line entry point `nodeperf`: parses arguments and dispatches to one command module each.
 
-Each command lives in ``simulator/commands/<name>.py`` and exposes ``register(subparsers)``, which
+Each command lives in ``simulator/cli/<name>.py`` and exposes ``register(subparsers)``, which
 adds its parser and sets ``func`` (``args -> int``) as the default. User errors (``ValueError``
 subclasses such as SpecError and GraphError, ``FileNotFoundError``, ``NotImplementedError`` for
 unsupported ops) become one line on stderr and exit code 2, never a traceback.
@@ -43,9 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:
-            mod = importlib.import_module(f"simulator.commands.{name}")
+            mod = importlib.import_module(f"simulator.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"simulator.commands.{name}":
+            if exc.name == f"simulator.cli.{name}":
                 continue  # command not built yet
             raise
         mod.register(sub)

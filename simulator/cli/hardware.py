@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hwmodels import catalog
-    from simulator.fmt import binary_bytes, si, table
+    from simulator.report.formatting import binary_bytes, si, table
 
     if args.action == "show":
         if not args.name:

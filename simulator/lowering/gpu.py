@@ -1,278 +1,34 @@
-"""Lowering rules: which hardware-model function costs each op kind on each kind of device.
+"""GPU lowering rules: GEMM, convolution, attention, streaming, router, RNN and collective ops on SMs.
 
-A *rule* maps one op to a :class:`KernelCost` (device-side time components, traffic per level,
-matrix/vector work, the chosen kernel) using the numeric models of :mod:`hwmodels`. Rules are kept
-in one :class:`RuleSet` per device kind (``"gpu"``, ``"tpu"``, ``"cpu"``); the engines look rules
-up by ``(device.kind, op.kind)`` and fall back to the rule set's roofline — marked as a fallback in
-the report and warned about — when a kind has no rule.
-
-Extending to another device kind (e.g. a TPU rule set)
-------------------------------------------------------
-Create a module (``simulator/lowering_tpu.py``) that registers its rules against the kind::
-
-    from simulator.lowering import KernelCost, LoweringContext, register_rule, set_fallback
-
-    @register_rule("tpu", "matmul", "conv2d")
-    def _tpu_contraction(op, ctx: LoweringContext) -> KernelCost:
-        ...  # call hwmodels.systolic functions with ctx.device.systolic and the op's dims
-
-    set_fallback("tpu", my_tpu_roofline)
-
-and import it from :data:`RULE_MODULES` (or import it before evaluating). A rule receives the op and
-a :class:`LoweringContext` (device, options, L2-resident input bytes, per-call caches) and must not
-mutate either. Nothing else in the engines depends on the device kind.
+Each rule maps one op onto the numeric models of :mod:`hwmodels.gpu` (tile choice, waves, split-K,
+pipeline edges, DRAM traffic) and returns a :class:`~simulator.lowering.common.KernelCost`; kinds
+without a rule fall back to :func:`_gpu_roofline`, marked in the report.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from hwmodels import gpu
-from hwmodels.spec import DeviceSpec, LinkSpec, SpecError
-from workloads.ir import Op, UnsupportedOpError
+from hwmodels.spec import DeviceSpec, SpecError
+from simulator.lowering.common import (
+    COLLECTIVE_KINDS,
+    VIEW_KINDS,
+    KernelCost,
+    LoweringContext,
+    collective_cost,
+    element_bytes,
+    is_narrow_grouped_conv,
+    register_rule,
+    set_fallback,
+    sfu_ops,
+    zero_cost,
+)
+from workloads.ir import Op
 from workloads.semantics import conv_dims, gemm_dims
 
-__all__ = [
-    "KernelCost",
-    "LoweringContext",
-    "Rule",
-    "RuleSet",
-    "ruleset",
-    "register_rule",
-    "collective_cost",
-    "set_fallback",
-    "lower",
-    "rule_name_for",
-    "VIEW_KINDS",
-    "COLLECTIVE_KINDS",
-    "NARROW_GROUP_CHANNELS",
-    "RULE_MODULES",
-    "attention_kernel_for",
-    "element_bytes",
-    "zero_cost",
-    "is_narrow_grouped_conv",
-    "ring_collective",
-    "sfu_ops",
-]
-
-logger = logging.getLogger(__name__)
-
-#: Kinds that only relabel memory: no kernel, no cost.
-VIEW_KINDS = frozenset({"reshape", "split", "slice"})
-#: Communication kinds: rings over the system fabric or a device link; no producer fuses into them.
-COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
-#: Grouped convolutions with fewer output channels per group than this (depthwise and similar) run
-#: as direct kernels on the vector units: one group cannot fill the N = 8 side of the smallest
-#: tensor-core MMA shape (``mma.sync`` m16n8k16, PTX ISA "Matrix shape"), nor a systolic array.
-NARROW_GROUP_CHANNELS = 8
-#: Optional modules registering rule sets for further device kinds (imported on first lookup).
-RULE_MODULES: tuple[str, ...] = ("simulator.lowering_tpu", "simulator.lowering_cpu")
-
-
-@dataclass(frozen=True)
-class KernelCost:
-    """Device-side cost of one op as its rule estimates it (before launch floor and power cap).
-
-    ``compute_s`` and ``memory_s`` overlap; ``latency_s`` is added (pipeline prologue, DRAM
-    latency, serial steps). ``matrix_flops``/``vector_flops`` split the arithmetic by unit for
-    energy; ``sfu_ops`` are special-function evaluations.
-    """
-
-    compute_s: float
-    memory_s: float
-    latency_s: float
-    dram_bytes: float
-    l2_bytes: float
-    smem_bytes: float
-    matrix_flops: float
-    vector_flops: float
-    rule: str
-    matrix_dtype: str = ""
-    tile: str = ""
-    split_k: int = 1
-    ctas: int = 0
-    waves: float = 0.0
-    ctas_per_sm: int = 0
-    kernels: int = 1
-    fallback: bool = False
-    notes: str = ""
-
-    @property
-    def device_time_s(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.latency_s
-
-
-@dataclass
-class LoweringContext:
-    """What a rule may consult: the device, evaluation options and per-op facts the engine knows.
-
-    Attributes
-    ----------
-    device
-        The device the op runs on.
-    options
-        The engine's options object (``allow_tf32`` etc.).
-    resident_bytes
-        Bytes of this op's inputs resident in L2 (produced by the previous kernel and small enough).
-    fabric
-        The system's device-to-device link (collectives), if any.
-    group_size
-        Devices in the system.
-    """
-
-    device: DeviceSpec
-    options: Any
-    resident_bytes: float = 0.0
-    fabric: LinkSpec | None = None
-    group_size: int = 1
-    _params: dict[tuple[str, bool], gpu.GpuParams] = field(default_factory=dict)
-
-    def params(self, dtype: str) -> gpu.GpuParams:
-        """GPU model parameters of the device for contractions in ``dtype`` (cached)."""
-        tf32 = bool(getattr(self.options, "allow_tf32", False))
-        key = (dtype, tf32)
-        if key not in self._params:
-            self._params[key] = gpu.gpu_params(self.device, dtype, allow_tf32=tf32)
-        return self._params[key]
-
-
-Rule = Callable[[Op, LoweringContext], KernelCost]
-
-
-class RuleSet:
-    """Rules for one device kind, plus the fallback used for kinds without a rule."""
-
-    def __init__(self, device_kind: str) -> None:
-        self.device_kind = device_kind
-        self.rules: dict[str, Rule] = {}
-        self.fallback: Rule | None = None
-
-    def register(self, *op_kinds: str) -> Callable[[Rule], Rule]:
-        def deco(fn: Rule) -> Rule:
-            for k in op_kinds:
-                self.rules[k] = fn
-            return fn
-
-        return deco
-
-    def lookup(self, op_kind: str) -> Rule | None:
-        return self.rules.get(op_kind)
-
-
-_RULESETS: dict[str, RuleSet] = {}
-_loaded_modules = False
-
-
-def ruleset(device_kind: str) -> RuleSet:
-    """The rule set of ``device_kind`` (created empty on first use)."""
-    if device_kind not in _RULESETS:
-        _RULESETS[device_kind] = RuleSet(device_kind)
-    return _RULESETS[device_kind]
-
-
-def register_rule(device_kind: str, *op_kinds: str) -> Callable[[Rule], Rule]:
-    """Decorator registering a rule for ``op_kinds`` on ``device_kind`` devices."""
-    return ruleset(device_kind).register(*op_kinds)
-
-
-def set_fallback(device_kind: str, fn: Rule) -> None:
-    """Set the fallback rule of ``device_kind`` (used, with a warning, for kinds without a rule)."""
-    ruleset(device_kind).fallback = fn
-
-
-def _load_rule_modules() -> None:
-    global _loaded_modules
-    if _loaded_modules:
-        return
-    _loaded_modules = True
-    for mod in RULE_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
-
-
-def rule_name_for(device_kind: str, op_kind: str) -> str | None:
-    """Name of the rule function that would cost ``op_kind`` (None: the fallback)."""
-    _load_rule_modules()
-    fn = ruleset(device_kind).lookup(op_kind)
-    return None if fn is None else fn.__name__.lstrip("_")
-
-
-def lower(op: Op, ctx: LoweringContext) -> KernelCost:
-    """Cost ``op`` on ``ctx.device`` with its rule, or with the fallback (marked, logged).
-
-    Raises
-    ------
-    UnsupportedOpError
-        The device kind has neither a rule for the op nor a fallback.
-    """
-    _load_rule_modules()
-    rs = ruleset(ctx.device.kind)
-    fn = rs.lookup(op.kind)
-    if fn is not None:
-        return fn(op, ctx)
-    if rs.fallback is None:
-        raise UnsupportedOpError(
-            f"op {op.name!r}: no lowering rule for kind {op.kind!r} on {ctx.device.kind} device "
-            f"{ctx.device.name!r} and no fallback; expected a rule registered with register_rule"
-        )
-    logger.debug("op %r (%s): no rule on %s devices; costed by the roofline fallback", op.name, op.kind, ctx.device.kind)
-    return rs.fallback(op, ctx)
-
-
-# ================================================================================================
-# helpers shared by the rule sets of every device kind
-
-
-def element_bytes(dtype: Any) -> float:
-    """Bytes per element of a workload dtype (``DType.bits / 8``)."""
-    return dtype.bits / 8.0
-
-
-
-def zero_cost(rule: str) -> KernelCost:
-    """The cost of an op that launches no kernel (views, collectives over one device)."""
-    return KernelCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, rule=rule, kernels=0)
-
-
-def is_narrow_grouped_conv(dims: dict[str, int]) -> bool:
-    """Whether a convolution (its :func:`~workloads.semantics.conv_dims`) has groups too narrow for the
-    matrix units (fewer than :data:`NARROW_GROUP_CHANNELS` output channels per group, one input
-    channel group per output group)."""
-    g = dims["groups"]
-    return g > 1 and dims["gemm_n"] * g == dims["c"] and dims["gemm_n"] < NARROW_GROUP_CHANNELS
-
-
-#: Ring steps of each collective over ``n`` devices (a ring all-reduce is a reduce-scatter then an
-#: all-gather: ``2 (n - 1)`` steps).
-_RING_STEPS: dict[str, Callable[[int], int]] = {
-    "all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1, "reduce_scatter": lambda n: n - 1,
-    "all_to_all": lambda n: n - 1, "send": lambda n: 1, "recv": lambda n: 1,
-}
-
-
-def ring_collective(op: Op, link: LinkSpec, n: int, notes: str) -> KernelCost:
-    """A collective of ``n`` devices as a ring over ``link``: each step sends one ``1/n`` chunk
-    (the whole message for send/recv) at the link's raw bandwidth and pays its latency."""
-    size = float(op.outputs[0].nbytes if op.kind == "all_gather"
-                 else (op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes))
-    steps = _RING_STEPS[op.kind](n)
-    per_step = size if op.kind in ("send", "recv") else size / n
-    wire = steps * per_step / link.bandwidth_bytes_per_s
-    return KernelCost(0.0, wire, steps * link.latency_s, 2.0 * steps * per_step, 0.0, 0.0, 0.0, float(op.flops),
-                      rule=f"ring-{op.kind}", notes=notes)
-
-
-# ================================================================================================
-# GPU rules
-
+__all__ = ["attention_kernel_for"]
 
 def _f(x: Any) -> float:
     return float(x)
@@ -431,20 +187,6 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
     return requested
 
 
-# kinds whose work per element includes a special-function evaluation (exp, tanh, erf, rsqrt, ...)
-_SFU_ELEMENTWISE = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "silu", "swish",
-                              "gelu", "erf", "softplus", "quick_gelu", "div", "pow"})
-
-
-def sfu_ops(op: Op) -> float:
-    """Special-function evaluations (exp, tanh, rsqrt, ...) of an op on a GPU's SFUs."""
-    if op.kind in ("softmax", "softmax_bwd", "cross_entropy"):
-        return float(op.inputs[0].numel)
-    if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
-        return float(op.outputs[0].numel)
-    return 0.0
-
-
 @register_rule("gpu", "elementwise", "elementwise_bwd", "softmax", "softmax_bwd", "layernorm", "rmsnorm",
                "batchnorm", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "reduction", "pool2d",
                "pool2d_bwd", "resize", "concat", "transpose", "cross_entropy", "cross_entropy_bwd",
@@ -515,21 +257,6 @@ def _rnn(op: Op, ctx: LoweringContext) -> KernelCost:
 @register_rule("gpu", *sorted(VIEW_KINDS))
 def _view(op: Op, ctx: LoweringContext) -> KernelCost:
     return zero_cost("view")
-
-
-def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], fallback: Rule,
-                    describe: Callable[[int, Any], str]) -> KernelCost:
-    """A collective over ``group_size`` devices: free alone; else a ring over the system fabric or the
-    device's first link named in ``link_names``; ``fallback`` when there is no such link."""
-    n = int(op.attrs.get("group_size", 1))
-    if n <= 1:
-        return zero_cost("collective-noop")
-    link = ctx.fabric
-    if link is None:
-        link = next((ln for ln in ctx.device.links if ln.name in link_names), None)
-    if link is None:
-        return fallback(op, ctx)
-    return ring_collective(op, link, n, describe(n, link))
 
 
 @register_rule("gpu", *sorted(COLLECTIVE_KINDS))

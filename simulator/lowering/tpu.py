@@ -51,7 +51,7 @@ import numpy as np
 
 from hwmodels.spec import DeviceSpec, MemoryLevel, SpecError
 from hwmodels.systolic import SystolicResult, gemm_cycles
-from simulator.lowering import (
+from simulator.lowering.common import (
     COLLECTIVE_KINDS,
     VIEW_KINDS,
     KernelCost,

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from simulator.fmt import si as format_si
+from simulator.report.formatting import si as format_si
 
 __all__ = ["OpCost", "Totals", "MemoryCheck", "CostReport", "BOUNDS", "BYTE_LEVELS", "format_si"]
 

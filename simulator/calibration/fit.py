@@ -2,7 +2,7 @@
 
 The :class:`Calibrator` follows scikit-learn's contract: parameters are given at construction
 (``params``: the dotted spec paths it may tune, with bounds), :meth:`Calibrator.fit` learns from a
-:class:`~simulator.measurements.MeasurementSet` and a system spec and sets attributes ending in
+:class:`~simulator.calibration.measurements.MeasurementSet` and a system spec and sets attributes ending in
 ``_``; :meth:`~Calibrator.predict` and :meth:`~Calibrator.error_summary` use the fitted spec.
 
 The fit is a bounded least-squares problem (``scipy.optimize.least_squares``) over the log of each
@@ -13,7 +13,7 @@ pulling towards the defaults.
 
 The result is an overlay TOML (``[values]`` by dotted path, a ``source`` line, and a
 ``[calibration]`` table of provenance: measurement file and hash, date, bounds, defaults and error
-summaries before/after) that :func:`apply_calibration` applies to any spec.
+summaries before/after) that :func:`simulator.hardware.apply_calibration` applies to any spec.
 """
 
 from __future__ import annotations
@@ -24,170 +24,35 @@ import logging
 import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec, get_path, replace_path
-from simulator.measurements import Measurement, MeasurementSet, case_label
+from simulator.calibration.errors import ErrorSummary, summarize_errors
+from simulator.calibration.measurements import MeasurementSet
+from simulator.calibration.predict import GraphCache, default_predict, quiet_engine
+from simulator.hardware import OVERLAY_SCHEMA, CalibrationError, device_of
 
 __all__ = [
-    "CalibrationError",
-    "ErrorSummary",
     "Param",
     "Calibrator",
-    "summarize_errors",
-    "default_predict",
-    "load_calibration",
-    "apply_calibration",
     "write_overlay",
     "DEFAULT_PARAMS",
     "FIT_SETTINGS",
-    "OVERLAY_SCHEMA",
-    "load_hardware",
-    "known_devices",
 ]
 
 logger = logging.getLogger(__name__)
 
-OVERLAY_SCHEMA = "nodeperf.calibration/1"
 #: Points per parameter of the coarse log-grid search that seeds the least-squares fit.
 _GRID_POINTS = 7
 #: Finite-difference step of the Jacobian in log-parameter space (a 0.1 % change of each value).
 _LOG_STEP = 1e-3
 
 
-class CalibrationError(ValueError):
-    """A fit could not converge, made errors worse, or a calibration file is invalid."""
-
-
-# ------------------------------------------------------------------------------------------------
-# error summaries
-
-
-@dataclass(frozen=True)
-class ErrorSummary:
-    """Prediction errors over a set of measurements (percentages as plain numbers).
-
-    ``ape`` is the absolute percentage error ``100 * |pred - meas| / meas``. ``bias`` is the geometric
-    mean of ``pred / meas`` minus one, in percent (positive: predictions are high). ``worst`` lists the
-    largest errors as (id, workload, predicted s, measured s, ape). ``by_class`` has one summary per op
-    class (the measurements' ``category``).
-    """
-
-    n: int
-    mape: float
-    median_ape: float
-    p90_ape: float
-    max_ape: float
-    bias: float
-    worst: tuple[tuple[str, str, float, float, float], ...] = ()
-    by_class: dict[str, ErrorSummary] = field(default_factory=dict)
-
-    def to_json(self, *, classes: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {k: _round(getattr(self, k)) for k in ("n", "mape", "median_ape", "p90_ape", "max_ape", "bias")}
-        out["worst"] = [{"id": i, "workload": w, "predicted_s": p, "measured_s": m, "ape": _round(a)}
-                        for i, w, p, m, a in self.worst]
-        if classes and self.by_class:
-            out["by_class"] = {k: v.to_json(classes=False) for k, v in sorted(self.by_class.items())}
-        return out
-
-
-def _round(x: float | int) -> float | int:
-    return x if isinstance(x, int) else float(f"{x:.6g}")
-
-
-def summarize_errors(
-    predicted_s: np.ndarray, measurements: MeasurementSet, *, worst: int = 5, by_class: bool = True
-) -> ErrorSummary:
-    """:class:`ErrorSummary` of ``predicted_s`` against the measurements' medians (row order)."""
-    pred = np.asarray(predicted_s, dtype=float)
-    meas = measurements.median_s
-    if pred.shape != meas.shape:
-        raise ValueError(f"error summary: {pred.size} predictions for {meas.size} measurements; expected equal counts")
-    if pred.size == 0:
-        return ErrorSummary(0, math.nan, math.nan, math.nan, math.nan, math.nan)
-    ape = 100.0 * np.abs(pred - meas) / meas
-    bias = 100.0 * (math.exp(float(np.mean(np.log(pred / meas)))) - 1.0)
-    order = np.argsort(-ape, kind="stable")[:worst]
-    ms = measurements.measurements
-    w = tuple((ms[i].id, case_label(ms[i].workload, ms[i].dtype, ms[i].batch, ms[i].seq, ms[i].phase),
-               float(pred[i]), float(meas[i]), float(ape[i])) for i in order)
-    classes: dict[str, ErrorSummary] = {}
-    if by_class:
-        cats = np.array([m.category for m in ms])
-        for c in sorted(set(cats.tolist())):
-            idx = np.flatnonzero(cats == c)
-            sub = MeasurementSet(tuple(ms[i] for i in idx), measurements.source)
-            classes[c] = summarize_errors(pred[idx], sub, worst=0, by_class=False)
-    return ErrorSummary(
-        n=int(pred.size), mape=float(ape.mean()), median_ape=float(np.median(ape)),
-        p90_ape=float(np.percentile(ape, 90)), max_ape=float(ape.max()), bias=bias, worst=w, by_class=classes,
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# prediction
-
-
 PredictFn = Callable[[Any, DeviceSpec | SystemSpec], float]
-
-
-@contextmanager
-def _quiet_engine() -> Any:
-    """Silence the engine's per-evaluation warnings while the optimiser calls it hundreds of times."""
-    names = ("simulator.engine", "simulator.lowering")
-    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
-    for lg, _ in saved:
-        lg.setLevel(logging.ERROR)
-    with np.errstate(all="ignore"):
-        try:
-            yield
-        finally:
-            for lg, lvl in saved:
-                lg.setLevel(lvl)
-
-
-def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Measurement | None = None) -> float:
-    """Predicted latency (s) of ``graph`` on ``system`` by the analytical engine.
-
-    With a ``measurement``, it runs under the conditions the measurement states (software stack,
-    attention kernel, power limit: :func:`simulator.validation.run_options`).
-    """
-    import simulator.lowering_cpu  # noqa: F401 - registers the CPU rules
-    from simulator.engine import evaluate
-
-    opts = None
-    if measurement is not None:
-        from simulator.validation import run_options
-
-        opts, overrides = run_options({"source": measurement.source, "notes": measurement.notes,
-                                       "metric_reported": measurement.metric_reported, "dtype": measurement.dtype})
-        for path, value in overrides.items():
-            system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)
-    return float(evaluate(graph, system, opts).totals.latency_s)
-
-
-class _Graphs:
-    """Graphs of the measured cases, built once each (located errors on failure)."""
-
-    def __init__(self) -> None:
-        self.cache: dict[tuple[Any, ...], Any] = {}
-
-    def get(self, m: Measurement) -> Any:
-        key = m.case
-        if key not in self.cache:
-            from workloads.resolve import load_workload
-
-            try:
-                self.cache[key] = load_workload(m.workload, **m.workload_args())
-            except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
-                msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-                raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
-        return self.cache[key]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -256,14 +121,6 @@ FIT_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _device(system: DeviceSpec | SystemSpec) -> DeviceSpec:
-    if isinstance(system, SystemSpec):
-        return system.device
-    if isinstance(system, DeviceSpec):
-        return system
-    raise SpecError(f"calibration: system: not a spec; got a {type(system).__name__}; expected a DeviceSpec or SystemSpec")
-
-
 def _default_bounds(path: str, value: float) -> tuple[float, float]:
     leaf = path.rsplit(".", 1)[-1]
     if leaf.endswith("_fraction"):
@@ -327,7 +184,7 @@ def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] |
 
 
 def _with_values(system: DeviceSpec | SystemSpec, values: Mapping[str, float]) -> DeviceSpec | SystemSpec:
-    dev = _device(system)
+    dev = device_of(system)
     for path, v in values.items():
         cur = get_path(dev, path)
         dev = replace_path(dev, path, int(round(v)) if isinstance(cur, int) and not isinstance(cur, bool) else float(v))
@@ -397,12 +254,12 @@ class Calibrator:
         self.max_nfev = max_nfev
         self.loss = loss
         self.f_scale = f_scale
-        self._graphs = _Graphs()
+        self._graphs = GraphCache()
 
     # --- prediction ------------------------------------------------------------------------------
     def _predict_with(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec) -> np.ndarray:
         out = np.empty(len(measurements))
-        with _quiet_engine():
+        with quiet_engine():
             for i, m in enumerate(measurements):
                 graph = self._graphs.get(m)
                 try:  # the default knows how to honour each measurement's run conditions
@@ -443,7 +300,7 @@ class Calibrator:
         """
         from scipy.optimize import least_squares
 
-        dev = _device(system)
+        dev = device_of(system)
         if len(measurements) == 0:
             raise CalibrationError(f"{measurements.source}: no measurements to fit; expected rows for {dev.name!r}")
         others = sorted({m.device for m in measurements} - {dev.name.lower()})
@@ -556,7 +413,7 @@ class Calibrator:
         self._check_fitted()
         from hwmodels.loader import field_unit
 
-        dev = _device(self.system_)
+        dev = device_of(self.system_)
         src = (f"measured: calibrated by nodeperf calibrate on {measurements_file or 'measurements'} "
                f"(sha256 {self.measurements_hash_[:16]}), {self.fitted_at_}")
         vals: dict[str, Any] = {}
@@ -638,103 +495,3 @@ def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
     text = "\n".join(out) + "\n"
     tomllib.loads(text)  # never write a file we could not read back
     Path(path).write_text(text, encoding="utf-8")
-
-
-def load_calibration(path: str | Path) -> dict[str, Any]:
-    """Read a calibration overlay; returns ``{"source", "values", "calibration"}`` (values by dotted path)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such calibration file; expected a TOML written by `nodeperf calibrate`")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{p}: invalid TOML; got {exc}; expected a calibration overlay") from None
-    allowed = {"schema", "source", "values", "calibration", "refs"}
-    extra = sorted(set(data) - allowed)
-    if extra:
-        import difflib
-
-        near = difflib.get_close_matches(extra[0], sorted(allowed), n=1)
-        raise CalibrationError(f"{p}: {extra[0]}: unknown top-level key; got {extra[0]!r}; expected one of "
-                               f"{', '.join(sorted(allowed))}" + (f"; did you mean {near[0]!r}?" if near else ""))
-    if not isinstance(data.get("values"), dict) or not data["values"]:
-        raise CalibrationError(f"{p}: values: missing or empty; got {data.get('values')!r}; expected a [values] table "
-                               "of \"dotted.path\" = value")
-    if not isinstance(data.get("source"), str) or not data["source"].strip():
-        raise CalibrationError(f"{p}: source: missing; got {data.get('source')!r}; expected source = \"measured: ...\"")
-    return {"source": data["source"], "values": dict(data["values"]), "calibration": data.get("calibration", {}),
-            "where": str(p)}
-
-
-def apply_calibration(spec: DeviceSpec | SystemSpec, path: str | Path) -> DeviceSpec | SystemSpec:
-    """``spec`` with the calibration overlay at ``path`` applied (device paths; systems via ``device.``).
-
-    Raises
-    ------
-    SpecError
-        A path the spec does not have (with the nearest field), or a bad value; located in the file.
-    CalibrationError
-        The file is not a calibration overlay, or it was fitted for another device.
-    """
-    from hwmodels.loader import apply_overlay
-
-    cal = load_calibration(path)
-    dev = _device(spec)
-    fitted_for = str(cal["calibration"].get("device", "")).lower()
-    if fitted_for and fitted_for != dev.name.lower():
-        raise CalibrationError(f"{path}: calibration.device; got {fitted_for!r}; expected {dev.name!r} (the overlay was "
-                               "fitted on another device)")
-    values = cal["values"]
-    if isinstance(spec, SystemSpec):
-        values = {f"device.{k}": v for k, v in values.items()}
-    try:
-        return apply_overlay(spec, {"source": cal["source"], "values": values})
-    except SpecError as exc:
-        msg = str(exc).replace("<overlay>", str(path)).replace(": device.", ": ")
-        raise SpecError(msg) from None
-
-
-def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpec | SystemSpec:
-    """The spec a CLI ``--hardware NAME`` means, with an optional ``--calibration FILE`` applied.
-
-    ``host`` is this machine's CPU (:func:`hwmodels.host.host_spec`), ``host:N`` the same limited to
-    ``N`` cores (a measurement run with ``--threads N``); anything else is a catalog device or system
-    name, or a TOML path.
-    """
-    from hwmodels.host import HOST_NAME, host_spec
-
-    key = name.strip().lower()
-    if key == HOST_NAME or key.startswith(HOST_NAME + ":"):
-        cores = None
-        if ":" in key:
-            text = key.split(":", 1)[1]
-            if not text.isdigit() or int(text) < 1:
-                raise ValueError(f"--hardware {name}: cores; got {text!r}; expected host:N with N a positive integer")
-            cores = int(text)
-        spec: DeviceSpec | SystemSpec = host_spec(cores)
-    else:
-        from hwmodels.catalog import list_systems, load_device, load_system
-
-        if key.endswith(".toml") or "/" in key:
-            try:
-                spec = load_device(name)
-            except SpecError as dev_err:
-                try:
-                    spec = load_system(name)
-                except SpecError:
-                    raise dev_err from None
-        elif key in {s.lower() for s in list_systems()}:
-            spec = load_system(name)
-        else:
-            spec = load_device(name)
-    if calibration:
-        spec = apply_calibration(spec, calibration)
-    return spec
-
-
-def known_devices() -> list[str]:
-    """Device names a measurement row may name: the catalog's and ``host``."""
-    from hwmodels.catalog import list_devices
-    from hwmodels.host import HOST_NAME
-
-    return sorted({*(d.lower() for d in list_devices()), HOST_NAME})

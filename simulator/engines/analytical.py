@@ -29,8 +29,8 @@ from simulator.lowering import (
     lower,
     sfu_ops,
 )
-from simulator.memory import check_memory
 from simulator.report import CostReport, OpCost, Totals
+from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest"]

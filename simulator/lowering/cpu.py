@@ -35,7 +35,7 @@ same thread, which does not overlap the op's work on a CPU. A device without a `
 from __future__ import annotations
 
 from hwmodels.spec import CpuSpec, DeviceSpec, MemoryLevel, SpecError
-from simulator.lowering import (
+from simulator.lowering.common import (
     VIEW_KINDS,
     KernelCost,
     LoweringContext,

@@ -18,64 +18,23 @@ run from eager PyTorch pay the framework's per-op host cost (``EvalOptions.eager
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simulator.calibration import ErrorSummary
+from simulator.calibration.errors import ErrorSummary, summarize_errors
+from simulator.calibration.measurements import MeasurementSet
+from simulator.calibration.predict import GraphCache, default_predict
+from simulator.hardware import known_devices
 
-__all__ = ["validate_published", "run_options", "DEFAULT_DATASET", "OP_LEVEL"]
+__all__ = ["validate_published", "DEFAULT_DATASET", "OP_LEVEL"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "hwmodels" / "measurements" / "published_gpu.csv"
+DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_gpu.csv"
 #: Categories that time one kernel (the rest are end-to-end model runs).
 OP_LEVEL = frozenset({"gemm", "attention", "bandwidth", "elementwise", "norm", "softmax", "conv"})
-
-
-_FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
-_POWER_LIMIT = re.compile(r"power-limited to (\d+(?:\.\d+)?) W")
-# Attention kernels named by a row's source or notes: FlashAttention-2 (warp-level mma.sync, softmax
-# between the matmuls) versus the warp-specialised designs (FlashAttention-3 on Hopper,
-# FlashAttention-4 on Blackwell, cuDNN fused attention).
-_FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
-_FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
-# Stacks that issue every op from eager PyTorch (host-bound at small sizes).
-_EAGER = re.compile(r"Eager PyTorch")
-
-
-def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
-    """(EvalOptions, spec overrides by dotted path) implied by a measurement's stated run conditions.
-
-    ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty): the
-    software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
-    per-op costs, TF32, and a stated power limit. Both the published-set validation and the
-    calibrator use it, so a measurement is always predicted under the same conditions.
-    """
-    from simulator.engine import EvalOptions
-
-    text = f"{row.get('source', '')} {row.get('notes', '')}"
-    fused = any(s in text for s in _FUSED_STACKS)
-    # the metric column names the kernel of a comparison table (e.g. 'cuDNN fwd' vs 'Flash3 fwd')
-    metric = row.get("metric_reported", "")
-    kernel = "auto"
-    for where in (metric, text):
-        if _FLASH3.search(where):
-            kernel = "flash3"
-            break
-        if _FLASH2.search(where):
-            kernel = "flash2"
-            break
-    opts = EvalOptions(fusion=fused, cuda_graphs=fused, allow_tf32=row.get("dtype") == "tf32",
-                       attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)))
-    overrides: dict[str, Any] = {}
-    m = _POWER_LIMIT.search(text)
-    if m:
-        overrides["power.tdp_w"] = float(m.group(1))
-    return opts, overrides
 
 
 def validate_published(path: str | Path | None = None, *, categories: set[str] | None = None
@@ -86,7 +45,7 @@ def validate_published(path: str | Path | None = None, *, categories: set[str] |
     ----------
     path
         A published-measurements CSV (default: the shipped ``published_gpu.csv``); it is loaded and
-        validated by :class:`~simulator.measurements.MeasurementSet` (a bad row is a located error).
+        validated by :class:`~simulator.calibration.measurements.MeasurementSet` (a bad row is a located error).
     categories
         Only rows of these categories (default: all).
 
@@ -98,13 +57,11 @@ def validate_published(path: str | Path | None = None, *, categories: set[str] |
         (:func:`run_options`); nothing is fitted.
     """
     from hwmodels.catalog import load_device
-    from simulator.calibration import _Graphs, default_predict, known_devices, summarize_errors
-    from simulator.measurements import MeasurementSet
 
     ms = MeasurementSet.load(Path(path) if path is not None else DEFAULT_DATASET, devices=known_devices())
     if categories is not None:
         ms = MeasurementSet(tuple(m for m in ms if m.category in categories), ms.source)
-    graphs = _Graphs()
+    graphs = GraphCache()
     pred = np.array([default_predict(graphs.get(m), load_device(m.device), m) for m in ms], dtype=float)
 
     def subset(keep: Any) -> tuple[np.ndarray, MeasurementSet]:

@@ -59,8 +59,8 @@ def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | Non
 
 
 def device_rows(path: str, hw_name: str):  # noqa: ANN201 - MeasurementSet
-    from simulator.calibration import known_devices
-    from simulator.measurements import MeasurementSet
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.hardware import known_devices
 
     ms = MeasurementSet.load(path, devices=known_devices())
     rows = ms.filter(device=hw_name)
@@ -85,8 +85,9 @@ HEADER = ["split", "op class", "n", "MAPE before %", "MAPE after %", "median %",
 
 def run(args: argparse.Namespace) -> int:
     from hwmodels.spec import DeviceSpec
-    from simulator.calibration import CalibrationError, Calibrator, load_hardware, write_overlay
-    from simulator.fmt import table
+    from simulator.calibration import CalibrationError, Calibrator, write_overlay
+    from simulator.hardware import load_hardware
+    from simulator.report.formatting import table
 
     if args.out:
         output_path(args.out, "--out")

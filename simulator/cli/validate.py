@@ -56,7 +56,7 @@ def plot(points: list[tuple[str, float, float]], title: str, out: str) -> None:
 def _check_plot_path(out: str) -> None:
     from matplotlib.backend_bases import FigureCanvasBase
 
-    from simulator.commands.calibrate import output_path
+    from simulator.cli.calibrate import output_path
 
     output_path(out, "--plot")
     formats = FigureCanvasBase.get_supported_filetypes()
@@ -69,12 +69,13 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from hwmodels.spec import DeviceSpec
-    from simulator.calibration import Calibrator, known_devices, load_hardware, summarize_errors
-    from simulator.commands.calibrate import device_rows
-    from simulator.fmt import table
-    from simulator.measurements import MeasurementSet
-    from simulator.validation import DEFAULT_DATASET as PUBLISHED
-    from simulator.validation import OP_LEVEL
+    from simulator.calibration import Calibrator, summarize_errors
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.validation import DEFAULT_DATASET as PUBLISHED
+    from simulator.calibration.validation import OP_LEVEL
+    from simulator.cli.calibrate import device_rows
+    from simulator.hardware import known_devices, load_hardware
+    from simulator.report.formatting import table
 
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")

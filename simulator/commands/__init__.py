@@ -1,1 +1,0 @@
-"""One module per `nodeperf` subcommand (see simulator.cli)."""

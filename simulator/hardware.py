@@ -1,0 +1,132 @@
+"""Resolve what a ``--hardware`` name means: catalog devices and systems, TOML paths, the host CPU,
+and calibration overlays applied on top.
+
+This is the one place the CLI, the calibrator and the public API turn a user's hardware name into a
+spec; overlays are read and validated here (``schema``, known keys, the device they were fitted for).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
+
+__all__ = ["CalibrationError", "OVERLAY_SCHEMA", "device_of", "load_calibration", "apply_calibration",
+           "load_hardware", "known_devices"]
+
+OVERLAY_SCHEMA = "nodeperf.calibration/1"
+
+
+class CalibrationError(ValueError):
+    """A fit could not converge, made errors worse, or a calibration file is invalid."""
+
+
+def device_of(system: DeviceSpec | SystemSpec) -> DeviceSpec:
+    """The device of a device spec, or of a system's devices."""
+    if isinstance(system, SystemSpec):
+        return system.device
+    if isinstance(system, DeviceSpec):
+        return system
+    raise SpecError(f"calibration: system: not a spec; got a {type(system).__name__}; expected a DeviceSpec or SystemSpec")
+
+
+def load_calibration(path: str | Path) -> dict[str, Any]:
+    """Read a calibration overlay; returns ``{"source", "values", "calibration"}`` (values by dotted path)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such calibration file; expected a TOML written by `nodeperf calibrate`")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"{p}: invalid TOML; got {exc}; expected a calibration overlay") from None
+    allowed = {"schema", "source", "values", "calibration", "refs"}
+    extra = sorted(set(data) - allowed)
+    if extra:
+        import difflib
+
+        near = difflib.get_close_matches(extra[0], sorted(allowed), n=1)
+        raise CalibrationError(f"{p}: {extra[0]}: unknown top-level key; got {extra[0]!r}; expected one of "
+                               f"{', '.join(sorted(allowed))}" + (f"; did you mean {near[0]!r}?" if near else ""))
+    if not isinstance(data.get("values"), dict) or not data["values"]:
+        raise CalibrationError(f"{p}: values: missing or empty; got {data.get('values')!r}; expected a [values] table "
+                               "of \"dotted.path\" = value")
+    if not isinstance(data.get("source"), str) or not data["source"].strip():
+        raise CalibrationError(f"{p}: source: missing; got {data.get('source')!r}; expected source = \"measured: ...\"")
+    return {"source": data["source"], "values": dict(data["values"]), "calibration": data.get("calibration", {}),
+            "where": str(p)}
+
+
+def apply_calibration(spec: DeviceSpec | SystemSpec, path: str | Path) -> DeviceSpec | SystemSpec:
+    """``spec`` with the calibration overlay at ``path`` applied (device paths; systems via ``device.``).
+
+    Raises
+    ------
+    SpecError
+        A path the spec does not have (with the nearest field), or a bad value; located in the file.
+    CalibrationError
+        The file is not a calibration overlay, or it was fitted for another device.
+    """
+    from hwmodels.loader import apply_overlay
+
+    cal = load_calibration(path)
+    dev = device_of(spec)
+    fitted_for = str(cal["calibration"].get("device", "")).lower()
+    if fitted_for and fitted_for != dev.name.lower():
+        raise CalibrationError(f"{path}: calibration.device; got {fitted_for!r}; expected {dev.name!r} (the overlay was "
+                               "fitted on another device)")
+    values = cal["values"]
+    if isinstance(spec, SystemSpec):
+        values = {f"device.{k}": v for k, v in values.items()}
+    try:
+        return apply_overlay(spec, {"source": cal["source"], "values": values})
+    except SpecError as exc:
+        msg = str(exc).replace("<overlay>", str(path)).replace(": device.", ": ")
+        raise SpecError(msg) from None
+
+
+def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpec | SystemSpec:
+    """The spec a CLI ``--hardware NAME`` means, with an optional ``--calibration FILE`` applied.
+
+    ``host`` is this machine's CPU (:func:`hwmodels.host.host_spec`), ``host:N`` the same limited to
+    ``N`` cores (a measurement run with ``--threads N``); anything else is a catalog device or system
+    name, or a TOML path.
+    """
+    from hwmodels.host import HOST_NAME, host_spec
+
+    key = name.strip().lower()
+    if key == HOST_NAME or key.startswith(HOST_NAME + ":"):
+        cores = None
+        if ":" in key:
+            text = key.split(":", 1)[1]
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"--hardware {name}: cores; got {text!r}; expected host:N with N a positive integer")
+            cores = int(text)
+        spec: DeviceSpec | SystemSpec = host_spec(cores)
+    else:
+        from hwmodels.catalog import list_systems, load_device, load_system
+
+        if key.endswith(".toml") or "/" in key:
+            try:
+                spec = load_device(name)
+            except SpecError as dev_err:
+                try:
+                    spec = load_system(name)
+                except SpecError:
+                    raise dev_err from None
+        elif key in {s.lower() for s in list_systems()}:
+            spec = load_system(name)
+        else:
+            spec = load_device(name)
+    if calibration:
+        spec = apply_calibration(spec, calibration)
+    return spec
+
+
+def known_devices() -> list[str]:
+    """Device names a measurement row may name: the catalog's and ``host``."""
+    from hwmodels.catalog import list_devices
+    from hwmodels.host import HOST_NAME
+
+    return sorted({*(d.lower() for d in list_devices()), HOST_NAME})
