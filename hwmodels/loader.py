@@ -15,7 +15,6 @@ raised as one :class:`~hwmodels.spec.SpecError`, one located line each.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import math
 import re
@@ -36,6 +35,7 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.units import UnitError, format_quantity, parse_quantity
+from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "KNOWN_DTYPES",
@@ -94,9 +94,6 @@ class _Problems:
             raise SpecError(head + "\n  " + "\n  ".join(self.items))
 
 
-def _near(got: str, choices: typing.Iterable[str]) -> str:
-    m = difflib.get_close_matches(got, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {m[0]!r}?" if m else ""
 
 
 # ------------------------------------------------------------------------------------------
@@ -183,7 +180,7 @@ def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> s
         ctx.problems.add(
             path,
             f"unknown reference in source; got '@{key}'; expected a key of [refs] "
-            f"({', '.join(sorted(refs)) or 'none defined'}){_near(key, refs)}",
+            f"({', '.join(sorted(refs)) or 'none defined'}){did_you_mean(key, refs)}",
         )
     return None if bad else out
 
@@ -201,7 +198,7 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     extra = set(raw) - _QUANTITY_KEYS
     for k in sorted(extra):
         ctx.problems.add(
-            f"{path}.{k}", f"unknown key; got {k!r}; expected one of value, source, note{_near(k, _QUANTITY_KEYS)}"
+            f"{path}.{k}", f"unknown key; got {k!r}; expected one of value, source, note{did_you_mean(k, _QUANTITY_KEYS)}"
         )
     src = raw.get("source")
     if not isinstance(src, str) or not src.strip():
@@ -283,7 +280,7 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
         if k not in names and k not in skip:
             ctx.problems.add(
                 _join(path, k),
-                f"unknown key; got {k!r}; expected a field of {cls.__name__}{_near(k, names)}",
+                f"unknown key; got {k!r}; expected a field of {cls.__name__}{did_you_mean(k, names)}",
             )
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
@@ -392,7 +389,7 @@ def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx,
     for k in raw:
         kp = f"{path}.{k}"
         if k not in allowed:
-            ctx.problems.add(kp, f"unknown {what}; got {k!r}; expected one of {', '.join(allowed)}{_near(k, allowed)}")
+            ctx.problems.add(kp, f"unknown {what}; got {k!r}; expected one of {', '.join(allowed)}{did_you_mean(k, allowed)}")
             bad = True
             continue
         v = _quantity(raw[k], unit, kp, name, ctx)
@@ -436,7 +433,7 @@ def _merged_efficiency(
         ctx.problems.add(
             "efficiency",
             f"no efficiency defaults for arch {arch!r} in {defaults_where}; got arch = {arch!r}; "
-            f"expected one of {', '.join(sorted(archs))} or a complete [efficiency] table{_near(arch, archs)}",
+            f"expected one of {', '.join(sorted(archs))} or a complete [efficiency] table{did_you_mean(arch, archs)}",
         )
     if own is not None:
         if not isinstance(own, dict):
@@ -495,7 +492,7 @@ def device_from_dict(
             problems.add(key, f"expected a string; got {data[key]!r}; expected {key} = \"...\"")
     kind = data.get("kind")
     if isinstance(kind, str) and kind not in KNOWN_KINDS:
-        problems.add("kind", f"unknown device kind; got {kind!r}; expected one of {', '.join(KNOWN_KINDS)}{_near(kind, KNOWN_KINDS)}")
+        problems.add("kind", f"unknown device kind; got {kind!r}; expected one of {', '.join(KNOWN_KINDS)}{did_you_mean(kind, KNOWN_KINDS)}")
 
     # The clock is needed first: latencies may be given in cycles.
     clock_hz: float | None = None
@@ -558,7 +555,7 @@ def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -
     names = [f.name for f in fields]
     for k in table:
         if k not in names:
-            ctx.problems.add(k, f"unknown key; got {k!r}; expected a field of {cls.__name__}{_near(k, names + sorted(skip))}")
+            ctx.problems.add(k, f"unknown key; got {k!r}; expected a field of {cls.__name__}{did_you_mean(k, names + sorted(skip))}")
     hints = _hints(cls)
     out: dict[str, Any] = {}
     ok = True
@@ -588,7 +585,7 @@ def _efficiency_kwargs(
         for k, raw in src.items():
             path = f"efficiency.{k}"
             if k not in fields:
-                ctx.problems.add(path, f"unknown key; got {k!r}; expected a field of EfficiencySpec{_near(k, fields)}")
+                ctx.problems.add(path, f"unknown key; got {k!r}; expected a field of EfficiencySpec{did_you_mean(k, fields)}")
                 ok = False
                 continue
             v = _convert(hints[k], fields[k], raw, path, ctx)
@@ -734,7 +731,7 @@ def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None,
         if extra:
             raise SpecError(
                 f"{where}: unknown top-level keys; got {sorted(extra)}; expected source, values, refs, calibration"
-                f"{_near(sorted(extra)[0], ['source', 'values', 'refs', 'calibration'])}"
+                f"{did_you_mean(sorted(extra)[0], ['source', 'values', 'refs', 'calibration'])}"
             )
         if not isinstance(data.get("calibration", {}), Mapping):
             raise SpecError(f"{where}: calibration: not a table; got {data['calibration']!r}; expected the "

@@ -18,7 +18,6 @@ Example
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from typing import Any
 
 import networkx as nx
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
 
 __all__ = [
@@ -205,9 +205,6 @@ class Op:
         }
 
 
-def _near(got: str, choices: Iterable[str]) -> str:
-    m = difflib.get_close_matches(got, list(choices), n=1)
-    return f"; did you mean {m[0]!r}?" if m else ""
 
 
 class OpGraph:
@@ -314,7 +311,7 @@ class OpGraph:
         try:
             return self._by_name[name]
         except KeyError:
-            raise GraphError(f"graph {self.name!r}: no op {name!r}{_near(name, self._by_name)}") from None
+            raise GraphError(f"graph {self.name!r}: no op {name!r}{did_you_mean(name, self._by_name)}") from None
 
     @property
     def nx_graph(self) -> nx.DiGraph:

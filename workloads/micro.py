@@ -13,8 +13,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
-from workloads.ir import GraphBuilder, OpGraph, _near
+from workloads.ir import GraphBuilder, OpGraph
 from workloads.semantics import ELEMENTWISE_FLOPS
 
 __all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS"]
@@ -46,7 +47,7 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
     kind = head.strip().lower()
     if not sep or kind not in MICRO_KINDS:
         raise ValueError(f"micro-workload {spec!r}: unknown kind; got {kind!r}; expected one of "
-                         f"{', '.join(MICRO_KINDS)}{_near(kind, MICRO_KINDS)}")
+                         f"{', '.join(MICRO_KINDS)}{did_you_mean(kind, MICRO_KINDS)}")
     required, optional = MICRO_KINDS[kind]
     params: dict[str, Any] = {}
     for item in filter(None, (s.strip() for s in body.split(","))):
@@ -55,7 +56,7 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
         allowed = list(required) + list(optional) + ["dtype"]
         if not eq or key not in allowed:
             raise ValueError(f"micro-workload {spec!r}: bad item {item!r}; expected key=value with key in "
-                             f"{', '.join(allowed)}{_near(key, allowed)}")
+                             f"{', '.join(allowed)}{did_you_mean(key, allowed)}")
         if key in params:
             raise ValueError(f"micro-workload {spec!r}: key {key!r} given twice; expected each key once")
         if key in _STR_KEYS:
@@ -78,7 +79,7 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
         params.setdefault(k, v)
     if kind == "elementwise" and params["op"] not in ELEMENTWISE_FLOPS:
         raise ValueError(f"micro-workload {spec!r}: op; got {params['op']!r}; expected an elementwise op"
-                         f"{_near(params['op'], ELEMENTWISE_FLOPS)}")
+                         f"{did_you_mean(params['op'], ELEMENTWISE_FLOPS)}")
     return kind, params
 
 

@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
-from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError, _near
+from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError
 
 __all__ = [
     "KindInfo",
@@ -129,7 +130,7 @@ def semantics_of(kind: str, where: str = "op") -> KindInfo:
         return _REGISTRY[kind]
     except KeyError:
         raise UnsupportedOpError(
-            f"{where}: unknown op kind; got {kind!r}; expected a registered kind{_near(kind, _REGISTRY)}") from None
+            f"{where}: unknown op kind; got {kind!r}; expected a registered kind{did_you_mean(kind, _REGISTRY)}") from None
 
 
 def check_op(op: Op) -> None:
@@ -470,7 +471,7 @@ def _same_as_first(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 def _check_elementwise_fn(fn: Any) -> None:
     if fn not in ELEMENTWISE_FLOPS:
         raise GraphError(f"unknown elementwise op; got {fn!r}; expected one of {', '.join(sorted(ELEMENTWISE_FLOPS))}"
-                         + _near(str(fn), ELEMENTWISE_FLOPS))
+                         + did_you_mean(str(fn), ELEMENTWISE_FLOPS))
 
 
 def _infer_elementwise(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -42,8 +42,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
-from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError, _near
+from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
 
 __all__ = ["training_graph", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
 
@@ -287,7 +288,7 @@ class _Deriver:
                 raise UnsupportedOpError(
                     f"graph {self.fg.name!r}: op {op.name!r} ({op.kind}): no backward rule for kind {op.kind!r}; "
                     f"expected a differentiable kind ({', '.join(sorted(_RULES))})"
-                    + (_near(op.kind, _RULES) if op.kind not in _NO_GRAD_KINDS else ""))
+                    + (did_you_mean(op.kind, _RULES) if op.kind not in _NO_GRAD_KINDS else ""))
             grads = rule(self, op, dys)
             for t, g in zip(op.inputs, grads, strict=True):
                 if t.name in self.req:
@@ -687,8 +688,8 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"training_graph: optimizer; got {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}"
-                         f"{_near(str(optimizer), OPTIMIZERS)}")
+                         f"{did_you_mean(str(optimizer), OPTIMIZERS)}")
     if recompute not in RECOMPUTE:
         raise ValueError(f"training_graph: recompute; got {recompute!r}; expected one of {', '.join(RECOMPUTE)}"
-                         f"{_near(str(recompute), RECOMPUTE)}")
+                         f"{did_you_mean(str(recompute), RECOMPUTE)}")
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()

@@ -16,7 +16,6 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import os
 from pathlib import Path
@@ -31,6 +30,7 @@ from hwmodels.loader import (
 )
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from hwmodels.units import format_quantity
+from nodeperf.suggest import near_match
 
 __all__ = [
     "CATALOG_DIR",
@@ -76,8 +76,7 @@ def list_systems() -> list[str]:
 
 def _near_names(key: str, names: list[str]) -> list[str]:
     """Names starting with what was typed (``h100`` -> both H100s), else the closest spellings."""
-    prefixed = [n for n in names if n.lower().startswith(key)] if key else []
-    return prefixed[:3] or difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    return near_match(key, names, n=3, cutoff=0.5, prefix=True)
 
 
 def _resolve(name: str, folder: Path, what: str) -> Path:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import difflib
 import hashlib
 import io
 import math
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "MeasurementError",
@@ -158,9 +159,6 @@ def _default_category(workload: str) -> str:
     return "e2e"
 
 
-def _near(got: str, choices: Iterable[str]) -> str:
-    m = difflib.get_close_matches(got, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {m[0]!r}?" if m else ""
 
 
 class _RowProblems:
@@ -227,7 +225,7 @@ def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowP
             vals[c] = int(f)
     ph = text("phase").lower()
     if ph and ph not in _PHASES:
-        problems.add(where, "phase", f"unknown phase; got {ph!r}; expected one of {', '.join(_PHASES)}{_near(ph, _PHASES)}")
+        problems.add(where, "phase", f"unknown phase; got {ph!r}; expected one of {', '.join(_PHASES)}{did_you_mean(ph, _PHASES)}")
     vals["phase"] = ph or None
     tr = text("train")
     if tr and tr not in ("0", "1"):
@@ -356,11 +354,11 @@ class MeasurementSet:
         for c in REQUIRED_COLUMNS:
             if c not in header:
                 head_problems.append(f"{where}:1: {c}: missing required column; got columns "
-                                     f"{', '.join(header)}; expected {c}{_near(c, header)}")
+                                     f"{', '.join(header)}; expected {c}{did_you_mean(c, header)}")
         for c in header:
             if c not in COLUMNS:
                 head_problems.append(f"{where}:1: {c}: unknown column; got {c!r}; expected one of "
-                                     f"{', '.join(COLUMNS)}{_near(c, COLUMNS)}")
+                                     f"{', '.join(COLUMNS)}{did_you_mean(c, COLUMNS)}")
         if len(set(header)) != len(header):
             dup = sorted({h for h in header if header.count(h) > 1})
             head_problems.append(f"{where}:1: {dup[0]}: duplicate column; got it {header.count(dup[0])} times; "
@@ -387,7 +385,7 @@ class MeasurementSet:
         for m in rows:
             if known is not None and m.device not in known:
                 problems.add(m.where, "device", f"unknown device; got {m.device!r}; expected one of "
-                             f"{', '.join(known) or 'none'}{_near(m.device, known)}")
+                             f"{', '.join(known) or 'none'}{did_you_mean(m.device, known)}")
             if m.id in seen:
                 problems.add(m.where, "id", f"duplicate id; got {m.id!r}, first at {seen[m.id]}; expected unique ids")
             else:

@@ -1,0 +1,48 @@
+"""Near matches for error messages: the one "did you mean" helper every layer uses.
+
+It depends on the standard library only, so the leaf layers (:mod:`workloads`, :mod:`hwmodels`) may
+import it without importing each other or :mod:`simulator`.
+
+Examples
+--------
+>>> near_match("h100", ["h100-sxm5-80gb", "h100-pcie-80gb", "a100-sxm4-80gb"], prefix=True)
+['h100-sxm5-80gb', 'h100-pcie-80gb']
+>>> did_you_mean("bf61", ["bf16", "fp16", "fp32"])
+"; did you mean 'bf16'?"
+>>> did_you_mean("zzz", ["bf16"])
+''
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["near_match", "did_you_mean"]
+
+#: Similarity (difflib ratio) below which a name is not offered as a near match.
+DEFAULT_CUTOFF = 0.6
+
+
+def near_match(got: str, choices: Iterable[str], *, n: int = 1, cutoff: float = DEFAULT_CUTOFF,
+               prefix: bool = False) -> list[str]:
+    """Up to ``n`` of ``choices`` closest to ``got``, best first.
+
+    With ``prefix``, names that start with what was typed (case-insensitive) come first, in the
+    order given (``h100`` -> every H100); otherwise, and when none does, the closest spellings by
+    :func:`difflib.get_close_matches` at ``cutoff``.
+    """
+    names = [str(c) for c in choices]
+    key = str(got)
+    if prefix and key.strip():
+        low = key.strip().lower()
+        starts = [c for c in names if c.lower().startswith(low)]
+        if starts:
+            return starts[:n]
+    return difflib.get_close_matches(key, names, n=n, cutoff=cutoff)
+
+
+def did_you_mean(got: str, choices: Iterable[str], *, cutoff: float = DEFAULT_CUTOFF, prefix: bool = False) -> str:
+    """``"; did you mean 'x'?"`` for the nearest of ``choices``, or ``""`` when none is near."""
+    m = near_match(got, choices, n=1, cutoff=cutoff, prefix=prefix)
+    return f"; did you mean {m[0]!r}?" if m else ""
