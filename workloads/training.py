@@ -55,8 +55,7 @@ OPTIMIZERS: dict[str, int] = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2
 RECOMPUTE = ("none", "selective", "full")
 #: loss kinds and their backward kinds
 LOSS_KINDS: dict[str, str] = {"cross_entropy": "cross_entropy_bwd", "mse_loss": "mse_loss_bwd"}
-_NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "all_reduce", "all_gather",
-                            "reduce_scatter", "all_to_all", "send", "recv"})
+_NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "all_to_all", "recv"})
 
 
 def optimizer_state_dtypes(weight: TensorSpec, optimizer: str, mixed_precision: bool) -> list[tuple[str, DType]]:
@@ -99,13 +98,19 @@ class _Deriver:
     def analyse(self) -> None:
         fg = self.fg
         self.losses = [op for op in fg.ops if op.kind in LOSS_KINDS]
-        if not self.losses:
+        # a pipeline stage before the last ends in a send: its backward starts from the gradient the
+        # next stage sends back
+        self.sends = [op for op in fg.ops if op.kind == "send"]
+        if not self.losses and not self.sends:
             kinds = sorted({op.kind for op in fg.ops})
             raise GraphError(
                 f"graph {fg.name!r}: no loss op; got kinds {', '.join(kinds[:12])}{'...' if len(kinds) > 12 else ''}; "
-                f"expected a forward graph built with phase='train' (ending in {' or '.join(LOSS_KINDS)})")
+                f"expected a forward graph built with phase='train' (ending in {' or '.join(LOSS_KINDS)}, or in a "
+                "pipeline send)")
         req: set[str] = set()
         for op in fg.ops:
+            if op.kind == "recv":  # activations from the previous pipeline stage: their gradient goes back
+                req.update(t.name for t in op.outputs if t.dtype.is_float)
             for t in op.inputs:
                 if t.role is Role.WEIGHT and t.dtype.is_float and fg.producer(t.name) is None:
                     req.add(t.name)
@@ -113,7 +118,7 @@ class _Deriver:
                 req.update(t.name for t in op.outputs if t.dtype.is_float)
         relevant: set[str] = set()
         for op in reversed(fg.ops):
-            if op.kind in LOSS_KINDS or any(
+            if op.kind in LOSS_KINDS or op.kind == "send" or any(
                     t.name in req and any(c.name in relevant for c in fg.consumers(t.name)) for t in op.outputs):
                 relevant.add(op.name)
         self.req = req
@@ -146,6 +151,9 @@ class _Deriver:
                 if core:
                     core_out.update(t.name for t in op.outputs)
                     self.segment_of[op.name] = _layer_key(op.group) or op.group
+        for op in fg.ops:  # ops that always re-run before their consumers' backward (a sequence-parallel
+            if op.attrs.get("recompute_in_backward"):  # all-gather keeps only its local shard)
+                self.segment_of.setdefault(op.name, op.name)
         for op in fg.ops:
             key = self.segment_of.get(op.name)
             if key is not None:
@@ -281,7 +289,7 @@ class _Deriver:
                 continue
             self.maybe_recompute(op)
             dys = [self.finalize(t, op.group) if t.name in self.req else None for t in op.outputs]
-            if op.kind not in LOSS_KINDS and all(d is None for d in dys):
+            if op.kind not in LOSS_KINDS and op.kind != "send" and all(d is None for d in dys):
                 continue
             rule = _RULES.get(op.kind)
             if rule is None or op.kind in _NO_GRAD_KINDS:
@@ -297,6 +305,13 @@ class _Deriver:
                             f"graph {self.fg.name!r}: op {op.name!r} ({op.kind}): no gradient for input {t.name!r}; "
                             "expected every floating-point input derived from weights to be differentiable")
                     self.deliver(t, g, op.group)
+        # gradients of the activations received from the previous pipeline stage go back to it
+        for op in self.fg.ops:
+            if op.kind == "recv":
+                for t in op.outputs:
+                    g = self.finalize(t, op.group) if t.name in self.req else None
+                    if g is not None:
+                        self.emit("send", [g], f"{op.name}.bwd", op.group, group_size=int(op.attrs.get("group_size", 2)))
         # weight gradients and optimizer
         missing = 0
         updates: list[tuple[TensorSpec, TensorSpec]] = []
@@ -530,7 +545,40 @@ def _bwd_reshape(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Tens
     (dy,) = dys
     assert dy is not None
     x = op.inputs[0]
+    n = int(op.attrs.get("grad_all_reduce", 1))
+    if n > 1:  # Megatron's "f": identity forward, all-reduce of the input gradient over the TP ranks
+        return [d.emit("all_reduce", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], group_size=n)[0]]
     return [d.emit("reshape", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape)[0]]
+
+
+@_rule("send")
+def _bwd_send(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    """A pipeline send: the gradient of what was sent arrives from the next stage (a ``recv``)."""
+    x = op.inputs[0]
+    return [d.emit("recv", [], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape, dtype=x.dtype.value,
+                   group_size=int(op.attrs.get("group_size", 2)))[0]]
+
+
+@_rule("all_reduce")
+def _bwd_all_reduce(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    """Megatron's "g": the forward all-reduce of partial sums; every rank's gradient is the same,
+    so the backward is the identity (a view)."""
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    return [d.emit("reshape", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape)[0]]
+
+
+@_rule("all_gather", "reduce_scatter")
+def _bwd_gather_scatter(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    """Conjugate collectives (sequence parallelism): an all-gather's backward is a reduce-scatter of
+    the gradient along the same axis, and a reduce-scatter's an all-gather."""
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    kind = "reduce_scatter" if op.kind == "all_gather" else "all_gather"
+    return [d.emit(kind, [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)],
+                   group_size=int(op.attrs.get("group_size", 1)), axis=int(op.attrs.get("axis", 0)))[0]]
 
 
 @_rule("transpose")

@@ -60,6 +60,7 @@ __all__ = [
     "config_from_mapping",
     "zoo_config",
     "PHASES",
+    "tensor_parallel_problems",
 ]
 
 PHASES = ("forward", "prefill", "decode", "train")
@@ -266,7 +267,8 @@ class _Build:
     """State of one graph build (not exported)."""
 
     def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
-                 dtype: str | DType, attention: str, logits: str, decoder_seq: int) -> None:
+                 dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
+                 sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -287,18 +289,57 @@ class _Build:
         self.logits = logits
         self.seq = seq
         self.decoder_seq = decoder_seq
+        self.tp = tp
+        self.sp = sequence_parallel and tp > 1
+        #: the layers [first, last) this pipeline stage holds; the embedding lives on the stage holding
+        #: layer 0, the final norm and LM head (and loss) on the stage holding the last layer
+        self.stage_layers = stage_layers or (0, cfg.layers)
+        #: query / key-value heads, MLP width and vocabulary rows held by one tensor-parallel rank
+        self.heads_local = cfg.heads // tp
+        self.kv_heads_local = max(1, cfg.n_kv_heads // tp)  # fewer KV heads than ranks: replicated (as vLLM)
+        self.d_ff_local = cfg.d_ff // tp
+        self.vocab_local = -(-cfg.vocab // tp)  # padded up to a multiple of tp, as Megatron pads the table
 
     # --- small helpers ------------------------------------------------------------------------
     def w(self, name: str, shape: tuple[int, ...]) -> TensorSpec:
         g = self.b.current_group
         return self.b.weight(f"{g}.{name}" if g else name, shape)
 
-    def linear(self, x: TensorSpec, d_in: int, d_out: int, name: str, bias: bool) -> TensorSpec:
+    def linear(self, x: TensorSpec, d_in: int, d_out: int, name: str, bias: bool, parallel: str = "") -> TensorSpec:
+        """``x @ W (+ b)``; ``parallel`` marks a tensor-parallel shard: ``"column"`` (W split by output
+        columns: ``d_out`` is this rank's share) or ``"row"`` (split by input rows; the partial sums are
+        reduced by the caller, and the bias is added once, after the reduction, so it is not here)."""
+        if bias and parallel == "row":
+            raise ValueError(f"{name}: a row-parallel linear's bias is added after the reduction; expected bias=False")
         w = self.w(f"{name}.weight", (d_in, d_out))
         ins = [x, w]
         if bias:
             ins.append(self.w(f"{name}.bias", (d_out,)))
-        return self.b.op("matmul", ins, name=name)
+        attrs = {"tensor_parallel": parallel} if parallel and self.tp > 1 else {}
+        return self.b.op("matmul", ins, name=name, **attrs)
+
+    # --- tensor parallelism (Megatron-LM: Shoeybi et al. 2019, Korthikanti et al. 2022) -----------
+    def tp_enter(self, h: TensorSpec, name: str = "") -> TensorSpec:
+        """Input of a column-parallel block. With sequence parallelism the ranks hold ``s / tp`` tokens
+        each and all-gather them (backward: a reduce-scatter); otherwise Megatron's "f" operator, an
+        identity forward (a view here) whose backward all-reduces the input gradient."""
+        if self.tp == 1:
+            return h
+        if self.sp:
+            # Megatron keeps only the local shard for the backward pass and gathers it again there
+            # (Korthikanti et al. 2022, Sec. 4.2.2): recompute_in_backward
+            return self.b.op("all_gather", [h], name=f"sp_gather{name}", group_size=self.tp, axis=1,
+                             recompute_in_backward=True)
+        return self.b.op("reshape", [h], name=f"tp_copy{name}", shape=h.shape, grad_all_reduce=self.tp)
+
+    def tp_exit(self, y: TensorSpec, name: str) -> TensorSpec:
+        """Output of a row-parallel linear: partial sums reduced over the ranks, by an all-reduce
+        (Megatron's "g" operator), or a reduce-scatter over the sequence with sequence parallelism."""
+        if self.tp == 1:
+            return y
+        if self.sp:
+            return self.b.op("reduce_scatter", [y], name=f"{name}_reduce_scatter", group_size=self.tp, axis=1)
+        return self.b.op("all_reduce", [y], name=f"{name}_all_reduce", group_size=self.tp)
 
     def norm(self, x: TensorSpec, name: str) -> TensorSpec:
         d = x.shape[-1]
@@ -318,16 +359,18 @@ class _Build:
                         memory: TensorSpec | None = None, name: str = "attn") -> TensorSpec:
         """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output."""
         cfg, b = self.cfg, self.b
-        bsz, s, d = h.shape
-        hq, hk, hd = cfg.heads, cfg.n_kv_heads, cfg.d_head
+        hq, hk, hd = self.heads_local, self.kv_heads_local, cfg.d_head
         with b.group(name):
+            h = self.tp_enter(h)
+            bsz, s, d = h.shape
             if memory is None:
-                qkv = self.linear(h, d, (hq + 2 * hk) * hd, "qkv", cfg.qkv_bias)
+                qkv = self.linear(h, d, (hq + 2 * hk) * hd, "qkv", cfg.qkv_bias, parallel="column")
                 q, k, v = b.op("split", [qkv], name="split_qkv", axis=-1, sizes=(hq * hd, hk * hd, hk * hd))
                 skv = s
             else:
-                q = self.linear(h, d, hq * hd, "q", cfg.qkv_bias)
-                kv = self.linear(memory, d, 2 * hk * hd, "kv", cfg.qkv_bias)
+                memory = self.tp_enter(memory, "_memory")
+                q = self.linear(h, d, hq * hd, "q", cfg.qkv_bias, parallel="column")
+                kv = self.linear(memory, d, 2 * hk * hd, "kv", cfg.qkv_bias, parallel="column")
                 k, v = b.op("split", [kv], name="split_kv", axis=-1, sizes=(hk * hd, hk * hd))
                 skv = memory.shape[1]
             q = self.reshape(q, (bsz, hq, s, hd), "q_heads")
@@ -352,7 +395,7 @@ class _Build:
             else:
                 o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
-            return self.linear(o, hq * hd, d, "out", cfg.out_bias)
+            return self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
 
     def decomposed_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool,
                         bias: TensorSpec | None) -> TensorSpec:
@@ -375,23 +418,34 @@ class _Build:
     # --- MLPs ---------------------------------------------------------------------------------
     def mlp_block(self, h: TensorSpec) -> TensorSpec:
         cfg, b = self.cfg, self.b
-        d, ff = h.shape[-1], cfg.d_ff
+        d, ff = h.shape[-1], self.d_ff_local
         with b.group("mlp"):
+            h = self.tp_enter(h)
             if cfg.gated:
-                gu = self.linear(h, d, 2 * ff, "gate_up", cfg.mlp_bias)
+                gu = self.linear(h, d, 2 * ff, "gate_up", cfg.mlp_bias, parallel="column")
                 gate, up = b.op("split", [gu], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
                 a = self.ew("mul", a, up, name="gate_mul")
             else:
-                a = self.linear(h, d, ff, "up", cfg.mlp_bias)
+                a = self.linear(h, d, ff, "up", cfg.mlp_bias, parallel="column")
                 a = self.ew(cfg.mlp, a, name="act")
-            return self.linear(a, ff, d, "down", cfg.mlp_bias)
+            return self.row_parallel_out(a, ff, d, "down", cfg.mlp_bias)
+
+    def row_parallel_out(self, x: TensorSpec, d_in: int, d_out: int, name: str, bias: bool) -> TensorSpec:
+        """A row-parallel linear and the reduction of its partial sums (bias added after it)."""
+        if self.tp == 1:
+            return self.linear(x, d_in, d_out, name, bias)
+        y = self.tp_exit(self.linear(x, d_in, d_out, name, False, parallel="row"), name)
+        if bias:
+            y = self.ew("add", y, self.w(f"{name}.bias", (d_out,)), name=f"{name}_bias")
+        return y
 
     def moe_block(self, h: TensorSpec) -> TensorSpec:
         cfg, b = self.cfg, self.b
+        h = self.tp_enter(h)
         bsz, s, d = h.shape
         t = bsz * s
-        e, k, ff = cfg.experts, cfg.top_k, cfg.d_ff
+        e, k, ff = cfg.experts, cfg.top_k, self.d_ff_local
         cap = moe_capacity(t, e, k, cfg.capacity_factor)
         routed = min(t * k, e * cap)
         active = min(expected_active_experts(t, e, k), routed)
@@ -411,7 +465,8 @@ class _Build:
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (e, ff, d))], name="experts_out",
                      tokens=routed, experts_active=active)
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
-            return self.reshape(y, (bsz, s, d), "merge")
+            # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
+            return self.tp_exit(self.reshape(y, (bsz, s, d), "merge"), "experts")
 
     # --- layers -------------------------------------------------------------------------------
     def layer(self, x: TensorSpec, i: int, *, causal: bool, cache: bool, bias: TensorSpec | None,
@@ -442,7 +497,7 @@ class _Build:
         with b.group("rel_bias"):
             g = b.current_group
             ids = b.input(f"{g}.buckets", (s, skv), "int32")
-            table = self.w("weight", (self.cfg.relative_buckets, self.cfg.heads))
+            table = self.w("weight", (self.cfg.relative_buckets, self.heads_local))
             rb = b.op("embedding", [ids, table], name="lookup")
             return b.op("transpose", [rb], name="to_heads", perm=(2, 0, 1))
 
@@ -451,6 +506,9 @@ class _Build:
         ids = b.input(f"{prefix}input_ids", (self.batch, s), "int32")
         with b.group("embed"):
             x = b.op("embedding", [ids, self.table()], name="tokens")
+            # vocabulary-parallel table: each rank looks up its rows, the partial rows are reduced
+            x = self.tp_exit(x, "tokens")
+            s = x.shape[1]  # s / tp tokens per rank with sequence parallelism
             if cfg.pos == "learned":
                 pids = b.input(f"{prefix}position_ids", (1, s), "int32")
                 p = b.op("embedding", [pids, self.w("positions.weight", (cfg.max_positions, cfg.d_model))],
@@ -466,7 +524,7 @@ class _Build:
             return x
 
     def table(self) -> TensorSpec:
-        return self.b.weight("embed.tokens.weight", (self.cfg.vocab, self.cfg.d_model))
+        return self.b.weight("embed.tokens.weight", (self.vocab_local, self.cfg.d_model))
 
     def embed_patches(self) -> TensorSpec:
         cfg, b = self.cfg, self.b
@@ -486,11 +544,19 @@ class _Build:
     def lm_head(self, x: TensorSpec) -> TensorSpec:
         cfg, b = self.cfg, self.b
         with b.group("lm_head"):
+            x = self.tp_enter(x)
             if self.logits == "last" and x.shape[1] > 1:
                 x = b.op("slice", [x], name="last_token", shape=(x.shape[0], 1, x.shape[2]))
+            par = {"tensor_parallel": "column"} if self.tp > 1 else {}
             if cfg.tied_embeddings:
-                return b.op("matmul", [x, self.table()], name="logits", transpose_b=True)
-            return b.op("matmul", [x, self.w("weight", (cfg.d_model, cfg.vocab))], name="logits")
+                y = b.op("matmul", [x, self.table()], name="logits", transpose_b=True, **par)
+            else:
+                y = b.op("matmul", [x, self.w("weight", (cfg.d_model, self.vocab_local))], name="logits", **par)
+            if self.tp > 1 and self.phase != "train":
+                # inference gathers the vocabulary shards of the logits to sample (vLLM's logits gather);
+                # training keeps them sharded (Megatron's vocabulary-parallel cross entropy)
+                y = b.op("all_gather", [y], name="logits_gather", group_size=self.tp, axis=-1)
+            return y
 
     def lm_loss(self, logits: TensorSpec) -> TensorSpec:
         b = self.b
@@ -529,12 +595,22 @@ class _Build:
         return out
 
     def build_decoder(self) -> TensorSpec:
-        cfg = self.cfg
+        cfg, b = self.cfg, self.b
         s = 1 if self.phase == "decode" else self.seq
         cache = self.phase in ("prefill", "decode")
-        x = self.embed_tokens(s)
-        for i in range(cfg.layers):
+        lo, hi = self.stage_layers
+        if lo == 0:
+            x = self.embed_tokens(s)
+        else:  # a later pipeline stage: the previous stage's activations arrive over the link
+            with b.group("pipeline"):
+                shape = (self.batch, s // self.tp if self.sp else s, cfg.d_model)
+                x = b.op("recv", [], name="recv", shape=shape, dtype=b.dtype.value, group_size=2)
+        for i in range(lo, hi):
             x = self.layer(x, i, causal=True, cache=cache, bias=None)
+        if hi < cfg.layers:
+            with b.group("pipeline"):
+                b.op("send", [x], name="send", group_size=2)
+            return x
         if cfg.final_norm:
             x = self.norm(x, "final_norm")
         if self.phase in ("forward", "train"):
@@ -569,7 +645,8 @@ class _Build:
 
 def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
           dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
-          name: str | None = None) -> OpGraph:
+          name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
+          stage_layers: tuple[int, int] | None = None) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -595,17 +672,43 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         Decoder tokens of an encoder-decoder model (default ``seq``).
     name
         Graph name (default ``cfg.name``).
+    tp, sequence_parallel
+        Tensor parallelism: the graph is the work of ONE of ``tp`` ranks, as Megatron-LM splits it
+        (Shoeybi et al. 2019): q/k/v, MLP-up and expert-up projections by output columns, attention
+        by heads, the output/down projections by input rows followed by an ``all_reduce`` of their
+        partial sums, the embedding table and LM head by vocabulary rows (padded up to a multiple of
+        ``tp``); inference all-gathers the logits. ``sequence_parallel`` (Korthikanti et al. 2022)
+        keeps ``seq / tp`` tokens per rank between blocks, with an ``all_gather`` before and a
+        ``reduce_scatter`` after each block instead of the all-reduce. See
+        :func:`tensor_parallel_problems` for what must divide.
+    stage_layers
+        Pipeline parallelism (decoder-only LMs): build only layers ``[first, last)``, as one stage
+        of a pipeline; a stage without layer 0 starts by receiving the previous stage's activations
+        (``recv``), a stage without the last layer ends by sending its own (``send``). The
+        embedding belongs to the first stage, the final norm, LM head and loss to the last.
     """
     gname = name or cfg.name
     ctx = seq if context is None else context
+    problems = tensor_parallel_problems(cfg, tp, sequence_parallel=sequence_parallel, phase=phase, seq=seq)
+    if problems:
+        raise ValueError(f"model {cfg.name!r}: tensor parallelism: " + "; ".join(problems))
     if cfg.pos == "learned" and not cfg.is_vision:
         longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
         if longest > cfg.max_positions:
             what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
             raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
                              f"positions; expected at most max_positions = {cfg.max_positions}")
+    if stage_layers is not None:
+        lo, hi = stage_layers
+        if not cfg.is_decoder_lm:
+            raise ValueError(f"model {cfg.name!r}: pipeline stages: expected a decoder-only language model; "
+                             "got an encoder or encoder-decoder model")
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi <= cfg.layers):
+            raise ValueError(f"model {cfg.name!r}: stage_layers: got {stage_layers!r}; expected (first, last) "
+                             f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
-                logits=logits, decoder_seq=decoder_seq or seq)
+                logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
+                stage_layers=stage_layers)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:
@@ -622,7 +725,54 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         meta["context"] = ctx
     if cfg.is_encoder_decoder:
         meta["decoder_seq"] = decoder_seq or seq
+    if stage_layers is not None and stage_layers != (0, cfg.layers):
+        meta["stage_layers"] = list(stage_layers)
+    if tp > 1:
+        meta["tp"] = tp
+        if sequence_parallel:
+            meta["sequence_parallel"] = True
     return st.b.build(meta)
+
+
+def _nearest_divisors(n: int, k: int) -> str:
+    """The divisors of ``n`` nearest ``k`` (below and above), for error messages."""
+    divs = [d for d in range(1, n + 1) if n % d == 0]
+    lo = max((d for d in divs if d < k), default=None)
+    hi = min((d for d in divs if d > k), default=None)
+    return " or ".join(str(d) for d in (lo, hi) if d is not None)
+
+
+def tensor_parallel_problems(cfg: TransformerConfig, tp: int, *, sequence_parallel: bool = False,
+                             phase: str = "forward", seq: int = 1) -> list[str]:
+    """What prevents splitting ``cfg`` over ``tp`` tensor-parallel ranks (empty: nothing).
+
+    As Megatron-LM requires: ``heads``, ``d_ff`` (and every expert's) divisible by ``tp``; key/value
+    heads divisible by ``tp``, or, with fewer KV heads than ranks, ``tp`` a multiple of them (each
+    rank then holds one replicated KV head, as vLLM does). Sequence parallelism also needs the
+    sequence divisible by ``tp`` and a token model that is not an encoder-decoder.
+    """
+    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+        return [f"tp: got {tp!r}; expected a positive integer"]
+    out: list[str] = []
+    if tp == 1:
+        return out
+    if cfg.heads % tp:
+        out.append(f"tp {tp} does not divide heads={cfg.heads}; expected a divisor (nearest: "
+                   f"{_nearest_divisors(cfg.heads, tp)})")
+    kv = cfg.n_kv_heads
+    if kv % tp and tp % kv:
+        out.append(f"tp {tp} and kv_heads={kv}: expected tp to divide the KV heads, or a multiple of them")
+    if cfg.d_ff % tp:
+        out.append(f"tp {tp} does not divide d_ff={cfg.d_ff}; expected a divisor (nearest: "
+                   f"{_nearest_divisors(cfg.d_ff, tp)})")
+    if sequence_parallel:
+        s = 1 if phase == "decode" else seq
+        if cfg.is_vision or cfg.is_encoder_decoder:
+            out.append("sequence parallelism: expected a decoder-only or encoder-only token model")
+        elif s % tp:
+            out.append(f"sequence parallelism: tp {tp} does not divide the sequence of {s} token(s); "
+                       "expected seq divisible by tp")
+    return out
 
 
 def prefill(cfg: TransformerConfig, batch: int, seq_len: int, **kw: Any) -> OpGraph:
@@ -677,10 +827,11 @@ def _register_zoo() -> None:
                 c = replace(c, capacity_factor=float(extra.pop("capacity_factor")))
             if c.is_vision and seq != c.image_size:
                 c = replace(c, image_size=int(seq))
-            unknown = set(extra) - {"attention", "logits", "decoder_seq"}
+            unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers"}
             if unknown:
                 raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
-                                 "attention, logits, decoder_seq, experts, capacity_factor")
+                                 "attention, logits, decoder_seq, experts, capacity_factor, tp, sequence_parallel, "
+                                 "stage_layers")
             return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)
 
         register_model(ModelEntry(

@@ -1,0 +1,437 @@
+"""Compose per-device stage reports into a whole parallel step: iteration time, bubble, exposed
+communication, memory per device, MFU, and for inference a whole request (TTFT, TPOT, tokens/s).
+
+The graph of each pipeline stage (one device's work, collectives included: see
+:mod:`workloads.parallel`) is costed by the analytical engine on the system; this module adds what
+no single graph holds: the pipeline schedule (:mod:`simulator.parallel.schedule`), data-parallel
+gradient synchronisation overlapped with the backward pass, the once-per-step optimizer update,
+ZeRO / FSDP sharding of weights, gradients and optimizer state, and the activations each stage keeps
+for the microbatches in flight.
+
+Modelling choices (stated, not fitted):
+
+* Tensor-parallel collectives and pipeline sends are on the critical path (Megatron-LM runs them on
+  the compute stream); the data-parallel gradient all-reduce (reduce-scatter with ZeRO >= 1) runs
+  in buckets of :data:`DDP_BUCKET_BYTES` on its own stream while the backward pass of the last
+  microbatch runs: what exceeds that backward time, and at least the last bucket, is exposed.
+* With ZeRO >= 1 (Megatron's distributed optimizer) each rank updates ``1/dp`` of the parameters
+  and all-gathers them afterwards; with ZeRO-3 / FSDP the parameters are also all-gathered before
+  each forward and backward (exposed here: no prefetch model yet).
+* Memory per device: the stage graph's weights, gradients and optimizer state divided by ``dp``
+  as the ZeRO stage shards them, plus the activations one microbatch stashes for its backward
+  pass times the microbatches in flight, plus the working set of one microbatch.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hwmodels.spec import DeviceSpec, SystemSpec
+from simulator.parallel.schedule import PipelineTime, pipeline_time
+from workloads.ir import OpGraph, Role
+from workloads.parallel import ParallelPlan, PlanError, StageGraph, plan_graphs
+
+__all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "DDP_BUCKET_BYTES",
+           "COMMUNICATION_KINDS"]
+
+logger = logging.getLogger(__name__)
+
+#: PyTorch DistributedDataParallel's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel
+#: DistributedDataParallel documentation).
+DDP_BUCKET_BYTES = 25 * 2**20
+#: Op kinds that are communication (the rest of a stage's time is computation).
+COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One device of one pipeline stage: per-microbatch times and memory."""
+
+    stage: int
+    layers: tuple[tuple[int, int], ...]
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    communication_s: float
+    flops: float
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_state_bytes: float
+    activations_bytes: float
+    kv_cache_bytes: float
+    in_flight: float
+
+    @property
+    def memory_bytes(self) -> float:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_state_bytes + self.activations_bytes
+                + self.kv_cache_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: (list(map(list, v)) if k == "layers" else v) for k, v in self.__dict__.items()}
+        out["memory_bytes"] = self.memory_bytes
+        return out
+
+
+@dataclass(frozen=True)
+class ParallelResult:
+    """A parallel step (training iteration or inference step / request) and where its time goes."""
+
+    model: str
+    hardware: str
+    plan: ParallelPlan
+    phase: str
+    latency_s: float
+    breakdown: dict[str, float]
+    stages: tuple[StageResult, ...]
+    memory_capacity_bytes: float
+    model_flops: float
+    peak_flops_per_s: float
+    tokens: float
+    pipeline: PipelineTime | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    reports: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def memory_per_device_bytes(self) -> float:
+        """The worst device's resident bytes."""
+        return max(s.memory_bytes for s in self.stages)
+
+    @property
+    def worst_stage(self) -> int:
+        return max(self.stages, key=lambda s: s.memory_bytes).stage
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.memory_per_device_bytes <= self.memory_capacity_bytes
+
+    @property
+    def model_flops_per_s_per_device(self) -> float:
+        return self.model_flops / self.latency_s / self.plan.devices if self.latency_s > 0 else 0.0
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: model FLOPs (no recomputation) per second per device over its peak."""
+        return self.model_flops_per_s_per_device / self.peak_flops_per_s if self.peak_flops_per_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.latency_s if self.latency_s > 0 else 0.0
+
+    def memory_message(self) -> str:
+        need, have = self.memory_per_device_bytes / 2**30, self.memory_capacity_bytes / 2**30
+        verdict = "fits" if self.fits_in_memory else "does not fit"
+        return (f"{verdict}: the worst device (stage {self.worst_stage}) needs {need:.2f} GiB of {have:.2f} GiB")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model, "hardware": self.hardware, "phase": self.phase,
+            "latency_s": self.latency_s,
+            "mfu": self.mfu, "model_flops_per_s_per_device": self.model_flops_per_s_per_device,
+            "tokens_per_s": self.tokens_per_s,
+            "memory_per_device_bytes": self.memory_per_device_bytes, "fits_in_memory": self.fits_in_memory,
+            "breakdown": dict(self.breakdown), "plan": self.plan.to_json(),
+            "stages": [s.to_json() for s in self.stages],
+        }
+        if self.phase == "train":
+            out["iteration_time_s"] = self.latency_s
+        if self.pipeline is not None:
+            out["bubble_fraction"] = self.pipeline.bubble_fraction
+        out.update(self.extra)
+        out["warnings"] = list(self.warnings)
+        return out
+
+
+def _device(system: DeviceSpec | SystemSpec) -> tuple[DeviceSpec, int]:
+    if isinstance(system, SystemSpec):
+        return system.device, system.count
+    return system, 1
+
+
+def _check_fits_system(plan: ParallelPlan, system: DeviceSpec | SystemSpec) -> None:
+    dev, count = _device(system)
+    if plan.devices > count:
+        name = getattr(system, "name", dev.name)
+        raise PlanError(f"plan: tp x pp x dp = {plan.tp} x {plan.pp} x {plan.dp} = {plan.devices} devices; "
+                        f"got hardware {name!r} with {count}; expected a system with at least {plan.devices} devices")
+    if isinstance(system, SystemSpec) and plan.tp > system.count:
+        raise PlanError(f"plan: tp {plan.tp} is larger than the {system.count} devices of {system.name!r}")
+
+
+def _split(sg: StageGraph, records: tuple[Any, ...]) -> tuple[float, float, float, float]:
+    """(forward, backward, optimizer, communication) seconds of one stage graph's records."""
+    fwd = bwd = opt = comm = 0.0
+    for i, r in enumerate(records):
+        if r.group == "optimizer" or r.group.startswith("optimizer."):
+            opt += r.time_s
+        elif i < sg.forward_ops:
+            fwd += r.time_s
+        else:
+            bwd += r.time_s
+        if r.kind in COMMUNICATION_KINDS:
+            comm += r.time_s
+    return fwd, bwd, opt, comm
+
+
+def _stash_bytes(sg: StageGraph) -> float:
+    """Bytes of forward activations one microbatch keeps for its backward pass.
+
+    A view (reshape, split, slice) keeps its base tensor alive, so a view read by the backward pass
+    counts its base once, however many views of it are read.
+    """
+    g = sg.graph
+    fwd = g.ops[: sg.forward_ops]
+    fwd_names = {op.name for op in fwd}
+    base: dict[str, Any] = {}
+    for op in fwd:
+        if op.kind in _VIEWS:
+            root = base.get(op.inputs[0].name, op.inputs[0])
+            for t in op.outputs:
+                base[t.name] = root
+    kept: dict[str, float] = {}
+    for op in g.ops[sg.forward_ops:]:
+        for t in op.inputs:
+            if t.role is not Role.ACTIVATION:
+                continue
+            prod = g.producer(t.name)
+            if prod is None or prod.name not in fwd_names:
+                continue
+            root = base.get(t.name, t)
+            if root.role is Role.ACTIVATION and g.producer(root.name) is not None:
+                kept[root.name] = float(root.nbytes)
+    return sum(kept.values())
+
+
+_VIEWS = frozenset({"reshape", "split", "slice"})
+
+
+def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | SystemSpec) -> float:
+    """Time of one collective of ``nbytes`` over ``n`` devices, by the engine's collective rule."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    from simulator.engines.analytical import evaluate
+    from workloads.ir import GraphBuilder
+
+    b = GraphBuilder("dp_sync", dtype="bf16")
+    numel = max(1, int(nbytes // 2))
+    if kind == "all_gather":
+        numel = max(1, numel // n)
+    x = b.input("grads", (numel,))
+    b.op(kind, [x], name="sync", group_size=n)
+    return float(evaluate(b.build(), system).totals.latency_s)
+
+
+def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
+                  phase: str | None = None, train: bool = False, seq: int | None = None,
+                  context: int | None = None, dtype: str | None = None, batch: int | None = None,
+                  optimizer: str = "adamw", recompute: str = "none") -> ParallelResult:
+    """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
+
+    Parameters
+    ----------
+    model
+        Zoo transformer name, Hugging Face ``config.json`` path, or ``TransformerConfig``.
+    system
+        A system (the plan must fit in its devices) or one device (plans of one device only).
+    plan
+        The parallel plan; ``plan.microbatch``/``plan.global_batch`` set a training step's batch.
+    options
+        :class:`~simulator.engines.analytical.EvalOptions` for every stage.
+    phase, seq, context, dtype, batch
+        Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
+        sequences per step on each data-parallel replica.
+    optimizer, recompute
+        Training step options.
+    """
+    from simulator.engines.analytical import EvalOptions, evaluate
+
+    _check_fits_system(plan, system)
+    opts = options or EvalOptions()
+    opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
+    graphs = plan_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
+                         train=train, optimizer=optimizer, recompute=recompute, batch=batch)
+    dev, _ = _device(system)
+    name = graphs[0].graph.name
+    reports = []
+    cache: dict[str, Any] = {}
+    for sg in graphs:
+        key = _shape_key(sg.graph)
+        rep = cache.get(key)
+        if rep is None:
+            rep = evaluate(sg.graph, system, opts)
+            cache[key] = rep
+        reports.append(rep)
+    p, v = plan.pp, plan.interleave
+    m = plan.microbatches if train else 1
+    per_stage: list[list[tuple[StageGraph, Any]]] = [[] for _ in range(p)]
+    for sg, rep in zip(graphs, reports, strict=True):
+        per_stage[sg.stage].append((sg, rep))
+    fwd, bwd, opt, comm = [0.0] * p, [0.0] * p, [0.0] * p, [0.0] * p
+    for s in range(p):
+        for sg, rep in per_stage[s]:
+            f, b, o, c = _split(sg, rep.records)
+            fwd[s] += f
+            bwd[s] += b
+            opt[s] += o
+            comm[s] += c
+    warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
+    phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
+    # ---- time
+    extra: dict[str, float] = {}
+    pipe: PipelineTime | None = None
+    if train:
+        pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
+        grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
+        sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
+        dp_sync = [_collective_time(sync_kind, gb, plan.dp, system) for gb in grad_bytes]
+        last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
+        exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
+        gather = [0.0] * p
+        if plan.zero >= 1 and plan.dp > 1:  # updated parameter shards gathered back
+            wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
+            gather = [_collective_time("all_gather", w, plan.dp, system) for w in wbytes]
+            if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
+                gather = [g * (1 + 2 * m) for g in gather]
+        opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
+        tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
+        latency = pipe.step_s + max(tail)
+        worst = max(range(p), key=lambda s: tail[s])
+        comm_busy = m * comm[pipe.bottleneck_stage]
+        breakdown = {
+            "compute_s": pipe.busy_s - comm_busy,
+            "communication_s": comm_busy + exposed[worst] + gather[worst],
+            "bubble_s": pipe.bubble_s,
+            "optimizer_s": opt_s[worst],
+            "dp_sync_s": dp_sync[worst],
+            "dp_sync_exposed_s": exposed[worst],
+        }
+        seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
+        tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
+    else:
+        latency = sum(fwd)  # one batch passes every stage in turn
+        breakdown = {"compute_s": latency - sum(comm), "communication_s": sum(comm), "bubble_s": 0.0,
+                     "optimizer_s": 0.0}
+        meta = graphs[0].graph.meta
+        per_seq = 1 if meta.get("phase") == "decode" else int(meta.get("seq", 1))
+        tokens = float(int(meta.get("batch", 1)) * per_seq * plan.dp)
+    # ---- memory per device
+    stages: list[StageResult] = []
+    for s in range(p):
+        sgs = per_stage[s]
+        w = sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in sgs)
+        g = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
+        o = sum(float(sg.graph.role_bytes(Role.OPTIMIZER_STATE)) for sg, _ in sgs)
+        kv = sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs)
+        if plan.dp > 1:
+            o = o / plan.dp if plan.zero >= 1 else o
+            g = g / plan.dp if plan.zero >= 2 else g
+            w = w / plan.dp if plan.zero >= 3 else w
+        work = max(float(rep.memory.activations_bytes) for _, rep in sgs)
+        inflight = pipe.in_flight[s] if pipe is not None else 1.0
+        stash = sum(_stash_bytes(sg) for sg, _ in sgs) if train else 0.0
+        act = work + stash * max(0.0, inflight - 1.0)
+        stages.append(StageResult(
+            stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
+            optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(sg.graph.flops) for sg, _ in sgs),
+            weights_bytes=w, gradients_bytes=g, optimizer_state_bytes=o, activations_bytes=act,
+            kv_cache_bytes=kv, in_flight=inflight))
+    capacity = float(dev.memory[0].capacity_bytes)
+    model_flops = _model_flops(model, graphs, plan, train, m)
+    peak = _peak_flops(dev, graphs[0].graph)
+    res = ParallelResult(
+        model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
+        breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
+        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings),
+        reports=tuple(reports))
+    if not res.fits_in_memory:
+        res = replace(res, warnings=(*res.warnings, res.memory_message()))
+    return res
+
+
+def _shape_key(g: OpGraph) -> tuple[Any, ...]:
+    """Stages whose graphs differ only in layer indices cost the same: key by everything else."""
+    return tuple((_DIGITS.sub("#", op.name), op.kind, tuple((t.shape, t.dtype.value) for t in op.inputs),
+                  tuple((k, repr(op.attrs[k])) for k in sorted(op.attrs))) for op in g.ops)
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _model_flops(model: Any, graphs: list[StageGraph], plan: ParallelPlan, train: bool, m: int) -> float:
+    """Model FLOPs of one step over all devices: the unsharded work, without recomputation or
+    collectives' reductions (the numerator of MFU, as in Korthikanti et al. 2022)."""
+    total = 0.0
+    for sg in graphs:
+        for op in sg.graph.ops:
+            if op.kind in COMMUNICATION_KINDS or "@recompute" in op.name or op.kind == "optimizer_update":
+                continue
+            total += float(op.flops)
+    per_replica = total * plan.tp * (m if train else 1)
+    return per_replica * plan.dp
+
+
+def _peak_flops(dev: DeviceSpec, g: OpGraph) -> float:
+    dt = str(g.meta.get("dtype", "bf16"))
+    rates: Mapping[str, float] = dev.compute.tensor_flops_per_s or {}
+    return float(rates.get(dt) or max(rates.values(), default=0.0) or dev.compute.vector_flops_per_s.get("fp32", 0.0))
+
+
+def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
+                     input_len: int, output_len: int, batch: int = 1, dtype: str | None = None,
+                     samples: int = 5) -> ParallelResult:
+    """A whole generation request as serving engines run it: one prefill of ``input_len`` tokens
+    (which yields the first output token), then ``output_len - 1`` decode steps over a KV cache of
+    ``input_len`` to ``input_len + output_len - 2`` tokens.
+
+    TTFT is the prefill; TPOT the mean decode step, ``(e2e - ttft) / (output_len - 1)`` as vLLM's
+    benchmark defines it. Decode-step time is predicted at ``samples`` evenly spaced context lengths
+    and summed exactly for the piecewise-linear interpolant in between (a step's time is affine in
+    its context except where a kernel's tiling changes); ``extra['tpot_interpolation_spread']`` is
+    the largest relative deviation of an interior sample from the line through the end points.
+    """
+    for k, val in (("input_len", input_len), ("output_len", output_len), ("batch", batch)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+            raise PlanError(f"generate: {k}: got {val!r}; expected a positive integer")
+    pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch)
+    n_steps = output_len - 1
+    decode_total, spread, comm_decode = 0.0, 0.0, 0.0
+    steps: list[ParallelResult] = []
+    if n_steps:
+        first, last = input_len, input_len + n_steps - 1
+        n = max(1, min(samples, n_steps))
+        ctxs = sorted({round(first + (last - first) * i / max(1, n - 1)) for i in range(n)})
+        steps = [evaluate_plan(model, system, plan, options, phase="decode", context=c, dtype=dtype, batch=batch)
+                 for c in ctxs]
+        times = [r.latency_s for r in steps]
+        comms = [r.breakdown["communication_s"] for r in steps]
+        for i in range(len(ctxs) - 1):
+            c0, c1, t0, t1, q0, q1 = ctxs[i], ctxs[i + 1], times[i], times[i + 1], comms[i], comms[i + 1]
+            k = c1 - c0  # steps at contexts c0 .. c1 - 1 on the line from (c0, t0) to (c1, t1)
+            decode_total += k * t0 + (t1 - t0) * (k - 1) / 2.0
+            comm_decode += k * q0 + (q1 - q0) * (k - 1) / 2.0
+        decode_total += times[-1]  # the step at context `last`
+        comm_decode += comms[-1]
+        if len(ctxs) > 2:
+            for c, t in zip(ctxs, times, strict=True):
+                line = times[0] + (times[-1] - times[0]) * (c - first) / (last - first)
+                spread = max(spread, abs(t - line) / line)
+    ttft = pre.latency_s
+    e2e = ttft + decode_total
+    tpot = decode_total / n_steps if n_steps else 0.0
+    tokens = float(batch * plan.dp * (input_len + output_len))
+    extra = {"ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e,
+             "output_tokens_per_s": batch * plan.dp * output_len / e2e,
+             "input_len": float(input_len), "output_len": float(output_len),
+             "tpot_interpolation_spread": spread}
+    comm = pre.breakdown["communication_s"] + comm_decode
+    breakdown = {"compute_s": e2e - comm, "communication_s": comm, "bubble_s": 0.0, "optimizer_s": 0.0,
+                 "prefill_s": ttft, "decode_s": decode_total}
+    worst = max([pre, *steps], key=lambda r: r.memory_per_device_bytes)
+    flops = pre.model_flops + (sum(r.model_flops for r in steps) / len(steps) * n_steps if steps else 0.0)
+    return replace(worst, phase="generate", latency_s=e2e, breakdown=breakdown, tokens=tokens, extra=extra,
+                   model_flops=flops, warnings=tuple(sorted({*pre.warnings, *worst.warnings})),
+                   reports=(pre.reports[0], *(steps[-1].reports[:1] if steps else ())), pipeline=None)

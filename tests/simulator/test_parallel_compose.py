@@ -1,0 +1,150 @@
+"""Parallel composition: pipeline schedules in closed form, activation memory against Korthikanti et al.
+2022, ZeRO sharding, whole requests (TTFT/TPOT), and plans checked against the system."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hwmodels.catalog import load_device, load_system
+from simulator.parallel.compose import _stash_bytes, evaluate_plan, generate_request
+from simulator.parallel.schedule import in_flight, pipeline_time
+from workloads.parallel import ParallelPlan, PlanError, plan_graphs
+from workloads.zoo.transformer import zoo_config
+
+DGX = load_system("dgx-h100")
+
+
+# ------------------------------------------------------------------------------------------------
+# schedules
+
+
+@pytest.mark.parametrize(("p", "m"), [(1, 1), (2, 8), (4, 8), (8, 64)])
+def test_equal_stages_give_the_textbook_step_and_bubble(p: int, m: int) -> None:
+    f, b = 1.5, 3.0
+    t = pipeline_time([f] * p, [b] * p, m, "1f1b")
+    assert t.step_s == pytest.approx((m + p - 1) * (f + b))
+    assert t.bubble_s / t.busy_s == pytest.approx((p - 1) / m)  # Narayanan et al. 2021, Sec. 2.2.1
+    assert pipeline_time([f] * p, [b] * p, m, "gpipe").step_s == pytest.approx(t.step_s)
+
+
+def test_interleaving_divides_the_bubble_by_the_virtual_stages() -> None:
+    p, m, v = 4, 16, 4
+    plain = pipeline_time([1.0] * p, [2.0] * p, m, "1f1b")
+    inter = pipeline_time([1.0] * p, [2.0] * p, m, "interleaved", v)
+    assert inter.bubble_s == pytest.approx(plain.bubble_s / v)
+    assert inter.busy_s == plain.busy_s
+
+
+def test_unequal_stages_make_the_bubble_larger_than_the_formula() -> None:
+    # an embedding on the first stage and an LM head on the last: the slowest stage sets the pace
+    fwd, bwd, m = [1.2, 1.0, 1.0, 1.5], [2.4, 2.0, 2.0, 3.0], 8
+    t = pipeline_time(fwd, bwd, m)
+    assert t.bottleneck_stage == 3
+    assert t.step_s == pytest.approx(sum(fwd) + sum(bwd) + (m - 1) * 4.5)
+    mean = (sum(fwd) + sum(bwd)) / 4
+    assert t.step_s > (m + 4 - 1) * mean  # the equal-stage formula at the mean stage underestimates
+
+
+def test_in_flight_microbatches() -> None:
+    assert in_flight("gpipe", 4, 8) == (8, 8, 8, 8)
+    assert in_flight("1f1b", 4, 8) == (4, 3, 2, 1)
+    assert in_flight("1f1b", 4, 2) == (2, 2, 2, 1)
+    # the first stage of an interleaved schedule keeps p (1 + (p - 1)/(p v)) microbatches
+    assert in_flight("interleaved", 4, 32, 2)[0] == pytest.approx(4 * (1 + 3 / 8))
+
+
+# ------------------------------------------------------------------------------------------------
+# activation memory per layer against Korthikanti et al. 2022, Table 2
+
+
+def _per_layer(recompute: str, **plan: object) -> float:
+    """Activation bytes one layer of GPT-3 175B keeps for backward, in units of s*b*h (bf16)."""
+    s, h = 2048, 12288
+    base = zoo_config("gpt3-175b")
+    two = plan_graphs(replace(base, layers=2), ParallelPlan(**plan), train=True, seq=s, recompute=recompute)[0]
+    three = plan_graphs(replace(base, layers=3), ParallelPlan(**plan), train=True, seq=s, recompute=recompute)[0]
+    return (_stash_bytes(three) - _stash_bytes(two)) / (s * h)
+
+
+@pytest.mark.parametrize(("plan", "recompute", "paper_sbh"), [
+    # Table 2 with its dropout masks (2 sbh; / t with SP) and unfused-attention s^2 terms (5as/h)
+    # removed, because the graphs have no dropout and a fused (flash) attention kernel
+    ({}, "none", 34 - 2),                                      # no parallelism: sbh (34 + 5as/h)
+    ({"tp": 8}, "none", 10 - 2 + 24 / 8),                      # tensor parallel: sbh (10 + 24/t + 5as/(ht))
+    ({"tp": 8, "sequence_parallel": True}, "none", (34 - 2) / 8),  # + sequence parallel: sbh (34/t + ...)
+    ({"tp": 8, "sequence_parallel": True}, "selective", (34 - 2) / 8),  # selective: sbh 34/t
+    ({}, "full", 2),                                           # full recomputation: the layer input, 2 sbh
+    ({"tp": 8}, "full", 2),
+    ({"tp": 8, "sequence_parallel": True}, "full", 2 / 8),
+])
+def test_activation_memory_per_layer_matches_korthikanti(plan: dict, recompute: str, paper_sbh: float) -> None:
+    assert _per_layer(recompute, **plan) == pytest.approx(paper_sbh, rel=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# composition
+
+
+def test_tensor_parallel_decode_fits_where_one_gpu_does_not() -> None:
+    one = evaluate_plan("llama-2-70b", DGX, ParallelPlan(), phase="decode", context=4096, batch=16)
+    eight = evaluate_plan("llama-2-70b", DGX, ParallelPlan(tp=8), phase="decode", context=4096, batch=16)
+    assert not one.fits_in_memory and eight.fits_in_memory
+    # weights split 8 ways (the norms replicated), KV cache by the 8 KV heads
+    assert eight.stages[0].weights_bytes < one.stages[0].weights_bytes / 8 * 1.001
+    assert eight.stages[0].kv_cache_bytes == one.stages[0].kv_cache_bytes / 8
+    assert eight.latency_s < one.latency_s
+    assert eight.breakdown["communication_s"] > 0 and one.breakdown["communication_s"] == 0
+    assert eight.breakdown["compute_s"] + eight.breakdown["communication_s"] == pytest.approx(eight.latency_s)
+
+
+def test_training_iteration_adds_bubble_dp_sync_and_optimizer() -> None:
+    plan = ParallelPlan(tp=2, pp=2, dp=2, microbatch=1, global_batch=16)
+    r = evaluate_plan("llama-2-7b", DGX, plan, train=True, seq=1024)
+    b = r.breakdown
+    # the parts add up to the iteration (exposed DP synchronisation is part of communication)
+    assert r.latency_s == pytest.approx(b["compute_s"] + b["communication_s"] + b["bubble_s"] + b["optimizer_s"],
+                                        rel=1e-9)
+    assert b["dp_sync_exposed_s"] <= b["dp_sync_s"]
+    assert b["bubble_s"] > 0 and b["optimizer_s"] > 0 and b["dp_sync_s"] > 0
+    assert r.pipeline is not None and r.pipeline.in_flight == (2.0, 1.0)
+    assert 0.05 < r.mfu < 1.0
+    assert r.tokens == 16 * 1024
+    # more microbatches amortise the same bubble
+    r2 = evaluate_plan("llama-2-7b", DGX, replace(plan, global_batch=64), train=True, seq=1024)
+    assert r2.pipeline.bubble_fraction < r.pipeline.bubble_fraction
+
+
+def test_zero_shards_optimizer_state_then_gradients_then_weights() -> None:
+    mem = []
+    for z in (0, 1, 2, 3):
+        plan = ParallelPlan(dp=8, microbatch=1, global_batch=8, zero_stage=z)
+        st = evaluate_plan("llama-2-7b", DGX, plan, train=True, seq=512).stages[0]
+        mem.append((st.weights_bytes, st.gradients_bytes, st.optimizer_state_bytes))
+    (w0, g0, o0), (w1, g1, o1), (w2, g2, o2), (w3, g3, o3) = mem
+    assert (w1, g1, o1) == (w0, g0, o0 / 8)
+    assert (w2, g2, o2) == (w0, g0 / 8, o0 / 8)
+    assert (w3, g3, o3) == (w0 / 8, g0 / 8, o0 / 8)
+
+
+def test_generate_request_ttft_tpot_and_exact_sum_for_linear_steps() -> None:
+    plan = ParallelPlan(tp=4)
+    r = generate_request("llama-2-7b", DGX, plan, input_len=128, output_len=9, batch=4, samples=9)
+    pre = evaluate_plan("llama-2-7b", DGX, plan, phase="prefill", seq=128, batch=4)
+    assert r.extra["ttft_s"] == pre.latency_s
+    steps = [evaluate_plan("llama-2-7b", DGX, plan, phase="decode", context=c, batch=4).latency_s
+             for c in range(128, 136)]
+    assert r.extra["tpot_s"] == pytest.approx(sum(steps) / 8, rel=1e-12)  # every step sampled: exact
+    coarse = generate_request("llama-2-7b", DGX, plan, input_len=128, output_len=9, batch=4, samples=3)
+    assert coarse.extra["tpot_s"] == pytest.approx(r.extra["tpot_s"], rel=1e-3)
+    assert r.latency_s == pytest.approx(pre.latency_s + sum(steps), rel=1e-12)
+    one = generate_request("llama-2-7b", DGX, plan, input_len=128, output_len=1, batch=4)
+    assert one.latency_s == one.extra["ttft_s"] and one.extra["tpot_s"] == 0.0
+
+
+def test_plan_larger_than_the_system_is_refused() -> None:
+    with pytest.raises(PlanError, match="16 devices; got hardware 'dgx-h100' with 8"):
+        evaluate_plan("llama-2-70b", DGX, ParallelPlan(tp=8, pp=2), phase="decode")
+    with pytest.raises(PlanError, match="with 1; expected a system with at least 2 devices"):
+        evaluate_plan("llama-2-7b", load_device("h100-sxm5-80gb"), ParallelPlan(tp=2), phase="decode")

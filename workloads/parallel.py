@@ -1,0 +1,292 @@
+"""Parallel plans: how one model's work is split over many devices, and the per-device graphs that result.
+
+A :class:`ParallelPlan` names the degrees of tensor (``tp``), pipeline (``pp``), data (``dp``) and
+expert (``ep``) parallelism, sequence parallelism, the microbatching of a training step, the
+pipeline schedule and the ZeRO / FSDP sharding of optimizer state, gradients and weights.
+:func:`plan_graphs` turns a transformer (a zoo name, a Hugging Face config or a
+:class:`~workloads.zoo.transformer.TransformerConfig`) into the graph of ONE device of each pipeline
+stage, with the collectives inserted where Megatron-LM puts them (see
+:func:`workloads.zoo.transformer.build`): all-reduces after the row-parallel projections (or
+all-gather / reduce-scatter pairs with sequence parallelism), vocabulary-parallel embedding and
+LM head, send/recv between stages. Data-parallel gradient synchronisation and the pipeline schedule
+are composed by :mod:`simulator.parallel`, which knows the fabric.
+
+Every rank of a stage runs the same graph (the split is symmetric), so one graph per stage suffices.
+What must divide, as the frameworks require: heads, KV heads (or ``tp`` a multiple of them), the
+MLP width by ``tp``; layers by ``pp`` (times ``interleave`` for interleaved schedules); the global
+batch by ``dp * microbatch``; experts by ``ep``. A plan that does not divide is a
+:class:`PlanError` naming the dimension, the sizes and the nearest valid values.
+
+Example
+-------
+>>> plan = ParallelPlan(tp=8, pp=2, dp=4, microbatch=1, global_batch=64)
+>>> plan.devices, plan.microbatches
+(64, 16)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.ir import OpGraph
+
+__all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
+           "plan_problems"]
+
+#: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
+#: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+#: ZeRO stages (Rajbhandari et al. 2020): 1 shards optimizer state, 2 also gradients, 3 also weights.
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+class PlanError(ValueError):
+    """A parallel plan that does not fit the model or the system; the message locates the dimension."""
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """Degrees of parallelism and the training-step structure.
+
+    Attributes
+    ----------
+    tp, pp, dp, ep, cp
+        Tensor, pipeline, data, expert and context parallel degrees. Devices used:
+        ``tp * pp * dp * cp`` (expert parallelism reuses the data-parallel ranks, as in Megatron-LM).
+    sequence_parallel
+        Megatron sequence parallelism with ``tp`` (Korthikanti et al. 2022).
+    microbatch
+        Sequences per microbatch (per data-parallel rank).
+    global_batch
+        Sequences per training step over all data-parallel ranks (None: ``dp * microbatch``, one
+        microbatch per step).
+    schedule, interleave
+        Pipeline schedule (:data:`SCHEDULES`) and virtual stages per device for ``interleaved``.
+    zero_stage, fsdp
+        ZeRO stage (0-3) over the data-parallel ranks; ``fsdp`` is PyTorch FSDP's full sharding
+        (ZeRO-3 semantics).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    cp: int = 1
+    sequence_parallel: bool = False
+    microbatch: int = 1
+    global_batch: int | None = None
+    schedule: str = "1f1b"
+    interleave: int = 1
+    zero_stage: int = 0
+    fsdp: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        for f in ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                problems.append(f"{f}: got {v!r}; expected a positive integer")
+        gb = self.global_batch
+        if gb is not None and (not isinstance(gb, int) or isinstance(gb, bool) or gb < 1):
+            problems.append(f"global_batch: got {gb!r}; expected a positive integer")
+        if self.schedule not in SCHEDULES:
+            from nodeperf.suggest import did_you_mean
+
+            problems.append(f"schedule: got {self.schedule!r}; expected one of {', '.join(SCHEDULES)}"
+                            + did_you_mean(str(self.schedule), SCHEDULES))
+        if self.zero_stage not in ZERO_STAGES:
+            problems.append(f"zero_stage: got {self.zero_stage!r}; expected one of 0, 1, 2, 3")
+        if problems:
+            raise PlanError("plan: " + "; ".join(problems))
+        if self.interleave > 1 and self.schedule != "interleaved":
+            raise PlanError(f"plan: interleave: got {self.interleave} with schedule {self.schedule!r}; expected "
+                            "schedule 'interleaved' (virtual stages need the interleaved 1F1B schedule)")
+        if self.schedule == "interleaved" and self.pp == 1:
+            raise PlanError("plan: schedule 'interleaved' with pp 1; expected pp > 1")
+        if self.sequence_parallel and self.tp == 1:
+            raise PlanError("plan: sequence_parallel: got it with tp 1; expected tp > 1 (it splits the "
+                            "tensor-parallel ranks' activations)")
+        if self.cp > 1:
+            raise PlanError(f"plan: cp: got {self.cp}; context parallelism is not modelled yet; expected cp 1")
+        if gb is not None and gb % (self.dp * self.microbatch):
+            step = self.dp * self.microbatch
+            lo, hi = (gb // step) * step, (gb // step + 1) * step
+            near = " or ".join(str(v) for v in (lo, hi) if v > 0)
+            raise PlanError(f"plan: global_batch: {gb} is not a multiple of dp x microbatch = {self.dp} x "
+                            f"{self.microbatch} = {step}; expected a multiple (nearest: {near})")
+
+    @property
+    def devices(self) -> int:
+        """Devices the plan occupies."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches per data-parallel rank per step."""
+        if self.global_batch is None:
+            return 1
+        return self.global_batch // (self.dp * self.microbatch)
+
+    @property
+    def zero(self) -> int:
+        """Effective ZeRO stage (FSDP full sharding is stage 3)."""
+        return 3 if self.fsdp else self.zero_stage
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["devices"] = self.devices
+        out["microbatches"] = self.microbatches
+        return out
+
+
+@dataclass(frozen=True)
+class StageGraph:
+    """The work of one device of pipeline stage ``stage`` (virtual chunk ``chunk`` when interleaved).
+
+    ``forward_ops``: the graph's first ``forward_ops`` ops are the forward pass (a training step's
+    graph continues with the backward pass and the optimizer update, group ``optimizer``).
+    """
+
+    stage: int
+    chunk: int
+    layers: tuple[int, int]
+    graph: OpGraph
+    forward_ops: int
+
+
+def _nearest(valid: list[int], k: int) -> str:
+    lo = max((v for v in valid if v < k), default=None)
+    hi = min((v for v in valid if v > k), default=None)
+    return " or ".join(str(v) for v in (lo, hi) if v is not None) or "none"
+
+
+def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list[str]:
+    """What prevents ``plan`` on transformer ``cfg`` (empty: nothing); each item names the dimension."""
+    from workloads.zoo.transformer import tensor_parallel_problems
+
+    out = tensor_parallel_problems(cfg, plan.tp, sequence_parallel=plan.sequence_parallel, phase=phase, seq=seq)
+    chunks = plan.pp * plan.interleave
+    if plan.pp > 1:
+        if not cfg.is_decoder_lm:
+            out.append(f"pp {plan.pp}: pipeline parallelism is modelled for decoder-only language models; "
+                       "expected pp 1")
+        elif plan.pp > cfg.layers:
+            out.append(f"pp {plan.pp} is larger than the {cfg.layers} layers; expected at most {cfg.layers}")
+        elif cfg.layers % chunks:
+            valid = [d for d in range(1, cfg.layers + 1) if cfg.layers % (d * plan.interleave) == 0]
+            what = f"pp x interleave = {plan.pp} x {plan.interleave}" if plan.interleave > 1 else f"pp {plan.pp}"
+            out.append(f"{what} does not divide layers={cfg.layers}; expected a divisor (nearest pp: "
+                       f"{_nearest(valid, plan.pp)})")
+    if plan.ep > 1:
+        if not cfg.experts:
+            out.append(f"ep {plan.ep}: the model has no experts; expected ep 1")
+        elif cfg.experts % plan.ep:
+            valid = [d for d in range(1, cfg.experts + 1) if cfg.experts % d == 0]
+            out.append(f"ep {plan.ep} does not divide experts={cfg.experts}; expected a divisor (nearest: "
+                       f"{_nearest(valid, plan.ep)})")
+        elif plan.dp * plan.tp % plan.ep:
+            out.append(f"ep {plan.ep} does not divide dp x tp = {plan.dp * plan.tp}; expected expert-parallel "
+                       "ranks taken from the data- and tensor-parallel ranks")
+    return out
+
+
+def stage_layer_ranges(layers: int, pp: int, interleave: int = 1) -> list[list[tuple[int, int]]]:
+    """Layers of each pipeline stage: ``ranges[stage][chunk] = (first, last)``.
+
+    Layers are split evenly into ``pp * interleave`` chunks; chunk ``c`` of the model goes to stage
+    ``c % pp`` (Megatron-LM's interleaved assignment: stage 0 holds chunks 0, pp, 2 pp, ...).
+    """
+    chunks = pp * interleave
+    per = layers // chunks
+    out: list[list[tuple[int, int]]] = [[] for _ in range(pp)]
+    for c in range(chunks):
+        out[c % pp].append((c * per, (c + 1) * per))
+    return out
+
+
+def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
+                context: int | None = None, dtype: str | None = None, train: bool = False,
+                optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
+                batch: int | None = None) -> list[StageGraph]:
+    """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
+
+    Parameters
+    ----------
+    model
+        A zoo transformer name, a path to a Hugging Face ``config.json``, or a
+        :class:`~workloads.zoo.transformer.TransformerConfig`.
+    plan
+        The parallel plan.
+    phase, seq, context, dtype, attention
+        As for :func:`workloads.zoo.transformer.build` (``seq`` defaults to the zoo entry's).
+    train, optimizer, recompute
+        Derive the training step of one microbatch (:func:`workloads.training.training_graph`);
+        the batch of each graph is ``plan.microbatch``.
+    batch
+        Inference only: sequences per step on each data-parallel replica (default 1).
+
+    Raises
+    ------
+    PlanError
+        The plan does not divide the model (every problem listed), or the model is not a transformer.
+    """
+    from workloads.zoo.transformer import TransformerConfig, build
+
+    cfg, defaults, where = _resolve_config(model)
+    if not isinstance(cfg, TransformerConfig):  # pragma: no cover - _resolve_config guarantees it
+        raise PlanError(f"{where}: not a transformer")
+    phase = "train" if train else (phase or defaults.get("phase", "prefill"))
+    seq = int(seq or defaults.get("seq", 2048))
+    dtype = dtype or defaults.get("dtype", "bf16")
+    problems = plan_problems(cfg, plan, phase=phase, seq=seq)
+    if problems:
+        head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
+        raise PlanError(head + ": " + "; ".join(problems))
+    if plan.ep > 1:
+        raise PlanError(f"{where}: ep {plan.ep}: expert parallelism is not modelled yet; expected ep 1 "
+                        "(experts are split by tp instead)")
+    mb = plan.microbatch if train else int(batch or 1)
+    ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
+    out: list[StageGraph] = []
+    for stage, chunks in enumerate(ranges):
+        for chunk, rng in enumerate(chunks):
+            g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
+                      tp=plan.tp, sequence_parallel=plan.sequence_parallel,
+                      stage_layers=rng if plan.pp > 1 else None, name=cfg.name)
+            n_fwd = len(g.ops)
+            if train:
+                from workloads.training import training_graph
+
+                g = training_graph(g, optimizer=optimizer, recompute=recompute)
+            out.append(StageGraph(stage, chunk, rng, g, n_fwd))
+    return out
+
+
+def _resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:
+    """(TransformerConfig, zoo defaults, name for messages) of what the user named."""
+    from workloads.zoo.transformer import TransformerConfig
+
+    if isinstance(model, TransformerConfig):
+        return model, {}, model.name
+    name = str(model)
+    if name.lower().endswith(".json"):
+        from workloads.hf import config_to_transformer, torch_dtype_of
+
+        dt = torch_dtype_of(name)
+        return config_to_transformer(name), ({"dtype": dt} if dt else {}), name
+    from workloads.zoo import get_entry
+    from workloads.zoo.transformer import zoo_config
+
+    entry = get_entry(name)  # unknown name: a located error with near matches
+    if not _is_transformer_entry(entry.name):
+        raise PlanError(f"model {entry.name!r}: parallel plans split transformers; got a {entry.family} model; "
+                        "expected a transformer from the zoo or a Hugging Face config")
+    return zoo_config(entry.name), dict(entry.defaults), entry.name
+
+
+def _is_transformer_entry(name: str) -> bool:
+    from workloads.zoo import load_data
+
+    return name in load_data("transformers.toml").get("models", {})
