@@ -94,6 +94,7 @@ class ParallelResult:
     pipeline: PipelineTime | None = None
     extra: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    engine: str = "analytical"
     reports: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -129,7 +130,7 @@ class ParallelResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "model": self.model, "hardware": self.hardware, "phase": self.phase,
+            "model": self.model, "hardware": self.hardware, "phase": self.phase, "engine": self.engine,
             "latency_s": self.latency_s,
             "mfu": self.mfu, "model_flops_per_s_per_device": self.model_flops_per_s_per_device,
             "tokens_per_s": self.tokens_per_s,
@@ -228,7 +229,7 @@ def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | Syst
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
-                  optimizer: str = "adamw", recompute: str = "none") -> ParallelResult:
+                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical") -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -246,9 +247,15 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         sequences per step on each data-parallel replica.
     optimizer, recompute
         Training step options.
+    engine
+        ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
+        ``des``: the schedule simulated pass by pass (:func:`~simulator.parallel.pipeline_des.simulate_pipeline`),
+        exact where stages differ. Stage times come from the analytical engine in both.
     """
     from simulator.engines.analytical import EvalOptions, evaluate
 
+    if engine not in ("analytical", "des"):
+        raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
@@ -271,6 +278,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     for sg, rep in zip(graphs, reports, strict=True):
         per_stage[sg.stage].append((sg, rep))
     fwd, bwd, opt, comm = [0.0] * p, [0.0] * p, [0.0] * p, [0.0] * p
+    chunk_f: list[list[float]] = [[] for _ in range(p)]
+    chunk_b: list[list[float]] = [[] for _ in range(p)]
     for s in range(p):
         for sg, rep in per_stage[s]:
             f, b, o, c = _split(sg, rep.records)
@@ -278,6 +287,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
             bwd[s] += b
             opt[s] += o
             comm[s] += c
+            chunk_f[s].append(f)
+            chunk_b[s].append(b)
     warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     # ---- time
@@ -285,6 +296,13 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     pipe: PipelineTime | None = None
     if train:
         pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
+        if engine == "des" and p > 1:
+            from simulator.parallel.pipeline_des import simulate_pipeline
+
+            trace = simulate_pipeline(chunk_f, chunk_b, m, plan.schedule)
+            pipe = PipelineTime(step_s=trace.step_s, busy_s=max(trace.busy_s(d) for d in range(p)),
+                                bubble_s=trace.bubble_s, bottleneck_stage=pipe.bottleneck_stage,
+                                in_flight=pipe.in_flight)
         grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
         sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
         dp_sync = [_collective_time(sync_kind, gb, plan.dp, system) for gb in grad_bytes]
@@ -345,7 +363,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     res = ParallelResult(
         model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
-        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings),
+        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
         reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))

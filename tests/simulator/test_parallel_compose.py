@@ -47,6 +47,38 @@ def test_unequal_stages_make_the_bubble_larger_than_the_formula() -> None:
     assert t.step_s > (m + 4 - 1) * mean  # the equal-stage formula at the mean stage underestimates
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved"])
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (4, 16), (8, 16)])
+def test_simulated_schedule_equals_the_closed_form_for_equal_stages(schedule: str, p: int, m: int) -> None:
+    from simulator.parallel.pipeline_des import simulate_pipeline
+
+    v = 2 if schedule == "interleaved" else 1
+    t = simulate_pipeline([[1.0 / v] * v] * p, [[2.0 / v] * v] * p, m, schedule)
+    c = pipeline_time([1.0] * p, [2.0] * p, m, schedule, v)
+    assert t.step_s == pytest.approx(c.step_s, rel=1e-12)
+    assert t.bubble_s == pytest.approx(c.bubble_s, rel=1e-12)
+
+
+def test_simulated_1f1b_is_never_faster_than_the_bottleneck_bound() -> None:
+    from simulator.parallel.pipeline_des import simulate_pipeline
+
+    fwd, bwd, m = [1.2, 1.0, 1.0, 1.5], [2.4, 2.0, 2.0, 3.0], 8
+    t = simulate_pipeline([[f] for f in fwd], [[b] for b in bwd], m, "1f1b")
+    assert t.step_s >= m * 4.5 + min(fwd) + min(bwd)  # the slowest stage's work plus some fill
+    assert t.busy_s(3) == pytest.approx(m * 4.5)
+    # with a link delay every hand-off waits: longer than without
+    assert simulate_pipeline([[f] for f in fwd], [[b] for b in bwd], m, "1f1b", link_s=0.1).step_s > t.step_s
+
+
+def test_des_engine_composes_the_same_stage_times() -> None:
+    plan = ParallelPlan(pp=4, dp=2, microbatch=1, global_batch=16)
+    a = evaluate_plan("llama-2-7b", DGX, plan, train=True, seq=512)
+    d = evaluate_plan("llama-2-7b", DGX, plan, train=True, seq=512, engine="des")
+    assert d.engine == "des" and a.engine == "analytical"
+    assert [s.forward_s for s in d.stages] == [s.forward_s for s in a.stages]
+    assert d.latency_s == pytest.approx(a.latency_s, rel=0.05)
+
+
 def test_in_flight_microbatches() -> None:
     assert in_flight("gpipe", 4, 8) == (8, 8, 8, 8)
     assert in_flight("1f1b", 4, 8) == (4, 3, 2, 1)
