@@ -1,1 +1,103 @@
-"""nodeperf: predict latency, energy and memory of deep-learning work on accelerator nodes."""
+"""nodeperf: predict latency, energy and memory of deep-learning work on accelerator nodes.
+
+This package is the documented public API: it re-exports the stable entry points of the three
+layers — :mod:`workloads` (what is computed), :mod:`hwmodels` (what computes it) and
+:mod:`simulator` (engines, reports, calibration) — so a notebook never needs the internal layout.
+
+The leaf layers import :mod:`nodeperf.suggest`, so this module imports nothing eagerly: each name
+is resolved on first use (PEP 562 ``__getattr__``) from the table :data:`_EXPORTS`. ``import
+nodeperf.suggest`` therefore loads neither :mod:`workloads`, :mod:`hwmodels` nor :mod:`simulator`.
+
+Examples
+--------
+>>> import nodeperf as npf
+>>> g = npf.load_workload("llama-2-7b", phase="decode", batch=8, context=2048)
+>>> r = npf.evaluate(g, npf.load_hardware("h100-sxm5-80gb"))
+>>> r.latency_s > 0
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> (module, attribute) it is re-exported from.
+_EXPORTS: dict[str, tuple[str, str]] = {
+    # workloads: graphs and how to get them
+    "load_workload": ("workloads.resolve", "load_workload"),
+    "build_model": ("workloads.zoo", "build_model"),
+    "list_models": ("workloads.zoo", "list_models"),
+    "OpGraph": ("workloads.ir", "OpGraph"),
+    "GraphBuilder": ("workloads.ir", "GraphBuilder"),
+    "Op": ("workloads.ir", "Op"),
+    "TensorSpec": ("workloads.ir", "TensorSpec"),
+    "GraphError": ("workloads.ir", "GraphError"),
+    "UnsupportedOpError": ("workloads.ir", "UnsupportedOpError"),
+    "DType": ("workloads.dtypes", "DType"),
+    "training_graph": ("workloads.training", "training_graph"),
+    "load_graph": ("workloads.serialize", "load_graph"),
+    "save_graph": ("workloads.serialize", "save_graph"),
+    # hwmodels: specs and the catalog
+    "load_device": ("hwmodels.catalog", "load_device"),
+    "load_system": ("hwmodels.catalog", "load_system"),
+    "list_devices": ("hwmodels.catalog", "list_devices"),
+    "list_systems": ("hwmodels.catalog", "list_systems"),
+    "DeviceSpec": ("hwmodels.spec", "DeviceSpec"),
+    "SystemSpec": ("hwmodels.spec", "SystemSpec"),
+    "SpecError": ("hwmodels.spec", "SpecError"),
+    "get_path": ("hwmodels.spec", "get_path"),
+    "replace_path": ("hwmodels.spec", "replace_path"),
+    # simulator: hardware names, engines, reports
+    "load_hardware": ("simulator.hardware", "load_hardware"),
+    "known_devices": ("simulator.hardware", "known_devices"),
+    "apply_calibration": ("simulator.hardware", "apply_calibration"),
+    "CalibrationError": ("simulator.hardware", "CalibrationError"),
+    "evaluate": ("simulator.engines.analytical", "evaluate"),
+    "EvalOptions": ("simulator.engines.analytical", "EvalOptions"),
+    "simulate": ("simulator.engines.discrete_event", "simulate"),
+    "CostReport": ("simulator.report.report", "CostReport"),
+    "OpCost": ("simulator.report.report", "OpCost"),
+    # simulator: measurements and calibration
+    "Measurement": ("simulator.calibration.measurements", "Measurement"),
+    "MeasurementSet": ("simulator.calibration.measurements", "MeasurementSet"),
+    "MeasurementError": ("simulator.calibration.measurements", "MeasurementError"),
+    "Calibrator": ("simulator.calibration.fit", "Calibrator"),
+    "ErrorSummary": ("simulator.calibration.errors", "ErrorSummary"),
+    "summarize_errors": ("simulator.calibration.errors", "summarize_errors"),
+    "validate_published": ("simulator.calibration.validation", "validate_published"),
+}
+
+
+def _version() -> str:
+    """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("nodeperf")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a public name (or ``__version__``) on first use and cache it in the module namespace."""
+    if name == "__version__":  # lazy too: importlib.metadata costs more than the leaf layers should pay
+        globals()[name] = value = _version()
+        return value
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        from nodeperf.suggest import did_you_mean
+
+        raise AttributeError(f"nodeperf: {name}: no such name; got {name!r}; expected one of the public names "
+                             f"(see nodeperf.__all__){did_you_mean(name, __all__)}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

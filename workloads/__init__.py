@@ -1,1 +1,4 @@
 """What is computed: the operator-graph IR, its semantics, the model zoo and importers (leaf package)."""
+
+# the semantics registry installs itself into the IR (workloads.ir cannot import it: see there)
+import workloads.semantics as _semantics  # noqa: E402,F401

@@ -40,7 +40,55 @@ __all__ = [
     "Op",
     "OpGraph",
     "GraphBuilder",
+    "MAX_LISTED_PROBLEMS",
+    "format_problems",
 ]
+
+#: Problems of one input listed in an error message; the rest are counted ("... and N more"), so a
+#: file with thousands of bad rows still gives a message a person can read.
+MAX_LISTED_PROBLEMS = 20
+
+
+def format_problems(where: str, items: Sequence[str], what: str, count: int | None = None) -> str:
+    """One error message for the located problems ``items`` of one input (``count`` in all).
+
+    One problem is its own line; several are a count line (``<where>: N problems in <what>``), then
+    the first :data:`MAX_LISTED_PROBLEMS` lines, indented, then ``... and M more`` when some are left out.
+    """
+    n = len(items) if count is None else count
+    if n == 1 and len(items) == 1:
+        return items[0]
+    shown = list(items[:MAX_LISTED_PROBLEMS])
+    lines = [f"{where}: {n} problems in {what}", *shown]
+    if n > len(shown):
+        lines.append(f"... and {n - len(shown)} more")
+    return "\n  ".join(lines)
+
+
+#: Format name and version of a saved graph (:meth:`OpGraph.to_json`, :mod:`workloads.serialize`).
+GRAPH_FORMAT = "nodeperf.opgraph"
+GRAPH_VERSION = 1
+
+
+class _Registry:
+    """The semantics registry's entry points, installed by :mod:`workloads.semantics` when it loads.
+
+    The registry is built on this module's types, so this module cannot import it without a cycle;
+    ``workloads/__init__`` imports :mod:`workloads.semantics`, so the registry is installed before
+    any graph is built.
+    """
+
+    semantics_of: Any = None
+    check_op: Any = None
+
+
+_REGISTRY = _Registry()
+
+
+def _registry() -> _Registry:
+    if _REGISTRY.semantics_of is None:  # pragma: no cover - workloads/__init__ installs it
+        raise RuntimeError("workloads.semantics is not loaded; import workloads (not workloads.ir alone) first")
+    return _REGISTRY
 
 
 class GraphError(ValueError):
@@ -145,9 +193,7 @@ class Op:
 
     @cached_property
     def _sem(self) -> Any:
-        from workloads.semantics import semantics_of
-
-        return semantics_of(self.kind, where=f"op {self.name!r}")
+        return _registry().semantics_of(self.kind, where=f"op {self.name!r}")
 
     @cached_property
     def flops(self) -> int:
@@ -264,8 +310,7 @@ class OpGraph:
             raise GraphError(f"graph {name!r}: " + "; ".join(problems) if len(problems) == 1 else
                              f"graph {name!r}: {len(problems)} problems:\n  " + "\n  ".join(problems))
         # shape re-inference through the semantics registry
-        from workloads.semantics import check_op
-
+        check_op = _registry().check_op
         for op in by_name.values():
             if op.name not in inferred:
                 check_op(op)
@@ -372,9 +417,16 @@ class OpGraph:
 
     # --- serialisation -----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        from workloads.serialize import graph_to_json
-
-        return graph_to_json(self)
+        """A JSON-able dict (:data:`GRAPH_FORMAT` version :data:`GRAPH_VERSION`): tensors listed once,
+        ops referring to them by name; :func:`workloads.serialize.graph_from_json` reads it back."""
+        return {
+            "format": GRAPH_FORMAT,
+            "version": GRAPH_VERSION,
+            "name": self.name,
+            "meta": self.meta.to_json(),
+            "tensors": [t.to_json() for t in self.tensors.values()],
+            "ops": [op.to_json() for op in self.ops],
+        }
 
 
 class GraphBuilder:
@@ -466,10 +518,8 @@ class GraphBuilder:
         Output shapes come from the semantics registry; dtypes default to the inferred ones
         (usually the first input's). ``name`` is qualified by the current group.
         """
-        from workloads.semantics import semantics_of
-
         opname = self._unique(self._qualify(name or kind))
-        sem = semantics_of(kind, where=f"op {opname!r}")
+        sem = _registry().semantics_of(kind, where=f"op {opname!r}")
         a = Attrs(attrs)
         try:
             outs = sem.infer(tuple(inputs), a)

@@ -1,11 +1,11 @@
-"""One entry point from a user's MODEL argument to an OpGraph: zoo name, micro-workload, .onnx or config.json."""
+"""One entry point from a user's MODEL argument to an OpGraph: zoo name, micro-workload, .onnx, saved graph or config.json."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from workloads.ir import OpGraph
+from workloads.ir import GraphError, OpGraph
 from workloads.micro import build_micro, is_micro
 
 __all__ = ["load_workload"]
@@ -31,13 +31,27 @@ def load_workload(
     ----------
     model
         A zoo name (``resnet50``), a micro-workload (``gemm:m=4096,n=4096,k=4096``), a path to an
-        ``.onnx`` file, or a path to a Hugging Face ``config.json``.
+        ``.onnx`` file, or a ``.json`` file: a graph saved by ``nodeperf graph MODEL --save FILE``
+        (recognised by its ``"format": "nodeperf.opgraph"`` field) or else a Hugging Face
+        ``config.json``.
     batch, seq, phase, context, dtype
-        Zoo/config parameters (None: the model's defaults). ``seq`` is the image side for vision models.
+        Zoo/config parameters (None: the model's defaults). ``seq`` is the image side for vision
+        models. A saved graph has fixed shapes: any of these set is an error.
     train
-        Derive the whole training step (forward, backward, optimizer) from the forward graph.
+        Derive the whole training step (forward, backward, optimizer) from the forward graph (for a
+        saved graph: a forward graph ending in a loss, saved with ``--phase train``).
     strict
         Importers only: an unknown operator is an error (True) or a generic op with a warning (False).
+
+    Raises
+    ------
+    FileNotFoundError
+        A path that does not exist.
+    GraphError
+        A saved graph that cannot be read (invalid JSON, another version, an invalid graph), or an
+        option that cannot apply to one; located in the file.
+    ValueError, KeyError
+        Conflicting options, a bad config, an unknown zoo name (with near matches).
     """
     if train and phase not in (None, "train"):
         raise ValueError(f"model {model!r}: --train conflicts with phase {phase!r}; expected no phase or 'train'")
@@ -54,7 +68,14 @@ def load_workload(
         graph = import_onnx(path, batch=batch, dtype=dtype, strict=strict)
     elif model.lower().endswith(".json"):
         if not path.is_file():
-            raise FileNotFoundError(f"{model}: no such config file")
+            raise FileNotFoundError(f"{model}: no such file; expected a graph saved by `nodeperf graph MODEL --save "
+                                    "FILE` or a Hugging Face config.json")
+        from workloads.serialize import is_saved_graph
+
+        data = _saved_graph_json(path)
+        if is_saved_graph(data):
+            return _from_saved_graph(model, data, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype,
+                                     train=train, optimizer=optimizer, recompute=recompute, extra=extra)
         from workloads.hf import build_from_config
 
         kw = {"seq": seq} if seq else {}
@@ -70,3 +91,48 @@ def load_workload(
 
         graph = training_graph(graph, optimizer=optimizer, recompute=recompute)
     return graph
+
+
+def _saved_graph_json(path: Path) -> Any:
+    """The parsed JSON of ``path``, or None when it does not parse and is not a saved graph.
+
+    A file that does not parse is a saved graph's error (located by :func:`~workloads.serialize.read_json`)
+    when its opening names the saved-graph format; otherwise the config reader reports it, located
+    the same way. (A config that parses is read a second time by that reader, which names the file
+    in its own errors; configs are a few kilobytes.)
+    """
+    from workloads.serialize import FORMAT, read_json
+
+    try:
+        return read_json(path)
+    except GraphError:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            head = fh.read(256)
+        if FORMAT in head:
+            raise
+        return None
+
+
+def _from_saved_graph(model: str, data: Any, *, batch: int | None, seq: int | None, phase: str | None,
+                      context: int | None, dtype: str | None, train: bool, optimizer: str, recompute: str,
+                      extra: dict[str, Any]) -> OpGraph:
+    """The graph saved in ``model`` (already parsed as ``data``), refusing options that would change it."""
+    from workloads.serialize import graph_from_json
+
+    for opt, got in (("batch", batch), ("seq", seq), ("phase", phase), ("context", context), ("dtype", dtype),
+                     *sorted(extra.items())):
+        if got is not None:
+            raise GraphError(f"{model}: --{opt}: a saved graph has fixed shapes; got {got}; expected no --{opt} "
+                             f"(re-save with the {opt} you want)")
+    graph = graph_from_json(data, model)
+    if not train:
+        return graph
+    if graph.meta.get("phase") == "train_step":
+        raise GraphError(f"{model}: --train: the saved graph is already a training step; got phase 'train_step'; "
+                         "expected no --train")
+    from workloads.training import training_graph
+
+    try:
+        return training_graph(graph, optimizer=optimizer, recompute=recompute)
+    except GraphError as exc:
+        raise GraphError(f"{model}: --train: {exc}") from None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import workloads.ir as _ir
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
 from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError
@@ -1128,3 +1129,8 @@ def _infer_generic(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 
 register("generic", "generic", _infer_generic,
          doc="an operator without semantics (imported with strict=False): costed by its tensor bytes; attrs op_type")
+
+
+# the IR looks kinds up through this registry (it cannot import this module, which is built on it)
+_ir._REGISTRY.semantics_of = semantics_of
+_ir._REGISTRY.check_op = check_op

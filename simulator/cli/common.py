@@ -21,7 +21,8 @@ def positive_int(text: str) -> int:
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL",
-                   help="zoo name (see `nodeperf models`), micro-workload (gemm:m=..,n=..,k=..), .onnx file or config.json")
+                   help="zoo name (see `nodeperf models`), micro-workload (gemm:m=..,n=..,k=..), .onnx file, "
+                        "a graph saved with `nodeperf graph MODEL --save FILE.json` (fixed shapes), or config.json")
     p.add_argument("--batch", type=positive_int, help="batch size (default: the model's)")
     p.add_argument("--seq", type=positive_int, help="sequence length, or image side for vision models")
     p.add_argument("--phase", choices=("forward", "prefill", "decode", "train"), help="LLM phase (default prefill for decoders)")

@@ -3,7 +3,8 @@
 Each command lives in ``simulator/cli/<name>.py`` and exposes ``register(subparsers)``, which
 adds its parser and sets ``func`` (``args -> int``) as the default. User errors (``ValueError``
 subclasses such as SpecError and GraphError, ``FileNotFoundError``, ``NotImplementedError`` for
-unsupported ops) become one line on stderr and exit code 2, never a traceback.
+unsupported ops) become one line on stderr and exit code 2, never a traceback. ``nodeperf --version``
+prints ``nodeperf <version>`` and exits 0.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "version", "COMMAND_MODULES"]
 
 # Order here is the order `nodeperf --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -34,12 +35,36 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"nodeperf: error: {message}\n")
 
 
+def version() -> str:
+    """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
+    from importlib import metadata  # here, not at import: only --version needs it
+
+    try:
+        return metadata.version("nodeperf")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``nodeperf <version>`` and exit 0 (the version is looked up only then)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"nodeperf {version()}\n")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="nodeperf",
         description="Predict latency, energy and memory of deep-learning work on accelerator nodes.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log warnings and details")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:

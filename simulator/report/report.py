@@ -301,6 +301,40 @@ class CostReport:
             w.writerow([_csv_cell(getattr(r, n)) for n in names])
         return buf.getvalue()
 
+    def to_dataframe(self) -> Any:
+        """The records as a pandas DataFrame (pandas is an optional extra, imported here).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per op record, in execution order, with every :class:`OpCost` field as a
+            column (SI units, as in :meth:`to_csv`). ``df.attrs`` holds the report-level values:
+            ``model``, ``hardware``, ``totals`` and ``memory`` (as in :meth:`to_dict`),
+            ``bound_breakdown``, ``warnings`` and ``provenance``.
+
+        Raises
+        ------
+        ImportError
+            When pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("to_dataframe needs pandas; install it with: pip install 'nodeperf[pandas]'",
+                              name="pandas") from exc
+        names = [f.name for f in fields(OpCost)]
+        df = pd.DataFrame([[getattr(r, n) for n in names] for r in self.records], columns=names)
+        df.attrs.update({
+            "model": self.model,
+            "hardware": self.hardware,
+            "totals": self.totals.to_json(),
+            "memory": self.memory.to_json(),
+            "bound_breakdown": _plain(self.bound_breakdown),
+            "warnings": list(self.warnings),
+            "provenance": _plain(self.provenance),
+        })
+        return df
+
     def to_table(self, top: int = 15, aggregate: bool = True) -> str:
         """Readable table of the top ops by time and the totals.
 

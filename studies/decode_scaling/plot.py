@@ -1,6 +1,8 @@
 """Figure of the decode-scaling study: tokens/s and energy per token versus batch, one line per GPU.
 
-Usage: ``python -m studies.decode_scaling.plot [--csv results.csv] [--out decode_scaling.png]``.
+Usage: ``python -m studies.decode_scaling.plot [--csv FILE.csv] [--out FILE.png]``. By default it reads
+``out/decode_scaling/results.csv`` (what ``run`` writes) and writes ``out/decode_scaling/decode_scaling.png``;
+the committed ``studies/decode_scaling/decode_scaling.png`` is replaced only when named with ``--out``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,16 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).parent
+#: Where runs write unless told otherwise (``/out/`` is git-ignored); the same folder as ``run.py``'s.
+OUT_DIR = HERE.parents[1] / "out" / "decode_scaling"
 
 
 def plot(csv_path: Path, out: Path) -> None:
+    """Draw the figure of the study's CSV at ``csv_path`` into ``out`` (PNG), creating its folder."""
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"{csv_path}: no such results file; expected the CSV of "
+                                "`python -m studies.decode_scaling.run` (or --csv studies/decode_scaling/results.csv)")
+    out.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,10 +60,16 @@ def plot(csv_path: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--csv", type=Path, default=HERE / "results.csv")
-    p.add_argument("--out", type=Path, default=HERE / "decode_scaling.png")
+    p.add_argument("--csv", type=Path, default=OUT_DIR / "results.csv",
+                   help="results to plot (default out/decode_scaling/results.csv under the repository root)")
+    p.add_argument("--out", type=Path, default=OUT_DIR / "decode_scaling.png",
+                   help="figure to write (default out/decode_scaling/decode_scaling.png under the repository root)")
     args = p.parse_args(argv)
-    plot(args.csv, args.out)
+    try:
+        plot(args.csv, args.out)
+    except FileNotFoundError as exc:
+        print(f"plot: error: {exc}", file=sys.stderr)
+        return 2
     print(f"figure -> {args.out}")
     return 0
 

@@ -1,6 +1,8 @@
 """Run the decode-scaling study: one predicted decode step per (device, batch), written as CSV.
 
-Usage: ``python -m studies.decode_scaling.run [--reduced] [--out results.csv]``.
+Usage: ``python -m studies.decode_scaling.run [--reduced] [--out FILE.csv]``. The default output is
+``out/decode_scaling/results.csv`` under the repository root (``out/`` is not tracked); the committed
+``studies/decode_scaling/results.csv`` is replaced only when it is named explicitly with ``--out``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
+#: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
+OUT_DIR = HERE.parents[1] / "out" / "decode_scaling"
+DEFAULT_OUT = OUT_DIR / "results.csv"
 COLUMNS = ("device", "batch", "context", "latency_s", "tokens_per_s", "energy_per_token_j", "avg_power_w",
            "memory_bound_share", "weight_bytes", "kv_cache_bytes", "memory_required_bytes", "fits_in_memory")
 
@@ -54,6 +59,8 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
+    """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
@@ -64,7 +71,8 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=HERE / "results.csv")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help="CSV to write (default out/decode_scaling/results.csv under the repository root)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
     rows = run(load_config(args.reduced))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PYTHON = Path("/work/main/.scalesim-venv/bin/python")
+DEFAULT_PYTHON = REPO_ROOT / ".scalesim-venv" / "bin" / "python"
 
 # Venv creation, recorded for CI:
 #   python -m venv .scalesim-venv
@@ -81,10 +81,10 @@ class ScaleSimUnavailable(RuntimeError):
 
 
 def scalesim_python() -> Path:
-    """Interpreter of the SCALE-Sim venv: $NODEPERF_SCALESIM_PYTHON, /work/main/.scalesim-venv, or
-    ``.scalesim-venv`` in the repository root; raises ScaleSimUnavailable when none exists."""
+    """Interpreter of the SCALE-Sim venv: $NODEPERF_SCALESIM_PYTHON when set, else ``.scalesim-venv``
+    in the repository root; raises ScaleSimUnavailable when it does not exist."""
     env = os.environ.get("NODEPERF_SCALESIM_PYTHON")
-    candidates = [Path(env)] if env else [DEFAULT_PYTHON, REPO_ROOT / ".scalesim-venv/bin/python"]
+    candidates = [Path(env)] if env else [DEFAULT_PYTHON]
     for c in candidates:
         if c.is_file():
             return c

@@ -33,3 +33,25 @@ def test_reduced_study_writes_csv_and_figure(tmp_path):
     fig = tmp_path / "fig.png"
     plot.plot(out, fig)
     assert fig.stat().st_size > 10_000
+
+
+def test_scripts_write_under_out_not_over_the_committed_results(tmp_path, monkeypatch, capsys):
+    repo = run.HERE.parents[1]
+    # the defaults live in the git-ignored out/ folder, never the committed files
+    assert run.DEFAULT_OUT == repo / "out" / "decode_scaling" / "results.csv"
+    assert plot.OUT_DIR == run.OUT_DIR
+    committed = {p: p.read_bytes() for p in (run.HERE / "results.csv", run.HERE / "decode_scaling.png")}
+    out_dir = tmp_path / "out" / "decode_scaling"
+    monkeypatch.setattr(run, "DEFAULT_OUT", out_dir / "results.csv")
+    monkeypatch.setattr(plot, "OUT_DIR", out_dir)
+    assert run.main(["--reduced"]) == 0
+    assert plot.main([]) == 0
+    assert (out_dir / "results.csv").is_file() and (out_dir / "decode_scaling.png").stat().st_size > 10_000
+    assert all(p.read_bytes() == data for p, data in committed.items())
+    # an explicit --out is honoured
+    explicit = tmp_path / "mine.csv"
+    assert run.main(["--reduced", "--out", str(explicit)]) == 0
+    assert explicit.read_text() == (out_dir / "results.csv").read_text()
+    # plotting before running is a clear error, not a traceback
+    assert plot.main(["--csv", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv: no such results file" in capsys.readouterr().err
