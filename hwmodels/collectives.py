@@ -1,0 +1,971 @@
+"""Alpha-beta cost models of NCCL/RCCL-style collectives over real fabrics, and the loader of the fabric catalog they read.
+
+A collective's time is modelled the way NCCL's tuner models it: a fixed launch latency, plus a
+per-step latency times the number of sequential steps the algorithm takes, plus the bytes that
+cross the busiest link divided by that link's achievable bandwidth. The link bandwidth is a
+catalog number (per link, per direction) times the number of links a device drives at once
+(all 18 NVLinks of an H100 into the NVSwitches, one of MI300X's seven xGMI links per peer, the
+NICs of a node running parallel rings) times a named, sourced achievable fraction; protocols
+(NCCL's LL, LL128, Simple) trade bandwidth for latency.
+
+Algorithms (see docs/collectives.md for the formulas and their sources):
+
+``ring``          all_reduce, all_gather, reduce_scatter, broadcast; flat across nodes (rings
+                  leave each node through its NICs in parallel).
+``tree``          all_reduce: NCCL's chain within a node plus double binary tree across nodes.
+``nvls``          NVLink SHARP in-switch reduction (NVSwitch gen3+, one node): all_reduce,
+                  reduce_scatter, all_gather.
+``hierarchical``  several nodes: intra-node reduce-scatter (ring or NVLS), inter-node ring over
+                  every GPU's NIC share in parallel, intra-node all-gather, pipelined (NCCL's
+                  NVLS-tree / CollNet family).
+``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
+
+:func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
+fastest per message size, as NCCL's tuner does; :func:`collective_time` prices one collective
+(``algorithm="auto"`` selects). Sizes broadcast as numpy arrays, so an 8 B .. 8 GiB curve is
+one call; catalog numbers may be arrays too (replace a field with ``dataclasses.replace``).
+
+The catalog (``catalog/fabrics.toml``) is read by :func:`load_fabric_catalog`; every number
+carries a source and human units are parsed strictly by :mod:`hwmodels.units`.
+
+Examples
+--------
+>>> system = load_collective_system("dgx-h100")
+>>> r = collective_time("all_reduce", 2**30, 8, system)
+>>> r.algorithm, round(r.busbw_bytes_per_s / 1e9)
+('nvls', 478)
+>>> ring = collective_time("all_reduce", 2**30, 8, system, algorithm="ring", protocol="simple")
+>>> round(ring.busbw_bytes_per_s / 1e9)
+367
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from hwmodels.spec import Provenance, SpecError
+from hwmodels.units import UnitError, parse_quantity
+from nodeperf.suggest import did_you_mean
+
+__all__ = [
+    "COLLECTIVES",
+    "ALGORITHMS",
+    "PROTOCOLS",
+    "LATENCY_CLASSES",
+    "TOPOLOGIES",
+    "DEFAULT_FABRICS_FILE",
+    "DEFAULT_PUBLISHED_FILE",
+    "Fabric",
+    "CollectiveLibrary",
+    "CollectiveSystem",
+    "FabricCatalog",
+    "CollectiveResult",
+    "PublishedComparison",
+    "load_fabric_catalog",
+    "fabric_catalog",
+    "load_collective_system",
+    "bus_bandwidth_factor",
+    "collective_time",
+    "collective_options",
+    "select_algorithm",
+    "applicable_algorithms",
+    "read_published_collectives",
+    "compare_published",
+    "mape",
+]
+
+#: Collectives modelled, with nccl-tests' names (``all_reduce_perf`` -> ``all_reduce``).
+COLLECTIVES: tuple[str, ...] = (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv",
+)
+#: Algorithm names a result may carry.
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "hierarchical", "direct")
+#: Protocols, in NCCL's order (low latency first).
+PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
+#: Hardware classes of the libraries' latency tables (NCCL's NVLINK / PCI / NET, plus TPU ICI).
+LATENCY_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net", "ici")
+#: How a fabric's links join devices.
+TOPOLOGIES: tuple[str, ...] = ("switch", "fully_connected", "mesh", "torus", "nic")
+
+DEFAULT_FABRICS_FILE = Path(__file__).resolve().parent / "catalog" / "fabrics.toml"
+DEFAULT_PUBLISHED_FILE = Path(__file__).resolve().parent / "measurements" / "published_collectives.csv"
+
+# Collectives each algorithm implements.
+_SUPPORTS: dict[str, frozenset[str]] = {
+    "ring": frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast"}),
+    "tree": frozenset({"all_reduce"}),
+    "nvls": frozenset({"all_reduce", "all_gather", "reduce_scatter"}),
+    "hierarchical": frozenset({"all_reduce", "all_gather", "reduce_scatter"}),
+    "direct": frozenset({"all_to_all", "send_recv"}),
+}
+# Protocols an algorithm may run with (NVLS and the NVLS-tree family are Simple-only in NCCL).
+_SIMPLE_ONLY = frozenset({"nvls", "hierarchical"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Specs
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fabric:
+    """One interconnect: links per device, per-link bandwidth per direction, achievable fraction.
+
+    Numeric fields may be replaced by numpy arrays (``dataclasses.replace``) to sweep them.
+    """
+
+    name: str
+    description: str
+    latency_class: str  #: "nvlink" | "pci" | "net" | "ici": row of the library's latency table
+    topology: str  #: one of :data:`TOPOLOGIES`
+    link_bandwidth_bytes_per_s: Any  #: per link, per direction
+    links_per_device: int
+    bandwidth_fraction: Any  #: ``efficiency.bandwidth_fraction``: achievable share of the line rate
+    links_per_peer: int | None = None  #: fully_connected / mesh: links joining a pair of devices
+    torus_dims: int | None = None  #: torus: number of dimensions (2 links each)
+    hop_latency_s: Any = None  #: ``latency.hop_s``: one hop's latency (multi-hop paths)
+    extra_step_latency_s: Any = 0.0  #: ``latency.extra_step_s``: added to every step on this fabric
+    nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
+    ll128: bool = False  #: NCCL enables its LL128 protocol on this fabric
+    provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def achievable_link_bandwidth_bytes_per_s(self) -> Any:
+        """Per-link, per-direction bandwidth a collective reaches (line rate x fraction), B/s."""
+        return self.link_bandwidth_bytes_per_s * self.bandwidth_fraction
+
+    @property
+    def has_nvls(self) -> bool:
+        """Whether the fabric reduces in the switch (NVLink SHARP)."""
+        return self.nvls_bandwidth_fraction is not None
+
+
+@dataclass(frozen=True)
+class CollectiveLibrary:
+    """A collective library's latency model: launch latency, per-step latency, protocol factors."""
+
+    name: str
+    description: str
+    algorithms: tuple[str, ...]
+    base_latency_s: Mapping[str, Any]  #: per protocol
+    step_latency_s: Mapping[str, Mapping[str, Any]]  #: [latency class][protocol]
+    protocol_bandwidth_fraction: Mapping[str, Any]  #: per protocol
+    nvls_latency_s: Any = None
+    provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols this library implements, low latency first."""
+        return tuple(p for p in PROTOCOLS if p in self.protocol_bandwidth_fraction)
+
+
+@dataclass(frozen=True)
+class CollectiveSystem:
+    """Devices of a node on an intra-node fabric, nodes joined by NICs (optional), one library."""
+
+    name: str
+    description: str
+    library: CollectiveLibrary
+    intra: Fabric
+    devices_per_node: int
+    inter: Fabric | None = None
+    nics_per_node: int = 0
+    provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FabricCatalog:
+    """Everything in one fabrics TOML file, by name."""
+
+    path: str
+    fabrics: Mapping[str, Fabric]
+    libraries: Mapping[str, CollectiveLibrary]
+    systems: Mapping[str, CollectiveSystem]
+
+    def fabric(self, name: str) -> Fabric:
+        """The fabric called ``name`` (SpecError with a near match otherwise)."""
+        return _pick(self.fabrics, name, "fabric", self.path)
+
+    def library(self, name: str) -> CollectiveLibrary:
+        """The collective library called ``name``."""
+        return _pick(self.libraries, name, "library", self.path)
+
+    def system(self, name: str) -> CollectiveSystem:
+        """The node configuration called ``name``."""
+        return _pick(self.systems, name, "system", self.path)
+
+
+def _pick(table: Mapping[str, Any], name: str, what: str, where: str) -> Any:
+    key = str(name).strip().lower()
+    if key in table:
+        return table[key]
+    raise SpecError(
+        f"{where}: unknown {what}; got {name!r}; expected one of {', '.join(sorted(table))}"
+        f"{did_you_mean(key, table)}"
+    )
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Predicted cost of one collective; array fields have the shape of ``size_bytes``.
+
+    ``algbw = size / time`` and ``busbw = algbw * factor`` as nccl-tests defines them
+    (doc/PERFORMANCE.md): factor ``2(n-1)/n`` for all_reduce, ``(n-1)/n`` for all_gather,
+    reduce_scatter and all_to_all, ``1`` for broadcast and send_recv. ``size`` is nccl-tests'
+    size: the whole buffer (for all_gather / reduce_scatter: ``n`` times one rank's shard).
+    """
+
+    collective: str
+    n_devices: int
+    n_nodes: int
+    size_bytes: Any
+    time_s: Any
+    latency_s: Any  #: the size-independent part of ``time_s``
+    algorithm: Any  #: name (str, or array of str), one of :data:`ALGORITHMS`
+    protocol: Any  #: name (str, or array of str), one of :data:`PROTOCOLS`
+    algbw_bytes_per_s: Any
+    busbw_bytes_per_s: Any
+
+
+# ----------------------------------------------------------------------------------------------
+# Loader
+# ----------------------------------------------------------------------------------------------
+
+class _Problems:
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.items: list[str] = []
+
+    def add(self, path: str, msg: str) -> None:
+        self.items.append(f"{self.where}:{path}: {msg}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            head = self.items[0]
+            more = len(self.items) - 1
+            tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+            raise SpecError(head + tail + ("\n" + "\n".join(self.items[1:]) if more else ""))
+
+
+_QKEYS = frozenset({"value", "source", "note"})
+
+
+class _Reader:
+    """Reads sourced quantities out of the parsed TOML, recording provenance and problems."""
+
+    def __init__(self, problems: _Problems, refs: Mapping[str, str]) -> None:
+        self.problems = problems
+        self.refs = refs
+
+    def source(self, src: Any, path: str) -> str | None:
+        if not isinstance(src, str) or not src.strip():
+            self.problems.add(path, f"missing source; got {src!r}; expected a citation string")
+            return None
+        out = src.strip()
+        for word in out.split():
+            if word.startswith("@"):
+                key = word[1:].rstrip(".,:;)'\"")
+                if key not in self.refs:
+                    self.problems.add(
+                        path, f"unknown reference in source; got '@{key}'; expected a key of [refs]"
+                        f"{did_you_mean(key, self.refs)}")
+                    return None
+                out = out.replace(f"@{key}", self.refs[key], 1)
+        return out
+
+    def quantity(self, table: Mapping[str, Any], key: str, unit: str, path: str, prov: dict[str, Provenance],
+                 *, required: bool = True, zero_ok: bool = False, at_most_one: bool = False) -> Any:
+        full = f"{path}.{key}"
+        raw: Any = table
+        for part in key.split("."):
+            raw = raw.get(part) if isinstance(raw, Mapping) else None
+        if raw is None:
+            if required:
+                self.problems.add(full, "missing value; got nothing; expected { value = ..., source = \"...\" }")
+            return None
+        if not isinstance(raw, Mapping) or "value" not in raw:
+            self.problems.add(full, f"number without a source; got {raw!r}; expected "
+                                    "{ value = ..., source = \"datasheet, table ...\" }")
+            return None
+        for k in sorted(set(raw) - _QKEYS):
+            self.problems.add(f"{full}.{k}", f"unknown key; got {k!r}; expected one of note, source, value"
+                                             f"{did_you_mean(k, _QKEYS)}")
+        src = self.source(raw.get("source"), full)
+        try:
+            v = parse_quantity(raw["value"], unit)
+        except UnitError as e:
+            self.problems.add(full, str(e))
+            return None
+        if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
+            self.problems.add(full, f"out of range; got {raw['value']!r}; expected a "
+                                    f"{'non-negative' if zero_ok else 'positive'} finite value")
+            return None
+        if at_most_one and v > 1:
+            self.problems.add(full, f"fraction above 1; got {raw['value']!r}; expected a value in (0, 1]")
+            return None
+        if src is not None:
+            prov[full] = Provenance(source=src, note=str(raw.get("note", "")))
+        return int(v) if unit == "count" else v
+
+    def choice(self, table: Mapping[str, Any], key: str, choices: Iterable[str], path: str) -> str | None:
+        got = table.get(key)
+        options = tuple(choices)
+        if got not in options:
+            self.problems.add(f"{path}.{key}", f"unknown {key}; got {got!r}; expected one of "
+                                               f"{', '.join(options)}{did_you_mean(str(got), options)}")
+            return None
+        return str(got)
+
+    def unknown_keys(self, table: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:
+        allowed = frozenset(allowed)
+        for k in sorted(set(table) - allowed):
+            self.problems.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(sorted(allowed))}"
+                                             f"{did_you_mean(k, allowed)}")
+
+
+_FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls")
+
+
+def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
+    path = f"fabrics.{name}"
+    if not isinstance(t, Mapping):
+        rd.problems.add(path, f"not a table; got {t!r}; expected [fabrics.{name}]")
+        return None
+    rd.unknown_keys(t, _FABRIC_KEYS, path)
+    rd.unknown_keys(t.get("latency", {}), ("hop_s", "extra_step_s"), f"{path}.latency")
+    rd.unknown_keys(t.get("efficiency", {}), ("bandwidth_fraction",), f"{path}.efficiency")
+    rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
+    prov: dict[str, Provenance] = {}
+    cls = rd.choice(t, "class", LATENCY_CLASSES, path)
+    topo = rd.choice(t, "topology", TOPOLOGIES, path)
+    bw = rd.quantity(t, "link_bandwidth_bytes_per_s", "B/s", path, prov)
+    links = rd.quantity(t, "links_per_device", "count", path, prov)
+    frac = rd.quantity(t, "efficiency.bandwidth_fraction", "1", path, prov, at_most_one=True)
+    peer = rd.quantity(t, "links_per_peer", "count", path, prov, required=topo in ("fully_connected", "mesh"))
+    dims = rd.quantity(t, "torus_dims", "count", path, prov, required=topo == "torus")
+    hop = rd.quantity(t, "latency.hop_s", "s", path, prov, required=topo == "torus")
+    extra = rd.quantity(t, "latency.extra_step_s", "s", path, prov, required=False, zero_ok=True)
+    nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
+    ll128 = t.get("ll128", False)
+    if not isinstance(ll128, bool):
+        rd.problems.add(f"{path}.ll128", f"not a boolean; got {ll128!r}; expected true or false")
+    if nvls is not None and topo != "switch":
+        rd.problems.add(f"{path}.nvls", f"in-switch reduction needs a switch; got topology {topo!r}; "
+                                        "expected topology = \"switch\"")
+    if None in (cls, topo, bw, links, frac) or (topo in ("fully_connected", "mesh") and peer is None) \
+            or (topo == "torus" and (dims is None or hop is None)):
+        return None
+    return Fabric(name=name, description=str(t.get("description", "")), latency_class=cls, topology=topo,
+                  link_bandwidth_bytes_per_s=bw, links_per_device=links, bandwidth_fraction=frac,
+                  links_per_peer=peer, torus_dims=dims, hop_latency_s=hop,
+                  extra_step_latency_s=0.0 if extra is None else extra, nvls_bandwidth_fraction=nvls,
+                  ll128=bool(ll128), provenance=MappingProxyType(prov))
+
+
+def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLibrary | None:
+    path = f"libraries.{name}"
+    if not isinstance(t, Mapping):
+        rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
+        return None
+    rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
+                        "nvls_latency_s"), path)
+    prov: dict[str, Provenance] = {}
+    algos = t.get("algorithms")
+    if not isinstance(algos, list) or not algos or any(a not in ALGORITHMS for a in algos):
+        rd.problems.add(f"{path}.algorithms", f"bad algorithm list; got {algos!r}; expected a non-empty list "
+                                              f"from {', '.join(ALGORITHMS)}")
+        algos = []
+    protos = t.get("protocol", {})
+    rd.unknown_keys(protos, PROTOCOLS, f"{path}.protocol")
+    fractions: dict[str, Any] = {}
+    for p in PROTOCOLS:
+        if p in protos:
+            rd.unknown_keys(protos[p], ("bandwidth_fraction",), f"{path}.protocol.{p}")
+            fractions[p] = rd.quantity(t, f"protocol.{p}.bandwidth_fraction", "1", path, prov, at_most_one=True)
+    if not fractions:
+        rd.problems.add(f"{path}.protocol", "no protocol; got nothing; expected [libraries.x.protocol.simple] at least")
+    base: dict[str, Any] = {}
+    rd.unknown_keys(t.get("base_latency_s", {}), PROTOCOLS, f"{path}.base_latency_s")
+    for p in fractions:
+        base[p] = rd.quantity(t, f"base_latency_s.{p}", "s", path, prov, zero_ok=True)
+    steps: dict[str, dict[str, Any]] = {}
+    table = t.get("step_latency_s", {})
+    rd.unknown_keys(table, LATENCY_CLASSES, f"{path}.step_latency_s")
+    for cls in LATENCY_CLASSES:
+        if cls in table:
+            rd.unknown_keys(table[cls], PROTOCOLS, f"{path}.step_latency_s.{cls}")
+            steps[cls] = {p: rd.quantity(t, f"step_latency_s.{cls}.{p}", "s", path, prov) for p in fractions}
+    nvls = rd.quantity(t, "nvls_latency_s", "s", path, prov, required="nvls" in algos)
+    if any(v is None for v in (*fractions.values(), *base.values())) or \
+            any(v is None for d in steps.values() for v in d.values()):
+        return None
+    return CollectiveLibrary(
+        name=name, description=str(t.get("description", "")), algorithms=tuple(algos),
+        base_latency_s=MappingProxyType(base),
+        step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
+        protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls,
+        provenance=MappingProxyType(prov))
+
+
+def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[str, Fabric],
+                 libraries: Mapping[str, CollectiveLibrary], declared: tuple[set[str], set[str]]) -> CollectiveSystem | None:
+    path = f"systems.{name}"
+    if not isinstance(t, Mapping):
+        rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
+        return None
+    rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node"), path)
+    prov: dict[str, Provenance] = {}
+    fabric_names, library_names = declared
+    ok = True
+    refs: dict[str, Any] = {}
+    for key, names, table in (("library", library_names, libraries), ("intra", fabric_names, fabrics),
+                              ("inter", fabric_names, fabrics)):
+        got = t.get(key)
+        if got is None and key == "inter":
+            refs[key] = None
+            continue
+        if got not in names:
+            rd.problems.add(f"{path}.{key}", f"unknown {'library' if key == 'library' else 'fabric'}; got {got!r}; "
+                                             f"expected one of {', '.join(sorted(names))}{did_you_mean(str(got), names)}")
+            ok = False
+            continue
+        refs[key] = table.get(got)  # None when that entry itself had problems (already reported)
+        ok = ok and refs[key] is not None
+    per_node = rd.quantity(t, "devices_per_node", "count", path, prov)
+    nics = rd.quantity(t, "nics_per_node", "count", path, prov, required=t.get("inter") is not None)
+    if t.get("inter") is None and "nics_per_node" in t:
+        rd.problems.add(f"{path}.nics_per_node", "NICs without an inter-node fabric; got nics_per_node; "
+                                                 "expected inter = \"<fabric>\" as well")
+    if not ok or per_node is None or (t.get("inter") is not None and nics is None):
+        return None
+    lib: CollectiveLibrary = refs["library"]
+    for key in ("intra", "inter"):
+        fab = refs[key]
+        if fab is None:
+            continue
+        if fab.latency_class not in lib.step_latency_s:
+            rd.problems.add(f"{path}.{key}", f"library {lib.name!r} has no step latency for {fab.latency_class!r} "
+                                             f"fabrics; got fabric {fab.name!r}; expected a fabric of class "
+                                             f"{', '.join(sorted(lib.step_latency_s))}")
+            ok = False
+    if refs["inter"] is not None and refs["inter"].topology != "nic":
+        rd.problems.add(f"{path}.inter", f"inter-node fabric is not a NIC; got {refs['inter'].name!r}; "
+                                         "expected a fabric with topology = \"nic\"")
+        ok = False
+    if not ok:
+        return None
+    return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
+                            intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
+                            nics_per_node=nics or 0, provenance=MappingProxyType(prov))
+
+
+def _lower_keys(table: Any) -> dict[str, Any]:
+    return {str(k).lower(): v for k, v in table.items()} if isinstance(table, Mapping) else {}
+
+
+def _parse_catalog(data: Mapping[str, Any], where: str) -> FabricCatalog:
+    problems = _Problems(where)
+    refs = data.get("refs", {})
+    if not isinstance(refs, Mapping) or any(not isinstance(v, str) for v in refs.values()):
+        problems.add("refs", f"not a table of strings; got {refs!r}; expected key = \"citation\"")
+        refs = {}
+    rd = _Reader(problems, refs)
+    rd.unknown_keys(data, ("schema", "refs", "fabrics", "libraries", "systems"), "<top>")
+    if data.get("schema") != 1:
+        problems.add("schema", f"unsupported schema; got {data.get('schema')!r}; expected 1")
+    raw_f, raw_l, raw_s = (_lower_keys(data.get(k, {})) for k in ("fabrics", "libraries", "systems"))
+    fabrics = {n: _read_fabric(n, t, rd) for n, t in sorted(raw_f.items())}
+    libraries = {n: _read_library(n, t, rd) for n, t in sorted(raw_l.items())}
+    systems = {n: _read_system(n, t, rd, fabrics, libraries, (set(raw_f), set(raw_l)))
+               for n, t in sorted(raw_s.items())}
+    problems.raise_if_any()
+    return FabricCatalog(path=where, fabrics=MappingProxyType(fabrics), libraries=MappingProxyType(libraries),
+                         systems=MappingProxyType(systems))
+
+
+def load_fabric_catalog(path: str | Path = DEFAULT_FABRICS_FILE) -> FabricCatalog:
+    """Read a fabrics TOML file into frozen specs (SI units; provenance per dotted path).
+
+    Raises
+    ------
+    SpecError
+        Every problem of the file, one located line each
+        (``<file>:<path>: <problem>; got <value>; expected <form>``).
+    """
+    p = Path(path)
+    try:
+        mtime = p.stat().st_mtime_ns
+    except FileNotFoundError as e:
+        raise SpecError(f"{p}: file not found; got {str(p)!r}; expected an existing TOML file") from e
+    return _load_cached(str(p), mtime)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> FabricCatalog:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: invalid TOML; got {e}; expected valid TOML syntax") from e
+    return _parse_catalog(data, path)
+
+
+def fabric_catalog() -> FabricCatalog:
+    """The shipped catalog (``hwmodels/catalog/fabrics.toml``), cached."""
+    return load_fabric_catalog(DEFAULT_FABRICS_FILE)
+
+
+def load_collective_system(system: str | CollectiveSystem, catalog: FabricCatalog | None = None) -> CollectiveSystem:
+    """A :class:`CollectiveSystem` by catalog name (``"dgx-h100"``), or the one given."""
+    if isinstance(system, CollectiveSystem):
+        return system
+    return (catalog or fabric_catalog()).system(system)
+
+
+# ----------------------------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------------------------
+
+def bus_bandwidth_factor(collective: str, n_devices: int) -> float:
+    """nccl-tests' busbw / algbw factor (doc/PERFORMANCE.md) for ``collective`` on ``n_devices``."""
+    _check_collective(collective)
+    n = int(n_devices)
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _check_collective(collective: str) -> None:
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective; got {collective!r}; expected one of {', '.join(COLLECTIVES)}"
+                         f"{did_you_mean(str(collective), COLLECTIVES)}")
+
+
+def _layout(system: CollectiveSystem, n_devices: int, n_nodes: int | None) -> tuple[int, int, int]:
+    n = int(n_devices)
+    if n != n_devices or n < 2:
+        raise ValueError(f"n_devices must be a whole number >= 2; got {n_devices!r}; expected e.g. 8")
+    nodes = math.ceil(n / system.devices_per_node) if n_nodes is None else int(n_nodes)
+    if nodes < 1 or n % nodes:
+        raise ValueError(f"{system.name}: {n} devices do not split evenly over n_nodes; got n_nodes={n_nodes!r}; "
+                         f"expected a divisor of {n}")
+    g = n // nodes
+    if g > system.devices_per_node:
+        raise ValueError(f"{system.name}: {g} devices per node; got n_devices={n}, n_nodes={nodes}; expected at most "
+                         f"{system.devices_per_node} per node (pass n_nodes)")
+    if nodes > 1 and system.inter is None:
+        raise ValueError(f"{system.name}: no inter-node fabric; got {nodes} nodes; expected a system with "
+                         "'inter' and 'nics_per_node' for multi-node collectives")
+    return n, nodes, g
+
+
+def _links(fabric: Fabric, pattern: str, n_local: int) -> Any:
+    """Links a device drives at once for a traffic ``pattern`` among ``n_local`` devices."""
+    total = fabric.links_per_device
+    peer = fabric.links_per_peer or total
+    topo = fabric.topology
+    if pattern == "pair":
+        return total if topo in ("switch", "nic") else peer
+    if topo in ("switch", "nic"):
+        return total
+    if topo == "fully_connected":
+        return min(total, (n_local - 1) * peer)
+    if topo == "mesh":
+        return total if pattern == "ring" else min(total, (n_local - 1) * peer)
+    # torus: rings run both directions of every dimension; an all-to-all message crosses on
+    # average dims * k / 4 hops of a k-ary torus, each hop taking a link's share.
+    if pattern == "ring":
+        return total
+    dims = fabric.torus_dims or 1
+    k = max(n_local ** (1.0 / dims), 2.0)
+    return total / max(1.0, dims * k / 4.0)
+
+
+def _ring_steps(fabric: Fabric, n_local: int) -> int:
+    """Sequential steps of one reduce-scatter (or all-gather) pass over ``n_local`` devices.
+
+    A flat ring takes ``n - 1``; on a torus the pass runs dimension by dimension
+    (``dims * (k - 1)`` for a ``k``-ary torus, ``k = ceil(n ** (1 / dims))``).
+    """
+    if fabric.topology != "torus" or n_local <= 1:
+        return n_local - 1
+    dims = fabric.torus_dims or 1
+    k = math.ceil(round(n_local ** (1.0 / dims), 9))
+    return min(n_local - 1, dims * (k - 1))
+
+
+def _torus_max_hops(fabric: Fabric, n_local: int) -> int:
+    """Hops of the farthest peer on a ``k``-ary torus (``dims * floor(k / 2)``); 1 elsewhere."""
+    if fabric.topology != "torus":
+        return 1
+    dims = fabric.torus_dims or 1
+    k = math.ceil(round(n_local ** (1.0 / dims), 9))
+    return max(1, dims * (k // 2))
+
+
+def _bw(fabric: Fabric, library: CollectiveLibrary, protocol: str, pattern: str, n_local: int) -> Any:
+    return (_links(fabric, pattern, n_local) * fabric.link_bandwidth_bytes_per_s * fabric.bandwidth_fraction
+            * library.protocol_bandwidth_fraction[protocol])
+
+
+def _nic_bw(system: CollectiveSystem, protocol: str) -> Any:
+    """All NICs of one node together, per direction, achievable, B/s."""
+    inter = system.inter
+    return (system.nics_per_node * inter.link_bandwidth_bytes_per_s * inter.bandwidth_fraction
+            * system.library.protocol_bandwidth_fraction[protocol])
+
+
+def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str) -> Any:
+    return system.library.step_latency_s[fabric.latency_class][protocol] + fabric.extra_step_latency_s
+
+
+def _protocols(system: CollectiveSystem, algorithm: str, n_nodes: int) -> tuple[str, ...]:
+    lib = system.library
+    if algorithm in _SIMPLE_ONLY:
+        return ("simple",) if "simple" in lib.protocols else ()
+    fabrics = [system.intra] + ([system.inter] if n_nodes > 1 else [])
+    return tuple(p for p in lib.protocols if p != "ll128" or all(f.ll128 for f in fabrics))
+
+
+def applicable_algorithms(collective: str, n_devices: int, system: str | CollectiveSystem,
+                          n_nodes: int | None = None) -> tuple[str, ...]:
+    """Algorithms that can run ``collective`` on this system and device count, in :data:`ALGORITHMS` order."""
+    _check_collective(collective)
+    sysm = load_collective_system(system)
+    n, nodes, g = _layout(sysm, n_devices, n_nodes)
+    out = []
+    for a in ALGORITHMS:
+        if a not in sysm.library.algorithms or collective not in _SUPPORTS[a]:
+            continue
+        if a == "nvls" and not (nodes == 1 and sysm.intra.has_nvls and sysm.library.nvls_latency_s is not None):
+            continue
+        if a == "hierarchical" and nodes == 1:
+            continue
+        if not _protocols(sysm, a, nodes):
+            continue
+        out.append(a)
+    return tuple(out)
+
+
+def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: int, nodes: int, g: int,
+          system: CollectiveSystem) -> tuple[Any, Any]:
+    """(time_s, latency_s) of one algorithm/protocol; assumes it is applicable."""
+    lib = system.library
+    intra = system.intra
+    base = lib.base_latency_s[protocol]
+    a_i = _alpha(system, intra, protocol)
+    a_n = _alpha(system, system.inter, protocol) if nodes > 1 else 0.0
+    k = 2 if collective == "all_reduce" else 1
+    zero = np.zeros_like(size)
+    inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
+
+    def intra_time(nbytes: Any, pattern: str) -> Any:
+        return nbytes / _bw(intra, lib, protocol, pattern, g) if g > 1 else zero
+
+    if algorithm == "ring" and collective != "broadcast":
+        data = k * (n - 1) / n * size
+        inter_steps = k * (nodes - 1)
+        lat = base + k * nodes * _ring_steps(intra, g) * a_i + inter_steps * a_n
+        # one edge of every ring leaves each node through a NIC; the rest stay inside
+        t_bw = intra_time(inside * data, "ring")
+        if nodes > 1:
+            t_bw = np.maximum(t_bw, data / _nic_bw(system, protocol))
+        return lat + t_bw, lat
+    if algorithm == "ring":  # broadcast: a pipelined chain, every device forwards the whole buffer
+        lat = base + nodes * _ring_steps(intra, g) * a_i + (nodes - 1) * a_n
+        t_bw = intra_time(inside * size, "ring")
+        if nodes > 1:
+            t_bw = np.maximum(t_bw, size / _nic_bw(system, protocol))
+        return lat + t_bw, lat
+    if algorithm == "tree":  # chain in a node (reduce up + broadcast down), double binary tree across
+        lat = base + 2 * ((g - 1) * a_i + math.ceil(math.log2(nodes)) * a_n)
+        t_bw = intra_time(2 * size, "ring")
+        if nodes > 1:
+            t_bw = np.maximum(t_bw, (1 if nodes == 2 else 2) * size / _nic_bw(system, protocol))
+        return lat + t_bw, lat
+    if algorithm == "nvls":
+        return _nvls(collective, size, n, system, protocol)
+    if algorithm == "hierarchical":
+        inter_steps = k * (nodes - 1)
+        lat_n = inter_steps * a_n
+        t_n = k * (nodes - 1) / nodes * (size / g) / (_nic_bw(system, protocol) / g)
+        lat_i = k * _ring_steps(intra, g) * a_i
+        t_i = intra_time(k * (g - 1) / g * size, "ring")
+        best = base + lat_i + lat_n + np.maximum(t_i, t_n)
+        lat = base + lat_i + lat_n + zero
+        if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
+            t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
+            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n)
+            lat = np.where(alt < best, base + lat_n + lat_nv, lat)
+            best = np.minimum(best, alt)
+        return best, lat
+    # direct
+    if collective == "send_recv":
+        if nodes == 1:
+            lat = base + a_i
+            return lat + size / _bw(intra, lib, protocol, "pair", n), lat + zero
+        lat = base + a_n
+        return lat + size / (_nic_bw(system, protocol) / g), lat + zero
+    # all n - 1 messages leave at once; on a torus the farthest one crosses several hops
+    far = (_torus_max_hops(intra, g) - 1) * (intra.hop_latency_s if intra.hop_latency_s is not None else 0.0)
+    lat = base + ((a_i + far) if g > 1 else 0.0) + (a_n if nodes > 1 else 0.0)
+    t_bw = intra_time((g - 1) / n * size, "direct")
+    if nodes > 1:
+        t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol) / g))
+    return lat + t_bw, lat + zero
+
+
+def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str) -> tuple[Any, Any]:
+    """In-switch reduction on ``n`` devices of one node (NVLink SHARP).
+
+    all_reduce: each device's whole buffer is read once by the switch (multimem load-reduce of its
+    shard) and each reduced shard is written once and multicast, so every device moves
+    ``S (n+1)/n`` bytes per direction. reduce_scatter sends ``S`` (the switch reads it all),
+    all_gather receives ``S`` (every shard is multicast to every device).
+    """
+    intra = system.intra
+    bw = (intra.links_per_device * intra.link_bandwidth_bytes_per_s * intra.nvls_bandwidth_fraction
+          * system.library.protocol_bandwidth_fraction[protocol])
+    nbytes = size * (n + 1) / n if collective == "all_reduce" else size
+    lat = system.library.nvls_latency_s + np.zeros_like(size)
+    return lat + nbytes / bw, lat
+
+
+def _sizes(size_bytes: Any) -> np.ndarray:
+    size = np.asarray(size_bytes, dtype=float)
+    if not np.all(np.isfinite(size)) or np.any(size <= 0):
+        raise ValueError(f"size_bytes must be positive and finite; got {size_bytes!r}; expected e.g. 1 << 20")
+    return size
+
+
+def _result(collective: str, n: int, nodes: int, size: np.ndarray, time: Any, lat: Any, algo: Any,
+            proto: Any) -> CollectiveResult:
+    time = np.broadcast_to(np.asarray(time, dtype=float), np.broadcast(size, time).shape)
+    size_b = np.broadcast_to(size, time.shape)
+    algbw = size_b / time
+    busbw = algbw * bus_bandwidth_factor(collective, n)
+    lat = np.broadcast_to(np.asarray(lat, dtype=float), time.shape)
+    algo = np.broadcast_to(np.asarray(algo, dtype=object), time.shape)
+    proto = np.broadcast_to(np.asarray(proto, dtype=object), time.shape)
+    if time.ndim == 0:
+        return CollectiveResult(collective, n, nodes, float(size_b), float(time), float(lat), str(algo[()]),
+                                str(proto[()]), float(algbw), float(busbw))
+    return CollectiveResult(collective, n, nodes, size_b.copy(), time.copy(), lat.copy(), algo.copy(),
+                            proto.copy(), algbw, busbw)
+
+
+def collective_options(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
+                       n_nodes: int | None = None) -> dict[tuple[str, str], CollectiveResult]:
+    """Every applicable (algorithm, protocol) pair and its cost, in :data:`ALGORITHMS` x :data:`PROTOCOLS` order."""
+    _check_collective(collective)
+    sysm = load_collective_system(system)
+    n, nodes, g = _layout(sysm, n_devices, n_nodes)
+    size = _sizes(size_bytes)
+    out: dict[tuple[str, str], CollectiveResult] = {}
+    for a in applicable_algorithms(collective, n, sysm, nodes):
+        for p in _protocols(sysm, a, nodes):
+            t, lat = _cost(collective, a, p, size, n, nodes, g, sysm)
+            out[(a, p)] = _result(collective, n, nodes, size, t, lat, a, p)
+    return out
+
+
+def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
+                     n_nodes: int | None = None, algorithms: Iterable[str] | None = None) -> CollectiveResult:
+    """The fastest applicable (algorithm, protocol) per size, as NCCL's tuner picks, with its name.
+
+    Parameters
+    ----------
+    collective
+        One of :data:`COLLECTIVES`.
+    size_bytes
+        nccl-tests' size in bytes (scalar or numpy array; the result has its shape).
+    n_devices
+        Ranks taking part (one per device).
+    system
+        A :class:`CollectiveSystem` or a catalog name (``"dgx-h100"``).
+    n_nodes
+        Nodes the ranks span (default: as few as ``devices_per_node`` allows).
+    algorithms
+        Restrict the choice (``NCCL_ALGO``); default every applicable one.
+
+    Returns
+    -------
+    CollectiveResult
+        ``algorithm`` / ``protocol`` name the winner per size; ties go to the earlier
+        algorithm in :data:`ALGORITHMS` and the lower-latency protocol.
+    """
+    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
+    if algorithms is not None:
+        wanted = set(algorithms)
+        for a in wanted - set(ALGORITHMS):
+            raise ValueError(f"unknown algorithm; got {a!r}; expected one of {', '.join(ALGORITHMS)}"
+                             f"{did_you_mean(a, ALGORITHMS)}")
+        options = {k: v for k, v in options.items() if k[0] in wanted}
+    if not options:
+        sysm = load_collective_system(system)
+        raise ValueError(f"{sysm.name}: no algorithm can run {collective} here; got algorithms={algorithms!r}; "
+                         f"expected one of {applicable_algorithms(collective, n_devices, sysm, n_nodes)}")
+    keys = list(options)
+    first = options[keys[0]]
+    times = np.stack([np.asarray(options[k].time_s, dtype=float) for k in keys])
+    lats = np.stack([np.asarray(options[k].latency_s, dtype=float) for k in keys])
+    idx = np.argmin(times, axis=0)
+    pick = np.take_along_axis(times, idx[None], axis=0)[0]
+    lat = np.take_along_axis(lats, idx[None], axis=0)[0]
+    algos = np.array([k[0] for k in keys], dtype=object)[idx]
+    protos = np.array([k[1] for k in keys], dtype=object)[idx]
+    return _result(collective, first.n_devices, first.n_nodes, np.asarray(first.size_bytes, dtype=float),
+                   pick, lat, algos, protos)
+
+
+def collective_time(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
+                    algorithm: str = "auto", protocol: str | None = None,
+                    n_nodes: int | None = None) -> CollectiveResult:
+    """Predicted time of one collective (see the module docstring for the model).
+
+    Parameters
+    ----------
+    collective, size_bytes, n_devices, system, n_nodes
+        As for :func:`select_algorithm`.
+    algorithm
+        ``"auto"`` (the tuner's choice per size) or one of :data:`ALGORITHMS`.
+    protocol
+        ``None`` (the fastest protocol the algorithm may use) or one of :data:`PROTOCOLS`.
+
+    Returns
+    -------
+    CollectiveResult
+        Time in s, algbw and busbw in B/s, the algorithm and protocol used.
+
+    Raises
+    ------
+    ValueError
+        Unknown collective / algorithm / protocol, an algorithm that cannot run here, a device
+        count that does not fit the system.
+    """
+    if algorithm == "auto" and protocol is None:
+        return select_algorithm(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
+    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
+    if algorithm != "auto" and algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm; got {algorithm!r}; expected 'auto' or one of {', '.join(ALGORITHMS)}"
+                         f"{did_you_mean(str(algorithm), ALGORITHMS)}")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol; got {protocol!r}; expected one of {', '.join(PROTOCOLS)}"
+                         f"{did_you_mean(str(protocol), PROTOCOLS)}")
+    keep = {k: v for k, v in options.items()
+            if (algorithm == "auto" or k[0] == algorithm) and (protocol is None or k[1] == protocol)}
+    if not keep:
+        sysm = load_collective_system(system)
+        have = sorted({f"{a}/{p}" for a, p in options})
+        raise ValueError(f"{sysm.name}: {collective} cannot run as {algorithm}/{protocol or 'any'} on {n_devices} "
+                         f"devices; got algorithm={algorithm!r}, protocol={protocol!r}; expected one of "
+                         f"{', '.join(have)}")
+    if len(keep) == 1:
+        return next(iter(keep.values()))
+    algos = {a for a, _ in keep}
+    sysm = load_collective_system(system)
+    best = select_algorithm(collective, size_bytes, n_devices, sysm, n_nodes=n_nodes, algorithms=algos)
+    if protocol is None:
+        return best
+    # auto algorithm, pinned protocol: choose among the kept pairs only
+    keys = list(keep)
+    times = np.stack([np.asarray(keep[k].time_s, dtype=float) for k in keys])
+    lats = np.stack([np.asarray(keep[k].latency_s, dtype=float) for k in keys])
+    idx = np.argmin(times, axis=0)
+    first = keep[keys[0]]
+    return _result(collective, first.n_devices, first.n_nodes, np.asarray(first.size_bytes, dtype=float),
+                   np.take_along_axis(times, idx[None], axis=0)[0], np.take_along_axis(lats, idx[None], axis=0)[0],
+                   np.array([k[0] for k in keys], dtype=object)[idx], np.array([k[1] for k in keys], dtype=object)[idx])
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation against published measurements
+# ----------------------------------------------------------------------------------------------
+
+_CSV_COLUMNS = ("id", "collective", "n_gpus", "n_nodes", "system", "hardware", "algorithm", "size_bytes",
+                "time_us", "algbw_GBps", "busbw_GBps", "in_score", "source", "notes")
+
+
+@dataclass(frozen=True)
+class PublishedComparison:
+    """One published measurement next to the model's prediction (busbw in B/s)."""
+
+    id: str
+    group: str  #: system / collective / GPUs x nodes
+    collective: str
+    n_devices: int
+    n_nodes: int
+    system: str
+    size_bytes: float
+    measured_busbw_bytes_per_s: float
+    predicted_busbw_bytes_per_s: float
+    predicted_algorithm: str
+    predicted_protocol: str
+    in_score: bool
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the predicted busbw, (pred - meas) / meas."""
+        return self.predicted_busbw_bytes_per_s / self.measured_busbw_bytes_per_s - 1.0
+
+
+def read_published_collectives(path: str | Path = DEFAULT_PUBLISHED_FILE) -> list[dict[str, str]]:
+    """Rows of ``published_collectives.csv`` as dicts (strings), checked for the expected columns."""
+    p = Path(path)
+    with p.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != _CSV_COLUMNS:
+            raise SpecError(f"{p}:1: unexpected header; got {reader.fieldnames!r}; expected {list(_CSV_COLUMNS)}")
+        return list(reader)
+
+
+def _measured_busbw(row: Mapping[str, str], n: int) -> float:
+    """busbw from the printed time when there is one (more digits than the printed GB/s)."""
+    size = float(row["size_bytes"])
+    if row.get("time_us"):
+        return size / (float(row["time_us"]) * 1e-6) * bus_bandwidth_factor(row["collective"], n)
+    return float(row["busbw_GBps"]) * 1e9
+
+
+def compare_published(rows: Iterable[Mapping[str, str]] | None = None,
+                      catalog: FabricCatalog | None = None) -> list[PublishedComparison]:
+    """Predict every published row that names a catalog system; rows without a system are skipped.
+
+    A row's ``algorithm`` is ``auto`` (the tuner's choice was measured) or the algorithm the
+    measurement pinned (``NCCL_ALGO``), which the prediction then uses too.
+    """
+    cat = catalog or fabric_catalog()
+    out = []
+    for row in rows if rows is not None else read_published_collectives():
+        if not row.get("system"):
+            continue
+        n, nodes = int(row["n_gpus"]), int(row["n_nodes"])
+        sysm = cat.system(row["system"])
+        size = float(row["size_bytes"])
+        algo = row.get("algorithm") or "auto"
+        res = collective_time(row["collective"], size, n, sysm, algorithm=algo, n_nodes=nodes)
+        out.append(PublishedComparison(
+            id=row["id"], group=f"{row['system']} {row['collective']} {n}x{nodes}", collective=row["collective"],
+            n_devices=n, n_nodes=nodes, system=row["system"], size_bytes=size,
+            measured_busbw_bytes_per_s=_measured_busbw(row, n),
+            predicted_busbw_bytes_per_s=float(res.busbw_bytes_per_s), predicted_algorithm=str(res.algorithm),
+            predicted_protocol=str(res.protocol), in_score=row.get("in_score", "1").strip() == "1"))
+    return out
+
+
+def mape(comparisons: Iterable[PublishedComparison]) -> float:
+    """Mean absolute percentage error of predicted busbw, in percent (NaN for no rows)."""
+    errs = [abs(c.error) for c in comparisons]
+    return 100.0 * float(np.mean(errs)) if errs else float("nan")
