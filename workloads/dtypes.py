@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from enum import StrEnum
+
+from nodeperf.suggest import did_you_mean
 
 __all__ = ["DType", "parse_dtype"]
 
@@ -69,19 +70,30 @@ _ALIASES = {
 
 
 def parse_dtype(value: str | DType, where: str = "dtype") -> DType:
-    """Parse a dtype name (``"bf16"``, ``"bfloat16"``...) with a located error and a near match."""
+    """Parse a dtype name (``"bf16"``, ``"bfloat16"``...) with a located error and a near match.
+
+    Case and surrounding whitespace are ignored (``" BF16 "`` is bf16); an empty or blank name is an
+    error, never a silent default: a caller that has a default applies it before calling.
+
+    Raises
+    ------
+    ValueError
+        ``<where>: unknown dtype; got <value>; expected one of ...[; did you mean <x>?]``.
+    """
     if isinstance(value, DType):
         return value
-    s = str(value).strip().lower()
+    names = [d.value for d in DType]
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: not a dtype name; got {value!r} ({type(value).__name__}); expected one of "
+                         f"{', '.join(names)}")
+    s = value.strip().lower()
+    if not s:
+        raise ValueError(f"{where}: empty dtype; got {value!r}; expected one of {', '.join(names)}")
     try:
         return DType(s)
     except ValueError:
         pass
     if s in _ALIASES:
         return _ALIASES[s]
-    names = [d.value for d in DType]
-    msg = f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}"
-    near = difflib.get_close_matches(s, names + list(_ALIASES), n=1)
-    if near:
-        msg += f"; did you mean {near[0]!r}?"
-    raise ValueError(msg)
+    raise ValueError(f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}"
+                     + did_you_mean(s, names + list(_ALIASES)))

@@ -16,87 +16,212 @@ Example
 
 from __future__ import annotations
 
-import difflib
 import json
+import math
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import parse_dtype
-from workloads.ir import OpGraph
+from workloads.ir import OpGraph, format_problems
 from workloads.zoo.transformer import TransformerConfig, build
 
-__all__ = ["config_to_transformer", "build_from_config", "MODEL_TYPES", "HFConfigError", "torch_dtype_of"]
+__all__ = ["config_to_transformer", "build_from_config", "MODEL_TYPES", "HFConfigError", "torch_dtype_of",
+           "MAX_LAYERS", "MAX_HIDDEN", "MAX_INTERMEDIATE", "MAX_HEADS", "MAX_VOCAB", "MAX_POSITIONS",
+           "MAX_EXPERTS", "MAX_IMAGE_SIZE", "MAX_PARAMS", "MAX_JSON_DEPTH"]
+
+# --- limits -----------------------------------------------------------------------------------
+# A config's sizes are checked against these bounds before any graph is built, so a typo such as
+# "num_hidden_layers": 1000000 is a located error in milliseconds instead of minutes of graph building
+# and gigabytes of memory. Each bound is far above every published model (so no real config is
+# refused) and low enough that graph building stays bounded in time and memory and every derived
+# count (FLOPs, bytes, energy) stays a finite, exact-enough float.
+
+#: Decoder/encoder layers: the deepest published transformers have ~100-300; a graph has ~20 ops per
+#: layer, so 10,000 layers is ~200,000 ops (`nodeperf predict` of such a config takes ~35 s and ~650 MB
+#: on one core; a million layers would take an hour and tens of GB).
+MAX_LAYERS = 10_000
+#: Hidden (residual) width: the widest published is ~16k-25k; 2**20 = 1,048,576.
+MAX_HIDDEN = 2**20
+#: MLP hidden width per expert (intermediate_size, ffn_dim, n_inner): 4x :data:`MAX_HIDDEN`.
+MAX_INTERMEDIATE = 2**22
+#: Attention heads (query or key/value) and head_dim: 2**16 = 65,536 (published: <= 128 heads).
+MAX_HEADS = 2**16
+#: Vocabulary rows: the largest published vocabularies are ~256k; 2**24 = 16,777,216.
+MAX_VOCAB = 2**24
+#: Learned position-table rows / context length: the longest published contexts are ~10M; 2**24.
+MAX_POSITIONS = 2**24
+#: Experts per MoE layer (published: <= 256); the graph's op count does not grow with it.
+MAX_EXPERTS = 2**16
+#: ViT image side in pixels (published: <= 1,024); 2**16 = 65,536.
+MAX_IMAGE_SIZE = 2**16
+#: Parameters of the whole model, estimated from the sizes: 10**15 (a quadrillion, ~500x the largest
+#: published model), which keeps weight bytes and FLOPs of any phase far below float overflow.
+MAX_PARAMS = 10**15
+#: Nesting depth of the JSON (a config is 2-3 levels deep); deeper input is refused before parsing,
+#: so no RecursionError can come out of the JSON parser.
+MAX_JSON_DEPTH = 100
 
 
 class HFConfigError(ValueError):
-    """A config.json that cannot be read as a supported transformer; one line naming the file and problem."""
+    """A config.json that cannot be read as a supported transformer; the message locates every problem.
+
+    One problem is one line ``<file>: <key>: <problem>; got <value>; expected <form>``; several are a
+    count line followed by one such line each (the first 20, then ``... and N more``).
+    """
+
+
+def _json(v: Any) -> str:
+    """``v`` spelt as in the JSON file (``"4096"``, ``4096.0``, ``true``, ``null``), cut when long."""
+    try:
+        text = json.dumps(v, allow_nan=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 60 else text[:40] + "..." + text[-10:] + f" ({len(text)} characters)"
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, float):
+        return "a non-integral number" if math.isfinite(v) and v != int(v) else "a float"
+    return "a number" if isinstance(v, int) else type(v).__name__
 
 
 class _Cfg:
-    """Typed access to a config mapping with located errors."""
+    """Typed access to a config mapping; problems are collected (named by the config's own keys)."""
 
     def __init__(self, data: Mapping[str, Any], where: str, model_type: str) -> None:
         self.data = data
         self.where = where
         self.model_type = model_type
+        self.problems: list[str] = []
+        self.used: dict[str, str] = {}  # what -> the config key it was read from
 
-    def req(self, *keys: str) -> Any:
-        for k in keys:
-            if k in self.data and self.data[k] is not None:
-                return self.data[k]
-        alt = " or ".join(repr(k) for k in keys)
-        raise HFConfigError(f"{self.where}: missing key {alt} for model_type {self.model_type!r}; expected an integer")
+    def bad(self, key: str, problem: str, got: Any, expected: str, raw: bool = False) -> None:
+        shown = got if raw else _json(got)
+        self.problems.append(f"{self.where}: {key}: {problem}; got {shown}; expected {expected}")
 
-    def int(self, *keys: str) -> int:
-        v = self.req(*keys)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise HFConfigError(f"{self.where}: {keys[0]!r} is {v!r}; expected a non-negative integer")
+    def key_of(self, *keys: str) -> str | None:
+        """The first of ``keys`` present with a non-null value (None when none is)."""
+        return next((k for k in keys if self.data.get(k) is not None), None)
+
+    def int(self, *keys: str, lo: int = 1, hi: int | None = None, what: str | None = None) -> int:
+        """A required integer in ``[lo, hi]`` under the first present of ``keys`` (1 when it is bad)."""
+        k = self.key_of(*keys)
+        if k is None:
+            alt = " or ".join(repr(x) for x in keys)
+            null = next((x for x in keys if x in self.data), None)
+            if null is not None:
+                self.bad(null, "null value", None, self._form(lo, hi))
+            else:
+                self.problems.append(f"{self.where}: missing key {alt} for model_type {self.model_type!r}; "
+                                     f"expected {self._form(lo, hi)}")
+            return max(lo, 1)
+        if what:
+            self.used[what] = k
+        return self._check(k, self.data[k], lo, hi)
+
+    def opt_int(self, key: str, default: Any, *, lo: int = 1, hi: int | None = None, what: str | None = None) -> Any:
+        """An optional integer (absent or null: ``default``)."""
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if what:
+            self.used[what] = key
+        return self._check(key, v, lo, hi)
+
+    def flag(self, key: str, default: bool) -> bool:
+        """An optional JSON boolean (absent or null: ``default``)."""
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            self.bad(key, "not a boolean", v, "true or false")
+            return default
         return v
 
-    def get(self, key: str, default: Any) -> Any:
+    def text(self, key: str, default: str) -> str:
         v = self.data.get(key)
-        return default if v is None else v
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            self.bad(key, "not a string", v, "a name such as " + repr(default))
+            return default
+        return v
+
+    @staticmethod
+    def _form(lo: int, hi: int | None) -> str:
+        base = "a positive integer" if lo == 1 else f"an integer >= {lo}"
+        return base + (f" <= {hi:,}" if hi is not None else "")
+
+    def _check(self, key: str, v: Any, lo: int, hi: int | None) -> int:
+        form = self._form(lo, hi)
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.bad(key, f"not an integer ({_kind(v)})", v, form)
+            return max(lo, 1)
+        if v < lo:
+            self.bad(key, "zero" if v == 0 else "negative" if v < 0 else "too small", v, form)
+            return max(lo, 1)
+        if hi is not None and v > hi:
+            self.bad(key, "too large", v, form + " (a limit of nodeperf, far above any published model)")
+            return hi
+        return v
 
 
 def _act(c: _Cfg, key: str, default: str) -> str:
-    act = str(c.get(key, default)).lower()
+    act = c.text(key, default).lower()
     if act in ("silu", "swish"):
         return "swiglu"
     if act == "relu":
         return "relu"
     if act.startswith("gelu") or act == "quick_gelu":
         return "gelu"
-    raise HFConfigError(f"{c.where}: {key!r} is {act!r}; expected one of silu, relu, gelu*")
+    c.bad(key, "unsupported activation", act, "one of silu, swish, relu, gelu*")
+    return "gelu"
 
 
 def _gpt2(c: _Cfg) -> dict[str, Any]:
-    d = c.int("n_embd", "hidden_size")
-    inner = c.get("n_inner", None)
-    return dict(vocab=c.int("vocab_size"), d_model=d, layers=c.int("n_layer", "num_hidden_layers"),
-                heads=c.int("n_head", "num_attention_heads"), d_ff=int(inner) if inner else 4 * d,
+    d = c.int("n_embd", "hidden_size", hi=MAX_HIDDEN, what="d_model")
+    return dict(vocab=c.int("vocab_size", hi=MAX_VOCAB, what="vocab"), d_model=d,
+                layers=c.int("n_layer", "num_hidden_layers", hi=MAX_LAYERS, what="layers"),
+                heads=c.int("n_head", "num_attention_heads", hi=MAX_HEADS, what="heads"),
+                d_ff=c.opt_int("n_inner", 4 * d, hi=MAX_INTERMEDIATE, what="d_ff"),
                 mlp=_act(c, "activation_function", "gelu_new"), norm="layernorm", pos="learned",
-                max_positions=c.int("n_positions", "max_position_embeddings"),
-                tied_embeddings=bool(c.get("tie_word_embeddings", True)))
+                max_positions=c.int("n_positions", "max_position_embeddings", hi=MAX_POSITIONS, what="max_positions"),
+                tied_embeddings=c.flag("tie_word_embeddings", True))
 
 
 def _llama(c: _Cfg) -> dict[str, Any]:
-    heads = c.int("num_attention_heads")
-    d = c.int("hidden_size")
-    attn_bias = bool(c.get("attention_bias", False))
-    hd = c.get("head_dim", None)
-    out = dict(vocab=c.int("vocab_size"), d_model=d, layers=c.int("num_hidden_layers"), heads=heads,
-               kv_heads=int(c.get("num_key_value_heads", heads)), head_dim=int(hd) if hd else None,
-               d_ff=c.int("intermediate_size"), mlp=_act(c, "hidden_act", "silu"), norm="rmsnorm", pos="rope",
-               max_positions=int(c.get("max_position_embeddings", 2048)),
-               tied_embeddings=bool(c.get("tie_word_embeddings", False)), qkv_bias=attn_bias, out_bias=attn_bias,
-               mlp_bias=bool(c.get("mlp_bias", False)))
+    heads = c.int("num_attention_heads", hi=MAX_HEADS, what="heads")
+    d = c.int("hidden_size", hi=MAX_HIDDEN, what="d_model")
+    attn_bias = c.flag("attention_bias", False)
+    out = dict(vocab=c.int("vocab_size", hi=MAX_VOCAB, what="vocab"), d_model=d,
+               layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"), heads=heads,
+               kv_heads=c.opt_int("num_key_value_heads", heads, hi=MAX_HEADS, what="kv_heads"),
+               head_dim=c.opt_int("head_dim", None, hi=MAX_HEADS, what="head_dim"),
+               d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"), mlp=_act(c, "hidden_act", "silu"),
+               norm="rmsnorm", pos="rope",
+               max_positions=c.opt_int("max_position_embeddings", 2048, hi=MAX_POSITIONS, what="max_positions"),
+               tied_embeddings=c.flag("tie_word_embeddings", False), qkv_bias=attn_bias, out_bias=attn_bias,
+               mlp_bias=c.flag("mlp_bias", False))
     return out
 
 
 def _mixtral(c: _Cfg) -> dict[str, Any]:
     out = _llama(c)
-    out.update(experts=c.int("num_local_experts"), top_k=c.int("num_experts_per_tok"), capacity_factor=1.0)
+    out.update(experts=c.int("num_local_experts", hi=MAX_EXPERTS, what="experts"),
+               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0)
     return out
 
 
@@ -107,44 +232,64 @@ def _qwen2(c: _Cfg) -> dict[str, Any]:
 
 
 def _bert(c: _Cfg) -> dict[str, Any]:
-    return dict(vocab=c.int("vocab_size"), d_model=c.int("hidden_size"), layers=c.int("num_hidden_layers"),
-                heads=c.int("num_attention_heads"), d_ff=c.int("intermediate_size"), mlp=_act(c, "hidden_act", "gelu"),
-                norm="layernorm", pos="learned", max_positions=c.int("max_position_embeddings"),
+    return dict(vocab=c.int("vocab_size", hi=MAX_VOCAB, what="vocab"),
+                d_model=c.int("hidden_size", hi=MAX_HIDDEN, what="d_model"),
+                layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"),
+                heads=c.int("num_attention_heads", hi=MAX_HEADS, what="heads"),
+                d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"), mlp=_act(c, "hidden_act", "gelu"),
+                norm="layernorm", pos="learned",
+                max_positions=c.int("max_position_embeddings", hi=MAX_POSITIONS, what="max_positions"),
                 pre_norm=False, final_norm=False, embed_norm=True, encoder_only=True,
-                token_types=int(c.get("type_vocab_size", 2)), pooler=True)
+                token_types=c.opt_int("type_vocab_size", 2, lo=0, hi=MAX_VOCAB), pooler=True)
 
 
 def _opt(c: _Cfg) -> dict[str, Any]:
-    d = c.int("hidden_size")
-    proj = c.get("word_embed_proj_dim", d)
-    if proj != d:
-        raise HFConfigError(f"{c.where}: 'word_embed_proj_dim' is {proj!r}; expected hidden_size {d} "
-                            "(OPT input/output projections are not modelled)")
-    pre = bool(c.get("do_layer_norm_before", True))
-    bias = bool(c.get("enable_bias", True))
-    return dict(vocab=c.int("vocab_size"), d_model=d, layers=c.int("num_hidden_layers"),
-                heads=c.int("num_attention_heads"), d_ff=c.int("ffn_dim"), mlp=_act(c, "activation_function", "relu"),
-                norm="layernorm", pos="learned", max_positions=c.int("max_position_embeddings") + 2,  # OPT offset
-                tied_embeddings=bool(c.get("tie_word_embeddings", True)), qkv_bias=bias, out_bias=bias, mlp_bias=bias,
+    d = c.int("hidden_size", hi=MAX_HIDDEN, what="d_model")
+    proj = c.opt_int("word_embed_proj_dim", d, hi=MAX_HIDDEN)
+    if proj != d and not c.problems:
+        c.bad("word_embed_proj_dim", "differs from hidden_size (OPT input/output projections are not modelled)",
+              proj, f"hidden_size {d}")
+    pre = c.flag("do_layer_norm_before", True)
+    bias = c.flag("enable_bias", True)
+    return dict(vocab=c.int("vocab_size", hi=MAX_VOCAB, what="vocab"), d_model=d,
+                layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"),
+                heads=c.int("num_attention_heads", hi=MAX_HEADS, what="heads"),
+                d_ff=c.int("ffn_dim", hi=MAX_INTERMEDIATE, what="d_ff"), mlp=_act(c, "activation_function", "relu"),
+                norm="layernorm", pos="learned",
+                max_positions=c.int("max_position_embeddings", hi=MAX_POSITIONS, what="max_positions") + 2,  # OPT offset
+                tied_embeddings=c.flag("tie_word_embeddings", True), qkv_bias=bias, out_bias=bias, mlp_bias=bias,
                 pre_norm=pre, final_norm=pre)
 
 
 def _gpt_neox(c: _Cfg) -> dict[str, Any]:
-    bias = bool(c.get("attention_bias", True))
-    return dict(vocab=c.int("vocab_size"), d_model=c.int("hidden_size"), layers=c.int("num_hidden_layers"),
-                heads=c.int("num_attention_heads"), d_ff=c.int("intermediate_size"), mlp=_act(c, "hidden_act", "gelu"),
-                norm="layernorm", pos="rope", max_positions=int(c.get("max_position_embeddings", 2048)),
-                tied_embeddings=bool(c.get("tie_word_embeddings", False)), qkv_bias=bias, out_bias=bias, mlp_bias=True)
+    bias = c.flag("attention_bias", True)
+    return dict(vocab=c.int("vocab_size", hi=MAX_VOCAB, what="vocab"),
+                d_model=c.int("hidden_size", hi=MAX_HIDDEN, what="d_model"),
+                layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"),
+                heads=c.int("num_attention_heads", hi=MAX_HEADS, what="heads"),
+                d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"), mlp=_act(c, "hidden_act", "gelu"),
+                norm="layernorm", pos="rope",
+                max_positions=c.opt_int("max_position_embeddings", 2048, hi=MAX_POSITIONS, what="max_positions"),
+                tied_embeddings=c.flag("tie_word_embeddings", False), qkv_bias=bias, out_bias=bias, mlp_bias=True)
 
 
 def _vit(c: _Cfg) -> dict[str, Any]:
-    labels = c.get("id2label", None)
-    classes = len(labels) if isinstance(labels, Mapping) else int(c.get("num_labels", 0))
-    return dict(vocab=0, d_model=c.int("hidden_size"), layers=c.int("num_hidden_layers"),
-                heads=c.int("num_attention_heads"), d_ff=c.int("intermediate_size"), mlp=_act(c, "hidden_act", "gelu"),
-                norm="layernorm", pos="learned", encoder_only=True, image_size=c.int("image_size"),
-                patch_size=c.int("patch_size"), channels=int(c.get("num_channels", 3)), num_classes=classes,
-                qkv_bias=bool(c.get("qkv_bias", True)))
+    labels = c.data.get("id2label")
+    if isinstance(labels, Mapping):
+        classes = len(labels)
+    else:
+        if labels is not None:
+            c.bad("id2label", f"not an object ({_kind(labels)})", labels, 'an object such as {"0": "label"}')
+        classes = c.opt_int("num_labels", 0, lo=0, hi=MAX_VOCAB)
+    return dict(vocab=0, d_model=c.int("hidden_size", hi=MAX_HIDDEN, what="d_model"),
+                layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"),
+                heads=c.int("num_attention_heads", hi=MAX_HEADS, what="heads"),
+                d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"), mlp=_act(c, "hidden_act", "gelu"),
+                norm="layernorm", pos="learned", encoder_only=True,
+                image_size=c.int("image_size", hi=MAX_IMAGE_SIZE, what="image_size"),
+                patch_size=c.int("patch_size", hi=MAX_IMAGE_SIZE, what="patch_size"),
+                channels=c.opt_int("num_channels", 3, hi=MAX_HEADS), num_classes=classes,
+                qkv_bias=c.flag("qkv_bias", True))
 
 
 #: model_type -> reader
@@ -154,6 +299,38 @@ MODEL_TYPES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
 }
 
 
+def _json_depth_exceeds(text: str, limit: int) -> tuple[int, int] | None:
+    """(line, column) where ``text`` first nests deeper than ``limit`` arrays/objects, else None.
+
+    A linear scan that skips strings, so deeply nested input is refused without recursion.
+    """
+    depth = 0
+    in_str = esc = False
+    line, col0 = 1, -1
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            elif ch == "\n":
+                line, col0 = line + 1, i
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return line, i - col0
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            line, col0 = line + 1, i
+    return None
+
+
 def _load(path_or_dict: str | Path | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     if isinstance(path_or_dict, Mapping):
         return path_or_dict, "<config dict>"
@@ -161,40 +338,126 @@ def _load(path_or_dict: str | Path | Mapping[str, Any]) -> tuple[Mapping[str, An
     if p.is_dir():
         p = p / "config.json"
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise HFConfigError(f"{p}: cannot read config; got {exc.strerror or exc}; expected a readable config.json") from None
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is allowed (editors on Windows write one)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise HFConfigError(f"{p}:{line}:{col}: not UTF-8 text; got byte {raw[exc.start]:#04x} at offset {exc.start}; "
+                            "expected a UTF-8 JSON file") from None
+    if not text.strip():
+        raise HFConfigError(f"{p}:1:1: invalid JSON: empty file; got {len(raw)} bytes of blank text; expected a JSON "
+                            'object such as {"model_type": "llama", ...}')
+    opens = text.count("[") + text.count("{")
+    deep = _json_depth_exceeds(text, MAX_JSON_DEPTH) if opens > MAX_JSON_DEPTH else None
+    if deep is not None:
+        raise HFConfigError(f"{p}:{deep[0]}:{deep[1]}: JSON nested too deeply; got more than {MAX_JSON_DEPTH} levels "
+                            "of arrays/objects; expected a config object a few levels deep")
+    dups: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                dups.append(f"{p}: {k}: duplicate key; got {_json(out[k])} and then {_json(v)}; expected each key "
+                            "once (JSON keeps only the last)")
+            out[k] = v
+        return out
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
-        raise HFConfigError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON; {exc.msg}") from None
+        line_text = text.splitlines()[exc.lineno - 1] if exc.lineno - 1 < len(text.splitlines()) else ""
+        near = line_text[max(0, exc.colno - 16): exc.colno + 15].strip()
+        raise HFConfigError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; got {near!r}; "
+                            "expected a JSON object (a config.json)") from None
+    except RecursionError:  # unreachable after the depth check; kept so no traceback can escape
+        raise HFConfigError(f"{p}: JSON nested too deeply; got more levels than the parser can follow; "
+                            "expected a config object a few levels deep") from None
+    except ValueError:  # an integer literal longer than Python converts (sys.get_int_max_str_digits())
+        raise HFConfigError(f"{p}: invalid JSON: a number is too long; got an integer of more than "
+                            f"{sys.get_int_max_str_digits()} digits; expected numbers of ordinary size") from None
     if not isinstance(data, dict):
-        raise HFConfigError(f"{p}: top level is {type(data).__name__}; expected a JSON object")
+        got = _json(data) + ("" if data is None else f" ({_kind(data)})")
+        raise HFConfigError(f"{p}: top level: not a JSON object; got {got}; expected a JSON object such as "
+                            '{"model_type": "llama", ...}')
+    if dups:
+        raise HFConfigError(format_problems(str(p), dups, "config"))
     return data, str(p)
 
 
 def config_to_transformer(path_or_dict: str | Path | Mapping[str, Any], name: str | None = None) -> TransformerConfig:
     """A :class:`TransformerConfig` from a Hugging Face config (a path to config.json, its folder, or a dict).
 
+    Sizes are checked against the module's limits (:data:`MAX_LAYERS`, :data:`MAX_HIDDEN`, ...,
+    :data:`MAX_PARAMS`) before anything is built.
+
     Raises
     ------
     HFConfigError
-        (a ValueError) with one line naming the file and the problem: invalid JSON (line and column),
-        a missing key, or an unsupported ``model_type`` (with the nearest supported one).
+        (a ValueError) naming the file and each problem by the config's own key: invalid JSON (line
+        and column), not UTF-8, nesting deeper than :data:`MAX_JSON_DEPTH`, a top level that is not an
+        object, a missing key, a value of the wrong type, zero, negative or beyond a limit, heads that
+        do not divide the hidden size, or an unsupported ``model_type`` (with the nearest supported one).
     """
     return _to_config(*_load(path_or_dict), name)
 
 
+def _estimated_params(f: Mapping[str, Any]) -> int:
+    """Rough parameter count from the sizes (embeddings, attention, MLPs of every expert)."""
+    d, ff, layers = f["d_model"], f["d_ff"], f["layers"]
+    heads = f["heads"]
+    hd = f.get("head_dim") or max(1, d // heads)
+    kv = f.get("kv_heads") or heads
+    attn = d * hd * (2 * heads + 2 * kv)
+    mlp = (3 if f.get("mlp") == "swiglu" else 2) * d * ff * max(1, f.get("experts") or 0)
+    return layers * (attn + mlp) + (f.get("vocab") or 0) * d * 2 + (f.get("max_positions") or 0) * d
+
+
+def _cross_checks(c: _Cfg, f: Mapping[str, Any]) -> None:
+    """Relations between sizes, named by the config's keys (after each size passed on its own)."""
+    u = c.used
+    heads, d = f["heads"], f["d_model"]
+    kv = f.get("kv_heads")
+    if kv is not None and "kv_heads" in u and heads % kv:
+        c.bad(u["kv_heads"], f"does not divide {u.get('heads', 'num_attention_heads')}={heads}", kv,
+              f"a divisor of {heads} (grouped-query attention)")
+    if f.get("head_dim") is None and d % heads:
+        c.bad(u.get("heads", "num_attention_heads"), f"does not divide {u.get('d_model', 'hidden_size')}={d}", heads,
+              f"a divisor of {d} (or head_dim set)")
+    if f.get("experts") and f.get("top_k", 1) > f["experts"]:
+        c.bad(u.get("top_k", "num_experts_per_tok"), f"more than {u.get('experts', 'num_local_experts')}="
+              f"{f['experts']}", f["top_k"], f"1..{f['experts']}")
+    if f.get("image_size") and f["image_size"] % f["patch_size"]:
+        c.bad(u.get("patch_size", "patch_size"), f"does not divide image_size={f['image_size']}", f["patch_size"],
+              f"a divisor of {f['image_size']}")
+    if not c.problems:
+        n = _estimated_params(f)
+        if n > MAX_PARAMS:
+            c.problems.append(f"{c.where}: (model): too many parameters; got about {n:.3g} from the sizes above; "
+                              f"expected at most {MAX_PARAMS:.0e} (a limit of nodeperf, far above any published model)")
+
+
 def _to_config(data: Mapping[str, Any], where: str, name: str | None = None) -> TransformerConfig:
+    supported = ", ".join(sorted(MODEL_TYPES))
     mt = data.get("model_type")
+    if mt is None:
+        raise HFConfigError(f"{where}: missing key 'model_type'; expected one of {supported}")
     if not isinstance(mt, str):
-        raise HFConfigError(f"{where}: missing key 'model_type'; expected one of {', '.join(sorted(MODEL_TYPES))}")
+        raise HFConfigError(f"{where}: model_type: not a string; got {_json(mt)}; expected one of {supported}")
     reader = MODEL_TYPES.get(mt)
     if reader is None:
-        near = difflib.get_close_matches(mt, list(MODEL_TYPES), n=1)
-        raise HFConfigError(f"{where}: unknown model_type {mt!r}; expected one of {', '.join(sorted(MODEL_TYPES))}"
-                            + (f"; did you mean {near[0]!r}?" if near else ""))
-    fields = reader(_Cfg(data, where, mt))
+        raise HFConfigError(f"{where}: unknown model_type {mt!r}; expected one of {supported}"
+                            + did_you_mean(mt, MODEL_TYPES))
+    c = _Cfg(data, where, mt)
+    fields = reader(c)
+    if not c.problems:
+        _cross_checks(c, fields)
+    if c.problems:
+        raise HFConfigError(format_problems(where, c.problems, "config"))
     label = name or str(data.get("_name_or_path") or mt)
     try:
         return TransformerConfig(name=label, **fields)
@@ -225,7 +488,10 @@ def build_from_config(path_or_dict: str | Path | Mapping[str, Any], *, batch: in
     data, where = _load(path_or_dict)  # read once
     cfg = _to_config(data, where)
     ph = phase or ("prefill" if cfg.is_decoder_lm else "forward")
-    dt = dtype or _torch_dtype(data, where) or "bf16"
+    if dtype is not None:  # an empty --dtype is an error, not the config's default
+        dt = parse_dtype(dtype, where="dtype").value
+    else:
+        dt = _torch_dtype(data, where) or "bf16"
     if cfg.is_vision:
         seq = cfg.image_size
     elif seq is None:

@@ -1,24 +1,33 @@
 """Micro-workloads for calibration and validation: one-op graphs named by a compact string.
 
-Grammar: ``KIND:key=value,key=value`` with integer values (``dtype=`` also accepted), e.g.
+Grammar: ``KIND:key=value,key=value`` (kind and keys case-insensitive, blanks around items ignored)
+with decimal integer values, e.g.
 ``gemm:m=4096,n=4096,k=4096``, ``gemm:b=8,m=512,n=512,k=64``,
 ``attention:b=2,h=16,s=8192,d=128,causal=0[,kv_heads=..][,s_kv=..][,bwd=1]``,
 ``conv2d:n=32,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1``, ``copy:bytes=1073741824``,
 ``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``.
+``dtype=`` (a dtype name) is accepted by every kind and ``op=`` (an elementwise op) by elementwise.
+
+Values are checked strictly: flags (``causal``, ``bwd``) are ``0`` or ``1``; ``transpose`` is ``0``..``3``
+(bit 1: A stored transposed as (k, m); bit 2: B stored as (n, k)); ``pad`` is ``>= 0``; every other
+value is a positive integer written in decimal digits (no ``1e3``, ``1.0``, ``0x10`` or ``1_000``). Each
+key appears once, no item is empty (``m=2,,n=2`` is an error), and sizes are bounded by
+:data:`MAX_VALUE` per value and :data:`MAX_TENSOR_ELEMENTS` per tensor. Every problem of a string is
+reported together, each naming the key.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Callable
 from typing import Any
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, near_match
 from workloads.dtypes import DType, parse_dtype
-from workloads.ir import GraphBuilder, OpGraph
+from workloads.ir import GraphBuilder, OpGraph, format_problems
 from workloads.semantics import ELEMENTWISE_FLOPS
 
-__all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS"]
+__all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "MAX_VALUE", "MAX_TENSOR_ELEMENTS"]
 
 # kind -> (required keys, optional keys with defaults)
 MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -31,55 +40,143 @@ MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "layernorm": (("rows", "cols"), {}),
 }
 _STR_KEYS = {"op", "dtype"}
-_ZERO_OK = frozenset({"pad", "causal", "transpose", "bwd"})  # integer keys that may be 0
+#: integer keys with a closed range of their own: key -> (lowest, highest, what the values mean)
+_RANGED = {
+    "causal": (0, 1, "0 or 1"),
+    "bwd": (0, 1, "0 or 1"),
+    "transpose": (0, 3, "0, 1 (A transposed), 2 (B transposed) or 3 (both)"),
+    "pad": (0, None, "an integer >= 0"),
+}
 _BINARY = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
+_INT = re.compile(r"[+-]?[0-9]+")
+_KIND_LIKE = re.compile(r"\s*[A-Za-z][A-Za-z0-9_]*\s*$")
+
+#: Largest value of any one key (2**40, about 1.1e12: a 1 TiB copy, or a GEMM side a thousand times
+#: any real one). Bounding each value keeps every derived count (FLOPs, bytes, energy) a finite float:
+#: an unbounded ``m=10**30`` would give a prediction of ~1e90 FLOP, or inf, instead of an error.
+MAX_VALUE = 2**40
+#: Largest element count of any one tensor of the op (2**48, about 2.8e14 elements: over 500 TB in
+#: bf16, more memory than any node has). With :data:`MAX_VALUE` it bounds a GEMM's FLOPs by 2**89.
+MAX_TENSOR_ELEMENTS = 2**48
 
 
 def is_micro(spec: str) -> bool:
-    """True when ``spec`` looks like ``kind:key=value,...`` with a known micro kind."""
-    head, sep, _ = spec.partition(":")
-    return bool(sep) and head.strip().lower() in MICRO_KINDS
+    """True when ``spec`` is meant as a micro-workload: ``kind:...`` with a known kind, or ``word:key=...``.
+
+    A misspelt kind (``gem:m=1,n=1,k=1``) counts as meant, so :func:`parse_micro` reports it with a near
+    match instead of the string being looked up as a zoo name; ``.onnx``/``.json`` paths never do.
+    """
+    head, sep, body = spec.partition(":")
+    if head.strip().lower() in MICRO_KINDS:  # "gemm" alone is meant too: its keys are reported missing
+        return True
+    if not sep:
+        return False
+    return (bool(_KIND_LIKE.match(head)) and "=" in body
+            and not spec.strip().lower().endswith((".onnx", ".json")))
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    """``value`` for a message, cut in the middle when longer than ``limit`` characters."""
+    if len(value) <= limit:
+        return repr(value)
+    return repr(value[: limit // 2] + "..." + value[-8:]) + f" ({len(value)} characters)"
+
+
+def _where(spec: str) -> str:
+    return f"micro-workload {_shown(spec, 120)}"
+
+
+def _int_problem(key: str, text: str) -> tuple[int | None, str | None]:
+    """(value, None) or (None, located problem) for the text of integer key ``key``."""
+    lo, hi, form = _RANGED.get(key, (1, None, "a positive integer"))
+    if not _INT.fullmatch(text):
+        return None, f"{key}; got {_shown(text)}; expected {form}"
+    if len(text.lstrip("+-")) > len(str(MAX_VALUE)):  # refuse before building a huge int
+        return None, f"{key}; got {_shown(text)}; expected {form} <= {MAX_VALUE} (2**40)"
+    v = int(text)
+    if v < lo or (hi is not None and v > hi):
+        return None, f"{key}; got {_shown(text)}; expected {form}"
+    if v > MAX_VALUE:
+        return None, f"{key}; got {_shown(text)}; expected {form} <= {MAX_VALUE} (2**40)"
+    return v, None
 
 
 def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
-    """Parse into (kind, params) with defaults filled; ValueError locating the bad key."""
-    head, sep, body = spec.partition(":")
+    """Parse into (kind, params) with defaults filled.
+
+    Raises
+    ------
+    ValueError
+        Every problem of the string, each naming the key: ``micro-workload '<spec>': <key>; got <value>;
+        expected <form>`` (one line), or a count line and one line per problem.
+    """
+    head, _, body = spec.partition(":")
     kind = head.strip().lower()
-    if not sep or kind not in MICRO_KINDS:
-        raise ValueError(f"micro-workload {spec!r}: unknown kind; got {kind!r}; expected one of "
+    where = _where(spec)
+    if kind not in MICRO_KINDS:
+        raise ValueError(f"{where}: unknown kind; got {kind!r}; expected one of "
                          f"{', '.join(MICRO_KINDS)}{did_you_mean(kind, MICRO_KINDS)}")
     required, optional = MICRO_KINDS[kind]
+    allowed = list(required) + list(optional) + ["dtype"]
     params: dict[str, Any] = {}
-    for item in filter(None, (s.strip() for s in body.split(","))):
+    problems: list[str] = []
+    meant: set[str] = set()  # keys that a bad item probably meant
+    given: dict[str, str] = {}  # key -> its text, first time given
+    items = body.split(",")
+    if len(items) == 1 and not items[0].strip():
+        items = []  # "gemm:" has no items (reported as missing keys below)
+    for pos, raw in enumerate(items, 1):
+        item = raw.strip()
         key, eq, val = item.partition("=")
-        key = key.strip().lower()
-        allowed = list(required) + list(optional) + ["dtype"]
-        if not eq or key not in allowed:
-            raise ValueError(f"micro-workload {spec!r}: bad item {item!r}; expected key=value with key in "
-                             f"{', '.join(allowed)}{did_you_mean(key, allowed)}")
-        if key in params:
-            raise ValueError(f"micro-workload {spec!r}: key {key!r} given twice; expected each key once")
-        if key in _STR_KEYS:
-            params[key] = val.strip()
+        key, val = key.strip().lower(), val.strip()
+        if not item:
+            problems.append(f"{where}: item {pos}: empty item (a stray comma); got ''; expected key=value "
+                            "items separated by single commas")
             continue
-        try:
-            num = float(val)
-        except ValueError:
-            num = math.nan
-        lowest = 0 if key in _ZERO_OK else 1
-        if not math.isfinite(num) or num != int(num) or num < lowest:  # NaN and inf included
-            raise ValueError(f"micro-workload {spec!r}: {key}; got {val.strip()!r}; expected "
-                             + ("an integer >= 0" if lowest == 0 else "a positive integer"))
-        params[key] = int(num)
-    missing = [k for k in required if k not in params]
+        if not eq and key in allowed:
+            problems.append(f"{where}: {key}: no value; got {_shown(item)}; expected {key}=<value>")
+            meant.add(key)
+            continue
+        if not eq or key not in allowed:
+            near = near_match(key, allowed) if key not in allowed else [key]
+            hint = f"; did you mean {near[0]!r}?" if near and key not in allowed else ""
+            problems.append(f"{where}: bad item {_shown(item)}; expected key=value with key in "
+                            f"{', '.join(allowed)}{hint}")
+            meant.update(near)  # not reported again as missing
+            continue
+        if key in given:
+            problems.append(f"{where}: key {key!r} given twice; got {key}={_shown(val)} after "
+                            f"{key}={_shown(given[key])}; expected each key once")
+            continue
+        given[key] = val
+        if key in _STR_KEYS:
+            if not val:
+                problems.append(f"{where}: {key}; got ''; expected "
+                                + ("a dtype name" if key == "dtype" else "an elementwise op name"))
+            params[key] = val
+            continue
+        v, problem = _int_problem(key, val)
+        if problem:
+            problems.append(f"{where}: {problem}")
+            params[key] = None  # given (so not also reported missing), but invalid
+        else:
+            params[key] = v
+    missing = [k for k in required if k not in params and k not in meant]
     if missing:
-        raise ValueError(f"micro-workload {spec!r}: missing {', '.join(missing)}; expected {kind}:"
-                         + ",".join(f"{k}=.." for k in required))
+        problems.append(f"{where}: missing {', '.join(missing)}; got "
+                        f"{', '.join(params) or 'no keys'}; expected {kind}:" + ",".join(f"{k}=.." for k in required))
+    if kind == "elementwise" and params.get("op") and params["op"] not in ELEMENTWISE_FLOPS:
+        problems.append(f"{where}: op; got {params['op']!r}; expected an elementwise op"
+                        f"{did_you_mean(params['op'], ELEMENTWISE_FLOPS)}")
+    if params.get("dtype"):
+        try:
+            parse_dtype(params["dtype"], where=f"{where}: dtype")
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError(format_problems(where, problems, "micro-workload"))
     for k, v in optional.items():
         params.setdefault(k, v)
-    if kind == "elementwise" and params["op"] not in ELEMENTWISE_FLOPS:
-        raise ValueError(f"micro-workload {spec!r}: op; got {params['op']!r}; expected an elementwise op"
-                         f"{did_you_mean(params['op'], ELEMENTWISE_FLOPS)}")
     return kind, params
 
 
@@ -119,7 +216,8 @@ def _conv2d(b: GraphBuilder, p: dict[str, Any]) -> None:
 def _copy(b: GraphBuilder, p: dict[str, Any]) -> None:
     bits = b.dtype.bits
     if (p["bytes"] * 8) % bits:
-        raise ValueError(f"micro-workload copy: bytes={p['bytes']} is not a whole number of {b.dtype.value} elements")
+        raise ValueError(f"bytes: not a whole number of {b.dtype.value} elements; got {p['bytes']}; "
+                         f"expected a multiple of {bits // 8 if bits >= 8 else 1} bytes")
     x = b.input("x", (p["bytes"] * 8 // bits,))
     b.op("elementwise", [x], name="copy", op="copy")
 
@@ -150,9 +248,29 @@ _BUILDERS: dict[str, Callable[[GraphBuilder, dict[str, Any]], None]] = {
 
 
 def build_micro(spec: str, dtype: str | DType | None = None) -> OpGraph:
-    """The one-op graph for ``spec``; ``dtype=`` in the string wins over the argument (default bf16)."""
+    """The one-op graph for ``spec``; ``dtype=`` in the string wins over the argument (default bf16).
+
+    Raises
+    ------
+    ValueError
+        A bad string (see :func:`parse_micro`), an empty or unknown dtype, a tensor of more than
+        :data:`MAX_TENSOR_ELEMENTS` elements, or sizes the op's shape rules reject; located in ``spec``.
+    """
     kind, p = parse_micro(spec)
-    dt = parse_dtype(p.get("dtype") or dtype or DType.BF16, where=f"micro-workload {spec!r}: dtype")
+    where = _where(spec)
+    given = p.get("dtype")
+    dt = parse_dtype(given if given is not None else (dtype if dtype is not None else DType.BF16),
+                     where=f"{where}: dtype")
     b = GraphBuilder(spec, dtype=dt)
-    _BUILDERS[kind](b, p)
+    try:
+        _BUILDERS[kind](b, p)
+    except ValueError as exc:
+        msg = str(exc)
+        raise type(exc)(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    for op in b.ops:
+        for t in (*op.inputs, *op.outputs):
+            if t.numel > MAX_TENSOR_ELEMENTS:
+                dims = " x ".join(str(d) for d in t.shape)
+                raise ValueError(f"{where}: tensor {t.name!r} too large; got {dims} = {t.numel:.3g} elements; "
+                                 f"expected at most {MAX_TENSOR_ELEMENTS:.3g} (2**48) per tensor")
     return b.build(meta={"model": spec, "micro": kind, "dtype": dt.value})

@@ -110,6 +110,10 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as exc:
         raise GraphError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON; got {exc.msg}; expected a complete JSON "
                          "document (was the file truncated?)") from None
+    except RecursionError:
+        raise GraphError(f"{p}: JSON nested too deeply to read; expected a graph or config of a few levels") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise GraphError(f"{p}: unreadable JSON value; got {exc}; expected numbers of ordinary size") from None
 
 
 def is_saved_graph(data: Any) -> bool:

@@ -260,7 +260,10 @@ def _check_workload(m: Measurement, problems: _RowProblems, zoo_cache: dict[str,
         try:
             parse_micro(w)
         except ValueError as exc:
-            problems.add(m.where, "workload", str(exc))
+            lines = str(exc).split("\n  ")  # several problems: a count line, then one line each
+            for ln in lines[1:] if len(lines) > 1 else lines:
+                if not ln.startswith("... and "):
+                    problems.add(m.where, "workload", ln)
         return
     if w.lower().endswith((".onnx", ".json")):
         if not Path(w).is_file():
@@ -325,12 +328,13 @@ class MeasurementSet:
         if not p.is_file():
             what = "not a file" if p.exists() else "no such measurement file"
             raise FileNotFoundError(f"{p}: {what}; expected a CSV written by `nodeperf measure`")
+        raw = p.read_bytes()
         try:
-            with p.open(newline="", encoding="utf-8") as fh:
-                text = fh.read()
+            text = raw.decode("utf-8-sig")  # a leading byte-order mark (spreadsheets write one) is allowed
         except UnicodeDecodeError as exc:
-            raise MeasurementError(f"{p}: not UTF-8 text; got byte {exc.object[exc.start]:#04x} at offset {exc.start}; "
-                                   "expected a CSV file") from None
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise MeasurementError(f"{p}: not UTF-8 text; got byte {raw[exc.start]:#04x} at offset {exc.start} "
+                                   f"(line {line}); expected a UTF-8 CSV file") from None
         return cls.from_csv_text(text, where=str(p), devices=devices, check_workloads=check_workloads)
 
     @classmethod
@@ -343,8 +347,12 @@ class MeasurementSet:
         check_workloads: bool = True,
     ) -> MeasurementSet:
         """Parse CSV ``text`` (see :meth:`load`); ``where`` names it in error messages."""
-        reader = csv.DictReader(io.StringIO(text))
-        header = reader.fieldnames
+        reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), strict=True)
+        try:
+            header = reader.fieldnames
+        except csv.Error as exc:
+            raise MeasurementError(f"{where}:1: (header): malformed CSV; got {exc}; expected a header row of "
+                                   "column names") from None
         if not header:
             raise MeasurementError(f"{where}:1: empty file; got no header; expected a header with "
                                    f"{', '.join(REQUIRED_COLUMNS)}")
@@ -368,8 +376,24 @@ class MeasurementSet:
         problems = _RowProblems()
         rows: list[Measurement] = []
         stem = Path(where).stem
-        for raw in reader:
+        while True:
+            last = reader.line_num
+            try:
+                raw = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # an unterminated quote, text after a closing quote, a huge field
+                expected = (f"fields of at most {csv.field_size_limit()} characters" if "field limit" in str(exc)
+                            else "comma-separated fields, each quoted field closed by a double quote before the "
+                                 "next comma")
+                problems.add(f"{where}:{last + 1}", "(row)", f"malformed CSV; got {exc}; expected {expected}")
+                break  # the reader cannot resynchronise after this
             line = reader.line_num
+            if any(v is None for v in raw.values()):  # fewer fields than the header (blank lines are skipped)
+                given = sum(v is not None for k, v in raw.items() if k is not None)
+                problems.add(f"{where}:{line}", "(row)", f"too few fields; got {given}; expected {len(header)} "
+                             "as in the header (leave optional values blank, not out)")
+                continue
             if None in raw:  # more fields than the header
                 problems.add(f"{where}:{line}", "(row)", f"too many fields; got {len(header) + len(raw[None])}; "
                              f"expected {len(header)} as in the header")
@@ -497,6 +521,33 @@ class MeasurementSet:
     def to_csv(self, path: str | Path) -> None:
         Path(path).write_text(self.to_csv_text(), encoding="utf-8")
 
+    def to_dataframe(self) -> Any:
+        """The rows as a pandas DataFrame (pandas is an optional extra, imported here).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per measurement, in row order, with the measurement CSV's :data:`COLUMNS` as
+            columns: times in seconds as floats (NaN when blank), ``batch``/``seq``/``context``/
+            ``repetitions`` as nullable integers, ``train`` as a nullable boolean, text as strings.
+            ``df.attrs["source"]`` is :attr:`source`.
+
+        Raises
+        ------
+        ImportError
+            When pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("to_dataframe needs pandas; install it with: pip install 'nodeperf[pandas]'",
+                              name="pandas") from exc
+        df = pd.DataFrame({c: [getattr(m, c) for m in self.measurements] for c in COLUMNS}, columns=list(COLUMNS))
+        df = df.astype({**{c: "Int64" for c in _INT_COLUMNS}, "train": "boolean",
+                        **{c: "float64" for c in (*_TIME_COLUMNS, "clock_hz")}})
+        df.attrs["source"] = self.source
+        return df
+
     def replace(self, **changes: Any) -> MeasurementSet:
         return dataclasses.replace(self, **changes)
 
@@ -506,6 +557,7 @@ def _canon(s: str) -> str:
 
 
 def _joined(where: str, items: list[str]) -> str:
-    if len(items) == 1:
-        return items[0]
-    return f"{where}: {len(items)} problems in measurement file\n  " + "\n  ".join(items)
+    """One line for one problem; else a count line, the first 20 lines and ``... and N more``."""
+    from workloads.ir import format_problems
+
+    return format_problems(where, items, "measurement file")

@@ -29,7 +29,6 @@ Example
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import logging
 import math
@@ -40,12 +39,22 @@ from typing import Any
 
 import numpy as np
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
 from workloads.importers import unique_name
-from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
+from workloads.ir import (
+    Attrs,
+    GraphError,
+    Op,
+    OpGraph,
+    Role,
+    TensorSpec,
+    UnsupportedOpError,
+    format_problems,
+)
 from workloads.semantics import semantics_of
 
-__all__ = ["import_onnx", "SUPPORTED_OPS", "CONSTANT_ONLY_OPS"]
+__all__ = ["import_onnx", "SUPPORTED_OPS", "CONSTANT_ONLY_OPS", "MIN_OPSET", "max_opset"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +62,23 @@ log = logging.getLogger(__name__)
 _PROTO_LIMIT_BYTES = 2**31 - 1
 #: Constants up to this many elements are passed by value to ONNX shape inference (generic ops).
 _INFER_CONST_MAX_NUMEL = 1 << 20
+#: Oldest default-domain opset imported. Opset 7 introduced numpy-style (multidirectional)
+#: broadcasting, which every elementwise mapping here assumes; older files use the ``broadcast``/
+#: ``axis`` attributes and BatchNormalization's ``spatial``/``is_test``, which are not read. Changes
+#: since (Slice inputs at 10, Split/Squeeze/Unsqueeze axes as inputs at 13, Reduce* axes at 18,
+#: Softmax's axis default at 13) are all handled. The newest supported opset is :func:`max_opset`.
+MIN_OPSET = 7
+
+
+def max_opset() -> int:
+    """Newest default-domain opset supported: the newest the installed onnx package knows.
+
+    Operator schemas of newer opsets are unknown to the ONNX checker and shape inference (used for
+    generic ops), so a file that declares one is refused rather than imported under guessed semantics.
+    """
+    import onnx.defs
+
+    return int(onnx.defs.onnx_opset_version())
 
 # ONNX TensorProto element type (by name) -> IR dtype
 _ONNX_DTYPES: dict[str, DType] = {
@@ -323,19 +349,27 @@ def _load(path_or_model: Any) -> tuple[Any, str]:
     else:
         path = Path(path_or_model)
         label = str(path)
+        if path.is_dir():
+            raise ValueError(f"{label}: a directory; got a folder named like a model; expected an ONNX file")
         if not path.is_file():
             raise FileNotFoundError(f"{label}: no such ONNX file")
+        if path.stat().st_size == 0:
+            raise ValueError(f"{label}: empty file; got 0 bytes; expected an ONNX ModelProto (a file written by "
+                             "torch.onnx.export or onnx.save)")
         try:
             model = onnx.load(str(path))
         except Exception as exc:  # protobuf DecodeError and friends
-            raise ValueError(f"{label}: malformed ONNX file ({_first_line(exc)}); expected an ONNX ModelProto") from None
+            raise ValueError(f"{label}: not an ONNX model; got bytes that do not parse as one ({_first_line(exc)}); "
+                             "expected an ONNX ModelProto (a file written by torch.onnx.export or onnx.save)") from None
+    _check_opset(model, label)
     try:
         if model.ByteSize() <= _PROTO_LIMIT_BYTES:
             onnx.checker.check_model(model)
         elif path is not None:
             onnx.checker.check_model(str(path))
     except Exception as exc:
-        raise ValueError(f"{label}: invalid ONNX model ({_first_line(exc)}); expected a model the ONNX checker accepts") from None
+        raise ValueError(f"{label}: invalid ONNX model; got {_first_line(exc)!r} from the ONNX checker; expected a "
+                         "model the checker accepts") from None
     if not model.graph.node:
         raise ValueError(f"{label}: ONNX graph {model.graph.name!r} has no nodes; expected at least one operator")
     if model.functions:
@@ -343,6 +377,15 @@ def _load(path_or_model: Any) -> tuple[Any, str]:
 
         model = inliner.inline_local_functions(model)
     return model, label
+
+
+def _check_opset(model: Any, label: str) -> None:
+    """Refuse a default-domain opset outside ``MIN_OPSET..max_opset()`` (a located ValueError)."""
+    hi = max_opset()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and not MIN_OPSET <= int(o.version) <= hi:
+            raise ValueError(f"{label}: opset_import: unsupported ONNX opset; got {int(o.version)}; expected "
+                             f"{MIN_OPSET}..{hi} (convert with onnx.version_converter.convert_version)")
 
 
 def _group_of(node: Any) -> str:
@@ -402,10 +445,14 @@ class _Importer:
     # --- inputs --------------------------------------------------------------------------------
     def bind_inputs(self) -> None:
         g = self.model.graph
+        problems: list[str] = []
         for init in g.initializer:
+            if any(int(d) < 0 for d in init.dims):
+                problems.append(f"initializer {init.name!r}: negative size; got dims {tuple(int(d) for d in init.dims)}; "
+                                "expected sizes >= 0")
+                continue
             np_dt = _np_of(init.data_type)
             self.env[init.name] = _Const(init.name, tuple(int(d) for d in init.dims), np_dt, None, init, init.name)
-        problems: list[str] = []
         for vi in g.input:
             if vi.name in self.env:
                 continue  # old-style models also list initializers as inputs
@@ -419,7 +466,11 @@ class _Importer:
             for i, d in enumerate(tt.shape.dim):
                 if d.HasField("dim_value"):
                     size = int(d.dim_value)
-                    if i == 0 and self.batch is not None and size != self.batch:
+                    if size < 1:
+                        problems.append(f"input {vi.name!r} axis {i}: {'zero' if size == 0 else 'negative'} size; "
+                                        f"got {size}; expected a positive size")
+                        size = 1
+                    elif i == 0 and self.batch is not None and size != self.batch:
                         problems.append(f"input {vi.name!r} has a fixed batch dimension {size}; got batch={self.batch}; "
                                         "expected a model exported with a dynamic batch axis (or no batch)")
                 elif d.dim_param and d.dim_param in self.dims:
@@ -436,7 +487,7 @@ class _Importer:
             t = TensorSpec(vi.name, tuple(shape), self.ir_dtype(tt.elem_type, where), Role.ACTIVATION)
             self.env[vi.name] = t
         if problems:
-            raise ValueError(f"{self.label}: " + "; ".join(problems))
+            raise ValueError(format_problems(self.label, [f"{self.label}: {p}" for p in problems], "ONNX model"))
 
     # --- tensors from values ---------------------------------------------------------------------
     def tensor(self, v: _Value, where: str) -> TensorSpec:
@@ -585,8 +636,7 @@ class _Importer:
                 "run-time inputs; expected constant operands (or strict=False / --no-strict to cost it by its "
                 "tensor bytes)")
         if self.strict:
-            near = difflib.get_close_matches(node.op_type, SUPPORTED_OPS, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
+            hint = did_you_mean(node.op_type, SUPPORTED_OPS)
             dom = f" in domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
             raise UnsupportedOpError(
                 f"{where}: unsupported operator{dom}; expected one of {', '.join(SUPPORTED_OPS)}{hint} "

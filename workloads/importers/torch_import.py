@@ -32,7 +32,6 @@ Example
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import operator
@@ -40,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
 from workloads.importers import unique_name
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
@@ -302,8 +302,7 @@ class _Importer:
         handler = _HANDLERS.get(base)
         if handler is None:
             if self.strict:
-                near = difflib.get_close_matches(base, SUPPORTED_ATEN_OPS, n=1)
-                hint = f"; did you mean {near[0]!r}?" if near else ""
+                hint = did_you_mean(base, SUPPORTED_ATEN_OPS)
                 raise UnsupportedOpError(f"{where}: unsupported operator; expected one of "
                                          f"{', '.join(SUPPORTED_ATEN_OPS)}{hint} (or strict=False to cost it by its "
                                          "tensor bytes)")

@@ -14,7 +14,6 @@ A builder is called as ``builder(name, batch=..., seq=..., phase=..., context=..
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import tomllib
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from nodeperf.suggest import near_match
 from workloads.ir import OpGraph
 
 __all__ = ["ModelEntry", "register_model", "get_entry", "list_models", "build_model", "load_data", "DATA_DIR"]
@@ -77,7 +77,7 @@ def get_entry(name: str) -> ModelEntry:
     table = {_norm(k): k for k in _REGISTRY} | {_norm(k): v for k, v in _ALIASES.items()}
     if key in table:
         return _REGISTRY[table[key]]
-    near = difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
+    near = near_match(key, list(table), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(table[n]) for n in near)}?" if near else ""
     raise KeyError(f"model {name!r}: unknown model; expected a zoo name (see `nodeperf models`), a micro-workload, "
                    f"an .onnx file or a config.json{hint}")

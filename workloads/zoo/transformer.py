@@ -174,9 +174,9 @@ class TransformerConfig:
             if getattr(self, f) not in allowed:
                 problems.append(f"{f}: got {getattr(self, f)!r}; expected one of {', '.join(allowed)}")
         kv = self.n_kv_heads
-        if kv < 1 or self.heads % kv:
+        if kv < 1 or (self.heads >= 1 and self.heads % kv):
             problems.append(f"kv_heads: got {self.kv_heads!r}; expected a divisor of heads={self.heads}")
-        if self.head_dim is None and self.d_model % self.heads:
+        if self.head_dim is None and self.heads >= 1 and self.d_model % self.heads:
             problems.append(f"head_dim: d_model={self.d_model} not divisible by heads={self.heads}; expected head_dim set")
         if self.experts:
             if not 1 <= self.top_k <= self.experts:
@@ -232,14 +232,14 @@ class TransformerConfig:
 
 def config_from_mapping(name: str, data: Mapping[str, Any], where: str = "") -> TransformerConfig:
     """A config from a mapping of field values (unknown keys are an error naming the near match)."""
-    import difflib
+    from nodeperf.suggest import near_match
 
     known = {f.name for f in fields(TransformerConfig)}
     bad = [k for k in data if k not in known]
     if bad:
         hints = []
         for k in bad:
-            near = difflib.get_close_matches(k, sorted(known), n=1)
+            near = near_match(k, sorted(known))
             hints.append(f"{k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
         raise ValueError(f"{where or name}: unknown transformer field(s) {', '.join(hints)}; expected fields of TransformerConfig")
     kw = {k: data[k] for k in data if k != "name"}
