@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import (
+    MAX_LISTED_PROBLEMS,
     DeviceSpec,
     EfficiencySpec,
     Provenance,
@@ -50,6 +51,9 @@ __all__ = [
     "field_unit",
     "numeric_paths",
     "read_toml",
+    "spec_kind",
+    "format_problems",
+    "SPEC_SCHEMA",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,8 @@ KNOWN_KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
 _REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {"gpu": ("sm",), "tpu": ("systolic",), "cpu": ()}
 
 DEFAULT_EFFICIENCY_FILE = Path(__file__).parent / "catalog" / "defaults" / "efficiency.toml"
+#: ``schema`` version of device and system files (a file may omit it).
+SPEC_SCHEMA = 1
 
 # Fields filled by the loader itself, never read from a file.
 _INTERNAL = {"provenance", "source_file"}
@@ -77,23 +83,52 @@ _QUANTITY_KEYS = {"value", "source", "note"}
 
 
 class _Problems:
-    """Accumulates located problems of one file; raises them together."""
+    """Accumulates located problems of one file; raises them together.
 
-    def __init__(self, where: str) -> None:
+    Only the first :data:`~hwmodels.spec.MAX_LISTED_PROBLEMS` messages are built and kept (a message
+    may be given as a callable, evaluated only then); the rest are counted, so a file with thousands
+    of problems is reported in bounded time.
+    """
+
+    def __init__(self, where: str, what: str = "hardware spec") -> None:
         self.where = where
+        self.what = what
         self.items: list[str] = []
+        self.count = 0
 
-    def add(self, path: str, msg: str) -> None:
-        loc = f"{self.where}: {path}: " if path else f"{self.where}: "
-        self.items.append(loc + msg)
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, path: str, msg: str | Callable[[], str]) -> None:
+        self.count += 1
+        if len(self.items) < MAX_LISTED_PROBLEMS:
+            loc = f"{self.where}: {path}: " if path else f"{self.where}: "
+            self.items.append(loc + (msg() if callable(msg) else msg))
+
+    def extend(self, lines: typing.Iterable[str], count: int | None = None) -> None:
+        """Add already located ``lines`` (``count`` problems in all, default their number)."""
+        lines = list(lines)
+        self.count += len(lines) if count is None else count
+        self.items.extend(lines[: max(0, MAX_LISTED_PROBLEMS - len(self.items))])
+
+    def merge(self, other: _Problems) -> None:
+        self.extend(other.items, other.count)
 
     def raise_if_any(self) -> None:
-        if self.items:
-            n = len(self.items)
-            head = f"{self.where}: {n} problem{'s' if n > 1 else ''} in hardware spec"
-            raise SpecError(head + "\n  " + "\n  ".join(self.items))
+        if self.count:
+            raise SpecError(format_problems(self.where, self.items, self.count, self.what),
+                            problems=tuple(self.items), count=self.count)
 
 
+def format_problems(where: str, items: typing.Sequence[str], count: int, what: str) -> str:
+    """One located line for one problem; else a count line, the listed lines and ``... and N more``."""
+    if count == 1 and len(items) == 1:
+        return items[0]
+    shown = list(items[:MAX_LISTED_PROBLEMS])
+    lines = [f"{where}: {count} problems in {what}", *shown]
+    if count > len(shown):
+        lines.append(f"... and {count - len(shown)} more")
+    return "\n  ".join(lines)
 
 
 # ------------------------------------------------------------------------------------------
@@ -154,10 +189,14 @@ def field_unit(cls: type, path: str) -> str | None:
 
 
 class _Ctx:
-    def __init__(self, problems: _Problems, refs: Mapping[str, str], clock_hz: float | None):
+    def __init__(self, problems: _Problems, refs: Mapping[str, str], clock_hz: float | None,
+                 clock_invalid: bool = False):
         self.problems = problems
         self.refs = refs
         self.clock_hz = clock_hz
+        # the file gives a clock that is itself wrong: that problem is reported once, not again for
+        # every value written in cycles
+        self.clock_invalid = clock_invalid
         self.provenance: dict[str, Provenance] = {}
 
 
@@ -179,8 +218,8 @@ def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> s
     for key in bad:
         ctx.problems.add(
             path,
-            f"unknown reference in source; got '@{key}'; expected a key of [refs] "
-            f"({', '.join(sorted(refs)) or 'none defined'}){did_you_mean(key, refs)}",
+            lambda key=key: f"unknown reference in source; got '@{key}'; expected a key of [refs] "
+                            f"({_listed(sorted(refs)) or 'none defined'}){did_you_mean(key, refs)}",
         )
     return None if bad else out
 
@@ -190,7 +229,7 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     if not isinstance(raw, dict):
         ctx.problems.add(
             path,
-            f"number without a source; got {raw!r}; expected "
+            f"number without a source; got {_short(raw)}; expected "
             f"{{ value = {format_quantity(1.0, unit) if unit not in ('count', '1') else 1!r}, "
             f"source = \"datasheet, table ...\" }}",
         )
@@ -198,7 +237,8 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     extra = set(raw) - _QUANTITY_KEYS
     for k in sorted(extra):
         ctx.problems.add(
-            f"{path}.{k}", f"unknown key; got {k!r}; expected one of value, source, note{did_you_mean(k, _QUANTITY_KEYS)}"
+            f"{path}.{k}", lambda k=k: f"unknown key; got {k!r}; expected one of value, source, note"
+                                       f"{did_you_mean(k, sorted(_QUANTITY_KEYS))}"
         )
     src = raw.get("source")
     if not isinstance(src, str) or not src.strip():
@@ -212,7 +252,9 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     try:
         v = parse_quantity(raw["value"], unit, clock_hz=ctx.clock_hz)
     except UnitError as e:
-        ctx.problems.add(path, str(e))
+        in_cycles = isinstance(raw["value"], str) and raw["value"].strip().endswith(("cycle", "cycles"))
+        if not (in_cycles and ctx.clock_invalid and unit == "s"):
+            ctx.problems.add(path, str(e))
         return None
     if not _check_value(v, unit, name, path, ctx.problems):
         return None
@@ -272,7 +314,7 @@ def _check_value(v: float, unit: str, name: str, path: str, problems: _Problems)
 def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[str] = ()) -> Any:
     """Instance of dataclass ``cls`` from TOML ``table`` (None after recording problems)."""
     if not isinstance(table, dict):
-        ctx.problems.add(path, f"expected a table; got {table!r}; expected [{path}] with its fields")
+        ctx.problems.add(path, f"expected a table; got {_short(table)}; expected [{path}] with its fields")
         return None
     fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
     names = [f.name for f in fields]
@@ -280,7 +322,7 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
         if k not in names and k not in skip:
             ctx.problems.add(
                 _join(path, k),
-                f"unknown key; got {k!r}; expected a field of {cls.__name__}{did_you_mean(k, names)}",
+                lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}{did_you_mean(k, names)}",
             )
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
@@ -322,6 +364,19 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def _listed(names: typing.Sequence[str], limit: int = 12) -> str:
+    """``a, b, c`` or, past ``limit`` names, the first ones and how many in all."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> Any:
     tp, optional = _strip_optional(tp)
     origin = typing.get_origin(tp)
@@ -337,7 +392,12 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
         return _convert_dtype_map(raw, unit, f.name, path, ctx, f.metadata.get("keys"))
     if tp is str:
         if not isinstance(raw, str):
-            ctx.problems.add(path, f"expected a string; got {raw!r}; expected a quoted value")
+            ctx.problems.add(path, f"expected a string; got {_short(raw)}; expected a quoted value")
+            return _BAD
+        choices = f.metadata.get("choices")
+        if choices and raw not in choices:
+            ctx.problems.add(path, lambda: f"unknown {f.name}; got {raw!r}; expected one of {', '.join(choices)}"
+                                           f"{did_you_mean(raw, choices)}")
             return _BAD
         return raw
     if tp in (float, int):
@@ -345,14 +405,14 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
         if v is None:
             return _BAD
         return int(v) if tp is int else float(v)
-    ctx.problems.add(path, f"field type {tp!r} is not loadable from TOML; got {raw!r}; expected a supported type")
+    ctx.problems.add(path, f"field type {tp!r} is not loadable from TOML; got {_short(raw)}; expected a supported type")
     return _BAD
 
 
 def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
     """Array of tables (``[[memory]]``) -> tuple of ``cls`` keyed by their ``name``."""
     if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
-        ctx.problems.add(path, f"expected an array of tables; got {raw!r}; expected [[{path}]] entries")
+        ctx.problems.add(path, f"expected an array of tables; got {_short(raw)}; expected [[{path}]] entries")
         return _BAD
     out: list[Any] = []
     seen: set[str] = set()
@@ -381,7 +441,7 @@ def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx,
     """A mapping field: per-dtype (default) or, with ``keys``, per named key; kept in ``keys`` order."""
     allowed, what = (KNOWN_DTYPES, "dtype") if keys is None else (keys, "key")
     if not isinstance(raw, dict):
-        ctx.problems.add(path, f"expected a table of {what}s; got {raw!r}; expected [{path}] with "
+        ctx.problems.add(path, f"expected a table of {what}s; got {_short(raw)}; expected [{path}] with "
                                f"{allowed[0]} = {{...}}")
         return _BAD
     out: dict[str, float] = {}
@@ -389,7 +449,8 @@ def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx,
     for k in raw:
         kp = f"{path}.{k}"
         if k not in allowed:
-            ctx.problems.add(kp, f"unknown {what}; got {k!r}; expected one of {', '.join(allowed)}{did_you_mean(k, allowed)}")
+            ctx.problems.add(kp, lambda k=k: f"unknown {what}; got {_short(k)}; expected one of {', '.join(allowed)}"
+                                             f"{did_you_mean(k, allowed)}")
             bad = True
             continue
         v = _quantity(raw[k], unit, kp, name, ctx)
@@ -453,14 +514,22 @@ _DEVICE_SCALARS = ("name", "kind", "vendor", "arch", "description")
 
 
 def _split_refs(data: Mapping[str, Any], problems: _Problems) -> tuple[dict[str, Any], dict[str, str]]:
-    """A file's tables without ``refs``/``schema``, and its ``[refs]`` citations (checked)."""
+    """A file's tables without ``refs``/``schema``, and its ``[refs]`` citations (checked).
+
+    An unknown ``schema`` version is raised at once, alone: the rest of such a file may follow
+    another format.
+    """
+    _check_schema(data, problems.where)
     data = dict(data)
     refs = data.pop("refs", {}) or {}
     data.pop("schema", None)
-    if not isinstance(refs, dict) or not all(isinstance(v, str) for v in refs.values()):
-        problems.add("refs", f"expected a table of strings; got {refs!r}; expected key = \"citation\"")
-        refs = {}
-    return data, refs
+    if not isinstance(refs, dict):
+        problems.add("refs", f"expected a table of strings; got {_short(refs)}; expected key = \"citation\"")
+        return data, {}
+    for k, v in refs.items():  # a bad entry is reported at its key; the others still resolve
+        if not isinstance(v, str):
+            problems.add(f"refs.{k}", f"expected a citation string; got {_short(v)}; expected {k} = \"citation\"")
+    return data, {k: v for k, v in refs.items() if isinstance(v, str)}
 
 
 def device_from_dict(
@@ -489,20 +558,23 @@ def device_from_dict(
         if key not in data:
             problems.add(key, f"missing field; got nothing; expected {key} = \"...\"")
         elif not isinstance(data[key], str):
-            problems.add(key, f"expected a string; got {data[key]!r}; expected {key} = \"...\"")
+            problems.add(key, f"expected a string; got {_short(data[key])}; expected {key} = \"...\"")
     kind = data.get("kind")
     if isinstance(kind, str) and kind not in KNOWN_KINDS:
         problems.add("kind", f"unknown device kind; got {kind!r}; expected one of {', '.join(KNOWN_KINDS)}{did_you_mean(kind, KNOWN_KINDS)}")
 
     # The clock is needed first: latencies may be given in cycles.
     clock_hz: float | None = None
+    clock_invalid = False
     clock_raw = data.get("clock")
     if isinstance(clock_raw, dict) and isinstance(clock_raw.get("boost_hz"), dict):
         try:
             clock_hz = parse_quantity(clock_raw["boost_hz"].get("value"), "Hz")
         except UnitError:
             clock_hz = None  # reported when the clock itself is built
-    ctx = _Ctx(problems, refs, clock_hz)
+        if clock_hz is None or not (math.isfinite(clock_hz) and clock_hz > 0):
+            clock_hz, clock_invalid = None, True
+    ctx = _Ctx(problems, refs, clock_hz, clock_invalid)
 
     if efficiency_defaults is None:
         efficiency_defaults = load_efficiency_defaults()
@@ -519,11 +591,11 @@ def device_from_dict(
 
     # Efficiency: build with the defaults' refs for values from the defaults file.
     eff_ctx_dev = ctx
-    eff_ctx_def = _Ctx(_Problems(f"{defaults_where} [{arch}]"), eff_refs, clock_hz)
+    eff_ctx_def = _Ctx(_Problems(f"{defaults_where} [{arch}]"), eff_refs, clock_hz, clock_invalid)
     eff_from_def = {k: v for k, v in eff_table.items() if eff_origin.get(k) == "defaults"}
     eff_from_dev = {k: v for k, v in eff_table.items() if eff_origin.get(k) == "device"}
     eff_kwargs = _efficiency_kwargs(eff_from_def, eff_from_dev, eff_ctx_def, eff_ctx_dev)
-    problems.items.extend(eff_ctx_def.problems.items)
+    problems.merge(eff_ctx_def.problems)
     for k, prov in eff_ctx_def.provenance.items():
         ctx.provenance[k] = Provenance(prov.source, _joined_note(prov.note, f"default for arch {arch!r} from {Path(defaults_where).name}"))
 
@@ -555,7 +627,8 @@ def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -
     names = [f.name for f in fields]
     for k in table:
         if k not in names:
-            ctx.problems.add(k, f"unknown key; got {k!r}; expected a field of {cls.__name__}{did_you_mean(k, names + sorted(skip))}")
+            ctx.problems.add(k, lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}"
+                                            f"{did_you_mean(k, names + sorted(skip))}")
     hints = _hints(cls)
     out: dict[str, Any] = {}
     ok = True
@@ -585,7 +658,8 @@ def _efficiency_kwargs(
         for k, raw in src.items():
             path = f"efficiency.{k}"
             if k not in fields:
-                ctx.problems.add(path, f"unknown key; got {k!r}; expected a field of EfficiencySpec{did_you_mean(k, fields)}")
+                ctx.problems.add(path, lambda k=k: f"unknown key; got {_short(k)}; expected a field of EfficiencySpec"
+                                                   f"{did_you_mean(k, fields)}")
                 ok = False
                 continue
             v = _convert(hints[k], fields[k], raw, path, ctx)
@@ -637,16 +711,64 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
         problems.add("memory", "no memory levels; got an empty list; expected [[memory]] entries, outermost first")
 
 
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """The parsed TOML file at ``path``; a located SpecError if it is missing or not valid TOML."""
+    """The parsed TOML file at ``path``.
+
+    Raises
+    ------
+    SpecError
+        One located line: the file is missing, a folder, unreadable, not UTF-8, empty (no keys), or
+        not valid TOML (``<file>:<line>:<column>: invalid TOML: ...``).
+    """
     p = Path(path)
     try:
-        with p.open("rb") as fh:
-            return tomllib.load(fh)
+        raw = p.read_bytes()
     except FileNotFoundError as e:
         raise SpecError(f"{p}: file not found; got {str(p)!r}; expected an existing TOML file") from e
+    except IsADirectoryError as e:
+        raise SpecError(f"{p}: is a folder; got {str(p)!r}; expected a TOML file") from e
+    except OSError as e:
+        raise SpecError(f"{p}: cannot read the file; got {e.strerror or e}; expected a readable TOML file") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{p}: not UTF-8 text; got byte 0x{raw[e.start]:02x} at offset {e.start}; "
+                        "expected a UTF-8 encoded TOML file") from e
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{p}: invalid TOML; got {e}; expected valid TOML syntax") from e
+        msg = str(e)
+        m = _TOML_AT.search(msg)
+        if m:
+            where, msg = f"{p}:{m.group(1)}:{m.group(2)}", msg[: m.start()]
+        else:
+            where, msg = f"{p}:{text.count(chr(10)) + 1}", msg.replace(" (at end of document)", " at the end of the file")
+        raise SpecError(f"{where}: invalid TOML; got {msg.strip()}; expected valid TOML syntax") from e
+    if not data:
+        got = "0 bytes" if not raw.strip() else "no keys (only comments)"
+        raise SpecError(f"{p}: empty file; got {got}; expected a TOML file with its keys and tables")
+    return data
+
+
+def spec_kind(data: Mapping[str, Any]) -> str:
+    """``"system"`` or ``"device"``: the kind of a parsed spec file, told by its keys.
+
+    A system names its ``device``; a file with a ``count`` and no device ``kind`` is a system that
+    lacks it. Anything else is a device (a stray ``count`` in a device file is one unknown key).
+    """
+    return "system" if "device" in data or ("count" in data and "kind" not in data) else "device"
+
+
+def _check_schema(data: Mapping[str, Any], where: str) -> None:
+    """Refuse a file whose ``schema`` is not :data:`SPEC_SCHEMA` (a file without one is taken as version 1)."""
+    if "schema" not in data:
+        return
+    v = data["schema"]
+    if isinstance(v, bool) or v != SPEC_SCHEMA:
+        raise SpecError(f"{where}: schema: unknown schema version; got {_short(v)}; expected schema = {SPEC_SCHEMA}")
 
 
 def load_device_file(
@@ -660,6 +782,10 @@ def load_device_file(
         Listing every problem of the file, one located line each.
     """
     data = read_toml(path)
+    if spec_kind(data) == "system":
+        keys = ", ".join(k for k in ("device", "count") if k in data)
+        raise SpecError(f"{path}: a system file where a device is expected; got the system key(s) {keys}; "
+                        "expected a device TOML file (name, kind, clock, compute, memory, ...)")
     defaults = load_efficiency_defaults(efficiency_defaults_file)
     return device_from_dict(
         data, where=str(path), efficiency_defaults=defaults, defaults_where=str(efficiency_defaults_file)
@@ -682,16 +808,23 @@ def system_from_dict(
     ctx = _Ctx(problems, refs, None)
     for key in ("name", "description"):
         if not isinstance(data.get(key), str):
-            problems.add(key, f"missing or not a string; got {data.get(key)!r}; expected {key} = \"...\"")
+            problems.add(key, f"missing or not a string; got {_short(data.get(key))}; expected {key} = \"...\"")
     device: DeviceSpec | None = None
     dev_name = data.get("device")
-    if not isinstance(dev_name, str):
-        problems.add("device", f"expected a device name; got {dev_name!r}; expected device = \"h100-sxm5-80gb\"")
+    if dev_name is None:
+        problems.add("device", "missing field; got nothing; expected device = \"<catalog name or device TOML path>\"")
+    elif not isinstance(dev_name, str):
+        problems.add("device", f"expected a device name; got {_short(dev_name)}; expected device = \"h100-sxm5-80gb\"")
     else:
         try:
             device = resolve_device(dev_name)
         except SpecError as e:
-            problems.add("device", str(e).replace("\n", " "))
+            if e.count > 1:  # a device file with problems: its own located lines
+                problems.extend(e.problems, e.count)
+            else:
+                msg = str(e).replace("\n", " ")
+                own = f"device {dev_name!r}: "
+                problems.add("device", msg[len(own):] if msg.startswith(own) else msg)
     body = {k: v for k, v in data.items() if k not in ("name", "description", "device")}
     partial = _build_fields(SystemSpec, body, ctx, {"name", "description", "device"})
     problems.raise_if_any()
@@ -708,7 +841,11 @@ def system_from_dict(
 
 def load_system_file(path: str | Path, *, resolve_device: Callable[[str], DeviceSpec]) -> SystemSpec:
     """Load one system TOML file; its ``device`` names a catalog device (or a file path)."""
-    return system_from_dict(read_toml(path), resolve_device=resolve_device, where=str(path))
+    data = read_toml(path)
+    if spec_kind(data) == "device":
+        raise SpecError(f"{path}: a device file where a system is expected; got neither a device nor a count "
+                        "key; expected a system TOML file with device = \"<catalog name or path>\" and count")
+    return system_from_dict(data, resolve_device=resolve_device, where=str(path))
 
 
 # ------------------------------------------------------------------------------------------
@@ -734,7 +871,7 @@ def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None,
                 f"{did_you_mean(sorted(extra)[0], ['source', 'values', 'refs', 'calibration'])}"
             )
         if not isinstance(data.get("calibration", {}), Mapping):
-            raise SpecError(f"{where}: calibration: not a table; got {data['calibration']!r}; expected the "
+            raise SpecError(f"{where}: calibration: not a table; got {_short(data['calibration'])}; expected the "
                             "[calibration] metadata table of a calibration overlay")
         values = data["values"]
         file_source = data.get("source")
@@ -786,7 +923,7 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
         Listing every unknown path (with a near match), bad value or missing source.
     """
     where, default_src, values = _overlay_entries(overlay, source)
-    problems = _Problems(where)
+    problems = _Problems(where, "overlay")
     new = spec
     prov_updates: dict[str, Provenance] = {}
     clock = getattr(getattr(spec, "clock", None), "boost_hz", None)
@@ -807,7 +944,11 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
             problems.add(path, f"missing source; got {src!r}; expected source = \"measured: file\" or a citation")
             continue
         if unit is None:
-            if isinstance(current, str) and isinstance(raw_value, str):
+            choices = _field_choices(spec, path)
+            if isinstance(current, str) and isinstance(raw_value, str) and choices and raw_value not in choices:
+                problems.add(path, lambda p=path, v=raw_value, c=choices: f"unknown {p.rsplit('.', 1)[-1]}; got {v!r}; "
+                                                                          f"expected one of {', '.join(c)}{did_you_mean(v, c)}")
+            elif isinstance(current, str) and isinstance(raw_value, str):
                 new = replace_path(new, path, raw_value)
                 prov_updates[path] = Provenance(src, f"overlay {where}")
             else:
@@ -826,6 +967,16 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
         prov_updates[path] = Provenance(src, f"overlay {where}")
     problems.raise_if_any()
     return _with_provenance(new, prov_updates)
+
+
+def _field_choices(spec: Any, path: str) -> tuple[str, ...] | None:
+    """The ``choices`` metadata of the dataclass field at dotted ``path`` (None when it has none)."""
+    parent_path, _, leaf = path.rpartition(".")
+    parent = get_path(spec, parent_path) if parent_path else spec
+    if not dataclasses.is_dataclass(parent):
+        return None
+    f = {fl.name: fl for fl in dataclasses.fields(parent)}.get(leaf)
+    return f.metadata.get("choices") if f is not None else None
 
 
 def _with_provenance(spec: Any, updates: dict[str, Provenance]) -> Any:

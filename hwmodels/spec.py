@@ -13,9 +13,10 @@ addressed by key.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
+
+from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "SpecError",
@@ -36,11 +37,26 @@ __all__ = [
     "replace_path",
     "spec_field",
     "SPECIAL_FUNCTIONS",
+    "MAX_LISTED_PROBLEMS",
 ]
 
 
 class SpecError(ValueError):
-    """A hardware spec or overlay is invalid; the message locates every problem."""
+    """A hardware spec or overlay is invalid; the message locates every problem.
+
+    ``problems`` holds the located lines the message lists (at most the first
+    :data:`MAX_LISTED_PROBLEMS`) and ``count`` how many problems there were in all; for an error
+    built from one message they are that message and 1.
+    """
+
+    def __init__(self, message: str = "", *, problems: tuple[str, ...] | None = None, count: int | None = None) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) if problems is not None else (str(message),)
+        self.count: int = count if count is not None else len(self.problems)
+
+
+#: Problems of one file listed in an error message; the rest are counted ("... and N more").
+MAX_LISTED_PROBLEMS = 20
 
 
 #: Special functions whose per-evaluation time a CPU spec gives (``cpu.special_function_s.<name>``).
@@ -140,7 +156,7 @@ class SystolicSpec:
     rows: int = spec_field("count", "PE rows of one systolic array (MXU)")
     cols: int = spec_field("count", "PE columns of one systolic array (MXU)")
     arrays_per_core: int = spec_field("count", "systolic arrays (MXUs) per core")
-    dataflow: str = field(default="ws", metadata={"unit": "", "doc": "os | ws | is"})
+    dataflow: str = field(default="ws", metadata={"unit": "", "doc": "os | ws | is", "choices": ("os", "ws", "is")})
 
 
 @dataclass(frozen=True)
@@ -321,11 +337,8 @@ class SystemSpec:
 
 
 def _unknown(where: str, got: str, choices: list[str], expected: str) -> str:
-    msg = f"{where}: unknown name; got {got!r}; expected {expected} ({', '.join(sorted(choices)) or 'none'})"
-    near = difflib.get_close_matches(got, choices, n=1)
-    if near:
-        msg += f"; did you mean {near[0]!r}?"
-    return msg
+    return (f"{where}: unknown name; got {got!r}; expected {expected} ({', '.join(sorted(choices)) or 'none'})"
+            f"{did_you_mean(got, choices)}")
 
 
 def _children(obj: Any) -> list[str]:

@@ -73,6 +73,19 @@ os, which exists only when the last fold ends (``drain_cycles``). With ``W`` wor
 Without a DRAM bandwidth (``dram_words_per_cycle=None``) memory is ideal: no stalls, no prefetch,
 ``total_cycles == compute_cycles``, which is what SCALE-Sim reports in its default CALC mode.
 
+Arithmetic range
+----------------
+Counts are int64 while every product the model forms (``M*N*K*100``, ``total_cycles * R * C``, the
+DRAM words over a small bandwidth...) provably fits; beyond that (a 10^6 x 10^6 array, a layer of
+10^9 on each side, a bandwidth of 10^-9 words per cycle) the same formulas run on Python integers
+(numpy object arrays), which cannot wrap, and ratios are taken as exact integer quotients rounded once
+to float. Results are then object arrays of Python ints (and float64 percentages): never negative,
+NaN or wrapped. There is no size limit. Two documented edge cases: SCALE-Sim's fold-by-fold float
+summation (``fold_average="scalesim"``) is replayed for layers of up to :data:`SCALESIM_FOLD_LOOP_MAX`
+folds and replaced by the exact mean above that (SCALE-Sim itself would run for days there); and a
+layer whose ``total_cycles`` is 0 (a 1 x 1 x 1 GEMM on a 1 x 1 output-stationary array, SCALE-Sim's
+"index of the last busy cycle") takes 1 cycle in the overall utilisation, not a division by zero.
+
 How SCALE-Sim's memory model differs, and why ours is the one to use
 --------------------------------------------------------------------
 In its USER-bandwidth mode SCALE-Sim's read buffer (``memory/read_buffer.py``)
@@ -108,7 +121,9 @@ scratchpad; those stalls are an artefact of the simulator, not of the hardware.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -116,6 +131,7 @@ import numpy as np
 
 __all__ = [
     "DATAFLOWS",
+    "SCALESIM_FOLD_LOOP_MAX",
     "SystolicError",
     "SystolicResult",
     "ConvView",
@@ -128,6 +144,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DATAFLOWS: tuple[str, ...] = ("os", "ws", "is")
+#: Layers with more folds than this get the exact fold mean instead of SCALE-Sim's float loop (bounded time).
+SCALESIM_FOLD_LOOP_MAX = 1 << 20
+#: Products below this magnitude are computed in int64; above it in Python integers (see "Arithmetic range").
+_INT64_SAFE = float(2**62)
 
 FoldAverage = Literal["exact", "scalesim"]
 
@@ -163,8 +183,9 @@ class ConvView:
 class SystolicResult:
     """Per-layer figures of one dataflow on one array geometry; every field broadcasts.
 
-    All counts are integers (``int64`` arrays), percentages are ``float64``. Cycle fields are
-    array clock cycles; access counts are words.
+    All counts are integers (``int64`` arrays, or object arrays of Python ints where a count could
+    exceed int64: see "Arithmetic range" in the module docstring), percentages are ``float64``.
+    Cycle fields are array clock cycles; access counts are words.
 
     Attributes
     ----------
@@ -244,19 +265,55 @@ class SystolicResult:
 
 
 def _positive_ints(name: str, value: object) -> np.ndarray:
-    """Return ``value`` as an int64 array after checking every element is an integer >= 1."""
+    """``value`` as an int64 array (an object array of Python ints where an element exceeds int64),
+    after checking every element is an integer >= 1."""
     arr = np.asarray(value)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+    kind = arr.dtype.kind
+    if kind == "O":
+        flat = arr.ravel().tolist()
+        if not all(isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_) for x in flat):
+            raise SystolicError(f"systolic: {name} must be integers >= 1; got {value!r}")
+        arr = np.array([int(x) for x in flat] or [], dtype=object).reshape(arr.shape)
+    elif kind == "b" or kind not in "iuf":
         raise SystolicError(f"systolic: {name} must be integers >= 1; got {value!r}")
-    if arr.dtype.kind == "f":
+    elif kind == "f":
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.floor(arr)):
             raise SystolicError(f"systolic: {name} must be integers >= 1; got {value!r}")
-    out = arr.astype(np.int64)
-    if out.size and np.min(out) < 1:
+    if arr.size and min(arr.ravel().tolist()) < 1:
         raise SystolicError(
-            f"systolic: {name} must be integers >= 1; got {int(np.min(out))} (smallest element)"
+            f"systolic: {name} must be integers >= 1; got {min(arr.ravel().tolist())} (smallest element)"
         )
-    return out
+    if kind in "uf" or kind == "O":
+        if arr.size and max(arr.ravel().tolist()) > np.iinfo(np.int64).max:
+            return np.array([int(x) for x in arr.ravel().tolist()], dtype=object).reshape(arr.shape)
+    return arr.astype(np.int64)
+
+
+def _is_exact(*arrays: np.ndarray) -> bool:
+    return any(a.dtype == object for a in arrays)
+
+
+def _to_exact(*arrays: np.ndarray) -> list[np.ndarray]:
+    """The arrays as object arrays of Python ints (exact, unbounded integer arithmetic)."""
+    return [a if a.dtype == object else np.array(a.tolist(), dtype=object).reshape(a.shape) for a in arrays]
+
+
+def _largest(a: np.ndarray) -> float:
+    return float(max(a.ravel().tolist())) if a.size else 0.0
+
+
+def _ceil_by_rate(words: np.ndarray, rate: np.ndarray, exact: bool) -> np.ndarray:
+    """``ceil(words / rate)`` per element (0 where the rate is infinite): cycles to move ``words``."""
+    if not exact:
+        return np.ceil(words / rate).astype(np.int64)
+
+    def one(w: int, r: float) -> int:
+        if math.isinf(r):
+            return 0
+        num, den = float(r).as_integer_ratio()  # the float rate exactly, so the ceiling is exact
+        return -(-int(w) * den // num)
+
+    return np.frompyfunc(one, 2, 1)(words, rate).astype(object)
 
 
 def _check_dataflow(dataflow: str) -> str:
@@ -338,6 +395,20 @@ def conv_gemm_view(
         raise SystolicError(f"systolic: filter_h exceeds ifmap_h; got {fh} > {h}")
     if np.any(fw > w):
         raise SystolicError(f"systolic: filter_w exceeds ifmap_w; got {fw} > {w}")
+    hw_c = _largest(h) * _largest(w) * _largest(c)
+    if _is_exact(h, w, fh, fw, c, nf, sh, sw) or 4 * max(hw_c, _largest(h) + _largest(sh),
+                                                           _largest(w) + _largest(sw)) >= _INT64_SAFE:
+        # flat 1-d object arrays: numpy turns 0-d object results into Python ints it cannot hold again
+        shape = np.broadcast_shapes(*(np.shape(x) for x in (h, w, fh, fw, c, nf, sh, sw)))
+        h, w, fh, fw, c, nf, sh, sw = (x.ravel() for x in _to_exact(*np.broadcast_arrays(h, w, fh, fw, c, nf, sh, sw)))
+        v = _conv_view(h, w, fh, fw, c, nf, sh, sw)
+        return ConvView(*(np.asarray(x).reshape(shape) for x in (v.m, v.n, v.k, v.ofmap_h, v.ofmap_w,
+                                                                 v.ifmap_words)))
+    return _conv_view(h, w, fh, fw, c, nf, sh, sw)
+
+
+def _conv_view(h: np.ndarray, w: np.ndarray, fh: np.ndarray, fw: np.ndarray, c: np.ndarray, nf: np.ndarray,
+               sh: np.ndarray, sw: np.ndarray) -> ConvView:
     eh = _ceil_div(h - fh, sh) + 1
     ew = _ceil_div(w - fw, sw) + 1
     rows_touched = _touched(h, fh, sh, eh)
@@ -356,7 +427,7 @@ def _touched(size: np.ndarray, window: np.ndarray, stride: np.ndarray, count: np
     """Input pixels along one axis covered by ``count`` windows (the last may overhang the edge)."""
     overlapping = np.minimum(size, (count - 1) * stride + window)
     whole = (size - window) // stride + 1
-    edge = np.clip(size - (count - 1) * stride, 0, window)
+    edge = np.minimum(np.maximum(size - (count - 1) * stride, 0), window)
     disjoint = whole * window + np.where(count > whole, edge, 0)
     return np.where(stride <= window, overlapping, disjoint)
 
@@ -365,19 +436,25 @@ def _fold_mean_scalesim(
     row_folds: np.ndarray,
     col_folds: np.ndarray,
     values: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    exact_mean: np.ndarray,
 ) -> np.ndarray:
     """Mean of per-fold values summed one fold at a time, column fold outermost (as SCALE-Sim).
 
     ``values`` are the per-fold figures for (full row & full col, last row fold, last col fold,
     both last). Adding them in SCALE-Sim's order, in IEEE double precision like its Python loop,
-    makes the result bit-identical to its report. Costs one float addition per fold.
+    makes the result bit-identical to its report. Costs one float addition per fold, so layers of
+    more than :data:`SCALESIM_FOLD_LOOP_MAX` folds take ``exact_mean`` (the same mean, rounded once).
     """
-    shape = np.broadcast_shapes(np.shape(row_folds), np.shape(col_folds), *map(np.shape, values))
-    rf, cf, full, last_r, last_c, last_rc = (
-        np.broadcast_to(x, shape).ravel().tolist() for x in (row_folds, col_folds, *values)
+    shape = np.broadcast_shapes(np.shape(row_folds), np.shape(col_folds), *map(np.shape, values),
+                                np.shape(exact_mean))
+    rf, cf, full, last_r, last_c, last_rc, mean = (
+        np.broadcast_to(x, shape).ravel().tolist() for x in (row_folds, col_folds, *values, exact_mean)
     )
     out = []
     for i in range(len(rf)):
+        if rf[i] * cf[i] > SCALESIM_FOLD_LOOP_MAX:
+            out.append(float(mean[i]))
+            continue
         acc = 0.0
         for fc in range(cf[i]):
             v, v_end = (full[i], last_r[i]) if fc < cf[i] - 1 else (last_c[i], last_rc[i])
@@ -450,7 +527,46 @@ def gemm_cycles(
     N = _positive_ints("n", n)
     K = _positive_ints("k", k)
     R, C, M, N, K = np.broadcast_arrays(R, C, M, N, K)
-    ifw = M * K if ifmap_words is None else _positive_ints("ifmap_words", ifmap_words)
+    ifw = None if ifmap_words is None else _positive_ints("ifmap_words", ifmap_words)
+    caps: tuple[np.ndarray, ...] | None = None
+    if sram_words is not None:
+        if len(sram_words) != 3:
+            raise SystolicError(
+                f"systolic: sram_words; got {sram_words!r}; expected (ifmap, filter, ofmap) words"
+            )
+        caps = tuple(_positive_ints(f"sram_words[{which}]", v)
+                     for which, v in zip(("ifmap", "filter", "ofmap"), sram_words, strict=True))
+    if dram_words_per_cycle is None:
+        bw = np.full(M.shape, np.inf)
+    else:
+        bw = np.asarray(dram_words_per_cycle, dtype=np.float64)
+        if not np.all(bw > 0) or np.any(np.isnan(bw)):
+            raise SystolicError(
+                f"systolic: dram_words_per_cycle must be > 0; got {dram_words_per_cycle!r}"
+            )
+    # int64 while every product below provably fits (see "Arithmetic range"), else Python integers
+    r_, c_ = _largest(R), _largest(C)
+    big = max(_largest(M), _largest(N), _largest(K), 1.0)
+    bw_min = float(np.min(bw)) if bw.size else math.inf
+    span = big * big * (2 * r_ + 2 * c_ + big) + 4 * big**3 / bw_min + 2 * big * big + 4
+    exact = _is_exact(R, C, M, N, K) or (ifw is not None and _is_exact(ifw)) \
+        or 4 * max(100 * big**3, r_ * c_ * span) >= _INT64_SAFE
+    shape = M.shape
+    if exact:
+        # everything broadcast and flattened to 1-d object arrays (numpy turns 0-d object results into
+        # Python ints it cannot hold again); results are reshaped back at the end
+        extra = [x for x in (ifw, *(caps or ())) if x is not None]
+        shape = np.broadcast_shapes(M.shape, bw.shape, *(x.shape for x in extra))
+        flat = [x.ravel() for x in np.broadcast_arrays(R, C, M, N, K, bw, *extra)]
+        R, C, M, N, K = _to_exact(*flat[:5])
+        bw = flat[5].copy()
+        rest = _to_exact(*flat[6:])
+        if ifw is not None:
+            ifw = rest.pop(0)
+        if caps is not None:
+            caps = tuple(rest)
+    if ifw is None:
+        ifw = M * K
 
     sr, sc, t = gemm_view(df, M, N, K)
     rf = _ceil_div(sr, R)
@@ -466,14 +582,24 @@ def gemm_cycles(
     r_last = sr - (rf - 1) * R
     c_last = sc - (cf - 1) * C
     util_len = t + R + C - 2 if df == "os" else 2 * R + 2 * C + t - 3
+    if exact:  # integer numerators and denominators, one rounding (a float of 100.0 * x could overflow)
+        mapping_mean = np.asarray((sr * sc) / (pes * folds), dtype=np.float64)
+        compute_mean = np.asarray((sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
+    else:
+        mapping_mean = (sr * sc) / (pes * folds)
+        compute_mean = (sr * sc * t) / (pes * util_len * folds)
     if fold_average == "exact":
-        mapping_eff = 100.0 * (sr * sc) / (pes * folds)
-        compute_util = 100.0 * (sr * sc * t) / (pes * util_len * folds)
+        if exact:
+            mapping_eff = np.asarray((100 * sr * sc) / (pes * folds), dtype=np.float64)
+            compute_util = np.asarray((100 * sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
+        else:
+            mapping_eff = 100.0 * (sr * sc) / (pes * folds)
+            compute_util = 100.0 * (sr * sc * t) / (pes * util_len * folds)
     else:
         used = (R * C, r_last * C, R * c_last, r_last * c_last)
-        mapping_eff = _fold_mean_scalesim(rf, cf, tuple(u / pes for u in used)) * 100
+        mapping_eff = _fold_mean_scalesim(rf, cf, tuple(u / pes for u in used), mapping_mean) * 100
         compute_util = (
-            _fold_mean_scalesim(rf, cf, tuple((u * t) / (pes * util_len) for u in used)) * 100
+            _fold_mean_scalesim(rf, cf, tuple((u * t) / (pes * util_len) for u in used), compute_mean) * 100
         )
 
     # SRAM accesses (SCALE-Sim's counts).
@@ -494,16 +620,11 @@ def gemm_cycles(
         sram_of_r = M * N * (rf - 1)
 
     # DRAM traffic of the double-buffered scratchpads (ours).
-    if sram_words is None:
-        cap_if = cap_f = cap_of = np.full_like(M, np.iinfo(np.int64).max)
+    if caps is None:
+        cap_if = cap_f = cap_of = (np.full(M.shape, math.inf, dtype=object) if exact
+                                   else np.full_like(M, np.iinfo(np.int64).max))
     else:
-        if len(sram_words) != 3:
-            raise SystolicError(
-                f"systolic: sram_words; got {sram_words!r}; expected (ifmap, filter, ofmap) words"
-            )
-        cap_if = _positive_ints("sram_words[ifmap]", sram_words[0])
-        cap_f = _positive_ints("sram_words[filter]", sram_words[1])
-        cap_of = _positive_ints("sram_words[ofmap]", sram_words[2])
+        cap_if, cap_f, cap_of = caps
     fw = K * N
     ow = M * N
     ifw = np.minimum(ifw, M * K)
@@ -532,24 +653,17 @@ def gemm_cycles(
         dram_of_r = np.where(spill, ow * (rf - 1), 0)
     dram_words = dram_if + dram_f + dram_of_w + dram_of_r
 
-    if dram_words_per_cycle is None:
-        bw = np.full(M.shape, np.inf)
-    else:
-        bw = np.asarray(dram_words_per_cycle, dtype=np.float64)
-        if not np.all(bw > 0) or np.any(np.isnan(bw)):
-            raise SystolicError(
-                f"systolic: dram_words_per_cycle must be > 0; got {dram_words_per_cycle!r}"
-            )
-    prefetch = np.ceil(first_in / bw).astype(np.int64)
-    drain = np.ceil(last_out / bw).astype(np.int64)
-    overlapped = np.ceil((dram_words - first_in - last_out) / bw).astype(np.int64)
+    prefetch = _ceil_by_rate(first_in, bw, exact)
+    drain = _ceil_by_rate(last_out, bw, exact)
+    overlapped = _ceil_by_rate(dram_words - first_in - last_out, bw, exact)
     stall = np.maximum(overlapped - compute_cycles, 0)
-    memory_cycles = np.ceil(dram_words / bw).astype(np.int64)
+    memory_cycles = _ceil_by_rate(dram_words, bw, exact)
     total = compute_cycles + stall + prefetch + drain
-    overall = (macs * 100) / (total * pes)
+    # a 1-cycle floor: a 1 x 1 x 1 GEMM on a 1 x 1 os array has total_cycles 0 (SCALE-Sim's last-cycle index)
+    overall = np.asarray((macs * 100) / (np.maximum(total, 1) * pes), dtype=np.float64)
     bound = np.where(memory_cycles > compute_cycles, "memory", "compute")
 
-    return SystolicResult(
+    result = SystolicResult(
         dataflow=df,
         rows=R,
         cols=C,
@@ -586,6 +700,12 @@ def gemm_cycles(
         total_cycles=total,
         bound=bound,
     )
+    if not exact:
+        return result
+    return dataclasses.replace(result, **{  # the flat exact arrays back in the broadcast shape
+        f.name: np.asarray(getattr(result, f.name)).reshape(shape)
+        for f in dataclasses.fields(result) if f.name != "dataflow"
+    })
 
 
 def conv_cycles(

@@ -44,14 +44,17 @@ _INT = re.compile(r"^[+-]?\d+$")
 
 
 class TopologyError(ValueError):
-    """A topology file is malformed; ``problems`` lists every located problem."""
+    """A topology file is malformed; ``problems`` lists every located problem.
 
-    def __init__(self, problems: list[str]) -> None:
+    The message is the one located line of a single problem; for several, a count line then the
+    first :data:`~hwmodels.spec.MAX_LISTED_PROBLEMS` lines and ``... and N more`` (as hardware specs).
+    """
+
+    def __init__(self, problems: list[str], source: str = "topology") -> None:
+        from hwmodels.loader import format_problems
+
         self.problems = list(problems)
-        msg = problems[0]
-        if len(problems) > 1:
-            msg += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
-        super().__init__(msg)
+        super().__init__(format_problems(source, self.problems, len(self.problems), "topology file"))
 
 
 @dataclass(frozen=True)
@@ -129,13 +132,17 @@ class Topology:
     layers: tuple[Layer, ...]
 
     def gemm_arrays(self) -> dict[str, np.ndarray]:
-        """``m``, ``n``, ``k`` and ``ifmap_words`` of all layers as int64 arrays (file order)."""
+        """``m``, ``n``, ``k`` and ``ifmap_words`` of all layers as int64 arrays (file order).
+
+        A field beyond int64 gives object arrays of Python ints (exact; see :mod:`hwmodels.systolic`).
+        """
+        limit = np.iinfo(np.int64).max
         cols = {
-            key: np.array([getattr(layer, key) for layer in self.layers], dtype=np.int64)
-            for key in (
+            key: np.array(vals, dtype=np.int64 if max(vals, default=0) <= limit else object)
+            for key, vals in ((key, [getattr(layer, key) for layer in self.layers]) for key in (
                 "ifmap_h", "ifmap_w", "filter_h", "filter_w", "channels", "num_filters",
                 "stride_h", "stride_w",
-            )
+            ))
         }
         v = conv_gemm_view(**cols)
         return {"m": v.m, "n": v.n, "k": v.k, "ifmap_words": v.ifmap_words}
@@ -255,7 +262,7 @@ def parse_topology(text: str, source: str = "<topology>") -> Topology:
     if not problems and not layers:
         problems.append(f"{source}:1:1: no layers; got an empty topology; expected one layer per line")
     if problems:
-        raise TopologyError(problems)
+        raise TopologyError(problems, source)
     return Topology(source=source, layers=tuple(layers))
 
 
@@ -271,10 +278,20 @@ def read_topology(path: str | Path) -> Topology:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{p}: topology file not found; got {str(p)!r}; expected a SCALE-Sim "
                                 "topology CSV") from None
+    except IsADirectoryError:
+        raise TopologyError([f"{p}: is a folder; got {str(p)!r}; expected a SCALE-Sim topology CSV file"]) from None
+    except OSError as exc:
+        raise TopologyError([f"{p}: cannot read the file; got {exc.strerror or exc}; expected a readable "
+                             "topology CSV"]) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TopologyError([f"{p}:1:1: not a text file; got undecodable bytes; expected CSV"]) from exc
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TopologyError([f"{p}:{line}:{col}: not UTF-8 text; got byte 0x{raw[exc.start]:02x}; expected a "
+                             "UTF-8 (or ASCII) CSV file"]) from None
     return parse_topology(text, source=str(p))

@@ -4,7 +4,9 @@ A spec field declares the SI unit it stores (``field.metadata["unit"]`` in :mod:
 :func:`parse_quantity` accepts a string only if its unit has that field's dimension. Decimal
 prefixes are decimal (``GB`` = 1e9 B), binary prefixes binary (``GiB`` = 2**30 B); ambiguous
 spellings (``KB``, ``kb``, ``Gb``) and bare numbers for dimensional fields are rejected with a
-message naming the accepted forms.
+message naming the accepted forms. Counts and dimensionless factors take TOML numbers (``132``,
+``0.8``); a quoted number (``"132"``) is a string and is rejected rather than coerced, so every
+field reads a number the same way (a factor may also be a percentage string, ``"80 %"``).
 
 Examples
 --------
@@ -20,11 +22,11 @@ Examples
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 
 from hwmodels.spec import SpecError
+from nodeperf.suggest import near_match
 
 __all__ = [
     "UnitError",
@@ -108,7 +110,8 @@ _AMBIGUOUS["b/s"] = "'bit/s' or 'B/s'"
 _AMBIGUOUS["pJ/b"] = "'pJ/bit' or 'pJ/B'"
 _AMBIGUOUS["GT/s"] = "a bandwidth in 'GB/s' (transfers per second do not fix the width)"
 
-_NUM = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
+# A number (NaN and infinities are read so that they are refused as such, not as unreadable).
+_NUM = re.compile(r"^\s*([+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf(?:inity)?|nan)(?![A-Za-z])))\s*(.*?)\s*$")
 
 
 def unit_examples(unit: str) -> str:
@@ -130,7 +133,8 @@ def parse_quantity(value: object, unit: str, *, clock_hz: float | None = None) -
     ----------
     value
         ``"3.35 TB/s"``, ``"80 GiB"``, ``"700 W"``, ``"0.5 pJ/B"``, ``"24 cycles"``... Plain
-        numbers are accepted only for ``unit`` ``"count"`` (whole numbers) and ``"1"``.
+        numbers (not quoted) are accepted only for ``unit`` ``"count"`` (whole numbers) and
+        ``"1"``; a quoted plain number is an error for every unit.
     unit
         SI unit of the target field, as in the field's metadata (``"B/s"``, ``"s"``...).
     clock_hz
@@ -173,8 +177,12 @@ def parse_quantity(value: object, unit: str, *, clock_hz: float | None = None) -
     if not math.isfinite(number):
         raise UnitError(f"not a finite number; got {value!r}; expected {expected}")
     if token == "":
-        if unit in ("count", "1"):
-            return parse_quantity(number, unit)
+        if unit == "count":
+            raise UnitError(f"a quoted number is a string; got {value!r}; expected an integer, not a string "
+                            f"(value = {m.group(1)})")
+        if unit == "1":
+            raise UnitError(f"a quoted number is a string; got {value!r}; expected a number, not a string "
+                            f"(value = {m.group(1)}) or a percentage such as '80 %'")
         raise UnitError(f"bare number without a unit; got {value!r}; expected {expected}")
     if token in _AMBIGUOUS:
         raise UnitError(
@@ -182,9 +190,7 @@ def parse_quantity(value: object, unit: str, *, clock_hz: float | None = None) -
         )
     if token not in _TABLE:
         same_dim = [t for t, (d, _) in _TABLE.items() if d == unit or (unit == "s" and d == "cycle")]
-        near = difflib.get_close_matches(token, same_dim, n=1) or difflib.get_close_matches(
-            token, list(_TABLE), n=1
-        )
+        near = near_match(token, same_dim) or near_match(token, _TABLE)
         msg = f"unknown unit {token!r}; got {value!r}; expected {expected}"
         if near:
             msg += f"; did you mean {near[0]!r}?"

@@ -7,7 +7,6 @@ spec; overlays are read and validated here (``schema``, known keys, the device t
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +33,30 @@ def device_of(system: DeviceSpec | SystemSpec) -> DeviceSpec:
 
 def load_calibration(path: str | Path) -> dict[str, Any]:
     """Read a calibration overlay; returns ``{"source", "values", "calibration"}`` (values by dotted path)."""
+    from hwmodels.loader import read_toml
+    from nodeperf.suggest import did_you_mean
+
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such calibration file; expected a TOML written by `nodeperf calibrate`")
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such calibration file; got {str(p)!r}; expected a TOML written by "
+                                "`nodeperf calibrate`")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{p}: invalid TOML; got {exc}; expected a calibration overlay") from None
+        data = read_toml(p)
+    except SpecError as exc:  # a folder, not UTF-8, empty, invalid TOML: already located
+        raise CalibrationError(str(exc)) from None
     allowed = {"schema", "source", "values", "calibration", "refs"}
     extra = sorted(set(data) - allowed)
     if extra:
-        import difflib
-
-        near = difflib.get_close_matches(extra[0], sorted(allowed), n=1)
         raise CalibrationError(f"{p}: {extra[0]}: unknown top-level key; got {extra[0]!r}; expected one of "
-                               f"{', '.join(sorted(allowed))}" + (f"; did you mean {near[0]!r}?" if near else ""))
+                               f"{', '.join(sorted(allowed))}{did_you_mean(extra[0], sorted(allowed))}")
+    schema = data.get("schema")
+    if schema != OVERLAY_SCHEMA:
+        got = "no schema" if schema is None else repr(schema)
+        raise CalibrationError(f"{p}: schema: {'missing' if schema is None else 'unknown'} overlay schema; got {got}; "
+                               f"expected schema = {OVERLAY_SCHEMA!r}")
+    if not isinstance(data.get("calibration", {}), dict):
+        raise CalibrationError(f"{p}: calibration: not a table; got {data['calibration']!r}; expected the "
+                               "[calibration] table of a calibration overlay")
     if not isinstance(data.get("values"), dict) or not data["values"]:
         raise CalibrationError(f"{p}: values: missing or empty; got {data.get('values')!r}; expected a [values] table "
                                "of \"dotted.path\" = value")
@@ -91,7 +99,8 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
 
     ``host`` is this machine's CPU (:func:`hwmodels.host.host_spec`), ``host:N`` the same limited to
     ``N`` cores (a measurement run with ``--threads N``); anything else is a catalog device or system
-    name, or a TOML path.
+    name, or a TOML path. A TOML file is a system when it names a ``device`` (see
+    :func:`hwmodels.loader.spec_kind`), else a device, so its errors are those of the kind of file it is.
     """
     from hwmodels.host import HOST_NAME, host_spec
 
@@ -105,16 +114,10 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
             cores = int(text)
         spec: DeviceSpec | SystemSpec = host_spec(cores)
     else:
-        from hwmodels.catalog import list_systems, load_device, load_system
+        from hwmodels.catalog import list_systems, load_any, load_device, load_system
 
         if key.endswith(".toml") or "/" in key:
-            try:
-                spec = load_device(name)
-            except SpecError as dev_err:
-                try:
-                    spec = load_system(name)
-                except SpecError:
-                    raise dev_err from None
+            spec = load_any(name)  # a device or a system file, told apart by its keys: one kind's problems
         elif key in {s.lower() for s in list_systems()}:
             spec = load_system(name)
         else:

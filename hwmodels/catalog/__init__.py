@@ -27,6 +27,7 @@ from hwmodels.loader import (
     load_system_file,
     numeric_paths,
     read_toml,
+    spec_kind,
 )
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from hwmodels.units import format_quantity
@@ -117,7 +118,15 @@ def _load_device_cached(stamp: tuple[str, int, int], defaults: tuple[str, int, i
 
 @functools.lru_cache(maxsize=64)
 def _load_system_cached(stamp: tuple[str, int, int], defaults: tuple[str, int, int]) -> SystemSpec:
-    return load_system_file(stamp[0], resolve_device=load_device)
+    folder = Path(stamp[0]).parent
+
+    def resolve_device(name: str) -> DeviceSpec:
+        # a relative device path is relative to the system file, not to the working directory
+        if _looks_like_path(name) and not Path(name).is_absolute():
+            return load_device(folder / name)
+        return load_device(name)
+
+    return load_system_file(stamp[0], resolve_device=resolve_device)
 
 
 def load_device(name_or_path: str | os.PathLike[str]) -> DeviceSpec:
@@ -150,7 +159,8 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
 def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     """A catalog device or system by name (devices first), or the spec in a TOML file.
 
-    A file is a system when it names a ``device``; otherwise a device.
+    A file is a system when it names a ``device`` (or has a ``count`` and no device ``kind``, see
+    :func:`hwmodels.loader.spec_kind`); otherwise a device.
 
     Raises
     ------
@@ -159,7 +169,7 @@ def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     """
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).resolve()
-        is_system = isinstance(read_toml(path).get("device"), str)
+        is_system = spec_kind(read_toml(path)) == "system"
         return load_system(path) if is_system else load_device(path)
     key = str(name_or_path).strip().lower()
     if key in (n.lower() for n in list_devices()):

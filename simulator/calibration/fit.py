@@ -40,6 +40,7 @@ __all__ = [
     "Param",
     "Calibrator",
     "write_overlay",
+    "overlay_text",
     "DEFAULT_PARAMS",
     "FIT_SETTINGS",
 ]
@@ -72,8 +73,10 @@ class Param:
 #: Bounds of the CPU fields relative to their defaults (``"x"`` + factor) or absolute (plain numbers).
 #: Peak rates may rise above the derived value: it uses the nominal /proc/cpuinfo clock, and the cores
 #: boost above it. The main-memory bandwidth is a short NumPy copy probe and is refined itself (a
-#: framework's streaming kernels may beat it, which a fraction <= 1 cannot express); the cache levels
-#: share one fraction of their probed bandwidths.
+#: framework's streaming kernels may beat it, which a fraction <= 1 cannot express); so are the cache
+#: levels' bandwidths (probes of one thread; a probe slower than the level behind it is clamped to that
+#: level's value by hwmodels.host, so the true value may lie well above it), and a level the device
+#: does not have (a host without an L3) is left out of the default list.
 _CPU_BOUNDS: dict[str, tuple[float | str, float | str]] = {
     "compute.tensor_flops_per_s.fp32": ("x0.5", "x3"),
     "compute.tensor_flops_per_s.bf16": ("x0.5", "x3"),
@@ -87,10 +90,19 @@ _CPU_BOUNDS: dict[str, tuple[float | str, float | str]] = {
     "cpu.special_function_s.tanh": ("x0.1", "x30"),
     "cpu.strided_copy_run_s": ("x0.1", "x10"),
     "memory.dram.read_bandwidth_bytes_per_s": ("x0.5", "x2"),
+    "memory.l3.read_bandwidth_bytes_per_s": ("x0.5", "x4"),
+    "memory.l2.read_bandwidth_bytes_per_s": ("x0.5", "x4"),
     "efficiency.l2_bandwidth_fraction": (0.05, 1.0),
     "efficiency.launch_overhead_s": ("x0.1", "x100"),
     "cpu.library_call_overhead_s": ("x0.1", "x300"),
 }
+
+
+def _levels_present(spec: Mapping[str, Any], device: DeviceSpec) -> dict[str, Any]:
+    """A default parameter mapping without the ``memory.<level>.*`` entries of levels ``device`` lacks."""
+    names = {lv.name for lv in device.memory}
+    return {p: b for p, b in spec.items() if not p.startswith("memory.") or p.split(".")[1] in names}
+
 
 #: Fields calibrated by default on a CPU spec without a ``cpu`` section (plain roofline).
 _CPU_PLAIN_PARAMS = ("efficiency.tensor_peak_fraction", "efficiency.vector_peak_fraction",
@@ -132,14 +144,19 @@ def _default_bounds(path: str, value: float) -> tuple[float, float]:
 
 def _bound(b: float | str, value: float, path: str) -> float:
     """An absolute bound, or ``"xF"``: F times the default ``value``."""
-    if isinstance(b, str):
-        try:
+    try:
+        if isinstance(b, str):
             if not b.startswith("x"):
                 raise ValueError(b)
-            return float(b[1:]) * value
-        except ValueError:
-            raise SpecError(f"calibration params: {path}: bound; got {b!r}; expected a number or 'x<factor>'") from None
-    return float(b)
+            out = float(b[1:]) * value
+        else:
+            out = float(b)
+    except (TypeError, ValueError):
+        raise SpecError(f"calibration params: {path}: bound; got {b!r}; expected a number or 'x<factor>'") from None
+    if not math.isfinite(out):
+        raise SpecError(f"calibration params: {path}: bound not finite; got {b!r}; expected a finite number or "
+                        "'x<factor>'")
+    return out
 
 
 def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] | None] | Iterable[Param],
@@ -246,8 +263,10 @@ class Calibrator:
         loss: str | None = None,
         f_scale: float | None = None,
     ) -> None:
-        if regularization is not None and regularization < 0:
-            raise ValueError(f"Calibrator: regularization; got {regularization!r}; expected >= 0")
+        if regularization is not None and (isinstance(regularization, bool)
+                                           or not isinstance(regularization, int | float)
+                                           or not math.isfinite(regularization) or regularization < 0):
+            raise ValueError(f"Calibrator: regularization; got {regularization!r}; expected a finite number >= 0")
         self.params = params
         self.regularization = regularization
         self.predict_fn = predict
@@ -313,6 +332,8 @@ class Calibrator:
             spec = _CPU_PLAIN_PARAMS
         else:
             spec = DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
+            if isinstance(spec, Mapping):  # a default list names levels a host may lack (no L3 detected)
+                spec = _levels_present(spec, dev)
         params = _params(spec, dev)
         kind_settings = FIT_SETTINGS.get(dev.kind, FIT_SETTINGS["gpu"])
         self.loss_ = self.loss if self.loss is not None else kind_settings["loss"]
@@ -482,8 +503,8 @@ def _toml_table(name: str, table: Mapping[str, Any], out: list[str]) -> None:
         _toml_table(f"{name}.{_toml_key(k)}", v, out)
 
 
-def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
-    """Write an overlay mapping (from :meth:`Calibrator.overlay`) as TOML."""
+def overlay_text(overlay: Mapping[str, Any]) -> str:
+    """The TOML text of an overlay mapping (from :meth:`Calibrator.overlay`), checked to read back."""
     out = [
         "# nodeperf calibration overlay: apply with `--calibration FILE` (predict, validate).",
         "# [values] are dotted device paths; [calibration] records where they came from.",
@@ -494,4 +515,9 @@ def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
     _toml_table("calibration", overlay["calibration"], out)
     text = "\n".join(out) + "\n"
     tomllib.loads(text)  # never write a file we could not read back
-    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
+    """Write an overlay mapping (from :meth:`Calibrator.overlay`) as TOML (:func:`overlay_text`)."""
+    Path(path).write_text(overlay_text(overlay), encoding="utf-8")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from pathlib import Path
+from collections.abc import Callable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,25 +18,60 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("measurements", metavar="FILE.csv", help="measurement CSV (see `nodeperf measure`)")
     p.add_argument("--hardware", required=True, metavar="NAME",
                    help="device or system (catalog name, TOML path, host or host:N)")
-    p.add_argument("--out", metavar="overlay.toml", help="calibration overlay to write")
-    p.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default 0.3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the train/test split (default 0)")
+    p.add_argument("--out", metavar="overlay.toml", help="calibration overlay to write (- for standard output; the "
+                                                        "report then goes to standard error)")
+    p.add_argument("--test-fraction", type=finite_float(0.0, 1.0, low_open=True, high_open=True), default=0.3,
+                   help="held-out fraction, 0 < F < 1 (default 0.3)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the train/test split (default 0)")
     p.add_argument("--param", action="append", metavar="PATH[=LO:HI]",
                    help="a dotted spec path to fit, optionally with SI bounds (repeatable; default per device kind)")
-    p.add_argument("--regularization", type=float, default=None,
+    p.add_argument("--regularization", type=finite_float(0.0), default=None,
                    help="pull towards the defaults (default by device kind: 0.01 CPU, 0.04 GPU/TPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
-def output_path(path: str, flag: str) -> Path:
-    """``path`` checked as a file the command may write (its folder exists, it is not a folder), before any work."""
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"{flag} {path}: is a folder; expected a file path")
-    if not p.parent.is_dir():
-        raise FileNotFoundError(f"{flag} {path}: no such folder {str(p.parent)!r}; expected an existing folder")
-    return p
+def finite_float(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+                 high_open: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number within ``[low, high]`` (``low_open``/``high_open``: strict).
+
+    NaN, infinities and numbers outside the range are refused at argument parsing, so a command never
+    starts work with them (exit 2, one line naming the option).
+    """
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
+    form = "a finite number" + (f" {' and '.join(parts)}" if parts else "")
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        ok = math.isfinite(v)
+        if ok and low is not None:
+            ok = v > low if low_open else v >= low
+        if ok and high is not None:
+            ok = v < high if high_open else v <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"got {text!r}; expected {form}")
+        return v
+
+    parse.__name__ = "finite number"  # argparse names the type in some messages
+    return parse
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 0 (a seed)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0")
+    return v
 
 
 def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | None] | None:
@@ -52,8 +88,8 @@ def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | Non
             b = (float(lo), float(hi))
         except ValueError:
             b = None
-        if not colon or b is None or not 0 < b[0] <= b[1]:
-            raise ValueError(f"--param {it}: bounds; got {rng!r}; expected LO:HI with 0 < LO <= HI in SI units")
+        if not colon or b is None or not all(map(math.isfinite, b)) or not 0 < b[0] <= b[1]:
+            raise ValueError(f"--param {it}: bounds; got {rng!r}; expected LO:HI with 0 < LO <= HI finite, in SI units")
         out[path.strip()] = b
     return out
 
@@ -85,17 +121,17 @@ HEADER = ["split", "op class", "n", "MAPE before %", "MAPE after %", "median %",
 
 def run(args: argparse.Namespace) -> int:
     from hwmodels.spec import DeviceSpec
-    from simulator.calibration import CalibrationError, Calibrator, write_overlay
+    from simulator.calibration import CalibrationError, Calibrator
+    from simulator.calibration.fit import overlay_text
+    from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.hardware import load_hardware
     from simulator.report.formatting import table
 
-    if args.out:
-        output_path(args.out, "--out")
+    check_outputs(("--out", args.out), json_flag=args.json)
+    report = sys.stderr if to_stdout(args.out) else sys.stdout  # --out -: the overlay alone on standard output
     hw = load_hardware(args.hardware)
     dev = hw if isinstance(hw, DeviceSpec) else hw.device
     rows = device_rows(args.measurements, dev.name)
-    if not 0 < args.test_fraction < 1:
-        raise ValueError(f"calibrate: --test-fraction; got {args.test_fraction}; expected 0 < fraction < 1")
     train, test = rows.split(args.test_fraction, args.seed)
     if len(test) == 0:
         raise ValueError(f"{args.measurements}: too few rows for a held-out split ({len(rows)}); expected at least "
@@ -116,22 +152,23 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print(f"{dev.name}: {len(train)} train / {len(test)} held-out measurements from {args.measurements} "
-              f"(seed {args.seed})")
+              f"(seed {args.seed})", file=report)
         print(table(summary_rows("train", cal.before_, cal.after_) + summary_rows("held-out", test_before, test_after),
-                    HEADER, align="llrrrrrrrr"))
-        print()
+                    HEADER, align="llrrrrrrrr"), file=report)
+        print(file=report)
         print(table([[p, f"{cal.defaults_[p]:.4g}", f"{v:.4g}", f"{cal.bounds_[p][0]:.3g}..{cal.bounds_[p][1]:.3g}"]
-                     for p, v in cal.params_.items()], ["parameter", "default", "fitted", "bounds"], align="lrrr"))
+                     for p, v in cal.params_.items()], ["parameter", "default", "fitted", "bounds"], align="lrrr"),
+              file=report)
     if worse:
         print(f"nodeperf: calibrate: held-out MAPE got worse ({test_before.mape:.2f}% -> {test_after.mape:.2f}%); "
               "nothing written", file=sys.stderr)
         return 1
-    if args.out:
+    if args.out is not None:
         ov = cal.overlay(measurements_file=args.measurements, extra={
             "split": {"test_fraction": args.test_fraction, "seed": args.seed, "train": len(train), "test": len(test)},
             "errors": {"test": {"before": test_before.to_json(classes=False),
                                 "after": test_after.to_json(classes=False)}}})
-        write_overlay(ov, args.out)
-        if not args.json:
+        write_output("--out", args.out, overlay_text(ov))
+        if not args.json and not to_stdout(args.out):
             print(f"\ncalibration overlay -> {args.out}")
     return 0

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--top", type=int, default=10, help="groups to list (default 10)")
     p.add_argument("--depth", type=int, default=2, help="group depth for the breakdown (default 2)")
-    p.add_argument("--save", metavar="FILE", help="also write the graph as versioned JSON")
+    p.add_argument("--save", metavar="FILE", help="also write the graph as versioned JSON (- for standard output, "
+                                                  "instead of the summary)")
     p.set_defaults(func=run)
 
 
@@ -45,11 +46,18 @@ def summary(graph, top: int = 10, depth: int = 2) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    graph = graph_from_args(args)
-    if args.save:
-        from workloads.serialize import save_graph
+    from simulator.cli.output import check_outputs, write_output
 
-        save_graph(graph, args.save)
+    check_outputs(("--save", args.save), json_flag=args.json)
+    graph = graph_from_args(args)
+    if args.save is not None:
+        from workloads.serialize import graph_to_json
+
+        # the text save_graph writes, through the CLI's checked writer (- is standard output)
+        text = json.dumps(graph_to_json(graph), separators=(",", ":"), sort_keys=False)
+        write_output("--save", args.save, text + "\n" if args.save == "-" else text)
+        if args.save == "-":
+            return 0
     s = summary(graph, args.top, args.depth)
     if args.json:
         print(json.dumps(s, indent=2))

@@ -23,6 +23,18 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         if not args.name:
             raise ValueError("hardware show: missing NAME; expected a device or system name (see `nodeperf hardware`)")
+        key = args.name.strip().lower()
+        if key == "host" or key.startswith("host:"):  # this machine's CPU: what was detected and probed, and how
+            from hwmodels.host import describe_host, host_report
+            from simulator.hardware import load_hardware
+
+            host = load_hardware(args.name)  # validates host:N
+            cores = host.compute.units if ":" in key else None
+            if args.json:
+                print(json.dumps({**catalog.to_json(host), "host": host_report(cores)}, indent=2))
+            else:
+                print(describe_host(cores))
+            return 0
         spec = catalog.load_any(args.name)
         if args.json:
             print(json.dumps(catalog.to_json(spec), indent=2))

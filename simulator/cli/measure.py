@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import re
 import sys
 import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from simulator.cli.calibrate import finite_float, nonnegative_int
     from simulator.cli.common import positive_int
 
     p = sub.add_parser("measure", help="time microbenchmarks (and zoo networks) on this machine's CPU or GPU",
@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "executed from their graphs with random inputs; write one CSV row per case.")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--suite", choices=("quick", "full"), default="quick", help="quick (default) or full")
-    p.add_argument("--out", required=True, metavar="FILE.csv", help="measurement CSV to write")
+    p.add_argument("--out", required=True, metavar="FILE.csv", help="measurement CSV to write (- for standard output; "
+                                                                    "the summary then goes to standard error)")
     p.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto",
                    help="execution framework (auto: torch when installed, else NumPy on the CPU)")
     p.add_argument("--threads", type=positive_int, help="CPU threads (default: all usable cores); calibrate "
@@ -27,21 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device-name", help="device column for GPU runs: a catalog name, e.g. h100-sxm5-80gb "
                    "(default: detected from the name and memory the GPU reports)")
     p.add_argument("--no-networks", dest="networks", action="store_false", help="microbenchmarks only")
-    p.add_argument("--budget", type=float, default=0.25, metavar="S",
+    p.add_argument("--budget", type=finite_float(0.0, low_open=True), default=0.25, metavar="S",
                    help="timed seconds per case after warm-up (default 0.25)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random inputs (default 0)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from nodeperf.suggest import near_match
     from simulator.calibration.harness import TimingPolicy, run_cases, suite
-    from simulator.cli.calibrate import output_path
+    from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.hardware import known_devices
 
     device = args.device.strip().lower()
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise ValueError(f"measure: --device; got {args.device!r}; expected cpu, cuda or cuda:N")
-    output_path(args.out, "--out")
+    check_outputs(("--out", args.out))  # before any case is timed
+    report = sys.stderr if to_stdout(args.out) else sys.stdout
     name = None  # the CPU is "host"; a GPU's catalog name is detected unless given
     if device == "cpu":
         name = "host"
@@ -49,12 +52,10 @@ def run(args: argparse.Namespace) -> int:
         name = args.device_name.strip().lower()
         known = [d for d in known_devices() if d != "host"]
         if name not in known:
-            near = [d for d in known if d.startswith(name)] or difflib.get_close_matches(name, known, n=1)
+            near = near_match(name, known, n=3, prefix=True)
             raise ValueError(f"measure: --device-name; got {args.device_name!r}; expected a catalog device name "
                              "(`nodeperf hardware` lists them)" + (f"; did you mean {' or '.join(map(repr, near))}?"
                                                                     if near else ""))
-    if not args.budget > 0:
-        raise ValueError(f"measure: --budget; got {args.budget}; expected seconds > 0")
     cases = suite(args.suite, device, networks=args.networks)
     t0 = time.perf_counter()
 
@@ -68,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
     if len(ms):
         if args.threads:
             ms = ms.replace(measurements=tuple(dataclasses.replace(m, notes=f"threads={args.threads}") for m in ms))
-        ms.to_csv(args.out)
+        write_output("--out", args.out, ms.to_csv_text())
         took = time.perf_counter() - t0
         print(f"{len(ms)} cases measured on {device} ({ms[0].device}) in {took:.1f} s ({len(skipped)} skipped) "
-              f"-> {args.out}")
+              f"-> {args.out}", file=report)
     for case, reason in skipped:
-        print(f"  skipped {case.label}: {reason}")
+        print(f"  skipped {case.label}: {reason}", file=report)
     if not len(ms):
         print(f"nodeperf: measure: no case could be measured on {device}; nothing written", file=sys.stderr)
         return 1

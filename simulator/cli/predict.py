@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-aggregate", dest="aggregate", action="store_false",
                    help="one row per op instead of summing ops that differ only by layer index")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the whole report)")
-    p.add_argument("--csv", metavar="FILE", help="write one CSV row per op to FILE")
+    p.add_argument("--csv", metavar="FILE", help="write one CSV row per op to FILE (- for standard output, "
+                                                 "instead of the table)")
     p.add_argument("--fusion", action=argparse.BooleanOptionalAction, default=None,
                    help="fuse elementwise ops into their producer kernel (default: on for TPUs, as XLA does; off for GPUs)")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph (lower launch floor)")
@@ -39,11 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--streams", type=positive_int, metavar="N",
                    help="compute streams of the discrete-event engine (default 1; needs --engine des)")
     p.add_argument("--trace", metavar="FILE.json",
-                   help="write the schedule as a Chrome trace to FILE.json (chrome://tracing, Perfetto)")
+                   help="write the schedule as a Chrome trace to FILE.json (chrome://tracing, Perfetto; "
+                        "- for standard output, instead of the table)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.engines.analytical import EvalOptions, evaluate
     from simulator.hardware import load_hardware
 
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.streams is not None and args.engine != "des":
         raise ValueError(f"predict: --streams: only the discrete-event engine has streams; got --engine {args.engine}; "
                          "expected --engine des --streams N")
+    check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
     graph = graph_from_args(args)
     cal_id = ""
@@ -68,17 +72,16 @@ def run(args: argparse.Namespace) -> int:
         report = simulate(graph, hw, opts, streams=args.streams or 1)
     else:
         report = evaluate(graph, hw, opts)
-    if args.trace:
+    if args.trace is not None:
         import json
 
         from simulator.report.trace import report_to_chrome_trace
 
-        with open(args.trace, "w", encoding="utf-8") as fh:
-            json.dump(report_to_chrome_trace(report), fh, sort_keys=True)
-            fh.write("\n")
-    if args.csv:
-        with open(args.csv, "w", encoding="utf-8", newline="") as fh:
-            fh.write(report.to_csv())
+        write_output("--trace", args.trace, json.dumps(report_to_chrome_trace(report), sort_keys=True) + "\n")
+    if args.csv is not None:
+        write_output("--csv", args.csv, report.to_csv())
+    if to_stdout(args.csv, args.trace):  # that output is all standard output shows
+        return 0
     if args.json:
         sys.stdout.write(report.to_json() + "\n")
         return 0
@@ -88,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}: {len(graph)} ops{how}")
     print()
     print(report.to_table(top=args.top, aggregate=args.aggregate))
-    if args.csv:
+    if args.csv is not None:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
-    if args.trace:
+    if args.trace is not None:
         print(f"wrote a Chrome trace of {len(report.records)} ops to {args.trace}")
     return 0

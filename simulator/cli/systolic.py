@@ -12,6 +12,7 @@ from typing import Any
 
 from hwmodels.systolic import DATAFLOWS, SystolicResult, gemm_cycles
 from hwmodels.topology import Topology, read_topology
+from simulator.cli.output import check_outputs, to_stdout, write_output
 
 __all__ = ["register", "run", "evaluate_topology", "report_rows", "CSV_COLUMNS"]
 
@@ -177,6 +178,7 @@ def _table(rows: list[dict[str, Any]], totals: dict[str, int]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the topology and print a table or JSON; write the CSV report if asked."""
+    check_outputs(("--out", args.out), json_flag=args.json)
     rows = _positive_int("--rows", str(args.rows))
     cols = _positive_int("--cols", str(args.cols))
     word_bytes = _positive_int("--word-bytes", str(args.word_bytes))
@@ -202,12 +204,10 @@ def run(args: argparse.Namespace) -> int:
         key: sum(r[key] for r in layer_rows)
         for key in ("total_cycles", "compute_cycles", "stall_cycles")
     }
-    if args.out:
-        try:
-            with open(args.out, "w", newline="") as f:
-                f.write(_csv_text(layer_rows))
-        except OSError as exc:
-            raise SystolicArgError(f"--out: cannot write {args.out}; got {exc.strerror}") from None
+    if args.out is not None:
+        write_output("--out", args.out, _csv_text(layer_rows))
+        if to_stdout(args.out):  # the CSV is all standard output shows
+            return 0
     if args.json:
         doc = {
             "topology": str(args.topology),
@@ -257,6 +257,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="W",
         help="DRAM bandwidth shared by the three operands, words per cycle (default: ideal memory)",
     )
-    p.add_argument("--out", metavar="REPORT.csv", help="write the per-layer CSV report here")
+    p.add_argument("--out", metavar="REPORT.csv", help="write the per-layer CSV report here (- for standard "
+                                                       "output, instead of the table)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=run)

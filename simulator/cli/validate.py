@@ -49,20 +49,32 @@ def plot(points: list[tuple[str, float, float]], title: str, out: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(out, dpi=130)
-    plt.close(fig)
+    import io
+
+    from simulator.cli.output import write_output
+
+    buf = io.BytesIO()  # drawn in memory, then written by the CLI's checked writer
+    try:
+        fig.savefig(buf, dpi=130, format=out.rsplit(".", 1)[-1].lower())
+    finally:
+        plt.close(fig)
+    write_output("--plot", out, buf.getvalue())
 
 
-def _check_plot_path(out: str) -> None:
+def _check_plot_path(out: str) -> str:
+    """The image format of ``--plot out`` (its extension), after checking the path can be written."""
     from matplotlib.backend_bases import FigureCanvasBase
 
-    from simulator.cli.calibrate import output_path
+    from simulator.cli.output import check_outputs
 
-    output_path(out, "--plot")
+    check_outputs(("--plot", out), no_stdout=("--plot",))
     formats = FigureCanvasBase.get_supported_filetypes()
-    ext = out.rsplit(".", 1)[-1].lower() if "." in out else ""
+    name = out.rsplit("/", 1)[-1]
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if ext not in formats:
-        raise ValueError(f"--plot {out}: unknown image format; got {ext!r}; expected one of {', '.join(sorted(formats))}")
+        raise ValueError(f"--plot {out}: unknown image format; got {ext!r}; expected a file name ending in one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
+    return ext
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
         raise ValueError("validate: no measurements; expected FILE.csv or --dataset published")
-    if args.plot:
+    if args.plot is not None:
         _check_plot_path(args.plot)
     if args.dataset:
         ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
@@ -138,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         print("\nlargest errors:")
         for i, w, p, m, a in summary.worst:
             print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
-    if args.plot:
+    if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
         plot(pts, title + (" calibrated" if args.calibration else ""), args.plot)

@@ -29,6 +29,7 @@ from simulator.lowering import (
     lower,
     sfu_ops,
 )
+from simulator.lowering.common import check_dtype_rates
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
@@ -225,6 +226,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     """
     opts = options or EvalOptions()
     dev, hw_name, count, fabric = spec_of(system)
+    check_dtype_rates(graph, dev)  # a contraction dtype without a rate is refused before any op is costed
     floor = launch_floor_s(dev, opts)
     fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwmodels import gpu
-from hwmodels.spec import DeviceSpec, LinkSpec
+from hwmodels.loader import KNOWN_DTYPES
+from hwmodels.spec import DeviceSpec, LinkSpec, SpecError
+from nodeperf.suggest import did_you_mean
 from workloads.ir import Op, UnsupportedOpError
 
 __all__ = [
@@ -51,6 +53,9 @@ __all__ = [
     "NARROW_GROUP_CHANNELS",
     "RULE_MODULES",
     "element_bytes",
+    "is_contraction",
+    "require_rate",
+    "check_dtype_rates",
     "zero_cost",
     "is_narrow_grouped_conv",
     "ring_collective",
@@ -226,6 +231,42 @@ def lower(op: Op, ctx: LoweringContext) -> KernelCost:
 
 # ================================================================================================
 # helpers shared by the rule sets of every device kind
+
+
+def is_contraction(op: Op) -> bool:
+    """Whether ``op`` is a contraction: a kernel with multiply-accumulates (matmul, conv, attention, RNN...)."""
+    return op.kind not in VIEW_KINDS and op.kind not in COLLECTIVE_KINDS and op.macs > 0
+
+
+def require_rate(device: DeviceSpec, dtype: str, op: Op | None = None) -> None:
+    """Refuse a contraction in ``dtype`` on a device with no rate for it; the same rule on every device kind.
+
+    A contraction runs at ``compute.tensor_flops_per_s[dtype]`` or, where the matrix unit has no rate
+    for the dtype, at ``compute.vector_flops_per_s[dtype]`` (a GPU's SIMT fp32, a TPU's vector unit);
+    a dtype in neither table has no rate, and costing it at another dtype's rate would be a silent guess.
+
+    Raises
+    ------
+    SpecError
+        ``<device>: compute.tensor_flops_per_s: no rate for dtype 'int4' ...; expected one of ...``.
+    """
+    rates = {*device.compute.tensor_flops_per_s, *device.compute.vector_flops_per_s}
+    have = [d for d in KNOWN_DTYPES if d in rates] + sorted(rates - set(KNOWN_DTYPES))
+    if dtype in have:
+        return
+    what = f" (op {op.name!r}, {op.kind})" if op is not None else ""
+    raise SpecError(f"{device.name}: compute.tensor_flops_per_s: no rate for dtype {dtype!r}{what}; got {dtype!r}; "
+                    f"expected one of {', '.join(have) or 'none'} (choose one with --dtype){did_you_mean(dtype, have)}")
+
+
+def check_dtype_rates(ops: Any, device: DeviceSpec) -> None:
+    """:func:`require_rate` for every contraction of ``ops`` (an iterable of ops; each dtype checked once)."""
+    seen: set[str] = set()
+    for op in ops:
+        dt = op.dtype.value
+        if dt not in seen and is_contraction(op):
+            require_rate(device, dt, op)
+            seen.add(dt)
 
 
 def element_bytes(dtype: Any) -> float:

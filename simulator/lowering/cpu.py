@@ -40,6 +40,7 @@ from simulator.lowering.common import (
     KernelCost,
     LoweringContext,
     register_rule,
+    require_rate,
     set_fallback,
     zero_cost,
 )
@@ -179,6 +180,7 @@ def _legacy_cost(op: Op, device: DeviceSpec) -> KernelCost:
     flops = float(op.flops)
     matrix = op.kind in CONTRACTION_KINDS
     if matrix:
+        require_rate(device, op.dtype.value, op)
         rate, used = _rate(device.compute.tensor_flops_per_s, op.dtype.value)
         compute_s = flops / (rate * eff.tensor_peak_fraction) if flops else 0.0
     else:
@@ -214,6 +216,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
     extra_moved = 0.0
     tile = ""
     if op.kind in CONTRACTION_KINDS:
+        require_rate(device, dtype, op)  # no rate for the dtype: refused, not costed at fp32
         rate, used = _rate(device.compute.tensor_flops_per_s, dtype)
         if op.kind in ("matmul", "moe_router"):
             b, m, n, k = gemm_dims(op)

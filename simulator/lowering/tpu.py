@@ -18,7 +18,9 @@ Contractions (matmul, grouped matmul, convolutions and their gradients, the atte
 
     where ``rate_factor = compute.tensor_flops_per_s[dtype] / (2 x rows x cols x A x clock)`` is 1
     for the dtype the geometry peak is quoted in (bf16) and 2 for int8 on chips that pack two int8
-    MACs per PE. A dtype missing from the table runs at the slowest listed rate (noted).
+    MACs per PE. A dtype missing from the matrix table but with a vector rate (fp32 on a chip whose
+    MXUs list only bf16/int8) runs at the slowest listed matrix rate (noted); a dtype with no rate at
+    all is refused (:func:`simulator.lowering.common.require_rate`), as on every device kind.
 
     HBM traffic assumes blocked tiling through each TensorCore's VMEM (output blocks with an fp32
     accumulator, double-buffered operand blocks; the fewest bytes among the blocks that fit, see
@@ -60,6 +62,7 @@ from simulator.lowering.common import (
     element_bytes,
     is_narrow_grouped_conv,
     register_rule,
+    require_rate,
     set_fallback,
     zero_cost,
 )
@@ -106,6 +109,7 @@ def tpu_rate(dev: DeviceSpec, dtype: str) -> tuple[float, str, str]:
     table = dev.compute.tensor_flops_per_s
     if dtype in table:
         return table[dtype], dtype, ""
+    require_rate(dev, dtype)  # a dtype without any rate is refused, as on every device kind
     if not table:
         raise SpecError(f"{dev.name}: compute.tensor_flops_per_s: empty; got no rates; expected at least bf16")
     slow = min(table, key=lambda k: table[k])

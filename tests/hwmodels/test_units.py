@@ -46,7 +46,12 @@ def test_dimensionless_and_counts_accept_plain_numbers():
     assert parse_quantity(0.8, "1") == 0.8
     assert parse_quantity("80 %", "1") == pytest.approx(0.8)
     assert parse_quantity(132, "count") == 132.0
-    assert parse_quantity("132", "count") == 132.0
+
+
+@pytest.mark.parametrize(("value", "unit"), [("132", "count"), (" 8 ", "count"), ("0.8", "1")])
+def test_quoted_numbers_are_strings_not_coerced(value, unit):
+    with pytest.raises(UnitError, match="a quoted number is a string; got .*expected .*not a string"):
+        parse_quantity(value, unit)
 
 
 def test_cycles_convert_at_the_clock():

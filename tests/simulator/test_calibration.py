@@ -104,7 +104,7 @@ def test_overlay_unknown_field_names_near_match(tmp_path: Path) -> None:
 
 def test_overlay_for_another_device_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "other.toml"
-    p.write_text('source = "measured: x"\n[values]\n"efficiency.tensor_peak_fraction" = 0.5\n'
+    p.write_text('schema = "nodeperf.calibration/1"\nsource = "measured: x"\n[values]\n"efficiency.tensor_peak_fraction" = 0.5\n'
                  '[calibration]\ndevice = "a100-sxm4-80gb"\n')
     with pytest.raises(CalibrationError, match="fitted on another device"):
         apply_calibration(load_device(DEV), p)

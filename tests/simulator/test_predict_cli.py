@@ -92,7 +92,7 @@ def test_predict_applies_a_calibration_overlay(tmp_path, capsys):
     from simulator.cli import main
 
     overlay = tmp_path / "cal.toml"
-    overlay.write_text('source = "test overlay"\n[values]\n"memory.hbm.read_bandwidth_bytes_per_s" = "1.675 TB/s"\n')
+    overlay.write_text('schema = "nodeperf.calibration/1"\nsource = "test overlay"\n[values]\n"memory.hbm.read_bandwidth_bytes_per_s" = "1.675 TB/s"\n')
     args = ["predict", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--phase", "decode", "--context", "2048", "--json"]
     assert main(args) == 0
     base = json.loads(capsys.readouterr().out)
