@@ -321,13 +321,21 @@ class DeviceSpec:
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """A node: ``count`` identical devices joined by a fabric, plus the host link."""
+    """``count`` identical devices in ``nodes`` nodes: a fabric within a node and, for several nodes,
+    the network named by the node configuration ``collectives`` of ``hwmodels/catalog/fabrics.toml``
+    (default: the system's own name there), which also costs its collectives."""
 
     name: str
     description: str
     device: DeviceSpec
     count: int
     fabric: LinkSpec | None = None  # e.g. NVSwitch: per-GPU bandwidth per direction
+    nodes: int = 1
+    collectives: str = ""
+
+    @property
+    def devices_per_node(self) -> int:
+        return self.count // max(1, self.nodes)
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
     source_file: str = field(default="", compare=False)
 

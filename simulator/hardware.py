@@ -114,11 +114,17 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
             cores = int(text)
         spec: DeviceSpec | SystemSpec = host_spec(cores)
     else:
-        from hwmodels.catalog import list_systems, load_any, load_device, load_system
+        from hwmodels.catalog import (
+            is_cluster_name,
+            list_systems,
+            load_any,
+            load_device,
+            load_system,
+        )
 
         if key.endswith(".toml") or "/" in key:
             spec = load_any(name)  # a device or a system file, told apart by its keys: one kind's problems
-        elif key in {s.lower() for s in list_systems()}:
+        elif key in {s.lower() for s in list_systems()} or is_cluster_name(key):
             spec = load_system(name)
         else:
             spec = load_device(name)

@@ -254,7 +254,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         for chunk, rng in enumerate(chunks):
             g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
                       tp=plan.tp, sequence_parallel=plan.sequence_parallel,
-                      stage_layers=rng if plan.pp > 1 else None, name=cfg.name)
+                      stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
+                      pipeline_stride=plan.tp * plan.cp * plan.dp)
             n_fwd = len(g.ops)
             if train:
                 from workloads.training import training_graph

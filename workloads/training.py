@@ -311,7 +311,8 @@ class _Deriver:
                 for t in op.outputs:
                     g = self.finalize(t, op.group) if t.name in self.req else None
                     if g is not None:
-                        self.emit("send", [g], f"{op.name}.bwd", op.group, group_size=int(op.attrs.get("group_size", 2)))
+                        self.emit("send", [g], f"{op.name}.bwd", op.group, group_size=int(op.attrs.get("group_size", 2)),
+                                  stride=int(op.attrs.get("stride", 1)))
         # weight gradients and optimizer
         missing = 0
         updates: list[tuple[TensorSpec, TensorSpec]] = []
@@ -556,7 +557,7 @@ def _bwd_send(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorS
     """A pipeline send: the gradient of what was sent arrives from the next stage (a ``recv``)."""
     x = op.inputs[0]
     return [d.emit("recv", [], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape, dtype=x.dtype.value,
-                   group_size=int(op.attrs.get("group_size", 2)))[0]]
+                   group_size=int(op.attrs.get("group_size", 2)), stride=int(op.attrs.get("stride", 1)))[0]]
 
 
 @_rule("all_reduce")

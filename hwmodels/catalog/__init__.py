@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from hwmodels.loader import (
     read_toml,
     spec_kind,
 )
-from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
+from hwmodels.spec import DeviceSpec, Provenance, SpecError, SystemSpec
 from hwmodels.units import format_quantity
 from nodeperf.suggest import near_match
 
@@ -148,12 +149,55 @@ def load_device(name_or_path: str | os.PathLike[str]) -> DeviceSpec:
 
 
 def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
-    """The catalog system called ``name_or_path`` (case-insensitive), or the system TOML at a path."""
+    """The catalog system called ``name_or_path`` (case-insensitive), or the system TOML at a path.
+
+    A catalog node name with the suffix ``xN`` (``dgx-h100x16``) is ``N`` such nodes on the network
+    its node configuration in ``fabrics.toml`` names (the vendor's reference InfiniBand: one NIC per
+    GPU), ``N`` from 1 to :data:`MAX_NODES`.
+    """
+    if not _looks_like_path(name_or_path):
+        m = _CLUSTER.match(str(name_or_path).strip().lower())
+        if m and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}:
+            return cluster(load_system(m.group(1)), int(m.group(2)))
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).resolve()
     else:
         path = _resolve(str(name_or_path), SYSTEMS_DIR, "system")
     return _load_system_cached(_stamp(path), _defaults_stamp())
+
+
+#: Largest node count of a catalog cluster name (``dgx-h100x1024``).
+MAX_NODES = 1024
+_CLUSTER = re.compile(r"^(.+)x(\d+)$")
+
+
+def is_cluster_name(name: str) -> bool:
+    """Whether ``name`` is a catalog node name with an ``xN`` node-count suffix."""
+    m = _CLUSTER.match(str(name).strip().lower())
+    return bool(m) and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}
+
+
+def cluster(node: SystemSpec, nodes: int) -> SystemSpec:
+    """``nodes`` copies of the single-node system ``node`` joined by its node configuration's network."""
+    name = f"{node.name}x{nodes}"
+    if not 1 <= nodes <= MAX_NODES:
+        raise SpecError(f"system {name!r}: node count; got {nodes}; expected 1 to {MAX_NODES}")
+    if node.nodes != 1:
+        raise SpecError(f"system {name!r}: {node.name!r} already has {node.nodes} nodes; expected a single-node system")
+    from hwmodels.collectives import fabric_catalog
+
+    key = (node.collectives or node.name).lower()
+    csys = fabric_catalog().systems.get(key)
+    if nodes > 1 and (csys is None or csys.inter is None):
+        raise SpecError(f"system {name!r}: {node.name!r} has no inter-node network in hwmodels/catalog/fabrics.toml "
+                        f"(node configuration {key!r}); expected a node with NICs, such as dgx-a100 or dgx-h100")
+    prov = dict(node.provenance)
+    if csys is not None and csys.inter is not None:
+        prov["nodes"] = Provenance(f"catalog name suffix x{nodes}: {nodes} x {node.name} on {csys.inter.description} "
+                                   f"({csys.nics_per_node} NICs per node; fabrics.toml systems.{key})")
+    return dataclasses.replace(
+        node, name=name, count=node.count * nodes, nodes=nodes, collectives=node.collectives or node.name,
+        description=f"{nodes} x {node.description}" if nodes > 1 else node.description, provenance=prov)
 
 
 def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
@@ -174,7 +218,7 @@ def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     key = str(name_or_path).strip().lower()
     if key in (n.lower() for n in list_devices()):
         return load_device(key)
-    if key in (n.lower() for n in list_systems()):
+    if key in (n.lower() for n in list_systems()) or is_cluster_name(key):
         return load_system(key)
     names = list_devices() + list_systems()
     near = _near_names(key, names)

@@ -88,6 +88,15 @@ class EvalOptions:
     calibration_id: str = ""
 
 
+def _collectives_of(system: DeviceSpec | SystemSpec) -> Any:
+    """The fabric-catalog node configuration costing a system's collectives (None for a device)."""
+    if not isinstance(system, SystemSpec):
+        return None
+    from simulator.lowering.collectives import collective_system_for
+
+    return collective_system_for(system)
+
+
 def spec_of(system: DeviceSpec | SystemSpec) -> tuple[DeviceSpec, str, int, Any]:
     """(device, hardware name, device count, fabric link) of a device or system spec."""
     if isinstance(system, SystemSpec):
@@ -229,7 +238,8 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     check_dtype_rates(graph, dev)  # a contraction dtype without a rate is refused before any op is costed
     floor = launch_floor_s(dev, opts)
     fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
-    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count)
+    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=_collectives_of(system),
+                          nodes=int(getattr(system, "nodes", 1)))
     energy = _Energy(dev)
     l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
     l2cap = l2.capacity_bytes if l2 is not None else 0.0

@@ -125,6 +125,12 @@ class LoweringContext:
         The system's device-to-device link (collectives), if any.
     group_size
         Devices in the system.
+    collectives
+        The system's node configuration in the fabric catalog
+        (:class:`hwmodels.collectives.CollectiveSystem`), which costs its collectives; None: a ring
+        over ``fabric`` at its raw bandwidth.
+    nodes
+        Nodes in the system.
     """
 
     device: DeviceSpec
@@ -132,6 +138,8 @@ class LoweringContext:
     resident_bytes: float = 0.0
     fabric: LinkSpec | None = None
     group_size: int = 1
+    collectives: Any = None
+    nodes: int = 1
     _params: dict[tuple[str, bool], gpu.GpuParams] = field(default_factory=dict)
 
     def params(self, dtype: str) -> gpu.GpuParams:
@@ -329,6 +337,10 @@ def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], f
     n = int(op.attrs.get("group_size", 1))
     if n <= 1:
         return zero_cost("collective-noop")
+    if ctx.collectives is not None:  # the library's algorithms over the node's fabrics and network
+        from simulator.lowering.collectives import fabric_collective_cost
+
+        return fabric_collective_cost(op, ctx.collectives, ctx.nodes)
     link = ctx.fabric
     if link is None:
         link = next((ln for ln in ctx.device.links if ln.name in link_names), None)

@@ -210,8 +210,9 @@ def _stash_bytes(sg: StageGraph) -> float:
 _VIEWS = frozenset({"reshape", "split", "slice"})
 
 
-def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | SystemSpec) -> float:
-    """Time of one collective of ``nbytes`` over ``n`` devices, by the engine's collective rule."""
+def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | SystemSpec, stride: int = 1) -> float:
+    """Time of one collective of ``nbytes`` over ``n`` devices ``stride`` ranks apart, by the engine's
+    collective rule."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     from simulator.engines.analytical import evaluate
@@ -222,7 +223,7 @@ def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | Syst
     if kind == "all_gather":
         numel = max(1, numel // n)
     x = b.input("grads", (numel,))
-    b.op(kind, [x], name="sync", group_size=n)
+    b.op(kind, [x], name="sync", group_size=n, stride=stride)
     return float(evaluate(b.build(), system).totals.latency_s)
 
 
@@ -305,13 +306,14 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                                 in_flight=pipe.in_flight)
         grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
         sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
-        dp_sync = [_collective_time(sync_kind, gb, plan.dp, system) for gb in grad_bytes]
+        dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
+        dp_sync = [_collective_time(sync_kind, gb, plan.dp, system, dp_stride) for gb in grad_bytes]
         last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
         exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
         gather = [0.0] * p
         if plan.zero >= 1 and plan.dp > 1:  # updated parameter shards gathered back
             wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
-            gather = [_collective_time("all_gather", w, plan.dp, system) for w in wbytes]
+            gather = [_collective_time("all_gather", w, plan.dp, system, dp_stride) for w in wbytes]
             if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
                 gather = [g * (1 + 2 * m) for g in gather]
         opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]

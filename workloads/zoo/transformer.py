@@ -268,7 +268,8 @@ class _Build:
 
     def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
-                 sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None) -> None:
+                 sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
+                 pipeline_stride: int = 1) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -294,6 +295,9 @@ class _Build:
         #: the layers [first, last) this pipeline stage holds; the embedding lives on the stage holding
         #: layer 0, the final norm and LM head (and loss) on the stage holding the last layer
         self.stage_layers = stage_layers or (0, cfg.layers)
+        #: rank distance between neighbouring pipeline stages (the ranks of the other parallel
+        #: dimensions lie between them: tp x dp in Megatron-LM's default order)
+        self.pipeline_stride = pipeline_stride
         #: query / key-value heads, MLP width and vocabulary rows held by one tensor-parallel rank
         self.heads_local = cfg.heads // tp
         self.kv_heads_local = max(1, cfg.n_kv_heads // tp)  # fewer KV heads than ranks: replicated (as vLLM)
@@ -604,12 +608,13 @@ class _Build:
         else:  # a later pipeline stage: the previous stage's activations arrive over the link
             with b.group("pipeline"):
                 shape = (self.batch, s // self.tp if self.sp else s, cfg.d_model)
-                x = b.op("recv", [], name="recv", shape=shape, dtype=b.dtype.value, group_size=2)
+                x = b.op("recv", [], name="recv", shape=shape, dtype=b.dtype.value, group_size=2,
+                         stride=self.pipeline_stride)
         for i in range(lo, hi):
             x = self.layer(x, i, causal=True, cache=cache, bias=None)
         if hi < cfg.layers:
             with b.group("pipeline"):
-                b.op("send", [x], name="send", group_size=2)
+                b.op("send", [x], name="send", group_size=2, stride=self.pipeline_stride)
             return x
         if cfg.final_norm:
             x = self.norm(x, "final_norm")
@@ -646,7 +651,7 @@ class _Build:
 def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
           dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
           name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
-          stage_layers: tuple[int, int] | None = None) -> OpGraph:
+          stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -686,6 +691,9 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         of a pipeline; a stage without layer 0 starts by receiving the previous stage's activations
         (``recv``), a stage without the last layer ends by sending its own (``send``). The
         embedding belongs to the first stage, the final norm, LM head and loss to the last.
+    pipeline_stride
+        Rank distance between neighbouring stages (``stride`` of the send/recv ops), which tells
+        whether they cross nodes.
     """
     gname = name or cfg.name
     ctx = seq if context is None else context
@@ -708,7 +716,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                              f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
-                stage_layers=stage_layers)
+                stage_layers=stage_layers, pipeline_stride=pipeline_stride)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:

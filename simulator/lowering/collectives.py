@@ -1,0 +1,88 @@
+"""Collective ops of a graph costed by the fabric-level collective models of :mod:`hwmodels.collectives`.
+
+A system spec names its node configuration in the fabric catalog (``collectives = "dgx-h100"``;
+by default the system's own name, when the catalog has it). A collective op carries
+``group_size`` (devices in its group) and ``stride`` (rank distance between group members: 1 for
+tensor-parallel groups, which Megatron-LM places innermost; ``tp`` for data-parallel groups; the
+stage stride for pipeline sends). With ``devices_per_node`` devices per node the group spans
+``ceil(n * stride / devices_per_node)`` nodes (``n`` when members are a node or more apart), and
+the library's tuner (:func:`hwmodels.collectives.select_algorithm`) picks the algorithm and
+protocol as NCCL does, named in the op's rule.
+
+Sizes follow nccl-tests: an all-gather's size is its whole output, a reduce-scatter's its whole
+input, an all-reduce's its buffer, a send/receive its message.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from simulator.lowering.common import KernelCost, zero_cost
+from workloads.ir import Op
+
+__all__ = ["collective_system_for", "fabric_collective_cost", "group_nodes", "KIND_TO_COLLECTIVE"]
+
+#: Graph op kinds and the collective (nccl-tests name) that costs them.
+KIND_TO_COLLECTIVE = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+                      "all_to_all": "all_to_all", "send": "send_recv", "recv": "send_recv"}
+
+
+@lru_cache(maxsize=64)
+def _catalog_system(name: str) -> Any:
+    from hwmodels.collectives import fabric_catalog
+
+    return fabric_catalog().systems.get(name.strip().lower())
+
+
+def collective_system_for(system: Any) -> Any:
+    """The fabric-catalog node configuration of a system spec (None: not described there)."""
+    name = getattr(system, "collectives", "") or getattr(system, "name", "")
+    if not name:
+        return None
+    return _catalog_system(str(name))
+
+
+def group_nodes(n: int, stride: int, devices_per_node: int) -> int:
+    """Nodes a group of ``n`` ranks ``stride`` apart spans, ranks filling nodes in order."""
+    if n <= 1:
+        return 1
+    if stride >= devices_per_node:
+        return n
+    return max(1, math.ceil(n * stride / devices_per_node))
+
+
+def _size(op: Op) -> float:
+    if op.kind == "all_gather":
+        return float(op.outputs[0].nbytes)
+    if op.kind == "recv":
+        return float(op.outputs[0].nbytes)
+    return float(op.inputs[0].nbytes)
+
+
+def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1) -> KernelCost:
+    """Cost of collective ``op`` on node configuration ``csys`` (its tuner's fastest algorithm)."""
+    from hwmodels.collectives import bus_bandwidth_factor, select_algorithm
+
+    n = int(op.attrs.get("group_size", 1))
+    if n <= 1:
+        return zero_cost("collective-noop")
+    stride = int(op.attrs.get("stride", 1))
+    dpn = int(csys.devices_per_node)
+    nodes = group_nodes(n, stride, dpn)
+    if nodes > 1 and (csys.inter is None or nodes > nodes_available):
+        where = "the system has one node" if nodes_available <= 1 else f"the system has {nodes_available} nodes"
+        raise ValueError(f"op {op.name!r} ({op.kind}): a group of {n} devices {stride} apart spans {nodes} nodes of "
+                         f"{dpn}; {where}; expected a group within the system")
+    coll = KIND_TO_COLLECTIVE[op.kind]
+    size = _size(op)
+    res = select_algorithm(coll, size, n, csys, n_nodes=nodes if nodes > 1 else None)
+    t, lat = float(res.time_s), float(res.latency_s)
+    where = f"{nodes} nodes of {csys.name}" if nodes > 1 else csys.name
+    # device memory traffic: each byte on the bus is read from one buffer and written to another
+    dram = 2.0 * size * bus_bandwidth_factor(coll, n)
+    return KernelCost(0.0, t - lat, lat, dram, 0.0, 0.0, 0.0, float(op.flops),
+                      rule=f"{res.algorithm}-{res.protocol}-{coll}",
+                      notes=f"{n} devices on {where}; busbw {float(res.busbw_bytes_per_s) / 1e9:.1f} GB/s "
+                            f"({res.algorithm}, {res.protocol})")
