@@ -620,10 +620,16 @@ def _bw(fabric: Fabric, library: CollectiveLibrary, protocol: str, pattern: str,
             * library.protocol_bandwidth_fraction[protocol])
 
 
-def _nic_bw(system: CollectiveSystem, protocol: str) -> Any:
-    """All NICs of one node together, per direction, achievable, B/s."""
+def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> Any:
+    """The NICs ``g`` group members of one node drive, per direction, achievable, B/s.
+
+    Each GPU sends through its own share of the node's NICs (``nics_per_node / devices_per_node``
+    of them: one 400 Gb/s port per GPU on a DGX H100), so a group with fewer members per node than
+    the node has GPUs reaches only their share (``g`` None: the whole node).
+    """
     inter = system.inter
-    return (system.nics_per_node * inter.link_bandwidth_bytes_per_s * inter.bandwidth_fraction
+    share = 1.0 if g is None else min(1.0, g / system.devices_per_node)
+    return (system.nics_per_node * share * inter.link_bandwidth_bytes_per_s * inter.bandwidth_fraction
             * system.library.protocol_bandwidth_fraction[protocol])
 
 
@@ -681,26 +687,26 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         # one edge of every ring leaves each node through a NIC; the rest stay inside
         t_bw = intra_time(inside * data, "ring")
         if nodes > 1:
-            t_bw = np.maximum(t_bw, data / _nic_bw(system, protocol))
+            t_bw = np.maximum(t_bw, data / _nic_bw(system, protocol, g))
         return lat + t_bw, lat
     if algorithm == "ring":  # broadcast: a pipelined chain, every device forwards the whole buffer
         lat = base + nodes * _ring_steps(intra, g) * a_i + (nodes - 1) * a_n
         t_bw = intra_time(inside * size, "ring")
         if nodes > 1:
-            t_bw = np.maximum(t_bw, size / _nic_bw(system, protocol))
+            t_bw = np.maximum(t_bw, size / _nic_bw(system, protocol, g))
         return lat + t_bw, lat
     if algorithm == "tree":  # chain in a node (reduce up + broadcast down), double binary tree across
         lat = base + 2 * ((g - 1) * a_i + math.ceil(math.log2(nodes)) * a_n)
         t_bw = intra_time(2 * size, "ring")
         if nodes > 1:
-            t_bw = np.maximum(t_bw, (1 if nodes == 2 else 2) * size / _nic_bw(system, protocol))
+            t_bw = np.maximum(t_bw, (1 if nodes == 2 else 2) * size / _nic_bw(system, protocol, g))
         return lat + t_bw, lat
     if algorithm == "nvls":
         return _nvls(collective, size, n, system, protocol)
     if algorithm == "hierarchical":
         inter_steps = k * (nodes - 1)
         lat_n = inter_steps * a_n
-        t_n = k * (nodes - 1) / nodes * (size / g) / (_nic_bw(system, protocol) / g)
+        t_n = k * (nodes - 1) / nodes * (size / g) / (_nic_bw(system, protocol, g) / g)
         lat_i = k * _ring_steps(intra, g) * a_i
         t_i = intra_time(k * (g - 1) / g * size, "ring")
         best = base + lat_i + lat_n + np.maximum(t_i, t_n)
@@ -717,13 +723,13 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
             lat = base + a_i
             return lat + size / _bw(intra, lib, protocol, "pair", n), lat + zero
         lat = base + a_n
-        return lat + size / (_nic_bw(system, protocol) / g), lat + zero
+        return lat + size / (_nic_bw(system, protocol, g) / g), lat + zero
     # all n - 1 messages leave at once; on a torus the farthest one crosses several hops
     far = (_torus_max_hops(intra, g) - 1) * (intra.hop_latency_s if intra.hop_latency_s is not None else 0.0)
     lat = base + ((a_i + far) if g > 1 else 0.0) + (a_n if nodes > 1 else 0.0)
     t_bw = intra_time((g - 1) / n * size, "direct")
     if nodes > 1:
-        t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol) / g))
+        t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol, g) / g))
     return lat + t_bw, lat + zero
 
 

@@ -556,8 +556,14 @@ def _bwd_reshape(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Tens
 def _bwd_send(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
     """A pipeline send: the gradient of what was sent arrives from the next stage (a ``recv``)."""
     x = op.inputs[0]
+    n, stride, shards = int(op.attrs.get("group_size", 2)), int(op.attrs.get("stride", 1)), int(op.attrs.get("shards", 1))
+    if shards > 1:  # scatter/gather: each tensor-parallel rank receives 1/shards and all-gathers the rest
+        (part,) = d.emit("recv", [], f"{op.name}.bwd", op.group, shape=(x.numel // shards,), dtype=x.dtype.value,
+                         group_size=n, stride=stride)
+        (full,) = d.emit("all_gather", [part], f"{op.name}.bwd.gather", op.group, group_size=shards, axis=0)
+        return [d.emit("reshape", [full], f"{op.name}.bwd.unflatten", op.group, out=[d.hint(x)], shape=x.shape)[0]]
     return [d.emit("recv", [], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape, dtype=x.dtype.value,
-                   group_size=int(op.attrs.get("group_size", 2)), stride=int(op.attrs.get("stride", 1)))[0]]
+                   group_size=n, stride=stride)[0]]
 
 
 @_rule("all_reduce")

@@ -25,7 +25,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "a graph saved with `nodeperf graph MODEL --save FILE.json` (fixed shapes), or config.json")
     p.add_argument("--batch", type=positive_int, help="batch size (default: the model's)")
     p.add_argument("--seq", type=positive_int, help="sequence length, or image side for vision models")
-    p.add_argument("--phase", choices=("forward", "prefill", "decode", "train"), help="LLM phase (default prefill for decoders)")
+    p.add_argument("--phase", choices=("forward", "prefill", "decode", "train", "generate"),
+                   help="LLM phase (default prefill for decoders); generate: a whole request, prefill then "
+                        "--output-len decode steps (predict only)")
     p.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
     p.add_argument("--train", action="store_true", help="a whole training step (forward, backward, optimizer)")
     p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw"),
@@ -38,6 +40,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
+    if args.phase == "generate":
+        raise ValueError("--phase generate: a whole request (one prefill, then decode steps) is not one graph; "
+                         "expected --phase prefill or decode here, or `nodeperf predict MODEL --phase generate "
+                         "--input-len N --output-len M`")
     from workloads.resolve import load_workload
 
     return load_workload(args.model, batch=args.batch, seq=args.seq, phase=args.phase, context=args.context,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from simulator.cli.common import add_model_args, graph_from_args, positive_int
+from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", metavar="FILE.json",
                    help="write the schedule as a Chrome trace to FILE.json (chrome://tracing, Perfetto; "
                         "- for standard output, instead of the table)")
+    add_parallel_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from simulator.cli.output import check_outputs, to_stdout, write_output
-    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.engines.analytical import evaluate
     from simulator.hardware import load_hardware
 
     if not args.verbose:  # the report's warnings are printed below; do not repeat them as log lines
@@ -57,15 +60,19 @@ def run(args: argparse.Namespace) -> int:
                          "expected --engine des --streams N")
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
+    if wants_plan(args):
+        if args.trace is not None:
+            raise ValueError("predict: --trace: a parallel plan has one schedule per device; got --trace with a plan; "
+                             "expected no --trace (or no plan)")
+        return run_parallel(args, hw, _options(args))
     graph = graph_from_args(args)
-    cal_id = ""
-    if args.calibration:
-        import hashlib
-        from pathlib import Path
-
-        cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
-    opts = EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
-                       allow_tf32=args.tf32, calibration_id=cal_id)
+    unused = getattr(hw, "count", 1) - 1
+    if unused > 0:
+        hint = suggest_plan(args, hw)
+        print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the model runs on one of them and "
+              f"{unused} stay unused" + (f"; a plan that fits: {hint}" if hint else "; add a plan (--tp, --pp, --dp)"),
+              file=sys.stderr)
+    opts = _options(args)
     if args.engine == "des":
         from simulator.engines.discrete_event import simulate
 
@@ -96,3 +103,17 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         print(f"wrote a Chrome trace of {len(report.records)} ops to {args.trace}")
     return 0
+
+
+def _options(args: argparse.Namespace) -> Any:
+    """The evaluation options the flags ask for (with the calibration overlay's identity)."""
+    from simulator.engines.analytical import EvalOptions
+
+    cal_id = ""
+    if args.calibration:
+        import hashlib
+        from pathlib import Path
+
+        cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
+    return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
+                       allow_tf32=args.tf32, calibration_id=cal_id)

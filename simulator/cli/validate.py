@@ -124,10 +124,18 @@ def run(args: argparse.Namespace) -> int:
         if idx and len(idx) < len(allrows):
             groups_oe[gname] = summarize_errors(pred[idx], MeasurementSet(tuple(allrows[i] for i in idx), source),
                                                 by_class=False)
+    multi = None
+    if args.dataset and not args.hardware and not args.calibration:  # whole nodes: a group of its own
+        from simulator.parallel.validation import multi_summary, validate_multi
+
+        multi_rows = validate_multi()
+        multi = multi_summary(multi_rows)
     if args.json:
         out = summary.to_json()
         if groups_oe:
             out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
+        if multi is not None:
+            out["multi_device"] = multi
         if len(groups) > 1:
             out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
                                 for (_, rows), p in zip(groups, preds, strict=True)}
@@ -150,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print("\nlargest errors:")
         for i, w, p, m, a in summary.worst:
             print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
+        if multi is not None:
+            _print_multi(multi)
     if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
@@ -157,3 +167,22 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\nplot -> {args.plot}")
     return 0
+
+
+def _print_multi(multi: dict) -> None:
+    """The multi-device group: training runs and collective bus bandwidths, nothing fitted."""
+    print(f"\nmulti-device (published_multi.csv, published_collectives.csv): {multi['predicted']} of "
+          f"{multi['rows']} runs predictable from what their sources state")
+    t = multi.get("training")
+    if t:
+        print(f"  training iteration time / MFU / TFLOP/s per GPU: n {t['n']}, MAPE {t['mape']:.1f}%, "
+              f"bias {t['bias']:+.1f}%")
+        for w in t["worst"]:
+            print(f"    {w['id']}  {w['model']} on {w['system']} {w['metric']}: predicted {w['predicted']:.4g}, "
+                  f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
+    c = multi["collectives"]
+    print(f"  collective bus bandwidth: n {c['n']}, MAPE {c['mape']:.1f}% (see docs/collectives.md)")
+    top = list(multi["skipped_reasons"].items())[:3]
+    if top:
+        print("  not predicted: " + "; ".join(f"{n} x {why}" for why, n in top))
+

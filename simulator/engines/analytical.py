@@ -76,6 +76,10 @@ class EvalOptions:
         bound by the host rather than the GPU.
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
+    plan
+        A :class:`workloads.parallel.ParallelPlan`: the graph's model (a zoo transformer or a
+        Hugging Face config, named in its ``meta``) is split over the system's devices and the
+        report is the whole step (see :func:`simulator.parallel.evaluate_graph_with_plan`).
     """
 
     fusion: bool | None = None
@@ -86,6 +90,7 @@ class EvalOptions:
     attention_kernel: str = "auto"
     eager_framework: bool = False
     calibration_id: str = ""
+    plan: Any = None
 
 
 def _collectives_of(system: DeviceSpec | SystemSpec) -> Any:
@@ -234,6 +239,10 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         Deterministic: the same inputs give byte-identical ``to_json()``.
     """
     opts = options or EvalOptions()
+    if opts.plan is not None:
+        from simulator.parallel import evaluate_graph_with_plan
+
+        return evaluate_graph_with_plan(graph, system, opts)
     dev, hw_name, count, fabric = spec_of(system)
     check_dtype_rates(graph, dev)  # a contraction dtype without a rate is refused before any op is costed
     floor = launch_floor_s(dev, opts)

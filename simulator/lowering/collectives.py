@@ -58,6 +58,8 @@ def _size(op: Op) -> float:
         return float(op.outputs[0].nbytes)
     if op.kind == "recv":
         return float(op.outputs[0].nbytes)
+    if op.kind == "send":  # a scatter/gather send carries 1/shards of its tensor
+        return float(op.inputs[0].nbytes) / int(op.attrs.get("shards", 1))
     return float(op.inputs[0].nbytes)
 
 

@@ -70,7 +70,14 @@ def _gemm_notes(e: Any) -> str:
     parts = [f"bound by {e.bound_level}"] if _f(e.memory_s) > _f(e.compute_s) else []
     if int(e.split_k) > 1:
         parts.append(f"split-K fixup {_f(e.fixup_s) * 1e6:.2f} us")
+    parts.append(_bound_term_note(e))
     return "; ".join(parts)
+
+
+def _bound_term_note(e: gpu.KernelEstimate) -> str:
+    """``bound term <name>``: the largest model term, that bounds the kernel (:data:`hwmodels.gpu.GEMM_TERMS`,
+    :data:`hwmodels.gpu.ATTENTION_TERMS`)."""
+    return f"bound term {e.bound_term}"
 
 
 @register_rule("gpu", "matmul")
@@ -156,7 +163,7 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
     return _from_estimate(e, "flash-attention-bwd" if backward else "flash-attention", float(op.flops), vec,
-                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel",
+                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
 
 

@@ -123,6 +123,56 @@ class ParallelResult:
     def tokens_per_s(self) -> float:
         return self.tokens / self.latency_s if self.latency_s > 0 else 0.0
 
+    def to_cost_report(self, provenance: Mapping[str, Any] | None = None) -> Any:
+        """The same prediction as a :class:`~simulator.report.CostReport` (the engines' contract).
+
+        ``records``: one device's ops of each pipeline stage (names prefixed ``stage<k>/`` when
+        there are several stages). ``totals``: the whole step on every device: latency the step's,
+        energy the sum over devices of each op's dynamic energy times its repetitions (microbatches,
+        data-parallel replicas, tensor-parallel ranks) plus every device's static power over the
+        step. ``memory``: the worst device. ``parallel``: :meth:`to_json`.
+        """
+        from simulator.report import CostReport, MemoryCheck, Totals
+
+        m = self.plan.microbatches if self.phase == "train" else 1
+        reps = self.plan.tp * self.plan.dp * m
+        recs: list[Any] = []
+        dyn = flops = dram = l2 = smem = 0.0
+        kernels = ops = 0
+        static_w = 0.0
+        multi = len(self.reports) > 1
+        for k, rep in enumerate(self.reports):
+            stage = self.stages[min(k, len(self.stages) - 1)].stage if multi else 0
+            for r in rep.records:
+                recs.append(replace(r, name=f"stage{stage}/{r.name}") if multi else r)
+            t = rep.totals
+            dyn += t.dynamic_energy_j * reps
+            flops += t.flops * reps
+            dram += t.dram_bytes * reps
+            l2 += t.l2_bytes * reps
+            smem += t.smem_bytes * reps
+            kernels += t.kernels * reps
+            ops += t.ops
+            if t.latency_s > 0:
+                static_w = max(static_w, t.static_energy_j / t.latency_s)
+        lat = self.latency_s
+        static = static_w * self.plan.devices * lat
+        energy = dyn + static
+        peak = self.peak_flops_per_s * self.plan.devices
+        totals = Totals(latency_s=lat, energy_j=energy, dynamic_energy_j=dyn, static_energy_j=static,
+                        avg_power_w=energy / lat if lat > 0 else 0.0, flops=flops,
+                        achieved_flops_per_s=flops / lat if lat > 0 else 0.0, peak_flops_per_s=peak,
+                        mfu=self.mfu, dram_bytes=dram, l2_bytes=l2, smem_bytes=smem, kernels=int(kernels), ops=ops)
+        worst = max(self.stages, key=lambda s: s.memory_bytes)
+        mem = MemoryCheck(weights_bytes=int(worst.weights_bytes), activations_bytes=int(worst.activations_bytes),
+                          kv_cache_bytes=int(worst.kv_cache_bytes), gradients_bytes=int(worst.gradients_bytes),
+                          optimizer_state_bytes=int(worst.optimizer_state_bytes),
+                          capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}")
+        prov = dict(provenance or (self.reports[0].provenance if self.reports else {}))
+        prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
+        return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,
+                          warnings=self.warnings, provenance=prov, parallel=self.to_json())
+
     def memory_message(self) -> str:
         need, have = self.memory_per_device_bytes / 2**30, self.memory_capacity_bytes / 2**30
         verdict = "fits" if self.fits_in_memory else "does not fit"
@@ -140,6 +190,10 @@ class ParallelResult:
         }
         if self.phase == "train":
             out["iteration_time_s"] = self.latency_s
+        elif self.phase == "prefill":
+            out["ttft_s"] = self.latency_s
+        elif self.phase == "decode":
+            out["tpot_s"] = self.latency_s
         if self.pipeline is not None:
             out["bubble_fraction"] = self.pipeline.bubble_fraction
         out.update(self.extra)

@@ -190,6 +190,13 @@ class CostReport:
     provenance
         ``engine``, ``options``, ``graph_sha256``, ``spec_sha256``, ``calibration_id``, ``version``
         and the workload description.
+    parallel
+        For a prediction under a parallel plan (:mod:`simulator.parallel`): the per-device view,
+        a plain dict with ``iteration_time_s`` (training), ``ttft_s``/``tpot_s`` (requests),
+        ``tokens_per_s``, ``model_flops_per_s_per_device``, ``memory_per_device_bytes``,
+        ``breakdown`` {``compute_s``, ``communication_s``, ``bubble_s``, ``optimizer_s``}, ``plan``
+        and ``stages``; then ``records`` are one device's ops of each pipeline stage (names prefixed
+        ``stage<k>/``), ``totals`` the whole step on every device and ``memory`` the worst device.
     """
 
     model: str
@@ -199,6 +206,7 @@ class CostReport:
     memory: MemoryCheck
     warnings: tuple[str, ...] = ()
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+    parallel: dict[str, Any] | None = field(default=None, compare=False)
 
     # --- convenience ------------------------------------------------------------------------
     @property
@@ -285,6 +293,9 @@ class CostReport:
             "warnings": list(self.warnings),
             "provenance": _plain(self.provenance),
             "ops": [r.to_json() for r in self.records],
+            **({k: _plain(v) for k, v in self.parallel.items() if k not in ("latency_s", "mfu", "fits_in_memory",
+                                                                           "warnings", "model", "hardware")}
+               if self.parallel else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:

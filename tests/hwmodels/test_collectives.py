@@ -476,3 +476,21 @@ def test_csv_is_plain_utf8_with_the_documented_columns():
         header = next(csv.reader(fh))
     assert header[:3] == ["id", "collective", "n_gpus"]
     assert math.isfinite(len(header))
+
+
+def test_a_pair_across_nodes_uses_one_gpus_nic_share() -> None:
+    """A pipeline send between two nodes goes through the sending GPU's own NIC (one 400 Gb/s NDR port
+    of a DGX H100's eight), not all eight of its node: a group with g members per node drives g / 8 of
+    the node's NICs."""
+    from hwmodels.collectives import collective_time, load_collective_system
+
+    sysm = load_collective_system("dgx-h100")
+    size = 1 << 30
+    pair = collective_time("send_recv", size, 2, sysm, n_nodes=2)
+    nic = sysm.inter.link_bandwidth_bytes_per_s * sysm.inter.bandwidth_fraction * \
+        sysm.library.protocol_bandwidth_fraction[pair.protocol] * sysm.nics_per_node / sysm.devices_per_node
+    assert float(pair.time_s - pair.latency_s) == pytest.approx(size / nic, rel=1e-9)
+    # eight members per node (a whole node each side) drive all eight NICs: 8x the pair's bandwidth
+    full = collective_time("all_reduce", size, 16, sysm, n_nodes=2, algorithm="ring")
+    one = collective_time("all_reduce", size, 2, sysm, n_nodes=2, algorithm="ring")
+    assert float(one.time_s) > float(full.time_s)

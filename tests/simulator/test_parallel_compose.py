@@ -180,3 +180,120 @@ def test_plan_larger_than_the_system_is_refused() -> None:
         evaluate_plan("llama-2-70b", DGX, ParallelPlan(tp=8, pp=2), phase="decode")
     with pytest.raises(PlanError, match="with 1; expected a system with at least 2 devices"):
         evaluate_plan("llama-2-7b", load_device("h100-sxm5-80gb"), ParallelPlan(tp=2), phase="decode")
+
+
+# ------------------------------------------------------------------------------------------------
+# the engine contract, the command line, clusters and validation
+
+
+def test_evaluate_with_a_plan_is_the_same_prediction_as_a_cost_report() -> None:
+    import json
+
+    import nodeperf as npf
+
+    g = npf.load_workload("llama-2-70b", phase="decode", batch=16, context=4096)
+    r = npf.evaluate(g, DGX, npf.EvalOptions(plan=ParallelPlan(tp=8)))
+    direct = evaluate_plan("llama-2-70b", DGX, ParallelPlan(tp=8), phase="decode", context=4096, batch=16)
+    assert r.latency_s == direct.latency_s and r.parallel is not None
+    d = json.loads(r.to_json())
+    for key in ("latency_s", "tpot_s", "tokens_per_s", "mfu", "model_flops_per_s_per_device",
+                "memory_per_device_bytes", "fits_in_memory", "breakdown", "plan"):
+        assert key in d, key
+    assert set(d["breakdown"]) >= {"compute_s", "communication_s", "bubble_s", "optimizer_s"}
+    assert d["memory_per_device_bytes"] == r.memory.required_bytes
+    # energy: every device's dynamic energy plus their static power over the step
+    assert r.totals.energy_j > 8 * direct.reports[0].totals.dynamic_energy_j
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from simulator.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_parallel_commands_of_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    rc, out, err = _cli(capsys, "predict", "llama-2-70b", "--hardware", "dgx-h100", "--tp", "8", "--phase", "decode",
+                        "--batch", "16", "--context", "4096", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["plan"]["tp"] == 8 and d["fits_in_memory"] and d["tpot_s"] == d["latency_s"]
+    rc, out, err = _cli(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--pp", "2",
+                        "--dp", "2", "--train", "--microbatch", "1", "--global-batch", "8", "--seq", "512",
+                        "--recompute", "selective", "--sequence-parallel", "--schedule", "interleaved",
+                        "--interleave", "2", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["iteration_time_s"] == d["latency_s"] > 0 and d["plan"]["schedule"] == "interleaved"
+    rc, out, err = _cli(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--phase", "generate",
+                        "--input-len", "128", "--output-len", "16", "--batch", "4", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["ttft_s"] < d["latency_s"] and d["tpot_s"] > 0
+    rc, out, err = _cli(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "4", "--phase", "decode")
+    assert rc == 0 and "Where the time goes" in out and "stage" in out
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--tp", "6", "--phase", "decode"], "tp 6 does not divide heads=64; expected a divisor (nearest: 4 or 8)"),
+    (["--tp", "8", "--pp", "2", "--phase", "decode"], "16 devices; got hardware 'dgx-h100' with 8"),
+    (["--pp", "3", "--phase", "decode"], "pp 3 does not divide layers=80"),
+    (["--phase", "generate", "--tp", "8"], "--input-len and --output-len missing"),
+    (["--tp", "8", "--microbatch", "2"], "--microbatch/--global-batch: training options"),
+    (["--tp", "8", "--train", "--global-batch", "10", "--dp", "1", "--microbatch", "3"],
+     "global_batch: 10 is not a multiple of dp x microbatch = 1 x 3 = 3"),
+    (["--ep", "2", "--phase", "decode"], "ep 2: the model has no experts"),
+    (["--tp", "8", "--phase", "decode", "--trace", "t.json"], "--trace: a parallel plan"),
+])
+def test_bad_plans_on_the_command_line_are_one_located_line(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                            needle: str, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = _cli(capsys, "predict", "llama-2-70b", "--hardware", "dgx-h100", *argv)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_a_system_without_a_plan_warns_and_suggests_one(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _cli(capsys, "predict", "llama-2-70b", "--hardware", "dgx-h100", "--phase", "decode",
+                        "--batch", "16", "--context", "4096")
+    assert rc == 0
+    assert "dgx-h100 has 8 devices; the model runs on one of them and 7 stay unused; a plan that fits: --tp 2" in err
+
+
+def test_cluster_names_and_collectives_on_the_fabric() -> None:
+    from hwmodels.spec import SpecError
+    from simulator.hardware import load_hardware
+
+    c = load_hardware("dgx-h100x16")
+    assert (c.count, c.nodes, c.devices_per_node, c.collectives) == (128, 16, 8, "dgx-h100")
+    assert load_hardware("hgx-h200x2").count == 16
+    with pytest.raises(SpecError, match="node count; got 0; expected 1 to 1024"):
+        load_hardware("dgx-h100x0")
+    # a tensor-parallel all-reduce inside the node: an NCCL algorithm named in the rule
+    r = evaluate_plan("llama-2-7b", DGX, ParallelPlan(tp=8), phase="decode", context=512, batch=8)
+    ar = [x for x in r.reports[0].records if x.kind == "all_reduce"]
+    assert ar and all(x.rule.endswith("-all_reduce") and x.rule.split("-")[0] in ("ring", "tree", "nvls")
+                      for x in ar)
+    # the same pipeline over two nodes sends between them: slower than inside one node
+    one = evaluate_plan("llama-2-7b", load_hardware("dgx-h100x2"), ParallelPlan(tp=4, pp=2), phase="prefill",
+                        seq=2048, batch=8)
+    two = evaluate_plan("llama-2-7b", load_hardware("dgx-h100x2"), ParallelPlan(tp=8, pp=2), phase="prefill",
+                        seq=2048, batch=8)
+    send_one = sum(x.time_s for rep in one.reports for x in rep.records if x.kind in ("send", "recv"))
+    send_two = sum(x.time_s for rep in two.reports for x in rep.records if x.kind in ("send", "recv"))
+    assert send_two > send_one > 0
+
+
+def test_published_multi_device_training_within_target_unfitted() -> None:
+    from simulator.parallel.validation import multi_summary, validate_multi
+
+    rows = validate_multi()
+    assert len(rows) >= 40
+    assert all((r.predicted is None) != (r.skipped == "") for r in rows)  # predicted, or skipped with a reason
+    s = multi_summary(rows)
+    assert s["training"]["n"] >= 14
+    assert s["training"]["mape"] <= 15.0  # the target for training iteration time / TFLOP/s per GPU
+    assert max(r.ape for r in rows if r.predicted is not None) < 20.0

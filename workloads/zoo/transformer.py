@@ -603,18 +603,28 @@ class _Build:
         s = 1 if self.phase == "decode" else self.seq
         cache = self.phase in ("prefill", "decode")
         lo, hi = self.stage_layers
+        shape = (self.batch, s // self.tp if self.sp else s, cfg.d_model)
+        # Megatron's scatter/gather optimisation (Narayanan et al. 2021, Sec. 4.1): the tensor-parallel
+        # ranks hold the same activations, so each sends 1/tp of them and the next stage all-gathers
+        # them over its fast intra-node fabric
+        shards = self.tp if (self.tp > 1 and not self.sp and math.prod(shape) % self.tp == 0) else 1
         if lo == 0:
             x = self.embed_tokens(s)
         else:  # a later pipeline stage: the previous stage's activations arrive over the link
             with b.group("pipeline"):
-                shape = (self.batch, s // self.tp if self.sp else s, cfg.d_model)
-                x = b.op("recv", [], name="recv", shape=shape, dtype=b.dtype.value, group_size=2,
-                         stride=self.pipeline_stride)
+                if shards > 1:
+                    part = b.op("recv", [], name="recv", shape=(math.prod(shape) // shards,), dtype=b.dtype.value,
+                                group_size=2, stride=self.pipeline_stride)
+                    x = self.reshape(b.op("all_gather", [part], name="gather", group_size=shards, axis=0),
+                                     shape, "unflatten")
+                else:
+                    x = b.op("recv", [], name="recv", shape=shape, dtype=b.dtype.value, group_size=2,
+                             stride=self.pipeline_stride)
         for i in range(lo, hi):
             x = self.layer(x, i, causal=True, cache=cache, bias=None)
         if hi < cfg.layers:
             with b.group("pipeline"):
-                b.op("send", [x], name="send", group_size=2, stride=self.pipeline_stride)
+                b.op("send", [x], name="send", group_size=2, stride=self.pipeline_stride, shards=shards)
             return x
         if cfg.final_norm:
             x = self.norm(x, "final_norm")

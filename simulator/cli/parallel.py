@@ -1,0 +1,166 @@
+"""Parallel-plan flags of `nodeperf predict` (--tp, --pp, --dp, ...) and the report they print.
+
+Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
+--global-batch --schedule --interleave --zero --fsdp --input-len --output-len``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from simulator.cli.common import positive_int
+
+__all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
+
+_PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero")
+
+
+def add_parallel_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("parallel plan (a system's devices; see docs: tensor, pipeline, data parallelism)")
+    g.add_argument("--tp", type=positive_int, help="tensor-parallel degree (Megatron-style)")
+    g.add_argument("--pp", type=positive_int, help="pipeline-parallel stages")
+    g.add_argument("--dp", type=positive_int, help="data-parallel replicas")
+    g.add_argument("--ep", type=positive_int, help="expert-parallel degree (MoE)")
+    g.add_argument("--cp", type=positive_int, help="context-parallel degree")
+    g.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
+    g.add_argument("--microbatch", type=positive_int, help="sequences per microbatch (training; default 1)")
+    g.add_argument("--global-batch", type=positive_int, help="sequences per training step over all replicas")
+    g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"), help="pipeline schedule (default 1f1b)")
+    g.add_argument("--interleave", type=positive_int, help="virtual stages per device (--schedule interleaved)")
+    g.add_argument("--zero", type=int, choices=(1, 2, 3), help="ZeRO stage over the data-parallel replicas")
+    g.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full sharding (ZeRO-3)")
+    g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
+    g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+
+
+def wants_plan(args: argparse.Namespace) -> bool:
+    """Whether the command line asks for a parallel prediction."""
+    return (any(getattr(args, f, None) is not None for f in _PLAN_FLAGS)
+            or bool(getattr(args, "sequence_parallel", False)) or bool(getattr(args, "fsdp", False))
+            or getattr(args, "phase", None) == "generate" or getattr(args, "schedule", None) is not None)
+
+
+def plan_from_args(args: argparse.Namespace) -> Any:
+    from workloads.parallel import ParallelPlan
+
+    schedule = args.schedule or ("interleaved" if (args.interleave or 1) > 1 else "1f1b")
+    return ParallelPlan(tp=args.tp or 1, pp=args.pp or 1, dp=args.dp or 1, ep=args.ep or 1, cp=args.cp or 1,
+                        sequence_parallel=args.sequence_parallel, microbatch=args.microbatch or 1,
+                        global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
+                        zero_stage=args.zero or 0, fsdp=args.fsdp)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    if args.phase == "generate":
+        missing = [f for f in ("input_len", "output_len") if getattr(args, f) is None]
+        if missing:
+            flags = " and ".join("--" + f.replace("_", "-") for f in missing)
+            raise ValueError(f"predict: --phase generate: {flags} missing; expected --input-len N --output-len M")
+        if args.train:
+            raise ValueError("predict: --phase generate conflicts with --train; expected one of them")
+    elif args.input_len is not None or args.output_len is not None:
+        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
+                         "expected --phase generate")
+    if not args.train and (args.microbatch is not None or args.global_batch is not None):
+        raise ValueError("predict: --microbatch/--global-batch: training options; got no --train; expected --train "
+                         "(inference uses --batch per replica)")
+    if args.train and args.batch is not None:
+        raise ValueError("predict: --batch with --train and a parallel plan; got --batch "
+                         f"{args.batch}; expected --microbatch and --global-batch")
+
+
+def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
+    """Predict the plan the flags describe on ``hw`` and print it (table or --json)."""
+    from simulator.parallel.compose import evaluate_plan, generate_request
+
+    _check_flags(args)
+    plan = plan_from_args(args)
+    engine = args.engine
+    if args.streams is not None:
+        raise ValueError("predict: --streams: a parallel plan runs one stream per device; got --streams with a plan; "
+                         "expected no --streams")
+    if args.phase == "generate":
+        res = generate_request(args.model, hw, plan, opts, input_len=args.input_len, output_len=args.output_len,
+                               batch=args.batch or 1, dtype=args.dtype)
+    else:
+        res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
+                            context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
+                            optimizer=args.optimizer, engine=engine)
+    from simulator.cli.output import to_stdout, write_output
+
+    report = res.to_cost_report()
+    if args.csv is not None:
+        write_output("--csv", args.csv, report.to_csv())
+    if to_stdout(args.csv, None):
+        return 0
+    if args.json:
+        sys.stdout.write(report.to_json() + "\n")
+        return 0
+    print(format_result(res))
+    if args.csv is not None:
+        print(f"\nwrote {len(report.records)} rows to {args.csv}")
+    return 0
+
+
+def format_result(res: Any) -> str:
+    """A human summary: the plan, where the time goes, per-stage times and memory."""
+    from simulator.report.formatting import binary_bytes, si, table
+
+    plan = res.plan
+    deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "ep") if getattr(plan, k) > 1) or "1 device"
+    extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))
+              if on]
+    head = f"{res.model} ({res.phase}) on {res.hardware}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")
+    head += f", {plan.devices} device(s)"
+    lines = [head, ""]
+    if res.phase == "train":
+        lines.append(f"Iteration: {si(res.latency_s, 's')}, {plan.microbatches} microbatch(es) of {plan.microbatch}, "
+                     f"{plan.schedule} schedule; MFU {100 * res.mfu:.1f}%, "
+                     f"{si(res.model_flops_per_s_per_device, 'FLOP/s')} model FLOP/s per device, "
+                     f"{si(res.tokens_per_s, 'tokens/s')}")
+    elif res.phase == "generate":
+        x = res.extra
+        lines.append(f"Request: TTFT {si(x['ttft_s'], 's')}, TPOT {si(x['tpot_s'], 's')}, end to end "
+                     f"{si(x['e2e_latency_s'], 's')}; {si(res.tokens_per_s, 'tokens/s')} (input + output), "
+                     f"{si(x['output_tokens_per_s'], 'tokens/s')} output")
+    else:
+        lines.append(f"Step: {si(res.latency_s, 's')}, {si(res.tokens_per_s, 'tokens/s')}, MFU {100 * res.mfu:.1f}%")
+    b = res.breakdown
+    parts = ", ".join(f"{k[:-2].replace('_', ' ')} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
+                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s") if b.get(k))
+    lines.append(f"Where the time goes: {parts}")
+    rows = []
+    for s in res.stages:
+        layers = ", ".join(f"{a}-{z - 1}" for a, z in s.layers)
+        rows.append([str(s.stage), layers, si(s.forward_s, "s"), si(s.backward_s, "s") if s.backward_s else "-",
+                     si(s.communication_s, "s"), binary_bytes(s.weights_bytes), binary_bytes(s.activations_bytes),
+                     binary_bytes(s.kv_cache_bytes) if s.kv_cache_bytes else "-", binary_bytes(s.memory_bytes)])
+    lines += ["", table(rows, ["stage", "layers", "forward", "backward", "comm", "weights", "activations",
+                               "KV cache", "memory"], align="llrrrrrrr")]
+    lines += ["", f"Memory per device: {res.memory_message()}"]
+    for w in res.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def suggest_plan(args: argparse.Namespace, hw: Any) -> str:
+    """For a system given without a plan: the smallest tensor-parallel degree that fits (or '')."""
+    from hwmodels.spec import SystemSpec
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan, PlanError
+
+    if not isinstance(hw, SystemSpec) or hw.count <= 1:
+        return ""
+    tp = 1
+    while tp * 2 <= hw.count:
+        tp *= 2
+        try:
+            res = evaluate_plan(args.model, hw, ParallelPlan(tp=tp), phase=args.phase, seq=args.seq,
+                                context=args.context, dtype=args.dtype, batch=args.batch)
+        except (PlanError, ValueError, KeyError):
+            return ""
+        if res.fits_in_memory:
+            return f"--tp {tp}"
+    return ""

@@ -1,0 +1,146 @@
+"""Validation of parallel predictions against published multi-device measurements, nothing fitted.
+
+``hwmodels/measurements/published_multi.csv`` holds training and inference numbers measured on
+8 to 6,144 GPUs with the parallel configuration each source prints. A row is predicted when
+everything a prediction needs is stated there: a model in the zoo (by name or alias), a catalog
+system (the ``Catalog:`` mapping in its notes), the tensor and pipeline degrees, the microbatch
+and global batch, the recomputation and a dtype the graph can represent. The data-parallel degree,
+when not printed, is ``n_devices / (tp pp)``; nothing else is assumed. Every other row is listed
+as skipped with the missing piece, so the coverage is as visible as the error.
+
+Metrics: ``iteration_time_s`` against the predicted iteration; ``mfu`` (Korthikanti et al. 2022:
+model FLOPs without recomputation over the 312 TFLOP/s A100 peak) against the predicted MFU;
+``tflops_per_device`` where the source counts recomputed FLOPs (Narayanan et al. 2021, Eq. 3)
+against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward).
+Collective bus bandwidths come from :func:`hwmodels.collectives.compare_published`.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MultiRow", "validate_multi", "DEFAULT_MULTI_DATASET", "multi_summary"]
+
+DEFAULT_MULTI_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_multi.csv"
+_CATALOG = re.compile(r"Catalog(?: \([^)]*\))?: ([a-z0-9][a-z0-9\-]*)")
+_METRICS = ("iteration_time_s", "mfu", "tflops_per_device")
+#: dtypes whose training graphs the model represents (fp8 training keeps non-GEMM ops in bf16, which
+#: a per-tensor precision model would express; not yet)
+_TRAIN_DTYPES = {"": "bf16", "bf16": "bf16", "fp16": "fp16"}
+
+
+@dataclass(frozen=True)
+class MultiRow:
+    """One published row: predicted and measured values, or why it was not predicted."""
+
+    id: str
+    category: str
+    model: str
+    system: str
+    metric: str
+    measured: float
+    predicted: float | None = None
+    skipped: str = ""
+
+    @property
+    def ape(self) -> float:
+        return 100.0 * abs(self.predicted - self.measured) / self.measured if self.predicted is not None else float("nan")
+
+    @property
+    def signed_error(self) -> float:
+        return 100.0 * (self.predicted / self.measured - 1.0) if self.predicted is not None else float("nan")
+
+
+def _int(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def _predict_row(r: dict[str, str]) -> MultiRow:
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
+    from workloads.zoo import get_entry
+
+    base = MultiRow(r["id"], r["category"], r["model"], "", r["metric"], float(r["value"]))
+
+    def skip(why: str) -> MultiRow:
+        return MultiRow(base.id, base.category, base.model, base.system, base.metric, base.measured, skipped=why)
+
+    if r["category"] != "train":
+        return skip("inference rows report serving throughput at a batch the runtime chose; not predicted yet")
+    if r["metric"] not in _METRICS:
+        return skip(f"metric {r['metric']!r}: not compared yet")
+    try:
+        get_entry(r["model"])
+    except (KeyError, ValueError):
+        return skip(f"model {r['model']!r} is not in the zoo")
+    m = _CATALOG.search(r["notes"])
+    if not m:
+        return skip("no catalog system for the hardware")
+    system = m.group(1)
+    base = MultiRow(base.id, base.category, base.model, system, base.metric, base.measured)
+    tp, pp, mb, gb, seq = (_int(r[k]) for k in ("tp", "pp", "microbatch", "global_batch", "seq"))
+    n = _int(r["n_devices"])
+    missing = [k for k, v in (("tp", tp), ("pp", pp), ("microbatch", mb), ("global_batch", gb), ("seq", seq)) if v is None]
+    if missing:
+        return skip(f"{', '.join(missing)} not stated")
+    if not r["recompute"]:
+        return skip("recomputation not stated")
+    if r["dtype"] not in _TRAIN_DTYPES:
+        return skip(f"dtype {r['dtype']!r}: fp8 training (GEMMs in fp8, the rest in bf16) not modelled yet")
+    dp = _int(r["dp"]) or (n // (tp * pp) if n and n % (tp * pp) == 0 else None)
+    if dp is None:
+        return skip("data-parallel degree not derivable")
+    from simulator.hardware import load_hardware
+
+    plan = ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=mb, global_batch=gb,
+                        sequence_parallel=r["sp"].strip() == "1")
+    res = evaluate_plan(r["model"], load_hardware(system), plan, train=True, seq=seq, recompute=r["recompute"],
+                        dtype=_TRAIN_DTYPES[r["dtype"]])
+    if r["metric"] == "iteration_time_s":
+        pred = res.latency_s
+    elif r["metric"] == "mfu":
+        pred = 100.0 * res.mfu if float(r["value"]) > 1 else res.mfu
+    else:  # hardware FLOP/s per device: model FLOPs plus the recomputed forward (1/3 of them under full)
+        extra = {"full": 4.0 / 3.0, "selective": 1.0, "none": 1.0}.get(r["recompute"], 1.0)
+        pred = res.model_flops_per_s_per_device * extra / 1e12
+    return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured, predicted=pred)
+
+
+def validate_multi(path: str | Path | None = None) -> list[MultiRow]:
+    """Every row of the multi-device dataset: predicted (nothing fitted) or skipped with the reason."""
+    p = Path(path) if path is not None else DEFAULT_MULTI_DATASET
+    with open(p, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return [_predict_row(r) for r in rows]
+
+
+def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:
+    """MAPE, bias, count and worst rows of the predicted rows, plus the collectives group."""
+    import math
+
+    from hwmodels.collectives import compare_published, mape
+
+    done = [r for r in rows if r.predicted is not None]
+    out: dict[str, Any] = {"rows": len(rows), "predicted": len(done), "skipped": len(rows) - len(done)}
+    if done:
+        apes = [r.ape for r in done]
+        out["training"] = {
+            "n": len(done), "mape": sum(apes) / len(apes),
+            "bias": 100.0 * (math.exp(sum(math.log(r.predicted / r.measured) for r in done) / len(done)) - 1.0),
+            "worst": [{"id": r.id, "model": r.model, "system": r.system, "metric": r.metric, "measured": r.measured,
+                       "predicted": r.predicted, "error_pct": r.signed_error}
+                      for r in sorted(done, key=lambda r: -r.ape)[:3]],
+        }
+    comps = compare_published()
+    out["collectives"] = {"n": len(comps), "mape": mape(comps)}
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r.skipped:
+            reasons[r.skipped] = reasons.get(r.skipped, 0) + 1
+    out["skipped_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return out
