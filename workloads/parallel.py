@@ -186,9 +186,9 @@ def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list
             valid = [d for d in range(1, cfg.experts + 1) if cfg.experts % d == 0]
             out.append(f"ep {plan.ep} does not divide experts={cfg.experts}; expected a divisor (nearest: "
                        f"{_nearest(valid, plan.ep)})")
-        elif plan.dp * plan.tp % plan.ep:
-            out.append(f"ep {plan.ep} does not divide dp x tp = {plan.dp * plan.tp}; expected expert-parallel "
-                       "ranks taken from the data- and tensor-parallel ranks")
+        elif plan.dp % plan.ep:
+            out.append(f"ep {plan.ep} does not divide dp {plan.dp}; expected expert-parallel ranks taken from the "
+                       "data-parallel replicas (as Megatron-LM takes them)")
     return out
 
 
@@ -244,9 +244,6 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     if problems:
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
-    if plan.ep > 1:
-        raise PlanError(f"{where}: ep {plan.ep}: expert parallelism is not modelled yet; expected ep 1 "
-                        "(experts are split by tp instead)")
     mb = plan.microbatch if train else int(batch or 1)
     ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
     out: list[StageGraph] = []
@@ -255,7 +252,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
                       tp=plan.tp, sequence_parallel=plan.sequence_parallel,
                       stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
-                      pipeline_stride=plan.tp * plan.cp * plan.dp)
+                      pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep)
             n_fwd = len(g.ops)
             if train:
                 from workloads.training import training_graph

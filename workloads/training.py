@@ -55,7 +55,7 @@ OPTIMIZERS: dict[str, int] = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2
 RECOMPUTE = ("none", "selective", "full")
 #: loss kinds and their backward kinds
 LOSS_KINDS: dict[str, str] = {"cross_entropy": "cross_entropy_bwd", "mse_loss": "mse_loss_bwd"}
-_NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "all_to_all", "recv"})
+_NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "recv"})
 
 
 def optimizer_state_dtypes(weight: TensorSpec, optimizer: str, mixed_precision: bool) -> list[tuple[str, DType]]:
@@ -564,6 +564,16 @@ def _bwd_send(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorS
         return [d.emit("reshape", [full], f"{op.name}.bwd.unflatten", op.group, out=[d.hint(x)], shape=x.shape)[0]]
     return [d.emit("recv", [], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape, dtype=x.dtype.value,
                    group_size=n, stride=stride)[0]]
+
+
+@_rule("all_to_all")
+def _bwd_all_to_all(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    """An all-to-all's backward sends every gradient chunk back where it came from: an all-to-all."""
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    return [d.emit("all_to_all", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)],
+                   group_size=int(op.attrs.get("group_size", 1)), stride=int(op.attrs.get("stride", 1)))[0]]
 
 
 @_rule("all_reduce")

@@ -21,8 +21,9 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("parallel plan (a system's devices; see docs: tensor, pipeline, data parallelism)")
     g.add_argument("--tp", type=positive_int, help="tensor-parallel degree (Megatron-style)")
     g.add_argument("--pp", type=positive_int, help="pipeline-parallel stages")
-    g.add_argument("--dp", type=positive_int, help="data-parallel replicas")
-    g.add_argument("--ep", type=positive_int, help="expert-parallel degree (MoE)")
+    g.add_argument("--dp", type=positive_int, help="data-parallel replicas (inference: --batch is per replica)")
+    g.add_argument("--ep", type=positive_int, help="expert-parallel degree (MoE): experts split over that many "
+                   "data-parallel replicas (default --dp = --ep), with all-to-alls around the experts")
     g.add_argument("--cp", type=positive_int, help="context-parallel degree")
     g.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
     g.add_argument("--microbatch", type=positive_int, help="sequences per microbatch (training; default 1)")
@@ -46,7 +47,10 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     from workloads.parallel import ParallelPlan
 
     schedule = args.schedule or ("interleaved" if (args.interleave or 1) > 1 else "1f1b")
-    return ParallelPlan(tp=args.tp or 1, pp=args.pp or 1, dp=args.dp or 1, ep=args.ep or 1, cp=args.cp or 1,
+    # expert parallelism takes its ranks from the data-parallel replicas (Megatron-LM): --ep alone
+    # means that many replicas, each with its own --batch, sharing their experts
+    dp = args.dp or (args.ep or 1)
+    return ParallelPlan(tp=args.tp or 1, pp=args.pp or 1, dp=dp, ep=args.ep or 1, cp=args.cp or 1,
                         sequence_parallel=args.sequence_parallel, microbatch=args.microbatch or 1,
                         global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
                         zero_stage=args.zero or 0, fsdp=args.fsdp)

@@ -235,6 +235,11 @@ def test_cli_parallel_commands_of_the_contract(capsys: pytest.CaptureFixture[str
     assert d["ttft_s"] < d["latency_s"] and d["tpot_s"] > 0
     rc, out, err = _cli(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "4", "--phase", "decode")
     assert rc == 0 and "Where the time goes" in out and "stage" in out
+    rc, out, err = _cli(capsys, "predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--ep", "8", "--phase", "generate",
+                        "--input-len", "64", "--output-len", "8", "--batch", "4", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["plan"]["ep"] == 8 and d["plan"]["dp"] == 8 and d["ttft_s"] > 0
 
 
 @pytest.mark.parametrize(("argv", "needle"), [

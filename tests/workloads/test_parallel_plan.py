@@ -153,3 +153,23 @@ def test_plan_counts() -> None:
 def test_non_transformer_is_refused() -> None:
     with pytest.raises(PlanError, match="parallel plans split transformers"):
         plan_graphs("resnet50", ParallelPlan(tp=2))
+
+
+def test_expert_parallelism_splits_experts_and_exchanges_tokens_all_to_all() -> None:
+    full = build_model("mixtral-8x7b", phase="prefill", batch=2, seq=256)
+    part = build_model("mixtral-8x7b", phase="prefill", batch=2, seq=256, ep=8)
+    experts = lambda g: sum(t.numel for t in g.tensors.values() if ".experts." in t.name and t.role is Role.WEIGHT)  # noqa: E731
+    assert experts(part) * 8 == experts(full)
+    kinds = Counter(op.kind for op in part.ops if op.kind in COLLECTIVES | {"all_to_all"})
+    assert kinds == {"all_to_all": 2 * 32}  # dispatch and combine in every MoE layer
+    a2a = next(op for op in part.ops if op.kind == "all_to_all")
+    assert a2a.attrs["group_size"] == 8
+    # the experts' work per rank: 1/8 of the experts, but the tokens of all 8 ranks
+    g_full = next(op for op in full.ops if op.name.endswith("experts_in"))
+    g_part = next(op for op in part.ops if op.name.endswith("experts_in"))
+    assert g_part.inputs[1].shape[0] * 8 == g_full.inputs[1].shape[0]
+    # training: every all-to-all has its backward all-to-all
+    step = training_graph(build_model("mixtral-8x7b", phase="train", batch=1, seq=128, ep=4))
+    assert Counter(op.kind for op in step.ops)["all_to_all"] == 4 * 32
+    with pytest.raises(ValueError, match="ep 3: expected a divisor of experts=8"):
+        build_model("mixtral-8x7b", phase="prefill", batch=1, seq=64, ep=3)

@@ -269,7 +269,7 @@ class _Build:
     def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
                  sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
-                 pipeline_stride: int = 1) -> None:
+                 pipeline_stride: int = 1, ep: int = 1) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -291,6 +291,7 @@ class _Build:
         self.seq = seq
         self.decoder_seq = decoder_seq
         self.tp = tp
+        self.ep = ep
         self.sp = sequence_parallel and tp > 1
         #: the layers [first, last) this pipeline stage holds; the embedding lives on the stage holding
         #: layer 0, the final norm and LM head (and loss) on the stage holding the last layer
@@ -453,21 +454,33 @@ class _Build:
         cap = moe_capacity(t, e, k, cfg.capacity_factor)
         routed = min(t * k, e * cap)
         active = min(expected_active_experts(t, e, k), routed)
+        ep = self.ep
+        # expert parallelism (GShard, Lepikhin et al. 2020; Megatron-LM): ep ranks with their own tokens
+        # each hold e / ep experts; an all-to-all sends every expert's buffer to its owner and back. The
+        # owner's experts see the ep ranks' tokens: e/ep experts of ep * cap slots, tokens spread evenly
+        le = e // ep
+        active_local = max(1, min(le, round(expected_active_experts(t * ep, e, k) * le / e))) if ep > 1 else active
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed)
+            if ep > 1:
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.tp)
+                buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
             n1 = 2 * ff if cfg.gated else ff
-            hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (e, d, n1))], name="experts_in",
-                       tokens=routed, experts_active=active)
+            hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
+                       tokens=routed, experts_active=active_local)
             if cfg.gated:
                 gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
                 a = self.ew("mul", a, up, name="gate_mul")
             else:
                 a = self.ew(cfg.mlp, hid, name="act")
-            y = b.op("grouped_matmul", [a, self.w("experts.w_out", (e, ff, d))], name="experts_out",
-                     tokens=routed, experts_active=active)
+            y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
+                     tokens=routed, experts_active=active_local)
+            if ep > 1:
+                y = self.reshape(y, (e, cap, d), "expert_buffers")
+                y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.tp)
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             return self.tp_exit(self.reshape(y, (bsz, s, d), "merge"), "experts")
@@ -661,7 +674,7 @@ class _Build:
 def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
           dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
           name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
-          stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1) -> OpGraph:
+          stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -704,10 +717,17 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
     pipeline_stride
         Rank distance between neighbouring stages (``stride`` of the send/recv ops), which tells
         whether they cross nodes.
+    ep
+        Expert parallelism: each MoE layer's experts are split over ``ep`` ranks that hold different
+        tokens (data-parallel replicas, ``tp`` ranks apart), with an ``all_to_all`` before and after
+        the experts; ``experts`` must be divisible by ``ep``.
     """
     gname = name or cfg.name
     ctx = seq if context is None else context
     problems = tensor_parallel_problems(cfg, tp, sequence_parallel=sequence_parallel, phase=phase, seq=seq)
+    if ep != 1 and (not isinstance(ep, int) or ep < 1 or not cfg.experts or cfg.experts % ep):
+        problems.append(f"ep {ep!r}: expected a divisor of experts={cfg.experts}" if cfg.experts else
+                        f"ep {ep!r}: the model has no experts; expected ep 1")
     if problems:
         raise ValueError(f"model {cfg.name!r}: tensor parallelism: " + "; ".join(problems))
     if cfg.pos == "learned" and not cfg.is_vision:
@@ -726,7 +746,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                              f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
-                stage_layers=stage_layers, pipeline_stride=pipeline_stride)
+                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:
@@ -845,11 +865,12 @@ def _register_zoo() -> None:
                 c = replace(c, capacity_factor=float(extra.pop("capacity_factor")))
             if c.is_vision and seq != c.image_size:
                 c = replace(c, image_size=int(seq))
-            unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers"}
+            unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers",
+                                    "pipeline_stride", "ep"}
             if unknown:
                 raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
                                  "attention, logits, decoder_seq, experts, capacity_factor, tp, sequence_parallel, "
-                                 "stage_layers")
+                                 "stage_layers, pipeline_stride, ep")
             return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)
 
         register_model(ModelEntry(
