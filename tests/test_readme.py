@@ -66,7 +66,9 @@ def test_python_api_example_runs(monkeypatch):
 def _command_lines() -> list[list[str]]:
     section = _readme().split("## Command line", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return [shlex.split(ln.split("#", 1)[0]) for ln in block.splitlines() if ln.strip()]
+    block = block.replace("\\\n", " ")  # a command continued on the next line
+    lines = [ln.split("#", 1)[0] for ln in block.splitlines()]
+    return [shlex.split(ln) for ln in lines if ln.strip()]
 
 
 def test_command_line_examples_parse():
