@@ -147,6 +147,8 @@ class StageGraph:
 
     ``forward_ops``: the graph's first ``forward_ops`` ops are the forward pass (a training step's
     graph continues with the backward pass and the optimizer update, group ``optimizer``).
+    Stages of the same shape (the same number of layers, neither first nor last) share one graph,
+    built for the layers ``built_layers``; its op names carry those layer indices.
     """
 
     stage: int
@@ -154,6 +156,7 @@ class StageGraph:
     layers: tuple[int, int]
     graph: OpGraph
     forward_ops: int
+    built_layers: tuple[int, int] = (0, 0)
 
 
 def _nearest(valid: list[int], k: int) -> str:
@@ -247,18 +250,25 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     mb = plan.microbatch if train else int(batch or 1)
     ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
     out: list[StageGraph] = []
+    built: dict[tuple[bool, bool, int], tuple[OpGraph, int, tuple[int, int]]] = {}
     for stage, chunks in enumerate(ranges):
         for chunk, rng in enumerate(chunks):
-            g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
-                      tp=plan.tp, sequence_parallel=plan.sequence_parallel,
-                      stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
-                      pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep)
-            n_fwd = len(g.ops)
-            if train:
-                from workloads.training import training_graph
+            # only the first and last layers differ (embedding, head); every other same-sized stage
+            # is the same work, so it is built once (MoE layer patterns repeat with moe_every)
+            key = (rng[0] == 0, rng[1] == cfg.layers, rng[1] - rng[0], rng[0] % max(1, cfg.moe_every))
+            if key not in built:
+                g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
+                          tp=plan.tp, sequence_parallel=plan.sequence_parallel,
+                          stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
+                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep)
+                n_fwd = len(g.ops)
+                if train:
+                    from workloads.training import training_graph
 
-                g = training_graph(g, optimizer=optimizer, recompute=recompute)
-            out.append(StageGraph(stage, chunk, rng, g, n_fwd))
+                    g = training_graph(g, optimizer=optimizer, recompute=recompute)
+                built[key] = (g, n_fwd, rng)
+            g, n_fwd, rep = built[key]
+            out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
 
 

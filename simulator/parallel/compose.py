@@ -96,6 +96,9 @@ class ParallelResult:
     warnings: tuple[str, ...] = ()
     engine: str = "analytical"
     reports: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    #: per report: (stage, its layers, the layers its graph was built for)
+    report_layers: tuple[tuple[int, tuple[int, int], tuple[int, int]], ...] = field(default=(), compare=False,
+                                                                                   repr=False)
 
     @property
     def memory_per_device_bytes(self) -> float:
@@ -142,9 +145,12 @@ class ParallelResult:
         static_w = 0.0
         multi = len(self.reports) > 1
         for k, rep in enumerate(self.reports):
-            stage = self.stages[min(k, len(self.stages) - 1)].stage if multi else 0
+            stage, layers, built = self.report_layers[k] if k < len(self.report_layers) else (0, (0, 0), (0, 0))
+            shift = layers[0] - built[0]
             for r in rep.records:
-                recs.append(replace(r, name=f"stage{stage}/{r.name}") if multi else r)
+                name = _shift_layers(r.name, shift) if shift else r.name
+                group = _shift_layers(r.group, shift) if shift else r.group
+                recs.append(replace(r, name=f"stage{stage}/{name}", group=group) if multi else r)
             t = rep.totals
             dyn += t.dynamic_energy_j * reps
             flops += t.flops * reps
@@ -320,8 +326,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     name = graphs[0].graph.name
     reports = []
     cache: dict[str, Any] = {}
+    keys: dict[int, Any] = {}  # stages sharing one graph object share its key
     for sg in graphs:
-        key = _shape_key(sg.graph)
+        key = keys.get(id(sg.graph))
+        if key is None:
+            key = keys[id(sg.graph)] = _shape_key(sg.graph)
         rep = cache.get(key)
         if rep is None:
             rep = evaluate(sg.graph, system, opts)
@@ -361,13 +370,21 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
         sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
         dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
-        dp_sync = [_collective_time(sync_kind, gb, plan.dp, system, dp_stride) for gb in grad_bytes]
+        memo: dict[tuple[Any, ...], float] = {}
+
+        def coll(kind: str, nbytes: float) -> float:  # stages of one shape synchronise the same bytes
+            k = (kind, nbytes)
+            if k not in memo:
+                memo[k] = _collective_time(kind, nbytes, plan.dp, system, dp_stride)
+            return memo[k]
+
+        dp_sync = [coll(sync_kind, gb) for gb in grad_bytes]
         last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
         exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
         gather = [0.0] * p
         if plan.zero >= 1 and plan.dp > 1:  # updated parameter shards gathered back
             wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
-            gather = [_collective_time("all_gather", w, plan.dp, system, dp_stride) for w in wbytes]
+            gather = [coll("all_gather", w) for w in wbytes]
             if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
                 gather = [g * (1 + 2 * m) for g in gather]
         opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
@@ -420,10 +437,19 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
         peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
+        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs),
         reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _shift_layers(name: str, shift: int) -> str:
+    """``layers.<i>`` in an op name or group renumbered by ``shift`` (a stage sharing another's graph)."""
+    return _LAYER.sub(lambda m: f"layers.{int(m.group(1)) + shift}", name)
+
+
+_LAYER = re.compile(r"layers\.(\d+)")
 
 
 def _shape_key(g: OpGraph) -> tuple[Any, ...]:
