@@ -28,7 +28,11 @@ only after the math that read it, so with ``stages`` buffers and a load latency 
 of ``stages`` iterations waits ``max(0, L - (stages - 1) * t_iter)`` on top of its math
 (:func:`pipeline_stall_s`); libraries size ``stages`` so this is zero for large tiles, and it
 shows only for small-tile, shallow-pipeline kernels. The candidate with the
-lowest time is chosen, as a heuristic library does.
+lowest time is chosen, as a heuristic library does. Each term is a function of its own over the
+candidates' :class:`GemmLaunch` (:func:`gemm_main_loop_s`, :func:`gemm_smem_feed_s`,
+:func:`gemm_l2_panels_s`, :func:`gemm_dram_bytes`, :func:`gemm_pipeline_edges_s`,
+:func:`gemm_split_k_fixup_s`, :func:`gemm_k_loop_stall_s`); :func:`gemm` composes them and names
+the largest in ``bound_term`` (:data:`GEMM_TERMS`).
 
 *Fused attention* (flash-attention style). Query blocks are CTAs; per query-key pair the SM spends
 tensor-core time on the two (forward) or five (backward) contractions and vector time on the online
@@ -39,6 +43,9 @@ cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of th
 panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
 the backward streams the Q and dO panels past each key block's CTA and sends every fp32 dQ
 partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once.
+The terms are :func:`attention_grid` (CTAs and their pairs), :func:`attention_matmul_s`,
+:func:`attention_softmax_s`, :func:`attention_compute_s` and :func:`attention_traffic_bytes`;
+:func:`attention` composes them and names the largest in ``bound_term`` (:data:`ATTENTION_TERMS`).
 
 Operand panels of GEMM and attention kernels move as bulk asynchronous tile copies (``cp.async``
 on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth_fraction`` of
@@ -59,7 +66,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -73,7 +80,27 @@ __all__ = [
     "gpu_params",
     "KernelEstimate",
     "GemmEstimate",
+    "GemmLaunch",
+    "gemm_launch",
+    "gemm_occupancy",
+    "gemm_main_loop_s",
+    "gemm_smem_bytes_per_cta",
+    "gemm_smem_feed_s",
+    "gemm_l2_bytes_per_cta",
+    "gemm_l2_panels_s",
+    "gemm_dram_bytes",
+    "gemm_split_k_fixup_s",
+    "gemm_pipeline_edges_s",
+    "gemm_k_loop_stall_s",
+    "GEMM_TERMS",
     "gemm",
+    "AttentionGrid",
+    "attention_grid",
+    "attention_matmul_s",
+    "attention_softmax_s",
+    "attention_compute_s",
+    "attention_traffic_bytes",
+    "ATTENTION_TERMS",
     "attention",
     "streaming",
     "roofline",
@@ -427,6 +454,7 @@ class KernelEstimate:
     l2_bytes: ArrayLike
     smem_bytes: ArrayLike
     details: tuple[tuple[str, Any], ...] = ()
+    bound_term: Any = ""  # the model's largest named term (str, or array of str); "" when it names none
 
 
 @dataclass(frozen=True)
@@ -508,20 +536,323 @@ def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_b
     rows = [(c, s) for c in candidates for s in splits]
     col = lambda f: np.array([f(c, s) for c, s in rows], float)  # noqa: E731
     out = {
-        "tm": col(lambda c, s: c.tile_m), "tn": col(lambda c, s: c.tile_n), "tk": col(lambda c, s: c.tile_k),
-        "sk": col(lambda c, s: s), "cm": col(lambda c, s: c.cluster_m), "cn": col(lambda c, s: c.cluster_n),
-        "nwarps": col(lambda c, s: c.warps_m * c.warps_n),
+        "tile_m": col(lambda c, s: c.tile_m), "tile_n": col(lambda c, s: c.tile_n),
+        "tile_k": col(lambda c, s: c.tile_k), "split": col(lambda c, s: s),
+        "cluster_m": col(lambda c, s: c.cluster_m), "cluster_n": col(lambda c, s: c.cluster_n),
+        "warps": col(lambda c, s: c.warps_m * c.warps_n),
         "threads": col(lambda c, s: c.threads),
-        "regs": col(lambda c, s: c.registers_per_thread(in_bytes) * c.threads),
-        "smem": col(lambda c, s: c.smem_bytes(in_bytes)),
+        "registers": col(lambda c, s: c.registers_per_thread(in_bytes) * c.threads),
+        "pipeline_smem_bytes": col(lambda c, s: c.smem_bytes(in_bytes)),
         "depth": col(lambda c, s: max(c.stages, MIN_PIPELINE_DEPTH)),
-        "names": np.array([c.name for c, _ in rows]),
+        "name": np.array([c.name for c, _ in rows]),
     }
-    out["wmt"] = out["tm"] / col(lambda c, s: c.warps_m)
-    out["wnt"] = out["tn"] / col(lambda c, s: c.warps_n)
+    out["warp_m"] = out["tile_m"] / col(lambda c, s: c.warps_m)
+    out["warp_n"] = out["tile_n"] / col(lambda c, s: c.warps_n)
     for v in out.values():
         v.setflags(write=False)
     return out
+
+
+@dataclass(frozen=True)
+class GemmLaunch:
+    """The grids that candidate GEMM kernels (tile x split-K factor) launch for one problem.
+
+    ``m``, ``n``, ``k``, ``batch``, ``in_bytes``, ``out_bytes`` and ``b_shared`` describe the
+    problem; every other field is an array with one entry per candidate (tiles outer, split-K
+    factors inner), or whatever shape :meth:`pick` indexed them with. Build with :func:`gemm_launch`.
+
+    Attributes
+    ----------
+    tile_m, tile_n, tile_k, split, cluster_m, cluster_n
+        CTA tile (elements), split-K factor and thread-block cluster.
+    warps, warp_m, warp_n
+        Math warps (warpgroups) per CTA and their warp tile.
+    threads, registers, pipeline_smem_bytes, depth
+        Per CTA: threads, registers, shared memory of the operand pipeline (bytes) and K-slices in
+        flight (at least :data:`MIN_PIPELINE_DEPTH`).
+    tiles_m, tiles_n
+        Output tiles along M and N.
+    k_split, k_padded
+        K of one split, and of one CTA padded to whole ``tile_k`` slices (padded tiles do full math).
+    ctas
+        CTAs of the launch (``batch * tiles_m * tiles_n * split``).
+    rows, cols
+        Rows of A and columns of B one CTA loads: ``min(tile_m, m)`` and ``min(tile_n, n)``
+        (predicated loads skip the padding).
+    name
+        Kernel name of the tile (``"128x256x64_s4_c2x1"``).
+    """
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    in_bytes: float
+    out_bytes: float
+    b_shared: bool
+    tile_m: np.ndarray
+    tile_n: np.ndarray
+    tile_k: np.ndarray
+    split: np.ndarray
+    cluster_m: np.ndarray
+    cluster_n: np.ndarray
+    warps: np.ndarray
+    warp_m: np.ndarray
+    warp_n: np.ndarray
+    threads: np.ndarray
+    registers: np.ndarray
+    pipeline_smem_bytes: np.ndarray
+    depth: np.ndarray
+    tiles_m: np.ndarray
+    tiles_n: np.ndarray
+    k_split: np.ndarray
+    k_padded: np.ndarray
+    ctas: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    name: np.ndarray
+
+    def pick(self, index: Any) -> GemmLaunch:
+        """The candidates at ``index`` (an integer array: one choice per hardware variant).
+
+        Returns a view with the attributes of a :class:`GemmLaunch`; its per-candidate fields are
+        indexed on first use (a sweep reads only some of them, for every hardware variant).
+        """
+        return cast(GemmLaunch, _PickedLaunch(self, index))
+
+
+_PROBLEM_FIELDS = ("m", "n", "k", "batch", "in_bytes", "out_bytes", "b_shared")
+_LAUNCH_ARRAYS = tuple(f.name for f in dataclasses.fields(GemmLaunch) if f.name not in _PROBLEM_FIELDS)
+
+
+class _PickedLaunch:
+    """:meth:`GemmLaunch.pick`'s view of ``launch`` at the candidates ``index``."""
+
+    def __init__(self, launch: GemmLaunch, index: Any) -> None:
+        self._launch, self._index = launch, index
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._launch, name)
+        if name in _LAUNCH_ARRAYS:
+            value = np.take(value, self._index)
+        self.__dict__[name] = value  # indexed once
+        return value
+
+
+def gemm_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...],
+                split_k: tuple[int, ...] = SPLIT_K_FACTORS, *, batch: int = 1, in_bytes: float = 2.0,
+                out_bytes: float = 2.0, b_shared: bool = False) -> GemmLaunch:
+    """The grid of every (tile, split-K) candidate for ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]``.
+
+    Every (tile, split) pair is a candidate whatever the shape: each one's time grows with m, n
+    and k, so the minimum does too (a larger GEMM is never predicted faster).
+    """
+    st = _static(tuple(candidates), tuple(split_k), float(in_bytes))
+    tm, tn, tk, sk = st["tile_m"], st["tile_n"], st["tile_k"], st["split"]
+    tiles_m = np.ceil(m / tm)
+    tiles_n = np.ceil(n / tn)
+    k_split = np.ceil(k / sk)
+    return GemmLaunch(
+        m=m, n=n, k=k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
+        tiles_m=tiles_m, tiles_n=tiles_n, k_split=k_split, k_padded=np.ceil(k_split / tk) * tk,
+        ctas=batch * tiles_m * tiles_n * sk, rows=np.minimum(tm, m), cols=np.minimum(tn, n),
+        **{f: st[f] for f in _LAUNCH_ARRAYS if f in st},
+    )
+
+
+def gemm_occupancy(launch: GemmLaunch, p: GpuParams) -> tuple[np.ndarray, np.ndarray]:
+    """(CTAs resident per SM, whether the candidate fits at all), over hardware x candidates.
+
+    Residency is limited by registers, shared memory (with the runtime's per-CTA reserve), threads
+    and the CTA limit; it is at least 1 (an infeasible candidate is flagged, not dropped).
+    """
+    ex = (Ellipsis, None)  # hardware arrays gain a trailing candidate axis
+    occ = np.minimum(
+        np.minimum(np.floor(_a(p.registers_per_sm)[ex] / launch.registers),
+                   np.floor(_a(p.smem_per_sm_bytes)[ex] / (launch.pipeline_smem_bytes + _SMEM_RESERVED_PER_CTA_BYTES))),
+        np.minimum(np.floor(_a(p.max_threads_per_sm)[ex] / launch.threads), _a(p.max_ctas_per_sm)[ex]),
+    )
+    feasible = (occ >= 1) & (launch.pipeline_smem_bytes <= _a(p.max_smem_per_cta_bytes)[ex])
+    return np.maximum(occ, 1.0), feasible
+
+
+# Terms of the GEMM model. Each broadcasts over its arguments: a launch's candidate arrays and
+# hardware numbers (arrays over hardware variants with a trailing candidate axis in gemm()).
+# ``busiest_ctas`` is the CTAs the busiest SM runs, ``ceil(ctas / sms)`` (wave quantization,
+# partial last wave included).
+
+
+def gemm_main_loop_s(launch: GemmLaunch, busiest_ctas: ArrayLike, flops_per_s_per_sm: ArrayLike) -> ArrayLike:
+    """Main-loop math of the busiest SM (s): its CTAs' padded tiles, ``2 * tile_m * tile_n * k_padded``
+    FLOP each, at one SM's share of the achievable tensor-core (or SIMT) rate."""
+    return _ip(np.multiply, busiest_ctas * (2.0 * launch.tile_m * launch.tile_n * launch.k_padded),
+               1.0 / flops_per_s_per_sm)
+
+
+def gemm_smem_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
+    """Shared memory -> math units traffic of one CTA (bytes): every warp reads its warp tile's A
+    rows and B columns over the padded K."""
+    return launch.warps * (launch.warp_m + launch.warp_n) * launch.k_padded * launch.in_bytes
+
+
+def gemm_smem_feed_s(launch: GemmLaunch, busiest_ctas: ArrayLike, smem_bytes_per_s_per_sm: ArrayLike) -> ArrayLike:
+    """Time the busiest SM's shared memory takes to feed its math units (s)."""
+    return _ip(np.multiply, busiest_ctas * gemm_smem_bytes_per_cta(launch), 1.0 / smem_bytes_per_s_per_sm)
+
+
+def gemm_l2_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
+    """L2 -> SM traffic of one CTA (bytes): its A and B operand panels over its K split (a cluster
+    multicasts the panel its CTAs share) and its C tile; under split-K the C tile is an fp32
+    partial that every CTA writes and all but one read back (``4 * (2 - 1/split)`` bytes/element)."""
+    sk = launch.split
+    return ((launch.rows / launch.cluster_n + launch.cols / launch.cluster_m) * launch.k_split * launch.in_bytes
+            + launch.rows * launch.cols * np.where(sk > 1, 4.0 * (2.0 - 1.0 / sk), launch.out_bytes))
+
+
+def gemm_l2_panels_s(launch: GemmLaunch, busiest_ctas: ArrayLike, l2_s_per_byte: ArrayLike) -> ArrayLike:
+    """Time the busiest SM's operand panels and C tiles take at its share of the L2 (s);
+    ``l2_s_per_byte`` is ``sms / (L2 bandwidth * l2_tile_fraction)``."""
+    return _ip(np.multiply, busiest_ctas * gemm_l2_bytes_per_cta(launch), l2_s_per_byte)
+
+
+def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
+                    l2_capacity_bytes: ArrayLike) -> ArrayLike:
+    """DRAM traffic of the launch (bytes).
+
+    When A and B fit in L2 they are read once (compulsory traffic); otherwise each wave of
+    resident CTAs (``sms * ctas_per_sm``, a near-square block of ``r x c`` output tiles) streams
+    the unique panels it needs, ``(r * rows + c * cols) * k_split * in_bytes``, and never less
+    than A and B once. C is written once; split-K's fp32 partials (written and read back) reach
+    DRAM only when they do not fit in L2.
+    """
+    g = launch
+    m, n, k, batch, in_bytes = g.m, g.n, g.k, g.batch, g.in_bytes
+    ab = batch * m * k * in_bytes + (1 if g.b_shared else batch) * k * n * in_bytes
+    c_bytes = batch * m * n * g.out_bytes
+    need = ab > l2_capacity_bytes
+    if np.any(need):
+        # (full-size arrays over hardware x candidates are updated in place: sweeps are memory-bound)
+        conc = _ip(np.minimum, sms * ctas_per_sm, g.ctas)  # CTAs resident at once
+        r = np.sqrt(conc)
+        np.round(r, out=r)
+        r = _ip(np.minimum, _ip(np.maximum, r, 1.0), g.tiles_m)
+        cc = conc / r
+        np.ceil(cc, out=cc)
+        cc = _ip(np.minimum, cc, g.tiles_n * g.split)
+        streamed = _ip(np.add, _ip(np.multiply, r, g.rows), _ip(np.multiply, cc, g.cols))
+        streamed = _ip(np.multiply, streamed, g.k_split * in_bytes)
+        streamed = _ip(np.multiply, streamed, g.ctas / conc)  # waves of resident CTAs
+        streamed = _ip(np.maximum, streamed, ab)
+        operands = streamed if np.all(need) else np.where(need, streamed, ab)
+    else:
+        operands = ab
+    partials = np.where(g.split > 1, 2.0 * g.split * batch * m * n * 4.0, 0.0)
+    return operands + (c_bytes + np.where(partials <= l2_capacity_bytes, 0.0, partials))
+
+
+# The two serial terms below are sums of bytes moved at one SM's share of the L2 and L2 round
+# trips; gemm() adds the bytes and the round trips of both before converting them to time, with
+# as few full-size array operations as possible (sweeps).
+
+
+def _fixup_l2_work(launch: GemmLaunch) -> tuple[ArrayLike, ArrayLike]:
+    # (bytes, L2 latencies): per hand-off, read and write the fp32 tile; wait on the flag and publish it
+    return (launch.split - 1.0) * 2.0 * launch.rows * launch.cols * 4.0, 2.0 * (launch.split - 1.0)
+
+
+def _c_store_l2_work(launch: GemmLaunch) -> tuple[ArrayLike, ArrayLike]:
+    # (bytes, L2 latencies) of the last tile's C store (fp32 partial under split-K)
+    return launch.rows * launch.cols * np.where(launch.split > 1, 4.0, launch.out_bytes), 1.0
+
+
+def _first_or_last_slice_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, s_per_flop: ArrayLike) -> ArrayLike:
+    # the cheaper of the first K-slice's operand panels and the last K-slice's math
+    slice_bytes = (launch.rows / launch.cluster_n + launch.cols / launch.cluster_m) * launch.tile_k * launch.in_bytes
+    slice_flops = 2.0 * launch.tile_m * launch.tile_n * launch.tile_k
+    return _ip(np.minimum, l2_s_per_byte * slice_bytes, slice_flops * s_per_flop)
+
+
+def gemm_split_k_fixup_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike) -> ArrayLike:
+    """Split-K serial fixup (s): the ``split`` CTAs of one output tile add their fp32 partials in
+    turn, so ``split - 1`` hand-offs, each two L2 latencies (wait on the previous CTA's flag, publish
+    its own) plus reading and writing the fp32 tile at one SM's share of the L2. Zero without split-K."""
+    fix_bytes, hops = _fixup_l2_work(launch)
+    return hops * l2_latency_s + fix_bytes * l2_s_per_byte
+
+
+def gemm_pipeline_edges_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike,
+                          flops_per_s_per_sm: ArrayLike) -> ArrayLike:
+    """Pipeline edges, exposed once per kernel (s): before any math the first K-slice's operand
+    panels must arrive and after the last load one slice of math remains, so ``N`` slices take
+    ``N * max(load, math) + min(load, math)``; the last tile's C store (an fp32 partial under
+    split-K) then reaches L2 at one SM's share of its bandwidth, plus one L2 latency. A persistent
+    kernel overlaps every other tile's edges."""
+    store_bytes, hops = _c_store_l2_work(launch)
+    return (hops * l2_latency_s + store_bytes * l2_s_per_byte
+            + _first_or_last_slice_s(launch, l2_s_per_byte, 1.0 / flops_per_s_per_sm))
+
+
+def gemm_k_loop_stall_s(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: ArrayLike,
+                        flops_per_s_per_sm: ArrayLike, latency_s: ArrayLike) -> ArrayLike:
+    """K-loop load stall of the busiest SM (s), :func:`pipeline_stall_s` per CTA: the SM runs its
+    CTAs in rounds of ``q = min(ctas_per_sm, busiest_ctas)`` co-resident CTAs sharing its math
+    units, so one K-slice of one CTA takes ``q * t_slice``."""
+    q = np.minimum(ctas_per_sm, busiest_ctas)
+    t_iter = q * 2.0 * launch.tile_m * launch.tile_n * launch.tile_k / flops_per_s_per_sm
+    return np.ceil(busiest_ctas / q) * pipeline_stall_s(launch.k_padded / launch.tile_k, launch.depth, latency_s,
+                                                        t_iter)
+
+
+#: Named terms of the GEMM model, in the order :attr:`KernelEstimate.bound_term` prefers on ties:
+#: main-loop math, DRAM traffic, L2 operand panels, shared-memory feed (these four overlap), the
+#: prologue's DRAM latency, the split-K fixup, the pipeline edges and the exposed K-loop stall.
+GEMM_TERMS: tuple[str, ...] = ("main-loop", "dram", "l2", "smem", "prologue", "split-k fixup", "edges",
+                               "k-loop stall")
+
+
+def _largest_term(names: tuple[str, ...], values: tuple[ArrayLike, ...]) -> Any:
+    """Name of the largest of ``values`` (first on ties): a str, or an array of str over hardware."""
+    vals = [_a(v) for v in values]
+    idx = np.zeros(np.broadcast_shapes(*(v.shape for v in vals)), dtype=np.intp)
+    top = vals[0]
+    for i, v in enumerate(vals[1:], 1):  # (a loop of whole-array passes: argmax over a stacked axis is slow)
+        larger = v > top
+        idx = np.where(larger, i, idx)
+        top = np.where(larger, v, top)
+    return names[int(idx)] if idx.ndim == 0 else np.array(names).take(idx)
+
+
+def _gather(x: ArrayLike, full: tuple[int, ...], rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(x, full)[rows + (cols,)]
+
+
+def _choose(total: np.ndarray, t_compute: np.ndarray, t_mem: np.ndarray, fixed: np.ndarray, feasible: np.ndarray,
+            stall_at: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chosen candidate, time, exposed K-loop stall) per hardware variant, as a heuristic library picks.
+
+    The stall-free choice (first minimum of ``total``: a deterministic tie-break in table order)
+    stands wherever its own stall (``stall_at(rows, cols)``) hides under its memory time; a stall
+    only lengthens a candidate, so elsewhere every candidate is re-timed with its stall.
+    """
+    hw_shape, ncand = total.shape[:-1], total.shape[-1]
+    full = hw_shape + (ncand,)
+    best = np.asarray(np.argmin(total, axis=-1))
+    rows = tuple(np.indices(hw_shape))
+    t_cb, t_mb = _gather(t_compute, full, rows, best), _gather(t_mem, full, rows, best)
+    exposed = np.array(np.maximum(t_cb + stall_at(rows, best), t_mb) - np.maximum(t_cb, t_mb), dtype=float)
+    time = np.array(_gather(total, full, rows, best) + exposed, dtype=float)
+    hit = exposed > 0
+    if np.any(hit):
+        rh = tuple(ix[hit][:, None] for ix in rows)
+        cols = np.arange(ncand)
+        t_ch, t_mh = _gather(t_compute, full, rh, cols), _gather(t_mem, full, rh, cols)
+        busy = np.maximum(t_ch + stall_at(rh, cols), t_mh)
+        tot = np.where(_gather(feasible, full, rh, cols), busy + _gather(fixed, full, rh, cols), np.inf)
+        b_h = np.argmin(tot, axis=-1)[..., None]
+        best[hit] = b_h[..., 0]
+        time[hit] = np.take_along_axis(tot, b_h, axis=-1)[..., 0]
+        exposed[hit] = np.take_along_axis(busy - np.maximum(t_ch, t_mh), b_h, axis=-1)[..., 0]
+    return best, time, exposed
 
 
 def gemm(
@@ -560,11 +891,13 @@ def gemm(
     -------
     GemmEstimate
         Arrays over the hardware shape; ``tile``/``split_k``/``waves`` describe the chosen kernel.
-        ``latency_s`` is the prologue (one DRAM latency), the pipeline edges (first slice's
-        operand load or last slice's math, whichever is shorter, and the last C-tile store), the
-        split-K fixup, plus the part of the K-loop load stall
-        (:func:`pipeline_stall_s`, per round of co-resident CTAs on the busiest SM) not hidden
-        under ``memory_s``.
+        ``compute_s`` is the main loop's math (:func:`gemm_main_loop_s`), ``memory_s`` the largest
+        of the shared-memory feed, the L2 panels and the DRAM traffic (:func:`gemm_smem_feed_s`,
+        :func:`gemm_l2_panels_s`, :func:`gemm_dram_bytes`); ``latency_s`` is the prologue (one
+        DRAM latency), the pipeline edges (:func:`gemm_pipeline_edges_s`), the split-K fixup
+        (:func:`gemm_split_k_fixup_s`), plus the part of the K-loop load stall
+        (:func:`gemm_k_loop_stall_s`) not hidden under ``memory_s``. ``bound_term`` names the
+        largest of these (:data:`GEMM_TERMS`).
 
     Examples
     --------
@@ -573,168 +906,79 @@ def gemm(
     """
     if min(m, n, k, batch) < 1:
         raise ValueError(f"gemm: sizes must be positive; got m={m}, n={n}, k={k}, batch={batch}; expected >= 1")
-    # every (tile, split) pair is a candidate whatever the shape: each one's time grows with m, n
-    # and k, so the minimum does too (a larger GEMM is never predicted faster)
-    st = _static(tuple(candidates), tuple(split_k), float(in_bytes))
-    tm, tn, tk, sk, cm, cn = st["tm"], st["tn"], st["tk"], st["sk"], st["cm"], st["cn"]
-    ex = (Ellipsis, None)
-
-    # occupancy: CTAs per SM from registers, shared memory, threads and the CTA limit
-    occ = np.minimum(
-        np.minimum(np.floor(_a(p.registers_per_sm)[ex] / st["regs"]),
-                   np.floor(_a(p.smem_per_sm_bytes)[ex] / (st["smem"] + _SMEM_RESERVED_PER_CTA_BYTES))),
-        np.minimum(np.floor(_a(p.max_threads_per_sm)[ex] / st["threads"]), _a(p.max_ctas_per_sm)[ex]),
-    )
-    feasible = (occ >= 1) & (st["smem"] <= _a(p.max_smem_per_cta_bytes)[ex])
-    occ = np.maximum(occ, 1.0)
-
-    tiles_m = np.ceil(m / tm)
-    tiles_n = np.ceil(n / tn)
-    k_per_split = np.ceil(k / sk)
-    k_eff = np.ceil(k_per_split / tk) * tk  # padded K of one CTA
-    ctas = batch * tiles_m * tiles_n * sk
-    em = np.minimum(tm, m)  # rows actually loaded (predicated loads skip the padding)
-    en = np.minimum(tn, n)
-
+    launch = gemm_launch(m, n, k, candidates, split_k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
+                         b_shared=b_shared)
+    ex = (Ellipsis, None)  # hardware arrays gain a trailing candidate axis
+    occ, feasible = gemm_occupancy(launch, p)
     sms = _a(p.sms)[ex]
-    # (full-size arrays over hardware x candidates are updated in place: sweeps are memory-bound)
-    per_sm = np.ceil(ctas / sms)  # CTAs on the busiest SM (wave quantization incl. partial last wave)
-
-    # tensor-core (or SIMT) time: padded tiles do full math
+    busiest = np.ceil(launch.ctas / sms)
     rate_sm = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms
-    inv_rate = 1.0 / rate_sm
-    t_compute = _ip(np.multiply, per_sm * (2.0 * tm * tn * k_eff), inv_rate)
+    l2_share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]  # s per byte at one SM's share of the L2
+    latency, l2_lat = _a(p.dram_latency_s)[ex], _a(p.l2_latency_s)[ex]
 
-    # shared memory -> math units (warp-tile operand reads)
-    smem_cta = st["nwarps"] * (st["wmt"] + st["wnt"]) * k_eff * in_bytes
-    t_smem = _ip(np.multiply, per_sm * smem_cta, 1.0 / _a(p.smem_bytes_per_s_per_sm)[ex])
-
-    # L2 -> SM operand panels (cluster multicast shares panels) + C tile (or fp32 partials)
-    # (split-K: every CTA writes its fp32 partial and all but one read the previous one back)
-    l2_cta = (em / cn + en / cm) * k_per_split * in_bytes + em * en * np.where(sk > 1, 4.0 * (2.0 - 1.0 / sk), out_bytes)
-    share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]  # s per byte at one SM's share of the L2
-    t_l2 = _ip(np.multiply, per_sm * l2_cta, share)
-
-    # DRAM: compulsory when operands fit in L2, else the unique panels of each wave
-    ab = batch * m * k * in_bytes + (1 if b_shared else batch) * k * n * in_bytes
-    c_bytes = batch * m * n * out_bytes
-    l2cap = _a(p.l2_capacity_bytes)[ex]
-    need = ab > l2cap
-    if np.any(need):
-        # a wave of conc resident CTAs covers an r x cc block of output tiles and reads its panels
-        conc = _ip(np.minimum, sms * occ, ctas)  # CTAs resident at once
-        r = np.sqrt(conc)
-        np.round(r, out=r)
-        r = _ip(np.minimum, _ip(np.maximum, r, 1.0), tiles_m)
-        cc = conc / r
-        np.ceil(cc, out=cc)
-        cc = _ip(np.minimum, cc, tiles_n * sk)
-        streamed = _ip(np.add, _ip(np.multiply, r, em), _ip(np.multiply, cc, en))
-        streamed = _ip(np.multiply, streamed, k_per_split * in_bytes)
-        streamed = _ip(np.multiply, streamed, ctas / conc)  # waves of resident CTAs
-        streamed = _ip(np.maximum, streamed, ab)
-        operands = streamed if np.all(need) else np.where(need, streamed, ab)
-    else:
-        operands = ab
-    partials = np.where(sk > 1, 2.0 * sk * batch * m * n * 4.0, 0.0)
-    dram = operands + (c_bytes + np.where(partials <= l2cap, 0.0, partials))
+    # overlapped: the main loop's math against its operand traffic at each level
+    t_compute = gemm_main_loop_s(launch, busiest, rate_sm)
+    t_smem = gemm_smem_feed_s(launch, busiest, _a(p.smem_bytes_per_s_per_sm)[ex])
+    t_l2 = gemm_l2_panels_s(launch, busiest, l2_share)
+    dram = gemm_dram_bytes(launch, sms, occ, _a(p.l2_capacity_bytes)[ex])
     t_dram = dram * (1.0 / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction)))[ex]
-
     t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
-    latency = _a(p.dram_latency_s)[ex]
 
-    # split-K fixup (serial reduction): the CTAs of one output tile add their fp32 partials in
-    # turn, each after the previous one's flag (an L2 round trip), reading and writing the tile
-    # at its SM's share of the L2 tile bandwidth.
-    # Pipeline edges, exposed once per kernel (a persistent kernel overlaps every other tile's):
-    # the first K-slice's operands arrive before any math, the last slice's math follows the
-    # last load (one slice of the cheaper of the two), and the last tile's C store (fp32 partial
-    # under split-K) waits for its write to reach L2 (one L2 latency).
-    # Summed per candidate with as few full-size array operations as possible (sweeps).
-    l2_lat = _a(p.l2_latency_s)[ex]
-    fix_bytes = (sk - 1.0) * 2.0 * em * en * 4.0
-    epi_bytes = em * en * np.where(sk > 1, 4.0, out_bytes)
-    slice_bytes = (em / cn + en / cm) * tk * in_bytes
-    slice_flops = 2.0 * tm * tn * tk
-    hops = 2.0 * (sk - 1.0) + 1.0  # L2 latencies: two per fixup hand-off, one for the last store
-    fixed = _ip(np.add, share * (fix_bytes + epi_bytes), latency + l2_lat * hops)
-    edge = _ip(np.minimum, share * slice_bytes, slice_flops * inv_rate)
-    fixed = _ip(np.add, fixed, edge)  # prologue + fixup + edges
+    # serial, once per kernel: prologue + split-K fixup + pipeline edges (bytes and L2 round trips
+    # of the fixup and the C store summed first: fewer full-size operations)
+    fix_bytes, fix_hops = _fixup_l2_work(launch)
+    store_bytes, store_hops = _c_store_l2_work(launch)
+    fixed = _ip(np.add, l2_share * (fix_bytes + store_bytes), latency + l2_lat * (fix_hops + store_hops))
+    fixed = _ip(np.add, fixed, _first_or_last_slice_s(launch, l2_share, 1.0 / rate_sm))
 
     total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
     if not np.all(feasible):
         total = np.where(feasible, total, np.inf)
-    hw_shape = total.shape[:-1]
-    ncand = total.shape[-1]
     if not np.all(np.isfinite(np.min(total, axis=-1))):
         raise SpecError(
             f"gemm m={m} n={n} k={k}: no candidate tile fits the SM resources; got shared memory "
             f"{p.smem_per_sm_bytes} B/SM and {p.registers_per_sm} registers/SM; expected room for one CTA"
         )
-    best = np.asarray(np.argmin(total, axis=-1))  # first minimum: deterministic tie-break in table order
-    full = hw_shape + (ncand,)
-
-    def gather(x: ArrayLike, rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(x, full)[rows + (cols,)]
+    full = total.shape
 
     def stall_at(rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
-        # K-loop load chain (pipeline_stall_s): the busiest SM runs its CTAs in rounds of q
-        # co-resident CTAs sharing its math units, so one K-slice of one CTA takes q * t_iter
-        ps = gather(per_sm, rows, cols)
-        q = np.minimum(gather(occ, rows, cols), ps)
-        t_iter = q * 2.0 * tm[cols] * tn[cols] * tk[cols] / gather(rate_sm, rows, cols)
-        return np.ceil(ps / q) * pipeline_stall_s(k_eff[cols] / tk[cols], st["depth"][cols],
-                                                   gather(latency, rows, cols), t_iter)
+        g = functools.partial(_gather, full=full, rows=rows, cols=cols)
+        return gemm_k_loop_stall_s(launch.pick(cols), g(busiest), g(occ), g(rate_sm), g(latency))
 
-    # A stall only lengthens a candidate, so the stall-free choice stands wherever its own stall
-    # is hidden under the memory time; elsewhere every candidate is re-timed with its stall.
-    rows = tuple(np.indices(hw_shape))
-    t_cb, t_mb = gather(t_compute, rows, best), gather(t_mem, rows, best)
-    exposed = np.array(np.maximum(t_cb + stall_at(rows, best), t_mb) - np.maximum(t_cb, t_mb), dtype=float)
-    time = np.array(gather(total, rows, best) + exposed, dtype=float)
-    hit = exposed > 0
-    if np.any(hit):
-        rh = tuple(ix[hit][:, None] for ix in rows)
-        cols = np.arange(ncand)
-        t_ch, t_mh = gather(t_compute, rh, cols), gather(t_mem, rh, cols)
-        busy = np.maximum(t_ch + stall_at(rh, cols), t_mh)
-        tot = np.where(gather(feasible, rh, cols), busy + gather(fixed, rh, cols), np.inf)
-        b_h = np.argmin(tot, axis=-1)[..., None]
-        best[hit] = b_h[..., 0]
-        time[hit] = np.take_along_axis(tot, b_h, axis=-1)[..., 0]
-        exposed[hit] = np.take_along_axis(busy - np.maximum(t_ch, t_mh), b_h, axis=-1)[..., 0]
+    best, time, exposed = _choose(total, t_compute, t_mem, fixed, feasible, stall_at)
 
-    def pick(x: np.ndarray) -> ArrayLike:
-        xb = np.broadcast_to(x, full)
-        return _scalar_or(np.take_along_axis(xb, best[..., None], axis=-1)[..., 0])
+    def pick(x: np.ndarray) -> ArrayLike:  # the chosen candidate's value, per hardware variant
+        if np.ndim(x) <= 1:  # the same for every variant: a plain take (sweeps)
+            return _scalar_or(np.take(np.broadcast_to(x, full[-1:]), best))
+        return _scalar_or(np.take_along_axis(np.broadcast_to(x, full), best[..., None], axis=-1)[..., 0])
 
-    t_d, t_l, t_s = pick(t_dram), pick(t_l2), pick(t_smem)
-    # the chosen kernel's fixup and edges, recomputed for it alone (the sweep summed them): the
-    # per-candidate constants indexed by the choice times the hardware values, no full-size array
-    hs, hi, hl = share[..., 0], inv_rate[..., 0], l2_lat[..., 0]
-    t_fix = (sk[best] - 1.0) * 2.0 * hl + fix_bytes[best] * hs
-    t_edge = hl + epi_bytes[best] * hs + np.minimum(slice_bytes[best] * hs, slice_flops[best] * hi)
-    lvl = np.argmax(np.stack(np.broadcast_arrays(t_d, t_l, t_s)), axis=0)
-    levels = np.array(["dram", "l2", "smem"])
-    tile = st["names"][best]
-    smem_total = ctas * (smem_cta + (tm + tn) * k_eff * in_bytes)
+    chosen = launch.pick(best)
+    hs, hl = l2_share[..., 0], l2_lat[..., 0]
+    t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl))
+    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, rate_sm[..., 0]))
+    t_c, t_s, t_l, t_d, t_m = pick(t_compute), pick(t_smem), pick(t_l2), pick(t_dram), pick(t_mem)
+    ctas, cta_per_sm = pick(launch.ctas), pick(occ)
+    # shared memory traffic: the warp-tile reads plus the operand panels written into it
+    panels = (launch.tile_m + launch.tile_n) * launch.k_padded * in_bytes
+    smem_total = launch.ctas * (gemm_smem_bytes_per_cta(launch) + panels)
     return GemmEstimate(
         time_s=_scalar_or(time),
-        compute_s=pick(t_compute),
-        memory_s=pick(t_mem),
-        latency_s=_scalar_or(gather(fixed, rows, best) + exposed),  # prologue + fixup + edges + exposed stall
+        compute_s=t_c,
+        memory_s=t_m,
+        latency_s=_scalar_or(_gather(fixed, full, tuple(np.indices(best.shape)), best) + exposed),
         dram_bytes=pick(dram),
-        l2_bytes=pick(ctas * l2_cta),
+        l2_bytes=pick(launch.ctas * gemm_l2_bytes_per_cta(launch)),
         smem_bytes=pick(smem_total),
-        tile=str(tile) if np.ndim(tile) == 0 else tile,
-        split_k=pick(sk),
-        ctas=pick(ctas),
-        waves=_scalar_or(_a(pick(ctas)) / (_a(p.sms) * _a(pick(occ)))),
-        ctas_per_sm=pick(occ),
-        bound_level=str(levels[lvl]) if np.ndim(lvl) == 0 else levels[lvl],
-        fixup_s=_scalar_or(t_fix),
-        edge_s=_scalar_or(t_edge),
+        tile=str(chosen.name) if np.ndim(chosen.name) == 0 else chosen.name,
+        split_k=_scalar_or(chosen.split),
+        ctas=ctas,
+        waves=_scalar_or(_a(ctas) / (_a(p.sms) * _a(cta_per_sm))),
+        ctas_per_sm=cta_per_sm,
+        bound_level=_largest_term(("dram", "l2", "smem"), (t_d, t_l, t_s)),
+        fixup_s=t_fix,
+        edge_s=t_edge,
         stall_s=_scalar_or(exposed),
+        bound_term=_largest_term(GEMM_TERMS, (t_c, t_d, t_l, t_s, pick(latency), t_fix, t_edge, exposed)),
     )
 
 
@@ -835,6 +1079,172 @@ def _pairs(sq: int, skv: int, causal: bool, last_rows: int) -> tuple[float, floa
     return float(total), float(heavy)
 
 
+@dataclass(frozen=True)
+class AttentionGrid:
+    """How a fused-attention launch spreads its query-key pairs over CTAs (:func:`attention_grid`).
+
+    Attributes
+    ----------
+    batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward
+        The problem and the kernel's query rows per CTA.
+    decode
+        Flash-decoding layout: the query heads sharing a KV head packed into one tile, the keys
+        split over CTAs.
+    ctas
+        CTAs launched (an array when it depends on the SM count: decode).
+    kv_splits
+        Key splits per KV head (1 unless decode).
+    pad
+        Padded over real query rows of a tile (short blocks are padded up to ``min_mma_rows``).
+    head_pairs
+        Query-key pairs of one head (causal: the visible ones).
+    pairs
+        Pairs of the whole launch, ``batch * heads_q * head_pairs``.
+    heaviest_pairs
+        Pairs of the heaviest CTA.
+    q_panels
+        Times each K/V panel is read from L2 (once per query block).
+    """
+
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_kv: int
+    block_q: int
+    backward: bool
+    decode: bool
+    ctas: ArrayLike
+    kv_splits: ArrayLike
+    pad: float
+    head_pairs: float
+    pairs: float
+    heaviest_pairs: ArrayLike
+    q_panels: float
+
+
+def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, sms: ArrayLike, *,
+                   causal: bool = False, backward: bool = False, block_q: int = 128,
+                   min_mma_rows: int = 64) -> AttentionGrid:
+    """The CTAs of a fused-attention launch and the query-key pairs each computes.
+
+    Query blocks of ``block_q`` rows are CTAs. When the queries of one KV head are fewer than
+    ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
+    a KV head are packed into one tile and the keys are split over CTAs until every one of the
+    ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys).
+    """
+    group = heads_q // max(1, heads_kv)
+    decode = seq_q * group < block_q and not backward
+    if decode:
+        rows = seq_q * group  # packed query rows per KV head
+        ctas_base = batch * heads_kv
+        kv_splits = np.clip(np.floor(_a(sms) / ctas_base), 1.0,
+                            max(1.0, math.ceil(seq_kv / DECODE_MIN_KEYS_PER_SPLIT)))
+        head_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q)
+        # one CTA holds all rows of its KV head
+        return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, True,
+                             ctas=ctas_base * kv_splits, kv_splits=kv_splits, pad=max(rows, min_mma_rows) / rows,
+                             head_pairs=head_pairs, pairs=batch * heads_q * head_pairs,
+                             heaviest_pairs=head_pairs * group / kv_splits, q_panels=1.0)
+    rows_blk = min(block_q, seq_q)
+    q_blocks = math.ceil(seq_q / block_q)
+    head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk)
+    return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
+                         ctas=float(batch * heads_q * q_blocks), kv_splits=1.0,
+                         pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
+                         pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(q_blocks))
+
+
+def attention_matmul_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, *,
+                       kernel: str = "flash2") -> ArrayLike:
+    """Tensor-core time of one query-key pair on one SM (s).
+
+    Forward: the QK^T and PV contractions, ``2 * (head_dim + head_dim_v)`` FLOP; backward five
+    contractions (S and dP recomputed, dV, dQ, dK), ``2 * (3 * head_dim + 2 * head_dim_v)``; on
+    tiles padded to the smallest MMA (``grid.pad``). ``"flash2"`` kernels issue warp-level
+    ``mma.sync`` at ``p.warp_mma_scale`` of the native rate.
+    """
+    rate = _a(p.matrix_flops_per_s) * _a(p.matrix_fraction) / _a(p.sms)
+    if kernel != "flash3":
+        rate = rate * _a(p.warp_mma_scale)
+    flops = 2.0 * ((3 * head_dim + 2 * head_dim_v) if grid.backward else (head_dim + head_dim_v))
+    return flops * grid.pad / rate
+
+
+def attention_softmax_s(p: GpuParams, *, backward: bool = False) -> ArrayLike:
+    """Online-softmax time of one query-key score on one SM (s): :data:`SOFTMAX_SFU_OPS_PER_SCORE`
+    special-function results and :data:`SOFTMAX_ALU_OPS_PER_SCORE` FP32 instructions."""
+    direction = "bwd" if backward else "fwd"
+    sms = _a(p.sms)
+    alu_rate_sm = _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / sms  # FP32 instructions/s
+    sfu_rate_sm = _a(p.sfu_ops_per_s) / sms
+    return SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm
+
+
+def attention_compute_s(grid: AttentionGrid, pair_s: ArrayLike, sms: ArrayLike) -> ArrayLike:
+    """Compute time of the launch (s): the busiest SM's CTAs (``ceil(ctas / sms)``, average pairs
+    each) or the heaviest CTA alone (causal), whichever is longer, at ``pair_s`` per pair."""
+    return np.maximum(np.ceil(grid.ctas / _a(sms)) * (grid.pairs / grid.ctas) * pair_s, grid.heaviest_pairs * pair_s)
+
+
+def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int, *, in_bytes: float = 2.0,
+                            kv_sharing: int = 1) -> tuple[ArrayLike, ArrayLike]:
+    """(DRAM bytes, L2 bytes) of the launch.
+
+    DRAM sees Q, K, V and O once (backward: Q, K, V, O, dO read, dQ, dK, dV written). Every query
+    block reads the K and V panels it can see from L2 (shared by ``kv_sharing`` CTAs; decode reads
+    K and V once). The backward streams the Q and dO panels past each key block's CTA (the same
+    volume) and sends every fp32 dQ partial to L2 once, :data:`DQ_ACCUM_BYTES` per element (the
+    add is done at L2). Split-KV partial outputs (fp32) are written and read back.
+    """
+    g = grid
+    batch, heads_q, seq_q, seq_kv = g.batch, g.heads_q, g.seq_q, g.seq_kv
+    q_bytes = batch * heads_q * seq_q * head_dim * in_bytes
+    o_bytes = batch * heads_q * seq_q * head_dim_v * in_bytes
+    kv_bytes = batch * g.heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
+    visible = g.head_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
+    q_panels = g.q_panels
+    kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
+    kv_panels = kv_panels / max(1, kv_sharing)
+    if g.decode:
+        kv_panels = kv_bytes
+    if g.backward:
+        # reads q, k, v, o, dO, lse; writes dK, dV. Each CTA owns one key block (K, V read once)
+        # and streams the Q and dO panels of every visible query block (FlashAttention-2,
+        # Algorithm 2; FA3/FA4 likewise): the same volume as the forward's K/V panels. dQ is
+        # accumulated in fp32 by reductions performed at L2 (``red``/``atomicAdd`` in FA2,
+        # ``cp.reduce.async.bulk ... .add.f32`` TMA reduce-adds in FA3/FA4).
+        dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
+        kv_blocks = math.ceil(seq_kv / g.block_q)
+        dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
+        dq_partials = dq_partials / max(1, kv_sharing)
+        l2 = dram + kv_panels + dq_partials
+    else:
+        dram = q_bytes + kv_bytes + o_bytes
+        l2 = q_bytes + o_bytes + kv_panels
+    partials = batch * heads_q * seq_q * head_dim_v * 4.0 * g.kv_splits * 2 * (_a(g.kv_splits) > 1)
+    return dram + partials, l2 + partials
+
+
+#: Named terms of the attention model, in the order :attr:`KernelEstimate.bound_term` prefers on
+#: ties: the contractions (QK^T and PV forward) and the online softmax (their share of the
+#: compute time), DRAM and L2 traffic, and the prologue's DRAM latency.
+ATTENTION_TERMS: tuple[str, ...] = ("matmuls", "softmax", "dram", "l2", "prologue")
+
+
+def _attention_bound_term(t_mma: ArrayLike, t_soft: ArrayLike, t_pair: ArrayLike, t_compute: ArrayLike,
+                          t_dram: ArrayLike, t_l2: ArrayLike, t_mem: ArrayLike, lat: ArrayLike) -> Any:
+    """The largest term of :data:`ATTENTION_TERMS` (first on ties). Of the overlapped compute and
+    memory sides only the longer one counts: the larger of the matmuls' and the softmax's shares
+    of the compute time (``t_compute * t / t_pair``), or the slower memory level; then the prologue
+    when it is longer still. (Whole-array passes written out: sweeps call this for every variant.)"""
+    compute_side = _a(t_compute >= t_mem)
+    top = np.where(compute_side, t_compute * np.maximum(t_mma, t_soft) / t_pair, t_mem)
+    idx = np.where(compute_side, np.where(t_mma >= t_soft, 0, 1), np.where(t_dram >= t_l2, 2, 3))
+    idx = np.where(lat > top, 4, idx)
+    return ATTENTION_TERMS[int(idx)] if idx.ndim == 0 else np.array(ATTENTION_TERMS).take(idx)
+
+
 def attention(
     batch: int,
     heads_q: int,
@@ -883,8 +1293,11 @@ def attention(
     Returns
     -------
     KernelEstimate
-        ``compute_s`` is tensor-core plus softmax vector time per SM, spread over the query-block
-        CTAs in waves; ``memory_s`` the K/V panel traffic from L2 and the compulsory DRAM traffic.
+        ``compute_s`` is tensor-core plus softmax vector time per SM (:func:`attention_matmul_s`,
+        :func:`attention_softmax_s`), spread over the query-block CTAs in waves
+        (:func:`attention_grid`, :func:`attention_compute_s`); ``memory_s`` the K/V panel traffic
+        from L2 and the compulsory DRAM traffic (:func:`attention_traffic_bytes`), whichever takes
+        longer. ``bound_term`` names the largest term (:data:`ATTENTION_TERMS`).
 
     Notes
     -----
@@ -892,82 +1305,32 @@ def attention(
     flash-decoding: the query heads sharing a KV head are packed into one tile and the keys are
     split over CTAs until every SM has work; partial outputs (fp32) are reduced afterwards.
     """
-    direction = "bwd" if backward else "fwd"
-    group = heads_q // max(1, heads_kv)
-    mma_per_pair = 2.0 * ((3 * head_dim + 2 * head_dim_v) if backward else (head_dim + head_dim_v))
-    sms = _a(p.sms)
-    decode = seq_q * group < block_q and not backward
-    if decode:
-        rows = seq_q * group  # packed query rows per KV head
-        ctas_base = batch * heads_kv
-        kv_splits = np.clip(np.floor(sms / ctas_base), 1.0, max(1.0, math.ceil(seq_kv / DECODE_MIN_KEYS_PER_SPLIT)))
-        pad = max(rows, min_mma_rows) / rows
-        total_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q)
-        heavy_pairs = total_pairs * group  # one CTA holds all rows of its KV head
-        pairs_all = batch * heads_q * total_pairs
-        ctas = ctas_base * kv_splits
-        heavy = heavy_pairs / kv_splits
-        q_panels = 1.0
-    else:
-        rows_blk = min(block_q, seq_q)
-        q_blocks = math.ceil(seq_q / block_q)
-        total_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk)
-        pad = max(rows_blk, min_mma_rows) / rows_blk
-        pairs_all = batch * heads_q * total_pairs
-        ctas = float(batch * heads_q * q_blocks)
-        kv_splits = 1.0
-        heavy = heavy_pairs
-        q_panels = float(q_blocks)
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention: kernel: unknown design; got {kernel!r}; expected one of {', '.join(ATTENTION_KERNELS)}")
-    overlap = kernel == "flash3"
-    mma_rate_sm = _a(p.matrix_flops_per_s) * _a(p.matrix_fraction) / sms
-    if not overlap:
-        mma_rate_sm = mma_rate_sm * _a(p.warp_mma_scale)
-    alu_rate_sm = _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / sms  # FP32 instructions/s
-    sfu_rate_sm = _a(p.sfu_ops_per_s) / sms
-    t_mma = mma_per_pair * pad / mma_rate_sm
-    t_soft = SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm
-    t_pair = np.maximum(t_mma, t_soft) if overlap else t_mma + t_soft
-    per_sm = np.ceil(ctas / sms)
-    t_compute = np.maximum(per_sm * (pairs_all / ctas) * t_pair, heavy * t_pair)
+    sms = _a(p.sms)
+    grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
+                          block_q=block_q, min_mma_rows=min_mma_rows)
+    t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
+    t_soft = attention_softmax_s(p, backward=backward)
+    t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
+    t_compute = attention_compute_s(grid, t_pair, sms)
 
-    q_bytes = batch * heads_q * seq_q * head_dim * in_bytes
-    o_bytes = batch * heads_q * seq_q * head_dim_v * in_bytes
-    kv_bytes = batch * heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
-    visible = total_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
-    kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
-    kv_panels = kv_panels / max(1, kv_sharing)
-    if decode:
-        kv_panels = kv_bytes
-    if backward:
-        # reads q, k, v, o, dO, lse; writes dK, dV. Each CTA owns one key block (K, V read once)
-        # and streams the Q and dO panels of every visible query block (FlashAttention-2,
-        # Algorithm 2; FA3/FA4 likewise): the same volume as the forward's K/V panels. dQ is
-        # accumulated in fp32 by reductions performed at L2 (``red``/``atomicAdd`` in FA2,
-        # ``cp.reduce.async.bulk ... .add.f32`` TMA reduce-adds in FA3/FA4): each partial
-        # crosses to L2 once, :data:`DQ_ACCUM_BYTES` per element.
-        dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
-        kv_blocks = math.ceil(seq_kv / block_q)
-        dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
-        dq_partials = dq_partials / max(1, kv_sharing)
-        l2 = dram + kv_panels + dq_partials
-    else:
-        dram = q_bytes + kv_bytes + o_bytes
-        l2 = q_bytes + o_bytes + kv_panels
-    partials = batch * heads_q * seq_q * head_dim_v * 4.0 * kv_splits * 2 * (_a(kv_splits) > 1)
-    dram = dram + partials
-    l2 = l2 + partials
+    dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing)
     t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
     t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     t_mem = np.maximum(t_dram, t_l2)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
     time = np.maximum(t_compute, t_mem) + lat
     z = 0 * time
-    smem = pairs_all * (head_dim + head_dim_v) * in_bytes * 2 / max(1, min(block_q, seq_q * (group if decode else 1)))
+    group = heads_q // max(1, heads_kv)
+    tile_rows = max(1, min(block_q, seq_q * (group if grid.decode else 1)))
+    smem = grid.pairs * (head_dim + head_dim_v) * in_bytes * 2 / tile_rows
+    bound = _attention_bound_term(t_mma, t_soft, t_pair, t_compute, t_dram, t_l2, t_mem, lat)
     return KernelEstimate(
         time_s=_scalar_or(time), compute_s=_scalar_or(t_compute + z), memory_s=_scalar_or(t_mem + z),
         latency_s=_scalar_or(lat), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=float(smem),
-        details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(ctas) + z)), ("kv_splits", _scalar_or(_a(kv_splits) + z))),
+        details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(grid.ctas) + z)),
+                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z))),
+        bound_term=bound,
     )

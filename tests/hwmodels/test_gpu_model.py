@@ -394,3 +394,249 @@ def test_tf32_gemm_on_hopper_fits_and_runs_below_the_tf32_peak():
     rec = rep.records[0]
     assert rec.tile.endswith(("x32_s4_c2x2", "x32_s4_c2x1", "x32_s4", "x32_s6_c2x2", "x32_s6"))
     assert 0.5 * 494.7e12 < rec.flops / rec.time_s <= 494.7e12
+
+
+# ------------------------------------------------------------------------------------------------
+# the GEMM model's terms, each alone (toy GPU numbers, worked by hand)
+
+
+def test_gemm_launch_grid_by_hand():
+    # m=200, n=300 on 128 x 256 tiles: 2 x 2 output tiles; CTAs load 128 rows of A, 256 columns of B
+    g = gpu.gemm_launch(200, 300, 1000, (TILE,), (1, 3))
+    assert list(g.tiles_m) == [2, 2] and list(g.tiles_n) == [2, 2]
+    assert list(g.rows) == [128, 128] and list(g.cols) == [256, 256]
+    # split 1: K 1000 padded to 16 slices of 64; split 3: ceil(1000 / 3) = 334 -> 6 slices = 384
+    assert list(g.k_split) == [1000, 334] and list(g.k_padded) == [1024, 384]
+    assert list(g.ctas) == [4, 12]
+    # small problems load only the rows and columns that exist (predicated loads)
+    assert list(gpu.gemm_launch(16, 100, 64, (TILE,), (1,)).rows) == [16]
+    # pick: one candidate per hardware variant
+    assert list(g.pick(np.array([1, 0, 1])).ctas) == [12, 4, 12]
+
+
+def test_gemm_main_loop_term_by_hand():
+    # the busiest SM runs 3 CTAs, each 2 x 128 x 256 x 1024 FLOP, at 4.096e12 FLOP/s: 49.152 us
+    g = gpu.gemm_launch(512, 512, 1000, (TILE,), (1,))  # K padded to 1024
+    assert gpu.gemm_main_loop_s(g, 3.0, 4.096e12)[0] == pytest.approx(49.152e-6)
+    # broadcasts over hardware variants (a trailing candidate axis)
+    np.testing.assert_allclose(gpu.gemm_main_loop_s(g, 3.0, np.array([[4.096e12], [8.192e12]]))[:, 0],
+                               [49.152e-6, 24.576e-6])
+
+
+def test_gemm_operand_feed_terms_by_hand():
+    g = gpu.gemm_launch(512, 512, 1024, (TILE,), (1,))
+    # shared memory: 4 warps x (64 + 128) warp-tile rows/columns x 1024 x 2 B = 1.5 MiB per CTA;
+    # 2 CTAs at 128 GB/s = 24.576 us
+    assert gpu.gemm_smem_bytes_per_cta(g)[0] == 4 * 192 * 1024 * 2
+    assert gpu.gemm_smem_feed_s(g, 2.0, 128e9)[0] == pytest.approx(24.576e-6)
+    # L2: A and B panels (128 + 256) x 1024 x 2 B + the bf16 C tile 128 x 256 x 2 B = 851968 B;
+    # 2 CTAs at 1 ps/B (4 TB/s over 4 SMs) = 1.703936 us
+    assert gpu.gemm_l2_bytes_per_cta(g)[0] == 851968
+    assert gpu.gemm_l2_panels_s(g, 2.0, 1e-12)[0] == pytest.approx(1.703936e-6)
+    # a 2 x 1 cluster (2 CTAs along M) multicasts the B panel: (128 + 256 / 2) x 1024 x 2 B + C
+    cl = gpu.gemm_launch(512, 512, 1024, (dataclasses.replace(TILE, cluster_m=2),), (1,))
+    assert gpu.gemm_l2_bytes_per_cta(cl)[0] == 256 * 1024 * 2 + 65536
+    # split-K 4: K 256 per CTA, and the fp32 partial written by every CTA and read back by all but
+    # one: 4 x (2 - 1/4) = 7 B per element
+    sk = gpu.gemm_launch(512, 512, 1024, (TILE,), (4,))
+    assert gpu.gemm_l2_bytes_per_cta(sk)[0] == 384 * 256 * 2 + 128 * 256 * 7
+
+
+def test_gemm_dram_traffic_term_by_hand():
+    mib = 2**20
+    # A + B (2 MiB) fit in a 4 MiB L2: compulsory A + B + C (0.5 MiB)
+    g = gpu.gemm_launch(512, 512, 1024, (TILE,), (1,))
+    assert gpu.gemm_dram_bytes(g, 4.0, 2.0, 4 * mib)[0] == 2.5 * mib
+    # m = 1024 with a 1 MiB L2: 16 CTAs, 8 resident (4 SMs x 2); a wave covers round(sqrt(8)) = 3
+    # tile rows by min(ceil(8 / 3), 2) = 2 tile columns and streams (3 x 128 + 2 x 256) x 1024 x 2 B
+    # = 1.75 MiB; 2 waves = 3.5 MiB (more than A + B once, 3 MiB), + C 1 MiB
+    g = gpu.gemm_launch(1024, 512, 1024, (TILE,), (1,))
+    assert gpu.gemm_dram_bytes(g, 4.0, 2.0, 1 * mib)[0] == 4.5 * mib
+    # split-K 2: fp32 partials 2 x 2 x 512 x 512 x 4 B = 4 MiB stay in an 8 MiB L2, reach a 3 MiB one
+    g = gpu.gemm_launch(512, 512, 1024, (TILE,), (2,))
+    assert gpu.gemm_dram_bytes(g, 4.0, 2.0, 8 * mib)[0] == 2.5 * mib
+    assert gpu.gemm_dram_bytes(g, 4.0, 2.0, 3 * mib)[0] == 6.5 * mib
+    # one B shared by all batch entries is read once
+    g = gpu.gemm_launch(512, 512, 1024, (TILE,), (1,), batch=2, b_shared=True)
+    assert gpu.gemm_dram_bytes(g, 4.0, 2.0, 64 * mib)[0] == 2 * 1 * mib + 1 * mib + 2 * 0.5 * mib
+
+
+def test_gemm_split_k_fixup_term_by_hand():
+    # split 4 of a 128 x 256 tile: 3 hand-offs, each 2 L2 latencies (2 x 20 ns) plus reading and
+    # writing the fp32 tile, 2 x 128 x 256 x 4 B = 256 KiB at 1 ps/B = 262.144 ns
+    g = gpu.gemm_launch(128, 256, 16384, (TILE,), (1, 4))
+    np.testing.assert_allclose(gpu.gemm_split_k_fixup_s(g, 1e-12, 20e-9), [0.0, 3 * (40e-9 + 262.144e-9)])
+
+
+def test_gemm_pipeline_edges_term_by_hand():
+    g = gpu.gemm_launch(512, 512, 1024, (TILE,), (1, 2))
+    # first slice's panels (128 + 256) x 64 x 2 B at 1 ps/B = 49.152 ns, shorter than a slice of math
+    # (2 x 128 x 256 x 64 / 4.096e12 = 1.024 us); then the C store: bf16 128 x 256 x 2 B = 65.536 ns
+    # (split-K: the fp32 partial, 131.072 ns) + one L2 latency
+    np.testing.assert_allclose(gpu.gemm_pipeline_edges_s(g, 1e-12, 20e-9, 4.096e12),
+                               [49.152e-9 + 65.536e-9 + 20e-9, 49.152e-9 + 131.072e-9 + 20e-9])
+    # 1000 x faster math: the last slice's math (1.024 ns) is the shorter edge
+    assert gpu.gemm_pipeline_edges_s(g, 1e-12, 20e-9, 4.096e15)[0] == pytest.approx(1.024e-9 + 65.536e-9 + 20e-9)
+
+
+def test_gemm_k_loop_stall_term_by_hand():
+    # SMALL tile, k = 4096: 128 slices of 256 ns math; 1 us load latency, 2 stages:
+    # floor(127 / 2) = 63 groups wait 1000 - 256 = 744 ns -> 46.872 us (one CTA on its SM)
+    g = gpu.gemm_launch(128, 128, 4096, (SMALL,), (1,))
+    assert gpu.gemm_k_loop_stall_s(g, 1.0, 1.0, 4.096e12, 1e-6)[0] == pytest.approx(46.872e-6)
+    # 4 CTAs on the SM, 2 resident at a time: a slice takes 2 x 256 ns, each group waits
+    # 1000 - 512 = 488 ns; two rounds: 2 x 63 x 488 ns = 61.488 us
+    assert gpu.gemm_k_loop_stall_s(g, 4.0, 2.0, 4.096e12, 1e-6)[0] == pytest.approx(61.488e-6)
+
+
+def test_gemm_terms_compose_into_the_estimate():
+    # the estimate of one candidate is its terms: max(main loop, memory) + prologue + fixup + edges
+    p = toy_params()
+    for m, n, k, split in [(512, 512, 1024, 1), (128, 256, 16384, 4), (1024, 512, 1024, 2)]:
+        e = gpu.gemm(m, n, k, p, (TILE,), split_k=(split,))
+        g = gpu.gemm_launch(m, n, k, (TILE,), (split,))
+        busiest = np.ceil(g.ctas / 4.0)
+        occ, feasible = gpu.gemm_occupancy(g, p)
+        assert feasible.all() and e.ctas_per_sm == occ[0] == 2
+        memory = max(gpu.gemm_smem_feed_s(g, busiest, 128e9)[0], gpu.gemm_l2_panels_s(g, busiest, 1e-12)[0],
+                     gpu.gemm_dram_bytes(g, 4.0, occ, 4 * 2**20)[0] / 1e12)
+        fixup = gpu.gemm_split_k_fixup_s(g, 1e-12, 20e-9)[0]
+        edges = gpu.gemm_pipeline_edges_s(g, 1e-12, 20e-9, 4.096e12)[0]
+        assert e.compute_s == pytest.approx(gpu.gemm_main_loop_s(g, busiest, 4.096e12)[0])
+        assert e.memory_s == pytest.approx(memory)
+        assert (e.fixup_s, e.edge_s, e.stall_s) == pytest.approx((fixup, edges, 0.0))
+        assert e.time_s == pytest.approx(max(e.compute_s, memory) + 100e-9 + fixup + edges)
+
+
+def test_gemm_bound_term_names_the_largest_term():
+    p = toy_params()
+    assert gpu.gemm(512, 512, 1024, p, (TILE,), split_k=(1,)).bound_term == "main-loop"
+    slow_dram = dataclasses.replace(p, dram_bytes_per_s=2e10, dram_latency_s=1e-6, smem_bytes_per_s_per_sm=1e12)
+    assert gpu.gemm(128, 128, 4096, slow_dram, (SMALL,), split_k=(1,)).bound_term == "dram"
+    # a 16^3 GEMM still computes one padded 128 x 128 x 32 slice (256 ns): with a 1 us DRAM
+    # latency the prologue is the largest term
+    far_dram = dataclasses.replace(p, dram_latency_s=1e-6)
+    assert gpu.gemm(16, 16, 16, far_dram, (SMALL,), split_k=(1,)).bound_term == "prologue"
+    # a far L2 (1 us latency): the C store's latency makes the edges the largest term
+    far = dataclasses.replace(p, l2_latency_s=1e-6)
+    assert gpu.gemm(16, 16, 16, far, (SMALL,), split_k=(1,)).bound_term == "edges"
+    # split-K 16 of a skinny GEMM (65.5 us of math on the busiest SM) with a 5 us L2 latency: 15
+    # serial fixup hand-offs of two latencies each (150 us) dominate
+    slow_l2 = dataclasses.replace(p, l2_latency_s=5e-6)
+    e = gpu.gemm(128, 256, 16384, slow_l2, (TILE,), split_k=(16,))
+    assert e.bound_term == "split-k fixup" and e.fixup_s > max(e.compute_s, e.memory_s, e.edge_s)
+    # the 1 us far-memory loop of test_gemm_k_loop_latency_floor_by_hand: the stall exceeds the math
+    far_mem = dataclasses.replace(p, dram_latency_s=1e-6, smem_bytes_per_s_per_sm=1e12)
+    assert gpu.gemm(128, 128, 4096, far_mem, (SMALL,), split_k=(1,)).bound_term == "k-loop stall"
+    assert set(gpu.GEMM_TERMS) >= {"main-loop", "dram", "l2", "smem", "prologue", "split-k fixup", "edges",
+                                   "k-loop stall"}
+
+
+def test_bound_term_broadcasts_over_hardware_variants():
+    d = h100()
+    p = gpu.gpu_params(d, "bf16")
+    bw = np.array([0.05e12, 3.35e12, 50e12])
+    pv = dataclasses.replace(p, dram_bytes_per_s=bw)
+    cands = gpu.tile_candidates(d.arch)
+    e = gpu.gemm(4096, 4096, 4096, pv, cands)
+    a = gpu.attention(1, 32, 8, 1, 4096, 128, 128, pv)
+    for i, b in enumerate(bw):
+        one = dataclasses.replace(p, dram_bytes_per_s=float(b))
+        assert e.bound_term[i] == gpu.gemm(4096, 4096, 4096, one, cands).bound_term
+        assert a.bound_term[i] == gpu.attention(1, 32, 8, 1, 4096, 128, 128, one).bound_term
+    assert e.bound_term[0] == "dram" and e.bound_term[2] == "main-loop"
+
+
+# ------------------------------------------------------------------------------------------------
+# the attention model's terms, each alone (toy GPU: 4 SMs, 4.096e12 FLOP/s, 16e9 SFU results/s and
+# 128e9 FP32 instructions/s per SM)
+
+
+def test_attention_grid_by_hand():
+    # b=1, h=4, s=1024, block 128: 4 x 8 query-block CTAs of 128 x 1024 pairs
+    g = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0)
+    assert not g.decode and g.ctas == 32 and g.kv_splits == 1 and g.pad == 1
+    assert (g.head_pairs, g.pairs, g.heaviest_pairs, g.q_panels) == (2**20, 4 * 2**20, 128 * 1024, 8)
+    # causal: 1024 x 1025 / 2 pairs per head; the last block's 128 rows see 128 x 1024 - 128 x 127 / 2
+    c = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0, causal=True)
+    assert (c.head_pairs, c.heaviest_pairs) == (524800, 122944)
+    # decode with GQA: 4 query heads per KV head packed into one tile (padded 4 -> 64 rows); the
+    # 16 KV heads of batch 2 split the keys min(64 SMs / 16, 4096 / 256) = 4 ways
+    d = gpu.attention_grid(2, 32, 8, 1, 4096, 64.0)
+    assert d.decode and d.kv_splits == 4 and d.ctas == 64 and d.pad == 16
+    assert (d.pairs, d.heaviest_pairs) == (2 * 32 * 4096, 4096 * 4 / 4)
+
+
+def test_attention_matmul_and_softmax_terms_by_hand():
+    p = toy_params()
+    g = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0)
+    # QK^T and PV: 2 x (64 + 64) FLOP per pair at 4.096e12 FLOP/s per SM = 62.5 ps
+    assert gpu.attention_matmul_s(g, p, 64, 64, kernel="flash3") == pytest.approx(62.5e-12)
+    # flash2's mma.sync at half the native rate: 125 ps; the warp-specialised kernel is unaffected
+    half = dataclasses.replace(p, warp_mma_scale=0.5)
+    assert gpu.attention_matmul_s(g, half, 64, 64, kernel="flash2") == pytest.approx(125e-12)
+    assert gpu.attention_matmul_s(g, half, 64, 64, kernel="flash3") == pytest.approx(62.5e-12)
+    # backward: five contractions, 2 x (3 x 64 + 2 x 64) = 640 FLOP = 156.25 ps
+    gb = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0, backward=True)
+    assert gpu.attention_matmul_s(gb, p, 64, 64) == pytest.approx(156.25e-12)
+    # decode tiles padded from 4 to 64 rows do 16 x the math per real pair
+    gd = gpu.attention_grid(2, 32, 8, 1, 4096, 64.0)
+    assert gpu.attention_matmul_s(gd, p, 64, 64) == pytest.approx(16 * 62.5e-12)
+    # softmax: 1 exp at 16e9/s (62.5 ps) + 4 FP32 instructions at 128e9/s (31.25 ps); backward 5
+    assert gpu.attention_softmax_s(p) == pytest.approx(93.75e-12)
+    assert gpu.attention_softmax_s(p, backward=True) == pytest.approx(62.5e-12 + 5 / 128e9)
+
+
+def test_attention_compute_term_by_hand():
+    g = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0)
+    # 32 CTAs on 4 SMs: 8 per SM x 131072 pairs at 1 ps
+    assert gpu.attention_compute_s(g, 1e-12, 4.0) == pytest.approx(2**20 * 1e-12)
+    # causal on 64 SMs: one CTA per SM; the heaviest block (122944 pairs) outlasts the average
+    c = gpu.attention_grid(1, 4, 4, 1024, 1024, 64.0, causal=True)
+    assert gpu.attention_compute_s(c, 1e-12, 64.0) == pytest.approx(122944e-12)
+
+
+def test_attention_traffic_term_by_hand():
+    g = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0)
+    q = 4 * 1024 * 64 * 2  # Q (and O) bytes
+    kv = 4 * 1024 * 128 * 2  # K and V
+    dram, l2 = gpu.attention_traffic_bytes(g, 64, 64)
+    # DRAM: Q, K, V, O once; L2: Q, O and the K/V panels once per query block (8)
+    assert dram == 2 * q + kv and l2 == 2 * q + 8 * kv
+    # a CTA pair sharing its panel loads halves them
+    assert gpu.attention_traffic_bytes(g, 64, 64, kv_sharing=2)[1] == 2 * q + 4 * kv
+    # decode split 4 ways: K and V read once; fp32 partial outputs written and read back
+    d = gpu.attention_grid(2, 32, 8, 1, 4096, 64.0)
+    dram, l2 = gpu.attention_traffic_bytes(d, 128, 128)
+    q_o = 2 * (2 * 32 * 1 * 128 * 2)
+    partials = 2 * 32 * 128 * 4 * 4 * 2
+    assert dram == l2 == q_o + 2 * 8 * 4096 * 256 * 2 + partials
+
+
+def test_attention_bound_term_names_the_largest_term():
+    p = toy_params()
+    # the pair costs of test_attention_kernel_designs_by_hand: softmax (93.75 ps) over matmuls (62.5)
+    assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash3").bound_term == "softmax"
+    assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash2").bound_term == "softmax"
+    half = dataclasses.replace(p, warp_mma_scale=0.5)  # 125 ps of matmuls
+    assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, half, kernel="flash2").bound_term == "matmuls"
+    # decode on an H100 reads the KV cache once: DRAM (on the toy GPU, with far less math, the
+    # 16-fold padded decode tiles make it matmul-bound)
+    assert gpu.attention(1, 32, 8, 1, 4096, 128, 128, gpu.gpu_params(h100(), "bf16")).bound_term == "dram"
+    assert gpu.attention(1, 32, 8, 1, 4096, 128, 128, p).bound_term == "matmuls"
+    # one query, a handful of keys: the prologue's DRAM latency
+    assert gpu.attention(1, 1, 1, 1, 16, 64, 64, p).bound_term == "prologue"
+    assert gpu.ATTENTION_TERMS == ("matmuls", "softmax", "dram", "l2", "prologue")
+
+
+def test_bound_term_reaches_the_op_notes():
+    from hwmodels.catalog import load_device
+    from simulator.engines.analytical import evaluate
+    from workloads.micro import build_micro
+
+    dev = load_device("h100-sxm5-80gb")
+    gemm = evaluate(build_micro("gemm:m=8192,n=8192,k=8192", dtype="bf16"), dev).records[0]
+    assert "bound term main-loop" in gemm.notes
+    attn = evaluate(build_micro("attention:b=1,h=32,s=1,d=128,s_kv=4096,kv_heads=8", dtype="bf16"), dev).records[0]
+    assert attn.notes.startswith("flash3 kernel; bound term ")
+    assert attn.notes.removeprefix("flash3 kernel; bound term ") in gpu.ATTENTION_TERMS

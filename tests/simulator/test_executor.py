@@ -165,3 +165,42 @@ def test_every_elementwise_function_of_the_semantics_executes() -> None:
     r = compile_graph(b.build())
     r._inputs["x"] = x
     np.testing.assert_allclose(_np(r()["s"]), np.sin(_np(x)), rtol=1e-6)
+
+
+def test_exported_kind_lists_are_the_registry() -> None:
+    """TORCH_KINDS and AUTOGRAD_KINDS are derived from the @torch_kernel registrations."""
+    from simulator.calibration import executor
+
+    assert TORCH_KINDS == tuple(executor._TORCH_KERNELS)
+    assert len(set(TORCH_KINDS)) == len(TORCH_KINDS)
+    assert AUTOGRAD_KINDS <= set(TORCH_KINDS)
+    assert AUTOGRAD_KINDS == {"attention_bwd", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "groupnorm_bwd"}
+
+
+def test_a_kind_registered_twice_is_an_error() -> None:
+    from simulator.calibration.executor import torch_kernel
+
+    with pytest.raises(ValueError, match=r"torch_kernel: kind 'softmax' registered twice; got _dup after _softmax"):
+        @torch_kernel("softmax")
+        def _dup(t):  # noqa: ANN001, ANN202
+            return lambda x: x
+
+
+def test_adding_a_kind_is_one_registered_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A builder sees the op (TorchOp) once at compile time and returns the step run on every call."""
+    from simulator.calibration import executor
+
+    others = {k: v for k, v in executor._TORCH_KERNELS.items() if k != "softmax"}
+    monkeypatch.setattr(executor, "_TORCH_KERNELS", others)  # the module's registry is left as it is
+    seen = []
+
+    @executor.torch_kernel("softmax")
+    def _doubled(t: executor.TorchOp):  # noqa: ANN202
+        seen.append((t.op.name, t.where, t.out_dtypes, t.device))
+        return lambda x: 2 * x
+
+    r = compile_graph(build_micro("softmax:rows=2,cols=3", dtype="fp32"))
+    (y,) = r().values()
+    (x,) = r._inputs.values()
+    np.testing.assert_allclose(_np(y), 2 * _np(x))
+    assert seen == [("softmax", "op 'softmax' (softmax)", (torch.float32,), "cpu")]
