@@ -66,12 +66,6 @@ def run(args: argparse.Namespace) -> int:
                              "expected no --trace (or no plan)")
         return run_parallel(args, hw, _options(args))
     graph = graph_from_args(args)
-    unused = getattr(hw, "count", 1) - 1
-    if unused > 0:
-        hint = suggest_plan(args, hw)
-        print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the model runs on one of them and "
-              f"{unused} stay unused" + (f"; a plan that fits: {hint}" if hint else "; add a plan (--tp, --pp, --dp)"),
-              file=sys.stderr)
     opts = _options(args)
     if args.engine == "des":
         from simulator.engines.discrete_event import simulate
@@ -79,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
         report = simulate(graph, hw, opts, streams=args.streams or 1)
     else:
         report = evaluate(graph, hw, opts)
+    unused = getattr(hw, "count", 1) - 1
+    if unused > 0:  # said once the prediction stands (an error comes alone)
+        hint = suggest_plan(args, hw)
+        print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the model runs on one of them and "
+              f"{unused} stay unused" + (f"; a plan that fits: {hint}" if hint else "; add a plan (--tp, --pp, --dp)"),
+              file=sys.stderr)
     if args.trace is not None:
         import json
 

@@ -6,6 +6,7 @@ rules: :mod:`~simulator.lowering.gpu` (SMs and tensor cores), :mod:`~simulator.l
 (systolic arrays), :mod:`~simulator.lowering.cpu` (host cores). The engines call :func:`lower`.
 """
 
+from simulator.lowering.collectives import collective_cost
 from simulator.lowering.common import (
     COLLECTIVE_KINDS,
     NARROW_GROUP_CHANNELS,
@@ -15,7 +16,6 @@ from simulator.lowering.common import (
     LoweringContext,
     Rule,
     RuleSet,
-    collective_cost,
     element_bytes,
     is_narrow_grouped_conv,
     lower,

@@ -16,13 +16,14 @@ input, an all-reduce's its buffer, a send/receive its message.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from simulator.lowering.common import KernelCost, zero_cost
+from simulator.lowering.common import KernelCost, LoweringContext, Rule, ring_collective, zero_cost
 from workloads.ir import Op
 
-__all__ = ["collective_system_for", "fabric_collective_cost", "group_nodes", "KIND_TO_COLLECTIVE"]
+__all__ = ["collective_cost", "collective_system_for", "fabric_collective_cost", "group_nodes", "KIND_TO_COLLECTIVE"]
 
 #: Graph op kinds and the collective (nccl-tests name) that costs them.
 KIND_TO_COLLECTIVE = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
@@ -88,3 +89,22 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1) -> Kerne
                       rule=f"{res.algorithm}-{res.protocol}-{coll}",
                       notes=f"{n} devices on {where}; busbw {float(res.busbw_bytes_per_s) / 1e9:.1f} GB/s "
                             f"({res.algorithm}, {res.protocol})")
+
+
+def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], fallback: Rule,
+                    describe: Callable[[int, Any], str]) -> KernelCost:
+    """A collective over ``group_size`` devices: free alone; on a system the fabric catalog describes,
+    the library's fastest algorithm (:func:`fabric_collective_cost`); else a ring over the system
+    fabric or the device's first link named in ``link_names`` at its raw bandwidth; ``fallback``
+    when there is no such link."""
+    n = int(op.attrs.get("group_size", 1))
+    if n <= 1:
+        return zero_cost("collective-noop")
+    if ctx.collectives is not None:  # the library's algorithms over the node's fabrics and network
+        return fabric_collective_cost(op, ctx.collectives, ctx.nodes)
+    link = ctx.fabric
+    if link is None:
+        link = next((ln for ln in ctx.device.links if ln.name in link_names), None)
+    if link is None:
+        return fallback(op, ctx)
+    return ring_collective(op, link, n, describe(n, link))

@@ -44,7 +44,6 @@ __all__ = [
     "RuleSet",
     "ruleset",
     "register_rule",
-    "collective_cost",
     "set_fallback",
     "lower",
     "rule_name_for",
@@ -328,22 +327,3 @@ def sfu_ops(op: Op) -> float:
     if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
         return float(op.outputs[0].numel)
     return 0.0
-
-
-def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], fallback: Rule,
-                    describe: Callable[[int, Any], str]) -> KernelCost:
-    """A collective over ``group_size`` devices: free alone; else a ring over the system fabric or the
-    device's first link named in ``link_names``; ``fallback`` when there is no such link."""
-    n = int(op.attrs.get("group_size", 1))
-    if n <= 1:
-        return zero_cost("collective-noop")
-    if ctx.collectives is not None:  # the library's algorithms over the node's fabrics and network
-        from simulator.lowering.collectives import fabric_collective_cost
-
-        return fabric_collective_cost(op, ctx.collectives, ctx.nodes)
-    link = ctx.fabric
-    if link is None:
-        link = next((ln for ln in ctx.device.links if ln.name in link_names), None)
-    if link is None:
-        return fallback(op, ctx)
-    return ring_collective(op, link, n, describe(n, link))

@@ -12,12 +12,12 @@ from typing import Any
 
 from hwmodels import gpu
 from hwmodels.spec import DeviceSpec, SpecError
+from simulator.lowering.collectives import collective_cost
 from simulator.lowering.common import (
     COLLECTIVE_KINDS,
     VIEW_KINDS,
     KernelCost,
     LoweringContext,
-    collective_cost,
     element_bytes,
     is_narrow_grouped_conv,
     register_rule,

@@ -53,12 +53,12 @@ import numpy as np
 
 from hwmodels.spec import DeviceSpec, MemoryLevel, SpecError
 from hwmodels.systolic import SystolicResult, gemm_cycles
+from simulator.lowering.collectives import collective_cost
 from simulator.lowering.common import (
     COLLECTIVE_KINDS,
     VIEW_KINDS,
     KernelCost,
     LoweringContext,
-    collective_cost,
     element_bytes,
     is_narrow_grouped_conv,
     register_rule,
