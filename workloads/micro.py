@@ -5,7 +5,10 @@ with decimal integer values, e.g.
 ``gemm:m=4096,n=4096,k=4096``, ``gemm:b=8,m=512,n=512,k=64``,
 ``attention:b=2,h=16,s=8192,d=128,causal=0[,kv_heads=..][,s_kv=..][,bwd=1]``,
 ``conv2d:n=32,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1``, ``copy:bytes=1073741824``,
-``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``.
+``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``, and the
+collectives as nccl-tests runs them, ``allreduce:bytes=..[,n=..]`` (also ``allgather``,
+``reducescatter``, ``alltoall``, ``broadcast``, ``sendrecv``): ``bytes`` is nccl-tests' size, ``n``
+the devices (default: every device of the system predicted on).
 ``dtype=`` (a dtype name) is accepted by every kind and ``op=`` (an elementwise op) by elementwise.
 
 Values are checked strictly: flags (``causal``, ``bwd``) are ``0`` or ``1``; ``transpose`` is ``0``..``3``
@@ -27,7 +30,8 @@ from workloads.dtypes import DType, parse_dtype
 from workloads.ir import GraphBuilder, OpGraph, format_problems
 from workloads.semantics import ELEMENTWISE_FLOPS
 
-__all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "MAX_VALUE", "MAX_TENSOR_ELEMENTS"]
+__all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "COLLECTIVE_MICRO", "MAX_VALUE",
+           "MAX_TENSOR_ELEMENTS"]
 
 # kind -> (required keys, optional keys with defaults)
 MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -38,7 +42,18 @@ MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "elementwise": (("numel",), {"op": "add"}),
     "softmax": (("rows", "cols"), {}),
     "layernorm": (("rows", "cols"), {}),
+    # collectives as nccl-tests run them: bytes is nccl-tests' size (the whole buffer; for all-gather
+    # and reduce-scatter n times one rank's shard), n the devices (default: all of the system)
+    "allreduce": (("bytes",), {"n": None}),
+    "allgather": (("bytes",), {"n": None}),
+    "reducescatter": (("bytes",), {"n": None}),
+    "alltoall": (("bytes",), {"n": None}),
+    "broadcast": (("bytes",), {"n": None}),
+    "sendrecv": (("bytes",), {"n": None}),
 }
+#: collective micro-workloads and the graph op that stands for each
+COLLECTIVE_MICRO = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+                    "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "send"}
 _STR_KEYS = {"op", "dtype"}
 #: integer keys with a closed range of their own: key -> (lowest, highest, what the values mean)
 _RANGED = {
@@ -241,9 +256,29 @@ def _rows_cols(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
     return f
 
 
+def _collective(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
+    def f(b: GraphBuilder, p: dict[str, Any]) -> None:
+        bits = b.dtype.bits
+        if (p["bytes"] * 8) % bits:
+            raise ValueError(f"bytes: not a whole number of {b.dtype.value} elements; got {p['bytes']}; "
+                             f"expected a multiple of {max(1, bits // 8)} bytes")
+        n = p.get("n")
+        if n is not None and n < 2:
+            raise ValueError(f"n: a collective needs at least 2 devices; got {n}; expected 2 or more")
+        if kind == "sendrecv" and n not in (None, 2):
+            raise ValueError(f"n: a send/receive joins 2 devices; got {n}; expected n=2 or no n")
+        x = b.input("x", (p["bytes"] * 8 // bits,))
+        # the graph op keeps its buffer's shape; the lowering prices nccl-tests' size over `devices`
+        b.op(COLLECTIVE_MICRO[kind], [x], name=kind, size_bytes=p["bytes"],
+             devices=2 if kind == "sendrecv" else (n or 0))
+
+    return f
+
+
 _BUILDERS: dict[str, Callable[[GraphBuilder, dict[str, Any]], None]] = {
     "gemm": _gemm, "attention": _attention, "conv2d": _conv2d, "copy": _copy,
     "elementwise": _elementwise, "softmax": _rows_cols("softmax"), "layernorm": _rows_cols("layernorm"),
+    **{k: _collective(k) for k in COLLECTIVE_MICRO},
 }
 
 
@@ -273,4 +308,8 @@ def build_micro(spec: str, dtype: str | DType | None = None) -> OpGraph:
                 dims = " x ".join(str(d) for d in t.shape)
                 raise ValueError(f"{where}: tensor {t.name!r} too large; got {dims} = {t.numel:.3g} elements; "
                                  f"expected at most {MAX_TENSOR_ELEMENTS:.3g} (2**48) per tensor")
-    return b.build(meta={"model": spec, "micro": kind, "dtype": dt.value})
+    meta: dict[str, Any] = {"model": spec, "micro": kind, "dtype": dt.value}
+    if kind in COLLECTIVE_MICRO:
+        meta.update({"collective": kind, "size_bytes": p["bytes"],
+                     "devices": 2 if kind == "sendrecv" else (p.get("n") or 0)})
+    return b.build(meta=meta)

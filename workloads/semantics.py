@@ -1059,10 +1059,11 @@ def _infer_collective(kind: str) -> Callable[..., Out]:
     return infer
 
 
-for _k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"):
+for _k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv"):
     register(_k, "collective", _infer_collective(_k),
              (lambda op: op.inputs[0].numel) if _k in ("all_reduce", "reduce_scatter") else _zero,
-             params=_zero, doc="collective placeholder; attrs group_size (and axis)")
+             params=_zero, doc="collective over group_size devices (stride: rank distance; axis for "
+                               "gather/scatter; size_bytes and devices for the micro-workloads)")
 
 
 def _infer_loss(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         report = evaluate(graph, hw, opts)
     unused = getattr(hw, "count", 1) - 1
-    if unused > 0:  # said once the prediction stands (an error comes alone)
+    if unused > 0 and not graph.meta.get("collective"):  # once the prediction stands (an error comes alone)
         hint = suggest_plan(args, hw)
         print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the model runs on one of them and "
               f"{unused} stay unused" + (f"; a plan that fits: {hint}" if hint else "; add a plan (--tp, --pp, --dp)"),

@@ -27,7 +27,15 @@ __all__ = ["collective_cost", "collective_system_for", "fabric_collective_cost",
 
 #: Graph op kinds and the collective (nccl-tests name) that costs them.
 KIND_TO_COLLECTIVE = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-                      "all_to_all": "all_to_all", "send": "send_recv", "recv": "send_recv"}
+                      "all_to_all": "all_to_all", "broadcast": "broadcast", "send": "send_recv", "recv": "send_recv"}
+
+
+def group_size(op: Op, ctx: Any) -> int:
+    """Devices in ``op``'s group: its ``group_size``, or for a collective micro-workload its ``devices``
+    (0: every device of the system evaluated)."""
+    if "devices" in op.attrs:
+        return int(op.attrs["devices"]) or int(getattr(ctx, "group_size", 1))
+    return int(op.attrs.get("group_size", 1))
 
 
 @lru_cache(maxsize=64)
@@ -55,6 +63,8 @@ def group_nodes(n: int, stride: int, devices_per_node: int) -> int:
 
 
 def _size(op: Op) -> float:
+    if op.attrs.get("size_bytes"):  # a micro-workload states nccl-tests' size
+        return float(op.attrs["size_bytes"])
     if op.kind == "all_gather":
         return float(op.outputs[0].nbytes)
     if op.kind == "recv":
@@ -64,11 +74,12 @@ def _size(op: Op) -> float:
     return float(op.inputs[0].nbytes)
 
 
-def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1) -> KernelCost:
-    """Cost of collective ``op`` on node configuration ``csys`` (its tuner's fastest algorithm)."""
+def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int | None = None) -> KernelCost:
+    """Cost of collective ``op`` over ``n`` devices (default its ``group_size``) on node configuration
+    ``csys`` (its tuner's fastest algorithm)."""
     from hwmodels.collectives import bus_bandwidth_factor, select_algorithm
 
-    n = int(op.attrs.get("group_size", 1))
+    n = int(op.attrs.get("group_size", 1)) if n is None else n
     if n <= 1:
         return zero_cost("collective-noop")
     stride = int(op.attrs.get("stride", 1))
@@ -97,11 +108,14 @@ def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], f
     the library's fastest algorithm (:func:`fabric_collective_cost`); else a ring over the system
     fabric or the device's first link named in ``link_names`` at its raw bandwidth; ``fallback``
     when there is no such link."""
-    n = int(op.attrs.get("group_size", 1))
+    n = group_size(op, ctx)
     if n <= 1:
         return zero_cost("collective-noop")
+    if n > ctx.group_size and "devices" in op.attrs:
+        raise ValueError(f"op {op.name!r} ({op.kind}): n={n} devices; got a system of {ctx.group_size}; expected "
+                         f"n <= {ctx.group_size}")
     if ctx.collectives is not None:  # the library's algorithms over the node's fabrics and network
-        return fabric_collective_cost(op, ctx.collectives, ctx.nodes)
+        return fabric_collective_cost(op, ctx.collectives, ctx.nodes, n)
     link = ctx.fabric
     if link is None:
         link = next((ln for ln in ctx.device.links if ln.name in link_names), None)

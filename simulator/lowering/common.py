@@ -66,7 +66,8 @@ logger = logging.getLogger(__name__)
 #: Kinds that only relabel memory: no kernel, no cost.
 VIEW_KINDS = frozenset({"reshape", "split", "slice"})
 #: Communication kinds: rings over the system fabric or a device link; no producer fuses into them.
-COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
+COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send",
+                              "recv"})
 #: Grouped convolutions with fewer output channels per group than this (depthwise and similar) run
 #: as direct kernels on the vector units: one group cannot fill the N = 8 side of the smallest
 #: tensor-core MMA shape (``mma.sync`` m16n8k16, PTX ISA "Matrix shape"), nor a systolic array.
@@ -299,15 +300,15 @@ def is_narrow_grouped_conv(dims: dict[str, int]) -> bool:
 #: all-gather: ``2 (n - 1)`` steps).
 _RING_STEPS: dict[str, Callable[[int], int]] = {
     "all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1, "reduce_scatter": lambda n: n - 1,
-    "all_to_all": lambda n: n - 1, "send": lambda n: 1, "recv": lambda n: 1,
+    "all_to_all": lambda n: n - 1, "broadcast": lambda n: n - 1, "send": lambda n: 1, "recv": lambda n: 1,
 }
 
 
 def ring_collective(op: Op, link: LinkSpec, n: int, notes: str) -> KernelCost:
     """A collective of ``n`` devices as a ring over ``link``: each step sends one ``1/n`` chunk
     (the whole message for send/recv) at the link's raw bandwidth and pays its latency."""
-    size = float(op.outputs[0].nbytes if op.kind == "all_gather"
-                 else (op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes))
+    size = float(op.attrs.get("size_bytes") or (op.outputs[0].nbytes if op.kind == "all_gather"
+                 else (op.inputs[0].nbytes if op.inputs else op.outputs[0].nbytes)))
     steps = _RING_STEPS[op.kind](n)
     per_step = size if op.kind in ("send", "recv") else size / n
     wire = steps * per_step / link.bandwidth_bytes_per_s

@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 #: DistributedDataParallel documentation).
 DDP_BUCKET_BYTES = 25 * 2**20
 #: Op kinds that are communication (the rest of a stage's time is computation).
-COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv"})
+COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send",
+                                 "recv"})
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,23 @@ class CostReport:
             **({k: _plain(v) for k, v in self.parallel.items() if k not in ("latency_s", "mfu", "fits_in_memory",
                                                                            "warnings", "model", "hardware")}
                if self.parallel else {}),
+            **self._collective_bandwidths(),
         }
+
+    def _collective_bandwidths(self) -> dict[str, Any]:
+        """``algbw_bytes_per_s`` and ``busbw_bytes_per_s`` of a collective micro-workload, as nccl-tests
+        defines them (doc/PERFORMANCE.md): ``algbw = size / time``, ``busbw = algbw * factor(n)``."""
+        w = self.provenance.get("workload", {}) if isinstance(self.provenance, dict) else {}
+        if not w.get("collective") or self.totals.latency_s <= 0:
+            return {}
+        from hwmodels.collectives import bus_bandwidth_factor
+
+        n = int(w.get("devices") or self.provenance.get("devices", 1))
+        kind = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+                "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "send_recv"}[w["collective"]]
+        algbw = float(w["size_bytes"]) / self.totals.latency_s
+        return {"algbw_bytes_per_s": algbw,
+                "busbw_bytes_per_s": algbw * (bus_bandwidth_factor(kind, n) if n > 1 else 1.0), "devices": n}
 
     def to_json(self, indent: int | None = None) -> str:
         """Deterministic JSON text (sorted keys; the same report gives the same bytes)."""

@@ -302,3 +302,43 @@ def test_published_multi_device_training_within_target_unfitted() -> None:
     assert s["training"]["n"] >= 14
     assert s["training"]["mape"] <= 15.0  # the target for training iteration time / TFLOP/s per GPU
     assert max(r.ape for r in rows if r.predicted is not None) < 20.0
+
+
+@pytest.mark.parametrize(("spec", "coll", "n"), [
+    ("allreduce:bytes=1073741824", "all_reduce", 8),
+    ("allgather:bytes=268435456", "all_gather", 8),
+    ("reducescatter:bytes=268435456,n=4", "reduce_scatter", 4),
+    ("alltoall:bytes=67108864", "all_to_all", 8),
+    ("broadcast:bytes=1048576", "broadcast", 8),
+    ("sendrecv:bytes=134217728", "send_recv", 2),
+    ("allreduce:bytes=8", "all_reduce", 8),
+])
+def test_collective_micro_workloads_are_the_fabric_model_through_the_cli(
+        capsys: pytest.CaptureFixture[str], spec: str, coll: str, n: int) -> None:
+    import json
+
+    from hwmodels.collectives import bus_bandwidth_factor, load_collective_system, select_algorithm
+
+    rc, out, err = _cli(capsys, "predict", spec, "--hardware", "dgx-h100", "--json")
+    assert rc == 0 and err == "", err  # a collective uses the system's devices: no unused-devices warning
+    d = json.loads(out)
+    size = int(spec.split("bytes=")[1].split(",")[0])
+    ref = select_algorithm(coll, size, n, load_collective_system("dgx-h100"))
+    assert d["latency_s"] == pytest.approx(float(ref.time_s), rel=1e-12)
+    assert d["devices"] == n
+    assert d["algbw_bytes_per_s"] == pytest.approx(size / d["latency_s"], rel=1e-12)
+    assert d["busbw_bytes_per_s"] == pytest.approx(d["algbw_bytes_per_s"] * bus_bandwidth_factor(coll, n), rel=1e-12)
+    assert d["ops"][0]["rule"] == f"{ref.algorithm}-{ref.protocol}-{coll}"
+
+
+def test_collective_micro_workload_across_nodes_and_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    rc, out, _ = _cli(capsys, "predict", "allreduce:bytes=1073741824", "--hardware", "dgx-h100x4", "--json")
+    assert rc == 0 and json.loads(out)["devices"] == 32
+    for spec, needle in (("allreduce:bytes=8,n=16", "n=16 devices; got a system of 8"),
+                         ("allreduce:bytes=8,n=1", "n: a collective needs at least 2 devices; got 1"),
+                         ("sendrecv:bytes=8,n=4", "a send/receive joins 2 devices; got 4"),
+                         ("allreduce:bytes=3", "bytes: not a whole number of bf16 elements; got 3")):
+        rc, out, err = _cli(capsys, "predict", spec, "--hardware", "dgx-h100")
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
