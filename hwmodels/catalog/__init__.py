@@ -159,6 +159,9 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
         m = _CLUSTER.match(str(name_or_path).strip().lower())
         if m and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}:
             return cluster(load_system(m.group(1)), int(m.group(2)))
+        t = _TPU_SLICE.match(str(name_or_path).strip().lower())
+        if t:
+            return tpu_slice(t.group(1), int(t.group(2)))
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).resolve()
     else:
@@ -171,10 +174,33 @@ MAX_NODES = 1024
 _CLUSTER = re.compile(r"^(.+)x(\d+)$")
 
 
+_TPU_SLICE = re.compile(r"^(tpu-v4|tpu-v5p|tpu-v5e|tpu-v6e)-(\d+)$")
+
+
 def is_cluster_name(name: str) -> bool:
-    """Whether ``name`` is a catalog node name with an ``xN`` node-count suffix."""
-    m = _CLUSTER.match(str(name).strip().lower())
-    return bool(m) and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}
+    """Whether ``name`` is a catalog node name with an ``xN`` node-count suffix, or a TPU slice
+    ``tpu-<generation>-N``."""
+    key = str(name).strip().lower()
+    m = _CLUSTER.match(key)
+    return (bool(m) and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}) or bool(_TPU_SLICE.match(key))
+
+
+def tpu_slice(device: str, chips: int) -> SystemSpec:
+    """A TPU slice of ``chips`` chips of catalog device ``device`` (``tpu-v5p``) on its ICI torus
+    (the ``<device>-pod`` node configuration of ``fabrics.toml``, which bounds the slice size)."""
+    from hwmodels.collectives import fabric_catalog
+
+    name = f"{device}-{chips}"
+    csys = fabric_catalog().systems.get(f"{device}-pod")
+    if csys is None:  # pragma: no cover - every generation the pattern admits has a pod entry
+        raise SpecError(f"system {name!r}: no {device}-pod node configuration in hwmodels/catalog/fabrics.toml")
+    if not 1 <= chips <= csys.devices_per_node:
+        raise SpecError(f"system {name!r}: chips; got {chips}; expected 1 to {csys.devices_per_node} (a {device} pod)")
+    dev = load_device(device)
+    prov = {"count": Provenance(f"catalog name {name}: {chips} chips"),
+            "collectives": Provenance(f"fabrics.toml systems.{device}-pod: {csys.description}")}
+    return SystemSpec(name=name, description=f"{chips} x {dev.name} on {csys.intra.description}", device=dev,
+                      count=chips, nodes=1, collectives=f"{device}-pod", provenance=prov)
 
 
 def cluster(node: SystemSpec, nodes: int) -> SystemSpec:

@@ -342,3 +342,18 @@ def test_collective_micro_workload_across_nodes_and_bad_input(capsys: pytest.Cap
                          ("allreduce:bytes=3", "bytes: not a whole number of bf16 elements; got 3")):
         rc, out, err = _cli(capsys, "predict", spec, "--hardware", "dgx-h100")
         assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_tpu_slices_are_catalog_systems_on_their_ici_torus() -> None:
+    from hwmodels.spec import SpecError
+    from simulator.hardware import load_hardware
+
+    s = load_hardware("tpu-v5p-256")
+    assert (s.count, s.device.name, s.collectives) == (256, "tpu-v5p", "tpu-v5p-pod")
+    assert load_hardware("tpu-v4-4096").count == 4096
+    with pytest.raises(SpecError, match="chips; got 512; expected 1 to 256"):
+        load_hardware("tpu-v5e-512")
+    r = evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-8"), ParallelPlan(tp=8), phase="decode", context=512,
+                      batch=8)
+    ar = [x for x in r.reports[0].records if x.kind == "all_reduce"]
+    assert ar and all("tpu-v5e-pod" in x.notes for x in ar)
