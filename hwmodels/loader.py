@@ -36,7 +36,7 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.units import UnitError, format_quantity, parse_quantity
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, format_problems
 
 __all__ = [
     "KNOWN_DTYPES",
@@ -116,19 +116,8 @@ class _Problems:
 
     def raise_if_any(self) -> None:
         if self.count:
-            raise SpecError(format_problems(self.where, self.items, self.count, self.what),
+            raise SpecError(format_problems(self.where, self.items, self.what, self.count),
                             problems=tuple(self.items), count=self.count)
-
-
-def format_problems(where: str, items: typing.Sequence[str], count: int, what: str) -> str:
-    """One located line for one problem; else a count line, the listed lines and ``... and N more``."""
-    if count == 1 and len(items) == 1:
-        return items[0]
-    shown = list(items[:MAX_LISTED_PROBLEMS])
-    lines = [f"{where}: {count} problems in {what}", *shown]
-    if count > len(shown):
-        lines.append(f"... and {count - len(shown)} more")
-    return "\n  ".join(lines)
 
 
 # ------------------------------------------------------------------------------------------

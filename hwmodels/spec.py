@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import MAX_LISTED_PROBLEMS, did_you_mean
 
 __all__ = [
     "SpecError",
@@ -56,7 +56,6 @@ class SpecError(ValueError):
 
 
 #: Problems of one file listed in an error message; the rest are counted ("... and N more").
-MAX_LISTED_PROBLEMS = 20
 
 
 #: Special functions whose per-evaluation time a CPU spec gives (``cpu.special_function_s.<name>``).

@@ -51,10 +51,10 @@ class TopologyError(ValueError):
     """
 
     def __init__(self, problems: list[str], source: str = "topology") -> None:
-        from hwmodels.loader import format_problems
+        from nodeperf.suggest import format_problems
 
         self.problems = list(problems)
-        super().__init__(format_problems(source, self.problems, len(self.problems), "topology file"))
+        super().__init__(format_problems(source, self.problems, "topology file"))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Near matches for error messages: the one "did you mean" helper every layer uses.
+"""Error-message helpers every layer uses: near matches ("did you mean") and lists of problems.
 
 It depends on the standard library only, so the leaf layers (:mod:`workloads`, :mod:`hwmodels`) may
 import it without importing each other or :mod:`simulator`.
@@ -16,9 +16,13 @@ Examples
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["near_match", "did_you_mean"]
+__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS"]
+
+#: Located problem lines one message lists before ``... and N more`` (a spec with thousands of
+#: problems reports in bounded time and length).
+MAX_LISTED_PROBLEMS = 20
 
 #: Similarity (difflib ratio) below which a name is not offered as a near match.
 DEFAULT_CUTOFF = 0.6
@@ -46,3 +50,25 @@ def did_you_mean(got: str, choices: Iterable[str], *, cutoff: float = DEFAULT_CU
     """``"; did you mean 'x'?"`` for the nearest of ``choices``, or ``""`` when none is near."""
     m = near_match(got, choices, n=1, cutoff=cutoff, prefix=prefix)
     return f"; did you mean {m[0]!r}?" if m else ""
+
+
+def format_problems(where: str, items: Sequence[str], what: str, count: int | None = None) -> str:
+    """One error message for the located problems ``items`` of one input (``count`` in all).
+
+    One problem is its own line; several are a count line (``<where>: N problems in <what>``), then
+    the first :data:`MAX_LISTED_PROBLEMS` lines, indented, then ``... and M more`` when some are left
+    out.
+
+    >>> print(format_problems("f.toml", ["f.toml: a: bad", "f.toml: b: bad"], "hardware spec"))
+    f.toml: 2 problems in hardware spec
+      f.toml: a: bad
+      f.toml: b: bad
+    """
+    n = len(items) if count is None else count
+    if n == 1 and len(items) == 1:
+        return items[0]
+    shown = list(items[:MAX_LISTED_PROBLEMS])
+    lines = [f"{where}: {n} problems in {what}", *shown]
+    if n > len(shown):
+        lines.append(f"... and {n - len(shown)} more")
+    return "\n  ".join(lines)

@@ -28,7 +28,7 @@ from typing import Any
 
 import networkx as nx
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import MAX_LISTED_PROBLEMS, did_you_mean, format_problems
 from workloads.dtypes import DType, parse_dtype
 
 __all__ = [
@@ -44,25 +44,6 @@ __all__ = [
     "format_problems",
 ]
 
-#: Problems of one input listed in an error message; the rest are counted ("... and N more"), so a
-#: file with thousands of bad rows still gives a message a person can read.
-MAX_LISTED_PROBLEMS = 20
-
-
-def format_problems(where: str, items: Sequence[str], what: str, count: int | None = None) -> str:
-    """One error message for the located problems ``items`` of one input (``count`` in all).
-
-    One problem is its own line; several are a count line (``<where>: N problems in <what>``), then
-    the first :data:`MAX_LISTED_PROBLEMS` lines, indented, then ``... and M more`` when some are left out.
-    """
-    n = len(items) if count is None else count
-    if n == 1 and len(items) == 1:
-        return items[0]
-    shown = list(items[:MAX_LISTED_PROBLEMS])
-    lines = [f"{where}: {n} problems in {what}", *shown]
-    if n > len(shown):
-        lines.append(f"... and {n - len(shown)} more")
-    return "\n  ".join(lines)
 
 
 #: Format name and version of a saved graph (:meth:`OpGraph.to_json`, :mod:`workloads.serialize`).

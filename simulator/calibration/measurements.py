@@ -537,11 +537,9 @@ class MeasurementSet:
         ImportError
             When pandas is not installed.
         """
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_dataframe needs pandas; install it with: pip install 'nodeperf[pandas]'",
-                              name="pandas") from exc
+        from simulator.report.report import import_pandas
+
+        pd = import_pandas()
         df = pd.DataFrame({c: [getattr(m, c) for m in self.measurements] for c in COLUMNS}, columns=list(COLUMNS))
         df = df.astype({**{c: "Int64" for c in _INT_COLUMNS}, "train": "boolean",
                         **{c: "float64" for c in (*_TIME_COLUMNS, "clock_hz")}})

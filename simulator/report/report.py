@@ -148,6 +148,16 @@ class Totals:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
+def import_pandas() -> Any:
+    """pandas, the optional extra behind ``to_dataframe`` (an ImportError saying how to install it)."""
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError("to_dataframe needs pandas; install it with: pip install 'nodeperf[pandas]'",
+                          name="pandas") from exc
+    return pd
+
+
 def _plain(v: Any) -> Any:
     """JSON-safe plain Python values (numpy scalars to float/int/bool; non-finite to strings)."""
     if isinstance(v, bool):
@@ -344,11 +354,7 @@ class CostReport:
         ImportError
             When pandas is not installed.
         """
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_dataframe needs pandas; install it with: pip install 'nodeperf[pandas]'",
-                              name="pandas") from exc
+        pd = import_pandas()
         names = [f.name for f in fields(OpCost)]
         df = pd.DataFrame([[getattr(r, n) for n in names] for r in self.records], columns=names)
         df.attrs.update({

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from hwmodels.catalog import DEVICES_DIR, SYSTEMS_DIR
-from hwmodels.spec import MAX_LISTED_PROBLEMS
 from simulator.cli import main
+from tests.bad_input.contract import one_line, several
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "hwmodels" / "measurements" / "published_gpu.csv"
@@ -31,7 +31,6 @@ H100 = (DEVICES_DIR / "h100-sxm5-80gb.toml").read_text(encoding="utf-8")
 TPU = (DEVICES_DIR / "tpu-v4.toml").read_text(encoding="utf-8")
 DGX = (SYSTEMS_DIR / "dgx-h100.toml").read_text(encoding="utf-8")
 GEMM = "gemm:m=64,n=64,k=64"
-PREFIX = "nodeperf: error: "
 OVERLAY_HEAD = 'schema = "nodeperf.calibration/1"\nsource = "measured: test"\n'
 GOOD_TOPOLOGY = "Layer, M, N, K,\ng1, 64, 64, 64,\n"
 
@@ -48,35 +47,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         rc = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def one_line(rc: int, err: str, *parts: str) -> str:
-    """Assert the one-problem contract and that the line holds every one of ``parts``; return it."""
-    assert rc == 2, err
-    assert "Traceback" not in err
-    lines = err.rstrip("\n").split("\n")
-    assert len(lines) == 1, err
-    assert lines[0].startswith(PREFIX), err
-    for part in parts:
-        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
-    return lines[0]
-
-
-def several(rc: int, err: str, n: int, where: str) -> list[str]:
-    """Assert the several-problems contract (count line, located lines, '... and N more'); return the lines."""
-    assert rc == 2, err
-    assert "Traceback" not in err
-    lines = err.rstrip("\n").split("\n")
-    assert lines[0].startswith(PREFIX) and f": {n} problems in " in lines[0] and where in lines[0], lines[0]
-    body = lines[1:]
-    shown = min(n, MAX_LISTED_PROBLEMS)
-    if n > shown:
-        assert body[-1] == f"  ... and {n - shown} more"
-        body = body[:-1]
-    assert len(body) == shown, err
-    for ln in body:
-        assert ln.startswith("  ") and ":" in ln, ln
-    return body
 
 
 def sub(text: str, pattern: str, repl: str) -> str:

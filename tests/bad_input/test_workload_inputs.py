@@ -15,47 +15,16 @@ from typing import Any
 import pytest
 
 from simulator.cli import main
+from tests.bad_input.contract import one_line, several
 from workloads.hf import MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS
-from workloads.ir import MAX_LISTED_PROBLEMS
 
 HW = ("--hardware", "h100-sxm5-80gb")
-PREFIX = "nodeperf: error: "
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     rc = main(list(argv))
     _, err = capsys.readouterr()
     return rc, err
-
-
-def one_line(rc: int, err: str, *parts: str) -> str:
-    """Assert the one-problem contract and that the line contains every one of ``parts``; return it."""
-    assert rc == 2, err
-    assert "Traceback" not in err
-    lines = err.rstrip("\n").split("\n")
-    assert len(lines) == 1, err
-    assert lines[0].startswith(PREFIX), err
-    for part in parts:
-        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
-    return lines[0]
-
-
-def several(rc: int, err: str, n: int, where: str) -> list[str]:
-    """Assert the several-problems contract (count line, then located lines); return the located lines."""
-    assert rc == 2, err
-    assert "Traceback" not in err
-    lines = err.rstrip("\n").split("\n")
-    assert lines[0].startswith(PREFIX) and lines[0].endswith(f"{n} problems in " + lines[0].split(" problems in ")[-1])
-    assert f": {n} problems in " in lines[0] and where in lines[0]
-    body = lines[1:]
-    shown = min(n, MAX_LISTED_PROBLEMS)
-    if n > shown:
-        assert body[-1] == f"  ... and {n - shown} more"
-        body = body[:-1]
-    assert len(body) == shown, err
-    for ln in body:
-        assert ln.startswith("  ") and where in ln, ln
-    return body
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,7 +237,7 @@ def test_micro_workload(capsys: pytest.CaptureFixture[str], spec: str) -> None:
 def test_micro_workload_with_several_problems_lists_each(capsys):
     spec = "gemm:m=0,n=-1,k=x"
     rc, err = run(capsys, "predict", spec, *HW)
-    body = several(rc, err, 3, f"micro-workload {spec!r}")
+    body = several(rc, err, 3, f"micro-workload {spec!r}", each_names_where=True)
     assert [ln.split(": ")[1].split(";")[0] for ln in body] == ["m", "n", "k"]
 
 
