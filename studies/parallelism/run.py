@@ -1,0 +1,177 @@
+"""Run the parallelism study: GPT-3 175B training plans over 64-1024 GPUs, and Llama-2-70B requests
+versus tensor parallelism, written as two CSVs.
+
+Usage: ``python -m studies.parallelism.run [--reduced] [--out FOLDER]``. It writes ``training.csv`` and
+``inference.csv`` into ``out/parallelism/`` under the repository root by default (``out/`` is not
+tracked); the committed ``studies/parallelism/*.csv`` are replaced only when that folder is named
+explicitly with ``--out studies/parallelism``.
+
+Training grid: every (GPU kind, GPU count N, tp, pp) of the configuration is one row, with
+``dp = N / (tp * pp)``. A cell that is not a plan (``tp * pp`` larger than N) or a plan the model
+rejects (:class:`~workloads.parallel.PlanError`, e.g. a dp that does not divide the global batch)
+is kept as a row with empty numbers and the reason in ``note``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+#: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
+OUT_DIR = HERE.parents[1] / "out" / "parallelism"
+DEFAULT_OUT = OUT_DIR
+TRAINING_CSV = "training.csv"
+INFERENCE_CSV = "inference.csv"
+TRAINING_COLUMNS = (
+    "model", "dtype", "seq", "global_batch", "microbatch", "recompute", "device", "system", "n_gpus", "tp", "pp", "dp", "sequence_parallel", "microbatches", "iteration_time_s",
+    "mfu", "compute_share", "communication_share", "bubble_share", "optimizer_share", "dp_sync_exposed_share",
+    "memory_per_device_bytes", "memory_capacity_bytes", "fits_in_memory", "note")
+INFERENCE_COLUMNS = (
+    "model", "dtype", "device", "system", "tp", "batch", "input_len", "output_len", "ttft_s", "tpot_s", "e2e_latency_s",
+    "output_tokens_per_s", "memory_per_device_bytes", "memory_capacity_bytes", "fits_in_memory", "note")
+
+
+def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
+    """The study's configuration: ``{"training": {...}, "inference": {...}}``; with ``reduced`` the
+    ``[reduced.training]`` and ``[reduced.inference]`` tables replace the keys they name."""
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    small = cfg.pop("reduced", {})
+    if reduced:
+        for part, overrides in small.items():
+            if part not in cfg:
+                raise KeyError(f"{path}: reduced.{part}: no [{part}] table to reduce; expected one of "
+                               f"{', '.join(sorted(cfg))}")
+            cfg[part] = {**cfg[part], **overrides}
+    return cfg
+
+
+def _system_name(family: str, n_gpus: int, per_node: int) -> str:
+    if n_gpus % per_node:
+        raise ValueError(f"config: gpus: {n_gpus} is not a whole number of {per_node}-GPU {family} nodes")
+    return f"{family}x{n_gpus // per_node}"
+
+
+def run_training(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (GPU kind, GPU count, tp, pp): a training iteration of ``cfg['model']``."""
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan, PlanError
+
+    rows = []
+    for family in cfg["systems"]:
+        per_node = load_hardware(family).count
+        for n in cfg["gpus"]:
+            system = load_hardware(_system_name(family, n, per_node))
+            for tp in cfg["tp"]:
+                for pp in cfg["pp"]:
+                    row: dict[str, Any] = dict.fromkeys(TRAINING_COLUMNS)
+                    sp = bool(cfg["sequence_parallel"]) and tp > 1
+                    row.update(model=cfg["model"], dtype=cfg["dtype"], seq=cfg["seq"], global_batch=cfg["global_batch"],
+                               microbatch=cfg["microbatch"], recompute=cfg["recompute"], device=system.device.name,
+                               system=system.name, n_gpus=n, tp=tp, pp=pp, sequence_parallel=sp, note="")
+                    rows.append(row)
+                    if n % (tp * pp):
+                        row["note"] = f"not a plan: tp x pp = {tp * pp} does not divide {n} GPUs (dp {n / (tp * pp):g})"
+                        continue
+                    dp = n // (tp * pp)
+                    row["dp"] = dp
+                    try:
+                        plan = ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=cfg["microbatch"],
+                                            global_batch=cfg["global_batch"], sequence_parallel=sp,
+                                            zero_stage=cfg["zero_stage"])
+                        r = evaluate_plan(cfg["model"], system, plan, train=True, seq=cfg["seq"], dtype=cfg["dtype"],
+                                          recompute=cfg["recompute"])
+                    except PlanError as exc:
+                        row["note"] = str(exc)
+                        continue
+                    t, b = r.latency_s, r.breakdown
+                    row.update(
+                        microbatches=plan.microbatches, iteration_time_s=t, mfu=r.mfu,
+                        compute_share=b["compute_s"] / t, communication_share=b["communication_s"] / t,
+                        bubble_share=b["bubble_s"] / t, optimizer_share=b["optimizer_s"] / t,
+                        dp_sync_exposed_share=b.get("dp_sync_exposed_s", 0.0) / t,
+                        memory_per_device_bytes=r.memory_per_device_bytes,
+                        memory_capacity_bytes=r.memory_capacity_bytes, fits_in_memory=r.fits_in_memory)
+    return rows
+
+
+def run_inference(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (system, tp, batch): a whole generation request of ``cfg['model']``."""
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import generate_request
+    from workloads.parallel import ParallelPlan, PlanError
+
+    rows = []
+    for name in cfg["systems"]:
+        system = load_hardware(name)
+        for tp in cfg["tp"]:
+            for batch in cfg["batches"]:
+                row: dict[str, Any] = dict.fromkeys(INFERENCE_COLUMNS)
+                row.update(model=cfg["model"], dtype=cfg["dtype"], device=system.device.name, system=system.name, tp=tp,
+                           batch=batch,
+                           input_len=cfg["input_len"], output_len=cfg["output_len"], note="")
+                rows.append(row)
+                try:
+                    g = generate_request(cfg["model"], system, ParallelPlan(tp=tp), input_len=cfg["input_len"],
+                                         output_len=cfg["output_len"], batch=batch, dtype=cfg["dtype"])
+                except PlanError as exc:
+                    row["note"] = str(exc)
+                    continue
+                row.update(ttft_s=g.extra["ttft_s"], tpot_s=g.extra["tpot_s"], e2e_latency_s=g.extra["e2e_latency_s"],
+                           output_tokens_per_s=g.extra["output_tokens_per_s"],
+                           memory_per_device_bytes=g.memory_per_device_bytes,
+                           memory_capacity_bytes=g.memory_capacity_bytes, fits_in_memory=g.fits_in_memory)
+    return rows
+
+
+def run(cfg: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Both questions: ``{"training": rows, "inference": rows}``."""
+    return {"training": run_training(cfg["training"]), "inference": run_inference(cfg["inference"])}
+
+
+def write_csv(rows: list[dict[str, Any]], out: Path, columns: tuple[str, ...]) -> None:
+    """Write ``rows`` to ``out`` (floats to 6 significant digits, missing numbers empty), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[Path, Path]:
+    """Write both CSVs into ``folder``; returns their paths (training, inference)."""
+    paths = folder / TRAINING_CSV, folder / INFERENCE_CSV
+    write_csv(results["training"], paths[0], TRAINING_COLUMNS)
+    write_csv(results["inference"], paths[1], INFERENCE_COLUMNS)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"folder to write {TRAINING_CSV} and {INFERENCE_CSV} into (default out/parallelism/ "
+                        "under the repository root)")
+    args = p.parse_args(argv)
+    out = DEFAULT_OUT if args.out is None else args.out
+    if out.suffix == ".csv" or out.is_file():
+        print(f"run: error: --out {out}: expected a folder (the study writes {TRAINING_CSV} and "
+              f"{INFERENCE_CSV} into it), not a file", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
+    results = run(load_config(args.reduced))
+    for path, rows in zip(write_all(results, out), (results["training"], results["inference"]), strict=True):
+        print(f"{len(rows)} rows -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
