@@ -1,31 +1,70 @@
-"""Describe the machine's own CPU as a DeviceSpec (kind ``"cpu"``) from /proc/cpuinfo, lscpu and short probes.
+"""Describe the machine's own CPU as a DeviceSpec (kind ``"cpu"``) from /proc, /sys, lscpu and short probes.
 
 The host is a device like any catalog entry (``--hardware host``), so calibration works end to end on
 machines without accelerators. Every number records where it came from: ``/proc/cpuinfo`` (cores,
-SIMD flags, clock), ``lscpu -C`` (cache sizes), ``/proc/meminfo`` (memory size), ``measured: host
-probe ...`` (bandwidths, latencies and the per-call overhead, timed here with NumPy), or
-``derived: ...`` with the formula. The efficiency factors start from explicitly stated nominal
-values; :mod:`simulator.calibration` fits them to measurements.
+SIMD flags, clock), ``lscpu -C`` or ``/sys/devices/system/cpu`` (cache sizes and how many CPUs share
+each), ``/proc/meminfo`` (memory size), ``measured: host probe ...`` (bandwidths, latencies and the
+per-call overhead, timed here with NumPy), or ``derived: ...`` with the formula. The efficiency
+factors start from explicitly stated nominal values; :mod:`simulator.calibration` fits them to
+measurements. ``nodeperf hardware show host`` prints all of it (:func:`describe_host`).
 
 Peak FLOP rates are ``cores x clock x FMA pipes x lanes x 2`` (a fused multiply-add counts 2 FLOP).
 The number of FMA pipes and their datapath width are not visible in /proc/cpuinfo; they come from a
 small table of microarchitectures with the vendor's optimisation guide as the source, and otherwise
 from an assumption stated in the provenance (one FMA pipe as wide as the widest SIMD flag).
+
+Rules that keep the probes meaningful on any machine (bare metal, hypervisor guest, container):
+
+* **Probe sizes come from the detected hierarchy** (:func:`probe_plan`). Each copy probe moves a
+  working set (source + destination) inside its level: half of one L2 instance for the L2; for
+  DRAM, two arrays of ``max(4 x L3 (all instances), 64 MiB)`` each, at most 256 MiB and an eighth of
+  the memory. The L3 is probed over a ladder of working sets doubling from twice the L2 up to a top:
+  the reported L3 instance, at most 256 MiB.
+* **The usable L3 is measured, not taken from the report** (:func:`l3_from_ladder`): it is the
+  largest ladder step whose copy bandwidth is still at least the geometric mean of the fastest step
+  and DRAM; the L3's bandwidth is the fastest step within half of it. Other tenants of a shared L3
+  (a guest's host cores, other jobs) leave a single thread less than the reported size: on the 2-vCPU
+  AMD EPYC KVM guest the reported 32 MiB copies at L3 speed only up to about 16 MiB.
+* **Hypervisor guests: the ladder is capped.** A guest sees the host's whole L3 (a KVM guest on a
+  Xeon 6980P reports 480 MiB) but not the host cores that share it, so "capacity / CPUs sharing it"
+  computed inside the guest (2 vCPUs) is no share at all. In a guest (``lscpu``'s ``Hypervisor
+  vendor``, the ``hypervisor`` flag of /proc/cpuinfo, or /sys/hypervisor/type) the ladder's top is at
+  most :data:`GUEST_L3_BYTES_PER_CPU` for each of the guest's CPUs that share the instance; the
+  usable L3 is then measured below that top, and the spec's L3 level has that size (a larger working
+  set is priced at DRAM speed). Bare metal keeps the reported instance as the top.
+* **Probes cannot contradict each other** (:func:`clamp_levels`): a cache level measured slower
+  (lower bandwidth, or higher latency) than the level behind it, DRAM included, is clamped to that
+  level's value; the spec's source string says so (``...; clamped: probe gave X < dram Y``) and a
+  warning is logged. Calibration can then raise the level's bandwidth (it is a fitted parameter).
+* **Nothing unreadable is silently defaulted.** Without /proc/cpuinfo, /sys (containers), lscpu or
+  /proc/meminfo the stated fallback (ISA baseline SIMD width, an assumed clock, no cache levels,
+  ``sysconf`` memory size) is recorded in :attr:`HostInfo.fallbacks`, in the provenance, and logged.
+* **Probes are cached per machine** (:func:`probe_host`): JSON under ``$NODEPERF_CACHE_DIR``, else
+  ``$XDG_CACHE_HOME/nodeperf``, else ``~/.cache/nodeperf``, named by a hash of the CPU model, core
+  counts, cache sizes, memory size, hypervisor and :data:`PROBE_VERSION`, so ``--hardware host`` does
+  not re-probe on every run. ``NODEPERF_NO_CACHE=1`` disables it; delete the file to re-probe. A
+  corrupt file is ignored with a warning and rewritten. Probes timed on a busy machine (1-minute load
+  average at least the number of online CPUs) are warned about and replaced by the next quieter run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import functools
+import hashlib
+import json
 import logging
+import math
 import os
 import platform
 import re
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +80,56 @@ from hwmodels.spec import (
     Provenance,
 )
 
-__all__ = ["HostInfo", "read_host_info", "detect_host", "host_spec", "HOST_NAME"]
+__all__ = [
+    "HostInfo",
+    "ProbePlan",
+    "HostProbes",
+    "read_host_info",
+    "probe_plan",
+    "probe_host",
+    "probe_cache_dir",
+    "clamp_levels",
+    "l3_from_ladder",
+    "L3Result",
+    "detect_host",
+    "host_spec",
+    "host_report",
+    "describe_host",
+    "HOST_NAME",
+    "PROBE_VERSION",
+    "GUEST_L3_BYTES_PER_CPU",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The device name of this machine's CPU in measurement files and ``--hardware``.
 HOST_NAME = "host"
+
+#: Version of the probe code and of :func:`probe_plan`'s rules; part of the cache key. Bump it when
+#: either changes what a probe measures.
+PROBE_VERSION = 2
+
+#: Largest L3 a hypervisor guest may use per guest CPU sharing an L3 instance (bytes): the top of the
+#: L3 probe ladder in a guest (the usable part below it is measured). L3 per core of the many-core
+#: server parts that hosts slice into guests: AMD EPYC 9004/9005 4 MiB (32 MiB per 8-core CCD), the
+#: V-cache EPYC 9684X 12 MB (1152 MB for 96 cores; AMD product briefs), Intel Xeon 6980P 3.75 MiB
+#: (504 MB for 128 cores, Intel ARK). 16 MiB is above these, so the cap removes what no guest CPU can
+#: own (a 480 MiB L3 reported to 2 vCPUs) and bounds probe time; few-core frequency parts (EPYC 9184X,
+#: 48 MB per core) exceed it, and a guest on one gets its L3 under-estimated (priced at DRAM speed
+#: beyond the cap; calibration fits the DRAM and L3 bandwidths).
+GUEST_L3_BYTES_PER_CPU = 16 * 2**20
+
+#: Clock assumed when neither /proc/cpuinfo, cpufreq nor lscpu gives one (Hz): at or below the base
+#: clock of current server and desktop cores, so calibration (fp32 peak bounds x0.5..x3) can raise it.
+ASSUMED_CLOCK_HZ = 2.0e9
+
+# Roots of the kernel's pseudo file systems and the lscpu command (tests point them elsewhere).
+_SYSFS = Path("/sys")
+_PROCFS = Path("/proc")
+_LSCPU = "lscpu"
+
+_KIB = 2**10
+_MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -74,7 +157,10 @@ _MICROARCH: dict[tuple[str, int], _Microarch] = {
 
 @dataclass(frozen=True)
 class HostInfo:
-    """What /proc/cpuinfo, lscpu and /proc/meminfo say about this machine (no timing involved)."""
+    """What /proc/cpuinfo, lscpu, /sys and /proc/meminfo say about this machine (no timing involved).
+
+    ``fallbacks`` lists, in words, every value that could not be read and what was used instead.
+    """
 
     model_name: str
     vendor_id: str
@@ -89,16 +175,30 @@ class HostInfo:
     cache_source: str
     memory_bytes: int
     hostname: str
+    cache_sharing: dict[str, int] = field(default_factory=dict)  # level name -> logical CPUs per instance
+    online_cpus: int = 0
+    hypervisor: str = ""  # hypervisor vendor ("KVM", ...), "" when none was detected
+    hypervisor_source: str = ""
+    cpuinfo_source: str = "/proc/cpuinfo"
+    simd_source: str = "/proc/cpuinfo flags"
+    memory_source: str = "/proc/meminfo: MemTotal"
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def microarch(self) -> _Microarch | None:
         return _MICROARCH.get((self.vendor_id, self.family))
 
 
-def _cpuinfo_blocks() -> list[dict[str, str]]:
+def _read(path: Path) -> str | None:
     try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _cpuinfo_blocks() -> list[dict[str, str]]:
+    text = _read(_PROCFS / "cpuinfo")
+    if not text:
         return []
     blocks = []
     for chunk in text.strip().split("\n\n"):
@@ -112,12 +212,25 @@ def _cpuinfo_blocks() -> list[dict[str, str]]:
     return blocks
 
 
-def _lscpu_caches() -> dict[str, tuple[int, int]]:
+def _run_lscpu(*args: str) -> str:
     try:
-        out = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, timeout=5, check=True).stdout
+        return subprocess.run([_LSCPU, *args], capture_output=True, text=True, timeout=5, check=True,
+                              env={**os.environ, "LC_ALL": "C"}).stdout
     except (OSError, subprocess.SubprocessError):
-        return {}
-    lines = out.strip().splitlines()
+        return ""
+
+
+def _lscpu_summary() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in _run_lscpu().splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _lscpu_caches() -> dict[str, tuple[int, int]]:
+    lines = _run_lscpu("-C", "--bytes").strip().splitlines()
     if not lines:
         return {}
     head = lines[0].split()
@@ -126,80 +239,179 @@ def _lscpu_caches() -> dict[str, tuple[int, int]]:
         parts = ln.split()
         row = dict(zip(head, parts, strict=False))
         try:
-            res[row["NAME"].lower()] = (int(row["ONE-SIZE"]), int(row["ALL-SIZE"]))
+            one, allsz = int(row["ONE-SIZE"]), int(row["ALL-SIZE"])
         except (KeyError, ValueError):
             continue
+        if one > 0 and allsz > 0:
+            res[row["NAME"].lower()] = (one, allsz)
     return res
 
 
-def _sys_caches() -> dict[str, tuple[int, int]]:
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    res: dict[str, tuple[int, int]] = {}
-    ncpu = os.cpu_count() or 1
-    for idx in sorted(base.glob("index*")):
+def _cpu_list_count(text: str) -> int:
+    """Number of CPUs in a kernel CPU list such as ``0-3,8,10-11``; 0 if it cannot be parsed."""
+    n = 0
+    for r in text.strip().split(","):
+        a, _, b = r.partition("-")
         try:
-            level = (idx / "level").read_text().strip()
-            typ = (idx / "type").read_text().strip()
-            size = (idx / "size").read_text().strip()
-            shared = (idx / "shared_cpu_list").read_text().strip()
-        except OSError:
+            n += (int(b) - int(a) + 1) if b else (1 if a.strip() else 0)
+        except ValueError:
+            return 0
+    return n
+
+
+def _online_cpus() -> tuple[int, str]:
+    text = _read(_SYSFS / "devices/system/cpu/online")
+    n = _cpu_list_count(text) if text else 0
+    if n:
+        return n, "/sys/devices/system/cpu/online"
+    return (os.cpu_count() or 1), "os.cpu_count()"
+
+
+def _sys_caches(online: int) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """Cache sizes of cpu0 from /sys, and how many CPUs share each instance; empty if unreadable."""
+    base = _SYSFS / "devices/system/cpu/cpu0/cache"
+    res: dict[str, tuple[int, int]] = {}
+    sharing: dict[str, int] = {}
+    try:
+        indices = sorted(base.glob("index*"))
+    except OSError:
+        return {}, {}
+    for idx in indices:
+        level, typ, size, shared = (_read(idx / f) for f in ("level", "type", "size", "shared_cpu_list"))
+        if level is None or typ is None or size is None:
             continue
-        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        m = re.fullmatch(r"(\d+)([KMG]?)", size.strip())
         if not m:
             continue
-        one = int(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2)]
-        nshare = sum((int(b) - int(a) + 1) if "-" in r else 1
-                     for r in shared.split(",") for a, _, b in [r.partition("-")])
-        name = f"l{level}" + ("d" if typ == "Data" else "i" if typ == "Instruction" else "")
-        res[name] = (one, one * max(1, ncpu // max(1, nshare)))
-    return res
+        one = int(m.group(1)) * {"": 1, "K": _KIB, "M": _MIB, "G": 2**30}[m.group(2)]
+        nshare = max(1, _cpu_list_count(shared) if shared else 1)
+        typ = typ.strip()
+        name = f"l{level.strip()}" + ("d" if typ == "Data" else "i" if typ == "Instruction" else "")
+        res[name] = (one, one * max(1, -(-online // nshare)))
+        sharing[name] = nshare
+    return res, sharing
+
+
+def _hypervisor(summary: dict[str, str], flags: frozenset[str]) -> tuple[str, str]:
+    vendor = summary.get("Hypervisor vendor", "")
+    if vendor:
+        return vendor, "lscpu: Hypervisor vendor"
+    if "hypervisor" in flags:
+        return "unknown vendor", "/proc/cpuinfo flags: hypervisor"
+    text = (_read(_SYSFS / "hypervisor/type") or "").strip()
+    if text:
+        return text, "/sys/hypervisor/type"
+    return "", "none detected (lscpu Hypervisor vendor, /proc/cpuinfo hypervisor flag, /sys/hypervisor/type)"
 
 
 def read_host_info() -> HostInfo:
-    """Read this machine's CPU description (fast; no probes)."""
+    """Read this machine's CPU description (fast; no probes).
+
+    Never fails for want of /proc, /sys or lscpu: each missing source is replaced by a stated
+    fallback, listed in :attr:`HostInfo.fallbacks` (and logged by :func:`detect_host`).
+    """
+    fallbacks: list[str] = []
     blocks = _cpuinfo_blocks()
+    cpuinfo_src = "/proc/cpuinfo"
+    if not blocks:
+        cpuinfo_src = "platform module (/proc/cpuinfo unreadable)"
+        fallbacks.append("/proc/cpuinfo unreadable: model from the platform module, cores from the CPUs this "
+                         "process may run on, no vendor/family (generic FMA assumption)")
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    online, _ = _online_cpus()
     first = blocks[0] if blocks else {}
+
+    def _proc_id(b: dict[str, str]) -> int:
+        try:
+            return int(b.get("processor", "-1"))
+        except ValueError:
+            return -1
+
     cores_seen = {(b.get("physical id", "0"), b.get("core id", b.get("processor", "0")))
-                  for b in blocks if int(b.get("processor", "-1")) in allowed}
+                  for b in blocks if _proc_id(b) in allowed}
     cores = len(cores_seen) or len(allowed)
     flags = frozenset((first.get("flags") or first.get("Features") or "").split())
+    simd_src = "/proc/cpuinfo flags"
     if "avx512f" in flags:
         simd = 512
     elif "avx2" in flags or "avx" in flags:
         simd = 256
     elif flags & {"sse2", "asimd", "neon"}:
         simd = 128
+    elif platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64"):
+        simd = 128
+        simd_src = f"assumed: the {platform.machine()} baseline (SSE2 / Advanced SIMD, 128-bit); no SIMD flags readable"
+        fallbacks.append(f"no SIMD flags in /proc/cpuinfo: assumed the {platform.machine()} baseline of 128 bits")
     else:
         simd = 64
-    mhz = [float(b["cpu MHz"]) for b in blocks if "cpu MHz" in b]
-    clock_src = "/proc/cpuinfo: cpu MHz (current clock of the first CPU)"
-    clock = mhz[0] * 1e6 if mhz else 0.0
-    maxf = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if maxf.is_file():
+        simd_src = f"assumed: scalar 64-bit ({platform.machine() or 'unknown ISA'}, no SIMD flags readable)"
+        fallbacks.append("no SIMD flags in /proc/cpuinfo and an unknown ISA: assumed scalar 64-bit arithmetic")
+    summary = _lscpu_summary()
+    clock = 0.0
+    clock_src = ""
+    mhz = []
+    for b in blocks:
         try:
-            clock = float(maxf.read_text().strip()) * 1e3
-            clock_src = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
-        except (OSError, ValueError):
+            mhz.append(float(b["cpu MHz"]))
+        except (KeyError, ValueError):
+            continue
+    if mhz:
+        clock, clock_src = mhz[0] * 1e6, "/proc/cpuinfo: cpu MHz (current clock of the first CPU)"
+    maxf = _read(_SYSFS / "devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if maxf:
+        try:
+            clock, clock_src = float(maxf.strip()) * 1e3, "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
+        except ValueError:
             pass
+    if not clock:
+        try:
+            clock, clock_src = float(summary["CPU max MHz"]) * 1e6, "lscpu: CPU max MHz"
+        except (KeyError, ValueError):
+            clock = ASSUMED_CLOCK_HZ
+            clock_src = (f"assumed: {ASSUMED_CLOCK_HZ / 1e9:g} GHz (no clock in /proc/cpuinfo, cpufreq or lscpu; "
+                         "calibration fits the peak rates)")
+            fallbacks.append(f"no clock readable (/proc/cpuinfo, /sys cpufreq, lscpu): assumed "
+                             f"{ASSUMED_CLOCK_HZ / 1e9:g} GHz")
     caches = _lscpu_caches()
     cache_src = "lscpu -C --bytes"
-    if not caches:
-        caches = _sys_caches()
+    sys_caches, sys_sharing = _sys_caches(online)
+    sharing: dict[str, int] = {}
+    if caches:
+        for name, (one, allsz) in caches.items():
+            instances = max(1, round(allsz / one))
+            sharing[name] = sys_sharing.get(name) or max(1, online // instances)
+    elif sys_caches:
+        caches, sharing = sys_caches, sys_sharing
         cache_src = "/sys/devices/system/cpu/cpu0/cache"
+    else:
+        cache_src = "none readable (lscpu -C, /sys/devices/system/cpu/cpu0/cache)"
+        fallbacks.append("no cache sizes readable (lscpu -C, /sys/devices/system/cpu/cpu0/cache): the spec has no "
+                         "cache levels, every op is priced at the DRAM bandwidth and no cache probe runs")
     mem = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
+    mem_src = "/proc/meminfo: MemTotal"
+    for line in (_read(_PROCFS / "meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            try:
                 mem = int(line.split()[1]) * 1024
-    except OSError:
-        pass
+            except (IndexError, ValueError):
+                mem = 0
+    if not mem:
+        try:
+            mem = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+            mem_src = "sysconf(SC_PHYS_PAGES x SC_PAGE_SIZE) (/proc/meminfo unreadable)"
+            fallbacks.append("/proc/meminfo unreadable: memory size from sysconf(SC_PHYS_PAGES)")
+        except (ValueError, OSError, AttributeError):
+            mem = 0
+            mem_src = "unknown (/proc/meminfo and sysconf unreadable)"
+            fallbacks.append("memory size unreadable (/proc/meminfo, sysconf): the DRAM level's capacity is the "
+                             "DRAM probe's buffer and the probe uses at most 256 MiB")
+    hv, hv_src = _hypervisor(summary, flags)
     try:
         family = int(first.get("cpu family", "0"))
     except ValueError:
         family = 0
     return HostInfo(
-        model_name=first.get("model name", platform.processor() or "unknown CPU"),
+        model_name=first.get("model name") or summary.get("Model name") or platform.processor() or "unknown CPU",
         vendor_id=first.get("vendor_id", "unknown"),
         family=family,
         cores=cores,
@@ -212,11 +424,139 @@ def read_host_info() -> HostInfo:
         cache_source=cache_src,
         memory_bytes=mem,
         hostname=socket.gethostname(),
+        cache_sharing=sharing,
+        online_cpus=online,
+        hypervisor=hv,
+        hypervisor_source=hv_src,
+        cpuinfo_source=cpuinfo_src,
+        simd_source=simd_src,
+        memory_source=mem_src,
+        fallbacks=tuple(fallbacks),
     )
 
 
 # ------------------------------------------------------------------------------------------------
-# probes (NumPy; a few hundred milliseconds in all)
+# probe plan: working-set sizes from the detected hierarchy
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """Working sets (source + destination bytes) of the copy probes, chosen from the detected hierarchy.
+
+    A size of 0 (an empty ladder) means the level was not detected and is not probed. The L3 is
+    probed over a ladder of working sets, doubling from twice the L2 up to ``l3_top_bytes``; where its
+    bandwidth falls off (:func:`l3_from_ladder`) is the usable L3.
+    """
+
+    l2_bytes: int
+    l3_ladder: tuple[int, ...]
+    l3_top_bytes: int  # the largest L3 working set considered: the reported instance, or the guest cap
+    dram_bytes: int
+    l3_rule: str  # how l3_top_bytes was chosen, in words
+
+    @property
+    def dram_array_bytes(self) -> int:
+        """Bytes of each of the two arrays of the DRAM copy probe."""
+        return self.dram_bytes // 2
+
+
+def _fmt_bytes(n: float) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.3g} GiB"
+    return f"{n / _MIB:.3g} MiB" if n >= _MIB else f"{n / _KIB:.3g} KiB"
+
+
+#: The largest working set of any copy probe (bytes): bounds the L3 ladder and the DRAM arrays.
+_PROBE_MAX_BYTES = 256 * _MIB
+
+
+def probe_plan(info: HostInfo) -> ProbePlan:
+    """Probe working sets chosen from ``info``'s cache hierarchy (see the module's rules)."""
+    l2_one = info.caches.get("l2", (0, 0))[0]
+    l3_one, l3_all = info.caches.get("l3", (0, 0))
+    l2_ws = max(32 * _KIB, l2_one // 2) if l2_one else 0
+    top, rule, ladder = 0, "no L3 detected", ()
+    if l3_one:
+        sharing = max(1, info.cache_sharing.get("l3", 1))
+        top = l3_one
+        rule = f"the reported L3 instance ({_fmt_bytes(l3_one)}, shared by {sharing} CPU(s))"
+        if info.hypervisor:
+            cap = sharing * GUEST_L3_BYTES_PER_CPU
+            if cap < l3_one:
+                top = cap
+                rule = (f"hypervisor guest ({info.hypervisor}): {sharing} guest CPU(s) x "
+                        f"{_fmt_bytes(GUEST_L3_BYTES_PER_CPU)} (GUEST_L3_BYTES_PER_CPU) = {_fmt_bytes(cap)}, "
+                        f"less than the {_fmt_bytes(l3_one)} the guest reports for the host's cache")
+            else:
+                rule += (f"; hypervisor guest ({info.hypervisor}): within {sharing} guest CPU(s) x "
+                         f"{_fmt_bytes(GUEST_L3_BYTES_PER_CPU)} (GUEST_L3_BYTES_PER_CPU)")
+        if top > _PROBE_MAX_BYTES:
+            top = _PROBE_MAX_BYTES
+            rule += f"; at most {_fmt_bytes(_PROBE_MAX_BYTES)} (the largest probe)"
+        steps: list[int] = []
+        w = 2 * l2_one if l2_one else max(64 * _KIB, top // 8)
+        while w <= top:
+            steps.append(int(w))
+            w *= 2
+        ladder = tuple(steps) or (max(32 * _KIB, top // 2),)
+    mem = info.memory_bytes
+    dram_array = int(min(_PROBE_MAX_BYTES, max(4 * l3_all, 64 * _MIB), (mem // 8) if mem else _PROBE_MAX_BYTES))
+    return ProbePlan(l2_bytes=int(l2_ws), l3_ladder=ladder, l3_top_bytes=int(top), dram_bytes=2 * dram_array,
+                     l3_rule=rule)
+
+
+@dataclass(frozen=True)
+class L3Result:
+    """The usable L3 and its bandwidth, read off the L3 ladder of copy bandwidths."""
+
+    usable_bytes: int  # largest working set still copied at L3 speed (one instance)
+    probe_bytes: int  # working set whose bandwidth is the L3's
+    bandwidth_bytes_per_s: float
+    threshold_bytes_per_s: float  # geometric mean of the fastest ladder step and DRAM
+    rule: str
+
+
+def l3_from_ladder(plan: ProbePlan, values: dict[str, float]) -> L3Result | None:
+    """Where the L3 ladder's copy bandwidth falls off, from raw probe values (None without an L3).
+
+    The threshold is the geometric mean of the fastest ladder step and the DRAM probe. Walking up the
+    ladder from the first step at or above it, the usable L3 is the last working set before a step
+    falls below (the whole ``l3_top_bytes`` when none does: no knee inside the ladder); when no step
+    beats DRAM, the L3 is no faster than DRAM for one thread and its size is the first step. The L3's
+    bandwidth is the fastest step within half the usable size (or the first step): well inside the
+    level, as the other probes.
+    """
+    if not plan.l3_ladder:
+        return None
+    bws = [values[f"l3_ladder_{i}"] for i in range(len(plan.l3_ladder))]
+    threshold = math.sqrt(max(bws) * values["dram_bw"])
+    fast = [i for i, bw in enumerate(bws) if bw >= threshold]  # empty only when no step beats DRAM
+    last = -1
+    for i in range(fast[0] if fast else len(bws), len(bws)):  # a slow first step (noise) does not end the L3
+        if bws[i] < threshold:
+            break
+        last = i
+    ladder = plan.l3_ladder
+    if last == len(ladder) - 1:
+        usable = plan.l3_top_bytes
+        rule = (f"copy bandwidth stays above {threshold / 1e9:.3g} GB/s (geometric mean of the fastest step and "
+                f"DRAM) up to the top of the ladder, {_fmt_bytes(plan.l3_top_bytes)}: {plan.l3_rule}")
+    elif last >= 0:
+        usable = ladder[last]
+        rule = (f"measured: copy bandwidth falls below {threshold / 1e9:.3g} GB/s (geometric mean of the fastest "
+                f"step and DRAM) beyond a {_fmt_bytes(usable)} working set "
+                f"({bws[last + 1] / 1e9:.3g} GB/s at {_fmt_bytes(ladder[last + 1])})")
+    else:
+        usable = ladder[0]
+        rule = (f"measured: no L3 working set copies faster than DRAM ({values['dram_bw'] / 1e9:.3g} GB/s) for one "
+                "thread; its size is the first step")
+    inside = [i for i, w in enumerate(ladder) if w <= max(usable // 2, ladder[0])]
+    j = max(inside, key=lambda i: bws[i])
+    return L3Result(int(usable), int(ladder[j]), float(bws[j]), float(threshold), rule)
+
+
+# ------------------------------------------------------------------------------------------------
+# probes (NumPy; a few seconds in all, cached per machine)
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -304,17 +644,32 @@ def _strided_copy_probe(channels: int = 64, width: int = 4, repeats: int = 30) -
     return t / (channels * 9 * width)
 
 
+#: Repetitions (best of) of each copy probe and steps of each pointer chase.
+_COPY_REPEATS = {"dram": 3, "l3": 10, "l2": 30}
+_CHASE_STEPS = 100_000
+
+
 @functools.lru_cache(maxsize=4)
-def _probes(l2_bytes: int, l3_bytes: int, mem_bytes: int) -> dict[str, float]:
-    dram_buf = int(min(256 * 2**20, max(4 * l3_bytes, 64 * 2**20), mem_bytes // 8 or 256 * 2**20))
+def _run_probes(plan: ProbePlan) -> dict[str, float]:
+    """Time the probes of ``plan`` (raw values, before :func:`clamp_levels`); memoised per process.
+
+    Keys: ``dram_bw``, ``l3_ladder_<i>`` (one per ladder step), ``l2_bw`` (B/s); ``dram_lat``,
+    ``l3_lat`` (over the L3 probe's working set of :func:`l3_from_ladder`), ``l2_lat``, ``sf_<name>``,
+    ``strided_run``, ``call_overhead`` (s); ``dram_buf`` (B).
+    """
     out: dict[str, float] = {}
-    out["dram_bw"] = _copy_bandwidth(dram_buf, 3)
-    out["l3_bw"] = _copy_bandwidth(max(l2_bytes, l3_bytes // 4), 10)
-    out["l2_bw"] = _copy_bandwidth(max(16 * 1024, l2_bytes // 4), 30)
-    out["dram_buf"] = dram_buf
-    out["dram_lat"] = _chase_latency(dram_buf, 100_000)
-    out["l3_lat"] = _chase_latency(max(l2_bytes * 2, l3_bytes // 2), 100_000)
-    out["l2_lat"] = _chase_latency(max(16 * 1024, l2_bytes // 2), 100_000)
+    out["dram_bw"] = _copy_bandwidth(plan.dram_array_bytes, _COPY_REPEATS["dram"])
+    for i, ws in enumerate(plan.l3_ladder):
+        out[f"l3_ladder_{i}"] = _copy_bandwidth(ws // 2, _COPY_REPEATS["l3"])
+    if plan.l2_bytes:
+        out["l2_bw"] = _copy_bandwidth(plan.l2_bytes // 2, _COPY_REPEATS["l2"])
+    out["dram_buf"] = float(plan.dram_array_bytes)
+    out["dram_lat"] = _chase_latency(plan.dram_array_bytes, _CHASE_STEPS)
+    l3 = l3_from_ladder(plan, out)
+    if l3 is not None:
+        out["l3_lat"] = _chase_latency(l3.probe_bytes, _CHASE_STEPS)
+    if plan.l2_bytes:
+        out["l2_lat"] = _chase_latency(plan.l2_bytes, _CHASE_STEPS)
     out.update(_special_function_probe())
     out["strided_run"] = _strided_copy_probe()
     tiny_a = np.ones(1, dtype=np.float32)
@@ -323,8 +678,286 @@ def _probes(l2_bytes: int, l3_bytes: int, mem_bytes: int) -> dict[str, float]:
     return out
 
 
-def _fmt_bytes(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+def _expected_keys(plan: ProbePlan) -> set[str]:
+    keys = {"dram_bw", "dram_buf", "dram_lat", "strided_run", "call_overhead"}
+    keys |= {f"sf_{name}" for name in _SPECIAL_FUNCTIONS}
+    keys |= {f"l3_ladder_{i}" for i in range(len(plan.l3_ladder))}
+    if plan.l3_ladder:
+        keys.add("l3_lat")
+    if plan.l2_bytes:
+        keys |= {"l2_bw", "l2_lat"}
+    return keys
+
+
+# ------------------------------------------------------------------------------------------------
+# the per-machine probe cache
+
+
+_FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def probe_cache_dir() -> Path | None:
+    """Folder of the probe cache: ``$NODEPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/nodeperf``, else
+    ``~/.cache/nodeperf``; None when ``NODEPERF_NO_CACHE`` is set (to anything but 0/false/no/off)
+    or no home folder is known."""
+    if os.environ.get("NODEPERF_NO_CACHE", "").strip().lower() not in _FALSE_WORDS:
+        return None
+    override = os.environ.get("NODEPERF_CACHE_DIR", "").strip()
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative value is invalid and ignored
+        return Path(xdg) / "nodeperf"
+    try:
+        return Path.home() / ".cache" / "nodeperf"
+    except (RuntimeError, KeyError):
+        return None
+
+
+def _cache_key_fields(info: HostInfo, plan: ProbePlan) -> dict[str, Any]:
+    return {
+        "probe_version": PROBE_VERSION,
+        "model_name": info.model_name,
+        "vendor_id": info.vendor_id,
+        "family": info.family,
+        "cores": info.cores,
+        "logical_cpus": info.logical_cpus,
+        "caches": {k: list(v) for k, v in sorted(info.caches.items())},
+        "memory_bytes": info.memory_bytes,
+        "hypervisor": info.hypervisor,
+        "plan": dataclasses.asdict(plan),
+    }
+
+
+def _cache_key(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+_CACHE_SCHEMA = "nodeperf.host-probe/1"
+#: Cache files written by this process -> the status they were written with.
+_WRITTEN_HERE: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class HostProbes:
+    """Raw probe results of this machine and where they came from (timed now, or the cache file)."""
+
+    values: dict[str, float]
+    plan: ProbePlan
+    cache_status: str  # "hit", "miss", "corrupt", "disabled" or "unwritable", then what happened
+    cache_file: str  # "" when caching is disabled
+    measured_at: str  # ISO date of the timing (UTC)
+    load_average: float | None  # 1-minute load average when timed (None where unreadable)
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _read_cache(path: Path, key: str, plan: ProbePlan) -> tuple[dict[str, Any] | None, str]:
+    """(cached record, "") on a hit; (None, why) otherwise: "" for a plain miss, else the problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({exc.__class__.__name__}: {exc})"
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc})"
+    if not isinstance(rec, dict) or rec.get("schema") != _CACHE_SCHEMA:
+        return None, f"schema; expected {_CACHE_SCHEMA!r}"
+    if rec.get("key") != key:
+        return None, "key does not match the file name's machine"
+    vals = rec.get("values")
+    if not isinstance(vals, dict):
+        return None, "no 'values' table"
+    missing = sorted(_expected_keys(plan) - set(vals))
+    if missing:
+        return None, f"missing values {', '.join(missing)}"
+    bad = sorted(k for k, v in vals.items()
+                 if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0)
+    if bad:
+        return None, f"values not positive finite numbers: {', '.join(bad)}"
+    return rec, ""
+
+
+def _write_cache(path: Path, rec: dict[str, Any]) -> str:
+    """Write ``rec`` atomically; "" on success, else the reason."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return f"{exc.__class__.__name__}: {exc}"
+    return ""
+
+
+def probe_host(info: HostInfo | None = None, *, use_cache: bool = True) -> HostProbes:
+    """This machine's raw probe results, from the per-machine cache or timed now (and cached).
+
+    The cache file is ``<probe_cache_dir()>/host-probe-<key[:16]>.json``; the key hashes the CPU model,
+    vendor and family, core counts, cache sizes, memory size, hypervisor, the probe plan and
+    :data:`PROBE_VERSION`, so a different machine or probe code never reads another's values. A file
+    that cannot be used (not JSON, wrong schema or key, missing or non-positive values) is ignored
+    with a warning and rewritten; a folder that cannot be written is warned about once per call and the
+    fresh values are used. ``use_cache=False`` (or ``NODEPERF_NO_CACHE=1``) always times the probes.
+
+    Other processes slow the probes down. A probe timed while the 1-minute load average was at least
+    the number of online CPUs is warned about, and its cached values are replaced by the first later
+    run that finds the machine below that load ("stale" status); a quiet probe is kept.
+    """
+    info = info or read_host_info()
+    plan = probe_plan(info)
+    busy_at = max(1, info.online_cpus or info.logical_cpus)
+    load = _load_average()
+    folder = probe_cache_dir() if use_cache else None
+    if folder is None:
+        _warn_if_busy(load, busy_at)
+        return HostProbes(dict(_run_probes(plan)), plan, "disabled", "", _now(), load)
+    fields = _cache_key_fields(info, plan)
+    key = _cache_key(fields)
+    path = folder / f"host-probe-{key[:16]}.json"
+    rec, problem = _read_cache(path, key, plan)
+    status = "miss"
+    if rec is not None:
+        then = rec.get("load_average")
+        then = float(then) if isinstance(then, int | float) and not isinstance(then, bool) else None
+        if then is None or then < busy_at or load is None or load >= busy_at:
+            # a file this process wrote reports how it came to be (e.g. `hardware show host` after --hardware host)
+            hit = _WRITTEN_HERE.get(str(path), "hit")
+            return HostProbes({k: float(v) for k, v in rec["values"].items()}, plan, hit, str(path),
+                              str(rec.get("measured_at", "")), then)
+        status = f"stale (timed at load {then:g} on {busy_at} CPUs, now {load:g})"
+        logger.info("host probe cache %s: %s; probing again", path, status)
+    elif problem:
+        logger.warning("host probe cache %s: %s; ignored, probing again and rewriting it", path, problem)
+        status = f"corrupt ({problem})"
+    _warn_if_busy(load, busy_at)
+    vals = dict(_run_probes(plan))
+    now = _now()
+    err = _write_cache(path, {"schema": _CACHE_SCHEMA, "key": key, "key_fields": fields, "measured_at": now,
+                              "load_average": load, "values": vals})
+    if err:
+        logger.warning("host probe cache %s: cannot write (%s); the probes will run again next time", path, err)
+        status += f"; not written ({err})"
+    else:
+        status += "; written"
+        _WRITTEN_HERE[str(path)] = status + " earlier in this process"
+    return HostProbes(vals, plan, status, str(path), now, load)
+
+
+def _warn_if_busy(load: float | None, busy_at: int) -> None:
+    if load is not None and load >= busy_at:
+        logger.warning("host probes timed on a busy machine (1-minute load average %g on %d CPUs): bandwidths and "
+                       "per-call times may be off; a later run on a quieter machine replaces the cached values",
+                       load, busy_at)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
+
+
+# ------------------------------------------------------------------------------------------------
+# consistency of the probed levels
+
+
+def clamp_levels(levels: list[tuple[str, float, float]]) -> tuple[list[tuple[str, float, float]], dict[str, str]]:
+    """Make probed memory levels consistent: no cache level slower than the level behind it.
+
+    ``levels`` are ``(name, bandwidth B/s, latency s)``, outermost (DRAM) first. Walking inwards, a
+    level whose bandwidth is lower than the (already consistent) level behind it gets that level's
+    bandwidth, and one whose latency is higher gets that level's latency. Returns the consistent
+    levels and, for each clamped field's dotted path (``memory.l3.read_bandwidth_bytes_per_s``,
+    ``memory.l3.latency_s``), a note ``"clamped: probe gave X < dram Y"``.
+    """
+    out: list[tuple[str, float, float]] = []
+    notes: dict[str, str] = {}
+    for name, bw, lat in levels:
+        if out:
+            outer, obw, olat = out[-1]
+            if bw < obw:
+                notes[f"memory.{name}.read_bandwidth_bytes_per_s"] = (
+                    f"clamped: probe gave {bw / 1e9:.3g} GB/s < {outer} {obw / 1e9:.3g} GB/s")
+                bw = obw
+            if lat > olat:
+                notes[f"memory.{name}.latency_s"] = f"clamped: probe gave {lat * 1e9:.3g} ns > {outer} {olat * 1e9:.3g} ns"
+                lat = olat
+        out.append((name, bw, lat))
+    return out, notes
+
+
+_BW_NOTE = "np.copyto, best of repeats, read + write bytes counted; one thread"
+_LAT_NOTE = ("dependent random loads, minus the same chase over a 4 KiB buffer (interpreter cost); "
+             "a value at the baseline's run-to-run spread is an upper bound, not resolved")
+_PROBE = "measured: host probe"
+
+
+def _memory_levels(info: HostInfo, probes: HostProbes, prov: dict[str, Provenance]) -> tuple[list[MemoryLevel],
+                                                                                              dict[str, float]]:
+    """Memory levels (outermost first) of a run on ``info.cores`` cores from the probes, clamped; fills ``prov``."""
+    pr = probes.values
+    plan = probes.plan
+    dram_cap = float(info.memory_bytes) or float(plan.dram_array_bytes)
+    rows: list[tuple[str, float, float]] = [("dram", pr["dram_bw"], pr["dram_lat"])]
+    caps: dict[str, tuple[float, str]] = {}
+    l3_one, l3_all = info.caches.get("l3", (0, 0))
+    l3 = l3_from_ladder(plan, pr)
+    if l3_one and l3 is not None:
+        sharing = max(1, info.cache_sharing.get("l3", 1))
+        spanned = -(-info.cores // sharing)  # instances the run's cores touch, filled in order
+        cap = float(min(l3_all, l3.usable_bytes * spanned))
+        caps["l3"] = (cap, f"{_fmt_bytes(l3_one)} per instance, {_fmt_bytes(l3_all)} in all; usable per instance "
+                           f"{_fmt_bytes(l3.usable_bytes)}: {l3.rule}; {spanned} instance(s) for the {info.cores} "
+                           "core(s) used")
+        rows.append(("l3", l3.bandwidth_bytes_per_s, pr["l3_lat"]))
+    l2_one, l2_all = info.caches.get("l2", (0, 0))
+    if l2_one and plan.l2_bytes:
+        # the L2 is private to a core: a run on `cores` cores holds `cores` instances of it
+        cap = float(min(l2_all, l2_one * info.cores))
+        caps["l2"] = (cap, f"{_fmt_bytes(l2_one)} per instance; one private instance per core used ({info.cores})")
+        rows.append(("l2", pr["l2_bw"], pr["l2_lat"]))
+    consistent, clamps = clamp_levels(rows)
+    for path, note in clamps.items():
+        logger.warning("host: %s: %s (a cache level cannot be slower than the level behind it)", path, note)
+    dram_ws = f"a {_fmt_bytes(plan.dram_array_bytes)} array into another ({_fmt_bytes(plan.dram_bytes)} working set)"
+    l3_ws = l3.probe_bytes if l3 is not None else 0
+    ladder = ", ".join(_fmt_bytes(w) for w in plan.l3_ladder)
+    ws = {"dram": dram_ws,
+          "l3": f"{_fmt_bytes(l3_ws)} working set (source + destination), the fastest step within half the usable "
+                f"L3 of the ladder {ladder}",
+          "l2": f"{_fmt_bytes(plan.l2_bytes)} working set (source + destination, cache-resident)"}
+    chase = {"dram": _fmt_bytes(plan.dram_array_bytes), "l3": _fmt_bytes(l3_ws), "l2": _fmt_bytes(plan.l2_bytes)}
+    levels: list[MemoryLevel] = []
+    energy = Provenance("not modelled: no energy counter is readable on this host")
+    for name, bw, lat in consistent:
+        if name == "dram":
+            cap = dram_cap
+            prov["memory.dram.capacity_bytes"] = Provenance(
+                info.memory_source if info.memory_bytes else
+                f"{_PROBE}: the DRAM probe's array (memory size unreadable)")
+        else:
+            cap, cap_note = caps[name]
+            prov[f"memory.{name}.capacity_bytes"] = Provenance(
+                f"{info.cache_source}: {name.upper()} ONE-SIZE/ALL-SIZE", cap_note)
+        levels.append(MemoryLevel(name, cap, bw, bw, lat, 0.0))
+        bw_path, lat_path = f"memory.{name}.read_bandwidth_bytes_per_s", f"memory.{name}.latency_s"
+        bw_src = f"{_PROBE}: copy of {ws[name]}" + (f"; {clamps[bw_path]}" if bw_path in clamps else "")
+        prov[bw_path] = Provenance(bw_src, _BW_NOTE)
+        prov[f"memory.{name}.write_bandwidth_bytes_per_s"] = prov[bw_path]
+        lat_src = f"{_PROBE}: pointer chase over {chase[name]}" + (f"; {clamps[lat_path]}" if lat_path in clamps else "")
+        prov[lat_path] = Provenance(lat_src, _LAT_NOTE)
+        prov[f"memory.{name}.energy_j_per_byte"] = energy
+    return levels, pr
 
 
 def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> DeviceSpec:
@@ -332,17 +965,21 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
 
     ``cores`` limits the compute to that many cores (a run with ``--threads N``); default all usable.
 
-    Reads /proc/cpuinfo, lscpu and /proc/meminfo, then runs short NumPy probes (copy bandwidth per
-    memory level, dependent-load latency, per-call overhead; well under two seconds). The probes are
-    cached per process.
+    Reads /proc/cpuinfo, lscpu, /sys and /proc/meminfo, then runs short NumPy probes (copy bandwidth
+    per memory level, dependent-load latency, per-call overhead; a few seconds) sized by
+    :func:`probe_plan`, or reads them from the per-machine cache (:func:`probe_host`). Probed levels are
+    made consistent by :func:`clamp_levels`; every fallback and clamp is logged as a warning and named
+    in the provenance.
     """
     info = info or read_host_info()
+    if cores is not None and not 1 <= cores <= info.cores:
+        raise ValueError(f"host: cores; got {cores}; expected 1..{info.cores} (cores this process may use)")
+    for msg in info.fallbacks:
+        logger.warning("host: %s", msg)
+    probes = probe_host(info)  # of the whole machine: host and host:N share one cache entry
     if cores is not None:
-        if not 1 <= cores <= info.cores:
-            raise ValueError(f"host: cores; got {cores}; expected 1..{info.cores} (cores this process may use)")
         info = dataclasses.replace(info, cores=cores)
     prov: dict[str, Provenance] = {}
-    cpuinfo = "/proc/cpuinfo"
     ua = info.microarch
     if ua is not None:
         pipes = ua.fma_pipes
@@ -364,7 +1001,7 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
     rates["bf16"] = peak32 * bf16_factor
     rates["fp16"] = peak32 * fp16_factor
     derive = (f"derived: {info.cores} cores x {clock / 1e9:.4g} GHz x {pipes} FMA pipes x {width // 32} fp32 lanes "
-              f"x {flop_per_lane} FLOP/FMA; SIMD width from {cpuinfo} flags ({info.simd_bits}-bit); pipes and datapath: {ua_src}")
+              f"x {flop_per_lane} FLOP/FMA; SIMD width from {info.simd_source} ({info.simd_bits}-bit); pipes and datapath: {ua_src}")
     for grp in ("tensor_flops_per_s", "vector_flops_per_s"):
         prov[f"compute.{grp}.fp32"] = Provenance(derive)
         prov[f"compute.{grp}.fp64"] = Provenance(derive, "half the fp32 lanes")
@@ -374,47 +1011,12 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         prov[f"compute.{grp}.fp16"] = Provenance(
             derive, "x2: avx512_fp16 in /proc/cpuinfo flags" if fp16_factor == 2
             else "same as fp32: no fp16 arithmetic flag in /proc/cpuinfo (converted to fp32)")
-    prov["compute.units"] = Provenance(f"{cpuinfo}: distinct (physical id, core id) among the {info.logical_cpus} "
+    prov["compute.units"] = Provenance(f"{info.cpuinfo_source}: distinct (physical id, core id) among the {info.logical_cpus} "
                                        "CPUs this process may run on" + (f"; limited to {cores} by the caller" if cores else ""))
     prov["clock.boost_hz"] = Provenance(info.clock_source)
     prov["clock.sustained_hz"] = Provenance(info.clock_source, "no separate sustained clock is readable")
 
-    l2 = info.caches.get("l2", (0, 0))
-    l3 = info.caches.get("l3", (0, 0))
-    pr = _probes(l2[0], l3[1], info.memory_bytes)
-    levels = []
-    dram_cap = float(info.memory_bytes) or float(pr["dram_buf"])
-    probe = "measured: host probe"
-    levels.append(MemoryLevel(
-        "dram", dram_cap, pr["dram_bw"], pr["dram_bw"], pr["dram_lat"], 0.0))
-    prov["memory.dram.capacity_bytes"] = Provenance("/proc/meminfo: MemTotal")
-    bw_note = "np.copyto, best of repeats, read + write bytes counted"
-    prov["memory.dram.read_bandwidth_bytes_per_s"] = Provenance(
-        f"{probe}: copy of a {_fmt_bytes(pr['dram_buf'])} buffer", bw_note)
-    prov["memory.dram.write_bandwidth_bytes_per_s"] = prov["memory.dram.read_bandwidth_bytes_per_s"]
-    lat_note = ("dependent random loads, minus the same chase over a 4 KiB buffer (interpreter cost); "
-                "a value at the baseline's run-to-run spread is an upper bound, not resolved")
-    prov["memory.dram.latency_s"] = Provenance(f"{probe}: pointer chase over {_fmt_bytes(pr['dram_buf'])}", lat_note)
-    prov["memory.dram.energy_j_per_byte"] = Provenance("not modelled: no energy counter is readable on this host")
-    # the L2 is private to a core: a run on `cores` cores holds `cores` instances of it
-    l2_used = (l2[0], min(l2[1], l2[0] * info.cores) if l2[0] else l2[1])
-    for name, (one, allsz), bw, lat, buf in (
-        ("l3", l3, pr["l3_bw"], pr["l3_lat"], max(l2[0], l3[1] // 4)),
-        ("l2", l2_used, pr["l2_bw"], pr["l2_lat"], max(16 * 1024, l2[0] // 4)),
-    ):
-        if not allsz:
-            continue
-        levels.append(MemoryLevel(name, float(allsz), bw, bw, lat, 0.0))
-        cap_note = f"{_fmt_bytes(one)} per instance"
-        if name == "l2":
-            cap_note += f"; one private instance per core used ({info.cores})"
-        prov[f"memory.{name}.capacity_bytes"] = Provenance(f"{info.cache_source}: {name.upper()} ONE-SIZE/ALL-SIZE",
-                                                           cap_note)
-        prov[f"memory.{name}.read_bandwidth_bytes_per_s"] = Provenance(
-            f"{probe}: copy of a {_fmt_bytes(buf)} buffer (cache-resident)", bw_note + "; one thread")
-        prov[f"memory.{name}.write_bandwidth_bytes_per_s"] = prov[f"memory.{name}.read_bandwidth_bytes_per_s"]
-        prov[f"memory.{name}.latency_s"] = Provenance(f"{probe}: pointer chase within the {name.upper()}", lat_note)
-        prov[f"memory.{name}.energy_j_per_byte"] = prov["memory.dram.energy_j_per_byte"]
+    levels, pr = _memory_levels(info, probes, prov)
 
     overhead = pr["call_overhead"]
     eff = EfficiencySpec(
@@ -431,9 +1033,9 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
     prov["efficiency.vector_peak_fraction"] = Provenance(nominal)
     prov["efficiency.dram_bandwidth_fraction"] = Provenance(nominal, "the DRAM bandwidth is itself a probe of a copy")
     prov["efficiency.l2_bandwidth_fraction"] = Provenance(nominal, "applies to the cache levels (l2, l3) on a CPU")
-    prov["efficiency.launch_overhead_s"] = Provenance(f"{probe}: NumPy add of two 1-element arrays, per call",
+    prov["efficiency.launch_overhead_s"] = Provenance(f"{_PROBE}: NumPy add of two 1-element arrays, per call",
                                                       "the framework's per-op dispatch cost")
-    prov["efficiency.graph_launch_overhead_s"] = Provenance(f"{probe}: as launch_overhead_s",
+    prov["efficiency.graph_launch_overhead_s"] = Provenance(f"{_PROBE}: as launch_overhead_s",
                                                             "a CPU has no graph launch; equal to launch_overhead_s")
     prov["efficiency.bandwidth_half_size_bytes"] = Provenance(
         "derived: dram bandwidth x per-call overhead (the size at which a copy reaches half its asymptotic bandwidth)")
@@ -456,13 +1058,13 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         prov[f"cpu.gemm_half_{side}"] = Provenance(half)
     for name in _SPECIAL_FUNCTIONS:
         prov[f"cpu.special_function_s.{name}"] = Provenance(
-            f"{probe}: NumPy fp32 {name} over a 256 KiB buffer minus an add over the same buffers, per element",
+            f"{_PROBE}: NumPy fp32 {name} over a 256 KiB buffer minus an add over the same buffers, per element",
             f"one core; divided by the {info.cores} core(s) used")
     prov["cpu.strided_copy_run_s"] = Provenance(
-        f"{probe}: NumPy copy of a 3x3 sliding-window view (im2col) of a 64x6x6 fp32 image, per 4-element run",
+        f"{_PROBE}: NumPy copy of a 3x3 sliding-window view (im2col) of a 64x6x6 fp32 image, per 4-element run",
         f"one core; divided by the {info.cores} core(s) used")
     prov["cpu.library_call_overhead_s"] = Provenance(
-        f"{probe}: as efficiency.launch_overhead_s (one more call per op) before calibration",
+        f"{_PROBE}: as efficiency.launch_overhead_s (one more call per op) before calibration",
         "primitive lookup/creation of oneDNN calls; `nodeperf calibrate` fits it")
     na = "not available: no power sensor (RAPL) is readable on this host; the host's energy is not modelled"
     prov["power.tdp_w"] = Provenance(na)
@@ -491,3 +1093,136 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
 def host_spec(cores: int | None = None) -> DeviceSpec:
     """:func:`detect_host` once per process and core count (the probes are not repeated)."""
     return detect_host(cores=cores)
+
+
+# ------------------------------------------------------------------------------------------------
+# what was detected and probed, for `nodeperf hardware show host`
+
+
+def host_report(cores: int | None = None) -> dict[str, Any]:
+    """What was detected (with the source of each value), how each probe was sized and run, its raw
+    result, whether it was clamped, and where the probe results came from (cache file or timed now).
+
+    JSON-ready; :func:`describe_host` prints it. Uses the per-machine probe cache like ``--hardware host``.
+    """
+    info = read_host_info()
+    probes = probe_host(info)
+    spec = host_spec(cores)
+    plan = probes.plan
+    pr = probes.values
+    ua = info.microarch
+    detected: dict[str, dict[str, Any]] = {
+        "model": {"value": info.model_name, "source": info.cpuinfo_source + ": model name"},
+        "vendor": {"value": info.vendor_id, "source": info.cpuinfo_source + ": vendor_id"},
+        "family": {"value": f"{info.family:#x}" + (f" ({ua.name})" if ua else ""),
+                   "source": info.cpuinfo_source + ": cpu family" + ("; microarchitecture table of hwmodels/host.py"
+                                                                      if ua else "")},
+        "cores": {"value": info.cores, "source": f"{info.cpuinfo_source}: distinct (physical id, core id) among the "
+                                                 f"{info.logical_cpus} CPUs this process may run on"},
+        "online_cpus": {"value": info.online_cpus, "source": "/sys/devices/system/cpu/online or os.cpu_count()"},
+        "clock_hz": {"value": info.clock_hz, "source": info.clock_source},
+        "simd_bits": {"value": info.simd_bits, "source": info.simd_source},
+        "hypervisor": {"value": info.hypervisor or "none", "source": info.hypervisor_source},
+        "memory_bytes": {"value": info.memory_bytes, "source": info.memory_source},
+    }
+    for name, (one, allsz) in sorted(info.caches.items()):
+        detected[f"cache_{name}"] = {"value": {"bytes_per_instance": one, "bytes_all_instances": allsz,
+                                               "cpus_per_instance": info.cache_sharing.get(name, 0)},
+                                     "source": info.cache_source}
+    if not info.caches:
+        detected["caches"] = {"value": None, "source": info.cache_source}
+    l3 = l3_from_ladder(plan, pr)
+    l3_ws = _fmt_bytes(l3.probe_bytes) if l3 is not None else "-"
+    how = {
+        "dram_bw": f"np.copyto of a {_fmt_bytes(plan.dram_array_bytes)} array, best of {_COPY_REPEATS['dram']}",
+        "l2_bw": f"np.copyto over a {_fmt_bytes(plan.l2_bytes)} working set, best of {_COPY_REPEATS['l2']}",
+        "dram_lat": f"pointer chase over {_fmt_bytes(plan.dram_array_bytes)}, {_CHASE_STEPS} steps",
+        "l3_lat": f"pointer chase over {l3_ws} (the L3 probe's working set), {_CHASE_STEPS} steps",
+        "l2_lat": f"pointer chase over {_fmt_bytes(plan.l2_bytes)}, {_CHASE_STEPS} steps",
+        "sf_exp": "NumPy fp32 exp over 256 KiB minus an add, per element",
+        "sf_tanh": "NumPy fp32 tanh over 256 KiB minus an add, per element",
+        "strided_run": "copy of a 3x3 sliding-window view of a 64x6x6 image, per 4-element run",
+        "call_overhead": "NumPy add of two 1-element arrays, per call",
+        "dram_buf": "bytes of each DRAM probe array",
+    }
+    for i, w in enumerate(plan.l3_ladder):
+        how[f"l3_ladder_{i}"] = f"L3 ladder: np.copyto over a {_fmt_bytes(w)} working set, best of {_COPY_REPEATS['l3']}"
+    path = {"dram_bw": "memory.dram.read_bandwidth_bytes_per_s", "l2_bw": "memory.l2.read_bandwidth_bytes_per_s",
+            "dram_lat": "memory.dram.latency_s", "l3_lat": "memory.l3.latency_s", "l2_lat": "memory.l2.latency_s"}
+
+    def clamp_note(field: str) -> str:
+        src = spec.provenance.get(field)
+        return "clamped: " + src.source.split("; clamped: ", 1)[1] if src and "; clamped: " in src.source else ""
+
+    values: dict[str, dict[str, Any]] = {}
+    for k in sorted(pr, key=lambda k: (k.rstrip("0123456789"), len(k), k)):  # l3_ladder_2 before l3_ladder_10
+        unit = "B/s" if k.endswith("_bw") or k.startswith("l3_ladder_") else "B" if k == "dram_buf" else "s"
+        values[k] = {"value": pr[k], "unit": unit, "how": how.get(k, ""),
+                     "clamped": clamp_note(path[k]) if k in path else ""}
+    l3_report = None if l3 is None else {
+        "usable_bytes_per_instance": l3.usable_bytes, "probe_bytes": l3.probe_bytes,
+        "bandwidth_bytes_per_s": l3.bandwidth_bytes_per_s, "threshold_bytes_per_s": l3.threshold_bytes_per_s,
+        "rule": l3.rule, "clamped": clamp_note("memory.l3.read_bandwidth_bytes_per_s")}
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "detected": detected,
+        "probe_plan": {**dataclasses.asdict(plan), "rules": "hwmodels/host.py module docstring"},
+        "probes": {"cache": {"status": probes.cache_status, "file": probes.cache_file,
+                             "measured_at": probes.measured_at, "load_average": probes.load_average,
+                             "probe_version": PROBE_VERSION},
+                   "values": values},
+        "l3": l3_report,
+        "fallbacks": list(info.fallbacks),
+    }
+
+
+def describe_host(cores: int | None = None) -> str:
+    """Multi-line text of :func:`host_report`, then every field of the host spec with its source."""
+    from hwmodels.catalog import describe
+    from hwmodels.units import format_quantity
+
+    rep = host_report(cores)
+    lines = [f"{rep['name']}: {rep['description']}", "", "detected (value  <- source)"]
+    for key, d in rep["detected"].items():
+        v = d["value"]
+        if key == "clock_hz":
+            text = format_quantity(v, "Hz")
+        elif key == "memory_bytes":
+            text = _fmt_bytes(v) if v else "unknown"
+        elif key.startswith("cache_"):
+            text = (f"{_fmt_bytes(v['bytes_per_instance'])} per instance, {_fmt_bytes(v['bytes_all_instances'])} in "
+                    f"all, {v['cpus_per_instance']} CPU(s) per instance")
+        elif v is None:
+            text = "none"
+        else:
+            text = str(v)
+        lines.append(f"  {key:<14} {text}  <- {d['source']}")
+    plan = rep["probe_plan"]
+    ladder = ", ".join(_fmt_bytes(w) for w in plan["l3_ladder"]) or "none (no L3)"
+    lines += ["", "probe plan (working set = source + destination bytes)",
+              f"  l2 copy        {_fmt_bytes(plan['l2_bytes']) if plan['l2_bytes'] else 'not probed (no L2)'}"
+              "  <- half of one L2 instance",
+              f"  l3 ladder      {ladder}  <- doubling from 2 x L2 up to "
+              f"{_fmt_bytes(plan['l3_top_bytes']) if plan['l3_top_bytes'] else '-'}: {plan['l3_rule']}",
+              f"  dram copy      {_fmt_bytes(plan['dram_bytes'])}"
+              "  <- two arrays of max(4 x L3 all instances, 64 MiB), at most 256 MiB and memory / 8"]
+    cache = rep["probes"]["cache"]
+    where = cache["file"] or "NODEPERF_NO_CACHE set: timed now, not stored"
+    load = "unknown" if cache["load_average"] is None else f"{cache['load_average']:g}"
+    lines += ["", f"probes (cache: {cache['status']}; {where}; measured {cache['measured_at']}, 1-minute load "
+                  f"average {load}; probe version {cache['probe_version']})"]
+    for k, d in rep["probes"]["values"].items():
+        text = format_quantity(d["value"], d["unit"]) if d["unit"] != "B" else _fmt_bytes(d["value"])
+        lines.append(f"  {k:<14} {text:>12}  <- {d['how']}" + (f"  [{d['clamped']}]" if d["clamped"] else ""))
+    lines.append("  (delete the cache file, or set NODEPERF_NO_CACHE=1, to probe again)")
+    l3 = rep["l3"]
+    if l3 is not None:
+        lines += ["", f"l3 (from the ladder): usable {_fmt_bytes(l3['usable_bytes_per_instance'])} per instance, "
+                      f"{format_quantity(l3['bandwidth_bytes_per_s'], 'B/s')} at {_fmt_bytes(l3['probe_bytes'])}"
+                      + (f"  [{l3['clamped']}]" if l3["clamped"] else ""),
+                  f"  <- {l3['rule']}"]
+    if rep["fallbacks"]:
+        lines += ["", "fallbacks (values that could not be read)"] + [f"  {f}" for f in rep["fallbacks"]]
+    lines += ["", "spec (every number with its source)", describe(host_spec(cores))]
+    return "\n".join(lines)

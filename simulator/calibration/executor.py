@@ -708,13 +708,15 @@ def _moe_router_bwd(t: TorchOp) -> Callable[..., Any]:
 # --- collectives (one device), losses, optimizer ----------------------------------------------------
 
 
-@torch_kernel("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+@torch_kernel("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 def _collective(t: TorchOp) -> Callable[..., Any]:
-    size = t.attrs.get("group_size", 1)
-    if int(size) == 1:
+    key = "devices" if "devices" in t.attrs else "group_size"  # a collective micro-workload names devices
+    n = int(t.attrs.get(key, 1))
+    if n == 1:
         return lambda x: x.clone()
-    raise UnsupportedOpError(f"{t.where}: a collective over {size} devices cannot run on one {t.device}; "
-                             f"got group_size {size}; expected group_size 1")
+    what = "every device of the system" if n == 0 else f"{n} devices"
+    raise UnsupportedOpError(f"{t.where}: a collective over {what} cannot run on one {t.device}; got {key} {n}; "
+                             "expected group_size 1")
 
 
 @torch_kernel("mse_loss")

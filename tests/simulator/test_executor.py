@@ -113,7 +113,7 @@ def _one_op_graphs() -> dict[str, object]:
     b.op("lstm_cell", [xs, h, c, b.weight("wi4", (16, 8)), b.weight("wh4", (16, 4))])
     b.op("gru_cell", [xs, h, b.weight("wi3", (12, 8)), b.weight("wh3", (12, 4))])
     b.op("gru", [b.input("seq", (5, 3, 8)), b.weight("gwi", (1, 12, 8)), b.weight("gwh", (1, 12, 4))], hidden=4)
-    for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+    for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         b.op(kind, [b.input(f"c_{kind}", (4, 6))], group_size=1)
     for op in b.ops:
         ops.setdefault(op.kind, op)

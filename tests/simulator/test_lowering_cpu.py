@@ -143,3 +143,58 @@ def test_host_spec_cpu_fields_are_measured_or_derived() -> None:
     l2 = dev.level("l2")
     assert "per core used" in dev.source_of("memory.l2.capacity_bytes").note
     assert l2.capacity_bytes <= host_spec(None).level("l2").capacity_bytes
+
+
+def test_host_spec_levels_are_consistent_and_clamps_are_flagged() -> None:
+    """No cache level of the probed host is slower than the level behind it (issue 11)."""
+    from hwmodels.host import host_spec
+
+    dev = host_spec(1)
+    for outer, inner in zip(dev.memory, dev.memory[1:], strict=False):
+        assert inner.read_bandwidth_bytes_per_s >= outer.read_bandwidth_bytes_per_s, inner.name
+        assert inner.latency_s <= outer.latency_s, inner.name
+        src = dev.source_of(f"memory.{inner.name}.read_bandwidth_bytes_per_s").source
+        assert src.startswith("measured: host probe")
+        if inner.read_bandwidth_bytes_per_s == outer.read_bandwidth_bytes_per_s:
+            assert "clamped: probe gave" in src
+
+
+def _copy_cost(nbytes: int, dev: DeviceSpec):  # noqa: ANN202 - KernelCost
+    return cpu_kernel_cost(only_op(f"copy:bytes={nbytes}"), dev)
+
+
+def test_intel_kvm_guest_streaming_ops_are_priced_at_dram_speed_or_faster(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path) -> None:  # noqa: ANN001
+    """Issue 11 simulated (no Intel guest available): a 2-vCPU Xeon KVM guest reporting a 480 MiB L3.
+
+    Before, every working set up to 480 MiB was priced at an "L3" probed slower than DRAM; now a
+    DRAM-sized copy is priced at the DRAM probe, an L3-sized one at the L3 probe, and time per byte
+    never falls as the working set grows.
+    """
+    from tests.hwmodels.test_host import BW, intel_guest_spec
+
+    dev = intel_guest_spec(monkeypatch, tmp_path)
+    big = _copy_cost(64 * 2**20, dev)  # 128 MiB moved
+    assert big.notes.startswith("working set in dram") and big.memory_s == pytest.approx(2 * 64 * 2**20 / BW["dram"])
+    mid = _copy_cost(2 * 2**20, dev)  # 4 MiB moved: within the 8 MiB usable L3
+    assert mid.notes.startswith("working set in l3") and mid.memory_s == pytest.approx(4 * 2**20 / BW["l3"])
+    per_byte = [_copy_cost(2**k, dev).memory_s / 2**k for k in range(12, 29)]
+    assert all(a <= b * (1 + 1e-12) for a, b in zip(per_byte, per_byte[1:], strict=False))
+    assert max(per_byte) == pytest.approx(2 / BW["dram"])
+
+
+def test_default_cpu_params_fit_the_cache_levels_a_device_has() -> None:
+    import dataclasses
+
+    from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
+
+    dev = cpu_device()
+    paths = set(_levels_present(DEFAULT_PARAMS["cpu"], dev))
+    assert {"memory.dram.read_bandwidth_bytes_per_s", "memory.l3.read_bandwidth_bytes_per_s",
+            "memory.l2.read_bandwidth_bytes_per_s"} <= paths
+    no_l3 = dataclasses.replace(dev, memory=tuple(lv for lv in dev.memory if lv.name != "l3"))
+    kept = _levels_present(DEFAULT_PARAMS["cpu"], no_l3)
+    assert "memory.l3.read_bandwidth_bytes_per_s" not in kept and "memory.l2.read_bandwidth_bytes_per_s" in kept
+    params = {p.path: p for p in _params(kept, no_l3)}  # resolves: no unknown level
+    l2 = params["memory.l2.read_bandwidth_bytes_per_s"]
+    assert (l2.lower, l2.upper) == pytest.approx((0.5 * 200e9, 4 * 200e9))
