@@ -180,6 +180,13 @@ def _print_multi(multi: dict) -> None:
         for w in t["worst"]:
             print(f"    {w['id']}  {w['model']} on {w['system']} {w['metric']}: predicted {w['predicted']:.4g}, "
                   f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
+    i = multi.get("inference")
+    if i:
+        print(f"  multi-GPU inference (TTFT / TPOT / latency / tokens/s at a stated batch): n {i['n']}, "
+              f"MAPE {i['mape']:.1f}%, bias {i['bias']:+.1f}%")
+        for w in i["worst"]:
+            print(f"    {w['id']}  {w['model']} on {w['system']} {w['metric']}: predicted {w['predicted']:.4g}, "
+                  f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
     c = multi["collectives"]
     print(f"  collective bus bandwidth: n {c['n']}, MAPE {c['mape']:.1f}% (see docs/collectives.md)")
     top = list(multi["skipped_reasons"].items())[:3]

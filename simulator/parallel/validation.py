@@ -13,6 +13,13 @@ model FLOPs without recomputation over the 312 TFLOP/s A100 peak) against the pr
 ``tflops_per_device`` where the source counts recomputed FLOPs (Narayanan et al. 2021, Eq. 3)
 against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward).
 Collective bus bandwidths come from :func:`hwmodels.collectives.compare_published`.
+
+Inference rows are predicted when the source fixes the batch, the tensor (and pipeline) degree,
+the input and output lengths and a 16-bit dtype: ``decode`` rows are one decode step at the stated
+context (``input_len``), ``prefill`` rows one prompt pass, ``e2e`` rows a whole request
+(:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
+FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels from CUDA graphs;
+anything else runs eagerly (:func:`simulator.calibration.predict.run_options` for the rest).
 """
 
 from __future__ import annotations
@@ -70,8 +77,8 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     def skip(why: str) -> MultiRow:
         return MultiRow(base.id, base.category, base.model, base.system, base.metric, base.measured, skipped=why)
 
-    if r["category"] != "train":
-        return skip("inference rows report serving throughput at a batch the runtime chose; not predicted yet")
+    if r["category"] == "inference":
+        return _predict_inference(r, base, skip)
     if r["metric"] not in _METRICS:
         return skip(f"metric {r['metric']!r}: not compared yet")
     try:
@@ -111,6 +118,67 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured, predicted=pred)
 
 
+_SERVING = ("TensorRT", "FasterTransformer", "vLLM", "SGLang", "DeepSpeed", "TGI", "text-generation-inference")
+_INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s")
+
+
+def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow:
+    from dataclasses import replace as dc_replace
+
+    from simulator.calibration.predict import run_options
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan, generate_request
+    from workloads.parallel import ParallelPlan
+    from workloads.zoo import get_entry
+
+    if r["metric"] not in _INFER_METRICS:
+        return skip(f"metric {r['metric']!r}: not compared yet")
+    batch, tp, il, ol = (_int(r[k]) for k in ("batch", "tp", "input_len", "output_len"))
+    missing = [k for k, v in (("batch", batch), ("tp", tp), ("input_len", il), ("output_len", ol)) if v is None]
+    if missing:
+        return skip("inference: " + ", ".join(missing) + " not stated (a serving run at a batch the runtime chose)")
+    if r["dtype"] not in ("bf16", "fp16"):
+        return skip(f"dtype {r['dtype']!r}: quantised serving (fp8/int8 weights and KV) not modelled yet")
+    try:
+        get_entry(r["model"])
+    except (KeyError, ValueError):
+        return skip(f"model {r['model']!r} is not in the zoo")
+    m = _CATALOG.search(r["notes"])
+    if not m:
+        return skip("no catalog system for the hardware")
+    system = m.group(1)
+    pp = _int(r["pp"]) or 1
+    dp = _int(r["dp"]) or 1
+    text = f"{r['source']} {r['notes']} {r['framework']}"
+    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
+    if any(s.lower() in text.lower() for s in _SERVING):
+        opts = dc_replace(opts, fusion=True, cuda_graphs=True, eager_framework=False)
+    hw = load_hardware(system)
+    if overrides:
+        from hwmodels.spec import replace_path
+
+        for path, value in overrides.items():
+            hw = replace_path(hw, f"device.{path}" if hasattr(hw, "device") else path, value)
+    plan = ParallelPlan(tp=tp, pp=pp, dp=dp)
+    phase = r["phase"]
+    if phase == "decode":
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=r["dtype"])
+        pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
+    elif phase == "prefill":
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=r["dtype"])
+        pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
+    else:
+        res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
+        x = res.extra
+        out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
+        pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": x["e2e_latency_s"],
+                "tokens_per_s": x["output_tokens_per_s"] if out_only else res.tokens_per_s}
+    if r["metric"] not in pred:
+        return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
+    return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
+                    predicted=pred[r["metric"]])
+
+
 def validate_multi(path: str | Path | None = None) -> list[MultiRow]:
     """Every row of the multi-device dataset: predicted (nothing fitted) or skipped with the reason."""
     p = Path(path) if path is not None else DEFAULT_MULTI_DATASET
@@ -127,14 +195,17 @@ def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:
 
     done = [r for r in rows if r.predicted is not None]
     out: dict[str, Any] = {"rows": len(rows), "predicted": len(done), "skipped": len(rows) - len(done)}
-    if done:
-        apes = [r.ape for r in done]
-        out["training"] = {
-            "n": len(done), "mape": sum(apes) / len(apes),
-            "bias": 100.0 * (math.exp(sum(math.log(r.predicted / r.measured) for r in done) / len(done)) - 1.0),
+    for group, cat in (("training", "train"), ("inference", "inference")):
+        sel = [r for r in done if r.category == cat]
+        if not sel:
+            continue
+        apes = [r.ape for r in sel]
+        out[group] = {
+            "n": len(sel), "mape": sum(apes) / len(apes),
+            "bias": 100.0 * (math.exp(sum(math.log(r.predicted / r.measured) for r in sel) / len(sel)) - 1.0),
             "worst": [{"id": r.id, "model": r.model, "system": r.system, "metric": r.metric, "measured": r.measured,
                        "predicted": r.predicted, "error_pct": r.signed_error}
-                      for r in sorted(done, key=lambda r: -r.ape)[:3]],
+                      for r in sorted(sel, key=lambda r: -r.ape)[:3]],
         }
     comps = compare_published()
     out["collectives"] = {"n": len(comps), "mape": mape(comps)}
