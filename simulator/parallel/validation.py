@@ -119,7 +119,7 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
 
 
 _SERVING = ("TensorRT", "FasterTransformer", "vLLM", "SGLang", "DeepSpeed", "TGI", "text-generation-inference")
-_INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s")
+_INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s", "tokens_per_s_per_device")
 
 
 def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow:
@@ -173,6 +173,7 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
         pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": x["e2e_latency_s"],
                 "tokens_per_s": x["output_tokens_per_s"] if out_only else res.tokens_per_s}
+        pred["tokens_per_s_per_device"] = pred["tokens_per_s"] / plan.devices
     if r["metric"] not in pred:
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,

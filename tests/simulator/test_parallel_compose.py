@@ -301,7 +301,10 @@ def test_published_multi_device_training_within_target_unfitted() -> None:
     s = multi_summary(rows)
     assert s["training"]["n"] >= 14
     assert s["training"]["mape"] <= 15.0  # the target for training iteration time / TFLOP/s per GPU
-    assert max(r.ape for r in rows if r.predicted is not None) < 20.0
+    assert max(r.ape for r in rows if r.predicted is not None and r.category == "train") < 20.0
+    # multi-GPU inference at a stated batch (FasterTransformer, TensorRT-LLM tables): target <= 20%
+    assert s["inference"]["n"] >= 30
+    assert s["inference"]["mape"] <= 20.0
 
 
 @pytest.mark.parametrize(("spec", "coll", "n"), [
