@@ -135,6 +135,8 @@ class Fabric:
     hop_latency_s: Any = None  #: ``latency.hop_s``: one hop's latency (multi-hop paths)
     extra_step_latency_s: Any = 0.0  #: ``latency.extra_step_s``: added to every step on this fabric
     nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
+    ll_max_bandwidth_bytes_per_s: Any = None  #: ``ll.max_bandwidth_bytes_per_s``: one-node LL bus bandwidth cap
+    channel_bandwidth_bytes_per_s: Any = None  #: ``channel.bandwidth_bytes_per_s``: one channel (one CTA)
     ll128: bool = False  #: NCCL enables its LL128 protocol on this fabric
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
@@ -160,6 +162,7 @@ class CollectiveLibrary:
     step_latency_s: Mapping[str, Mapping[str, Any]]  #: [latency class][protocol]
     protocol_bandwidth_fraction: Mapping[str, Any]  #: per protocol
     nvls_latency_s: Any = None
+    p2p_chunk_bytes: Any = None  #: ``p2p.chunk_bytes``: point-to-point step size over NVLink (NCCL P2P_NVL_CHUNKSIZE)
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -179,6 +182,8 @@ class CollectiveSystem:
     devices_per_node: int
     inter: Fabric | None = None
     nics_per_node: int = 0
+    p2p_channels: int | None = None  #: ``p2p_channels``: NCCL's p2pnChannels on this node (None: no ramp)
+    p2p_channels_per_peer: int | None = None  #: ``p2p_channels_per_peer``: NCCL's p2pnChannelsPerPeer
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -333,7 +338,7 @@ class _Reader:
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
-                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls")
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel")
 
 
 def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
@@ -345,6 +350,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("latency", {}), ("hop_s", "extra_step_s"), f"{path}.latency")
     rd.unknown_keys(t.get("efficiency", {}), ("bandwidth_fraction",), f"{path}.efficiency")
     rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
+    rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
+    rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
     prov: dict[str, Provenance] = {}
     cls = rd.choice(t, "class", LATENCY_CLASSES, path)
     topo = rd.choice(t, "topology", TOPOLOGIES, path)
@@ -356,6 +363,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     hop = rd.quantity(t, "latency.hop_s", "s", path, prov, required=topo == "torus")
     extra = rd.quantity(t, "latency.extra_step_s", "s", path, prov, required=False, zero_ok=True)
     nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
+    ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
+    channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     ll128 = t.get("ll128", False)
     if not isinstance(ll128, bool):
         rd.problems.add(f"{path}.ll128", f"not a boolean; got {ll128!r}; expected true or false")
@@ -369,6 +378,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   link_bandwidth_bytes_per_s=bw, links_per_device=links, bandwidth_fraction=frac,
                   links_per_peer=peer, torus_dims=dims, hop_latency_s=hop,
                   extra_step_latency_s=0.0 if extra is None else extra, nvls_bandwidth_fraction=nvls,
+                  ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
                   ll128=bool(ll128), provenance=MappingProxyType(prov))
 
 
@@ -378,7 +388,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s"), path)
+                        "nvls_latency_s", "p2p"), path)
+    rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
     prov: dict[str, Provenance] = {}
     algos = t.get("algorithms")
     if not isinstance(algos, list) or not algos or any(a not in ALGORITHMS for a in algos):
@@ -406,6 +417,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
             rd.unknown_keys(table[cls], PROTOCOLS, f"{path}.step_latency_s.{cls}")
             steps[cls] = {p: rd.quantity(t, f"step_latency_s.{cls}.{p}", "s", path, prov) for p in fractions}
     nvls = rd.quantity(t, "nvls_latency_s", "s", path, prov, required="nvls" in algos)
+    p2p_chunk = rd.quantity(t, "p2p.chunk_bytes", "B", path, prov, required=False)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -413,7 +425,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         name=name, description=str(t.get("description", "")), algorithms=tuple(algos),
         base_latency_s=MappingProxyType(base),
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
-        protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls,
+        protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         provenance=MappingProxyType(prov))
 
 
@@ -423,7 +435,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     if not isinstance(t, Mapping):
         rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
         return None
-    rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node"), path)
+    rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
+                        "p2p_channels", "p2p_channels_per_peer"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -443,6 +456,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         ok = ok and refs[key] is not None
     per_node = rd.quantity(t, "devices_per_node", "count", path, prov)
     nics = rd.quantity(t, "nics_per_node", "count", path, prov, required=t.get("inter") is not None)
+    p2p = rd.quantity(t, "p2p_channels", "count", path, prov, required="p2p_channels_per_peer" in t)
+    p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
     if t.get("inter") is None and "nics_per_node" in t:
         rd.problems.add(f"{path}.nics_per_node", "NICs without an inter-node fabric; got nics_per_node; "
                                                  "expected inter = \"<fabric>\" as well")
@@ -466,7 +481,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         return None
     return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
-                            nics_per_node=nics or 0, provenance=MappingProxyType(prov))
+                            nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
+                            provenance=MappingProxyType(prov))
 
 
 def _lower_keys(table: Any) -> dict[str, Any]:
@@ -615,9 +631,52 @@ def _torus_max_hops(fabric: Fabric, n_local: int) -> int:
     return max(1, dims * (k // 2))
 
 
-def _bw(fabric: Fabric, library: CollectiveLibrary, protocol: str, pattern: str, n_local: int) -> Any:
-    return (_links(fabric, pattern, n_local) * fabric.link_bandwidth_bytes_per_s * fabric.bandwidth_fraction
-            * library.protocol_bandwidth_fraction[protocol])
+def _bw(fabric: Fabric, library: CollectiveLibrary, protocol: str, pattern: str, n_local: int,
+        one_node: bool = False) -> Any:
+    """A device's achievable bandwidth on ``fabric`` for ``pattern`` and ``protocol``, B/s.
+
+    On one node LL is further capped by the fabric's ``ll.max_bandwidth_bytes_per_s`` (NCCL's
+    ``llMaxBw``, looked up by GPU generation for single-node communicators; across nodes NCCL
+    indexes it by CPU vendor, which the catalog does not describe, so no cap is applied there).
+    """
+    bw = (_links(fabric, pattern, n_local) * fabric.link_bandwidth_bytes_per_s * fabric.bandwidth_fraction
+          * library.protocol_bandwidth_fraction[protocol])
+    if one_node and protocol == "ll" and fabric.ll_max_bandwidth_bytes_per_s is not None:
+        bw = np.minimum(bw, fabric.ll_max_bandwidth_bytes_per_s)
+    return bw
+
+
+#: NCCL's point-to-point split on one node (src/enqueue.cc addP2pToPlan): a part is at least
+#: ``stepSize / 8`` and at most ``stepSize * 32`` bytes, ``stepSize`` being the P2P chunk size.
+_P2P_MIN_PART_DIVISOR = 8
+_P2P_MAX_PART_STEPS = 32
+
+
+def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
+    """Channels NCCL stripes one single-node send over, per message size (None: no ramp known).
+
+    NCCL (src/enqueue.cc scheduleP2pTasksToPlan / addP2pToPlan, v2.28-2.29): start from
+    ``p2pnChannelsPerPeer`` halved until ``nChannelsMin * nRanks <= p2pnChannels``, use
+    ``min(nChannelsMin, ceil(S / minPart))`` channels, and double them while a part exceeds
+    ``maxPart`` and the count stays within ``p2pnChannelsPerPeer``.
+    """
+    lib = system.library
+    if system.p2p_channels is None or lib.p2p_chunk_bytes is None or system.intra.channel_bandwidth_bytes_per_s is None:
+        return None
+    n_max = int(system.p2p_channels_per_peer)
+    n_min = n_max
+    while n_min * n > system.p2p_channels and n_min > 1:
+        n_min //= 2
+    min_part = lib.p2p_chunk_bytes / _P2P_MIN_PART_DIVISOR
+    max_part = lib.p2p_chunk_bytes * _P2P_MAX_PART_STEPS
+    nch = np.minimum(n_min, np.ceil(size / min_part))
+    part = np.maximum(min_part, np.ceil(size / nch))
+    while True:
+        grow = (part > max_part) & (nch <= n_max / 2)
+        if not np.any(grow):
+            return nch
+        nch = np.where(grow, nch * 2, nch)
+        part = np.where(grow, np.ceil(size / nch), part)
 
 
 def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> Any:
@@ -678,7 +737,7 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
 
     def intra_time(nbytes: Any, pattern: str) -> Any:
-        return nbytes / _bw(intra, lib, protocol, pattern, g) if g > 1 else zero
+        return nbytes / _bw(intra, lib, protocol, pattern, g, nodes == 1) if g > 1 else zero
 
     if algorithm == "ring" and collective != "broadcast":
         data = k * (n - 1) / n * size
@@ -721,7 +780,11 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     if collective == "send_recv":
         if nodes == 1:
             lat = base + a_i
-            return lat + size / _bw(intra, lib, protocol, "pair", n), lat + zero
+            bw = _bw(intra, lib, protocol, "pair", n, True)
+            nch = _p2p_channels(system, size, n)
+            if nch is not None:  # a message is striped over few channels until it is large
+                bw = np.minimum(bw, nch * intra.channel_bandwidth_bytes_per_s * lib.protocol_bandwidth_fraction[protocol])
+            return lat + size / bw, lat + zero
         lat = base + a_n
         return lat + size / (_nic_bw(system, protocol, g) / g), lat + zero
     # all n - 1 messages leave at once; on a torus the farthest one crosses several hops
