@@ -100,6 +100,9 @@ class ParallelResult:
     #: per report: (stage, its layers, the layers its graph was built for)
     report_layers: tuple[tuple[int, tuple[int, int], tuple[int, int]], ...] = field(default=(), compare=False,
                                                                                    repr=False)
+    #: per report: how many times one device runs it in the step (default: the microbatches); a
+    #: request runs its prefill once and a decode step output_len - 1 times
+    report_repeats: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def memory_per_device_bytes(self) -> float:
@@ -139,7 +142,7 @@ class ParallelResult:
         from simulator.report import CostReport, MemoryCheck, Totals
 
         m = self.plan.microbatches if self.phase == "train" else 1
-        reps = self.plan.tp * self.plan.dp * m
+        ranks = self.plan.tp * self.plan.dp  # devices running each stage report
         recs: list[Any] = []
         dyn = flops = dram = l2 = smem = 0.0
         kernels = ops = 0
@@ -153,12 +156,16 @@ class ParallelResult:
                 group = _shift_layers(r.group, shift) if shift else r.group
                 recs.append(replace(r, name=f"stage{stage}/{name}", group=group) if multi else r)
             t = rep.totals
-            dyn += t.dynamic_energy_j * reps
-            flops += t.flops * reps
-            dram += t.dram_bytes * reps
-            l2 += t.l2_bytes * reps
-            smem += t.smem_bytes * reps
-            kernels += t.kernels * reps
+            runs = self.report_repeats[k] if k < len(self.report_repeats) else m
+            once = [r for r in rep.records if r.group == "optimizer" or r.group.startswith("optimizer.")]
+            o_dyn, o_flops = sum(r.dynamic_energy_j for r in once), sum(r.flops for r in once)
+            # the optimizer updates once per step; everything else runs once per microbatch (or step)
+            dyn += ranks * ((t.dynamic_energy_j - o_dyn) * runs + o_dyn)
+            flops += ranks * ((t.flops - o_flops) * runs + o_flops)
+            dram += t.dram_bytes * ranks * runs
+            l2 += t.l2_bytes * ranks * runs
+            smem += t.smem_bytes * ranks * runs
+            kernels += int(t.kernels * ranks * runs)
             ops += t.ops
             if t.latency_s > 0:
                 static_w = max(static_w, t.static_energy_j / t.latency_s)
@@ -533,6 +540,10 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
                  "prefill_s": ttft, "decode_s": decode_total}
     worst = max([pre, *steps], key=lambda r: r.memory_per_device_bytes)
     flops = pre.model_flops + (sum(r.model_flops for r in steps) / len(steps) * n_steps if steps else 0.0)
+    mid = steps[len(steps) // 2] if steps else None  # the step at the middle context stands for the mean step
+    reports = pre.reports + (mid.reports if mid else ())
+    layers = pre.report_layers + (mid.report_layers if mid else ())
+    repeats = (1.0,) * len(pre.reports) + ((float(n_steps),) * len(mid.reports) if mid else ())
     return replace(worst, phase="generate", latency_s=e2e, breakdown=breakdown, tokens=tokens, extra=extra,
                    model_flops=flops, warnings=tuple(sorted({*pre.warnings, *worst.warnings})),
-                   reports=(pre.reports[0], *(steps[-1].reports[:1] if steps else ())), pipeline=None)
+                   reports=reports, report_layers=layers, report_repeats=repeats, pipeline=None)

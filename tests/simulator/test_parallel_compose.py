@@ -360,3 +360,25 @@ def test_tpu_slices_are_catalog_systems_on_their_ici_torus() -> None:
                       batch=8)
     ar = [x for x in r.reports[0].records if x.kind == "all_reduce"]
     assert ar and all("tpu-v5e-pod" in x.notes for x in ar)
+
+
+def test_step_energy_counts_microbatches_once_and_the_optimizer_once() -> None:
+    plan = ParallelPlan(tp=2, dp=2, microbatch=1, global_batch=2)
+    one = evaluate_plan("llama-2-7b", DGX, plan, train=True, seq=256)
+    four = evaluate_plan("llama-2-7b", DGX, replace(plan, global_batch=8), train=True, seq=256)
+    rec = one.reports[0].records
+    opt = sum(r.dynamic_energy_j for r in rec if r.group.startswith("optimizer"))
+    per_mb = one.reports[0].totals.dynamic_energy_j - opt
+    assert opt > 0
+    e1, e4 = one.to_cost_report().totals.dynamic_energy_j, four.to_cost_report().totals.dynamic_energy_j
+    assert e1 == pytest.approx(4 * (per_mb + opt), rel=1e-12)  # 4 devices, one microbatch, one update
+    assert e4 - e1 == pytest.approx(4 * 3 * per_mb, rel=1e-9)  # three more microbatches, no more updates
+
+
+def test_request_energy_is_the_prefill_plus_every_decode_step() -> None:
+    plan = ParallelPlan(tp=2)
+    g = generate_request("llama-2-7b", DGX, plan, input_len=128, output_len=65, batch=4)
+    pre = evaluate_plan("llama-2-7b", DGX, plan, phase="prefill", seq=128, batch=4).to_cost_report()
+    mid = evaluate_plan("llama-2-7b", DGX, plan, phase="decode", context=160, batch=4).to_cost_report()
+    assert g.to_cost_report().totals.dynamic_energy_j == pytest.approx(
+        pre.totals.dynamic_energy_j + 64 * mid.totals.dynamic_energy_j, rel=1e-12)
