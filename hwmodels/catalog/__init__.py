@@ -218,6 +218,8 @@ def cluster(node: SystemSpec, nodes: int) -> SystemSpec:
         raise SpecError(f"system {name!r}: {node.name!r} has no inter-node network in hwmodels/catalog/fabrics.toml "
                         f"(node configuration {key!r}); expected a node with NICs, such as dgx-a100 or dgx-h100")
     prov = dict(node.provenance)
+    if "count" in prov:
+        prov["count"] = Provenance(f"{nodes} nodes x {node.count} per node; per node: {prov['count'].source}")
     if csys is not None and csys.inter is not None:
         prov["nodes"] = Provenance(f"catalog name suffix x{nodes}: {nodes} x {node.name} on {csys.inter.description} "
                                    f"({csys.nics_per_node} NICs per node; fabrics.toml systems.{key})")
@@ -315,6 +317,10 @@ def describe(spec: DeviceSpec | SystemSpec) -> str:
     if isinstance(spec, SystemSpec):
         lines = [f"{spec.name}: {spec.description}", f"  file {spec.source_file}"]
         lines.append(f"  count {spec.count}  {_source_text(spec, 'count')}")
+        if spec.nodes > 1:
+            lines.append(f"  nodes {spec.nodes} of {spec.devices_per_node}  {_source_text(spec, 'nodes')}")
+        if spec.collectives:
+            lines.append(f"  collectives and network: fabrics.toml systems.{spec.collectives}")
         if spec.fabric is not None:
             lines.append(f"  fabric {spec.fabric.name}: kind {spec.fabric.kind}")
             for p, v, u in numeric_paths(spec.fabric, "fabric"):

@@ -60,4 +60,6 @@ def run(args: argparse.Namespace) -> int:
         print()
         rows = [[s.name, f"{s.count} x {s.device.name}", s.description] for s in systems]
         print(table(rows, ["system", "devices", "description"], align="lll"))
+        print("\nclusters: any node above with the suffix xN (N nodes, 1-1024, on its InfiniBand: dgx-h100x16); "
+              "TPU slices: tpu-v4-N, tpu-v5p-N, tpu-v5e-N, tpu-v6e-N (N chips, up to a pod)")
     return 0
