@@ -108,8 +108,6 @@ class ParallelPlan:
         if self.sequence_parallel and self.tp == 1:
             raise PlanError("plan: sequence_parallel: got it with tp 1; expected tp > 1 (it splits the "
                             "tensor-parallel ranks' activations)")
-        if self.cp > 1:
-            raise PlanError(f"plan: cp: got {self.cp}; context parallelism is not modelled yet; expected cp 1")
         if gb is not None and gb % (self.dp * self.microbatch):
             step = self.dp * self.microbatch
             lo, hi = (gb // step) * step, (gb // step + 1) * step
@@ -170,6 +168,16 @@ def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list
     from workloads.zoo.transformer import tensor_parallel_problems
 
     out = tensor_parallel_problems(cfg, plan.tp, sequence_parallel=plan.sequence_parallel, phase=phase, seq=seq)
+    if plan.cp > 1:
+        unit = 2 * plan.cp * (plan.tp if plan.sequence_parallel else 1)
+        if not cfg.is_decoder_lm or phase == "decode":
+            out.append(f"cp {plan.cp}: context parallelism splits a decoder's prompt or training sequence; got phase "
+                       f"{phase!r}; expected prefill, forward or train of a decoder-only model")
+        elif seq % unit:
+            valid = list(range(unit, seq + unit + 1, unit))
+            out.append(f"cp {plan.cp}: seq {seq} is not divisible by {unit} (2 x cp"
+                       f"{' x tp' if plan.sequence_parallel else ''}); expected a multiple of {unit} (nearest: "
+                       f"{_nearest([u for u in valid], seq)})")
     chunks = plan.pp * plan.interleave
     if plan.pp > 1:
         if not cfg.is_decoder_lm:
@@ -260,7 +268,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                 g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
                           tp=plan.tp, sequence_parallel=plan.sequence_parallel,
                           stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
-                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep)
+                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp)
                 n_fwd = len(g.ops)
                 if train:
                     from workloads.training import training_graph

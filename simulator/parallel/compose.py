@@ -142,7 +142,7 @@ class ParallelResult:
         from simulator.report import CostReport, MemoryCheck, Totals
 
         m = self.plan.microbatches if self.phase == "train" else 1
-        ranks = self.plan.tp * self.plan.dp  # devices running each stage report
+        ranks = self.plan.tp * self.plan.cp * self.plan.dp  # devices running each stage report
         recs: list[Any] = []
         dyn = flops = dram = l2 = smem = 0.0
         kernels = ops = 0
@@ -478,7 +478,7 @@ def _model_flops(model: Any, graphs: list[StageGraph], plan: ParallelPlan, train
             if op.kind in COMMUNICATION_KINDS or "@recompute" in op.name or op.kind == "optimizer_update":
                 continue
             total += float(op.flops)
-    per_replica = total * plan.tp * (m if train else 1)
+    per_replica = total * plan.tp * plan.cp * (m if train else 1)
     return per_replica * plan.dp
 
 

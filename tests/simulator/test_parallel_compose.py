@@ -382,3 +382,22 @@ def test_request_energy_is_the_prefill_plus_every_decode_step() -> None:
     mid = evaluate_plan("llama-2-7b", DGX, plan, phase="decode", context=160, batch=4).to_cost_report()
     assert g.to_cost_report().totals.dynamic_energy_j == pytest.approx(
         pre.totals.dynamic_energy_j + 64 * mid.totals.dynamic_energy_j, rel=1e-12)
+
+
+def test_context_parallel_training_step(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from simulator.hardware import load_hardware
+
+    hw = load_hardware("dgx-h100x2")
+    one = evaluate_plan("llama-2-7b", hw, ParallelPlan(tp=2, microbatch=1, global_batch=1), train=True, seq=16384,
+                        recompute="selective")
+    four = evaluate_plan("llama-2-7b", hw, ParallelPlan(tp=2, cp=4, microbatch=1, global_batch=1), train=True,
+                         seq=16384, recompute="selective")
+    assert four.latency_s < one.latency_s / 2  # four times the devices on one sequence
+    assert four.stages[0].activations_bytes < one.stages[0].activations_bytes
+    assert four.model_flops == pytest.approx(one.model_flops, rel=1e-3)  # the same model work, spread wider
+    rc, out, err = _cli(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100x2", "--tp", "2", "--cp", "4",
+                        "--train", "--microbatch", "1", "--global-batch", "1", "--seq", "16384", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["plan"]["cp"] == 4

@@ -173,3 +173,32 @@ def test_expert_parallelism_splits_experts_and_exchanges_tokens_all_to_all() -> 
     assert Counter(op.kind for op in step.ops)["all_to_all"] == 4 * 32
     with pytest.raises(ValueError, match="ep 3: expected a divisor of experts=8"):
         build_model("mixtral-8x7b", phase="prefill", batch=1, seq=64, ep=3)
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_context_parallelism_balances_causal_attention_and_conserves_its_flops(cp: int) -> None:
+    full = build_model("llama-2-7b", phase="prefill", batch=1, seq=8192)
+    part = build_model("llama-2-7b", phase="prefill", batch=1, seq=8192, cp=cp)
+    att = lambda g: sum(op.flops for op in g.ops if op.kind == "attention")  # noqa: E731
+    # every rank holds chunks r and 2cp-1-r: the same causal work each, 1/cp of the whole
+    assert att(part) * cp == att(full)
+    # the rest splits exactly too, but for the last token's logits, which every rank's graph computes
+    # (only the last rank's are used): cp - 1 extra rows of the 4096 x 32000 LM head
+    assert part.flops * cp == full.flops + (cp - 1) * 2 * 4096 * 32000
+    gathers = [op for op in part.ops if op.kind == "all_gather" and op.attrs.get("axis") == 2]
+    assert len(gathers) == 2 * 32 and all(op.attrs["group_size"] == cp for op in gathers)
+    assert part.role_bytes(Role.KV_CACHE) * cp == full.role_bytes(Role.KV_CACHE)  # the cache split by sequence
+    step = training_graph(build_model("llama-2-7b", phase="train", batch=1, seq=4096, cp=cp))
+    assert Counter(op.kind for op in step.ops)["reduce_scatter"] == 2 * 32  # key/value gradients go back
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    (dict(phase="decode", cp=2), "cp 2: context parallelism splits a decoder's prompt or training sequence"),
+    (dict(phase="prefill", seq=1000, cp=3), "cp 3: seq 1000 is not divisible by 6 (2 x cp); expected a multiple of 6"
+                                          " (nearest: 996 or 1002)"),
+])
+def test_context_parallel_plans_that_do_not_divide(kw: dict, needle: str) -> None:
+    cp = kw.pop("cp")
+    with pytest.raises(PlanError) as exc:
+        plan_graphs("llama-2-7b", ParallelPlan(cp=cp), **kw)
+    assert needle in str(exc.value)

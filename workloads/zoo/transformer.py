@@ -269,7 +269,7 @@ class _Build:
     def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
                  sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
-                 pipeline_stride: int = 1, ep: int = 1) -> None:
+                 pipeline_stride: int = 1, ep: int = 1, cp: int = 1) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -292,6 +292,7 @@ class _Build:
         self.decoder_seq = decoder_seq
         self.tp = tp
         self.ep = ep
+        self.cp = cp
         self.sp = sequence_parallel and tp > 1
         #: the layers [first, last) this pipeline stage holds; the embedding lives on the stage holding
         #: layer 0, the final norm and LM head (and loss) on the stage holding the last layer
@@ -394,13 +395,41 @@ class _Build:
                     vc = b.tensor(f"{g}.v_cache", (bsz, hk, self.context, hd), role=Role.KV_CACHE)
                     k = b.op("kv_append", [kc, k], name="k_append")
                     v = b.op("kv_append", [vc, v], name="v_append")
-            if self.attention == "fused":
+            if self.cp > 1 and memory is None:
+                o = self.context_parallel_core(q, k, v, causal=causal)
+            elif self.attention == "fused":
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal)
             else:
                 o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             return self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
+
+    def context_parallel_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool) -> TensorSpec:
+        """Attention of this rank's queries over the whole sequence's keys and values (context
+        parallelism, as Megatron-Core runs it with Transformer Engine's attention).
+
+        The ``cp`` ranks each hold ``s / cp`` tokens; their keys and values are exchanged (an
+        ``all_gather`` along the sequence here, the same bytes as the ring of ``cp - 1`` point-to-point
+        steps; its backward is a reduce-scatter of the gradients). With a causal mask the sequence is
+        cut into ``2 cp`` chunks and rank ``r`` holds chunks ``r`` and ``2 cp - 1 - r``, so every rank
+        has the same work: chunk ``j`` attends to the first ``(j + 1)`` chunks of keys. The graph is
+        rank 0's: chunk 0 against one chunk of keys, chunk ``2 cp - 1`` against all of them.
+        """
+        b, cp = self.b, self.cp
+        bsz, hq, sl, hd = q.shape
+        hk = k.shape[1]
+        k = b.op("all_gather", [k], name="cp_gather_k", group_size=cp, stride=self.tp, axis=2)
+        v = b.op("all_gather", [v], name="cp_gather_v", group_size=cp, stride=self.tp, axis=2)
+        if not causal:
+            return b.op("attention", [q, k, v], name="core", causal=False)
+        c = sl // 2
+        q_first, q_last = b.op("split", [q], name="cp_split_q", axis=2, sizes=(c, c))
+        k0 = b.op("slice", [k], name="cp_first_k", shape=(bsz, hk, c, hd))
+        v0 = b.op("slice", [v], name="cp_first_v", shape=(bsz, hk, c, hd))
+        o_first = b.op("attention", [q_first, k0, v0], name="core", causal=True)
+        o_last = b.op("attention", [q_last, k, v], name="core_last_chunk", causal=True)
+        return b.op("concat", [o_first, o_last], name="cp_merge", axis=2)
 
     def decomposed_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool,
                         bias: TensorSpec | None) -> TensorSpec:
@@ -613,7 +642,7 @@ class _Build:
 
     def build_decoder(self) -> TensorSpec:
         cfg, b = self.cfg, self.b
-        s = 1 if self.phase == "decode" else self.seq
+        s = 1 if self.phase == "decode" else self.seq // self.cp  # context parallelism: s / cp tokens each
         cache = self.phase in ("prefill", "decode")
         lo, hi = self.stage_layers
         shape = (self.batch, s // self.tp if self.sp else s, cfg.d_model)
@@ -674,7 +703,8 @@ class _Build:
 def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
           dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
           name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
-          stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1) -> OpGraph:
+          stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1,
+          cp: int = 1) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -721,10 +751,25 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         Expert parallelism: each MoE layer's experts are split over ``ep`` ranks that hold different
         tokens (data-parallel replicas, ``tp`` ranks apart), with an ``all_to_all`` before and after
         the experts; ``experts`` must be divisible by ``ep``.
+    cp
+        Context parallelism (decoder-only LMs, prefill and training): each of ``cp`` ranks holds
+        ``seq / cp`` tokens of every sequence; attention exchanges keys and values and balances the
+        causal work (see ``_Build.context_parallel_core``); ``seq`` must be divisible by ``2 cp``.
     """
     gname = name or cfg.name
     ctx = seq if context is None else context
     problems = tensor_parallel_problems(cfg, tp, sequence_parallel=sequence_parallel, phase=phase, seq=seq)
+    if cp != 1:
+        if not isinstance(cp, int) or cp < 1:
+            problems.append(f"cp: got {cp!r}; expected a positive integer")
+        elif not cfg.is_decoder_lm or phase == "decode":
+            problems.append(f"cp {cp}: context parallelism splits a decoder's prompt or training sequence; got "
+                            f"phase {phase!r}{'' if cfg.is_decoder_lm else ' of an encoder model'}; expected prefill, "
+                            "forward or train of a decoder-only model")
+        elif seq % (2 * cp * (tp if sequence_parallel else 1)):
+            unit = 2 * cp * (tp if sequence_parallel else 1)
+            problems.append(f"cp {cp}: seq {seq} is not divisible by {unit} (2 x cp{' x tp' if sequence_parallel else ''}"
+                            f"); expected a multiple of {unit}")
     if ep != 1 and (not isinstance(ep, int) or ep < 1 or not cfg.experts or cfg.experts % ep):
         problems.append(f"ep {ep!r}: expected a divisor of experts={cfg.experts}" if cfg.experts else
                         f"ep {ep!r}: the model has no experts; expected ep 1")
@@ -746,7 +791,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                              f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
-                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep)
+                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:
@@ -765,6 +810,8 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         meta["decoder_seq"] = decoder_seq or seq
     if stage_layers is not None and stage_layers != (0, cfg.layers):
         meta["stage_layers"] = list(stage_layers)
+    if cp > 1:
+        meta["cp"] = cp
     if tp > 1:
         meta["tp"] = tp
         if sequence_parallel:
@@ -866,11 +913,11 @@ def _register_zoo() -> None:
             if c.is_vision and seq != c.image_size:
                 c = replace(c, image_size=int(seq))
             unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers",
-                                    "pipeline_stride", "ep"}
+                                    "pipeline_stride", "ep", "cp"}
             if unknown:
                 raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
                                  "attention, logits, decoder_seq, experts, capacity_factor, tp, sequence_parallel, "
-                                 "stage_layers, pipeline_stride, ep")
+                                 "stage_layers, pipeline_stride, ep, cp")
             return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)
 
         register_model(ModelEntry(
