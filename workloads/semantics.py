@@ -1031,7 +1031,7 @@ for _k, _inf in (("grouped_matmul_bwd_data", _infer_grouped_bwd_data),
 
 
 # ------------------------------------------------------------------------------------------------
-# collectives (placeholders for multi-device work) and misc
+# collectives (costed by simulator/lowering/collectives.py over the system's fabrics) and misc
 
 
 def _infer_collective(kind: str) -> Callable[..., Out]:
