@@ -173,18 +173,13 @@ def _print_multi(multi: dict) -> None:
     """The multi-device group: training runs and collective bus bandwidths, nothing fitted."""
     print(f"\nmulti-device (published_multi.csv, published_collectives.csv): {multi['predicted']} of "
           f"{multi['rows']} runs predictable from what their sources state")
-    t = multi.get("training")
-    if t:
-        print(f"  training iteration time / MFU / TFLOP/s per GPU: n {t['n']}, MAPE {t['mape']:.1f}%, "
-              f"bias {t['bias']:+.1f}%")
-        for w in t["worst"]:
-            print(f"    {w['id']}  {w['model']} on {w['system']} {w['metric']}: predicted {w['predicted']:.4g}, "
-                  f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
-    i = multi.get("inference")
-    if i:
-        print(f"  multi-GPU inference (TTFT / TPOT / latency / tokens/s at a stated batch): n {i['n']}, "
-              f"MAPE {i['mape']:.1f}%, bias {i['bias']:+.1f}%")
-        for w in i["worst"]:
+    for key, title in (("training", "training iteration time / MFU / TFLOP/s per GPU"),
+                       ("inference", "multi-GPU inference (TTFT / TPOT / latency / tokens/s at a stated batch)")):
+        g = multi.get(key)
+        if not g:
+            continue
+        print(f"  {title}: n {g['n']}, MAPE {g['mape']:.1f}%, bias {g['bias']:+.1f}%")
+        for w in g["worst"]:
             print(f"    {w['id']}  {w['model']} on {w['system']} {w['metric']}: predicted {w['predicted']:.4g}, "
                   f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
     c = multi["collectives"]

@@ -215,20 +215,14 @@ class ParallelResult:
         return out
 
 
-def _device(system: DeviceSpec | SystemSpec) -> tuple[DeviceSpec, int]:
-    if isinstance(system, SystemSpec):
-        return system.device, system.count
-    return system, 1
-
-
 def _check_fits_system(plan: ParallelPlan, system: DeviceSpec | SystemSpec) -> None:
-    dev, count = _device(system)
+    from simulator.engines.analytical import spec_of
+
+    _, name, count, _ = spec_of(system)
     if plan.devices > count:
-        name = getattr(system, "name", dev.name)
-        raise PlanError(f"plan: tp x pp x dp = {plan.tp} x {plan.pp} x {plan.dp} = {plan.devices} devices; "
-                        f"got hardware {name!r} with {count}; expected a system with at least {plan.devices} devices")
-    if isinstance(system, SystemSpec) and plan.tp > system.count:
-        raise PlanError(f"plan: tp {plan.tp} is larger than the {system.count} devices of {system.name!r}")
+        raise PlanError(f"plan: tp x pp x dp x cp = {plan.tp} x {plan.pp} x {plan.dp} x {plan.cp} = {plan.devices} "
+                        f"devices; got hardware {name!r} with {count}; expected a system with at least "
+                        f"{plan.devices} devices")
 
 
 def _split(sg: StageGraph, records: tuple[Any, ...]) -> tuple[float, float, float, float]:
@@ -330,7 +324,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     graphs = plan_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                          train=train, optimizer=optimizer, recompute=recompute, batch=batch)
-    dev, _ = _device(system)
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
     name = graphs[0].graph.name
     reports = []
     cache: dict[str, Any] = {}

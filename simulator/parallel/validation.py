@@ -67,10 +67,22 @@ def _int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _model_and_system(r: dict[str, str]) -> tuple[str, str]:
+    """(catalog system of a row, or '' and why it cannot be predicted: a model outside the zoo or no
+    catalog mapping in its notes)."""
+    from workloads.zoo import get_entry
+
+    try:
+        get_entry(r["model"])
+    except (KeyError, ValueError):
+        return "", f"model {r['model']!r} is not in the zoo"
+    m = _CATALOG.search(r["notes"])
+    return (m.group(1), "") if m else ("", "no catalog system for the hardware")
+
+
 def _predict_row(r: dict[str, str]) -> MultiRow:
     from simulator.parallel.compose import evaluate_plan
     from workloads.parallel import ParallelPlan
-    from workloads.zoo import get_entry
 
     base = MultiRow(r["id"], r["category"], r["model"], "", r["metric"], float(r["value"]))
 
@@ -81,14 +93,9 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
         return _predict_inference(r, base, skip)
     if r["metric"] not in _METRICS:
         return skip(f"metric {r['metric']!r}: not compared yet")
-    try:
-        get_entry(r["model"])
-    except (KeyError, ValueError):
-        return skip(f"model {r['model']!r} is not in the zoo")
-    m = _CATALOG.search(r["notes"])
-    if not m:
-        return skip("no catalog system for the hardware")
-    system = m.group(1)
+    system, why = _model_and_system(r)
+    if why:
+        return skip(why)
     base = MultiRow(base.id, base.category, base.model, system, base.metric, base.measured)
     tp, pp, mb, gb, seq = (_int(r[k]) for k in ("tp", "pp", "microbatch", "global_batch", "seq"))
     n = _int(r["n_devices"])
@@ -129,7 +136,6 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan, generate_request
     from workloads.parallel import ParallelPlan
-    from workloads.zoo import get_entry
 
     if r["metric"] not in _INFER_METRICS:
         return skip(f"metric {r['metric']!r}: not compared yet")
@@ -139,14 +145,9 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip("inference: " + ", ".join(missing) + " not stated (a serving run at a batch the runtime chose)")
     if r["dtype"] not in ("bf16", "fp16"):
         return skip(f"dtype {r['dtype']!r}: quantised serving (fp8/int8 weights and KV) not modelled yet")
-    try:
-        get_entry(r["model"])
-    except (KeyError, ValueError):
-        return skip(f"model {r['model']!r} is not in the zoo")
-    m = _CATALOG.search(r["notes"])
-    if not m:
-        return skip("no catalog system for the hardware")
-    system = m.group(1)
+    system, why = _model_and_system(r)
+    if why:
+        return skip(why)
     pp = _int(r["pp"]) or 1
     dp = _int(r["dp"]) or 1
     text = f"{r['source']} {r['notes']} {r['framework']}"
