@@ -27,6 +27,11 @@ COMMAND_MODULES: tuple[str, ...] = (
     "measure",
     "calibrate",
     "validate",
+    "sweep",
+    "tune",
+    "plot",
+    "realtime",
+    "partition",
 )
 
 
