@@ -17,26 +17,44 @@ records, so both engines share one costing path) and composes them as a SimPy si
   overheads either way);
 * each op is a SimPy process that waits for its predecessors' completion events and its launch,
   then requests a **stream** of the device (a ``simpy.PriorityResource`` of capacity
-  ``streams``; waiting ops are served in program order) and holds it for its record's time;
-* collectives (``all_reduce``, ``all_gather``, ...) run on a separate **link** resource (capacity
-  one: one communicator), so communication overlaps compute;
+  ``streams``; waiting ops are served by priority, then in program order) and submits its kernel
+  to the **device**;
+* the device is a fluid model of the hardware shared by the kernels running at once
+  (:mod:`simulator.engines.contention`): each kernel's record is split into a fixed part and a
+  work part; SM slots go to kernels by the CTAs their grids place (occupancy; a grid that fills
+  the device leaves nothing to others until its last wave), higher stream priority first when
+  slots free up, never taken from a running kernel (preemption only at kernel boundaries); DRAM
+  and L2 bandwidth and the power budget ``tdp_w - idle_w`` (with ``EvalOptions.power_cap``) are
+  shared in proportion to demand (processor sharing, max-min fair). Rates change at every start,
+  phase end and finish, and progress is integrated exactly between events. A kernel alone runs
+  at its standalone speed, so on one stream the makespan equals ``evaluate``'s sum; two
+  memory-bound kernels at once take about twice as long as one; a compute-bound and a
+  memory-bound kernel that fit on the SMs together overlap;
+* collectives (``all_reduce``, ``all_gather``, ...) run on a separate **link** resource
+  (capacity one: one communicator, whose collectives NCCL serialises), so communication
+  overlaps compute; their use of SMs and DRAM is not modelled;
 * ops that relabel memory (views) and zero-time ops without kernels take no resource and finish
   as soon as their inputs are ready; elementwise ops fused into a producer (``EvalOptions.fusion``)
   run on the producer's stream right after it, inside the same launch.
 
-Energy is each op's dynamic energy (from the records) plus the device's idle power over the
-makespan. The idle energy of every instant is shared equally among the ops running then (an
-instant with none running is charged to the next op that starts), so per-op energies still sum
-to the total. Concurrent kernels run at their standalone speed (no sharing of SMs or memory
-bandwidth) and are not power-capped together: the overlap is an upper bound, and the report
-warns when it happens.
+Stream priorities: ``simulate(..., priorities={"group or op name": p})`` gives the ops of a group
+(or one op) priority ``p`` (lower is more urgent, as CUDA stream priorities). Host-to-device copies
+would run on the copy engines over the host link (supported by the sharing model); the operator
+IR has no copy kind, so graphs have none today.
+
+Energy is each op's dynamic energy (from the records: contention stretches time, not work) plus
+the device's idle power over the makespan. The idle energy of every instant is shared equally
+among the ops running then (an instant with none running is charged to the next op that
+starts), so per-op energies still sum to the total. Each record's ``time_s`` is the op's
+scheduled duration (``end_s - start_s``); ``standalone_s`` is its time alone. The model and its
+assumptions are described in ``docs/des.md``.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 from typing import Any
@@ -45,9 +63,10 @@ import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
 from simulator.engines.analytical import EvalOptions, evaluate, launch_floor_s, spec_of
+from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
-from workloads.ir import OpGraph
+from workloads.ir import Op, OpGraph
 
 __all__ = ["simulate", "ScheduledOpCost", "ENGINE_NAME", "COLLECTIVE_KINDS", "LINK_TRACK", "stream_track"]
 
@@ -69,6 +88,10 @@ def stream_track(index: int) -> str:
 class ScheduledOpCost(OpCost):
     """An :class:`~simulator.report.OpCost` with its place in the simulated schedule (seconds from 0).
 
+    ``time_s`` is the op's scheduled duration, ``end_s - start_s``: its standalone time stretched
+    by whatever it shared the device with. ``compute_s``, ``memory_s``, ``overhead_s`` and
+    ``bound`` stay those of the op alone.
+
     Attributes
     ----------
     ready_s
@@ -78,9 +101,13 @@ class ScheduledOpCost(OpCost):
         per-kernel launch overhead); both equal ``start_s`` for ops launched with another (fused)
         or not launched at all (views).
     start_s, end_s
-        When the op ran on its track (``end_s - start_s`` is ``time_s`` up to float rounding).
+        When the op ran on its track: from its first SM slot to its completion.
     track
         ``"stream N"``, ``"link"``, or ``""`` for ops that take no resource (views, no-ops).
+    standalone_s
+        The op's time alone on the device (the analytical engine's ``time_s``).
+    priority
+        The op's stream priority (lower is more urgent; 0 by default).
     """
 
     ready_s: float = 0.0
@@ -89,6 +116,8 @@ class ScheduledOpCost(OpCost):
     start_s: float = 0.0
     end_s: float = 0.0
     track: str = ""
+    standalone_s: float = 0.0
+    priority: int = 0
 
 
 @dataclass
@@ -101,6 +130,7 @@ class _Unit:
     launch_s: float  # host time to launch it (0: not launched by the host)
     launched: bool
     deps: list[int]  # indices (into the unit list) of the units it waits for, ascending
+    priority: int = 0
     ready_s: float = 0.0
     launch_start_s: float = 0.0
     launch_end_s: float = 0.0
@@ -110,8 +140,8 @@ class _Unit:
 
 
 def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptions | None = None, *,
-             streams: int = 1, trace: bool = False) -> CostReport:
-    """Simulate ``graph`` on ``system`` event by event: dependencies, launches, streams and links.
+             streams: int = 1, priorities: Mapping[str, int] | None = None, trace: bool = False) -> CostReport:
+    """Simulate ``graph`` on ``system`` event by event: dependencies, launches, streams, device sharing, links.
 
     Parameters
     ----------
@@ -120,9 +150,15 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     system
         A device, or a system whose device runs the graph (collectives use its fabric).
     options
-        :class:`~simulator.engines.analytical.EvalOptions`, as for :func:`~simulator.engines.analytical.evaluate`.
+        :class:`~simulator.engines.analytical.EvalOptions`, as for :func:`~simulator.engines.analytical.evaluate`;
+        ``power_cap`` also caps concurrent kernels together at the TDP.
     streams
         Compute streams of the device: how many kernels may run at once (1: in-order execution).
+    priorities
+        Stream priority by op group or op name: an op takes the value of its own name, else of the
+        longest key that is its group or a ``/``-separated prefix of it (0 when none). Lower is
+        more urgent (CUDA convention). Waiting ops get free streams and free SM slots in priority
+        order; running kernels are never interrupted.
     trace
         Log every scheduling event (launch, start, end) at DEBUG level through this module's logger.
 
@@ -132,13 +168,14 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         The same contract as ``evaluate``: records in program order (each a
         :class:`ScheduledOpCost` carrying its start and end times in s), totals whose
         ``latency_s`` is the makespan, memory check, warnings, and provenance with
-        ``engine = "des"`` and ``streams``. Deterministic: the same inputs give byte-identical
-        ``to_json()``.
+        ``engine = "des"``, ``streams`` and the contention statistics. Deterministic: the same
+        inputs give byte-identical ``to_json()``.
 
     Raises
     ------
     ValueError
-        ``streams`` is not a positive integer.
+        ``streams`` is not a positive integer, or ``priorities`` names no op or group of the
+        graph or gives a value that is not an integer.
 
     Examples
     --------
@@ -150,6 +187,7 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     """
     if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
         raise ValueError(f"simulate: streams: not a positive integer; got {streams!r}; expected an integer >= 1")
+    prio = _priorities(graph, priorities)
     opts = options or EvalOptions()
     base = evaluate(graph, system, opts)
     dev = spec_of(system)[0]
@@ -161,17 +199,21 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                            "program order; expected one record per op, in order")
 
     units, unit_of, instant_src = _plan(graph, records, floor)
-    end = _run(graph.name, units, records, streams, trace)
+    for u in units:
+        u.priority = prio[u.index]
+    cap = DeviceCapacity.of(dev, power_cap=opts.power_cap)
+    demands = {m: KernelDemand.from_record(records[m], cap, priority=u.priority)
+               for u in units if not u.link for m in u.members}
+    fluid = FluidDevice(cap)
+    begin, end = _run(graph.name, units, records, demands, fluid, streams, trace)
 
     n = len(records)
     start = [0.0] * n
     finish = [0.0] * n
     for u in units:
-        t = u.start_s
         for m in u.members:
-            start[m] = t
-            t = end[m]
-            finish[m] = t
+            start[m], finish[m] = begin[m], end[m]
+        u.start_s = start[u.members[0]]
     for i in range(n):
         if i not in unit_of:  # instantaneous: when its sources are done
             t = max((finish[s] for s in instant_src[i]), default=0.0)
@@ -179,7 +221,7 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     makespan = max(finish, default=0.0)
 
     idle_w = float(dev.power.idle_w)
-    static, over_tdp_s, overlap_s = _share_idle_energy(records, start, finish, idle_w, float(dev.power.tdp_w))
+    static, overlap_s = _share_idle_energy(records, start, finish, idle_w)
 
     out: list[OpCost] = []
     base_names = [f.name for f in fields(OpCost)]
@@ -187,27 +229,38 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         vals = {k: getattr(r, k) for k in base_names}
         vals["static_energy_j"] = static[i]
         vals["energy_j"] = r.dynamic_energy_j + static[i]
+        # an op never slowed keeps its record's time exactly (end - start equals it up to rounding)
+        slowed = i in fluid.slowed
+        vals["time_s"] = finish[i] - start[i] if slowed else r.time_s
+        vals["standalone_s"] = r.time_s
         if i in unit_of:
             u = units[unit_of[i]]
             head = u.index == i
             vals.update(ready_s=u.ready_s if head else start[i],
                         launch_start_s=u.launch_start_s if head and u.launched else start[i],
                         launch_end_s=u.launch_end_s if head and u.launched else start[i],
-                        track=u.track)
+                        track=u.track, priority=u.priority)
         else:
-            vals.update(ready_s=start[i], launch_start_s=start[i], launch_end_s=start[i], track="")
+            vals.update(ready_s=start[i], launch_start_s=start[i], launch_end_s=start[i], track="",
+                        priority=prio[i])
         vals.update(start_s=start[i], end_s=finish[i])
         out.append(ScheduledOpCost(**vals))
 
     warnings = set(base.warnings)
+    tdp = float(dev.power.tdp_w)
     if overlap_s > 0:
         where = f"{streams} stream(s)" + (" and the link" if any(u.link for u in units) else "")
         warnings.add(f"discrete-event schedule: kernels overlap for {overlap_s:.3g} s of {makespan:.3g} s on "
-                     f"{where}; concurrent kernels are assumed to run at their standalone "
-                     "speed (no sharing of compute units or memory bandwidth), so the overlap is an upper bound")
-    if over_tdp_s > 0:
-        warnings.add(f"discrete-event schedule: concurrent kernels draw more than the TDP "
-                     f"{dev.power.tdp_w:.0f} W for {over_tdp_s:.3g} s; they are not throttled together")
+                     f"{where}; they share SM slots (occupancy, waves), DRAM and L2 bandwidth and the power "
+                     "limit by the fluid model of docs/des.md (not modelled: L2 capacity interference, "
+                     "collectives' use of SMs and DRAM)")
+    limited = fluid.limited_s
+    if limited.get("power", 0.0) > 0:
+        warnings.add(f"discrete-event schedule: concurrent kernels slowed for {limited['power']:.3g} s to keep "
+                     f"the device within its TDP {tdp:.0f} W together")
+    if not opts.power_cap and idle_w + fluid.dynamic_w_max > tdp * (1.0 + _REL_EPS):
+        warnings.add(f"discrete-event schedule: concurrent kernels draw up to {idle_w + fluid.dynamic_w_max:.0f} W, "
+                     f"more than the TDP {tdp:.0f} W; not throttled (power_cap is off)")
     for w in sorted(warnings - set(base.warnings)):
         logger.info("%s", w)
 
@@ -224,8 +277,56 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     prov["engine"] = ENGINE_NAME
     prov["streams"] = streams
     prov["launch_overhead_s"] = floor
+    if priorities:
+        prov["priorities"] = {k: int(priorities[k]) for k in sorted(priorities)}
+    prov["contention"] = {
+        "model": "fluid: SM slots by occupancy and waves; DRAM, L2, host link and power by demand",
+        "limited_s": {k: limited[k] for k in sorted(limited)},
+        "slowed_ops": len(fluid.slowed),
+    }
     return CostReport(model=base.model, hardware=base.hardware, records=tuple(out), totals=totals,
                       memory=base.memory, warnings=tuple(sorted(warnings)), provenance=prov)
+
+
+def _priorities(graph: OpGraph, priorities: Mapping[str, int] | None) -> list[int]:
+    """Each op's priority (program order) from ``priorities`` (see :func:`simulate`); validates the mapping."""
+    ops = graph.ops
+    if not priorities:
+        return [0] * len(ops)
+    if not isinstance(priorities, Mapping):
+        raise ValueError(f"simulate: priorities: not a mapping; got a {type(priorities).__name__}; expected "
+                         "{'op group or op name': integer priority}")
+    names = {op.name for op in ops}
+    groups: set[str] = set()
+    for op in ops:
+        parts = op.group.split("/") if op.group else []
+        groups.update("/".join(parts[:k]) for k in range(1, len(parts) + 1))
+    problems = []
+    for key in sorted(priorities, key=str):
+        val = priorities[key]
+        if not isinstance(key, str) or (key not in names and key not in groups):
+            from nodeperf.suggest import did_you_mean
+
+            problems.append(f"simulate: priorities: {key!r}: no op or group of graph {graph.name!r} has this name; "
+                            f"expected an op name or group{did_you_mean(str(key), sorted(names | groups))}")
+        elif isinstance(val, bool) or not isinstance(val, int):
+            problems.append(f"simulate: priorities: {key!r}: not an integer; got {val!r}; expected an integer "
+                            "(lower is more urgent)")
+    if problems:
+        raise ValueError(problems[0] if len(problems) == 1 else
+                         f"simulate: priorities: {len(problems)} problems:\n  " + "\n  ".join(problems))
+
+    def of(op: Op) -> int:
+        if op.name in priorities:
+            return int(priorities[op.name])
+        parts = op.group.split("/") if op.group else []
+        for k in range(len(parts), 0, -1):
+            g = "/".join(parts[:k])
+            if g in priorities:
+                return int(priorities[g])
+        return 0
+
+    return [of(op) for op in ops]
 
 
 def _plan(graph: OpGraph, records: tuple[OpCost, ...], floor: float
@@ -275,19 +376,25 @@ def _plan(graph: OpGraph, records: tuple[OpCost, ...], floor: float
     return units, unit_of, instant_src
 
 
-def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], streams: int, trace: bool) -> dict[int, float]:
-    """Run the SimPy model; fills the units' times and returns the end time of every unit member."""
+def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], demands: dict[int, KernelDemand],
+         fluid: FluidDevice, streams: int, trace: bool) -> tuple[dict[int, float], dict[int, float]]:
+    """Run the SimPy model; fills the units' times and returns the start and end time of every unit member."""
     env = simpy.Environment()
     stream_res = simpy.PriorityResource(env, capacity=streams)
     link_res = simpy.PriorityResource(env, capacity=1)
     free_streams = list(range(streams))  # lowest free stream id first (a heap)
     done = [env.event() for _ in units]
     launched = [env.event() for _ in units]
+    begin: dict[int, float] = {}
     end: dict[int, float] = {}
+    finished: dict[int, simpy.Event] = {}  # kernel (op index) -> its completion on the device
+    wake: list[simpy.Event] = [env.event()]
+    owner: dict[int, _Unit] = {m: u for u in units for m in u.members}
 
-    def log(what: str, u: _Unit) -> None:
+    def log(what: str, u: _Unit, m: int | None = None) -> None:
         if trace:
-            logger.debug("t=%.9e s %s %s%s", env.now, what, records[u.index].name, f" on {u.track}" if u.track else "")
+            i = u.index if m is None else m
+            logger.debug("t=%.9e s %s %s%s", env.now, what, records[i].name, f" on {u.track}" if u.track else "")
 
     def host() -> Generator[simpy.Event, Any, None]:
         for k, u in enumerate(units):
@@ -299,6 +406,33 @@ def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], streams: in
             yield env.timeout(u.launch_s)
             u.launch_end_s = env.now
 
+    def device() -> Generator[simpy.Event, Any, None]:
+        """The fluid device: re-shares at every arrival and phase end, completes kernels."""
+        while True:
+            started, ended = fluid.step(env.now)
+            for m in started:
+                begin[m] = env.now
+                if m == owner[m].members[0]:
+                    log("start", owner[m])
+            for m in ended:
+                begin.setdefault(m, fluid.starts[m])
+                end[m] = env.now
+                finished.pop(m).succeed()
+            nxt = fluid.next_event_s()
+            wake[0] = env.event()
+            if nxt is None:
+                yield wake[0]
+            else:
+                yield wake[0] | env.timeout(max(nxt - env.now, 0.0))
+
+    def submit(m: int) -> simpy.Event:
+        ev = env.event()
+        finished[m] = ev
+        fluid.add(m, demands[m], env.now)
+        if not wake[0].triggered:
+            wake[0].succeed()
+        return ev
+
     def run_unit(k: int, u: _Unit) -> Generator[simpy.Event, Any, None]:
         if u.deps:
             yield env.all_of([done[d] for d in u.deps])
@@ -306,19 +440,23 @@ def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], streams: in
         if u.launched:
             yield launched[k]
         res = link_res if u.link else stream_res
-        with res.request(priority=u.index) as req:
+        with res.request(priority=(u.priority, u.index)) as req:
             yield req
-            u.start_s = env.now
             sid = -1
             if u.link:
                 u.track = LINK_TRACK
+                begin[u.index] = env.now
+                log("start", u)
+                yield env.timeout(records[u.index].time_s)
+                end[u.index] = env.now
             else:
                 sid = heapq.heappop(free_streams)
                 u.track = stream_track(sid)
-            log("start", u)
-            for m in u.members:
-                yield env.timeout(records[m].time_s)
-                end[m] = env.now
+                for m in u.members:
+                    if records[m].time_s <= 0:  # nothing to run: done where the previous part ended
+                        begin[m] = end[m] = env.now
+                        continue
+                    yield submit(m)
             if sid >= 0:
                 heapq.heappush(free_streams, sid)
             log("end", u)
@@ -326,19 +464,20 @@ def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], streams: in
         done[k].succeed()
 
     env.process(host())
+    env.process(device())
     for k, u in enumerate(units):
         env.process(run_unit(k, u))
     env.run()
     stuck = [u for u in units if not u.done]
     if stuck:  # cannot happen for a DAG in topological order; say so loudly if it does
         raise RuntimeError(f"simulate: graph {name!r}: {len(stuck)} op(s) never ran (first: "
-                           f"{records[stuck[0].index].name!r}); expected every op to complete")
-    return end
+                           f"{records[stuck[0].index].name!r}); expected every op to complete on {fluid.capacity.name}")
+    return begin, end
 
 
-def _share_idle_energy(records: tuple[OpCost, ...], start: list[float], finish: list[float], idle_w: float,
-                       tdp_w: float) -> tuple[list[float], float, float]:
-    """Per-op share of ``idle_w x makespan`` (J), time above the TDP (s) and time with overlap (s).
+def _share_idle_energy(records: tuple[OpCost, ...], start: list[float], finish: list[float],
+                       idle_w: float) -> tuple[list[float], float]:
+    """Per-op share of ``idle_w x makespan`` (J) and the time during which ops overlap (s).
 
     Each instant's idle energy is split equally among the ops running then; an interval with none
     running is charged to the first op that starts after it.
@@ -353,11 +492,10 @@ def _share_idle_energy(records: tuple[OpCost, ...], start: list[float], finish: 
             ends.setdefault(finish[i], []).append(i)
     points = sorted(set(starts) | set(ends))
     if not points:
-        return static, 0.0, 0.0
-    dyn_w = [r.dynamic_energy_j / r.time_s if r.time_s > 0 else 0.0 for r in records]
+        return static, 0.0
     active: set[int] = set()
     gap_j = points[0] * idle_w  # before the first op starts
-    over_s = overlap_s = 0.0
+    overlap_s = 0.0
     for a, b in pairwise(points):
         active.difference_update(ends.get(a, ()))
         active.update(starts.get(a, ()))
@@ -374,6 +512,4 @@ def _share_idle_energy(records: tuple[OpCost, ...], start: list[float], finish: 
             static[i] += share
         if len(run) > 1:
             overlap_s += dt
-            if idle_w + sum(dyn_w[i] for i in run) > tdp_w * (1.0 + _REL_EPS):
-                over_s += dt
-    return static, over_s, overlap_s
+    return static, overlap_s
