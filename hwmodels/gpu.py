@@ -370,11 +370,18 @@ def _l2_level(dev: DeviceSpec) -> Any:
     return dev.memory[0]
 
 
+def _num(x: ArrayLike) -> ArrayLike:
+    """``float(x)`` for a number; a float array for an array (a spec holding hardware variants)."""
+    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+
+
 def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuParams:
     """Collect the numbers of ``dev`` the kernel models use, for contractions in ``dtype``.
 
     The contraction path is the tensor (matrix) unit when ``compute.tensor_flops_per_s`` has the
     dtype (fp32 maps to tf32 only with ``allow_tf32``), else the SIMT vector rate of the dtype.
+    Numeric fields of ``dev`` may hold numpy arrays of hardware variants (a sweep); the parameters
+    then broadcast over them.
 
     Raises
     ------
@@ -398,24 +405,29 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
             f"{dev.name}: compute: no throughput for dtype; got {dtype!r}; expected one of {', '.join(have)} "
             f"(choose one with --dtype)"
         )
-    v32 = vector.get("fp32", max(vector.values()) if vector else rate)
+    v32 = vector["fp32"] if "fp32" in vector else (max(vector.values()) if vector else rate)
     l2 = _l2_level(dev)
     hbm = dev.main_memory
     sm = dev.sm
     clock = dev.clock.sustained_hz
-    warp_scale = 1.0
+    warp_scale: ArrayLike = 1.0
     native16 = tensor.get("fp16", tensor.get("bf16", 0.0))
-    if sm.warp_mma_flops_per_clk > 0 and native16 > 0:
-        warp_scale = min(1.0, sm.warp_mma_flops_per_clk * dev.compute.units * clock / native16)
+    wm = sm.warp_mma_flops_per_clk
+    if all(np.ndim(x) == 0 for x in (wm, native16, dev.compute.units, clock)):
+        if wm > 0 and native16 > 0:
+            warp_scale = min(1.0, wm * dev.compute.units * clock / native16)
+    else:  # a spec holding arrays of hardware variants (sweeps): the same rule, element by element
+        on = (_a(wm) > 0) & (_a(native16) > 0)
+        warp_scale = np.where(on, np.minimum(1.0, wm * dev.compute.units * clock / np.where(on, native16, 1.0)), 1.0)
     return GpuParams(
-        sms=float(dev.compute.units),
+        sms=_num(dev.compute.units),
         clock_hz=clock,
         matrix_flops_per_s=rate,
         matrix_fraction=frac,
         vector_flops_per_s=v32,
         vector_fraction=dev.efficiency.vector_peak_fraction,
-        sfu_ops_per_s=float(sm.sfu_ops_per_clk) * dev.compute.units * clock,
-        smem_bytes_per_s_per_sm=float(sm.shared_mem_bytes_per_clk) * clock,
+        sfu_ops_per_s=_num(sm.sfu_ops_per_clk) * dev.compute.units * clock,
+        smem_bytes_per_s_per_sm=_num(sm.shared_mem_bytes_per_clk) * clock,
         l2_bytes_per_s=l2.read_bandwidth_bytes_per_s,
         l2_fraction=dev.efficiency.l2_bandwidth_fraction,
         l2_capacity_bytes=l2.capacity_bytes if l2 is not hbm else 0.0,
@@ -423,11 +435,11 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         dram_fraction=dev.efficiency.dram_bandwidth_fraction,
         dram_latency_s=hbm.latency_s,
         bandwidth_half_size_bytes=dev.efficiency.bandwidth_half_size_bytes,
-        registers_per_sm=float(sm.registers_per_sm),
+        registers_per_sm=_num(sm.registers_per_sm),
         smem_per_sm_bytes=sm.shared_mem_per_sm_bytes,
         max_smem_per_cta_bytes=sm.max_shared_mem_per_cta_bytes,
-        max_threads_per_sm=float(sm.max_threads_per_sm),
-        max_ctas_per_sm=float(sm.max_ctas_per_sm),
+        max_threads_per_sm=_num(sm.max_threads_per_sm),
+        max_ctas_per_sm=_num(sm.max_ctas_per_sm),
         warp_mma_scale=warp_scale,
         l2_tile_fraction=dev.efficiency.l2_tile_bandwidth_fraction,
         l2_latency_s=l2.latency_s if l2 is not hbm else hbm.latency_s,

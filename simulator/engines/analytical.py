@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwmodels.energy import dynamic_energy, kernel_energy
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from simulator.lowering import (
@@ -345,16 +347,21 @@ def _view_record(op: Op) -> OpCost:
     )
 
 
+def _num(x: Any) -> Any:
+    """``float(x)``; a float array for an array of hardware variants (sweeps)."""
+    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+
+
 def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
     """An elementwise op folded into its producer's epilogue: its extra inputs and vector work only."""
     extra_in = float(sum(t.nbytes for t in op.inputs if t.name != src.name))
     extra_out = float(max(0, sum(t.nbytes for t in op.outputs) - src.nbytes))
     sfu = 0.0
     if ctx.device.kind == "gpu":
-        p = ctx.params("fp32")
-        rate = float(p.vector_flops_per_s) * float(p.vector_fraction)
-        bw = float(p.dram_bytes_per_s) * float(p.dram_fraction)
-        sfu = sfu_ops(op) / float(p.sfu_ops_per_s)  # the same special functions as unfused
+        p = ctx.params("fp32")  # (fields may be arrays of hardware variants: simulator.sweep.vectorized)
+        rate = _num(p.vector_flops_per_s) * _num(p.vector_fraction)
+        bw = _num(p.dram_bytes_per_s) * _num(p.dram_fraction)
+        sfu = sfu_ops(op) / _num(p.sfu_ops_per_s)  # the same special functions as unfused
     else:  # TPU vector unit / CPU SIMD: the spec's vector rate and main-memory bandwidth
         dev = ctx.device
         vec = dev.compute.vector_flops_per_s

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from hwmodels import gpu
 from hwmodels.spec import DeviceSpec, SpecError
 from simulator.lowering.collectives import collective_cost
@@ -30,8 +32,14 @@ from workloads.semantics import conv_dims, gemm_dims
 
 __all__ = ["attention_kernel_for"]
 
-def _f(x: Any) -> float:
-    return float(x)
+def _f(x: Any) -> Any:
+    """``float(x)``; a float array when ``x`` is one (a device spec holding hardware variants: sweeps)."""
+    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+
+
+def _i(x: Any) -> Any:
+    """``int(x)``; an int array when ``x`` is one (hardware variants)."""
+    return int(x) if np.ndim(x) == 0 else np.asarray(x).astype(int)
 
 
 def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector_flops: float,
@@ -53,7 +61,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
     dram = _f(e.dram_bytes)
     if a_dram_bytes is not None:
         # implicit GEMM: the im2col matrix is never materialised; DRAM reads the input tensor once
-        dram = max(0.0, dram - batch * m * k * in_bytes + a_dram_bytes)
+        dram = _f(np.maximum(0.0, dram - batch * m * k * in_bytes + a_dram_bytes))
     flops = 2.0 * batch * m * n * k
     return KernelCost(
         compute_s=_f(e.compute_s), memory_s=_f(e.memory_s), latency_s=_f(e.latency_s), dram_bytes=dram,
@@ -61,12 +69,14 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         matrix_flops=flops if p.uses_matrix_unit else 0.0,
         vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
         rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=dtype if p.uses_matrix_unit else "",
-        tile=str(e.tile), split_k=int(e.split_k), ctas=int(e.ctas), waves=_f(e.waves),
-        ctas_per_sm=int(e.ctas_per_sm), notes=_gemm_notes(e),
+        tile=str(e.tile) if np.ndim(e.tile) == 0 else e.tile, split_k=_i(e.split_k), ctas=_i(e.ctas),
+        waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
     )
 
 
 def _gemm_notes(e: Any) -> str:
+    if np.ndim(e.compute_s) or np.ndim(e.memory_s) or np.ndim(e.split_k):
+        return ""  # hardware variants (sweeps) carry no per-kernel notes
     parts = [f"bound by {e.bound_level}"] if _f(e.memory_s) > _f(e.compute_s) else []
     if int(e.split_k) > 1:
         parts.append(f"split-K fixup {_f(e.fixup_s) * 1e6:.2f} us")
@@ -162,7 +172,11 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
-    return _from_estimate(e, "flash-attention-bwd" if backward else "flash-attention", float(op.flops), vec,
+    rule = "flash-attention-bwd" if backward else "flash-attention"
+    if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes
+        return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=dt, ctas=_i(det.get("ctas", 0)),
+                              tile=f"q{det.get('block_q', 0)}")
+    return _from_estimate(e, rule, float(op.flops), vec,
                           matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
 
