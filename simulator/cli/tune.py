@@ -1,0 +1,337 @@
+"""`nodeperf tune MODEL --hardware A,B --objective ... --constraint ...`: the best configurations of a
+model (batch, precision, fusion, recomputation, parallel plan, device) or of a systolic array
+(``--systolic``: rows, columns, dataflow, SRAM budget and split) under constraints, and why the
+configurations next to the best were rejected."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from simulator.cli.common import positive_int
+
+__all__ = ["register", "run"]
+
+_COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
+_MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
+               "input_len", "output_len", "prices")
+_SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search batch, precision, fusion, plan and device (or a systolic design) under constraints",
+        description="Find the best configurations of MODEL under constraints: searches batch size, precision, "
+                    "fusion, activation recomputation (--train), the parallel plan (tp x pp x dp on multi-device "
+                    "systems) and the device, or with --systolic the rows, columns, dataflow and SRAM split of a "
+                    "systolic array for a network. Exhaustive over small spaces (configurations that do not fit in "
+                    "memory are rejected before evaluation), Gaussian-process Bayesian optimisation or seeded "
+                    "random sampling over large ones. Prints the best configurations and, for the rejected "
+                    "neighbours of the best, why; --json prints one JSON object (best, rejected).",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="zoo name, micro-workload (gemm:m=..,n=..,k=..), .onnx or config.json; with --systolic a "
+                        "SCALE-Sim topology CSV or gemm:m=..,n=..,k=..")
+    p.add_argument("--hardware", metavar="NAME[,NAME...]",
+                   help="devices/systems to choose from (catalog names, see `nodeperf hardware`)")
+    p.add_argument("--devices", metavar="NAME[,NAME...]", help="more devices to choose from (added to --hardware)")
+    p.add_argument("--objective", default="latency",
+                   help="latency | throughput | energy | cost (default latency; cost needs device prices)")
+    p.add_argument("--constraint", action="append", default=[], metavar="EXPR",
+                   help="METRIC OP VALUE with OP <=, <, >=, > and VALUE a number with an optional unit "
+                        "('ttft_s<=0.2', 'ttft_s<=200 ms', 'power_w<=700 W') or k*capacity "
+                        "('memory_per_device<=0.9*capacity'); repeatable")
+    g = p.add_argument_group("model search space (lists are comma-separated)")
+    g.add_argument("--batch", metavar="LIST", help="batch sizes (default 1,2,4,8,16,32,64)")
+    g.add_argument("--dtype", metavar="LIST", help="precisions (default fp32,tf32,bf16,fp16,fp8,int8; also int4)")
+    g.add_argument("--fusion", metavar="LIST", help="on,off (default both)")
+    g.add_argument("--recompute", metavar="LIST", help="none,selective,full (--train only; default all three)")
+    g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
+    g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
+    g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
+    g.add_argument("--global-batch", type=positive_int, help="training with a plan: sequences per step "
+                   "(default dp x batch)")
+    g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
+    w = p.add_argument_group("workload (as for `nodeperf predict`)")
+    w.add_argument("--phase", choices=("forward", "prefill", "decode", "generate"),
+                   help="LLM phase; generate: a whole request (--input-len, --output-len) with TTFT and TPOT")
+    w.add_argument("--seq", type=positive_int, help="sequence length, or image side for vision models")
+    w.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
+    w.add_argument("--train", action="store_true", help="a whole training step")
+    w.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw"),
+                   help="optimizer of the training step (default adamw)")
+    w.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
+    w.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+    s = p.add_argument_group("systolic design (--systolic)")
+    s.add_argument("--systolic", action="store_true", help="tune a systolic array for the network MODEL")
+    s.add_argument("--rows", metavar="LIST", help="array rows (default 8,16,32,64,128)")
+    s.add_argument("--cols", metavar="LIST", help="array columns (default 8,16,32,64,128)")
+    s.add_argument("--dataflow", metavar="LIST", help="os,ws,is (default all)")
+    s.add_argument("--sram-kib", metavar="LIST", help="total scratchpad sizes in KiB (default 256)")
+    s.add_argument("--sram-split", metavar="LIST",
+                   help="ifmap:filter:ofmap shares (default 1:1:1,2:1:1,1:2:1,1:1:2,2:2:1,1:2:2,2:1:2)")
+    s.add_argument("--word-bytes", type=positive_int, default=1, help="bytes per word (default 1)")
+    s.add_argument("--dram-words-per-cycle", metavar="W", help="DRAM bandwidth in words per cycle (required)")
+    s.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '1 GHz' (gives latency_s)")
+    r = p.add_argument_group("search")
+    r.add_argument("--search", default="auto", help="auto | exhaustive | random | bayes (default auto: exhaustive "
+                                                    "when the space has at most --trials configurations)")
+    r.add_argument("--trials", type=positive_int, default=64, help="evaluations of random/bayes (default 64)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
+    r.add_argument("--top", type=positive_int, default=5, help="best configurations to list (default 5)")
+    r.add_argument("--rejected", type=int, default=5, metavar="N",
+                   help="rejected neighbours of the best to list (default 5)")
+    r.add_argument("--all-rejected", action="store_true", help="--json: list every rejected configuration")
+    r.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(func=run)
+
+
+def _items(flag: str, text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        from simulator.sweep.tune import TuneError
+
+        raise TuneError(f"{flag}: empty search space entry; got {text!r}; expected a comma-separated list of values")
+    return items
+
+
+def _ints(flag: str, text: str | None) -> list[int] | None:
+    from simulator.sweep.tune import TuneError
+
+    items = _items(flag, text)
+    if items is None:
+        return None
+    out = []
+    for t in items:
+        if not t.isdigit() or int(t) < 1:
+            raise TuneError(f"{flag}: {t!r} is not a positive integer; got {text!r}; expected e.g. 1,2,4,8")
+        out.append(int(t))
+    return out
+
+
+def _floats(flag: str, text: str | None) -> list[float] | None:
+    import math
+
+    from simulator.sweep.tune import TuneError
+
+    items = _items(flag, text)
+    if items is None:
+        return None
+    out = []
+    for t in items:
+        try:
+            v = float(t)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v) or v <= 0:
+            raise TuneError(f"{flag}: {t!r} is not a positive number; got {text!r}; expected e.g. 128,256")
+        out.append(v)
+    return out
+
+
+def _fusion(text: str | None) -> list[bool] | None:
+    from simulator.sweep.tune import TuneError
+
+    items = _items("--fusion", text)
+    if items is None:
+        return None
+    table = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False}
+    bad = [t for t in items if t.lower() not in table]
+    if bad:
+        raise TuneError(f"--fusion: {bad[0]!r}; got {text!r}; expected on, off or on,off")
+    return [table[t.lower()] for t in items]
+
+
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    defaults = {"optimizer": "adamw", "word_bytes": 1}
+    return [n for n in names if getattr(args, n, None) not in (None, False, defaults.get(n, None))]
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.sweep.tune import TuneError
+
+    if not args.verbose:  # fallback and memory warnings of every configuration would drown the answer
+        logging.getLogger("simulator").setLevel(logging.ERROR)
+    if args.rejected < 0:
+        raise TuneError(f"--rejected: got {args.rejected}; expected a count >= 0")
+    if args.systolic:
+        wrong = _given(args, _MODEL_ONLY) + (["hardware"] if args.hardware else []) + \
+            (["devices"] if args.devices else []) + (["train"] if args.train else [])
+        if wrong:
+            flag = "--" + wrong[0].replace("_", "-")
+            raise TuneError(f"tune --systolic: {flag} is a model-search option; got {flag} with --systolic; expected "
+                            "--rows/--cols/--dataflow/--sram-kib/--sram-split")
+        problem, metric, direction = _systolic_problem(args)
+    else:
+        wrong = _given(args, _SYSTOLIC_ONLY)
+        if wrong:
+            flag = "--" + wrong[0].replace("_", "-")
+            raise TuneError(f"tune: {flag} describes a systolic design; got it without --systolic; expected --systolic")
+        problem, metric, direction = _model_problem(args)
+    constraints = _constraints(args, problem)
+    from simulator.sweep.tune import tune
+
+    result = tune(problem, constraints, metric, direction, objective=args.objective, search=args.search,
+                  trials=args.trials, seed=args.seed, top=args.top)
+    if args.json:
+        doc = result.to_json(rejected=args.rejected, all_rejected=args.all_rejected)
+        doc["model"] = args.model
+        sys.stdout.write(json.dumps(doc, sort_keys=True, indent=1) + "\n")
+    else:
+        print(_text(args, problem, result))
+    return 0 if result.best else 1
+
+
+def _objective(name: str, table: dict[str, tuple[str, str]], extra: str = "") -> tuple[str, str]:
+    from nodeperf.suggest import did_you_mean
+    from simulator.sweep.tune import TuneError
+
+    if name not in table:
+        raise TuneError(f"--objective: unknown objective {name!r}; got {name!r}; expected one of "
+                        f"{', '.join(table)}{extra}{did_you_mean(name, list(table))}")
+    return table[name]
+
+
+def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
+    from simulator.sweep.tune import OBJECTIVES, TuneError
+    from simulator.sweep.tune_model import (
+        DEFAULT_BATCHES,
+        DEFAULT_DTYPES,
+        ModelProblem,
+        load_prices,
+    )
+
+    metric, direction = _objective(args.objective, OBJECTIVES)
+    names = (_items("--hardware", args.hardware) or []) + (_items("--devices", args.devices) or [])
+    if not names:
+        raise TuneError("tune: --hardware missing; got no device; expected --hardware NAME[,NAME...] (see "
+                        "`nodeperf hardware`), or --systolic for a systolic design")
+    problem = ModelProblem(
+        args.model, names, batch=_ints("--batch", args.batch) or DEFAULT_BATCHES,
+        dtypes=_items("--dtype", args.dtype) or DEFAULT_DTYPES, fusion=_fusion(args.fusion) or (False, True),
+        recompute=_items("--recompute", args.recompute), phase=args.phase, seq=args.seq, context=args.context,
+        train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
+        tp=_ints("--tp", args.tp), pp=_ints("--pp", args.pp), dp=_ints("--dp", args.dp),
+        global_batch=args.global_batch, prices=load_prices(args.prices))
+    if args.objective == "cost":
+        problem.require_cost("--objective cost")
+    return problem, metric, direction
+
+
+def _systolic_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
+    from hwmodels.units import parse_quantity
+    from simulator.sweep.tune import TuneError
+    from simulator.sweep.tune_systolic import (
+        DEFAULT_SIDES,
+        DEFAULT_SPLITS,
+        SYSTOLIC_OBJECTIVES,
+        SystolicProblem,
+        load_network,
+    )
+
+    metric, direction = _objective(args.objective, SYSTOLIC_OBJECTIVES,
+                                   " (a systolic design has no energy or price model here)")
+    if args.dram_words_per_cycle is None:
+        raise TuneError("tune --systolic: --dram-words-per-cycle missing; expected the DRAM bandwidth in words per "
+                        "cycle (e.g. 16): without it memory is ideal and the SRAM split does not matter")
+    bw = _floats("--dram-words-per-cycle", args.dram_words_per_cycle)
+    clock = None
+    if args.clock is not None:
+        try:
+            clock = parse_quantity(args.clock, "Hz")
+        except ValueError as exc:
+            raise TuneError(f"--clock: {exc}") from None
+        metric = "latency_s" if metric == "cycles" else metric
+    problem = SystolicProblem(
+        load_network(args.model), rows=_ints("--rows", args.rows) or DEFAULT_SIDES,
+        cols=_ints("--cols", args.cols) or DEFAULT_SIDES, dataflows=_items("--dataflow", args.dataflow) or
+        ("os", "ws", "is"), sram_kib=_floats("--sram-kib", args.sram_kib) or (256.0,),
+        splits=_items("--sram-split", args.sram_split) or DEFAULT_SPLITS, dram_words_per_cycle=bw[0] if bw else 0.0,
+        word_bytes=args.word_bytes, clock_hz=clock)
+    return problem, metric, direction
+
+
+def _constraints(args: argparse.Namespace, problem: Any) -> list[Any]:
+    from simulator.sweep.tune import parse_constraint
+
+    allowed = set(problem.metrics)
+    if hasattr(problem, "require_cost"):
+        allowed |= set(_COST_METRICS)
+    out = []
+    for text in args.constraint:
+        c = parse_constraint(text, allowed)
+        if c.metric in _COST_METRICS and c.metric not in problem.metrics:
+            problem.require_cost(f"--constraint {text!r}")
+        out.append(c)
+    return out
+
+
+def _fmt_config_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _columns(problem: Any, metric: str) -> list[str]:
+    if hasattr(problem, "require_cost"):
+        cols = ["latency_s", "throughput_per_s", "energy_per_sample_j", "power_w", "memory_per_device",
+                "ttft_s", "tpot_s", "cost_per_million_samples"]
+    else:
+        cols = ["cycles", "latency_s", "util_pct", "stall_cycles", "dram_words", "pes", "sram_bytes"]
+    cols = [c for c in cols if c in problem.metrics]
+    return [metric] + [c for c in cols if c != metric]
+
+
+_HEADS = {"latency_s": "latency", "throughput_per_s": "throughput", "energy_per_sample_j": "energy/sample",
+          "power_w": "power/device", "memory_per_device": "memory/device", "ttft_s": "TTFT", "tpot_s": "TPOT",
+          "cost_per_million_samples": "cost/1M samples", "cycles": "cycles", "util_pct": "util",
+          "stall_cycles": "stall cycles", "dram_words": "DRAM words", "pes": "PEs", "sram_bytes": "SRAM"}
+
+
+def _describe(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt_config_value(v)}" for k, v in config.items())
+
+
+def _text(args: argparse.Namespace, problem: Any, result: Any) -> str:
+    from simulator.report.formatting import table
+    from simulator.sweep.tune import format_metric
+
+    word = "lower" if result.direction == "min" else "higher"
+    valid = result.valid_size if result.valid_size is not None else result.space.size
+    lines = [f"tune {args.model}: objective {result.objective} ({result.metric}, {word} is better); "
+             f"{result.method} search over {valid:,} configurations (seed {result.seed})",
+             f"visited {len(result.visited):,}: {result.evaluations:,} evaluated, {result.pruned:,} pruned before "
+             f"evaluation, {len(result.feasible):,} meet the constraints"]
+    if result.constraints:
+        lines.append("constraints: " + "; ".join(c.text for c in result.constraints))
+    for name, n in sorted(getattr(problem, "count", {}).items()):
+        if n > 1 and not getattr(problem, "is_transformer", True):
+            lines.append(f"note: {name} has {n} devices; {args.model} is not a transformer that parallel plans split, "
+                         "so it runs on one of them")
+    lines.append("")
+    best = result.best
+    if best:
+        axes = [a.name for a in result.space.axes]
+        cols = _columns(problem, result.metric)
+        rows = [[str(k + 1), *(_fmt_config_value(t.config[a]) for a in axes),
+                 *(format_metric(c, t.metrics[c]) for c in cols)] for k, t in enumerate(best)]
+        lines.append("Best configurations:")
+        lines.append(table(rows, ["#", *axes, *(_HEADS.get(c, c) for c in cols)],
+                           align="r" + "l" * len(axes) + "r" * len(cols)))
+    else:
+        lines.append("No configuration meets the constraints.")
+    near = result.nearest_rejected(args.rejected)
+    if near:
+        what = "Rejected neighbours of the best" if best else "Rejected configurations closest to feasible"
+        lines += ["", f"{what} ({len(near)} of {len(result.rejected):,}; --json --all-rejected lists all):"]
+        for t in near:
+            lines.append(f"  {_describe(t.config)}: {t.reason}")
+    return "\n".join(lines)

@@ -1,0 +1,404 @@
+"""The tuning problem of a model on catalog hardware: batch size, precision, fusion, activation
+recomputation, parallel plan and device, with memory feasibility checked before evaluation.
+
+A configuration is evaluated the way ``nodeperf predict`` evaluates it: the analytical engine on
+the model's graph for one device, :func:`~simulator.parallel.compose.evaluate_plan` for a parallel
+plan on a multi-device system, and :func:`~simulator.parallel.compose.generate_request` for a whole
+LLM request (``phase="generate"``: TTFT, TPOT). The pre-check builds the same graphs without
+costing them and applies :func:`simulator.report.memory.check_memory` (one device) or the
+per-stage sum of :mod:`simulator.parallel.compose` (plans); it is exact for inference and a lower
+bound for a training pipeline (whose stashed activations depend on the schedule).
+
+Cost: ``cost_per_hour`` is the hourly price of one device (``hwmodels/catalog/prices.toml``, or a
+file of the same format) times the devices the configuration occupies; ``cost_per_million_samples``
+is that price over the time a million samples take at the predicted throughput (devices fully
+used, no idle time).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.sweep.tune import METRICS, Axis, SearchSpace, TuneError, _fit_reason
+
+__all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes"]
+
+logger = logging.getLogger(__name__)
+
+#: The catalog's price file.
+PRICES_FILE = Path(__file__).resolve().parents[2] / "hwmodels" / "catalog" / "prices.toml"
+#: Batch sizes searched when none are given.
+DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+#: Precisions searched when none are given (tf32: fp32 storage on the TF32 tensor path).
+DEFAULT_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8")
+_LLM_PHASES = ("prefill", "decode", "generate")
+
+
+@dataclass(frozen=True)
+class Price:
+    """Hourly price of one device (USD/h) and where it comes from."""
+
+    device: str
+    usd_per_hour: float
+    source: str
+    date: str = ""
+
+
+def load_prices(path: str | Path | None = None) -> dict[str, Price]:
+    """Device name (lowercase) -> :class:`Price`, from ``path`` or the catalog's ``prices.toml``.
+
+    Raises
+    ------
+    SpecError
+        A located problem: missing file, invalid TOML, wrong schema, an entry without a positive
+        ``usd_per_hour.value`` or without a ``source``.
+    """
+    from hwmodels.loader import read_toml
+    from hwmodels.spec import SpecError
+
+    p = Path(path) if path is not None else PRICES_FILE
+    data = read_toml(p)
+    if data.get("schema") != 1:
+        raise SpecError(f"{p}: schema; got {data.get('schema')!r}; expected schema = 1")
+    devices = data.get("devices")
+    if not isinstance(devices, dict) or not devices:
+        raise SpecError(f"{p}: devices; got {devices!r}; expected [devices.<name>] tables with usd_per_hour")
+    refs = data.get("refs", {}) if isinstance(data.get("refs", {}), dict) else {}
+    out: dict[str, Price] = {}
+    for name, entry in sorted(devices.items()):
+        where = f"{p}: devices.{name}.usd_per_hour"
+        item = entry.get("usd_per_hour") if isinstance(entry, dict) else None
+        if not isinstance(item, dict):
+            raise SpecError(f"{where}: missing; got {entry!r}; expected usd_per_hour = {{ value = 2.5, source = \"...\" }}")
+        value = item.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise SpecError(f"{where}.value: not a positive price; got {value!r}; expected a number of USD per hour")
+        source = item.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise SpecError(f"{where}.source: missing; got {source!r}; expected where the price comes from")
+        for key, text in refs.items():
+            source = source.replace(f"@{key}", str(text))
+        out[name.lower()] = Price(name.lower(), float(value), source, str(item.get("date", "")))
+    return out
+
+
+def parse_dtypes(values: Sequence[str], where: str = "--dtype") -> tuple[str, ...]:
+    """Canonical dtype names (``fp8`` -> ``fp8_e4m3``), in order, without duplicates."""
+    from workloads.dtypes import parse_dtype
+
+    out: list[str] = []
+    for v in values:
+        d = parse_dtype(v, f"{where} {v!r}").value
+        if d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+def _divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+class ModelProblem:
+    """Tune ``model`` over hardware, batch, dtype, fusion, recomputation and (on systems) tp x pp x dp.
+
+    Parameters
+    ----------
+    model
+        Zoo name, micro-workload, ONNX or Hugging Face config path (as ``nodeperf predict`` takes).
+    hardware
+        Catalog device or system names (or TOML paths): the device choice.
+    batch, dtypes, fusion, recompute
+        Values of those axes (recompute only with ``train``).
+    phase, seq, context, train, optimizer, input_len, output_len
+        The workload, as the ``predict`` flags of the same names (``phase="generate"`` needs
+        ``input_len`` and ``output_len``).
+    tp, pp, dp
+        Plan degrees to search on multi-device systems (None: every divisor of the device count);
+        a configuration exists when ``tp * pp * dp`` divides its system's device count.
+    global_batch
+        Training with a plan: sequences per step (default ``dp * batch``, one microbatch).
+    prices
+        Hourly prices (:func:`load_prices`); devices without one have no cost metrics.
+    """
+
+    lower_bound_metrics = frozenset({"memory_per_device"})
+
+    def __init__(self, model: str, hardware: Sequence[str], *, batch: Sequence[int] = DEFAULT_BATCHES,
+                 dtypes: Sequence[str] = DEFAULT_DTYPES, fusion: Sequence[bool] = (False, True),
+                 recompute: Sequence[str] | None = None, phase: str | None = None, seq: int | None = None,
+                 context: int | None = None, train: bool = False, optimizer: str = "adamw",
+                 input_len: int | None = None, output_len: int | None = None,
+                 tp: Sequence[int] | None = None, pp: Sequence[int] | None = None, dp: Sequence[int] | None = None,
+                 global_batch: int | None = None, prices: Mapping[str, Price] | None = None,
+                 calibration: str | None = None) -> None:
+        from hwmodels.spec import SystemSpec
+        from simulator.hardware import device_of, load_hardware
+
+        self.model = model
+        self.phase, self.seq, self.context, self.train = phase, seq, context, train
+        self.optimizer, self.input_len, self.output_len = optimizer, input_len, output_len
+        self.global_batch = global_batch
+        if not hardware:
+            raise TuneError("--hardware: empty device list; got ''; expected one or more catalog names "
+                            "(see `nodeperf hardware`)")
+        names = [h.strip() for h in hardware]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise TuneError(f"--hardware: {dup[0]!r} listed twice; got {','.join(names)}; expected each device once")
+        self.hw: dict[str, Any] = {}
+        for n in names:
+            try:
+                self.hw[n] = load_hardware(n, calibration)
+            except ValueError as exc:
+                raise TuneError(f"--hardware {n!r}: {exc}") from None
+        self.count = {n: int(getattr(h, "count", 1)) if isinstance(h, SystemSpec) else 1 for n, h in self.hw.items()}
+        self.device = {n: device_of(h) for n, h in self.hw.items()}
+        self._check_workload()
+        if phase == "generate":
+            if input_len is None or output_len is None:
+                raise TuneError("--phase generate: --input-len and --output-len are needed; expected --input-len N "
+                                "--output-len M")
+            if train:
+                raise TuneError("--phase generate conflicts with --train; expected one of them")
+        elif input_len is not None or output_len is not None:
+            raise TuneError(f"--input-len/--output-len: they describe a request; got --phase {phase}; "
+                            "expected --phase generate")
+        if recompute is not None and not train:
+            raise TuneError("--recompute: activation recomputation is a training option; got no --train; "
+                            "expected --train")
+        if global_batch is not None and not train:
+            raise TuneError("--global-batch: a training option; got no --train; expected --train")
+        axes = [Axis("hardware", tuple(names))]
+        axes.append(Axis("batch", tuple(self._positive("--batch", batch)), numeric=True))
+        axes.append(Axis("dtype", parse_dtypes(dtypes)))
+        axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
+        if train:
+            axes.append(Axis("recompute", tuple(dict.fromkeys(recompute or ("none", "selective", "full")))))
+            bad = [r for r in axes[-1].values if r not in ("none", "selective", "full")]
+            if bad:
+                from nodeperf.suggest import did_you_mean
+
+                raise TuneError(f"--recompute: unknown mode {bad[0]!r}; got {bad[0]!r}; expected none, selective or full"
+                                f"{did_you_mean(bad[0], ('none', 'selective', 'full'))}")
+        most = max(self.count.values())
+        self.plans = self.is_transformer and (most > 1 or phase == "generate")
+        if most > 1 and self.is_transformer:
+            for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
+                chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
+                axes.append(Axis(flag, chosen, numeric=True))
+        elif any(v for v in (tp, pp, dp)):
+            why = "the model is not a transformer the plans split" if most > 1 else \
+                "no listed hardware has more than one device"
+            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
+                            "expected a system such as dgx-h100 in --hardware")
+        self.space = SearchSpace(tuple(axes))
+        self.prices = dict(prices or {})
+        metrics = {"latency_s", "throughput_per_s", "energy_j", "energy_per_sample_j", "power_w",
+                   "memory_per_device", "capacity", "mfu", "devices"}
+        eff_phase = self.effective_phase
+        if eff_phase in _LLM_PHASES or (self.is_llm and train):
+            metrics.add("tokens_per_s")
+        if eff_phase in ("prefill", "generate"):
+            metrics.add("ttft_s")
+        if eff_phase in ("decode", "generate"):
+            metrics.add("tpot_s")
+        self.unpriced = sorted(n for n in names if self.device[n].name.lower() not in self.prices)
+        if not self.unpriced:
+            metrics |= {"cost_per_hour", "cost_per_million_samples"}
+        self.metrics = frozenset(metrics)
+        self._graphs: dict[tuple[Any, ...], Any] = {}
+
+    # ----------------------------------------------------------------------------------- workload
+
+    def _check_workload(self) -> None:
+        """Resolve the model name once (a typo is a located error with near matches)."""
+        name = self.model
+        self.is_transformer = False
+        self.is_llm = False
+        self.default_phase: str | None = None
+        if name.lower().endswith(".json"):
+            self.is_transformer = self.is_llm = True
+            self.default_phase = "prefill"
+            return
+        if ":" in name or name.lower().endswith(".onnx") or "/" in name:
+            return
+        from workloads.zoo import get_entry, load_data
+
+        entry = get_entry(name)
+        self.is_transformer = entry.name in load_data("transformers.toml").get("models", {})
+        self.is_llm = "prefill" in entry.phases
+        self.default_phase = str(entry.defaults.get("phase", "forward"))
+        if self.phase == "generate" and not self.is_llm:
+            raise TuneError(f"--phase generate: {entry.name} is not a decoder language model; expected a model "
+                            "with prefill/decode phases")
+
+    @property
+    def effective_phase(self) -> str:
+        return "train" if self.train else (self.phase or self.default_phase or "forward")
+
+    @staticmethod
+    def _positive(flag: str, values: Sequence[int]) -> list[int]:
+        out: list[int] = []
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise TuneError(f"{flag}: got {v!r}; expected positive integers")
+            if v not in out:
+                out.append(v)
+        if not out:
+            raise TuneError(f"{flag}: empty list; got none; expected at least one positive integer")
+        return out
+
+    def _plan(self, config: Mapping[str, Any]) -> Any:
+        from workloads.parallel import ParallelPlan
+
+        tp, pp, dp = (int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        if self.train:
+            gb = self.global_batch or dp * int(config["batch"])
+            return ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=int(config["batch"]), global_batch=gb)
+        return ParallelPlan(tp=tp, pp=pp, dp=dp)
+
+    def _uses_plan(self, config: Mapping[str, Any]) -> bool:
+        return self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in ("tp", "pp", "dp"))
+
+    def _graph(self, config: Mapping[str, Any]) -> Any:
+        """The one-device graph of a configuration (cached: fusion and device do not change it)."""
+        from workloads.resolve import load_workload
+
+        key = (config["batch"], config["dtype"], config.get("recompute", "none"))
+        g = self._graphs.get(key)
+        if g is None:
+            g = load_workload(self.model, batch=int(config["batch"]), seq=self.seq, phase=self.phase,
+                              context=self.context, train=self.train, dtype=str(config["dtype"]),
+                              optimizer=self.optimizer, recompute=str(config.get("recompute", "none")))
+            if len(self._graphs) >= 64:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[key] = g
+        return g
+
+    def _options(self, config: Mapping[str, Any]) -> Any:
+        from simulator.engines.analytical import EvalOptions
+
+        return EvalOptions(fusion=bool(config["fusion"]), allow_tf32=config["dtype"] == "tf32")
+
+    # ----------------------------------------------------------------------------------- protocol
+
+    def valid(self, config: Mapping[str, Any]) -> bool:
+        n = math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        return self.count[config["hardware"]] % n == 0
+
+    def _plan_memory(self, plan: Any, config: Mapping[str, Any], **kw: Any) -> float:
+        """Worst device's resident bytes of ``plan`` (as :func:`evaluate_plan` sums them, without the
+        training stash of microbatches in flight: a lower bound for training, exact otherwise)."""
+        from workloads.analysis import peak_live_bytes
+        from workloads.ir import Role
+        from workloads.parallel import plan_graphs
+
+        graphs = plan_graphs(self.model, plan, dtype=str(config["dtype"]), train=self.train, optimizer=self.optimizer,
+                             recompute=str(config.get("recompute", "none")),
+                             batch=None if self.train else int(config["batch"]), **kw)
+        per_stage: dict[int, float] = {}
+        work: dict[int, float] = {}
+        for sg in graphs:
+            g = sg.graph
+            per_stage[sg.stage] = per_stage.get(sg.stage, 0.0) + sum(
+                float(g.role_bytes(r)) for r in (Role.WEIGHT, Role.GRADIENT, Role.OPTIMIZER_STATE, Role.KV_CACHE))
+            work[sg.stage] = max(work.get(sg.stage, 0.0), float(peak_live_bytes(g)))
+        return max(per_stage[s] + work[s] for s in per_stage)
+
+    def precheck(self, config: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+        """Memory per device (and capacity, devices, hourly cost) before any op is costed."""
+        from simulator.report.memory import check_memory
+
+        name = config["hardware"]
+        dev = self.device[name]
+        cap = float(dev.main_memory.capacity_bytes)
+        if self.phase == "generate":
+            plan = self._plan(config)
+            need = self._plan_memory(plan, config, phase="prefill", seq=self.input_len)
+            if self.output_len and self.output_len > 1:
+                need = max(need, self._plan_memory(plan, config, phase="decode",
+                                                   context=self.input_len + self.output_len - 2))
+        elif self._uses_plan(config):
+            plan = self._plan(config)
+            need = self._plan_memory(plan, config, phase=self.phase or "prefill", seq=self.seq, context=self.context)
+        else:
+            need = float(check_memory(self._graph(config), dev).required_bytes)
+        pre = {"memory_per_device": need, "capacity": cap, "devices": float(self._devices(config))}
+        if "cost_per_hour" in self.metrics:
+            pre["cost_per_hour"] = self.prices[dev.name.lower()].usd_per_hour * pre["devices"]
+        return pre, (_fit_reason(need, cap) if need > cap else "")
+
+    def _devices(self, config: Mapping[str, Any]) -> int:
+        return math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+
+    def evaluate(self, config: Mapping[str, Any]) -> dict[str, float]:
+        """Predict one configuration; metrics in SI units (see :data:`simulator.sweep.tune.METRICS`)."""
+        hw = self.hw[config["hardware"]]
+        opts = self._options(config)
+        batch = int(config["batch"])
+        devices = self._devices(config)
+        phase = self.effective_phase
+        out: dict[str, float] = {}
+        if self.phase == "generate":
+            from simulator.parallel.compose import generate_request
+
+            plan = self._plan(config)
+            res = generate_request(self.model, hw, plan, opts, input_len=self.input_len, output_len=self.output_len,
+                                   batch=batch, dtype=str(config["dtype"]))
+            lat = float(res.extra["e2e_latency_s"])
+            energy = float(res.to_cost_report().totals.energy_j)
+            samples = float(batch * plan.dp)
+            out.update(ttft_s=float(res.extra["ttft_s"]), tpot_s=float(res.extra["tpot_s"]),
+                       tokens_per_s=float(res.extra["output_tokens_per_s"]))
+            mem, cap, mfu = res.memory_per_device_bytes, res.memory_capacity_bytes, res.mfu
+        elif self._uses_plan(config):
+            from simulator.parallel.compose import evaluate_plan
+
+            plan = self._plan(config)
+            res = evaluate_plan(self.model, hw, plan, opts, phase=self.phase, train=self.train, seq=self.seq,
+                                context=self.context, dtype=str(config["dtype"]),
+                                batch=None if self.train else batch, optimizer=self.optimizer,
+                                recompute=str(config.get("recompute", "none")))
+            lat = float(res.latency_s)
+            energy = float(res.to_cost_report().totals.energy_j)
+            samples = float(plan.global_batch or plan.dp * plan.microbatch) if self.train else float(batch * plan.dp)
+            if "tokens_per_s" in self.metrics:
+                out["tokens_per_s"] = float(res.tokens_per_s)
+            mem, cap, mfu = res.memory_per_device_bytes, res.memory_capacity_bytes, res.mfu
+        else:
+            from simulator.engines.analytical import evaluate
+
+            graph = self._graph(config)
+            rep = evaluate(graph, hw, opts)
+            lat = float(rep.totals.latency_s)
+            energy = float(rep.totals.energy_j)
+            samples = float(graph.meta.get("batch", batch))
+            if "tokens_per_s" in self.metrics:
+                per = 1 if phase == "decode" else int(graph.meta.get("seq", 1))
+                out["tokens_per_s"] = samples * per / lat if lat > 0 else 0.0
+            mem, cap, mfu = rep.memory.required_bytes, rep.memory.capacity_bytes, rep.totals.mfu
+        if phase == "prefill" and "ttft_s" in self.metrics:
+            out["ttft_s"] = lat
+        if phase == "decode" and "tpot_s" in self.metrics:
+            out["tpot_s"] = lat
+        out.update(latency_s=lat, throughput_per_s=samples / lat if lat > 0 else 0.0, energy_j=energy,
+                   energy_per_sample_j=energy / samples, power_w=energy / lat / devices if lat > 0 else 0.0,
+                   memory_per_device=float(mem), capacity=float(cap), mfu=float(mfu), devices=float(devices))
+        if "cost_per_hour" in self.metrics:
+            per_hour = self.prices[self.device[config["hardware"]].name.lower()].usd_per_hour * devices
+            out["cost_per_hour"] = per_hour
+            out["cost_per_million_samples"] = per_hour / 3600.0 * lat / samples * 1e6
+        return {k: v for k, v in out.items() if k in METRICS}
+
+    def require_cost(self, why: str) -> None:
+        """Raise a located error when ``why`` (an objective or constraint) needs prices some devices lack."""
+        if self.unpriced:
+            missing = ", ".join(repr(self.device[n].name) for n in self.unpriced)
+            raise TuneError(f"{why}: no hourly price for {missing} in {PRICES_FILE.name}; expected a "
+                            f"[devices.<name>] usd_per_hour entry there or in --prices FILE.toml "
+                            f"(priced: {', '.join(sorted(self.prices)) or 'none'})")
