@@ -1,0 +1,180 @@
+"""Run the SLO-frontier study: TTFT, TPOT and throughput of Llama-2-7B serving per (GPU, batch), and the
+best batch under each latency SLO, written as two CSVs and one figure.
+
+Usage: ``python -m studies.slo_frontier [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+``results.csv``, ``frontier.csv`` and ``slo_frontier.png`` go to ``out/slo_frontier/`` under the
+repository root by default (``out/`` is not tracked). The committed results are refreshed with
+``python -m studies.slo_frontier --out studies/slo_frontier --figures docs/figures``.
+
+Each (device, batch) is one request batch through :func:`simulator.parallel.compose.generate_request`
+on one GPU (no parallelism): TTFT is the prefill of the whole batch, TPOT the mean decode step (vLLM's
+definition), ``output_tokens_per_s`` the batch's output tokens over its end-to-end time, and
+``decode_tokens_per_s`` the steady decode rate ``batch / TPOT``. ``frontier.csv`` has, per device and
+TPOT SLO, the batch with the highest throughput that fits in memory and meets the TPOT and TTFT SLOs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+NAME = HERE.name
+#: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
+OUT_DIR = HERE.parents[1] / "out" / NAME
+CSV_NAME = "results.csv"
+FRONTIER_NAME = "frontier.csv"
+FIGURE_NAME = f"{NAME}.png"
+COLUMNS = ("device", "model", "dtype", "batch", "input_len", "output_len", "ttft_s", "tpot_s", "e2e_latency_s",
+           "output_tokens_per_s", "decode_tokens_per_s", "memory_per_device_bytes", "memory_capacity_bytes",
+           "fits_in_memory")
+FRONTIER_COLUMNS = ("device", "tpot_slo_s", "ttft_slo_s", "batch", "ttft_s", "tpot_s", "output_tokens_per_s",
+                    "limited_by")
+
+
+def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
+    """The study's configuration; with ``reduced`` the ``[reduced]`` table replaces the keys it names."""
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    small = cfg.pop("reduced", {})
+    if reduced:
+        cfg.update(small)
+    return cfg
+
+
+def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (device, batch)."""
+    from simulator.engines.analytical import EvalOptions
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import generate_request
+    from workloads.parallel import ParallelPlan
+
+    opts = EvalOptions(cuda_graphs=bool(cfg.get("cuda_graphs", False)))
+    rows = []
+    for name in cfg["devices"]:
+        dev = load_hardware(name)
+        for b in cfg["batches"]:
+            g = generate_request(cfg["model"], dev, ParallelPlan(), opts, input_len=cfg["input_len"],
+                                 output_len=cfg["output_len"], batch=b, dtype=cfg["dtype"],
+                                 samples=cfg.get("tpot_samples", 5))
+            x = g.extra
+            rows.append({
+                "device": dev.name, "model": cfg["model"], "dtype": cfg["dtype"], "batch": b,
+                "input_len": cfg["input_len"], "output_len": cfg["output_len"], "ttft_s": x["ttft_s"],
+                "tpot_s": x["tpot_s"], "e2e_latency_s": x["e2e_latency_s"],
+                "output_tokens_per_s": x["output_tokens_per_s"], "decode_tokens_per_s": b / x["tpot_s"],
+                "memory_per_device_bytes": g.memory_per_device_bytes, "memory_capacity_bytes": g.memory_capacity_bytes,
+                "fits_in_memory": g.fits_in_memory,
+            })
+    return rows
+
+
+def frontier(rows: list[dict[str, Any]], tpot_slos_s: list[float], ttft_slo_s: float) -> list[dict[str, Any]]:
+    """Per device and TPOT SLO: the batch of highest ``output_tokens_per_s`` that fits and meets both SLOs
+    (a row with an empty batch when none does), and what stops a larger batch (``limited_by``: the
+    ``tpot`` or ``ttft`` SLO, ``memory``, or ``batches`` when the largest batch of the sweep qualifies)."""
+    out = []
+    for dev in dict.fromkeys(r["device"] for r in rows):
+        mine = sorted((r for r in rows if r["device"] == dev), key=lambda r: r["batch"])
+        for slo in tpot_slos_s:
+            ok = [r for r in mine if r["fits_in_memory"] and r["tpot_s"] <= slo and r["ttft_s"] <= ttft_slo_s]
+            best = max(ok, key=lambda r: (r["output_tokens_per_s"], -r["batch"]), default=None)
+            row: dict[str, Any] = {"device": dev, "tpot_slo_s": slo, "ttft_slo_s": ttft_slo_s}
+            if best is None:
+                row.update({"batch": "", "ttft_s": "", "tpot_s": "", "output_tokens_per_s": "",
+                            "limited_by": _why(mine[0], slo, ttft_slo_s)})
+            else:
+                bigger = [r for r in mine if r["batch"] > best["batch"]]
+                row.update({k: best[k] for k in ("batch", "ttft_s", "tpot_s", "output_tokens_per_s")})
+                row["limited_by"] = _why(bigger[0], slo, ttft_slo_s) if bigger else "batches"
+            out.append(row)
+    return out
+
+
+def _why(r: dict[str, Any], tpot_slo: float, ttft_slo: float) -> str:
+    reasons = [name for name, bad in (("memory", not r["fits_in_memory"]), ("tpot", r["tpot_s"] > tpot_slo),
+                                      ("ttft", r["ttft_s"] > ttft_slo)) if bad]
+    return "+".join(reasons) or "throughput"
+
+
+def write_csv(rows: list[dict[str, Any]], out: Path, columns: tuple[str, ...] = COLUMNS) -> None:
+    """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
+    """Output tokens per second versus TPOT, one line per GPU through its batch sizes (labelled), its
+    Pareto front (lower TPOT, higher throughput) over the batches that fit in memory, and the TPOT SLOs."""
+    import pandas as pd
+
+    from simulator.report.figures import pareto_figure, save_figure
+
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"{csv_path}: no such results file; expected the CSV of "
+                                f"`python -m studies.{NAME}` (or --out studies/{NAME})")
+    df = pd.read_csv(csv_path)
+    fits = df[df["fits_in_memory"].astype(bool)]
+    fig = pareto_figure(fits, "tpot_s", "output_tokens_per_s", hue="device", minimize=(True, False), logx=True,
+                        logy=True, title=f"{df['model'].iloc[0]} {df['dtype'].iloc[0]} serving, {df['input_len'].iloc[0]} "
+                                         f"in / {df['output_len'].iloc[0]} out tokens: throughput vs TPOT")
+    ax = fig.axes[0]
+    colors = {label: h.get_facecolor()[0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)
+              if hasattr(h, "get_facecolor")}
+    for dev, part in df.groupby("device", sort=True):
+        part = part.sort_values("batch")
+        color = colors.get(str(dev), "black")
+        ax.plot(part["tpot_s"] * 1e3, part["output_tokens_per_s"], lw=0.6, ls=":", color=color)
+        for _, r in part.iterrows():
+            if not bool(r["fits_in_memory"]):
+                ax.plot([r["tpot_s"] * 1e3], [r["output_tokens_per_s"]], marker="x", ms=6, color=color, ls="none")
+            ax.annotate(str(int(r["batch"])), (r["tpot_s"] * 1e3, r["output_tokens_per_s"]), fontsize=5.5,
+                        xytext=(3, -3), textcoords="offset points", color=color)
+    for slo in tpot_slos_s:
+        ax.axvline(slo * 1e3, color="grey", lw=0.7, ls="--")
+        ax.annotate(f"TPOT SLO {slo * 1e3:g} ms", (slo * 1e3, 0.02), xycoords=("data", "axes fraction"),
+                    rotation=90, va="bottom", ha="right", fontsize=6, color="grey")
+    if ax.get_xlabel() != "TPOT (ms)":
+        raise ValueError(f"{csv_path}: tpot_s: expected values in milliseconds; got axis {ax.get_xlabel()!r}")
+    ax.set_title(ax.get_title() + "\nnumbers: batch size; x: does not fit in memory; dotted: all batches", fontsize=8)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--out", type=Path, default=OUT_DIR,
+                   help=f"folder of results.csv and frontier.csv (default out/{NAME}/ under the repository root)")
+    p.add_argument("--figures", type=Path, help="folder of the figure (default: the --out folder)")
+    p.add_argument("--plot-only", action="store_true", help="redraw the figure from the CSV in --out")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    cfg = load_config(args.reduced)
+    csv_path = args.out / CSV_NAME
+    try:
+        if not args.plot_only:
+            rows = run(cfg)
+            write_csv(rows, csv_path)
+            front = frontier(rows, cfg["tpot_slos_s"], cfg["ttft_slo_s"])
+            write_csv(front, args.out / FRONTIER_NAME, FRONTIER_COLUMNS)
+            print(f"{len(rows)} rows -> {csv_path}; frontier -> {args.out / FRONTIER_NAME}")
+        fig = plot(csv_path, (args.figures or args.out) / FIGURE_NAME, cfg["tpot_slos_s"])
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"{NAME}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"figure -> {fig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

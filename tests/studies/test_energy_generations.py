@@ -1,0 +1,86 @@
+"""The energy-generations study on its reduced configuration (NVIDIA V100 -> B200, Llama-2-7B decode): dynamic
+energy per token falls with every generation, static energy is idle power times time, and no token costs
+less than streaming the weights from HBM once per step."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from studies.energy_generations import run
+
+ORDER = ["v100-sxm2-32gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200"]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return run.run(run.load_config(reduced=True))
+
+
+def test_reduced_config_selects_by_name():
+    cfg = run.load_config(reduced=True)
+    assert [f["name"] for f in cfg["families"]] == ["NVIDIA GPU"]
+    assert [w["model"] for w in cfg["workloads"]] == ["llama-2-7b"]
+    assert cfg["families"][0]["devices"] == ORDER
+    with pytest.raises(ValueError, match="reduced.families: unknown name.*did you mean 'NVIDIA GPU'"):
+        run.load_config(reduced=True, path=_bad_config())
+
+
+def _bad_config():
+    import tempfile
+    from pathlib import Path
+
+    text = (run.HERE / "config.toml").read_text().replace('families = ["NVIDIA GPU"]', 'families = ["NVIDIA GPUs"]')
+    path = Path(tempfile.mkdtemp()) / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_energy_per_token_across_generations(rows):
+    from simulator.hardware import load_hardware
+    from workloads.resolve import load_workload
+
+    assert [r["device"] for r in rows] == ORDER
+    assert all(r["fits_in_memory"] and r["power_capped_ops"] == 0 for r in rows)
+    batch = rows[0]["batch"]
+    dyn = [r["dynamic_energy_j"] / batch for r in rows]
+    total = [r["energy_per_item_j"] for r in rows]
+    assert all(a > b for a, b in zip(dyn, dyn[1:], strict=False))  # every generation spends less per operation
+    assert all(a > b for a, b in zip(total[:4], total[1:4], strict=False))  # V100 -> H200 falls throughout
+    g = load_workload("llama-2-7b", phase="decode", batch=16, context=1024, dtype="fp16")
+    for r in rows:
+        dev = load_hardware(r["device"])
+        # static energy is the idle power over the step (no op is power-capped here)
+        assert r["static_energy_j"] == pytest.approx(dev.power.idle_w * r["latency_s"], rel=1e-9)
+        # a decode step reads every weight from HBM at least once: a floor on the dynamic energy
+        floor = g.weight_bytes * dev.main_memory.energy_j_per_byte
+        assert r["dynamic_energy_j"] >= floor
+    # B200 versus H200: the B200 step is shorter but its idle power (a fixed fraction of its 1000 W TDP)
+    # is higher by more than the step shortens, so static energy rises while dynamic energy falls
+    h200, b200 = rows[3], rows[4]
+    assert b200["latency_s"] < h200["latency_s"]
+    idle_ratio = load_hardware("b200").power.idle_w / load_hardware("h200-sxm-141gb").power.idle_w
+    assert idle_ratio > h200["latency_s"] / b200["latency_s"]
+    assert b200["static_energy_j"] > h200["static_energy_j"]
+
+
+def test_runner_writes_csv_and_figure(tmp_path, rows):
+    run.write_csv(rows, tmp_path / run.CSV_NAME)  # what `main` writes before it draws (the run is the fixture's)
+    assert run.main(["--plot-only", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / run.CSV_NAME, newline="") as f:
+        back = list(csv.DictReader(f))
+    assert [r["device"] for r in back] == ORDER and set(back[0]) == set(run.COLUMNS)
+    assert (tmp_path / run.FIGURE_NAME).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_committed_results_match_the_model(rows):
+    """The committed results.csv (and the figures drawn from it) agree with today's model on the reduced grid;
+    refresh them with `python -m studies.energy_generations --out studies/energy_generations --figures docs/figures`."""
+    with open(run.HERE / run.CSV_NAME, newline="") as f:
+        committed = {tuple(r[k] for k in ['device', 'workload']): r for r in csv.DictReader(f)}
+    for r in rows:
+        key = tuple(str(r[k]) if not isinstance(r[k], float) else f"{r[k]:.6g}" for k in ['device', 'workload'])
+        assert key in committed, key
+        for v in ['latency_s', 'energy_j']:
+            assert float(committed[key][v]) == pytest.approx(r[v], rel=1e-5), (key, v)
