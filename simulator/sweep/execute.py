@@ -1,0 +1,852 @@
+"""Run an experiment's points on a local process pool, threads or a Dask cluster, into a resumable store.
+
+The main process plans: it lists the points, builds each distinct workload's graph once to key the
+points, asks the store which keys it already holds, and cuts the missing points into tasks. A task
+is a group of points that share workload, base hardware and options, so they differ only in
+hardware numbers: a worker builds the graph once and costs every point of the task with one
+:func:`simulator.sweep.vectorized.evaluate_variants` call (the component models broadcast over the
+varied spec fields). Systolic tasks are one broadcast :func:`hwmodels.systolic.gemm_cycles` call
+over geometries x layers. Only the main process writes, one transaction per finished task, so a
+sweep killed at any moment keeps every finished task and resumes with the rest.
+
+Point keys
+----------
+A point's key is the SHA-256 of its resolved inputs: the graph's digest (so a parameter left at the
+model's default and the same value given explicitly are one point), the base spec's digest (a
+changed catalog file is a new point), the hardware overrides that differ from the base value, and
+every evaluation option with its default filled in. Adding an axis whose values include the old
+setting therefore finds the points already computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from simulator.sweep.experiment import PLAN_KEYS, Experiment, _resolve_file, load_experiment
+from simulator.sweep.store import STORE_SCHEMA, open_store
+
+__all__ = ["SweepError", "SweepSummary", "run_sweep", "plan_sweep", "run_task", "point_key",
+           "DASK_CONNECT_TIMEOUT_S", "COMMIT_INTERVAL_S", "MODEL_TASK_POINTS", "SYSTOLIC_TASK_POINTS"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for a Dask scheduler to answer before giving up (an unreachable address fails fast).
+DASK_CONNECT_TIMEOUT_S = 10.0
+#: Points per task of a model sweep (one vectorised call each; also the granularity of resuming).
+MODEL_TASK_POINTS = 512
+#: Seconds between commits of finished tasks to the store (a killed sweep loses at most this much work).
+COMMIT_INTERVAL_S = 1.0
+#: Points per task of a systolic sweep.
+SYSTOLIC_TASK_POINTS = 20_000
+
+
+class SweepError(ValueError):
+    """A sweep cannot run: bad scheduler address or worker count, unreachable cluster, missing extra."""
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a :func:`run_sweep` call did.
+
+    Attributes
+    ----------
+    out
+        The store written.
+    total
+        Points of the experiment after filters (distinct inputs).
+    computed
+        Points evaluated by this call (including those stored with an error).
+    reused
+        Points found in the store already.
+    errors
+        Points of this experiment whose evaluation failed with a user error (stored with the message).
+    filtered
+        Points the filters removed.
+    seconds
+        Wall-clock time of the call.
+    scheduler, workers
+        Where it ran (for Dask, the workers the scheduler had at the end).
+    """
+
+    out: str
+    total: int
+    computed: int
+    reused: int
+    errors: int
+    filtered: int
+    seconds: float
+    scheduler: str
+    workers: int
+
+    def line(self) -> str:
+        rate = self.computed / self.seconds if self.seconds > 0 else 0.0
+        err = f", {self.errors} with errors (see the error column)" if self.errors else ""
+        filt = f", {self.filtered} filtered out" if self.filtered else ""
+        return (f"{self.total} points: {self.computed} computed, {self.reused} reused from {self.out}{err}{filt}; "
+                f"{self.seconds:.1f} s ({rate:,.0f} points/s, {self.scheduler}, {self.workers} worker(s))")
+
+
+# ------------------------------------------------------------------------------------------------
+# keys
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def point_key(inputs: Mapping[str, Any]) -> str:
+    """SHA-256 of a point's resolved inputs (canonical JSON, store schema included)."""
+    return hashlib.sha256(_canon({"store": STORE_SCHEMA, **inputs}).encode()).hexdigest()
+
+
+def _num_key(v: Any) -> Any:
+    """A value as it enters a key: floats by their shortest round-trip repr, ints as ints."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        return int(v)
+    return v
+
+
+# ------------------------------------------------------------------------------------------------
+# options and workloads (shared by planner and workers)
+
+
+def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
+    from simulator.engines.analytical import EvalOptions
+
+    plan = None
+    plan_kw = {k: v for k, v in options.items() if k in PLAN_KEYS}
+    if plan_kw:
+        from workloads.parallel import ParallelPlan
+
+        plan = ParallelPlan(**plan_kw)
+    fusion = options.get("fusion", "auto")
+    return EvalOptions(
+        fusion=None if fusion == "auto" else bool(fusion),
+        cuda_graphs=bool(options.get("cuda_graphs", False)),
+        power_cap=bool(options.get("power_cap", True)),
+        allow_tf32=bool(options.get("tf32", False)),
+        l2_residency=bool(options.get("l2_residency", True)),
+        attention_kernel=str(options.get("attention_kernel", "auto")),
+        eager_framework=bool(options.get("eager_framework", False)),
+        calibration_id=calibration_id,
+        plan=plan,
+    )
+
+
+def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
+    opts = _eval_options(options)
+    d = dataclasses.asdict(opts)
+    d.pop("calibration_id")
+    engine = options.get("engine", "analytical")
+    return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
+
+
+@lru_cache(maxsize=128)
+def _graph(workload_json: str, base_dir: str) -> Any:
+    from workloads.resolve import load_workload
+
+    w = json.loads(workload_json)
+    model = _resolve_file(w.pop("model"), Path(base_dir))
+    return load_workload(model, **w)
+
+
+@lru_cache(maxsize=16)
+def _hardware(name: str, calibration: str | None) -> Any:
+    from simulator.hardware import load_hardware
+
+    return load_hardware(name, calibration)
+
+
+def _calibration_id(path: str | None) -> str:
+    if not path:
+        return ""
+    p = Path(path)
+    return f"{p.name}:sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
+
+
+def _items_per_run(meta: Mapping[str, Any]) -> float:
+    """Tokens (batch x seq) of a sequence model, samples (batch) of a vision model or a graph without a sequence."""
+    batch = meta.get("batch") or 1
+    if "image_size" not in meta and meta.get("seq"):
+        return float(batch) * float(meta["seq"])
+    return float(batch)
+
+
+# ------------------------------------------------------------------------------------------------
+# workers
+
+
+def run_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Evaluate one task (a group of points); returns one row (metrics, provenance, error) per point.
+
+    Runs in a worker process, a thread or a Dask worker; pure apart from module caches.
+    """
+    if task["kind"] == "systolic":
+        return _systolic_task(task)
+    return _model_task(task)
+
+
+def _user_error(exc: BaseException) -> str:
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return str(msg).splitlines()[0] if str(msg) else type(exc).__name__
+
+
+_USER_ERRORS = (ValueError, KeyError, NotImplementedError, ZeroDivisionError, OverflowError)
+
+
+def _model_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from simulator.sweep.paths import with_overrides
+
+    points: list[tuple[str, dict[str, Any]]] = task["points"]
+    metrics = task["metrics"]
+    try:
+        graph = _graph(_canon(task["workload"]), task["base_dir"])
+        base = _hardware(task["hardware"], task.get("calibration"))
+        opts = _eval_options(task["options"], _calibration_id(task.get("calibration")))
+    except _USER_ERRORS as exc:
+        msg = _user_error(exc)
+        return [{"point_key": k, "error": msg} for k, _ in points]
+    engine = task["options"].get("engine", "analytical")
+    if engine == "des" and opts.plan is not None:
+        msg = ("options: engine 'des' with a parallel plan; got a plan (tp/pp/dp/...) for the discrete-event engine; "
+               "expected engine = \"analytical\" for multi-device plans (nodeperf predict does the same)")
+        return [{"point_key": k, "error": msg} for k, _ in points]
+    if engine == "analytical" and opts.plan is None:
+        rows = _model_vectorized(graph, base, opts, points, metrics)
+        if rows is not None:
+            return rows
+    out = []
+    for key, ov in points:
+        try:
+            spec = with_overrides(base, ov, source=task["source"])
+            if engine == "des":
+                from simulator.engines.discrete_event import simulate
+
+                report = simulate(graph, spec, opts, streams=int(task["options"].get("streams", 1)))
+            else:
+                from simulator.engines.analytical import evaluate
+
+                report = evaluate(graph, spec, opts)
+        except _USER_ERRORS as exc:
+            out.append({"point_key": key, "error": _user_error(exc)})
+            continue
+        t = report.totals
+        values = {"latency_s": t.latency_s, "energy_j": t.energy_j,
+                  "throughput_per_s": _items_per_run(graph.meta) / t.latency_s if t.latency_s > 0 else None,
+                  "memory_bytes": float(report.memory.required_bytes) if report.memory is not None else None,
+                  "power_w": t.avg_power_w}
+        out.append(_metric_row(key, _prov_hash(report.provenance), values, metrics))
+    return out
+
+
+def _metric_row(key: str, prov: str, values: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
+    """A stored row; a metric that is not a finite number makes it an error row that says which."""
+    row: dict[str, Any] = {"point_key": key, "provenance_sha256": prov}
+    bad = []
+    for m in metrics:
+        v = values[m]
+        f = None if v is None else float(v)
+        if f is None or not math.isfinite(f):
+            bad.append(f"{m} = {v!r}")
+            f = None
+        row[m] = f
+    if bad:
+        row["error"] = f"metrics: not finite; got {', '.join(bad)}; expected finite numbers (a zero latency?)"
+    return row
+
+
+def _prov_hash(prov: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canon(prov).encode()).hexdigest()
+
+
+def _model_vectorized(graph: Any, base: Any, opts: Any, points: Sequence[tuple[str, dict[str, Any]]],
+                      metrics: Sequence[str]) -> list[dict[str, Any]] | None:
+    """All points in one :func:`evaluate_variants` call; None when it fails (the per-point loop then
+    locates the failing points)."""
+    import numpy as np
+
+    from simulator.engines.analytical import ENGINE_NAME, _display_path, _version, spec_of
+    from simulator.sweep.paths import get_path, resolve_path
+    from simulator.sweep.vectorized import evaluate_variants
+
+    paths = sorted({p for _, ov in points for p in ov})
+    base_vals = {p: float(get_path(base, p)) for p in paths}
+    cols = {p: np.array([float(ov.get(p, base_vals[p])) for _, ov in points]) for p in paths}
+    try:
+        res = evaluate_variants(graph, base, cols, opts)
+    except _USER_ERRORS as exc:
+        logger.info("vectorised evaluation failed (%s); evaluating point by point", _user_error(exc))
+        return None
+    _, _, count, _ = spec_of(base)
+    prov_base = {
+        "engine": ENGINE_NAME,
+        "options": dataclasses.asdict(opts),
+        "graph_sha256": graph_digest_cached(graph),
+        "spec_file": _display_path(getattr(base, "source_file", "")),
+        "calibration_id": opts.calibration_id,
+        "version": _version(),
+        "workload": {k: graph.meta[k] for k in sorted(graph.meta)},
+        "devices": count,
+    }
+    items = _items_per_run(graph.meta)
+    digests = _VariantDigests(base, {p: resolve_path(base, p) for p in paths})
+    out = []
+    for i, (key, ov) in enumerate(points):
+        lat = float(res.latency_s[i])
+        values = {"latency_s": lat, "energy_j": float(res.energy_j[i]),
+                  "throughput_per_s": items / lat if lat > 0 else None,
+                  "memory_bytes": float(res.memory_bytes[i]), "power_w": float(res.power_w[i])}
+        prov = {**prov_base, "spec_sha256": digests.of(ov)}
+        out.append(_metric_row(key, _prov_hash(prov), values, metrics))
+    return out
+
+
+class _VariantDigests:
+    """:func:`simulator.engines.analytical.spec_digest` of base-plus-overrides variants, without building
+    each variant: the base's field tree is stripped once and each override is written into it (and
+    restored) before hashing, which gives the digest of ``with_overrides(base, overrides)``."""
+
+    def __init__(self, base: Any, full_paths: Mapping[str, str]) -> None:
+        self.base = base
+        self.full = dict(full_paths)
+        self.tree = self._strip(base)
+
+    @staticmethod
+    def _strip(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {f.name: _VariantDigests._strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                    if f.name not in ("provenance", "source_file")}
+        if isinstance(obj, dict):
+            return {str(k): _VariantDigests._strip(v) for k, v in sorted(obj.items())}
+        if isinstance(obj, (list, tuple)):
+            return [_VariantDigests._strip(x) for x in obj]
+        return obj
+
+    def _slot(self, full: str) -> tuple[Any, Any, Any]:
+        """(container in the stripped tree, key or index, value type of the real field)."""
+        obj, node = self.base, self.tree
+        parts = full.split(".")
+        for i, part in enumerate(parts):
+            if isinstance(obj, tuple):
+                j = next(n for n, x in enumerate(obj) if getattr(x, "name", None) == part)
+                key, child = j, obj[j]
+            elif isinstance(obj, dict):
+                key, child = part, obj[part]
+            else:
+                key, child = part, getattr(obj, part)
+            if i == len(parts) - 1:
+                return node, key, type(child)
+            obj, node = child, node[key]
+        raise AssertionError(full)  # pragma: no cover
+
+    def of(self, overrides: Mapping[str, Any]) -> str:
+        saved = []
+        for p, v in overrides.items():
+            node, key, typ = self._slot(self.full[p])
+            saved.append((node, key, node[key]))
+            node[key] = int(v) if typ is int else float(v)
+        try:
+            text = json.dumps(self.tree, sort_keys=True, separators=(",", ":"), default=repr)
+        finally:
+            for node, key, old in reversed(saved):
+                node[key] = old
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+def graph_digest_cached(graph: Any) -> str:
+    """:func:`simulator.engines.analytical.graph_digest`, computed once per graph object."""
+    from simulator.engines.analytical import graph_digest
+
+    hit = _DIGESTS.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    d = graph_digest(graph)
+    if len(_DIGESTS) > 256:
+        _DIGESTS.clear()
+    _DIGESTS[id(graph)] = (graph, d)
+    return d
+
+
+@lru_cache(maxsize=32)
+def _layers(source_json: str) -> Any:
+    """The array layers of a systolic source: ``{"topology": path}`` or ``{"workload": {...}, "base_dir": ...}``."""
+    from simulator.sweep.systolic import network_layers
+
+    src = json.loads(source_json)
+    if "topology" in src:
+        return network_layers(src["topology"])
+    return network_layers(_graph(_canon(src["workload"]), src["base_dir"]))
+
+
+def _layers_digest(lay: Any) -> str:
+    arrays = {k: [int(x) for x in getattr(lay, k)] for k in ("m", "n", "k", "ifmap_words", "repeat")}
+    return hashlib.sha256(_canon({"names": list(lay.names), **arrays}).encode()).hexdigest()
+
+
+def _systolic_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One broadcast gemm_cycles call: points (rows) x layers (columns), or one layer per point.
+
+    A layer that runs ``repeat`` times back to back (conv groups, batched matmuls) counts ``repeat``
+    times in every summed figure.
+    """
+    import numpy as np
+
+    from hwmodels.systolic import gemm_cycles
+
+    lay = _layers(task["layers"])
+    arr = {"m": lay.m, "n": lay.n, "k": lay.k, "ifmap_words": lay.ifmap_words, "repeat": lay.repeat}
+    pts = task["points"]  # (key, {rows, cols, sram_words|None, dram|None, layer|None})
+    metrics = task["metrics"]
+    word_bytes = int(task["word_bytes"])
+    clock = task.get("clock_hz")
+    rows = np.array([p["rows"] for _, p in pts], dtype=np.int64)
+    cols = np.array([p["cols"] for _, p in pts], dtype=np.int64)
+    per_layer = pts[0][1].get("layer") is not None
+    if per_layer:
+        idx = np.array([p["layer"] for _, p in pts], dtype=np.int64)
+        m, n, k, ifw, rep = (arr[x][idx] for x in ("m", "n", "k", "ifmap_words", "repeat"))
+        shape_pt: tuple[int, ...] = (len(pts),)
+    else:
+        m, n, k, ifw, rep = (arr[x][None, :] for x in ("m", "n", "k", "ifmap_words", "repeat"))
+        shape_pt = (len(pts), 1)
+    rows, cols = rows.reshape(shape_pt), cols.reshape(shape_pt)
+    sram = None
+    if pts[0][1]["sram_words"] is not None:
+        sram = tuple(np.array([p["sram_words"][j] for _, p in pts], dtype=np.int64).reshape(shape_pt)
+                     for j in range(3))
+    dram = None
+    if pts[0][1]["dram"] is not None:
+        dram = np.array([p["dram"] for _, p in pts], dtype=np.float64).reshape(shape_pt)
+    r = gemm_cycles(rows, cols, task["dataflow"], m, n, k, ifmap_words=ifw, sram_words=sram,
+                    dram_words_per_cycle=dram, fold_average="exact")
+
+    def total(x: Any) -> np.ndarray:
+        a = np.asarray(x)
+        a = a * (rep.astype(object) if a.dtype == object else rep)
+        if a.dtype == object:
+            a = a.astype(float)
+        return a if per_layer else a.sum(axis=1)
+
+    cycles = total(r.total_cycles)
+    macs = total(r.macs)
+    parts = [np.asarray(x) for x in (r.dram_ifmap_reads, r.dram_filter_reads, r.dram_ofmap_writes, r.dram_ofmap_reads)]
+    if any(x.dtype == object for x in parts):
+        parts = [x.astype(object) for x in parts]
+    dram_words = total(parts[0] + parts[1] + parts[2] + parts[3])
+    pe = (rows * cols).reshape(-1).astype(float)
+    values = {
+        "cycles": cycles.astype(float),
+        "compute_cycles": total(r.compute_cycles).astype(float),
+        "stall_cycles": total(r.stall_cycles).astype(float),
+        "utilisation": np.asarray(macs, dtype=float) / (np.maximum(cycles.astype(float), 1.0) * pe),
+        "dram_bytes": np.asarray(dram_words, dtype=float) * word_bytes,
+        "latency_s": cycles.astype(float) / clock if clock else None,
+    }
+    prov_base = {"model": "hwmodels.systolic.gemm_cycles", "fold_average": "exact",
+                 "layers_sha256": task["layers_sha256"], "word_bytes": word_bytes, "clock_hz": clock,
+                 "dataflow": task["dataflow"]}
+    out = []
+    for i, (key, p) in enumerate(pts):
+        vals = {m: (None if values[m] is None else values[m][i]) for m in metrics}
+        out.append(_metric_row(key, _prov_hash({**prov_base, **p}), vals, metrics))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# planning
+
+
+@dataclass
+class _Plan:
+    experiment: Experiment
+    rows: dict[str, dict[str, Any]]  # point_key -> axis columns
+    tasks: list[dict[str, Any]]  # every point's task (before subtracting the store)
+    errors: list[dict[str, Any]]  # rows failed at planning (bad workload combinations)
+    filtered: int
+    extra_axes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # columns besides the axes
+
+
+def plan_sweep(exp: Experiment) -> _Plan:
+    """Points, their keys and their tasks (nothing evaluated, nothing written)."""
+    if exp.kind == "systolic":
+        return _plan_systolic(exp)
+    return _plan_model(exp)
+
+
+def _plan_model(exp: Experiment) -> _Plan:
+    from simulator.engines.analytical import spec_digest
+    from simulator.sweep.paths import get_path, resolve_path
+
+    fixed_w = dict(exp.fixed.get("workload", {}))
+    fixed_o = dict(exp.fixed.get("options", {}))
+    fixed_h = dict(exp.fixed.get("hardware", {}))
+    calib = fixed_h.get("calibration")
+    calib = str(_resolve_file(calib, exp.base_dir)) if calib else None
+    source = f"sweep axis of experiment {Path(exp.path).name}"
+    groups: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    errors: list[dict[str, Any]] = []
+    graph_info: dict[str, Any] = {}
+    hw_info: dict[str, Any] = {}
+    path_info: dict[tuple[str, str], tuple[str, Any]] = {}
+    opt_info: dict[str, dict[str, Any]] = {}
+    n_all = 0
+    for point in exp.points():
+        n_all += 1
+        w = {**fixed_w}
+        o = {**fixed_o}
+        hw_name = fixed_h.get("name")
+        ov: dict[str, Any] = {}
+        for a in exp.axes:
+            v = point[a.name]
+            if a.section == "workload":
+                w[a.key] = v
+            elif a.section == "options":
+                o[a.key] = v
+            elif a.key == "name":
+                hw_name = v
+            else:
+                ov[a.key] = v
+        hw = str(_resolve_file(hw_name, exp.base_dir))
+        wj = _canon(w)
+        if wj not in graph_info:
+            try:
+                g = _graph(wj, str(exp.base_dir))
+                graph_info[wj] = graph_digest_cached(g)
+            except _USER_ERRORS as exc:
+                graph_info[wj] = exc
+        if hw not in hw_info:
+            spec = _hardware(hw, calib)
+            hw_info[hw] = (spec, spec_digest(spec))
+        spec, sd = hw_info[hw]
+        norm = {}
+        for p, v in ov.items():
+            pk = (hw, p)
+            if pk not in path_info:
+                path_info[pk] = (resolve_path(spec, p), _num_key(get_path(spec, p)))
+            full, base_v = path_info[pk]
+            if base_v != _num_key(v):
+                norm[full] = _num_key(v)
+        gd = graph_info[wj]
+        oj = _canon(o)
+        if oj not in opt_info:
+            opt_info[oj] = _options_identity(o)
+        oid = opt_info[oj]
+        key = point_key({"kind": "model", "graph": gd if isinstance(gd, str) else wj, "spec": sd,
+                         "overrides": norm, "options": oid})
+        if key in rows:
+            continue
+        rows[key] = point
+        if not isinstance(gd, str):
+            errors.append({"point_key": key, "error": _user_error(gd)})
+            continue
+        gkey = _canon([w, hw, o])
+        grp = groups.setdefault(gkey, {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
+                                       "options": o, "base_dir": str(exp.base_dir), "source": source,
+                                       "metrics": list(exp.metrics), "points": []})
+        grp["points"].append((key, ov))
+    tasks = []
+    for grp in groups.values():
+        pts = grp["points"]
+        for i in range(0, len(pts), MODEL_TASK_POINTS):
+            tasks.append({**grp, "points": pts[i:i + MODEL_TASK_POINTS]})
+    return _Plan(exp, rows, tasks, errors, exp.size - n_all)
+
+
+def _plan_systolic(exp: Experiment) -> _Plan:
+    from hwmodels.systolic import SystolicError
+
+    fixed_s = dict(exp.fixed.get("systolic", {}))
+    fixed_w = dict(exp.fixed.get("workload", {}))
+    word_bytes = int(fixed_s.get("word_bytes", 1))
+    clock = fixed_s.get("clock_hz")
+    per_layer = bool(fixed_s.get("per_layer", False))
+    sources: dict[str, Any] = {}  # layer source (canonical JSON) -> (layers, digest) or the error
+    rows: dict[str, dict[str, Any]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    errors: list[dict[str, Any]] = []
+    n_all = 0
+    for point in exp.points():
+        n_all += 1
+        s = {**fixed_s, **{a.key: point[a.name] for a in exp.axes if a.section == "systolic"}}
+        w = {**fixed_w, **{a.key: point[a.name] for a in exp.axes if a.section == "workload"}}
+        if "topology" in w:
+            src = _canon({"topology": str(_resolve_file(w["topology"], exp.base_dir))})
+        else:
+            src = _canon({"workload": w, "base_dir": str(exp.base_dir)})
+        if src not in sources:
+            try:
+                lay = _layers(src)
+                sources[src] = (lay, _layers_digest(lay))
+            except _USER_ERRORS as exc:
+                sources[src] = exc
+        if not isinstance(sources[src], tuple):
+            key = point_key({"kind": "systolic", "layers": src, "dataflow": s["dataflow"], **s})
+            if key not in rows:
+                rows[key] = dict(point)
+                errors.append({"point_key": key, "error": _user_error(sources[src])})
+            continue
+        lay, lay_sha = sources[src]
+        layer_names = list(lay.names)
+        if "sram_bytes" in s:
+            sizes: tuple[Any, ...] | None = (s["sram_bytes"],) * 3
+        elif "ifmap_sram_bytes" in s:
+            sizes = (s["ifmap_sram_bytes"], s["filter_sram_bytes"], s["ofmap_sram_bytes"])
+        else:
+            sizes = None
+        words = None if sizes is None else tuple(int(b // word_bytes) for b in sizes)
+        base = {"rows": int(s["rows"]), "cols": int(s["cols"]), "sram_words": words,
+                "dram": s.get("dram_words_per_cycle")}
+        for li in (range(len(layer_names)) if per_layer else [None]):
+            p = {**base, "layer": li}
+            key = point_key({"kind": "systolic", "layers": lay_sha, "dataflow": s["dataflow"],
+                             "word_bytes": word_bytes, "clock_hz": clock, **p})
+            if key in rows:
+                continue
+            rows[key] = {**point, "workload.layer": layer_names[li]} if per_layer else dict(point)
+            if words is not None and min(words) < 1:
+                errors.append({"point_key": key, "error": SystolicError(
+                    f"systolic: sram: a scratchpad holds no word of {word_bytes} bytes; got {sizes}").args[0]})
+                continue
+            groups.setdefault((src, s["dataflow"]), []).append((key, p))
+    tasks = []
+    for (src, df), pts in groups.items():
+        for i in range(0, len(pts), SYSTOLIC_TASK_POINTS):
+            tasks.append({"kind": "systolic", "layers": src, "layers_sha256": sources[src][1], "dataflow": df,
+                          "word_bytes": word_bytes, "clock_hz": clock, "metrics": list(exp.metrics),
+                          "points": pts[i:i + SYSTOLIC_TASK_POINTS]})
+    layer_names_all = sorted({r["workload.layer"] for r in rows.values() if "workload.layer" in r})
+    return _Plan(exp, rows, tasks, errors, exp.size - n_all,
+                 {"workload.layer": layer_names_all} if per_layer else {})
+
+
+# ------------------------------------------------------------------------------------------------
+# schedulers
+
+
+def _parse_scheduler(scheduler: str) -> str:
+    s = (scheduler or "local").strip()
+    if s in ("local", "processes", "threads", "synchronous"):
+        return s
+    if s.startswith("tcp://"):
+        hostport = s[len("tcp://"):]
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SweepError(f"--scheduler: bad address; got {scheduler!r}; expected tcp://HOST:PORT (a Dask "
+                             "scheduler, e.g. tcp://127.0.0.1:8786)")
+        return s
+    from nodeperf.suggest import did_you_mean
+
+    choices = ["local", "processes", "threads", "synchronous"]
+    raise SweepError(f"--scheduler: unknown scheduler; got {scheduler!r}; expected local, processes, threads, "
+                     f"synchronous or tcp://HOST:PORT{did_you_mean(s, choices)}")
+
+
+def _run_tasks(tasks: Sequence[dict[str, Any]], scheduler: str, workers: int,
+               client: Any = None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(task, rows) as tasks finish, on the chosen scheduler (``client``: a connected Dask client)."""
+    if scheduler == "synchronous" or (scheduler in ("local", "processes", "threads") and
+                                      (workers <= 1 or len(tasks) <= 1)):
+        for t in tasks:
+            yield t, run_task(t)
+        return
+    if client is not None:
+        from distributed import as_completed
+
+        futs = client.map(run_task, list(tasks), pure=False)
+        index = {f.key: t for f, t in zip(futs, tasks, strict=True)}
+        for f in as_completed(futs, loop=client.loop):
+            yield index[f.key], f.result()
+        return
+    import concurrent.futures as cf
+
+    if scheduler == "threads":
+        pool: cf.Executor = cf.ThreadPoolExecutor(max_workers=workers)
+    else:
+        import multiprocessing as mp
+
+        method = "fork" if "fork" in mp.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method),
+                                      initializer=_worker_init)
+    try:
+        futs = {pool.submit(run_task, t): t for t in tasks}
+        for f in cf.as_completed(futs):
+            yield futs[f], f.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _worker_init() -> None:
+    """Pool workers leave Ctrl-C to the main process, which stores what is finished and stops them."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _connect(address: str, timeout_s: float) -> Any:
+    """A Dask client of the scheduler at ``address``; a SweepError within ``timeout_s`` when none answers."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SweepError(f"--scheduler {address}: needs Dask distributed; got no 'distributed' module; install "
+                         "it with: pip install 'nodeperf[dask]'") from None
+    try:
+        return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise SweepError(f"--scheduler {address}: no Dask scheduler answered within {timeout_s:g} s ({exc}); "
+                         "expected a running `dask scheduler` at that address (see docs/sweep.md)") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# the entry point
+
+
+def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, scheduler: str = "local",
+              workers: int | None = None, progress: bool | None = None,
+              connect_timeout_s: float = DASK_CONNECT_TIMEOUT_S, commit_interval_s: float = COMMIT_INTERVAL_S,
+              on_task: Callable[[int, int], None] | None = None) -> SweepSummary:
+    """Evaluate every point of an experiment not yet in the store ``out``, and store it.
+
+    Parameters
+    ----------
+    experiment_or_path
+        An :class:`~simulator.sweep.experiment.Experiment` or the path of its TOML file.
+    out
+        ``*.sqlite`` (default format) or ``*.parquet`` (a folder; needs pyarrow). Created if absent;
+        an existing store is extended (points already in it are not recomputed).
+    scheduler
+        ``"local"`` (a process pool on this machine; in this process when one worker or one task
+        suffices), ``"processes"`` (the same), ``"threads"``, ``"synchronous"`` (this process, one
+        task after another) or ``"tcp://HOST:PORT"`` (an existing Dask distributed scheduler).
+    workers
+        Pool size (default: the CPUs this process may use). Ignored by Dask.
+    progress
+        A tqdm progress bar on standard error; default: only when standard error is a terminal.
+    connect_timeout_s
+        Seconds to wait for a Dask scheduler before failing.
+    commit_interval_s
+        Seconds between commits of finished tasks (0: after every task); a killed sweep loses at
+        most the tasks finished since the last commit, and commits cost a file sync each.
+    on_task
+        Called as ``on_task(stored_points, todo_points)`` after each commit to the store (finished
+        tasks are committed together at most every :data:`COMMIT_INTERVAL_S` seconds).
+
+    Returns
+    -------
+    SweepSummary
+
+    Raises
+    ------
+    ExperimentError, StoreError, SweepError
+        Bad experiment, a store of another schema or kind, a bad scheduler; raised before anything
+        is written to the store.
+    """
+    t0 = time.perf_counter()
+    exp = experiment_or_path if isinstance(experiment_or_path, Experiment) else load_experiment(experiment_or_path)
+    sched = _parse_scheduler(scheduler)
+    if isinstance(commit_interval_s, bool) or not isinstance(commit_interval_s, int | float) \
+            or not commit_interval_s >= 0 or not math.isfinite(commit_interval_s):
+        raise SweepError(f"--commit-interval: got {commit_interval_s!r}; expected seconds >= 0")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SweepError(f"--workers: got {workers!r}; expected a positive integer")
+    n_workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    store = open_store(out, exp.kind)  # refuses a foreign store before anything is written
+    client = _connect(sched, connect_timeout_s) if sched.startswith("tcp://") else None
+    try:
+        return _sweep(exp, store, sched, n_workers, client, progress, on_task, t0, out, float(commit_interval_s))
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _sweep(exp: Experiment, store: Any, sched: str, n_workers: int, client: Any, progress: bool | None,
+           on_task: Callable[[int, int], None] | None, t0: float, out: str | Path,
+           commit_interval_s: float) -> SweepSummary:
+    plan = plan_sweep(exp)
+    axes_values: dict[str, list[Any]] = {a.name: list(a.values) for a in exp.axes}
+    axes_values.update(plan.extra_axes)
+    store.prepare(exp.name, axes_values, exp.metrics)
+    try:
+        done = store.done_keys(exp.metrics)
+        reused = [k for k in plan.rows if k in done]
+        if store.added_axes and reused:
+            store.fill_axes({k: plan.rows[k] for k in reused})
+        errors_now = [r for r in plan.errors if r["point_key"] not in done]
+        if errors_now:
+            store.write([{**plan.rows[r["point_key"]], **r, "experiment": exp.name} for r in errors_now])
+        todo_tasks = []
+        for t in plan.tasks:
+            pts = [p for p in t["points"] if p[0] not in done]
+            if pts:
+                todo_tasks.append({**t, "points": pts})
+        todo = sum(len(t["points"]) for t in todo_tasks)
+        show = progress if progress is not None else sys.stderr.isatty()
+        bar = None
+        if show and todo:
+            from tqdm import tqdm
+
+            bar = tqdm(total=todo, unit="pt", desc=exp.name, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        n_done = 0
+        failed_before = _error_keys(store)
+        n_err = len(errors_now) + sum(1 for k in reused if k in failed_before)
+        pending: list[dict[str, Any]] = []
+        last = time.monotonic()
+
+        def flush() -> None:
+            nonlocal pending, n_done, last
+            if pending:
+                store.write(pending)  # one transaction
+                n_done += len(pending)
+                pending = []
+                if on_task is not None:
+                    on_task(n_done, todo)
+            last = time.monotonic()
+
+        try:
+            for _task, rows in _run_tasks(todo_tasks, sched, n_workers, client):
+                pending.extend({**plan.rows[r["point_key"]], **r, "experiment": exp.name} for r in rows)
+                n_err += sum(1 for r in rows if r.get("error"))
+                if bar is not None:
+                    bar.update(len(rows))
+                if time.monotonic() - last >= commit_interval_s:
+                    flush()
+        finally:
+            try:
+                flush()  # finished tasks are kept even when the sweep stops early
+            finally:
+                if bar is not None:
+                    bar.close()
+    finally:
+        store.close()
+    return SweepSummary(out=str(out), total=len(plan.rows), computed=n_done + len(errors_now), reused=len(reused),
+                        errors=n_err, filtered=plan.filtered, seconds=time.perf_counter() - t0,
+                        scheduler=sched, workers=_cluster_workers(client) if client is not None else n_workers)
+
+
+def _cluster_workers(client: Any) -> int:
+    """Worker processes the Dask scheduler knows of (0 when it does not say)."""
+    try:
+        return len(client.scheduler_info().get("workers", {}))
+    except Exception:  # noqa: BLE001 - a summary figure only; the sweep itself has finished
+        return 0
+
+
+def _error_keys(store: Any) -> set[str]:
+    if store.format != "sqlite" or store._conn is None:
+        return set()
+    return {r[0] for r in store._conn.execute("SELECT point_key FROM results WHERE error IS NOT NULL")}

@@ -1,0 +1,994 @@
+"""Experiment files: read a sweep's TOML (axes, base settings, filters, metrics), validate it, list its points.
+
+An experiment names a base workload, hardware and options, then *axes*: lists, linear ranges,
+log ranges or powers of two over workload parameters, spec fields (by dotted path), evaluation
+options, or systolic-array geometry. The points are the product of the axes (or a zip of some of
+them), minus those a filter rejects. Every problem of a file is found before anything runs and
+reported at once, each line located as ``<file>:<line>: <key>: <problem>; got ...; expected ...``.
+
+The schema is documented in ``docs/sweep.md``; a minimal file::
+
+    schema = "nodeperf.experiment/1"
+    name = "hbm-what-if"
+    metrics = ["latency_s", "energy_j"]
+
+    [workload]
+    model = "llama-2-7b"
+    phase = "decode"
+
+    [hardware]
+    name = "h100-sxm5-80gb"
+
+    [axes.workload]
+    batch = {pow2 = [1, 64]}
+
+    [axes.hardware]
+    memory.hbm.read_bandwidth_bytes_per_s = {log = ["1 TB/s", "8 TB/s"], n = 4}
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodeperf.suggest import did_you_mean, format_problems
+
+__all__ = [
+    "EXPERIMENT_SCHEMA",
+    "ExperimentError",
+    "Axis",
+    "Experiment",
+    "load_experiment",
+    "parse_experiment",
+    "MODEL_METRICS",
+    "SYSTOLIC_METRICS",
+    "WORKLOAD_KEYS",
+    "OPTION_KEYS",
+    "SYSTOLIC_KEYS",
+]
+
+EXPERIMENT_SCHEMA = "nodeperf.experiment/1"
+
+#: Metrics of a point evaluated by the analytical (or discrete-event) engine, and what they mean.
+MODEL_METRICS: dict[str, str] = {
+    "latency_s": "time of the whole graph (one step, one request phase, one forward pass), s",
+    "energy_j": "energy of the whole graph on the device (dynamic + static), J",
+    "throughput_per_s": "items per second: tokens (batch x seq) for sequence models, samples (batch) for "
+                        "vision models and graphs without a sequence, divided by latency_s",
+    "memory_bytes": "peak bytes resident per device (weights, activations, KV cache, gradients, optimizer state)",
+    "power_w": "average power over the graph, energy_j / latency_s, W",
+}
+
+#: Metrics of a systolic-array point (SCALE-Sim-style layers on an R x C array).
+SYSTOLIC_METRICS: dict[str, str] = {
+    "cycles": "array clock cycles including stalls, prefetch and drain (summed over the layers of the point)",
+    "compute_cycles": "stall-free cycles (SCALE-Sim's 'Total Cycles'), summed over the layers",
+    "stall_cycles": "cycles the array waits on DRAM, summed over the layers",
+    "utilisation": "fraction of PE-cycles doing a multiply-accumulate: MACs / (cycles x rows x cols), 0..1",
+    "dram_bytes": "DRAM traffic (ifmap, filter reads; ofmap writes and partial-sum reads), bytes",
+    "latency_s": "cycles / clock_hz (needs systolic clock_hz), s",
+}
+
+_PHASES = ("forward", "prefill", "decode", "train")
+_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+_RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class _Key:
+    """How one settable key parses: its type, allowed choices, lower bound, and whether it may be an axis."""
+
+    kind: str  # int | float | bool | str | quantity | fusion
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    unit: str = ""
+    axis: bool = True
+    doc: str = ""
+
+
+def _dtype_names() -> tuple[str, ...]:
+    from workloads.dtypes import DType
+
+    return tuple(d.value for d in DType)
+
+
+def _schedules() -> tuple[str, ...]:
+    from workloads.parallel import SCHEDULES
+
+    return tuple(SCHEDULES)
+
+
+WORKLOAD_KEYS: dict[str, _Key] = {
+    "model": _Key("str", doc="zoo name, micro-workload (gemm:m=..,n=..,k=..), .onnx or config.json path"),
+    "phase": _Key("str", _PHASES, doc="forward | prefill | decode | train"),
+    "batch": _Key("int", minimum=1, doc="batch size"),
+    "seq": _Key("int", minimum=1, doc="sequence length (image side for vision models)"),
+    "context": _Key("int", minimum=1, doc="KV-cache length already present (decode)"),
+    "dtype": _Key("str", doc="compute/storage dtype"),
+    "train": _Key("bool", doc="a whole training step"),
+    "optimizer": _Key("str", _OPTIMIZERS, doc="optimizer of the training step"),
+    "recompute": _Key("str", _RECOMPUTE, doc="activation recomputation in training"),
+    "topology": _Key("str", axis=False, doc="systolic experiments: a SCALE-Sim topology CSV (instead of a model)"),
+}
+
+_PLAN_INT = ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave", "global_batch")
+OPTION_KEYS: dict[str, _Key] = {
+    "engine": _Key("str", ("analytical", "des"), doc="analytical | des (discrete-event)"),
+    "streams": _Key("int", minimum=1, doc="compute streams of the discrete-event engine"),
+    "fusion": _Key("fusion", doc="true | false | \"auto\" (fuse on TPUs only)"),
+    "cuda_graphs": _Key("bool", doc="kernels replayed from a CUDA graph"),
+    "power_cap": _Key("bool", doc="stretch ops over the TDP"),
+    "tf32": _Key("bool", doc="fp32 contractions on TF32 tensor cores"),
+    "l2_residency": _Key("bool", doc="inputs just written are read from L2"),
+    "eager_framework": _Key("bool", doc="per-op host overhead of an eager framework"),
+    "attention_kernel": _Key("str", ("auto", "flash2", "flash3"), doc="fused-attention kernel design"),
+    **{k: _Key("int", minimum=1, doc=f"parallel plan: {k}") for k in _PLAN_INT},
+    "zero_stage": _Key("int", minimum=0, doc="parallel plan: ZeRO stage 0-3"),
+    "sequence_parallel": _Key("bool", doc="parallel plan: Megatron sequence parallelism"),
+    "fsdp": _Key("bool", doc="parallel plan: PyTorch FSDP full sharding"),
+    "schedule": _Key("str", doc="parallel plan: pipeline schedule"),
+}
+PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule"})
+
+SYSTOLIC_KEYS: dict[str, _Key] = {
+    "rows": _Key("int", minimum=1, doc="PE rows of the array"),
+    "cols": _Key("int", minimum=1, doc="PE columns of the array"),
+    "dataflow": _Key("str", ("os", "ws", "is"), doc="os | ws | is"),
+    "sram_bytes": _Key("quantity", unit="B", doc="each of the ifmap, filter and ofmap scratchpads"),
+    "ifmap_sram_bytes": _Key("quantity", unit="B", doc="ifmap scratchpad"),
+    "filter_sram_bytes": _Key("quantity", unit="B", doc="filter scratchpad"),
+    "ofmap_sram_bytes": _Key("quantity", unit="B", doc="ofmap scratchpad"),
+    "dram_words_per_cycle": _Key("float", minimum=0.0, doc="DRAM bandwidth shared by the operands, words/cycle"),
+    "word_bytes": _Key("int", minimum=1, axis=False, doc="bytes per word (default 1, SCALE-Sim's)"),
+    "clock_hz": _Key("quantity", unit="Hz", axis=False, doc="array clock, for latency_s"),
+    "per_layer": _Key("bool", axis=False, doc="one point per layer (column workload.layer)"),
+}
+
+HARDWARE_FIXED = ("name", "calibration")
+_SECTIONS = ("workload", "hardware", "options", "systolic")
+_TOP_KEYS = ("schema", "name", "description", "combine", "zip", "filters", "metrics", "workload", "hardware",
+             "options", "systolic", "axes")
+_AXIS_FORMS = ("values", "range", "log", "pow2", "n", "step")
+
+
+class ExperimentError(ValueError):
+    """An experiment file is invalid; the message lists every located problem."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems) or (message,)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept quantity: its store column (``section.key``), its values (SI, canonical), and its unit."""
+
+    name: str
+    section: str
+    key: str
+    values: tuple[Any, ...]
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment file.
+
+    Attributes
+    ----------
+    path
+        The file (``"<string>"`` when parsed from text).
+    name, description
+        From the file.
+    kind
+        ``"model"`` (operator graphs on a device spec) or ``"systolic"`` (topology layers on an array).
+    fixed
+        Base settings per section (``workload``, ``hardware``, ``options``, ``systolic``), canonical values.
+    axes
+        The swept quantities, in file order.
+    zip_groups
+        Axes combined element by element (each group is one dimension of the product).
+    filters
+        Expressions a point must satisfy (Python syntax over column names).
+    metrics
+        Metrics the store keeps.
+    hardware_units
+        SI unit of each swept hardware path.
+    """
+
+    path: str
+    name: str
+    description: str
+    kind: str
+    fixed: Mapping[str, Mapping[str, Any]]
+    axes: tuple[Axis, ...]
+    zip_groups: tuple[tuple[str, ...], ...]
+    filters: tuple[str, ...]
+    metrics: tuple[str, ...]
+    hardware_units: Mapping[str, str] = field(default_factory=dict)
+    _filter_code: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder relative paths in the file are resolved against."""
+        return Path(self.path).parent if self.path != "<string>" else Path.cwd()
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def size(self) -> int:
+        """Points before filters."""
+        by = {a.name: a for a in self.axes}
+        n = 1
+        for group in self._dimensions():
+            n *= len(by[group[0]].values)
+        return n
+
+    def _dimensions(self) -> list[tuple[str, ...]]:
+        zipped = {n for g in self.zip_groups for n in g}
+        dims: list[tuple[str, ...]] = []
+        seen: set[str] = set()
+        for a in self.axes:
+            if a.name in seen:
+                continue
+            if a.name in zipped:
+                g = next(g for g in self.zip_groups if a.name in g)
+                dims.append(g)
+                seen.update(g)
+            else:
+                dims.append((a.name,))
+                seen.add(a.name)
+        return dims
+
+    def points(self) -> Iterator[dict[str, Any]]:
+        """Each point as ``{axis column: value}``, in product order, filters applied."""
+        by = {a.name: a for a in self.axes}
+        dims = self._dimensions()
+        choices = [list(zip(*(by[n].values for n in g), strict=True)) for g in dims]
+        names = [n for g in dims for n in g]
+        env_fixed = self.fixed_columns()
+        for combo in itertools.product(*choices):
+            point = dict(zip(names, itertools.chain.from_iterable(combo), strict=True))
+            if self._filter_code and not self._accept({**env_fixed, **point}):
+                continue
+            yield {a.name: point[a.name] for a in self.axes}
+
+    def fixed_columns(self) -> dict[str, Any]:
+        """Base settings as ``{section.key: value}`` (what a filter may name besides the axes)."""
+        out: dict[str, Any] = {}
+        for sec, vals in self.fixed.items():
+            for k, v in vals.items():
+                out[f"{sec}.{k}"] = v
+        return out
+
+    def _accept(self, env: Mapping[str, Any]) -> bool:
+        for text, (code, names) in zip(self.filters, self._filter_code, strict=True):
+            ns = {f"_v{i}": env.get(n) for i, n in enumerate(names)}
+            try:
+                ok = eval(code, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, ns)  # noqa: S307
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                point = ", ".join(f"{n} = {env.get(n)!r}" for n in names)
+                raise ExperimentError(f"{self.path}: filters: cannot evaluate {text!r} at {point} ({exc}); expected "
+                                      "an expression over values of like kinds") from None
+            if not ok:
+                return False
+        return True
+
+
+# ------------------------------------------------------------------------------------------------
+# reading
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment TOML file.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ExperimentError
+        Every problem of the file, located (``file:line: key: problem; got ...; expected ...``).
+    """
+    import tomllib
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such experiment file; got {str(path)!r}; expected an experiment TOML "
+                                "(see docs/sweep.md)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExperimentError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected an experiment TOML") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{p}: invalid TOML: {exc}") from None
+    return parse_experiment(data, path=str(p), text=text)
+
+
+def parse_experiment(data: Mapping[str, Any], *, path: str = "<string>", text: str = "") -> Experiment:
+    """Validate an experiment already read from TOML (``text`` locates problems by line)."""
+    return _Parser(data, path, text).parse()
+
+
+class _Parser:
+    def __init__(self, data: Mapping[str, Any], path: str, text: str) -> None:
+        self.data = data
+        self.path = path
+        self.lines = text.splitlines()
+        self.problems: list[str] = []
+        self.base_dir = Path(path).parent if path != "<string>" else Path.cwd()
+
+    # -- problem reporting ------------------------------------------------------------------
+    def where(self, key: str) -> str:
+        line = self._line_of(key)
+        return f"{self.path}:{line}" if line else self.path
+
+    def _line_of(self, key: str) -> int | None:
+        parts = key.split(".")
+        leaf = parts[-1]
+        # the most specific section header that opens the key, then the key's own line below it
+        start = 0
+        for n in range(len(parts) - 1, 0, -1):
+            head = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(re.escape(x) for x in parts[:n]) + r"\s*\]\s*$")
+            hit = next((i for i, ln in enumerate(self.lines) if head.match(ln)), None)
+            if hit is not None:
+                start = hit
+                break
+        pat = re.compile(r"^\s*(?:[\w\"'.-]*\.)?[\"']?" + re.escape(leaf) + r"[\"']?\s*=")
+        for i in range(start, len(self.lines)):
+            if pat.match(self.lines[i]):
+                return i + 1
+        return None
+
+    def problem(self, key: str, msg: str) -> None:
+        self.problems.append(f"{self.where(key)}: {key}: {msg}")
+
+    # -- top level ------------------------------------------------------------------------
+    def parse(self) -> Experiment:
+        d = self.data
+        for k in d:
+            if k not in _TOP_KEYS:
+                self.problem(k, f"unknown key; got {k!r}; expected one of {', '.join(_TOP_KEYS)}"
+                                f"{did_you_mean(k, _TOP_KEYS)}")
+        schema = d.get("schema", EXPERIMENT_SCHEMA)
+        if schema != EXPERIMENT_SCHEMA:
+            self.problem("schema", f"unknown experiment schema; got {schema!r}; expected {EXPERIMENT_SCHEMA!r}")
+        name = d.get("name", Path(self.path).stem if self.path != "<string>" else "experiment")
+        if not isinstance(name, str) or not name.strip():
+            self.problem("name", f"not a name; got {name!r}; expected a non-empty string")
+            name = "experiment"
+        desc = d.get("description", "")
+        if not isinstance(desc, str):
+            self.problem("description", f"not a string; got {desc!r}; expected text")
+            desc = ""
+        for sec in _SECTIONS:
+            if sec in d and not isinstance(d[sec], Mapping):
+                self.problem(sec, f"not a table; got {d[sec]!r}; expected a [{sec}] table")
+        axes_raw = d.get("axes", {})
+        if not isinstance(axes_raw, Mapping):
+            self.problem("axes", f"not a table; got {axes_raw!r}; expected [axes.<section>] tables")
+            axes_raw = {}
+        for sec in axes_raw:
+            if sec not in _SECTIONS:
+                self.problem(f"axes.{sec}", f"unknown axis section; got {sec!r}; expected one of "
+                                            f"{', '.join(_SECTIONS)}{did_you_mean(sec, _SECTIONS)}")
+            elif not isinstance(axes_raw[sec], Mapping):
+                self.problem(f"axes.{sec}", f"not a table; got {axes_raw[sec]!r}; expected key = [values]")
+        systolic = isinstance(d.get("systolic"), Mapping) or isinstance(axes_raw.get("systolic"), Mapping)
+        kind = "systolic" if systolic else "model"
+
+        fixed: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
+        axes: list[Axis] = []
+        # workload, options, systolic: closed key sets
+        for sec, keys in (("workload", WORKLOAD_KEYS), ("options", OPTION_KEYS), ("systolic", SYSTOLIC_KEYS)):
+            table = d.get(sec, {}) if isinstance(d.get(sec, {}), Mapping) else {}
+            for k, v in table.items():
+                spec = self._known(sec, k, keys)
+                if spec is None:
+                    continue
+                if isinstance(v, Mapping) or (isinstance(v, list) and spec.kind != "str"):
+                    self.problem(f"{sec}.{k}", f"a base setting takes one value; got {v!r}; expected one value "
+                                               f"(sweep it under [axes.{sec}])")
+                    continue
+                val = self._value(f"{sec}.{k}", v, spec)
+                if val is not _BAD:
+                    fixed[sec][k] = val
+            ax = axes_raw.get(sec, {}) if isinstance(axes_raw.get(sec, {}), Mapping) else {}
+            for k, v in _flatten_axes(ax):
+                spec = self._known(f"axes.{sec}", k, keys)
+                if spec is None:
+                    continue
+                if not spec.axis:
+                    self.problem(f"axes.{sec}.{k}", f"cannot be swept; got an axis; expected one value in [{sec}]")
+                    continue
+                if k in fixed[sec]:
+                    self.problem(f"axes.{sec}.{k}", f"also set in [{sec}]; got both; expected one of them")
+                    continue
+                vals = self._axis_values(f"axes.{sec}.{k}", v, spec)
+                if vals is not None:
+                    axes.append(Axis(f"{sec}.{k}", sec, k, vals, spec.unit))
+        # hardware: name / calibration fixed; spec paths by axis
+        hw_units: dict[str, str] = {}
+        hw_table = d.get("hardware", {}) if isinstance(d.get("hardware", {}), Mapping) else {}
+        for k, v in hw_table.items():
+            if k not in HARDWARE_FIXED:
+                self.problem(f"hardware.{k}", f"unknown key; got {k!r}; expected name or calibration (spec "
+                                              f"fields are swept under [axes.hardware]){did_you_mean(k, HARDWARE_FIXED)}")
+            elif not isinstance(v, str) or not v.strip():
+                self.problem(f"hardware.{k}", f"not a name; got {v!r}; expected a string")
+            else:
+                fixed["hardware"][k] = v
+        hw_axes_raw = axes_raw.get("hardware", {}) if isinstance(axes_raw.get("hardware", {}), Mapping) else {}
+        hw_items = _flatten_axes(hw_axes_raw)
+        names: list[str] = []
+        for k, v in hw_items:
+            if k == "name":
+                if "name" in fixed["hardware"]:
+                    self.problem("axes.hardware.name", "also set in [hardware]; got both; expected one of them")
+                    continue
+                vals = self._axis_values("axes.hardware.name", v, _Key("str"))
+                if vals is not None:
+                    axes.append(Axis("hardware.name", "hardware", "name", vals))
+                    names = list(vals)
+        if "name" in fixed["hardware"]:
+            names = [fixed["hardware"]["name"]]
+        specs = self._hardware_specs(names, fixed["hardware"].get("calibration")) if kind == "model" else []
+        if kind == "model" and not names:
+            self.problem("hardware.name", "missing; got no hardware; expected name = \"<catalog name or TOML path>\" "
+                                          "in [hardware] or an axes.hardware.name list")
+        for k, v in hw_items:
+            if k in ("name", "calibration"):
+                if k == "calibration":
+                    self.problem("axes.hardware.calibration", "cannot be swept; got an axis; expected "
+                                                              "calibration in [hardware]")
+                continue
+            if kind == "systolic":
+                self.problem(f"axes.hardware.{k}", "a systolic experiment has no device spec; got a spec path; "
+                                                   "expected [axes.systolic] geometry keys")
+                continue
+            unit = self._hardware_path(k, specs)
+            if unit is None:
+                continue
+            spec_key = _Key("choice" if unit == "" else "quantity", unit=unit)
+            vals = self._axis_values(f"axes.hardware.{k}", v, spec_key)
+            if vals is not None and self._hardware_values(f"axes.hardware.{k}", k, vals, specs):
+                if unit == "count":
+                    vals = tuple(int(x) for x in vals)
+                axes.append(Axis(f"hardware.{k}", "hardware", k, vals, unit))
+                hw_units[k] = unit
+        self._kind_checks(kind, fixed, axes)
+        zip_groups = self._zip(d.get("zip", None), d.get("combine", "product"), axes)
+        metrics = self._metrics(d.get("metrics", None), kind, fixed)
+        filters, codes = self._filters(d.get("filters", []), axes, fixed)
+        if not self.problems:
+            for a in axes:
+                if a.section == "workload" and a.key == "model":
+                    for m in a.values:
+                        self._check_model("axes.workload.model", m)
+            if "model" in fixed["workload"]:
+                self._check_model("workload.model", fixed["workload"]["model"])
+        if self.problems:
+            raise ExperimentError(format_problems(self.path, self.problems, "experiment file"), self.problems)
+        exp = Experiment(path=self.path, name=name, description=desc, kind=kind,
+                         fixed={s: dict(v) for s, v in fixed.items() if v}, axes=tuple(axes),
+                         zip_groups=zip_groups, filters=filters, metrics=metrics, hardware_units=hw_units,
+                         _filter_code=codes)
+        return exp
+
+    # -- keys and values ------------------------------------------------------------------
+    def _known(self, where: str, key: str, keys: Mapping[str, _Key]) -> _Key | None:
+        spec = keys.get(key)
+        if spec is None:
+            self.problem(f"{where}.{key}", f"unknown key; got {key!r}; expected one of {', '.join(keys)}"
+                                           f"{did_you_mean(key, keys)}")
+        return spec
+
+    def _value(self, where: str, raw: Any, spec: _Key) -> Any:
+        try:
+            return _parse_value(raw, spec, where)
+        except ValueError as exc:
+            self.problem(where, str(exc))
+            return _BAD
+
+    def _axis_values(self, where: str, raw: Any, spec: _Key) -> tuple[Any, ...] | None:
+        try:
+            vals = _expand_axis(raw, spec, where)
+        except ValueError as exc:
+            self.problem(where, str(exc))
+            return None
+        if not vals:
+            self.problem(where, f"empty axis; got {raw!r}; expected at least one value")
+            return None
+        return vals
+
+    def _hardware_specs(self, names: Sequence[str], calibration: str | None) -> list[Any]:
+        from simulator.hardware import load_hardware
+
+        specs = []
+        for n in names:
+            try:
+                specs.append(load_hardware(_resolve_file(n, self.base_dir), calibration and
+                                           str(_resolve_file(calibration, self.base_dir))))
+            except (ValueError, FileNotFoundError, KeyError) as exc:
+                msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+                key = "hardware.name" if "name" in self.data.get("hardware", {}) else "axes.hardware.name"
+                self.problem(key, f"{msg}")
+        return specs
+
+    def _hardware_path(self, path: str, specs: Sequence[Any]) -> str | None:
+        from simulator.sweep.paths import field_unit_of
+
+        unit: str | None = None
+        for s in specs:
+            try:
+                u = field_unit_of(s, path)
+            except ValueError as exc:
+                self.problem(f"axes.hardware.{path}", str(exc))
+                return None
+            if unit is not None and u != unit:
+                self.problem(f"axes.hardware.{path}", f"different units on the swept devices; got {unit} and {u}")
+                return None
+            unit = u
+        return unit
+
+    def _hardware_values(self, where: str, path: str, vals: Sequence[Any], specs: Sequence[Any]) -> bool:
+        """Every value is one the field takes on every swept device (bounds, choices)."""
+        from simulator.sweep.paths import with_overrides
+
+        for s in specs:
+            for v in vals:
+                try:
+                    with_overrides(s, {path: v})
+                except ValueError as exc:
+                    self.problem(where, str(exc))
+                    return False
+        return True
+
+    def _check_model(self, where: str, model: str) -> None:
+        from workloads.micro import is_micro, parse_micro
+
+        try:
+            if is_micro(model):
+                parse_micro(model)
+            elif model.lower().endswith((".onnx", ".json")):
+                p = _resolve_file(model, self.base_dir)
+                if not Path(p).is_file():
+                    raise ValueError(f"no such file; got {model!r}; expected an existing .onnx or .json file")
+            else:
+                from workloads.zoo import get_entry
+
+                get_entry(model)
+        except (ValueError, KeyError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            self.problem(where, str(msg))
+
+    def _kind_checks(self, kind: str, fixed: Mapping[str, Mapping[str, Any]], axes: Sequence[Axis]) -> None:
+        swept = {a.name for a in axes}
+        have = {f"{s}.{k}" for s, v in fixed.items() for k in v} | swept
+        if kind == "systolic":
+            if ("workload.topology" in have) == ("workload.model" in have):
+                self.problem("workload.topology", "a systolic experiment's layers; got "
+                             + ("both topology and model" if "workload.topology" in have else "neither") +
+                             "; expected topology = \"layers.csv\" (a SCALE-Sim topology) or model = \"<zoo "
+                             "name>\" (its convolutions and matmuls) in [workload]")
+            elif "workload.topology" in have:
+                top = fixed["workload"]["topology"]
+                p = _resolve_file(top, self.base_dir)
+                if not Path(p).is_file():
+                    self.problem("workload.topology", f"no such file; got {top!r}; expected a SCALE-Sim topology "
+                                                      "CSV (relative to the experiment file)")
+                else:
+                    from hwmodels.topology import read_topology
+
+                    try:
+                        read_topology(p)
+                    except ValueError as exc:
+                        self.problem("workload.topology", str(exc).splitlines()[0])
+            for k in ("rows", "cols", "dataflow"):
+                if f"systolic.{k}" not in have:
+                    self.problem(f"systolic.{k}", f"missing; got no {k}; expected it in [systolic] or "
+                                                  f"[axes.systolic]")
+            for n in sorted(x for x in have if x.startswith("hardware.")):
+                self.problem(n, "a systolic experiment has no device spec; got a hardware setting; expected "
+                                "the array in [systolic] / [axes.systolic]")
+            ok = {"workload.topology", "workload.model", "workload.batch", "workload.seq", "workload.dtype",
+                  "workload.phase"}
+            bad = sorted(n for n in have if n.startswith(("options.", "workload.")) and n not in ok)
+            for n in bad:
+                self.problem(n, "not a systolic setting; got a graph/evaluation setting in a systolic experiment; "
+                                "expected workload topology, or model with batch, seq, dtype, phase, and "
+                                "[systolic] keys")
+            sizes = {k for k in ("ifmap_sram_bytes", "filter_sram_bytes", "ofmap_sram_bytes")
+                     if f"systolic.{k}" in have}
+            if "systolic.sram_bytes" in have and sizes:
+                self.problem("systolic.sram_bytes", f"given with {', '.join(sorted(sizes))}; got both; expected "
+                                                    "sram_bytes (all three) or the three sizes")
+            elif sizes and len(sizes) != 3:
+                missing = sorted({"ifmap_sram_bytes", "filter_sram_bytes", "ofmap_sram_bytes"} - sizes)
+                self.problem("systolic", f"scratchpad sizes incomplete; got {', '.join(sorted(sizes))}; expected "
+                                         f"also {', '.join(missing)} (or sram_bytes for all three)")
+        else:
+            if "workload.model" not in have:
+                self.problem("workload.model", "missing; got no model; expected model = \"<zoo name>\" in "
+                                               "[workload] or an axes.workload.model list")
+            if "workload.topology" in have:
+                self.problem("workload.topology", "only for systolic experiments; got a topology without "
+                                                  "[systolic]; expected a [systolic] table or no topology")
+            if "options.streams" in have:
+                engines = ({fixed["options"]["engine"]} if "engine" in fixed["options"] else
+                           set(next((a.values for a in axes if a.name == "options.engine"), ("analytical",))))
+                if "des" not in engines:
+                    self.problem("options.streams", "only the discrete-event engine has streams; got streams "
+                                                    "without engine = \"des\"; expected engine = \"des\"")
+        for where, sec, k, v in [(f"{s}.{k}", s, k, v) for s, t in fixed.items() for k, v in t.items()] + \
+                [(f"axes.{a.name}", a.section, a.key, x) for a in axes for x in a.values]:
+            if sec == "workload" and k == "dtype" and v not in _dtype_names():
+                self.problem(where, f"unknown dtype; got {v!r}; expected one of "
+                                    f"{', '.join(_dtype_names())}{did_you_mean(v, _dtype_names())}")
+            if sec == "options" and k == "schedule" and v not in _schedules():
+                self.problem(where, f"unknown schedule; got {v!r}; expected one of "
+                                    f"{', '.join(_schedules())}{did_you_mean(v, _schedules())}")
+            if sec == "options" and k == "zero_stage" and v > 3:
+                self.problem(where, f"unknown ZeRO stage; got {v!r}; expected 0, 1, 2 or 3")
+
+    def _zip(self, zip_raw: Any, combine: Any, axes: Sequence[Axis]) -> tuple[tuple[str, ...], ...]:
+        names = [a.name for a in axes]
+        if combine not in ("product", "zip"):
+            self.problem("combine", f"unknown combination; got {combine!r}; expected \"product\" or \"zip\"")
+            return ()
+        if combine == "zip":
+            if zip_raw is not None:
+                self.problem("zip", "given with combine = \"zip\"; got both; expected zip groups with "
+                                    "combine = \"product\"")
+            groups = [names] if names else []
+        else:
+            if zip_raw is None:
+                return ()
+            if not isinstance(zip_raw, list) or not all(isinstance(g, list) for g in zip_raw):
+                self.problem("zip", f"not a list of lists; got {zip_raw!r}; expected zip = [[\"axis\", \"axis\"], ...]")
+                return ()
+            groups = zip_raw
+        out: list[tuple[str, ...]] = []
+        used: set[str] = set()
+        by = {a.name: a for a in axes}
+        for g in groups:
+            ok = True
+            for n in g:
+                if n not in by:
+                    self.problem("zip", f"unknown axis; got {n!r}; expected one of {', '.join(names)}"
+                                        f"{did_you_mean(str(n), names)}")
+                    ok = False
+                elif n in used:
+                    self.problem("zip", f"axis in two zip groups; got {n!r} twice; expected each axis once")
+                    ok = False
+            if not ok or not g:
+                continue
+            lens = {n: len(by[n].values) for n in g}
+            if len(set(lens.values())) > 1:
+                self.problem("zip", "zipped axes of different lengths; got " +
+                             ", ".join(f"{n}: {k}" for n, k in lens.items()) + "; expected equal lengths")
+                continue
+            used.update(g)
+            out.append(tuple(g))
+        return tuple(out)
+
+    def _metrics(self, raw: Any, kind: str, fixed: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+        table = SYSTOLIC_METRICS if kind == "systolic" else MODEL_METRICS
+        if raw is None:
+            names = [m for m in table if not (m == "latency_s" and kind == "systolic"
+                                              and "clock_hz" not in fixed["systolic"])]
+            return tuple(names)
+        if not isinstance(raw, list) or not raw:
+            self.problem("metrics", f"not a list of metric names; got {raw!r}; expected e.g. "
+                                    f"[{', '.join(repr(m) for m in list(table)[:2])}]")
+            return ()
+        out: list[str] = []
+        for m in raw:
+            if m not in table:
+                other = MODEL_METRICS if kind == "systolic" else SYSTOLIC_METRICS
+                why = f" (a {'model' if kind == 'systolic' else 'systolic'} metric)" if m in other else ""
+                self.problem("metrics", f"unknown {kind} metric{why}; got {m!r}; expected one of "
+                                        f"{', '.join(table)}{did_you_mean(str(m), table)}")
+            elif m in out:
+                self.problem("metrics", f"listed twice; got {m!r}; expected each metric once")
+            else:
+                if m == "latency_s" and kind == "systolic" and "clock_hz" not in fixed["systolic"]:
+                    self.problem("metrics", "latency_s of a systolic array needs its clock; got no clock_hz; "
+                                            "expected clock_hz = \"1 GHz\" in [systolic]")
+                out.append(m)
+        return tuple(out)
+
+    def _filters(self, raw: Any, axes: Sequence[Axis],
+                 fixed: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
+            self.problem("filters", f"not a list of expressions; got {raw!r}; expected e.g. "
+                                    "[\"workload.batch * workload.context <= 65536\"]")
+            return (), ()
+        known = [a.name for a in axes] + [f"{s}.{k}" for s, t in fixed.items() for k in t]
+        codes = []
+        for text in raw:
+            try:
+                codes.append(_compile_filter(text, known))
+            except ValueError as exc:
+                self.problem("filters", str(exc))
+        return tuple(raw), tuple(codes)
+
+
+_BAD = object()
+
+
+def _resolve_file(name: str, base: Path) -> str:
+    """A hardware/topology/model name: paths (with a slash or a .toml/.csv/.onnx/.json suffix) relative to ``base``."""
+    low = name.lower()
+    if "/" in name or low.endswith((".toml", ".csv", ".onnx", ".json")):
+        p = Path(name)
+        if not p.is_absolute():
+            p = base / p
+        return str(p)
+    return name
+
+
+def _flatten_axes(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``[(dotted key, axis spec)]``: nested tables (dotted TOML keys) down to a list or an axis form."""
+    out: list[tuple[str, Any]] = []
+    for k, v in table.items():
+        p = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping) and v and not (set(v) & set(_AXIS_FORMS)):
+            out.extend(_flatten_axes(v, p))
+        else:
+            out.append((p, v))
+    return out
+
+
+def _parse_value(raw: Any, spec: _Key, where: str) -> Any:
+    """One value of a key, canonical (SI float for quantities, int, bool, str)."""
+    k = spec.kind
+    if k == "bool":
+        if not isinstance(raw, bool):
+            raise ValueError(f"not a boolean; got {raw!r}; expected true or false")
+        return raw
+    if k == "fusion":
+        if isinstance(raw, bool):
+            return raw
+        if raw == "auto":
+            return "auto"
+        raise ValueError(f"not a fusion setting; got {raw!r}; expected true, false or \"auto\"")
+    if k in ("str", "choice"):
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError(f"not a name; got {raw!r}; expected a string")
+        if spec.choices and raw not in spec.choices:
+            raise ValueError(f"unknown value; got {raw!r}; expected one of {', '.join(spec.choices)}"
+                             f"{did_you_mean(raw, spec.choices)}")
+        return raw
+    if k == "int":
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, float)
+                                                                         and not raw.is_integer()):
+            raise ValueError(f"not an integer; got {raw!r}; expected an integer"
+                             + (f" >= {int(spec.minimum)}" if spec.minimum is not None else ""))
+        v = int(raw)
+        if spec.minimum is not None and v < spec.minimum:
+            raise ValueError(f"too small; got {v}; expected an integer >= {int(spec.minimum)}")
+        return v
+    if k == "float":
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise ValueError(f"not a number; got {raw!r}; expected a finite number")
+        if spec.minimum is not None and not raw > spec.minimum:
+            raise ValueError(f"must be > {spec.minimum:g}; got {raw!r}")
+        return float(raw)
+    if k == "quantity":
+        from simulator.sweep.paths import parse_quantity
+
+        v = parse_quantity(raw, spec.unit, path="")
+        if spec.unit == "count":
+            return int(v)
+        return float(v)
+    raise AssertionError(k)  # pragma: no cover
+
+
+def _expand_axis(raw: Any, spec: _Key, where: str) -> tuple[Any, ...]:
+    """The values of one axis: a list, ``{values}``, ``{range, step|n}``, ``{log, n}`` or ``{pow2}``."""
+    numeric = spec.kind in ("int", "float", "quantity")
+    if isinstance(raw, list):
+        items = raw
+    elif isinstance(raw, Mapping):
+        forms = [f for f in ("values", "range", "log", "pow2") if f in raw]
+        extra = sorted(set(raw) - set(_AXIS_FORMS))
+        if extra:
+            raise ValueError(f"unknown axis form key; got {extra[0]!r}; expected values, range (with step or n), "
+                             f"log (with n) or pow2{did_you_mean(extra[0], _AXIS_FORMS)}")
+        if len(forms) != 1:
+            raise ValueError(f"axis form; got {', '.join(forms) or 'none'}; expected exactly one of values, range, "
+                             "log, pow2")
+        form = forms[0]
+        if form == "values":
+            items = raw["values"]
+            if not isinstance(items, list):
+                raise ValueError(f"values: not a list; got {items!r}; expected [v1, v2, ...]")
+        else:
+            if not numeric:
+                raise ValueError(f"{form}: only numeric keys take a range; got {raw!r}; expected a list of values")
+            items = _numeric_form(form, raw, spec)
+    else:
+        raise ValueError(f"not an axis; got {raw!r}; expected a list, {{range = [a, b], step = s}}, "
+                         "{log = [a, b], n = N} or {pow2 = [a, b]}")
+    out: list[Any] = []
+    for i, v in enumerate(items):
+        try:
+            val = _parse_value(v, spec, where)
+        except ValueError as exc:
+            raise ValueError(f"value {i + 1}: {exc}") from None
+        if val not in out:
+            out.append(val)
+    return tuple(out)
+
+
+def _num(raw: Any, spec: _Key, what: str) -> float:
+    if spec.kind == "quantity":
+        from simulator.sweep.paths import parse_quantity
+
+        try:
+            return parse_quantity(raw, spec.unit)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ValueError(f"{what}: not a number; got {raw!r}; expected a finite number")
+    return float(raw)
+
+
+def _numeric_form(form: str, raw: Mapping[str, Any], spec: _Key) -> list[Any]:
+    ends = raw[form]
+    if not isinstance(ends, list) or len(ends) != 2:
+        raise ValueError(f"{form}: not a pair; got {ends!r}; expected [first, last]")
+    a, b = (_num(e, spec, f"{form}[{i}]") for i, e in enumerate(ends))
+    if a > b:
+        raise ValueError(f"{form}: empty range; got first {ends[0]!r} > last {ends[1]!r}; expected first <= last")
+    integral = spec.kind == "int" or spec.unit == "count"
+    if form == "pow2":
+        if "n" in raw or "step" in raw:
+            raise ValueError("pow2: takes no n or step; got one; expected {pow2 = [first, last]}")
+        if a <= 0:
+            raise ValueError(f"pow2: must be positive; got {ends[0]!r}; expected first >= 1")
+        lo, hi = math.ceil(math.log2(a) - 1e-12), math.floor(math.log2(b) + 1e-12)
+        vals = [2.0**e for e in range(lo, hi + 1)]
+        return [int(v) if integral else v for v in vals]
+    n = raw.get("n")
+    step = raw.get("step")
+    if form == "log":
+        if step is not None:
+            raise ValueError("log: takes n, not step; got step; expected {log = [first, last], n = N}")
+        if a <= 0:
+            raise ValueError(f"log: must be positive; got {ends[0]!r}; expected first > 0")
+    if (n is None) == (step is None):
+        raise ValueError(f"{form}: got {'both n and step' if n is not None else 'neither n nor step'}; expected "
+                         + ("n = N" if form == "log" else "n = N or step = S"))
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{form}: n; got {n!r}; expected an integer >= 1")
+        if n == 1:
+            vals = [a]
+        elif form == "log":
+            r = (b / a) ** (1.0 / (n - 1))
+            vals = [a * r**i for i in range(n - 1)] + [b]
+        else:
+            vals = [a + (b - a) * i / (n - 1) for i in range(n - 1)] + [b]
+    else:
+        s = _num(step, spec, "step")
+        if not s > 0:
+            raise ValueError(f"step: must be positive; got {step!r}; expected step > 0")
+        count = int(math.floor((b - a) / s * (1 + 1e-12))) + 1
+        vals = [a + i * s for i in range(count)]
+    if integral:
+        return [int(round(v)) for v in vals]
+    return [float(_round_sig(v)) for v in vals]
+
+
+def _round_sig(x: float, digits: int = 12) -> float:
+    """``x`` to 12 significant digits: a log range gives the same value on every machine and run."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+# ------------------------------------------------------------------------------------------------
+# filters
+
+
+_ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+                  ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+                  ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
+                  ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.Tuple, ast.List, ast.Call)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _compile_filter(text: str, known: Sequence[str]) -> tuple[Any, tuple[str, ...]]:
+    """A filter compiled to a code object over ``_v0.._vN`` and the column each stands for."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an expression; got {text!r}; expected e.g. \"workload.batch * workload.context "
+                         f"<= 65536\" ({exc.msg})") from None
+    names: list[str] = []
+
+    class _Rename(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> Any:
+            d = _dotted(node)
+            if d is None:
+                raise ValueError(f"unsupported expression in {text!r}; expected column names, numbers, strings, "
+                                 "arithmetic, comparisons, and/or/not")
+            return self._name(d, node)
+
+        def visit_Name(self, node: ast.Name) -> Any:
+            if node.id in ("min", "max", "abs"):
+                return node
+            return self._name(node.id, node)
+
+        def visit_Call(self, node: ast.Call) -> Any:
+            if not (isinstance(node.func, ast.Name) and node.func.id in ("min", "max", "abs")) or node.keywords:
+                raise ValueError(f"unsupported call in {text!r}; expected only min, max, abs")
+            self.generic_visit(node)
+            return node
+
+        def _name(self, d: str, node: ast.AST) -> ast.Name:
+            if d not in known:
+                short = [k for k in known if k.rsplit(".", 1)[-1] == d]
+                if len(short) == 1:
+                    d = short[0]
+                else:
+                    raise ValueError(f"unknown name in {text!r}; got {d!r}; expected an axis or base setting "
+                                     f"({', '.join(known)}){_near_column(d, known)}")
+            if d not in names:
+                names.append(d)
+            return ast.copy_location(ast.Name(id=f"_v{names.index(d)}", ctx=ast.Load()), node)
+
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"unsupported expression ({type(node).__name__}) in {text!r}; expected column names, "
+                             "numbers, strings, arithmetic, comparisons, and/or/not")
+    tree = ast.fix_missing_locations(_Rename().visit(tree))
+    return compile(tree, "<filter>", "eval"), tuple(names)
+
+
+def _near_column(got: str, known: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` by the full names or, for a short name, by their last part."""
+    hint = did_you_mean(got, known)
+    if hint or "." in got:
+        return hint
+    last: dict[str, str] = {}
+    for k in known:
+        last.setdefault(k.rsplit(".", 1)[-1], k)
+    from nodeperf.suggest import near_match
+
+    m = near_match(got, list(last))
+    return f"; did you mean {last[m[0]]!r}?" if m else ""
+
+
+def filter_function(text: str, known: Sequence[str]) -> Callable[[Mapping[str, Any]], bool]:
+    """A filter expression as a function of ``{column: value}`` (used by ``sweep show --where``)."""
+    code, names = _compile_filter(text, known)
+
+    def accept(env: Mapping[str, Any]) -> bool:
+        ns = {f"_v{i}": env.get(n) for i, n in enumerate(names)}
+        return bool(eval(code, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, ns))  # noqa: S307
+
+    return accept
