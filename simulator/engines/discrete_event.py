@@ -189,6 +189,10 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         raise ValueError(f"simulate: streams: not a positive integer; got {streams!r}; expected an integer >= 1")
     prio = _priorities(graph, priorities)
     opts = options or EvalOptions()
+    if opts.plan is not None:
+        raise ValueError(f"simulate: options.plan: a parallel plan is not simulated op by op on one device; got "
+                         f"{opts.plan!r}; expected no plan here: use simulator.parallel.evaluate_plan(..., "
+                         "engine='des') for a plan's schedule")
     base = evaluate(graph, system, opts)
     dev = spec_of(system)[0]
     floor = launch_floor_s(dev, opts)

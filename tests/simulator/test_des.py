@@ -319,3 +319,13 @@ def test_predict_streams_needs_the_des_engine(capsys):
     rc = main(["predict", "resnet18", "--hardware", "h100-sxm5-80gb", "--streams", "2"])
     err = capsys.readouterr().err
     assert rc == 2 and "--streams" in err and "--engine des" in err and "Traceback" not in err
+
+
+def test_a_parallel_plan_is_a_located_error_not_a_traceback():
+    from simulator.hardware import load_hardware
+    from workloads.parallel import ParallelPlan
+    from workloads.resolve import load_workload
+
+    g = load_workload("gpt2", phase="decode", context=128)
+    with pytest.raises(ValueError, match=r"simulate: options\.plan: .*evaluate_plan"):
+        simulate(g, load_hardware("dgx-h100"), EvalOptions(plan=ParallelPlan(tp=2)))
