@@ -48,6 +48,10 @@ __all__ = [
     "load_system_file",
     "load_efficiency_defaults",
     "apply_overlay",
+    "POWER_MODES_DIR",
+    "list_power_modes",
+    "power_mode_file",
+    "apply_power_mode",
     "field_unit",
     "numeric_paths",
     "read_toml",
@@ -66,6 +70,8 @@ KNOWN_KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
 _REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {"gpu": ("sm",), "tpu": ("systolic",), "cpu": ()}
 
 DEFAULT_EFFICIENCY_FILE = Path(__file__).parent / "catalog" / "defaults" / "efficiency.toml"
+#: Power-mode overlays: ``<device name>/<mode>.toml`` (e.g. ``jetson-agx-orin-64gb/30w.toml``).
+POWER_MODES_DIR = Path(__file__).parent / "catalog" / "power_modes"
 #: ``schema`` version of device and system files (a file may omit it).
 SPEC_SCHEMA = 1
 
@@ -375,14 +381,30 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         v = _build(tp, raw, path, ctx)
         return _BAD if v is None else v
+    if origin is tuple and typing.get_args(tp)[0] is str:
+        return _convert_names(raw, path, ctx)
     if origin is tuple:
         return _convert_entries(typing.get_args(tp)[0], raw, path, ctx)
+    if tp is bool:
+        if not isinstance(raw, bool):
+            ctx.problems.add(path, f"expected true or false; got {_short(raw)}; expected {f.name} = true")
+            return _BAD
+        return raw
     if origin is dict:
         return _convert_dtype_map(raw, unit, f.name, path, ctx, f.metadata.get("keys"))
     if tp is str:
         if not isinstance(raw, str):
             ctx.problems.add(path, f"expected a string; got {_short(raw)}; expected a quoted value")
             return _BAD
+        if f.metadata.get("cite"):  # a citation: non-empty, @refs expanded, recorded as provenance
+            if not raw.strip():
+                ctx.problems.add(path, f"empty source; got {raw!r}; expected a citation (document + table)")
+                return _BAD
+            text = _expand_source(raw, ctx.refs, path, ctx)
+            if text is None:
+                return _BAD
+            ctx.provenance[path.rsplit(".", 1)[0]] = Provenance(source=text)
+            return text
         choices = f.metadata.get("choices")
         if choices and raw not in choices:
             ctx.problems.add(path, lambda: f"unknown {f.name}; got {raw!r}; expected one of {', '.join(choices)}"
@@ -396,6 +418,23 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
         return int(v) if tp is int else float(v)
     ctx.problems.add(path, f"field type {tp!r} is not loadable from TOML; got {_short(raw)}; expected a supported type")
     return _BAD
+
+
+def _convert_names(raw: Any, path: str, ctx: _Ctx) -> Any:
+    """A TOML array of names (``kinds = ["conv2d", "matmul"]``) -> tuple of distinct, non-empty strings."""
+    if not isinstance(raw, list) or not raw:
+        ctx.problems.add(path, f"expected a non-empty array of names; got {_short(raw)}; expected "
+                               f"{path.rsplit('.', 1)[-1]} = [\"name\", ...]")
+        return _BAD
+    bad = [x for x in raw if not isinstance(x, str) or not x.strip()]
+    if bad:
+        ctx.problems.add(path, f"expected names (non-empty strings); got {_short(bad[0])}; expected quoted names")
+        return _BAD
+    dup = sorted({x for x in raw if raw.count(x) > 1})
+    if dup:
+        ctx.problems.add(path, f"duplicate name; got {dup[0]!r} twice; expected each name once")
+        return _BAD
+    return tuple(raw)
 
 
 def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
@@ -588,6 +627,10 @@ def device_from_dict(
     for k, prov in eff_ctx_def.provenance.items():
         ctx.provenance[k] = Provenance(prov.source, _joined_note(prov.note, f"default for arch {arch!r} from {Path(defaults_where).name}"))
 
+    if "op_support" in data and isinstance(kind, str) and kind in KNOWN_KINDS and kind != "tpu":
+        # only the systolic (tpu) rules honour the table today; elsewhere it would be silently ignored
+        problems.add("op_support", f"not supported for kind {kind!r}; got an [op_support] table; expected it only "
+                                   "on kind = \"tpu\" devices (fixed-function engines costed by the systolic rules)")
     if isinstance(kind, str) and kind in _REQUIRED_BY_KIND:
         for req in _REQUIRED_BY_KIND[kind]:
             if req not in data:
@@ -870,7 +913,14 @@ def _overlay_entries(overlay: Any, source: str | None) -> tuple[str, str | None,
     src = source if source is not None else file_source
     if not isinstance(values, Mapping):
         raise SpecError(f"{where}: values: not a table; got {values!r}; expected \"dotted.path\" = value")
-    return where, src, _flatten(values)
+    refs = data.get("refs") or {}
+    flat = _flatten(values)
+    if isinstance(refs, Mapping) and refs:  # "@key" in a source expands to the overlay's [refs] citation
+        def cite(text: Any) -> Any:
+            return _REF.sub(lambda m: str(refs.get(m.group(1), m.group(0))), text) if isinstance(text, str) else text
+        src = cite(src)
+        flat = {k: ({**v, "source": cite(v.get("source"))} if isinstance(v, Mapping) else v) for k, v in flat.items()}
+    return where, src, flat
 
 
 def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -1002,3 +1052,63 @@ def numeric_paths(spec: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
     return out
 
 
+# ------------------------------------------------------------------------------------------
+# power modes
+
+
+def list_power_modes(device: str) -> list[str]:
+    """Power modes (``"15w"``, ``"30w"``...) shipped for the catalog device called ``device``, sorted by
+    their wattage; empty for a device without modes."""
+    folder = POWER_MODES_DIR / device.strip().lower()
+    names = [p.stem for p in folder.glob("*.toml")] if folder.is_dir() else []
+
+    def watts(name: str) -> tuple[float, str]:
+        m = re.match(r"(\d+(?:\.\d+)?)w$", name)
+        return (float(m.group(1)) if m else math.inf, name)
+
+    return sorted(names, key=watts)
+
+
+def power_mode_file(device: str, mode: str) -> Path:
+    """The overlay file of power mode ``mode`` (case-insensitive, ``"30w"`` or ``"30W"``) of ``device``.
+
+    Raises
+    ------
+    SpecError
+        The device has no power modes, or no mode of that name (with the modes it has).
+    """
+    modes = list_power_modes(device)
+    key = mode.strip().lower()
+    if not modes:
+        raise SpecError(f"{device}@{mode}: power mode: the device has no power modes; got {mode!r}; expected a "
+                        f"device with a folder in {POWER_MODES_DIR.name}/ (devices with modes: "
+                        f"{', '.join(sorted(p.name for p in POWER_MODES_DIR.iterdir() if p.is_dir())) or 'none'})")
+    if key not in modes:
+        raise SpecError(f"{device}@{mode}: power mode: unknown mode; got {mode!r}; expected one of "
+                        f"{', '.join(modes)}{did_you_mean(key, modes)}")
+    return POWER_MODES_DIR / device.strip().lower() / f"{key}.toml"
+
+
+def apply_power_mode(spec: Any, mode: str) -> Any:
+    """``spec`` (a DeviceSpec, or a SystemSpec of such devices) in power mode ``mode``.
+
+    A power mode is an overlay of the clocks, enabled units, memory bandwidth and power budget the
+    vendor's mode table sets (each value sourced in the overlay file); the base file describes the
+    fastest mode. The device keeps its name; its description names the mode.
+    """
+    dev = spec.device if isinstance(spec, SystemSpec) else spec
+    path = power_mode_file(dev.name, mode)
+    where, src, values = _overlay_entries(path, None)
+    meta = read_toml(path).get("calibration", {})
+    fitted = str(meta.get("device", "")).lower() if isinstance(meta, Mapping) else ""
+    if fitted and fitted != dev.name.lower():
+        raise SpecError(f"{where}: calibration.device: overlay for another device; got {fitted!r}; expected "
+                        f"{dev.name!r}")
+    if src is None:
+        raise SpecError(f"{where}: source: missing; got nothing; expected source = \"<the mode table cited>\"")
+    if not isinstance(spec, SystemSpec):
+        return apply_overlay(spec, path)
+    try:
+        return apply_overlay(spec, {"source": src, "values": {f"device.{k}": v for k, v in values.items()}})
+    except SpecError as exc:
+        raise SpecError(str(exc).replace("<overlay>", where).replace(": device.", ": ")) from None

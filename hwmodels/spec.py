@@ -31,6 +31,7 @@ __all__ = [
     "PowerSpec",
     "EnergySpec",
     "EfficiencySpec",
+    "OpSupportSpec",
     "DeviceSpec",
     "SystemSpec",
     "get_path",
@@ -269,6 +270,54 @@ class EfficiencySpec:
         "calibration fits it to measurements",
         default=0.0,
     )
+    weight_dequant_ops_per_element: float = spec_field(
+        "1",
+        "vector-lane instructions a weight-only quantised GEMM (W4A16/W8A16: Marlin, AWQ, GPTQ kernels) "
+        "spends to turn one packed int4/int8 weight into a 16-bit operand in registers, group scale "
+        "applied; issued by the same warps as the matrix instructions, once per weight per CTA row "
+        "tile; 0 (not modelled) unless the catalog gives it",
+        default=0.0,
+    )
+    linalg_block_size: int = spec_field(
+        "count",
+        "panel width nb of the blocked dense factorisations and reductions (Cholesky, Householder QR, "
+        "tridiagonal and bidiagonal reduction) of the device's linear-algebra library: the trailing "
+        "updates are GEMMs of depth nb, the n/nb panels run one after another; the default 32 is "
+        "reference LAPACK's ILAENV block size for xGEQRF, xSYTRD and xGEBRD (LAPACK 3.x, ilaenv.f, ISPEC=1)",
+        default=32,
+    )
+    linalg_sweep_row_s: float = spec_field(
+        "s",
+        "time per row of the active block of one implicit QR sweep of the tridiagonal (bidiagonal) "
+        "eigenvalue iteration (LAPACK xSTERF/xSTEQR/xBDSQR): a dependent scalar chain, about two sweeps "
+        "per eigenvalue; the default is measured: LAPACK dsterf (SciPy 1.17, one thread) at n = 4096 took "
+        "219.7 ms for 4096 x 4097 row-sweeps = 13.1 ns on the 2-core AMD EPYC development VM "
+        "(benchmarks/bench_linalg_host.py)",
+        default=13.1e-9,
+    )
+
+
+@dataclass(frozen=True)
+class OpSupportSpec:
+    """The op kinds a fixed-function engine can run (a DLA, an NPU); the lowering refuses the rest.
+
+    A device without this table runs every op kind its lowering rules know. With it, an op whose
+    kind is not in ``kinds`` (or an elementwise op whose ``op`` attribute is not in
+    ``elementwise_ops``, when that list is given) raises
+    :class:`~workloads.ir.UnsupportedOpError` naming the op, its kind and the device, so a
+    partitioner can place the op elsewhere and say why.
+    """
+
+    kinds: tuple[str, ...] = field(metadata={
+        "unit": "", "doc": "op kinds (workloads IR names: conv2d, matmul, pool2d, ...) the engine runs"})
+    source: str = field(metadata={
+        "unit": "", "cite": True,
+        "doc": "where the list comes from (vendor documentation of the supported layers); @refs expand"})
+    elementwise_ops: tuple[str, ...] = field(default=(), metadata={
+        "unit": "", "doc": "elementwise ``op`` attributes (relu, add, ...) the engine runs; empty: every one"})
+    weight_operand_matmul_only: bool = field(default=False, metadata={
+        "unit": "", "doc": "matmul runs only with a constant weight operand (a fully connected layer), not "
+                           "between two activations"})
 
 
 @dataclass(frozen=True)
@@ -292,6 +341,7 @@ class DeviceSpec:
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
     source_file: str = field(default="", compare=False)
     cpu: CpuSpec | None = None  # kind "cpu": kernel-library factors (None: the plain roofline)
+    op_support: OpSupportSpec | None = None  # fixed-function engines: the op kinds they run (None: all)
 
     def level(self, name: str) -> MemoryLevel:
         """The memory level called ``name`` (``"hbm"``, ``"l2"``...); a located error otherwise."""

@@ -13,7 +13,7 @@ from typing import Any
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 
 __all__ = ["CalibrationError", "OVERLAY_SCHEMA", "device_of", "load_calibration", "apply_calibration",
-           "load_hardware", "known_devices"]
+           "load_hardware", "known_devices", "load_node_or_device"]
 
 OVERLAY_SCHEMA = "nodeperf.calibration/1"
 
@@ -98,12 +98,20 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
     """The spec a CLI ``--hardware NAME`` means, with an optional ``--calibration FILE`` applied.
 
     ``host`` is this machine's CPU (:func:`hwmodels.host.host_spec`), ``host:N`` the same limited to
-    ``N`` cores (a measurement run with ``--threads N``); anything else is a catalog device or system
-    name, or a TOML path. A TOML file is a system when it names a ``device`` (see
+    ``N`` cores (a measurement run with ``--threads N``); ``NAME@MODE`` is NAME in one of its power
+    modes (``jetson-agx-orin-64gb@30w``, :func:`hwmodels.loader.apply_power_mode`); anything else is a
+    catalog device or system name, or a TOML path. A TOML file is a system when it names a ``device`` (see
     :func:`hwmodels.loader.spec_kind`), else a device, so its errors are those of the kind of file it is.
     """
     from hwmodels.host import HOST_NAME, host_spec
 
+    base, at, mode = name.rpartition("@")
+    if at and base.strip() and mode.strip() and "/" not in mode and not mode.endswith(".toml"):
+        # NAME@MODE: a device (or system) in one of its power modes (hwmodels/catalog/power_modes/)
+        from hwmodels.loader import apply_power_mode
+
+        spec_m = apply_power_mode(load_hardware(base), mode)
+        return apply_calibration(spec_m, calibration) if calibration else spec_m
     key = name.strip().lower()
     if key == HOST_NAME or key.startswith(HOST_NAME + ":"):
         cores = None
@@ -139,3 +147,47 @@ def known_devices() -> list[str]:
     from hwmodels.host import HOST_NAME
 
     return sorted({*(d.lower() for d in list_devices()), HOST_NAME})
+
+
+def load_node_or_device(name: str, calibration: str | Path | None = None) -> Any:
+    """The heterogeneous node a ``--hardware NAME`` means (:class:`hwmodels.node.NodeSpec`).
+
+    A catalog node name (``hwmodels/catalog/nodes/``) or a node TOML file (one with ``[[devices]]``)
+    is loaded as that node; anything else is resolved by :func:`load_hardware` (with the optional
+    calibration overlay) and wrapped as a node of one device by :func:`hwmodels.node.node_from_spec`.
+    A calibration overlay applies to single devices only.
+
+    Raises
+    ------
+    SpecError
+        Unknown name (with the closest node, device and system names) or an invalid file.
+    """
+    from hwmodels.node import is_node_file, list_nodes, load_node, node_from_spec
+
+    key = name.strip().lower()
+    is_path = key.endswith(".toml") or "/" in key
+    node_file = False
+    if is_path and Path(name).is_file():
+        from hwmodels.loader import read_toml
+
+        node_file = is_node_file(read_toml(name))
+    if node_file or (not is_path and key in {n.lower() for n in list_nodes()}):
+        if calibration:
+            raise ValueError(f"--calibration {calibration}: a calibration overlay applies to one device; got node "
+                             f"{name!r}; expected a device name with --calibration, or no overlay")
+        return load_node(name)
+    try:
+        return node_from_spec(load_hardware(name, calibration))
+    except SpecError as exc:
+        if is_path or "unknown name" not in str(exc):
+            raise
+        from hwmodels.catalog import list_devices, list_systems
+        from nodeperf.suggest import near_match
+
+        nodes, devices, systems = list_nodes(), list_devices(), list_systems()
+        near = near_match(key, nodes + devices + systems, n=3, cutoff=0.5, prefix=True)
+        msg = (f"hardware {name!r}: unknown name; got {name!r}; expected a node ({', '.join(nodes)}), a device "
+               f"({', '.join(devices)}) or a system ({', '.join(systems)})")
+        if near:
+            msg += "; did you mean " + " or ".join(f"{n!r}{' (a node)' if n in nodes else ''}" for n in near) + "?"
+        raise SpecError(msg) from None

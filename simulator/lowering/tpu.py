@@ -42,10 +42,20 @@ Vector unit (elementwise, softmax, norms, reductions, pooling, ...)
 
 Embeddings and MoE dispatch are gathers (bytes only); views are free; collectives are rings over
 the system fabric or the chip's ``ici`` link; anything else is a roofline marked as a fallback.
+
+Fixed-function engines (a DLA, an Edge TPU)
+    A device with an ``[op_support]`` table (:class:`hwmodels.spec.OpSupportSpec`) runs only the op
+    kinds it lists: every rule here (and the fallback) first calls :func:`check_op_support`, which
+    raises :class:`~workloads.ir.UnsupportedOpError` (a ``NotImplementedError``) naming the op, its
+    kind and the device for anything else, so a partitioner can place the op on another engine.
+    Integer dtypes run at their own matrix rate (``compute.tensor_flops_per_s.int8``; the geometry
+    peak is the bf16/fp16 one, so int8 gets ``rate_factor`` 2 on engines with two int8 MACs per PE)
+    with one byte per operand word; a dtype the device has no rate for is refused.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -59,18 +69,22 @@ from simulator.lowering.common import (
     VIEW_KINDS,
     KernelCost,
     LoweringContext,
+    Rule,
+    RuleSet,
     element_bytes,
     is_narrow_grouped_conv,
     register_rule,
     require_rate,
+    ruleset,
     set_fallback,
     zero_cost,
 )
-from workloads.ir import Op
-from workloads.semantics import conv_dims, gemm_dims
+from workloads.ir import Op, Role, UnsupportedOpError
+from workloads.semantics import ELEMENTWISE_FLOPS, conv_dims, gemm_dims
+from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
-           "SOFTMAX_VECTOR_OPS_PER_SCORE"]
+           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -104,12 +118,13 @@ def _require_systolic(dev: DeviceSpec) -> None:
                         "expected a [systolic] table with rows, cols, arrays_per_core, dataflow")
 
 
-def tpu_rate(dev: DeviceSpec, dtype: str) -> tuple[float, str, str]:
-    """(matrix rate in FLOP/s, dtype whose rate is used, note) for contractions in ``dtype``."""
+def tpu_rate(dev: DeviceSpec, dtype: str, op: Op | None = None) -> tuple[float, str, str]:
+    """(matrix rate in FLOP/s, dtype whose rate is used, note) for contractions in ``dtype`` (``op`` names
+    the op in the error for a dtype the device has no rate for)."""
     table = dev.compute.tensor_flops_per_s
     if dtype in table:
         return table[dtype], dtype, ""
-    require_rate(dev, dtype)  # a dtype without any rate is refused, as on every device kind
+    require_rate(dev, dtype, op)  # a dtype without any rate is refused, as on every device kind
     if not table:
         raise SpecError(f"{dev.name}: compute.tensor_flops_per_s: empty; got no rates; expected at least bf16")
     slow = min(table, key=lambda k: table[k])
@@ -252,11 +267,12 @@ def _vector_rate(dev: DeviceSpec) -> float:
 
 def _contraction(ctx: LoweringContext, batch: int, m: int, n: int, k: int, *, dtype: str, in_bytes: float,
                  out_bytes: float, rule: str, ifmap_words: int | None = None, vector_flops: float = 0.0,
-                 extra_vector_s: float = 0.0, dram_bytes: float | None = None, notes: str = "") -> KernelCost:
+                 extra_vector_s: float = 0.0, dram_bytes: float | None = None, notes: str = "",
+                 op: Op | None = None) -> KernelCost:
     dev = ctx.device
     s = dev.systolic
+    rate, used, rnote = tpu_rate(dev, dtype, op)
     mp = map_gemm(dev, batch, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, ifmap_words=ifmap_words)
-    rate, used, rnote = tpu_rate(dev, dtype)
     geometry_peak = 2.0 * s.rows * s.cols * s.arrays_per_core * dev.compute.units * dev.clock.sustained_hz
     factor = rate / geometry_peak
     mxu_s = mp.cycles / (dev.clock.sustained_hz * factor * dev.efficiency.tensor_peak_fraction)
@@ -286,7 +302,7 @@ def _tpu_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     a, b = op.inputs[0], op.inputs[1]
     bias = float(op.outputs[0].numel) if len(op.inputs) == 3 else 0.0
     return _contraction(ctx, bt, m, n, k, dtype=op.dtype.value, in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)),
-                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-gemm", vector_flops=bias)
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-gemm", vector_flops=bias, op=op)
 
 
 def _grouped_rows(op: Op) -> tuple[int, int]:
@@ -308,7 +324,7 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
     else:
         m, n, k = a.shape[2], b.shape[2], rows
     return _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
-                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-grouped-gemm")
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-grouped-gemm", op=op)
 
 
 @register_rule("tpu", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
@@ -332,7 +348,7 @@ def _tpu_conv(op: Op, ctx: LoweringContext) -> KernelCost:
         rule = "mxu-conv-dgrad" if op.kind.endswith("bwd_data") else "mxu-conv"
         ifw = max(1, op.inputs[0].numel // g)  # the input tensor, not its im2col copies
     return _contraction(ctx, g, m, n, k, dtype=op.dtype.value, in_bytes=ib, out_bytes=ob, rule=rule,
-                        ifmap_words=ifw, vector_flops=bias)
+                        ifmap_words=ifw, vector_flops=bias, op=op)
 
 
 @register_rule("tpu", "attention", "attention_bwd")
@@ -355,7 +371,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     scores = float(heads * sq * kv_eff)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
-                          dram_bytes=0.0) for (m_, n_, k_) in gemms]
+                          dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
     vec_s = vec_flops / _vector_rate(ctx.device)
     memory_s = dram / _hbm(ctx.device)
@@ -405,7 +421,7 @@ def _tpu_router(op: Op, ctx: LoweringContext) -> KernelCost:
     rest = max(0.0, float(op.flops) - 2.0 * t * d * e)
     g = _contraction(ctx, 1, t, e, d, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype), out_bytes=4.0,
                      rule="mxu-router", vector_flops=rest, dram_bytes=float(op.bytes_read + op.bytes_written),
-                     notes="softmax and top-k on the vector unit")
+                     notes="softmax and top-k on the vector unit", op=op)
     return g
 
 
@@ -428,7 +444,7 @@ def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
     flops = float(op.flops)
     matrix = op.macs > 0
     if matrix:
-        rate, used, _ = tpu_rate(dev, op.dtype.value)
+        rate, used, _ = tpu_rate(dev, op.dtype.value, op)
         compute_s = flops / (rate * dev.efficiency.tensor_peak_fraction)
     else:
         used = ""
@@ -441,3 +457,87 @@ def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:
 
 
 set_fallback("tpu", _tpu_roofline)
+
+
+# ------------------------------------------------------------------------------------------------
+# fixed-function engines: the op kinds a device can run
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_support(dev_name: str, source_file: str, kinds: tuple[str, ...], ew: tuple[str, ...]) -> None:
+    """Refuse an ``[op_support]`` table naming op kinds or elementwise ops the IR does not have (a typo
+    would silently refuse a supported op); checked once per table."""
+    from nodeperf.suggest import did_you_mean
+
+    where = f"{source_file or dev_name}: op_support"
+    known = set(known_op_kinds())
+    for k in kinds:
+        if k not in known:
+            raise SpecError(f"{where}.kinds: unknown op kind; got {k!r}; expected an op kind of the workload IR"
+                            f"{did_you_mean(k, sorted(known))}")
+    for e in ew:
+        if e not in ELEMENTWISE_FLOPS:
+            raise SpecError(f"{where}.elementwise_ops: unknown elementwise op; got {e!r}; expected one of the "
+                            f"IR's elementwise ops{did_you_mean(e, sorted(ELEMENTWISE_FLOPS))}")
+
+
+def unsupported_reason(op: Op, dev: DeviceSpec) -> str | None:
+    """Why ``dev`` cannot run ``op`` (None when it can), from the device's ``[op_support]`` table."""
+    sup = dev.op_support
+    if sup is None:
+        return None
+    _checked_support(dev.name, dev.source_file, sup.kinds, sup.elementwise_ops)
+    if op.kind not in sup.kinds:
+        return f"op kind {op.kind!r} is not among the kinds the device runs ({', '.join(sup.kinds)})"
+    if op.kind in ("elementwise", "elementwise_bwd") and sup.elementwise_ops:
+        name = op.attrs.get("op")
+        if name not in sup.elementwise_ops:
+            return (f"elementwise op {name!r} is not among the elementwise ops the device runs "
+                    f"({', '.join(sup.elementwise_ops)})")
+    if op.kind == "matmul" and sup.weight_operand_matmul_only:
+        b = op.inputs[1] if len(op.inputs) > 1 else None
+        if b is None or b.role is not Role.WEIGHT:
+            return ("matmul of two activations (the device runs matmul only as a fully connected layer with a "
+                    "constant weight operand)")
+    return None
+
+
+def check_op_support(op: Op, dev: DeviceSpec) -> None:
+    """Raise :class:`~workloads.ir.UnsupportedOpError` when ``dev`` cannot run ``op``.
+
+    The message names the op, its kind and the device, why, and where the device's list comes from:
+    ``op 'layers.0.attn' (attention): not supported on device 'orin-dla': op kind 'attention' is not
+    among the kinds the device runs (...); expected an op the device lists in op_support (source: ...)``.
+    """
+    why = unsupported_reason(op, dev)
+    if why is not None:
+        src = dev.op_support.source if dev.op_support is not None else ""
+        short = src if len(src) <= 160 else src[:157] + "..."
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): not supported on device {dev.name!r}: {why}; "
+                                 f"expected an op the device lists in op_support of {dev.source_file or dev.name} "
+                                 f"(source: {short}); place it on another device")
+
+
+def _supported_only(fn: Rule) -> Rule:
+    """``fn`` behind :func:`check_op_support` (the wrapper keeps the rule's name for reports)."""
+
+    @functools.wraps(fn)
+    def rule(op: Op, ctx: LoweringContext) -> KernelCost:
+        check_op_support(op, ctx.device)
+        return fn(op, ctx)
+
+    return rule
+
+
+def _guard(rs: RuleSet) -> None:
+    """Wrap every TPU rule and the fallback with :func:`check_op_support` (once per rule function)."""
+    wrapped: dict[int, Rule] = {}
+    for kind, fn in list(rs.rules.items()):
+        if id(fn) not in wrapped:
+            wrapped[id(fn)] = _supported_only(fn)
+        rs.rules[kind] = wrapped[id(fn)]
+    if rs.fallback is not None:
+        rs.fallback = _supported_only(rs.fallback)
+
+
+_guard(ruleset("tpu"))

@@ -1,0 +1,546 @@
+"""Simulate a real-time scenario on a node: jobs released by time or by their predecessors, scheduled
+on every device by fixed priority with preemption only at kernel boundaries; response times, deadline
+misses, chain latencies and device utilisation, beside the worst-case bounds of :mod:`.rta`.
+
+Semantics (see ``docs/realtime.md``):
+
+- A periodic task's job ``k`` arrives at ``offset + k T`` and is released ``U[0, jitter]`` later; a
+  sporadic task's arrivals are ``U[min_interarrival, max_interarrival]`` apart. A data-driven task
+  releases one job when a job of its trigger finishes. Every task samples the latest finished output
+  of each other predecessor when its job is released (a variable carried by that output sizes it;
+  before the first output, the variable's ``min`` does).
+- A device runs one kernel at a time. At each kernel boundary the highest-priority ready job (ties:
+  earliest release, then task order) picks the next kernel; a kernel in flight is never cut. Jobs of
+  one task run in release order. Devices run independently (no shared-memory contention).
+- Response time is measured from the job's release to its last kernel's end; a chain's latency from
+  the release of its first task's job whose data reached the last task's job, to that job's end.
+- ``frames`` bounds the run: sources release jobs until ``frames`` periods of the fastest source have
+  passed; every released job then runs to completion. A wall-clock limit stops a run early, and the
+  result says so.
+
+The event loop is a heap of (time, kind, sequence) events. A job runs uninterrupted to its end unless
+a higher-priority job is released meanwhile; then its run is cut at the first kernel boundary after
+that release (a bisection in the kernels' running sums), so the cost is per job, not per kernel.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.realtime.costing import (
+    TaskCost,
+    Variant,
+    apply_node_overlay,
+    cost_scenario,
+    resolve_node,
+)
+from simulator.realtime.rta import Analysis, analyse
+from simulator.realtime.scenario import Scenario, ScenarioError, TaskSpec, load_scenario
+
+__all__ = ["ResponseStats", "TaskResult", "ChainResult", "DeviceResult", "RealtimeResult", "simulate_scenario",
+           "run_realtime", "MAX_TRACE_EVENTS", "CDF_PERCENTILES"]
+
+_RELEASE, _DONE, _DISPATCH = 0, 1, 2
+#: Most job executions a trace keeps (later ones are counted, not written).
+MAX_TRACE_EVENTS = 200_000
+_CHECK_CLOCK_EVERY = 2048
+#: Times below this (s) print as 0: sums of the same kernel times in another order differ by rounding.
+_SHOWN_ZERO_S = 1e-12
+#: Percentiles each summary keeps as its CDF: 0 to 99 in steps of 1, then 99.1 to 100 in steps of 0.1.
+CDF_PERCENTILES: tuple[float, ...] = (*(float(p) for p in range(100)), *(round(99.1 + 0.1 * i, 1) for i in range(9)), 100.0)
+
+
+@dataclass(frozen=True)
+class ResponseStats:
+    """Summary of a set of response times or latencies (s)."""
+
+    count: int
+    p50_s: float
+    p99_s: float
+    p999_s: float
+    max_s: float
+    min_s: float
+    mean_s: float
+    jitter_s: float  # max - min
+    deadline_misses: int
+    #: the distribution at :data:`CDF_PERCENTILES` (s), for plotting CDFs without keeping every sample
+    cdf_s: tuple[float, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def of(cls, samples: Sequence[float], deadline_s: float) -> ResponseStats:
+        """Summary of ``samples`` (s) against ``deadline_s`` (a sample above it is a miss)."""
+        import numpy as np
+
+        if not samples:
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan, nan, nan, nan, 0)
+        a = np.asarray(samples, dtype=float)
+        p50, p99, p999 = (float(x) for x in np.percentile(a, [50.0, 99.0, 99.9]))
+        mx, mn = float(a.max()), float(a.min())
+        cdf = tuple(float(x) for x in np.percentile(a, CDF_PERCENTILES))
+        return cls(len(a), p50, p99, p999, mx, mn, float(a.mean()), mx - mn, int((a > deadline_s).sum()), cdf)
+
+    @property
+    def miss_rate(self) -> float:
+        """Deadline misses per job (0 when there are no samples)."""
+        return self.deadline_misses / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    name: str
+    device: str
+    priority: int
+    deadline_s: float
+    stats: ResponseStats
+    wcrt_bound_s: float
+    wcet_s: float
+    period_s: float
+    released: int
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    name: str
+    tasks: tuple[str, ...]
+    deadline_s: float
+    stats: ResponseStats
+    wcrt_bound_s: float
+
+
+@dataclass(frozen=True)
+class DeviceResult:
+    name: str
+    spec: str
+    utilisation: float  # simulated busy time / simulated time
+    utilisation_wcet: float  # sum of worst-case work / period
+    tasks: tuple[str, ...]
+
+    @property
+    def overloaded(self) -> bool:
+        """Worst-case work per period above 100% of the device."""
+        return self.utilisation_wcet > 1.0
+
+
+def _num(x: float) -> float | None:
+    """JSON number, or null for no value (NaN: no samples; inf: no bound)."""
+    return float(x) if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class RealtimeResult:
+    """Everything one ``nodeperf realtime`` run reports; :meth:`to_json` is byte-stable per input and seed."""
+
+    scenario: str
+    node: str
+    frames: int
+    seed: int
+    horizon_s: float
+    simulated_s: float
+    stopped_by: str  # "frames" or "time limit"
+    tasks: tuple[TaskResult, ...]
+    chains: tuple[ChainResult, ...]
+    devices: tuple[DeviceResult, ...]
+    report_lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    bound_exact: bool
+    bound_quantile: float
+    trace: tuple[tuple[str, str, int, float, float, int, int], ...] = field(default=(), repr=False)
+
+    @property
+    def utilisation(self) -> dict[str, float]:
+        """Simulated busy fraction per device."""
+        return {d.name: d.utilisation for d in self.devices}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (null for no samples or no bound)."""
+        def stats(s: ResponseStats, deadline: float, bound: float) -> dict[str, Any]:
+            return {"jobs": s.count, "p50_s": _num(s.p50_s), "p99_s": _num(s.p99_s), "p999_s": _num(s.p999_s),
+                    "max_s": _num(s.max_s), "min_s": _num(s.min_s), "mean_s": _num(s.mean_s),
+                    "jitter_s": _num(s.jitter_s), "deadline_s": deadline, "deadline_misses": s.deadline_misses,
+                    "miss_rate": s.miss_rate, "wcrt_bound_s": _num(bound), "bounded": math.isfinite(bound)}
+
+        return {
+            "scenario": self.scenario, "node": self.node, "frames": self.frames, "seed": self.seed,
+            "horizon_s": self.horizon_s, "simulated_s": self.simulated_s, "stopped_by": self.stopped_by,
+            "bound_exact": self.bound_exact, "bound_quantile": self.bound_quantile,
+            "tasks": [{"name": t.name, "device": t.device, "priority": t.priority, "released": t.released,
+                       "wcet_s": t.wcet_s, "period_s": t.period_s, **stats(t.stats, t.deadline_s, t.wcrt_bound_s)}
+                      for t in self.tasks],
+            "chains": [{"name": c.name, "tasks": list(c.tasks), **stats(c.stats, c.deadline_s, c.wcrt_bound_s)}
+                       for c in self.chains],
+            "utilisation": {d.name: d.utilisation for d in self.devices},
+            "devices": [{"name": d.name, "spec": d.spec, "utilisation": d.utilisation,
+                         "utilisation_wcet": d.utilisation_wcet, "overloaded": d.overloaded, "tasks": list(d.tasks)}
+                        for d in self.devices],
+            "report": list(self.report_lines), "warnings": list(self.warnings),
+        }
+
+    def to_json(self) -> str:
+        """The JSON ``--json`` prints: sorted keys, byte-identical for the same inputs and seed."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=1)
+
+    def to_table(self) -> str:
+        """The human report: one row per task and chain, then devices and report lines."""
+        from simulator.report.formatting import si
+
+        def ms(x: float) -> str:
+            if not math.isfinite(x):
+                return "-"
+            return "0 s" if abs(x) < _SHOWN_ZERO_S else si(x, "s")
+
+        lines = [f"{self.scenario} on {self.node}: {self.frames} frames, seed {self.seed}, "
+                 f"{self.simulated_s:.3f} s simulated (stopped by {self.stopped_by})", ""]
+        head = (f"{'task':<16} {'device':<8} {'prio':>4} {'jobs':>6} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} "
+                f"{'bound':>9} {'deadline':>9} {'misses':>7} {'rate':>7} {'jitter':>9}")
+        lines.append(head)
+        lines.append("-" * len(head))
+        for t in self.tasks:
+            s = t.stats
+            lines.append(f"{t.name:<16} {t.device:<8} {t.priority:>4} {s.count:>6} {ms(s.p50_s):>9} {ms(s.p99_s):>9} "
+                         f"{ms(s.p999_s):>9} {ms(s.max_s):>9} {ms(t.wcrt_bound_s) if math.isfinite(t.wcrt_bound_s) else 'none':>9} "
+                         f"{ms(t.deadline_s):>9} {s.deadline_misses:>7} {s.miss_rate:>7.2%} {ms(s.jitter_s):>9}")
+        if self.chains:
+            lines.append("")
+            chead = (f"{'chain':<30} {'samples':>7} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'bound':>9} "
+                     f"{'deadline':>9} {'misses':>7} {'rate':>7}")
+            lines.append(chead)
+            lines.append("-" * len(chead))
+            for c in self.chains:
+                s = c.stats
+                bound = ms(c.wcrt_bound_s) if math.isfinite(c.wcrt_bound_s) else "none"
+                lines.append(f"{c.name:<30} {s.count:>7} {ms(s.p50_s):>9} {ms(s.p99_s):>9} {ms(s.p999_s):>9} "
+                             f"{ms(s.max_s):>9} {bound:>9} {ms(c.deadline_s):>9} {s.deadline_misses:>7} "
+                             f"{s.miss_rate:>7.2%}")
+        lines.append("")
+        for d in self.devices:
+            lines.append(f"device {d.name} ({d.spec}): utilisation {d.utilisation:.1%} simulated, "
+                         f"{d.utilisation_wcet:.1%} at worst-case work; tasks {', '.join(d.tasks) or 'none'}")
+        for line in self.report_lines:
+            lines.append(line)
+        for w in self.warnings:
+            lines.append(f"warning: {w}")
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The executed job runs as a Chrome trace (one track per device), as :mod:`simulator.report.trace`."""
+        dev_ids = {d.name: i for i, d in enumerate(self.devices)}
+        events: list[dict[str, Any]] = [
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": self.node}},
+        ]
+        for d in self.devices:
+            events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": dev_ids[d.name],
+                           "args": {"name": f"{d.name} ({d.spec})"}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": dev_ids[d.name],
+                           "args": {"sort_index": dev_ids[d.name]}})
+        for dev, task, k, start, end, k0, k1 in self.trace:
+            events.append({"name": f"{task} #{k}", "cat": task, "ph": "X", "ts": start * 1e6, "dur": (end - start) * 1e6,
+                           "pid": 0, "tid": dev_ids[dev], "args": {"job": k, "kernels": f"{k0}..{k1 - 1}"}})
+        return {"traceEvents": events, "displayTimeUnit": "ns",
+                "otherData": {"scenario": self.scenario, "node": self.node, "seed": str(self.seed),
+                              "frames": str(self.frames)}}
+
+
+class _Job:
+    __slots__ = ("task", "k", "release", "variant", "pos", "values", "origins", "seq", "prio")
+
+    def __init__(self, task: int, k: int, release: float, prio: int, seq: int) -> None:
+        self.task = task
+        self.k = k
+        self.release = release
+        self.prio = prio
+        self.seq = seq
+        self.pos = 0
+        self.variant: Variant | None = None
+        self.values: dict[str, int] = {}
+        self.origins: dict[int, float] = {}
+
+
+class _Draws:
+    """Values of one variable, drawn in blocks from its own random stream (deterministic per seed)."""
+
+    BLOCK = 4096
+
+    def __init__(self, dist: Any, rng: Any) -> None:
+        self.dist, self.rng, self.buf, self.i = dist, rng, [], 0
+
+    def next(self) -> int:
+        if self.i >= len(self.buf):
+            self.buf, self.i = self.dist.draw(self.rng, self.BLOCK), 0
+        self.i += 1
+        return self.buf[self.i - 1]
+
+
+def _source_releases(t: TaskSpec, horizon: float, rng: Any) -> list[tuple[float, float]]:
+    """(nominal arrival, release) of every job of a task released by time, arrivals before ``horizon``."""
+    import numpy as np
+
+    if t.activation == "periodic":
+        n = max(0, math.ceil((horizon - t.offset_s) / t.period_s))
+        arrivals = t.offset_s + np.arange(n) * t.period_s
+    else:
+        n_max = int(math.ceil((horizon - t.offset_s) / t.period_s)) + 1
+        gaps = rng.uniform(t.period_s, t.max_interarrival_s, size=max(n_max - 1, 0)) if n_max > 1 else np.zeros(0)
+        arrivals = t.offset_s + np.concatenate(([0.0], np.cumsum(gaps)))
+        arrivals = arrivals[arrivals < horizon]
+    jit = rng.uniform(0.0, t.jitter_s, size=len(arrivals)) if t.jitter_s > 0 else np.zeros(len(arrivals))
+    return [(float(a), float(a + j)) for a, j in zip(arrivals, jit, strict=True)]
+
+
+def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: Analysis, *, node_name: str,
+                      device_specs: Mapping[str, str], frames: int | None = None, seed: int | None = None,
+                      time_limit_s: float | None = None, trace: bool = False) -> RealtimeResult:
+    """Run the event loop (see the module docstring) and summarise it beside ``analysis``'s bounds."""
+    import numpy as np
+
+    frames = int(frames if frames is not None else scn.frames)
+    seed = int(seed if seed is not None else scn.seed)
+    limit = float(time_limit_s if time_limit_s is not None else scn.time_limit_s)
+    if frames < 1:
+        raise ScenarioError(f"{scn.where}: frames; got {frames}; expected a positive frame budget")
+    tasks = list(scn.tasks)
+    tidx = {t.name: i for i, t in enumerate(tasks)}
+    sources = [t for t in tasks if t.is_source]
+    if not sources:
+        raise ScenarioError(f"{scn.where}: tasks; got no task with a rate, period or min_interarrival; expected at "
+                            "least one task released by time")
+    horizon = frames * min(float(t.period_s) for t in sources)
+    devices = list(device_specs)
+    didx = {d: i for i, d in enumerate(devices)}
+    tdev = [didx[costs[t.name].device] for t in tasks]
+    prio = [t.priority for t in tasks]
+    seq_root = np.random.SeedSequence([seed, 0x5EA1])
+    children = seq_root.spawn(len(tasks) + len(scn.variables))
+    rngs_task = [np.random.default_rng(children[i]) for i in range(len(tasks))]
+    draws = {v.name: _Draws(v.distribution, np.random.default_rng(children[len(tasks) + i]))
+             for i, v in enumerate(scn.variables)}
+    produces: list[list[str]] = [[v.name for v in scn.variables if v.produced_by == t.name] for t in tasks]
+    triggered: list[list[int]] = [[tidx[s.name] for s in tasks if s.trigger == t.name] for t in tasks]
+    samples_from: list[list[int]] = [[tidx[a] for a in t.after if a != t.trigger] for t in tasks]
+    # chains: (chain index, position) per task
+    chain_pos: list[list[tuple[int, int]]] = [[] for _ in tasks]
+    for ci, c in enumerate(scn.chains):
+        for pos, name in enumerate(c.tasks):
+            chain_pos[tidx[name]].append((ci, pos))
+    chain_prev = [[tidx[c.tasks[p - 1]] if p > 0 else -1 for p in range(len(c.tasks))] for c in scn.chains]
+    chain_last = [len(c.tasks) - 1 for c in scn.chains]
+    var_lo = {v.name: v.distribution.lo for v in scn.variables}
+
+    events: list[tuple[float, int, int, Any, Any]] = []
+    seq = 0
+    released = [0] * len(tasks)
+    for t in sources:
+        i = tidx[t.name]
+        for k, (_, rel) in enumerate(_source_releases(t, horizon, rngs_task[i])):
+            events.append((rel, _RELEASE, seq, i, k))
+            seq += 1
+    heapq.heapify(events)
+
+    latest: list[_Job | None] = [None] * len(tasks)
+    responses: list[list[float]] = [[] for _ in tasks]
+    chain_lat: list[list[float]] = [[] for _ in scn.chains]
+    ready: list[list[tuple[int, float, int, _Job]]] = [[] for _ in devices]
+    running: list[_Job | None] = [None] * len(devices)
+    chunk_start = [0.0] * len(devices)
+    chunk_pos0 = [0] * len(devices)
+    chunk_end_pos = [0] * len(devices)
+    version = [0] * len(devices)
+    pending = [False] * len(devices)
+    busy = [0.0] * len(devices)
+    runs: list[tuple[str, str, int, float, float, int, int]] = []
+    now = 0.0
+    stopped_by = "frames"
+    clock0 = time.monotonic()
+    n_events = 0
+
+    def make_job(i: int, k: int, release: float, trigger_job: _Job | None) -> _Job:
+        nonlocal seq
+        job = _Job(i, k, release, prio[i], seq)
+        seq += 1
+        inputs = ([trigger_job] if trigger_job is not None else []) + [latest[p] for p in samples_from[i]]
+        for inp in inputs:
+            if inp is not None:
+                for key, val in inp.values.items():
+                    job.values.setdefault(key, val)
+        for name in produces[i]:
+            job.values[name] = draws[name].next()
+        for ci, pos in chain_pos[i]:
+            if pos == 0:
+                job.origins[ci] = release
+                continue
+            prev = chain_prev[ci][pos]
+            src = trigger_job if (trigger_job is not None and trigger_job.task == prev) else latest[prev]
+            if src is not None and ci in src.origins:
+                job.origins[ci] = src.origins[ci]
+        needed = {v: job.values.get(v, var_lo[v]) for v in tasks[i].variables}
+        job.variant = costs[tasks[i].name].variant(needed)
+        released[i] += 1
+        return job
+
+    def push(ev: tuple[float, int, int, Any, Any]) -> None:
+        heapq.heappush(events, ev)
+
+    def release(job: _Job, t: float) -> None:
+        nonlocal seq
+        d = tdev[job.task]
+        heapq.heappush(ready[d], (-job.prio, job.release, job.seq, job))
+        run = running[d]
+        if run is not None:
+            if job.prio > run.prio and chunk_end_pos[d] > chunk_pos0[d]:
+                cut = run.variant.boundary_at_or_after(chunk_pos0[d], t - chunk_start[d])
+                if cut < chunk_end_pos[d]:
+                    chunk_end_pos[d] = cut
+                    version[d] += 1
+                    end = chunk_start[d] + (run.variant.prefix[cut] - run.variant.prefix[chunk_pos0[d]])
+                    push((max(end, t), _DONE, seq, d, version[d]))
+                    seq += 1
+        elif not pending[d]:
+            pending[d] = True
+            push((t, _DISPATCH, seq, d, None))
+            seq += 1
+
+    def complete(job: _Job, t: float) -> None:
+        i = job.task
+        responses[i].append(t - job.release)
+        latest[i] = job
+        for ci, pos in chain_pos[i]:
+            if pos == chain_last[ci] and ci in job.origins:
+                chain_lat[ci].append(t - job.origins[ci])
+        for s in triggered[i]:
+            release(make_job(s, released[s], t, job), t)
+
+    while events:
+        t, kind, _, a, b = heapq.heappop(events)
+        now = t
+        n_events += 1
+        if n_events % _CHECK_CLOCK_EVERY == 0 and time.monotonic() - clock0 > limit:
+            stopped_by = "time limit"
+            break
+        if kind == _RELEASE:
+            release(make_job(a, b, t, None), t)
+        elif kind == _DISPATCH:
+            d = a
+            pending[d] = False
+            if running[d] is not None or not ready[d]:
+                continue
+            job = heapq.heappop(ready[d])[3]
+            running[d] = job
+            chunk_start[d], chunk_pos0[d] = t, job.pos
+            chunk_end_pos[d] = len(job.variant.segments)
+            version[d] += 1
+            push((t + job.variant.prefix[-1] - job.variant.prefix[job.pos], _DONE, seq, d, version[d]))
+            seq += 1
+        else:  # _DONE
+            d = a
+            if b != version[d]:
+                continue  # superseded by an earlier cut
+            job = running[d]
+            running[d] = None
+            if trace and len(runs) < MAX_TRACE_EVENTS and t > chunk_start[d]:
+                runs.append((devices[d], tasks[job.task].name, job.k, chunk_start[d], t, chunk_pos0[d],
+                             chunk_end_pos[d]))
+            busy[d] += t - chunk_start[d]
+            job.pos = chunk_end_pos[d]
+            if job.pos >= len(job.variant.segments):
+                complete(job, t)
+            else:
+                heapq.heappush(ready[d], (-job.prio, job.release, job.seq, job))
+            if not pending[d]:
+                pending[d] = True
+                push((t, _DISPATCH, seq, d, None))
+                seq += 1
+
+    simulated = max(now, horizon)
+    task_results = []
+    for i, t in enumerate(tasks):
+        b = analysis.tasks[t.name]
+        task_results.append(TaskResult(t.name, costs[t.name].device, t.priority, t.deadline_s,
+                                       ResponseStats.of(responses[i], t.deadline_s), b.response_bound_s, b.wcet_s,
+                                       b.period_s, released[i]))
+    chain_results = [ChainResult(c.name, c.tasks, c.deadline_s, ResponseStats.of(chain_lat[ci], c.deadline_s),
+                                 analysis.chains[c.name].bound_s) for ci, c in enumerate(scn.chains)]
+    dev_results = [DeviceResult(d, device_specs[d], busy[di] / simulated if simulated > 0 else 0.0,
+                                analysis.utilisation.get(d, 0.0),
+                                tuple(t.name for t in tasks if costs[t.name].device == d))
+                   for di, d in enumerate(devices)]
+    lines = list(_report_lines(scn, analysis, dev_results, task_results, chain_results, stopped_by, frames))
+    warnings = sorted({f"{n}: {w}" for n, c in costs.items() for w in c.warnings})
+    return RealtimeResult(scn.name, node_name, frames, seed, horizon, simulated, stopped_by, tuple(task_results),
+                          tuple(chain_results), tuple(dev_results), tuple(lines), tuple(warnings), analysis.exact,
+                          scn.bound_quantile, tuple(runs))
+
+
+def _report_lines(scn: Scenario, analysis: Analysis, devices: Sequence[DeviceResult], tasks: Sequence[TaskResult],
+                  chains: Sequence[ChainResult], stopped_by: str, frames: int) -> list[str]:
+    out = []
+    for d in devices:
+        if d.overloaded:
+            out.append(f"overload: device {d.name}: utilisation at worst-case work {d.utilisation_wcet:.1%} > 100%; "
+                       "no finite bound for its lowest-priority tasks; simulated anyway, misses counted")
+    if stopped_by != "frames":
+        out.append(f"stopped: the wall-clock limit ended the run before all {frames} frames were simulated; the "
+                   "statistics cover the jobs finished so far")
+    if not analysis.exact:
+        out.append(f"bound: conditional: unbounded input distributions are bounded at their {scn.bound_quantile:g} "
+                   "quantile; a larger draw may exceed the bound")
+    for t in tasks:
+        if math.isfinite(t.wcrt_bound_s) and t.wcrt_bound_s > t.deadline_s:
+            out.append(f"bound: task {t.name}: worst-case response bound {t.wcrt_bound_s * 1e3:.3f} ms exceeds its "
+                       f"deadline {t.deadline_s * 1e3:.3f} ms: misses are possible")
+    for c in chains:
+        if math.isfinite(c.wcrt_bound_s) and c.wcrt_bound_s > c.deadline_s:
+            out.append(f"bound: chain {c.name}: end-to-end bound {c.wcrt_bound_s * 1e3:.3f} ms exceeds its deadline "
+                       f"{c.deadline_s * 1e3:.3f} ms")
+    out.extend(analysis.notes)
+    return out
+
+
+def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None = None, seed: int | None = None,
+                 time_limit_s: float | None = None, trace: bool = False, overlays: Sequence[str] = (),
+                 placement: Mapping[str, str] | None = None, calibration: str | None = None) -> RealtimeResult:
+    """Load, cost, bound and simulate a scenario: what ``nodeperf realtime`` runs.
+
+    Parameters
+    ----------
+    scenario
+        A scenario TOML path or a loaded :class:`Scenario`.
+    hardware
+        A catalog node, device or system name, a TOML path, or a NodeSpec / DeviceSpec / SystemSpec.
+    frames, seed, time_limit_s
+        Override the scenario's frame budget, seed and wall-clock limit.
+    overlays
+        Overlay TOML files (a power mode, a calibration) applied to every device that accepts them.
+    placement
+        Task -> device overrides of the scenario's ``device`` keys.
+
+    Examples
+    --------
+    >>> r = run_realtime("studies/av_perception/scenario.toml", "l4", frames=300)  # doctest: +SKIP
+    >>> all(t.stats.max_s <= t.wcrt_bound_s for t in r.tasks)  # doctest: +SKIP
+    True
+    """
+    scn = scenario if isinstance(scenario, Scenario) else load_scenario(scenario, placement=placement)
+    if isinstance(scenario, Scenario) and placement:
+        import dataclasses
+
+        unknown = sorted(set(placement) - {t.name for t in scn.tasks})
+        if unknown:
+            raise ScenarioError(f"{scn.where}: --place {unknown[0]}: unknown task; got {unknown[0]!r}; expected one "
+                                f"of {', '.join(t.name for t in scn.tasks)}")
+        scn = dataclasses.replace(scn, tasks=tuple(
+            dataclasses.replace(t, device=(placement[t.name],) if t.name in placement else t.device)
+            for t in scn.tasks))
+    node = resolve_node(hardware, calibration=calibration)
+    for ov in overlays:
+        node = apply_node_overlay(node, ov)
+    costs = cost_scenario(scn, node)
+    analysis = analyse(scn, costs)
+    specs = {d.name: d.spec.name for d in node.devices}
+    return simulate_scenario(scn, costs, analysis, node_name=node.name, device_specs=specs, frames=frames, seed=seed,
+                             time_limit_s=time_limit_s, trace=trace)

@@ -1,0 +1,102 @@
+"""Run the AV perception study: the scenario on every (placement, power mode), written as two CSVs.
+
+Usage: ``python -m studies.av_perception.run [--reduced] [--out FOLDER]``. It writes ``results.csv``
+(one row per task and per chain of each configuration: response-time percentiles, the worst-case
+bound, deadline misses, the device's utilisation) and ``cdf.csv`` (the response-time distribution of
+each row at :data:`simulator.realtime.simulate.CDF_PERCENTILES`) into ``out/av_perception/`` under
+the repository root (``out/`` is not tracked); the committed ``studies/av_perception/*.csv`` are
+replaced only when that folder is named with ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+#: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
+OUT_DIR = HERE.parents[1] / "out" / "av_perception"
+COLUMNS = ("placement", "power_mode", "kind", "name", "device", "jobs", "p50_s", "p99_s", "p999_s", "max_s",
+           "wcrt_bound_s", "deadline_s", "deadline_misses", "miss_rate", "jitter_s", "device_utilisation",
+           "device_utilisation_wcet")
+
+
+def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    red = cfg.pop("reduced", {})
+    if reduced:
+        cfg.update(red)
+    return cfg
+
+
+def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(result rows, CDF rows) of every (placement, power mode) of ``cfg``."""
+    from simulator.realtime.scenario import load_scenario
+    from simulator.realtime.simulate import CDF_PERCENTILES, run_realtime
+
+    rows: list[dict[str, Any]] = []
+    cdf_rows: list[dict[str, Any]] = []
+    for placement, overrides in cfg["placements"].items():
+        scn = load_scenario(HERE / cfg["scenario"], placement=dict(overrides))
+        for mode in cfg["power_modes"]:
+            r = run_realtime(scn, f"{cfg['node']}@{mode}", frames=cfg["frames"], seed=cfg["seed"])
+            devs = {d.name: d for d in r.devices}
+            entries = [("task", t.name, t.device, t.stats, t.wcrt_bound_s, t.deadline_s) for t in r.tasks]
+            entries += [("chain", c.name, "", c.stats, c.wcrt_bound_s, c.deadline_s) for c in r.chains]
+            for kind, name, dev, s, bound, deadline in entries:
+                rows.append({
+                    "placement": placement, "power_mode": mode, "kind": kind, "name": name, "device": dev,
+                    "jobs": s.count, "p50_s": s.p50_s, "p99_s": s.p99_s, "p999_s": s.p999_s, "max_s": s.max_s,
+                    "wcrt_bound_s": bound, "deadline_s": deadline, "deadline_misses": s.deadline_misses,
+                    "miss_rate": s.miss_rate, "jitter_s": s.jitter_s,
+                    "device_utilisation": devs[dev].utilisation if dev else math.nan,
+                    "device_utilisation_wcet": devs[dev].utilisation_wcet if dev else math.nan,
+                })
+                for pct, val in zip(CDF_PERCENTILES, s.cdf_s, strict=True):
+                    cdf_rows.append({"placement": placement, "power_mode": mode, "kind": kind, "name": name,
+                                     "percentile": pct, "response_s": val})
+    return rows, cdf_rows
+
+
+def _fmt(v: Any) -> Any:
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else ("" if math.isnan(v) else f"{v:.6g}")
+    return v
+
+
+def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folder: Path) -> tuple[Path, Path]:
+    """Write ``results.csv`` and ``cdf.csv`` into ``folder`` (created); floats to 6 significant digits."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = (folder / "results.csv", folder / "cdf.csv")
+    for path, data, cols in ((out[0], rows, COLUMNS),
+                             (out[1], cdf_rows, ("placement", "power_mode", "kind", "name", "percentile", "response_s"))):
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
+            w.writeheader()
+            for r in data:
+                w.writerow({k: _fmt(v) for k, v in r.items()})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--out", type=Path, default=OUT_DIR,
+                   help="folder for results.csv and cdf.csv (default out/av_perception/ under the repository root)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    rows, cdf_rows = run(load_config(args.reduced))
+    res, cdf = write_csvs(rows, cdf_rows, args.out)
+    print(f"{len(rows)} rows -> {res}; {len(cdf_rows)} CDF points -> {cdf}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Run the heterogeneous placement study: GPU + systolic-array placement versus the GPU alone, as CSV.
+
+Usage: ``python -m studies.hetero_placement.run [--reduced] [--out FILE.csv]``. The default output is
+``out/hetero_placement/results.csv`` under the repository root (``out/`` is not tracked); the committed
+``studies/hetero_placement/results.csv`` is replaced only when it is named explicitly with ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+#: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
+OUT_DIR = HERE.parents[1] / "out" / "hetero_placement"
+DEFAULT_OUT = OUT_DIR / "results.csv"
+COLUMNS = ("workload", "model", "objective", "idle", "link", "ops", "ops_on_accelerator", "flops_share_on_accelerator",
+           "transfers", "transfer_bytes", "gpu_latency_s", "gpu_energy_j", "latency_s", "energy_j",
+           "gpu_throughput_per_s", "throughput_per_s", "speedup", "energy_ratio", "method", "exact")
+
+
+def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    red = cfg.pop("reduced", {})
+    if reduced:
+        cfg.update(red)
+    return cfg
+
+
+def _ideal(node: Any, a: str, b: str) -> Any:
+    """``node`` with the a-b link replaced by an ideal one (an upper bound on what any link allows)."""
+    from hwmodels.node import NodeLink
+
+    return node.with_link(NodeLink(a=a, b=b, kind="ideal", bandwidth_bytes_per_s=math.inf, latency_s=0.0,
+                                   energy_j_per_byte=0.0, source="ideal link: infinite bandwidth, no latency"))
+
+
+def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (workload, objective, link)."""
+    from hwmodels.node import load_node
+    from simulator.realtime.partition import cost_table, partition
+    from workloads.resolve import load_workload
+
+    base = load_node(cfg["node"]).restrict(cfg["devices"])
+    gpu, acc = cfg["devices"]
+    nodes = {"catalog": base, "ideal": _ideal(base, gpu, acc)}
+    rows = []
+    for w in cfg["workloads"]:
+        g = load_workload(w["model"], batch=w.get("batch"), seq=w.get("seq"), phase=w.get("phase"),
+                          context=w.get("context"), dtype=w.get("dtype"))
+        costs = cost_table(g, base)  # the same op costs for both links
+        flops = {op.name: float(op.flops) for op in g}
+        total_flops = sum(flops.values()) or 1.0
+        cases = [(o, i) for o in cfg["objectives"] for i in (cfg.get("idle_policies", ["used"]) if o == "energy"
+                                                               else ["used"])]
+        for objective, idle in cases:
+            for link in cfg["links"]:
+                r = partition(g, nodes[link], objective, costs=costs, idle=idle)
+                on_acc = [op for op, d in r.placement.items() if d == acc]
+                single = r.single_device[gpu]
+                thr = r.throughput_per_s if objective == "throughput" else 1.0 / r.latency_s
+                gpu_thr = 1.0 / single["latency_s"]
+                rows.append({
+                    "workload": w["label"], "model": g.name, "objective": objective, "idle": idle, "link": link,
+                    "ops": len(g), "ops_on_accelerator": len(on_acc),
+                    "flops_share_on_accelerator": sum(flops[o] for o in on_acc) / total_flops,
+                    "transfers": len(r.transfers), "transfer_bytes": float(sum(t.nbytes for t in r.transfers)),
+                    "gpu_latency_s": single["latency_s"], "gpu_energy_j": single["energy_j"],
+                    "latency_s": r.latency_s, "energy_j": r.energy_j, "gpu_throughput_per_s": gpu_thr,
+                    "throughput_per_s": thr,
+                    "speedup": (thr / gpu_thr) if objective == "throughput" else single["latency_s"] / r.latency_s,
+                    "energy_ratio": r.energy_j / single["energy_j"], "method": r.method, "exact": r.exact,
+                })
+    return rows
+
+
+def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
+    """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help="CSV to write (default out/hetero_placement/results.csv under the repository root)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    rows = run(load_config(args.reduced))
+    write_csv(rows, args.out)
+    print(f"{len(rows)} rows -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
