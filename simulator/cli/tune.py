@@ -17,7 +17,7 @@ __all__ = ["register", "run"]
 
 _COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
-               "input_len", "output_len", "prices")
+               "input_len", "output_len", "prices", "weight_dtype", "kv_dtype")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("model search space (lists are comma-separated)")
     g.add_argument("--batch", metavar="LIST", help="batch sizes (default 1,2,4,8,16,32,64)")
     g.add_argument("--dtype", metavar="LIST", help="precisions (default fp32,tf32,bf16,fp16,fp8,int8; also int4)")
+    g.add_argument("--weight-dtype", metavar="LIST",
+                   help="serving weight precisions to search besides 16-bit: none,int8,int4,fp8 (int4/int8: "
+                        "weight-only W4A16/W8A16 at group size 128, with --dtype bf16/fp16; fp8: W8A8 fp8; "
+                        "default none: the weights take --dtype)")
+    g.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache storage dtype of every configuration (fp8)")
     g.add_argument("--fusion", metavar="LIST", help="on,off (default both)")
     g.add_argument("--recompute", metavar="LIST", help="none,selective,full (--train only; default all three)")
     g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
@@ -218,7 +223,8 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         recompute=_items("--recompute", args.recompute), phase=args.phase, seq=args.seq, context=args.context,
         train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
         tp=_ints("--tp", args.tp), pp=_ints("--pp", args.pp), dp=_ints("--dp", args.dp),
-        global_batch=args.global_batch, prices=load_prices(args.prices))
+        global_batch=args.global_batch, prices=load_prices(args.prices),
+        weight_dtypes=_items("--weight-dtype", args.weight_dtype) or ("none",), kv_dtype=args.kv_dtype)
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction

@@ -26,7 +26,8 @@ from typing import Any
 
 from simulator.sweep.tune import METRICS, Axis, SearchSpace, TuneError, _fit_reason
 
-__all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes"]
+__all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes",
+           "parse_weight_dtypes"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,30 @@ def parse_dtypes(values: Sequence[str], where: str = "--dtype") -> tuple[str, ..
     return tuple(out)
 
 
+#: Activation dtypes a quantised-weight configuration runs with.
+_QUANT_ACTIVATIONS = ("bf16", "fp16")
+
+
+def parse_weight_dtypes(values: Sequence[str], where: str = "--weight-dtype") -> tuple[str, ...]:
+    """Canonical weight precisions (``none``, ``int8``, ``int4``, ``fp8_e4m3``), in order, without duplicates."""
+    from workloads.precision import parse_weight_dtype
+
+    out: list[str] = []
+    for v in values:
+        d = "none" if str(v).strip().lower() in ("none", "16-bit", "") else parse_weight_dtype(v, f"{where} {v!r}").value
+        if d not in out:
+            out.append(d)
+    return tuple(out) or ("none",)
+
+
+def _parse_kv(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from workloads.precision import parse_kv_dtype
+
+    return parse_kv_dtype(value, "--kv-dtype").value
+
+
 def _divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
 
@@ -135,7 +160,8 @@ class ModelProblem:
                  input_len: int | None = None, output_len: int | None = None,
                  tp: Sequence[int] | None = None, pp: Sequence[int] | None = None, dp: Sequence[int] | None = None,
                  global_batch: int | None = None, prices: Mapping[str, Price] | None = None,
-                 calibration: str | None = None) -> None:
+                 calibration: str | None = None, weight_dtypes: Sequence[str] = ("none",),
+                 kv_dtype: str | None = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -176,6 +202,10 @@ class ModelProblem:
         axes = [Axis("hardware", tuple(names))]
         axes.append(Axis("batch", tuple(self._positive("--batch", batch)), numeric=True))
         axes.append(Axis("dtype", parse_dtypes(dtypes)))
+        self.weight_dtypes = parse_weight_dtypes(weight_dtypes)
+        self.kv_dtype = _parse_kv(kv_dtype)
+        if self.weight_dtypes != ("none",):
+            axes.append(Axis("weight_dtype", self.weight_dtypes))
         axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
         if train:
             axes.append(Axis("recompute", tuple(dict.fromkeys(recompute or ("none", "selective", "full")))))
@@ -196,6 +226,10 @@ class ModelProblem:
                 "no listed hardware has more than one device"
             raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
                             "expected a system such as dgx-h100 in --hardware")
+        if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
+            raise TuneError("--weight-dtype/--kv-dtype: serving precision is applied to one-device inference graphs; "
+                            f"got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
+                            "expected one-device hardware and --phase prefill, decode or forward")
         self.space = SearchSpace(tuple(axes))
         self.prices = dict(prices or {})
         metrics = {"latency_s", "throughput_per_s", "energy_j", "energy_per_sample_j", "power_w",
@@ -269,12 +303,14 @@ class ModelProblem:
         """The one-device graph of a configuration (cached: fusion and device do not change it)."""
         from workloads.resolve import load_workload
 
-        key = (config["batch"], config["dtype"], config.get("recompute", "none"))
+        wd = config.get("weight_dtype", "none")
+        key = (config["batch"], config["dtype"], config.get("recompute", "none"), wd)
         g = self._graphs.get(key)
         if g is None:
             g = load_workload(self.model, batch=int(config["batch"]), seq=self.seq, phase=self.phase,
                               context=self.context, train=self.train, dtype=str(config["dtype"]),
-                              optimizer=self.optimizer, recompute=str(config.get("recompute", "none")))
+                              optimizer=self.optimizer, recompute=str(config.get("recompute", "none")),
+                              weight_dtype=None if wd == "none" else str(wd), kv_dtype=self.kv_dtype)
             if len(self._graphs) >= 64:
                 self._graphs.pop(next(iter(self._graphs)))
             self._graphs[key] = g
@@ -289,6 +325,10 @@ class ModelProblem:
 
     def valid(self, config: Mapping[str, Any]) -> bool:
         n = math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        if config.get("weight_dtype", "none") != "none" and config["dtype"] not in _QUANT_ACTIVATIONS:
+            return False  # quantised weights run with 16-bit activations (W4A16, W8A16, W8A8 fp8 with bf16 I/O)
+        if config.get("weight_dtype") == "fp8_e4m3" and "fp8_e4m3" not in self.device[config["hardware"]].compute.tensor_flops_per_s:
+            return False  # W8A8 fp8 needs fp8 tensor cores
         return self.count[config["hardware"]] % n == 0
 
     def _plan_memory(self, plan: Any, config: Mapping[str, Any], **kw: Any) -> float:

@@ -1,0 +1,430 @@
+"""Per-tensor precision as LLM serving stacks run it: quantised weights (W8A16, W4A16, fp8 W8A8) and an fp8 KV cache.
+
+:func:`apply_precision` is a graph pass. It re-types the weights of the linear layers (the ``matmul``
+ops whose second input is a weight) to a narrow dtype and turns those ops into ``quant_matmul`` ops
+that also read the quantisation scales (and zero points), and it re-types the KV cache. Weight
+bytes, KV-cache bytes and the memory a report checks follow from the tensors, so nothing else has
+to know about quantisation; the lowering rules price a ``quant_matmul`` per operand.
+
+What is quantised, as the serving stacks do it:
+
+* Weight-only int4 / int8 (GPTQ, AWQ; run by the Marlin, AWQ and ExLlama kernels in vLLM): the
+  weights of every linear layer of the transformer blocks. The LM head stays 16-bit (GPTQ and
+  AutoAWQ checkpoints leave ``lm_head`` unquantised; vLLM quantises it only when the checkpoint's
+  config says ``lm_head: true``, ``vllm/model_executor/layers/quantization/gptq.py``), and so do
+  embeddings, norms, biases and MoE routers (vLLM builds Mixtral's gate without a quantisation
+  method). MoE expert weights (``grouped_matmul``) are quantised like the linear layers, one set of
+  scales per expert (vLLM's fused MoE Marlin kernels), and become ``quant_grouped_matmul`` ops.
+  Each group of ``group_size`` consecutive weights along the reduction dimension K of one output
+  column has one fp16 scale (GPTQ/AWQ ``scales`` tensor of shape ``(K / group_size, N)``) and,
+  for asymmetric quantisation (AWQ's default ``zero_point=True``; GPTQ with ``sym=False``), one
+  zero point stored at the weight's width (``qzeros``: eight 4-bit zeros packed per int32). A group
+  size of -1 is one group per column (GPTQ's ``group_size=-1``). Marlin's README prices the same
+  layout: "0.125 bits storage overhead of the group scales" at group size 128 (16 bits / 128).
+* fp8 weights (W8A8 fp8, as vLLM's ``fp8`` method and llm-compressor's ``FP8_DYNAMIC`` scheme run
+  it): e4m3 weights with one fp32 scale per output channel; activations are quantised to fp8 per
+  token on the fly and the products are accumulated at higher precision and written in 16 bits.
+  The op's compute dtype is ``fp8_e4m3``, so a device without an fp8 tensor rate refuses it.
+* KV cache (vLLM ``--kv-cache-dtype fp8``, ``fp8_e4m3`` / ``fp8_e5m2``): the cache tensors and
+  what attention reads from them are stored at 1 byte per element; attention math stays at the
+  activation dtype.
+
+The pass records what it did in ``graph.meta["precision"]`` (JSON-able).
+
+Example
+-------
+>>> import workloads
+>>> from workloads.resolve import load_workload
+>>> g = load_workload("llama-2-7b", phase="decode", context=1024)
+>>> q = apply_precision(g, weight_dtype="int4", kv_dtype="fp8")
+>>> q.meta["precision"]["weight_dtype"], q.meta["precision"]["group_size"]
+('int4', 128)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodeperf.suggest import did_you_mean
+from workloads.dtypes import DType
+from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec
+from workloads.semantics import gemm_dims, register, semantics_of
+
+__all__ = [
+    "QUANT_MATMUL",
+    "QUANT_GROUPED_MATMUL",
+    "WEIGHT_DTYPES",
+    "KV_DTYPES",
+    "DEFAULT_GROUP_SIZE",
+    "SCALE_DTYPE",
+    "apply_precision",
+    "parse_weight_dtype",
+    "parse_kv_dtype",
+    "quant_operands",
+    "weight_only",
+    "packed_weight_bytes",
+]
+
+#: Op kind of a linear layer with quantised weights.
+QUANT_MATMUL = "quant_matmul"
+#: Op kind of MoE experts (a grouped matmul) with quantised weights.
+QUANT_GROUPED_MATMUL = "quant_grouped_matmul"
+#: Weight dtypes the pass knows, by option value.
+WEIGHT_DTYPES: dict[str, DType] = {"int8": DType.INT8, "int4": DType.INT4, "fp8": DType.FP8_E4M3,
+                                   "fp8_e4m3": DType.FP8_E4M3}
+#: KV-cache dtypes, by option value (vLLM's ``--kv-cache-dtype`` names).
+KV_DTYPES: dict[str, DType] = {"fp8": DType.FP8_E4M3, "fp8_e4m3": DType.FP8_E4M3, "fp8_e5m2": DType.FP8_E5M2}
+#: Group size of GPTQ/AWQ checkpoints when none is given (both default to 128).
+DEFAULT_GROUP_SIZE = 128
+#: dtype of the group scales of int4/int8 weights (GPTQ and AWQ store ``scales`` in fp16).
+SCALE_DTYPE = DType.FP16
+#: dtype of the per-channel scales of fp8 weights (vLLM's ``weight_scale`` is fp32).
+FP8_SCALE_DTYPE = DType.FP32
+#: Activation dtypes the weight-only kernels take (Marlin, AWQ and GPTQ kernels: fp16 or bf16).
+_ACTIVATION_DTYPES = (DType.FP16, DType.BF16)
+
+
+def parse_weight_dtype(value: str | DType, where: str = "weight_dtype") -> DType:
+    """The weight dtype named ``value`` (``int8``, ``int4``, ``fp8``); a located ValueError otherwise."""
+    return _parse(value, WEIGHT_DTYPES, where)
+
+
+def parse_kv_dtype(value: str | DType, where: str = "kv_dtype") -> DType:
+    """The KV-cache dtype named ``value`` (``fp8``, ``fp8_e4m3``, ``fp8_e5m2``); a located ValueError otherwise."""
+    return _parse(value, KV_DTYPES, where)
+
+
+def _parse(value: str | DType, table: Mapping[str, DType], where: str) -> DType:
+    names = list(table)
+    if isinstance(value, DType):
+        if value in table.values():
+            return value
+        value = value.value
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}: not a dtype name; got {value!r}; expected one of {', '.join(names)}")
+    s = value.strip().lower()
+    if s in table:
+        return table[s]
+    raise ValueError(f"{where}: unsupported dtype; got {value!r}; expected one of {', '.join(names)}"
+                     + did_you_mean(s, names))
+
+
+# ------------------------------------------------------------------------------------------------
+# the quant_matmul op kind
+
+
+def quant_operands(op: Op) -> dict[str, TensorSpec | None]:
+    """The named inputs of a ``quant_matmul``: ``a``, ``weight``, ``scales``, ``zeros`` and ``bias``
+    (None when absent)."""
+    ins = list(op.inputs)
+    out: dict[str, TensorSpec | None] = {"a": ins[0], "weight": ins[1], "scales": ins[2], "zeros": None, "bias": None}
+    rest = ins[3:]
+    if op.attrs.get("zero_point", False) and rest:
+        out["zeros"] = rest.pop(0)
+    if rest:
+        out["bias"] = rest.pop(0)
+    return out
+
+
+def _matmul_view(inputs: tuple[TensorSpec, ...], attrs: Any) -> tuple[tuple[TensorSpec, ...], int]:
+    """(the plain matmul's inputs, number of quantisation tensors) of a quant_matmul's inputs."""
+    if len(inputs) < 3:
+        raise GraphError(f"wrong number of inputs; got {len(inputs)}; expected a, weight, scales[, zeros][, bias]")
+    nq = 2 if attrs.get("zero_point", False) else 1
+    plain = (inputs[0], inputs[1], *inputs[2 + nq:])
+    if len(plain) > 3:
+        raise GraphError(f"wrong number of inputs; got {len(inputs)}; expected at most {3 + nq}")
+    return plain, nq
+
+
+def _scale_shape(w: TensorSpec, k: int, n: int, group: int, transpose_b: bool, per_channel: bool) -> tuple[int, ...]:
+    if per_channel:
+        return (n,)
+    groups = k // group
+    return (n, groups) if transpose_b else (groups, n)
+
+
+def _infer_quant_matmul(inputs: tuple[TensorSpec, ...], attrs: Any) -> list[tuple[tuple[int, ...], DType]]:
+    plain, nq = _matmul_view(inputs, attrs)
+    outs = semantics_of("matmul").infer(plain, attrs)
+    w = inputs[1]
+    if len(w.shape) != 2:
+        raise GraphError(f"quantised weight {w.name!r} has shape {w.shape}; expected a 2-D (K, N) weight")
+    tb = bool(attrs.get("transpose_b", False))
+    k, n = (w.shape[1], w.shape[0]) if tb else w.shape
+    group = int(attrs["group_size"])
+    per_channel = w.dtype in (DType.FP8_E4M3, DType.FP8_E5M2)
+    if not per_channel and (group < 1 or k % group):
+        raise GraphError(f"group size {group} does not divide K={k} of weight {w.name!r}; expected a divisor of {k}")
+    want = _scale_shape(w, k, n, group, tb, per_channel)
+    for t in inputs[2:2 + nq]:
+        if t.shape != want:
+            raise GraphError(f"quantisation tensor {t.name!r} has shape {t.shape}; expected {want} for weight "
+                             f"{w.name!r} {w.shape} at group size {group}")
+    return outs
+
+
+def _flops_quant_matmul(op: Op) -> int:
+    bt, m, n, k = gemm_dims(op)
+    bias = quant_operands(op)["bias"]
+    return 2 * bt * m * n * k + (op.outputs[0].numel if bias is not None else 0)
+
+
+def _macs_quant_matmul(op: Op) -> int:
+    bt, m, n, k = gemm_dims(op)
+    return bt * m * n * k
+
+
+register(QUANT_MATMUL, "contraction", _infer_quant_matmul, _flops_quant_matmul, macs=_macs_quant_matmul,
+         doc="a (...,M,K) @ dequant(weight (K,N) int4/int8/fp8, scales (K/G,N) [, zeros (K/G,N)]) [+ bias]; "
+             "attrs group_size, zero_point, transpose_b, compute_dtype (fp8 weights: fp8_e4m3)")
+
+
+def _infer_quant_grouped(inputs: tuple[TensorSpec, ...], attrs: Any) -> list[tuple[tuple[int, ...], DType]]:
+    nq = 2 if attrs.get("zero_point", False) else 1
+    if len(inputs) != 2 + nq:
+        raise GraphError(f"wrong number of inputs; got {len(inputs)}; expected x, weight, scales"
+                         f"{', zeros' if nq == 2 else ''}")
+    outs = semantics_of("grouped_matmul").infer(inputs[:2], attrs)
+    w = inputs[1]
+    e, k, n = w.shape
+    group = int(attrs["group_size"])
+    per_channel = w.dtype in (DType.FP8_E4M3, DType.FP8_E5M2)
+    if not per_channel and (group < 1 or k % group):
+        raise GraphError(f"group size {group} does not divide K={k} of weight {w.name!r}; expected a divisor of {k}")
+    want = (e, *_scale_shape(w, k, n, group, False, per_channel))
+    for t in inputs[2:]:
+        if t.shape != want:
+            raise GraphError(f"quantisation tensor {t.name!r} has shape {t.shape}; expected {want} for weight "
+                             f"{w.name!r} {w.shape} at group size {group}")
+    return outs
+
+
+def _grouped_tokens(op: Op) -> tuple[int, int, int, int, int]:
+    x, w = op.inputs[0], op.inputs[1]
+    e, c, k = x.shape
+    return int(op.attrs.get("tokens", e * c)), int(op.attrs.get("experts_active", e)), k, w.shape[2], e
+
+
+def _macs_quant_grouped(op: Op) -> int:
+    tokens, _, k, n, _ = _grouped_tokens(op)
+    return tokens * k * n
+
+
+def _bytes_quant_grouped(op: Op) -> tuple[int, int]:
+    """Routed rows of x, the active experts' packed weights with their scales, the routed outputs."""
+    tokens, active, k, n, e = _grouped_tokens(op)
+    x = op.inputs[0]
+    weights = sum(t.nbytes for t in op.inputs[1:]) * active // e
+    return (tokens * k * x.dtype.bits + 7) // 8 + weights, (tokens * n * op.outputs[0].dtype.bits + 7) // 8
+
+
+register(QUANT_GROUPED_MATMUL, "contraction", _infer_quant_grouped, lambda op: 2 * _macs_quant_grouped(op),
+         macs=_macs_quant_grouped, bytes_rw=_bytes_quant_grouped,
+         doc="MoE experts with quantised weights: x (E,C,K) @ dequant(weight (E,K,N), scales (E,K/G,N) "
+             "[, zeros]); attrs tokens, experts_active, group_size, zero_point, compute_dtype (fp8)")
+
+
+# ------------------------------------------------------------------------------------------------
+# the pass
+
+
+def _is_lm_head(op: Op) -> bool:
+    parts = op.group.split(".") if op.group else []
+    return "lm_head" in parts or op.name.split(".")[0] == "lm_head"
+
+
+def _group_for(k: int, group_size: int) -> int:
+    return k if group_size == -1 else group_size
+
+
+def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, kv_dtype: str | DType | None = None,
+                    group_size: int | None = None, zero_point: bool = False) -> OpGraph:
+    """``graph`` with quantised linear-layer weights and/or an fp8 KV cache (a new graph).
+
+    Parameters
+    ----------
+    graph
+        An inference graph (forward, prefill or decode) whose activations are fp16 or bf16.
+    weight_dtype
+        ``"int4"`` or ``"int8"`` (weight-only: W4A16 / W8A16, math at the activation dtype after
+        dequantisation in registers) or ``"fp8"`` (W8A8 fp8: fp8 math, 16-bit outputs); None keeps
+        the weights.
+    kv_dtype
+        ``"fp8"`` (e4m3), ``"fp8_e4m3"`` or ``"fp8_e5m2"``: the KV cache's storage dtype; None keeps it.
+    group_size
+        Weights per scale along K for int4/int8 (default :data:`DEFAULT_GROUP_SIZE`; -1: one scale per
+        output column). It must divide every quantised layer's K. fp8 weights have one scale per
+        output channel and take no group size.
+    zero_point
+        Asymmetric quantisation (AWQ; GPTQ ``sym=False``): one zero point per group as well, stored
+        at the weight's width. int4/int8 only.
+
+    Returns
+    -------
+    OpGraph
+        The same graph when both dtypes are None; otherwise a new graph with
+        ``meta["precision"]`` describing the change.
+
+    Raises
+    ------
+    ValueError
+        An unknown dtype (with a near match), a bad group size, a training graph, activations that
+        are not fp16/bf16, a group size that does not divide a layer's K (naming the op), a KV dtype
+        on a graph without a KV cache, or a graph quantised already.
+    """
+    if weight_dtype is None and kv_dtype is None:
+        if group_size is not None or zero_point:
+            raise ValueError(f"{graph.name}: --group-size/zero point describe quantised weights; got no weight dtype; "
+                             "expected --weight-dtype int4 or int8 with them")
+        return graph
+    wdt = parse_weight_dtype(weight_dtype, "--weight-dtype") if weight_dtype is not None else None
+    kdt = parse_kv_dtype(kv_dtype, "--kv-dtype") if kv_dtype is not None else None
+    fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    if wdt is None and (group_size is not None or zero_point):
+        raise ValueError(f"{graph.name}: --group-size/zero point describe quantised weights; got no --weight-dtype; "
+                         "expected --weight-dtype int4 or int8 with them")
+    if fp8_weights and (group_size is not None or zero_point):
+        raise ValueError(f"{graph.name}: --group-size: fp8 weights have one fp32 scale per output channel; got "
+                         f"--group-size {group_size}{' and a zero point' if zero_point else ''}; expected no group size "
+                         "with --weight-dtype fp8 (or int4/int8 weights)")
+    group = DEFAULT_GROUP_SIZE if group_size is None else group_size
+    if isinstance(group, bool) or not isinstance(group, int) or (group < 1 and group != -1):
+        raise ValueError(f"{graph.name}: --group-size: got {group_size!r}; expected a positive integer or -1 "
+                         "(one group per output column)")
+    if "precision" in graph.meta:
+        raise ValueError(f"{graph.name}: the graph's precision is set already ({dict(graph.meta['precision'])}); "
+                         "expected a 16-bit graph")
+    phase = graph.meta.get("phase")
+    if phase in ("train", "train_step") or any(t.role in (Role.GRADIENT, Role.OPTIMIZER_STATE)
+                                               for t in graph.tensors.values()):
+        raise ValueError(f"{graph.name}: quantised weights and KV cache are inference settings; got a training "
+                         f"graph (phase {phase!r}); expected --phase forward, prefill or decode")
+
+    retyped: dict[str, TensorSpec] = {}
+    quantised: dict[str, Op] = {}  # matmul op name -> op (weights re-typed)
+    kept: list[str] = []
+    problems: list[str] = []
+    act_dtype: DType | None = None
+    if wdt is not None:
+        weight_users: dict[str, list[tuple[Op, int]]] = {}
+        for op in graph.ops:
+            for i, t in enumerate(op.inputs):
+                if t.role is Role.WEIGHT and graph.producer(t.name) is None:
+                    weight_users.setdefault(t.name, []).append((op, i))
+        for name in sorted(weight_users):
+            users = weight_users[name]
+            ndim = len(graph.tensors[name].shape)
+            linear = [op for op, i in users if i == 1 and ((op.kind == "matmul" and ndim == 2) or
+                                                           (op.kind == "grouped_matmul" and ndim == 3))]
+            if not linear:
+                continue
+            if len(linear) != len(users) or any(_is_lm_head(op) for op in linear):
+                kept.append(name)  # LM head, tied embedding tables, weights read by other ops: 16-bit
+                continue
+            for op in linear:
+                a = op.inputs[0]
+                if a.dtype not in _ACTIVATION_DTYPES:
+                    problems.append(f"op {op.name!r}: activations are {a.dtype.value}; expected fp16 or bf16 "
+                                    f"(the {wdt.value} weight kernels take 16-bit activations; choose --dtype bf16)")
+                    continue
+                act_dtype = act_dtype or a.dtype
+                k = op.inputs[1].shape[1] if op.kind == "grouped_matmul" else gemm_dims(op)[3]
+                g = _group_for(k, group)
+                if not fp8_weights and k % g:
+                    divs = [d for d in (32, 64, 128, 256) if k % d == 0]
+                    problems.append(f"op {op.name!r}: --group-size {g} does not divide K={k} of weight {name!r}; "
+                                    f"expected a divisor of {k}" + (f" such as {', '.join(map(str, divs))}" if divs
+                                                                    else " or -1 (one group per column)"))
+                    continue
+                quantised[op.name] = op
+            w = graph.tensors[name]
+            retyped[name] = TensorSpec(name, w.shape, wdt, Role.WEIGHT)
+        if problems:
+            more = f" (and {len(problems) - 1} more layers)" if len(problems) > 1 else ""
+            raise ValueError(f"{graph.name}: {problems[0]}{more}")
+        if not quantised:
+            raise ValueError(f"{graph.name}: --weight-dtype {wdt.value}: no linear layer with a weight to quantise; "
+                             "got none; expected a model with matmul weights (transformer blocks, MLPs)")
+    if kdt is not None:
+        caches = [t for t in graph.tensors.values() if t.role is Role.KV_CACHE]
+        if not caches:
+            raise ValueError(f"{graph.name}: --kv-dtype: the graph has no KV cache; got phase {phase!r}; expected "
+                             "--phase prefill or decode of a decoder model")
+        for t in caches:
+            retyped[t.name] = TensorSpec(t.name, t.shape, kdt, t.role)
+        for op in graph.ops:  # decode: the in-place append's result is the cache attention reads
+            if op.kind == "kv_append" and len(op.inputs) == 2 and op.inputs[0].role is Role.KV_CACHE:
+                out = op.outputs[0]
+                retyped[out.name] = TensorSpec(out.name, out.shape, kdt, out.role)
+
+    ops: list[Op] = []
+    unchanged: set[str] = set()
+    n_scales = 0
+    for op in graph.ops:
+        ins = tuple(retyped.get(t.name, t) for t in op.inputs)
+        outs = tuple(retyped.get(t.name, t) for t in op.outputs)
+        if op.name in quantised:
+            ins, attrs = _quantise_inputs(op, ins, wdt, group, zero_point)
+            n_scales += sum(t.numel for t in ins[2:] if t.name.endswith(".scales"))
+            kind = QUANT_GROUPED_MATMUL if op.kind == "grouped_matmul" else QUANT_MATMUL
+            ops.append(Op(op.name, kind, ins, outs, attrs, op.group))
+        elif ins == op.inputs and outs == op.outputs:
+            ops.append(op)
+            unchanged.add(op.name)
+        else:
+            ops.append(Op(op.name, op.kind, ins, outs, op.attrs, op.group))
+    qweights = sorted({op.inputs[1].name for op in quantised.values()})
+    info: dict[str, Any] = {
+        "weight_dtype": wdt.value if wdt is not None else None,
+        "kv_dtype": kdt.value if kdt is not None else None,
+    }
+    if wdt is not None:
+        info.update({
+            "scheme": "w8a8-fp8" if fp8_weights else f"w{wdt.bits}a16",
+            "activation_dtype": (act_dtype or DType.BF16).value,
+            "group_size": None if fp8_weights else group,
+            "zero_point": bool(zero_point),
+            "scale_dtype": (FP8_SCALE_DTYPE if fp8_weights else SCALE_DTYPE).value,
+            "quantized_weights": len(qweights),
+            "quantized_params": int(sum(graph.tensors[n].numel for n in qweights)),
+            "scale_elements": int(n_scales),
+            "kept_16bit": kept,
+        })
+    meta = {**dict(graph.meta), "precision": info}
+    return OpGraph(graph.name, ops, meta, inferred=unchanged)
+
+
+def _quantise_inputs(op: Op, ins: tuple[TensorSpec, ...], wdt: DType, group: int,
+                     zero_point: bool) -> tuple[tuple[TensorSpec, ...], Attrs]:
+    """The inputs (a, weight, scales[, zeros][, bias]) and attributes of ``op`` as a quant_matmul."""
+    a, w = ins[0], ins[1]
+    bias = ins[2:]
+    tb = bool(op.attrs.get("transpose_b", False))
+    experts = w.shape[:-2]  # MoE experts: one set of scales per expert
+    k, n = (w.shape[-1], w.shape[-2]) if tb else w.shape[-2:]
+    fp8 = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    g = k if fp8 else _group_for(k, group)
+    shape = (*experts, *_scale_shape(w, k, n, g, tb, fp8))
+    qs: list[TensorSpec] = [TensorSpec(f"{w.name}.scales", shape, FP8_SCALE_DTYPE if fp8 else SCALE_DTYPE, Role.WEIGHT)]
+    if zero_point and not fp8:
+        qs.append(TensorSpec(f"{w.name}.zeros", shape, wdt, Role.WEIGHT))
+    attrs = dict(op.attrs)
+    attrs.update(group_size=g, zero_point=bool(zero_point and not fp8))
+    if fp8:
+        attrs["compute_dtype"] = wdt.value
+    return (a, w, *qs, *bias), Attrs(attrs)
+
+
+def weight_only(op: Op) -> bool:
+    """Whether a ``quant_matmul`` dequantises its weights to the activation dtype (int4/int8) rather
+    than running fp8 math."""
+    return op.inputs[1].dtype in (DType.INT4, DType.INT8)
+
+
+def packed_weight_bytes(op: Op) -> int:
+    """Bytes of a ``quant_matmul``'s weight side: packed weights, scales and zero points."""
+    q = quant_operands(op)
+    return sum(t.nbytes for t in (q["weight"], q["scales"], q["zeros"]) if t is not None)
+
