@@ -11,7 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="List the hardware catalog (devices and systems), or show one spec with the "
                                    "source of every number.")
     p.add_argument("action", nargs="?", choices=("list", "show"), default="list")
-    p.add_argument("name", nargs="?", metavar="NAME", help="device or system name, or a TOML file (for show)")
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="device, system or node name, NAME@MODE for a power mode, or a TOML file (for show)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -35,7 +36,16 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(describe_host(cores))
             return 0
-        spec = catalog.load_any(args.name)
+        from hwmodels.node import list_nodes
+
+        if "@" in key and not key.endswith(".toml"):  # a power mode: the device as that mode sets it
+            from simulator.hardware import load_hardware
+
+            spec = load_hardware(args.name)
+        elif key in list_nodes():
+            return _show_node(key, args.json)
+        else:
+            spec = catalog.load_any(args.name)
         if args.json:
             print(json.dumps(catalog.to_json(spec), indent=2))
         else:
@@ -45,8 +55,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"hardware: unexpected argument {args.name!r}; expected `nodeperf hardware show {args.name}`")
     devices = [catalog.load_device(n) for n in catalog.list_devices()]
     systems = [catalog.load_system(n) for n in catalog.list_systems()]
+    from hwmodels.loader import list_power_modes
+    from hwmodels.node import list_nodes, load_node
+
+    nodes = [load_node(n) for n in list_nodes()]
+    modes = {d.name: list_power_modes(d.name) for d in devices if list_power_modes(d.name)}
     if args.json:
-        print(json.dumps({"devices": [d.name for d in devices], "systems": [s.name for s in systems]}, indent=2))
+        print(json.dumps({"devices": [d.name for d in devices], "systems": [s.name for s in systems],
+                          "nodes": [n.name for n in nodes], "power_modes": modes}, indent=2))
         return 0
     rows = []
     for d in devices:
@@ -62,4 +78,40 @@ def run(args: argparse.Namespace) -> int:
         print(table(rows, ["system", "devices", "description"], align="lll"))
         print("\nclusters: any node above with the suffix xN (N nodes, 1-1024, on its InfiniBand: dgx-h100x16); "
               "TPU slices: tpu-v4-N, tpu-v5p-N, tpu-v5e-N, tpu-v6e-N (N chips, up to a pod)")
+    if nodes:
+        print()
+        rows = [[n.name, ", ".join(f"{d.name} ({d.device.name})" for d in n.devices), n.description] for n in nodes]
+        print(table(rows, ["heterogeneous node", "devices", "description"], align="lll"))
+    if modes:
+        print("\npower modes (NAME@MODE, e.g. " + next(f"{d}@{m[0]}" for d, m in modes.items()) + "): "
+              + "; ".join(f"{d}: {', '.join(m)}" for d, m in modes.items()))
+    return 0
+
+
+def _show_node(name: str, as_json: bool) -> int:
+    """A heterogeneous node: its devices, the links between them (with sources) and what shares memory."""
+    from hwmodels.node import load_node
+    from simulator.report.formatting import si, table
+
+    node = load_node(name)
+    if as_json:
+        print(json.dumps({
+            "name": node.name, "description": node.description,
+            "devices": [{"name": d.name, "device": d.device.name, "kind": d.kind} for d in node.devices],
+            "links": [{"a": ln.a, "b": ln.b, "kind": ln.kind, "bandwidth_bytes_per_s": ln.bandwidth_bytes_per_s,
+                       "bandwidth_fraction": ln.bandwidth_fraction, "latency_s": ln.latency_s,
+                       "energy_j_per_byte": ln.energy_j_per_byte, "source": ln.source} for ln in node.links],
+            "shared_memory": list(node.shared_memory)}, indent=2))
+        return 0
+    print(f"{node.name}: {node.description}")
+    print(table([[d.name, d.device.name, d.kind] for d in node.devices], ["device", "spec", "kind"], align="lll"))
+    if node.links:
+        print()
+        print(table([[f"{ln.a} - {ln.b}", ln.kind, si(ln.bandwidth_bytes_per_s, "B/s"), f"{ln.bandwidth_fraction:.2f}",
+                      si(ln.latency_s, "s"), ln.source] for ln in node.links],
+                    ["link", "kind", "bandwidth", "fraction", "latency", "what"], align="llrrrl"))
+    if node.shared_memory:
+        print(f"\nshare one memory: {', '.join(node.shared_memory)}")
+    print("\n(each device's own spec: nodeperf hardware show SPEC; a node is used by `realtime` and `partition`, "
+          "while `predict --hardware` takes a device or system)")
     return 0
