@@ -496,4 +496,9 @@ def build_from_config(path_or_dict: str | Path | Mapping[str, Any], *, batch: in
         seq = cfg.image_size
     elif seq is None:
         seq = min(2048, cfg.max_positions) if cfg.pos == "learned" else 2048
+    if extra.get("framework") and "hf_family" not in extra:
+        # a software-stack profile follows the model code of the config's family (workloads.frameworks)
+        from workloads.frameworks import HF_MODEL_TYPES
+
+        extra = {**extra, "hf_family": HF_MODEL_TYPES.get(str(data.get("model_type", "")), "")}
     return build(cfg, batch=batch, seq=seq, phase=ph, context=context, dtype=dt, **extra)

@@ -23,6 +23,9 @@ def load_workload(
     optimizer: str = "adamw",
     recompute: str = "none",
     strict: bool = True,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    group_size: int | None = None,
     **extra: Any,
 ) -> OpGraph:
     """Build the graph the user means by ``model``.
@@ -42,6 +45,10 @@ def load_workload(
         saved graph: a forward graph ending in a loss, saved with ``--phase train``).
     strict
         Importers only: an unknown operator is an error (True) or a generic op with a warning (False).
+    weight_dtype, kv_dtype, group_size
+        Serving precision (:func:`workloads.precision.apply_precision`): quantised linear-layer
+        weights (``int8``, ``int4``: weight-only with ``group_size`` weights per fp16 scale; ``fp8``:
+        W8A8 fp8) and the KV cache's dtype (``fp8``). None: the graph's own dtypes.
 
     Raises
     ------
@@ -53,6 +60,18 @@ def load_workload(
     ValueError, KeyError
         Conflicting options, a bad config, an unknown zoo name (with near matches).
     """
+    graph = _load(model, batch=batch, seq=seq, phase=phase, context=context, train=train, dtype=dtype,
+                  optimizer=optimizer, recompute=recompute, strict=strict, extra=extra)
+    if weight_dtype is None and kv_dtype is None and group_size is None:
+        return graph
+    from workloads.precision import apply_precision
+
+    return apply_precision(graph, weight_dtype=weight_dtype, kv_dtype=kv_dtype, group_size=group_size)
+
+
+def _load(model: str, *, batch: int | None, seq: int | None, phase: str | None, context: int | None, train: bool,
+          dtype: str | None, optimizer: str, recompute: str, strict: bool, extra: dict[str, Any]) -> OpGraph:
+    """:func:`load_workload` without the precision options."""
     if train and phase not in (None, "train"):
         raise ValueError(f"model {model!r}: --train conflicts with phase {phase!r}; expected no phase or 'train'")
     if is_micro(model):
@@ -117,6 +136,7 @@ def _from_saved_graph(model: str, data: Any, *, batch: int | None, seq: int | No
                       context: int | None, dtype: str | None, train: bool, optimizer: str, recompute: str,
                       extra: dict[str, Any]) -> OpGraph:
     """The graph saved in ``model`` (already parsed as ``data``), refusing options that would change it."""
+    from workloads import precision as _precision  # noqa: F401  (a saved graph may hold quant_matmul ops)
     from workloads.serialize import graph_from_json
 
     for opt, got in (("batch", batch), ("seq", seq), ("phase", phase), ("context", context), ("dtype", dtype),

@@ -23,7 +23,10 @@ column                    meaning
 ``min_s``                 fastest repetition, seconds (<= ``median_s``)
 ``repetitions``           timed repetitions behind the statistic (>= 1)
 ``iqr_s``                 inter-quartile range of the repetitions, seconds (the spread)
-``framework``             ``torch`` / ``numpy`` / a source's stack
+``framework``             ``torch`` / ``numpy`` / a source's stack; in a software-stack set
+                          (``published_frameworks.csv``) a profile of :mod:`workloads.frameworks`,
+                          ``NAME[;optimizer=none][;attention=...][;mode=...]``, checked by
+                          :func:`simulator.calibration.frameworks_validation.load_framework_rows`
 ``framework_version``     version string of the framework
 ``driver_version``        GPU driver / CUDA runtime, blank on CPU
 ``clock_hz``              core clock read at measurement time, Hz, blank if not readable

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "positive_int"]
+__all__ = ["add_model_args", "graph_from_args", "positive_int", "profile_from_args"]
 
 
 def positive_int(text: str) -> int:
@@ -16,6 +18,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive integer") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"got {v}; expected a positive integer")
+    return v
+
+
+def _group_size(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive integer or -1") from None
+    if v < 1 and v != -1:
+        raise argparse.ArgumentTypeError(f"got {v}; expected a positive integer or -1 (one group per column)")
     return v
 
 
@@ -30,13 +42,28 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "--output-len decode steps (predict only)")
     p.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
     p.add_argument("--train", action="store_true", help="a whole training step (forward, backward, optimizer)")
-    p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw"),
-                   help="optimizer of the training step (default adamw)")
+    p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw", "none"),
+                   help="optimizer of the training step (default adamw); none: the timed loop is forward and "
+                        "backward only")
     p.add_argument("--recompute", default="none", choices=("none", "selective", "full"),
                    help="activation recomputation in training (default none)")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
+    p.add_argument("--weight-dtype", metavar="DTYPE",
+                   help="quantised linear-layer weights as serving stacks run them: int4 or int8 (weight-only, "
+                        "W4A16/W8A16 with fp16 group scales), fp8 (W8A8 fp8); the LM head stays 16-bit")
+    p.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache storage dtype: fp8 (e4m3), fp8_e4m3 or fp8_e5m2")
+    p.add_argument("--group-size", type=_group_size, metavar="N",
+                   help="int4/int8 weights per fp16 scale along K (default 128; -1: one scale per output column)")
     p.add_argument("--no-strict", dest="strict", action="store_false",
                    help="importers: cost unknown operators by their bytes (with a warning) instead of failing")
+    p.add_argument("--framework", metavar="NAME", default="",
+                   help="software stack the prediction stands for: eager (PyTorch/Hugging Face, attention "
+                        "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; changes the "
+                        "graph (transformers) and the costing (see docs/frameworks.md); default: none, the "
+                        "inference-engine graph as before")
+    p.add_argument("--attention", choices=("fused", "decomposed"),
+                   help="attention as one fused kernel or decomposed over the full s x s scores (transformers; "
+                        "default: the framework's, else fused)")
 
 
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
@@ -46,6 +73,74 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
                          "--input-len N --output-len M`")
     from workloads.resolve import load_workload
 
-    return load_workload(args.model, batch=args.batch, seq=args.seq, phase=args.phase, context=args.context,
-                         train=args.train, dtype=args.dtype, optimizer=args.optimizer, recompute=args.recompute,
-                         strict=args.strict)
+    profile = profile_from_args(args)
+    optimizer = getattr(args, "optimizer", "adamw")
+    if optimizer == "none" and not args.train:
+        raise ValueError("--optimizer none: only a training step has an optimizer; got no --train; expected --train")
+    extra: dict[str, Any] = {}
+    attention = getattr(args, "attention", None)
+    if (profile is not None and profile.changes_graph) or attention:
+        if not _takes_stack_options(args.model):
+            if attention:
+                raise ValueError(f"--attention {attention}: model {args.model!r} is not a transformer the builder "
+                                 "emits (zoo transformer or Hugging Face config.json); expected no --attention")
+        else:
+            if profile is not None:
+                extra["framework"] = profile.name
+            if attention:
+                extra["attention"] = attention
+    graph = load_workload(args.model, batch=args.batch, seq=args.seq, phase=args.phase, context=args.context,
+                          train=args.train, dtype=args.dtype, optimizer="adamw" if optimizer == "none" else optimizer,
+                          recompute=args.recompute, strict=args.strict, **extra)
+    if optimizer == "none":
+        from workloads.frameworks import drop_optimizer
+
+        graph = drop_optimizer(graph)
+    if profile is not None and "framework" not in extra:
+        from workloads.frameworks import with_profile_meta
+
+        graph = with_profile_meta(graph, profile)
+    return _with_precision(graph, args)
+
+
+def _with_precision(graph: OpGraph, args: argparse.Namespace) -> OpGraph:
+    """``graph`` with the serving precision of --weight-dtype/--kv-dtype/--group-size (when given)."""
+    wd, kd, gs = (getattr(args, k, None) for k in ("weight_dtype", "kv_dtype", "group_size"))
+    if wd is None and kd is None and gs is None:
+        return graph
+    from workloads.precision import apply_precision
+
+    return apply_precision(graph, weight_dtype=wd, kv_dtype=kd, group_size=gs)
+
+
+def profile_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`workloads.frameworks.FrameworkProfile` named by ``--framework`` (None when not given)."""
+    name = getattr(args, "framework", "") or ""
+    if not name:
+        return None
+    from workloads.frameworks import get_profile
+
+    return get_profile(name)
+
+
+def _takes_stack_options(model: str) -> bool:
+    """True when ``model`` is built by the transformer builder (a zoo transformer or a Hugging Face config)."""
+    from workloads.micro import is_micro
+
+    if is_micro(model) or model.lower().endswith(".onnx"):
+        return False
+    if model.lower().endswith(".json"):
+        from workloads.resolve import _saved_graph_json
+        from workloads.serialize import is_saved_graph
+
+        try:
+            return not is_saved_graph(_saved_graph_json(Path(model)))
+        except (OSError, ValueError):
+            return True  # load_workload reports the file's problem
+    from workloads.zoo.transformer import zoo_config
+
+    try:
+        zoo_config(model)
+    except (KeyError, ValueError):
+        return False
+    return True

@@ -115,5 +115,17 @@ def _options(args: argparse.Namespace) -> Any:
         from pathlib import Path
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
-    return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
-                       allow_tf32=args.tf32, calibration_id=cal_id)
+    from simulator.cli.common import profile_from_args
+
+    profile = profile_from_args(args)
+    if profile is None:
+        return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
+                           allow_tf32=args.tf32, calibration_id=cal_id)
+    # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
+    # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
+    cost = profile.cost_options()
+    graphs = args.cuda_graphs or cost["cuda_graphs"]
+    return EvalOptions(fusion=args.fusion if args.fusion is not None else cost["fusion"],
+                       cuda_graphs=graphs, power_cap=args.power_cap,
+                       allow_tf32=args.tf32, attention_kernel=cost["attention_kernel"],
+                       eager_framework=cost["eager_framework"] and not graphs, calibration_id=cal_id)

@@ -11,8 +11,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published",), help="the published GPU dataset instead of a file "
-                   "(every device in it, or --hardware's)")
+    p.add_argument("--dataset", choices=("published", "edge", "frameworks"), help="the published GPU dataset instead of a file "
+                   "(every device in it, or --hardware's; it also prints the edge group); edge: only the published "
+                   "MLPerf Inference Edge results of Jetson devices (hwmodels/measurements/published_edge.csv); "
+                   "frameworks: rows that name their software stack, predicted under its profile and grouped by "
+                   "framework (hwmodels/measurements/published_frameworks.csv, or FILE.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -89,12 +92,16 @@ def run(args: argparse.Namespace) -> int:
     from simulator.hardware import known_devices, load_hardware
     from simulator.report.formatting import table
 
+    if args.dataset == "frameworks":  # the shipped set, or FILE.csv whose rows name their software stack
+        return _run_frameworks(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
         raise ValueError("validate: no measurements; expected FILE.csv or --dataset published")
     if args.plot is not None:
         _check_plot_path(args.plot)
+    if args.dataset == "edge":
+        return _run_edge(args)
     if args.dataset:
         ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
         names = [args.hardware.lower()] if args.hardware else ms.devices
@@ -125,17 +132,28 @@ def run(args: argparse.Namespace) -> int:
             groups_oe[gname] = summarize_errors(pred[idx], MeasurementSet(tuple(allrows[i] for i in idx), source),
                                                 by_class=False)
     multi = None
+    edge = None
+    frameworks = None
     if args.dataset and not args.hardware and not args.calibration:  # whole nodes: a group of its own
+        from simulator.calibration.validation import validate_edge
         from simulator.parallel.validation import multi_summary, validate_multi
 
         multi_rows = validate_multi()
         multi = multi_summary(multi_rows)
+        edge = validate_edge()  # edge devices (Jetson, MLPerf Inference Edge): a group of its own
+        from simulator.calibration.frameworks_validation import validate_frameworks
+
+        frameworks = validate_frameworks()  # software stacks (eager PyTorch / Hugging Face, ...): by framework
     if args.json:
         out = summary.to_json()
         if groups_oe:
             out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
         if multi is not None:
             out["multi_device"] = multi
+        if edge is not None:
+            out["edge"] = {k: v for k, v in edge.items() if k != "dataset"}
+        if frameworks is not None:
+            out["frameworks"] = _frameworks_json(frameworks)
         if len(groups) > 1:
             out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
                                 for (_, rows), p in zip(groups, preds, strict=True)}
@@ -160,6 +178,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
         if multi is not None:
             _print_multi(multi)
+        if edge is not None:
+            print()
+            _print_edge(edge)
+        if frameworks is not None:
+            print()
+            _print_frameworks(frameworks)
     if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
@@ -188,3 +212,78 @@ def _print_multi(multi: dict) -> None:
     if top:
         print("  not predicted: " + "; ".join(f"{n} x {why}" for why, n in top))
 
+
+
+def _run_edge(args: argparse.Namespace) -> int:
+    """``--dataset edge``: predict the published MLPerf Inference Edge rows (nothing fitted) and print them."""
+    from simulator.calibration.validation import validate_edge
+
+    if args.hardware or args.calibration:
+        raise ValueError("validate --dataset edge: --hardware/--calibration given; expected neither (each row names "
+                         "its engines and power mode)")
+    res = validate_edge()
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "dataset"}, indent=2, sort_keys=True))
+    else:
+        _print_edge(res)
+    if args.plot is not None:
+        pts = [(r["benchmark"], r["predicted"], r["measured"]) for r in res["rows"] if r["in_score"]]
+        plot(pts, f"edge (MLPerf Inference Edge): MAPE {res['mape']:.1f}% (n={res['n']})", args.plot)
+        if not args.json:
+            print(f"\nplot -> {args.plot}")
+    return 0
+
+
+def _print_edge(res: dict) -> None:
+    """The edge group: every published row, predicted versus measured, and the MAPE (nothing fitted)."""
+    from simulator.report.formatting import table
+
+    print(f"edge devices (published_edge.csv, MLPerf Inference Edge): {res['n']} rows predicted, "
+          f"{res['not_scored']} not predicted; MAPE {res['mape']:.1f}%, median {res['median_ape']:.1f}%, "
+          f"max {res['max_ape']:.1f}%")
+    rows = []
+    for r in res["rows"]:
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:.4g}"
+        err = r.get("note", "") if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
+        rows.append([r["id"], r["benchmark"], r["scenario"], f"{r['measured']:.4g} {r['unit']}", pred, err])
+    print(table(rows, ["id", "benchmark", "scenario", "measured", "predicted", "error"], align="lllrrl"))
+    for name, g in sorted(res["by_benchmark"].items()):
+        print(f"  {name}: n {g['n']}, MAPE {g['mape']:.1f}%")
+
+
+def _frameworks_json(res: dict) -> dict:
+    return {"all": res["all"].to_json(classes=False),
+            "by_framework": {k: v.to_json(classes=False) for k, v in res["by_framework"].items()},
+            "rows": res["rows"]}
+
+
+def _run_frameworks(args: argparse.Namespace) -> int:
+    """``--dataset frameworks [FILE.csv]``: rows naming their software stack, predicted per framework, unfitted."""
+    from simulator.calibration.frameworks_validation import validate_frameworks
+
+    if args.hardware or args.calibration:
+        raise ValueError("validate --dataset frameworks: --hardware/--calibration given; expected neither (each row "
+                         "names its device and framework)")
+    res = validate_frameworks(args.measurements)
+    if args.json:
+        print(json.dumps(_frameworks_json(res), indent=2, sort_keys=True))
+    else:
+        _print_frameworks(res)
+    if args.plot is not None:
+        pts = [(r["framework"].split(";")[0], r["predicted_s"], r["measured_s"]) for r in res["rows"]]
+        plot(pts, f"software stacks: MAPE {res['all'].mape:.1f}% (n={res['all'].n})", args.plot)
+        if not args.json:
+            print(f"\nplot -> {args.plot}")
+    return 0
+
+
+def _print_frameworks(res: dict) -> None:
+    """The software-stack group: n, MAPE and bias per framework (published_frameworks.csv, unfitted)."""
+    from simulator.report.formatting import table
+
+    a = res["all"]
+    name = str(res.get("dataset", "published_frameworks.csv")).replace("\\", "/").rsplit("/", 1)[-1]
+    print(f"software stacks ({name}): {a.n} rows; MAPE {a.mape:.1f}%, bias {a.bias:+.1f}%")
+    rows = [[name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.max_ape:.1f}", f"{s.bias:+.1f}"]
+            for name, s in sorted(res["by_framework"].items())]
+    print(table(rows, ["framework", "n", "MAPE %", "median %", "max %", "bias %"], align="lrrrrr"))

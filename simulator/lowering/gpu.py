@@ -7,6 +7,7 @@ without a rule fall back to :func:`_gpu_roofline`, marked in the report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -28,6 +29,13 @@ from simulator.lowering.common import (
     zero_cost,
 )
 from workloads.ir import Op
+from workloads.precision import (
+    QUANT_GROUPED_MATMUL,
+    QUANT_MATMUL,
+    packed_weight_bytes,
+    quant_operands,
+    weight_only,
+)
 from workloads.semantics import conv_dims, gemm_dims
 
 __all__ = ["attention_kernel_for"]
@@ -54,9 +62,13 @@ def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector
 
 def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtype: str, in_bytes: float,
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
-               a_dram_bytes: float | None = None) -> KernelCost:
+               a_dram_bytes: float | None = None, tile_bytes: float | None = None,
+               tile_shape: tuple[int, int] | None = None) -> KernelCost:
     p = ctx.params(dtype)
-    cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit, in_bytes=in_bytes)
+    cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
+                                in_bytes=in_bytes if tile_bytes is None else tile_bytes)
+    if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
+        cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared)
     dram = _f(e.dram_bytes)
     if a_dram_bytes is not None:
@@ -127,6 +139,122 @@ def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
                       out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
 
 
+@register_rule("gpu", QUANT_MATMUL)
+def _quant_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
+    """A linear layer with quantised weights (:mod:`workloads.precision`), priced per operand
+    (:func:`_quant_cost`)."""
+    bt, m, n, k = gemm_dims(op)
+    bias = float(op.outputs[0].numel) if quant_operands(op)["bias"] is not None else 0.0
+    return _quant_cost(op, ctx, batch=bt, m=m, n=n, k=k, b_shared=True, bias=bias)
+
+
+@register_rule("gpu", QUANT_GROUPED_MATMUL)
+def _quant_grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
+    """MoE experts with quantised weights: one GEMM per active expert (as :func:`_grouped_gemm`),
+    priced per operand (:func:`_quant_cost`)."""
+    x, w = op.inputs[0], op.inputs[1]
+    e, c, k = x.shape
+    n = w.shape[2]
+    tokens = int(op.attrs.get("tokens", e * c))
+    active = int(op.attrs.get("experts_active", e))
+    return _quant_cost(op, ctx, batch=active, m=max(1, math.ceil(tokens / active)), n=n, k=k, b_shared=False,
+                       bias=0.0)
+
+
+def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: int, b_shared: bool,
+                bias: float) -> KernelCost:
+    """``batch`` GEMMs ``[m, k] @ [k, n]`` whose B operand is a quantised weight (one shared B, or one per
+    batch entry), priced per operand.
+
+    Weight-only int4/int8 (W4A16/W8A16, the Marlin/AWQ/GPTQ kernels): the activations move at their
+    own width, the weights packed (int4: 0.5 B) with their group scales and zero points; the math
+    runs on the tensor units at the activation dtype's rate, after each CTA converts its weight
+    panel in registers: ``efficiency.weight_dequant_ops_per_element`` lane instructions per weight
+    per CTA row tile, issued by the warps that issue the matrix instructions (added to the main
+    loop, at the FP32 issue rate of the SMs that hold CTAs). fp8 weights (W8A8): fp8 math on both
+    operands, 16-bit output, plus the per-token quantisation of the activations (a streaming
+    kernel). The GEMM model takes one operand width, so the two operands' bytes are folded into
+    mean widths (see below).
+    """
+    w = op.inputs[1]
+    a = op.inputs[0]
+    act_bytes = element_bytes(a.dtype)
+    w_elem = float(packed_weight_bytes(op)) / float(w.numel)  # bytes per weight, scales and zeros included
+    out_bytes = element_bytes(op.outputs[0].dtype)
+    w_only = weight_only(op)
+    dt = a.dtype.value if w_only else op.dtype.value
+    mk = float(batch * m * k)
+    wk = float((1 if b_shared else batch) * k * n)  # weight elements the launch reads
+    op_bytes = act_bytes if w_only else 1.0  # W8A8: activations quantised to fp8 before the GEMM
+    mean_bytes = (mk * op_bytes + wk * w_elem) / (mk + wk)
+    rule = "quant-gemm" if b_shared else "quant-grouped-gemm"
+    if w_only:
+        # The conversion is paid once per weight per CTA row tile, so the tile is chosen with it. The
+        # GEMM model takes one operand width: per tile shape it is priced twice, at the width the
+        # tile's panels mix (tile_m activation rows, tile_n weight columns: shared-memory feed, L2
+        # panels, pipeline capacity) and at the problem's compulsory mean (DRAM traffic).
+        p = ctx.params(dt)
+        per_weight = _f(ctx.device.efficiency.weight_dequant_ops_per_element)
+        rows = batch * m if b_shared else m  # activation rows each weight meets
+        cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit, in_bytes=act_bytes)
+        options = []
+        for tm, tn in sorted({(c.tile_m, c.tile_n) for c in cands}):
+            kw: dict[str, Any] = dict(batch=batch, dtype=dt, out_bytes=out_bytes, b_shared=b_shared, rule=rule,
+                                      vector_flops=bias, tile_bytes=act_bytes, tile_shape=(tm, tn))
+            g = _gemm_cost(ctx, m, n, k, in_bytes=(tm * act_bytes + tn * w_elem) / (tm + tn), **kw)
+            g = _compulsory_dram(g, _gemm_cost(ctx, m, n, k, in_bytes=mean_bytes, **kw), p)
+            instr = per_weight * wk * math.ceil(rows / tm)
+            busy = np.minimum(1.0, np.maximum(1.0, _f(g.ctas)) / _f(p.sms))  # SMs holding a CTA convert the weights
+            dq_s = instr / (_f(p.vector_flops_per_s) * _f(p.vector_fraction) * busy / 2.0)  # FMA = 2 FLOPs per lane instr.
+            notes = "; ".join(x for x in (g.notes, f"{w.dtype.value} weights dequantised in registers") if x)
+            options.append(dataclasses.replace(g, compute_s=_f(g.compute_s + dq_s),
+                                               vector_flops=_f(g.vector_flops + 2.0 * instr),
+                                               notes=notes if np.ndim(dq_s) == 0 else ""))
+        return _fastest(options)
+    g = _gemm_cost(ctx, m, n, k, batch=batch, dtype=dt, in_bytes=mean_bytes, out_bytes=out_bytes, b_shared=b_shared,
+                   rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes)
+    # fp8 W8A8: a per-token dynamic quantisation of the activations runs first (absmax, scale, cast)
+    p32 = ctx.params("fp32")
+    s = gpu.streaming(mk * act_bytes, mk * 1.0 + batch * m * 4.0, 2.0 * mk, p32, l2_resident_bytes=ctx.resident_bytes)
+    return dataclasses.replace(
+        g, compute_s=g.compute_s + _f(s.compute_s), memory_s=g.memory_s + _f(s.memory_s),
+        latency_s=g.latency_s + _f(s.latency_s), dram_bytes=g.dram_bytes + _f(s.dram_bytes),
+        l2_bytes=g.l2_bytes + _f(s.l2_bytes), vector_flops=g.vector_flops + 2.0 * mk, kernels=2,
+        rule="fp8-quant+gemm", notes="; ".join(x for x in (g.notes, "activations quantised to fp8 per token") if x)
+        if np.ndim(g.compute_s) == 0 else "")
+
+
+def _compulsory_dram(tile: KernelCost, comp: KernelCost, p: gpu.GpuParams) -> KernelCost:
+    """``tile`` (priced at its panels' mixed width) with the DRAM traffic of ``comp`` (priced at the
+    problem's compulsory mean width): the memory time is the larger of ``tile``'s on-chip terms and
+    ``comp``'s DRAM time. Where ``tile`` was DRAM-bound its on-chip terms are not known separately,
+    and ``comp``'s memory time stands (DRAM time as :func:`hwmodels.gpu.gemm` takes it)."""
+    rate = _f(p.dram_bytes_per_s) * _f(p.dram_fraction)
+    t_dram_tile, t_dram = _f(tile.dram_bytes) / rate, _f(comp.dram_bytes) / rate
+    on_chip_bound = _f(tile.memory_s) > t_dram_tile * (1.0 + 1e-9)
+    memory = np.where(on_chip_bound, np.maximum(_f(tile.memory_s), t_dram), _f(comp.memory_s))
+    return dataclasses.replace(tile, memory_s=_f(memory), dram_bytes=comp.dram_bytes)
+
+
+def _fastest(options: list[KernelCost]) -> KernelCost:
+    """The option with the shortest device time; per hardware variant when the costs are arrays (sweeps)."""
+    times = [o.device_time_s for o in options]
+    if all(np.ndim(t) == 0 for t in times):
+        return options[int(np.argmin(times))]
+    shape = np.broadcast_shapes(*(np.shape(t) for t in times))
+    idx = np.argmin(np.stack([np.broadcast_to(t, shape) for t in times]), axis=0)
+    picked: dict[str, Any] = {}
+    for f in dataclasses.fields(KernelCost):
+        vals = [getattr(o, f.name) for o in options]
+        if all(np.ndim(v) == 0 for v in vals) and all(v == vals[0] for v in vals):
+            continue
+        if f.name == "notes":
+            picked[f.name] = ""
+            continue
+        picked[f.name] = np.choose(idx, [np.broadcast_to(np.asarray(v), shape) for v in vals])
+    return dataclasses.replace(options[0], **picked)
+
+
 @register_rule("gpu", "conv2d", "conv1d", "conv2d_bwd_data", "conv1d_bwd_data", "conv2d_bwd_weight",
                "conv1d_bwd_weight")
 def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
@@ -169,6 +297,10 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
         sharing = gpu.BLACKWELL_CTA_PAIR  # FlashAttention-4's 2-CTA MMA mode shares K/V panels
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing)
+    if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
+        e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
+                                        in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
+                       float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p)
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
@@ -179,6 +311,25 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     return _from_estimate(e, rule, float(op.flops), vec,
                           matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+def _narrow_kv(e_q: gpu.KernelEstimate, e_kv: gpu.KernelEstimate, qo_elements: float, extra_bytes: float,
+               p: gpu.GpuParams) -> gpu.KernelEstimate:
+    """Forward attention whose K/V are stored narrower than Q and O (an fp8 KV cache).
+
+    ``e_q`` prices every operand at the query width, ``e_kv`` at the K/V width; the model's traffic
+    is linear in the operand width, so the mixed traffic is ``e_kv``'s plus the Q and O elements
+    (``qo_elements``) at the ``extra_bytes`` they are wider. Memory time is that traffic at the
+    DRAM and L2 rates as :func:`hwmodels.gpu.attention` takes them; the math runs at the query
+    dtype's rate (K/V converted in registers), so the compute time is ``e_q``'s.
+    """
+    dram = _f(e_kv.dram_bytes) + qo_elements * extra_bytes
+    l2 = _f(e_kv.l2_bytes) + qo_elements * extra_bytes
+    t_mem = np.maximum(dram / (_f(p.dram_bytes_per_s) * _f(p.dram_fraction)),
+                       l2 / (_f(p.l2_bytes_per_s) * _f(p.l2_tile_fraction)))
+    t_mem = _f(t_mem)
+    return dataclasses.replace(e_kv, compute_s=e_q.compute_s, memory_s=t_mem, dram_bytes=dram, l2_bytes=l2,
+                               time_s=_f(np.maximum(_f(e_q.compute_s), t_mem) + _f(e_kv.latency_s)))
 
 
 #: Tile families whose native tensor instructions are asynchronous (Hopper wgmma, Blackwell UMMA):

@@ -269,7 +269,8 @@ class _Build:
     def __init__(self, cfg: TransformerConfig, name: str, *, batch: int, seq: int, phase: str, context: int,
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
                  sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
-                 pipeline_stride: int = 1, ep: int = 1, cp: int = 1) -> None:
+                 pipeline_stride: int = 1, ep: int = 1, cp: int = 1, framework: str = "",
+                 hf_family: str = "") -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -305,6 +306,14 @@ class _Build:
         self.kv_heads_local = max(1, cfg.n_kv_heads // tp)  # fewer KV heads than ranks: replicated (as vLLM)
         self.d_ff_local = cfg.d_ff // tp
         self.vocab_local = -(-cfg.vocab // tp)  # padded up to a multiple of tp, as Megatron pads the table
+        #: a software-stack profile (workloads.frameworks): eager per-op kernels and training dropout
+        from workloads.frameworks import HF_MODEL_CODE, HFModelCode, get_profile
+
+        prof = get_profile(framework) if framework else None
+        self.eager_ops = bool(prof and prof.eager_ops)
+        self.hf = HF_MODEL_CODE.get(hf_family) or HFModelCode(
+            {"gelu": "gelu", "relu": "relu", "swiglu": "silu", "geglu": "gelu"}[cfg.mlp])
+        self.dropout_on = bool(prof and prof.dropout and phase == "train")
 
     # --- small helpers ------------------------------------------------------------------------
     def w(self, name: str, shape: tuple[int, ...]) -> TensorSpec:
@@ -349,6 +358,8 @@ class _Build:
 
     def norm(self, x: TensorSpec, name: str) -> TensorSpec:
         d = x.shape[-1]
+        if self.eager_ops and self.cfg.norm == "rmsnorm":
+            return self.eager_rmsnorm(x, name)
         ins = [x, self.w(f"{name}.weight", (d,))]
         if self.cfg.norm == "layernorm":
             ins.append(self.w(f"{name}.bias", (d,)))
@@ -356,6 +367,55 @@ class _Build:
 
     def ew(self, fn: str, *ins: TensorSpec, name: str | None = None) -> TensorSpec:
         return self.b.op("elementwise", list(ins), name=name or fn, op=fn)
+
+    # --- eager framework kernels (Hugging Face model code, one kernel per PyTorch op) ------------
+    def eager_rmsnorm(self, x: TensorSpec, name: str) -> TensorSpec:
+        """LlamaRMSNorm as eager PyTorch runs it: upcast, pow, mean, + eps, rsqrt, multiply, downcast, * weight."""
+        b = self.b
+        low = x.dtype.value != "fp32"
+        with b.group(name):
+            h = b.op("elementwise", [x], name="to_fp32", op="cast", out_dtype="fp32") if low else x
+            sq = self.ew("pow", h, name="pow")
+            var = b.op("reduction", [sq], name="mean", op="mean", axes=(-1,), keepdims=True)
+            var = self.ew("add", var, name="add_eps")
+            r = self.ew("rsqrt", var, name="rsqrt")
+            h = self.ew("mul", h, r, name="normalize")
+            if low:
+                h = b.op("elementwise", [h], name="to_dtype", op="cast", out_dtype=x.dtype.value)
+            return self.ew("mul", self.w("weight", (x.shape[-1],)), h, name="scale_weight")
+
+    def eager_rope(self, x: TensorSpec, cos: TensorSpec, sin: TensorSpec, name: str) -> TensorSpec:
+        """apply_rotary_pos_emb for one tensor: x * cos + cat(-x2, x1) * sin (5 kernels; the halves are views)."""
+        b = self.b
+        bsz, h, s, d = x.shape
+        with b.group(name):
+            x1, x2 = b.op("split", [x], name="halves", axis=-1, sizes=(d // 2, d - d // 2))
+            rot = b.op("concat", [self.ew("neg", x2, name="neg"), x1], name="rotate_half", axis=-1)
+            return self.ew("add", self.ew("mul", x, cos, name="mul_cos"), self.ew("mul", rot, sin, name="mul_sin"),
+                           name="add")
+
+    def activation(self, x: TensorSpec) -> TensorSpec:
+        """The MLP activation: one op, or with eager kernels the ops the model code launches for it."""
+        from workloads.frameworks import ACTIVATION_KERNELS
+
+        if not self.eager_ops:
+            return self.ew(self.cfg.mlp if not self.cfg.gated else
+                           ("silu" if self.cfg.mlp == "swiglu" else "gelu"), x, name="act")
+        kernels = ACTIVATION_KERNELS[self.hf.activation]
+        if len(kernels) == 1:
+            return self.ew(kernels[0][0], x, name="act")
+        outs: list[TensorSpec] = []
+        with self.b.group("act"):
+            for i, (fn, refs) in enumerate(kernels):
+                ins = [x if r == "x" else outs[int(r[1:])] for r in refs]
+                outs.append(self.ew(fn, *ins, name=f"{i}_{fn}"))
+        return outs[-1]
+
+    def dropout(self, x: TensorSpec, p: float, name: str) -> TensorSpec:
+        """A dropout kernel in a training graph of an eager profile when the config's p > 0, else ``x``."""
+        if not self.dropout_on or p <= 0:
+            return x
+        return self.ew("dropout", x, name=name)
 
     def reshape(self, x: TensorSpec, shape: tuple[int, ...], name: str) -> TensorSpec:
         return self.b.op("reshape", [x], name=name, shape=shape)
@@ -369,7 +429,13 @@ class _Build:
         with b.group(name):
             h = self.tp_enter(h)
             bsz, s, d = h.shape
-            if memory is None:
+            if memory is None and self.eager_ops and self.hf.separate_projections:
+                # the model code's separate nn.Linear query / key / value projections (three GEMMs)
+                q = self.linear(h, d, hq * hd, "q", cfg.qkv_bias, parallel="column")
+                k = self.linear(h, d, hk * hd, "k", cfg.qkv_bias, parallel="column")
+                v = self.linear(h, d, hk * hd, "v", cfg.qkv_bias, parallel="column")
+                skv = s
+            elif memory is None:
                 qkv = self.linear(h, d, (hq + 2 * hk) * hd, "qkv", cfg.qkv_bias, parallel="column")
                 q, k, v = b.op("split", [qkv], name="split_qkv", axis=-1, sizes=(hq * hd, hk * hd, hk * hd))
                 skv = s
@@ -382,7 +448,13 @@ class _Build:
             q = self.reshape(q, (bsz, hq, s, hd), "q_heads")
             k = self.reshape(k, (bsz, hk, skv, hd), "k_heads")
             v = self.reshape(v, (bsz, hk, skv, hd), "v_heads")
-            if cfg.pos == "rope" and memory is None:
+            if cfg.pos == "rope" and memory is None and self.eager_ops:
+                # cos/sin come from the model's rotary embedding, computed once per forward
+                cos = b.input("rope_cos", (bsz, 1, s, hd))
+                sin = b.input("rope_sin", (bsz, 1, s, hd))
+                q = self.eager_rope(q, cos, sin, "rope_q")
+                k = self.eager_rope(k, cos, sin, "rope_k")
+            elif cfg.pos == "rope" and memory is None:
                 q = self.ew("rope", q, name="rope_q")
                 k = self.ew("rope", k, name="rope_k")
             if cache and memory is None:
@@ -402,8 +474,11 @@ class _Build:
                 o = b.op("attention", ins, name="core", causal=causal)
             else:
                 o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
+            if self.eager_ops:  # attn_output.transpose(1, 2).contiguous(): a copy kernel
+                o = b.op("transpose", [o], name="heads_contiguous", perm=(0, 2, 1, 3))
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
-            return self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
+            o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
+            return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
 
     def context_parallel_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool) -> TensorSpec:
         """Attention of this rank's queries over the whole sequence's keys and values (context
@@ -445,7 +520,12 @@ class _Build:
                 scores = self.ew("add", scores, bias, name="bias")
             if causal:
                 scores = self.ew("mask", scores)
-            p = b.op("softmax", [scores], name="softmax", axis=-1)
+            if self.eager_ops and self.hf.softmax_fp32 and scores.dtype.value != "fp32":
+                p = b.op("softmax", [scores], name="softmax", axis=-1, out_dtype="fp32")
+                p = b.op("elementwise", [p], name="to_dtype", op="cast", out_dtype=scores.dtype.value)
+            else:
+                p = b.op("softmax", [scores], name="softmax", axis=-1)
+            p = self.dropout(p, self.hf.attn_dropout, "attn_dropout")
             o = b.op("matmul", [p, v], name="pv")
             return self.reshape(o, (bsz, hq, s, hd), "o_heads") if g > 1 else o
 
@@ -456,14 +536,20 @@ class _Build:
         with b.group("mlp"):
             h = self.tp_enter(h)
             if cfg.gated:
-                gu = self.linear(h, d, 2 * ff, "gate_up", cfg.mlp_bias, parallel="column")
-                gate, up = b.op("split", [gu], name="split_gate_up", axis=-1, sizes=(ff, ff))
-                a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
+                if self.eager_ops and self.hf.separate_projections:  # the model code's gate_proj and up_proj
+                    gate = self.linear(h, d, ff, "gate", cfg.mlp_bias, parallel="column")
+                    up = self.linear(h, d, ff, "up", cfg.mlp_bias, parallel="column")
+                else:
+                    gu = self.linear(h, d, 2 * ff, "gate_up", cfg.mlp_bias, parallel="column")
+                    gate, up = b.op("split", [gu], name="split_gate_up", axis=-1, sizes=(ff, ff))
+                a = self.activation(gate) if self.eager_ops else \
+                    self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
                 a = self.ew("mul", a, up, name="gate_mul")
             else:
                 a = self.linear(h, d, ff, "up", cfg.mlp_bias, parallel="column")
-                a = self.ew(cfg.mlp, a, name="act")
-            return self.row_parallel_out(a, ff, d, "down", cfg.mlp_bias)
+                a = self.activation(a) if self.eager_ops else self.ew(cfg.mlp, a, name="act")
+            y = self.row_parallel_out(a, ff, d, "down", cfg.mlp_bias)
+            return self.dropout(y, self.hf.resid_dropout, "dropout")
 
     def row_parallel_out(self, x: TensorSpec, d_in: int, d_out: int, name: str, bias: bool) -> TensorSpec:
         """A row-parallel linear and the reduction of its partial sums (bias added after it)."""
@@ -567,7 +653,7 @@ class _Build:
                 x = self.ew("add", x, tt, name="add_token_types")
             if cfg.embed_norm:
                 x = self.norm(x, "norm")
-            return x
+            return self.dropout(x, self.hf.embd_dropout, "dropout")
 
     def table(self) -> TensorSpec:
         return self.b.weight("embed.tokens.weight", (self.vocab_local, self.cfg.d_model))
@@ -701,10 +787,10 @@ class _Build:
 
 
 def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
-          dtype: str | DType = "bf16", attention: str = "fused", logits: str = "last", decoder_seq: int | None = None,
-          name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
+          dtype: str | DType = "bf16", attention: str | None = None, logits: str | None = None,
+          decoder_seq: int | None = None, name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
           stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1,
-          cp: int = 1) -> OpGraph:
+          cp: int = 1, framework: str = "", hf_family: str = "") -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -723,9 +809,11 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
     dtype
         Weight and activation dtype.
     attention
-        ``fused`` (one flash-style op) or ``decomposed`` (matmul, softmax, matmul).
+        ``fused`` (one flash-style op) or ``decomposed`` (matmul, softmax, matmul); default: the
+        framework profile's, else ``fused``.
     logits
-        ``last`` (prefill computes the last position's logits only) or ``all``.
+        ``last`` (prefill computes the last position's logits only) or ``all``; default: the
+        framework profile's, else ``last``.
     decoder_seq
         Decoder tokens of an encoder-decoder model (default ``seq``).
     name
@@ -755,7 +843,23 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         Context parallelism (decoder-only LMs, prefill and training): each of ``cp`` ranks holds
         ``seq / cp`` tokens of every sequence; attention exchanges keys and values and balances the
         causal work (see ``_Build.context_parallel_core``); ``seq`` must be divisible by ``2 cp``.
+    framework
+        A software-stack profile of :mod:`workloads.frameworks` (``""``: none, the default graph).
+        ``eager`` and ``sdpa`` emit what Hugging Face model code launches in eager PyTorch:
+        activations, RMSNorm and RoPE op by op, the head merge as a copy, logits for every position,
+        dropout kernels in training (``eager`` also decomposes attention over the full scores).
+        The graph's ``meta["framework"]`` records it.
+    hf_family
+        The Hugging Face family whose model code the eager kernels follow (a key of
+        :data:`workloads.frameworks.HF_MODEL_CODE`; zoo models pass their family).
     """
+    prof = None
+    if framework:
+        from workloads.frameworks import get_profile
+
+        prof = get_profile(framework)
+    attention = attention or (prof.attention if prof and prof.attention else "fused")
+    logits = logits or (prof.logits if prof and prof.logits else "last")
     gname = name or cfg.name
     ctx = seq if context is None else context
     problems = tensor_parallel_problems(cfg, tp, sequence_parallel=sequence_parallel, phase=phase, seq=seq)
@@ -791,7 +895,8 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                              f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
-                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp)
+                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp,
+                framework=prof.name if prof else "", hf_family=hf_family)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:
@@ -812,6 +917,10 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
         meta["stage_layers"] = list(stage_layers)
     if cp > 1:
         meta["cp"] = cp
+    if prof is not None:
+        meta["framework"] = prof.name
+        if logits == "all" and phase == "prefill":
+            meta["logits"] = "all"
     if tp > 1:
         meta["tp"] = tp
         if sequence_parallel:
@@ -904,7 +1013,8 @@ def _register_zoo() -> None:
                 defaults.setdefault("context", min(defaults["seq"], cfg.max_positions - 1))
 
         def builder(name: str, *, batch: int = 1, seq: int = 2048, phase: str = "forward", context: int | None = None,
-                    dtype: str = "bf16", _cfg: TransformerConfig = cfg, **extra: Any) -> OpGraph:
+                    dtype: str = "bf16", _cfg: TransformerConfig = cfg, _family: str = meta.get("family", ""),
+                    **extra: Any) -> OpGraph:
             c = _cfg
             if "experts" in extra:
                 c = replace(c, experts=int(extra.pop("experts")))
@@ -913,11 +1023,13 @@ def _register_zoo() -> None:
             if c.is_vision and seq != c.image_size:
                 c = replace(c, image_size=int(seq))
             unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers",
-                                    "pipeline_stride", "ep", "cp"}
+                                    "pipeline_stride", "ep", "cp", "framework"}
             if unknown:
                 raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
                                  "attention, logits, decoder_seq, experts, capacity_factor, tp, sequence_parallel, "
-                                 "stage_layers, pipeline_stride, ep, cp")
+                                 "stage_layers, pipeline_stride, ep, cp, framework")
+            if extra.get("framework"):
+                extra["hf_family"] = _family
             return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)
 
         register_model(ModelEntry(

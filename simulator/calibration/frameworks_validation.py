@@ -1,0 +1,115 @@
+"""Validation against published timings of how people run models (eager PyTorch / Hugging Face, torch.compile, serving stacks).
+
+Each row of ``hwmodels/measurements/published_frameworks.csv`` names its software stack in the
+``framework`` column (``NAME[;optimizer=none][;attention=...][;mode=reduce-overhead]``, a profile of
+:mod:`workloads.frameworks`). The row is predicted with that profile: the transformer graph the
+stack launches (eager Hugging Face: attention over the full score matrix, activations op by op,
+dropout in training...) and its costing (fusion, CUDA graphs, per-op dispatch). Nothing is fitted to
+these rows; errors are summarised per framework.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.calibration.errors import ErrorSummary, summarize_errors
+from simulator.calibration.measurements import Measurement, MeasurementError, MeasurementSet
+
+__all__ = ["FRAMEWORKS_DATASET", "load_framework_rows", "predict_framework_row", "validate_frameworks"]
+
+FRAMEWORKS_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_frameworks.csv"
+
+
+def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet, list[tuple[Any, dict[str, str]]]]:
+    """The measurements of ``path`` and, per row, its (profile, options) from the ``framework`` column.
+
+    Raises
+    ------
+    MeasurementError
+        A bad row (the measurement schema), or a missing / unknown framework:
+        ``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``.
+    """
+    from simulator.hardware import known_devices
+    from workloads.frameworks import FrameworkError, parse_framework_field
+
+    ms = MeasurementSet.load(Path(path) if path is not None else FRAMEWORKS_DATASET, devices=known_devices())
+    out: list[tuple[Any, dict[str, str]]] = []
+    problems: list[str] = []
+    for m in ms:
+        where = f"{m.where or m.id}: framework"
+        if not m.framework:
+            problems.append(f"{where}: empty value; got ''; expected a framework profile name (e.g. eager, sdpa)")
+            continue
+        try:
+            out.append(parse_framework_field(m.framework, where))
+        except FrameworkError as exc:
+            problems.append(str(exc))
+    if problems:
+        from nodeperf.suggest import format_problems
+
+        raise MeasurementError(format_problems(str(ms.source), problems, "the framework column"))
+    return ms, out
+
+
+def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
+    from workloads.frameworks import drop_optimizer, with_profile_meta
+    from workloads.resolve import load_workload
+
+    args = m.workload_args()
+    extra: dict[str, Any] = {}
+    if profile.changes_graph or "attention" in opts:
+        extra["framework"] = profile.name
+        if "attention" in opts:
+            extra["attention"] = opts["attention"]
+    optimizer = opts.get("optimizer", "adamw")
+    try:
+        g = load_workload(m.workload, optimizer="adamw" if optimizer == "none" else optimizer, **args, **extra)
+    except (ValueError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
+    if optimizer == "none" and m.train:
+        g = drop_optimizer(g)
+    return g if "framework" in g.meta else with_profile_meta(g, profile)
+
+
+def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) -> float:
+    """Predicted seconds of one row under its stack's profile (graph and costing), unfitted."""
+    from hwmodels.catalog import load_device
+    from simulator.calibration.predict import quiet_engine
+    from simulator.engines.analytical import EvalOptions, evaluate
+
+    graph = _graph(m, profile, opts)
+    cost = profile.cost_options()
+    if opts.get("mode") in ("reduce-overhead", "max-autotune"):  # both replay CUDA graphs (Inductor modes): no
+        cost["cuda_graphs"] = True               # per-kernel Python launches
+        cost["eager_framework"] = False
+    eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
+    with quiet_engine():
+        return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
+
+
+def validate_frameworks(path: str | Path | None = None) -> dict[str, Any]:
+    """Predict every row and summarise the errors per framework (percent; nothing fitted).
+
+    Returns
+    -------
+    dict
+        ``rows`` (id, framework, device, dtype, measured_s, predicted_s, error_pct signed),
+        ``by_framework`` ``{name: ErrorSummary}``, ``all`` (ErrorSummary) and ``dataset``.
+    """
+    ms, parsed = load_framework_rows(path)
+    pred = np.array([predict_framework_row(m, p, o) for m, (p, o) in zip(ms, parsed, strict=True)], dtype=float)
+    names = [p.name for p, _ in parsed]
+    by: dict[str, ErrorSummary] = {}
+    for name in sorted(set(names)):
+        idx = [i for i, n in enumerate(names) if n == name]
+        by[name] = summarize_errors(pred[idx], MeasurementSet(tuple(ms[i] for i in idx), ms.source), worst=3,
+                                    by_class=False)
+    rows = [{"id": m.id, "framework": m.framework, "device": m.device, "dtype": m.dtype, "workload": m.workload,
+             "batch": m.batch, "seq": m.seq, "measured_s": m.median_s, "predicted_s": float(p),
+             "error_pct": 100.0 * (float(p) - m.median_s) / m.median_s} for m, p in zip(ms, pred, strict=True)]
+    return {"dataset": str(ms.source), "rows": rows, "by_framework": by,
+            "all": summarize_errors(pred, ms, worst=3, by_class=False)}

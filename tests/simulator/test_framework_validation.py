@@ -1,0 +1,104 @@
+"""Published software-stack timings (published_frameworks.csv): groups by framework with the measured MAPE,
+and located errors for an unknown framework in a row."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.calibration.frameworks_validation import (
+    FRAMEWORKS_DATASET,
+    load_framework_rows,
+    validate_frameworks,
+)
+from simulator.calibration.measurements import MeasurementError
+from simulator.cli import main
+
+
+@pytest.fixture(scope="module")
+def result():
+    return validate_frameworks()
+
+
+def test_groups_and_measured_errors(result):
+    by = result["by_framework"]
+    assert {k: v.n for k, v in by.items()} == {"compile": 25, "eager": 28, "sdpa": 6, "vllm": 2}
+    # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast
+    expected = {"compile": (40.5, -44.7), "eager": (30.3, -31.9), "sdpa": (14.3, -14.5), "vllm": (8.9, 8.6)}
+    for name, (mape, bias) in expected.items():
+        assert by[name].mape == pytest.approx(mape, abs=0.2), name
+        assert by[name].bias == pytest.approx(bias, abs=0.2), name
+    assert result["all"].n == 61
+    assert result["all"].mape == pytest.approx(32.2, abs=0.2)
+
+
+def test_dataset_breadth(result):
+    rows = result["rows"]
+    assert len({r["device"] for r in rows}) == 5
+    assert {r["dtype"] for r in rows} == {"fp32", "tf32", "fp16", "bf16"}
+    for r in rows:  # every row is predicted (a positive, finite time)
+        assert 0 < r["predicted_s"] < 10
+
+
+def test_eager_slower_than_sdpa_row_by_row(result):
+    rows = {(r["batch"], r["seq"], r["framework"].split(";")[0]): r["predicted_s"] for r in result["rows"]
+            if r["workload"] == "bert_base"}
+    assert len(rows) == 12
+    for (b, s, fw), t in rows.items():
+        if fw == "eager":
+            assert t > rows[(b, s, "sdpa")]  # full s x s scores and more kernels than one SDPA call
+
+
+def test_unknown_framework_in_a_row_is_located(tmp_path):
+    text = FRAMEWORKS_DATASET.read_text(encoding="utf-8").splitlines()
+    text[1] = text[1].replace("eager;optimizer=none", "eagre;optimizer=none")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(text) + "\n", encoding="utf-8")
+    with pytest.raises(MeasurementError) as exc:
+        load_framework_rows(bad)
+    msg = str(exc.value)
+    assert "bad.csv:2: framework: unknown framework; got 'eagre'" in msg and "did you mean 'eager'?" in msg
+    assert msg.count("\n") == 0
+
+
+def test_cli_frameworks_dataset(capsys, monkeypatch, result):
+    import simulator.calibration.frameworks_validation as fv
+
+    monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
+    rc = main(["validate", "--dataset", "frameworks"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 61 rows; MAPE 32.2%" in out
+    assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "vllm"]
+    rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
+    assert rc == 2
+
+
+def test_bad_framework_option_is_located(tmp_path):
+    text = FRAMEWORKS_DATASET.read_text(encoding="utf-8").splitlines()
+    text[1] = text[1].replace("eager;optimizer=none", "eager;mode=reduce-overhead")
+    bad = tmp_path / "opt.csv"
+    bad.write_text("\n".join(text) + "\n", encoding="utf-8")
+    with pytest.raises(MeasurementError, match=r"opt.csv:2: framework: mode; got 'reduce-overhead' for framework "
+                                               r"'eager'; expected .* with framework compile"):
+        load_framework_rows(bad)
+
+
+def test_reduce_overhead_replays_cuda_graphs():
+    from simulator.calibration.frameworks_validation import predict_framework_row
+
+    ms, parsed = load_framework_rows()
+    row = next(m for m in ms if m.id == "fw-050")  # ResNet-50, A100, torch.compile mode='reduce-overhead'
+    prof, opts = parsed[[m.id for m in ms].index("fw-050")]
+    assert opts == {"mode": "reduce-overhead"}
+    graphs = predict_framework_row(row, prof, opts)
+    default = predict_framework_row(row, prof, {})
+    assert graphs < default  # no per-kernel Python launches when the program is replayed
+
+
+def test_cli_user_file_with_unknown_framework_exit_2(tmp_path, capsys):
+    lines = FRAMEWORKS_DATASET.read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "mine.csv"
+    bad.write_text("\n".join([lines[0], lines[1].replace("eager;optimizer=none", "vlm")]) + "\n", encoding="utf-8")
+    rc = main(["validate", str(bad), "--dataset", "frameworks"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "mine.csv:2: framework: unknown framework; got 'vlm'" in err and "did you mean 'vllm'?" in err

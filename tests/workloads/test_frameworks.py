@@ -1,0 +1,165 @@
+"""Software-stack profiles: the eager Hugging Face graph (decomposed attention, gelu_new kernels, RMSNorm,
+dropout, full logits), the profile registry, and its errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.cli import main
+from workloads.frameworks import (
+    ACTIVATION_KERNELS,
+    PROFILES,
+    FrameworkError,
+    drop_optimizer,
+    get_profile,
+)
+from workloads.resolve import load_workload
+from workloads.serialize import graph_to_json
+
+B, S, H, D = 2, 128, 12, 64  # GPT-2 small: 12 heads of 64
+
+
+def _layer0(g, group):
+    return [op for op in g if op.group.startswith(f"layers.0.{group}")]
+
+
+def test_eager_gpt2_attention_is_decomposed_over_full_scores():
+    g = load_workload("gpt2", batch=B, seq=S, phase="prefill", dtype="fp16", framework="eager")
+    assert not [op for op in g if op.kind == "attention"]
+    core = {op.name.rsplit(".", 1)[-1]: op for op in _layer0(g, "attn.core")}
+    assert set(core) >= {"qk", "scale", "mask", "softmax", "pv"}
+    scores = B * H * S * S
+    # QK^T over the full s x s scores (no causal skipping): 2 * b * h * s * s * d FLOPs
+    assert core["qk"].outputs[0].shape == (B, H, S, S)
+    assert core["qk"].flops == 2 * B * H * S * S * D == 50_331_648
+    # the causal mask is applied (torch.where over the scores): reads and writes every fp16 score
+    assert core["mask"].bytes_read + core["mask"].bytes_written == 2 * scores * 2 == 1_572_864
+    assert core["softmax"].inputs[0].numel == scores == 393_216
+    assert core["pv"].flops == 2 * B * H * S * S * D
+    # the head merge is a real copy (permute + contiguous in GPT2Attention._merge_heads)
+    assert [op.kind for op in _layer0(g, "attn") if op.name.endswith("heads_contiguous")] == ["transpose"]
+
+
+def test_gelu_new_is_eight_kernels():
+    g = load_workload("gpt2", batch=1, seq=64, phase="prefill", framework="eager")
+    act = [op for op in _layer0(g, "mlp.act")]
+    assert len(act) == len(ACTIVATION_KERNELS["gelu_new"]) == 8
+    assert [op.attrs["op"] for op in act] == ["scale", "pow", "scale", "add", "scale", "tanh", "add", "mul"]
+    default = load_workload("gpt2", batch=1, seq=64, phase="prefill")
+    assert [op.attrs["op"] for op in _layer0(default, "mlp") if op.kind == "elementwise"] == ["gelu"]
+
+
+def test_eager_logits_for_every_position_and_profile_in_json():
+    g = load_workload("gpt2", batch=1, seq=64, phase="prefill", framework="eager")
+    logits = next(op for op in g if op.name == "lm_head.logits")
+    assert logits.outputs[0].shape == (1, 64, 50257)
+    d = load_workload("gpt2", batch=1, seq=64, phase="prefill")
+    assert next(op for op in d if op.name == "lm_head.logits").outputs[0].shape == (1, 1, 50257)
+    js = graph_to_json(g)
+    assert js["meta"]["framework"] == "eager" and js["meta"]["attention"] == "decomposed"
+    assert "framework" not in graph_to_json(d)["meta"]
+
+
+def test_dropout_kernels_only_in_training():
+    train = load_workload("gpt2", batch=1, seq=64, train=True, framework="eager")
+    # embedding dropout + per layer: attention probabilities, attention output, MLP output (GPT-2 p = 0.1)
+    drops = [op for op in train if op.kind == "elementwise" and op.attrs.get("op") == "dropout"]
+    assert len(drops) == 1 + 3 * 12
+    infer = load_workload("gpt2", batch=1, seq=64, phase="prefill", framework="eager")
+    assert not [op for op in infer if op.attrs.get("op") == "dropout"]
+    # Llama's attention_dropout is 0.0: no dropout kernel at all
+    llama = load_workload("llama-2-7b", batch=1, seq=32, train=True, framework="eager")
+    assert not [op for op in llama if op.attrs.get("op") == "dropout"]
+
+
+def test_llama_eager_rmsnorm_and_rope_kernels():
+    g = load_workload("llama-2-7b", batch=1, seq=32, phase="prefill", dtype="bf16", framework="eager")
+    norm = [op.kind + ":" + str(op.attrs.get("op", "")) for op in _layer0(g, "attn_norm")]
+    assert norm == ["elementwise:cast", "elementwise:pow", "reduction:mean", "elementwise:add", "elementwise:rsqrt",
+                    "elementwise:mul", "elementwise:cast", "elementwise:mul"]
+    rope = [op for op in _layer0(g, "attn.rope_q") if op.kind not in ("split",)]
+    assert [op.kind for op in rope] == ["elementwise", "concat", "elementwise", "elementwise", "elementwise"]
+    # softmax in float32, then cast back (eager_attention_forward)
+    sm = next(op for op in _layer0(g, "attn.core") if op.kind == "softmax")
+    assert sm.outputs[0].dtype.value == "fp32"
+
+
+def test_default_graph_unchanged_by_registry():
+    a = load_workload("llama-2-7b", batch=1, seq=64, phase="prefill")
+    b = load_workload("llama-2-7b", batch=1, seq=64, phase="prefill", framework="vllm")
+    # a profile without graph changes emits the same ops (only meta records it)
+    assert [(op.name, op.kind) for op in a] == [(op.name, op.kind) for op in b]
+    assert b.meta["framework"] == "vllm" and "framework" not in a.meta
+
+
+def test_drop_optimizer():
+    g = load_workload("gpt2", batch=1, seq=32, train=True)
+    n_opt = sum(op.kind == "optimizer_update" for op in g)
+    assert n_opt > 0
+    h = drop_optimizer(g)
+    assert sum(op.kind == "optimizer_update" for op in h) == 0 and len(h) == len(g) - n_opt
+    assert h.meta["optimizer"] == "none"
+
+
+def test_profiles_and_aliases():
+    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla"}
+    assert get_profile("torch.compile").name == "compile"
+    assert get_profile("eager").cost_options() == {"fusion": False, "cuda_graphs": False, "eager_framework": True,
+                                                    "attention_kernel": "auto"}
+    assert get_profile("vllm").cost_options()["cuda_graphs"] is True
+    with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
+        get_profile("eagr")
+    for p in PROFILES.values():
+        assert p.sources, p.name
+
+
+def test_cli_unknown_framework_exit_2(capsys):
+    rc = main(["predict", "gpt2", "--hardware", "a100-sxm4-80gb", "--framework", "vlm"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and "--framework: unknown framework; got 'vlm'" in err and "did you mean 'vllm'?" in err
+
+
+def test_cli_attention_on_cnn_exit_2(capsys):
+    rc = main(["predict", "resnet50", "--hardware", "a100-sxm4-80gb", "--attention", "decomposed"])
+    assert rc == 2 and "not a transformer" in capsys.readouterr().err
+
+
+def test_cli_framework_sets_costing(capsys):
+    rc = main(["predict", "gpt2", "--hardware", "a100-sxm4-80gb", "--seq", "64", "--framework", "eager", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    opts = out["provenance"]["options"]
+    assert opts["eager_framework"] is True and opts["fusion"] is False
+    assert out["provenance"]["workload"]["framework"] == "eager"
+    # every kernel pays at least the framework's per-op host time (20 us on the catalog's GPUs)
+    assert out["totals"]["latency_s"] >= out["totals"]["kernels"] * 20e-6 * (1 - 1e-9)
+
+
+def test_separate_projections_follow_the_model_code():
+    bert = load_workload("bert_base", batch=1, seq=64, framework="eager")
+    names = {op.name.rsplit(".", 1)[-1] for op in _layer0(bert, "attn") if op.kind == "matmul"}
+    assert {"q", "k", "v"} <= names and "qkv" not in names  # BertSelfAttention: three nn.Linear
+    gpt2 = load_workload("gpt2", batch=1, seq=64, phase="prefill", framework="eager")
+    assert "qkv" in {op.name.rsplit(".", 1)[-1] for op in _layer0(gpt2, "attn") if op.kind == "matmul"}  # c_attn
+    llama = load_workload("llama-2-7b", batch=1, seq=16, phase="prefill", framework="eager")
+    mlp = {op.name.rsplit(".", 1)[-1] for op in _layer0(llama, "mlp") if op.kind == "matmul"}
+    assert mlp == {"gate", "up", "down"}
+    # the same FLOPs as the fused projections
+    fused = load_workload("llama-2-7b", batch=1, seq=16, phase="prefill")
+    f = sum(op.flops for op in _layer0(fused, "mlp") if op.kind == "matmul")
+    assert sum(op.flops for op in _layer0(llama, "mlp") if op.kind == "matmul") == f
+
+
+def test_hf_config_follows_its_model_type():
+    from workloads.hf import build_from_config
+
+    cfg = {"model_type": "gpt2", "n_embd": 768, "n_layer": 2, "n_head": 12, "n_positions": 1024,
+           "vocab_size": 50257, "activation_function": "gelu_new"}
+    g = build_from_config(cfg, seq=64, framework="eager")
+    assert len(_layer0(g, "mlp.act")) == 8  # gelu_new as modeling_gpt2 runs it
+    assert "qkv" in {op.name.rsplit(".", 1)[-1] for op in _layer0(g, "attn") if op.kind == "matmul"}
+    assert g.meta["framework"] == "eager"
+    assert "framework" not in build_from_config(cfg, seq=64).meta

@@ -1,0 +1,318 @@
+"""Software-stack profiles: what a framework launches for a network, and how its kernels are issued.
+
+A prediction names the stack it stands for (``--framework``). A :class:`FrameworkProfile` says two
+things about that stack:
+
+* what it changes in the **graph** the transformer builder emits (:mod:`workloads.zoo.transformer`):
+  attention as one fused kernel or decomposed over the full ``s x s`` score matrix, logits for every
+  position, activations and RMSNorm / RoPE issued op by op as the Hugging Face model code writes
+  them, dropout kernels in training;
+* what it changes in **costing** (the engine's existing options, :meth:`FrameworkProfile.cost_options`):
+  elementwise fusion into producers, CUDA-graph replay, the fused-attention kernel design and the
+  per-op host dispatch cost of an eager framework.
+
+The empty name ``""`` is "no profile": graphs and options exactly as before profiles existed (the
+inference-engine view the catalog was validated with). Every profile cites the framework code it
+reads; ``docs/frameworks.md`` lists them with the validation table.
+
+Hugging Face model code differs by family; :data:`HF_MODEL_CODE` records, per zoo family, what its
+``modeling_*.py`` issues (activation, dropout probabilities of the released config, softmax dtype).
+
+Example
+-------
+>>> from workloads.frameworks import get_profile
+>>> p = get_profile("eager")
+>>> p.attention, p.logits, p.cost_options()["eager_framework"]
+('decomposed', 'all', True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nodeperf.suggest import did_you_mean
+
+__all__ = [
+    "FrameworkProfile",
+    "FrameworkError",
+    "PROFILES",
+    "ALIASES",
+    "HF_MODEL_CODE",
+    "HF_MODEL_TYPES",
+    "HFModelCode",
+    "ACTIVATION_KERNELS",
+    "get_profile",
+    "profile_names",
+    "parse_framework_field",
+    "drop_optimizer",
+    "with_profile_meta",
+]
+
+# Sources read for the profiles (repository @ commit, path, symbol).
+_HF_GPT2 = ("huggingface/transformers @ 0010f60284ab4b9d14b7df9c6525b1a2ad44e640 "
+            "src/transformers/models/gpt2/modeling_gpt2.py: GPT2Attention._attn (matmul, divide by sqrt(d), "
+            "torch.where causal mask, softmax, type cast, attn_dropout, matmul), _merge_heads (permute + "
+            "contiguous), GPT2MLP (c_fc, act, c_proj, dropout)")
+_HF_ACT = ("huggingface/transformers @ d60525f3595f8214576d6b8f1c54ac7cd0b5c42c src/transformers/activations.py: "
+           "NewGELUActivation.forward = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), "
+           "GELUActivation = nn.functional.gelu, SiLU = nn.functional.silu")
+_HF_LLAMA = ("huggingface/transformers src/transformers/models/llama/modeling_llama.py: LlamaRMSNorm.forward "
+             "(to float32, pow(2).mean(-1), + eps, rsqrt, multiply, to input dtype, multiply by weight), "
+             "apply_rotary_pos_emb / rotate_half (q*cos + cat(-x2, x1)*sin), eager_attention_forward (matmul * "
+             "scaling, + causal mask, softmax(dtype=float32).to(q dtype), dropout, matmul), LlamaForCausalLM.forward "
+             "(lm_head over hidden_states[:, slice(-logits_to_keep, None)], logits_to_keep=0: every position)")
+_TORCH_SDPA = ("pytorch/pytorch torch/nn/functional.py scaled_dot_product_attention: one call dispatching to the "
+               "FlashAttention-2 / memory-efficient / math backends (flash for fp16/bf16 on sm80+)")
+_INDUCTOR = ("pytorch/pytorch torch/_inductor: pointwise and reduction ops are fused into generated Triton kernels; "
+             "CUDA graphs only with mode='reduce-overhead'")
+_INDUCTOR_WRAPPER = ("pytorch/pytorch torch/_inductor/codegen/wrapper.py: the default-mode program is a generated "
+                     "Python function that launches every Triton kernel and extern (cuDNN/cuBLAS) call from Python, "
+                     "one host call per kernel, like an eager op; mode='reduce-overhead' replays it from a CUDA graph")
+_VLLM = ("vllm-project/vllm vllm/model_executor/models/llama.py: QKVParallelLinear (one q/k/v GEMM), "
+         "MergedColumnParallelLinear (gate/up), SiluAndMul and fused_add_rms_norm custom kernels, attention "
+         "backends FlashAttention/FlashInfer; LogitsProcessor computes logits of the sampled positions only; "
+         "decode batches replayed from captured CUDA graphs unless enforce_eager")
+_TRT = "NVIDIA TensorRT developer guide, 'Layer fusion': elementwise, activation and bias fused into GEMM/conv epilogues"
+_TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, masked MHA for generation), "
+           "gated-MLP and norm plugins, CUDA graphs in the generation phase")
+_XLA = "openxla/xla docs 'XLA:GPU architecture overview': fusion of elementwise/reduction ops into producer kernels"
+_SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
+           "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
+
+
+class FrameworkError(ValueError):
+    """An unknown framework name or a malformed framework field (one located line)."""
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    """One software stack: its graph changes and its costing options.
+
+    Attributes
+    ----------
+    name
+        The ``--framework`` name.
+    title
+        One line: what the stack is.
+    attention
+        ``"fused"`` (one attention kernel) or ``"decomposed"`` (QK^T, scale, mask, softmax, PV over
+        the full ``s x s`` scores); ``""`` keeps the builder's default (fused).
+    logits
+        ``"all"``: the LM head runs for every position of a prefill (a Hugging Face ``forward``);
+        ``""`` keeps the builder's default (last position only in prefill).
+    eager_ops
+        Issue activations, RMSNorm and RoPE op by op as the Hugging Face model code writes them
+        (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
+    dropout
+        Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
+    fusion, cuda_graphs, eager_dispatch, attention_kernel
+        Costing: ``EvalOptions.fusion`` / ``cuda_graphs`` / ``eager_framework`` / ``attention_kernel``.
+    sources
+        The framework code or documentation each choice follows.
+    """
+
+    name: str
+    title: str
+    attention: str = ""
+    logits: str = ""
+    eager_ops: bool = False
+    dropout: bool = False
+    fusion: bool | None = None
+    cuda_graphs: bool = False
+    eager_dispatch: bool = False
+    attention_kernel: str = "auto"
+    sources: tuple[str, ...] = ()
+
+    @property
+    def changes_graph(self) -> bool:
+        """True when the profile changes what the transformer builder emits."""
+        return bool(self.attention or self.logits or self.eager_ops or self.dropout)
+
+    def cost_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
+        return {"fusion": self.fusion, "cuda_graphs": self.cuda_graphs, "eager_framework": self.eager_dispatch,
+                "attention_kernel": self.attention_kernel}
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (graph changes, costing, sources)."""
+        return {"name": self.name, "title": self.title,
+                "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
+                          "eager_ops": self.eager_ops, "dropout": self.dropout},
+                "cost": self.cost_options(), "sources": list(self.sources)}
+
+
+_HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
+
+#: The profile registry (``--framework NAME``).
+PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
+    FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
+                     attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True,
+                     sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA)),
+    FrameworkProfile("sdpa", "PyTorch eager / Hugging Face transformers with attn_implementation='sdpa' "
+                     "(the library default on torch >= 2.1.1)",
+                     attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA)),
+    FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
+                     attention="fused", **_HF_GRAPH, fusion=True, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_INDUCTOR, _INDUCTOR_WRAPPER, _TORCH_SDPA)),
+    FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
+                     attention="fused", **_HF_GRAPH, fusion=False, cuda_graphs=True, attention_kernel="flash2",
+                     sources=("pytorch/pytorch torch/cuda/graphs.py: torch.cuda.graph / make_graphed_callables",
+                              _TORCH_SDPA)),
+    FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
+                     sources=(_TRT,)),
+    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,)),
+    FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
+                     fusion=True, cuda_graphs=True, sources=(_VLLM,)),
+    FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, cuda_graphs=True,
+                     sources=(_SGLANG,)),
+    FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
+)}
+
+#: Other spellings people use for the same stacks.
+ALIASES: dict[str, str] = {
+    "pytorch": "eager", "torch": "eager", "hf": "eager", "hf-eager": "eager", "huggingface": "eager",
+    "torch.compile": "compile", "inductor": "compile", "torch-compile": "compile",
+    "cudagraphs": "cuda-graphs", "cuda_graphs": "cuda-graphs",
+    "trt": "tensorrt", "tensorrt-llm": "trt-llm", "trtllm": "trt-llm", "jax": "xla",
+}
+
+
+def profile_names() -> list[str]:
+    """The registered profile names, sorted."""
+    return sorted(PROFILES)
+
+
+def get_profile(name: str, where: str = "--framework") -> FrameworkProfile:
+    """The profile called ``name`` (or one of its :data:`ALIASES`).
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``
+    """
+    key = str(name).strip().lower()
+    key = ALIASES.get(key, key)
+    if key in PROFILES:
+        return PROFILES[key]
+    choices = [*PROFILES, *ALIASES]
+    raise FrameworkError(f"{where}: unknown framework; got {name!r}; expected one of {', '.join(profile_names())}"
+                         + did_you_mean(key, choices))
+
+
+def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict[str, str]]:
+    """``NAME[;key=value...]`` of a measurement row's ``framework`` column -> (profile, options).
+
+    Options: ``optimizer=none`` (the timed training loop has no optimizer step) or the name of an
+    optimizer; ``attention=fused|decomposed`` (overrides the profile's); ``mode=reduce-overhead``
+    (``compile`` only: torch.compile's mode that replays the compiled program from CUDA graphs).
+    """
+    head, *rest = [s.strip() for s in str(text).split(";")]
+    prof = get_profile(head, where=where)
+    opts: dict[str, str] = {}
+    for item in rest:
+        k, sep, v = item.partition("=")
+        if not sep or k not in ("optimizer", "attention", "mode"):
+            raise FrameworkError(f"{where}: framework option {item!r}; expected optimizer=NAME, "
+                                 "attention=fused|decomposed or mode=reduce-overhead after the name "
+                                 "(e.g. 'sdpa;optimizer=none')")
+        if k == "attention" and v not in ("fused", "decomposed"):
+            raise FrameworkError(f"{where}: attention; got {v!r}; expected fused or decomposed")
+        if k == "mode" and (prof.name != "compile" or v not in ("default", "reduce-overhead", "max-autotune")):
+            raise FrameworkError(f"{where}: mode; got {v!r} for framework {prof.name!r}; expected "
+                                 "default, reduce-overhead or max-autotune with framework compile")
+        opts[k] = v
+    return prof, opts
+
+
+# ------------------------------------------------------------------------------------------------
+# what Hugging Face model code issues, per family
+
+
+@dataclass(frozen=True)
+class HFModelCode:
+    """What a family's Hugging Face ``modeling_*.py`` launches in eager mode.
+
+    ``activation`` is the config's activation name (a key of :data:`ACTIVATION_KERNELS`);
+    ``attn_dropout``/``resid_dropout``/``embd_dropout`` the released config's probabilities (a
+    dropout of p = 0 launches no kernel: ATen's ``dropout`` returns its input); ``softmax_fp32``: the
+    attention softmax is computed in float32 and cast back (Llama's ``eager_attention_forward``);
+    ``separate_projections``: query, key and value (and a gated MLP's gate and up) are separate
+    ``nn.Linear`` modules, one GEMM each (BERT, ViT, OPT, Llama), not one fused GEMM (GPT-2's ``c_attn``).
+    """
+
+    activation: str
+    attn_dropout: float = 0.0
+    resid_dropout: float = 0.0
+    embd_dropout: float = 0.0
+    softmax_fp32: bool = False
+    separate_projections: bool = True
+    source: str = ""
+
+
+#: Zoo family -> its Hugging Face model code (families without a transformers implementation are absent).
+HF_MODEL_CODE: dict[str, HFModelCode] = {
+    "gpt2": HFModelCode("gelu_new", 0.1, 0.1, 0.1, separate_projections=False, source="openai-community/gpt2 config.json: activation_function "
+                        "gelu_new, attn_pdrop/resid_pdrop/embd_pdrop 0.1; " + _HF_GPT2),
+    "bert": HFModelCode("gelu", 0.1, 0.1, 0.1, source="google-bert/bert-base-uncased config.json: hidden_act gelu, "
+                        "attention_probs_dropout_prob 0.1, hidden_dropout_prob 0.1; modeling_bert.py "
+                        "BertSelfAttention: query, key, value nn.Linear"),
+    "opt": HFModelCode("relu", 0.0, 0.1, 0.0, source="facebook/opt-1.3b config.json: activation_function relu, "
+                       "dropout 0.1, attention_dropout 0.0 (modeling_opt.py)"),
+    "llama": HFModelCode("silu", softmax_fp32=True, source="meta-llama config.json: hidden_act silu, "
+                         "attention_dropout 0.0; " + _HF_LLAMA),
+    "mistral": HFModelCode("silu", softmax_fp32=True, source="mistralai/Mistral-7B-v0.1 config.json: hidden_act silu,"
+                           " attention_dropout 0.0 (modeling_mistral.py follows modeling_llama.py)"),
+    "mixtral": HFModelCode("silu", softmax_fp32=True, source="mistralai/Mixtral-8x7B-v0.1 config.json: hidden_act "
+                           "silu, attention_dropout 0.0"),
+    "gpt_neox": HFModelCode("gelu", separate_projections=False, source="EleutherAI/pythia config.json: hidden_act "
+                            "gelu, attention/hidden dropout 0.0; modeling_gpt_neox.py: one query_key_value "
+                            "nn.Linear"),
+    "vit": HFModelCode("gelu", source="google/vit-base-patch16-224 config.json: hidden_act gelu, dropout 0.0; "
+                       "modeling_vit.py ViTSelfAttention: query, key, value nn.Linear"),
+}
+
+#: config.json ``model_type`` -> the :data:`HF_MODEL_CODE` family whose model code it runs
+#: (Qwen2's modeling file follows Llama's: separate projections, RMSNorm, RoPE, fp32 softmax).
+HF_MODEL_TYPES: dict[str, str] = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "mistral": "mistral",
+                                  "mixtral": "mixtral", "qwen2": "llama", "vit": "vit", "gpt_neox": "gpt_neox"}
+
+#: Activation name -> the elementwise kernels eager PyTorch launches for it, in order: (op, inputs),
+#: inputs naming "x" (the activation's input) or "prev" (the previous kernel's output) or "t<i>" (kernel i's output).
+ACTIVATION_KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    # 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))): Python evaluates 0.5 * x first
+    "gelu_new": (("scale", ("x",)),            # t0 = 0.5 * x
+                 ("pow", ("x",)),              # t1 = pow(x, 3)
+                 ("scale", ("t1",)),           # t2 = 0.044715 * t1
+                 ("add", ("x", "t2")),         # t3 = x + t2
+                 ("scale", ("t3",)),           # t4 = sqrt(2/pi) * t3
+                 ("tanh", ("t4",)),            # t5 = tanh(t4)
+                 ("add", ("t5",)),             # t6 = 1.0 + t5 (scalar add)
+                 ("mul", ("t0", "t6"))),       # t7 = t0 * t6
+    "gelu": (("gelu", ("x",)),),               # nn.functional.gelu: one kernel
+    "gelu_pytorch_tanh": (("gelu", ("x",)),),  # nn.functional.gelu(approximate='tanh'): one kernel
+    "silu": (("silu", ("x",)),),
+    "relu": (("relu", ("x",)),),
+}
+
+
+def drop_optimizer(graph: Any) -> Any:
+    """A training-step graph without its ``optimizer_update`` ops (a timed loop of forward + backward only).
+
+    The gradients are still computed; ``meta["optimizer"]`` becomes ``"none"``.
+    """
+    from workloads.ir import OpGraph
+
+    ops = [op for op in graph if op.kind != "optimizer_update"]
+    meta = {**dict(graph.meta), "optimizer": "none"}
+    return OpGraph(graph.name, ops, meta)
+
+
+def with_profile_meta(graph: Any, profile: FrameworkProfile) -> Any:
+    """``graph`` with ``meta["framework"]`` naming ``profile`` (graphs the profile does not change)."""
+    from workloads.ir import OpGraph
+
+    if graph.meta.get("framework") == profile.name:
+        return graph
+    return OpGraph(graph.name, list(graph), {**dict(graph.meta), "framework": profile.name})
