@@ -168,7 +168,11 @@ def load_edge_rows(path: str | Path | None = None) -> list[EdgeRow]:
                                 "a zoo workload and its engines for a scored row")
         if scored and r["metric"] == "latency_p90" and len(engines) != 1:
             raise _edge_problem(where, "engines", r["engines"], "one engine for a single-stream latency row")
-        seq = int(r["seq"]) if (r["seq"] or "").isdigit() else None
+        seq_text = (r["seq"] or "").strip()
+        if seq_text and (not seq_text.isdigit() or int(seq_text) < 1):
+            raise _edge_problem(where, "seq", r["seq"], "a positive integer (image side or token length) or empty "
+                                "for the workload's default")
+        seq = int(seq_text) if seq_text else None
         out.append(EdgeRow(rid, r["benchmark"], r["scenario"], r["metric"], value, r["unit"], r["workload"], seq,
                            r["dtype"], tuple(engines), (r["power_mode"] or "").strip(), scored, r["software"],
                            r["source"], r["notes"], where))

@@ -29,7 +29,7 @@ __all__ = ["ModelEntry", "register_model", "get_entry", "list_models", "build_mo
 
 DATA_DIR = Path(__file__).parent / "data"
 #: zoo modules imported on first use, in listing order
-_MODULES = ("cnn", "transformer", "rnn", "dlrm", "unet")
+_MODULES = ("cnn", "transformer", "rnn", "dlrm", "unet", "retinanet")
 PHASES = ("forward", "prefill", "decode", "train")
 
 
