@@ -61,12 +61,24 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
     if wants_plan(args):
+        given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--group-size", "group_size"))
+                 if getattr(args, k, None) is not None]
+        if given:
+            raise ValueError(f"predict: {'/'.join(given)}: serving precision applies to one-device graphs; got a "
+                             "parallel plan; expected no plan flags (or no precision flags)")
+        from simulator.cli.common import profile_from_args
+
+        profile = profile_from_args(args)
+        if profile is not None and (profile.changes_graph or getattr(args, "attention", None)):
+            raise ValueError(f"predict: --framework {profile.name}: this stack changes the graph it launches, which "
+                             "parallel plans do not build yet; got a parallel plan; expected a profile that changes "
+                             "costing only (e.g. compile, cuda-graphs, tensorrt, vllm) or no plan")
         if args.trace is not None:
             raise ValueError("predict: --trace: a parallel plan has one schedule per device; got --trace with a plan; "
                              "expected no --trace (or no plan)")
-        return run_parallel(args, hw, _options(args))
+        return run_parallel(args, hw, eval_options(args))
     graph = graph_from_args(args)
-    opts = _options(args)
+    opts = eval_options(args)
     if args.engine == "des":
         from simulator.engines.discrete_event import simulate
 
@@ -105,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace) -> Any:
+def eval_options(args: argparse.Namespace) -> Any:
     """The evaluation options the flags ask for (with the calibration overlay's identity)."""
     from simulator.engines.analytical import EvalOptions
 

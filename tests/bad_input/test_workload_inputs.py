@@ -454,3 +454,15 @@ def test_config_reader_itself_bounds_nesting_and_number_size(tmp_path):
     p.write_text('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}", encoding="utf-8")
     with pytest.raises(HFConfigError, match=r"config\.json: invalid JSON: a number is too long"):
         config_to_transformer(p)
+
+
+@pytest.mark.parametrize("flags, part", [
+    (["--weight-dtype", "int4"], "--weight-dtype"),
+    (["--kv-dtype", "fp8"], "--kv-dtype"),
+    (["--framework", "eager"], "--framework eager"),
+], ids=["weight-dtype", "kv-dtype", "eager-framework"])
+def test_plan_with_options_it_would_ignore_is_refused(capsys, flags, part):
+    """A parallel plan builds its own per-stage graphs: options it cannot honour are errors, not silently dropped."""
+
+    rc = main(["predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--phase", "decode", *flags])
+    one_line(rc, capsys.readouterr().err, part, "parallel plan")
