@@ -5,7 +5,9 @@ with decimal integer values, e.g.
 ``gemm:m=4096,n=4096,k=4096``, ``gemm:b=8,m=512,n=512,k=64``,
 ``attention:b=2,h=16,s=8192,d=128,causal=0[,kv_heads=..][,s_kv=..][,bwd=1]``,
 ``conv2d:n=32,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1``, ``copy:bytes=1073741824``,
-``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``, and the
+``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``, the dense
+solvers ``svd:m=..,n=..[,b=..][,vectors=0]``, ``eigh:n=..[,b=..][,vectors=0]``, ``cholesky:n=..[,b=..]``,
+``qr:m=..,n=..[,b=..]`` (fp32 or fp64 only: ``workloads.linalg``), and the
 collectives as nccl-tests runs them, ``allreduce:bytes=..[,n=..]`` (also ``allgather``,
 ``reducescatter``, ``alltoall``, ``broadcast``, ``sendrecv``): ``bytes`` is nccl-tests' size, ``n``
 the devices (default: every device of the system predicted on).
@@ -42,6 +44,11 @@ MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "elementwise": (("numel",), {"op": "add"}),
     "softmax": (("rows", "cols"), {}),
     "layernorm": (("rows", "cols"), {}),
+    # dense linear algebra (fp32/fp64 only): b is a batch of independent matrices
+    "svd": (("m", "n"), {"b": 1, "vectors": 1}),
+    "eigh": (("n",), {"b": 1, "vectors": 1}),
+    "cholesky": (("n",), {"b": 1}),
+    "qr": (("m", "n"), {"b": 1}),
     # collectives as nccl-tests run them: bytes is nccl-tests' size (the whole buffer; for all-gather
     # and reduce-scatter n times one rank's shard), n the devices (default: all of the system)
     "allreduce": (("bytes",), {"n": None}),
@@ -61,6 +68,7 @@ _RANGED = {
     "bwd": (0, 1, "0 or 1"),
     "transpose": (0, 3, "0, 1 (A transposed), 2 (B transposed) or 3 (both)"),
     "pad": (0, None, "an integer >= 0"),
+    "vectors": (0, 1, "0 (values only) or 1 (with vectors)"),
 }
 _BINARY = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -275,10 +283,26 @@ def _collective(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
     return f
 
 
+def _linalg(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
+    def f(b: GraphBuilder, p: dict[str, Any]) -> None:
+        lead = (p["b"],) if p["b"] > 1 else ()
+        m, n = (p["m"], p["n"]) if "m" in p else (p["n"], p["n"])
+        a = b.input("a", (*lead, m, n))
+        attrs: dict[str, Any] = {}
+        if kind == "svd":
+            attrs["vectors"] = "reduced" if p["vectors"] else "none"
+        elif kind == "eigh":
+            attrs["vectors"] = bool(p["vectors"])
+        b.op(kind, [a], name=kind, **attrs)
+
+    return f
+
+
 _BUILDERS: dict[str, Callable[[GraphBuilder, dict[str, Any]], None]] = {
     "gemm": _gemm, "attention": _attention, "conv2d": _conv2d, "copy": _copy,
     "elementwise": _elementwise, "softmax": _rows_cols("softmax"), "layernorm": _rows_cols("layernorm"),
     **{k: _collective(k) for k in COLLECTIVE_MICRO},
+    **{k: _linalg(k) for k in ("svd", "eigh", "cholesky", "qr")},
 }
 
 

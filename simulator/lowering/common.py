@@ -73,7 +73,8 @@ COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all
 #: tensor-core MMA shape (``mma.sync`` m16n8k16, PTX ISA "Matrix shape"), nor a systolic array.
 NARROW_GROUP_CHANNELS = 8
 #: Optional modules registering rule sets for further device kinds (imported on first lookup).
-RULE_MODULES: tuple[str, ...] = ("simulator.lowering.gpu", "simulator.lowering.tpu", "simulator.lowering.cpu")
+RULE_MODULES: tuple[str, ...] = ("simulator.lowering.gpu", "simulator.lowering.tpu", "simulator.lowering.cpu",
+                                 "simulator.lowering.linalg")
 
 
 @dataclass(frozen=True)
