@@ -182,7 +182,11 @@ def test_new_device_files_source_every_number(name):
     assert unsourced == []
     # only fields whose spec default means "not present / not modelled" may come from spec.py
     defaults = [p for p in paths if dev.source_of(p).source.startswith("default of")]
-    assert set(defaults) <= {"efficiency.framework_op_overhead_s", "efficiency.l2_tile_bandwidth_fraction"}
+    # (and the blocked linear-algebra pair, whose defaults are cited in spec.py: reference LAPACK's block
+    # size and a measured host sweep rate)
+    assert set(defaults) <= {"efficiency.framework_op_overhead_s", "efficiency.l2_tile_bandwidth_fraction",
+                             "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
+                             "efficiency.linalg_sweep_row_s"}
     assert set(dev.energy.tensor_j_per_flop) <= set(dev.compute.tensor_flops_per_s)
     assert dev.power.idle_w < dev.power.tdp_w
 
