@@ -9,10 +9,12 @@ Usage::
 Figures (each with the per-point loop measured in the same run on a sample of the same points and
 extrapolated, and the ratio):
 
-1. GEMM-shaped ops: (op x hardware-variant) evaluations per second of
-   :func:`simulator.sweep.vectorized.evaluate_variants` over a bandwidth x tensor-rate grid, for one
-   unique GEMM kernel (the component model's raw rate), for a transformer prefill whose repeated
-   layers are costed once per unique op, and for the same spread over two processes (2 cores).
+1. GEMM-shaped ops: (op x hardware-variant) evaluations per second over a bandwidth x tensor-rate
+   grid: for one unique GEMM kernel (90,000 variants), the component model alone
+   (:func:`hwmodels.gpu.gemm`) and :func:`simulator.sweep.vectorized.evaluate_variants` in one and
+   in two processes (2 cores); for a transformer prefill whose repeated layers are costed once per
+   unique op (10,000 variants), in one and two processes. Each rate is printed per wall-clock
+   second and per CPU-second (of the busier worker for two processes: the rate on cores of its own).
 2. A systolic sweep of ResNet-50 (SCALE-Sim topology): array shapes x dataflows x scratchpad sizes,
    :func:`simulator.sweep.systolic.systolic_network_variants` versus ``nodeperf systolic``'s
    per-design call.
@@ -94,16 +96,29 @@ def _timed(fn, repeats: int = 1):
     return best, out
 
 
-def _row(label: str, vec_rate: float, loop_rate: float, unit: str) -> None:
+def _timed_cpu(fn, repeats: int = 1) -> tuple[float, float]:
+    """(best wall-clock s, CPU s of this process) over ``repeats`` runs (the CPU time is the rate an
+    idle core would give; on a shared machine the wall clock also counts time spent waiting for one)."""
+    best, cpu = float("inf"), float("inf")
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        best, cpu = min(best, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return best, cpu
+
+
+def _row(label: str, vec_rate: float, loop_rate: float, unit: str, cpu_rate: float | None = None) -> None:
+    cpu = f"   (per CPU-second {cpu_rate:13,.0f})" if cpu_rate is not None else ""
     print(f"  {label:58s} {vec_rate:14,.0f} {unit}   per-point loop {loop_rate:10,.0f} {unit}   "
-          f"ratio {vec_rate / loop_rate:8,.0f}x")
+          f"ratio {vec_rate / loop_rate:8,.0f}x{cpu}")
 
 
 # -- 1. GEMM-shaped ops ------------------------------------------------------------------------------
 
 def _chunk_job(args):
     """One process's share of the variants: builds the graph (a zoo model, or a micro-workload when
-    ``kwargs`` is None) and evaluates its variants."""
+    ``kwargs`` is None) and evaluates its variants; returns the latencies and the CPU seconds spent."""
+    c0 = time.process_time()
     model, kwargs, spec_name, cols = args
     from simulator.hardware import load_hardware as _load
     from simulator.sweep.vectorized import evaluate_variants as _ev
@@ -111,18 +126,48 @@ def _chunk_job(args):
     from workloads.zoo import build_model as _build
 
     g = _micro(model) if kwargs is None else _build(model, **kwargs)
-    return _ev(g, _load(spec_name), cols).latency_s
+    lat = _ev(g, _load(spec_name), cols).latency_s
+    return lat, time.process_time() - c0
 
 
-def _two_processes(model: str, kwargs: dict | None, cols: dict[str, np.ndarray]) -> float:
-    """Seconds to evaluate ``cols`` split over two worker processes (pool started and warmed first)."""
+def _two_processes(model: str, kwargs: dict | None, cols: dict[str, np.ndarray]) -> tuple[float, float]:
+    """(wall s, CPU s of the busier worker) to evaluate ``cols`` split over two worker processes (pool
+    started and warmed first)."""
     with ProcessPoolExecutor(2) as pool:
         halves = [{p: c[i::2] for p, c in cols.items()} for i in range(2)]
         list(pool.map(_chunk_job, [(model, kwargs, "h100-sxm5-80gb", {p: c[:8] for p, c in h.items()})
                                    for h in halves]))
         t0 = time.perf_counter()
-        list(pool.map(_chunk_job, [(model, kwargs, "h100-sxm5-80gb", h) for h in halves]))
-        return time.perf_counter() - t0
+        done = list(pool.map(_chunk_job, [(model, kwargs, "h100-sxm5-80gb", h) for h in halves]))
+        return time.perf_counter() - t0, max(cpu for _, cpu in done)
+
+
+def _gemm_model_rate(spec, micro: str, cols: dict[str, np.ndarray], repeats: int) -> float:
+    """Variants per second of the GEMM component model alone (:func:`hwmodels.gpu.gemm` on a device
+    spec holding the variant arrays, as the lowering calls it), in chunks of ``CHUNK_VARIANTS``."""
+    from hwmodels import gpu
+    from simulator.sweep.paths import resolve_path
+    from simulator.sweep.vectorized import CHUNK_VARIANTS, _array_device
+    from workloads.micro import build_micro
+    from workloads.semantics import gemm_dims
+
+    op = next(iter(build_micro(micro)))
+    _, m, n, k = gemm_dims(op)
+    v = len(next(iter(cols.values())))
+    full = {p: resolve_path(spec, p) for p in cols}
+    params = []
+    for lo in range(0, v, CHUNK_VARIANTS):
+        dev = _array_device(spec, {p: c[lo:lo + CHUNK_VARIANTS] for p, c in cols.items()}, full)
+        params.append(gpu.gpu_params(dev, "bf16"))
+    cands = gpu.tile_candidates(spec.arch)
+
+    def run() -> None:
+        for p in params:
+            gpu.gemm(m, n, k, p, cands)
+
+    run()  # warm
+    t, cpu = _timed_cpu(run, repeats=repeats)
+    return v / t, v / cpu
 
 
 def bench_gemm(quick: bool) -> None:
@@ -133,29 +178,40 @@ def bench_gemm(quick: bool) -> None:
     n_side = 40 if quick else 100
     cols = _grid(h100, n_side, n_side)
     v = n_side * n_side
-    print(f"\n1. GEMM-shaped ops on h100-sxm5-80gb, {v:,} hardware variants (HBM bandwidth x bf16 tensor rate)")
+    k_side = 40 if quick else 300  # one kernel: a larger sweep, so fixed costs (pool, graph) are amortised
+    kcols = _grid(h100, k_side, k_side)
+    kv = k_side * k_side
+    print("\n1. GEMM-shaped ops on h100-sxm5-80gb, hardware variants over HBM bandwidth x bf16 tensor rate "
+          "(0.5x - 2x each)")
+    print(f"  one unique GEMM kernel, {kv:,} variants:")
     for micro in ("gemm:m=4096,n=4096,k=4096", "gemm:m=16,n=4096,k=4096", "gemm:m=2048,n=11008,k=4096"):
         g = build_micro(micro)
-        evaluate_variants(g, h100, {p: c[:64] for p, c in cols.items()})  # warm
-        t, _ = _timed(lambda g=g: evaluate_variants(g, h100, cols), repeats=2)
-        per = _per_point_s(g, h100, cols, 20)
-        _row(f"one unique kernel {micro}", v / t, 1 / per, "op-var/s")
-        _row("  the same, 2 processes", v / _two_processes(micro, None, cols), 1 / per, "op-var/s")
+        evaluate_variants(g, h100, {p: c[:64] for p, c in kcols.items()})  # warm
+        per = _per_point_s(g, h100, kcols, 20)
+        wall_rate, cpu_rate = _gemm_model_rate(h100, micro, kcols, 3)
+        _row(f"{micro}: GEMM model alone", wall_rate, 1 / per, "op-var/s", cpu_rate)
+        t, cpu = _timed_cpu(lambda g=g: evaluate_variants(g, h100, kcols), repeats=3)
+        _row("  evaluate_variants, 1 process", kv / t, 1 / per, "op-var/s", kv / cpu)
+        t2, cpu2 = min(_two_processes(micro, None, kcols) for _ in range(2))
+        _row("  evaluate_variants, 2 processes (incl. graph build)", kv / t2, 1 / per, "op-var/s", kv / cpu2)
+    print(f"  whole graph, {v:,} variants:")
 
     model, kw = "llama-2-7b", {"phase": "prefill", "seq": 512, "batch": 1}
     g = build_model(model, **kw)
     ops = sum(1 for _ in g)
     gemms = sum(1 for op in g if op.kind == "matmul")
     evaluate_variants(g, h100, {p: c[:64] for p, c in cols.items()})
-    t, _ = _timed(lambda: evaluate_variants(g, h100, cols), repeats=1)
+    t, cpu = _timed_cpu(lambda: evaluate_variants(g, h100, cols), repeats=2)
     per = _per_point_s(g, h100, cols, 5)
     print(f"  {model} prefill seq 512: {ops} ops ({gemms} matmuls), {v:,} variants in {t:.2f} s "
           f"(per-point loop {per * 1e3:.1f} ms/point)")
-    _row("whole graph, all ops x variants, 1 process", ops * v / t, ops / per, "op-var/s")
-    _row("whole graph, matmul ops x variants, 1 process", gemms * v / t, gemms / per, "op-var/s")
-    t2 = _two_processes(model, kw, cols)  # each process builds the graph and takes half the variants
-    _row("whole graph, all ops x variants, 2 processes (incl. graph build)", ops * v / t2, ops / per, "op-var/s")
-    _row("whole graph, matmul ops x variants, 2 processes", gemms * v / t2, gemms / per, "op-var/s")
+    _row("whole graph, all ops x variants, 1 process", ops * v / t, ops / per, "op-var/s", ops * v / cpu)
+    _row("whole graph, matmul ops x variants, 1 process", gemms * v / t, gemms / per, "op-var/s", gemms * v / cpu)
+    t2, cpu2 = _two_processes(model, kw, cols)  # each process builds the graph and takes half the variants
+    _row("whole graph, all ops x variants, 2 processes (incl. graph build)", ops * v / t2, ops / per, "op-var/s",
+         ops * v / cpu2)
+    _row("whole graph, matmul ops x variants, 2 processes", gemms * v / t2, gemms / per, "op-var/s",
+         gemms * v / cpu2)
 
 
 # -- 2. systolic ---------------------------------------------------------------------------------

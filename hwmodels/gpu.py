@@ -114,6 +114,8 @@ __all__ = [
     "DECODE_MIN_KEYS_PER_SPLIT",
     "MIN_PIPELINE_DEPTH",
     "pipeline_stall_s",
+    "PRUNE_MIN_VARIANTS",
+    "GEMM_BLOCK_VARIANTS",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -676,7 +678,9 @@ def gemm_occupancy(launch: GemmLaunch, p: GpuParams) -> tuple[np.ndarray, np.nda
     """(CTAs resident per SM, whether the candidate fits at all), over hardware x candidates.
 
     Residency is limited by registers, shared memory (with the runtime's per-CTA reserve), threads
-    and the CTA limit; it is at least 1 (an infeasible candidate is flagged, not dropped).
+    and the CTA limit; it is at least 1 (an infeasible candidate is flagged, not dropped). Any of
+    these limits may be an array of hardware variants, alone or with others; both results then have
+    the broadcast shape (hardware x candidates).
     """
     ex = (Ellipsis, None)  # hardware arrays gain a trailing candidate axis
     occ = np.minimum(
@@ -685,7 +689,11 @@ def gemm_occupancy(launch: GemmLaunch, p: GpuParams) -> tuple[np.ndarray, np.nda
         np.minimum(np.floor(_a(p.max_threads_per_sm)[ex] / launch.threads), _a(p.max_ctas_per_sm)[ex]),
     )
     feasible = (occ >= 1) & (launch.pipeline_smem_bytes <= _a(p.max_smem_per_cta_bytes)[ex])
-    return np.maximum(occ, 1.0), feasible
+    occ = np.maximum(occ, 1.0)
+    if occ.shape != feasible.shape:  # one hardware shape for both (any SM limit may vary alone)
+        shape = np.broadcast_shapes(occ.shape, feasible.shape)
+        occ, feasible = np.broadcast_to(occ, shape), np.broadcast_to(feasible, shape)
+    return occ, feasible
 
 
 # Terms of the GEMM model. Each broadcasts over its arguments: a launch's candidate arrays and
@@ -777,10 +785,15 @@ def _c_store_l2_work(launch: GemmLaunch) -> tuple[ArrayLike, ArrayLike]:
     return launch.rows * launch.cols * np.where(launch.split > 1, 4.0, launch.out_bytes), 1.0
 
 
+def _slice_work(launch: GemmLaunch) -> tuple[ArrayLike, ArrayLike]:
+    # (operand bytes, FLOP) of one K-slice of one CTA
+    slice_bytes = (launch.rows / launch.cluster_n + launch.cols / launch.cluster_m) * launch.tile_k * launch.in_bytes
+    return slice_bytes, 2.0 * launch.tile_m * launch.tile_n * launch.tile_k
+
+
 def _first_or_last_slice_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, s_per_flop: ArrayLike) -> ArrayLike:
     # the cheaper of the first K-slice's operand panels and the last K-slice's math
-    slice_bytes = (launch.rows / launch.cluster_n + launch.cols / launch.cluster_m) * launch.tile_k * launch.in_bytes
-    slice_flops = 2.0 * launch.tile_m * launch.tile_n * launch.tile_k
+    slice_bytes, slice_flops = _slice_work(launch)
     return _ip(np.minimum, l2_s_per_byte * slice_bytes, slice_flops * s_per_flop)
 
 
@@ -838,23 +851,90 @@ def _gather(x: ArrayLike, full: tuple[int, ...], rows: tuple[np.ndarray, ...], c
     return np.broadcast_to(x, full)[rows + (cols,)]
 
 
-def _choose(total: np.ndarray, t_compute: np.ndarray, t_mem: np.ndarray, fixed: np.ndarray, feasible: np.ndarray,
-            stall_at: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chosen candidate, time, exposed K-loop stall) per hardware variant, as a heuristic library picks.
+@dataclass(frozen=True)
+class _Hardware:
+    """Per-variant numbers the GEMM terms read, each with a trailing candidate axis of length 1."""
 
-    The stall-free choice (first minimum of ``total``: a deterministic tie-break in table order)
-    stands wherever its own stall (``stall_at(rows, cols)``) hides under its memory time; a stall
-    only lengthens a candidate, so elsewhere every candidate is re-timed with its stall.
+    sms: np.ndarray
+    rate_sm: np.ndarray  # achievable FLOP/s of one SM
+    l2_share: np.ndarray  # s per byte at one SM's share of the L2 tile bandwidth
+    latency: np.ndarray  # DRAM latency (s): the prologue
+    l2_lat: np.ndarray
+    smem_bw: np.ndarray  # shared-memory bytes/s of one SM
+    s_per_dram_byte: np.ndarray
+    l2_capacity: np.ndarray
+
+
+def _hardware(p: GpuParams) -> _Hardware:
+    ex = (Ellipsis, None)  # hardware arrays gain a trailing candidate axis
+    sms = _a(p.sms)[ex]
+    return _Hardware(
+        sms=sms, rate_sm=(_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms,
+        l2_share=sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex],
+        latency=_a(p.dram_latency_s)[ex], l2_lat=_a(p.l2_latency_s)[ex], smem_bw=_a(p.smem_bytes_per_s_per_sm)[ex],
+        s_per_dram_byte=(1.0 / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction)))[ex],
+        l2_capacity=_a(p.l2_capacity_bytes)[ex],
+    )
+
+
+# The values of the chosen candidate :func:`_select` returns per hardware variant.
+_CHOICE = ("best", "time", "exposed", "latency_s", "t_c", "t_s", "t_l", "t_d", "t_m", "dram", "occ", "prologue")
+
+
+def _select(launch: GemmLaunch, p: GpuParams, hw: _Hardware, retime: bool = True) -> dict[str, Any]:
+    """Every candidate of ``launch`` timed on every hardware variant, and the one a heuristic library
+    picks, with its terms (keys :data:`_CHOICE`, plus ``"hit"``: the variants whose choice exposes a
+    K-loop stall).
+
+    The stall-free choice (first minimum of the total: a deterministic tie-break in table order)
+    stands wherever its own K-loop stall (:func:`gemm_k_loop_stall_s`) hides under its memory time;
+    a stall only lengthens a candidate, so elsewhere (``retime``) every candidate is re-timed with
+    its stall.
     """
-    hw_shape, ncand = total.shape[:-1], total.shape[-1]
-    full = hw_shape + (ncand,)
+    occ, feasible = gemm_occupancy(launch, p)
+    busiest = np.ceil(launch.ctas / hw.sms)  # CTAs of the busiest SM (wave quantization)
+
+    # overlapped: the main loop's math against its operand traffic at each level
+    t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
+    t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
+    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
+    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
+    t_dram = dram * hw.s_per_dram_byte
+    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
+
+    # serial, once per kernel: prologue + split-K fixup + pipeline edges (bytes and L2 round trips
+    # of the fixup and the C store summed first: fewer full-size operations)
+    fix_bytes, fix_hops = _fixup_l2_work(launch)
+    store_bytes, store_hops = _c_store_l2_work(launch)
+    fixed = _ip(np.add, hw.l2_share * (fix_bytes + store_bytes), hw.latency + hw.l2_lat * (fix_hops + store_hops))
+    fixed = _ip(np.add, fixed, _first_or_last_slice_s(launch, hw.l2_share, 1.0 / hw.rate_sm))
+
+    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    if not np.all(feasible):
+        total = np.where(feasible, total, np.inf)
+    full = np.broadcast_shapes(total.shape, occ.shape)  # the SM limits alone may vary
+    if total.shape != full:
+        total = np.broadcast_to(total, full)
+    ncand = full[-1]
+    rows = tuple(np.indices(full[:-1]))
     best = np.asarray(np.argmin(total, axis=-1))
-    rows = tuple(np.indices(hw_shape))
+    t_best = _gather(total, full, rows, best)  # the minimum (NaN where argmin found one)
+    if not np.all(np.isfinite(t_best)):
+        raise SpecError(
+            f"gemm m={launch.m} n={launch.n} k={launch.k}: no candidate tile fits the SM resources; got shared "
+            f"memory {p.smem_per_sm_bytes} B/SM and {p.registers_per_sm} registers/SM; expected room for one CTA"
+        )
+
+    def stall_at(rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
+        g = functools.partial(_gather, full=full, rows=rows, cols=cols)
+        return gemm_k_loop_stall_s(launch.pick(cols), g(busiest), g(occ), g(hw.rate_sm), g(hw.latency))
+
     t_cb, t_mb = _gather(t_compute, full, rows, best), _gather(t_mem, full, rows, best)
     exposed = np.array(np.maximum(t_cb + stall_at(rows, best), t_mb) - np.maximum(t_cb, t_mb), dtype=float)
-    time = np.array(_gather(total, full, rows, best) + exposed, dtype=float)
+    time = np.array(t_best + exposed, dtype=float)
     hit = exposed > 0
-    if np.any(hit):
+    exposed_any = hit.copy()
+    if retime and np.any(hit):
         rh = tuple(ix[hit][:, None] for ix in rows)
         cols = np.arange(ncand)
         t_ch, t_mh = _gather(t_compute, full, rh, cols), _gather(t_mem, full, rh, cols)
@@ -864,7 +944,215 @@ def _choose(total: np.ndarray, t_compute: np.ndarray, t_mem: np.ndarray, fixed: 
         best[hit] = b_h[..., 0]
         time[hit] = np.take_along_axis(tot, b_h, axis=-1)[..., 0]
         exposed[hit] = np.take_along_axis(busy - np.maximum(t_ch, t_mh), b_h, axis=-1)[..., 0]
-    return best, time, exposed
+        hit = np.zeros_like(hit)
+
+    def pick(x: np.ndarray) -> Any:  # the chosen candidate's value, per hardware variant
+        if np.ndim(x) <= 1:  # the same for every variant: a plain take (sweeps)
+            return np.take(np.broadcast_to(x, full[-1:]), best)
+        return np.take_along_axis(np.broadcast_to(x, full), best[..., None], axis=-1)[..., 0]
+
+    return {
+        "best": best, "time": time, "exposed": exposed, "hit": hit, "exposed_any": exposed_any,
+        "latency_s": _gather(fixed, full, rows, best) + exposed,
+        "t_c": pick(t_compute), "t_s": pick(t_smem), "t_l": pick(t_l2), "t_d": pick(t_dram), "t_m": pick(t_mem),
+        "dram": pick(dram), "occ": pick(occ), "prologue": pick(hw.latency),
+    }
+
+
+#: Hardware variants from which :func:`gemm` first sets aside the candidates no variant can choose
+#: (:func:`_survivors`); for fewer the check costs more than it saves. Only speed depends on it.
+PRUNE_MIN_VARIANTS = 16
+
+
+@dataclass
+class _Pruned:
+    """The candidates some variant can choose (:func:`_survivors`), cached per launch and keys."""
+
+    keep: np.ndarray  # for the stall-free choice
+    sub: GemmLaunch
+    keep_s: np.ndarray | None  # for the re-timing with K-loop stalls (None: all candidates)
+    sub_s: GemmLaunch | None
+    stalls: bool = False  # the last call re-timed most variants: re-time all at once (speed only)
+
+
+_SURVIVORS: dict[tuple[Any, ...], _Pruned | None] = {}
+_SURVIVORS_MAX = 512
+
+
+def _undominated(keys: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Indices of the feasible candidates (columns of ``keys``) with no earlier feasible candidate
+    that is no larger in every key (row)."""
+    ncand = keys.shape[1]
+    no_larger = np.all(keys[:, :, None] <= keys[:, None, :], axis=0)  # [i, j]: i nowhere larger than j
+    no_larger &= ok[:, None] & np.triu(np.ones((ncand, ncand), dtype=bool), 1)  # i feasible, before j
+    return np.flatnonzero(ok & ~no_larger.any(axis=0))
+
+
+def _survivors(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | None:
+    """The candidates that some hardware variant can choose (:class:`_Pruned`: for the stall-free
+    choice and, where derivable, for the re-timing with K-loop stalls), or None where this is not
+    shown cheaply (then all are timed). Cached per launch, SM limits and fixed hardware numbers.
+
+    Each term of :func:`_select` is built from per-candidate numbers (the keys below) and per-variant
+    hardware numbers by products with non-negative numbers, quotients by positive ones, sums,
+    maxima, minima and ceilings: IEEE-754 rounding is monotone in each operand of each of these, so a
+    candidate whose every key is no larger than another's is nowhere slower, in floating point too.
+    A candidate is set aside when an earlier feasible one (table order: the tie-break) is no larger
+    in every key: the first minimum is then never it. This holds for all variants at once when the
+    keys are per-candidate only: the SM limits (occupancy, feasibility) and the DRAM bytes do not
+    vary, the hardware is one axis of variants, and its numbers are finite and >= 0. The K-loop
+    stall (:func:`gemm_k_loop_stall_s`) grows with the CTA rounds and the stall groups and shrinks
+    with the pipeline depth and the math of one slice; with those four keys (the last two negated)
+    the same argument covers the re-timing, when the SM count does not vary.
+    """
+    limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
+              p.max_smem_per_cta_bytes)
+    if any(np.size(x) != 1 for x in limits):  # occupancy and feasibility vary
+        return None
+    hw_arrays = tuple(getattr(hw, f.name) for f in dataclasses.fields(hw))
+    hw_shape = np.broadcast_shapes(*(x.shape for x in hw_arrays))
+    if len(hw_shape) != 2 or hw_shape[0] < PRUNE_MIN_VARIANTS:
+        return None
+    if not all(bool(np.all(np.isfinite(x) & (x >= 0))) for x in hw_arrays) or not bool(np.all(hw.sms > 0)):
+        return None
+    # the keys below depend on the launch, the SM limits, the hardware numbers that do not vary and
+    # which ones do: a call with the same of these finds its answer without recomputing them
+    sig = (key, tuple(np.asarray(x).item() for x in limits),
+           tuple(x.item() if x.size == 1 else None for x in hw_arrays))
+    if sig in _SURVIVORS:
+        return _SURVIVORS[sig]
+    got = _survivors_of(launch, p, hw)
+    if len(_SURVIVORS) >= _SURVIVORS_MAX:
+        _SURVIVORS.clear()
+    _SURVIVORS[sig] = got
+    return got
+
+
+def _survivors_of(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | None:
+    occ, feasible = gemm_occupancy(launch, p)
+    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
+    if np.ndim(dram) > 1:  # the operands' waves depend on the SM count or the L2 capacity
+        return None
+    busiest = np.ceil(launch.ctas / hw.sms)
+    per_candidate = busiest.ndim <= 1
+    fix_bytes, fix_hops = _fixup_l2_work(launch)
+    store_bytes, store_hops = _c_store_l2_work(launch)
+    slice_bytes, slice_flops = _slice_work(launch)
+
+    # Each node of the total is (its exact per-candidate value, []) where no hardware number in it
+    # varies (computed as _select computes it), else (None, the keys it grows with).
+    def leaf(value: Any, keys: list[Any], *hw_numbers: np.ndarray, busy: bool = False) -> tuple[Any, list[Any]]:
+        if all(x.size == 1 for x in hw_numbers) and (per_candidate or not busy):
+            return value(), []
+        return None, keys
+
+    def busy_keys(per_cta: Any) -> list[Any]:  # the busiest SM's CTAs times a per-CTA quantity
+        return [busiest * per_cta] if per_candidate else [launch.ctas, per_cta]
+
+    def join(op: Any, *nodes: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
+        if all(v is not None for v, _ in nodes):
+            return op(*(v for v, _ in nodes)), []
+        return None, keys_of(*nodes)
+
+    def keys_of(*nodes: tuple[Any, list[Any]]) -> list[Any]:
+        return [x for v, ks in nodes for x in ([v] if v is not None else ks)]
+
+    t_c = leaf(lambda: gemm_main_loop_s(launch, busiest, hw.rate_sm),
+               busy_keys(2.0 * launch.tile_m * launch.tile_n * launch.k_padded), hw.rate_sm, busy=True)
+    t_s = leaf(lambda: gemm_smem_feed_s(launch, busiest, hw.smem_bw), busy_keys(gemm_smem_bytes_per_cta(launch)),
+               hw.smem_bw, busy=True)
+    t_l = leaf(lambda: gemm_l2_panels_s(launch, busiest, hw.l2_share), busy_keys(gemm_l2_bytes_per_cta(launch)),
+               hw.l2_share, busy=True)
+    t_d = leaf(lambda: dram * hw.s_per_dram_byte, [dram], hw.s_per_dram_byte)
+    t_mem = join(np.maximum, join(np.maximum, t_s, t_l), t_d)
+    serial = join(np.add, leaf(lambda: hw.l2_share * (fix_bytes + store_bytes), [fix_bytes + store_bytes], hw.l2_share),
+                  leaf(lambda: hw.latency + hw.l2_lat * (fix_hops + store_hops), [fix_hops + store_hops], hw.latency,
+                       hw.l2_lat))
+    edge = join(np.minimum, leaf(lambda: hw.l2_share * slice_bytes, [slice_bytes], hw.l2_share),
+                leaf(lambda: slice_flops * (1.0 / hw.rate_sm), [slice_flops], hw.rate_sm))
+    fixed = join(np.add, serial, edge)
+    keys = keys_of(join(np.add, join(np.maximum, t_c, t_mem), fixed))
+    keys_stall = keys_of(t_c, t_mem, fixed)  # the re-timing adds the stall to the math alone
+    ncand = launch.ctas.shape[0]
+    ok = np.broadcast_to(feasible, (ncand,))
+    if not ok.any():
+        return None  # no candidate fits: the full path raises
+
+    def stacked(xs: list[Any]) -> np.ndarray:
+        return np.stack([np.broadcast_to(np.asarray(x, dtype=float), (ncand,)) for x in xs])
+
+    k = stacked(keys)
+    k_stall = None
+    if per_candidate:  # the K-loop stall's keys, as gemm_k_loop_stall_s and pipeline_stall_s form them
+        q = np.minimum(occ, busiest)
+        groups = np.floor(np.maximum(launch.k_padded / launch.tile_k - 1.0, 0.0) / launch.depth)
+        slice_math = q * 2.0 * launch.tile_m * launch.tile_n * launch.tile_k
+        k_stall = stacked(keys_stall + [np.ceil(busiest / q), groups, -(launch.depth - 1.0), -slice_math])
+    keep = _undominated(k, ok)
+    keep_s = None if k_stall is None else _undominated(k_stall, ok)
+    return _Pruned(keep, _sub_launch(launch, keep), keep_s, None if keep_s is None else _sub_launch(launch, keep_s))
+
+
+def _sub_launch(launch: GemmLaunch, keep: np.ndarray) -> GemmLaunch:
+    return dataclasses.replace(launch, **{f: _frozen(getattr(launch, f)[keep]) for f in _LAUNCH_ARRAYS})
+
+
+def _frozen(x: np.ndarray) -> np.ndarray:
+    x.setflags(write=False)
+    return x
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...], split_k: tuple[int, ...],
+                   batch: int, in_bytes: float, out_bytes: float, b_shared: bool) -> GemmLaunch:
+    g = gemm_launch(m, n, k, candidates, split_k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
+                    b_shared=b_shared)
+    for f in _LAUNCH_ARRAYS:
+        v = getattr(g, f)
+        if v.flags.writeable:
+            v.setflags(write=False)
+    return g
+
+
+def _variant_rows(p: GpuParams, rows: np.ndarray | slice, n: int) -> GpuParams:
+    """``p`` restricted to the hardware variants ``rows`` (indices or a slice of a one-axis sweep of ``n``)."""
+    kw = {}
+    for f in dataclasses.fields(p):
+        v = getattr(p, f.name)
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.shape[0] == n:
+            kw[f.name] = v[rows]
+    return dataclasses.replace(p, **kw)
+
+
+#: Hardware variants :func:`gemm` times at once in a one-axis sweep: its (variants x candidates)
+#: arrays then stay in the CPU caches. Only speed depends on it.
+GEMM_BLOCK_VARIANTS = 2048
+
+
+def _pruned_choice(pr: _Pruned, launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
+    """:func:`_select`'s choice over the surviving candidates ``pr`` (indices into ``launch``), or
+    None where no time term varies (then all candidates are timed)."""
+    if pr.stalls and pr.keep_s is not None:  # every variant timed with the stalls at once
+        choice = _select(pr.sub_s, p, hw)
+        choice["best"] = pr.keep_s[choice["best"]]
+        pr.stalls = bool(np.mean(choice.pop("exposed_any")) > 0.5)
+        return choice
+    choice = _select(pr.sub, p, hw, retime=False)
+    choice["best"] = pr.keep[choice["best"]]
+    hit = choice.pop("hit")
+    choice.pop("exposed_any")
+    if hit.ndim != 1:
+        return None
+    if np.any(hit):  # those variants' choice exposes a stall: re-time them with the stalls
+        rows = np.flatnonzero(hit)
+        ph = _variant_rows(p, rows, hit.shape[0])
+        again = _select(launch if pr.sub_s is None else pr.sub_s, ph, _hardware(ph))
+        if pr.keep_s is not None:
+            again["best"] = pr.keep_s[again["best"]]
+        for name in _CHOICE:
+            choice[name][rows] = again[name]
+        pr.stalls = rows.shape[0] > 0.5 * hit.shape[0]
+    return choice
 
 
 def gemm(
@@ -911,6 +1199,14 @@ def gemm(
         (:func:`gemm_k_loop_stall_s`) not hidden under ``memory_s``. ``bound_term`` names the
         largest of these (:data:`GEMM_TERMS`).
 
+    Notes
+    -----
+    Over a one-axis sweep of at least :data:`PRUNE_MIN_VARIANTS` hardware variants, candidates that
+    no variant can choose are first set aside (:func:`_survivors`: an earlier candidate is no larger
+    in every per-candidate quantity of the terms); the variants whose choice exposes a K-loop stall
+    are then re-timed over all candidates. The result is the same, bit for bit, as timing every
+    candidate on every variant.
+
     Examples
     --------
     A 4096^3 BF16 GEMM is compute-bound on any modern GPU; its time is close to
@@ -918,69 +1214,52 @@ def gemm(
     """
     if min(m, n, k, batch) < 1:
         raise ValueError(f"gemm: sizes must be positive; got m={m}, n={n}, k={k}, batch={batch}; expected >= 1")
-    launch = gemm_launch(m, n, k, candidates, split_k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
-                         b_shared=b_shared)
-    ex = (Ellipsis, None)  # hardware arrays gain a trailing candidate axis
-    occ, feasible = gemm_occupancy(launch, p)
-    sms = _a(p.sms)[ex]
-    busiest = np.ceil(launch.ctas / sms)
-    rate_sm = (_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms
-    l2_share = sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex]  # s per byte at one SM's share of the L2
-    latency, l2_lat = _a(p.dram_latency_s)[ex], _a(p.l2_latency_s)[ex]
-
-    # overlapped: the main loop's math against its operand traffic at each level
-    t_compute = gemm_main_loop_s(launch, busiest, rate_sm)
-    t_smem = gemm_smem_feed_s(launch, busiest, _a(p.smem_bytes_per_s_per_sm)[ex])
-    t_l2 = gemm_l2_panels_s(launch, busiest, l2_share)
-    dram = gemm_dram_bytes(launch, sms, occ, _a(p.l2_capacity_bytes)[ex])
-    t_dram = dram * (1.0 / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction)))[ex]
-    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
-
-    # serial, once per kernel: prologue + split-K fixup + pipeline edges (bytes and L2 round trips
-    # of the fixup and the C store summed first: fewer full-size operations)
-    fix_bytes, fix_hops = _fixup_l2_work(launch)
-    store_bytes, store_hops = _c_store_l2_work(launch)
-    fixed = _ip(np.add, l2_share * (fix_bytes + store_bytes), latency + l2_lat * (fix_hops + store_hops))
-    fixed = _ip(np.add, fixed, _first_or_last_slice_s(launch, l2_share, 1.0 / rate_sm))
-
-    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
-    if not np.all(feasible):
-        total = np.where(feasible, total, np.inf)
-    if not np.all(np.isfinite(np.min(total, axis=-1))):
-        raise SpecError(
-            f"gemm m={m} n={n} k={k}: no candidate tile fits the SM resources; got shared memory "
-            f"{p.smem_per_sm_bytes} B/SM and {p.registers_per_sm} registers/SM; expected room for one CTA"
-        )
-    full = total.shape
-
-    def stall_at(rows: tuple[np.ndarray, ...], cols: np.ndarray) -> np.ndarray:
-        g = functools.partial(_gather, full=full, rows=rows, cols=cols)
-        return gemm_k_loop_stall_s(launch.pick(cols), g(busiest), g(occ), g(rate_sm), g(latency))
-
-    best, time, exposed = _choose(total, t_compute, t_mem, fixed, feasible, stall_at)
-
-    def pick(x: np.ndarray) -> ArrayLike:  # the chosen candidate's value, per hardware variant
-        if np.ndim(x) <= 1:  # the same for every variant: a plain take (sweeps)
-            return _scalar_or(np.take(np.broadcast_to(x, full[-1:]), best))
-        return _scalar_or(np.take_along_axis(np.broadcast_to(x, full), best[..., None], axis=-1)[..., 0])
+    key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared)
+    launch = _cached_launch(*key)
+    hw = _hardware(p)
+    choice: dict[str, Any] | None = None
+    pr = _survivors(key, launch, p, hw)
+    if pr is not None:  # a one-axis sweep: in blocks of variants, whose arrays stay in the CPU caches
+        n_var = int(np.broadcast_shapes(*(getattr(hw, f.name).shape for f in dataclasses.fields(hw)))[0])
+        parts = []
+        for lo in range(0, n_var, GEMM_BLOCK_VARIANTS):
+            if n_var <= GEMM_BLOCK_VARIANTS:
+                part = _pruned_choice(pr, launch, p, hw)
+            else:
+                pb = _variant_rows(p, slice(lo, lo + GEMM_BLOCK_VARIANTS), n_var)
+                part = _pruned_choice(pr, launch, pb, _hardware(pb))
+            if part is None:
+                parts = []
+                break
+            parts.append(part)
+        if parts:
+            choice = parts[0] if len(parts) == 1 else {f: np.concatenate([c[f] for c in parts]) for f in _CHOICE}
+    if choice is None:
+        choice = _select(launch, p, hw)
+    best = choice["best"]
 
     chosen = launch.pick(best)
-    hs, hl = l2_share[..., 0], l2_lat[..., 0]
+    hs, hl = hw.l2_share[..., 0], hw.l2_lat[..., 0]
     t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl))
-    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, rate_sm[..., 0]))
-    t_c, t_s, t_l, t_d, t_m = pick(t_compute), pick(t_smem), pick(t_l2), pick(t_dram), pick(t_mem)
-    ctas, cta_per_sm = pick(launch.ctas), pick(occ)
+    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, hw.rate_sm[..., 0]))
+    t_c, t_s, t_l, t_d, t_m = (_scalar_or(choice[f]) for f in ("t_c", "t_s", "t_l", "t_d", "t_m"))
+    exposed = choice["exposed"]
+
+    def take(x: np.ndarray) -> ArrayLike:  # a per-candidate number of the chosen candidate
+        return _scalar_or(np.take(x, best))
+
+    ctas, cta_per_sm = take(launch.ctas), _scalar_or(choice["occ"])
     # shared memory traffic: the warp-tile reads plus the operand panels written into it
     panels = (launch.tile_m + launch.tile_n) * launch.k_padded * in_bytes
     smem_total = launch.ctas * (gemm_smem_bytes_per_cta(launch) + panels)
     return GemmEstimate(
-        time_s=_scalar_or(time),
+        time_s=_scalar_or(choice["time"]),
         compute_s=t_c,
         memory_s=t_m,
-        latency_s=_scalar_or(_gather(fixed, full, tuple(np.indices(best.shape)), best) + exposed),
-        dram_bytes=pick(dram),
-        l2_bytes=pick(launch.ctas * gemm_l2_bytes_per_cta(launch)),
-        smem_bytes=pick(smem_total),
+        latency_s=_scalar_or(choice["latency_s"]),
+        dram_bytes=_scalar_or(choice["dram"]),
+        l2_bytes=take(launch.ctas * gemm_l2_bytes_per_cta(launch)),
+        smem_bytes=take(smem_total),
         tile=str(chosen.name) if np.ndim(chosen.name) == 0 else chosen.name,
         split_k=_scalar_or(chosen.split),
         ctas=ctas,
@@ -990,7 +1269,7 @@ def gemm(
         fixup_s=t_fix,
         edge_s=t_edge,
         stall_s=_scalar_or(exposed),
-        bound_term=_largest_term(GEMM_TERMS, (t_c, t_d, t_l, t_s, pick(latency), t_fix, t_edge, exposed)),
+        bound_term=_largest_term(GEMM_TERMS, (t_c, t_d, t_l, t_s, choice["prologue"], t_fix, t_edge, exposed)),
     )
 
 

@@ -15,8 +15,8 @@ for every variant (to rounding).
 What is not vectorised is still exact, by a loop over variants:
 
 * ops whose rule cannot take arrays (RNN steps, collectives), or cannot take a varied path as an
-  array (:data:`LOOPED_PATH_RULES`), are lowered once per variant on the variant's own spec, inside
-  the vectorised walk;
+  array (:data:`LOOPED_PATH_RULES`, empty today), are lowered once per variant on the variant's own
+  spec, inside the vectorised walk;
 * fields that change discrete structure (the L2 capacity, which decides which outputs stay resident
   for the next kernel) split the variants into groups of equal value, each vectorised;
 * TPU and CPU devices, system-level fields (``count``, ``fabric.*``, ``nodes``), multi-device plans
@@ -75,12 +75,11 @@ ARRAY_SAFE_GPU_RULES: frozenset[str | None] = frozenset(
     {"gemm", "grouped_gemm", "grouped_gemm_bwd", "conv", "attention", "streaming", "router", "view", None}
 )
 
-#: Spec paths some array-safe rules still cannot take as arrays (the GEMM occupancy's thread and CTA
-#: limits): ops of those rules are lowered variant by variant when such a path varies.
-LOOPED_PATH_RULES: dict[str, frozenset[str]] = {
-    "sm.max_threads_per_sm": frozenset({"gemm", "grouped_gemm", "grouped_gemm_bwd", "conv", "router"}),
-    "sm.max_ctas_per_sm": frozenset({"gemm", "grouped_gemm", "grouped_gemm_bwd", "conv", "router"}),
-}
+#: Spec paths some array-safe rules cannot take as arrays, ``{path: rule names}``: ops of those rules
+#: are lowered variant by variant when such a path varies. Empty: every numeric field of a GPU spec,
+#: the GEMM occupancy's thread and CTA limits included, broadcasts (kept as the hook for a rule that
+#: would not).
+LOOPED_PATH_RULES: dict[str, frozenset[str]] = {}
 
 _COST_ARRAYS = ("compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes")
 
@@ -224,9 +223,11 @@ def variant_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any
 # the public entry point
 
 
-#: Variants evaluated per vectorised pass: the candidate-tile arrays of a GEMM (variants x tiles x
-#: split-K factors) then stay in the CPU caches; larger calls are split (exact: variants are independent).
-CHUNK_VARIANTS = 2048
+#: Variants evaluated per vectorised pass; larger calls are split (exact: variants are independent).
+#: The GEMM model further times its candidate tiles in blocks of
+#: :data:`hwmodels.gpu.GEMM_BLOCK_VARIANTS` variants, whose arrays stay in the CPU caches; a larger
+#: pass here spreads the walk's fixed costs (one lowering per unique op) over more variants.
+CHUNK_VARIANTS = 8192
 
 
 def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any] | None = None,

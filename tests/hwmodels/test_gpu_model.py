@@ -640,3 +640,78 @@ def test_bound_term_reaches_the_op_notes():
     attn = evaluate(build_micro("attention:b=1,h=32,s=1,d=128,s_kv=4096,kv_heads=8", dtype="bf16"), dev).records[0]
     assert attn.notes.startswith("flash3 kernel; bound term ")
     assert attn.notes.removeprefix("flash3 kernel; bound term ") in gpu.ATTENTION_TERMS
+
+
+# ------------------------------------------------------------------------------------------------
+# many hardware variants in one call equal each variant alone
+
+
+def _fields_equal(many: gpu.GemmEstimate, i: int, one: gpu.GemmEstimate) -> None:
+    for f in dataclasses.fields(one):
+        if f.name == "details":
+            continue
+        got = np.asarray(getattr(many, f.name))
+        assert (got[i] if got.ndim else got.item()) == getattr(one, f.name), f.name
+
+
+def _sweep(p: gpu.GpuParams, n: int, seed: int, **spread: tuple[float, float]) -> gpu.GpuParams:
+    rng = np.random.default_rng(seed)
+    return dataclasses.replace(p, **{f: getattr(p, f) * rng.uniform(lo, hi, n) for f, (lo, hi) in spread.items()})
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_gemm_over_variants_equals_each_variant_alone(dtype, monkeypatch):
+    # A one-axis sweep first sets aside the candidates no variant can choose, times the variants in
+    # blocks (of 7 here) and re-times those whose choice exposes a K-loop stall; every field must
+    # still equal the scalar call's, bit for bit. fp32 runs on the SIMT tiles (2-stage pipelines),
+    # whose choices do expose stalls.
+    monkeypatch.setattr(gpu, "GEMM_BLOCK_VARIANTS", 7)
+    d = h100()
+    p = gpu.gpu_params(d, dtype)
+    cands = gpu.tile_candidates(d.arch, matrix_unit=p.uses_matrix_unit, in_bytes=2.0 if dtype == "bf16" else 4.0)
+    n = gpu.PRUNE_MIN_VARIANTS + 8
+    pv = _sweep(p, n, 3, dram_bytes_per_s=(0.3, 3.0), matrix_flops_per_s=(0.3, 3.0), dram_latency_s=(0.5, 3.0),
+                l2_latency_s=(0.5, 3.0), l2_bytes_per_s=(0.5, 2.0))
+    key_args = (gpu.SPLIT_K_FACTORS, 1, 2.0, 2.0, False)
+    stalled = 0
+    for m, nn, k in ((4096, 4096, 4096), (16, 4096, 4096), (100, 300, 1000)):
+        e = gpu.gemm(m, nn, k, pv, cands)
+        launch = gpu.gemm_launch(m, nn, k, cands)
+        kept = gpu._survivors((m, nn, k, cands, *key_args), launch, pv, gpu._hardware(pv))
+        assert kept is not None and len(kept.keep) < len(launch.ctas)  # some candidates were set aside
+        stalled += int(np.count_nonzero(np.asarray(e.stall_s) > 0))
+        again = gpu.gemm(m, nn, k, pv, cands)  # a second call re-times at once where the first re-timed most
+        for i in range(n):
+            one = dataclasses.replace(pv, **{f: getattr(pv, f)[i] for f in
+                                             ("dram_bytes_per_s", "matrix_flops_per_s", "dram_latency_s",
+                                              "l2_latency_s", "l2_bytes_per_s")})
+            alone = gpu.gemm(m, nn, k, one, cands)
+            _fields_equal(e, i, alone)
+            _fields_equal(again, i, alone)
+    if dtype == "fp32":
+        assert stalled > 0  # the re-timing path was taken
+
+
+def test_gemm_takes_sm_thread_and_cta_limits_as_arrays():
+    # the occupancy limits alone vary (the times of a small GEMM do not depend on them, the residency
+    # does), and together with the bandwidth on a GEMM whose operands stream from DRAM in waves
+    d = h100()
+    p = gpu.gpu_params(d, "bf16")
+    cands = gpu.tile_candidates(d.arch)
+    threads = np.array([2048.0, 1024.0, 384.0, 256.0])
+    ctas = np.array([32.0, 1.0, 2.0, 1.0])
+    cases = [((64, 64, 64), dataclasses.replace(p, max_threads_per_sm=threads)),
+             ((64, 64, 64), dataclasses.replace(p, max_ctas_per_sm=ctas)),
+             ((16384, 16384, 4096), dataclasses.replace(p, max_threads_per_sm=threads, max_ctas_per_sm=ctas,
+                                                        dram_bytes_per_s=p.dram_bytes_per_s * np.array([1, 2, 1, .5])))]
+    for (m, n, k), pv in cases:
+        e = gpu.gemm(m, n, k, pv, cands)
+        assert np.shape(e.ctas_per_sm) == (4,)
+        for i in range(4):
+            one = dataclasses.replace(pv, **{f.name: getattr(pv, f.name)[i] for f in dataclasses.fields(pv)
+                                             if np.ndim(getattr(pv, f.name))})
+            _fields_equal(e, i, gpu.gemm(m, n, k, one, cands))
+    # 256 threads per SM leave room for none of the 384-thread (two consumer warpgroups) Hopper tiles
+    by_name = {c.name: c for c in cands}
+    assert by_name[str(e.tile[3])].threads == 256 and by_name[str(e.tile[0])].threads == 384
+    assert e.time_s[3] > e.time_s[0]

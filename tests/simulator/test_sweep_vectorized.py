@@ -128,7 +128,43 @@ def test_every_numeric_path_of_a_gpu(h100):
         assert res.method == ("vectorized-grouped" if path == "memory.l2.capacity_bytes" else "vectorized")
         if res.looped_op_kinds:
             looped_paths.append(path)
-    assert looped_paths == ["sm.max_threads_per_sm", "sm.max_ctas_per_sm"]  # LOOPED_PATH_RULES
+    assert looped_paths == []  # every numeric GPU field broadcasts (LOOPED_PATH_RULES is empty)
+
+
+def test_sm_thread_and_cta_limits_as_arrays(h100):
+    """sm.max_threads_per_sm and sm.max_ctas_per_sm vary as arrays in the GEMM occupancy (no op lowered
+    variant by variant): parity with the scalar engine per variant, alone and together, on a GEMM whose
+    choice they move (256 threads per SM hold none of the 384-thread Hopper tiles) and on the mixed
+    block (attention and streaming ops alongside)."""
+    threads = [2048, 1024, 384, 256, 512, 2048]
+    ctas = [32, 1, 2, 1, 3, 4]
+    big = build_micro("gemm:m=16384,n=16384,k=4096")
+    for ov in ({"sm.max_threads_per_sm": threads}, {"sm.max_ctas_per_sm": ctas},
+               {"sm.max_threads_per_sm": threads, "sm.max_ctas_per_sm": ctas,
+                "memory.hbm.read_bandwidth_bytes_per_s": [2e12, 3e12, 4e12, 3e12, 2e12, 5e12]}):
+        for g in (big, _mixed_graph()):
+            res = _assert_parity(g, h100, ov, EvalOptions(power_cap=False), per_op=True)
+            assert res.method == "vectorized" and res.looped_op_kinds == ()
+    res = evaluate_variants(big, h100, {"sm.max_threads_per_sm": threads}, EvalOptions(power_cap=False))
+    assert res.latency_s[3] > res.latency_s[0]  # the field does move the prediction
+
+
+def test_many_variants_equal_the_scalar_engine_exactly(h100):
+    """From hwmodels.gpu.PRUNE_MIN_VARIANTS variants on, the GEMM model sets aside candidate tiles no
+    variant can choose, and times the rest in blocks: every variant's time must still be the scalar
+    engine's, to the last bit on single-kernel graphs, and to rounding on a network."""
+    from hwmodels.gpu import PRUNE_MIN_VARIANTS
+
+    n = PRUNE_MIN_VARIANTS + 4
+    ov = _rng_fields(12, n)
+    del ov["compute.units"]  # the SM count changes the waves: those sweeps time every candidate
+    for spec in ("gemm:m=4096,n=4096,k=4096", "gemm:m=16,n=4096,k=4096", "gemm:m=2048,n=11008,k=4096",
+                 "gemm:b=8,m=512,n=512,k=64"):
+        g = build_micro(spec)
+        res = evaluate_variants(g, h100, ov)
+        for i in range(n):
+            assert res.latency_s[i] == evaluate(g, with_overrides(h100, res.variant(i))).totals.latency_s
+    _assert_parity(build_model("resnet18", batch=2, dtype="bf16"), h100, ov, per_op=True)
 
 
 def test_power_cap_is_applied_per_variant(h100):
