@@ -50,6 +50,17 @@ def _i(x: Any) -> Any:
     return int(x) if np.ndim(x) == 0 else np.asarray(x).astype(int)
 
 
+def _matrix_key(ctx: LoweringContext, dtype: str, p: gpu.GpuParams) -> str:
+    """The tensor-core path a contraction in ``dtype`` ran on ("" when it ran on the SIMT units): fp32
+    contractions allowed onto the tensor cores run as TF32 where the device has that rate (so they are
+    charged TF32's energy per FLOP, not fp32's or a fallback's)."""
+    if not p.uses_matrix_unit:
+        return ""
+    if dtype == "fp32" and "tf32" in ctx.device.compute.tensor_flops_per_s:
+        return "tf32"
+    return dtype
+
+
 def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector_flops: float,
                    matrix_dtype: str = "", **kw: Any) -> KernelCost:
     return KernelCost(
@@ -80,7 +91,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         l2_bytes=_f(e.l2_bytes), smem_bytes=_f(e.smem_bytes),
         matrix_flops=flops if p.uses_matrix_unit else 0.0,
         vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
-        rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=dtype if p.uses_matrix_unit else "",
+        rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=_matrix_key(ctx, dtype, p),
         tile=str(e.tile) if np.ndim(e.tile) == 0 else e.tile, split_k=_i(e.split_k), ctas=_i(e.ctas),
         waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
     )
@@ -306,10 +317,12 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
     rule = "flash-attention-bwd" if backward else "flash-attention"
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes
-        return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=dt, ctas=_i(det.get("ctas", 0)),
+        return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=_matrix_key(ctx, dt, p),
+                              ctas=_i(det.get("ctas", 0)),
                               tile=f"q{det.get('block_q', 0)}")
     return _from_estimate(e, rule, float(op.flops), vec,
-                          matrix_dtype=dt, ctas=int(det.get("ctas", 0)), notes=f"{kernel} kernel; {_bound_term_note(e)}",
+                          matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
+                          notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
 
 

@@ -68,7 +68,7 @@ def test_runner_writes_csv_and_figure(tmp_path, rows):
     assert run.main(["--plot-only", "--out", str(tmp_path)]) == 0
     with open(tmp_path / run.CSV_NAME, newline="") as f:
         back = list(csv.DictReader(f))
-    assert set(back[0]) == set(run.COLUMNS) and {r["precision"] for r in back} == {"fp32", "bf16", "fp8_e4m3"}
+    assert set(back[0]) == set(run.COLUMNS) and {r["precision"] for r in back} == {"fp32", "tf32", "bf16", "fp8_e4m3"}
     assert (tmp_path / run.FIGURE_NAME).read_bytes()[:4] == b"\x89PNG"
 
 
