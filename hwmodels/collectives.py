@@ -20,6 +20,10 @@ Algorithms (see docs/collectives.md for the formulas and their sources):
                   NVLS-tree / CollNet family).
 ``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
 
+A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
+``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
+:func:`launch_skew_s`); the default, one rank per process, pays nothing.
+
 :func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
 fastest per message size, as NCCL's tuner does; :func:`collective_time` prices one collective
 (``algorithm="auto"`` selects). Sizes broadcast as numpy arrays, so an 8 B .. 8 GiB curve is
@@ -44,6 +48,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -78,9 +83,11 @@ __all__ = [
     "collective_time",
     "collective_options",
     "select_algorithm",
+    "launch_skew_s",
     "applicable_algorithms",
     "read_published_collectives",
     "compare_published",
+    "gpus_per_thread_of",
     "mape",
 ]
 
@@ -163,6 +170,9 @@ class CollectiveLibrary:
     protocol_bandwidth_fraction: Mapping[str, Any]  #: per protocol
     nvls_latency_s: Any = None
     p2p_chunk_bytes: Any = None  #: ``p2p.chunk_bytes``: point-to-point step size over NVLink (NCCL P2P_NVL_CHUNKSIZE)
+    #: ``launch.per_device_s``: host time one thread adds per further device it launches a collective
+    #: on (None: not described, no launch skew)
+    launch_per_device_s: Any = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -388,8 +398,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s", "p2p"), path)
+                        "nvls_latency_s", "p2p", "launch"), path)
     rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
+    rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
     prov: dict[str, Provenance] = {}
     algos = t.get("algorithms")
     if not isinstance(algos, list) or not algos or any(a not in ALGORITHMS for a in algos):
@@ -418,6 +429,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
             steps[cls] = {p: rd.quantity(t, f"step_latency_s.{cls}.{p}", "s", path, prov) for p in fractions}
     nvls = rd.quantity(t, "nvls_latency_s", "s", path, prov, required="nvls" in algos)
     p2p_chunk = rd.quantity(t, "p2p.chunk_bytes", "B", path, prov, required=False)
+    launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -426,7 +438,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         base_latency_s=MappingProxyType(base),
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
-        provenance=MappingProxyType(prov))
+        launch_per_device_s=launch, provenance=MappingProxyType(prov))
 
 
 def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[str, Fabric],
@@ -835,23 +847,59 @@ def _result(collective: str, n: int, nodes: int, size: np.ndarray, time: Any, la
                             proto.copy(), algbw, busbw)
 
 
+def launch_skew_s(system: str | CollectiveSystem, gpus_per_thread: int = 1) -> Any:
+    """Time one thread driving ``gpus_per_thread`` devices adds to each collective, s.
+
+    NCCL launches a collective's kernels from ``ncclGroupEnd``, one device after another, on the
+    calling thread; the collective cannot finish before its last device's kernel has started,
+    ``(gpus_per_thread - 1) x launch.per_device_s`` after the first. With one rank per process
+    (the default, ``gpus_per_thread = 1``) there is no skew; with one thread driving four GPUs
+    (``all_reduce_perf -g 4``) it adds to every size (it dominates small messages). 0.0 when the
+    library does not describe its launch cost.
+    """
+    sysm = load_collective_system(system)
+    gpt = _gpus_per_thread(gpus_per_thread)
+    per = sysm.library.launch_per_device_s
+    return 0.0 if per is None or gpt <= 1 else (gpt - 1) * per
+
+
+def _gpus_per_thread(gpus_per_thread: Any) -> int:
+    g = int(gpus_per_thread) if isinstance(gpus_per_thread, (int, np.integer)) else -1
+    if g < 1:
+        raise ValueError(f"gpus_per_thread must be a whole number >= 1; got {gpus_per_thread!r}; expected e.g. 1 "
+                         "(one rank per process) or 4 (nccl-tests -g 4)")
+    return g
+
+
 def collective_options(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
-                       n_nodes: int | None = None) -> dict[tuple[str, str], CollectiveResult]:
-    """Every applicable (algorithm, protocol) pair and its cost, in :data:`ALGORITHMS` x :data:`PROTOCOLS` order."""
+                       n_nodes: int | None = None, gpus_per_thread: int = 1) -> dict[tuple[str, str], CollectiveResult]:
+    """Every applicable (algorithm, protocol) pair and its cost, in :data:`ALGORITHMS` x :data:`PROTOCOLS` order.
+
+    ``gpus_per_thread`` > 1 adds the launch skew (:func:`launch_skew_s`) of one thread driving
+    that many of the ``n_devices``.
+    """
     _check_collective(collective)
     sysm = load_collective_system(system)
     n, nodes, g = _layout(sysm, n_devices, n_nodes)
+    gpt = _gpus_per_thread(gpus_per_thread)
+    if gpt > n:
+        raise ValueError(f"{sysm.name}: gpus_per_thread exceeds the devices; got gpus_per_thread={gpt}, "
+                         f"n_devices={n}; expected at most {n}")
+    skew = launch_skew_s(sysm, gpt)
     size = _sizes(size_bytes)
     out: dict[tuple[str, str], CollectiveResult] = {}
     for a in applicable_algorithms(collective, n, sysm, nodes):
         for p in _protocols(sysm, a, nodes):
             t, lat = _cost(collective, a, p, size, n, nodes, g, sysm)
+            if gpt > 1 and sysm.library.launch_per_device_s is not None:  # may be an array (sweeps)
+                t, lat = t + skew, lat + skew
             out[(a, p)] = _result(collective, n, nodes, size, t, lat, a, p)
     return out
 
 
 def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
-                     n_nodes: int | None = None, algorithms: Iterable[str] | None = None) -> CollectiveResult:
+                     n_nodes: int | None = None, algorithms: Iterable[str] | None = None,
+                     gpus_per_thread: int = 1) -> CollectiveResult:
     """The fastest applicable (algorithm, protocol) per size, as NCCL's tuner picks, with its name.
 
     Parameters
@@ -868,6 +916,9 @@ def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: s
         Nodes the ranks span (default: as few as ``devices_per_node`` allows).
     algorithms
         Restrict the choice (``NCCL_ALGO``); default every applicable one.
+    gpus_per_thread
+        Devices one host thread drives (nccl-tests ``-g``); 1 (one rank per process) adds
+        nothing, more adds :func:`launch_skew_s`.
 
     Returns
     -------
@@ -875,7 +926,8 @@ def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: s
         ``algorithm`` / ``protocol`` name the winner per size; ties go to the earlier
         algorithm in :data:`ALGORITHMS` and the lower-latency protocol.
     """
-    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
+    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes,
+                                 gpus_per_thread=gpus_per_thread)
     if algorithms is not None:
         wanted = set(algorithms)
         for a in wanted - set(ALGORITHMS):
@@ -901,12 +953,12 @@ def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: s
 
 def collective_time(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
                     algorithm: str = "auto", protocol: str | None = None,
-                    n_nodes: int | None = None) -> CollectiveResult:
+                    n_nodes: int | None = None, gpus_per_thread: int = 1) -> CollectiveResult:
     """Predicted time of one collective (see the module docstring for the model).
 
     Parameters
     ----------
-    collective, size_bytes, n_devices, system, n_nodes
+    collective, size_bytes, n_devices, system, n_nodes, gpus_per_thread
         As for :func:`select_algorithm`.
     algorithm
         ``"auto"`` (the tuner's choice per size) or one of :data:`ALGORITHMS`.
@@ -925,8 +977,10 @@ def collective_time(collective: str, size_bytes: Any, n_devices: int, system: st
         count that does not fit the system.
     """
     if algorithm == "auto" and protocol is None:
-        return select_algorithm(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
-    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes)
+        return select_algorithm(collective, size_bytes, n_devices, system, n_nodes=n_nodes,
+                                gpus_per_thread=gpus_per_thread)
+    options = collective_options(collective, size_bytes, n_devices, system, n_nodes=n_nodes,
+                                 gpus_per_thread=gpus_per_thread)
     if algorithm != "auto" and algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm; got {algorithm!r}; expected 'auto' or one of {', '.join(ALGORITHMS)}"
                          f"{did_you_mean(str(algorithm), ALGORITHMS)}")
@@ -945,7 +999,8 @@ def collective_time(collective: str, size_bytes: Any, n_devices: int, system: st
         return next(iter(keep.values()))
     algos = {a for a, _ in keep}
     sysm = load_collective_system(system)
-    best = select_algorithm(collective, size_bytes, n_devices, sysm, n_nodes=n_nodes, algorithms=algos)
+    best = select_algorithm(collective, size_bytes, n_devices, sysm, n_nodes=n_nodes, algorithms=algos,
+                            gpus_per_thread=gpus_per_thread)
     if protocol is None:
         return best
     # auto algorithm, pinned protocol: choose among the kept pairs only
@@ -983,6 +1038,7 @@ class PublishedComparison:
     predicted_algorithm: str
     predicted_protocol: str
     in_score: bool
+    gpus_per_thread: int = 1  #: devices one host thread drove (nccl-tests ``nGpus`` / ``-g``), from the row's notes
 
     @property
     def error(self) -> float:
@@ -1008,12 +1064,25 @@ def _measured_busbw(row: Mapping[str, str], n: int) -> float:
     return float(row["busbw_GBps"]) * 1e9
 
 
+#: How a row's notes state that one thread drove several GPUs: nccl-tests' own header
+#: ("nThread 1 nGpus 4") or its command line ("-g 8").
+_GPUS_PER_THREAD = re.compile(r"\bnGpus (\d+)|(?<![\w-])-g ?(\d+)\b")
+
+
+def gpus_per_thread_of(row: Mapping[str, str]) -> int:
+    """Devices one host thread drove in a published run, as its notes state (1 when they do not)."""
+    m = _GPUS_PER_THREAD.search(row.get("notes", "") or "")
+    return int(m.group(1) or m.group(2)) if m else 1
+
+
 def compare_published(rows: Iterable[Mapping[str, str]] | None = None,
                       catalog: FabricCatalog | None = None) -> list[PublishedComparison]:
     """Predict every published row that names a catalog system; rows without a system are skipped.
 
     A row's ``algorithm`` is ``auto`` (the tuner's choice was measured) or the algorithm the
-    measurement pinned (``NCCL_ALGO``), which the prediction then uses too.
+    measurement pinned (``NCCL_ALGO``), which the prediction then uses too. A run whose notes say
+    one thread drove several GPUs (``nGpus 4``, ``-g 8``) is predicted with that launch skew
+    (:func:`launch_skew_s`).
     """
     cat = catalog or fabric_catalog()
     out = []
@@ -1024,13 +1093,15 @@ def compare_published(rows: Iterable[Mapping[str, str]] | None = None,
         sysm = cat.system(row["system"])
         size = float(row["size_bytes"])
         algo = row.get("algorithm") or "auto"
-        res = collective_time(row["collective"], size, n, sysm, algorithm=algo, n_nodes=nodes)
+        gpt = min(gpus_per_thread_of(row), n)
+        res = collective_time(row["collective"], size, n, sysm, algorithm=algo, n_nodes=nodes, gpus_per_thread=gpt)
         out.append(PublishedComparison(
             id=row["id"], group=f"{row['system']} {row['collective']} {n}x{nodes}", collective=row["collective"],
             n_devices=n, n_nodes=nodes, system=row["system"], size_bytes=size,
             measured_busbw_bytes_per_s=_measured_busbw(row, n),
             predicted_busbw_bytes_per_s=float(res.busbw_bytes_per_s), predicted_algorithm=str(res.algorithm),
-            predicted_protocol=str(res.protocol), in_score=row.get("in_score", "1").strip() == "1"))
+            predicted_protocol=str(res.protocol), in_score=row.get("in_score", "1").strip() == "1",
+            gpus_per_thread=gpt))
     return out
 
 

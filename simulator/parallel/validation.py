@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MultiRow", "validate_multi", "DEFAULT_MULTI_DATASET", "multi_summary"]
+__all__ = ["MultiRow", "validate_multi", "DEFAULT_MULTI_DATASET", "multi_summary", "collectives_summary", "COLLECTIVE_BANDS"]
 
 DEFAULT_MULTI_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_multi.csv"
 _CATALOG = re.compile(r"Catalog(?: \([^)]*\))?: ([a-z0-9][a-z0-9\-]*)")
@@ -193,7 +193,7 @@ def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:
     """MAPE, bias, count and worst rows of the predicted rows, plus the collectives group."""
     import math
 
-    from hwmodels.collectives import compare_published, mape
+    from hwmodels.collectives import compare_published
 
     done = [r for r in rows if r.predicted is not None]
     out: dict[str, Any] = {"rows": len(rows), "predicted": len(done), "skipped": len(rows) - len(done)}
@@ -209,11 +209,38 @@ def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:
                        "predicted": r.predicted, "error_pct": r.signed_error}
                       for r in sorted(sel, key=lambda r: -r.ape)[:3]],
         }
-    comps = compare_published()
-    out["collectives"] = {"n": len(comps), "mape": mape(comps)}
+    comps = [c for c in compare_published() if c.in_score]
+    out["collectives"] = collectives_summary(comps)
     reasons: dict[str, int] = {}
     for r in rows:
         if r.skipped:
             reasons[r.skipped] = reasons.get(r.skipped, 0) + 1
     out["skipped_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+#: Size bands of the collectives summary (nccl-tests size, bytes): latency-bound, mid, bandwidth-bound.
+COLLECTIVE_BANDS = (("latency (<1 MiB)", 0.0, 2.0**20), ("mid (1-256 MiB)", 2.0**20, 2.0**28),
+                    ("bandwidth (>=256 MiB)", 2.0**28, float("inf")))
+
+
+def collectives_summary(comps: list[Any], worst: int = 5) -> dict[str, Any]:
+    """MAPE and bias of predicted bus bandwidth against published nccl-tests / rccl-tests rows
+    (:func:`hwmodels.collectives.compare_published`), overall, per size band and per collective,
+    with the ``worst`` rows. Bias is the geometric-mean ratio predicted / measured minus one, in %."""
+    import math
+
+    def stats(sel: list[Any]) -> dict[str, Any]:
+        if not sel:
+            return {"n": 0, "mape": float("nan"), "bias": float("nan")}
+        return {"n": len(sel), "mape": 100.0 * sum(abs(c.error) for c in sel) / len(sel),
+                "bias": 100.0 * (math.exp(sum(math.log1p(c.error) for c in sel) / len(sel)) - 1.0)}
+
+    out = stats(comps)
+    out["bands"] = {name: stats([c for c in comps if lo <= c.size_bytes < hi]) for name, lo, hi in COLLECTIVE_BANDS}
+    out["by_collective"] = {k: stats([c for c in comps if c.collective == k])
+                            for k in sorted({c.collective for c in comps})}
+    out["worst"] = [{"id": c.id, "group": c.group, "size_bytes": c.size_bytes, "error_pct": 100.0 * c.error,
+                     "algorithm": c.predicted_algorithm, "protocol": c.predicted_protocol}
+                    for c in sorted(comps, key=lambda c: -abs(c.error))[:worst]]
     return out
