@@ -1,5 +1,7 @@
 """`nodeperf realtime SCENARIO.toml --hardware NODE`: simulate periodic and data-driven model tasks with
-deadlines on a node; response times, deadline misses, chain latencies, utilisation and worst-case bounds."""
+deadlines on a node; response times, deadline misses, chain latencies, utilisation and worst-case bounds,
+with transfers between devices and shared-DRAM contention (``--contention off`` / ``--transfers off``
+turn them off for comparison)."""
 
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "are costed on its device and scheduled by fixed priority, preempted only at kernel "
                     "boundaries. Prints per task and per end-to-end chain the response-time p50/p99/p99.9/max, "
                     "deadline misses, jitter and a worst-case response-time bound (response-time analysis), and "
-                    "each device's utilisation.",
+                    "each device's utilisation. Inputs from other devices are transferred over the node's links "
+                    "and devices that share one DRAM slow each other down (both in the bound too).",
     )
     p.add_argument("scenario", metavar="SCENARIO.toml", help="the scenario file")
     p.add_argument("--hardware", required=True, metavar="NODE",
@@ -64,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="apply an overlay (calibration or power mode file) to every device that accepts it")
     p.add_argument("--calibration", metavar="OVERLAY.toml",
                    help="apply a calibration overlay (single-device hardware only)")
+    p.add_argument("--contention", choices=("on", "off"), default="on",
+                   help="on (default): devices of the node's shared memory (Jetson's GPU, DLAs and CPU) divide its "
+                        "DRAM bandwidth max-min fairly while their kernels overlap, and the bound allows for it; "
+                        "off: every device runs as if alone (for comparison)")
+    p.add_argument("--transfers", choices=("on", "off"), default="on",
+                   help="on (default): a job whose predecessor ran on another device first receives its output "
+                        "over their link (charged to the job's device); off: data moves between devices for free")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--trace", metavar="FILE.json",
                    help="write the executed jobs as a Chrome trace (chrome://tracing, Perfetto); - for standard "
@@ -94,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         hardware = f"{hardware}@{args.power_mode}"
     result = run_realtime(args.scenario, hardware, frames=args.frames, seed=args.seed,
                           time_limit_s=args.time_limit, trace=args.trace is not None, overlays=args.overlay,
-                          placement=placement or None, calibration=args.calibration)
+                          placement=placement or None, calibration=args.calibration,
+                          contention=args.contention == "on", transfers=args.transfers == "on")
     if args.trace is not None:
         write_output("--trace", args.trace, json.dumps(result.chrome_trace(), sort_keys=True) + "\n")
         if to_stdout(args.trace):

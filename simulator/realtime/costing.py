@@ -6,6 +6,20 @@ on its device: one non-preemptible *segment* per kernel, in the engine's executi
 elementwise op fused into its producer lengthens that kernel; views take no time and no segment).
 Tasks whose model names a variable (``gemm:m={objects},...``) are re-costed once per distinct value
 (memoised), so the simulator and the bound use the exact kernel times of every size.
+
+Each kernel is also split as :class:`simulator.engines.contention.KernelDemand` splits a record: a
+*fixed* part (launch floor, latencies) and a *work* part that moves its DRAM bytes at
+``dram_bytes / work_s`` per second of standalone work; devices of one :class:`MemoryPool` (a node's
+``shared_memory``) share that bandwidth when their kernels overlap (:class:`PoolSharing`).
+
+*Transfers.* When a task's predecessor runs on another device, a job first receives the predecessor's
+output (the bytes of its graph's output tensors) over the link between the two devices, costed as the
+partitioner costs a transfer (:meth:`hwmodels.node.NodeLink.transfer_time_s`: ``latency + bytes /
+(bandwidth x bandwidth_fraction)``). The transfer is charged to the consumer: it is a leading,
+non-preemptible segment of the consumer's job on the consumer's device (:class:`InputTransfer`).
+Over a ``shared-memory`` link between devices of one pool (Jetson's reformat pass through LPDDR5) the
+transfer reads and writes the tensor once, ``2 x bytes`` of DRAM traffic in its work part, and so
+contends for the pool like any kernel.
 """
 
 from __future__ import annotations
@@ -21,23 +35,72 @@ from typing import Any
 from nodeperf.suggest import did_you_mean
 from simulator.realtime.scenario import MAX_SUPPORT, Scenario, ScenarioError, TaskSpec
 
-__all__ = ["Variant", "TaskCost", "resolve_node", "node_in_power_mode", "apply_node_overlay", "cost_scenario",
-           "place_tasks", "device_aliases"]
+__all__ = ["Variant", "TaskCost", "InputTransfer", "MemoryPool", "PoolSharing", "resolve_node", "node_in_power_mode",
+           "apply_node_overlay", "cost_scenario", "place_tasks", "device_aliases", "memory_pools", "input_transfers"]
 
 logger = logging.getLogger(__name__)
+
+#: DRAM bytes a hand-off over a ``shared-memory`` link moves per byte of tensor: the reformat pass reads
+#: it once and writes it once (``hwmodels/catalog/nodes/jetson-agx-orin-64gb.toml``, its links' source).
+_SHARED_MEMORY_PASSES = 2.0
+#: Most demand combinations a PoolSharing remembers (each a few tuples; beyond it, shares are recomputed).
+_MEMO_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
 class Variant:
-    """The kernels of one job size: segment times (s) and their running sums for fast lookups."""
+    """The kernels of one job size: segment times (s) and their running sums for fast lookups.
+
+    ``fixed[k]`` is the fixed part of kernel ``k`` (s, run first, no DRAM use) and ``dram_rate[k]`` the
+    DRAM bandwidth its work part (``segments[k] - fixed[k]``) moves at standalone speed (B/s); both
+    empty means no DRAM use (the kernel is never slowed by another device). ``output_bytes`` is what a
+    job hands to its successors (the graph's output tensors).
+    """
 
     segments: tuple[float, ...]
     prefix: tuple[float, ...]  # prefix[k] = sum(segments[:k]); len = len(segments) + 1
+    fixed: tuple[float, ...] = ()
+    dram_rate: tuple[float, ...] = ()
+    output_bytes: float = 0.0
 
     @classmethod
-    def of(cls, segments: Sequence[float]) -> Variant:
-        """The variant of kernel times ``segments`` (s), with their running sums."""
-        return cls(tuple(segments), tuple(itertools.accumulate(segments, initial=0.0)))
+    def of(cls, segments: Sequence[float], fixed: Sequence[float] | None = None,
+           dram_bytes: Sequence[float] | None = None, output_bytes: float = 0.0) -> Variant:
+        """The variant of kernel times ``segments`` (s), with their running sums.
+
+        ``fixed`` (s) and ``dram_bytes`` (B) per kernel give its DRAM demand: the work part moves
+        ``dram_bytes`` in ``segment - fixed`` seconds at standalone speed.
+        """
+        segs = tuple(float(x) for x in segments)
+        fx: tuple[float, ...] = ()
+        rate: tuple[float, ...] = ()
+        if fixed is not None or dram_bytes is not None:
+            fx = tuple(min(max(float(f), 0.0), s) for f, s in zip(fixed or [0.0] * len(segs), segs, strict=True))
+            rate = tuple(float(b) / (s - f) if s - f > 0 and b > 0 else 0.0
+                         for b, s, f in zip(dram_bytes or [0.0] * len(segs), segs, fx, strict=True))
+        return cls(segs, tuple(itertools.accumulate(segs, initial=0.0)), fx, rate, float(output_bytes))
+
+    def fixed_s(self, k: int) -> float:
+        """Fixed part of kernel ``k`` (s)."""
+        return self.fixed[k] if self.fixed else 0.0
+
+    def rate(self, k: int) -> float:
+        """DRAM bytes per second kernel ``k``'s work part moves at standalone speed (B/s)."""
+        return self.dram_rate[k] if self.dram_rate else 0.0
+
+    @property
+    def peak_rate(self) -> float:
+        """Largest DRAM demand of any of its kernels (B/s)."""
+        return max(self.dram_rate, default=0.0)
+
+    def then(self, other: Variant) -> Variant:
+        """This variant's kernels followed by ``other``'s (a transfer before a job)."""
+        n1, n2 = len(self.segments), len(other.segments)
+        return Variant(self.segments + other.segments,
+                       tuple(itertools.accumulate(self.segments + other.segments, initial=0.0)),
+                       (self.fixed or (0.0,) * n1) + (other.fixed or (0.0,) * n2),
+                       (self.dram_rate or (0.0,) * n1) + (other.dram_rate or (0.0,) * n2),
+                       other.output_bytes)
 
     @property
     def work_s(self) -> float:
@@ -56,9 +119,63 @@ class Variant:
         return min(k, len(self.segments))
 
 
+@dataclass(frozen=True)
+class InputTransfer:
+    """The transfer of a predecessor's output to a task on another device, charged to the task's job.
+
+    A transfer of ``n`` bytes is one non-preemptible kernel on the consumer's device of
+    ``link.transfer_time_s(n)`` seconds (the partitioner's cost): its fixed part the link latency, its
+    work part ``n / effective bandwidth``, moving ``dram_factor x n`` DRAM bytes (2 over a shared
+    memory: the tensor read and written once; 0 over a bus). ``support_bytes``: the producer's output
+    sizes over its job sizes (what the bound covers).
+    """
+
+    producer: str
+    src: str
+    dst: str
+    link: Any  # hwmodels.node.NodeLink
+    dram_factor: float
+    support_bytes: tuple[float, ...]
+    _memo: dict[float, Variant] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def variant(self, nbytes: float) -> Variant | None:
+        """The transfer of ``nbytes`` as a one-kernel variant (None for nothing to send)."""
+        if nbytes <= 0:
+            return None
+        got = self._memo.get(nbytes)
+        if got is None:
+            t = float(self.link.transfer_time_s(nbytes))
+            got = Variant.of([t], [min(float(self.link.latency_s), t)], [self.dram_factor * nbytes])
+            self._memo[nbytes] = got
+        return got
+
+    def _times(self) -> list[float]:
+        return [v.work_s for v in (self.variant(n) for n in self.support_bytes) if v is not None] or [0.0]
+
+    @property
+    def worst_s(self) -> float:
+        """Longest transfer over the producer's job sizes (s)."""
+        return max(self._times())
+
+    @property
+    def best_s(self) -> float:
+        """Shortest transfer over the producer's job sizes (s)."""
+        return min(self._times()) if all(n > 0 for n in self.support_bytes) else 0.0
+
+    @property
+    def peak_rate(self) -> float:
+        """Largest DRAM demand of the transfer over the producer's job sizes (B/s)."""
+        return max((v.peak_rate for v in (self.variant(n) for n in self.support_bytes) if v is not None), default=0.0)
+
+    def describe(self) -> str:
+        """``producer (src -> dst over kind)``."""
+        return f"{self.producer} ({self.src} -> {self.dst} over {self.link.kind})"
+
+
 @dataclass
 class TaskCost:
-    """A task's costs on its device: the variant of every variable value in the bound's support."""
+    """A task's costs on its device: the variant of every variable value in the bound's support, and
+    the transfers of its inputs from predecessors on other devices (``inputs``, in ``after`` order)."""
 
     task: TaskSpec
     device: str
@@ -67,21 +184,41 @@ class TaskCost:
     exact_bound: bool  # False: an unbounded variable; the bound holds up to its quantile
     warnings: tuple[str, ...] = ()
     _coster: Any = field(default=None, repr=False)
+    inputs: tuple[InputTransfer, ...] = ()
+    _jobs: dict[tuple[Any, ...], Variant] = field(default_factory=dict, repr=False)
 
     @property
-    def wcet_s(self) -> float:
-        """Largest job work over the support (s)."""
+    def own_wcet_s(self) -> float:
+        """Largest work of the task's own kernels over the support (s), without input transfers."""
         return max(v.work_s for v in self.variants.values())
 
     @property
+    def transfer_s(self) -> float:
+        """Longest time its input transfers can add to a job (s): the worst of each, summed."""
+        return sum(x.worst_s for x in self.inputs)
+
+    @property
+    def wcet_s(self) -> float:
+        """Largest job work over the support, input transfers included (s)."""
+        return self.own_wcet_s + self.transfer_s
+
+    @property
     def bcet_s(self) -> float:
-        """Smallest job work over the support (s)."""
-        return min(v.work_s for v in self.variants.values())
+        """Smallest job work over the support (s): its own smallest work plus the smallest transfer of
+        its trigger's output (the one input a data-driven job always receives)."""
+        trig = next((x.best_s for x in self.inputs if x.producer == self.task.trigger), 0.0)
+        return min(v.work_s for v in self.variants.values()) + trig
 
     @property
     def longest_kernel_s(self) -> float:
         """Longest single kernel over the support (s): what this task can block others by."""
-        return max(v.longest_s for v in self.variants.values())
+        return max(max(v.longest_s for v in self.variants.values()),
+                   max((x.worst_s for x in self.inputs), default=0.0))
+
+    @property
+    def peak_rate(self) -> float:
+        """Largest DRAM demand of any of its kernels or transfers (B/s)."""
+        return max(max(v.peak_rate for v in self.variants.values()), max((x.peak_rate for x in self.inputs), default=0.0))
 
     def variant(self, values: Mapping[str, int]) -> Variant:
         """The variant for ``values`` (costed on demand and memoised outside the support)."""
@@ -90,6 +227,101 @@ class TaskCost:
         if got is None:
             got = self._coster(self.task, self.device, dict(zip(self.task.variables, key, strict=True)))
             self.variants[key] = got
+        return got
+
+    def job_variant(self, values: Mapping[str, int], input_bytes: Sequence[float]) -> Variant:
+        """A job's kernels: the transfer of each input (``input_bytes[i]``: the size of the output of
+        ``inputs[i]``'s producer it reads, 0 when there is none yet), then its own."""
+        own = self.variant(values)
+        if not self.inputs or not any(n > 0 for n in input_bytes):
+            return own
+        memo = (tuple(int(values[v]) for v in self.task.variables), tuple(input_bytes))
+        got = self._jobs.get(memo)
+        if got is None:
+            pre: Variant | None = None
+            for x, n in zip(self.inputs, input_bytes, strict=True):
+                tv = x.variant(n)
+                if tv is not None:
+                    pre = tv if pre is None else pre.then(tv)
+            got = own if pre is None else pre.then(own)
+            self._jobs[memo] = got
+        return got
+
+
+@dataclass(frozen=True)
+class MemoryPool:
+    """Devices of a node that share one physical DRAM, and the bandwidth they share (B/s).
+
+    ``bandwidth_bytes_per_s`` is the largest achievable DRAM bandwidth of its devices (main-memory
+    read bandwidth x ``efficiency.dram_bandwidth_fraction``): the most the memory delivers to any one
+    engine, so a kernel alone is never slowed, and the total the engines' kernels share.
+    """
+
+    name: str
+    devices: tuple[str, ...]
+    bandwidth_bytes_per_s: float
+    source: str = ""
+
+
+def memory_pools(node: Any) -> tuple[MemoryPool, ...]:
+    """The node's memory pool (its ``shared_memory`` devices), or none when fewer than two share."""
+    names = tuple(n for n in node.shared_memory if n in node.device_names)
+    if len(names) < 2:
+        return ()
+    bws = []
+    for n in names:
+        dev = node.device(n).device
+        bws.append((float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction),
+                    n))
+    bw, who = max(bws)
+    src = (f"{who}: memory.{node.device(who).device.main_memory.name}.read_bandwidth x "
+           "efficiency.dram_bandwidth_fraction (the largest of the pool's devices)")
+    return (MemoryPool(f"{node.name} shared DRAM", names, bw, src),)
+
+
+class PoolSharing:
+    """DRAM bandwidth of a :class:`MemoryPool` divided among the kernels running on its devices at one
+    instant: the max-min fair point of :func:`simulator.engines.contention.share` (processor sharing of
+    the bandwidth, no kernel above its standalone speed), memoised by the demands.
+
+    Examples
+    --------
+    Two kernels that each alone move the whole bandwidth run at half speed together; a kernel that
+    needs a quarter of it keeps full speed beside one that wants it all:
+
+    >>> s = PoolSharing(MemoryPool("p", ("a", "b"), 100e9))
+    >>> s.speeds((100e9, 100e9)), s.speeds((25e9, 100e9))
+    ((0.5, 0.5), (1.0, 0.75))
+    """
+
+    def __init__(self, pool: MemoryPool) -> None:
+        from simulator.engines.contention import DeviceCapacity
+
+        self.pool = pool
+        self.bandwidth = float(pool.bandwidth_bytes_per_s)
+        # one shared resource: DRAM (no SM slots: each kernel runs on its own engine)
+        self.capacity = DeviceCapacity(name=pool.name, units=1, max_ctas_per_sm=1, dram_bytes_per_s=self.bandwidth)
+        self._memo: dict[tuple[float, ...], tuple[float, ...]] = {}
+
+    def speeds(self, rates: Sequence[float]) -> tuple[float, ...]:
+        """Speed (standalone seconds per second, in (0, 1]) of each kernel whose work part moves
+        ``rates[i]`` B/s at standalone speed (0: no DRAM use, a fixed part, or an idle engine)."""
+        raw = tuple(rates)
+        got = self._memo.get(raw)
+        if got is not None:
+            return got
+        key = tuple(min(float(r), self.bandwidth) for r in raw)
+        if sum(key) <= self.bandwidth:
+            got = (1.0,) * len(key)
+        else:
+            from simulator.engines.contention import KernelDemand, Running, share
+
+            # each kernel as one second of work moving rate bytes, on no SM slot (sm_fraction 0)
+            kernels = [Running(KernelDemand(f"k{i}", time_s=1.0, work_s=1.0, dram_bytes=r, sm_fraction=0.0), seq=i)
+                       for i, r in enumerate(key)]
+            got = tuple(sh.speed if r > 0 else 1.0 for sh, r in zip(share(self.capacity, kernels), key, strict=True))
+        if len(self._memo) < _MEMO_LIMIT:
+            self._memo[raw] = got
         return got
 
 
@@ -208,15 +440,38 @@ def _eval_options(scn: Scenario) -> Any:
 
 def _segments_of(report: Any) -> list[float]:
     """One segment per kernel in execution order; fused ops lengthen their producer's segment."""
+    return _kernels_of(report, None)[0]
+
+
+def _kernels_of(report: Any, capacity: Any) -> tuple[list[float], list[float], list[float]]:
+    """(segment times, fixed parts, DRAM bytes) per kernel in execution order (s, s, B).
+
+    Each record is split by :meth:`simulator.engines.contention.KernelDemand.from_record` (fixed part
+    ``time_s - max(compute_s, memory_s)``, DRAM bytes of its work part); an op fused into its producer
+    adds its fixed part, time and bytes to that kernel. ``capacity`` None: times only.
+    """
+    from simulator.engines.contention import KernelDemand
+
     segs: list[float] = []
+    fixed: list[float] = []
+    dram: list[float] = []
     for r in report.records:
         if r.time_s <= 0:
             continue
+        if capacity is not None:
+            d = KernelDemand.from_record(r, capacity)
+            f, b = d.fixed_s, d.dram_bytes
+        else:
+            f = b = 0.0
         if r.fused_into and segs:
             segs[-1] += r.time_s
+            fixed[-1] += f
+            dram[-1] += b
         else:
             segs.append(float(r.time_s))
-    return segs
+            fixed.append(f)
+            dram.append(b)
+    return segs, fixed, dram
 
 
 class _Coster:
@@ -228,6 +483,7 @@ class _Coster:
         self.opts = _eval_options(scn)
         self.cache: dict[tuple[Any, ...], Variant] = {}
         self.warnings: dict[str, set[str]] = {}
+        self.capacity: dict[str, Any] = {}
 
     def __call__(self, task: TaskSpec, device: str, values: Mapping[str, int]) -> Variant:
         from simulator.engines.analytical import evaluate
@@ -259,7 +515,13 @@ class _Coster:
             raise ScenarioError(f"{task.where}.device: {device} ({nd.spec.name}) cannot cost {model!r}{shown}; "
                                 f"got {exc}") from None
         self.warnings.setdefault(task.name, set()).update(report.warnings)
-        got = Variant.of(_segments_of(report))
+        cap = self.capacity.get(device)
+        if cap is None:
+            from simulator.engines.contention import DeviceCapacity
+
+            cap = self.capacity[device] = DeviceCapacity.of(nd.device)
+        segs, fixed, dram = _kernels_of(report, cap)
+        got = Variant.of(segs, fixed, dram, output_bytes=float(sum(t.nbytes for t in graph.outputs)))
         self.cache[key] = got
         return got
 
@@ -351,8 +613,18 @@ def _min_interval(scn: Scenario, t: TaskSpec) -> float:
     return float(t.period_s)
 
 
-def cost_scenario(scn: Scenario, node: Any) -> dict[str, TaskCost]:
-    """Every task placed and costed over its variables' support (the bound's sizes)."""
+def cost_scenario(scn: Scenario, node: Any, *, transfers: bool = True) -> dict[str, TaskCost]:
+    """Every task placed and costed over its variables' support (the bound's sizes), with the transfers
+    of its inputs from predecessors on other devices (``transfers=False``: none, devices exchange
+    data for free).
+
+    Raises
+    ------
+    ScenarioError
+        A predecessor on a device with no link to the task's device (with ``transfers``).
+    """
+    import dataclasses
+
     coster = _Coster(scn, node)
     placed = place_tasks(scn, node, coster)
     out: dict[str, TaskCost] = {}
@@ -364,4 +636,46 @@ def cost_scenario(scn: Scenario, node: Any) -> dict[str, TaskCost]:
             variants[key] = coster(t, placed[t.name], dict(zip(t.variables, key, strict=True)))
         out[t.name] = TaskCost(t, placed[t.name], variants, support, exact,
                                tuple(sorted(coster.warnings.get(t.name, ()))), coster)
+    if transfers:
+        inputs = input_transfers(scn, node, out)
+        for name, xs in inputs.items():
+            out[name] = dataclasses.replace(out[name], inputs=xs, _jobs={})
+    return out
+
+
+def input_transfers(scn: Scenario, node: Any, costs: Mapping[str, TaskCost]) -> dict[str, tuple[InputTransfer, ...]]:
+    """The :class:`InputTransfer` of every edge ``a -> b`` whose tasks run on different devices, per
+    consumer ``b`` in ``after`` order (tasks with none are left out).
+
+    Raises
+    ------
+    ScenarioError
+        Every such edge between devices the node has no link between, at once.
+    """
+    problems: list[str] = []
+    out: dict[str, tuple[InputTransfer, ...]] = {}
+    for t in scn.tasks:
+        dst = costs[t.name].device
+        xs = []
+        for a in t.after:
+            src = costs[a].device
+            if src == dst:
+                continue
+            link = node.link(src, dst)
+            if link is None:
+                linked = sorted({ln.b if ln.a == dst else ln.a for ln in node.links if dst in ln.ends})
+                problems.append(f"{t.where}.after: {a!r} runs on {src} and {t.name!r} on {dst}, and node {node.name!r} "
+                                f"has no link between them; got no [[links]] entry {src}-{dst}; expected the two tasks "
+                                f"on one device or on linked devices ({dst} is linked to "
+                                f"{', '.join(linked) or 'nothing'})")
+                continue
+            shared = link.kind == "shared-memory" and node.shares_memory(src, dst)
+            sizes = tuple(sorted({v.output_bytes for v in costs[a].variants.values()}))
+            xs.append(InputTransfer(a, src, dst, link, _SHARED_MEMORY_PASSES if shared else 0.0, sizes))
+        if xs:
+            out[t.name] = tuple(xs)
+    if problems:
+        from nodeperf.suggest import format_problems
+
+        raise ScenarioError(format_problems(scn.where, problems, "scenario"), problems)
     return out

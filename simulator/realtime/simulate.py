@@ -11,7 +11,12 @@ Semantics (see ``docs/realtime.md``):
   before the first output, the variable's ``min`` does).
 - A device runs one kernel at a time. At each kernel boundary the highest-priority ready job (ties:
   earliest release, then task order) picks the next kernel; a kernel in flight is never cut. Jobs of
-  one task run in release order. Devices run independently (no shared-memory contention).
+  one task run in release order.
+- A job whose predecessor ran on another device first runs the transfer of that predecessor's output
+  (a leading kernel of the job, :class:`~.costing.InputTransfer`).
+- Devices of one memory pool (``analysis.pools``) share its DRAM bandwidth: while kernels of several
+  of them overlap, each work part runs at its max-min fair share over its demand
+  (:class:`~.costing.PoolSharing`); fixed parts run at full speed. Other devices run independently.
 - Response time is measured from the job's release to its last kernel's end; a chain's latency from
   the release of its first task's job whose data reached the last task's job, to that job's end.
 - ``frames`` bounds the run: sources release jobs until ``frames`` periods of the fastest source have
@@ -20,11 +25,15 @@ Semantics (see ``docs/realtime.md``):
 
 The event loop is a heap of (time, kind, sequence) events. A job runs uninterrupted to its end unless
 a higher-priority job is released meanwhile; then its run is cut at the first kernel boundary after
-that release (a bisection in the kernels' running sums), so the cost is per job, not per kernel.
+that release (a bisection in the kernels' running sums), so the cost is per job, not per kernel. A
+device of a pool does the same while it is the only busy device of its pool; while others are busy
+too, its position (standalone seconds into the job) advances at its current speed and it has one
+event per kernel phase (fixed part, work part), at which the pool's shares are recomputed.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import math
@@ -34,10 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.realtime.costing import (
+    PoolSharing,
     TaskCost,
     Variant,
     apply_node_overlay,
     cost_scenario,
+    memory_pools,
     resolve_node,
 )
 from simulator.realtime.rta import Analysis, analyse
@@ -103,6 +114,8 @@ class TaskResult:
     wcet_s: float
     period_s: float
     released: int
+    transfer_s: float = 0.0  # worst-case input transfers in wcet_s
+    contention_s: float = 0.0  # worst-case shared-DRAM slowdown in wcet_s
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,14 @@ class DeviceResult:
     utilisation: float  # simulated busy time / simulated time
     utilisation_wcet: float  # sum of worst-case work / period
     tasks: tuple[str, ...]
+    busy_s: float = 0.0  # simulated busy time
+    work_s: float = 0.0  # standalone time of the kernels it ran (busy_s minus shared-DRAM slowdown)
+    contended_s: float = 0.0  # time it ran a kernel below full speed (shared DRAM)
+
+    @property
+    def stretch(self) -> float:
+        """Busy time over standalone work: 1 without shared-DRAM contention."""
+        return self.busy_s / self.work_s if self.work_s > 0 else 1.0
 
     @property
     def overloaded(self) -> bool:
@@ -171,13 +192,16 @@ class RealtimeResult:
             "horizon_s": self.horizon_s, "simulated_s": self.simulated_s, "stopped_by": self.stopped_by,
             "bound_exact": self.bound_exact, "bound_quantile": self.bound_quantile,
             "tasks": [{"name": t.name, "device": t.device, "priority": t.priority, "released": t.released,
-                       "wcet_s": t.wcet_s, "period_s": t.period_s, **stats(t.stats, t.deadline_s, t.wcrt_bound_s)}
+                       "wcet_s": t.wcet_s, "period_s": t.period_s, "transfer_s": t.transfer_s,
+                       "contention_s": t.contention_s, **stats(t.stats, t.deadline_s, t.wcrt_bound_s)}
                       for t in self.tasks],
             "chains": [{"name": c.name, "tasks": list(c.tasks), **stats(c.stats, c.deadline_s, c.wcrt_bound_s)}
                        for c in self.chains],
             "utilisation": {d.name: d.utilisation for d in self.devices},
             "devices": [{"name": d.name, "spec": d.spec, "utilisation": d.utilisation,
-                         "utilisation_wcet": d.utilisation_wcet, "overloaded": d.overloaded, "tasks": list(d.tasks)}
+                         "utilisation_wcet": d.utilisation_wcet, "overloaded": d.overloaded, "tasks": list(d.tasks),
+                         "busy_s": d.busy_s, "work_s": d.work_s, "contended_s": d.contended_s,
+                         "stretch": d.stretch}
                         for d in self.devices],
             "report": list(self.report_lines), "warnings": list(self.warnings),
         }
@@ -220,8 +244,10 @@ class RealtimeResult:
                              f"{s.miss_rate:>7.2%}")
         lines.append("")
         for d in self.devices:
+            slow = (f"; shared DRAM slowed it {d.contended_s / self.simulated_s:.1%} of the time, busy "
+                    f"{d.stretch - 1:.1%} longer than standalone" if d.contended_s > 0 and self.simulated_s > 0 else "")
             lines.append(f"device {d.name} ({d.spec}): utilisation {d.utilisation:.1%} simulated, "
-                         f"{d.utilisation_wcet:.1%} at worst-case work; tasks {', '.join(d.tasks) or 'none'}")
+                         f"{d.utilisation_wcet:.1%} at worst-case work; tasks {', '.join(d.tasks) or 'none'}{slow}")
         for line in self.report_lines:
             lines.append(line)
         for w in self.warnings:
@@ -353,18 +379,42 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
     version = [0] * len(devices)
     pending = [False] * len(devices)
     busy = [0.0] * len(devices)
+    worked = [0.0] * len(devices)  # standalone seconds of kernels run
     runs: list[tuple[str, str, int, float, float, int, int]] = []
     now = 0.0
     stopped_by = "frames"
     clock0 = time.monotonic()
     n_events = 0
+    # inputs whose transfer a job of each task receives first: (producer index, is its trigger)
+    inputs: list[list[int]] = [[tidx[x.producer] for x in costs[t.name].inputs] for t in tasks]
+    # shared-DRAM pools: a device of a pool runs "solo" (one event per chunk, as a device of its own)
+    # while it is the only busy device of its pool, and "stepping" (one event per kernel phase, at
+    # the speed the pool's sharing gives it) while others are busy too
+    pool_of = [-1] * len(devices)
+    pool_devs: list[list[int]] = []
+    sharing: list[PoolSharing] = []
+    for pool in analysis.pools:
+        members = [didx[d] for d in pool.devices if d in didx]
+        if len(members) < 2:
+            continue
+        for d in members:
+            pool_of[d] = len(pool_devs)
+        pool_devs.append(members)
+        sharing.append(PoolSharing(pool))
+    anchor_t = [0.0] * len(devices)  # position anchor: the job was at standalone second anchor_x at anchor_t
+    anchor_x = [0.0] * len(devices)
+    speed = [1.0] * len(devices)
+    stepping = [False] * len(devices)
+    kidx = [0] * len(devices)  # kernel in flight (stepping)
+    target = [0.0] * len(devices)  # standalone position of the next event (stepping)
+    contended = [0.0] * len(devices)  # seconds run below full speed
 
     def make_job(i: int, k: int, release: float, trigger_job: _Job | None) -> _Job:
         nonlocal seq
         job = _Job(i, k, release, prio[i], seq)
         seq += 1
-        inputs = ([trigger_job] if trigger_job is not None else []) + [latest[p] for p in samples_from[i]]
-        for inp in inputs:
+        inputs_now = ([trigger_job] if trigger_job is not None else []) + [latest[p] for p in samples_from[i]]
+        for inp in inputs_now:
             if inp is not None:
                 for key, val in inp.values.items():
                     job.values.setdefault(key, val)
@@ -379,7 +429,14 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
             if src is not None and ci in src.origins:
                 job.origins[ci] = src.origins[ci]
         needed = {v: job.values.get(v, var_lo[v]) for v in tasks[i].variables}
-        job.variant = costs[tasks[i].name].variant(needed)
+        if inputs[i]:
+            sizes = []
+            for p in inputs[i]:
+                src = trigger_job if (trigger_job is not None and trigger_job.task == p) else latest[p]
+                sizes.append(src.variant.output_bytes if src is not None else 0.0)
+            job.variant = costs[tasks[i].name].job_variant(needed, sizes)
+        else:
+            job.variant = costs[tasks[i].name].variant(needed)
         released[i] += 1
         return job
 
@@ -393,13 +450,25 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
         run = running[d]
         if run is not None:
             if job.prio > run.prio and chunk_end_pos[d] > chunk_pos0[d]:
-                cut = run.variant.boundary_at_or_after(chunk_pos0[d], t - chunk_start[d])
-                if cut < chunk_end_pos[d]:
-                    chunk_end_pos[d] = cut
-                    version[d] += 1
-                    end = chunk_start[d] + (run.variant.prefix[cut] - run.variant.prefix[chunk_pos0[d]])
-                    push((max(end, t), _DONE, seq, d, version[d]))
-                    seq += 1
+                if pool_of[d] < 0:
+                    cut = run.variant.boundary_at_or_after(chunk_pos0[d], t - chunk_start[d])
+                    if cut < chunk_end_pos[d]:
+                        chunk_end_pos[d] = cut
+                        version[d] += 1
+                        end = chunk_start[d] + (run.variant.prefix[cut] - run.variant.prefix[chunk_pos0[d]])
+                        push((max(end, t), _DONE, seq, d, version[d]))
+                        seq += 1
+                elif stepping[d]:  # the kernel in flight ends the chunk; its end event is already due
+                    chunk_end_pos[d] = min(chunk_end_pos[d], kidx[d] + 1)
+                else:  # solo at full speed since the anchor
+                    pre = run.variant.prefix
+                    x = anchor_x[d] + (t - anchor_t[d])
+                    cut = min(bisect.bisect_left(pre, x, lo=chunk_pos0[d]), len(run.variant.segments))
+                    if cut < chunk_end_pos[d]:
+                        chunk_end_pos[d] = cut
+                        version[d] += 1
+                        push((max(anchor_t[d] + (pre[cut] - anchor_x[d]), t), _DONE, seq, d, version[d]))
+                        seq += 1
         elif not pending[d]:
             pending[d] = True
             push((t, _DISPATCH, seq, d, None))
@@ -414,6 +483,68 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
                 chain_lat[ci].append(t - job.origins[ci])
         for s in triggered[i]:
             release(make_job(s, released[s], t, job), t)
+
+    def end_chunk(d: int, t: float) -> None:
+        nonlocal seq
+        job = running[d]
+        running[d] = None
+        stepping[d] = False
+        if trace and len(runs) < MAX_TRACE_EVENTS and t > chunk_start[d]:
+            runs.append((devices[d], tasks[job.task].name, job.k, chunk_start[d], t, chunk_pos0[d],
+                         chunk_end_pos[d]))
+        busy[d] += t - chunk_start[d]
+        worked[d] += job.variant.prefix[chunk_end_pos[d]] - job.variant.prefix[chunk_pos0[d]]
+        job.pos = chunk_end_pos[d]
+        if job.pos >= len(job.variant.segments):
+            complete(job, t)
+        else:
+            heapq.heappush(ready[d], (-job.prio, job.release, job.seq, job))
+        if not pending[d]:
+            pending[d] = True
+            push((t, _DISPATCH, seq, d, None))
+            seq += 1
+
+    def reshare(p: int, t: float) -> None:
+        """Re-divide pool ``p``'s DRAM at ``t`` and reschedule the next event of each of its busy devices."""
+        nonlocal seq
+        live = [d for d in pool_devs[p] if running[d] is not None]
+        if len(live) == 1:  # alone: full speed to the end of the chunk
+            d = live[0]
+            if stepping[d]:
+                x = anchor_x[d] + (t - anchor_t[d]) * speed[d]
+                if speed[d] < 1.0:
+                    contended[d] += t - anchor_t[d]
+                stepping[d] = False
+                anchor_t[d], anchor_x[d], speed[d] = t, x, 1.0
+                version[d] += 1
+                push((max(t, t + running[d].variant.prefix[chunk_end_pos[d]] - x), _DONE, seq, d, version[d]))
+                seq += 1
+            return
+        rates = []
+        state = []
+        for d in live:
+            v = running[d].variant
+            x = anchor_x[d] + (t - anchor_t[d]) * speed[d]
+            fresh = not stepping[d]
+            if fresh:
+                k = bisect.bisect_right(v.prefix, x, lo=chunk_pos0[d], hi=chunk_end_pos[d]) - 1
+                kidx[d] = min(max(k, chunk_pos0[d]), chunk_end_pos[d] - 1)
+            k = kidx[d]
+            fb = v.prefix[k] + v.fixed_s(k)
+            in_fixed = x < fb
+            rates.append(0.0 if in_fixed else v.rate(k))
+            state.append((d, x, fb if in_fixed else v.prefix[k + 1], fresh))
+        got = sharing[p].speeds(rates)
+        for (d, x, tgt, fresh), s in zip(state, got, strict=True):
+            if not fresh and s == speed[d] and tgt == target[d]:
+                continue  # its next event stands
+            if speed[d] < 1.0:
+                contended[d] += t - anchor_t[d]
+            stepping[d] = True
+            anchor_t[d], anchor_x[d], speed[d], target[d] = t, x, s, tgt
+            version[d] += 1
+            push((max(t, t + (tgt - x) / s), _DONE, seq, d, version[d]))
+            seq += 1
 
     while events:
         t, kind, _, a, b = heapq.heappop(events)
@@ -433,28 +564,38 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
             running[d] = job
             chunk_start[d], chunk_pos0[d] = t, job.pos
             chunk_end_pos[d] = len(job.variant.segments)
-            version[d] += 1
-            push((t + job.variant.prefix[-1] - job.variant.prefix[job.pos], _DONE, seq, d, version[d]))
-            seq += 1
-        else:  # _DONE
+            if pool_of[d] < 0:
+                version[d] += 1
+                push((t + job.variant.prefix[-1] - job.variant.prefix[job.pos], _DONE, seq, d, version[d]))
+                seq += 1
+            else:
+                anchor_t[d], anchor_x[d], speed[d], stepping[d] = t, job.variant.prefix[job.pos], 1.0, False
+                if sum(1 for e in pool_devs[pool_of[d]] if running[e] is not None) == 1:
+                    version[d] += 1
+                    push((t + job.variant.prefix[-1] - job.variant.prefix[job.pos], _DONE, seq, d, version[d]))
+                    seq += 1
+                else:
+                    reshare(pool_of[d], t)
+        else:  # _DONE: a chunk ends (solo) or a kernel phase ends (stepping)
             d = a
             if b != version[d]:
-                continue  # superseded by an earlier cut
-            job = running[d]
-            running[d] = None
-            if trace and len(runs) < MAX_TRACE_EVENTS and t > chunk_start[d]:
-                runs.append((devices[d], tasks[job.task].name, job.k, chunk_start[d], t, chunk_pos0[d],
-                             chunk_end_pos[d]))
-            busy[d] += t - chunk_start[d]
-            job.pos = chunk_end_pos[d]
-            if job.pos >= len(job.variant.segments):
-                complete(job, t)
-            else:
-                heapq.heappush(ready[d], (-job.prio, job.release, job.seq, job))
-            if not pending[d]:
-                pending[d] = True
-                push((t, _DISPATCH, seq, d, None))
-                seq += 1
+                continue  # superseded by a cut or a new share
+            if not stepping[d]:
+                end_chunk(d, t)
+                if pool_of[d] >= 0:
+                    reshare(pool_of[d], t)
+                continue
+            if speed[d] < 1.0:
+                contended[d] += t - anchor_t[d]
+            x = target[d]
+            anchor_t[d], anchor_x[d] = t, x
+            v = running[d].variant
+            if x >= v.prefix[kidx[d] + 1]:  # the kernel in flight ended
+                kidx[d] += 1
+                if kidx[d] >= chunk_end_pos[d]:
+                    end_chunk(d, t)
+            target[d] = -1.0  # force a new event for this device
+            reshare(pool_of[d], t)
 
     simulated = max(now, horizon)
     task_results = []
@@ -462,12 +603,13 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
         b = analysis.tasks[t.name]
         task_results.append(TaskResult(t.name, costs[t.name].device, t.priority, t.deadline_s,
                                        ResponseStats.of(responses[i], t.deadline_s), b.response_bound_s, b.wcet_s,
-                                       b.period_s, released[i]))
+                                       b.period_s, released[i], b.transfer_s, b.contention_s))
     chain_results = [ChainResult(c.name, c.tasks, c.deadline_s, ResponseStats.of(chain_lat[ci], c.deadline_s),
                                  analysis.chains[c.name].bound_s) for ci, c in enumerate(scn.chains)]
     dev_results = [DeviceResult(d, device_specs[d], busy[di] / simulated if simulated > 0 else 0.0,
                                 analysis.utilisation.get(d, 0.0),
-                                tuple(t.name for t in tasks if costs[t.name].device == d))
+                                tuple(t.name for t in tasks if costs[t.name].device == d), busy[di], worked[di],
+                                contended[di])
                    for di, d in enumerate(devices)]
     lines = list(_report_lines(scn, analysis, dev_results, task_results, chain_results, stopped_by, frames))
     warnings = sorted({f"{n}: {w}" for n, c in costs.items() for w in c.warnings})
@@ -482,7 +624,17 @@ def _report_lines(scn: Scenario, analysis: Analysis, devices: Sequence[DeviceRes
     for d in devices:
         if d.overloaded:
             out.append(f"overload: device {d.name}: utilisation at worst-case work {d.utilisation_wcet:.1%} > 100%; "
-                       "no finite bound for its lowest-priority tasks; simulated anyway, misses counted")
+                       + ("no finite bound for its lowest-priority tasks" if not analysis.pools else
+                          "its lowest-priority tasks may have no finite bound (work at its worst shared-DRAM speed)")
+                       + "; simulated anyway, misses counted")
+    for pool in analysis.pools:
+        out.append(f"contention: {', '.join(pool.devices)} share {pool.bandwidth_bytes_per_s / 1e9:.1f} GB/s of DRAM "
+                   f"({pool.source}); overlapping kernels get max-min fair shares, and the bound slows every kernel "
+                   "to its worst share")
+    for t in tasks:
+        if t.transfer_s > 0:
+            out.append(f"transfer: task {t.name}: its inputs from other devices add up to {t.transfer_s * 1e6:.1f} us "
+                       "to a job (charged to its device before its kernels)")
     if stopped_by != "frames":
         out.append(f"stopped: the wall-clock limit ended the run before all {frames} frames were simulated; the "
                    "statistics cover the jobs finished so far")
@@ -503,7 +655,8 @@ def _report_lines(scn: Scenario, analysis: Analysis, devices: Sequence[DeviceRes
 
 def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None = None, seed: int | None = None,
                  time_limit_s: float | None = None, trace: bool = False, overlays: Sequence[str] = (),
-                 placement: Mapping[str, str] | None = None, calibration: str | None = None) -> RealtimeResult:
+                 placement: Mapping[str, str] | None = None, calibration: str | None = None,
+                 contention: bool = True, transfers: bool = True) -> RealtimeResult:
     """Load, cost, bound and simulate a scenario: what ``nodeperf realtime`` runs.
 
     Parameters
@@ -518,6 +671,12 @@ def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None 
         Overlay TOML files (a power mode, a calibration) applied to every device that accepts them.
     placement
         Task -> device overrides of the scenario's ``device`` keys.
+    contention
+        Devices of the node's ``shared_memory`` share its DRAM bandwidth when their kernels overlap
+        (False: every device runs as if alone, the behaviour before shared memory was modelled).
+    transfers
+        A job whose predecessor ran on another device first receives its output over their link
+        (False: data moves between devices for free).
 
     Examples
     --------
@@ -539,8 +698,8 @@ def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None 
     node = resolve_node(hardware, calibration=calibration)
     for ov in overlays:
         node = apply_node_overlay(node, ov)
-    costs = cost_scenario(scn, node)
-    analysis = analyse(scn, costs)
+    costs = cost_scenario(scn, node, transfers=transfers)
+    analysis = analyse(scn, costs, memory_pools(node) if contention else ())
     specs = {d.name: d.spec.name for d in node.devices}
     return simulate_scenario(scn, costs, analysis, node_name=node.name, device_specs=specs, frames=frames, seed=seed,
                              time_limit_s=time_limit_s, trace=trace)

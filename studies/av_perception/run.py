@@ -1,8 +1,10 @@
 """Run the AV perception study: the scenario on every (placement, power mode), written as two CSVs.
 
-Usage: ``python -m studies.av_perception.run [--reduced] [--out FOLDER]``. It writes ``results.csv``
-(one row per task and per chain of each configuration: response-time percentiles, the worst-case
-bound, deadline misses, the device's utilisation) and ``cdf.csv`` (the response-time distribution of
+Usage: ``python -m studies.av_perception.run [--reduced] [--out FOLDER] [--contention on|off]
+[--transfers on|off]``. It writes ``results.csv`` (one row per task and per chain of each
+configuration: response-time percentiles, the worst-case bound, deadline misses, the device's
+utilisation, the worst-case input transfer and shared-DRAM slowdown in a task's work, and how much
+longer the device was busy than its kernels take alone) and ``cdf.csv`` (the response-time distribution of
 each row at :data:`simulator.realtime.simulate.CDF_PERCENTILES`) into ``out/av_perception/`` under
 the repository root (``out/`` is not tracked); the committed ``studies/av_perception/*.csv`` are
 replaced only when that folder is named with ``--out``.
@@ -24,7 +26,7 @@ HERE = Path(__file__).parent
 OUT_DIR = HERE.parents[1] / "out" / "av_perception"
 COLUMNS = ("placement", "power_mode", "kind", "name", "device", "jobs", "p50_s", "p99_s", "p999_s", "max_s",
            "wcrt_bound_s", "deadline_s", "deadline_misses", "miss_rate", "jitter_s", "device_utilisation",
-           "device_utilisation_wcet")
+           "device_utilisation_wcet", "transfer_s", "contention_s", "device_stretch")
 
 
 def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
@@ -46,11 +48,14 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     for placement, overrides in cfg["placements"].items():
         scn = load_scenario(HERE / cfg["scenario"], placement=dict(overrides))
         for mode in cfg["power_modes"]:
-            r = run_realtime(scn, f"{cfg['node']}@{mode}", frames=cfg["frames"], seed=cfg["seed"])
+            r = run_realtime(scn, f"{cfg['node']}@{mode}", frames=cfg["frames"], seed=cfg["seed"],
+                             contention=cfg.get("contention", True), transfers=cfg.get("transfers", True))
             devs = {d.name: d for d in r.devices}
-            entries = [("task", t.name, t.device, t.stats, t.wcrt_bound_s, t.deadline_s) for t in r.tasks]
-            entries += [("chain", c.name, "", c.stats, c.wcrt_bound_s, c.deadline_s) for c in r.chains]
-            for kind, name, dev, s, bound, deadline in entries:
+            entries = [("task", t.name, t.device, t.stats, t.wcrt_bound_s, t.deadline_s, t.transfer_s, t.contention_s)
+                       for t in r.tasks]
+            entries += [("chain", c.name, "", c.stats, c.wcrt_bound_s, c.deadline_s, math.nan, math.nan)
+                        for c in r.chains]
+            for kind, name, dev, s, bound, deadline, transfer, contention in entries:
                 rows.append({
                     "placement": placement, "power_mode": mode, "kind": kind, "name": name, "device": dev,
                     "jobs": s.count, "p50_s": s.p50_s, "p99_s": s.p99_s, "p999_s": s.p999_s, "max_s": s.max_s,
@@ -58,6 +63,8 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
                     "miss_rate": s.miss_rate, "jitter_s": s.jitter_s,
                     "device_utilisation": devs[dev].utilisation if dev else math.nan,
                     "device_utilisation_wcet": devs[dev].utilisation_wcet if dev else math.nan,
+                    "transfer_s": transfer, "contention_s": contention,
+                    "device_stretch": devs[dev].stretch if dev else math.nan,
                 })
                 for pct, val in zip(CDF_PERCENTILES, s.cdf_s, strict=True):
                     cdf_rows.append({"placement": placement, "power_mode": mode, "kind": kind, "name": name,
@@ -88,11 +95,19 @@ def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folde
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--contention", choices=("on", "off"), default=None,
+                   help="override the config's contention (shared-DRAM sharing between the Orin engines)")
+    p.add_argument("--transfers", choices=("on", "off"), default=None,
+                   help="override the config's transfers (hand-offs between engines)")
     p.add_argument("--out", type=Path, default=OUT_DIR,
                    help="folder for results.csv and cdf.csv (default out/av_perception/ under the repository root)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    rows, cdf_rows = run(load_config(args.reduced))
+    cfg = load_config(args.reduced)
+    for key in ("contention", "transfers"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key) == "on"
+    rows, cdf_rows = run(cfg)
     res, cdf = write_csvs(rows, cdf_rows, args.out)
     print(f"{len(rows)} rows -> {res}; {len(cdf_rows)} CDF points -> {cdf}")
     return 0
