@@ -772,7 +772,92 @@ def _optimizer_update(t: TorchOp) -> Callable[..., Any]:
 
 
 #: Op kinds no backend executes, on purpose, with the reason.
+# --- dense linear algebra (torch.linalg; cuSOLVER / MAGMA on CUDA, LAPACK on the CPU) ----------------
+
+
+def _spd(t: TorchOp, a: Any) -> Any:
+    """A symmetric positive definite matrix made from the random input ``a`` (a Cholesky or an inverse root
+    needs one), computed on the first call and cached for that input tensor, so timed repetitions after the
+    warm-up run the solver alone."""
+    key = ("spd", id(a))
+    if key not in t.state:
+        n = a.shape[-1]
+        eye = t.torch.eye(n, dtype=a.dtype, device=a.device)
+        t.state.clear()  # one cached matrix per op: a new input replaces it
+        t.state[key] = a @ a.transpose(-1, -2) / n + eye
+    return t.state[key]
+
+
+@torch_kernel("cholesky")
+def _cholesky(t: TorchOp) -> Callable[..., Any]:
+    return lambda a: t.torch.linalg.cholesky(_spd(t, a))
+
+
+@torch_kernel("qr")
+def _qr(t: TorchOp) -> Callable[..., Any]:
+    mode = str(t.attrs.get("mode", "reduced"))
+
+    def qr(a: Any) -> Any:
+        q, r = t.torch.linalg.qr(a, mode=mode)
+        return r if mode == "r" else (q, r)
+
+    return qr
+
+
+@torch_kernel("svd")
+def _svd(t: TorchOp) -> Callable[..., Any]:
+    vec = str(t.attrs.get("vectors", "reduced"))
+    if vec == "none":
+        return lambda a: t.torch.linalg.svdvals(a)
+    return lambda a: tuple(t.torch.linalg.svd(a, full_matrices=vec == "full"))
+
+
+@torch_kernel("eigh")
+def _eigh(t: TorchOp) -> Callable[..., Any]:
+    if not bool(t.attrs.get("vectors", True)):
+        return lambda a: t.torch.linalg.eigvalsh(a)  # reads one triangle: any square input is valid
+    return lambda a: tuple(t.torch.linalg.eigh(a))
+
+
+@torch_kernel("matrix_inverse_root")
+def _inverse_root(t: TorchOp) -> Callable[..., Any]:
+    torch = t.torch
+    p = int(t.attrs["p"])
+    if str(t.attrs.get("method", "eigh")) == "newton":
+        iters = int(t.attrs["iterations"])
+
+        def newton(a: Any) -> Any:  # coupled iteration for A^(-1/p) (Guo & Higham 2006), as Shampoo runs it
+            a = _spd(t, a)
+            n = a.shape[-1]
+            eye = torch.eye(n, dtype=a.dtype, device=a.device)
+            c = torch.linalg.matrix_norm(a, ord="fro", keepdim=True)
+            x, m = eye / c ** (1.0 / p), a / c
+            for _ in range(iters):
+                t_ = ((p + 1) * eye - m) / p
+                x = x @ t_
+                m = torch.linalg.matrix_power(t_, p) @ m
+            return x
+
+        return newton
+
+    def by_eigh(a: Any) -> Any:
+        w, v = torch.linalg.eigh(_spd(t, a))
+        return (v * w.clamp_min(torch.finfo(w.dtype).tiny).pow(-1.0 / p).unsqueeze(-2)) @ v.transpose(-1, -2)
+
+    return by_eigh
+
+
+@torch_kernel("triangular_solve")
+def _trsm(t: TorchOp) -> Callable[..., Any]:
+    lower = bool(t.attrs.get("lower", True))
+    return lambda a, b: t.torch.linalg.solve_triangular(a, b, upper=not lower)
+
+
 NOT_EXECUTABLE: dict[str, str] = {
+    "quant_matmul": "weight-only quantised GEMMs (W4A16 / W8A16) run in kernel extensions outside PyTorch "
+                    "(Marlin, AWQ, GPTQ); dequantising and calling torch.matmul would time a different kernel",
+    "quant_grouped_matmul": "weight-only quantised expert GEMMs run in kernel extensions outside PyTorch "
+                            "(Marlin MoE); dequantising and calling torch.matmul would time a different kernel",
     "generic": "an imported operator known only by its byte counts has no framework semantics",
     "send": "a point-to-point transfer needs a second device",
     "recv": "a point-to-point transfer needs a second device",

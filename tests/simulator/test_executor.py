@@ -77,7 +77,7 @@ def test_numpy_fallback_rejects_conv_with_a_located_error() -> None:
 
 
 def test_every_semantic_kind_is_executable_or_declared_unsupported() -> None:
-    unsupported = {"generic", "send", "recv", "rnn_bwd"}
+    unsupported = {"generic", "send", "recv", "rnn_bwd", "quant_matmul", "quant_grouped_matmul"}
     assert set(kinds()) - set(TORCH_KINDS) == unsupported
 
 
@@ -115,6 +115,13 @@ def _one_op_graphs() -> dict[str, object]:
     b.op("gru", [b.input("seq", (5, 3, 8)), b.weight("gwi", (1, 12, 8)), b.weight("gwh", (1, 12, 4))], hidden=4)
     for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         b.op(kind, [b.input(f"c_{kind}", (4, 6))], group_size=1)
+    sq, tall = b.input("la_sq", (2, 6, 6)), b.input("la_tall", (7, 5))
+    b.op("cholesky", [sq])
+    b.op("qr", [tall])
+    b.op("svd", [tall])
+    b.op("eigh", [sq])
+    b.op("matrix_inverse_root", [sq], p=4)
+    b.op("triangular_solve", [sq, b.input("la_rhs", (2, 6, 3))])
     for op in b.ops:
         ops.setdefault(op.kind, op)
     return ops
@@ -204,3 +211,21 @@ def test_adding_a_kind_is_one_registered_builder(monkeypatch: pytest.MonkeyPatch
     (x,) = r._inputs.values()
     np.testing.assert_allclose(_np(y), 2 * _np(x))
     assert seen == [("softmax", "op 'softmax' (softmax)", (torch.float32,), "cpu")]
+
+
+def test_linear_algebra_kinds_compute_what_they_name() -> None:
+    """cholesky and the inverse root run on an SPD matrix made from the random input; their results check out."""
+    b = GraphBuilder("la", dtype="fp64")
+    a = b.input("a", (8, 8))
+    chol = b.op("cholesky", [a], name="chol")
+    root = b.op("matrix_inverse_root", [a], name="root", p=2)
+    newton = b.op("matrix_inverse_root", [a], name="newton", p=2, method="newton", iterations=30)
+    r = compile_graph(b.build(), seed=0)
+    out = r()
+    x = r._inputs["a"]
+    spd = x @ x.T / 8 + torch.eye(8, dtype=x.dtype)
+    L = out[chol.name]
+    np.testing.assert_allclose(_np(L @ L.T), _np(spd), rtol=1e-10, atol=1e-12)
+    inv_sqrt = out[root.name]
+    np.testing.assert_allclose(_np(inv_sqrt @ spd @ inv_sqrt), np.eye(8), atol=1e-9)
+    np.testing.assert_allclose(_np(out[newton.name]), _np(inv_sqrt), atol=1e-8)
