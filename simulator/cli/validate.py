@@ -11,11 +11,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published", "edge", "frameworks"), help="the published GPU dataset instead of a file "
-                   "(every device in it, or --hardware's; it also prints the edge group); edge: only the published "
-                   "MLPerf Inference Edge results of Jetson devices (hwmodels/measurements/published_edge.csv); "
-                   "frameworks: rows that name their software stack, predicted under its profile and grouped by "
-                   "framework (hwmodels/measurements/published_frameworks.csv, or FILE.csv)")
+    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy"), help="the published GPU dataset "
+                   "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
+                   "groups); edge: only the published MLPerf Inference Edge results of Jetson devices "
+                   "(hwmodels/measurements/published_edge.csv); frameworks: rows that name their software stack, "
+                   "predicted under its profile and grouped by framework (hwmodels/measurements/"
+                   "published_frameworks.csv, or FILE.csv); energy: published power and energy measurements, "
+                   "energy and average-power errors beside latency, by device and kind "
+                   "(hwmodels/measurements/published_energy.csv, or FILE.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -94,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dataset == "frameworks":  # the shipped set, or FILE.csv whose rows name their software stack
         return _run_frameworks(args)
+    if args.dataset == "energy":  # the shipped set, or FILE.csv in the energy schema
+        return _run_energy(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
@@ -134,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     multi = None
     edge = None
     frameworks = None
+    energy = None
     if args.dataset and not args.hardware and not args.calibration:  # whole nodes: a group of its own
         from simulator.calibration.validation import validate_edge
         from simulator.parallel.validation import multi_summary, validate_multi
@@ -144,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
         from simulator.calibration.frameworks_validation import validate_frameworks
 
         frameworks = validate_frameworks()  # software stacks (eager PyTorch / Hugging Face, ...): by framework
+        from simulator.calibration.energy_validation import validate_energy
+
+        energy = validate_energy()  # energy and average power against published power measurements
     if args.json:
         out = summary.to_json()
         if groups_oe:
@@ -154,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
             out["edge"] = {k: v for k, v in edge.items() if k != "dataset"}
         if frameworks is not None:
             out["frameworks"] = _frameworks_json(frameworks)
+        if energy is not None:
+            out["energy"] = _energy_json(energy)
         if len(groups) > 1:
             out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
                                 for (_, rows), p in zip(groups, preds, strict=True)}
@@ -184,6 +195,9 @@ def run(args: argparse.Namespace) -> int:
         if frameworks is not None:
             print()
             _print_frameworks(frameworks)
+        if energy is not None:
+            print()
+            _print_energy(energy, rows=False)
     if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
@@ -287,3 +301,78 @@ def _print_frameworks(res: dict) -> None:
     rows = [[name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.max_ape:.1f}", f"{s.bias:+.1f}"]
             for name, s in sorted(res["by_framework"].items())]
     print(table(rows, ["framework", "n", "MAPE %", "median %", "max %", "bias %"], align="lrrrrr"))
+
+
+def _energy_json(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k != "dataset"}
+
+
+def _run_energy(args: argparse.Namespace) -> int:
+    """``--dataset energy [FILE.csv]``: energy, average power and latency against published power measurements."""
+    from simulator.calibration.energy_validation import validate_energy
+
+    if args.hardware or args.calibration:
+        raise ValueError("validate --dataset energy: --hardware/--calibration given; expected neither (each row "
+                         "names its device and power mode)")
+    if args.plot is not None:
+        raise ValueError(f"validate --dataset energy: --plot {args.plot} given; expected no --plot (the plot "
+                         "draws times; the energy table lists predicted and measured energy per row)")
+    res = validate_energy(args.measurements)
+    if args.json:
+        print(json.dumps(_energy_json(res), indent=2, sort_keys=True))
+    else:
+        _print_energy(res, rows=True)
+    return 0
+
+
+def _print_energy(res: dict, *, rows: bool) -> None:
+    """The energy group: energy, average-power and latency errors of the scored rows, by device and kind."""
+    from simulator.report.formatting import table
+
+    name = str(res.get("dataset", "published_energy.csv")).replace("\\", "/").rsplit("/", 1)[-1]
+    a = res["all"]
+
+    def fig(g: dict, key: str) -> list[str]:
+        s = g[key]
+        return ["-", "-"] if not s["n"] else [f"{s['mape']:.1f}", f"{s['bias']:+.1f}"]
+
+    print(f"energy and power ({name}, unfitted): {a['n']} rows scored, {res['not_scored']} listed but not "
+          f"scored; energy MAPE {a['energy']['mape']:.1f}%, average power MAPE {a['power']['mape']:.1f}%, "
+          f"latency MAPE {a['latency']['mape']:.1f}%")
+    groups = [["all", str(a["n"]), *fig(a, "energy"), *fig(a, "power"), *fig(a, "latency")]]
+    for label, key in (("device", "by_device"), ("kind", "by_kind")):
+        for gname, g in sorted(res[key].items()):
+            groups.append([f"{label} {gname}", str(g["n"]), *fig(g, "energy"), *fig(g, "power"), *fig(g, "latency")])
+    print(table(groups, ["", "n", "energy MAPE %", "energy bias %", "power MAPE %", "power bias %",
+                         "latency MAPE %", "latency bias %"], align="lrrrrrrr"))
+    scored = [r for r in res["rows"] if r["in_score"] and r["energy_error_pct"] is not None]
+    worst = sorted(scored, key=lambda r: -abs(r["energy_error_pct"]))[:3]
+    if worst:
+        print("  largest energy errors:")
+        for r in worst:
+            print(f"    {r['id']}  {r['workload']} {r['dtype']} on {r['device']}: energy predicted "
+                  f"{r['predicted_energy_j']:.4g} J, measured {r['measured_energy_j']:.4g} J "
+                  f"({r['energy_error_pct']:+.1f}%)")
+    if not rows:
+        return
+    out = []
+    for r in res["rows"]:
+        def pair(key: str, unit: str, r: dict = r) -> str:
+            m, p = r[f"measured_{key}"], r[f"predicted_{key}"]
+            if m is None:
+                return "-"
+            return f"{m:.4g} {unit}" if p is None else f"{p:.4g} / {m:.4g} {unit}"
+
+        err = (f"{r['energy_error_pct']:+.1f}%" if r["energy_error_pct"] is not None
+               else f"{r['power_error_pct']:+.1f}% (power)" if r["power_error_pct"] is not None
+               else "not scored: " + _short(r.get("note", ""), 60))
+        what = f"{r['workload']} {r['dtype']}" + (f" batch={r['batch']}" if r.get("batch") else "")
+        out.append([r["id"], r["kind"], what, r["device"],
+                    pair("energy_j", f"J/{r['energy_per']}"), pair("power_w", "W"), err])
+    print()
+    print(table(out, ["id", "kind", "workload", "device", "energy pred / meas", "power pred / meas", "energy error"],
+                align="lllllll"))
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."

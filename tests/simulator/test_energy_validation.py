@@ -1,0 +1,180 @@
+"""Energy and average power against published power measurements (published_energy.csv), unfitted."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from simulator.calibration.energy_validation import (
+    ENERGY_COLUMNS,
+    ENERGY_DATASET,
+    error_stats,
+    load_energy_rows,
+    predict_energy_row,
+    validate_energy,
+)
+from simulator.calibration.measurements import MeasurementError
+from simulator.cli.main import main
+
+COMMIT = re.compile(r"@ [0-9a-f]{40}")
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return validate_energy()
+
+
+def test_every_row_loads_and_is_cited() -> None:
+    rows = load_energy_rows()
+    assert len(rows) == 74
+    assert len({r.id for r in rows}) == len(rows)
+    for r in rows:
+        # repository @ commit, then the file and the table/column or field the number is read from
+        assert COMMIT.search(r.source), r.id
+        if r.kind == "llm":  # ML.ENERGY leaderboard JSON: the configuration and its fields
+            assert ".json, configurations[" in r.source and "avg_power_watts" in r.source, r.id
+        else:  # FlagPerf README: the power table and its column
+            assert ".md" in r.source and ("单卡平均功耗" in r.source or "能耗监控结果" in r.source), r.id
+        assert r.power_w is not None and r.latency_s is not None and r.energy_j is not None
+        assert r.notes.strip(), r.id
+        # the printed figures are in metric_reported exactly as the source prints them
+        assert f"{r.power_w:g}" in r.metric_reported.replace(".0W", "W") or str(r.power_w) in r.metric_reported
+        if not r.in_score:
+            assert r.notes.startswith("Not scored:"), r.id
+    assert sum(r.in_score for r in rows) == 48
+    assert sum(r.kind == "llm" for r in rows) == 20 and not any(r.in_score for r in rows if r.kind == "llm")
+
+
+def test_energy_is_average_power_times_latency() -> None:
+    """Hand check of one row (energy-031, torch.add of 2^30 fp32 elements on A100-SXM4-40GB)."""
+    row = next(r for r in load_energy_rows() if r.id == "energy-031")
+    assert row.workload == "elementwise:numel=1073741824,op=add" and row.dtype == "fp32"
+    assert row.power_w == 255.59  # W, 单卡平均功耗
+    assert row.latency_s == pytest.approx(9479.17e-6, rel=1e-12)  # kerneltime 9479.17 us
+    assert row.energy_j == pytest.approx(255.59 * 9479.17e-6, rel=1e-12)  # 255.59 W x 9.47917 ms
+    assert row.energy_j == pytest.approx(2.42278106, rel=1e-8)
+
+
+def test_predicted_energy_by_hand() -> None:
+    """Dynamic energy of the add row from the A100 catalog coefficients, computed by hand.
+
+    12884901888 bytes (two 4 GiB reads, one 4 GiB write) at HBM 3.97 pJ/bit and again at L2
+    12.5 pJ/B, plus 2^30 fp32 vector FLOPs at 15.8 pJ/FLOP; static = idle 91.2 W x latency.
+    """
+    row = next(r for r in load_energy_rows() if r.id == "energy-031")
+    pred = predict_energy_row(row)
+    nbytes = 3 * 2**30 * 4
+    dyn = nbytes * (3.97e-12 * 8) + nbytes * 12.5e-12 + 2**30 * 15.8e-12
+    assert pred["dynamic_energy_j"] == pytest.approx(dyn, rel=1e-9)
+    assert pred["static_energy_j"] == pytest.approx(91.2 * pred["latency_s"], rel=1e-9)
+    assert pred["energy_j"] == pytest.approx(dyn + 91.2 * pred["latency_s"], rel=1e-9)
+    assert pred["avg_power_w"] == pytest.approx(pred["energy_j"] / pred["latency_s"], rel=1e-9)
+    assert not pred["power_capped"]
+
+
+def test_error_figures_at_their_measured_values(result: dict) -> None:
+    a = result["all"]
+    assert a["n"] == 48 and result["not_scored"] == 26
+    assert a["energy"]["mape"] == pytest.approx(36.16, abs=0.05)
+    assert a["energy"]["bias"] == pytest.approx(-34.53, abs=0.05)
+    assert a["power"]["mape"] == pytest.approx(43.09, abs=0.05)
+    assert a["latency"]["mape"] == pytest.approx(16.97, abs=0.05)
+    k = result["by_kind"]
+    assert set(k) == {"gemm", "elementwise"}
+    assert k["gemm"]["n"] == 6 and k["gemm"]["energy"]["mape"] == pytest.approx(15.30, abs=0.05)
+    assert k["gemm"]["power"]["mape"] == pytest.approx(10.43, abs=0.05)
+    assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(39.14, abs=0.05)
+    assert k["elementwise"]["power"]["mape"] == pytest.approx(47.76, abs=0.05)
+    assert list(result["by_device"]) == ["a100-sxm4-40gb"]
+    # the worst rows are the transcendental elementwise ops (cos/sin fp16), far below the measured power
+    worst = max((r for r in result["rows"] if r["in_score"]), key=lambda r: abs(r["energy_error_pct"]))
+    assert worst["id"] == "energy-017" and worst["energy_error_pct"] == pytest.approx(-56.24, abs=0.05)
+
+
+def test_rows_report_energy_power_and_latency_side_by_side(result: dict) -> None:
+    for r in result["rows"]:
+        if r["in_score"]:
+            for name, key in (("energy", "energy_j"), ("power", "power_w"), ("latency", "latency_s")):
+                want = 100.0 * (r[f"predicted_{key}"] - r[f"measured_{key}"]) / r[f"measured_{key}"]
+                assert r[f"{name}_error_pct"] == pytest.approx(want)
+        else:
+            assert r["predicted_energy_j"] is None and r["note"]
+
+
+def test_error_stats_by_hand() -> None:
+    s = error_stats([110.0, 90.0, 100.0], [100.0, 100.0, 100.0])
+    assert s["n"] == 3 and s["mape"] == pytest.approx(20.0 / 3) and s["median_ape"] == pytest.approx(10.0)
+    assert s["max_ape"] == pytest.approx(10.0)
+    assert s["bias"] == pytest.approx(100.0 * ((1.1 * 0.9) ** (1 / 3) - 1.0))
+    assert error_stats([], [])["n"] == 0
+
+
+def _write(tmp_path: Path, edit: dict[str, dict[str, str]]) -> Path:
+    with ENERGY_DATASET.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))[:3]
+    for r in rows:
+        r.update(edit.get(r["id"], {}))
+    out = tmp_path / "bad.csv"
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, ENERGY_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
+def test_bad_rows_are_located_errors(tmp_path: Path) -> None:
+    bad = _write(tmp_path, {
+        "energy-001": {"device": "a100-sxm4-40g"},
+        "energy-002": {"power_covers": "system-ac"},
+        "energy-003": {"energy_j": "9.9"},
+    })
+    with pytest.raises(MeasurementError) as exc:
+        load_energy_rows(bad)
+    msg = str(exc.value)
+    assert "3 problems" in msg
+    assert f"{bad}:2: device: unknown device; got 'a100-sxm4-40g'" in msg and "did you mean 'a100-sxm4-40gb'?" in msg
+    assert f"{bad}:3: in_score: a scored row whose power covers more than the device" in msg
+    assert f"{bad}:4: energy_j: disagrees with power_w x latency_s; got 9.9" in msg
+
+
+def test_missing_figure_and_source(tmp_path: Path) -> None:
+    bad = _write(tmp_path, {"energy-001": {"energy_j": "", "power_w": ""}, "energy-002": {"source": ""},
+                            "energy-003": {"energy_per": "tokens"}})
+    with pytest.raises(MeasurementError) as exc:
+        load_energy_rows(bad)
+    msg = str(exc.value)
+    assert f"{bad}:2: energy_j/power_w: no measured figure" in msg
+    assert f"{bad}:3: source: empty value" in msg
+    assert f"{bad}:4: energy_per: unknown unit; got 'tokens'" in msg and "did you mean 'token'?" in msg
+
+
+def test_cli_energy_dataset(capsys: pytest.CaptureFixture[str], result: dict) -> None:
+    assert main(["validate", "--dataset", "energy", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["all"]["energy"]["mape"] == pytest.approx(result["all"]["energy"]["mape"])
+    assert "dataset" not in out and len(out["rows"]) == 74
+    assert main(["validate", "--dataset", "energy"]) == 0
+    text = capsys.readouterr().out
+    assert "energy MAPE 36.2%, average power MAPE 43.1%, latency MAPE 17.0%" in text
+    assert "kind elementwise" in text and "energy-017" in text
+
+
+def test_cli_energy_rejects_hardware_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["validate", "--dataset", "energy", "--hardware", "t4"]) == 2
+    assert "expected neither" in capsys.readouterr().err
+    assert main(["validate", "--dataset", "energy", "--plot", str(tmp_path / "x.png")]) == 2
+    assert "expected no --plot" in capsys.readouterr().err
+
+
+def test_energy_group_of_published_output(result: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """The group `--dataset published` prints after its other groups (its summary lines, no row table)."""
+    from simulator.cli.validate import _print_energy
+
+    _print_energy(result, rows=False)
+    text = capsys.readouterr().out
+    assert text.startswith("energy and power (published_energy.csv, unfitted): 48 rows scored, 26 listed")
+    assert "largest energy errors" in text and "energy-010 " not in text
