@@ -73,6 +73,22 @@ os, which exists only when the last fold ends (``drain_cycles``). With ``W`` wor
 Without a DRAM bandwidth (``dram_words_per_cycle=None``) memory is ideal: no stalls, no prefetch,
 ``total_cycles == compute_cycles``, which is what SCALE-Sim reports in its default CALC mode.
 
+Energy
+------
+:func:`systolic_energy` prices a run's counts with the sourced coefficients of
+``catalog/defaults/systolic_energy.toml`` (45 nm; :func:`load_systolic_energy` overlays a file or
+single fields), all in float64 and broadcasting like the counts::
+
+    mac      = macs * (multiply + accumulate)[dtype]
+    register = 2 * macs * word_bytes * register_j_per_byte        (two operands hop PE to PE per MAC)
+    sram     = sum over ifmap, filter, ofmap of bytes * sram_j_per_byte(capacity of that scratchpad)
+               (array reads and writes as counted above, plus the DRAM fills and spills they exchange)
+    dram     = dram words * word_bytes * dram_j_per_byte
+    static   = (pe_static_w * rows * cols + other_static_w) * total_cycles / clock_hz
+
+The SRAM energy per byte is a power law in the capacity between published sizes (straight lines on
+log-log axes). Nothing here changes a cycle or a count.
+
 Arithmetic range
 ----------------
 Counts are int64 while every product the model forms (``M*N*K*100``, ``total_cycles * R * C``, the
@@ -122,10 +138,14 @@ scratchpad; those stalls are an artefact of the simulator, not of the hardware.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -139,6 +159,16 @@ __all__ = [
     "conv_gemm_view",
     "gemm_cycles",
     "conv_cycles",
+    "DEFAULT_ENERGY_FILE",
+    "HOPS_PER_MAC",
+    "SystolicEnergyError",
+    "SystolicEnergyParams",
+    "SystolicEnergy",
+    "load_systolic_energy",
+    "sram_j_per_byte",
+    "operand_words",
+    "dtype_for_word_bytes",
+    "systolic_energy",
 ]
 
 logger = logging.getLogger(__name__)
@@ -729,3 +759,561 @@ def conv_cycles(
     """
     v = conv_gemm_view(ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filters, stride_h, stride_w)
     return gemm_cycles(rows, cols, dataflow, v.m, v.n, v.k, ifmap_words=v.ifmap_words, **kwargs)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------
+# Energy (see "Energy" in the module docstring)
+
+#: The sourced default coefficients (45 nm).
+DEFAULT_ENERGY_FILE = Path(__file__).parent / "catalog" / "defaults" / "systolic_energy.toml"
+#: Operand words passed from a PE to its neighbour per MAC. In every dataflow two of the three operands
+#: travel through the array while the third stays: os moves ifmap (right) and filter (down), ws moves
+#: ifmap (right) and the partial sum (down), is moves filter (right) and the partial sum (down).
+HOPS_PER_MAC = 2
+#: Operand dtype of a word of 1, 2 or 4 bytes (a 2-byte word is costed as bf16, which this model
+#: prices like fp16).
+_DTYPE_OF_WORD: dict[int, str] = {1: "int8", 2: "bf16", 4: "fp32"}
+
+# Field tables of the energy file: dotted path (with <dtype> for any MAC dtype) -> SI unit.
+_ENERGY_FIELDS: dict[str, str] = {
+    "mac.<dtype>.multiply_j": "J/FLOP",
+    "mac.<dtype>.accumulate_j": "J/FLOP",
+    "register.j_per_byte": "J/B",
+    "dram.j_per_byte": "J/B",
+    "static.pe_w": "W",
+    "static.other_w": "W",
+    "clock.hz": "Hz",
+}
+_ENERGY_TOP = ("schema", "technology_node", "refs", "mac", "register", "sram", "dram", "static", "clock")
+_FIELD_KEYS = ("value", "source", "note")
+_POINT_KEYS = ("capacity", "j_per_byte", "source", "note")
+
+
+class SystolicEnergyError(SystolicError):
+    """Invalid energy coefficients (file, overlay or override) or energy inputs; the message locates it."""
+
+
+@dataclass(frozen=True, eq=False)
+class SystolicEnergyParams:
+    """Energy coefficients of a systolic-array run, in SI units, with the source of every number.
+
+    Attributes
+    ----------
+    technology_node
+        Process the coefficients describe (``"45 nm"`` for the defaults).
+    mac_multiply_j, mac_accumulate_j
+        Energy of one multiply and one accumulate per dtype (J per operation).
+    register_j_per_byte
+        One byte moved from a PE into its neighbour's pipeline register (J/B).
+    sram_capacity_bytes, sram_j_per_byte
+        Scratchpad access energy (J/B, reads and writes alike) at increasing capacities (bytes);
+        :func:`sram_j_per_byte` interpolates them on log-log axes.
+    dram_j_per_byte
+        One byte read from or written to DRAM (J/B).
+    pe_static_w, other_static_w
+        Leakage of one PE, and any other static power of the array (W).
+    clock_hz
+        Clock used to turn cycles into the time static power accrues over, when the caller gives none.
+    sources
+        Dotted path -> source text of every number (``sram.points[0].j_per_byte``...).
+    source_files
+        The files (and ``--energy-set`` overrides) the numbers came from, defaults first.
+    """
+
+    technology_node: str
+    mac_multiply_j: Mapping[str, float]
+    mac_accumulate_j: Mapping[str, float]
+    register_j_per_byte: float
+    sram_capacity_bytes: tuple[float, ...]
+    sram_j_per_byte: tuple[float, ...]
+    dram_j_per_byte: float
+    pe_static_w: float
+    other_static_w: float
+    clock_hz: float
+    sources: Mapping[str, str]
+    source_files: tuple[str, ...]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes with a MAC energy, sorted."""
+        return tuple(sorted(self.mac_multiply_j))
+
+    def mac_j(self, dtype: str) -> float:
+        """Energy of one multiply-accumulate in ``dtype`` (J); unknown dtypes raise with a suggestion."""
+        if dtype not in self.mac_multiply_j:
+            from nodeperf.suggest import did_you_mean
+
+            raise SystolicEnergyError(
+                f"systolic energy: dtype; got {dtype!r}; expected one of {', '.join(self.dtypes)} (the dtypes "
+                f"with a [mac.<dtype>] energy){did_you_mean(str(dtype), self.dtypes)}")
+        return self.mac_multiply_j[dtype] + self.mac_accumulate_j[dtype]
+
+
+@dataclass(frozen=True)
+class SystolicEnergy:
+    """Energy of a systolic run split by where it is spent (J; every field broadcasts like the result).
+
+    Attributes
+    ----------
+    dtype
+        Operand dtype of the MACs.
+    mac_j
+        ``macs x (multiply + accumulate)``.
+    register_j
+        ``HOPS_PER_MAC x macs x word_bytes x register_j_per_byte`` (operands passed PE to PE).
+    sram_ifmap_j, sram_filter_j, sram_ofmap_j
+        Scratchpad traffic times its per-byte energy at that scratchpad's capacity: the array's reads
+        (SCALE-Sim's counts) plus the DRAM fills of ifmap and filter; the ofmap scratchpad's writes and
+        partial-sum reads plus the words it hands to or takes back from DRAM.
+    sram_j
+        Their sum.
+    dram_j
+        All DRAM words x ``word_bytes`` x ``dram_j_per_byte``.
+    static_j
+        ``(pe_static_w x rows x cols + other_static_w) x total_cycles / clock_hz``.
+    sram_j_per_byte
+        ``(ifmap, filter, ofmap)`` energy per byte of the three scratchpads (J/B).
+    clock_hz
+        Clock the static energy was accrued at (Hz).
+    """
+
+    dtype: str
+    mac_j: np.ndarray
+    register_j: np.ndarray
+    sram_ifmap_j: np.ndarray
+    sram_filter_j: np.ndarray
+    sram_ofmap_j: np.ndarray
+    dram_j: np.ndarray
+    static_j: np.ndarray
+    sram_j_per_byte: tuple[np.ndarray, np.ndarray, np.ndarray]
+    clock_hz: np.ndarray
+
+    @property
+    def sram_j(self) -> np.ndarray:
+        return self.sram_ifmap_j + self.sram_filter_j + self.sram_ofmap_j
+
+    @property
+    def energy_j(self) -> np.ndarray:
+        """Total energy (J): MAC + register + SRAM + DRAM + static."""
+        return self.mac_j + self.register_j + self.sram_j + self.dram_j + self.static_j
+
+    def breakdown(self) -> dict[str, np.ndarray]:
+        """``{"mac", "register", "sram", "dram", "static"}`` -> J; the parts sum to :attr:`energy_j`."""
+        return {"mac": self.mac_j, "register": self.register_j, "sram": self.sram_j, "dram": self.dram_j,
+                "static": self.static_j}
+
+
+class _EnergyProblems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, path: str, msg: str) -> None:
+        self.items.append(f"{where}: {path}: {msg}" if path else f"{where}: {msg}")
+
+    def raise_if_any(self, where: str) -> None:
+        if self.items:
+            from nodeperf.suggest import format_problems
+
+            raise SystolicEnergyError(format_problems(where, self.items, "systolic energy coefficients"))
+
+
+def _read_energy_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SystolicEnergyError(f"{path}: no such file; expected a TOML file of systolic energy coefficients "
+                                  f"(see {DEFAULT_ENERGY_FILE.name})") from None
+    except OSError as exc:
+        raise SystolicEnergyError(f"{path}: cannot read; got {exc.strerror}; expected a readable TOML file") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SystolicEnergyError(f"{path}: not valid TOML; got {exc}; expected tables as in "
+                                  f"{DEFAULT_ENERGY_FILE.name}") from None
+
+
+def _unit_of(path: str) -> str | None:
+    parts = path.split(".")
+    if len(parts) == 3 and parts[0] == "mac":
+        return _ENERGY_FIELDS.get(f"mac.<dtype>.{parts[2]}")
+    return _ENERGY_FIELDS.get(path)
+
+
+def _field_paths(doc: Mapping[str, Any], where: str, problems: _EnergyProblems) -> dict[str, Any]:
+    """Flatten a document to ``{dotted path: field table}`` (``sram.points`` kept whole), checking names."""
+    from nodeperf.suggest import did_you_mean
+
+    out: dict[str, Any] = {}
+    for key, val in doc.items():
+        if key not in _ENERGY_TOP:
+            problems.add(where, key, f"unknown key; got {key!r}; expected one of {', '.join(_ENERGY_TOP)}"
+                                     f"{did_you_mean(key, _ENERGY_TOP)}")
+            continue
+        if key in ("schema", "technology_node", "refs"):
+            out[key] = val
+            continue
+        if not isinstance(val, Mapping):
+            problems.add(where, key, f"not a table; got {val!r}; expected [{key}]")
+            continue
+        if key == "sram":
+            for sub, v in val.items():
+                if sub != "points":
+                    problems.add(where, f"sram.{sub}", f"unknown key; got {sub!r}; expected points"
+                                                       f"{did_you_mean(sub, ['points'])}")
+                else:
+                    out["sram.points"] = v
+            continue
+        if key == "mac":
+            for dt, table in val.items():
+                if not isinstance(table, Mapping):
+                    problems.add(where, f"mac.{dt}", f"not a table; got {table!r}; expected [mac.{dt}] with "
+                                                     "multiply_j and accumulate_j")
+                    continue
+                for name, field in table.items():
+                    if name not in ("multiply_j", "accumulate_j"):
+                        problems.add(where, f"mac.{dt}.{name}", f"unknown field; got {name!r}; expected "
+                                     f"multiply_j or accumulate_j{did_you_mean(name, ['multiply_j', 'accumulate_j'])}")
+                    else:
+                        out[f"mac.{dt}.{name}"] = field
+            continue
+        names = sorted(p.split(".")[1] for p in _ENERGY_FIELDS if p.startswith(key + "."))
+        for name, field in val.items():
+            if name not in names:
+                problems.add(where, f"{key}.{name}", f"unknown field; got {name!r}; expected one of "
+                                                     f"{', '.join(names)}{did_you_mean(name, names)}")
+            else:
+                out[f"{key}.{name}"] = field
+    return out
+
+
+def _parse_field(path: str, field: Any, where: str, problems: _EnergyProblems) -> tuple[float, str] | None:
+    from hwmodels.units import UnitError, parse_quantity
+
+    if not isinstance(field, Mapping):
+        problems.add(where, path, f"not a sourced value; got {field!r}; expected {{ value = \"...\", "
+                                  "source = \"...\" }")
+        return None
+    extra = sorted(set(field) - set(_FIELD_KEYS))
+    if extra:
+        problems.add(where, path, f"unknown key; got {extra[0]!r}; expected value, source, note")
+    if not isinstance(field.get("source"), str) or not field.get("source", "").strip():
+        problems.add(where, path, f"no source; got {field.get('source')!r}; expected source = \"<datasheet, "
+                                  "paper and table, or 'design point: ...'>\"")
+    if "value" not in field:
+        problems.add(where, path, "no value; got none; expected value = \"<number> <unit>\"")
+        return None
+    unit = _unit_of(path) or "1"
+    try:
+        v = parse_quantity(field["value"], unit)
+    except UnitError as exc:
+        problems.add(where, path, str(exc))
+        return None
+    if unit == "Hz" and not v > 0:
+        problems.add(where, path, f"not a positive clock; got {field['value']!r}; expected a frequency > 0")
+        return None
+    if v < 0:
+        problems.add(where, path, f"negative {'power' if unit == 'W' else 'energy'}; got {field['value']!r}; "
+                                  "expected a value >= 0")
+        return None
+    return v, str(field.get("source", ""))
+
+
+def _parse_points(points: Any, where: str, problems: _EnergyProblems
+                  ) -> tuple[tuple[float, ...], tuple[float, ...], dict[str, str]] | None:
+    from hwmodels.units import UnitError, parse_quantity
+
+    if not isinstance(points, list) or not points or not all(isinstance(p, Mapping) for p in points):
+        problems.add(where, "sram.points", f"not a list of points; got {points!r}; expected [{{ capacity = "
+                                           "\"8 KiB\", j_per_byte = \"1.25 pJ/B\", source = \"...\" }, ...]")
+        return None
+    caps: list[float] = []
+    energies: list[float] = []
+    sources: dict[str, str] = {}
+    ok = True
+    for i, p in enumerate(points):
+        at = f"sram.points[{i}]"
+        extra = sorted(set(p) - set(_POINT_KEYS))
+        if extra:
+            problems.add(where, at, f"unknown key; got {extra[0]!r}; expected {', '.join(_POINT_KEYS)}")
+        if not isinstance(p.get("source"), str) or not p.get("source", "").strip():
+            problems.add(where, at, f"no source; got {p.get('source')!r}; expected source = \"...\"")
+        try:
+            c = parse_quantity(p.get("capacity"), "B")
+            e = parse_quantity(p.get("j_per_byte"), "J/B")
+        except UnitError as exc:
+            problems.add(where, at, str(exc))
+            ok = False
+            continue
+        if not c > 0 or not e > 0:
+            problems.add(where, at, f"not positive; got capacity {p.get('capacity')!r}, j_per_byte "
+                                    f"{p.get('j_per_byte')!r}; expected a size > 0 and an energy > 0")
+            ok = False
+            continue
+        caps.append(c)
+        energies.append(e)
+        sources[f"{at}.j_per_byte"] = str(p.get("source", ""))
+    if ok and any(b <= a for a, b in zip(caps, caps[1:], strict=False)):
+        problems.add(where, "sram.points", f"capacities not increasing; got {caps}; expected one point per size, "
+                                           "smallest first")
+        ok = False
+    if ok and any(b < a for a, b in zip(energies, energies[1:], strict=False)):
+        problems.add(where, "sram.points", f"energy falls with capacity; got {energies} J/B; expected a larger "
+                                           "scratchpad to cost at least as much per byte")
+        ok = False
+    return (tuple(caps), tuple(energies), sources) if ok else None
+
+
+def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in overlay.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def load_systolic_energy(overlay: str | Path | None = None, overrides: Mapping[str, object] | None = None, *,
+                         path: str | Path = DEFAULT_ENERGY_FILE) -> SystolicEnergyParams:
+    """Energy coefficients: the defaults file, then an overlay file, then single-field overrides.
+
+    Parameters
+    ----------
+    overlay
+        A TOML file with any subset of the defaults' tables (a field replaces the default field; a
+        new ``[mac.<dtype>]`` table adds a dtype; ``sram.points`` replaces the whole list).
+    overrides
+        Dotted path -> value, e.g. ``{"dram.j_per_byte": "20 pJ/B", "static.other_w": "2 W"}``; each is
+        recorded with the source ``"override"``.
+    path
+        The defaults file.
+
+    Raises
+    ------
+    SystolicEnergyError
+        Every problem at once, located by file and dotted path: unknown names (with a suggestion),
+        missing sources, wrong units, negative energies or powers, a non-positive clock, SRAM points
+        out of order or cheaper at larger sizes.
+
+    Examples
+    --------
+    >>> p = load_systolic_energy()
+    >>> p.technology_node, round(p.mac_j("int8") * 1e12, 3)
+    ('45 nm', 0.3)
+    >>> round(load_systolic_energy(overrides={"dram.j_per_byte": "20 pJ/B"}).dram_j_per_byte * 1e12, 3)
+    20.0
+    """
+    ov = tuple((str(k), v if isinstance(v, str | int | float) else repr(v)) for k, v in (overrides or {}).items())
+    return _load_energy_cached(str(path), None if overlay is None else str(overlay), ov)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_energy_cached(path: str, overlay: str | None,
+                        overrides: tuple[tuple[str, object], ...]) -> SystolicEnergyParams:
+    problems = _EnergyProblems()
+    base_path = Path(path)
+    flat = _field_paths(_read_energy_toml(base_path), str(base_path), problems)
+    origin = {k: str(base_path) for k in flat}
+    files = [str(base_path)]
+    if overlay is not None:
+        ov_flat = _field_paths(_read_energy_toml(Path(overlay)), overlay, problems)
+        for k, v in ov_flat.items():
+            if k in ("refs",) and isinstance(flat.get(k), Mapping):
+                v = _merge(dict(flat[k]), v)
+            flat[k] = v
+            origin[k] = overlay
+        files.append(overlay)
+    for key, value in overrides:
+        where = "--energy-set"
+        known = [p for p in flat if p not in ("schema", "technology_node", "refs", "sram.points")]
+        if key == "technology_node":
+            flat[key] = str(value)
+        elif key.startswith("sram.points"):
+            problems.add(where, key, "the SRAM points are a list; got a single-field override; expected them in "
+                                     "an overlay file ([sram] points = [...])")
+        elif _unit_of(key) is None:
+            from nodeperf.suggest import did_you_mean
+
+            problems.add(where, key, f"unknown field; got {key!r}; expected one of {', '.join(sorted(known))}"
+                                     f"{did_you_mean(key, known)}")
+        else:
+            flat[key] = {"value": value, "source": "override (--energy-set)"}
+            origin[key] = where
+        if where not in files:
+            files.append(where)
+    values: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for key in sorted(flat):
+        if key in ("schema", "technology_node", "refs", "sram.points"):
+            continue
+        got = _parse_field(key, flat[key], origin[key], problems)
+        if got is not None:
+            values[key], sources[key] = got
+    pts = _parse_points(flat.get("sram.points"), origin.get("sram.points", str(base_path)), problems)
+    if pts is not None:
+        sources.update(pts[2])
+    required = ["register.j_per_byte", "dram.j_per_byte", "static.pe_w", "static.other_w", "clock.hz"]
+    for key in required:
+        if key not in flat:
+            problems.add(str(base_path), key, "missing; got no value; expected it in the defaults file")
+    dtypes = sorted({k.split(".")[1] for k in flat if k.startswith("mac.")})
+    for dt in dtypes:
+        for part in ("multiply_j", "accumulate_j"):
+            if f"mac.{dt}.{part}" not in flat:
+                problems.add(origin.get(f"mac.{dt}.multiply_j", origin.get(f"mac.{dt}.accumulate_j", path)),
+                             f"mac.{dt}.{part}", "missing; got only the other half of the MAC; expected both "
+                                                 "multiply_j and accumulate_j")
+    if not dtypes:
+        problems.add(str(base_path), "mac", "no MAC energies; got none; expected [mac.<dtype>] tables")
+    node = flat.get("technology_node")
+    if not isinstance(node, str) or not node.strip():
+        problems.add(str(base_path), "technology_node", f"missing; got {node!r}; expected the process, e.g. "
+                                                        "\"45 nm\"")
+    problems.raise_if_any(overlay or path)
+    assert pts is not None
+    return SystolicEnergyParams(
+        technology_node=str(node),
+        mac_multiply_j={dt: values[f"mac.{dt}.multiply_j"] for dt in dtypes},
+        mac_accumulate_j={dt: values[f"mac.{dt}.accumulate_j"] for dt in dtypes},
+        register_j_per_byte=values["register.j_per_byte"],
+        sram_capacity_bytes=pts[0],
+        sram_j_per_byte=pts[1],
+        dram_j_per_byte=values["dram.j_per_byte"],
+        pe_static_w=values["static.pe_w"],
+        other_static_w=values["static.other_w"],
+        clock_hz=values["clock.hz"],
+        sources=sources,
+        source_files=tuple(files),
+    )
+
+
+def sram_j_per_byte(capacity_bytes: object, params: SystolicEnergyParams | None = None) -> np.ndarray:
+    """Access energy per byte of a scratchpad of ``capacity_bytes`` (J/B), broadcasting.
+
+    A power law between neighbouring points of ``params.sram_*`` (straight lines on log-log axes),
+    extended beyond the smallest and largest points with the end segments' exponents, so the energy
+    never falls as the capacity grows.
+
+    Examples
+    --------
+    >>> [round(float(x) * 1e12, 3) for x in sram_j_per_byte([8192, 16384, 32768])]
+    [1.25, 1.768, 2.5]
+    """
+    p = load_systolic_energy() if params is None else params
+    cap = np.asarray(capacity_bytes, dtype=np.float64)
+    if not np.all(np.isfinite(cap)) or not np.all(cap > 0):
+        raise SystolicEnergyError(f"systolic energy: scratchpad capacity; got {capacity_bytes!r}; expected sizes "
+                                  "> 0 bytes")
+    xs = np.log(np.asarray(p.sram_capacity_bytes))
+    ys = np.log(np.asarray(p.sram_j_per_byte))
+    if xs.size == 1:
+        return np.full(cap.shape, float(np.exp(ys[0])))
+    slopes = np.diff(ys) / np.diff(xs)
+    lx = np.log(cap)
+    i = np.clip(np.searchsorted(xs, lx, side="right") - 1, 0, xs.size - 2)
+    return np.exp(ys[i] + slopes[i] * (lx - xs[i]))
+
+
+def operand_words(m: object, n: object, k: object, ifmap_words: object | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Words of each whole operand, ``(ifmap, filter, ofmap) = (ifmap_words or m*k, k*n, m*n)``.
+
+    Scratchpads of (at least) the largest of these over a network's layers hold every operand whole,
+    which is what the model's unbounded scratchpads (``sram_words=None``) assume: callers size the
+    scratchpads priced by :func:`systolic_energy` with them when no capacity is given.
+    """
+    M, N, K = (_positive_ints(x, v) for x, v in (("m", m), ("n", n), ("k", k)))
+    ifw = M * K if ifmap_words is None else np.minimum(_positive_ints("ifmap_words", ifmap_words), M * K)
+    return ifw, K * N, M * N
+
+
+def dtype_for_word_bytes(word_bytes: int) -> str:
+    """The operand dtype of a ``word_bytes``-byte word: 1 -> int8, 2 -> bf16, 4 -> fp32."""
+    if word_bytes not in _DTYPE_OF_WORD:
+        raise SystolicEnergyError(f"systolic energy: no dtype for a {word_bytes}-byte word; got word_bytes "
+                                  f"{word_bytes!r}; expected 1 (int8), 2 (bf16) or 4 (fp32), or a dtype given "
+                                  "explicitly")
+    return _DTYPE_OF_WORD[word_bytes]
+
+
+def _as_float(x: object) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64) if np.asarray(x).dtype != object else \
+        np.asarray(np.asarray(x).astype(float), dtype=np.float64)
+
+
+def systolic_energy(
+    result: SystolicResult,
+    *,
+    dtype: str,
+    sram_bytes: tuple[object, object, object],
+    word_bytes: object = 1,
+    clock_hz: object | None = None,
+    params: SystolicEnergyParams | None = None,
+) -> SystolicEnergy:
+    """Energy of the run ``result`` (from :func:`gemm_cycles`) split into MAC, register, SRAM, DRAM and static.
+
+    Parameters
+    ----------
+    result
+        Cycles and traffic of the run (any broadcast shape).
+    dtype
+        Operand dtype of the MACs (a ``[mac.<dtype>]`` of ``params``: int8, bf16, fp16, fp32 by default).
+    sram_bytes
+        ``(ifmap, filter, ofmap)`` scratchpad capacities (bytes; broadcast against ``result``): they set
+        the energy per byte of each scratchpad. With unbounded scratchpads pass the largest
+        :func:`operand_words` of the network times ``word_bytes``.
+    word_bytes
+        Bytes per word of the traffic counts (as in the cycle model).
+    clock_hz
+        Array clock (Hz, broadcasts); ``None``: ``params.clock_hz``.
+    params
+        Coefficients (:func:`load_systolic_energy`); ``None``: the sourced defaults.
+
+    Returns
+    -------
+    SystolicEnergy
+        Energies (J) in the broadcast shape of ``result`` and the inputs; they sum to ``energy_j``.
+
+    Examples
+    --------
+    >>> r = gemm_cycles(8, 8, "ws", 16, 8, 8, sram_words=(1024, 1024, 1024))
+    >>> e = systolic_energy(r, dtype="int8", sram_bytes=(1024, 1024, 1024))
+    >>> round(float(e.mac_j) * 1e12, 6), int(r.macs)   # 1024 MACs x 0.3 pJ
+    (307.2, 1024)
+    """
+    p = load_systolic_energy() if params is None else params
+    mac = p.mac_j(dtype)
+    wb = _positive_ints("word_bytes", word_bytes).astype(np.float64)
+    if not isinstance(sram_bytes, tuple | list) or len(sram_bytes) != 3:
+        raise SystolicEnergyError(f"systolic energy: sram_bytes; got {sram_bytes!r}; expected (ifmap, filter, "
+                                  "ofmap) capacities in bytes")
+    per_byte = tuple(sram_j_per_byte(c, p) for c in sram_bytes)
+    if clock_hz is None:
+        clock = np.asarray(p.clock_hz)
+    else:
+        clock = np.asarray(clock_hz, dtype=np.float64)
+        if not np.all(np.isfinite(clock)) or not np.all(clock > 0):
+            raise SystolicEnergyError(f"systolic energy: clock_hz; got {clock_hz!r}; expected a frequency > 0 Hz")
+    macs = _as_float(result.macs)
+    f = _as_float
+    sram_if = (f(result.sram_ifmap_reads) + f(result.dram_ifmap_reads)) * wb * per_byte[0]
+    sram_f = (f(result.sram_filter_reads) + f(result.dram_filter_reads)) * wb * per_byte[1]
+    sram_of = (f(result.sram_ofmap_writes) + f(result.sram_ofmap_reads) + f(result.dram_ofmap_writes)
+               + f(result.dram_ofmap_reads)) * wb * per_byte[2]
+    dram_words = f(result.dram_ifmap_reads) + f(result.dram_filter_reads) + f(result.dram_ofmap_writes) \
+        + f(result.dram_ofmap_reads)
+    static_w = p.pe_static_w * f(result.rows) * f(result.cols) + p.other_static_w
+    shape = np.broadcast_shapes(macs.shape, sram_if.shape, sram_f.shape, sram_of.shape, clock.shape, wb.shape)
+
+    def full(x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+
+    return SystolicEnergy(
+        dtype=dtype,
+        mac_j=full(macs * mac),
+        register_j=full(HOPS_PER_MAC * macs * wb * p.register_j_per_byte),
+        sram_ifmap_j=full(sram_if),
+        sram_filter_j=full(sram_f),
+        sram_ofmap_j=full(sram_of),
+        dram_j=full(dram_words * wb * p.dram_j_per_byte),
+        static_j=full(static_w * f(result.total_cycles) / clock),
+        sram_j_per_byte=(full(per_byte[0]), full(per_byte[1]), full(per_byte[2])),
+        clock_hz=full(clock),
+    )

@@ -1,4 +1,5 @@
-"""`nodeperf systolic`: per-layer cycles, utilisation and memory traffic of a SCALE-Sim topology on a systolic array."""
+"""`nodeperf systolic`: per-layer cycles, utilisation, memory traffic and energy of a SCALE-Sim topology on a
+systolic array."""
 
 from __future__ import annotations
 
@@ -10,11 +11,24 @@ import math
 import sys
 from typing import Any
 
-from hwmodels.systolic import DATAFLOWS, SystolicResult, gemm_cycles
+import numpy as np
+
+from hwmodels.systolic import (
+    DATAFLOWS,
+    SystolicEnergy,
+    SystolicEnergyParams,
+    SystolicResult,
+    dtype_for_word_bytes,
+    gemm_cycles,
+    load_systolic_energy,
+    operand_words,
+    systolic_energy,
+)
 from hwmodels.topology import Topology, read_topology
 from simulator.cli.output import check_outputs, to_stdout, write_output
 
-__all__ = ["register", "run", "evaluate_topology", "report_rows", "CSV_COLUMNS"]
+__all__ = ["register", "run", "evaluate_topology", "report_rows", "topology_energy", "CSV_COLUMNS",
+           "ENERGY_PARTS"]
 
 BYTES_PER_KIB = 1024
 
@@ -41,7 +55,10 @@ CSV_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DRAM OFMAP Writes", "dram_ofmap_writes"),
     ("DRAM OFMAP Reads", "dram_ofmap_reads"),
     ("Bound", "bound"),
+    ("Energy (J)", "energy_j"),
 )
+#: Parts of the energy split, in report order (keys of ``energy_breakdown_j``).
+ENERGY_PARTS: tuple[str, ...] = ("mac", "register", "sram", "dram", "static")
 
 _INT_FIELDS = (
     "total_cycles",
@@ -124,8 +141,33 @@ def evaluate_topology(
     )
 
 
-def report_rows(topology: Topology, result: SystolicResult) -> list[dict[str, Any]]:
-    """One plain dict per layer (ints, floats, strings) in file order."""
+def topology_energy(
+    topology: Topology,
+    result: SystolicResult,
+    *,
+    dtype: str,
+    word_bytes: int,
+    sram_words: tuple[int, int, int] | None,
+    clock_hz: float | None = None,
+    params: SystolicEnergyParams | None = None,
+) -> SystolicEnergy:
+    """Energy of every layer of ``result`` (the layers of ``topology`` on one array).
+
+    The scratchpads are priced at ``sram_words``; unbounded ones (None) at the largest whole operand
+    of the network, the smallest scratchpads that hold every operand as the unbounded model assumes.
+    """
+    if sram_words is None:
+        a = topology.gemm_arrays()
+        sram_words = tuple(int(np.max(w)) for w in operand_words(a["m"], a["n"], a["k"],  # type: ignore[assignment]
+                                                                 a["ifmap_words"]))
+    assert sram_words is not None
+    return systolic_energy(result, dtype=dtype, sram_bytes=tuple(w * word_bytes for w in sram_words),  # type: ignore[arg-type]
+                           word_bytes=word_bytes, clock_hz=clock_hz, params=params)
+
+
+def report_rows(topology: Topology, result: SystolicResult, energy: SystolicEnergy | None = None
+                ) -> list[dict[str, Any]]:
+    """One plain dict per layer (ints, floats, strings) in file order; with ``energy``, its split per layer."""
     out = []
     for i, layer in enumerate(topology.layers):
         row: dict[str, Any] = {"layer_id": i, "name": layer.name, "line": layer.line}
@@ -135,6 +177,9 @@ def report_rows(topology: Topology, result: SystolicResult) -> list[dict[str, An
             row[key] = float(getattr(result, key)[i])
         row["compute_plus_stall_cycles"] = row["compute_cycles"] + row["stall_cycles"]
         row["bound"] = str(result.bound[i])
+        if energy is not None:
+            row["energy_j"] = float(energy.energy_j[i])
+            row["energy_breakdown_j"] = {k: float(v[i]) for k, v in energy.breakdown().items()}
         out.append(row)
     return out
 
@@ -148,8 +193,16 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _table(rows: list[dict[str, Any]], totals: dict[str, int]) -> str:
-    head = ("layer", "total cyc", "compute cyc", "stall cyc", "util %", "map eff %", "bound")
+def _fmt_j(x: float) -> str:
+    """An energy in J with an SI prefix (4 significant digits)."""
+    for scale, unit in ((1.0, "J"), (1e-3, "mJ"), (1e-6, "uJ"), (1e-9, "nJ"), (1e-12, "pJ")):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x / 1e-12:.4g} pJ" if x else "0 J"
+
+
+def _table(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
+    head = ("layer", "total cyc", "compute cyc", "stall cyc", "util %", "map eff %", "bound", "energy")
     body = [
         (
             r["name"],
@@ -159,12 +212,13 @@ def _table(rows: list[dict[str, Any]], totals: dict[str, int]) -> str:
             f"{r['overall_util_pct']:.2f}",
             f"{r['mapping_eff_pct']:.2f}",
             r["bound"],
+            _fmt_j(r["energy_j"]),
         )
         for r in rows
     ]
     body.append(
         ("TOTAL", f"{totals['total_cycles']:,}", f"{totals['compute_cycles']:,}",
-         f"{totals['stall_cycles']:,}", "", "", "")
+         f"{totals['stall_cycles']:,}", "", "", "", _fmt_j(totals["energy_j"]))
     )
     widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
     lines = []
@@ -176,12 +230,69 @@ def _table(rows: list[dict[str, Any]], totals: dict[str, int]) -> str:
     return "\n".join(lines)
 
 
+def _energy_lines(totals: dict[str, Any]) -> str:
+    total = totals["energy_j"]
+    parts = totals["energy_breakdown_j"]
+    split = ", ".join(f"{name.upper() if name in ('mac', 'sram', 'dram') else name} {_fmt_j(parts[name])}"
+                      f" ({100.0 * parts[name] / total if total else 0.0:.1f} %)" for name in ENERGY_PARTS)
+    return (f"energy {_fmt_j(total)} at {totals['clock_hz'] / 1e6:g} MHz ({totals['latency_s'] * 1e3:.4g} ms), "
+            f"{totals['dtype']} MACs, {totals['word_bytes']}-byte words, {totals['technology_node']} coefficients "
+            f"({'; '.join(totals['energy_files'])})\n  {split}")
+
+
+def _file_label(path: str) -> str:
+    """The defaults file by its path in the repository; other files as given."""
+    from hwmodels.systolic import DEFAULT_ENERGY_FILE
+
+    return "hwmodels/catalog/defaults/systolic_energy.toml" if path == str(DEFAULT_ENERGY_FILE) else path
+
+
+def _energy_params(args: argparse.Namespace) -> SystolicEnergyParams:
+    overrides: dict[str, str] = {}
+    for item in args.energy_set or ():
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise SystolicArgError(f"--energy-set: not PATH=VALUE; got {item!r}; expected e.g. "
+                                   "dram.j_per_byte='20 pJ/B'")
+        overrides[key.strip()] = value.strip().strip("'\"")
+    return load_systolic_energy(args.energy, overrides)
+
+
+def _dtype_and_word_bytes(args: argparse.Namespace, params: SystolicEnergyParams) -> tuple[str, int]:
+    """``--dtype`` and ``--word-bytes``, each defaulting from the other (int8 and 1 byte when neither is given)."""
+    from workloads.dtypes import DType
+
+    word_bytes = None if args.word_bytes is None else _positive_int("--word-bytes", str(args.word_bytes))
+    dtype = args.dtype
+    if dtype is None:
+        dtype = "int8" if word_bytes is None else dtype_for_word_bytes(word_bytes)
+    params.mac_j(dtype)  # an unknown dtype fails here, with the known ones listed
+    if word_bytes is None:
+        bits = DType(dtype).bits if dtype in {d.value for d in DType} else 0
+        if bits < 8 or bits % 8:
+            raise SystolicArgError(f"--word-bytes: missing; got --dtype {dtype} of no whole-byte width; expected "
+                                   "--word-bytes N")
+        word_bytes = bits // 8
+    return dtype, word_bytes
+
+
 def run(args: argparse.Namespace) -> int:
     """Evaluate the topology and print a table or JSON; write the CSV report if asked."""
+    from hwmodels.units import UnitError, parse_quantity
+
     check_outputs(("--out", args.out), json_flag=args.json)
     rows = _positive_int("--rows", str(args.rows))
     cols = _positive_int("--cols", str(args.cols))
-    word_bytes = _positive_int("--word-bytes", str(args.word_bytes))
+    params = _energy_params(args)
+    dtype, word_bytes = _dtype_and_word_bytes(args, params)
+    clock = params.clock_hz
+    if args.clock is not None:
+        try:
+            clock = parse_quantity(args.clock, "Hz")
+        except UnitError as exc:
+            raise SystolicArgError(f"--clock: {exc}") from None
+        if not clock > 0:
+            raise SystolicArgError(f"--clock: not a positive frequency; got {args.clock!r}; expected e.g. '700 MHz'")
     sram_kib = _parse_sram_kib(args.sram_kib) if args.sram_kib is not None else None
     bw = (
         _positive_float("--dram-words-per-cycle", str(args.dram_words_per_cycle))
@@ -199,11 +310,21 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate_topology(
         topology, rows, cols, args.dataflow, sram_words=sram_words, dram_words_per_cycle=bw  # type: ignore[arg-type]
     )
-    layer_rows = report_rows(topology, result)
-    totals = {
+    energy = topology_energy(topology, result, dtype=dtype, word_bytes=word_bytes,
+                             sram_words=sram_words, clock_hz=clock, params=params)  # type: ignore[arg-type]
+    layer_rows = report_rows(topology, result, energy)
+    totals: dict[str, Any] = {
         key: sum(r[key] for r in layer_rows)
         for key in ("total_cycles", "compute_cycles", "stall_cycles")
     }
+    totals["energy_j"] = float(np.sum(energy.energy_j))
+    totals["energy_breakdown_j"] = {k: float(np.sum(v)) for k, v in energy.breakdown().items()}
+    totals["clock_hz"] = clock
+    totals["latency_s"] = totals["total_cycles"] / clock
+    totals["dtype"] = dtype
+    totals["word_bytes"] = word_bytes
+    totals["technology_node"] = params.technology_node
+    totals["energy_files"] = [_file_label(f) for f in params.source_files]
     if args.out is not None:
         write_output("--out", args.out, _csv_text(layer_rows))
         if to_stdout(args.out):  # the CSV is all standard output shows
@@ -221,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(_table(layer_rows, totals) + "\n")
+        sys.stdout.write(_table(layer_rows, totals) + "\n" + _energy_lines(totals) + "\n")
     return 0
 
 
@@ -229,13 +350,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``systolic`` subcommand to the `nodeperf` parser."""
     p = subparsers.add_parser(
         "systolic",
-        help="cycles, utilisation and memory traffic of a topology on a systolic array",
+        help="cycles, utilisation, memory traffic and energy of a topology on a systolic array",
         description=(
             "Evaluate a SCALE-Sim topology CSV (convolution rows 'name, ifmap_h, ifmap_w, "
             "filter_h, filter_w, channels, num_filters, stride' and GEMM rows 'name, M, N, K') on "
             "an R x C systolic array. Compute cycles, utilisation and SRAM accesses equal "
             "SCALE-Sim v3's; stalls, prefetch/drain and DRAM traffic come from a double-buffered "
-            "memory model (see hwmodels.systolic)."
+            "memory model (see hwmodels.systolic). Energy: MACs, PE-to-PE registers, scratchpads (priced "
+            "by their size), DRAM and leakage, from the sourced 45 nm coefficients of "
+            "hwmodels/catalog/defaults/systolic_energy.toml (--energy, --energy-set to change them)."
         ),
     )
     p.add_argument("--rows", required=True, help="PE rows of the array")
@@ -249,9 +372,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--word-bytes",
-        default="1",
-        help="bytes per word for --sram-kib (default 1, SCALE-Sim's word size)",
+        help="bytes per word of the scratchpads and traffic (default: the --dtype's width; 1, SCALE-Sim's word "
+             "size, when neither is given)",
     )
+    p.add_argument("--dtype", help="operand dtype of the MACs for the energy: int8, bf16, fp16, fp32 (default: "
+                                   "from --word-bytes, int8 for 1-byte words)")
+    p.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '700 MHz': static energy accrues over "
+                                                   "total cycles / clock (default: clock.hz of the energy file)")
+    p.add_argument("--energy", metavar="FILE.toml", help="energy coefficients overlaid on "
+                                                         "hwmodels/catalog/defaults/systolic_energy.toml")
+    p.add_argument("--energy-set", metavar="PATH=VALUE", action="append",
+                   help="one energy coefficient, e.g. dram.j_per_byte='20 pJ/B' (repeatable)")
     p.add_argument(
         "--dram-words-per-cycle",
         metavar="W",

@@ -241,8 +241,7 @@ def _systolic_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         load_network,
     )
 
-    metric, direction = _objective(args.objective, SYSTOLIC_OBJECTIVES,
-                                   " (a systolic design has no energy or price model here)")
+    metric, direction = _objective(args.objective, SYSTOLIC_OBJECTIVES, " (a systolic design has no price model)")
     if args.dram_words_per_cycle is None:
         raise TuneError("tune --systolic: --dram-words-per-cycle missing; expected the DRAM bandwidth in words per "
                         "cycle (e.g. 16): without it memory is ideal and the SRAM split does not matter")
@@ -291,7 +290,7 @@ def _columns(problem: Any, metric: str) -> list[str]:
         cols = ["latency_s", "throughput_per_s", "energy_per_sample_j", "power_w", "memory_per_device",
                 "ttft_s", "tpot_s", "cost_per_million_samples"]
     else:
-        cols = ["cycles", "latency_s", "util_pct", "stall_cycles", "dram_words", "pes", "sram_bytes"]
+        cols = ["cycles", "latency_s", "energy_j", "util_pct", "stall_cycles", "dram_words", "pes", "sram_bytes"]
     cols = [c for c in cols if c in problem.metrics]
     return [metric] + [c for c in cols if c != metric]
 
@@ -299,7 +298,8 @@ def _columns(problem: Any, metric: str) -> list[str]:
 _HEADS = {"latency_s": "latency", "throughput_per_s": "throughput", "energy_per_sample_j": "energy/sample",
           "power_w": "power/device", "memory_per_device": "memory/device", "ttft_s": "TTFT", "tpot_s": "TPOT",
           "cost_per_million_samples": "cost/1M samples", "cycles": "cycles", "util_pct": "util",
-          "stall_cycles": "stall cycles", "dram_words": "DRAM words", "pes": "PEs", "sram_bytes": "SRAM"}
+          "stall_cycles": "stall cycles", "dram_words": "DRAM words", "pes": "PEs", "sram_bytes": "SRAM",
+          "energy_j": "energy"}
 
 
 def _describe(config: dict[str, Any]) -> str:

@@ -398,6 +398,14 @@ def _layers_digest(lay: Any) -> str:
     return hashlib.sha256(_canon({"names": list(lay.names), **arrays}).encode()).hexdigest()
 
 
+@lru_cache(maxsize=1)
+def _energy_digest() -> str:
+    """SHA-256 of the systolic energy coefficients file (a changed coefficient is a new point)."""
+    from hwmodels.systolic import DEFAULT_ENERGY_FILE
+
+    return hashlib.sha256(DEFAULT_ENERGY_FILE.read_bytes()).hexdigest()
+
+
 def _systolic_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One broadcast gemm_cycles call: points (rows) x layers (columns), or one layer per point.
 
@@ -434,6 +442,16 @@ def _systolic_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
         dram = np.array([p["dram"] for _, p in pts], dtype=np.float64).reshape(shape_pt)
     r = gemm_cycles(rows, cols, task["dataflow"], m, n, k, ifmap_words=ifw, sram_words=sram,
                     dram_words_per_cycle=dram, fold_average="exact")
+    energy = None
+    if "energy_j" in metrics:
+        from hwmodels.systolic import operand_words, systolic_energy
+
+        # one chip runs every layer: unbounded scratchpads are priced at the network's largest whole operands
+        whole = tuple(int(np.max(w)) * word_bytes
+                      for w in operand_words(lay.m, lay.n, lay.k, lay.ifmap_words))
+        sram_bytes = whole if sram is None else tuple(w * word_bytes for w in sram)
+        energy = systolic_energy(r, dtype=task["dtype"], sram_bytes=sram_bytes, word_bytes=word_bytes,  # type: ignore[arg-type]
+                                 clock_hz=clock)
 
     def total(x: Any) -> np.ndarray:
         a = np.asarray(x)
@@ -456,10 +474,11 @@ def _systolic_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
         "utilisation": np.asarray(macs, dtype=float) / (np.maximum(cycles.astype(float), 1.0) * pe),
         "dram_bytes": np.asarray(dram_words, dtype=float) * word_bytes,
         "latency_s": cycles.astype(float) / clock if clock else None,
+        "energy_j": None if energy is None else total(energy.energy_j),
     }
     prov_base = {"model": "hwmodels.systolic.gemm_cycles", "fold_average": "exact",
                  "layers_sha256": task["layers_sha256"], "word_bytes": word_bytes, "clock_hz": clock,
-                 "dataflow": task["dataflow"]}
+                 "dataflow": task["dataflow"], "dtype": task["dtype"], "energy_sha256": _energy_digest()}
     out = []
     for i, (key, p) in enumerate(pts):
         vals = {m: (None if values[m] is None else values[m][i]) for m in metrics}
@@ -569,7 +588,7 @@ def _plan_model(exp: Experiment) -> _Plan:
 
 
 def _plan_systolic(exp: Experiment) -> _Plan:
-    from hwmodels.systolic import SystolicError
+    from hwmodels.systolic import SystolicError, dtype_for_word_bytes, load_systolic_energy
 
     fixed_s = dict(exp.fixed.get("systolic", {}))
     fixed_w = dict(exp.fixed.get("workload", {}))
@@ -603,6 +622,15 @@ def _plan_systolic(exp: Experiment) -> _Plan:
             continue
         lay, lay_sha = sources[src]
         layer_names = list(lay.names)
+        # operand dtype of the energy: the workload's, else that of a word_bytes word
+        dtype = str(w["dtype"]) if "dtype" in w else None
+        dtype_error = None
+        try:
+            dtype = dtype or dtype_for_word_bytes(word_bytes)
+            if "energy_j" in exp.metrics:
+                load_systolic_energy().mac_j(dtype)
+        except SystolicError as exc:
+            dtype_error = str(exc)
         if "sram_bytes" in s:
             sizes: tuple[Any, ...] | None = (s["sram_bytes"],) * 3
         elif "ifmap_sram_bytes" in s:
@@ -615,20 +643,25 @@ def _plan_systolic(exp: Experiment) -> _Plan:
         for li in (range(len(layer_names)) if per_layer else [None]):
             p = {**base, "layer": li}
             key = point_key({"kind": "systolic", "layers": lay_sha, "dataflow": s["dataflow"],
-                             "word_bytes": word_bytes, "clock_hz": clock, **p})
+                             "word_bytes": word_bytes, "clock_hz": clock, "dtype": dtype,
+                             "energy_sha256": _energy_digest(), **p})
             if key in rows:
                 continue
             rows[key] = {**point, "workload.layer": layer_names[li]} if per_layer else dict(point)
+            if dtype_error is not None:
+                errors.append({"point_key": key, "error": f"energy_j: {dtype_error} (or leave energy_j out of "
+                                                          "metrics)"})
+                continue
             if words is not None and min(words) < 1:
                 errors.append({"point_key": key, "error": SystolicError(
                     f"systolic: sram: a scratchpad holds no word of {word_bytes} bytes; got {sizes}").args[0]})
                 continue
-            groups.setdefault((src, s["dataflow"]), []).append((key, p))
+            groups.setdefault((src, s["dataflow"], dtype), []).append((key, p))
     tasks = []
-    for (src, df), pts in groups.items():
+    for (src, df, dtype), pts in groups.items():
         for i in range(0, len(pts), SYSTOLIC_TASK_POINTS):
             tasks.append({"kind": "systolic", "layers": src, "layers_sha256": sources[src][1], "dataflow": df,
-                          "word_bytes": word_bytes, "clock_hz": clock, "metrics": list(exp.metrics),
+                          "dtype": dtype, "word_bytes": word_bytes, "clock_hz": clock, "metrics": list(exp.metrics),
                           "points": pts[i:i + SYSTOLIC_TASK_POINTS]})
     layer_names_all = sorted({r["workload.layer"] for r in rows.values() if "workload.layer" in r})
     return _Plan(exp, rows, tasks, errors, exp.size - n_all,

@@ -73,6 +73,9 @@ SYSTOLIC_METRICS: dict[str, str] = {
     "utilisation": "fraction of PE-cycles doing a multiply-accumulate: MACs / (cycles x rows x cols), 0..1",
     "dram_bytes": "DRAM traffic (ifmap, filter reads; ofmap writes and partial-sum reads), bytes",
     "latency_s": "cycles / clock_hz (needs systolic clock_hz), s",
+    "energy_j": "energy of the layers: MACs, PE-to-PE registers, scratchpads, DRAM and leakage over cycles / clock "
+                "(hwmodels/catalog/defaults/systolic_energy.toml; MACs in workload.dtype, else the dtype of a "
+                "word_bytes word; clock_hz, else the file's clock), J",
 }
 
 _PHASES = ("forward", "prefill", "decode", "train")

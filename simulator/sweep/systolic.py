@@ -10,8 +10,11 @@ counts and DRAM traffic, with SCALE-Sim v3's compute side exactly.
 
 Scratchpad sizes are bytes, turned into words of ``word_bytes`` as the CLI does
 (``floor(bytes / word_bytes)``); the DRAM bandwidth is in words per cycle (``None``: ideal
-memory, SCALE-Sim's default). The systolic model has no energy coefficients, so no energy is
-reported; with ``clock_hz`` the cycles are also given as seconds.
+memory, SCALE-Sim's default); with ``clock_hz`` the cycles are also given as seconds. Energy is
+:func:`hwmodels.systolic.systolic_energy` of every layer with the sourced coefficients of
+``hwmodels/catalog/defaults/systolic_energy.toml`` (or ``energy``), static power accrued at
+``clock_hz`` (or the coefficients' clock), unbounded scratchpads priced at the network's largest
+whole operands, as ``nodeperf systolic`` does.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from hwmodels.systolic import DATAFLOWS, gemm_cycles
+from hwmodels.systolic import (
+    DATAFLOWS,
+    SystolicEnergyParams,
+    dtype_for_word_bytes,
+    gemm_cycles,
+    load_systolic_energy,
+    operand_words,
+    systolic_energy,
+)
 from hwmodels.topology import Topology, read_topology
 from nodeperf.suggest import did_you_mean
 from workloads.ir import OpGraph
@@ -75,6 +86,12 @@ class SystolicVariants:
         ``total_cycles / clock_hz`` when a clock was given, else None.
     layer_total_cycles
         ``(layers, V)`` cycles per layer when ``per_layer=True``, else None.
+    energy_j
+        Energy of the network per design (J), summed over layers.
+    energy_breakdown_j
+        Its split ``{"mac", "register", "sram", "dram", "static"}`` -> ``V`` arrays (J), summing to ``energy_j``.
+    dtype
+        Operand dtype the MAC energy was taken for.
     """
 
     rows: np.ndarray
@@ -96,6 +113,9 @@ class SystolicVariants:
     latency_s: np.ndarray | None = None
     layer_names: tuple[str, ...] = ()
     layer_total_cycles: np.ndarray | None = None
+    energy_j: np.ndarray | None = None
+    energy_breakdown_j: dict[str, np.ndarray] | None = None
+    dtype: str = ""
 
     def __len__(self) -> int:
         return int(self.total_cycles.shape[0])
@@ -190,8 +210,10 @@ def systolic_network_variants(
     clock_hz: float | None = None,
     fold_average: str = "exact",
     per_layer: bool = False,
+    dtype: str | None = None,
+    energy: SystolicEnergyParams | None = None,
 ) -> SystolicVariants:
-    """Cycles, utilisation and DRAM traffic of a whole network on ``V`` systolic-array designs.
+    """Cycles, utilisation, DRAM traffic and energy of a whole network on ``V`` systolic-array designs.
 
     Parameters
     ----------
@@ -214,6 +236,10 @@ def systolic_network_variants(
         ``"exact"`` or ``"scalesim"`` (:func:`hwmodels.systolic.gemm_cycles`; the cycles are the same).
     per_layer
         Also return each layer's total cycles per design.
+    dtype
+        Operand dtype of the MACs for the energy (default: that of a ``word_bytes`` word, int8 for 1 byte).
+    energy
+        Energy coefficients (:func:`hwmodels.systolic.load_systolic_energy`); None: the sourced defaults.
 
     Raises
     ------
@@ -262,6 +288,15 @@ def systolic_network_variants(
     if clock_hz is not None and not (isinstance(clock_hz, (int, float)) and math.isfinite(clock_hz) and clock_hz > 0):
         raise SystolicSweepError(f"systolic sweep: clock_hz; got {clock_hz!r}; expected a frequency > 0 in Hz")
 
+    params = load_systolic_energy() if energy is None else energy
+    try:
+        dt = dtype_for_word_bytes(word_bytes) if dtype is None else dtype
+        params.mac_j(dt)
+    except ValueError as exc:
+        raise SystolicSweepError(str(exc)) from None
+    # unbounded scratchpads hold the network's largest whole operands: priced at that size
+    whole = tuple(int(np.max(w)) * word_bytes for w in operand_words(lay.m, lay.n, lay.k, lay.ifmap_words))
+    parts = {key: np.zeros(n) for key in ("mac", "register", "sram", "dram", "static")}
     sums = {key: np.zeros(n, dtype=np.int64) for key in _SUMMED}
     mem_bound = np.zeros(n, dtype=np.int64)
     per = np.zeros((len(lay.names), n), dtype=np.int64) if per_layer else None
@@ -278,6 +313,11 @@ def systolic_network_variants(
             for key in _SUMMED:
                 sums[key][idx] += rep * np.asarray(getattr(r, key), dtype=np.int64)
             mem_bound[idx] += rep * (np.asarray(r.bound) == "memory")
+            sram_bytes = whole if sub_words is None else tuple(w * word_bytes for w in sub_words)
+            e = systolic_energy(r, dtype=dt, sram_bytes=sram_bytes, word_bytes=word_bytes,  # type: ignore[arg-type]
+                                clock_hz=clock_hz, params=params)
+            for key, val in e.breakdown().items():
+                parts[key][idx] += rep * val
             if per is not None:
                 per[li, idx] = rep * np.asarray(r.total_cycles, dtype=np.int64)
     macs = int(np.sum(lay.m * lay.n * lay.k * lay.repeat))
@@ -288,5 +328,7 @@ def systolic_network_variants(
     return SystolicVariants(
         rows=R, cols=C, dataflow=df.astype(str), macs=macs, overall_util_pct=util, dram_bytes=dram_words * word_bytes,
         memory_bound_layers=mem_bound, latency_s=None if clock_hz is None else total / float(clock_hz),
-        layer_names=lay.names if per_layer else (), layer_total_cycles=per, **sums,
+        layer_names=lay.names if per_layer else (), layer_total_cycles=per,
+        energy_j=parts["mac"] + parts["register"] + parts["sram"] + parts["dram"] + parts["static"],
+        energy_breakdown_j=parts, dtype=dt, **sums,
     )

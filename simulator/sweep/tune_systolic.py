@@ -6,7 +6,10 @@ The area budget is the number of processing elements (``pes = rows * cols``) and
 the scratchpad bytes (``sram_bytes``); constraints on them (``pes<=4096``, ``sram_bytes<=512 KiB``)
 are checked before a design is costed. A design's cycles are the sum over the network's layers of
 ``total_cycles`` (compute, DRAM stalls, exposed prefetch and drain) of the double-buffered memory
-model in :mod:`hwmodels.systolic`; with a clock, ``latency_s = cycles / clock``.
+model in :mod:`hwmodels.systolic`; with a clock, ``latency_s = cycles / clock``. A design's
+``energy_j`` is :func:`hwmodels.systolic.systolic_energy` summed over the layers (MACs, PE-to-PE
+registers, scratchpads priced by their size, DRAM, and leakage over ``cycles / clock``, at the clock
+given or else the clock of the energy coefficients), which the ``energy`` objective minimises.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ DEFAULT_SIDES: tuple[int, ...] = (8, 16, 32, 64, 128)
 #: Scratchpad splits ifmap:filter:ofmap searched when none are given.
 DEFAULT_SPLITS: tuple[str, ...] = ("1:1:1", "2:1:1", "1:2:1", "1:1:2", "2:2:1", "1:2:2", "2:1:2")
 #: Objective name -> (metric, direction) for a systolic design (``latency_s`` when a clock is given).
-SYSTOLIC_OBJECTIVES: dict[str, tuple[str, str]] = {"latency": ("cycles", "min"), "throughput": ("cycles", "min")}
+SYSTOLIC_OBJECTIVES: dict[str, tuple[str, str]] = {"latency": ("cycles", "min"), "throughput": ("cycles", "min"),
+                                                   "energy": ("energy_j", "min")}
 
 
 def parse_split(text: str) -> tuple[int, int, int]:
@@ -81,7 +85,12 @@ class SystolicProblem:
     word_bytes
         Bytes per word (1 as in SCALE-Sim's default).
     clock_hz
-        Array clock (Hz); None: no time metrics, cycles only.
+        Array clock (Hz); None: no time metrics, cycles only (static energy then accrues at the energy
+        coefficients' clock).
+    dtype
+        Operand dtype of the MACs for the energy; None: that of a ``word_bytes`` word (int8 for 1 byte).
+    energy
+        Energy coefficients (:func:`hwmodels.systolic.load_systolic_energy`); None: the sourced defaults.
     """
 
     lower_bound_metrics = frozenset()
@@ -89,8 +98,9 @@ class SystolicProblem:
     def __init__(self, network: Any, *, rows: Sequence[int] = DEFAULT_SIDES, cols: Sequence[int] = DEFAULT_SIDES,
                  dataflows: Sequence[str] = ("os", "ws", "is"), sram_kib: Sequence[float] = (256.0,),
                  splits: Sequence[str] = DEFAULT_SPLITS, dram_words_per_cycle: float,
-                 word_bytes: int = 1, clock_hz: float | None = None) -> None:
-        from hwmodels.systolic import DATAFLOWS
+                 word_bytes: int = 1, clock_hz: float | None = None, dtype: str | None = None,
+                 energy: Any = None) -> None:
+        from hwmodels.systolic import DATAFLOWS, dtype_for_word_bytes, load_systolic_energy
 
         self.network = network
         arrays = network.gemm_arrays()
@@ -114,6 +124,12 @@ class SystolicProblem:
             raise TuneError(f"--clock: got {clock_hz!r}; expected a positive frequency such as '1 GHz'")
         for s in splits:
             parse_split(s)
+        self.energy = load_systolic_energy() if energy is None else energy
+        try:
+            self.dtype = dtype_for_word_bytes(int(word_bytes)) if dtype is None else dtype
+            self.energy.mac_j(self.dtype)
+        except ValueError as exc:
+            raise TuneError(f"--word-bytes / dtype: {exc}") from None
         self.bw, self.word_bytes, self.clock_hz = float(dram_words_per_cycle), int(word_bytes), clock_hz
         self.space = SearchSpace((
             Axis("rows", tuple(dict.fromkeys(rows)), numeric=True),
@@ -122,7 +138,7 @@ class SystolicProblem:
             Axis("sram_kib", tuple(dict.fromkeys(float(s) for s in sram_kib)), numeric=True),
             Axis("sram_split", tuple(dict.fromkeys(splits))),
         ))
-        metrics = {"cycles", "stall_cycles", "util_pct", "pes", "sram_bytes", "dram_words"}
+        metrics = {"cycles", "stall_cycles", "util_pct", "pes", "sram_bytes", "dram_words", "energy_j"}
         if clock_hz is not None:
             metrics |= {"latency_s", "throughput_per_s"}
         self.metrics = frozenset(metrics)
@@ -153,7 +169,7 @@ class SystolicProblem:
         """Metrics of many designs: those sharing a dataflow and scratchpads are costed in one
         :func:`~hwmodels.systolic.gemm_cycles` call broadcasting array sides (rows) against layers
         (columns)."""
-        from hwmodels.systolic import gemm_cycles
+        from hwmodels.systolic import gemm_cycles, systolic_energy
 
         groups: dict[tuple[str, tuple[int, int, int]], list[int]] = {}
         for j, c in enumerate(configs):
@@ -164,6 +180,9 @@ class SystolicProblem:
             cols = np.array([int(configs[j]["cols"]) for j in members], dtype=np.int64)[:, None]
             r = gemm_cycles(rows, cols, df, self.m[None, :], self.n[None, :], self.k[None, :],
                             ifmap_words=self.ifw[None, :], sram_words=words, dram_words_per_cycle=self.bw)
+            e = systolic_energy(r, dtype=self.dtype, sram_bytes=tuple(w * self.word_bytes for w in words),
+                                word_bytes=self.word_bytes, clock_hz=self.clock_hz, params=self.energy)
+            energy = e.energy_j.sum(axis=1)
             total = r.total_cycles.sum(axis=1)
             stall = r.stall_cycles.sum(axis=1)
             macs = r.macs.sum(axis=1)
@@ -174,7 +193,8 @@ class SystolicProblem:
                 pes = int(rows[q, 0]) * int(cols[q, 0])
                 m = {"cycles": float(cycles), "stall_cycles": float(int(stall[q])),
                      "util_pct": 100.0 * int(macs[q]) / (max(cycles, 1) * pes), "pes": float(pes),
-                     "sram_bytes": float(configs[j]["sram_kib"]) * 1024.0, "dram_words": float(int(dram[q]))}
+                     "sram_bytes": float(configs[j]["sram_kib"]) * 1024.0, "dram_words": float(int(dram[q])),
+                     "energy_j": float(energy[q])}
                 if self.clock_hz is not None:
                     m["latency_s"] = cycles / self.clock_hz
                     m["throughput_per_s"] = self.clock_hz / cycles

@@ -111,8 +111,8 @@ def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], extra:
 @pytest.mark.parametrize(("argv", "needle"), [
     (["tune", "gpt2"], "--hardware missing"),
     (["tune", "gpt2", "--hardware", "dgx-h100", "--tp", "3", "--pp", "1", "--dp", "1"], "search space: empty"),
-    (["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "8", "--objective", "energy"],
-     "no energy or price model"),
+    (["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "8", "--objective", "cost"],
+     "no price model"),
     (["tune", "gemm:m=64,n=64,k=64", "--systolic"], "--dram-words-per-cycle missing"),
     (["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "8", "--hardware", "l4"],
      "is a model-search option"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwmodels.systolic import gemm_cycles
+from hwmodels.systolic import gemm_cycles, load_systolic_energy, systolic_energy
 from hwmodels.topology import parse_topology
 from simulator.sweep.tune import TuneError, parse_constraint, tune
 from simulator.sweep.tune_systolic import SystolicProblem, load_network, parse_split
@@ -93,6 +93,48 @@ def test_utilisation_and_clock() -> None:
     assert t.metrics["dram_words"] == 32768 + 4096 + 4096
 
 
+def test_energy_objective_equals_brute_force() -> None:
+    """The energy objective ranks designs by the summed energy of their layers, computed here one layer at
+    a time; the static part accrues at --clock, or at the energy file's clock without one."""
+    net = _network()
+    rows = cols = (4, 8, 16)
+    flows, sizes, splits, bw = ("os", "ws", "is"), (8.0, 64.0), ("1:1:1", "2:1:1"), 4.0
+    for clock in (None, 7e8):
+        problem = SystolicProblem(net, rows=rows, cols=cols, dataflows=flows, sram_kib=sizes, splits=splits,
+                                  dram_words_per_cycle=bw, clock_hz=clock)
+        res = tune(problem, [], "energy_j", "min", search="exhaustive", top=200)
+        brute = {}
+        for r, c, df, kib, sp in itertools.product(rows, cols, flows, sizes, splits):
+            a, b, o = (int(x) for x in sp.split(":"))
+            words = int(kib * 1024)
+            caps = (words * a // (a + b + o), words * b // (a + b + o), words * o // (a + b + o))
+            total = 0.0
+            for layer in net.layers:
+                one = gemm_cycles(r, c, df, layer.m, layer.n, layer.k, ifmap_words=layer.ifmap_words, sram_words=caps,
+                                  dram_words_per_cycle=bw)
+                total += float(systolic_energy(one, dtype="int8", sram_bytes=caps, clock_hz=clock).energy_j)
+            brute[(r, c, df, kib, sp)] = total
+        got = {(t.config["rows"], t.config["cols"], t.config["dataflow"], t.config["sram_kib"], t.config["sram_split"]):
+               t.metrics["energy_j"] for t in res.feasible}
+        assert got.keys() == brute.keys()
+        for cfg, e in brute.items():
+            assert got[cfg] == pytest.approx(e, rel=1e-12)
+        assert res.best[0].metrics["energy_j"] == pytest.approx(min(brute.values()), rel=1e-12)
+    assert load_systolic_energy().clock_hz == 1e9  # the clock used above when none is given
+
+
+def test_energy_constraint_and_dtype() -> None:
+    problem = SystolicProblem(_network(), rows=(8, 16), cols=(8, 16), dataflows=("ws",), sram_kib=(32.0,),
+                              splits=("1:1:1",), dram_words_per_cycle=8, word_bytes=2)
+    assert problem.dtype == "bf16" and "energy_j" in problem.metrics
+    res = tune(problem, [parse_constraint("energy_j<=1 J", problem.metrics)], "cycles", "min", search="exhaustive")
+    assert len(res.feasible) == 4
+    with pytest.raises(TuneError, match="no dtype for a 3-byte word"):
+        SystolicProblem(_network(), dram_words_per_cycle=8, word_bytes=3)
+    with pytest.raises(TuneError, match="did you mean 'bf16'"):
+        SystolicProblem(_network(), dram_words_per_cycle=8, dtype="bf61")
+
+
 def _resnet_problem() -> SystolicProblem:
     net = load_network(str(ROOT / "studies" / "topologies" / "resnet50.csv"))
     sides = (4, 8, 16, 32, 64, 128, 256)
@@ -149,3 +191,21 @@ def test_network_specs() -> None:
     with pytest.raises(TuneError, match="missing k"):
         load_network("gemm:m=8,n=16")
     assert np.all(load_network(str(ROOT / "studies" / "topologies" / "resnet50.csv")).gemm_arrays()["m"] > 0)
+
+
+def test_cli_energy_objective_and_cost_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from simulator.cli import main
+
+    base = ["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "8", "--rows", "8,16",
+            "--cols", "8", "--sram-kib", "16"]
+    assert main([*base, "--objective", "energy", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    best = doc["best"][0]
+    assert doc["metric"] == "energy_j" and best["metrics"]["energy_j"] > 0
+    energies = sorted(t["metrics"]["energy_j"] for t in doc["best"])
+    assert best["metrics"]["energy_j"] == energies[0]
+    assert main([*base, "--objective", "cost"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown objective 'cost'" in err and "no price model" in err and err.count("\n") == 1
