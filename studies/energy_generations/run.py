@@ -14,13 +14,13 @@ it produced: ``batch`` images or sequences, or ``batch`` tokens for a decode ste
 
 from __future__ import annotations
 
-import argparse
 import csv
-import logging
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from studies._cli import rows_step, study_main
 
 HERE = Path(__file__).parent
 NAME = HERE.name
@@ -146,26 +146,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=OUT_DIR,
-                   help=f"folder of results.csv (default out/{NAME}/ under the repository root)")
-    p.add_argument("--figures", type=Path, help="folder of the figure (default: the --out folder)")
-    p.add_argument("--plot-only", action="store_true", help="redraw the figure from the CSV in --out")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
-    csv_path = args.out / CSV_NAME
-    try:
-        if not args.plot_only:
-            rows = run(load_config(args.reduced))
-            write_csv(rows, csv_path)
-            print(f"{len(rows)} rows -> {csv_path}")
-        fig = plot(csv_path, (args.figures or args.out) / FIGURE_NAME)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"{NAME}: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"figure -> {fig}")
-    return 0
+    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR,
+                      compute=rows_step(run, load_config, write_csv, CSV_NAME),
+                      draw=lambda out, figs, _reduced: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -15,13 +15,13 @@ TPOT SLO, the batch with the highest throughput that fits in memory and meets th
 
 from __future__ import annotations
 
-import argparse
 import csv
-import logging
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from studies._cli import study_main
 
 HERE = Path(__file__).parent
 NAME = HERE.name
@@ -151,29 +151,19 @@ def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=OUT_DIR,
-                   help=f"folder of results.csv and frontier.csv (default out/{NAME}/ under the repository root)")
-    p.add_argument("--figures", type=Path, help="folder of the figure (default: the --out folder)")
-    p.add_argument("--plot-only", action="store_true", help="redraw the figure from the CSV in --out")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
-    cfg = load_config(args.reduced)
-    csv_path = args.out / CSV_NAME
-    try:
-        if not args.plot_only:
-            rows = run(cfg)
-            write_csv(rows, csv_path)
-            front = frontier(rows, cfg["tpot_slos_s"], cfg["ttft_slo_s"])
-            write_csv(front, args.out / FRONTIER_NAME, FRONTIER_COLUMNS)
-            print(f"{len(rows)} rows -> {csv_path}; frontier -> {args.out / FRONTIER_NAME}")
-        fig = plot(csv_path, (args.figures or args.out) / FIGURE_NAME, cfg["tpot_slos_s"])
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"{NAME}: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"figure -> {fig}")
-    return 0
+    def compute(reduced: bool, out: Path) -> str:
+        cfg = load_config(reduced)
+        rows = run(cfg)
+        write_csv(rows, out / CSV_NAME)
+        write_csv(frontier(rows, cfg["tpot_slos_s"], cfg["ttft_slo_s"]), out / FRONTIER_NAME, FRONTIER_COLUMNS)
+        return f"{len(rows)} rows -> {out / CSV_NAME}; frontier -> {out / FRONTIER_NAME}"
+
+    def draw(out: Path, figures: Path, reduced: bool) -> list[Path]:
+        # the SLO lines come from the configuration of the same size as the run (--reduced or not)
+        return [plot(out / CSV_NAME, figures / FIGURE_NAME, load_config(reduced)["tpot_slos_s"])]
+
+    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR, compute=compute,
+                      draw=draw, results="results.csv and frontier.csv")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""The command line every `config -> CSV -> figure` study shares: ``--reduced``, ``--out``, ``--figures``,
+``--plot-only``; errors in a configuration or a missing CSV print one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def rows_step(run: Callable[[dict[str, Any]], list[dict[str, Any]]], load_config: Callable[[bool], dict[str, Any]],
+              write_csv: Callable[[list[dict[str, Any]], Path], Any], csv_name: str) -> Callable[[bool, Path], str]:
+    """The usual compute step: run the (reduced) configuration and write its rows to ``OUT/csv_name``."""
+    def step(reduced: bool, out: Path) -> str:
+        rows = run(load_config(reduced))
+        path = out / csv_name
+        write_csv(rows, path)
+        return f"{len(rows)} rows -> {path}"
+
+    return step
+
+
+def study_main(argv: Sequence[str] | None, *, name: str, description: str, out_dir: Path,
+               compute: Callable[[bool, Path], str], draw: Callable[[Path, Path, bool], Sequence[Path]],
+               results: str = "results.csv") -> int:
+    """Parse the study options, run ``compute(reduced, out)`` (unless ``--plot-only``; it returns the line to
+    print) and ``draw(out, figures, reduced)`` (the figure paths written)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
+    p.add_argument("--out", type=Path, default=out_dir,
+                   help=f"folder of {results} (default out/{name}/ under the repository root)")
+    p.add_argument("--figures", type=Path, help="folder of the figures (default: the --out folder)")
+    p.add_argument("--plot-only", action="store_true", help="redraw the figures from the CSV in --out")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    try:
+        if not args.plot_only:
+            print(compute(args.reduced, args.out))
+        figures = draw(args.out, args.figures or args.out, args.reduced)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    for f in figures:
+        print(f"figure -> {f}")
+    return 0
