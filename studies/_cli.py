@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -46,3 +47,13 @@ def study_main(argv: Sequence[str] | None, *, name: str, description: str, out_d
     for f in figures:
         print(f"figure -> {f}")
     return 0
+
+
+def write_rows(rows: Sequence[dict[str, Any]], out: Path, columns: Sequence[str]) -> None:
+    """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})

@@ -14,13 +14,12 @@ it produced: ``batch`` images or sequences, or ``batch`` tokens for a decode ste
 
 from __future__ import annotations
 
-import csv
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import rows_step, study_main
+from studies._cli import rows_step, study_main, write_rows
 
 HERE = Path(__file__).parent
 NAME = HERE.name
@@ -84,12 +83,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
     """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_rows(rows, out, COLUMNS)
 
 
 def plot(csv_path: Path, out: Path) -> Path:

@@ -8,13 +8,14 @@ Usage: ``python -m studies.hetero_placement.run [--reduced] [--out FILE.csv]``. 
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import math
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from studies._cli import write_rows
 
 HERE = Path(__file__).parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -83,12 +84,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
     """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_rows(rows, out, COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> int:

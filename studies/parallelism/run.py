@@ -15,12 +15,13 @@ is kept as a row with empty numbers and the reason in ``note``.
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from studies._cli import write_rows
 
 HERE = Path(__file__).parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -138,12 +139,7 @@ def run(cfg: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 def write_csv(rows: list[dict[str, Any]], out: Path, columns: tuple[str, ...]) -> None:
     """Write ``rows`` to ``out`` (floats to 6 significant digits, missing numbers empty), creating its folder."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_rows(rows, out, columns)
 
 
 def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[Path, Path]:

@@ -15,13 +15,12 @@ TPOT SLO, the batch with the highest throughput that fits in memory and meets th
 
 from __future__ import annotations
 
-import csv
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import study_main
+from studies._cli import study_main, write_rows
 
 HERE = Path(__file__).parent
 NAME = HERE.name
@@ -104,12 +103,7 @@ def _why(r: dict[str, Any], tpot_slo: float, ttft_slo: float) -> str:
 
 def write_csv(rows: list[dict[str, Any]], out: Path, columns: tuple[str, ...] = COLUMNS) -> None:
     """Write ``rows`` to ``out`` (floats to 6 significant digits), creating its folder."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_rows(rows, out, columns)
 
 
 def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
