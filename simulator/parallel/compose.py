@@ -13,7 +13,9 @@ Modelling choices (stated, not fitted):
 * Tensor-parallel collectives and pipeline sends are on the critical path (Megatron-LM runs them on
   the compute stream); the data-parallel gradient all-reduce (reduce-scatter with ZeRO >= 1) runs
   in buckets of :data:`DDP_BUCKET_BYTES` on its own stream while the backward pass of the last
-  microbatch runs: what exceeds that backward time, and at least the last bucket, is exposed.
+  microbatch runs: what exceeds that backward time, and at least the last bucket, is exposed
+  (closed form). ``engine='des'`` simulates the step instead: sends on the links between stages,
+  each bucket released when the backward has produced it (:mod:`simulator.parallel.pipeline_des`).
 * With ZeRO >= 1 (Megatron's distributed optimizer) each rank updates ``1/dp`` of the parameters
   and all-gathers them afterwards; with ZeRO-3 / FSDP the parameters are also all-gathered before
   each forward and backward (exposed here: no prefetch model yet).
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,13 +38,17 @@ from workloads.ir import OpGraph, Role
 from workloads.parallel import ParallelPlan, PlanError, StageGraph, plan_graphs
 
 __all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "DDP_BUCKET_BYTES",
-           "COMMUNICATION_KINDS"]
+           "DDP_FIRST_BUCKET_BYTES", "COMMUNICATION_KINDS"]
 
 logger = logging.getLogger(__name__)
 
 #: PyTorch DistributedDataParallel's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel
 #: DistributedDataParallel documentation).
 DDP_BUCKET_BYTES = 25 * 2**20
+#: ... whose first bucket is capped at 1 MiB so that the first all-reduce starts early
+#: (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, used by ``_compute_bucket_assignment_by_size``
+#: in torch/nn/parallel/distributed.py: "Experiments showed 1MB is a reasonable value").
+DDP_FIRST_BUCKET_BYTES = 2**20
 #: Op kinds that are communication (the rest of a stage's time is computation).
 COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send",
                                  "recv"})
@@ -225,6 +231,13 @@ def _check_fits_system(plan: ParallelPlan, system: DeviceSpec | SystemSpec) -> N
                         f"{plan.devices} devices")
 
 
+_P2P = frozenset({"send", "recv"})
+
+
+def _is_optimizer(r: Any) -> bool:
+    return r.group == "optimizer" or r.group.startswith("optimizer.")
+
+
 def _split(sg: StageGraph, records: tuple[Any, ...]) -> tuple[float, float, float, float]:
     """(forward, backward, optimizer, communication) seconds of one stage graph's records."""
     fwd = bwd = opt = comm = 0.0
@@ -238,6 +251,85 @@ def _split(sg: StageGraph, records: tuple[Any, ...]) -> tuple[float, float, floa
         if r.kind in COMMUNICATION_KINDS:
             comm += r.time_s
     return fwd, bwd, opt, comm
+
+
+class _GraphCost:
+    """What one stage graph costs, computed once however many stages share the graph: the engine's
+    report, its (forward, backward, optimizer, communication) split, and (on first use) the bytes
+    a microbatch stashes, the graph's FLOPs and its model FLOPs."""
+
+    __slots__ = ("sg", "report", "split", "_stash", "_model_flops", "_links", "_buckets")
+
+    def __init__(self, sg: StageGraph, report: Any, split: tuple[float, float, float, float]) -> None:
+        self.sg, self.report, self.split = sg, report, split
+        self._stash: float | None = None
+        self._model_flops: int | None = None
+        self._links: tuple[float, float, float, float] | None = None
+        self._buckets: list[tuple[float, float]] | None = None
+
+    def links(self) -> tuple[float, float, float, float]:
+        """(forward send, forward receive, backward send, backward receive) seconds of one
+        microbatch: the pipeline's point-to-point transfers, as the engine priced them."""
+        if self._links is None:
+            fs = fr = bs = br = 0.0
+            for i, r in enumerate(self.report.records):
+                if r.kind not in _P2P or _is_optimizer(r):
+                    continue
+                fwd = i < self.sg.forward_ops
+                if r.kind == "send":
+                    fs, bs = (fs + r.time_s, bs) if fwd else (fs, bs + r.time_s)
+                else:
+                    fr, br = (fr + r.time_s, br) if fwd else (fr, br + r.time_s)
+            self._links = (fs, fr, bs, br)
+        return self._links
+
+    def bucket_offsets(self) -> list[tuple[float, float]]:
+        """(ready_s, bytes) of each gradient bucket of the backward pass, in the order the backward
+        fills them. As PyTorch DDP assigns them (``_compute_bucket_assignment_by_size``): gradients
+        join the open bucket in the order their ops produce them (DDP uses the reverse parameter
+        order to approximate it), and a bucket closes once it holds at least its cap,
+        :data:`DDP_FIRST_BUCKET_BYTES` for the first and :data:`DDP_BUCKET_BYTES` after. ``ready_s``
+        is the backward's compute time (point-to-point transfers excluded) until the op producing
+        the bucket's last gradient has run."""
+        if self._buckets is None:
+            out: list[tuple[float, float]] = []
+            t, filled, ready = 0.0, 0.0, 0.0
+            ops = self.sg.graph.ops
+            for i in range(self.sg.forward_ops, len(ops)):
+                r = self.report.records[i]
+                if _is_optimizer(r):
+                    continue
+                if r.kind not in _P2P:
+                    t += r.time_s
+                for tn in ops[i].outputs:
+                    if tn.role is not Role.GRADIENT:
+                        continue
+                    filled, ready = filled + float(tn.nbytes), t
+                    if filled >= (DDP_FIRST_BUCKET_BYTES if not out else DDP_BUCKET_BYTES):
+                        out.append((ready, filled))
+                        filled = 0.0
+            if filled > 0:
+                out.append((ready, filled))
+            self._buckets = out
+        return self._buckets
+
+    @property
+    def flops(self) -> int:
+        return self.sg.graph.flops
+
+    @property
+    def stash_bytes(self) -> float:
+        if self._stash is None:
+            self._stash = _stash_bytes(self.sg)
+        return self._stash
+
+    @property
+    def model_flops(self) -> int:
+        """FLOPs of the graph without communication, recomputation or the optimizer update."""
+        if self._model_flops is None:
+            self._model_flops = sum(op.flops for op in self.sg.graph.ops if op.kind not in COMMUNICATION_KINDS
+                                    and "@recompute" not in op.name and op.kind != "optimizer_update")
+        return self._model_flops
 
 
 def _stash_bytes(sg: StageGraph) -> float:
@@ -272,21 +364,34 @@ def _stash_bytes(sg: StageGraph) -> float:
 _VIEWS = frozenset({"reshape", "split", "slice"})
 
 
-def _collective_time(kind: str, nbytes: float, n: int, system: DeviceSpec | SystemSpec, stride: int = 1) -> float:
-    """Time of one collective of ``nbytes`` over ``n`` devices ``stride`` ranks apart, by the engine's
-    collective rule."""
-    if n <= 1 or nbytes <= 0:
-        return 0.0
+def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: DeviceSpec | SystemSpec,
+                      stride: int = 1) -> dict[tuple[str, float], float]:
+    """Times of the distinct (kind, bytes) collectives in ``wanted`` over ``n`` devices ``stride``
+    ranks apart, by the engine's collective rule: one graph of independent collectives, one engine
+    call (each op's record is what the op alone would cost: no op feeds another, none fuses)."""
+    out: dict[tuple[str, float], float] = {}
+    todo: dict[tuple[str, float], None] = {}  # distinct, in first-asked order
+    for key in wanted:
+        if n <= 1 or key[1] <= 0:
+            out[key] = 0.0
+        else:
+            todo.setdefault(key)
+    if not todo:
+        return out
     from simulator.engines.analytical import evaluate
     from workloads.ir import GraphBuilder
 
     b = GraphBuilder("dp_sync", dtype="bf16")
-    numel = max(1, int(nbytes // 2))
-    if kind == "all_gather":
-        numel = max(1, numel // n)
-    x = b.input("grads", (numel,))
-    b.op(kind, [x], name="sync", group_size=n, stride=stride)
-    return float(evaluate(b.build(), system).totals.latency_s)
+    for k, (kind, nbytes) in enumerate(todo):
+        numel = max(1, int(nbytes // 2))
+        if kind == "all_gather":
+            numel = max(1, numel // n)
+        x = b.input(f"grads{k}", (numel,))
+        b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
+    recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
+    for key, r in zip(todo, recs, strict=True):
+        out[key] = float(r.time_s)
+    return out
 
 
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
@@ -312,8 +417,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         Training step options.
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
-        ``des``: the schedule simulated pass by pass (:func:`~simulator.parallel.pipeline_des.simulate_pipeline`),
-        exact where stages differ. Stage times come from the analytical engine in both.
+        ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
+        and links as resources, the pipeline's sends on the links, the data-parallel gradient buckets
+        on their own stream, the update after the last bucket; ``extra['closed_form_latency_s']``
+        keeps the closed form's answer. Stage times come from the analytical engine in both.
     """
     from simulator.engines.analytical import EvalOptions, evaluate
 
@@ -328,29 +435,26 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
 
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
-    reports = []
-    cache: dict[str, Any] = {}
-    keys: dict[int, Any] = {}  # stages sharing one graph object share its key
+    # stages of one shape share one graph object (plan_graphs builds each shape once): everything
+    # that depends only on the graph is computed once per object and reused by every stage
+    unique: dict[int, _GraphCost] = {}
     for sg in graphs:
-        key = keys.get(id(sg.graph))
-        if key is None:
-            key = keys[id(sg.graph)] = _shape_key(sg.graph)
-        rep = cache.get(key)
-        if rep is None:
+        if id(sg.graph) not in unique:
             rep = evaluate(sg.graph, system, opts)
-            cache[key] = rep
-        reports.append(rep)
+            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
+    costs = [unique[id(sg.graph)] for sg in graphs]
+    reports = [c.report for c in costs]
     p, v = plan.pp, plan.interleave
     m = plan.microbatches if train else 1
-    per_stage: list[list[tuple[StageGraph, Any]]] = [[] for _ in range(p)]
-    for sg, rep in zip(graphs, reports, strict=True):
-        per_stage[sg.stage].append((sg, rep))
+    per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
+    for sg, gc in zip(graphs, costs, strict=True):
+        per_stage[sg.stage].append((sg, gc))
     fwd, bwd, opt, comm = [0.0] * p, [0.0] * p, [0.0] * p, [0.0] * p
     chunk_f: list[list[float]] = [[] for _ in range(p)]
     chunk_b: list[list[float]] = [[] for _ in range(p)]
     for s in range(p):
-        for sg, rep in per_stage[s]:
-            f, b, o, c = _split(sg, rep.records)
+        for _sg, gc in per_stage[s]:
+            f, b, o, c = gc.split
             fwd[s] += f
             bwd[s] += b
             opt[s] += o
@@ -364,31 +468,23 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     pipe: PipelineTime | None = None
     if train:
         pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
-        if engine == "des" and p > 1:
-            from simulator.parallel.pipeline_des import simulate_pipeline
-
-            trace = simulate_pipeline(chunk_f, chunk_b, m, plan.schedule)
-            pipe = PipelineTime(step_s=trace.step_s, busy_s=max(trace.busy_s(d) for d in range(p)),
-                                bubble_s=trace.bubble_s, bottleneck_stage=pipe.bottleneck_stage,
-                                in_flight=pipe.in_flight)
         grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
         sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
         dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
-        memo: dict[tuple[Any, ...], float] = {}
-
-        def coll(kind: str, nbytes: float) -> float:  # stages of one shape synchronise the same bytes
-            k = (kind, nbytes)
-            if k not in memo:
-                memo[k] = _collective_time(kind, nbytes, plan.dp, system, dp_stride)
-            return memo[k]
-
-        dp_sync = [coll(sync_kind, gb) for gb in grad_bytes]
+        zero_gather = plan.zero >= 1 and plan.dp > 1  # updated parameter shards gathered back
+        wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
+        # every distinct collective of the step, costed in one engine call (stages of one shape
+        # synchronise the same bytes)
+        wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
+        if engine == "des" and plan.dp > 1:
+            wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
+        coll = _collective_times(wanted, plan.dp, system, dp_stride)
+        dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
         last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
         exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
         gather = [0.0] * p
-        if plan.zero >= 1 and plan.dp > 1:  # updated parameter shards gathered back
-            wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
-            gather = [coll("all_gather", w) for w in wbytes]
+        if zero_gather:
+            gather = [coll[("all_gather", w)] for w in wbytes]
             if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
                 gather = [g * (1 + 2 * m) for g in gather]
         opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
@@ -404,12 +500,35 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
             "dp_sync_s": dp_sync[worst],
             "dp_sync_exposed_s": exposed[worst],
         }
+        if engine == "des":
+            latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency)
+            extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
         seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
         tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     else:
         latency = sum(fwd)  # one batch passes every stage in turn
         breakdown = {"compute_s": latency - sum(comm), "communication_s": sum(comm), "bubble_s": 0.0,
                      "optimizer_s": 0.0}
+        if engine == "des" and p > 1:
+            # the batch through the stages, each hand-off one transfer on the link (the closed form
+            # charges it twice: the send on one stage and the receive on the next)
+            from simulator.parallel.pipeline_des import StageWork, simulate_step
+
+            work, on_stream = [], 0.0
+            for s in range(p):
+                row = []
+                for _sg, gc in per_stage[s]:
+                    f, _b, _o, cm = gc.split
+                    fs, fr, _bs, _br = gc.links()
+                    row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=0.0, send_forward_s=fs))
+                    on_stream += cm - fs - fr
+                work.append(row)
+            trace = simulate_step(work, 1, "gpipe")
+            extra["closed_form_latency_s"] = latency
+            latency = trace.pipeline_s
+            links = sum(e - s0 for *_, s0, e in trace.sends)
+            breakdown = {"compute_s": latency - on_stream - links, "communication_s": on_stream + links,
+                         "bubble_s": 0.0, "optimizer_s": 0.0}
         meta = graphs[0].graph.meta
         per_seq = 1 if meta.get("phase") == "decode" else int(meta.get("seq", 1))
         tokens = float(int(meta.get("batch", 1)) * per_seq * plan.dp)
@@ -425,17 +544,17 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
             o = o / plan.dp if plan.zero >= 1 else o
             g = g / plan.dp if plan.zero >= 2 else g
             w = w / plan.dp if plan.zero >= 3 else w
-        work = max(float(rep.memory.activations_bytes) for _, rep in sgs)
+        work = max(float(gc.report.memory.activations_bytes) for _, gc in sgs)
         inflight = pipe.in_flight[s] if pipe is not None else 1.0
-        stash = sum(_stash_bytes(sg) for sg, _ in sgs) if train else 0.0
+        stash = sum(gc.stash_bytes for _, gc in sgs) if train else 0.0
         act = work + stash * max(0.0, inflight - 1.0)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
-            optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(sg.graph.flops) for sg, _ in sgs),
+            optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
             weights_bytes=w, gradients_bytes=g, optimizer_state_bytes=o, activations_bytes=act,
             kv_cache_bytes=kv, in_flight=inflight))
     capacity = float(dev.memory[0].capacity_bytes)
-    model_flops = _model_flops(model, graphs, plan, train, m)
+    model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
     res = ParallelResult(
         model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
@@ -448,6 +567,56 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     return res
 
 
+def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
+              coll: Mapping[tuple[str, float], float], sync_kind: str, opt_s: list[float], gather: list[float],
+              closed: PipelineTime, closed_latency: float) -> tuple[float, PipelineTime, dict[str, float]]:
+    """The step by the discrete-event engine: (latency, pipeline, breakdown).
+
+    Each chunk's passes run its compute on the device (the pipeline's sends and receives taken out
+    of the stage times), its sends occupy the link to the next device; the last backward pass of
+    each chunk releases its gradient buckets (:meth:`_GraphCost.bucket_offsets`) onto the
+    data-parallel stream; the update and the ZeRO parameter gather follow the device's last bucket.
+    """
+    from simulator.parallel.pipeline_des import Bucket, StageWork, simulate_step
+
+    p = len(per_stage)
+    work: list[list[StageWork]] = []
+    buckets: list[list[Bucket]] = []
+    on_stream = [0.0] * p  # communication that stays on the compute stream (tensor-parallel collectives)
+    for s in range(p):
+        row, brow = [], []
+        for c, (_sg, gc) in enumerate(per_stage[s]):
+            f, b, _o, cm = gc.split
+            fs, fr, bs, br = gc.links()
+            row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=max(0.0, b - bs - br),
+                                 send_forward_s=fs, send_backward_s=bs))
+            on_stream[s] += cm - fs - fr - bs - br
+            if plan.dp > 1:
+                brow += [Bucket(chunk=c, ready_s=ready, sync_s=coll[(sync_kind, nb)], nbytes=nb)
+                         for ready, nb in gc.bucket_offsets()]
+        work.append(row)
+        buckets.append(brow)
+    after = [o + g for o, g in zip(opt_s, gather, strict=True)]
+    trace = simulate_step(work, m, plan.schedule, buckets=buckets, after_s=after)
+    busy = [trace.busy_s(d) for d in range(p)]
+    bottleneck = max(range(p), key=lambda d: busy[d])
+    pipe = PipelineTime(step_s=trace.pipeline_s, busy_s=busy[bottleneck], bubble_s=trace.bubble_s,
+                        bottleneck_stage=bottleneck, in_flight=closed.in_flight)
+    worst = max(range(p), key=lambda d: trace.finish_s[d])
+    exposed = max(0.0, trace.finish_s[worst] - trace.last_pass_end_s(worst) - after[worst])
+    comm_busy = m * max(0.0, on_stream[bottleneck])
+    breakdown = {
+        "compute_s": pipe.busy_s - comm_busy,
+        "communication_s": comm_busy + exposed + gather[worst],
+        "bubble_s": pipe.bubble_s,
+        "optimizer_s": opt_s[worst],
+        "dp_sync_s": sum(e - s0 for s0, e in trace.syncs[worst]),
+        "dp_sync_exposed_s": exposed,
+        "closed_form_latency_s": closed_latency,
+    }
+    return trace.step_s, pipe, breakdown
+
+
 def _shift_layers(name: str, shift: int) -> str:
     """``layers.<i>`` in an op name or group renumbered by ``shift`` (a stage sharing another's graph)."""
     return _LAYER.sub(lambda m: f"layers.{int(m.group(1)) + shift}", name)
@@ -456,24 +625,10 @@ def _shift_layers(name: str, shift: int) -> str:
 _LAYER = re.compile(r"layers\.(\d+)")
 
 
-def _shape_key(g: OpGraph) -> tuple[Any, ...]:
-    """Stages whose graphs differ only in layer indices cost the same: key by everything else."""
-    return tuple((_DIGITS.sub("#", op.name), op.kind, tuple((t.shape, t.dtype.value) for t in op.inputs),
-                  tuple((k, repr(op.attrs[k])) for k in sorted(op.attrs))) for op in g.ops)
-
-
-_DIGITS = re.compile(r"\d+")
-
-
-def _model_flops(model: Any, graphs: list[StageGraph], plan: ParallelPlan, train: bool, m: int) -> float:
+def _model_flops(costs: list[_GraphCost], plan: ParallelPlan, train: bool, m: int) -> float:
     """Model FLOPs of one step over all devices: the unsharded work, without recomputation or
     collectives' reductions (the numerator of MFU, as in Korthikanti et al. 2022)."""
-    total = 0.0
-    for sg in graphs:
-        for op in sg.graph.ops:
-            if op.kind in COMMUNICATION_KINDS or "@recompute" in op.name or op.kind == "optimizer_update":
-                continue
-            total += float(op.flops)
+    total = float(sum(c.model_flops for c in costs))  # integer counts: exact in any order
     per_replica = total * plan.tp * plan.cp * (m if train else 1)
     return per_replica * plan.dp
 

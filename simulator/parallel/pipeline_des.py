@@ -1,5 +1,22 @@
-"""Discrete-event simulation of a pipeline schedule: each device runs its own ordered list of forward
-and backward passes as a SimPy process, a pass starting only when its inputs have arrived.
+"""Discrete-event simulation of a pipeline-parallel training step (SimPy).
+
+What is simulated:
+
+* **Devices as resources.** Each pipeline device is a compute stream (a SimPy resource of capacity
+  one) that runs its forward and backward passes in the schedule's order (below): a pass starts only
+  when its turn has come on the device and its input has arrived.
+* **Microbatches as processes.** A microbatch walks forward through every chunk of the model, then
+  backward in reverse; between two devices its activation (or gradient) is a send over the link
+  from one device to the next, a resource of its own (one per direction): the send occupies the link
+  for its transfer time, not the sending device, so a stage's send overlaps its next compute (as
+  Megatron-LM's non-blocking ``isend``/``irecv`` pairs do), and the receiver waits for the arrival
+  instead of paying a receive.
+* **Data-parallel gradient synchronisation on its own stream.** During the last backward pass of
+  each chunk (gradients accumulate over the earlier microbatches, ``no_sync``), gradient buckets
+  become ready as the backward produces them; each is reduced by one collective on the device's
+  data-parallel stream (a third resource), overlapping the rest of the backward. The optimizer
+  update (and, with ZeRO, the parameter all-gather) runs after the device's last pass and its last
+  bucket.
 
 Order per device (Narayanan et al. 2021, Sec. 2.2; Megatron-LM ``schedules.py`` follows the same
 orders):
@@ -12,38 +29,92 @@ orders):
   with ``(p - s - 1) 2 + (v - 1) p`` forwards, then alternates; backwards visit chunks in
   reverse.
 
-Dependencies: the forward of chunk ``c`` of microbatch ``i`` needs the forward of chunk ``c - 1``
-(on the previous device, ``link_s`` later); its backward needs the backward of chunk ``c + 1`` and
-its own forward. Stage times come from the analytical engine (one microbatch per chunk); the
-simulation supplies what the closed form (:func:`simulator.parallel.schedule.pipeline_time`)
-approximates when stages differ: the exact waiting. With equal stages and no link latency the two
-agree exactly (a test enforces it).
+With equal stages, sends counted in the stage times (``link`` none) and no data-parallel stream,
+the simulated step equals the closed form of :func:`simulator.parallel.schedule.pipeline_time`
+exactly (a test enforces it on real stage graphs). Where the two differ: unequal stages (the
+closed form charges every non-bottleneck stage's fill and drain in full, the simulation overlaps
+what the schedule lets it), sends that overlap compute, and gradient buckets that finish after the
+backward they overlap (the closed form assumes the whole backward hides them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
-__all__ = ["PipelineTrace", "simulate_pipeline", "device_order"]
+__all__ = ["PipelineTrace", "StageWork", "Bucket", "simulate_pipeline", "simulate_step", "device_order"]
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """One microbatch through one chunk of one device.
+
+    ``forward_s``/``backward_s``: time on the device's compute stream. ``send_forward_s``: time the
+    activation occupies the link to the next chunk's device; ``send_backward_s``: the gradient's
+    time on the link to the previous chunk's device (both zero when the stage times already count
+    the sends, as the closed form does).
+    """
+
+    forward_s: float
+    backward_s: float
+    send_forward_s: float = 0.0
+    send_backward_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A gradient bucket of chunk ``chunk``: ready ``ready_s`` after its last backward pass starts
+    (when the backward has produced its last gradient), reduced in ``sync_s`` on the data-parallel stream."""
+
+    chunk: int
+    ready_s: float
+    sync_s: float
+    nbytes: float = 0.0
 
 
 @dataclass(frozen=True)
 class PipelineTrace:
-    """Simulated step: its time and, per device, the (kind, microbatch, chunk, start_s, end_s) passes."""
+    """A simulated step.
+
+    ``step_s``: the whole step (passes, exposed gradient synchronisation and the update);
+    ``passes[d]``: device ``d``'s (kind, microbatch, chunk, start_s, end_s) passes in order;
+    ``sends``: (link (src, dst), kind, microbatch, start_s, end_s); ``syncs[d]``: device ``d``'s
+    buckets as (start_s, end_s); ``finish_s[d]``: when device ``d`` finished its update.
+    """
 
     step_s: float
     passes: tuple[tuple[tuple[str, int, int, float, float], ...], ...]
+    sends: tuple[tuple[tuple[int, int], str, int, float, float], ...] = ()
+    syncs: tuple[tuple[tuple[float, float], ...], ...] = ()
+    finish_s: tuple[float, ...] = field(default=())
 
     def busy_s(self, device: int) -> float:
         return sum(e - s for _, _, _, s, e in self.passes[device])
 
     @property
+    def pipeline_s(self) -> float:
+        """When the last pass ended (the step without the gradient synchronisation and the update)."""
+        return max((p[-1][4] for p in self.passes if p), default=0.0)
+
+    @property
     def bubble_s(self) -> float:
-        """Idle time of the busiest device."""
-        return self.step_s - max(self.busy_s(d) for d in range(len(self.passes)))
+        """Idle time of the busiest device during the passes."""
+        return self.pipeline_s - max(self.busy_s(d) for d in range(len(self.passes)))
+
+    def peak_in_flight(self, device: int) -> float:
+        """Most microbatches whose activations ``device`` held at once (forwards run whose backward
+        had not), in whole-device units: a chunk counts ``1/v`` with ``v`` chunks per device."""
+        v = 1 + max((c for _, _, c, _, _ in self.passes[device]), default=0)
+        held = peak = 0
+        for kind, *_ in self.passes[device]:
+            held += 1 if kind == "F" else -1
+            peak = max(peak, held)
+        return peak / v
+
+    def last_pass_end_s(self, device: int) -> float:
+        return self.passes[device][-1][4] if self.passes[device] else 0.0
 
 
 def device_order(schedule: str, p: int, m: int, s: int, v: int = 1) -> list[tuple[str, int, int]]:
@@ -86,9 +157,144 @@ def device_order(schedule: str, p: int, m: int, s: int, v: int = 1) -> list[tupl
     raise ValueError(f"schedule: got {schedule!r}; expected gpipe, 1f1b or interleaved")
 
 
+def simulate_step(work: Sequence[Sequence[StageWork]], m: int, schedule: str = "1f1b", *,
+                  buckets: Sequence[Sequence[Bucket]] | None = None,
+                  after_s: Sequence[float] | None = None) -> PipelineTrace:
+    """Simulate one training step of ``m`` microbatches.
+
+    Parameters
+    ----------
+    work
+        ``work[d][c]``: one microbatch through chunk ``c`` of device ``d`` (one chunk per device
+        unless interleaved; chunk ``c`` of device ``d`` is model chunk ``c p + d``).
+    m, schedule
+        Microbatches and ``gpipe``, ``1f1b`` or ``interleaved``.
+    buckets
+        Per device, its gradient buckets in the order the backward produces them (none: no
+        data-parallel synchronisation).
+    after_s
+        Per device, what runs after its last pass and last bucket (optimizer update, parameter
+        all-gather).
+    """
+    p = len(work)
+    v = len(work[0]) if p else 0
+    if p == 0 or v == 0 or any(len(x) != v for x in work):
+        raise ValueError("pipeline: expected one row of stage work per device, every row with the same chunks")
+    if m < 1:
+        raise ValueError(f"pipeline: got m={m}; expected a positive integer")
+    for d, row in enumerate(work):
+        for c, w in enumerate(row):
+            for k in ("forward_s", "backward_s", "send_forward_s", "send_backward_s"):
+                val = getattr(w, k)
+                if not val >= 0.0 or val == float("inf"):
+                    raise ValueError(f"pipeline: work[{d}][{c}].{k}: got {val!r}; expected a finite time >= 0")
+    if buckets is not None and len(buckets) != p:
+        raise ValueError(f"pipeline: got buckets for {len(buckets)} devices; expected {p}")
+    if after_s is not None and len(after_s) != p:
+        raise ValueError(f"pipeline: got after_s for {len(after_s)} devices; expected {p}")
+    env = simpy.Environment()
+    chunks = p * v
+    compute = [simpy.Resource(env, capacity=1) for _ in range(p)]
+    links: dict[tuple[int, int], simpy.Resource] = {}
+    orders = [device_order(schedule, p, m, d, v) for d in range(p)]
+    # a device's turn: the event of pass k fires when pass k - 1 on that device has ended
+    turn: list[dict[tuple[str, int, int], simpy.Event]] = []
+    nxt: list[dict[tuple[str, int, int], simpy.Event | None]] = []
+    for d in range(p):
+        evs = {key: env.event() for key in orders[d]}
+        if len(evs) != len(orders[d]):  # pragma: no cover - the orders list every pass once
+            raise RuntimeError(f"pipeline: the {schedule} order of device {d} repeats a pass")
+        turn.append(evs)
+        nxt.append({key: (evs[orders[d][k + 1]] if k + 1 < len(orders[d]) else None)
+                    for k, key in enumerate(orders[d])})
+        evs[orders[d][0]].succeed()
+    passes: list[list[tuple[str, int, int, float, float]]] = [[] for _ in range(p)]
+    sends: list[tuple[tuple[int, int], str, int, float, float]] = []
+    last_b: dict[tuple[int, int], tuple[str, int, int]] = {}
+    for d in range(p):
+        for key in orders[d]:
+            if key[0] == "B":
+                last_b[(d, key[2])] = key  # the device's last backward pass of each chunk
+    last_b_start: dict[tuple[int, int], simpy.Event] = {k: env.event() for k in last_b}
+
+    def run_pass(d: int, key: tuple[str, int, int], dur: float):  # noqa: ANN202 - a SimPy generator
+        yield turn[d][key]
+        with compute[d].request() as req:
+            yield req
+            start = env.now
+            if last_b.get((d, key[2])) == key:
+                last_b_start[(d, key[2])].succeed(start)
+            yield env.timeout(dur)
+            passes[d].append((key[0], key[1], key[2], start, env.now))
+        ev = nxt[d][key]
+        if ev is not None:
+            ev.succeed()
+
+    def send(src: int, dst: int, kind: str, i: int, dur: float):  # noqa: ANN202 - a SimPy generator
+        if dur <= 0.0:
+            return
+        link = links.setdefault((src, dst), simpy.Resource(env, capacity=1))
+        with link.request() as req:
+            yield req
+            start = env.now
+            yield env.timeout(dur)
+            sends.append(((src, dst), kind, i, start, env.now))
+
+    def microbatch(i: int):  # noqa: ANN202 - a SimPy process
+        for g in range(chunks):  # forward through every model chunk
+            d, c = g % p, g // p
+            yield from run_pass(d, ("F", i, c), work[d][c].forward_s)
+            if g < chunks - 1:
+                yield from send(d, (g + 1) % p, "F", i, work[d][c].send_forward_s)
+        for g in reversed(range(chunks)):  # and back
+            d, c = g % p, g // p
+            yield from run_pass(d, ("B", i, c), work[d][c].backward_s)
+            if g > 0:
+                yield from send(d, (g - 1) % p, "B", i, work[d][c].send_backward_s)
+
+    syncs: list[list[tuple[float, float]]] = [[] for _ in range(p)]
+    streams = [simpy.Resource(env, capacity=1) for _ in range(p)]
+
+    def bucket(d: int, b: Bucket):  # noqa: ANN202 - a SimPy process
+        start = yield last_b_start[(d, b.chunk)]
+        ready = start + b.ready_s
+        if ready > env.now:
+            yield env.timeout(ready - env.now)
+        with streams[d].request() as req:
+            yield req
+            s0 = env.now
+            yield env.timeout(b.sync_s)
+            syncs[d].append((s0, env.now))
+
+    for i in range(m):
+        env.process(microbatch(i))
+    n_buckets = 0
+    if buckets is not None:
+        for d, row in enumerate(buckets):
+            for b in row:
+                if not 0 <= b.chunk < v or (d, b.chunk) not in last_b_start:
+                    raise ValueError(f"pipeline: bucket of device {d}: chunk {b.chunk}; expected 0 .. {v - 1}")
+                if not (b.ready_s >= 0.0 and b.sync_s >= 0.0):
+                    raise ValueError(f"pipeline: bucket of device {d}: got ready {b.ready_s!r}, sync {b.sync_s!r}; "
+                                     "expected times >= 0")
+                env.process(bucket(d, b))
+                n_buckets += 1
+    env.run()
+    ran = sum(len(x) for x in passes)
+    if ran != 2 * m * chunks or sum(len(x) for x in syncs) != n_buckets:
+        # a schedule that cannot finish is a bug in the order, never a silent result
+        raise RuntimeError(f"pipeline: {2 * m * chunks - ran} passes never ran; the {schedule} order deadlocked")
+    finish = []
+    for d in range(p):
+        end = max([passes[d][-1][4], *(e for _, e in syncs[d])])
+        finish.append(end + (float(after_s[d]) if after_s is not None else 0.0))
+    return PipelineTrace(step_s=max(finish), passes=tuple(tuple(x) for x in passes), sends=tuple(sends),
+                         syncs=tuple(tuple(x) for x in syncs), finish_s=tuple(finish))
+
+
 def simulate_pipeline(fwd_s: Sequence[Sequence[float]], bwd_s: Sequence[Sequence[float]], m: int,
                       schedule: str = "1f1b", link_s: float = 0.0) -> PipelineTrace:
-    """Simulate one step of ``m`` microbatches.
+    """Simulate the passes of one step of ``m`` microbatches (no data-parallel stream).
 
     Parameters
     ----------
@@ -100,48 +306,12 @@ def simulate_pipeline(fwd_s: Sequence[Sequence[float]], bwd_s: Sequence[Sequence
     schedule
         ``gpipe``, ``1f1b`` or ``interleaved``.
     link_s
-        Time for an activation (or its gradient) to reach the neighbouring device, beyond what the
-        stage times already include.
+        Time an activation (or its gradient) occupies the link to the neighbouring device, beyond
+        what the stage times already include.
     """
     p = len(fwd_s)
-    v = len(fwd_s[0]) if p else 0
-    if p == 0 or any(len(x) != v for x in (*fwd_s, *bwd_s)) or len(bwd_s) != p:
+    if p == 0 or len(bwd_s) != p or any(len(f) != len(b) for f, b in zip(fwd_s, bwd_s, strict=True)):
         raise ValueError("pipeline: expected equal-shaped forward and backward times, one row per device")
-    env = simpy.Environment()
-    chunks = p * v
-    # global chunk index of device s's local chunk c: c * p + s
-    done = {(kind, i, g): env.event() for kind in "FB" for i in range(m) for g in range(chunks)}
-    passes: list[list[tuple[str, int, int, float, float]]] = [[] for _ in range(p)]
-
-    def device(s: int):  # noqa: ANN202 - a SimPy process
-        for kind, i, c in device_order(schedule, p, m, s, v):
-            g = c * p + s
-            if kind == "F":
-                if g > 0:
-                    yield done[("F", i, g - 1)]
-            else:
-                yield done[("F", i, g)]
-                if g < chunks - 1:
-                    yield done[("B", i, g + 1)]
-            start = env.now
-            yield env.timeout(fwd_s[s][c] if kind == "F" else bwd_s[s][c])
-            passes[s].append((kind, i, c, start, env.now))
-            ev = done[(kind, i, g)]
-            if link_s > 0 and ((kind == "F" and g < chunks - 1) or (kind == "B" and g > 0)):
-                env.process(_deliver(env, ev, link_s))
-            else:
-                ev.succeed()
-
-    for s in range(p):
-        env.process(device(s))
-    env.run()
-    unfinished = [k for k, ev in done.items() if not ev.triggered]
-    if unfinished:  # a schedule that cannot finish is a bug in the order, never a silent result
-        raise RuntimeError(f"pipeline: {len(unfinished)} passes never ran (first: {unfinished[0]}); the "
-                           f"{schedule} order deadlocked")
-    return PipelineTrace(float(env.now), tuple(tuple(x) for x in passes))
-
-
-def _deliver(env: simpy.Environment, ev: simpy.Event, delay: float):  # noqa: ANN202 - a SimPy process
-    yield env.timeout(delay)
-    ev.succeed()
+    work = [[StageWork(float(f), float(b), link_s, link_s) for f, b in zip(fr, br, strict=True)]
+            for fr, br in zip(fwd_s, bwd_s, strict=True)]
+    return simulate_step(work, m, schedule)

@@ -20,8 +20,10 @@ larger than the formula: the pipeline's steady state runs at the pace of its slo
 once, then one bottleneck step per further microbatch), which is the closed form above when all
 stages are equal. The interleaved schedule divides the fill and drain term by ``v``.
 :func:`pipeline_time` returns the step time, the bubble (step time minus the bottleneck device's
-busy time ``m (f + b)``) and per-stage in-flight counts; the discrete-event engine simulates the
-same schedules op by op where the closed form is only a bound.
+busy time ``m (f + b)``) and per-stage in-flight counts; the discrete-event engine
+(:mod:`simulator.parallel.pipeline_des`) runs the same schedules pass by pass, with sends on the
+links and the data-parallel gradient buckets on their own stream, where the closed form is only
+an approximation.
 """
 
 from __future__ import annotations
