@@ -15,7 +15,8 @@ in waves, the busiest SM processing ``ceil(ctas / sms)`` CTAs (wave quantization
 wave included); per CTA, tensor-core time of the padded tile versus the time to move its operand
 panels from L2 into the SM (with thread-block-cluster multicast on Hopper and later), the time to feed the tensor cores from shared memory (warp tiles), and
 device-wide DRAM time with L2 reuse (compulsory traffic when the operands fit in L2, else the unique
-panels of each wave). The kernel takes the largest of these plus one DRAM latency for the pipeline
+panels of each wave; the A panels of an implicit-GEMM convolution cost the input elements they touch,
+halo included, not their im2col size: :class:`ImplicitOperand`). The kernel takes the largest of these plus one DRAM latency for the pipeline
 prologue and the pipeline's two edges, exposed once per kernel: before any math the first K-slice's
 operand panels must arrive, after the last load one slice of math remains (so ``N`` slices take
 ``N * max(load, math) + min(load, math)``), and the last tile's C store reaches L2 (its bytes at the
@@ -80,6 +81,7 @@ __all__ = [
     "gpu_params",
     "KernelEstimate",
     "GemmEstimate",
+    "ImplicitOperand",
     "GemmLaunch",
     "gemm_launch",
     "gemm_occupancy",
@@ -567,12 +569,134 @@ def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_b
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _touched(extent: int, out: int, filt: int, stride: int, dilation: int, pad: int) -> int:
+    """Positions of an input axis of ``extent`` that some output position reads: the union of
+    ``o * stride + f * dilation - pad`` over ``o < out`` and ``f < filt``, inside ``[0, extent)``."""
+    hit = np.zeros(extent, dtype=bool)
+    starts = np.arange(out, dtype=np.int64) * stride - pad
+    for f in range(filt):  # one pass per filter tap
+        x = starts + f * dilation
+        hit[x[(x >= 0) & (x < extent)]] = True
+    return int(np.count_nonzero(hit))
+
+
+@dataclass(frozen=True)
+class ImplicitOperand:
+    """The A operand of an implicit-GEMM convolution, which DRAM sees as its source tensor.
+
+    An implicit-GEMM kernel never writes the im2col matrix: each CTA gathers its A panel from the
+    source tensor (NHWC) into shared memory (NVIDIA CUTLASS, "Implicit GEMM Convolution",
+    ``media/docs/implicit_gemm_convolution.md``: the activation tile iterators compute the NHWC
+    address of every element of the virtual ``[N*P*Q, R*S*C]`` matrix; cuDNN's
+    ``IMPLICIT_GEMM``/``IMPLICIT_PRECOMP_GEMM`` algorithms likewise). The K loop advances the
+    channel block outermost and the filter taps innermost, so a split-K share of K covers a share of
+    the channels. Hence a panel of ``rows`` GEMM rows over the whole reduction reads, from DRAM, the
+    source elements those rows touch (:meth:`panel_elements`), halo included, and never more than its
+    im2col size; and the whole operand, when it stays in L2, is the source tensor once
+    (:attr:`unique_elements`). L2 -> SM and shared-memory traffic keep the im2col size: every
+    CTA loads ``rows x k`` elements.
+
+    Build with :meth:`fprop` (rows: output pixels; source: the input), :meth:`dgrad` (rows: the
+    input-gradient pixels; source: the output gradient) or :meth:`wgrad` (rows: the filter taps
+    ``(c, r, s)``; the source, the input, is indexed by the reduction over ``N*P*Q``).
+
+    Attributes
+    ----------
+    images, channels
+        Batch images and source channels per group.
+    source
+        Source positions read per spatial axis (:func:`_touched`; all of them for a padded conv).
+    extent
+        Extent of the GEMM row index per spatial axis (output pixels for fprop).
+    halo
+        Extra source positions per spatial axis that a run of consecutive rows reads at its edges
+        (``(R - 1) * dilation + 1 - stride`` for fprop, when positive).
+    taps
+        Filter taps ``R * S`` (wgrad: rows per source channel).
+    by_reduction
+        Wgrad: rows are filter taps and the source is indexed by the reduction.
+    """
+
+    images: int
+    channels: int
+    source: tuple[int, ...]
+    extent: tuple[int, ...]
+    halo: tuple[float, ...]
+    taps: int = 1
+    by_reduction: bool = False
+
+    @staticmethod
+    def fprop(images: int, channels: int, in_spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+              filt: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+              pad: tuple[int, ...]) -> ImplicitOperand:
+        """Forward conv: output pixel rows over the input ``in_spatial`` (``pad``: leading padding per axis)."""
+        src = tuple(_touched(h, o, f, s, d, p)
+                    for h, o, f, s, d, p in zip(in_spatial, out_spatial, filt, stride, dilation, pad, strict=True))
+        halo = tuple(float(max(0, (f - 1) * d + 1 - s)) for f, s, d in zip(filt, stride, dilation, strict=True))
+        return ImplicitOperand(images, channels, src, tuple(out_spatial), halo, math.prod(filt))
+
+    @staticmethod
+    def dgrad(images: int, channels: int, dy_spatial: tuple[int, ...], dx_spatial: tuple[int, ...],
+              filt: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> ImplicitOperand:
+        """Data gradient: rows are the pixels of dX, each reading a window of ``ceil(effective filter /
+        stride)`` positions of dY per axis (``channels``: dY's)."""
+        halo = tuple(float(max(0, math.ceil(((f - 1) * d + 1) / s) - 1))
+                     for f, s, d in zip(filt, stride, dilation, strict=True))
+        return ImplicitOperand(images, channels, tuple(dy_spatial), tuple(dx_spatial), halo, math.prod(filt))
+
+    @staticmethod
+    def wgrad(images: int, channels: int, in_spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+              filt: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+              pad: tuple[int, ...]) -> ImplicitOperand:
+        """Weight gradient: rows are the filter taps ``(c, r, s)``; a panel of rows covers
+        ``rows / (R*S)`` channels (at least one) of the input, over every image and position read."""
+        fw = ImplicitOperand.fprop(images, channels, in_spatial, out_spatial, filt, stride, dilation, pad)
+        return dataclasses.replace(fw, halo=(0.0,) * len(fw.halo), by_reduction=True)
+
+    @property
+    def unique_elements(self) -> float:
+        """Source elements read at least once (per group)."""
+        return float(self.images * self.channels * math.prod(self.source))
+
+    def panel_elements(self, rows: ArrayLike) -> np.ndarray:
+        """Source elements a panel of ``rows`` consecutive GEMM rows touches over the whole reduction.
+
+        Rows run over the last spatial axis fastest. A panel of ``t = rows / W`` whole rows of the
+        row index (``W`` its last extent) reads ``t * a + h`` source rows (``a``: source rows per row,
+        ``h``: the halo) of the full source width, but no more than the images it spans hold; a
+        shorter panel reads ``a + h`` source rows of ``rows * a_w + h_w`` source columns. Leading
+        axes beyond two are folded into the rows. Wgrad panels cover ``max(1, rows / taps)``
+        channels of the whole source.
+        """
+        r = _a(rows)
+        if self.by_reduction:
+            ch = np.minimum(float(self.channels), np.maximum(1.0, r / self.taps))
+            return ch * float(self.images * math.prod(self.source))
+        ext, src, halo = self.extent, self.source, self.halo
+        if len(ext) == 1:  # conv1d: one row of the row index per image
+            ext, src, halo = (1, *ext), (1, *src), (0.0, *halo)
+        lead_ext, lead_src = math.prod(ext[:-1]), math.prod(src[:-1])
+        width, src_w = ext[-1], src[-1]
+        a_h, h_h = lead_src / lead_ext, halo[-2]
+        a_w, h_w = src_w / width, halo[-1]
+        t = r / width
+        whole = np.minimum(t * a_h + h_h, np.ceil(t / lead_ext) * lead_src) * src_w
+        part = min(a_h + h_h, lead_src) * np.minimum(r * a_w + h_w, src_w)
+        return float(self.channels) * np.where(r >= width, whole, part)
+
+    def panel_scale(self, rows: ArrayLike, k: int) -> np.ndarray:
+        """DRAM bytes of an A panel of ``rows`` rows per byte of its im2col panel (``rows x k``): at most 1."""
+        r = _a(rows)
+        return np.minimum(1.0, self.panel_elements(r) / (r * float(k)))
+
+
 @dataclass(frozen=True)
 class GemmLaunch:
     """The grids that candidate GEMM kernels (tile x split-K factor) launch for one problem.
 
-    ``m``, ``n``, ``k``, ``batch``, ``in_bytes``, ``out_bytes`` and ``b_shared`` describe the
-    problem; every other field is an array with one entry per candidate (tiles outer, split-K
+    ``m``, ``n``, ``k``, ``batch``, ``in_bytes``, ``out_bytes``, ``b_shared`` and ``a_operand``
+    describe the problem; every other field is an array with one entry per candidate (tiles outer, split-K
     factors inner), or whatever shape :meth:`pick` indexed them with. Build with :func:`gemm_launch`.
 
     Attributes
@@ -595,6 +719,14 @@ class GemmLaunch:
         (predicated loads skip the padding).
     name
         Kernel name of the tile (``"128x256x64_s4_c2x1"``).
+    a_operand
+        The implicit-GEMM A operand (:class:`ImplicitOperand`), or None: A is a plain matrix.
+    a_elements
+        Elements of A that DRAM delivers at least once per batch entry: ``m * k``, or the source
+        tensor of an implicit operand.
+    a_scale
+        DRAM bytes of one CTA's A panel per byte it loads into the SM (1 for a plain matrix;
+        :meth:`ImplicitOperand.panel_scale` of ``rows``).
     """
 
     m: int
@@ -604,6 +736,8 @@ class GemmLaunch:
     in_bytes: float
     out_bytes: float
     b_shared: bool
+    a_operand: ImplicitOperand | None
+    a_elements: float
     tile_m: np.ndarray
     tile_n: np.ndarray
     tile_k: np.ndarray
@@ -625,6 +759,7 @@ class GemmLaunch:
     rows: np.ndarray
     cols: np.ndarray
     name: np.ndarray
+    a_scale: np.ndarray
 
     def pick(self, index: Any) -> GemmLaunch:
         """The candidates at ``index`` (an integer array: one choice per hardware variant).
@@ -635,7 +770,7 @@ class GemmLaunch:
         return cast(GemmLaunch, _PickedLaunch(self, index))
 
 
-_PROBLEM_FIELDS = ("m", "n", "k", "batch", "in_bytes", "out_bytes", "b_shared")
+_PROBLEM_FIELDS = ("m", "n", "k", "batch", "in_bytes", "out_bytes", "b_shared", "a_operand", "a_elements")
 _LAUNCH_ARRAYS = tuple(f.name for f in dataclasses.fields(GemmLaunch) if f.name not in _PROBLEM_FIELDS)
 
 
@@ -655,21 +790,31 @@ class _PickedLaunch:
 
 def gemm_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...],
                 split_k: tuple[int, ...] = SPLIT_K_FACTORS, *, batch: int = 1, in_bytes: float = 2.0,
-                out_bytes: float = 2.0, b_shared: bool = False) -> GemmLaunch:
+                out_bytes: float = 2.0, b_shared: bool = False,
+                a_operand: ImplicitOperand | None = None) -> GemmLaunch:
     """The grid of every (tile, split-K) candidate for ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]``.
 
     Every (tile, split) pair is a candidate whatever the shape: each one's time grows with m, n
-    and k, so the minimum does too (a larger GEMM is never predicted faster).
+    and k, so the minimum does too (a larger GEMM is never predicted faster). ``a_operand``: A is
+    the implicit im2col matrix of a convolution (:class:`ImplicitOperand`), whose DRAM traffic is
+    its source tensor's.
     """
     st = _static(tuple(candidates), tuple(split_k), float(in_bytes))
     tm, tn, tk, sk = st["tile_m"], st["tile_n"], st["tile_k"], st["split"]
     tiles_m = np.ceil(m / tm)
     tiles_n = np.ceil(n / tn)
     k_split = np.ceil(k / sk)
+    rows = np.minimum(tm, m)
+    if a_operand is None:
+        a_elements, a_scale = float(m) * float(k), np.ones_like(rows)
+    else:
+        a_elements = min(float(m) * float(k), a_operand.unique_elements)
+        a_scale = a_operand.panel_scale(rows, k)
     return GemmLaunch(
         m=m, n=n, k=k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
+        a_operand=a_operand, a_elements=a_elements,
         tiles_m=tiles_m, tiles_n=tiles_n, k_split=k_split, k_padded=np.ceil(k_split / tk) * tk,
-        ctas=batch * tiles_m * tiles_n * sk, rows=np.minimum(tm, m), cols=np.minimum(tn, n),
+        ctas=batch * tiles_m * tiles_n * sk, rows=rows, cols=np.minimum(tn, n), a_scale=a_scale,
         **{f: st[f] for f in _LAUNCH_ARRAYS if f in st},
     )
 
@@ -741,13 +886,19 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
 
     When A and B fit in L2 they are read once (compulsory traffic); otherwise each wave of
     resident CTAs (``sms * ctas_per_sm``, a near-square block of ``r x c`` output tiles) streams
-    the unique panels it needs, ``(r * rows + c * cols) * k_split * in_bytes``, and never less
-    than A and B once. C is written once; split-K's fp32 partials (written and read back) reach
+    the unique panels it needs, ``(r * rows * a_scale + c * cols) * k_split * in_bytes``, and never
+    less than A and B once. C is written once; split-K's fp32 partials (written and read back) reach
     DRAM only when they do not fit in L2.
+
+    For an implicit-GEMM convolution (``launch.a_operand``) "A once" is the source tensor once
+    (``a_elements``) and a panel's DRAM bytes are those of the source elements it touches, halo
+    included (``a_scale``, :meth:`ImplicitOperand.panel_scale`): an input element is read from DRAM
+    once per wave column group of CTAs that needs it, and once more for each row panel whose halo
+    reaches it.
     """
     g = launch
     m, n, k, batch, in_bytes = g.m, g.n, g.k, g.batch, g.in_bytes
-    ab = batch * m * k * in_bytes + (1 if g.b_shared else batch) * k * n * in_bytes
+    ab = batch * g.a_elements * in_bytes + (1 if g.b_shared else batch) * k * n * in_bytes
     c_bytes = batch * m * n * g.out_bytes
     need = ab > l2_capacity_bytes
     if np.any(need):
@@ -759,7 +910,8 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         cc = conc / r
         np.ceil(cc, out=cc)
         cc = _ip(np.minimum, cc, g.tiles_n * g.split)
-        streamed = _ip(np.add, _ip(np.multiply, r, g.rows), _ip(np.multiply, cc, g.cols))
+        a_rows = g.rows if g.a_operand is None else g.rows * g.a_scale  # DRAM rows of an A panel
+        streamed = _ip(np.add, _ip(np.multiply, r, a_rows), _ip(np.multiply, cc, g.cols))
         streamed = _ip(np.multiply, streamed, g.k_split * in_bytes)
         streamed = _ip(np.multiply, streamed, g.ctas / conc)  # waves of resident CTAs
         streamed = _ip(np.maximum, streamed, ab)
@@ -1003,7 +1155,10 @@ def _survivors(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hard
     vary, the hardware is one axis of variants, and its numbers are finite and >= 0. The K-loop
     stall (:func:`gemm_k_loop_stall_s`) grows with the CTA rounds and the stall groups and shrinks
     with the pipeline depth and the math of one slice; with those four keys (the last two negated)
-    the same argument covers the re-timing, when the SM count does not vary.
+    the same argument covers the re-timing, when the SM count does not vary. An implicit-GEMM A
+    operand (:class:`ImplicitOperand`) enters only through the DRAM bytes, a per-candidate key that
+    :func:`gemm_dram_bytes` forms here exactly as in :func:`_select`; the launch (and so the key of
+    the cache) carries it.
     """
     limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
               p.max_smem_per_cta_bytes)
@@ -1104,9 +1259,10 @@ def _frozen(x: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1024)
 def _cached_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...], split_k: tuple[int, ...],
-                   batch: int, in_bytes: float, out_bytes: float, b_shared: bool) -> GemmLaunch:
+                   batch: int, in_bytes: float, out_bytes: float, b_shared: bool,
+                   a_operand: ImplicitOperand | None) -> GemmLaunch:
     g = gemm_launch(m, n, k, candidates, split_k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
-                    b_shared=b_shared)
+                    b_shared=b_shared, a_operand=a_operand)
     for f in _LAUNCH_ARRAYS:
         v = getattr(g, f)
         if v.flags.writeable:
@@ -1167,6 +1323,7 @@ def gemm(
     out_bytes: float = 2.0,
     b_shared: bool = False,
     split_k: tuple[int, ...] = SPLIT_K_FACTORS,
+    a_operand: ImplicitOperand | None = None,
 ) -> GemmEstimate:
     """Time of ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]`` with the best candidate tile and split-K.
 
@@ -1186,6 +1343,11 @@ def gemm(
     split_k
         Split-K factors to consider; split-K partial sums (fp32) are reduced through L2/DRAM by a
         serial fixup (``fixup_s`` of the result).
+    a_operand
+        A is the implicit im2col matrix of a convolution (:class:`ImplicitOperand`, per batch
+        entry: one conv group): every candidate's DRAM term, and so the choice of tile, the memory
+        time and the bound term, counts the source tensor's traffic (:func:`gemm_dram_bytes`); the
+        L2 and shared-memory terms keep the im2col panels the CTAs load.
 
     Returns
     -------
@@ -1214,7 +1376,7 @@ def gemm(
     """
     if min(m, n, k, batch) < 1:
         raise ValueError(f"gemm: sizes must be positive; got m={m}, n={n}, k={k}, batch={batch}; expected >= 1")
-    key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared)
+    key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
     launch = _cached_launch(*key)
     hw = _hardware(p)
     choice: dict[str, Any] | None = None

@@ -36,7 +36,7 @@ from workloads.precision import (
     quant_operands,
     weight_only,
 )
-from workloads.semantics import conv_dims, gemm_dims
+from workloads.semantics import _conv_params, conv_dims, gemm_dims
 
 __all__ = ["attention_kernel_for"]
 
@@ -73,18 +73,18 @@ def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector
 
 def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtype: str, in_bytes: float,
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
-               a_dram_bytes: float | None = None, tile_bytes: float | None = None,
+               a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
                tile_shape: tuple[int, int] | None = None) -> KernelCost:
     p = ctx.params(dtype)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
-    e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared)
+    # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
+    # the DRAM term, the memory time and the bound term all see the source tensor's real traffic
+    e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
+                 a_operand=a_operand)
     dram = _f(e.dram_bytes)
-    if a_dram_bytes is not None:
-        # implicit GEMM: the im2col matrix is never materialised; DRAM reads the input tensor once
-        dram = _f(np.maximum(0.0, dram - batch * m * k * in_bytes + a_dram_bytes))
     flops = 2.0 * batch * m * n * k
     return KernelCost(
         compute_s=_f(e.compute_s), memory_s=_f(e.memory_s), latency_s=_f(e.latency_s), dram_bytes=dram,
@@ -281,17 +281,35 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
         e = gpu.streaming(op.bytes_read, op.bytes_written, 2.0 * macs, p, l2_resident_bytes=ctx.resident_bytes)
         return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
     bias = op.outputs[0].numel if (len(op.inputs) == 3 and not op.kind.endswith(("bwd_data", "bwd_weight"))) else 0
+    a_operand = _implicit_operand(op, d)
     if op.kind.endswith("bwd_weight"):
         # dW^T[C*R*S, K] = im2col(X)^T[C*R*S, N*P*Q] @ dY[N*P*Q, K]: the implicit operand is A, as in
         # fprop, so DRAM reads X itself (never the im2col matrix) and dY as the B operand
         m, n, k = d["gemm_k"], d["gemm_n"], d["gemm_m"]
         return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False,
-                          rule="implicit-gemm-wgrad", a_dram_bytes=float(op.inputs[0].nbytes) / g, vector_flops=0.0)
+                          rule="implicit-gemm-wgrad", a_operand=a_operand, vector_flops=0.0)
     m, n, k = d["gemm_m"], d["gemm_n"], d["gemm_k"]
-    src = op.inputs[0]  # x (fprop) or dY (dgrad)
     rule = "implicit-gemm-dgrad" if op.kind.endswith("bwd_data") else "implicit-gemm"
     return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False, rule=rule,
-                      vector_flops=float(bias), a_dram_bytes=float(src.nbytes) / g)
+                      vector_flops=float(bias), a_operand=a_operand)
+
+
+def _implicit_operand(op: Op, d: dict[str, int]) -> gpu.ImplicitOperand:
+    """The implicit-GEMM A operand of a conv (one group): x for fprop and wgrad, dY for dgrad, with the
+    geometry that decides how much of it a CTA's panel touches (:class:`hwmodels.gpu.ImplicitOperand`)."""
+    if op.kind.endswith("bwd_data"):  # dy, w -> dx
+        x_shape, w_shape, y_shape = op.outputs[0].shape, op.inputs[1].shape, op.inputs[0].shape
+    elif op.kind.endswith("bwd_weight"):  # x, dy -> dw
+        x_shape, w_shape, y_shape = op.inputs[0].shape, op.outputs[0].shape, op.inputs[1].shape
+    else:
+        x_shape, w_shape, y_shape = op.inputs[0].shape, op.inputs[1].shape, op.outputs[0].shape
+    nd = len(x_shape) - 2
+    stride, dil, pad, groups = _conv_params(op.attrs, nd)
+    x_sp, y_sp, filt = tuple(x_shape[2:]), tuple(y_shape[2:]), tuple(w_shape[2:])
+    if op.kind.endswith("bwd_data"):
+        return gpu.ImplicitOperand.dgrad(d["n"], d["k"] // groups, y_sp, x_sp, filt, stride, dil)
+    make = gpu.ImplicitOperand.wgrad if op.kind.endswith("bwd_weight") else gpu.ImplicitOperand.fprop
+    return make(d["n"], d["c"] // groups, x_sp, y_sp, filt, stride, dil, pad[:nd])
 
 
 @register_rule("gpu", "attention", "attention_bwd")

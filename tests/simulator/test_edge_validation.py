@@ -1,10 +1,12 @@
 """Validation against published MLPerf Inference Edge results of Jetson AGX Orin (nothing fitted).
 
 The dataset's figures are checked against the lines of the MLPerf logs they cite, every row names its
-source, and the achieved error is pinned (docs/edge.md explains each row): MAPE 9.1 % over all six rows
-(ResNet-50, RetinaNet, BERT-99; single stream and offline). BERT Offline runs at the published mean
-SQuAD v1.1 length (177 tokens) and misses by -21 %; BERT single stream stays at 384 tokens (+14 %, an
-upper bound: the p90 sample length is not published).
+source, and the achieved error is pinned (docs/edge.md explains each row): MAPE 11.0 % over all six rows
+(ResNet-50, RetinaNet, BERT-99; single stream and offline). The convolutions' DRAM traffic is the input
+tensor's (implicit GEMM, docs/accuracy.md), not the im2col matrix's: RetinaNet's large 3x3 convolutions
+on Orin's 4 MB L2 run faster than they did with the im2col count (RetinaNet MAPE 3.1 % -> 9.5 %).
+BERT Offline runs at the published mean SQuAD v1.1 length (177 tokens) and misses by -21 %; BERT single
+stream stays at 384 tokens (+14 %, an upper bound: the p90 sample length is not published).
 """
 
 from __future__ import annotations
@@ -53,15 +55,15 @@ def test_values_are_the_logged_figures():
 
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
-    assert result["mape"] == pytest.approx(9.12, abs=0.05)
-    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(6.60, abs=0.05)
-    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(3.14, abs=0.05)
+    assert result["mape"] == pytest.approx(11.02, abs=0.05)
+    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(5.91, abs=0.05)
+    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(9.52, abs=0.05)
     assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(17.62, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
-    assert err["edge-001"] == pytest.approx(-7.5, abs=0.1)   # ResNet-50 single stream, GPU
-    assert err["edge-002"] == pytest.approx(-5.7, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
-    assert err["edge-003"] == pytest.approx(-2.7, abs=0.1)   # RetinaNet single stream, GPU
-    assert err["edge-004"] == pytest.approx(+3.6, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
+    assert err["edge-001"] == pytest.approx(-10.4, abs=0.1)  # ResNet-50 single stream, GPU
+    assert err["edge-002"] == pytest.approx(+1.4, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
+    assert err["edge-003"] == pytest.approx(-9.7, abs=0.1)   # RetinaNet single stream, GPU
+    assert err["edge-004"] == pytest.approx(+9.3, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
     assert err["edge-005"] == pytest.approx(+14.1, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
     assert err["edge-006"] == pytest.approx(-21.1, abs=0.1)  # BERT offline at the mean SQuAD length
 
@@ -147,6 +149,6 @@ def test_bad_rows_are_located(tmp_path, edit, needle):
 def test_cli_prints_the_edge_group(capsys):
     assert main(["validate", "--dataset", "edge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n"] == 6 and out["mape"] == pytest.approx(9.12, abs=0.05)
+    assert out["n"] == 6 and out["mape"] == pytest.approx(11.02, abs=0.05)
     assert main(["validate", "--dataset", "edge", "--hardware", "l4"]) == 2
     assert "expected neither" in capsys.readouterr().err
