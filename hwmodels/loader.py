@@ -720,6 +720,13 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
             f"sustained clock above boost; got {format_quantity(clock.sustained_hz, 'Hz')}; "
             f"expected <= clock.boost_hz ({format_quantity(clock.boost_hz, 'Hz')})",
         )
+    dvfs = kw.get("dvfs")
+    if clock is not None and dvfs is not None and not dvfs.base_hz < clock.sustained_hz:
+        problems.add(
+            "dvfs.base_hz",
+            f"base clock not below the sustained clock; got {format_quantity(dvfs.base_hz, 'Hz')}; "
+            f"expected < clock.sustained_hz ({format_quantity(clock.sustained_hz, 'Hz')})",
+        )
     power = kw.get("power")
     if power is not None and power.idle_w >= power.tdp_w:
         problems.add(

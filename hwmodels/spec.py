@@ -29,6 +29,7 @@ __all__ = [
     "MemoryLevel",
     "LinkSpec",
     "PowerSpec",
+    "DvfsSpec",
     "EnergySpec",
     "EfficiencySpec",
     "OpSupportSpec",
@@ -222,6 +223,23 @@ class PowerSpec:
 
 
 @dataclass(frozen=True)
+class DvfsSpec:
+    """Voltage-frequency data that turn the power cap into a clock choice (``[dvfs]``; optional).
+
+    With it, a kernel whose power would exceed ``power.tdp_w`` runs at the highest clock whose power
+    fits (:func:`hwmodels.energy.dvfs_kernel`): dynamic power ``C V(f)^2 f`` per unit of work, with
+    the voltage on the linear V-f line from ``base_voltage_fraction`` at ``base_hz`` to 1 at
+    ``clock.boost_hz``. The ``[energy]`` per-FLOP figures are then those at ``clock.sustained_hz``
+    (the clock the peak rates are quoted at) and scale with ``(V(f) / V(sustained))^2``. Without it,
+    an over-limit kernel is stretched at constant energy (today's first-order cap).
+    """
+
+    base_hz: float = spec_field("Hz", "base clock of the compute units (the lowest clock of the V-f line)")
+    base_voltage_fraction: float = spec_field(
+        "1", "core voltage at the base clock as a fraction of the voltage at the boost clock (V-f line)")
+
+
+@dataclass(frozen=True)
 class EnergySpec:
     tensor_j_per_flop: dict[str, float] = spec_field("J/FLOP", "matrix-unit dynamic energy per FLOP by dtype")
     vector_j_per_flop: dict[str, float] = spec_field("J/FLOP", "vector-unit dynamic energy per FLOP by dtype")
@@ -342,6 +360,7 @@ class DeviceSpec:
     source_file: str = field(default="", compare=False)
     cpu: CpuSpec | None = None  # kind "cpu": kernel-library factors (None: the plain roofline)
     op_support: OpSupportSpec | None = None  # fixed-function engines: the op kinds they run (None: all)
+    dvfs: DvfsSpec | None = None  # voltage-frequency data: the power cap picks a clock (None: stretch)
 
     def level(self, name: str) -> MemoryLevel:
         """The memory level called ``name`` (``"hbm"``, ``"l2"``...); a located error otherwise."""

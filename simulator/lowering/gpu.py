@@ -94,6 +94,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=_matrix_key(ctx, dtype, p),
         tile=str(e.tile) if np.ndim(e.tile) == 0 else e.tile, split_k=_i(e.split_k), ctas=_i(e.ctas),
         waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
+        memory_level=str(e.bound_level) if np.ndim(e.bound_level) == 0 else "",
     )
 
 

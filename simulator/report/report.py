@@ -66,6 +66,7 @@ class OpCost:
     fused_into: str = ""
     notes: str = ""
     matrix_dtype: str = ""  # dtype the matrix unit ran at ("" when the op used no matrix unit)
+    memory_level: str = ""  # level whose traffic set memory_s: "l2" or "smem" when not DRAM ("" = DRAM)
 
     @property
     def bytes_by_level(self) -> dict[str, float]:
@@ -387,6 +388,9 @@ class CostReport:
             t = sum(r.time_s for r in rs)
             fl = sum(r.flops for r in rs)
             by = sum(r.dram_bytes for r in rs)
+            level = rs[0].memory_level if rs[0].memory_level in ("l2", "smem") else ""
+            if level:  # bound by on-chip traffic: show the bandwidth of the level that binds
+                by = sum(r.bytes_by_level[level] for r in rs)
             bounds = defaultdict(float)
             for r in rs:
                 bounds[r.bound] += r.time_s
@@ -400,8 +404,9 @@ class CostReport:
             if any(r.fallback for r in rs):
                 how += " [FALLBACK]"
             if any(r.power_capped for r in rs):
-                how += " [power-capped]"
-            rows.append((name, r0.kind, len(rs), t, t / total, fl, by, bound, how, r0.dtype))
+                clock = re.search(r"sustained [0-9.]+ GHz under [0-9.]+ W", r0.notes)  # DVFS: the clock it held
+                how += f" [{clock.group(0)}]" if clock else " [power-capped]"
+            rows.append((name, r0.kind, len(rs), t, t / total, fl, by, bound, how, level))
         rows.sort(key=lambda x: (-x[3], x[0]))
         shown = rows[:top]
         name_w = min(48, max([len("op")] + [len(r[0]) for r in shown]))
@@ -411,13 +416,13 @@ class CostReport:
                 f"{'bound':<8}  {'achieved':>13}  how")
         lines.append(head)
         lines.append("-" * len(head))
-        for i, (name, kind, n, t, share, fl, by, bound, how, _dt) in enumerate(shown, 1):
+        for i, (name, kind, n, t, share, fl, by, bound, how, level) in enumerate(shown, 1):
             if len(name) > name_w:
                 name = "..." + name[-(name_w - 3):]
             if bound == "compute" or (fl and t and fl / t > 1e12 and by / t < 1e11):
                 ach = f"{fl / t / 1e12:7.1f} TFLOP/s" if t else ""
             else:
-                ach = f"{by / t / 1e12:8.2f} TB/s" if t else ""
+                ach = (f"{by / t / 1e12:.2f} TB/s {level.upper()}" if level else f"{by / t / 1e12:8.2f} TB/s") if t else ""
             lines.append(f"{i:>3}  {name:<{name_w}}  {kind:<{kind_w}}  {n:>4}  {format_si(t, 's'):>10}  "
                          f"{share * 100:5.1f}%  {bound:<8}  {ach:>13}  {how}")
         if len(rows) > top:

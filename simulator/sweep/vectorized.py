@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from hwmodels.energy import dynamic_energy, kernel_energy
+from hwmodels.energy import dvfs_kernel, dynamic_energy, kernel_energy
 from hwmodels.spec import DeviceSpec, SystemSpec
 from hwmodels.spec import get_path as _spec_get_path
 from hwmodels.spec import replace_path as _spec_replace_path
@@ -628,11 +628,26 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any,
     else:
         t = np.maximum(device_t, kernels * floor) if kernels > 0 else device_t
     t = _vec(t, n)
-    e_dyn = _vec(dynamic_energy(
-        kc.matrix_flops, energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop"),
-        kc.vector_flops, energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop"),
-        {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}, energy.per_byte,
-    ), n)
+    j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
+    j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
+    traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
+    e_dyn = _vec(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, traffic, energy.per_byte), n)
+    if dev.dvfs is not None and opts.power_cap:
+        # the engine's DVFS path (simulator.engines.analytical._record_values), element by element: over the
+        # TDP the kernel runs at the clock that fits; arithmetic energy scales with V(f)^2, traffic does not
+        floor_s = np.where(np.asarray(kernels) > 0, kernels * floor, 0.0)
+        k = dvfs_kernel(
+            compute_s=_vec(kc.compute_s, n), memory_s=_vec(kc.memory_s, n),
+            fixed_s=_vec(device_t - np.maximum(kc.compute_s, kc.memory_s), n), floor_s=_vec(floor_s, n),
+            core_j=_vec(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, {}, {}), n),
+            other_j=_vec(dynamic_energy(0.0, 0.0, 0.0, 0.0, traffic, energy.per_byte), n),
+            ref_hz=_vec(dev.clock.sustained_hz, n), base_hz=_vec(dev.dvfs.base_hz, n),
+            boost_hz=_vec(dev.clock.boost_hz, n), base_voltage_fraction=_vec(dev.dvfs.base_voltage_fraction, n),
+            idle_w=_vec(dev.power.idle_w, n), tdp_w=_vec(dev.power.tdp_w, n))
+        pos = t > 0
+        capped = pos & np.asarray(k.power_capped, dtype=bool)
+        time = np.where(capped, k.time_s, t)
+        return time, np.where(capped, k.dynamic_j, e_dyn), np.where(pos, k.static_j, 0.0), capped
     est = kernel_energy(t, e_dyn, _vec(dev.power.idle_w, n), _vec(dev.power.tdp_w, n), cap=opts.power_cap)
     pos = t > 0
     time = np.where(pos, est.time_s, t)

@@ -224,3 +224,21 @@ def test_sweep_of_a_cnn_equals_the_scalar_engine():
     for i in range(n):
         rep = evaluate(g, with_overrides(h100, res.variant(i)), EvalOptions(power_cap=False))
         np.testing.assert_allclose(res.op_time_s[:, i], [r.time_s for r in rep.records], rtol=1e-12, atol=0)
+
+
+def test_report_shows_the_bandwidth_of_the_level_that_binds(capsys):
+    """The issue's case: time, traffic and label agree in the table too: an L2-bound conv shows its L2
+    bandwidth, named, not its DRAM bandwidth under a "memory" label."""
+    from simulator.cli import main
+
+    assert main(["predict", "conv2d:n=64,c=256,h=56,w=56,k=256,r=3,s=3,pad=1", "--hardware", "a100-sxm4-80gb",
+                 "--dtype", "fp16", "--json"]) == 0
+    import json
+
+    rec = json.loads(capsys.readouterr().out)["ops"][0]
+    assert rec["bound"] == "memory" and rec["memory_level"] == "l2"
+    l2_tbs = rec["l2_bytes"] / rec["time_s"] / 1e12
+    assert main(["predict", "conv2d:n=64,c=256,h=56,w=56,k=256,r=3,s=3,pad=1", "--hardware", "a100-sxm4-80gb",
+                 "--dtype", "fp16"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "implicit-gemm" in ln)
+    assert f"{l2_tbs:.2f} TB/s L2" in row and "memory" in row

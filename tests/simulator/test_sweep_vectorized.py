@@ -351,3 +351,25 @@ def test_systolic_errors(resnet50_topology):
         systolic_network_variants(resnet50_topology, [8, 0], 8, "ws")
     with pytest.raises(SystolicSweepError, match="smaller than one word"):
         systolic_network_variants(resnet50_topology, 8, 8, "ws", 1, 1, 1, word_bytes=2)
+
+
+def test_a_board_with_dvfs_data_matches_the_engine_per_variant():
+    """The T4 ships a [dvfs] table: over the TDP the engine runs a kernel at the clock that fits; every
+    variant of a sweep must equal evaluate() on that variant (power-capped GEMMs and uncapped ops alike)."""
+    from hwmodels.catalog import load_device
+    from simulator.engines.analytical import evaluate
+    from simulator.sweep.paths import with_overrides
+    from simulator.sweep.vectorized import evaluate_variants
+    from workloads.resolve import load_workload
+
+    t4 = load_device("t4")
+    assert t4.dvfs is not None
+    tdps = [40.0, 55.0, 70.0, 120.0]
+    for model in ("gemm:m=4096,n=4096,k=4096", "bert_base"):
+        g = load_workload(model, dtype="fp16")
+        res = evaluate_variants(g, t4, {"power.tdp_w": tdps})
+        for i, tdp in enumerate(tdps):
+            r = evaluate(g, with_overrides(t4, {"power.tdp_w": tdp}))
+            assert res.latency_s[i] == pytest.approx(r.latency_s, rel=1e-9), (model, tdp)
+            assert res.energy_j[i] == pytest.approx(r.energy_j, rel=1e-9), (model, tdp)
+        assert res.latency_s[0] > res.latency_s[2] >= res.latency_s[3]  # a lower limit throttles harder
