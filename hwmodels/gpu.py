@@ -17,10 +17,11 @@ panels from L2 into the SM (with thread-block-cluster multicast on Hopper and la
 device-wide DRAM time with L2 reuse (compulsory traffic when the operands fit in L2, else the unique
 panels of each wave; the A panels of an implicit-GEMM convolution cost the input elements they touch,
 halo included, not their im2col size: :class:`ImplicitOperand`). The kernel takes the largest of these plus one DRAM latency for the pipeline
-prologue and the pipeline's two edges, exposed once per kernel: before any math the first K-slice's
-operand panels must arrive, after the last load one slice of math remains (so ``N`` slices take
-``N * max(load, math) + min(load, math)``), and the last tile's C store reaches L2 (its bytes at the
-SM's share of the L2 bandwidth, plus one L2 latency). Split-K adds its serial fixup: the CTAs of
+prologue and the pipeline's two edges, exposed once per kernel for a persistent (warp-specialised)
+kernel and once per round of co-resident CTAs for one that launches a CTA per tile
+(:func:`gemm_edge_rounds`): before any math the first K-slice's operand panels must arrive, after the
+last load one slice of math remains (so ``N`` slices take ``N * max(load, math) + min(load, math)``),
+and the C tile's store reaches L2 (its bytes at the SM's share of the L2 bandwidth, plus one L2 latency). Split-K adds its serial fixup: the CTAs of
 one output tile add their fp32 partials in turn, each after the previous one's flag, so
 ``split - 1`` hand-offs of two L2 latencies plus reading and writing the fp32 tile; every split CTA
 also moves its partial through L2. All of these are catalog numbers (L2 bandwidth and latency,
@@ -79,6 +80,7 @@ __all__ = [
     "tile_candidates",
     "GpuParams",
     "gpu_params",
+    "simt_gemm_fraction",
     "KernelEstimate",
     "GemmEstimate",
     "ImplicitOperand",
@@ -92,6 +94,7 @@ __all__ = [
     "gemm_l2_panels_s",
     "gemm_dram_bytes",
     "gemm_split_k_fixup_s",
+    "gemm_edge_rounds",
     "gemm_pipeline_edges_s",
     "gemm_k_loop_stall_s",
     "GEMM_TERMS",
@@ -197,6 +200,15 @@ class TileCandidate:
     cluster_m: int = 1
     cluster_n: int = 1
     producer_threads: int = 0
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the kernel is persistent (one CTA per SM walks the output tiles, overlapping one
+        tile's prologue and epilogue with the next tile's main loop): the warp-specialised families
+        (``producer_threads > 0``), as CUTLASS 3.x builds them for sm90 and sm100 (the
+        ``KernelTmaWarpSpecializedCooperative`` / ``Pingpong`` schedules with a persistent tile
+        scheduler); the sm70/sm80, CDNA and SIMT families launch one CTA per output tile."""
+        return self.producer_threads > 0
 
     @property
     def name(self) -> str:
@@ -379,11 +391,30 @@ def _num(x: ArrayLike) -> ArrayLike:
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
+def simt_gemm_fraction(dev: DeviceSpec, dtype: str) -> ArrayLike:
+    """Achievable fraction of the SIMT rate of ``dtype`` for a contraction on the CUDA cores.
+
+    An FP32 GEMM without TF32 (SGEMM) reaches ``efficiency.simt_gemm_peak_fraction`` of the FP32
+    peak where the catalog gives that measured figure (SMs of 128 FP32 lanes: each FFMA issue slot is
+    shared with the inner loop's shared-memory loads and address arithmetic); otherwise, and for other
+    dtypes, ``efficiency.vector_peak_fraction``.
+    """
+    eff = dev.efficiency
+    sg = eff.simt_gemm_peak_fraction
+    if dtype != "fp32":
+        return eff.vector_peak_fraction
+    if np.ndim(sg) == 0 and np.ndim(eff.vector_peak_fraction) == 0:
+        return sg if sg > 0 else eff.vector_peak_fraction
+    return np.where(_a(sg) > 0, _a(sg), _a(eff.vector_peak_fraction))  # hardware variants (sweeps)
+
+
 def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuParams:
     """Collect the numbers of ``dev`` the kernel models use, for contractions in ``dtype``.
 
     The contraction path is the tensor (matrix) unit when ``compute.tensor_flops_per_s`` has the
-    dtype (fp32 maps to tf32 only with ``allow_tf32``), else the SIMT vector rate of the dtype.
+    dtype (fp32 maps to tf32 only with ``allow_tf32``; without it fp32 runs on a native FP32 matrix
+    rate where the table lists one, ``tensor_flops_per_s.fp32``: CDNA's MFMA F32), else the SIMT
+    vector rate of the dtype, at :func:`simt_gemm_fraction` of it.
     Numeric fields of ``dev`` may hold numpy arrays of hardware variants (a sweep); the parameters
     then broadcast over them.
 
@@ -397,10 +428,12 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
     tensor = dev.compute.tensor_flops_per_s
     vector = dev.compute.vector_flops_per_s
     key = "tf32" if dtype == "fp32" and allow_tf32 and "tf32" in tensor else dtype
-    if key in tensor and not (dtype == "fp32" and not allow_tf32):
+    # fp32 without TF32 stays off a reduced-precision matrix path; a native FP32 matrix rate (CDNA's
+    # MFMA F32, listed as tensor fp32) is the path such a GEMM takes
+    if key in tensor and not (dtype == "fp32" and not allow_tf32 and "fp32" not in tensor):
         rate, frac, matrix = tensor[key], dev.efficiency.tensor_peak_fraction, True
     elif dtype in vector:
-        rate, frac, matrix = vector[dtype], dev.efficiency.vector_peak_fraction, False
+        rate, frac, matrix = vector[dtype], simt_gemm_fraction(dev, dtype), False
     elif dtype in ("int32", "int64", "bool") and "fp32" in vector:
         rate, frac, matrix = vector["fp32"], dev.efficiency.vector_peak_fraction, False
     else:
@@ -561,6 +594,7 @@ def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_b
         "pipeline_smem_bytes": col(lambda c, s: c.smem_bytes(in_bytes)),
         "depth": col(lambda c, s: max(c.stages, MIN_PIPELINE_DEPTH)),
         "name": np.array([c.name for c, _ in rows]),
+        "persistent": col(lambda c, s: 1.0 if c.persistent else 0.0),
     }
     out["warp_m"] = out["tile_m"] / col(lambda c, s: c.warps_m)
     out["warp_n"] = out["tile_n"] / col(lambda c, s: c.warps_n)
@@ -727,6 +761,8 @@ class GemmLaunch:
     a_scale
         DRAM bytes of one CTA's A panel per byte it loads into the SM (1 for a plain matrix;
         :meth:`ImplicitOperand.panel_scale` of ``rows``).
+    persistent
+        1 for a persistent kernel (:attr:`TileCandidate.persistent`), else 0.
     """
 
     m: int
@@ -760,6 +796,7 @@ class GemmLaunch:
     cols: np.ndarray
     name: np.ndarray
     a_scale: np.ndarray
+    persistent: np.ndarray
 
     def pick(self, index: Any) -> GemmLaunch:
         """The candidates at ``index`` (an integer array: one choice per hardware variant).
@@ -957,16 +994,26 @@ def gemm_split_k_fixup_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latenc
     return hops * l2_latency_s + fix_bytes * l2_s_per_byte
 
 
+def gemm_edge_rounds(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: ArrayLike) -> ArrayLike:
+    """Rounds of tiles whose pipeline edges the busiest SM exposes: 1 for a persistent kernel (it
+    overlaps every other tile's edges); otherwise the rounds of ``q = min(ctas_per_sm, busiest_ctas)``
+    co-resident CTAs it runs, ``ceil(busiest_ctas / q)`` (the rounds :func:`gemm_k_loop_stall_s` counts):
+    a CTA of a non-persistent kernel loads its first K-slice and stores its C tile itself, and the
+    CTAs of one round start together."""
+    q = np.minimum(ctas_per_sm, busiest_ctas)
+    return np.where(launch.persistent > 0, 1.0, np.ceil(busiest_ctas / q))
+
+
 def gemm_pipeline_edges_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike,
-                          flops_per_s_per_sm: ArrayLike) -> ArrayLike:
-    """Pipeline edges, exposed once per kernel (s): before any math the first K-slice's operand
-    panels must arrive and after the last load one slice of math remains, so ``N`` slices take
-    ``N * max(load, math) + min(load, math)``; the last tile's C store (an fp32 partial under
-    split-K) then reaches L2 at one SM's share of its bandwidth, plus one L2 latency. A persistent
-    kernel overlaps every other tile's edges."""
+                          flops_per_s_per_sm: ArrayLike, rounds: ArrayLike = 1.0) -> ArrayLike:
+    """Pipeline edges (s), exposed once per round of tiles (``rounds``, :func:`gemm_edge_rounds`: 1 for a
+    persistent kernel): before any math the first K-slice's operand panels must arrive and after the
+    last load one slice of math remains, so ``N`` slices take ``N * max(load, math) + min(load, math)``;
+    the round's C tiles (fp32 partials under split-K) then reach L2 at one SM's share of its bandwidth,
+    plus one L2 latency."""
     store_bytes, hops = _c_store_l2_work(launch)
-    return (hops * l2_latency_s + store_bytes * l2_s_per_byte
-            + _first_or_last_slice_s(launch, l2_s_per_byte, 1.0 / flops_per_s_per_sm))
+    return rounds * (hops * l2_latency_s + store_bytes * l2_s_per_byte
+                     + _first_or_last_slice_s(launch, l2_s_per_byte, 1.0 / flops_per_s_per_sm))
 
 
 def gemm_k_loop_stall_s(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: ArrayLike,
@@ -1054,12 +1101,14 @@ def _select(launch: GemmLaunch, p: GpuParams, hw: _Hardware, retime: bool = True
     t_dram = dram * hw.s_per_dram_byte
     t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
 
-    # serial, once per kernel: prologue + split-K fixup + pipeline edges (bytes and L2 round trips
-    # of the fixup and the C store summed first: fewer full-size operations)
+    # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
+    # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
     fix_bytes, fix_hops = _fixup_l2_work(launch)
     store_bytes, store_hops = _c_store_l2_work(launch)
-    fixed = _ip(np.add, hw.l2_share * (fix_bytes + store_bytes), hw.latency + hw.l2_lat * (fix_hops + store_hops))
-    fixed = _ip(np.add, fixed, _first_or_last_slice_s(launch, hw.l2_share, 1.0 / hw.rate_sm))
+    fixed = _ip(np.add, hw.l2_share * fix_bytes, hw.latency + hw.l2_lat * fix_hops)
+    edges = _ip(np.add, hw.l2_share * store_bytes, hw.l2_lat * store_hops)
+    edges = _ip(np.add, edges, _first_or_last_slice_s(launch, hw.l2_share, 1.0 / hw.rate_sm))
+    fixed = _ip(np.add, fixed, _ip(np.multiply, gemm_edge_rounds(launch, busiest, occ), edges))
 
     total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
     if not np.all(feasible):
@@ -1220,12 +1269,18 @@ def _survivors_of(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | 
                hw.l2_share, busy=True)
     t_d = leaf(lambda: dram * hw.s_per_dram_byte, [dram], hw.s_per_dram_byte)
     t_mem = join(np.maximum, join(np.maximum, t_s, t_l), t_d)
-    serial = join(np.add, leaf(lambda: hw.l2_share * (fix_bytes + store_bytes), [fix_bytes + store_bytes], hw.l2_share),
-                  leaf(lambda: hw.latency + hw.l2_lat * (fix_hops + store_hops), [fix_hops + store_hops], hw.latency,
-                       hw.l2_lat))
-    edge = join(np.minimum, leaf(lambda: hw.l2_share * slice_bytes, [slice_bytes], hw.l2_share),
-                leaf(lambda: slice_flops * (1.0 / hw.rate_sm), [slice_flops], hw.rate_sm))
-    fixed = join(np.add, serial, edge)
+    serial = join(np.add, leaf(lambda: hw.l2_share * fix_bytes, [fix_bytes], hw.l2_share),
+                  leaf(lambda: hw.latency + hw.l2_lat * fix_hops, [fix_hops], hw.latency, hw.l2_lat))
+    store = join(np.add, leaf(lambda: hw.l2_share * store_bytes, [store_bytes], hw.l2_share),
+                 leaf(lambda: hw.l2_lat * store_hops, [store_hops], hw.l2_lat))
+    edge = join(np.add, store, join(np.minimum, leaf(lambda: hw.l2_share * slice_bytes, [slice_bytes], hw.l2_share),
+                                    leaf(lambda: slice_flops * (1.0 / hw.rate_sm), [slice_flops], hw.rate_sm)))
+    # the edges' rounds grow with the CTAs and shrink with the occupancy (a persistent kernel: one round,
+    # no larger than any; a non-persistent candidate, ctas >= 1, never dominates a persistent one)
+    other = 1.0 - launch.persistent
+    rounds = leaf(lambda: gemm_edge_rounds(launch, busiest, occ), [launch.ctas * other, -occ * other], hw.sms,
+                  busy=True)
+    fixed = join(np.add, serial, join(np.multiply, rounds, edge))
     keys = keys_of(join(np.add, join(np.maximum, t_c, t_mem), fixed))
     keys_stall = keys_of(t_c, t_mem, fixed)  # the re-timing adds the stall to the math alone
     ncand = launch.ctas.shape[0]
@@ -1356,7 +1411,8 @@ def gemm(
         ``compute_s`` is the main loop's math (:func:`gemm_main_loop_s`), ``memory_s`` the largest
         of the shared-memory feed, the L2 panels and the DRAM traffic (:func:`gemm_smem_feed_s`,
         :func:`gemm_l2_panels_s`, :func:`gemm_dram_bytes`); ``latency_s`` is the prologue (one
-        DRAM latency), the pipeline edges (:func:`gemm_pipeline_edges_s`), the split-K fixup
+        DRAM latency), the pipeline edges (:func:`gemm_pipeline_edges_s`, once per round of tiles of a
+        non-persistent kernel: :func:`gemm_edge_rounds`), the split-K fixup
         (:func:`gemm_split_k_fixup_s`), plus the part of the K-loop load stall
         (:func:`gemm_k_loop_stall_s`) not hidden under ``memory_s``. ``bound_term`` names the
         largest of these (:data:`GEMM_TERMS`).
@@ -1403,7 +1459,8 @@ def gemm(
     chosen = launch.pick(best)
     hs, hl = hw.l2_share[..., 0], hw.l2_lat[..., 0]
     t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl))
-    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, hw.rate_sm[..., 0]))
+    rounds = gemm_edge_rounds(chosen, np.ceil(chosen.ctas / hw.sms[..., 0]), choice["occ"])
+    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, hw.rate_sm[..., 0], rounds))
     t_c, t_s, t_l, t_d, t_m = (_scalar_or(choice[f]) for f in ("t_c", "t_s", "t_l", "t_d", "t_m"))
     exposed = choice["exposed"]
 

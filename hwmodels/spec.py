@@ -241,8 +241,20 @@ class DvfsSpec:
 
 @dataclass(frozen=True)
 class EnergySpec:
+    """Dynamic energy coefficients (``[energy]``): arithmetic per FLOP and data transport per byte.
+
+    The per-byte energy of a memory level (``memory.<level>.energy_j_per_byte``) covers the storage
+    array and its own I/O; ``dram_path_j_per_byte`` adds the on-die transport of a main-memory byte
+    to the compute units (0, not modelled, for devices that give no figure). Bytes that hit in the
+    last-level cache are not charged it: the GPU catalog's per-FLOP figures are the whole dynamic
+    budget at peak and already cover the operand traffic of the compute-bound kernels that reuse them.
+    """
+
     tensor_j_per_flop: dict[str, float] = spec_field("J/FLOP", "matrix-unit dynamic energy per FLOP by dtype")
     vector_j_per_flop: dict[str, float] = spec_field("J/FLOP", "vector-unit dynamic energy per FLOP by dtype")
+    dram_path_j_per_byte: float = spec_field(
+        "J/B", "energy per main-memory byte spent on the die outside the DRAM devices: the wires from the "
+        "memory PHY through the last-level cache slice to the compute units", default=0.0)
 
 
 @dataclass(frozen=True)
@@ -294,6 +306,14 @@ class EfficiencySpec:
         "spends to turn one packed int4/int8 weight into a 16-bit operand in registers, group scale "
         "applied; issued by the same warps as the matrix instructions, once per weight per CTA row "
         "tile; 0 (not modelled) unless the catalog gives it",
+        default=0.0,
+    )
+    simt_gemm_peak_fraction: float = spec_field(
+        "1",
+        "fraction of the FP32 SIMT (CUDA-core) peak a large SGEMM without TF32 sustains (cuBLAS); below "
+        "vector_peak_fraction on SMs with 128 FP32 lanes (4 partitions of 32, one warp instruction issued "
+        "per partition per clock), where every FFMA issue slot is shared with the inner loop's shared-memory "
+        "loads and address arithmetic; 0 means vector_peak_fraction (no separate figure)",
         default=0.0,
     )
     linalg_block_size: int = spec_field(

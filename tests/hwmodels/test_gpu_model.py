@@ -50,8 +50,8 @@ def test_gemm_partial_last_wave_by_hand():
     e = gpu.gemm(640, 512, 1024, toy_params(), (TILE,), split_k=(1,))
     assert e.waves == pytest.approx(1.25)
     assert e.compute_s == pytest.approx(3 * 16.384e-6)
-    # edges are exposed once per kernel (same tile as above: 134.688 ns)
-    assert e.time_s == pytest.approx(3 * 16.384e-6 + 100e-9 + 134.688e-9)
+    # edges once per round of co-resident CTAs (the toy tile is not persistent; 134.688 ns each, two rounds)
+    assert e.time_s == pytest.approx(3 * 16.384e-6 + 100e-9 + 2 * 134.688e-9)
 
 
 def test_split_k_for_a_skinny_gemm_by_hand():
@@ -501,7 +501,7 @@ def test_gemm_terms_compose_into_the_estimate():
         memory = max(gpu.gemm_smem_feed_s(g, busiest, 128e9)[0], gpu.gemm_l2_panels_s(g, busiest, 1e-12)[0],
                      gpu.gemm_dram_bytes(g, 4.0, occ, 4 * 2**20)[0] / 1e12)
         fixup = gpu.gemm_split_k_fixup_s(g, 1e-12, 20e-9)[0]
-        edges = gpu.gemm_pipeline_edges_s(g, 1e-12, 20e-9, 4.096e12)[0]
+        edges = gpu.gemm_pipeline_edges_s(g, 1e-12, 20e-9, 4.096e12, gpu.gemm_edge_rounds(g, busiest, occ))[0]
         assert e.compute_s == pytest.approx(gpu.gemm_main_loop_s(g, busiest, 4.096e12)[0])
         assert e.memory_s == pytest.approx(memory)
         assert (e.fixup_s, e.edge_s, e.stall_s) == pytest.approx((fixup, edges, 0.0))
