@@ -19,11 +19,10 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from functools import cached_property
 from typing import Any
 
 import networkx as nx
@@ -112,7 +111,13 @@ class TensorSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.value, "role": self.role.value}
 
 
+#: Types whose values an attribute keeps as they are.
+_ATOMS = frozenset({int, float, str, bool, type(None)})
+
+
 def _freeze(v: Any) -> Any:
+    if type(v) in _ATOMS:
+        return v
     if isinstance(v, list | tuple):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, dict):
@@ -128,8 +133,20 @@ class Attrs(dict):
     __slots__ = ()
 
     def __init__(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
-        items = data.items() if isinstance(data, Mapping) else data
-        super().__init__((str(k), _freeze(v)) for k, v in items)
+        super().__init__(data)  # then converted in place where needed (string keys, frozen values)
+        atoms = _ATOMS
+        thaw: list[str] = []
+        for k, v in dict.items(self):
+            if type(k) is not str:  # convert every item, in the order given
+                items = (data.items() if isinstance(data, Mapping) else data if isinstance(data, list | tuple)
+                         else list(dict.items(self)))  # an iterator was consumed: its items as the dict kept them
+                dict.clear(self)
+                dict.update(self, [(str(k), _freeze(v)) for k, v in items])
+                return
+            if type(v) not in atoms and not (type(v) is tuple and all(type(x) in atoms for x in v)):
+                thaw.append(k)
+        for k in thaw:  # (a value replaced keeps its key's place)
+            dict.__setitem__(self, k, _freeze(dict.__getitem__(self, k)))
 
     def _ro(self, *a: Any, **k: Any) -> None:
         raise TypeError("op attributes are immutable; build a new Op instead")
@@ -141,7 +158,7 @@ class Attrs(dict):
         raise GraphError(f"missing attribute {key!r}; got attributes {sorted(self) or 'none'}; expected {key!r} set")
 
     def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
+        return hash(tuple(sorted(self.items())))  # keys are distinct: the order is the keys' order
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Attrs, (dict(self),))
@@ -155,6 +172,26 @@ class Attrs(dict):
             return v
 
         return {k: conv(self[k]) for k in sorted(self)}
+
+
+class _once:  # noqa: N801 - used as a decorator, like functools.cached_property
+    """A property computed on first access and kept in the instance's ``__dict__`` (which then
+    shadows it): :func:`functools.cached_property` without its lock (Python < 3.12 takes one on
+    every first access, and a graph's ops are thousands of first accesses)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        val = obj.__dict__[self.name] = self.fn(obj)
+        return val
 
 
 @dataclass(frozen=True)
@@ -172,21 +209,21 @@ class Op:
     attrs: Attrs = field(default_factory=Attrs)
     group: str = ""
 
-    @cached_property
+    @_once
     def _sem(self) -> Any:
         return _registry().semantics_of(self.kind, where=f"op {self.name!r}")
 
-    @cached_property
+    @_once
     def flops(self) -> int:
         """Floating-point operations (FMA = 2)."""
         return int(self._sem.flops(self))
 
-    @cached_property
+    @_once
     def macs(self) -> int:
         """Multiply-accumulates performed in contractions (matmul, conv, attention, RNN gates)."""
         return int(self._sem.macs(self))
 
-    @cached_property
+    @_once
     def _bytes(self) -> tuple[int, int]:
         r, w = self._sem.bytes_rw(self)
         return int(r), int(w)
@@ -201,7 +238,7 @@ class Op:
         """Compulsory bytes written (each output once; in-place appends count the new entries)."""
         return self._bytes[1]
 
-    @cached_property
+    @_once
     def params(self) -> int:
         """Parameter elements held by this op's weight inputs."""
         return int(self._sem.params(self))
@@ -263,30 +300,41 @@ class OpGraph:
         tensors: dict[str, TensorSpec] = {}
         producer: dict[str, str] = {}
         consumers: dict[str, list[str]] = {}
+        early: set[str] = set()  # tensors consumed before (or by) their producer: the order is not topological
+        topological = True
         for op in ops:
-            if op.name in by_name:
-                problems.append(f"op {op.name!r}: duplicate op name; got a second op of kind {op.kind!r}; expected unique names")
+            opname = op.name
+            if opname in by_name:
+                problems.append(f"op {opname!r}: duplicate op name; got a second op of kind {op.kind!r}; expected unique names")
                 continue
-            by_name[op.name] = op
+            by_name[opname] = op
             for t in (*op.inputs, *op.outputs):
-                prev = tensors.get(t.name)
-                if prev is None:
-                    tensors[t.name] = t
-                elif prev != t:
+                prev = tensors.setdefault(t.name, t)
+                if prev is not t and prev != t:
                     problems.append(
-                        f"op {op.name!r}: tensor {t.name!r} redefined; got {t.shape} {t.dtype.value} {t.role.value}; "
+                        f"op {opname!r}: tensor {t.name!r} redefined; got {t.shape} {t.dtype.value} {t.role.value}; "
                         f"expected {prev.shape} {prev.dtype.value} {prev.role.value} as declared before"
                     )
+            for t in op.inputs:
+                tn = t.name
+                users = consumers.get(tn)
+                if users is None:
+                    consumers[tn] = [opname]
+                else:
+                    users.append(opname)
+                if tn not in producer:
+                    early.add(tn)
             for t in op.outputs:
-                if t.name in producer:
+                tn = t.name
+                if tn in producer:
                     problems.append(
-                        f"op {op.name!r}: tensor {t.name!r} is already produced by op {producer[t.name]!r}; "
+                        f"op {opname!r}: tensor {tn!r} is already produced by op {producer[tn]!r}; "
                         "expected one producer per tensor"
                     )
                 else:
-                    producer[t.name] = op.name
-            for t in op.inputs:
-                consumers.setdefault(t.name, []).append(op.name)
+                    producer[tn] = opname
+                    if tn in early:
+                        topological = False
         if problems:
             raise GraphError(f"graph {name!r}: " + "; ".join(problems) if len(problems) == 1 else
                              f"graph {name!r}: {len(problems)} problems:\n  " + "\n  ".join(problems))
@@ -295,20 +343,14 @@ class OpGraph:
         for op in by_name.values():
             if op.name not in inferred:
                 check_op(op)
-        # topological order: keep insertion order if valid, else a stable sort
+        # topological order: keep insertion order if valid (no networkx graph is needed then: it is
+        # built on first use by nx_graph / predecessors), else a stable sort
         order = list(by_name.values())
-        pos = {op.name: i for i, op in enumerate(order)}
-        ok = all(pos[producer[t.name]] < pos[op.name] for op in order for t in op.inputs if t.name in producer)
-        g = nx.DiGraph()
-        g.add_nodes_from(pos)
-        for op in order:
-            for t in op.inputs:
-                p = producer.get(t.name)
-                if p is not None:
-                    if p == op.name:
-                        raise GraphError(f"op {op.name!r}: consumes its own output {t.name!r}; expected a DAG")
-                    g.add_edge(p, op.name)
-        if not ok:
+        self._producer = producer
+        self._nx: nx.DiGraph | None = None
+        if not topological:
+            pos = {op.name: i for i, op in enumerate(order)}
+            g = self._dag(order)
             try:
                 names = list(nx.lexicographical_topological_sort(g, key=lambda n: pos[n]))
             except nx.NetworkXUnfeasible:
@@ -318,10 +360,25 @@ class OpGraph:
             order = [by_name[n] for n in names]
         self.ops: tuple[Op, ...] = tuple(order)
         self.tensors = tensors
-        self._producer = producer
-        self._consumers = {k: tuple(v) for k, v in consumers.items()}
-        self._nx = g
+        self._consumers = consumers  # lists, never changed after this
         self._by_name = by_name
+
+    def _dag(self, order: Sequence[Op] | None = None) -> nx.DiGraph:
+        """The op-level dependency graph (ops in ``order``, default the graph's), kept once built."""
+        if self._nx is not None:
+            return self._nx
+        ops = self.ops if order is None else order
+        g = nx.DiGraph()
+        g.add_nodes_from(op.name for op in ops)
+        for op in ops:
+            for t in op.inputs:
+                p = self._producer.get(t.name)
+                if p is not None:
+                    if p == op.name:
+                        raise GraphError(f"op {op.name!r}: consumes its own output {t.name!r}; expected a DAG")
+                    g.add_edge(p, op.name)
+        self._nx = g
+        return g
 
     # --- structure ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -342,7 +399,7 @@ class OpGraph:
     @property
     def nx_graph(self) -> nx.DiGraph:
         """The op-level dependency graph (a read-only view)."""
-        return self._nx.copy(as_view=True)
+        return self._dag().copy(as_view=True)
 
     def producer(self, tensor: str) -> Op | None:
         p = self._producer.get(tensor)
@@ -351,8 +408,12 @@ class OpGraph:
     def consumers(self, tensor: str) -> tuple[Op, ...]:
         return tuple(self._by_name[c] for c in self._consumers.get(tensor, ()))
 
+    def consumer_names(self, tensor: str) -> tuple[str, ...]:
+        """Names of the ops reading ``tensor``, as :meth:`consumers` orders them (no op objects gathered)."""
+        return tuple(self._consumers.get(tensor, ()))
+
     def predecessors(self, op: str) -> list[str]:
-        return list(self._nx.predecessors(op))
+        return list(self._dag().predecessors(op))
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
@@ -365,10 +426,16 @@ class OpGraph:
         return tuple(t for t in self.tensors.values() if t.name in self._producer and t.name not in self._consumers)
 
     # --- totals (cached; the graph is immutable) ---------------------------------------------
-    def _memo(self, key: str, fn: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = fn()
-        return self._cache[key]
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, computed on the first call for ``key`` and kept with the graph (which never
+        changes): for derived facts such as totals and digests."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            val = self._cache[key] = fn()
+            return val
+
+    _memo = memo
 
     @property
     def flops(self) -> int:
@@ -394,7 +461,13 @@ class OpGraph:
 
     def role_bytes(self, role: Role) -> int:
         """Bytes of distinct tensors with ``role`` (e.g. the KV cache, optimizer state)."""
-        return self._memo(f"role:{role.value}", lambda: sum(t.nbytes for t in self.tensors.values() if t.role is role))
+        return self._memo("role_bytes", self._role_bytes).get(role, 0)
+
+    def _role_bytes(self) -> dict[Role, int]:
+        out: dict[Role, int] = {}  # every role in one pass over the tensors (integer sums: exact)
+        for t in self.tensors.values():
+            out[t.role] = out.get(t.role, 0) + t.nbytes
+        return out
 
     # --- serialisation -----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -430,6 +503,7 @@ class GraphBuilder:
         self._group: list[str] = []
         self._counter: dict[str, int] = {}
         self._inferred: set[str] = set()  # ops made by op(): their shapes come from the registry already
+        self._semantics: dict[str, Any] = {}  # op kind -> its registry entry
 
     # --- groups and names ----------------------------------------------------------------------
     @contextmanager
@@ -499,8 +573,12 @@ class GraphBuilder:
         Output shapes come from the semantics registry; dtypes default to the inferred ones
         (usually the first input's). ``name`` is qualified by the current group.
         """
-        opname = self._unique(self._qualify(name or kind))
-        sem = _registry().semantics_of(kind, where=f"op {opname!r}")
+        group = ".".join(self._group)
+        base = name or kind
+        opname = self._unique(f"{group}.{base}" if group else base)
+        sem = self._semantics.get(kind)
+        if sem is None:
+            sem = self._semantics[kind] = _registry().semantics_of(kind, where=f"op {opname!r}")
         a = Attrs(attrs)
         try:
             outs = sem.infer(tuple(inputs), a)
@@ -519,8 +597,8 @@ class GraphBuilder:
                 tname = opname if len(outs) == 1 else f"{opname}:{i}"
                 while tname in self._tensors:  # e.g. an op named like a weight: keep both, rename the output
                     tname += ":out"
-            specs.append(TensorSpec(tname, tuple(int(s) for s in shape), odt or dt or self.dtype, role))
-        op = Op(opname, kind, tuple(inputs), tuple(specs), a, self.current_group)
+            specs.append(TensorSpec(tname, tuple(map(int, shape)), odt or dt or self.dtype, role))
+        op = Op(opname, kind, tuple(inputs), tuple(specs), a, group)
         self._ops.append(op)
         self._inferred.add(opname)
         for t in specs:

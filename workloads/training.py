@@ -93,6 +93,7 @@ class _Deriver:
         self.contrib: dict[str, list[TensorSpec]] = {}
         self.hints: dict[str, int] = {}
         self.zeros: dict[str, TensorSpec] = {}
+        self.semantics: dict[str, Any] = {}  # op kind -> its semantics (registry entry)
 
     # --- analysis -------------------------------------------------------------------------------
     def analyse(self) -> None:
@@ -119,7 +120,7 @@ class _Deriver:
         relevant: set[str] = set()
         for op in reversed(fg.ops):
             if op.kind in LOSS_KINDS or op.kind == "send" or any(
-                    t.name in req and any(c.name in relevant for c in fg.consumers(t.name)) for t in op.outputs):
+                    t.name in req and any(c in relevant for c in fg.consumer_names(t.name)) for t in op.outputs):
                 relevant.add(op.name)
         self.req = req
         self.relevant = relevant
@@ -173,24 +174,29 @@ class _Deriver:
     def emit(self, kind: str, inputs: Sequence[TensorSpec], name: str, group: str,
              out: Sequence[tuple[str, Role] | None] | None = None, out_dtype: DType | None = None,
              **attrs: Any) -> tuple[TensorSpec, ...]:
-        from workloads.semantics import semantics_of
-
         opname = self._unique(name)
         a = Attrs(attrs)
+        sem = self.semantics.get(kind)
+        if sem is None:
+            from workloads.semantics import semantics_of
+
+            sem = self.semantics[kind] = semantics_of(kind, where=f"op {opname!r}")
         try:
-            shapes = semantics_of(kind, where=f"op {opname!r}").infer(tuple(inputs), a)
+            shapes = sem.infer(tuple(inputs), a)
         except GraphError as exc:
             raise GraphError(f"op {opname!r} ({kind}): {exc}") from None
         outs = []
+        names = self.tensor_names
         for i, (shape, dt) in enumerate(shapes):
             hint = out[i] if out and i < len(out) else None
             tname, role = hint if hint else (opname if len(shapes) == 1 else f"{opname}:{i}", Role.ACTIVATION)
-            if tname in self.tensor_names:
+            if tname in names:
                 tname = self._fresh_tensor(tname)
-            self.tensor_names.add(tname)
-            outs.append(TensorSpec(tname, tuple(int(s) for s in shape), out_dtype or dt or inputs[0].dtype, role))
-        self.ops.append(Op(opname, kind, tuple(inputs), tuple(outs), a, group))
-        return tuple(outs)
+            names.add(tname)
+            outs.append(TensorSpec(tname, tuple(map(int, shape)), out_dtype or dt or inputs[0].dtype, role))
+        outs_t = tuple(outs)
+        self.ops.append(Op(opname, kind, tuple(inputs), outs_t, a, group))
+        return outs_t
 
     def _fresh_tensor(self, base: str) -> str:
         n = 2

@@ -11,6 +11,7 @@ and residency) are costed once per call, so a 80-layer model costs about as much
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hwmodels.energy import dynamic_energy, kernel_energy
+from hwmodels.energy import dvfs_kernel, dynamic_energy, kernel_energy
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
 from simulator.lowering import (
     COLLECTIVE_KINDS,
@@ -31,12 +32,13 @@ from simulator.lowering import (
     lower,
     sfu_ops,
 )
-from simulator.lowering.common import check_dtype_rates
+from simulator.lowering.common import check_dtype_rates, rule_set_state
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest"]
+__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest",
+           "clear_kernel_cost_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,33 +116,73 @@ def spec_of(system: DeviceSpec | SystemSpec) -> tuple[DeviceSpec, str, int, Any]
 
 
 def graph_digest(graph: OpGraph) -> str:
-    """SHA-256 over the graph's ops (name, kind, group, tensors with shapes/dtypes/roles, attributes)."""
-    h = hashlib.sha256(graph.name.encode())
+    """SHA-256 over the graph's ops (name, kind, group, tensors with shapes/dtypes/roles, attributes).
+
+    Computed once per graph object (graphs are immutable) and kept with it.
+    """
+    return graph.memo("sha256", lambda: _graph_digest(graph))
+
+
+def _graph_digest(graph: OpGraph) -> str:
+    # one line per op, hashed as one text (the same bytes as hashing the lines one by one); a
+    # tensor appears as one op's output and other ops' inputs: its text is formatted once, and
+    # the shape, dtype and role part once per distinct (shape, dtype, role)
+    text: dict[int, str] = {}  # by id: every tensor object lives as long as the graph
+    tails: dict[tuple[Any, ...], str] = {}
+    attr_text: dict[int, str] = {}  # by id, as the tensors
+    lines = [graph.name]
     for op in graph:
-        tens = ";".join(f"{t.name}:{t.shape}:{t.dtype.value}:{t.role.value}" for t in (*op.inputs, *op.outputs))
-        attrs = ",".join(f"{k}={op.attrs[k]!r}" for k in sorted(op.attrs))
-        h.update(f"{op.name}|{op.kind}|{op.group}|{tens}|{attrs}\n".encode())
-    h.update(json.dumps({k: graph.meta[k] for k in sorted(graph.meta)}, default=str).encode())
-    return h.hexdigest()
+        parts = []
+        for t in (*op.inputs, *op.outputs):
+            s = text.get(id(t))
+            if s is None:
+                key = (t.shape, t.dtype, t.role)
+                tail = tails.get(key)
+                if tail is None:
+                    tail = tails[key] = f":{t.shape}:{t.dtype.value}:{t.role.value}"
+                s = text[id(t)] = t.name + tail
+            parts.append(s)
+        attrs = attr_text.get(id(op.attrs))  # a recomputed op shares its forward op's attributes
+        if attrs is None:
+            attrs = attr_text[id(op.attrs)] = ",".join(f"{k}={op.attrs[k]!r}" for k in sorted(op.attrs))
+        lines.append(f"{op.name}|{op.kind}|{op.group}|{';'.join(parts)}|{attrs}\n")
+    lines.append(json.dumps({k: graph.meta[k] for k in sorted(graph.meta)}, default=str))
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def spec_digest(spec: DeviceSpec | SystemSpec) -> str:
     """SHA-256 of a spec's field values (provenance excluded)."""
+    return _spec_digest(spec)[0]
+
+
+def _spec_digest(spec: DeviceSpec | SystemSpec) -> tuple[str, bool]:
+    """(:func:`spec_digest`, plain): plain when every field value is a number, string, bool or None
+    (JSON writes it exactly), so that the digest identifies the values; a spec holding numpy arrays
+    (a sweep's hardware variants, whose ``repr`` may elide elements) is not plain."""
     def strip(obj: Any) -> Any:
         if dataclasses.is_dataclass(obj):
             return {f.name: strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                    if f.name not in ("provenance", "source_file")}
+                    if f.name not in ("provenance", "source_file")
+                    and not (f.name == "dvfs" and getattr(obj, f.name) is None)}  # digests of specs without DVFS unchanged
         if isinstance(obj, dict):
             return {str(k): strip(v) for k, v in sorted(obj.items())}
         if isinstance(obj, (list, tuple)):
             return [strip(x) for x in obj]
         return obj
 
-    text = json.dumps(strip(spec), sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    odd: list[type] = []
+
+    def text_of(obj: Any) -> str:  # what JSON cannot write (a numpy array of hardware variants...)
+        odd.append(type(obj))
+        return repr(obj)
+
+    text = json.dumps(strip(spec), sort_keys=True, separators=(",", ":"), default=text_of)
+    return hashlib.sha256(text.encode()).hexdigest(), not odd
 
 
+@functools.lru_cache(maxsize=1)
 def _version() -> str:
+    """The installed package's version (looked up once per process)."""
     try:
         from importlib.metadata import version
 
@@ -161,7 +203,8 @@ class _Energy:
         # the operand-staging on-chip level: GPU shared memory / LDS, TPU VMEM, an accelerator's scratchpad
         sm = next((lv for n, lv in levels.items()
                    if n in ("smem", "shared", "l1", "lds", "rf", "vmem", "sram", "scratchpad")), None)
-        self.per_byte = {"dram": main.energy_j_per_byte}
+        # the main memory's energy covers the DRAM devices; energy.dram_path_j_per_byte adds the on-die wires
+        self.per_byte = {"dram": main.energy_j_per_byte + dev.energy.dram_path_j_per_byte}
         if l2 is not None and l2 is not main:
             self.per_byte["l2"] = l2.energy_j_per_byte
         if sm is not None:
@@ -194,6 +237,13 @@ def _display_path(path: str) -> str:
     """A spec file path that does not depend on where the package is installed (catalog-relative)."""
     if not path:
         return ""
+    if Path(path).is_absolute():  # (a relative one resolves against the working directory of the moment)
+        return _display_absolute(path)
+    return _display_absolute.__wrapped__(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _display_absolute(path: str) -> str:
     from hwmodels.catalog import CATALOG_DIR
 
     p = Path(path).resolve()
@@ -217,8 +267,65 @@ def launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
 
 
 def _signature(op: Op, resident: float) -> tuple[Any, ...]:
-    return (op.kind, tuple((t.shape, t.dtype, t.role) for t in op.inputs),
-            tuple((t.shape, t.dtype) for t in op.outputs), hash(op.attrs), resident)
+    """What a lowering rule's cost of ``op`` depends on (besides the device and the options): its
+    kind, tensor shapes, dtypes and input roles, attributes (compared by value) and the bytes of its
+    inputs resident in L2. Ops with equal signatures cost the same."""
+    return (op.kind, tuple([(t.shape, t.dtype, t.role) for t in op.inputs]),
+            tuple([(t.shape, t.dtype) for t in op.outputs]), tuple(op.attrs.items()), resident)
+
+
+#: Costs kept across calls: at most this many costing contexts (spec values, options, rules in
+#: force), least recently used dropped first ...
+KERNEL_COST_CONTEXTS = 8
+#: ... each of at most this many op signatures (a full context starts again empty at the next call).
+KERNEL_COST_ENTRIES = 4096
+
+
+class _Costs:
+    """What one costing context keeps across calls: the kernel cost of each op signature, and the
+    record values (:func:`_record_values`) of each kernel cost with the energy warnings computing
+    them gave."""
+
+    __slots__ = ("collectives", "kernels", "values")
+
+    def __init__(self, collectives: Any) -> None:
+        self.collectives = collectives  # kept alive: its id is part of the context's key
+        self.kernels: dict[tuple[Any, ...], KernelCost] = {}
+        self.values: dict[KernelCost, tuple[tuple[Any, ...], frozenset[str]]] = {}
+
+
+_COSTS: dict[tuple[Any, ...], _Costs] = {}
+
+
+def clear_kernel_cost_cache() -> None:
+    """Forget the costs kept across calls. Predictions never depend on them: a cost is kept under
+    everything that decides it (the spec's field values, the options, the lowering rules registered,
+    the op's signature), so a cleared cache gives the same reports, only slower."""
+    _COSTS.clear()
+
+
+def _costs_of(spec_sha: str, plain: bool, dev: DeviceSpec, opts: EvalOptions, ctx: LoweringContext) -> _Costs:
+    """The costs kept across calls in this costing context.
+
+    The context is the spec's digest (its field values: a calibration overlay or any replaced field
+    is another context), the options (but the calibration id, which is only recorded), the device
+    kind's rules and fallback, and the fabric-catalog entry costing collectives. A spec holding
+    arrays (sweep variants), or options that cannot be a key, get a fresh, unkept context.
+    """
+    if not plain:
+        return _Costs(ctx.collectives)
+    try:
+        key = (spec_sha, dataclasses.replace(opts, calibration_id=""), rule_set_state(dev.kind),
+               id(ctx.collectives))
+        hit = _COSTS.pop(key, None)
+    except TypeError:  # an option value that cannot be hashed
+        return _Costs(ctx.collectives)
+    if hit is None or len(hit.kernels) >= KERNEL_COST_ENTRIES:
+        hit = _Costs(ctx.collectives)
+    _COSTS[key] = hit  # most recently used last
+    while len(_COSTS) > KERNEL_COST_CONTEXTS:
+        del _COSTS[next(iter(_COSTS))]
+    return hit
 
 
 def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptions | None = None) -> CostReport:
@@ -254,8 +361,13 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     energy = _Energy(dev)
     l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
     l2cap = l2.capacity_bytes if l2 is not None else 0.0
-    cache: dict[tuple[Any, ...], KernelCost] = {}
-    rec_cache: dict[tuple[KernelCost, bool], tuple[Any, ...]] = {}
+    spec_sha, plain = _spec_digest(system)
+    costs = _costs_of(spec_sha, plain, dev, opts, ctx)
+    # the first record made of each op signature (and of each fused cost): later ops of the same
+    # cost copy it (:func:`_same_cost`), which is what _make_record would give them
+    protos: dict[tuple[Any, ...], tuple[KernelCost, OpCost]] = {}
+    fused_protos: dict[KernelCost, OpCost] = {}
+    view: OpCost | None = None
     alias: dict[str, str] = {}  # view output -> base tensor
     resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
     prev_kernel: str | None = None
@@ -267,15 +379,31 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     def base(name: str) -> str:
         return alias.get(name, name)
 
+    def first_record(op: Op, kc: KernelCost, fused_into: str) -> OpCost:
+        got = costs.values.get(kc)
+        if got is None:  # the energy warnings computing these values gives are kept with them
+            outer, energy.warnings = energy.warnings, set()
+            try:
+                vals = _record_values(kc, dev, energy, floor, opts)
+            finally:
+                new, energy.warnings = energy.warnings, outer
+            got = costs.values[kc] = (vals, frozenset(new))
+        energy.warnings |= got[1]
+        return _make_record(op, kc, got[0], fused_into)
+
     for op in graph:
         if op.kind in VIEW_KINDS:
             for t in op.outputs:
                 alias[t.name] = base(op.inputs[0].name)
-            records.append(_view_record(op))
+            if view is None:
+                view = _view_record(op)
+                records.append(view)
+            else:
+                records.append(_same_cost(view, op, ""))
             continue
         in_l2 = 0.0
-        if opts.l2_residency:
-            in_l2 = float(sum(t.nbytes for t in op.inputs if base(t.name) in resident))
+        if opts.l2_residency and resident:
+            in_l2 = float(sum(t.nbytes for t in op.inputs if alias.get(t.name, t.name) in resident))
         fused_into = ""
         src = None
         if fuse and _fusible(op) and prev_kernel is not None \
@@ -287,21 +415,26 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                     break
         if fused_into:
             kc = _fused_cost(op, src, ctx)
+            rec = fused_protos.get(kc)
+            if rec is None:
+                rec = fused_protos[kc] = first_record(op, kc, fused_into)
+            else:
+                rec = _same_cost(rec, op, fused_into)
         else:
             key = _signature(op, in_l2)
-            kc = cache.get(key)
-            if kc is None:
-                ctx.resident_bytes = in_l2
-                kc = lower(op, ctx)
-                cache[key] = kc
+            hit = protos.get(key)
+            if hit is None:
+                kc = costs.kernels.get(key)
+                if kc is None:
+                    ctx.resident_bytes = in_l2
+                    kc = costs.kernels[key] = lower(op, ctx)
+                rec = first_record(op, kc, "")
+                protos[key] = (kc, rec)
+            else:
+                kc, rec = hit
+                rec = _same_cost(rec, op, "")
         if kc.fallback:
             fallbacks[op.kind] += 1
-        rkey = (kc, fused_into != "")  # keyed by value: a fused op's cost is not kept alive elsewhere
-        vals = rec_cache.get(rkey)
-        if vals is None:
-            vals = _record_values(kc, dev, energy, floor, opts)
-            rec_cache[rkey] = vals
-        rec = _make_record(op, kc, vals, fused_into)
         capped += rec.power_capped
         records.append(rec)
         # what the next kernel finds in L2 (a fused op extends its producer's kernel)
@@ -327,7 +460,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         "engine": ENGINE_NAME,
         "options": dataclasses.asdict(opts),
         "graph_sha256": graph_digest(graph),
-        "spec_sha256": spec_digest(system),
+        "spec_sha256": spec_sha,
         "spec_file": _display_path(getattr(system, "source_file", "")),
         "calibration_id": opts.calibration_id,
         "version": _version(),
@@ -345,6 +478,26 @@ def _view_record(op: Op) -> OpCost:
         l2_bytes=0.0, smem_bytes=0.0, compute_s=0.0, memory_s=0.0, overhead_s=0.0, bound="latency",
         rule="view", kernels=0,
     )
+
+
+#: The fields of a record that come from its op (and the kernel it is fused into); every other
+#: field comes from the op's kernel cost (keep in step with _make_record and _view_record).
+_OP_FIELDS = ("name", "kind", "group", "category", "dtype", "flops", "fused_into")
+_new_record = object.__new__
+_set_fields = object.__setattr__
+
+
+def _same_cost(rec: OpCost, op: Op, fused_into: str) -> OpCost:
+    """The record of ``op``, whose kernel cost is that of the record ``rec``: ``rec``'s fields with
+    those of :data:`_OP_FIELDS` taken from ``op``. (The fields are copied as one dict, not passed
+    through the frozen dataclass's ``__init__``: a step costs thousands of records.)"""
+    fields = rec.__dict__.copy()
+    fields["name"], fields["kind"], fields["group"] = op.name, op.kind, op.group
+    fields["category"], fields["dtype"], fields["flops"] = op.category, op.dtype.value, float(op.flops)
+    fields["fused_into"] = fused_into
+    out = _new_record(OpCost)
+    _set_fields(out, "__dict__", fields)
+    return out
 
 
 def _num(x: Any) -> Any:
@@ -375,19 +528,41 @@ def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
 
 
 def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: float,
-                   opts: EvalOptions) -> tuple[float, float, float, float, float, float, str, bool]:
-    """(time, dynamic J, static J, compute, memory, overhead, bound, capped) of one kernel cost."""
+                   opts: EvalOptions) -> tuple[float, float, float, float, float, float, str, bool, str]:
+    """(time, dynamic J, static J, compute, memory, overhead, bound, capped, clock note) of one kernel cost.
+
+    Over the TDP, a device with DVFS data (``dev.dvfs``) runs the kernel at the clock that fits
+    the limit (:func:`hwmodels.energy.dvfs_kernel`: arithmetic time and energy per FLOP scale with
+    the clock, memory time and traffic energy do not); a device without it is stretched at constant
+    energy (:func:`hwmodels.energy.kernel_energy`).
+    """
     device_t = kc.device_time_s + kc.kernels * dev.efficiency.kernel_device_time_s
     t = max(device_t, kc.kernels * floor) if kc.kernels > 0 else device_t
     compute, memory = kc.compute_s, kc.memory_s
-    e_dyn = float(dynamic_energy(
-        kc.matrix_flops, energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop"),
-        kc.vector_flops, energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop"),
-        {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}, energy.per_byte,
-    ))
+    j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
+    j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
+    traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
+    e_dyn = float(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, traffic, energy.per_byte))
     capped = False
     e_static = 0.0
-    if t > 0:
+    note = ""
+    if t > 0 and dev.dvfs is not None and opts.power_cap:
+        # arithmetic energy scales with V(f)^2; data movement does not
+        e_core = float(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, {}, {}))
+        e_move = float(dynamic_energy(0.0, 0.0, 0.0, 0.0, traffic, energy.per_byte))
+        k = dvfs_kernel(
+            compute_s=compute, memory_s=memory,
+            fixed_s=device_t - max(compute, memory), floor_s=kc.kernels * floor if kc.kernels > 0 else 0.0,
+            core_j=e_core, other_j=e_move, ref_hz=dev.clock.sustained_hz, base_hz=dev.dvfs.base_hz,
+            boost_hz=dev.clock.boost_hz, base_voltage_fraction=dev.dvfs.base_voltage_fraction,
+            idle_w=dev.power.idle_w, tdp_w=dev.power.tdp_w)
+        if k.power_capped:
+            capped = True
+            compute, t, e_dyn = float(k.compute_s), float(k.time_s), float(k.dynamic_j)
+            note = (f"sustained {k.clock_hz / 1e9:.3g} GHz under {dev.power.tdp_w:.0f} W" if k.clock_hz < dev.clock.sustained_hz
+                    else f"data movement alone exceeds {dev.power.tdp_w:.0f} W: stretched at constant energy")
+        e_static = float(k.static_j)
+    elif t > 0:
         est = kernel_energy(t, e_dyn, dev.power.idle_w, dev.power.tdp_w, cap=opts.power_cap)
         if est.power_capped:
             capped = True
@@ -397,18 +572,20 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     overhead = max(0.0, t - max(compute, memory))
     comps = {"compute": compute, "memory": memory, "latency": overhead}
     bound = max(("compute", "memory", "latency"), key=lambda b: comps[b])
-    return t, e_dyn, e_static, compute, memory, overhead, bound, capped
+    return t, e_dyn, e_static, compute, memory, overhead, bound, capped, note
 
 
 def _make_record(op: Op, kc: KernelCost, vals: tuple[Any, ...], fused_into: str) -> OpCost:
-    t, e_dyn, e_static, compute, memory, overhead, bound, capped = vals
+    t, e_dyn, e_static, compute, memory, overhead, bound, capped, clock_note = vals
+    notes = "; ".join(x for x in (kc.notes, clock_note) if x)
     return OpCost(
         name=op.name, kind=op.kind, group=op.group, category=op.category, dtype=op.dtype.value, time_s=t,
         energy_j=e_dyn + e_static, dynamic_energy_j=e_dyn, static_energy_j=e_static, flops=float(op.flops),
         dram_bytes=kc.dram_bytes, l2_bytes=kc.l2_bytes, smem_bytes=kc.smem_bytes, compute_s=compute,
         memory_s=memory, overhead_s=overhead, bound=bound, rule=kc.rule, tile=kc.tile, split_k=kc.split_k,
         ctas=kc.ctas, waves=kc.waves, ctas_per_sm=kc.ctas_per_sm, kernels=kc.kernels, fallback=kc.fallback,
-        power_capped=capped, fused_into=fused_into, notes=kc.notes, matrix_dtype=kc.matrix_dtype,
+        power_capped=capped, fused_into=fused_into, notes=notes, matrix_dtype=kc.matrix_dtype,
+        memory_level=kc.memory_level if bound == "memory" else "",
     )
 
 

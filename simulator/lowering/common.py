@@ -47,6 +47,7 @@ __all__ = [
     "set_fallback",
     "lower",
     "rule_name_for",
+    "rule_set_state",
     "VIEW_KINDS",
     "COLLECTIVE_KINDS",
     "NARROW_GROUP_CHANNELS",
@@ -104,6 +105,7 @@ class KernelCost:
     kernels: int = 1
     fallback: bool = False
     notes: str = ""
+    memory_level: str = ""  # the memory level whose traffic sets memory_s ("dram", "l2", "smem"; "" = dram)
 
     @property
     def device_time_s(self) -> float:
@@ -214,6 +216,15 @@ def rule_name_for(device_kind: str, op_kind: str) -> str | None:
     _load_rule_modules()
     fn = ruleset(device_kind).lookup(op_kind)
     return None if fn is None else fn.__name__.lstrip("_")
+
+
+def rule_set_state(device_kind: str) -> tuple[frozenset[tuple[str, Rule]], Rule | None]:
+    """The rules that cost ops on ``device_kind`` devices now, and the fallback: what a kernel cost
+    kept across calls depends on besides the op, the device and the options (a cache key; registering
+    or replacing a rule changes it)."""
+    _load_rule_modules()
+    rs = ruleset(device_kind)
+    return frozenset(rs.rules.items()), rs.fallback
 
 
 def lower(op: Op, ctx: LoweringContext) -> KernelCost:

@@ -1,0 +1,328 @@
+"""The speed work on parallel plans (kernel and record costs kept across calls, records copied
+between ops of the same cost, graphs built without networkx, digests computed once) changes no
+answer: predictions and graphs recorded before it, costs kept or cleared, records shared or made
+one by one, and invalidation when the spec, the options or the rules change."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+import nodeperf as npf
+import simulator.engines.analytical as an
+from simulator.engines.analytical import (
+    EvalOptions,
+    clear_kernel_cost_cache,
+    evaluate,
+    graph_digest,
+)
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import evaluate_plan, generate_request
+from workloads.ir import Attrs, GraphBuilder, GraphError, OpGraph
+from workloads.parallel import ParallelPlan, plan_graphs
+
+A100S = load_hardware("dgx-a100x128")
+DGX = load_hardware("dgx-h100")
+PLAN3D = ParallelPlan(tp=8, pp=16, dp=8, microbatch=1, global_batch=1536, sequence_parallel=True)
+GPT3 = {"train": True, "seq": 2048, "recompute": "selective"}
+
+#: per-op fields whose values a prediction is made of
+_FIELDS = ("name", "kind", "group", "time_s", "energy_j", "dynamic_energy_j", "static_energy_j", "flops",
+           "dram_bytes", "l2_bytes", "smem_bytes", "compute_s", "memory_s", "overhead_s", "bound", "rule", "kernels",
+           "power_capped", "fused_into", "fallback")
+
+
+def _sha(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+def _ops(rep: object) -> str:
+    """Digest of every record's fields (floats at full precision)."""
+    return _sha([[getattr(r, f) for f in _FIELDS] for r in rep.records])
+
+
+def _reference_digest(graph: OpGraph) -> str:
+    """graph_digest as first written: the SHA-256 updated op by op."""
+    h = hashlib.sha256(graph.name.encode())
+    for op in graph:
+        tens = ";".join(f"{t.name}:{t.shape}:{t.dtype.value}:{t.role.value}" for t in (*op.inputs, *op.outputs))
+        attrs = ",".join(f"{k}={op.attrs[k]!r}" for k in sorted(op.attrs))
+        h.update(f"{op.name}|{op.kind}|{op.group}|{tens}|{attrs}\n".encode())
+    h.update(json.dumps({k: graph.meta[k] for k in sorted(graph.meta)}, default=str).encode())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# graphs: built as before (digests recorded with the code before the speed work)
+
+_GRAPHS = {
+    # the GPT-3 step's three stage graphs: first (embedding), middle (14 stages), last (head, loss)
+    "gpt3-first": "b8a289c9de8145804f192a2ed874aa41ceb410a815d1b0152459d396ca0d5b79",
+    "gpt3-middle": "c53d2015995d9368ce600388f704b480059761deb0ba2d07a0eb658c612bd351",
+    "gpt3-last": "9cf9cd8ebf7b292315bb5151ca3833beadbfd8fedc1926115986bd65d78240a4",
+    "llama-fsdp-full": "1ccb6e67ab20b20760b22a1cd6f4ff2969cb4600842a5a4073a86cf5f8fcff67",
+    "llama-interleaved-chunk": "e2f6dcec4fc35a2b00569634ea6bf05e65e41b4b49bfdbe5a58a88ccb050a3c2",
+    "mixtral-ep-prefill": "041884da332f5f762ab8015d6f11f669ccb6c7a444e992ffa81f82aba1a8d25e",
+    "llama-70b-decode": "c5194472d4532565960b044e24bc56a684a02b3fcc74d364655221fe609abb49",
+}
+
+
+def _plan_graph(name: str) -> OpGraph:
+    if name.startswith("gpt3-"):
+        gs = plan_graphs("gpt3-175b", PLAN3D, **GPT3)
+        return {"gpt3-first": gs[0], "gpt3-middle": gs[1], "gpt3-last": gs[-1]}[name].graph
+    if name == "llama-fsdp-full":
+        return plan_graphs("llama-2-7b", ParallelPlan(tp=2, dp=4, fsdp=True, microbatch=2, global_batch=16),
+                           train=True, seq=512, recompute="full")[0].graph
+    if name == "llama-interleaved-chunk":
+        return plan_graphs("llama-2-7b", ParallelPlan(pp=2, schedule="interleaved", interleave=2, dp=2, microbatch=1,
+                                                      global_batch=8, zero_stage=1), train=True, seq=512)[1].graph
+    if name == "mixtral-ep-prefill":
+        return plan_graphs("mixtral-8x7b", ParallelPlan(ep=8, dp=8), phase="prefill", seq=512, batch=2)[0].graph
+    return plan_graphs("llama-2-70b", ParallelPlan(tp=8), phase="decode", context=4096, batch=16)[0].graph
+
+
+@pytest.mark.parametrize("name", sorted(_GRAPHS))
+def test_plan_graphs_are_the_graphs_built_before_the_speed_work(name: str) -> None:
+    g = _plan_graph(name)
+    assert _reference_digest(g) == _GRAPHS[name]
+    assert graph_digest(g) == _GRAPHS[name]
+
+
+def test_graph_digest_is_the_op_by_op_definition_and_kept_with_the_graph() -> None:
+    graphs = [npf.load_workload("resnet50"), npf.load_workload("bert_base", train=True, batch=2, seq=64),
+              npf.load_workload("gpt2", phase="decode", context=64), _plan_graph("gpt3-last")]
+    for g in graphs:
+        d = graph_digest(g)
+        assert d == _reference_digest(g)
+        assert graph_digest(g) is d  # computed once per graph object
+
+
+# ------------------------------------------------------------------------------------------------
+# predictions: the values recorded before the speed work (same model files)
+
+_PLANS = {
+    "gpt3": lambda: evaluate_plan("gpt3-175b", A100S, PLAN3D, **GPT3),
+    "gpt3-des": lambda: evaluate_plan("gpt3-175b", A100S, PLAN3D, engine="des", **GPT3),
+    "fsdp": lambda: evaluate_plan("llama-2-7b", DGX, ParallelPlan(tp=2, dp=4, fsdp=True, microbatch=2, global_batch=16),
+                                  train=True, seq=512, recompute="full"),
+    "generate": lambda: generate_request("llama-2-70b", DGX, ParallelPlan(tp=8), input_len=128, output_len=64, batch=4),
+    "decode-fused": lambda: evaluate_plan("llama-2-70b", DGX, ParallelPlan(tp=8), EvalOptions(fusion=True, cuda_graphs=True),
+                                          phase="decode", context=4096, batch=16),
+    "tpu": lambda: evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-8"), ParallelPlan(tp=8), phase="decode",
+                                 context=512, batch=8),
+    "moe": lambda: evaluate_plan("mixtral-8x7b", DGX, ParallelPlan(ep=8, dp=8), phase="prefill", seq=512, batch=2),
+}
+_PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
+    # latency_s, step energy_j, memory per device (bytes), digest of ParallelResult.to_json(), of every record
+    "gpt3": (23.09498518701856, 6859257.3799334, 36058478592.0, "e2fb15cef640719c", "256efd1bee80f31c"),
+    "gpt3-des": (22.984315893350196, 6848922.107400864, 36058478592.0, "47a6a54c3b84c8df", "256efd1bee80f31c"),
+    "fsdp": (0.2619954273653792, 801.3701641991483, 15576221698.0, "cd52173e67c06685", "9d99c0b95f8d8c3e"),
+    "generate": (0.8795256967056074, 2093.1141483832116, 17292607488.0, "82de0b70f78ca977", "515881943b38024d"),
+    "decode-fused": (0.012495176386715438, 33.89086596226643, 19931976704.0, "d9914df6fca1633d", "89a5be0937254063"),
+    "tpu": (0.00373205297384104, 2.4183351825037733, 1954081280.0, "e2bb435d9c26c40f", "569a83002e0cddcb"),
+    "moe": (0.0481318299232728, 239.74193488017303, 14863060992.0, "6d9cf1d9cc36e99f", "b304f1680a61a86d"),
+}
+
+_EVALS = {
+    "resnet50-a100": lambda: evaluate(npf.load_workload("resnet50", batch=8), load_hardware("a100-sxm4-80gb")),
+    "bert-train-h100": lambda: evaluate(npf.load_workload("bert_base", train=True, batch=4, seq=128),
+                                        load_hardware("h100-sxm5-80gb")),
+    "vit-fused-tf32-h100": lambda: evaluate(npf.load_workload("vit_b16", batch=8), load_hardware("h100-sxm5-80gb"),
+                                            EvalOptions(fusion=True, allow_tf32=True)),
+    "gpt2-decode-tpu": lambda: evaluate(npf.load_workload("gpt2", phase="decode", batch=4, context=512),
+                                        load_hardware("tpu-v5e")),
+    "llama-decode-cpu": lambda: evaluate(npf.load_workload("llama-2-7b", phase="decode", batch=1, context=256),
+                                         load_hardware("xeon-platinum-8480")),
+    "effnet-eager-mi300x": lambda: evaluate(npf.load_workload("efficientnet_b0", batch=16), load_hardware("mi300x"),
+                                            EvalOptions(eager_framework=True, power_cap=False)),
+}
+_EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
+    # latency_s, energy_j, memory required (bytes), digest of every record
+    "resnet50-a100": (0.005230558897738855, 1.8247905548465855, 179298464, "e82e87833ded9a66"),
+    "bert-train-h100": (0.004404032208052554, 1.3593012558765303, 1907853350, "033e4c6522018e53"),
+    "vit-fused-tf32-h100": (0.0010391998849465485, 0.45755077417929335, 194921936, "c166ecbce03e78bb"),
+    "gpt2-decode-tpu": (0.0005925511480587943, 0.04812942773016965, 324785288, "27d878d7fd0a5f09"),
+    "llama-decode-cpu": (0.03306909657254465, 3.3318817101563463, 13611145216, "06f65ba812c802b6"),
+    "effnet-eager-mi300x": (0.004816635178446583, 0.9624682543267798, 175294864, "0a8a0ee4d9a578f5"),
+}
+
+
+def _plan_row(r: object) -> tuple[float, float, float, str, str]:
+    cost = r.to_cost_report()
+    return (r.latency_s, cost.totals.energy_j, r.memory_per_device_bytes, _sha(r.to_json()),
+            _sha([_ops(rep) for rep in r.reports] + [_ops(cost)]))
+
+
+def _eval_row(r: object) -> tuple[float, float, int, str]:
+    return r.latency_s, r.totals.energy_j, r.memory.required_bytes, _ops(r)
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_plan_predictions_equal_the_values_recorded_before_the_speed_work(name: str) -> None:
+    assert _plan_row(_PLANS[name]()) == _PLAN_VALUES[name]
+
+
+@pytest.mark.parametrize("name", sorted(_EVALS))
+def test_graph_predictions_equal_the_values_recorded_before_the_speed_work(name: str) -> None:
+    assert _eval_row(_EVALS[name]()) == _EVAL_VALUES[name]
+
+
+# ------------------------------------------------------------------------------------------------
+# costs kept across calls are transparent
+
+
+def _full(rep: object) -> list[object]:
+    return [dataclasses.astuple(r) for r in rep.records] + [rep.totals, rep.memory, rep.warnings,
+                                                             rep.provenance["spec_sha256"]]
+
+
+def test_kept_costs_give_the_answers_of_a_cleared_cache() -> None:
+    clear_kernel_cost_cache()
+    cold = evaluate_plan("gpt3-175b", A100S, PLAN3D, **GPT3)
+    warm = evaluate_plan("gpt3-175b", A100S, PLAN3D, **GPT3)
+    assert warm.to_json() == cold.to_json()
+    assert [_full(r) for r in warm.reports] == [_full(r) for r in cold.reports]
+    g = npf.load_workload("bert_base", train=True, batch=2, seq=128)
+    h100 = load_hardware("h100-sxm5-80gb")
+    for opts in (EvalOptions(), EvalOptions(fusion=True), EvalOptions(cuda_graphs=True, power_cap=False)):
+        warm = evaluate(g, h100, opts)
+        clear_kernel_cost_cache()
+        assert _full(evaluate(g, h100, opts)) == _full(warm)
+
+
+def test_a_changed_spec_or_option_is_another_context() -> None:
+    g = npf.load_workload("gpt2", batch=4, seq=256)
+    a100 = load_hardware("a100-sxm4-80gb")
+    hbm = a100.memory[0]
+    slow = dataclasses.replace(a100, memory=(dataclasses.replace(hbm, read_bandwidth_bytes_per_s=hbm.read_bandwidth_bytes_per_s / 4),
+                                             *a100.memory[1:]))
+    base = evaluate(g, a100)
+    after = evaluate(g, slow)  # the first spec's costs are kept: none may leak into the second's
+    clear_kernel_cost_cache()
+    assert _full(evaluate(g, slow)) == _full(after)
+    assert after.latency_s > base.latency_s
+    # a calibration id is recorded only: the same costs; tf32 changes fp32 contractions
+    fp32 = npf.load_workload("gpt2", batch=4, seq=256, dtype="fp32")
+    plain = evaluate(fp32, a100)
+    tagged = evaluate(fp32, a100, EvalOptions(calibration_id="fit-1"))
+    assert _full(tagged)[:-4] == _full(plain)[:-4] and tagged.provenance["calibration_id"] == "fit-1"
+    assert evaluate(fp32, a100, EvalOptions(allow_tf32=True)).latency_s < plain.latency_s
+
+
+def test_a_replaced_rule_is_another_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simulator.lowering import KernelCost
+    from simulator.lowering.common import ruleset
+
+    g = npf.load_workload("gpt2", batch=2, seq=128)
+    h100 = load_hardware("h100-sxm5-80gb")
+    before = evaluate(g, h100)
+    rules = ruleset("gpu").rules
+    monkeypatch.setitem(rules, "layernorm", lambda op, ctx: KernelCost(1e-3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                                                                       rule="test-norm"))
+    swapped = evaluate(g, h100)
+    norms = [r for r in swapped.records if r.kind == "layernorm"]
+    assert norms and all(r.rule == "test-norm" and r.time_s >= 1e-3 for r in norms)
+    monkeypatch.undo()
+    assert _full(evaluate(g, h100)) == _full(before)
+
+
+def test_specs_holding_arrays_are_never_kept() -> None:
+    h100 = load_hardware("h100-sxm5-80gb")
+    assert an._spec_digest(h100) == (an.spec_digest(h100), True)
+    variants = dataclasses.replace(h100, power=dataclasses.replace(h100.power, tdp_w=np.array([500.0, 700.0])))
+    digest, plain = an._spec_digest(variants)
+    assert not plain and digest == an.spec_digest(variants)
+    clear_kernel_cost_cache()
+    ctx = an.LoweringContext(variants.device if hasattr(variants, "device") else variants, EvalOptions())
+    an._costs_of(digest, plain, h100, EvalOptions(), ctx)
+    assert an._COSTS == {}
+    an._costs_of(*an._spec_digest(h100), h100, EvalOptions(), ctx)
+    assert len(an._COSTS) == 1
+
+
+def test_kept_contexts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(an, "KERNEL_COST_CONTEXTS", 2)
+    clear_kernel_cost_cache()
+    g = npf.load_workload("gpt2", phase="decode", context=32)
+    h100 = load_hardware("h100-sxm5-80gb")
+    for power_cap in (True, False):
+        for cuda_graphs in (True, False):
+            evaluate(g, h100, EvalOptions(power_cap=power_cap, cuda_graphs=cuda_graphs))
+    assert len(an._COSTS) == 2
+    clear_kernel_cost_cache()
+
+
+# ------------------------------------------------------------------------------------------------
+# records copied between ops of one cost are the records made one by one
+
+
+def test_shared_records_equal_records_made_op_by_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [(_plan_graph("gpt3-middle"), A100S, EvalOptions()),
+             (npf.load_workload("bert_base", train=True, batch=2, seq=128), load_hardware("h100-sxm5-80gb"),
+              EvalOptions(fusion=True)),
+             (npf.load_workload("resnet50", batch=4), load_hardware("tpu-v5e"), EvalOptions())]
+    shared = [evaluate(g, hw, o) for g, hw, o in cases]
+    sig = an._signature
+    monkeypatch.setattr(an, "_signature", lambda op, resident: (op.name, *sig(op, resident)))  # no two ops alike
+    one_by_one = [evaluate(g, hw, o) for g, hw, o in cases]
+    for a, b in zip(shared, one_by_one, strict=True):
+        assert _full(a) == _full(b)
+        assert [r.__dict__ for r in a.records] == [r.__dict__ for r in b.records]
+    clear_kernel_cost_cache()
+
+
+# ------------------------------------------------------------------------------------------------
+# the graph IR's faster paths keep its behaviour
+
+
+def test_attrs_freeze_values_as_before() -> None:
+    from enum import Enum
+
+    class Mode(Enum):
+        FAST = "fast"
+
+    a = Attrs({"k": [1, [2, 3]], "d": {"x": [4]}, 5: Mode.FAST, "s": "v", "b": True, "n": None})
+    assert a == {"k": (1, (2, 3)), "d": {"x": (4,)}, "5": "fast", "s": "v", "b": True, "n": None}
+    assert isinstance(a["d"], Attrs) and list(a) == ["k", "d", "5", "s", "b", "n"]
+    assert Attrs(iter([("x", [1])])) == {"x": (1,)} and Attrs([("x", 1), ("x", 2)]) == {"x": 2}
+    assert hash(Attrs({"a": 1, "b": 2})) == hash(Attrs({"b": 2, "a": 1}))
+    with pytest.raises(TypeError, match="immutable"):
+        a["k"] = 1
+
+
+def test_graph_order_and_predecessors_without_networkx_until_asked() -> None:
+    b = GraphBuilder("g", dtype="bf16")
+    x = b.input("x", (4, 8))
+    y = b.op("elementwise", [x], name="a", op="relu")
+    z = b.op("elementwise", [y, x], name="b", op="add")
+    b.op("elementwise", [z, y], name="c", op="mul")
+    ops = list(b.ops)
+    g = OpGraph("g", [ops[2], ops[0], ops[1]])  # not topological: sorted, insertion order kept where free
+    assert [op.name for op in g] == ["a", "b", "c"]
+    assert g.predecessors("c") == ["b", "a"] and g.predecessors("a") == []
+    assert sorted(g.nx_graph.edges) == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert g.consumer_names("a") == ("c", "b") == tuple(op.name for op in g.consumers("a"))  # in the order given
+    loop = dataclasses.replace(ops[0], inputs=(ops[0].outputs[0],))
+    with pytest.raises(GraphError, match="consumes its own output"):
+        OpGraph("loop", [loop])
+    c1 = dataclasses.replace(ops[0], inputs=(ops[1].outputs[0],))
+    with pytest.raises(GraphError, match="cycle through ops"):
+        OpGraph("cycle", [c1, ops[1]])
+
+
+def test_peak_activation_bytes_is_the_analysis_definition() -> None:
+    from simulator.report.memory import peak_activation_bytes
+    from workloads.analysis import peak_live_bytes
+
+    graphs = [npf.load_workload("resnet50", train=True, batch=2), npf.load_workload("bert_base", train=True, batch=2),
+              npf.load_workload("gpt2", phase="decode", context=64, batch=2),
+              npf.load_workload("llama-2-7b", phase="prefill", seq=128),  # KV appends in place
+              npf.load_workload("mixtral-8x7b", phase="prefill", seq=64), npf.load_workload("gnmt", batch=4),
+              _plan_graph("gpt3-first"), _plan_graph("llama-fsdp-full")]
+    for g in graphs:
+        assert peak_activation_bytes(g) == peak_live_bytes(g) > 0, g.name
