@@ -1220,7 +1220,12 @@ def operand_words(m: object, n: object, k: object, ifmap_words: object | None = 
     scratchpads priced by :func:`systolic_energy` with them when no capacity is given.
     """
     M, N, K = (_positive_ints(x, v) for x, v in (("m", m), ("n", n), ("k", k)))
-    ifw = M * K if ifmap_words is None else np.minimum(_positive_ints("ifmap_words", ifmap_words), M * K)
+    arrays = [M, N, K] + ([] if ifmap_words is None else [_positive_ints("ifmap_words", ifmap_words)])
+    # products beyond int64 would wrap: use exact Python ints then (as the cycle model does)
+    if max(_largest(x) for x in (M, N, K)) ** 2 >= 2**62:
+        arrays = _to_exact(*arrays)
+    M, N, K = arrays[:3]
+    ifw = M * K if ifmap_words is None else np.minimum(arrays[3], M * K)
     return ifw, K * N, M * N
 
 

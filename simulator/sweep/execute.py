@@ -326,8 +326,10 @@ class _VariantDigests:
     @staticmethod
     def _strip(obj: Any) -> Any:
         if dataclasses.is_dataclass(obj):
+            # as simulator.engines.analytical.spec_digest strips a spec (an empty dvfs table is left out)
             return {f.name: _VariantDigests._strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                    if f.name not in ("provenance", "source_file")}
+                    if f.name not in ("provenance", "source_file")
+                    and not (f.name == "dvfs" and getattr(obj, f.name) is None)}
         if isinstance(obj, dict):
             return {str(k): _VariantDigests._strip(v) for k, v in sorted(obj.items())}
         if isinstance(obj, (list, tuple)):

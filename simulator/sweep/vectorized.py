@@ -81,7 +81,10 @@ ARRAY_SAFE_GPU_RULES: frozenset[str | None] = frozenset(
 #: would not).
 LOOPED_PATH_RULES: dict[str, frozenset[str]] = {}
 
-_COST_ARRAYS = ("compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes")
+#: KernelCost fields stacked per variant when an op is lowered variant by variant (the arithmetic counts too:
+#: a rule may spend instructions that depend on a hardware field, e.g. the dequantisation of quantised weights)
+_COST_ARRAYS = ("compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes", "matrix_flops",
+                "vector_flops")
 
 
 @dataclass(frozen=True)

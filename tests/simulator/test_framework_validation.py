@@ -23,12 +23,12 @@ def test_groups_and_measured_errors(result):
     by = result["by_framework"]
     assert {k: v.n for k, v in by.items()} == {"compile": 25, "eager": 28, "sdpa": 6, "vllm": 2}
     # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast
-    expected = {"compile": (40.5, -44.7), "eager": (30.3, -31.9), "sdpa": (14.3, -14.5), "vllm": (8.9, 8.6)}
+    expected = {"compile": (41.5, -46.0), "eager": (30.9, -32.5), "sdpa": (13.2, -13.4), "vllm": (8.9, 8.6)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 61
-    assert result["all"].mape == pytest.approx(32.2, abs=0.2)
+    assert result["all"].mape == pytest.approx(32.8, abs=0.2)
 
 
 def test_dataset_breadth(result):
@@ -66,7 +66,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 61 rows; MAPE 32.2%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 61 rows; MAPE 32.8%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "vllm"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
     assert rc == 2

@@ -22,7 +22,7 @@ TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
 # dequantisation in registers, blocked linear algebra, which TPUs refuse)
 _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.l2_tile_bandwidth_fraction",
               "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
-              "efficiency.linalg_sweep_row_s")
+              "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction")
 
 
 def _cli_json(capsys, *argv: str) -> dict:

@@ -28,11 +28,13 @@ def a100():
 
 def test_memory_bound_decode_gemm_int4_speedup_is_the_traffic_ratio(a100):
     # Marlin's README benchmark shape (N = 72 * 256, K = 4 N) at batch 1: weight traffic dominates,
-    # so the int4 speedup is the ratio of the bytes moved, 3.87x with fp16 scales per 128 weights
+    # so the int4 speedup is the ratio of the bytes moved, 3.87x with fp16 scales per 128 weights (the
+    # power cap is off: at full HBM bandwidth the A100's DRAM-path energy plus the dequantisation puts
+    # the int4 kernel at its 400 W limit, which is a separate effect)
     m, n, k = 1, 72 * 256, 4 * 72 * 256
     g = _linear(m, n, k)
-    base = evaluate(g, a100, EvalOptions()).records[0]
-    quant = evaluate(apply_precision(g, weight_dtype="int4"), a100, EvalOptions()).records[0]
+    base = evaluate(g, a100, EvalOptions(power_cap=False)).records[0]
+    quant = evaluate(apply_precision(g, weight_dtype="int4"), a100, EvalOptions(power_cap=False)).records[0]
     fp16_bytes = 2 * m * k + 2 * k * n + 2 * m * n
     int4_bytes = 2 * m * k + k * n / 2 + 2 * m * n + 2 * (k / 128) * n
     assert fp16_bytes / int4_bytes == pytest.approx(3.87, abs=0.01)
@@ -40,7 +42,7 @@ def test_memory_bound_decode_gemm_int4_speedup_is_the_traffic_ratio(a100):
     assert quant.dram_bytes == pytest.approx(int4_bytes, rel=0.01)
     assert base.time_s / quant.time_s == pytest.approx(fp16_bytes / int4_bytes, rel=0.03)
     assert quant.rule == "quant-gemm" and "int4 weights dequantised" in quant.notes
-    q8 = evaluate(apply_precision(g, weight_dtype="int8"), a100, EvalOptions()).records[0]
+    q8 = evaluate(apply_precision(g, weight_dtype="int8"), a100, EvalOptions(power_cap=False)).records[0]
     ideal8 = fp16_bytes / (2 * m * k + k * n + 2 * (k / 128) * n + 2 * m * n)
     assert base.time_s / q8.time_s == pytest.approx(ideal8, rel=0.03)
 

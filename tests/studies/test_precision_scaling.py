@@ -34,8 +34,15 @@ def test_fp8_gemm_speedup_is_the_rated_tensor_ratio(rows):
     # and the bf16 GEMM runs near the efficiency-scaled peak, 2 * 8192^3 FLOP / (989.4 TFLOP/s x
     # tensor_peak_fraction): never faster, and slower only by the tail wave (2048 CTAs of 128 x 256 on
     # 132 SMs are 15.5 waves run as 16, +3.1%) and the kernel's pipeline fill
+    # (power cap off: at 700 W the GEMM's traffic energy makes it power-capped, a separate effect the
+    # study's own rows include)
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from workloads.resolve import load_workload
+
     ideal = 2 * 8192**3 / (989.4e12 * h100.efficiency.tensor_peak_fraction)
-    assert ideal <= bf16["time_s"] <= ideal * 16 / (2048 / 132) * 1.02
+    free = evaluate(load_workload("gemm:m=8192,n=8192,k=8192", dtype="bf16"), h100, EvalOptions(power_cap=False))
+    assert ideal <= free.latency_s <= ideal * 16 / (2048 / 132) * 1.02
+    assert bf16["time_s"] >= free.latency_s * (1 - 1e-9)
 
 
 def test_same_work_at_every_precision_and_never_slower(rows):
