@@ -37,9 +37,17 @@ def test_dram_path_value_is_the_wire_energy_over_one_die_side() -> None:
 
 
 def test_devices_without_a_figure_give_zero_with_a_stated_source() -> None:
-    dev = load_hardware("b200")  # two dies joined by a die-to-die link: no single-die path length
+    dev = load_hardware("mi300x")  # chiplets: no single-die path length was derived
     assert dev.energy.dram_path_j_per_byte == 0.0
     assert dev.provenance["energy.dram_path_j_per_byte"].source.startswith("not modelled:")
+
+
+def test_b200_uses_the_side_of_a_reticle_limited_die() -> None:
+    # 0.2 pJ/(bit mm) x sqrt(26 mm x 33 mm) x 8 bit/B = 46.87 pJ/B, rounded to 47 in the file
+    derived = 0.2e-12 * math.sqrt(26.0 * 33.0) * 8
+    dev = load_hardware("b200")
+    assert dev.energy.dram_path_j_per_byte == pytest.approx(derived, rel=1e-2)
+    assert "reticle" in dev.provenance["energy.dram_path_j_per_byte"].source
 
 
 def test_spec_default_is_zero_for_files_that_omit_it(tmp_path) -> None:
