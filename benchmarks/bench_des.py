@@ -11,20 +11,8 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
-
-def _median(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    out = fn()  # warm: catalog, zoo and import caches
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+from _timing import median_time
 
 
 def main() -> int:
@@ -47,10 +35,10 @@ def main() -> int:
     ]
     print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
     for name, graph in cases:
-        t_eval, rep = _median(lambda g=graph: evaluate(g, hw), args.repeat)
+        t_eval, rep = median_time(lambda g=graph: evaluate(g, hw), args.repeat)
         print(f"{name} ({len(graph.ops)} ops): evaluate {t_eval * 1e3:.1f} ms, latency {rep.total_latency_s * 1e3:.3f} ms")
         for streams in (1, 2, 4):
-            t_sim, res = _median(lambda g=graph, s=streams: simulate(g, hw, streams=s), args.repeat)
+            t_sim, res = median_time(lambda g=graph, s=streams: simulate(g, hw, streams=s), args.repeat)
             slowed = res.provenance.get("contention", {}).get("slowed_ops", 0)
             print(f"  des, {streams} stream(s): {t_sim * 1e3:.1f} ms ({t_sim / t_eval:.1f}x evaluate), "
                   f"latency {res.latency_s * 1e3:.3f} ms, ops slowed by sharing: {slowed}")

@@ -10,20 +10,8 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
-
-def _median(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    out = fn()  # warm: catalog, zoo and import caches
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+from _timing import median_time
 
 
 def main() -> int:
@@ -41,9 +29,9 @@ def main() -> int:
     hw = load_hardware("h100-sxm5-80gb")
     for model, kw in (("llama-2-7b", {"context": 2048}), ("mixtral-8x7b", {"context": 2048, "batch": 8})):
         g = load_workload(model, phase="decode", **kw)
-        t_pass, q = _median(lambda g=g: apply_precision(g, weight_dtype="int4", kv_dtype="fp8"), args.repeat)
-        t16, r16 = _median(lambda g=g: evaluate(g, hw, EvalOptions()), args.repeat)
-        t4, r4 = _median(lambda q=q: evaluate(q, hw, EvalOptions()), args.repeat)
+        t_pass, q = median_time(lambda g=g: apply_precision(g, weight_dtype="int4", kv_dtype="fp8"), args.repeat)
+        t16, r16 = median_time(lambda g=g: evaluate(g, hw, EvalOptions()), args.repeat)
+        t4, r4 = median_time(lambda q=q: evaluate(q, hw, EvalOptions()), args.repeat)
         print(f"{model} decode on {hw.name}: pass {t_pass * 1e3:.1f} ms; evaluate 16-bit {t16 * 1e3:.1f} ms, "
               f"int4+fp8 KV {t4 * 1e3:.1f} ms; predicted latency {r16.totals.latency_s * 1e3:.2f} ms -> "
               f"{r4.totals.latency_s * 1e3:.2f} ms ({r16.totals.latency_s / r4.totals.latency_s:.2f}x)")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
 from pathlib import Path
+
+from _timing import median_time
 
 ROOT = Path(__file__).resolve().parents[1]
 MICRO = """
@@ -47,13 +47,10 @@ deadline = "50 ms"
 """
 
 
-def _median(fn, repeat):
-    out, times = None, []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+
+
+def _median(fn, repeat):  # cold: the first call is timed too
+    return median_time(fn, repeat, warm=False)
 
 
 def main() -> int:

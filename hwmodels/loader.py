@@ -36,7 +36,7 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.units import UnitError, format_quantity, parse_quantity
-from nodeperf.suggest import did_you_mean, format_problems
+from nodeperf.suggest import did_you_mean, format_problems, short_repr
 
 __all__ = [
     "KNOWN_DTYPES",
@@ -366,10 +366,7 @@ def _listed(names: typing.Sequence[str], limit: int = 12) -> str:
     return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters, so a message stays one readable line."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_short = short_repr  # (the name hwmodels.node imports)
 
 
 def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS"]
+__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS", "short_repr"]
 
 #: Located problem lines one message lists before ``... and N more`` (a spec with thousands of
 #: problems reports in bounded time and length).
@@ -72,3 +72,9 @@ def format_problems(where: str, items: Sequence[str], what: str, count: int | No
     if n > len(shown):
         lines.append(f"... and {n - len(shown)} more")
     return "\n  ".join(lines)
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (ending in ``...``), so a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -37,7 +37,7 @@ from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest",
+__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
 logger = logging.getLogger(__name__)
@@ -155,28 +155,32 @@ def spec_digest(spec: DeviceSpec | SystemSpec) -> str:
     return _spec_digest(spec)[0]
 
 
+def spec_tree(obj: Any) -> Any:
+    """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
+    provenance and file names left out, and an absent ``dvfs`` table too (so the digests of specs
+    without DVFS data did not change when the table was added)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: spec_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.name not in ("provenance", "source_file")
+                and not (f.name == "dvfs" and getattr(obj, f.name) is None)}
+    if isinstance(obj, dict):
+        return {str(k): spec_tree(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, (list, tuple)):
+        return [spec_tree(x) for x in obj]
+    return obj
+
+
 def _spec_digest(spec: DeviceSpec | SystemSpec) -> tuple[str, bool]:
     """(:func:`spec_digest`, plain): plain when every field value is a number, string, bool or None
     (JSON writes it exactly), so that the digest identifies the values; a spec holding numpy arrays
     (a sweep's hardware variants, whose ``repr`` may elide elements) is not plain."""
-    def strip(obj: Any) -> Any:
-        if dataclasses.is_dataclass(obj):
-            return {f.name: strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                    if f.name not in ("provenance", "source_file")
-                    and not (f.name == "dvfs" and getattr(obj, f.name) is None)}  # digests of specs without DVFS unchanged
-        if isinstance(obj, dict):
-            return {str(k): strip(v) for k, v in sorted(obj.items())}
-        if isinstance(obj, (list, tuple)):
-            return [strip(x) for x in obj]
-        return obj
-
     odd: list[type] = []
 
     def text_of(obj: Any) -> str:  # what JSON cannot write (a numpy array of hardware variants...)
         odd.append(type(obj))
         return repr(obj)
 
-    text = json.dumps(strip(spec), sort_keys=True, separators=(",", ":"), default=text_of)
+    text = json.dumps(spec_tree(spec), sort_keys=True, separators=(",", ":"), default=text_of)
     return hashlib.sha256(text.encode()).hexdigest(), not odd
 
 

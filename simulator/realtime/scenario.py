@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeperf.suggest import did_you_mean, format_problems
+from nodeperf.suggest import did_you_mean, format_problems, short_repr
 
 __all__ = [
     "ScenarioError",
@@ -287,8 +287,7 @@ def poisson_quantile(mean: float, q: float) -> int:
 
 
 def _short(v: Any, limit: int = 60) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short_repr(v, limit)
 
 
 def _time(raw: Any, path: str, p: _Problems, *, unit: str = "s", positive: bool = True) -> float | None:

@@ -321,20 +321,9 @@ class _VariantDigests:
     def __init__(self, base: Any, full_paths: Mapping[str, str]) -> None:
         self.base = base
         self.full = dict(full_paths)
-        self.tree = self._strip(base)
+        from simulator.engines.analytical import spec_tree
 
-    @staticmethod
-    def _strip(obj: Any) -> Any:
-        if dataclasses.is_dataclass(obj):
-            # as simulator.engines.analytical.spec_digest strips a spec (an empty dvfs table is left out)
-            return {f.name: _VariantDigests._strip(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                    if f.name not in ("provenance", "source_file")
-                    and not (f.name == "dvfs" and getattr(obj, f.name) is None)}
-        if isinstance(obj, dict):
-            return {str(k): _VariantDigests._strip(v) for k, v in sorted(obj.items())}
-        if isinstance(obj, (list, tuple)):
-            return [_VariantDigests._strip(x) for x in obj]
-        return obj
+        self.tree = spec_tree(base)  # the tree spec_digest hashes
 
     def _slot(self, full: str) -> tuple[Any, Any, Any]:
         """(container in the stripped tree, key or index, value type of the real field)."""

@@ -36,7 +36,7 @@ from hwmodels.systolic import (
     systolic_energy,
 )
 from hwmodels.topology import Topology, read_topology
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, short_repr
 from workloads.ir import OpGraph
 from workloads.semantics import conv_dims, gemm_dims
 
@@ -184,8 +184,7 @@ def _ints(name: str, value: Any, n: int) -> np.ndarray:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return short_repr(value, 60)
 
 
 def _broadcast(name: str, arr: np.ndarray, n: int) -> np.ndarray:
