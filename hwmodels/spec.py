@@ -286,6 +286,13 @@ class EfficiencySpec:
         "(Python, dispatcher, allocator, launch); a floor on every op when the host issues ops one by one",
         default=0.0,
     )
+    framework_conv_op_overhead_s: float = spec_field(
+        "s",
+        "host time an eager framework spends per convolution call issued through cuDNN's convolution API "
+        "(Python, dispatcher, cuDNN descriptor/plan lookup, launch); replaces the per-op floor for forward "
+        "convolutions when the host issues ops one by one",
+        default=0.0,
+    )
     l2_tile_bandwidth_fraction: float = spec_field(
         "1",
         "fraction of the L2 bandwidth figure reached by the bulk asynchronous tile copies of GEMM and "

@@ -37,7 +37,7 @@ from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
+__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
 logger = logging.getLogger(__name__)
@@ -268,6 +268,21 @@ def launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
     if opts.eager_framework:
         floor = max(floor, eff.framework_op_overhead_s)
     return float(floor)
+
+
+#: Lowering rules whose kernel an eager framework issues through cuDNN's convolution API (forward
+#: convolutions): their host time per call is ``efficiency.framework_conv_op_overhead_s``.
+CUDNN_CONV_RULES = frozenset({"implicit-gemm", "implicit-gemm-simt", "conv-direct"})
+
+
+def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOptions) -> Any:
+    """Host time of one op (s): ``kernels`` launches at ``floor`` each (:func:`launch_floor_s`), or
+    with an eager framework a forward convolution's cuDNN call time when that is longer (the call
+    issues one kernel; its host work is the descriptor and plan lookup around it). Zero without kernels."""
+    host = np.where(np.asarray(kernels) > 0, np.multiply(kernels, floor), 0.0)
+    if opts.eager_framework and rule in CUDNN_CONV_RULES:
+        host = np.where(np.asarray(kernels) > 0, np.maximum(host, eff.framework_conv_op_overhead_s), 0.0)
+    return host if np.ndim(host) else float(host)
 
 
 def _signature(op: Op, resident: float) -> tuple[Any, ...]:
@@ -541,7 +556,8 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     energy (:func:`hwmodels.energy.kernel_energy`).
     """
     device_t = kc.device_time_s + kc.kernels * dev.efficiency.kernel_device_time_s
-    t = max(device_t, kc.kernels * floor) if kc.kernels > 0 else device_t
+    host = host_floor_s(kc.rule, kc.kernels, floor, dev.efficiency, opts)
+    t = max(device_t, host)
     compute, memory = kc.compute_s, kc.memory_s
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
     j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
@@ -556,7 +572,7 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
         e_move = float(dynamic_energy(0.0, 0.0, 0.0, 0.0, traffic, energy.per_byte))
         k = dvfs_kernel(
             compute_s=compute, memory_s=memory,
-            fixed_s=device_t - max(compute, memory), floor_s=kc.kernels * floor if kc.kernels > 0 else 0.0,
+            fixed_s=device_t - max(compute, memory), floor_s=host,
             core_j=e_core, other_j=e_move, ref_hz=dev.clock.sustained_hz, base_hz=dev.dvfs.base_hz,
             boost_hz=dev.clock.boost_hz, base_voltage_fraction=dev.dvfs.base_voltage_fraction,
             idle_w=dev.power.idle_w, tdp_w=dev.power.tdp_w)

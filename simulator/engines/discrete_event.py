@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 from typing import Any
@@ -62,7 +62,7 @@ from typing import Any
 import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
-from simulator.engines.analytical import EvalOptions, evaluate, launch_floor_s, spec_of
+from simulator.engines.analytical import EvalOptions, evaluate, host_floor_s, launch_floor_s, spec_of
 from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
@@ -202,7 +202,8 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         raise RuntimeError(f"simulate: graph {graph.name!r}: the analytical records do not follow the graph's "
                            "program order; expected one record per op, in order")
 
-    units, unit_of, instant_src = _plan(graph, records, floor)
+    units, unit_of, instant_src = _plan(graph, records,
+                                        lambda r: host_floor_s(r.rule, r.kernels, floor, dev.efficiency, opts))
     for u in units:
         u.priority = prio[u.index]
     cap = DeviceCapacity.of(dev, power_cap=opts.power_cap)
@@ -333,7 +334,7 @@ def _priorities(graph: OpGraph, priorities: Mapping[str, int] | None) -> list[in
     return [of(op) for op in ops]
 
 
-def _plan(graph: OpGraph, records: tuple[OpCost, ...], floor: float
+def _plan(graph: OpGraph, records: tuple[OpCost, ...], host_s: Callable[[OpCost], float]
           ) -> tuple[list[_Unit], dict[int, int], dict[int, tuple[int, ...]]]:
     """Group ops into schedulable units and resolve each unit's dependencies to other units.
 
@@ -355,7 +356,7 @@ def _plan(graph: OpGraph, records: tuple[OpCost, ...], floor: float
         else:
             link = op.kind in COLLECTIVE_KINDS and not r.fallback
             unit_of[i] = len(units)
-            units.append(_Unit(index=i, members=[i], link=link, launch_s=r.kernels * floor,
+            units.append(_Unit(index=i, members=[i], link=link, launch_s=host_s(r),
                                launched=r.kernels > 0, deps=[]))
 
     # the units an op's completion stands for: itself, or (instantaneous ops) its inputs' units

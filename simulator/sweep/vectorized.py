@@ -46,6 +46,7 @@ from simulator.engines.analytical import (
     _fusible,
     _signature,
     evaluate,
+    host_floor_s,
     spec_of,
 )
 from simulator.lowering import (
@@ -626,11 +627,8 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any,
     per-op composition (kernel device time, launch floor, energy, TDP cap) element by element."""
     kernels = kc.kernels
     device_t = (np.maximum(kc.compute_s, kc.memory_s) + kc.latency_s) + kernels * dev.efficiency.kernel_device_time_s
-    if np.ndim(kernels):
-        t = np.where(kernels > 0, np.maximum(device_t, kernels * floor), device_t)
-    else:
-        t = np.maximum(device_t, kernels * floor) if kernels > 0 else device_t
-    t = _vec(t, n)
+    host = host_floor_s(kc.rule, kernels, floor, dev.efficiency, opts)
+    t = _vec(np.maximum(device_t, host), n)
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
     j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
     traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
@@ -638,7 +636,7 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any,
     if dev.dvfs is not None and opts.power_cap:
         # the engine's DVFS path (simulator.engines.analytical._record_values), element by element: over the
         # TDP the kernel runs at the clock that fits; arithmetic energy scales with V(f)^2, traffic does not
-        floor_s = np.where(np.asarray(kernels) > 0, kernels * floor, 0.0)
+        floor_s = host
         k = dvfs_kernel(
             compute_s=_vec(kc.compute_s, n), memory_s=_vec(kc.memory_s, n),
             fixed_s=_vec(device_t - np.maximum(kc.compute_s, kc.memory_s), n), floor_s=_vec(floor_s, n),
