@@ -62,7 +62,13 @@ from typing import Any
 import simpy
 
 from hwmodels.spec import DeviceSpec, SystemSpec
-from simulator.engines.analytical import EvalOptions, evaluate, host_floor_s, launch_floor_s, spec_of
+from simulator.engines.analytical import (
+    EvalOptions,
+    evaluate,
+    host_floor_s,
+    launch_floor_s,
+    spec_of,
+)
 from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
