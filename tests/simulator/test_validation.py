@@ -1,8 +1,8 @@
 """Validation against published GPU measurements: every row is predicted and errors stay at the achieved level.
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
-rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 13.5%) and end-to-end
-<= 20% (achieved 18.9%); the residual errors are explained per category in docs/accuracy.md.
+rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 13.2%) and end-to-end
+<= 20% (achieved 17.5%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ def test_every_row_is_predicted(summaries):
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
     "gemm": 14.5, "bandwidth": 8.5, "attention": 13.5, "op-level": 13.5,  # L4 GEMMs under DVFS (docs/dvfs.md)
-    "e2e_bert": 17.0, "e2e_cnn": 23.0, "e2e_llama_decode": 10.0, "e2e_llama_prefill": 28.0,
-    "end-to-end": 19.0,
+    # eager convolutions' cuDNN call time and the T4's SGEMM clock (docs/frameworks.md); the H100 fp8
+    # prefill rows move 27.6% -> 28.2% with the burn-derived tensor energies (docs/energy.md)
+    "e2e_bert": 17.0, "e2e_cnn": 18.5, "e2e_llama_decode": 10.0, "e2e_llama_prefill": 28.5,
+    "end-to-end": 18.0,
 }
 
 

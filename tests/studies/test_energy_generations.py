@@ -47,7 +47,10 @@ def test_energy_per_token_across_generations(rows):
     dyn = [r["dynamic_energy_j"] / batch for r in rows]
     total = [r["energy_per_item_j"] for r in rows]
     assert all(a > b for a, b in zip(dyn, dyn[1:], strict=False))  # every generation spends less per operation
-    assert all(a > b for a, b in zip(total[:4], total[1:4], strict=False))  # V100 -> H200 falls throughout
+    # per token: V100 highest, H200 lowest; the A100 and H100 spend the same to within 1% (the H100's step is
+    # 1.65x shorter at 1.65x the power, with both boards' tensor energies from their sustained GEMM burns)
+    assert total[0] > max(total[1], total[2]) and min(total[1], total[2]) > total[3]
+    assert total[2] == pytest.approx(total[1], rel=0.01)
     g = load_workload("llama-2-7b", phase="decode", batch=16, context=1024, dtype="fp16")
     for r in rows:
         dev = load_hardware(r["device"])

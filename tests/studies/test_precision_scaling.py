@@ -29,8 +29,11 @@ def test_fp8_gemm_speedup_is_the_rated_tensor_ratio(rows):
     assert rated == pytest.approx(1978.9 / 989.4)  # datasheet dense FP8 / BF16
     bf16, fp8 = _get(rows, "GEMM 8192^3", "bf16", "matmul"), _get(rows, "GEMM 8192^3", "fp8_e4m3", "matmul")
     # one compute-bound kernel each; tensor_peak_fraction is the same field for both dtypes, so the
-    # ratio is the rated one up to the kernels' fixed edges (pipeline fill, launch)
-    assert bf16["time_s"] / fp8["time_s"] == pytest.approx(rated, rel=0.005)
+    # ratio is the rated one up to the kernels' fixed edges (pipeline fill, launch) -- and the power cap:
+    # the bf16 GEMM draws the 700 W its sustained burn rate implies (730 TFLOP/s, the source of the
+    # catalog's bf16 energy per FLOP) and is held there, while the fp8 GEMM (burn 1530 TFLOP/s) runs under it
+    ratio = bf16["time_s"] / fp8["time_s"]
+    assert rated * 0.995 <= ratio <= rated * 1.03
     # and the bf16 GEMM runs near the efficiency-scaled peak, 2 * 8192^3 FLOP / (989.4 TFLOP/s x
     # tensor_peak_fraction): never faster, and slower only by the tail wave (2048 CTAs of 128 x 256 on
     # 132 SMs are 15.5 waves run as 16, +3.1%) and the kernel's pipeline fill
