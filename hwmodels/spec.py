@@ -293,6 +293,18 @@ class EfficiencySpec:
         "convolutions when the host issues ops one by one",
         default=0.0,
     )
+    framework_module_call_s: float = spec_field(
+        "s",
+        "host time an eager framework adds to an op issued from an nn.Module holding parameters (Linear, "
+        "Embedding, LayerNorm, BatchNorm): the module call's Python around the functional op",
+        default=0.0,
+    )
+    framework_container_call_s: float = spec_field(
+        "s",
+        "host time of one call of a container nn.Module (a block, a layer, an attention module) that issues "
+        "no kernel itself: charged to the first op it issues",
+        default=0.0,
+    )
     l2_tile_bandwidth_fraction: float = spec_field(
         "1",
         "fraction of the L2 bandwidth figure reached by the bulk asynchronous tile copies of GEMM and "

@@ -121,6 +121,7 @@ class FrameworkProfile:
     fusion: bool | None = None
     cuda_graphs: bool = False
     eager_dispatch: bool = False
+    module_calls: bool = False
     attention_kernel: str = "auto"
     sources: tuple[str, ...] = ()
 
@@ -132,7 +133,7 @@ class FrameworkProfile:
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
         return {"fusion": self.fusion, "cuda_graphs": self.cuda_graphs, "eager_framework": self.eager_dispatch,
-                "attention_kernel": self.attention_kernel}
+                "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -147,12 +148,12 @@ _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 #: The profile registry (``--framework NAME``).
 PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
-                     attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True,
+                     attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
                      sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA)),
     FrameworkProfile("sdpa", "PyTorch eager / Hugging Face transformers with attn_implementation='sdpa' "
                      "(the library default on torch >= 2.1.1)",
-                     attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, attention_kernel="flash2",
-                     sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA)),
+                     attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
+                     attention_kernel="flash2", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA)),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
                      attention="fused", **_HF_GRAPH, fusion=True, eager_dispatch=True, attention_kernel="flash2",
                      sources=(_INDUCTOR, _INDUCTOR_WRAPPER, _TORCH_SDPA)),

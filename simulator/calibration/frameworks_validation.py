@@ -86,6 +86,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     if opts.get("mode") in ("reduce-overhead", "max-autotune"):  # both replay CUDA graphs (Inductor modes): no
         cost["cuda_graphs"] = True               # per-kernel Python launches
         cost["eager_framework"] = False
+        cost["eager_modules"] = False
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

@@ -53,7 +53,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
             kernel = "flash2"
             break
     opts = EvalOptions(fusion=fused, cuda_graphs=fused, allow_tf32=row.get("dtype") == "tf32",
-                       attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)))
+                       attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
+                       eager_modules=bool(_EAGER.search(text)))
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

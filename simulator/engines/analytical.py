@@ -37,7 +37,8 @@ from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
+__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
+           "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,12 @@ class EvalOptions:
         Ops are issued one by one by an eager framework (PyTorch eager): every op, fused or not,
         takes at least ``efficiency.framework_op_overhead_s`` of host time, so small ops are
         bound by the host rather than the GPU.
+    eager_modules
+        With ``eager_framework``: the ops are issued from ``nn.Module`` objects (eager PyTorch /
+        Hugging Face, not a compiled program), so an op issued by a module holding parameters adds
+        ``efficiency.framework_module_call_s`` to its host time and the first op of every container
+        module (read from the graph's dotted op names, :func:`module_call_counts`) adds
+        ``efficiency.framework_container_call_s`` per container entered.
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -93,6 +100,7 @@ class EvalOptions:
     l2_residency: bool = True
     attention_kernel: str = "auto"
     eager_framework: bool = False
+    eager_modules: bool = False
     calibration_id: str = ""
     plan: Any = None
 
@@ -275,14 +283,59 @@ def launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
 CUDNN_CONV_RULES = frozenset({"implicit-gemm", "implicit-gemm-simt", "conv-direct"})
 
 
-def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOptions) -> Any:
+def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOptions, modules: Any = 0.0) -> Any:
     """Host time of one op (s): ``kernels`` launches at ``floor`` each (:func:`launch_floor_s`), or
     with an eager framework a forward convolution's cuDNN call time when that is longer (the call
-    issues one kernel; its host work is the descriptor and plan lookup around it). Zero without kernels."""
-    host = np.where(np.asarray(kernels) > 0, np.multiply(kernels, floor), 0.0)
+    issues one kernel; its host work is the descriptor and plan lookup around it), plus ``modules``,
+    the op's ``nn.Module`` call time (:func:`module_host_s`). Zero without kernels."""
+    launched = np.asarray(kernels) > 0
+    host = np.where(launched, np.multiply(kernels, floor), 0.0)
     if opts.eager_framework and rule in CUDNN_CONV_RULES:
-        host = np.where(np.asarray(kernels) > 0, np.maximum(host, eff.framework_conv_op_overhead_s), 0.0)
+        host = np.where(launched, np.maximum(host, eff.framework_conv_op_overhead_s), 0.0)
+    if opts.eager_framework and np.any(np.asarray(modules) > 0):
+        host = np.where(launched, host + modules, 0.0)
     return host if np.ndim(host) else float(host)
+
+
+#: Op kinds an eager model issues from a module holding parameters, when the op has a weight operand
+#: (``nn.Linear``, ``nn.Embedding``, ``nn.LayerNorm``, ``nn.BatchNorm2d``; a convolution's call time,
+#: ``framework_conv_op_overhead_s``, was measured through ``nn.Conv2d`` and includes its module).
+MODULE_OP_KINDS = frozenset({"matmul", "embedding", "layernorm", "rmsnorm", "batchnorm"})
+
+
+def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
+    """``{op name: (containers entered, parameter-holding module calls)}`` of an eager model's forward.
+
+    Op names are the module paths of the zoo and Hugging Face builders (``layers.3.attn.q``): every
+    dotted prefix that is not itself an op names a container module, called once, whose Python runs
+    before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
+    module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
+    next op that does. Ops with neither are left out.
+    """
+    names = {op.name for op in graph}
+    seen: set[str] = set()
+    out: dict[str, tuple[int, int]] = {}
+    pending = 0
+    for op in graph:
+        parts = op.name.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if prefix not in seen and prefix not in names:
+                seen.add(prefix)
+                pending += 1
+        if op.kind in VIEW_KINDS:
+            continue
+        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" for t in op.inputs))
+        if pending or leaf:
+            out[op.name] = (pending, leaf)
+        pending = 0
+    return out
+
+
+def module_host_s(counts: tuple[int, int], eff: Any) -> Any:
+    """Host seconds of an op's module calls: containers x ``framework_container_call_s`` + module
+    calls x ``framework_module_call_s``."""
+    return counts[0] * eff.framework_container_call_s + counts[1] * eff.framework_module_call_s
 
 
 def _signature(op: Op, resident: float) -> tuple[Any, ...]:
@@ -398,15 +451,19 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     def base(name: str) -> str:
         return alias.get(name, name)
 
-    def first_record(op: Op, kc: KernelCost, fused_into: str) -> OpCost:
-        got = costs.values.get(kc)
+    # the nn.Module calls of an eager model's ops (module_call_counts): part of the op's host time
+    calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
+
+    def first_record(op: Op, kc: KernelCost, fused_into: str, mods: tuple[int, int] = (0, 0)) -> OpCost:
+        ckey = (kc, mods) if mods != (0, 0) else kc
+        got = costs.values.get(ckey)
         if got is None:  # the energy warnings computing these values gives are kept with them
             outer, energy.warnings = energy.warnings, set()
             try:
-                vals = _record_values(kc, dev, energy, floor, opts)
+                vals = _record_values(kc, dev, energy, floor, opts, module_host_s(mods, dev.efficiency))
             finally:
                 new, energy.warnings = energy.warnings, outer
-            got = costs.values[kc] = (vals, frozenset(new))
+            got = costs.values[ckey] = (vals, frozenset(new))
         energy.warnings |= got[1]
         return _make_record(op, kc, got[0], fused_into)
 
@@ -441,14 +498,16 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                 rec = _same_cost(rec, op, fused_into)
         else:
             key = _signature(op, in_l2)
-            hit = protos.get(key)
+            mods = calls.get(op.name, (0, 0))
+            pkey = (key, mods) if mods != (0, 0) else key
+            hit = protos.get(pkey)
             if hit is None:
                 kc = costs.kernels.get(key)
                 if kc is None:
                     ctx.resident_bytes = in_l2
                     kc = costs.kernels[key] = lower(op, ctx)
-                rec = first_record(op, kc, "")
-                protos[key] = (kc, rec)
+                rec = first_record(op, kc, "", mods)
+                protos[pkey] = (kc, rec)
             else:
                 kc, rec = hit
                 rec = _same_cost(rec, op, "")
@@ -547,7 +606,8 @@ def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
 
 
 def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: float,
-                   opts: EvalOptions) -> tuple[float, float, float, float, float, float, str, bool, str]:
+                   opts: EvalOptions, modules: float = 0.0
+                   ) -> tuple[float, float, float, float, float, float, str, bool, str]:
     """(time, dynamic J, static J, compute, memory, overhead, bound, capped, clock note) of one kernel cost.
 
     Over the TDP, a device with DVFS data (``dev.dvfs``) runs the kernel at the clock that fits
@@ -556,7 +616,7 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     energy (:func:`hwmodels.energy.kernel_energy`).
     """
     device_t = kc.device_time_s + kc.kernels * dev.efficiency.kernel_device_time_s
-    host = host_floor_s(kc.rule, kc.kernels, floor, dev.efficiency, opts)
+    host = host_floor_s(kc.rule, kc.kernels, floor, dev.efficiency, opts, modules)
     t = max(device_t, host)
     compute, memory = kc.compute_s, kc.memory_s
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")

@@ -67,6 +67,8 @@ from simulator.engines.analytical import (
     evaluate,
     host_floor_s,
     launch_floor_s,
+    module_call_counts,
+    module_host_s,
     spec_of,
 )
 from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
@@ -208,8 +210,9 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         raise RuntimeError(f"simulate: graph {graph.name!r}: the analytical records do not follow the graph's "
                            "program order; expected one record per op, in order")
 
-    units, unit_of, instant_src = _plan(graph, records,
-                                        lambda r: host_floor_s(r.rule, r.kernels, floor, dev.efficiency, opts))
+    calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
+    units, unit_of, instant_src = _plan(graph, records, lambda r: host_floor_s(
+        r.rule, r.kernels, floor, dev.efficiency, opts, module_host_s(calls.get(r.name, (0, 0)), dev.efficiency)))
     for u in units:
         u.priority = prio[u.index]
     cap = DeviceCapacity.of(dev, power_cap=opts.power_cap)

@@ -140,6 +140,7 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
         l2_residency=bool(options.get("l2_residency", True)),
         attention_kernel=str(options.get("attention_kernel", "auto")),
         eager_framework=bool(options.get("eager_framework", False)),
+        eager_modules=bool(options.get("eager_modules", False)),
         calibration_id=calibration_id,
         plan=plan,
     )
@@ -149,6 +150,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
     opts = _eval_options(options)
     d = dataclasses.asdict(opts)
     d.pop("calibration_id")
+    if not d["eager_modules"]:  # added later: points stored before it keep their keys
+        d.pop("eager_modules")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

@@ -130,6 +130,7 @@ OPTION_KEYS: dict[str, _Key] = {
     "tf32": _Key("bool", doc="fp32 contractions on TF32 tensor cores"),
     "l2_residency": _Key("bool", doc="inputs just written are read from L2"),
     "eager_framework": _Key("bool", doc="per-op host overhead of an eager framework"),
+    "eager_modules": _Key("bool", doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
     "attention_kernel": _Key("str", ("auto", "flash2", "flash3"), doc="fused-attention kernel design"),
     **{k: _Key("int", minimum=1, doc=f"parallel plan: {k}") for k in _PLAN_INT},
     "zero_stage": _Key("int", minimum=0, doc="parallel plan: ZeRO stage 0-3"),

@@ -47,6 +47,8 @@ from simulator.engines.analytical import (
     _signature,
     evaluate,
     host_floor_s,
+    module_call_counts,
+    module_host_s,
     spec_of,
 )
 from simulator.lowering import (
@@ -521,12 +523,15 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
     def base_name(name: str) -> str:
         return alias.get(name, name)
 
-    def add(key: tuple[Any, ...], make: Callable[[], KernelCost]) -> None:
+    calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
+
+    def add(key: tuple[Any, ...], make: Callable[[], KernelCost], mods: tuple[int, int] = (0, 0)) -> None:
+        key = (key, mods) if mods != (0, 0) else key
         ix = cost_ix.get(key)
         if ix is None:
             ix = len(walk.values)
             cost_ix[key] = ix
-            walk.values.append(_record_arrays(make(), dev, energy, floor, opts, n))
+            walk.values.append(_record_arrays(make(), dev, energy, floor, opts, n, module_host_s(mods, eff)))
             walk.counts.append(0)
         walk.counts[ix] += 1
         walk.op_index.append(ix)
@@ -554,7 +559,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
         else:
             key = _signature(op, in_l2)
             add(("op", key), lambda op=op, in_l2=in_l2: _lower_arrays(op, in_l2, ctx, base, spec_i, opts, n, looped,
-                                                                      blocked))
+                                                                      blocked), calls.get(op.name, (0, 0)))
         out_bytes = sum(t.nbytes for t in op.outputs)
         written = {t.name for t in op.outputs} if out_bytes <= l2cap else set()
         resident = (resident | written) if fused_into else written
@@ -622,12 +627,12 @@ def _fused_cost_arrays(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
 
 
 def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any, opts: EvalOptions,
-                   n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   n: int, modules: Any = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, dynamic J, static J, power-capped) of one kernel cost per variant: the engine's
     per-op composition (kernel device time, launch floor, energy, TDP cap) element by element."""
     kernels = kc.kernels
     device_t = (np.maximum(kc.compute_s, kc.memory_s) + kc.latency_s) + kernels * dev.efficiency.kernel_device_time_s
-    host = host_floor_s(kc.rule, kernels, floor, dev.efficiency, opts)
+    host = host_floor_s(kc.rule, kernels, floor, dev.efficiency, opts, modules)
     t = _vec(np.maximum(device_t, host), n)
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
     j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")

@@ -21,6 +21,7 @@ TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
 # spec.py defaults a TPU preset never uses (GPU/CPU-only terms: framework dispatch, L2 tiles, weight
 # dequantisation in registers, blocked linear algebra, which TPUs refuse)
 _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.framework_conv_op_overhead_s",
+              "efficiency.framework_module_call_s", "efficiency.framework_container_call_s",
               "efficiency.l2_tile_bandwidth_fraction",
               "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
               "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction")

@@ -107,7 +107,7 @@ def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "cuda_graphs": False, "eager_framework": True,
-                                                    "attention_kernel": "auto"}
+                                                    "eager_modules": True, "attention_kernel": "auto"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
         get_profile("eagr")
