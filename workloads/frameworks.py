@@ -317,3 +317,49 @@ def with_profile_meta(graph: Any, profile: FrameworkProfile) -> Any:
     if graph.meta.get("framework") == profile.name:
         return graph
     return OpGraph(graph.name, list(graph), {**dict(graph.meta), "framework": profile.name})
+
+
+#: Op kinds ``torch.autocast`` runs in the low-precision dtype (its "lower_precision_fp" list:
+#: convolutions, linear layers and matmuls), whose fp32 weights it casts first.
+AUTOCAST_WEIGHT_KINDS = frozenset({"conv1d", "conv2d", "matmul"})
+
+
+def autocast_weight_casts(graph: Any) -> Any:
+    """An inference graph as eager PyTorch runs it under ``torch.autocast``: the weights stay fp32
+    (the model is not converted) and every convolution or linear layer first casts its weight to the
+    graph's low-precision dtype.
+
+    Autocast keeps a cast weight only until the autocast region ends (``cached_cast`` in PyTorch's
+    ``aten/src/ATen/autocast_mode.cpp`` caches leaf tensors that require grad, and the cache is cleared
+    when the outermost ``autocast`` context exits), so a timed loop that enters ``autocast`` once per
+    forward -- as DeepLearningExamples' validation step does -- pays one cast kernel per weight per
+    forward: it reads 4 bytes and writes 2 per element. The weights' memory is their fp32 size.
+    Ops of other kinds, and weights that are not 16-bit, are left as they are. ``meta["autocast"]``
+    records the transform; applying it twice is refused.
+    """
+    from workloads.dtypes import DType
+    from workloads.ir import GraphBuilder, Op, Role, TensorSpec
+
+    if graph.meta.get("autocast"):
+        raise ValueError(f"graph {graph.name!r}: autocast weight casts already applied; expected a graph without them")
+    if any(op.kind == "optimizer_update" or op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) for op in graph):
+        raise ValueError(f"graph {graph.name!r}: autocast weight casts: got a training graph; expected an "
+                         "inference graph (training keeps its casts inside the step)")
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "fp16"))
+    cast: dict[str, TensorSpec] = {}
+    for op in graph:
+        weights = [t for t in op.inputs if t.role == Role.WEIGHT and t.dtype.bits == 16]
+        if op.kind not in AUTOCAST_WEIGHT_KINDS or not weights:
+            b.add(op)
+            continue
+        inputs = list(op.inputs)
+        for i, t in enumerate(inputs):
+            if t in weights:
+                if t.name not in cast:  # named after the op whose call casts it (no new module path)
+                    master = TensorSpec(t.name, t.shape, DType.FP32, Role.WEIGHT)
+                    suffix = "" if t is weights[0] else f"_{weights.index(t)}"
+                    cast[t.name] = b.op("elementwise", [master], name=f"{op.name}/autocast{suffix}", op="cast",
+                                        out_dtype=t.dtype.value)
+                inputs[i] = cast[t.name]
+        b.add(Op(op.name, op.kind, tuple(inputs), op.outputs, op.attrs, op.group))
+    return b.build({**dict(graph.meta), "autocast": True})

@@ -28,6 +28,8 @@ _FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
 _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 # Stacks that issue every op from eager PyTorch (host-bound at small sizes).
 _EAGER = re.compile(r"Eager PyTorch")
+# a row timed under torch.autocast in eager PyTorch: fp32 weights cast per forward (autocast_weight_casts)
+_AUTOCAST = re.compile(r"\bautocast\b")
 
 
 def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -92,6 +94,11 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
                                        "metric_reported": measurement.metric_reported, "dtype": measurement.dtype})
         for path, value in overrides.items():
             system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)
+        if opts.eager_framework and not measurement.train and not graph.meta.get("autocast") \
+                and _AUTOCAST.search(f"{measurement.source} {measurement.notes}"):
+            from workloads.frameworks import autocast_weight_casts
+
+            graph = autocast_weight_casts(graph)
     return float(evaluate(graph, system, opts).totals.latency_s)
 
 

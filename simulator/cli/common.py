@@ -64,6 +64,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", choices=("fused", "decomposed"),
                    help="attention as one fused kernel or decomposed over the full s x s scores (transformers; "
                         "default: the framework's, else fused)")
+    p.add_argument("--autocast", action="store_true",
+                   help="eager PyTorch under torch.autocast (with --framework eager or sdpa, a 16-bit --dtype, "
+                        "inference): the weights stay fp32 and every convolution / linear layer casts its weight "
+                        "to --dtype once per forward")
 
 
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
@@ -100,7 +104,27 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
         from workloads.frameworks import with_profile_meta
 
         graph = with_profile_meta(graph, profile)
+    if getattr(args, "autocast", False):
+        graph = _with_autocast(graph, args, profile)
     return _with_precision(graph, args)
+
+
+def _with_autocast(graph: OpGraph, args: argparse.Namespace, profile: Any) -> OpGraph:
+    """``graph`` as eager PyTorch runs it under ``torch.autocast`` (--autocast; located errors)."""
+    from workloads.frameworks import autocast_weight_casts
+
+    if profile is None or profile.name not in ("eager", "sdpa"):
+        got = profile.name if profile is not None else "no --framework"
+        raise ValueError(f"--autocast: a torch.autocast region of eager PyTorch; got {got}; expected --framework "
+                         "eager or sdpa (compiled and serving stacks keep their weights in the low precision)")
+    dtypes = {t.dtype.value for op in graph for t in op.inputs if t.role == "weight"}
+    if not dtypes & {"fp16", "bf16"}:
+        raise ValueError(f"--autocast: casts fp32 weights to a 16-bit dtype; got weights in {', '.join(sorted(dtypes))}; "
+                         "expected --dtype fp16 or bf16")
+    if args.train:
+        raise ValueError("--autocast: an inference forward; got --train; expected no --train (a training step's "
+                         "casts are a small part of it and not modelled)")
+    return autocast_weight_casts(graph)
 
 
 def _with_precision(graph: OpGraph, args: argparse.Namespace) -> OpGraph:

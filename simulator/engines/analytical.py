@@ -325,7 +325,10 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
                 pending += 1
         if op.kind in VIEW_KINDS:
             continue
-        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" for t in op.inputs))
+        # a weight torch.autocast cast first (workloads.frameworks.autocast_weight_casts names the cast
+        # "<op>/autocast") still belongs to the op's module
+        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" or t.name.startswith(f"{op.name}/autocast")
+                                                      for t in op.inputs))
         if pending or leaf:
             out[op.name] = (pending, leaf)
         pending = 0

@@ -2,7 +2,7 @@
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
 rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 13.2%) and end-to-end
-<= 20% (achieved 17.5%); the residual errors are explained per category in docs/accuracy.md.
+<= 20% (achieved 16.9%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     "gemm": 14.5, "bandwidth": 8.5, "attention": 13.5, "op-level": 13.5,  # L4 GEMMs under DVFS (docs/dvfs.md)
     # eager convolutions' cuDNN call time and the T4's SGEMM clock (docs/frameworks.md); the H100 fp8
     # prefill rows move 27.6% -> 28.2% with the burn-derived tensor energies (docs/energy.md); the L40S decode
-    # rows 9.9% -> 10.3% with the Ada GDDR6 streaming figure measured on an L40
-    "e2e_bert": 17.0, "e2e_cnn": 18.5, "e2e_llama_decode": 10.5, "e2e_llama_prefill": 28.5,
-    "end-to-end": 18.0,
+    # rows 9.9% -> 10.3% with the Ada GDDR6 streaming figure measured on an L40; eager PyTorch's nn.Module
+    # calls and autocast's weight casts take the T4 ResNet-50 rows to 15.9% (docs/frameworks.md)
+    "e2e_bert": 17.0, "e2e_cnn": 16.0, "e2e_llama_decode": 10.5, "e2e_llama_prefill": 28.5,
+    "end-to-end": 17.0,
 }
 
 

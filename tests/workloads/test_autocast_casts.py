@@ -1,0 +1,70 @@
+"""torch.autocast in eager PyTorch: fp32 weights, one cast kernel per conv/linear weight per forward."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_device
+from simulator import EvalOptions, evaluate
+from simulator.calibration.measurements import MeasurementSet
+from simulator.calibration.predict import default_predict
+from simulator.calibration.validation import DEFAULT_DATASET
+from simulator.engines.analytical import module_call_counts
+from simulator.hardware import known_devices
+from workloads.frameworks import autocast_weight_casts
+from workloads.training import training_graph
+from workloads.zoo import build_model
+
+
+def test_resnet50_casts_every_conv_and_linear_weight_once():
+    g = build_model("resnet50", batch=1, dtype="fp16")
+    a = autocast_weight_casts(g)
+    casts = [op for op in a if "/autocast" in op.name]
+    # 53 convolution weights, the classifier's weight and its bias
+    assert len(casts) == 55
+    assert len(a.ops) == len(g.ops) + 55 and a.meta["autocast"] is True
+    # the cast weights' masters are fp32 (their memory doubles; BatchNorm parameters stay as they are);
+    # each cast reads 4 bytes and writes 2 per element
+    cast_bytes = sum(op.outputs[0].nbytes for op in casts)
+    assert a.weight_bytes == g.weight_bytes + cast_bytes
+    assert cast_bytes == 2 * 25_557_032 - 2 * sum(op.params for op in g if op.kind == "batchnorm")
+    stem = next(op for op in casts if op.name == "conv1/autocast")
+    n = 64 * 3 * 7 * 7
+    assert (stem.inputs[0].dtype.value, stem.outputs[0].dtype.value) == ("fp32", "fp16")
+    assert (stem.bytes_read, stem.bytes_written) == (4 * n, 2 * n)
+    assert a.op("conv1").inputs[1] == stem.outputs[0]
+    # the casts open no module path of their own
+    assert module_call_counts(a) != {} and sum(c for c, _ in module_call_counts(a).values()) == 24
+
+
+def test_refuses_training_graphs_and_a_second_application():
+    g = build_model("resnet18", batch=2, dtype="fp16")
+    with pytest.raises(ValueError, match="autocast weight casts already applied"):
+        autocast_weight_casts(autocast_weight_casts(g))
+    with pytest.raises(ValueError, match="got a training graph; expected an inference graph"):
+        autocast_weight_casts(training_graph(build_model("resnet18", batch=2, phase="train", dtype="fp16")))
+
+
+def test_host_bound_forward_pays_one_launch_per_cast():
+    a100 = load_device("a100-sxm4-40gb")
+    opts = EvalOptions(eager_framework=True, eager_modules=True)
+    g = build_model("resnet50", batch=1, dtype="fp16")
+    plain, amp = evaluate(g, a100, opts), evaluate(autocast_weight_casts(g), a100, opts)
+    # batch 1 on an A100: every cast (the largest moves 14 MB) is floored at the eager per-op host time;
+    # the container calls move from a convolution to its cast, and the Linear stays a module call
+    assert amp.latency_s - plain.latency_s == pytest.approx(55 * a100.efficiency.framework_op_overhead_s, rel=1e-9)
+    t4 = load_device("t4")  # on the T4 (300 GB/s) the big layer-4 weights' casts are memory-bound
+    assert evaluate(autocast_weight_casts(g), t4, opts).latency_s - evaluate(g, t4, opts).latency_s > \
+        55 * t4.efficiency.framework_op_overhead_s
+
+
+def test_published_rows_under_autocast_get_the_casts():
+    ms = MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())
+    row = next(m for m in ms if m.id == "pub-052")  # DeepLearningExamples ResNet-50, T4, AMP, batch 1
+    assert "autocast" in row.notes
+    g = build_model("resnet50", batch=1, dtype="fp16")
+    t4 = load_device("t4")
+    with_casts = default_predict(g, t4, row)
+    opts = EvalOptions(eager_framework=True, eager_modules=True)
+    assert with_casts == pytest.approx(evaluate(autocast_weight_casts(g), t4, opts).latency_s, rel=1e-12)
+    assert with_casts > evaluate(g, t4, opts).latency_s
