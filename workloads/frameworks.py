@@ -334,7 +334,9 @@ def autocast_weight_casts(graph: Any) -> Any:
     when the outermost ``autocast`` context exits), so a timed loop that enters ``autocast`` once per
     forward -- as DeepLearningExamples' validation step does -- pays one cast kernel per weight per
     forward: it reads 4 bytes and writes 2 per element. The weights' memory is their fp32 size.
-    Ops of other kinds, and weights that are not 16-bit, are left as they are. ``meta["autocast"]``
+    Ops of other kinds (embeddings and norms keep the graph's dtype here, although autocast runs them
+    on fp32 parameters), weights they share (a tied LM head), and weights that are not 16-bit, are left
+    as they are. ``meta["autocast"]``
     records the transform; applying it twice is refused.
     """
     from workloads.dtypes import DType
@@ -345,10 +347,13 @@ def autocast_weight_casts(graph: Any) -> Any:
     if any(op.kind == "optimizer_update" or op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) for op in graph):
         raise ValueError(f"graph {graph.name!r}: autocast weight casts: got a training graph; expected an "
                          "inference graph (training keeps its casts inside the step)")
+    # a weight another kind of op also reads (GPT-2's LM head tied to the token embedding) keeps its
+    # dtype: the graph has one tensor per name
+    shared = {t.name for op in graph if op.kind not in AUTOCAST_WEIGHT_KINDS for t in op.inputs if t.role == Role.WEIGHT}
     b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "fp16"))
     cast: dict[str, TensorSpec] = {}
     for op in graph:
-        weights = [t for t in op.inputs if t.role == Role.WEIGHT and t.dtype.bits == 16]
+        weights = [t for t in op.inputs if t.role == Role.WEIGHT and t.dtype.bits == 16 and t.name not in shared]
         if op.kind not in AUTOCAST_WEIGHT_KINDS or not weights:
             b.add(op)
             continue

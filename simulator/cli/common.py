@@ -124,6 +124,10 @@ def _with_autocast(graph: OpGraph, args: argparse.Namespace, profile: Any) -> Op
     if args.train:
         raise ValueError("--autocast: an inference forward; got --train; expected no --train (a training step's "
                          "casts are a small part of it and not modelled)")
+    quant = [f for f in ("weight_dtype", "kv_dtype") if getattr(args, f, None)]
+    if quant:
+        raise ValueError(f"--autocast: fp32 weights cast per forward; got --{quant[0].replace('_', '-')} as well; "
+                         "expected one of them (a quantised serving model is not run under autocast)")
     return autocast_weight_casts(graph)
 
 

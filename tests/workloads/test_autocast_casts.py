@@ -68,3 +68,30 @@ def test_published_rows_under_autocast_get_the_casts():
     opts = EvalOptions(eager_framework=True, eager_modules=True)
     assert with_casts == pytest.approx(evaluate(autocast_weight_casts(g), t4, opts).latency_s, rel=1e-12)
     assert with_casts > evaluate(g, t4, opts).latency_s
+
+
+def test_tied_weights_keep_their_dtype():
+    from workloads.resolve import load_workload
+
+    g = load_workload("gpt2", seq=64, dtype="bf16", framework="sdpa")
+    a = autocast_weight_casts(g)
+    tied = {t.name for op in g if op.kind == "embedding" for t in op.inputs if t.role == "weight"}
+    casts = [op for op in a if "/autocast" in op.name]
+    assert casts and not any(op.inputs[0].name in tied for op in casts)
+    # every other 16-bit weight of a matmul is cast once
+    want = {t.name for op in g if op.kind == "matmul" for t in op.inputs if t.role == "weight"} - tied
+    assert {op.inputs[0].name for op in casts} == want and len(casts) == len(want)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--dtype", "fp16"], "--autocast: a torch.autocast region of eager PyTorch; got no --framework"),
+    (["--framework", "compile", "--dtype", "fp16"], "got compile; expected --framework eager or sdpa"),
+    (["--framework", "eager"], "got weights in fp32; expected --dtype fp16 or bf16"),
+    (["--framework", "eager", "--dtype", "fp16", "--train"], "got --train; expected no --train"),
+])
+def test_cli_refuses_what_autocast_does_not_describe(capsys, argv, message):
+    from simulator.cli import main
+
+    assert main(["predict", "resnet18", "--hardware", "t4", "--autocast", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
