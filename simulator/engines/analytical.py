@@ -501,15 +501,15 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                 rec = _same_cost(rec, op, fused_into)
         else:
             key = _signature(op, in_l2)
-            mods = calls.get(op.name, (0, 0))
-            pkey = (key, mods) if mods != (0, 0) else key
+            mods = calls.get(op.name) if calls else None
+            pkey = key if mods is None else (key, mods)
             hit = protos.get(pkey)
             if hit is None:
                 kc = costs.kernels.get(key)
                 if kc is None:
                     ctx.resident_bytes = in_l2
                     kc = costs.kernels[key] = lower(op, ctx)
-                rec = first_record(op, kc, "", mods)
+                rec = first_record(op, kc, "", mods or (0, 0))
                 protos[pkey] = (kc, rec)
             else:
                 kc, rec = hit
