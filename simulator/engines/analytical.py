@@ -310,13 +310,18 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
     dotted prefix that is not itself an op names a container module, called once, whose Python runs
     before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
     module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
-    next op that does. Ops with neither are left out.
+    next op that does. Ops with neither are left out, and so is everything from a training graph's loss
+    on (the backward pass runs in autograd's engine and the optimizer step calls no module).
     """
+    from workloads.training import LOSS_KINDS
+
     names = {op.name for op in graph}
     seen: set[str] = set()
     out: dict[str, tuple[int, int]] = {}
     pending = 0
     for op in graph:
+        if op.kind in LOSS_KINDS:  # what follows the loss is autograd's backward and the optimizer: no module calls
+            break
         parts = op.name.split(".")
         for i in range(1, len(parts)):
             prefix = ".".join(parts[:i])

@@ -57,6 +57,17 @@ def test_resnet50_module_tree():
     assert sum(m for _, m in counts.values()) == 54
 
 
+def test_training_step_counts_the_forward_only():
+    from workloads.training import training_graph
+
+    # autograd's backward and the optimizer step call no nn.Module: the counts stop at the loss
+    step = training_graph(build_model("resnet18", batch=2, phase="train", dtype="fp16"))
+    assert module_call_counts(step) == module_call_counts(build_model("resnet18", batch=2, dtype="fp16"))
+    counts = module_call_counts(step)
+    # resnet18: 4 stages + 8 basic blocks + 3 downsample Sequentials; 20 BatchNorms and the Linear
+    assert (sum(c for c, _ in counts.values()), sum(m for _, m in counts.values())) == (15, 21)
+
+
 def test_host_time_of_module_calls_by_hand():
     g = _two_blocks()
     r = evaluate(g, _toy(), EAGER)
