@@ -319,6 +319,10 @@ def with_profile_meta(graph: Any, profile: FrameworkProfile) -> Any:
     return OpGraph(graph.name, list(graph), {**dict(graph.meta), "framework": profile.name})
 
 
+#: The name of a weight's autocast cast op is its consumer's name plus this suffix (module_call_counts in
+#: simulator.engines.analytical reads it: the cast belongs to the consumer's module call).
+AUTOCAST_CAST_SUFFIX = "/autocast"
+
 #: Op kinds ``torch.autocast`` runs in the low-precision dtype (its "lower_precision_fp" list:
 #: convolutions, linear layers and matmuls), whose fp32 weights it casts first.
 AUTOCAST_WEIGHT_KINDS = frozenset({"conv1d", "conv2d", "matmul"})
@@ -363,7 +367,7 @@ def autocast_weight_casts(graph: Any) -> Any:
                 if t.name not in cast:  # named after the op whose call casts it (no new module path)
                     master = TensorSpec(t.name, t.shape, DType.FP32, Role.WEIGHT)
                     suffix = "" if t is weights[0] else f"_{weights.index(t)}"
-                    cast[t.name] = b.op("elementwise", [master], name=f"{op.name}/autocast{suffix}", op="cast",
+                    cast[t.name] = b.op("elementwise", [master], name=f"{op.name}{AUTOCAST_CAST_SUFFIX}{suffix}", op="cast",
                                         out_dtype=t.dtype.value)
                 inputs[i] = cast[t.name]
         b.add(Op(op.name, op.kind, tuple(inputs), op.outputs, op.attrs, op.group))

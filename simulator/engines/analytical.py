@@ -313,6 +313,7 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
     next op that does. Ops with neither are left out, and so is everything from a training graph's loss
     on (the backward pass runs in autograd's engine and the optimizer step calls no module).
     """
+    from workloads.frameworks import AUTOCAST_CAST_SUFFIX
     from workloads.training import LOSS_KINDS
 
     names = {op.name for op in graph}
@@ -330,9 +331,10 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
                 pending += 1
         if op.kind in VIEW_KINDS:
             continue
-        # a weight torch.autocast cast first (workloads.frameworks.autocast_weight_casts names the cast
-        # "<op>/autocast") still belongs to the op's module
-        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" or t.name.startswith(f"{op.name}/autocast")
+        # a weight torch.autocast cast first (workloads.frameworks.autocast_weight_casts) still belongs to
+        # the op's module
+        cast = op.name + AUTOCAST_CAST_SUFFIX
+        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" or t.name.startswith(cast)
                                                       for t in op.inputs))
         if pending or leaf:
             out[op.name] = (pending, leaf)
