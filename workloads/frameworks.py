@@ -66,6 +66,11 @@ _TORCH_SDPA = ("pytorch/pytorch torch/nn/functional.py scaled_dot_product_attent
                "FlashAttention-2 / memory-efficient / math backends (flash for fp16/bf16 on sm80+)")
 _INDUCTOR = ("pytorch/pytorch torch/_inductor: pointwise and reduction ops are fused into generated Triton kernels; "
              "CUDA graphs only with mode='reduce-overhead'")
+_INDUCTOR_EXTERN = ("pytorch/pytorch torch/_inductor/scheduler.py: convolution, mm, bmm and addmm run as extern "
+                    "kernels (kernel_name_to_op: extern_kernels.convolution / mm / bmm / addmm, cuDNN and cuBLAS calls) "
+                    "scheduled as ExternKernelSchedulerNode, which is never fused: a contraction's norm / activation / "
+                    "residual run in a separate generated Triton kernel that reads its output back; "
+                    "config.epilogue_fusion applies to Triton templates, chosen only under max-autotune")
 _INDUCTOR_WRAPPER = ("pytorch/pytorch torch/_inductor/codegen/wrapper.py: the default-mode program is a generated "
                      "Python function that launches every Triton kernel and extern (cuDNN/cuBLAS) call from Python, "
                      "one host call per kernel, like an eager op; mode='reduce-overhead' replays it from a CUDA graph")
@@ -106,8 +111,9 @@ class FrameworkProfile:
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
     dropout
         Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
-    fusion, cuda_graphs, eager_dispatch, attention_kernel
-        Costing: ``EvalOptions.fusion`` / ``cuda_graphs`` / ``eager_framework`` / ``attention_kernel``.
+    fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel
+        Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
+        ``attention_kernel``.
     sources
         The framework code or documentation each choice follows.
     """
@@ -119,6 +125,7 @@ class FrameworkProfile:
     eager_ops: bool = False
     dropout: bool = False
     fusion: bool | None = None
+    epilogue_fusion: bool = True
     cuda_graphs: bool = False
     eager_dispatch: bool = False
     module_calls: bool = False
@@ -132,7 +139,8 @@ class FrameworkProfile:
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
-        return {"fusion": self.fusion, "cuda_graphs": self.cuda_graphs, "eager_framework": self.eager_dispatch,
+        return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "cuda_graphs": self.cuda_graphs,
+                "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel}
 
     def describe(self) -> dict[str, Any]:
@@ -155,8 +163,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
                      attention_kernel="flash2", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA)),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
-                     attention="fused", **_HF_GRAPH, fusion=True, eager_dispatch=True, attention_kernel="flash2",
-                     sources=(_INDUCTOR, _INDUCTOR_WRAPPER, _TORCH_SDPA)),
+                     attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
+                     attention_kernel="flash2", sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA)),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
                      attention="fused", **_HF_GRAPH, fusion=False, cuda_graphs=True, attention_kernel="flash2",
                      sources=("pytorch/pytorch torch/cuda/graphs.py: torch.cuda.graph / make_graphed_callables",

@@ -10,6 +10,7 @@ these rows; errors are summarised per framework.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from simulator.calibration.errors import ErrorSummary, summarize_errors
 from simulator.calibration.measurements import Measurement, MeasurementError, MeasurementSet
 
 __all__ = ["FRAMEWORKS_DATASET", "load_framework_rows", "predict_framework_row", "validate_frameworks"]
+
+# a row timed under torch.autocast (its notes say so)
+_AUTOCAST = re.compile(r"\bautocast\b")
 
 FRAMEWORKS_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_frameworks.csv"
 
@@ -82,11 +86,21 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     from simulator.engines.analytical import EvalOptions, evaluate
 
     graph = _graph(m, profile, opts)
+    if profile.name == "compile" and not m.train and _AUTOCAST.search(m.notes) and not graph.meta.get("autocast"):
+        # a compiled program traced under torch.autocast holds the weight casts as graph ops, run on every
+        # call: AOTAutograd traces with the autocast cache off (pytorch/pytorch
+        # torch/fx/experimental/proxy_tensor.py, disable_autocast_cache), and Inductor, which keeps the
+        # parameters as graph inputs unless freezing is on, cannot fold them
+        from workloads.frameworks import autocast_weight_casts
+
+        graph = autocast_weight_casts(graph)
     cost = profile.cost_options()
     if opts.get("mode") in ("reduce-overhead", "max-autotune"):  # both replay CUDA graphs (Inductor modes): no
         cost["cuda_graphs"] = True               # per-kernel Python launches
         cost["eager_framework"] = False
         cost["eager_modules"] = False
+    if opts.get("mode") == "max-autotune":  # Triton GEMM / conv templates take fused epilogues
+        cost["epilogue_fusion"] = True
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

@@ -138,7 +138,7 @@ def eval_options(args: argparse.Namespace) -> Any:
     cost = profile.cost_options()
     graphs = args.cuda_graphs or cost["cuda_graphs"]
     return EvalOptions(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                       cuda_graphs=graphs, power_cap=args.power_cap,
+                       epilogue_fusion=cost["epilogue_fusion"], cuda_graphs=graphs, power_cap=args.power_cap,
                        allow_tf32=args.tf32, attention_kernel=cost["attention_kernel"],
                        eager_framework=cost["eager_framework"] and not graphs,
                        eager_modules=cost["eager_modules"] and not graphs, calibration_id=cal_id)

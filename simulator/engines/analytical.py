@@ -38,6 +38,7 @@ from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
+           "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "may_fuse_into",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
@@ -48,6 +49,86 @@ ENGINE_NAME = "analytical"
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
 _NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
+#: Op kinds a compiler that generates only pointwise and reduction kernels calls as library kernels
+#: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
+LIBRARY_KERNEL_KINDS = frozenset({
+    "matmul", "grouped_matmul", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
+    "conv2d_bwd_weight", "attention", "attention_bwd", "lstm", "gru", "lstm_cell", "gru_cell", "rnn_bwd",
+    "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight",
+})
+
+
+#: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:
+#: a reduction over the kernel's values (an RMSNorm's mean) and a concatenation of them (RoPE's
+#: rotate_half), which fusing compilers emit inside the same loop (Inductor's pointwise and reduction
+#: kernels, XLA loop and input fusions).
+GROUP_KINDS = frozenset({"reduction", "concat"})
+
+
+def may_fuse_into(producer_kind: str, opts: EvalOptions) -> bool:
+    """True when an elementwise op may fuse into a kernel of ``producer_kind`` (fusion being on): not
+    into communication or views, and into a library contraction only with ``opts.epilogue_fusion``."""
+    if producer_kind in _NO_EPILOGUE:
+        return False
+    return opts.epilogue_fusion or producer_kind not in LIBRARY_KERNEL_KINDS
+
+
+class FusionGroup:
+    """The kernel being built while the engine walks the graph in order, for fusion decisions.
+
+    ``head_kind`` is the kind of the op that launched it; ``made`` and ``read`` the (base) tensors it
+    has produced and read so far. :meth:`join` says whether the next op joins it.
+    """
+
+    __slots__ = ("head_kind", "made", "read")
+
+    def __init__(self) -> None:
+        self.head_kind: str | None = None
+        self.made: set[str] = set()
+        self.read: set[str] = set()
+
+    def start(self, op: Op, base: Any) -> None:
+        """``op`` launches a new kernel."""
+        self.head_kind = op.kind
+        self.made = {base(t.name) for t in op.outputs}
+        self.read = {base(t.name) for t in op.inputs}
+
+    def join(self, op: Op, graph: OpGraph, base: Any, opts: EvalOptions) -> tuple[frozenset[int], float] | None:
+        """``(inputs held, bytes reused)`` when ``op`` fuses into this kernel, else None.
+
+        An elementwise op (or inference batch norm) joins when it reads a tensor the kernel made
+        (vertical fusion: into a library contraction's epilogue only with ``opts.epilogue_fusion``).
+        Into a generated kernel -- whose head is not a library contraction -- a reduction or a
+        concatenation may join too, and so may an op that only reads a tensor the kernel already
+        reads (horizontal fusion over a shared input, as Inductor's scheduler scores shared reads).
+        *Inputs held* are the positions of the op's inputs the kernel already holds (no traffic);
+        *bytes reused*: an input made in the kernel that only this op reads is never stored, the op's
+        output takes its store.
+        """
+        head = self.head_kind
+        if head is None or not may_fuse_into(head, opts):
+            return None
+        elementwise = _fusible(op)
+        library = head in LIBRARY_KERNEL_KINDS
+        if not elementwise and (library or op.kind not in GROUP_KINDS):
+            return None
+        names = [base(t.name) for t in op.inputs]
+        made = [i for i, b in enumerate(names) if b in self.made]
+        if not made and (library or not any(b in self.read for b in names)):
+            return None
+        pool = self.made if library else (self.made | self.read)
+        held = frozenset(i for i, b in enumerate(names) if b in pool)
+        reuse = 0.0
+        for i in made:
+            t = op.inputs[i]
+            if names[i] == t.name and len(graph.consumers(t.name)) == 1:
+                reuse = max(reuse, float(t.nbytes))
+        return held, reuse
+
+    def add(self, op: Op, base: Any) -> None:
+        """``op`` joined the kernel."""
+        self.made.update(base(t.name) for t in op.outputs)
+        self.read.update(base(t.name) for t in op.inputs)
 
 
 @dataclass(frozen=True)
@@ -61,6 +142,12 @@ class EvalOptions:
         frameworks launch one kernel per op). True/False force it. Fuse elementwise ops into the kernel producing their input when that input has no other
         consumer (as compilers such as torch.compile or XLA do); fused ops cost their extra
         traffic and vector work, and no launch.
+    epilogue_fusion
+        With fusion: elementwise ops may also fuse into a contraction's epilogue (GEMM, convolution,
+        attention: TensorRT, XLA, Inductor's Triton GEMM templates under ``max-autotune``). False:
+        they fuse only into generated pointwise / reduction kernels, and a contraction's output is
+        read back by a separate kernel, as torch.compile's default and ``reduce-overhead`` modes run
+        (cuBLAS / cuDNN / SDPA called as extern kernels, :data:`LIBRARY_KERNEL_KINDS`).
     cuda_graphs
         Kernels are replayed from a captured CUDA graph: the per-kernel floor is
         ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
@@ -94,6 +181,7 @@ class EvalOptions:
     """
 
     fusion: bool | None = None
+    epilogue_fusion: bool = True
     cuda_graphs: bool = False
     power_cap: bool = True
     allow_tf32: bool = False
@@ -453,6 +541,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     alias: dict[str, str] = {}  # view output -> base tensor
     resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
     prev_kernel: str | None = None
+    group = FusionGroup()  # the kernel being built (fusion)
     records: list[OpCost] = []
     warnings: set[str] = set()
     fallbacks: Counter[str] = Counter()
@@ -491,16 +580,14 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         if opts.l2_residency and resident:
             in_l2 = float(sum(t.nbytes for t in op.inputs if alias.get(t.name, t.name) in resident))
         fused_into = ""
-        src = None
-        if fuse and _fusible(op) and prev_kernel is not None \
-                and graph.op(prev_kernel).kind not in _NO_EPILOGUE:
-            for t in op.inputs:
-                prod = graph.producer(t.name)
-                if prod is not None and prod.name == prev_kernel and len(graph.consumers(t.name)) == 1:
-                    src, fused_into = t, prev_kernel
-                    break
+        joined = group.join(op, graph, base, opts) if fuse else None
+        if joined is not None:
+            fused_into = prev_kernel
+            group.add(op, base)
+        else:
+            group.start(op, base)
         if fused_into:
-            kc = _fused_cost(op, src, ctx)
+            kc = _fused_cost(op, *joined, ctx)
             rec = fused_protos.get(kc)
             if rec is None:
                 rec = fused_protos[kc] = first_record(op, kc, fused_into)
@@ -593,10 +680,12 @@ def _num(x: Any) -> Any:
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
-def _fused_cost(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
-    """An elementwise op folded into its producer's epilogue: its extra inputs and vector work only."""
-    extra_in = float(sum(t.nbytes for t in op.inputs if t.name != src.name))
-    extra_out = float(max(0, sum(t.nbytes for t in op.outputs) - src.nbytes))
+def _fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
+    """An op folded into the kernel being built (:class:`FusionGroup`): the traffic of the inputs the
+    kernel does not hold yet (``held``: positions it holds) and of the output beyond the ``reuse`` bytes
+    of a store it replaces, and its vector work."""
+    extra_in = float(sum(t.nbytes for i, t in enumerate(op.inputs) if i not in held))
+    extra_out = float(max(0.0, sum(t.nbytes for t in op.outputs) - reuse))
     sfu = 0.0
     if ctx.device.kind == "gpu":
         p = ctx.params("fp32")  # (fields may be arrays of hardware variants: simulator.sweep.vectorized)

@@ -134,6 +134,7 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
     fusion = options.get("fusion", "auto")
     return EvalOptions(
         fusion=None if fusion == "auto" else bool(fusion),
+        epilogue_fusion=bool(options.get("epilogue_fusion", True)),
         cuda_graphs=bool(options.get("cuda_graphs", False)),
         power_cap=bool(options.get("power_cap", True)),
         allow_tf32=bool(options.get("tf32", False)),
@@ -152,6 +153,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
     d.pop("calibration_id")
     if not d["eager_modules"]:  # added later: points stored before it keep their keys
         d.pop("eager_modules")
+    if d["epilogue_fusion"]:  # (likewise)
+        d.pop("epilogue_fusion")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

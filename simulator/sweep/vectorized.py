@@ -39,11 +39,10 @@ from hwmodels.spec import DeviceSpec, SystemSpec
 from hwmodels.spec import get_path as _spec_get_path
 from hwmodels.spec import replace_path as _spec_replace_path
 from simulator.engines.analytical import (
-    _NO_EPILOGUE,
     EvalOptions,
+    FusionGroup,
     _collectives_of,
     _Energy,
-    _fusible,
     _signature,
     evaluate,
     host_floor_s,
@@ -519,6 +518,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
     alias: dict[str, str] = {}
     resident: set[str] = set()
     prev_kernel: str | None = None
+    group = FusionGroup()
 
     def base_name(name: str) -> str:
         return alias.get(name, name)
@@ -546,16 +546,15 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
         if opts.l2_residency:
             in_l2 = float(sum(t.nbytes for t in op.inputs if base_name(t.name) in resident))
         fused_into = ""
-        src = None
-        if fuse and _fusible(op) and prev_kernel is not None and graph.op(prev_kernel).kind not in _NO_EPILOGUE:
-            for t in op.inputs:
-                prod = graph.producer(t.name)
-                if prod is not None and prod.name == prev_kernel and len(graph.consumers(t.name)) == 1:
-                    src, fused_into = t, prev_kernel
-                    break
+        joined = group.join(op, graph, base_name, opts) if fuse else None
+        if joined is not None:
+            fused_into = prev_kernel or ""
+            group.add(op, base_name)
+        else:
+            group.start(op, base_name)
         if fused_into:
-            src_pos = [t.name for t in op.inputs].index(src.name)
-            add(("fused", _signature(op, 0.0), src_pos), lambda op=op, src=src: _fused_cost_arrays(op, src, ctx))
+            add(("fused", _signature(op, 0.0), *joined),
+                lambda op=op, joined=joined: _fused_cost_arrays(op, *joined, ctx))
         else:
             key = _signature(op, in_l2)
             add(("op", key), lambda op=op, in_l2=in_l2: _lower_arrays(op, in_l2, ctx, base, spec_i, opts, n, looped,
@@ -620,10 +619,10 @@ def _lower_arrays(op: Op, in_l2: float, ctx: LoweringContext, base: DeviceSpec |
     return dataclasses.replace(costs[0], **arrays)
 
 
-def _fused_cost_arrays(op: Op, src: Any, ctx: LoweringContext) -> KernelCost:
+def _fused_cost_arrays(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
     from simulator.engines.analytical import _fused_cost
 
-    return _fused_cost(op, src, ctx)
+    return _fused_cost(op, held, reuse, ctx)
 
 
 def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any, opts: EvalOptions,

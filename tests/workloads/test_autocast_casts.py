@@ -95,3 +95,22 @@ def test_cli_refuses_what_autocast_does_not_describe(capsys, argv, message):
     assert main(["predict", "resnet18", "--hardware", "t4", "--autocast", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_compiled_rows_under_autocast_run_the_casts_every_call(monkeypatch):
+    # AOTAutograd traces with the autocast cache off: a compiled program holds one cast per weight and
+    # runs it on every call; eager PyTorch inside one autocast region casts once and reuses the copy
+    import workloads.frameworks as fw
+    from simulator.calibration.frameworks_validation import (
+        load_framework_rows,
+        predict_framework_row,
+    )
+
+    ms, parsed = load_framework_rows()
+    row = {m.id: (m, p, o) for m, (p, o) in zip(ms, parsed, strict=True)}
+    with_casts = {i: predict_framework_row(*row[i]) for i in ("fw-062", "fw-063", "fw-064")}
+    monkeypatch.setattr(fw, "autocast_weight_casts", lambda g: g)
+    without = {i: predict_framework_row(*row[i]) for i in ("fw-062", "fw-063", "fw-064")}
+    assert with_casts["fw-062"] == without["fw-062"]  # eager: the casts are cached
+    for i in ("fw-063", "fw-064"):  # compiled default and reduce-overhead: 155 casts of ResNet-152's weights
+        assert with_casts[i] > without[i]

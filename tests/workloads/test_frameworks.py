@@ -106,9 +106,13 @@ def test_drop_optimizer():
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla"}
     assert get_profile("torch.compile").name == "compile"
-    assert get_profile("eager").cost_options() == {"fusion": False, "cuda_graphs": False, "eager_framework": True,
-                                                    "eager_modules": True, "attention_kernel": "auto"}
+    assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
+                                                    "eager_framework": True, "eager_modules": True,
+                                                    "attention_kernel": "auto"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
+    # Inductor calls cuBLAS / cuDNN as extern kernels: nothing fuses into a contraction
+    assert get_profile("compile").cost_options()["epilogue_fusion"] is False
+    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name != "compile")
     with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
         get_profile("eagr")
     for p in PROFILES.values():
