@@ -37,6 +37,8 @@ __all__ = [
     "FrameworkProfile",
     "FrameworkError",
     "PROFILES",
+    "COMPILE_MODES",
+    "mode_cost_options",
     "ALIASES",
     "HF_MODEL_CODE",
     "HF_MODEL_TYPES",
@@ -210,6 +212,24 @@ def get_profile(name: str, where: str = "--framework") -> FrameworkProfile:
                          + did_you_mean(key, choices))
 
 
+#: torch.compile's modes (``torch.compile(model, mode=...)``).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def mode_cost_options(cost: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """The costing of the ``compile`` profile (``cost``, :meth:`FrameworkProfile.cost_options`) under
+    torch.compile's ``mode``: ``reduce-overhead`` and ``max-autotune`` replay the program from CUDA graphs
+    (no per-kernel Python launch, no module call: ``torch/_inductor/config.py`` ``triton.cudagraphs`` is on
+    in both), and ``max-autotune`` may run GEMMs and convolutions as Triton templates, which take fused
+    epilogues (``config.epilogue_fusion``). ``None`` or ``default``: ``cost`` unchanged."""
+    out = dict(cost)
+    if mode in ("reduce-overhead", "max-autotune"):
+        out.update(cuda_graphs=True, eager_framework=False, eager_modules=False)
+    if mode == "max-autotune":
+        out["epilogue_fusion"] = True
+    return out
+
+
 def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict[str, str]]:
     """``NAME[;key=value...]`` of a measurement row's ``framework`` column -> (profile, options).
 
@@ -228,7 +248,7 @@ def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict
                                  "(e.g. 'sdpa;optimizer=none')")
         if k == "attention" and v not in ("fused", "decomposed"):
             raise FrameworkError(f"{where}: attention; got {v!r}; expected fused or decomposed")
-        if k == "mode" and (prof.name != "compile" or v not in ("default", "reduce-overhead", "max-autotune")):
+        if k == "mode" and (prof.name != "compile" or v not in COMPILE_MODES):
             raise FrameworkError(f"{where}: mode; got {v!r} for framework {prof.name!r}; expected "
                                  "default, reduce-overhead or max-autotune with framework compile")
         opts[k] = v

@@ -84,6 +84,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     from hwmodels.catalog import load_device
     from simulator.calibration.predict import quiet_engine
     from simulator.engines.analytical import EvalOptions, evaluate
+    from workloads.frameworks import mode_cost_options
 
     graph = _graph(m, profile, opts)
     if profile.name == "compile" and not m.train and _AUTOCAST.search(m.notes) and not graph.meta.get("autocast"):
@@ -94,13 +95,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
         from workloads.frameworks import autocast_weight_casts
 
         graph = autocast_weight_casts(graph)
-    cost = profile.cost_options()
-    if opts.get("mode") in ("reduce-overhead", "max-autotune"):  # both replay CUDA graphs (Inductor modes): no
-        cost["cuda_graphs"] = True               # per-kernel Python launches
-        cost["eager_framework"] = False
-        cost["eager_modules"] = False
-    if opts.get("mode") == "max-autotune":  # Triton GEMM / conv templates take fused epilogues
-        cost["epilogue_fusion"] = True
+    cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

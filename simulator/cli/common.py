@@ -65,9 +65,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="attention as one fused kernel or decomposed over the full s x s scores (transformers; "
                         "default: the framework's, else fused)")
     p.add_argument("--autocast", action="store_true",
-                   help="eager PyTorch under torch.autocast (with --framework eager or sdpa, a 16-bit --dtype, "
+                   help="PyTorch under torch.autocast (with --framework eager, sdpa or compile, a 16-bit --dtype, "
                         "inference): the weights stay fp32 and every convolution / linear layer casts its weight "
-                        "to --dtype once per forward")
+                        "to --dtype once per forward (a compiled program runs the casts on every call)")
 
 
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
@@ -113,10 +113,11 @@ def _with_autocast(graph: OpGraph, args: argparse.Namespace, profile: Any) -> Op
     """``graph`` as eager PyTorch runs it under ``torch.autocast`` (--autocast; located errors)."""
     from workloads.frameworks import autocast_weight_casts
 
-    if profile is None or profile.name not in ("eager", "sdpa"):
+    if profile is None or profile.name not in ("eager", "sdpa", "compile"):
         got = profile.name if profile is not None else "no --framework"
-        raise ValueError(f"--autocast: a torch.autocast region of eager PyTorch; got {got}; expected --framework "
-                         "eager or sdpa (compiled and serving stacks keep their weights in the low precision)")
+        raise ValueError(f"--autocast: a torch.autocast region of PyTorch; got {got}; expected --framework "
+                         "eager, sdpa or compile (engines and serving stacks keep their weights in the low "
+                         "precision)")
     dtypes = {t.dtype.value for op in graph for t in op.inputs if t.role == "weight"}
     if not dtypes & {"fp16", "bf16"}:
         raise ValueError(f"--autocast: casts fp32 weights to a 16-bit dtype; got weights in {', '.join(sorted(dtypes))}; "

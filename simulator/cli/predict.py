@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fusion", action=argparse.BooleanOptionalAction, default=None,
                    help="fuse elementwise ops into their producer kernel (default: on for TPUs, as XLA does; off for GPUs)")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph (lower launch floor)")
+    p.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"),
+                   help="with --framework compile: torch.compile's mode; reduce-overhead and max-autotune replay "
+                        "CUDA graphs (no per-kernel Python launch), max-autotune also fuses epilogues into Triton "
+                        "GEMM templates (default: default)")
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
@@ -128,14 +132,19 @@ def eval_options(args: argparse.Namespace) -> Any:
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
     from simulator.cli.common import profile_from_args
+    from workloads.frameworks import mode_cost_options
 
     profile = profile_from_args(args)
+    mode = getattr(args, "compile_mode", None)
+    if mode is not None and (profile is None or profile.name != "compile"):
+        got = f"--framework {profile.name}" if profile is not None else "no --framework"
+        raise ValueError(f"--compile-mode {mode}: a torch.compile mode; got {got}; expected --framework compile")
     if profile is None:
         return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
                            allow_tf32=args.tf32, calibration_id=cal_id)
     # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
     # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
-    cost = profile.cost_options()
+    cost = mode_cost_options(profile.cost_options(), mode)
     graphs = args.cuda_graphs or cost["cuda_graphs"]
     return EvalOptions(fusion=args.fusion if args.fusion is not None else cost["fusion"],
                        epilogue_fusion=cost["epilogue_fusion"], cuda_graphs=graphs, power_cap=args.power_cap,

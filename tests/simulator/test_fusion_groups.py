@@ -144,3 +144,42 @@ def test_sweep_and_realtime_options_carry_the_epilogue_switch():
     # points stored before the switch existed keep their identity; the switched-off points differ
     assert "epilogue_fusion" not in _options_identity({"fusion": True})
     assert _options_identity({"fusion": True, "epilogue_fusion": False})["epilogue_fusion"] is False
+
+
+def _predict_json(capsys, argv):
+    import json
+
+    from simulator.cli import main
+
+    rc = main(["predict", *argv, "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_cli_compile_modes_cost_as_the_measurement_rows_do(capsys):
+    from simulator.calibration.frameworks_validation import (
+        load_framework_rows,
+        predict_framework_row,
+    )
+
+    ms, parsed = load_framework_rows()
+    row = {m.id: (m, p, o) for m, (p, o) in zip(ms, parsed, strict=True)}
+    m = row["fw-050"][0]  # ResNet-50, batch 1, TF32, A100 40 GB, reduce-overhead
+    base = ["resnet50", "--batch", "1", "--dtype", "fp32", "--tf32", "--hardware", m.device, "--framework", "compile"]
+    rc, ro = _predict_json(capsys, [*base, "--compile-mode", "reduce-overhead"])
+    assert rc == 0
+    assert ro["totals"]["latency_s"] == pytest.approx(predict_framework_row(*row["fw-050"]), rel=1e-12)
+    _, default = _predict_json(capsys, base)
+    _, tuned = _predict_json(capsys, [*base, "--compile-mode", "max-autotune"])
+    # graph replay drops the per-kernel Python launches; Triton templates take the norm and activation
+    assert ro["totals"]["latency_s"] < default["totals"]["latency_s"]
+    assert tuned["totals"]["kernels"] < ro["totals"]["kernels"] == default["totals"]["kernels"]
+
+
+def test_cli_compile_mode_needs_the_compile_stack(capsys):
+    from simulator.cli import main
+
+    assert main(["predict", "resnet18", "--hardware", "t4", "--framework", "eager",
+                 "--compile-mode", "reduce-overhead"]) == 2
+    err = capsys.readouterr().err
+    msg = "--compile-mode reduce-overhead: a torch.compile mode; got --framework eager; expected --framework compile"
+    assert msg in err and err.count("\n") == 1

@@ -84,8 +84,8 @@ def test_tied_weights_keep_their_dtype():
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--dtype", "fp16"], "--autocast: a torch.autocast region of eager PyTorch; got no --framework"),
-    (["--framework", "compile", "--dtype", "fp16"], "got compile; expected --framework eager or sdpa"),
+    (["--dtype", "fp16"], "--autocast: a torch.autocast region of PyTorch; got no --framework"),
+    (["--framework", "vllm", "--dtype", "fp16"], "got vllm; expected --framework eager, sdpa or compile"),
     (["--framework", "eager"], "got weights in fp32; expected --dtype fp16 or bf16"),
     (["--framework", "eager", "--dtype", "fp16", "--train"], "got --train; expected no --train"),
 ])
