@@ -175,8 +175,9 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_TRT,)),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,)),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
-                     fusion=True, cuda_graphs=True, sources=(_VLLM,)),
-    FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, cuda_graphs=True,
+                     fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,)),
+    FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
+                     cuda_graphs=True,
                      sources=(_SGLANG,)),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
 )}

@@ -82,7 +82,7 @@ def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
 def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) -> float:
     """Predicted seconds of one row under its stack's profile (graph and costing), unfitted."""
     from hwmodels.catalog import load_device
-    from simulator.calibration.predict import quiet_engine
+    from simulator.calibration.predict import gemv_generated, quiet_engine
     from simulator.engines.analytical import EvalOptions, evaluate
     from workloads.frameworks import mode_cost_options
 
@@ -96,6 +96,8 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
 
         graph = autocast_weight_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
+    if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
+        cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

@@ -17,9 +17,17 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["run_options", "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "run_options", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
+# Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
+# GEMM plugins, DeepSpeed-Inference's fused GEMM + GeLU) and stacks whose GEMMs are cuBLAS calls with the
+# bias / activation / norm in separate (often fused) kernels: torch.compile and gpt-fast (Inductor's extern
+# mm), vLLM and SGLang (F.linear, then SiluAndMul / fused_add_rms_norm kernels), FasterTransformer
+# (FfnLayer: cublas Gemm, then invokeGenericActivation), TGI (torch linear layers).
+_EPILOGUE_STACKS = ("TensorRT", "DeepSpeed")
+_LIBRARY_GEMM_STACKS = ("torch.compile", "gpt-fast", "vLLM", "SGLang", "FasterTransformer", "TGI",
+                        "text-generation-inference")
 _POWER_LIMIT = re.compile(r"power-limited to (\d+(?:\.\d+)?) W")
 # Attention kernels named by a row's source or notes: FlashAttention-2 (warp-level mma.sync, softmax
 # between the matmuls) versus the warp-specialised designs (FlashAttention-3 on Hopper,
@@ -30,6 +38,28 @@ _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 _EAGER = re.compile(r"Eager PyTorch")
 # a row timed under torch.autocast in eager PyTorch: fp32 weights cast per forward (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+
+
+# Runs that set Inductor's coordinate_descent_tuning, under which a matmul with one row is decomposed into a
+# generated product-and-sum kernel (pytorch-labs/gpt-fast generate.py line 25; pytorch/ao
+# torchao/quantization/utils.py recommended_inductor_config_setter, called by torchao/_models/llama/generate.py)
+_GEMV_STACKS = ("gpt-fast", "torchao")
+
+
+def gemv_generated(text: str) -> bool:
+    """True when ``text`` (a row's source, notes or framework version) names a run whose batch-1
+    matrix-vector products are generated Inductor kernels (``EvalOptions.gemv_generated``)."""
+    low = text.lower()
+    return any(s in low for s in _GEMV_STACKS)
+
+
+def gemm_epilogues(text: str) -> bool:
+    """True unless ``text`` (a row's source and notes) names a stack that runs its GEMMs as library calls
+    without fused epilogues (and no stack that fuses them): ``EvalOptions.epilogue_fusion``."""
+    low = text.lower()
+    if any(s.lower() in low for s in _EPILOGUE_STACKS):
+        return True
+    return not any(s.lower() in low for s in _LIBRARY_GEMM_STACKS)
 
 
 def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -54,7 +84,9 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
         if _FLASH2.search(where):
             kernel = "flash2"
             break
-    opts = EvalOptions(fusion=fused, cuda_graphs=fused, allow_tf32=row.get("dtype") == "tf32",
+    opts = EvalOptions(fusion=fused, epilogue_fusion=gemm_epilogues(text), gemv_generated=gemv_generated(text),
+                       cuda_graphs=fused,
+                       allow_tf32=row.get("dtype") == "tf32",
                        attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
                        eager_modules=bool(_EAGER.search(text)))
     overrides: dict[str, Any] = {}

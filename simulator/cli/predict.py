@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --framework compile: torch.compile's mode; reduce-overhead and max-autotune replay "
                         "CUDA graphs (no per-kernel Python launch), max-autotune also fuses epilogues into Triton "
                         "GEMM templates (default: default)")
+    p.add_argument("--coordinate-descent-tuning", action="store_true",
+                   help="with --framework compile: Inductor's coordinate_descent_tuning, as gpt-fast's and torchao's "
+                        "generate.py set it: a matmul with one row (batch-1 decode) becomes a generated "
+                        "product-and-sum kernel that takes fused epilogues")
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
@@ -136,9 +140,12 @@ def eval_options(args: argparse.Namespace) -> Any:
 
     profile = profile_from_args(args)
     mode = getattr(args, "compile_mode", None)
+    got = f"--framework {profile.name}" if profile is not None else "no --framework"
     if mode is not None and (profile is None or profile.name != "compile"):
-        got = f"--framework {profile.name}" if profile is not None else "no --framework"
         raise ValueError(f"--compile-mode {mode}: a torch.compile mode; got {got}; expected --framework compile")
+    cdt = bool(getattr(args, "coordinate_descent_tuning", False))
+    if cdt and (profile is None or profile.name != "compile"):
+        raise ValueError(f"--coordinate-descent-tuning: an Inductor setting; got {got}; expected --framework compile")
     if profile is None:
         return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
                            allow_tf32=args.tf32, calibration_id=cal_id)
@@ -147,7 +154,7 @@ def eval_options(args: argparse.Namespace) -> Any:
     cost = mode_cost_options(profile.cost_options(), mode)
     graphs = args.cuda_graphs or cost["cuda_graphs"]
     return EvalOptions(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                       epilogue_fusion=cost["epilogue_fusion"], cuda_graphs=graphs, power_cap=args.power_cap,
+                       epilogue_fusion=cost["epilogue_fusion"], gemv_generated=cdt, cuda_graphs=graphs, power_cap=args.power_cap,
                        allow_tf32=args.tf32, attention_kernel=cost["attention_kernel"],
                        eager_framework=cost["eager_framework"] and not graphs,
                        eager_modules=cost["eager_modules"] and not graphs, calibration_id=cal_id)

@@ -38,7 +38,7 @@ from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
-           "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "may_fuse_into",
+           "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "may_fuse_into", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
@@ -73,23 +73,35 @@ def may_fuse_into(producer_kind: str, opts: EvalOptions) -> bool:
     return opts.epilogue_fusion or producer_kind not in LIBRARY_KERNEL_KINDS
 
 
+def is_gemv(op: Op) -> bool:
+    """A matmul whose activation operand has one row (``m == 1`` after flattening the leading dims)."""
+    if op.kind != "matmul" or not op.inputs:
+        return False
+    shape = op.inputs[0].shape
+    return len(shape) >= 2 and int(np.prod(shape[:-1])) == 1
+
+
 class FusionGroup:
     """The kernel being built while the engine walks the graph in order, for fusion decisions.
 
-    ``head_kind`` is the kind of the op that launched it; ``made`` and ``read`` the (base) tensors it
-    has produced and read so far. :meth:`join` says whether the next op joins it.
+    ``head_kind`` is the kind of the op that launched it, ``library`` whether that op is a library
+    kernel (:data:`LIBRARY_KERNEL_KINDS`; not a matrix-vector product with
+    ``EvalOptions.gemv_generated``), ``made`` and ``read`` the (base) tensors it has produced and read
+    so far. :meth:`join` says whether the next op joins it.
     """
 
-    __slots__ = ("head_kind", "made", "read")
+    __slots__ = ("head_kind", "library", "made", "read")
 
     def __init__(self) -> None:
         self.head_kind: str | None = None
+        self.library = False
         self.made: set[str] = set()
         self.read: set[str] = set()
 
-    def start(self, op: Op, base: Any) -> None:
+    def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
         """``op`` launches a new kernel."""
         self.head_kind = op.kind
+        self.library = op.kind in LIBRARY_KERNEL_KINDS and not (opts.gemv_generated and is_gemv(op))
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
 
@@ -106,10 +118,10 @@ class FusionGroup:
         output takes its store.
         """
         head = self.head_kind
-        if head is None or not may_fuse_into(head, opts):
+        library = self.library
+        if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
             return None
         elementwise = _fusible(op)
-        library = head in LIBRARY_KERNEL_KINDS
         if not elementwise and (library or op.kind not in GROUP_KINDS):
             return None
         names = [base(t.name) for t in op.inputs]
@@ -148,6 +160,12 @@ class EvalOptions:
         they fuse only into generated pointwise / reduction kernels, and a contraction's output is
         read back by a separate kernel, as torch.compile's default and ``reduce-overhead`` modes run
         (cuBLAS / cuDNN / SDPA called as extern kernels, :data:`LIBRARY_KERNEL_KINDS`).
+    gemv_generated
+        With fusion: a matrix-vector product (a matmul with one row, :func:`is_gemv`) is a generated
+        reduction kernel, not a library call, so it takes fused epilogues whatever
+        ``epilogue_fusion`` says: Inductor decomposes ``mm`` with one row into a product and a sum
+        when ``coordinate_descent_tuning`` is on (``torch/_inductor/decomposition.py`` ``mm``), as
+        gpt-fast's and torchao's ``generate.py`` set it for batch-1 decoding.
     cuda_graphs
         Kernels are replayed from a captured CUDA graph: the per-kernel floor is
         ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
@@ -182,6 +200,7 @@ class EvalOptions:
 
     fusion: bool | None = None
     epilogue_fusion: bool = True
+    gemv_generated: bool = False
     cuda_graphs: bool = False
     power_cap: bool = True
     allow_tf32: bool = False
@@ -585,7 +604,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
             fused_into = prev_kernel
             group.add(op, base)
         else:
-            group.start(op, base)
+            group.start(op, base, opts)
         if fused_into:
             kc = _fused_cost(op, *joined, ctx)
             rec = fused_protos.get(kc)

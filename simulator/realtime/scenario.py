@@ -82,8 +82,8 @@ _TASK_KEYS = ("name", "model", "batch", "seq", "phase", "context", "dtype", "dev
               "min_interarrival", "max_interarrival", "offset", "jitter", "deadline", "after", "trigger",
               "description")
 _CHAIN_KEYS = ("name", "tasks", "deadline")
-_OPTION_KEYS = ("fusion", "epilogue_fusion", "cuda_graphs", "power_cap", "allow_tf32", "eager_framework",
-                "eager_modules")
+_OPTION_KEYS = ("fusion", "epilogue_fusion", "gemv_generated", "cuda_graphs", "power_cap", "allow_tf32",
+                "eager_framework", "eager_modules")
 _VAR_KEYS = ("distribution", "produced_by", "mean", "min", "max", "value", "low", "high", "values", "weights",
              "description")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\s*\*\s*([0-9]+))?\}")

@@ -135,6 +135,7 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
     return EvalOptions(
         fusion=None if fusion == "auto" else bool(fusion),
         epilogue_fusion=bool(options.get("epilogue_fusion", True)),
+        gemv_generated=bool(options.get("gemv_generated", False)),
         cuda_graphs=bool(options.get("cuda_graphs", False)),
         power_cap=bool(options.get("power_cap", True)),
         allow_tf32=bool(options.get("tf32", False)),
@@ -155,6 +156,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("eager_modules")
     if d["epilogue_fusion"]:  # (likewise)
         d.pop("epilogue_fusion")
+    if not d["gemv_generated"]:
+        d.pop("gemv_generated")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

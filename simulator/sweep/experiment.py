@@ -127,6 +127,8 @@ OPTION_KEYS: dict[str, _Key] = {
     "fusion": _Key("fusion", doc="true | false | \"auto\" (fuse on TPUs only)"),
     "epilogue_fusion": _Key("bool", doc="with fusion: elementwise ops fuse into GEMM / convolution epilogues too "
                                         "(false: torch.compile's extern cuBLAS / cuDNN kernels)"),
+    "gemv_generated": _Key("bool", doc="with fusion: one-row matmuls are generated kernels taking epilogues "
+                                       "(Inductor's coordinate_descent_tuning)"),
     "cuda_graphs": _Key("bool", doc="kernels replayed from a CUDA graph"),
     "power_cap": _Key("bool", doc="stretch ops over the TDP"),
     "tf32": _Key("bool", doc="fp32 contractions on TF32 tensor cores"),

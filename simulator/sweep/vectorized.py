@@ -551,7 +551,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
             fused_into = prev_kernel or ""
             group.add(op, base_name)
         else:
-            group.start(op, base_name)
+            group.start(op, base_name, opts)
         if fused_into:
             add(("fused", _signature(op, 0.0), *joined),
                 lambda op=op, joined=joined: _fused_cost_arrays(op, *joined, ctx))

@@ -144,6 +144,9 @@ def test_sweep_and_realtime_options_carry_the_epilogue_switch():
     # points stored before the switch existed keep their identity; the switched-off points differ
     assert "epilogue_fusion" not in _options_identity({"fusion": True})
     assert _options_identity({"fusion": True, "epilogue_fusion": False})["epilogue_fusion"] is False
+    assert "gemv_generated" in OPTION_KEYS and "gemv_generated" in _OPTION_KEYS
+    assert "gemv_generated" not in _options_identity({"fusion": True})
+    assert _eval_options({"fusion": True, "gemv_generated": True}).gemv_generated is True
 
 
 def _predict_json(capsys, argv):
@@ -183,3 +186,52 @@ def test_cli_compile_mode_needs_the_compile_stack(capsys):
     err = capsys.readouterr().err
     msg = "--compile-mode reduce-overhead: a torch.compile mode; got --framework eager; expected --framework compile"
     assert msg in err and err.count("\n") == 1
+
+
+def test_one_row_matmuls_are_generated_kernels_under_coordinate_descent_tuning():
+    from simulator.engines.analytical import is_gemv
+
+    def mlp(rows: int):
+        b = GraphBuilder("gemv", dtype="bf16")
+        x = b.input("x", (1, rows, 4096))
+        g = b.op("matmul", [x, b.weight("wg", (4096, 11008))], name="gate")
+        b.op("elementwise", [g], name="act", op="silu")
+        return b.build()
+
+    one, four = mlp(1), mlp(4)
+    assert is_gemv(one.op("gate")) and not is_gemv(four.op("gate"))
+    gemv = EvalOptions(fusion=True, epilogue_fusion=False, gemv_generated=True)
+    # Inductor decomposes mm with one row into a product and a sum: a generated kernel the SiLU joins
+    assert evaluate(one, h100(), gemv).op("act").fused_into == "gate"
+    assert evaluate(one, h100(), INDUCTOR).op("act").fused_into == ""
+    # four rows stay a cuBLAS call
+    assert evaluate(four, h100(), gemv).op("act").fused_into == ""
+
+
+def test_serving_stacks_name_whether_their_gemms_take_epilogues():
+    from simulator.calibration.predict import gemm_epilogues, gemv_generated, run_options
+
+    # TensorRT fuses; vLLM, SGLang, FasterTransformer, torch.compile call cuBLAS and fuse separately
+    assert gemm_epilogues("TensorRT-LLM v0.9 engine") and gemm_epilogues("DeepSpeed-Inference")
+    for text in ("vLLM 0.6 benchmark_latency", "SGLang bench_one_batch", "FasterTransformer GPT",
+                 "torch.compile default mode", "gpt-fast generate.py"):
+        assert not gemm_epilogues(text), text
+    assert gemm_epilogues("cuBLAS GEMM timed with CUDA events")  # no stack named: a kernel row
+    assert gemv_generated("gpt-fast generate.py") and gemv_generated("torchao generate.py")
+    assert not gemv_generated("vLLM")
+    opts, _ = run_options({"source": "pytorch-labs/gpt-fast README", "notes": "torch.compile", "dtype": "bf16"})
+    assert opts.fusion and not opts.epilogue_fusion and opts.gemv_generated
+
+
+def test_cli_coordinate_descent_tuning(capsys):
+    base = ["llama-2-7b", "--phase", "decode", "--batch", "1", "--context", "208", "--dtype", "bf16",
+            "--hardware", "mi210", "--framework", "compile"]
+    _, plain = _predict_json(capsys, base)
+    _, tuned = _predict_json(capsys, [*base, "--coordinate-descent-tuning"])
+    assert tuned["totals"]["kernels"] < plain["totals"]["kernels"]
+    assert tuned["totals"]["latency_s"] < plain["totals"]["latency_s"]  # fewer Python launches
+    from simulator.cli import main
+
+    assert main(["predict", "gpt2", "--hardware", "t4", "--coordinate-descent-tuning"]) == 2
+    err = capsys.readouterr().err
+    assert "--coordinate-descent-tuning: an Inductor setting; got no --framework" in err and err.count("\n") == 1

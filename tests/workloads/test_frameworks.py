@@ -110,9 +110,10 @@ def test_profiles_and_aliases():
                                                     "eager_framework": True, "eager_modules": True,
                                                     "attention_kernel": "auto"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
-    # Inductor calls cuBLAS / cuDNN as extern kernels: nothing fuses into a contraction
-    assert get_profile("compile").cost_options()["epilogue_fusion"] is False
-    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name != "compile")
+    # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
+    for name in ("compile", "vllm", "sglang"):
+        assert get_profile(name).cost_options()["epilogue_fusion"] is False, name
+    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name not in ("compile", "vllm", "sglang"))
     with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
         get_profile("eagr")
     for p in PROFILES.values():
