@@ -21,20 +21,21 @@ def result():
 
 def test_groups_and_measured_errors(result):
     by = result["by_framework"]
-    assert {k: v.n for k, v in by.items()} == {"compile": 39, "eager": 30, "sdpa": 11, "vllm": 4}
+    assert {k: v.n for k, v in by.items()} == {"compile": 39, "eager": 30, "sdpa": 11, "sglang": 4, "vllm": 7}
     # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast
-    expected = {"compile": (19.1, -21.8), "eager": (18.5, -18.8), "sdpa": (11.7, -2.4), "vllm": (32.2, -30.2)}
+    expected = {"compile": (19.1, -21.8), "eager": (18.5, -18.8), "sdpa": (11.7, -2.4), "sglang": (14.1, -17.2),
+                "vllm": (27.1, -26.2)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
-    assert result["all"].n == 84
-    assert result["all"].mape == pytest.approx(18.6, abs=0.2)
+    assert result["all"].n == 91
+    assert result["all"].mape == pytest.approx(18.4, abs=0.2)
 
 
 def test_dataset_breadth(result):
     rows = result["rows"]
-    # seven GPUs of four architectures and two vendors, five dtypes
-    assert {r["device"] for r in rows} == {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "t4",
+    # eight GPUs of four architectures and two vendors, five dtypes
+    assert {r["device"] for r in rows} == {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "t4",
                                            "v100-sxm2-32gb", "mi210", "mi300x"}
     assert {r["dtype"] for r in rows} == {"fp32", "tf32", "fp16", "bf16", "fp8_e4m3"}
     for r in rows:  # every row is predicted (a positive, finite time)
@@ -68,8 +69,8 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 84 rows; MAPE 18.6%" in out
-    assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "vllm"]
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 18.4%" in out
+    assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
     assert rc == 2
 
