@@ -151,9 +151,11 @@ class EvalOptions:
     ----------
     fusion
         None (default): fuse on TPUs, whose XLA compiler always fuses, and not on GPUs/CPUs (eager
-        frameworks launch one kernel per op). True/False force it. Fuse elementwise ops into the kernel producing their input when that input has no other
-        consumer (as compilers such as torch.compile or XLA do); fused ops cost their extra
-        traffic and vector work, and no launch.
+        frameworks launch one kernel per op). True/False force it. Ops join the kernel being built
+        as compilers such as torch.compile or XLA build them (:class:`FusionGroup`): an elementwise
+        op that reads a tensor the kernel made, and in generated kernels also reductions,
+        concatenations and ops sharing a read with it; fused ops cost the traffic of what the kernel
+        does not hold yet and their vector work, and no launch.
     epilogue_fusion
         With fusion: elementwise ops may also fuse into a contraction's epilogue (GEMM, convolution,
         attention: TensorRT, XLA, Inductor's Triton GEMM templates under ``max-autotune``). False:
