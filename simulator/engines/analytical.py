@@ -38,7 +38,7 @@ from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
-           "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "may_fuse_into", "is_gemv",
+           "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
 
@@ -63,14 +63,6 @@ LIBRARY_KERNEL_KINDS = frozenset({
 #: rotate_half), which fusing compilers emit inside the same loop (Inductor's pointwise and reduction
 #: kernels, XLA loop and input fusions).
 GROUP_KINDS = frozenset({"reduction", "concat"})
-
-
-def may_fuse_into(producer_kind: str, opts: EvalOptions) -> bool:
-    """True when an elementwise op may fuse into a kernel of ``producer_kind`` (fusion being on): not
-    into communication or views, and into a library contraction only with ``opts.epilogue_fusion``."""
-    if producer_kind in _NO_EPILOGUE:
-        return False
-    return opts.epilogue_fusion or producer_kind not in LIBRARY_KERNEL_KINDS
 
 
 def is_gemv(op: Op) -> bool:
