@@ -233,3 +233,16 @@ def test_cli_coordinate_descent_tuning(capsys):
     assert main(["predict", "gpt2", "--hardware", "t4", "--coordinate-descent-tuning"]) == 2
     err = capsys.readouterr().err
     assert "--coordinate-descent-tuning: an Inductor setting; got no --framework" in err and err.count("\n") == 1
+
+
+def test_discrete_event_engine_runs_the_same_kernels_on_one_stream():
+    from simulator.engines.discrete_event import simulate
+
+    g = load_workload("llama-2-7b", phase="decode", batch=1, context=208, dtype="bf16", framework="compile")
+    dev = h100()
+    for opts in (EvalOptions(fusion=True, epilogue_fusion=False, eager_framework=True),
+                 EvalOptions(fusion=True, epilogue_fusion=False, gemv_generated=True, cuda_graphs=True)):
+        ref = evaluate(g, dev, opts)
+        des = simulate(g, dev, opts)
+        assert des.latency_s == pytest.approx(ref.latency_s, rel=1e-12)
+        assert des.totals.kernels == ref.totals.kernels
