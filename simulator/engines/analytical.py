@@ -597,10 +597,13 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         if joined is not None:
             fused_into = prev_kernel
             group.add(op, base)
-        else:
+        elif fuse:
             group.start(op, base, opts)
         if fused_into:
-            kc = _fused_cost(op, *joined, ctx)
+            fkey = ("fused", _signature(op, 0.0), *joined)
+            kc = costs.kernels.get(fkey)
+            if kc is None:
+                kc = costs.kernels[fkey] = _fused_cost(op, *joined, ctx)
             rec = fused_protos.get(kc)
             if rec is None:
                 rec = fused_protos[kc] = first_record(op, kc, fused_into)

@@ -550,7 +550,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
         if joined is not None:
             fused_into = prev_kernel or ""
             group.add(op, base_name)
-        else:
+        elif fuse:
             group.start(op, base_name, opts)
         if fused_into:
             add(("fused", _signature(op, 0.0), *joined),
