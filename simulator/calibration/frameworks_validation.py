@@ -10,7 +10,6 @@ these rows; errors are summarised per framework.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,6 @@ from simulator.calibration.errors import ErrorSummary, summarize_errors
 from simulator.calibration.measurements import Measurement, MeasurementError, MeasurementSet
 
 __all__ = ["FRAMEWORKS_DATASET", "load_framework_rows", "predict_framework_row", "validate_frameworks"]
-
-# a row timed under torch.autocast (its notes say so)
-_AUTOCAST = re.compile(r"\bautocast\b")
 
 FRAMEWORKS_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_frameworks.csv"
 
@@ -82,12 +78,13 @@ def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
 def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) -> float:
     """Predicted seconds of one row under its stack's profile (graph and costing), unfitted."""
     from hwmodels.catalog import load_device
-    from simulator.calibration.predict import gemv_generated, quiet_engine
+    from simulator.calibration.predict import gemv_generated, quiet_engine, timed_under_autocast
     from simulator.engines.analytical import EvalOptions, evaluate
     from workloads.frameworks import mode_cost_options
 
     graph = _graph(m, profile, opts)
-    if profile.name == "compile" and not m.train and _AUTOCAST.search(m.notes) and not graph.meta.get("autocast"):
+    if profile.name == "compile" and not m.train and timed_under_autocast(m.notes) \
+            and not graph.meta.get("autocast"):
         # a compiled program traced under torch.autocast holds the weight casts as graph ops, run on every
         # call: AOTAutograd traces with the autocast cache off (pytorch/pytorch
         # torch/fx/experimental/proxy_tensor.py, disable_autocast_cache), and Inductor, which keeps the

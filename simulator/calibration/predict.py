@@ -17,7 +17,7 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "run_options", "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "run_options", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -36,8 +36,13 @@ _FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
 _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 # Stacks that issue every op from eager PyTorch (host-bound at small sizes).
 _EAGER = re.compile(r"Eager PyTorch")
-# a row timed under torch.autocast in eager PyTorch: fp32 weights cast per forward (autocast_weight_casts)
+# a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+
+
+def timed_under_autocast(text: str) -> bool:
+    """True when ``text`` (a row's source and notes) says the run was timed under ``torch.autocast``."""
+    return bool(_AUTOCAST.search(text))
 
 
 # Runs that set Inductor's coordinate_descent_tuning, under which a matmul with one row is decomposed into a
@@ -127,7 +132,7 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
         for path, value in overrides.items():
             system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)
         if opts.eager_framework and not measurement.train and not graph.meta.get("autocast") \
-                and _AUTOCAST.search(f"{measurement.source} {measurement.notes}"):
+                and timed_under_autocast(f"{measurement.source} {measurement.notes}"):
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)

@@ -33,6 +33,7 @@ from simulator.lowering import (
     sfu_ops,
 )
 from simulator.lowering.common import check_dtype_rates, rule_set_state
+from simulator.lowering.cpu import CONTRACTION_KINDS
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
@@ -51,11 +52,8 @@ FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 _NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
 #: Op kinds a compiler that generates only pointwise and reduction kernels calls as library kernels
 #: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
-LIBRARY_KERNEL_KINDS = frozenset({
-    "matmul", "grouped_matmul", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",
-    "conv2d_bwd_weight", "attention", "attention_bwd", "lstm", "gru", "lstm_cell", "gru_cell", "rnn_bwd",
-    "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight",
-})
+#: The contractions (the CPU rules' list), less the MoE router, whose gate and top-k the graph keeps as one op.
+LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
 
 
 #: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:

@@ -132,7 +132,7 @@ _INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s", "tokens_per_s
 def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow:
     from dataclasses import replace as dc_replace
 
-    from simulator.calibration.predict import gemm_epilogues, run_options
+    from simulator.calibration.predict import run_options
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan, generate_request
     from workloads.parallel import ParallelPlan
@@ -153,8 +153,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     text = f"{r['source']} {r['notes']} {r['framework']}"
     opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
     if any(s.lower() in text.lower() for s in _SERVING):
-        opts = dc_replace(opts, fusion=True, cuda_graphs=True, eager_framework=False,
-                          epilogue_fusion=gemm_epilogues(text))
+        # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues)
+        opts = dc_replace(opts, fusion=True, cuda_graphs=True, eager_framework=False)
     hw = load_hardware(system)
     if overrides:
         from hwmodels.spec import replace_path

@@ -43,6 +43,7 @@ from simulator.engines.analytical import (
     FusionGroup,
     _collectives_of,
     _Energy,
+    _fused_cost,
     _signature,
     evaluate,
     host_floor_s,
@@ -554,7 +555,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
             group.start(op, base_name, opts)
         if fused_into:
             add(("fused", _signature(op, 0.0), *joined),
-                lambda op=op, joined=joined: _fused_cost_arrays(op, *joined, ctx))
+                lambda op=op, joined=joined: _fused_cost(op, *joined, ctx))
         else:
             key = _signature(op, in_l2)
             add(("op", key), lambda op=op, in_l2=in_l2: _lower_arrays(op, in_l2, ctx, base, spec_i, opts, n, looped,
@@ -617,12 +618,6 @@ def _lower_arrays(op: Op, in_l2: float, ctx: LoweringContext, base: DeviceSpec |
     # the launch floor multiplies by the kernel count: per variant where the variants differ in it
     arrays["kernels"] = kernels.pop() if len(kernels) == 1 else np.array([c.kernels for c in costs], dtype=float)
     return dataclasses.replace(costs[0], **arrays)
-
-
-def _fused_cost_arrays(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
-    from simulator.engines.analytical import _fused_cost
-
-    return _fused_cost(op, held, reuse, ctx)
 
 
 def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any, opts: EvalOptions,
