@@ -1,8 +1,8 @@
 """Validation against published GPU measurements: every row is predicted and errors stay at the achieved level.
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
-rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 13.2%) and end-to-end
-<= 20% (achieved 16.9%); the residual errors are explained per category in docs/accuracy.md.
+rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 12.6%) and end-to-end
+<= 20% (achieved 17.1%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def test_every_row_is_predicted(summaries):
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
     "gemm": 14.5, "bandwidth": 8.5, "attention": 13.5, "op-level": 13.5,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    # (the 14 hipBLASLt skinny GEMMs on MI300X, pub-149..162, 8.4% MAPE, take gemm 14.0% -> 12.8% and op level
+    # 13.2% -> 12.6%: more rows, not a model change; the bounds keep the earlier level)
     # eager convolutions' cuDNN call time and the T4's SGEMM clock (docs/frameworks.md); the H100 fp8
     # prefill rows move 27.6% -> 28.2% with the burn-derived tensor energies (docs/energy.md); the L40S decode
     # rows 9.9% -> 10.3% with the Ada GDDR6 streaming figure measured on an L40; eager PyTorch's nn.Module
@@ -85,3 +87,27 @@ def test_summary_statistics_by_hand():
     assert s.bias == pytest.approx(100 * ((1.1 * 0.8 * 1.0 * 1.5) ** 0.25 - 1))  # geometric mean ratio - 1
     assert s.max_ape == pytest.approx(50.0) and s.median_ape == pytest.approx(15.0)
     assert [w[0] for w in s.worst] == ["r3", "r1"]
+
+
+def test_mi300x_skinny_gemms_follow_the_weight_stream():
+    # hipBLASLt's own skinny fp16 GEMMs on MI300X (ROCm/rocm-libraries PR #12329, M = 1): the weight stream
+    # sets the time, so the large matrices (0.47-2.0 GB) are within 6.5%; the smallest (90-237 MB) run
+    # 15-28% slower than the model predicts: a fixed cost of roughly 10-14 us per call in the PR's times
+    # (the line through its 1.0 and 2.0 GB rows is 14 us + bytes / 4.19 TB/s) that the model does not carry
+    from hwmodels.catalog import load_device
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache, default_predict
+
+    ms = MeasurementSet.load(DEFAULT_DATASET)
+    dev = load_device("mi300x")
+    graphs = GraphCache()
+    err = {}
+    for m in ms:
+        if m.device == "mi300x" and m.workload.startswith("gemm:m=1,"):
+            err[m.id] = 100.0 * (default_predict(graphs.get(m), dev, m) - m.median_s) / m.median_s
+    assert len(err) == 14
+    big = [e for i, e in err.items() if int(i[4:]) in (149, 150, 151, 152, 153, 154, 155, 162)]
+    small = [err[i] for i in ("pub-157", "pub-158", "pub-159", "pub-160", "pub-161")]
+    assert max(abs(e) for e in big) < 6.5
+    assert all(-30.0 < e < -14.0 for e in small)
+    assert np.mean(np.abs(list(err.values()))) < 9.0
