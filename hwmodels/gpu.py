@@ -105,6 +105,7 @@ __all__ = [
     "attention_softmax_s",
     "attention_compute_s",
     "attention_traffic_bytes",
+    "attention_bwd_passes",
     "ATTENTION_TERMS",
     "attention",
     "streaming",
@@ -1719,12 +1720,15 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
     if g.decode:
         kv_panels = kv_bytes
     if g.backward:
-        # reads q, k, v, o, dO, lse; writes dK, dV. Each CTA owns one key block (K, V read once)
-        # and streams the Q and dO panels of every visible query block (FlashAttention-2,
-        # Algorithm 2; FA3/FA4 likewise): the same volume as the forward's K/V panels. dQ is
-        # accumulated in fp32 by reductions performed at L2 (``red``/``atomicAdd`` in FA2,
-        # ``cp.reduce.async.bulk ... .add.f32`` TMA reduce-adds in FA3/FA4).
-        dram = 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * q_bytes
+        # the main kernel reads q, k, v, dO (and the per-row lse and dO.O sums); writes dK, dV. Each
+        # CTA owns one key block (K, V read once) and streams the Q and dO panels of every visible
+        # query block (FlashAttention-2, Algorithm 2; FA3/FA4 likewise): the same volume as the
+        # forward's K/V panels. dQ is accumulated in fp32 by reductions performed at L2
+        # (``red``/``atomicAdd`` in FA2, ``cp.reduce.async.bulk ... .add.f32`` TMA reduce-adds in
+        # FA3/FA4) into an accumulator that goes back to DRAM once; reading O, clearing that
+        # accumulator and converting it to dQ are separate kernels (:func:`attention_bwd_passes`).
+        q_accum = batch * heads_q * seq_q * head_dim * DQ_ACCUM_BYTES
+        dram = q_bytes + o_bytes + 2 * kv_bytes + q_accum
         kv_blocks = math.ceil(seq_kv / g.block_q)
         dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
         dq_partials = dq_partials / max(1, kv_sharing)
@@ -1734,6 +1738,45 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
         l2 = q_bytes + o_bytes + kv_panels
     partials = batch * heads_q * seq_q * head_dim_v * 4.0 * g.kv_splits * 2 * (_a(g.kv_splits) > 1)
     return dram + partials, l2 + partials
+
+
+def attention_bwd_passes(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, head_dim: int,
+                         head_dim_v: int, p: GpuParams, *, in_bytes: float = 2.0, kernel: str = "flash2"
+                         ) -> tuple[KernelEstimate, int]:
+    """The kernels a fused-attention backward launches around its main kernel: (their cost, how many).
+
+    FlashAttention-2 (``csrc/flash_attn/src/flash_bwd_launch_template.h``, ``run_flash_bwd_seqk_parallel``)
+    and FlashAttention-3 (``hopper/flash_bwd_launch_template.h``, ``run_flash_bwd``) both launch a
+    preprocess kernel (``flash_bwd_dot_do_o_kernel`` / ``FlashAttnBwdPreprocess``: reads O and dO, writes
+    the per-row sum of dO * O in fp32 and clears the fp32 dQ accumulator) and, after the main kernel, a
+    postprocess kernel (``flash_bwd_convert_dq_kernel`` / ``FlashAttnBwdPostprocessConvertdQ``: reads the
+    accumulator, writes dQ scaled, in the input width). With grouped KV heads, FA3 accumulates dK and dV
+    in fp32 per KV head and converts them in one more kernel each; FA2 writes them per query head and
+    sums the groups, one reduction kernel each (``csrc/flash_attn/flash_api.cpp`` ``mha_bwd``: ``at::sum_out``
+    over the group dimension). Each pass is a streaming kernel (:func:`streaming`); their times add to
+    the main kernel's (the returned estimate's ``time_s``, all of it serial, is also its ``latency_s``).
+    """
+    rows = batch * heads_q * seq_q
+    o_bytes = rows * head_dim_v * in_bytes
+    accum = rows * head_dim * DQ_ACCUM_BYTES
+    pre = streaming(2 * o_bytes, accum + rows * 4.0, 2.0 * rows * head_dim_v, p)
+    post = streaming(accum, rows * head_dim * in_bytes, float(rows * head_dim), p)
+    passes = [pre, post]
+    if heads_kv < heads_q:
+        keys = batch * heads_kv * seq_kv
+        for width in (head_dim, head_dim_v):  # dK, then dV
+            if kernel == "flash3":  # fp32 accumulator per KV head -> input width
+                passes.append(streaming(keys * width * DQ_ACCUM_BYTES, keys * width * in_bytes, 0.0, p))
+            else:  # per-query-head gradients summed over each group
+                expanded = batch * heads_q * seq_kv * width * in_bytes
+                passes.append(streaming(expanded, keys * width * in_bytes, expanded / in_bytes, p))
+
+    def total(field: str) -> Any:
+        return _scalar_or(sum(_a(getattr(e, field)) for e in passes))
+
+    t = total("time_s")
+    return KernelEstimate(time_s=t, compute_s=total("compute_s"), memory_s=total("memory_s"), latency_s=t,
+                          dram_bytes=total("dram_bytes"), l2_bytes=total("l2_bytes"), smem_bytes=0.0), len(passes)
 
 
 #: Named terms of the attention model, in the order :attr:`KernelEstimate.bound_term` prefers on
@@ -1836,11 +1879,20 @@ def attention(
     tile_rows = max(1, min(block_q, seq_q * (group if grid.decode else 1)))
     smem = grid.pairs * (head_dim + head_dim_v) * in_bytes * 2 / tile_rows
     bound = _attention_bound_term(t_mma, t_soft, t_pair, t_compute, t_dram, t_l2, t_mem, lat)
+    kernels = 1
+    if backward:  # the preprocess and postprocess kernels around the main one, serial
+        passes, n_passes = attention_bwd_passes(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, head_dim_v, p,
+                                                in_bytes=in_bytes, kernel=kernel)
+        kernels += n_passes
+        time = time + _a(passes.time_s)
+        lat = lat + _a(passes.time_s)
+        dram = _a(dram) + _a(passes.dram_bytes)
+        l2 = _a(l2) + _a(passes.l2_bytes)
     return KernelEstimate(
         time_s=_scalar_or(time), compute_s=_scalar_or(t_compute + z), memory_s=_scalar_or(t_mem + z),
-        latency_s=_scalar_or(lat), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
+        latency_s=_scalar_or(lat + z), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=float(smem),
         details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(grid.ctas) + z)),
-                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z))),
+                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels)),
         bound_term=bound,
     )

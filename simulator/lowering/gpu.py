@@ -335,11 +335,12 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
     rule = "flash-attention-bwd" if backward else "flash-attention"
+    kernels = int(det.get("kernels", 1))  # backward: preprocess, main and postprocess kernels
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes
         return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=_matrix_key(ctx, dt, p),
-                              ctas=_i(det.get("ctas", 0)),
+                              ctas=_i(det.get("ctas", 0)), kernels=kernels,
                               tile=f"q{det.get('block_q', 0)}")
-    return _from_estimate(e, rule, float(op.flops), vec,
+    return _from_estimate(e, rule, float(op.flops), vec, kernels=kernels,
                           matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
                           notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))

@@ -225,14 +225,44 @@ def test_backward_counts_dq_accumulation_in_l2():
     p = toy_params()
     e = gpu.attention(1, 1, 1, 256, 256, 64, 64, p, backward=True)
     q = 256 * 64 * 2
-    dram = 2 * q + 2 * q + 2 * (256 * 128 * 2) + 2 * q
+    # main kernel: reads Q, dO, K, V, writes dK, dV, and the fp32 dQ accumulator goes back once
+    main = q + q + 2 * (256 * 128 * 2) + 256 * 64 * 4
+    # preprocess: reads O and dO, clears the accumulator, writes the 256 fp32 row sums;
+    # postprocess: reads the accumulator, writes dQ
+    passes = (2 * q + 256 * 64 * 4 + 256 * 4) + (256 * 64 * 4 + q)
     q_do_panels = 2 * 256 * 128 * 2  # 2 key blocks x 256 query rows x (Q + dO) x 2 B
     dq = 2 * 256 * 64 * 4  # 2 key blocks x 256 rows x 64 x fp32, one way
-    assert e.dram_bytes == pytest.approx(dram)
-    assert e.l2_bytes == pytest.approx(dram + q_do_panels + dq)
+    assert e.dram_bytes == pytest.approx(main + passes)
+    assert e.l2_bytes == pytest.approx(main + q_do_panels + dq + passes)
+    assert dict(e.details)["kernels"] == 3
     # the 2-CTA pair shares the streamed panels and reduces dQ over both key blocks before sending it
     pair = gpu.attention(1, 1, 1, 256, 256, 64, 64, p, backward=True, kernel="flash3", kv_sharing=2)
-    assert pair.l2_bytes == pytest.approx(dram + (q_do_panels + dq) / 2)
+    assert pair.l2_bytes == pytest.approx(main + (q_do_panels + dq) / 2 + passes)
+
+
+def test_backward_passes_are_serial_streaming_kernels():
+    p = toy_params()
+    b, h, s, d = 2, 8, 1024, 128
+    passes, n = gpu.attention_bwd_passes(b, h, h, s, s, d, d, p)
+    rows = b * h * s
+    pre = gpu.streaming(2 * rows * d * 2, rows * d * 4 + rows * 4, 2.0 * rows * d, p)
+    post = gpu.streaming(rows * d * 4, rows * d * 2, float(rows * d), p)
+    assert n == 2
+    assert passes.time_s == pytest.approx(pre.time_s + post.time_s)
+    assert passes.latency_s == pytest.approx(passes.time_s)  # all of it serial
+    e = gpu.attention(b, h, h, s, s, d, d, p, backward=True)
+    # the main kernel (overlapped compute and memory, then its prologue) and the passes after it
+    assert e.time_s == pytest.approx(max(e.compute_s, e.memory_s) + p.dram_latency_s + passes.time_s)
+    fwd = gpu.attention(b, h, h, s, s, d, d, p)
+    assert dict(fwd.details)["kernels"] == 1
+    # grouped KV heads (8 query heads on 2 KV heads): FA3 converts fp32 dK and dV accumulators (two
+    # kernels); FA2 sums the per-query-head gradients over each group (two reductions)
+    keys = b * 2 * s
+    f3, n3 = gpu.attention_bwd_passes(b, h, 2, s, s, d, d, p, kernel="flash3")
+    f2, n2 = gpu.attention_bwd_passes(b, h, 2, s, s, d, d, p, kernel="flash2")
+    assert n3 == n2 == 4
+    assert f3.dram_bytes == pytest.approx(passes.dram_bytes + 2 * keys * d * (4 + 2))
+    assert f2.dram_bytes == pytest.approx(passes.dram_bytes + 2 * (b * h * s * d * 2 + keys * d * 2))
 
 
 def test_unknown_attention_kernel_is_rejected():
