@@ -56,16 +56,17 @@ def test_values_are_the_logged_figures():
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
     assert result["mape"] == pytest.approx(10.78, abs=0.05)  # docs/contraction_paths.md
-    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(7.62, abs=0.05)
-    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(1.68, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(23.05, abs=0.05)
+    # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherits, became the A100's MAMF)
+    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(7.64, abs=0.05)
+    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(2.12, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(22.57, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
-    assert err["edge-001"] == pytest.approx(-8.7, abs=0.1)  # ResNet-50 single stream, GPU
-    assert err["edge-002"] == pytest.approx(-6.5, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
-    assert err["edge-003"] == pytest.approx(-1.2, abs=0.1)   # RetinaNet single stream, GPU
-    assert err["edge-004"] == pytest.approx(+2.2, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(+18.7, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
-    assert err["edge-006"] == pytest.approx(-27.4, abs=0.1)  # BERT offline at the mean SQuAD length
+    assert err["edge-001"] == pytest.approx(-9.0, abs=0.1)  # ResNet-50 single stream, GPU
+    assert err["edge-002"] == pytest.approx(-6.3, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
+    assert err["edge-003"] == pytest.approx(-1.7, abs=0.1)   # RetinaNet single stream, GPU
+    assert err["edge-004"] == pytest.approx(+2.5, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
+    assert err["edge-005"] == pytest.approx(+17.9, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-006"] == pytest.approx(-27.2, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
 def test_offline_throughput_sums_the_engines(result):
