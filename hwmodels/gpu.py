@@ -44,7 +44,8 @@ and Blackwell; softmax serialised with the matmuls) and warp-specialised designs
 cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two). K and V
 panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
 the backward streams the Q and dO panels past each key block's CTA and sends every fp32 dQ
-partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once.
+partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once,
+and the backward's preprocess and dQ-convert kernels (:func:`attention_bwd_passes`) run around it.
 The terms are :func:`attention_grid` (CTAs and their pairs), :func:`attention_matmul_s`,
 :func:`attention_softmax_s`, :func:`attention_compute_s` and :func:`attention_traffic_bytes`;
 :func:`attention` composes them and names the largest in ``bound_term`` (:data:`ATTENTION_TERMS`).
