@@ -1700,14 +1700,18 @@ def attention_compute_s(grid: AttentionGrid, pair_s: ArrayLike, sms: ArrayLike) 
 
 
 def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int, *, in_bytes: float = 2.0,
-                            kv_sharing: int = 1) -> tuple[ArrayLike, ArrayLike]:
+                            kv_sharing: int = 1, kernel: str = "flash2") -> tuple[ArrayLike, ArrayLike]:
     """(DRAM bytes, L2 bytes) of the launch.
 
-    DRAM sees Q, K, V and O once (backward: Q, K, V, O, dO read, dQ, dK, dV written). Every query
+    DRAM sees Q, K, V and O once (backward: Q, K, V, dO read, dK, dV written and the fp32 dQ
+    accumulator; O, the accumulator's clearing and dQ are :func:`attention_bwd_passes`). Every query
     block reads the K and V panels it can see from L2 (shared by ``kv_sharing`` CTAs; decode reads
     K and V once). The backward streams the Q and dO panels past each key block's CTA (the same
     volume) and sends every fp32 dQ partial to L2 once, :data:`DQ_ACCUM_BYTES` per element (the
-    add is done at L2). Split-KV partial outputs (fp32) are written and read back.
+    add is done at L2). With grouped KV heads the backward's CTAs are per query head: FlashAttention-2
+    writes dK and dV per query head (``kernel="flash2"``; ``mha_bwd`` sums the groups afterwards), FA3
+    adds them into fp32 accumulators per KV head at L2 (``"flash3"``), which go back to DRAM once.
+    Split-KV partial outputs (fp32) are written and read back.
     """
     g = grid
     batch, heads_q, seq_q, seq_kv = g.batch, g.heads_q, g.seq_q, g.seq_kv
@@ -1729,11 +1733,20 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
         # FA3/FA4) into an accumulator that goes back to DRAM once; reading O, clearing that
         # accumulator and converting it to dQ are separate kernels (:func:`attention_bwd_passes`).
         q_accum = batch * heads_q * seq_q * head_dim * DQ_ACCUM_BYTES
-        dram = q_bytes + o_bytes + 2 * kv_bytes + q_accum
+        kv_grads = kv_bytes  # dK, dV written in the input width, once per KV head
+        kv_grad_l2 = 0.0
+        if g.heads_kv < heads_q:
+            expanded = batch * heads_q * seq_kv * (head_dim + head_dim_v)
+            if kernel == "flash3":  # fp32 adds at L2 from every query head, one write-back per KV head
+                kv_grads = kv_bytes / in_bytes * DQ_ACCUM_BYTES
+                kv_grad_l2 = expanded * DQ_ACCUM_BYTES - kv_grads
+            else:  # one gradient per query head
+                kv_grads = expanded * in_bytes
+        dram = q_bytes + o_bytes + kv_bytes + kv_grads + q_accum
         kv_blocks = math.ceil(seq_kv / g.block_q)
         dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
         dq_partials = dq_partials / max(1, kv_sharing)
-        l2 = dram + kv_panels + dq_partials
+        l2 = dram + kv_panels + dq_partials + kv_grad_l2
     else:
         dram = q_bytes + kv_bytes + o_bytes
         l2 = q_bytes + o_bytes + kv_panels
@@ -1760,24 +1773,27 @@ def attention_bwd_passes(batch: int, heads_q: int, heads_kv: int, seq_q: int, se
     rows = batch * heads_q * seq_q
     o_bytes = rows * head_dim_v * in_bytes
     accum = rows * head_dim * DQ_ACCUM_BYTES
-    pre = streaming(2 * o_bytes, accum + rows * 4.0, 2.0 * rows * head_dim_v, p)
-    post = streaming(accum, rows * head_dim * in_bytes, float(rows * head_dim), p)
-    passes = [pre, post]
+    flops = [2.0 * rows * head_dim_v, float(rows * head_dim)]  # dO.O row sums; dQ scaled
+    passes = [streaming(2 * o_bytes, accum + rows * 4.0, flops[0], p),
+              streaming(accum, rows * head_dim * in_bytes, flops[1], p)]
     if heads_kv < heads_q:
         keys = batch * heads_kv * seq_kv
         for width in (head_dim, head_dim_v):  # dK, then dV
             if kernel == "flash3":  # fp32 accumulator per KV head -> input width
+                flops.append(0.0)
                 passes.append(streaming(keys * width * DQ_ACCUM_BYTES, keys * width * in_bytes, 0.0, p))
             else:  # per-query-head gradients summed over each group
                 expanded = batch * heads_q * seq_kv * width * in_bytes
-                passes.append(streaming(expanded, keys * width * in_bytes, expanded / in_bytes, p))
+                flops.append(expanded / in_bytes)
+                passes.append(streaming(expanded, keys * width * in_bytes, flops[-1], p))
 
     def total(field: str) -> Any:
         return _scalar_or(sum(_a(getattr(e, field)) for e in passes))
 
     t = total("time_s")
     return KernelEstimate(time_s=t, compute_s=total("compute_s"), memory_s=total("memory_s"), latency_s=t,
-                          dram_bytes=total("dram_bytes"), l2_bytes=total("l2_bytes"), smem_bytes=0.0), len(passes)
+                          dram_bytes=total("dram_bytes"), l2_bytes=total("l2_bytes"), smem_bytes=0.0,
+                          details=(("vector_flops", float(sum(flops))),)), len(passes)
 
 
 #: Named terms of the attention model, in the order :attr:`KernelEstimate.bound_term` prefers on
@@ -1869,7 +1885,8 @@ def attention(
     t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
     t_compute = attention_compute_s(grid, t_pair, sms)
 
-    dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing)
+    dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing,
+                                       kernel=kernel)
     t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
     t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     t_mem = np.maximum(t_dram, t_l2)
@@ -1880,11 +1897,12 @@ def attention(
     tile_rows = max(1, min(block_q, seq_q * (group if grid.decode else 1)))
     smem = grid.pairs * (head_dim + head_dim_v) * in_bytes * 2 / tile_rows
     bound = _attention_bound_term(t_mma, t_soft, t_pair, t_compute, t_dram, t_l2, t_mem, lat)
-    kernels = 1
+    kernels, pass_flops = 1, 0.0
     if backward:  # the preprocess and postprocess kernels around the main one, serial
         passes, n_passes = attention_bwd_passes(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, head_dim_v, p,
                                                 in_bytes=in_bytes, kernel=kernel)
         kernels += n_passes
+        pass_flops = dict(passes.details)["vector_flops"]
         time = time + _a(passes.time_s)
         lat = lat + _a(passes.time_s)
         dram = _a(dram) + _a(passes.dram_bytes)
@@ -1894,6 +1912,7 @@ def attention(
         latency_s=_scalar_or(lat + z), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=float(smem),
         details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(grid.ctas) + z)),
-                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels)),
+                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels),
+                 ("pass_vector_flops", pass_flops)),
         bound_term=bound,
     )

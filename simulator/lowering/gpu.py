@@ -333,7 +333,7 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p)
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
-    vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"]
+    vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("pass_vector_flops", 0.0))
     rule = "flash-attention-bwd" if backward else "flash-attention"
     kernels = int(det.get("kernels", 1))  # backward: preprocess, main and postprocess kernels
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes

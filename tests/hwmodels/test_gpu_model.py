@@ -626,6 +626,36 @@ def test_attention_compute_term_by_hand():
     assert gpu.attention_compute_s(c, 1e-12, 64.0) == pytest.approx(122944e-12)
 
 
+def test_backward_with_grouped_kv_heads_writes_gradients_as_each_design_does():
+    # 4 query heads on 1 KV head, s=256, d=64: the main kernel's CTAs are per query head
+    g = gpu.attention_grid(1, 4, 1, 256, 256, 4.0, backward=True)
+    q = 4 * 256 * 64 * 2  # Q (and dO) bytes
+    kv = 256 * 128 * 2  # K and V of the one KV head
+    expanded = 4 * 256 * 128  # dK and dV elements, one per query head
+    q_accum = 4 * 256 * 64 * 4
+    # FlashAttention-2: dK, dV written per query head (summed over the group by a later kernel)
+    dram2, l2_2 = gpu.attention_traffic_bytes(g, 64, 64, kernel="flash2")
+    assert dram2 == q + q + kv + expanded * 2 + q_accum
+    # FA3: every query head adds into fp32 accumulators of the KV head at L2; they go back to DRAM once
+    dram3, l2_3 = gpu.attention_traffic_bytes(g, 64, 64, kernel="flash3")
+    assert dram3 == q + q + kv + 256 * 128 * 4 + q_accum
+    assert l2_3 - l2_2 == (dram3 - dram2) + (expanded * 4 - 256 * 128 * 4)
+    # without grouping both designs write dK, dV once in the input width
+    m = gpu.attention_grid(1, 4, 4, 256, 256, 4.0, backward=True)
+    assert gpu.attention_traffic_bytes(m, 64, 64, kernel="flash2") == gpu.attention_traffic_bytes(m, 64, 64,
+                                                                                                   kernel="flash3")
+
+
+def test_backward_passes_count_their_vector_work():
+    p = toy_params()
+    rows = 2 * 8 * 512
+    passes, _ = gpu.attention_bwd_passes(2, 8, 8, 512, 512, 64, 64, p)
+    assert dict(passes.details)["vector_flops"] == 2.0 * rows * 64 + rows * 64  # dO.O sums; dQ scale
+    e = gpu.attention(2, 8, 8, 512, 512, 64, 64, p, backward=True)
+    assert dict(e.details)["pass_vector_flops"] == dict(passes.details)["vector_flops"]
+    assert dict(gpu.attention(2, 8, 8, 512, 512, 64, 64, p).details)["pass_vector_flops"] == 0.0
+
+
 def test_attention_traffic_term_by_hand():
     g = gpu.attention_grid(1, 4, 4, 1024, 1024, 4.0)
     q = 4 * 1024 * 64 * 2  # Q (and O) bytes

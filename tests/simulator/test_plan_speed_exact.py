@@ -120,11 +120,12 @@ _PLANS = {
 _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # latency_s, step energy_j, memory per device (bytes), digest of ParallelResult.to_json(), of every record
     # (re-recorded when the A100/H100 tensor energies came from sustained burns instead of (TDP - idle) / peak,
-    # gpt3 / fsdp when a fused-attention backward launched its preprocess and dQ-convert kernels, and gpt3 again
+    # gpt3 / fsdp when a fused-attention backward launched its preprocess and dQ-convert kernels (and their
+    # vector work joined its energy), and gpt3 again
     # when the Ampere tensor fraction became the A100's measured MAMF instead of the Hopper figure)
-    "gpt3": (23.08407250394324, 6007341.888388755, 36058478592.0, '4e5680de5e1919f9', '80b199d1dc73c2b9'),
-    "gpt3-des": (22.973400732008173, 5997006.384413865, 36058478592.0, 'a9ee68d0f93d893c', '80b199d1dc73c2b9'),
-    "fsdp": (0.261180500935152, 779.9470952683291, 15576221698.0, 'dd4ebab11d548852', '46acd769b8cd68b0'),
+    "gpt3": (23.08407250394324, 6007517.782761406, 36058478592.0, '4e5680de5e1919f9', '286622751d58687e'),
+    "gpt3-des": (22.973400732008173, 5997182.278786516, 36058478592.0, 'a9ee68d0f93d893c', '286622751d58687e'),
+    "fsdp": (0.261180500935152, 779.9731227701435, 15576221698.0, 'dd4ebab11d548852', '16d54b60f1189dcf'),
     "generate": (0.8791379511482085, 2087.478010746265, 17292607488.0, '9ebd82c3fb3000c1', '520957d37b8f6573'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
@@ -151,7 +152,7 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     # latency_s, energy_j, memory required (bytes), digest of every record (bert-train-h100 re-recorded when
     # the fused-attention backward launched its preprocess and dQ-convert kernels)
     "resnet50-a100": (0.005230558897738855, 1.8247905548465855, 179298464, "e82e87833ded9a66"),
-    "bert-train-h100": (0.004524032208052555, 1.3695388063087854, 1907853350, '6eef888e32be74f0'),
+    "bert-train-h100": (0.004524032208052555, 1.369653184978865, 1907853350, '7395e9642114d636'),
     "vit-fused-tf32-h100": (0.0010359512605896484, 0.4432609896894363, 194921936, '5c6ed2eb7ac10b26'),  # FusionGroup
     "gpt2-decode-tpu": (0.0005925511480587943, 0.04812942773016965, 324785288, "27d878d7fd0a5f09"),
     "llama-decode-cpu": (0.03306909657254465, 3.3318817101563463, 13611145216, "06f65ba812c802b6"),
