@@ -150,25 +150,6 @@ def test_gemm_time_matches_reported_tflops(row: dict[str, str]) -> None:
     assert float(row["median_s"]) == pytest.approx(expected_s, rel=REL_TOL)
 
 
-_MICROSECONDS_RE = re.compile(r"^([0-9.]+) us\b")
-
-
-def _is_microsecond_gemm(r: dict[str, str]) -> bool:
-    return r["category"] == "gemm" and _MICROSECONDS_RE.match(r["metric_reported"]) is not None
-
-
-@pytest.mark.parametrize(
-    "row",
-    [r for r in ROWS if _is_microsecond_gemm(r)],
-    ids=_row_ids(ROWS, _is_microsecond_gemm),
-)
-def test_gemm_time_matches_reported_microseconds(row: dict[str, str]) -> None:
-    # rows whose source prints a kernel time (e.g. the hipBLASLt MI300X skinny GEMMs) keep it as median_s
-    match = _MICROSECONDS_RE.match(row["metric_reported"])
-    assert match is not None
-    assert float(row["median_s"]) == pytest.approx(float(match.group(1)) * 1e-6, rel=REL_TOL)
-
-
 def _is_tflops_only_attention(r: dict[str, str]) -> bool:
     return r["category"] == "attention" and "ms" not in r["metric_reported"]
 
@@ -206,16 +187,17 @@ def test_throughput_rows_are_batch_over_rate(row: dict[str, str]) -> None:
     assert float(row["median_s"]) == pytest.approx(per_call_items / rate, rel=REL_TOL)
 
 
-def _is_timed_bandwidth_row(r: dict[str, str]) -> bool:
-    return r["category"] == "bandwidth" and _TIME_RE.match(r["metric_reported"]) is not None
+def _is_timed_kernel_row(r: dict[str, str]) -> bool:
+    # bandwidth rows and GEMM rows whose source prints a kernel time (the hipBLASLt MI300X skinny GEMMs)
+    return r["category"] in ("bandwidth", "gemm") and _TIME_RE.match(r["metric_reported"]) is not None
 
 
 @pytest.mark.parametrize(
     "row",
-    [r for r in ROWS if _is_timed_bandwidth_row(r)],
-    ids=_row_ids(ROWS, _is_timed_bandwidth_row),
+    [r for r in ROWS if _is_timed_kernel_row(r)],
+    ids=_row_ids(ROWS, _is_timed_kernel_row),
 )
-def test_bandwidth_rows_use_the_printed_kernel_time(row: dict[str, str]) -> None:
+def test_kernel_rows_use_the_printed_kernel_time(row: dict[str, str]) -> None:
     match = _TIME_RE.match(row["metric_reported"])
     assert match is not None
     printed_s = float(match.group(1).replace(",", "")) * _TIME_UNIT_S[match.group(2)]
