@@ -313,10 +313,10 @@ class EfficiencySpec:
     )
     kernel_device_time_s: float = spec_field(
         "s",
-        "device-side time every kernel adds beyond its modelled work (grid ramp-up, fences, clock and "
-        "cache state; GEMM pipeline edges and split-K fixups are modelled separately), on top of its "
-        "compute or memory time; no published figure exists, so it is 0 (not modelled) until "
-        "calibration fits it to measurements",
+        "device-side time every kernel adds beyond its modelled work (the front end's launch of the grid, "
+        "the drain and memory fence at its end; GEMM pipeline edges and split-K fixups are modelled "
+        "separately), on top of its compute or memory time; the GPU defaults are measured times per "
+        "no-work kernel in graph replay (efficiency.toml), 0 where no figure exists; calibration fits it",
         default=0.0,
     )
     weight_dequant_ops_per_element: float = spec_field(

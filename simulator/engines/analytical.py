@@ -32,7 +32,7 @@ from simulator.lowering import (
     lower,
     sfu_ops,
 )
-from simulator.lowering.common import check_dtype_rates, rule_set_state
+from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
@@ -728,7 +728,7 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     the clock, memory time and traffic energy do not); a device without it is stretched at constant
     energy (:func:`hwmodels.energy.kernel_energy`).
     """
-    device_t = kc.device_time_s + kc.kernels * dev.efficiency.kernel_device_time_s
+    device_t = kc.device_time_s + kernel_device_s(kc, dev.efficiency)
     host = host_floor_s(kc.rule, kc.kernels, floor, dev.efficiency, opts, modules)
     t = max(device_t, host)
     compute, memory = kc.compute_s, kc.memory_s

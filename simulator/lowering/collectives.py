@@ -96,7 +96,9 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int |
     where = f"{nodes} nodes of {csys.name}" if nodes > 1 else csys.name
     # device memory traffic: each byte on the bus is read from one buffer and written to another
     dram = 2.0 * size * bus_bandwidth_factor(coll, n)
-    return KernelCost(0.0, t - lat, lat, dram, 0.0, 0.0, 0.0, float(op.flops),
+    # the fabric model's time is a whole collective call as nccl-tests / rccl-tests time it (its kernel's
+    # launch and drain included): no per-kernel device time is added to it
+    return KernelCost(0.0, t - lat, lat, dram, 0.0, 0.0, 0.0, float(op.flops), kernel_time_included=True,
                       rule=f"{res.algorithm}-{res.protocol}-{coll}",
                       notes=f"{n} devices on {where}; busbw {float(res.busbw_bytes_per_s) / 1e9:.1f} GB/s "
                             f"({res.algorithm}, {res.protocol})")

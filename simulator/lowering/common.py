@@ -106,10 +106,19 @@ class KernelCost:
     fallback: bool = False
     notes: str = ""
     memory_level: str = ""  # the memory level whose traffic sets memory_s ("dram", "l2", "smem"; "" = dram)
+    # the cost already holds the device-side time of its kernels (a measured end-to-end collective time;
+    # linear-algebra pieces priced one by one): the engine adds no efficiency.kernel_device_time_s to it
+    kernel_time_included: bool = False
 
     @property
     def device_time_s(self) -> float:
         return max(self.compute_s, self.memory_s) + self.latency_s
+
+
+def kernel_device_s(kc: KernelCost, eff: Any) -> Any:
+    """Device-side time the engine adds to ``kc`` beyond its modelled work: ``efficiency.kernel_device_time_s``
+    per kernel, none where the cost already holds it (``KernelCost.kernel_time_included``)."""
+    return 0.0 if kc.kernel_time_included else kc.kernels * eff.kernel_device_time_s
 
 
 @dataclass

@@ -26,9 +26,9 @@ Each op is lowered to the blocked algorithm LAPACK, cuSOLVER and MAGMA run (:fun
   ``dsterf`` figure). On a GPU this part runs on the host (cuSOLVER's ``cusolverDnXsyevd`` takes a host
   workspace: cuSOLVER documentation), so it pays one launch floor for the round trip, not one per sweep.
 
-On a GPU every piece is at least one kernel and takes at least the launch floor
-(``efficiency.launch_overhead_s``, or ``graph_launch_overhead_s`` with CUDA graphs): thousands of dependent
-small kernels make small problems latency-bound. A column step of the two-sided reductions is as many
+On a GPU every piece is at least one kernel and takes its work plus ``efficiency.kernel_device_time_s``,
+and at least the launch floor (``efficiency.launch_overhead_s``, or ``graph_launch_overhead_s`` with CUDA
+graphs): thousands of dependent small kernels make small problems latency-bound. A column step of the two-sided reductions is as many
 dependent kernels as reference LAPACK's panel routine makes BLAS calls per column
 (:data:`LATRD_CALLS_PER_COLUMN`, :data:`LABRD_CALLS_PER_COLUMN`); a Cholesky panel is one kernel and a QR
 panel one kernel per column (fused panel kernels). On a CPU the pieces are calls inside one LAPACK routine
@@ -358,7 +358,8 @@ class _Acc:
 def gpu_linalg_cost(op: Op, ctx: LoweringContext) -> KernelCost:
     """Cost of a linear-algebra op on a GPU (see the module docstring)."""
     acc, pl, gemm_dtype, batch = _gpu_parts(op, ctx)
-    return _finish(op, pl, acc, gemm_dtype, batch, rule=f"linalg-{pl.algorithm}")
+    # the pieces hold their per-kernel device time (each is at least the launch floor)
+    return _finish(op, pl, acc, gemm_dtype, batch, rule=f"linalg-{pl.algorithm}", kernel_time_included=True)
 
 
 def linalg_breakdown(op: Op, ctx: LoweringContext) -> dict[str, float]:
@@ -380,6 +381,8 @@ def _gpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, str, int
     pl = plan(op, dev.efficiency.linalg_block_size)
     eb = op.inputs[0].dtype.bits / 8.0
     floor = _launch_floor(dev, ctx.options)
+    # each piece: its work plus the per-kernel device time, at least the floor
+    gap = float(dev.efficiency.kernel_device_time_s)
     p32 = ctx.params("fp32")
     vec = dev.compute.vector_flops_per_s
     pv = dataclasses.replace(p32, vector_flops_per_s=vec.get(dt, p32.vector_flops_per_s))
@@ -394,7 +397,7 @@ def _gpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, str, int
                                         in_bytes=eb, out_bytes=eb, b_shared=False, rule="linalg")
             g = cache[key]
             f = piece.fraction
-            t = max(g.device_time_s * f, floor)
+            t = max(g.device_time_s * f + gap, floor)
             acc.compute_s += g.compute_s * f
             acc.memory_s += g.memory_s * f
             acc.time_s += t
@@ -409,7 +412,7 @@ def _gpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, str, int
             by = piece.bytes * batch
             res = np.where(piece.working_set * batch <= float(np.max(p32.l2_capacity_bytes)), by / 2.0, 0.0)
             e = gpu.streaming(by / 2.0, by / 2.0, piece.flops * batch, pv, l2_resident_bytes=res)
-            ts = np.maximum(np.asarray(e.time_s, dtype=float), floor) + (piece.calls - 1) * floor
+            ts = np.maximum(np.asarray(e.time_s, dtype=float) + gap, floor) + (piece.calls - 1) * max(floor, gap)
             acc.compute_s += float(np.sum(e.compute_s))
             acc.memory_s += float(np.sum(e.memory_s))
             acc.time_s += float(ts.sum())
@@ -420,15 +423,17 @@ def _gpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, str, int
         else:  # sweeps: a dependent scalar chain on the host, one round trip
             t_chain = float(piece.rows.sum()) * batch * float(dev.efficiency.linalg_sweep_row_s)
             acc.compute_s += t_chain
-            acc.time_s += t_chain + floor
-            acc.sweep_s += t_chain + floor
+            acc.time_s += t_chain + max(floor, gap)
+            acc.sweep_s += t_chain + max(floor, gap)
             acc.kernels += 1
     return acc, pl, gemm_dtype, batch
 
 
-def _finish(op: Op, pl: LinalgPlan, acc: _Acc, gemm_dtype: str, batch: int, rule: str) -> KernelCost:
+def _finish(op: Op, pl: LinalgPlan, acc: _Acc, gemm_dtype: str, batch: int, rule: str,
+            kernel_time_included: bool = False) -> KernelCost:
     e = float(every_of(op.attrs))
     mf = acc.matrix_flops / e
+    kernels = max(1, math.ceil(acc.kernels / e))
     total = acc.time_s / e
     comp, mem = acc.compute_s / e, acc.memory_s / e
     notes = (f"nb={pl.block_size}, {pl.panels} panels; gemm {acc.gemm_s / e * 1e3:.4g} ms, level-2 "
@@ -438,7 +443,7 @@ def _finish(op: Op, pl: LinalgPlan, acc: _Acc, gemm_dtype: str, batch: int, rule
         compute_s=comp, memory_s=mem, latency_s=max(0.0, total - max(comp, mem)),
         dram_bytes=acc.dram / e, l2_bytes=acc.l2 / e, smem_bytes=acc.smem / e,
         matrix_flops=mf, vector_flops=max(0.0, float(op.flops) - mf), rule=rule, matrix_dtype=gemm_dtype if mf else "",
-        tile=f"nb{pl.block_size}x{pl.panels}", kernels=max(1, math.ceil(acc.kernels / e)), notes=notes,
+        tile=f"nb{pl.block_size}x{pl.panels}", kernels=kernels, notes=notes, kernel_time_included=kernel_time_included,
     )
 
 

@@ -58,7 +58,7 @@ from simulator.lowering import (
     lower,
     rule_name_for,
 )
-from simulator.lowering.common import check_dtype_rates
+from simulator.lowering.common import check_dtype_rates, kernel_device_s
 from simulator.report.memory import check_memory
 from simulator.sweep.paths import (
     SweepPathError,
@@ -625,7 +625,7 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any,
     """(time, dynamic J, static J, power-capped) of one kernel cost per variant: the engine's
     per-op composition (kernel device time, launch floor, energy, TDP cap) element by element."""
     kernels = kc.kernels
-    device_t = (np.maximum(kc.compute_s, kc.memory_s) + kc.latency_s) + kernels * dev.efficiency.kernel_device_time_s
+    device_t = (np.maximum(kc.compute_s, kc.memory_s) + kc.latency_s) + kernel_device_s(kc, dev.efficiency)
     host = host_floor_s(kc.rule, kernels, floor, dev.efficiency, opts, modules)
     t = _vec(np.maximum(device_t, host), n)
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")

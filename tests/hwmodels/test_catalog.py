@@ -148,3 +148,23 @@ def test_a_prefix_suggests_the_devices_it_starts():
 
     with pytest.raises(SpecError, match=r"did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb'\?"):
         load_device("h100")
+
+
+@pytest.mark.parametrize(("device", "expected_s"), [
+    # (82.9 - 19.4) us / (117 - 8) no-op kernels of graph replay (ahrefs/ocannl #488, RTX 5070 Ti)
+    ("b200", (82.9 - 19.4) / (117 - 8) * 1e-6),
+    # 1.3 us per no-work kernel under CUDA graphs on an H100 (Hazy Research, as quoted)
+    ("h100-sxm5-80gb", 1.3e-6),
+    # (567 - 53) us / (1025 - 100) graph nodes (NVIDIA CUDA 12.6 blog, RTX 3060)
+    ("a100-sxm4-80gb", (567 - 53) / (1025 - 100) * 1e-6),
+    ("l40s", (567 - 53) / (1025 - 100) * 1e-6),
+    # 3.4 us per kernel in graph replay minus the 2.9 us kernel (NVIDIA CUDA Graphs blog, V100)
+    ("v100-sxm2-32gb", (3.4 - 2.9) * 1e-6),
+    ("t4", (3.4 - 2.9) * 1e-6),
+    # 3.865 us per dispatch in HIP graph replay (ROCm/rocm-systems #10834, W7900)
+    ("mi300x", 3.865e-6),
+])
+def test_per_kernel_device_time_follows_its_source(device: str, expected_s: float) -> None:
+    """Each GPU's kernel_device_time_s is its architecture's sourced figure, to the precision the source gives."""
+    got = load_device(device).efficiency.kernel_device_time_s
+    assert got == pytest.approx(expected_s, rel=0.01)

@@ -170,9 +170,11 @@ def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
 
 
 def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
-    """kernel_device_time_s is 0 by default (not modelled); the fit recovers a known per-kernel time."""
-    dev = load_device(DEV)
-    assert dev.efficiency.kernel_device_time_s == 0.0
+    """An additive time whose default is 0 (a device without a kernel_device_time_s figure) is fitted on a
+    linear scale from 0; the fit recovers a known per-kernel time."""
+    from hwmodels.spec import replace_path
+
+    dev = replace_path(load_device(DEV), "efficiency.kernel_device_time_s", 0.0)
 
     def predict(graph, system) -> float:  # noqa: ANN001
         d = getattr(system, "device", system)
@@ -197,7 +199,7 @@ def test_evaluate_adds_the_per_kernel_device_time() -> None:
     from simulator.engines.analytical import evaluate
     from workloads.micro import build_micro
 
-    dev = load_device(DEV)
+    dev = replace_path(load_device(DEV), "efficiency.kernel_device_time_s", 0.0)
     for spec in ("gemm:m=1024,n=1024,k=1024", "copy:bytes=268435456"):
         g = build_micro(spec)
         base = evaluate(g, dev).records[0]
@@ -205,3 +207,26 @@ def test_evaluate_adds_the_per_kernel_device_time() -> None:
         assert not base.power_capped and not plus.power_capped
         assert base.time_s > dev.efficiency.launch_overhead_s
         assert plus.time_s - base.time_s == pytest.approx(4e-6, rel=1e-9)
+
+
+def test_the_default_per_kernel_device_time_is_fitted_from_its_sourced_value() -> None:
+    """With a sourced nonzero default (H100: 1.3 us), the default GPU parameters fit kernel_device_time_s on a
+    log scale between 1% of it and 20 us, and recover a known per-kernel time."""
+    from simulator.calibration.fit import DEFAULT_PARAMS
+
+    dev = load_device(DEV)
+    assert dev.efficiency.kernel_device_time_s == pytest.approx(1.3e-6)
+
+    def predict(graph, system) -> float:  # noqa: ANN001
+        d = getattr(system, "device", system)
+        return graph.flops / (d.compute.tensor_flops_per_s["bf16"] * 0.8) + d.efficiency.kernel_device_time_s
+
+    rows = ["id,workload,dtype,device,median_s"]
+    for i, s in enumerate((128, 256, 512, 1024, 2048, 4096)):
+        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * 0.8) + 3e-6
+        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
+    ms = MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+    bounds = {"efficiency.kernel_device_time_s": DEFAULT_PARAMS["gpu"]["efficiency.kernel_device_time_s"]}
+    cal = Calibrator(bounds, predict=predict, regularization=0.0).fit(ms, dev)
+    assert cal.bounds_["efficiency.kernel_device_time_s"] == pytest.approx((1.3e-8, 20e-6))
+    assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)

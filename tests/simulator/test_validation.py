@@ -92,9 +92,10 @@ def test_summary_statistics_by_hand():
 
 def test_mi300x_skinny_gemms_follow_the_weight_stream():
     # hipBLASLt's own skinny fp16 GEMMs on MI300X (ROCm/rocm-libraries PR #12329, M = 1): the weight stream
-    # sets the time, so the large matrices (0.47-2.0 GB) are within 6.5%; the smallest (90-237 MB) run
-    # 15-28% slower than the model predicts: a fixed cost of roughly 10-14 us per call in the PR's times
-    # (the line through its 1.0 and 2.0 GB rows is 14 us + bytes / 4.19 TB/s) that the model does not carry
+    # sets the time, so the large matrices (0.47-2.0 GB) are within 9.5%; the smallest (90-237 MB) run
+    # 9-16% slower than the model predicts: the PR's times carry a fixed cost of roughly 10-14 us per call
+    # (the line through its 1.0 and 2.0 GB rows is 14 us + bytes / 4.19 TB/s), of which the model carries
+    # the 3.865 us of device time per HIP dispatch (efficiency.kernel_device_time_s; 15-28% before it)
     from hwmodels.catalog import load_device
     from simulator.calibration.measurements import MeasurementSet
     from simulator.calibration.predict import GraphCache, default_predict
@@ -109,6 +110,6 @@ def test_mi300x_skinny_gemms_follow_the_weight_stream():
     assert len(err) == 14
     big = [e for i, e in err.items() if int(i[4:]) in (149, 150, 151, 152, 153, 154, 155, 162)]
     small = [err[i] for i in ("pub-157", "pub-158", "pub-159", "pub-160", "pub-161")]
-    assert max(abs(e) for e in big) < 6.5
-    assert all(-30.0 < e < -14.0 for e in small)
-    assert np.mean(np.abs(list(err.values()))) < 9.0
+    assert max(abs(e) for e in big) < 9.5
+    assert all(-17.0 < e < -9.0 for e in small)
+    assert np.mean(np.abs(list(err.values()))) < 6.5
