@@ -50,7 +50,10 @@ def study_main(argv: Sequence[str] | None, *, name: str, description: str, out_d
 
 
 def write_rows(rows: Sequence[dict[str, Any]], out: Path, columns: Sequence[str]) -> None:
-    """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits), creating its folder."""
+    """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits), creating its folder.
+    A folder for ``out`` is refused with a ValueError naming the file to give instead."""
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; expected the CSV file to write (e.g. {out / 'results.csv'})")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")

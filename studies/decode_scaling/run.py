@@ -71,8 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="CSV to write (default out/decode_scaling/results.csv under the repository root)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
-    rows = run(load_config(args.reduced))
-    write_csv(rows, args.out)
+    try:
+        rows = run(load_config(args.reduced))
+        write_csv(rows, args.out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"decode_scaling: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{len(rows)} rows -> {args.out}")
     return 0
 

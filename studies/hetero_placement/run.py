@@ -94,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="CSV to write (default out/hetero_placement/results.csv under the repository root)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    rows = run(load_config(args.reduced))
-    write_csv(rows, args.out)
+    try:
+        rows = run(load_config(args.reduced))
+        write_csv(rows, args.out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"hetero_placement: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{len(rows)} rows -> {args.out}")
     return 0
 

@@ -55,3 +55,13 @@ def test_scripts_write_under_out_not_over_the_committed_results(tmp_path, monkey
     # plotting before running is a clear error, not a traceback
     assert plot.main(["--csv", str(tmp_path / "missing.csv")]) == 2
     assert "missing.csv: no such results file" in capsys.readouterr().err
+
+
+def test_a_folder_for_out_is_one_clear_error(tmp_path, capsys):
+    """``--out`` names the CSV: a folder is refused with one line and exit 2, not a traceback."""
+    from studies.decode_scaling import run as decode_run
+
+    assert decode_run.main(["--reduced", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"decode_scaling: error: --out {tmp_path}: is a folder; expected the CSV file to write "
+                   f"(e.g. {tmp_path / 'results.csv'})")
