@@ -37,7 +37,8 @@ def test_every_row_is_predicted(summaries):
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
     "gemm": 11.0, "bandwidth": 8.5, "attention": 12.5, "op-level": 11.2,  # L4 GEMMs under DVFS (docs/dvfs.md)
     # (every GPU kernel's measured device time, efficiency.kernel_device_time_s, takes gemm 12.8% -> 10.8%,
-    # op level 12.3% -> 11.0%, end to end 17.1% -> 16.8%, all 13.9% -> 13.0%, bias -9.1% -> -7.4%)
+    # op level 12.3% -> 11.0%, end to end 17.1% -> 16.8%, all 13.9% -> 13.0%, bias -9.1% -> -7.4%; pub-094's
+    # static KV cache of 205 positions, its context from gpt-fast's generate.py, takes Llama decode to 8.9%)
     # (the 14 hipBLASLt skinny GEMMs on MI300X, pub-149..162, 8.4% MAPE, take gemm 14.0% -> 12.8%: more rows,
     # not a model change; the fused-attention backward's preprocess and dQ-convert kernels take attention
     # 13.0% -> 12.1%; op level 13.2% -> 12.3%)
@@ -47,7 +48,7 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # calls and autocast's weight casts take the T4 ResNet-50 rows to 15.9% (docs/frameworks.md); fusion
     # building kernels as compilers do (RoPE and SwiGLU in the fused QKV / gate-up GEMM epilogues of
     # TensorRT-LLM) makes the prefill rows, already fast, faster: 28.3% -> 29.6%, end-to-end 16.9% -> 17.1%
-    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 10.5, "e2e_llama_prefill": 29.0,
+    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 9.0, "e2e_llama_prefill": 29.0,
     "end-to-end": 17.0,
 }
 
@@ -62,7 +63,7 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     assert summaries["op-level"].mape <= 15.0
     assert summaries["end-to-end"].mape <= 20.0
     # the fidelity issue's op-level target (<= 12%) and its bias band (within +-8%) over all rows; its
-    # end-to-end target (<= 15%) is not met (16.8%)
+    # end-to-end target (<= 15%) is not met (16.7%)
     assert summaries["op-level"].mape <= 12.0
     assert abs(summaries["all"].bias) <= 8.0
 
