@@ -28,8 +28,8 @@ Each op is lowered to the blocked algorithm LAPACK, cuSOLVER and MAGMA run (:fun
 
 On a GPU every piece is at least one kernel and takes its work plus ``efficiency.kernel_device_time_s``,
 and at least the launch floor (``efficiency.launch_overhead_s``, or ``graph_launch_overhead_s`` with CUDA
-graphs): thousands of dependent small kernels make small problems latency-bound. A column step of the two-sided reductions is as many
-dependent kernels as reference LAPACK's panel routine makes BLAS calls per column
+graphs): thousands of dependent small kernels make small problems latency-bound. A column step of the
+two-sided reductions is as many dependent kernels as reference LAPACK's panel routine makes BLAS calls per column
 (:data:`LATRD_CALLS_PER_COLUMN`, :data:`LABRD_CALLS_PER_COLUMN`); a Cholesky panel is one kernel and a QR
 panel one kernel per column (fused panel kernels). On a CPU the pieces are calls inside one LAPACK routine
 and pay no per-call floor; the op pays ``efficiency.launch_overhead_s`` once. The op's ``every``

@@ -230,3 +230,25 @@ def test_the_default_per_kernel_device_time_is_fitted_from_its_sourced_value() -
     cal = Calibrator(bounds, predict=predict, regularization=0.0).fit(ms, dev)
     assert cal.bounds_["efficiency.kernel_device_time_s"] == pytest.approx((1.3e-8, 20e-6))
     assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)
+
+
+def test_the_per_kernel_device_time_counts_every_kernel_of_an_op_but_not_a_measured_call() -> None:
+    """A fused-attention backward is three kernels (preprocess, main, dQ convert): it takes three times the
+    per-kernel device time; a collective, whose fabric time is a whole measured call, takes none."""
+    from hwmodels.spec import replace_path
+    from simulator.engines.analytical import evaluate
+    from simulator.hardware import load_hardware
+    from workloads.micro import build_micro
+
+    dev = load_device(DEV)
+    g = build_micro("attention:b=4,h=16,s=1024,d=128,causal=1,bwd=1")
+    zero = evaluate(g, replace_path(dev, "efficiency.kernel_device_time_s", 0.0)).records[0]
+    some = evaluate(g, replace_path(dev, "efficiency.kernel_device_time_s", 2e-6)).records[0]
+    assert zero.kernels == some.kernels == 3
+    assert not zero.power_capped and not some.power_capped
+    assert some.time_s - zero.time_s == pytest.approx(3 * 2e-6, rel=1e-9)
+    dgx = load_hardware("dgx-h100")
+    c = build_micro("allreduce:bytes=1048576")
+    t0 = evaluate(c, replace_path(dgx, "device.efficiency.kernel_device_time_s", 0.0)).totals.latency_s
+    t1 = evaluate(c, replace_path(dgx, "device.efficiency.kernel_device_time_s", 5e-6)).totals.latency_s
+    assert t0 == t1 > 0
