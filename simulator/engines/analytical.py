@@ -765,6 +765,11 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     overhead = max(0.0, t - max(compute, memory))
     comps = {"compute": compute, "memory": memory, "latency": overhead}
     bound = max(("compute", "memory", "latency"), key=lambda b: comps[b])
+    gap = kernel_device_s(kc, dev.efficiency)
+    if gap > 0 and t > host:  # the device, not the host's launch floor, sets the time: say what the kernels add
+        k = int(kc.kernels)
+        per = f"{gap / k * 1e6:.3g} us" + (f" x {k} kernels" if k > 1 else "")
+        note = "; ".join(x for x in (note, f"device time per kernel {per}") if x)
     return t, e_dyn, e_static, compute, memory, overhead, bound, capped, note
 
 
