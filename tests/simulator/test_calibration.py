@@ -189,6 +189,13 @@ def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
     cal.fit(ms, dev)
     assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)
     assert cal.defaults_["efficiency.kernel_device_time_s"] == 0.0
+    # the default GPU bounds ("x0.01" of the default, up to 20 us) take a zero default on the linear scale too
+    from simulator.calibration.fit import DEFAULT_PARAMS
+
+    bounds = {"efficiency.kernel_device_time_s": DEFAULT_PARAMS["gpu"]["efficiency.kernel_device_time_s"]}
+    cal = Calibrator(bounds, predict=predict, regularization=0.0).fit(ms, dev)
+    assert cal.bounds_["efficiency.kernel_device_time_s"] == (0.0, 20e-6)
+    assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)
     with pytest.raises(SpecError, match=r"default must be positive to fit on a log scale \(or 0 with bounds"):
         Calibrator(["efficiency.kernel_device_time_s"], predict=predict).fit(ms, dev)
 
