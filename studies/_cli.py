@@ -49,6 +49,20 @@ def study_main(argv: Sequence[str] | None, *, name: str, description: str, out_d
     return 0
 
 
+def run_to_csv(name: str, compute: Callable[[], list[dict[str, Any]]], write_csv: Callable[[list[dict[str, Any]], Path], Any],
+               out: Path) -> int:
+    """The compute-and-write step of a study whose ``--out`` names the CSV: rows from ``compute()`` written by
+    ``write_csv`` to ``out``; a configuration or output error prints one line and returns 2."""
+    try:
+        rows = compute()
+        write_csv(rows, out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} rows -> {out}")
+    return 0
+
+
 def write_rows(rows: Sequence[dict[str, Any]], out: Path, columns: Sequence[str]) -> None:
     """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits), creating its folder.
     A folder for ``out`` is refused with a ValueError naming the file to give instead."""

@@ -728,7 +728,8 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     the clock, memory time and traffic energy do not); a device without it is stretched at constant
     energy (:func:`hwmodels.energy.kernel_energy`).
     """
-    device_t = kc.device_time_s + kernel_device_s(kc, dev.efficiency)
+    gap = kernel_device_s(kc, dev.efficiency)
+    device_t = kc.device_time_s + gap
     host = host_floor_s(kc.rule, kc.kernels, floor, dev.efficiency, opts, modules)
     t = max(device_t, host)
     compute, memory = kc.compute_s, kc.memory_s
@@ -765,7 +766,6 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: floa
     overhead = max(0.0, t - max(compute, memory))
     comps = {"compute": compute, "memory": memory, "latency": overhead}
     bound = max(("compute", "memory", "latency"), key=lambda b: comps[b])
-    gap = kernel_device_s(kc, dev.efficiency)
     if gap > 0 and t > host:  # the device, not the host's launch floor, sets the time: say what the kernels add
         k = int(kc.kernels)
         per = f"{gap / k * 1e6:.3g} us" + (f" x {k} kernels" if k > 1 else "")

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import write_rows
+from studies._cli import run_to_csv, write_rows
 
 HERE = Path(__file__).parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -71,14 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="CSV to write (default out/decode_scaling/results.csv under the repository root)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
-    try:
-        rows = run(load_config(args.reduced))
-        write_csv(rows, args.out)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"decode_scaling: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{len(rows)} rows -> {args.out}")
-    return 0
+    return run_to_csv("decode_scaling", lambda: run(load_config(args.reduced)), write_csv, args.out)
 
 
 if __name__ == "__main__":

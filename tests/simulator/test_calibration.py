@@ -169,6 +169,22 @@ def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
     assert dataclasses.replace(start).cpu.dnn_peak_fraction == 0.8  # the input spec is untouched
 
 
+def _predict_with_kernel_time(graph, system) -> float:  # noqa: ANN001
+    """A toy predictor: bf16 GEMM FLOPs at 0.8 of the tensor peak plus one kernel_device_time_s."""
+    d = getattr(system, "device", system)
+    return graph.flops / (d.compute.tensor_flops_per_s["bf16"] * 0.8) + d.efficiency.kernel_device_time_s
+
+
+def _gemms_with_kernel_time(dev, kernel_s: float):  # noqa: ANN001, ANN202
+    """(predictor, measurements): six square bf16 GEMMs on ``dev`` timed by the toy predictor with a
+    per-kernel time of ``kernel_s``, for fits that must recover it."""
+    rows = ["id,workload,dtype,device,median_s"]
+    for i, s in enumerate((128, 256, 512, 1024, 2048, 4096)):
+        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * 0.8) + kernel_s
+        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
+    return _predict_with_kernel_time, MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+
+
 def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
     """An additive time whose default is 0 (a device without a kernel_device_time_s figure) is fitted on a
     linear scale from 0; the fit recovers a known per-kernel time."""
@@ -176,15 +192,7 @@ def test_a_zero_default_additive_time_is_fitted_on_a_linear_scale() -> None:
 
     dev = replace_path(load_device(DEV), "efficiency.kernel_device_time_s", 0.0)
 
-    def predict(graph, system) -> float:  # noqa: ANN001
-        d = getattr(system, "device", system)
-        return graph.flops / (d.compute.tensor_flops_per_s["bf16"] * 0.8) + d.efficiency.kernel_device_time_s
-
-    rows = ["id,workload,dtype,device,median_s"]
-    for i, s in enumerate((128, 256, 512, 1024, 2048, 4096)):
-        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * 0.8) + 3e-6
-        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
-    ms = MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+    predict, ms = _gemms_with_kernel_time(dev, 3e-6)
     cal = Calibrator({"efficiency.kernel_device_time_s": (0.0, 20e-6)}, predict=predict, regularization=0.0)
     cal.fit(ms, dev)
     assert cal.params_["efficiency.kernel_device_time_s"] == pytest.approx(3e-6, rel=1e-3)
@@ -224,15 +232,7 @@ def test_the_default_per_kernel_device_time_is_fitted_from_its_sourced_value() -
     dev = load_device(DEV)
     assert dev.efficiency.kernel_device_time_s == pytest.approx(1.3e-6)
 
-    def predict(graph, system) -> float:  # noqa: ANN001
-        d = getattr(system, "device", system)
-        return graph.flops / (d.compute.tensor_flops_per_s["bf16"] * 0.8) + d.efficiency.kernel_device_time_s
-
-    rows = ["id,workload,dtype,device,median_s"]
-    for i, s in enumerate((128, 256, 512, 1024, 2048, 4096)):
-        t = 2 * s**3 / (dev.compute.tensor_flops_per_s["bf16"] * 0.8) + 3e-6
-        rows.append(f'g{i},"gemm:m={s},n={s},k={s}",bf16,{DEV},{t!r}')
-    ms = MeasurementSet.from_csv_text("\n".join(rows) + "\n", devices=[DEV])
+    predict, ms = _gemms_with_kernel_time(dev, 3e-6)
     bounds = {"efficiency.kernel_device_time_s": DEFAULT_PARAMS["gpu"]["efficiency.kernel_device_time_s"]}
     cal = Calibrator(bounds, predict=predict, regularization=0.0).fit(ms, dev)
     assert cal.bounds_["efficiency.kernel_device_time_s"] == pytest.approx((1.3e-8, 20e-6))
