@@ -28,6 +28,7 @@ Example
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "PROFILES",
     "COMPILE_MODES",
     "mode_cost_options",
+    "compile_conv_layout",
     "ALIASES",
     "HF_MODEL_CODE",
     "HF_MODEL_TYPES",
@@ -76,6 +78,13 @@ _INDUCTOR_EXTERN = ("pytorch/pytorch torch/_inductor/scheduler.py: convolution, 
 _INDUCTOR_WRAPPER = ("pytorch/pytorch torch/_inductor/codegen/wrapper.py: the default-mode program is a generated "
                      "Python function that launches every Triton kernel and extern (cuDNN/cuBLAS) call from Python, "
                      "one host call per kernel, like an eager op; mode='reduce-overhead' replays it from a CUDA graph")
+_TORCH_NCHW = ("pytorch/pytorch: tensors are created in torch.contiguous_format (NCHW for a 4-d activation) and "
+               "convolutions keep their input's memory format (aten/src/ATen/native/ConvUtils.h "
+               "cudnn_conv_suggest_memory_format: channels last only when input or weight already is)")
+_INDUCTOR_LAYOUT = ("pytorch/pytorch pull request #99773 ('[inductor] layout optimization for conv', 2023, first "
+                    "released in torch 2.1): torch/_inductor/graph.py decide_layout_opt gives convolutions "
+                    "channels-last inputs (config.layout_optimization, on by default for CUDA); torch 2.0.x has "
+                    "no such pass")
 _VLLM = ("vllm-project/vllm vllm/model_executor/models/llama.py: QKVParallelLinear (one q/k/v GEMM), "
          "MergedColumnParallelLinear (gate/up), SiluAndMul and fused_add_rms_norm custom kernels, attention "
          "backends FlashAttention/FlashInfer; LogitsProcessor computes logits of the sampled positions only; "
@@ -113,9 +122,10 @@ class FrameworkProfile:
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
     dropout
         Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
-    fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel
+    fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
         Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
-        ``attention_kernel``.
+        ``attention_kernel`` / ``conv_layout`` (the memory format convolutions receive: ``"nchw"`` for
+        PyTorch programs that keep the default contiguous format).
     sources
         The framework code or documentation each choice follows.
     """
@@ -132,6 +142,7 @@ class FrameworkProfile:
     eager_dispatch: bool = False
     module_calls: bool = False
     attention_kernel: str = "auto"
+    conv_layout: str = "nhwc"
     sources: tuple[str, ...] = ()
 
     @property
@@ -143,7 +154,8 @@ class FrameworkProfile:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
         return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
-                "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel}
+                "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
+                "conv_layout": self.conv_layout}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -159,18 +171,20 @@ _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
                      attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA)),
+                     conv_layout="nchw", sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA, _TORCH_NCHW)),
     FrameworkProfile("sdpa", "PyTorch eager / Hugging Face transformers with attn_implementation='sdpa' "
                      "(the library default on torch >= 2.1.1)",
                      attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     attention_kernel="flash2", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA)),
+                     attention_kernel="flash2", conv_layout="nchw", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW)),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
                      attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
-                     attention_kernel="flash2", sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA)),
+                     attention_kernel="flash2",
+                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT)),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
                      attention="fused", **_HF_GRAPH, fusion=False, cuda_graphs=True, attention_kernel="flash2",
+                     conv_layout="nchw",
                      sources=("pytorch/pytorch torch/cuda/graphs.py: torch.cuda.graph / make_graphed_callables",
-                              _TORCH_SDPA)),
+                              _TORCH_SDPA, _TORCH_NCHW)),
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,)),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,)),
@@ -229,6 +243,16 @@ def mode_cost_options(cost: dict[str, Any], mode: str | None) -> dict[str, Any]:
     if mode == "max-autotune":
         out["epilogue_fusion"] = True
     return out
+
+
+_TORCH_2_0 = re.compile(r"\b(?:torch|pytorch) 2\.0(?:\.\d+)?\b", re.IGNORECASE)
+
+
+def compile_conv_layout(version: str) -> str:
+    """The memory format torch.compile gives convolutions under the PyTorch release named in ``version``
+    (a measurement's ``framework_version``): ``"nchw"`` for torch 2.0.x, which has no layout optimisation
+    pass, ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1: :data:`_INDUCTOR_LAYOUT`)."""
+    return "nchw" if _TORCH_2_0.search(str(version)) else "nhwc"
 
 
 def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict[str, str]]:

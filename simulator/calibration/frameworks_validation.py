@@ -80,7 +80,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     from hwmodels.catalog import load_device
     from simulator.calibration.predict import gemv_generated, quiet_engine, timed_under_autocast
     from simulator.engines.analytical import EvalOptions, evaluate
-    from workloads.frameworks import mode_cost_options
+    from workloads.frameworks import compile_conv_layout, mode_cost_options
 
     graph = _graph(m, profile, opts)
     if profile.name == "compile" and not m.train and timed_under_autocast(m.notes) \
@@ -95,6 +95,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
+        cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

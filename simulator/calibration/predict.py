@@ -36,6 +36,8 @@ _FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
 _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 # Stacks that issue every op from eager PyTorch (host-bound at small sizes).
 _EAGER = re.compile(r"Eager PyTorch")
+# a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
+_NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
 
@@ -72,7 +74,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
 
     ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
-    per-op costs, TF32, and a stated power limit. Both the published-set validation and the
+    per-op costs, TF32, the convolutions' memory format ("memory format NCHW" in the notes) and a
+    stated power limit. Both the published-set validation and the
     calibrator use it, so a measurement is always predicted under the same conditions.
     """
     from simulator.engines.analytical import EvalOptions
@@ -93,7 +96,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        cuda_graphs=fused,
                        allow_tf32=row.get("dtype") == "tf32",
                        attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
-                       eager_modules=bool(_EAGER.search(text)))
+                       eager_modules=bool(_EAGER.search(text)),
+                       conv_layout="nchw" if _NCHW.search(text) else "nhwc")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

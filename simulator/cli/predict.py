@@ -10,6 +10,9 @@ from typing import Any
 from simulator.cli.common import add_model_args, graph_from_args, positive_int
 from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
 
+#: ``--conv-layout`` values (``simulator.engines.analytical.CONV_LAYOUTS``, not imported at parse time)
+CONV_LAYOUT_CHOICES = ("nhwc", "nchw")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -44,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
+    p.add_argument("--conv-layout", choices=CONV_LAYOUT_CHOICES,
+                   help="memory format of convolution activations: nhwc (channels last) or nchw (PyTorch's default "
+                        "contiguous format, under which cuDNN runs each tensor-core convolution between layout "
+                        "transforms); default: the --framework profile's (nchw for eager, sdpa and cuda-graphs), "
+                        "else nhwc")
     p.add_argument("--engine", choices=("analytical", "des"), default="analytical",
                    help="analytical: ops back to back on one stream (default); des: discrete-event schedule "
                         "with host launches, concurrent streams and a link for collectives")
@@ -146,9 +154,10 @@ def eval_options(args: argparse.Namespace) -> Any:
     cdt = bool(getattr(args, "coordinate_descent_tuning", False))
     if cdt and (profile is None or profile.name != "compile"):
         raise ValueError(f"--coordinate-descent-tuning: an Inductor setting; got {got}; expected --framework compile")
+    layout = getattr(args, "conv_layout", None)
     if profile is None:
         return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
-                           allow_tf32=args.tf32, calibration_id=cal_id)
+                           allow_tf32=args.tf32, conv_layout=layout or "nhwc", calibration_id=cal_id)
     # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
     # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
     cost = mode_cost_options(profile.cost_options(), mode)
@@ -157,4 +166,5 @@ def eval_options(args: argparse.Namespace) -> Any:
                        epilogue_fusion=cost["epilogue_fusion"], gemv_generated=cdt, cuda_graphs=graphs, power_cap=args.power_cap,
                        allow_tf32=args.tf32, attention_kernel=cost["attention_kernel"],
                        eager_framework=cost["eager_framework"] and not graphs,
-                       eager_modules=cost["eager_modules"] and not graphs, calibration_id=cal_id)
+                       eager_modules=cost["eager_modules"] and not graphs,
+                       conv_layout=layout or cost["conv_layout"], calibration_id=cal_id)

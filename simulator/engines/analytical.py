@@ -38,7 +38,7 @@ from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
-__all__ = ["EvalOptions", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
+__all__ = ["EvalOptions", "CONV_LAYOUTS", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
            "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
            "clear_kernel_cost_cache"]
@@ -182,6 +182,12 @@ class EvalOptions:
         ``efficiency.framework_module_call_s`` to its host time and the first op of every container
         module (read from the graph's dotted op names, :func:`module_call_counts`) adds
         ``efficiency.framework_container_call_s`` per container entered.
+    conv_layout
+        Memory format of a convolution's activations: ``"nhwc"`` (default: channels last, what
+        TensorRT, XLA/TensorFlow, DeepLearningExamples' AMP configurations and Inductor's layout
+        optimisation give cuDNN) or ``"nchw"`` (PyTorch's default contiguous format). cuDNN's
+        tensor-core convolutions are NHWC kernels: on an NCHW tensor they run between layout
+        transforms of their operands and result (:data:`CONV_LAYOUTS`, ``simulator.lowering.gpu``).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -200,8 +206,20 @@ class EvalOptions:
     attention_kernel: str = "auto"
     eager_framework: bool = False
     eager_modules: bool = False
+    conv_layout: str = "nhwc"
     calibration_id: str = ""
     plan: Any = None
+
+    def __post_init__(self) -> None:
+        if self.conv_layout not in CONV_LAYOUTS:
+            from nodeperf.suggest import did_you_mean
+
+            raise ValueError(f"options.conv_layout: unknown memory format; got {self.conv_layout!r}; expected one of "
+                             f"{', '.join(CONV_LAYOUTS)}" + did_you_mean(str(self.conv_layout).lower(), CONV_LAYOUTS))
+
+
+#: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
+CONV_LAYOUTS = ("nhwc", "nchw")
 
 
 def _collectives_of(system: DeviceSpec | SystemSpec) -> Any:

@@ -273,14 +273,53 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     d = conv_dims(op)
     g = d["groups"]
     dt = op.dtype.value
-    ib = element_bytes(op.inputs[0].dtype)
-    ob = element_bytes(op.outputs[0].dtype)
     if is_narrow_grouped_conv(d):
         # depthwise / narrow grouped conv: a direct kernel on the vector units, bandwidth-bound
         p = ctx.params("fp32")
         macs = g * d["gemm_m"] * d["gemm_n"] * d["gemm_k"]
         e = gpu.streaming(op.bytes_read, op.bytes_written, 2.0 * macs, p, l2_resident_bytes=ctx.resident_bytes)
         return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
+    cost = _implicit_gemm_conv(op, ctx, d)
+    if getattr(ctx.options, "conv_layout", "nhwc") != "nchw" or not _cudnn(ctx.device) or dt in ("fp32", "tf32") \
+            or not ctx.params(dt).uses_matrix_unit:
+        return cost
+    # PyTorch's default NCHW tensors reach cuDNN, whose 16-bit (and 8-bit) tensor-core convolutions are
+    # NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
+    # tensor, on every call (CONV_LAYOUT_SOURCES). fp32 convolutions allowed onto TF32 are left as they
+    # are: every profile found shows the transforms around 16-bit convolutions only, and the measured
+    # Hugging Face ResNet-50 rows on an A100 (TF32 convolutions on NCHW tensors, torch 2.0.1) leave no
+    # room for them (docs/accuracy.md)
+    return _with_layout_transforms(cost, op, ctx)
+
+
+#: Where the NCHW layout transforms of cuDNN's tensor-core convolutions are documented.
+CONV_LAYOUT_SOURCES = (
+    "NVIDIA cuDNN documentation, Legacy API, 'Tensor Core operations / Data and Filter Formats': 'The cuDNN "
+    "library may use padding, folding, and NCHW-to-NHWC transformations to call the Tensor Core operations'",
+    "NVIDIA Deep Learning Performance Guide, 'Convolutional Layers User's Guide', QuickStart Checklist: "
+    "'Choose tensor layouts in memory to avoid transposing input and output data ... We recommend using the "
+    "NHWC format where possible'",
+    "microsoft/onnxruntime pull request #17200 ('Make CUDA a NHWC EP', 2023): an Nsight Systems profile of "
+    "fp16 convolutions through cuDNN shows NCHW<>NHWC conversion kernels around every convolution in NCHW, "
+    "none in NHWC",
+    "MosaicML Composer method card 'Channels Last' (after NVIDIA's diagram): 'Every time a convolution "
+    "operation is called by a layer like torch.nn.Conv2D, the cuDNN library performs a transpose to convert "
+    "the tensor into NHWC format'; channels last 'accelerates ResNet-50 on ImageNet by about 30% on NVIDIA "
+    "V100 and A100 accelerators'",
+)
+
+
+def _cudnn(dev: DeviceSpec) -> bool:
+    """True for the devices whose convolutions the model prices as cuDNN's (NVIDIA GPUs)."""
+    return str(getattr(dev, "vendor", "")).strip().upper() == "NVIDIA"
+
+
+def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int]) -> KernelCost:
+    """A dense (or wide-group) convolution as one implicit-GEMM kernel on NHWC operands."""
+    dt = op.dtype.value
+    ib = element_bytes(op.inputs[0].dtype)
+    ob = element_bytes(op.outputs[0].dtype)
+    g = d["groups"]
     bias = op.outputs[0].numel if (len(op.inputs) == 3 and not op.kind.endswith(("bwd_data", "bwd_weight"))) else 0
     a_operand = _implicit_operand(op, d)
     if op.kind.endswith("bwd_weight"):
@@ -293,6 +332,26 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     rule = "implicit-gemm-dgrad" if op.kind.endswith("bwd_data") else "implicit-gemm"
     return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False, rule=rule,
                       vector_flops=float(bias), a_operand=a_operand)
+
+
+def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> KernelCost:
+    """``cost`` (the NHWC tensor-core kernel) run between cuDNN's layout transforms: each tensor operand
+    (x and w for fprop, dy and w for dgrad, x and dy for wgrad) read in NCHW and written in NHWC, and the
+    result read in NHWC and written in NCHW, one memory-bound kernel each, run one after another with the
+    convolution (their time adds to both its compute and memory terms)."""
+    p32 = ctx.params("fp32")
+    tensors = [t for t in op.inputs[:2]] + [op.outputs[0]]
+    ests = [gpu.streaming(float(t.nbytes), float(t.nbytes), 0.0, p32) for t in tensors]
+    extra = sum(_f(np.maximum(_f(e.compute_s), _f(e.memory_s))) for e in ests)
+    lat = sum(_f(e.latency_s) for e in ests)
+    moved = sum(2.0 * float(t.nbytes) for t in tensors)
+    note = f"NCHW operands: {len(tensors)} layout transforms ({moved / 1e6:.3g} MB moved) around the NHWC kernel"
+    return dataclasses.replace(
+        cost, compute_s=_f(cost.compute_s + extra), memory_s=_f(cost.memory_s + extra),
+        latency_s=_f(cost.latency_s + lat), dram_bytes=_f(cost.dram_bytes + sum(_f(e.dram_bytes) for e in ests)),
+        l2_bytes=_f(cost.l2_bytes + sum(_f(e.l2_bytes) for e in ests)), kernels=cost.kernels + len(tensors),
+        rule=f"{cost.rule}+nchw", notes="; ".join(x for x in (cost.notes, note) if x)
+        if np.ndim(cost.compute_s) == 0 else "")
 
 
 def _implicit_operand(op: Op, d: dict[str, int]) -> gpu.ImplicitOperand:

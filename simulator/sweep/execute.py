@@ -143,6 +143,7 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
         attention_kernel=str(options.get("attention_kernel", "auto")),
         eager_framework=bool(options.get("eager_framework", False)),
         eager_modules=bool(options.get("eager_modules", False)),
+        conv_layout=str(options.get("conv_layout", "nhwc")),
         calibration_id=calibration_id,
         plan=plan,
     )
@@ -158,6 +159,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("epilogue_fusion")
     if not d["gemv_generated"]:
         d.pop("gemv_generated")
+    if d["conv_layout"] == "nhwc":  # (likewise)
+        d.pop("conv_layout")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

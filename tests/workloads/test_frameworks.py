@@ -108,7 +108,7 @@ def test_profiles_and_aliases():
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
                                                     "eager_framework": True, "eager_modules": True,
-                                                    "attention_kernel": "auto"}
+                                                    "attention_kernel": "auto", "conv_layout": "nchw"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
     for name in ("compile", "vllm", "sglang"):
