@@ -404,11 +404,21 @@ def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOption
     """Host time of one op (s): ``kernels`` launches at ``floor`` each (:func:`launch_floor_s`), or
     with an eager framework a forward convolution's cuDNN call time when that is longer (the call
     issues one kernel; its host work is the descriptor and plan lookup around it), plus ``modules``,
-    the op's ``nn.Module`` call time (:func:`module_host_s`). Zero without kernels."""
+    the op's ``nn.Module`` call time (:func:`module_host_s`). The layout transforms cuDNN runs around a
+    convolution on NCHW tensors (rule ``...+nchw``, :data:`simulator.lowering.gpu.LAYOUT_TRANSFORM_KERNELS`)
+    are launched inside the same library call: a kernel launch each, not a framework op. Zero without
+    kernels."""
+    from simulator.lowering.gpu import LAYOUT_TRANSFORM_KERNELS
+
+    base, _, tail = rule.partition("+")
+    lib = LAYOUT_TRANSFORM_KERNELS if tail == "nchw" else 0
     launched = np.asarray(kernels) > 0
-    host = np.where(launched, np.multiply(kernels, floor), 0.0)
-    if opts.eager_framework and rule in CUDNN_CONV_RULES:
-        host = np.where(launched, np.maximum(host, eff.framework_conv_op_overhead_s), 0.0)
+    own = np.maximum(np.asarray(kernels) - lib, 0)
+    lib_s = lib * (eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s)
+    host = np.multiply(own, floor)
+    if opts.eager_framework and base in CUDNN_CONV_RULES:
+        host = np.maximum(host, eff.framework_conv_op_overhead_s)
+    host = np.where(launched, host + lib_s, 0.0)
     if opts.eager_framework and np.any(np.asarray(modules) > 0):
         host = np.where(launched, host + modules, 0.0)
     return host if np.ndim(host) else float(host)

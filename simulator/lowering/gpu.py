@@ -292,6 +292,10 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     return _with_layout_transforms(cost, op, ctx)
 
 
+#: Kernels cuDNN adds to a convolution call on NCHW tensors: the transforms of its two operands and of its
+#: result (``_with_layout_transforms``).
+LAYOUT_TRANSFORM_KERNELS = 3
+
 #: Where the NCHW layout transforms of cuDNN's tensor-core convolutions are documented.
 CONV_LAYOUT_SOURCES = (
     "NVIDIA cuDNN documentation, Legacy API, 'Tensor Core operations / Data and Filter Formats': 'The cuDNN "
@@ -341,6 +345,7 @@ def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> K
     convolution (their time adds to both its compute and memory terms)."""
     p32 = ctx.params("fp32")
     tensors = [t for t in op.inputs[:2]] + [op.outputs[0]]
+    assert len(tensors) == LAYOUT_TRANSFORM_KERNELS
     ests = [gpu.streaming(float(t.nbytes), float(t.nbytes), 0.0, p32) for t in tensors]
     extra = sum(_f(np.maximum(_f(e.compute_s), _f(e.memory_s))) for e in ests)
     lat = sum(_f(e.latency_s) for e in ests)

@@ -139,3 +139,23 @@ def test_cli_bad_layout_exits_2(capsys):
         main(["predict", "resnet50", "--hardware", "a100-sxm4-80gb", "--conv-layout", "NCHW"])
     assert e.value.code == 2
     assert "--conv-layout" in capsys.readouterr().err
+
+
+def test_transforms_are_launches_inside_the_cudnn_call(a100):
+    """Under an eager framework the conv call's host time is the measured cuDNN call time (52 us); the three
+    transforms it launches add a kernel launch each (5 us), not a framework op (20 us) each."""
+    from simulator.engines.analytical import host_floor_s, launch_floor_s
+
+    eff = a100.efficiency
+    eager = EvalOptions(eager_framework=True, conv_layout="nchw")
+    floor = launch_floor_s(a100, eager)
+    got = host_floor_s("implicit-gemm+nchw", 4, floor, eff, eager)
+    assert got == pytest.approx(eff.framework_conv_op_overhead_s + 3 * eff.launch_overhead_s, rel=1e-12)
+    assert got == pytest.approx(52e-6 + 3 * 5e-6, rel=1e-9)
+    # a backward convolution (issued by autograd: the generic per-op floor) with its transforms
+    assert host_floor_s("implicit-gemm-dgrad+nchw", 4, floor, eff, eager) == pytest.approx(
+        eff.framework_op_overhead_s + 3 * eff.launch_overhead_s, rel=1e-12)
+    # replayed from a CUDA graph: every kernel, transforms included, at the graph launch floor
+    graphs = EvalOptions(cuda_graphs=True, conv_layout="nchw")
+    assert host_floor_s("implicit-gemm+nchw", 4, launch_floor_s(a100, graphs), eff, graphs) == pytest.approx(
+        4 * eff.graph_launch_overhead_s, rel=1e-12)
