@@ -286,9 +286,9 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     # PyTorch's default NCHW tensors reach cuDNN, whose 16-bit (and 8-bit) tensor-core convolutions are
     # NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
     # tensor, on every call (CONV_LAYOUT_SOURCES). fp32 convolutions allowed onto TF32 are left as they
-    # are: every profile found shows the transforms around 16-bit convolutions only, and the measured
-    # Hugging Face ResNet-50 rows on an A100 (TF32 convolutions on NCHW tensors, torch 2.0.1) leave no
-    # room for them (docs/accuracy.md)
+    # are, on conflicting evidence: training profiles show the transforms around TF32 kernels too, but the
+    # measured Hugging Face ResNet-50 inference rows on an A100 (TF32 convolutions on NCHW tensors, torch
+    # 2.0.1, cudnn.benchmark off) leave no room for them (docs/frameworks.md)
     return _with_layout_transforms(cost, op, ctx)
 
 
