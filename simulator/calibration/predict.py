@@ -36,6 +36,9 @@ _FLASH2 = re.compile(r"Flash2 |FlashAttention-2|flash_v2|flash_attn 2\.")
 _FLASH3 = re.compile(r"Flash3 |FlashAttention-3|FlashAttention-4|cuDNN")
 # Stacks that issue every op from eager PyTorch (host-bound at small sizes).
 _EAGER = re.compile(r"Eager PyTorch")
+# a row whose notes state that its kernels were launched one by one although the stack fuses (TensorRT-LLM's
+# gptSessionBenchmark without --enable_cuda_graph)
+_NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -74,7 +77,7 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
 
     ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
-    per-op costs, TF32, the convolutions' memory format ("memory format NCHW" in the notes) and a
+    per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes) and a
     stated power limit. Both the published-set validation and the
     calibrator use it, so a measurement is always predicted under the same conditions.
     """
@@ -93,7 +96,7 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
             kernel = "flash2"
             break
     opts = EvalOptions(fusion=fused, epilogue_fusion=gemm_epilogues(text), gemv_generated=gemv_generated(text),
-                       cuda_graphs=fused,
+                       cuda_graphs=fused and not _NO_GRAPHS.search(text),
                        allow_tf32=row.get("dtype") == "tf32",
                        attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
                        eager_modules=bool(_EAGER.search(text)),

@@ -48,8 +48,10 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # calls and autocast's weight casts take the T4 ResNet-50 rows to 15.9% (docs/frameworks.md); fusion
     # building kernels as compilers do (RoPE and SwiGLU in the fused QKV / gate-up GEMM epilogues of
     # TensorRT-LLM) makes the prefill rows, already fast, faster: 28.3% -> 29.6%, end-to-end 16.9% -> 17.1%
-    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 9.0, "e2e_llama_prefill": 29.0,
-    "end-to-end": 17.0,
+    # (TensorRT-LLM's gptSessionBenchmark enqueues its kernels without CUDA graphs: prefill 28.8% -> 27.0%,
+    # decode 8.9% -> 8.3%, end to end 16.7% -> 16.4%)
+    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 8.5, "e2e_llama_prefill": 27.5,
+    "end-to-end": 16.5,
 }
 
 
@@ -63,7 +65,7 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     assert summaries["op-level"].mape <= 15.0
     assert summaries["end-to-end"].mape <= 20.0
     # the fidelity issue's op-level target (<= 12%) and its bias band (within +-8%) over all rows; its
-    # end-to-end target (<= 15%) is not met (16.7%)
+    # end-to-end target (<= 15%) is not met (16.4%)
     assert summaries["op-level"].mape <= 12.0
     assert abs(summaries["all"].bias) <= 8.0
 
@@ -79,6 +81,13 @@ def test_run_options_follow_the_stated_software_stack():
     assert eager.eager_framework and not eager.fusion
     trt, _ = run_options(rows["pub-062"])  # TensorRT demoBERT engine
     assert trt.fusion and trt.cuda_graphs and not trt.eager_framework
+    # TensorRT-LLM's gptSessionBenchmark: fused engine, kernels enqueued without CUDA graphs (the rows say so)
+    for i in ("pub-090", "pub-093", "pub-108", "pub-114"):
+        trtllm, _ = run_options(rows[i])
+        assert trtllm.fusion and not trtllm.cuda_graphs and not trtllm.eager_framework, i
+    # the convolutions' memory format, as DeepLearningExamples' configs.yml sets it per precision
+    assert run_options(rows["pub-058"])[0].conv_layout == "nchw"  # TF32: default contiguous tensors
+    assert run_options(rows["pub-059"])[0].conv_layout == "nhwc"  # AMP: memory_format nhwc
     _, overrides = run_options(rows["pub-094"])  # gpt-fast run power-limited to 330 W
     assert overrides == {"power.tdp_w": 330.0}
 
