@@ -159,3 +159,24 @@ def test_transforms_are_launches_inside_the_cudnn_call(a100):
     graphs = EvalOptions(cuda_graphs=True, conv_layout="nchw")
     assert host_floor_s("implicit-gemm+nchw", 4, launch_floor_s(a100, graphs), eff, graphs) == pytest.approx(
         4 * eff.graph_launch_overhead_s, rel=1e-12)
+
+
+def test_vectorised_sweep_equals_the_scalar_engine_in_nchw(a100):
+    from simulator.sweep.paths import with_overrides
+    from simulator.sweep.vectorized import evaluate_variants
+
+    g = training_graph(build_model("resnet18", batch=16, phase="train", dtype="fp16"))
+    bws = [1.5e12, 2.0e12]
+    got = evaluate_variants(g, a100, {"memory.hbm.read_bandwidth_bytes_per_s": bws}, NCHW).latency_s
+    want = [evaluate(g, with_overrides(a100, {"memory.hbm.read_bandwidth_bytes_per_s": b}), NCHW).totals.latency_s
+            for b in bws]
+    assert [float(x) for x in got] == pytest.approx(want, rel=1e-9)
+
+
+def test_discrete_event_engine_prices_the_transforms(a100):
+    from simulator.engines.discrete_event import simulate
+
+    g = build_model("resnet18", batch=16, dtype="fp16")
+    a, b = simulate(g, a100), simulate(g, a100, NCHW)
+    assert b.totals.latency_s > a.totals.latency_s
+    assert b.totals.kernels - a.totals.kernels == 3 * sum(r.kind == "conv2d" for r in a.records)
