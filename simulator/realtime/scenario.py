@@ -83,7 +83,9 @@ _TASK_KEYS = ("name", "model", "batch", "seq", "phase", "context", "dtype", "dev
               "description")
 _CHAIN_KEYS = ("name", "tasks", "deadline")
 _OPTION_KEYS = ("fusion", "epilogue_fusion", "gemv_generated", "cuda_graphs", "power_cap", "allow_tf32",
-                "eager_framework", "eager_modules")
+                "eager_framework", "eager_modules", "conv_layout")
+#: Options that take one of a few names instead of true / false.
+_OPTION_CHOICES = {"conv_layout": ("nhwc", "nchw")}
 _VAR_KEYS = ("distribution", "produced_by", "mean", "min", "max", "value", "low", "high", "values", "weights",
              "description")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\s*\*\s*([0-9]+))?\}")
@@ -446,6 +448,12 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
             if k not in _OPTION_KEYS:
                 p.add(f"options.{k}", f"unknown option; got {k!r}; expected one of {', '.join(_OPTION_KEYS)}"
                                       f"{did_you_mean(k, _OPTION_KEYS)}")
+            elif k in _OPTION_CHOICES:
+                if v not in _OPTION_CHOICES[k]:
+                    p.add(f"options.{k}", f"got {_short(v)}; expected one of {', '.join(_OPTION_CHOICES[k])}"
+                                          f"{did_you_mean(str(v).lower(), _OPTION_CHOICES[k])}")
+                else:
+                    opts[k] = v
             elif not isinstance(v, bool):
                 p.add(f"options.{k}", f"not true or false; got {_short(v)}; expected {k} = true or false")
             else:

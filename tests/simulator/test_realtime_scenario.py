@@ -414,3 +414,21 @@ def test_a_devices_overlay_applies_to_that_device_only(capsys):
     assert at.device("gpu").spec.power.tdp_w == 15.0
     assert at.device("dla0").spec.clock.boost_hz < node.device("dla0").spec.clock.boost_hz
     assert at.device("cpu").spec == node.device("cpu").spec
+
+
+def test_conv_layout_option_reaches_the_costing(tmp_path):
+    """options.conv_layout = "nchw": the detector's fp16 convolutions pay cuDNN's layout transforms; a bad
+    value is one located error."""
+    from simulator.realtime.costing import cost_scenario, resolve_node
+
+    text = SCENARIO.replace('model = "resnet18"', 'model = "resnet18"\ndtype = "fp16"')
+    plain = tmp_path / "plain.toml"
+    plain.write_text(text)
+    nchw = tmp_path / "nchw.toml"
+    nchw.write_text(text.replace("[variables.objects]", '[options]\nconv_layout = "nchw"\n\n[variables.objects]'))
+    node = resolve_node("l4")
+    a = cost_scenario(load_scenario(plain), node)["detector"].wcet_s
+    b = cost_scenario(load_scenario(nchw), node)["detector"].wcet_s
+    assert b > a
+    msg = _bad(tmp_path, SCENARIO.replace("[variables.objects]", '[options]\nconv_layout = "NHCW"\n\n[variables.objects]'))
+    assert "options.conv_layout" in msg and "expected one of nhwc, nchw" in msg and "did you mean" in msg
