@@ -280,8 +280,8 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
         e = gpu.streaming(op.bytes_read, op.bytes_written, 2.0 * macs, p, l2_resident_bytes=ctx.resident_bytes)
         return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
     cost = _implicit_gemm_conv(op, ctx, d)
-    if getattr(ctx.options, "conv_layout", "nhwc") != "nchw" or not _cudnn(ctx.device) or dt in ("fp32", "tf32") \
-            or not ctx.params(dt).uses_matrix_unit:
+    if getattr(ctx.options, "conv_layout", "nhwc") != "nchw" or not _cudnn(ctx.device) \
+            or element_bytes(op.inputs[0].dtype) > 2 or not ctx.params(dt).uses_matrix_unit:
         return cost
     # PyTorch's default NCHW tensors reach cuDNN, whose 16-bit (and 8-bit) tensor-core convolutions are
     # NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
