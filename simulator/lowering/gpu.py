@@ -346,7 +346,20 @@ def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> K
     p32 = ctx.params("fp32")
     tensors = [t for t in op.inputs[:2]] + [op.outputs[0]]
     assert len(tensors) == LAYOUT_TRANSFORM_KERNELS
-    ests = [gpu.streaming(float(t.nbytes), float(t.nbytes), 0.0, p32) for t in tensors]
+    # what each transform finds in L2, by the engine's rule (EvalOptions.l2_residency: a tensor the previous
+    # kernel wrote and no larger than L2): the inputs the engine found resident (ctx.resident_bytes, given to
+    # the operands in order), and the result, which the convolution kernel has just written
+    left = float(ctx.resident_bytes) if getattr(ctx.options, "l2_residency", True) else 0.0
+    resident = []
+    for t in tensors[:2]:
+        took = min(left, float(t.nbytes))
+        resident.append(took)
+        left -= took
+    fits = _f(p32.l2_capacity_bytes) >= float(tensors[2].nbytes)
+    resident.append(np.where(fits, float(tensors[2].nbytes), 0.0) if getattr(ctx.options, "l2_residency", True)
+                    else 0.0)
+    ests = [gpu.streaming(float(t.nbytes), float(t.nbytes), 0.0, p32, l2_resident_bytes=r)
+            for t, r in zip(tensors, resident, strict=True)]
     extra = sum(_f(np.maximum(_f(e.compute_s), _f(e.memory_s))) for e in ests)
     lat = sum(_f(e.latency_s) for e in ests)
     moved = sum(2.0 * float(t.nbytes) for t in tensors)

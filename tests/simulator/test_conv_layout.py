@@ -38,13 +38,30 @@ def test_fp16_conv_pays_three_transforms(a100):
     nhwc, nchw = _rec(g, a100), _rec(g, a100, NCHW)
     x = y = 32 * 256 * 28 * 28 * 2
     w = 256 * 256 * 9 * 2
-    # each transform reads its tensor and writes it back in the other layout; nothing here stays in L2
-    # between kernels in this accounting, so DRAM sees 2 x (x + w + y) more
-    assert nchw.dram_bytes - nhwc.dram_bytes == pytest.approx(2 * (x + w + y), rel=1e-9)
+    # each transform reads its tensor and writes it back in the other layout; the result (12.8 MB) was just
+    # written by the convolution and fits the A100's 40 MB L2, so its transform reads it from L2 (the engine's
+    # residency rule); x and w come from DRAM (the graph's first op)
+    assert nchw.dram_bytes - nhwc.dram_bytes == pytest.approx(2 * (x + w) + y, rel=1e-9)
+    assert nchw.l2_bytes - nhwc.l2_bytes == pytest.approx(2 * (x + w + y), rel=1e-9)
     assert nchw.kernels == nhwc.kernels + 3
     assert nchw.rule == nhwc.rule + "+nchw"
     assert "3 layout transforms" in nchw.notes
     assert nchw.time_s > nhwc.time_s
+
+
+def test_a_result_larger_than_l2_is_read_back_from_dram():
+    """On a T4 (4 MB L2) the 12.8 MB result does not stay in L2: all three transforms read DRAM."""
+    t4 = load_hardware("t4")
+    g = build_micro(CONV, "fp16")
+    nhwc, nchw = _rec(g, t4), _rec(g, t4, NCHW)
+    x = y = 32 * 256 * 28 * 28 * 2
+    w = 256 * 256 * 9 * 2
+    assert nchw.dram_bytes - nhwc.dram_bytes == pytest.approx(2 * (x + w + y), rel=1e-9)
+    # without the residency rule the A100 reads the result back from DRAM too
+    a100 = load_hardware("a100-sxm4-80gb")
+    off = EvalOptions(conv_layout="nchw", l2_residency=False)
+    assert _rec(g, a100, off).dram_bytes - _rec(g, a100, EvalOptions(l2_residency=False)).dram_bytes == \
+        pytest.approx(2 * (x + w + y), rel=1e-9)
 
 
 def test_transforms_run_after_the_kernel_not_overlapped(a100):
@@ -53,9 +70,10 @@ def test_transforms_run_after_the_kernel_not_overlapped(a100):
     nhwc, nchw = _rec(g, a100), _rec(g, a100, NCHW)
     dev = a100
     rate = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
-    moved = 2 * (2 * 32 * 256 * 28 * 28 * 2 + 256 * 256 * 9 * 2)
-    # at least the transforms' bytes at the achievable DRAM rate, on top of the NHWC kernel
-    assert nchw.time_s - nhwc.time_s >= 0.99 * moved / rate
+    act, w = 32 * 256 * 28 * 28 * 2, 256 * 256 * 9 * 2
+    from_dram = 2 * (act + w) + act  # the result's transform reads it from L2 (test above)
+    # at least the transforms' DRAM bytes at the achievable DRAM rate, on top of the NHWC kernel
+    assert nchw.time_s - nhwc.time_s >= 0.99 * from_dram / rate
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "tf32"])
