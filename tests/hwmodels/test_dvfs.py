@@ -242,3 +242,28 @@ def test_scalar_and_array_solves_agree(case):
     for name in ("clock_hz", "time_s", "compute_s", "core_j", "other_j", "static_j"):
         assert float(np.asarray(getattr(a, name))[0]) == pytest.approx(getattr(s, name), rel=1e-12, abs=1e-300), name
     assert bool(np.asarray(a.power_capped)[0]) == s.power_capped
+
+
+def test_l40s_reproduces_the_gemms_its_tensor_energies_are_derived_from():
+    """l40s.toml @aicgemm (aiconfigurator's TensorRT-LLM GEMM table on an L40S): the fp8 4096^3 GEMM ran at
+    375.4 TFLOP/s and the bf16 one at 251.9; the tensor energies are derived from them at the 350 W limit, and
+    the same table's m = 2048, n = 12288, k = 4096 GEMMs (240.2 / 359.3 TFLOP/s) are the cross-check."""
+    l40s = load_device("l40s")
+    _, fp8 = _gemm_record(l40s, 4096, "fp8_e4m3")
+    assert 2 * 4096**3 / fp8.time_s / 1e12 == pytest.approx(375.4, rel=2e-3)
+    assert fp8.energy_j / fp8.time_s == pytest.approx(350.0, rel=1e-9)  # held at the limit
+    _, bf16 = _gemm_record(l40s, 4096, "bf16")
+    assert 2 * 4096**3 / bf16.time_s / 1e12 == pytest.approx(251.9, rel=0.02)
+    assert bf16.energy_j / bf16.time_s <= 350.0 * (1 + 1e-9)
+    from simulator.engines.analytical import evaluate
+    from workloads.micro import build_micro
+
+    for dt, measured in (("bf16", 240.2), ("fp8_e4m3", 359.3)):
+        rec = evaluate(build_micro("gemm:m=2048,n=12288,k=4096", dt), l40s).records[0]
+        assert 2 * 2048 * 12288 * 4096 / rec.time_s / 1e12 == pytest.approx(measured, rel=0.05), dt
+    # the old rule, (TDP - idle) / peak, let the fp8 GEMM run far above the measured rate within 350 W
+    old = dataclasses.replace(l40s, energy=dataclasses.replace(
+        l40s.energy, tensor_j_per_flop={**l40s.energy.tensor_j_per_flop,
+                                        "fp8_e4m3": (l40s.power.tdp_w - l40s.power.idle_w) / 733e12}))
+    _, fast = _gemm_record(old, 4096, "fp8_e4m3")
+    assert 2 * 4096**3 / fast.time_s / 1e12 > 450.0
