@@ -1,8 +1,8 @@
 """Validation against published GPU measurements: every row is predicted and errors stay at the achieved level.
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
-rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 12.3%) and end-to-end
-<= 20% (achieved 17.1%); the residual errors are explained per category in docs/accuracy.md.
+rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 11.0%) and end-to-end
+<= 20% (achieved 16.1%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
