@@ -14,6 +14,9 @@ column                    meaning
 ``workload``              micro-workload string or zoo model name (required)
 ``device``                device name: a catalog device or ``host`` (this machine's CPU) (required)
 ``dtype``                 compute dtype, lowercase (``fp32``, ``bf16``...) (required)
+``weight_dtype``          linear layers' weights quantised to this dtype (``int8``, ``int4``, ``fp8_e4m3``;
+                          blank: as ``dtype``), as ``--weight-dtype`` (``workloads.precision``)
+``kv_dtype``              KV-cache dtype (blank: as ``dtype``), as ``--kv-dtype``
 ``median_s``              median time of one execution, seconds, > 0 (required)
 ``id``                    unique row id (default ``<file stem>:<line>``)
 ``category``              op class used in error tables (default: micro kind, or ``e2e``)
@@ -79,7 +82,8 @@ def case_label(workload: str, dtype: str, batch: int | None = None, seq: int | N
 
 #: Columns in the order files are written.
 COLUMNS: tuple[str, ...] = (
-    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "train", "device",
+    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "weight_dtype", "kv_dtype", "train",
+    "device",
     "median_s", "min_s", "repetitions", "iqr_s", "framework", "framework_version", "driver_version",
     "clock_hz", "date", "host", "metric_reported", "source", "notes",
 )
@@ -101,6 +105,8 @@ class Measurement:
     dtype: str
     median_s: float
     category: str = ""
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
     batch: int | None = None
     seq: int | None = None
     phase: str | None = None
@@ -122,8 +128,10 @@ class Measurement:
 
     @property
     def case(self) -> tuple[Any, ...]:
-        """What was run, independent of how fast it was: (workload, batch, seq, phase, context, train, dtype)."""
-        return (self.workload, self.batch, self.seq, self.phase, self.context, bool(self.train), self.dtype)
+        """What was run, independent of how fast it was: (workload, batch, seq, phase, context, train, dtype,
+        weight dtype, KV dtype)."""
+        return (self.workload, self.batch, self.seq, self.phase, self.context, bool(self.train), self.dtype,
+                self.weight_dtype, self.kv_dtype)
 
     def workload_args(self) -> dict[str, Any]:
         """Keyword arguments of :func:`workloads.resolve.load_workload` that rebuild this case's graph."""
@@ -133,6 +141,10 @@ class Measurement:
             return {"batch": None, "seq": None, "context": None, "dtype": self.dtype, "train": False, "phase": None}
         args: dict[str, Any] = {"batch": self.batch, "seq": self.seq, "context": self.context,
                                 "dtype": self.dtype, "train": bool(self.train)}
+        if self.weight_dtype:
+            args["weight_dtype"] = self.weight_dtype
+        if self.kv_dtype:
+            args["kv_dtype"] = self.kv_dtype
         # a training step is built by `train=True`; its phase is implied
         args["phase"] = None if self.train else self.phase
         return args
@@ -195,6 +207,16 @@ def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowP
             vals["dtype"] = parse_dtype(dt, where=f"{where}: dtype").value
         except ValueError as exc:
             problems.items.append(str(exc))
+    for c in ("weight_dtype", "kv_dtype"):
+        v = text(c)
+        vals[c] = None
+        if v:
+            from workloads.dtypes import parse_dtype
+
+            try:
+                vals[c] = parse_dtype(v, where=f"{where}: {c}").value
+            except ValueError as exc:
+                problems.items.append(str(exc))
     for c in _TIME_COLUMNS:
         s = text(c)
         if not s:

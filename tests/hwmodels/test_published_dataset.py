@@ -17,7 +17,7 @@ CSV_PATH = (
 )
 
 COLUMNS = [
-    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "train",
+    "id", "category", "workload", "batch", "seq", "phase", "context", "dtype", "weight_dtype", "kv_dtype", "train",
     "device", "median_s", "metric_reported", "source", "notes",
 ]
 CATEGORIES = {
@@ -111,6 +111,8 @@ def test_row_schema(row: dict[str, str]) -> None:
     assert row["category"] in CATEGORIES, f"{rid}: category {row['category']!r}"
     assert row["device"] in DEVICES, f"{rid}: device {row['device']!r}"
     assert row["dtype"] in DTYPES, f"{rid}: dtype {row['dtype']!r}"
+    for c in ("weight_dtype", "kv_dtype"):  # blank: as dtype; else a quantised storage dtype
+        assert row[c] in ("", "fp8_e4m3", "int8", "int4"), f"{rid}: {c} {row[c]!r}"
     assert row["phase"] in PHASES | {""}, f"{rid}: phase {row['phase']!r}"
     assert row["train"] in {"", "0", "1"}, f"{rid}: train {row['train']!r}"
     for col in ("batch", "seq", "context"):

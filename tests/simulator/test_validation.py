@@ -2,7 +2,7 @@
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
 rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 11.0%) and end-to-end
-<= 20% (achieved 16.1%); the residual errors are explained per category in docs/accuracy.md.
+<= 20% (achieved 15.9%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -50,9 +50,11 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # TensorRT-LLM) makes the prefill rows, already fast, faster: 28.3% -> 29.6%, end-to-end 16.9% -> 17.1%
     # (TensorRT-LLM's gptSessionBenchmark enqueues its kernels without CUDA graphs: prefill 28.8% -> 27.0%,
     # decode 8.9% -> 8.3%, end to end 16.7% -> 16.4%; the L40S tensor energies derived from measured 4096^3
-    # GEMMs at its 350 W limit, as the T4's: prefill 27.0% -> 23.9%, end to end 16.4% -> 16.1%)
-    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 8.5, "e2e_llama_prefill": 24.0,
-    "end-to-end": 16.5,
+    # GEMMs at its 350 W limit, as the T4's: prefill 27.0% -> 23.9%, end to end 16.4% -> 16.1%; the TensorRT-LLM fp8
+    # rows as the engine runs them, fp8 only in the GEMMs and the KV cache: prefill 23.9% -> 21.7%, decode 8.3% -> 8.6%,
+    # end to end 16.1% -> 15.9%)
+    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 9.0, "e2e_llama_prefill": 22.0,
+    "end-to-end": 16.0,
 }
 
 
@@ -66,7 +68,7 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     assert summaries["op-level"].mape <= 15.0
     assert summaries["end-to-end"].mape <= 20.0
     # the fidelity issue's op-level target (<= 12%) and its bias band (within +-8%) over all rows; its
-    # end-to-end target (<= 15%) is not met (16.1%)
+    # end-to-end target (<= 15%) is not met (15.9%)
     assert summaries["op-level"].mape <= 12.0
     assert abs(summaries["all"].bias) <= 8.0
 
