@@ -114,3 +114,24 @@ def test_published_dataset_loads() -> None:
     ms = MeasurementSet.load(ROOT / "hwmodels" / "measurements" / "published_gpu.csv", devices=known_devices())
     assert len(ms) >= 94
     assert "h100-sxm5-80gb" in ms.devices and "gemm" in ms.categories
+
+
+def test_weight_and_kv_dtype_columns(tmp_path: Path) -> None:
+    """Optional quantised storage: parsed, part of the case, passed to the graph builder; a bad one is located."""
+    header = "id,workload,batch,seq,phase,dtype,weight_dtype,kv_dtype,device,median_s"
+    p = _csv(tmp_path, "q,llama-2-7b,1,128,prefill,fp16,fp8,fp8_e4m3,h100-sxm5-80gb,0.007\n"
+                       "p,llama-2-7b,1,128,prefill,fp16,,,h100-sxm5-80gb,0.008\n", header)
+    q, plain = MeasurementSet.load(p, devices=["h100-sxm5-80gb"]).measurements
+    assert (q.weight_dtype, q.kv_dtype) == ("fp8_e4m3", "fp8_e4m3")
+    assert (plain.weight_dtype, plain.kv_dtype) == (None, None)
+    assert q.case != plain.case
+    assert q.workload_args()["weight_dtype"] == "fp8_e4m3" and "weight_dtype" not in plain.workload_args()
+    from simulator.calibration.predict import GraphCache
+
+    cache = GraphCache()
+    kinds = {op.kind for op in cache.get(q)}
+    assert any("quant" in k for k in kinds) and not any("quant" in k for k in (op.kind for op in cache.get(plain)))
+    bad = _csv(tmp_path, "q,llama-2-7b,1,128,prefill,fp16,fp9,,h100-sxm5-80gb,0.007\n", header)
+    with pytest.raises(MeasurementError) as e:
+        MeasurementSet.load(bad, devices=["h100-sxm5-80gb"])
+    assert f"{bad}:2: weight_dtype" in str(e.value) and "fp9" in str(e.value)
