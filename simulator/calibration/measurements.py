@@ -199,20 +199,12 @@ def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowP
     vals["device"] = text("device").lower()
     vals["id"] = text("id") or default_id
     vals["category"] = text("category")
-    dt = text("dtype")
-    if dt:
-        from workloads.dtypes import parse_dtype
+    from workloads.dtypes import parse_dtype
 
-        try:
-            vals["dtype"] = parse_dtype(dt, where=f"{where}: dtype").value
-        except ValueError as exc:
-            problems.items.append(str(exc))
-    for c in ("weight_dtype", "kv_dtype"):
+    vals["weight_dtype"] = vals["kv_dtype"] = None  # optional: blank is "as dtype"
+    for c in ("dtype", "weight_dtype", "kv_dtype"):
         v = text(c)
-        vals[c] = None
         if v:
-            from workloads.dtypes import parse_dtype
-
             try:
                 vals[c] = parse_dtype(v, where=f"{where}: {c}").value
             except ValueError as exc:

@@ -52,7 +52,9 @@ def _add_hardware(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
-    p.add_argument("--conv-layout", choices=("nhwc", "nchw"),
+    from simulator.engines.analytical import CONV_LAYOUTS
+
+    p.add_argument("--conv-layout", choices=CONV_LAYOUTS,
                    help="memory format of convolution activations (default nhwc; nchw: cuDNN's layout transforms "
                         "around each tensor-core convolution)")
 

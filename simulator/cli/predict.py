@@ -9,9 +9,7 @@ from typing import Any
 
 from simulator.cli.common import add_model_args, graph_from_args, positive_int
 from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
-
-#: ``--conv-layout`` values (``simulator.engines.analytical.CONV_LAYOUTS``, not imported at parse time)
-CONV_LAYOUT_CHOICES = ("nhwc", "nchw")
+from simulator.engines.analytical import CONV_LAYOUTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-power-cap", dest="power_cap", action="store_false",
                    help="do not stretch ops whose average power would exceed the TDP")
     p.add_argument("--tf32", action="store_true", help="fp32 contractions use TF32 tensor cores")
-    p.add_argument("--conv-layout", choices=CONV_LAYOUT_CHOICES,
+    p.add_argument("--conv-layout", choices=CONV_LAYOUTS,
                    help="memory format of convolution activations: nhwc (channels last) or nchw (PyTorch's default "
                         "contiguous format, under which cuDNN runs each tensor-core convolution between layout "
                         "transforms); default: the --framework profile's (nchw for eager, sdpa and cuda-graphs), "

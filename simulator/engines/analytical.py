@@ -34,6 +34,7 @@ from simulator.lowering import (
 )
 from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state
 from simulator.lowering.cpu import CONTRACTION_KINDS
+from simulator.lowering.gpu import library_launches
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
@@ -396,8 +397,8 @@ def launch_floor_s(dev: DeviceSpec, opts: EvalOptions) -> float:
 
 
 #: Lowering rules whose kernel an eager framework issues through cuDNN's convolution API (forward
-#: convolutions): their host time per call is ``efficiency.framework_conv_op_overhead_s``.
-CUDNN_CONV_RULES = frozenset({"implicit-gemm", "implicit-gemm-simt", "conv-direct"})
+#: convolutions, on NHWC or NCHW tensors): their host time per call is ``efficiency.framework_conv_op_overhead_s``.
+CUDNN_CONV_RULES = frozenset({"implicit-gemm", "implicit-gemm-simt", "conv-direct", "implicit-gemm+nchw"})
 
 
 def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOptions, modules: Any = 0.0) -> Any:
@@ -405,18 +406,14 @@ def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOption
     with an eager framework a forward convolution's cuDNN call time when that is longer (the call
     issues one kernel; its host work is the descriptor and plan lookup around it), plus ``modules``,
     the op's ``nn.Module`` call time (:func:`module_host_s`). The layout transforms cuDNN runs around a
-    convolution on NCHW tensors (rule ``...+nchw``, :data:`simulator.lowering.gpu.LAYOUT_TRANSFORM_KERNELS`)
-    are launched inside the same library call: a kernel launch each, not a framework op. Zero without
-    kernels."""
-    from simulator.lowering.gpu import LAYOUT_TRANSFORM_KERNELS
-
-    base, _, tail = rule.partition("+")
-    lib = LAYOUT_TRANSFORM_KERNELS if tail == "nchw" else 0
+    convolution on NCHW tensors (:func:`simulator.lowering.gpu.library_launches`) are launched inside the
+    same library call: a kernel launch each, not a framework op. Zero without kernels."""
+    lib = library_launches(rule)
     launched = np.asarray(kernels) > 0
     own = np.maximum(np.asarray(kernels) - lib, 0)
     lib_s = lib * (eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s)
     host = np.multiply(own, floor)
-    if opts.eager_framework and base in CUDNN_CONV_RULES:
+    if opts.eager_framework and rule in CUDNN_CONV_RULES:
         host = np.maximum(host, eff.framework_conv_op_overhead_s)
     host = np.where(launched, host + lib_s, 0.0)
     if opts.eager_framework and np.any(np.asarray(modules) > 0):

@@ -295,6 +295,14 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
 #: Kernels cuDNN adds to a convolution call on NCHW tensors: the transforms of its two operands and of its
 #: result (``_with_layout_transforms``).
 LAYOUT_TRANSFORM_KERNELS = 3
+#: The suffix of the rule of a convolution run between those transforms (``implicit-gemm+nchw``).
+NCHW_RULE_SUFFIX = "+nchw"
+
+
+def library_launches(rule: str) -> int:
+    """Kernels an op's one library call launches beside its own (a launch each on the host, not a framework
+    op): cuDNN's layout transforms around a convolution on NCHW tensors, none otherwise."""
+    return LAYOUT_TRANSFORM_KERNELS if rule.endswith(NCHW_RULE_SUFFIX) else 0
 
 #: Where the NCHW layout transforms of cuDNN's tensor-core convolutions are documented.
 CONV_LAYOUT_SOURCES = (
@@ -368,7 +376,7 @@ def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> K
         cost, compute_s=_f(cost.compute_s + extra), memory_s=_f(cost.memory_s + extra),
         latency_s=_f(cost.latency_s + lat), dram_bytes=_f(cost.dram_bytes + sum(_f(e.dram_bytes) for e in ests)),
         l2_bytes=_f(cost.l2_bytes + sum(_f(e.l2_bytes) for e in ests)), kernels=cost.kernels + len(tensors),
-        rule=f"{cost.rule}+nchw", notes="; ".join(x for x in (cost.notes, note) if x)
+        rule=f"{cost.rule}{NCHW_RULE_SUFFIX}", notes="; ".join(x for x in (cost.notes, note) if x)
         if np.ndim(cost.compute_s) == 0 else "")
 
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
+from simulator.engines.analytical import CONV_LAYOUTS
 
 __all__ = [
     "ScenarioError",
@@ -85,7 +86,7 @@ _CHAIN_KEYS = ("name", "tasks", "deadline")
 _OPTION_KEYS = ("fusion", "epilogue_fusion", "gemv_generated", "cuda_graphs", "power_cap", "allow_tf32",
                 "eager_framework", "eager_modules", "conv_layout")
 #: Options that take one of a few names instead of true / false.
-_OPTION_CHOICES = {"conv_layout": ("nhwc", "nchw")}
+_OPTION_CHOICES = {"conv_layout": CONV_LAYOUTS}
 _VAR_KEYS = ("distribution", "produced_by", "mean", "min", "max", "value", "low", "high", "values", "weights",
              "description")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\s*\*\s*([0-9]+))?\}")

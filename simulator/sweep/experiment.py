@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from nodeperf.suggest import did_you_mean, format_problems
+from simulator.engines.analytical import CONV_LAYOUTS
 
 __all__ = [
     "EXPERIMENT_SCHEMA",
@@ -136,7 +137,7 @@ OPTION_KEYS: dict[str, _Key] = {
     "eager_framework": _Key("bool", doc="per-op host overhead of an eager framework"),
     "eager_modules": _Key("bool", doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
     "attention_kernel": _Key("str", ("auto", "flash2", "flash3"), doc="fused-attention kernel design"),
-    "conv_layout": _Key("str", ("nhwc", "nchw"), doc="memory format of convolution activations (nchw: cuDNN's "
+    "conv_layout": _Key("str", CONV_LAYOUTS, doc="memory format of convolution activations (nchw: cuDNN's "
                                                      "layout transforms around 16-bit tensor-core convolutions)"),
     **{k: _Key("int", minimum=1, doc=f"parallel plan: {k}") for k in _PLAN_INT},
     "zero_stage": _Key("int", minimum=0, doc="parallel plan: ZeRO stage 0-3"),

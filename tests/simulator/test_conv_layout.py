@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from simulator.cli.main import main
-from simulator.cli.predict import CONV_LAYOUT_CHOICES
 from simulator.engines.analytical import CONV_LAYOUTS, EvalOptions, evaluate
 from simulator.hardware import load_hardware
 from workloads.frameworks import compile_conv_layout, get_profile
@@ -118,7 +117,17 @@ def test_resnet50_amp_training_slowdown_matches_the_published_channels_last_gain
 def test_bad_layout_is_a_located_error():
     with pytest.raises(ValueError, match=r"options.conv_layout: unknown memory format; got 'NHCW'.*did you mean"):
         EvalOptions(conv_layout="NHCW")
-    assert CONV_LAYOUT_CHOICES == CONV_LAYOUTS
+    # the CLI's choices are the engine's list (predict and plot)
+    from simulator.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command" or hasattr(a, "choices") and
+               isinstance(a.choices, dict))
+    for cmd in ("predict", "plot"):
+        parsers = [sub.choices[cmd]]
+        parsers += [a.choices[k] for p in parsers for a in p._actions if isinstance(getattr(a, "choices", None), dict)
+                    for k in a.choices]
+        flags = [a for p in parsers for a in p._actions if "--conv-layout" in a.option_strings]
+        assert flags and all(tuple(a.choices) == CONV_LAYOUTS for a in flags), cmd
 
 
 def test_profiles_name_their_layout():
