@@ -377,6 +377,27 @@ class GpuParams:
     l2_tile_fraction: ArrayLike = 1.0  # fraction of L2 bandwidth bulk tile copies (cp.async/TMA) reach
     l2_latency_s: ArrayLike = 0.0  # load-to-use latency of an L2 hit (split-K fixup hand-offs)
     uses_matrix_unit: bool = True
+    # DRAM fraction a decode attention kernel streams a long K/V cache at, 16-bit and 8-bit K/V
+    # (efficiency.decode_attention_bandwidth_fraction and ..._fp8_...); None: dram_fraction
+    decode_dram_fraction: ArrayLike | None = None
+    decode_fp8_dram_fraction: ArrayLike | None = None
+
+
+def decode_attention_fraction(p: GpuParams, kv_bytes: float) -> ArrayLike:
+    """DRAM fraction at which a decode attention kernel streams a K/V cache of ``kv_bytes``-wide
+    elements: the 8-bit figure for an 8-bit cache, the 16-bit figure otherwise, ``p.dram_fraction``
+    where the device has no figure."""
+    d16 = p.dram_fraction if p.decode_dram_fraction is None else p.decode_dram_fraction
+    if kv_bytes <= 1 and p.decode_fp8_dram_fraction is not None:
+        return p.decode_fp8_dram_fraction
+    return d16
+
+
+def _nonzero_or(x: ArrayLike, fallback: ArrayLike) -> ArrayLike:
+    """``x`` where it is set (> 0), else ``fallback``, element by element for arrays (a spec field's 0 = no figure)."""
+    if np.ndim(x) == 0 and np.ndim(fallback) == 0:
+        return x if float(x) > 0 else fallback
+    return np.where(_a(x) > 0, x, fallback)
 
 
 def _l2_level(dev: DeviceSpec) -> Any:
@@ -458,6 +479,7 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
     else:  # a spec holding arrays of hardware variants (sweeps): the same rule, element by element
         on = (_a(wm) > 0) & (_a(native16) > 0)
         warp_scale = np.where(on, np.minimum(1.0, wm * dev.compute.units * clock / np.where(on, native16, 1.0)), 1.0)
+    d16 = _nonzero_or(dev.efficiency.decode_attention_bandwidth_fraction, dev.efficiency.dram_bandwidth_fraction)
     return GpuParams(
         sms=_num(dev.compute.units),
         clock_hz=clock,
@@ -483,6 +505,8 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         l2_tile_fraction=dev.efficiency.l2_tile_bandwidth_fraction,
         l2_latency_s=l2.latency_s if l2 is not hbm else hbm.latency_s,
         uses_matrix_unit=matrix,
+        decode_dram_fraction=d16,
+        decode_fp8_dram_fraction=_nonzero_or(dev.efficiency.decode_attention_fp8_bandwidth_fraction, d16),
     )
 
 
@@ -1887,7 +1911,9 @@ def attention(
 
     dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing,
                                        kernel=kernel)
-    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction))
+    # a decode kernel streams the K/V cache at its own measured rate (decode_attention_fraction)
+    frac = decode_attention_fraction(p, in_bytes) if grid.decode else p.dram_fraction
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(frac))
     t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     t_mem = np.maximum(t_dram, t_l2)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
@@ -1912,7 +1938,7 @@ def attention(
         latency_s=_scalar_or(lat + z), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=float(smem),
         details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(grid.ctas) + z)),
-                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels),
+                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels), ("decode", grid.decode),
                  ("pass_vector_flops", pass_flops)),
         bound_term=bound,
     )

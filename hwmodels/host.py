@@ -1040,9 +1040,10 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
     prov["efficiency.bandwidth_half_size_bytes"] = Provenance(
         "derived: dram bandwidth x per-call overhead (the size at which a copy reaches half its asymptotic bandwidth)")
     prov["energy.dram_path_j_per_byte"] = Provenance("not modelled: no energy counter is readable on this host (0)")
-    for fld in ("weight_dequant_ops_per_element", "linalg_block_size", "linalg_sweep_row_s", "simt_gemm_peak_fraction"):
-        # spec.py's cited defaults (0: dequantisation not modelled on a CPU; LAPACK's ILAENV block size;
-        # a measured dsterf sweep rate), which `nodeperf calibrate` may refit
+    for fld in ("weight_dequant_ops_per_element", "linalg_block_size", "linalg_sweep_row_s", "simt_gemm_peak_fraction",
+                "decode_attention_bandwidth_fraction", "decode_attention_fp8_bandwidth_fraction"):
+        # spec.py's cited defaults (0: dequantisation not modelled on a CPU, no separate SGEMM or decode-attention
+        # figure; LAPACK's ILAENV block size; a measured dsterf sweep rate), which `nodeperf calibrate` may refit
         prov[f"efficiency.{fld}"] = Provenance(f"default of EfficiencySpec.{fld} (see hwmodels/spec.py)")
     lanes = max(1, width // 32)
     cpu = CpuSpec(

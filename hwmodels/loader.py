@@ -35,6 +35,7 @@ from hwmodels.spec import (
     get_path,
     replace_path,
 )
+from hwmodels.spec import zero_means_absent as _spec_zero_means_absent
 from hwmodels.units import UnitError, format_quantity, parse_quantity
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 
@@ -262,20 +263,8 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     return v
 
 
-def _additive_times() -> frozenset[str]:
-    """Time fields whose spec default is 0: additive terms where 0 means 'not present / not modelled'."""
-    from hwmodels import spec as _spec
-
-    names = set()
-    for obj in vars(_spec).values():
-        if dataclasses.is_dataclass(obj) and isinstance(obj, type):
-            for f in dataclasses.fields(obj):
-                if f.metadata.get("unit") == "s" and f.default == 0.0:
-                    names.add(f.name)
-    return frozenset(names)
-
-
-_ZERO_ALLOWED = _additive_times()
+#: fields whose 0 means "not present / not modelled / no separate figure" (spec default 0)
+_ZERO_ALLOWED = _spec_zero_means_absent()
 
 
 def _check_value(v: float, unit: str, name: str, path: str, problems: _Problems) -> bool:
@@ -286,7 +275,8 @@ def _check_value(v: float, unit: str, name: str, path: str, problems: _Problems)
         if v < 0:
             problems.add(path, f"must not be negative; got {format_quantity(v, unit)}; expected >= 0")
             return False
-        return True
+        if v == 0 or unit == "s":
+            return True
     if unit in _POSITIVE_UNITS and not v > 0:
         problems.add(path, f"must be positive; got {format_quantity(v, unit)}; expected > 0")
         return False

@@ -335,6 +335,20 @@ class EfficiencySpec:
         "loads and address arithmetic; 0 means vector_peak_fraction (no separate figure)",
         default=0.0,
     )
+    decode_attention_bandwidth_fraction: float = spec_field(
+        "1",
+        "fraction of the peak main-memory bandwidth a decode attention kernel (one or a few query rows "
+        "per KV head: flash-decoding, masked multi-head attention, XQA, paged decode kernels) sustains "
+        "streaming a long 16-bit K/V cache; 0 means dram_bandwidth_fraction (no separate figure)",
+        default=0.0,
+    )
+    decode_attention_fp8_bandwidth_fraction: float = spec_field(
+        "1",
+        "the same with an 8-bit K/V cache, whose elements the kernel converts to 16 bit in registers "
+        "before the products (so the rate may be set by the conversions, not the memory); 0 means "
+        "decode_attention_bandwidth_fraction",
+        default=0.0,
+    )
     linalg_block_size: int = spec_field(
         "count",
         "panel width nb of the blocked dense factorisations and reductions (Cholesky, Householder QR, "
@@ -513,3 +527,17 @@ def replace_path(spec: Any, path: str, value: Any) -> Any:
         cur = getattr(spec, head)
         return dataclasses.replace(spec, **{head: replace_path(cur, rest, value) if rest else value})
     raise SpecError(f"{where}: cannot descend into a {type(spec).__name__}; got {head!r}")
+
+
+def zero_means_absent() -> frozenset[str]:
+    """Names of spec fields a file may set to 0 to say "not present / no separate figure": additive
+    times and dimensionless factors whose default is 0 (e.g. ``kernel_device_time_s``,
+    ``simt_gemm_peak_fraction``, ``decode_attention_bandwidth_fraction``), each documented with what 0 means."""
+    import sys
+
+    mod = sys.modules[__name__]
+    return frozenset(
+        f.name for cls in vars(mod).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
+        for f in dataclasses.fields(cls) if f.metadata.get("unit") in ("s", "1") and f.default == 0.0
+    )
+

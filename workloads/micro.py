@@ -3,7 +3,8 @@
 Grammar: ``KIND:key=value,key=value`` (kind and keys case-insensitive, blanks around items ignored)
 with decimal integer values, e.g.
 ``gemm:m=4096,n=4096,k=4096``, ``gemm:b=8,m=512,n=512,k=64``,
-``attention:b=2,h=16,s=8192,d=128,causal=0[,kv_heads=..][,s_kv=..][,bwd=1]``,
+``attention:b=2,h=16,s=8192,d=128,causal=0[,kv_heads=..][,s_kv=..][,bwd=1][,kv_cache=1]``
+(``kv_cache=1``: K and V are a decode step's cached keys and values, so ``--kv-dtype`` applies to them),
 ``conv2d:n=32,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1``, ``copy:bytes=1073741824``,
 ``elementwise:numel=...,op=add``, ``softmax:rows=..,cols=..``, ``layernorm:rows=..,cols=..``, the dense
 solvers ``svd:m=..,n=..[,b=..][,vectors=0]``, ``eigh:n=..[,b=..][,vectors=0]``, ``cholesky:n=..[,b=..]``,
@@ -13,7 +14,7 @@ collectives as nccl-tests runs them, ``allreduce:bytes=..[,n=..]`` (also ``allga
 the devices (default: every device of the system predicted on).
 ``dtype=`` (a dtype name) is accepted by every kind and ``op=`` (an elementwise op) by elementwise.
 
-Values are checked strictly: flags (``causal``, ``bwd``) are ``0`` or ``1``; ``transpose`` is ``0``..``3``
+Values are checked strictly: flags (``causal``, ``bwd``, ``kv_cache``) are ``0`` or ``1``; ``transpose`` is ``0``..``3``
 (bit 1: A stored transposed as (k, m); bit 2: B stored as (n, k)); ``pad`` is ``>= 0``; every other
 value is a positive integer written in decimal digits (no ``1e3``, ``1.0``, ``0x10`` or ``1_000``). Each
 key appears once, no item is empty (``m=2,,n=2`` is an error), and sizes are bounded by
@@ -29,7 +30,7 @@ from typing import Any
 
 from nodeperf.suggest import did_you_mean, near_match
 from workloads.dtypes import DType, parse_dtype
-from workloads.ir import GraphBuilder, OpGraph, format_problems
+from workloads.ir import GraphBuilder, OpGraph, Role, format_problems
 from workloads.semantics import ELEMENTWISE_FLOPS
 
 __all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "COLLECTIVE_MICRO", "MAX_VALUE",
@@ -38,7 +39,7 @@ __all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "COLLECTIVE_
 # kind -> (required keys, optional keys with defaults)
 MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "gemm": (("m", "n", "k"), {"b": 1, "transpose": 0}),
-    "attention": (("b", "h", "s", "d"), {"causal": 0, "kv_heads": None, "s_kv": None, "bwd": 0}),
+    "attention": (("b", "h", "s", "d"), {"causal": 0, "kv_heads": None, "s_kv": None, "bwd": 0, "kv_cache": 0}),
     "conv2d": (("n", "c", "h", "w", "k", "r", "s"), {"stride": 1, "pad": 0, "groups": 1, "dilation": 1}),
     "copy": (("bytes",), {}),
     "elementwise": (("numel",), {"op": "add"}),
@@ -66,6 +67,7 @@ _STR_KEYS = {"op", "dtype"}
 _RANGED = {
     "causal": (0, 1, "0 or 1"),
     "bwd": (0, 1, "0 or 1"),
+    "kv_cache": (0, 1, "0 or 1 (K and V are a KV cache)"),
     "transpose": (0, 3, "0, 1 (A transposed), 2 (B transposed) or 3 (both)"),
     "pad": (0, None, "an integer >= 0"),
     "vectors": (0, 1, "0 (values only) or 1 (with vectors)"),
@@ -191,6 +193,9 @@ def parse_micro(spec: str) -> tuple[str, dict[str, Any]]:
     if kind == "elementwise" and params.get("op") and params["op"] not in ELEMENTWISE_FLOPS:
         problems.append(f"{where}: op; got {params['op']!r}; expected an elementwise op"
                         f"{did_you_mean(params['op'], ELEMENTWISE_FLOPS)}")
+    if kind == "attention" and params.get("kv_cache") == 1 and params.get("bwd") == 1:
+        problems.append(f"{where}: kv_cache; got kv_cache=1 with bwd=1; expected one of them (a KV cache is read "
+                        "by inference attention, which has no backward)")
     if params.get("dtype"):
         try:
             parse_dtype(params["dtype"], where=f"{where}: dtype")
@@ -219,8 +224,12 @@ def _attention(b: GraphBuilder, p: dict[str, Any]) -> None:
     hk = p["kv_heads"] or p["h"]
     skv = p["s_kv"] or p["s"]
     q = b.input("q", (p["b"], p["h"], p["s"], p["d"]))
-    k = b.input("k", (p["b"], hk, skv, p["d"]))
-    v = b.input("v", (p["b"], hk, skv, p["d"]))
+    if p["kv_cache"]:  # a decode step reading cached keys and values (--kv-dtype retypes them)
+        k = b.tensor("k_cache", (p["b"], hk, skv, p["d"]), role=Role.KV_CACHE)
+        v = b.tensor("v_cache", (p["b"], hk, skv, p["d"]), role=Role.KV_CACHE)
+    else:
+        k = b.input("k", (p["b"], hk, skv, p["d"]))
+        v = b.input("v", (p["b"], hk, skv, p["d"]))
     if p["bwd"]:
         o = b.input("o", (p["b"], p["h"], p["s"], p["d"]))
         do = b.input("do", (p["b"], p["h"], p["s"], p["d"]))

@@ -137,16 +137,19 @@ class Measurement:
         """Keyword arguments of :func:`workloads.resolve.load_workload` that rebuild this case's graph."""
         from workloads.micro import is_micro
 
-        if is_micro(self.workload):  # a single op: the string says everything (bwd=1 for a backward kernel)
-            return {"batch": None, "seq": None, "context": None, "dtype": self.dtype, "train": False, "phase": None}
-        args: dict[str, Any] = {"batch": self.batch, "seq": self.seq, "context": self.context,
-                                "dtype": self.dtype, "train": bool(self.train)}
+        args: dict[str, Any]
+        if is_micro(self.workload):  # a single op: the string gives the shapes (bwd=1 for a backward kernel)
+            args = {"batch": None, "seq": None, "context": None, "dtype": self.dtype, "train": False, "phase": None}
+        else:
+            args = {"batch": self.batch, "seq": self.seq, "context": self.context,
+                    "dtype": self.dtype, "train": bool(self.train)}
+        # per-tensor precision applies to both (a micro-workload without the tensors it retypes is a located error)
         if self.weight_dtype:
             args["weight_dtype"] = self.weight_dtype
         if self.kv_dtype:
             args["kv_dtype"] = self.kv_dtype
-        # a training step is built by `train=True`; its phase is implied
-        args["phase"] = None if self.train else self.phase
+        if not is_micro(self.workload):  # a training step is built by `train=True`; its phase is implied
+            args["phase"] = None if self.train else self.phase
         return args
 
     def to_row(self) -> dict[str, str]:

@@ -415,7 +415,8 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
                                         in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
-                       float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p)
+                       float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
+                       kv_bytes=element_bytes(k.dtype))
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("pass_vector_flops", 0.0))
@@ -432,18 +433,21 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
 
 
 def _narrow_kv(e_q: gpu.KernelEstimate, e_kv: gpu.KernelEstimate, qo_elements: float, extra_bytes: float,
-               p: gpu.GpuParams) -> gpu.KernelEstimate:
+               p: gpu.GpuParams, *, kv_bytes: float) -> gpu.KernelEstimate:
     """Forward attention whose K/V are stored narrower than Q and O (an fp8 KV cache).
 
     ``e_q`` prices every operand at the query width, ``e_kv`` at the K/V width; the model's traffic
     is linear in the operand width, so the mixed traffic is ``e_kv``'s plus the Q and O elements
     (``qo_elements``) at the ``extra_bytes`` they are wider. Memory time is that traffic at the
-    DRAM and L2 rates as :func:`hwmodels.gpu.attention` takes them; the math runs at the query
-    dtype's rate (K/V converted in registers), so the compute time is ``e_q``'s.
+    DRAM and L2 rates as :func:`hwmodels.gpu.attention` takes them (a decode kernel at the DRAM
+    fraction measured for its K/V width, ``kv_bytes``: :func:`hwmodels.gpu.decode_attention_fraction`);
+    the math runs at the query dtype's rate (K/V converted in registers), so the compute time is ``e_q``'s.
     """
     dram = _f(e_kv.dram_bytes) + qo_elements * extra_bytes
     l2 = _f(e_kv.l2_bytes) + qo_elements * extra_bytes
-    t_mem = np.maximum(dram / (_f(p.dram_bytes_per_s) * _f(p.dram_fraction)),
+    decode = bool(dict(e_kv.details).get("decode", False))
+    frac = gpu.decode_attention_fraction(p, kv_bytes) if decode else p.dram_fraction
+    t_mem = np.maximum(dram / (_f(p.dram_bytes_per_s) * _f(frac)),
                        l2 / (_f(p.l2_bytes_per_s) * _f(p.l2_tile_fraction)))
     t_mem = _f(t_mem)
     return dataclasses.replace(e_kv, compute_s=e_q.compute_s, memory_s=t_mem, dram_bytes=dram, l2_bytes=l2,

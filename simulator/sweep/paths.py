@@ -52,12 +52,8 @@ OVERRIDE_SOURCE = "sweep override"
 #: Near matches listed for an unknown path.
 _NEAR = 3
 
-#: Time fields whose zero means "not present / not modelled" (their spec default is 0).
-_ZERO_ALLOWED_TIMES = frozenset(
-    f.name for cls in vars(_spec_module).values()
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls)
-    for f in dataclasses.fields(cls) if f.metadata.get("unit") == "s" and f.default == 0.0
-)
+#: Fields whose zero means "not present / not modelled / no separate figure" (their spec default is 0).
+_ZERO_ALLOWED_TIMES = _spec_module.zero_means_absent()
 _POSITIVE_UNITS = frozenset({"Hz", "B", "B/s", "FLOP/s", "count", "s", "W"})
 _NONNEGATIVE_UNITS = frozenset({"J/B", "J/FLOP"})
 
@@ -233,7 +229,8 @@ def _check(v: float, unit: str, name: str, where: str, raw: Any) -> None:
     if name in _ZERO_ALLOWED_TIMES:
         if v < 0:
             raise SweepPathError(f"{where}must not be negative; got {format_quantity(v, unit)}; expected >= 0")
-        return
+        if v == 0 or unit == "s":
+            return
     if unit == "count" and v != int(v):
         raise SweepPathError(f"{where}not a whole number; got {raw!r}; expected an integer")
     if unit in _POSITIVE_UNITS and not v > 0:

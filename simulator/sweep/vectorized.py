@@ -186,6 +186,8 @@ def _first_bad(x: np.ndarray, unit: str, path: str) -> int | None:
 
     if name in _ZERO_ALLOWED_TIMES:
         ok &= x >= 0
+        if unit == "1" and name.endswith("_fraction"):
+            ok &= x <= 1
     else:
         if unit == "count":
             ok &= x == np.round(x)

@@ -188,7 +188,9 @@ def test_new_device_files_source_every_number(name):
                              "efficiency.framework_module_call_s", "efficiency.framework_container_call_s",
                              "efficiency.l2_tile_bandwidth_fraction",
                              "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
-                             "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction"}
+                             "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
+                             "efficiency.decode_attention_bandwidth_fraction",
+                             "efficiency.decode_attention_fp8_bandwidth_fraction"}
     assert set(dev.energy.tensor_j_per_flop) <= set(dev.compute.tensor_flops_per_s)
     assert dev.power.idle_w < dev.power.tdp_w
 

@@ -2,7 +2,7 @@
 
 Nothing is fitted to these rows. The bounds below are the achieved figures (docs/accuracy.md)
 rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 11.0%) and end-to-end
-<= 20% (achieved 15.9%); the residual errors are explained per category in docs/accuracy.md.
+<= 20% (achieved 15.6%); the residual errors are explained per category in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 11.0, "bandwidth": 8.5, "attention": 12.5, "op-level": 11.2,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 11.0, "bandwidth": 8.5, "attention": 12.0, "op-level": 11.2,  # L4 GEMMs under DVFS (docs/dvfs.md)
     # (every GPU kernel's measured device time, efficiency.kernel_device_time_s, takes gemm 12.8% -> 10.8%,
     # op level 12.3% -> 11.0%, end to end 17.1% -> 16.8%, all 13.9% -> 13.0%, bias -9.1% -> -7.4%; pub-094's
     # static KV cache of 205 positions, its context from gpt-fast's generate.py, takes Llama decode to 8.9%)
@@ -52,9 +52,11 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # decode 8.9% -> 8.3%, end to end 16.7% -> 16.4%; the L40S tensor energies derived from measured 4096^3
     # GEMMs at its 350 W limit, as the T4's: prefill 27.0% -> 23.9%, end to end 16.4% -> 16.1%; the TensorRT-LLM fp8
     # rows as the engine runs them, fp8 only in the GEMMs and the KV cache: prefill 23.9% -> 21.7%, decode 8.3% -> 8.6%,
-    # end to end 16.1% -> 15.9%)
-    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 9.0, "e2e_llama_prefill": 22.0,
-    "end-to-end": 16.0,
+    # end to end 16.1% -> 15.9%; decode attention streaming its K/V cache at the rate measured for TensorRT-LLM's
+    # decode kernels, efficiency.decode_attention_*bandwidth_fraction: decode 8.6% -> 5.7%, end to end 15.9% -> 15.6%;
+    # the B200's L2 at the rate its decode kernels were measured to stream through it: attention 12.1% -> 11.8%)
+    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 22.0,
+    "end-to-end": 15.7,
 }
 
 
@@ -68,7 +70,7 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     assert summaries["op-level"].mape <= 15.0
     assert summaries["end-to-end"].mape <= 20.0
     # the fidelity issue's op-level target (<= 12%) and its bias band (within +-8%) over all rows; its
-    # end-to-end target (<= 15%) is not met (15.9%)
+    # end-to-end target (<= 15%) is not met (15.6%)
     assert summaries["op-level"].mape <= 12.0
     assert abs(summaries["all"].bias) <= 8.0
 

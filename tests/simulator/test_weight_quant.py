@@ -85,7 +85,9 @@ def test_fp8_kv_cache_cuts_decode_attention_traffic():
     qo = 2 * 8 * 32 * 1 * 128 * 2
     assert base.dram_bytes >= kv16 + qo
     assert base.dram_bytes - narrow.dram_bytes == pytest.approx(kv16 / 2, rel=1e-9)
-    assert narrow.time_s < 0.6 * base.time_s  # memory-bound: about half the bytes
+    # memory-bound: half the K/V bytes, streamed at the H100's measured 8-bit decode rate (0.751 of peak,
+    # efficiency.decode_attention_fp8_bandwidth_fraction) instead of the 16-bit one (0.904)
+    assert narrow.time_s / base.time_s == pytest.approx(0.5 * 0.904 / 0.751, rel=0.02)
 
 
 def test_default_graphs_are_untouched(a100):
