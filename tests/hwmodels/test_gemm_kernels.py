@@ -1,0 +1,61 @@
+"""TensorRT-LLM's bf16 GEMMs on five GPUs as aiconfigurator measured them: data the catalog never saw.
+
+hwmodels/measurements/gemm_kernels.csv holds 30 shapes per GPU (M = 1 ... 8192 against the N x K of
+7B-class linear layers and 8192^2). The bounds are the achieved errors, so a change to the GEMM model
+that moves them shows here; docs/accuracy.md (tenth pass) reads them: the model is slow at medium M on
+the HBM GPUs, most on the A100 and B200, where its GEMMs are bound by the L2 figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwmodels.catalog import load_device
+from simulator.calibration.measurements import MeasurementSet
+from simulator.calibration.predict import GraphCache, default_predict, run_options
+from simulator.hardware import known_devices
+
+DATA = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "gemm_kernels.csv"
+
+
+@pytest.fixture(scope="module")
+def errors() -> dict[str, dict[int, list[float]]]:
+    ms = MeasurementSet.load(DATA, devices=known_devices())
+    graphs = GraphCache()
+    out: dict[str, dict[int, list[float]]] = {}
+    for m in ms:
+        p = default_predict(graphs.get(m), load_device(m.device), m)
+        rows = int(m.workload.split("m=")[1].split(",")[0])
+        out.setdefault(m.device, {}).setdefault(rows, []).append(100 * (p - m.median_s) / m.median_s)
+    return out
+
+
+def test_rows_are_predicted_as_the_collector_ran_them():
+    ms = MeasurementSet.load(DATA, devices=known_devices())
+    assert len(ms) == 150 and {m.device for m in ms} == {"h100-sxm5-80gb", "h200-sxm-141gb", "b200", "l40s",
+                                                        "a100-sxm4-80gb"}
+    opts, overrides = run_options({"source": ms[0].source, "notes": ms[0].notes, "dtype": "bf16"})
+    assert opts.cuda_graphs and not overrides  # timed by CUDA-graph replay
+
+
+# achieved MAPE per GPU (tenth pass), rounded up
+ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.5, "l40s": 19.5, "a100-sxm4-80gb": 24.0, "b200": 32.5}
+
+
+@pytest.mark.parametrize("device", sorted(ACHIEVED))
+def test_errors_stay_at_the_achieved_level(errors, device):
+    allv = [e for v in errors[device].values() for e in v]
+    assert len(allv) == 30
+    assert float(np.mean(np.abs(allv))) <= ACHIEVED[device]
+
+
+def test_where_the_model_is_slow(errors):
+    # medium M (512 rows) on HBM GPUs: predicted slower than measured on every GPU, most on the A100 and
+    # B200, whose GEMMs the model holds to its L2 figure; single-row GEMVs are within a few percent on H100
+    slow = {d: float(np.mean(errors[d][512])) for d in ("a100-sxm4-80gb", "b200", "h100-sxm5-80gb", "h200-sxm-141gb")}
+    assert all(v > 10 for v in slow.values()), slow
+    assert slow["a100-sxm4-80gb"] > 35 and slow["b200"] > 35
+    assert abs(float(np.mean(errors["h100-sxm5-80gb"][1]))) < 5
