@@ -385,8 +385,8 @@ class GpuParams:
 
 def decode_attention_fraction(p: GpuParams, kv_bytes: float) -> ArrayLike:
     """DRAM fraction at which a decode attention kernel streams a K/V cache of ``kv_bytes``-wide
-    elements: the 8-bit figure for an 8-bit cache, the 16-bit figure otherwise, ``p.dram_fraction``
-    where the device has no figure."""
+    elements: the 8-bit figure for an 8-bit (or narrower) cache, the 16-bit figure otherwise (fp32 too),
+    ``p.dram_fraction`` where the device has no figure."""
     d16 = p.dram_fraction if p.decode_dram_fraction is None else p.decode_dram_fraction
     if kv_bytes <= 1 and p.decode_fp8_dram_fraction is not None:
         return p.decode_fp8_dram_fraction

@@ -53,7 +53,7 @@ OVERRIDE_SOURCE = "sweep override"
 _NEAR = 3
 
 #: Fields whose zero means "not present / not modelled / no separate figure" (their spec default is 0).
-_ZERO_ALLOWED_TIMES = _spec_module.zero_means_absent()
+_ZERO_MEANS_ABSENT = _spec_module.zero_means_absent()
 _POSITIVE_UNITS = frozenset({"Hz", "B", "B/s", "FLOP/s", "count", "s", "W"})
 _NONNEGATIVE_UNITS = frozenset({"J/B", "J/FLOP"})
 
@@ -226,7 +226,7 @@ def _example(unit: str) -> str:
 def _check(v: float, unit: str, name: str, where: str, raw: Any) -> None:
     if not math.isfinite(v):
         raise SweepPathError(f"{where}not finite; got {raw!r}; expected a finite number")
-    if name in _ZERO_ALLOWED_TIMES:
+    if name in _ZERO_MEANS_ABSENT:
         if v < 0:
             raise SweepPathError(f"{where}must not be negative; got {format_quantity(v, unit)}; expected >= 0")
         if v == 0 or unit == "s":

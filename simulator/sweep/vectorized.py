@@ -182,9 +182,9 @@ def _first_bad(x: np.ndarray, unit: str, path: str) -> int | None:
     """Index of the first value the field cannot take (None: all fine), by the rules of ``parse_quantity``."""
     name = path.rsplit(".", 1)[-1]
     ok = np.isfinite(x)
-    from simulator.sweep.paths import _NONNEGATIVE_UNITS, _POSITIVE_UNITS, _ZERO_ALLOWED_TIMES
+    from simulator.sweep.paths import _NONNEGATIVE_UNITS, _POSITIVE_UNITS, _ZERO_MEANS_ABSENT
 
-    if name in _ZERO_ALLOWED_TIMES:
+    if name in _ZERO_MEANS_ABSENT:
         ok &= x >= 0
         if unit == "1" and name.endswith("_fraction"):
             ok &= x <= 1
