@@ -11,14 +11,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy"), help="the published GPU dataset "
+    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels"),
+                   help="the published GPU dataset "
                    "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
                    "groups); edge: only the published MLPerf Inference Edge results of Jetson devices "
                    "(hwmodels/measurements/published_edge.csv); frameworks: rows that name their software stack, "
                    "predicted under its profile and grouped by framework (hwmodels/measurements/"
                    "published_frameworks.csv, or FILE.csv); energy: published power and energy measurements, "
                    "energy and average-power errors beside latency, by device and kind "
-                   "(hwmodels/measurements/published_energy.csv, or FILE.csv)")
+                   "(hwmodels/measurements/published_energy.csv, or FILE.csv); kernels: decode-attention and GEMM "
+                   "kernels as serving stacks' collectors timed them, by GPU, stack and K/V width, derivation rows "
+                   "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -99,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_frameworks(args)
     if args.dataset == "energy":  # the shipped set, or FILE.csv in the energy schema
         return _run_energy(args)
+    if args.dataset == "kernels":  # the shipped kernel tables
+        return _run_kernels(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
@@ -376,3 +381,40 @@ def _print_energy(res: dict, *, rows: bool) -> None:
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _run_kernels(args: argparse.Namespace) -> int:
+    """``--dataset kernels``: decode-attention and GEMM kernel tables, predicted row by row, unfitted."""
+    import numpy as np
+
+    from simulator.calibration.kernel_validation import validate_kernels
+    from simulator.report.formatting import table
+
+    if args.measurements:
+        raise ValueError(f"validate --dataset kernels: FILE.csv {args.measurements} given; expected none (the kernel "
+                         "tables ship in hwmodels/measurements; validate another file with FILE.csv --hardware NAME)")
+    if args.hardware or args.calibration:
+        raise ValueError("validate --dataset kernels: --hardware/--calibration given; expected neither (each row "
+                         "names its device)")
+    if args.plot is not None:
+        _check_plot_path(args.plot)
+    res = validate_kernels()
+    groups = res["groups"]
+    if args.json:
+        print(json.dumps({"groups": {k: v.to_json(classes=False) for k, v in groups.items()}, "rows": res["rows"]},
+                         indent=2, sort_keys=True))
+    else:
+        print("kernel tables (hwmodels/measurements: decode_attention_kernels.csv, gemm_kernels.csv), unfitted; "
+              "derivation rows are those the catalog's decode-attention figures are medians of")
+        rows = [[label, str(g.n), f"{g.mape:.1f}", f"{g.median_ape:.1f}", f"{g.max_ape:.1f}", f"{g.bias:+.1f}"]
+                for label, g in groups.items()]
+        print(table(rows, ["group", "n", "MAPE %", "median %", "max %", "bias %"], align="lrrrrr"))
+    if args.plot is not None:
+        pts = [(r["file"], r["predicted_s"], r["measured_s"]) for r in res["rows"]]
+        cross = [r for r in res["rows"] if r["role"] == "cross-check"]
+        mape = float(np.mean([abs(r["error_pct"]) for r in cross])) if cross else float("nan")
+        plot(pts, f"kernel tables: cross-check MAPE {mape:.1f}% (n={len(cross)})", args.plot)
+        if not args.json:
+            print(f"\nplot -> {args.plot}")
+    return 0
+

@@ -1,0 +1,60 @@
+"""`nodeperf validate --dataset kernels`: the decode-attention and GEMM kernel tables, predicted unfitted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.calibration.kernel_validation import kernel_stack, validate_kernels
+from simulator.cli import main
+
+
+@pytest.fixture(scope="module")
+def result():
+    return validate_kernels()
+
+
+def test_groups_and_figures(result):
+    g = result["groups"]
+    assert len(result["rows"]) == 528 + 150
+    assert (g["decode attention"].n, g["decode attention / derivation"].n, g["decode attention / cross-check"].n,
+            g["gemm"].n) == (528, 143, 385, 150)
+    # the figures docs/accuracy.md quotes (tenth pass)
+    assert g["decode attention / derivation"].mape == pytest.approx(5.4, abs=0.1)
+    assert g["decode attention / cross-check"].mape == pytest.approx(7.5, abs=0.1)
+    assert g["gemm"].mape == pytest.approx(19.7, abs=0.1)
+    assert g["gemm / a100-sxm4-80gb / TensorRT-LLM 1.0.0 / bf16"].mape == pytest.approx(23.3, abs=0.1)
+    assert g["decode attention / h100-sxm5-80gb / vLLM 0.24.0 / 16-bit K/V"].mape < 3.0
+    # per file: its total first, then the roles, then GPU / stack / width
+    labels = list(g)
+    assert labels[:3] == ["decode attention", "decode attention / cross-check", "decode attention / derivation"]
+    assert labels.index("gemm") > labels.index("decode attention / l40s / vLLM 0.24.0 / fp8_e4m3")
+
+
+def test_stack_names():
+    assert kernel_stack("x @ 1 a/b/attention/vllm/0.24.0/t.parquet") == "vLLM 0.24.0"
+    assert kernel_stack("x/gemm/trtllm/1.0.0/gemm_perf.parquet") == "TensorRT-LLM 1.0.0"
+    assert kernel_stack("a paper, Table 3") == "unknown"
+
+
+def test_cli(capsys, monkeypatch, result, tmp_path):
+    import simulator.calibration.kernel_validation as kv
+
+    monkeypatch.setattr(kv, "validate_kernels", lambda files=None: result)  # computed once
+    assert main(["validate", "--dataset", "kernels"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("kernel tables (hwmodels/measurements")
+    row = next(ln for ln in lines if ln.startswith("decode attention / derivation "))
+    assert row.split()[-5:-3] == ["143", "5.4"]
+    assert main(["validate", "--dataset", "kernels", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["groups"]["gemm"]["n"] == 150 and len(data["rows"]) == 678
+    assert main(["validate", "--dataset", "kernels", "--plot", str(tmp_path / "k.png")]) == 0
+    assert (tmp_path / "k.png").stat().st_size > 0
+    capsys.readouterr()
+    assert main(["validate", "--dataset", "kernels", "--hardware", "t4"]) == 2
+    assert "expected neither" in capsys.readouterr().err
+    assert main(["validate", "x.csv", "--dataset", "kernels"]) == 2
+    assert "FILE.csv x.csv given; expected none" in capsys.readouterr().err
