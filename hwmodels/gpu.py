@@ -393,6 +393,12 @@ def decode_attention_fraction(p: GpuParams, kv_bytes: float) -> ArrayLike:
     return d16
 
 
+def attention_dram_fraction(p: GpuParams, kv_bytes: float, decode: bool) -> ArrayLike:
+    """DRAM fraction an attention kernel streams at: a decode kernel's measured rate for its K/V width
+    (:func:`decode_attention_fraction`), else ``p.dram_fraction``."""
+    return decode_attention_fraction(p, kv_bytes) if decode else p.dram_fraction
+
+
 def _nonzero_or(x: ArrayLike, fallback: ArrayLike) -> ArrayLike:
     """``x`` where it is set (> 0), else ``fallback``, element by element for arrays (a spec field's 0 = no figure)."""
     if np.ndim(x) == 0 and np.ndim(fallback) == 0:
@@ -1912,8 +1918,7 @@ def attention(
     dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing,
                                        kernel=kernel)
     # a decode kernel streams the K/V cache at its own measured rate (decode_attention_fraction)
-    frac = decode_attention_fraction(p, in_bytes) if grid.decode else p.dram_fraction
-    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(frac))
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(attention_dram_fraction(p, in_bytes, grid.decode)))
     t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     t_mem = np.maximum(t_dram, t_l2)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)

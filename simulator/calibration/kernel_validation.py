@@ -46,8 +46,8 @@ def validate_kernels(files: dict[str, Path] | None = None) -> dict[str, Any]:
     dict
         ``"groups"``: ``{label: ErrorSummary}`` per file, ``file / role`` (derivation rows: the catalog's
         figures are their medians; cross-check rows: unused), ``file / device / stack / K/V width``;
-        ``"rows"``: one dict per row (id, file, device, stack, kv_dtype, role, measured_s, predicted_s,
-        error_pct).
+        ``"rows"``: one dict per row (id, file, workload, device, stack, kv_dtype, role, measured_s,
+        predicted_s, error_pct).
     """
     from hwmodels.catalog import load_device
 
@@ -67,7 +67,8 @@ def validate_kernels(files: dict[str, Path] | None = None) -> dict[str, Any]:
             i = len(pred)
             pred.append(p)
             meas.append(m)
-            rows.append({"id": m.id, "file": name, "device": m.device, "stack": stack, "kv_dtype": m.kv_dtype or "",
+            rows.append({"id": m.id, "file": name, "workload": m.workload, "device": m.device, "stack": stack,
+                         "kv_dtype": m.kv_dtype or "",
                          "role": role, "measured_s": m.median_s, "predicted_s": p,
                          "error_pct": 100.0 * (p - m.median_s) / m.median_s})
             for label in (name, f"{name} / {role}", f"{name} / {m.device} / {stack} / {kv}"):

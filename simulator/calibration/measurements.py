@@ -140,16 +140,14 @@ class Measurement:
         args: dict[str, Any]
         if is_micro(self.workload):  # a single op: the string gives the shapes (bwd=1 for a backward kernel)
             args = {"batch": None, "seq": None, "context": None, "dtype": self.dtype, "train": False, "phase": None}
-        else:
-            args = {"batch": self.batch, "seq": self.seq, "context": self.context,
-                    "dtype": self.dtype, "train": bool(self.train)}
+        else:  # a training step is built by `train=True`; its phase is implied
+            args = {"batch": self.batch, "seq": self.seq, "context": self.context, "dtype": self.dtype,
+                    "train": bool(self.train), "phase": None if self.train else self.phase}
         # per-tensor precision applies to both (a micro-workload without the tensors it retypes is a located error)
         if self.weight_dtype:
             args["weight_dtype"] = self.weight_dtype
         if self.kv_dtype:
             args["kv_dtype"] = self.kv_dtype
-        if not is_micro(self.workload):  # a training step is built by `train=True`; its phase is implied
-            args["phase"] = None if self.train else self.phase
         return args
 
     def to_row(self) -> dict[str, str]:

@@ -304,6 +304,7 @@ def library_launches(rule: str) -> int:
     op): cuDNN's layout transforms around a convolution on NCHW tensors, none otherwise."""
     return LAYOUT_TRANSFORM_KERNELS if rule.endswith(NCHW_RULE_SUFFIX) else 0
 
+
 #: Where the NCHW layout transforms of cuDNN's tensor-core convolutions are documented.
 CONV_LAYOUT_SOURCES = (
     "NVIDIA cuDNN documentation, Legacy API, 'Tensor Core operations / Data and Filter Formats': 'The cuDNN "
@@ -352,7 +353,7 @@ def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> K
     result read in NHWC and written in NCHW, one memory-bound kernel each, run one after another with the
     convolution (their time adds to both its compute and memory terms)."""
     p32 = ctx.params("fp32")
-    tensors = [t for t in op.inputs[:2]] + [op.outputs[0]]
+    tensors = [*op.inputs[:2], op.outputs[0]]
     assert len(tensors) == LAYOUT_TRANSFORM_KERNELS
     # what each transform finds in L2, by the engine's rule (EvalOptions.l2_residency: a tensor the previous
     # kernel wrote and no larger than L2): the inputs the engine found resident (ctx.resident_bytes, given to
@@ -440,13 +441,12 @@ def _narrow_kv(e_q: gpu.KernelEstimate, e_kv: gpu.KernelEstimate, qo_elements: f
     is linear in the operand width, so the mixed traffic is ``e_kv``'s plus the Q and O elements
     (``qo_elements``) at the ``extra_bytes`` they are wider. Memory time is that traffic at the
     DRAM and L2 rates as :func:`hwmodels.gpu.attention` takes them (a decode kernel at the DRAM
-    fraction measured for its K/V width, ``kv_bytes``: :func:`hwmodels.gpu.decode_attention_fraction`);
+    fraction measured for its K/V width, ``kv_bytes``: :func:`hwmodels.gpu.attention_dram_fraction`);
     the math runs at the query dtype's rate (K/V converted in registers), so the compute time is ``e_q``'s.
     """
     dram = _f(e_kv.dram_bytes) + qo_elements * extra_bytes
     l2 = _f(e_kv.l2_bytes) + qo_elements * extra_bytes
-    decode = bool(dict(e_kv.details).get("decode", False))
-    frac = gpu.decode_attention_fraction(p, kv_bytes) if decode else p.dram_fraction
+    frac = gpu.attention_dram_fraction(p, kv_bytes, bool(dict(e_kv.details).get("decode", False)))
     t_mem = np.maximum(dram / (_f(p.dram_bytes_per_s) * _f(frac)),
                        l2 / (_f(p.l2_bytes_per_s) * _f(p.l2_tile_fraction)))
     t_mem = _f(t_mem)

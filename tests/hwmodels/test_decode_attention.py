@@ -18,7 +18,7 @@ import pytest
 from hwmodels import gpu
 from hwmodels.catalog import load_device
 from simulator.calibration.measurements import MeasurementSet
-from simulator.calibration.predict import GraphCache, default_predict
+from simulator.calibration.predict import GraphCache
 from simulator.hardware import known_devices
 from workloads.ir import Role
 from workloads.resolve import load_workload
@@ -116,28 +116,31 @@ def test_micro_attention_kv_cache_flag():
         load_workload("attention:b=2,h=32,s=1,d=128,s_kv=64", dtype="bf16", kv_dtype="fp8_e4m3")
 
 
-def _errors(role: str) -> dict[tuple[str, str], list[float]]:
-    ms = MeasurementSet.load(DATA, devices=known_devices())
-    graphs = GraphCache()
+@pytest.fixture(scope="module")
+def kernel_rows() -> list[dict]:
+    from simulator.calibration.kernel_validation import validate_kernels
+
+    return validate_kernels({"decode attention": DATA})["rows"]
+
+
+def _errors(rows: list[dict], role: str) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = {}
-    for m in ms:
-        if not m.notes.startswith(role):
-            continue
-        p = default_predict(graphs.get(m), load_device(m.device), m)
-        out.setdefault((m.device, m.kv_dtype or "bf16"), []).append(100 * abs(p - m.median_s) / m.median_s)
+    for r in rows:
+        if r["role"] == role:
+            out.setdefault((r["device"], r["kv_dtype"] or "bf16"), []).append(abs(r["error_pct"]))
     return out
 
 
-def test_model_reproduces_the_kernels_its_figures_come_from():
-    errs = _errors("derivation")
+def test_model_reproduces_the_kernels_its_figures_come_from(kernel_rows):
+    errs = _errors(kernel_rows, "derivation")
     mape = {k: float(np.mean(v)) for k, v in errs.items()}
     # achieved at the time of writing: A100 8.5% (its rows span 0.58-0.86 of peak), L40S 8-bit 12%, the rest 1-5%
     assert max(mape.values()) < 13.0, mape
     assert float(np.mean([e for v in errs.values() for e in v])) < 6.0
 
 
-def test_other_stacks_decode_kernels_unseen_by_the_catalog():
-    errs = _errors("cross-check")
+def test_other_stacks_decode_kernels_unseen_by_the_catalog(kernel_rows):
+    errs = _errors(kernel_rows, "cross-check")
     allv = [e for v in errs.values() for e in v]
     # vLLM and SGLang on H100, H200, B200, L40S and A100 (385 rows): 16-bit within a few percent except
     # SGLang's A100 kernels (29-34% faster predicted than measured), 8-bit 1-20%

@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwmodels.catalog import load_device
 from simulator.calibration.measurements import MeasurementSet
-from simulator.calibration.predict import GraphCache, default_predict, run_options
+from simulator.calibration.predict import run_options
 from simulator.hardware import known_devices
 
 DATA = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "gemm_kernels.csv"
@@ -23,13 +22,12 @@ DATA = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "gemm
 
 @pytest.fixture(scope="module")
 def errors() -> dict[str, dict[int, list[float]]]:
-    ms = MeasurementSet.load(DATA, devices=known_devices())
-    graphs = GraphCache()
+    from simulator.calibration.kernel_validation import validate_kernels
+
     out: dict[str, dict[int, list[float]]] = {}
-    for m in ms:
-        p = default_predict(graphs.get(m), load_device(m.device), m)
-        rows = int(m.workload.split("m=")[1].split(",")[0])
-        out.setdefault(m.device, {}).setdefault(rows, []).append(100 * (p - m.median_s) / m.median_s)
+    for r in validate_kernels({"gemm": DATA})["rows"]:
+        rows = int(r["workload"].split("m=")[1].split(",")[0])
+        out.setdefault(r["device"], {}).setdefault(rows, []).append(r["error_pct"])
     return out
 
 
