@@ -98,6 +98,9 @@ __all__ = [
     "HOST_NAME",
     "PROBE_VERSION",
     "GUEST_L3_BYTES_PER_CPU",
+    "LOW_PRECISION_LIBRARY_FLAGS",
+    "REFERENCE_GEMM_FLOP_PER_CYCLE",
+    "low_precision_library",
 ]
 
 logger = logging.getLogger(__name__)
@@ -106,8 +109,48 @@ logger = logging.getLogger(__name__)
 HOST_NAME = "host"
 
 #: Version of the probe code and of :func:`probe_plan`'s rules; part of the cache key. Bump it when
-#: either changes what a probe measures.
-PROBE_VERSION = 2
+#: either changes what a probe measures (3: source and destination of the copy probes placed half a page
+#: apart, :func:`skewed_pair`).
+PROBE_VERSION = 3
+
+#: PyTorch's CPU dispatch of reduced-precision contractions (``mkldnn_bf16_device_check`` and
+#: ``mkldnn_fp16_device_check``, aten/src/ATen/native/mkldnn/Utils.h, whose error text reads "bf16 path
+#: needs the cpu support avx_ne_convert or avx512bw, avx512vl and avx512dq" and "fp16 path needs the cpu
+#: support avx_ne_convert or avx512_fp16"): on x86-64, /proc/cpuinfo flag sets any one of which enables
+#: oneDNN's path for the dtype. Without them a bf16/fp16 matmul (and the GEMMs of a convolution or of the
+#: CPU flash-attention kernel) runs ATen's portable loops (aten/src/ATen/native/cpu/BlasKernel.cpp).
+LOW_PRECISION_LIBRARY_FLAGS: dict[str, tuple[frozenset[str], ...]] = {
+    "bf16": (frozenset({"avx512bw", "avx512vl", "avx512dq"}), frozenset({"avx_ne_convert"}),
+             frozenset({"amx_bf16"})),
+    "fp16": (frozenset({"avx512_fp16"}), frozenset({"avx_ne_convert"}), frozenset({"amx_fp16"})),
+}
+
+#: FLOP per clock cycle of those portable loops (one thread: a second thread did not change the rate).
+#: Measured (benchmarks/bench_reference_gemm.py): torch 2.13.0+cpu on a 2-core AMD EPYC (Zen 3, AVX2
+#: without AVX-512) KVM guest at 2.445 GHz, the quick suite's ten bf16 GEMM shapes in bf16 and fp16,
+#: median over the twenty (0.549); the shapes spread from 0.20 to 1.43 FLOP/cycle (in-cache shapes up to
+#: 128 fastest, shapes with a large output or deep K slowest: the loops walk one operand with a stride and
+#: write the output with another), so a shape may sit a factor of two or more off this figure.
+REFERENCE_GEMM_FLOP_PER_CYCLE = 0.549
+
+
+def low_precision_library(info: HostInfo, dtype: str) -> tuple[bool, str]:
+    """Whether PyTorch runs ``dtype`` (``bf16``/``fp16``) contractions through oneDNN on this CPU, and why.
+
+    x86-64 only (:data:`LOW_PRECISION_LIBRARY_FLAGS`); another ISA keeps the library path, since the
+    portable loops' rate was measured on x86-64 only and Arm builds carry NEON dot-product loops for both
+    dtypes.
+    """
+    machine = platform.machine().lower()
+    x86 = machine in ("x86_64", "amd64", "i686", "i386") or bool(info.flags & {"sse2", "avx", "avx2"})
+    if not x86:
+        return True, f"library path assumed: the portable loops' rate is measured on x86-64 only ({machine or 'unknown ISA'})"
+    for need in LOW_PRECISION_LIBRARY_FLAGS[dtype]:
+        if need <= info.flags:
+            return True, f"oneDNN path: /proc/cpuinfo flags {' + '.join(sorted(need))}"
+    alts = " or ".join(" + ".join(sorted(n)) for n in LOW_PRECISION_LIBRARY_FLAGS[dtype])
+    return False, f"ATen's portable GEMM loops (no {alts} in /proc/cpuinfo flags for PyTorch's oneDNN {dtype} path)"
+
 
 #: Largest L3 a hypervisor guest may use per guest CPU sharing an L3 instance (bytes): the top of the
 #: L3 probe ladder in a guest (the usable part below it is measured). L3 per core of the many-core
@@ -568,11 +611,41 @@ def _best_time(fn, repeats: int) -> float:
     return best
 
 
+#: Distance (bytes, modulo :data:`ALIAS_PERIOD`) between the source and destination of a probe's copy.
+PAIR_SKEW = 2048
+#: Address bits the load/store units compare before the full address is known (4 KiB: the page offset).
+ALIAS_PERIOD = 4096
+
+
+def skewed_pair(n: int, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """Two ``n``-element arrays, the second starting :data:`PAIR_SKEW` bytes past a page boundary
+    relative to the first: ``(b - a) % 4096 == 2048``.
+
+    A streaming loop whose destination sits a few bytes after its source modulo 4 KiB makes every load
+    look as if it depended on a store in flight ("4K aliasing": the load/store unit compares the page
+    offset, bits 11-0, first; Intel 64 and IA-32 Architectures Optimization Reference Manual, "4-KByte
+    aliasing"; AMD Software Optimization Guide for Family 19h Processors, store-to-load forwarding).
+    Two equal arrays that ``malloc`` places back to back are 16 bytes apart modulo 4 KiB when their size
+    is a multiple of a page: on a 2-core AMD EPYC (Zen 3/4) KVM guest a 256 KiB np.copyto then ran at
+    3.5 GB/s instead of 40-65 GB/s, so an L2 probe measured the allocator, not the cache. Half a page
+    apart keeps the two streams' offsets as far from each other as they can be.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = n * itemsize
+    span = -(-(nbytes + PAIR_SKEW) // ALIAS_PERIOD) * ALIAS_PERIOD
+    raw = np.empty(2 * span + ALIAS_PERIOD, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIAS_PERIOD
+    a = raw[start:start + nbytes].view(dtype)
+    b = raw[start + span + PAIR_SKEW:start + span + PAIR_SKEW + nbytes].view(dtype)
+    return a, b
+
+
 def _copy_bandwidth(nbytes: int, repeats: int) -> float:
-    """Bytes moved (read + write) per second by np.copyto over a buffer of ``nbytes``."""
+    """Bytes moved (read + write) per second by np.copyto over a buffer of ``nbytes`` (source and
+    destination half a page apart: :func:`skewed_pair`)."""
     n = max(1, nbytes // 8)
-    src = np.ones(n, dtype=np.float64)
-    dst = np.empty_like(src)
+    src, dst = skewed_pair(n)
+    src.fill(1.0)
     np.copyto(dst, src)
     t = _best_time(lambda: np.copyto(dst, src), repeats)
     return 2 * n * 8 / t
@@ -616,8 +689,8 @@ def _special_function_probe(n: int = 1 << 16, repeats: int = 50) -> dict[str, fl
     The add over the same buffers is the loads, stores and loop; what remains is the evaluation of the
     function itself (vectorised by NumPy's SIMD dispatch). Keys ``sf_<name>``.
     """
-    x = np.linspace(-4.0, 4.0, n, dtype=np.float32)
-    out = np.empty_like(x)
+    x, out = skewed_pair(n, np.float32)
+    x[:] = np.linspace(-4.0, 4.0, n, dtype=np.float32)
     base = _best_time(lambda: np.add(x, x, out=out), repeats)
     res: dict[str, float] = {}
     for name, ufunc in _SPECIAL_FUNCTIONS.items():
@@ -1046,7 +1119,17 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         # figure; LAPACK's ILAENV block size; a measured dsterf sweep rate), which `nodeperf calibrate` may refit
         prov[f"efficiency.{fld}"] = Provenance(f"default of EfficiencySpec.{fld} (see hwmodels/spec.py)")
     lanes = max(1, width // 32)
+    reference: dict[str, float] = {}
+    for dt in ("bf16", "fp16"):
+        library, why = low_precision_library(info, dt)
+        if not library:
+            reference[dt] = clock * REFERENCE_GEMM_FLOP_PER_CYCLE
+            prov[f"cpu.reference_gemm_flops_per_s.{dt}"] = Provenance(
+                f"derived: {clock / 1e9:.4g} GHz x {REFERENCE_GEMM_FLOP_PER_CYCLE:g} FLOP/cycle "
+                "(hwmodels.host.REFERENCE_GEMM_FLOP_PER_CYCLE, measured by benchmarks/bench_reference_gemm.py), one thread",
+                why)
     cpu = CpuSpec(
+        reference_gemm_flops_per_s=reference,
         gemm_peak_fraction=1.0,
         dnn_peak_fraction=1.0,
         gemm_half_m=float(lanes),

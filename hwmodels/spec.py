@@ -191,6 +191,11 @@ class CpuSpec:
     library_call_overhead_s: float = spec_field(
         "s", "extra per-call cost of the primitive-based library path (oneDNN: direct convolution, "
         "bf16/fp16 GEMM): primitive lookup/creation and layout reorders of small tensors")
+    reference_gemm_flops_per_s: dict[str, float] = spec_field(
+        "FLOP/s", "rate of the framework's portable GEMM loops, one thread, for a reduced-precision dtype whose "
+        "contractions the primitive library cannot run on this CPU (PyTorch without AVX-512 BW/VL/DQ or "
+        "AVX-NE-CONVERT for bf16, without AVX512-FP16 or AVX-NE-CONVERT for fp16); a dtype not listed takes the "
+        "library path", keys=("bf16", "fp16"), default_factory=dict)
 
 
 @dataclass(frozen=True)

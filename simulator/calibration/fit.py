@@ -95,13 +95,32 @@ _CPU_BOUNDS: dict[str, tuple[float | str, float | str]] = {
     "efficiency.l2_bandwidth_fraction": (0.05, 1.0),
     "efficiency.launch_overhead_s": ("x0.1", "x100"),
     "cpu.library_call_overhead_s": ("x0.1", "x300"),
+    # ATen's portable bf16/fp16 loops on a CPU without oneDNN's path for the dtype (hwmodels.host): their
+    # rate spreads by a factor of ~2 either side of the measured median from shape to shape
+    "cpu.reference_gemm_flops_per_s.bf16": ("x0.3", "x3"),
+    "cpu.reference_gemm_flops_per_s.fp16": ("x0.3", "x3"),
 }
 
 
 def _levels_present(spec: Mapping[str, Any], device: DeviceSpec) -> dict[str, Any]:
-    """A default parameter mapping without the ``memory.<level>.*`` entries of levels ``device`` lacks."""
+    """A default parameter mapping without the fields ``device`` lacks or never uses: the
+    ``memory.<level>.*`` entries of levels it does not have, the ``cpu.reference_gemm_flops_per_s``
+    entries of dtypes its library runs, and, for a dtype that runs the reference loops instead, the
+    library path's ``compute.tensor_flops_per_s`` entry (no CPU rule prices a contraction with it)."""
     names = {lv.name for lv in device.memory}
-    return {p: b for p, b in spec.items() if not p.startswith("memory.") or p.split(".")[1] in names}
+    reference = set(device.cpu.reference_gemm_flops_per_s) if device.cpu is not None else set()
+
+    def used(path: str) -> bool:
+        parts = path.split(".")
+        if parts[0] == "memory":
+            return parts[1] in names
+        if path.startswith("cpu.reference_gemm_flops_per_s."):
+            return parts[-1] in reference
+        if path.startswith("compute.tensor_flops_per_s."):
+            return parts[-1] not in reference
+        return True
+
+    return {p: b for p, b in spec.items() if used(p)}
 
 
 #: Fields calibrated by default on a CPU spec without a ``cpu`` section (plain roofline).

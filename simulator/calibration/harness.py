@@ -29,7 +29,7 @@ from simulator.calibration.executor import compile_graph, torch_available
 from simulator.calibration.measurements import Measurement, MeasurementSet, case_label
 
 __all__ = ["Case", "TimingPolicy", "suite", "SUITES", "time_runner", "run_cases", "environment", "catalog_gpu_name",
-           "detect_device_name"]
+           "detect_device_name", "portable_loop_reason"]
 
 logger = logging.getLogger(__name__)
 
@@ -379,6 +379,28 @@ def _keep_freed_memory() -> bool:
     return ok
 
 
+#: Op categories whose cases time a contraction (a GEMM): on a CPU they run the dtype's library path.
+_CONTRACTION_CATEGORIES = frozenset({"gemm", "conv2d", "attention"})
+
+
+def portable_loop_reason(case: Case, device: str, backend: str) -> str:
+    """Why ``case`` is not timed on this machine's CPU, or ``""``.
+
+    A bf16/fp16 contraction on a CPU without the ISA of oneDNN's path for that dtype runs ATen's
+    portable GEMM loops (:func:`hwmodels.host.low_precision_library`): the host model prices them at one
+    measured median rate (``cpu.reference_gemm_flops_per_s``) whose shapes spread by a factor of two or
+    more either side, so such a case carries no information for the library fields a calibration fits
+    and would only add that spread to its errors. The case is reported as skipped with this reason.
+    """
+    if device != "cpu" or backend != "torch" or case.dtype not in ("bf16", "fp16") \
+            or case.category not in _CONTRACTION_CATEGORIES:
+        return ""
+    from hwmodels.host import low_precision_library, read_host_info
+
+    library, why = low_precision_library(read_host_info(), case.dtype)
+    return "" if library else f"{why}: priced at one median rate, not calibrated"
+
+
 def run_cases(
     cases: Sequence[Case],
     *,
@@ -437,6 +459,14 @@ def run_cases(
     skipped: list[tuple[Case, str]] = []
     for i, case in enumerate(cases):
         runner = None
+        reason = portable_loop_reason(case, device, backend)
+        if reason:
+            if all(r != reason for _, r in skipped):  # one warning per reason; the report lists every case
+                logger.warning("measure: %s cases skipped: %s", case.dtype, reason)
+            skipped.append((case, reason))
+            if progress:
+                progress(i, len(cases), case, None)
+            continue
         try:
             graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
                                   train=case.train, dtype=case.dtype)

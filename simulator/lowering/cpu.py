@@ -8,7 +8,11 @@ op takes, then costs it with that path's fields of :class:`hwmodels.spec.CpuSpec
 * **GEMM** (matmul, batched matmul, router): ``flops / (rate[dtype] * cpu.gemm_peak_fraction * e(m) e(n) e(k))``
   with the small-side efficiency ``e(d) = d / (d + cpu.gemm_half_d)``. bf16/fp16 GEMMs above
   PyTorch's size threshold go through oneDNN instead: ``cpu.dnn_peak_fraction`` in place of the BLAS
-  fraction, plus ``cpu.library_call_overhead_s`` per call.
+  fraction, plus ``cpu.library_call_overhead_s`` per call. Where the CPU lacks the ISA of oneDNN's
+  path for the dtype (``cpu.reference_gemm_flops_per_s`` lists it: :func:`hwmodels.host.low_precision_library`),
+  PyTorch runs ATen's portable loops on one thread: ``flops / cpu.reference_gemm_flops_per_s[dtype]``
+  for a matmul, for the GEMM of a convolution (which then takes the im2col path: oneDNN's convolution
+  needs the same ISA) and for the block products of the flash-attention kernel.
 * **Convolution**: PyTorch's dispatch (``ConvParams::use_mkldnn``) sends a conv either to oneDNN's
   direct convolution (``cpu.dnn_peak_fraction`` with the same small-side factors on the implicit GEMM
   ``N*P*Q x K x C*R*S``, a reorder of the plain weights into the library's blocked layout on every call,
@@ -116,8 +120,16 @@ def gemm_efficiency(cpu: CpuSpec, m: float, n: float, k: float) -> float:
     return cpu.gemm_peak_fraction * _side(m, cpu.gemm_half_m) * _side(n, cpu.gemm_half_n) * _side(k, cpu.gemm_half_k)
 
 
+def _reference_rate(device: DeviceSpec, dtype: str) -> float:
+    """``cpu.reference_gemm_flops_per_s[dtype]``: nonzero when PyTorch runs ``dtype`` contractions in
+    ATen's portable loops on this CPU (no oneDNN path for it), else 0."""
+    return float(device.cpu.reference_gemm_flops_per_s.get(dtype, 0.0)) if device.cpu is not None else 0.0
+
+
 def conv_path(op: Op, device: DeviceSpec) -> str:
     """``"direct"`` (oneDNN) or ``"im2col"`` (BLAS fallback): PyTorch eager's choice for this conv on a CPU."""
+    if op.kind in ("conv1d", "conv2d") and _reference_rate(device, op.dtype.value):
+        return "im2col"  # oneDNN's convolution needs the ISA its reduced-precision GEMM needs
     if op.kind not in ("conv1d", "conv2d") or op.dtype.value in ("bf16", "fp16"):
         return "direct"
     x, w = op.inputs[0], op.inputs[1]
@@ -218,7 +230,15 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
     if op.kind in CONTRACTION_KINDS:
         require_rate(device, dtype, op)  # no rate for the dtype: refused, not costed at fp32
         rate, used = _rate(device.compute.tensor_flops_per_s, dtype)
-        if op.kind in ("matmul", "moe_router"):
+        reference = _reference_rate(device, dtype)
+        if reference:
+            notes.append(f"ATen's portable {dtype} GEMM loops, one thread (no oneDNN {dtype} path on this CPU)")
+        if op.kind in ("matmul", "moe_router") and reference:
+            b, m, n, k = gemm_dims(op)
+            compute_s = flops / reference if flops else 0.0
+            rule = "cpu-reference-gemm"
+            tile = f"{b}x{m}x{n}x{k}"
+        elif op.kind in ("matmul", "moe_router"):
             b, m, n, k = gemm_dims(op)
             e = gemm_efficiency(cpu, m, n, k)
             rule = "cpu-blas-gemm"
@@ -249,7 +269,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             else:
                 gemm_m, gemm_n, gemm_k = d["k"] // d["groups"], d["out_pixels"], d["gemm_k"]
                 e = gemm_efficiency(cpu, gemm_m, gemm_n, gemm_k)
-                compute_s = flops / (rate * e) if flops else 0.0
+                compute_s = (flops / reference if reference else flops / (rate * e)) if flops else 0.0
                 out_rows = d["out_pixels"] // max(1, op.outputs[0].shape[-1])
                 unfold = not (d["filter_size"] == 1 and _unit_stride_no_pad(op))
                 if unfold:
@@ -259,7 +279,8 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
                     extra_moved = 2.0 * col_bytes  # written by the unfold, read by the GEMM
                     notes.append(f"im2col {runs:.0f} runs")
                 rule = "cpu-im2col-gemm"
-                notes.append(f"gemm efficiency {e:.3g}")
+                if not reference:
+                    notes.append(f"gemm efficiency {e:.3g}")
                 tile = f"{d['n']}x{gemm_m}x{gemm_n}x{gemm_k}"
         elif op.kind == "attention":
             q, kk, v = op.inputs[:3]
@@ -270,7 +291,8 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             pairs *= bsz * heads
             e_qk = gemm_efficiency(cpu, qs, kvs, dq)
             e_pv = gemm_efficiency(cpu, qs, dv, kvs)
-            compute_s = 2.0 * pairs * (dq / e_qk + dv / e_pv) / rate
+            compute_s = (2.0 * pairs * (dq + dv) / reference if reference
+                         else 2.0 * pairs * (dq / e_qk + dv / e_pv) / rate)
             vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
             vector_flops = SOFTMAX_FLOPS * pairs
             compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(device, "exp", pairs)
@@ -278,7 +300,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             tile = f"q{qs}xkv{kvs}"
             notes.append(f"{pairs:.4g} pairs computed")
         else:
-            compute_s = flops / (rate * cpu.gemm_peak_fraction) if flops else 0.0
+            compute_s = (flops / reference if reference else flops / (rate * cpu.gemm_peak_fraction)) if flops else 0.0
             rule = "cpu-blas-contraction"
         matrix_flops = flops
         matrix_dtype = used

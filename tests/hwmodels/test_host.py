@@ -220,7 +220,7 @@ def test_cache_hit_miss_on_a_changed_key_and_disabled(fake_probes: dict[str, int
     path = Path(first.cache_file)
     assert path.parent == tmp_path / "cache" and path.name.startswith("host-probe-") and path.suffix == ".json"
     rec = json.loads(path.read_text())
-    assert rec["key_fields"]["model_name"] == info.model_name and rec["key_fields"]["probe_version"] == 2
+    assert rec["key_fields"]["model_name"] == info.model_name and rec["key_fields"]["probe_version"] == host.PROBE_VERSION
     second = probe_host(info)
     assert second.cache_status == "miss; written earlier in this process" and second.values == first.values
     new_process()
@@ -232,7 +232,7 @@ def test_cache_hit_miss_on_a_changed_key_and_disabled(fake_probes: dict[str, int
         again = probe_host(changed)
         assert again.cache_status == "miss; written" and again.cache_file != first.cache_file
     assert fake_probes["runs"] == 4
-    monkeypatch.setattr(host, "PROBE_VERSION", 3)
+    monkeypatch.setattr(host, "PROBE_VERSION", host.PROBE_VERSION + 1)
     assert probe_host(info).cache_status == "miss; written" and fake_probes["runs"] == 5
     monkeypatch.setenv("NODEPERF_NO_CACHE", "1")
     assert probe_cache_dir() is None
@@ -399,3 +399,46 @@ def test_the_real_host_is_read_without_errors() -> None:
     plan = probe_plan(info)
     if "l3" in info.caches:
         assert plan.l3_ladder and max(plan.l3_ladder) <= plan.l3_top_bytes <= info.caches["l3"][0]
+
+
+def test_copy_probe_source_and_destination_sit_half_a_page_apart() -> None:
+    # two back-to-back mallocs of a page multiple land 16 bytes apart modulo 4 KiB, where a copy's loads
+    # falsely wait on its stores (measured 3.5 GB/s instead of 40-65 on an AMD EPYC guest): the probe
+    # places them 2048 bytes apart modulo 4 KiB, the first one page-aligned, without overlap
+    import numpy as np
+
+    for n, dtype in ((1, np.float64), (16384, np.float64), (65536, np.float32), (1000, np.float32)):
+        a, b = host.skewed_pair(n, dtype)
+        assert a.size == b.size == n and a.dtype == b.dtype == np.dtype(dtype)
+        assert a.ctypes.data % 4096 == 0 and (b.ctypes.data - a.ctypes.data) % 4096 == 2048
+        assert not np.shares_memory(a, b)
+
+
+@pytest.mark.parametrize(("flags", "bf16", "fp16"), [
+    ({"avx2", "fma", "f16c"}, False, False),                                  # Zen 3, Haswell-Skylake client
+    ({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, True, False),   # Skylake-SP .. Zen 4
+    ({"avx2", "avx512f", "avx512bw", "avx512vl"}, False, False),              # BW + VL without DQ
+    ({"avx2", "avx512bw", "avx512vl", "avx512dq", "avx512_fp16", "amx_bf16"}, True, True),  # Sapphire Rapids
+    ({"avx2", "avx_ne_convert"}, True, True),                                 # Sierra Forest, Arrow Lake
+])
+def test_pytorch_low_precision_path_follows_the_onednn_isa_check(flags: set[str], bf16: bool, fp16: bool,
+                                                                 fake_probes: dict[str, int],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host.platform, "machine", lambda: "x86_64")
+    info = fake_info(flags=frozenset(flags))
+    assert host.low_precision_library(info, "bf16")[0] is bf16
+    assert host.low_precision_library(info, "fp16")[0] is fp16
+    # the spec prices the dtypes without the path at the portable loops' rate: one thread, whatever the cores
+    spec = detect_host(info)
+    expect = {dt for dt, ok in (("bf16", bf16), ("fp16", fp16)) if not ok}
+    assert set(spec.cpu.reference_gemm_flops_per_s) == expect
+    for dt in expect:
+        assert spec.cpu.reference_gemm_flops_per_s[dt] == pytest.approx(2.0e9 * host.REFERENCE_GEMM_FLOP_PER_CYCLE)
+        assert "portable GEMM loops" in spec.provenance[f"cpu.reference_gemm_flops_per_s.{dt}"].note
+
+
+def test_other_isas_keep_the_library_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host.platform, "machine", lambda: "aarch64")
+    info = fake_info(flags=frozenset({"asimd", "fphp", "asimdhp"}), vendor_id="ARM")
+    ok, why = host.low_precision_library(info, "bf16")
+    assert ok and "x86-64 only" in why

@@ -128,15 +128,16 @@ def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
     import dataclasses
 
     from hwmodels.spec import CpuSpec
-    from simulator.calibration.fit import DEFAULT_PARAMS, _params
+    from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
     from tests.simulator.test_lowering_cpu import cpu_device
 
-    dev = cpu_device()
-    params = {p.path: p for p in _params(DEFAULT_PARAMS["cpu"], dev)}
+    dev = cpu_device(reference_gemm_flops_per_s={"fp16": 2e9})
+    params = {p.path: p for p in _params(_levels_present(DEFAULT_PARAMS["cpu"], dev), dev)}
     for f in dataclasses.fields(CpuSpec):
-        if f.name != "special_function_s":
+        if f.name not in ("special_function_s", "reference_gemm_flops_per_s"):
             assert f"cpu.{f.name}" in params, f.name
     assert {"cpu.special_function_s.exp", "cpu.special_function_s.tanh"} <= set(params)
+    assert "cpu.reference_gemm_flops_per_s.fp16" in params and "cpu.reference_gemm_flops_per_s.bf16" not in params
     for p in params.values():
         from hwmodels.spec import get_path
 

@@ -64,3 +64,29 @@ def test_cuda_fp32_precision_follows_the_case_dtype_and_is_restored(dtype: str, 
     with _execution_mode(torch, "cpu", dtype, needs_autograd=True):
         assert not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         assert [getattr(o, a) for o, a in flags] == before  # the CPU path leaves the CUDA switches alone
+
+
+def test_low_precision_contractions_on_a_cpu_without_their_library_path_are_skipped_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from hwmodels import host
+    from simulator.calibration.harness import portable_loop_reason
+
+    monkeypatch.setattr(host.platform, "machine", lambda: "x86_64")
+    real = host.read_host_info()
+    avx2 = dataclasses.replace(real, flags=frozenset({"avx", "avx2", "fma", "f16c"}))
+    monkeypatch.setattr(host, "read_host_info", lambda: avx2)
+    bf16 = Case("gemm:m=64,n=64,k=64", "bf16", "gemm")
+    reason = portable_loop_reason(bf16, "cpu", "torch")
+    assert reason.startswith("ATen's portable GEMM loops") and "avx512bw" in reason
+    assert portable_loop_reason(Case("gemm:m=64,n=64,k=64", "fp32", "gemm"), "cpu", "torch") == ""
+    assert portable_loop_reason(Case("elementwise:numel=64,op=add", "bf16", "elementwise"), "cpu", "torch") == ""
+    assert portable_loop_reason(bf16, "cuda", "torch") == ""
+    pytest.importorskip("torch")
+    ms, skipped = run_cases([bf16, Case("gemm:m=16,n=16,k=16", "fp32", "gemm")], backend="torch", threads=1,
+                            policy=TimingPolicy(warmup_s=0.0, budget_s=0.0, min_reps=1, max_reps=1))
+    assert [m.dtype for m in ms] == ["fp32"] and skipped == [(bf16, reason)]
+    with_avx512 = dataclasses.replace(avx2, flags=avx2.flags | {"avx512bw", "avx512vl", "avx512dq"})
+    monkeypatch.setattr(host, "read_host_info", lambda: with_avx512)
+    assert portable_loop_reason(bf16, "cpu", "torch") == ""

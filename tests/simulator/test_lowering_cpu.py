@@ -198,3 +198,40 @@ def test_default_cpu_params_fit_the_cache_levels_a_device_has() -> None:
     params = {p.path: p for p in _params(kept, no_l3)}  # resolves: no unknown level
     l2 = params["memory.l2.read_bandwidth_bytes_per_s"]
     assert (l2.lower, l2.upper) == pytest.approx((0.5 * 200e9, 4 * 200e9))
+
+
+def test_a_cpu_without_the_library_path_runs_bf16_in_the_portable_loops() -> None:
+    # hwmodels.host lists the dtype in cpu.reference_gemm_flops_per_s: matmul, the GEMM of a convolution
+    # (im2col: oneDNN's convolution needs the same ISA) and the attention block products run at that rate
+    ref = 1.5e9
+    dev = cpu_device(reference_gemm_flops_per_s={"bf16": ref})
+    gemm = only_op("gemm:m=64,n=32,k=128", "bf16")
+    kc = cpu_kernel_cost(gemm, dev)
+    assert kc.rule == "cpu-reference-gemm" and kc.latency_s == OVERHEAD
+    assert kc.compute_s == pytest.approx(2 * 64 * 32 * 128 / ref, rel=1e-12)
+    conv = only_op("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1", "bf16")
+    assert conv_path(conv, dev) == "im2col" and conv_path(conv, cpu_device()) == "direct"
+    kc = cpu_kernel_cost(conv, dev)
+    assert kc.rule == "cpu-im2col-gemm" and kc.compute_s == pytest.approx(conv.flops / ref + 64 * 9 * 56 * 4e-9)
+    att = only_op("attention:b=1,h=2,s=64,d=32,causal=0", "bf16")
+    kc = cpu_kernel_cost(att, dev)
+    pairs = 2 * 64 * 64
+    matrix_s = 2.0 * pairs * (32 + 32) / ref
+    assert kc.compute_s > matrix_s and kc.compute_s - matrix_s < 0.05 * matrix_s
+    # fp32 keeps its path, and so does bf16 on a CPU whose library runs it
+    assert cpu_kernel_cost(only_op("gemm:m=64,n=32,k=128"), dev).rule == "cpu-blas-gemm"
+    assert cpu_kernel_cost(gemm, cpu_device()).rule == "cpu-dnn-gemm"
+
+
+def test_the_fit_drops_the_fields_of_a_path_the_cpu_does_not_take() -> None:
+    from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
+
+    library = set(_levels_present(DEFAULT_PARAMS["cpu"], cpu_device()))
+    assert "compute.tensor_flops_per_s.bf16" in library
+    assert not any(p.startswith("cpu.reference_gemm_flops_per_s") for p in library)
+    dev = cpu_device(reference_gemm_flops_per_s={"bf16": 1.5e9})
+    kept = _levels_present(DEFAULT_PARAMS["cpu"], dev)
+    assert "cpu.reference_gemm_flops_per_s.bf16" in kept and "compute.tensor_flops_per_s.bf16" not in kept
+    assert "cpu.reference_gemm_flops_per_s.fp16" not in kept
+    ref = {p.path: p for p in _params(kept, dev)}["cpu.reference_gemm_flops_per_s.bf16"]
+    assert (ref.lower, ref.upper) == pytest.approx((0.3 * 1.5e9, 3 * 1.5e9))
