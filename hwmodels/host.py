@@ -137,19 +137,28 @@ REFERENCE_GEMM_FLOP_PER_CYCLE = 0.549
 def low_precision_library(info: HostInfo, dtype: str) -> tuple[bool, str]:
     """Whether PyTorch runs ``dtype`` (``bf16``/``fp16``) contractions through oneDNN on this CPU, and why.
 
-    x86-64 only (:data:`LOW_PRECISION_LIBRARY_FLAGS`); another ISA keeps the library path, since the
-    portable loops' rate was measured on x86-64 only and Arm builds carry NEON dot-product loops for both
-    dtypes.
+    x86-64: :data:`LOW_PRECISION_LIBRARY_FLAGS`. arm64: bf16 needs the BF16 extension ("bf16" in the
+    /proc/cpuinfo Features, ``mkldnn_bf16_device_check_arm``); fp16 never takes oneDNN there
+    (``mkldnn_fp16_device_check`` returns false off x86-64), and a matmul (not a matrix-vector product)
+    runs the portable loops of BlasKernel.cpp. Another ISA keeps the library path (nothing checked).
     """
     machine = platform.machine().lower()
     x86 = machine in ("x86_64", "amd64", "i686", "i386") or bool(info.flags & {"sse2", "avx", "avx2"})
+    arm = machine in ("aarch64", "arm64") or bool(info.flags & {"asimd"})
+    loops = "ATen's portable GEMM loops"
+    if arm:
+        if dtype == "bf16" and "bf16" in info.flags:
+            return True, "oneDNN path: /proc/cpuinfo Features bf16 (Arm BF16 extension)"
+        why = ("no bf16 in /proc/cpuinfo Features for PyTorch's oneDNN bf16 path on Arm" if dtype == "bf16"
+               else "PyTorch's oneDNN fp16 path is x86-64 only")
+        return False, f"{loops} ({why}; their rate per cycle is the one measured on x86-64, assumed)"
     if not x86:
-        return True, f"library path assumed: the portable loops' rate is measured on x86-64 only ({machine or 'unknown ISA'})"
+        return True, f"library path assumed: PyTorch's dispatch not checked for {machine or 'this ISA'}"
     for need in LOW_PRECISION_LIBRARY_FLAGS[dtype]:
         if need <= info.flags:
             return True, f"oneDNN path: /proc/cpuinfo flags {' + '.join(sorted(need))}"
     alts = " or ".join(" + ".join(sorted(n)) for n in LOW_PRECISION_LIBRARY_FLAGS[dtype])
-    return False, f"ATen's portable GEMM loops (no {alts} in /proc/cpuinfo flags for PyTorch's oneDNN {dtype} path)"
+    return False, f"{loops} (no {alts} in /proc/cpuinfo flags for PyTorch's oneDNN {dtype} path)"
 
 
 #: Largest L3 a hypervisor guest may use per guest CPU sharing an L3 instance (bytes): the top of the

@@ -437,8 +437,14 @@ def test_pytorch_low_precision_path_follows_the_onednn_isa_check(flags: set[str]
         assert "portable GEMM loops" in spec.provenance[f"cpu.reference_gemm_flops_per_s.{dt}"].note
 
 
-def test_other_isas_keep_the_library_path(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("flags", "bf16"), [({"asimd", "fphp", "asimdhp"}, False),       # Neoverse N1
+                                             ({"asimd", "asimdhp", "bf16", "i8mm"}, True)])  # Neoverse V1/V2
+def test_arm64_follows_the_bf16_extension_and_never_takes_onednn_for_fp16(flags: set[str], bf16: bool,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host.platform, "machine", lambda: "aarch64")
-    info = fake_info(flags=frozenset({"asimd", "fphp", "asimdhp"}), vendor_id="ARM")
-    ok, why = host.low_precision_library(info, "bf16")
-    assert ok and "x86-64 only" in why
+    info = fake_info(flags=frozenset(flags), vendor_id="ARM")
+    assert host.low_precision_library(info, "bf16")[0] is bf16
+    ok, why = host.low_precision_library(info, "fp16")
+    assert not ok and "x86-64 only" in why and "assumed" in why
+    monkeypatch.setattr(host.platform, "machine", lambda: "riscv64")
+    assert host.low_precision_library(fake_info(flags=frozenset()), "bf16")[0] is True
