@@ -17,7 +17,8 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "run_options", "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "attention_decomposed", "run_options",
+           "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -43,6 +44,16 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+# a row whose notes state that its stack ran attention as separate kernels over the full score tensors
+# (matmul, mask add, softmax, dropout, matmul), e.g. PaddlePaddle's nn.MultiHeadAttention in a program run
+# without the fuse_dot_product_attention build pass
+_DECOMPOSED_ATTENTION = re.compile(r"\battention decomposed\b")
+
+
+def attention_decomposed(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
+    ``attention="decomposed"``: :class:`GraphCache`)."""
+    return bool(_DECOMPOSED_ATTENTION.search(text))
 
 
 def timed_under_autocast(text: str) -> bool:
@@ -153,12 +164,14 @@ class GraphCache:
         self.cache: dict[tuple[Any, ...], Any] = {}
 
     def get(self, m: Measurement) -> Any:
-        key = m.case
+        decomposed = attention_decomposed(m.notes)
+        key = (*m.case, decomposed)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
+            extra = {"attention": "decomposed"} if decomposed else {}
             try:
-                self.cache[key] = load_workload(m.workload, **m.workload_args())
+                self.cache[key] = load_workload(m.workload, **m.workload_args(), **extra)
             except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
                 msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
                 raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None

@@ -8,6 +8,7 @@ rounded up, and the issue's targets hold: op-level MAPE <= 15% (achieved 11.0%) 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 
 import numpy as np
@@ -54,9 +55,12 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # rows as the engine runs them, fp8 only in the GEMMs and the KV cache: prefill 23.9% -> 21.7%, decode 8.3% -> 8.6%,
     # end to end 16.1% -> 15.9%; decode attention streaming its K/V cache at the rate measured for TensorRT-LLM's
     # decode kernels, efficiency.decode_attention_*bandwidth_fraction: decode 8.6% -> 5.7%, end to end 15.9% -> 15.6%;
-    # the B200's L2 at the rate its decode kernels were measured to stream through it: attention 12.1% -> 11.8%)
-    "e2e_bert": 16.5, "e2e_cnn": 16.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 22.0,
-    "end-to-end": 15.7,
+    # the B200's L2 at the rate its decode kernels were measured to stream through it: attention 12.1% -> 11.8%;
+    # PaddlePaddle's BERT attention as its program runs it, decomposed where no fusion pass applies (TF32
+    # fine-tuning, inference): pub-086 -16.5% -> +0.4%, pub-088 -57.7% -> -46.1%, pub-089 -74.1% -> -67.4%,
+    # e2e_bert 16.2% -> 15.0%, end to end 15.6% -> 15.0%)
+    "e2e_bert": 15.1, "e2e_cnn": 16.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 22.0,
+    "end-to-end": 15.0,
 }
 
 
@@ -69,9 +73,10 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     # the GPU issue's targets, on the catalog's sourced factors as shipped (nothing fitted)
     assert summaries["op-level"].mape <= 15.0
     assert summaries["end-to-end"].mape <= 20.0
-    # the fidelity issue's op-level target (<= 12%) and its bias band (within +-8%) over all rows; its
-    # end-to-end target (<= 15%) is not met (15.6%)
+    # the fidelity issue's op-level (<= 12%) and end-to-end (<= 15%) targets and its bias band (within +-8%)
+    # over all rows
     assert summaries["op-level"].mape <= 12.0
+    assert summaries["end-to-end"].mape <= 15.0
     assert abs(summaries["all"].bias) <= 8.0
 
 
@@ -134,3 +139,23 @@ def test_mi300x_skinny_gemms_follow_the_weight_stream():
     assert max(abs(e) for e in big) < 9.5
     assert all(-17.0 < e < -9.0 for e in small)
     assert np.mean(np.abs(list(err.values()))) < 6.5
+
+
+def test_rows_whose_notes_state_decomposed_attention_get_the_decomposed_graph():
+    # PaddlePaddle's BERT (DeepLearningExamples modeling.py: paddle.nn.TransformerEncoderLayer, self.fuse =
+    # False) runs attention as matmul, mask add, softmax (dropout) and matmul unless the fuse_dot_product_attention
+    # build pass applies: only its AMP fine-tuning step sets it; the TF32 step and inference (a plain
+    # Executor.run of the cloned program) keep the decomposed ops
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache, attention_decomposed
+    from simulator.hardware import known_devices
+
+    ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
+    assert sorted(i for i, m in ms.items() if attention_decomposed(m.notes)) == ["pub-086", "pub-088", "pub-089"]
+    graphs = GraphCache()
+    kinds = {i: {op.kind for op in graphs.get(ms[i])} for i in ("pub-086", "pub-087", "pub-088")}
+    assert "attention" not in kinds["pub-088"] and "softmax" in kinds["pub-088"]
+    assert "attention" in kinds["pub-087"]  # AMP fine-tuning: the fusion pass
+    # the same case with and without the statement are two graphs in the cache, not one
+    plain = dataclasses.replace(ms["pub-088"], notes="")
+    assert "attention" in {op.kind for op in graphs.get(plain)}
