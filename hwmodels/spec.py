@@ -545,4 +545,3 @@ def zero_means_absent() -> frozenset[str]:
         f.name for cls in vars(mod).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
         for f in dataclasses.fields(cls) if f.metadata.get("unit") in ("s", "1") and f.default == 0.0
     )
-
