@@ -13,8 +13,9 @@ Run: ``python benchmarks/bench_host_calibration.py`` (measures the quick suite w
 then calibrates), or ``--measurements FILE`` to calibrate an existing measurement CSV of this machine;
 ``--runs N`` repeats measure + calibrate (``--keep DIR`` keeps the CSVs); ``--json`` prints one JSON
 object. Each run also reports its quietness: the median over cases of the repetitions' inter-quartile
-range / median (1-2 % on a quiet machine; other jobs on a small machine time-slice the long cases and
-make the file inconsistent, whatever the model). Exit status 1 when the median held-out MAPE after
+range / median (1-2 % on a quiet machine measured in one round; `nodeperf measure` now pools five
+interleaved rounds, so the figure also holds the differences between rounds: 6-22 % on the shared
+2-core AMD EPYC guest of docs/calibration.md). Exit status 1 when the median held-out MAPE after
 calibration is above the goal or not below the error before.
 """
 

@@ -190,6 +190,9 @@ class _Microarch:
     fma_pipes: int
     datapath_bits: int
     source: str
+    fadd_latency: int = 0  # cycles of a dependent SIMD fp add / FMA (0: not in the table)
+    fma_latency: int = 0
+    latency_source: str = ""
 
 
 # (vendor_id, cpu family) -> FMA pipes per core and datapath width. Only entries with a citation.
@@ -203,8 +206,15 @@ _MICROARCH: dict[tuple[str, int], _Microarch] = {
         "Zen 3/Zen 4", 2, 256,
         "AMD, Software Optimization Guide for AMD Family 19h Processors, pub. 56665 rev. 3.00, "
         "floating-point unit: two 256-bit FMA pipes (512-bit AVX-512 ops issue as two 256-bit halves on Zen 4)",
+        3, 4,
+        "AMD, Software Optimization Guide for AMD Family 19h Processors, pub. 56665 rev. 3.00, floating-point "
+        "unit: FADD latency 3 cycles, FMA 4 (down from 5 on Zen 2, as AMD's Zen 3 disclosure reported)",
     ),
 }
+
+#: Latencies (cycles) of a dependent SIMD fp add and FMA where the microarchitecture is not in the table:
+#: Intel's cores from Skylake on and AMD's from Zen 3 on range over 2-4 (add) and 4-5 (FMA); assumed.
+ASSUMED_FADD_FMA_LATENCY = (4, 4)
 
 
 @dataclass(frozen=True)
@@ -566,6 +576,8 @@ class L3Result:
     bandwidth_bytes_per_s: float
     threshold_bytes_per_s: float  # geometric mean of the fastest ladder step and DRAM
     rule: str
+    spill_bytes: int = 0  # working set from which no access hits (0: the edge is not measured)
+    spill_rule: str = ""
 
 
 def l3_from_ladder(plan: ProbePlan, values: dict[str, float]) -> L3Result | None:
@@ -604,7 +616,20 @@ def l3_from_ladder(plan: ProbePlan, values: dict[str, float]) -> L3Result | None
                 "thread; its size is the first step")
     inside = [i for i, w in enumerate(ladder) if w <= max(usable // 2, ladder[0])]
     j = max(inside, key=lambda i: bws[i])
-    return L3Result(int(usable), int(ladder[j]), float(bws[j]), float(threshold), rule)
+    spill, spill_rule = 0, ""
+    if 0 <= last < len(ladder) - 1:
+        # the share of the bytes the L3 still serves one step past the knee, from the time per byte
+        # (1/bw = share/bw_l3 + (1 - share)/bw_dram), extended linearly in log size to where it is 0
+        past, bw_past = ladder[last + 1], bws[last + 1]
+        inv_l3, inv_dram = 1.0 / bws[j], 1.0 / values["dram_bw"]
+        share = (1.0 / bw_past - inv_dram) / (inv_l3 - inv_dram) if inv_dram > inv_l3 else 0.0
+        share = min(max(share, 0.0), 0.9)  # below the threshold: at most ~0.65 unless the probes are noisy
+        spill = int(usable * (past / usable) ** (1.0 / (1.0 - share)))
+        spill_rule = (f"measured: at {_fmt_bytes(past)} the copy bandwidth ({bw_past / 1e9:.3g} GB/s) is that of "
+                      f"{100 * share:.0f}% of the bytes from the L3 ({bws[j] / 1e9:.3g} GB/s) and the rest from DRAM "
+                      f"({values['dram_bw'] / 1e9:.3g} GB/s); the share, 100% at the usable {_fmt_bytes(usable)}, "
+                      f"falls linearly in log size to 0 at {_fmt_bytes(spill)}")
+    return L3Result(int(usable), int(ladder[j]), float(bws[j]), float(threshold), rule, spill, spill_rule)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -993,6 +1018,7 @@ def _memory_levels(info: HostInfo, probes: HostProbes, prov: dict[str, Provenanc
     dram_cap = float(info.memory_bytes) or float(plan.dram_array_bytes)
     rows: list[tuple[str, float, float]] = [("dram", pr["dram_bw"], pr["dram_lat"])]
     caps: dict[str, tuple[float, str]] = {}
+    spills: dict[str, tuple[float, str]] = {}
     l3_one, l3_all = info.caches.get("l3", (0, 0))
     l3 = l3_from_ladder(plan, pr)
     if l3_one and l3 is not None:
@@ -1002,6 +1028,10 @@ def _memory_levels(info: HostInfo, probes: HostProbes, prov: dict[str, Provenanc
         caps["l3"] = (cap, f"{_fmt_bytes(l3_one)} per instance, {_fmt_bytes(l3_all)} in all; usable per instance "
                            f"{_fmt_bytes(l3.usable_bytes)}: {l3.rule}; {spanned} instance(s) for the {info.cores} "
                            "core(s) used")
+        if l3.spill_bytes > l3.usable_bytes:  # a soft edge, measured on the ladder
+            spill = float(min(l3_all, l3.spill_bytes * spanned))
+            spills["l3"] = (spill, f"{l3.spill_rule}; {spanned} instance(s), at most the {_fmt_bytes(l3_all)} "
+                                   "reported in all")
         rows.append(("l3", l3.bandwidth_bytes_per_s, pr["l3_lat"]))
     l2_one, l2_all = info.caches.get("l2", (0, 0))
     if l2_one and plan.l2_bytes:
@@ -1032,7 +1062,10 @@ def _memory_levels(info: HostInfo, probes: HostProbes, prov: dict[str, Provenanc
             cap, cap_note = caps[name]
             prov[f"memory.{name}.capacity_bytes"] = Provenance(
                 f"{info.cache_source}: {name.upper()} ONE-SIZE/ALL-SIZE", cap_note)
-        levels.append(MemoryLevel(name, cap, bw, bw, lat, 0.0))
+        spill, spill_note = spills.get(name, (0.0, ""))
+        if spill:
+            prov[f"memory.{name}.spill_bytes"] = Provenance(f"{_PROBE}: the L3 ladder", spill_note)
+        levels.append(MemoryLevel(name, cap, bw, bw, lat, 0.0, spill))
         bw_path, lat_path = f"memory.{name}.read_bandwidth_bytes_per_s", f"memory.{name}.latency_s"
         bw_src = f"{_PROBE}: copy of {ws[name]}" + (f"; {clamps[bw_path]}" if bw_path in clamps else "")
         prov[bw_path] = Provenance(bw_src, _BW_NOTE)
@@ -1138,7 +1171,23 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
                 f"derived: {clock / 1e9:.4g} GHz x {REFERENCE_GEMM_FLOP_PER_CYCLE:g} FLOP/cycle "
                 "(hwmodels.host.REFERENCE_GEMM_FLOP_PER_CYCLE, measured by benchmarks/bench_reference_gemm.py), one thread",
                 why)
+    # PyTorch's row moments: one subtract + one FMA per SIMD vector of the row (lanes fp32 elements of the
+    # widest vector ATen's CPU capability uses) on a loop-carried chain, rows spread over the cores
+    if ua is not None and ua.fadd_latency and ua.fma_latency:
+        add_lat, fma_lat, lat_src = ua.fadd_latency, ua.fma_latency, ua.latency_source
+    else:
+        add_lat, fma_lat = ASSUMED_FADD_FMA_LATENCY
+        lat_src = (f"assumed: {add_lat} + {fma_lat} cycles (hwmodels.host.ASSUMED_FADD_FMA_LATENCY; the "
+                   f"microarchitecture of {info.vendor_id} family {info.family:#x} is not in hwmodels/host.py's table)")
+    simd_lanes = max(1, info.simd_bits // 32)
+    row_moments = (add_lat + fma_lat) / simd_lanes / clock / info.cores
+    prov["cpu.row_moments_s"] = Provenance(
+        f"derived: ({add_lat} + {fma_lat}) cycles per {simd_lanes}-lane fp32 vector / {clock / 1e9:.4g} GHz / "
+        f"{info.cores} core(s); latencies: {lat_src}",
+        "PyTorch's RowwiseMoments (aten/src/ATen/native/cpu/moments_utils.h): the Welford update's subtract and "
+        "FMA on one chain per vector")
     cpu = CpuSpec(
+        row_moments_s=row_moments,
         reference_gemm_flops_per_s=reference,
         gemm_peak_fraction=1.0,
         dnn_peak_fraction=1.0,

@@ -339,8 +339,9 @@ _BAD = object()
 def _note_default(cls: type, f: dataclasses.Field, path: str, ctx: _Ctx) -> None:
     """Record that a numeric field took its dataclass default (so every number has a source)."""
     if f.metadata.get("unit"):
+        absent = f.metadata.get("absent")
         ctx.provenance[path] = Provenance(
-            source=f"default of {cls.__name__}.{f.name} in hwmodels/spec.py",
+            source=f"not modelled: {absent}" if absent else f"default of {cls.__name__}.{f.name} in hwmodels/spec.py",
             note="not given in the file",
         )
 

@@ -65,7 +65,7 @@ SPECIAL_FUNCTIONS: tuple[str, ...] = ("exp", "tanh")
 
 
 def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, *, keys: tuple[str, ...] | None = None,
-               **kw: Any) -> Any:
+               absent: str | None = None, **kw: Any) -> Any:
     """A dataclass field carrying its unit and a one-line description.
 
     Parameters
@@ -78,10 +78,15 @@ def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, *, keys:
     keys
         For a mapping-valued field, the keys a file may give (default: the dtypes of
         ``hwmodels.loader.KNOWN_DTYPES``).
+    absent
+        What the default says when a file does not give the field (a feature the file's device does not
+        have): the loader records it as the number's source, ``not modelled: <absent>``.
     """
     md: dict[str, Any] = {"unit": unit, "doc": doc}
     if keys is not None:
         md["keys"] = tuple(keys)
+    if absent is not None:
+        md["absent"] = absent
     if default is dataclasses.MISSING and "default_factory" not in kw:
         return field(metadata=md, **kw)
     if "default_factory" in kw:
@@ -196,6 +201,12 @@ class CpuSpec:
         "contractions the primitive library cannot run on this CPU (PyTorch without AVX-512 BW/VL/DQ or "
         "AVX-NE-CONVERT for bf16, without AVX512-FP16 or AVX-NE-CONVERT for fp16); a dtype not listed takes the "
         "library path", keys=("bf16", "fp16"), default_factory=dict)
+    row_moments_s: float = spec_field(
+        "s", "time per input element of a normalisation's row-moments pass, whole device: PyTorch's CPU layer and "
+        "group norm (moments_utils.h, RowwiseMoments) update a Welford mean and variance per SIMD vector with a "
+        "subtract and an FMA on one loop-carried chain, so the pass runs at their latency, not their throughput, "
+        "and does not overlap the row's memory traffic; 0: no separate figure (priced as other vector work)",
+        default=0.0)
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,11 @@ class MemoryLevel:
     write_bandwidth_bytes_per_s: float = spec_field("B/s", "peak write bandwidth (device total)")
     latency_s: float = spec_field("s", "load-to-use latency of a hit in this level")
     energy_j_per_byte: float = spec_field("J/B", "dynamic energy per byte moved at this level")
+    spill_bytes: float = spec_field(
+        "B", "working set from which a sweep no longer hits this cache at all (0: a sharp edge at capacity_bytes); "
+             "between capacity_bytes and it the share of the bytes this level serves falls linearly in log size, "
+             "the rest coming from the next level out", default=0.0,
+        absent="a sharp edge at capacity_bytes (MemoryLevel.spill_bytes = 0; the host CPU's probes measure a soft one)")
 
 
 @dataclass(frozen=True)
@@ -537,11 +553,13 @@ def replace_path(spec: Any, path: str, value: Any) -> Any:
 def zero_means_absent() -> frozenset[str]:
     """Names of spec fields a file may set to 0 to say "not present / no separate figure": additive
     times and dimensionless factors whose default is 0 (e.g. ``kernel_device_time_s``,
-    ``simt_gemm_peak_fraction``, ``decode_attention_bandwidth_fraction``), each documented with what 0 means."""
+    ``simt_gemm_peak_fraction``, ``decode_attention_bandwidth_fraction``), each documented with what 0 means,
+    and fields declared with an ``absent`` meaning and a default of 0 (``MemoryLevel.spill_bytes``)."""
     import sys
 
     mod = sys.modules[__name__]
     return frozenset(
         f.name for cls in vars(mod).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
-        for f in dataclasses.fields(cls) if f.metadata.get("unit") in ("s", "1") and f.default == 0.0
+        for f in dataclasses.fields(cls)
+        if (f.metadata.get("unit") in ("s", "1") or "absent" in f.metadata) and f.default == 0.0
     )

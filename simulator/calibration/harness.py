@@ -6,10 +6,23 @@ Every case is a workload the rest of the project understands (a micro-workload s
 until ``warmup_s`` has passed (at least two), then repetitions until ``budget_s`` has passed (between
 ``min_reps`` and ``max_reps``); each repetition is synchronised with the device (CUDA events on GPUs,
 ``time.perf_counter`` on CPUs). Statistics: median, minimum, inter-quartile range.
+
+With ``passes`` above one the cases are timed in rounds: every case is built once, then each round runs
+every case for its share of the budget (one untimed run first, to bring its data back into the caches
+the other cases used), in a new seeded random order after the first round; a case's statistics pool
+its repetitions of all rounds. Noise on a shared machine (other tenants of a VM host, frequency
+changes) comes in bursts of a fraction of a second to seconds, which a case timed in one window either
+catches or misses whole; spread over rounds, every case samples many windows. This is Google
+Benchmark's random interleaving (``--benchmark_enable_random_interleaving``, docs/random_interleaving.md:
+"able to lower run-to-run variance by 40% on average"); on the 2-core AMD EPYC KVM guest of
+docs/calibration.md five rounds cut the quick suite's run-to-run difference of case medians from 14-24%
+to 5-17% (mean of three pairs 19.1% -> 9.6%). The price: every case's tensors stay allocated until the
+last round (about 1.4 GB for the CPU quick suite), so the default is one round on GPUs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import math
@@ -59,6 +72,23 @@ class TimingPolicy:
     budget_s: float = 0.25
     min_reps: int = 5
     max_reps: int = 200
+    passes: int = 1  # rounds over the cases; budget and repetition limits are shared among them
+    warmup_runs: int = 2  # untimed runs at least, whatever ``warmup_s``
+
+    def __post_init__(self) -> None:
+        if isinstance(self.passes, bool) or not isinstance(self.passes, int) or self.passes < 1:
+            raise ValueError(f"TimingPolicy: passes; got {self.passes!r}; expected an integer >= 1")
+
+    def round(self, index: int) -> TimingPolicy:
+        """The policy of round ``index`` (0-based) of :attr:`passes`: the budget and the repetition limits
+        shared out; after the first round one untimed run (the case's data back into the caches)."""
+        if self.passes == 1:
+            return self
+        share = self.passes
+        return TimingPolicy(warmup_s=self.warmup_s if index == 0 else 0.0, budget_s=self.budget_s / share,
+                            min_reps=max(1, math.ceil(self.min_reps / share)),
+                            max_reps=max(1, math.ceil(self.max_reps / share)),
+                            warmup_runs=self.warmup_runs if index == 0 else 1)
 
 
 def _gemm(m: int, n: int, k: int, dt: str, b: int = 1) -> Case:
@@ -160,7 +190,7 @@ def time_runner(run: Callable[[], Any], sync: Callable[[], None], policy: Timing
     """Per-repetition times (s) of ``run()`` after warm-up, each bracketed by ``sync()``."""
     t_end = time.perf_counter() + policy.warmup_s
     n = 0
-    while n < 2 or time.perf_counter() < t_end:
+    while n < policy.warmup_runs or time.perf_counter() < t_end:
         run()
         n += 1
     sync()
@@ -423,8 +453,12 @@ def run_cases(
         detected catalog name on a GPU (:func:`detect_device_name`).
     backend
         ``"torch"``, ``"numpy"`` (CPU only) or ``"auto"``.
+    policy
+        Warm-up, budget, repetitions and rounds (:class:`TimingPolicy`; ``passes`` above one keeps every
+        case's tensors until the last round, see the module docstring).
     progress
-        Called after each case with (index, total, case, measurement or None when skipped).
+        Called once per case with (index, total, case, measurement or None when skipped): when the case
+        is skipped, or after its last round.
     threads
         CPU threads for torch (None: the framework's default).
     """
@@ -455,51 +489,76 @@ def run_cases(
     device_name = device_name or HOST_NAME
     env = environment(device, backend)
     env_clock_hz = float(env["clock_hz"]) if env["clock_hz"] else None
-    rows: list[Measurement] = []
     skipped: list[tuple[Case, str]] = []
-    for i, case in enumerate(cases):
-        runner = None
-        reason = portable_loop_reason(case, device, backend)
-        if reason:
-            if all(r != reason for _, r in skipped):  # one warning per reason; the report lists every case
-                logger.warning("measure: %s cases skipped: %s", case.dtype, reason)
-            skipped.append((case, reason))
-            if progress:
-                progress(i, len(cases), case, None)
-            continue
-        try:
-            graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
-                                  train=case.train, dtype=case.dtype)
-            runner = compile_graph(graph, device=device, backend=backend, seed=seed)
-            mode = (nullcontext() if torch is None
-                    else _execution_mode(torch, device, case.dtype, runner.needs_autograd))
-            with mode:
-                times = time_runner(runner, runner.synchronize, policy, events)
-        except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
-            reason = str(exc).splitlines()[0]
-            logger.warning("measure: %s skipped: %s", case.label, reason)
-            skipped.append((case, reason))
-            if progress:
-                progress(i, len(cases), case, None)
-            continue
-        finally:
-            del runner  # the case's tensors go before the next case allocates its own
-            if gpu is not None:
-                torch.cuda.empty_cache()
-        q1, med, q3 = np.percentile(times, [25, 50, 75])
-        m = Measurement(
-            id=f"{device_name}-{len(rows) + 1:03d}",
-            workload=case.workload, device=device_name, dtype=case.dtype, median_s=float(med),
+    failed: dict[int, str] = {}
+    kept: dict[int, Any] = {}  # case index -> runner, between rounds
+    times: dict[int, list[np.ndarray]] = {}
+    passes = policy.passes
+    order = list(range(len(cases)))
+    rng = np.random.default_rng(seed)
+
+    measured: dict[int, Measurement] = {}
+
+    def measurement(case: Case, t: np.ndarray) -> Measurement:
+        q1, med, q3 = np.percentile(t, [25, 50, 75])
+        return Measurement(
+            id="", workload=case.workload, device=device_name, dtype=case.dtype, median_s=float(med),
             category=case.category, batch=case.batch, seq=case.seq, phase=case.phase,
             train=case.train if case.category.startswith("e2e") else None,
-            min_s=float(times.min()), repetitions=int(times.size), iqr_s=float(q3 - q1),
+            min_s=float(t.min()), repetitions=int(t.size), iqr_s=float(q3 - q1),
             framework=env["framework"], framework_version=env["framework_version"],
             driver_version=env["driver_version"],
             clock_hz=_gpu_clock_hz(torch, gpu) if gpu is not None else env_clock_hz,
             date=env["date"], host=env["host"],
-            source=f"measured: nodeperf measure --device {device} ({backend})",
+            source=f"measured: nodeperf measure --device {device} ({backend}"
+                   + (f", {passes} interleaved rounds)" if passes > 1 else ")"),
         )
-        rows.append(m)
+
+    def skip(i: int, reason: str, warn: str) -> None:
+        if warn:
+            logger.warning(warn)
+        failed[i] = reason
+        skipped.append((cases[i], reason))
         if progress:
-            progress(i, len(cases), case, m)
+            progress(i, len(cases), cases[i], None)
+
+    for r in range(passes):
+        if r:  # Google Benchmark's random interleaving: a new order every round
+            order = [int(i) for i in rng.permutation(len(cases))]
+        for i in order:
+            case = cases[i]
+            if i in failed:
+                continue
+            if r == 0:
+                reason = portable_loop_reason(case, device, backend)
+                if reason:
+                    skip(i, reason, "" if any(x == reason for _, x in skipped)  # one warning per reason
+                         else f"measure: {case.dtype} cases skipped: {reason}")
+                    continue
+            runner = kept.pop(i, None)
+            try:
+                if runner is None:
+                    graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
+                                          train=case.train, dtype=case.dtype)
+                    runner = compile_graph(graph, device=device, backend=backend, seed=seed)
+                mode = (nullcontext() if torch is None
+                        else _execution_mode(torch, device, case.dtype, runner.needs_autograd))
+                with mode:
+                    times.setdefault(i, []).append(time_runner(runner, runner.synchronize, policy.round(r), events))
+                if r < passes - 1:
+                    kept[i] = runner
+                else:
+                    measured[i] = measurement(case, np.concatenate(times.pop(i)))
+                    if progress:
+                        progress(i, len(cases), case, measured[i])
+            except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
+                reason = str(exc).splitlines()[0]
+                times.pop(i, None)
+                skip(i, reason, f"measure: {case.label} skipped: {reason}")
+            finally:
+                del runner  # the case's tensors go before the next case allocates its own (last round)
+                if gpu is not None and i not in kept:
+                    torch.cuda.empty_cache()
+    done = sorted(measured)  # case order, whatever the last round's order
+    rows = [dataclasses.replace(measured[i], id=f"{device_name}-{k + 1:03d}") for k, i in enumerate(done)]
     return MeasurementSet(tuple(rows), f"measured on {device}"), skipped

@@ -8,6 +8,11 @@ import re
 import sys
 import time
 
+#: Interleaved rounds of ``nodeperf measure --device cpu`` by default (a GPU: one round, one case's
+#: tensors on the device at a time). Five rounds of the quick suite at the default budget: 50 ms of
+#: timed runs per case per round (simulator.calibration.harness: why rounds).
+DEFAULT_CPU_PASSES = 5
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from simulator.cli.calibrate import finite_float, nonnegative_int
@@ -29,8 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: detected from the name and memory the GPU reports)")
     p.add_argument("--no-networks", dest="networks", action="store_false", help="microbenchmarks only")
     p.add_argument("--budget", type=finite_float(0.0, low_open=True), default=0.25, metavar="S",
-                   help="timed seconds per case after warm-up (default 0.25)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random inputs (default 0)")
+                   help="timed seconds per case after warm-up, all rounds together (default 0.25)")
+    p.add_argument("--passes", type=positive_int, metavar="N",
+                   help="time the cases in N interleaved rounds, each case's budget shared among them, in a new "
+                        "random order each round (default: 5 on the CPU, 1 on a GPU); lowers run-to-run variance "
+                        "on shared machines, keeps every case's tensors allocated until the last round")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the random inputs and of the rounds' order (default 0)")
     p.set_defaults(func=run)
 
 
@@ -57,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
                              "(`nodeperf hardware` lists them)" + (f"; did you mean {' or '.join(map(repr, near))}?"
                                                                     if near else ""))
     cases = suite(args.suite, device, networks=args.networks)
+    passes = args.passes or (DEFAULT_CPU_PASSES if device == "cpu" else 1)
     t0 = time.perf_counter()
 
     def progress(i: int, n: int, case, m) -> None:  # noqa: ANN001 - Case, Measurement | None
@@ -64,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{i + 1:>3}/{n}] {case.label}: {what}", file=sys.stderr, flush=True)
 
     ms, skipped = run_cases(cases, device=device, device_name=name, backend=args.backend,
-                            policy=TimingPolicy(budget_s=args.budget), seed=args.seed, progress=progress,
+                            policy=TimingPolicy(budget_s=args.budget, passes=passes), seed=args.seed,
+                            progress=progress,
                             threads=args.threads)
     if len(ms):
         if args.threads:

@@ -28,7 +28,11 @@ op takes, then costs it with that path's fields of :class:`hwmodels.spec.CpuSpec
   with one ``exp`` or ``tanh`` per element where the op needs one, against
   ``memory_s = bytes / (bandwidth * fraction)`` of the innermost level holding the working set
   (``l2``/``l3`` with ``efficiency.l2_bandwidth_fraction``, ``dram`` with
-  ``efficiency.dram_bandwidth_fraction``); the op takes the larger.
+  ``efficiency.dram_bandwidth_fraction``), shared with the cache inside it when the working set lies
+  between that cache's ``capacity_bytes`` and ``spill_bytes`` (:func:`memory_split`); the op takes the larger.
+  Layer and group norm add their row-moments pass, ``input elements x cpu.row_moments_s``, after it: a
+  Welford recurrence whose subtract and FMA sit on one loop-carried chain runs at their latency and
+  does not overlap the row's memory traffic.
 
 Every op also pays ``efficiency.launch_overhead_s``: the framework's dispatch on the
 same thread, which does not overlap the op's work on a CPU. A device without a ``cpu`` section
@@ -37,6 +41,8 @@ same thread, which does not overlap the op's work on a CPU. A device without a `
 """
 
 from __future__ import annotations
+
+import math
 
 from hwmodels.spec import CpuSpec, DeviceSpec, MemoryLevel, SpecError
 from simulator.lowering.common import (
@@ -51,7 +57,8 @@ from simulator.lowering.common import (
 from workloads.ir import Op
 from workloads.semantics import SOFTMAX_FLOPS, conv_dims, gemm_dims
 
-__all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for", "conv_path", "SPECIAL_FUNCTION_OF"]
+__all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for", "memory_split", "memory_time",
+           "conv_path", "SPECIAL_FUNCTION_OF"]
 
 #: Op kinds whose FLOPs run as SIMD FMA contractions (tensor rate).
 CONTRACTION_KINDS = frozenset({
@@ -67,6 +74,10 @@ SPECIAL_FUNCTION_OF: dict[str, str] = {
     "exp": "exp", "sigmoid": "exp", "silu": "exp", "swish": "exp", "softplus": "exp", "quick_gelu": "exp",
     "elu": "exp", "tanh": "tanh", "gelu": "tanh",
 }
+#: Normalisations whose PyTorch CPU kernel computes each row's (group's) mean and variance with
+#: ``RowwiseMoments`` (aten/src/ATen/native/cpu/moments_utils.h, used by layer_norm_kernel.cpp and
+#: group_norm_kernel.cpp): a Welford recurrence, priced with ``cpu.row_moments_s`` per input element.
+ROW_MOMENTS_KINDS = frozenset({"layernorm", "groupnorm"})
 #: Op kinds with one exp per element of their (first) input: the softmax family.
 _EXP_PER_ELEMENT_KINDS = frozenset({"softmax", "softmax_bwd", "cross_entropy", "cross_entropy_bwd"})
 
@@ -102,13 +113,47 @@ def _rate(table: dict[str, float], dtype: str) -> tuple[float, str]:
     return table.get("fp32", next(iter(table.values()))), "fp32"
 
 
-def _memory(device: DeviceSpec, moved: float) -> tuple[float, MemoryLevel, bool]:
-    """(seconds, level, is main memory) to move ``moved`` bytes from the level holding them."""
+def memory_split(device: DeviceSpec, working_set_bytes: float) -> tuple[tuple[MemoryLevel, float], ...]:
+    """The levels serving a sweep over ``working_set_bytes`` and each one's share of the bytes.
+
+    The innermost level holding the working set serves it all, unless a cache inside it still holds
+    part of it: a working set between a cache's ``capacity_bytes`` (the largest it holds whole) and its
+    ``spill_bytes`` (from which it holds none) takes the share ``ln(spill / W) / ln(spill / capacity)``
+    from that cache and the rest from the level holding W. That is what the host's copy ladder shows
+    where a cache's edge is soft (a guest sharing a host's L3 with other tenants; a cache whose
+    replacement is not LRU): bandwidth falls with the working set over a range of sizes, not at one.
+    """
+    holder = memory_level_for(device, working_set_bytes)
+    caches = {lv.name: lv for lv in device.memory[1:]}
+    for name in _CACHE_ORDER:
+        lv = caches.get(name)
+        if lv is None:
+            continue
+        if lv is holder:
+            break
+        if lv.capacity_bytes < working_set_bytes < lv.spill_bytes:
+            share = math.log(lv.spill_bytes / working_set_bytes) / math.log(lv.spill_bytes / lv.capacity_bytes)
+            return ((lv, share), (holder, 1.0 - share))
+    return ((holder, 1.0),)
+
+
+def memory_time(device: DeviceSpec, moved: float, working_set: float | None = None) -> tuple[float, float, float, str]:
+    """(seconds, bytes from caches, bytes from main memory, where) to move ``moved`` bytes of a sweep over
+    ``working_set`` bytes (default ``moved``) from the levels holding them (:func:`memory_split`)."""
     eff = device.efficiency
-    level = memory_level_for(device, moved)
-    main = level is device.main_memory
-    frac = eff.dram_bandwidth_fraction if main else eff.l2_bandwidth_fraction
-    return (moved / (level.read_bandwidth_bytes_per_s * frac) if moved else 0.0), level, main
+    ws = moved if working_set is None else working_set
+    split = memory_split(device, ws)
+    seconds = cache = main = 0.0
+    for level, share in split:
+        is_main = level is device.main_memory
+        frac = eff.dram_bandwidth_fraction if is_main else eff.l2_bandwidth_fraction
+        seconds += share * moved / (level.read_bandwidth_bytes_per_s * frac) if moved else 0.0
+        main += share * moved if is_main else 0.0
+        cache += 0.0 if is_main else share * moved
+    where = (f"working set in {split[0][0].name}" if len(split) == 1 else
+             f"working set {ws / 2**20:.3g} MiB: " + ", ".join(f"{100 * sh:.0f}% from {lv.name}" for lv, sh in split)
+             + f" (between its {split[0][0].capacity_bytes / 2**20:.3g} and {split[0][0].spill_bytes / 2**20:.3g} MiB)")
+    return seconds, cache, main, where
 
 
 def _side(d: float, half: float) -> float:
@@ -199,13 +244,13 @@ def _legacy_cost(op: Op, device: DeviceSpec) -> KernelCost:
         rate, used = _rate(device.compute.vector_flops_per_s, op.dtype.value)
         compute_s = flops / (rate * eff.vector_peak_fraction) if flops else 0.0
     moved = float(op.bytes_read + op.bytes_written)
-    memory_s, level, main = _memory(device, moved)
+    memory_s, cached, main, where = memory_time(device, moved)
     return KernelCost(
         compute_s=compute_s, memory_s=memory_s, latency_s=eff.launch_overhead_s,
-        dram_bytes=moved if main else 0.0, l2_bytes=0.0 if main else moved, smem_bytes=0.0,
+        dram_bytes=main, l2_bytes=cached, smem_bytes=0.0,
         matrix_flops=flops if matrix else 0.0, vector_flops=0.0 if matrix else flops,
         rule=f"cpu-{'simd-fma' if matrix else 'vector'}-roofline", matrix_dtype=used if matrix else "",
-        notes=f"working set in {level.name}",
+        notes=where,
     )
 
 
@@ -259,7 +304,7 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
                 # the framework hands plain (OIHW) weights to the library, which reorders them into its
                 # blocked layout on every call: one more read and write of the weights, before the conv
                 w_bytes = float(op.inputs[1].nbytes)
-                reorder_s, _, _ = _memory(device, 2.0 * w_bytes)
+                reorder_s = memory_time(device, 2.0 * w_bytes)[0]
                 compute_s += reorder_s
                 extra_moved = 2.0 * w_bytes
                 latency += cpu.library_call_overhead_s
@@ -312,12 +357,16 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
         matrix_flops = 0.0
         matrix_dtype = ""
         rule = "cpu-vector" + (f"-{fn}" if fn else "")
-    memory_s, level, main = _memory(device, moved + extra_moved)
-    notes.insert(0, f"working set in {level.name}")
-    total = moved + extra_moved
+        if op.kind in ROW_MOMENTS_KINDS and cpu.row_moments_s > 0:
+            chain = float(op.inputs[0].numel) * cpu.row_moments_s
+            latency += chain  # serial: the latency-bound recurrence does not overlap the row's traffic
+            rule = "cpu-vector-row-moments"
+            notes.append(f"row moments {chain * 1e6:.3g} us (latency-bound Welford chain)")
+    memory_s, cached, main, where = memory_time(device, moved + extra_moved)
+    notes.insert(0, where)
     return KernelCost(
         compute_s=compute_s, memory_s=memory_s, latency_s=latency,
-        dram_bytes=total if main else 0.0, l2_bytes=0.0 if main else total, smem_bytes=0.0,
+        dram_bytes=main, l2_bytes=cached, smem_bytes=0.0,
         matrix_flops=matrix_flops, vector_flops=vector_flops, rule=rule, matrix_dtype=matrix_dtype, tile=tile,
         notes="; ".join(notes),
     )

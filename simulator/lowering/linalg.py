@@ -52,7 +52,7 @@ import numpy as np
 from hwmodels import gpu
 from hwmodels.spec import DeviceSpec
 from simulator.lowering.common import KernelCost, LoweringContext, register_rule, require_rate
-from simulator.lowering.cpu import gemm_efficiency, memory_level_for
+from simulator.lowering.cpu import gemm_efficiency, memory_time
 from simulator.lowering.gpu import _gemm_cost
 from workloads.ir import Op, UnsupportedOpError
 from workloads.linalg import LINALG_KINDS, every_of, linalg_dims
@@ -481,24 +481,24 @@ def _cpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, int]:
             t = piece.flops * batch / (rate * e)
             by = ((piece.m * piece.k + piece.k * piece.n + 2 * piece.m * piece.n) * piece.fraction * piece.count * batch
                   * op.inputs[0].dtype.bits / 8)
-            tm, main = _mem_s(dev, by, by)
+            tm, cached, main = _mem_s(dev, by, by)
             acc.compute_s += t
             acc.memory_s += tm
             acc.time_s += max(t, tm)
             acc.gemm_s += max(t, tm)
-            acc.dram += by if main else 0.0
-            acc.l2 += 0.0 if main else by
+            acc.dram += main
+            acc.l2 += cached
             acc.matrix_flops += piece.flops * batch
         elif isinstance(piece, Level2):
             for by, fl, ws in zip(piece.bytes * batch, piece.flops * batch, piece.working_set * batch, strict=True):
-                tm, main = _mem_s(dev, float(by), float(ws))
+                tm, cached, main = _mem_s(dev, float(by), float(ws))
                 tc = float(fl) / vrate
                 acc.compute_s += tc
                 acc.memory_s += tm
                 acc.time_s += max(tc, tm)
                 acc.level2_s += max(tc, tm)
-                acc.dram += float(by) if main else 0.0
-                acc.l2 += 0.0 if main else float(by)
+                acc.dram += main
+                acc.l2 += cached
         else:
             t_chain = float(piece.rows.sum()) * batch * float(eff.linalg_sweep_row_s)
             acc.compute_s += t_chain
@@ -507,13 +507,11 @@ def _cpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, int]:
     return acc, pl, batch
 
 
-def _mem_s(dev: DeviceSpec, moved: float, working_set: float) -> tuple[float, bool]:
-    """(seconds to move ``moved`` bytes from the level holding ``working_set`` bytes, from main memory?)."""
-    eff = dev.efficiency
-    level = memory_level_for(dev, working_set)
-    main = level is dev.main_memory
-    frac = eff.dram_bandwidth_fraction if main else eff.l2_bandwidth_fraction
-    return (moved / (level.read_bandwidth_bytes_per_s * frac) if moved else 0.0), main
+def _mem_s(dev: DeviceSpec, moved: float, working_set: float) -> tuple[float, float, float]:
+    """(seconds, bytes from caches, bytes from main memory) to move ``moved`` bytes of a sweep over
+    ``working_set`` bytes (:func:`simulator.lowering.cpu.memory_time`)."""
+    seconds, cached, main, _ = memory_time(dev, moved, working_set)
+    return seconds, cached, main
 
 
 # ------------------------------------------------------------------------------------------------

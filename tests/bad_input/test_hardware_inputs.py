@@ -596,6 +596,8 @@ OPTION_CASES: list[tuple[str, list[str], str, str]] = [
     ("budget-zero", ["measure", "--out", "{tmp}/m.csv", "--budget", "0"], "--budget", "got '0'"),
     ("budget-negative", ["measure", "--out", "{tmp}/m.csv", "--budget=-1"], "--budget", "got '-1'"),
     ("measure-seed-negative", ["measure", "--out", "{tmp}/m.csv", "--seed=-3"], "--seed", "got '-3'"),
+    ("passes-zero", ["measure", "--out", "{tmp}/m.csv", "--passes", "0"], "--passes", "got 0"),
+    ("passes-fraction", ["measure", "--out", "{tmp}/m.csv", "--passes", "2.5"], "--passes", "got '2.5'"),
 ]
 
 

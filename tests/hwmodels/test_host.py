@@ -192,6 +192,21 @@ def test_the_usable_l3_is_where_the_ladder_falls_below_the_geometric_mean() -> N
     assert host.l3_from_ladder(dataclasses.replace(plan, l3_ladder=()), {}) is None
 
 
+def test_a_soft_l3_edge_is_measured_from_the_step_past_the_knee() -> None:
+    """The AMD EPYC guest's ladder (docs/calibration.md): 8 MiB at L3 speed, 16 MiB half way to DRAM."""
+    plan = probe_plan(fake_info())  # ladder 4, 8, 16, 32 MiB
+    soft = host.l3_from_ladder(plan, _ladder_values([41.2e9, 41.8e9, 19.1e9, 13.3e9], dram=12.3e9))
+    assert soft.usable_bytes == 8 * MIB and soft.bandwidth_bytes_per_s == 41.2e9
+    share = (1 / 19.1e9 - 1 / 12.3e9) / (1 / 41.2e9 - 1 / 12.3e9)  # of the bytes from the L3 at 16 MiB: ~0.51
+    assert soft.spill_bytes == int(8 * MIB * 2 ** (1 / (1 - share)))  # the share reaches 0 near 33 MiB
+    assert 32 * MIB < soft.spill_bytes < 34 * MIB and "51% of the bytes from the L3" in soft.spill_rule
+    # a sharp edge: the next step already runs at DRAM speed, so the share is 0 there
+    sharp = host.l3_from_ladder(plan, _ladder_values([41.2e9, 41.8e9, 12.0e9, 12.0e9], dram=12.3e9))
+    assert sharp.usable_bytes == 8 * MIB and sharp.spill_bytes == 16 * MIB
+    # no knee inside the ladder: nothing measured past it
+    assert host.l3_from_ladder(plan, _ladder_values([50e9, 52e9, 55e9, 51e9])).spill_bytes == 0
+
+
 def test_intel_kvm_guest_symptoms_are_gone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Issue 11: the old sizes probed the "L3" with two 120 MiB arrays (DRAM, read slower than the DRAM
     probe) and kept a 480 MiB L3; the new spec is consistent and its L3 is the capped share.

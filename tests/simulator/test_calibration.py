@@ -131,7 +131,7 @@ def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
     from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
     from tests.simulator.test_lowering_cpu import cpu_device
 
-    dev = cpu_device(reference_gemm_flops_per_s={"fp16": 2e9})
+    dev = cpu_device(reference_gemm_flops_per_s={"fp16": 2e9}, row_moments_s=1e-10)
     params = {p.path: p for p in _params(_levels_present(DEFAULT_PARAMS["cpu"], dev), dev)}
     for f in dataclasses.fields(CpuSpec):
         if f.name not in ("special_function_s", "reference_gemm_flops_per_s"):

@@ -90,3 +90,27 @@ def test_low_precision_contractions_on_a_cpu_without_their_library_path_are_skip
     with_avx512 = dataclasses.replace(avx2, flags=avx2.flags | {"avx512bw", "avx512vl", "avx512dq"})
     monkeypatch.setattr(host, "read_host_info", lambda: with_avx512)
     assert portable_loop_reason(bf16, "cpu", "torch") == ""
+
+
+def test_interleaved_rounds_pool_every_round_and_keep_the_case_order() -> None:
+    """Google Benchmark's random interleaving: each round times every case for its share of the budget."""
+    pytest.importorskip("torch")
+    cases = [Case("gemm:m=16,n=16,k=16", "fp32", "gemm"), Case("elementwise:numel=256,op=add", "fp32", "elementwise"),
+             Case("softmax:rows=4,cols=32", "fp32", "softmax")]
+    seen: list[tuple[int, bool]] = []
+    policy = TimingPolicy(warmup_s=0.0, budget_s=0.0, min_reps=6, max_reps=6, passes=3)
+    ms, skipped = run_cases(cases, policy=policy, threads=1, progress=lambda i, n, c, m: seen.append((i, m is None)))
+    assert skipped == [] and [m.workload for m in ms] == [c.workload for c in cases]
+    assert [m.id for m in ms] == ["host-001", "host-002", "host-003"]
+    assert all(m.repetitions == 6 for m in ms)  # 2 per round x 3 rounds
+    assert all("3 interleaved rounds" in m.source for m in ms)
+    assert sorted(i for i, _ in seen) == [0, 1, 2] and not any(none for _, none in seen)  # once per case
+    r1 = policy.round(1)
+    assert (r1.budget_s, r1.min_reps, r1.max_reps, r1.warmup_s, r1.warmup_runs) == (0.0, 2, 2, 0.0, 1)
+    assert policy.round(0).warmup_runs == 2 and TimingPolicy().round(3) == TimingPolicy()
+
+
+@pytest.mark.parametrize("passes", [0, -1, 1.5, True])
+def test_timing_policy_refuses_a_bad_number_of_rounds(passes: object) -> None:
+    with pytest.raises(ValueError, match="TimingPolicy: passes; got"):
+        TimingPolicy(passes=passes)  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from hwmodels.spec import (
@@ -235,3 +237,66 @@ def test_the_fit_drops_the_fields_of_a_path_the_cpu_does_not_take() -> None:
     assert "cpu.reference_gemm_flops_per_s.fp16" not in kept
     ref = {p.path: p for p in _params(kept, dev)}["cpu.reference_gemm_flops_per_s.bf16"]
     assert (ref.lower, ref.upper) == pytest.approx((0.3 * 1.5e9, 3 * 1.5e9))
+
+
+def _spill_device(spill: float) -> DeviceSpec:
+    import dataclasses
+
+    dev = cpu_device()
+    mem = tuple(dataclasses.replace(lv, capacity_bytes=8 * 2**20, spill_bytes=spill) if lv.name == "l3" else lv
+                for lv in dev.memory)
+    return dataclasses.replace(dev, memory=mem)
+
+
+def test_a_working_set_past_a_soft_cache_edge_is_served_partly_from_the_cache() -> None:
+    """Between the L3's capacity (8 MiB) and its spill size (32 MiB) the L3 serves ln(32/W)/ln(32/8) of the bytes."""
+    from simulator.lowering.cpu import memory_split
+
+    dev = _spill_device(32 * 2**20)
+    l3 = dev.level("l3")
+    assert [(lv.name, sh) for lv, sh in memory_split(dev, 16 * 2**20)] == [("l3", pytest.approx(0.5)),
+                                                                           ("dram", pytest.approx(0.5))]
+    assert [lv.name for lv, _ in memory_split(dev, 8 * 2**20)] == ["l3"]  # held whole
+    assert [lv.name for lv, _ in memory_split(dev, 32 * 2**20)] == ["dram"]  # beyond the spill: none hits
+    kc = _copy_cost(8 * 2**20, dev)  # 16 MiB moved: half from each, hand-computed
+    moved = 16 * 2**20
+    assert kc.memory_s == pytest.approx(0.5 * moved / 100e9 + 0.5 * moved / 20e9)
+    assert kc.dram_bytes == pytest.approx(moved / 2) and kc.l2_bytes == pytest.approx(moved / 2)
+    assert "50% from l3, 50% from dram" in kc.notes
+    share12 = math.log(32 / 12) / math.log(32 / 8)  # 12 MiB: an fp32 add of 1M elements
+    add = cpu_kernel_cost(only_op("elementwise:numel=1048576,op=add"), dev)
+    assert add.memory_s == pytest.approx(12 * 2**20 * (share12 / 100e9 + (1 - share12) / 20e9))
+    # a sharp edge (spill 0, the default) prices the same working set at DRAM speed, as before
+    sharp = _copy_cost(8 * 2**20, _spill_device(0.0))
+    assert sharp.memory_s == pytest.approx(moved / 20e9) and sharp.l2_bytes == 0
+    assert l3.capacity_bytes == 8 * 2**20
+
+
+def test_layernorm_adds_its_latency_bound_row_moments_to_the_roofline() -> None:
+    op = only_op("layernorm:rows=4096,cols=1024")
+    plain = cpu_kernel_cost(op, cpu_device())
+    chained = cpu_kernel_cost(op, cpu_device(row_moments_s=0.25e-9))
+    assert plain.rule == "cpu-vector" and chained.rule == "cpu-vector-row-moments"
+    assert chained.latency_s - plain.latency_s == pytest.approx(4096 * 1024 * 0.25e-9)
+    assert (chained.compute_s, chained.memory_s) == (plain.compute_s, plain.memory_s)
+    assert chained.device_time_s == pytest.approx(plain.device_time_s + 4096 * 1024 * 0.25e-9)
+    # softmax has no Welford chain
+    sm = only_op("softmax:rows=4096,cols=1024")
+    assert cpu_kernel_cost(sm, cpu_device(row_moments_s=0.25e-9)).latency_s == OVERHEAD
+
+
+def test_host_row_moments_are_derived_from_the_fp_latencies() -> None:
+    from hwmodels.host import host_spec, read_host_info
+
+    dev = host_spec(1)
+    info = read_host_info()
+    lanes = max(1, info.simd_bits // 32)
+    src = dev.source_of("cpu.row_moments_s").source
+    assert src.startswith("derived: (") and f"{lanes}-lane fp32 vector" in src
+    ua = info.microarch
+    add, fma = (ua.fadd_latency, ua.fma_latency) if ua is not None and ua.fadd_latency else (4, 4)
+    assert dev.cpu.row_moments_s == pytest.approx((add + fma) / lanes / info.clock_hz)
+    from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present
+
+    assert "cpu.row_moments_s" in _levels_present(DEFAULT_PARAMS["cpu"], dev)
+    assert "cpu.row_moments_s" not in _levels_present(DEFAULT_PARAMS["cpu"], cpu_device())  # 0: nothing to fit
