@@ -15,9 +15,10 @@ changes) comes in bursts of a fraction of a second to seconds, which a case time
 catches or misses whole; spread over rounds, every case samples many windows. This is Google
 Benchmark's random interleaving (``--benchmark_enable_random_interleaving``, docs/random_interleaving.md:
 "able to lower run-to-run variance by 40% on average"); on the 2-core AMD EPYC KVM guest of
-docs/calibration.md five rounds cut the quick suite's run-to-run difference of case medians from 14-24%
-to 5-17% (mean of three pairs 19.1% -> 9.6%). The price: every case's tensors stay allocated until the
-last round (about 1.4 GB for the CPU quick suite), so the default is one round on GPUs.
+docs/calibration.md five rounds cut the quick suite's run-to-run difference of case medians (mean over
+cases, three pairs of back-to-back runs) from 14.0-23.8% to 8.2-9.4% (5.3-17.1% in a second set taken
+at a noisier time). The price: every case's tensors stay allocated until the last round (about 1.4 GB
+for the CPU quick suite), so the default is one round on GPUs.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ op takes, then costs it with that path's fields of :class:`hwmodels.spec.CpuSpec
   ``cpu.strided_copy_run_s`` per contiguous run of one output row, then one GEMM per image
   (``m`` = output channels, ``n`` = output pixels, ``k`` = C/g x R x S) as above.
 * **Attention**: PyTorch's CPU flash-attention kernel: block GEMMs of ``q_split x kv_split`` query/key
-  blocks (the kernel's own constants), causal masking skipping whole key blocks beyond each query
-  block only, the softmax's vector work and one ``exp`` per computed pair.
+  blocks (the kernel's own constants) at ``cpu.gemm_peak_fraction`` (their operands stay in L1/L2 from
+  block to block, so a standalone call's small-side factors do not apply), causal masking skipping whole
+  key blocks beyond each query block only, the softmax's vector work and one ``exp`` per computed pair.
 * **Vector ops** (elementwise, normalisations, softmax, reductions, copies):
   ``compute_s = flops / (vector_rate * efficiency.vector_peak_fraction) + evaluations * cpu.special_function_s[f]``
   with one ``exp`` or ``tanh`` per element where the op needs one, against
@@ -334,10 +335,12 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             masked = bool(op.attrs.get("causal", False)) and sq != skv  # an explicit mask: every pair
             pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked)
             pairs *= bsz * heads
-            e_qk = gemm_efficiency(cpu, qs, kvs, dq)
-            e_pv = gemm_efficiency(cpu, qs, dv, kvs)
+            # the kernel's block products reuse cache-resident operands (a query block across every key
+            # block, a key/value block across every query block) and call the BLAS directly: priced at its
+            # large-size fraction, without a standalone call's small-side factors
+            e_blk = cpu.gemm_peak_fraction
             compute_s = (2.0 * pairs * (dq + dv) / reference if reference
-                         else 2.0 * pairs * (dq / e_qk + dv / e_pv) / rate)
+                         else 2.0 * pairs * (dq + dv) / (rate * e_blk))
             vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
             vector_flops = SOFTMAX_FLOPS * pairs
             compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(device, "exp", pairs)

@@ -105,6 +105,16 @@ def test_flash_attention_pairs_follow_the_kernel_blocks() -> None:
     assert _flash_pairs(100, 100, True)[1:] == (32, 100)
 
 
+def test_flash_attention_block_products_run_at_the_large_gemm_fraction() -> None:
+    """Hand-computed: 1x2 heads, 512 tokens, d=64, not causal: q blocks of 64, one key block of 512."""
+    kc = cpu_kernel_cost(only_op("attention:b=1,h=2,s=512,d=64,causal=0"), cpu_device())
+    pairs = 2 * 512 * 512
+    gemm = 2.0 * pairs * (64 + 64) / (FP32 * 0.5)  # gemm_peak_fraction 0.5, no small-side factors
+    softmax = 5 * pairs / (FP32 * 0.25) + pairs * 1e-9  # SOFTMAX_FLOPS at the vector fraction, one exp per pair
+    assert kc.rule == "cpu-flash-attention" and kc.tile == "q64xkv512"
+    assert kc.compute_s == pytest.approx(gemm + softmax, rel=1e-12)
+
+
 def test_special_functions_cost_per_element() -> None:
     dev = cpu_device()
     n = 2**20
