@@ -4,8 +4,8 @@ The CI test (``tests/simulator/test_cli_calibrate.py::test_cpu_end_to_end``) ass
 calibration lowers the held-out error: the absolute figure depends on the machine (CPU, hypervisor,
 other tenants). The absolute goal lives here:
 
-    held-out MAPE after calibration <= CPU_HELD_OUT_MAPE_MAX (25 %) with the CI settings
-    (quick suite, one thread, 0.1 s per case, 30 % held out, seed 0).
+    held-out MAPE after calibration <= CPU_HELD_OUT_MAPE_MAX (15 %, the fidelity issue's target) with the
+    CI settings (quick suite, one thread, 0.1 s per case in five interleaved rounds, 30 % held out, seed 0).
 
 Documented quiet-run figures: docs/calibration.md and hwmodels/measurements/host_cpu_quick.md.
 
@@ -32,8 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-#: Held-out MAPE (%) the CPU calibration should reach on a quiet machine with the CI settings.
-CPU_HELD_OUT_MAPE_MAX = 25.0
+#: Held-out MAPE (%) the CPU calibration should reach on a quiet machine with the CI settings (the median
+#: of --runs 3 on the shared AMD EPYC AVX2 guest: 12.5, 14.1 and 9.6 % in three sessions, docs/calibration.md).
+CPU_HELD_OUT_MAPE_MAX = 15.0
 
 
 def _cli_json(argv: list[str]) -> tuple[int, dict]:
