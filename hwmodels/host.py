@@ -208,7 +208,8 @@ _MICROARCH: dict[tuple[str, int], _Microarch] = {
         "floating-point unit: two 256-bit FMA pipes (512-bit AVX-512 ops issue as two 256-bit halves on Zen 4)",
         3, 4,
         "AMD, Software Optimization Guide for AMD Family 19h Processors, pub. 56665 rev. 3.00, floating-point "
-        "unit: FADD latency 3 cycles, FMA 4 (down from 5 on Zen 2, as AMD's Zen 3 disclosure reported)",
+        "unit: FADD latency 3 cycles, FMA 4; the FMA figure as AMD disclosed it for Zen 3 (AnandTech, \"AMD Zen 3 "
+        "Ryzen Deep Dive Review\", Nov 2020, page 6: 5 cycles on Zen 2, 4 on Zen 3)",
     ),
 }
 
