@@ -414,7 +414,7 @@ def _keep_freed_memory() -> bool:
 _CONTRACTION_CATEGORIES = frozenset({"gemm", "conv2d", "attention"})
 
 
-def portable_loop_reason(case: Case, device: str, backend: str) -> str:
+def portable_loop_reason(case: Case, device: str, backend: str, info: Any = None) -> str:
     """Why ``case`` is not timed on this machine's CPU, or ``""``.
 
     A bf16/fp16 contraction on a CPU without the ISA of oneDNN's path for that dtype runs ATen's
@@ -422,13 +422,14 @@ def portable_loop_reason(case: Case, device: str, backend: str) -> str:
     measured median rate (``cpu.reference_gemm_flops_per_s``) whose shapes spread by a factor of two or
     more either side, so such a case carries no information for the library fields a calibration fits
     and would only add that spread to its errors. The case is reported as skipped with this reason.
+    ``info``: the :class:`hwmodels.host.HostInfo` to judge by (None: read it now).
     """
     if device != "cpu" or backend != "torch" or case.dtype not in ("bf16", "fp16") \
             or case.category not in _CONTRACTION_CATEGORIES:
         return ""
     from hwmodels.host import low_precision_library, read_host_info
 
-    library, why = low_precision_library(read_host_info(), case.dtype)
+    library, why = low_precision_library(info if info is not None else read_host_info(), case.dtype)
     return "" if library else f"{why}: priced at one median rate, not calibrated"
 
 
@@ -499,6 +500,7 @@ def run_cases(
     rng = np.random.default_rng(seed)
 
     measured: dict[int, Measurement] = {}
+    host_info: Any = None
 
     def measurement(case: Case, t: np.ndarray) -> Measurement:
         q1, med, q3 = np.percentile(t, [25, 50, 75])
@@ -531,7 +533,11 @@ def run_cases(
             if i in failed:
                 continue
             if r == 0:
-                reason = portable_loop_reason(case, device, backend)
+                if host_info is None and device == "cpu" and backend == "torch" and case.dtype in ("bf16", "fp16"):
+                    from hwmodels.host import read_host_info
+
+                    host_info = read_host_info()  # once per run, not per case
+                reason = portable_loop_reason(case, device, backend, host_info)
                 if reason:
                     skip(i, reason, "" if any(x == reason for _, x in skipped)  # one warning per reason
                          else f"measure: {case.dtype} cases skipped: {reason}")

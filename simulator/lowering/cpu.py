@@ -124,18 +124,21 @@ def memory_split(device: DeviceSpec, working_set_bytes: float) -> tuple[tuple[Me
     where a cache's edge is soft (a guest sharing a host's L3 with other tenants; a cache whose
     replacement is not LRU): bandwidth falls with the working set over a range of sizes, not at one.
     """
-    holder = memory_level_for(device, working_set_bytes)
     caches = {lv.name: lv for lv in device.memory[1:]}
-    for name in _CACHE_ORDER:
+    holder, partial = device.main_memory, None
+    for name in _CACHE_ORDER:  # innermost first: the caches before the holder are all smaller than W
         lv = caches.get(name)
         if lv is None:
             continue
-        if lv is holder:
+        if working_set_bytes <= lv.capacity_bytes:
+            holder = lv
             break
-        if lv.capacity_bytes < working_set_bytes < lv.spill_bytes:
-            share = math.log(lv.spill_bytes / working_set_bytes) / math.log(lv.spill_bytes / lv.capacity_bytes)
-            return ((lv, share), (holder, 1.0 - share))
-    return ((holder, 1.0),)
+        if partial is None and working_set_bytes < lv.spill_bytes:
+            partial = lv
+    if partial is None:
+        return ((holder, 1.0),)
+    share = math.log(partial.spill_bytes / working_set_bytes) / math.log(partial.spill_bytes / partial.capacity_bytes)
+    return ((partial, share), (holder, 1.0 - share))
 
 
 def memory_time(device: DeviceSpec, moved: float, working_set: float | None = None) -> tuple[float, float, float, str]:

@@ -481,7 +481,7 @@ def _cpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, int]:
             t = piece.flops * batch / (rate * e)
             by = ((piece.m * piece.k + piece.k * piece.n + 2 * piece.m * piece.n) * piece.fraction * piece.count * batch
                   * op.inputs[0].dtype.bits / 8)
-            tm, cached, main = _mem_s(dev, by, by)
+            tm, cached, main, _ = memory_time(dev, by, by)
             acc.compute_s += t
             acc.memory_s += tm
             acc.time_s += max(t, tm)
@@ -491,7 +491,7 @@ def _cpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, int]:
             acc.matrix_flops += piece.flops * batch
         elif isinstance(piece, Level2):
             for by, fl, ws in zip(piece.bytes * batch, piece.flops * batch, piece.working_set * batch, strict=True):
-                tm, cached, main = _mem_s(dev, float(by), float(ws))
+                tm, cached, main, _ = memory_time(dev, float(by), float(ws))
                 tc = float(fl) / vrate
                 acc.compute_s += tc
                 acc.memory_s += tm
@@ -505,13 +505,6 @@ def _cpu_parts(op: Op, ctx: LoweringContext) -> tuple[_Acc, LinalgPlan, int]:
             acc.time_s += t_chain
             acc.sweep_s += t_chain
     return acc, pl, batch
-
-
-def _mem_s(dev: DeviceSpec, moved: float, working_set: float) -> tuple[float, float, float]:
-    """(seconds, bytes from caches, bytes from main memory) to move ``moved`` bytes of a sweep over
-    ``working_set`` bytes (:func:`simulator.lowering.cpu.memory_time`)."""
-    seconds, cached, main, _ = memory_time(dev, moved, working_set)
-    return seconds, cached, main
 
 
 # ------------------------------------------------------------------------------------------------
