@@ -1,6 +1,6 @@
 """Held-out error of the host CPU calibration on this machine: MAPE before/after, with the machine named.
 
-The CI test (``tests/simulator/test_cli_calibrate.py::test_cpu_end_to_end``) asserts only that
+The CI test (``tests/simulator/cli/test_cli_calibrate.py::test_cpu_end_to_end``) asserts only that
 calibration lowers the held-out error: the absolute figure depends on the machine (CPU, hypervisor,
 other tenants). The absolute goal lives here:
 

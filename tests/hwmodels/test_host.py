@@ -210,7 +210,7 @@ def test_a_soft_l3_edge_is_measured_from_the_step_past_the_knee() -> None:
 def test_intel_kvm_guest_symptoms_are_gone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Issue 11: the old sizes probed the "L3" with two 120 MiB arrays (DRAM, read slower than the DRAM
     probe) and kept a 480 MiB L3; the new spec is consistent and its L3 is the capped share.
-    (How ops are priced with it: tests/simulator/test_lowering_cpu.py.)"""
+    (How ops are priced with it: tests/simulator/lowering/test_lowering_cpu.py.)"""
     old_l3_probe = physical_copy_bw(480 * MIB // 4, 10)
     assert old_l3_probe < physical_copy_bw(256 * MIB, 3)  # the symptom, reproduced by the fake machine
     dev = intel_guest_spec(monkeypatch, tmp_path)

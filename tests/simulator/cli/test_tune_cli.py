@@ -9,7 +9,7 @@ import pytest
 
 from simulator.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMALL = ["tune", "gpt2", "--hardware", "h100-sxm5-80gb,a100-sxm4-40gb", "--batch", "1,8", "--dtype", "bf16,fp8",
          "--fusion", "on", "--seq", "128"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hwmodels"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hwmodels"))
 from gpu_devices import toy_gpu  # noqa: E402
 
 from hwmodels.catalog import load_device  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 from simulator.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED = ROOT / "hwmodels" / "measurements" / "published_gpu.csv"
 SUMMARY_KEYS = {"n", "mape", "median_ape", "p90_ape", "max_ape", "bias"}
 

@@ -8,7 +8,7 @@ import pytest
 
 from simulator.calibration.measurements import COLUMNS, MeasurementError, MeasurementSet
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEADER = "id,category,workload,dtype,device,median_s,min_s,repetitions,iqr_s"
 
 

@@ -14,7 +14,7 @@ from hwmodels.topology import parse_topology
 from simulator.sweep.tune import TuneError, parse_constraint, tune
 from simulator.sweep.tune_systolic import SystolicProblem, load_network, parse_split
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # a small CNN-like network: two convolutions and a classifier GEMM
 NET = """Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,

@@ -8,7 +8,7 @@ import pytest
 
 from simulator.sweep import ExperimentError, load_experiment, parse_experiment
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = """
 schema = "nodeperf.experiment/1"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hwmodels"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hwmodels"))
 from gpu_devices import h100  # noqa: E402
 
 from simulator import EvalOptions, evaluate  # noqa: E402

@@ -146,7 +146,7 @@ def _published_quant_rows():
     import csv
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_quant.csv"
+    path = Path(__file__).resolve().parents[3] / "hwmodels" / "measurements" / "published_quant.csv"
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 

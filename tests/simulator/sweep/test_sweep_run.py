@@ -26,7 +26,7 @@ from simulator.sweep import (
 from simulator.sweep.paths import with_overrides
 from workloads.resolve import load_workload
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 H100_BF16 = 989.4e12  # catalog value of h100-sxm5-80gb (NVIDIA H100 datasheet)
 
 MODEL = """

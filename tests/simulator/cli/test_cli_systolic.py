@@ -10,7 +10,7 @@ import pytest
 
 from simulator.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GEMM_TOPO = REPO / "tests/hwmodels/data/parity_gemm.csv"
 HEADER = "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
 

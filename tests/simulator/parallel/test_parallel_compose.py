@@ -412,7 +412,7 @@ def test_predictions_equal_the_values_recorded_before_the_speed_work() -> None:
     # when the A100/H100 tensor energies came from sustained burns, and when the fused-attention backward
     # launched its preprocess and dQ-convert kernels, and when the Ampere tensor fraction became the A100's
     # measured MAMF, and when every GPU kernel carried its measured device time; the speed
-    # work itself is pinned by tests/simulator/test_plan_speed_exact.py)
+    # work itself is pinned by tests/simulator/parallel/test_plan_speed_exact.py)
     from simulator.hardware import load_hardware
 
     a100s = load_hardware("dgx-a100x128")
