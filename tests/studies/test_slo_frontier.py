@@ -89,3 +89,15 @@ def test_committed_results_are_current(rows, committed_csv):
     n = committed_csv(rows, run.HERE / run.CSV_NAME, run.write_csv, ["device", "batch"],
                       refresh="python -m studies.slo_frontier --out studies/slo_frontier --figures docs/figures")
     assert n == len(rows)
+
+
+def test_committed_frontier_is_the_frontier_of_the_committed_results(tmp_path):
+    """frontier.csv is what `frontier` picks from the committed results.csv under the full configuration's SLOs
+    (with results.csv current, by the test above, so is the frontier)."""
+    full = load_config(run.HERE / "config.toml")
+    with open(run.HERE / run.CSV_NAME, newline="") as f:
+        rows = [{**r, "batch": int(r["batch"]), "fits_in_memory": r["fits_in_memory"] == "True",
+                 **{k: float(r[k]) for k in ("ttft_s", "tpot_s", "output_tokens_per_s")}} for r in csv.DictReader(f)]
+    assert len(rows) == len(full["devices"]) * len(full["batches"])
+    run.write_csv(run.frontier(rows, full["tpot_slos_s"], full["ttft_slo_s"]), tmp_path / "f.csv", run.FRONTIER_COLUMNS)
+    assert (tmp_path / "f.csv").read_text() == (run.HERE / run.FRONTIER_NAME).read_text()
