@@ -5,8 +5,10 @@ import it without importing each other or :mod:`simulator`.
 
 Examples
 --------
->>> near_match("h100", ["h100-sxm5-80gb", "h100-pcie-80gb", "a100-sxm4-80gb"], prefix=True)
+>>> near_match("h100", ["h100-sxm5-80gb", "h100-pcie-80gb", "a100-sxm4-80gb"], n=3, prefix=True)
 ['h100-sxm5-80gb', 'h100-pcie-80gb']
+>>> near_match("h100", ["h100-sxm5-80gb", "h100-pcie-80gb", "a100-sxm4-80gb"], prefix=True)  # n=1: the first
+['h100-sxm5-80gb']
 >>> did_you_mean("bf61", ["bf16", "fp16", "fp32"])
 "; did you mean 'bf16'?"
 >>> did_you_mean("zzz", ["bf16"])

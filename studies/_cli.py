@@ -1,5 +1,13 @@
-"""The command line every `config -> CSV -> figure` study shares: ``--reduced``, ``--out``, ``--figures``,
-``--plot-only``; errors in a configuration or a missing CSV print one line and exit 2."""
+"""What every `config -> CSV -> figure` study shares: its configuration loader and its one command.
+
+Each study is one command that runs the configuration, writes its CSVs and draws its figures, from any
+working directory: ``python -m studies.NAME`` from the repository root, or ``python studies/NAME/run.py``
+from anywhere (the script puts the repository root on ``sys.path`` itself). The options are the same for
+every study: ``--reduced`` (the configuration the tests run), ``--out FOLDER`` (the CSVs; default
+``out/NAME/`` under the repository root, which git ignores), ``--figures FOLDER`` (default: the ``--out``
+folder) and ``--plot-only`` (redraw from the CSVs in ``--out``). An error in a configuration, a missing CSV
+or an output that cannot be written prints one line and exits with code 2.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +15,70 @@ import argparse
 import csv
 import logging
 import sys
+import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+#: The repository root: default outputs go to ``out/<study>/`` under it, whatever the working directory.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
-def rows_step(run: Callable[[dict[str, Any]], list[dict[str, Any]]], load_config: Callable[[bool], dict[str, Any]],
-              write_csv: Callable[[list[dict[str, Any]], Path], Any], csv_name: str) -> Callable[[bool, Path], str]:
-    """The usual compute step: run the (reduced) configuration and write its rows to ``OUT/csv_name``."""
-    def step(reduced: bool, out: Path) -> str:
-        rows = run(load_config(reduced))
+#: The rows a study computes: a list of CSV rows, or several named lists (one CSV each).
+Rows = list[dict[str, Any]]
+
+
+def out_dir(here: Path) -> Path:
+    """Where the study in folder ``here`` writes unless ``--out`` says otherwise: ``out/<study>/`` (git-ignored)."""
+    return REPO_ROOT / "out" / here.name
+
+
+def load_config(path: Path, reduced: bool = False) -> dict[str, Any]:
+    """A study's TOML configuration; with ``reduced``, its ``[reduced]`` table applied on top.
+
+    Each key of ``[reduced]`` names a key of the configuration and applies to it by the configuration
+    value's shape: a table is updated with the keys the reduced table gives (``[reduced.training]``
+    changes some keys of ``[training]``); an array of tables with a ``name`` each is narrowed to the names
+    a reduced array of strings lists (``families = ["NVIDIA GPU"]``); anything else is replaced. A reduced
+    key the configuration lacks, or an unknown name, is a ValueError naming the file and the key, with a
+    near match. Without ``reduced`` the ``[reduced]`` table is dropped.
+    """
+    from nodeperf.suggest import did_you_mean
+
+    try:
+        with open(path, "rb") as f:
+            cfg = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: {exc}; expected a study configuration in TOML") from None
+    small = cfg.pop("reduced", {})
+    if not reduced:
+        return cfg
+    if not isinstance(small, dict):
+        raise ValueError(f"{path}: reduced: got {type(small).__name__}; expected a table of keys to replace")
+    for key, value in small.items():
+        if key not in cfg:
+            raise ValueError(f"{path}: reduced.{key}: no such key to reduce; expected one of "
+                             f"{', '.join(sorted(cfg))}{did_you_mean(key, cfg)}")
+        full = cfg[key]
+        if isinstance(full, dict) and isinstance(value, dict):
+            cfg[key] = {**full, **value}
+        elif (isinstance(full, list) and full and all(isinstance(x, dict) and "name" in x for x in full)
+              and isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            known = [x["name"] for x in full]
+            for n in value:
+                if n not in known:
+                    raise ValueError(f"{path}: reduced.{key}: unknown name; got {n!r}; expected one of "
+                                     f"{', '.join(known)}{did_you_mean(n, known)}")
+            cfg[key] = [x for x in full if x["name"] in value]
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def rows_step(run: Callable[[dict[str, Any]], Rows], write_csv: Callable[[Rows, Path], Any],
+              csv_name: str = "results.csv") -> Callable[[dict[str, Any], Path], str]:
+    """The usual compute step: run the configuration and write its rows to ``OUT/csv_name``."""
+    def step(cfg: dict[str, Any], out: Path) -> str:
+        rows = run(cfg)
         path = out / csv_name
         write_csv(rows, path)
         return f"{len(rows)} rows -> {path}"
@@ -24,53 +86,62 @@ def rows_step(run: Callable[[dict[str, Any]], list[dict[str, Any]]], load_config
     return step
 
 
-def study_main(argv: Sequence[str] | None, *, name: str, description: str, out_dir: Path,
-               compute: Callable[[bool, Path], str], draw: Callable[[Path, Path, bool], Sequence[Path]],
-               results: str = "results.csv") -> int:
-    """Parse the study options, run ``compute(reduced, out)`` (unless ``--plot-only``; it returns the line to
-    print) and ``draw(out, figures, reduced)`` (the figure paths written)."""
-    p = argparse.ArgumentParser(description=description)
+def study_main(argv: Sequence[str] | None, *, here: Path, description: str,
+               compute: Callable[[dict[str, Any], Path], str],
+               draw: Callable[[dict[str, Any], Path, Path], Sequence[Path]],
+               results: str = "results.csv",
+               options: Callable[[argparse.ArgumentParser], Any] | None = None,
+               configure: Callable[[dict[str, Any], argparse.Namespace], Any] | None = None) -> int:
+    """The study in folder ``here`` as one command (see the module docstring).
+
+    ``compute(cfg, out)`` runs the (reduced) configuration, writes the CSVs into folder ``out`` and returns
+    the line to print; ``draw(cfg, out, figures)`` draws from the CSVs in ``out`` into folder ``figures``
+    and returns the figure paths. ``options`` adds study-specific arguments to the parser and
+    ``configure(cfg, args)`` applies them to the configuration.
+    """
+    p = argparse.ArgumentParser(prog=f"python -m studies.{here.name}", description=description)
     p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=out_dir,
-                   help=f"folder of {results} (default out/{name}/ under the repository root)")
+    p.add_argument("--out", type=Path, default=out_dir(here),
+                   help=f"folder of {results} (default out/{here.name}/ under the repository root)")
     p.add_argument("--figures", type=Path, help="folder of the figures (default: the --out folder)")
-    p.add_argument("--plot-only", action="store_true", help="redraw the figures from the CSV in --out")
+    p.add_argument("--plot-only", action="store_true", help="redraw the figures from the CSVs in --out")
+    if options is not None:
+        options(p)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
+    logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column of the CSV, not a warning per row
     try:
+        cfg = load_config(here / "config.toml", args.reduced)
+        if configure is not None:
+            configure(cfg, args)
+        if args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {args.out}: is a file; expected the folder to write {results} into")
         if not args.plot_only:
-            print(compute(args.reduced, args.out))
-        figures = draw(args.out, args.figures or args.out, args.reduced)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
+            print(compute(cfg, args.out), flush=True)
+        figures = draw(cfg, args.out, args.figures or args.out)
+    except (OSError, ValueError) as exc:
+        print(f"{here.name}: error: {exc}", file=sys.stderr)
         return 2
     for f in figures:
         print(f"figure -> {f}")
     return 0
 
 
-def run_to_csv(name: str, compute: Callable[[], list[dict[str, Any]]], write_csv: Callable[[list[dict[str, Any]], Path], Any],
-               out: Path) -> int:
-    """The compute-and-write step of a study whose ``--out`` names the CSV: rows from ``compute()`` written by
-    ``write_csv`` to ``out``; a configuration or output error prints one line and returns 2."""
-    try:
-        rows = compute()
-        write_csv(rows, out)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{len(rows)} rows -> {out}")
-    return 0
-
-
 def write_rows(rows: Sequence[dict[str, Any]], out: Path, columns: Sequence[str]) -> None:
-    """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits), creating its folder.
-    A folder for ``out`` is refused with a ValueError naming the file to give instead."""
+    """Write ``rows`` to the CSV ``out`` under ``columns`` (floats to 6 significant digits, NaN empty,
+    infinity ``inf``), creating its folder. A folder for ``out`` is refused with a ValueError."""
     if out.is_dir():
-        raise ValueError(f"--out {out}: is a folder; expected the CSV file to write (e.g. {out / 'results.csv'})")
+        raise ValueError(f"{out}: is a folder; expected the CSV file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({k: _cell(v) for k, v in r.items()})
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return ""
+        return "inf" if v == float("inf") else f"{v:.6g}"
+    return v

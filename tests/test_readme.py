@@ -89,3 +89,29 @@ def test_command_line_examples_parse():
 def test_test_command_installs_the_test_extra():
     cmd = _block_after("<!-- test-command -->", "bash")
     assert "pip install -e '.[test]'" in cmd and cmd.rstrip().endswith("python -m pytest -q")
+
+
+def test_readme_is_a_five_minute_read():
+    """Under 250 lines: the two commands, what it answers, one line per capability, one accuracy line per group,
+    the map; the long form lives in docs/ and is linked."""
+    text = _readme()
+    assert len(text.splitlines()) < 250
+    assert text.index("pip install -e . && nodeperf predict") < text.index("<!-- test-command -->") < 1500
+    assert "python3 -m venv .venv" in text.split("```bash", 1)[0]  # the venv step comes before the first command
+    for doc in ("docs/accuracy.md", "docs/overview.md"):
+        assert f"]({doc})" in text, doc
+    table = _readme().split("## Accuracy", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| group")]
+    assert len(rows) >= 8 and all(re.search(r"\| \d[\d,]* \| (\d+\.\d%|exact) \|", r) for r in rows), rows
+
+
+def test_relative_links_resolve():
+    """Every relative link of the README, docs/ and the study READMEs names a file that exists."""
+    files = [README, *sorted((REPO_ROOT / "docs").glob("*.md")), *sorted((REPO_ROOT / "studies").rglob("README.md"))]
+    broken = []
+    for f in files:
+        for m in re.finditer(r"\]\(([^)\s]+)\)", f.read_text(encoding="utf-8")):
+            target = m.group(1).split("#", 1)[0]
+            if target and not re.match(r"[a-z]+:", target) and not (f.parent / target).exists():
+                broken.append(f"{f.relative_to(REPO_ROOT)}: {m.group(1)}")
+    assert len(files) > 20 and not broken, broken

@@ -263,7 +263,7 @@ def error_stats(predicted: Any, measured: Any) -> dict[str, Any]:
     --------
     >>> s = error_stats([110.0, 90.0], [100.0, 100.0])
     >>> s["n"], round(s["mape"], 6), round(s["bias"], 3)
-    (2, 10.0, -0.504)
+    (2, 10.0, -0.501)
     """
     p = np.asarray(predicted, dtype=float)
     m = np.asarray(measured, dtype=float)

@@ -1,30 +1,22 @@
 """Figures of the AV perception study: end-to-end latency CDFs with the deadline marked, and the
 deadline-miss rate of every task and chain versus power mode, for each placement.
 
-Usage: ``python -m studies.av_perception.plot [--results FOLDER] [--out FOLDER]``. It reads
-``results.csv`` and ``cdf.csv`` from ``out/av_perception/`` (what ``run`` writes) and writes
-``av_response_cdf.png`` and ``av_miss_rate.png`` there; the committed ``docs/figures/av_*.png`` are
-replaced only when ``--out docs/figures`` names that folder.
+``python -m studies.av_perception`` draws them after the run (``--plot-only`` redraws them from the CSVs).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).parent
-#: Where runs write unless told otherwise (``/out/`` is git-ignored); the same folder as ``run.py``'s.
-OUT_DIR = HERE.parents[1] / "out" / "av_perception"
 FIGURES = ("av_response_cdf.png", "av_miss_rate.png")
 
 
 def _read(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such results file; expected the CSVs of "
-                                "`python -m studies.av_perception.run` (or --results studies/av_perception)")
+                                "`python -m studies.av_perception` (or --out studies/av_perception)")
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -110,21 +102,3 @@ def plot(results: Path, out: Path) -> tuple[Path, Path]:
     fig.savefig(miss_png, dpi=200)
     plt.close(fig)
     return cdf_png, miss_png
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--results", type=Path, default=OUT_DIR, help="folder with results.csv and cdf.csv")
-    p.add_argument("--out", type=Path, default=None, help="folder for the figures (default: out/av_perception/)")
-    args = p.parse_args(argv)
-    try:
-        paths = plot(args.results, args.out or OUT_DIR)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(" ".join(str(x) for x in paths))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

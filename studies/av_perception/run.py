@@ -1,41 +1,37 @@
 """Run the AV perception study: the scenario on every (placement, power mode), written as two CSVs.
 
-Usage: ``python -m studies.av_perception.run [--reduced] [--out FOLDER] [--contention on|off]
-[--transfers on|off]``. It writes ``results.csv`` (one row per task and per chain of each
+Usage: ``python -m studies.av_perception [--reduced] [--out DIR] [--figures DIR] [--plot-only]
+[--contention on|off] [--transfers on|off]`` from the repository root, or ``python
+studies/av_perception/run.py ...`` from anywhere. It writes ``results.csv`` (one row per task and per chain of each
 configuration: response-time percentiles, the worst-case bound, deadline misses, the device's
 utilisation, the worst-case input transfer and shared-DRAM slowdown in a task's work, and how much
 longer the device was busy than its kernels take alone) and ``cdf.csv`` (the response-time distribution of
-each row at :data:`simulator.realtime.simulate.CDF_PERCENTILES`) into ``out/av_perception/`` under
-the repository root (``out/`` is not tracked); the committed ``studies/av_perception/*.csv`` are
-replaced only when that folder is named with ``--out``.
+each row at :data:`simulator.realtime.simulate.CDF_PERCENTILES`), then draws ``av_response_cdf.png``
+and ``av_miss_rate.png``, into ``out/av_perception/`` under the repository root (``out/`` is not
+tracked); the committed ones are refreshed with ``python -m studies.av_perception --out
+studies/av_perception --figures docs/figures``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import logging
 import math
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).parent
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / "av_perception"
+OUT_DIR = out_dir(HERE)
 COLUMNS = ("placement", "power_mode", "kind", "name", "device", "jobs", "p50_s", "p99_s", "p999_s", "max_s",
            "wcrt_bound_s", "deadline_s", "deadline_misses", "miss_rate", "jitter_s", "device_utilisation",
            "device_utilisation_wcet", "transfer_s", "contention_s", "device_stretch")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    red = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(red)
-    return cfg
+CDF_COLUMNS = ("placement", "power_mode", "kind", "name", "percentile", "response_s")
 
 
 def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -72,45 +68,36 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return rows, cdf_rows
 
 
-def _fmt(v: Any) -> Any:
-    if isinstance(v, float):
-        return "inf" if math.isinf(v) else ("" if math.isnan(v) else f"{v:.6g}")
-    return v
-
-
 def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folder: Path) -> tuple[Path, Path]:
     """Write ``results.csv`` and ``cdf.csv`` into ``folder`` (created); floats to 6 significant digits."""
-    folder.mkdir(parents=True, exist_ok=True)
     out = (folder / "results.csv", folder / "cdf.csv")
-    for path, data, cols in ((out[0], rows, COLUMNS),
-                             (out[1], cdf_rows, ("placement", "power_mode", "kind", "name", "percentile", "response_s"))):
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
-            w.writeheader()
-            for r in data:
-                w.writerow({k: _fmt(v) for k, v in r.items()})
+    write_rows(rows, out[0], COLUMNS)
+    write_rows(cdf_rows, out[1], CDF_COLUMNS)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--contention", choices=("on", "off"), default=None,
-                   help="override the config's contention (shared-DRAM sharing between the Orin engines)")
-    p.add_argument("--transfers", choices=("on", "off"), default=None,
-                   help="override the config's transfers (hand-offs between engines)")
-    p.add_argument("--out", type=Path, default=OUT_DIR,
-                   help="folder for results.csv and cdf.csv (default out/av_perception/ under the repository root)")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
-    cfg = load_config(args.reduced)
-    for key in ("contention", "transfers"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key) == "on"
-    rows, cdf_rows = run(cfg)
-    res, cdf = write_csvs(rows, cdf_rows, args.out)
-    print(f"{len(rows)} rows -> {res}; {len(cdf_rows)} CDF points -> {cdf}")
-    return 0
+    from studies.av_perception.plot import plot
+
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--contention", choices=("on", "off"), default=None,
+                       help="override the config's contention (shared-DRAM sharing between the Orin engines)")
+        p.add_argument("--transfers", choices=("on", "off"), default=None,
+                       help="override the config's transfers (hand-offs between engines)")
+
+    def configure(cfg: dict[str, Any], args: argparse.Namespace) -> None:
+        for key in ("contention", "transfers"):
+            if getattr(args, key) is not None:
+                cfg[key] = getattr(args, key) == "on"
+
+    def compute(cfg: dict[str, Any], out: Path) -> str:
+        rows, cdf_rows = run(cfg)
+        res, cdf = write_csvs(rows, cdf_rows, out)
+        return f"{len(rows)} rows -> {res}; {len(cdf_rows)} CDF points -> {cdf}"
+
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
+                      draw=lambda _cfg, out, figs: list(plot(out, figs)), results="results.csv and cdf.csv",
+                      options=options, configure=configure)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run the bandwidth-scaling study: LLM prefill and decode on a GPU with its memory bandwidth and its
 compute throughput scaled, written as one CSV and one figure.
 
-Usage: ``python -m studies.bandwidth_scaling [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+Usage: ``python -m studies.bandwidth_scaling [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/bandwidth_scaling/run.py ...`` from anywhere.
 ``results.csv`` and ``bandwidth_scaling.png`` go to ``out/bandwidth_scaling/`` under the repository root
 by default (``out/`` is not tracked). The committed results are refreshed with
 ``python -m studies.bandwidth_scaling --out studies/bandwidth_scaling --figures docs/figures``.
@@ -20,31 +21,23 @@ seconds (DRAM, L2) and per-kernel overheads are not scaled.
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import rows_step, study_main, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 NAME = HERE.name
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / NAME
+OUT_DIR = out_dir(HERE)
 CSV_NAME = "results.csv"
 FIGURE_NAME = f"{NAME}.png"
 COLUMNS = ("device", "model", "dtype", "workload", "phase", "batch", "seq", "context", "bandwidth_scale",
            "compute_scale", "main_memory_bandwidth_bytes_per_s", "tensor_flops_per_s", "latency_s", "speedup",
            "tokens_per_s", "energy_j", "compute_bound_share", "memory_bound_share", "latency_bound_share")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration; with ``reduced`` the ``[reduced]`` table replaces the keys it names."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(small)
-    return cfg
 
 
 def variant(spec: Any, bandwidth_scale: float, compute_scale: float) -> Any:
@@ -159,9 +152,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR,
-                      compute=rows_step(run, load_config, write_csv, CSV_NAME),
-                      draw=lambda out, figs, _reduced: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -1,28 +1,20 @@
 """Figure of the decode-scaling study: tokens/s and energy per token versus batch, one line per GPU.
 
-Usage: ``python -m studies.decode_scaling.plot [--csv FILE.csv] [--out FILE.png]``. By default it reads
-``out/decode_scaling/results.csv`` (what ``run`` writes) and writes ``out/decode_scaling/decode_scaling.png``;
-the committed ``studies/decode_scaling/decode_scaling.png`` is replaced only when named with ``--out``.
+``python -m studies.decode_scaling`` draws it after the run (``--plot-only`` redraws it from the CSV).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).parent
-#: Where runs write unless told otherwise (``/out/`` is git-ignored); the same folder as ``run.py``'s.
-OUT_DIR = HERE.parents[1] / "out" / "decode_scaling"
 
-
-def plot(csv_path: Path, out: Path) -> None:
+def plot(csv_path: Path, out: Path) -> Path:
     """Draw the figure of the study's CSV at ``csv_path`` into ``out`` (PNG), creating its folder."""
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path}: no such results file; expected the CSV of "
-                                "`python -m studies.decode_scaling.run` (or --csv studies/decode_scaling/results.csv)")
+                                "`python -m studies.decode_scaling` (or --out studies/decode_scaling)")
     out.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
@@ -56,23 +48,4 @@ def plot(csv_path: Path, out: Path) -> None:
     fig.suptitle("llama-2-7b decode step, context 2048, bf16 (x: does not fit in memory)", fontsize=9)
     fig.savefig(out, dpi=200)
     plt.close(fig)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--csv", type=Path, default=OUT_DIR / "results.csv",
-                   help="results to plot (default out/decode_scaling/results.csv under the repository root)")
-    p.add_argument("--out", type=Path, default=OUT_DIR / "decode_scaling.png",
-                   help="figure to write (default out/decode_scaling/decode_scaling.png under the repository root)")
-    args = p.parse_args(argv)
-    try:
-        plot(args.csv, args.out)
-    except FileNotFoundError as exc:
-        print(f"plot: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"figure -> {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return out

@@ -1,37 +1,29 @@
-"""Run the decode-scaling study: one predicted decode step per (device, batch), written as CSV.
+"""Run the decode-scaling study: one predicted decode step per (device, batch), written as a CSV and a figure.
 
-Usage: ``python -m studies.decode_scaling.run [--reduced] [--out FILE.csv]``. The default output is
-``out/decode_scaling/results.csv`` under the repository root (``out/`` is not tracked); the committed
-``studies/decode_scaling/results.csv`` is replaced only when it is named explicitly with ``--out``.
+Usage: ``python -m studies.decode_scaling [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/decode_scaling/run.py ...`` from anywhere. ``results.csv`` and
+``decode_scaling.png`` go to ``out/decode_scaling/`` under the repository root by default (``out/`` is not
+tracked); the committed ones are refreshed with ``python -m studies.decode_scaling --out studies/decode_scaling``.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import run_to_csv, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / "decode_scaling"
-DEFAULT_OUT = OUT_DIR / "results.csv"
+OUT_DIR = out_dir(HERE)
+CSV_NAME = "results.csv"
+FIGURE_NAME = "decode_scaling.png"
 COLUMNS = ("device", "batch", "context", "latency_s", "tokens_per_s", "energy_per_token_j", "avg_power_w",
            "memory_bound_share", "weight_bytes", "kv_cache_bytes", "memory_required_bytes", "fits_in_memory")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    if reduced:
-        cfg.update(cfg.pop("reduced"))
-    else:
-        cfg.pop("reduced", None)
-    return cfg
 
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,13 +57,11 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                   help="CSV to write (default out/decode_scaling/results.csv under the repository root)")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
-    return run_to_csv("decode_scaling", lambda: run(load_config(args.reduced)), write_csv, args.out)
+    from studies.decode_scaling.plot import plot
+
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run the energy-generations study: each workload on each device of each family (in generation order),
 energy per item (image, sequence or token), written as one CSV and one figure.
 
-Usage: ``python -m studies.energy_generations [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+Usage: ``python -m studies.energy_generations [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/energy_generations/run.py ...`` from anywhere.
 ``results.csv`` and ``energy_generations.png`` go to ``out/energy_generations/`` under the repository
 root by default (``out/`` is not tracked). The committed results are refreshed with
 ``python -m studies.energy_generations --out studies/energy_generations --figures docs/figures``.
@@ -15,42 +16,23 @@ it produced: ``batch`` images or sequences, or ``batch`` tokens for a decode ste
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import rows_step, study_main, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 NAME = HERE.name
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / NAME
+OUT_DIR = out_dir(HERE)
 CSV_NAME = "results.csv"
 FIGURE_NAME = f"{NAME}.png"
 COLUMNS = ("family", "generation", "device", "dtype", "workload", "model", "per", "batch", "latency_s", "energy_j",
            "dynamic_energy_j", "static_energy_j", "energy_per_item_j", "items_per_s", "avg_power_w", "tdp_w",
            "power_capped_ops", "memory_required_bytes", "memory_capacity_bytes", "fits_in_memory")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration; with ``reduced`` only the families and workloads ``[reduced]`` names."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        for part in ("families", "workloads"):
-            names = small.get(part)
-            if names is None:
-                continue
-            known = [x["name"] for x in cfg[part]]
-            missing = [n for n in names if n not in known]
-            if missing:
-                from nodeperf.suggest import did_you_mean
-
-                raise ValueError(f"{path}: reduced.{part}: unknown name; got {missing[0]!r}; expected one of "
-                                 f"{', '.join(known)}{did_you_mean(missing[0], known)}")
-            cfg[part] = [x for x in cfg[part] if x["name"] in names]
-    return cfg
 
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -140,9 +122,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR,
-                      compute=rows_step(run, load_config, write_csv, CSV_NAME),
-                      draw=lambda out, figs, _reduced: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -1,21 +1,13 @@
 """Figure of the heterogeneous placement study: speedup and energy of GPU + systolic-array placement over
 the GPU alone, per workload and objective, over the node's PCIe Gen5 link and an ideal link.
 
-Usage: ``python -m studies.hetero_placement.plot [--csv FILE.csv] [--out FILE.png]``. By default it reads
-``out/hetero_placement/results.csv`` (what ``run`` writes) and writes ``out/hetero_placement/hetero_placement.png``;
-the committed ``docs/figures/hetero_placement.png`` is replaced only when named with ``--out``.
+``python -m studies.hetero_placement`` draws it after the run (``--plot-only`` redraws it from the CSV).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from pathlib import Path
-
-HERE = Path(__file__).parent
-#: Where runs write unless told otherwise (``/out/`` is git-ignored); the same folder as ``run.py``'s.
-OUT_DIR = HERE.parents[1] / "out" / "hetero_placement"
 
 _PANELS = (("latency", "used", "speedup", "latency speedup over the GPU alone\n(objective: latency)"),
            ("throughput", "used", "speedup", "pipelined throughput over the GPU alone\n(objective: throughput)"),
@@ -23,11 +15,11 @@ _PANELS = (("latency", "used", "speedup", "latency speedup over the GPU alone\n(
            ("energy", "all", "energy_ratio", "energy / GPU alone (objective: energy;\nboth devices always powered)"))
 
 
-def plot(csv_path: Path, out: Path) -> None:
+def plot(csv_path: Path, out: Path) -> Path:
     """Draw the figure of the study's CSV at ``csv_path`` into ``out`` (PNG), creating its folder."""
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path}: no such results file; expected the CSV of "
-                                "`python -m studies.hetero_placement.run` (or --csv studies/hetero_placement/results.csv)")
+                                "`python -m studies.hetero_placement` (or --out studies/hetero_placement)")
     out.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
@@ -69,23 +61,4 @@ def plot(csv_path: Path, out: Path) -> None:
                  "energy panels: t = latency / GPU-alone latency)", fontsize=9)
     fig.savefig(out, dpi=200)
     plt.close(fig)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--csv", type=Path, default=OUT_DIR / "results.csv",
-                   help="results to plot (default out/hetero_placement/results.csv under the repository root)")
-    p.add_argument("--out", type=Path, default=OUT_DIR / "hetero_placement.png",
-                   help="figure to write (default out/hetero_placement/hetero_placement.png under the repository root)")
-    args = p.parse_args(argv)
-    try:
-        plot(args.csv, args.out)
-    except FileNotFoundError as exc:
-        print(f"plot: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"figure -> {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return out

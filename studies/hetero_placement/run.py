@@ -1,38 +1,32 @@
-"""Run the heterogeneous placement study: GPU + systolic-array placement versus the GPU alone, as CSV.
+"""Run the heterogeneous placement study: GPU + systolic-array placement versus the GPU alone, as CSV and figure.
 
-Usage: ``python -m studies.hetero_placement.run [--reduced] [--out FILE.csv]``. The default output is
-``out/hetero_placement/results.csv`` under the repository root (``out/`` is not tracked); the committed
-``studies/hetero_placement/results.csv`` is replaced only when it is named explicitly with ``--out``.
+Usage: ``python -m studies.hetero_placement [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/hetero_placement/run.py ...`` from anywhere. ``results.csv`` and
+``hetero_placement.png`` go to ``out/hetero_placement/`` under the repository root by default (``out/`` is
+not tracked); the committed ones are refreshed with ``python -m studies.hetero_placement --out
+studies/hetero_placement --figures docs/figures``.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import math
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import run_to_csv, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / "hetero_placement"
-DEFAULT_OUT = OUT_DIR / "results.csv"
+OUT_DIR = out_dir(HERE)
+CSV_NAME = "results.csv"
+FIGURE_NAME = "hetero_placement.png"
 COLUMNS = ("workload", "model", "objective", "idle", "link", "ops", "ops_on_accelerator", "flops_share_on_accelerator",
            "transfers", "transfer_bytes", "gpu_latency_s", "gpu_energy_j", "latency_s", "energy_j",
            "gpu_throughput_per_s", "throughput_per_s", "speedup", "energy_ratio", "method", "exact")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    red = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(red)
-    return cfg
 
 
 def _ideal(node: Any, a: str, b: str) -> Any:
@@ -88,13 +82,11 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                   help="CSV to write (default out/hetero_placement/results.csv under the repository root)")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
-    return run_to_csv("hetero_placement", lambda: run(load_config(args.reduced)), write_csv, args.out)
+    from studies.hetero_placement.plot import plot
+
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -1,24 +1,16 @@
 """Figures of the parallelism study: training MFU versus GPU count and over (tp, pp), and inference
 TTFT / TPOT versus tensor parallelism.
 
-Usage: ``python -m studies.parallelism.plot [--results FOLDER] [--out FOLDER]``. By default it reads
-``out/parallelism/training.csv`` and ``inference.csv`` (what ``run`` writes) and writes
-``training.png`` and ``inference.png`` into ``out/parallelism/``; the committed figures in
-``studies/parallelism/`` are replaced only when that folder is named with ``--out``.
+``python -m studies.parallelism`` draws them after the run (``--plot-only`` redraws them from the CSVs).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).parent
-#: Where runs write unless told otherwise (``/out/`` is git-ignored); the same folder as ``run.py``'s.
-OUT_DIR = HERE.parents[1] / "out" / "parallelism"
 TRAINING_CSV, INFERENCE_CSV = "training.csv", "inference.csv"
 TRAINING_PNG, INFERENCE_PNG = "training.png", "inference.png"
 DPI = 300
@@ -27,7 +19,7 @@ DPI = 300
 def _read(csv_path: Path) -> list[dict[str, str]]:
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path}: no such results file; expected the CSV of "
-                                "`python -m studies.parallelism.run` (or --results studies/parallelism)")
+                                "`python -m studies.parallelism` (or --out studies/parallelism)")
     with open(csv_path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -209,26 +201,3 @@ def plot(results: Path, out_dir: Path) -> tuple[Path, Path]:
     plot_training(results / TRAINING_CSV, paths[0])
     plot_inference(results / INFERENCE_CSV, paths[1])
     return paths
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--results", type=Path, default=None,
-                   help=f"folder holding {TRAINING_CSV} and {INFERENCE_CSV} (default out/parallelism/ under the "
-                        "repository root)")
-    p.add_argument("--out", type=Path, default=None,
-                   help=f"folder to write {TRAINING_PNG} and {INFERENCE_PNG} into (default out/parallelism/ under "
-                        "the repository root)")
-    args = p.parse_args(argv)
-    try:
-        paths = plot(args.results or OUT_DIR, args.out or OUT_DIR)
-    except FileNotFoundError as exc:
-        print(f"plot: error: {exc}", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(f"figure -> {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

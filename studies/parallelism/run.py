@@ -1,10 +1,11 @@
 """Run the parallelism study: GPT-3 175B training plans over 64-1024 GPUs, and Llama-2-70B requests
 versus tensor parallelism, written as two CSVs.
 
-Usage: ``python -m studies.parallelism.run [--reduced] [--out FOLDER]``. It writes ``training.csv`` and
-``inference.csv`` into ``out/parallelism/`` under the repository root by default (``out/`` is not
-tracked); the committed ``studies/parallelism/*.csv`` are replaced only when that folder is named
-explicitly with ``--out studies/parallelism``.
+Usage: ``python -m studies.parallelism [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/parallelism/run.py ...`` from anywhere. It writes ``training.csv``,
+``inference.csv`` and their figures ``training.png`` and ``inference.png`` into ``out/parallelism/`` under
+the repository root by default (``out/`` is not tracked); the committed ones are refreshed with
+``python -m studies.parallelism --out studies/parallelism`` (about two minutes).
 
 Training grid: every (GPU kind, GPU count N, tp, pp) of the configuration is one row, with
 ``dp = N / (tp * pp)``. A cell that is not a plan (``tp * pp`` larger than N) or a plan the model
@@ -14,19 +15,18 @@ is kept as a row with empty numbers and the reason in ``note``.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / "parallelism"
-DEFAULT_OUT = OUT_DIR
+OUT_DIR = out_dir(HERE)
 TRAINING_CSV = "training.csv"
 INFERENCE_CSV = "inference.csv"
 TRAINING_COLUMNS = (
@@ -36,21 +36,6 @@ TRAINING_COLUMNS = (
 INFERENCE_COLUMNS = (
     "model", "dtype", "device", "system", "tp", "batch", "input_len", "output_len", "ttft_s", "tpot_s", "e2e_latency_s",
     "output_tokens_per_s", "memory_per_device_bytes", "memory_capacity_bytes", "fits_in_memory", "note")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration: ``{"training": {...}, "inference": {...}}``; with ``reduced`` the
-    ``[reduced.training]`` and ``[reduced.inference]`` tables replace the keys they name."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        for part, overrides in small.items():
-            if part not in cfg:
-                raise KeyError(f"{path}: reduced.{part}: no [{part}] table to reduce; expected one of "
-                               f"{', '.join(sorted(cfg))}")
-            cfg[part] = {**cfg[part], **overrides}
-    return cfg
 
 
 def _system_name(family: str, n_gpus: int, per_node: int) -> str:
@@ -151,22 +136,15 @@ def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[P
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
-    p.add_argument("--out", type=Path, default=None,
-                   help=f"folder to write {TRAINING_CSV} and {INFERENCE_CSV} into (default out/parallelism/ "
-                        "under the repository root)")
-    args = p.parse_args(argv)
-    out = DEFAULT_OUT if args.out is None else args.out
-    if out.suffix == ".csv" or out.is_file():
-        print(f"run: error: --out {out}: expected a folder (the study writes {TRAINING_CSV} and "
-              f"{INFERENCE_CSV} into it), not a file", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column here, not a warning per row
-    results = run(load_config(args.reduced))
-    for path, rows in zip(write_all(results, out), (results["training"], results["inference"]), strict=True):
-        print(f"{len(rows)} rows -> {path}")
-    return 0
+    from studies.parallelism.plot import plot
+
+    def compute(cfg: dict[str, Any], out: Path) -> str:
+        results = run(cfg)
+        paths = write_all(results, out)
+        return "; ".join(f"{len(results[k])} rows -> {p}" for k, p in zip(("training", "inference"), paths, strict=True))
+
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
+                      draw=lambda _cfg, out, figs: list(plot(out, figs)), results=f"{TRAINING_CSV} and {INFERENCE_CSV}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run the precision-scaling study: every workload at each precision on each GPU, the time of each op kind,
 and its speedup over the baseline precision, written as one CSV and one figure.
 
-Usage: ``python -m studies.precision_scaling [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+Usage: ``python -m studies.precision_scaling [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/precision_scaling/run.py ...`` from anywhere.
 ``results.csv`` and ``precision_scaling.png`` go to ``out/precision_scaling/`` under the repository
 root by default (``out/`` is not tracked). The committed results are refreshed with
 ``python -m studies.precision_scaling --out studies/precision_scaling --figures docs/figures``.
@@ -14,31 +15,23 @@ report, and ``speedup`` = the kind's time at the baseline precision over its tim
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import rows_step, study_main, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 NAME = HERE.name
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / NAME
+OUT_DIR = out_dir(HERE)
 CSV_NAME = "results.csv"
 FIGURE_NAME = f"{NAME}.png"
 TOTAL = "(total)"
 COLUMNS = ("device", "workload", "model", "precision", "kind", "ops", "time_s", "share", "flops", "dram_bytes",
            "speedup", "tensor_flops_per_s", "warnings")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration; with ``reduced`` the ``[reduced]`` table replaces the keys it names."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(small)
-    return cfg
 
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,9 +132,9 @@ def plot(csv_path: Path, out: Path, top: int = 5) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR,
-                      compute=rows_step(run, load_config, write_csv, CSV_NAME),
-                      draw=lambda out, figs, _reduced: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Run the SLO-frontier study: TTFT, TPOT and throughput of Llama-2-7B serving per (GPU, batch), and the
 best batch under each latency SLO, written as two CSVs and one figure.
 
-Usage: ``python -m studies.slo_frontier [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+Usage: ``python -m studies.slo_frontier [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/slo_frontier/run.py ...`` from anywhere.
 ``results.csv``, ``frontier.csv`` and ``slo_frontier.png`` go to ``out/slo_frontier/`` under the
 repository root by default (``out/`` is not tracked). The committed results are refreshed with
 ``python -m studies.slo_frontier --out studies/slo_frontier --figures docs/figures``.
@@ -16,16 +17,18 @@ TPOT SLO, the batch with the highest throughput that fits in memory and meets th
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import study_main, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 NAME = HERE.name
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / NAME
+OUT_DIR = out_dir(HERE)
 CSV_NAME = "results.csv"
 FRONTIER_NAME = "frontier.csv"
 FIGURE_NAME = f"{NAME}.png"
@@ -34,16 +37,6 @@ COLUMNS = ("device", "model", "dtype", "batch", "input_len", "output_len", "ttft
            "fits_in_memory")
 FRONTIER_COLUMNS = ("device", "tpot_slo_s", "ttft_slo_s", "batch", "ttft_s", "tpot_s", "output_tokens_per_s",
                     "limited_by")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration; with ``reduced`` the ``[reduced]`` table replaces the keys it names."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(small)
-    return cfg
 
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -145,18 +138,17 @@ def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def compute(reduced: bool, out: Path) -> str:
-        cfg = load_config(reduced)
+    def compute(cfg: dict[str, Any], out: Path) -> str:
         rows = run(cfg)
         write_csv(rows, out / CSV_NAME)
         write_csv(frontier(rows, cfg["tpot_slos_s"], cfg["ttft_slo_s"]), out / FRONTIER_NAME, FRONTIER_COLUMNS)
         return f"{len(rows)} rows -> {out / CSV_NAME}; frontier -> {out / FRONTIER_NAME}"
 
-    def draw(out: Path, figures: Path, reduced: bool) -> list[Path]:
+    def draw(cfg: dict[str, Any], out: Path, figures: Path) -> list[Path]:
         # the SLO lines come from the configuration of the same size as the run (--reduced or not)
-        return [plot(out / CSV_NAME, figures / FIGURE_NAME, load_config(reduced)["tpot_slos_s"])]
+        return [plot(out / CSV_NAME, figures / FIGURE_NAME, cfg["tpot_slos_s"])]
 
-    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR, compute=compute,
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
                       draw=draw, results="results.csv and frontier.csv")
 
 

@@ -1,7 +1,8 @@
 """Run the systolic-design study: ResNet-50 and BERT-Base on every (array shape, dataflow, scratchpad size)
 of the configuration, written as one CSV and three figures.
 
-Usage: ``python -m studies.systolic_design [--reduced] [--out DIR] [--figures DIR] [--plot-only]``.
+Usage: ``python -m studies.systolic_design [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
+repository root, or ``python studies/systolic_design/run.py ...`` from anywhere.
 ``results.csv`` and the figures go to ``out/systolic_design/`` under the repository root by default
 (``out/`` is not tracked). The committed results are refreshed with
 ``python -m studies.systolic_design --out studies/systolic_design --figures docs/figures``.
@@ -17,31 +18,23 @@ for cycles and utilisation, the double-buffered scratchpad model for DRAM traffi
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from studies._cli import rows_step, study_main, write_rows
+if not __package__:  # run as a file, from any folder: the repository root holds the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-HERE = Path(__file__).parent
+from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 NAME = HERE.name
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
-OUT_DIR = HERE.parents[1] / "out" / NAME
+OUT_DIR = out_dir(HERE)
 CSV_NAME = "results.csv"
 FIGURES = {"ResNet-50": f"{NAME}_resnet50.png", "BERT-Base": f"{NAME}_bert.png", "tradeoffs": f"{NAME}_tradeoffs.png"}
 COLUMNS = ("workload", "model", "rows", "cols", "dataflow", "sram_kib", "word_bytes", "dram_words_per_cycle",
            "clock_hz", "layers", "macs", "total_cycles", "compute_cycles", "stall_cycles", "latency_s",
            "overall_util_pct", "dram_bytes", "memory_bound_layers")
-
-
-def load_config(reduced: bool = False, path: Path = HERE / "config.toml") -> dict[str, Any]:
-    """The study's configuration; with ``reduced`` the ``[reduced]`` table replaces the keys it names."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    small = cfg.pop("reduced", {})
-    if reduced:
-        cfg.update(small)
-    return cfg
 
 
 def memory_system(cfg: dict[str, Any]) -> tuple[float, float]:
@@ -178,9 +171,9 @@ def plot(csv_path: Path, folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, name=NAME, description=__doc__.splitlines()[0], out_dir=OUT_DIR,
-                      compute=rows_step(run, load_config, write_csv, CSV_NAME),
-                      draw=lambda out, figs, _reduced: list(plot(out / CSV_NAME, figs)))
+    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+                      compute=rows_step(run, write_csv, CSV_NAME),
+                      draw=lambda _cfg, out, figs: list(plot(out / CSV_NAME, figs)))
 
 
 if __name__ == "__main__":

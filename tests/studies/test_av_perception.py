@@ -6,12 +6,24 @@ from __future__ import annotations
 import csv
 import math
 
+import pytest
+
+from studies._cli import load_config
 from studies.av_perception import plot, run
 
 
-def test_reduced_study_rows_bounds_and_figures(tmp_path):
-    cfg = run.load_config(reduced=True)
-    rows, cdf_rows = run.run(cfg)
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(run.HERE / "config.toml", reduced=True)
+
+
+@pytest.fixture(scope="module")
+def results(cfg):
+    return run.run(cfg)
+
+
+def test_reduced_study_rows_bounds_and_figures(tmp_path, cfg, results):
+    rows, cdf_rows = results
     per_config = 7 + 2  # tasks + chains of scenario.toml
     assert len(rows) == len(cfg["placements"]) * len(cfg["power_modes"]) * per_config
     for r in rows:
@@ -39,8 +51,28 @@ def test_reduced_study_rows_bounds_and_figures(tmp_path):
     assert all(p.stat().st_size > 20_000 for p in pngs)
 
 
-def test_scripts_default_to_out_and_report_a_missing_csv(tmp_path, capsys):
-    repo = run.HERE.parents[1]
-    assert run.OUT_DIR == repo / "out" / "av_perception" and plot.OUT_DIR == run.OUT_DIR
-    assert plot.main(["--results", str(tmp_path / "nothing")]) == 2
+def test_one_command_defaults_to_out_and_reports_a_missing_csv(tmp_path, capsys):
+    assert run.OUT_DIR == run.HERE.parents[1] / "out" / "av_perception"
+    assert run.main(["--plot-only", "--out", str(tmp_path / "nothing")]) == 2
     assert "results.csv: no such results file" in capsys.readouterr().err
+
+
+def test_options_reach_the_configuration(tmp_path, monkeypatch, capsys, cfg, results):
+    seen = []
+    monkeypatch.setattr(run, "run", lambda given: seen.append(given) or results)
+    assert run.main(["--reduced", "--contention", "off", "--transfers", "on", "--out", str(tmp_path)]) == 0
+    assert seen == [{**cfg, "contention": False, "transfers": True}]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{len(results[0])} rows -> {tmp_path / 'results.csv'}; {len(results[1])} CDF points -> {tmp_path / 'cdf.csv'}"
+    assert out[1:] == [f"figure -> {tmp_path / name}" for name in plot.FIGURES]
+
+
+def test_committed_results_are_current(results, committed_csv):
+    """The committed results.csv agrees with today's model on the reduced run's rows, in every column that does
+    not depend on how many frames are simulated (the bounds, the deadline, worst-case utilisation and work)."""
+    n = committed_csv(results[0], run.HERE / "results.csv", lambda rows, path: run.write_rows(rows, path, run.COLUMNS),
+                      ["placement", "power_mode", "kind", "name"],
+                      columns=["device", "wcrt_bound_s", "deadline_s", "device_utilisation_wcet", "transfer_s",
+                               "contention_s"],
+                      refresh="python -m studies.av_perception --out studies/av_perception --figures docs/figures")
+    assert n == 2 * 2 * 9

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
+from studies._cli import load_config
 from studies.decode_scaling import plot, run
 
 
-def test_reduced_study_writes_csv_and_figure(tmp_path):
-    cfg = run.load_config(reduced=True)
-    rows = run.run(cfg)
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(run.HERE / "config.toml", reduced=True)
+
+
+@pytest.fixture(scope="module")
+def rows(cfg):
+    return run.run(cfg)
+
+
+def test_reduced_study_writes_csv_and_figure(tmp_path, cfg, rows):
     assert len(rows) == len(cfg["devices"]) * len(cfg["batches"])
     out = tmp_path / "results.csv"
     run.write_csv(rows, out)
@@ -35,33 +46,38 @@ def test_reduced_study_writes_csv_and_figure(tmp_path):
     assert fig.stat().st_size > 10_000
 
 
-def test_scripts_write_under_out_not_over_the_committed_results(tmp_path, monkeypatch, capsys):
+def test_one_command_writes_under_out_not_over_the_committed_results(tmp_path, monkeypatch, capsys, cfg, rows):
     repo = run.HERE.parents[1]
-    # the defaults live in the git-ignored out/ folder, never the committed files
-    assert run.DEFAULT_OUT == repo / "out" / "decode_scaling" / "results.csv"
-    assert plot.OUT_DIR == run.OUT_DIR
+    # the default lives in the git-ignored out/ folder, never the committed files
+    assert run.OUT_DIR == repo / "out" / "decode_scaling"
     committed = {p: p.read_bytes() for p in (run.HERE / "results.csv", run.HERE / "decode_scaling.png")}
-    out_dir = tmp_path / "out" / "decode_scaling"
-    monkeypatch.setattr(run, "DEFAULT_OUT", out_dir / "results.csv")
-    monkeypatch.setattr(plot, "OUT_DIR", out_dir)
-    assert run.main(["--reduced"]) == 0
-    assert plot.main([]) == 0
-    assert (out_dir / "results.csv").is_file() and (out_dir / "decode_scaling.png").stat().st_size > 10_000
+    monkeypatch.setattr(run, "run", lambda given: rows if given == cfg else pytest.fail(f"config {given}"))
+    out_dir = tmp_path / "out"
+    assert run.main(["--reduced", "--out", str(out_dir)]) == 0  # run, then plot
+    assert capsys.readouterr().out.splitlines() == [f"{len(rows)} rows -> {out_dir / 'results.csv'}",
+                                                    f"figure -> {out_dir / 'decode_scaling.png'}"]
+    assert (out_dir / "decode_scaling.png").stat().st_size > 10_000
     assert all(p.read_bytes() == data for p, data in committed.items())
-    # an explicit --out is honoured
-    explicit = tmp_path / "mine.csv"
-    assert run.main(["--reduced", "--out", str(explicit)]) == 0
-    assert explicit.read_text() == (out_dir / "results.csv").read_text()
-    # plotting before running is a clear error, not a traceback
-    assert plot.main(["--csv", str(tmp_path / "missing.csv")]) == 2
-    assert "missing.csv: no such results file" in capsys.readouterr().err
+    # --plot-only redraws from the CSV; plotting before running is a clear error, not a traceback
+    figs = tmp_path / "figs"
+    assert run.main(["--plot-only", "--out", str(out_dir), "--figures", str(figs)]) == 0
+    assert (figs / "decode_scaling.png").is_file()
+    assert run.main(["--plot-only", "--out", str(tmp_path / "missing")]) == 2
+    assert "missing/results.csv: no such results file" in capsys.readouterr().err
 
 
-def test_a_folder_for_out_is_one_clear_error(tmp_path, capsys):
-    """``--out`` names the CSV: a folder is refused with one line and exit 2, not a traceback."""
-    from studies.decode_scaling import run as decode_run
+def test_a_file_for_out_is_one_clear_error(tmp_path, capsys):
+    """``--out`` names the folder: a file is refused with one line and exit 2, not a traceback."""
+    f = tmp_path / "results.csv"
+    f.write_text("x\n")
+    assert run.main(["--reduced", "--out", str(f)]) == 2
+    assert capsys.readouterr().err.strip() == (f"decode_scaling: error: --out {f}: is a file; expected the folder "
+                                               "to write results.csv into")
 
-    assert decode_run.main(["--reduced", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (f"decode_scaling: error: --out {tmp_path}: is a folder; expected the CSV file to write "
-                   f"(e.g. {tmp_path / 'results.csv'})")
+
+def test_committed_results_are_current(rows, committed_csv):
+    """The committed results.csv (and the figure drawn from it) is today's model on every row the reduced
+    configuration computes."""
+    n = committed_csv(rows, run.HERE / "results.csv", run.write_csv, ["device", "batch"],
+                      refresh="python -m studies.decode_scaling --out studies/decode_scaling")
+    assert n == 6

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
+from studies._cli import load_config
 from studies.hetero_placement import plot, run
 
 
-def test_reduced_study_rows_are_optima_never_worse_than_the_gpu_alone(tmp_path):
-    cfg = run.load_config(reduced=True)
-    rows = run.run(cfg)
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(run.HERE / "config.toml", reduced=True)
+
+
+@pytest.fixture(scope="module")
+def rows(cfg):
+    return run.run(cfg)
+
+
+def test_reduced_study_rows_are_optima_never_worse_than_the_gpu_alone(tmp_path, cfg, rows):
     cases = sum(len(cfg["idle_policies"]) if o == "energy" else 1 for o in cfg["objectives"])
     assert len(rows) == len(cfg["workloads"]) * cases * len(cfg["links"])
     for r in rows:
@@ -39,15 +50,20 @@ def test_reduced_study_rows_are_optima_never_worse_than_the_gpu_alone(tmp_path):
     assert fig.stat().st_size > 10_000
 
 
-def test_scripts_write_under_out_not_over_the_committed_results(tmp_path, monkeypatch, capsys):
-    repo = run.HERE.parents[1]
-    assert run.DEFAULT_OUT == repo / "out" / "hetero_placement" / "results.csv"
-    assert plot.OUT_DIR == run.OUT_DIR
-    out_dir = tmp_path / "out" / "hetero_placement"
-    monkeypatch.setattr(run, "DEFAULT_OUT", out_dir / "results.csv")
-    monkeypatch.setattr(plot, "OUT_DIR", out_dir)
-    assert run.main(["--reduced"]) == 0
-    assert plot.main([]) == 0
-    assert (out_dir / "hetero_placement.png").stat().st_size > 10_000
-    assert plot.main(["--csv", str(tmp_path / "missing.csv")]) == 2
-    assert "missing.csv: no such results file" in capsys.readouterr().err
+def test_one_command_writes_under_out_not_over_the_committed_results(tmp_path, monkeypatch, capsys, cfg, rows):
+    assert run.OUT_DIR == run.HERE.parents[1] / "out" / "hetero_placement"
+    committed = (run.HERE / "results.csv").read_bytes()
+    monkeypatch.setattr(run, "run", lambda given: rows if given == cfg else pytest.fail(f"config {given}"))
+    assert run.main(["--reduced", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "hetero_placement.png").stat().st_size > 10_000
+    assert (run.HERE / "results.csv").read_bytes() == committed
+    assert run.main(["--plot-only", "--out", str(tmp_path / "missing")]) == 2
+    assert "results.csv: no such results file" in capsys.readouterr().err
+
+
+def test_committed_results_are_current(rows, committed_csv):
+    """The committed results.csv (and the figure drawn from it) is today's model on every row the reduced
+    configuration computes."""
+    n = committed_csv(rows, run.HERE / "results.csv", run.write_csv, ["workload", "objective", "idle", "link"],
+                      refresh="python -m studies.hetero_placement --out studies/hetero_placement --figures docs/figures")
+    assert n == 2 * 4 * 2

@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from hwmodels.catalog import load_device
+from studies._cli import load_config
 from studies.parallelism import plot, run
 
 # GPT-3 175B (Brown et al. 2020, Table 2.1) and Megatron-LM's training setting of the study
@@ -21,7 +22,7 @@ LLAMA2_70B_LAYER_PARAMS = 80 * (2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672
 
 @pytest.fixture(scope="module")
 def reduced():
-    cfg = run.load_config(reduced=True)
+    cfg = load_config(run.HERE / "config.toml", reduced=True)
     return cfg, run.run(cfg)
 
 
@@ -125,34 +126,42 @@ def test_inference_rows_obey_the_theory(reduced):
     assert {r["tp"] for r in rows} == set(inf["tp"])
 
 
-def test_scripts_write_under_out_not_over_the_committed_results(reduced, tmp_path, monkeypatch, capsys):
+def test_one_command_writes_under_out_not_over_the_committed_results(reduced, tmp_path, monkeypatch, capsys):
     cfg, res = reduced
-    repo = run.HERE.parents[1]
-    # the defaults live in the git-ignored out/ folder, never the committed files
-    assert run.DEFAULT_OUT == repo / "out" / "parallelism"
-    assert plot.OUT_DIR == run.OUT_DIR
+    # the default lives in the git-ignored out/ folder, never the committed files
+    assert run.OUT_DIR == run.HERE.parents[1] / "out" / "parallelism"
     committed = {p: p.read_bytes() for p in run.HERE.iterdir() if p.suffix in (".csv", ".png")}
-    out_dir = tmp_path / "out" / "parallelism"
-    monkeypatch.setattr(run, "DEFAULT_OUT", out_dir)
-    monkeypatch.setattr(plot, "OUT_DIR", out_dir)
 
     def reuse(given):  # main's plumbing, without predicting the reduced grids a second time
         assert given == cfg
         return res
 
     monkeypatch.setattr(run, "run", reuse)
-    assert run.main(["--reduced"]) == 0
-    assert plot.main([]) == 0
+    out_dir = tmp_path / "out"
+    assert run.main(["--reduced", "--out", str(out_dir)]) == 0  # run, then plot
     for name in (run.TRAINING_CSV, run.INFERENCE_CSV):
         assert (out_dir / name).is_file()
     assert all((out_dir / name).stat().st_size > 10_000 for name in (plot.TRAINING_PNG, plot.INFERENCE_PNG))
     assert all(p.read_bytes() == data for p, data in committed.items())
-    # an explicit --out folder is honoured; a file name is a clear error
-    explicit = tmp_path / "mine"
-    assert run.main(["--reduced", "--out", str(explicit)]) == 0
-    assert (explicit / run.TRAINING_CSV).read_text() == (out_dir / run.TRAINING_CSV).read_text()
-    assert run.main(["--reduced", "--out", str(tmp_path / "results.csv")]) == 2
-    assert "expected a folder" in capsys.readouterr().err
+    # a file for --out is a clear error
+    f = tmp_path / "results.csv"
+    f.write_text("x\n")
+    assert run.main(["--reduced", "--out", str(f)]) == 2
+    assert "is a file; expected the folder" in capsys.readouterr().err
     # plotting before running is a clear error, not a traceback
-    assert plot.main(["--results", str(tmp_path / "missing")]) == 2
+    assert run.main(["--plot-only", "--out", str(tmp_path / "missing")]) == 2
     assert "training.csv: no such results file" in capsys.readouterr().err
+
+
+def test_committed_results_are_current(reduced, committed_csv):
+    """The committed training.csv and inference.csv (and the figures drawn from them) are today's model, in
+    every column, on every row the reduced configuration computes."""
+    _, res = reduced
+    refresh = "python -m studies.parallelism --out studies/parallelism"
+    n = committed_csv(res["training"], run.HERE / run.TRAINING_CSV,
+                      lambda rows, path: run.write_csv(rows, path, run.TRAINING_COLUMNS),
+                      ["device", "n_gpus", "tp", "pp"], refresh=refresh)
+    m = committed_csv(res["inference"], run.HERE / run.INFERENCE_CSV,
+                      lambda rows, path: run.write_csv(rows, path, run.INFERENCE_COLUMNS),
+                      ["device", "tp", "batch"], refresh=refresh)
+    assert (n, m) == (len(res["training"]), len(res["inference"])) and m > 0
