@@ -6,20 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwmodels.spec import SpecError
-from hwmodels.topology import parse_topology, read_topology
-from simulator.cli.systolic import evaluate_topology
-from simulator.engines.analytical import EvalOptions, evaluate
-from simulator.hardware import load_hardware
-from simulator.sweep.paths import (
+from hwmodels.paths import (
     SweepPathError,
     field_unit_of,
     get_path,
     known_paths,
     with_overrides,
 )
+from hwmodels.spec import SpecError
+from hwmodels.topology import parse_topology, read_topology
+from simulator.cli.systolic import evaluate_topology
+from simulator.engines.analytical import EvalOptions, evaluate
+from simulator.engines.vectorized import VariantError, evaluate_variants
+from simulator.hardware import load_hardware
 from simulator.sweep.systolic import SystolicSweepError, network_layers, systolic_network_variants
-from simulator.sweep.vectorized import VariantError, evaluate_variants
 from workloads.ir import GraphBuilder
 from workloads.micro import build_micro
 from workloads.zoo import build_model
@@ -357,9 +357,9 @@ def test_a_board_with_dvfs_data_matches_the_engine_per_variant():
     """The T4 ships a [dvfs] table: over the TDP the engine runs a kernel at the clock that fits; every
     variant of a sweep must equal evaluate() on that variant (power-capped GEMMs and uncapped ops alike)."""
     from hwmodels.catalog import load_device
+    from hwmodels.paths import with_overrides
     from simulator.engines.analytical import evaluate
-    from simulator.sweep.paths import with_overrides
-    from simulator.sweep.vectorized import evaluate_variants
+    from simulator.engines.vectorized import evaluate_variants
     from workloads.resolve import load_workload
 
     t4 = load_device("t4")
