@@ -27,9 +27,11 @@ Modelling choices (stated, not fitted):
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import DeviceSpec, SystemSpec
@@ -394,6 +396,39 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
     return out
 
 
+#: Stage graphs kept between calls (:func:`stage_graphs`): at most this many (model, plan, shape) keys,
+#: least recently used dropped first.
+STAGE_GRAPH_ENTRIES = 8
+_STAGE_GRAPHS: dict[tuple[Any, ...], list[StageGraph]] = {}
+
+
+def stage_graphs(model: Any, plan: ParallelPlan, **shape: Any) -> list[StageGraph]:
+    """:func:`workloads.parallel.plan_graphs` of ``model`` under ``plan`` (``shape``: its keyword
+    arguments), kept between calls: graphs are immutable, so a repeated question (a sweep, a tuner, a
+    study) reuses them with what they keep (digest, engine walk, peak memory). A model given as a
+    file is kept under its path, size and modification time; one that cannot be a key is not kept."""
+    ident: Any = model
+    if isinstance(model, (str, os.PathLike)) and Path(model).is_file():
+        st = Path(model).stat()
+        ident = (str(Path(model).resolve()), st.st_size, st.st_mtime_ns)
+    try:
+        key = (ident, plan, tuple(sorted(shape.items())))
+        hit = _STAGE_GRAPHS.pop(key, None)
+    except TypeError:  # an unhashable model config
+        return plan_graphs(model, plan, **shape)
+    if hit is None:
+        hit = plan_graphs(model, plan, **shape)
+    _STAGE_GRAPHS[key] = hit  # most recently used last
+    while len(_STAGE_GRAPHS) > STAGE_GRAPH_ENTRIES:
+        del _STAGE_GRAPHS[next(iter(_STAGE_GRAPHS))]
+    return hit
+
+
+def clear_stage_graph_cache() -> None:
+    """Forget the stage graphs kept between calls (:func:`stage_graphs`); predictions never depend on them."""
+    _STAGE_GRAPHS.clear()
+
+
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
@@ -429,8 +464,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_fits_system(plan, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
-    graphs = plan_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
-                         train=train, optimizer=optimizer, recompute=recompute, batch=batch)
+    graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
+                          train=train, optimizer=optimizer, recompute=recompute, batch=batch)
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
