@@ -69,7 +69,7 @@ from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["VariantResult", "VariantError", "evaluate_variants", "variant_overrides", "ARRAY_SAFE_GPU_RULES", "LOOPED_PATH_RULES",
-           "CHUNK_VARIANTS", "per_variant"]
+           "CHUNK_VARIANTS", "per_variant", "unique_rows"]
 
 #: GPU lowering rules (names as :func:`simulator.lowering.rule_name_for` gives them; ``None`` is the
 #: roofline fallback) that take a device spec holding arrays and return arrays.
@@ -210,7 +210,7 @@ def variant_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any
 #: The GEMM model further times its candidate tiles in blocks of
 #: :data:`hwmodels.gpu.GEMM_BLOCK_VARIANTS` variants, whose arrays stay in the CPU caches; a larger
 #: pass here spreads the walk's fixed costs (one lowering per unique op) over more variants.
-CHUNK_VARIANTS = 8192
+CHUNK_VARIANTS = 16384
 
 
 def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any] | None = None,
@@ -260,8 +260,7 @@ def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overri
     full = {p: resolve_path(base_spec, p) for p in cols}
     if dedupe and n > 1 and cols:
         keys = np.stack([_codes(c) for c in cols.values()], axis=1)
-        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = np.asarray(inverse).reshape(-1)
+        first, inverse = unique_rows(keys)
         if first.shape[0] < n:
             sub = {p: c[first] for p, c in cols.items()}
             try:
@@ -287,6 +286,20 @@ def _chunked(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, np.n
         except VariantError as exc:
             raise exc.at(int(idx[exc.index])) from None
     return _merge(parts, n, cols)
+
+
+def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first occurrence of each distinct row, in lexicographic order of the rows; the
+    distinct row of every row): ``np.unique(keys, axis=0, return_index=True, return_inverse=True)``'s
+    last two results, by one stable lexicographic sort of the columns (about twice as fast)."""
+    order = np.lexsort(keys.T[::-1])  # stable: equal rows keep their order, the first comes first
+    rows = keys[order]
+    new = np.empty(rows.shape[0], dtype=bool)
+    new[:1] = True
+    np.any(rows[1:] != rows[:-1], axis=1, out=new[1:])
+    inverse = np.empty(rows.shape[0], dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
 
 
 def _codes(c: np.ndarray) -> np.ndarray:

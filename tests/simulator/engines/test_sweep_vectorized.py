@@ -373,3 +373,17 @@ def test_a_board_with_dvfs_data_matches_the_engine_per_variant():
             assert res.latency_s[i] == pytest.approx(r.latency_s, rel=1e-9), (model, tdp)
             assert res.energy_j[i] == pytest.approx(r.energy_j, rel=1e-9), (model, tdp)
         assert res.latency_s[0] > res.latency_s[2] >= res.latency_s[3]  # a lower limit throttles harder
+
+
+def test_unique_rows_equals_numpy_unique_over_rows() -> None:
+    from simulator.engines.vectorized import unique_rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        keys = rng.integers(0, 3, (int(rng.integers(1, 40)), int(rng.integers(1, 4)))).astype(float)
+        keys[rng.random(keys.shape) < 0.1] = -0.0  # equal to 0.0, as np.unique takes it
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        got_first, got_inverse = unique_rows(keys)
+        assert got_first.tolist() == first.tolist()
+        assert got_inverse.tolist() == np.asarray(inverse).reshape(-1).tolist()
+    assert unique_rows(np.array([[2.0, 1.0], [1.0, 5.0], [2.0, 1.0]]))[0].tolist() == [1, 0]
