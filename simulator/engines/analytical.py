@@ -20,6 +20,8 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -440,7 +442,9 @@ def _op_records(walk: Walk, protos: list[OpCost]) -> tuple[OpCost, ...]:
     out = []
     for ix, own in zip(walk.op_slots, walk.op_fields, strict=True):
         rec = new(OpCost)
-        set_fields(rec, "__dict__", {**kernel[ix], **own})
+        fields = kernel[ix].copy()
+        fields.update(own)
+        set_fields(rec, "__dict__", fields)
         out.append(rec)
     return tuple(out)
 
@@ -556,17 +560,19 @@ def _make_record(op: Op, kc: KernelCost, vals: tuple[Any, ...], fused_into: str)
     )
 
 
-def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
-    lat = sum(r.time_s for r in records)
-    e_dyn = sum(r.dynamic_energy_j for r in records)
-    e_st = sum(r.static_energy_j for r in records)
-    energy = sum(r.energy_j for r in records)
-    flops = sum(r.flops for r in records)
+def _totals(records: Sequence[OpCost], dev: DeviceSpec) -> Totals:
+    def total(field: str) -> Any:  # summed in execution order (a C-level loop over the records)
+        return sum(map(attrgetter(field), records))
+
+    lat, e_dyn, e_st, energy, flops = (total(f) for f in ("time_s", "dynamic_energy_j", "static_energy_j",
+                                                          "energy_j", "flops"))
     by_dtype: Counter[str] = Counter()
+    rates = dev.compute.tensor_flops_per_s
     for r in records:
-        dt = r.matrix_dtype or r.dtype  # the rate the rule actually used (e.g. fp32 on a TPU runs at bf16)
-        if r.category in ("contraction", "attention", "recurrent") and dt in dev.compute.tensor_flops_per_s:
-            by_dtype[dt] += r.flops
+        if r.category in ("contraction", "attention", "recurrent"):
+            dt = r.matrix_dtype or r.dtype  # the rate the rule actually used (e.g. fp32 on a TPU runs at bf16)
+            if dt in rates:
+                by_dtype[dt] += r.flops
     if by_dtype:
         dt = max(sorted(by_dtype), key=lambda d: by_dtype[d])
         peak = dev.compute.tensor_flops_per_s[dt]
@@ -577,7 +583,7 @@ def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
         latency_s=lat, energy_j=energy, dynamic_energy_j=e_dyn, static_energy_j=e_st,
         avg_power_w=energy / lat if lat > 0 else 0.0, flops=flops, achieved_flops_per_s=achieved,
         peak_flops_per_s=float(peak), mfu=achieved / peak if peak else 0.0,
-        dram_bytes=sum(r.dram_bytes for r in records), l2_bytes=sum(r.l2_bytes for r in records),
-        smem_bytes=sum(r.smem_bytes for r in records), kernels=sum(r.kernels for r in records),
+        dram_bytes=total("dram_bytes"), l2_bytes=total("l2_bytes"), smem_bytes=total("smem_bytes"),
+        kernels=total("kernels"),
         ops=len(records),
     )
