@@ -563,8 +563,10 @@ def _ip(ufunc: Any, a: Any, b: Any) -> Any:
     Sweeps over many hardware variants make these arrays large; updating them in place avoids a
     fresh allocation per operation. Cached (read-only) arrays and smaller operands are never written.
     """
-    if isinstance(a, np.ndarray) and a.flags.writeable and np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
-        return ufunc(a, b, out=a)
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        shape = np.shape(b)  # (the same shape or a scalar, the common cases, need no broadcast check)
+        if shape == a.shape or not shape or np.broadcast_shapes(a.shape, shape) == a.shape:
+            return ufunc(a, b, out=a)
     return ufunc(a, b)
 
 

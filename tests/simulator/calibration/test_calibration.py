@@ -129,7 +129,7 @@ def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
 
     from hwmodels.spec import CpuSpec
     from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
-    from tests.simulator.test_lowering_cpu import cpu_device
+    from tests.simulator.lowering.test_lowering_cpu import cpu_device
 
     dev = cpu_device(reference_gemm_flops_per_s={"fp16": 2e9}, row_moments_s=1e-10)
     params = {p.path: p for p in _params(_levels_present(DEFAULT_PARAMS["cpu"], dev), dev)}
@@ -154,7 +154,7 @@ def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
     import dataclasses
 
     from simulator.calibration import default_predict
-    from tests.simulator.test_lowering_cpu import cpu_device
+    from tests.simulator.lowering.test_lowering_cpu import cpu_device
     from workloads.resolve import load_workload
 
     truth = cpu_device(dnn_peak_fraction=0.6, library_call_overhead_s=12e-6)
