@@ -11,7 +11,7 @@ extrapolated, and the ratio):
 
 1. GEMM-shaped ops: (op x hardware-variant) evaluations per second over a bandwidth x tensor-rate
    grid: for one unique GEMM kernel (90,000 variants), the component model alone
-   (:func:`hwmodels.gpu.gemm`) and :func:`simulator.sweep.vectorized.evaluate_variants` in one and
+   (:func:`hwmodels.gpu.gemm`) and :func:`simulator.engines.vectorized.evaluate_variants` in one and
    in two processes (2 cores); for a transformer prefill whose repeated layers are costed once per
    unique op (10,000 variants), in one and two processes. Each rate is printed per wall-clock
    second and per CPU-second (of the busier worker for two processes: the rate on cores of its own).
@@ -44,11 +44,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from hwmodels.paths import with_overrides  # noqa: E402
 from simulator.engines.analytical import EvalOptions, evaluate  # noqa: E402
+from simulator.engines.vectorized import evaluate_variants  # noqa: E402
 from simulator.hardware import load_hardware  # noqa: E402
-from simulator.sweep.paths import with_overrides  # noqa: E402
 from simulator.sweep.systolic import systolic_network_variants  # noqa: E402
-from simulator.sweep.vectorized import evaluate_variants  # noqa: E402
 
 BW = "memory.hbm.read_bandwidth_bytes_per_s"
 TENSOR = "compute.tensor_flops_per_s.bf16"
@@ -120,8 +120,8 @@ def _chunk_job(args):
     ``kwargs`` is None) and evaluates its variants; returns the latencies and the CPU seconds spent."""
     c0 = time.process_time()
     model, kwargs, spec_name, cols = args
+    from simulator.engines.vectorized import evaluate_variants as _ev
     from simulator.hardware import load_hardware as _load
-    from simulator.sweep.vectorized import evaluate_variants as _ev
     from workloads.micro import build_micro as _micro
     from workloads.zoo import build_model as _build
 
@@ -146,8 +146,8 @@ def _gemm_model_rate(spec, micro: str, cols: dict[str, np.ndarray], repeats: int
     """Variants per second of the GEMM component model alone (:func:`hwmodels.gpu.gemm` on a device
     spec holding the variant arrays, as the lowering calls it), in chunks of ``CHUNK_VARIANTS``."""
     from hwmodels import gpu
-    from simulator.sweep.paths import resolve_path
-    from simulator.sweep.vectorized import CHUNK_VARIANTS, _array_device
+    from hwmodels.paths import resolve_path
+    from simulator.engines.vectorized import CHUNK_VARIANTS, _array_device
     from workloads.micro import build_micro
     from workloads.semantics import gemm_dims
 

@@ -563,8 +563,10 @@ def _ip(ufunc: Any, a: Any, b: Any) -> Any:
     Sweeps over many hardware variants make these arrays large; updating them in place avoids a
     fresh allocation per operation. Cached (read-only) arrays and smaller operands are never written.
     """
-    if isinstance(a, np.ndarray) and a.flags.writeable and np.broadcast_shapes(a.shape, np.shape(b)) == a.shape:
-        return ufunc(a, b, out=a)
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        shape = np.shape(b)  # (the same shape or a scalar, the common cases, need no broadcast check)
+        if shape == a.shape or not shape or np.broadcast_shapes(a.shape, shape) == a.shape:
+            return ufunc(a, b, out=a)
     return ufunc(a, b)
 
 
@@ -1467,27 +1469,37 @@ def gemm(
     key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
     launch = _cached_launch(*key)
     hw = _hardware(p)
-    choice: dict[str, Any] | None = None
-    pr = _survivors(key, launch, p, hw)
-    if pr is not None:  # a one-axis sweep: in blocks of variants, whose arrays stay in the CPU caches
-        n_var = int(np.broadcast_shapes(*(getattr(hw, f.name).shape for f in dataclasses.fields(hw)))[0])
-        parts = []
-        for lo in range(0, n_var, GEMM_BLOCK_VARIANTS):
-            if n_var <= GEMM_BLOCK_VARIANTS:
-                part = _pruned_choice(pr, launch, p, hw)
-            else:
-                pb = _variant_rows(p, slice(lo, lo + GEMM_BLOCK_VARIANTS), n_var)
-                part = _pruned_choice(pr, launch, pb, _hardware(pb))
-            if part is None:
-                parts = []
-                break
-            parts.append(part)
-        if parts:
-            choice = parts[0] if len(parts) == 1 else {f: np.concatenate([c[f] for c in parts]) for f in _CHOICE}
+    choice = _blocked_choice(key, launch, p, hw)
     if choice is None:
         choice = _select(launch, p, hw)
-    best = choice["best"]
+    return _gemm_estimate(launch, choice, p, hw, in_bytes)
 
+
+def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
+    """:func:`_select`'s choice over the surviving candidates (:func:`_survivors`) of a one-axis sweep, in
+    blocks of :data:`GEMM_BLOCK_VARIANTS` variants whose arrays stay in the CPU caches; None where the
+    candidates are not pruned (then all are timed)."""
+    pr = _survivors(key, launch, p, hw)
+    if pr is None:
+        return None
+    n_var = int(np.broadcast_shapes(*(getattr(hw, f.name).shape for f in dataclasses.fields(hw)))[0])
+    parts = []
+    for lo in range(0, n_var, GEMM_BLOCK_VARIANTS):
+        if n_var <= GEMM_BLOCK_VARIANTS:
+            part = _pruned_choice(pr, launch, p, hw)
+        else:
+            pb = _variant_rows(p, slice(lo, lo + GEMM_BLOCK_VARIANTS), n_var)
+            part = _pruned_choice(pr, launch, pb, _hardware(pb))
+        if part is None:
+            return None
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else {f: np.concatenate([c[f] for c in parts]) for f in _CHOICE}
+
+
+def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw: _Hardware,
+                   in_bytes: float) -> GemmEstimate:
+    """The :class:`GemmEstimate` of the candidate ``choice`` picked (:func:`_select`'s keys)."""
+    best = choice["best"]
     chosen = launch.pick(best)
     hs, hl = hw.l2_share[..., 0], hw.l2_lat[..., 0]
     t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl))
@@ -1910,20 +1922,12 @@ def attention(
     sms = _a(p.sms)
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows)
-    t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
-    t_soft = attention_softmax_s(p, backward=backward)
-    t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
-    t_compute = attention_compute_s(grid, t_pair, sms)
+    t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms)
 
-    dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing,
-                                       kernel=kernel)
-    # a decode kernel streams the K/V cache at its own measured rate (decode_attention_fraction)
-    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(attention_dram_fraction(p, in_bytes, grid.decode)))
-    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
-    t_mem = np.maximum(t_dram, t_l2)
+    dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
     time = np.maximum(t_compute, t_mem) + lat
-    z = 0 * time
+    z = 0 * time  # zeros of the hardware shape
     group = heads_q // max(1, heads_kv)
     tile_rows = max(1, min(block_q, seq_q * (group if grid.decode else 1)))
     smem = grid.pairs * (head_dim + head_dim_v) * in_bytes * 2 / tile_rows
@@ -1934,16 +1938,43 @@ def attention(
                                                 in_bytes=in_bytes, kernel=kernel)
         kernels += n_passes
         pass_flops = dict(passes.details)["vector_flops"]
-        time = time + _a(passes.time_s)
-        lat = lat + _a(passes.time_s)
-        dram = _a(dram) + _a(passes.dram_bytes)
-        l2 = _a(l2) + _a(passes.l2_bytes)
+        time, lat = time + _a(passes.time_s), lat + _a(passes.time_s)
+        dram, l2 = _a(dram) + _a(passes.dram_bytes), _a(l2) + _a(passes.l2_bytes)
+    return _attention_estimate(grid, z, time, t_compute, t_mem, lat, dram, l2, float(smem), bound,
+                               (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
+
+
+def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
+                       backward: bool, sms: Any) -> tuple[Any, Any, Any, Any]:
+    """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
+    matmuls and softmax serialised (``flash2``) or overlapped (``flash3``), spread over the CTAs in waves."""
+    t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
+    t_soft = attention_softmax_s(p, backward=backward)
+    t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
+    return t_mma, t_soft, t_pair, attention_compute_s(grid, t_pair, sms)
+
+
+def _attention_estimate(grid: AttentionGrid, z: Any, time: Any, t_compute: Any, t_mem: Any, lat: Any, dram: Any, l2: Any,
+                        smem: float, bound: Any, head: tuple[tuple[str, Any], ...], kernels: int,
+                        pass_flops: float) -> KernelEstimate:
+    """The :class:`KernelEstimate` of an attention kernel, every array at the hardware shape (of ``z``, zeros)."""
     return KernelEstimate(
         time_s=_scalar_or(time), compute_s=_scalar_or(t_compute + z), memory_s=_scalar_or(t_mem + z),
         latency_s=_scalar_or(lat + z), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
-        smem_bytes=float(smem),
-        details=(("kernel", kernel), ("block_q", block_q), ("ctas", _scalar_or(_a(grid.ctas) + z)),
-                 ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)), ("kernels", kernels), ("decode", grid.decode),
-                 ("pass_vector_flops", pass_flops)),
+        smem_bytes=smem,
+        details=(*head, ("ctas", _scalar_or(_a(grid.ctas) + z)), ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)),
+                 ("kernels", kernels), ("decode", grid.decode), ("pass_vector_flops", pass_flops)),
         bound_term=bound,
     )
+
+
+def _attention_memory(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, in_bytes: float,
+                      kv_sharing: int, kernel: str) -> tuple[Any, Any, Any, Any, Any]:
+    """(DRAM bytes, L2 bytes, DRAM time, L2 time, memory time) of a fused-attention kernel: the
+    compulsory traffic and the K/V panels (:func:`attention_traffic_bytes`) at their achieved rates."""
+    dram, l2 = attention_traffic_bytes(grid, head_dim, head_dim_v, in_bytes=in_bytes, kv_sharing=kv_sharing,
+                                       kernel=kernel)
+    # a decode kernel streams the K/V cache at its own measured rate (decode_attention_fraction)
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(attention_dram_fraction(p, in_bytes, grid.decode)))
+    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
+    return dram, l2, t_dram, t_l2, np.maximum(t_dram, t_l2)

@@ -33,6 +33,7 @@ __all__ = [
     "kinds",
     "gemm_dims",
     "conv_dims",
+    "conv_params",
     "attention_pairs",
     "ELEMENTWISE_FLOPS",
 ]
@@ -294,7 +295,8 @@ def conv_out(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
     return (size + p0 + p1 - d * (k - 1) - 1) // s + 1
 
 
-def _conv_params(attrs: Any, nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+def conv_params(attrs: Any, nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """(stride, dilation, padding per spatial dim, groups) of a convolution's attributes over ``nd`` dims."""
     stride = _pair(attrs.get("stride", 1), nd)
     dil = _pair(attrs.get("dilation", 1), nd)
     pad = _pair(attrs.get("padding", 0), nd)
@@ -310,7 +312,7 @@ def _infer_conv(nd: int) -> Callable[..., Out]:
         x, w = inputs[0], inputs[1]
         _rank(x, nd + 2)
         _rank(w, nd + 2)
-        stride, dil, pad, groups = _conv_params(attrs, nd)
+        stride, dil, pad, groups = conv_params(attrs, nd)
         if min(stride) < 1 or min(dil) < 1 or min(pad) < 0 or groups < 1:
             raise GraphError(f"stride {stride}, dilation {dil}, padding {pad}, groups {groups}; expected positive stride/dilation/groups, padding >= 0")
         c, k = x.shape[1], w.shape[0]

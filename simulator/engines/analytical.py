@@ -6,6 +6,10 @@ applies, in order: L2 residency of inputs produced by the previous kernel, optio
 elementwise ops into their producer, the per-kernel launch floor (host launch rate, or CUDA-graph
 replay rate), energy, and the TDP power cap. Identical ops (same kind, shapes, dtypes, attributes
 and residency) are costed once per call, so a 80-layer model costs about as much as one layer.
+
+The walk itself (view aliases, L2 residency, fusion, one slot per op signature) is
+:func:`simulator.engines.walk.walk_graph`, shared with the vectorised evaluator over hardware
+variants (:mod:`simulator.engines.vectorized`); this module turns each slot into a record.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +29,22 @@ import numpy as np
 
 from hwmodels.energy import dvfs_kernel, dynamic_energy, kernel_energy
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
-from simulator.lowering import (
-    COLLECTIVE_KINDS,
-    VIEW_KINDS,
-    KernelCost,
-    LoweringContext,
-    lower,
-    sfu_ops,
+from simulator.engines.options import CONV_LAYOUTS, EvalOptions
+from simulator.engines.walk import (
+    FUSED,
+    FUSIBLE_KINDS,
+    GROUP_KINDS,
+    LIBRARY_KERNEL_KINDS,
+    MODULE_OP_KINDS,
+    VIEW,
+    FusionGroup,
+    Walk,
+    is_gemv,
+    module_call_counts,
+    walk_graph,
 )
+from simulator.lowering import KernelCost, LoweringContext, lower, sfu_ops
 from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state
-from simulator.lowering.cpu import CONTRACTION_KINDS
 from simulator.lowering.gpu import library_launches
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
@@ -42,188 +53,13 @@ from workloads.ir import Op, OpGraph
 __all__ = ["EvalOptions", "CONV_LAYOUTS", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
            "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
-           "clear_kernel_cost_cache"]
+           "clear_kernel_cost_cache", "provenance", "collectives_of", "EnergyCoefficients", "fused_cost",
+           "l2_capacity"]
 
 logger = logging.getLogger(__name__)
 
 ENGINE_NAME = "analytical"
-#: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
-FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
-# Producers that cannot take an epilogue (communication, no kernel).
-_NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
-#: Op kinds a compiler that generates only pointwise and reduction kernels calls as library kernels
-#: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
-#: The contractions (the CPU rules' list), less the MoE router, whose gate and top-k the graph keeps as one op.
-LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
-
-
-#: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:
-#: a reduction over the kernel's values (an RMSNorm's mean) and a concatenation of them (RoPE's
-#: rotate_half), which fusing compilers emit inside the same loop (Inductor's pointwise and reduction
-#: kernels, XLA loop and input fusions).
-GROUP_KINDS = frozenset({"reduction", "concat"})
-
-
-def is_gemv(op: Op) -> bool:
-    """A matmul whose activation operand has one row (``m == 1`` after flattening the leading dims)."""
-    if op.kind != "matmul" or not op.inputs:
-        return False
-    shape = op.inputs[0].shape
-    return len(shape) >= 2 and int(np.prod(shape[:-1])) == 1
-
-
-class FusionGroup:
-    """The kernel being built while the engine walks the graph in order, for fusion decisions.
-
-    ``head_kind`` is the kind of the op that launched it, ``library`` whether that op is a library
-    kernel (:data:`LIBRARY_KERNEL_KINDS`; not a matrix-vector product with
-    ``EvalOptions.gemv_generated``), ``made`` and ``read`` the (base) tensors it has produced and read
-    so far. :meth:`join` says whether the next op joins it.
-    """
-
-    __slots__ = ("head_kind", "library", "made", "read")
-
-    def __init__(self) -> None:
-        self.head_kind: str | None = None
-        self.library = False
-        self.made: set[str] = set()
-        self.read: set[str] = set()
-
-    def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
-        """``op`` launches a new kernel."""
-        self.head_kind = op.kind
-        self.library = op.kind in LIBRARY_KERNEL_KINDS and not (opts.gemv_generated and is_gemv(op))
-        self.made = {base(t.name) for t in op.outputs}
-        self.read = {base(t.name) for t in op.inputs}
-
-    def join(self, op: Op, graph: OpGraph, base: Any, opts: EvalOptions) -> tuple[frozenset[int], float] | None:
-        """``(inputs held, bytes reused)`` when ``op`` fuses into this kernel, else None.
-
-        An elementwise op (or inference batch norm) joins when it reads a tensor the kernel made
-        (vertical fusion: into a library contraction's epilogue only with ``opts.epilogue_fusion``).
-        Into a generated kernel -- whose head is not a library contraction -- a reduction or a
-        concatenation may join too, and so may an op that only reads a tensor the kernel already
-        reads (horizontal fusion over a shared input, as Inductor's scheduler scores shared reads).
-        *Inputs held* are the positions of the op's inputs the kernel already holds (no traffic);
-        *bytes reused*: an input made in the kernel that only this op reads is never stored, the op's
-        output takes its store.
-        """
-        head = self.head_kind
-        library = self.library
-        if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
-            return None
-        elementwise = _fusible(op)
-        if not elementwise and (library or op.kind not in GROUP_KINDS):
-            return None
-        names = [base(t.name) for t in op.inputs]
-        made = [i for i, b in enumerate(names) if b in self.made]
-        if not made and (library or not any(b in self.read for b in names)):
-            return None
-        pool = self.made if library else (self.made | self.read)
-        held = frozenset(i for i, b in enumerate(names) if b in pool)
-        reuse = 0.0
-        for i in made:
-            t = op.inputs[i]
-            if names[i] == t.name and len(graph.consumers(t.name)) == 1:
-                reuse = max(reuse, float(t.nbytes))
-        return held, reuse
-
-    def add(self, op: Op, base: Any) -> None:
-        """``op`` joined the kernel."""
-        self.made.update(base(t.name) for t in op.outputs)
-        self.read.update(base(t.name) for t in op.inputs)
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """Options of an evaluation (they are recorded in the report's provenance).
-
-    Attributes
-    ----------
-    fusion
-        None (default): fuse on TPUs, whose XLA compiler always fuses, and not on GPUs/CPUs (eager
-        frameworks launch one kernel per op). True/False force it. Ops join the kernel being built
-        as compilers such as torch.compile or XLA build them (:class:`FusionGroup`): an elementwise
-        op that reads a tensor the kernel made, and in generated kernels also reductions,
-        concatenations and ops sharing a read with it; fused ops cost the traffic of what the kernel
-        does not hold yet and their vector work, and no launch.
-    epilogue_fusion
-        With fusion: elementwise ops may also fuse into a contraction's epilogue (GEMM, convolution,
-        attention: TensorRT, XLA, Inductor's Triton GEMM templates under ``max-autotune``). False:
-        they fuse only into generated pointwise / reduction kernels, and a contraction's output is
-        read back by a separate kernel, as torch.compile's default and ``reduce-overhead`` modes run
-        (cuBLAS / cuDNN / SDPA called as extern kernels, :data:`LIBRARY_KERNEL_KINDS`).
-    gemv_generated
-        With fusion: a matrix-vector product (a matmul with one row, :func:`is_gemv`) is a generated
-        reduction kernel, not a library call, so it takes fused epilogues whatever
-        ``epilogue_fusion`` says: Inductor decomposes ``mm`` with one row into a product and a sum
-        when ``coordinate_descent_tuning`` is on (``torch/_inductor/decomposition.py`` ``mm``), as
-        gpt-fast's and torchao's ``generate.py`` set it for batch-1 decoding.
-    cuda_graphs
-        Kernels are replayed from a captured CUDA graph: the per-kernel floor is
-        ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
-    power_cap
-        Stretch ops whose average power would exceed the TDP (and say so in the report).
-    allow_tf32
-        fp32 contractions use the TF32 tensor path (PyTorch ``allow_tf32``); otherwise SIMT FP32.
-    l2_residency
-        Inputs just written by the previous kernel and no larger than L2 are read from L2.
-    attention_kernel
-        Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
-        ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
-        matmuls) or ``"flash3"`` (warp-specialised, softmax overlapped with asynchronous matmuls:
-        FlashAttention-3/4, cuDNN). See :func:`hwmodels.gpu.attention`.
-    eager_framework
-        Ops are issued one by one by an eager framework (PyTorch eager): every op, fused or not,
-        takes at least ``efficiency.framework_op_overhead_s`` of host time, so small ops are
-        bound by the host rather than the GPU.
-    eager_modules
-        With ``eager_framework``: the ops are issued from ``nn.Module`` objects (eager PyTorch /
-        Hugging Face, not a compiled program), so an op issued by a module holding parameters adds
-        ``efficiency.framework_module_call_s`` to its host time and the first op of every container
-        module (read from the graph's dotted op names, :func:`module_call_counts`) adds
-        ``efficiency.framework_container_call_s`` per container entered.
-    conv_layout
-        Memory format of a convolution's activations: ``"nhwc"`` (default: channels last, what
-        TensorRT, XLA/TensorFlow, DeepLearningExamples' AMP configurations and Inductor's layout
-        optimisation give cuDNN) or ``"nchw"`` (PyTorch's default contiguous format). cuDNN's
-        tensor-core convolutions are NHWC kernels: on an NCHW tensor they run between layout
-        transforms of their operands and result (:data:`CONV_LAYOUTS`, ``simulator.lowering.gpu``).
-    calibration_id
-        Identifier of the calibration overlay applied to the spec, if any (recorded only).
-    plan
-        A :class:`workloads.parallel.ParallelPlan`: the graph's model (a zoo transformer or a
-        Hugging Face config, named in its ``meta``) is split over the system's devices and the
-        report is the whole step (see :func:`simulator.parallel.evaluate_graph_with_plan`).
-    """
-
-    fusion: bool | None = None
-    epilogue_fusion: bool = True
-    gemv_generated: bool = False
-    cuda_graphs: bool = False
-    power_cap: bool = True
-    allow_tf32: bool = False
-    l2_residency: bool = True
-    attention_kernel: str = "auto"
-    eager_framework: bool = False
-    eager_modules: bool = False
-    conv_layout: str = "nhwc"
-    calibration_id: str = ""
-    plan: Any = None
-
-    def __post_init__(self) -> None:
-        if self.conv_layout not in CONV_LAYOUTS:
-            from nodeperf.suggest import did_you_mean
-
-            raise ValueError(f"options.conv_layout: unknown memory format; got {self.conv_layout!r}; expected one of "
-                             f"{', '.join(CONV_LAYOUTS)}" + did_you_mean(str(self.conv_layout).lower(), CONV_LAYOUTS))
-
-
-#: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
-CONV_LAYOUTS = ("nhwc", "nchw")
-
-
-def _collectives_of(system: DeviceSpec | SystemSpec) -> Any:
+def collectives_of(system: DeviceSpec | SystemSpec) -> Any:
     """The fabric-catalog node configuration costing a system's collectives (None for a device)."""
     if not isinstance(system, SystemSpec):
         return None
@@ -321,7 +157,7 @@ def _version() -> str:
         return "unknown"
 
 
-class _Energy:
+class EnergyCoefficients:
     """Energy coefficients of a device, with located fallbacks recorded as warnings."""
 
     def __init__(self, dev: DeviceSpec) -> None:
@@ -356,11 +192,6 @@ class _Energy:
         use = alt if alt in table else max(table, key=lambda k: table[k])
         self.warnings.add(f"{self.dev.name}: energy.{what}.{dtype}: missing; used energy.{what}.{use}")
         return table[use]
-
-
-def _fusible(op: Op) -> bool:
-    """Elementwise ops, and inference batch norm (a per-channel scale and shift), fuse into producers."""
-    return op.kind in FUSIBLE_KINDS or (op.kind == "batchnorm" and not op.attrs.get("training"))
 
 
 def _display_path(path: str) -> str:
@@ -421,63 +252,10 @@ def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOption
     return host if np.ndim(host) else float(host)
 
 
-#: Op kinds an eager model issues from a module holding parameters, when the op has a weight operand
-#: (``nn.Linear``, ``nn.Embedding``, ``nn.LayerNorm``, ``nn.BatchNorm2d``; a convolution's call time,
-#: ``framework_conv_op_overhead_s``, was measured through ``nn.Conv2d`` and includes its module).
-MODULE_OP_KINDS = frozenset({"matmul", "embedding", "layernorm", "rmsnorm", "batchnorm"})
-
-
-def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
-    """``{op name: (containers entered, parameter-holding module calls)}`` of an eager model's forward.
-
-    Op names are the module paths of the zoo and Hugging Face builders (``layers.3.attn.q``): every
-    dotted prefix that is not itself an op names a container module, called once, whose Python runs
-    before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
-    module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
-    next op that does. Ops with neither are left out, and so is everything from a training graph's loss
-    on (the backward pass runs in autograd's engine and the optimizer step calls no module).
-    """
-    from workloads.frameworks import AUTOCAST_CAST_SUFFIX
-    from workloads.training import LOSS_KINDS
-
-    names = {op.name for op in graph}
-    seen: set[str] = set()
-    out: dict[str, tuple[int, int]] = {}
-    pending = 0
-    for op in graph:
-        if op.kind in LOSS_KINDS:  # what follows the loss is autograd's backward and the optimizer: no module calls
-            break
-        parts = op.name.split(".")
-        for i in range(1, len(parts)):
-            prefix = ".".join(parts[:i])
-            if prefix not in seen and prefix not in names:
-                seen.add(prefix)
-                pending += 1
-        if op.kind in VIEW_KINDS:
-            continue
-        # a weight torch.autocast cast first (workloads.frameworks.autocast_weight_casts) still belongs to
-        # the op's module
-        cast = op.name + AUTOCAST_CAST_SUFFIX
-        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" or t.name.startswith(cast)
-                                                      for t in op.inputs))
-        if pending or leaf:
-            out[op.name] = (pending, leaf)
-        pending = 0
-    return out
-
-
 def module_host_s(counts: tuple[int, int], eff: Any) -> Any:
     """Host seconds of an op's module calls: containers x ``framework_container_call_s`` + module
     calls x ``framework_module_call_s``."""
     return counts[0] * eff.framework_container_call_s + counts[1] * eff.framework_module_call_s
-
-
-def _signature(op: Op, resident: float) -> tuple[Any, ...]:
-    """What a lowering rule's cost of ``op`` depends on (besides the device and the options): its
-    kind, tensor shapes, dtypes and input roles, attributes (compared by value) and the bytes of its
-    inputs resident in L2. Ops with equal signatures cost the same."""
-    return (op.kind, tuple([(t.shape, t.dtype, t.role) for t in op.inputs]),
-            tuple([(t.shape, t.dtype) for t in op.outputs]), tuple(op.attrs.items()), resident)
 
 
 #: Costs kept across calls: at most this many costing contexts (spec values, options, rules in
@@ -545,7 +323,9 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         A device, or a system whose device runs the graph (the graph is one device's work;
         collectives use the system's fabric).
     options
-        :class:`EvalOptions` (default: no fusion, eager launches, power cap on).
+        :class:`EvalOptions` (default: no fusion, eager launches, power cap on). A parallel plan
+        (``options.plan``) is refused here: :func:`simulator.evaluate` routes it to
+        :mod:`simulator.parallel`.
 
     Returns
     -------
@@ -555,108 +335,21 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     """
     opts = options or EvalOptions()
     if opts.plan is not None:
-        from simulator.parallel import evaluate_graph_with_plan
-
-        return evaluate_graph_with_plan(graph, system, opts)
+        raise ValueError(f"evaluate: options.plan: the analytical engine costs one device's graph; got a parallel plan "
+                         f"{opts.plan!r}; expected no plan here: simulator.evaluate (nodeperf.evaluate) splits a "
+                         "model over a plan")
     dev, hw_name, count, fabric = spec_of(system)
-    check_dtype_rates(graph, dev)  # a contraction dtype without a rate is refused before any op is costed
-    floor = launch_floor_s(dev, opts)
     fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
-    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=_collectives_of(system),
+    walk = walk_graph(graph, opts, fuse, l2_capacity(dev))
+    check_dtype_rates(walk.rate_ops, dev)  # a contraction dtype without a rate is refused before any op is costed
+    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=collectives_of(system),
                           nodes=int(getattr(system, "nodes", 1)))
-    energy = _Energy(dev)
-    l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
-    l2cap = l2.capacity_bytes if l2 is not None else 0.0
+    energy = EnergyCoefficients(dev)
     spec_sha, plain = _spec_digest(system)
     costs = _costs_of(spec_sha, plain, dev, opts, ctx)
-    # the first record made of each op signature (and of each fused cost): later ops of the same
-    # cost copy it (:func:`_same_cost`), which is what _make_record would give them
-    protos: dict[tuple[Any, ...], tuple[KernelCost, OpCost]] = {}
-    fused_protos: dict[KernelCost, OpCost] = {}
-    view: OpCost | None = None
-    alias: dict[str, str] = {}  # view output -> base tensor
-    resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
-    prev_kernel: str | None = None
-    group = FusionGroup()  # the kernel being built (fusion)
-    records: list[OpCost] = []
+    protos, fallbacks, capped = _slot_records(walk, dev, opts, ctx, costs, energy)
+    records = _op_records(walk, protos)
     warnings: set[str] = set()
-    fallbacks: Counter[str] = Counter()
-    capped = 0
-
-    def base(name: str) -> str:
-        return alias.get(name, name)
-
-    # the nn.Module calls of an eager model's ops (module_call_counts): part of the op's host time
-    calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
-
-    def first_record(op: Op, kc: KernelCost, fused_into: str, mods: tuple[int, int] = (0, 0)) -> OpCost:
-        ckey = (kc, mods) if mods != (0, 0) else kc
-        got = costs.values.get(ckey)
-        if got is None:  # the energy warnings computing these values gives are kept with them
-            outer, energy.warnings = energy.warnings, set()
-            try:
-                vals = _record_values(kc, dev, energy, floor, opts, module_host_s(mods, dev.efficiency))
-            finally:
-                new, energy.warnings = energy.warnings, outer
-            got = costs.values[ckey] = (vals, frozenset(new))
-        energy.warnings |= got[1]
-        return _make_record(op, kc, got[0], fused_into)
-
-    for op in graph:
-        if op.kind in VIEW_KINDS:
-            for t in op.outputs:
-                alias[t.name] = base(op.inputs[0].name)
-            if view is None:
-                view = _view_record(op)
-                records.append(view)
-            else:
-                records.append(_same_cost(view, op, ""))
-            continue
-        in_l2 = 0.0
-        if opts.l2_residency and resident:
-            in_l2 = float(sum(t.nbytes for t in op.inputs if alias.get(t.name, t.name) in resident))
-        fused_into = ""
-        joined = group.join(op, graph, base, opts) if fuse else None
-        if joined is not None:
-            fused_into = prev_kernel
-            group.add(op, base)
-        elif fuse:
-            group.start(op, base, opts)
-        if fused_into:
-            fkey = ("fused", _signature(op, 0.0), *joined)
-            kc = costs.kernels.get(fkey)
-            if kc is None:
-                kc = costs.kernels[fkey] = _fused_cost(op, *joined, ctx)
-            rec = fused_protos.get(kc)
-            if rec is None:
-                rec = fused_protos[kc] = first_record(op, kc, fused_into)
-            else:
-                rec = _same_cost(rec, op, fused_into)
-        else:
-            key = _signature(op, in_l2)
-            mods = calls.get(op.name) if calls else None
-            pkey = key if mods is None else (key, mods)
-            hit = protos.get(pkey)
-            if hit is None:
-                kc = costs.kernels.get(key)
-                if kc is None:
-                    ctx.resident_bytes = in_l2
-                    kc = costs.kernels[key] = lower(op, ctx)
-                rec = first_record(op, kc, "", mods or (0, 0))
-                protos[pkey] = (kc, rec)
-            else:
-                kc, rec = hit
-                rec = _same_cost(rec, op, "")
-        if kc.fallback:
-            fallbacks[op.kind] += 1
-        capped += rec.power_capped
-        records.append(rec)
-        # what the next kernel finds in L2 (a fused op extends its producer's kernel)
-        out_bytes = sum(t.nbytes for t in op.outputs)
-        written = {t.name for t in op.outputs} if out_bytes <= l2cap else set()
-        resident = (resident | written) if fused_into else written
-        prev_kernel = op.name  # a fused op extends the chain: the next op may fuse into it too
-
     for kind, n in sorted(fallbacks.items()):
         warnings.add(f"{n} op(s) of kind {kind!r} have no lowering rule on {dev.kind} devices; "
                      "costed by the roofline fallback (rule 'roofline-fallback')")
@@ -669,20 +362,91 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     warnings |= energy.warnings
     for w in sorted(warnings):
         logger.warning("%s", w) if ("fallback" in w or "does not fit" in w) else logger.info("%s", w)
-    totals = _totals(records, dev)
-    prov = {
+    return CostReport(model=graph.name, hardware=hw_name, records=records, totals=_totals(records, dev), memory=mem,
+                      warnings=tuple(sorted(warnings)), provenance=provenance(graph, system, opts, spec_sha))
+
+
+def l2_capacity(dev: DeviceSpec) -> Any:
+    """Capacity of the device's L2 (the memory level named ``l2`` or ``llc``; 0 without one): outputs
+    larger than it do not stay resident for the next kernel."""
+    l2 = next((lv for lv in dev.memory if lv.name.lower() in ("l2", "llc")), None)
+    return l2.capacity_bytes if l2 is not None else 0.0
+
+
+def provenance(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptions,
+               spec_sha256: str | None = None) -> dict[str, Any]:
+    """The provenance :func:`evaluate` records for ``graph`` on ``system`` under ``options``: engine,
+    options, graph and spec digests, the spec file (catalog-relative), calibration id, package
+    version, the workload's meta and the device count. ``spec_sha256`` is :func:`spec_digest` of
+    ``system`` when not given (a sweep that writes each variant's own digest passes it)."""
+    _, _, count, _ = spec_of(system)
+    return {
         "engine": ENGINE_NAME,
-        "options": dataclasses.asdict(opts),
+        "options": dataclasses.asdict(options),
         "graph_sha256": graph_digest(graph),
-        "spec_sha256": spec_sha,
+        "spec_sha256": spec_digest(system) if spec_sha256 is None else spec_sha256,
         "spec_file": _display_path(getattr(system, "source_file", "")),
-        "calibration_id": opts.calibration_id,
+        "calibration_id": options.calibration_id,
         "version": _version(),
         "workload": {k: graph.meta[k] for k in sorted(graph.meta)},
         "devices": count,
     }
-    return CostReport(model=graph.name, hardware=hw_name, records=tuple(records), totals=totals, memory=mem,
-                      warnings=tuple(sorted(warnings)), provenance=prov)
+
+
+def _slot_records(walk: Walk, dev: DeviceSpec, opts: EvalOptions, ctx: LoweringContext, costs: _Costs,
+                  energy: EnergyCoefficients) -> tuple[list[OpCost], Counter[str], int]:
+    """(the record of each slot of the walk, made from its first op; op kinds costed by the roofline
+    fallback with their op counts; ops power-capped)."""
+    floor = launch_floor_s(dev, opts)
+    protos: list[OpCost] = []
+    fallbacks: Counter[str] = Counter()
+    capped = 0
+    for slot in walk.slots:
+        op = slot.op
+        if slot.kind == VIEW:
+            protos.append(_view_record(op))
+            continue
+        kc = costs.kernels.get(slot.key)
+        if kc is None:
+            if slot.kind == FUSED:
+                kc = fused_cost(op, *slot.joined, ctx)
+            else:
+                ctx.resident_bytes = slot.in_l2
+                kc = lower(op, ctx)
+            costs.kernels[slot.key] = kc
+        mods = slot.modules
+        ckey = (kc, mods) if mods != (0, 0) else kc
+        got = costs.values.get(ckey)
+        if got is None:  # the energy warnings computing these values gives are kept with them
+            outer, energy.warnings = energy.warnings, set()
+            try:
+                vals = _record_values(kc, dev, energy, floor, opts, module_host_s(mods, dev.efficiency))
+            finally:
+                new, energy.warnings = energy.warnings, outer
+            got = costs.values[ckey] = (vals, frozenset(new))
+        energy.warnings |= got[1]
+        rec = _make_record(op, kc, got[0], "")
+        if kc.fallback:
+            fallbacks[op.kind] += slot.count
+        capped += slot.count * rec.power_capped
+        protos.append(rec)
+    return protos, fallbacks, capped
+
+
+def _op_records(walk: Walk, protos: list[OpCost]) -> tuple[OpCost, ...]:
+    """One record per op: its slot's record with the op's own fields (:attr:`Walk.op_fields`). (The
+    fields are merged as dicts, not passed through the frozen dataclass's ``__init__``: a step costs
+    thousands of records.)"""
+    new, set_fields = _new_record, _set_fields
+    kernel = [p.__dict__ for p in protos]
+    out = []
+    for ix, own in zip(walk.op_slots, walk.op_fields, strict=True):
+        rec = new(OpCost)
+        fields = kernel[ix].copy()
+        fields.update(own)
+        set_fields(rec, "__dict__", fields)
+        out.append(rec)
+    return tuple(out)
 
 
 def _view_record(op: Op) -> OpCost:
@@ -694,24 +458,8 @@ def _view_record(op: Op) -> OpCost:
     )
 
 
-#: The fields of a record that come from its op (and the kernel it is fused into); every other
-#: field comes from the op's kernel cost (keep in step with _make_record and _view_record).
-_OP_FIELDS = ("name", "kind", "group", "category", "dtype", "flops", "fused_into")
 _new_record = object.__new__
 _set_fields = object.__setattr__
-
-
-def _same_cost(rec: OpCost, op: Op, fused_into: str) -> OpCost:
-    """The record of ``op``, whose kernel cost is that of the record ``rec``: ``rec``'s fields with
-    those of :data:`_OP_FIELDS` taken from ``op``. (The fields are copied as one dict, not passed
-    through the frozen dataclass's ``__init__``: a step costs thousands of records.)"""
-    fields = rec.__dict__.copy()
-    fields["name"], fields["kind"], fields["group"] = op.name, op.kind, op.group
-    fields["category"], fields["dtype"], fields["flops"] = op.category, op.dtype.value, float(op.flops)
-    fields["fused_into"] = fused_into
-    out = _new_record(OpCost)
-    _set_fields(out, "__dict__", fields)
-    return out
 
 
 def _num(x: Any) -> Any:
@@ -719,7 +467,7 @@ def _num(x: Any) -> Any:
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
-def _fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
+def fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
     """An op folded into the kernel being built (:class:`FusionGroup`): the traffic of the inputs the
     kernel does not hold yet (``held``: positions it holds) and of the output beyond the ``reuse`` bytes
     of a store it replaces, and its vector work."""
@@ -727,7 +475,7 @@ def _fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext
     extra_out = float(max(0.0, sum(t.nbytes for t in op.outputs) - reuse))
     sfu = 0.0
     if ctx.device.kind == "gpu":
-        p = ctx.params("fp32")  # (fields may be arrays of hardware variants: simulator.sweep.vectorized)
+        p = ctx.params("fp32")  # (fields may be arrays of hardware variants: simulator.engines.vectorized)
         rate = _num(p.vector_flops_per_s) * _num(p.vector_fraction)
         bw = _num(p.dram_bytes_per_s) * _num(p.dram_fraction)
         sfu = sfu_ops(op) / _num(p.sfu_ops_per_s)  # the same special functions as unfused
@@ -743,7 +491,7 @@ def _fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext
     )
 
 
-def _record_values(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: float,
+def _record_values(kc: KernelCost, dev: DeviceSpec, energy: EnergyCoefficients, floor: float,
                    opts: EvalOptions, modules: float = 0.0
                    ) -> tuple[float, float, float, float, float, float, str, bool, str]:
     """(time, dynamic J, static J, compute, memory, overhead, bound, capped, clock note) of one kernel cost.
@@ -812,17 +560,19 @@ def _make_record(op: Op, kc: KernelCost, vals: tuple[Any, ...], fused_into: str)
     )
 
 
-def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
-    lat = sum(r.time_s for r in records)
-    e_dyn = sum(r.dynamic_energy_j for r in records)
-    e_st = sum(r.static_energy_j for r in records)
-    energy = sum(r.energy_j for r in records)
-    flops = sum(r.flops for r in records)
+def _totals(records: Sequence[OpCost], dev: DeviceSpec) -> Totals:
+    def total(field: str) -> Any:  # summed in execution order (a C-level loop over the records)
+        return sum(map(attrgetter(field), records))
+
+    lat, e_dyn, e_st, energy, flops = (total(f) for f in ("time_s", "dynamic_energy_j", "static_energy_j",
+                                                          "energy_j", "flops"))
     by_dtype: Counter[str] = Counter()
+    rates = dev.compute.tensor_flops_per_s
     for r in records:
-        dt = r.matrix_dtype or r.dtype  # the rate the rule actually used (e.g. fp32 on a TPU runs at bf16)
-        if r.category in ("contraction", "attention", "recurrent") and dt in dev.compute.tensor_flops_per_s:
-            by_dtype[dt] += r.flops
+        if r.category in ("contraction", "attention", "recurrent"):
+            dt = r.matrix_dtype or r.dtype  # the rate the rule actually used (e.g. fp32 on a TPU runs at bf16)
+            if dt in rates:
+                by_dtype[dt] += r.flops
     if by_dtype:
         dt = max(sorted(by_dtype), key=lambda d: by_dtype[d])
         peak = dev.compute.tensor_flops_per_s[dt]
@@ -833,7 +583,7 @@ def _totals(records: list[OpCost], dev: DeviceSpec) -> Totals:
         latency_s=lat, energy_j=energy, dynamic_energy_j=e_dyn, static_energy_j=e_st,
         avg_power_w=energy / lat if lat > 0 else 0.0, flops=flops, achieved_flops_per_s=achieved,
         peak_flops_per_s=float(peak), mfu=achieved / peak if peak else 0.0,
-        dram_bytes=sum(r.dram_bytes for r in records), l2_bytes=sum(r.l2_bytes for r in records),
-        smem_bytes=sum(r.smem_bytes for r in records), kernels=sum(r.kernels for r in records),
+        dram_bytes=total("dram_bytes"), l2_bytes=total("l2_bytes"), smem_bytes=total("smem_bytes"),
+        kernels=total("kernels"),
         ops=len(records),
     )

@@ -27,9 +27,11 @@ Modelling choices (stated, not fitted):
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import DeviceSpec, SystemSpec
@@ -394,6 +396,39 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
     return out
 
 
+#: Stage graphs kept between calls (:func:`stage_graphs`): at most this many (model, plan, shape) keys,
+#: least recently used dropped first.
+STAGE_GRAPH_ENTRIES = 8
+_STAGE_GRAPHS: dict[tuple[Any, ...], list[StageGraph]] = {}
+
+
+def stage_graphs(model: Any, plan: ParallelPlan, **shape: Any) -> list[StageGraph]:
+    """:func:`workloads.parallel.plan_graphs` of ``model`` under ``plan`` (``shape``: its keyword
+    arguments), kept between calls: graphs are immutable, so a repeated question (a sweep, a tuner, a
+    study) reuses them with what they keep (digest, engine walk, peak memory). A model given as a
+    file is kept under its path, size and modification time; one that cannot be a key is not kept."""
+    ident: Any = model
+    if isinstance(model, (str, os.PathLike)) and Path(model).is_file():
+        st = Path(model).stat()
+        ident = (str(Path(model).resolve()), st.st_size, st.st_mtime_ns)
+    try:
+        key = (ident, plan, tuple(sorted(shape.items())))
+        hit = _STAGE_GRAPHS.pop(key, None)
+    except TypeError:  # an unhashable model config
+        return plan_graphs(model, plan, **shape)
+    if hit is None:
+        hit = plan_graphs(model, plan, **shape)
+    _STAGE_GRAPHS[key] = hit  # most recently used last
+    while len(_STAGE_GRAPHS) > STAGE_GRAPH_ENTRIES:
+        del _STAGE_GRAPHS[next(iter(_STAGE_GRAPHS))]
+    return hit
+
+
+def clear_stage_graph_cache() -> None:
+    """Forget the stage graphs kept between calls (:func:`stage_graphs`); predictions never depend on them."""
+    _STAGE_GRAPHS.clear()
+
+
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
@@ -429,8 +464,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_fits_system(plan, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
-    graphs = plan_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
-                         train=train, optimizer=optimizer, recompute=recompute, batch=batch)
+    graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
+                          train=train, optimizer=optimizer, recompute=recompute, batch=batch)
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
@@ -449,9 +484,34 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
     for sg, gc in zip(graphs, costs, strict=True):
         per_stage[sg.stage].append((sg, gc))
+    fwd, bwd, opt, comm = _stage_sums(per_stage)
+    warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
+    phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
+    pipe: PipelineTime | None = None
+    if train:
+        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
+                                                                   fwd, bwd, opt, comm, graphs, seq)
+    else:
+        latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
+    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
+    capacity = float(dev.memory[0].capacity_bytes)
+    model_flops = _model_flops(costs, plan, train, m)
+    peak = _peak_flops(dev, graphs[0].graph)
+    res = ParallelResult(
+        model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
+        breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
+        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
+        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs),
+        reports=tuple(reports))
+    if not res.fits_in_memory:
+        res = replace(res, warnings=(*res.warnings, res.memory_message()))
+    return res
+
+
+def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
+    """(forward, backward, optimizer, communication) seconds of each pipeline stage, over its chunks."""
+    p = len(per_stage)
     fwd, bwd, opt, comm = [0.0] * p, [0.0] * p, [0.0] * p, [0.0] * p
-    chunk_f: list[list[float]] = [[] for _ in range(p)]
-    chunk_b: list[list[float]] = [[] for _ in range(p)]
     for s in range(p):
         for _sg, gc in per_stage[s]:
             f, b, o, c = gc.split
@@ -459,82 +519,100 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
             bwd[s] += b
             opt[s] += o
             comm[s] += c
-            chunk_f[s].append(f)
-            chunk_b[s].append(b)
-    warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
-    phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
-    # ---- time
-    extra: dict[str, float] = {}
-    pipe: PipelineTime | None = None
-    if train:
-        pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
-        grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
-        sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
-        dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
-        zero_gather = plan.zero >= 1 and plan.dp > 1  # updated parameter shards gathered back
-        wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
-        # every distinct collective of the step, costed in one engine call (stages of one shape
-        # synchronise the same bytes)
-        wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
-        if engine == "des" and plan.dp > 1:
-            wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
-        coll = _collective_times(wanted, plan.dp, system, dp_stride)
-        dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
-        last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
-        exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
-        gather = [0.0] * p
-        if zero_gather:
-            gather = [coll[("all_gather", w)] for w in wbytes]
-            if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
-                gather = [g * (1 + 2 * m) for g in gather]
-        opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
-        tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
-        latency = pipe.step_s + max(tail)
-        worst = max(range(p), key=lambda s: tail[s])
-        comm_busy = m * comm[pipe.bottleneck_stage]
-        breakdown = {
-            "compute_s": pipe.busy_s - comm_busy,
-            "communication_s": comm_busy + exposed[worst] + gather[worst],
-            "bubble_s": pipe.bubble_s,
-            "optimizer_s": opt_s[worst],
-            "dp_sync_s": dp_sync[worst],
-            "dp_sync_exposed_s": exposed[worst],
-        }
-        if engine == "des":
-            latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency)
-            extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
-        seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
-        tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
-    else:
-        latency = sum(fwd)  # one batch passes every stage in turn
-        breakdown = {"compute_s": latency - sum(comm), "communication_s": sum(comm), "bubble_s": 0.0,
-                     "optimizer_s": 0.0}
-        if engine == "des" and p > 1:
-            # the batch through the stages, each hand-off one transfer on the link (the closed form
-            # charges it twice: the send on one stage and the receive on the next)
-            from simulator.parallel.pipeline_des import StageWork, simulate_step
+    return fwd, bwd, opt, comm
 
-            work, on_stream = [], 0.0
-            for s in range(p):
-                row = []
-                for _sg, gc in per_stage[s]:
-                    f, _b, _o, cm = gc.split
-                    fs, fr, _bs, _br = gc.links()
-                    row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=0.0, send_forward_s=fs))
-                    on_stream += cm - fs - fr
-                work.append(row)
-            trace = simulate_step(work, 1, "gpipe")
-            extra["closed_form_latency_s"] = latency
-            latency = trace.pipeline_s
-            links = sum(e - s0 for *_, s0, e in trace.sends)
-            breakdown = {"compute_s": latency - on_stream - links, "communication_s": on_stream + links,
-                         "bubble_s": 0.0, "optimizer_s": 0.0}
-        meta = graphs[0].graph.meta
-        per_seq = 1 if meta.get("phase") == "decode" else int(meta.get("seq", 1))
-        tokens = float(int(meta.get("batch", 1)) * per_seq * plan.dp)
-    # ---- memory per device
+
+def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], unique: dict[int, _GraphCost],
+                     plan: ParallelPlan, system: Any, engine: str, m: int, v: int, fwd: list[float],
+                     bwd: list[float], opt: list[float], comm: list[float], graphs: list[StageGraph],
+                     seq: int | None) -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float]:
+    """(latency, pipeline, breakdown, extra, tokens) of a training step: the pipeline schedule, then the
+    data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail."""
+    p = plan.pp
+    extra: dict[str, float] = {}
+    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
+    grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
+    sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
+    dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
+    zero_gather = plan.zero >= 1 and plan.dp > 1  # updated parameter shards gathered back
+    wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
+    # every distinct collective of the step, costed in one engine call (stages of one shape
+    # synchronise the same bytes)
+    wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
+    if engine == "des" and plan.dp > 1:
+        wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
+    coll = _collective_times(wanted, plan.dp, system, dp_stride)
+    dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
+    last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
+    exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
+    gather = [0.0] * p
+    if zero_gather:
+        gather = [coll[("all_gather", w)] for w in wbytes]
+        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
+            gather = [g * (1 + 2 * m) for g in gather]
+    opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
+    tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
+    latency = pipe.step_s + max(tail)
+    worst = max(range(p), key=lambda s: tail[s])
+    comm_busy = m * comm[pipe.bottleneck_stage]
+    breakdown = {
+        "compute_s": pipe.busy_s - comm_busy,
+        "communication_s": comm_busy + exposed[worst] + gather[worst],
+        "bubble_s": pipe.bubble_s,
+        "optimizer_s": opt_s[worst],
+        "dp_sync_s": dp_sync[worst],
+        "dp_sync_exposed_s": exposed[worst],
+    }
+    if engine == "des":
+        latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency)
+        extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
+    seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
+    tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
+    return latency, pipe, breakdown, extra, tokens
+
+
+def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, engine: str,
+                         fwd: list[float], comm: list[float], graphs: list[StageGraph]
+                         ) -> tuple[float, dict[str, float], dict[str, float], float]:
+    """(latency, breakdown, extra, tokens) of an inference step: one batch through every stage in turn."""
+    p = plan.pp
+    extra: dict[str, float] = {}
+    latency = sum(fwd)  # one batch passes every stage in turn
+    breakdown = {"compute_s": latency - sum(comm), "communication_s": sum(comm), "bubble_s": 0.0,
+                 "optimizer_s": 0.0}
+    if engine == "des" and p > 1:
+        # the batch through the stages, each hand-off one transfer on the link (the closed form
+        # charges it twice: the send on one stage and the receive on the next)
+        from simulator.parallel.pipeline_des import StageWork, simulate_step
+
+        work, on_stream = [], 0.0
+        for s in range(p):
+            row = []
+            for _sg, gc in per_stage[s]:
+                f, _b, _o, cm = gc.split
+                fs, fr, _bs, _br = gc.links()
+                row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=0.0, send_forward_s=fs))
+                on_stream += cm - fs - fr
+            work.append(row)
+        trace = simulate_step(work, 1, "gpipe")
+        extra["closed_form_latency_s"] = latency
+        latency = trace.pipeline_s
+        links = sum(e - s0 for *_, s0, e in trace.sends)
+        breakdown = {"compute_s": latency - on_stream - links, "communication_s": on_stream + links,
+                     "bubble_s": 0.0, "optimizer_s": 0.0}
+    meta = graphs[0].graph.meta
+    per_seq = 1 if meta.get("phase") == "decode" else int(meta.get("seq", 1))
+    tokens = float(int(meta.get("batch", 1)) * per_seq * plan.dp)
+    return latency, breakdown, extra, tokens
+
+
+def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
+                   pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
+                   comm: list[float]) -> list[StageResult]:
+    """Per pipeline stage: its times and what one of its devices holds (weights, gradients and
+    optimizer state after ZeRO sharding, activations with the microbatches in flight, KV cache)."""
     stages: list[StageResult] = []
-    for s in range(p):
+    for s in range(len(per_stage)):
         sgs = per_stage[s]
         w = sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in sgs)
         g = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
@@ -553,18 +631,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
             weights_bytes=w, gradients_bytes=g, optimizer_state_bytes=o, activations_bytes=act,
             kv_cache_bytes=kv, in_flight=inflight))
-    capacity = float(dev.memory[0].capacity_bytes)
-    model_flops = _model_flops(costs, plan, train, m)
-    peak = _peak_flops(dev, graphs[0].graph)
-    res = ParallelResult(
-        model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
-        breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
-        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
-        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs),
-        reports=tuple(reports))
-    if not res.fits_in_memory:
-        res = replace(res, warnings=(*res.warnings, res.memory_message()))
-    return res
+    return stages
 
 
 def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,

@@ -4,7 +4,7 @@ The main process plans: it lists the points, builds each distinct workload's gra
 points, asks the store which keys it already holds, and cuts the missing points into tasks. A task
 is a group of points that share workload, base hardware and options, so they differ only in
 hardware numbers: a worker builds the graph once and costs every point of the task with one
-:func:`simulator.sweep.vectorized.evaluate_variants` call (the component models broadcast over the
+:func:`simulator.engines.vectorized.evaluate_variants` call (the component models broadcast over the
 varied spec fields). Systolic tasks are one broadcast :func:`hwmodels.systolic.gemm_cycles` call
 over geometries x layers. Only the main process writes, one transaction per finished task, so a
 sweep killed at any moment keeps every finished task and resumes with the rest.
@@ -219,7 +219,7 @@ _USER_ERRORS = (ValueError, KeyError, NotImplementedError, ZeroDivisionError, Ov
 
 
 def _model_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from simulator.sweep.paths import with_overrides
+    from hwmodels.paths import with_overrides
 
     points: list[tuple[str, dict[str, Any]]] = task["points"]
     metrics = task["metrics"]
@@ -248,7 +248,7 @@ def _model_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
 
                 report = simulate(graph, spec, opts, streams=int(task["options"].get("streams", 1)))
             else:
-                from simulator.engines.analytical import evaluate
+                from simulator.front import evaluate  # (routes a parallel plan)
 
                 report = evaluate(graph, spec, opts)
         except _USER_ERRORS as exc:
@@ -289,9 +289,9 @@ def _model_vectorized(graph: Any, base: Any, opts: Any, points: Sequence[tuple[s
     locates the failing points)."""
     import numpy as np
 
-    from simulator.engines.analytical import ENGINE_NAME, _display_path, _version, spec_of
-    from simulator.sweep.paths import get_path, resolve_path
-    from simulator.sweep.vectorized import evaluate_variants
+    from hwmodels.paths import get_path, resolve_path
+    from simulator.engines.analytical import provenance
+    from simulator.engines.vectorized import evaluate_variants
 
     paths = sorted({p for _, ov in points for p in ov})
     base_vals = {p: float(get_path(base, p)) for p in paths}
@@ -301,17 +301,7 @@ def _model_vectorized(graph: Any, base: Any, opts: Any, points: Sequence[tuple[s
     except _USER_ERRORS as exc:
         logger.info("vectorised evaluation failed (%s); evaluating point by point", _user_error(exc))
         return None
-    _, _, count, _ = spec_of(base)
-    prov_base = {
-        "engine": ENGINE_NAME,
-        "options": dataclasses.asdict(opts),
-        "graph_sha256": graph_digest_cached(graph),
-        "spec_file": _display_path(getattr(base, "source_file", "")),
-        "calibration_id": opts.calibration_id,
-        "version": _version(),
-        "workload": {k: graph.meta[k] for k in sorted(graph.meta)},
-        "devices": count,
-    }
+    prov_base = provenance(graph, base, opts, spec_sha256="")  # each point's spec digest below
     items = _items_per_run(graph.meta)
     digests = _VariantDigests(base, {p: resolve_path(base, p) for p in paths})
     out = []
@@ -511,8 +501,8 @@ def plan_sweep(exp: Experiment) -> _Plan:
 
 
 def _plan_model(exp: Experiment) -> _Plan:
+    from hwmodels.paths import get_path, resolve_path
     from simulator.engines.analytical import spec_digest
-    from simulator.sweep.paths import get_path, resolve_path
 
     fixed_w = dict(exp.fixed.get("workload", {}))
     fixed_o = dict(exp.fixed.get("options", {}))

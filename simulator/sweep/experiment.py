@@ -536,7 +536,7 @@ class _Parser:
         return specs
 
     def _hardware_path(self, path: str, specs: Sequence[Any]) -> str | None:
-        from simulator.sweep.paths import field_unit_of
+        from hwmodels.paths import field_unit_of
 
         unit: str | None = None
         for s in specs:
@@ -553,7 +553,7 @@ class _Parser:
 
     def _hardware_values(self, where: str, path: str, vals: Sequence[Any], specs: Sequence[Any]) -> bool:
         """Every value is one the field takes on every swept device (bounds, choices)."""
-        from simulator.sweep.paths import with_overrides
+        from hwmodels.paths import with_overrides
 
         for s in specs:
             for v in vals:
@@ -798,7 +798,7 @@ def _parse_value(raw: Any, spec: _Key, where: str) -> Any:
             raise ValueError(f"must be > {spec.minimum:g}; got {raw!r}")
         return float(raw)
     if k == "quantity":
-        from simulator.sweep.paths import parse_quantity
+        from hwmodels.paths import parse_quantity
 
         v = parse_quantity(raw, spec.unit, path="")
         if spec.unit == "count":
@@ -846,7 +846,7 @@ def _expand_axis(raw: Any, spec: _Key, where: str) -> tuple[Any, ...]:
 
 def _num(raw: Any, spec: _Key, what: str) -> float:
     if spec.kind == "quantity":
-        from simulator.sweep.paths import parse_quantity
+        from hwmodels.paths import parse_quantity
 
         try:
             return parse_quantity(raw, spec.unit)

@@ -14,7 +14,7 @@ bandwidth factor, and everything on the chip by the compute factor: ``clock.boos
 special-function units, follow), every ``compute.tensor_flops_per_s.*`` and ``compute.vector_flops_per_s.*``
 entry, the read/write bandwidth of the on-chip levels (L2, shared memory), and ``power.tdp_w`` and
 ``power.idle_w`` (energy per operation unchanged; see :func:`variant`). Variants are built with
-:func:`simulator.sweep.paths.with_overrides` and evaluated by the analytical engine. Latencies stored in
+:func:`hwmodels.paths.with_overrides` and evaluated by the analytical engine. Latencies stored in
 seconds (DRAM, L2) and per-kernel overheads are not scaled.
 """
 
@@ -46,7 +46,7 @@ def variant(spec: Any, bandwidth_scale: float, compute_scale: float) -> Any:
     memory level inside the chip (L2, shared memory) and the power limit and idle power (the same energy
     per operation at a higher rate needs proportionally more power; without that the power cap would
     stretch the faster chip's compute-bound kernels back to the catalog TDP)."""
-    from simulator.sweep.paths import with_overrides
+    from hwmodels.paths import with_overrides
 
     main = spec.main_memory
     over: dict[str, float] = {}

@@ -167,8 +167,8 @@ def test_a_micro_row_keeps_its_precision_columns(tmp_path):
 
 def test_files_may_say_no_figure_but_not_a_fraction_above_one(tmp_path):
     from hwmodels.loader import load_device_file
+    from hwmodels.paths import SweepPathError, with_overrides
     from hwmodels.spec import SpecError
-    from simulator.sweep.paths import SweepPathError, with_overrides
 
     src = (Path(__file__).resolve().parents[2] / "hwmodels" / "catalog" / "devices" / "h200-sxm-141gb.toml")
     text = src.read_text(encoding="utf-8")

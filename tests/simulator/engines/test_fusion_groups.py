@@ -15,8 +15,8 @@ from gpu_devices import h100  # noqa: E402
 
 from simulator import EvalOptions, evaluate  # noqa: E402
 from simulator.engines.analytical import LIBRARY_KERNEL_KINDS  # noqa: E402
+from simulator.engines.vectorized import evaluate_variants  # noqa: E402
 from simulator.hardware import load_hardware  # noqa: E402
-from simulator.sweep.vectorized import evaluate_variants  # noqa: E402
 from workloads.frameworks import get_profile  # noqa: E402
 from workloads.ir import GraphBuilder  # noqa: E402
 from workloads.resolve import load_workload  # noqa: E402
@@ -103,7 +103,7 @@ def test_a_reduction_never_joins_a_library_kernel():
 
 @pytest.mark.parametrize("opts", [INDUCTOR, TENSORRT])
 def test_vectorized_sweeps_build_the_same_kernels(opts):
-    from simulator.sweep.paths import with_overrides
+    from hwmodels.paths import with_overrides
 
     g = load_workload("llama-2-7b", phase="decode", batch=1, context=208, dtype="bf16", framework="compile")
     dev = load_hardware("h100-sxm5-80gb")

@@ -6,20 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwmodels.spec import SpecError
-from hwmodels.topology import parse_topology, read_topology
-from simulator.cli.systolic import evaluate_topology
-from simulator.engines.analytical import EvalOptions, evaluate
-from simulator.hardware import load_hardware
-from simulator.sweep.paths import (
+from hwmodels.paths import (
     SweepPathError,
     field_unit_of,
     get_path,
     known_paths,
     with_overrides,
 )
+from hwmodels.spec import SpecError
+from hwmodels.topology import parse_topology, read_topology
+from simulator.cli.systolic import evaluate_topology
+from simulator.engines.analytical import EvalOptions, evaluate
+from simulator.engines.vectorized import VariantError, evaluate_variants
+from simulator.hardware import load_hardware
 from simulator.sweep.systolic import SystolicSweepError, network_layers, systolic_network_variants
-from simulator.sweep.vectorized import VariantError, evaluate_variants
 from workloads.ir import GraphBuilder
 from workloads.micro import build_micro
 from workloads.zoo import build_model
@@ -357,9 +357,9 @@ def test_a_board_with_dvfs_data_matches_the_engine_per_variant():
     """The T4 ships a [dvfs] table: over the TDP the engine runs a kernel at the clock that fits; every
     variant of a sweep must equal evaluate() on that variant (power-capped GEMMs and uncapped ops alike)."""
     from hwmodels.catalog import load_device
+    from hwmodels.paths import with_overrides
     from simulator.engines.analytical import evaluate
-    from simulator.sweep.paths import with_overrides
-    from simulator.sweep.vectorized import evaluate_variants
+    from simulator.engines.vectorized import evaluate_variants
     from workloads.resolve import load_workload
 
     t4 = load_device("t4")
@@ -373,3 +373,17 @@ def test_a_board_with_dvfs_data_matches_the_engine_per_variant():
             assert res.latency_s[i] == pytest.approx(r.latency_s, rel=1e-9), (model, tdp)
             assert res.energy_j[i] == pytest.approx(r.energy_j, rel=1e-9), (model, tdp)
         assert res.latency_s[0] > res.latency_s[2] >= res.latency_s[3]  # a lower limit throttles harder
+
+
+def test_unique_rows_equals_numpy_unique_over_rows() -> None:
+    from simulator.engines.vectorized import unique_rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        keys = rng.integers(0, 3, (int(rng.integers(1, 40)), int(rng.integers(1, 4)))).astype(float)
+        keys[rng.random(keys.shape) < 0.1] = -0.0  # equal to 0.0, as np.unique takes it
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        got_first, got_inverse = unique_rows(keys)
+        assert got_first.tolist() == first.tolist()
+        assert got_inverse.tolist() == np.asarray(inverse).reshape(-1).tolist()
+    assert unique_rows(np.array([[2.0, 1.0], [1.0, 5.0], [2.0, 1.0]]))[0].tolist() == [1, 0]

@@ -189,8 +189,8 @@ def test_transforms_are_launches_inside_the_cudnn_call(a100):
 
 
 def test_vectorised_sweep_equals_the_scalar_engine_in_nchw(a100):
-    from simulator.sweep.paths import with_overrides
-    from simulator.sweep.vectorized import evaluate_variants
+    from hwmodels.paths import with_overrides
+    from simulator.engines.vectorized import evaluate_variants
 
     g = training_graph(build_model("resnet18", batch=16, phase="train", dtype="fp16"))
     bws = [1.5e12, 2.0e12]

@@ -210,8 +210,8 @@ def test_vectorised_conv_gemm_equals_the_scalar_model(a100):
 def test_sweep_of_a_cnn_equals_the_scalar_engine():
     """The engine's vectorised sweep (pruned candidates, implicit operands in the launch key) gives each
     variant's ResNet-18 per-op times as the scalar engine does, to rounding."""
-    from simulator.sweep.paths import with_overrides
-    from simulator.sweep.vectorized import evaluate_variants
+    from hwmodels.paths import with_overrides
+    from simulator.engines.vectorized import evaluate_variants
 
     h100 = load_hardware("h100-sxm5-80gb")
     rng = np.random.default_rng(7)

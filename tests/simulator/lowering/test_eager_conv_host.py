@@ -14,7 +14,7 @@ from gpu_devices import toy_gpu  # noqa: E402
 from hwmodels.catalog import load_device  # noqa: E402
 from simulator import EvalOptions, evaluate, simulate  # noqa: E402
 from simulator.engines.analytical import CUDNN_CONV_RULES, host_floor_s  # noqa: E402
-from simulator.sweep.vectorized import evaluate_variants  # noqa: E402
+from simulator.engines.vectorized import evaluate_variants  # noqa: E402
 from workloads.ir import GraphBuilder  # noqa: E402
 from workloads.zoo import build_model  # noqa: E402
 

@@ -15,7 +15,7 @@ from gpu_devices import toy_gpu  # noqa: E402
 from hwmodels.catalog import load_device  # noqa: E402
 from simulator import EvalOptions, evaluate, simulate  # noqa: E402
 from simulator.engines.analytical import module_call_counts  # noqa: E402
-from simulator.sweep.vectorized import evaluate_variants  # noqa: E402
+from simulator.engines.vectorized import evaluate_variants  # noqa: E402
 from workloads.frameworks import get_profile  # noqa: E402
 from workloads.ir import GraphBuilder  # noqa: E402
 from workloads.zoo import build_model  # noqa: E402

@@ -206,7 +206,7 @@ def test_moe_experts_with_int4_weights():
 
 def test_hardware_variants_match_one_by_one():
     from hwmodels.spec import replace_path
-    from simulator.sweep.vectorized import evaluate_variants
+    from simulator.engines.vectorized import evaluate_variants
     from workloads.resolve import load_workload
 
     hw = load_hardware("a100-sxm4-80gb")

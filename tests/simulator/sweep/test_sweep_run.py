@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.engines.analytical import EvalOptions, evaluate
+from hwmodels.paths import with_overrides
+from simulator import EvalOptions, evaluate
 from simulator.hardware import load_hardware
 from simulator.sweep import (
     StoreError,
@@ -23,7 +24,6 @@ from simulator.sweep import (
     pareto_front,
     run_sweep,
 )
-from simulator.sweep.paths import with_overrides
 from workloads.resolve import load_workload
 
 REPO = Path(__file__).resolve().parents[3]

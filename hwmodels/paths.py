@@ -22,9 +22,12 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from hwmodels import spec as _spec_module
 from hwmodels.loader import field_unit, numeric_paths
@@ -44,6 +47,7 @@ __all__ = [
     "with_overrides",
     "parse_quantity",
     "known_paths",
+    "first_invalid",
 ]
 
 #: Provenance given to a value a sweep sets (the experiment file is the source of the number).
@@ -161,11 +165,14 @@ def resolve_path(spec: DeviceSpec | SystemSpec, path: str) -> str:
 
 def field_unit_of(spec: DeviceSpec | SystemSpec, path: str) -> str:
     """SI unit of the field at ``path`` (``"B/s"``, ``"count"``, ``"1"``...; ``""`` for a choice string)."""
-    full = resolve_path(spec, path)
-    unit = field_unit(type(spec), full)
-    if unit is None:
-        return ""
-    return unit
+    return _field_unit(type(spec), resolve_path(spec, path))
+
+
+@functools.lru_cache(maxsize=256)
+def _field_unit(cls: type, full: str) -> str:
+    """:func:`hwmodels.loader.field_unit` (type introspection) once per spec class and path."""
+    unit = field_unit(cls, full)
+    return "" if unit is None else unit
 
 
 def get_path(spec: DeviceSpec | SystemSpec, path: str) -> Any:
@@ -242,6 +249,30 @@ def _check(v: float, unit: str, name: str, where: str, raw: Any) -> None:
             raise SweepPathError(f"{where}must be positive; got {v!r}; expected a factor > 0")
         if name.endswith("_fraction") and v > 1:
             raise SweepPathError(f"{where}fraction above 1; got {v!r}; expected 0 < value <= 1")
+
+
+def first_invalid(values: np.ndarray, unit: str, path: str) -> int | None:
+    """Index of the first of ``values`` (SI floats, one per variant) that the field at ``path`` cannot
+    take, by the rules :func:`parse_quantity` applies to one value; None when all are fine."""
+    name = path.rsplit(".", 1)[-1]
+    x = np.asarray(values, dtype=float)
+    ok = np.isfinite(x)
+    if name in _ZERO_MEANS_ABSENT:
+        ok &= x >= 0
+        if unit == "1" and name.endswith("_fraction"):
+            ok &= x <= 1
+    else:
+        if unit == "count":
+            ok &= x == np.round(x)
+        if unit in _POSITIVE_UNITS or unit == "1":
+            ok &= x > 0
+        if unit in _NONNEGATIVE_UNITS:
+            ok &= x >= 0
+        if unit == "1" and name.endswith("_fraction"):
+            ok &= x <= 1
+    if bool(np.all(ok)):
+        return None
+    return int(np.argmin(ok))
 
 
 def _choice_value(spec: Any, full: str, value: Any) -> str:

@@ -1,10 +1,10 @@
 """Hardware variants of one graph in one pass: every unique op costed once over arrays of spec values.
 
 :func:`evaluate_variants` predicts a graph on ``V`` variants of a base spec that differ only in
-numeric hardware fields (dotted paths of :mod:`simulator.sweep.paths`). It walks the graph once, as
-:func:`simulator.engines.analytical.evaluate` does (execution order, view aliases, L2 residency of
-the previous kernel's outputs, optional epilogue fusion, one costing per unique op signature), and
-costs each unique op by calling its lowering rule once on a device spec whose varied fields hold
+numeric hardware fields (dotted paths of :mod:`hwmodels.paths`). It walks the graph with the
+engine's own walk (:func:`simulator.engines.walk.walk_graph`: execution order, view aliases, L2
+residency of the previous kernel's outputs, optional fusion, one slot per unique op signature), and
+costs each slot by calling its lowering rule once on a device spec whose varied fields hold
 numpy arrays of length ``V``: the GPU component models (:func:`hwmodels.gpu.gemm`,
 :func:`~hwmodels.gpu.attention`, :func:`~hwmodels.gpu.streaming`, :func:`~hwmodels.gpu.roofline`)
 broadcast over them. The launch floor, energy (:func:`hwmodels.energy.dynamic_energy`) and the TDP
@@ -19,8 +19,12 @@ What is not vectorised is still exact, by a loop over variants:
   spec, inside the vectorised walk;
 * fields that change discrete structure (the L2 capacity, which decides which outputs stay resident
   for the next kernel) split the variants into groups of equal value, each vectorised;
-* TPU and CPU devices, system-level fields (``count``, ``fabric.*``, ``nodes``), multi-device plans
-  and non-numeric fields are evaluated variant by variant with :func:`evaluate`.
+* TPU and CPU devices, system-level fields (``count``, ``fabric.*``, ``nodes``) and non-numeric
+  fields are evaluated variant by variant with :func:`evaluate`.
+
+A parallel plan is not this engine's: :func:`simulator.front.evaluate_variants` (what
+``nodeperf.evaluate_variants`` is) evaluates one variant by variant through
+:func:`simulator.front.evaluate`.
 
 :attr:`VariantResult.method` says which way each call went.
 """
@@ -29,48 +33,43 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from hwmodels.energy import dvfs_kernel, dynamic_energy, kernel_energy
-from hwmodels.spec import DeviceSpec, SystemSpec
-from hwmodels.spec import get_path as _spec_get_path
-from hwmodels.spec import replace_path as _spec_replace_path
-from simulator.engines.analytical import (
-    EvalOptions,
-    FusionGroup,
-    _collectives_of,
-    _Energy,
-    _fused_cost,
-    _signature,
-    evaluate,
-    host_floor_s,
-    module_call_counts,
-    module_host_s,
-    spec_of,
-)
-from simulator.lowering import (
-    VIEW_KINDS,
-    KernelCost,
-    LoweringContext,
-    lower,
-    rule_name_for,
-)
-from simulator.lowering.common import check_dtype_rates, kernel_device_s
-from simulator.report.memory import check_memory
-from simulator.sweep.paths import (
+from hwmodels.paths import (
     SweepPathError,
     field_unit_of,
+    first_invalid,
     parse_quantity,
     resolve_path,
     with_overrides,
 )
+from hwmodels.spec import DeviceSpec, SystemSpec
+from hwmodels.spec import get_path as _spec_get_path
+from hwmodels.spec import replace_path as _spec_replace_path
+from simulator.engines.analytical import (
+    EnergyCoefficients,
+    collectives_of,
+    evaluate,
+    fused_cost,
+    host_floor_s,
+    l2_capacity,
+    module_host_s,
+    spec_of,
+)
+from simulator.engines.options import EvalOptions
+from simulator.engines.walk import FUSED, VIEW, walk_graph
+from simulator.lowering import KernelCost, LoweringContext, lower, rule_name_for
+from simulator.lowering.common import check_dtype_rates, kernel_device_s
+from simulator.report import CostReport
+from simulator.report.memory import check_memory
 from workloads.ir import Op, OpGraph
 
 __all__ = ["VariantResult", "VariantError", "evaluate_variants", "variant_overrides", "ARRAY_SAFE_GPU_RULES", "LOOPED_PATH_RULES",
-           "CHUNK_VARIANTS"]
+           "CHUNK_VARIANTS", "per_variant", "unique_rows"]
 
 #: GPU lowering rules (names as :func:`simulator.lowering.rule_name_for` gives them; ``None`` is the
 #: roofline fallback) that take a device spec holding arrays and return arrays.
@@ -165,7 +164,7 @@ def _column(spec: DeviceSpec | SystemSpec, path: str, values: Any) -> tuple[np.n
         return arr.astype(object), False
     if arr.dtype.kind in "fiu":
         out = arr.astype(float)
-        bad = _first_bad(out, unit, path)
+        bad = first_invalid(out, unit, path)
         if bad is not None:  # the scalar check words the message
             parse_quantity(arr[bad].item(), unit, path=f"{path}[{bad}]")
             raise SweepPathError(f"{path}[{bad}]: invalid value; got {arr[bad].item()!r}; expected {unit}")
@@ -176,30 +175,6 @@ def _column(spec: DeviceSpec | SystemSpec, path: str, values: Any) -> tuple[np.n
     for i, v in enumerate(arr.tolist()):
         out[i] = parse_quantity(v, unit, path=f"{path}[{i}]" if arr.shape[0] > 1 else path)
     return out, True
-
-
-def _first_bad(x: np.ndarray, unit: str, path: str) -> int | None:
-    """Index of the first value the field cannot take (None: all fine), by the rules of ``parse_quantity``."""
-    name = path.rsplit(".", 1)[-1]
-    ok = np.isfinite(x)
-    from simulator.sweep.paths import _NONNEGATIVE_UNITS, _POSITIVE_UNITS, _ZERO_MEANS_ABSENT
-
-    if name in _ZERO_MEANS_ABSENT:
-        ok &= x >= 0
-        if unit == "1" and name.endswith("_fraction"):
-            ok &= x <= 1
-    else:
-        if unit == "count":
-            ok &= x == np.round(x)
-        if unit in _POSITIVE_UNITS or unit == "1":
-            ok &= x > 0
-        if unit in _NONNEGATIVE_UNITS:
-            ok &= x >= 0
-        if unit == "1" and name.endswith("_fraction"):
-            ok &= x <= 1
-    if bool(np.all(ok)):
-        return None
-    return int(np.argmin(ok))
 
 
 def variant_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
@@ -235,7 +210,7 @@ def variant_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any
 #: The GEMM model further times its candidate tiles in blocks of
 #: :data:`hwmodels.gpu.GEMM_BLOCK_VARIANTS` variants, whose arrays stay in the CPU caches; a larger
 #: pass here spreads the walk's fixed costs (one lowering per unique op) over more variants.
-CHUNK_VARIANTS = 8192
+CHUNK_VARIANTS = 16384
 
 
 def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any] | None = None,
@@ -251,7 +226,7 @@ def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overri
         Device or system the variants start from.
     overrides
         ``{dotted path: values}``; values are SI numbers or unit strings, one per variant (1-D,
-        common length ``V``) or one for all. Paths as in :func:`simulator.sweep.paths.with_overrides`.
+        common length ``V``) or one for all. Paths as in :func:`hwmodels.paths.with_overrides`.
     options
         :class:`EvalOptions` as for :func:`evaluate`.
     per_op
@@ -277,12 +252,15 @@ def evaluate_variants(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overri
         with its index and values, and the op.
     """
     opts = options or EvalOptions()
+    if opts.plan is not None:
+        raise ValueError(f"evaluate_variants: options.plan: the engine evaluates one device's graph; got a parallel "
+                         f"plan {opts.plan!r}; expected no plan here: simulator.front.evaluate_variants "
+                         "(nodeperf.evaluate_variants) evaluates a plan variant by variant")
     cols, n = variant_overrides(base_spec, overrides or {})
     full = {p: resolve_path(base_spec, p) for p in cols}
     if dedupe and n > 1 and cols:
         keys = np.stack([_codes(c) for c in cols.values()], axis=1)
-        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = np.asarray(inverse).reshape(-1)
+        first, inverse = unique_rows(keys)
         if first.shape[0] < n:
             sub = {p: c[first] for p, c in cols.items()}
             try:
@@ -308,6 +286,20 @@ def _chunked(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, np.n
         except VariantError as exc:
             raise exc.at(int(idx[exc.index])) from None
     return _merge(parts, n, cols)
+
+
+def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first occurrence of each distinct row, in lexicographic order of the rows; the
+    distinct row of every row): ``np.unique(keys, axis=0, return_index=True, return_inverse=True)``'s
+    last two results, by one stable lexicographic sort of the columns (about twice as fast)."""
+    order = np.lexsort(keys.T[::-1])  # stable: equal rows keep their order, the first comes first
+    rows = keys[order]
+    new = np.empty(rows.shape[0], dtype=bool)
+    new[:1] = True
+    np.any(rows[1:] != rows[:-1], axis=1, out=new[1:])
+    inverse = np.empty(rows.shape[0], dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
 
 
 def _codes(c: np.ndarray) -> np.ndarray:
@@ -336,16 +328,14 @@ def _evaluate_columns(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[
                       full: dict[str, str], n: int, opts: EvalOptions, per_op: bool) -> VariantResult:
     dev = base.device if isinstance(base, SystemSpec) else base
     reason = ""
-    if opts.plan is not None:
-        reason = "a multi-device plan is evaluated per variant"
-    elif dev.kind != "gpu":
+    if dev.kind != "gpu":
         reason = f"{dev.kind} devices are evaluated per variant (their rules take no arrays)"
     elif any(not fp.startswith("device.") for fp in full.values()) and isinstance(base, SystemSpec):
         reason = "system fields (count, fabric, nodes) are evaluated per variant"
     elif any(c.dtype == object for c in cols.values()):
         reason = "non-numeric fields are evaluated per variant"
     if reason:
-        return _per_variant(graph, base, cols, n, opts, per_op, reason)
+        return _per_variant(graph, base, cols, n, opts, per_op, reason, evaluate)
     structural = _structural_paths(dev, full)
     if not structural:
         return _vector_gpu(graph, base, cols, full, n, opts, per_op, "vectorized")
@@ -438,8 +428,20 @@ def _variant_text(spec_i: Callable[[int], Any], i: int) -> str:
     return ", ".join(f"{p}={v!r}" for p, v in vals.items()) or "the base spec"
 
 
+def per_variant(graph: OpGraph, base_spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any] | None,
+                options: EvalOptions, evaluate_fn: Callable[[OpGraph, Any, EvalOptions], CostReport], *,
+                per_op: bool = False, reason: str = "") -> VariantResult:
+    """:func:`evaluate_variants`'s result computed by ``evaluate_fn(graph, variant spec, options)`` per
+    variant (``method="per-variant"``): the reference path, and the path of an evaluator that takes no
+    arrays (:func:`simulator.front.evaluate_variants` passes :func:`simulator.front.evaluate` for a
+    parallel plan)."""
+    cols, n = variant_overrides(base_spec, overrides or {})
+    return _per_variant(graph, base_spec, cols, n, options, per_op, reason, evaluate_fn)
+
+
 def _per_variant(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, np.ndarray], n: int,
-                 opts: EvalOptions, per_op: bool, reason: str) -> VariantResult:
+                 opts: EvalOptions, per_op: bool, reason: str,
+                 evaluate_fn: Callable[[OpGraph, Any, EvalOptions], CostReport]) -> VariantResult:
     spec_i = _variant_specs(base, cols, n)
     lat, en, dyn, st, cap, capped, mem = (np.zeros(n) for _ in range(7))
     fits = np.zeros(n, dtype=bool)
@@ -448,7 +450,7 @@ def _per_variant(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, 
     op_e: list[np.ndarray] = []
     for i in range(n):
         try:
-            r = evaluate(graph, spec_i(i), opts)
+            r = evaluate_fn(graph, spec_i(i), opts)
         except ValueError as exc:
             raise VariantError(i, _variant_text(spec_i, i), str(exc)) from None
         t = r.totals
@@ -487,110 +489,71 @@ def _vec(x: Any, n: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=float), (n,))
 
 
-@dataclass
-class _Walk:
-    """Unique costs of one vectorised walk: their (time, energies, capped) arrays and use counts."""
-
-    values: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
-    op_index: list[int] = field(default_factory=list)  # per record: index into values (-1: view)
-
-
 def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, np.ndarray], full: dict[str, str],
                 n: int, opts: EvalOptions, per_op: bool, method: str) -> VariantResult:
+    """The engine's walk (:func:`simulator.engines.walk.walk_graph`) with each slot costed once over
+    arrays of the ``n`` variants (:func:`_slot_arrays`), summed as the engine sums its records."""
     dev0, _, count, fabric = spec_of(base)
-    check_dtype_rates(graph, dev0)  # refused before any op is costed, as evaluate does
     dev = _array_device(dev0, cols, full) if cols else dev0
-    eff = dev.efficiency
-    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
-    if opts.eager_framework:
-        floor = np.maximum(floor, eff.framework_op_overhead_s)
     fuse = opts.fusion if opts.fusion is not None else dev0.kind == "tpu"
-    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=_collectives_of(base),
+    l2cap = float(_vec(l2_capacity(dev), n)[0])  # equal over the variants (_structural_paths)
+    walk = walk_graph(graph, opts, fuse, l2cap)
+    check_dtype_rates(walk.rate_ops, dev0)  # refused before any op is costed, as evaluate does
+    ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=collectives_of(base),
                           nodes=int(getattr(base, "nodes", 1)))
-    energy = _Energy(dev)
-    l2 = next((lv for lv in dev0.memory if lv.name.lower() in ("l2", "llc")), None)
-    l2cap = float(_vec(_spec_get_path(dev, f"memory.{l2.name}.capacity_bytes"), n)[0]) if l2 is not None else 0.0
-    spec_i = _variant_specs(base, cols, n)
     looped: set[str] = set()
-    blocked = frozenset().union(*(LOOPED_PATH_RULES.get(fp.removeprefix("device."), frozenset())
-                                  for fp in full.values()))
-
-    cost_ix: dict[tuple[Any, ...], int] = {}
-    walk = _Walk()
-    alias: dict[str, str] = {}
-    resident: set[str] = set()
-    prev_kernel: str | None = None
-    group = FusionGroup()
-
-    def base_name(name: str) -> str:
-        return alias.get(name, name)
-
-    calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
-
-    def add(key: tuple[Any, ...], make: Callable[[], KernelCost], mods: tuple[int, int] = (0, 0)) -> None:
-        key = (key, mods) if mods != (0, 0) else key
-        ix = cost_ix.get(key)
-        if ix is None:
-            ix = len(walk.values)
-            cost_ix[key] = ix
-            walk.values.append(_record_arrays(make(), dev, energy, floor, opts, n, module_host_s(mods, eff)))
-            walk.counts.append(0)
-        walk.counts[ix] += 1
-        walk.op_index.append(ix)
-
-    for op in graph:
-        if op.kind in VIEW_KINDS:
-            for t in op.outputs:
-                alias[t.name] = base_name(op.inputs[0].name)
-            walk.op_index.append(-1)
-            continue
-        in_l2 = 0.0
-        if opts.l2_residency:
-            in_l2 = float(sum(t.nbytes for t in op.inputs if base_name(t.name) in resident))
-        fused_into = ""
-        joined = group.join(op, graph, base_name, opts) if fuse else None
-        if joined is not None:
-            fused_into = prev_kernel or ""
-            group.add(op, base_name)
-        elif fuse:
-            group.start(op, base_name, opts)
-        if fused_into:
-            add(("fused", _signature(op, 0.0), *joined),
-                lambda op=op, joined=joined: _fused_cost(op, *joined, ctx))
-        else:
-            key = _signature(op, in_l2)
-            add(("op", key), lambda op=op, in_l2=in_l2: _lower_arrays(op, in_l2, ctx, base, spec_i, opts, n, looped,
-                                                                      blocked), calls.get(op.name, (0, 0)))
-        out_bytes = sum(t.nbytes for t in op.outputs)
-        written = {t.name for t in op.outputs} if out_bytes <= l2cap else set()
-        resident = (resident | written) if fused_into else written
-        prev_kernel = op.name
-
+    values = _slot_arrays(walk, base, dev, cols, full, n, opts, ctx, looped)
     lat, dyn, st, capped = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=int)
-    for (t, e_dyn, e_st, cp), c in zip(walk.values, walk.counts, strict=True):
+    for slot, v in zip(walk.slots, values, strict=True):
+        if v is None:
+            continue
+        t, e_dyn, e_st, cp = v
+        c = slot.count
         lat += c * t
         dyn += c * e_dyn
         st += c * e_st
         capped += c * cp.astype(int)
     en = dyn + st
-    mem = check_memory(graph, dev0)
-    main = dev.main_memory.capacity_bytes
-    capacity = _vec(main, n).copy()
-    required = float(mem.required_bytes)
+    required = float(check_memory(graph, dev0).required_bytes)
+    capacity = _vec(dev.main_memory.capacity_bytes, n).copy()
     op_t = op_e = None
     names: tuple[str, ...] = ()
     if per_op:
-        names = tuple(op.name for op in graph)
+        names = tuple(f["name"] for f in walk.op_fields)
         zero = np.zeros(n)
-        op_t = np.stack([walk.values[i][0] if i >= 0 else zero for i in walk.op_index])
-        op_e = np.stack([walk.values[i][1] + walk.values[i][2] if i >= 0 else zero for i in walk.op_index])
+        op_t = np.stack([zero if values[i] is None else values[i][0] for i in walk.op_slots])
+        op_e = np.stack([zero if values[i] is None else values[i][1] + values[i][2] for i in walk.op_slots])
     return VariantResult(
         latency_s=lat, energy_j=en, dynamic_energy_j=dyn, static_energy_j=st,
         power_w=np.divide(en, lat, out=np.zeros(n), where=lat > 0), memory_bytes=np.full(n, required),
         capacity_bytes=capacity, fits=required <= capacity, power_capped_ops=capped, overrides=cols, method=method,
         looped_op_kinds=tuple(sorted(looped)), op_names=names, op_time_s=op_t, op_energy_j=op_e,
     )
+
+
+def _slot_arrays(walk: Any, base: DeviceSpec | SystemSpec, dev: DeviceSpec, cols: dict[str, np.ndarray],
+                 full: dict[str, str], n: int, opts: EvalOptions, ctx: LoweringContext, looped: set[str]
+                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None]:
+    """(time, dynamic J, static J, power-capped) arrays of each slot of the walk (None for a view)."""
+    eff = dev.efficiency
+    floor = eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s
+    if opts.eager_framework:
+        floor = np.maximum(floor, eff.framework_op_overhead_s)
+    energy = EnergyCoefficients(dev)
+    spec_i = _variant_specs(base, cols, n)
+    blocked = frozenset().union(*(LOOPED_PATH_RULES.get(fp.removeprefix("device."), frozenset())
+                                  for fp in full.values()))
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
+    for slot in walk.slots:
+        if slot.kind == VIEW:
+            out.append(None)
+            continue
+        if slot.kind == FUSED:
+            kc = fused_cost(slot.op, *slot.joined, ctx)
+        else:
+            kc = _lower_arrays(slot.op, slot.in_l2, ctx, base, spec_i, opts, n, looped, blocked)
+        out.append(_record_arrays(kc, dev, energy, floor, opts, n, module_host_s(slot.modules, eff)))
+    return out
 
 
 def _lower_arrays(op: Op, in_l2: float, ctx: LoweringContext, base: DeviceSpec | SystemSpec,
@@ -609,7 +572,7 @@ def _lower_arrays(op: Op, in_l2: float, ctx: LoweringContext, base: DeviceSpec |
     for i in range(n):
         s = spec_i(i)
         d, _, cnt, fab = spec_of(s)
-        c = LoweringContext(d, opts, fabric=fab, group_size=cnt, collectives=_collectives_of(s),
+        c = LoweringContext(d, opts, fabric=fab, group_size=cnt, collectives=collectives_of(s),
                             nodes=int(getattr(s, "nodes", 1)), resident_bytes=in_l2)
         try:
             costs.append(lower(op, c))
@@ -622,7 +585,7 @@ def _lower_arrays(op: Op, in_l2: float, ctx: LoweringContext, base: DeviceSpec |
     return dataclasses.replace(costs[0], **arrays)
 
 
-def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any, opts: EvalOptions,
+def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: EnergyCoefficients, floor: Any, opts: EvalOptions,
                    n: int, modules: Any = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, dynamic J, static J, power-capped) of one kernel cost per variant: the engine's
     per-op composition (kernel device time, launch floor, energy, TDP cap) element by element."""
@@ -635,7 +598,7 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: _Energy, floor: Any,
     traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
     e_dyn = _vec(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, traffic, energy.per_byte), n)
     if dev.dvfs is not None and opts.power_cap:
-        # the engine's DVFS path (simulator.engines.analytical._record_values), element by element: over the
+        # the engine's DVFS path (simulator.engines.analytical, _record_values), element by element: over the
         # TDP the kernel runs at the clock that fits; arithmetic energy scales with V(f)^2, traffic does not
         floor_s = host
         k = dvfs_kernel(

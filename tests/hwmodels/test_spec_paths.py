@@ -6,9 +6,7 @@ import math
 
 import pytest
 
-from hwmodels.spec import Provenance
-from simulator.hardware import load_hardware
-from simulator.sweep.paths import (
+from hwmodels.paths import (
     OVERRIDE_SOURCE,
     SweepPathError,
     field_unit_of,
@@ -18,6 +16,8 @@ from simulator.sweep.paths import (
     resolve_path,
     with_overrides,
 )
+from hwmodels.spec import Provenance
+from simulator.hardware import load_hardware
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,99 @@
+"""Options of an evaluation (:class:`EvalOptions`), shared by the analytical walk, the vectorised
+walk over hardware variants and the discrete-event engine, and recorded in every report's provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EvalOptions", "CONV_LAYOUTS"]
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Options of an evaluation (they are recorded in the report's provenance).
+
+    Attributes
+    ----------
+    fusion
+        None (default): fuse on TPUs, whose XLA compiler always fuses, and not on GPUs/CPUs (eager
+        frameworks launch one kernel per op). True/False force it. Ops join the kernel being built
+        as compilers such as torch.compile or XLA build them (:class:`FusionGroup`): an elementwise
+        op that reads a tensor the kernel made, and in generated kernels also reductions,
+        concatenations and ops sharing a read with it; fused ops cost the traffic of what the kernel
+        does not hold yet and their vector work, and no launch.
+    epilogue_fusion
+        With fusion: elementwise ops may also fuse into a contraction's epilogue (GEMM, convolution,
+        attention: TensorRT, XLA, Inductor's Triton GEMM templates under ``max-autotune``). False:
+        they fuse only into generated pointwise / reduction kernels, and a contraction's output is
+        read back by a separate kernel, as torch.compile's default and ``reduce-overhead`` modes run
+        (cuBLAS / cuDNN / SDPA called as extern kernels, :data:`LIBRARY_KERNEL_KINDS`).
+    gemv_generated
+        With fusion: a matrix-vector product (a matmul with one row, :func:`is_gemv`) is a generated
+        reduction kernel, not a library call, so it takes fused epilogues whatever
+        ``epilogue_fusion`` says: Inductor decomposes ``mm`` with one row into a product and a sum
+        when ``coordinate_descent_tuning`` is on (``torch/_inductor/decomposition.py`` ``mm``), as
+        gpt-fast's and torchao's ``generate.py`` set it for batch-1 decoding.
+    cuda_graphs
+        Kernels are replayed from a captured CUDA graph: the per-kernel floor is
+        ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
+    power_cap
+        Stretch ops whose average power would exceed the TDP (and say so in the report).
+    allow_tf32
+        fp32 contractions use the TF32 tensor path (PyTorch ``allow_tf32``); otherwise SIMT FP32.
+    l2_residency
+        Inputs just written by the previous kernel and no larger than L2 are read from L2.
+    attention_kernel
+        Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
+        ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
+        matmuls) or ``"flash3"`` (warp-specialised, softmax overlapped with asynchronous matmuls:
+        FlashAttention-3/4, cuDNN). See :func:`hwmodels.gpu.attention`.
+    eager_framework
+        Ops are issued one by one by an eager framework (PyTorch eager): every op, fused or not,
+        takes at least ``efficiency.framework_op_overhead_s`` of host time, so small ops are
+        bound by the host rather than the GPU.
+    eager_modules
+        With ``eager_framework``: the ops are issued from ``nn.Module`` objects (eager PyTorch /
+        Hugging Face, not a compiled program), so an op issued by a module holding parameters adds
+        ``efficiency.framework_module_call_s`` to its host time and the first op of every container
+        module (read from the graph's dotted op names, :func:`module_call_counts`) adds
+        ``efficiency.framework_container_call_s`` per container entered.
+    conv_layout
+        Memory format of a convolution's activations: ``"nhwc"`` (default: channels last, what
+        TensorRT, XLA/TensorFlow, DeepLearningExamples' AMP configurations and Inductor's layout
+        optimisation give cuDNN) or ``"nchw"`` (PyTorch's default contiguous format). cuDNN's
+        tensor-core convolutions are NHWC kernels: on an NCHW tensor they run between layout
+        transforms of their operands and result (:data:`CONV_LAYOUTS`, ``simulator.lowering.gpu``).
+    calibration_id
+        Identifier of the calibration overlay applied to the spec, if any (recorded only).
+    plan
+        A :class:`workloads.parallel.ParallelPlan`: the graph's model (a zoo transformer or a
+        Hugging Face config, named in its ``meta``) is split over the system's devices and the
+        report is the whole step. :func:`simulator.evaluate` routes such options to
+        :func:`simulator.parallel.evaluate_graph_with_plan`; the engines themselves refuse a plan.
+    """
+
+    fusion: bool | None = None
+    epilogue_fusion: bool = True
+    gemv_generated: bool = False
+    cuda_graphs: bool = False
+    power_cap: bool = True
+    allow_tf32: bool = False
+    l2_residency: bool = True
+    attention_kernel: str = "auto"
+    eager_framework: bool = False
+    eager_modules: bool = False
+    conv_layout: str = "nhwc"
+    calibration_id: str = ""
+    plan: Any = None
+
+    def __post_init__(self) -> None:
+        if self.conv_layout not in CONV_LAYOUTS:
+            from nodeperf.suggest import did_you_mean
+
+            raise ValueError(f"options.conv_layout: unknown memory format; got {self.conv_layout!r}; expected one of "
+                             f"{', '.join(CONV_LAYOUTS)}" + did_you_mean(str(self.conv_layout).lower(), CONV_LAYOUTS))
+
+
+#: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
+CONV_LAYOUTS = ("nhwc", "nchw")

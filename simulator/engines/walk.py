@@ -1,0 +1,290 @@
+"""The one walk of the analytical engine over a graph: which kernel each op is, and what it costs by.
+
+Ops run in the graph's topological order on one stream of one device. :func:`walk_graph` decides, op
+by op, what both analytical evaluators need before any hardware number is read: view ops alias their
+input (no kernel); the bytes of an op's inputs that the previous kernel wrote and that fit in L2
+(residency); with fusion, whether the op joins the kernel being built (:class:`FusionGroup`); the
+``nn.Module`` calls an eager model's op issues (:func:`module_call_counts`); and the key its cost
+depends on (:func:`op_signature`). Ops of equal key share one *slot*: one costing per walk.
+
+The decisions depend on the graph, a few options and the L2 capacity only, so a walk is computed
+once per graph object and those (:meth:`workloads.ir.OpGraph.memo`). Its two consumers differ only in
+what they make of a slot: :func:`simulator.engines.analytical.evaluate` one record per op for one
+system, :func:`simulator.engines.vectorized.evaluate_variants` arrays over hardware variants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.engines.options import EvalOptions
+from simulator.lowering import COLLECTIVE_KINDS, VIEW_KINDS
+from simulator.lowering.common import is_contraction
+from simulator.lowering.cpu import CONTRACTION_KINDS
+from workloads.ir import Op, OpGraph
+
+__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "LIBRARY_KERNEL_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+           "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "module_call_counts", "op_signature", "walk_graph"]
+
+#: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
+FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
+# Producers that cannot take an epilogue (communication, no kernel).
+_NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
+#: Op kinds a compiler that generates only pointwise and reduction kernels calls as library kernels
+#: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
+#: The contractions (the CPU rules' list), less the MoE router, whose gate and top-k the graph keeps as one op.
+LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
+
+
+#: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:
+#: a reduction over the kernel's values (an RMSNorm's mean) and a concatenation of them (RoPE's
+#: rotate_half), which fusing compilers emit inside the same loop (Inductor's pointwise and reduction
+#: kernels, XLA loop and input fusions).
+GROUP_KINDS = frozenset({"reduction", "concat"})
+
+
+def is_gemv(op: Op) -> bool:
+    """A matmul whose activation operand has one row (``m == 1`` after flattening the leading dims)."""
+    if op.kind != "matmul" or not op.inputs:
+        return False
+    shape = op.inputs[0].shape
+    return len(shape) >= 2 and int(np.prod(shape[:-1])) == 1
+
+
+class FusionGroup:
+    """The kernel being built while the engine walks the graph in order, for fusion decisions.
+
+    ``head_kind`` is the kind of the op that launched it, ``library`` whether that op is a library
+    kernel (:data:`LIBRARY_KERNEL_KINDS`; not a matrix-vector product with
+    ``EvalOptions.gemv_generated``), ``made`` and ``read`` the (base) tensors it has produced and read
+    so far. :meth:`join` says whether the next op joins it.
+    """
+
+    __slots__ = ("head_kind", "library", "made", "read")
+
+    def __init__(self) -> None:
+        self.head_kind: str | None = None
+        self.library = False
+        self.made: set[str] = set()
+        self.read: set[str] = set()
+
+    def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
+        """``op`` launches a new kernel."""
+        self.head_kind = op.kind
+        self.library = op.kind in LIBRARY_KERNEL_KINDS and not (opts.gemv_generated and is_gemv(op))
+        self.made = {base(t.name) for t in op.outputs}
+        self.read = {base(t.name) for t in op.inputs}
+
+    def join(self, op: Op, graph: OpGraph, base: Any, opts: EvalOptions) -> tuple[frozenset[int], float] | None:
+        """``(inputs held, bytes reused)`` when ``op`` fuses into this kernel, else None.
+
+        An elementwise op (or inference batch norm) joins when it reads a tensor the kernel made
+        (vertical fusion: into a library contraction's epilogue only with ``opts.epilogue_fusion``).
+        Into a generated kernel -- whose head is not a library contraction -- a reduction or a
+        concatenation may join too, and so may an op that only reads a tensor the kernel already
+        reads (horizontal fusion over a shared input, as Inductor's scheduler scores shared reads).
+        *Inputs held* are the positions of the op's inputs the kernel already holds (no traffic);
+        *bytes reused*: an input made in the kernel that only this op reads is never stored, the op's
+        output takes its store.
+        """
+        head = self.head_kind
+        library = self.library
+        if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
+            return None
+        elementwise = is_fusible(op)
+        if not elementwise and (library or op.kind not in GROUP_KINDS):
+            return None
+        names = [base(t.name) for t in op.inputs]
+        made = [i for i, b in enumerate(names) if b in self.made]
+        if not made and (library or not any(b in self.read for b in names)):
+            return None
+        pool = self.made if library else (self.made | self.read)
+        held = frozenset(i for i, b in enumerate(names) if b in pool)
+        reuse = 0.0
+        for i in made:
+            t = op.inputs[i]
+            if names[i] == t.name and len(graph.consumers(t.name)) == 1:
+                reuse = max(reuse, float(t.nbytes))
+        return held, reuse
+
+    def add(self, op: Op, base: Any) -> None:
+        """``op`` joined the kernel."""
+        self.made.update(base(t.name) for t in op.outputs)
+        self.read.update(base(t.name) for t in op.inputs)
+
+
+def is_fusible(op: Op) -> bool:
+    """Elementwise ops, and inference batch norm (a per-channel scale and shift), fuse into producers."""
+    return op.kind in FUSIBLE_KINDS or (op.kind == "batchnorm" and not op.attrs.get("training"))
+
+
+#: Op kinds an eager model issues from a module holding parameters, when the op has a weight operand
+#: (``nn.Linear``, ``nn.Embedding``, ``nn.LayerNorm``, ``nn.BatchNorm2d``; a convolution's call time,
+#: ``framework_conv_op_overhead_s``, was measured through ``nn.Conv2d`` and includes its module).
+MODULE_OP_KINDS = frozenset({"matmul", "embedding", "layernorm", "rmsnorm", "batchnorm"})
+
+
+def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
+    """``{op name: (containers entered, parameter-holding module calls)}`` of an eager model's forward.
+
+    Op names are the module paths of the zoo and Hugging Face builders (``layers.3.attn.q``): every
+    dotted prefix that is not itself an op names a container module, called once, whose Python runs
+    before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
+    module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
+    next op that does. Ops with neither are left out, and so is everything from a training graph's loss
+    on (the backward pass runs in autograd's engine and the optimizer step calls no module).
+    """
+    from workloads.frameworks import AUTOCAST_CAST_SUFFIX
+    from workloads.training import LOSS_KINDS
+
+    names = {op.name for op in graph}
+    seen: set[str] = set()
+    out: dict[str, tuple[int, int]] = {}
+    pending = 0
+    for op in graph:
+        if op.kind in LOSS_KINDS:  # what follows the loss is autograd's backward and the optimizer: no module calls
+            break
+        parts = op.name.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if prefix not in seen and prefix not in names:
+                seen.add(prefix)
+                pending += 1
+        if op.kind in VIEW_KINDS:
+            continue
+        # a weight torch.autocast cast first (workloads.frameworks.autocast_weight_casts) still belongs to
+        # the op's module
+        cast = op.name + AUTOCAST_CAST_SUFFIX
+        leaf = int(op.kind in MODULE_OP_KINDS and any(t.role == "weight" or t.name.startswith(cast)
+                                                      for t in op.inputs))
+        if pending or leaf:
+            out[op.name] = (pending, leaf)
+        pending = 0
+    return out
+
+
+def op_signature(op: Op, resident: float) -> tuple[Any, ...]:
+    """What a lowering rule's cost of ``op`` depends on (besides the device and the options): its
+    kind, tensor shapes, dtypes and input roles, attributes (compared by value) and the bytes of its
+    inputs resident in L2. Ops with equal signatures cost the same."""
+    return (op.kind, tuple([(t.shape, t.dtype, t.role) for t in op.inputs]),
+            tuple([(t.shape, t.dtype) for t in op.outputs]), tuple(op.attrs.items()), resident)
+
+
+#: What a slot costs: a view (no kernel), an op's own kernel, or an op fused into the kernel before it.
+VIEW, KERNEL, FUSED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One costing of a walk, shared by every op of equal key.
+
+    ``op`` is the first op of the slot (the one its rule is called on), ``key`` what the cost
+    depends on besides the device and options (:func:`op_signature` with the resident bytes, or for a
+    fused op ``("fused", signature, inputs held, bytes reused)``; None for a view), ``in_l2`` the
+    bytes of its inputs resident in L2, ``joined`` the ``(inputs held, bytes reused)`` of a fused op
+    (:meth:`FusionGroup.join`), ``modules`` the op's ``nn.Module`` calls (containers, leaf modules)
+    and ``count`` the ops that share it.
+    """
+
+    kind: int
+    op: Op
+    key: Any
+    in_l2: float
+    joined: tuple[frozenset[int], float] | None
+    modules: tuple[int, int]
+    count: int
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A graph walked under some options: its slots in order of first use, and per op (execution
+    order) the slot index, the name of the kernel it is fused into (``""``: its own) and the op's own
+    record fields (name, kind, group, category, dtype, FLOPs, fused_into), ready to be merged into its
+    slot's record. ``rate_ops`` is the first contraction of each dtype (the ops whose dtype needs a
+    matrix rate, :func:`simulator.lowering.common.check_dtype_rates`)."""
+
+    slots: tuple[Slot, ...]
+    op_slots: tuple[int, ...]
+    op_fields: tuple[dict[str, Any], ...]
+    rate_ops: tuple[Op, ...]
+
+
+def walk_graph(graph: OpGraph, opts: EvalOptions, fuse: bool, l2_capacity_bytes: float) -> Walk:
+    """The walk of ``graph`` (:class:`Walk`), computed once per graph object, fusion setting, the
+    options the walk reads (L2 residency, epilogue fusion, generated GEMVs, eager module calls) and
+    L2 capacity (outputs larger than it do not stay resident for the next kernel)."""
+    modules = bool(opts.eager_framework and opts.eager_modules)
+    key = ("walk", bool(fuse), bool(opts.l2_residency), bool(opts.epilogue_fusion), bool(opts.gemv_generated),
+           modules, float(l2_capacity_bytes))
+    return graph.memo(key, lambda: _walk(graph, opts, bool(fuse), float(l2_capacity_bytes), modules))
+
+
+def _walk(graph: OpGraph, opts: EvalOptions, fuse: bool, l2cap: float, modules: bool) -> Walk:
+    alias: dict[str, str] = {}  # view output -> base tensor
+    resident: set[str] = set()  # base tensors written by the previous kernel (and fitting in L2)
+    prev_kernel = ""
+    group = FusionGroup()  # the kernel being built (fusion)
+    calls = module_call_counts(graph) if modules else {}
+    index: dict[Any, int] = {}
+    slots: list[list[Any]] = []  # [kind, op, key, in_l2, joined, modules, count]
+    op_slots: list[int] = []
+    op_fields: list[dict[str, Any]] = []
+    rate_ops: dict[str, Op] = {}
+
+    def base(name: str) -> str:
+        return alias.get(name, name)
+
+    def use(key: Any, make: Any) -> None:
+        ix = index.get(key)
+        if ix is None:
+            ix = index[key] = len(slots)
+            slots.append(make())
+        slots[ix][-1] += 1
+        op_slots.append(ix)
+
+    for op in graph:
+        dt = op.dtype.value
+        if dt not in rate_ops and is_contraction(op):
+            rate_ops[dt] = op
+        if op.kind in VIEW_KINDS:
+            for t in op.outputs:
+                alias[t.name] = base(op.inputs[0].name)
+            use(("view",), lambda op=op: [VIEW, op, None, 0.0, None, (0, 0), 0])
+            op_fields.append(_fields(op, ""))
+            continue
+        in_l2 = 0.0
+        if opts.l2_residency and resident:
+            in_l2 = float(sum(t.nbytes for t in op.inputs if alias.get(t.name, t.name) in resident))
+        fused_into = ""
+        joined = group.join(op, graph, base, opts) if fuse else None
+        if joined is not None:
+            fused_into = prev_kernel
+            group.add(op, base)
+        elif fuse:
+            group.start(op, base, opts)
+        if fused_into:
+            fkey = ("fused", op_signature(op, 0.0), *joined)
+            use(fkey, lambda op=op, k=fkey, j=joined: [FUSED, op, k, 0.0, j, (0, 0), 0])
+        else:
+            mods = calls.get(op.name) if calls else None
+            key = op_signature(op, in_l2)
+            use(key if mods is None else (key, mods),
+                lambda op=op, k=key, r=in_l2, m=mods: [KERNEL, op, k, r, None, m or (0, 0), 0])
+        op_fields.append(_fields(op, fused_into))
+        # what the next kernel finds in L2 (a fused op extends its producer's kernel)
+        out_bytes = sum(t.nbytes for t in op.outputs)
+        written = {t.name for t in op.outputs} if out_bytes <= l2cap else set()
+        resident = (resident | written) if fused_into else written
+        prev_kernel = op.name  # a fused op extends the chain: the next op may fuse into it too
+    return Walk(slots=tuple(Slot(*s) for s in slots), op_slots=tuple(op_slots), op_fields=tuple(op_fields),
+                rate_ops=tuple(rate_ops.values()))
+
+
+def _fields(op: Op, fused_into: str) -> dict[str, Any]:
+    """The fields of an op's record that come from the op (and the kernel it is fused into)."""
+    return {"name": op.name, "kind": op.kind, "group": op.group, "category": op.category,
+            "dtype": op.dtype.value, "flops": float(op.flops), "fused_into": fused_into}
