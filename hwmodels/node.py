@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import DeviceSpec, Provenance, SpecError, SystemSpec, spec_field
+from nodeperf.files import check_regular_file
 from nodeperf.suggest import did_you_mean, near_match
 
 __all__ = [
@@ -413,7 +414,8 @@ def load_node(name_or_path: str | os.PathLike[str]) -> NodeSpec:
     """
     text = os.fspath(name_or_path)
     if isinstance(name_or_path, os.PathLike) or text.endswith(".toml") or "/" in text or os.sep in text:
-        return _load_cached(_stamp(Path(text).resolve()))
+        return _load_cached(_stamp(check_regular_file(text, what="a node TOML file", error=SpecError,
+                                                      max_bytes=None).resolve()))
     key = text.strip().lower()
     names = list_nodes()
     for n in names:
