@@ -139,6 +139,15 @@ class Distribution:
             return int(self.hi), True
         return max(self.lo, poisson_quantile(self.mean, quantile)), False
 
+    def support_size(self, quantile: float) -> int:
+        """How many values :meth:`support` has, counted without building it (a ``max = 1e9`` is 10^9)."""
+        if self.kind in ("constant", "empirical"):
+            return len(set(self.values))
+        if self.hi is None and self.mean > MAX_SUPPORT:  # its quantile is above the mean: too many, uncounted
+            return math.ceil(self.mean) - self.lo + 1
+        top, _ = self.upper(quantile)
+        return max(top - self.lo + 1, 0)
+
     def support(self, quantile: float) -> tuple[int, ...]:
         """Every value a draw may take, up to :meth:`upper` (``quantile`` for an unbounded Poisson)."""
         if self.kind in ("constant", "empirical"):
