@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
                          "expected --engine des --streams N")
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
+    from simulator.cli.common import check_profile_hardware
+
+    check_profile_hardware(args, hw)
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--group-size", "group_size"))
                  if getattr(args, k, None) is not None]

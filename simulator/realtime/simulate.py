@@ -735,7 +735,7 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
             target[d] = -1.0  # force a new event for this device
             reshare(pool_of[d], t)
 
-    simulated = max(now, horizon)
+    simulated = max(now, horizon) if stopped_by == "frames" else now  # a stopped run: the time it reached
     task_results = []
     for i, t in enumerate(tasks):
         b = analysis.tasks[t.name]
