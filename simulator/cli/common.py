@@ -8,7 +8,14 @@ from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "positive_int", "profile_from_args"]
+__all__ = ["add_model_args", "graph_from_args", "nonempty", "positive_int", "profile_from_args"]
+
+
+def nonempty(text: str) -> str:
+    """An option's value that must name something (a file, a dtype, a mode): an empty one is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"empty value; got {text!r}; expected a name or a path")
+    return text
 
 
 def positive_int(text: str) -> int:
