@@ -87,6 +87,9 @@ def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
 def check(rc: int, err: str, *where: str, must_fail: bool) -> None:
     """The corpus contract (see the module docstring); one of ``where`` (the flag, the file, the value as
     typed) must appear in the located line(s)."""
+    if os.environ.get("NODEPERF_CORPUS_LOG"):  # figures for the issue: exit code and lines per case
+        with open(os.environ["NODEPERF_CORPUS_LOG"], "a", encoding="utf-8") as fh:
+            fh.write(f"{rc}\t{'Traceback' in err}\t{len(err.rstrip(chr(10)).splitlines())}\t{must_fail}\n")
     assert "Traceback" not in err, err
     assert rc in (0, 2), f"exit code {rc}: {err}"
     if must_fail:
