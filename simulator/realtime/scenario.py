@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -429,9 +430,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
                        placement: Mapping[str, str] | None = None) -> Scenario:
     """Validate a parsed scenario (see :func:`load_scenario`)."""
     p = _Problems(where)
-    for k in data:
-        if k not in _TOP_KEYS:
-            p.add(k, f"unknown key; got {k!r}; expected one of {', '.join(_TOP_KEYS)}{did_you_mean(k, _TOP_KEYS)}")
+    for path, msg in table_problems(data, allowed=_TOP_KEYS):
+        p.add(path, msg())
     if "schema" in data and data["schema"] != 1:
         p.add("schema", f"unknown schema version; got {_short(data['schema'])}; expected schema = 1")
     name = data.get("name", Path(where).stem)
@@ -511,10 +511,8 @@ def _tasks(raw_tasks: list[Mapping[str, Any]], p: _Problems, placement: Mapping[
 
 def _task(raw: Mapping[str, Any], name: str, path: str, p: _Problems, placement: Mapping[str, str]) -> TaskSpec:
     """One task's fields checked (each problem added to ``p``), with placeholders where a field was bad."""
-    for k in raw:
-        if k not in _TASK_KEYS:
-            p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_TASK_KEYS)}"
-                                 f"{did_you_mean(k, _TASK_KEYS)}")
+    for kpath, msg in table_problems(raw, allowed=_TASK_KEYS, path=path):
+        p.add(kpath, msg())
     model, params, used = _task_model(raw, path, p)
     device = placement.get(name, raw.get("device"))
     if isinstance(device, str):
@@ -650,10 +648,8 @@ def _variables(raw: Any, task_names: list[str], p: _Problems) -> list[Variable]:
         if not isinstance(body, Mapping):
             p.add(path, f"not a table; got {_short(body)}; expected [variables.{name}] with distribution = ...")
             continue
-        for k in body:
-            if k not in _VAR_KEYS:
-                p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_VAR_KEYS)}"
-                                     f"{did_you_mean(k, _VAR_KEYS)}")
+        for kpath, msg in table_problems(body, allowed=_VAR_KEYS, path=path):
+            p.add(kpath, msg())
         prod = body.get("produced_by")
         if prod not in task_names:
             p.add(f"{path}.produced_by", f"not a task; got {_short(prod)}; expected one of {', '.join(task_names)}"
@@ -770,10 +766,8 @@ def _chains(raw: Any, tasks: list[TaskSpec], p: _Problems) -> list[ChainSpec]:
             p.add(path, f"duplicate chain name; got {name!r} twice; expected unique names")
             continue
         seen.add(name)
-        for k in c:
-            if k not in _CHAIN_KEYS:
-                p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_CHAIN_KEYS)}"
-                                     f"{did_you_mean(k, _CHAIN_KEYS)}")
+        for kpath, msg in table_problems(c, allowed=_CHAIN_KEYS, path=path):
+            p.add(kpath, msg())
         seq = c.get("tasks")
         if not isinstance(seq, list) or len(seq) < 1 or not all(isinstance(s, str) for s in seq):
             p.add(f"{path}.tasks", f"not a list of task names; got {_short(seq)}; expected tasks = [\"camera\", "
