@@ -36,6 +36,7 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.spec import zero_means_absent as _spec_zero_means_absent
+from hwmodels.tables import table_problems
 from hwmodels.units import UnitError, format_quantity, parse_quantity
 from nodeperf.files import MAX_NESTING as MAX_TOML_DEPTH
 from nodeperf.files import read_text_file, toml_nesting_depth
@@ -305,12 +306,9 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
         return None
     fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
     names = [f.name for f in fields]
-    for k in table:
-        if k not in names and k not in skip:
-            ctx.problems.add(
-                _join(path, k),
-                lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}{did_you_mean(k, names)}",
-            )
+    for kpath, msg in table_problems(table, allowed=[*names, *skip], path=path, expected=f"a field of {cls.__name__}",
+                                     near=names):
+        ctx.problems.add(kpath, msg)
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     ok = True
@@ -647,10 +645,9 @@ def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -
     """Like :func:`_build` but returns the kwargs (the caller adds the skipped fields)."""
     fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
     names = [f.name for f in fields]
-    for k in table:
-        if k not in names:
-            ctx.problems.add(k, lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}"
-                                            f"{did_you_mean(k, names + sorted(skip))}")
+    for kpath, msg in table_problems(table, allowed=names, expected=f"a field of {cls.__name__}",
+                                     near=names + sorted(skip)):
+        ctx.problems.add(kpath, msg)
     hints = _hints(cls)
     out: dict[str, Any] = {}
     ok = True

@@ -23,8 +23,8 @@ from nodeperf.suggest import did_you_mean, short_repr
 
 __all__ = ["table_problems"]
 
-#: How many characters of a bad key a message shows.
-KEY_LIMIT = 60
+#: How many characters of a bad key or value a message shows.
+KEY_LIMIT = 80
 
 
 def _join(path: str, key: str) -> str:
@@ -33,18 +33,22 @@ def _join(path: str, key: str) -> str:
 
 def table_problems(table: Mapping[str, Any], *, allowed: Sequence[str], path: str = "", what: str = "key",
                    required: Iterable[str] = (), types: Mapping[str, tuple[type, ...] | type] | None = None,
+                   expected: str | None = None, near: Sequence[str] | None = None,
                    ) -> Iterator[tuple[str, Callable[[], str]]]:
     """The problems of ``table`` (the TOML table at dotted ``path``), in file order, then missing keys.
 
     ``allowed`` lists the keys in the order the message lists them; ``what`` names them ("key",
     "option"); ``types`` gives the type (or types) a present key's value must have (``bool`` is never
-    taken for an ``int``).
+    taken for an ``int``); ``expected`` replaces "one of <allowed>" in the message (``"a field of
+    DeviceSpec"``) and ``near`` the names a near match is looked for in (default: ``allowed``).
     """
     allowed = list(allowed)
+    expect = expected or f"one of {', '.join(allowed)}"
+    near = list(near) if near is not None else allowed
     for k in table:
         if k not in allowed:
-            yield _join(path, str(k)), (lambda k=k: f"unknown {what}; got {short_repr(k, KEY_LIMIT)}; expected one of "
-                                                     f"{', '.join(allowed)}{did_you_mean(str(k), allowed)}")
+            yield _join(path, str(k)), (lambda k=k: f"unknown {what}; got {short_repr(k, KEY_LIMIT)}; expected {expect}"
+                                                     f"{did_you_mean(str(k), near)}")
         elif types and k in types:
             want = types[k] if isinstance(types[k], tuple) else (types[k],)
             v = table[k]
