@@ -36,7 +36,10 @@ from hwmodels.spec import (
     replace_path,
 )
 from hwmodels.spec import zero_means_absent as _spec_zero_means_absent
+from hwmodels.tables import table_problems
 from hwmodels.units import UnitError, format_quantity, parse_quantity
+from nodeperf.files import MAX_NESTING as MAX_TOML_DEPTH
+from nodeperf.files import read_text_file, toml_nesting_depth
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 
 __all__ = [
@@ -303,12 +306,9 @@ def _build(cls: type, table: Any, path: str, ctx: _Ctx, skip: typing.Collection[
         return None
     fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
     names = [f.name for f in fields]
-    for k in table:
-        if k not in names and k not in skip:
-            ctx.problems.add(
-                _join(path, k),
-                lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}{did_you_mean(k, names)}",
-            )
+    for kpath, msg in table_problems(table, allowed=[*names, *skip], path=path, expected=f"a field of {cls.__name__}",
+                                     near=names):
+        ctx.problems.add(kpath, msg)
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     ok = True
@@ -645,10 +645,9 @@ def _build_fields(cls: type, table: dict[str, Any], ctx: _Ctx, skip: set[str]) -
     """Like :func:`_build` but returns the kwargs (the caller adds the skipped fields)."""
     fields = [f for f in dataclasses.fields(cls) if f.name not in _INTERNAL and f.name not in skip]
     names = [f.name for f in fields]
-    for k in table:
-        if k not in names:
-            ctx.problems.add(k, lambda k=k: f"unknown key; got {_short(k)}; expected a field of {cls.__name__}"
-                                            f"{did_you_mean(k, names + sorted(skip))}")
+    for kpath, msg in table_problems(table, allowed=names, expected=f"a field of {cls.__name__}",
+                                     near=names + sorted(skip)):
+        ctx.problems.add(kpath, msg)
     hints = _hints(cls)
     out: dict[str, Any] = {}
     ok = True
@@ -738,6 +737,9 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
         problems.add("memory", "no memory levels; got an empty list; expected [[memory]] entries, outermost first")
 
 
+#: Largest TOML input read (bytes): specs, nodes, scenarios and overlays are a few kilobytes.
+MAX_TOML_BYTES = 16 * 1024 * 1024
+
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 
@@ -751,19 +753,12 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         not valid TOML (``<file>:<line>:<column>: invalid TOML: ...``).
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError as e:
-        raise SpecError(f"{p}: file not found; got {str(p)!r}; expected an existing TOML file") from e
-    except IsADirectoryError as e:
-        raise SpecError(f"{p}: is a folder; got {str(p)!r}; expected a TOML file") from e
-    except OSError as e:
-        raise SpecError(f"{p}: cannot read the file; got {e.strerror or e}; expected a readable TOML file") from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{p}: not UTF-8 text; got byte 0x{raw[e.start]:02x} at offset {e.start}; "
-                        "expected a UTF-8 encoded TOML file") from e
+    text = read_text_file(p, what="a TOML file", error=SpecError, max_bytes=MAX_TOML_BYTES)
+    raw = text
+    depth = toml_nesting_depth(text)
+    if depth > MAX_TOML_DEPTH:
+        raise SpecError(f"{p}: TOML nested too deeply; got {depth} levels of arrays or inline tables; "
+                        f"expected at most {MAX_TOML_DEPTH}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -774,6 +769,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         else:
             where, msg = f"{p}:{text.count(chr(10)) + 1}", msg.replace(" (at end of document)", " at the end of the file")
         raise SpecError(f"{where}: invalid TOML; got {msg.strip()}; expected valid TOML syntax") from e
+    except RecursionError:  # a nesting the depth scan missed (e.g. dotted keys): still one located line
+        raise SpecError(f"{p}: TOML nested too deeply; got more levels than the parser's recursion limit; "
+                        f"expected at most {MAX_TOML_DEPTH}") from None
     if not data:
         got = "0 bytes" if not raw.strip() else "no keys (only comments)"
         raise SpecError(f"{p}: empty file; got {got}; expected a TOML file with its keys and tables")

@@ -55,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import DeviceSpec, Provenance, SpecError, SystemSpec, spec_field
+from hwmodels.tables import table_problems
+from nodeperf.files import check_regular_file
 from nodeperf.suggest import did_you_mean, near_match
 
 __all__ = [
@@ -267,10 +269,8 @@ def node_from_dict(data: dict[str, Any], *, where: str = "<dict>", folder: Path 
     problems = _Problems(where, "node spec")
     body, refs = _split_refs(data, problems)
     ctx = _Ctx(problems, refs, None)
-    for k in body:
-        if k not in _NODE_KEYS:
-            problems.add(k, lambda k=k: f"unknown key; got {_short(k)}; expected one of {', '.join(_NODE_KEYS)}"
-                                        f"{did_you_mean(k, _NODE_KEYS)}")
+    for path, msg in table_problems(body, allowed=_NODE_KEYS):
+        problems.add(path, msg)
     for key in ("name", "description"):
         if not isinstance(body.get(key), str) or not body.get(key):
             problems.add(key, f"missing or not a string; got {_short(body.get(key))}; expected {key} = \"...\"")
@@ -292,10 +292,8 @@ def node_from_dict(data: dict[str, Any], *, where: str = "<dict>", folder: Path 
             problems.add(path, f"duplicate device name; got {name!r} twice; expected unique names")
             continue
         seen.add(name)
-        for k in ent:
-            if k not in _DEVICE_KEYS:
-                problems.add(f"{path}.{k}", lambda k=k: f"unknown key; got {_short(k)}; expected one of "
-                                                        f"{', '.join(_DEVICE_KEYS)}{did_you_mean(k, _DEVICE_KEYS)}")
+        for kpath, msg in table_problems(ent, allowed=_DEVICE_KEYS, path=path):
+            problems.add(kpath, msg)
         ref = ent.get("spec")
         if not isinstance(ref, str) or not ref:
             problems.add(f"{path}.spec", f"missing field; got {_short(ref)}; expected spec = \"<catalog device or "
@@ -413,7 +411,8 @@ def load_node(name_or_path: str | os.PathLike[str]) -> NodeSpec:
     """
     text = os.fspath(name_or_path)
     if isinstance(name_or_path, os.PathLike) or text.endswith(".toml") or "/" in text or os.sep in text:
-        return _load_cached(_stamp(Path(text).resolve()))
+        return _load_cached(_stamp(check_regular_file(text, what="a node TOML file", error=SpecError,
+                                                      max_bytes=None).resolve()))
     key = text.strip().lower()
     names = list_nodes()
     for n in names:

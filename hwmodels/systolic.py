@@ -918,13 +918,19 @@ class _EnergyProblems:
 
 
 def _read_energy_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from nodeperf.files import MAX_NESTING, read_text_file, toml_nesting_depth
+
+    if not path.exists() and not path.is_symlink():
         raise SystolicEnergyError(f"{path}: no such file; expected a TOML file of systolic energy coefficients "
                                   f"(see {DEFAULT_ENERGY_FILE.name})") from None
-    except OSError as exc:
-        raise SystolicEnergyError(f"{path}: cannot read; got {exc.strerror}; expected a readable TOML file") from None
+    text = read_text_file(path, what="a TOML file of systolic energy coefficients", error=SystolicEnergyError,
+                          max_bytes=16 << 20)
+    if toml_nesting_depth(text) > MAX_NESTING:
+        raise SystolicEnergyError(f"{path}: TOML nested too deeply; got {toml_nesting_depth(text)} levels; expected "
+                                  f"at most {MAX_NESTING}")
+    if not text.strip():
+        raise SystolicEnergyError(f"{path}: empty file; got {len(text)} bytes of blank text; expected tables as in "
+                                  f"{DEFAULT_ENERGY_FILE.name}")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

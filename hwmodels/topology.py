@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hwmodels.systolic import ConvView, conv_gemm_view
+from nodeperf.files import read_bytes_file
 
 __all__ = ["TopologyError", "Layer", "Topology", "parse_topology", "read_topology"]
 
@@ -277,16 +278,10 @@ def read_topology(path: str | Path) -> Topology:
         If it is malformed (see :func:`parse_topology`).
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
+    if not p.exists() and not p.is_symlink():
         raise FileNotFoundError(f"{p}: topology file not found; got {str(p)!r}; expected a SCALE-Sim "
-                                "topology CSV") from None
-    except IsADirectoryError:
-        raise TopologyError([f"{p}: is a folder; got {str(p)!r}; expected a SCALE-Sim topology CSV file"]) from None
-    except OSError as exc:
-        raise TopologyError([f"{p}: cannot read the file; got {exc.strerror or exc}; expected a readable "
-                             "topology CSV"]) from None
+                                "topology CSV")
+    raw = read_bytes_file(p, what="a SCALE-Sim topology CSV file", error=lambda msg: TopologyError([msg]))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -128,6 +128,9 @@ class FrameworkProfile:
         PyTorch programs that keep the default contiguous format).
     sources
         The framework code or documentation each choice follows.
+    devices
+        The devices the stack runs on: ``(kind, vendor)`` pairs (kind as a device spec's ``kind``,
+        vendor a case-insensitive prefix of its ``vendor``; ``""`` any); see :meth:`applies_to`.
     """
 
     name: str
@@ -144,6 +147,17 @@ class FrameworkProfile:
     attention_kernel: str = "auto"
     conv_layout: str = "nhwc"
     sources: tuple[str, ...] = ()
+    devices: tuple[tuple[str, str], ...] = (("", ""),)
+
+    def applies_to(self, kind: str, vendor: str) -> bool:
+        """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
+        k, v = str(kind).lower(), str(vendor).lower()
+        return any((not dk or dk == k) and (not dv or v.startswith(dv)) for dk, dv in self.devices)
+
+    def describe_devices(self) -> str:
+        """The devices :meth:`applies_to` accepts, in words (``NVIDIA gpu, AMD gpu``)."""
+        return ", ".join(" ".join(x for x in (dv and _VENDOR_NAMES.get(dv, dv), dk or "device") if x)
+                         for dk, dv in self.devices) if self.devices != (("", ""),) else "any device"
 
     @property
     def changes_graph(self) -> bool:
@@ -166,33 +180,44 @@ class FrameworkProfile:
 
 
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
+_VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
+# PyTorch runs on CUDA and ROCm GPUs and on CPUs (TPUs through PyTorch/XLA: the xla profile)
+_TORCH_DEVICES = (("gpu", ""), ("cpu", ""))
+# torch.cuda.graph captures CUDA graphs, and HIP graphs on ROCm builds
+_GRAPH_DEVICES = (("gpu", "nvidia"), ("gpu", "amd"))
+# TensorRT builds engines for NVIDIA GPUs and for the DLAs of Jetson (kind "tpu" in this catalog)
+_TRT_DEVICES = (("gpu", "nvidia"), ("tpu", "nvidia"))
 
 #: The profile registry (``--framework NAME``).
 PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
                      attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     conv_layout="nchw", sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA, _TORCH_NCHW)),
+                     conv_layout="nchw", sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA, _TORCH_NCHW), devices=_TORCH_DEVICES),
     FrameworkProfile("sdpa", "PyTorch eager / Hugging Face transformers with attn_implementation='sdpa' "
                      "(the library default on torch >= 2.1.1)",
                      attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     attention_kernel="flash2", conv_layout="nchw", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW)),
+                     attention_kernel="flash2", conv_layout="nchw", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
+                     devices=_TORCH_DEVICES),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
                      attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
                      attention_kernel="flash2",
-                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT)),
+                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT),
+                     devices=_TORCH_DEVICES),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
                      attention="fused", **_HF_GRAPH, fusion=False, cuda_graphs=True, attention_kernel="flash2",
                      conv_layout="nchw",
                      sources=("pytorch/pytorch torch/cuda/graphs.py: torch.cuda.graph / make_graphed_callables",
-                              _TORCH_SDPA, _TORCH_NCHW)),
+                              _TORCH_SDPA, _TORCH_NCHW), devices=_GRAPH_DEVICES),
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
-                     sources=(_TRT,)),
-    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,)),
+                     sources=(_TRT,), devices=_TRT_DEVICES),
+    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,),
+                     devices=(("gpu", "nvidia"),)),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
-                     fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,)),
+                     fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd"), ("tpu", "google"))),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
-                     sources=(_SGLANG,)),
+                     sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd"))),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
 )}
 
@@ -223,8 +248,33 @@ def get_profile(name: str, where: str = "--framework") -> FrameworkProfile:
     if key in PROFILES:
         return PROFILES[key]
     choices = [*PROFILES, *ALIASES]
+    if not key:
+        raise FrameworkError(f"{where}: empty framework name; got {name!r}; expected one of {', '.join(profile_names())}")
     raise FrameworkError(f"{where}: unknown framework; got {name!r}; expected one of {', '.join(profile_names())}"
                          + did_you_mean(key, choices))
+
+
+def profiles_for(kind: str, vendor: str) -> list[str]:
+    """Names of the profiles that run on a device of ``kind`` by ``vendor``, sorted."""
+    return sorted(n for n, p in PROFILES.items() if p.applies_to(kind, vendor))
+
+
+def check_profile_device(profile: FrameworkProfile, device: str, kind: str, vendor: str,
+                         where: str = "--framework") -> None:
+    """Refuse ``profile`` on a device it does not run on (a TensorRT engine on a TPU).
+
+    Raises
+    ------
+    FrameworkError
+        ``<where> NAME: does not run on DEVICE (a VENDOR KIND); got ...; expected one of <the profiles
+        for that device>`` (one line).
+    """
+    if profile.applies_to(kind, vendor):
+        return
+    valid = profiles_for(kind, vendor)
+    raise FrameworkError(f"{where} {profile.name}: does not run on {device} ({vendor} {kind}); got {profile.name!r}, "
+                         f"which runs on {profile.describe_devices()}; expected one of {', '.join(valid) or 'none'} "
+                         f"for this device, or no {where}")
 
 
 #: torch.compile's modes (``torch.compile(model, mode=...)``).

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nodeperf.files import read_bytes_file
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import parse_dtype
 from workloads.ir import OpGraph, format_problems
@@ -337,10 +338,7 @@ def _load(path_or_dict: str | Path | Mapping[str, Any]) -> tuple[Mapping[str, An
     p = Path(path_or_dict)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise HFConfigError(f"{p}: cannot read config; got {exc.strerror or exc}; expected a readable config.json") from None
+    raw = read_bytes_file(p, what="a readable config.json", error=HFConfigError)
     try:
         text = raw.decode("utf-8-sig")  # a leading byte-order mark is allowed (editors on Windows write one)
     except UnicodeDecodeError as exc:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nodeperf.files import read_text_file
 from workloads.dtypes import DType
 from workloads.ir import (
     GRAPH_FORMAT,
@@ -101,10 +102,7 @@ def read_json(path: str | Path) -> Any:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such graph file; expected a JSON written by `nodeperf graph MODEL --save FILE`")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GraphError(f"{p}: cannot read; got {exc}; expected a UTF-8 JSON file") from None
+    text = read_text_file(p, what="a UTF-8 JSON file", error=GraphError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -32,6 +32,7 @@ from hwmodels.loader import (
 )
 from hwmodels.spec import DeviceSpec, Provenance, SpecError, SystemSpec
 from hwmodels.units import format_quantity
+from nodeperf.files import check_regular_file
 from nodeperf.suggest import near_match
 
 __all__ = [
@@ -142,7 +143,7 @@ def load_device(name_or_path: str | os.PathLike[str]) -> DeviceSpec:
         Unknown name (with the closest names), missing file, or every problem of the file.
     """
     if _looks_like_path(name_or_path):
-        path = Path(name_or_path).resolve()
+        path = _spec_path(name_or_path)
     else:
         path = _resolve(str(name_or_path), DEVICES_DIR, "device")
     return _load_device_cached(_stamp(path), _defaults_stamp())
@@ -163,7 +164,7 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
         if t:
             return tpu_slice(t.group(1), int(t.group(2)))
     if _looks_like_path(name_or_path):
-        path = Path(name_or_path).resolve()
+        path = _spec_path(name_or_path)
     else:
         path = _resolve(str(name_or_path), SYSTEMS_DIR, "system")
     return _load_system_cached(_stamp(path), _defaults_stamp())
@@ -228,6 +229,13 @@ def cluster(node: SystemSpec, nodes: int) -> SystemSpec:
         description=f"{nodes} x {node.description}" if nodes > 1 else node.description, provenance=prov)
 
 
+def _spec_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """The absolute path of a spec file, once it is known to be a regular file (not a folder, a device,
+    a pipe or a symlink loop: each one located SpecError)."""
+    return check_regular_file(name_or_path, what="a device or system TOML file", error=SpecError,
+                              max_bytes=None).resolve()
+
+
 def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
     """A catalog device or system by name (devices first), or the spec in a TOML file.
 
@@ -240,7 +248,7 @@ def load_any(name_or_path: str | os.PathLike[str]) -> DeviceSpec | SystemSpec:
         Unknown name, with the closest device and system names.
     """
     if _looks_like_path(name_or_path):
-        path = Path(name_or_path).resolve()
+        path = _spec_path(name_or_path)
         is_system = spec_kind(read_toml(path)) == "system"
         return load_system(path) if is_system else load_device(path)
     key = str(name_or_path).strip().lower()

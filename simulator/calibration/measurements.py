@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from nodeperf.files import read_bytes_file
 from nodeperf.suggest import did_you_mean
 
 __all__ = [
@@ -346,7 +347,7 @@ class MeasurementSet:
         if not p.is_file():
             what = "not a file" if p.exists() else "no such measurement file"
             raise FileNotFoundError(f"{p}: {what}; expected a CSV written by `nodeperf measure`")
-        raw = p.read_bytes()
+        raw = read_bytes_file(p, what="a measurement CSV written by `nodeperf measure`", error=MeasurementError)
         try:
             text = raw.decode("utf-8-sig")  # a leading byte-order mark (spreadsheets write one) is allowed
         except UnicodeDecodeError as exc:
@@ -365,7 +366,13 @@ class MeasurementSet:
         check_workloads: bool = True,
     ) -> MeasurementSet:
         """Parse CSV ``text`` (see :meth:`load`); ``where`` names it in error messages."""
-        reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), strict=True)
+        text = text.removeprefix("\ufeff")
+        if "\x00" in text:  # a corrupted row (the csv module would keep the NUL inside a field)
+            at = text.index("\x00")
+            line, col = text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+            raise MeasurementError(f"{where}:{line}:{col}: NUL byte in a row; got '\\x00'; expected CSV text "
+                                   "(a corrupted or binary file?)")
+        reader = csv.DictReader(io.StringIO(text), strict=True)
         try:
             header = reader.fieldnames
         except csv.Error as exc:

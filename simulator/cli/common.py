@@ -8,7 +8,14 @@ from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "positive_int", "profile_from_args"]
+__all__ = ["add_model_args", "graph_from_args", "nonempty", "positive_int", "profile_from_args"]
+
+
+def nonempty(text: str) -> str:
+    """An option's value that must name something (a file, a dtype, a mode): an empty one is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"empty value; got {text!r}; expected a name or a path")
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -56,7 +63,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="int4/int8 weights per fp16 scale along K (default 128; -1: one scale per output column)")
     p.add_argument("--no-strict", dest="strict", action="store_false",
                    help="importers: cost unknown operators by their bytes (with a warning) instead of failing")
-    p.add_argument("--framework", metavar="NAME", default="",
+    p.add_argument("--framework", metavar="NAME", default=None,
                    help="software stack the prediction stands for: eager (PyTorch/Hugging Face, attention "
                         "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; changes the "
                         "graph (transformers) and the costing (see docs/frameworks.md); default: none, the "
@@ -144,12 +151,26 @@ def _with_precision(graph: OpGraph, args: argparse.Namespace) -> OpGraph:
 
 def profile_from_args(args: argparse.Namespace) -> Any:
     """The :class:`workloads.frameworks.FrameworkProfile` named by ``--framework`` (None when not given)."""
-    name = getattr(args, "framework", "") or ""
-    if not name:
+    name = getattr(args, "framework", None)
+    if name is None:
         return None
     from workloads.frameworks import get_profile
 
-    return get_profile(name)
+    return get_profile(name)  # '' included: refused as an empty name
+
+
+def check_profile_hardware(args: argparse.Namespace, hw: Any) -> None:
+    """Refuse ``--framework`` on hardware whose device it does not run on (one located line)."""
+    profile = profile_from_args(args)
+    if profile is None:
+        return
+    from workloads.frameworks import check_profile_device
+
+    devices = getattr(hw, "devices", None)
+    specs = [getattr(d, "device", d) for d in devices] if devices else [getattr(hw, "device", hw)]
+    for dev in specs:
+        if getattr(dev, "kind", None) is not None:
+            check_profile_device(profile, dev.name, dev.kind, dev.vendor)
 
 
 def _takes_stack_options(model: str) -> bool:

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from simulator.cli.common import add_model_args
+from simulator.cli.common import add_model_args, nonempty
 
 __all__ = ["register", "run", "read_results", "PlotArgError"]
 
@@ -44,7 +44,7 @@ def _add_hardware(p: argparse.ArgumentParser, *, many: bool) -> None:
     else:
         p.add_argument("--hardware", required=True, metavar="NAME",
                        help="catalog device or system name (see `nodeperf hardware`) or a device/system TOML path")
-    p.add_argument("--calibration", metavar="OVERLAY.toml",
+    p.add_argument("--calibration", type=nonempty, metavar="OVERLAY.toml",
                    help="apply a calibration overlay written by `nodeperf calibrate`")
     p.add_argument("--fusion", action=argparse.BooleanOptionalAction, default=None,
                    help="fuse elementwise ops into their producer kernel (default: on for TPUs, off for GPUs)")
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "achieved rate, the memory and compute roofs of the dtype, the ridge point.")
     add_model_args(r)
     _add_hardware(r, many=False)
-    r.add_argument("--roof-dtype", metavar="DTYPE",
+    r.add_argument("--roof-dtype", type=nonempty, metavar="DTYPE",
                    help="dtype of the compute roof (default: the one most contraction FLOPs ran at)")
     _add_output(r)
     r.set_defaults(func=run)

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import add_model_args, graph_from_args, positive_int
+from simulator.cli.common import add_model_args, graph_from_args, nonempty, positive_int
 from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", required=True, metavar="NAME",
                    help="catalog device or system name (see `nodeperf hardware`), a device/system TOML path, "
                         "or host / host:N (this machine's CPU)")
-    p.add_argument("--calibration", metavar="OVERLAY.toml",
+    p.add_argument("--calibration", type=nonempty, metavar="OVERLAY.toml",
                    help="apply a calibration overlay written by `nodeperf calibrate`")
     p.add_argument("--top", type=positive_int, default=15, help="rows of the op table (default 15)")
     p.add_argument("--no-aggregate", dest="aggregate", action="store_false",
@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
                          "expected --engine des --streams N")
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
+    from simulator.cli.common import check_profile_hardware
+
+    check_profile_hardware(args, hw)
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--group-size", "group_size"))
                  if getattr(args, k, None) is not None]

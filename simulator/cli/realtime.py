@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from simulator.cli.common import positive_int
+from simulator.cli.common import nonempty, positive_int
 
 
 def _placement(text: str) -> tuple[str, str]:
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", required=True, metavar="NODE",
                    help="catalog node (hwmodels/catalog/nodes), device or system name, a TOML path; NAME@MODE for "
                         "a power mode (jetson-agx-orin-64gb@30w)")
-    p.add_argument("--power-mode", metavar="MODE",
+    p.add_argument("--power-mode", type=nonempty, metavar="MODE",
                    help="run every device that ships MODE in that power mode (same as --hardware NAME@MODE)")
     p.add_argument("--frames", type=positive_int, metavar="N",
                    help="frame budget: periods of the fastest source task (default: the scenario's, else 10000)")
@@ -63,9 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wall-clock limit of the simulation (default: the scenario's time_limit_s, else 300)")
     p.add_argument("--place", type=_placement, action="append", default=[], metavar="TASK=DEVICE",
                    help="place TASK on DEVICE instead of its device key (repeatable; DEVICE may be auto)")
-    p.add_argument("--overlay", action="append", default=[], metavar="FILE.toml",
+    p.add_argument("--overlay", type=nonempty, action="append", default=[], metavar="FILE.toml",
                    help="apply an overlay (calibration or power mode file) to every device that accepts it")
-    p.add_argument("--calibration", metavar="OVERLAY.toml",
+    p.add_argument("--calibration", type=nonempty, metavar="OVERLAY.toml",
                    help="apply a calibration overlay (single-device hardware only)")
     p.add_argument("--contention", choices=("on", "off"), default="on",
                    help="on (default): devices of the node's shared memory (Jetson's GPU, DLAs and CPU) divide its "

@@ -25,6 +25,7 @@ from hwmodels.systolic import (
     systolic_energy,
 )
 from hwmodels.topology import Topology, read_topology
+from simulator.cli.common import nonempty
 from simulator.cli.output import check_outputs, to_stdout, write_output
 
 __all__ = ["register", "run", "evaluate_topology", "report_rows", "topology_energy", "CSV_COLUMNS",
@@ -364,7 +365,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", required=True, help="PE rows of the array")
     p.add_argument("--cols", required=True, help="PE columns of the array")
     p.add_argument("--dataflow", required=True, choices=DATAFLOWS, help="os | ws | is")
-    p.add_argument("--topology", required=True, help="SCALE-Sim topology CSV file")
+    p.add_argument("--topology", type=nonempty, required=True, help="SCALE-Sim topology CSV file")
     p.add_argument(
         "--sram-kib",
         metavar="IFMAP,FILTER,OFMAP",
@@ -379,7 +380,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "from --word-bytes, int8 for 1-byte words)")
     p.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '700 MHz': static energy accrues over "
                                                    "total cycles / clock (default: clock.hz of the energy file)")
-    p.add_argument("--energy", metavar="FILE.toml", help="energy coefficients overlaid on "
+    p.add_argument("--energy", type=nonempty, metavar="FILE.toml", help="energy coefficients overlaid on "
                                                          "hwmodels/catalog/defaults/systolic_energy.toml")
     p.add_argument("--energy-set", metavar="PATH=VALUE", action="append",
                    help="one energy coefficient, e.g. dram.j_per_byte='20 pJ/B' (repeatable)")

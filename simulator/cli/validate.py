@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.cli.common import nonempty
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="compare predictions with measurements (error table, optional plot)",
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "kernels as serving stacks' collectors timed them, by GPU, stack and K/V width, derivation rows "
                    "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
-    p.add_argument("--calibration", metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
+    p.add_argument("--calibration", type=nonempty, metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
     p.add_argument("--json", action="store_true", help="print the error summary as one JSON object")
     p.set_defaults(func=run)

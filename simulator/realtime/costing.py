@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -527,19 +528,19 @@ class _Coster:
 
 
 def _support(scn: Scenario, task: TaskSpec) -> tuple[dict[str, tuple[int, ...]], bool]:
+    # count first (a variable with max = 1e9 has 10^9 values: never build them)
+    sizes = {v: scn.variable(v).distribution.support_size(scn.bound_quantile) for v in task.variables}
+    n = math.prod(sizes.values())
+    if n > MAX_SUPPORT:
+        raise ScenarioError(f"{task.where}: {n} distinct job sizes to cost; got variables "
+                            f"{', '.join(f'{k} ({s} values)' for k, s in sizes.items())}; expected at most "
+                            f"{MAX_SUPPORT} (give the variables a smaller max)")
     support: dict[str, tuple[int, ...]] = {}
     exact = True
     for v in task.variables:
         dist = scn.variable(v).distribution
         support[v] = dist.support(scn.bound_quantile)
         exact = exact and dist.upper(scn.bound_quantile)[1]
-    n = 1
-    for vals in support.values():
-        n *= len(vals)
-    if n > MAX_SUPPORT:
-        raise ScenarioError(f"{task.where}: {n} distinct job sizes to cost; got variables "
-                            f"{', '.join(f'{k} ({len(s)} values)' for k, s in support.items())}; expected at most "
-                            f"{MAX_SUPPORT} (give the variables a smaller max)")
     return support, exact
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -138,6 +139,15 @@ class Distribution:
         if self.hi is not None:
             return int(self.hi), True
         return max(self.lo, poisson_quantile(self.mean, quantile)), False
+
+    def support_size(self, quantile: float) -> int:
+        """How many values :meth:`support` has, counted without building it (a ``max = 1e9`` is 10^9)."""
+        if self.kind in ("constant", "empirical"):
+            return len(set(self.values))
+        if self.hi is None and self.mean > MAX_SUPPORT:  # its quantile is above the mean: too many, uncounted
+            return math.ceil(self.mean) - self.lo + 1
+        top, _ = self.upper(quantile)
+        return max(top - self.lo + 1, 0)
 
     def support(self, quantile: float) -> tuple[int, ...]:
         """Every value a draw may take, up to :meth:`upper` (``quantile`` for an unbounded Poisson)."""
@@ -420,9 +430,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
                        placement: Mapping[str, str] | None = None) -> Scenario:
     """Validate a parsed scenario (see :func:`load_scenario`)."""
     p = _Problems(where)
-    for k in data:
-        if k not in _TOP_KEYS:
-            p.add(k, f"unknown key; got {k!r}; expected one of {', '.join(_TOP_KEYS)}{did_you_mean(k, _TOP_KEYS)}")
+    for path, msg in table_problems(data, allowed=_TOP_KEYS):
+        p.add(path, msg())
     if "schema" in data and data["schema"] != 1:
         p.add("schema", f"unknown schema version; got {_short(data['schema'])}; expected schema = 1")
     name = data.get("name", Path(where).stem)
@@ -492,118 +501,140 @@ def _tasks(raw_tasks: list[Mapping[str, Any]], p: _Problems, placement: Mapping[
             p.add(path, f"duplicate task name; got {name!r} twice; expected unique names")
             continue
         seen.add(name)
-        for k in raw:
-            if k not in _TASK_KEYS:
-                p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_TASK_KEYS)}"
-                                     f"{did_you_mean(k, _TASK_KEYS)}")
-        model = raw.get("model")
-        if not isinstance(model, str) or not model.strip():
-            p.add(f"{path}.model", f"missing; got {_short(model)}; expected model = \"<zoo name, micro-workload "
-                                   "(gemm:m=..,n=..,k=..), .onnx or saved-graph .json>\"")
-            model = ""
-        params: list[tuple[str, Any]] = []
-        used = _names_in(model)
-        for k in ("batch", "seq", "context"):
-            if k in raw:
-                v = raw[k]
-                if isinstance(v, str) and _PLACEHOLDER.fullmatch(v.strip()):
-                    used += _names_in(v)
-                    params.append((k, v.strip()))
-                elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                    p.add(f"{path}.{k}", f"not a positive integer or a variable; got {_short(v)}; expected {k} = 8 "
-                                         f"or {k} = \"{{objects}}\"")
-                else:
-                    params.append((k, v))
-        for k in ("phase", "dtype"):
-            if k in raw:
-                if not isinstance(raw[k], str):
-                    p.add(f"{path}.{k}", f"not a string; got {_short(raw[k])}; expected {k} = \"...\"")
-                else:
-                    params.append((k, raw[k]))
-        device = placement.get(name, raw.get("device"))
-        if isinstance(device, str):
-            device = [device]
-        if not isinstance(device, list) or not device or not all(isinstance(d, str) and d for d in device):
-            p.add(f"{path}.device", f"missing or not a device name; got {_short(device)}; expected device = "
-                                    "\"<a device of the node>\", \"auto\", or a preference list [\"dla0\", \"gpu\"]")
-            device = ["auto"]
-        prio = raw.get("priority")
-        if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
-            p.add(f"{path}.priority", f"not an integer; got {_short(prio)}; expected priority = 3 (larger runs first)")
-            prio = None
-        after = raw.get("after", [])
-        if isinstance(after, str):
-            after = [after]
-        if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
-            p.add(f"{path}.after", f"not a list of task names; got {_short(after)}; expected after = [\"detector\"]")
-            after = []
-        if len(set(after)) != len(after):
-            p.add(f"{path}.after", f"a predecessor listed twice; got {after}; expected each task once")
-        has = [k for k in ("rate", "period", "min_interarrival") if k in raw]
-        period = max_ia = None
-        if len(has) > 1:
-            p.add(f"{path}.{has[1]}", f"conflicts with {has[0]}; got both; expected one of rate, period, "
-                                      "min_interarrival (or none for a data-driven task)")
-        activation = "triggered"
-        if "rate" in raw:
-            hz = _time(raw["rate"], f"{path}.rate", p, unit="Hz")
-            period, activation = (1.0 / hz if hz else None), "periodic"
-        elif "period" in raw:
-            period, activation = _time(raw["period"], f"{path}.period", p), "periodic"
-        elif "min_interarrival" in raw:
-            period, activation = _time(raw["min_interarrival"], f"{path}.min_interarrival", p), "sporadic"
-            if "max_interarrival" not in raw:
-                p.add(f"{path}.max_interarrival", "missing; got nothing; expected max_interarrival = \"...\" with "
-                                                  "min_interarrival (inter-arrival times are uniform between them)")
-            else:
-                max_ia = _time(raw["max_interarrival"], f"{path}.max_interarrival", p)
-                if max_ia is not None and period is not None and max_ia < period:
-                    p.add(f"{path}.max_interarrival", f"below min_interarrival; got {raw['max_interarrival']!r}; "
-                                                      f"expected >= {raw['min_interarrival']!r}")
-        if "max_interarrival" in raw and activation != "sporadic":
-            p.add(f"{path}.max_interarrival", "only for a sporadic task; got it without min_interarrival; expected "
-                                              "min_interarrival too")
-        offset = _time(raw.get("offset", "0 s"), f"{path}.offset", p, positive=False) or 0.0
-        jitter = _time(raw.get("jitter", "0 s"), f"{path}.jitter", p, positive=False) or 0.0
-        trigger = raw.get("trigger")
-        if activation == "triggered":
-            for k in ("offset", "jitter"):
-                if k in raw:
-                    p.add(f"{path}.{k}", f"only for a task released by time; got {k} on a data-driven task; expected "
-                                         "a rate or period with it, or no " + k)
-            if trigger is None:
-                if len(after) == 1:
-                    trigger = after[0]
-                elif not after:
-                    p.add(path, "no activation; got no rate, period, min_interarrival or predecessor; expected "
-                                "rate = \"30 Hz\", period = \"...\", or after = [\"<task>\"] (data-driven)")
-                else:
-                    p.add(f"{path}.trigger", f"missing; got {len(after)} predecessors {after} and no rate; expected "
-                                             "trigger = \"<the predecessor whose outputs release this task>\"")
-            elif not isinstance(trigger, str) or trigger not in after:
-                p.add(f"{path}.trigger", f"not one of the task's predecessors; got {_short(trigger)}; expected one of "
-                                         f"{after}{did_you_mean(str(trigger), after)}")
-                trigger = None
-        elif trigger is not None:
-            p.add(f"{path}.trigger", "only for a data-driven task; got trigger on a task with a rate; expected no "
-                                     "trigger (a task with a rate samples the latest output of each predecessor)")
-            trigger = None
-        if "deadline" not in raw:
-            p.add(f"{path}.deadline", "missing; got nothing; expected deadline = \"33 ms\" (from the job's release)")
-            deadline = None
-        else:
-            deadline = _time(raw["deadline"], f"{path}.deadline", p)
-        out.append(TaskSpec(
-            name=name, model=model, params=tuple(params), device=tuple(device), priority=prio if prio is not None else 0,
-            activation=activation, period_s=period, max_interarrival_s=max_ia, offset_s=offset, jitter_s=jitter,
-            deadline_s=deadline if deadline is not None else 1.0, after=tuple(after), trigger=trigger,
-            where=f"{p.where}: {path}", variables=tuple(dict.fromkeys(used)), priority_given=prio is not None,
-        ))
+        out.append(_task(raw, name, path, p, placement))
     for tname in placement:
         if tname not in seen:
             p.add("", f"--place {tname}: unknown task; got {tname!r}; expected one of {', '.join(sorted(seen))}"
                       f"{did_you_mean(tname, sorted(seen))}")
     return out
+
+
+def _task(raw: Mapping[str, Any], name: str, path: str, p: _Problems, placement: Mapping[str, str]) -> TaskSpec:
+    """One task's fields checked (each problem added to ``p``), with placeholders where a field was bad."""
+    for kpath, msg in table_problems(raw, allowed=_TASK_KEYS, path=path):
+        p.add(kpath, msg())
+    model, params, used = _task_model(raw, path, p)
+    device = placement.get(name, raw.get("device"))
+    if isinstance(device, str):
+        device = [device]
+    if not isinstance(device, list) or not device or not all(isinstance(d, str) and d for d in device):
+        p.add(f"{path}.device", f"missing or not a device name; got {_short(device)}; expected device = "
+                                "\"<a device of the node>\", \"auto\", or a preference list [\"dla0\", \"gpu\"]")
+        device = ["auto"]
+    prio = raw.get("priority")
+    if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
+        p.add(f"{path}.priority", f"not an integer; got {_short(prio)}; expected priority = 3 (larger runs first)")
+        prio = None
+    after = raw.get("after", [])
+    if isinstance(after, str):
+        after = [after]
+    if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+        p.add(f"{path}.after", f"not a list of task names; got {_short(after)}; expected after = [\"detector\"]")
+        after = []
+    if len(set(after)) != len(after):
+        p.add(f"{path}.after", f"a predecessor listed twice; got {after}; expected each task once")
+    activation, period, max_ia = _task_activation(raw, path, p)
+    offset = _time(raw.get("offset", "0 s"), f"{path}.offset", p, positive=False) or 0.0
+    jitter = _time(raw.get("jitter", "0 s"), f"{path}.jitter", p, positive=False) or 0.0
+    trigger = _task_trigger(raw, path, p, activation, after)
+    if "deadline" not in raw:
+        p.add(f"{path}.deadline", "missing; got nothing; expected deadline = \"33 ms\" (from the job's release)")
+        deadline = None
+    else:
+        deadline = _time(raw["deadline"], f"{path}.deadline", p)
+    return TaskSpec(
+        name=name, model=model, params=tuple(params), device=tuple(device), priority=prio if prio is not None else 0,
+        activation=activation, period_s=period, max_interarrival_s=max_ia, offset_s=offset, jitter_s=jitter,
+        deadline_s=deadline if deadline is not None else 1.0, after=tuple(after), trigger=trigger,
+        where=f"{p.where}: {path}", variables=tuple(dict.fromkeys(used)), priority_given=prio is not None,
+    )
+
+
+def _task_model(raw: Mapping[str, Any], path: str, p: _Problems) -> tuple[str, list[tuple[str, Any]], list[str]]:
+    """(model string, load_workload parameters, variable names used) of one task."""
+    model = raw.get("model")
+    if not isinstance(model, str) or not model.strip():
+        p.add(f"{path}.model", f"missing; got {_short(model)}; expected model = \"<zoo name, micro-workload "
+                               "(gemm:m=..,n=..,k=..), .onnx or saved-graph .json>\"")
+        model = ""
+    params: list[tuple[str, Any]] = []
+    used = _names_in(model)
+    for k in ("batch", "seq", "context"):
+        if k in raw:
+            v = raw[k]
+            if isinstance(v, str) and _PLACEHOLDER.fullmatch(v.strip()):
+                used += _names_in(v)
+                params.append((k, v.strip()))
+            elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                p.add(f"{path}.{k}", f"not a positive integer or a variable; got {_short(v)}; expected {k} = 8 "
+                                     f"or {k} = \"{{objects}}\"")
+            else:
+                params.append((k, v))
+    for k in ("phase", "dtype"):
+        if k in raw:
+            if not isinstance(raw[k], str):
+                p.add(f"{path}.{k}", f"not a string; got {_short(raw[k])}; expected {k} = \"...\"")
+            else:
+                params.append((k, raw[k]))
+    return model, params, used
+
+
+def _task_activation(raw: Mapping[str, Any], path: str, p: _Problems) -> tuple[str, float | None, float | None]:
+    """(activation, period or minimum inter-arrival (s), maximum inter-arrival (s)) of one task."""
+    has = [k for k in ("rate", "period", "min_interarrival") if k in raw]
+    period = max_ia = None
+    if len(has) > 1:
+        p.add(f"{path}.{has[1]}", f"conflicts with {has[0]}; got both; expected one of rate, period, "
+                                  "min_interarrival (or none for a data-driven task)")
+    activation = "triggered"
+    if "rate" in raw:
+        hz = _time(raw["rate"], f"{path}.rate", p, unit="Hz")
+        period, activation = (1.0 / hz if hz else None), "periodic"
+    elif "period" in raw:
+        period, activation = _time(raw["period"], f"{path}.period", p), "periodic"
+    elif "min_interarrival" in raw:
+        period, activation = _time(raw["min_interarrival"], f"{path}.min_interarrival", p), "sporadic"
+        if "max_interarrival" not in raw:
+            p.add(f"{path}.max_interarrival", "missing; got nothing; expected max_interarrival = \"...\" with "
+                                              "min_interarrival (inter-arrival times are uniform between them)")
+        else:
+            max_ia = _time(raw["max_interarrival"], f"{path}.max_interarrival", p)
+            if max_ia is not None and period is not None and max_ia < period:
+                p.add(f"{path}.max_interarrival", f"below min_interarrival; got {raw['max_interarrival']!r}; "
+                                                  f"expected >= {raw['min_interarrival']!r}")
+    if "max_interarrival" in raw and activation != "sporadic":
+        p.add(f"{path}.max_interarrival", "only for a sporadic task; got it without min_interarrival; expected "
+                                          "min_interarrival too")
+    return activation, period, max_ia
+
+
+def _task_trigger(raw: Mapping[str, Any], path: str, p: _Problems, activation: str, after: list[str]) -> str | None:
+    """The predecessor whose outputs release a data-driven task (None for a task released by time)."""
+    trigger = raw.get("trigger")
+    if activation != "triggered":
+        if trigger is not None:
+            p.add(f"{path}.trigger", "only for a data-driven task; got trigger on a task with a rate; expected no "
+                                     "trigger (a task with a rate samples the latest output of each predecessor)")
+        return None
+    for k in ("offset", "jitter"):
+        if k in raw:
+            p.add(f"{path}.{k}", f"only for a task released by time; got {k} on a data-driven task; expected "
+                                 "a rate or period with it, or no " + k)
+    if trigger is None:
+        if len(after) == 1:
+            return after[0]
+        if not after:
+            p.add(path, "no activation; got no rate, period, min_interarrival or predecessor; expected "
+                        "rate = \"30 Hz\", period = \"...\", or after = [\"<task>\"] (data-driven)")
+        else:
+            p.add(f"{path}.trigger", f"missing; got {len(after)} predecessors {after} and no rate; expected "
+                                     "trigger = \"<the predecessor whose outputs release this task>\"")
+        return None
+    if not isinstance(trigger, str) or trigger not in after:
+        p.add(f"{path}.trigger", f"not one of the task's predecessors; got {_short(trigger)}; expected one of "
+                                 f"{after}{did_you_mean(str(trigger), after)}")
+        return None
+    return trigger
 
 
 def _variables(raw: Any, task_names: list[str], p: _Problems) -> list[Variable]:
@@ -617,10 +648,8 @@ def _variables(raw: Any, task_names: list[str], p: _Problems) -> list[Variable]:
         if not isinstance(body, Mapping):
             p.add(path, f"not a table; got {_short(body)}; expected [variables.{name}] with distribution = ...")
             continue
-        for k in body:
-            if k not in _VAR_KEYS:
-                p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_VAR_KEYS)}"
-                                     f"{did_you_mean(k, _VAR_KEYS)}")
+        for kpath, msg in table_problems(body, allowed=_VAR_KEYS, path=path):
+            p.add(kpath, msg())
         prod = body.get("produced_by")
         if prod not in task_names:
             p.add(f"{path}.produced_by", f"not a task; got {_short(prod)}; expected one of {', '.join(task_names)}"
@@ -737,10 +766,8 @@ def _chains(raw: Any, tasks: list[TaskSpec], p: _Problems) -> list[ChainSpec]:
             p.add(path, f"duplicate chain name; got {name!r} twice; expected unique names")
             continue
         seen.add(name)
-        for k in c:
-            if k not in _CHAIN_KEYS:
-                p.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(_CHAIN_KEYS)}"
-                                     f"{did_you_mean(k, _CHAIN_KEYS)}")
+        for kpath, msg in table_problems(c, allowed=_CHAIN_KEYS, path=path):
+            p.add(kpath, msg())
         seq = c.get("tasks")
         if not isinstance(seq, list) or len(seq) < 1 or not all(isinstance(s, str) for s in seq):
             p.add(f"{path}.tasks", f"not a list of task names; got {_short(seq)}; expected tasks = [\"camera\", "

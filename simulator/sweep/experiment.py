@@ -308,20 +308,18 @@ def load_experiment(path: str | Path) -> Experiment:
     ExperimentError
         Every problem of the file, located (``file:line: key: problem; got ...; expected ...``).
     """
-    import tomllib
-
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such experiment file; got {str(path)!r}; expected an experiment TOML "
                                 "(see docs/sweep.md)")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ExperimentError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected an experiment TOML") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ExperimentError(f"{p}: invalid TOML: {exc}") from None
+    from hwmodels.loader import read_toml
+    from hwmodels.spec import SpecError
+
+    try:  # regular file, size, UTF-8, nesting depth and syntax, each one located line
+        data = read_toml(p)
+    except SpecError as exc:
+        raise ExperimentError(str(exc)) from None
+    text = p.read_text(encoding="utf-8")
     return parse_experiment(data, path=str(p), text=text)
 
 

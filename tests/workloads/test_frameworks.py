@@ -168,3 +168,42 @@ def test_hf_config_follows_its_model_type():
     assert "qkv" in {op.name.rsplit(".", 1)[-1] for op in _layer0(g, "attn") if op.kind == "matmul"}
     assert g.meta["framework"] == "eager"
     assert "framework" not in build_from_config(cfg, seq=64).meta
+
+
+# --- the devices a profile runs on ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "kind", "vendor", "ok"), [
+    ("tensorrt", "gpu", "NVIDIA", True), ("tensorrt", "tpu", "NVIDIA", True),  # Jetson's DLA
+    ("tensorrt", "tpu", "Google", False), ("tensorrt", "gpu", "AMD", False), ("trt-llm", "tpu", "NVIDIA", False),
+    ("vllm", "tpu", "Google", True), ("vllm", "cpu", "Intel", False), ("sglang", "gpu", "AMD", True),
+    ("eager", "cpu", "Intel", True), ("eager", "tpu", "Google", False), ("cuda-graphs", "gpu", "AMD", True),
+    ("cuda-graphs", "cpu", "Intel", False), ("xla", "tpu", "Google", True), ("xla", "cpu", "Arm (in NVIDIA Orin)", True),
+])
+def test_profile_applies_to_its_devices(name, kind, vendor, ok):
+    from workloads.frameworks import PROFILES
+
+    assert PROFILES[name].applies_to(kind, vendor) is ok
+
+
+def test_profile_on_a_device_it_does_not_run_on_is_refused_with_the_valid_ones():
+    from workloads.frameworks import PROFILES, FrameworkError, check_profile_device, profiles_for
+
+    assert profiles_for("tpu", "Google") == ["vllm", "xla"]
+    with pytest.raises(FrameworkError, match=r"^--framework tensorrt: does not run on tpu-v4 \(Google tpu\); got "
+                                             r"'tensorrt', which runs on NVIDIA gpu, NVIDIA tpu; expected one of vllm, "
+                                             r"xla for this device, or no --framework$"):
+        check_profile_device(PROFILES["tensorrt"], "tpu-v4", "tpu", "Google")
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["--hardware", "tpu-v4", "--framework", "tensorrt"], "--framework tensorrt: does not run on tpu-v4"),
+    (["--hardware", "h100-sxm5-80gb", "--framework", ""], "--framework: empty framework name; got ''"),
+    (["--hardware", "xeon-platinum-8480", "--framework", "vllm"], "expected one of compile, eager, sdpa, xla"),
+])
+def test_cli_refuses_a_profile_for_the_wrong_device(capsys, argv, line):
+    from simulator.cli import main
+
+    assert main(["predict", "gemm:m=64,n=64,k=64", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and line in err, err
