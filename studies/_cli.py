@@ -90,6 +90,19 @@ def _catalog(kind: str) -> list[str]:
     return list_nodes()
 
 
+def _describe(kind: str) -> str:
+    """``int>0`` -> ``an integer > 0``, ``device[]`` -> ``a non-empty array of device names``..."""
+    if kind.endswith("[]"):
+        one = _describe(kind[:-2]).removeprefix("a ").removeprefix("an ")
+        for word in ("integer", "number", "string", "name"):
+            one = one.replace(word, word + "s", 1)
+        return f"a non-empty array of {one}"
+    number, _, bound = kind.partition(">")
+    if bound:
+        return f"{'an integer' if number == 'int' else 'a number'} {'>= 0' if bound == '=0' else '> 0'}"
+    return {"str": "a string", "bool": "true or false", "table": "a table"}.get(kind, f"a {kind} name")
+
+
 def _check(value: Any, kind: str, at: str, where: Path) -> None:
     """One value against one kind of :data:`Schema`; a ValueError naming ``where`` and ``at`` if it is not."""
     from nodeperf.suggest import did_you_mean, short_repr
@@ -114,13 +127,12 @@ def _check(value: Any, kind: str, at: str, where: Path) -> None:
             if value not in names:
                 raise bad(f"a catalog {kind} name (see `nodeperf {kind}s`)", did_you_mean(value, names, prefix=True))
         elif kind == "model" and ":" not in value:  # "gemm:m=..." is a micro-workload
-            from workloads.zoo import get_entry
+            from workloads.zoo import get_entry, list_models
             try:
                 get_entry(value)
-            except KeyError as exc:
-                hint = str(exc).strip("\"'").rpartition(";")[2]
-                raise bad("a zoo model name (see `nodeperf models`)",
-                          f";{hint}" if "did you mean" in hint else "") from None
+            except KeyError:
+                names = [m.name for m in list_models()]
+                raise bad("a zoo model name (see `nodeperf models`)", did_you_mean(value, names)) from None
         return
     if kind == "table":
         if not isinstance(value, dict):
@@ -159,7 +171,7 @@ def check_config(cfg: dict[str, Any], schema: Schema, where: Path) -> None:
                     if optional:
                         continue
                     raise ValueError(f"{where}: {here}: missing key; expected "
-                                     f"{'an array of tables' if many else kind if last else 'a table'}")
+                                     f"{'an array of tables' if many else _describe(kind) if last else 'a table'}")
                 value = node[key]
                 if many:
                     if not isinstance(value, list) or not value or not all(isinstance(x, dict) for x in value):
