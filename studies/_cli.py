@@ -3,9 +3,10 @@
 Each study is one command that runs the configuration, writes its CSVs and draws its figures, from any
 working directory: ``python -m studies.NAME`` from the repository root, or ``python studies/NAME/run.py``
 from anywhere (the script puts the repository root on ``sys.path`` itself). The options are the same for
-every study: ``--reduced`` (the configuration the tests run), ``--out FOLDER`` (the CSVs; default
-``out/NAME/`` under the repository root, which git ignores), ``--figures FOLDER`` (default: the ``--out``
-folder) and ``--plot-only`` (redraw from the CSVs in ``--out``). An error in a configuration, a missing CSV
+every study: ``--config FILE`` (default: the study's ``config.toml``), ``--reduced`` (the configuration
+the tests run), ``--out FOLDER`` (the CSVs; default ``out/NAME/`` under the repository root, which git
+ignores), ``--figures FOLDER`` (default: the ``--out`` folder) and ``--plot-only`` (redraw from the CSVs in ``--out``). The configuration is checked against
+the study's declared :data:`Schema` before any work. An error in a configuration, a missing CSV
 or an output that cannot be written prints one line and exits with code 2.
 """
 
@@ -74,6 +75,116 @@ def load_config(path: Path, reduced: bool = False) -> dict[str, Any]:
     return cfg
 
 
+#: A study's declared schema: dotted key path -> kind. A kind is ``str``, ``bool``, ``int>0``, ``int>=0``,
+#: ``num>0``, ``num>=0``, ``table``, or a catalog name (``device``, ``node``, ``model``: unknown names are refused
+#: with a near match); ``KIND[]`` is a non-empty array of them. ``key[]`` in a path walks every table of
+#: an array of tables (``workloads[].model``); ``?`` before a path makes the key optional.
+Schema = dict[str, str]
+
+
+def _catalog(kind: str) -> list[str]:
+    if kind == "device":
+        from hwmodels.catalog import list_devices
+        return list_devices()
+    from hwmodels.node import list_nodes
+    return list_nodes()
+
+
+def _describe(kind: str) -> str:
+    """``int>0`` -> ``an integer > 0``, ``device[]`` -> ``a non-empty array of device names``..."""
+    if kind.endswith("[]"):
+        one = _describe(kind[:-2]).removeprefix("a ").removeprefix("an ")
+        for word in ("integer", "number", "string", "name"):
+            one = one.replace(word, word + "s", 1)
+        return f"a non-empty array of {one}"
+    number, _, bound = kind.partition(">")
+    if bound:
+        return f"{'an integer' if number == 'int' else 'a number'} {'>= 0' if bound == '=0' else '> 0'}"
+    return {"str": "a string", "bool": "true or false", "table": "a table"}.get(kind, f"a {kind} name")
+
+
+def _check(value: Any, kind: str, at: str, where: Path) -> None:
+    """One value against one kind of :data:`Schema`; a ValueError naming ``where`` and ``at`` if it is not."""
+    from nodeperf.suggest import did_you_mean, short_repr
+
+    def bad(expected: str, hint: str = "") -> ValueError:
+        return ValueError(f"{where}: {at}: got {short_repr(value)} ({type(value).__name__}); "
+                          f"expected {expected}{hint}")
+
+    if kind.endswith("[]"):
+        if not isinstance(value, list):
+            raise bad(f"a non-empty array of {kind[:-2]}")
+        if not value:
+            raise bad(f"a non-empty array of {kind[:-2]}")
+        for i, v in enumerate(value):
+            _check(v, kind[:-2], f"{at}[{i}]", where)
+        return
+    if kind in ("str", "device", "node", "model"):
+        if not isinstance(value, str) or not value.strip():
+            raise bad("a non-empty string" if kind == "str" else f"a {kind} name")
+        if kind in ("device", "node"):
+            names = _catalog(kind)
+            if value not in names:
+                raise bad(f"a catalog {kind} name (see `nodeperf {kind}s`)", did_you_mean(value, names, prefix=True))
+        elif kind == "model" and ":" not in value:  # "gemm:m=..." is a micro-workload
+            from workloads.zoo import get_entry, list_models
+            try:
+                get_entry(value)
+            except KeyError:
+                names = [m.name for m in list_models()]
+                raise bad("a zoo model name (see `nodeperf models`)", did_you_mean(value, names)) from None
+        return
+    if kind == "table":
+        if not isinstance(value, dict):
+            raise bad("a table")
+        return
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return
+    number, _, bound = kind.partition(">")
+    ok_type = (int,) if number == "int" else (int, float)
+    if not isinstance(value, ok_type) or isinstance(value, bool):
+        raise bad(f"{'an integer' if number == 'int' else 'a number'} {'>= 0' if bound == '=0' else '> 0'}")
+    if value != value or (value < 0 if bound == "=0" else value <= 0):
+        raise bad(f"{'an integer' if number == 'int' else 'a number'} {'>= 0' if bound == '=0' else '> 0'}")
+
+
+def check_config(cfg: dict[str, Any], schema: Schema, where: Path) -> None:
+    """Check configuration ``cfg`` (read from ``where``) against ``schema``, before any work: a missing key,
+    a wrong type, an empty array, a size that is not positive or an unknown catalog name is a ValueError
+    of one line naming the file and the dotted key path (with a near match for names)."""
+    for path, kind in schema.items():
+        optional = path.startswith("?")
+        parts = path.lstrip("?").split(".")
+        nodes: list[tuple[str, Any]] = [("", cfg)]
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
+            many = part.endswith("[]")
+            key = part[:-2] if many else part
+            nxt: list[tuple[str, Any]] = []
+            for at, node in nodes:
+                here = f"{at}.{key}" if at else key
+                if not isinstance(node, dict):
+                    raise ValueError(f"{where}: {at}: got {type(node).__name__}; expected a table")
+                if key not in node:
+                    if optional:
+                        continue
+                    raise ValueError(f"{where}: {here}: missing key; expected "
+                                     f"{'an array of tables' if many else _describe(kind) if last else 'a table'}")
+                value = node[key]
+                if many:
+                    if not isinstance(value, list) or not value or not all(isinstance(x, dict) for x in value):
+                        raise ValueError(f"{where}: {here}: got {type(value).__name__}; "
+                                         "expected a non-empty array of tables")
+                    nxt += [(f"{here}[{i}]", x) for i, x in enumerate(value)]
+                else:
+                    nxt.append((here, value))
+            nodes = nxt
+        for at, value in nodes:
+            _check(value, kind, at, where)
+
+
 def rows_step(run: Callable[[dict[str, Any]], Rows], write_csv: Callable[[Rows, Path], Any],
               csv_name: str = "results.csv") -> Callable[[dict[str, Any], Path], str]:
     """The usual compute step: run the configuration and write its rows to ``OUT/csv_name``."""
@@ -91,15 +202,19 @@ def study_main(argv: Sequence[str] | None, *, here: Path, description: str,
                draw: Callable[[dict[str, Any], Path, Path], Sequence[Path]],
                results: str = "results.csv",
                options: Callable[[argparse.ArgumentParser], Any] | None = None,
-               configure: Callable[[dict[str, Any], argparse.Namespace], Any] | None = None) -> int:
+               configure: Callable[[dict[str, Any], argparse.Namespace], Any] | None = None,
+               schema: Schema | None = None) -> int:
     """The study in folder ``here`` as one command (see the module docstring).
 
     ``compute(cfg, out)`` runs the (reduced) configuration, writes the CSVs into folder ``out`` and returns
     the line to print; ``draw(cfg, out, figures)`` draws from the CSVs in ``out`` into folder ``figures``
-    and returns the figure paths. ``options`` adds study-specific arguments to the parser and
+    and returns the figure paths. ``schema`` declares the configuration's keys (:data:`Schema`), checked
+    by :func:`check_config` before any work. ``options`` adds study-specific arguments to the parser and
     ``configure(cfg, args)`` applies them to the configuration.
     """
     p = argparse.ArgumentParser(prog=f"python -m studies.{here.name}", description=description)
+    p.add_argument("--config", type=Path, default=here / "config.toml",
+                   help="the configuration file (default: the study's config.toml)")
     p.add_argument("--reduced", action="store_true", help="the small configuration the tests run")
     p.add_argument("--out", type=Path, default=out_dir(here),
                    help=f"folder of {results} (default out/{here.name}/ under the repository root)")
@@ -110,7 +225,9 @@ def study_main(argv: Sequence[str] | None, *, here: Path, description: str,
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column of the CSV, not a warning per row
     try:
-        cfg = load_config(here / "config.toml", args.reduced)
+        cfg = load_config(args.config, args.reduced)
+        if schema is not None:
+            check_config(cfg, schema, args.config)
         if configure is not None:
             configure(cfg, args)
         if args.out.exists() and not args.out.is_dir():

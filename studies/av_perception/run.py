@@ -76,6 +76,13 @@ def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folde
     return out
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "scenario": "str", "node": "device", "power_modes": "str[]", "frames": "int>0", "seed": "int>=0",
+    "contention": "bool", "transfers": "bool", "placements": "table",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     from studies.av_perception.plot import plot
 
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         res, cdf = write_csvs(rows, cdf_rows, out)
         return f"{len(rows)} rows -> {res}; {len(cdf_rows)} CDF points -> {cdf}"
 
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0], compute=compute,
                       draw=lambda _cfg, out, figs: list(plot(out, figs)), results="results.csv and cdf.csv",
                       options=options, configure=configure)
 

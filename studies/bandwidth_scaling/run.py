@@ -151,8 +151,17 @@ def plot(csv_path: Path, out: Path) -> Path:
     return save_figure(fig, out)
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "device": "device", "model": "model", "dtype": "str", "cuda_graphs": "bool",
+    "bandwidth_scales": "num>0[]", "compute_scales": "num>0[]",
+    "workloads[].name": "str", "workloads[].phase": "str", "workloads[].batch": "int>0",
+    "?workloads[].seq": "int>0", "?workloads[].context": "int>0",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0],
                       compute=rows_step(run, write_csv, CSV_NAME),
                       draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 

@@ -56,10 +56,16 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
     write_rows(rows, out, COLUMNS)
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "model": "model", "dtype": "str", "context": "int>0", "devices": "device[]", "batches": "int>0[]",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     from studies.decode_scaling.plot import plot
 
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0],
                       compute=rows_step(run, write_csv, CSV_NAME),
                       draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 

@@ -135,6 +135,18 @@ def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[P
     return paths
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "training.model": "model", "training.dtype": "str", "training.seq": "int>0",
+    "training.global_batch": "int>0", "training.microbatch": "int>0", "training.recompute": "str",
+    "training.sequence_parallel": "bool", "training.zero_stage": "int>=0", "training.systems": "str[]",
+    "training.gpus": "int>0[]", "training.tp": "int>0[]", "training.pp": "int>0[]",
+    "inference.model": "model", "inference.dtype": "str", "inference.systems": "str[]",
+    "inference.tp": "int>0[]", "inference.batches": "int>0[]", "inference.input_len": "int>0",
+    "inference.output_len": "int>0",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     from studies.parallelism.plot import plot
 
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = write_all(results, out)
         return "; ".join(f"{len(results[k])} rows -> {p}" for k, p in zip(("training", "inference"), paths, strict=True))
 
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0], compute=compute,
                       draw=lambda _cfg, out, figs: list(plot(out, figs)), results=f"{TRAINING_CSV} and {INFERENCE_CSV}")
 
 

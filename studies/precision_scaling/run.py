@@ -131,8 +131,16 @@ def plot(csv_path: Path, out: Path, top: int = 5) -> Path:
     return save_figure(fig, out)
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "devices": "device[]", "precisions": "str[]", "baseline": "str",
+    "workloads[].name": "str", "workloads[].model": "model", "?workloads[].phase": "str",
+    "?workloads[].batch": "int>0", "?workloads[].seq": "int>0",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0],
                       compute=rows_step(run, write_csv, CSV_NAME),
                       draw=lambda _cfg, out, figs: [plot(out / CSV_NAME, figs / FIGURE_NAME)])
 

@@ -137,6 +137,14 @@ def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
     return save_figure(fig, out)
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "model": "model", "dtype": "str", "devices": "device[]", "input_len": "int>0", "output_len": "int>0",
+    "batches": "int>0[]", "cuda_graphs": "bool", "tpot_samples": "int>0", "tpot_slos_s": "num>0[]",
+    "ttft_slo_s": "num>0",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     def compute(cfg: dict[str, Any], out: Path) -> str:
         rows = run(cfg)
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         # the SLO lines come from the configuration of the same size as the run (--reduced or not)
         return [plot(out / CSV_NAME, figures / FIGURE_NAME, cfg["tpot_slos_s"])]
 
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0], compute=compute,
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0], compute=compute,
                       draw=draw, results="results.csv and frontier.csv")
 
 

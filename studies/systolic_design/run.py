@@ -170,8 +170,17 @@ def plot(csv_path: Path, folder: Path) -> list[Path]:
     return out
 
 
+#: The configuration's keys, checked before any work (studies._cli.Schema).
+SCHEMA = {
+    "reference_device": "device", "word_bytes": "int>0", "pes": "int>0", "rows": "int>0[]",
+    "dataflows": "str[]", "sram_kib": "int>0[]",
+    "workloads[].name": "str", "workloads[].model": "model", "workloads[].batch": "int>0",
+    "?workloads[].seq": "int>0",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    return study_main(argv, here=HERE, description=__doc__.splitlines()[0],
+    return study_main(argv, schema=SCHEMA, here=HERE, description=__doc__.splitlines()[0],
                       compute=rows_step(run, write_csv, CSV_NAME),
                       draw=lambda _cfg, out, figs: list(plot(out / CSV_NAME, figs)))
 
