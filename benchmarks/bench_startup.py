@@ -7,7 +7,9 @@ reference, ``python -c "pass"``: the interpreter's own start-up, which every fig
 
 Each case runs as a fresh process (``python -m simulator.cli ...``, the code of this checkout: the
 repository root goes first on ``PYTHONPATH``); the minimum over ``--repeat`` runs is the figure that
-noise from other processes disturbs least. ``--importtime`` also prints the slowest imports of the
+noise from other processes disturbs least. Byte code is cached, as in an installed package, in a
+folder of its own under the temporary directory (``--no-bytecode-cache`` compiles every module from
+source in every run instead, as under ``PYTHONDONTWRITEBYTECODE=1``). ``--importtime`` also prints the slowest imports of the
 main job (``python -X importtime``), cumulative, which is where to look when a figure regresses.
 
 Run: ``python benchmarks/bench_startup.py [--repeat N] [--importtime]``.
@@ -20,6 +22,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,15 +39,26 @@ CASES: list[tuple[str, list[str], str]] = [
 ]
 
 
-def _env() -> dict[str, str]:
+PYCACHE = Path(tempfile.gettempdir()) / "nodeperf-bench-startup-pycache"
+
+
+def _env(bytecode_cache: bool = True) -> dict[str, str]:
+    """The children's environment: this checkout first on the path; byte code cached (as an installed
+    package has it) in a folder of its own outside the repository, or never written (``bytecode_cache``
+    false: every module compiled from source, as under ``PYTHONDONTWRITEBYTECODE``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if bytecode_cache:
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
-def whole_process_s(args: list[str], repeat: int) -> float:
+def whole_process_s(args: list[str], repeat: int, bytecode_cache: bool = True) -> float:
     """Minimum wall time (s) of ``python ARGS`` over ``repeat`` fresh processes (one untimed run first)."""
-    env = _env()
+    env = _env(bytecode_cache)
     best = float("inf")
     for i in range(repeat + 1):
         t0 = time.perf_counter()
@@ -72,11 +86,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7, help="runs per case (the minimum is printed)")
     ap.add_argument("--importtime", action="store_true", help="also list the main job's slowest imports")
+    ap.add_argument("--no-bytecode-cache", dest="bytecode_cache", action="store_false",
+                    help="compile every module from source in every run (PYTHONDONTWRITEBYTECODE)")
     args = ap.parse_args()
+    cache = "byte code cached" if args.bytecode_cache else "no byte code cache"
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}; whole process, min of {args.repeat} runs")
+          f"Python {platform.python_version()}; whole process, min of {args.repeat} runs, {cache}")
     for name, argv, goal in CASES:
-        t = whole_process_s(argv, args.repeat)
+        t = whole_process_s(argv, args.repeat, args.bytecode_cache)
         print(f"  {name:<40} {t:6.3f} s" + (f"  (goal <= {goal})" if goal else ""))
     if args.importtime:
         print("slowest imports of the main job (cumulative):")

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import workloads.ir as _ir
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
 from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError
@@ -33,6 +32,7 @@ __all__ = [
     "kinds",
     "gemm_dims",
     "conv_dims",
+    "conv_params",
     "attention_pairs",
     "ELEMENTWISE_FLOPS",
 ]
@@ -294,7 +294,9 @@ def conv_out(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
     return (size + p0 + p1 - d * (k - 1) - 1) // s + 1
 
 
-def _conv_params(attrs: Any, nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+def conv_params(attrs: Any, nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """``(stride, dilation, padding, groups)`` of a convolution's attrs over ``nd`` spatial dims; padding
+    holds ``2 * nd`` values (begin and end per dim; one value per dim is used for both)."""
     stride = _pair(attrs.get("stride", 1), nd)
     dil = _pair(attrs.get("dilation", 1), nd)
     pad = _pair(attrs.get("padding", 0), nd)
@@ -310,7 +312,7 @@ def _infer_conv(nd: int) -> Callable[..., Out]:
         x, w = inputs[0], inputs[1]
         _rank(x, nd + 2)
         _rank(w, nd + 2)
-        stride, dil, pad, groups = _conv_params(attrs, nd)
+        stride, dil, pad, groups = conv_params(attrs, nd)
         if min(stride) < 1 or min(dil) < 1 or min(pad) < 0 or groups < 1:
             raise GraphError(f"stride {stride}, dilation {dil}, padding {pad}, groups {groups}; expected positive stride/dilation/groups, padding >= 0")
         c, k = x.shape[1], w.shape[0]
@@ -1131,7 +1133,3 @@ def _infer_generic(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("generic", "generic", _infer_generic,
          doc="an operator without semantics (imported with strict=False): costed by its tensor bytes; attrs op_type")
 
-
-# the IR looks kinds up through this registry (it cannot import this module, which is built on it)
-_ir._REGISTRY.semantics_of = semantics_of
-_ir._REGISTRY.check_op = check_op

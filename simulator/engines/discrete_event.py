@@ -74,6 +74,7 @@ from simulator.engines.analytical import (
 from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
+from simulator.report.scheduled import ScheduledOpCost
 from workloads.ir import Op, OpGraph
 
 __all__ = ["simulate", "ScheduledOpCost", "ENGINE_NAME", "COLLECTIVE_KINDS", "LINK_TRACK", "stream_track"]
@@ -90,42 +91,6 @@ _REL_EPS = 1e-9
 def stream_track(index: int) -> str:
     """Track name of compute stream ``index`` (``"stream 0"``, ``"stream 1"``...)."""
     return f"stream {index}"
-
-
-@dataclass(frozen=True)
-class ScheduledOpCost(OpCost):
-    """An :class:`~simulator.report.OpCost` with its place in the simulated schedule (seconds from 0).
-
-    ``time_s`` is the op's scheduled duration, ``end_s - start_s``: its standalone time stretched
-    by whatever it shared the device with. ``compute_s``, ``memory_s``, ``overhead_s`` and
-    ``bound`` stay those of the op alone.
-
-    Attributes
-    ----------
-    ready_s
-        When all of the op's predecessors had completed.
-    launch_start_s, launch_end_s
-        The host's launch slot for the op (``launch_end_s - launch_start_s`` is ``kernels x`` the
-        per-kernel launch overhead); both equal ``start_s`` for ops launched with another (fused)
-        or not launched at all (views).
-    start_s, end_s
-        When the op ran on its track: from its first SM slot to its completion.
-    track
-        ``"stream N"``, ``"link"``, or ``""`` for ops that take no resource (views, no-ops).
-    standalone_s
-        The op's time alone on the device (the analytical engine's ``time_s``).
-    priority
-        The op's stream priority (lower is more urgent; 0 by default).
-    """
-
-    ready_s: float = 0.0
-    launch_start_s: float = 0.0
-    launch_end_s: float = 0.0
-    start_s: float = 0.0
-    end_s: float = 0.0
-    track: str = ""
-    standalone_s: float = 0.0
-    priority: int = 0
 
 
 @dataclass

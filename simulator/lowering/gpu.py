@@ -36,7 +36,7 @@ from workloads.precision import (
     quant_operands,
     weight_only,
 )
-from workloads.semantics import _conv_params, conv_dims, gemm_dims
+from workloads.semantics import conv_dims, conv_params, gemm_dims
 
 __all__ = ["attention_kernel_for"]
 
@@ -391,7 +391,7 @@ def _implicit_operand(op: Op, d: dict[str, int]) -> gpu.ImplicitOperand:
     else:
         x_shape, w_shape, y_shape = op.inputs[0].shape, op.inputs[1].shape, op.outputs[0].shape
     nd = len(x_shape) - 2
-    stride, dil, pad, groups = _conv_params(op.attrs, nd)
+    stride, dil, pad, groups = conv_params(op.attrs, nd)
     x_sp, y_sp, filt = tuple(x_shape[2:]), tuple(y_shape[2:]), tuple(w_shape[2:])
     if op.kind.endswith("bwd_data"):
         return gpu.ImplicitOperand.dgrad(d["n"], d["k"] // groups, y_sp, x_sp, filt, stride, dil)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -95,7 +96,7 @@ _TEMPLATED = ("model", "batch", "seq", "context")
 DEFAULT_TIME_LIMIT_S = 300.0
 
 
-class ScenarioError(ValueError):
+class ScenarioError(NodeperfError, ValueError):
     """A scenario is invalid; the message locates every problem (``file: tasks.<name>.<key>: ...``)."""
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:

@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from nodeperf.errors import NodeperfError
+
 __all__ = [
     "TuneError", "Metric", "METRICS", "OBJECTIVES", "Constraint", "parse_constraint", "Axis", "SearchSpace",
     "Problem", "Trial", "TuneResult", "tune", "SEARCH_METHODS", "format_metric", "DEFAULT_TRIALS",
@@ -49,7 +51,7 @@ SEARCH_METHODS: tuple[str, ...] = ("auto", "exhaustive", "random", "bayes")
 DEFAULT_TRIALS = 64
 
 
-class TuneError(ValueError):
+class TuneError(NodeperfError, ValueError):
     """A tuning request that cannot run: bad constraint, objective, space or device list."""
 
 
