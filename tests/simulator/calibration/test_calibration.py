@@ -93,6 +93,21 @@ def test_overlay_round_trip_and_apply(tmp_path: Path) -> None:
     assert spec.source_of("efficiency.tensor_peak_fraction").source.startswith("measured: calibrated")
 
 
+def test_overlay_text_round_trips_awkward_values() -> None:
+    import tomllib
+
+    from simulator.calibration.fit import overlay_text
+
+    overlay = {"schema": "nodeperf.calibration/1", "source": 'measured: "run 3"\\notes\nline 2',
+               "values": {"memory.hbm.read_bandwidth_bytes_per_s": 2.9876543210987654e12,
+                          "efficiency.launch_overhead_s": 4.1e-06},
+               "calibration": {"params": ["a.b", "c"], "errors": {"train": {"after": {"n": 3, "mape": 0.1}}},
+                               "held_out": {"max": math.inf}}}
+    text = overlay_text(overlay)
+    assert text.startswith("# nodeperf calibration overlay: apply with `--calibration FILE`")
+    assert tomllib.loads(text) == overlay  # floats bit for bit, quotes, backslashes, newlines, dotted keys, inf
+
+
 def test_overlay_unknown_field_names_near_match(tmp_path: Path) -> None:
     p = tmp_path / "bad.toml"
     p.write_text('schema = "nodeperf.calibration/1"\nsource = "measured: x"\n'
@@ -129,7 +144,7 @@ def test_cpu_default_params_cover_the_cpu_fields_with_bounds() -> None:
 
     from hwmodels.spec import CpuSpec
     from simulator.calibration.fit import DEFAULT_PARAMS, _levels_present, _params
-    from tests.simulator.test_lowering_cpu import cpu_device
+    from tests.simulator.lowering.test_lowering_cpu import cpu_device
 
     dev = cpu_device(reference_gemm_flops_per_s={"fp16": 2e9}, row_moments_s=1e-10)
     params = {p.path: p for p in _params(_levels_present(DEFAULT_PARAMS["cpu"], dev), dev)}
@@ -154,7 +169,7 @@ def test_cpu_calibration_recovers_a_library_fraction_and_overhead() -> None:
     import dataclasses
 
     from simulator.calibration import default_predict
-    from tests.simulator.test_lowering_cpu import cpu_device
+    from tests.simulator.lowering.test_lowering_cpu import cpu_device
     from workloads.resolve import load_workload
 
     truth = cpu_device(dnn_peak_fraction=0.6, library_call_overhead_s=12e-6)
