@@ -130,12 +130,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 
 def _version() -> str:
     """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
-    from importlib import metadata
+    from simulator.version import package_version  # reads the dist-info without importlib.metadata
 
-    try:
-        return metadata.version("nodeperf")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return package_version() or "0+unknown"
 
 
 __all__ = ["__version__", *_EXPORTS]

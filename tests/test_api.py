@@ -163,7 +163,8 @@ def test_version_and_help_import_no_engine_and_no_command_module():
                               f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass")
         assert not {m for m in mods if m.split(".")[0] in ("workloads", "hwmodels", "numpy", "networkx", "simpy")}
         assert not {m for m in mods if m.startswith("simulator.") and m not in (
-            "simulator.cli", "simulator.cli.main")}, argv
+            "simulator.cli", "simulator.cli.main", "simulator.version")}, argv
+        assert "importlib.metadata" not in mods
 
 
 def test_import_simulator_loads_no_engine_until_a_name_is_used():

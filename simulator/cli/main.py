@@ -64,12 +64,9 @@ class _Parser(argparse.ArgumentParser):
 
 def version() -> str:
     """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
-    from importlib import metadata  # here, not at import: only --version needs it
+    from simulator.version import package_version  # here, not at import: only --version needs it
 
-    try:
-        return metadata.version("nodeperf")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return package_version() or "0+unknown"
 
 
 class _VersionAction(argparse.Action):
