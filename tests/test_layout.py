@@ -260,7 +260,7 @@ EXPECTED = [
     "simulator/calibration/fit", "simulator/calibration/validation",
     "simulator/report/report", "simulator/report/trace", "simulator/report/formatting", "simulator/report/memory",
     "simulator/cli", "simulator/parallel", "simulator/sweep", "simulator/realtime",
-    "simulator/hardware", "nodeperf/suggest",
+    "simulator/hardware", "nodeperf/suggest", "nodeperf/errors", "simulator/report/scheduled",
 ]
 
 
