@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import MAX_LISTED_PROBLEMS, did_you_mean
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 
-class SpecError(ValueError):
+class SpecError(NodeperfError, ValueError):
     """A hardware spec or overlay is invalid; the message locates every problem.
 
     ``problems`` holds the located lines the message lists (at most the first

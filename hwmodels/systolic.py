@@ -149,6 +149,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nodeperf.errors import NodeperfError
+
 __all__ = [
     "DATAFLOWS",
     "SCALESIM_FOLD_LOOP_MAX",
@@ -182,7 +184,7 @@ _INT64_SAFE = float(2**62)
 FoldAverage = Literal["exact", "scalesim"]
 
 
-class SystolicError(ValueError):
+class SystolicError(NodeperfError, ValueError):
     """Invalid input to the systolic-array model; the message names the argument and the value."""
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hwmodels.systolic import ConvView, conv_gemm_view
+from nodeperf.errors import NodeperfError
 from nodeperf.files import read_bytes_file
 
 __all__ = ["TopologyError", "Layer", "Topology", "parse_topology", "read_topology"]
@@ -44,7 +45,7 @@ _SPARSITY = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 _INT = re.compile(r"^[+-]?\d+$")
 
 
-class TopologyError(ValueError):
+class TopologyError(NodeperfError, ValueError):
     """A topology file is malformed; ``problems`` lists every located problem.
 
     The message is the one located line of a single problem; for several, a count line then the

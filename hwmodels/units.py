@@ -34,6 +34,7 @@ __all__ = [
     "parse_quantity",
     "format_quantity",
     "unit_examples",
+    "METRIC_UNITS",
 ]
 
 
@@ -53,6 +54,22 @@ DIMENSIONS: dict[str, tuple[str, str]] = {
     "FLOP/s": ("a throughput", "'989.4 TFLOP/s'"),
     "count": ("a whole number", "132"),
     "1": ("a dimensionless factor", "0.8 or '80 %'"),
+}
+
+#: Unit spellings of result metrics (tune constraints such as ``energy_j<=300 mJ``) in the dimensions
+#: :func:`parse_quantity` does not take (it parses s, B, W and the spec units above): dimension ->
+#: spelling -> factor to the dimension's SI unit (``"1"``: a fraction, which ``%`` scales by 0.01).
+METRIC_UNITS: dict[str, dict[str, float]] = {
+    "J": {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "MJ": 1e6},
+    "1/s": {"1/s": 1.0, "/s": 1.0, "samples/s": 1.0, "tokens/s": 1.0, "requests/s": 1.0, "k/s": 1e3,
+            "ksamples/s": 1e3, "ktokens/s": 1e3},
+    "USD/h": {"USD/h": 1.0, "$/h": 1.0, "/h": 1.0},
+    "USD": {"USD": 1.0, "$": 1.0},
+    "%": {"%": 1.0},
+    "1": {"%": 0.01},
+    "count": {},
+    "cycles": {"cycles": 1.0, "cycle": 1.0, "kcycles": 1e3, "Mcycles": 1e6},
+    "words": {"words": 1.0, "kwords": 1e3, "Mwords": 1e6},
 }
 
 _DEC = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}

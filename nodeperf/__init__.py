@@ -4,9 +4,10 @@ This package is the documented public API: it re-exports the stable entry points
 layers — :mod:`workloads` (what is computed), :mod:`hwmodels` (what computes it) and
 :mod:`simulator` (engines, reports, calibration) — so a notebook never needs the internal layout.
 
-The leaf layers import :mod:`nodeperf.suggest`, so this module imports nothing eagerly: each name
-is resolved on first use (PEP 562 ``__getattr__``) from the table :data:`_EXPORTS`. ``import
-nodeperf.suggest`` therefore loads neither :mod:`workloads`, :mod:`hwmodels` nor :mod:`simulator`.
+The leaf layers import :mod:`nodeperf.suggest` and :mod:`nodeperf.errors`, so this module imports
+nothing eagerly: each name is resolved on first use (PEP 562 ``__getattr__``) from the table
+:data:`_EXPORTS`. ``import nodeperf.errors`` therefore loads neither :mod:`workloads`,
+:mod:`hwmodels` nor :mod:`simulator`.
 
 Examples
 --------
@@ -24,6 +25,9 @@ from typing import Any
 
 #: Public name -> (module, attribute) it is re-exported from.
 _EXPORTS: dict[str, tuple[str, str]] = {
+    # the root exception and warning classes (every located error is a NodeperfError)
+    "NodeperfError": ("nodeperf.errors", "NodeperfError"),
+    "NodeperfWarning": ("nodeperf.errors", "NodeperfWarning"),
     # workloads: graphs and how to get them
     "load_workload": ("workloads.resolve", "load_workload"),
     "build_model": ("workloads.zoo", "build_model"),
@@ -96,7 +100,18 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "systolic_network_variants": ("simulator.sweep.systolic", "systolic_network_variants"),
     "tune": ("simulator.sweep.tune", "tune"),
     "TuneResult": ("simulator.sweep.tune", "TuneResult"),
+    "TuneError": ("simulator.sweep.tune", "TuneError"),
     "parse_constraint": ("simulator.sweep.tune", "parse_constraint"),
+    "Constraint": ("simulator.sweep.tune", "Constraint"),
+    "ModelProblem": ("simulator.sweep.tune_model", "ModelProblem"),
+    "load_prices": ("simulator.sweep.tune_model", "load_prices"),
+    "SystolicProblem": ("simulator.sweep.tune_systolic", "SystolicProblem"),
+    # workloads + simulator: a model split over a system's devices by a parallel plan
+    "ParallelPlan": ("workloads.parallel", "ParallelPlan"),
+    "PlanError": ("workloads.parallel", "PlanError"),
+    "evaluate_plan": ("simulator.parallel.compose", "evaluate_plan"),
+    "generate_request": ("simulator.parallel.compose", "generate_request"),
+    "ParallelResult": ("simulator.parallel.compose", "ParallelResult"),
     # simulator: figures (matplotlib is imported only when one of these is used)
     "save_figure": ("simulator.report.figures", "save_figure"),
     "roofline_figure": ("simulator.report.figures", "roofline_figure"),
@@ -115,12 +130,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 
 def _version() -> str:
     """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
-    from importlib import metadata
+    from simulator.version import package_version  # reads the dist-info without importlib.metadata
 
-    try:
-        return metadata.version("nodeperf")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return package_version() or "0+unknown"
 
 
 __all__ = ["__version__", *_EXPORTS]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import DeviceSpec, SpecError, SystemSpec
+from nodeperf.errors import NodeperfError
 
 __all__ = ["CalibrationError", "OVERLAY_SCHEMA", "device_of", "load_calibration", "apply_calibration",
            "load_hardware", "known_devices", "load_node_or_device"]
@@ -18,7 +19,7 @@ __all__ = ["CalibrationError", "OVERLAY_SCHEMA", "device_of", "load_calibration"
 OVERLAY_SCHEMA = "nodeperf.calibration/1"
 
 
-class CalibrationError(ValueError):
+class CalibrationError(NodeperfError, ValueError):
     """A fit could not converge, made errors worse, or a calibration file is invalid."""
 
 
@@ -103,8 +104,6 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
     catalog device or system name, or a TOML path. A TOML file is a system when it names a ``device`` (see
     :func:`hwmodels.loader.spec_kind`), else a device, so its errors are those of the kind of file it is.
     """
-    from hwmodels.host import HOST_NAME, host_spec
-
     base, at, mode = name.rpartition("@")
     if at and base.strip() and mode.strip() and "/" not in mode and not mode.endswith(".toml"):
         # NAME@MODE: a device (or system) in one of its power modes (hwmodels/catalog/power_modes/)
@@ -113,7 +112,9 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
         spec_m = apply_power_mode(load_hardware(base), mode)
         return apply_calibration(spec_m, calibration) if calibration else spec_m
     key = name.strip().lower()
-    if key == HOST_NAME or key.startswith(HOST_NAME + ":"):
+    if key.split(":", 1)[0] == "host":  # hwmodels.host.HOST_NAME; the module is imported for the host only
+        from hwmodels.host import host_spec
+
         cores = None
         if ":" in key:
             text = key.split(":", 1)[1]

@@ -34,7 +34,7 @@ def test_every_public_name_resolves_to_its_layer_object():
         if name != "__version__":
             module, attr = _EXPORTS[name]
             assert value is getattr(sys.modules[module], attr)
-            assert module.split(".")[0] in LAYERS
+            assert module.split(".")[0] in LAYERS or module == "nodeperf.errors"
     assert set(npf.__all__) <= set(dir(npf))
     for required in ("load_workload", "build_model", "list_models", "OpGraph", "GraphBuilder", "load_graph",
                      "save_graph", "load_device", "load_system", "list_devices", "list_systems", "DeviceSpec",
@@ -54,12 +54,144 @@ def test_version_is_the_installed_distributions():
     assert npf.__version__ == metadata.version("nodeperf")
 
 
-@pytest.mark.parametrize("module", ["nodeperf.suggest", "nodeperf"])
+@pytest.mark.parametrize("module", ["nodeperf.suggest", "nodeperf", "nodeperf.errors"])
 def test_importing_the_api_package_loads_no_layer(module):
     code = (f"import sys, {module}\n"
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(LAYERS)!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_parallel_plan_and_tune_apis_are_exported():
+    from simulator.parallel.compose import evaluate_plan, generate_request
+    from simulator.sweep.tune_model import ModelProblem
+    from workloads.parallel import ParallelPlan
+
+    assert (npf.ParallelPlan, npf.evaluate_plan, npf.generate_request) == (ParallelPlan, evaluate_plan,
+                                                                           generate_request)
+    assert npf.ModelProblem is ModelProblem
+    # docs/parallel.md's entry point through the public names only: a plan in the options of evaluate
+    # is the same step as evaluate_plan's
+    g = npf.load_workload("llama-2-7b", phase="decode", batch=8, context=2048)
+    dgx, plan = npf.load_hardware("dgx-h100"), npf.ParallelPlan(tp=2)
+    via_options = npf.evaluate(g, dgx, npf.EvalOptions(plan=plan))
+    direct = npf.evaluate_plan("llama-2-7b", dgx, plan, npf.EvalOptions(plan=plan), phase="decode", batch=8,
+                               seq=1, context=2048)
+    assert via_options.latency_s == direct.to_cost_report().latency_s > 0
+
+
+# --- errors: one root exception, one root warning ------------------------------------------------------
+
+#: Every located error class of the layers, by module (they subclass NodeperfError and their built-in).
+ERROR_CLASSES = {
+    "hwmodels.spec": ["SpecError"], "hwmodels.units": ["UnitError"], "hwmodels.topology": ["TopologyError"],
+    "hwmodels.systolic": ["SystolicError", "SystolicEnergyError"],
+    "workloads.ir": ["GraphError", "UnsupportedOpError"], "workloads.parallel": ["PlanError"],
+    "workloads.frameworks": ["FrameworkError"], "workloads.hf": ["HFConfigError"],
+    "simulator.hardware": ["CalibrationError"], "simulator.calibration.measurements": ["MeasurementError"],
+    "simulator.sweep.experiment": ["ExperimentError"], "simulator.sweep.execute": ["SweepError"],
+    "simulator.sweep.store": ["StoreError"], "simulator.sweep.tune": ["TuneError"],
+    "simulator.sweep.systolic": ["SystolicSweepError"], "simulator.engines.vectorized": ["VariantError"],
+    "hwmodels.paths": ["SweepPathError"], "simulator.realtime.scenario": ["ScenarioError"],
+    "simulator.realtime.partition": ["PartitionError"], "simulator.report.figures": ["FigureError"],
+    "simulator.cli.output": ["OutputError"], "simulator.cli.plot": ["PlotArgError"],
+    "simulator.cli.systolic": ["SystolicArgError"],
+}
+
+
+def test_every_located_error_is_a_nodeperf_error_and_keeps_its_builtin_base():
+    import importlib
+
+    builtin = {"UnsupportedOpError": NotImplementedError}
+    for module, names in ERROR_CLASSES.items():
+        for name in names:
+            cls = getattr(importlib.import_module(module), name)
+            assert issubclass(cls, npf.NodeperfError), f"{module}.{name}"
+            assert issubclass(cls, builtin.get(name, ValueError)), f"{module}.{name}"
+    assert npf.NodeperfError.__module__ == "nodeperf.errors" and issubclass(npf.NodeperfWarning, UserWarning)
+
+
+def test_the_error_list_names_every_error_class_of_the_layers():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = set()
+    for layer in LAYERS:
+        for path in (root / layer).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                    module = ".".join(path.relative_to(root).with_suffix("").parts)
+                    found.add(f"{module}.{node.name}")
+    assert found == {f"{m}.{n}" for m, ns in ERROR_CLASSES.items() for n in ns}
+
+
+def test_the_cli_reports_any_nodeperf_error_as_one_line(monkeypatch, capsys):
+    import simulator.cli.models as models
+
+    class Odd(npf.NodeperfError):  # neither a ValueError nor any other built-in the CLI names
+        pass
+
+    def boom(args):
+        raise Odd("somewhere.toml: field: bad; got 1; expected 2")
+
+    monkeypatch.setattr(models, "run", boom)
+    rc, out, err = run(capsys, "models")
+    assert (rc, out, err) == (2, "", "nodeperf: error: somewhere.toml: field: bad; got 1; expected 2\n")
+
+
+def test_every_package_is_typed():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for pkg in ("nodeperf", *LAYERS):
+        assert (root / pkg / "py.typed").is_file(), pkg
+
+
+# --- start-up: a command imports what it uses -----------------------------------------------------------
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_version_and_help_import_no_engine_and_no_command_module():
+    for argv in (["--version"], ["--help"]):
+        mods = _modules_after(f"import contextlib, io\nfrom simulator.cli import main\n"
+                              f"with contextlib.redirect_stdout(io.StringIO()):\n"
+                              f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass")
+        assert not {m for m in mods if m.split(".")[0] in ("workloads", "hwmodels", "numpy", "networkx", "simpy")}
+        assert not {m for m in mods if m.startswith("simulator.") and m not in (
+            "simulator.cli", "simulator.cli.main", "simulator.version")}, argv
+        assert "importlib.metadata" not in mods
+
+
+def test_import_simulator_loads_no_engine_until_a_name_is_used():
+    mods = _modules_after("import simulator")
+    assert {m for m in mods if m.split(".")[0] in ("simulator", "workloads", "hwmodels")} == {"simulator"}
+    mods = _modules_after("import simulator\nsimulator.evaluate")
+    assert "simulator.engines.analytical" in mods and "simulator.engines.discrete_event" not in mods
+    assert "networkx" not in mods and "simpy" not in mods
+
+
+def test_the_cli_lists_each_command_with_its_modules_help():
+    from simulator.cli.main import COMMAND_HELP, COMMAND_MODULES, build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {c.dest: c.help for c in sub._choices_actions} == COMMAND_HELP
+    assert list(COMMAND_HELP) == list(COMMAND_MODULES)
+    lazy = next(a for a in build_parser(commands=["predict"])._actions if a.dest == "command")
+    assert {c.dest: c.help for c in lazy._choices_actions} == COMMAND_HELP
+
+
+@pytest.mark.parametrize("argv, command", [(["predict", "x"], "predict"), (["-v", "graph", "--json"], "graph"),
+                                           (["--version"], None), ([], None), (["--", "models"], "models"),
+                                           (["-v", "--help"], None)])
+def test_the_chosen_command_is_the_first_argument_that_is_not_an_option(argv, command):
+    from simulator.cli.main import chosen_command
+
+    assert chosen_command(argv) == command
 
 
 def test_documented_example_runs():

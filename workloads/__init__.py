@@ -1,6 +1,12 @@
-"""What is computed: the operator-graph IR, its semantics, the model zoo and importers (leaf package)."""
+"""What is computed: the operator-graph IR, its semantics, the model zoo and importers (leaf package).
 
-# the semantics registry installs itself into the IR (workloads.ir cannot import it: see there);
-# workloads.linalg imports it and registers the dense linear-algebra kinds (cholesky, qr, svd, eigh, ...)
-import workloads.linalg as _linalg  # noqa: E402,F401
-import workloads.semantics as _semantics  # noqa: E402,F401
+Importing the package registers the per-kind op semantics with the IR (:func:`workloads.ir.register_semantics`:
+the IR is the registry's foundation, so it cannot import it) and the dense linear-algebra kinds
+(:mod:`workloads.linalg`: cholesky, qr, svd, eigh, ...) with the semantics registry.
+"""
+
+from workloads import ir as _ir
+from workloads import linalg as _linalg  # noqa: F401  (registers its kinds with workloads.semantics)
+from workloads import semantics as _semantics
+
+_ir.register_semantics(_semantics.semantics_of, _semantics.check_op)

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean
 
 __all__ = [
@@ -97,7 +98,7 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
 
-class FrameworkError(ValueError):
+class FrameworkError(NodeperfError, ValueError):
     """An unknown framework name or a malformed framework field (one located line)."""
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from nodeperf.files import read_bytes_file
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import parse_dtype
@@ -66,7 +67,7 @@ MAX_PARAMS = 10**15
 MAX_JSON_DEPTH = 100
 
 
-class HFConfigError(ValueError):
+class HFConfigError(NodeperfError, ValueError):
     """A config.json that cannot be read as a supported transformer; the message locates every problem.
 
     One problem is one line ``<file>: <key>: <problem>; got <value>; expected <form>``; several are a

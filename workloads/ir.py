@@ -23,12 +23,14 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import MAX_LISTED_PROBLEMS, did_you_mean, format_problems
 from workloads.dtypes import DType, parse_dtype
+
+if TYPE_CHECKING:  # networkx is imported on first use (nx_graph, predecessors, a sort): it costs start-up time
+    import networkx as nx
 
 __all__ = [
     "GraphError",
@@ -39,6 +41,7 @@ __all__ = [
     "Op",
     "OpGraph",
     "GraphBuilder",
+    "register_semantics",
     "MAX_LISTED_PROBLEMS",
     "format_problems",
 ]
@@ -51,31 +54,44 @@ GRAPH_VERSION = 1
 
 
 class _Registry:
-    """The semantics registry's entry points, installed by :mod:`workloads.semantics` when it loads.
+    """The per-kind semantics the IR looks op kinds up in, set by :func:`register_semantics`.
 
-    The registry is built on this module's types, so this module cannot import it without a cycle;
-    ``workloads/__init__`` imports :mod:`workloads.semantics`, so the registry is installed before
-    any graph is built.
+    The semantics registry (:mod:`workloads.semantics`) is built on this module's types, so this module
+    does not import it: ``workloads/__init__`` registers it explicitly, before any graph is built.
     """
 
-    semantics_of: Any = None
-    check_op: Any = None
+    semantics_of: Callable[..., Any] | None = None
+    check_op: Callable[[Op], None] | None = None
 
 
 _REGISTRY = _Registry()
 
 
+def register_semantics(semantics_of: Callable[..., Any], check_op: Callable[[Op], None]) -> None:
+    """Install the op semantics the IR uses: ``semantics_of(kind, where=...)`` returns a kind's entry
+    (``infer``, ``flops``, ``macs``, ``bytes_rw``, ``params``) or raises :class:`UnsupportedOpError`;
+    ``check_op(op)`` re-infers an op's output shapes and raises :class:`GraphError` on a mismatch.
+
+    ``import workloads`` registers :mod:`workloads.semantics` (its :func:`~workloads.semantics.semantics_of`
+    and :func:`~workloads.semantics.check_op`); a later call replaces the registration.
+    """
+    _REGISTRY.semantics_of = semantics_of
+    _REGISTRY.check_op = check_op
+
+
 def _registry() -> _Registry:
-    if _REGISTRY.semantics_of is None:  # pragma: no cover - workloads/__init__ installs it
-        raise RuntimeError("workloads.semantics is not loaded; import workloads (not workloads.ir alone) first")
+    if _REGISTRY.semantics_of is None or _REGISTRY.check_op is None:
+        raise RuntimeError("workloads.ir: no op semantics registered; got none; expected "
+                           "workloads.ir.register_semantics(semantics_of, check_op) to have been called "
+                           "(import workloads registers workloads.semantics)")
     return _REGISTRY
 
 
-class GraphError(ValueError):
+class GraphError(NodeperfError, ValueError):
     """A graph is malformed (shapes, cycles, duplicate names); the message names the op."""
 
 
-class UnsupportedOpError(NotImplementedError):
+class UnsupportedOpError(NodeperfError, NotImplementedError):
     """An op kind (or an imported operator type) has no semantics; the message names the node."""
 
 
@@ -351,6 +367,8 @@ class OpGraph:
         if not topological:
             pos = {op.name: i for i, op in enumerate(order)}
             g = self._dag(order)
+            import networkx as nx
+
             try:
                 names = list(nx.lexicographical_topological_sort(g, key=lambda n: pos[n]))
             except nx.NetworkXUnfeasible:
@@ -367,6 +385,8 @@ class OpGraph:
         """The op-level dependency graph (ops in ``order``, default the graph's), kept once built."""
         if self._nx is not None:
             return self._nx
+        import networkx as nx
+
         ops = self.ops if order is None else order
         g = nx.DiGraph()
         g.add_nodes_from(op.name for op in ops)

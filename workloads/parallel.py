@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from workloads.ir import OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
@@ -42,7 +43,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
-class PlanError(ValueError):
+class PlanError(NodeperfError, ValueError):
     """A parallel plan that does not fit the model or the system; the message locates the dimension."""
 
 

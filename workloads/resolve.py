@@ -8,7 +8,7 @@ from typing import Any
 from workloads.ir import GraphError, OpGraph
 from workloads.micro import build_micro, is_micro
 
-__all__ = ["load_workload"]
+__all__ = ["load_workload", "saved_graph_json"]
 
 
 def load_workload(
@@ -91,7 +91,7 @@ def _load(model: str, *, batch: int | None, seq: int | None, phase: str | None, 
                                     "FILE` or a Hugging Face config.json")
         from workloads.serialize import is_saved_graph
 
-        data = _saved_graph_json(path)
+        data = saved_graph_json(path)
         if is_saved_graph(data):
             return _from_saved_graph(model, data, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype,
                                      train=train, optimizer=optimizer, recompute=recompute, extra=extra)
@@ -112,7 +112,7 @@ def _load(model: str, *, batch: int | None, seq: int | None, phase: str | None, 
     return graph
 
 
-def _saved_graph_json(path: Path) -> Any:
+def saved_graph_json(path: Path) -> Any:
     """The parsed JSON of ``path``, or None when it does not parse and is not a saved graph.
 
     A file that does not parse is a saved graph's error (located by :func:`~workloads.serialize.read_json`)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import workloads.ir as _ir
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
 from workloads.ir import GraphError, Op, Role, TensorSpec, UnsupportedOpError
@@ -296,7 +295,8 @@ def conv_out(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
 
 
 def conv_params(attrs: Any, nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
-    """(stride, dilation, padding per spatial dim, groups) of a convolution's attributes over ``nd`` dims."""
+    """``(stride, dilation, padding, groups)`` of a convolution's attrs over ``nd`` spatial dims; padding
+    holds ``2 * nd`` values (begin and end per dim; one value per dim is used for both)."""
     stride = _pair(attrs.get("stride", 1), nd)
     dil = _pair(attrs.get("dilation", 1), nd)
     pad = _pair(attrs.get("padding", 0), nd)
@@ -1133,7 +1133,3 @@ def _infer_generic(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("generic", "generic", _infer_generic,
          doc="an operator without semantics (imported with strict=False): costed by its tensor bytes; attrs op_type")
 
-
-# the IR looks kinds up through this registry (it cannot import this module, which is built on it)
-_ir._REGISTRY.semantics_of = semantics_of
-_ir._REGISTRY.check_op = check_op

@@ -9,11 +9,30 @@ Modules, leaves first: :mod:`~simulator.calibration.measurements` (rows and file
 torch, imported lazily). Overlays are read and applied by :mod:`simulator.hardware`.
 """
 
-from simulator.calibration.errors import ErrorSummary, summarize_errors
-from simulator.calibration.fit import DEFAULT_PARAMS, FIT_SETTINGS, Calibrator, Param, write_overlay
-from simulator.calibration.measurements import Measurement, MeasurementError, MeasurementSet
-from simulator.calibration.predict import default_predict, run_options
-from simulator.hardware import OVERLAY_SCHEMA, CalibrationError, apply_calibration, load_calibration
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module it is re-exported from (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "ErrorSummary": "simulator.calibration.errors",
+    "summarize_errors": "simulator.calibration.errors",
+    "DEFAULT_PARAMS": "simulator.calibration.fit",
+    "FIT_SETTINGS": "simulator.calibration.fit",
+    "Calibrator": "simulator.calibration.fit",
+    "Param": "simulator.calibration.fit",
+    "write_overlay": "simulator.calibration.fit",
+    "Measurement": "simulator.calibration.measurements",
+    "MeasurementError": "simulator.calibration.measurements",
+    "MeasurementSet": "simulator.calibration.measurements",
+    "default_predict": "simulator.calibration.predict",
+    "run_options": "simulator.calibration.predict",
+    "OVERLAY_SCHEMA": "simulator.hardware",
+    "CalibrationError": "simulator.hardware",
+    "apply_calibration": "simulator.hardware",
+    "load_calibration": "simulator.hardware",
+}
 
 __all__ = [
     "Calibrator",
@@ -33,3 +52,24 @@ __all__ = [
     "apply_calibration",
     "OVERLAY_SCHEMA",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name.isidentifier() and not name.startswith("_"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

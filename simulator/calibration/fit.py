@@ -496,49 +496,20 @@ def _robust(r: np.ndarray, loss: str, f_scale: float) -> np.ndarray:
 # TOML output and application
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        return repr(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"overlay: cannot write a {type(v).__name__} to TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(str(k))
-
-
-def _toml_table(name: str, table: Mapping[str, Any], out: list[str]) -> None:
-    scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
-    subs = {k: v for k, v in table.items() if isinstance(v, Mapping)}
-    out.append(f"\n[{name}]")
-    for k, v in scalars.items():
-        out.append(f"{_toml_key(k)} = {_toml_value(v)}")
-    for k, v in subs.items():
-        _toml_table(f"{name}.{_toml_key(k)}", v, out)
-
-
 def overlay_text(overlay: Mapping[str, Any]) -> str:
-    """The TOML text of an overlay mapping (from :meth:`Calibrator.overlay`), checked to read back."""
-    out = [
-        "# nodeperf calibration overlay: apply with `--calibration FILE` (predict, validate).",
-        "# [values] are dotted device paths; [calibration] records where they came from.",
-        f"schema = {_toml_value(overlay['schema'])}",
-        f"source = {_toml_value(overlay['source'])}",
-    ]
-    _toml_table("values", overlay["values"], out)
-    _toml_table("calibration", overlay["calibration"], out)
-    text = "\n".join(out) + "\n"
+    """The TOML text of an overlay mapping (from :meth:`Calibrator.overlay`), checked to read back.
+
+    Written by ``tomli_w``; floats keep their ``repr`` (a fitted value reads back bit for bit)."""
+    import tomli_w
+
+    header = ("# nodeperf calibration overlay: apply with `--calibration FILE` (predict, validate).\n"
+              "# [values] are dotted device paths; [calibration] records where they came from.\n")
+    body = {"schema": overlay["schema"], "source": overlay["source"], "values": overlay["values"],
+            "calibration": overlay["calibration"]}
+    try:
+        text = header + tomli_w.dumps(body)
+    except TypeError as exc:
+        raise TypeError(f"overlay: cannot write it as TOML: {exc}") from None
     tomllib.loads(text)  # never write a file we could not read back
     return text
 

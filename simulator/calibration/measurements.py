@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from nodeperf.errors import NodeperfError
 from nodeperf.files import read_bytes_file
 from nodeperf.suggest import did_you_mean
 
@@ -70,7 +71,7 @@ __all__ = [
 ]
 
 
-class MeasurementError(ValueError):
+class MeasurementError(NodeperfError, ValueError):
     """A measurement file or row is invalid; the message locates every problem (file, line, column)."""
 
 

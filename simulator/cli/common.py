@@ -180,11 +180,11 @@ def _takes_stack_options(model: str) -> bool:
     if is_micro(model) or model.lower().endswith(".onnx"):
         return False
     if model.lower().endswith(".json"):
-        from workloads.resolve import _saved_graph_json
+        from workloads.resolve import saved_graph_json
         from workloads.serialize import is_saved_graph
 
         try:
-            return not is_saved_graph(_saved_graph_json(Path(model)))
+            return not is_saved_graph(saved_graph_json(Path(model)))
         except (OSError, ValueError):
             return True  # load_workload reports the file's problem
     from workloads.zoo.transformer import zoo_config

@@ -1,10 +1,12 @@
 """Command-line entry point `nodeperf`: parses arguments and dispatches to one command module each.
 
 Each command lives in ``simulator/cli/<name>.py`` and exposes ``register(subparsers)``, which
-adds its parser and sets ``func`` (``args -> int``) as the default. User errors (``ValueError``
-subclasses such as SpecError and GraphError, ``FileNotFoundError``, ``NotImplementedError`` for
-unsupported ops) become one line on stderr and exit code 2, never a traceback. ``nodeperf --version``
-prints ``nodeperf <version>`` and exits 0.
+adds its parser and sets ``func`` (``args -> int``) as the default. Only the chosen command's module
+is imported (the others are listed by their one-line help, :data:`COMMAND_HELP`), so ``nodeperf
+--version`` and ``--help`` load no engine. User errors (:class:`~nodeperf.errors.NodeperfError` and
+the built-ins they subclass: ``ValueError`` such as SpecError and GraphError, ``FileNotFoundError``,
+``NotImplementedError`` for unsupported ops) become one line on stderr and exit code 2, never a
+traceback. ``nodeperf --version`` prints ``nodeperf <version>`` and exits 0.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-__all__ = ["main", "build_parser", "version", "COMMAND_MODULES"]
+from nodeperf.errors import NodeperfError
+
+__all__ = ["main", "build_parser", "version", "COMMAND_MODULES", "COMMAND_HELP"]
 
 # Order here is the order `nodeperf --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -34,6 +38,24 @@ COMMAND_MODULES: tuple[str, ...] = (
     "partition",
 )
 
+#: The one-line help of each command, as its module's ``register`` gives it (a test keeps them equal):
+#: ``nodeperf --help`` lists the commands without importing their modules.
+COMMAND_HELP: dict[str, str] = {
+    "models": "list the model zoo",
+    "graph": "summarise a model's operator graph",
+    "hardware": "list the hardware catalog, or show one spec with sources",
+    "predict": "predict latency, energy and memory of a model on a device",
+    "systolic": "cycles, utilisation, memory traffic and energy of a topology on a systolic array",
+    "measure": "time microbenchmarks (and zoo networks) on this machine's CPU or GPU",
+    "calibrate": "fit a device's efficiency factors to measurements; write an overlay",
+    "validate": "compare predictions with measurements (error table, optional plot)",
+    "sweep": "run a design-space sweep from an experiment file, or show its results",
+    "tune": "search batch, precision, fusion, plan and device (or a systolic design) under constraints",
+    "plot": "draw a figure: roofline, time breakdown, Pareto front or heatmap",
+    "realtime": "simulate periodic/sporadic model tasks with deadlines on a node, with worst-case bounds",
+    "partition": "place a model's ops on the devices of a heterogeneous node (GPU + accelerator + CPU)",
+}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own usage errors: exit 2, one line
@@ -42,12 +64,9 @@ class _Parser(argparse.ArgumentParser):
 
 def version() -> str:
     """The installed distribution's version, or ``"0+unknown"`` from a never-installed source tree."""
-    from importlib import metadata  # here, not at import: only --version needs it
+    from simulator.version import package_version  # here, not at import: only --version needs it
 
-    try:
-        return metadata.version("nodeperf")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return package_version() or "0+unknown"
 
 
 class _VersionAction(argparse.Action):
@@ -63,7 +82,9 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``nodeperf`` parser with the full parsers of ``commands`` (default: every command); each other
+    command gets a parser that only names it with its one-line help (enough to list it in ``--help``)."""
     parser = _Parser(
         prog="nodeperf",
         description="Predict latency, energy and memory of deep-learning work on accelerator nodes.",
@@ -72,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
+        if commands is not None and name not in commands:
+            sub.add_parser(name, help=COMMAND_HELP.get(name))
+            continue
         try:
             mod = importlib.import_module(f"simulator.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -82,8 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first argument that is not an option (the options before the
+    command take no value), or None (``--help``, ``--version``, nothing)."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if not arg.startswith("-") or arg == "-":
+            return arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(commands=[c for c in (chosen_command(argv),) if c in COMMAND_MODULES])
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -94,12 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, NotImplementedError, KeyError) as exc:
+    except (NodeperfError, ValueError, FileNotFoundError, NotImplementedError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"nodeperf: error: {msg}", file=sys.stderr)
         return 2
-    except ImportError as exc:  # an optional extra (onnx, torch, transformers) is not installed
-        extra = {"onnx": "onnx", "torch": "torch", "transformers": "hf"}.get(getattr(exc, "name", "") or "", "")
+    except ImportError as exc:  # an optional extra (onnx, torch) is not installed
+        extra = {"onnx": "onnx", "torch": "torch"}.get(getattr(exc, "name", "") or "", "")
         hint = f"; install it with: pip install 'nodeperf[{extra}]'" if extra else ""
         print(f"nodeperf: error: {exc}{hint}", file=sys.stderr)
         return 2

@@ -33,13 +33,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nodeperf.errors import NodeperfError
+
 __all__ = ["STDOUT", "OutputError", "check_output_path", "check_outputs", "to_stdout", "write_output"]
 
 #: The path that means standard output.
 STDOUT = "-"
 
 
-class OutputError(ValueError):
+class OutputError(NodeperfError, ValueError):
     """An output path cannot be written; the message names the option, the path and the reason."""
 
 

@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from simulator.cli.common import add_model_args, nonempty
 
 __all__ = ["register", "run", "read_results", "PlotArgError"]
@@ -26,7 +27,7 @@ FORMATS = (".png", ".pdf", ".svg")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
-class PlotArgError(ValueError):
+class PlotArgError(NodeperfError, ValueError):
     """An argument or input of `nodeperf plot` is invalid; the message locates it."""
 
 

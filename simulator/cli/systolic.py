@@ -25,6 +25,7 @@ from hwmodels.systolic import (
     systolic_energy,
 )
 from hwmodels.topology import Topology, read_topology
+from nodeperf.errors import NodeperfError
 from simulator.cli.common import nonempty
 from simulator.cli.output import check_outputs, to_stdout, write_output
 
@@ -83,7 +84,7 @@ _INT_FIELDS = (
 _FLOAT_FIELDS = ("overall_util_pct", "mapping_eff_pct", "compute_util_pct")
 
 
-class SystolicArgError(ValueError):
+class SystolicArgError(NodeperfError, ValueError):
     """A command-line argument of `nodeperf systolic` is invalid."""
 
 

@@ -149,12 +149,9 @@ def _spec_digest(spec: DeviceSpec | SystemSpec) -> tuple[str, bool]:
 @functools.lru_cache(maxsize=1)
 def _version() -> str:
     """The installed package's version (looked up once per process)."""
-    try:
-        from importlib.metadata import version
+    from simulator.version import package_version  # without importing importlib.metadata
 
-        return version("nodeperf")
-    except Exception:  # noqa: BLE001 - not installed: report unknown rather than fail
-        return "unknown"
+    return package_version() or "unknown"
 
 
 class EnergyCoefficients:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Collection, Generator, Mapping
 from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 from typing import Any
@@ -74,6 +74,7 @@ from simulator.engines.analytical import (
 from simulator.engines.contention import DeviceCapacity, FluidDevice, KernelDemand
 from simulator.lowering import COLLECTIVE_KINDS  # run on the link resource instead of a stream
 from simulator.report import CostReport, OpCost
+from simulator.report.scheduled import ScheduledOpCost
 from workloads.ir import Op, OpGraph
 
 __all__ = ["simulate", "ScheduledOpCost", "ENGINE_NAME", "COLLECTIVE_KINDS", "LINK_TRACK", "stream_track"]
@@ -90,42 +91,6 @@ _REL_EPS = 1e-9
 def stream_track(index: int) -> str:
     """Track name of compute stream ``index`` (``"stream 0"``, ``"stream 1"``...)."""
     return f"stream {index}"
-
-
-@dataclass(frozen=True)
-class ScheduledOpCost(OpCost):
-    """An :class:`~simulator.report.OpCost` with its place in the simulated schedule (seconds from 0).
-
-    ``time_s`` is the op's scheduled duration, ``end_s - start_s``: its standalone time stretched
-    by whatever it shared the device with. ``compute_s``, ``memory_s``, ``overhead_s`` and
-    ``bound`` stay those of the op alone.
-
-    Attributes
-    ----------
-    ready_s
-        When all of the op's predecessors had completed.
-    launch_start_s, launch_end_s
-        The host's launch slot for the op (``launch_end_s - launch_start_s`` is ``kernels x`` the
-        per-kernel launch overhead); both equal ``start_s`` for ops launched with another (fused)
-        or not launched at all (views).
-    start_s, end_s
-        When the op ran on its track: from its first SM slot to its completion.
-    track
-        ``"stream N"``, ``"link"``, or ``""`` for ops that take no resource (views, no-ops).
-    standalone_s
-        The op's time alone on the device (the analytical engine's ``time_s``).
-    priority
-        The op's stream priority (lower is more urgent; 0 by default).
-    """
-
-    ready_s: float = 0.0
-    launch_start_s: float = 0.0
-    launch_end_s: float = 0.0
-    start_s: float = 0.0
-    end_s: float = 0.0
-    track: str = ""
-    standalone_s: float = 0.0
-    priority: int = 0
 
 
 @dataclass
@@ -193,23 +158,14 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     >>> simulate(g, h100, streams=2).latency_s <= simulate(g, h100).latency_s == evaluate(g, h100).latency_s
     True
     """
-    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
-        raise ValueError(f"simulate: streams: not a positive integer; got {streams!r}; expected an integer >= 1")
-    prio = _priorities(graph, priorities)
-    opts = options or EvalOptions()
-    if opts.plan is not None:
-        raise ValueError(f"simulate: options.plan: a parallel plan is not simulated op by op on one device; got "
-                         f"{opts.plan!r}; expected no plan here: use simulator.parallel.evaluate_plan(..., "
-                         "engine='des') for a plan's schedule")
+    opts, prio = _checked_options(graph, streams, options, priorities)
     base = evaluate(graph, system, opts)
     dev = spec_of(system)[0]
     floor = launch_floor_s(dev, opts)
     records = base.records
-    ops = graph.ops
-    if len(records) != len(ops) or any(r.name != op.name for r, op in zip(records, ops, strict=True)):
+    if len(records) != len(graph.ops) or any(r.name != op.name for r, op in zip(records, graph.ops, strict=True)):
         raise RuntimeError(f"simulate: graph {graph.name!r}: the analytical records do not follow the graph's "
                            "program order; expected one record per op, in order")
-
     calls = module_call_counts(graph) if (opts.eager_framework and opts.eager_modules) else {}
     units, unit_of, instant_src = _plan(graph, records, lambda r: host_floor_s(
         r.rule, r.kernels, floor, dev.efficiency, opts, module_host_s(calls.get(r.name, (0, 0)), dev.efficiency)))
@@ -221,7 +177,63 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     fluid = FluidDevice(cap)
     begin, end = _run(graph.name, units, records, demands, fluid, streams, trace)
 
-    n = len(records)
+    start, finish = _op_times(len(records), units, unit_of, instant_src, begin, end)
+    makespan = max(finish, default=0.0)
+    idle_w = float(dev.power.idle_w)
+    static, overlap_s = _share_idle_energy(records, start, finish, idle_w)
+    out = _scheduled_records(records, units, unit_of, prio, start, finish, static, fluid.slowed)
+    warnings = _schedule_warnings(base, units, streams, overlap_s, makespan, fluid, idle_w, float(dev.power.tdp_w),
+                                  opts.power_cap)
+    for w in sorted(warnings - set(base.warnings)):
+        logger.info("%s", w)
+
+    return _des_report(base, out, warnings, makespan, idle_w, fluid, provenance={
+        "engine": ENGINE_NAME, "streams": streams, "launch_overhead_s": floor,
+        **({"priorities": {k: int(priorities[k]) for k in sorted(priorities)}} if priorities else {})})
+
+
+def _checked_options(graph: OpGraph, streams: int, options: EvalOptions | None,
+                     priorities: Mapping[str, int] | None) -> tuple[EvalOptions, list[int]]:
+    """The options :func:`simulate` runs with and each op's priority, after checking ``streams``, the
+    priorities and that there is no plan (in that order)."""
+    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+        raise ValueError(f"simulate: streams: not a positive integer; got {streams!r}; expected an integer >= 1")
+    prio = _priorities(graph, priorities)
+    opts = options or EvalOptions()
+    if opts.plan is not None:
+        raise ValueError(f"simulate: options.plan: a parallel plan is not simulated op by op on one device; got "
+                         f"{opts.plan!r}; expected no plan here: use simulator.parallel.evaluate_plan(..., "
+                         "engine='des') for a plan's schedule")
+    return opts, prio
+
+
+def _des_report(base: CostReport, records: list[OpCost], warnings: set[str], makespan: float, idle_w: float,
+                fluid: FluidDevice, provenance: dict[str, Any]) -> CostReport:
+    """The simulated run's report: the analytical totals with the makespan as latency and the idle
+    power over the makespan as static energy; provenance with the engine's and the contention's."""
+    bt = base.totals
+    static_total = idle_w * makespan
+    energy = bt.dynamic_energy_j + static_total
+    achieved = bt.flops / makespan if makespan > 0 else 0.0
+    totals = replace(
+        bt, latency_s=makespan, energy_j=energy, static_energy_j=static_total,
+        avg_power_w=energy / makespan if makespan > 0 else 0.0, achieved_flops_per_s=achieved,
+        mfu=achieved / bt.peak_flops_per_s if bt.peak_flops_per_s else 0.0,
+    )
+    prov = {**base.provenance, **provenance}
+    prov["contention"] = {
+        "model": "fluid: SM slots by occupancy and waves; DRAM, L2, host link and power by demand",
+        "limited_s": {k: fluid.limited_s[k] for k in sorted(fluid.limited_s)},
+        "slowed_ops": len(fluid.slowed),
+    }
+    return CostReport(model=base.model, hardware=base.hardware, records=tuple(records), totals=totals,
+                      memory=base.memory, warnings=tuple(sorted(warnings)), provenance=prov)
+
+
+def _op_times(n: int, units: list[_Unit], unit_of: dict[int, int], instant_src: dict[int, list[int]],
+              begin: dict[int, float], end: dict[int, float]) -> tuple[list[float], list[float]]:
+    """Start and finish (s) of every op: a unit's members from the run; an op that takes no resource
+    (instantaneous) when its sources are done. Sets each unit's ``start_s``."""
     start = [0.0] * n
     finish = [0.0] * n
     for u in units:
@@ -232,11 +244,14 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         if i not in unit_of:  # instantaneous: when its sources are done
             t = max((finish[s] for s in instant_src[i]), default=0.0)
             start[i] = finish[i] = t
-    makespan = max(finish, default=0.0)
+    return start, finish
 
-    idle_w = float(dev.power.idle_w)
-    static, overlap_s = _share_idle_energy(records, start, finish, idle_w)
 
+def _scheduled_records(records: tuple[OpCost, ...], units: list[_Unit], unit_of: dict[int, int], prio: list[int],
+                       start: list[float], finish: list[float], static: list[float],
+                       slowed_ops: Collection[int]) -> list[OpCost]:
+    """The analytical records with their place in the schedule (:class:`ScheduledOpCost`) and their
+    share of the idle energy."""
     out: list[OpCost] = []
     base_names = [f.name for f in fields(OpCost)]
     for i, r in enumerate(records):
@@ -244,8 +259,7 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         vals["static_energy_j"] = static[i]
         vals["energy_j"] = r.dynamic_energy_j + static[i]
         # an op never slowed keeps its record's time exactly (end - start equals it up to rounding)
-        slowed = i in fluid.slowed
-        vals["time_s"] = finish[i] - start[i] if slowed else r.time_s
+        vals["time_s"] = finish[i] - start[i] if i in slowed_ops else r.time_s
         vals["standalone_s"] = r.time_s
         if i in unit_of:
             u = units[unit_of[i]]
@@ -259,9 +273,14 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                         priority=prio[i])
         vals.update(start_s=start[i], end_s=finish[i])
         out.append(ScheduledOpCost(**vals))
+    return out
 
+
+def _schedule_warnings(base: CostReport, units: list[_Unit], streams: int, overlap_s: float, makespan: float,
+                       fluid: FluidDevice, idle_w: float, tdp: float, power_cap: bool) -> set[str]:
+    """The analytical report's warnings and those of the schedule: overlapping kernels, power limiting,
+    and concurrent draw above the TDP when the cap is off."""
     warnings = set(base.warnings)
-    tdp = float(dev.power.tdp_w)
     if overlap_s > 0:
         where = f"{streams} stream(s)" + (" and the link" if any(u.link for u in units) else "")
         warnings.add(f"discrete-event schedule: kernels overlap for {overlap_s:.3g} s of {makespan:.3g} s on "
@@ -272,34 +291,10 @@ def simulate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
     if limited.get("power", 0.0) > 0:
         warnings.add(f"discrete-event schedule: concurrent kernels slowed for {limited['power']:.3g} s to keep "
                      f"the device within its TDP {tdp:.0f} W together")
-    if not opts.power_cap and idle_w + fluid.dynamic_w_max > tdp * (1.0 + _REL_EPS):
+    if not power_cap and idle_w + fluid.dynamic_w_max > tdp * (1.0 + _REL_EPS):
         warnings.add(f"discrete-event schedule: concurrent kernels draw up to {idle_w + fluid.dynamic_w_max:.0f} W, "
                      f"more than the TDP {tdp:.0f} W; not throttled (power_cap is off)")
-    for w in sorted(warnings - set(base.warnings)):
-        logger.info("%s", w)
-
-    bt = base.totals
-    static_total = idle_w * makespan
-    energy = bt.dynamic_energy_j + static_total
-    achieved = bt.flops / makespan if makespan > 0 else 0.0
-    totals = replace(
-        bt, latency_s=makespan, energy_j=energy, static_energy_j=static_total,
-        avg_power_w=energy / makespan if makespan > 0 else 0.0, achieved_flops_per_s=achieved,
-        mfu=achieved / bt.peak_flops_per_s if bt.peak_flops_per_s else 0.0,
-    )
-    prov = dict(base.provenance)
-    prov["engine"] = ENGINE_NAME
-    prov["streams"] = streams
-    prov["launch_overhead_s"] = floor
-    if priorities:
-        prov["priorities"] = {k: int(priorities[k]) for k in sorted(priorities)}
-    prov["contention"] = {
-        "model": "fluid: SM slots by occupancy and waves; DRAM, L2, host link and power by demand",
-        "limited_s": {k: limited[k] for k in sorted(limited)},
-        "slowed_ops": len(fluid.slowed),
-    }
-    return CostReport(model=base.model, hardware=base.hardware, records=tuple(out), totals=totals,
-                      memory=base.memory, warnings=tuple(sorted(warnings)), provenance=prov)
+    return warnings
 
 
 def _priorities(graph: OpGraph, priorities: Mapping[str, int] | None) -> list[int]:
@@ -393,100 +388,115 @@ def _plan(graph: OpGraph, records: tuple[OpCost, ...], host_s: Callable[[OpCost]
 def _run(name: str, units: list[_Unit], records: tuple[OpCost, ...], demands: dict[int, KernelDemand],
          fluid: FluidDevice, streams: int, trace: bool) -> tuple[dict[int, float], dict[int, float]]:
     """Run the SimPy model; fills the units' times and returns the start and end time of every unit member."""
-    env = simpy.Environment()
-    stream_res = simpy.PriorityResource(env, capacity=streams)
-    link_res = simpy.PriorityResource(env, capacity=1)
-    free_streams = list(range(streams))  # lowest free stream id first (a heap)
-    done = [env.event() for _ in units]
-    launched = [env.event() for _ in units]
-    begin: dict[int, float] = {}
-    end: dict[int, float] = {}
-    finished: dict[int, simpy.Event] = {}  # kernel (op index) -> its completion on the device
-    wake: list[simpy.Event] = [env.event()]
-    owner: dict[int, _Unit] = {m: u for u in units for m in u.members}
-
-    def log(what: str, u: _Unit, m: int | None = None) -> None:
-        if trace:
-            i = u.index if m is None else m
-            logger.debug("t=%.9e s %s %s%s", env.now, what, records[i].name, f" on {u.track}" if u.track else "")
-
-    def host() -> Generator[simpy.Event, Any, None]:
-        for k, u in enumerate(units):
-            if not u.launched:
-                continue
-            u.launch_start_s = env.now
-            log("launch", u)
-            launched[k].succeed()
-            yield env.timeout(u.launch_s)
-            u.launch_end_s = env.now
-
-    def device() -> Generator[simpy.Event, Any, None]:
-        """The fluid device: re-shares at every arrival and phase end, completes kernels."""
-        while True:
-            started, ended = fluid.step(env.now)
-            for m in started:
-                begin[m] = env.now
-                if m == owner[m].members[0]:
-                    log("start", owner[m])
-            for m in ended:
-                begin.setdefault(m, fluid.starts[m])
-                end[m] = env.now
-                finished.pop(m).succeed()
-            nxt = fluid.next_event_s()
-            wake[0] = env.event()
-            if nxt is None:
-                yield wake[0]
-            else:
-                yield wake[0] | env.timeout(max(nxt - env.now, 0.0))
-
-    def submit(m: int) -> simpy.Event:
-        ev = env.event()
-        finished[m] = ev
-        fluid.add(m, demands[m], env.now)
-        if not wake[0].triggered:
-            wake[0].succeed()
-        return ev
-
-    def run_unit(k: int, u: _Unit) -> Generator[simpy.Event, Any, None]:
-        if u.deps:
-            yield env.all_of([done[d] for d in u.deps])
-        u.ready_s = env.now
-        if u.launched:
-            yield launched[k]
-        res = link_res if u.link else stream_res
-        with res.request(priority=(u.priority, u.index)) as req:
-            yield req
-            sid = -1
-            if u.link:
-                u.track = LINK_TRACK
-                begin[u.index] = env.now
-                log("start", u)
-                yield env.timeout(records[u.index].time_s)
-                end[u.index] = env.now
-            else:
-                sid = heapq.heappop(free_streams)
-                u.track = stream_track(sid)
-                for m in u.members:
-                    if records[m].time_s <= 0:  # nothing to run: done where the previous part ended
-                        begin[m] = end[m] = env.now
-                        continue
-                    yield submit(m)
-            if sid >= 0:
-                heapq.heappush(free_streams, sid)
-            log("end", u)
-        u.done = True
-        done[k].succeed()
-
-    env.process(host())
-    env.process(device())
+    sim = _Simulation(units, records, demands, fluid, streams, trace)
+    env = sim.env
+    env.process(sim.host())
+    env.process(sim.device())
     for k, u in enumerate(units):
-        env.process(run_unit(k, u))
+        env.process(sim.run_unit(k, u))
     env.run()
     stuck = [u for u in units if not u.done]
     if stuck:  # cannot happen for a DAG in topological order; say so loudly if it does
         raise RuntimeError(f"simulate: graph {name!r}: {len(stuck)} op(s) never ran (first: "
                            f"{records[stuck[0].index].name!r}); expected every op to complete on {fluid.capacity.name}")
-    return begin, end
+    return sim.begin, sim.end
+
+
+class _Simulation:
+    """The SimPy processes of one run: the host launching units in program order, the fluid device
+    sharing itself among running kernels, and one process per unit (wait, launch, take a stream or the
+    link, run its members). ``begin``/``end`` collect each member's start and end time (s)."""
+
+    def __init__(self, units: list[_Unit], records: tuple[OpCost, ...], demands: dict[int, KernelDemand],
+                 fluid: FluidDevice, streams: int, trace: bool) -> None:
+        self.env = env = simpy.Environment()
+        self.units, self.records, self.demands, self.fluid, self.trace = units, records, demands, fluid, trace
+        self.stream_res = simpy.PriorityResource(env, capacity=streams)
+        self.link_res = simpy.PriorityResource(env, capacity=1)
+        self.free_streams = list(range(streams))  # lowest free stream id first (a heap)
+        self.done = [env.event() for _ in units]
+        self.launched = [env.event() for _ in units]
+        self.begin: dict[int, float] = {}
+        self.end: dict[int, float] = {}
+        self.finished: dict[int, simpy.Event] = {}  # kernel (op index) -> its completion on the device
+        self.wake: simpy.Event = env.event()
+        self.owner: dict[int, _Unit] = {m: u for u in units for m in u.members}
+
+    def log(self, what: str, u: _Unit, m: int | None = None) -> None:
+        if self.trace:
+            i = u.index if m is None else m
+            logger.debug("t=%.9e s %s %s%s", self.env.now, what, self.records[i].name,
+                         f" on {u.track}" if u.track else "")
+
+    def host(self) -> Generator[simpy.Event, Any, None]:
+        env = self.env
+        for k, u in enumerate(self.units):
+            if not u.launched:
+                continue
+            u.launch_start_s = env.now
+            self.log("launch", u)
+            self.launched[k].succeed()
+            yield env.timeout(u.launch_s)
+            u.launch_end_s = env.now
+
+    def device(self) -> Generator[simpy.Event, Any, None]:
+        """The fluid device: re-shares at every arrival and phase end, completes kernels."""
+        env, fluid = self.env, self.fluid
+        while True:
+            started, ended = fluid.step(env.now)
+            for m in started:
+                self.begin[m] = env.now
+                if m == self.owner[m].members[0]:
+                    self.log("start", self.owner[m])
+            for m in ended:
+                self.begin.setdefault(m, fluid.starts[m])
+                self.end[m] = env.now
+                self.finished.pop(m).succeed()
+            nxt = fluid.next_event_s()
+            self.wake = env.event()
+            if nxt is None:
+                yield self.wake
+            else:
+                yield self.wake | env.timeout(max(nxt - env.now, 0.0))
+
+    def submit(self, m: int) -> simpy.Event:
+        ev = self.env.event()
+        self.finished[m] = ev
+        self.fluid.add(m, self.demands[m], self.env.now)
+        if not self.wake.triggered:
+            self.wake.succeed()
+        return ev
+
+    def run_unit(self, k: int, u: _Unit) -> Generator[simpy.Event, Any, None]:
+        env, records = self.env, self.records
+        if u.deps:
+            yield env.all_of([self.done[d] for d in u.deps])
+        u.ready_s = env.now
+        if u.launched:
+            yield self.launched[k]
+        res = self.link_res if u.link else self.stream_res
+        with res.request(priority=(u.priority, u.index)) as req:
+            yield req
+            sid = -1
+            if u.link:
+                u.track = LINK_TRACK
+                self.begin[u.index] = env.now
+                self.log("start", u)
+                yield env.timeout(records[u.index].time_s)
+                self.end[u.index] = env.now
+            else:
+                sid = heapq.heappop(self.free_streams)
+                u.track = stream_track(sid)
+                for m in u.members:
+                    if records[m].time_s <= 0:  # nothing to run: done where the previous part ended
+                        self.begin[m] = self.end[m] = env.now
+                        continue
+                    yield self.submit(m)
+            if sid >= 0:
+                heapq.heappush(self.free_streams, sid)
+            self.log("end", u)
+        u.done = True
+        self.done[k].succeed()
 
 
 def _share_idle_energy(records: tuple[OpCost, ...], start: list[float], finish: list[float],

@@ -50,6 +50,7 @@ from hwmodels.paths import (
 from hwmodels.spec import DeviceSpec, SystemSpec
 from hwmodels.spec import get_path as _spec_get_path
 from hwmodels.spec import replace_path as _spec_replace_path
+from nodeperf.errors import NodeperfError
 from simulator.engines.analytical import (
     EnergyCoefficients,
     collectives_of,
@@ -76,7 +77,6 @@ __all__ = ["VariantResult", "VariantError", "evaluate_variants", "variant_overri
 ARRAY_SAFE_GPU_RULES: frozenset[str | None] = frozenset(
     {"gemm", "grouped_gemm", "grouped_gemm_bwd", "conv", "attention", "streaming", "router", "view", None}
 )
-
 #: Spec paths some array-safe rules cannot take as arrays, ``{path: rule names}``: ops of those rules
 #: are lowered variant by variant when such a path varies. Empty: every numeric field of a GPU spec,
 #: the GEMM occupancy's thread and CTA limits included, broadcasts (kept as the hook for a rule that
@@ -396,7 +396,8 @@ def _merge(parts: list[tuple[np.ndarray, VariantResult]], n: int, cols: dict[str
 # per-variant loop (the reference path, and the fallback)
 
 
-class VariantError(ValueError):
+
+class VariantError(NodeperfError, ValueError):
     """One hardware variant cannot run the graph; the message names the variant and its values."""
 
     def __init__(self, index: int, values: str, message: str) -> None:

@@ -6,28 +6,34 @@ rules: :mod:`~simulator.lowering.gpu` (SMs and tensor cores), :mod:`~simulator.l
 (systolic arrays), :mod:`~simulator.lowering.cpu` (host cores). The engines call :func:`lower`.
 """
 
-from simulator.lowering.collectives import collective_cost
-from simulator.lowering.common import (
-    COLLECTIVE_KINDS,
-    NARROW_GROUP_CHANNELS,
-    RULE_MODULES,
-    VIEW_KINDS,
-    KernelCost,
-    LoweringContext,
-    Rule,
-    RuleSet,
-    element_bytes,
-    is_narrow_grouped_conv,
-    lower,
-    register_rule,
-    ring_collective,
-    rule_name_for,
-    ruleset,
-    set_fallback,
-    sfu_ops,
-    zero_cost,
-)
-from simulator.lowering.gpu import attention_kernel_for
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module it is re-exported from (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "collective_cost": "simulator.lowering.collectives",
+    "COLLECTIVE_KINDS": "simulator.lowering.common",
+    "NARROW_GROUP_CHANNELS": "simulator.lowering.common",
+    "RULE_MODULES": "simulator.lowering.common",
+    "VIEW_KINDS": "simulator.lowering.common",
+    "KernelCost": "simulator.lowering.common",
+    "LoweringContext": "simulator.lowering.common",
+    "Rule": "simulator.lowering.common",
+    "RuleSet": "simulator.lowering.common",
+    "element_bytes": "simulator.lowering.common",
+    "is_narrow_grouped_conv": "simulator.lowering.common",
+    "lower": "simulator.lowering.common",
+    "register_rule": "simulator.lowering.common",
+    "ring_collective": "simulator.lowering.common",
+    "rule_name_for": "simulator.lowering.common",
+    "ruleset": "simulator.lowering.common",
+    "set_fallback": "simulator.lowering.common",
+    "sfu_ops": "simulator.lowering.common",
+    "zero_cost": "simulator.lowering.common",
+    "attention_kernel_for": "simulator.lowering.gpu",
+}
 
 __all__ = [
     "KernelCost",
@@ -51,3 +57,24 @@ __all__ = [
     "ring_collective",
     "sfu_ops",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name.isidentifier() and not name.startswith("_"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

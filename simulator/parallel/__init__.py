@@ -9,11 +9,19 @@ algorithms in :mod:`hwmodels.collectives`.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from simulator.parallel.compose import ParallelResult, StageResult, evaluate_plan, generate_request
-from simulator.parallel.pipeline_des import simulate_pipeline
-from simulator.parallel.schedule import PipelineTime, pipeline_time
+#: Public name -> the module it is re-exported from (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "ParallelResult": "simulator.parallel.compose",
+    "StageResult": "simulator.parallel.compose",
+    "evaluate_plan": "simulator.parallel.compose",
+    "generate_request": "simulator.parallel.compose",
+    "simulate_pipeline": "simulator.parallel.pipeline_des",
+    "PipelineTime": "simulator.parallel.schedule",
+    "pipeline_time": "simulator.parallel.schedule",
+}
 
 __all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "evaluate_graph_with_plan",
            "pipeline_time", "PipelineTime", "simulate_pipeline"]
@@ -27,6 +35,7 @@ def evaluate_graph_with_plan(graph: Any, system: Any, options: Any) -> Any:
     ``context``, ``dtype``; a training step also ``optimizer`` and ``recompute``); the plan's
     ``microbatch`` and ``global_batch`` set a training step's batch.
     """
+    from simulator.parallel.compose import evaluate_plan
     from workloads.parallel import PlanError
 
     meta = dict(graph.meta)
@@ -45,3 +54,24 @@ def evaluate_graph_with_plan(graph: Any, system: Any, options: Any) -> Any:
                         batch=None if train else meta.get("batch"), optimizer=meta.get("optimizer", "adamw"),
                         recompute=meta.get("recompute", "none"))
     return res.to_cost_report()
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name.isidentifier() and not name.startswith("_"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -8,10 +8,47 @@ kernel boundaries and shared-DRAM contention between the devices of a memory poo
 schema and the semantics are in ``docs/realtime.md``.
 """
 
-from simulator.realtime.costing import MemoryPool, cost_scenario, memory_pools
-from simulator.realtime.rta import Analysis, analyse, response_time
-from simulator.realtime.scenario import Scenario, ScenarioError, load_scenario
-from simulator.realtime.simulate import RealtimeResult, run_realtime, simulate_scenario
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module it is re-exported from (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "MemoryPool": "simulator.realtime.costing",
+    "cost_scenario": "simulator.realtime.costing",
+    "memory_pools": "simulator.realtime.costing",
+    "Analysis": "simulator.realtime.rta",
+    "analyse": "simulator.realtime.rta",
+    "response_time": "simulator.realtime.rta",
+    "Scenario": "simulator.realtime.scenario",
+    "ScenarioError": "simulator.realtime.scenario",
+    "load_scenario": "simulator.realtime.scenario",
+    "RealtimeResult": "simulator.realtime.simulate",
+    "run_realtime": "simulator.realtime.simulate",
+    "simulate_scenario": "simulator.realtime.simulate",
+}
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "Analysis", "analyse", "response_time", "RealtimeResult",
            "run_realtime", "simulate_scenario", "MemoryPool", "cost_scenario", "memory_pools"]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name.isidentifier() and not name.startswith("_"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

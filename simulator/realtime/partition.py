@@ -81,6 +81,7 @@ import numpy as np
 
 from hwmodels.node import NodeSpec
 from hwmodels.spec import SpecError
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean
 from workloads.ir import OpGraph
 
@@ -119,7 +120,7 @@ DEFAULT_MAX_STATES = 4096
 _INF = math.inf
 
 
-class PartitionError(ValueError):
+class PartitionError(NodeperfError, ValueError):
     """A partition cannot be made (an op no device can run, devices without the links a placement needs)."""
 
 

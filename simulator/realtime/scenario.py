@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.tables import table_problems
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -96,7 +97,7 @@ _TEMPLATED = ("model", "batch", "seq", "context")
 DEFAULT_TIME_LIMIT_S = 300.0
 
 
-class ScenarioError(ValueError):
+class ScenarioError(NodeperfError, ValueError):
     """A scenario is invalid; the message locates every problem (``file: tasks.<name>.<key>: ...``)."""
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from nodeperf.errors import NodeperfError
 from simulator.report.report import BOUNDS, CostReport
 
 __all__ = [
@@ -84,7 +85,7 @@ _PREFIX = {-15: "f", -12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M"
 _NICE_NAMES = {"dram": "DRAM traffic", "mfu": "MFU", "ttft": "TTFT", "tpot": "TPOT", "hbm": "HBM", "sram": "SRAM"}
 
 
-class FigureError(ValueError):
+class FigureError(NodeperfError, ValueError):
     """A figure cannot be drawn or written from the input given; the message locates the problem."""
 
 

@@ -4,7 +4,7 @@ One complete event (``"ph": "X"``) per op on the track it ran on (one thread per
 for the link; ops that take no resource, such as views, go to a track of their own with zero
 duration), and one event per host launch on the host's track. Timestamps and durations are in
 microseconds, as the format requires. Reports of the discrete-event engine carry their schedule
-(:class:`simulator.engines.discrete_event.ScheduledOpCost`); reports of the analytical engine are laid out back to back
+(:class:`simulator.report.scheduled.ScheduledOpCost`); reports of the analytical engine are laid out back to back
 on one stream, in record order, which is how that engine composes them.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.engines.discrete_event import ScheduledOpCost
-from simulator.report import CostReport, OpCost
+from simulator.report.report import CostReport, OpCost
+from simulator.report.scheduled import ScheduledOpCost
 
 __all__ = ["report_to_chrome_trace", "DEVICE_PID", "HOST_PID", "NO_KERNEL_TRACK"]
 

@@ -8,19 +8,28 @@ store, Pareto fronts, and tuning under constraints, built on the vectorised comp
 
 from __future__ import annotations
 
-from simulator.sweep.execute import SweepError, SweepSummary, point_key, run_sweep
-from simulator.sweep.experiment import (
-    EXPERIMENT_SCHEMA,
-    MODEL_METRICS,
-    SYSTOLIC_METRICS,
-    Axis,
-    Experiment,
-    ExperimentError,
-    load_experiment,
-    parse_experiment,
-)
-from simulator.sweep.pareto import pareto_front
-from simulator.sweep.store import STORE_SCHEMA, StoreError, load_results
+import importlib
+from typing import Any
+
+#: Public name -> the module it is re-exported from (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {
+    "SweepError": "simulator.sweep.execute",
+    "SweepSummary": "simulator.sweep.execute",
+    "point_key": "simulator.sweep.execute",
+    "run_sweep": "simulator.sweep.execute",
+    "EXPERIMENT_SCHEMA": "simulator.sweep.experiment",
+    "MODEL_METRICS": "simulator.sweep.experiment",
+    "SYSTOLIC_METRICS": "simulator.sweep.experiment",
+    "Axis": "simulator.sweep.experiment",
+    "Experiment": "simulator.sweep.experiment",
+    "ExperimentError": "simulator.sweep.experiment",
+    "load_experiment": "simulator.sweep.experiment",
+    "parse_experiment": "simulator.sweep.experiment",
+    "pareto_front": "simulator.sweep.pareto",
+    "STORE_SCHEMA": "simulator.sweep.store",
+    "StoreError": "simulator.sweep.store",
+    "load_results": "simulator.sweep.store",
+}
 
 __all__ = [
     "EXPERIMENT_SCHEMA",
@@ -40,3 +49,24 @@ __all__ = [
     "load_results",
     "pareto_front",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name.isidentifier() and not name.startswith("_"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -34,6 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from simulator.sweep.experiment import PLAN_KEYS, Experiment, _resolve_file, load_experiment
 from simulator.sweep.store import STORE_SCHEMA, open_store
 
@@ -52,7 +53,7 @@ COMMIT_INTERVAL_S = 1.0
 SYSTOLIC_TASK_POINTS = 20_000
 
 
-class SweepError(ValueError):
+class SweepError(NodeperfError, ValueError):
     """A sweep cannot run: bad scheduler address or worker count, unreachable cluster, missing extra."""
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems
 from simulator.engines.analytical import CONV_LAYOUTS
 
@@ -168,7 +169,7 @@ _TOP_KEYS = ("schema", "name", "description", "combine", "zip", "filters", "metr
 _AXIS_FORMS = ("values", "range", "log", "pow2", "n", "step")
 
 
-class ExperimentError(ValueError):
+class ExperimentError(NodeperfError, ValueError):
     """An experiment file is invalid; the message lists every located problem."""
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:

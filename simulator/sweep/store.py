@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nodeperf.errors import NodeperfError
+
 __all__ = ["STORE_SCHEMA", "StoreError", "Store", "open_store", "load_results", "store_kind_of"]
 
 STORE_SCHEMA = "nodeperf.sweep/1"
@@ -36,7 +38,7 @@ _PARQUET_META = "_nodeperf_store.json"
 _SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
-class StoreError(ValueError):
+class StoreError(NodeperfError, ValueError):
     """A results store cannot be used: not a sweep store, another schema or kind, an unknown format."""
 
 

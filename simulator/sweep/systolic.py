@@ -36,6 +36,7 @@ from hwmodels.systolic import (
     systolic_energy,
 )
 from hwmodels.topology import Topology, read_topology
+from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, short_repr
 from workloads.ir import OpGraph
 from workloads.semantics import conv_dims, gemm_dims
@@ -46,7 +47,7 @@ __all__ = ["SystolicLayers", "SystolicVariants", "network_layers", "systolic_net
 ARRAY_KINDS = frozenset({"conv2d", "conv1d", "matmul"})
 
 
-class SystolicSweepError(ValueError):
+class SystolicSweepError(NodeperfError, ValueError):
     """A systolic sweep's arrays or layers are invalid; the message names the argument."""
 
 

@@ -36,6 +36,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hwmodels.units import METRIC_UNITS
+from nodeperf.errors import NodeperfError
+
 __all__ = [
     "TuneError", "Metric", "METRICS", "OBJECTIVES", "Constraint", "parse_constraint", "Axis", "SearchSpace",
     "Problem", "Trial", "TuneResult", "tune", "SEARCH_METHODS", "format_metric", "DEFAULT_TRIALS",
@@ -49,7 +52,7 @@ SEARCH_METHODS: tuple[str, ...] = ("auto", "exhaustive", "random", "bayes")
 DEFAULT_TRIALS = 64
 
 
-class TuneError(ValueError):
+class TuneError(NodeperfError, ValueError):
     """A tuning request that cannot run: bad constraint, objective, space or device list."""
 
 
@@ -101,19 +104,6 @@ _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>|==|=|!=|=<|
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _REF = re.compile(rf"^(?:({_NUMBER})\s*\*\s*)?([A-Za-z_][A-Za-z0-9_]*)$")
 _QUANTITY = re.compile(rf"^\$?\s*({_NUMBER})\s*(.*)$")
-#: Unit spellings for the metric dimensions hwmodels.units does not parse (it handles s, B, W).
-_LOCAL_UNITS: dict[str, dict[str, float]] = {
-    "J": {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "MJ": 1e6},
-    "1/s": {"1/s": 1.0, "/s": 1.0, "samples/s": 1.0, "tokens/s": 1.0, "requests/s": 1.0, "k/s": 1e3,
-            "ksamples/s": 1e3, "ktokens/s": 1e3},
-    "USD/h": {"USD/h": 1.0, "$/h": 1.0, "/h": 1.0},
-    "USD": {"USD": 1.0, "$": 1.0},
-    "%": {"%": 1.0},
-    "1": {"%": 0.01},
-    "count": {},
-    "cycles": {"cycles": 1.0, "cycle": 1.0, "kcycles": 1e3, "Mcycles": 1e6},
-    "words": {"words": 1.0, "kwords": 1e3, "Mwords": 1e6},
-}
 _UNIT_EXAMPLES = {"s": "'0.2', '200 ms' or '50 us'", "B": "'80 GiB' or '0.9*capacity'", "W": "'700 W'",
                   "J": "'5 J' or '300 mJ'", "1/s": "'1000' or '1000 samples/s'", "USD/h": "'40' or '$40/h'",
                   "USD": "'2.5' or '$2.5'", "%": "'80' or '80 %'", "1": "'0.5' or '50 %'", "count": "'4096'",
@@ -166,7 +156,7 @@ def _parse_value(metric: Metric, text: str, where: str) -> float:
             return parse_quantity(f"{m.group(1)} {unit}", metric.unit)
         except ValueError as exc:
             raise TuneError(f"{where}: {exc}") from None
-    table = _LOCAL_UNITS.get(metric.unit, {})
+    table = METRIC_UNITS.get(metric.unit, {})
     if unit in table:
         return number * table[unit]
     from nodeperf.suggest import did_you_mean

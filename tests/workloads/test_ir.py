@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -265,3 +266,60 @@ def test_attrs_are_immutable():
     g, _ = _chain()
     with pytest.raises(TypeError):
         g.ops[0].attrs["op"] = "gelu"
+
+
+# --- the semantics registry is registered with the IR explicitly ------------------------------------------
+
+def _mlp():
+    b = GraphBuilder("mlp", dtype="bf16")
+    x = b.input("x", (8, 1024))
+    w = b.weight("fc.weight", (1024, 4096))
+    b.op("matmul", [x, w], name="fc")
+    return b.build()
+
+
+def test_the_ir_uses_the_semantics_registered_with_it(monkeypatch):
+    import workloads.ir as ir
+    from workloads import semantics
+
+    # import workloads registered workloads.semantics
+    assert (ir._REGISTRY.semantics_of, ir._REGISTRY.check_op) == (semantics.semantics_of, semantics.check_op)
+    assert _mlp().flops == 2 * 8 * 1024 * 4096
+    # a registration of another table replaces it: here one that counts every matmul as 7 FLOPs
+    seven = {"matmul": dataclasses.replace(semantics.semantics_of("matmul"), flops=lambda op: 7)}
+    checked = []
+
+    def semantics_of(kind, where="op"):
+        try:
+            return seven[kind]
+        except KeyError:
+            raise UnsupportedOpError(f"{where}: unknown op kind; got {kind!r}") from None
+
+    monkeypatch.setattr(ir, "_REGISTRY", ir._Registry())
+    ir.register_semantics(semantics_of, checked.append)
+    g = _mlp()
+    assert g.flops == 7
+    b = GraphBuilder("g", dtype="bf16")
+    with pytest.raises(UnsupportedOpError, match=r"op 'sm': unknown op kind; got 'softmax'"):
+        b.op("softmax", [b.input("x", (2, 2))], name="sm")
+
+
+def test_without_registered_semantics_the_ir_says_so(monkeypatch):
+    import workloads.ir as ir
+
+    monkeypatch.setattr(ir, "_REGISTRY", ir._Registry())
+    with pytest.raises(RuntimeError, match=r"workloads\.ir: no op semantics registered; got none; expected "
+                                           r"workloads\.ir\.register_semantics\(semantics_of, check_op\)"):
+        _mlp()
+
+
+def test_semantics_does_not_patch_the_ir_at_import():
+    import ast
+    from pathlib import Path
+
+    import workloads.semantics as semantics
+
+    tree = ast.parse(Path(semantics.__file__).read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "workloads.ir" not in imported  # `import workloads.ir as _ir; _ir._REGISTRY... = ...` is gone
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "_REGISTRY"]

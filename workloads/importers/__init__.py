@@ -11,17 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workloads.importers.naming import unique_name
+
 __all__ = ["import_onnx", "import_module", "unique_name"]
-
-
-def unique_name(name: str, taken: set[str]) -> str:
-    """``name``, or ``name_1``, ``name_2``, ... if taken; the result is added to ``taken``."""
-    base, n = name, 1
-    while name in taken:
-        name = f"{base}_{n}"
-        n += 1
-    taken.add(name)
-    return name
 
 
 def import_onnx(*args: Any, **kwargs: Any) -> Any:

@@ -41,7 +41,7 @@ import numpy as np
 
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
-from workloads.importers import unique_name
+from workloads.importers.naming import unique_name
 from workloads.ir import (
     Attrs,
     GraphError,

@@ -41,7 +41,7 @@ from typing import Any
 
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType, parse_dtype
-from workloads.importers import unique_name
+from workloads.importers.naming import unique_name
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
 from workloads.semantics import semantics_of
 

@@ -56,14 +56,27 @@ def register_model(entry: ModelEntry) -> ModelEntry:
     return entry
 
 
-@cache
+_imported = 0  # how many of _MODULES are imported (always a prefix, so entries keep the listing order)
+
+
+def _import_next() -> bool:
+    """Import the next zoo module of :data:`_MODULES` (its entries register); False when all are."""
+    global _imported
+    if _imported >= len(_MODULES):
+        return False
+    m = _MODULES[_imported]
+    _imported += 1
+    try:
+        importlib.import_module(f"workloads.zoo.{m}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"workloads.zoo.{m}":
+            raise
+    return True
+
+
 def _load_all() -> None:
-    for m in _MODULES:
-        try:
-            importlib.import_module(f"workloads.zoo.{m}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"workloads.zoo.{m}":
-                raise
+    while _import_next():
+        pass
 
 
 def _norm(name: str) -> str:
@@ -71,12 +84,18 @@ def _norm(name: str) -> str:
 
 
 def get_entry(name: str) -> ModelEntry:
-    """The zoo entry called ``name`` (case, ``_`` and ``-`` insensitive); near matches on a typo."""
-    _load_all()
+    """The zoo entry called ``name`` (case, ``_`` and ``-`` insensitive); near matches on a typo.
+
+    The zoo modules are imported in listing order until one has registered ``name`` (a transformer
+    does not wait for the recommender and detection models to load); a name no module registers
+    imports them all, for the near matches."""
     key = _norm(name)
-    table = {_norm(k): k for k in _REGISTRY} | {_norm(k): v for k, v in _ALIASES.items()}
-    if key in table:
-        return _REGISTRY[table[key]]
+    while True:
+        table = {_norm(k): k for k in _REGISTRY} | {_norm(k): v for k, v in _ALIASES.items()}
+        if key in table:
+            return _REGISTRY[table[key]]
+        if not _import_next():
+            break
     near = near_match(key, list(table), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(table[n]) for n in near)}?" if near else ""
     raise KeyError(f"model {name!r}: unknown model; expected a zoo name (see `nodeperf models`), a micro-workload, "

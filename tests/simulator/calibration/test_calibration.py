@@ -93,6 +93,21 @@ def test_overlay_round_trip_and_apply(tmp_path: Path) -> None:
     assert spec.source_of("efficiency.tensor_peak_fraction").source.startswith("measured: calibrated")
 
 
+def test_overlay_text_round_trips_awkward_values() -> None:
+    import tomllib
+
+    from simulator.calibration.fit import overlay_text
+
+    overlay = {"schema": "nodeperf.calibration/1", "source": 'measured: "run 3"\\notes\nline 2',
+               "values": {"memory.hbm.read_bandwidth_bytes_per_s": 2.9876543210987654e12,
+                          "efficiency.launch_overhead_s": 4.1e-06},
+               "calibration": {"params": ["a.b", "c"], "errors": {"train": {"after": {"n": 3, "mape": 0.1}}},
+                               "held_out": {"max": math.inf}}}
+    text = overlay_text(overlay)
+    assert text.startswith("# nodeperf calibration overlay: apply with `--calibration FILE`")
+    assert tomllib.loads(text) == overlay  # floats bit for bit, quotes, backslashes, newlines, dotted keys, inf
+
+
 def test_overlay_unknown_field_names_near_match(tmp_path: Path) -> None:
     p = tmp_path / "bad.toml"
     p.write_text('schema = "nodeperf.calibration/1"\nsource = "measured: x"\n'
