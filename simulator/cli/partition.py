@@ -9,7 +9,12 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import add_model_args, check_profile_hardware, graph_from_args, positive_int
+from simulator.cli.common import (
+    add_model_args,
+    check_profile_hardware,
+    graph_from_args,
+    positive_int,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
