@@ -432,3 +432,9 @@ def test_conv_layout_option_reaches_the_costing(tmp_path):
     assert b > a
     msg = _bad(tmp_path, SCENARIO.replace("[variables.objects]", '[options]\nconv_layout = "NHCW"\n\n[variables.objects]'))
     assert "options.conv_layout" in msg and "expected one of nhwc, nchw" in msg and "did you mean" in msg
+
+
+def test_an_unknown_option_is_located_with_its_near_match(tmp_path):
+    msg = _bad(tmp_path, SCENARIO.replace("[variables.objects]", '[options]\nfuson = true\n\n[variables.objects]'))
+    assert "options.fuson: unknown option; got 'fuson'; expected one of fusion, epilogue_fusion, " in msg, msg
+    assert msg.endswith("; did you mean 'fusion'?"), msg
