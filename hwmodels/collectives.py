@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels.spec import Provenance, SpecError
+from hwmodels.tables import table_problems
 from hwmodels.units import UnitError, parse_quantity
 from nodeperf.suggest import did_you_mean
 
@@ -311,9 +312,8 @@ class _Reader:
             self.problems.add(full, f"number without a source; got {raw!r}; expected "
                                     "{ value = ..., source = \"datasheet, table ...\" }")
             return None
-        for k in sorted(set(raw) - _QKEYS):
-            self.problems.add(f"{full}.{k}", f"unknown key; got {k!r}; expected one of note, source, value"
-                                             f"{did_you_mean(k, _QKEYS)}")
+        for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QKEYS)), allowed=sorted(_QKEYS), path=full):
+            self.problems.add(kpath, msg())
         src = self.source(raw.get("source"), full)
         try:
             v = parse_quantity(raw["value"], unit)
@@ -341,10 +341,9 @@ class _Reader:
         return str(got)
 
     def unknown_keys(self, table: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:
-        allowed = frozenset(allowed)
-        for k in sorted(set(table) - allowed):
-            self.problems.add(f"{path}.{k}", f"unknown key; got {k!r}; expected one of {', '.join(sorted(allowed))}"
-                                             f"{did_you_mean(k, allowed)}")
+        names = sorted(set(allowed))
+        for kpath, msg in table_problems(dict.fromkeys(sorted(set(table) - set(names))), allowed=names, path=path):
+            self.problems.add(kpath, msg())
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",

@@ -233,12 +233,9 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
             f"source = \"datasheet, table ...\" }}",
         )
         return None
-    extra = set(raw) - _QUANTITY_KEYS
-    for k in sorted(extra):
-        ctx.problems.add(
-            f"{path}.{k}", lambda k=k: f"unknown key; got {k!r}; expected one of value, source, note"
-                                       f"{did_you_mean(k, sorted(_QUANTITY_KEYS))}"
-        )
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
+                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
+        ctx.problems.add(kpath, msg)  # (sorted: the order of a set's keys is not the file's)
     src = raw.get("source")
     if not isinstance(src, str) or not src.strip():
         ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
@@ -462,11 +459,11 @@ def _convert_dtype_map(raw: Any, unit: str, name: str, path: str, ctx: _Ctx,
         return _BAD
     out: dict[str, float] = {}
     bad = False
+    unknown = dict(table_problems(raw, allowed=allowed, path=path, what=what))
     for k in raw:
         kp = f"{path}.{k}"
-        if k not in allowed:
-            ctx.problems.add(kp, lambda k=k: f"unknown {what}; got {_short(k)}; expected one of {', '.join(allowed)}"
-                                             f"{did_you_mean(k, allowed)}")
+        if kp in unknown:  # reported in file order, among the problems of the known keys
+            ctx.problems.add(kp, unknown[kp])
             bad = True
             continue
         v = _quantity(raw[k], unit, kp, name, ctx)
@@ -674,11 +671,12 @@ def _efficiency_kwargs(
     out: dict[str, Any] = {}
     ok = True
     for src, ctx in ((from_defaults, ctx_def), (from_device, ctx_dev)):
+        unknown = dict(table_problems(src, allowed=list(fields), path="efficiency",
+                                      expected="a field of EfficiencySpec"))
         for k, raw in src.items():
             path = f"efficiency.{k}"
-            if k not in fields:
-                ctx.problems.add(path, lambda k=k: f"unknown key; got {_short(k)}; expected a field of EfficiencySpec"
-                                                   f"{did_you_mean(k, fields)}")
+            if path in unknown:  # reported in file order, among the problems of the known fields
+                ctx.problems.add(path, unknown[path])
                 ok = False
                 continue
             v = _convert(hints[k], fields[k], raw, path, ctx)

@@ -949,13 +949,13 @@ def _unit_of(path: str) -> str | None:
 
 def _field_paths(doc: Mapping[str, Any], where: str, problems: _EnergyProblems) -> dict[str, Any]:
     """Flatten a document to ``{dotted path: field table}`` (``sram.points`` kept whole), checking names."""
-    from nodeperf.suggest import did_you_mean
+    from hwmodels.tables import table_problems
 
     out: dict[str, Any] = {}
+    unknown = dict(table_problems(doc, allowed=_ENERGY_TOP))
     for key, val in doc.items():
-        if key not in _ENERGY_TOP:
-            problems.add(where, key, f"unknown key; got {key!r}; expected one of {', '.join(_ENERGY_TOP)}"
-                                     f"{did_you_mean(key, _ENERGY_TOP)}")
+        if key in unknown:  # in file order, among the problems of the known tables
+            problems.add(where, key, unknown[key]())
             continue
         if key in ("schema", "technology_node", "refs"):
             out[key] = val
@@ -964,12 +964,10 @@ def _field_paths(doc: Mapping[str, Any], where: str, problems: _EnergyProblems) 
             problems.add(where, key, f"not a table; got {val!r}; expected [{key}]")
             continue
         if key == "sram":
-            for sub, v in val.items():
-                if sub != "points":
-                    problems.add(where, f"sram.{sub}", f"unknown key; got {sub!r}; expected points"
-                                                       f"{did_you_mean(sub, ['points'])}")
-                else:
-                    out["sram.points"] = v
+            for at, msg in table_problems(val, allowed=("points",), path="sram", expected="points"):
+                problems.add(where, at, msg())
+            if "points" in val:
+                out["sram.points"] = val["points"]
             continue
         if key == "mac":
             for dt, table in val.items():
@@ -977,20 +975,15 @@ def _field_paths(doc: Mapping[str, Any], where: str, problems: _EnergyProblems) 
                     problems.add(where, f"mac.{dt}", f"not a table; got {table!r}; expected [mac.{dt}] with "
                                                      "multiply_j and accumulate_j")
                     continue
-                for name, field in table.items():
-                    if name not in ("multiply_j", "accumulate_j"):
-                        problems.add(where, f"mac.{dt}.{name}", f"unknown field; got {name!r}; expected "
-                                     f"multiply_j or accumulate_j{did_you_mean(name, ['multiply_j', 'accumulate_j'])}")
-                    else:
-                        out[f"mac.{dt}.{name}"] = field
+                for at, msg in table_problems(table, allowed=("multiply_j", "accumulate_j"), path=f"mac.{dt}",
+                                              what="field", expected="multiply_j or accumulate_j"):
+                    problems.add(where, at, msg())
+                out.update({f"mac.{dt}.{n}": f for n, f in table.items() if n in ("multiply_j", "accumulate_j")})
             continue
         names = sorted(p.split(".")[1] for p in _ENERGY_FIELDS if p.startswith(key + "."))
-        for name, field in val.items():
-            if name not in names:
-                problems.add(where, f"{key}.{name}", f"unknown field; got {name!r}; expected one of "
-                                                     f"{', '.join(names)}{did_you_mean(name, names)}")
-            else:
-                out[f"{key}.{name}"] = field
+        for at, msg in table_problems(val, allowed=names, path=key, what="field"):
+            problems.add(where, at, msg())
+        out.update({f"{key}.{name}": field for name, field in val.items() if name in names})
     return out
 
 

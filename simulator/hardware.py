@@ -35,7 +35,6 @@ def device_of(system: DeviceSpec | SystemSpec) -> DeviceSpec:
 def load_calibration(path: str | Path) -> dict[str, Any]:
     """Read a calibration overlay; returns ``{"source", "values", "calibration"}`` (values by dotted path)."""
     from hwmodels.loader import read_toml
-    from nodeperf.suggest import did_you_mean
 
     p = Path(path)
     if not p.exists():
@@ -45,11 +44,12 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
         data = read_toml(p)
     except SpecError as exc:  # a folder, not UTF-8, empty, invalid TOML: already located
         raise CalibrationError(str(exc)) from None
+    from hwmodels.tables import table_problems
+
     allowed = {"schema", "source", "values", "calibration", "refs"}
-    extra = sorted(set(data) - allowed)
-    if extra:
-        raise CalibrationError(f"{p}: {extra[0]}: unknown top-level key; got {extra[0]!r}; expected one of "
-                               f"{', '.join(sorted(allowed))}{did_you_mean(extra[0], sorted(allowed))}")
+    for key, msg in table_problems(dict.fromkeys(sorted(set(data) - allowed)), allowed=sorted(allowed),
+                                   what="top-level key"):
+        raise CalibrationError(f"{p}: {key}: {msg()}")  # the first, in name order
     schema = data.get("schema")
     if schema != OVERLAY_SCHEMA:
         got = "no schema" if schema is None else repr(schema)

@@ -9,7 +9,12 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import add_model_args, graph_from_args, positive_int
+from simulator.cli.common import (
+    add_model_args,
+    check_profile_hardware,
+    graph_from_args,
+    positive_int,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("simulator").setLevel(logging.ERROR)
     objective = check_objective(args.objective)  # before any work: a typo is one line
     node = load_node_or_device(args.hardware)
+    check_profile_hardware(args, node)  # a profile on a device it does not run on: one line, before any work
     graph = graph_from_args(args)
     result = partition(graph, node, objective, max_states=args.max_states or DEFAULT_MAX_STATES,
                        cuda_graphs=args.cuda_graphs, idle=args.idle)

@@ -175,12 +175,13 @@ def read_results(path: str | Path) -> Any:
 
 
 def _evaluate(args: argparse.Namespace, hardware: str) -> tuple[Any, Any]:
-    from simulator.cli.common import graph_from_args
+    from simulator.cli.common import check_profile_hardware, graph_from_args
     from simulator.cli.predict import eval_options
     from simulator.engines.analytical import evaluate
     from simulator.hardware import load_hardware
 
     spec = load_hardware(hardware, args.calibration)
+    check_profile_hardware(args, spec)
     report = evaluate(graph_from_args(args), spec, eval_options(args))
     return report, spec
 

@@ -455,10 +455,10 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
     if not isinstance(options, Mapping):
         p.add("options", f"not a table; got {_short(options)}; expected [options] with {', '.join(_OPTION_KEYS)}")
     else:
+        unknown = dict(table_problems(options, allowed=_OPTION_KEYS, path="options", what="option"))
         for k, v in options.items():
-            if k not in _OPTION_KEYS:
-                p.add(f"options.{k}", f"unknown option; got {k!r}; expected one of {', '.join(_OPTION_KEYS)}"
-                                      f"{did_you_mean(k, _OPTION_KEYS)}")
+            if f"options.{k}" in unknown:
+                p.add(f"options.{k}", unknown[f"options.{k}"]())
             elif k in _OPTION_CHOICES:
                 if v not in _OPTION_CHOICES[k]:
                     p.add(f"options.{k}", f"got {_short(v)}; expected one of {', '.join(_OPTION_CHOICES[k])}"

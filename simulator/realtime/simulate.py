@@ -683,7 +683,7 @@ class _EventLoop:
                 stopped_by = "time limit"
                 break
             if self.backlog[0]:
-                stopped_by = "self.backlog"
+                stopped_by = "backlog"
                 break
             if kind == _RELEASE:
                 nxt = next(self.sources_next[a], None)

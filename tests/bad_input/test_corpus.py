@@ -334,6 +334,23 @@ def test_toml_key(work: Path, capsys: pytest.CaptureFixture[str], where: str, ke
         assert "did you mean" in err or "missing" in err, err
 
 
+@pytest.mark.parametrize("argv", [
+    ["predict", GEMM, "--hardware", "tpu-v4"],
+    ["partition", GEMM, "--hardware", "tpu-v4"],
+    ["plot", "roofline", GEMM, "--hardware", "tpu-v4", "--out", "f.png"],
+    ["plot", "breakdown", GEMM, "--hardware", "h100-sxm5-80gb", "--hardware", "tpu-v4", "--out", "f.png"],
+], ids=["predict", "partition", "plot-roofline", "plot-breakdown"])
+def test_a_framework_on_a_device_it_does_not_run_on(work: Path, capsys: pytest.CaptureFixture[str],
+                                                    argv: list[str]) -> None:
+    """Every command that takes --framework refuses a TensorRT engine on a TPU (one line, exit 2, no figure)."""
+    rc, err = run(capsys, [*argv, "--framework", "tensorrt"])
+    check(rc, err, "--framework tensorrt", must_fail=True)
+    assert "does not run on tpu-v4 (Google tpu)" in err and "expected one of vllm, xla" in err, err
+    assert not (work / "f.png").exists()
+    rc, err = run(capsys, [*argv, "--framework", "xla"])  # a profile that runs there is accepted
+    assert rc == 0, err
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. a few cases through the real entry point (a subprocess with a timeout): same answers
 

@@ -670,3 +670,15 @@ def test_launch_cost_may_be_an_array(h100):
     r = collective_time("all_reduce", 8, 4, sysm, algorithm="ring", protocol="ll", gpus_per_thread=4)
     base = collective_time("all_reduce", 8, 4, h100, algorithm="ring", protocol="ll").time_s
     np.testing.assert_allclose(r.time_s, base + 3 * np.array([1.0, 2.0, 3.0]) * US, rtol=1e-12)
+
+
+def test_an_unknown_key_of_a_sourced_number_is_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace('launch.per_device_s = { value = "2.55 us"', 'launch.per_device_s = { nte = "x", value = "2.55 us"', 1))
+    with pytest.raises(SpecError) as e:
+        load_fabric_catalog(bad)
+    assert ("libraries.nccl.launch.per_device_s.nte: unknown key; got 'nte'; expected one of note, source, value; "
+            "did you mean 'note'?") in str(e.value), str(e.value)

@@ -206,6 +206,13 @@ def test_overlay_and_overrides(tmp_path: Path) -> None:
     ('[sram]\npoints = [{ capacity = "1 MiB", j_per_byte = "1 pJ/B", source = "x" }, '
      '{ capacity = "2 MiB", j_per_byte = "0.5 pJ/B", source = "x" }]\n', "energy falls with capacity"),
     ("[dram\n", "not valid TOML"),
+    ('[statc]\npe_w = { value = "1 mW", source = "x" }\n', "statc: unknown key; got 'statc'; expected one of schema, "
+     "technology_node, refs, mac, register, sram, dram, static, clock; did you mean 'static'?"),
+    ("[sram]\npoint = []\n", "sram.point: unknown key; got 'point'; expected points; did you mean 'points'?"),
+    ('[mac.fp8]\nmultiply = { value = "1 pJ/OP", source = "x" }\n', "mac.fp8.multiply: unknown field; got "
+     "'multiply'; expected multiply_j or accumulate_j; did you mean 'multiply_j'?"),
+    ('[dram]\nj_per_bite = { value = "1 pJ/B", source = "x" }\n', "dram.j_per_bite: unknown field; got 'j_per_bite'; "
+     "expected one of j_per_byte; did you mean 'j_per_byte'?"),
 ])
 def test_bad_coefficients_are_located(tmp_path: Path, text: str, needle: str) -> None:
     f = tmp_path / "bad.toml"

@@ -199,6 +199,25 @@ def test_overload_reported_and_simulated(tmp_path):
     assert r.to_dict()["tasks"][0]["wcrt_bound_s"] is None and r.to_dict()["tasks"][0]["bounded"] is False
 
 
+def test_a_backlog_that_never_drains_stops_the_run_and_says_so(tmp_path, monkeypatch):
+    import simulator.realtime.simulate as sim
+
+    p = tmp_path / "over.toml"
+    p.write_text(textwrap.dedent("""
+        [[tasks]]
+        name = "big"
+        model = "gemm:m=8192,n=8192,k=8192"
+        device = "gpu"
+        rate = "60 Hz"
+        deadline = "16 ms"
+    """))
+    monkeypatch.setattr(sim, "MAX_BACKLOG", 5)  # the overloaded queue passes 5 jobs long before 5,000 frames
+    r = run_realtime(p, "l4", frames=5000)
+    assert r.stopped_by == "backlog" and r.to_dict()["stopped_by"] == "backlog"
+    assert any(line.startswith("stopped: a device's ready queue passed 5 jobs") for line in r.report_lines)
+    assert 0 < r.tasks[0].stats.count < 5000
+
+
 # ---------------------------------------------------------------------------------------------
 # bad input: located errors, exit code 2 from the CLI
 
@@ -432,3 +451,9 @@ def test_conv_layout_option_reaches_the_costing(tmp_path):
     assert b > a
     msg = _bad(tmp_path, SCENARIO.replace("[variables.objects]", '[options]\nconv_layout = "NHCW"\n\n[variables.objects]'))
     assert "options.conv_layout" in msg and "expected one of nhwc, nchw" in msg and "did you mean" in msg
+
+
+def test_an_unknown_option_is_located_with_its_near_match(tmp_path):
+    msg = _bad(tmp_path, SCENARIO.replace("[variables.objects]", '[options]\nfuson = true\n\n[variables.objects]'))
+    assert "options.fuson: unknown option; got 'fuson'; expected one of fusion, epilogue_fusion, " in msg, msg
+    assert msg.endswith("; did you mean 'fusion'?"), msg
