@@ -413,14 +413,7 @@ def solve_dp(prob: PartitionProblem, objective: str = "latency", *, subset: Sequ
     """
     w, xc, allowed = _weights(prob, objective, subset)
     n = prob.n_ops
-    inputs_of: list[list[int]] = [[] for _ in range(n)]
-    outputs_of: list[list[int]] = [[] for _ in range(n)]
-    last: dict[int, int] = {}
-    for ti, t in enumerate(prob.tensors):
-        outputs_of[t.producer].append(ti)
-        for ci in t.consumers:
-            inputs_of[ci].append(ti)
-        last[ti] = t.consumers[-1]
+    inputs_of, outputs_of, last = _tensor_uses(prob)
     # cache of transfer costs per (tensor, src, dst)
     xcache: dict[tuple[int, int, int], float] = {}
 
@@ -486,6 +479,20 @@ def solve_dp(prob: PartitionProblem, objective: str = "latency", *, subset: Sequ
         placement[i] = d
         key = prev
     return float(cost), placement, exact
+
+
+def _tensor_uses(prob: PartitionProblem) -> tuple[list[list[int]], list[list[int]], dict[int, int]]:
+    """Per op, the tensors it reads and writes; per tensor, its last consumer."""
+    n = prob.n_ops
+    inputs_of: list[list[int]] = [[] for _ in range(n)]
+    outputs_of: list[list[int]] = [[] for _ in range(n)]
+    last: dict[int, int] = {}
+    for ti, t in enumerate(prob.tensors):
+        outputs_of[t.producer].append(ti)
+        for ci in t.consumers:
+            inputs_of[ci].append(ti)
+        last[ti] = t.consumers[-1]
+    return inputs_of, outputs_of, last
 
 
 def solve_milp(prob: PartitionProblem, objective: str = "latency", *,
