@@ -351,15 +351,7 @@ class Calibrator:
         if others:
             raise CalibrationError(f"{measurements.source}: rows of other devices {', '.join(others)}; expected only "
                                    f"{dev.name!r} (filter the set by device first)")
-        if self.params is not None:
-            spec = self.params
-        elif dev.kind == "cpu" and dev.cpu is None:  # a CPU without kernel-library fields: the plain roofline's
-            spec = _CPU_PLAIN_PARAMS
-        else:
-            spec = DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
-            if isinstance(spec, Mapping):  # a default list names levels a host may lack (no L3 detected)
-                spec = _levels_present(spec, dev)
-        params = _params(spec, dev)
+        params = _params(self._param_spec(dev), dev)
         kind_settings = FIT_SETTINGS.get(dev.kind, FIT_SETTINGS["gpu"])
         self.loss_ = self.loss if self.loss is not None else kind_settings["loss"]
         self.f_scale_ = self.f_scale if self.f_scale is not None else kind_settings["f_scale"]
@@ -390,16 +382,7 @@ class Calibrator:
         x0 = self._coarse_start(residuals, lo, hi, self.loss_, self.f_scale_)
 
         def jacobian(x: np.ndarray) -> np.ndarray:
-            # forward differences with an absolute step in log space (scipy's relative `diff_step` would
-            # take a vanishing step for a parameter sitting at its default, x = 0, and freeze it there)
-            r0 = residuals(x)
-            jac = np.empty((r0.size, x.size))
-            for i in range(x.size):
-                h = _LOG_STEP if x[i] + _LOG_STEP <= hi[i] else -_LOG_STEP
-                xi = x.copy()
-                xi[i] += h
-                jac[:, i] = (residuals(xi) - r0) / h
-            return jac
+            return _forward_jacobian(residuals, x, hi)
 
         try:
             res = least_squares(residuals, x0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale=1.0,
@@ -429,6 +412,17 @@ class Calibrator:
         self.device_kind_ = dev.kind
         self.fitted_at_ = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
         return self
+
+    def _param_spec(self, dev: DeviceSpec):  # noqa: ANN202 - the spec forms _params accepts
+        """The parameters to fit on ``dev``: the user's, else the defaults of its kind."""
+        if self.params is not None:
+            return self.params
+        if dev.kind == "cpu" and dev.cpu is None:  # a CPU without kernel-library fields: the plain roofline's
+            return _CPU_PLAIN_PARAMS
+        spec = DEFAULT_PARAMS.get(dev.kind, DEFAULT_PARAMS["gpu"])
+        if isinstance(spec, Mapping):  # a default list names levels a host may lack (no L3 detected)
+            spec = _levels_present(spec, dev)
+        return spec
 
     @staticmethod
     def _coarse_start(residuals: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
@@ -517,3 +511,19 @@ def overlay_text(overlay: Mapping[str, Any]) -> str:
 def write_overlay(overlay: Mapping[str, Any], path: str | Path) -> None:
     """Write an overlay mapping (from :meth:`Calibrator.overlay`) as TOML (:func:`overlay_text`)."""
     Path(path).write_text(overlay_text(overlay), encoding="utf-8")
+
+
+def _forward_jacobian(residuals: Callable[[np.ndarray], np.ndarray], x: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Forward-difference Jacobian of ``residuals`` at ``x`` with an absolute step in log space.
+
+    scipy's relative ``diff_step`` would take a vanishing step for a parameter sitting at its default
+    (x = 0) and freeze it there.
+    """
+    r0 = residuals(x)
+    jac = np.empty((r0.size, x.size))
+    for i in range(x.size):
+        h = _LOG_STEP if x[i] + _LOG_STEP <= hi[i] else -_LOG_STEP
+        xi = x.copy()
+        xi[i] += h
+        jac[:, i] = (residuals(xi) - r0) / h
+    return jac

@@ -464,14 +464,34 @@ def run_cases(
     threads
         CPU threads for torch (None: the framework's default).
     """
-    from workloads.ir import UnsupportedOpError
-    from workloads.resolve import load_workload
-
     policy = policy or TimingPolicy()
     if backend == "auto":
         backend = "torch" if torch_available() else "numpy"
     if device != "cpu" and backend != "torch":
         raise ValueError(f"measure: device {device!r} needs torch; got backend {backend!r}; expected torch installed")
+    torch, gpu, events, device_name = _backend_handles(device, device_name, backend, threads)
+    if device == "cpu":
+        _keep_freed_memory()
+    run = _MeasureRun(cases=cases, device=device, device_name=device_name or HOST_NAME, backend=backend,
+                      policy=policy, seed=seed, progress=progress, torch=torch, gpu=gpu, events=events,
+                      env=environment(device, backend))
+    order = list(range(len(cases)))
+    rng = np.random.default_rng(seed)
+    for r in range(policy.passes):
+        if r:  # Google Benchmark's random interleaving: a new order every round
+            order = [int(i) for i in rng.permutation(len(cases))]
+        for i in order:
+            if i in run.failed or (r == 0 and run.skipped_as_unportable(i)):
+                continue
+            run.measure_round(i, r)
+    done = sorted(run.measured)  # case order, whatever the last round's order
+    rows = [dataclasses.replace(run.measured[i], id=f"{run.device_name}-{k + 1:03d}") for k, i in enumerate(done)]
+    return MeasurementSet(tuple(rows), f"measured on {device}"), run.skipped
+
+
+def _backend_handles(device: str, device_name: str | None, backend: str,
+                     threads: int | None) -> tuple[Any, Any, Callable[[], tuple[Any, Any]] | None, str | None]:
+    """Import torch when the backend needs it: (torch, cuda device, CUDA event factory, device name)."""
     torch: Any = None
     gpu: Any = None
     events = None
@@ -486,86 +506,100 @@ def run_cases(
 
             def events() -> tuple[Any, Any]:
                 return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    if device == "cpu":
-        _keep_freed_memory()
-    device_name = device_name or HOST_NAME
-    env = environment(device, backend)
-    env_clock_hz = float(env["clock_hz"]) if env["clock_hz"] else None
-    skipped: list[tuple[Case, str]] = []
-    failed: dict[int, str] = {}
-    kept: dict[int, Any] = {}  # case index -> runner, between rounds
-    times: dict[int, list[np.ndarray]] = {}
-    passes = policy.passes
-    order = list(range(len(cases)))
-    rng = np.random.default_rng(seed)
+    return torch, gpu, events, device_name
 
-    measured: dict[int, Measurement] = {}
+
+@dataclass
+class _MeasureRun:
+    """One :func:`run_cases` call: its settings and what each round kept, timed, measured and skipped."""
+
+    cases: Sequence[Case]
+    device: str
+    device_name: str
+    backend: str
+    policy: TimingPolicy
+    seed: int
+    progress: Callable[[int, int, Case, Measurement | None], None] | None
+    torch: Any
+    gpu: Any
+    events: Any
+    env: dict[str, Any]
+    skipped: list[tuple[Case, str]] = dataclasses.field(default_factory=list)
+    failed: dict[int, str] = dataclasses.field(default_factory=dict)
+    kept: dict[int, Any] = dataclasses.field(default_factory=dict)  # case index -> runner, between rounds
+    times: dict[int, list[np.ndarray]] = dataclasses.field(default_factory=dict)
+    measured: dict[int, Measurement] = dataclasses.field(default_factory=dict)
     host_info: Any = None
 
-    def measurement(case: Case, t: np.ndarray) -> Measurement:
+    def measurement(self, case: Case, t: np.ndarray) -> Measurement:
+        """The measurement row of ``case`` from its timings ``t``."""
+        env, passes = self.env, self.policy.passes
+        env_clock_hz = float(env["clock_hz"]) if env["clock_hz"] else None
         q1, med, q3 = np.percentile(t, [25, 50, 75])
         return Measurement(
-            id="", workload=case.workload, device=device_name, dtype=case.dtype, median_s=float(med),
+            id="", workload=case.workload, device=self.device_name, dtype=case.dtype, median_s=float(med),
             category=case.category, batch=case.batch, seq=case.seq, phase=case.phase,
             train=case.train if case.category.startswith("e2e") else None,
             min_s=float(t.min()), repetitions=int(t.size), iqr_s=float(q3 - q1),
             framework=env["framework"], framework_version=env["framework_version"],
             driver_version=env["driver_version"],
-            clock_hz=_gpu_clock_hz(torch, gpu) if gpu is not None else env_clock_hz,
+            clock_hz=_gpu_clock_hz(self.torch, self.gpu) if self.gpu is not None else env_clock_hz,
             date=env["date"], host=env["host"],
-            source=f"measured: nodeperf measure --device {device} ({backend}"
+            source=f"measured: nodeperf measure --device {self.device} ({self.backend}"
                    + (f", {passes} interleaved rounds)" if passes > 1 else ")"),
         )
 
-    def skip(i: int, reason: str, warn: str) -> None:
+    def skip(self, i: int, reason: str, warn: str) -> None:
+        """Record case ``i`` as skipped for ``reason`` (logging ``warn`` when not empty)."""
         if warn:
             logger.warning(warn)
-        failed[i] = reason
-        skipped.append((cases[i], reason))
-        if progress:
-            progress(i, len(cases), cases[i], None)
+        self.failed[i] = reason
+        self.skipped.append((self.cases[i], reason))
+        if self.progress:
+            self.progress(i, len(self.cases), self.cases[i], None)
 
-    for r in range(passes):
-        if r:  # Google Benchmark's random interleaving: a new order every round
-            order = [int(i) for i in rng.permutation(len(cases))]
-        for i in order:
-            case = cases[i]
-            if i in failed:
-                continue
-            if r == 0:
-                if host_info is None and device == "cpu" and backend == "torch" and case.dtype in ("bf16", "fp16"):
-                    from hwmodels.host import read_host_info
+    def skipped_as_unportable(self, i: int) -> bool:
+        """Skip case ``i`` (first round) when its dtype has no portable loop on this host; True if skipped."""
+        case = self.cases[i]
+        if (self.host_info is None and self.device == "cpu" and self.backend == "torch"
+                and case.dtype in ("bf16", "fp16")):
+            from hwmodels.host import read_host_info
 
-                    host_info = read_host_info()  # once per run, not per case
-                reason = portable_loop_reason(case, device, backend, host_info)
-                if reason:
-                    skip(i, reason, "" if any(x == reason for _, x in skipped)  # one warning per reason
-                         else f"measure: {case.dtype} cases skipped: {reason}")
-                    continue
-            runner = kept.pop(i, None)
-            try:
-                if runner is None:
-                    graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
-                                          train=case.train, dtype=case.dtype)
-                    runner = compile_graph(graph, device=device, backend=backend, seed=seed)
-                mode = (nullcontext() if torch is None
-                        else _execution_mode(torch, device, case.dtype, runner.needs_autograd))
-                with mode:
-                    times.setdefault(i, []).append(time_runner(runner, runner.synchronize, policy.round(r), events))
-                if r < passes - 1:
-                    kept[i] = runner
-                else:
-                    measured[i] = measurement(case, np.concatenate(times.pop(i)))
-                    if progress:
-                        progress(i, len(cases), case, measured[i])
-            except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
-                reason = str(exc).splitlines()[0]
-                times.pop(i, None)
-                skip(i, reason, f"measure: {case.label} skipped: {reason}")
-            finally:
-                del runner  # the case's tensors go before the next case allocates its own (last round)
-                if gpu is not None and i not in kept:
-                    torch.cuda.empty_cache()
-    done = sorted(measured)  # case order, whatever the last round's order
-    rows = [dataclasses.replace(measured[i], id=f"{device_name}-{k + 1:03d}") for k, i in enumerate(done)]
-    return MeasurementSet(tuple(rows), f"measured on {device}"), skipped
+            self.host_info = read_host_info()  # once per run, not per case
+        reason = portable_loop_reason(case, self.device, self.backend, self.host_info)
+        if reason:
+            self.skip(i, reason, "" if any(x == reason for _, x in self.skipped)  # one warning per reason
+                      else f"measure: {case.dtype} cases skipped: {reason}")
+        return bool(reason)
+
+    def measure_round(self, i: int, r: int) -> None:
+        """Time case ``i`` for round ``r``: keep its runner for the next round or record its measurement."""
+        from workloads.ir import UnsupportedOpError
+        from workloads.resolve import load_workload
+
+        case, torch = self.cases[i], self.torch
+        runner = self.kept.pop(i, None)
+        try:
+            if runner is None:
+                graph = load_workload(case.workload, batch=case.batch, seq=case.seq, phase=case.phase,
+                                      train=case.train, dtype=case.dtype)
+                runner = compile_graph(graph, device=self.device, backend=self.backend, seed=self.seed)
+            mode = (nullcontext() if torch is None
+                    else _execution_mode(torch, self.device, case.dtype, runner.needs_autograd))
+            with mode:
+                self.times.setdefault(i, []).append(time_runner(runner, runner.synchronize,
+                                                                self.policy.round(r), self.events))
+            if r < self.policy.passes - 1:
+                self.kept[i] = runner
+            else:
+                self.measured[i] = self.measurement(case, np.concatenate(self.times.pop(i)))
+                if self.progress:
+                    self.progress(i, len(self.cases), case, self.measured[i])
+        except (UnsupportedOpError, NotImplementedError, RuntimeError, TypeError) as exc:
+            reason = str(exc).splitlines()[0]
+            self.times.pop(i, None)
+            self.skip(i, reason, f"measure: {case.label} skipped: {reason}")
+        finally:
+            del runner  # the case's tensors go before the next case allocates its own (last round)
+            if self.gpu is not None and i not in self.kept:
+                torch.cuda.empty_cache()

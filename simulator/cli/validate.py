@@ -91,14 +91,9 @@ def _check_plot_path(out: str) -> str:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwmodels.spec import DeviceSpec
     from simulator.calibration import Calibrator, summarize_errors
     from simulator.calibration.measurements import MeasurementSet
-    from simulator.calibration.validation import DEFAULT_DATASET as PUBLISHED
     from simulator.calibration.validation import OP_LEVEL
-    from simulator.cli.calibrate import device_rows
-    from simulator.hardware import known_devices, load_hardware
-    from simulator.report.formatting import table
 
     if args.dataset == "frameworks":  # the shipped set, or FILE.csv whose rows name their software stack
         return _run_frameworks(args)
@@ -114,23 +109,7 @@ def run(args: argparse.Namespace) -> int:
         _check_plot_path(args.plot)
     if args.dataset == "edge":
         return _run_edge(args)
-    if args.dataset:
-        ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
-        names = [args.hardware.lower()] if args.hardware else ms.devices
-        groups = []
-        for n in names:
-            rows = ms.filter(device=n)
-            if len(rows) == 0:
-                raise ValueError(f"{PUBLISHED}: no rows for device {n!r}; expected one of {', '.join(ms.devices)}")
-            groups.append((load_hardware(n, args.calibration), rows))
-        source = str(PUBLISHED)
-    else:
-        if not args.hardware:
-            raise ValueError("validate: --hardware missing; expected the device the measurements ran on")
-        hw = load_hardware(args.hardware, args.calibration)
-        dev = hw if isinstance(hw, DeviceSpec) else hw.device
-        groups = [(hw, device_rows(args.measurements, dev.name))]
-        source = args.measurements
+    groups, source = _measurement_groups(args)
     cal = Calibrator()
     preds = [cal.predict(rows, hw) for hw, rows in groups]
     allrows = MeasurementSet(tuple(m for _, rows in groups for m in rows), source)
@@ -143,68 +122,13 @@ def run(args: argparse.Namespace) -> int:
         if idx and len(idx) < len(allrows):
             groups_oe[gname] = summarize_errors(pred[idx], MeasurementSet(tuple(allrows[i] for i in idx), source),
                                                 by_class=False)
-    multi = None
-    edge = None
-    frameworks = None
-    energy = None
+    extras: dict = {"multi": None, "edge": None, "frameworks": None, "energy": None}
     if args.dataset and not args.hardware and not args.calibration:  # whole nodes: a group of its own
-        from simulator.calibration.validation import validate_edge
-        from simulator.parallel.validation import multi_summary, validate_multi
-
-        multi_rows = validate_multi()
-        multi = multi_summary(multi_rows)
-        edge = validate_edge()  # edge devices (Jetson, MLPerf Inference Edge): a group of its own
-        from simulator.calibration.frameworks_validation import validate_frameworks
-
-        frameworks = validate_frameworks()  # software stacks (eager PyTorch / Hugging Face, ...): by framework
-        from simulator.calibration.energy_validation import validate_energy
-
-        energy = validate_energy()  # energy and average power against published power measurements
+        extras = _whole_node_groups()
     if args.json:
-        out = summary.to_json()
-        if groups_oe:
-            out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
-        if multi is not None:
-            out["multi_device"] = multi
-        if edge is not None:
-            out["edge"] = {k: v for k, v in edge.items() if k != "dataset"}
-        if frameworks is not None:
-            out["frameworks"] = _frameworks_json(frameworks)
-        if energy is not None:
-            out["energy"] = _energy_json(energy)
-        if len(groups) > 1:
-            out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
-                                for (_, rows), p in zip(groups, preds, strict=True)}
-        print(json.dumps(out, indent=2, sort_keys=True))
+        _print_json(summary, groups_oe, extras, groups, preds)
     else:
-        hdr = ["", "n", "MAPE %", "median %", "p90 %", "max %", "bias %"]
-
-        def line(name: str, s) -> list[str]:  # noqa: ANN001
-            return [name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.p90_ape:.1f}", f"{s.max_ape:.1f}",
-                    f"{s.bias:+.1f}"]
-
-        rows_t = ([line("all", summary)] + [line(g, s) for g, s in groups_oe.items()]
-                  + [line(c, s) for c, s in sorted(summary.by_class.items())])
-        if len(groups) > 1:
-            rows_t += [line(rows[0].device, summarize_errors(p, rows, by_class=False))
-                       for (_, rows), p in zip(groups, preds, strict=True)]
-        cal_note = f" with {args.calibration}" if args.calibration else ""
-        print(f"{source}: {len(allrows)} measurements{cal_note}")
-        print(table(rows_t, hdr, align="lrrrrrr"))
-        print("\nlargest errors:")
-        for i, w, p, m, a in summary.worst:
-            print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
-        if multi is not None:
-            _print_multi(multi)
-        if edge is not None:
-            print()
-            _print_edge(edge)
-        if frameworks is not None:
-            print()
-            _print_frameworks(frameworks)
-        if energy is not None:
-            print()
-            _print_energy(energy, rows=False)
+        _print_text(args, source, allrows, summary, groups_oe, extras, groups, preds)
     if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
@@ -212,6 +136,105 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\nplot -> {args.plot}")
     return 0
+
+
+def _measurement_groups(args: argparse.Namespace) -> tuple[list, str]:
+    """The (hardware, measurement rows) pairs to validate, one per device, and the source they came from."""
+    from hwmodels.spec import DeviceSpec
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.validation import DEFAULT_DATASET as PUBLISHED
+    from simulator.cli.calibrate import device_rows
+    from simulator.hardware import known_devices, load_hardware
+
+    if args.dataset:
+        ms = MeasurementSet.load(PUBLISHED, devices=known_devices())
+        names = [args.hardware.lower()] if args.hardware else ms.devices
+        groups = []
+        for n in names:
+            rows = ms.filter(device=n)
+            if len(rows) == 0:
+                raise ValueError(f"{PUBLISHED}: no rows for device {n!r}; expected one of {', '.join(ms.devices)}")
+            groups.append((load_hardware(n, args.calibration), rows))
+        return groups, str(PUBLISHED)
+    if not args.hardware:
+        raise ValueError("validate: --hardware missing; expected the device the measurements ran on")
+    hw = load_hardware(args.hardware, args.calibration)
+    dev = hw if isinstance(hw, DeviceSpec) else hw.device
+    return [(hw, device_rows(args.measurements, dev.name))], args.measurements
+
+
+def _whole_node_groups() -> dict:
+    """The groups of their own in the published set: multi-device nodes, edge devices, frameworks, energy."""
+    from simulator.calibration.validation import validate_edge
+    from simulator.parallel.validation import multi_summary, validate_multi
+
+    multi_rows = validate_multi()
+    multi = multi_summary(multi_rows)
+    edge = validate_edge()  # edge devices (Jetson, MLPerf Inference Edge): a group of its own
+    from simulator.calibration.frameworks_validation import validate_frameworks
+
+    frameworks = validate_frameworks()  # software stacks (eager PyTorch / Hugging Face, ...): by framework
+    from simulator.calibration.energy_validation import validate_energy
+
+    energy = validate_energy()  # energy and average power against published power measurements
+    return {"multi": multi, "edge": edge, "frameworks": frameworks, "energy": energy}
+
+
+def _print_json(summary, groups_oe: dict, extras: dict, groups: list, preds: list) -> None:  # noqa: ANN001
+    """Print the validation summary, its groups and the whole-node groups as JSON."""
+    from simulator.calibration import summarize_errors
+
+    out = summary.to_json()
+    if groups_oe:
+        out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
+    if extras["multi"] is not None:
+        out["multi_device"] = extras["multi"]
+    if extras["edge"] is not None:
+        out["edge"] = {k: v for k, v in extras["edge"].items() if k != "dataset"}
+    if extras["frameworks"] is not None:
+        out["frameworks"] = _frameworks_json(extras["frameworks"])
+    if extras["energy"] is not None:
+        out["energy"] = _energy_json(extras["energy"])
+    if len(groups) > 1:
+        out["by_device"] = {rows[0].device: summarize_errors(p, rows).to_json(classes=False)
+                            for (_, rows), p in zip(groups, preds, strict=True)}
+    print(json.dumps(out, indent=2, sort_keys=True))
+
+
+def _print_text(args: argparse.Namespace, source: str, allrows, summary, groups_oe: dict,  # noqa: ANN001
+                extras: dict, groups: list, preds: list) -> None:
+    """Print the validation summary as a table, its largest errors and the whole-node groups."""
+    from simulator.calibration import summarize_errors
+    from simulator.report.formatting import table
+
+    hdr = ["", "n", "MAPE %", "median %", "p90 %", "max %", "bias %"]
+
+    def line(name: str, s) -> list[str]:  # noqa: ANN001
+        return [name, str(s.n), f"{s.mape:.1f}", f"{s.median_ape:.1f}", f"{s.p90_ape:.1f}", f"{s.max_ape:.1f}",
+                f"{s.bias:+.1f}"]
+
+    rows_t = ([line("all", summary)] + [line(g, s) for g, s in groups_oe.items()]
+              + [line(c, s) for c, s in sorted(summary.by_class.items())])
+    if len(groups) > 1:
+        rows_t += [line(rows[0].device, summarize_errors(p, rows, by_class=False))
+                   for (_, rows), p in zip(groups, preds, strict=True)]
+    cal_note = f" with {args.calibration}" if args.calibration else ""
+    print(f"{source}: {len(allrows)} measurements{cal_note}")
+    print(table(rows_t, hdr, align="lrrrrrr"))
+    print("\nlargest errors:")
+    for i, w, p, m, a in summary.worst:
+        print(f"  {i}  {w}: predicted {p * 1e3:.4g} ms, measured {m * 1e3:.4g} ms ({a:.0f}%)")
+    if extras["multi"] is not None:
+        _print_multi(extras["multi"])
+    if extras["edge"] is not None:
+        print()
+        _print_edge(extras["edge"])
+    if extras["frameworks"] is not None:
+        print()
+        _print_frameworks(extras["frameworks"])
+    if extras["energy"] is not None:
+        print()
+        _print_energy(extras["energy"], rows=False)
 
 
 def _print_multi(multi: dict) -> None:

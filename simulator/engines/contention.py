@@ -372,20 +372,7 @@ def share(device: DeviceCapacity | DeviceSpec, kernels: Sequence[Running]) -> li
     """
     cap = device if isinstance(device, DeviceCapacity) else DeviceCapacity.of(device)
     n = len(kernels)
-    need = [0.0] * n
-    held = [0.0] * n
-    for i, k in enumerate(kernels):
-        need[i] = k.demand.need(k.done_s, k.current_phase())
-        held[i] = min(max(k.held, 0.0), need[i])
-    free = 1.0 - sum(held)
-    for i in sorted(range(n), key=lambda j: (kernels[j].demand.priority, kernels[j].seq)):
-        if free <= _EPS:
-            break
-        if need[i] > held[i]:
-            g = min(need[i] - held[i], free)
-            held[i] += g
-            free -= g
-    runs = [kernels[i].demand.copy or held[i] > 0 for i in range(n)]
+    need, held, runs = _divide_slots(kernels)
 
     speed = [0.0] * n
     limit = ["waiting"] * n
@@ -410,6 +397,47 @@ def share(device: DeviceCapacity | DeviceSpec, kernels: Sequence[Running]) -> li
     for r in remaining:
         remaining[r] = max(remaining[r], 0.0)
 
+    _fill_speeds(filling, remaining, speed, limit)
+
+    out = []
+    for i, k in enumerate(kernels):
+        d = k.demand
+        s = speed[i]
+        use = filling[i][1] if i in filling else {}
+        # what it moves: its use per speed (clamped to the capacity) times its speed
+        bw = {r: use.get(r, 0.0) * cap.capacity_of(r) * s for r in ("dram", "l2", "host_h2d", "host_d2h")}
+        if i in filling:
+            pw = use.get("power", 0.0) * cap.power_budget_w * s if cap.power_budget_w < math.inf else d.power_w * s
+        else:
+            pw = d.power_w if limit[i] == "fixed" else 0.0
+        out.append(Share(held=held[i] if runs[i] else 0.0, speed=s, dram_bytes_per_s=bw["dram"],
+                         l2_bytes_per_s=bw["l2"], host_bytes_per_s=bw["host_h2d"] + bw["host_d2h"],
+                         power_w=pw, limit=limit[i]))
+    return out
+
+
+def _divide_slots(kernels: Sequence[Running]) -> tuple[list[float], list[float], list[bool]]:
+    """Each kernel's slot need and slots held (kept, then handed out by priority), and whether it runs."""
+    n = len(kernels)
+    need = [0.0] * n
+    held = [0.0] * n
+    for i, k in enumerate(kernels):
+        need[i] = k.demand.need(k.done_s, k.current_phase())
+        held[i] = min(max(k.held, 0.0), need[i])
+    free = 1.0 - sum(held)
+    for i in sorted(range(n), key=lambda j: (kernels[j].demand.priority, kernels[j].seq)):
+        if free <= _EPS:
+            break
+        if need[i] > held[i]:
+            g = min(need[i] - held[i], free)
+            held[i] += g
+            free -= g
+    return need, held, [kernels[i].demand.copy or held[i] > 0 for i in range(n)]
+
+
+def _fill_speeds(filling: dict[int, tuple[float, dict[str, float]]], remaining: dict[str, float],
+                 speed: list[float], limit: list[str]) -> None:
+    """Set the work parts' speeds and limits by dominant-resource progressive filling of ``remaining``."""
     # dominant-resource fairness: every kernel's largest share of any resource rises at the same pace
     dominant = {i: max(use.values(), default=0.0) for i, (_, use) in filling.items()}
     for i, dom in dominant.items():
@@ -445,22 +473,6 @@ def share(device: DeviceCapacity | DeviceSpec, kernels: Sequence[Running]) -> li
                 speed[i], limit[i] = min(level / dominant[i], filling[i][0]), ""
             break
         active -= frozen
-
-    out = []
-    for i, k in enumerate(kernels):
-        d = k.demand
-        s = speed[i]
-        use = filling[i][1] if i in filling else {}
-        # what it moves: its use per speed (clamped to the capacity) times its speed
-        bw = {r: use.get(r, 0.0) * cap.capacity_of(r) * s for r in ("dram", "l2", "host_h2d", "host_d2h")}
-        if i in filling:
-            pw = use.get("power", 0.0) * cap.power_budget_w * s if cap.power_budget_w < math.inf else d.power_w * s
-        else:
-            pw = d.power_w if limit[i] == "fixed" else 0.0
-        out.append(Share(held=held[i] if runs[i] else 0.0, speed=s, dram_bytes_per_s=bw["dram"],
-                         l2_bytes_per_s=bw["l2"], host_bytes_per_s=bw["host_h2d"] + bw["host_d2h"],
-                         power_w=pw, limit=limit[i]))
-    return out
 
 
 @dataclass

@@ -299,57 +299,10 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
             tile = f"{b}x{m}x{n}x{k}"
             notes.append(f"gemm efficiency {e:.3g}")
         elif op.kind in ("conv1d", "conv2d"):
-            d = conv_dims(op)
-            path = conv_path(op, device)
-            if path == "direct":
-                e = cpu.dnn_peak_fraction * (gemm_efficiency(cpu, d["gemm_m"], d["gemm_n"], d["gemm_k"])
-                                              / cpu.gemm_peak_fraction)
-                compute_s = flops / (rate * e) if flops else 0.0
-                # the framework hands plain (OIHW) weights to the library, which reorders them into its
-                # blocked layout on every call: one more read and write of the weights, before the conv
-                w_bytes = float(op.inputs[1].nbytes)
-                reorder_s = memory_time(device, 2.0 * w_bytes)[0]
-                compute_s += reorder_s
-                extra_moved = 2.0 * w_bytes
-                latency += cpu.library_call_overhead_s
-                rule = "cpu-dnn-conv"
-                notes.append(f"conv efficiency {e:.3g}; weight reorder {reorder_s * 1e6:.3g} us")
-                tile = f"{d['gemm_m']}x{d['gemm_n']}x{d['gemm_k']}"
-            else:
-                gemm_m, gemm_n, gemm_k = d["k"] // d["groups"], d["out_pixels"], d["gemm_k"]
-                e = gemm_efficiency(cpu, gemm_m, gemm_n, gemm_k)
-                compute_s = (flops / reference if reference else flops / (rate * e)) if flops else 0.0
-                out_rows = d["out_pixels"] // max(1, op.outputs[0].shape[-1])
-                unfold = not (d["filter_size"] == 1 and _unit_stride_no_pad(op))
-                if unfold:
-                    runs = float(d["n"] * d["c"] * d["filter_size"] * out_rows)
-                    compute_s += runs * cpu.strided_copy_run_s
-                    col_bytes = float(d["n"] * d["gemm_k"] * d["groups"] * d["out_pixels"] * op.inputs[0].dtype.bits // 8)
-                    extra_moved = 2.0 * col_bytes  # written by the unfold, read by the GEMM
-                    notes.append(f"im2col {runs:.0f} runs")
-                rule = "cpu-im2col-gemm"
-                if not reference:
-                    notes.append(f"gemm efficiency {e:.3g}")
-                tile = f"{d['n']}x{gemm_m}x{gemm_n}x{gemm_k}"
+            compute_s, extra_moved, overhead, rule, tile = _conv_cost(op, device, rate, reference, notes)
+            latency += overhead
         elif op.kind == "attention":
-            q, kk, v = op.inputs[:3]
-            bsz, heads, sq, dq = q.shape
-            skv, dv = kk.shape[2], v.shape[3]
-            masked = bool(op.attrs.get("causal", False)) and sq != skv  # an explicit mask: every pair
-            pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked)
-            pairs *= bsz * heads
-            # the kernel's block products reuse cache-resident operands (a query block across every key
-            # block, a key/value block across every query block) and call the BLAS directly: priced at its
-            # large-size fraction, without a standalone call's small-side factors
-            e_blk = cpu.gemm_peak_fraction
-            compute_s = (2.0 * pairs * (dq + dv) / reference if reference
-                         else 2.0 * pairs * (dq + dv) / (rate * e_blk))
-            vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
-            vector_flops = SOFTMAX_FLOPS * pairs
-            compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(device, "exp", pairs)
-            rule = "cpu-flash-attention"
-            tile = f"q{qs}xkv{kvs}"
-            notes.append(f"{pairs:.4g} pairs computed")
+            compute_s, vector_flops, rule, tile = _attention_cost(op, device, rate, reference, notes)
         else:
             compute_s = (flops / reference if reference else flops / (rate * cpu.gemm_peak_fraction)) if flops else 0.0
             rule = "cpu-blas-contraction"
@@ -376,6 +329,76 @@ def cpu_kernel_cost(op: Op, device: DeviceSpec) -> KernelCost:
         matrix_flops=matrix_flops, vector_flops=vector_flops, rule=rule, matrix_dtype=matrix_dtype, tile=tile,
         notes="; ".join(notes),
     )
+
+
+def _conv_cost(op: Op, device: DeviceSpec, rate: float, reference: float,
+               notes: list[str]) -> tuple[float, float, float, str, str]:
+    """A CPU convolution (library direct or im2col + GEMM): (compute s, extra bytes, call overhead, rule, tile)."""
+    cpu = device.cpu
+    assert cpu is not None
+    flops = float(op.flops)
+    extra_moved = 0.0
+    overhead = 0.0
+    d = conv_dims(op)
+    path = conv_path(op, device)
+    if path == "direct":
+        e = cpu.dnn_peak_fraction * (gemm_efficiency(cpu, d["gemm_m"], d["gemm_n"], d["gemm_k"])
+                                      / cpu.gemm_peak_fraction)
+        compute_s = flops / (rate * e) if flops else 0.0
+        # the framework hands plain (OIHW) weights to the library, which reorders them into its
+        # blocked layout on every call: one more read and write of the weights, before the conv
+        w_bytes = float(op.inputs[1].nbytes)
+        reorder_s = memory_time(device, 2.0 * w_bytes)[0]
+        compute_s += reorder_s
+        extra_moved = 2.0 * w_bytes
+        overhead = cpu.library_call_overhead_s
+        rule = "cpu-dnn-conv"
+        notes.append(f"conv efficiency {e:.3g}; weight reorder {reorder_s * 1e6:.3g} us")
+        tile = f"{d['gemm_m']}x{d['gemm_n']}x{d['gemm_k']}"
+    else:
+        gemm_m, gemm_n, gemm_k = d["k"] // d["groups"], d["out_pixels"], d["gemm_k"]
+        e = gemm_efficiency(cpu, gemm_m, gemm_n, gemm_k)
+        compute_s = (flops / reference if reference else flops / (rate * e)) if flops else 0.0
+        out_rows = d["out_pixels"] // max(1, op.outputs[0].shape[-1])
+        unfold = not (d["filter_size"] == 1 and _unit_stride_no_pad(op))
+        if unfold:
+            runs = float(d["n"] * d["c"] * d["filter_size"] * out_rows)
+            compute_s += runs * cpu.strided_copy_run_s
+            col_bytes = float(d["n"] * d["gemm_k"] * d["groups"] * d["out_pixels"] * op.inputs[0].dtype.bits // 8)
+            extra_moved = 2.0 * col_bytes  # written by the unfold, read by the GEMM
+            notes.append(f"im2col {runs:.0f} runs")
+        rule = "cpu-im2col-gemm"
+        if not reference:
+            notes.append(f"gemm efficiency {e:.3g}")
+        tile = f"{d['n']}x{gemm_m}x{gemm_n}x{gemm_k}"
+    return compute_s, extra_moved, overhead, rule, tile
+
+
+def _attention_cost(op: Op, device: DeviceSpec, rate: float, reference: float,
+                    notes: list[str]) -> tuple[float, float, str, str]:
+    """A CPU flash-attention kernel: (compute s, vector flops, rule, tile)."""
+    cpu = device.cpu
+    assert cpu is not None
+    eff = device.efficiency
+    q, kk, v = op.inputs[:3]
+    bsz, heads, sq, dq = q.shape
+    skv, dv = kk.shape[2], v.shape[3]
+    masked = bool(op.attrs.get("causal", False)) and sq != skv  # an explicit mask: every pair
+    pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked)
+    pairs *= bsz * heads
+    # the kernel's block products reuse cache-resident operands (a query block across every key
+    # block, a key/value block across every query block) and call the BLAS directly: priced at its
+    # large-size fraction, without a standalone call's small-side factors
+    e_blk = cpu.gemm_peak_fraction
+    compute_s = (2.0 * pairs * (dq + dv) / reference if reference
+                 else 2.0 * pairs * (dq + dv) / (rate * e_blk))
+    vrate, _ = _rate(device.compute.vector_flops_per_s, "fp32")
+    vector_flops = SOFTMAX_FLOPS * pairs
+    compute_s += vector_flops / (vrate * eff.vector_peak_fraction) + _special_s(device, "exp", pairs)
+    rule = "cpu-flash-attention"
+    tile = f"q{qs}xkv{kvs}"
+    notes.append(f"{pairs:.4g} pairs computed")
+    return compute_s, vector_flops, rule, tile
 
 
 def _unit_stride_no_pad(op: Op) -> bool:

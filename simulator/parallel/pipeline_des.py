@@ -176,6 +176,38 @@ def simulate_step(work: Sequence[Sequence[StageWork]], m: int, schedule: str = "
         Per device, what runs after its last pass and last bucket (optimizer update, parameter
         all-gather).
     """
+    p, v = _check_step_inputs(work, m, buckets, after_s)
+    sim = _StepSim(work, m, schedule, p, v)
+    for i in range(m):
+        sim.env.process(sim.microbatch(i))
+    n_buckets = 0
+    if buckets is not None:
+        for d, row in enumerate(buckets):
+            for b in row:
+                if not 0 <= b.chunk < v or (d, b.chunk) not in sim.last_b_start:
+                    raise ValueError(f"pipeline: bucket of device {d}: chunk {b.chunk}; expected 0 .. {v - 1}")
+                if not (b.ready_s >= 0.0 and b.sync_s >= 0.0):
+                    raise ValueError(f"pipeline: bucket of device {d}: got ready {b.ready_s!r}, sync {b.sync_s!r}; "
+                                     "expected times >= 0")
+                sim.env.process(sim.bucket(d, b))
+                n_buckets += 1
+    sim.env.run()
+    passes, syncs, chunks = sim.passes, sim.syncs, p * v
+    ran = sum(len(x) for x in passes)
+    if ran != 2 * m * chunks or sum(len(x) for x in syncs) != n_buckets:
+        # a schedule that cannot finish is a bug in the order, never a silent result
+        raise RuntimeError(f"pipeline: {2 * m * chunks - ran} passes never ran; the {schedule} order deadlocked")
+    finish = []
+    for d in range(p):
+        end = max([passes[d][-1][4], *(e for _, e in syncs[d])])
+        finish.append(end + (float(after_s[d]) if after_s is not None else 0.0))
+    return PipelineTrace(step_s=max(finish), passes=tuple(tuple(x) for x in passes), sends=tuple(sim.sends),
+                         syncs=tuple(tuple(x) for x in syncs), finish_s=tuple(finish))
+
+
+def _check_step_inputs(work: Sequence[Sequence[StageWork]], m: int, buckets: Sequence[Sequence[Bucket]] | None,
+                       after_s: Sequence[float] | None) -> tuple[int, int]:
+    """Check :func:`simulate_step`'s arguments; returns (devices, chunks per device)."""
     p = len(work)
     v = len(work[0]) if p else 0
     if p == 0 or v == 0 or any(len(x) != v for x in work):
@@ -192,104 +224,93 @@ def simulate_step(work: Sequence[Sequence[StageWork]], m: int, schedule: str = "
         raise ValueError(f"pipeline: got buckets for {len(buckets)} devices; expected {p}")
     if after_s is not None and len(after_s) != p:
         raise ValueError(f"pipeline: got after_s for {len(after_s)} devices; expected {p}")
-    env = simpy.Environment()
-    chunks = p * v
-    compute = [simpy.Resource(env, capacity=1) for _ in range(p)]
-    links: dict[tuple[int, int], simpy.Resource] = {}
-    orders = [device_order(schedule, p, m, d, v) for d in range(p)]
-    # a device's turn: the event of pass k fires when pass k - 1 on that device has ended
-    turn: list[dict[tuple[str, int, int], simpy.Event]] = []
-    nxt: list[dict[tuple[str, int, int], simpy.Event | None]] = []
-    for d in range(p):
-        evs = {key: env.event() for key in orders[d]}
-        if len(evs) != len(orders[d]):  # pragma: no cover - the orders list every pass once
-            raise RuntimeError(f"pipeline: the {schedule} order of device {d} repeats a pass")
-        turn.append(evs)
-        nxt.append({key: (evs[orders[d][k + 1]] if k + 1 < len(orders[d]) else None)
-                    for k, key in enumerate(orders[d])})
-        evs[orders[d][0]].succeed()
-    passes: list[list[tuple[str, int, int, float, float]]] = [[] for _ in range(p)]
-    sends: list[tuple[tuple[int, int], str, int, float, float]] = []
-    last_b: dict[tuple[int, int], tuple[str, int, int]] = {}
-    for d in range(p):
-        for key in orders[d]:
-            if key[0] == "B":
-                last_b[(d, key[2])] = key  # the device's last backward pass of each chunk
-    last_b_start: dict[tuple[int, int], simpy.Event] = {k: env.event() for k in last_b}
+    return p, v
 
-    def run_pass(d: int, key: tuple[str, int, int], dur: float):  # noqa: ANN202 - a SimPy generator
-        yield turn[d][key]
-        with compute[d].request() as req:
+
+class _StepSim:
+    """The SimPy state of one :func:`simulate_step`: devices, links, each device's turns, and the records."""
+
+    def __init__(self, work: Sequence[Sequence[StageWork]], m: int, schedule: str, p: int, v: int) -> None:
+        env = self.env = simpy.Environment()
+        self.work, self.p, self.chunks = work, p, p * v
+        self.compute = [simpy.Resource(env, capacity=1) for _ in range(p)]
+        self.links: dict[tuple[int, int], simpy.Resource] = {}
+        orders = [device_order(schedule, p, m, d, v) for d in range(p)]
+        # a device's turn: the event of pass k fires when pass k - 1 on that device has ended
+        self.turn: list[dict[tuple[str, int, int], simpy.Event]] = []
+        self.nxt: list[dict[tuple[str, int, int], simpy.Event | None]] = []
+        for d in range(p):
+            evs = {key: env.event() for key in orders[d]}
+            if len(evs) != len(orders[d]):  # pragma: no cover - the orders list every pass once
+                raise RuntimeError(f"pipeline: the {schedule} order of device {d} repeats a pass")
+            self.turn.append(evs)
+            self.nxt.append({key: (evs[orders[d][k + 1]] if k + 1 < len(orders[d]) else None)
+                             for k, key in enumerate(orders[d])})
+            evs[orders[d][0]].succeed()
+        self.passes: list[list[tuple[str, int, int, float, float]]] = [[] for _ in range(p)]
+        self.sends: list[tuple[tuple[int, int], str, int, float, float]] = []
+        self.last_b: dict[tuple[int, int], tuple[str, int, int]] = {}
+        for d in range(p):
+            for key in orders[d]:
+                if key[0] == "B":
+                    self.last_b[(d, key[2])] = key  # the device's last backward pass of each chunk
+        self.last_b_start: dict[tuple[int, int], simpy.Event] = {k: env.event() for k in self.last_b}
+        self.syncs: list[list[tuple[float, float]]] = [[] for _ in range(p)]
+        self.streams = [simpy.Resource(env, capacity=1) for _ in range(p)]
+
+    def run_pass(self, d: int, key: tuple[str, int, int], dur: float):  # noqa: ANN201 - a SimPy generator
+        """Run pass ``key`` on device ``d`` for ``dur`` seconds once its turn has come."""
+        env = self.env
+        yield self.turn[d][key]
+        with self.compute[d].request() as req:
             yield req
             start = env.now
-            if last_b.get((d, key[2])) == key:
-                last_b_start[(d, key[2])].succeed(start)
+            if self.last_b.get((d, key[2])) == key:
+                self.last_b_start[(d, key[2])].succeed(start)
             yield env.timeout(dur)
-            passes[d].append((key[0], key[1], key[2], start, env.now))
-        ev = nxt[d][key]
+            self.passes[d].append((key[0], key[1], key[2], start, env.now))
+        ev = self.nxt[d][key]
         if ev is not None:
             ev.succeed()
 
-    def send(src: int, dst: int, kind: str, i: int, dur: float):  # noqa: ANN202 - a SimPy generator
+    def send(self, src: int, dst: int, kind: str, i: int, dur: float):  # noqa: ANN201 - a SimPy generator
+        """Send microbatch ``i``'s activations or gradients from ``src`` to ``dst`` over their link."""
         if dur <= 0.0:
             return
-        link = links.setdefault((src, dst), simpy.Resource(env, capacity=1))
+        env = self.env
+        link = self.links.setdefault((src, dst), simpy.Resource(env, capacity=1))
         with link.request() as req:
             yield req
             start = env.now
             yield env.timeout(dur)
-            sends.append(((src, dst), kind, i, start, env.now))
+            self.sends.append(((src, dst), kind, i, start, env.now))
 
-    def microbatch(i: int):  # noqa: ANN202 - a SimPy process
+    def microbatch(self, i: int):  # noqa: ANN201 - a SimPy process
+        """Microbatch ``i`` forward through every model chunk and back."""
+        p, chunks, work = self.p, self.chunks, self.work
         for g in range(chunks):  # forward through every model chunk
             d, c = g % p, g // p
-            yield from run_pass(d, ("F", i, c), work[d][c].forward_s)
+            yield from self.run_pass(d, ("F", i, c), work[d][c].forward_s)
             if g < chunks - 1:
-                yield from send(d, (g + 1) % p, "F", i, work[d][c].send_forward_s)
+                yield from self.send(d, (g + 1) % p, "F", i, work[d][c].send_forward_s)
         for g in reversed(range(chunks)):  # and back
             d, c = g % p, g // p
-            yield from run_pass(d, ("B", i, c), work[d][c].backward_s)
+            yield from self.run_pass(d, ("B", i, c), work[d][c].backward_s)
             if g > 0:
-                yield from send(d, (g - 1) % p, "B", i, work[d][c].send_backward_s)
+                yield from self.send(d, (g - 1) % p, "B", i, work[d][c].send_backward_s)
 
-    syncs: list[list[tuple[float, float]]] = [[] for _ in range(p)]
-    streams = [simpy.Resource(env, capacity=1) for _ in range(p)]
-
-    def bucket(d: int, b: Bucket):  # noqa: ANN202 - a SimPy process
-        start = yield last_b_start[(d, b.chunk)]
+    def bucket(self, d: int, b: Bucket):  # noqa: ANN201 - a SimPy process
+        """Synchronise gradient bucket ``b`` of device ``d`` on its stream once the backward produced it."""
+        env = self.env
+        start = yield self.last_b_start[(d, b.chunk)]
         ready = start + b.ready_s
         if ready > env.now:
             yield env.timeout(ready - env.now)
-        with streams[d].request() as req:
+        with self.streams[d].request() as req:
             yield req
             s0 = env.now
             yield env.timeout(b.sync_s)
-            syncs[d].append((s0, env.now))
-
-    for i in range(m):
-        env.process(microbatch(i))
-    n_buckets = 0
-    if buckets is not None:
-        for d, row in enumerate(buckets):
-            for b in row:
-                if not 0 <= b.chunk < v or (d, b.chunk) not in last_b_start:
-                    raise ValueError(f"pipeline: bucket of device {d}: chunk {b.chunk}; expected 0 .. {v - 1}")
-                if not (b.ready_s >= 0.0 and b.sync_s >= 0.0):
-                    raise ValueError(f"pipeline: bucket of device {d}: got ready {b.ready_s!r}, sync {b.sync_s!r}; "
-                                     "expected times >= 0")
-                env.process(bucket(d, b))
-                n_buckets += 1
-    env.run()
-    ran = sum(len(x) for x in passes)
-    if ran != 2 * m * chunks or sum(len(x) for x in syncs) != n_buckets:
-        # a schedule that cannot finish is a bug in the order, never a silent result
-        raise RuntimeError(f"pipeline: {2 * m * chunks - ran} passes never ran; the {schedule} order deadlocked")
-    finish = []
-    for d in range(p):
-        end = max([passes[d][-1][4], *(e for _, e in syncs[d])])
-        finish.append(end + (float(after_s[d]) if after_s is not None else 0.0))
-    return PipelineTrace(step_s=max(finish), passes=tuple(tuple(x) for x in passes), sends=tuple(sends),
-                         syncs=tuple(tuple(x) for x in syncs), finish_s=tuple(finish))
+            self.syncs[d].append((s0, env.now))
 
 
 def simulate_pipeline(fwd_s: Sequence[Sequence[float]], bwd_s: Sequence[Sequence[float]], m: int,

@@ -414,14 +414,7 @@ def solve_dp(prob: PartitionProblem, objective: str = "latency", *, subset: Sequ
     """
     w, xc, allowed = _weights(prob, objective, subset)
     n = prob.n_ops
-    inputs_of: list[list[int]] = [[] for _ in range(n)]
-    outputs_of: list[list[int]] = [[] for _ in range(n)]
-    last: dict[int, int] = {}
-    for ti, t in enumerate(prob.tensors):
-        outputs_of[t.producer].append(ti)
-        for ci in t.consumers:
-            inputs_of[ci].append(ti)
-        last[ti] = t.consumers[-1]
+    inputs_of, outputs_of, last = _tensor_uses(prob)
     # cache of transfer costs per (tensor, src, dst)
     xcache: dict[tuple[int, int, int], float] = {}
 
@@ -487,6 +480,20 @@ def solve_dp(prob: PartitionProblem, objective: str = "latency", *, subset: Sequ
         placement[i] = d
         key = prev
     return float(cost), placement, exact
+
+
+def _tensor_uses(prob: PartitionProblem) -> tuple[list[list[int]], list[list[int]], dict[int, int]]:
+    """Per op, the tensors it reads and writes; per tensor, its last consumer."""
+    n = prob.n_ops
+    inputs_of: list[list[int]] = [[] for _ in range(n)]
+    outputs_of: list[list[int]] = [[] for _ in range(n)]
+    last: dict[int, int] = {}
+    for ti, t in enumerate(prob.tensors):
+        outputs_of[t.producer].append(ti)
+        for ci in t.consumers:
+            inputs_of[ci].append(ti)
+        last[ti] = t.consumers[-1]
+    return inputs_of, outputs_of, last
 
 
 def solve_milp(prob: PartitionProblem, objective: str = "latency", *,
@@ -886,71 +893,15 @@ def partition(graph: OpGraph, node: NodeSpec, objective: str = "latency", *,
         notes.append(f"{dev}: {len(ops)} op(s) cannot run there and were not placed there (e.g. "
                      f"{next(iter(ops))!r}: {next(iter(ops.values()))})")
     if objective == "throughput":
-        bottleneck, stages, cuts = solve_pipeline(prob)
-        pl = [0] * prob.n_ops
-        for st in stages:
-            k = c.devices.index(st.device)
-            for i in range(st.first, st.last + 1):
-                pl[i] = k
-        transfers = tuple(Transfer(f"cut before {c.ops[cut]!r}", a, b, by, xt, by * float(
-            prob.link_energy_j_per_byte[c.devices.index(a), c.devices.index(b)])) for cut, a, b, xt, by in cuts)
-        latency = sum(s.time_s for s in stages) + sum(t.time_s for t in transfers)
-        used = sorted({c.devices.index(s.device) for s in stages})
-        dyn = sum(float(c.dynamic_energy_j[i, k]) for i, k in enumerate(pl))
-        powered = used if idle == "used" else range(prob.n_devices)
-        energy = dyn + sum(t.energy_j for t in transfers) + float(sum(c.idle_w[k] for k in powered)) * bottleneck
-        busy = {s.device: s.time_s for s in stages}
-        method, exact = "pipeline-dp", True
-        thr = 1.0 / bottleneck if bottleneck > 0 else _INF
-        if singles:
-            best_name = min(singles, key=lambda d: singles[d]["latency_s"])
-            b_lat, b_e = singles[best_name]["latency_s"], singles[best_name]["energy_j"]
-            best_thr = 1.0 / b_lat
-        else:
-            best_name, b_lat, b_e, best_thr = "", _INF, _INF, 0.0
-            notes.append("no single device can run every op: there is no single-device baseline")
-        if thr < best_thr:  # one stage on the best device is a pipeline too; never worse than it
-            k = c.devices.index(best_name)
-            pl = [k] * prob.n_ops
-            stages = [Stage(best_name, 0, prob.n_ops - 1, c.ops[0], c.ops[-1], singles[best_name]["latency_s"])]
-            transfers, latency, energy = (), singles[best_name]["latency_s"], singles[best_name]["energy_j"]
-            busy, thr = {best_name: latency}, best_thr
-        placement = {c.ops[i]: c.devices[k] for i, k in enumerate(pl)}
-        mem, mem_notes = _resident_memory(graph, node, placement)
-        return PartitionResult(
-            model=graph.name, node=node.name, objective=objective, method=method, exact=exact,
-            placement=placement, transfers=tuple(transfers),
-            latency_s=latency, energy_j=energy, busy_s=busy, best_single_device=best_name,
-            best_single_device_latency_s=b_lat, best_single_device_energy_j=b_e, single_device=singles,
-            unsupported=unsupported, throughput_per_s=thr, best_single_device_throughput_per_s=best_thr,
-            stages=tuple(stages), notes=tuple(notes + mem_notes), idle=idle, memory_bytes=mem)
+        return _partition_throughput(graph, node, prob, singles, unsupported, notes, idle)
+
 
     if objective == "latency":
         pl, method, exact = _solve_additive(prob, "latency", None, max_states)
     elif idle == "all":  # the idle term is the same for every placement's device set: one additive problem
         pl, method, exact = _solve_additive(prob, "energy", None, max_states)
     else:
-        best_pl, best_val, method, exact = None, _INF, "", True
-        for r in range(1, prob.n_devices + 1):
-            for subset in itertools.combinations(range(prob.n_devices), r):
-                if r == 1:
-                    k = subset[0]
-                    if not np.isfinite(c.time_s[:, k]).all():
-                        continue
-                    cand, m, ex = [k] * prob.n_ops, "dp", True
-                else:
-                    try:
-                        cand, m, ex = _solve_additive(prob, "energy", subset, max_states)
-                    except PartitionError:
-                        continue
-                v = evaluate_placement(prob, cand, idle)["energy_j"]
-                exact = exact and ex
-                if v < best_val:
-                    best_pl, best_val, method = cand, v, m
-        if best_pl is None:
-            raise PartitionError(f"graph {graph.name!r} on node {node.name!r}: no feasible placement; expected links "
-                                 "between the devices that must exchange tensors")
-        pl = best_pl
+        pl, method, exact = _min_energy_over_subsets(graph, node, prob, idle, max_states)
     ev = evaluate_placement(prob, pl, idle)
     key = "latency_s" if objective == "latency" else "energy_j"
     if singles:
@@ -968,3 +919,75 @@ def partition(graph: OpGraph, node: NodeSpec, objective: str = "latency", *,
         busy_s={c.devices[k]: float(ev["busy_s"][k]) for k in range(prob.n_devices) if ev["busy_s"][k] > 0},
         best_single_device=best_name, best_single_device_latency_s=b_lat, best_single_device_energy_j=b_e,
         single_device=singles, unsupported=unsupported, notes=tuple(notes + mem_notes), idle=idle, memory_bytes=mem)
+
+
+def _partition_throughput(graph: OpGraph, node: NodeSpec, prob: PartitionProblem, singles: dict[str, dict[str, float]],
+                          unsupported: dict[str, dict[str, str]], notes: list[str], idle: str) -> PartitionResult:
+    """The throughput objective of :func:`partition`: the best pipeline, never worse than one device."""
+    objective = "throughput"
+    c = prob.costs
+    bottleneck, stages, cuts = solve_pipeline(prob)
+    pl = [0] * prob.n_ops
+    for st in stages:
+        k = c.devices.index(st.device)
+        for i in range(st.first, st.last + 1):
+            pl[i] = k
+    transfers = tuple(Transfer(f"cut before {c.ops[cut]!r}", a, b, by, xt, by * float(
+        prob.link_energy_j_per_byte[c.devices.index(a), c.devices.index(b)])) for cut, a, b, xt, by in cuts)
+    latency = sum(s.time_s for s in stages) + sum(t.time_s for t in transfers)
+    used = sorted({c.devices.index(s.device) for s in stages})
+    dyn = sum(float(c.dynamic_energy_j[i, k]) for i, k in enumerate(pl))
+    powered = used if idle == "used" else range(prob.n_devices)
+    energy = dyn + sum(t.energy_j for t in transfers) + float(sum(c.idle_w[k] for k in powered)) * bottleneck
+    busy = {s.device: s.time_s for s in stages}
+    method, exact = "pipeline-dp", True
+    thr = 1.0 / bottleneck if bottleneck > 0 else _INF
+    if singles:
+        best_name = min(singles, key=lambda d: singles[d]["latency_s"])
+        b_lat, b_e = singles[best_name]["latency_s"], singles[best_name]["energy_j"]
+        best_thr = 1.0 / b_lat
+    else:
+        best_name, b_lat, b_e, best_thr = "", _INF, _INF, 0.0
+        notes.append("no single device can run every op: there is no single-device baseline")
+    if thr < best_thr:  # one stage on the best device is a pipeline too; never worse than it
+        k = c.devices.index(best_name)
+        pl = [k] * prob.n_ops
+        stages = [Stage(best_name, 0, prob.n_ops - 1, c.ops[0], c.ops[-1], singles[best_name]["latency_s"])]
+        transfers, latency, energy = (), singles[best_name]["latency_s"], singles[best_name]["energy_j"]
+        busy, thr = {best_name: latency}, best_thr
+    placement = {c.ops[i]: c.devices[k] for i, k in enumerate(pl)}
+    mem, mem_notes = _resident_memory(graph, node, placement)
+    return PartitionResult(
+        model=graph.name, node=node.name, objective=objective, method=method, exact=exact,
+        placement=placement, transfers=tuple(transfers),
+        latency_s=latency, energy_j=energy, busy_s=busy, best_single_device=best_name,
+        best_single_device_latency_s=b_lat, best_single_device_energy_j=b_e, single_device=singles,
+        unsupported=unsupported, throughput_per_s=thr, best_single_device_throughput_per_s=best_thr,
+        stages=tuple(stages), notes=tuple(notes + mem_notes), idle=idle, memory_bytes=mem)
+
+
+def _min_energy_over_subsets(graph: OpGraph, node: NodeSpec, prob: PartitionProblem, idle: str,
+                             max_states: int) -> tuple[list[int], str, bool]:
+    """The least-energy placement over every device subset (only the subset's devices powered)."""
+    c = prob.costs
+    best_pl, best_val, method, exact = None, _INF, "", True
+    for r in range(1, prob.n_devices + 1):
+        for subset in itertools.combinations(range(prob.n_devices), r):
+            if r == 1:
+                k = subset[0]
+                if not np.isfinite(c.time_s[:, k]).all():
+                    continue
+                cand, m, ex = [k] * prob.n_ops, "dp", True
+            else:
+                try:
+                    cand, m, ex = _solve_additive(prob, "energy", subset, max_states)
+                except PartitionError:
+                    continue
+            v = evaluate_placement(prob, cand, idle)["energy_j"]
+            exact = exact and ex
+            if v < best_val:
+                best_pl, best_val, method = cand, v, m
+    if best_pl is None:
+        raise PartitionError(f"graph {graph.name!r} on node {node.name!r}: no feasible placement; expected links "
+                             "between the devices that must exchange tensors")
+    return best_pl, method, exact

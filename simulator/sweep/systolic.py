@@ -248,6 +248,35 @@ def systolic_network_variants(
         scratchpad smaller than one word.
     """
     lay = network_layers(layers)
+    n, R, C, df, words, bw = _design_arrays(rows, cols, dataflow, ifmap_sram_bytes, filter_sram_bytes,
+                                            ofmap_sram_bytes, dram_bandwidth_words_per_cycle, word_bytes, clock_hz)
+    params = load_systolic_energy() if energy is None else energy
+    try:
+        dt = dtype_for_word_bytes(word_bytes) if dtype is None else dtype
+        params.mac_j(dt)
+    except ValueError as exc:
+        raise SystolicSweepError(str(exc)) from None
+    sums, parts, mem_bound, per = _accumulate_layers(lay, n, R, C, df, words, bw, word_bytes, clock_hz,
+                                                     fold_average, per_layer, dt, params)
+    macs = int(np.sum(lay.m * lay.n * lay.k * lay.repeat))
+    total = sums["total_cycles"]
+    util = 100.0 * macs / (np.maximum(total, 1).astype(float) * R * C)
+    dram_words = (sums["dram_ifmap_reads"] + sums["dram_filter_reads"] + sums["dram_ofmap_writes"]
+                  + sums["dram_ofmap_reads"])
+    return SystolicVariants(
+        rows=R, cols=C, dataflow=df.astype(str), macs=macs, overall_util_pct=util, dram_bytes=dram_words * word_bytes,
+        memory_bound_layers=mem_bound, latency_s=None if clock_hz is None else total / float(clock_hz),
+        layer_names=lay.names if per_layer else (), layer_total_cycles=per,
+        energy_j=parts["mac"] + parts["register"] + parts["sram"] + parts["dram"] + parts["static"],
+        energy_breakdown_j=parts, dtype=dt, **sums,
+    )
+
+
+def _design_arrays(rows: Any, cols: Any, dataflow: Any, ifmap_sram_bytes: Any, filter_sram_bytes: Any,
+                   ofmap_sram_bytes: Any, dram_bandwidth_words_per_cycle: Any, word_bytes: int,
+                   clock_hz: float | None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                    tuple[np.ndarray, ...] | None, np.ndarray | None]:
+    """Check the design arguments and broadcast them to ``V`` designs: (V, rows, cols, dataflow, sram words, bw)."""
     df = np.atleast_1d(np.asarray(dataflow, dtype=object))
     sizes = [np.atleast_1d(np.asarray(x)) for x in (rows, cols, df, ifmap_sram_bytes, filter_sram_bytes,
                                                      ofmap_sram_bytes, dram_bandwidth_words_per_cycle)
@@ -287,13 +316,15 @@ def systolic_network_variants(
         bw = _broadcast("dram_bandwidth_words_per_cycle", b, n)
     if clock_hz is not None and not (isinstance(clock_hz, (int, float)) and math.isfinite(clock_hz) and clock_hz > 0):
         raise SystolicSweepError(f"systolic sweep: clock_hz; got {clock_hz!r}; expected a frequency > 0 in Hz")
+    return n, R, C, df, words, bw
 
-    params = load_systolic_energy() if energy is None else energy
-    try:
-        dt = dtype_for_word_bytes(word_bytes) if dtype is None else dtype
-        params.mac_j(dt)
-    except ValueError as exc:
-        raise SystolicSweepError(str(exc)) from None
+
+def _accumulate_layers(lay: SystolicLayers, n: int, R: np.ndarray, C: np.ndarray, df: np.ndarray,
+                       words: tuple[np.ndarray, ...] | None, bw: np.ndarray | None, word_bytes: int,
+                       clock_hz: float | None, fold_average: str, per_layer: bool, dt: str,
+                       params: SystolicEnergyParams) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                                               np.ndarray, np.ndarray | None]:
+    """Sum every layer's cycles, traffic and energy per design, one dataflow group at a time."""
     # unbounded scratchpads hold the network's largest whole operands: priced at that size
     whole = tuple(int(np.max(w)) * word_bytes for w in operand_words(lay.m, lay.n, lay.k, lay.ifmap_words))
     parts = {key: np.zeros(n) for key in ("mac", "register", "sram", "dram", "static")}
@@ -320,15 +351,4 @@ def systolic_network_variants(
                 parts[key][idx] += rep * val
             if per is not None:
                 per[li, idx] = rep * np.asarray(r.total_cycles, dtype=np.int64)
-    macs = int(np.sum(lay.m * lay.n * lay.k * lay.repeat))
-    total = sums["total_cycles"]
-    util = 100.0 * macs / (np.maximum(total, 1).astype(float) * R * C)
-    dram_words = (sums["dram_ifmap_reads"] + sums["dram_filter_reads"] + sums["dram_ofmap_writes"]
-                  + sums["dram_ofmap_reads"])
-    return SystolicVariants(
-        rows=R, cols=C, dataflow=df.astype(str), macs=macs, overall_util_pct=util, dram_bytes=dram_words * word_bytes,
-        memory_bound_layers=mem_bound, latency_s=None if clock_hz is None else total / float(clock_hz),
-        layer_names=lay.names if per_layer else (), layer_total_cycles=per,
-        energy_j=parts["mac"] + parts["register"] + parts["sram"] + parts["dram"] + parts["static"],
-        energy_breakdown_j=parts, dtype=dt, **sums,
-    )
+    return sums, parts, mem_bound, per
