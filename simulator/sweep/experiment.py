@@ -862,12 +862,15 @@ def _expand_axis(raw: Any, spec: _Key, where: str) -> tuple[Any, ...]:
         raise ValueError(f"not an axis; got {raw!r}; expected a list, {{range = [a, b], step = s}}, "
                          "{log = [a, b], n = N} or {pow2 = [a, b]}")
     out: list[Any] = []
+    seen: set[Any] = set()
     for i, v in enumerate(items):
         try:
             val = _parse_value(v, spec, where)
         except ValueError as exc:
             raise ValueError(f"value {i + 1}: {exc}") from None
-        if val not in out:
+        mark = (type(val) is bool, val)  # True and 1 stay distinct, as with the list test before
+        if mark not in seen:
+            seen.add(mark)
             out.append(val)
     return tuple(out)
 
