@@ -90,7 +90,7 @@ ERROR_CLASSES = {
     "workloads.frameworks": ["FrameworkError"], "workloads.hf": ["HFConfigError"],
     "simulator.hardware": ["CalibrationError"], "simulator.calibration.measurements": ["MeasurementError"],
     "simulator.sweep.experiment": ["ExperimentError"], "simulator.sweep.execute": ["SweepError"],
-    "simulator.sweep.store": ["StoreError"], "simulator.sweep.tune": ["TuneError"],
+    "simulator.sweep.store": ["StoreError"], "simulator.sweep.tune": ["TuneError"], "simulator.sweep.filters": ["FilterError"],
     "simulator.sweep.systolic": ["SystolicSweepError"], "simulator.engines.vectorized": ["VariantError"],
     "hwmodels.paths": ["SweepPathError"], "simulator.realtime.scenario": ["ScenarioError"],
     "simulator.realtime.partition": ["PartitionError"], "simulator.report.figures": ["FigureError"],

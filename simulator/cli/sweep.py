@@ -13,7 +13,7 @@ from simulator.cli.common import positive_int
 
 __all__ = ["register", "run"]
 
-_RUN_ONLY = ("out", "scheduler", "workers", "progress", "commit_interval")
+_RUN_ONLY = ("out", "scheduler", "workers", "progress", "commit_interval", "max_points", "worker_timeout")
 _SHOW_ONLY = ("where", "top", "sort", "pareto", "csv")
 
 
@@ -37,15 +37,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--out", metavar="RESULTS.sqlite",
                    help="results store: *.sqlite (default format) or *.parquet (a folder; needs pyarrow)")
     g.add_argument("--scheduler", metavar="S",
-                   help="local (default: a process pool on this machine), processes, threads, synchronous, or "
-                        "tcp://HOST:PORT of a running Dask scheduler")
+                   help="local (default: a process pool of --workers processes on this machine, Python's "
+                        "ProcessPoolExecutor, not Dask), processes (the same), threads, synchronous, or "
+                        "tcp://HOST:PORT of a running Dask scheduler (for a Dask cluster on this machine, start "
+                        "`dask scheduler` and `dask worker`; the scheduler and its workers must be trusted: they "
+                        "exchange pickles)")
     g.add_argument("--workers", type=positive_int, metavar="N",
                    help="pool size of local/processes/threads (default: the CPUs available)")
     g.add_argument("--commit-interval", type=float, metavar="SECONDS",
                    help="seconds between commits of finished points to the store (default 1; 0: after every "
                         "task); a killed sweep loses at most this much work")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on standard error (default: only on a terminal)")
+                   help="progress bars (planning, then points) on standard error (default: only on a terminal)")
+    g.add_argument("--max-points", type=positive_int, metavar="N",
+                   help="refuse an experiment of more than N points before filters (default: the file's "
+                        "max_points, else 1,000,000)")
+    g.add_argument("--worker-timeout", type=float, metavar="SECONDS",
+                   help="Dask: stop (resumable) after this long with tasks left and no worker (default 60)")
     s = p.add_argument_group("showing results (nodeperf sweep show FILE)")
     s.add_argument("--where", action="append", metavar="EXPR",
                    help="keep rows where EXPR holds, e.g. 'workload.batch >= 8 and latency_s < 0.02' (column "
@@ -84,15 +92,18 @@ def _run(args: argparse.Namespace) -> int:
 
     if not args.verbose:
         logging.getLogger("simulator").setLevel(logging.ERROR)
-    from simulator.sweep.execute import COMMIT_INTERVAL_S
+    from simulator.sweep.execute import COMMIT_INTERVAL_S, DASK_WORKER_TIMEOUT_S
 
     interval = COMMIT_INTERVAL_S if args.commit_interval is None else args.commit_interval
+    wait = DASK_WORKER_TIMEOUT_S if args.worker_timeout is None else args.worker_timeout
     try:
         summary = run_sweep(args.target[0], args.out, scheduler=args.scheduler or "local", workers=args.workers,
-                            progress=args.progress, commit_interval_s=interval)
-    except KeyboardInterrupt:
-        print(f"nodeperf: sweep interrupted; the finished points are in {args.out}; run the same command to "
-              "compute the rest", file=sys.stderr)
+                            progress=args.progress, commit_interval_s=interval, max_points=args.max_points,
+                            worker_timeout_s=wait)
+    except KeyboardInterrupt as exc:
+        msg = getattr(exc, "message", None) or ("sweep interrupted before it started; nothing was written to "
+                                                 f"{args.out}")
+        print(f"nodeperf: {msg}", file=sys.stderr)
         return 130
     print(summary.line())
     return 0

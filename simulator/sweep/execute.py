@@ -38,13 +38,16 @@ from nodeperf.errors import NodeperfError
 from simulator.sweep.experiment import PLAN_KEYS, Experiment, _resolve_file, load_experiment
 from simulator.sweep.store import STORE_SCHEMA, open_store
 
-__all__ = ["SweepError", "SweepSummary", "run_sweep", "plan_sweep", "run_task", "point_key",
-           "DASK_CONNECT_TIMEOUT_S", "COMMIT_INTERVAL_S", "MODEL_TASK_POINTS", "SYSTOLIC_TASK_POINTS"]
+__all__ = ["SweepError", "SweepInterrupted", "SweepSummary", "run_sweep", "plan_sweep", "run_task", "point_key",
+           "graph_key_job", "exit_with_parent", "DASK_CONNECT_TIMEOUT_S", "DASK_WORKER_TIMEOUT_S",
+           "COMMIT_INTERVAL_S", "MODEL_TASK_POINTS", "SYSTOLIC_TASK_POINTS"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a Dask scheduler to answer before giving up (an unreachable address fails fast).
 DASK_CONNECT_TIMEOUT_S = 10.0
+#: Seconds a Dask sweep waits with tasks left and no worker in the cluster before it stops (resumable).
+DASK_WORKER_TIMEOUT_S = 60.0
 #: Points per task of a model sweep (one vectorised call each; also the granularity of resuming).
 MODEL_TASK_POINTS = 512
 #: Seconds between commits of finished tasks to the store (a killed sweep loses at most this much work).
@@ -55,6 +58,14 @@ SYSTOLIC_TASK_POINTS = 20_000
 
 class SweepError(NodeperfError, ValueError):
     """A sweep cannot run: bad scheduler address or worker count, unreachable cluster, missing extra."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep; ``message`` says what the store holds and how to go on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -494,14 +505,60 @@ class _Plan:
     extra_axes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # columns besides the axes
 
 
-def plan_sweep(exp: Experiment) -> _Plan:
-    """Points, their keys and their tasks (nothing evaluated, nothing written)."""
+def plan_sweep(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
+    """Points, their keys and their tasks (nothing evaluated, nothing written).
+
+    ``resolve(workload JSONs, base folder)`` keys the distinct workloads of a model experiment
+    (``{workload JSON: ("ok", graph digest) | ("error", message)}``); default: one after another
+    in this process (:func:`run_sweep` passes one that uses its worker pool and the store's cache).
+    """
     if exp.kind == "systolic":
         return _plan_systolic(exp)
-    return _plan_model(exp)
+    return _plan_model(exp, resolve)
 
 
-def _plan_model(exp: Experiment) -> _Plan:
+GraphResolver = Callable[[Sequence[str], str], Mapping[str, tuple[str, str]]]
+
+
+def _resolve_graphs_serial(workloads: Sequence[str], base_dir: str) -> dict[str, tuple[str, str]]:
+    """``{workload JSON: ("ok", graph digest) | ("error", message)}``, one graph after another."""
+    return {wj: graph_key_job((wj, base_dir))[1] for wj in workloads}
+
+
+def graph_key_job(item: tuple[str, str]) -> tuple[str, tuple[str, str]]:
+    """Build one workload's graph and digest it (a planning task run by a worker).
+
+    ``item`` is ``(workload JSON, base folder)``; returns ``(workload JSON, ("ok", digest))`` or
+    ``(workload JSON, ("error", located message))``.
+    """
+    wj, base_dir = item
+    try:
+        return wj, ("ok", graph_digest_cached(_graph(wj, base_dir)))
+    except _USER_ERRORS as exc:
+        return wj, ("error", _user_error(exc))
+
+
+def _point_settings(exp: Experiment, point: Mapping[str, Any], fixed_w: Mapping[str, Any],
+                    fixed_o: Mapping[str, Any], hw_name: Any) -> tuple[dict[str, Any], dict[str, Any], Any,
+                                                                      dict[str, Any]]:
+    """(workload, options, hardware name, spec overrides) of one point."""
+    w = {**fixed_w}
+    o = {**fixed_o}
+    ov: dict[str, Any] = {}
+    for a in exp.axes:
+        v = point[a.name]
+        if a.section == "workload":
+            w[a.key] = v
+        elif a.section == "options":
+            o[a.key] = v
+        elif a.key == "name":
+            hw_name = v
+        else:
+            ov[a.key] = v
+    return w, o, hw_name, ov
+
+
+def _plan_model(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
     from hwmodels.paths import get_path, resolve_path
     from simulator.engines.analytical import spec_digest
 
@@ -511,38 +568,25 @@ def _plan_model(exp: Experiment) -> _Plan:
     calib = fixed_h.get("calibration")
     calib = str(_resolve_file(calib, exp.base_dir)) if calib else None
     source = f"sweep axis of experiment {Path(exp.path).name}"
+    base_dir = str(exp.base_dir)
+    # first pass: the distinct workloads, keyed (graph built and digested) together, in parallel if asked
+    distinct: dict[str, None] = {}
+    for point in exp.points():
+        w, _, _, _ = _point_settings(exp, point, fixed_w, fixed_o, None)
+        distinct.setdefault(_canon(w))
+    graph_info = dict((resolve or _resolve_graphs_serial)(list(distinct), base_dir))
     groups: dict[str, dict[str, Any]] = {}
     rows: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
-    graph_info: dict[str, Any] = {}
     hw_info: dict[str, Any] = {}
     path_info: dict[tuple[str, str], tuple[str, Any]] = {}
     opt_info: dict[str, dict[str, Any]] = {}
     n_all = 0
     for point in exp.points():
         n_all += 1
-        w = {**fixed_w}
-        o = {**fixed_o}
-        hw_name = fixed_h.get("name")
-        ov: dict[str, Any] = {}
-        for a in exp.axes:
-            v = point[a.name]
-            if a.section == "workload":
-                w[a.key] = v
-            elif a.section == "options":
-                o[a.key] = v
-            elif a.key == "name":
-                hw_name = v
-            else:
-                ov[a.key] = v
+        w, o, hw_name, ov = _point_settings(exp, point, fixed_w, fixed_o, fixed_h.get("name"))
         hw = str(_resolve_file(hw_name, exp.base_dir))
         wj = _canon(w)
-        if wj not in graph_info:
-            try:
-                g = _graph(wj, str(exp.base_dir))
-                graph_info[wj] = graph_digest_cached(g)
-            except _USER_ERRORS as exc:
-                graph_info[wj] = exc
         if hw not in hw_info:
             spec = _hardware(hw, calib)
             hw_info[hw] = (spec, spec_digest(spec))
@@ -555,22 +599,22 @@ def _plan_model(exp: Experiment) -> _Plan:
             full, base_v = path_info[pk]
             if base_v != _num_key(v):
                 norm[full] = _num_key(v)
-        gd = graph_info[wj]
+        status, gd = graph_info[wj]
         oj = _canon(o)
         if oj not in opt_info:
             opt_info[oj] = _options_identity(o)
         oid = opt_info[oj]
-        key = point_key({"kind": "model", "graph": gd if isinstance(gd, str) else wj, "spec": sd,
+        key = point_key({"kind": "model", "graph": gd if status == "ok" else wj, "spec": sd,
                          "overrides": norm, "options": oid})
         if key in rows:
             continue
         rows[key] = point
-        if not isinstance(gd, str):
-            errors.append({"point_key": key, "error": _user_error(gd)})
+        if status != "ok":
+            errors.append({"point_key": key, "error": gd})
             continue
         gkey = _canon([w, hw, o])
         grp = groups.setdefault(gkey, {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
-                                       "options": o, "base_dir": str(exp.base_dir), "source": source,
+                                       "options": o, "base_dir": base_dir, "source": source,
                                        "metrics": list(exp.metrics), "points": []})
         grp["points"].append((key, ov))
     tasks = []
@@ -684,45 +728,150 @@ def _parse_scheduler(scheduler: str) -> str:
                      f"synchronous or tcp://HOST:PORT{did_you_mean(s, choices)}")
 
 
-def _run_tasks(tasks: Sequence[dict[str, Any]], scheduler: str, workers: int,
-               client: Any = None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(task, rows) as tasks finish, on the chosen scheduler (``client``: a connected Dask client)."""
-    if scheduler == "synchronous" or (scheduler in ("local", "processes", "threads") and
-                                      (workers <= 1 or len(tasks) <= 1)):
-        for t in tasks:
-            yield t, run_task(t)
-        return
-    if client is not None:
-        from distributed import as_completed
+class _Executor:
+    """Runs a function over items on the chosen scheduler and yields ``(item, result)`` as they finish.
 
-        futs = client.map(run_task, list(tasks), pure=False)
-        index = {f.key: t for f, t in zip(futs, tasks, strict=True)}
-        for f in as_completed(futs, loop=client.loop):
-            yield index[f.key], f.result()
-        return
-    import concurrent.futures as cf
+    The local pool is created on first use and kept for the next call (planning, then evaluation:
+    the workers' graph caches carry over). A Dask cluster that has had no worker for
+    ``worker_timeout_s`` seconds stops the call with a :class:`SweepError` (what finished is kept).
+    """
 
-    if scheduler == "threads":
-        pool: cf.Executor = cf.ThreadPoolExecutor(max_workers=workers)
-    else:
-        import multiprocessing as mp
+    def __init__(self, scheduler: str, workers: int, client: Any = None,
+                 worker_timeout_s: float = DASK_WORKER_TIMEOUT_S) -> None:
+        self.scheduler = scheduler
+        self.workers = workers
+        self.client = client
+        self.worker_timeout_s = worker_timeout_s
+        self._pool: Any = None
 
-        method = "fork" if "fork" in mp.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
-        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method),
-                                      initializer=_worker_init)
-    try:
-        futs = {pool.submit(run_task, t): t for t in tasks}
-        for f in cf.as_completed(futs):
-            yield futs[f], f.result()
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+        if self.scheduler == "synchronous" or (self.client is None and (self.workers <= 1 or len(items) <= 1)):
+            for x in items:
+                yield x, fn(x)
+            return
+        if self.client is not None:
+            yield from self._dask(fn, items)
+            return
+        import concurrent.futures as cf
+
+        pool = self._get_pool()
+        futs = {pool.submit(fn, x): x for x in items}
+        try:
+            for f in cf.as_completed(futs):
+                yield futs[f], f.result()
+        finally:
+            for f in futs:
+                f.cancel()
+
+    def _get_pool(self) -> Any:
+        if self._pool is None:
+            import concurrent.futures as cf
+
+            if self.scheduler == "threads":
+                self._pool = cf.ThreadPoolExecutor(max_workers=self.workers)
+            else:
+                import multiprocessing as mp
+
+                fork = "fork" in mp.get_all_start_methods() and sys.platform.startswith("linux")
+                self._pool = cf.ProcessPoolExecutor(max_workers=self.workers,
+                                                    mp_context=mp.get_context("fork" if fork else "spawn"),
+                                                    initializer=_worker_init, initargs=(os.getpid(),))
+        return self._pool
+
+    def _dask(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+        client = self.client
+        futs = client.map(fn, list(items), pure=False)
+        index = {f.key: x for f, x in zip(futs, items, strict=True)}
+        pending = set(futs)
+        alone_since: float | None = None
+        check_every = max(0.05, min(1.0, self.worker_timeout_s / 4))
+        checked = time.monotonic()
+        try:
+            while pending:
+                done = {f for f in pending if f.done()}
+                pending -= done
+                if not done:
+                    time.sleep(0.02)
+                for f in done:
+                    try:
+                        result = f.result()
+                    except Exception as exc:
+                        if type(exc).__name__ == "KilledWorker":
+                            raise SweepError(f"--scheduler {self.scheduler}: a task killed every Dask worker that "
+                                             f"ran it ({exc}); the finished points are kept; run the same command "
+                                             "to resume once the workers are healthy") from None
+                        raise
+                    yield index[f.key], result
+                now = time.monotonic()
+                if done:
+                    alone_since = None
+                    continue
+                if now - checked < check_every:
+                    continue
+                checked = now
+                if _cluster_workers(client) > 0:
+                    alone_since = None
+                    continue
+                alone_since = alone_since or now
+                if now - alone_since >= self.worker_timeout_s:
+                    raise SweepError(f"--scheduler {self.scheduler}: no Dask worker for {self.worker_timeout_s:g} s "
+                                     f"({len(pending)} task(s) waiting: the workers died, or none joined); "
+                                     "expected workers started with `dask worker "
+                                     f"{self.scheduler}`; the finished points are kept: run the same command "
+                                     "to resume (--worker-timeout to wait longer)")
+        finally:
+            for f in pending:
+                f.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
 
-def _worker_init() -> None:
-    """Pool workers leave Ctrl-C to the main process, which stores what is finished and stops them."""
+def _worker_init(parent_pid: int | None = None) -> None:
+    """Pool workers leave Ctrl-C to the main process, which stores what is finished and stops them, and
+    exit when the main process dies (even by SIGKILL): Linux's ``prctl(PR_SET_PDEATHSIG)`` where
+    available, and a thread that watches the parent id everywhere."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        exit_with_parent(parent_pid)
+
+
+#: Seconds between checks of a pool worker's parent (the portable fallback of PR_SET_PDEATHSIG).
+PARENT_POLL_S = 1.0
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Make this process exit when ``parent_pid`` (its parent) dies: no orphaned pool worker.
+
+    On Linux the kernel sends SIGKILL at the parent's death (``prctl(PR_SET_PDEATHSIG)`` through
+    ctypes); on every system a daemon thread checks :func:`os.getppid` every :data:`PARENT_POLL_S`
+    seconds and exits when the parent has changed.
+    """
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            logger.debug("prctl(PR_SET_PDEATHSIG) unavailable; the parent watch thread alone stops orphans")
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="nodeperf-parent-watch", daemon=True).start()
 
 
 def _connect(address: str, timeout_s: float) -> Any:
@@ -746,8 +895,13 @@ def _connect(address: str, timeout_s: float) -> Any:
 def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, scheduler: str = "local",
               workers: int | None = None, progress: bool | None = None,
               connect_timeout_s: float = DASK_CONNECT_TIMEOUT_S, commit_interval_s: float = COMMIT_INTERVAL_S,
-              on_task: Callable[[int, int], None] | None = None) -> SweepSummary:
+              on_task: Callable[[int, int], None] | None = None, max_points: int | None = None,
+              worker_timeout_s: float = DASK_WORKER_TIMEOUT_S) -> SweepSummary:
     """Evaluate every point of an experiment not yet in the store ``out``, and store it.
+
+    Planning (building and digesting each distinct workload's graph to key its points) runs on the
+    same workers as the evaluation, and its results are cached in the store, so re-running a
+    finished store costs little more than reading its keys.
 
     Parameters
     ----------
@@ -757,13 +911,16 @@ def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, s
         ``*.sqlite`` (default format) or ``*.parquet`` (a folder; needs pyarrow). Created if absent;
         an existing store is extended (points already in it are not recomputed).
     scheduler
-        ``"local"`` (a process pool on this machine; in this process when one worker or one task
-        suffices), ``"processes"`` (the same), ``"threads"``, ``"synchronous"`` (this process, one
-        task after another) or ``"tcp://HOST:PORT"`` (an existing Dask distributed scheduler).
+        ``"local"`` (a process pool on this machine, :class:`concurrent.futures.ProcessPoolExecutor`;
+        in this process when one worker or one task suffices), ``"processes"`` (the same),
+        ``"threads"``, ``"synchronous"`` (this process, one task after another) or
+        ``"tcp://HOST:PORT"`` (an existing Dask distributed scheduler; its workers must be trusted:
+        tasks and results travel as pickles).
     workers
         Pool size (default: the CPUs this process may use). Ignored by Dask.
     progress
-        A tqdm progress bar on standard error; default: only when standard error is a terminal.
+        Progress bars (planning, then points) on standard error; default: on a terminal or in a
+        notebook (:func:`simulator.report.progress.progress_enabled`).
     connect_timeout_s
         Seconds to wait for a Dask scheduler before failing.
     commit_interval_s
@@ -772,6 +929,12 @@ def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, s
     on_task
         Called as ``on_task(stored_points, todo_points)`` after each commit to the store (finished
         tasks are committed together at most every :data:`COMMIT_INTERVAL_S` seconds).
+    max_points
+        Refuse an experiment of more points (before filters); default: the file's ``max_points``
+        (:data:`~simulator.sweep.experiment.DEFAULT_MAX_POINTS` unless set).
+    worker_timeout_s
+        Dask only: seconds with tasks left and no worker in the cluster before the sweep stops with
+        a SweepError (the finished points stay in the store).
 
     Returns
     -------
@@ -780,34 +943,129 @@ def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, s
     Raises
     ------
     ExperimentError, StoreError, SweepError
-        Bad experiment, a store of another schema or kind, a bad scheduler; raised before anything
-        is written to the store.
+        Bad experiment or too many points, a store of another schema or kind or one that cannot be
+        written, a bad scheduler; raised before anything is written to the store. A StoreError or
+        SweepError raised later (disk full, no Dask worker left) keeps every point stored before.
+    SweepInterrupted
+        Ctrl-C (a KeyboardInterrupt whose ``message`` says what the store holds).
     """
     t0 = time.perf_counter()
     exp = experiment_or_path if isinstance(experiment_or_path, Experiment) else load_experiment(experiment_or_path)
+    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1):
+        raise SweepError(f"--max-points: got {max_points!r}; expected a positive integer")
+    exp.check_size(max_points)
     sched = _parse_scheduler(scheduler)
     if isinstance(commit_interval_s, bool) or not isinstance(commit_interval_s, int | float) \
             or not commit_interval_s >= 0 or not math.isfinite(commit_interval_s):
         raise SweepError(f"--commit-interval: got {commit_interval_s!r}; expected seconds >= 0")
+    if isinstance(worker_timeout_s, bool) or not isinstance(worker_timeout_s, int | float) \
+            or not worker_timeout_s > 0 or not math.isfinite(worker_timeout_s):
+        raise SweepError(f"--worker-timeout: got {worker_timeout_s!r}; expected seconds > 0")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise SweepError(f"--workers: got {workers!r}; expected a positive integer")
     n_workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    store = open_store(out, exp.kind)  # refuses a foreign store before anything is written
+    store = open_store(out, exp.kind)  # refuses a foreign or unwritable store before anything is written
     client = _connect(sched, connect_timeout_s) if sched.startswith("tcp://") else None
+    executor = _Executor(sched, n_workers, client, float(worker_timeout_s))
     try:
-        return _sweep(exp, store, sched, n_workers, client, progress, on_task, t0, out, float(commit_interval_s))
+        return _sweep(exp, store, executor, progress, on_task, t0, out, float(commit_interval_s))
     finally:
+        executor.close()
         if client is not None:
             client.close()
 
 
-def _sweep(exp: Experiment, store: Any, sched: str, n_workers: int, client: Any, progress: bool | None,
+@lru_cache(maxsize=1)
+def _graph_code_fingerprint() -> str:
+    """SHA-256 of the code and data that build graphs (``workloads/``) and of the package version: a cached
+    graph digest is used only by the code that computed it."""
+    import workloads
+    from simulator.engines.analytical import _version
+
+    root = Path(workloads.__file__).resolve().parent
+    h = hashlib.sha256(_version().encode())
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in (".py", ".toml", ".json", ".csv") and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _graph_cache_key(wj: str, base_dir: str) -> str:
+    """Cache key of a workload's graph digest: the workload, its folder, the graph code, and a model file's size/time."""
+    model = str(_resolve_file(json.loads(wj).get("model", ""), Path(base_dir)))
+    sig: Any = None
+    try:
+        st = Path(model).stat()
+        sig = [st.st_size, st.st_mtime_ns]
+    except (OSError, ValueError):
+        pass
+    return "graph:" + hashlib.sha256(_canon([wj, base_dir, _graph_code_fingerprint(), model, sig]).encode()).hexdigest()
+
+
+class _Planner:
+    """Keys an experiment's distinct workloads: from the store's cache, else on the workers, with progress."""
+
+    def __init__(self, exp: Experiment, executor: _Executor, cache: Any, progress: bool | None) -> None:
+        self.exp = exp
+        self.executor = executor
+        self.cache = cache
+        self.progress = progress
+        self.total = 0
+        self.keyed = 0
+        self.cached = 0
+
+    def __call__(self, workloads: Sequence[str], base_dir: str) -> dict[str, tuple[str, str]]:
+        from simulator.report.progress import progress_bar
+
+        keys = {wj: _graph_cache_key(wj, base_dir) for wj in workloads}
+        hit = self.cache.get(list(keys.values())) if self.cache is not None else {}
+        out: dict[str, tuple[str, str]] = {wj: ("ok", hit[k]) for wj, k in keys.items() if k in hit}
+        todo = [wj for wj in workloads if wj not in out]
+        self.total, self.cached = len(workloads), len(out)
+        if not todo:
+            return out
+        new: dict[str, str] = {}
+        last = time.monotonic()
+        with progress_bar(len(todo), desc=f"{self.exp.name}: planning", unit="graph",
+                          enabled=self.progress) as bar:
+            try:
+                for _item, (wj, res) in self.executor.map(graph_key_job, [(wj, base_dir) for wj in todo]):
+                    out[wj] = res
+                    self.keyed += 1
+                    if res[0] == "ok":
+                        new[keys[wj]] = res[1]
+                    bar.update(1)
+                    if self.cache is not None and time.monotonic() - last >= COMMIT_INTERVAL_S:
+                        self.cache.put(new)
+                        new, last = {}, time.monotonic()
+            finally:
+                if self.cache is not None:
+                    self.cache.put(new)
+        return out
+
+
+def _sweep(exp: Experiment, store: Any, executor: _Executor, progress: bool | None,
            on_task: Callable[[int, int], None] | None, t0: float, out: str | Path,
            commit_interval_s: float) -> SweepSummary:
-    plan = plan_sweep(exp)
+    from simulator.report.progress import progress_bar
+
+    cache = store.plan_cache()
+    planner = _Planner(exp, executor, cache, progress)
+    try:
+        plan = plan_sweep(exp, planner)
+    except KeyboardInterrupt:
+        kept = (f"the {planner.keyed:,} of {planner.total - planner.cached:,} graphs keyed so far are cached in "
+                f"{out}" if planner.keyed else "nothing was written")
+        raise SweepInterrupted(f"sweep interrupted while planning, before any point was computed ({kept}); run "
+                               "the same command to continue") from None
+    finally:
+        cache.close()
     axes_values: dict[str, list[Any]] = {a.name: list(a.values) for a in exp.axes}
     axes_values.update(plan.extra_axes)
     store.prepare(exp.name, axes_values, exp.metrics)
+    n_done = 0
+    errors_now: list[dict[str, Any]] = []
     try:
         done = store.done_keys(exp.metrics)
         reused = [k for k in plan.rows if k in done]
@@ -822,13 +1080,6 @@ def _sweep(exp: Experiment, store: Any, sched: str, n_workers: int, client: Any,
             if pts:
                 todo_tasks.append({**t, "points": pts})
         todo = sum(len(t["points"]) for t in todo_tasks)
-        show = progress if progress is not None else sys.stderr.isatty()
-        bar = None
-        if show and todo:
-            from tqdm import tqdm
-
-            bar = tqdm(total=todo, unit="pt", desc=exp.name, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
-        n_done = 0
         failed_before = _error_keys(store)
         n_err = len(errors_now) + sum(1 for k in reused if k in failed_before)
         pending: list[dict[str, Any]] = []
@@ -844,25 +1095,30 @@ def _sweep(exp: Experiment, store: Any, sched: str, n_workers: int, client: Any,
                     on_task(n_done, todo)
             last = time.monotonic()
 
+        bar = progress_bar(todo, desc=exp.name, unit="pt", enabled=progress if todo else False)
         try:
-            for _task, rows in _run_tasks(todo_tasks, sched, n_workers, client):
+            for _task, rows in executor.map(run_task, todo_tasks):
                 pending.extend({**plan.rows[r["point_key"]], **r, "experiment": exp.name} for r in rows)
                 n_err += sum(1 for r in rows if r.get("error"))
-                if bar is not None:
-                    bar.update(len(rows))
+                bar.update(len(rows))
                 if time.monotonic() - last >= commit_interval_s:
                     flush()
         finally:
             try:
                 flush()  # finished tasks are kept even when the sweep stops early
             finally:
-                if bar is not None:
-                    bar.close()
+                bar.close()
+    except KeyboardInterrupt:
+        raise SweepInterrupted(f"sweep interrupted; {n_done + len(errors_now):,} points computed by this run and "
+                               f"every point stored before are in {out}; run the same command to compute the "
+                               "rest") from None
     finally:
         store.close()
+    client = executor.client
     return SweepSummary(out=str(out), total=len(plan.rows), computed=n_done + len(errors_now), reused=len(reused),
                         errors=n_err, filtered=plan.filtered, seconds=time.perf_counter() - t0,
-                        scheduler=sched, workers=_cluster_workers(client) if client is not None else n_workers)
+                        scheduler=executor.scheduler,
+                        workers=_cluster_workers(client) if client is not None else executor.workers)
 
 
 def _cluster_workers(client: Any) -> int:

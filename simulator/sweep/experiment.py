@@ -28,7 +28,6 @@ The schema is documented in ``docs/sweep.md``; a minimal file::
 
 from __future__ import annotations
 
-import ast
 import itertools
 import math
 import re
@@ -40,6 +39,7 @@ from typing import Any
 from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems
 from simulator.engines.analytical import CONV_LAYOUTS
+from simulator.sweep.filters import FilterError, FilterExpression, compile_filter
 
 __all__ = [
     "EXPERIMENT_SCHEMA",
@@ -53,9 +53,15 @@ __all__ = [
     "WORKLOAD_KEYS",
     "OPTION_KEYS",
     "SYSTOLIC_KEYS",
+    "DEFAULT_MAX_POINTS",
+    "MAX_AXIS_VALUES",
 ]
 
 EXPERIMENT_SCHEMA = "nodeperf.experiment/1"
+#: Points a sweep runs without being asked for more (``max_points`` in the file, ``--max-points``).
+DEFAULT_MAX_POINTS = 1_000_000
+#: Values one axis may have (a range is counted before its values are made).
+MAX_AXIS_VALUES = 10_000_000
 
 #: Metrics of a point evaluated by the analytical (or discrete-event) engine, and what they mean.
 MODEL_METRICS: dict[str, str] = {
@@ -164,8 +170,8 @@ SYSTOLIC_KEYS: dict[str, _Key] = {
 
 HARDWARE_FIXED = ("name", "calibration")
 _SECTIONS = ("workload", "hardware", "options", "systolic")
-_TOP_KEYS = ("schema", "name", "description", "combine", "zip", "filters", "metrics", "workload", "hardware",
-             "options", "systolic", "axes")
+_TOP_KEYS = ("schema", "name", "description", "combine", "zip", "filters", "metrics", "max_points", "workload",
+             "hardware", "options", "systolic", "axes")
 _AXIS_FORMS = ("values", "range", "log", "pow2", "n", "step")
 
 
@@ -225,6 +231,7 @@ class Experiment:
     metrics: tuple[str, ...]
     hardware_units: Mapping[str, str] = field(default_factory=dict)
     _filter_code: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    max_points: int = DEFAULT_MAX_POINTS
 
     @property
     def base_dir(self) -> Path:
@@ -243,6 +250,24 @@ class Experiment:
         for group in self._dimensions():
             n *= len(by[group[0]].values)
         return n
+
+    def check_size(self, max_points: int | None = None) -> None:
+        """Refuse a grid of more than ``max_points`` points (default: the file's ``max_points``).
+
+        Raises
+        ------
+        ExperimentError
+            Naming each dimension and its size, the product, and how to raise the limit.
+        """
+        limit = self.max_points if max_points is None else max_points
+        n = self.size
+        if n <= limit:
+            return
+        by = {a.name: a for a in self.axes}
+        dims = " x ".join(f"{' + '.join(g)} ({len(by[g[0]].values):,})" for g in self._dimensions())
+        raise ExperimentError(f"{self.path}: axes: {n:,} points before filters ({dims}); expected at most "
+                              f"{limit:,} (raise it with max_points = N in the file or --max-points N, or "
+                              "narrow the axes)")
 
     def _dimensions(self) -> list[tuple[str, ...]]:
         zipped = {n for g in self.zip_groups for n in g}
@@ -282,14 +307,12 @@ class Experiment:
         return out
 
     def _accept(self, env: Mapping[str, Any]) -> bool:
-        for text, (code, names) in zip(self.filters, self._filter_code, strict=True):
-            ns = {f"_v{i}": env.get(n) for i, n in enumerate(names)}
+        for f in self._filter_code:
             try:
-                ok = eval(code, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, ns)  # noqa: S307
-            except (TypeError, ValueError, ArithmeticError) as exc:
-                point = ", ".join(f"{n} = {env.get(n)!r}" for n in names)
-                raise ExperimentError(f"{self.path}: filters: cannot evaluate {text!r} at {point} ({exc}); expected "
-                                      "an expression over values of like kinds") from None
+                ok = f(env)
+            except FilterError as exc:
+                point = ", ".join(f"{n} = {env.get(n)!r}" for n in f.names)
+                raise ExperimentError(f"{self.path}: filters: cannot evaluate {f.text!r} at {point} ({exc})") from None
             if not ok:
                 return False
         return True
@@ -479,6 +502,11 @@ class _Parser:
         zip_groups = self._zip(d.get("zip", None), d.get("combine", "product"), axes)
         metrics = self._metrics(d.get("metrics", None), kind, fixed)
         filters, codes = self._filters(d.get("filters", []), axes, fixed)
+        max_points = d.get("max_points", DEFAULT_MAX_POINTS)
+        if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
+            self.problem("max_points", f"not a positive integer; got {max_points!r}; expected e.g. max_points = "
+                                       f"{DEFAULT_MAX_POINTS}")
+            max_points = DEFAULT_MAX_POINTS
         if not self.problems:
             for a in axes:
                 if a.section == "workload" and a.key == "model":
@@ -491,7 +519,7 @@ class _Parser:
         exp = Experiment(path=self.path, name=name, description=desc, kind=kind,
                          fixed={s: dict(v) for s, v in fixed.items() if v}, axes=tuple(axes),
                          zip_groups=zip_groups, filters=filters, metrics=metrics, hardware_units=hw_units,
-                         _filter_code=codes)
+                         _filter_code=codes, max_points=max_points)
         return exp
 
     # -- keys and values ------------------------------------------------------------------
@@ -833,12 +861,15 @@ def _expand_axis(raw: Any, spec: _Key, where: str) -> tuple[Any, ...]:
         raise ValueError(f"not an axis; got {raw!r}; expected a list, {{range = [a, b], step = s}}, "
                          "{log = [a, b], n = N} or {pow2 = [a, b]}")
     out: list[Any] = []
+    seen: set[Any] = set()
     for i, v in enumerate(items):
         try:
             val = _parse_value(v, spec, where)
         except ValueError as exc:
             raise ValueError(f"value {i + 1}: {exc}") from None
-        if val not in out:
+        mark = (type(val) is bool, val)  # True and 1 stay distinct, as with the list test before
+        if mark not in seen:
+            seen.add(mark)
             out.append(val)
     return tuple(out)
 
@@ -885,6 +916,8 @@ def _numeric_form(form: str, raw: Mapping[str, Any], spec: _Key) -> list[Any]:
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"{form}: n; got {n!r}; expected an integer >= 1")
+        if n > MAX_AXIS_VALUES:
+            raise ValueError(f"{form}: n; got {n:,} values; expected at most {MAX_AXIS_VALUES:,} per axis")
         if n == 1:
             vals = [a]
         elif form == "log":
@@ -896,7 +929,11 @@ def _numeric_form(form: str, raw: Mapping[str, Any], spec: _Key) -> list[Any]:
         s = _num(step, spec, "step")
         if not s > 0:
             raise ValueError(f"step: must be positive; got {step!r}; expected step > 0")
-        count = int(math.floor((b - a) / s * (1 + 1e-12))) + 1
+        span = (b - a) / s * (1 + 1e-12)
+        if not math.isfinite(span) or span + 1 > MAX_AXIS_VALUES:
+            raise ValueError(f"range: {span + 1:,.0f} values; got [{ends[0]!r}, {ends[1]!r}] by step {step!r}; "
+                             f"expected at most {MAX_AXIS_VALUES:,} per axis (a larger step)")
+        count = int(math.floor(span)) + 1
         vals = [a + i * s for i in range(count)]
     if integral:
         return [int(round(v)) for v in vals]
@@ -914,91 +951,12 @@ def _round_sig(x: float, digits: int = 12) -> float:
 # filters
 
 
-_ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
-                  ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
-                  ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
-                  ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.Tuple, ast.List, ast.Call)
+def _compile_filter(text: str, known: Sequence[str]) -> FilterExpression:
+    """A filter checked and ready to run (:mod:`simulator.sweep.filters`; a ValueError names the problem)."""
+    return compile_filter(text, known)
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def _compile_filter(text: str, known: Sequence[str]) -> tuple[Any, tuple[str, ...]]:
-    """A filter compiled to a code object over ``_v0.._vN`` and the column each stands for."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"not an expression; got {text!r}; expected e.g. \"workload.batch * workload.context "
-                         f"<= 65536\" ({exc.msg})") from None
-    names: list[str] = []
-
-    class _Rename(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> Any:
-            d = _dotted(node)
-            if d is None:
-                raise ValueError(f"unsupported expression in {text!r}; expected column names, numbers, strings, "
-                                 "arithmetic, comparisons, and/or/not")
-            return self._name(d, node)
-
-        def visit_Name(self, node: ast.Name) -> Any:
-            if node.id in ("min", "max", "abs"):
-                return node
-            return self._name(node.id, node)
-
-        def visit_Call(self, node: ast.Call) -> Any:
-            if not (isinstance(node.func, ast.Name) and node.func.id in ("min", "max", "abs")) or node.keywords:
-                raise ValueError(f"unsupported call in {text!r}; expected only min, max, abs")
-            self.generic_visit(node)
-            return node
-
-        def _name(self, d: str, node: ast.AST) -> ast.Name:
-            if d not in known:
-                short = [k for k in known if k.rsplit(".", 1)[-1] == d]
-                if len(short) == 1:
-                    d = short[0]
-                else:
-                    raise ValueError(f"unknown name in {text!r}; got {d!r}; expected an axis or base setting "
-                                     f"({', '.join(known)}){_near_column(d, known)}")
-            if d not in names:
-                names.append(d)
-            return ast.copy_location(ast.Name(id=f"_v{names.index(d)}", ctx=ast.Load()), node)
-
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
-            raise ValueError(f"unsupported expression ({type(node).__name__}) in {text!r}; expected column names, "
-                             "numbers, strings, arithmetic, comparisons, and/or/not")
-    tree = ast.fix_missing_locations(_Rename().visit(tree))
-    return compile(tree, "<filter>", "eval"), tuple(names)
-
-
-def _near_column(got: str, known: Sequence[str]) -> str:
-    """``"; did you mean 'x'?"`` by the full names or, for a short name, by their last part."""
-    hint = did_you_mean(got, known)
-    if hint or "." in got:
-        return hint
-    last: dict[str, str] = {}
-    for k in known:
-        last.setdefault(k.rsplit(".", 1)[-1], k)
-    from nodeperf.suggest import near_match
-
-    m = near_match(got, list(last))
-    return f"; did you mean {last[m[0]]!r}?" if m else ""
-
-
-def filter_function(text: str, known: Sequence[str]) -> Callable[[Mapping[str, Any]], bool]:
-    """A filter expression as a function of ``{column: value}`` (used by ``sweep show --where``)."""
-    code, names = _compile_filter(text, known)
-
-    def accept(env: Mapping[str, Any]) -> bool:
-        ns = {f"_v{i}": env.get(n) for i, n in enumerate(names)}
-        return bool(eval(code, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, ns))  # noqa: S307
-
-    return accept
+def filter_function(text: str, known: Sequence[str],
+                    aliases: Mapping[str, str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """A filter expression as a function of ``{column: value}`` (used by ``sweep show --where`` and ``plot``)."""
+    return compile_filter(text, known, aliases)

@@ -29,12 +29,14 @@ from typing import Any
 
 from nodeperf.errors import NodeperfError
 
-__all__ = ["STORE_SCHEMA", "StoreError", "Store", "open_store", "load_results", "store_kind_of"]
+__all__ = ["STORE_SCHEMA", "StoreError", "Store", "PlanCache", "open_store", "load_results", "store_kind_of"]
 
 STORE_SCHEMA = "nodeperf.sweep/1"
 #: Columns every store has, besides the axes and metrics.
 BOOKKEEPING = ("point_key", "provenance_sha256", "error", "experiment")
 _PARQUET_META = "_nodeperf_store.json"
+#: File of a Parquet store that caches planning (a SQLite store keeps it in its table ``plan_cache``).
+_PLAN_CACHE_FILE = "_nodeperf_plans.sqlite"
 _SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
@@ -58,6 +60,9 @@ def _type_of(values: Iterable[Any]) -> str:
 
 
 def _format_of(path: Path) -> str:
+    if not str(path).strip() or str(path) == ".":
+        raise StoreError(f"--out: an empty file name; got {str(path)!r}; expected a results store such as "
+                         "results.sqlite or results.parquet")
     suffix = path.suffix.lower()
     if suffix in _SQLITE_SUFFIXES:
         return "sqlite"
@@ -91,7 +96,7 @@ class Store:
                 conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
                 try:
                     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                    if not tables:
+                    if tables <= {"plan_cache"}:  # new, or only planned so far
                         return None
                     if "meta" not in tables or "results" not in tables:
                         raise StoreError(f"{self.path}: not a nodeperf sweep store; got tables "
@@ -103,8 +108,8 @@ class Store:
                 raise StoreError(f"{self.path}: not a SQLite file ({exc}); expected a results store written by "
                                  "`nodeperf sweep` or a new file name") from None
             return {"schema": meta.get("schema"), "kind": meta.get("kind"),
-                    "columns": json.loads(meta.get("columns", "{}")),
-                    "experiments": json.loads(meta.get("experiments", "[]"))}
+                    "columns": _meta_json(self.path, meta, "columns", dict),
+                    "experiments": _meta_json(self.path, meta, "experiments", list)}
         if not self.path.exists():
             return None
         if not self.path.is_dir():
@@ -112,17 +117,28 @@ class Store:
                              "`nodeperf sweep --out X.parquet` or a new name")
         mf = self.path / _PARQUET_META
         if not mf.exists():
-            if any(self.path.iterdir()):
+            if any(p.name != _PLAN_CACHE_FILE for p in self.path.iterdir()):
                 raise StoreError(f"{self.path}: not a nodeperf sweep store; got a folder without {_PARQUET_META}")
             return None
         try:
-            return json.loads(mf.read_text(encoding="utf-8"))
+            text = mf.read_text(encoding="utf-8")
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{mf}: unreadable store metadata ({exc})") from None
+            raise StoreError(f"{mf}: unreadable store metadata ({exc}); expected the JSON file written by "
+                             "`nodeperf sweep`") from None
+        try:
+            meta = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{mf}:{exc.lineno}:{exc.colno}: store metadata is not JSON ({exc.msg}); expected the "
+                             "JSON object written by `nodeperf sweep` (write to a new store)") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("columns", {}), dict):
+            raise StoreError(f"{mf}: store metadata; got {type(meta).__name__}; expected a JSON object with "
+                             "schema, kind, columns and experiments")
+        return meta
 
     def check(self, kind: str) -> None:
         """Refuse a store of another schema or kind (nothing is written)."""
         meta = self._read_meta()
+        self._check_writable()
         if meta is None:
             self.meta = {"schema": STORE_SCHEMA, "kind": kind, "columns": {}, "experiments": []}
             return
@@ -167,11 +183,15 @@ class Store:
         self.meta = new_meta
 
     def _prepare_sqlite(self, meta: dict[str, Any], added: list[str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn = conn
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn = conn
+            conn.execute("BEGIN IMMEDIATE")
+        except (OSError, sqlite3.Error) as exc:
+            self.close()
+            raise self._write_error(exc, "create") from None
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.execute("CREATE TABLE IF NOT EXISTS results (point_key TEXT PRIMARY KEY NOT NULL, "
@@ -192,16 +212,46 @@ class Store:
                 conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
                              "value = excluded.value", (k, v))
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+        except BaseException as exc:
+            _rollback(conn)
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise self._write_error(exc, "create") from None
             raise
 
     def _prepare_parquet(self, meta: dict[str, Any]) -> None:
         _pyarrow()
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / (_PARQUET_META + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path / _PARQUET_META)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            tmp = self.path / (_PARQUET_META + ".tmp")
+            tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            os.replace(tmp, self.path / _PARQUET_META)
+        except OSError as exc:
+            raise self._write_error(exc, "create") from None
+
+    def _check_writable(self) -> None:
+        """Refuse, before any work, a store that cannot be written (read-only folder or file, /proc, ...)."""
+        import tempfile
+
+        target = self.path if self.path.exists() else self.path.parent
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        folder = target if target.is_dir() else target.parent
+        try:
+            if self.path.exists() and self.path.is_file() and not os.access(self.path, os.W_OK):
+                raise PermissionError(13, "Permission denied")
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".nodeperf-write-test-"):
+                pass
+        except OSError as exc:
+            raise self._write_error(exc, "create") from None
+
+    def _write_error(self, exc: BaseException, doing: str) -> StoreError:
+        """A located StoreError for a store that cannot be created or written (disk full, read-only, ...)."""
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if doing == "create":
+            return StoreError(f"{self.path}: cannot create the results store ({cause}); expected a writable "
+                              "file name in a writable folder (--out)")
+        return StoreError(f"{self.path}: cannot write finished points ({cause}); the points stored before are "
+                          "kept: free space (or make the store writable) and run the same command to resume")
 
     # -- reading ------------------------------------------------------------------------------------
     def done_keys(self, metrics: Sequence[str]) -> set[str]:
@@ -236,12 +286,14 @@ class Store:
             updates = ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in cols if c != "point_key")
             sql = (f"INSERT INTO results ({names}) VALUES ({marks}) ON CONFLICT(point_key) DO UPDATE SET {updates}")
             data = [tuple(_sql_value(r.get(c)) for c in cols) for r in rows]
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(sql, data)
                 self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                _rollback(self._conn)
+                if isinstance(exc, sqlite3.Error | OSError):
+                    raise self._write_error(exc, "write") from None
                 raise
             return
         pa, pq = _pyarrow()
@@ -252,8 +304,12 @@ class Store:
             n += 1
         final = self.path / f"part-{n:06d}.parquet"
         tmp = self.path / f".part-{n:06d}.parquet.tmp"
-        pq.write_table(pa.Table.from_pandas(_coerce(df, self.meta["columns"]), preserve_index=False), tmp)
-        os.replace(tmp, final)
+        try:
+            pq.write_table(pa.Table.from_pandas(_coerce(df, self.meta["columns"]), preserve_index=False), tmp)
+            os.replace(tmp, final)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise self._write_error(exc, "write") from None
 
     @property
     def added_axes(self) -> list[str]:
@@ -267,15 +323,17 @@ class Store:
             return
         if self.format == "sqlite":
             assert self._conn is not None
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 for c in cols:
                     self._conn.executemany(
                         f"UPDATE results SET {_q(c)} = ? WHERE point_key = ? AND {_q(c)} IS NULL",
                         [(_sql_value(v[c]), k) for k, v in values.items() if c in v])
                 self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                _rollback(self._conn)
+                if isinstance(exc, sqlite3.Error | OSError):
+                    raise self._write_error(exc, "write") from None
                 raise
             return
         df = _read_parquet_folder(self.path)
@@ -295,6 +353,106 @@ class Store:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def plan_cache(self) -> PlanCache:
+        """The store's cache of planning results (graph digests of workloads), for :func:`run_sweep`."""
+        return PlanCache(self, self.path if self.format == "sqlite" else self.path / _PLAN_CACHE_FILE)
+
+
+class PlanCache:
+    """Planning results kept with a store (``{cache key: value}``), so re-running a store plans at once.
+
+    A key names everything its value depends on (the caller hashes the inputs and the code that
+    computes it); a row is written in one transaction and never changes. The table is created on
+    the first :meth:`put` only, so a store that was never planned stays absent.
+    """
+
+    def __init__(self, store: Store, path: Path) -> None:
+        self.store = store
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if not create and not self.path.exists():
+            return None
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            have = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='plan_cache'").fetchone()
+            if have is None:
+                if not create:
+                    conn.close()
+                    return None
+                conn.execute("CREATE TABLE IF NOT EXISTS plan_cache (key TEXT PRIMARY KEY NOT NULL, "
+                             "value TEXT NOT NULL)")
+        except (OSError, sqlite3.Error) as exc:
+            raise self.store._write_error(exc, "create") from None
+        self._conn = conn
+        return conn
+
+    def get(self, keys: Sequence[str]) -> dict[str, str]:
+        """The cached values of those ``keys`` that are cached."""
+        conn = self._connect(create=False)
+        if conn is None or not keys:
+            return {}
+        out: dict[str, str] = {}
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = list(keys[i:i + 500])
+                marks = ", ".join("?" for _ in chunk)
+                out.update(conn.execute(f"SELECT key, value FROM plan_cache WHERE key IN ({marks})", chunk))
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: plan_cache: unreadable ({exc}); expected the table written by "
+                             "`nodeperf sweep` (or a new store)") from None
+        return out
+
+    def put(self, items: Mapping[str, str]) -> None:
+        """Add ``items`` in one transaction."""
+        if not items:
+            return
+        conn = self._connect(create=True)
+        assert conn is not None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT OR IGNORE INTO plan_cache (key, value) VALUES (?, ?)", list(items.items()))
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            _rollback(conn)
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise self.store._write_error(exc, "write") from None
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (it does on a full disk)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+def _meta_json(path: Path, meta: Mapping[str, str], key: str, kind: type) -> Any:
+    """One JSON value of the ``meta`` table, or a located StoreError."""
+    text = meta.get(key, "{}" if kind is dict else "[]")
+    try:
+        value = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: meta.{key}: not JSON ({getattr(exc, 'msg', exc)}); got {str(text)[:40]!r}; "
+                         "expected the JSON written by `nodeperf sweep` (write to a new store)") from None
+    if not isinstance(value, kind):
+        raise StoreError(f"{path}: meta.{key}: got a JSON {type(value).__name__}; expected a JSON "
+                         f"{'object' if kind is dict else 'array'} (write to a new store)")
+    return value
 
 
 def _sql_value(v: Any) -> Any:
