@@ -125,6 +125,7 @@ def _show(args: argparse.Namespace) -> int:
     from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.sweep import load_results, pareto_front
     from simulator.sweep.experiment import filter_function
+    from simulator.sweep.filters import FilterError
     from simulator.sweep.pareto import parse_metric
     from simulator.sweep.store import store_kind_of
 
@@ -146,6 +147,8 @@ def _show(args: argparse.Namespace) -> int:
         try:
             mask = [accept({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
                     for r in records]
+        except FilterError as exc:  # a bound met on a row's values (a result too large, a string too long)
+            raise ValueError(f"sweep show: --where: {exc}") from None
         except TypeError as exc:
             raise ValueError(f"sweep show: --where: cannot evaluate {expr!r} on every row ({exc}); expected "
                              "comparisons of like values") from None

@@ -929,11 +929,14 @@ def _numeric_form(form: str, raw: Mapping[str, Any], spec: _Key) -> list[Any]:
         s = _num(step, spec, "step")
         if not s > 0:
             raise ValueError(f"step: must be positive; got {step!r}; expected step > 0")
-        span = (b - a) / s * (1 + 1e-12)
-        if not math.isfinite(span) or span + 1 > MAX_AXIS_VALUES:
-            raise ValueError(f"range: {span + 1:,.0f} values; got [{ends[0]!r}, {ends[1]!r}] by step {step!r}; "
+        span = (b - a) / s
+        count = int(math.floor(span)) + 1 if math.isfinite(span) else None
+        if count is not None and a + count * s <= b + 1e-9 * s:
+            count += 1  # a last value within rounding of the end is kept
+        if count is None or count > MAX_AXIS_VALUES:
+            shown = f"{count:,}" if count is not None else "infinitely many"
+            raise ValueError(f"range: {shown} values; got [{ends[0]!r}, {ends[1]!r}] by step {step!r}; "
                              f"expected at most {MAX_AXIS_VALUES:,} per axis (a larger step)")
-        count = int(math.floor(span)) + 1
         vals = [a + i * s for i in range(count)]
     if integral:
         return [int(round(v)) for v in vals]

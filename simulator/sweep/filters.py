@@ -223,7 +223,7 @@ def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] |
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        col = f" at column {exc.offset}" if exc.offset else ""
+        col = f" at column {exc.offset or len(text.strip()) + 1}"  # (no offset: the end of the text)
         raise FilterError(f"not an expression{col}; got {text!r}; expected e.g. \"workload.batch * workload.context "
                           f"<= 65536\" ({exc.msg})") from None
     except (RecursionError, MemoryError):

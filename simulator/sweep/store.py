@@ -61,7 +61,8 @@ def _type_of(values: Iterable[Any]) -> str:
 
 def _format_of(path: Path) -> str:
     if not str(path).strip() or str(path) == ".":
-        raise StoreError(f"--out: an empty file name; got {str(path)!r}; expected a results store such as "
+        got = "''" if str(path) == "." else repr(str(path))  # Path("") reads as "."
+        raise StoreError(f"--out: an empty file name; got {got}; expected a results store such as "
                          "results.sqlite or results.parquet")
     suffix = path.suffix.lower()
     if suffix in _SQLITE_SUFFIXES:

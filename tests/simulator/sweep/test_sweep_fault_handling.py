@@ -149,7 +149,7 @@ def test_filters_are_bounded_and_located(tmp_path: Path, capsys: pytest.CaptureF
     store = tmp_path / "s.sqlite"
     if not store.exists():
         run_sweep(_exp(tmp_path, "batch = [1, 2]", name="ok.toml"), store, scheduler="synchronous")
-    rc, _, e = _cli(capsys, "sweep", "show", str(store), "--where", expr)
+    rc, _, e = _cli(capsys, "sweep", "show", str(store), f"--where={expr}")  # (an expression may start with -)
     _one_line(rc, e, "--where", part)
 
 
