@@ -6,8 +6,7 @@ The names below are resolved on first use (PEP 562 ``__getattr__``), so ``import
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from simulator.lazy import lazy_exports
 
 #: Public name -> the module it is re-exported from.
 _EXPORTS: dict[str, str] = {
@@ -20,23 +19,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = ["evaluate", "simulate", "EvalOptions", "CostReport", "OpCost"]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, or a subpackage (``simulator.engines``), imported on first use."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name.isidentifier() and not name.startswith("_"):
-        try:
-            value = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

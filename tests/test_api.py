@@ -163,13 +163,14 @@ def test_version_and_help_import_no_engine_and_no_command_module():
                               f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass")
         assert not {m for m in mods if m.split(".")[0] in ("workloads", "hwmodels", "numpy", "networkx", "simpy")}
         assert not {m for m in mods if m.startswith("simulator.") and m not in (
-            "simulator.cli", "simulator.cli.main", "simulator.version")}, argv
+            "simulator.cli", "simulator.cli.main", "simulator.version", "simulator.lazy")}, argv
         assert "importlib.metadata" not in mods
 
 
 def test_import_simulator_loads_no_engine_until_a_name_is_used():
     mods = _modules_after("import simulator")
-    assert {m for m in mods if m.split(".")[0] in ("simulator", "workloads", "hwmodels")} == {"simulator"}
+    assert {m for m in mods if m.split(".")[0] in ("simulator", "workloads", "hwmodels")} == {"simulator",
+                                                                                        "simulator.lazy"}
     mods = _modules_after("import simulator\nsimulator.evaluate")
     assert "simulator.engines.analytical" in mods and "simulator.engines.discrete_event" not in mods
     assert "networkx" not in mods and "simpy" not in mods

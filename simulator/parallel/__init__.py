@@ -9,8 +9,9 @@ algorithms in :mod:`hwmodels.collectives`.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from simulator.lazy import lazy_exports
 
 #: Public name -> the module it is re-exported from (imported on first use, PEP 562).
 _EXPORTS: dict[str, str] = {
@@ -55,23 +56,4 @@ def evaluate_graph_with_plan(graph: Any, system: Any, options: Any) -> Any:
                         recompute=meta.get("recompute", "none"))
     return res.to_cost_report()
 
-
-def __getattr__(name: str) -> Any:
-    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name.isidentifier() and not name.startswith("_"):
-        try:
-            value = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

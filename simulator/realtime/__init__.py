@@ -10,8 +10,7 @@ schema and the semantics are in ``docs/realtime.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from simulator.lazy import lazy_exports
 
 #: Public name -> the module it is re-exported from (imported on first use, PEP 562).
 _EXPORTS: dict[str, str] = {
@@ -32,23 +31,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "Analysis", "analyse", "response_time", "RealtimeResult",
            "run_realtime", "simulate_scenario", "MemoryPool", "cost_scenario", "memory_pools"]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name (or a submodule) imported on first use: importing the package loads none of them."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name.isidentifier() and not name.startswith("_"):
-        try:
-            value = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

@@ -980,10 +980,10 @@ def _graph_code_fingerprint() -> str:
     """SHA-256 of the code and data that build graphs (``workloads/``) and of the package version: a cached
     graph digest is used only by the code that computed it."""
     import workloads
-    from simulator.engines.analytical import _version
+    from simulator.version import package_version
 
     root = Path(workloads.__file__).resolve().parent
-    h = hashlib.sha256(_version().encode())
+    h = hashlib.sha256((package_version() or "unknown").encode())
     for f in sorted(root.rglob("*")):
         if f.is_file() and f.suffix in (".py", ".toml", ".json", ".csv") and "__pycache__" not in f.parts:
             h.update(str(f.relative_to(root)).encode())
