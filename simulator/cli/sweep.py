@@ -222,6 +222,11 @@ def column_unit(name: str) -> tuple[str, str | None]:
     for suffix, unit in _UNIT_SUFFIXES:
         if low.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)], unit
+    head, dot, last = name.rpartition(".")
+    if dot:  # a per-dtype entry: compute.tensor_flops_per_s.bf16 -> ("compute.tensor.bf16", "FLOP/s")
+        base, unit = column_unit(head)
+        if unit is not None:
+            return f"{base}.{last}", unit
     return name, None
 
 
@@ -262,6 +267,8 @@ def _table(df: Any, axes: list[str], metrics: list[str]) -> str:
     head = []
     scales = []
     for col, short in zip(cols, _short_names(cols), strict=True):
+        if "." not in short and column_unit(short)[1] is None and column_unit(col)[1] is not None:
+            short = ".".join(col.split(".")[-2:])  # bf16 alone names no unit: tensor_flops_per_s.bf16 does
         base, unit = column_unit(short)
         if unit is None or col == "error":
             head.append(short)

@@ -172,6 +172,7 @@ def test_show_columns_in_human_units() -> None:
     assert column_unit("memory_bytes") == ("memory", "B")
     assert column_unit("hardware.compute.peak_flops_per_s") == ("hardware.compute.peak", "FLOP/s")
     assert column_unit("workload.batch") == ("workload.batch", None)
+    assert column_unit("hardware.compute.tensor_flops_per_s.bf16") == ("hardware.compute.tensor.bf16", "FLOP/s")
     # hand-checked: 47839649792 B / 2**30 = 44.554 GiB; 8e12 FLOP/s = 8 TFLOP/s; the largest value picks the scale
     assert column_scale("B", [47839649792.0]) == (2.0**30, "GiB")
     assert f"{47839649792 / 2.0**30:.4g}" == "44.55"
