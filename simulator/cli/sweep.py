@@ -124,8 +124,6 @@ def _show(args: argparse.Namespace) -> int:
                          "pip install 'nodeperf[pandas]'") from None
     from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.sweep import load_results, pareto_front
-    from simulator.sweep.experiment import filter_function
-    from simulator.sweep.filters import FilterError
     from simulator.sweep.pareto import parse_metric
     from simulator.sweep.store import store_kind_of
 
@@ -138,21 +136,7 @@ def _show(args: argparse.Namespace) -> int:
     metrics = [c for c, v in cols.items() if v["role"] == "metric"]
     known = axes + metrics + ["error", "experiment"]
     n_all = len(df)
-    for expr in args.where or []:
-        try:
-            accept = filter_function(expr, known)
-        except ValueError as exc:
-            raise ValueError(f"sweep show: --where: {exc}") from None
-        records = df[known].to_dict("records")
-        try:
-            mask = [accept({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
-                    for r in records]
-        except FilterError as exc:  # a bound met on a row's values (a result too large, a string too long)
-            raise ValueError(f"sweep show: --where: {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"sweep show: --where: cannot evaluate {expr!r} on every row ({exc}); expected "
-                             "comparisons of like values") from None
-        df = df[mask]
+    df = where_rows(df, args.where or [], known, "sweep show")
     title = ""
     if args.pareto is not None:
         try:
@@ -180,6 +164,32 @@ def _show(args: argparse.Namespace) -> int:
         print()
         print(_table(shown, axes, metrics))
     return 0
+
+
+def where_rows(df: Any, exprs: list[str], known: list[str], where: str) -> Any:
+    """The rows of ``df`` that every ``--where`` expression accepts, each run through the bounded
+    evaluator of experiment filters (:func:`simulator.sweep.experiment.filter_function`) over the
+    columns ``known`` (NaN read as None). A bad expression, or one that fails on a row, raises a
+    ValueError located as ``{where}: --where: ...``."""
+    from simulator.sweep.experiment import filter_function
+    from simulator.sweep.filters import FilterError
+
+    for expr in exprs:
+        try:
+            accept = filter_function(expr, known)
+        except ValueError as exc:
+            raise ValueError(f"{where}: --where: {exc}") from None
+        records = df[known].to_dict("records")
+        try:
+            mask = [accept({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
+                    for r in records]
+        except FilterError as exc:  # a bound met on a row's values (a result too large, a string too long)
+            raise ValueError(f"{where}: --where: {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"{where}: --where: cannot evaluate {expr!r} on every row ({exc}); expected "
+                             "comparisons of like values") from None
+        df = df[mask]
+    return df
 
 
 def _short_names(cols: list[str]) -> list[str]:
