@@ -4,11 +4,11 @@ Four kinds, each a sub-command::
 
     nodeperf plot roofline MODEL --hardware H [model and evaluation options as predict] -o fig.png
     nodeperf plot breakdown MODEL --hardware H [--hardware H2 ...] [--by kind|bound] -o fig.pdf
-    nodeperf plot pareto RESULTS --x latency_s --y energy_j [--hue device] -o fig.svg
-    nodeperf plot heatmap RESULTS --x A --y B --value M [--agg min] -o fig.png
+    nodeperf plot pareto RESULTS --x latency_s --y energy_j [--hue device] [--where EXPR] -o fig.svg
+    nodeperf plot heatmap RESULTS --x A --y B --value M [--agg min] [--where EXPR] -o fig.png
 
 RESULTS is a sweep store (``.sqlite``/``.db``, read with ``simulator.sweep.load_results``) or a CSV
-file. The drawing is :mod:`simulator.report.figures`; this module parses arguments and reads inputs.
+file; ``--where EXPR`` keeps the rows that `nodeperf sweep show --where` keeps. The drawing is :mod:`simulator.report.figures`; this module parses arguments and reads inputs.
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ def _add_table(p: argparse.ArgumentParser) -> None:
                    help="sweep results: a store written by `nodeperf sweep` (.sqlite) or a CSV file")
     p.add_argument("--x", required=True, metavar="COLUMN", help="column of the x axis (e.g. latency_s)")
     p.add_argument("--y", required=True, metavar="COLUMN", help="column of the y axis (e.g. energy_j)")
+    p.add_argument("--where", action="append", metavar="EXPR",
+                   help="keep only the rows where EXPR holds, as `nodeperf sweep show --where` (e.g. "
+                        "\"batch >= 8 and latency_s < 0.01\"); repeat to require several")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -174,6 +177,33 @@ def read_results(path: str | Path) -> Any:
     return df
 
 
+def _selected(args: argparse.Namespace) -> Any:
+    """The rows of ``args.results`` that every ``--where`` accepts (the evaluator and errors of
+    `nodeperf sweep show --where`): a store's axes, metrics, ``error`` and ``experiment``, or a CSV's columns."""
+    from simulator.cli.sweep import where_rows
+
+    df = read_results(args.results)
+    if not args.where:
+        return df
+    where = f"plot {args.kind}"
+    if Path(args.results).suffix.lower() in SQLITE_SUFFIXES:
+        from simulator.sweep.store import store_kind_of
+
+        cols = store_kind_of(args.results).get("columns", {})
+        known = [c for c, v in cols.items() if v["role"] == "axis"] + \
+                [c for c, v in cols.items() if v["role"] == "metric"] + ["error", "experiment"]
+    else:
+        known = [str(c) for c in df.columns]
+    try:
+        sel = where_rows(df, args.where, known, where)
+    except ValueError as exc:
+        raise PlotArgError(str(exc)) from None
+    if sel.empty:
+        raise PlotArgError(f"{where}: --where: no row of {len(df)} in {args.results} meets "
+                           f"{' and '.join(repr(w) for w in args.where)}; expected at least one row to draw")
+    return sel
+
+
 def _evaluate(args: argparse.Namespace, hardware: str) -> tuple[Any, Any]:
     from simulator.cli.common import check_profile_hardware, graph_from_args
     from simulator.cli.predict import eval_options
@@ -208,13 +238,13 @@ def run(args: argparse.Namespace) -> int:
         fig = figures.breakdown_figure(reports, by=args.by, top=args.top, title=args.title)
         what = f"time breakdown by {args.by} of {len(reports)} report(s)"
     elif args.kind == "pareto":
-        df = read_results(args.results)
+        df = _selected(args)
         fig = figures.pareto_figure(df, args.x, args.y, hue=args.hue, front=args.front,
                                     minimize=(not args.max_x, not args.max_y), logx=args.logx, logy=args.logy,
                                     title=args.title)
         what = f"Pareto front of {len(df)} rows"
     else:
-        df = read_results(args.results)
+        df = _selected(args)
         fig = figures.heatmap_figure(df, args.x, args.y, args.value, agg=args.agg, log=args.log, title=args.title)
         what = f"heatmap of {args.value} over {args.x} x {args.y} ({len(df)} rows)"
     try:

@@ -124,8 +124,6 @@ def _show(args: argparse.Namespace) -> int:
                          "pip install 'nodeperf[pandas]'") from None
     from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.sweep import load_results, pareto_front
-    from simulator.sweep.experiment import filter_function
-    from simulator.sweep.filters import FilterError
     from simulator.sweep.pareto import parse_metric
     from simulator.sweep.store import store_kind_of
 
@@ -138,21 +136,7 @@ def _show(args: argparse.Namespace) -> int:
     metrics = [c for c, v in cols.items() if v["role"] == "metric"]
     known = axes + metrics + ["error", "experiment"]
     n_all = len(df)
-    for expr in args.where or []:
-        try:
-            accept = filter_function(expr, known)
-        except ValueError as exc:
-            raise ValueError(f"sweep show: --where: {exc}") from None
-        records = df[known].to_dict("records")
-        try:
-            mask = [accept({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
-                    for r in records]
-        except FilterError as exc:  # a bound met on a row's values (a result too large, a string too long)
-            raise ValueError(f"sweep show: --where: {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"sweep show: --where: cannot evaluate {expr!r} on every row ({exc}); expected "
-                             "comparisons of like values") from None
-        df = df[mask]
+    df = where_rows(df, args.where or [], known, "sweep show")
     title = ""
     if args.pareto is not None:
         try:
@@ -182,6 +166,32 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def where_rows(df: Any, exprs: list[str], known: list[str], where: str) -> Any:
+    """The rows of ``df`` that every ``--where`` expression accepts, each run through the bounded
+    evaluator of experiment filters (:func:`simulator.sweep.experiment.filter_function`) over the
+    columns ``known`` (NaN read as None). A bad expression, or one that fails on a row, raises a
+    ValueError located as ``{where}: --where: ...``."""
+    from simulator.sweep.experiment import filter_function
+    from simulator.sweep.filters import FilterError
+
+    for expr in exprs:
+        try:
+            accept = filter_function(expr, known)
+        except ValueError as exc:
+            raise ValueError(f"{where}: --where: {exc}") from None
+        records = df[known].to_dict("records")
+        try:
+            mask = [accept({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
+                    for r in records]
+        except FilterError as exc:  # a bound met on a row's values (a result too large, a string too long)
+            raise ValueError(f"{where}: --where: {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"{where}: --where: cannot evaluate {expr!r} on every row ({exc}); expected "
+                             "comparisons of like values") from None
+        df = df[mask]
+    return df
+
+
 def _short_names(cols: list[str]) -> list[str]:
     out = []
     for c in cols:
@@ -195,23 +205,90 @@ def _short_names(cols: list[str]) -> list[str]:
     return out
 
 
-def _cell(v: Any) -> str:
+#: Column-name endings and the unit of the column, most specific first: (suffix, unit, kept in the name).
+_UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("_bytes_per_s", "B/s"), ("_flops_per_s", "FLOP/s"), ("_flop_per_s", "FLOP/s"), ("_per_s", "1/s"),
+    ("_bytes", "B"), ("_hz", "Hz"), ("_s", "s"), ("_j", "J"), ("_w", "W"),
+)
+
+#: Display scales per unit, largest first: (factor of the SI value, prefix or unit shown in the header).
+_SCALES: dict[str, tuple[tuple[float, str], ...]] = {
+    "B/s": ((1e15, "PB/s"), (1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")),
+    "FLOP/s": ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")),
+    "1/s": ((1e9, "G/s"), (1e6, "M/s"), (1e3, "k/s"), (1.0, "/s")),
+    "B": ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "B")),
+    "Hz": ((1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")),
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")),
+    "J": ((1e6, "MJ"), (1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "uJ"), (1e-9, "nJ")),
+    "W": ((1e6, "MW"), (1e3, "kW"), (1.0, "W"), (1e-3, "mW")),
+}
+
+
+def column_unit(name: str) -> tuple[str, str | None]:
+    """The quantity a result column holds and its SI unit, from the column's name (``latency_s`` ->
+    ``("latency", "s")``, ``memory.hbm.read_bandwidth_bytes_per_s`` -> ``("memory.hbm.read_bandwidth", "B/s")``);
+    ``(name, None)`` for a column of no known unit (counts, fractions, choices)."""
+    low = name.lower()
+    for suffix, unit in _UNIT_SUFFIXES:
+        if low.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], unit
+    head, dot, last = name.rpartition(".")
+    if dot:  # a per-dtype entry: compute.tensor_flops_per_s.bf16 -> ("compute.tensor.bf16", "FLOP/s")
+        base, unit = column_unit(head)
+        if unit is not None:
+            return f"{base}.{last}", unit
+    return name, None
+
+
+def column_scale(unit: str, values: list[float]) -> tuple[float, str]:
+    """The display scale of a column: the largest of the unit's scales that the column's largest finite
+    magnitude reaches (``B/s`` with 8e12 at most -> ``(1e12, "TB/s")``); the unit itself for no values."""
+    scales = _SCALES[unit]
+    mags = [abs(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) and v != 0]
+    if not mags:
+        return next((f, label) for f, label in scales if f == 1.0)
+    top = max(mags)
+    for f, label in scales:
+        if top >= f * 0.9995:
+            return f, label
+    return scales[-1]
+
+
+def _cell(v: Any, scale: float = 1.0) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, bool):
         return "true" if v else "false"
+    if scale != 1.0 and isinstance(v, (int, float)):
+        return f"{v / scale:.4g}"
     if isinstance(v, float):
         return str(int(v)) if v.is_integer() and abs(v) < 1e12 else f"{v:.4g}"
     return str(v)
 
 
 def _table(df: Any, axes: list[str], metrics: list[str]) -> str:
+    """The rows in human units: each column with a unit known from its name is scaled to one readable
+    unit, named in its header (``latency_s`` -> ``latency (ms)``); the others print as stored."""
     cols = axes + metrics
     show_err = df["error"].notna().any()
     if show_err:
         cols = cols + ["error"]
-    head = _short_names(cols)
-    body = [[_cell(v) for v in row] for row in df[cols].itertuples(index=False, name=None)]
+    head = []
+    scales = []
+    for col, short in zip(cols, _short_names(cols), strict=True):
+        if "." not in short and column_unit(short)[1] is None and column_unit(col)[1] is not None:
+            short = ".".join(col.split(".")[-2:])  # bf16 alone names no unit: tensor_flops_per_s.bf16 does
+        base, unit = column_unit(short)
+        if unit is None or col == "error":
+            head.append(short)
+            scales.append(1.0)
+            continue
+        f, label = column_scale(unit, df[col].tolist())
+        head.append(f"{base} ({label})")
+        scales.append(f)
+    body = [[_cell(v, f) for v, f in zip(row, scales, strict=True)]
+            for row in df[cols].itertuples(index=False, name=None)]
     if show_err:
         body = [r[:-1] + [r[-1][:60]] for r in body]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
@@ -219,4 +296,3 @@ def _table(df: Any, axes: list[str], metrics: list[str]) -> str:
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
     return "\n".join(line.rstrip() for line in lines)
-

@@ -29,7 +29,8 @@ from typing import Any
 
 from nodeperf.errors import NodeperfError
 
-__all__ = ["STORE_SCHEMA", "StoreError", "Store", "PlanCache", "open_store", "load_results", "store_kind_of"]
+__all__ = ["STORE_SCHEMA", "StoreError", "Store", "PlanCache", "open_store", "load_results", "identifier_name",
+           "store_kind_of"]
 
 STORE_SCHEMA = "nodeperf.sweep/1"
 #: Columns every store has, besides the axes and metrics.
@@ -540,13 +541,26 @@ def _read_parquet_folder(path: Path) -> Any:
     return df.drop_duplicates("point_key", keep="last").reset_index(drop=True)
 
 
-def load_results(path: str | Path) -> Any:
+def identifier_name(column: str) -> str:
+    """A column name as a Python identifier, as ``load_results(..., identifiers=True)`` spells it: every
+    ``.`` becomes ``__`` (``workload.batch`` -> ``workload__batch``,
+    ``hardware.memory.hbm.read_bandwidth_bytes_per_s`` -> ``hardware__memory__hbm__read_bandwidth_bytes_per_s``)."""
+    return column.replace(".", "__")
+
+
+def load_results(path: str | Path, *, identifiers: bool = False) -> Any:
     """The rows of a results store as a pandas DataFrame.
 
     Columns: the axes (``section.key``), the metrics, then ``provenance_sha256``, ``error``,
     ``experiment`` and ``point_key``. Boolean axes come back as booleans; a metric of a point that
     could not be evaluated is NaN and its ``error`` says why; an axis added to the store after a row
     was computed and not swept since is NaN/None in that row.
+
+    ``identifiers=True`` names the axes as Python identifiers (each ``.`` becomes ``__``, see
+    :func:`identifier_name`), so that ``df.query`` and attribute access take them:
+    ``load_results(p, identifiers=True).query("workload__batch >= 8")``. The default keeps the
+    dotted names of the store (``workload.batch``); ``df.query`` reads those only back-quoted
+    (``df.query("`workload.batch` >= 8")``).
 
     Examples
     --------
@@ -576,4 +590,7 @@ def load_results(path: str | Path) -> Any:
     axes = [c for c, v in cols.items() if v["role"] == "axis"]
     metrics = [c for c, v in cols.items() if v["role"] == "metric"]
     order = axes + metrics + ["provenance_sha256", "error", "experiment", "point_key"]
-    return df[order]
+    df = df[order]
+    if identifiers:
+        df = df.rename(columns={c: identifier_name(c) for c in order})
+    return df

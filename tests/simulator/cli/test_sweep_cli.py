@@ -55,9 +55,17 @@ def test_run_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     rc, text, _ = _run(capsys, "sweep", "show", str(out), "--top", "2")
     lines = text.splitlines()
     assert "6 rows (model points; experiments: cli); 6 selected; showing 2" in lines[0]
-    assert lines[2].split() == ["batch", "read_bandwidth_bytes_per_s", "latency_s", "energy_j"]
+    head = lines[2].strip().split("  ")
+    head = [h.strip() for h in head if h.strip()]
+    assert head[:2] == ["batch", "read_bandwidth (TB/s)"]  # bytes_per_s in TB/s, named in the header
+    assert head[2].startswith("latency (") and head[3].startswith("energy (")
     df = load_results(out).sort_values("latency_s")
-    assert lines[4].split()[2] == f"{df['latency_s'].iloc[0]:.4g}"  # the fastest row first
+    row = lines[4].split()
+    # hand-checked: the fastest row has the widest bus, 8e12 B/s -> 8 TB/s
+    assert df["hardware.memory.hbm.read_bandwidth_bytes_per_s"].iloc[0] == 8e12 and row[1] == "8"
+    scale = {"(s)": 1.0, "(ms)": 1e-3, "(us)": 1e-6, "(ns)": 1e-9}[head[2].split()[1]]
+    assert row[2] == f"{df['latency_s'].iloc[0] / scale:.4g}"  # the fastest row first, in the header's unit
+    assert "e+" not in text and "e-" not in text  # no raw exponents in the table
     rc, text, _ = _run(capsys, "sweep", "show", str(out), "--where", "batch == 2", "--pareto", "latency_s,energy_j")
     assert rc == 0 and "Pareto front of latency_s,energy_j" in text
     front = [ln.split() for ln in text.splitlines()[4:]]
@@ -155,3 +163,21 @@ def test_progress_bar_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[s
                          "--workers", "1")
     assert rc == 0 and text.startswith("6 points: 6 computed")
     assert "cli: 100%" in err and "6/6" in err and "pt/s" in err  # tqdm: done, count, rate
+
+
+def test_show_columns_in_human_units() -> None:
+    from simulator.cli.sweep import column_scale, column_unit
+
+    assert column_unit("latency_s") == ("latency", "s")
+    assert column_unit("memory_bytes") == ("memory", "B")
+    assert column_unit("hardware.compute.peak_flops_per_s") == ("hardware.compute.peak", "FLOP/s")
+    assert column_unit("workload.batch") == ("workload.batch", None)
+    assert column_unit("hardware.compute.tensor_flops_per_s.bf16") == ("hardware.compute.tensor.bf16", "FLOP/s")
+    # hand-checked: 47839649792 B / 2**30 = 44.554 GiB; 8e12 FLOP/s = 8 TFLOP/s; the largest value picks the scale
+    assert column_scale("B", [47839649792.0]) == (2.0**30, "GiB")
+    assert f"{47839649792 / 2.0**30:.4g}" == "44.55"
+    assert column_scale("FLOP/s", [8e12, 4e12]) == (1e12, "TFLOP/s")
+    assert column_scale("s", [0.00123, 0.0042]) == (1e-3, "ms")
+    assert column_scale("s", [0.5, 0.00123]) == (1e-3, "ms")  # 500 ms and 1.23 ms
+    assert column_scale("s", [1.5, 0.00123]) == (1.0, "s")
+    assert column_scale("B/s", [float("nan")]) == (1.0, "B/s")

@@ -428,3 +428,15 @@ def test_shipped_systolic_experiment_reduced(tmp_path: Path) -> None:
     more = df2.pivot_table(index=["workload.layer", "systolic.rows"], columns="systolic.dram_words_per_cycle",
                            values="cycles")
     assert (more[64] <= more[16]).all()  # more DRAM bandwidth never adds cycles
+
+
+def test_load_results_identifiers_work_in_query(tmp_path: Path) -> None:
+    out = _run(_write(tmp_path, batch="[1, 8]"), tmp_path / "q.sqlite", "synchronous")
+    dotted = load_results(out)
+    assert "workload.batch" in dotted.columns  # the default keeps the store's names
+    df = load_results(out, identifiers=True)
+    assert list(df.columns) == [c.replace(".", "__") for c in dotted.columns]
+    sel = df.query("workload__batch >= 8")
+    assert len(sel) == 2 and set(sel["workload__batch"]) == {8}
+    assert set(sel["hardware__memory__hbm__read_bandwidth_bytes_per_s"]) == {2e12, 4e12}
+    assert sel["latency_s"].tolist() == dotted[dotted["workload.batch"] >= 8]["latency_s"].tolist()
