@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def eval_options(args: argparse.Namespace) -> Any:
     """The evaluation options the flags ask for (with the calibration overlay's identity)."""
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import options_from_settings
 
     cal_id = ""
     if args.calibration:
@@ -156,16 +156,17 @@ def eval_options(args: argparse.Namespace) -> Any:
     if cdt and (profile is None or profile.name != "compile"):
         raise ValueError(f"--coordinate-descent-tuning: an Inductor setting; got {got}; expected --framework compile")
     layout = getattr(args, "conv_layout", None)
-    if profile is None:
-        return EvalOptions(fusion=args.fusion, cuda_graphs=args.cuda_graphs, power_cap=args.power_cap,
-                           allow_tf32=args.tf32, conv_layout=layout or "nhwc", calibration_id=cal_id)
-    # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
-    # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
-    cost = mode_cost_options(profile.cost_options(), mode)
-    graphs = args.cuda_graphs or cost["cuda_graphs"]
-    return EvalOptions(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                       epilogue_fusion=cost["epilogue_fusion"], gemv_generated=cdt, cuda_graphs=graphs, power_cap=args.power_cap,
-                       allow_tf32=args.tf32, attention_kernel=cost["attention_kernel"],
-                       eager_framework=cost["eager_framework"] and not graphs,
-                       eager_modules=cost["eager_modules"] and not graphs,
-                       conv_layout=layout or cost["conv_layout"], calibration_id=cal_id)
+    settings = {"fusion": args.fusion, "cuda_graphs": args.cuda_graphs, "power_cap": args.power_cap,
+                "tf32": args.tf32, "conv_layout": layout or "nhwc"}
+    if profile is not None:
+        # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
+        # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
+        cost = mode_cost_options(profile.cost_options(), mode)
+        graphs = args.cuda_graphs or cost["cuda_graphs"]
+        settings.update(fusion=args.fusion if args.fusion is not None else cost["fusion"],
+                        epilogue_fusion=cost["epilogue_fusion"], gemv_generated=cdt, cuda_graphs=graphs,
+                        attention_kernel=cost["attention_kernel"],
+                        eager_framework=cost["eager_framework"] and not graphs,
+                        eager_modules=cost["eager_modules"] and not graphs,
+                        conv_layout=layout or cost["conv_layout"])
+    return options_from_settings(settings, where="options", calibration_id=cal_id)

@@ -3,10 +3,12 @@ walk over hardware variants and the discrete-event engine, and recorded in every
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EvalOptions", "CONV_LAYOUTS"]
+__all__ = ["EvalOptions", "CONV_LAYOUTS", "SETTINGS", "SETTING_ALIASES", "Setting", "options_from_settings"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +99,92 @@ class EvalOptions:
 
 #: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
 CONV_LAYOUTS = ("nhwc", "nchw")
+
+
+# ------------------------------------------------------------------------------------------------
+# user settings -> EvalOptions (the one translator: CLI flags, sweep axes, tune spaces, realtime
+# scenarios and study configurations all name engine settings by these names)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One user-facing engine setting: the :class:`EvalOptions` field it sets, its kind (``"bool"``,
+    ``"fusion"`` (true, false or ``"auto"``) or ``"str"``), the names it accepts and a line of help."""
+
+    field: str
+    kind: str
+    choices: tuple[str, ...] = ()
+    doc: str = ""
+
+
+#: Engine settings by the name users give them (``[options]`` of an experiment or a scenario, a tune
+#: space, a study configuration); ``allow_tf32`` is also accepted as ``tf32``. Adding an engine option
+#: here makes it a sweep axis, a scenario option and a tune setting at once.
+SETTINGS: dict[str, Setting] = {
+    "fusion": Setting("fusion", "fusion", doc="true | false | \"auto\" (fuse on TPUs only)"),
+    "epilogue_fusion": Setting("epilogue_fusion", "bool",
+                               doc="with fusion: elementwise ops fuse into GEMM / convolution epilogues too "
+                                   "(false: torch.compile's extern cuBLAS / cuDNN kernels)"),
+    "gemv_generated": Setting("gemv_generated", "bool",
+                              doc="with fusion: one-row matmuls are generated kernels taking epilogues "
+                                  "(Inductor's coordinate_descent_tuning)"),
+    "cuda_graphs": Setting("cuda_graphs", "bool", doc="kernels replayed from a CUDA graph"),
+    "power_cap": Setting("power_cap", "bool", doc="stretch ops over the TDP"),
+    "tf32": Setting("allow_tf32", "bool", doc="fp32 contractions on TF32 tensor cores"),
+    "l2_residency": Setting("l2_residency", "bool", doc="inputs just written are read from L2"),
+    "eager_framework": Setting("eager_framework", "bool", doc="per-op host overhead of an eager framework"),
+    "eager_modules": Setting("eager_modules", "bool",
+                             doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
+    "attention_kernel": Setting("attention_kernel", "str", ("auto", "flash2", "flash3"),
+                                doc="fused-attention kernel design"),
+    "conv_layout": Setting("conv_layout", "str", CONV_LAYOUTS,
+                           doc="memory format of convolution activations (nchw: cuDNN's layout transforms "
+                               "around 16-bit tensor-core convolutions)"),
+}
+#: Other names a setting is known by (the :class:`EvalOptions` field name).
+SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
+
+
+def _setting_value(s: Setting, value: Any, where: str) -> Any:
+    """``value`` as the field of ``s`` takes it, or a located ValueError."""
+    if s.kind == "fusion" and (value is None or value == "auto"):
+        return None
+    if s.kind in ("bool", "fusion"):
+        if isinstance(value, bool) or type(value).__name__ == "bool_":  # (numpy's bool from an axis array)
+            return bool(value)
+        expected = "true, false or \"auto\"" if s.kind == "fusion" else "true or false"
+        raise ValueError(f"{where}: not a boolean; got {value!r}; expected {expected}")
+    if not isinstance(value, str) or (s.choices and value not in s.choices):
+        from nodeperf.suggest import did_you_mean
+
+        raise ValueError(f"{where}: unknown value; got {value!r}; expected one of {', '.join(s.choices)}"
+                         + (did_you_mean(value.lower(), s.choices) if isinstance(value, str) else ""))
+    return value
+
+
+def options_from_settings(settings: Mapping[str, Any], *, where: str = "options",
+                          base: EvalOptions | None = None, **fields: Any) -> EvalOptions:
+    """The :class:`EvalOptions` that user ``settings`` (names of :data:`SETTINGS`) ask for.
+
+    Settings not given keep ``base``'s values (default :class:`EvalOptions`); ``fields`` set
+    :class:`EvalOptions` fields directly (``calibration_id``, ``plan``). An unknown name or a value
+    of the wrong kind is a ValueError located at ``where.name``.
+
+    >>> options_from_settings({"fusion": "auto", "tf32": True}).allow_tf32
+    True
+    >>> options_from_settings({"fusoin": True})
+    Traceback (most recent call last):
+    ...
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    """
+    values: dict[str, Any] = {}
+    for name, value in settings.items():
+        key = SETTING_ALIASES.get(name, name)
+        s = SETTINGS.get(key)
+        if s is None:
+            from nodeperf.suggest import did_you_mean
+
+            raise ValueError(f"{where}.{name}: unknown engine setting; got {value!r}; expected one of "
+                             f"{', '.join(SETTINGS)}" + did_you_mean(str(name), tuple(SETTINGS)))
+        values[s.field] = _setting_value(s, value, f"{where}.{name}")
+    return dataclasses.replace(base or EvalOptions(), **values, **fields)

@@ -434,9 +434,9 @@ def apply_node_overlay(node: Any, overlay: str | Path, devices: Sequence[str] | 
 
 
 def _eval_options(scn: Scenario) -> Any:
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import options_from_settings
 
-    return EvalOptions(**scn.options)
+    return options_from_settings(scn.options, where=f"{scn.where}: options")
 
 
 def _segments_of(report: Any) -> list[float]:

@@ -158,9 +158,10 @@ class CostTable:
 
 def _options(cuda_graphs: bool = False) -> Any:
     """Evaluation options of the cost table: no fusion, no L2 residency (placement-independent costs)."""
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import options_from_settings
 
-    return EvalOptions(fusion=False, l2_residency=False, cuda_graphs=cuda_graphs)
+    return options_from_settings({"fusion": False, "l2_residency": False, "cuda_graphs": cuda_graphs},
+                                 where="partition")
 
 
 def _op_signature(op: Any) -> tuple[Any, ...]:

@@ -135,7 +135,7 @@ def _num_key(v: Any) -> Any:
 
 
 def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import SETTINGS, options_from_settings
 
     plan = None
     plan_kw = {k: v for k, v in options.items() if k in PLAN_KEYS}
@@ -143,22 +143,8 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
         from workloads.parallel import ParallelPlan
 
         plan = ParallelPlan(**plan_kw)
-    fusion = options.get("fusion", "auto")
-    return EvalOptions(
-        fusion=None if fusion == "auto" else bool(fusion),
-        epilogue_fusion=bool(options.get("epilogue_fusion", True)),
-        gemv_generated=bool(options.get("gemv_generated", False)),
-        cuda_graphs=bool(options.get("cuda_graphs", False)),
-        power_cap=bool(options.get("power_cap", True)),
-        allow_tf32=bool(options.get("tf32", False)),
-        l2_residency=bool(options.get("l2_residency", True)),
-        attention_kernel=str(options.get("attention_kernel", "auto")),
-        eager_framework=bool(options.get("eager_framework", False)),
-        eager_modules=bool(options.get("eager_modules", False)),
-        conv_layout=str(options.get("conv_layout", "nhwc")),
-        calibration_id=calibration_id,
-        plan=plan,
-    )
+    engine = {k: v for k, v in options.items() if k in SETTINGS}  # (engine and streams pick the engine)
+    return options_from_settings(engine, calibration_id=calibration_id, plan=plan)
 
 
 def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:

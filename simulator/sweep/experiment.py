@@ -38,7 +38,7 @@ from typing import Any
 
 from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems
-from simulator.engines.analytical import CONV_LAYOUTS
+from simulator.engines.options import SETTINGS
 from simulator.sweep.filters import FilterError, FilterExpression, compile_filter
 
 __all__ = [
@@ -132,20 +132,7 @@ _PLAN_INT = ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave", "global_b
 OPTION_KEYS: dict[str, _Key] = {
     "engine": _Key("str", ("analytical", "des"), doc="analytical | des (discrete-event)"),
     "streams": _Key("int", minimum=1, doc="compute streams of the discrete-event engine"),
-    "fusion": _Key("fusion", doc="true | false | \"auto\" (fuse on TPUs only)"),
-    "epilogue_fusion": _Key("bool", doc="with fusion: elementwise ops fuse into GEMM / convolution epilogues too "
-                                        "(false: torch.compile's extern cuBLAS / cuDNN kernels)"),
-    "gemv_generated": _Key("bool", doc="with fusion: one-row matmuls are generated kernels taking epilogues "
-                                       "(Inductor's coordinate_descent_tuning)"),
-    "cuda_graphs": _Key("bool", doc="kernels replayed from a CUDA graph"),
-    "power_cap": _Key("bool", doc="stretch ops over the TDP"),
-    "tf32": _Key("bool", doc="fp32 contractions on TF32 tensor cores"),
-    "l2_residency": _Key("bool", doc="inputs just written are read from L2"),
-    "eager_framework": _Key("bool", doc="per-op host overhead of an eager framework"),
-    "eager_modules": _Key("bool", doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
-    "attention_kernel": _Key("str", ("auto", "flash2", "flash3"), doc="fused-attention kernel design"),
-    "conv_layout": _Key("str", CONV_LAYOUTS, doc="memory format of convolution activations (nchw: cuDNN's "
-                                                     "layout transforms around 16-bit tensor-core convolutions)"),
+    **{name: _Key(s.kind, s.choices, doc=s.doc) for name, s in SETTINGS.items()},  # engine settings
     **{k: _Key("int", minimum=1, doc=f"parallel plan: {k}") for k in _PLAN_INT},
     "zero_stage": _Key("int", minimum=0, doc="parallel plan: ZeRO stage 0-3"),
     "sequence_parallel": _Key("bool", doc="parallel plan: Megatron sequence parallelism"),

@@ -317,9 +317,10 @@ class ModelProblem:
         return g
 
     def _options(self, config: Mapping[str, Any]) -> Any:
-        from simulator.engines.analytical import EvalOptions
+        from simulator.engines.options import options_from_settings
 
-        return EvalOptions(fusion=bool(config["fusion"]), allow_tf32=config["dtype"] == "tf32")
+        return options_from_settings({"fusion": bool(config["fusion"]), "tf32": config["dtype"] == "tf32"},
+                                     where="tune")
 
     # ----------------------------------------------------------------------------------- protocol
 

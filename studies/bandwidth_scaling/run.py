@@ -67,12 +67,12 @@ def variant(spec: Any, bandwidth_scale: float, compute_scale: float) -> Any:
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (workload, bandwidth factor, compute factor); ``speedup`` is over the catalog device."""
     from simulator import evaluate
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import options_from_settings
     from simulator.hardware import load_hardware
     from workloads.resolve import load_workload
 
     base = load_hardware(cfg["device"])
-    opts = EvalOptions(cuda_graphs=bool(cfg.get("cuda_graphs", False)))
+    opts = options_from_settings({"cuda_graphs": cfg.get("cuda_graphs", False)}, where="config")
     rows = []
     for w in cfg["workloads"]:
         g = load_workload(cfg["model"], phase=w["phase"], batch=w["batch"], seq=w.get("seq"),

@@ -41,12 +41,12 @@ FRONTIER_COLUMNS = ("device", "tpot_slo_s", "ttft_slo_s", "batch", "ttft_s", "tp
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (device, batch)."""
-    from simulator.engines.analytical import EvalOptions
+    from simulator.engines.options import options_from_settings
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import generate_request
     from workloads.parallel import ParallelPlan
 
-    opts = EvalOptions(cuda_graphs=bool(cfg.get("cuda_graphs", False)))
+    opts = options_from_settings({"cuda_graphs": cfg.get("cuda_graphs", False)}, where="config")
     rows = []
     for name in cfg["devices"]:
         dev = load_hardware(name)
