@@ -1077,6 +1077,9 @@ def _memory_levels(info: HostInfo, probes: HostProbes, prov: dict[str, Provenanc
     return levels, pr
 
 
+_NOMINAL = "nominal: 1 (no derating) before calibration; `nodeperf calibrate` fits it to measurements"
+
+
 def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> DeviceSpec:
     """The host CPU as a :class:`DeviceSpec` of kind ``"cpu"`` named :data:`HOST_NAME`.
 
@@ -1097,6 +1100,40 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
     if cores is not None:
         info = dataclasses.replace(info, cores=cores)
     prov: dict[str, Provenance] = {}
+    ua = info.microarch
+    rates, width = _compute_rates(info, cores, prov)
+    clock = info.clock_hz
+
+    levels, pr = _memory_levels(info, probes, prov)
+
+    overhead = pr["call_overhead"]
+    eff = _host_efficiency(pr, overhead, prov)
+    cpu = _host_cpu_spec(info, pr, width, overhead, prov)
+    na = "not available: no power sensor (RAPL) is readable on this host; the host's energy is not modelled"
+    prov["power.tdp_w"] = Provenance(na)
+    prov["power.idle_w"] = Provenance(na)
+    desc = (f"{info.model_name} ({info.cores} cores used, {info.simd_bits}-bit SIMD"
+            f"{', ' + ua.name if ua else ''}) on {info.hostname}")
+    return DeviceSpec(
+        name=HOST_NAME,
+        kind="cpu",
+        vendor=info.vendor_id,
+        arch=(ua.name.lower().replace(" ", "").replace("/", "-") if ua else f"{info.vendor_id.lower()}-fam{info.family:x}"),
+        description=desc,
+        clock=ClockSpec(boost_hz=clock, sustained_hz=clock),
+        compute=ComputeSpec(units=info.cores, tensor_flops_per_s=dict(rates), vector_flops_per_s=dict(rates)),
+        memory=tuple(levels),
+        power=PowerSpec(tdp_w=0.0, idle_w=0.0),
+        energy=EnergySpec(tensor_j_per_flop={}, vector_j_per_flop={}),
+        efficiency=eff,
+        provenance=dict(sorted(prov.items())),
+        source_file="<host>",
+        cpu=cpu,
+    )
+
+
+def _compute_rates(info: HostInfo, cores: int | None, prov: dict[str, Provenance]) -> tuple[dict[str, float], int]:
+    """Peak FLOP/s per dtype and the SIMD datapath width in bits; records compute and clock provenance."""
     ua = info.microarch
     if ua is not None:
         pipes = ua.fma_pipes
@@ -1132,10 +1169,11 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
                                        "CPUs this process may run on" + (f"; limited to {cores} by the caller" if cores else ""))
     prov["clock.boost_hz"] = Provenance(info.clock_source)
     prov["clock.sustained_hz"] = Provenance(info.clock_source, "no separate sustained clock is readable")
+    return rates, width
 
-    levels, pr = _memory_levels(info, probes, prov)
 
-    overhead = pr["call_overhead"]
+def _host_efficiency(pr: dict[str, float], overhead: float, prov: dict[str, Provenance]) -> EfficiencySpec:
+    """The host's nominal efficiency with probed overheads; records the efficiency provenance."""
     eff = EfficiencySpec(
         tensor_peak_fraction=1.0,
         vector_peak_fraction=1.0,
@@ -1145,11 +1183,10 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         launch_overhead_s=overhead,
         graph_launch_overhead_s=overhead,
     )
-    nominal = "nominal: 1 (no derating) before calibration; `nodeperf calibrate` fits it to measurements"
-    prov["efficiency.tensor_peak_fraction"] = Provenance(nominal)
-    prov["efficiency.vector_peak_fraction"] = Provenance(nominal)
-    prov["efficiency.dram_bandwidth_fraction"] = Provenance(nominal, "the DRAM bandwidth is itself a probe of a copy")
-    prov["efficiency.l2_bandwidth_fraction"] = Provenance(nominal, "applies to the cache levels (l2, l3) on a CPU")
+    prov["efficiency.tensor_peak_fraction"] = Provenance(_NOMINAL)
+    prov["efficiency.vector_peak_fraction"] = Provenance(_NOMINAL)
+    prov["efficiency.dram_bandwidth_fraction"] = Provenance(_NOMINAL, "the DRAM bandwidth is itself a probe of a copy")
+    prov["efficiency.l2_bandwidth_fraction"] = Provenance(_NOMINAL, "applies to the cache levels (l2, l3) on a CPU")
     prov["efficiency.launch_overhead_s"] = Provenance(f"{_PROBE}: NumPy add of two 1-element arrays, per call",
                                                       "the framework's per-op dispatch cost")
     prov["efficiency.graph_launch_overhead_s"] = Provenance(f"{_PROBE}: as launch_overhead_s",
@@ -1162,7 +1199,49 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         # spec.py's cited defaults (0: dequantisation not modelled on a CPU, no separate SGEMM or decode-attention
         # figure; LAPACK's ILAENV block size; a measured dsterf sweep rate), which `nodeperf calibrate` may refit
         prov[f"efficiency.{fld}"] = Provenance(f"default of EfficiencySpec.{fld} (see hwmodels/spec.py)")
+    return eff
+
+
+def _host_cpu_spec(info: HostInfo, pr: dict[str, float], width: int, overhead: float,
+                   prov: dict[str, Provenance]) -> CpuSpec:
+    """The host's CPU-specific model terms (reference GEMM, row moments, probes); records their provenance."""
     lanes = max(1, width // 32)
+    reference = _reference_gemm(info, prov)
+    row_moments = _row_moments(info, prov)
+    cpu = CpuSpec(
+        row_moments_s=row_moments,
+        reference_gemm_flops_per_s=reference,
+        gemm_peak_fraction=1.0,
+        dnn_peak_fraction=1.0,
+        gemm_half_m=float(lanes),
+        gemm_half_n=float(lanes),
+        gemm_half_k=float(lanes),
+        special_function_s={name: pr[f"sf_{name}"] / info.cores for name in _SPECIAL_FUNCTIONS},
+        strided_copy_run_s=pr["strided_run"] / info.cores,
+        library_call_overhead_s=overhead,
+    )
+    prov["cpu.gemm_peak_fraction"] = Provenance(_NOMINAL, "the BLAS library's GEMM (fp32 matmul, im2col convolutions)")
+    prov["cpu.dnn_peak_fraction"] = Provenance(_NOMINAL, "the primitive library (oneDNN): direct convolutions, bf16/fp16 GEMMs")
+    half = (f"derived: fp32 lanes of one {width}-bit SIMD register ({lanes}), the granularity at which a "
+            "vectorised micro-kernel pads a matrix side; `nodeperf calibrate` fits it")
+    for side in ("m", "n", "k"):
+        prov[f"cpu.gemm_half_{side}"] = Provenance(half)
+    for name in _SPECIAL_FUNCTIONS:
+        prov[f"cpu.special_function_s.{name}"] = Provenance(
+            f"{_PROBE}: NumPy fp32 {name} over a 256 KiB buffer minus an add over the same buffers, per element",
+            f"one core; divided by the {info.cores} core(s) used")
+    prov["cpu.strided_copy_run_s"] = Provenance(
+        f"{_PROBE}: NumPy copy of a 3x3 sliding-window view (im2col) of a 64x6x6 fp32 image, per 4-element run",
+        f"one core; divided by the {info.cores} core(s) used")
+    prov["cpu.library_call_overhead_s"] = Provenance(
+        f"{_PROBE}: as efficiency.launch_overhead_s (one more call per op) before calibration",
+        "primitive lookup/creation of oneDNN calls; `nodeperf calibrate` fits it")
+    return cpu
+
+
+def _reference_gemm(info: HostInfo, prov: dict[str, Provenance]) -> dict[str, float]:
+    """One-thread reference GEMM rate per low-precision dtype with no optimised library; records provenance."""
+    clock = info.clock_hz
     reference: dict[str, float] = {}
     for dt in ("bf16", "fp16"):
         library, why = low_precision_library(info, dt)
@@ -1172,6 +1251,13 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
                 f"derived: {clock / 1e9:.4g} GHz x {REFERENCE_GEMM_FLOP_PER_CYCLE:g} FLOP/cycle "
                 "(hwmodels.host.REFERENCE_GEMM_FLOP_PER_CYCLE, measured by benchmarks/bench_reference_gemm.py), one thread",
                 why)
+    return reference
+
+
+def _row_moments(info: HostInfo, prov: dict[str, Provenance]) -> float:
+    """Seconds per row element of PyTorch's row moments over all cores; records its provenance."""
+    ua = info.microarch
+    clock = info.clock_hz
     # PyTorch's row moments: one subtract + one FMA per SIMD vector of the row (lanes fp32 elements of the
     # widest vector ATen's CPU capability uses) on a loop-carried chain, rows spread over the cores
     if ua is not None and ua.fadd_latency and ua.fma_latency:
@@ -1187,55 +1273,7 @@ def detect_host(info: HostInfo | None = None, *, cores: int | None = None) -> De
         f"{info.cores} core(s); latencies: {lat_src}",
         "PyTorch's RowwiseMoments (aten/src/ATen/native/cpu/moments_utils.h): the Welford update's subtract and "
         "FMA on one chain per vector")
-    cpu = CpuSpec(
-        row_moments_s=row_moments,
-        reference_gemm_flops_per_s=reference,
-        gemm_peak_fraction=1.0,
-        dnn_peak_fraction=1.0,
-        gemm_half_m=float(lanes),
-        gemm_half_n=float(lanes),
-        gemm_half_k=float(lanes),
-        special_function_s={name: pr[f"sf_{name}"] / info.cores for name in _SPECIAL_FUNCTIONS},
-        strided_copy_run_s=pr["strided_run"] / info.cores,
-        library_call_overhead_s=overhead,
-    )
-    prov["cpu.gemm_peak_fraction"] = Provenance(nominal, "the BLAS library's GEMM (fp32 matmul, im2col convolutions)")
-    prov["cpu.dnn_peak_fraction"] = Provenance(nominal, "the primitive library (oneDNN): direct convolutions, bf16/fp16 GEMMs")
-    half = (f"derived: fp32 lanes of one {width}-bit SIMD register ({lanes}), the granularity at which a "
-            "vectorised micro-kernel pads a matrix side; `nodeperf calibrate` fits it")
-    for side in ("m", "n", "k"):
-        prov[f"cpu.gemm_half_{side}"] = Provenance(half)
-    for name in _SPECIAL_FUNCTIONS:
-        prov[f"cpu.special_function_s.{name}"] = Provenance(
-            f"{_PROBE}: NumPy fp32 {name} over a 256 KiB buffer minus an add over the same buffers, per element",
-            f"one core; divided by the {info.cores} core(s) used")
-    prov["cpu.strided_copy_run_s"] = Provenance(
-        f"{_PROBE}: NumPy copy of a 3x3 sliding-window view (im2col) of a 64x6x6 fp32 image, per 4-element run",
-        f"one core; divided by the {info.cores} core(s) used")
-    prov["cpu.library_call_overhead_s"] = Provenance(
-        f"{_PROBE}: as efficiency.launch_overhead_s (one more call per op) before calibration",
-        "primitive lookup/creation of oneDNN calls; `nodeperf calibrate` fits it")
-    na = "not available: no power sensor (RAPL) is readable on this host; the host's energy is not modelled"
-    prov["power.tdp_w"] = Provenance(na)
-    prov["power.idle_w"] = Provenance(na)
-    desc = (f"{info.model_name} ({info.cores} cores used, {info.simd_bits}-bit SIMD"
-            f"{', ' + ua.name if ua else ''}) on {info.hostname}")
-    return DeviceSpec(
-        name=HOST_NAME,
-        kind="cpu",
-        vendor=info.vendor_id,
-        arch=(ua.name.lower().replace(" ", "").replace("/", "-") if ua else f"{info.vendor_id.lower()}-fam{info.family:x}"),
-        description=desc,
-        clock=ClockSpec(boost_hz=clock, sustained_hz=clock),
-        compute=ComputeSpec(units=info.cores, tensor_flops_per_s=dict(rates), vector_flops_per_s=dict(rates)),
-        memory=tuple(levels),
-        power=PowerSpec(tdp_w=0.0, idle_w=0.0),
-        energy=EnergySpec(tensor_j_per_flop={}, vector_j_per_flop={}),
-        efficiency=eff,
-        provenance=dict(sorted(prov.items())),
-        source_file="<host>",
-        cpu=cpu,
-    )
+    return row_moments
 
 
 @functools.lru_cache(maxsize=8)

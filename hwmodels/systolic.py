@@ -553,6 +553,28 @@ def gemm_cycles(
         raise SystolicError(
             f"systolic: fold_average; got {fold_average!r}; expected 'exact' or 'scalesim'"
         )
+    R, C, M, N, K, ifw, caps, bw = _validated_operands(rows, cols, m, n, k, ifmap_words, sram_words,
+                                                       dram_words_per_cycle)
+    exact = _needs_exact(R, C, M, N, K, ifw, bw)
+    shape = M.shape
+    if exact:
+        shape, R, C, M, N, K, bw, ifw, caps = _flatten_exact(R, C, M, N, K, bw, ifw, caps)
+    if ifw is None:
+        ifw = M * K
+
+    result = _gemm_result(df, fold_average, exact, R, C, M, N, K, ifw, caps, bw)
+    if not exact:
+        return result
+    return dataclasses.replace(result, **{  # the flat exact arrays back in the broadcast shape
+        f.name: np.asarray(getattr(result, f.name)).reshape(shape)
+        for f in dataclasses.fields(result) if f.name != "dataflow"
+    })
+
+
+def _validated_operands(rows: object, cols: object, m: object, n: object, k: object, ifmap_words: object | None,
+                        sram_words: tuple[object, object, object] | None, dram_words_per_cycle: object | None
+                        ) -> tuple[np.ndarray, ...]:
+    """gemm_cycles' numeric arguments checked and broadcast: R, C, M, N, K, ifmap words, SRAM caps, bandwidth."""
     R = _positive_ints("rows", rows)
     C = _positive_ints("cols", cols)
     M = _positive_ints("m", m)
@@ -576,30 +598,43 @@ def gemm_cycles(
             raise SystolicError(
                 f"systolic: dram_words_per_cycle must be > 0; got {dram_words_per_cycle!r}"
             )
+    return R, C, M, N, K, ifw, caps, bw
+
+
+def _needs_exact(R: np.ndarray, C: np.ndarray, M: np.ndarray, N: np.ndarray, K: np.ndarray,
+                 ifw: np.ndarray | None, bw: np.ndarray) -> bool:
+    """Whether the arithmetic needs Python integers (an input is one, or a product may exceed int64)."""
     # int64 while every product below provably fits (see "Arithmetic range"), else Python integers
     r_, c_ = _largest(R), _largest(C)
     big = max(_largest(M), _largest(N), _largest(K), 1.0)
     bw_min = float(np.min(bw)) if bw.size else math.inf
     span = big * big * (2 * r_ + 2 * c_ + big) + 4 * big**3 / bw_min + 2 * big * big + 4
-    exact = _is_exact(R, C, M, N, K) or (ifw is not None and _is_exact(ifw)) \
+    return _is_exact(R, C, M, N, K) or (ifw is not None and _is_exact(ifw)) \
         or 4 * max(100 * big**3, r_ * c_ * span) >= _INT64_SAFE
-    shape = M.shape
-    if exact:
-        # everything broadcast and flattened to 1-d object arrays (numpy turns 0-d object results into
-        # Python ints it cannot hold again); results are reshaped back at the end
-        extra = [x for x in (ifw, *(caps or ())) if x is not None]
-        shape = np.broadcast_shapes(M.shape, bw.shape, *(x.shape for x in extra))
-        flat = [x.ravel() for x in np.broadcast_arrays(R, C, M, N, K, bw, *extra)]
-        R, C, M, N, K = _to_exact(*flat[:5])
-        bw = flat[5].copy()
-        rest = _to_exact(*flat[6:])
-        if ifw is not None:
-            ifw = rest.pop(0)
-        if caps is not None:
-            caps = tuple(rest)
-    if ifw is None:
-        ifw = M * K
 
+
+def _flatten_exact(R: np.ndarray, C: np.ndarray, M: np.ndarray, N: np.ndarray, K: np.ndarray, bw: np.ndarray,
+                   ifw: np.ndarray | None, caps: tuple[np.ndarray, ...] | None) -> tuple[Any, ...]:
+    """The broadcast shape, then the operands broadcast, flattened and (but bandwidth) as Python integers."""
+    # everything broadcast and flattened to 1-d object arrays (numpy turns 0-d object results into
+    # Python ints it cannot hold again); results are reshaped back at the end
+    extra = [x for x in (ifw, *(caps or ())) if x is not None]
+    shape = np.broadcast_shapes(M.shape, bw.shape, *(x.shape for x in extra))
+    flat = [x.ravel() for x in np.broadcast_arrays(R, C, M, N, K, bw, *extra)]
+    R, C, M, N, K = _to_exact(*flat[:5])
+    bw = flat[5].copy()
+    rest = _to_exact(*flat[6:])
+    if ifw is not None:
+        ifw = rest.pop(0)
+    if caps is not None:
+        caps = tuple(rest)
+    return shape, R, C, M, N, K, bw, ifw, caps
+
+
+def _gemm_result(df: str, fold_average: FoldAverage, exact: bool, R: np.ndarray, C: np.ndarray, M: np.ndarray,
+                 N: np.ndarray, K: np.ndarray, ifw: np.ndarray, caps: tuple[np.ndarray, ...] | None,
+                 bw: np.ndarray) -> SystolicResult:
+    """The fold geometry, utilisation, SRAM and DRAM traffic and cycles of checked operands (flat when exact)."""
     sr, sc, t = gemm_view(df, M, N, K)
     rf = _ceil_div(sr, R)
     cf = _ceil_div(sc, C)
@@ -613,89 +648,19 @@ def gemm_cycles(
     # Per-fold occupancy: full folds, the last row fold, the last column fold.
     r_last = sr - (rf - 1) * R
     c_last = sc - (cf - 1) * C
-    util_len = t + R + C - 2 if df == "os" else 2 * R + 2 * C + t - 3
-    if exact:  # integer numerators and denominators, one rounding (a float of 100.0 * x could overflow)
-        mapping_mean = np.asarray((sr * sc) / (pes * folds), dtype=np.float64)
-        compute_mean = np.asarray((sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
-    else:
-        mapping_mean = (sr * sc) / (pes * folds)
-        compute_mean = (sr * sc * t) / (pes * util_len * folds)
-    if fold_average == "exact":
-        if exact:
-            mapping_eff = np.asarray((100 * sr * sc) / (pes * folds), dtype=np.float64)
-            compute_util = np.asarray((100 * sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
-        else:
-            mapping_eff = 100.0 * (sr * sc) / (pes * folds)
-            compute_util = 100.0 * (sr * sc * t) / (pes * util_len * folds)
-    else:
-        used = (R * C, r_last * C, R * c_last, r_last * c_last)
-        mapping_eff = _fold_mean_scalesim(rf, cf, tuple(u / pes for u in used), mapping_mean) * 100
-        compute_util = (
-            _fold_mean_scalesim(rf, cf, tuple((u * t) / (pes * util_len) for u in used), compute_mean) * 100
-        )
-
-    # SRAM accesses (SCALE-Sim's counts).
-    if df == "os":
-        sram_if = M * K * cf
-        sram_f = K * N * rf
-        sram_of_w = M * N + folds * (R + C)
-        sram_of_r = np.zeros_like(M)
-    elif df == "ws":
-        sram_if = M * K * cf
-        sram_f = K * N
-        sram_of_w = M * N * rf
-        sram_of_r = M * N * (rf - 1)
-    else:
-        sram_if = M * K
-        sram_f = K * N * cf
-        sram_of_w = M * N * rf
-        sram_of_r = M * N * (rf - 1)
-
-    # DRAM traffic of the double-buffered scratchpads (ours).
-    if caps is None:
-        cap_if = cap_f = cap_of = (np.full(M.shape, math.inf, dtype=object) if exact
-                                   else np.full_like(M, np.iinfo(np.int64).max))
-    else:
-        cap_if, cap_f, cap_of = caps
-    fw = K * N
-    ow = M * N
-    ifw = np.minimum(ifw, M * K)
-    ones = np.ones_like(M)
-    if df == "os":
-        dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
-        dram_f = fw * np.where(K * np.minimum(C, N) <= cap_f, ones, rf)
-        dram_of_w = ow
-        dram_of_r = np.zeros_like(M)
-        first_in = np.zeros_like(M)
-        last_out = r_last * c_last
-    else:
-        if df == "ws":
-            dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
-            dram_f = fw
-            block = M * np.minimum(C, N)
-            first_in = np.minimum(R, K) * np.minimum(C, N)
-        else:
-            dram_if = ifw
-            dram_f = fw * np.where(fw <= cap_f, ones, cf)
-            block = np.minimum(C, M) * N
-            first_in = np.minimum(np.minimum(R, K) * np.minimum(C, M), ifw)
-        last_out = np.zeros_like(M)
-        spill = block > cap_of
-        dram_of_w = np.where(spill, ow * rf, ow)
-        dram_of_r = np.where(spill, ow * (rf - 1), 0)
+    mapping_eff, compute_util = _fold_utilisation(df, fold_average, exact, R, C, sr, sc, t, rf, cf, r_last, c_last)
+    sram_if, sram_f, sram_of_w, sram_of_r = _sram_accesses(df, M, N, K, R, C, rf, cf, folds)
+    dram_if, dram_f, dram_of_w, dram_of_r, first_in, last_out = _dram_traffic(
+        df, exact, caps, ifw, M, N, K, R, C, rf, cf, r_last, c_last)
     dram_words = dram_if + dram_f + dram_of_w + dram_of_r
 
-    prefetch = _ceil_by_rate(first_in, bw, exact)
-    drain = _ceil_by_rate(last_out, bw, exact)
-    overlapped = _ceil_by_rate(dram_words - first_in - last_out, bw, exact)
-    stall = np.maximum(overlapped - compute_cycles, 0)
-    memory_cycles = _ceil_by_rate(dram_words, bw, exact)
-    total = compute_cycles + stall + prefetch + drain
+    prefetch, drain, stall, memory_cycles, total = _memory_timing(dram_words, first_in, last_out,
+                                                                  compute_cycles, bw, exact)
     # a 1-cycle floor: a 1 x 1 x 1 GEMM on a 1 x 1 os array has total_cycles 0 (SCALE-Sim's last-cycle index)
     overall = np.asarray((macs * 100) / (np.maximum(total, 1) * pes), dtype=np.float64)
     bound = np.where(memory_cycles > compute_cycles, "memory", "compute")
 
-    result = SystolicResult(
+    return SystolicResult(
         dataflow=df,
         rows=R,
         cols=C,
@@ -732,12 +697,106 @@ def gemm_cycles(
         total_cycles=total,
         bound=bound,
     )
-    if not exact:
-        return result
-    return dataclasses.replace(result, **{  # the flat exact arrays back in the broadcast shape
-        f.name: np.asarray(getattr(result, f.name)).reshape(shape)
-        for f in dataclasses.fields(result) if f.name != "dataflow"
-    })
+
+
+def _fold_utilisation(df: str, fold_average: FoldAverage, exact: bool, R: np.ndarray, C: np.ndarray,
+                      sr: np.ndarray, sc: np.ndarray, t: np.ndarray, rf: np.ndarray, cf: np.ndarray,
+                      r_last: np.ndarray, c_last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mapping efficiency and compute utilisation (percent), as exact ratios or SCALE-Sim's per-fold mean."""
+    folds = rf * cf
+    pes = R * C
+    util_len = t + R + C - 2 if df == "os" else 2 * R + 2 * C + t - 3
+    if exact:  # integer numerators and denominators, one rounding (a float of 100.0 * x could overflow)
+        mapping_mean = np.asarray((sr * sc) / (pes * folds), dtype=np.float64)
+        compute_mean = np.asarray((sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
+    else:
+        mapping_mean = (sr * sc) / (pes * folds)
+        compute_mean = (sr * sc * t) / (pes * util_len * folds)
+    if fold_average == "exact":
+        if exact:
+            mapping_eff = np.asarray((100 * sr * sc) / (pes * folds), dtype=np.float64)
+            compute_util = np.asarray((100 * sr * sc * t) / (pes * util_len * folds), dtype=np.float64)
+        else:
+            mapping_eff = 100.0 * (sr * sc) / (pes * folds)
+            compute_util = 100.0 * (sr * sc * t) / (pes * util_len * folds)
+    else:
+        used = (R * C, r_last * C, R * c_last, r_last * c_last)
+        mapping_eff = _fold_mean_scalesim(rf, cf, tuple(u / pes for u in used), mapping_mean) * 100
+        compute_util = (
+            _fold_mean_scalesim(rf, cf, tuple((u * t) / (pes * util_len) for u in used), compute_mean) * 100
+        )
+    return mapping_eff, compute_util
+
+
+def _sram_accesses(df: str, M: np.ndarray, N: np.ndarray, K: np.ndarray, R: np.ndarray, C: np.ndarray,
+                   rf: np.ndarray, cf: np.ndarray, folds: np.ndarray) -> tuple[np.ndarray, ...]:
+    """SCALE-Sim's SRAM access counts: ifmap reads, filter reads, ofmap writes, ofmap reads."""
+    if df == "os":
+        sram_if = M * K * cf
+        sram_f = K * N * rf
+        sram_of_w = M * N + folds * (R + C)
+        sram_of_r = np.zeros_like(M)
+    elif df == "ws":
+        sram_if = M * K * cf
+        sram_f = K * N
+        sram_of_w = M * N * rf
+        sram_of_r = M * N * (rf - 1)
+    else:
+        sram_if = M * K
+        sram_f = K * N * cf
+        sram_of_w = M * N * rf
+        sram_of_r = M * N * (rf - 1)
+    return sram_if, sram_f, sram_of_w, sram_of_r
+
+
+def _dram_traffic(df: str, exact: bool, caps: tuple[np.ndarray, ...] | None, ifw: np.ndarray, M: np.ndarray,
+                  N: np.ndarray, K: np.ndarray, R: np.ndarray, C: np.ndarray, rf: np.ndarray, cf: np.ndarray,
+                  r_last: np.ndarray, c_last: np.ndarray) -> tuple[np.ndarray, ...]:
+    """DRAM words of the double-buffered scratchpads per operand, then the first input and last output tiles."""
+    if caps is None:
+        cap_if = cap_f = cap_of = (np.full(M.shape, math.inf, dtype=object) if exact
+                                   else np.full_like(M, np.iinfo(np.int64).max))
+    else:
+        cap_if, cap_f, cap_of = caps
+    fw = K * N
+    ow = M * N
+    ifw = np.minimum(ifw, M * K)
+    ones = np.ones_like(M)
+    if df == "os":
+        dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
+        dram_f = fw * np.where(K * np.minimum(C, N) <= cap_f, ones, rf)
+        dram_of_w = ow
+        dram_of_r = np.zeros_like(M)
+        first_in = np.zeros_like(M)
+        last_out = r_last * c_last
+    else:
+        if df == "ws":
+            dram_if = ifw * np.where(ifw <= cap_if, ones, cf)
+            dram_f = fw
+            block = M * np.minimum(C, N)
+            first_in = np.minimum(R, K) * np.minimum(C, N)
+        else:
+            dram_if = ifw
+            dram_f = fw * np.where(fw <= cap_f, ones, cf)
+            block = np.minimum(C, M) * N
+            first_in = np.minimum(np.minimum(R, K) * np.minimum(C, M), ifw)
+        last_out = np.zeros_like(M)
+        spill = block > cap_of
+        dram_of_w = np.where(spill, ow * rf, ow)
+        dram_of_r = np.where(spill, ow * (rf - 1), 0)
+    return dram_if, dram_f, dram_of_w, dram_of_r, first_in, last_out
+
+
+def _memory_timing(dram_words: np.ndarray, first_in: np.ndarray, last_out: np.ndarray, compute_cycles: np.ndarray,
+                   bw: np.ndarray, exact: bool) -> tuple[np.ndarray, ...]:
+    """Prefetch, drain, stall, memory-bound and total cycles at ``bw`` words per cycle."""
+    prefetch = _ceil_by_rate(first_in, bw, exact)
+    drain = _ceil_by_rate(last_out, bw, exact)
+    overlapped = _ceil_by_rate(dram_words - first_in - last_out, bw, exact)
+    stall = np.maximum(overlapped - compute_cycles, 0)
+    memory_cycles = _ceil_by_rate(dram_words, bw, exact)
+    total = compute_cycles + stall + prefetch + drain
+    return prefetch, drain, stall, memory_cycles, total
 
 
 def conv_cycles(

@@ -282,99 +282,19 @@ def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, 
     wdt = parse_weight_dtype(weight_dtype, "--weight-dtype") if weight_dtype is not None else None
     kdt = parse_kv_dtype(kv_dtype, "--kv-dtype") if kv_dtype is not None else None
     fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
-    if wdt is None and (group_size is not None or zero_point):
-        raise ValueError(f"{graph.name}: --group-size/zero point describe quantised weights; got no --weight-dtype; "
-                         "expected --weight-dtype int4 or int8 with them")
-    if fp8_weights and (group_size is not None or zero_point):
-        raise ValueError(f"{graph.name}: --group-size: fp8 weights have one fp32 scale per output channel; got "
-                         f"--group-size {group_size}{' and a zero point' if zero_point else ''}; expected no group size "
-                         "with --weight-dtype fp8 (or int4/int8 weights)")
-    group = DEFAULT_GROUP_SIZE if group_size is None else group_size
-    if isinstance(group, bool) or not isinstance(group, int) or (group < 1 and group != -1):
-        raise ValueError(f"{graph.name}: --group-size: got {group_size!r}; expected a positive integer or -1 "
-                         "(one group per output column)")
-    if "precision" in graph.meta:
-        raise ValueError(f"{graph.name}: the graph's precision is set already ({dict(graph.meta['precision'])}); "
-                         "expected a 16-bit graph")
-    phase = graph.meta.get("phase")
-    if phase in ("train", "train_step") or any(t.role in (Role.GRADIENT, Role.OPTIMIZER_STATE)
-                                               for t in graph.tensors.values()):
-        raise ValueError(f"{graph.name}: quantised weights and KV cache are inference settings; got a training "
-                         f"graph (phase {phase!r}); expected --phase forward, prefill or decode")
+    group = _validated_group(graph, wdt, group_size, zero_point)
+    _check_inference_graph(graph)
 
     retyped: dict[str, TensorSpec] = {}
     quantised: dict[str, Op] = {}  # matmul op name -> op (weights re-typed)
     kept: list[str] = []
-    problems: list[str] = []
     act_dtype: DType | None = None
     if wdt is not None:
-        weight_users: dict[str, list[tuple[Op, int]]] = {}
-        for op in graph.ops:
-            for i, t in enumerate(op.inputs):
-                if t.role is Role.WEIGHT and graph.producer(t.name) is None:
-                    weight_users.setdefault(t.name, []).append((op, i))
-        for name in sorted(weight_users):
-            users = weight_users[name]
-            ndim = len(graph.tensors[name].shape)
-            linear = [op for op, i in users if i == 1 and ((op.kind == "matmul" and ndim == 2) or
-                                                           (op.kind == "grouped_matmul" and ndim == 3))]
-            if not linear:
-                continue
-            if len(linear) != len(users) or any(_is_lm_head(op) for op in linear):
-                kept.append(name)  # LM head, tied embedding tables, weights read by other ops: 16-bit
-                continue
-            for op in linear:
-                a = op.inputs[0]
-                if a.dtype not in _ACTIVATION_DTYPES:
-                    problems.append(f"op {op.name!r}: activations are {a.dtype.value}; expected fp16 or bf16 "
-                                    f"(the {wdt.value} weight kernels take 16-bit activations; choose --dtype bf16)")
-                    continue
-                act_dtype = act_dtype or a.dtype
-                k = op.inputs[1].shape[1] if op.kind == "grouped_matmul" else gemm_dims(op)[3]
-                g = _group_for(k, group)
-                if not fp8_weights and k % g:
-                    divs = [d for d in (32, 64, 128, 256) if k % d == 0]
-                    problems.append(f"op {op.name!r}: --group-size {g} does not divide K={k} of weight {name!r}; "
-                                    f"expected a divisor of {k}" + (f" such as {', '.join(map(str, divs))}" if divs
-                                                                    else " or -1 (one group per column)"))
-                    continue
-                quantised[op.name] = op
-            w = graph.tensors[name]
-            retyped[name] = TensorSpec(name, w.shape, wdt, Role.WEIGHT)
-        if problems:
-            more = f" (and {len(problems) - 1} more layers)" if len(problems) > 1 else ""
-            raise ValueError(f"{graph.name}: {problems[0]}{more}")
-        if not quantised:
-            raise ValueError(f"{graph.name}: --weight-dtype {wdt.value}: no linear layer with a weight to quantise; "
-                             "got none; expected a model with matmul weights (transformer blocks, MLPs)")
+        quantised, kept, act_dtype = _quantise_weights(graph, wdt, group, retyped)
     if kdt is not None:
-        caches = [t for t in graph.tensors.values() if t.role is Role.KV_CACHE]
-        if not caches:
-            raise ValueError(f"{graph.name}: --kv-dtype: the graph has no KV cache; got phase {phase!r}; expected "
-                             "--phase prefill or decode of a decoder model")
-        for t in caches:
-            retyped[t.name] = TensorSpec(t.name, t.shape, kdt, t.role)
-        for op in graph.ops:  # decode: the in-place append's result is the cache attention reads
-            if op.kind == "kv_append" and len(op.inputs) == 2 and op.inputs[0].role is Role.KV_CACHE:
-                out = op.outputs[0]
-                retyped[out.name] = TensorSpec(out.name, out.shape, kdt, out.role)
+        _retype_kv_cache(graph, kdt, retyped)
 
-    ops: list[Op] = []
-    unchanged: set[str] = set()
-    n_scales = 0
-    for op in graph.ops:
-        ins = tuple(retyped.get(t.name, t) for t in op.inputs)
-        outs = tuple(retyped.get(t.name, t) for t in op.outputs)
-        if op.name in quantised:
-            ins, attrs = _quantise_inputs(op, ins, wdt, group, zero_point)
-            n_scales += sum(t.numel for t in ins[2:] if t.name.endswith(".scales"))
-            kind = QUANT_GROUPED_MATMUL if op.kind == "grouped_matmul" else QUANT_MATMUL
-            ops.append(Op(op.name, kind, ins, outs, attrs, op.group))
-        elif ins == op.inputs and outs == op.outputs:
-            ops.append(op)
-            unchanged.add(op.name)
-        else:
-            ops.append(Op(op.name, op.kind, ins, outs, op.attrs, op.group))
+    ops, unchanged, n_scales = _rebuild_ops(graph, retyped, quantised, wdt, group, zero_point)
     qweights = sorted({op.inputs[1].name for op in quantised.values()})
     info: dict[str, Any] = {
         "weight_dtype": wdt.value if wdt is not None else None,
@@ -394,6 +314,122 @@ def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, 
         })
     meta = {**dict(graph.meta), "precision": info}
     return OpGraph(graph.name, ops, meta, inferred=unchanged)
+
+
+def _validated_group(graph: OpGraph, wdt: DType | None, group_size: int | None, zero_point: bool) -> int:
+    """The group size to use (default or given), after checking it fits the weight dtype."""
+    fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    if wdt is None and (group_size is not None or zero_point):
+        raise ValueError(f"{graph.name}: --group-size/zero point describe quantised weights; got no --weight-dtype; "
+                         "expected --weight-dtype int4 or int8 with them")
+    if fp8_weights and (group_size is not None or zero_point):
+        raise ValueError(f"{graph.name}: --group-size: fp8 weights have one fp32 scale per output channel; got "
+                         f"--group-size {group_size}{' and a zero point' if zero_point else ''}; expected no group size "
+                         "with --weight-dtype fp8 (or int4/int8 weights)")
+    group = DEFAULT_GROUP_SIZE if group_size is None else group_size
+    if isinstance(group, bool) or not isinstance(group, int) or (group < 1 and group != -1):
+        raise ValueError(f"{graph.name}: --group-size: got {group_size!r}; expected a positive integer or -1 "
+                         "(one group per output column)")
+    return group
+
+
+def _check_inference_graph(graph: OpGraph) -> None:
+    """Reject a graph whose precision is set already or that is a training graph."""
+    if "precision" in graph.meta:
+        raise ValueError(f"{graph.name}: the graph's precision is set already ({dict(graph.meta['precision'])}); "
+                         "expected a 16-bit graph")
+    phase = graph.meta.get("phase")
+    if phase in ("train", "train_step") or any(t.role in (Role.GRADIENT, Role.OPTIMIZER_STATE)
+                                               for t in graph.tensors.values()):
+        raise ValueError(f"{graph.name}: quantised weights and KV cache are inference settings; got a training "
+                         f"graph (phase {phase!r}); expected --phase forward, prefill or decode")
+
+
+def _quantise_weights(graph: OpGraph, wdt: DType, group: int,
+                      retyped: dict[str, TensorSpec]) -> tuple[dict[str, Op], list[str], DType | None]:
+    """Re-type the linear-layer weights into ``retyped``; the quantised ops, 16-bit weights kept, activation dtype."""
+    fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    quantised: dict[str, Op] = {}  # matmul op name -> op (weights re-typed)
+    kept: list[str] = []
+    problems: list[str] = []
+    act_dtype: DType | None = None
+    weight_users: dict[str, list[tuple[Op, int]]] = {}
+    for op in graph.ops:
+        for i, t in enumerate(op.inputs):
+            if t.role is Role.WEIGHT and graph.producer(t.name) is None:
+                weight_users.setdefault(t.name, []).append((op, i))
+    for name in sorted(weight_users):
+        users = weight_users[name]
+        ndim = len(graph.tensors[name].shape)
+        linear = [op for op, i in users if i == 1 and ((op.kind == "matmul" and ndim == 2) or
+                                                       (op.kind == "grouped_matmul" and ndim == 3))]
+        if not linear:
+            continue
+        if len(linear) != len(users) or any(_is_lm_head(op) for op in linear):
+            kept.append(name)  # LM head, tied embedding tables, weights read by other ops: 16-bit
+            continue
+        for op in linear:
+            a = op.inputs[0]
+            if a.dtype not in _ACTIVATION_DTYPES:
+                problems.append(f"op {op.name!r}: activations are {a.dtype.value}; expected fp16 or bf16 "
+                                f"(the {wdt.value} weight kernels take 16-bit activations; choose --dtype bf16)")
+                continue
+            act_dtype = act_dtype or a.dtype
+            k = op.inputs[1].shape[1] if op.kind == "grouped_matmul" else gemm_dims(op)[3]
+            g = _group_for(k, group)
+            if not fp8_weights and k % g:
+                divs = [d for d in (32, 64, 128, 256) if k % d == 0]
+                problems.append(f"op {op.name!r}: --group-size {g} does not divide K={k} of weight {name!r}; "
+                                f"expected a divisor of {k}" + (f" such as {', '.join(map(str, divs))}" if divs
+                                                                else " or -1 (one group per column)"))
+                continue
+            quantised[op.name] = op
+        w = graph.tensors[name]
+        retyped[name] = TensorSpec(name, w.shape, wdt, Role.WEIGHT)
+    if problems:
+        more = f" (and {len(problems) - 1} more layers)" if len(problems) > 1 else ""
+        raise ValueError(f"{graph.name}: {problems[0]}{more}")
+    if not quantised:
+        raise ValueError(f"{graph.name}: --weight-dtype {wdt.value}: no linear layer with a weight to quantise; "
+                         "got none; expected a model with matmul weights (transformer blocks, MLPs)")
+    return quantised, kept, act_dtype
+
+
+def _retype_kv_cache(graph: OpGraph, kdt: DType, retyped: dict[str, TensorSpec]) -> None:
+    """Re-type the KV cache (and the in-place appends' results) into ``retyped`` as ``kdt``."""
+    phase = graph.meta.get("phase")
+    caches = [t for t in graph.tensors.values() if t.role is Role.KV_CACHE]
+    if not caches:
+        raise ValueError(f"{graph.name}: --kv-dtype: the graph has no KV cache; got phase {phase!r}; expected "
+                         "--phase prefill or decode of a decoder model")
+    for t in caches:
+        retyped[t.name] = TensorSpec(t.name, t.shape, kdt, t.role)
+    for op in graph.ops:  # decode: the in-place append's result is the cache attention reads
+        if op.kind == "kv_append" and len(op.inputs) == 2 and op.inputs[0].role is Role.KV_CACHE:
+            out = op.outputs[0]
+            retyped[out.name] = TensorSpec(out.name, out.shape, kdt, out.role)
+
+
+def _rebuild_ops(graph: OpGraph, retyped: dict[str, TensorSpec], quantised: dict[str, Op], wdt: DType | None,
+                 group: int, zero_point: bool) -> tuple[list[Op], set[str], int]:
+    """The graph's ops with re-typed tensors and quant matmuls; the names left unchanged; scale elements."""
+    ops: list[Op] = []
+    unchanged: set[str] = set()
+    n_scales = 0
+    for op in graph.ops:
+        ins = tuple(retyped.get(t.name, t) for t in op.inputs)
+        outs = tuple(retyped.get(t.name, t) for t in op.outputs)
+        if op.name in quantised:
+            ins, attrs = _quantise_inputs(op, ins, wdt, group, zero_point)
+            n_scales += sum(t.numel for t in ins[2:] if t.name.endswith(".scales"))
+            kind = QUANT_GROUPED_MATMUL if op.kind == "grouped_matmul" else QUANT_MATMUL
+            ops.append(Op(op.name, kind, ins, outs, attrs, op.group))
+        elif ins == op.inputs and outs == op.outputs:
+            ops.append(op)
+            unchanged.add(op.name)
+        else:
+            ops.append(Op(op.name, op.kind, ins, outs, op.attrs, op.group))
+    return ops, unchanged, n_scales
 
 
 def _quantise_inputs(op: Op, ins: tuple[TensorSpec, ...], wdt: DType, group: int,
