@@ -333,8 +333,12 @@ class Calibrator:
             raise CalibrationError("Calibrator: not fitted; expected fit(measurements, system) first")
 
     # --- fitting ------------------------------------------------------------------------------------
-    def fit(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec) -> Calibrator:
+    def fit(self, measurements: MeasurementSet, system: DeviceSpec | SystemSpec, *,
+            progress: bool | None = None) -> Calibrator:
         """Fit the parameters to ``measurements`` (all rows must be of ``system``'s device).
+
+        ``progress``: a counter of model evaluations (each predicts every row) on standard error
+        (None: see :func:`simulator.report.progress.progress_enabled`).
 
         Raises
         ------
@@ -375,20 +379,28 @@ class Calibrator:
             vals = np.where(lin, x * scale, safe_v0 * np.exp(np.where(lin, 0.0, x)))
             return {p.path: float(v) for p, v in zip(params, vals, strict=True)}
 
+        from simulator.report.progress import progress_bar
+
+        bar = progress_bar(None, desc=f"calibrate {dev.name}", unit="eval", enabled=progress)
+
         def residuals(x: np.ndarray) -> np.ndarray:
             pred = self._predict_with(measurements, _with_values(system, values(x)))
+            bar.update(1)
             return np.concatenate([np.log(pred) - logm, reg * x])
-
-        x0 = self._coarse_start(residuals, lo, hi, self.loss_, self.f_scale_)
 
         def jacobian(x: np.ndarray) -> np.ndarray:
             return _forward_jacobian(residuals, x, hi)
 
         try:
-            res = least_squares(residuals, x0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale=1.0,
-                                loss=self.loss_, f_scale=self.f_scale_, max_nfev=self.max_nfev)
-        except (ValueError, FloatingPointError) as exc:
-            raise CalibrationError(f"{measurements.source}: calibration failed; got {exc}; expected a solvable fit") from None
+            x0 = self._coarse_start(residuals, lo, hi, self.loss_, self.f_scale_)
+            try:
+                res = least_squares(residuals, x0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale=1.0,
+                                    loss=self.loss_, f_scale=self.f_scale_, max_nfev=self.max_nfev)
+            except (ValueError, FloatingPointError) as exc:
+                raise CalibrationError(f"{measurements.source}: calibration failed; got {exc}; "
+                                       "expected a solvable fit") from None
+        finally:
+            bar.close()
         self.result_ = {"success": bool(res.success), "status": int(res.status), "message": str(res.message),
                         "nfev": int(res.nfev), "cost": float(res.cost)}
         if not res.success or not np.all(np.isfinite(res.x)):

@@ -101,7 +101,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
         return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
 
 
-def validate_frameworks(path: str | Path | None = None) -> dict[str, Any]:
+def validate_frameworks(path: str | Path | None = None, *, progress: bool | None = None) -> dict[str, Any]:
     """Predict every row and summarise the errors per framework (percent; nothing fitted).
 
     Returns
@@ -109,9 +109,14 @@ def validate_frameworks(path: str | Path | None = None) -> dict[str, Any]:
     dict
         ``rows`` (id, framework, device, dtype, measured_s, predicted_s, error_pct signed),
         ``by_framework`` ``{name: ErrorSummary}``, ``all`` (ErrorSummary) and ``dataset``.
+
+    ``progress``: a bar per row on standard error (None: see :func:`simulator.report.progress.progress_enabled`).
     """
+    from simulator.report.progress import track
+
     ms, parsed = load_framework_rows(path)
-    pred = np.array([predict_framework_row(m, p, o) for m, (p, o) in zip(ms, parsed, strict=True)], dtype=float)
+    pairs = track(list(zip(ms, parsed, strict=True)), desc="framework rows", unit="row", enabled=progress)
+    pred = np.array([predict_framework_row(m, p, o) for m, (p, o) in pairs], dtype=float)
     names = [p.name for p, _ in parsed]
     by: dict[str, ErrorSummary] = {}
     for name in sorted(set(names)):

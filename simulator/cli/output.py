@@ -35,7 +35,7 @@ from pathlib import Path
 
 from nodeperf.errors import NodeperfError
 
-__all__ = ["STDOUT", "OutputError", "check_output_path", "check_outputs", "to_stdout", "write_output"]
+__all__ = ["STDOUT", "OutputError", "check_output_path", "check_outputs", "csv_text", "to_stdout", "write_output"]
 
 #: The path that means standard output.
 STDOUT = "-"
@@ -119,6 +119,24 @@ def check_outputs(*outputs: tuple[str, str | None], json_flag: bool = False, no_
     if on_stdout and json_flag:
         raise OutputError(f"{on_stdout[0]} -: standard output is taken by --json; got {on_stdout[0]} - with --json; "
                           "expected a file path, or no --json")
+
+
+def csv_text(header: list[str], rows: list[list[object]]) -> str:
+    """CSV text (``\\n`` line ends) of ``rows`` under ``header``; None becomes an empty cell.
+
+    >>> print(csv_text(["name", "latency_s"], [["a", 0.5], ["b", None]]), end="")
+    name,latency_s
+    a,0.5
+    b,
+    """
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows([["" if v is None else v for v in row] for row in rows])
+    return buf.getvalue()
 
 
 def to_stdout(*paths: str | None) -> bool:

@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="latency (default): sequential latency of one input; energy: joules of one input; "
                         "throughput: pipelined inputs per second of a batched stream")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--csv", metavar="FILE", help="write one CSV row per op (position, op, device, the device's "
+                                                 "catalog name) to FILE; - for standard output, instead of the table")
     p.add_argument("--top", type=positive_int, default=12, help="rows of the placement table (default 12)")
     p.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="states the dynamic programme keeps per op before it becomes a beam search "
@@ -48,23 +50,33 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.cli.output import check_outputs, csv_text, to_stdout, write_output
     from simulator.hardware import load_node_or_device
     from simulator.realtime.partition import DEFAULT_MAX_STATES, check_objective, partition
 
     if not args.verbose:
         logging.getLogger("simulator").setLevel(logging.ERROR)
     objective = check_objective(args.objective)  # before any work: a typo is one line
+    check_outputs(("--csv", args.csv), json_flag=args.json)
     node = load_node_or_device(args.hardware)
     check_profile_hardware(args, node)  # a profile on a device it does not run on: one line, before any work
     graph = graph_from_args(args)
     result = partition(graph, node, objective, max_states=args.max_states or DEFAULT_MAX_STATES,
                        cuda_graphs=args.cuda_graphs, idle=args.idle)
+    if args.csv is not None:
+        spec = {d.name: d.device.name for d in node.devices}
+        rows = [[i, op, dev, spec.get(dev)] for i, (op, dev) in enumerate(result.placement.items())]
+        write_output("--csv", args.csv, csv_text(["position", "op", "device", "device_spec"], rows))
+        if to_stdout(args.csv):  # the CSV is all standard output shows
+            return 0
     if args.json:
         out = result.to_json()
         out["devices"] = {d.name: d.device.name for d in node.devices}
         sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
         return 0
     print(_text(graph, node, result, args.top))
+    if args.csv is not None:
+        print(f"\nwrote {len(result.placement)} rows to {args.csv}")
     return 0
 
 

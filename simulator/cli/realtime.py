@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from simulator.cli.common import nonempty, positive_int
 
@@ -78,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", metavar="FILE.json",
                    help="write the executed jobs as a Chrome trace (chrome://tracing, Perfetto); - for standard "
                         "output, instead of the table")
+    p.add_argument("--csv", metavar="FILE",
+                   help="write one CSV row per task and per chain (response-time percentiles, bound, deadline, "
+                        "misses; times in seconds) to FILE; - for standard output, instead of the table")
     p.set_defaults(func=run)
 
 
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.verbose:
         logging.getLogger("simulator").setLevel(logging.ERROR)
-    check_outputs(("--trace", args.trace), json_flag=args.json)
+    check_outputs(("--trace", args.trace), ("--csv", args.csv), json_flag=args.json)
     placement: dict[str, str] = {}
     for task, dev in args.place:
         if task in placement:
@@ -108,12 +112,33 @@ def run(args: argparse.Namespace) -> int:
                           contention=args.contention == "on", transfers=args.transfers == "on")
     if args.trace is not None:
         write_output("--trace", args.trace, json.dumps(result.chrome_trace(), sort_keys=True) + "\n")
-        if to_stdout(args.trace):
-            return 0
+    if args.csv is not None:
+        write_output("--csv", args.csv, _csv(result))
+    if to_stdout(args.trace, args.csv):  # that output is all standard output shows
+        return 0
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
         return 0
     print(result.to_table())
     if args.trace is not None:
         print(f"wrote a Chrome trace of {len(result.trace)} job runs to {args.trace}")
+    if args.csv is not None:
+        print(f"wrote {len(result.tasks) + len(result.chains)} rows to {args.csv}")
     return 0
+
+
+_CSV_TASK = ("device", "priority", "released", "wcet_s", "period_s", "transfer_s", "contention_s")
+_CSV_STATS = ("jobs", "p50_s", "p99_s", "p999_s", "max_s", "min_s", "mean_s", "jitter_s", "wcrt_bound_s",
+              "deadline_s", "deadline_misses", "miss_rate")
+
+
+def _csv(result: Any) -> str:
+    """One row per task, then per chain (``kind`` says which): the ``--json`` figures, empty where a
+    field does not apply (a chain has no device) or has no value (no samples, no bound)."""
+    from simulator.cli.output import csv_text
+
+    doc = result.to_dict()
+    rows = [["task", t["name"], *(t[k] for k in _CSV_TASK), None, *(t[k] for k in _CSV_STATS)] for t in doc["tasks"]]
+    rows += [["chain", c["name"], *([None] * len(_CSV_TASK)), " ".join(c["tasks"]), *(c[k] for k in _CSV_STATS)]
+             for c in doc["chains"]]
+    return csv_text(["kind", "name", *_CSV_TASK, "chain_tasks", *_CSV_STATS], rows)

@@ -92,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rejected neighbours of the best to list (default 5)")
     r.add_argument("--all-rejected", action="store_true", help="--json: list every rejected configuration")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    r.add_argument("--csv", metavar="FILE", help="write one CSV row per visited configuration to FILE (feasible ones "
+                                                 "ranked best first, then the rejected with their reason; - for "
+                                                 "standard output)")
     p.set_defaults(func=run)
 
 
@@ -159,12 +162,14 @@ def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.sweep.tune import TuneError
 
     if not args.verbose:  # fallback and memory warnings of every configuration would drown the answer
         logging.getLogger("simulator").setLevel(logging.ERROR)
     if args.rejected < 0:
         raise TuneError(f"--rejected: got {args.rejected}; expected a count >= 0")
+    check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:
         wrong = _given(args, _MODEL_ONLY) + (["hardware"] if args.hardware else []) + \
             (["devices"] if args.devices else []) + (["train"] if args.train else [])
@@ -184,12 +189,18 @@ def run(args: argparse.Namespace) -> int:
 
     result = tune(problem, constraints, metric, direction, objective=args.objective, search=args.search,
                   trials=args.trials, seed=args.seed, top=args.top)
+    if args.csv is not None:
+        write_output("--csv", args.csv, _csv(problem, result))
+        if to_stdout(args.csv):
+            return 0 if result.best else 1
     if args.json:
         doc = result.to_json(rejected=args.rejected, all_rejected=args.all_rejected)
         doc["model"] = args.model
         sys.stdout.write(json.dumps(doc, sort_keys=True, indent=1) + "\n")
     else:
         print(_text(args, problem, result))
+        if args.csv is not None:
+            print(f"\nwrote {len(result.visited)} rows to {args.csv}")
     return 0 if result.best else 1
 
 
@@ -300,6 +311,28 @@ _HEADS = {"latency_s": "latency", "throughput_per_s": "throughput", "energy_per_
           "cost_per_million_samples": "cost/1M samples", "cycles": "cycles", "util_pct": "util",
           "stall_cycles": "stall cycles", "dram_words": "DRAM words", "pes": "PEs", "sram_bytes": "SRAM",
           "energy_j": "energy"}
+
+
+#: CSV column of a metric whose name carries no unit.
+_CSV_NAMES = {"memory_per_device": "memory_per_device_bytes", "capacity": "capacity_bytes",
+              "cost_per_hour": "cost_usd_per_hour", "cost_per_million_samples": "cost_usd_per_million_samples",
+              "mfu": "mfu_fraction", "devices": "devices_count"}
+
+
+def _csv(problem: Any, result: Any) -> str:
+    """Every visited configuration: ``rank`` (feasible ones, best first), ``status``, the search axes, each
+    metric (column named with its unit) and ``reason`` (why a configuration was rejected)."""
+    from simulator.cli.output import csv_text
+
+    axes = [a.name for a in result.space.axes]
+    first = _columns(problem, result.metric)
+    metrics = first + sorted(set(problem.metrics) - set(first))
+    feasible = result.feasible
+    others = sorted((t for t in result.visited if t.status != "ok"), key=lambda t: t.index)
+    rows = [[k + 1 if t.status == "ok" else None, t.status, *(_fmt_config_value(t.config[a]) for a in axes),
+             *(repr(float(t.metrics[m])) if m in t.metrics else None for m in metrics), t.reason or None]
+            for k, t in enumerate([*feasible, *others])]
+    return csv_text(["rank", "status", *axes, *(_CSV_NAMES.get(m, m) for m in metrics), "reason"], rows)
 
 
 def _describe(config: dict[str, Any]) -> str:

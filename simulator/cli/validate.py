@@ -111,7 +111,13 @@ def run(args: argparse.Namespace) -> int:
         return _run_edge(args)
     groups, source = _measurement_groups(args)
     cal = Calibrator()
-    preds = [cal.predict(rows, hw) for hw, rows in groups]
+    from simulator.report.progress import progress_bar
+
+    preds = []
+    with progress_bar(sum(len(rows) for _, rows in groups), desc="published rows", unit="row") as bar:
+        for hw, rows in groups:  # one device at a time; the bar advances by its rows
+            preds.append(cal.predict(rows, hw))
+            bar.update(len(rows))
     allrows = MeasurementSet(tuple(m for _, rows in groups for m in rows), source)
     pred = np.concatenate(preds)
     summary = summarize_errors(pred, allrows)

@@ -182,12 +182,17 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
                     predicted=pred[r["metric"]])
 
 
-def validate_multi(path: str | Path | None = None) -> list[MultiRow]:
-    """Every row of the multi-device dataset: predicted (nothing fitted) or skipped with the reason."""
+def validate_multi(path: str | Path | None = None, *, progress: bool | None = None) -> list[MultiRow]:
+    """Every row of the multi-device dataset: predicted (nothing fitted) or skipped with the reason.
+
+    ``progress``: a bar per row on standard error (None: see :func:`simulator.report.progress.progress_enabled`).
+    """
+    from simulator.report.progress import track
+
     p = Path(path) if path is not None else DEFAULT_MULTI_DATASET
     with open(p, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    return [_predict_row(r) for r in rows]
+    return [_predict_row(r) for r in track(rows, desc="multi-device rows", unit="row", enabled=progress)]
 
 
 def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:

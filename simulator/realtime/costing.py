@@ -614,10 +614,12 @@ def _min_interval(scn: Scenario, t: TaskSpec) -> float:
     return float(t.period_s)
 
 
-def cost_scenario(scn: Scenario, node: Any, *, transfers: bool = True) -> dict[str, TaskCost]:
+def cost_scenario(scn: Scenario, node: Any, *, transfers: bool = True,
+                  progress: bool | None = None) -> dict[str, TaskCost]:
     """Every task placed and costed over its variables' support (the bound's sizes), with the transfers
     of its inputs from predecessors on other devices (``transfers=False``: none, devices exchange
-    data for free).
+    data for free). ``progress``: a bar per task on standard error (None: see
+    :func:`simulator.report.progress.progress_enabled`).
 
     Raises
     ------
@@ -626,10 +628,12 @@ def cost_scenario(scn: Scenario, node: Any, *, transfers: bool = True) -> dict[s
     """
     import dataclasses
 
+    from simulator.report.progress import track
+
     coster = _Coster(scn, node)
     placed = place_tasks(scn, node, coster)
     out: dict[str, TaskCost] = {}
-    for t in scn.tasks:
+    for t in track(scn.tasks, desc="costing tasks", unit="task", enabled=progress):
         support, exact = _support(scn, t)
         variants: dict[tuple[int, ...], Variant] = {}
         keys = list(itertools.product(*(support[v] for v in t.variables))) if t.variables else [()]

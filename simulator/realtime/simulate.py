@@ -829,7 +829,7 @@ def _report_lines(scn: Scenario, analysis: Analysis, devices: Sequence[DeviceRes
 def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None = None, seed: int | None = None,
                  time_limit_s: float | None = None, trace: bool = False, overlays: Sequence[str] = (),
                  placement: Mapping[str, str] | None = None, calibration: str | None = None,
-                 contention: bool = True, transfers: bool = True) -> RealtimeResult:
+                 contention: bool = True, transfers: bool = True, progress: bool | None = None) -> RealtimeResult:
     """Load, cost, bound and simulate a scenario: what ``nodeperf realtime`` runs.
 
     Parameters
@@ -850,6 +850,9 @@ def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None 
     transfers
         A job whose predecessor ran on another device first receives its output over their link
         (False: data moves between devices for free).
+    progress
+        A bar of the tasks being costed on standard error (None: see
+        :func:`simulator.report.progress.progress_enabled`).
 
     Examples
     --------
@@ -871,7 +874,7 @@ def run_realtime(scenario: str | Scenario, hardware: Any, *, frames: int | None 
     node = resolve_node(hardware, calibration=calibration)
     for ov in overlays:
         node = apply_node_overlay(node, ov)
-    costs = cost_scenario(scn, node, transfers=transfers)
+    costs = cost_scenario(scn, node, transfers=transfers, progress=progress)
     analysis = analyse(scn, costs, memory_pools(node) if contention else ())
     specs = {d.name: d.spec.name for d in node.devices}
     return simulate_scenario(scn, costs, analysis, node_name=node.name, device_specs=specs, frames=frames, seed=seed,

@@ -483,6 +483,13 @@ class _Runner:
         self.metric = metric
         self.seen: dict[int, Trial] = {}
         self.evaluations = 0
+        self.bar: Any = None  # a progress bar counting visited configurations (tune's ``progress``)
+
+    def _record(self, index: int, trial: Trial) -> Trial:
+        self.seen[index] = trial
+        if self.bar is not None:
+            self.bar.update(1)
+        return trial
 
     def visit(self, index: int) -> Trial:
         if index in self.seen:
@@ -497,8 +504,7 @@ class _Runner:
                 t = Trial(index, config, "error", reason=_message(exc), violation=math.inf)
             else:
                 t = self._judge(index, config, metrics)
-        self.seen[index] = t
-        return t
+        return self._record(index, t)
 
     def visit_all(self, indices: Iterable[int], chunk: int = 4096) -> None:
         """Visit ``indices``; a problem with ``evaluate_many`` costs the unpruned ones in vectorised batches."""
@@ -519,7 +525,7 @@ class _Runner:
                     self.visit(i)
                     continue
                 self.evaluations += 1
-                self.seen[i] = self._judge(i, c, results[k])
+                self._record(i, self._judge(i, c, results[k]))
             todo.clear()
 
         for i in indices:
@@ -528,7 +534,7 @@ class _Runner:
             config = self.problem.space.config(i)
             t = self._pre(i, config)
             if t is not None:
-                self.seen[i] = t
+                self._record(i, t)
                 continue
             todo.append((i, config))
             if len(todo) >= chunk:
@@ -728,7 +734,7 @@ def _bayes(runner: _Runner, rng: np.random.Generator, valid: list[int] | None, t
 
 def tune(problem: Problem, constraints: Sequence[Constraint], metric: str, direction: str, *,
          objective: str | None = None, search: str = "auto", trials: int = DEFAULT_TRIALS, seed: int = 0,
-         top: int = 5) -> TuneResult:
+         top: int = 5, progress: bool | None = None) -> TuneResult:
     """Search ``problem`` for the configurations with the best ``metric`` that meet ``constraints``.
 
     Parameters
@@ -752,6 +758,9 @@ def tune(problem: Problem, constraints: Sequence[Constraint], metric: str, direc
         Seed of every random draw: the same inputs give the same result.
     top
         How many best configurations the result lists.
+    progress
+        A bar of visited configurations on standard error (out of the valid ones for exhaustive
+        search); None: see :func:`simulator.report.progress.progress_enabled`.
 
     Raises
     ------
@@ -778,17 +787,22 @@ def tune(problem: Problem, constraints: Sequence[Constraint], metric: str, direc
     method = search if search != "auto" else ("exhaustive" if n_valid <= trials else "bayes")
     runner = _Runner(problem, constraints, metric)
     rng = np.random.default_rng(seed)
-    if method == "exhaustive":
-        indices: Iterable[int] = valid if valid is not None else (
-            i for i in range(problem.space.size) if problem.valid(problem.space.config(i)))
-        runner.visit_all(indices)
-    elif method == "random":
-        for i in _stream(rng, problem, valid):
-            if runner.evaluations >= trials:
-                break
-            runner.visit(i)
-    else:
-        _bayes(runner, rng, valid, trials, direction)
+    from simulator.report.progress import progress_bar
+
+    with progress_bar(n_valid if method == "exhaustive" else None, desc=f"tune ({method})", unit="config",
+                      enabled=progress) as runner.bar:
+        if method == "exhaustive":
+            indices: Iterable[int] = valid if valid is not None else (
+                i for i in range(problem.space.size) if problem.valid(problem.space.config(i)))
+            runner.visit_all(indices)
+        elif method == "random":
+            for i in _stream(rng, problem, valid):
+                if runner.evaluations >= trials:
+                    break
+                runner.visit(i)
+        else:
+            _bayes(runner, rng, valid, trials, direction)
+    runner.bar = None
     visited = tuple(runner.seen[i] for i in sorted(runner.seen))
     return TuneResult(objective=objective or metric, metric=metric, direction=direction, method=method, seed=seed,
                       trials=trials, space=problem.space, constraints=tuple(constraints), visited=visited,

@@ -126,3 +126,30 @@ def test_more_bad_input(capsys: pytest.CaptureFixture[str], argv: list[str], nee
     assert rc == 2 and out == ""
     assert err.startswith("nodeperf: error: ") and err.count("\n") == 1, err
     assert needle in err
+
+
+def test_csv_rows_match_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import csv
+
+    path = tmp_path / "tune.csv"
+    argv = [*SMALL, "--constraint", "ttft_s<=1.5 ms"]
+    rc, _, _ = _run(capsys, [*argv, "--csv", str(path)])
+    assert rc == 0
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    doc = json.loads(_run(capsys, [*argv, "--json"])[1])
+    assert list(rows[0])[:6] == ["rank", "status", "hardware", "batch", "dtype", "fusion"]
+    assert {"latency_s", "ttft_s", "memory_per_device_bytes", "reason"} <= set(rows[0])
+    assert len(rows) == doc["space"]["size"]  # exhaustive: every configuration visited, one row each
+    best = doc["best"][0]
+    assert rows[0]["rank"] == "1" and rows[0]["status"] == "ok" and rows[0]["hardware"] == best["config"]["hardware"]
+    assert float(rows[0]["latency_s"]) == best["metrics"]["latency_s"]
+    assert float(rows[0]["memory_per_device_bytes"]) == best["metrics"]["memory_per_device"]
+    assert sum(r["status"] == "ok" for r in rows) == doc["feasible"]
+    assert all(r["reason"] for r in rows if r["status"] != "ok")
+
+
+def test_csv_bad_path_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc, out, err = _run(capsys, [*SMALL, "--csv", str(tmp_path / "missing" / "t.csv")])
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "--csv" in err and "no such folder" in err
