@@ -216,18 +216,7 @@ def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] |
     FilterError
         Not an expression, unsupported syntax, an unknown name, or a constant too large.
     """
-    if not isinstance(text, str):
-        raise FilterError(f"not an expression; got {text!r}; expected a string such as \"batch <= 8\"")
-    if len(text) > MAX_EXPR_CHARS:
-        raise FilterError(f"expression too long; got {len(text)} characters; expected at most {MAX_EXPR_CHARS}")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        col = f" at column {exc.offset or len(text.strip()) + 1}"  # (no offset: the end of the text)
-        raise FilterError(f"not an expression{col}; got {text!r}; expected e.g. \"workload.batch * workload.context "
-                          f"<= 65536\" ({exc.msg})") from None
-    except (RecursionError, MemoryError):
-        raise FilterError(f"expression nested too deeply; got {text[:40]!r}...; expected a flatter expression") from None
+    tree = _parse_filter(text)
     names: list[str] = []
     alias = dict(aliases or {})
 
@@ -292,3 +281,19 @@ def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] |
     except RecursionError:
         raise FilterError(f"expression nested too deeply; got {text[:40]!r}...; expected a flatter expression") from None
     return FilterExpression(text, tree, tuple(names))
+
+
+def _parse_filter(text: Any) -> ast.Expression:
+    """The syntax tree of a filter's text, or a FilterError (not a string, too long, not an expression)."""
+    if not isinstance(text, str):
+        raise FilterError(f"not an expression; got {text!r}; expected a string such as \"batch <= 8\"")
+    if len(text) > MAX_EXPR_CHARS:
+        raise FilterError(f"expression too long; got {len(text)} characters; expected at most {MAX_EXPR_CHARS}")
+    try:
+        return ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        col = f" at column {exc.offset or len(text.strip()) + 1}"  # (no offset: the end of the text)
+        raise FilterError(f"not an expression{col}; got {text!r}; expected e.g. \"workload.batch * workload.context "
+                          f"<= 65536\" ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise FilterError(f"expression nested too deeply; got {text[:40]!r}...; expected a flatter expression") from None
