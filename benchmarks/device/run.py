@@ -18,7 +18,8 @@ Writes into DIR:
   kernel's launch figures, and every part that was skipped with the reason.
 
 A part whose library is missing (torch, fp8 support, NVML/nvidia-smi) is skipped with the reason; the
-rest still runs. On an H100/H200 the whole run takes about three minutes (well under ten).
+rest still runs. Estimated length on an H100/H200 (not yet run on one): about two minutes, 84 timed
+cases of ~0.3 s and 11 power windows of 6 s (the limit is ten).
 """
 
 from __future__ import annotations
