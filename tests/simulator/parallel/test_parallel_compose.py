@@ -351,10 +351,11 @@ def test_tpu_slices_are_catalog_systems_on_their_ici_torus() -> None:
     from hwmodels.spec import SpecError
     from simulator.hardware import load_hardware
 
+    # Google's accelerator types: v4 and v5p count TensorCores (two per chip), v5e and v6e chips
     s = load_hardware("tpu-v5p-256")
-    assert (s.count, s.device.name, s.collectives) == (256, "tpu-v5p", "tpu-v5p-pod")
-    assert load_hardware("tpu-v4-4096").count == 4096
-    with pytest.raises(SpecError, match="chips; got 512; expected 1 to 256"):
+    assert (s.count, s.device.name, s.collectives) == (128, "tpu-v5p", "tpu-v5p-pod")
+    assert load_hardware("tpu-v4-4096").count == 2048
+    with pytest.raises(SpecError, match="slice size; got v5litepod-512; .*N in 1, 4, 8, 16, 32, 64, 128, 256"):
         load_hardware("tpu-v5e-512")
     r = evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-8"), ParallelPlan(tp=8), phase="decode", context=512,
                       batch=8)
