@@ -83,7 +83,12 @@ def _size(op: Op) -> float:
 def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int | None = None) -> KernelCost:
     """Cost of collective ``op`` over ``n`` devices (default its ``group_size``) on node configuration
     ``csys`` (its tuner's fastest algorithm)."""
-    from hwmodels.collectives import bus_bandwidth_factor, is_multislice, multislice_collective, select_algorithm
+    from hwmodels.collectives import (
+        bus_bandwidth_factor,
+        is_multislice,
+        multislice_collective,
+        select_algorithm,
+    )
 
     n = int(op.attrs.get("group_size", 1)) if n is None else n
     if n <= 1:
