@@ -251,7 +251,8 @@ def test_cli_parallel_commands_of_the_contract(capsys: pytest.CaptureFixture[str
     (["--tp", "8", "--train", "--global-batch", "10", "--dp", "1", "--microbatch", "3"],
      "global_batch: 10 is not a multiple of dp x microbatch = 1 x 3 = 3"),
     (["--ep", "2", "--phase", "decode"], "ep 2: the model has no experts"),
-    (["--tp", "8", "--phase", "decode", "--trace", "t.json"], "--trace: a parallel plan"),
+    (["--tp", "8", "--phase", "generate", "--input-len", "8", "--output-len", "8", "--trace", "t.json"],
+     "--trace: a plan's trace draws one step"),
 ])
 def test_bad_plans_on_the_command_line_are_one_located_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                             needle: str, tmp_path, monkeypatch) -> None:  # noqa: ANN001
