@@ -93,6 +93,15 @@ def _resolve(name: str, folder: Path, what: str) -> Path:
     for n in names:
         if n.lower() == key:
             return folder / f"{n}.toml"
+    m = _CLUSTER.match(key)
+    if what == "device" and m and m.group(1) in {n.lower() for n in names}:
+        base = m.group(1)
+        tpu = f"; for TPU slices over the data-centre network: {base}-256x{m.group(2)}" if base in (
+            "tpu-v5e", "tpu-v6e") else (f"; for TPU slices over the data-centre network: {base}-128x{m.group(2)}"
+                                         if base in ("tpu-v4", "tpu-v5p") else "")
+        raise SpecError(f"{what} {name!r}: x{m.group(2)} on a single device; got device {base!r} with no network "
+                        f"between copies of it; expected a node with NICs (dgx-h100x{m.group(2)}) or a TPU slice "
+                        f"name{tpu}")
     near = _near_names(key, names)
     msg = f"{what} {name!r}: unknown name; got {name!r}; expected one of {', '.join(names)}"
     if near:

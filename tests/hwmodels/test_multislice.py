@@ -108,3 +108,17 @@ def test_slices_on_a_pod_without_a_dcn_are_refused(monkeypatch) -> None:
     with pytest.raises(SpecError, match="x4 slices; got a tpu-v5e node configuration without a data-centre network"):
         load_system("tpu-v5e-256x4")
     assert load_system("tpu-v5e-256").count == 256
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("tpu-v5ex4", "x4 on a single device; got device 'tpu-v5e' with no network between copies of it; expected a "
+                  "node with NICs (dgx-h100x4) or a TPU slice name; for TPU slices over the data-centre network: "
+                  "tpu-v5e-256x4"),
+    ("edge-tpux2", "x2 on a single device; got device 'edge-tpu'"),
+])
+def test_xn_on_a_device_without_a_network_is_one_located_line(name, needle, capsys) -> None:
+    from simulator.cli.main import main
+
+    rc = main(["predict", "gpt2", "--hardware", name, "--dp", "2", "--phase", "decode"])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
