@@ -1108,3 +1108,95 @@ def mape(comparisons: Iterable[PublishedComparison]) -> float:
     """Mean absolute percentage error of predicted busbw, in percent (NaN for no rows)."""
     errs = [abs(c.error) for c in comparisons]
     return 100.0 * float(np.mean(errs)) if errs else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------
+# TPU Multislice: collectives over slices joined by the data-centre network (DCN)
+# ----------------------------------------------------------------------------------------------
+#
+# Chips of one slice talk over ICI; chips of different slices through their hosts over the DCN
+# (Google Cloud 'Cloud TPU Multislice overview'). A group spanning slices is priced hierarchically,
+# the bandwidth-optimal decomposition XLA's multislice data parallelism follows: reduce-scatter
+# inside each slice over ICI, the slice's shard reduced across slices over every chip's DCN share
+# in parallel, all-gather inside the slice (docs/tpu.md). Kept apart from the NCCL models above.
+
+def is_multislice(system: CollectiveSystem) -> bool:
+    """Whether ``system`` is a TPU node configuration whose nodes are slices joined by a DCN."""
+    return system.library.name == "xla-tpu" and system.inter is not None
+
+
+def slice_system(system: CollectiveSystem, chips_per_slice: int) -> CollectiveSystem:
+    """``system`` with one node per slice of ``chips_per_slice`` chips (each chip keeps its DCN share)."""
+    from dataclasses import replace
+
+    per_chip = system.nics_per_node / system.devices_per_node
+    return replace(system, devices_per_node=int(chips_per_slice), nics_per_node=int(round(per_chip * chips_per_slice)))
+
+
+def dcn_bandwidth_per_chip(system: CollectiveSystem) -> float:
+    """One chip's achievable DCN bandwidth per direction, B/s (its share of its host's NICs)."""
+    inter = system.inter
+    if inter is None:
+        raise ValueError(f"{system.name}: no data-centre network; got a node configuration without 'inter'; "
+                         "expected a TPU pod configuration with a dcn-* fabric")
+    return (inter.link_bandwidth_bytes_per_s * inter.bandwidth_fraction * system.nics_per_node
+            / system.devices_per_node * system.library.protocol_bandwidth_fraction["simple"])
+
+
+def _ici_part(collective: str, size: np.ndarray, g: int, system: CollectiveSystem) -> tuple[Any, Any]:
+    """(time, latency) of the part of a collective inside one slice of ``g`` chips (ICI)."""
+    if g <= 1:
+        return np.zeros_like(size), np.zeros_like(size)
+    r = select_algorithm(collective, size, g, system)
+    return np.asarray(r.time_s, dtype=float), np.asarray(r.latency_s, dtype=float)
+
+
+def multislice_collective(collective: str, size_bytes: Any, n_devices: int, system: CollectiveSystem,
+                          n_slices: int) -> CollectiveResult:
+    """One collective over ``n_devices`` chips in ``n_slices`` slices (``system.devices_per_node`` chips
+    each at most, see :func:`slice_system`), sizes as nccl-tests states them.
+
+    - all_reduce: reduce-scatter in the slice (ICI), ring all-reduce of the ``S / g`` shard across the
+      ``s`` slices (``2 (s-1)/s x S/g`` bytes over each chip's DCN share), all-gather in the slice.
+    - reduce_scatter: in the slice, then ``(s-1)/s x S/g`` across slices; all_gather the reverse.
+    - broadcast: a pipelined chain of slices over DCN, then a broadcast in each slice.
+    - all_to_all: the in-slice and cross-slice messages leave at once (``(n-g)/n x S`` over DCN).
+    - send_recv: one chip's DCN share.
+
+    The DCN part pays the library's ``net`` step latency per sequential step.
+    """
+    _check_collective(collective)
+    size = _sizes(size_bytes)
+    n, s = int(n_devices), int(n_slices)
+    if s < 2 or n % s:
+        raise ValueError(f"{system.name}: {n} chips over {s} slices; got n_slices={n_slices!r}; expected 2 or more "
+                         f"slices dividing {n}")
+    g = n // s
+    if g > system.devices_per_node:
+        raise ValueError(f"{system.name}: {g} chips per slice; got n_devices={n}, n_slices={s}; expected at most "
+                         f"{system.devices_per_node}")
+    bw = dcn_bandwidth_per_chip(system)
+    a_n = _alpha(system, system.inter, "simple")
+    base = system.library.base_latency_s["simple"]
+    if collective == "send_recv":
+        t_n, l_n = size / bw + a_n, a_n + np.zeros_like(size)
+        return _result(collective, n, s, size, base + t_n, base + l_n, "hierarchical", "simple")
+    if collective == "all_to_all":
+        t_i, l_i = _ici_part(collective, size * g / n, g, system)
+        t_n = (n - g) / n * size / bw + a_n
+        return _result(collective, n, s, size, base + np.maximum(t_i, t_n), base + np.maximum(l_i, a_n),
+                       "hierarchical", "simple")
+    if collective == "broadcast":
+        t_i, l_i = _ici_part(collective, size, g, system)
+        t_n, l_n = size / bw + (s - 1) * a_n, (s - 1) * a_n
+        return _result(collective, n, s, size, base + t_i + t_n, base + l_i + l_n, "hierarchical", "simple")
+    k = 2 if collective == "all_reduce" else 1
+    t_n = k * (s - 1) / s * (size / g) / bw + k * (s - 1) * a_n
+    l_n = k * (s - 1) * a_n + np.zeros_like(size)
+    phases = {"all_reduce": ("reduce_scatter", "all_gather"), "reduce_scatter": ("reduce_scatter",),
+              "all_gather": ("all_gather",)}[collective]
+    t, lat = base + t_n, base + l_n
+    for ph in phases:
+        t_i, l_i = _ici_part(ph, size, g, system)
+        t, lat = t + t_i, lat + l_i
+    return _result(collective, n, s, size, t, lat, "hierarchical", "simple")

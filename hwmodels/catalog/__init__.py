@@ -47,6 +47,11 @@ __all__ = [
     "load_any",
     "to_json",
     "clear_cache",
+    "parse_tpu_slice",
+    "tpu_slice",
+    "TpuSlice",
+    "TpuGeneration",
+    "TPU_GENERATIONS",
 ]
 
 CATALOG_DIR = Path(__file__).resolve().parent
@@ -88,6 +93,15 @@ def _resolve(name: str, folder: Path, what: str) -> Path:
     for n in names:
         if n.lower() == key:
             return folder / f"{n}.toml"
+    m = _CLUSTER.match(key)
+    if what == "device" and m and m.group(1) in {n.lower() for n in names}:
+        base = m.group(1)
+        tpu = f"; for TPU slices over the data-centre network: {base}-256x{m.group(2)}" if base in (
+            "tpu-v5e", "tpu-v6e") else (f"; for TPU slices over the data-centre network: {base}-128x{m.group(2)}"
+                                         if base in ("tpu-v4", "tpu-v5p") else "")
+        raise SpecError(f"{what} {name!r}: x{m.group(2)} on a single device; got device {base!r} with no network "
+                        f"between copies of it; expected a node with NICs (dgx-h100x{m.group(2)}) or a TPU slice "
+                        f"name{tpu}")
     near = _near_names(key, names)
     msg = f"{what} {name!r}: unknown name; got {name!r}; expected one of {', '.join(names)}"
     if near:
@@ -160,9 +174,8 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
         m = _CLUSTER.match(str(name_or_path).strip().lower())
         if m and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}:
             return cluster(load_system(m.group(1)), int(m.group(2)))
-        t = _TPU_SLICE.match(str(name_or_path).strip().lower())
-        if t:
-            return tpu_slice(t.group(1), int(t.group(2)))
+        if _TPU_SLICE.match(str(name_or_path).strip().lower()):
+            return tpu_slice(str(name_or_path))
     if _looks_like_path(name_or_path):
         path = _spec_path(name_or_path)
     else:
@@ -175,33 +188,180 @@ MAX_NODES = 1024
 _CLUSTER = re.compile(r"^(.+)x(\d+)$")
 
 
-_TPU_SLICE = re.compile(r"^(tpu-v4|tpu-v5p|tpu-v5e|tpu-v6e)-(\d+)$")
+#: A TPU slice name: Google's accelerator type (``v5p-128``, ``v5litepod-256``, ``v6e-8``), optionally
+#: with the catalog prefix ``tpu-`` (``tpu-v5e-256``) and ``xN`` for N slices over the data-centre
+#: network (``tpu-v5e-256x4``).
+_TPU_SLICE = re.compile(r"^(?:tpu-)?(v4|v5p|v5e|v5litepod|v6e)-(\d+)(?:x(\d+))?$")
+
+_TPU_TYPES_DOC = ("Google Cloud TPU 'TPU types and topologies' (cloud.google.com/tpu/docs/types-topologies): "
+                  "TensorCore-based configurations name 'the TPU version and the number of TensorCores', e.g. "
+                  "v4-128; v4 topologies are AxBxC with A<=B<=C, all <= 4 or all integer multiples of 4 "
+                  "(2x2x4 is 16 chips with 2 TensorCores each)")
+_V5P_DOC = ("Google Cloud TPU v5p (cloud.google.com/tpu/docs/v5p): 'v5p-32 specifies a v5p slice of 32 "
+            "TensorCores (16 chips)'; 2 TensorCores per chip; topology table 2x2x1 (8 cores, 4 chips) ... 16x16x24 "
+            "(12288 cores, 6144 chips), 'the maximum v5p shape is 16x16x24'")
+_V4_DOC = ("Google Cloud TPU v4 (cloud.google.com/tpu/docs/v4): 'Each TPU v4 chip contains two TensorCores'; "
+           "4096-chip pod; and " + _TPU_TYPES_DOC)
+_V5E_DOC = ("Google Cloud TPU v5e (cloud.google.com/tpu/docs/v5e): 'Each v5e chip contains one TensorCore'; "
+            "accelerator types v5litepod-1/4/8/16/32/64/128/256 on topologies 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, "
+            "8x16, 16x16 (256-chip pod, 2D torus); the Multislice overview names v5litepod-128 as an example type")
+_V6E_DOC = ("Google Cloud TPU v6e (docs.cloud.google.com/tpu/docs/v6e): 'Each v6e chip contains one TensorCore'; "
+            "v6e-1/4/8/16/32/64/128/256 on 2D topologies 1x1 ... 16x16 (256-chip pod)")
+_SHAPES_2D = ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
+#: 3D shapes below one 4x4x4 cube (the v4 rule's 'all <= 4' branch, as the Cloud tables list them).
+_SHAPES_3D_SMALL = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4))
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuGeneration:
+    """What a Google accelerator type means for one TPU generation (with its source)."""
+
+    name: str  #: Google's generation prefix (``v5p``)
+    device: str  #: catalog device (``tpu-v5p``)
+    counts: str  #: what the number in the name counts: ``"TensorCores"`` or ``"chips"``
+    cores_per_chip: int
+    dims: int  #: torus dimensions
+    max_shape: tuple[int, ...]  #: largest single-slice shape
+    source: str
+
+
+TPU_GENERATIONS: dict[str, TpuGeneration] = {
+    "v4": TpuGeneration("v4", "tpu-v4", "TensorCores", 2, 3, (16, 16, 16), _V4_DOC),
+    "v5p": TpuGeneration("v5p", "tpu-v5p", "TensorCores", 2, 3, (16, 16, 24), _V5P_DOC),
+    "v5e": TpuGeneration("v5e", "tpu-v5e", "chips", 1, 2, (16, 16), _V5E_DOC),
+    "v6e": TpuGeneration("v6e", "tpu-v6e", "chips", 1, 2, (16, 16), _V6E_DOC),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuSlice:
+    """A TPU slice name resolved: ``slices`` slices of ``chips`` chips each on a ``topology`` torus."""
+
+    name: str  #: canonical catalog name (``tpu-v5p-128``, ``tpu-v5e-256x4``)
+    generation: TpuGeneration
+    number: int  #: the number in Google's accelerator type
+    chips: int  #: chips per slice
+    topology: tuple[int, ...]
+    slices: int = 1
+
+    @property
+    def tensorcores(self) -> int:
+        """TensorCores per slice."""
+        return self.chips * self.generation.cores_per_chip
+
+    @property
+    def accelerator_type(self) -> str:
+        """Google's accelerator type of one slice (``v5litepod-256``, ``v5p-128``)."""
+        prefix = "v5litepod" if self.generation.name == "v5e" else self.generation.name
+        return f"{prefix}-{self.number}"
+
+    def summary(self) -> str:
+        """One line: chips, TensorCores, topology and slices (``hardware show``)."""
+        g = self.generation
+        shape = "x".join(str(d) for d in self.topology)
+        per = (f"{self.chips} chips x {g.cores_per_chip} TensorCores = {self.tensorcores} TensorCores" if
+               g.cores_per_chip > 1 else f"{self.chips} chips ({self.tensorcores} TensorCores, one per chip)")
+        line = (f"{self.accelerator_type}: {per}; Google's {g.name} accelerator types count {g.counts}; "
+                f"topology {shape} ({g.dims}D ICI torus)")
+        if self.slices > 1:
+            line += (f"; {self.slices} slices over the data-centre network (DCN): {self.slices * self.chips} chips in all")
+        return line
+
+
+def _shapes_3d(g: TpuGeneration) -> dict[int, tuple[int, ...]]:
+    """Chips -> the most cube-like valid AxBxC (A<=B<=C) of a 3D generation within its largest shape."""
+    out: dict[int, tuple[int, ...]] = {a * b * c: (a, b, c) for a, b, c in _SHAPES_3D_SMALL}
+    lim = sorted(g.max_shape)
+    steps = range(4, lim[2] + 1, 4)
+    for a in steps:
+        for b in steps:
+            for c in steps:
+                if not (a <= b <= c and a <= lim[0] and b <= lim[1]):
+                    continue
+                n = a * b * c
+                if n not in out or (c - a) < (max(out[n]) - min(out[n])):
+                    out[n] = (a, b, c)
+    return dict(sorted(out.items()))
+
+
+def _valid_slices(g: TpuGeneration) -> dict[int, tuple[int, ...]]:
+    """Chips -> topology of every valid single slice of generation ``g``."""
+    if g.dims == 2:
+        return {a * b: (a, b) for a, b in _SHAPES_2D}
+    return _shapes_3d(g)
+
+
+def parse_tpu_slice(name: str) -> TpuSlice | None:
+    """The TPU slice a name denotes (None when it is not a TPU slice name).
+
+    Follows Google's accelerator types: for v4 and v5p the number counts TensorCores (two per chip:
+    ``v5p-8`` is 4 chips), for v5e (``v5litepod-N``) and v6e it counts chips. ``xN`` is N slices.
+
+    Raises
+    ------
+    SpecError
+        A size that is no valid slice shape (with the valid sizes and the nearest ones), or a slice
+        count out of range.
+    """
+    m = _TPU_SLICE.match(str(name).strip().lower())
+    if not m:
+        return None
+    gen = TPU_GENERATIONS["v5e" if m.group(1) == "v5litepod" else m.group(1)]
+    number, slices = int(m.group(2)), int(m.group(3) or 1)
+    prefix = "v5litepod" if gen.name == "v5e" else gen.name
+    valid = _valid_slices(gen)
+    numbers = [c * gen.cores_per_chip for c in valid]
+    chips = number // gen.cores_per_chip if number % gen.cores_per_chip == 0 else -1
+    if chips not in valid:
+        near = sorted(numbers, key=lambda v: (abs(v - number), v))[:2]
+        raise SpecError(
+            f"system {name!r}: slice size; got {prefix}-{number}; expected a Google accelerator type of "
+            f"{gen.name} ({gen.name}-N counts {gen.counts}"
+            f"{', two per chip' if gen.cores_per_chip == 2 else ''}): N in {', '.join(str(v) for v in numbers)}; "
+            f"did you mean {' or '.join(repr(f'tpu-{gen.name}-{v}') for v in near)}? (Google Cloud TPU {gen.name} documentation)")
+    if not 1 <= slices <= MAX_NODES:
+        raise SpecError(f"system {name!r}: slice count; got x{slices}; expected x1 to x{MAX_NODES}")
+    canon = f"tpu-{gen.name}-{number}" + (f"x{slices}" if m.group(3) else "")
+    return TpuSlice(canon, gen, number, chips, valid[chips], slices)
 
 
 def is_cluster_name(name: str) -> bool:
-    """Whether ``name`` is a catalog node name with an ``xN`` node-count suffix, or a TPU slice
-    ``tpu-<generation>-N``."""
+    """Whether ``name`` is a catalog node name with an ``xN`` node-count suffix, or a TPU slice name
+    (``tpu-v5p-128``, ``v5litepod-256``, ``tpu-v5e-256x4``)."""
     key = str(name).strip().lower()
     m = _CLUSTER.match(key)
     return (bool(m) and m.group(1) in {n.lower() for n in _names(SYSTEMS_DIR)}) or bool(_TPU_SLICE.match(key))
 
 
-def tpu_slice(device: str, chips: int) -> SystemSpec:
-    """A TPU slice of ``chips`` chips of catalog device ``device`` (``tpu-v5p``) on its ICI torus
-    (the ``<device>-pod`` node configuration of ``fabrics.toml``, which bounds the slice size)."""
+def tpu_slice(name: str) -> SystemSpec:
+    """The system a TPU slice name denotes (:func:`parse_tpu_slice`): its chips on the ICI torus of the
+    ``<device>-pod`` node configuration of ``fabrics.toml``; with ``xN``, N such slices joined by that
+    configuration's data-centre network (one node per slice)."""
     from hwmodels.collectives import fabric_catalog
 
-    name = f"{device}-{chips}"
+    sl = parse_tpu_slice(name)
+    if sl is None:
+        raise SpecError(f"system {name!r}: not a TPU slice name; got {name!r}; expected e.g. tpu-v5p-128 or v6e-256")
+    device = sl.generation.device
     csys = fabric_catalog().systems.get(f"{device}-pod")
     if csys is None:  # pragma: no cover - every generation the pattern admits has a pod entry
-        raise SpecError(f"system {name!r}: no {device}-pod node configuration in hwmodels/catalog/fabrics.toml")
-    if not 1 <= chips <= csys.devices_per_node:
-        raise SpecError(f"system {name!r}: chips; got {chips}; expected 1 to {csys.devices_per_node} (a {device} pod)")
+        raise SpecError(f"system {sl.name!r}: no {device}-pod node configuration in hwmodels/catalog/fabrics.toml")
+    if sl.chips > csys.devices_per_node:
+        raise SpecError(f"system {sl.name!r}: chips; got {sl.chips}; expected at most {csys.devices_per_node} "
+                        f"(a {device} pod)")
+    if sl.slices > 1 and csys.inter is None:
+        raise SpecError(f"system {sl.name!r}: x{sl.slices} slices; got a {device} node configuration without a "
+                        f"data-centre network (fabrics.toml systems.{device}-pod has no 'inter'); expected x1")
     dev = load_device(device)
-    prov = {"count": Provenance(f"catalog name {name}: {chips} chips"),
+    prov = {"count": Provenance(f"catalog name {sl.name}: {sl.summary()}", sl.generation.source),
             "collectives": Provenance(f"fabrics.toml systems.{device}-pod: {csys.description}")}
-    return SystemSpec(name=name, description=f"{chips} x {dev.name} on {csys.intra.description}", device=dev,
-                      count=chips, nodes=1, collectives=f"{device}-pod", provenance=prov)
+    shape = "x".join(str(d) for d in sl.topology)
+    desc = f"{sl.chips} x {dev.name} ({sl.accelerator_type}, {shape}) on {csys.intra.description}"
+    if sl.slices > 1:
+        prov["nodes"] = Provenance(f"catalog name suffix x{sl.slices}: {sl.slices} slices on {csys.inter.description}")
+        desc = f"{sl.slices} slices x {desc}; slices joined by {csys.inter.description}"
+    return SystemSpec(name=sl.name, description=desc, device=dev, count=sl.chips * sl.slices, nodes=sl.slices,
+                      collectives=f"{device}-pod", provenance=prov)
 
 
 def cluster(node: SystemSpec, nodes: int) -> SystemSpec:
@@ -327,6 +487,9 @@ def describe(spec: DeviceSpec | SystemSpec) -> str:
         lines.append(f"  count {spec.count}  {_source_text(spec, 'count')}")
         if spec.nodes > 1:
             lines.append(f"  nodes {spec.nodes} of {spec.devices_per_node}  {_source_text(spec, 'nodes')}")
+        tpu = parse_tpu_slice(spec.name) if _TPU_SLICE.match(spec.name.lower()) else None
+        if tpu is not None:
+            lines.append(f"  TPU slice {tpu.summary()}")
         if spec.collectives:
             lines.append(f"  collectives and network: fabrics.toml systems.{spec.collectives}")
         if spec.fabric is not None:

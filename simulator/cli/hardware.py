@@ -47,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             spec = catalog.load_any(args.name)
         if args.json:
-            print(json.dumps(catalog.to_json(spec), indent=2))
+            out = catalog.to_json(spec)
+            tpu = catalog.parse_tpu_slice(spec.name) if isinstance(spec, catalog.SystemSpec) else None
+            if tpu is not None:  # what Google's accelerator type holds
+                out["tpu_slice"] = {"accelerator_type": tpu.accelerator_type, "chips_per_slice": tpu.chips,
+                                    "tensorcores_per_slice": tpu.tensorcores, "slices": tpu.slices,
+                                    "topology": "x".join(str(d) for d in tpu.topology),
+                                    "counts": tpu.generation.counts}
+            print(json.dumps(out, indent=2))
         else:
             print(catalog.describe(spec))
         return 0
@@ -77,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         rows = [[s.name, f"{s.count} x {s.device.name}", s.description] for s in systems]
         print(table(rows, ["system", "devices", "description"], align="lll"))
         print("\nclusters: any node above with the suffix xN (N nodes, 1-1024, on its InfiniBand: dgx-h100x16); "
-              "TPU slices: tpu-v4-N, tpu-v5p-N, tpu-v5e-N, tpu-v6e-N (N chips, up to a pod)")
+              "TPU slices by Google's accelerator types: v4-N and v5p-N (N TensorCores, two per chip: v5p-8 is 4 "
+              "chips), v5litepod-N (or v5e-N) and v6e-N (N chips), with or without the prefix tpu-; xM for M slices "
+              "over the data-centre network (tpu-v5e-256x4)")
     if nodes:
         print()
         rows = [[n.name, ", ".join(f"{d.name} ({d.device.name})" for d in n.devices), n.description] for n in nodes]

@@ -7,6 +7,7 @@ Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -95,9 +96,14 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()
+    trace = getattr(args, "trace", None)
+    if trace is not None:  # one process per pipeline stage, compute / communication / data-parallel tracks
+        from simulator.report.trace import plan_to_chrome_trace
+
+        write_output("--trace", trace, json.dumps(plan_to_chrome_trace(res), sort_keys=True) + "\n")
     if args.csv is not None:
         write_output("--csv", args.csv, report.to_csv())
-    if to_stdout(args.csv, None):
+    if to_stdout(args.csv, trace):
         return 0
     if args.json:
         sys.stdout.write(report.to_json() + "\n")
@@ -105,6 +111,8 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     print(format_result(res))
     if args.csv is not None:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
+    if trace is not None:
+        print(f"wrote a Chrome trace of {len(res.stages)} pipeline stage(s) to {trace}")
     return 0
 
 

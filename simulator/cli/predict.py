@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"predict: --framework {profile.name}: this stack changes the graph it launches, which "
                              "parallel plans do not build yet; got a parallel plan; expected a profile that changes "
                              "costing only (e.g. compile, cuda-graphs, tensorrt, vllm) or no plan")
-        if args.trace is not None:
-            raise ValueError("predict: --trace: a parallel plan has one schedule per device; got --trace with a plan; "
-                             "expected no --trace (or no plan)")
+        if args.trace is not None and args.phase == "generate":
+            raise ValueError("predict: --trace: a plan's trace draws one step; got --trace with --phase generate; "
+                             "expected --phase prefill, decode or --train (or no --trace)")
         return run_parallel(args, hw, eval_options(args))
     graph = graph_from_args(args)
     opts = eval_options(args)

@@ -50,7 +50,13 @@ def collective_system_for(system: Any) -> Any:
     name = getattr(system, "collectives", "") or getattr(system, "name", "")
     if not name:
         return None
-    return _catalog_system(str(name))
+    csys = _catalog_system(str(name))
+    if csys is not None and getattr(system, "nodes", 1) > 1:  # TPU slices over DCN: one node per slice
+        from hwmodels.collectives import is_multislice, slice_system
+
+        if is_multislice(csys):
+            return slice_system(csys, system.devices_per_node)
+    return csys
 
 
 def group_nodes(n: int, stride: int, devices_per_node: int) -> int:
@@ -77,7 +83,12 @@ def _size(op: Op) -> float:
 def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int | None = None) -> KernelCost:
     """Cost of collective ``op`` over ``n`` devices (default its ``group_size``) on node configuration
     ``csys`` (its tuner's fastest algorithm)."""
-    from hwmodels.collectives import bus_bandwidth_factor, select_algorithm
+    from hwmodels.collectives import (
+        bus_bandwidth_factor,
+        is_multislice,
+        multislice_collective,
+        select_algorithm,
+    )
 
     n = int(op.attrs.get("group_size", 1)) if n is None else n
     if n <= 1:
@@ -91,7 +102,10 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int |
                          f"{dpn}; {where}; expected a group within the system")
     coll = KIND_TO_COLLECTIVE[op.kind]
     size = _size(op)
-    res = select_algorithm(coll, size, n, csys, n_nodes=nodes if nodes > 1 else None)
+    if nodes > 1 and is_multislice(csys):  # ICI inside each slice, DCN across slices
+        res = multislice_collective(coll, size, n, csys, nodes)
+    else:
+        res = select_algorithm(coll, size, n, csys, n_nodes=nodes if nodes > 1 else None)
     t, lat = float(res.time_s), float(res.latency_s)
     where = f"{nodes} nodes of {csys.name}" if nodes > 1 else csys.name
     # device memory traffic: each byte on the bus is read from one buffer and written to another

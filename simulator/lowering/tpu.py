@@ -34,6 +34,14 @@ Attention
     ``QK^T`` and ``PV`` (and the five GEMMs of the backward pass) as batched GEMMs over
     ``batch x heads`` on the arrays, plus the softmax on the vector unit (scores never leave
     VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap.
+    With grouped KV heads the query heads of a KV head are the rows of one GEMM against its K/V
+    (``batch x kv_heads`` GEMMs of ``group x queries`` rows), as JAX's Pallas ragged paged attention
+    kernel computes ``einsum("nd,md->nm", q, k)`` with ``q`` of
+    ``[num_q_per_blk * num_q_heads_per_kv_head, head_dim]``: decode streams each KV head once.
+
+LSTM / GRU
+    The input projection of every step as one GEMM on the arrays, then per step the recurrent GEMM
+    (weights read from HBM each step) and the gates on the vector unit, sequentially.
 
 Vector unit (elementwise, softmax, norms, reductions, pooling, ...)
     ``compute_s = flops / (compute.vector_flops_per_s.fp32 x efficiency.vector_peak_fraction)``
@@ -360,15 +368,21 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     causal = bool(op.attrs.get("causal", False))
     dt = op.dtype.value
     ib = element_bytes(q.dtype)
-    heads = b * hq
+    hkv = k.shape[1]
+    # grouped KV heads: the query heads sharing a KV head are one GEMM of group x query rows against
+    # that head's K/V, streamed once (as the Pallas ragged paged attention kernel computes
+    # einsum("nd,md->nm", q, k) with q of [num_q_per_blk * num_q_heads_per_kv_head, head_dim])
+    group = hq // hkv if 0 < hkv < hq and hq % hkv == 0 else 1
+    heads = b * hq // group
+    rows = sq * group
     # causal: a flash-style kernel skips blocks above the diagonal; the kept fraction of scores
     keep = 1.0 if not causal or sq == 1 else min(1.0, (skv - sq + (sq + 1) / 2.0) / skv)
     kv_eff = max(1, round(skv * keep))
-    gemms = [(sq, kv_eff, d), (sq, dv, kv_eff)]  # S = Q K^T, O = P V
+    gemms = [(rows, kv_eff, d), (rows, dv, kv_eff)]  # S = Q K^T, O = P V
     if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
-        gemms += [(kv_eff, dv, sq), (sq, kv_eff, dv), (sq, d, kv_eff), (kv_eff, d, sq)]
+        gemms += [(kv_eff, dv, rows), (rows, kv_eff, dv), (rows, d, kv_eff), (kv_eff, d, rows)]
     dram = float(op.bytes_read + op.bytes_written)
-    scores = float(heads * sq * kv_eff)
+    scores = float(heads * rows * kv_eff)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
@@ -383,9 +397,51 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
         vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
         matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
-        notes=(f"{len(gemms)} GEMMs over {heads} batch x heads on the arrays (QK^T: {first.notes}); "
+        notes=(f"{len(gemms)} GEMMs over {heads} batch x {'KV ' if group > 1 else ''}heads on the arrays"
+               f"{f' ({group} query heads per KV head in one GEMM)' if group > 1 else ''} (QK^T: {first.notes}); "
                f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, overlapped; "
                f"causal kept fraction {keep:.3f}; bound {bound}"),
+    )
+
+
+@register_rule("tpu", "lstm", "gru", "lstm_cell", "gru_cell")
+def _tpu_rnn(op: Op, ctx: LoweringContext) -> KernelCost:
+    """An LSTM/GRU layer as XLA runs it on a TPU: the input projection of every step in one GEMM on the
+    arrays, then per step (a sequential loop) the recurrent GEMM on the arrays followed by the gates'
+    pointwise work on the vector unit (fp32). Each step reads its recurrent weights from HBM (no
+    residency across loop iterations is modelled)."""
+    gates = 4 if op.kind.startswith("lstm") else 3
+    if op.kind.endswith("_cell"):
+        x, h = op.inputs[0], op.inputs[1]
+        steps, b, i, hid, dirs = 1, x.shape[0], x.shape[1], h.shape[1], 1
+    else:
+        x = op.inputs[0]
+        steps, b, i = x.shape
+        hid = int(op.attrs["hidden"])
+        dirs = 2 if op.attrs.get("bidirectional") else 1
+    dt = op.dtype.value
+    ib = element_bytes(x.dtype)
+    inp = _contraction(ctx, dirs, steps * b, gates * hid, i, dtype=dt, in_bytes=ib, out_bytes=ib,
+                       rule="mxu-rnn-input", op=op)
+    rec = _contraction(ctx, dirs, b, gates * hid, hid, dtype=dt, in_bytes=ib, out_bytes=ib,
+                       rule="mxu-rnn-recurrent", op=op)
+    pw = max(0.0, float(op.flops) - 2.0 * steps * dirs * b * gates * hid * (i + hid))
+    # per step: read the gate pre-activations and the cell state, write h and c
+    pw_bytes = float(dirs * b * (gates * hid + 2 * hid) * ib + dirs * b * 2 * hid * ib)
+    vec_s = pw / steps / _vector_rate(ctx.device)
+    pw_mem_s = pw_bytes / _hbm(ctx.device)
+    step_compute = rec.compute_s + vec_s
+    step_memory = rec.memory_s + pw_mem_s
+    compute_s = max(inp.compute_s, inp.memory_s) + steps * max(step_compute, step_memory)
+    return KernelCost(
+        compute_s=compute_s, memory_s=inp.memory_s + steps * step_memory, latency_s=0.0,
+        dram_bytes=inp.dram_bytes + steps * (rec.dram_bytes + pw_bytes), l2_bytes=0.0,
+        smem_bytes=inp.smem_bytes + steps * rec.smem_bytes, matrix_flops=inp.matrix_flops + steps * rec.matrix_flops,
+        vector_flops=pw, rule="mxu-rnn-steps", matrix_dtype=inp.matrix_dtype, tile=rec.tile,
+        ctas=rec.ctas, waves=inp.waves + steps * rec.waves,
+        notes=(f"input projection {inp.compute_s * 1e6:.2f} us on the arrays, then {steps} sequential steps of "
+               f"recurrent GEMM {rec.compute_s * 1e6:.3f} us (HBM {rec.memory_s * 1e6:.3f} us) + gates on the "
+               f"vector unit {vec_s * 1e6:.3f} us (HBM {pw_mem_s * 1e6:.3f} us); recurrent GEMM: {rec.notes}"),
     )
 
 

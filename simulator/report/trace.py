@@ -15,7 +15,7 @@ from typing import Any
 from simulator.report.report import CostReport, OpCost
 from simulator.report.scheduled import ScheduledOpCost
 
-__all__ = ["report_to_chrome_trace", "DEVICE_PID", "HOST_PID", "NO_KERNEL_TRACK"]
+__all__ = ["report_to_chrome_trace", "plan_to_chrome_trace", "DEVICE_PID", "HOST_PID", "NO_KERNEL_TRACK", "PLAN_TRACKS"]
 
 #: Trace process ids: the device's tracks (streams, link) and the host's launch track.
 DEVICE_PID = 0
@@ -102,4 +102,113 @@ def report_to_chrome_trace(report: CostReport) -> dict[str, Any]:
         "displayTimeUnit": "ns",
         "otherData": {"model": report.model, "hardware": report.hardware, "engine": str(prov.get("engine", "")),
                       "streams": str(prov.get("streams", 1)), "latency_s": repr(report.latency_s)},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Parallel plans: one process per pipeline stage, one track per stream
+# ----------------------------------------------------------------------------------------------
+
+#: Tracks of a pipeline stage's process in a plan trace.
+PLAN_TRACKS = ("compute", "communication", "data-parallel sync")
+
+
+def _plan_passes(res: Any) -> tuple[list[list[tuple[str, int, int, float, float]]], float]:
+    """Per stage, its passes (kind, microbatch, chunk, start_s, end_s) and when the last one ended.
+
+    Training: the plan's schedule over the stages' per-microbatch times
+    (:func:`simulator.parallel.pipeline_des.simulate_pipeline`; with the bottleneck on the last stage,
+    as an LM head makes it, it ends exactly at the closed form's step). Inference: one batch through
+    the stages in turn."""
+    stages = res.stages
+    if res.pipeline is None:
+        out, t = [], 0.0
+        for s in stages:
+            out.append([("F", 0, 0, t, t + s.forward_s)])
+            t += s.forward_s
+        return out, t
+    from simulator.parallel.pipeline_des import simulate_pipeline
+
+    v = max(1, int(getattr(res.plan, "interleave", 1) or 1))
+    fwd = [[s.forward_s / v] * v for s in stages]
+    bwd = [[s.backward_s / v] * v for s in stages]
+    trace = simulate_pipeline(fwd, bwd, res.plan.microbatches, res.plan.schedule)
+    return [list(p) for p in trace.passes], trace.pipeline_s
+
+
+def _x(name: str, cat: str, start_s: float, end_s: float, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "cat": cat, "ph": "X", "ts": start_s * _US_PER_S, "dur": max(0.0, end_s - start_s) * _US_PER_S,
+            "pid": pid, "tid": tid, "args": args}
+
+
+def _stage_events(res: Any, s: int, passes: list[tuple[str, int, int, float, float]]) -> list[dict[str, Any]]:
+    """The passes of stage ``s``: each one's computation on the compute track, then its share of the
+    stage's communication (tensor-parallel collectives, pipeline sends) on the communication track."""
+    st = res.stages[s]
+    work = st.forward_s + st.backward_s
+    events = []
+    for kind, mb, chunk, t0, t1 in passes:
+        whole = st.forward_s if kind == "F" else st.backward_s
+        share = st.communication_s * (whole / work) if work > 0 else 0.0
+        comm = min(t1 - t0, share * (t1 - t0) / whole) if whole > 0 else 0.0
+        label = ("forward" if kind == "F" else "backward")
+        args = {"microbatch": mb, "chunk": chunk, "pass": label}
+        events.append(_x(f"{kind}{mb}" + (f".{chunk}" if chunk else ""), label, t0, t1 - comm, s, 0, args))
+        if comm > 0:
+            events.append(_x(f"{kind}{mb} collectives", "collective", t1 - comm, t1, s, 1,
+                             {**args, "note": "the pass's share of the stage's communication_s"}))
+    return events
+
+
+def _tail_events(res: Any, s: int, anchor: float) -> list[dict[str, Any]]:
+    """After the pipeline: the data-parallel gradient synchronisation (overlapped with the last backward
+    but its exposed part), the ZeRO parameter gathers and the optimizer step, as the step's slowest
+    tail (the values the result keeps) drawn on every stage."""
+    b = res.breakdown
+    events = []
+    sync, exposed, opt = b.get("dp_sync_s", 0.0), b.get("dp_sync_exposed_s", 0.0), b.get("optimizer_s", 0.0)
+    if sync > 0:
+        events.append(_x("data-parallel gradient sync", "collective", max(0.0, anchor - (sync - exposed)),
+                         anchor + exposed, s, 2, {"dp_sync_s": sync, "exposed_s": exposed}))
+    t = anchor + exposed
+    gather = max(0.0, res.latency_s - t - opt)
+    if gather > 1e-15 * max(1.0, res.latency_s) and res.pipeline is not None:
+        events.append(_x("ZeRO parameter all-gather", "collective", t, t + gather, s, 1, {}))
+        t += gather
+    if res.latency_s > t:
+        events.append(_x("optimizer step", "optimizer", t, res.latency_s, s, 0, {"optimizer_s": opt}))
+    return events
+
+
+def plan_to_chrome_trace(res: Any) -> dict[str, Any]:
+    """A parallel plan's step (:class:`simulator.parallel.compose.ParallelResult`) as a Trace Event Format
+    object: one process per pipeline stage (one of its devices), with a compute, a communication and a
+    data-parallel track; microbatch forward and backward passes in the plan's schedule, collectives as
+    their own events, the pipeline bubble as the gaps. The last event ends at the predicted step
+    time (``latency_s``), the tail anchored at the model's pipeline step."""
+    passes, pipe_end = _plan_passes(res)
+    model_pipe = res.pipeline.step_s if res.pipeline is not None else pipe_end
+    anchor = max(model_pipe, pipe_end)
+    events: list[dict[str, Any]] = []
+    plan = res.plan
+    for s, st in enumerate(res.stages):
+        name = f"stage {s} (layers {', '.join(f'{a}-{b - 1}' for a, b in st.layers)})"
+        events.append({"ph": "M", "name": "process_name", "pid": s, "tid": 0, "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": s, "tid": 0, "args": {"sort_index": s}})
+        for tid, track in enumerate(PLAN_TRACKS):
+            events.append({"ph": "M", "name": "thread_name", "pid": s, "tid": tid, "args": {"name": track}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": s, "tid": tid, "args": {"sort_index": tid}})
+    for s in range(len(res.stages)):
+        events += _stage_events(res, s, passes[s])
+        if res.pipeline is not None:
+            events += _tail_events(res, s, anchor)
+    bubble = res.pipeline.bubble_s if res.pipeline is not None else 0.0
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"model": res.model, "hardware": res.hardware, "engine": res.engine, "phase": res.phase,
+                      "plan": f"tp {plan.tp} pp {plan.pp} dp {plan.dp} schedule {plan.schedule}",
+                      "microbatches": str(plan.microbatches if res.pipeline is not None else 1),
+                      "latency_s": repr(res.latency_s), "pipeline_s": repr(model_pipe),
+                      "schedule_drawn_s": repr(pipe_end), "bubble_s": repr(bubble)},
     }

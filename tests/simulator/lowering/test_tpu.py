@@ -83,7 +83,8 @@ def test_rules_are_registered_for_tpu_devices():
     assert rule_name_for("tpu", "attention") == "tpu_attention"
     assert rule_name_for("tpu", "rmsnorm") == "tpu_vector"
     assert rule_name_for("tpu", "embedding") == "tpu_gather"
-    assert rule_name_for("tpu", "lstm") is None  # roofline fallback, marked in the report
+    assert rule_name_for("tpu", "lstm") == "tpu_rnn"  # GEMMs on the arrays, gates on the vector unit
+    assert rule_name_for("tpu", "rnn_bwd") is None  # roofline fallback, marked in the report
 
 
 def test_gemm_1024_on_v5e_matches_the_closed_form_by_hand():

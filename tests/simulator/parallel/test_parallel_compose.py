@@ -251,7 +251,8 @@ def test_cli_parallel_commands_of_the_contract(capsys: pytest.CaptureFixture[str
     (["--tp", "8", "--train", "--global-batch", "10", "--dp", "1", "--microbatch", "3"],
      "global_batch: 10 is not a multiple of dp x microbatch = 1 x 3 = 3"),
     (["--ep", "2", "--phase", "decode"], "ep 2: the model has no experts"),
-    (["--tp", "8", "--phase", "decode", "--trace", "t.json"], "--trace: a parallel plan"),
+    (["--tp", "8", "--phase", "generate", "--input-len", "8", "--output-len", "8", "--trace", "t.json"],
+     "--trace: a plan's trace draws one step"),
 ])
 def test_bad_plans_on_the_command_line_are_one_located_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                             needle: str, tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -351,10 +352,11 @@ def test_tpu_slices_are_catalog_systems_on_their_ici_torus() -> None:
     from hwmodels.spec import SpecError
     from simulator.hardware import load_hardware
 
+    # Google's accelerator types: v4 and v5p count TensorCores (two per chip), v5e and v6e chips
     s = load_hardware("tpu-v5p-256")
-    assert (s.count, s.device.name, s.collectives) == (256, "tpu-v5p", "tpu-v5p-pod")
-    assert load_hardware("tpu-v4-4096").count == 4096
-    with pytest.raises(SpecError, match="chips; got 512; expected 1 to 256"):
+    assert (s.count, s.device.name, s.collectives) == (128, "tpu-v5p", "tpu-v5p-pod")
+    assert load_hardware("tpu-v4-4096").count == 2048
+    with pytest.raises(SpecError, match="slice size; got v5litepod-512; .*N in 1, 4, 8, 16, 32, 64, 128, 256"):
         load_hardware("tpu-v5e-512")
     r = evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-8"), ParallelPlan(tp=8), phase="decode", context=512,
                       batch=8)
