@@ -242,20 +242,31 @@ def _is_moe(row: TrainingRecord) -> bool:
 
 
 def recipe_of(row: TrainingRecord) -> str:
-    """Recipe group of a row: ``moe``, ``3d`` (pipeline), ``fsdp+tp``, ``fsdp`` or ``dp``, with ``+fp8``
-    when the linear layers run in fp8 (or int8)."""
+    """Recipe group of a row: ``moe``, ``3d`` (pipeline), ``fsdp+tp``, ``tp``, ``fsdp`` or ``dp``, then ``+cp``
+    with context parallelism and ``+fp8`` when the linear layers run in fp8 (or int8)."""
     g = row.ints
+    fsdp = (g.get("fsdp") or 1) > 1
     if _is_moe(row):
         base = "moe"
     elif (g.get("pp") or 1) > 1:
         base = "3d"
     elif (g.get("tp") or 1) > 1:
-        base = "fsdp+tp" if (g.get("fsdp") or 1) > 1 else "tp"
-    elif (g.get("fsdp") or 1) > 1:
-        base = "fsdp"
+        base = "fsdp+tp" if fsdp else "tp"
     else:
-        base = "dp"
+        base = "fsdp" if fsdp else "dp"
+    if (g.get("cp") or 1) > 1:
+        base = "cp" if base == "dp" else base + "+cp"
     return base + ("+fp8" if row["fp8"].strip() else "")
+
+
+def _reason_key(why: str) -> str:
+    """The class of a not-statable / skipped reason (names and numbers masked) for the summary counts."""
+    if why.startswith(("model ", "no catalog")):
+        return re.sub(r"'[^']*'", "'...'", re.sub(r"\d+ devices", "N devices", why))
+    if why.startswith("nearest recipe"):
+        tail = why.split("refused: " if "refused: " in why else "recipe: ", 1)[-1].split(";")[0].split(": ")[-1]
+        return "nearest recipe not evaluated: " + re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'...'", tail))
+    return why.split(":")[0]
 
 
 def _unstatable(row: TrainingRecord, dp: int | None) -> list[str]:
@@ -454,7 +465,7 @@ def training_summary(results: list[TrainingResult]) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for r in results:
         for w in r.why:
-            key = re.sub(r"'[^']*'", "'...'", w) if w.startswith(("model", "no catalog")) else w.split(":")[0]
+            key = _reason_key(w)
             reasons[key] = reasons.get(key, 0) + 1
     out["reasons"] = dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     out["worst"] = [r.to_json() for r in sorted(pred, key=lambda r: -abs(r.error_pct))[:5]]
