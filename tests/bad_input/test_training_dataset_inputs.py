@@ -4,6 +4,7 @@ problem (file:line, column, got, expected), exit 2, no traceback."""
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from tests.bad_input.contract import one_line, several
 
 def _write(tmp_path: Path, changes: dict[str, str], *, drop: str = "", rows: int = 1) -> Path:
     with open(DEFAULT_TRAINING_DATASET, newline="", encoding="utf-8") as f:
-        src = [r for r, _ in zip(csv.DictReader(f), range(rows))]
+        src = list(itertools.islice(csv.DictReader(f), rows))
     src[0].update(changes)
     cols = [c for c in TRAINING_COLUMNS if c != drop]
     p = tmp_path / "runs.csv"
