@@ -200,7 +200,7 @@ def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
     out: list[TrainingRecord] = []
     seen: set[str] = set()
     line = 1
-    for r in reader:
+    for r in _rows(reader, p):
         where = f"{p}:{line + 1}"
         line = reader.line_num
         n0 = len(problems)
@@ -219,6 +219,15 @@ def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
     if problems:
         raise _error(format_problems(str(p), problems, "the training dataset"))
     return out
+
+
+def _rows(reader: Any, p: Path) -> Any:
+    """The reader's rows; a CSV syntax error (a stray quote) as one located line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise _error(f"{p}:{reader.line_num}: row: not valid CSV; got {exc}; expected comma-separated fields, "
+                     "quoted where they hold commas") from None
 
 
 def family_of(row: TrainingRecord) -> str:

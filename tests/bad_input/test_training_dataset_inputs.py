@@ -76,3 +76,9 @@ def test_missing_file_is_one_line(tmp_path, capsys) -> None:
     p = tmp_path / "absent.csv"
     rc, err = _run(capsys, p)
     one_line(rc, err, str(p))
+
+
+def test_nul_byte_is_one_located_line(tmp_path, capsys) -> None:
+    p = _write(tmp_path, {"notes": "a\x00b"})
+    rc, err = _run(capsys, p)
+    one_line(rc, err, f"{p}:2:", "NUL byte")
