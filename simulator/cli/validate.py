@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels"),
+    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training"),
                    help="the published GPU dataset "
                    "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
                    "groups); edge: only the published MLPerf Inference Edge results of Jetson devices "
@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "energy and average-power errors beside latency, by device and kind "
                    "(hwmodels/measurements/published_energy.csv, or FILE.csv); kernels: decode-attention and GEMM "
                    "kernels as serving stacks' collectors timed them, by GPU, stack and K/V width, derivation rows "
-                   "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv)")
+                   "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv); training: published "
+                   "training runs of today's recipes (FSDP, 3D, fp8, MoE on H100/H200/B200 and TPU v5e/v5p/v6e) by "
+                   "device family and recipe, rows whose recipe cannot be stated yet listed with what "
+                   "(hwmodels/measurements/published_training.csv, or FILE.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", type=nonempty, metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -101,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_energy(args)
     if args.dataset == "kernels":  # the shipped kernel tables
         return _run_kernels(args)
+    if args.dataset == "training":  # the shipped training runs, or FILE.csv in that schema
+        from simulator.cli.validate_training import run_training
+
+        return run_training(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:

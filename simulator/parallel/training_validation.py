@@ -1,0 +1,482 @@
+"""Validation of training predictions against published runs of today's recipes, nothing fitted.
+
+``hwmodels/measurements/published_training.csv`` holds training measurements (tokens/s per device,
+step time, MFU, peak memory) of FSDP, 2D/3D, fp8 and MoE recipes on H100, H200, B200 and TPU
+v5e/v5p/v6e, each row with its recipe as the source states it. This module reads the file (every
+problem located: file:line, column, got, expected), maps each row onto a
+:class:`~workloads.parallel.ParallelPlan` with the options today's flags have, evaluates it with
+:func:`simulator.parallel.evaluate_plan` and reports errors per group (device family x recipe).
+
+A row is **predicted** only when everything in its recipe can be stated: a zoo model, a catalog
+system for the hardware as deployed, the parallel degrees, batch and sequence, and a recompute of
+``none``/``selective``/``full``. Rows whose recipe holds something the flags cannot state yet are
+listed as **not statable yet**, with what (:data:`NOT_STATABLE_YET` names each piece): fp8 or int8
+linear layers, named recompute policies (torchtitan's per-op SAC, MaxText's remat policies), host
+offload, several TPU slices over the data-centre network, ``torch.compile`` together with a plan, MoE
+capacity and token dropping or FSDP-sharded experts, hybrid sharding, a board variant without a
+catalog entry. They are never dropped and never approximated into the score.
+
+So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
+the same run with every unstatable piece replaced by the closest statable one (fp8 -> bf16, a
+named policy -> ``full`` or ``selective``, offload -> none, several slices -> one slice of all the
+chips, compile -> eager, the deployed board -> the catalog board). Those figures are reported apart,
+labelled as approximations, and are not a score.
+
+Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
+``n_devices / (tp pp cp)``; ``fsdp`` (the shard degree) equal to it is full sharding
+(``ParallelPlan.fsdp``); ``vp`` > 1 is the interleaved schedule. ``microbatch`` is the source's own
+count: a torchtitan local batch or a Megatron MBS is sequences per data-parallel rank per
+microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
+microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (tokens / step / devices),
+``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
+:attr:`~simulator.parallel.compose.ParallelResult.mfu`), ``tflops_per_device`` (model FLOP/s) and
+``peak_memory_gib`` (the worst device's predicted bytes). Every measured run ran, so the fits verdict
+is right when the plan is predicted to fit.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "TrainingRecord",
+           "TrainingResult", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
+
+DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
+                            / "published_training.csv")
+TRAINING_COLUMNS = ("id", "category", "model", "system", "n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp",
+                    "zero", "microbatch", "global_batch", "seq", "recompute", "fp8", "offload", "dcn_slices",
+                    "compile", "moe", "dtype", "framework", "framework_version", "catalog", "board", "metric",
+                    "value", "unit", "source", "notes")
+#: metric -> what the prediction compares with it
+TRAINING_METRICS = {"tokens_per_s_per_device": "tokens per second per device",
+                    "step_time_s": "seconds per training step",
+                    "mfu": "model FLOPs utilisation, % of the dense bf16 peak",
+                    "tflops_per_device": "model TFLOP/s per device",
+                    "peak_memory_gib": "peak memory per device, GiB"}
+_INT_COLUMNS = ("n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp", "zero", "microbatch", "global_batch", "seq",
+                "dcn_slices")
+_RECOMPUTE = ("none", "selective", "full")
+#: the recipe pieces no flag states yet (a row holding one is listed, not predicted), and the
+#: nearest statable stand-in used for the labelled nearest-recipe figure
+NOT_STATABLE_YET = {
+    "fp8": "fp8/int8 linear layers (the rest in bf16): nearest bf16",
+    "recompute": "named recompute policy: nearest full (selective for per-op SAC and MaxText minimal)",
+    "offload": "host offload of activations, optimizer state or parameters: nearest no offload",
+    "dcn_slices": "several TPU slices over the data-centre network: nearest one slice of all the chips",
+    "compile": "torch.compile together with a plan: nearest eager",
+    "moe": "MoE capacity factor / token dropping, FSDP-sharded experts: nearest dropless expert parallelism",
+    "hybrid": "hybrid sharding (FSDP over part of the data-parallel ranks): nearest full sharding",
+    "board": "board variant without a catalog entry: nearest the catalog board",
+}
+_NEAREST_POLICY = {"op-sac": "selective", "maxtext:minimal": "selective"}
+_FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
+             ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
+
+
+@dataclass(frozen=True)
+class TrainingRecord:
+    """One checked row of the dataset (integers parsed; empty columns are None or '')."""
+
+    id: str
+    where: str
+    raw: dict[str, str]
+    ints: dict[str, int | None]
+    value: float
+
+    def __getitem__(self, key: str) -> str:
+        return self.raw[key]
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """A row's outcome: predicted (``predicted``), or not statable yet / skipped (``why``)."""
+
+    id: str
+    model: str
+    family: str
+    recipe: str
+    metric: str
+    measured: float
+    status: str  # "predicted", "not statable yet" or "skipped"
+    predicted: float | None = None
+    fits: bool | None = None
+    why: tuple[str, ...] = ()
+    nearest: float | None = None
+    nearest_fits: bool | None = None
+    system: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error_pct(self) -> float | None:
+        """Signed error of the prediction, % of the measured value."""
+        return None if self.predicted is None else 100.0 * (self.predicted / self.measured - 1.0)
+
+    @property
+    def nearest_error_pct(self) -> float | None:
+        return None if self.nearest is None else 100.0 * (self.nearest / self.measured - 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "model": self.model, "family": self.family, "recipe": self.recipe,
+                "metric": self.metric, "measured": self.measured, "status": self.status, "system": self.system,
+                "predicted": self.predicted, "error_pct": self.error_pct, "fits": self.fits, "why": list(self.why),
+                "nearest": self.nearest, "nearest_error_pct": self.nearest_error_pct,
+                "nearest_fits": self.nearest_fits}
+
+
+def _error(message: str) -> Exception:
+    from simulator.calibration.measurements import MeasurementError
+
+    return MeasurementError(message)
+
+
+def _check_row(r: dict[str, str], where: str, problems: list[str]) -> tuple[dict[str, int | None], float | None]:
+    """Problems of one raw row (appended to ``problems``); its integers and value."""
+    from nodeperf.suggest import did_you_mean
+
+    ints: dict[str, int | None] = {}
+    for col in _INT_COLUMNS:
+        s = (r.get(col) or "").strip()
+        if not s:
+            ints[col] = None
+        elif s.isdigit() and (int(s) >= 1 or col == "zero"):
+            ints[col] = int(s)
+        else:
+            problems.append(f"{where}: {col}: not a positive integer; got {s!r}; expected a positive integer or empty")
+    for col in ("model", "system", "metric", "unit", "framework"):
+        if not (r.get(col) or "").strip():
+            problems.append(f"{where}: {col}: empty value; got ''; expected a value")
+    for col, what in (("source", "a citation (document, commit, table and row)"),
+                      ("notes", "the recipe details and what is derived")):
+        if not (r.get(col) or "").strip():
+            problems.append(f"{where}: {col}: empty value; got ''; expected {what}")
+    if (r.get("category") or "").strip() != "train":
+        problems.append(f"{where}: category: got {r.get('category')!r}; expected 'train'")
+    if ints.get("n_devices") is None and not any(p.startswith(f"{where}: n_devices") for p in problems):
+        problems.append(f"{where}: n_devices: empty value; got ''; expected the number of devices in the run")
+    metric = (r.get("metric") or "").strip()
+    if metric and metric not in TRAINING_METRICS:
+        problems.append(f"{where}: metric: unknown metric; got {metric!r}; expected one of "
+                        f"{', '.join(TRAINING_METRICS)}{did_you_mean(metric, list(TRAINING_METRICS))}")
+    text = (r.get("value") or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not (math.isfinite(value) and value > 0):
+        problems.append(f"{where}: value: not a positive number; got {text!r}; expected the measured number")
+        value = None
+    if (r.get("compile") or "").strip() not in ("", "0", "1"):
+        problems.append(f"{where}: compile: got {r['compile']!r}; expected 1, 0 or empty")
+    return ints, value
+
+
+def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
+    """The checked rows of the training dataset; every problem is collected and raised once.
+
+    Raises
+    ------
+    simulator.calibration.measurements.MeasurementError
+        Lines ``<file>:<line>: <column>: <problem>; got <value>; expected <form>``: an unreadable
+        file, missing header columns, a duplicate or empty id, a non-integer degree, an unknown
+        metric, a non-positive value, an empty source or notes.
+    """
+    from nodeperf.files import read_text_file
+    from nodeperf.suggest import format_problems
+
+    p = Path(path) if path is not None else DEFAULT_TRAINING_DATASET
+    text = read_text_file(p, what="a training measurements CSV", error=_error)
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    header = list(reader.fieldnames or [])
+    missing = [c for c in TRAINING_COLUMNS if c not in header]
+    if missing:
+        raise _error(f"{p}:1: header: missing columns; got {', '.join(header) or 'none'}; expected also "
+                     f"{', '.join(missing)}")
+    problems: list[str] = []
+    out: list[TrainingRecord] = []
+    seen: set[str] = set()
+    line = 1
+    for r in _rows(reader, p):
+        where = f"{p}:{line + 1}"
+        line = reader.line_num
+        n0 = len(problems)
+        if None in r:  # more fields than the header
+            problems.append(f"{where}: row: {len(header) + len(r[None])} fields; got more than the header's "
+                            f"{len(header)}; expected {len(header)}")
+            continue
+        r = {k: (v or "") for k, v in r.items()}
+        rid = r["id"].strip()
+        if not rid or rid in seen:
+            problems.append(f"{where}: id: {'duplicate' if rid else 'empty'} id; got {rid!r}; expected a unique id")
+        seen.add(rid)
+        ints, value = _check_row(r, where, problems)
+        if len(problems) == n0 and value is not None:
+            out.append(TrainingRecord(rid, where, r, ints, value))
+    if problems:
+        raise _error(format_problems(str(p), problems, "the training dataset"))
+    return out
+
+
+def _rows(reader: Any, p: Path) -> Any:
+    """The reader's rows; a CSV syntax error (a stray quote) as one located line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise _error(f"{p}:{reader.line_num}: row: not valid CSV; got {exc}; expected comma-separated fields, "
+                     "quoted where they hold commas") from None
+
+
+def family_of(row: TrainingRecord) -> str:
+    """Device family of a row (H100, H200, B200, TPU v5e, ...), from its catalog name or hardware."""
+    text = f"{row['catalog']} {row['system']} {row['board']}".lower()
+    for key, name in _FAMILIES:
+        if key in text:
+            return name
+    return "other"
+
+
+def _is_moe(row: TrainingRecord) -> bool:
+    if (row.ints.get("ep") or 1) > 1 or row["moe"].strip():
+        return True
+    from workloads.zoo.transformer import zoo_config
+
+    try:
+        return bool(zoo_config(row["model"]).experts)
+    except (KeyError, ValueError):
+        return False
+
+
+def recipe_of(row: TrainingRecord) -> str:
+    """Recipe group of a row: ``moe``, ``3d`` (pipeline), ``fsdp+tp``, ``tp``, ``fsdp`` or ``dp``, then ``+cp``
+    with context parallelism and ``+fp8`` when the linear layers run in fp8 (or int8)."""
+    g = row.ints
+    fsdp = (g.get("fsdp") or 1) > 1
+    if _is_moe(row):
+        base = "moe"
+    elif (g.get("pp") or 1) > 1:
+        base = "3d"
+    elif (g.get("tp") or 1) > 1:
+        base = "fsdp+tp" if fsdp else "tp"
+    else:
+        base = "fsdp" if fsdp else "dp"
+    if (g.get("cp") or 1) > 1:
+        base = "cp" if base == "dp" else base + "+cp"
+    return base + ("+fp8" if row["fp8"].strip() else "")
+
+
+def _reason_key(why: str) -> str:
+    """The class of a not-statable / skipped reason (names and numbers masked) for the summary counts."""
+    if why.startswith(("model ", "no catalog")):
+        return re.sub(r"'[^']*'", "'...'", re.sub(r"\d+ devices", "N devices", why))
+    if why.startswith("nearest recipe"):
+        tail = why.split("refused: " if "refused: " in why else "recipe: ", 1)[-1].split(";")[0].split(": ")[-1]
+        return "nearest recipe not evaluated: " + re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'...'", tail))
+    return why.split(":")[0]
+
+
+def _unstatable(row: TrainingRecord, dp: int | None) -> list[str]:
+    """What in a row's recipe no flag states yet (empty: statable today)."""
+    why = []
+    fp8 = row["fp8"].strip()
+    if fp8:
+        why.append(f"fp8: low-precision linear layers {fp8!r}")
+    rc = row["recompute"].strip()
+    if rc and rc not in _RECOMPUTE:
+        why.append(f"recompute: named policy {rc!r}")
+    if row["offload"].strip():
+        why.append(f"offload: {row['offload'].strip()}")
+    if (row.ints.get("dcn_slices") or 1) > 1:
+        why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
+    if row["compile"].strip() == "1":
+        why.append("compile: torch.compile with a plan")
+    moe = row["moe"].lower()
+    if "drop" in moe and "dropless" not in moe or "capacity" in moe or "sharded by fsdp" in moe:
+        why.append(f"moe: {row['moe'].strip()}")
+    fsdp = row.ints.get("fsdp")
+    if fsdp and dp and fsdp != dp and (row.ints.get("dcn_slices") or 1) == 1:
+        why.append(f"hybrid: FSDP {fsdp} within {dp} data-parallel ranks")
+    if row["board"].strip():
+        why.append(f"board: {row['board'].strip()}")
+    return why
+
+
+def _system_name(row: TrainingRecord, n: int) -> tuple[str, str]:
+    """(catalog system for ``n`` devices of the row's catalog family, or '' and why not)."""
+    from simulator.hardware import load_hardware
+
+    cat = row["catalog"].strip()
+    if not cat:
+        return "", f"no catalog system for {row['system'].split(',')[0]!r}"
+    if cat.startswith("tpu-"):
+        names = [f"{cat}-{n}", f"{cat}-{2 * n}"]  # the slice is named by chips or by TensorCores
+    else:
+        names = [cat if n == 8 else f"{cat}x{n // 8}"] if n % 8 == 0 else []
+    for name in names:
+        try:
+            hw = load_hardware(name)
+        except (KeyError, ValueError):
+            continue
+        if getattr(hw, "count", None) == n:
+            return name, ""
+    return "", f"no catalog system of {n} devices for {cat!r}"
+
+
+def _plan(row: TrainingRecord, dp: int, nearest: bool) -> Any:
+    """The row's ParallelPlan (``nearest``: hybrid sharding as full sharding)."""
+    from workloads.parallel import ParallelPlan
+
+    g = row.ints
+    tp, pp, cp, ep, vp = (g.get(k) or 1 for k in ("tp", "pp", "cp", "ep", "vp"))
+    gb = g.get("global_batch")
+    mb = g.get("microbatch")
+    if row["framework"].startswith("MaxText") and gb:
+        mb = max(1, gb // dp)  # per-chip batch, no gradient accumulation: one microbatch per step
+    fsdp = (g.get("fsdp") or 1) > 1 and (nearest or g.get("fsdp") == dp)
+    return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatch=mb or 1, global_batch=gb,
+                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
+                        zero_stage=g.get("zero") or 0)
+
+
+def _metric(row: TrainingRecord, res: Any) -> float:
+    m = row["metric"].strip()
+    if m == "tokens_per_s_per_device":
+        return res.tokens / res.latency_s / res.plan.devices
+    if m == "step_time_s":
+        return res.latency_s
+    if m == "mfu":
+        return 100.0 * res.mfu
+    if m == "tflops_per_device":
+        return res.model_flops_per_s_per_device / 1e12
+    return res.memory_per_device_bytes / 2**30
+
+
+def _evaluate(row: TrainingRecord, system: str, dp: int, *, nearest: bool) -> tuple[float, bool]:
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+
+    rc = row["recompute"].strip()
+    if nearest and rc not in _RECOMPUTE:
+        rc = _NEAREST_POLICY.get(rc, "full")
+    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp, nearest), train=True,
+                        seq=row.ints["seq"], recompute=rc, dtype="bf16")
+    return _metric(row, res), res.fits_in_memory
+
+
+def _predict(row: TrainingRecord) -> TrainingResult:
+    from workloads.zoo import get_entry
+
+    base = TrainingResult(row.id, row["model"], family_of(row), recipe_of(row), row["metric"].strip(), row.value,
+                          status="skipped")
+    g = row.ints
+    n = g["n_devices"]
+    tp, pp, cp = (g.get(k) or 1 for k in ("tp", "pp", "cp"))
+    dp = n // (tp * pp * cp) if n % (tp * pp * cp) == 0 else None
+    hard: list[str] = []  # pieces that stop even the nearest-recipe figure
+    try:
+        get_entry(row["model"])
+    except (KeyError, ValueError):
+        hard.append(f"model {row['model']!r} is not in the zoo")
+    slices = g.get("dcn_slices") or 1
+    system, why_sys = _system_name(row, n)
+    if why_sys and slices == 1:
+        hard.append(why_sys)
+    if dp is None:
+        hard.append(f"n_devices {n} is not a multiple of tp x pp x cp = {tp * pp * cp}")
+    missing = [k for k in ("global_batch", "seq") if g.get(k) is None]
+    if g.get("microbatch") is None and not row["framework"].startswith("MaxText"):
+        missing.append("microbatch")
+    if missing:
+        hard.append(f"{', '.join(missing)} not stated")
+    if not row["recompute"].strip():
+        hard.append("recomputation not stated")
+    soft = _unstatable(row, dp)
+    if hard:
+        return replace(base, why=tuple(hard + soft), system=system)
+    if soft:
+        if not system:  # several slices whose chips no single catalog slice holds
+            return replace(base, status="not statable yet", why=tuple([*soft, f"nearest recipe: {why_sys}"]))
+        try:
+            value, fits = _evaluate(row, system, dp, nearest=True)
+        except (KeyError, ValueError) as exc:  # a plan the model refuses: no nearest figure
+            return replace(base, status="not statable yet", why=tuple([*soft, f"nearest recipe refused: {exc}"]))
+        return replace(base, status="not statable yet", why=tuple(soft), nearest=value, nearest_fits=fits,
+                       system=system)
+    value, fits = _evaluate(row, system, dp, nearest=False)
+    return replace(base, status="predicted", predicted=value, fits=fits, system=system)
+
+
+def validate_training(path: str | Path | None = None, *, progress: bool | None = None) -> list[TrainingResult]:
+    """Every row of the training dataset: predicted (nothing fitted), not statable yet (with what,
+    and a labelled nearest-recipe figure where one exists) or skipped (model, system or batch missing)."""
+    from simulator.calibration.predict import quiet_engine
+    from simulator.report.progress import track
+
+    rows = load_training_rows(path)
+    with quiet_engine():  # a plan that does not fit is the row's fits verdict, not a warning per stage
+        return [_predict(r) for r in track(rows, desc="training rows", unit="row", enabled=progress)]
+
+
+def _stats(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """n, MAPE, bias (geometric-mean ratio - 1, %) and worst signed error of (predicted, measured) pairs."""
+    if not pairs:
+        return {"n": 0, "mape": None, "bias": None, "max_abs_error": None}
+    errs = [100.0 * (p / m - 1.0) for p, m in pairs]
+    return {"n": len(pairs), "mape": sum(abs(e) for e in errs) / len(errs),
+            "bias": 100.0 * (math.exp(sum(math.log(p / m) for p, m in pairs) / len(pairs)) - 1.0),
+            "max_abs_error": max(errs, key=abs)}
+
+
+def _group(results: list[TrainingResult], *, nearest: bool) -> dict[str, Any]:
+    """Per-metric and throughput (every non-memory metric) figures of one group."""
+    def pair(r: TrainingResult) -> tuple[float, float] | None:
+        v = r.nearest if nearest else r.predicted
+        return None if v is None else (v, r.measured)
+
+    out: dict[str, Any] = {"rows": len(results)}
+    thr = [p for r in results if r.metric != "peak_memory_gib" and (p := pair(r))]
+    out["throughput"] = _stats(thr)
+    for m in TRAINING_METRICS:
+        sel = [p for r in results if r.metric == m and (p := pair(r))]
+        if sel:
+            out[m] = _stats(sel)
+    verdicts = [r.nearest_fits if nearest else r.fits for r in results]
+    verdicts = [v for v in verdicts if v is not None]
+    out["fits_right"] = sum(1 for v in verdicts if v)
+    out["fits_total"] = len(verdicts)
+    return out
+
+
+def training_summary(results: list[TrainingResult]) -> dict[str, Any]:
+    """Counts, per-group figures of the predicted rows (the score), the labelled nearest-recipe
+    figures of the rows not statable yet, the reasons and the worst rows."""
+    pred = [r for r in results if r.status == "predicted"]
+    near = [r for r in results if r.status == "not statable yet" and r.nearest is not None]
+    out: dict[str, Any] = {"rows": len(results), "predicted": len(pred),
+                           "not_statable_yet": sum(r.status == "not statable yet" for r in results),
+                           "skipped": sum(r.status == "skipped" for r in results)}
+    out["overall"] = _group(pred, nearest=False)
+    keys = sorted({(r.family, r.recipe) for r in results})
+    out["groups"] = {}
+    for fam, rec in keys:
+        sel = [r for r in results if (r.family, r.recipe) == (fam, rec)]
+        g = _group([r for r in sel if r.status == "predicted"], nearest=False)
+        g["nearest_recipe"] = _group([r for r in sel if r.status == "not statable yet" and r.nearest is not None],
+                                     nearest=True)
+        g["listed"] = {"predicted": sum(r.status == "predicted" for r in sel),
+                       "not_statable_yet": sum(r.status == "not statable yet" for r in sel),
+                       "skipped": sum(r.status == "skipped" for r in sel)}
+        out["groups"][f"{fam} x {rec}"] = g
+    out["nearest_recipe_overall"] = _group(near, nearest=True)
+    reasons: dict[str, int] = {}
+    for r in results:
+        for w in r.why:
+            key = _reason_key(w)
+            reasons[key] = reasons.get(key, 0) + 1
+    out["reasons"] = dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    out["worst"] = [r.to_json() for r in sorted(pred, key=lambda r: -abs(r.error_pct))[:5]]
+    out["worst_nearest"] = [r.to_json() for r in sorted(near, key=lambda r: -abs(r.nearest_error_pct))[:5]]
+    return out
