@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean
+from simulator.calibration.measurements import MeasurementError
 
 __all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "METRICS", "ENGINES", "ServingRow", "ServingDataError",
            "read_serving_csv", "validate_serving", "predicted_metric", "DEFAULT_MAX_REQUESTS"]
@@ -54,8 +54,8 @@ _REQUIRED = ("id", "engine", "engine_version", "model", "system", "dtype", "arri
 DEFAULT_MAX_REQUESTS = 2000
 
 
-class ServingDataError(NodeperfError, ValueError):
-    """A malformed serving-measurement file (one located line per problem)."""
+#: A malformed serving-measurement file (one located line per problem): the measurement files' error.
+ServingDataError = MeasurementError
 
 
 @dataclass(frozen=True)
