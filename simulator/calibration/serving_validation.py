@@ -239,10 +239,10 @@ def validate_serving(path: str | Path | None = None, *, max_requests: int = DEFA
     """
     import importlib.util
 
+    rows = [r for r in read_serving_csv(path) if engines is None or r.engine in engines]
     if importlib.util.find_spec("simulator.serving") is None:
         raise ModuleNotFoundError("validate --dataset serving: simulator.serving is not available in this checkout",
                                   name="simulator.serving")
-    rows = [r for r in read_serving_csv(path) if engines is None or r.engine in engines]
     out_rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for group in _group(rows).values():

@@ -139,3 +139,14 @@ def test_end_to_end_on_a_small_subset(tmp_path) -> None:  # type: ignore[no-unty
         assert r["predicted"] > 0 and r["ape_pct"] == pytest.approx(100 * abs(r["predicted"] - r["measured"])
                                                                     / r["measured"])
     assert set(res["by_engine_metric"]) == {"nim/ttft_mean_s", "nim/tpot_mean_s", "nim/output_tokens_per_s"}
+
+
+def test_cli_bad_file_is_one_located_line_and_exit_2(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from simulator.cli.main import main
+
+    f = _file(tmp_path, _HEADER, _GOOD.replace("ttft_p50_s", "ttft_p95_s"))
+    assert main(["validate", str(f), "--dataset", "serving"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{f}:2: metric: unknown; got 'ttft_p95_s'" in err[0]
+    assert main(["validate", "--dataset", "serving", "--hardware", "h100-sxm5-80gb"]) == 2
+    assert "expected none (each row names its system" in capsys.readouterr().err
