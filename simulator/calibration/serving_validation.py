@@ -50,8 +50,8 @@ _OPTIONAL_INTS = ("requests", "max_num_seqs", "max_batched_tokens")
 _REQUIRED = ("id", "engine", "engine_version", "model", "system", "dtype", "arrival", "lengths", "scheduler", "metric",
              "value", "unit", "source")
 #: Requests simulated per deployment at most (the published runs of up to 30,000 requests are cut to this many;
-#: a burst's throughput then includes a relatively longer drain at the end).
-DEFAULT_MAX_REQUESTS = 2000
+#: a burst's throughput then includes a relatively longer drain at the end). 500 keeps the whole set to minutes.
+DEFAULT_MAX_REQUESTS = 500
 
 
 #: A malformed serving-measurement file (one located line per problem): the measurement files' error.
