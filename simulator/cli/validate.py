@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training"),
+    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training",
+                                         "serving"),
                    help="the published GPU dataset "
                    "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
                    "groups); edge: only the published MLPerf Inference Edge results of Jetson devices "
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv); training: published "
                    "training runs of today's recipes (FSDP, 3D, fp8, MoE on H100/H200/B200 and TPU v5e/v5p/v6e) by "
                    "device family and recipe, rows whose recipe cannot be stated yet listed with what "
-                   "(hwmodels/measurements/published_training.csv, or FILE.csv)")
+                   "(hwmodels/measurements/published_training.csv, or FILE.csv); serving: published "
+                   "TTFT, TPOT and throughput of serving engines through `nodeperf serve`'s simulator, by engine and "
+                   "metric (hwmodels/measurements/published_serving.csv, or FILE.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", type=nonempty, metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -108,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.validate_training import run_training
 
         return run_training(args)
+    if args.dataset == "serving":  # the shipped serving measurements, or FILE.csv in their schema
+        return _run_serving(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
@@ -456,3 +461,32 @@ def _run_kernels(args: argparse.Namespace) -> int:
             print(f"\nplot -> {args.plot}")
     return 0
 
+
+
+def _run_serving(args: argparse.Namespace) -> int:
+    """``--dataset serving [FILE.csv]``: published serving measurements, simulated per deployment, unfitted."""
+    from simulator.calibration.serving_validation import validate_serving
+    from simulator.report.formatting import table
+
+    if args.hardware or args.calibration or args.plot:
+        raise ValueError("validate --dataset serving: --hardware/--calibration/--plot given; expected none (each row "
+                         "names its system, engine and plan)")
+    try:
+        res = validate_serving(args.measurements)
+    except ModuleNotFoundError as e:
+        raise ValueError(f"{e}; expected the serving simulator (nodeperf serve) to be installed") from None
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "dataset"}, indent=2, sort_keys=True))
+        return 0
+    a = res["all"]
+    print(f"serving ({len(res['rows'])} rows, {len(res['skipped'])} skipped; at most {res['max_requests']} requests "
+          f"per deployment): MAPE {a.get('mape', float('nan')):.1f}%")
+    rows = [[k, str(v["n"]), f"{v['mape']:.1f}", f"{v['max_ape']:.1f}", f"{v['bias']:+.1f}"]
+            for k, v in res["by_engine_metric"].items()]
+    print(table(rows, ["engine/metric", "n", "MAPE %", "max %", "bias %"], align="lrrrr"))
+    for w in res["worst"]:
+        print(f"  worst {w['id']}: {w['engine']} {w['metric']} {w['model']} on {w['system']} ({w['arrival']}, "
+              f"{w['lengths']}): predicted {w['predicted']:.4g}, measured {w['measured']:.4g} ({w['ape_pct']:.0f}%)")
+    for s in res["skipped"][:5]:
+        print(f"  skipped {s['id']}: {s['reason']}")
+    return 0

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from hwmodels.cost import PRICES_FILE as _PRICES_FILE
+from hwmodels.cost import Price, load_prices
 from simulator.sweep.tune import METRICS, Axis, SearchSpace, TuneError, _fit_reason
 
 __all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes",
@@ -31,61 +31,13 @@ __all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCH
 
 logger = logging.getLogger(__name__)
 
-#: The catalog's price file.
-PRICES_FILE = Path(__file__).resolve().parents[2] / "hwmodels" / "catalog" / "prices.toml"
+#: The catalog's price file (re-exported from :mod:`hwmodels.cost`, where prices are loaded).
+PRICES_FILE = _PRICES_FILE
 #: Batch sizes searched when none are given.
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 #: Precisions searched when none are given (tf32: fp32 storage on the TF32 tensor path).
 DEFAULT_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8")
 _LLM_PHASES = ("prefill", "decode", "generate")
-
-
-@dataclass(frozen=True)
-class Price:
-    """Hourly price of one device (USD/h) and where it comes from."""
-
-    device: str
-    usd_per_hour: float
-    source: str
-    date: str = ""
-
-
-def load_prices(path: str | Path | None = None) -> dict[str, Price]:
-    """Device name (lowercase) -> :class:`Price`, from ``path`` or the catalog's ``prices.toml``.
-
-    Raises
-    ------
-    SpecError
-        A located problem: missing file, invalid TOML, wrong schema, an entry without a positive
-        ``usd_per_hour.value`` or without a ``source``.
-    """
-    from hwmodels.loader import read_toml
-    from hwmodels.spec import SpecError
-
-    p = Path(path) if path is not None else PRICES_FILE
-    data = read_toml(p)
-    if data.get("schema") != 1:
-        raise SpecError(f"{p}: schema; got {data.get('schema')!r}; expected schema = 1")
-    devices = data.get("devices")
-    if not isinstance(devices, dict) or not devices:
-        raise SpecError(f"{p}: devices; got {devices!r}; expected [devices.<name>] tables with usd_per_hour")
-    refs = data.get("refs", {}) if isinstance(data.get("refs", {}), dict) else {}
-    out: dict[str, Price] = {}
-    for name, entry in sorted(devices.items()):
-        where = f"{p}: devices.{name}.usd_per_hour"
-        item = entry.get("usd_per_hour") if isinstance(entry, dict) else None
-        if not isinstance(item, dict):
-            raise SpecError(f"{where}: missing; got {entry!r}; expected usd_per_hour = {{ value = 2.5, source = \"...\" }}")
-        value = item.get("value")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise SpecError(f"{where}.value: not a positive price; got {value!r}; expected a number of USD per hour")
-        source = item.get("source")
-        if not isinstance(source, str) or not source.strip():
-            raise SpecError(f"{where}.source: missing; got {source!r}; expected where the price comes from")
-        for key, text in refs.items():
-            source = source.replace(f"@{key}", str(text))
-        out[name.lower()] = Price(name.lower(), float(value), source, str(item.get("date", "")))
-    return out
 
 
 def parse_dtypes(values: Sequence[str], where: str = "--dtype") -> tuple[str, ...]:

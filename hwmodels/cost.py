@@ -1,0 +1,262 @@
+"""What one device costs per hour: a cloud list price, or the total cost of owning it.
+
+Two ways to price a device-hour:
+
+``cloud``
+    The on-demand price of renting one device (``hwmodels/catalog/prices.toml``): a cloud instance's
+    list price divided by its accelerators, with the provider, instance, region, date and source of
+    every number. Host CPUs, memory and network of the instance are included in it.
+``tco``
+    Total cost of ownership: the purchase price amortised over ``years`` of service at a
+    ``utilization`` (the fraction of wall-clock hours the device does paid work), plus the electricity
+    of ``power_w`` at a data-centre ``pue`` and a price ``usd_per_kwh``::
+
+        usd_per_hour = purchase_usd / (years * 8760 * utilization) + power_w * pue * usd_per_kwh / 1000
+
+    The purchase price comes from the price file (``purchase_usd``, sourced) or from the caller; the
+    power defaults to the device's datasheet ``power.tdp_w`` (an upper bound: the board limit).
+    Financing, racks, networking, staff and cooling other than the PUE are not included.
+
+Capacity per dollar (``tokens/s / usd_per_hour``) and per watt can then be compared across devices.
+
+Examples
+--------
+>>> q = usd_per_hour("h100-sxm5-80gb", mode="tco", purchase_usd=30000.0, years=4.0, utilization=1.0,
+...                  pue=1.5, usd_per_kwh=0.1, power_w=700.0)
+>>> round(q.value, 4)  # 30000 / (4 * 8760) + 700 * 1.5 * 0.1 / 1000
+0.9611
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwmodels.spec import SpecError
+from hwmodels.tables import table_problems
+from nodeperf.suggest import did_you_mean
+
+__all__ = ["Price", "PriceQuote", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
+           "load_prices", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
+
+#: The catalog's price file.
+PRICES_FILE = Path(__file__).resolve().parent / "catalog" / "prices.toml"
+#: The catalog's device files (one ``NAME.toml`` per device).
+DEVICES_DIR = Path(__file__).resolve().parent / "catalog" / "devices"
+#: Hours in a (non-leap) year, the amortisation unit of :func:`tco_usd_per_hour`.
+HOURS_PER_YEAR = 8760.0
+#: The ways :func:`usd_per_hour` prices a device-hour.
+PRICE_MODES = ("cloud", "tco")
+
+_ENTRY_KEYS = ("usd_per_hour", "purchase_usd")
+_HOURLY_KEYS = ("value", "source", "date", "provider", "instance", "region", "url", "note")
+_PURCHASE_KEYS = ("value", "source", "date", "url", "note")
+_TOP_KEYS = ("schema", "refs", "devices")
+
+
+@dataclass(frozen=True)
+class Price:
+    """Hourly price of one device (USD/h) and where it comes from; optionally its purchase price."""
+
+    device: str
+    usd_per_hour: float
+    source: str
+    date: str = ""
+    provider: str = ""
+    instance: str = ""
+    region: str = ""
+    url: str = ""
+    purchase_usd: float | None = None
+    purchase_source: str = ""
+    purchase_date: str = ""
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """A device-hour price and how it was priced (one line, for reports and JSON)."""
+
+    value: float
+    how: str
+    mode: str = "cloud"
+    parts: Mapping[str, float] = field(default_factory=dict)
+
+
+def catalog_device_names(devices_dir: str | Path = DEVICES_DIR) -> tuple[str, ...]:
+    """The catalog's device names (the stems of ``hwmodels/catalog/devices/*.toml``), sorted."""
+    return tuple(sorted(p.stem.lower() for p in Path(devices_dir).glob("*.toml")))
+
+
+def _positive(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def _expand(text: str, refs: Mapping[str, Any]) -> str:
+    for key, ref in refs.items():
+        text = text.replace(f"@{key}", str(ref))
+    return text
+
+
+def _check_item(item: Any, where: str, allowed: tuple[str, ...], what: str, problems: list[str]) -> bool:
+    """Check one ``{ value = ..., source = "..." }`` table; append located problems; True when usable."""
+    if not isinstance(item, dict):
+        problems.append(f"{where}: missing; got {item!r}; expected {what} = {{ value = 2.5, source = \"...\" }}")
+        return False
+    problems.extend(f"{where}.{p}: {m()}" for p, m in table_problems(item, allowed=allowed, required=("value",
+                                                                                               "source")))
+    ok = True
+    if "value" in item and not _positive(item["value"]):
+        problems.append(f"{where}.value: not a positive price; got {item['value']!r}; expected a number of USD"
+                        + (" per hour" if what == "usd_per_hour" else ""))
+        ok = False
+    if "source" in item and (not isinstance(item["source"], str) or not item["source"].strip()):
+        problems.append(f"{where}.source: missing; got {item['source']!r}; expected where the price comes from")
+        ok = False
+    return ok and "value" in item and "source" in item
+
+
+def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple[str, ...],
+           problems: list[str]) -> Price | None:
+    where = f"{p}: devices.{name}"
+    if known and name.lower() not in known:
+        problems.append(f"{where}: unknown device; got {name!r}; expected a catalog device name"
+                        f"{did_you_mean(name.lower(), known)}")
+        return None
+    if not isinstance(entry, dict):
+        problems.append(f"{where}: not a table; got {entry!r}; expected [devices.{name}] with usd_per_hour")
+        return None
+    problems.extend(f"{where}.{q}: {m()}" for q, m in table_problems(entry, allowed=_ENTRY_KEYS))
+    hourly = entry.get("usd_per_hour")
+    if not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
+        return None
+    buy = entry.get("purchase_usd")
+    if buy is not None and not _check_item(buy, f"{where}.purchase_usd", _PURCHASE_KEYS, "purchase_usd", problems):
+        buy = None
+    s = lambda t, k: str(t.get(k, "")) if t else ""  # noqa: E731
+    return Price(name.lower(), float(hourly["value"]), _expand(hourly["source"], refs), s(hourly, "date"),
+                 s(hourly, "provider"), s(hourly, "instance"), s(hourly, "region"), s(hourly, "url"),
+                 float(buy["value"]) if buy else None, _expand(buy["source"], refs) if buy else "",
+                 s(buy, "date"))
+
+
+def load_prices(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
+    """Device name (lowercase) -> :class:`Price`, from ``path`` or the catalog's ``prices.toml``.
+
+    ``check_devices``: every ``[devices.NAME]`` must name a catalog device (with a near-match hint);
+    default: for the catalog's own file only (a user's file may price devices of its own TOML files).
+
+    Raises
+    ------
+    SpecError
+        Every problem of the file, one located line each: missing file, invalid TOML, wrong schema,
+        an unknown key or device, an entry without a positive ``usd_per_hour.value`` or a ``source``.
+    """
+    from hwmodels.loader import read_toml
+
+    p = Path(path) if path is not None else PRICES_FILE
+    data = read_toml(p)
+    if data.get("schema") != 1:
+        raise SpecError(f"{p}: schema; got {data.get('schema')!r}; expected schema = 1")
+    problems = [f"{p}: {q}: {m()}" for q, m in table_problems(data, allowed=_TOP_KEYS)]
+    devices = data.get("devices")
+    if not isinstance(devices, dict) or not devices:
+        raise SpecError(f"{p}: devices; got {devices!r}; expected [devices.<name>] tables with usd_per_hour")
+    refs = data.get("refs", {}) if isinstance(data.get("refs", {}), dict) else {}
+    if check_devices is None:
+        check_devices = p.resolve() == PRICES_FILE
+    known = catalog_device_names() if check_devices else ()
+    out: dict[str, Price] = {}
+    for name, entry in sorted(devices.items()):
+        price = _entry(str(name), entry, p, refs, known, problems)
+        if price is not None:
+            out[price.device] = price
+    if problems:
+        raise SpecError("\n".join(problems))
+    return out
+
+
+def tco_usd_per_hour(purchase_usd: float, *, years: float, utilization: float, pue: float, usd_per_kwh: float,
+                     power_w: float) -> tuple[float, dict[str, float]]:
+    """Amortised purchase plus electricity per useful device-hour: ``(total, {capex, energy})``.
+
+    Raises
+    ------
+    ValueError
+        A non-positive or non-finite argument, a ``utilization`` above 1 or a ``pue`` below 1.
+    """
+    checks = {"purchase_usd": purchase_usd, "years": years, "utilization": utilization, "pue": pue,
+              "power_w": power_w}
+    for name, v in checks.items():
+        if not _positive(v):
+            raise ValueError(f"tco: {name}; got {v!r}; expected a positive number")
+    if not (not isinstance(usd_per_kwh, bool) and isinstance(usd_per_kwh, (int, float))
+            and math.isfinite(usd_per_kwh) and usd_per_kwh >= 0):
+        raise ValueError(f"tco: usd_per_kwh; got {usd_per_kwh!r}; expected a number >= 0")
+    if utilization > 1:
+        raise ValueError(f"tco: utilization; got {utilization!r}; expected a fraction in (0, 1]")
+    if pue < 1:
+        raise ValueError(f"tco: pue; got {pue!r}; expected >= 1 (facility power over IT power)")
+    capex = purchase_usd / (years * HOURS_PER_YEAR * utilization)
+    energy = power_w * pue * usd_per_kwh / 1000.0
+    return capex + energy, {"capex": capex, "energy": energy}
+
+
+def _device_power_w(device: str) -> float:
+    """The catalog device's ``power.tdp_w`` (datasheet board power)."""
+    from hwmodels.loader import load_device_file
+
+    path = DEVICES_DIR / f"{device}.toml"
+    if not path.is_file():
+        names = catalog_device_names()
+        raise ValueError(f"tco: device; got {device!r}; expected a catalog device name{did_you_mean(device, names)}")
+    spec = load_device_file(path)
+    power = getattr(spec, "power", None)
+    if power is None:
+        raise ValueError(f"tco: device {device!r} has no power.tdp_w in its spec; expected power_w = ...")
+    return float(power.tdp_w)
+
+
+def usd_per_hour(device: str, mode: str = "cloud", *, prices: Mapping[str, Price] | None = None,
+                 years: float | None = None, utilization: float = 1.0, pue: float | None = None,
+                 usd_per_kwh: float | None = None, power_w: float | None = None,
+                 purchase_usd: float | None = None) -> PriceQuote:
+    """The price of one device-hour of ``device`` and how it was priced.
+
+    ``mode="cloud"``: the price file's on-demand price. ``mode="tco"``: :func:`tco_usd_per_hour` with the
+    purchase price of the price file (or ``purchase_usd``), ``power_w`` (default: the device's
+    ``power.tdp_w``); ``years``, ``pue`` and ``usd_per_kwh`` must be given (no default is assumed).
+
+    Raises
+    ------
+    ValueError
+        An unknown mode, an unpriced device (with the priced ones and a near match), a missing or bad
+        TCO argument.
+    """
+    name = device.lower()
+    if mode not in PRICE_MODES:
+        raise ValueError(f"price mode; got {mode!r}; expected one of {', '.join(PRICE_MODES)}"
+                         f"{did_you_mean(mode, PRICE_MODES)}")
+    table = load_prices() if prices is None else prices
+    entry = table.get(name)
+    if mode == "cloud":
+        if entry is None:
+            raise ValueError(f"price: no hourly price for {device!r}; expected a [devices.{name}] usd_per_hour "
+                             f"entry (priced: {', '.join(sorted(table)) or 'none'}){did_you_mean(name, sorted(table))}")
+        where = ", ".join(x for x in (entry.provider, entry.instance, entry.region) if x)
+        how = f"cloud on-demand {entry.usd_per_hour:g} USD/h ({where or entry.source}; {entry.date or 'undated'})"
+        return PriceQuote(entry.usd_per_hour, how, "cloud", {"rent": entry.usd_per_hour})
+    missing = [k for k, v in (("years", years), ("pue", pue), ("usd_per_kwh", usd_per_kwh)) if v is None]
+    if missing:
+        raise ValueError(f"tco: {', '.join(missing)} not given; expected years, pue and usd_per_kwh for mode 'tco'")
+    buy = purchase_usd if purchase_usd is not None else (entry.purchase_usd if entry else None)
+    if buy is None:
+        raise ValueError(f"tco: no purchase price for {device!r}; expected purchase_usd = ... or a "
+                         f"[devices.{name}] purchase_usd entry in {PRICES_FILE.name}")
+    watts = power_w if power_w is not None else _device_power_w(name)
+    total, parts = tco_usd_per_hour(buy, years=years, utilization=utilization, pue=pue,  # type: ignore[arg-type]
+                                    usd_per_kwh=usd_per_kwh, power_w=watts)  # type: ignore[arg-type]
+    how = (f"tco: {buy:g} USD over {years:g} y at {utilization:.0%} utilization + {watts:g} W x PUE {pue:g} at "
+           f"{usd_per_kwh:g} USD/kWh = {total:.4g} USD/h")
+    return PriceQuote(total, how, "tco", parts)

@@ -1,0 +1,273 @@
+"""Published serving measurements against ``simulate_serving`` (unfitted): MAPE per engine and metric.
+
+The data set is ``hwmodels/measurements/published_serving.csv`` (one measured number per row, each with
+its engine and version, model, system, plan, arrival process, lengths and source; see that folder's
+README). :func:`read_serving_csv` reads and checks it (every problem one ``file:line: column: ...`` line);
+:func:`validate_serving` simulates each distinct deployment once with :func:`simulator.serving.simulate_serving`
+and compares every measured metric with the prediction. Nothing is fitted to these rows.
+
+Rows the simulator cannot run as published are reported as skipped with the reason (for example a
+named length data set the simulator has no summary of), never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodeperf.suggest import did_you_mean
+from simulator.calibration.measurements import MeasurementError
+
+__all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "METRICS", "ENGINES", "ServingRow", "ServingDataError",
+           "read_serving_csv", "validate_serving", "predicted_metric", "DEFAULT_MAX_REQUESTS"]
+
+logger = logging.getLogger(__name__)
+
+#: The shipped data set.
+DEFAULT_SERVING_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_serving.csv"
+#: The columns, in order.
+COLUMNS = ("id", "engine", "engine_version", "model", "system", "n_devices", "tp", "pp", "dtype", "arrival", "lengths",
+           "requests", "max_num_seqs", "max_batched_tokens", "scheduler", "metric", "value", "unit", "source", "notes",
+           "date")
+#: Metric -> (unit, summary key, statistic or None for a scalar).
+METRICS: dict[str, tuple[str, str, str | None]] = {
+    "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
+    "tpot_mean_s": ("s", "tpot_s", "mean"), "tpot_p50_s": ("s", "tpot_s", "p50"), "tpot_p99_s": ("s", "tpot_s", "p99"),
+    "output_tokens_per_s": ("tokens/s", "output_tokens_per_s", None),
+    "requests_per_s": ("requests/s", "requests_per_s", None),
+}
+#: Engine -> the framework profile that prices its iterations (``nim``: NVIDIA's container around TensorRT-LLM).
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trt-llm", "nim": "trt-llm"}
+_SCHEDULERS = ("vllm", "sarathi", "orca", "static")
+_ARRIVALS = ("poisson", "gamma", "concurrency", "burst", "trace")
+_INTS = ("n_devices", "tp", "pp")
+_OPTIONAL_INTS = ("requests", "max_num_seqs", "max_batched_tokens")
+_REQUIRED = ("id", "engine", "engine_version", "model", "system", "dtype", "arrival", "lengths", "scheduler", "metric",
+             "value", "unit", "source")
+#: Requests simulated per deployment at most (the published runs of up to 30,000 requests are cut to this many;
+#: a burst's throughput then includes a relatively longer drain at the end). 500 keeps the whole set to minutes.
+DEFAULT_MAX_REQUESTS = 500
+
+
+#: A malformed serving-measurement file (one located line per problem): the measurement files' error.
+ServingDataError = MeasurementError
+
+
+@dataclass(frozen=True)
+class ServingRow:
+    """One published serving measurement (a row of ``published_serving.csv``)."""
+
+    id: str
+    engine: str
+    engine_version: str
+    model: str
+    system: str
+    n_devices: int
+    tp: int
+    pp: int
+    dtype: str
+    arrival: str
+    lengths: str
+    requests: int | None
+    max_num_seqs: int | None
+    max_batched_tokens: int | None
+    scheduler: str
+    metric: str
+    value: float
+    unit: str
+    source: str
+    notes: str = ""
+    date: str = ""
+    line: int = 0
+
+    def deployment(self) -> tuple[Any, ...]:
+        """What one simulation covers: every setting but the metric."""
+        return (self.engine, self.engine_version, self.model, self.system, self.tp, self.pp, self.dtype, self.arrival,
+                self.lengths, self.requests, self.max_num_seqs, self.max_batched_tokens, self.scheduler)
+
+
+def _int(text: str, col: str, where: str, problems: list[str], optional: bool = False) -> int | None:
+    if optional and not text.strip():
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        problems.append(f"{where}: {col}: not an integer; got {text!r}; expected a positive integer")
+        return None
+    if v < 1:
+        problems.append(f"{where}: {col}: not positive; got {v}; expected a positive integer")
+        return None
+    return v
+
+
+def _check_choice(value: str, col: str, choices: Sequence[str], where: str, problems: list[str]) -> None:
+    if value not in choices:
+        problems.append(f"{where}: {col}: unknown; got {value!r}; expected one of {', '.join(choices)}"
+                        f"{did_you_mean(value, list(choices))}")
+
+
+def _parse_row(raw: Mapping[str, str], where: str, problems: list[str]) -> ServingRow | None:
+    n0 = len(problems)
+    for col in _REQUIRED:
+        if not (raw.get(col) or "").strip():
+            problems.append(f"{where}: {col}: empty; got ''; expected a value")
+    if len(problems) > n0:
+        return None
+    _check_choice(raw["engine"], "engine", tuple(ENGINES), where, problems)
+    _check_choice(raw["scheduler"], "scheduler", _SCHEDULERS, where, problems)
+    _check_choice(raw["metric"], "metric", tuple(METRICS), where, problems)
+    _check_choice(raw["arrival"].split(":", 1)[0], "arrival", _ARRIVALS, where, problems)
+    if raw["metric"] in METRICS and raw["unit"] != METRICS[raw["metric"]][0]:
+        problems.append(f"{where}: unit: got {raw['unit']!r}; expected {METRICS[raw['metric']][0]!r} for {raw['metric']}")
+    try:
+        value = float(raw["value"])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        problems.append(f"{where}: value: not a positive number; got {raw['value']!r}; expected the measured value in "
+                        f"{raw['unit']}")
+    ints = {c: _int(raw.get(c, ""), c, where, problems) for c in _INTS}
+    opt = {c: _int(raw.get(c, ""), c, where, problems, optional=True) for c in _OPTIONAL_INTS}
+    if None not in ints.values() and ints["tp"] * ints["pp"] != ints["n_devices"]:  # type: ignore[operator]
+        problems.append(f"{where}: n_devices: got {ints['n_devices']}; expected tp x pp = {ints['tp'] * ints['pp']}")  # type: ignore[operator]
+    if len(problems) > n0:
+        return None
+    return ServingRow(raw["id"], raw["engine"], raw["engine_version"], raw["model"], raw["system"], ints["n_devices"],  # type: ignore[arg-type]
+                      ints["tp"], ints["pp"], raw["dtype"], raw["arrival"], raw["lengths"], opt["requests"],  # type: ignore[arg-type]
+                      opt["max_num_seqs"], opt["max_batched_tokens"], raw["scheduler"], raw["metric"], value,
+                      raw["unit"], raw["source"], raw.get("notes") or "", raw.get("date") or "", 0)
+
+
+def read_serving_csv(path: str | Path | None = None) -> list[ServingRow]:
+    """The rows of a serving-measurement CSV (default: the shipped data set), checked.
+
+    Raises
+    ------
+    ServingDataError
+        Every problem, one ``file:line: column: got ...; expected ...`` line each: a missing file, a wrong
+        header, an empty required field, an unknown engine, scheduler, metric or arrival kind, a unit that
+        does not match the metric, a non-positive value or count, ``n_devices != tp x pp``, a duplicate id.
+    """
+    from nodeperf.files import read_text_file
+
+    p = Path(path) if path is not None else DEFAULT_SERVING_DATASET
+    text = read_text_file(p, what="a serving-measurement CSV", error=ServingDataError)
+    reader = csv.DictReader(text.splitlines())
+    header = tuple(reader.fieldnames or ())
+    if header[: len(COLUMNS)] != COLUMNS:
+        missing = [c for c in COLUMNS if c not in header]
+        raise ServingDataError(f"{p}:1: header: got {', '.join(header) or 'nothing'}; expected the columns "
+                               f"{', '.join(COLUMNS)} in that order" + (f" (missing: {', '.join(missing)})" if missing else ""))
+    problems: list[str] = []
+    rows: list[ServingRow] = []
+    seen: dict[str, int] = {}
+    for raw in reader:
+        i = reader.line_num
+        where = f"{p}:{i}"
+        row = _parse_row(raw, where, problems)
+        if row is None:
+            continue
+        if row.id in seen:
+            problems.append(f"{where}: id: duplicate; got {row.id!r}; expected a unique id (first on line {seen[row.id]})")
+            continue
+        seen[row.id] = i
+        rows.append(ServingRow(**{**row.__dict__, "line": i}))
+    if problems:
+        raise ServingDataError("\n".join(problems))
+    if not rows:
+        raise ServingDataError(f"{p}:2: no rows; got a header only; expected at least one measurement")
+    return rows
+
+
+def predicted_metric(summary: Mapping[str, Any], metric: str) -> float:
+    """The value of ``metric`` (a :data:`METRICS` name) in a ``ServeResult.summary``."""
+    _, key, stat = METRICS[metric]
+    v = summary[key]
+    return float(v[stat] if stat is not None else v)
+
+
+def _requests(row: ServingRow, max_requests: int) -> int:
+    """Requests to simulate: the published count (or, when unstated, 8 per client / 1,000), capped."""
+    n = row.requests
+    if n is None:
+        n = 8 * int(row.arrival.split("n=", 1)[1].split(",")[0]) if row.arrival.startswith("concurrency:") else 1000
+    return max(1, min(n, max_requests))
+
+
+def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
+    from simulator.serving import ServeConfig, simulate_serving
+    from workloads.parallel import ParallelPlan
+
+    config = ServeConfig(arrival=row.arrival, lengths=row.lengths, scheduler=row.scheduler,
+                         max_num_seqs=row.max_num_seqs, max_batched_tokens=row.max_batched_tokens,
+                         requests=_requests(row, max_requests), seed=0, framework=ENGINES[row.engine], dtype=row.dtype)
+    return simulate_serving(row.model, row.system, config, ParallelPlan(tp=row.tp, pp=row.pp)).summary
+
+
+def _stats(pairs: Sequence[tuple[float, float]]) -> dict[str, float]:
+    ape = [100.0 * abs(p - m) / m for p, m in pairs]
+    bias = 100.0 * (math.exp(sum(math.log(p / m) for p, m in pairs) / len(pairs)) - 1.0)
+    return {"n": len(pairs), "mape": sum(ape) / len(ape), "max_ape": max(ape), "bias": bias}
+
+
+def _group(rows: Iterable[ServingRow]) -> dict[tuple[Any, ...], list[ServingRow]]:
+    groups: dict[tuple[Any, ...], list[ServingRow]] = {}
+    for r in rows:
+        groups.setdefault(r.deployment(), []).append(r)
+    return groups
+
+
+def validate_serving(path: str | Path | None = None, *, max_requests: int = DEFAULT_MAX_REQUESTS,
+                     engines: Sequence[str] | None = None, worst: int = 5) -> dict[str, Any]:
+    """Simulate every published deployment once and compare each measured metric (nothing fitted).
+
+    Returns ``{"dataset", "rows": [{id, engine, metric, measured, predicted, ape_pct, ...}], "skipped":
+    [{id, reason}], "by_engine_metric": {"ENGINE/METRIC": {n, mape, max_ape, bias}}, "all": {...},
+    "worst": [...], "max_requests"}``.
+
+    Raises
+    ------
+    ServingDataError
+        A malformed file (:func:`read_serving_csv`).
+    ModuleNotFoundError
+        The serving simulator (:mod:`simulator.serving`) is not installed.
+    """
+    import importlib.util
+
+    rows = [r for r in read_serving_csv(path) if engines is None or r.engine in engines]
+    if importlib.util.find_spec("simulator.serving") is None:
+        raise ModuleNotFoundError("validate --dataset serving: simulator.serving is not available in this checkout",
+                                  name="simulator.serving")
+    out_rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for group in _group(rows).values():
+        try:
+            summary = _simulate(group[0], max_requests)
+        except (ValueError, KeyError) as e:  # the simulator's located errors (ServingError is a ValueError)
+            logger.info("serving validation: %s skipped: %s", group[0].id, e)
+            skipped.extend({"id": r.id, "reason": str(e).splitlines()[0]} for r in group)
+            continue
+        for r in group:
+            pred = predicted_metric(summary, r.metric)
+            out_rows.append({"id": r.id, "engine": r.engine, "metric": r.metric, "model": r.model, "system": r.system,
+                             "arrival": r.arrival, "lengths": r.lengths, "measured": r.value, "predicted": pred,
+                             "ape_pct": 100.0 * abs(pred - r.value) / r.value})
+    return _report(path, out_rows, skipped, max_requests, worst)
+
+
+def _report(path: str | Path | None, rows: list[dict[str, Any]], skipped: list[dict[str, str]], max_requests: int,
+            worst: int) -> dict[str, Any]:
+    by: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["predicted"] > 0:
+            by.setdefault(f"{r['engine']}/{r['metric']}", []).append((r["predicted"], r["measured"]))
+    pairs = [(r["predicted"], r["measured"]) for r in rows if r["predicted"] > 0]
+    return {"dataset": str(path or DEFAULT_SERVING_DATASET), "rows": rows, "skipped": skipped,
+            "by_engine_metric": {k: _stats(v) for k, v in sorted(by.items())},
+            "all": _stats(pairs) if pairs else {"n": 0},
+            "worst": sorted(rows, key=lambda r: -r["ape_pct"])[:worst], "max_requests": max_requests}

@@ -1,0 +1,133 @@
+"""Device prices (hwmodels/catalog/prices.toml) and the total-cost-of-ownership mode of hwmodels.cost."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hwmodels.cost import (
+    HOURS_PER_YEAR,
+    PRICES_FILE,
+    catalog_device_names,
+    load_prices,
+    tco_usd_per_hour,
+    usd_per_hour,
+)
+from hwmodels.spec import SpecError
+
+#: GPUs and TPUs of the catalog whose on-demand price was read from a source (see prices.toml's header).
+PRICED = ("a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
+          "h200-sxm-141gb", "l4", "mi300x", "t4", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e")
+
+
+def test_catalog_prices_load_with_sources() -> None:
+    prices = load_prices()
+    assert tuple(sorted(prices)) == PRICED
+    for name, p in prices.items():
+        assert name in catalog_device_names()
+        assert p.usd_per_hour > 0 and p.source and p.date and p.provider and p.instance and p.region, name
+        assert not re.search(r"@[a-z]", p.source), f"{name}: an unexpanded reference in {p.source!r}"
+
+
+def test_catalog_values_are_the_source_rows() -> None:
+    prices = load_prices()
+    # the per-device arithmetic of the derived entries (prices.toml shows the instance prices it read)
+    assert prices["b200"].usd_per_hour == pytest.approx(63.92 / 8)
+    assert prices["tpu-v5p"].usd_per_hour == pytest.approx(24729.6 / 5888)
+    assert prices["tpu-v4"].usd_per_hour == pytest.approx(9891.84 / 3072)
+    assert prices["h100-sxm5-80gb"].usd_per_hour == pytest.approx(98.32 / 8)
+    assert prices["h100-sxm5-80gb"].purchase_usd == pytest.approx(270000 / 8)
+
+
+def test_tune_keeps_its_price_names() -> None:
+    from simulator.sweep import tune_model
+
+    assert tune_model.load_prices is load_prices and tune_model.PRICES_FILE == PRICES_FILE
+    assert tune_model.Price("x", 1.0, "s").usd_per_hour == 1.0
+
+
+def test_tco_hand_computed() -> None:
+    # 30,000 USD over 3 years at 50 % utilization: 30000 / (3 * 8760 * 0.5) = 2.28311 USD per useful hour;
+    # 1000 W at PUE 1.25 and 0.08 USD/kWh: 1.0 kW * 1.25 * 0.08 = 0.1 USD/h
+    total, parts = tco_usd_per_hour(30000.0, years=3.0, utilization=0.5, pue=1.25, usd_per_kwh=0.08, power_w=1000.0)
+    assert parts["capex"] == pytest.approx(30000 / (3 * 8760 * 0.5))
+    assert parts["energy"] == pytest.approx(0.1)
+    assert total == pytest.approx(2.2831050228 + 0.1)
+    assert HOURS_PER_YEAR == 8760.0
+
+
+def test_usd_per_hour_modes() -> None:
+    cloud = usd_per_hour("TPU-V6E")
+    assert cloud.value == 2.7 and cloud.mode == "cloud" and "tpu-v6e-1" in cloud.how and "us-central1" in cloud.how
+    # tco with the price file's purchase price and the datasheet power (h100: 700 W)
+    q = usd_per_hour("h100-sxm5-80gb", mode="tco", years=5.0, pue=1.2, usd_per_kwh=0.1)
+    assert q.value == pytest.approx(33750 / (5 * 8760) + 0.7 * 1.2 * 0.1)
+    assert q.parts["energy"] == pytest.approx(0.084) and "700 W" in q.how and "PUE 1.2" in q.how
+    # any device with a caller's purchase price and power
+    q = usd_per_hour("mi210", mode="tco", purchase_usd=10000.0, power_w=300.0, years=4.0, utilization=0.8, pue=1.5,
+                     usd_per_kwh=0.0)
+    assert q.value == pytest.approx(10000 / (4 * 8760 * 0.8))
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"device": "l40s"}, "no hourly price for 'l40s'"),
+    ({"device": "h100-sxm5-80gb", "mode": "rent"}, "price mode; got 'rent'; expected one of cloud, tco"),
+    ({"device": "h100-sxm5-80gb", "mode": "tco", "years": 4.0}, "pue, usd_per_kwh not given"),
+    ({"device": "l40s", "mode": "tco", "years": 4.0, "pue": 1.2, "usd_per_kwh": 0.1}, "no purchase price for 'l40s'"),
+    ({"device": "h100-sxm5-80gb", "mode": "tco", "years": 4.0, "pue": 0.9, "usd_per_kwh": 0.1}, "pue; got 0.9"),
+    ({"device": "h100-sxm5-80gb", "mode": "tco", "years": 4.0, "pue": 1.2, "usd_per_kwh": 0.1, "utilization": 1.5},
+     "utilization; got 1.5"),
+    ({"device": "h100-sxm5-80gb", "mode": "tco", "years": 0.0, "pue": 1.2, "usd_per_kwh": 0.1}, "years; got 0.0"),
+])
+def test_bad_price_requests_are_located(kwargs, needle) -> None:  # type: ignore[no-untyped-def]
+    device = kwargs.pop("device")
+    with pytest.raises(ValueError) as e:
+        usd_per_hour(device, **kwargs)
+    assert needle in str(e.value)
+
+
+def _write(tmp_path, body: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "prices.toml"
+    f.write_text("schema = 1\n" + body)
+    return f
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ('[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0, source = "x", sorce = 1 }\n',
+     "devices.h100-sxm5-80gb.usd_per_hour.sorce: unknown key; got 'sorce'; expected one of value, source, date, "
+     "provider, instance, region, url, note; did you mean 'source'?"),
+    ('[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0 }\n',
+     "devices.h100-sxm5-80gb.usd_per_hour.source: missing; got nothing; expected source = ..."),
+    ('[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0, source = "x" }\nusd_per_hr = 3\n',
+     "devices.h100-sxm5-80gb.usd_per_hr: unknown key; got 'usd_per_hr'; expected one of usd_per_hour, "
+     "purchase_usd; did you mean 'usd_per_hour'?"),
+    ('[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0, source = "x" }\n'
+     'purchase_usd = { value = -5, source = "y" }\n',
+     "devices.h100-sxm5-80gb.purchase_usd.value: not a positive price; got -5"),
+    ('[devices.h100-sxm5-80gb]\nusd_per_hour = { value = true, source = "x" }\n',
+     "devices.h100-sxm5-80gb.usd_per_hour.value: not a positive price; got True"),
+])
+def test_bad_price_files_are_located(tmp_path, body, needle) -> None:  # type: ignore[no-untyped-def]
+    f = _write(tmp_path, body)
+    with pytest.raises(SpecError) as e:
+        load_prices(f)
+    assert f"{f}: {needle}" in str(e.value)
+
+
+def test_unknown_device_is_located_with_a_near_match(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _write(tmp_path, '[devices.h100-sxm-80gb]\nusd_per_hour = { value = 2.0, source = "x" }\n')
+    with pytest.raises(SpecError, match=r"devices\.h100-sxm-80gb: unknown device; got 'h100-sxm-80gb'; expected a "
+                                        r"catalog device name; did you mean 'h100-sxm5-80gb'\?"):
+        load_prices(f, check_devices=True)
+    # a user's file may price a device of its own TOML file unless asked to check
+    assert load_prices(f)["h100-sxm-80gb"].usd_per_hour == 2.0
+
+
+def test_every_problem_is_listed_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _write(tmp_path, '[devices.l4]\nusd_per_hour = { value = 0, source = "" }\n[devices.t4]\nusd_per_hour = 3\n')
+    with pytest.raises(SpecError) as e:
+        load_prices(f)
+    lines = str(e.value).splitlines()
+    assert len(lines) == 3, lines
+    assert any("devices.t4.usd_per_hour: missing" in x for x in lines)
