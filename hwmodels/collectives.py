@@ -758,6 +758,15 @@ def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
         part = np.where(grow, np.ceil(size / nch), part)
 
 
+def _bytes_per_channel(system: CollectiveSystem, algorithm: str, protocol: str, n: int) -> Any:
+    """``nt * threadThreshold``: the bytes below which NCCL drops a channel (None: not described)."""
+    lib = system.library
+    if system.ring_channels is None or lib.max_threads is None or protocol not in lib.max_threads:
+        return None
+    per_channel = lib.max_threads[protocol] * lib.thread_threshold_bytes[protocol]
+    return per_channel * int(n) if algorithm == "ring" and protocol == "ll" else per_channel
+
+
 def ring_channels_used(system: str | CollectiveSystem, algorithm: str, protocol: str, size_bytes: Any,
                        n_devices: int) -> Any:
     """Channels NCCL runs a ring or tree collective of ``size_bytes`` on (None: not described).
@@ -765,27 +774,30 @@ def ring_channels_used(system: str | CollectiveSystem, algorithm: str, protocol:
     NCCL (src/enqueue.cc topoGetAlgoInfo, v2.28.7) starts from the communicator's channel count
     and drops one channel while ``nBytes < nc * nt * threadThreshold`` (and ``nc >= 2``), ``nt``
     being the protocol's threads per channel and ``threadThreshold`` its bytes per thread (ring
-    LL: times the rank count; src/graph/tuning.cc). ``nBytes`` is nccl-tests' size.
+    LL: times the rank count; src/graph/tuning.cc). ``nBytes`` is nccl-tests' size. The result
+    is ``floor(size / (nt * threadThreshold))`` clipped to ``[1, ring_channels]``.
     """
     sysm = load_collective_system(system)
-    lib = sysm.library
-    if sysm.ring_channels is None or lib.max_threads is None or protocol not in lib.max_threads:
+    per_channel = _bytes_per_channel(sysm, algorithm, protocol, n_devices)
+    if per_channel is None:
         return None
-    size = np.asarray(size_bytes, dtype=float)
-    per_channel = lib.max_threads[protocol] * lib.thread_threshold_bytes[protocol]
-    if algorithm == "ring" and protocol == "ll":
-        per_channel = per_channel * int(n_devices)
-    # the largest nc <= ring_channels with size >= nc * per_channel, at least 1
-    return np.clip(np.floor(size / per_channel), 1, sysm.ring_channels)
+    return np.clip(np.floor(np.asarray(size_bytes, dtype=float) / per_channel), 1, sysm.ring_channels)
 
 
 def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, size: np.ndarray, n: int,
                        bw: Any) -> Any:
-    """``bw`` capped at the channels NCCL uses for this size times one channel's bandwidth."""
+    """``bw`` capped at the channels NCCL uses for this size times one channel's bandwidth.
+
+    The channel count is taken continuous, ``clip(size / (nt * threadThreshold), 1, channels)``:
+    NCCL's integer count (:func:`ring_channels_used`) makes each channel carry between one and two
+    thresholds of bytes, a saw-tooth of at most one threshold's transfer time that would make the
+    predicted time fall as the size grows.
+    """
     ch_bw = system.intra.channel_bandwidth_bytes_per_s
-    nc = ring_channels_used(system, algorithm, protocol, size, n)
-    if nc is None or ch_bw is None:
+    per_channel = _bytes_per_channel(system, algorithm, protocol, n)
+    if per_channel is None or ch_bw is None:
         return bw
+    nc = np.clip(size / per_channel, 1, system.ring_channels)
     return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
 
 
