@@ -24,12 +24,12 @@ from hwmodels.collectives import (
     fabric_catalog,
     gpus_per_thread_of,
     launch_skew_s,
-    nvls_loop_bytes,
-    ring_channels_used,
     load_collective_system,
     load_fabric_catalog,
     mape,
+    nvls_loop_bytes,
     read_published_collectives,
+    ring_channels_used,
     select_algorithm,
 )
 from hwmodels.spec import SpecError
