@@ -15,9 +15,14 @@ Algorithms (see docs/collectives.md for the formulas and their sources):
 ``tree``          all_reduce: NCCL's chain within a node plus double binary tree across nodes.
 ``nvls``          NVLink SHARP in-switch reduction (NVSwitch gen3+, one node): all_reduce,
                   reduce_scatter, all_gather.
-``hierarchical``  several nodes: intra-node reduce-scatter (ring or NVLS), inter-node ring over
-                  every GPU's NIC share in parallel, intra-node all-gather, pipelined (NCCL's
-                  NVLS-tree / CollNet family).
+``hierarchical``  all_reduce across nodes: intra-node reduce-scatter (ring or NVLS), inter-node
+                  ring over every GPU's NIC share in parallel, intra-node all-gather, pipelined
+                  (NCCL's NVLS-tree / CollNet family; NCCL runs gather/scatter across nodes as rings).
+
+NCCL's choices per message size (src/enqueue.cc, src/graph/tuning.cc, v2.28.7) refine the costs
+where the catalog states them: the channels a ring or tree runs on (:func:`ring_channels_used`),
+the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
+ramp of a send (docs/collectives.md).
 ``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
