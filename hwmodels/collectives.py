@@ -42,10 +42,10 @@ Examples
 >>> system = load_collective_system("dgx-h100")
 >>> r = collective_time("all_reduce", 2**30, 8, system)
 >>> r.algorithm, round(r.busbw_bytes_per_s / 1e9)
-('nvls', 478)
+('nvls', 471)
 >>> ring = collective_time("all_reduce", 2**30, 8, system, algorithm="ring", protocol="simple")
 >>> round(ring.busbw_bytes_per_s / 1e9)
-367
+356
 """
 
 from __future__ import annotations
