@@ -15,9 +15,14 @@ Algorithms (see docs/collectives.md for the formulas and their sources):
 ``tree``          all_reduce: NCCL's chain within a node plus double binary tree across nodes.
 ``nvls``          NVLink SHARP in-switch reduction (NVSwitch gen3+, one node): all_reduce,
                   reduce_scatter, all_gather.
-``hierarchical``  several nodes: intra-node reduce-scatter (ring or NVLS), inter-node ring over
-                  every GPU's NIC share in parallel, intra-node all-gather, pipelined (NCCL's
-                  NVLS-tree / CollNet family).
+``hierarchical``  all_reduce across nodes: intra-node reduce-scatter (ring or NVLS), inter-node
+                  ring over every GPU's NIC share in parallel, intra-node all-gather, pipelined
+                  (NCCL's NVLS-tree / CollNet family; NCCL runs gather/scatter across nodes as rings).
+
+NCCL's choices per message size (src/enqueue.cc, src/graph/tuning.cc, v2.28.7) refine the costs
+where the catalog states them: the channels a ring or tree runs on (:func:`ring_channels_used`),
+the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
+ramp of a send (docs/collectives.md).
 ``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
@@ -37,10 +42,10 @@ Examples
 >>> system = load_collective_system("dgx-h100")
 >>> r = collective_time("all_reduce", 2**30, 8, system)
 >>> r.algorithm, round(r.busbw_bytes_per_s / 1e9)
-('nvls', 478)
+('nvls', 471)
 >>> ring = collective_time("all_reduce", 2**30, 8, system, algorithm="ring", protocol="simple")
 >>> round(ring.busbw_bytes_per_s / 1e9)
-367
+356
 """
 
 from __future__ import annotations
@@ -85,6 +90,8 @@ __all__ = [
     "collective_options",
     "select_algorithm",
     "launch_skew_s",
+    "ring_channels_used",
+    "nvls_loop_bytes",
     "applicable_algorithms",
     "read_published_collectives",
     "compare_published",
@@ -113,7 +120,10 @@ _SUPPORTS: dict[str, frozenset[str]] = {
     "ring": frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast"}),
     "tree": frozenset({"all_reduce"}),
     "nvls": frozenset({"all_reduce", "all_gather", "reduce_scatter"}),
-    "hierarchical": frozenset({"all_reduce", "all_gather", "reduce_scatter"}),
+    # NCCL's tuner offers only Ring (and PAT at one GPU per node, NVLS on one node, CollNet with
+    # SHARP switches) to all_gather / reduce_scatter across nodes: the NVLS-tree family is all_reduce
+    # only (src/graph/tuning.cc ncclTopoTuneModel, v2.28.7)
+    "hierarchical": frozenset({"all_reduce"}),
     "direct": frozenset({"all_to_all", "send_recv"}),
 }
 # Protocols an algorithm may run with (NVLS and the NVLS-tree family are Simple-only in NCCL).
@@ -174,6 +184,14 @@ class CollectiveLibrary:
     #: ``launch.per_device_s``: host time one thread adds per further device it launches a collective
     #: on (None: not described, no launch skew)
     launch_per_device_s: Any = None
+    #: ``tuner.max_threads.<protocol>``: threads per channel (CTA) NCCL launches per protocol (None: no channel tuning)
+    max_threads: Mapping[str, Any] | None = None
+    #: ``tuner.thread_threshold_bytes.<protocol>``: bytes per thread below which NCCL drops a channel
+    thread_threshold_bytes: Mapping[str, Any] | None = None
+    #: ``tuner.nvls_chunk_bytes``: NVLS chunk size before NCCL shrinks it for small messages (NCCL_NVLS_CHUNKSIZE)
+    nvls_chunk_bytes: Any = None
+    #: ``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>``: NCCL's LL bus-bandwidth cap across nodes
+    ll_max_bandwidth_multi_node: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -195,6 +213,9 @@ class CollectiveSystem:
     nics_per_node: int = 0
     p2p_channels: int | None = None  #: ``p2p_channels``: NCCL's p2pnChannels on this node (None: no ramp)
     p2p_channels_per_peer: int | None = None  #: ``p2p_channels_per_peer``: NCCL's p2pnChannelsPerPeer
+    cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
+    ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
+    nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -397,8 +418,12 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s", "p2p", "launch"), path)
+                        "nvls_latency_s", "p2p", "launch", "tuner"), path)
     rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
+    tuner = t.get("tuner", {})
+    rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth"),
+                    f"{path}.tuner")
+
     rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
     prov: dict[str, Provenance] = {}
     algos = t.get("algorithms")
@@ -429,6 +454,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     nvls = rd.quantity(t, "nvls_latency_s", "s", path, prov, required="nvls" in algos)
     p2p_chunk = rd.quantity(t, "p2p.chunk_bytes", "B", path, prov, required=False)
     launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
+    threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
+    ll_multi = _read_ll_multi_node(t, rd, path, prov)
+    nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -437,7 +465,37 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         base_latency_s=MappingProxyType(base),
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
-        launch_per_device_s=launch, provenance=MappingProxyType(prov))
+        launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
+        nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, provenance=MappingProxyType(prov))
+
+
+def _read_ll_multi_node(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance]) -> Any:
+    """``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>`` (None when absent or incomplete)."""
+    tuner = t.get("tuner", {})
+    table = tuner.get("ll_max_bandwidth") if isinstance(tuner, Mapping) else None
+    if table is None:
+        return None
+    keys = tuple(f"{v}_{c}" for v in CPU_VENDORS for c in ("two_nodes", "more_nodes"))
+    rd.unknown_keys(table, keys, f"{path}.tuner.ll_max_bandwidth")
+    got = {k: rd.quantity(t, f"tuner.ll_max_bandwidth.{k}", "B/s", path, prov) for k in keys}
+    return None if any(v is None for v in got.values()) else MappingProxyType(got)
+
+
+def _read_tuner_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                       protocols: tuple[str, ...]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """``tuner.max_threads`` and ``tuner.thread_threshold_bytes`` per protocol (both or neither)."""
+    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
+    have = [k for k in ("max_threads", "thread_threshold_bytes") if k in tuner]
+    if not have:
+        return None, None
+    out = []
+    for key in ("max_threads", "thread_threshold_bytes"):
+        rd.unknown_keys(tuner.get(key, {}), PROTOCOLS, f"{path}.tuner.{key}")
+        unit = "count" if key == "max_threads" else "B"
+        out.append(MappingProxyType({p: rd.quantity(t, f"tuner.{key}.{p}", unit, path, prov) for p in protocols}))
+    if any(v is None for m in out for v in m.values()):
+        return None, None
+    return out[0], out[1]
 
 
 def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[str, Fabric],
@@ -447,7 +505,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
-                        "p2p_channels", "p2p_channels_per_peer"), path)
+                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -469,6 +527,9 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     nics = rd.quantity(t, "nics_per_node", "count", path, prov, required=t.get("inter") is not None)
     p2p = rd.quantity(t, "p2p_channels", "count", path, prov, required="p2p_channels_per_peer" in t)
     p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
+    ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
+    nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
+    cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     if t.get("inter") is None and "nics_per_node" in t:
         rd.problems.add(f"{path}.nics_per_node", "NICs without an inter-node fabric; got nics_per_node; "
                                                  "expected inter = \"<fabric>\" as well")
@@ -493,7 +554,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
-                            provenance=MappingProxyType(prov))
+                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, provenance=MappingProxyType(prov))
 
 
 def _lower_keys(table: Any) -> dict[str, Any]:
@@ -648,13 +709,25 @@ def _bw(fabric: Fabric, library: CollectiveLibrary, protocol: str, pattern: str,
 
     On one node LL is further capped by the fabric's ``ll.max_bandwidth_bytes_per_s`` (NCCL's
     ``llMaxBw``, looked up by GPU generation for single-node communicators; across nodes NCCL
-    indexes it by CPU vendor, which the catalog does not describe, so no cap is applied there).
+    indexes it by CPU vendor and node count: :func:`_ll_cap_multi_node`).
     """
     bw = (_links(fabric, pattern, n_local) * fabric.link_bandwidth_bytes_per_s * fabric.bandwidth_fraction
           * library.protocol_bandwidth_fraction[protocol])
     if one_node and protocol == "ll" and fabric.ll_max_bandwidth_bytes_per_s is not None:
         bw = np.minimum(bw, fabric.ll_max_bandwidth_bytes_per_s)
     return bw
+
+
+#: CPU vendors NCCL's multi-node LL cap distinguishes (src/graph/tuning.cc: AMD or mixed vs the rest).
+CPU_VENDORS: tuple[str, ...] = ("intel", "amd")
+
+
+def _ll_cap_multi_node(system: CollectiveSystem, nodes: int) -> Any:
+    """NCCL's LL bus-bandwidth cap across nodes (``llMaxBws[cpu][2 nodes | more]``), B/s (None: not described)."""
+    table = system.library.ll_max_bandwidth_multi_node
+    if nodes <= 1 or table is None or system.cpu_vendor is None:
+        return None
+    return table[f"{system.cpu_vendor}_{'two_nodes' if nodes == 2 else 'more_nodes'}"]
 
 
 #: NCCL's point-to-point split on one node (src/enqueue.cc addP2pToPlan): a part is at least
@@ -688,6 +761,73 @@ def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
             return nch
         nch = np.where(grow, nch * 2, nch)
         part = np.where(grow, np.ceil(size / nch), part)
+
+
+def _bytes_per_channel(system: CollectiveSystem, algorithm: str, protocol: str, n: int) -> Any:
+    """``nt * threadThreshold``: the bytes below which NCCL drops a channel (None: not described)."""
+    lib = system.library
+    if system.ring_channels is None or lib.max_threads is None or protocol not in lib.max_threads:
+        return None
+    per_channel = lib.max_threads[protocol] * lib.thread_threshold_bytes[protocol]
+    return per_channel * int(n) if algorithm == "ring" and protocol == "ll" else per_channel
+
+
+def ring_channels_used(system: str | CollectiveSystem, algorithm: str, protocol: str, size_bytes: Any,
+                       n_devices: int) -> Any:
+    """Channels NCCL runs a ring or tree collective of ``size_bytes`` on (None: not described).
+
+    NCCL (src/enqueue.cc topoGetAlgoInfo, v2.28.7) starts from the communicator's channel count
+    and drops one channel while ``nBytes < nc * nt * threadThreshold`` (and ``nc >= 2``), ``nt``
+    being the protocol's threads per channel and ``threadThreshold`` its bytes per thread (ring
+    LL: times the rank count; src/graph/tuning.cc). ``nBytes`` is nccl-tests' size. The result
+    is ``floor(size / (nt * threadThreshold))`` clipped to ``[1, ring_channels]``.
+    """
+    sysm = load_collective_system(system)
+    per_channel = _bytes_per_channel(sysm, algorithm, protocol, n_devices)
+    if per_channel is None:
+        return None
+    return np.clip(np.floor(np.asarray(size_bytes, dtype=float) / per_channel), 1, sysm.ring_channels)
+
+
+def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, size: np.ndarray, n: int,
+                       bw: Any) -> Any:
+    """``bw`` capped at the channels NCCL uses for this size times one channel's bandwidth.
+
+    The channel count is taken continuous, ``clip(size / (nt * threadThreshold), 1, channels)``:
+    NCCL's integer count (:func:`ring_channels_used`) makes each channel carry between one and two
+    thresholds of bytes, a saw-tooth of at most one threshold's transfer time that would make the
+    predicted time fall as the size grows.
+    """
+    ch_bw = system.intra.channel_bandwidth_bytes_per_s
+    per_channel = _bytes_per_channel(system, algorithm, protocol, n)
+    if per_channel is None or ch_bw is None:
+        return bw
+    nc = np.clip(size / per_channel, 1, system.ring_channels)
+    return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
+
+
+#: NCCL's NVLS chunk shrinking for small messages (src/enqueue.cc calcCollChunking, v2.28.7):
+#: (size multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
+_NVLS_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((64, 65536), (8, 32768), (2, 16384))
+
+
+def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: int) -> Any:
+    """Bytes one NVLS loop covers (``nvls_channels * n * chunk``), NCCL's chunk rule per size (None: not described).
+
+    The chunk starts at the library's ``tuner.nvls_chunk_bytes`` (NCCL_NVLS_CHUNKSIZE, 128 KiB)
+    and shrinks to 64, 32 and 16 KiB while the message is under 64, 8 and 2 times
+    ``nvls_channels * n * chunk`` (src/enqueue.cc calcCollChunking, v2.28.7).
+    """
+    sysm = load_collective_system(system)
+    chunk0 = sysm.library.nvls_chunk_bytes
+    if chunk0 is None or sysm.nvls_channels is None:
+        return None
+    size = np.asarray(size_bytes, dtype=float)
+    ops = float(sysm.nvls_channels * int(n_devices))
+    chunk = np.full(size.shape, float(chunk0))
+    for mult, floor in _NVLS_CHUNK_STEPS:
+        chunk = np.where((size < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
+    return ops * chunk
 
 
 def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> Any:
@@ -746,9 +886,15 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
+    ll_cap = _ll_cap_multi_node(system, nodes) if protocol == "ll" else None
 
     def intra_time(nbytes: Any, pattern: str) -> Any:
-        return nbytes / _bw(intra, lib, protocol, pattern, g, nodes == 1) if g > 1 else zero
+        if g <= 1:
+            return zero
+        bw = _bw(intra, lib, protocol, pattern, g, nodes == 1)
+        if algorithm in ("ring", "tree"):  # few channels carry a small message (NCCL's channel tuning)
+            bw = _channel_capped_bw(system, algorithm, protocol, size, n, bw)
+        return nbytes / bw
 
     if algorithm == "ring" and collective != "broadcast":
         data = k * (n - 1) / n * size
@@ -758,6 +904,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         t_bw = intra_time(inside * data, "ring")
         if nodes > 1:
             t_bw = np.maximum(t_bw, data / _nic_bw(system, protocol, g))
+            if ll_cap is not None:  # NCCL's LL bus-bandwidth cap across nodes
+                t_bw = np.maximum(t_bw, data / ll_cap)
         return lat + t_bw, lat
     if algorithm == "ring":  # broadcast: a pipelined chain, every device forwards the whole buffer
         lat = base + nodes * _ring_steps(intra, g) * a_i + (nodes - 1) * a_n
@@ -770,6 +918,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         t_bw = intra_time(2 * size, "ring")
         if nodes > 1:
             t_bw = np.maximum(t_bw, (1 if nodes == 2 else 2) * size / _nic_bw(system, protocol, g))
+            if ll_cap is not None:  # tree algbw is half its busbw in NCCL's model (tuning.cc ratio .5)
+                t_bw = np.maximum(t_bw, 2 * size / ll_cap)
         return lat + t_bw, lat
     if algorithm == "nvls":
         return _nvls(collective, size, n, system, protocol)
@@ -818,9 +968,13 @@ def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, p
     intra = system.intra
     bw = (intra.links_per_device * intra.link_bandwidth_bytes_per_s * intra.nvls_bandwidth_fraction
           * system.library.protocol_bandwidth_fraction[protocol])
-    nbytes = size * (n + 1) / n if collective == "all_reduce" else size
+    factor = (n + 1) / n if collective == "all_reduce" else 1.0
     lat = system.library.nvls_latency_s + np.zeros_like(size)
-    return lat + nbytes / bw, lat
+    loop = nvls_loop_bytes(system, size, n)
+    # a loop's chunks are reduced in the switch before they are multicast: the first reduce and the
+    # last multicast do not overlap another loop, one loop's traffic more than the steady state
+    fill = 0.0 if loop is None else np.minimum(loop, size)
+    return lat + (size + fill) * factor / bw, lat
 
 
 def _sizes(size_bytes: Any) -> np.ndarray:

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
     p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training",
-                                         "serving"),
+                                         "serving", "collectives"),
                    help="the published GPU dataset "
                    "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
                    "groups); edge: only the published MLPerf Inference Edge results of Jetson devices "
@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "device family and recipe, rows whose recipe cannot be stated yet listed with what "
                    "(hwmodels/measurements/published_training.csv, or FILE.csv); serving: published "
                    "TTFT, TPOT and throughput of serving engines through `nodeperf serve`'s simulator, by engine and "
-                   "metric (hwmodels/measurements/published_serving.csv, or FILE.csv)")
+                   "metric (hwmodels/measurements/published_serving.csv, or FILE.csv); collectives: "
+                   "nccl-tests / rccl-tests bus bandwidths per system, collective and size band "
+                   "(hwmodels/measurements/published_collectives.csv)")
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", type=nonempty, metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
@@ -113,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         return run_training(args)
     if args.dataset == "serving":  # the shipped serving measurements, or FILE.csv in their schema
         return _run_serving(args)
+    if args.dataset == "collectives":  # the shipped nccl-tests / rccl-tests rows
+        return _run_collectives(args)
     if args.dataset and args.measurements:
         raise ValueError("validate: both FILE.csv and --dataset given; expected one of them")
     if not args.dataset and not args.measurements:
@@ -270,6 +274,8 @@ def _print_multi(multi: dict) -> None:
                   f"measured {w['measured']:.4g} ({w['error_pct']:+.1f}%)")
     c = multi["collectives"]
     print(f"  collective bus bandwidth: n {c['n']}, MAPE {c['mape']:.1f}% (see docs/collectives.md)")
+    print("    " + ", ".join(f"{name} {g['mape']:.1f}% (n {g['n']})" for name, g in c["bands"].items())
+          + "; per system: validate --dataset collectives")
     top = list(multi["skipped_reasons"].items())[:3]
     if top:
         print("  not predicted: " + "; ".join(f"{n} x {why}" for why, n in top))
@@ -489,4 +495,37 @@ def _run_serving(args: argparse.Namespace) -> int:
               f"{w['lengths']}): predicted {w['predicted']:.4g}, measured {w['measured']:.4g} ({w['ape_pct']:.0f}%)")
     for s in res["skipped"][:5]:
         print(f"  skipped {s['id']}: {s['reason']}")
+    return 0
+
+
+def _run_collectives(args: argparse.Namespace) -> int:
+    """``--dataset collectives``: published nccl-tests / rccl-tests rows, busbw error per system and size band."""
+    from hwmodels.collectives import compare_published
+    from simulator.parallel.validation import collectives_summary
+    from simulator.report.formatting import table
+
+    if args.measurements or args.hardware or args.calibration or args.plot:
+        raise ValueError("validate --dataset collectives: FILE.csv/--hardware/--calibration/--plot given; expected "
+                         "none (each row of hwmodels/measurements/published_collectives.csv names its system)")
+    summ = collectives_summary([c for c in compare_published() if c.in_score], worst=8)
+    if args.json:
+        print(json.dumps(summ, indent=2, sort_keys=True))
+        return 0
+
+    def line(label: str, g: dict) -> list[str]:
+        return [label, str(g["n"]), f"{g['mape']:.1f}", f"{g['bias']:+.1f}"]
+
+    print("collective bus bandwidth (hwmodels/measurements/published_collectives.csv), unfitted; "
+          "size bands of nccl-tests' size")
+    rows = ([line("all", summ)] + [line(k, g) for k, g in summ["bands"].items()]
+            + [line(k, g) for k, g in summ["by_system_band"].items()]
+            + [line(k, g) for k, g in summ["by_collective"].items()])
+    print(table(rows, ["group", "n", "MAPE %", "bias %"], align="lrrr"))
+    print("\nby system, collective, GPUs x nodes and band:")
+    print(table([line(k, g) for k, g in summ["by_group_band"].items()], ["group", "n", "MAPE %", "bias %"],
+                align="lrrr"))
+    print("\nlargest errors:")
+    for w in summ["worst"]:
+        print(f"  {w['id']}  {w['group']} {w['size_bytes'] / 2**20:.4g} MiB: {w['error_pct']:+.1f}% "
+              f"({w['algorithm']}/{w['protocol']})")
     return 0

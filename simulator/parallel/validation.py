@@ -246,6 +246,14 @@ def collectives_summary(comps: list[Any], worst: int = 5) -> dict[str, Any]:
     out["bands"] = {name: stats([c for c in comps if lo <= c.size_bytes < hi]) for name, lo, hi in COLLECTIVE_BANDS}
     out["by_collective"] = {k: stats([c for c in comps if c.collective == k])
                             for k in sorted({c.collective for c in comps})}
+    # system x band, and system x collective x band (the figures docs/collectives.md tabulates)
+    band_of = {c.id: next(name for name, lo, hi in COLLECTIVE_BANDS if lo <= c.size_bytes < hi) for c in comps}
+    out["by_system_band"] = {f"{s} {b}": stats([c for c in comps if c.system == s and band_of[c.id] == b])
+                             for s in sorted({c.system for c in comps}) for b, _, _ in COLLECTIVE_BANDS
+                             if any(c.system == s and band_of[c.id] == b for c in comps)}
+    out["by_group_band"] = {f"{g} {b}": stats([c for c in comps if c.group == g and band_of[c.id] == b])
+                            for g in sorted({c.group for c in comps}) for b, _, _ in COLLECTIVE_BANDS
+                            if any(c.group == g and band_of[c.id] == b for c in comps)}
     out["worst"] = [{"id": c.id, "group": c.group, "size_bytes": c.size_bytes, "error_pct": 100.0 * c.error,
                      "algorithm": c.predicted_algorithm, "protocol": c.predicted_protocol}
                     for c in sorted(comps, key=lambda c: -abs(c.error))[:worst]]

@@ -27,7 +27,9 @@ from hwmodels.collectives import (
     load_collective_system,
     load_fabric_catalog,
     mape,
+    nvls_loop_bytes,
     read_published_collectives,
+    ring_channels_used,
     select_algorithm,
 )
 from hwmodels.spec import SpecError
@@ -43,6 +45,10 @@ NCCL_NET_STEP = {"ll": 2.7 * US, "ll128": 4.0 * US, "simple": 14.0 * US}
 NDR_NODE_BW = 8 * 50e9 * 0.97  # 8 NICs x 400 Gb/s x CX7 fraction
 H100_LL_MAX_BW = 141e9  # ll.max_bandwidth_bytes_per_s: NCCL llMaxBws Hopper-N1
 H100_CHANNEL_BW = 15e9  # channel.bandwidth_bytes_per_s: NCCL's ring busBw 360 GB/s over 24 channels
+H100_RING_CHANNELS = 24  # ring_channels: NCCL's '24 coll channels' on HGX H100
+# a ring / tree with every channel running: min(links, 24 channels x 15 GB/s) = 360 GB/s
+H100_RING_NCCL_BW = min(H100_RING_BW, H100_RING_CHANNELS * H100_CHANNEL_BW)
+H100_NVLS_LOOP = 16 * 128 * 1024  # nvls_channels x NVLS chunk (per device): one loop = n x this
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +209,7 @@ def test_ring_all_reduce_closed_form(h100, n, proto):
     """Ring all_reduce of S bytes on n devices = base + 2(n-1) alpha + 2(n-1)/n S / B (LL capped at llMaxBw)."""
     frac = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}[proto]
     s = 3 * 2**27
-    bw = min(H100_RING_BW * frac, H100_LL_MAX_BW) if proto == "ll" else H100_RING_BW * frac
+    bw = min(H100_RING_NCCL_BW * frac, H100_LL_MAX_BW) if proto == "ll" else H100_RING_NCCL_BW * frac
     want = NCCL_BASE[proto] + 2 * (n - 1) * NCCL_NVLINK_STEP[proto] + 2 * (n - 1) / n * s / bw
     r = collective_time("all_reduce", s, n, h100, algorithm="ring", protocol=proto)
     assert r.time_s == pytest.approx(want, rel=1e-12)
@@ -214,28 +220,35 @@ def test_ring_all_reduce_closed_form(h100, n, proto):
 @pytest.mark.parametrize("coll", ["all_gather", "reduce_scatter"])
 def test_ring_gather_scatter_closed_form(h100, coll):
     s, n = 10**9, 8
-    want = NCCL_BASE["simple"] + (n - 1) * NCCL_NVLINK_STEP["simple"] + (n - 1) / n * s / H100_RING_BW
+    want = NCCL_BASE["simple"] + (n - 1) * NCCL_NVLINK_STEP["simple"] + (n - 1) / n * s / H100_RING_NCCL_BW
     assert collective_time(coll, s, n, h100, algorithm="ring", protocol="simple").time_s == pytest.approx(want)
 
 
 def test_broadcast_and_send_recv_closed_form(h100):
     s, n = 10**9, 8
-    bc = NCCL_BASE["simple"] + (n - 1) * NCCL_NVLINK_STEP["simple"] + s / H100_RING_BW
+    bc = NCCL_BASE["simple"] + (n - 1) * NCCL_NVLINK_STEP["simple"] + s / H100_RING_NCCL_BW
     assert collective_time("broadcast", s, n, h100, protocol="simple").time_s == pytest.approx(bc)
     p2p = NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + s / H100_RING_BW
     assert collective_time("send_recv", s, n, h100, protocol="simple").time_s == pytest.approx(p2p)
 
 
-def test_ll_cap_applies_on_one_node_only(h100):
-    """NCCL: ring LL busBw = min(llMaxBw, busBw * .5); llMaxBw is indexed by GPU type on one node only."""
+def test_ll_cap_by_gpu_on_one_node_and_by_cpu_across_nodes(h100):
+    """NCCL: ring LL busBw = min(llMaxBw, busBw * .5); llMaxBw is indexed by GPU type on one node and by
+    CPU vendor and node count across nodes (tuning.cc llMaxBws: Intel-N2 39.0, Intel-N4 20.4 GB/s)."""
     s = 2**24
     one = collective_time("all_reduce", s, 8, h100, algorithm="ring", protocol="ll")
     assert one.time_s == pytest.approx(NCCL_BASE["ll"] + 14 * NCCL_NVLINK_STEP["ll"] + 2 * 7 / 8 * s / H100_LL_MAX_BW)
-    # 16 ranks on 2 nodes: the NVLink share is 0.5 x 370.8 GB/s, uncapped; the NICs bound the ring anyway
+    # 16 ranks on 2 nodes of Intel hosts: the 39 GB/s cap binds before the NVLink share and the NICs
     two = collective_time("all_reduce", s, 16, h100, algorithm="ring", protocol="ll")
     d = 2 * 15 / 16 * s
     lat = NCCL_BASE["ll"] + 2 * 2 * 7 * NCCL_NVLINK_STEP["ll"] + 2 * NCCL_NET_STEP["ll"]
-    assert two.time_s == pytest.approx(lat + max(7 / 8 * d / (0.5 * H100_RING_BW), d / (0.5 * NDR_NODE_BW)))
+    assert two.time_s == pytest.approx(lat + max(7 / 8 * d / (0.5 * H100_RING_NCCL_BW), d / (0.5 * NDR_NODE_BW),
+                                                 d / 39.0e9))
+    # more than two nodes: 20.4 GB/s (Intel-N4); AMD hosts (aws-p5): 22.5 GB/s on two nodes
+    four = collective_time("all_reduce", s, 32, h100, algorithm="ring", protocol="ll")
+    assert four.time_s == pytest.approx(four.latency_s + 2 * 31 / 32 * s / 20.4e9)
+    p5 = collective_time("all_reduce", s, 16, "aws-p5", algorithm="ring", protocol="ll")
+    assert p5.time_s == pytest.approx(p5.latency_s + d / 22.5e9)
     # a library / fabric without the field (RCCL on MI300X) is not capped
     assert load_collective_system("mi300x-8").intra.ll_max_bandwidth_bytes_per_s is None
 
@@ -263,24 +276,27 @@ def test_send_recv_channel_ramp_closed_form(h100, n, size, channels):
 
 def test_tree_all_reduce_closed_form(h100):
     s, n = 10**8, 8
-    want = NCCL_BASE["simple"] + 2 * (n - 1) * NCCL_NVLINK_STEP["simple"] + 2 * s / H100_RING_BW
+    want = NCCL_BASE["simple"] + 2 * (n - 1) * NCCL_NVLINK_STEP["simple"] + 2 * s / H100_RING_NCCL_BW
     assert collective_time("all_reduce", s, n, h100, algorithm="tree", protocol="simple").time_s == pytest.approx(want)
     # two nodes: chain inside, one exchange of S across the 8 NICs; log2(2) = 1 inter step each way
     want2 = NCCL_BASE["simple"] + 2 * (7 * NCCL_NVLINK_STEP["simple"] + NCCL_NET_STEP["simple"]) + max(
-        2 * s / H100_RING_BW, s / NDR_NODE_BW)
+        2 * s / H100_RING_NCCL_BW, s / NDR_NODE_BW)
     r = collective_time("all_reduce", s, 16, h100, algorithm="tree", protocol="simple")
     assert r.n_nodes == 2 and r.time_s == pytest.approx(want2)
 
 
 @pytest.mark.parametrize("n", [2, 4, 6, 8])
 def test_nvls_closed_form(h100, n):
-    """NVLS all_reduce moves S(n+1)/n per direction; reduce_scatter sends S; all_gather receives S."""
+    """NVLS all_reduce moves S(n+1)/n per direction; reduce_scatter sends S; all_gather receives S; plus one
+    loop of nvls_channels x n x 128 KiB (NCCL's chunk at 8 GiB) that the reduce/multicast pipeline does not overlap."""
     s = 2**33
+    loop = H100_NVLS_LOOP * n
     ar = collective_time("all_reduce", s, n, h100, algorithm="nvls")
-    assert ar.time_s == pytest.approx(23 * US + s * (n + 1) / n / H100_NVLS_BW)
+    assert ar.time_s == pytest.approx(23 * US + (s + loop) * (n + 1) / n / H100_NVLS_BW)
     assert ar.protocol == "simple"
     for coll in ("reduce_scatter", "all_gather"):
-        assert collective_time(coll, s, n, h100, algorithm="nvls").time_s == pytest.approx(23 * US + s / H100_NVLS_BW)
+        assert collective_time(coll, s, n, h100, algorithm="nvls").time_s == pytest.approx(
+            23 * US + (s + loop) / H100_NVLS_BW)
 
 
 def test_nvls_only_on_switch_with_sharp_in_one_node(h100):
@@ -364,7 +380,9 @@ def test_ring_busbw_tends_to_the_achievable_link_bandwidth(h100):
     """busbw is independent of n for rings: it approaches links x bandwidth x fraction for every n."""
     for n in (2, 4, 8):
         r = collective_time("all_reduce", 2**40, n, h100, algorithm="ring", protocol="simple")
-        assert r.busbw_bytes_per_s == pytest.approx(H100_RING_BW, rel=1e-3)
+        assert r.busbw_bytes_per_s == pytest.approx(H100_RING_NCCL_BW, rel=1e-3)
+    # NCCL's own figure: the 4x H100 tuning table prints Ring/Simple AllReduce algBw 240 = 360 x 4/6 GB/s
+    assert H100_RING_NCCL_BW == pytest.approx(360e9)
 
 
 # ----------------------------------------------------------------------------- properties
@@ -493,11 +511,33 @@ def test_validation_against_published_measurements():
     lines.append(f"{'overall':48s} {len(comps):4d} {mape(comps):7.1f}")
     print("\n" + "\n".join(lines))
 
-    assert mape(comps) <= 13.9  # achieved 13.6 % over 81 rows (28.9 % before the one-thread launch skew and
-    #                              the A100 p2p channel ramp; 33.3 % before the LL cap and the H100 ramp)
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.9  # achieved 7.6 % over 50 rows (7.9 % before)
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.7  # achieved 14.4 % (31.0 % before)
-    assert mape(by_regime["latency (<1 MiB)"]) <= 33.0  # achieved 32.7 % (96.7 % before)
+    # 150 scored rows; "before" is the previous revision of the model on the same 150 rows (14.4 % overall)
+    assert mape(comps) <= 13.3  # achieved 13.05 %
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.3  # achieved 6.1 % over 62 rows (7.4 % before)
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.0  # achieved 13.7 % over 68 rows (15.1 % before)
+    assert mape(by_regime["latency (<1 MiB)"]) <= 32.7  # achieved 32.4 % over 20 rows (33.6 % before): above 15 %
+    # every system x band (the issue's target is 15 %; met where the comment says so)
+    by_system_band = collections.defaultdict(list)
+    for c in comps:
+        by_system_band[(c.system, _regime(c.size_bytes))].append(c)
+    achieved = {  # MAPE %, rows: met 15 % or not
+        ("dgx-h100", "latency (<1 MiB)"): 26.5,  # 12 rows, not met (4-GPU one-thread all_reduce / reduce_scatter)
+        ("dgx-h100", "mid (1-256 MiB)"): 12.1,  # 51 rows, met (14.1 before)
+        ("dgx-h100", "bandwidth (>=256 MiB)"): 5.2,  # 50 rows, met (6.8 before)
+        ("mi300x-8", "latency (<1 MiB)"): 32.8,  # 4 rows, not met (RCCL small-message paths)
+        ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
+        ("mi300x-8", "bandwidth (>=256 MiB)"): 5.6,  # 6 rows, met
+        ("aws-p5", "latency (<1 MiB)"): 49.7,  # 4 rows, not met (EFA plugin latency)
+        ("aws-p5", "mid (1-256 MiB)"): 24.4,  # 8 rows, not met (23.1 before)
+        ("aws-p5", "bandwidth (>=256 MiB)"): 10.6,  # 4 rows, met (11.8 before)
+        ("dgx-a100", "mid (1-256 MiB)"): 29.1,  # 1 send_recv row
+        ("dgx-a100", "bandwidth (>=256 MiB)"): 19.4,  # 2 send_recv rows
+    }
+    assert set(by_system_band) == set(achieved)
+    for key, figure in achieved.items():
+        assert mape(by_system_band[key]) <= figure + 0.05, key
+    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.3 %, 5.3 % before)
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.3
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
@@ -516,6 +556,7 @@ def test_validation_against_published_measurements():
 
 
 def test_unscored_rows_are_reported_but_not_predicted():
+    """Rows whose NIC rate (or host) is not stated carry no system (coll-067..089, the 80-GPU run coll-157..174)."""
     rows = read_published_collectives()
     unscored = [r for r in rows if r["in_score"] == "0"]
     assert unscored and all(not r["system"] for r in unscored)
@@ -570,7 +611,8 @@ def test_launch_constant_reproduces_its_source():
 
 def test_launch_skew_closed_form(h100):
     """One thread driving 4 GPUs: an 8 B all_reduce takes ring LL 6.6 + 6 x 0.6 us plus 3 x 2.55 us."""
-    device = NCCL_BASE["ll"] + 6 * NCCL_NVLINK_STEP["ll"] + 8 / H100_LL_MAX_BW * 3 / 4 * 2
+    # one channel carries an 8 B message (NCCL drops channels below 512 threads x 8 B x 4 ranks): 15 x 0.5 GB/s
+    device = NCCL_BASE["ll"] + 6 * NCCL_NVLINK_STEP["ll"] + 8 * 3 / 4 * 2 / (H100_CHANNEL_BW * 0.5)
     one = collective_time("all_reduce", 8, 4, h100)
     assert (one.algorithm, one.protocol) == ("ring", "ll")
     assert one.time_s == pytest.approx(device, rel=1e-9)
@@ -641,10 +683,10 @@ def test_collectives_summary_matches_an_independent_count():
 
     comps = [c for c in compare_published() if c.in_score]
     summ = collectives_summary(comps, worst=3)
-    assert summ["n"] == len(comps) == 81
+    assert summ["n"] == len(comps) == 150
     assert summ["mape"] == pytest.approx(mape(comps), rel=1e-12)
-    assert sum(b["n"] for b in summ["bands"].values()) == 81
-    assert sum(b["n"] for b in summ["by_collective"].values()) == 81
+    assert sum(b["n"] for b in summ["bands"].values()) == 150
+    assert sum(b["n"] for b in summ["by_collective"].values()) == 150
     small = [c for c in comps if c.size_bytes < 2**20]
     ratio = np.exp(np.mean([np.log(c.predicted_busbw_bytes_per_s / c.measured_busbw_bytes_per_s) for c in small]))
     assert summ["bands"]["latency (<1 MiB)"]["bias"] == pytest.approx(100 * (ratio - 1), rel=1e-9)
@@ -682,3 +724,96 @@ def test_an_unknown_key_of_a_sourced_number_is_located(tmp_path):
         load_fabric_catalog(bad)
     assert ("libraries.nccl.launch.per_device_s.nte: unknown key; got 'nte'; expected one of note, source, value; "
             "did you mean 'note'?") in str(e.value), str(e.value)
+
+
+# ----------------------------------------------------------------------------- NCCL's per-size choices
+
+@pytest.mark.parametrize("algo,proto,n,size,channels", [
+    ("ring", "simple", 8, 2**20, 24),  # 1 MiB / (512 threads x 64 B) = 32 -> all 24 channels
+    ("ring", "simple", 8, 2**18, 8),  # 256 KiB / 32 KiB
+    ("ring", "simple", 8, 2**16, 2),
+    ("ring", "simple", 8, 1024, 1),  # never below one channel
+    ("ring", "ll", 8, 2**18, 8),  # ring LL: 512 threads x 8 B x 8 ranks = 32 KiB per channel
+    ("ring", "ll", 4, 2**18, 16),  # 4 ranks: 16 KiB per channel
+    ("tree", "ll", 8, 2**18, 24),  # tree LL: no rank factor, 4 KiB per channel
+    ("ring", "ll128", 8, 2**16, 12),  # LL128: 640 threads x 8 B = 5 KiB per channel
+])
+def test_ring_channels_follow_nccls_thread_threshold(h100, algo, proto, n, size, channels):
+    """src/enqueue.cc topoGetAlgoInfo (v2.28.7): nc drops while nBytes < nc * nt * threadThreshold."""
+    assert ring_channels_used(h100, algo, proto, size, n) == channels
+    # systems without NCCL's channel counts (RCCL on MI300X) are not described
+    assert ring_channels_used("mi300x-8", algo, proto, size, n) is None
+
+
+def test_small_message_runs_on_few_channels_closed_form(h100):
+    """8-rank ring all_gather of 64 KiB, Simple: 2 channels (64 KiB / 32 KiB) of 15 GB/s carry 7/8 S."""
+    s = 2**16
+    r = collective_time("all_gather", s, 8, h100, algorithm="ring", protocol="simple")
+    assert r.time_s == pytest.approx(NCCL_BASE["simple"] + 7 * NCCL_NVLINK_STEP["simple"] + 7 / 8 * s / (2 * 15e9))
+    # 48 KiB: 1.5 channels in the model (NCCL runs 1; the continuous count keeps time from falling with size)
+    r2 = collective_time("all_gather", 3 * 2**14, 8, h100, algorithm="ring", protocol="simple")
+    assert r2.time_s == pytest.approx(r2.latency_s + 7 / 8 * 3 * 2**14 / (1.5 * 15e9))
+    assert r2.time_s == pytest.approx(r.time_s)  # flat between one and 24 channels: S / nc is constant
+
+
+@pytest.mark.parametrize("size,loop", [
+    (2**22, 16 * 8 * 16384),  # 4 MiB < 2 x 128 x 32 KiB: 16 KiB chunks, 2 MiB loops
+    (2**25, 16 * 8 * 32768),  # 32 MiB < 8 x 128 x 64 KiB: 32 KiB chunks
+    (2**28, 16 * 8 * 65536),  # 256 MiB < 64 x 128 x 128 KiB: 64 KiB chunks
+    (2**30, 16 * 8 * 131072),  # 1 GiB: NCCL_NVLS_CHUNKSIZE 128 KiB, 16 MiB loops
+])
+def test_nvls_loop_follows_nccls_chunk_rule(h100, size, loop):
+    """src/enqueue.cc calcCollChunking (NVLS, v2.28.7) on 8 GPUs with 16 NVLS channels."""
+    assert nvls_loop_bytes(h100, size, 8) == loop
+    r = collective_time("all_reduce", size, 8, h100, algorithm="nvls")
+    assert r.time_s == pytest.approx(23 * US + (size + min(loop, size)) * 9 / 8 / H100_NVLS_BW)
+    assert nvls_loop_bytes("dgx-a100", size, 8) is None
+
+
+def test_nccl_offers_only_ring_to_gather_and_scatter_across_nodes(h100):
+    """tuning.cc: all_gather / reduce_scatter across nodes run Ring (NVLS needs CollNet there; the NVLS-tree
+    family is all_reduce only), so the hierarchical model is not offered for them."""
+    for coll in ("all_gather", "reduce_scatter"):
+        assert applicable_algorithms(coll, 16, h100) == ("ring",)
+        assert applicable_algorithms(coll, 8, h100) == ("ring", "nvls")
+    assert "hierarchical" in applicable_algorithms("all_reduce", 16, h100)
+
+
+def test_latencies_match_nccls_printed_tuning_table(h100):
+    """@h100tune (NCCL 2.29.2, 4x H100, NCCL_DEBUG_SUBSYS=TUNING) prints latency/bandwidth per algorithm:
+    AllReduce Ring LL 10.2, LL128 25.4, Simple 28.8 us; AllGather Ring LL 8.4, LL128 19.7, Simple 18.6 us;
+    and RING SIMPLE on channels 0..23 for 256 MiB - 1 GiB all_reduce."""
+    printed = {("all_reduce", "ll"): 10.2, ("all_reduce", "ll128"): 25.4, ("all_reduce", "simple"): 28.8,
+               ("all_gather", "ll"): 8.4, ("all_gather", "ll128"): 19.7, ("all_gather", "simple"): 18.6}
+    for (coll, proto), us in printed.items():
+        r = collective_time(coll, 2**28, 4, h100, algorithm="ring", protocol=proto)
+        assert r.latency_s == pytest.approx(us * US, abs=0.05 * US), (coll, proto)
+    assert ring_channels_used(h100, "ring", "simple", 2**28, 4) == 24
+
+
+def test_tuner_choice_matches_nccl_where_its_logs_say():
+    """waynehacking8/nccl-collectives-bench results/scaling_attributed (NCCL 2.29.2, NCCL_DEBUG=INFO):
+    2 GPUs 'Algo RING proto SIMPLE', 6 GPUs 'Algo NVLS proto SIMPLE channel{Lo..Hi}={0..15}' at 256 MiB - 8 GiB.
+    At 4 GPUs NCCL picks RING while the model's NVLS is 2 % faster: a near tie (both within 5 % of the
+    measured time), stated in docs/collectives.md."""
+    sizes = np.array([2.0**28, 2.0**30, 2.0**33])
+    assert set(select_algorithm("all_reduce", sizes, 2, "dgx-h100").algorithm) == {"ring"}
+    assert set(select_algorithm("all_reduce", sizes, 2, "dgx-h100").protocol) == {"simple"}
+    assert set(select_algorithm("all_reduce", sizes, 6, "dgx-h100").algorithm) == {"nvls"}
+    assert load_collective_system("dgx-h100").nvls_channels == 16
+    four = collective_options("all_reduce", 2.0**28, 4, "dgx-h100")
+    ring, nvls = four[("ring", "simple")].time_s, four[("nvls", "simple")].time_s
+    assert nvls < ring < 1.03 * nvls
+
+
+def test_tuner_fields_errors_are_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace("tuner.max_threads.ll128 =", "tuner.max_thread.ll128 ="))
+    with pytest.raises(SpecError, match=r"libraries\.nccl\.tuner\.max_thread: unknown key.*did you mean 'max_threads'"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('cpu_vendor = "intel"', 'cpu_vendor = "intle"'))
+    with pytest.raises(SpecError, match=r"systems\.dgx-h100\.cpu_vendor: unknown cpu_vendor; got 'intle'.*did you mean"):
+        load_fabric_catalog(bad)

@@ -127,14 +127,16 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # when every GPU kernel carried its architecture's measured device time, efficiency.kernel_device_time_s)
     "gpt3": (23.106866835943215, 6009646.518073685, 36058478592.0, '2aadabdcd834f2fe', '7eb66130066fded2'),
     "gpt3-des": (22.996196176008187, 5999311.117947144, 36058478592.0, '45fc55dc4b30338d', '7eb66130066fded2'),
-    "fsdp": (0.26476579972055414, 784.5508322593464, 15576221698.0, '067560dd28486480', 'b02b35d721bf5730'),
+    # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
+    # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes)
+    "fsdp": (0.2691197280881917, 790.1099279991456, 15576221698.0, '799ec6437dff070d', '73da81e064b5c805'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
-    "generate": (0.906200179049637, 2122.0310633308036, 17292607488.0, '9a14ac16877e00ce', '1ef19dacba07d7cf'),
+    "generate": (0.9116273926765641, 2128.9605296896593, 17292607488.0, '2dc537eca38e51ec', 'ec645abc9baf59d9'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
-    "decode-fused": (0.012325009626195163, 33.5493932047483, 19931976704.0, '15aa22c60a06ccc8', '3cdf897f5f61953a'),
+    "decode-fused": (0.012399841512719965, 33.64493855746315, 19931976704.0, '6e99eec8b627b71f', '6546bb79191707b1'),
     "tpu": (0.003721713752272613, 2.4126081847885494, 1954081280.0, '8aad02d8bf502fd3', '023e10bc5c5b1bf3'),
     "moe": (0.046448998601910756, 227.40956610304056, 14863060992.0, '55b748ae91281c38', 'b562dcfc43e502bc'),
 }
