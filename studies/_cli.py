@@ -5,7 +5,9 @@ working directory: ``python -m studies.NAME`` from the repository root, or ``pyt
 from anywhere (the script puts the repository root on ``sys.path`` itself). The options are the same for
 every study: ``--config FILE`` (default: the study's ``config.toml``), ``--reduced`` (the configuration
 the tests run), ``--out FOLDER`` (the CSVs; default ``out/NAME/`` under the repository root, which git
-ignores), ``--figures FOLDER`` (default: the ``--out`` folder) and ``--plot-only`` (redraw from the CSVs in ``--out``). The configuration is checked against
+ignores), ``--figures FOLDER`` (default: the ``--out`` folder), ``--plot-only`` (redraw from the CSVs in ``--out``) and
+``--progress``/``--no-progress`` (a bar over the study's cases; default: on a terminal or in a notebook,
+see :func:`study_progress`). The configuration is checked against
 the study's declared :data:`Schema` before any work. An error in a configuration, a missing CSV
 or an output that cannot be written prints one line and exits with code 2.
 """
@@ -185,6 +187,19 @@ def check_config(cfg: dict[str, Any], schema: Schema, where: Path) -> None:
             _check(value, kind, at, where)
 
 
+#: Progress of the running study: ``--progress``/``--no-progress`` (None: on a terminal or in a notebook).
+_PROGRESS: dict[str, Any] = {"enabled": None, "name": "study"}
+
+
+def study_progress(total: int, unit: str = "case") -> Any:
+    """A progress bar over a study's ``total`` cases, labelled with the study's name
+    (:func:`simulator.report.progress.progress_bar`: ``tqdm.auto`` on standard error, a widget in a notebook;
+    shown on a terminal unless ``--no-progress``). Call ``update(1)`` per case and ``close()`` at the end."""
+    from simulator.report.progress import progress_bar
+
+    return progress_bar(total, desc=_PROGRESS["name"], unit=unit, enabled=_PROGRESS["enabled"])
+
+
 def rows_step(run: Callable[[dict[str, Any]], Rows], write_csv: Callable[[Rows, Path], Any],
               csv_name: str = "results.csv") -> Callable[[dict[str, Any], Path], str]:
     """The usual compute step: run the configuration and write its rows to ``OUT/csv_name``."""
@@ -220,9 +235,12 @@ def study_main(argv: Sequence[str] | None, *, here: Path, description: str,
                    help=f"folder of {results} (default out/{here.name}/ under the repository root)")
     p.add_argument("--figures", type=Path, help="folder of the figures (default: the --out folder)")
     p.add_argument("--plot-only", action="store_true", help="redraw the figures from the CSVs in --out")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar on standard error (default: only on a terminal or in a notebook)")
     if options is not None:
         options(p)
     args = p.parse_args(argv)
+    _PROGRESS.update(enabled=args.progress, name=here.name)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column of the CSV, not a warning per row
     try:
         cfg = load_config(args.config, args.reduced)

@@ -659,6 +659,7 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None, progress:
                                           "options": o, "base_dir": base_dir, "source": source,
                                           "metrics": list(exp.metrics), "points": []}
         grp["points"].append((key, ov))
+    bar.total = n_all  # the points that passed the filters
     bar.update(n_all % _PLAN_TICK)
     bar.close()
     tasks = []
