@@ -81,7 +81,7 @@ def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folde
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "scenario": "str", "node": "device", "power_modes": "str[]", "frames": "int>0", "seed": "int>=0",
+    "scenario": "str", "node": "device", "power_modes": "power_mode[]", "frames": "int>0", "seed": "int>=0",
     "contention": "bool", "transfers": "bool", "placements": "table",
 }
 

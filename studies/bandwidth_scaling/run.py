@@ -156,9 +156,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "device": "device", "model": "model", "dtype": "str", "cuda_graphs": "bool",
+    "device": "device", "model": "model", "dtype": "dtype", "cuda_graphs": "bool",
     "bandwidth_scales": "num>0[]", "compute_scales": "num>0[]",
-    "workloads[].name": "str", "workloads[].phase": "str", "workloads[].batch": "int>0",
+    "workloads[].name": "str", "workloads[].phase": "phase", "workloads[].batch": "int>0",
     "?workloads[].seq": "int>0", "?workloads[].context": "int>0",
 }
 

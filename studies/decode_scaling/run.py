@@ -61,7 +61,7 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "model": "model", "dtype": "str", "context": "int>0", "devices": "device[]", "batches": "int>0[]",
+    "model": "model", "dtype": "dtype", "context": "int>0", "devices": "device[]", "batches": "int>0[]",
 }
 
 

@@ -126,9 +126,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "families[].name": "str", "families[].dtype": "str", "families[].devices": "device[]",
+    "families[].name": "str", "families[].dtype": "dtype", "families[].devices": "device[]",
     "workloads[].name": "str", "workloads[].model": "model", "workloads[].batch": "int>0",
-    "workloads[].per": "str", "?workloads[].phase": "str", "?workloads[].seq": "int>0",
+    "workloads[].per": "str", "?workloads[].phase": "phase", "?workloads[].seq": "int>0",
     "?workloads[].context": "int>0",
 }
 

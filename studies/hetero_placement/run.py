@@ -86,8 +86,8 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "node": "node", "devices": "str[]", "objectives": "str[]", "links": "str[]", "?idle_policies": "str[]",
-    "workloads[].label": "str", "workloads[].model": "model", "?workloads[].phase": "str",
+    "node": "node", "devices": "member[]", "objectives": "objective[]", "links": "{catalog|ideal}[]", "?idle_policies": "idle[]",
+    "workloads[].label": "str", "workloads[].model": "model", "?workloads[].phase": "phase",
     "?workloads[].batch": "int>0", "?workloads[].seq": "int>0", "?workloads[].context": "int>0",
 }
 

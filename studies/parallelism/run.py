@@ -143,11 +143,11 @@ def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[P
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "training.model": "model", "training.dtype": "str", "training.seq": "int>0",
-    "training.global_batch": "int>0", "training.microbatch": "int>0", "training.recompute": "str",
-    "training.sequence_parallel": "bool", "training.zero_stage": "int>=0", "training.systems": "str[]",
+    "training.model": "model", "training.dtype": "dtype", "training.seq": "int>0",
+    "training.global_batch": "int>0", "training.microbatch": "int>0", "training.recompute": "recompute",
+    "training.sequence_parallel": "bool", "training.zero_stage": "int>=0", "training.systems": "system[]",
     "training.gpus": "int>0[]", "training.tp": "int>0[]", "training.pp": "int>0[]",
-    "inference.model": "model", "inference.dtype": "str", "inference.systems": "str[]",
+    "inference.model": "model", "inference.dtype": "dtype", "inference.systems": "system[]",
     "inference.tp": "int>0[]", "inference.batches": "int>0[]", "inference.input_len": "int>0",
     "inference.output_len": "int>0",
 }

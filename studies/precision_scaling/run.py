@@ -136,8 +136,8 @@ def plot(csv_path: Path, out: Path, top: int = 5) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "devices": "device[]", "precisions": "str[]", "baseline": "str",
-    "workloads[].name": "str", "workloads[].model": "model", "?workloads[].phase": "str",
+    "devices": "device[]", "precisions": "dtype[]", "baseline": "dtype",
+    "workloads[].name": "str", "workloads[].model": "model", "?workloads[].phase": "phase",
     "?workloads[].batch": "int>0", "?workloads[].seq": "int>0",
 }
 

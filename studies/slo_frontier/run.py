@@ -142,7 +142,7 @@ def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "model": "model", "dtype": "str", "devices": "device[]", "input_len": "int>0", "output_len": "int>0",
+    "model": "model", "dtype": "dtype", "devices": "device[]", "input_len": "int>0", "output_len": "int>0",
     "batches": "int>0[]", "cuda_graphs": "bool", "tpot_samples": "int>0", "tpot_slos_s": "num>0[]",
     "ttft_slo_s": "num>0",
 }

@@ -176,7 +176,7 @@ def plot(csv_path: Path, folder: Path) -> list[Path]:
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
     "reference_device": "device", "word_bytes": "int>0", "pes": "int>0", "rows": "int>0[]",
-    "dataflows": "str[]", "sram_kib": "int>0[]",
+    "dataflows": "dataflow[]", "sram_kib": "int>0[]",
     "workloads[].name": "str", "workloads[].model": "model", "workloads[].batch": "int>0",
     "?workloads[].seq": "int>0",
 }
