@@ -93,6 +93,8 @@ def _option_keys() -> tuple[str, ...]:
     return (*SETTINGS, *SETTING_ALIASES)
 
 
+_OPTION_KEYS = _option_keys()  # (the names at import; the loader asks _option_keys() each time)
+
 _VAR_KEYS = ("distribution", "produced_by", "mean", "min", "max", "value", "low", "high", "values", "weights",
              "description")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\s*\*\s*([0-9]+))?\}")
