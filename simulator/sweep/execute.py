@@ -869,9 +869,12 @@ class _Executor:
             for f in pending:
                 f.cancel()
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Stop the pool: pending tasks are cancelled; ``wait`` joins the workers (after a finished run:
+        Python 3.11's pool can fail at interpreter exit after an unjoined shutdown, CPython gh-125451),
+        else the workers are left to exit on their own (Ctrl-C, an error: the main process stops now)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
 
 
@@ -1013,10 +1016,13 @@ def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, s
     store = open_store(out, exp.kind)  # refuses a foreign or unwritable store before anything is written
     client = _connect(sched, connect_timeout_s) if sched.startswith("tcp://") else None
     executor = _Executor(sched, n_workers, client, float(worker_timeout_s))
+    finished = False
     try:
-        return _sweep(exp, store, executor, progress, on_task, t0, out, float(commit_interval_s))
+        summary = _sweep(exp, store, executor, progress, on_task, t0, out, float(commit_interval_s))
+        finished = True
+        return summary
     finally:
-        executor.close()
+        executor.close(wait=finished)
         if client is not None:
             client.close()
 
@@ -1073,7 +1079,7 @@ class _Planner:
             return out
         new: dict[str, str] = {}
         last = time.monotonic()
-        with progress_bar(len(todo), desc=f"{self.exp.name}: planning", unit="graph",
+        with progress_bar(len(todo), desc=f"{self.exp.name}: planning: graphs", unit="graph",
                           enabled=self.progress) as bar:
             try:
                 for _item, (wj, res) in self.executor.map(graph_key_job, [(wj, base_dir) for wj in todo]):
