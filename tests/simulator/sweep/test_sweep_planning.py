@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from simulator.cli import main
-from simulator.sweep import load_results, run_sweep
 from simulator.sweep import execute as ex
+from simulator.sweep import load_results, run_sweep
 from simulator.sweep.experiment import load_experiment
 
 _real_graph_key_job = ex.graph_key_job
@@ -65,6 +65,21 @@ def test_pool_planning_equals_serial_planning(tmp_path: Path) -> None:
     assert list(parallel.rows.items()) == list(serial.rows.items())  # same keys, same order
     assert parallel.tasks == serial.tasks and parallel.errors == serial.errors
     assert parallel.filtered == serial.filtered
+
+
+def test_dask_planning_equals_serial_planning(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    exp = load_experiment(_exp(tmp_path))
+    serial = ex.plan_sweep(exp, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  protocol="tcp", host="127.0.0.1") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        dask = ex._Executor(cluster.scheduler_address, 2, client)
+        planner = ex._Planner(exp, dask, None, False)
+        parallel = ex.plan_sweep(exp, planner, progress=False)
+    assert planner.keyed == 8  # every distinct workload keyed on the cluster
+    assert list(parallel.rows.items()) == list(serial.rows.items())
+    assert parallel.tasks == serial.tasks and parallel.errors == serial.errors
 
 
 def test_pool_sweep_rows_equal_the_synchronous_rows(tmp_path: Path) -> None:
