@@ -158,6 +158,8 @@ def _catalog(kind: str) -> list[str]:
 
 def _describe(kind: str) -> str:
     """``int>0`` -> ``an integer > 0``, ``device[]`` -> ``a non-empty array of device names``..."""
+    if kind.endswith("[]") and kind.startswith("{"):
+        return f"a non-empty array of names among {', '.join(kind[1:-3].split('|'))}"
     if kind.endswith("[]"):
         one = _describe(kind[:-2]).removeprefix("a ").removeprefix("an ")
         for word in ("integer", "number", "string", "name"):
@@ -193,16 +195,14 @@ def _check(value: Any, kind: str, at: str, where: Path, table: dict[str, Any] | 
                           f"expected {expected}{hint}")
 
     if kind.endswith("[]"):
-        if not isinstance(value, list):
-            raise bad(f"a non-empty array of {kind[:-2]}")
-        if not value:
-            raise bad(f"a non-empty array of {kind[:-2]}")
+        if not isinstance(value, list) or not value:
+            raise bad(_describe(kind))
         for i, v in enumerate(value):
             _check(v, kind[:-2], f"{at}[{i}]", where, table, cfg)
         return
     if kind in _NAME_KINDS or kind.startswith("{"):
         if not isinstance(value, str) or not value.strip():
-            raise bad(f"a {kind} name")
+            raise bad(_describe(kind))
         names, what = _names(kind, table or {}, cfg or {})
         if names is not None and value not in names and not (kind == "dtype" and _is_dtype(value)):
             raise bad(f"{what} {', '.join(names)}", did_you_mean(value, names))
