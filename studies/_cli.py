@@ -5,7 +5,9 @@ working directory: ``python -m studies.NAME`` from the repository root, or ``pyt
 from anywhere (the script puts the repository root on ``sys.path`` itself). The options are the same for
 every study: ``--config FILE`` (default: the study's ``config.toml``), ``--reduced`` (the configuration
 the tests run), ``--out FOLDER`` (the CSVs; default ``out/NAME/`` under the repository root, which git
-ignores), ``--figures FOLDER`` (default: the ``--out`` folder) and ``--plot-only`` (redraw from the CSVs in ``--out``). The configuration is checked against
+ignores), ``--figures FOLDER`` (default: the ``--out`` folder), ``--plot-only`` (redraw from the CSVs in ``--out``) and
+``--progress``/``--no-progress`` (a bar over the study's cases; default: on a terminal or in a notebook,
+see :func:`study_progress`). The configuration is checked against
 the study's declared :data:`Schema` before any work. An error in a configuration, a missing CSV
 or an output that cannot be written prints one line and exits with code 2.
 """
@@ -76,10 +78,74 @@ def load_config(path: Path, reduced: bool = False) -> dict[str, Any]:
 
 
 #: A study's declared schema: dotted key path -> kind. A kind is ``str``, ``bool``, ``int>0``, ``int>=0``,
-#: ``num>0``, ``num>=0``, ``table``, or a catalog name (``device``, ``node``, ``model``: unknown names are refused
-#: with a near match); ``KIND[]`` is a non-empty array of them. ``key[]`` in a path walks every table of
-#: an array of tables (``workloads[].model``); ``?`` before a path makes the key optional.
+#: ``num>0``, ``num>=0``, ``table``, a catalog name (``device``, ``node``, ``model``, ``system``: a system or
+#: device), a name from a fixed set (``dtype``, ``dataflow``, ``objective``, ``idle``, ``recompute``,
+#: ``{a|b|c}``), or a name that depends on a sibling key (``phase``: one the table's ``model``, else the
+#: top-level ``model``, supports; ``power_mode``: one of the ``node`` device's modes; ``member``: a device
+#: of the ``node``). Unknown names are refused with a near match. ``KIND[]`` is a non-empty array of them.
+#: ``key[]`` in a path walks every table of an array of tables (``workloads[].model``); ``?`` before a
+#: path makes the key optional.
 Schema = dict[str, str]
+
+#: Kinds whose values are names (checked by :func:`_names`).
+_NAME_KINDS = ("dtype", "dataflow", "objective", "idle", "recompute", "phase", "power_mode", "member", "system")
+
+
+def _names(kind: str, table: dict[str, Any], cfg: dict[str, Any]) -> tuple[list[str] | None, str]:
+    """(the names a value of ``kind`` may take here, what they are); None: any (no sibling to check against)."""
+    if kind.startswith("{"):
+        return kind.strip("{}").split("|"), "one of"
+    if kind == "dtype":
+        from workloads.dtypes import DType
+
+        return [d.value for d in DType], "a dtype:"
+    if kind == "dataflow":
+        from hwmodels.systolic import DATAFLOWS
+
+        return list(DATAFLOWS), "a dataflow:"
+    if kind == "objective":
+        from simulator.realtime.partition import OBJECTIVES
+
+        return list(OBJECTIVES), "an objective:"
+    if kind == "idle":
+        from simulator.realtime.partition import IDLE_POLICIES
+
+        return list(IDLE_POLICIES), "an idle policy:"
+    if kind == "recompute":
+        from workloads.training import RECOMPUTE
+
+        return list(RECOMPUTE), "a recompute policy:"
+    if kind == "system":
+        from hwmodels.catalog import list_devices, list_systems
+
+        return list_systems() + list_devices(), "a catalog system or device name (see `nodeperf devices`):"
+    return _sibling_names(kind, table, cfg)
+
+
+def _sibling_names(kind: str, table: dict[str, Any], cfg: dict[str, Any]) -> tuple[list[str] | None, str]:
+    """Names that depend on a sibling key: a model's phases, a device's power modes, a node's devices."""
+    if kind == "phase":
+        model = table.get("model", cfg.get("model"))
+        if not isinstance(model, str) or ":" in model:
+            return None, ""
+        from workloads.zoo import get_entry
+
+        try:
+            return list(get_entry(model).phases), f"a phase of model {model!r}:"
+        except KeyError:
+            return None, ""  # the model key reports itself
+    if kind == "power_mode":
+        node = table.get("node", cfg.get("node"))
+        from hwmodels.loader import list_power_modes
+
+        modes = list_power_modes(node) if isinstance(node, str) else []
+        return (modes, f"a power mode of {node!r}:") if modes else (None, "")
+    node = table.get("node", cfg.get("node"))
+    from hwmodels.node import list_nodes, load_node
+
+    if not isinstance(node, str) or node not in list_nodes():
+        return None, ""
+    return list(load_node(node).device_names), f"a device of node {node!r}:"
 
 
 def _catalog(kind: str) -> list[str]:
@@ -92,6 +158,8 @@ def _catalog(kind: str) -> list[str]:
 
 def _describe(kind: str) -> str:
     """``int>0`` -> ``an integer > 0``, ``device[]`` -> ``a non-empty array of device names``..."""
+    if kind.endswith("[]") and kind.startswith("{"):
+        return f"a non-empty array of names among {', '.join(kind[1:-3].split('|'))}"
     if kind.endswith("[]"):
         one = _describe(kind[:-2]).removeprefix("a ").removeprefix("an ")
         for word in ("integer", "number", "string", "name"):
@@ -100,11 +168,26 @@ def _describe(kind: str) -> str:
     number, _, bound = kind.partition(">")
     if bound:
         return f"{'an integer' if number == 'int' else 'a number'} {'>= 0' if bound == '=0' else '> 0'}"
+    if kind.startswith("{"):
+        return f"one of {', '.join(kind.strip('{}').split('|'))}"
     return {"str": "a string", "bool": "true or false", "table": "a table"}.get(kind, f"a {kind} name")
 
 
-def _check(value: Any, kind: str, at: str, where: Path) -> None:
-    """One value against one kind of :data:`Schema`; a ValueError naming ``where`` and ``at`` if it is not."""
+def _is_dtype(name: str) -> bool:
+    """Whether :func:`workloads.dtypes.parse_dtype` takes ``name`` (``"bfloat16"``, ``" BF16 "``...)."""
+    from workloads.dtypes import parse_dtype
+
+    try:
+        parse_dtype(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _check(value: Any, kind: str, at: str, where: Path, table: dict[str, Any] | None = None,
+           cfg: dict[str, Any] | None = None) -> None:
+    """One value against one kind of :data:`Schema` (``table``: the table holding it, ``cfg``: the whole
+    configuration, for kinds that depend on a sibling); a ValueError naming ``where`` and ``at`` if it is not."""
     from nodeperf.suggest import did_you_mean, short_repr
 
     def bad(expected: str, hint: str = "") -> ValueError:
@@ -112,12 +195,17 @@ def _check(value: Any, kind: str, at: str, where: Path) -> None:
                           f"expected {expected}{hint}")
 
     if kind.endswith("[]"):
-        if not isinstance(value, list):
-            raise bad(f"a non-empty array of {kind[:-2]}")
-        if not value:
-            raise bad(f"a non-empty array of {kind[:-2]}")
+        if not isinstance(value, list) or not value:
+            raise bad(_describe(kind))
         for i, v in enumerate(value):
-            _check(v, kind[:-2], f"{at}[{i}]", where)
+            _check(v, kind[:-2], f"{at}[{i}]", where, table, cfg)
+        return
+    if kind in _NAME_KINDS or kind.startswith("{"):
+        if not isinstance(value, str) or not value.strip():
+            raise bad(_describe(kind))
+        names, what = _names(kind, table or {}, cfg or {})
+        if names is not None and value not in names and not (kind == "dtype" and _is_dtype(value)):
+            raise bad(f"{what} {', '.join(names)}", did_you_mean(value, names))
         return
     if kind in ("str", "device", "node", "model"):
         if not isinstance(value, str) or not value.strip():
@@ -158,6 +246,7 @@ def check_config(cfg: dict[str, Any], schema: Schema, where: Path) -> None:
         optional = path.startswith("?")
         parts = path.lstrip("?").split(".")
         nodes: list[tuple[str, Any]] = [("", cfg)]
+        parents: dict[str, dict[str, Any]] = {}  # located key -> the table holding it
         for n, part in enumerate(parts):
             last = n == len(parts) - 1
             many = part.endswith("[]")
@@ -180,9 +269,24 @@ def check_config(cfg: dict[str, Any], schema: Schema, where: Path) -> None:
                     nxt += [(f"{here}[{i}]", x) for i, x in enumerate(value)]
                 else:
                     nxt.append((here, value))
+                    if last:
+                        parents[here] = node
             nodes = nxt
         for at, value in nodes:
-            _check(value, kind, at, where)
+            _check(value, kind, at, where, parents.get(at), cfg)
+
+
+#: Progress of the running study: ``--progress``/``--no-progress`` (None: on a terminal or in a notebook).
+_PROGRESS: dict[str, Any] = {"enabled": None, "name": "study"}
+
+
+def study_progress(total: int, unit: str = "case") -> Any:
+    """A progress bar over a study's ``total`` cases, labelled with the study's name
+    (:func:`simulator.report.progress.progress_bar`: ``tqdm.auto`` on standard error, a widget in a notebook;
+    shown on a terminal unless ``--no-progress``). Call ``update(1)`` per case and ``close()`` at the end."""
+    from simulator.report.progress import progress_bar
+
+    return progress_bar(total, desc=_PROGRESS["name"], unit=unit, enabled=_PROGRESS["enabled"])
 
 
 def rows_step(run: Callable[[dict[str, Any]], Rows], write_csv: Callable[[Rows, Path], Any],
@@ -220,9 +324,12 @@ def study_main(argv: Sequence[str] | None, *, here: Path, description: str,
                    help=f"folder of {results} (default out/{here.name}/ under the repository root)")
     p.add_argument("--figures", type=Path, help="folder of the figures (default: the --out folder)")
     p.add_argument("--plot-only", action="store_true", help="redraw the figures from the CSVs in --out")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar on standard error (default: only on a terminal or in a notebook)")
     if options is not None:
         options(p)
     args = p.parse_args(argv)
+    _PROGRESS.update(enabled=args.progress, name=here.name)
     logging.basicConfig(level=logging.ERROR)  # "does not fit" is a column of the CSV, not a warning per row
     try:
         cfg = load_config(args.config, args.reduced)

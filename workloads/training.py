@@ -39,9 +39,11 @@ True
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nodeperf.errors import NodeperfWarning
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
@@ -328,8 +330,9 @@ class _Deriver:
                 missing += 1
                 continue
             updates.append((w, g))
-        if missing:
-            log.warning("graph %r: %d weight(s) get no gradient from the loss and are not updated", self.fg.name, missing)
+        if missing:  # the caller's graph can avoid it: a warning it may filter (NodeperfWarning)
+            warnings.warn(f"graph {self.fg.name!r}: {missing} weight(s) get no gradient from the loss and are not "
+                          "updated", NodeperfWarning, stacklevel=3)
         for w, g in updates:
             ins = [w, g]
             for suffix, dt in optimizer_state_dtypes(w, self.optimizer, self.mixed_precision):

@@ -50,7 +50,7 @@ from typing import Any
 from hwmodels.tables import table_problems
 from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
-from simulator.engines.analytical import CONV_LAYOUTS
+from simulator.engines.options import SETTING_ALIASES, SETTINGS, options_from_settings
 
 __all__ = [
     "ScenarioError",
@@ -85,10 +85,16 @@ _TASK_KEYS = ("name", "model", "batch", "seq", "phase", "context", "dtype", "dev
               "min_interarrival", "max_interarrival", "offset", "jitter", "deadline", "after", "trigger",
               "description")
 _CHAIN_KEYS = ("name", "tasks", "deadline")
-_OPTION_KEYS = ("fusion", "epilogue_fusion", "gemv_generated", "cuda_graphs", "power_cap", "allow_tf32",
-                "eager_framework", "eager_modules", "conv_layout")
-#: Options that take one of a few names instead of true / false.
-_OPTION_CHOICES = {"conv_layout": CONV_LAYOUTS}
+
+
+def _option_keys() -> tuple[str, ...]:
+    """Engine settings a scenario's [options] takes: every name of the one translator
+    (:data:`simulator.engines.options.SETTINGS`, and its aliases such as ``allow_tf32``)."""
+    return (*SETTINGS, *SETTING_ALIASES)
+
+
+_OPTION_KEYS = _option_keys()  # (the names at import; the loader asks _option_keys() each time)
+
 _VAR_KEYS = ("distribution", "produced_by", "mean", "min", "max", "value", "low", "high", "values", "weights",
              "description")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\s*\*\s*([0-9]+))?\}")
@@ -451,24 +457,21 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
         bq = DEFAULT_BOUND_QUANTILE
 
     options = data.get("options", {})
-    opts: dict[str, bool] = {}
+    opts: dict[str, Any] = {}
     if not isinstance(options, Mapping):
-        p.add("options", f"not a table; got {_short(options)}; expected [options] with {', '.join(_OPTION_KEYS)}")
+        p.add("options", f"not a table; got {_short(options)}; expected [options] with {', '.join(_option_keys())}")
     else:
-        unknown = dict(table_problems(options, allowed=_OPTION_KEYS, path="options", what="option"))
+        unknown = dict(table_problems(options, allowed=_option_keys(), path="options", what="option"))
         for k, v in options.items():
             if f"options.{k}" in unknown:
                 p.add(f"options.{k}", unknown[f"options.{k}"]())
-            elif k in _OPTION_CHOICES:
-                if v not in _OPTION_CHOICES[k]:
-                    p.add(f"options.{k}", f"got {_short(v)}; expected one of {', '.join(_OPTION_CHOICES[k])}"
-                                          f"{did_you_mean(str(v).lower(), _OPTION_CHOICES[k])}")
+            else:
+                try:  # the value as the one translator takes it (kind and choices from SETTINGS)
+                    options_from_settings({k: v}, where="options")
+                except ValueError as exc:
+                    p.add(f"options.{k}", str(exc).removeprefix(f"options.{k}: "))
                 else:
                     opts[k] = v
-            elif not isinstance(v, bool):
-                p.add(f"options.{k}", f"not true or false; got {_short(v)}; expected {k} = true or false")
-            else:
-                opts[k] = v
 
     raw_tasks = data.get("tasks")
     if not isinstance(raw_tasks, list) or not raw_tasks or not all(isinstance(t, Mapping) for t in raw_tasks):

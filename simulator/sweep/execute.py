@@ -491,16 +491,18 @@ class _Plan:
     extra_axes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # columns besides the axes
 
 
-def plan_sweep(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
+def plan_sweep(exp: Experiment, resolve: GraphResolver | None = None, *, progress: bool | None = None) -> _Plan:
     """Points, their keys and their tasks (nothing evaluated, nothing written).
 
     ``resolve(workload JSONs, base folder)`` keys the distinct workloads of a model experiment
     (``{workload JSON: ("ok", graph digest) | ("error", message)}``); default: one after another
     in this process (:func:`run_sweep` passes one that uses its worker pool and the store's cache).
+    ``progress``: bars while the points are listed and keyed (see
+    :func:`simulator.report.progress.progress_enabled`).
     """
     if exp.kind == "systolic":
-        return _plan_systolic(exp)
-    return _plan_model(exp, resolve)
+        return _plan_systolic(exp, progress)
+    return _plan_model(exp, resolve, progress)
 
 
 GraphResolver = Callable[[Sequence[str], str], Mapping[str, tuple[str, str]]]
@@ -524,59 +526,114 @@ def graph_key_job(item: tuple[str, str]) -> tuple[str, tuple[str, str]]:
         return wj, ("error", _user_error(exc))
 
 
-def _point_settings(exp: Experiment, point: Mapping[str, Any], fixed_w: Mapping[str, Any],
-                    fixed_o: Mapping[str, Any], hw_name: Any) -> tuple[dict[str, Any], dict[str, Any], Any,
-                                                                      dict[str, Any]]:
-    """(workload, options, hardware name, spec overrides) of one point."""
-    w = {**fixed_w}
-    o = {**fixed_o}
-    ov: dict[str, Any] = {}
-    for a in exp.axes:
-        v = point[a.name]
-        if a.section == "workload":
-            w[a.key] = v
-        elif a.section == "options":
-            o[a.key] = v
-        elif a.key == "name":
-            hw_name = v
-        else:
-            ov[a.key] = v
-    return w, o, hw_name, ov
+class _Settings:
+    """A point's workload, options, hardware file and spec overrides, with the canonical JSON of each part
+    memoised by the axis values it depends on (planning a million points spends its time on keys, not on
+    re-encoding the same workload)."""
+
+    def __init__(self, exp: Experiment, fixed_w: Mapping[str, Any], fixed_o: Mapping[str, Any],
+                 hw_name: Any) -> None:
+        self.fixed_w, self.fixed_o, self.hw_name = dict(fixed_w), dict(fixed_o), hw_name
+        self.base_dir = exp.base_dir
+        self.w_axes = [(a.name, a.key) for a in exp.axes if a.section == "workload"]
+        self.o_axes = [(a.name, a.key) for a in exp.axes if a.section == "options"]
+        self.hw_axis = next((a.name for a in exp.axes if a.section == "hardware" and a.key == "name"), None)
+        self.ov_axes = [(a.name, a.key) for a in exp.axes if a.section == "hardware" and a.key != "name"]
+        self._memo: dict[Any, tuple[dict[str, Any], str]] = {}
+        self._hw: dict[Any, str] = {}
+
+    def _part(self, tag: str, fixed: Mapping[str, Any], axes: Sequence[tuple[str, str]],
+              point: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        # (type, value) pairs: 1 and 1.0 are one dict key but two canonical JSONs
+        memo_key: Any = (tag, *((type(point[n]), point[n]) for n, _ in axes))
+        try:
+            hit = self._memo.get(memo_key)
+        except TypeError:  # an unhashable axis value: no memo
+            memo_key, hit = None, None
+        if hit is None:
+            d = {**fixed, **{k: point[n] for n, k in axes}}
+            hit = (d, _canon(d))
+            if memo_key is not None:
+                self._memo[memo_key] = hit
+        return hit
+
+    def workload(self, point: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        """(workload settings, their canonical JSON)."""
+        return self._part("w", self.fixed_w, self.w_axes, point)
+
+    def options(self, point: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        """(option settings, their canonical JSON)."""
+        return self._part("o", self.fixed_o, self.o_axes, point)
+
+    def hardware(self, point: Mapping[str, Any]) -> str:
+        """The resolved hardware name or file of the point."""
+        name = point[self.hw_axis] if self.hw_axis is not None else self.hw_name
+        try:
+            return self._hw[name]
+        except KeyError:
+            self._hw[name] = hw = str(_resolve_file(name, self.base_dir))
+            return hw
+        except TypeError:
+            return str(_resolve_file(name, self.base_dir))
+
+    def overrides(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """``{spec path as written: value}`` of the point's hardware axes."""
+        return {k: point[n] for n, k in self.ov_axes}
 
 
-def _plan_model(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
+#: Points between updates of a planning progress bar.
+_PLAN_TICK = 4096
+
+
+def _listed_workloads(exp: Experiment, settings: _Settings, progress: bool | None) -> list[str]:
+    """The distinct workloads (canonical JSON) of the points that pass the filters, in first-seen order."""
+    if not settings.w_axes and not exp.filters:
+        return [settings.workload({})[1]]
+    from simulator.report.progress import progress_bar
+
+    distinct: dict[str, None] = {}
+    with progress_bar(exp.size, desc=f"{exp.name}: planning: listing workloads", unit="pt", enabled=progress,
+                      leave=False) as bar:
+        for i, point in enumerate(exp.points(), 1):
+            distinct.setdefault(settings.workload(point)[1])
+            if i % _PLAN_TICK == 0:
+                bar.update(_PLAN_TICK)
+    return list(distinct)
+
+
+def _plan_model(exp: Experiment, resolve: GraphResolver | None = None, progress: bool | None = None) -> _Plan:
     from hwmodels.paths import get_path, resolve_path
     from simulator.engines.analytical import spec_digest
+    from simulator.report.progress import progress_bar
 
-    fixed_w = dict(exp.fixed.get("workload", {}))
-    fixed_o = dict(exp.fixed.get("options", {}))
     fixed_h = dict(exp.fixed.get("hardware", {}))
     calib = fixed_h.get("calibration")
     calib = str(_resolve_file(calib, exp.base_dir)) if calib else None
     source = f"sweep axis of experiment {Path(exp.path).name}"
     base_dir = str(exp.base_dir)
+    settings = _Settings(exp, exp.fixed.get("workload", {}), exp.fixed.get("options", {}), fixed_h.get("name"))
     # first pass: the distinct workloads, keyed (graph built and digested) together, in parallel if asked
-    distinct: dict[str, None] = {}
-    for point in exp.points():
-        w, _, _, _ = _point_settings(exp, point, fixed_w, fixed_o, None)
-        distinct.setdefault(_canon(w))
-    graph_info = dict((resolve or _resolve_graphs_serial)(list(distinct), base_dir))
-    groups: dict[str, dict[str, Any]] = {}
+    graph_info = dict((resolve or _resolve_graphs_serial)(_listed_workloads(exp, settings, progress), base_dir))
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     rows: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
     hw_info: dict[str, Any] = {}
     path_info: dict[tuple[str, str], tuple[str, Any]] = {}
     opt_info: dict[str, dict[str, Any]] = {}
     n_all = 0
+    bar = progress_bar(exp.size, desc=f"{exp.name}: planning: keying points", unit="pt", enabled=progress)
     for point in exp.points():
         n_all += 1
-        w, o, hw_name, ov = _point_settings(exp, point, fixed_w, fixed_o, fixed_h.get("name"))
-        hw = str(_resolve_file(hw_name, exp.base_dir))
-        wj = _canon(w)
+        if n_all % _PLAN_TICK == 0:
+            bar.update(_PLAN_TICK)
+        w, wj = settings.workload(point)
+        o, oj = settings.options(point)
+        hw = settings.hardware(point)
         if hw not in hw_info:
             spec = _hardware(hw, calib)
             hw_info[hw] = (spec, spec_digest(spec))
         spec, sd = hw_info[hw]
+        ov = settings.overrides(point)
         norm = {}
         for p, v in ov.items():
             pk = (hw, p)
@@ -586,23 +643,25 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
             if base_v != _num_key(v):
                 norm[full] = _num_key(v)
         status, gd = graph_info[wj]
-        oj = _canon(o)
         if oj not in opt_info:
             opt_info[oj] = _options_identity(o)
-        oid = opt_info[oj]
         key = point_key({"kind": "model", "graph": gd if status == "ok" else wj, "spec": sd,
-                         "overrides": norm, "options": oid})
+                         "overrides": norm, "options": opt_info[oj]})
         if key in rows:
             continue
         rows[key] = point
         if status != "ok":
             errors.append({"point_key": key, "error": gd})
             continue
-        gkey = _canon([w, hw, o])
-        grp = groups.setdefault(gkey, {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
-                                       "options": o, "base_dir": base_dir, "source": source,
-                                       "metrics": list(exp.metrics), "points": []})
+        grp = groups.get((wj, hw, oj))
+        if grp is None:
+            groups[(wj, hw, oj)] = grp = {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
+                                          "options": o, "base_dir": base_dir, "source": source,
+                                          "metrics": list(exp.metrics), "points": []}
         grp["points"].append((key, ov))
+    bar.total = n_all  # the points that passed the filters
+    bar.update(n_all % _PLAN_TICK)
+    bar.close()
     tasks = []
     for grp in groups.values():
         pts = grp["points"]
@@ -611,8 +670,9 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None) -> _Plan:
     return _Plan(exp, rows, tasks, errors, exp.size - n_all)
 
 
-def _plan_systolic(exp: Experiment) -> _Plan:
+def _plan_systolic(exp: Experiment, progress: bool | None = None) -> _Plan:
     from hwmodels.systolic import SystolicError, dtype_for_word_bytes, load_systolic_energy
+    from simulator.report.progress import track
 
     fixed_s = dict(exp.fixed.get("systolic", {}))
     fixed_w = dict(exp.fixed.get("workload", {}))
@@ -624,7 +684,7 @@ def _plan_systolic(exp: Experiment) -> _Plan:
     groups: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     errors: list[dict[str, Any]] = []
     n_all = 0
-    for point in exp.points():
+    for point in track(exp.points(), total=exp.size, desc=f"{exp.name}: planning", unit="pt", enabled=progress):
         n_all += 1
         s = {**fixed_s, **{a.key: point[a.name] for a in exp.axes if a.section == "systolic"}}
         w = {**fixed_w, **{a.key: point[a.name] for a in exp.axes if a.section == "workload"}}
@@ -809,9 +869,12 @@ class _Executor:
             for f in pending:
                 f.cancel()
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Stop the pool: pending tasks are cancelled; ``wait`` joins the workers (after a finished run:
+        Python 3.11's pool can fail at interpreter exit after an unjoined shutdown, CPython gh-125451),
+        else the workers are left to exit on their own (Ctrl-C, an error: the main process stops now)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
 
 
@@ -953,10 +1016,13 @@ def run_sweep(experiment_or_path: Experiment | str | Path, out: str | Path, *, s
     store = open_store(out, exp.kind)  # refuses a foreign or unwritable store before anything is written
     client = _connect(sched, connect_timeout_s) if sched.startswith("tcp://") else None
     executor = _Executor(sched, n_workers, client, float(worker_timeout_s))
+    finished = False
     try:
-        return _sweep(exp, store, executor, progress, on_task, t0, out, float(commit_interval_s))
+        summary = _sweep(exp, store, executor, progress, on_task, t0, out, float(commit_interval_s))
+        finished = True
+        return summary
     finally:
-        executor.close()
+        executor.close(wait=finished)
         if client is not None:
             client.close()
 
@@ -1013,7 +1079,7 @@ class _Planner:
             return out
         new: dict[str, str] = {}
         last = time.monotonic()
-        with progress_bar(len(todo), desc=f"{self.exp.name}: planning", unit="graph",
+        with progress_bar(len(todo), desc=f"{self.exp.name}: planning: graphs", unit="graph",
                           enabled=self.progress) as bar:
             try:
                 for _item, (wj, res) in self.executor.map(graph_key_job, [(wj, base_dir) for wj in todo]):
@@ -1039,7 +1105,7 @@ def _sweep(exp: Experiment, store: Any, executor: _Executor, progress: bool | No
     cache = store.plan_cache()
     planner = _Planner(exp, executor, cache, progress)
     try:
-        plan = plan_sweep(exp, planner)
+        plan = plan_sweep(exp, planner, progress=progress)
     except KeyboardInterrupt:
         kept = (f"the {planner.keyed:,} of {planner.total - planner.cached:,} graphs keyed so far are cached in "
                 f"{out}" if planner.keyed else "nothing was written")

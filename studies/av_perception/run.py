@@ -23,7 +23,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -39,6 +39,7 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     from simulator.realtime.scenario import load_scenario
     from simulator.realtime.simulate import CDF_PERCENTILES, run_realtime
 
+    bar = study_progress(len(cfg["placements"]) * len(cfg["power_modes"]))
     rows: list[dict[str, Any]] = []
     cdf_rows: list[dict[str, Any]] = []
     for placement, overrides in cfg["placements"].items():
@@ -46,6 +47,7 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
         for mode in cfg["power_modes"]:
             r = run_realtime(scn, f"{cfg['node']}@{mode}", frames=cfg["frames"], seed=cfg["seed"],
                              contention=cfg.get("contention", True), transfers=cfg.get("transfers", True))
+            bar.update(1)
             devs = {d.name: d for d in r.devices}
             entries = [("task", t.name, t.device, t.stats, t.wcrt_bound_s, t.deadline_s, t.transfer_s, t.contention_s)
                        for t in r.tasks]
@@ -65,6 +67,7 @@ def run(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
                 for pct, val in zip(CDF_PERCENTILES, s.cdf_s, strict=True):
                     cdf_rows.append({"placement": placement, "power_mode": mode, "kind": kind, "name": name,
                                      "percentile": pct, "response_s": val})
+    bar.close()
     return rows, cdf_rows
 
 
@@ -78,7 +81,7 @@ def write_csvs(rows: list[dict[str, Any]], cdf_rows: list[dict[str, Any]], folde
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "scenario": "str", "node": "device", "power_modes": "str[]", "frames": "int>0", "seed": "int>=0",
+    "scenario": "str", "node": "device", "power_modes": "power_mode[]", "frames": "int>0", "seed": "int>=0",
     "contention": "bool", "transfers": "bool", "placements": "table",
 }
 

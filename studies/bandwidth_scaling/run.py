@@ -27,7 +27,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAME = HERE.name
@@ -73,6 +73,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
     base = load_hardware(cfg["device"])
     opts = options_from_settings({"cuda_graphs": cfg.get("cuda_graphs", False)}, where="config")
+    bar = study_progress(len(cfg["workloads"]) * len(cfg["bandwidth_scales"]) * len(cfg["compute_scales"]))
     rows = []
     for w in cfg["workloads"]:
         g = load_workload(cfg["model"], phase=w["phase"], batch=w["batch"], seq=w.get("seq"),
@@ -83,6 +84,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
             for cs in cfg["compute_scales"]:
                 spec = variant(base, bs, cs)
                 r = evaluate(g, spec, opts)
+                bar.update(1)
                 bb = r.bound_breakdown
                 rows.append({
                     "device": base.name, "model": cfg["model"], "dtype": cfg["dtype"], "workload": w["name"],
@@ -95,6 +97,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                     "compute_bound_share": bb["compute"], "memory_bound_share": bb["memory"],
                     "latency_bound_share": bb["latency"],
                 })
+    bar.close()
     return rows
 
 
@@ -153,9 +156,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "device": "device", "model": "model", "dtype": "str", "cuda_graphs": "bool",
+    "device": "device", "model": "model", "dtype": "dtype", "cuda_graphs": "bool",
     "bandwidth_scales": "num>0[]", "compute_scales": "num>0[]",
-    "workloads[].name": "str", "workloads[].phase": "str", "workloads[].batch": "int>0",
+    "workloads[].name": "str", "workloads[].phase": "phase", "workloads[].batch": "int>0",
     "?workloads[].seq": "int>0", "?workloads[].context": "int>0",
 }
 

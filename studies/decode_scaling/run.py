@@ -15,7 +15,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -33,12 +33,14 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     from workloads.analysis import totals
     from workloads.resolve import load_workload
 
+    bar = study_progress(len(cfg["devices"]) * len(cfg["batches"]))
     rows = []
     for name in cfg["devices"]:
         dev = load_device(name)
         for batch in cfg["batches"]:
             g = load_workload(cfg["model"], phase="decode", batch=batch, context=cfg["context"], dtype=cfg["dtype"])
             r = evaluate(g, dev)
+            bar.update(1)
             t = r.totals
             memory_s = sum(rec.time_s for rec in r.records if rec.bound == "memory")
             rows.append({
@@ -48,6 +50,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 "weight_bytes": g.weight_bytes, "kv_cache_bytes": totals(g).kv_cache_bytes,
                 "memory_required_bytes": r.memory.required_bytes, "fits_in_memory": r.memory.fits,
             })
+    bar.close()
     return rows
 
 
@@ -58,7 +61,7 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "model": "model", "dtype": "str", "context": "int>0", "devices": "device[]", "batches": "int>0[]",
+    "model": "model", "dtype": "dtype", "context": "int>0", "devices": "device[]", "batches": "int>0[]",
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAME = HERE.name
@@ -41,6 +41,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     from simulator.hardware import load_hardware
     from workloads.resolve import load_workload
 
+    bar = study_progress(sum(len(f["devices"]) for f in cfg["families"]) * len(cfg["workloads"]))
     rows = []
     for fam in cfg["families"]:
         for gen, name in enumerate(fam["devices"], 1):
@@ -49,6 +50,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 g = load_workload(w["model"], phase=w.get("phase"), batch=w["batch"], seq=w.get("seq"),
                                   context=w.get("context"), dtype=fam["dtype"])
                 r = evaluate(g, dev)
+                bar.update(1)
                 items = w["batch"]
                 rows.append({
                     "family": fam["name"], "generation": gen, "device": dev.name, "dtype": fam["dtype"],
@@ -60,6 +62,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                     "memory_required_bytes": r.memory.required_bytes,
                     "memory_capacity_bytes": r.memory.capacity_bytes, "fits_in_memory": r.memory.fits,
                 })
+    bar.close()
     return rows
 
 
@@ -123,9 +126,9 @@ def plot(csv_path: Path, out: Path) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "families[].name": "str", "families[].dtype": "str", "families[].devices": "device[]",
+    "families[].name": "str", "families[].dtype": "dtype", "families[].devices": "device[]",
     "workloads[].name": "str", "workloads[].model": "model", "workloads[].batch": "int>0",
-    "workloads[].per": "str", "?workloads[].phase": "str", "?workloads[].seq": "int>0",
+    "workloads[].per": "str", "?workloads[].phase": "phase", "?workloads[].seq": "int>0",
     "?workloads[].context": "int>0",
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -46,6 +46,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     base = load_node(cfg["node"]).restrict(cfg["devices"])
     gpu, acc = cfg["devices"]
     nodes = {"catalog": base, "ideal": _ideal(base, gpu, acc)}
+    bar = study_progress(len(cfg["workloads"]))
     rows = []
     for w in cfg["workloads"]:
         g = load_workload(w["model"], batch=w.get("batch"), seq=w.get("seq"), phase=w.get("phase"),
@@ -73,6 +74,8 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                     "speedup": (thr / gpu_thr) if objective == "throughput" else single["latency_s"] / r.latency_s,
                     "energy_ratio": r.energy_j / single["energy_j"], "method": r.method, "exact": r.exact,
                 })
+        bar.update(1)
+    bar.close()
     return rows
 
 
@@ -83,8 +86,8 @@ def write_csv(rows: list[dict[str, Any]], out: Path) -> None:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "node": "node", "devices": "str[]", "objectives": "str[]", "links": "str[]", "?idle_policies": "str[]",
-    "workloads[].label": "str", "workloads[].model": "model", "?workloads[].phase": "str",
+    "node": "node", "devices": "member[]", "objectives": "objective[]", "links": "{catalog|ideal}[]", "?idle_policies": "idle[]",
+    "workloads[].label": "str", "workloads[].model": "model", "?workloads[].phase": "phase",
     "?workloads[].batch": "int>0", "?workloads[].seq": "int>0", "?workloads[].context": "int>0",
 }
 

@@ -22,7 +22,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 #: Where runs write unless ``--out`` says otherwise (``/out/`` is git-ignored).
@@ -50,6 +50,7 @@ def run_training(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     from simulator.parallel.compose import evaluate_plan
     from workloads.parallel import ParallelPlan, PlanError
 
+    bar = study_progress(len(cfg["systems"]) * len(cfg["gpus"]) * len(cfg["tp"]) * len(cfg["pp"]), unit="plan")
     rows = []
     for family in cfg["systems"]:
         per_node = load_hardware(family).count
@@ -63,6 +64,7 @@ def run_training(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                                microbatch=cfg["microbatch"], recompute=cfg["recompute"], device=system.device.name,
                                system=system.name, n_gpus=n, tp=tp, pp=pp, sequence_parallel=sp, note="")
                     rows.append(row)
+                    bar.update(1)
                     if n % (tp * pp):
                         row["note"] = f"not a plan: tp x pp = {tp * pp} does not divide {n} GPUs (dp {n / (tp * pp):g})"
                         continue
@@ -85,6 +87,7 @@ def run_training(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                         dp_sync_exposed_share=b.get("dp_sync_exposed_s", 0.0) / t,
                         memory_per_device_bytes=r.memory_per_device_bytes,
                         memory_capacity_bytes=r.memory_capacity_bytes, fits_in_memory=r.fits_in_memory)
+    bar.close()
     return rows
 
 
@@ -94,6 +97,7 @@ def run_inference(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     from simulator.parallel.compose import generate_request
     from workloads.parallel import ParallelPlan, PlanError
 
+    bar = study_progress(len(cfg["systems"]) * len(cfg["tp"]) * len(cfg["batches"]), unit="request")
     rows = []
     for name in cfg["systems"]:
         system = load_hardware(name)
@@ -104,6 +108,7 @@ def run_inference(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                            batch=batch,
                            input_len=cfg["input_len"], output_len=cfg["output_len"], note="")
                 rows.append(row)
+                bar.update(1)
                 try:
                     g = generate_request(cfg["model"], system, ParallelPlan(tp=tp), input_len=cfg["input_len"],
                                          output_len=cfg["output_len"], batch=batch, dtype=cfg["dtype"])
@@ -114,6 +119,7 @@ def run_inference(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                            output_tokens_per_s=g.extra["output_tokens_per_s"],
                            memory_per_device_bytes=g.memory_per_device_bytes,
                            memory_capacity_bytes=g.memory_capacity_bytes, fits_in_memory=g.fits_in_memory)
+    bar.close()
     return rows
 
 
@@ -137,11 +143,11 @@ def write_all(results: dict[str, list[dict[str, Any]]], folder: Path) -> tuple[P
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "training.model": "model", "training.dtype": "str", "training.seq": "int>0",
-    "training.global_batch": "int>0", "training.microbatch": "int>0", "training.recompute": "str",
-    "training.sequence_parallel": "bool", "training.zero_stage": "int>=0", "training.systems": "str[]",
+    "training.model": "model", "training.dtype": "dtype", "training.seq": "int>0",
+    "training.global_batch": "int>0", "training.microbatch": "int>0", "training.recompute": "recompute",
+    "training.sequence_parallel": "bool", "training.zero_stage": "int>=0", "training.systems": "system[]",
     "training.gpus": "int>0[]", "training.tp": "int>0[]", "training.pp": "int>0[]",
-    "inference.model": "model", "inference.dtype": "str", "inference.systems": "str[]",
+    "inference.model": "model", "inference.dtype": "dtype", "inference.systems": "system[]",
     "inference.tp": "int>0[]", "inference.batches": "int>0[]", "inference.input_len": "int>0",
     "inference.output_len": "int>0",
 }

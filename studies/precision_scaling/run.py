@@ -21,7 +21,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAME = HERE.name
@@ -43,6 +43,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     if cfg["baseline"] not in cfg["precisions"]:
         raise ValueError(f"config.toml: baseline: got {cfg['baseline']!r}; expected one of the precisions "
                          f"{', '.join(cfg['precisions'])}")
+    bar = study_progress(len(cfg["devices"]) * len(cfg["workloads"]) * len(cfg["precisions"]))
     rows: list[dict[str, Any]] = []
     for name in cfg["devices"]:
         dev = load_hardware(name)
@@ -52,6 +53,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
             for dt in cfg["precisions"]:
                 g = load_workload(w["model"], phase=w.get("phase"), batch=w.get("batch"), seq=w.get("seq"), dtype=dt)
                 r = evaluate(g, dev)
+                bar.update(1)
                 kinds = {k: dict(v) for k, v in r.breakdown("kind").items()}
                 kinds[TOTAL] = {"ops": len(r.records), "time_s": r.latency_s, "flops": r.totals.flops,
                                 "dram_bytes": r.totals.dram_bytes, "share": 1.0}
@@ -68,6 +70,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                         "tensor_flops_per_s": dev.compute.tensor_flops_per_s.get(dt, ""),
                         "warnings": len(r.warnings),
                     })
+    bar.close()
     return rows
 
 
@@ -133,8 +136,8 @@ def plot(csv_path: Path, out: Path, top: int = 5) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "devices": "device[]", "precisions": "str[]", "baseline": "str",
-    "workloads[].name": "str", "workloads[].model": "model", "?workloads[].phase": "str",
+    "devices": "device[]", "precisions": "dtype[]", "baseline": "dtype",
+    "workloads[].name": "str", "workloads[].model": "model", "?workloads[].phase": "phase",
     "?workloads[].batch": "int>0", "?workloads[].seq": "int>0",
 }
 

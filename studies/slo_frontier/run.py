@@ -23,7 +23,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAME = HERE.name
@@ -47,6 +47,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     from workloads.parallel import ParallelPlan
 
     opts = options_from_settings({"cuda_graphs": cfg.get("cuda_graphs", False)}, where="config")
+    bar = study_progress(len(cfg["devices"]) * len(cfg["batches"]))
     rows = []
     for name in cfg["devices"]:
         dev = load_hardware(name)
@@ -54,6 +55,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
             g = generate_request(cfg["model"], dev, ParallelPlan(), opts, input_len=cfg["input_len"],
                                  output_len=cfg["output_len"], batch=b, dtype=cfg["dtype"],
                                  samples=cfg.get("tpot_samples", 5))
+            bar.update(1)
             x = g.extra
             rows.append({
                 "device": dev.name, "model": cfg["model"], "dtype": cfg["dtype"], "batch": b,
@@ -63,6 +65,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 "memory_per_device_bytes": g.memory_per_device_bytes, "memory_capacity_bytes": g.memory_capacity_bytes,
                 "fits_in_memory": g.fits_in_memory,
             })
+    bar.close()
     return rows
 
 
@@ -139,7 +142,7 @@ def plot(csv_path: Path, out: Path, tpot_slos_s: list[float]) -> Path:
 
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
-    "model": "model", "dtype": "str", "devices": "device[]", "input_len": "int>0", "output_len": "int>0",
+    "model": "model", "dtype": "dtype", "devices": "device[]", "input_len": "int>0", "output_len": "int>0",
     "batches": "int>0[]", "cuda_graphs": "bool", "tpot_samples": "int>0", "tpot_slos_s": "num>0[]",
     "ttft_slo_s": "num>0",
 }

@@ -24,7 +24,7 @@ from typing import Any
 if not __package__:  # run as a file, from any folder: the repository root holds the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from studies._cli import out_dir, rows_step, study_main, write_rows  # noqa: E402
+from studies._cli import out_dir, rows_step, study_main, study_progress, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAME = HERE.name
@@ -96,6 +96,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
     words, clock = memory_system(cfg)
     grid = designs(cfg)
+    bar = study_progress(len(cfg["workloads"]))
     rows = []
     for w in cfg["workloads"]:
         g = load_workload(w["model"], batch=w["batch"], seq=w.get("seq"))
@@ -103,6 +104,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         sram = [kib * 1024 for _, _, _, kib in grid]
         v = systolic_network_variants(layers, [d[0] for d in grid], [d[1] for d in grid], [d[2] for d in grid],
                                       sram, sram, sram, words, word_bytes=cfg["word_bytes"], clock_hz=clock)
+        bar.update(1)
         for i, (r, c, df, kib) in enumerate(grid):
             rows.append({
                 "workload": w["name"], "model": w["model"], "rows": r, "cols": c, "dataflow": df, "sram_kib": kib,
@@ -112,6 +114,7 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 "latency_s": float(v.latency_s[i]), "overall_util_pct": float(v.overall_util_pct[i]),
                 "dram_bytes": int(v.dram_bytes[i]), "memory_bound_layers": int(v.memory_bound_layers[i]),
             })
+    bar.close()
     return rows
 
 
@@ -173,7 +176,7 @@ def plot(csv_path: Path, folder: Path) -> list[Path]:
 #: The configuration's keys, checked before any work (studies._cli.Schema).
 SCHEMA = {
     "reference_device": "device", "word_bytes": "int>0", "pes": "int>0", "rows": "int>0[]",
-    "dataflows": "str[]", "sram_kib": "int>0[]",
+    "dataflows": "dataflow[]", "sram_kib": "int>0[]",
     "workloads[].name": "str", "workloads[].model": "model", "workloads[].batch": "int>0",
     "?workloads[].seq": "int>0",
 }

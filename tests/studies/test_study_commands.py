@@ -109,3 +109,16 @@ def test_a_broken_configuration_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
     assert run.main(["--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"decode_scaling: error: {tmp_path / 'decode_scaling' / 'config.toml'}: ")
+
+
+def test_a_study_shows_progress_over_its_cases(tmp_path, capsys):
+    """``--progress`` draws one bar over the study's cases on standard error (2 devices x 3 batches in the
+    reduced decode_scaling); ``--no-progress`` draws none; the standard output is the same."""
+    from studies.decode_scaling.run import main
+
+    assert main(["--reduced", "--out", str(tmp_path / "a"), "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "decode_scaling: 100%" in err and "6/6" in err and "case" in err
+    assert main(["--reduced", "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    out_quiet, err_quiet = capsys.readouterr()
+    assert err_quiet == "" and out_quiet.replace("/b/", "/a/") == out

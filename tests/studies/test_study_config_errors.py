@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from studies._cli import REPO_ROOT
+from studies._cli import _NAME_KINDS, REPO_ROOT
 
 STUDIES = ["av_perception", "bandwidth_scaling", "decode_scaling", "energy_generations", "hetero_placement",
            "parallelism", "precision_scaling", "slo_frontier", "systolic_design"]
@@ -91,7 +91,21 @@ def _cases() -> list[tuple[str, str, Any, str]]:
                 out.append((study, path, "h100-plus-systolic129", "did you mean 'h100-plus-systolic128'?"))
             elif kind == "model":
                 out.append((study, path, "llama-2-7bb", "did you mean"))
+            name_kind = kind.removesuffix("[]")
+            if name_kind in _NAME_KINDS or name_kind.startswith("{"):
+                # the configuration's own name less its last letter: refused, the real name suggested
+                good = _get(_base(study), path)
+                good = good[0] if isinstance(good, list) else good
+                bad = [good[:-1]] if kind.endswith("[]") else good[:-1]
+                out.append((study, path, bad, f"did you mean {good!r}"))
     return out
+
+
+def _get(cfg: dict[str, Any], path: str) -> Any:
+    node: Any = cfg
+    for part in path.lstrip("?").split("."):
+        node = node[part[:-2]][0] if part.endswith("[]") else node[part]
+    return node
 
 
 def _run(study: str, config: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -149,3 +163,34 @@ def test_the_committed_configurations_pass(tmp_path: Path) -> None:
         path = REPO_ROOT / "studies" / study / "config.toml"
         for reduced in (False, True):
             check_config(load_config(path, reduced), _schema(study), path)  # raises if not
+
+
+@pytest.mark.parametrize(("study", "path", "value"), [
+    ("decode_scaling", "dtype", "bfloat16"),  # an alias parse_dtype takes
+    ("energy_generations", "workloads[].phase", "forward"),  # resnet50's phases: forward, train
+    ("parallelism", "training.systems", ["dgx-h100", "h100-sxm5-80gb"]),  # a system or a device
+])
+def test_names_the_real_sets_accept(study: str, path: str, value: Any, tmp_path: Path) -> None:
+    from studies._cli import check_config, load_config
+
+    cfg = _base(study)
+    _set(cfg, path, value)
+    config = _write(cfg, tmp_path / "ok.toml")
+    check_config(load_config(config), _schema(study), config)  # no error
+
+
+def test_a_phase_the_model_lacks_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _base("hetero_placement")
+    assert cfg["workloads"][0]["model"] == "resnet50"
+    cfg["workloads"][0]["phase"] = "decode"
+    config = _write(cfg, tmp_path / "bad.toml")
+    rc, err = _run("hetero_placement", config, tmp_path / "out", capsys)
+    _assert_located(rc, err, config, "workloads[0].phase", "expected a phase of model 'resnet50': forward, train")
+
+
+def test_a_power_mode_the_node_lacks_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _base("av_perception")
+    cfg["power_modes"] = ["15w", "45w"]
+    config = _write(cfg, tmp_path / "bad.toml")
+    rc, err = _run("av_perception", config, tmp_path / "out", capsys)
+    _assert_located(rc, err, config, "power_modes[1]", f"expected a power mode of {cfg['node']!r}: 15w, 30w, 50w, 60w")
