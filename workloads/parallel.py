@@ -34,13 +34,15 @@ from nodeperf.errors import NodeperfError
 from workloads.ir import OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
-           "plan_problems"]
+           "plan_problems", "OFFLOAD_TARGETS"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: ZeRO stages (Rajbhandari et al. 2020): 1 shards optimizer state, 2 also gradients, 3 also weights.
 ZERO_STAGES = (0, 1, 2, 3)
+#: What a plan may keep in host memory (``ParallelPlan.offload``, ``--offload``).
+OFFLOAD_TARGETS = ("activations", "optimizer", "params")
 
 
 class PlanError(NodeperfError, ValueError):
@@ -68,6 +70,18 @@ class ParallelPlan:
     zero_stage, fsdp
         ZeRO stage (0-3) over the data-parallel ranks; ``fsdp`` is PyTorch FSDP's full sharding
         (ZeRO-3 semantics).
+    shard_group
+        With ``fsdp``: hybrid sharding (FSDP ``HYBRID_SHARD``, FSDP2 HSDP): parameters, gradients and
+        optimizer state sharded over groups of this many data-parallel ranks and replicated across
+        groups (0: over all ``dp`` ranks, full sharding).
+    offload
+        What lives in host memory between its uses (:data:`OFFLOAD_TARGETS`): ``activations`` (the
+        tensors saved for the backward pass), ``optimizer`` (optimizer state, ZeRO-Offload / FSDP's
+        optimizer on the host) or ``params`` (FSDP2 ``CPUOffloadPolicy``: sharded parameters,
+        gradients and optimizer state); transfers are priced on the device's host link.
+    capacity_factor
+        MoE expert capacity factor (tokens each expert takes, over an even share; tokens beyond it
+        are dropped); None: the model's (dropless, as Megatron-Core's default ``--moe-expert-capacity-factor None``).
     """
 
     tp: int = 1
@@ -82,6 +96,9 @@ class ParallelPlan:
     interleave: int = 1
     zero_stage: int = 0
     fsdp: bool = False
+    shard_group: int = 0
+    offload: tuple[str, ...] = ()
+    capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -99,6 +116,7 @@ class ParallelPlan:
                             + did_you_mean(str(self.schedule), SCHEDULES))
         if self.zero_stage not in ZERO_STAGES:
             problems.append(f"zero_stage: got {self.zero_stage!r}; expected one of 0, 1, 2, 3")
+        problems += _recipe_problems(self)
         if problems:
             raise PlanError("plan: " + "; ".join(problems))
         if self.interleave > 1 and self.schedule != "interleaved":
@@ -138,6 +156,27 @@ class ParallelPlan:
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
+
+
+def _recipe_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with the plan's sharding, offload and MoE settings (each item names the field)."""
+    from nodeperf.suggest import did_you_mean
+
+    out: list[str] = []
+    for t in plan.offload:
+        if t not in OFFLOAD_TARGETS:
+            out.append(f"offload: got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
+                       + did_you_mean(str(t), OFFLOAD_TARGETS))
+    sg = plan.shard_group
+    if not isinstance(sg, int) or isinstance(sg, bool) or sg < 0:
+        out.append(f"shard_group: got {sg!r}; expected a positive integer (0: all data-parallel ranks)")
+    elif sg and (not plan.fsdp or plan.dp % sg):
+        out.append(f"shard_group: got {sg} with dp {plan.dp}{'' if plan.fsdp else ' and no fsdp'}; expected fsdp "
+                   "and a divisor of dp (hybrid sharding shards within groups of data-parallel ranks)")
+    cf = plan.capacity_factor
+    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf > 0):
+        out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
+    return out
 
 
 @dataclass(frozen=True)
@@ -257,6 +296,11 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
+    if plan.capacity_factor is not None:
+        if not cfg.experts:
+            raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
+                            "capacity factor")
+        cfg = dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
     ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
     out: list[StageGraph] = []
     built: dict[tuple[bool, bool, int], tuple[OpGraph, int, tuple[int, int]]] = {}
@@ -275,6 +319,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                     from workloads.training import training_graph
 
                     g = training_graph(g, optimizer=optimizer, recompute=recompute)
+                    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
