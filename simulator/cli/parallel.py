@@ -1,7 +1,8 @@
 """Parallel-plan flags of `nodeperf predict` (--tp, --pp, --dp, ...) and the report they print.
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
---global-batch --schedule --interleave --zero --fsdp --input-len --output-len``.
+--global-batch --schedule --interleave --zero --fsdp --shard-group --offload --capacity-factor
+--input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from simulator.cli.common import positive_int
 
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
-_PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero")
+_PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
+               "offload", "capacity_factor")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -32,8 +34,38 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--interleave", type=positive_int, help="virtual stages per device (--schedule interleaved)")
     g.add_argument("--zero", type=int, choices=(1, 2, 3), help="ZeRO stage over the data-parallel replicas")
     g.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full sharding (ZeRO-3)")
+    g.add_argument("--shard-group", type=positive_int, metavar="N",
+                   help="with --fsdp: hybrid sharding (HSDP), states sharded within groups of N data-parallel ranks")
+    g.add_argument("--offload", type=_offload_targets, metavar="WHAT",
+                   help="keep in host memory, over the device's host link: activations, optimizer, params "
+                        "(comma-separated)")
+    g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
+                   help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+
+
+def _offload_targets(text: str) -> tuple[str, ...]:
+    from workloads.parallel import OFFLOAD_TARGETS
+
+    items = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    for t in items or (text,):
+        if t not in OFFLOAD_TARGETS:
+            from nodeperf.suggest import did_you_mean
+
+            raise argparse.ArgumentTypeError(f"got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
+                                             + did_you_mean(t, OFFLOAD_TARGETS))
+    return items
+
+
+def _capacity_factor(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a number > 0 (e.g. 1.25)") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"got {text}; expected a number > 0 (e.g. 1.25; omit it for dropless)")
+    return v
 
 
 def wants_plan(args: argparse.Namespace) -> bool:
@@ -53,7 +85,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     return ParallelPlan(tp=args.tp or 1, pp=args.pp or 1, dp=dp, ep=args.ep or 1, cp=args.cp or 1,
                         sequence_parallel=args.sequence_parallel, microbatch=args.microbatch or 1,
                         global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
-                        zero_stage=args.zero or 0, fsdp=args.fsdp)
+                        zero_stage=args.zero or 0, fsdp=args.fsdp, shard_group=args.shard_group or 0,
+                        offload=args.offload or (), capacity_factor=args.capacity_factor)
 
 
 def _check_flags(args: argparse.Namespace) -> None:

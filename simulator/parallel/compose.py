@@ -528,6 +528,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
+    if train and plan.offload:
+        exposed = _offload_seconds(stages, plan, _host_link_bandwidth(dev, plan), m)
+        latency += exposed
+        breakdown = {**breakdown, "offload_exposed_s": exposed}
     capacity = float(dev.memory[0].capacity_bytes)
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
@@ -540,6 +544,32 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
+    """Bytes/s of the device's host link (per direction), or a located PlanError when it has none."""
+    for ln in getattr(dev, "links", ()):
+        if ln.name == "host" and ln.bandwidth_bytes_per_s > 0:
+            return float(ln.bandwidth_bytes_per_s)
+    raise PlanError(f"plan: offload {','.join(plan.offload)}: device {dev.name!r} has no host link; expected a "
+                    "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m: int) -> float:
+    """Host-link time a step's offloading adds where compute cannot hide it, on the worst stage.
+
+    Offloaded activations go out during a microbatch's forward pass and come back during its
+    backward pass (the two directions of the link, each overlapped with that pass, as
+    ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` and XLA's host offload stream them); the
+    optimizer step of offloaded state needs the gradients out and the updated parameters back
+    after the backward pass, not overlapped (the host's optimizer arithmetic is not priced)."""
+    worst = 0.0
+    for st in stages:
+        parts = st.memory_breakdown()
+        a = parts.get("host.activations_per_microbatch", 0.0) / bw
+        per_mb = max(0.0, a - st.forward_s) + max(0.0, a - st.backward_s)
+        worst = max(worst, m * per_mb + parts.get("host.step_transfer", 0.0) / bw)
+    return worst
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
@@ -702,6 +732,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     else:
         p, g, o = params, grads, opt
     host = 0.0
+    out["host.step_transfer"] = (g + p) if plan.offload and set(plan.offload) - {"activations"} else 0.0
     if "optimizer" in plan.offload or "params" in plan.offload:
         host += o
         o = 0.0
@@ -709,6 +740,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
         host += p + g
         p = g = 0.0
     act, act_host, tensors = _activation_memory(sgs, plan, train, inflight)
+    out["host.activations_per_microbatch"] = act_host / max(1.0, inflight)
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
