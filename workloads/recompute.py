@@ -43,7 +43,7 @@ from collections.abc import Iterable
 
 from workloads.ir import Op, OpGraph, Role, TensorSpec
 
-__all__ = ["POLICIES", "MAXTEXT_SAVES", "policy_plan", "unfuse_projections", "projection_name"]
+__all__ = ["POLICIES", "MAXTEXT_SAVES", "policy_plan", "unfuse_projections", "projection_name", "layer_key"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -62,7 +62,8 @@ MAXTEXT_SAVES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 POLICIES: tuple[str, ...] = ("none", "selective", "full", "selective-op", *MAXTEXT_SAVES)
 
 
-def _layer_key(group: str) -> str | None:
+def layer_key(group: str) -> str | None:
+    """The group prefix ending in its first numeric component (``layers.3.attn`` -> ``layers.3``)."""
     parts = group.split(".") if group else []
     for i, p in enumerate(parts):
         if p.isdigit():
@@ -123,7 +124,7 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
     if policy == "selective-op":
         count: dict[str, int] = {}
         for op in g.ops:
-            key = _layer_key(op.group)
+            key = layer_key(op.group)
             if key is None:
                 continue
             if op.kind in ("attention", "reduce_scatter"):
@@ -135,7 +136,7 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
         return saved, offloaded
     keep, off = MAXTEXT_SAVES[policy]
     for op in g.ops:
-        if _layer_key(op.group) is None:
+        if layer_key(op.group) is None:
             continue
         name = projection_name(g, op)
         if name in keep:
@@ -169,7 +170,7 @@ def unfuse_projections(g: OpGraph) -> OpGraph:
     for op in g.ops:
         if op.name in drop:
             continue
-        parts = _split_sizes(g, op) if _weighted(op) and op.kind == "matmul" and _layer_key(op.group) else None
+        parts = _split_sizes(g, op) if _weighted(op) and op.kind == "matmul" and layer_key(op.group) else None
         if parts is None:
             ops.append(op)
             continue

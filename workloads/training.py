@@ -345,8 +345,9 @@ class _Deriver:
                       out=[(f"{w.name}.updated", Role.WEIGHT)], algorithm=self.optimizer, **sparse)
         meta = dict(self.fg.meta)
         meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
-                     "forward_ops": len(self.fg.ops),
                      "recompute": self.recompute, "weights_without_gradient": missing})
+        if self.recompute == "selective-op":  # its forward graph was rewritten (unfuse_projections)
+            meta["forward_ops"] = len(self.fg.ops)
         if self.offloaded:  # tensors a policy keeps in host memory between the forward and backward passes
             meta["offloaded_activations"] = tuple(sorted(t.name for op in self.fg.ops if op.name in self.offloaded
                                                          for t in op.outputs))

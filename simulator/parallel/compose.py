@@ -200,7 +200,8 @@ class ParallelResult:
         mem = MemoryCheck(weights_bytes=int(worst.weights_bytes), activations_bytes=int(worst.activations_bytes),
                           kv_cache_bytes=int(worst.kv_cache_bytes), gradients_bytes=int(worst.gradients_bytes),
                           optimizer_state_bytes=int(worst.optimizer_state_bytes),
-                          capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}")
+                          capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}",
+                          buffers_bytes=int(worst.buffers_bytes + worst.reserve_bytes))
         prov = dict(provenance or (self.reports[0].provenance if self.reports else {}))
         prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
         return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,
@@ -527,11 +528,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                                                                    fwd, bwd, opt, comm, graphs, seq)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
-    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
-    if train and plan.offload:
-        exposed = _offload_seconds(stages, plan, _host_link_bandwidth(dev, plan), m)
-        latency += exposed
-        breakdown = {**breakdown, "offload_exposed_s": exposed}
+    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
+    if train and plan.offload:  # the host-link time compute does not hide
+        latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
@@ -553,6 +552,12 @@ def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
             return float(ln.bandwidth_bytes_per_s)
     raise PlanError(f"plan: offload {','.join(plan.offload)}: device {dev.name!r} has no host link; expected a "
                     "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+def _with_offload(latency: float, breakdown: dict[str, float], stages: list[StageResult], plan: ParallelPlan,
+                  dev: DeviceSpec, m: int) -> tuple[float, dict[str, float]]:
+    exposed = _offload_seconds(stages, plan, _host_link_bandwidth(dev, plan), m)
+    return latency + exposed, {**breakdown, "offload_exposed_s": exposed}
 
 
 def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m: int) -> float:
@@ -672,13 +677,13 @@ def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], p
 
 def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
                    pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
-                   comm: list[float]) -> list[StageResult]:
+                   comm: list[float], gpu: bool = True) -> list[StageResult]:
     """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`)."""
     stages: list[StageResult] = []
     for s in range(len(per_stage)):
         sgs = per_stage[s]
         inflight = pipe.in_flight[s] if pipe is not None else 1.0
-        mem = _stage_memory(sgs, plan, train, inflight)
+        mem = _stage_memory(sgs, plan, train, inflight, gpu)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
@@ -692,7 +697,7 @@ def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: P
 def _param_units(g: OpGraph) -> dict[str, float]:
     """Parameter bytes of ``g`` (distinct weight tensors no op produces: an in-place update's output is
     the same parameter) per wrapping unit: a layer (``layers.3``) or a top-level module (embedding, head)."""
-    from workloads.training import _layer_key
+    from workloads.recompute import layer_key
 
     units: dict[str, float] = {}
     seen: set[str] = set()
@@ -700,17 +705,19 @@ def _param_units(g: OpGraph) -> dict[str, float]:
         for t in op.inputs:
             if t.role is Role.WEIGHT and t.name not in seen and g.producer(t.name) is None:
                 seen.add(t.name)
-                key = _layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
+                key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
                 units[key] = units.get(key, 0.0) + float(t.nbytes)
     return units
 
 
 def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
-                  inflight: float) -> dict[str, float]:
+                  inflight: float, gpu: bool = True) -> dict[str, float]:
     """What one device of a stage holds, by component (bytes): ``parameters``, ``gradients``,
     ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
     buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
-    allocator's rounding); ``offloaded_to_host`` leaves the device. See docs/training_memory.md."""
+    allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
+    buffers and the caching allocator are a GPU's (``gpu``); a TPU's XLA runtime is not modelled
+    (no sourced figure). See docs/training_memory.md."""
     from simulator.report import memory as M
 
     units: dict[str, float] = {}
@@ -723,8 +730,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     kv = sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs)
     wbytes, bf16 = _weight_itemsize(sgs)
     out = {"kv_cache": kv, "offloaded_to_host": 0.0}
-    buffers = {"cuda_context": float(M.CUDA_CONTEXT_BYTES), "cublas_workspace": float(M.CUBLAS_WORKSPACE_BYTES),
-               "nccl": M.nccl_buffer_bytes(_communicators(plan))}
+    buffers = {"cuda_context": float(M.CUDA_CONTEXT_BYTES) if gpu else 0.0,
+               "cublas_workspace": float(M.CUBLAS_WORKSPACE_BYTES) if gpu else 0.0,
+               "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
     shard = (plan.shard_group or plan.dp) if plan.dp > 1 else 1
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
@@ -744,7 +752,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
-    out["reserve"] = M.allocator_rounding_bytes(tensors)
+    out["reserve"] = M.allocator_rounding_bytes(tensors) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
     return out
