@@ -733,7 +733,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     buffers = {"cuda_context": float(M.CUDA_CONTEXT_BYTES) if gpu else 0.0,
                "cublas_workspace": float(M.CUBLAS_WORKSPACE_BYTES) if gpu else 0.0,
                "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
-    shard = (plan.shard_group or plan.dp) if plan.dp > 1 else 1
+    # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
+    # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
+    shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
         buffers.update(extra)
@@ -797,26 +799,35 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         extra["fsdp_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
         extra["fsdp_reduce_scatter"] = (top[0] / wbytes * 4.0 if top else 0.0) if shard > 1 else 0.0
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
-    zero = plan.zero if plan.dp > 1 else 0
+    zero = plan.zero if shard > 1 else 0
     g = 4.0 * n if (bf16 and zero <= 1) else grads
     if zero == 3:
         top = sorted(units.values(), reverse=True)
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
-    return (params / plan.dp if zero >= 3 else params, g / plan.dp if zero >= 2 else g,
-            opt / plan.dp if zero >= 1 else opt, extra)
+    return (params / shard if zero >= 3 else params, g / shard if zero >= 2 else g,
+            opt / shard if zero >= 1 else opt, extra)
 
 
-def _fp32_loss_bytes(g: OpGraph) -> float:
-    """Extra bytes at the loss when 16-bit logits are upcast for the cross entropy, as the training
-    stacks compute it (Megatron-LM ``vocab_parallel_cross_entropy(output.float(), labels)`` unless
-    ``--fp16-lm-cross-entropy``; torchtitan ``cross_entropy(pred.flatten(0, 1).float(), ...)``):
-    the fp32 log-softmax kept for the backward and the fp32 gradient of the logits live at once, in
-    place of the graph's 16-bit logits and gradient: (4 + 4) - 2 x itemsize bytes per logit."""
+#: Bytes per logit live at once when a 16-bit model's cross entropy runs in fp32, by stack:
+#: PyTorch's ``F.cross_entropy(pred.float(), ...)`` (torchtitan) is ``nll_loss(log_softmax(x))``
+#: (aten/src/ATen/native/LossNLL.cpp ``cross_entropy_loss``): its backward holds the saved fp32
+#: log-softmax, nll_loss's dense fp32 gradient and log_softmax_backward's fp32 result, 12 bytes;
+#: Megatron-LM's ``vocab_parallel_cross_entropy(output.float(), labels)`` (tensor_parallel/cross_entropy.py)
+#: keeps the fp32 softmax and turns it into the gradient in place, then casts it to 16 bits: 4 + 2 bytes.
+LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0}
+
+
+def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
+    """Extra bytes at the loss over what the graph holds there (its 16-bit logits and their 16-bit
+    gradient) when the training stack computes the cross entropy of 16-bit logits in fp32
+    (:data:`LOSS_PEAK_BYTES_PER_LOGIT`)."""
     for op in g.ops:
         if op.kind == "cross_entropy":
             x = op.inputs[0]
             size = x.nbytes / max(1, x.numel)
-            return max(0.0, float(x.numel) * (8.0 - 2.0 * size))
+            if size >= 4:
+                return 0.0
+            return max(0.0, float(x.numel) * (LOSS_PEAK_BYTES_PER_LOGIT[stack] - 2.0 * size))
     return 0.0
 
 
@@ -831,7 +842,8 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     work = max(float(gc.report.memory.activations_bytes) for _, gc in sgs)
     if not train:
         return work, 0.0, 0.0
-    work += max(_fp32_loss_bytes(sg.graph) for sg, _ in sgs)
+    stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+    work += max(_fp32_loss_bytes(sg.graph, stack) for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)
