@@ -260,7 +260,7 @@ def stage_layer_ranges(layers: int, pp: int, interleave: int = 1) -> list[list[t
 def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
                 context: int | None = None, dtype: str | None = None, train: bool = False,
                 optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
-                batch: int | None = None) -> list[StageGraph]:
+                batch: int | None = None, fp8_linears: str | None = None) -> list[StageGraph]:
     """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
 
     Parameters
@@ -275,6 +275,9 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     train, optimizer, recompute
         Derive the training step of one microbatch (:func:`workloads.training.training_graph`);
         the batch of each graph is ``plan.microbatch``.
+    fp8_linears
+        Training only: the layers' linear GEMMs in fp8 under this scaling recipe
+        (:func:`workloads.precision.fp8_linears`: ``tensorwise``, ``rowwise``, ``delayed``).
     batch
         Inference only: sequences per step on each data-parallel replica (default 1).
 
@@ -296,6 +299,9 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
+    if fp8_linears and not train:
+        raise PlanError(f"{where}: fp8_linears {fp8_linears!r}: a training recipe; got phase {phase!r}; expected "
+                        "a training step")
     if plan.capacity_factor is not None:
         if not cfg.experts:
             raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
@@ -320,10 +326,32 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
 
                     g = training_graph(g, optimizer=optimizer, recompute=recompute)
                     n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
+                    if fp8_linears:
+                        from workloads.precision import fp8_linears as to_fp8
+
+                        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
+                        n_fwd = int(g.meta["forward_ops"])
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:
+    """``g`` through :func:`workloads.precision.fp8_linears`, with ``meta['forward_ops']`` counting the
+    casts it inserts before the forward pass's GEMMs."""
+    fwd = {op.name for op in g.ops[:n_fwd]}
+    out = to_fp8(g, recipe)
+    n = 0
+    for op in out.ops:
+        base = op.name.rsplit(".amax_", 1)[0].rsplit(".cast_", 1)[0]
+        if op.name in fwd or base in fwd:
+            n += 1
+        else:
+            break
+    meta = dict(out.meta)
+    meta["forward_ops"] = n
+    return OpGraph(out.name, list(out.ops), meta)
 
 
 def _resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:

@@ -467,7 +467,8 @@ def clear_stage_graph_cache() -> None:
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
-                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical") -> ParallelResult:
+                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
+                  fp8_linears: str | None = None) -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -483,8 +484,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     phase, seq, context, dtype, batch
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
         sequences per step on each data-parallel replica.
-    optimizer, recompute
-        Training step options.
+    optimizer, recompute, fp8_linears
+        Training step options: the optimizer, the recomputation policy
+        (:data:`workloads.recompute.POLICIES`) and the scaling recipe of fp8 linear layers
+        (:data:`workloads.precision.FP8_RECIPES`, None: 16-bit).
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -500,7 +503,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
-                          train=train, optimizer=optimizer, recompute=recompute, batch=batch)
+                          train=train, optimizer=optimizer, recompute=recompute, batch=batch,
+                          **({"fp8_linears": fp8_linears} if fp8_linears else {}))
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
@@ -735,6 +739,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
                "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
     # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
     # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
+    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train else 0.0
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
@@ -758,6 +763,21 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
     return out
+
+
+def _fp8_weight_cache(g: OpGraph) -> float:
+    """Transformer Engine's fp8 copies of the linear weights under delayed scaling, cached across a
+    step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
+    parameter (:data:`workloads.precision.FP8_RECIPES`)."""
+    if g.meta.get("fp8_linears") != "delayed":
+        return 0.0
+    seen: dict[str, int] = {}
+    for op in g.ops:
+        if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
+            for t in op.inputs[1:2]:
+                if t.name.endswith(".fp8_1"):
+                    seen[t.name.replace("@recompute", "")] = t.numel
+    return 2.0 * sum(seen.values())
 
 
 def _weight_itemsize(sgs: list[tuple[StageGraph, _GraphCost]]) -> tuple[float, bool]:
