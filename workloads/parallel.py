@@ -260,7 +260,7 @@ def stage_layer_ranges(layers: int, pp: int, interleave: int = 1) -> list[list[t
 def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
                 context: int | None = None, dtype: str | None = None, train: bool = False,
                 optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
-                batch: int | None = None, fp8_linears: str | None = None) -> list[StageGraph]:
+                batch: int | None = None, fp8_linears: str | None = None, framework: str = "") -> list[StageGraph]:
     """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
 
     Parameters
@@ -275,6 +275,9 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     train, optimizer, recompute
         Derive the training step of one microbatch (:func:`workloads.training.training_graph`);
         the batch of each graph is ``plan.microbatch``.
+    framework
+        A software-stack profile of :mod:`workloads.frameworks` whose graph every stage is built with
+        (``compile``: the Hugging Face model code under torch.compile; ``""``: the default graph).
     fp8_linears
         Training only: the layers' linear GEMMs in fp8 under this scaling recipe
         (:func:`workloads.precision.fp8_linears`: ``tensorwise``, ``rowwise``, ``delayed``).
@@ -319,7 +322,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                 g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
                           tp=plan.tp, sequence_parallel=plan.sequence_parallel,
                           stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
-                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp)
+                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
+                          **_stack(model, framework))
                 n_fwd = len(g.ops)
                 if train:
                     from workloads.training import training_graph
@@ -335,6 +339,18 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _stack(model: Any, framework: str) -> dict[str, str]:
+    """The builder's framework arguments: the profile and the model family whose code it runs."""
+    if not framework:
+        return {}
+    family = ""
+    if isinstance(model, str) and not model.lower().endswith(".json"):
+        from workloads.zoo import get_entry
+
+        family = get_entry(model).family
+    return {"framework": framework, "hf_family": family}
 
 
 def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:

@@ -1,8 +1,8 @@
 """Parallel-plan flags of `nodeperf predict` (--tp, --pp, --dp, ...) and the report they print.
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
---global-batch --schedule --interleave --zero --fsdp --shard-group --offload --capacity-factor
---input-len --output-len``.
+--global-batch --schedule --interleave --zero --fsdp --shard-group --offload --fp8-linears
+--capacity-factor --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from simulator.cli.common import positive_int
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
-               "offload", "capacity_factor")
+               "offload", "capacity_factor", "fp8_linears")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -39,6 +39,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--offload", type=_offload_targets, metavar="WHAT",
                    help="keep in host memory, over the device's host link: activations, optimizer, params "
                         "(comma-separated)")
+    g.add_argument("--fp8-linears", metavar="RECIPE", type=_fp8_recipe,
+                   help="training: the layers' linear GEMMs in fp8 with this scaling recipe: tensorwise or rowwise "
+                        "(torchao Float8Linear), delayed (Transformer Engine); attention, norms, LM head and "
+                        "optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
@@ -56,6 +60,17 @@ def _offload_targets(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(f"got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
                                              + did_you_mean(t, OFFLOAD_TARGETS))
     return items
+
+
+def _fp8_recipe(text: str) -> str:
+    from workloads.precision import FP8_RECIPES
+
+    if text not in FP8_RECIPES:
+        from nodeperf.suggest import did_you_mean
+
+        raise argparse.ArgumentTypeError(f"unknown scaling recipe; got {text!r}; expected one of "
+                                         f"{', '.join(FP8_RECIPES)}" + did_you_mean(text, FP8_RECIPES))
+    return text
 
 
 def _capacity_factor(text: str) -> float:
@@ -100,6 +115,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     elif args.input_len is not None or args.output_len is not None:
         raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
                          "expected --phase generate")
+    if not args.train and args.fp8_linears is not None:
+        raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: a training recipe; got no --train; expected "
+                         "--train (serving precision: --weight-dtype fp8 without a plan)")
     if not args.train and (args.microbatch is not None or args.global_batch is not None):
         raise ValueError("predict: --microbatch/--global-batch: training options; got no --train; expected --train "
                          "(inference uses --batch per replica)")
@@ -124,7 +142,8 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     else:
         res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
-                            optimizer=args.optimizer, engine=engine)
+                            optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
+                            framework=args.framework if args.framework == "compile" else "")
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()

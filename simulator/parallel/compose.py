@@ -468,7 +468,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
                   optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
-                  fp8_linears: str | None = None) -> ParallelResult:
+                  fp8_linears: str | None = None, framework: str = "") -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -488,6 +488,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         Training step options: the optimizer, the recomputation policy
         (:data:`workloads.recompute.POLICIES`) and the scaling recipe of fp8 linear layers
         (:data:`workloads.precision.FP8_RECIPES`, None: 16-bit).
+    framework
+        A :mod:`workloads.frameworks` profile whose graph every stage is built with (its costing comes
+        with ``options``, as :func:`simulator.cli.predict.eval_options` sets it).
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -504,7 +507,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch,
-                          **({"fp8_linears": fp8_linears} if fp8_linears else {}))
+                          **({"fp8_linears": fp8_linears} if fp8_linears else {}),
+                          **({"framework": framework} if framework else {}))
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
