@@ -112,3 +112,78 @@ def test_every_published_training_run_is_predicted_to_fit() -> None:
         if not res.fits_in_memory:
             failed.append(f"{rid}: {res.memory_message()}")
     assert not failed, "\n".join(failed)
+
+
+def _dgx() -> object:
+    from simulator.hardware import load_hardware
+
+    return load_hardware("dgx-h100")
+
+
+def test_hybrid_sharding_shards_states_within_the_group() -> None:
+    full = evaluate_plan("llama-2-7b", _dgx(), ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8),
+                         train=True, seq=512, recompute="full").to_json()["memory_breakdown"]
+    hsdp = evaluate_plan("llama-2-7b", _dgx(), ParallelPlan(dp=8, fsdp=True, shard_group=2, microbatch=1,
+                                                            global_batch=8),
+                         train=True, seq=512, recompute="full").to_json()["memory_breakdown"]
+    for k in ("parameters", "gradients", "optimizer"):
+        assert hsdp[k] == pytest.approx(4 * full[k])
+    assert hsdp["activations"] == full["activations"]
+
+
+def test_offloading_moves_memory_to_the_host_and_prices_the_link() -> None:
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=2, global_batch=16)
+    base = evaluate_plan("llama-3-8b", _dgx(), plan, train=True, seq=4096, recompute="selective-op")
+    opt = evaluate_plan("llama-3-8b", _dgx(), dataclasses.replace(plan, offload=("optimizer",)), train=True,
+                        seq=4096, recompute="selective-op")
+    b0, b1 = base.to_json()["memory_breakdown"], opt.to_json()["memory_breakdown"]
+    assert b1["optimizer"] == 0.0 and b1["offloaded_to_host"] == b0["optimizer"]
+    # gradients out and parameters back over PCIe 5.0 x16 (63 GB/s per direction), not hidden
+    moved = b0["gradients"] + b0["parameters"]
+    assert opt.breakdown["offload_exposed_s"] == pytest.approx(moved / 63e9)
+    assert opt.latency_s == pytest.approx(base.latency_s + moved / 63e9)
+    act = evaluate_plan("llama-3-8b", _dgx(), dataclasses.replace(plan, offload=("activations",)), train=True,
+                        seq=4096, recompute="selective-op").to_json()["memory_breakdown"]
+    assert act["activations"] < b0["activations"] and act["offloaded_to_host"] > 0
+
+
+def test_fp8_linears_cast_each_gemm_operand_and_keep_the_rest() -> None:
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+    g = plan_graphs(cfg, ParallelPlan(), train=True, seq=256, fp8_linears="tensorwise")[0].graph
+    fp8 = [op for op in g.ops if op.attrs.get("compute_dtype") == "fp8_e4m3"]
+    # 4 linear layers (qkv, out, gate_up, down) x 2 layers x 3 GEMMs (forward, input and weight gradient)
+    assert len(fp8) == 24
+    assert all(op.group.startswith("layers.") for op in fp8)  # the LM head stays 16-bit
+    casts = [op for op in g.ops if op.name.rsplit(".", 1)[-1].startswith("cast_")]
+    amax = [op for op in g.ops if op.name.rsplit(".", 1)[-1].startswith("amax_")]
+    assert len(casts) == len(amax) == 2 * 24
+    delayed = plan_graphs(cfg, ParallelPlan(), train=True, seq=256, fp8_linears="delayed")[0].graph
+    assert not any(".amax_" in op.name for op in delayed.ops)
+
+
+def test_fp8_linears_is_faster_on_an_h100_and_delayed_caches_fp8_weights() -> None:
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    bf16 = evaluate_plan("llama-3-8b", _dgx(), plan, train=True, seq=4096, recompute="full")
+    tw = evaluate_plan("llama-3-8b", _dgx(), plan, train=True, seq=4096, recompute="full", fp8_linears="tensorwise")
+    te = evaluate_plan("llama-3-8b", _dgx(), plan, train=True, seq=4096, recompute="full", fp8_linears="delayed")
+    assert tw.latency_s < bf16.latency_s and te.latency_s < tw.latency_s
+    # 32 layers x (4096 x 6144 + 4096 x 4096 + 4096 x 28672 + 14336 x 4096) linear parameters, 2 bytes each
+    linear = 32 * (4096 * 6144 + 4096 * 4096 + 4096 * 28672 + 14336 * 4096)
+    assert te.to_json()["memory_breakdown"]["buffers.fp8_weight_cache"] == 2 * linear
+
+
+def test_compile_profile_builds_every_stage() -> None:
+    plan = ParallelPlan(tp=2, pp=2, dp=2, microbatch=1, global_batch=4)
+    g = plan_graphs("llama-3-8b", plan, train=True, seq=512, framework="compile")
+    assert {sg.graph.meta.get("framework") for sg in g} == {"compile"}
+
+
+def test_capacity_factor_sizes_the_expert_buffers() -> None:
+    from workloads.zoo.transformer import moe_capacity
+
+    plan = ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=8)
+    for cf, rows in ((1.0, 1024), (1.25, 1280)):
+        g = plan_graphs("mixtral-8x7b", dataclasses.replace(plan, capacity_factor=cf), train=True, seq=512)[0].graph
+        up = next(op for op in g.ops if op.kind == "grouped_matmul")
+        # one expert per device: its buffer gathers ceil(cf x 512 tokens x top-2 / 8 experts) rows from 8 ranks
+        assert up.inputs[0].shape[1] == rows == 8 * moe_capacity(512, 8, 2, cf)
