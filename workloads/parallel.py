@@ -302,14 +302,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
-    if fp8_linears and not train:
-        raise PlanError(f"{where}: fp8_linears {fp8_linears!r}: a training recipe; got phase {phase!r}; expected "
-                        "a training step")
-    if plan.capacity_factor is not None:
-        if not cfg.experts:
-            raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
-                            "capacity factor")
-        cfg = dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
+    cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
     out: list[StageGraph] = []
     built: dict[tuple[bool, bool, int], tuple[OpGraph, int, tuple[int, int]]] = {}
@@ -339,6 +332,19 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> Any:
+    """``cfg`` with the plan's MoE capacity factor; a located PlanError for a capacity factor on a dense
+    model or fp8 linears outside training (``fp8_phase``: the phase they were asked for)."""
+    if fp8_phase:
+        raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
+    if plan.capacity_factor is None:
+        return cfg
+    if not cfg.experts:
+        raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
+                        "capacity factor")
+    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

@@ -485,12 +485,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
         sequences per step on each data-parallel replica.
     optimizer, recompute, fp8_linears
-        Training step options: the optimizer, the recomputation policy
-        (:data:`workloads.recompute.POLICIES`) and the scaling recipe of fp8 linear layers
-        (:data:`workloads.precision.FP8_RECIPES`, None: 16-bit).
+        Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
+        linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
     framework
-        A :mod:`workloads.frameworks` profile whose graph every stage is built with (its costing comes
-        with ``options``, as :func:`simulator.cli.predict.eval_options` sets it).
+        A :mod:`workloads.frameworks` profile every stage's graph is built with (costing: ``options``).
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -505,28 +503,17 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_fits_system(plan, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
+    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
-                          train=train, optimizer=optimizer, recompute=recompute, batch=batch,
-                          **({"fp8_linears": fp8_linears} if fp8_linears else {}),
-                          **({"framework": framework} if framework else {}))
+                          train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
-    # stages of one shape share one graph object (plan_graphs builds each shape once): everything
-    # that depends only on the graph is computed once per object and reused by every stage
-    unique: dict[int, _GraphCost] = {}
-    for sg in graphs:
-        if id(sg.graph) not in unique:
-            rep = evaluate(sg.graph, system, opts)
-            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
-    costs = [unique[id(sg.graph)] for sg in graphs]
+    unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
     reports = [c.report for c in costs]
-    p, v = plan.pp, plan.interleave
+    v = plan.interleave
     m = plan.microbatches if train else 1
-    per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
-    for sg, gc in zip(graphs, costs, strict=True):
-        per_stage[sg.stage].append((sg, gc))
     fwd, bwd, opt, comm = _stage_sums(per_stage)
     warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
@@ -551,6 +538,24 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int
+                 ) -> tuple[dict[int, _GraphCost], list[_GraphCost], list[list[tuple[StageGraph, _GraphCost]]]]:
+    """(costs by graph object, cost of each stage graph, each pipeline stage's graphs and costs).
+
+    Stages of one shape share one graph object (plan_graphs builds each shape once): everything that
+    depends only on the graph is computed once per object and reused by every stage."""
+    unique: dict[int, _GraphCost] = {}
+    for sg in graphs:
+        if id(sg.graph) not in unique:
+            rep = evaluate(sg.graph, system, opts)
+            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
+    costs = [unique[id(sg.graph)] for sg in graphs]
+    per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
+    for sg, gc in zip(graphs, costs, strict=True):
+        per_stage[sg.stage].append((sg, gc))
+    return unique, costs, per_stage
 
 
 def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
