@@ -871,6 +871,10 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     work = max(float(gc.report.memory.activations_bytes) for _, gc in sgs)
     if not train:
         return work, 0.0, 0.0
+    from simulator.report.memory import peak_activation_bytes
+
+    work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
+        g, inputs_from_first_use=True))) for sg, _ in sgs)
     stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
     work += max(_fp32_loss_bytes(sg.graph, stack) for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)

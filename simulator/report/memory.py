@@ -38,13 +38,16 @@ def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
     )
 
 
-def peak_activation_bytes(graph: OpGraph) -> int:
+def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False) -> int:
     """Peak bytes of live activation tensors: :func:`workloads.analysis.peak_live_bytes` with its
     default roles, in one pass over the ops.
 
     A tensor is live from its producer (from the start, for a graph input) to its last consumer
     (to the end, for a graph output); a view or an in-place update aliases its base tensor,
     extending its life and adding no bytes; at each op its inputs and outputs are live together.
+    ``inputs_from_first_use``: a graph input is live from its first consumer instead, as a training
+    step materialises the zero-filled gradients of its backward pass (a slice's padding) when it needs
+    them, not at the start of the forward pass.
     """
     act = Role.ACTIVATION
     base: dict[str, str] = {}  # view / in-place output -> base tensor
@@ -57,7 +60,7 @@ def peak_activation_bytes(graph: OpGraph) -> int:
             name = t.name
             r = base.get(name, name)
             if r == name and r not in first and t.role is act:
-                first[r] = 0
+                first[r] = i if inputs_from_first_use else 0
                 size[r] = t.nbytes
             last[r] = i  # ops come in order: the latest use so far
         if op.kind in VIEW_KINDS or op.kind in INPLACE_KINDS:
