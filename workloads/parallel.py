@@ -174,7 +174,7 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
         out.append(f"shard_group: got {sg} with dp {plan.dp}{'' if plan.fsdp else ' and no fsdp'}; expected fsdp "
                    "and a divisor of dp (hybrid sharding shards within groups of data-parallel ranks)")
     cf = plan.capacity_factor
-    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf > 0):
+    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
     return out
 

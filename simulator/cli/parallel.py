@@ -78,8 +78,9 @@ def _capacity_factor(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a number > 0 (e.g. 1.25)") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"got {text}; expected a number > 0 (e.g. 1.25; omit it for dropless)")
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"got {text}; expected a finite number > 0 (e.g. 1.25; omit it for "
+                                         "dropless)")
     return v
 
 
