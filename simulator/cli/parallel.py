@@ -186,7 +186,7 @@ def format_result(res: Any) -> str:
         lines.append(f"Step: {si(res.latency_s, 's')}, {si(res.tokens_per_s, 'tokens/s')}, MFU {100 * res.mfu:.1f}%")
     b = res.breakdown
     parts = ", ".join(f"{k[:-2].replace('_', ' ')} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
-                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s") if b.get(k))
+                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s", "offload_exposed_s") if b.get(k))
     lines.append(f"Where the time goes: {parts}")
     rows = []
     for s in res.stages:
@@ -197,6 +197,11 @@ def format_result(res: Any) -> str:
     lines += ["", table(rows, ["stage", "layers", "forward", "backward", "comm", "weights", "activations",
                                "KV cache", "memory"], align="llrrrrrrr")]
     lines += ["", f"Memory per device: {res.memory_message()}"]
+    b = max(res.stages, key=lambda st: st.memory_bytes).memory_breakdown()
+    keys = ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers", "reserve", "offloaded_to_host")
+    parts = [f"{k.replace('_', ' ')} {binary_bytes(b[k])}" for k in keys if b.get(k)]
+    if parts:
+        lines.append("  " + ", ".join(parts) + " (docs/training_memory.md)")
     for w in res.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

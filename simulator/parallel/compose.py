@@ -735,7 +735,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
 
     units: dict[str, float] = {}
     for sg, _ in sgs:
-        for k, v in _param_units(sg.graph).items():
+        for k, v in sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).items():
             units[k] = units.get(k, 0.0) + v
     params = sum(units.values())
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
@@ -876,7 +876,8 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
         g, inputs_from_first_use=True))) for sg, _ in sgs)
     stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
-    work += max(_fp32_loss_bytes(sg.graph, stack) for sg, _ in sgs)
+    work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
+                for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)
