@@ -34,13 +34,15 @@ from nodeperf.errors import NodeperfError
 from workloads.ir import OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
-           "plan_problems"]
+           "plan_problems", "OFFLOAD_TARGETS"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: ZeRO stages (Rajbhandari et al. 2020): 1 shards optimizer state, 2 also gradients, 3 also weights.
 ZERO_STAGES = (0, 1, 2, 3)
+#: What a plan may keep in host memory (``ParallelPlan.offload``, ``--offload``).
+OFFLOAD_TARGETS = ("activations", "optimizer", "params")
 
 
 class PlanError(NodeperfError, ValueError):
@@ -68,6 +70,18 @@ class ParallelPlan:
     zero_stage, fsdp
         ZeRO stage (0-3) over the data-parallel ranks; ``fsdp`` is PyTorch FSDP's full sharding
         (ZeRO-3 semantics).
+    shard_group
+        With ``fsdp``: hybrid sharding (FSDP ``HYBRID_SHARD``, FSDP2 HSDP): parameters, gradients and
+        optimizer state sharded over groups of this many data-parallel ranks and replicated across
+        groups (0: over all ``dp`` ranks, full sharding).
+    offload
+        What lives in host memory between its uses (:data:`OFFLOAD_TARGETS`): ``activations`` (the
+        tensors saved for the backward pass), ``optimizer`` (optimizer state, ZeRO-Offload / FSDP's
+        optimizer on the host) or ``params`` (FSDP2 ``CPUOffloadPolicy``: sharded parameters,
+        gradients and optimizer state); transfers are priced on the device's host link.
+    capacity_factor
+        MoE expert capacity factor (tokens each expert takes, over an even share; tokens beyond it
+        are dropped); None: the model's (dropless, as Megatron-Core's default ``--moe-expert-capacity-factor None``).
     """
 
     tp: int = 1
@@ -82,6 +96,9 @@ class ParallelPlan:
     interleave: int = 1
     zero_stage: int = 0
     fsdp: bool = False
+    shard_group: int = 0
+    offload: tuple[str, ...] = ()
+    capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -99,6 +116,7 @@ class ParallelPlan:
                             + did_you_mean(str(self.schedule), SCHEDULES))
         if self.zero_stage not in ZERO_STAGES:
             problems.append(f"zero_stage: got {self.zero_stage!r}; expected one of 0, 1, 2, 3")
+        problems += _recipe_problems(self)
         if problems:
             raise PlanError("plan: " + "; ".join(problems))
         if self.interleave > 1 and self.schedule != "interleaved":
@@ -138,6 +156,27 @@ class ParallelPlan:
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
+
+
+def _recipe_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with the plan's sharding, offload and MoE settings (each item names the field)."""
+    from nodeperf.suggest import did_you_mean
+
+    out: list[str] = []
+    for t in plan.offload:
+        if t not in OFFLOAD_TARGETS:
+            out.append(f"offload: got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
+                       + did_you_mean(str(t), OFFLOAD_TARGETS))
+    sg = plan.shard_group
+    if not isinstance(sg, int) or isinstance(sg, bool) or sg < 0:
+        out.append(f"shard_group: got {sg!r}; expected a positive integer (0: all data-parallel ranks)")
+    elif sg and (not plan.fsdp or plan.dp % sg):
+        out.append(f"shard_group: got {sg} with dp {plan.dp}{'' if plan.fsdp else ' and no fsdp'}; expected fsdp "
+                   "and a divisor of dp (hybrid sharding shards within groups of data-parallel ranks)")
+    cf = plan.capacity_factor
+    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
+        out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
+    return out
 
 
 @dataclass(frozen=True)
@@ -221,7 +260,7 @@ def stage_layer_ranges(layers: int, pp: int, interleave: int = 1) -> list[list[t
 def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
                 context: int | None = None, dtype: str | None = None, train: bool = False,
                 optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
-                batch: int | None = None) -> list[StageGraph]:
+                batch: int | None = None, fp8_linears: str | None = None, framework: str = "") -> list[StageGraph]:
     """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
 
     Parameters
@@ -236,6 +275,12 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     train, optimizer, recompute
         Derive the training step of one microbatch (:func:`workloads.training.training_graph`);
         the batch of each graph is ``plan.microbatch``.
+    framework
+        A software-stack profile of :mod:`workloads.frameworks` whose graph every stage is built with
+        (``compile``: the Hugging Face model code under torch.compile; ``""``: the default graph).
+    fp8_linears
+        Training only: the layers' linear GEMMs in fp8 under this scaling recipe
+        (:func:`workloads.precision.fp8_linears`: ``tensorwise``, ``rowwise``, ``delayed``).
     batch
         Inference only: sequences per step on each data-parallel replica (default 1).
 
@@ -257,6 +302,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
+    cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
     out: list[StageGraph] = []
     built: dict[tuple[bool, bool, int], tuple[OpGraph, int, tuple[int, int]]] = {}
@@ -269,16 +315,65 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                 g = build(cfg, batch=mb, seq=seq, phase=phase, context=context, dtype=dtype, attention=attention,
                           tp=plan.tp, sequence_parallel=plan.sequence_parallel,
                           stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
-                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp)
+                          pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
+                          **_stack(model, framework))
                 n_fwd = len(g.ops)
                 if train:
                     from workloads.training import training_graph
 
                     g = training_graph(g, optimizer=optimizer, recompute=recompute)
+                    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
+                    if fp8_linears:
+                        from workloads.precision import fp8_linears as to_fp8
+
+                        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
+                        n_fwd = int(g.meta["forward_ops"])
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> Any:
+    """``cfg`` with the plan's MoE capacity factor; a located PlanError for a capacity factor on a dense
+    model or fp8 linears outside training (``fp8_phase``: the phase they were asked for)."""
+    if fp8_phase:
+        raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
+    if plan.capacity_factor is None:
+        return cfg
+    if not cfg.experts:
+        raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
+                        "capacity factor")
+    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
+
+
+def _stack(model: Any, framework: str) -> dict[str, str]:
+    """The builder's framework arguments: the profile and the model family whose code it runs."""
+    if not framework:
+        return {}
+    family = ""
+    if isinstance(model, str) and not model.lower().endswith(".json"):
+        from workloads.zoo import get_entry
+
+        family = get_entry(model).family
+    return {"framework": framework, "hf_family": family}
+
+
+def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:
+    """``g`` through :func:`workloads.precision.fp8_linears`, with ``meta['forward_ops']`` counting the
+    casts it inserts before the forward pass's GEMMs."""
+    fwd = {op.name for op in g.ops[:n_fwd]}
+    out = to_fp8(g, recipe)
+    n = 0
+    for op in out.ops:
+        base = op.name.rsplit(".amax_", 1)[0].rsplit(".cast_", 1)[0]
+        if op.name in fwd or base in fwd:
+            n += 1
+        else:
+            break
+    meta = dict(out.meta)
+    meta["forward_ops"] = n
+    return OpGraph(out.name, list(out.ops), meta)
 
 
 def _resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:

@@ -464,3 +464,65 @@ def packed_weight_bytes(op: Op) -> int:
     q = quant_operands(op)
     return sum(t.nbytes for t in (q["weight"], q["scales"], q["zeros"]) if t is not None)
 
+
+
+# ------------------------------------------------------------------------------------------------
+# fp8 linear layers in training (torchao Float8Linear, Transformer Engine)
+
+#: Scaling recipes of fp8 linear layers in training (``--fp8-linears``):
+#:
+#: * ``tensorwise``: torchao ``Float8LinearConfig`` default / ``recipe_name="tensorwise"``
+#:   (docs: torchao/float8/README.md): each operand of each of the three GEMMs (output, input gradient,
+#:   weight gradient) is scaled by one dynamic scale, from an ``amax`` over the whole tensor just
+#:   before its cast (e4m3 for inputs and weights, e5m2 for gradients in the hybrid default).
+#: * ``rowwise``: torchao ``recipe_name="rowwise"``: one scale per row of each operand along its
+#:   contraction axis, from an ``amax`` per row, so each operand is cast per GEMM it feeds.
+#: * ``delayed``: Transformer Engine's ``DelayedScaling`` recipe (TE docs, "Using FP8 with Transformer
+#:   Engine"): the scale comes from the amax history of earlier iterations, so the cast kernel computes
+#:   the new amax as it casts (no separate reduction before it); the fp8 weight and its transpose are
+#:   cast once per step and cached for the following microbatches (``is_first_microbatch``), which
+#:   keeps 2 bytes per linear parameter resident.
+#:
+#: Only the weighted matmuls of the transformer layers run in fp8; attention, norms, the LM head and
+#: the optimizer keep their precision (torchao converts ``nn.Linear`` modules and skips the output
+#: layer by its ``module_filter_fn`` in torchtitan; TE converts its Linear layers).
+FP8_RECIPES = ("tensorwise", "rowwise", "delayed")
+
+
+def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
+    """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
+    in fp8 under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast to fp8 by a cast op,
+    preceded by its ``amax`` reduction for dynamic scaling, and the GEMM's compute dtype is fp8 with
+    16-bit outputs."""
+    if recipe not in FP8_RECIPES:
+        raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
+                         + did_you_mean(str(recipe), FP8_RECIPES))
+    from workloads.recompute import layer_key
+
+    linear = {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
+              and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
+    ops: list[Op] = []
+    for op in step.ops:
+        base = op.name.split("@recompute")[0].split(".bwd_")[0]
+        if op.kind != "matmul" or base not in linear:
+            ops.append(op)
+            continue
+        ins = []
+        for i, t in enumerate(op.inputs[:2]):
+            if t.dtype not in (DType.BF16, DType.FP16):
+                ins.append(t)
+                continue
+            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, DType.FP8_E4M3, Role.ACTIVATION)
+            if recipe != "delayed":
+                axes = (len(t.shape) - 1,) if recipe == "rowwise" else tuple(range(len(t.shape)))
+                shape = (*t.shape[:-1], 1) if recipe == "rowwise" else (1,)
+                amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
+                ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,),
+                              Attrs({"op": "max", "axes": axes, "keepdims": recipe == "rowwise"}), op.group))
+            ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+            ins.append(q)
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": DType.FP8_E4M3.value})
+        ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
+    meta = dict(step.meta)
+    meta["fp8_linears"] = recipe
+    return OpGraph(step.name, ops, meta)

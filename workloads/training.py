@@ -47,6 +47,7 @@ from nodeperf.errors import NodeperfWarning
 from nodeperf.suggest import did_you_mean
 from workloads.dtypes import DType
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
+from workloads.recompute import POLICIES
 
 __all__ = ["training_graph", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
 
@@ -54,7 +55,8 @@ log = logging.getLogger(__name__)
 
 #: optimizer -> number of moment tensors it keeps per weight
 OPTIMIZERS: dict[str, int] = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
-RECOMPUTE = ("none", "selective", "full")
+#: recomputation policies by name (:mod:`workloads.recompute`)
+RECOMPUTE: tuple[str, ...] = POLICIES
 #: loss kinds and their backward kinds
 LOSS_KINDS: dict[str, str] = {"cross_entropy": "cross_entropy_bwd", "mse_loss": "mse_loss_bwd"}
 _NO_GRAD_KINDS = frozenset({"kv_append", "generic", "optimizer_update", "recv"})
@@ -137,10 +139,14 @@ class _Deriver:
         # recomputation segments
         self.segment_of: dict[str, str] = {}
         self.pending: dict[str, list[Op]] = {}
-        if self.recompute == "full":
+        self.offloaded: set[str] = set()
+        if self.recompute not in ("none", "selective"):
+            from workloads.recompute import policy_plan
+
+            saved, self.offloaded = policy_plan(fg, self.recompute)
             for op in fg.ops:
                 key = _layer_key(op.group)
-                if key is not None and op.kind not in LOSS_KINDS:
+                if key is not None and op.kind not in LOSS_KINDS and op.name not in saved | self.offloaded:
                     self.segment_of[op.name] = key
         elif self.recompute == "selective":
             core_out: set[str] = set()
@@ -343,6 +349,11 @@ class _Deriver:
         meta = dict(self.fg.meta)
         meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
                      "recompute": self.recompute, "weights_without_gradient": missing})
+        if self.recompute == "selective-op":  # its forward graph was rewritten (unfuse_projections)
+            meta["forward_ops"] = len(self.fg.ops)
+        if self.offloaded:  # tensors a policy keeps in host memory between the forward and backward passes
+            meta["offloaded_activations"] = tuple(sorted(t.name for op in self.fg.ops if op.name in self.offloaded
+                                                         for t in op.outputs))
         # forward ops come validated, emitted ops were inferred by emit() and recomputed ops copy forward
         # shapes: nothing needs inferring again
         return OpGraph(self.fg.name, self.ops, meta, inferred=self.names)
@@ -743,7 +754,8 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
         Keep an fp32 master copy of each non-fp32 weight and fp32 moments (else moments in the
         weight's dtype and no master copy).
     recompute
-        ``none``, ``selective`` (attention core) or ``full`` (whole layers).
+        ``none``, ``selective`` (attention core), ``full`` (whole layers) or a named policy of
+        :mod:`workloads.recompute` (``selective-op``, MaxText's ``minimal``, ``save_qkv_proj``, ...).
 
     Returns
     -------
@@ -766,4 +778,8 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
     if recompute not in RECOMPUTE:
         raise ValueError(f"training_graph: recompute; got {recompute!r}; expected one of {', '.join(RECOMPUTE)}"
                          f"{did_you_mean(str(recompute), RECOMPUTE)}")
+    if recompute == "selective-op":  # PyTorch models run the q/k/v and gate/up projections as separate linears
+        from workloads.recompute import unfuse_projections
+
+        forward_graph = unfuse_projections(forward_graph)
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()

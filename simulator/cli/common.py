@@ -8,7 +8,7 @@ from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "nonempty", "positive_int", "profile_from_args"]
+__all__ = ["add_model_args", "graph_from_args", "nonempty", "positive_int", "profile_from_args", "recompute_policy"]
 
 
 def nonempty(text: str) -> str:
@@ -26,6 +26,18 @@ def positive_int(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"got {v}; expected a positive integer")
     return v
+
+
+def recompute_policy(text: str) -> str:
+    """A recomputation policy name (:data:`workloads.recompute.POLICIES`), or a did-you-mean refusal."""
+    from workloads.recompute import POLICIES
+
+    if text not in POLICIES:
+        from nodeperf.suggest import did_you_mean
+
+        raise argparse.ArgumentTypeError(f"unknown recomputation policy; got {text!r}; expected one of "
+                                         f"{', '.join(POLICIES)}" + did_you_mean(text, POLICIES))
+    return text
 
 
 def _group_size(text: str) -> int:
@@ -52,8 +64,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw", "none"),
                    help="optimizer of the training step (default adamw); none: the timed loop is forward and "
                         "backward only")
-    p.add_argument("--recompute", default="none", choices=("none", "selective", "full"),
-                   help="activation recomputation in training (default none)")
+    p.add_argument("--recompute", default="none", type=recompute_policy, metavar="POLICY",
+                   help="activation recomputation in training (default none): none, selective (Megatron's attention "
+                        "core), full, selective-op (torchtitan's op-level policy) or a MaxText remat policy "
+                        "(minimal, minimal_with_context, save_dot_with_context_except_mlp, save_dot_except_mlpwi, "
+                        "save_dot_except_mlp, save_qkv_proj, save_out_proj, qkv_proj_offloaded, minimal_offloaded); "
+                        "see docs/training_memory.md")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",
                    help="quantised linear-layer weights as serving stacks run them: int4 or int8 (weight-only, "

@@ -1,7 +1,8 @@
 """Parallel-plan flags of `nodeperf predict` (--tp, --pp, --dp, ...) and the report they print.
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
---global-batch --schedule --interleave --zero --fsdp --input-len --output-len``.
+--global-batch --schedule --interleave --zero --fsdp --shard-group --offload --fp8-linears
+--capacity-factor --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from simulator.cli.common import positive_int
 
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
-_PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero")
+_PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
+               "offload", "capacity_factor", "fp8_linears")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -33,8 +35,54 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--interleave", type=positive_int, help="virtual stages per device (--schedule interleaved)")
     g.add_argument("--zero", type=int, choices=(1, 2, 3), help="ZeRO stage over the data-parallel replicas")
     g.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full sharding (ZeRO-3)")
+    g.add_argument("--shard-group", type=positive_int, metavar="N",
+                   help="with --fsdp: hybrid sharding (HSDP), states sharded within groups of N data-parallel ranks")
+    g.add_argument("--offload", type=_offload_targets, metavar="WHAT",
+                   help="keep in host memory, over the device's host link: activations, optimizer, params "
+                        "(comma-separated)")
+    g.add_argument("--fp8-linears", metavar="RECIPE", type=_fp8_recipe,
+                   help="training: the layers' linear GEMMs in fp8 with this scaling recipe: tensorwise or rowwise "
+                        "(torchao Float8Linear), delayed (Transformer Engine); attention, norms, LM head and "
+                        "optimizer keep their precision")
+    g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
+                   help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+
+
+def _offload_targets(text: str) -> tuple[str, ...]:
+    from workloads.parallel import OFFLOAD_TARGETS
+
+    items = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    for t in items or (text,):
+        if t not in OFFLOAD_TARGETS:
+            from nodeperf.suggest import did_you_mean
+
+            raise argparse.ArgumentTypeError(f"got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
+                                             + did_you_mean(t, OFFLOAD_TARGETS))
+    return items
+
+
+def _fp8_recipe(text: str) -> str:
+    from workloads.precision import FP8_RECIPES
+
+    if text not in FP8_RECIPES:
+        from nodeperf.suggest import did_you_mean
+
+        raise argparse.ArgumentTypeError(f"unknown scaling recipe; got {text!r}; expected one of "
+                                         f"{', '.join(FP8_RECIPES)}" + did_you_mean(text, FP8_RECIPES))
+    return text
+
+
+def _capacity_factor(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a number > 0 (e.g. 1.25)") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"got {text}; expected a finite number > 0 (e.g. 1.25; omit it for "
+                                         "dropless)")
+    return v
 
 
 def wants_plan(args: argparse.Namespace) -> bool:
@@ -54,7 +102,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     return ParallelPlan(tp=args.tp or 1, pp=args.pp or 1, dp=dp, ep=args.ep or 1, cp=args.cp or 1,
                         sequence_parallel=args.sequence_parallel, microbatch=args.microbatch or 1,
                         global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
-                        zero_stage=args.zero or 0, fsdp=args.fsdp)
+                        zero_stage=args.zero or 0, fsdp=args.fsdp, shard_group=args.shard_group or 0,
+                        offload=args.offload or (), capacity_factor=args.capacity_factor)
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -68,6 +117,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     elif args.input_len is not None or args.output_len is not None:
         raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
                          "expected --phase generate")
+    if not args.train and args.fp8_linears is not None:
+        raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: a training recipe; got no --train; expected "
+                         "--train (serving precision: --weight-dtype fp8 without a plan)")
     if not args.train and (args.microbatch is not None or args.global_batch is not None):
         raise ValueError("predict: --microbatch/--global-batch: training options; got no --train; expected --train "
                          "(inference uses --batch per replica)")
@@ -92,7 +144,8 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     else:
         res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
-                            optimizer=args.optimizer, engine=engine)
+                            optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
+                            framework=args.framework if args.framework == "compile" else "")
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()
@@ -141,7 +194,7 @@ def format_result(res: Any) -> str:
         lines.append(f"Step: {si(res.latency_s, 's')}, {si(res.tokens_per_s, 'tokens/s')}, MFU {100 * res.mfu:.1f}%")
     b = res.breakdown
     parts = ", ".join(f"{k[:-2].replace('_', ' ')} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
-                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s") if b.get(k))
+                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s", "offload_exposed_s") if b.get(k))
     lines.append(f"Where the time goes: {parts}")
     rows = []
     for s in res.stages:
@@ -152,6 +205,11 @@ def format_result(res: Any) -> str:
     lines += ["", table(rows, ["stage", "layers", "forward", "backward", "comm", "weights", "activations",
                                "KV cache", "memory"], align="llrrrrrrr")]
     lines += ["", f"Memory per device: {res.memory_message()}"]
+    b = max(res.stages, key=lambda st: st.memory_bytes).memory_breakdown()
+    keys = ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers", "reserve", "offloaded_to_host")
+    parts = [f"{k.replace('_', ' ')} {binary_bytes(b[k])}" for k in keys if b.get(k)]
+    if parts:
+        lines.append("  " + ", ".join(parts) + " (docs/training_memory.md)")
     for w in res.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -62,6 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: Graph-changing --framework profiles a parallel plan builds every stage with (the Hugging Face
+#: model code under torch.compile: fused attention, logits, training dropout)
+PLAN_PROFILES = ("compile",)
+
+
 def run(args: argparse.Namespace) -> int:
     from simulator.cli.output import check_outputs, to_stdout, write_output
     from simulator.engines.analytical import evaluate
@@ -86,10 +91,14 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.common import profile_from_args
 
         profile = profile_from_args(args)
-        if profile is not None and (profile.changes_graph or getattr(args, "attention", None)):
+        if profile is not None and profile.changes_graph and profile.name not in PLAN_PROFILES:
             raise ValueError(f"predict: --framework {profile.name}: this stack changes the graph it launches, which "
-                             "parallel plans do not build yet; got a parallel plan; expected a profile that changes "
-                             "costing only (e.g. compile, cuda-graphs, tensorrt, vllm) or no plan")
+                             "parallel plans do not build yet; got a parallel plan; expected "
+                             f"{' or '.join(PLAN_PROFILES)}, a profile that changes costing only (e.g. tensorrt, "
+                             "vllm) or no plan")
+        if getattr(args, "attention", None):
+            raise ValueError("predict: --attention: parallel plans build the fused attention (or the --framework "
+                             "profile's); got --attention with a plan; expected no --attention")
         if args.trace is not None and args.phase == "generate":
             raise ValueError("predict: --trace: a plan's trace draws one step; got --trace with --phase generate; "
                              "expected --phase prefill, decode or --train (or no --trace)")

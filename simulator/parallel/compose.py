@@ -73,15 +73,26 @@ class StageResult:
     activations_bytes: float
     kv_cache_bytes: float
     in_flight: float
+    buffers_bytes: float = 0.0
+    reserve_bytes: float = 0.0
+    host_bytes: float = 0.0
+    #: (component, bytes) pairs of :func:`_stage_memory`
+    memory_parts: tuple[tuple[str, float], ...] = ()
 
     @property
     def memory_bytes(self) -> float:
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_state_bytes + self.activations_bytes
-                + self.kv_cache_bytes)
+                + self.kv_cache_bytes + self.buffers_bytes + self.reserve_bytes)
+
+    def memory_breakdown(self) -> dict[str, float]:
+        """Bytes by component (parameters, gradients, optimizer, activations, kv_cache, buffers and
+        each buffer, reserve, total, allocator_reserved, offloaded_to_host)."""
+        return dict(self.memory_parts)
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: (list(map(list, v)) if k == "layers" else v) for k, v in self.__dict__.items()}
+        out = {k: (list(map(list, v)) if k == "layers" else v) for k, v in self.__dict__.items() if k != "memory_parts"}
         out["memory_bytes"] = self.memory_bytes
+        out["memory_breakdown"] = self.memory_breakdown()
         return out
 
 
@@ -189,7 +200,8 @@ class ParallelResult:
         mem = MemoryCheck(weights_bytes=int(worst.weights_bytes), activations_bytes=int(worst.activations_bytes),
                           kv_cache_bytes=int(worst.kv_cache_bytes), gradients_bytes=int(worst.gradients_bytes),
                           optimizer_state_bytes=int(worst.optimizer_state_bytes),
-                          capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}")
+                          capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}",
+                          buffers_bytes=int(worst.buffers_bytes + worst.reserve_bytes))
         prov = dict(provenance or (self.reports[0].provenance if self.reports else {}))
         prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
         return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,
@@ -207,6 +219,7 @@ class ParallelResult:
             "mfu": self.mfu, "model_flops_per_s_per_device": self.model_flops_per_s_per_device,
             "tokens_per_s": self.tokens_per_s,
             "memory_per_device_bytes": self.memory_per_device_bytes, "fits_in_memory": self.fits_in_memory,
+            "memory_breakdown": max(self.stages, key=lambda s: s.memory_bytes).memory_breakdown(),
             "breakdown": dict(self.breakdown), "plan": self.plan.to_json(),
             "stages": [s.to_json() for s in self.stages],
         }
@@ -264,7 +277,7 @@ class _GraphCost:
 
     def __init__(self, sg: StageGraph, report: Any, split: tuple[float, float, float, float]) -> None:
         self.sg, self.report, self.split = sg, report, split
-        self._stash: float | None = None
+        self._stash: tuple[float, float, float] | None = None
         self._model_flops: int | None = None
         self._links: tuple[float, float, float, float] | None = None
         self._buckets: list[tuple[float, float]] | None = None
@@ -319,11 +332,25 @@ class _GraphCost:
     def flops(self) -> int:
         return self.sg.graph.flops
 
+    def _stash_info(self) -> tuple[float, float, float]:
+        if self._stash is None:
+            self._stash = _stash_info(self.sg)
+        return self._stash
+
     @property
     def stash_bytes(self) -> float:
-        if self._stash is None:
-            self._stash = _stash_bytes(self.sg)
-        return self._stash
+        """Bytes of forward activations one microbatch keeps for its backward pass."""
+        return self._stash_info()[0]
+
+    @property
+    def stash_tensors(self) -> float:
+        """How many of them are large blocks for the caching allocator (over 1 MiB)."""
+        return self._stash_info()[1]
+
+    @property
+    def offloaded_bytes(self) -> float:
+        """Bytes of them a recomputation policy keeps in host memory."""
+        return self._stash_info()[2]
 
     @property
     def model_flops(self) -> int:
@@ -335,7 +362,13 @@ class _GraphCost:
 
 
 def _stash_bytes(sg: StageGraph) -> float:
-    """Bytes of forward activations one microbatch keeps for its backward pass.
+    """Bytes of forward activations one microbatch keeps for its backward pass."""
+    return _stash_info(sg)[0]
+
+
+def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
+    """(bytes, large tensors, offloaded bytes) of the forward activations one microbatch keeps for its
+    backward pass; offloaded: those the graph's recomputation policy keeps in host memory.
 
     A view (reshape, split, slice) keeps its base tensor alive, so a view read by the backward pass
     counts its base once, however many views of it are read.
@@ -360,7 +393,9 @@ def _stash_bytes(sg: StageGraph) -> float:
             root = base.get(t.name, t)
             if root.role is Role.ACTIVATION and g.producer(root.name) is not None:
                 kept[root.name] = float(root.nbytes)
-    return sum(kept.values())
+    offloaded = set(g.meta.get("offloaded_activations", ()))
+    large = sum(1 for v in kept.values() if v > 2**20)
+    return sum(kept.values()), float(large), sum(v for k, v in kept.items() if k in offloaded)
 
 
 _VIEWS = frozenset({"reshape", "split", "slice"})
@@ -432,7 +467,8 @@ def clear_stage_graph_cache() -> None:
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
-                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical") -> ParallelResult:
+                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
+                  fp8_linears: str | None = None, framework: str = "") -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -448,8 +484,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     phase, seq, context, dtype, batch
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
         sequences per step on each data-parallel replica.
-    optimizer, recompute
-        Training step options.
+    optimizer, recompute, fp8_linears
+        Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
+        linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
+    framework
+        A :mod:`workloads.frameworks` profile every stage's graph is built with (costing: ``options``).
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -464,26 +503,17 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_fits_system(plan, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
+    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
-                          train=train, optimizer=optimizer, recompute=recompute, batch=batch)
+                          train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
-    # stages of one shape share one graph object (plan_graphs builds each shape once): everything
-    # that depends only on the graph is computed once per object and reused by every stage
-    unique: dict[int, _GraphCost] = {}
-    for sg in graphs:
-        if id(sg.graph) not in unique:
-            rep = evaluate(sg.graph, system, opts)
-            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
-    costs = [unique[id(sg.graph)] for sg in graphs]
+    unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
     reports = [c.report for c in costs]
-    p, v = plan.pp, plan.interleave
+    v = plan.interleave
     m = plan.microbatches if train else 1
-    per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
-    for sg, gc in zip(graphs, costs, strict=True):
-        per_stage[sg.stage].append((sg, gc))
     fwd, bwd, opt, comm = _stage_sums(per_stage)
     warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
@@ -493,7 +523,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                                                                    fwd, bwd, opt, comm, graphs, seq)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
-    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
+    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
+    if train and plan.offload:  # the host-link time compute does not hide
+        latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
@@ -506,6 +538,56 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int
+                 ) -> tuple[dict[int, _GraphCost], list[_GraphCost], list[list[tuple[StageGraph, _GraphCost]]]]:
+    """(costs by graph object, cost of each stage graph, each pipeline stage's graphs and costs).
+
+    Stages of one shape share one graph object (plan_graphs builds each shape once): everything that
+    depends only on the graph is computed once per object and reused by every stage."""
+    unique: dict[int, _GraphCost] = {}
+    for sg in graphs:
+        if id(sg.graph) not in unique:
+            rep = evaluate(sg.graph, system, opts)
+            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
+    costs = [unique[id(sg.graph)] for sg in graphs]
+    per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
+    for sg, gc in zip(graphs, costs, strict=True):
+        per_stage[sg.stage].append((sg, gc))
+    return unique, costs, per_stage
+
+
+def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
+    """Bytes/s of the device's host link (per direction), or a located PlanError when it has none."""
+    for ln in getattr(dev, "links", ()):
+        if ln.name == "host" and ln.bandwidth_bytes_per_s > 0:
+            return float(ln.bandwidth_bytes_per_s)
+    raise PlanError(f"plan: offload {','.join(plan.offload)}: device {dev.name!r} has no host link; expected a "
+                    "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+def _with_offload(latency: float, breakdown: dict[str, float], stages: list[StageResult], plan: ParallelPlan,
+                  dev: DeviceSpec, m: int) -> tuple[float, dict[str, float]]:
+    exposed = _offload_seconds(stages, plan, _host_link_bandwidth(dev, plan), m)
+    return latency + exposed, {**breakdown, "offload_exposed_s": exposed}
+
+
+def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m: int) -> float:
+    """Host-link time a step's offloading adds where compute cannot hide it, on the worst stage.
+
+    Offloaded activations go out during a microbatch's forward pass and come back during its
+    backward pass (the two directions of the link, each overlapped with that pass, as
+    ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` and XLA's host offload stream them); the
+    optimizer step of offloaded state needs the gradients out and the updated parameters back
+    after the backward pass, not overlapped (the host's optimizer arithmetic is not priced)."""
+    worst = 0.0
+    for st in stages:
+        parts = st.memory_breakdown()
+        a = parts.get("host.activations_per_microbatch", 0.0) / bw
+        per_mb = max(0.0, a - st.forward_s) + max(0.0, a - st.backward_s)
+        worst = max(worst, m * per_mb + parts.get("host.step_transfer", 0.0) / bw)
+    return worst
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
@@ -608,30 +690,205 @@ def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], p
 
 def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
                    pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
-                   comm: list[float]) -> list[StageResult]:
-    """Per pipeline stage: its times and what one of its devices holds (weights, gradients and
-    optimizer state after ZeRO sharding, activations with the microbatches in flight, KV cache)."""
+                   comm: list[float], gpu: bool = True) -> list[StageResult]:
+    """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`)."""
     stages: list[StageResult] = []
     for s in range(len(per_stage)):
         sgs = per_stage[s]
-        w = sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in sgs)
-        g = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
-        o = sum(float(sg.graph.role_bytes(Role.OPTIMIZER_STATE)) for sg, _ in sgs)
-        kv = sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs)
-        if plan.dp > 1:
-            o = o / plan.dp if plan.zero >= 1 else o
-            g = g / plan.dp if plan.zero >= 2 else g
-            w = w / plan.dp if plan.zero >= 3 else w
-        work = max(float(gc.report.memory.activations_bytes) for _, gc in sgs)
         inflight = pipe.in_flight[s] if pipe is not None else 1.0
-        stash = sum(gc.stash_bytes for _, gc in sgs) if train else 0.0
-        act = work + stash * max(0.0, inflight - 1.0)
+        mem = _stage_memory(sgs, plan, train, inflight, gpu)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
-            weights_bytes=w, gradients_bytes=g, optimizer_state_bytes=o, activations_bytes=act,
-            kv_cache_bytes=kv, in_flight=inflight))
+            weights_bytes=mem["parameters"], gradients_bytes=mem["gradients"], optimizer_state_bytes=mem["optimizer"],
+            activations_bytes=mem["activations"], kv_cache_bytes=mem["kv_cache"], in_flight=inflight,
+            buffers_bytes=mem["buffers"], reserve_bytes=mem["reserve"], host_bytes=mem["offloaded_to_host"],
+            memory_parts=tuple(sorted(mem.items()))))
     return stages
+
+
+def _param_units(g: OpGraph) -> dict[str, float]:
+    """Parameter bytes of ``g`` (distinct weight tensors no op produces: an in-place update's output is
+    the same parameter) per wrapping unit: a layer (``layers.3``) or a top-level module (embedding, head)."""
+    from workloads.recompute import layer_key
+
+    units: dict[str, float] = {}
+    seen: set[str] = set()
+    for op in g.ops:
+        for t in op.inputs:
+            if t.role is Role.WEIGHT and t.name not in seen and g.producer(t.name) is None:
+                seen.add(t.name)
+                key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
+                units[key] = units.get(key, 0.0) + float(t.nbytes)
+    return units
+
+
+def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
+                  inflight: float, gpu: bool = True) -> dict[str, float]:
+    """What one device of a stage holds, by component (bytes): ``parameters``, ``gradients``,
+    ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
+    buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
+    allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
+    buffers and the caching allocator are a GPU's (``gpu``); a TPU's XLA runtime is not modelled
+    (no sourced figure). See docs/training_memory.md."""
+    from simulator.report import memory as M
+
+    units: dict[str, float] = {}
+    for sg, _ in sgs:
+        for k, v in sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).items():
+            units[k] = units.get(k, 0.0) + v
+    params = sum(units.values())
+    grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
+    opt = sum(float(sg.graph.role_bytes(Role.OPTIMIZER_STATE)) for sg, _ in sgs)
+    kv = sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs)
+    wbytes, bf16 = _weight_itemsize(sgs)
+    out = {"kv_cache": kv, "offloaded_to_host": 0.0}
+    buffers = {"cuda_context": float(M.CUDA_CONTEXT_BYTES) if gpu else 0.0,
+               "cublas_workspace": float(M.CUBLAS_WORKSPACE_BYTES) if gpu else 0.0,
+               "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
+    # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
+    # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
+    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train else 0.0
+    shard = plan.shard_group or plan.dp * plan.cp
+    if train:
+        p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
+        buffers.update(extra)
+    else:
+        p, g, o = params, grads, opt
+    host = 0.0
+    out["host.step_transfer"] = (g + p) if plan.offload and set(plan.offload) - {"activations"} else 0.0
+    if "optimizer" in plan.offload or "params" in plan.offload:
+        host += o
+        o = 0.0
+    if "params" in plan.offload:
+        host += p + g
+        p = g = 0.0
+    act, act_host, tensors = _activation_memory(sgs, plan, train, inflight)
+    out["host.activations_per_microbatch"] = act_host / max(1.0, inflight)
+    out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
+    out.update({f"buffers.{k}": v for k, v in buffers.items()})
+    out["buffers"] = sum(buffers.values())
+    out["reserve"] = M.allocator_rounding_bytes(tensors) if gpu else 0.0
+    out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
+    out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
+    return out
+
+
+def _fp8_weight_cache(g: OpGraph) -> float:
+    """Transformer Engine's fp8 copies of the linear weights under delayed scaling, cached across a
+    step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
+    parameter (:data:`workloads.precision.FP8_RECIPES`)."""
+    if g.meta.get("fp8_linears") != "delayed":
+        return 0.0
+    seen: dict[str, int] = {}
+    for op in g.ops:
+        if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
+            for t in op.inputs[1:2]:
+                if t.name.endswith(".fp8_1"):
+                    seen[t.name.replace("@recompute", "")] = t.numel
+    return 2.0 * sum(seen.values())
+
+
+def _weight_itemsize(sgs: list[tuple[StageGraph, _GraphCost]]) -> tuple[float, bool]:
+    """(bytes per parameter, whether the weights are bf16) of the stage's floating-point weights."""
+    for sg, _ in sgs:
+        for t in sg.graph.tensors.values():
+            if t.role is Role.WEIGHT and t.dtype.is_float:
+                return float(t.nbytes) / max(1, t.numel), t.dtype.value == "bf16"
+    return 2.0, True
+
+
+def _communicators(plan: ParallelPlan) -> int:
+    """NCCL communicators one device belongs to: one per parallel dimension of size > 1 (pipeline
+    sends use a point-to-point communicator each way)."""
+    return sum(1 for d in (plan.tp, plan.dp, plan.cp, plan.ep) if d > 1) + (2 if plan.pp > 1 else 0)
+
+
+def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,
+                    weight: tuple[float, bool], units: Mapping[str, float]) -> tuple[float, float, float, dict[str, float]]:
+    """(parameters, gradients, optimizer state, extra buffers) of one device after sharding.
+
+    FSDP (PyTorch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``, as
+    torchtitan sets it): the sharded parameters are fp32 (they are the master weights, so no separate
+    master copy), the sharded gradients fp32, the moments fp32; the unsharded 16-bit parameters of
+    :data:`~simulator.report.memory.FSDP_UNSHARDED_IN_FLIGHT` units and the fp32 unsharded gradient of
+    the largest unit (the reduce-scatter input) are buffers. Megatron-LM (no FSDP): 16-bit weights,
+    gradients accumulated in fp32 for bf16 (``--accumulate-allreduce-grads-in-fp32``, forced on with
+    ``--bf16``; Megatron-LM docs/source/api-guide/dist_optimizer.md: 18 bytes per parameter, 6 + 12/d
+    with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage.
+    """
+    from simulator.report import memory as M
+
+    wbytes, bf16 = weight
+    n = params / wbytes
+    extra: dict[str, float] = {}
+    if plan.fsdp:
+        master = 4.0 * n if wbytes < 4 else 0.0  # the graph's optimizer state holds a master copy
+        top = sorted(units.values(), reverse=True)
+        extra["fsdp_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
+        extra["fsdp_reduce_scatter"] = (top[0] / wbytes * 4.0 if top else 0.0) if shard > 1 else 0.0
+        return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
+    zero = plan.zero if shard > 1 else 0
+    g = 4.0 * n if (bf16 and zero <= 1) else grads
+    if zero == 3:
+        top = sorted(units.values(), reverse=True)
+        extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
+    return (params / shard if zero >= 3 else params, g / shard if zero >= 2 else g,
+            opt / shard if zero >= 1 else opt, extra)
+
+
+#: Bytes per logit live at once when a 16-bit model's cross entropy runs in fp32, by stack:
+#: PyTorch's ``F.cross_entropy(pred.float(), ...)`` (torchtitan) is ``nll_loss(log_softmax(x))``
+#: (aten/src/ATen/native/LossNLL.cpp ``cross_entropy_loss``): its backward holds the saved fp32
+#: log-softmax, nll_loss's dense fp32 gradient and log_softmax_backward's fp32 result, 12 bytes;
+#: Megatron-LM's ``vocab_parallel_cross_entropy(output.float(), labels)`` (tensor_parallel/cross_entropy.py)
+#: keeps the fp32 softmax and turns it into the gradient in place, then casts it to 16 bits: 4 + 2 bytes.
+LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0}
+
+
+def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
+    """Extra bytes at the loss over what the graph holds there (its 16-bit logits and their 16-bit
+    gradient) when the training stack computes the cross entropy of 16-bit logits in fp32
+    (:data:`LOSS_PEAK_BYTES_PER_LOGIT`)."""
+    for op in g.ops:
+        if op.kind == "cross_entropy":
+            x = op.inputs[0]
+            size = x.nbytes / max(1, x.numel)
+            if size >= 4:
+                return 0.0
+            return max(0.0, float(x.numel) * (LOSS_PEAK_BYTES_PER_LOGIT[stack] - 2.0 * size))
+    return 0.0
+
+
+def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
+                       inflight: float) -> tuple[float, float, float]:
+    """(activation bytes on the device, bytes kept on the host, large tensors live at the peak).
+
+    One microbatch's peak of live activations (its stash included) plus the stash of the other
+    microbatches the schedule keeps in flight (1F1B: ``p - s`` on stage ``s``; Narayanan et al. 2021).
+    Tensors a recomputation policy offloads, and with ``offload=activations`` the whole stash but
+    the layer being worked on, stay on the host."""
+    work = max(float(gc.report.memory.activations_bytes) for _, gc in sgs)
+    if not train:
+        return work, 0.0, 0.0
+    from simulator.report.memory import peak_activation_bytes
+
+    work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
+        g, inputs_from_first_use=True))) for sg, _ in sgs)
+    stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+    work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
+                for sg, _ in sgs)
+    stash = sum(gc.stash_bytes for _, gc in sgs)
+    count = sum(gc.stash_tensors for _, gc in sgs)
+    off = sum(gc.offloaded_bytes for _, gc in sgs)
+    host = off * inflight
+    act = work + stash * max(0.0, inflight - 1.0) - host
+    if "activations" in plan.offload:
+        layers = max(1, sum(sg.layers[1] - sg.layers[0] for sg, _ in sgs))
+        moved = (stash - off) * inflight * (1.0 - 1.0 / layers)
+        act -= moved
+        host += moved
+    return max(0.0, act), host, count * max(1.0, inflight)
 
 
 def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,

@@ -7,7 +7,9 @@ from simulator.report import MemoryCheck
 from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
 from workloads.ir import OpGraph, Role
 
-__all__ = ["check_memory", "peak_activation_bytes"]
+__all__ = ["check_memory", "peak_activation_bytes", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
+           "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
+           "FSDP_UNSHARDED_IN_FLIGHT"]
 
 
 def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
@@ -36,13 +38,16 @@ def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
     )
 
 
-def peak_activation_bytes(graph: OpGraph) -> int:
+def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False) -> int:
     """Peak bytes of live activation tensors: :func:`workloads.analysis.peak_live_bytes` with its
     default roles, in one pass over the ops.
 
     A tensor is live from its producer (from the start, for a graph input) to its last consumer
     (to the end, for a graph output); a view or an in-place update aliases its base tensor,
     extending its life and adding no bytes; at each op its inputs and outputs are live together.
+    ``inputs_from_first_use``: a graph input is live from its first consumer instead, as a training
+    step materialises the zero-filled gradients of its backward pass (a slice's padding) when it needs
+    them, not at the start of the forward pass.
     """
     act = Role.ACTIVATION
     base: dict[str, str] = {}  # view / in-place output -> base tensor
@@ -55,7 +60,7 @@ def peak_activation_bytes(graph: OpGraph) -> int:
             name = t.name
             r = base.get(name, name)
             if r == name and r not in first and t.role is act:
-                first[r] = 0
+                first[r] = i if inputs_from_first_use else 0
                 size[r] = t.nbytes
             last[r] = i  # ops come in order: the latest use so far
         if op.kind in VIEW_KINDS or op.kind in INPLACE_KINDS:
@@ -87,3 +92,49 @@ def peak_activation_bytes(graph: OpGraph) -> int:
         if cur > peak:
             peak = cur
     return peak
+
+
+# ------------------------------------------------------------------------------------------------
+# memory of one device of a parallel plan, as the CUDA caching allocator sees it
+# (docs/training_memory.md: every component, its formula and its source)
+
+#: CUDA context of a process on one device (driver state, PyTorch's loaded kernels) with CUDA >= 11.7
+#: lazy module loading, PyTorch's default: "around 400MB" (ptrblck, PyTorch maintainer,
+#: github.com/pytorch/pytorch/issues/109888, 2023-09-23; ~300 MB in issues/107667). Not in the
+#: allocator's reserved memory; counted against the device's capacity.
+CUDA_CONTEXT_BYTES = 400 * 2**20
+#: cuBLAS / cuBLASLt workspace PyTorch gives each handle on Hopper: CUBLAS_WORKSPACE_CONFIG ":4096:8"
+#: (8 chunks of 4096 KiB) per handle and stream (PyTorch docs, "Reproducibility" / CUDA semantics
+#: "cuBLAS workspaces"; aten/src/ATen/cuda/CublasHandlePool.cpp ``getChosenWorkspaceSize``: 4096 KiB x 8
+#: for sm90). One compute stream.
+CUBLAS_WORKSPACE_BYTES = 8 * 4096 * 2**10
+#: NCCL_BUFFSIZE default: 4 MiB per channel per peer for the Simple protocol (NCCL documentation,
+#: "Environment Variables", NCCL_BUFFSIZE: "default is 4194304 (4 MiB)").
+NCCL_BUFFSIZE_BYTES = 4 * 2**20
+#: Channels a communicator keeps buffers for: an assumption, not a measurement (NCCL picks the count per
+#: topology and size between NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS); half of NCCL's compile-time
+#: maximum ``MAXCHANNELS 32`` (src/include/device.h). Stated in docs/training_memory.md.
+NCCL_CHANNELS = 16
+#: Peers a ring channel keeps buffers for (the previous and the next rank).
+NCCL_RING_PEERS = 2
+#: The caching allocator rounds a large block (> 1 MiB) up to a multiple of 2 MiB (c10/cuda/
+#: CUDACachingAllocator.cpp: ``kRoundLarge = 2097152``, ``kSmallSize = 1048576``): on average half a
+#: rounding unit is left unused per live large tensor.
+ALLOCATOR_ROUND_LARGE_BYTES = 2 * 2**20
+#: FSDP2 unsharded parameter groups in flight: the module computing and the one whose all-gather is
+#: prefetched (torch.distributed.fsdp.fully_shard documentation: implicit prefetching issues the next
+#: all-gather while the current module runs, and ``reshard_after_forward=True`` frees a module's
+#: unsharded parameters after its forward; FSDP2 RFC pytorch/pytorch#114299).
+FSDP_UNSHARDED_IN_FLIGHT = 2
+
+
+def nccl_buffer_bytes(communicators: int) -> float:
+    """NCCL's staging buffers of ``communicators`` communicators (one ring each):
+    channels x ring peers x NCCL_BUFFSIZE per communicator."""
+    return float(communicators * NCCL_CHANNELS * NCCL_RING_PEERS * NCCL_BUFFSIZE_BYTES)
+
+
+def allocator_rounding_bytes(large_tensors: float) -> float:
+    """Expected bytes the caching allocator's 2 MiB rounding leaves unused under ``large_tensors`` live
+    large tensors (half a rounding unit each)."""
+    return float(large_tensors) * ALLOCATOR_ROUND_LARGE_BYTES / 2.0

@@ -95,11 +95,14 @@ class MemoryCheck:
     optimizer_state_bytes: int
     capacity_bytes: float
     device: str = ""
+    #: runtime buffers and allocator reserve (a parallel plan's GPUs: CUDA context, cuBLAS workspace,
+    #: NCCL and FSDP buffers, the caching allocator's rounding; simulator.parallel.compose)
+    buffers_bytes: int = 0
 
     @property
     def required_bytes(self) -> int:
         return (self.weights_bytes + self.activations_bytes + self.kv_cache_bytes + self.gradients_bytes
-                + self.optimizer_state_bytes)
+                + self.optimizer_state_bytes + self.buffers_bytes)
 
     @property
     def fits(self) -> bool:
@@ -110,7 +113,7 @@ class MemoryCheck:
         need, have = self.required_bytes / 2**30, self.capacity_bytes / 2**30
         parts = [("weights", self.weights_bytes), ("activations", self.activations_bytes),
                  ("KV cache", self.kv_cache_bytes), ("gradients", self.gradients_bytes),
-                 ("optimizer state", self.optimizer_state_bytes)]
+                 ("optimizer state", self.optimizer_state_bytes), ("buffers", self.buffers_bytes)]
         detail = ", ".join(f"{n} {b / 2**30:.2f}" for n, b in parts if b)
         where = f" on {self.device}" if self.device else ""
         if self.fits:
@@ -121,7 +124,8 @@ class MemoryCheck:
         return {
             "weights_bytes": self.weights_bytes, "activations_bytes": self.activations_bytes,
             "kv_cache_bytes": self.kv_cache_bytes, "gradients_bytes": self.gradients_bytes,
-            "optimizer_state_bytes": self.optimizer_state_bytes, "required_bytes": self.required_bytes,
+            "optimizer_state_bytes": self.optimizer_state_bytes, "buffers_bytes": self.buffers_bytes,
+            "required_bytes": self.required_bytes,
             "capacity_bytes": _plain(self.capacity_bytes), "fits": self.fits, "message": self.message(),
         }
 

@@ -1,0 +1,45 @@
+"""Bad training recipes on the command line: one located line, exit 2 (recomputation policy, offload,
+hybrid sharding, MoE capacity factor)."""
+
+from __future__ import annotations
+
+import pytest
+from contract import one_line
+
+from simulator.cli.main import main
+
+PLAN = ("predict", "llama-3-8b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--fsdp", "--microbatch", "1",
+        "--global-batch", "8", "--seq", "512")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, parts", [
+    (("--recompute", "selctive-op"), ("--recompute", "'selctive-op'", "did you mean 'selective-op'")),
+    (("--recompute", "save_qkv"), ("--recompute", "'save_qkv'", "save_qkv_proj")),
+    (("--offload", "activatons"), ("--offload", "'activatons'", "did you mean 'activations'")),
+    (("--capacity-factor", "0"), ("--capacity-factor", "got 0", "> 0")),
+    (("--capacity-factor", "-1.5"), ("--capacity-factor", "got -1.5", "> 0")),
+    (("--shard-group", "3"), ("shard_group", "got 3 with dp 8", "divisor of dp")),
+])
+def test_bad_recipe_is_one_located_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+                                        parts: tuple[str, ...]) -> None:
+    rc, err = run(capsys, *PLAN, *argv)
+    one_line(rc, err, *parts)
+
+
+def test_offload_without_a_host_link_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = run(capsys, "predict", "gpt2", "--hardware", "jetson-agx-orin-64gb", "--train", "--microbatch", "1",
+                  "--offload", "activations")
+    one_line(rc, err, "offload activations", "'jetson-agx-orin-64gb'", "no host link")
+
+
+def test_capacity_factor_on_a_dense_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = run(capsys, *PLAN, "--capacity-factor", "1.25")
+    one_line(rc, err, "capacity_factor 1.25", "no experts")
