@@ -432,7 +432,8 @@ def clear_stage_graph_cache() -> None:
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
-                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical") -> ParallelResult:
+                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
+                  framework: str = "") -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -456,6 +457,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         and links as resources, the pipeline's sends on the links, the data-parallel gradient buckets
         on their own stream, the update after the last bucket; ``extra['closed_form_latency_s']``
         keeps the closed form's answer. Stage times come from the analytical engine in both.
+    framework
+        A training stack (a ``--framework`` name) whose plan-level behaviour replaces the
+        generic sharded tail (:func:`simulator.parallel.stacks.apply_stack`); its costing comes in ``options``.
     """
     from simulator.engines.analytical import EvalOptions, evaluate
 
@@ -491,6 +495,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if train:
         latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
                                                                    fwd, bwd, opt, comm, graphs, seq)
+        if framework and engine == "analytical":  # the stack's sharding (simulator/parallel/stacks.py)
+            from simulator.parallel.stacks import apply_stack
+            latency, breakdown = apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
