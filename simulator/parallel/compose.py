@@ -431,9 +431,8 @@ def clear_stage_graph_cache() -> None:
 
 def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                   phase: str | None = None, train: bool = False, seq: int | None = None,
-                  context: int | None = None, dtype: str | None = None, batch: int | None = None,
-                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
-                  framework: str = "") -> ParallelResult:
+                  context: int | None = None, dtype: str | None = None, batch: int | None = None, framework: str = "",
+                  optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical") -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -458,8 +457,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         on their own stream, the update after the last bucket; ``extra['closed_form_latency_s']``
         keeps the closed form's answer. Stage times come from the analytical engine in both.
     framework
-        A training stack (a ``--framework`` name) whose plan-level behaviour replaces the
-        generic sharded tail (:func:`simulator.parallel.stacks.apply_stack`); its costing comes in ``options``.
+        A training stack's name (its sharding: :func:`simulator.parallel.stacks.apply_stack`; costing: ``options``).
     """
     from simulator.engines.analytical import EvalOptions, evaluate
 
@@ -495,9 +493,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if train:
         latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
                                                                    fwd, bwd, opt, comm, graphs, seq)
-        if framework and engine == "analytical":  # the stack's sharding (simulator/parallel/stacks.py)
-            from simulator.parallel.stacks import apply_stack
-            latency, breakdown = apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown)
+        latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm)
@@ -513,6 +509,16 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
+                latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`); unchanged without one."""
+    if not framework or engine != "analytical":
+        return latency, breakdown
+    from simulator.parallel.stacks import apply_stack
+
+    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:

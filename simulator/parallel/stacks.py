@@ -127,13 +127,14 @@ def get_stack_profile(framework: Any) -> Any:
 
 
 def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
-                breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
+                breakdown: dict[str, float], collective_times: Any) -> tuple[float, dict[str, float]]:
     """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name).
 
     The profile must run on the system's device (:func:`workloads.frameworks.check_profile_device`:
     one located line otherwise). The step is unchanged when the stack does not alter the plan's
     generic composition: no stack, ``megatron-core``, a plan that is not fully sharded, or a pipeline
-    (FSDP with pipeline stages is composed generically).
+    (FSDP with pipeline stages is composed generically). ``collective_times(wanted, n, system, stride)``
+    prices the distinct ``(kind, bytes)`` collectives of ``wanted`` (the plan composition's own rule).
     """
     from simulator.engines.analytical import spec_of
     from workloads.frameworks import check_profile_device
@@ -143,7 +144,7 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
         return latency, breakdown
-    step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"])
+    step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
     out = dict(breakdown)
     comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
     out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
@@ -151,10 +152,9 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     return pipe.step_s + step.tail_s + breakdown["optimizer_s"], out
 
 
-def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any],
-                     compute_s: float) -> ShardedStep:
+def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
+                     collective_times: Any) -> ShardedStep:
     """:func:`sharded_step` with the bytes, collectives and bandwidth of the plan's first stage."""
-    from simulator.parallel.compose import _collective_times
     from workloads.ir import Role
 
     sgs = [sg for sg, _ in per_stage[0]]
@@ -165,7 +165,7 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
     scale = _DTYPE_BYTES.get(profile.grad_reduce_dtype, param) / param
-    coll = _collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp, system, plan.tp * plan.cp)
+    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp, system, plan.tp * plan.cp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
     return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,
