@@ -113,6 +113,12 @@ _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with T
           "grad_reduce_in_fp32 default False, overlap_grad_reduce / overlap_param_gather overlap the data-parallel "
           "collectives with backward / forward; TE userbuffers (tp_comm_overlap) overlap tensor-parallel communication "
           "with the GEMMs")
+_TP_OVERLAP = ("Wang et al., 'Overlap Communication with Dependent Computation via Decomposition in Large Deep "
+               "Learning Models', ASPLOS 2023: an all-gather feeding a matmul (and a reduce-scatter fed by one) is "
+               "decomposed into tp steps, each step's transfer overlapped with the partial matmul of the chunk already "
+               "present; NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py initialize_ub (userbuffers "
+               "ring-exchange / pipelined overlap of the sequence-parallel all-gather and reduce-scatter with the "
+               "TP GEMMs), enabled in Megatron-LM by --tp-comm-overlap (requires --sequence-parallel)")
 _MCORE_ATTN = ("NVIDIA TransformerEngine docs 'Attention' (examples/attention/attention.ipynb): on sm90 the cuDNN fused "
                "attention backend (FusedAttention, cuDNN >= 9) is preferred; FlashAttention-3 paper (Shah et al. 2024, "
                "arXiv:2407.08608) Fig. 5-7 place cuDNN's Hopper kernels beside FA3, both warp-specialised wgmma kernels")
@@ -166,6 +172,9 @@ class FrameworkProfile:
     grad_reduce_dtype
         The dtype gradients are reduced in across data-parallel ranks (``"fp32"``: FSDP2's
         ``reduce_dtype=float32``); ``""``: the parameters' dtype.
+    tp_comm_overlap
+        Sequence-parallel all-gathers and reduce-scatters are decomposed into ``tp`` chunks pipelined
+        with the GEMM they feed or follow (Transformer Engine userbuffers, ``--tp-comm-overlap``).
     """
 
     name: str
@@ -185,6 +194,7 @@ class FrameworkProfile:
     devices: tuple[tuple[str, str], ...] = (("", ""),)
     stack: str = ""
     grad_reduce_dtype: str = ""
+    tp_comm_overlap: bool = False
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -214,7 +224,8 @@ class FrameworkProfile:
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout},
                 "cost": self.cost_options(), "sources": list(self.sources),
-                "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param"}
+                "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
+                "tp_comm_overlap": self.tp_comm_overlap}
 
 
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
@@ -264,8 +275,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
-                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN),
-                     devices=(("gpu", "nvidia"),), stack="megatron-core"),
+                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
+                     devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler", fusion=True,
                      sources=(_MAXTEXT, _XLA), devices=(("tpu", "google"),), stack="xla-spmd"),

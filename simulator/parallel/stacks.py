@@ -26,8 +26,12 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
     layer's matmuls; the gathered weights are consumed in place (no copy-out kernel), gradients are
     reduced in the parameters' dtype. Exposed as for FSDP2.
 
-``"megatron-core"`` -- no plan-level change: Megatron-Core's distributed optimizer (ZeRO-1) and its
-    overlapped gradient buckets are the plan's generic composition.
+``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
+    buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
+    ``--tp-comm-overlap``, which needs sequence parallelism) every sequence-parallel all-gather feeding a
+    GEMM and every reduce-scatter fed by one is decomposed into ``tp`` chunks pipelined with that GEMM
+    (Wang et al., ASPLOS 2023): :func:`tp_overlap_hidden` hides ``min(collective x (tp - 1) / tp, GEMM)``
+    of each such pair; the first chunk's transfer stays exposed.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "apply_stack", "profile_options", "get_stack_profile"]
+__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "apply_stack", "profile_options",
+           "get_stack_profile"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
@@ -110,6 +115,63 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=first_last + backlog)
 
 
+#: ops between a sequence-parallel collective and the GEMM it feeds (or that feeds it) in a stage graph:
+#: the backward's bias reduction and its reshapes sit between a GEMM and its reduce-scatter
+_PAIR_WINDOW = 4
+
+
+def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int) -> tuple[float, float]:
+    """(forward, backward) seconds of tensor-parallel collectives hidden behind their GEMMs.
+
+    ``records`` are ``(kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
+    forward pass). An ``all_gather`` pairs with the next ``matmul`` within :data:`_PAIR_WINDOW` ops of
+    the same pass, a ``reduce_scatter`` with the previous one; each pair hides
+    ``min(t_collective x (tp - 1) / tp, t_matmul)``.
+
+    Examples
+    --------
+    >>> tp_overlap_hidden([("all_gather", 4.0), ("matmul", 10.0), ("matmul", 2.0), ("reduce_scatter", 4.0)], 4, 4)
+    (5.0, 0.0)
+    """
+    hidden = [0.0, 0.0]
+    if tp <= 1:
+        return 0.0, 0.0
+    for i, (kind, t) in enumerate(records):
+        if kind not in ("all_gather", "reduce_scatter"):
+            continue
+        fwd = i < forward_ops
+        lo, hi = (0, forward_ops) if fwd else (forward_ops, len(records))
+        span = (range(i + 1, min(hi, i + 1 + _PAIR_WINDOW)) if kind == "all_gather"
+                else range(i - 1, max(lo, i - 1 - _PAIR_WINDOW), -1))
+        gemm = next((records[j][1] for j in span if records[j][0] == "matmul"), None)
+        if gemm is not None:
+            hidden[0 if fwd else 1] += min(t * (tp - 1) / tp, gemm)
+    return hidden[0], hidden[1]
+
+
+def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
+                breakdown: dict[str, float]) -> tuple[float, Any, dict[str, float]]:
+    """The step with the tensor-parallel collectives overlapped (pipeline schedule recomputed)."""
+    from simulator.parallel.schedule import pipeline_time
+
+    fwd, bwd = [], []
+    for stage in per_stage:
+        f = b = 0.0
+        for sg, gc in stage:
+            recs = [(r.kind, r.time_s) for r in gc.report.records
+                    if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
+            hf, hb = tp_overlap_hidden(recs, sg.forward_ops, plan.tp)
+            f += gc.split[0] - hf
+            b += gc.split[1] - hb
+        fwd.append(f)
+        bwd.append(b)
+    new = pipeline_time(fwd, bwd, plan.microbatches, plan.schedule, plan.interleave)
+    saved = pipe.step_s - new.step_s
+    out = dict(breakdown, communication_s=breakdown["communication_s"] - (pipe.busy_s - new.busy_s),
+               tp_comm_hidden_s=pipe.busy_s - new.busy_s)
+    return latency - saved, new, out
+
+
 def profile_options(profile: Any, options: Any = None) -> Any:
     """``options`` (default :class:`~simulator.engines.analytical.EvalOptions`) with ``profile``'s costing."""
     from dataclasses import replace
@@ -142,6 +204,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     profile = get_stack_profile(framework)
     dev = spec_of(system)[0]
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
+    if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
+        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
         return latency, breakdown
     step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)

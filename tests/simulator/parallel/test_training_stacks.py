@@ -92,3 +92,44 @@ def test_maxtext_stack_on_gpus_is_one_located_line():
     with pytest.raises(FrameworkError, match=r"^framework maxtext: does not run on dgx-h100 \(NVIDIA gpu\); got "
                                              r"'maxtext', which runs on Google tpu; expected one of .*"):
         evaluate_plan("gpt2", hw, plan, framework="maxtext", **SHAPE)
+
+
+def test_tp_overlap_hidden_by_hand():
+    from simulator.parallel.stacks import tp_overlap_hidden
+
+    recs = [("layernorm", 1.0), ("all_gather", 8.0), ("matmul", 20.0), ("attention", 5.0), ("matmul", 3.0),
+            ("reduce_scatter", 8.0),                                   # forward: 4 ops
+            ("reduction", 1.0), ("all_gather", 8.0), ("matmul", 4.0),  # backward: gather of dy -> dgrad GEMM
+            ("matmul", 9.0), ("reduction", 0.5), ("reduce_scatter", 8.0), ("all_gather", 2.0)]
+    # tp = 4: each collective can hide 3/4 of itself behind its GEMM, at most the GEMM's time
+    # forward: gather 8 -> 6 behind the 20 s GEMM; scatter 8 -> min(6, 3) behind the 3 s GEMM
+    # backward: gather 8 -> min(6, 4); scatter 8 -> 6 behind the 9 s GEMM two ops before; the trailing
+    # gather has no GEMM after it
+    assert tp_overlap_hidden(recs, 6, 4) == pytest.approx((9.0, 10.0))
+    assert tp_overlap_hidden(recs, 6, 1) == (0.0, 0.0)
+
+
+def test_megatron_core_hides_sequence_parallel_collectives():
+    from simulator.parallel.stacks import tp_overlap_hidden
+    from workloads.zoo.transformer import TransformerConfig
+
+    cfg = TransformerConfig(name="tiny", vocab=32000, d_model=1024, layers=2, heads=16, d_ff=4096, mlp="gelu",
+                            norm="layernorm", pos="rope", max_positions=512)
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(tp=4, dp=2, microbatch=1, global_batch=4, sequence_parallel=True)
+    shape = dict(train=True, seq=512, dtype="bf16")
+    opts = profile_options("megatron-core")
+    base = evaluate_plan(cfg, hw, plan, opts, **shape)
+    mc = evaluate_plan(cfg, hw, plan, opts, framework="megatron-core", **shape)
+    sg = stage_graphs(cfg, plan, phase="prefill", seq=512, context=None, dtype="bf16", train=True,
+                      optimizer="adamw", recompute="none", batch=None)[0]
+    recs = [(r.kind, r.time_s) for r in base.reports[0].records if not r.group.startswith("optimizer")]
+    hf, hb = tp_overlap_hidden(recs, sg.forward_ops, 4)
+    assert hf > 0 and hb > 0
+    m = plan.microbatches  # 2 per data-parallel rank, one stage: the step loses m x (hidden forward + backward)
+    assert base.latency_s - mc.latency_s == pytest.approx(m * (hf + hb))
+    assert mc.breakdown["tp_comm_hidden_s"] == pytest.approx(m * (hf + hb))
+    # without sequence parallelism Megatron has no userbuffers overlap: the generic step
+    plain = ParallelPlan(tp=4, dp=2, microbatch=1, global_batch=4)
+    assert (evaluate_plan(cfg, hw, plain, opts, framework="megatron-core", **shape).latency_s
+            == evaluate_plan(cfg, hw, plain, opts, **shape).latency_s)
