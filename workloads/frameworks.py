@@ -94,6 +94,39 @@ _TRT = "NVIDIA TensorRT developer guide, 'Layer fusion': elementwise, activation
 _TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, masked MHA for generation), "
            "gated-MLP and norm plugins, CUDA graphs in the generation phase")
 _XLA = "openxla/xla docs 'XLA:GPU architecture overview': fusion of elementwise/reduction ops into producer kernels"
+_FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather copies "
+          "each parameter's local shard into one flat all-gather input (torch._foreach_copy_, on the all-gather "
+          "copy-in stream), foreach_all_gather_copy_out splits the gathered buffer into the unsharded parameters "
+          "(torch.ops.fsdp.split_with_sizes_copy) on the current (compute) stream after waiting for the all-gather, "
+          "foreach_reduce concatenates the unsharded gradients into the reduce-scatter input in the reduce dtype "
+          "(torch._chunk_cat) on the reduce-scatter stream; _fsdp_param_group.py: reshard_after_forward frees the "
+          "unsharded parameters after forward and gathers them again for backward, the next unit's all-gather is "
+          "prefetched while the current one computes")
+_TORCHTITAN = ("pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py (Dec 2024): fully_shard on every "
+               "TransformerBlock and on the root module, MixedPrecisionPolicy(param_dtype=bfloat16, "
+               "reduce_dtype=float32) from training.mixed_precision_param / mixed_precision_reduce (defaults bfloat16 / "
+               "float32 in torchtitan/config_manager.py); attention through F.scaled_dot_product_attention(is_causal=True), "
+               "the FlashAttention-2 backend on H100 (" + _TORCH_SDPA.split(": ", 1)[1] + ")")
+_MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
+          "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
+          "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
+          "grad_reduce_in_fp32 default False, overlap_grad_reduce / overlap_param_gather overlap the data-parallel "
+          "collectives with backward / forward; TE userbuffers (tp_comm_overlap) overlap tensor-parallel communication "
+          "with the GEMMs")
+_TP_OVERLAP = ("Wang et al., 'Overlap Communication with Dependent Computation via Decomposition in Large Deep "
+               "Learning Models', ASPLOS 2023: an all-gather feeding a matmul (and a reduce-scatter fed by one) is "
+               "decomposed into tp steps, each step's transfer overlapped with the partial matmul of the chunk already "
+               "present; NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py initialize_ub (userbuffers "
+               "ring-exchange / pipelined overlap of the sequence-parallel all-gather and reduce-scatter with the "
+               "TP GEMMs), enabled in Megatron-LM by --tp-comm-overlap (requires --sequence-parallel)")
+_MCORE_ATTN = ("NVIDIA TransformerEngine docs 'Attention' (examples/attention/attention.ipynb): on sm90 the cuDNN fused "
+               "attention backend (FusedAttention, cuDNN >= 9) is preferred; FlashAttention-3 paper (Shah et al. 2024, "
+               "arXiv:2407.08608) Fig. 5-7 place cuDNN's Hopper kernels beside FA3, both warp-specialised wgmma kernels")
+_MAXTEXT = ("AI-Hypercomputer/maxtext MaxText/layers/attentions.py (attention_kernel 'flash': the Pallas splash "
+            "attention kernel on TPU), MaxText/configs/base.yml (remat_policy, ici_fsdp_parallelism, "
+            "collective_matmul via XLA flags in the tpu-recipes scripts); openxla/xla: the SPMD partitioner issues "
+            "the FSDP all-gathers and reduce-scatters as asynchronous collectives that the latency-hiding scheduler "
+            "overlaps with the layer's matmuls")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -132,6 +165,16 @@ class FrameworkProfile:
     devices
         The devices the stack runs on: ``(kind, vendor)`` pairs (kind as a device spec's ``kind``,
         vendor a case-insensitive prefix of its ``vendor``; ``""`` any); see :meth:`applies_to`.
+    stack
+        The training stack's plan-level behaviour (:mod:`simulator.parallel.stacks`): ``"fsdp2"``
+        (per-parameter sharding, copy-out kernels on the compute stream, prefetched all-gathers),
+        ``"megatron-core"`` or ``"xla-spmd"``; ``""``: the plan's generic composition.
+    grad_reduce_dtype
+        The dtype gradients are reduced in across data-parallel ranks (``"fp32"``: FSDP2's
+        ``reduce_dtype=float32``); ``""``: the parameters' dtype.
+    tp_comm_overlap
+        Sequence-parallel all-gathers and reduce-scatters are decomposed into ``tp`` chunks pipelined
+        with the GEMM they feed or follow (Transformer Engine userbuffers, ``--tp-comm-overlap``).
     """
 
     name: str
@@ -149,6 +192,9 @@ class FrameworkProfile:
     conv_layout: str = "nhwc"
     sources: tuple[str, ...] = ()
     devices: tuple[tuple[str, str], ...] = (("", ""),)
+    stack: str = ""
+    grad_reduce_dtype: str = ""
+    tp_comm_overlap: bool = False
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -177,7 +223,9 @@ class FrameworkProfile:
         return {"name": self.name, "title": self.title,
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout},
-                "cost": self.cost_options(), "sources": list(self.sources)}
+                "cost": self.cost_options(), "sources": list(self.sources),
+                "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
+                "tp_comm_overlap": self.tp_comm_overlap}
 
 
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
@@ -220,6 +268,18 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd"))),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
+    FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
+                     "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
+                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _TORCHTITAN), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
+                     "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
+                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
+                     devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
+    FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
+                     "collectives overlapped by XLA's scheduler", fusion=True,
+                     sources=(_MAXTEXT, _XLA), devices=(("tpu", "google"),), stack="xla-spmd"),
 )}
 
 #: Other spellings people use for the same stacks.
@@ -228,6 +288,7 @@ ALIASES: dict[str, str] = {
     "torch.compile": "compile", "inductor": "compile", "torch-compile": "compile",
     "cudagraphs": "cuda-graphs", "cuda_graphs": "cuda-graphs",
     "trt": "tensorrt", "tensorrt-llm": "trt-llm", "trtllm": "trt-llm", "jax": "xla",
+    "torchtitan": "fsdp2", "mcore": "megatron-core", "megatron": "megatron-core",
 }
 
 

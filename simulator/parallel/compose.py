@@ -488,7 +488,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
     framework
-        A :mod:`workloads.frameworks` profile every stage's graph is built with (costing: ``options``).
+        A :mod:`workloads.frameworks` profile: every stage's graph is built with it (costing: ``options``),
+        and a training stack's sharding and overlap apply to the step
+        (:func:`simulator.parallel.stacks.apply_stack`).
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -521,6 +523,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if train:
         latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
                                                                    fwd, bwd, opt, comm, graphs, seq)
+        latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
@@ -588,6 +591,16 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
         per_mb = max(0.0, a - st.forward_s) + max(0.0, a - st.backward_s)
         worst = max(worst, m * per_mb + parts.get("host.step_transfer", 0.0) / bw)
     return worst
+
+
+def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
+                latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`); unchanged without one."""
+    if not framework or engine != "analytical":
+        return latency, breakdown
+    from simulator.parallel.stacks import apply_stack
+
+    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:

@@ -1,0 +1,237 @@
+"""Plan-level behaviour of training stacks: what a stack launches per sharding unit and what it overlaps.
+
+A :class:`~workloads.frameworks.FrameworkProfile` with a ``stack`` names how its data-parallel sharding
+runs beyond the per-op costs of the stage graphs. :func:`sharded_step` prices the tail of a fully
+sharded (ZeRO-3 / FSDP) training step for such a stack; :func:`simulator.parallel.compose.evaluate_plan`
+calls :func:`apply_stack` when it is given a framework whose profile names a stack.
+
+``"fsdp2"`` -- PyTorch FSDP2 (``fully_shard``) as torchtitan runs it
+    (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``, ``_fsdp_param_group.py``):
+
+    * every unit's parameters are all-gathered before its forward and, with ``reshard_after_forward``
+      (torchtitan's default for the blocks), again before its backward: two all-gathers of the whole
+      model per microbatch, each prefetched on the all-gather stream while the previous unit computes;
+    * ``foreach_all_gather_copy_out`` then splits the gathered flat buffer into the unsharded
+      parameters with ``split_with_sizes_copy`` **on the compute stream** (after waiting for the
+      all-gather): a memory-bound kernel that reads and writes every gathered byte, serial with the
+      layer's kernels (the copy-in of the local shard runs on the copy-in stream and is not charged);
+    * ``foreach_reduce`` reduce-scatters the gradients in ``reduce_dtype`` (torchtitan: float32), so
+      the reduce-scatter moves ``reduce bytes / parameter bytes`` times the gradient bytes; its
+      ``_chunk_cat`` copy runs on the reduce-scatter stream, overlapped with backward (not charged);
+    * exposed: the first unit's all-gather (nothing to overlap it with), the last unit's
+      reduce-scatter, and whatever part of the collectives the step's compute cannot cover.
+
+``"xla-spmd"`` -- MaxText on TPUs: XLA's SPMD partitioner issues the same all-gathers and
+    reduce-scatters as asynchronous collectives that its latency-hiding scheduler overlaps with the
+    layer's matmuls; the gathered weights are consumed in place (no copy-out kernel), gradients are
+    reduced in the parameters' dtype. Exposed as for FSDP2.
+
+``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
+    buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
+    ``--tp-comm-overlap``, which needs sequence parallelism) every sequence-parallel all-gather feeding a
+    GEMM and every reduce-scatter fed by one is decomposed into ``tp`` chunks pipelined with that GEMM
+    (Wang et al., ASPLOS 2023): :func:`tp_overlap_hidden` hides ``min(collective x (tp - 1) / tp, GEMM)``
+    of each such pair; the first chunk's transfer stays exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "apply_stack", "profile_options",
+           "get_stack_profile"]
+
+#: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
+SHARDED_STACKS = ("fsdp2", "xla-spmd")
+
+_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+
+
+@dataclass(frozen=True)
+class ShardedStep:
+    """The tail of a fully sharded training step under one stack (seconds).
+
+    ``copy_s``: the all-gather copy-out kernels on the compute stream; ``gather_s`` / ``reduce_s``:
+    every all-gather / reduce-scatter of the step; ``exposed_s``: the part of them not hidden behind
+    compute; ``tail_s = copy_s + exposed_s`` is what the step adds after the pipeline's compute
+    (the optimizer update is added by the caller).
+    """
+
+    copy_s: float
+    gather_s: float
+    reduce_s: float
+    exposed_s: float
+
+    @property
+    def tail_s(self) -> float:
+        return self.copy_s + self.exposed_s
+
+
+def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: int, compute_s: float,
+                 gather_once_s: float, reduce_once_s: float, reduce_scale: float,
+                 copy_bytes_per_s: float, reshard_after_forward: bool = True) -> ShardedStep:
+    """The tail of one fully sharded step.
+
+    Parameters
+    ----------
+    stack
+        One of :data:`SHARDED_STACKS`.
+    weight_bytes
+        Unsharded parameter bytes one device gathers (its stage's trainable weights in the compute dtype).
+    units
+        Sharding units (FSDP2: one per ``fully_shard`` call, a block each plus the root module).
+    microbatches
+        Microbatches per step (each gathers and reduce-scatters again).
+    compute_s
+        The step's compute time on the device (what the collectives can hide behind).
+    gather_once_s, reduce_once_s
+        One all-gather of ``weight_bytes`` / one reduce-scatter of the gradients in the parameters' dtype.
+    reduce_scale
+        Reduce dtype bytes over parameter dtype bytes (2.0 for a float32 reduce of bf16 gradients).
+    copy_bytes_per_s
+        Achieved memory bandwidth of a streaming copy (read plus write bytes per second).
+    reshard_after_forward
+        Parameters freed after forward and gathered again for backward.
+
+    Examples
+    --------
+    >>> s = sharded_step("fsdp2", weight_bytes=1e9, units=4, microbatches=1, compute_s=1.0,
+    ...                  gather_once_s=0.2, reduce_once_s=0.2, reduce_scale=2.0, copy_bytes_per_s=2e12)
+    >>> round(s.copy_s, 6), round(s.exposed_s, 6)   # 2 gathers x 2e9 B / 2e12; 0.2/4 + 0.4/4
+    (0.002, 0.15)
+    """
+    if stack not in SHARDED_STACKS:
+        raise ValueError(f"stack: got {stack!r}; expected one of {', '.join(SHARDED_STACKS)}")
+    if units < 1 or microbatches < 1 or copy_bytes_per_s <= 0:
+        raise ValueError(f"stack {stack}: units {units}, microbatches {microbatches}, copy bandwidth "
+                         f"{copy_bytes_per_s}; expected positive values")
+    gathers = microbatches * (2 if reshard_after_forward else 1)
+    copy_s = gathers * 2.0 * weight_bytes / copy_bytes_per_s if stack == "fsdp2" else 0.0
+    gather_s = gathers * gather_once_s
+    reduce_s = microbatches * reduce_once_s * reduce_scale
+    first_last = (gather_once_s + reduce_once_s * reduce_scale) / units
+    backlog = max(0.0, gather_s + reduce_s - first_last - compute_s)
+    return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=first_last + backlog)
+
+
+#: ops between a sequence-parallel collective and the GEMM it feeds (or that feeds it) in a stage graph:
+#: the backward's bias reduction and its reshapes sit between a GEMM and its reduce-scatter
+_PAIR_WINDOW = 4
+
+
+def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int) -> tuple[float, float]:
+    """(forward, backward) seconds of tensor-parallel collectives hidden behind their GEMMs.
+
+    ``records`` are ``(kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
+    forward pass). An ``all_gather`` pairs with the next ``matmul`` within :data:`_PAIR_WINDOW` ops of
+    the same pass, a ``reduce_scatter`` with the previous one; each pair hides
+    ``min(t_collective x (tp - 1) / tp, t_matmul)``.
+
+    Examples
+    --------
+    >>> tp_overlap_hidden([("all_gather", 4.0), ("matmul", 10.0), ("matmul", 2.0), ("reduce_scatter", 4.0)], 4, 4)
+    (5.0, 0.0)
+    """
+    hidden = [0.0, 0.0]
+    if tp <= 1:
+        return 0.0, 0.0
+    for i, (kind, t) in enumerate(records):
+        if kind not in ("all_gather", "reduce_scatter"):
+            continue
+        fwd = i < forward_ops
+        lo, hi = (0, forward_ops) if fwd else (forward_ops, len(records))
+        span = (range(i + 1, min(hi, i + 1 + _PAIR_WINDOW)) if kind == "all_gather"
+                else range(i - 1, max(lo, i - 1 - _PAIR_WINDOW), -1))
+        gemm = next((records[j][1] for j in span if records[j][0] == "matmul"), None)
+        if gemm is not None:
+            hidden[0 if fwd else 1] += min(t * (tp - 1) / tp, gemm)
+    return hidden[0], hidden[1]
+
+
+def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
+                breakdown: dict[str, float]) -> tuple[float, Any, dict[str, float]]:
+    """The step with the tensor-parallel collectives overlapped (pipeline schedule recomputed)."""
+    from simulator.parallel.schedule import pipeline_time
+
+    fwd, bwd = [], []
+    for stage in per_stage:
+        f = b = 0.0
+        for sg, gc in stage:
+            recs = [(r.kind, r.time_s) for r in gc.report.records
+                    if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
+            hf, hb = tp_overlap_hidden(recs, sg.forward_ops, plan.tp)
+            f += gc.split[0] - hf
+            b += gc.split[1] - hb
+        fwd.append(f)
+        bwd.append(b)
+    new = pipeline_time(fwd, bwd, plan.microbatches, plan.schedule, plan.interleave)
+    saved = pipe.step_s - new.step_s
+    out = dict(breakdown, communication_s=breakdown["communication_s"] - (pipe.busy_s - new.busy_s),
+               tp_comm_hidden_s=pipe.busy_s - new.busy_s)
+    return latency - saved, new, out
+
+
+def profile_options(profile: Any, options: Any = None) -> Any:
+    """``options`` (default :class:`~simulator.engines.analytical.EvalOptions`) with ``profile``'s costing."""
+    from dataclasses import replace
+
+    from simulator.engines.analytical import EvalOptions
+
+    return replace(options or EvalOptions(), **get_stack_profile(profile).cost_options())
+
+
+def get_stack_profile(framework: Any) -> Any:
+    """The :class:`~workloads.frameworks.FrameworkProfile` named by ``framework`` (a name or a profile)."""
+    from workloads.frameworks import FrameworkProfile, get_profile
+
+    return framework if isinstance(framework, FrameworkProfile) else get_profile(str(framework), where="framework")
+
+
+def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
+                breakdown: dict[str, float], collective_times: Any) -> tuple[float, dict[str, float]]:
+    """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name).
+
+    The profile must run on the system's device (:func:`workloads.frameworks.check_profile_device`:
+    one located line otherwise). The step is unchanged when the stack does not alter the plan's
+    generic composition: no stack, ``megatron-core``, a plan that is not fully sharded, or a pipeline
+    (FSDP with pipeline stages is composed generically). ``collective_times(wanted, n, system, stride)``
+    prices the distinct ``(kind, bytes)`` collectives of ``wanted`` (the plan composition's own rule).
+    """
+    from simulator.engines.analytical import spec_of
+    from workloads.frameworks import check_profile_device
+
+    profile = get_stack_profile(framework)
+    dev = spec_of(system)[0]
+    check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
+    if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
+        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
+    if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
+        return latency, breakdown
+    step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
+    out = dict(breakdown)
+    comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
+    out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
+               fsdp_copy_out_s=step.copy_s, fsdp_gather_s=step.gather_s)
+    return pipe.step_s + step.tail_s + breakdown["optimizer_s"], out
+
+
+def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
+                     collective_times: Any) -> ShardedStep:
+    """:func:`sharded_step` with the bytes, collectives and bandwidth of the plan's first stage."""
+    from workloads.ir import Role
+
+    sgs = [sg for sg, _ in per_stage[0]]
+    g0 = sgs[0].graph
+    # the gradients are one per trainable parameter in the compute dtype: the bytes FSDP2 gathers under
+    # MixedPrecisionPolicy(param_dtype=bf16), which casts the fp32 shard in the copy-in before the all-gather
+    grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
+    w = grads
+    param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
+    scale = _DTYPE_BYTES.get(profile.grad_reduce_dtype, param) / param
+    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp, system, plan.tp * plan.cp)
+    layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
+    bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
+    return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,
+                        compute_s=compute_s, gather_once_s=coll[("all_gather", w)],
+                        reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)

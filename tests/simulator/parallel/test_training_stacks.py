@@ -1,0 +1,135 @@
+"""Plan-level behaviour of training stacks (simulator/parallel/stacks.py): the FSDP2 copy-out kernels, the
+float32 reduce-scatter and the overlapped collectives, by hand; a plan's step under each stack."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import _collective_times, evaluate_plan, stage_graphs
+from simulator.parallel.stacks import profile_options, sharded_step
+from workloads.frameworks import FrameworkError
+from workloads.ir import Role
+from workloads.parallel import ParallelPlan
+
+
+def test_sharded_step_by_hand_hidden_collectives():
+    # 1 GB of bf16 parameters in 4 units, 2 microbatches, reshard after forward: 4 all-gathers and 4 copy-outs
+    s = sharded_step("fsdp2", weight_bytes=1e9, units=4, microbatches=2, compute_s=2.0, gather_once_s=0.1,
+                     reduce_once_s=0.05, reduce_scale=2.0, copy_bytes_per_s=2e12)
+    assert s.copy_s == pytest.approx(4 * 2 * 1e9 / 2e12)          # read + write every gathered byte: 4 ms
+    assert s.gather_s == pytest.approx(4 * 0.1)
+    assert s.reduce_s == pytest.approx(2 * 0.05 * 2.0)             # fp32 reduce of bf16 gradients: twice the bytes
+    assert s.exposed_s == pytest.approx((0.1 + 0.1) / 4)           # first unit's gather + last unit's reduce
+    assert s.tail_s == pytest.approx(0.004 + 0.05)
+
+
+def test_sharded_step_by_hand_collectives_longer_than_compute():
+    s = sharded_step("fsdp2", weight_bytes=1e9, units=5, microbatches=1, compute_s=0.3, gather_once_s=0.2,
+                     reduce_once_s=0.1, reduce_scale=1.0, copy_bytes_per_s=1e12, reshard_after_forward=False)
+    # one gather (no reshard), one reduce: 0.3 s of collectives; first/last 0.06 s exposed; the backlog is
+    # 0.3 - 0.06 - 0.3 < 0, so nothing more
+    assert (s.copy_s, s.gather_s, s.reduce_s) == pytest.approx((2e9 / 1e12, 0.2, 0.1))
+    assert s.exposed_s == pytest.approx(0.06)
+    s = sharded_step("xla-spmd", weight_bytes=1e9, units=5, microbatches=1, compute_s=0.1, gather_once_s=0.2,
+                     reduce_once_s=0.1, reduce_scale=1.0, copy_bytes_per_s=1e12)
+    # XLA consumes the gathered weights in place: no copy-out; 0.4 + 0.1 of collectives against 0.1 of compute
+    assert s.copy_s == 0.0
+    assert s.exposed_s == pytest.approx(0.06 + (0.5 - 0.06 - 0.1))
+
+
+def test_sharded_step_refuses_an_unknown_stack():
+    with pytest.raises(ValueError, match=r"^stack: got 'megatron-core'; expected one of fsdp2, xla-spmd$"):
+        sharded_step("megatron-core", weight_bytes=1.0, units=1, microbatches=1, compute_s=0.0, gather_once_s=0.0,
+                     reduce_once_s=0.0, reduce_scale=1.0, copy_bytes_per_s=1.0)
+
+
+SHAPE = dict(train=True, seq=256, dtype="bf16")
+
+
+def _plan_shape():
+    return dict(phase="prefill", seq=256, context=None, dtype="bf16", train=True, optimizer="adamw",
+                recompute="none", batch=None)
+
+
+def test_fsdp2_step_composes_by_hand_on_gpt2():
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=8, microbatch=2, global_batch=16, fsdp=True)
+    opts = profile_options("fsdp2")
+    r = evaluate_plan("gpt2", hw, plan, opts, framework="fsdp2", **SHAPE)
+    g = stage_graphs("gpt2", plan, **_plan_shape())[0].graph
+    grads = float(g.role_bytes(Role.GRADIENT))
+    assert grads == 2 * 124_439_808  # GPT-2 small's parameters in bf16: the bytes FSDP2 gathers
+    dev = hw.device
+    bw = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
+    coll = _collective_times([("all_gather", grads), ("reduce_scatter", grads)], 8, hw)
+    ag, rs = coll[("all_gather", grads)], coll[("reduce_scatter", grads)]
+    copy = 2 * 2 * grads / bw                 # forward and backward gathers, each read + written once
+    assert r.breakdown["fsdp_copy_out_s"] == pytest.approx(copy)
+    assert r.breakdown["fsdp_gather_s"] == pytest.approx(2 * ag)
+    assert r.breakdown["dp_sync_s"] == pytest.approx(2 * rs)  # float32 reduce-scatter of bf16 gradients
+    compute = r.breakdown["compute_s"]
+    exposed = (ag + 2 * rs) / 13 + max(0.0, 2 * ag + 2 * rs - (ag + 2 * rs) / 13 - compute)  # 12 blocks + root
+    assert r.breakdown["dp_sync_exposed_s"] == pytest.approx(exposed)
+    assert r.latency_s == pytest.approx(r.pipeline.step_s + copy + exposed + r.breakdown["optimizer_s"])
+
+
+def test_megatron_core_and_no_framework_keep_the_generic_step():
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=8, microbatch=2, global_batch=16, fsdp=True)
+    base = evaluate_plan("gpt2", hw, plan, **SHAPE)
+    assert evaluate_plan("gpt2", hw, plan, framework="", **SHAPE).latency_s == base.latency_s
+    assert evaluate_plan("gpt2", hw, plan, framework="megatron-core", **SHAPE).latency_s == base.latency_s
+    # a plan that is not sharded keeps the generic data-parallel composition under fsdp2 too
+    ddp = ParallelPlan(dp=8, microbatch=2, global_batch=16)
+    assert (evaluate_plan("gpt2", hw, ddp, framework="fsdp2", **SHAPE).latency_s
+            == evaluate_plan("gpt2", hw, ddp, **SHAPE).latency_s)
+
+
+def test_maxtext_stack_on_gpus_is_one_located_line():
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=8, microbatch=2, global_batch=16, fsdp=True)
+    with pytest.raises(FrameworkError, match=r"^framework maxtext: does not run on dgx-h100 \(NVIDIA gpu\); got "
+                                             r"'maxtext', which runs on Google tpu; expected one of .*"):
+        evaluate_plan("gpt2", hw, plan, framework="maxtext", **SHAPE)
+
+
+def test_tp_overlap_hidden_by_hand():
+    from simulator.parallel.stacks import tp_overlap_hidden
+
+    recs = [("layernorm", 1.0), ("all_gather", 8.0), ("matmul", 20.0), ("attention", 5.0), ("matmul", 3.0),
+            ("reduce_scatter", 8.0),                                   # forward: 4 ops
+            ("reduction", 1.0), ("all_gather", 8.0), ("matmul", 4.0),  # backward: gather of dy -> dgrad GEMM
+            ("matmul", 9.0), ("reduction", 0.5), ("reduce_scatter", 8.0), ("all_gather", 2.0)]
+    # tp = 4: each collective can hide 3/4 of itself behind its GEMM, at most the GEMM's time
+    # forward: gather 8 -> 6 behind the 20 s GEMM; scatter 8 -> min(6, 3) behind the 3 s GEMM
+    # backward: gather 8 -> min(6, 4); scatter 8 -> 6 behind the 9 s GEMM two ops before; the trailing
+    # gather has no GEMM after it
+    assert tp_overlap_hidden(recs, 6, 4) == pytest.approx((9.0, 10.0))
+    assert tp_overlap_hidden(recs, 6, 1) == (0.0, 0.0)
+
+
+def test_megatron_core_hides_sequence_parallel_collectives():
+    from simulator.parallel.stacks import tp_overlap_hidden
+    from workloads.zoo.transformer import TransformerConfig
+
+    cfg = TransformerConfig(name="tiny", vocab=32000, d_model=1024, layers=2, heads=16, d_ff=4096, mlp="gelu",
+                            norm="layernorm", pos="rope", max_positions=512)
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(tp=4, dp=2, microbatch=1, global_batch=4, sequence_parallel=True)
+    shape = dict(train=True, seq=512, dtype="bf16")
+    opts = profile_options("megatron-core")
+    base = evaluate_plan(cfg, hw, plan, opts, **shape)
+    mc = evaluate_plan(cfg, hw, plan, opts, framework="megatron-core", **shape)
+    sg = stage_graphs(cfg, plan, phase="prefill", seq=512, context=None, dtype="bf16", train=True,
+                      optimizer="adamw", recompute="none", batch=None)[0]
+    recs = [(r.kind, r.time_s) for r in base.reports[0].records if not r.group.startswith("optimizer")]
+    hf, hb = tp_overlap_hidden(recs, sg.forward_ops, 4)
+    assert hf > 0 and hb > 0
+    m = plan.microbatches  # 2 per data-parallel rank, one stage: the step loses m x (hidden forward + backward)
+    assert base.latency_s - mc.latency_s == pytest.approx(m * (hf + hb))
+    assert mc.breakdown["tp_comm_hidden_s"] == pytest.approx(m * (hf + hb))
+    # without sequence parallelism Megatron has no userbuffers overlap: the generic step
+    plain = ParallelPlan(tp=4, dp=2, microbatch=1, global_batch=4)
+    assert (evaluate_plan(cfg, hw, plain, opts, framework="megatron-core", **shape).latency_s
+            == evaluate_plan(cfg, hw, plain, opts, **shape).latency_s)
