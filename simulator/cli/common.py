@@ -81,9 +81,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="importers: cost unknown operators by their bytes (with a warning) instead of failing")
     p.add_argument("--framework", metavar="NAME", default=None,
                    help="software stack the prediction stands for: eager (PyTorch/Hugging Face, attention "
-                        "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; changes the "
-                        "graph (transformers) and the costing (see docs/frameworks.md); default: none, the "
-                        "inference-engine graph as before")
+                        "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; training "
+                        "stacks for parallel plans: fsdp2 (torchtitan), megatron-core, maxtext (TPUs); changes the "
+                        "graph (transformers), the costing and a plan's sharding and overlap (see "
+                        "docs/frameworks.md, docs/training.md); default: none, the inference-engine graph as before")
     p.add_argument("--attention", choices=("fused", "decomposed"),
                    help="attention as one fused kernel or decomposed over the full s x s scores (transformers; "
                         "default: the framework's, else fused)")

@@ -145,7 +145,7 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
         res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
                             optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
-                            framework=args.framework if args.framework == "compile" else "")
+                            framework=_plan_framework(args.framework))
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()
@@ -234,3 +234,16 @@ def suggest_plan(args: argparse.Namespace, hw: Any) -> str:
         if res.fits_in_memory:
             return f"--tp {tp}"
     return ""
+
+
+def _plan_framework(name: str | None) -> str:
+    """The profile a plan is built and composed with: one that changes the graph (``predict`` admits only
+    those a plan can build) or one whose training stack shapes the step (fsdp2, megatron-core, maxtext);
+    a costing-only profile reaches the engines through the options alone."""
+    if not name:
+        return ""
+    from workloads.frameworks import get_profile
+
+    prof = get_profile(name)
+    return prof.name if prof.changes_graph or getattr(prof, "stack", "") else ""
+
