@@ -302,8 +302,8 @@ def cancellation(group: dict[str, Any]) -> dict[str, Any]:
 
     Energy is average power times latency, so its bias (geometric) is ``(1 + latency bias) x (1 +
     power bias) - 1`` on rows that give all three. The errors *cancel* when the latency and power
-    biases have opposite signs and the energy bias is smaller in size than either of them: the energy
-    figure then looks better than the model that produced it.
+    biases have opposite signs and the energy bias is smaller in size than the larger of them: the
+    energy figure then hides part of the error of the model that produced it.
 
     Examples
     --------
@@ -317,7 +317,7 @@ def cancellation(group: dict[str, Any]) -> dict[str, Any]:
         return {"cancel": False, "latency_bias": math.nan, "power_bias": math.nan, "implied_energy_bias": math.nan}
     lb, pb = float(lat["bias"]), float(pw["bias"])
     implied = 100.0 * ((1.0 + lb / 100.0) * (1.0 + pb / 100.0) - 1.0)
-    cancel = lb * pb < 0 and abs(float(e["bias"])) < min(abs(lb), abs(pb))
+    cancel = lb * pb < 0 and abs(float(e["bias"])) < max(abs(lb), abs(pb))
     return {"cancel": bool(cancel), "latency_bias": lb, "power_bias": pb, "implied_energy_bias": implied}
 
 
