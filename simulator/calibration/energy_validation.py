@@ -29,7 +29,7 @@ import numpy as np
 from simulator.calibration.measurements import Measurement, MeasurementError
 
 __all__ = ["ENERGY_DATASET", "ENERGY_COLUMNS", "POWER_COVERS", "ENERGY_UNITS", "EnergyRow", "load_energy_rows",
-           "predict_energy_row", "validate_energy", "error_stats"]
+           "predict_energy_row", "validate_energy", "error_stats", "cancellation"]
 
 ENERGY_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_energy.csv"
 #: Columns of the energy dataset (hwmodels/measurements/README.md describes each).
@@ -290,7 +290,46 @@ def _group(recs: list[dict[str, Any]]) -> dict[str, Any]:
     for name, meas_key, _ in _METRICS:
         sel = [r for r in recs if r[f"{name}_error_pct"] is not None]
         out[name] = error_stats([r[f"predicted_{meas_key}"] for r in sel], [r[f"measured_{meas_key}"] for r in sel])
+    sel = [r for r in recs if r.get("energy_at_measured_latency_j") is not None and r["measured_energy_j"] is not None]
+    out["energy_at_measured_latency"] = error_stats([r["energy_at_measured_latency_j"] for r in sel],
+                                                    [r["measured_energy_j"] for r in sel])
+    out["cancellation"] = cancellation(out)
     return out
+
+
+def cancellation(group: dict[str, Any]) -> dict[str, Any]:
+    """Whether a group's energy error is latency and power errors that cancel.
+
+    Energy is average power times latency, so its bias (geometric) is ``(1 + latency bias) x (1 +
+    power bias) - 1`` on rows that give all three. The errors *cancel* when the latency and power
+    biases have opposite signs and the energy bias is smaller in size than the larger of them: the
+    energy figure then hides part of the error of the model that produced it.
+
+    Examples
+    --------
+    >>> c = cancellation({"energy": {"n": 2, "bias": -15.0}, "latency": {"n": 2, "bias": 17.2},
+    ...                   "power": {"n": 2, "bias": -27.5}})
+    >>> c["cancel"], round(c["implied_energy_bias"], 1)
+    (True, -15.0)
+    """
+    e, lat, pw = group["energy"], group["latency"], group["power"]
+    if not (e["n"] and lat["n"] and pw["n"]):
+        return {"cancel": False, "latency_bias": math.nan, "power_bias": math.nan, "implied_energy_bias": math.nan}
+    lb, pb = float(lat["bias"]), float(pw["bias"])
+    implied = 100.0 * ((1.0 + lb / 100.0) * (1.0 + pb / 100.0) - 1.0)
+    cancel = lb * pb < 0 and abs(float(e["bias"])) < max(abs(lb), abs(pb))
+    return {"cancel": bool(cancel), "latency_bias": lb, "power_bias": pb, "implied_energy_bias": implied}
+
+
+def _energy_at_measured_latency(pred: dict[str, Any], measured_latency_s: float | None) -> float | None:
+    """The predicted energy with the static part over the *measured* latency instead of the predicted one.
+
+    ``dynamic + static x measured / predicted latency`` (the static energy is the idle power times
+    the time): the energy model scored apart from the latency model. None without a measured latency.
+    """
+    if measured_latency_s is None or not pred["latency_s"] > 0:
+        return None
+    return pred["dynamic_energy_j"] + pred["static_energy_j"] * measured_latency_s / pred["latency_s"]
 
 
 def validate_energy(path: str | Path | None = None) -> dict[str, Any]:
@@ -301,9 +340,11 @@ def validate_energy(path: str | Path | None = None) -> dict[str, Any]:
     dict
         ``dataset``; ``rows`` (per row: id, kind, device, workload, dtype, in_score, energy_per,
         power_covers, measured_* / predicted_* for energy_j, power_w and latency_s, the signed
-        ``*_error_pct`` where both exist, power_capped; unscored rows carry ``note``, the first
-        sentence of their notes); ``all``, ``by_device`` and ``by_kind`` (each ``{"n", "energy",
-        "power", "latency"}`` with :func:`error_stats` of the scored rows); ``not_scored`` (count).
+        ``*_error_pct`` where both exist, power_capped, ``energy_at_measured_latency_j``; unscored
+        rows carry ``note``, the first sentence of their notes); ``all``, ``by_device`` and
+        ``by_kind`` (each ``{"n", "energy", "power", "latency", "energy_at_measured_latency"}`` with
+        :func:`error_stats` of the scored rows, and ``cancellation`` from :func:`cancellation`);
+        ``not_scored`` (count).
     """
     from simulator.calibration.predict import GraphCache
 
@@ -324,9 +365,10 @@ def validate_energy(path: str | Path | None = None) -> dict[str, Any]:
                 meas = rec[f"measured_{meas_key}"]
                 rec[f"{name}_error_pct"] = (None if meas is None
                                             else 100.0 * (rec[f"predicted_{meas_key}"] - meas) / meas)
+            rec["energy_at_measured_latency_j"] = _energy_at_measured_latency(pred, r.latency_s)
         else:
             rec.update(predicted_energy_j=None, predicted_power_w=None, predicted_latency_s=None,
-                       power_capped=None, energy_error_pct=None, power_error_pct=None, latency_error_pct=None,
+                       power_capped=None, energy_at_measured_latency_j=None, energy_error_pct=None, power_error_pct=None, latency_error_pct=None,
                        note=_reason(r.notes))
         recs.append(rec)
     scored = [x for x in recs if x["in_score"]]

@@ -393,12 +393,22 @@ def _print_energy(res: dict, *, rows: bool) -> None:
     print(f"energy and power ({name}, unfitted): {a['n']} rows scored, {res['not_scored']} listed but not "
           f"scored; energy MAPE {a['energy']['mape']:.1f}%, average power MAPE {a['power']['mape']:.1f}%, "
           f"latency MAPE {a['latency']['mape']:.1f}%")
-    groups = [["all", str(a["n"]), *fig(a, "energy"), *fig(a, "power"), *fig(a, "latency")]]
+    for gname, g in [("all", a)] + [(f"device {d}", g) for d, g in sorted(res["by_device"].items())]:
+        c = g["cancellation"]
+        if c["cancel"]:
+            print(f"  {gname}: errors that cancel: latency bias {c['latency_bias']:+.1f}% x power bias "
+                  f"{c['power_bias']:+.1f}% -> energy bias {g['energy']['bias']:+.1f}%; energy at the measured "
+                  f"latency (the energy model alone) MAPE {g['energy_at_measured_latency']['mape']:.1f}%, bias "
+                  f"{g['energy_at_measured_latency']['bias']:+.1f}%")
+    groups = [["all", str(a["n"]), *fig(a, "energy"), *fig(a, "power"), *fig(a, "latency"),
+               *fig(a, "energy_at_measured_latency")]]
     for label, key in (("device", "by_device"), ("kind", "by_kind")):
         for gname, g in sorted(res[key].items()):
-            groups.append([f"{label} {gname}", str(g["n"]), *fig(g, "energy"), *fig(g, "power"), *fig(g, "latency")])
+            groups.append([f"{label} {gname}", str(g["n"]), *fig(g, "energy"), *fig(g, "power"), *fig(g, "latency"),
+                           *fig(g, "energy_at_measured_latency")])
     print(table(groups, ["", "n", "energy MAPE %", "energy bias %", "power MAPE %", "power bias %",
-                         "latency MAPE %", "latency bias %"], align="lrrrrrrr"))
+                         "latency MAPE %", "latency bias %", "E@meas.t MAPE %", "E@meas.t bias %"],
+                align="lrrrrrrrrr"))
     scored = [r for r in res["rows"] if r["in_score"] and r["energy_error_pct"] is not None]
     worst = sorted(scored, key=lambda r: -abs(r["energy_error_pct"]))[:3]
     if worst:

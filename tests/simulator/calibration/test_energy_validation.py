@@ -12,6 +12,9 @@ import pytest
 from simulator.calibration.energy_validation import (
     ENERGY_COLUMNS,
     ENERGY_DATASET,
+    _energy_at_measured_latency,
+    _group,
+    cancellation,
     error_stats,
     load_energy_rows,
     predict_energy_row,
@@ -91,6 +94,17 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
     assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(16.90, abs=0.05)
     assert k["elementwise"]["power"]["mape"] == pytest.approx(28.67, abs=0.05)
     assert list(result["by_device"]) == ["a100-sxm4-40gb"]
+    d = result["by_device"]["a100-sxm4-40gb"]
+    assert d["n"] == 48 and d["energy"]["mape"] == pytest.approx(15.64, abs=0.05)
+    assert d["power"]["mape"] == pytest.approx(27.52, abs=0.05) and d["power"]["bias"] == pytest.approx(-27.46, abs=0.05)
+    assert d["latency"]["mape"] == pytest.approx(17.24, abs=0.05) and d["latency"]["bias"] == pytest.approx(17.19, abs=0.05)
+    # the A100 energy figure is latency (+17%) and power (-27%) errors that cancel; the energy model alone,
+    # its static part over the measured latency, is 20.6% low on average
+    assert d["cancellation"]["cancel"] and d["energy_at_measured_latency"]["n"] == 48
+    assert d["energy_at_measured_latency"]["mape"] == pytest.approx(20.64, abs=0.05)
+    assert d["energy_at_measured_latency"]["bias"] == pytest.approx(-20.27, abs=0.05)
+    assert k["gemm"]["energy_at_measured_latency"]["bias"] == pytest.approx(-0.27, abs=0.05)
+    assert k["elementwise"]["energy_at_measured_latency"]["mape"] == pytest.approx(22.21, abs=0.05)
     # the worst rows are the transcendental elementwise ops (cos/sin fp16), far below the measured power
     worst = max((r for r in result["rows"] if r["in_score"]), key=lambda r: abs(r["energy_error_pct"]))
     assert worst["id"] == "energy-017" and worst["energy_error_pct"] == pytest.approx(-40.22, abs=0.05)
@@ -112,6 +126,34 @@ def test_error_stats_by_hand() -> None:
     assert s["max_ape"] == pytest.approx(10.0)
     assert s["bias"] == pytest.approx(100.0 * ((1.1 * 0.9) ** (1 / 3) - 1.0))
     assert error_stats([], [])["n"] == 0
+
+
+def test_scoring_arithmetic_on_two_rows_by_hand() -> None:
+    """Two hand-made scored rows: each metric's MAPE and geometric bias, and the cancellation test."""
+    recs = [
+        {"energy_error_pct": 20.0, "power_error_pct": -20.0, "latency_error_pct": 50.0,
+         "measured_energy_j": 1.0, "predicted_energy_j": 1.2, "measured_power_w": 100.0, "predicted_power_w": 80.0,
+         "measured_latency_s": 0.010, "predicted_latency_s": 0.015, "energy_at_measured_latency_j": 0.9},
+        {"energy_error_pct": -10.0, "power_error_pct": -25.0, "latency_error_pct": 20.0,
+         "measured_energy_j": 2.0, "predicted_energy_j": 1.8, "measured_power_w": 200.0, "predicted_power_w": 150.0,
+         "measured_latency_s": 0.010, "predicted_latency_s": 0.012, "energy_at_measured_latency_j": 2.2},
+    ]
+    g = _group(recs)
+    assert g["n"] == 2
+    assert g["energy"]["mape"] == pytest.approx(15.0) and g["energy"]["bias"] == pytest.approx(100 * (1.08**0.5 - 1))
+    assert g["power"]["mape"] == pytest.approx(22.5) and g["power"]["bias"] == pytest.approx(100 * (0.6**0.5 - 1))
+    assert g["latency"]["mape"] == pytest.approx(35.0) and g["latency"]["bias"] == pytest.approx(100 * (1.8**0.5 - 1))
+    e = g["energy_at_measured_latency"]
+    assert e["mape"] == pytest.approx(10.0) and e["bias"] == pytest.approx(100 * (0.99**0.5 - 1))
+    c = g["cancellation"]  # latency +34.2% and power -22.5% leave energy at +3.9%: they cancel
+    assert c["cancel"] and c["implied_energy_bias"] == pytest.approx(g["energy"]["bias"])
+    same_sign = cancellation({"energy": {"n": 1, "bias": 32.0}, "latency": {"n": 1, "bias": 20.0},
+                              "power": {"n": 1, "bias": 10.0}})
+    assert not same_sign["cancel"] and same_sign["implied_energy_bias"] == pytest.approx(32.0)
+    # static energy re-timed to the measured latency: 1.0 J dynamic + 0.5 J static x 0.010 / 0.020 s
+    pred = {"dynamic_energy_j": 1.0, "static_energy_j": 0.5, "latency_s": 0.020}
+    assert _energy_at_measured_latency(pred, 0.010) == pytest.approx(1.25)
+    assert _energy_at_measured_latency(pred, None) is None
 
 
 def _write(tmp_path: Path, edit: dict[str, dict[str, str]]) -> Path:
@@ -162,6 +204,9 @@ def test_cli_energy_dataset(capsys: pytest.CaptureFixture[str], result: dict) ->
     text = capsys.readouterr().out
     assert "energy MAPE 15.6%, average power MAPE 27.5%, latency MAPE 17.2%" in text
     assert "kind elementwise" in text and "energy-017" in text
+    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +17.2% x power bias -27.5% -> energy bias "
+            "-15.0%") in text and "(the energy model alone) MAPE 20.6%" in text
+    assert out["by_device"]["a100-sxm4-40gb"]["cancellation"]["cancel"] is True
 
 
 def test_cli_energy_rejects_hardware_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
