@@ -24,7 +24,7 @@ Examples
 >>> q = usd_per_hour("h100-sxm5-80gb", mode="tco", purchase_usd=30000.0, years=4.0, utilization=1.0,
 ...                  pue=1.5, usd_per_kwh=0.1, power_w=700.0)
 >>> round(q.value, 4)  # 30000 / (4 * 8760) + 700 * 1.5 * 0.1 / 1000
-0.9611
+0.9612
 """
 
 from __future__ import annotations
