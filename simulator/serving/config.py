@@ -74,6 +74,9 @@ class ServeConfig:
         The serving stack's profile (:mod:`workloads.frameworks`) for the host time of an iteration.
     dtype
         Compute and KV dtype of the model (None: the model's).
+    iteration_host_s
+        Host time of one engine iteration in seconds (None: the framework profile's
+        ``iteration_host_s``).
     """
 
     arrival: str = "poisson:qps=1"
@@ -96,6 +99,7 @@ class ServeConfig:
     slo: tuple[str, ...] = ()
     framework: str = "vllm"
     dtype: str | None = None
+    iteration_host_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
