@@ -98,6 +98,8 @@ class IterationPricer:
         self._head: dict[int, tuple[float, float]] = {}
         self._attn: dict[tuple[int, int, int], tuple[float, float]] = {}
         self.engine_calls = 0
+        self._memo: dict[tuple[str, int], tuple[float, float]] = {}
+        self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
 
     # --- engine calls at bucket points ------------------------------------------------------------
@@ -172,10 +174,16 @@ class IterationPricer:
         return a[0] + (b[0] - a[0]) * w, a[1] + (b[1] - a[1]) * w
 
     def dense(self, tokens: int) -> tuple[float, float]:
-        return self._lerp(self.dense_point, tokens) if tokens > 0 else (0.0, 0.0)
+        hit = self._memo.get(("d", tokens))
+        if hit is None:
+            hit = self._memo[("d", tokens)] = self._lerp(self.dense_point, tokens) if tokens > 0 else (0.0, 0.0)
+        return hit
 
     def head(self, n: int) -> tuple[float, float]:
-        return self._lerp(self.head_point, n) if n > 0 else (0.0, 0.0)
+        hit = self._memo.get(("h", n))
+        if hit is None:
+            hit = self._memo[("h", n)] = self._lerp(self.head_point, n) if n > 0 else (0.0, 0.0)
+        return hit
 
     def attention(self, batch: int, query: int, context: float) -> tuple[float, float]:
         """Attention (s, J) of ``batch`` sequences of ``query`` tokens after a mean ``context``: bilinear in
@@ -206,15 +214,18 @@ class IterationPricer:
             at, ae = self.attention(1, q, c)
             t, e = t + at, e + ae
         if decodes:
-            at, ae = self.attention(decodes, 1, decode_context)
+            _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context)
             t, e = t + at, e + ae
         return t + self.host_s, e
 
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""
-        t, e = self.dense(batch)
-        ht, he = self.head(batch)
-        return t + ht + self.host_s, e + he
+        hit = self._memo.get(("f", batch))
+        if hit is None:
+            t, e = self.dense(batch)
+            ht, he = self.head(batch)
+            hit = self._memo[("f", batch)] = (t + ht + self.host_s, e + he)
+        return hit
 
     def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
         """The piece of the decode attention line around mean ``context``: (upper context bound, s at
@@ -223,6 +234,10 @@ class IterationPricer:
         lo, hi = bucket_bounds(context)
         if hi == lo:
             hi = bucket_bounds(lo + 0.5)[1]
-        a, b = self.attention(batch, 1, lo), self.attention(batch, 1, hi)
-        st, se = (b[0] - a[0]) / (hi - lo), (b[1] - a[1]) / (hi - lo)
-        return float(hi), a[0] + st * (context - lo), st, a[1] + se * (context - lo), se
+        seg = self._segments.get((batch, lo))
+        if seg is None:
+            a, b = self.attention(batch, 1, lo), self.attention(batch, 1, hi)
+            seg = self._segments[(batch, lo)] = (float(hi), a[0], (b[0] - a[0]) / (hi - lo), a[1],
+                                                 (b[1] - a[1]) / (hi - lo))
+        top, a0, st, e0, se = seg
+        return top, a0 + st * (context - lo), st, e0 + se * (context - lo), se

@@ -138,21 +138,26 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
     work: list[tuple[Seq, int]] = []
     preempted: list[Seq] = []
     swap_out = swap_in = 0
+    bs, shared = lim.block_size, lim.shared_blocks
     i = 0
     while i < len(running) and budget > 0:
         s = running[i]
-        n = min(s.total - s.computed, budget)
-        need = own_blocks(s, s.computed + n, lim) - s.blocks
-        while need > free[0]:
-            victim = running.pop()  # the last admitted: lowest priority
-            swap_out += _preempt(victim, free, lim)
-            preempted.append(victim)
-            if victim is s:
+        n = s.n_in + s.generated - s.computed
+        if n > budget:
+            n = budget
+        need = -(-(s.computed + n) // bs) - (shared if s.cached else 0) - s.blocks
+        if need > free[0]:
+            while need > free[0]:
+                victim = running.pop()  # the last admitted: lowest priority
+                swap_out += _preempt(victim, free, lim)
+                preempted.append(victim)
+                if victim is s:
+                    break
+            if preempted[-1] is s:
                 break
-        if preempted and preempted[-1] is s:
-            break
-        free[0] -= need
-        s.blocks += need
+        if need > 0:
+            free[0] -= need
+            s.blocks += need
         work.append((s, n))
         budget -= n
         i += 1
