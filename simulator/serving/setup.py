@@ -77,7 +77,7 @@ def _check_config(config: ServeConfig) -> None:
     if config.scheduler not in SCHEDULERS:
         raise ServingError(f"scheduler: unknown scheduler {config.scheduler!r}; got {config.scheduler!r}; expected one of "
                            f"{', '.join(SCHEDULERS)}{did_you_mean(config.scheduler, SCHEDULERS)}")
-    from simulator.serving.simulate import check_router
+    from simulator.serving.engine import check_router
 
     check_router(config.router)
     if config.preemption not in ("recompute", "swap"):
@@ -200,9 +200,9 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None) -> Setup:
     from simulator.engines.analytical import spec_of
+    from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
     from simulator.serving.scheduler import Limits
-    from simulator.serving.simulate import Replica
 
     device = spec_of(hw)[0]
     ins, outs = lengths

@@ -132,6 +132,7 @@ BASES: dict[str, list[str]] = {
     "plot breakdown": ["plot", "breakdown", GEMM, "--hardware", "h100-sxm5-80gb", "--out", "f.png"],
     "realtime": ["realtime", "scenario.toml", "--hardware", "l4"],
     "partition": ["partition", GEMM, "--hardware", "jetson-agx-orin-64gb"],
+    "serve": ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "fixed:in=64,out=4", "--requests", "4"],
 }
 #: Options whose value is free text (a title, a label): any string is right.
 FREE_TEXT = {"--title", "--device-name"}
