@@ -40,8 +40,10 @@ class Replica:
     """One copy of the deployment: its scheduler state, KV blocks and the iterations it ran."""
 
     def __init__(self, rid: int, lim: Limits, blocks: int, pricer: Any, *, prefill_only: bool = False,
-                 swap_s_per_block: float = 0.0) -> None:
+                 swap_s_per_block: float = 0.0, speculative: tuple[Any, int, float] | None = None) -> None:
         self.id, self.lim, self.pricer = rid, lim, pricer
+        #: (draft model's pricer, draft tokens k, expected tokens per step) or None
+        self.speculative = speculative
         self.blocks = blocks
         self.free = [blocks - lim.shared_blocks]
         self.running: list[Seq] = []
@@ -71,7 +73,7 @@ class Replica:
         if not plan.work:
             return None
         decode_only = not plan.preempted and all(n == 1 and s.computed == s.total - 1 for s, n in plan.work)
-        if decode_only and plan.swap_in_blocks == 0:
+        if decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
             return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
         return self._one_step(t, plan)
 
@@ -87,13 +89,29 @@ class Replica:
                 prefill_tokens += n
             if s.computed + n == s.total:
                 sampled += 1
-        dt, e = self.pricer.iteration(chunks, dec, dec_ctx / dec if dec else 0.0, sampled)
+        ctx = dec_ctx / dec if dec else 0.0
+        if self.speculative is not None and dec:
+            draft, k, gain = self.speculative
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, verify=k + 1)
+            ddt, dde = draft.draft_steps(dec, ctx, k)
+            dt, e = dt + ddt, e + dde
+        else:
+            gain = 1.0
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
         tokens = dec + prefill_tokens
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
         for s, n in plan.work:
             if s.pad:
+                continue
+            if gain > 1.0 and n == 1 and s.computed == s.total - 1 and s.generated:
+                # a speculative step: the expected accepted tokens (Leviathan et al. 2023, Eq. 1), kept
+                # exact over the steps by carrying the fraction
+                got = min(int(s.credit + gain) - int(s.credit), s.n_out - s.generated)
+                s.credit += gain
+                s.computed += got
+                self._sample(s, end, got)
                 continue
             s.computed += n
             if s.computed == s.total:

@@ -202,21 +202,35 @@ class IterationPricer:
         return self._lerp(g, query)
 
     def iteration(self, chunks: list[tuple[int, int]], decodes: int, decode_context: float,
-                  sampled: int) -> tuple[float, float]:
+                  sampled: int, verify: int = 1) -> tuple[float, float]:
         """(s, J) of one iteration: prefill ``chunks`` of (query tokens, earlier context), ``decodes``
-        decode tokens at mean context ``decode_context`` (tokens before the new one), ``sampled``
-        sequences sampling a token (the LM head rows)."""
-        tokens = decodes + sum(q for q, _ in chunks)
+        decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
+        ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
+        position sampled), and ``sampled`` other sequences sampling a token (the LM head rows)."""
+        tokens = decodes * verify + sum(q for q, _ in chunks)
         t, e = self.dense(tokens)
-        ht, he = self.head(sampled)
+        ht, he = self.head(sampled + decodes * (verify - 1))
         t, e = t + ht, e + he
         for q, c in chunks:
             at, ae = self.attention(1, q, c)
             t, e = t + at, e + ae
-        if decodes:
+        if decodes and verify == 1:
             _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context)
             t, e = t + at, e + ae
+        elif decodes:
+            at, ae = self.attention(decodes, verify, decode_context)
+            t, e = t + at, e + ae
         return t + self.host_s, e
+
+    def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
+        """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``
+        (host time excluded: the draft runs inside the target's engine step)."""
+        ft, fe = self.decode_fixed(batch)
+        t, e = k * (ft - self.host_s), k * fe
+        for i in range(k):
+            _hi, at, _st, ae, _se = self.decode_segment(batch, context + i)
+            t, e = t + at, e + ae
+        return t, e
 
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""

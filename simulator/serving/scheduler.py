@@ -83,7 +83,7 @@ class Seq:
     """A request inside a replica (mutable simulation state)."""
 
     __slots__ = ("id", "arrival", "n_in", "n_out", "computed", "generated", "blocks", "first_token", "finish",
-                 "preemptions", "cached", "replica", "swapped", "pad")
+                 "preemptions", "cached", "replica", "swapped", "pad", "credit")
 
     def __init__(self, rid: int, arrival: float, n_in: int, n_out: int) -> None:
         self.id, self.arrival, self.n_in, self.n_out = rid, arrival, n_in, n_out
@@ -97,6 +97,7 @@ class Seq:
         self.replica = 0
         self.swapped = False
         self.pad = False
+        self.credit = 0.0
 
     @property
     def total(self) -> int:
@@ -116,12 +117,15 @@ class Plan:
 class Limits:
     """The limits of one replica's scheduler."""
 
-    __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap")
+    __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead")
 
     def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
-                 swap: bool) -> None:
+                 swap: bool, lookahead: int = 0) -> None:
         self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
         self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
+        #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
+        #: (vLLM's num_lookahead_slots)
+        self.lookahead = lookahead
 
 
 def own_blocks(seq: Seq, tokens: int, lim: Limits) -> int:
@@ -145,7 +149,8 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
         n = s.n_in + s.generated - s.computed
         if n > budget:
             n = budget
-        need = -(-(s.computed + n) // bs) - (shared if s.cached else 0) - s.blocks
+        extra = lim.lookahead if n == 1 and s.generated else 0
+        need = -(-(s.computed + n + extra) // bs) - (shared if s.cached else 0) - s.blocks
         if need > free[0]:
             while need > free[0]:
                 victim = running.pop()  # the last admitted: lowest priority
@@ -159,7 +164,7 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
             free[0] -= need
             s.blocks += need
         work.append((s, n))
-        budget -= n
+        budget -= n + extra
         i += 1
     if not preempted:
         budget, swap_in = _admit(running, waiting, free, lim, work, budget)

@@ -56,7 +56,7 @@ def parse_speculative(text: str | None) -> tuple[str, int, float] | None:
     from simulator.serving.arrivals import parse_params, positive_integer
 
     draft, _, rest = str(text).partition(",")
-    if not draft.strip() or "=" in draft:
+    if not draft.strip() or "=" in draft or not rest.strip():
         raise ServingError(f"speculative: got {text!r}; expected DRAFT,k=4,accept=0.7 (a draft model name first)")
     p = parse_params(rest, "speculative", ("k", "accept"))
     if set(p) != {"k", "accept"}:
@@ -157,9 +157,6 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     lspec = parse_lengths(config.lengths, "lengths")
     disagg = parse_disaggregate(config.disaggregate)
     spec = parse_speculative(config.speculative)
-    if spec is not None:
-        raise ServingError(f"speculative: got {config.speculative!r}; speculative decoding is not simulated yet; "
-                           "expected no speculative setting")
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)
     from workloads.parallel import ParallelPlan
@@ -194,11 +191,15 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     if total < 1:
         raise ServingError(f"requests: no request arrives; got arrival {config.arrival!r} over "
                            f"{config.duration_s} s; expected at least one request")
-    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg)
+    draft = None
+    if spec is not None:
+        draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
+    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft)
 
 
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
-           lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None) -> Setup:
+           lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
+           draft: tuple[Any, int, float] | None = None) -> Setup:
     from simulator.engines.analytical import spec_of
     from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
@@ -218,8 +219,16 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     probe = evaluate_plan(pricer.model, hw, plan, pricer.options, phase="prefill", seq=act_tokens, batch=1,
                           dtype=pricer.dtype)
     worst = max(probe.stages, key=lambda s: s.weights_bytes + s.activations_bytes)
+    weights = worst.weights_bytes
+    spec = None
+    if draft is not None:  # the draft model's weights share the devices
+        dprobe = evaluate_plan(draft[0].model, hw, plan, pricer.options, phase="prefill", seq=16, batch=1,
+                               dtype=draft[0].dtype)
+        weights += max(s.weights_bytes for s in dprobe.stages)
+        k, a = draft[1], draft[2]
+        spec = (draft[0], k, (1.0 - a ** (k + 1)) / (1.0 - a))  # Leviathan et al. 2023, Eq. (1)
     kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].capacity_bytes),
-                       weights_bytes=worst.weights_bytes, activations_bytes=worst.activations_bytes,
+                       weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
@@ -240,8 +249,8 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
 
     def make(rid: int, prefill_only: bool) -> Replica:
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
-                                   config.preemption == "swap"), kv.blocks, pricer, prefill_only=prefill_only,
-                       swap_s_per_block=swap_s)
+                                   config.preemption == "swap", spec[1] if spec else 0), kv.blocks, pricer,
+                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
     decode_pool = [make(n_pre + i, False) for i in range(n_dec)]

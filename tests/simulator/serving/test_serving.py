@@ -203,3 +203,27 @@ def test_prefix_cache_and_disaggregation():
     dis = simulate_serving(MODEL, "dgx-h100", ServeConfig(**base, disaggregate="prefill=1,decode=1"))
     assert dis.summary["requests"] == 200 and dis.summary["devices"] == 2
     assert {r.replica for r in dis.requests} == {1}  # every request ends on the decode replica
+
+
+def test_speculative_decoding_divides_the_step_by_the_expected_accepted_tokens():
+    """One request at a time: TPOT x E = one speculative step (target verifying k + 1 tokens plus k draft
+    steps), E = (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, Eq. 1)."""
+    from simulator.hardware import load_hardware
+    from simulator.serving.iteration import IterationPricer
+    from simulator.serving.setup import _options
+
+    base = dict(arrival="concurrency:n=1", lengths="fixed:in=256,out=401", requests=2)
+    cfg = ServeConfig(**base, speculative="gpt3-125m,k=4,accept=0.7")
+    r = simulate_serving("gpt3-6.7b", HW, cfg).summary
+    gain = (1 - 0.7**5) / (1 - 0.7)
+    opts, _ = _options(cfg, None)
+    hw = load_hardware(HW)
+    target = IterationPricer("gpt3-6.7b", hw, ParallelPlan(), opts)
+    draft = IterationPricer("gpt3-125m", hw, ParallelPlan(), opts)
+    mid = 256 + 200
+    step = target.iteration([], 1, mid, 1, verify=5)[0] + draft.draft_steps(1, mid, 4)[0]
+    assert r["tpot_s"]["mean"] * gain == pytest.approx(step, rel=0.03)
+    plain = simulate_serving("gpt3-6.7b", HW, ServeConfig(**base)).summary
+    assert r["tpot_s"]["mean"] < plain["tpot_s"]["mean"]
+    none = simulate_serving("gpt3-6.7b", HW, ServeConfig(**base, speculative="gpt3-125m,k=4,accept=0")).summary
+    assert none["tpot_s"]["mean"] > plain["tpot_s"]["mean"]  # every draft token rejected: pure overhead
