@@ -77,11 +77,11 @@ def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[s
     name = str(device.name).lower()
     hourly, source, how = None, "", ""
     if cost_mod is not None and hasattr(cost_mod, "usd_per_hour"):
-        try:
+        try:  # a PriceQuote (value, how) of the cloud price
             got = cost_mod.usd_per_hour(name)
-            hourly, source = float(got[0]), str(got[1])
-            how = "hwmodels.cost.usd_per_hour"
-        except (KeyError, ValueError, TypeError, IndexError):
+            hourly, source = float(got.value), str(got.how)
+            how = "hwmodels.cost.usd_per_hour (cloud on-demand price per device)"
+        except (KeyError, ValueError, TypeError, AttributeError):
             hourly = None
     if hourly is None:
         from simulator.sweep.tune_model import load_prices
