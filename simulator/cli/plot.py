@@ -247,7 +247,11 @@ def run(args: argparse.Namespace) -> int:
         fig = figures.breakdown_figure(reports, by=args.by, top=args.top, title=args.title)
         what = f"time breakdown by {args.by} of {len(reports)} report(s)"
     elif args.kind == "serving":
-        runs = [(Path(f).stem, read_results(f)) for f in args.results]
+        from nodeperf.files import check_regular_file
+
+        for f in args.results:
+            check_regular_file(f, what="a per-request CSV written by `nodeperf serve --csv`", error=PlotArgError)
+        runs = [(Path(f).name, read_results(f)) for f in args.results]
         fig = figures.serving_figure(runs, title=args.title)
         what = f"serving latency of {len(runs)} run(s)"
     elif args.kind == "pareto":

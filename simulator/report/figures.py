@@ -722,8 +722,12 @@ def serving_figure(runs: Sequence[tuple[str, Any]], *, title: str | None = None)
     if not runs:
         raise FigureError("serving figure: no runs; got none; expected at least one per-request table")
     for label, df in runs:
-        _require_columns(df, {"ttft_s": None, "tpot_s": None, "finish_s": None, "output_len": None},
-                         f"serving figure: {label}")
+        have = [str(c) for c in df.columns]
+        missing = [c for c in ("ttft_s", "tpot_s", "finish_s", "output_len") if c not in have]
+        if missing:
+            raise FigureError(f"serving figure: {label}: missing column(s) {', '.join(missing)}; got "
+                              f"{', '.join(have) or '(no columns)'}; expected the per-request CSV of `nodeperf serve --csv`")
+        _numeric(df, "output_len", "column", f"serving figure: {label}")
     panels = 3 if len(runs) > 1 else 2
     fig = Figure(figsize=(4.2 * panels, 3.6))
     axes = fig.subplots(1, panels)

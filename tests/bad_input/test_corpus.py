@@ -262,6 +262,10 @@ FILE_ARGS = [
                                          "--calibration", "{f}"]),
     ("tune-prices", "p.toml", ["tune", GEMM, "--hardware", "h100-sxm5-80gb", "--prices", "{f}"]),
     ("sweep-experiment", "x.toml", ["sweep", "{f}", "--out", "r.sqlite"]),
+    ("serve-trace", "trace.csv", ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--arrival", "trace:{f}"]),
+    ("serve-lengths", "lengths.csv", ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "{f}",
+                                      "--requests", "2"]),
+    ("plot-serving", "runs.csv", ["plot", "serving", "{f}", "--out", "f.png"]),
 ]
 
 
