@@ -4,7 +4,7 @@ hardware, plan, pricer, KV cache, replicas, arrival times and lengths (every pro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -291,7 +291,3 @@ def _handoff(hw: Any, cfg: Any, plan: Any, dtype: str) -> Any:
         return a + (b - a) * (seq.computed - lo) / (hi - lo)
 
     return handoff
-
-
-def with_defaults(config: ServeConfig, **kw: Any) -> ServeConfig:
-    return replace(config, **kw)
