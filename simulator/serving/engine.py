@@ -25,7 +25,7 @@ from simulator.serving.config import (
     IterationRecord,
     ServingError,
 )
-from simulator.serving.scheduler import Limits, Seq, own_blocks, plan_iteration
+from simulator.serving.scheduler import Limits, Seq, plan_iteration
 
 __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 
@@ -72,8 +72,7 @@ class Replica:
             self.preemptions += 1
         if not plan.work:
             return None
-        decode_only = not plan.preempted and all(n == 1 and s.computed == s.total - 1 for s, n in plan.work)
-        if decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
+        if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
             return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
         return self._one_step(t, plan)
 
@@ -145,15 +144,22 @@ class Replica:
             at += slope_t * grow
             ae += slope_e * grow
         self._account(t, end, steps, batch, 0, batch, energy)
-        for s in live:
+        paged = self.lim.kind != "static"
+        bs, shared = self.lim.block_size, self.lim.shared_blocks
+        done = False
+        for s in live:  # inlined :func:`own_blocks` and :meth:`_sample` (the hot loop of a long run)
             s.computed += steps
-            if self.lim.kind != "static":
-                need = own_blocks(s, s.computed, self.lim) - s.blocks
+            if paged:
+                need = -(-s.computed // bs) - (shared if s.cached else 0) - s.blocks
                 if need > 0:
                     self.free[0] -= need
                     s.blocks += need
-            self._sample(s, end, steps)
-        self._retire(end)
+            s.generated += steps
+            if s.generated >= s.n_out:
+                s.finish = end
+                done = True
+        if done:
+            self._retire(end)
         return end
 
     def _sample(self, s: Seq, end: float, tokens: int) -> None:

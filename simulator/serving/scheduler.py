@@ -112,6 +112,8 @@ class Plan:
     preempted: list[Seq]
     swap_in_blocks: int = 0
     swap_out_blocks: int = 0
+    #: every item is one decode token of a sequence past its prefill (nothing admitted or preempted)
+    decode_only: bool = False
 
 
 class Limits:
@@ -143,12 +145,15 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
     preempted: list[Seq] = []
     swap_out = swap_in = 0
     bs, shared = lim.block_size, lim.shared_blocks
+    decode_only = True
     i = 0
     while i < len(running) and budget > 0:
         s = running[i]
         n = s.n_in + s.generated - s.computed
         if n > budget:
             n = budget
+        if n != 1 or not s.generated:
+            decode_only = False
         extra = lim.lookahead if n == 1 and s.generated else 0
         need = -(-(s.computed + n + extra) // bs) - (shared if s.cached else 0) - s.blocks
         if need > free[0]:
@@ -167,8 +172,10 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
         budget -= n + extra
         i += 1
     if not preempted:
+        before = len(work)
         budget, swap_in = _admit(running, waiting, free, lim, work, budget)
-    return Plan(work, preempted, swap_in, swap_out)
+        decode_only = decode_only and len(work) == before
+    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running))
 
 
 def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:
@@ -221,7 +228,7 @@ def _plan_static(running: list[Seq], waiting: Any, free: list[int], lim: Limits)
     """Static batching: a new batch only when the last one is done; its requests reserve every block
     they will need (prompt and output) when it forms."""
     if any(not s.pad for s in running):  # the batch still has an unfinished request
-        return Plan([(s, 1) for s in running], [])
+        return Plan([(s, 1) for s in running], [], decode_only=True)
     running.clear()
     work: list[tuple[Seq, int]] = []
     while waiting and len(running) < lim.max_num_seqs:
