@@ -25,7 +25,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-million", action="store_true")
     args = ap.parse_args()
-    cases = [("1 h at 10 req/s (poisson, 512 in / 128 out)", ServeConfig(arrival="poisson:qps=10", duration_s=3600.0))]
+    cases = [("1 h at 10 req/s (poisson, 512 in / 128 out)", ServeConfig(arrival="poisson:qps=10", duration_s=3600.0)),
+             ("1 h at 10 req/s (poisson, uniform 100-2000 in / 50-500 out)",
+              ServeConfig(arrival="poisson:qps=10", lengths="uniform:in=100-2000,out=50-500", duration_s=3600.0))]
     if not args.skip_million:
         cases.append(("1,000,000 requests at 20 req/s (poisson, 512 in / 128 out)",
                       ServeConfig(arrival="poisson:qps=20", requests=1_000_000)))

@@ -125,7 +125,7 @@ class Replica:
         batch = len(work)
         k_max = min(s.n_out - s.generated for s in live) if live else 1
         if self.lim.kind != "static":
-            k_max = min(k_max, max(1, self.lim.block_size * (self.free[0] // batch)) if self.free[0] >= batch else 1)
+            k_max = min(k_max, self._block_steps(live))
         fixed_t, fixed_e = self.pricer.decode_fixed(batch)
         ctx = sum(s.computed for s, _ in work) / batch
         grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
@@ -161,6 +161,17 @@ class Replica:
         if done:
             self._retire(end)
         return end
+
+    def _block_steps(self, live: list[Seq]) -> int:
+        """Decode steps every sequence of ``live`` can take with the free blocks: each holds room for
+        ``cap = blocks * block_size - computed`` more tokens (1 to block_size after the plan's
+        allocation) and needs one new block after that; with ``F`` free blocks, ``k`` steps are safe
+        while at most ``F`` sequences have ``cap < k``."""
+        bs, shared, free = self.lim.block_size, self.lim.shared_blocks, self.free[0]
+        if free >= len(live):
+            return max(1, bs * (free // len(live)))
+        caps = sorted((s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live)
+        return max(1, caps[free])
 
     def _sample(self, s: Seq, end: float, tokens: int) -> None:
         s.generated += tokens
