@@ -227,3 +227,18 @@ def test_speculative_decoding_divides_the_step_by_the_expected_accepted_tokens()
     assert r["tpot_s"]["mean"] < plain["tpot_s"]["mean"]
     none = simulate_serving("gpt3-6.7b", HW, ServeConfig(**base, speculative="gpt3-125m,k=4,accept=0")).summary
     assert none["tpot_s"]["mean"] > plain["tpot_s"]["mean"]  # every draft token rejected: pure overhead
+
+
+def test_decode_run_block_room_by_hand():
+    """Blocks of 4, one free block: sequences with room for 1, 3 and 4 more tokens can all take 3 steps
+    (only the first needs the free block); with 6 free blocks each can take 4 x (6 // 3) = 8."""
+    from simulator.serving.engine import Replica
+
+    lim = Limits("vllm", max_num_seqs=8, budget=64, block_size=4, shared_blocks=0, swap=False)
+    rep = Replica(0, lim, blocks=10, pricer=None)
+    live = [_seq(0, 8, 50, computed=7, generated=1, blocks=2), _seq(1, 5, 50, computed=5, generated=1, blocks=2),
+            _seq(2, 4, 50, computed=4, generated=1, blocks=2)]
+    rep.free = [1]
+    assert rep._block_steps(live) == 3
+    rep.free = [6]
+    assert rep._block_steps(live) == 8
