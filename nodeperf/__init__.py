@@ -125,6 +125,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ScenarioError": ("simulator.realtime", "ScenarioError"),
     "partition": ("simulator.realtime.partition", "partition"),
     "PartitionResult": ("simulator.realtime.partition", "PartitionResult"),
+    # simulator: serving (requests over time on an engine scheduler)
+    "ServeConfig": ("simulator.serving.config", "ServeConfig"),
+    "ServeResult": ("simulator.serving.config", "ServeResult"),
+    "ServingError": ("simulator.serving.config", "ServingError"),
+    "simulate_serving": ("simulator.serving.simulate", "simulate_serving"),
 }
 
 

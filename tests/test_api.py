@@ -95,7 +95,7 @@ ERROR_CLASSES = {
     "hwmodels.paths": ["SweepPathError"], "simulator.realtime.scenario": ["ScenarioError"],
     "simulator.realtime.partition": ["PartitionError"], "simulator.report.figures": ["FigureError"],
     "simulator.cli.output": ["OutputError"], "simulator.cli.plot": ["PlotArgError"],
-    "simulator.cli.systolic": ["SystolicArgError"],
+    "simulator.cli.systolic": ["SystolicArgError"], "simulator.serving.config": ["ServingError"],
 }
 
 

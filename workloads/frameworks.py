@@ -160,6 +160,12 @@ class FrameworkProfile:
         Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
         ``attention_kernel`` / ``conv_layout`` (the memory format convolutions receive: ``"nchw"`` for
         PyTorch programs that keep the default contiguous format).
+    iteration_host_s
+        Serving: host time of one engine iteration (scheduling, input preparation, sampling, output
+        processing) not overlapped with the device, in seconds (:mod:`simulator.serving`); 0 where no
+        sourced figure is recorded (``iteration_host_source`` says where a value comes from).
+    iteration_host_source
+        The source of ``iteration_host_s``.
     sources
         The framework code or documentation each choice follows.
     devices
@@ -195,6 +201,8 @@ class FrameworkProfile:
     stack: str = ""
     grad_reduce_dtype: str = ""
     tp_comm_overlap: bool = False
+    iteration_host_s: float = 0.0
+    iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""

@@ -1,11 +1,13 @@
-"""`nodeperf plot`: publication figures (roofline, time breakdown, Pareto front, heatmap) as PNG, PDF or SVG.
+"""`nodeperf plot`: publication figures (roofline, time breakdown, Pareto front, heatmap, serving latency) as
+PNG, PDF or SVG.
 
-Four kinds, each a sub-command::
+Five kinds, each a sub-command::
 
     nodeperf plot roofline MODEL --hardware H [model and evaluation options as predict] -o fig.png
     nodeperf plot breakdown MODEL --hardware H [--hardware H2 ...] [--by kind|bound] -o fig.pdf
     nodeperf plot pareto RESULTS --x latency_s --y energy_j [--hue device] [--where EXPR] -o fig.svg
     nodeperf plot heatmap RESULTS --x A --y B --value M [--agg min] [--where EXPR] -o fig.png
+    nodeperf plot serving REQUESTS.csv [REQUESTS2.csv ...] -o fig.png
 
 RESULTS is a sweep store (``.sqlite``/``.db``, read with ``simulator.sweep.load_results``) or a CSV
 file; ``--where EXPR`` keeps the rows that `nodeperf sweep show --where` keeps. The drawing is :mod:`simulator.report.figures`; this module parses arguments and reads inputs.
@@ -125,6 +127,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_output(h)
     h.set_defaults(func=run)
 
+    sv = kinds.add_parser("serving", help="latency CDFs of serving runs and TTFT/TPOT against load",
+                          description="Latency of `nodeperf serve --csv` runs: TTFT and TPOT distributions, and "
+                                      "with two runs or more their p50/p99 against the achieved load.")
+    sv.add_argument("results", metavar="REQUESTS.csv", nargs="+", help="per-request CSV written by `nodeperf serve --csv`")
+    _add_output(sv)
+    sv.set_defaults(func=run)
+
 
 def _check_out(path: str) -> None:
     from simulator.cli.output import check_outputs
@@ -237,6 +246,14 @@ def run(args: argparse.Namespace) -> int:
         reports = [_evaluate(args, hw)[0] for hw in args.hardware]
         fig = figures.breakdown_figure(reports, by=args.by, top=args.top, title=args.title)
         what = f"time breakdown by {args.by} of {len(reports)} report(s)"
+    elif args.kind == "serving":
+        from nodeperf.files import check_regular_file
+
+        for f in args.results:
+            check_regular_file(f, what="a per-request CSV written by `nodeperf serve --csv`", error=PlotArgError)
+        runs = [(Path(f).name, read_results(f)) for f in args.results]
+        fig = figures.serving_figure(runs, title=args.title)
+        what = f"serving latency of {len(runs)} run(s)"
     elif args.kind == "pareto":
         df = _selected(args)
         fig = figures.pareto_figure(df, args.x, args.y, hue=args.hue, front=args.front,

@@ -48,6 +48,7 @@ __all__ = [
     "roofline_roofs",
     "roofline_figure",
     "breakdown_figure",
+    "serving_figure",
 ]
 
 #: File formats :func:`save_figure` writes, by extension.
@@ -706,4 +707,60 @@ def breakdown_figure(reports: CostReport | Sequence[CostReport], by: str = "kind
               title_fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     model = reps[0].model if len({r.model for r in reps}) == 1 else "models"
     ax.set_title(title or f"{model}: time by {'op kind' if by == 'kind' else 'bound'}", fontsize=9)
+    return fig
+
+
+def serving_figure(runs: Sequence[tuple[str, Any]], *, title: str | None = None) -> Figure:
+    """Latency of serving runs (``nodeperf serve --csv`` tables, one per run): the distributions (CDFs) of
+    TTFT and TPOT, and, for two runs or more, their p50 and p99 against the achieved load (requests per
+    second over the makespan), one point per run.
+
+    ``runs``: (label, DataFrame with ``ttft_s``, ``tpot_s``, ``finish_s`` and ``output_len`` columns).
+    """
+    import numpy as np
+
+    if not runs:
+        raise FigureError("serving figure: no runs; got none; expected at least one per-request table")
+    for label, df in runs:
+        have = [str(c) for c in df.columns]
+        missing = [c for c in ("ttft_s", "tpot_s", "finish_s", "output_len") if c not in have]
+        if missing:
+            raise FigureError(f"serving figure: {label}: missing column(s) {', '.join(missing)}; got "
+                              f"{', '.join(have) or '(no columns)'}; expected the per-request CSV of `nodeperf serve --csv`")
+        _numeric(df, "output_len", "column", f"serving figure: {label}")
+    panels = 3 if len(runs) > 1 else 2
+    fig = Figure(figsize=(4.2 * panels, 3.6))
+    axes = fig.subplots(1, panels)
+    load, stats = [], []
+    for label, df in runs:
+        ttft = np.sort(_numeric(df, "ttft_s", "ttft_s", "serving figure").to_numpy(dtype=float))
+        multi = df[df["output_len"] > 1]
+        tpot = np.sort(_numeric(multi, "tpot_s", "tpot_s", "serving figure").to_numpy(dtype=float))
+        for ax, vals in ((axes[0], ttft), (axes[1], tpot)):
+            if len(vals):
+                ax.plot(vals * 1e3, np.arange(1, len(vals) + 1) / len(vals), label=str(label))
+        span = float(df["finish_s"].max())
+        load.append(len(df) / span if span > 0 else 0.0)
+        stats.append([float(np.percentile(v, q)) * 1e3 if len(v) else 0.0 for v in (ttft, tpot) for q in (50, 99)])
+    for ax, name in ((axes[0], "TTFT"), (axes[1], "TPOT")):
+        ax.set_xlabel(f"{name} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_xscale("log")
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=7)
+    if panels == 3:
+        order = np.argsort(load)
+        x = np.asarray(load)[order]
+        s = np.asarray(stats)[order]
+        ax = axes[2]
+        for col, (name, style) in enumerate((("TTFT p50", "o-"), ("TTFT p99", "o--"), ("TPOT p50", "s-"),
+                                             ("TPOT p99", "s--"))):
+            ax.plot(x, s[:, col], style, label=name)
+        ax.set_xlabel("load (requests/s)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title or f"serving latency of {len(runs)} run(s)")
+    fig.tight_layout()
     return fig

@@ -53,6 +53,8 @@ deadline = "5 ms"
 priority = 5
 """
 TOPOLOGY = "Layer, M, N, K,\ng1, 64, 64, 64,\n"
+REQUESTS = ("id,arrival_s,input_len,output_len,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,replica,preemptions,"
+            "cached_tokens\n0,0,64,4,0.01,0.03,0.01,0.0067,0.03,0,0,0\n1,0.5,64,4,0.51,0.53,0.01,0.0067,0.03,0,0,0\n")
 MEASUREMENTS = ROOT / "hwmodels" / "measurements" / "published_gpu.csv"
 
 
@@ -111,6 +113,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "scenario.toml").write_text(SCENARIO, encoding="utf-8")
     (tmp_path / "topology.csv").write_text(TOPOLOGY, encoding="utf-8")
+    (tmp_path / "requests.csv").write_text(REQUESTS, encoding="utf-8")
     return tmp_path
 
 
@@ -132,6 +135,8 @@ BASES: dict[str, list[str]] = {
     "plot breakdown": ["plot", "breakdown", GEMM, "--hardware", "h100-sxm5-80gb", "--out", "f.png"],
     "realtime": ["realtime", "scenario.toml", "--hardware", "l4"],
     "partition": ["partition", GEMM, "--hardware", "jetson-agx-orin-64gb"],
+    "plot serving": ["plot", "serving", "requests.csv", "--out", "f.png"],
+    "serve": ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "fixed:in=64,out=4", "--requests", "4"],
 }
 #: Options whose value is free text (a title, a label): any string is right.
 FREE_TEXT = {"--title", "--device-name"}
@@ -257,6 +262,10 @@ FILE_ARGS = [
                                          "--calibration", "{f}"]),
     ("tune-prices", "p.toml", ["tune", GEMM, "--hardware", "h100-sxm5-80gb", "--prices", "{f}"]),
     ("sweep-experiment", "x.toml", ["sweep", "{f}", "--out", "r.sqlite"]),
+    ("serve-trace", "trace.csv", ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--arrival", "trace:{f}"]),
+    ("serve-lengths", "lengths.csv", ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "{f}",
+                                      "--requests", "2"]),
+    ("plot-serving", "runs.csv", ["plot", "serving", "{f}", "--out", "f.png"]),
 ]
 
 

@@ -1,0 +1,173 @@
+"""`nodeperf serve MODEL --hardware SYSTEM`: requests arriving over time on a serving engine (latency
+percentiles, throughput, goodput under SLOs, KV use, energy, cost); see docs/serving.md."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+from simulator.cli.common import nonempty, positive_int
+
+
+def _duration(text: str) -> float:
+    """``"1 h"``, ``"90 s"``, ``"30 min"`` or seconds -> seconds."""
+    units = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
+    t = text.strip()
+    num, _, unit = t.partition(" ")
+    if not unit:
+        for u in sorted(units, key=len, reverse=True):
+            if t.endswith(u) and t[: -len(u)].strip():
+                num, unit = t[: -len(u)], u
+                break
+    try:
+        v = float(num) * units[unit.strip() or "s"]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a duration such as '1 h', '90 s' or '30 min'") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive finite duration")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a fraction in (0, 1]") from None
+    if not (0 < v <= 1):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected a fraction in (0, 1]")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected seconds >= 0") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected seconds >= 0")
+    return v
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0")
+    return v
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="simulate serving a model: requests over time, engine scheduler, KV cache, replicas, cost",
+        description="Simulate requests arriving at a serving deployment of MODEL (an engine scheduler with a paged "
+                    "KV cache, each iteration priced by the engines). Prints latency percentiles, throughput, "
+                    "goodput and cost; --json prints one JSON object.",
+    )
+    p.add_argument("model", metavar="MODEL", help="zoo transformer (see `nodeperf models`) or config.json")
+    p.add_argument("--hardware", required=True, metavar="NAME", help="catalog device or system, or a TOML path")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel degree of one replica")
+    p.add_argument("--pp", type=positive_int, help="pipeline stages of one replica")
+    p.add_argument("--arrival", type=nonempty, default="poisson:qps=1",
+                   help="poisson:qps=Q | gamma:qps=Q,cv=C | concurrency:n=N | burst | trace:FILE.csv (default poisson:qps=1)")
+    p.add_argument("--lengths", type=nonempty, default="fixed:in=512,out=128",
+                   help="fixed:in=I,out=O | uniform:in=A-B,out=C-D | lognormal:... | FILE.csv; add ,prefix=P for a "
+                        "shared system prompt (default fixed:in=512,out=128)")
+    p.add_argument("--scheduler", choices=("vllm", "sarathi", "orca", "static"), default="vllm",
+                   help="engine scheduler (default vllm: vLLM V1 continuous batching with chunked prefill)")
+    p.add_argument("--max-num-seqs", type=positive_int, help="sequences per iteration (default: the engine's)")
+    p.add_argument("--max-batched-tokens", type=positive_int, help="token budget per iteration (default: the engine's)")
+    p.add_argument("--chunk", type=positive_int, help="Sarathi-Serve chunk size (--scheduler sarathi; default 512)")
+    p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
+    p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9,
+                   help="fraction of device memory the engine takes (default 0.9, as vLLM)")
+    p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
+                   help="what happens to a preempted request's KV cache (default recompute)")
+    p.add_argument("--prefix-cache", action="store_true", help="reuse the shared prompt prefix of --lengths ...,prefix=P")
+    p.add_argument("--speculative", type=nonempty, metavar="DRAFT,k=K,accept=A", help="speculative decoding (not simulated yet)")
+    p.add_argument("--replicas", type=positive_int, default=1, help="copies of the deployment (default 1)")
+    p.add_argument("--router", choices=("round-robin", "least-loaded"), default="round-robin",
+                   help="how requests are spread over replicas (default round-robin)")
+    p.add_argument("--disaggregate", type=nonempty, metavar="prefill=P,decode=D",
+                   help="separate prefill and decode replicas, KV caches sent over the fabric")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
+    g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random draws (default 0)")
+    p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
+                   help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
+    p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
+    p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")
+    p.add_argument("--iteration-host-s", type=_seconds, help="host time per iteration in seconds (default: the profile's)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object (the summary)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per request to FILE")
+    p.add_argument("--trace", metavar="FILE.json", help="write the iteration timeline as a Chrome trace")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from simulator.serving.config import ServeConfig
+
+    return ServeConfig(arrival=args.arrival, lengths=args.lengths, scheduler=args.scheduler,
+                       max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
+                       block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
+                       preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
+                       replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
+                       requests=args.requests, duration_s=args.duration, seed=args.seed, slo=tuple(args.slo),
+                       framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import logging
+
+    from simulator.cli.output import check_outputs, to_stdout, write_output
+    from simulator.hardware import load_hardware
+    from simulator.serving import simulate_serving
+    from workloads.parallel import ParallelPlan
+
+    if not args.verbose:
+        logging.getLogger("simulator").setLevel(logging.ERROR)
+    check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
+    config = config_from_args(args)
+    hw = load_hardware(args.hardware)
+    plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)
+    res = simulate_serving(args.model, hw, config, plan)
+    if args.csv is not None:
+        write_output("--csv", args.csv, res.requests_csv())
+    if args.trace is not None:
+        write_output("--trace", args.trace, json.dumps(res.chrome_trace(), sort_keys=True) + "\n")
+    if to_stdout(args.csv, args.trace):
+        return 0
+    if args.json:
+        sys.stdout.write(json.dumps(res.summary, sort_keys=True) + "\n")
+        return 0
+    print(format_summary(res.summary))
+    return 0
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    from simulator.report.formatting import si
+
+    lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
+             f"replica(s), {s['config']['scheduler']} scheduler: {s['requests']} requests over {si(s['makespan_s'], 's')}"]
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        d = s[key]
+        lines.append(f"  {key[:-2].upper():5s} p50 {si(d['p50'], 's')}, p90 {si(d['p90'], 's')}, p99 {si(d['p99'], 's')}, "
+                     f"mean {si(d['mean'], 's')}, max {si(d['max'], 's')}")
+    lines.append(f"  throughput {s['output_tokens_per_s']:.1f} output tokens/s, {s['requests_per_s']:.3f} requests/s; "
+                 f"goodput {s['goodput_requests_per_s']:.3f} requests/s (SLO attainment {100 * s['slo_attainment']:.1f}%)")
+    for h in s["slo"]:
+        lines.append(f"  SLO {h['slo']}: {h['metric']} = {si(h['value_s'], 's')} ({'met' if h['met'] else 'missed'})")
+    kv = s["kv_cache"]
+    lines.append(f"  KV cache {kv['blocks']} blocks of {kv['block_size']} tokens, {100 * s['kv_cache_utilization']:.1f}% "
+                 f"used on average; {s['preemptions']} preemption(s); mean {s['batch_tokens']['mean']:.1f} tokens per iteration")
+    c = s["cost"]
+    cost = (f"${c['usd_per_million_tokens']:.3f} per million output tokens ({c['priced_by']})"
+            if c.get("usd_per_million_tokens") is not None else c["priced_by"])
+    lines.append(f"  energy {si(s['energy_j'], 'J')} ({s['energy_per_token_j']:.3f} J per output token); {cost}")
+    return "\n".join(lines)

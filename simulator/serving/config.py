@@ -1,0 +1,194 @@
+"""The settings of a serving simulation (:class:`ServeConfig`), its result (:class:`ServeResult`) and
+its error type: every knob of ``nodeperf serve`` in one frozen record, so a run is reproducible from it.
+
+The string fields use the command line's spellings (``arrival="poisson:qps=8"``,
+``lengths="sharegpt"``, ``slo=("ttft_p99<=2 s",)``); they are parsed and checked by
+:func:`simulator.serving.simulate_serving`, which raises :class:`ServingError` with the field's name
+on a bad value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nodeperf.errors import NodeperfError
+
+__all__ = ["ServeConfig", "ServeResult", "ServingError", "RequestRecord", "IterationRecord"]
+
+
+class ServingError(NodeperfError, ValueError):
+    """A bad serving setting or input file: one located line (field or file:line; got; expected)."""
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Every setting of one serving simulation (the flags of ``nodeperf serve``).
+
+    Attributes
+    ----------
+    arrival
+        ``poisson:qps=Q``, ``gamma:qps=Q,cv=C``, ``concurrency:n=N`` (closed loop: N clients, each
+        sends its next request when its previous one finishes), ``burst`` (every request at t = 0),
+        or ``trace:FILE.csv`` (the Azure LLM inference trace columns ``TIMESTAMP, ContextTokens,
+        GeneratedTokens`` or ``arrival_s, input_len, output_len``; a trace also gives the lengths).
+    lengths
+        ``fixed:in=I,out=O``, ``uniform:in=A-B,out=C-D``, ``lognormal:in_mean=..,in_sigma=..,out_mean=..,
+        out_sigma=..``, a named data-set summary (:data:`simulator.serving.lengths.LENGTH_DATASETS`) or
+        ``FILE.csv`` (``input_len, output_len`` rows, sampled with replacement). Any spec may add
+        ``prefix=P``: the first P prompt tokens are a system prompt shared by every request.
+    scheduler
+        ``vllm`` (vLLM V1: continuous batching, chunked prefill mixed with decodes), ``sarathi``
+        (Sarathi-Serve stall-free batching with a chunk of ``chunk`` tokens), ``orca`` (iteration-level,
+        whole prefills) or ``static`` (fixed batches run to completion).
+    max_num_seqs, max_batched_tokens, chunk
+        Sequences per iteration, token budget per iteration, Sarathi chunk size; None: the engine's
+        default (:data:`simulator.serving.scheduler.SCHEDULERS`).
+    block_size
+        KV-cache block size in tokens (vLLM's default 16).
+    gpu_memory_utilization
+        Fraction of device memory the engine may use for weights, activations and KV cache (vLLM's
+        ``gpu_memory_utilization``, default 0.9).
+    preemption
+        ``recompute`` (free the victim's blocks, prefill it again later) or ``swap`` (copy its blocks to
+        host memory over the host link and back).
+    prefix_cache
+        Reuse the KV blocks of the shared prompt prefix declared by ``lengths`` (``prefix=P``).
+    speculative
+        ``DRAFT,k=K,accept=A``: a draft model proposes K tokens per step, each accepted with
+        probability A (Leviathan et al. 2023); None: off.
+    replicas, router
+        Copies of the deployment and how requests are spread over them (``round-robin``,
+        ``least-loaded``).
+    disaggregate
+        ``prefill=P,decode=D``: P prefill replicas hand each request's KV cache to D decode replicas
+        over the node's fabric; None: off (every replica does both).
+    requests, duration_s
+        Stop after this many requests arrive, or after this many seconds of arrivals (one of them;
+        default 1,000 requests).
+    seed
+        Seed of the random generators (same seed, byte-identical results).
+    slo
+        Service-level objectives, e.g. ``("ttft_p99<=2 s", "tpot_p99<=100 ms")``.
+    framework
+        The serving stack's profile (:mod:`workloads.frameworks`) for the host time of an iteration.
+    dtype
+        Compute and KV dtype of the model (None: the model's).
+    iteration_host_s
+        Host time of one engine iteration in seconds (None: the framework profile's
+        ``iteration_host_s``).
+    """
+
+    arrival: str = "poisson:qps=1"
+    lengths: str = "fixed:in=512,out=128"
+    scheduler: str = "vllm"
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
+    chunk: int | None = None
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    preemption: str = "recompute"
+    prefix_cache: bool = False
+    speculative: str | None = None
+    replicas: int = 1
+    router: str = "round-robin"
+    disaggregate: str | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    seed: int = 0
+    slo: tuple[str, ...] = ()
+    framework: str = "vllm"
+    dtype: str | None = None
+    iteration_host_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["slo"] = list(self.slo)
+        return out
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request, as it went: arrival, first token, finish (seconds from the start), lengths, replica."""
+
+    id: int
+    arrival_s: float
+    input_len: int
+    output_len: int
+    first_token_s: float
+    finish_s: float
+    replica: int
+    preemptions: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token after the first, ``(e2e - ttft) / (output_len - 1)`` (vLLM's benchmark)."""
+        return (self.finish_s - self.first_token_s) / (self.output_len - 1) if self.output_len > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """A run of identical engine iterations on one replica: ``steps`` iterations from ``start_s`` to ``end_s``,
+    each with ``tokens`` tokens (``prefill_tokens`` of them prompt tokens) from ``seqs`` sequences."""
+
+    replica: int
+    start_s: float
+    end_s: float
+    steps: int
+    tokens: int
+    prefill_tokens: int
+    seqs: int
+    kv_blocks_used: int
+    energy_j: float
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """What :func:`simulator.serving.simulate_serving` returns.
+
+    Attributes
+    ----------
+    summary
+        The JSON document of ``nodeperf serve --json`` (latency percentiles, throughput, goodput,
+        SLO attainment, KV use, preemptions, energy, cost, the settings and what was assumed).
+    requests
+        One :class:`RequestRecord` per finished request, in arrival order.
+    iterations
+        :class:`IterationRecord` runs in time order per replica.
+    """
+
+    summary: dict[str, Any]
+    requests: tuple[RequestRecord, ...] = field(repr=False)
+    iterations: tuple[IterationRecord, ...] = field(repr=False)
+
+    def requests_csv(self) -> str:
+        """The per-request CSV (``nodeperf serve --csv``)."""
+        head = ("id,arrival_s,input_len,output_len,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,replica,"
+                "preemptions,cached_tokens")
+        rows = [head]
+        for r in self.requests:
+            rows.append(f"{r.id},{r.arrival_s:.9g},{r.input_len},{r.output_len},{r.first_token_s:.9g},"
+                        f"{r.finish_s:.9g},{r.ttft_s:.9g},{r.tpot_s:.9g},{r.e2e_s:.9g},{r.replica},"
+                        f"{r.preemptions},{r.cached_tokens}")
+        return "\n".join(rows) + "\n"
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The iteration timeline as a Chrome trace (one row per replica; a run of identical iterations
+        is one event with its step count)."""
+        events = []
+        for it in self.iterations:
+            events.append({"name": f"{it.seqs} seqs, {it.tokens} tokens" + (f" x{it.steps}" if it.steps > 1 else ""),
+                           "ph": "X", "pid": 0, "tid": it.replica, "ts": it.start_s * 1e6,
+                           "dur": (it.end_s - it.start_s) * 1e6,
+                           "args": {"steps": it.steps, "tokens": it.tokens, "prefill_tokens": it.prefill_tokens,
+                                    "seqs": it.seqs, "kv_blocks_used": it.kv_blocks_used}})
+        return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -1,0 +1,282 @@
+"""The serving event loop: requests arriving over time on replicas of a deployment.
+
+Events are kept in two heaps: arrivals (open-loop times drawn up front, closed-loop clients' next
+requests and disaggregated hand-offs as they happen) and replica steps. A replica with work plans an
+iteration (:func:`simulator.serving.scheduler.plan_iteration`), prices it
+(:class:`simulator.serving.iteration.IterationPricer`) and is busy until it ends; arrivals during an
+iteration join the queue and are seen by the next plan. A run of decode-only iterations whose batch
+cannot change (no arrival before it ends, no request finishing, blocks to spare) is advanced in one
+go, step by step on the priced attention line, so an hour of traffic is a few hundred thousand cheap
+steps. Nothing is random here: the generators are drawn before the loop, so one seed gives one result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from nodeperf.suggest import did_you_mean
+from simulator.serving.config import (
+    IterationRecord,
+    ServingError,
+)
+from simulator.serving.scheduler import Limits, Seq, plan_iteration
+
+__all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
+
+logger = logging.getLogger(__name__)
+
+ROUTERS = ("round-robin", "least-loaded")
+#: Requests simulated when neither ``requests`` nor ``duration_s`` is given.
+DEFAULT_REQUESTS = 1000
+
+
+class Replica:
+    """One copy of the deployment: its scheduler state, KV blocks and the iterations it ran."""
+
+    def __init__(self, rid: int, lim: Limits, blocks: int, pricer: Any, *, prefill_only: bool = False,
+                 swap_s_per_block: float = 0.0, speculative: tuple[Any, int, float] | None = None) -> None:
+        self.id, self.lim, self.pricer = rid, lim, pricer
+        #: (draft model's pricer, draft tokens k, expected tokens per step) or None
+        self.speculative = speculative
+        self.blocks = blocks
+        self.free = [blocks - lim.shared_blocks]
+        self.running: list[Seq] = []
+        self.waiting: deque[Seq] = deque()
+        self.busy = False
+        self.prefill_only = prefill_only
+        self.swap_s_per_block = swap_s_per_block
+        self.iterations: list[IterationRecord] = []
+        self.finished: list[Seq] = []
+        self.handoffs: list[tuple[float, Seq]] = []
+        self.busy_s = 0.0
+        self.energy_j = 0.0
+        self.kv_block_seconds = 0.0
+        self.preemptions = 0
+
+    @property
+    def load(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    # --- one step (or a run of identical decode steps) ---------------------------------------------
+    def step(self, t: float, next_arrival: float) -> float | None:
+        """Run from ``t``; the time the replica is next free, or None when it has nothing to do."""
+        plan = plan_iteration(self.running, self.waiting, self.free, self.lim)
+        for v in plan.preempted:
+            self.waiting.appendleft(v)
+            self.preemptions += 1
+        if not plan.work:
+            return None
+        if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
+            return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+        return self._one_step(t, plan)
+
+    def _one_step(self, t: float, plan: Any) -> float:
+        chunks: list[tuple[int, int]] = []
+        dec, dec_ctx, sampled, prefill_tokens = 0, 0, 0, 0
+        for s, n in plan.work:
+            if n == 1 and s.computed == s.total - 1 and s.generated:
+                dec += 1
+                dec_ctx += s.computed
+            else:
+                chunks.append((n, s.computed))
+                prefill_tokens += n
+            if s.computed + n == s.total:
+                sampled += 1
+        ctx = dec_ctx / dec if dec else 0.0
+        if self.speculative is not None and dec:
+            draft, k, gain = self.speculative
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, verify=k + 1)
+            ddt, dde = draft.draft_steps(dec, ctx, k)
+            dt, e = dt + ddt, e + dde
+        else:
+            gain = 1.0
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled)
+        dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
+        end = t + dt
+        tokens = dec + prefill_tokens
+        self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
+        for s, n in plan.work:
+            if s.pad:
+                continue
+            if gain > 1.0 and n == 1 and s.computed == s.total - 1 and s.generated:
+                # a speculative step: the expected accepted tokens (Leviathan et al. 2023, Eq. 1), kept
+                # exact over the steps by carrying the fraction
+                got = min(int(s.credit + gain) - int(s.credit), s.n_out - s.generated)
+                s.credit += gain
+                s.computed += got
+                self._sample(s, end, got)
+                continue
+            s.computed += n
+            if s.computed == s.total:
+                self._sample(s, end, 1)
+        self._retire(end)
+        return end
+
+    def _decode_run(self, t: float, work: list[tuple[Seq, int]], stop_at: float) -> float:
+        """Decode steps of an unchanging batch until a request finishes, blocks run short or an
+        arrival is due (every step is priced on the attention line of its mean context)."""
+        live = [s for s, _ in work if not s.pad]
+        batch = len(work)
+        k_max = min(s.n_out - s.generated for s in live) if live else 1
+        if self.lim.kind != "static":
+            k_max = min(k_max, self._block_steps(live))
+        fixed_t, fixed_e = self.pricer.decode_fixed(batch)
+        ctx = sum(s.computed for s, _ in work) / batch
+        grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
+        hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
+        steps, end, energy = 0, t, 0.0
+        c = ctx
+        while True:
+            if c >= hi:
+                hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
+            end += fixed_t + at
+            energy += fixed_e + ae
+            steps += 1
+            if steps >= k_max or end >= stop_at:
+                break
+            c += grow
+            at += slope_t * grow
+            ae += slope_e * grow
+        self._account(t, end, steps, batch, 0, batch, energy)
+        paged = self.lim.kind != "static"
+        bs, shared = self.lim.block_size, self.lim.shared_blocks
+        done = False
+        for s in live:  # inlined :func:`own_blocks` and :meth:`_sample` (the hot loop of a long run)
+            s.computed += steps
+            if paged:
+                need = -(-s.computed // bs) - (shared if s.cached else 0) - s.blocks
+                if need > 0:
+                    self.free[0] -= need
+                    s.blocks += need
+            s.generated += steps
+            if s.generated >= s.n_out:
+                s.finish = end
+                done = True
+        if done:
+            self._retire(end)
+        return end
+
+    def _block_steps(self, live: list[Seq]) -> int:
+        """Decode steps every sequence of ``live`` can take with the free blocks: each holds room for
+        ``cap = blocks * block_size - computed`` more tokens (1 to block_size after the plan's
+        allocation) and needs one new block after that; with ``F`` free blocks, ``k`` steps are safe
+        while at most ``F`` sequences have ``cap < k``."""
+        bs, shared, free = self.lim.block_size, self.lim.shared_blocks, self.free[0]
+        if free >= len(live):
+            return max(1, bs * (free // len(live)))
+        caps = sorted((s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live)
+        return max(1, caps[free])
+
+    def _sample(self, s: Seq, end: float, tokens: int) -> None:
+        s.generated += tokens
+        if s.first_token < 0:
+            s.first_token = end
+        if s.generated >= s.n_out or (self.prefill_only and s.generated >= 1):
+            s.finish = end
+
+    def _retire(self, end: float) -> None:
+        """Move finished (or handed-off) sequences out of the batch and free their blocks."""
+        if not any(s.finish >= 0 and not s.pad for s in self.running):
+            return
+        keep: list[Seq] = []
+        for s in self.running:
+            if s.finish < 0 or s.pad:
+                keep.append(s)
+                continue
+            if self.lim.kind == "static":
+                s.pad = True
+                keep.append(s)
+            else:
+                self.free[0] += s.blocks
+                s.blocks = 0
+            if self.prefill_only and s.generated < s.n_out:
+                s.finish = -1.0
+                self.handoffs.append((end, s))
+            else:
+                self.finished.append(s)
+        if self.lim.kind == "static" and all(s.pad for s in keep):
+            for s in keep:
+                self.free[0] += s.blocks
+                s.blocks = 0
+            keep = []
+        self.running[:] = keep
+
+    def _account(self, start: float, end: float, steps: int, tokens: int, prefill: int, seqs: int,
+                 energy: float) -> None:
+        used = self.blocks - self.free[0]
+        self.iterations.append(IterationRecord(self.id, start, end, steps, tokens, prefill, seqs, used, energy))
+        self.busy_s += end - start
+        self.energy_j += energy
+        self.kv_block_seconds += used * (end - start)
+
+
+def _route(replicas: list[Replica], router: str, counter: int) -> Replica:
+    if router == "least-loaded":
+        return min(replicas, key=lambda r: (r.load, r.id))
+    return replicas[counter % len(replicas)]
+
+
+def run_loop(replicas: list[Replica], decode_pool: list[Replica], router: str, arrivals: list[tuple[float, int]],
+             lengths: tuple[np.ndarray, np.ndarray], closed_loop: int, total: int, handoff_s: Any) -> list[Seq]:
+    """The event loop (module docstring); returns every finished sequence."""
+    ins, outs = lengths
+    heap: list[tuple[float, int, int, Any]] = [(t, i, i, None) for t, i in arrivals]
+    heapq.heapify(heap)
+    order = len(heap)
+    issued = len(arrivals)
+    steps: list[tuple[float, int, int]] = []
+    pools = replicas + decode_pool
+    routed = 0
+    finished: list[Seq] = []
+    while heap or steps:
+        ta = heap[0][0] if heap else math.inf
+        if heap and (not steps or ta <= steps[0][0]):
+            t, _, rid, seq = heapq.heappop(heap)
+            if seq is None:
+                seq = Seq(rid, t, int(ins[rid]), int(outs[rid]))
+                target = _route(replicas, router, routed)
+                routed += 1
+            else:  # a disaggregated hand-off: the KV cache arrives at a decode replica
+                target = _route(decode_pool, router, seq.id)
+            seq.replica = target.id
+            target.waiting.append(seq)
+            if not target.busy:
+                target.busy = True
+                heapq.heappush(steps, (t, target.id, target.id))
+            continue
+        t, _, idx = heapq.heappop(steps)
+        rep = pools[idx]
+        end = rep.step(t, heap[0][0] if heap else math.inf)
+        for s in rep.finished:
+            finished.append(s)
+            if closed_loop and issued < total:
+                heapq.heappush(heap, (s.finish, order, issued, None))
+                order += 1
+                issued += 1
+        rep.finished.clear()
+        for tf, s in rep.handoffs:
+            heapq.heappush(heap, (tf + handoff_s(s), order, s.id, s))
+            order += 1
+        rep.handoffs.clear()
+        if end is None:
+            rep.busy = False
+            if rep.waiting:
+                raise ServingError(f"replica {rep.id}: request {rep.waiting[0].id} ({rep.waiting[0].total} tokens) "
+                                   "can never be scheduled; got a KV cache or token budget too small for it; expected "
+                                   "more KV blocks or a larger --max-batched-tokens")
+        else:
+            heapq.heappush(steps, (end, idx, idx))
+    return finished
+
+
+def check_router(name: str) -> str:
+    if name not in ROUTERS:
+        raise ServingError(f"router: unknown router {name!r}; got {name!r}; expected one of {', '.join(ROUTERS)}"
+                           f"{did_you_mean(name, ROUTERS)}")
+    return name

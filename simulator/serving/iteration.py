@@ -1,0 +1,257 @@
+"""The time and energy of one serving iteration (a mixed batch of prefill chunks and decode tokens),
+priced by the existing engines at shape buckets and interpolated in between.
+
+What an iteration stands for, per replica (all ``tp x pp`` devices; the stages run one after another):
+
+* **token-wise work** of its ``T`` tokens: embedding, QKV / output projections, norms, RoPE, KV
+  appends, MLP, tensor-parallel all-reduces, pipeline hand-offs and the final norm: the
+  :func:`simulator.parallel.evaluate_plan` prefill step of ``T`` tokens (``batch 1 x seq T``; ``batch
+  2^j x seq T / 2^j`` past the model's context), minus its ``attention`` and ``lm_head`` records;
+* **the LM head** of the ``n`` sequences that sample a token: the ``lm_head`` records of the prefill
+  step of ``batch n x seq 1``;
+* **attention per sequence**: each prefill chunk of ``q`` tokens over ``c`` earlier tokens is one
+  causal ``attention`` op of ``q`` queries and ``c + q`` keys (:func:`workloads.serving.attention_graph`,
+  priced by :func:`simulator.engines.analytical.evaluate`, times the layers); the decode tokens are one
+  op of ``B`` sequences at their mean context (one batched decode kernel, as paged attention runs them);
+* **host time** of the engine step (scheduling, input preparation, sampling), a named field of the
+  framework profile (:attr:`workloads.frameworks.FrameworkProfile.iteration_host_s`).
+
+Buckets: every token count up to 16, then 8 points per octave (``m * 2^e``, ``m = 8..15``); contexts
+the same with 0. Between bucket points the engines' values are interpolated linearly (bilinearly for
+attention), so an hour of traffic needs a few hundred engine calls. At a bucket point the sum of the
+parts is exactly the engine's prefill / decode prediction for that batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IterationPricer", "bucket", "bucket_bounds", "resolve_config"]
+
+
+def bucket(x: int) -> int:
+    """The largest bucket point <= ``x`` (``x >= 1``): ``x`` itself up to 16, else ``m * 2^e``, ``m`` in 8..15."""
+    if x <= 16:
+        return x
+    e = x.bit_length() - 4
+    return (x >> e) << e
+
+
+def bucket_bounds(x: float) -> tuple[int, int]:
+    """(lower, upper) bucket points around ``x >= 0`` (equal when ``x`` is one; 0 is a point)."""
+    xi = int(x)
+    if xi == x and (xi <= 16 or bucket(xi) == xi):
+        return xi, xi
+    if x < 1:
+        return 0, 1
+    lo = bucket(xi)
+    hi = lo + (1 if lo < 16 else 1 << (lo.bit_length() - 4))
+    return lo, hi
+
+
+def resolve_config(model: Any) -> tuple[Any, str | None]:
+    """(TransformerConfig, default dtype or None) of a zoo name, a Hugging Face config.json path or a config."""
+    from workloads.zoo.transformer import TransformerConfig
+
+    if isinstance(model, TransformerConfig):
+        return model, None
+    name = str(model)
+    if name.lower().endswith(".json"):
+        from workloads.hf import config_to_transformer, torch_dtype_of
+
+        return config_to_transformer(name), torch_dtype_of(name)
+    from workloads.zoo import get_entry
+    from workloads.zoo.transformer import zoo_config
+
+    entry = get_entry(name)
+    return zoo_config(entry.name), entry.defaults.get("dtype")
+
+
+class IterationPricer:
+    """Prices iterations of one replica of ``model`` on ``system`` under ``plan`` (see the module docstring).
+
+    Parameters
+    ----------
+    host_s
+        Host time added to every iteration (s).
+    """
+
+    def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
+                 host_s: float = 0.0) -> None:
+        from simulator.engines.analytical import EvalOptions, spec_of
+
+        self.model, self.system, self.plan = model, system, plan
+        self.options = options or EvalOptions()
+        if getattr(self.options, "plan", None) is not None:
+            self.options = replace(self.options, plan=None)
+        self.cfg, default_dtype = resolve_config(model)
+        self.dtype = dtype or default_dtype or "bf16"
+        self.device = spec_of(system)[0]
+        self.host_s = float(host_s)
+        self.layers = self.cfg.layers
+        self.devices = plan.tp * plan.pp
+        self._dense: dict[int, tuple[float, float]] = {}
+        self._head: dict[int, tuple[float, float]] = {}
+        self._attn: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self.engine_calls = 0
+        self._memo: dict[tuple[str, int], tuple[float, float]] = {}
+        self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+        self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
+
+    # --- engine calls at bucket points ------------------------------------------------------------
+    def _step(self, batch: int, seq: int) -> Any:
+        from simulator.parallel.compose import evaluate_plan
+
+        self.engine_calls += 1
+        return evaluate_plan(self.model, self.system, self.plan, self.options, phase="prefill", seq=seq,
+                             batch=batch, dtype=self.dtype)
+
+    def _parts(self, res: Any) -> tuple[float, float, float, float, float, float]:
+        """(total, attention, head) seconds and energies (J, whole replica) of a prefill step result."""
+        att_t = att_e = head_t = head_e = tot_e = 0.0
+        for rep in res.reports:
+            for r in rep.records:
+                e = float(r.energy_j)
+                tot_e += e
+                if r.kind == "attention":
+                    att_t += float(r.time_s)
+                    att_e += e
+                elif r.name.startswith("lm_head"):
+                    head_t += float(r.time_s)
+                    head_e += e
+        tp = self.plan.tp
+        return float(res.latency_s), att_t, head_t, tot_e * tp, att_e * tp, head_e * tp
+
+    def dense_point(self, tokens: int) -> tuple[float, float]:
+        """Token-wise (s, J) of ``tokens`` tokens at a bucket point."""
+        hit = self._dense.get(tokens)
+        if hit is None:
+            batch, seq = 1, tokens
+            while self.max_positions and seq > self.max_positions and seq % 2 == 0:
+                batch, seq = batch * 2, seq // 2
+            t, at, ht, e, ae, he = self._parts(self._step(batch, seq))
+            hit = self._dense[tokens] = (t - at - ht, e - ae - he)
+        return hit
+
+    def head_point(self, n: int) -> tuple[float, float]:
+        """LM head (s, J) of ``n`` sampled sequences at a bucket point."""
+        hit = self._head.get(n)
+        if hit is None:
+            _t, _at, ht, _e, _ae, he = self._parts(self._step(n, 1))
+            hit = self._head[n] = (ht, he)
+        return hit
+
+    def attention_point(self, batch: int, query: int, context: int) -> tuple[float, float]:
+        """Attention (s, J) over all layers of ``batch`` sequences of ``query`` new tokens after ``context``."""
+        key = (batch, query, context)
+        hit = self._attn.get(key)
+        if hit is None:
+            from simulator.engines.analytical import evaluate
+            from workloads.serving import attention_graph
+
+            self.engine_calls += 1
+            g = attention_graph(self.cfg, batch=batch, query_tokens=query, kv_tokens=context + query,
+                                tp=self.plan.tp, dtype=self.dtype)
+            rep = evaluate(g, self.device, self.options)
+            t = sum(float(r.time_s) for r in rep.records)
+            e = sum(float(r.energy_j) for r in rep.records)
+            hit = self._attn[key] = (t * self.layers, e * self.layers * self.plan.tp)
+        return hit
+
+    # --- interpolation ----------------------------------------------------------------------------
+    @staticmethod
+    def _lerp(f: Any, x: float) -> tuple[float, float]:
+        lo, hi = bucket_bounds(x)
+        a = f(lo)
+        if hi == lo:
+            return a
+        b = f(hi)
+        w = (x - lo) / (hi - lo)
+        return a[0] + (b[0] - a[0]) * w, a[1] + (b[1] - a[1]) * w
+
+    def dense(self, tokens: int) -> tuple[float, float]:
+        hit = self._memo.get(("d", tokens))
+        if hit is None:
+            hit = self._memo[("d", tokens)] = self._lerp(self.dense_point, tokens) if tokens > 0 else (0.0, 0.0)
+        return hit
+
+    def head(self, n: int) -> tuple[float, float]:
+        hit = self._memo.get(("h", n))
+        if hit is None:
+            hit = self._memo[("h", n)] = self._lerp(self.head_point, n) if n > 0 else (0.0, 0.0)
+        return hit
+
+    def attention(self, batch: int, query: int, context: float) -> tuple[float, float]:
+        """Attention (s, J) of ``batch`` sequences of ``query`` tokens after a mean ``context``: bilinear in
+        (query, context) at a fixed batch for prefill chunks (batch 1), in (batch, context) for decodes."""
+        if batch <= 0:
+            return 0.0, 0.0
+        if query == 1:
+            def f(b: int) -> tuple[float, float]:
+                return self._lerp(lambda c: self.attention_point(b, 1, c), context)
+
+            return self._lerp(f, batch)
+
+        def g(q: int) -> tuple[float, float]:
+            return self._lerp(lambda c: self.attention_point(batch, q, c), context)
+
+        return self._lerp(g, query)
+
+    def iteration(self, chunks: list[tuple[int, int]], decodes: int, decode_context: float,
+                  sampled: int, verify: int = 1) -> tuple[float, float]:
+        """(s, J) of one iteration: prefill ``chunks`` of (query tokens, earlier context), ``decodes``
+        decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
+        ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
+        position sampled), and ``sampled`` other sequences sampling a token (the LM head rows)."""
+        tokens = decodes * verify + sum(q for q, _ in chunks)
+        t, e = self.dense(tokens)
+        ht, he = self.head(sampled + decodes * (verify - 1))
+        t, e = t + ht, e + he
+        for q, c in chunks:
+            at, ae = self.attention(1, q, c)
+            t, e = t + at, e + ae
+        if decodes and verify == 1:
+            _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context)
+            t, e = t + at, e + ae
+        elif decodes:
+            at, ae = self.attention(decodes, verify, decode_context)
+            t, e = t + at, e + ae
+        return t + self.host_s, e
+
+    def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
+        """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``
+        (host time excluded: the draft runs inside the target's engine step)."""
+        ft, fe = self.decode_fixed(batch)
+        t, e = k * (ft - self.host_s), k * fe
+        for i in range(k):
+            _hi, at, _st, ae, _se = self.decode_segment(batch, context + i)
+            t, e = t + at, e + ae
+        return t, e
+
+    def decode_fixed(self, batch: int) -> tuple[float, float]:
+        """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""
+        hit = self._memo.get(("f", batch))
+        if hit is None:
+            t, e = self.dense(batch)
+            ht, he = self.head(batch)
+            hit = self._memo[("f", batch)] = (t + ht + self.host_s, e + he)
+        return hit
+
+    def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
+        """The piece of the decode attention line around mean ``context``: (upper context bound, s at
+        ``context``, s per unit of context, J at ``context``, J per unit of context); valid while the
+        mean context stays below the bound."""
+        lo, hi = bucket_bounds(context)
+        if hi == lo:
+            hi = bucket_bounds(lo + 0.5)[1]
+        seg = self._segments.get((batch, lo))
+        if seg is None:
+            a, b = self.attention(batch, 1, lo), self.attention(batch, 1, hi)
+            seg = self._segments[(batch, lo)] = (float(hi), a[0], (b[0] - a[0]) / (hi - lo), a[1],
+                                                 (b[1] - a[1]) / (hi - lo))
+        top, a0, st, e0, se = seg
+        return top, a0 + st * (context - lo), st, e0 + se * (context - lo), se

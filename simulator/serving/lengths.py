@@ -1,0 +1,185 @@
+"""Prompt and output lengths of requests: fixed, uniform, lognormal, named data-set summaries, or a file.
+
+Specs (``--lengths``):
+
+* ``fixed:in=I,out=O``;
+* ``uniform:in=A-B,out=C-D`` (integers, both ends included);
+* ``lognormal:in_mean=M,in_sigma=S,out_mean=M,out_sigma=S``: lognormal lengths with the given mean
+  (tokens) and log-space sigma, clipped to ``[1, in_max]`` / ``[1, out_max]`` when those are given;
+* a name of :data:`LENGTH_DATASETS` (a published summary of a public data set, with its source);
+* ``FILE.csv`` with ``input_len, output_len`` columns, rows drawn with replacement.
+
+Every spec may end with ``prefix=P``: the first P tokens of every prompt are one shared system prompt
+(what ``--prefix-cache`` can reuse); P must be smaller than every prompt.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nodeperf.suggest import did_you_mean
+from simulator.serving.arrivals import parse_params, positive_integer, positive_number
+from simulator.serving.config import ServingError
+
+__all__ = ["LengthSpec", "parse_lengths", "sample_lengths", "LENGTH_DATASETS", "LENGTH_KINDS"]
+
+LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+
+#: Named length distributions: name -> (lognormal parameters, source). Only summaries read from their
+#: source are listed; a trace file (``--arrival trace:FILE.csv`` or ``--lengths FILE.csv``) gives any
+#: other data set exactly.
+LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {}
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """A parsed ``--lengths`` spec."""
+
+    kind: str
+    params: tuple[tuple[str, float], ...] = ()
+    prefix: int = 0
+    path: str = ""
+    source: str = ""
+
+    def get(self, key: str, default: float = 0.0) -> float:
+        return dict(self.params).get(key, default)
+
+
+def _range(text: str, where: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    if not sep:
+        v = positive_integer(text, where)
+        return v, v
+    a, b = positive_integer(lo.strip(), where), positive_integer(hi.strip(), where)
+    if a > b:
+        raise ServingError(f"{where}: empty range; got {text!r}; expected LOW-HIGH with LOW <= HIGH")
+    return a, b
+
+
+def parse_lengths(text: str, where: str = "--lengths") -> LengthSpec:
+    """Parse a length spec (see the module docstring); :class:`ServingError` on a bad one."""
+    text = str(text).strip()
+    kind, sep, rest = text.partition(":")
+    kind = kind.strip()
+    if not sep and kind.lower().endswith(".csv"):
+        return LengthSpec("file", path=kind)
+    if kind.lower().endswith(".csv"):
+        p = parse_params(rest, where, ("prefix",))
+        return LengthSpec("file", path=kind, prefix=positive_integer(p["prefix"], f"{where}: prefix"))
+    low = kind.lower()
+    if low in LENGTH_DATASETS:
+        params, source = LENGTH_DATASETS[low]
+        p = parse_params(rest, where, ("prefix",)) if rest.strip() else {}
+        prefix = positive_integer(p["prefix"], f"{where}: prefix") if "prefix" in p else 0
+        return LengthSpec("lognormal", tuple(sorted(params.items())), prefix=prefix, source=source)
+    if low not in LENGTH_KINDS:
+        names = (*LENGTH_KINDS, *LENGTH_DATASETS)
+        raise ServingError(f"{where}: unknown length distribution {kind!r}; got {text!r}; expected fixed:in=I,out=O, "
+                           f"uniform:in=A-B,out=C-D, lognormal:in_mean=..,in_sigma=..,out_mean=..,out_sigma=.., "
+                           f"a data-set name or FILE.csv{did_you_mean(low, names)}")
+    allowed = {"fixed": ("in", "out", "prefix"), "uniform": ("in", "out", "prefix"),
+               "lognormal": ("in_mean", "in_sigma", "out_mean", "out_sigma", "in_max", "out_max", "prefix")}[low]
+    p = parse_params(rest, where, allowed)
+    need = [k for k in allowed if k not in p and k not in ("prefix", "in_max", "out_max")]
+    if need:
+        raise ServingError(f"{where}: {low} needs {', '.join(need)}; got {text!r}; expected e.g. "
+                           + {"fixed": "fixed:in=512,out=128", "uniform": "uniform:in=100-1000,out=50-300",
+                              "lognormal": "lognormal:in_mean=600,in_sigma=0.8,out_mean=200,out_sigma=0.7"}[low])
+    prefix = positive_integer(p.pop("prefix"), f"{where}: prefix") if "prefix" in p else 0
+    vals: dict[str, float] = {}
+    for k, v in p.items():
+        if low == "uniform":
+            a, b = _range(v, f"{where}: {k}")
+            vals[f"{k}_lo"], vals[f"{k}_hi"] = float(a), float(b)
+        elif k.endswith("sigma"):
+            s = float(v) if _is_float(v) else -1.0
+            if not math.isfinite(s) or s < 0:
+                raise ServingError(f"{where}: {k}: got {v!r}; expected a number >= 0")
+            vals[k] = s
+        elif low == "lognormal" and k.endswith("mean"):
+            vals[k] = positive_number(v, f"{where}: {k}")
+        else:
+            vals[k] = float(positive_integer(v, f"{where}: {k}"))
+    spec = LengthSpec(low, tuple(sorted(vals.items())), prefix=prefix)
+    shortest = spec.get("in", spec.get("in_lo", 2))
+    if prefix and low != "lognormal" and prefix >= shortest:
+        raise ServingError(f"{where}: prefix: got {prefix}; expected fewer tokens than the shortest prompt ({int(shortest)})")
+    return spec
+
+
+def _is_float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_lengths_file(path: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+    from nodeperf.files import read_text_file
+
+    text = read_text_file(path, what=f"{where} file", error=ServingError)
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or not any(h.strip() for h in rows[0]):
+        raise ServingError(f"{path}:1: empty file; got no header; expected columns input_len, output_len")
+    cols = [h.strip() for h in rows[0]]
+    if "input_len" not in cols or "output_len" not in cols:
+        raise ServingError(f"{path}:1: missing columns; got {', '.join(cols)}; expected input_len, output_len")
+    i, o = cols.index("input_len"), cols.index("output_len")
+    ins, outs = [], []
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(x.strip() for x in row):
+            continue
+        if len(row) < len(cols):
+            raise ServingError(f"{path}:{line}: {len(row)} fields; got {row!r}; expected {len(cols)}")
+        ins.append(positive_integer(row[i].strip(), f"{path}:{line}: input_len"))
+        outs.append(positive_integer(row[o].strip(), f"{path}:{line}: output_len"))
+    if not ins:
+        raise ServingError(f"{path}:2: no rows; got a header only; expected input_len, output_len rows")
+    return np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+
+
+def sample_lengths(spec: LengthSpec, n: int, rng: np.random.Generator, where: str = "--lengths"
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (input_len, output_len) pairs (int64 arrays) drawn from ``spec``."""
+    if spec.kind == "fixed":
+        return np.full(n, int(spec.get("in")), np.int64), np.full(n, int(spec.get("out")), np.int64)
+    if spec.kind == "uniform":
+        ins = rng.integers(int(spec.get("in_lo")), int(spec.get("in_hi")) + 1, n)
+        outs = rng.integers(int(spec.get("out_lo")), int(spec.get("out_hi")) + 1, n)
+        return ins.astype(np.int64), outs.astype(np.int64)
+    if spec.kind == "lognormal":
+        out = []
+        for side in ("in", "out"):
+            mean, sigma = spec.get(f"{side}_mean"), spec.get(f"{side}_sigma")
+            mu = math.log(mean) - sigma * sigma / 2.0  # the lognormal whose mean is `mean`
+            x = np.rint(rng.lognormal(mu, sigma, n))
+            hi = spec.get(f"{side}_max", 0.0)
+            out.append(np.clip(x, 1, hi if hi > 0 else None).astype(np.int64))
+        ins = out[0]
+        if spec.prefix:
+            ins = np.maximum(ins, spec.prefix + 1)
+        return ins, out[1]
+    ins, outs = _read_lengths_file(spec.path, where)
+    if spec.prefix and int(ins.min()) <= spec.prefix:
+        raise ServingError(f"{where}: prefix: got {spec.prefix}; expected fewer tokens than the shortest prompt "
+                           f"of {spec.path} ({int(ins.min())})")
+    pick = rng.integers(0, len(ins), n)
+    return ins[pick], outs[pick]
+
+
+def describe(spec: LengthSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": spec.kind, **{k: v for k, v in spec.params}}
+    if spec.prefix:
+        out["shared_prefix_tokens"] = spec.prefix
+    if spec.path:
+        out["file"] = spec.path
+    if spec.source:
+        out["source"] = spec.source
+    return out

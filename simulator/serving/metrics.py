@@ -1,0 +1,152 @@
+"""The serving summary: latency percentiles, throughput, goodput under SLOs, KV use, energy and cost.
+
+Definitions (as vLLM's ``benchmark_serving`` reports them): TTFT is first token minus arrival; TPOT
+is ``(e2e - ttft) / (output_len - 1)`` over requests with more than one output token; throughput is
+tokens over the makespan (first arrival to last finish). Goodput counts the requests meeting every
+SLO per second of makespan; ``slo_attainment`` is their fraction. An SLO names a metric and a
+percentile (``ttft_p99<=2 s``): it holds when that percentile over all requests meets the bound, and
+a request meets it when its own value does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from nodeperf.suggest import did_you_mean
+from simulator.serving.config import ServingError
+
+__all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
+
+#: Metrics an SLO may bound (per-request values).
+SLO_METRICS = ("ttft", "tpot", "e2e")
+_STATS = ("p50", "p90", "p99", "mean", "max")
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
+_SLO = re.compile(r"^\s*([A-Za-z_]+?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
+
+
+def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
+    """``"ttft_p99<=2 s"`` -> ``("ttft", "p99", 2.0)``; a located :class:`ServingError` otherwise."""
+    m = _SLO.match(str(text))
+    if not m:
+        raise ServingError(f"{where}: got {text!r}; expected METRIC_STAT<=VALUE UNIT, e.g. 'ttft_p99<=2 s' or "
+                           "'tpot_p90<=100 ms'")
+    metric, stat, _op, value, unit = m.groups()
+    metric = metric.lower()
+    if metric not in SLO_METRICS:
+        raise ServingError(f"{where}: unknown metric {metric!r}; got {text!r}; expected one of "
+                           f"{', '.join(SLO_METRICS)}{did_you_mean(metric, SLO_METRICS)}")
+    stat = stat or "p99"
+    try:
+        v = float(value)
+    except ValueError:
+        v = math.nan
+    if unit not in _UNITS:
+        raise ServingError(f"{where}: unit {unit!r}; got {text!r}; expected one of {', '.join(_UNITS)}")
+    if not math.isfinite(v) or v <= 0:
+        raise ServingError(f"{where}: bound {value!r}; got {text!r}; expected a positive number")
+    return metric, stat, v * _UNITS[unit]
+
+
+def percentiles(x: np.ndarray) -> dict[str, float]:
+    if len(x) == 0:
+        return {k: 0.0 for k in _STATS}
+    p = np.percentile(x, [50, 90, 99])
+    return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "mean": float(x.mean()), "max": float(x.max())}
+
+
+def _stat(x: np.ndarray, stat: str) -> float:
+    if len(x) == 0:
+        return 0.0
+    if stat == "mean":
+        return float(x.mean())
+    if stat == "max":
+        return float(x.max())
+    return float(np.percentile(x, float(stat[1:])))
+
+
+def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[str, Any]:
+    """USD per million output tokens at the device's hourly price (all replicas' devices, the makespan)."""
+    try:
+        import hwmodels.cost as cost_mod  # the catalog's cost module, where it exists
+    except ImportError:
+        cost_mod = None
+    name = str(device.name).lower()
+    hourly, source, how = None, "", ""
+    if cost_mod is not None and hasattr(cost_mod, "usd_per_hour"):
+        try:  # a PriceQuote (value, how) of the cloud price
+            got = cost_mod.usd_per_hour(name)
+            hourly, source = float(got.value), str(got.how)
+            how = "hwmodels.cost.usd_per_hour (cloud on-demand price per device)"
+        except (KeyError, ValueError, TypeError, AttributeError):
+            hourly = None
+    if hourly is None:
+        from simulator.sweep.tune_model import load_prices
+
+        price = load_prices().get(name)
+        if price is not None:
+            hourly = float(price.usd_per_hour)
+            source = str(getattr(price, "source", ""))
+            how = "hourly rental price per device (hwmodels/catalog/prices.toml, simulator.sweep.tune_model.load_prices)"
+    if hourly is None:
+        return {"usd_per_million_tokens": None, "priced_by": f"no price for device {device.name!r} in the catalog"}
+    usd = hourly * devices * makespan / 3600.0
+    return {"usd_per_million_tokens": usd / out_tokens * 1e6 if out_tokens else None, "usd_per_device_hour": hourly,
+            "devices": devices, "usd_total": usd, "priced_by": how, "source": source,
+            "basis": "devices x hours of the makespan x hourly price / output tokens"}
+
+
+def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config: Any) -> dict[str, Any]:
+    """The JSON summary of a run (keys as ``nodeperf serve --json`` prints them)."""
+    from simulator.serving.arrivals import describe as arrival_describe
+    from simulator.serving.lengths import describe as lengths_describe
+
+    ttft = np.array([r.ttft_s for r in records])
+    e2e = np.array([r.e2e_s for r in records])
+    multi = [r for r in records if r.output_len > 1]
+    tpot = np.array([r.tpot_s for r in multi])
+    makespan = max((r.finish_s for r in records), default=0.0)
+    out_tokens = int(sum(r.output_len for r in records))
+    in_tokens = int(sum(r.input_len for r in records))
+    slos = [parse_slo(s) for s in config.slo]
+    values = {"ttft": ttft, "tpot": np.array([r.tpot_s for r in records]), "e2e": e2e}
+    ok = np.ones(len(records), dtype=bool)
+    held = []
+    for (metric, stat, bound), text in zip(slos, config.slo, strict=True):
+        v = values[metric]
+        ok &= v <= bound
+        got = _stat(values[metric] if metric != "tpot" else tpot, stat)
+        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
+    good = int(ok.sum())
+    devices = setup.plan.tp * setup.plan.pp * len(replicas)
+    busy_energy = sum(r.energy_j for r in replicas)
+    idle_w = float(setup.device.power.idle_w)
+    idle_energy = sum(max(0.0, makespan - r.busy_s) for r in replicas) * idle_w * setup.plan.tp * setup.plan.pp
+    energy = busy_energy + idle_energy
+    kv_util = (sum(r.kv_block_seconds for r in replicas) / (setup.kv.blocks * makespan * len(replicas))
+               if makespan > 0 else 0.0)
+    steps = np.array([it.steps for r in replicas for it in r.iterations], dtype=float)
+    toks = np.array([it.tokens for r in replicas for it in r.iterations], dtype=float)
+    batch = {"mean": float((steps * toks).sum() / steps.sum()) if steps.size else 0.0,
+             "max": float(toks.max()) if toks.size else 0.0, "iterations": int(steps.sum())}
+    return {
+        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "e2e_s": percentiles(e2e),
+        "requests": len(records), "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
+        "output_tokens_per_s": out_tokens / makespan if makespan > 0 else 0.0,
+        "requests_per_s": len(records) / makespan if makespan > 0 else 0.0,
+        "goodput_requests_per_s": good / makespan if makespan > 0 else 0.0,
+        "slo_attainment": good / len(records) if records else 0.0, "slo": held,
+        "kv_cache_utilization": kv_util, "preemptions": int(sum(r.preemptions for r in replicas)),
+        "batch_tokens": batch, "energy_j": energy, "energy_per_token_j": energy / out_tokens if out_tokens else 0.0,
+        "energy_breakdown_j": {"iterations": busy_energy, "idle": idle_energy},
+        "cost": _cost(setup.device, devices, makespan, out_tokens),
+        "kv_cache": setup.kv.to_json(), "limits": setup.limits,
+        "model": str(getattr(setup.pricer.cfg, "name", "")), "hardware": str(getattr(setup.described["hardware"], "name", "")),
+        "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,
+        "arrival": arrival_describe(setup.described["arrival"]), "lengths": lengths_describe(setup.described["lengths"]),
+        "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
+        "engine_calls": setup.pricer.engine_calls,
+    }

@@ -1,0 +1,244 @@
+"""Engine schedulers: which requests run in the next iteration, how many tokens each, who is preempted.
+
+One iteration is planned from a replica's state (:class:`Replica`): its running sequences (in the
+order they were admitted) and its waiting queue (first come, first served). Every sequence keeps
+``computed`` (tokens whose KV is in the cache) and ``total`` (prompt plus tokens generated so far):
+an iteration gives it ``min(total - computed, budget left)`` tokens, and a sequence whose tokens are
+all computed after the iteration samples one new token. A prompt is thus a prefill (possibly in
+chunks), each later token a decode step, and a preempted sequence (recompute) prefills its prompt and
+its generated tokens again, as vLLM's V1 scheduler does it.
+
+Schedulers (:data:`SCHEDULERS`):
+
+* ``vllm``: vLLM V1 (``vllm/v1/core/sched/scheduler.py``): running requests first (decodes and
+  unfinished prefill chunks), then waiting ones while the token budget ``max_num_batched_tokens``,
+  ``max_num_seqs`` and free KV blocks allow; a prompt longer than the budget left is chunked (chunked
+  prefill is always on in V1). When a running request cannot get a block, the last admitted running
+  request is preempted (its blocks freed, back to the head of the queue).
+* ``sarathi``: Sarathi-Serve's stall-free batching (Agrawal et al., OSDI 2024, Sec. 4): the same
+  order (decodes, ongoing prefills, new prefills) with a token budget of one chunk (``--chunk``).
+* ``orca``: Orca's iteration-level scheduling (Yu et al., OSDI 2022): decodes and new requests join
+  every iteration, but a prompt is prefilled whole (admitted only when it fits the budget left).
+* ``static``: a batch of up to ``max_num_seqs`` waiting requests is formed when the replica is idle,
+  prefilled together and decoded until its longest request finishes; nothing joins it meanwhile and
+  finished requests keep their slot (padding), as request-level batching engines run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.serving.kvcache import blocks_for
+
+__all__ = ["EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration"]
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """An engine's default limits and where they come from."""
+
+    name: str
+    chunked: bool
+    max_num_seqs: int
+    max_batched_tokens: int
+    max_num_seqs_small: int
+    max_batched_tokens_small: int
+    chunk: int
+    source: str
+
+
+_VLLM_SRC = ("vLLM V1 defaults, vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (OpenAI API server usage "
+             "context): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices with >= 70 GiB that are not "
+             "A100s, else 2048 and 256; CacheConfig.block_size 16; gpu_memory_utilization 0.9")
+_SARATHI_SRC = ("Agrawal et al., 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve', OSDI 2024: "
+                "token budgets of 512 (strict) and 2048 (relaxed) tokens per iteration; 512 taken as the default")
+_ORCA_SRC = ("Yu et al., 'Orca: A Distributed Serving System for Transformer-Based Generative Models', OSDI 2022: "
+             "iteration-level scheduling, whole prompts (no chunking); limits as vLLM's")
+_STATIC_SRC = "request-level batching (FasterTransformer-style): limits as vLLM's"
+
+#: Scheduler name -> its defaults.
+SCHEDULERS: dict[str, EngineDefaults] = {
+    "vllm": EngineDefaults("vllm", True, 1024, 8192, 256, 2048, 0, _VLLM_SRC),
+    "sarathi": EngineDefaults("sarathi", True, 1024, 512, 256, 512, 512, _SARATHI_SRC),
+    "orca": EngineDefaults("orca", False, 1024, 8192, 256, 2048, 0, _ORCA_SRC),
+    "static": EngineDefaults("static", False, 1024, 8192, 256, 2048, 0, _STATIC_SRC),
+}
+
+#: vLLM's threshold for the larger defaults: devices with at least 70 GiB (A100s excluded).
+LARGE_DEVICE_BYTES = 70 * 2**30
+
+
+def engine_defaults(name: str, device: Any) -> tuple[int, int, int]:
+    """(max_num_seqs, max_batched_tokens, chunk) of scheduler ``name`` on ``device`` (vLLM's rule)."""
+    d = SCHEDULERS[name]
+    cap = float(device.memory[0].capacity_bytes)
+    large = cap >= LARGE_DEVICE_BYTES and "a100" not in str(device.name).lower()
+    seqs = d.max_num_seqs if large else d.max_num_seqs_small
+    tokens = d.max_batched_tokens if large else d.max_batched_tokens_small
+    return seqs, tokens, d.chunk
+
+
+class Seq:
+    """A request inside a replica (mutable simulation state)."""
+
+    __slots__ = ("id", "arrival", "n_in", "n_out", "computed", "generated", "blocks", "first_token", "finish",
+                 "preemptions", "cached", "replica", "swapped", "pad", "credit")
+
+    def __init__(self, rid: int, arrival: float, n_in: int, n_out: int) -> None:
+        self.id, self.arrival, self.n_in, self.n_out = rid, arrival, n_in, n_out
+        self.computed = 0
+        self.generated = 0
+        self.blocks = 0
+        self.first_token = -1.0
+        self.finish = -1.0
+        self.preemptions = 0
+        self.cached = 0
+        self.replica = 0
+        self.swapped = False
+        self.pad = False
+        self.credit = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.n_in + self.generated
+
+
+@dataclass
+class Plan:
+    """One planned iteration: (sequence, tokens) pairs, the sequences preempted, blocks swapped in / out."""
+
+    work: list[tuple[Seq, int]]
+    preempted: list[Seq]
+    swap_in_blocks: int = 0
+    swap_out_blocks: int = 0
+    #: every item is one decode token of a sequence past its prefill (nothing admitted or preempted)
+    decode_only: bool = False
+
+
+class Limits:
+    """The limits of one replica's scheduler."""
+
+    __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead")
+
+    def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
+                 swap: bool, lookahead: int = 0) -> None:
+        self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
+        self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
+        #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
+        #: (vLLM's num_lookahead_slots)
+        self.lookahead = lookahead
+
+
+def own_blocks(seq: Seq, tokens: int, lim: Limits) -> int:
+    """Blocks ``seq`` holds for ``tokens`` tokens, less the shared prefix blocks it reuses."""
+    return max(0, blocks_for(tokens, lim.block_size) - (lim.shared_blocks if seq.cached else 0))
+
+
+def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limits) -> Plan:
+    """Plan the next iteration (module docstring); ``free`` is ``[free blocks]``, updated in place, and
+    ``running`` / ``waiting`` are updated in place (admissions, preemptions)."""
+    if lim.kind == "static":
+        return _plan_static(running, waiting, free, lim)
+    budget = lim.budget
+    work: list[tuple[Seq, int]] = []
+    preempted: list[Seq] = []
+    swap_out = swap_in = 0
+    bs, shared = lim.block_size, lim.shared_blocks
+    decode_only = True
+    i = 0
+    while i < len(running) and budget > 0:
+        s = running[i]
+        n = s.n_in + s.generated - s.computed
+        if n > budget:
+            n = budget
+        if n != 1 or not s.generated:
+            decode_only = False
+        extra = lim.lookahead if n == 1 and s.generated else 0
+        need = -(-(s.computed + n + extra) // bs) - (shared if s.cached else 0) - s.blocks
+        if need > free[0]:
+            while need > free[0]:
+                victim = running.pop()  # the last admitted: lowest priority
+                swap_out += _preempt(victim, free, lim)
+                preempted.append(victim)
+                if victim is s:
+                    break
+            if preempted[-1] is s:
+                break
+        if need > 0:
+            free[0] -= need
+            s.blocks += need
+        work.append((s, n))
+        budget -= n + extra
+        i += 1
+    if not preempted:
+        before = len(work)
+        budget, swap_in = _admit(running, waiting, free, lim, work, budget)
+        decode_only = decode_only and len(work) == before
+    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running))
+
+
+def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:
+    """Free ``victim``'s blocks (recompute: forget its KV; swap: keep it in host memory); blocks swapped out."""
+    free[0] += victim.blocks
+    victim.preemptions += 1
+    out = 0
+    if lim.swap and victim.computed > 0:
+        victim.swapped, out = True, victim.blocks
+    else:
+        victim.computed = 0
+        victim.cached = 0
+    victim.blocks = 0
+    return out
+
+
+def _admit(running: list[Seq], waiting: Any, free: list[int], lim: Limits, work: list[tuple[Seq, int]],
+           budget: int) -> tuple[int, int]:
+    """Admit waiting requests in order while the budget, the sequence limit and the blocks allow."""
+    swap_in = 0
+    while waiting and budget > 0 and len(running) < lim.max_num_seqs:
+        s = waiting[0]
+        if s.computed == 0 and lim.shared_blocks and not s.swapped:
+            s.cached = 1
+            s.computed = lim.shared_blocks * lim.block_size
+        left = s.total - s.computed
+        if lim.kind == "orca" and left > budget and work:
+            break
+        n = min(left, budget) if lim.kind != "orca" else left
+        if s.swapped:
+            n = min(left, budget)
+        need = own_blocks(s, s.computed + n, lim)
+        if need > free[0]:
+            if s.cached and not s.swapped and s.blocks == 0:
+                s.cached, s.computed = 0, 0
+            break
+        waiting.popleft()
+        free[0] -= need
+        if s.swapped:
+            swap_in += need
+            s.swapped = False
+        s.blocks = need
+        running.append(s)
+        work.append((s, n))
+        budget -= n
+    return budget, swap_in
+
+
+def _plan_static(running: list[Seq], waiting: Any, free: list[int], lim: Limits) -> Plan:
+    """Static batching: a new batch only when the last one is done; its requests reserve every block
+    they will need (prompt and output) when it forms."""
+    if any(not s.pad for s in running):  # the batch still has an unfinished request
+        return Plan([(s, 1) for s in running], [], decode_only=True)
+    running.clear()
+    work: list[tuple[Seq, int]] = []
+    while waiting and len(running) < lim.max_num_seqs:
+        s = waiting[0]
+        need = blocks_for(s.n_in + s.n_out, lim.block_size)
+        if need > free[0]:
+            break
+        waiting.popleft()
+        free[0] -= need
+        s.blocks = need
+        running.append(s)
+        work.append((s, s.n_in))
+    return Plan(work, [])

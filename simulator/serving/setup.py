@@ -1,0 +1,293 @@
+"""Turn a :class:`~simulator.serving.config.ServeConfig` into a ready simulation: checked settings,
+hardware, plan, pricer, KV cache, replicas, arrival times and lengths (every problem one located line)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nodeperf.suggest import did_you_mean
+from simulator.serving.config import ServeConfig, ServingError
+
+__all__ = ["Setup", "prepare", "parse_disaggregate", "parse_speculative"]
+
+#: Upper bound on requests one simulation takes (a typo guard: 100 million requests).
+MAX_REQUESTS = 100_000_000
+
+
+@dataclass
+class Setup:
+    """Everything the event loop and the summary need."""
+
+    replicas: list[Any]
+    decode_pool: list[Any]
+    arrivals: list[tuple[float, int]]
+    lengths: tuple[np.ndarray, np.ndarray]
+    closed_loop: int
+    total: int
+    handoff_s: Any
+    pricer: Any
+    kv: Any
+    device: Any
+    plan: Any
+    limits: dict[str, Any]
+    shared_tokens: int
+    described: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_disaggregate(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    from simulator.serving.arrivals import parse_params, positive_integer
+
+    p = parse_params(str(text), "disaggregate", ("prefill", "decode"))
+    if set(p) != {"prefill", "decode"}:
+        raise ServingError(f"disaggregate: got {text!r}; expected prefill=P,decode=D")
+    return positive_integer(p["prefill"], "disaggregate: prefill"), positive_integer(p["decode"], "disaggregate: decode")
+
+
+def parse_speculative(text: str | None) -> tuple[str, int, float] | None:
+    """``DRAFT,k=K,accept=A`` -> (draft model, K, A)."""
+    if text is None:
+        return None
+    from simulator.serving.arrivals import parse_params, positive_integer
+
+    draft, _, rest = str(text).partition(",")
+    if not draft.strip() or "=" in draft or not rest.strip():
+        raise ServingError(f"speculative: got {text!r}; expected DRAFT,k=4,accept=0.7 (a draft model name first)")
+    p = parse_params(rest, "speculative", ("k", "accept"))
+    if set(p) != {"k", "accept"}:
+        raise ServingError(f"speculative: got {text!r}; expected DRAFT,k=4,accept=0.7")
+    k = positive_integer(p["k"], "speculative: k")
+    try:
+        a = float(p["accept"])
+    except ValueError:
+        a = math.nan
+    if not (0.0 <= a < 1.0):
+        raise ServingError(f"speculative: accept: got {p['accept']!r}; expected a probability in [0, 1)")
+    return draft.strip(), k, a
+
+
+def _check_config(config: ServeConfig) -> None:
+    from simulator.serving.scheduler import SCHEDULERS
+
+    if config.scheduler not in SCHEDULERS:
+        raise ServingError(f"scheduler: unknown scheduler {config.scheduler!r}; got {config.scheduler!r}; expected one of "
+                           f"{', '.join(SCHEDULERS)}{did_you_mean(config.scheduler, SCHEDULERS)}")
+    from simulator.serving.engine import check_router
+
+    check_router(config.router)
+    if config.preemption not in ("recompute", "swap"):
+        raise ServingError(f"preemption: got {config.preemption!r}; expected recompute or swap"
+                           f"{did_you_mean(config.preemption, ('recompute', 'swap'))}")
+    for name in ("max_num_seqs", "max_batched_tokens", "chunk", "block_size", "replicas", "requests"):
+        v = getattr(config, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ServingError(f"{name}: got {v!r}; expected a positive integer")
+    if config.requests is not None and config.requests > MAX_REQUESTS:
+        raise ServingError(f"requests: got {config.requests}; expected at most {MAX_REQUESTS:,}")
+    if config.requests is not None and config.duration_s is not None:
+        raise ServingError("requests/duration_s: got both; expected one of them")
+    d = config.duration_s
+    if d is not None and (not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0):
+        raise ServingError(f"duration_s: got {d!r}; expected a positive number of seconds")
+    u = config.gpu_memory_utilization
+    if not isinstance(u, (int, float)) or not (0 < u <= 1):
+        raise ServingError(f"gpu_memory_utilization: got {u!r}; expected a fraction in (0, 1]")
+    if config.chunk is not None and config.scheduler != "sarathi":
+        raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
+                           "scheduler sarathi (vllm chunks by max_batched_tokens)")
+    if config.iteration_host_s is not None and (not math.isfinite(config.iteration_host_s) or config.iteration_host_s < 0):
+        raise ServingError(f"iteration_host_s: got {config.iteration_host_s!r}; expected seconds >= 0")
+    from simulator.serving.metrics import parse_slo
+
+    for s in config.slo:
+        parse_slo(s)
+
+
+def _hardware(system: Any) -> Any:
+    if isinstance(system, (str,)):
+        from simulator.hardware import load_hardware
+
+        return load_hardware(system)
+    return system
+
+
+def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
+    from workloads.frameworks import get_profile
+
+    profile = get_profile(config.framework, where="framework")
+    if options is not None:
+        return options, profile
+    from simulator.engines.options import options_from_settings
+
+    cost = profile.cost_options()
+    settings = {"fusion": cost["fusion"], "epilogue_fusion": cost["epilogue_fusion"], "cuda_graphs": cost["cuda_graphs"],
+                "attention_kernel": cost["attention_kernel"], "eager_framework": cost["eager_framework"],
+                "eager_modules": cost["eager_modules"], "conv_layout": cost["conv_layout"]}
+    return options_from_settings(settings, where="framework"), profile
+
+
+def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
+    from simulator.serving.scheduler import engine_defaults
+
+    seqs, tokens, chunk = engine_defaults(config.scheduler, device)
+    seqs = config.max_num_seqs or seqs
+    if config.scheduler == "sarathi":
+        tokens = config.chunk or config.max_batched_tokens or chunk
+    else:
+        tokens = config.max_batched_tokens or tokens
+    if config.scheduler in ("orca", "static") and config.max_batched_tokens is None:
+        tokens = max(tokens, max_len)  # whole prompts: the budget takes the longest one
+    return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "block_size": config.block_size}
+
+
+def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, options: Any = None) -> Setup:
+    """Check ``config`` and build the simulation's parts (:class:`Setup`)."""
+    if not isinstance(config, ServeConfig):
+        raise ServingError(f"config: got a {type(config).__name__}; expected a ServeConfig")
+    _check_config(config)
+    from simulator.serving.arrivals import arrival_times, parse_arrival, read_trace
+    from simulator.serving.lengths import parse_lengths, sample_lengths
+
+    arrival = parse_arrival(config.arrival, "arrival")
+    lspec = parse_lengths(config.lengths, "lengths")
+    disagg = parse_disaggregate(config.disaggregate)
+    spec = parse_speculative(config.speculative)
+    rng = np.random.default_rng(config.seed)
+    hw = _hardware(system)
+    from workloads.parallel import ParallelPlan
+
+    plan = plan or ParallelPlan()
+    from simulator.serving.iteration import IterationPricer, resolve_config
+
+    cfg, _ = resolve_config(model)
+    opts, profile = _options(config, options)
+    host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
+    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host)
+    # arrivals and lengths: drawn before the loop, one generator, one order
+    if arrival.kind == "trace":
+        times, ins, outs = read_trace(arrival.path, "arrival trace")
+        if config.requests is not None:
+            times, ins, outs = times[: config.requests], ins[: config.requests], outs[: config.requests]
+        if config.duration_s is not None:
+            keep = times < config.duration_s
+            times, ins, outs = times[keep], ins[keep], outs[keep]
+        total = len(times)
+    else:
+        total = config.requests if config.requests is not None else (None if config.duration_s else 1000)
+        if arrival.kind in ("poisson", "gamma"):
+            times = arrival_times(arrival, rng, count=total, duration_s=config.duration_s)
+            total = len(times)
+        elif config.duration_s is not None:
+            raise ServingError(f"duration_s: a closed loop or a burst has no arrival window; got arrival "
+                               f"{config.arrival!r}; expected requests")
+        else:
+            times = np.zeros(min(total, arrival.n) if arrival.kind == "concurrency" else total)
+        ins, outs = sample_lengths(lspec, total, rng, "lengths")
+    if total < 1:
+        raise ServingError(f"requests: no request arrives; got arrival {config.arrival!r} over "
+                           f"{config.duration_s} s; expected at least one request")
+    draft = None
+    if spec is not None:
+        draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
+    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft)
+
+
+def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
+           lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
+           draft: tuple[Any, int, float] | None = None) -> Setup:
+    from simulator.engines.analytical import spec_of
+    from simulator.serving.engine import Replica
+    from simulator.serving.kvcache import kv_cache_spec
+    from simulator.serving.scheduler import Limits
+
+    device = spec_of(hw)[0]
+    ins, outs = lengths
+    longest = int((ins + outs).max())
+    if pricer.max_positions and longest > pricer.max_positions:
+        i = int(np.argmax(ins + outs))
+        raise ServingError(f"request {i}: {int(ins[i])} prompt + {int(outs[i])} output tokens; got {longest} tokens; "
+                           f"expected at most the model's context of {pricer.max_positions}")
+    lim = _limits(config, device, int(ins.max()))
+    act_tokens = min(lim["max_batched_tokens"], pricer.max_positions or lim["max_batched_tokens"])
+    from simulator.parallel.compose import evaluate_plan
+
+    probe = evaluate_plan(pricer.model, hw, plan, pricer.options, phase="prefill", seq=act_tokens, batch=1,
+                          dtype=pricer.dtype)
+    worst = max(probe.stages, key=lambda s: s.weights_bytes + s.activations_bytes)
+    weights = worst.weights_bytes
+    spec = None
+    if draft is not None:  # the draft model's weights share the devices
+        dprobe = evaluate_plan(draft[0].model, hw, plan, pricer.options, phase="prefill", seq=16, batch=1,
+                               dtype=draft[0].dtype)
+        weights += max(s.weights_bytes for s in dprobe.stages)
+        k, a = draft[1], draft[2]
+        spec = (draft[0], k, (1.0 - a ** (k + 1)) / (1.0 - a))  # Leviathan et al. 2023, Eq. (1)
+    kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].capacity_bytes),
+                       weights_bytes=weights, activations_bytes=worst.activations_bytes,
+                       block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
+                       dtype=pricer.dtype)
+    shared = lspec.prefix // config.block_size if config.prefix_cache else 0
+    need = -(-longest // config.block_size)
+    if need > kv.blocks - shared:
+        i = int(np.argmax(ins + outs))
+        raise ServingError(f"request {i}: {longest} tokens need {need} KV blocks of {config.block_size}; got a cache of "
+                           f"{kv.blocks} blocks ({kv.tokens} tokens); expected requests the KV cache can hold")
+    swap_s = 0.0
+    if config.preemption == "swap":
+        link = next((ln for ln in device.links if ln.name == "host"), None)
+        if link is None:
+            raise ServingError(f"preemption swap: device {device.name} has no host link; got none; expected a "
+                               "[[links]] entry named host")
+        swap_s = kv.bytes_per_block / link.bandwidth_bytes_per_s
+    kind = config.scheduler
+    n_pre, n_dec = disagg if disagg else (config.replicas, 0)
+
+    def make(rid: int, prefill_only: bool) -> Replica:
+        return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
+                                   config.preemption == "swap", spec[1] if spec else 0), kv.blocks, pricer,
+                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec)
+
+    replicas = [make(i, bool(disagg)) for i in range(n_pre)]
+    decode_pool = [make(n_pre + i, False) for i in range(n_dec)]
+    handoff = _handoff(hw, cfg, plan, pricer.dtype) if disagg else (lambda s: 0.0)
+    arrivals = [(float(t), i) for i, t in enumerate(times)]
+    closed = arrival.n if arrival.kind == "concurrency" else 0
+    return Setup(replicas, decode_pool, arrivals, (ins, outs), closed, total, handoff, pricer, kv, device, plan, lim,
+                 lspec.prefix if config.prefix_cache else 0,
+                 described={"arrival": arrival, "lengths": lspec, "hardware": hw, "disaggregate": disagg})
+
+
+def _handoff(hw: Any, cfg: Any, plan: Any, dtype: str) -> Any:
+    """Seconds to move a request's KV cache from a prefill replica to a decode replica: each of the
+    ``tp x pp`` devices sends its share over the node's peer fabric (one ``send`` of those bytes, priced
+    by the engines' collective rule), all devices in parallel."""
+    from simulator.engines.analytical import evaluate
+    from workloads.ir import GraphBuilder
+    from workloads.serving import kv_bytes_per_token
+
+    per_token = kv_bytes_per_token(cfg, tp=plan.tp, pp=plan.pp, dtype=dtype)
+    cache: dict[int, float] = {}
+
+    def seconds(tokens: int) -> float:
+        if tokens not in cache:
+            b = GraphBuilder("kv_transfer", dtype="bf16")
+            x = b.input("kv", (max(1, int(per_token * tokens // 2)),))
+            b.op("send", [x], name="kv_send", group_size=2)
+            cache[tokens] = float(sum(r.time_s for r in evaluate(b.build(), hw).records))
+        return cache[tokens]
+
+    def handoff(seq: Any) -> float:
+        from simulator.serving.iteration import bucket_bounds
+
+        lo, hi = bucket_bounds(seq.computed)
+        if hi == lo:
+            return seconds(lo)
+        a, b = seconds(max(lo, 1)), seconds(hi)
+        return a + (b - a) * (seq.computed - lo) / (hi - lo)
+
+    return handoff

@@ -1,0 +1,48 @@
+"""`nodeperf serve` and `nodeperf plot serving`: JSON keys, per-request CSV, Chrome trace, located errors."""
+
+from __future__ import annotations
+
+import json
+
+from simulator.cli import main
+
+BASE = ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "fixed:in=256,out=32", "--requests", "40",
+        "--arrival", "poisson:qps=4"]
+
+
+def test_json_csv_and_trace(tmp_path, capsys):
+    csv, trace = tmp_path / "r.csv", tmp_path / "t.json"
+    assert main([*BASE, "--json", "--csv", str(csv), "--trace", str(trace), "--slo", "ttft_p99<=2 s"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 40 and out["output_tokens"] == 40 * 32
+    assert out["slo"][0]["met"] is True and out["slo_attainment"] == 1.0
+    rows = csv.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 41 and rows[0].split(",")[:4] == ["id", "arrival_s", "input_len", "output_len"]
+    events = json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]
+    assert events and all(e["ph"] == "X" and e["dur"] > 0 for e in events)
+    fig = tmp_path / "f.png"
+    assert main(["plot", "serving", str(csv), str(csv), "-o", str(fig)]) == 0 and fig.stat().st_size > 0
+
+
+def test_table_and_located_errors(capsys):
+    assert main(BASE) == 0
+    text = capsys.readouterr().out
+    assert "TTFT" in text and "per million output tokens" in text
+    assert main([*BASE, "--arrival", "poisson:qps=0"]) == 2
+    assert capsys.readouterr().err.strip() == ("nodeperf: error: arrival: qps: got '0'; expected a positive "
+                                               "finite number")
+    assert main([*BASE, "--slo", "tpt_p99<=1 s"]) == 2
+    assert "did you mean 'tpot'" in capsys.readouterr().err
+    assert main([*BASE, "--chunk", "256"]) == 2
+    assert "expected scheduler sarathi" in capsys.readouterr().err
+
+
+def test_swap_preemption_keeps_the_computed_tokens():
+    from simulator.serving import ServeConfig, simulate_serving
+
+    base = dict(arrival="burst", lengths="fixed:in=1000,out=1000", requests=200, gpu_memory_utilization=0.3)
+    rec = simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(**base)).summary
+    swp = simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(**base, preemption="swap")).summary
+    assert rec["preemptions"] > 0 and swp["preemptions"] > 0
+    assert swp["output_tokens"] == rec["output_tokens"] == 200 * 1000
+    assert rec["batch_tokens"]["iterations"] != swp["batch_tokens"]["iterations"]

@@ -1,0 +1,62 @@
+"""Graphs a serving engine's iterations need beyond the transformer builder's phases: the attention of
+a batch of sequences that each add ``query_tokens`` tokens to a KV cache already holding
+``kv_tokens - query_tokens`` (a prefill chunk over earlier chunks, or decode steps).
+
+A mixed iteration of continuous batching (prefill chunks and decode tokens of different contexts in
+one forward pass) is, per layer, the token-wise work of all its tokens (projections, norms, MLP: what
+:func:`workloads.zoo.transformer.build` emits for that many tokens) plus one attention per sequence
+over its own context. This module builds the second part for one layer as one graph of one fused
+``attention`` op (causal, queries aligned to the end of the keys, as chunked prefill computes them);
+:mod:`simulator.serving.iteration` prices it with the engines and multiplies by the layers.
+
+Example
+-------
+>>> from workloads.zoo.transformer import zoo_config
+>>> g = attention_graph(zoo_config("llama-2-7b"), batch=1, query_tokens=512, kv_tokens=1024)
+>>> [op.kind for op in g.ops], g.ops[0].inputs[0].shape, g.ops[0].inputs[1].shape
+(['attention'], (1, 32, 512, 128), (1, 32, 1024, 128))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workloads.dtypes import parse_dtype
+from workloads.ir import GraphBuilder, OpGraph
+
+__all__ = ["attention_graph", "kv_bytes_per_token"]
+
+
+def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, tp: int = 1,
+                    dtype: str = "bf16", kv_dtype: str | None = None) -> OpGraph:
+    """One layer's attention on one tensor-parallel rank: ``batch`` sequences, each ``query_tokens``
+    queries attending causally to ``kv_tokens`` keys and values (the queries are the last
+    ``query_tokens`` of them). Heads as the builder splits them: ``heads // tp`` query heads and
+    ``max(1, kv_heads // tp)`` KV heads per rank.
+
+    Raises ``ValueError`` for non-positive sizes or ``query_tokens > kv_tokens``.
+    """
+    for k, v in (("batch", batch), ("query_tokens", query_tokens), ("kv_tokens", kv_tokens), ("tp", tp)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"attention_graph: {k}: got {v!r}; expected a positive integer")
+    if query_tokens > kv_tokens:
+        raise ValueError(f"attention_graph: query_tokens {query_tokens} > kv_tokens {kv_tokens}; expected the "
+                         "queries to be among the keys")
+    hq, hk, hd = cfg.heads // tp, max(1, cfg.n_kv_heads // tp), cfg.d_head
+    b = GraphBuilder(f"{cfg.name}.attention", dtype=dtype)
+    q = b.input("q", (batch, hq, query_tokens, hd))
+    kvd = parse_dtype(kv_dtype).value if kv_dtype else None
+    k = b.input("k_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
+    v = b.input("v_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
+    b.op("attention", [q, k, v], name="core", causal=True)
+    return b.build({"model": cfg.name, "batch": batch, "query_tokens": query_tokens, "kv_tokens": kv_tokens,
+                    "tp": tp, "phase": "attention"})
+
+
+def kv_bytes_per_token(cfg: Any, *, tp: int = 1, pp: int = 1, dtype: str = "bf16") -> float:
+    """KV-cache bytes one token occupies on one device under tensor parallelism ``tp`` and ``pp``
+    pipeline stages: ``2 * layers / pp * max(1, kv_heads / tp) * head_dim * bytes`` (the worst stage
+    holds ``ceil(layers / pp)`` layers)."""
+    layers = -(-cfg.layers // pp)
+    kv_heads = max(1, cfg.n_kv_heads // tp)
+    return 2.0 * layers * kv_heads * cfg.d_head * parse_dtype(dtype).bits / 8.0
