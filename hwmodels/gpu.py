@@ -968,8 +968,8 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
     reaches it.
     """
     g = launch
-    m, n, k, batch, in_bytes = g.m, g.n, g.k, g.batch, g.in_bytes
-    ab = batch * g.a_elements * in_bytes + (1 if g.b_shared else batch) * k * n * in_bytes
+    m, n, batch = g.m, g.n, g.batch
+    ab = _operand_bytes(g)
     c_bytes = batch * m * n * g.out_bytes
     need = ab > l2_capacity_bytes
     if np.any(need):
@@ -983,7 +983,7 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         cc = _ip(np.minimum, cc, g.tiles_n * g.split)
         a_rows = g.rows if g.a_operand is None else g.rows * g.a_scale  # DRAM rows of an A panel
         streamed = _ip(np.add, _ip(np.multiply, r, a_rows), _ip(np.multiply, cc, g.cols))
-        streamed = _ip(np.multiply, streamed, g.k_split * in_bytes)
+        streamed = _ip(np.multiply, streamed, g.k_split * g.in_bytes)
         streamed = _ip(np.multiply, streamed, g.ctas / conc)  # waves of resident CTAs
         streamed = _ip(np.maximum, streamed, ab)
         operands = streamed if np.all(need) else np.where(need, streamed, ab)
@@ -991,6 +991,11 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         operands = ab
     partials = np.where(g.split > 1, 2.0 * g.split * batch * m * n * 4.0, 0.0)
     return operands + (c_bytes + np.where(partials <= l2_capacity_bytes, 0.0, partials))
+
+
+def _operand_bytes(g: GemmLaunch) -> float:
+    """A and B once (bytes): the DRAM traffic of the operands when they fit in L2."""
+    return g.batch * g.a_elements * g.in_bytes + (1 if g.b_shared else g.batch) * g.k * g.n * g.in_bytes
 
 
 # The two serial terms below are sums of bytes moved at one SM's share of the L2 and L2 round
@@ -1110,6 +1115,64 @@ def _hardware(p: GpuParams) -> _Hardware:
     )
 
 
+def _serial_work(launch: GemmLaunch) -> tuple[ArrayLike, ...]:
+    """Per-candidate work of the serial terms: the split-K fixup's and the C store's (bytes, L2
+    latencies) and one K-slice's (operand bytes, FLOP)."""
+    return (*_fixup_l2_work(launch), *_c_store_l2_work(launch), *_slice_work(launch))
+
+
+def _serial_s(work: tuple[ArrayLike, ...], rounds: ArrayLike, l2_share: ArrayLike, latency: ArrayLike,
+              l2_lat: ArrayLike, s_per_flop: ArrayLike) -> ArrayLike:
+    """The serial time of :func:`_terms` (s): prologue and split-K fixup once, the pipeline edges (C store,
+    the cheaper of the first slice's load and the last slice's math) once per round of tiles; ``work`` is
+    :func:`_serial_work`'s (as :func:`gemm_split_k_fixup_s` and :func:`gemm_pipeline_edges_s` sum them)."""
+    fix_bytes, fix_hops, store_bytes, store_hops, slice_bytes, slice_flops = work
+    fixed = _ip(np.add, l2_share * fix_bytes, latency + l2_lat * fix_hops)
+    edges = _ip(np.add, l2_share * store_bytes, l2_lat * store_hops)
+    edges = _ip(np.add, edges, _ip(np.minimum, l2_share * slice_bytes, slice_flops * s_per_flop))
+    return _ip(np.add, fixed, _ip(np.multiply, rounds, edges))
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """Every candidate's terms on every hardware variant (:func:`_terms`), broadcast like their inputs."""
+
+    occ: Any
+    feasible: Any
+    busiest: Any
+    t_compute: Any
+    t_smem: Any
+    t_l2: Any
+    dram: Any
+    t_dram: Any
+    t_mem: Any
+    fixed: Any
+    total: Any  # without the K-loop stall; infeasible candidates not yet set aside
+
+
+def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
+    """The terms of :func:`_select`'s time of every candidate of ``launch`` (its fields may also be
+    one array per (variant, candidate) pair, with ``hw``'s numbers gathered to match: every operation
+    is element by element, so a pair gets, bit for bit, what the full arrays give it)."""
+    occ, feasible = gemm_occupancy(launch, p)
+    busiest = np.ceil(launch.ctas / hw.sms)  # CTAs of the busiest SM (wave quantization)
+
+    # overlapped: the main loop's math against its operand traffic at each level
+    t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
+    t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
+    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
+    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
+    t_dram = dram * hw.s_per_dram_byte
+    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
+
+    # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
+    # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
+    fixed = _serial_s(_serial_work(launch), gemm_edge_rounds(launch, busiest, occ), hw.l2_share, hw.latency,
+                      hw.l2_lat, 1.0 / hw.rate_sm)
+    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    return _Terms(occ, feasible, busiest, t_compute, t_smem, t_l2, dram, t_dram, t_mem, fixed, total)
+
+
 # The values of the chosen candidate :func:`_select` returns per hardware variant.
 _CHOICE = ("best", "time", "exposed", "latency_s", "t_c", "t_s", "t_l", "t_d", "t_m", "dram", "occ", "prologue")
 
@@ -1124,27 +1187,9 @@ def _select(launch: GemmLaunch, p: GpuParams, hw: _Hardware, retime: bool = True
     a stall only lengthens a candidate, so elsewhere (``retime``) every candidate is re-timed with
     its stall.
     """
-    occ, feasible = gemm_occupancy(launch, p)
-    busiest = np.ceil(launch.ctas / hw.sms)  # CTAs of the busiest SM (wave quantization)
-
-    # overlapped: the main loop's math against its operand traffic at each level
-    t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
-    t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
-    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
-    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
-    t_dram = dram * hw.s_per_dram_byte
-    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
-
-    # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
-    # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
-    fix_bytes, fix_hops = _fixup_l2_work(launch)
-    store_bytes, store_hops = _c_store_l2_work(launch)
-    fixed = _ip(np.add, hw.l2_share * fix_bytes, hw.latency + hw.l2_lat * fix_hops)
-    edges = _ip(np.add, hw.l2_share * store_bytes, hw.l2_lat * store_hops)
-    edges = _ip(np.add, edges, _first_or_last_slice_s(launch, hw.l2_share, 1.0 / hw.rate_sm))
-    fixed = _ip(np.add, fixed, _ip(np.multiply, gemm_edge_rounds(launch, busiest, occ), edges))
-
-    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    tm = _terms(launch, p, hw)
+    occ, feasible, busiest, fixed, total = tm.occ, tm.feasible, tm.busiest, tm.fixed, tm.total
+    t_compute, t_smem, t_l2, dram, t_dram, t_mem = tm.t_compute, tm.t_smem, tm.t_l2, tm.dram, tm.t_dram, tm.t_mem
     if not np.all(feasible):
         total = np.where(feasible, total, np.inf)
     full = np.broadcast_shapes(total.shape, occ.shape)  # the SM limits alone may vary
@@ -1267,6 +1312,8 @@ def _survivors(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hard
 
 
 def _survivors_of(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | None:
+    if (hw.sms.size > 1 or hw.l2_capacity.size > 1) and bool(np.any(_operand_bytes(launch) > hw.l2_capacity)):
+        return None  # the operands' waves depend on the SM count or the L2 capacity (as below, found sooner)
     occ, feasible = gemm_occupancy(launch, p)
     dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
     if np.ndim(dram) > 1:  # the operands' waves depend on the SM count or the L2 capacity
@@ -1471,6 +1518,8 @@ def gemm(
     hw = _hardware(p)
     choice = _blocked_choice(key, launch, p, hw)
     if choice is None:
+        choice = _bounded_choice(key, launch, p, hw)
+    if choice is None:
         choice = _select(launch, p, hw)
     return _gemm_estimate(launch, choice, p, hw, in_bytes)
 
@@ -1494,6 +1543,270 @@ def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
             return None
         parts.append(part)
     return parts[0] if len(parts) == 1 else {f: np.concatenate([c[f] for c in parts]) for f in _CHOICE}
+
+
+# With the SM count (or the L2 capacity) varied, a candidate's waves and DRAM bytes differ from
+# variant to variant, and no candidate can be set aside for all variants at once (:func:`_survivors`).
+# :func:`_bounded_choice` groups the variants by SM count and L2 capacity, sets candidates aside per
+# group, and has each variant time only the candidates its own lower bound cannot rule out.
+
+#: Relative slack of the bounds :func:`_bounded_choice` sets candidates aside with: far above the
+#: rounding of the few operations that form them, so a candidate set aside is slower than the bound
+#: in any rounding. Only speed depends on it.
+BOUND_SLACK = 1e-9
+_LOG_CLIP = 745.0  # |log| of every positive finite double is below it
+_LOG_BAND = 2048.0  # offset between the log-keys of two groups: wider than two clips
+
+
+def _variant_count(p: GpuParams, hw: _Hardware) -> int | None:
+    """Variants of a one-axis sweep :func:`_bounded_choice` takes (at least :data:`PRUNE_MIN_VARIANTS`;
+    finite, non-negative hardware numbers; positive SM count and rates; SM limits the same for all), else None."""
+    limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
+              p.max_smem_per_cta_bytes)
+    if any(np.size(x) != 1 for x in limits):
+        return None
+    hw_arrays = tuple(getattr(hw, f.name) for f in dataclasses.fields(hw))
+    shape = np.broadcast_shapes(*(x.shape for x in hw_arrays))
+    if len(shape) != 2 or shape[0] < PRUNE_MIN_VARIANTS:
+        return None
+    if not all(bool(np.all(np.isfinite(x) & (x >= 0))) for x in hw_arrays):
+        return None
+    if not all(bool(np.all(x > 0)) for x in (hw.sms, hw.rate_sm, hw.smem_bw, hw.l2_share, hw.s_per_dram_byte)):
+        return None
+    return int(shape[0])
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """A one-axis sweep of ``n`` variants in group order (variants of one SM count and L2 capacity
+    together): ``order`` (original index of each), ``gid`` (group of each), ``starts`` (first position
+    of each group); per-variant hardware numbers in that order (a float where all variants share it)."""
+
+    n: int
+    order: np.ndarray
+    gid: np.ndarray
+    starts: np.ndarray
+    mult: np.ndarray  # (4, n): s per FLOP, per shared-memory byte, per L2 byte, per DRAM byte of the busiest SM
+    sms: Any
+    cap: Any
+    rate_sm: Any
+    l2_share: Any
+    latency: Any
+    l2_lat: Any
+
+
+def _sweep(hw: _Hardware, n: int) -> _Sweep:
+    def flat(x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(x.reshape(-1), (n,))
+
+    sms, cap = flat(hw.sms), flat(hw.l2_capacity)
+    order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order within a group)
+    s, c = sms[order], cap[order]
+    new = np.r_[True, (s[1:] != s[:-1]) | (c[1:] != c[:-1])]
+
+    def var(x: np.ndarray) -> Any:
+        return float(x.reshape(-1)[0]) if x.size == 1 else x.reshape(-1)[order]
+
+    mult = np.stack([flat(1.0 / hw.rate_sm)[order], flat(1.0 / hw.smem_bw)[order], flat(hw.l2_share)[order],
+                     flat(hw.s_per_dram_byte)[order]])
+    return _Sweep(n, order, np.cumsum(new) - 1, np.flatnonzero(new), mult, var(hw.sms), var(hw.l2_capacity),
+                  var(hw.rate_sm), var(hw.l2_share), var(hw.latency), var(hw.l2_lat))
+
+
+def _at(x: Any, rows: np.ndarray) -> Any:
+    return x if np.ndim(x) == 0 else x[rows]
+
+
+@dataclass(frozen=True)
+class _GroupTables:
+    """Per group (rows) and candidate: the four per-candidate factors of the overlapped terms of
+    :func:`_terms` (main-loop FLOP, shared-memory, L2 and DRAM bytes of the busiest SM or of the launch,
+    formed as there; infinite for a candidate set aside) and the rounds of pipeline edges."""
+
+    keys: np.ndarray  # (4, groups, candidates)
+    rounds: np.ndarray
+    work: tuple[ArrayLike, ...]  # :func:`_serial_work`, per candidate
+    occ: np.ndarray  # CTAs resident per SM, per candidate
+
+
+def _group_tables(launch: GemmLaunch, sw: _Sweep, occ: np.ndarray, ok: np.ndarray) -> _GroupTables:
+    def per_group(x: Any) -> np.ndarray:
+        return np.broadcast_to(np.reshape(_at(x, sw.starts), (-1, 1)), (sw.starts.shape[0], 1))
+
+    gs = per_group(sw.sms)
+    busiest = np.ceil(launch.ctas / gs)
+    keys = np.empty((4,) + busiest.shape)
+    np.multiply(busiest, 2.0 * launch.tile_m * launch.tile_n * launch.k_padded, out=keys[0])
+    np.multiply(busiest, gemm_smem_bytes_per_cta(launch), out=keys[1])
+    np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
+    keys[3] = gemm_dram_bytes(launch, gs, occ, per_group(sw.cap))
+    keys[:, :, ~ok] = np.inf
+    return _GroupTables(keys, gemm_edge_rounds(launch, busiest, occ), _serial_work(launch), occ)
+
+
+_ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _ordered_pairs(key: tuple[Any, ...], launch: GemmLaunch, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier, later) candidates of the same tile or the same split-K factor, the earlier one fitting and
+    nowhere larger in the serial work (:func:`_serial_work`), grouped by the later one; cached per launch."""
+    sig = (key, ok.tobytes())
+    got = _ORDERED_PAIRS.get(sig)
+    if got is None:
+        ncand = ok.shape[0]
+        work = np.stack([np.broadcast_to(np.asarray(w, dtype=float), (ncand,)) for w in _serial_work(launch)])
+        pre = np.all(work[:, :, None] <= work[:, None, :], axis=0)  # [i, j]: i nowhere larger than j
+        pre &= ok[:, None] & np.triu(np.ones((ncand, ncand), dtype=bool), 1)
+        pre &= (launch.name[:, None] == launch.name[None, :]) | (launch.split[:, None] == launch.split[None, :])
+        pj, pi = np.nonzero(pre.T)
+        if len(_ORDERED_PAIRS) >= _SURVIVORS_MAX:
+            _ORDERED_PAIRS.clear()
+        got = _ORDERED_PAIRS[sig] = (pi, pj)
+    return got
+
+
+def _dominated_in_groups(tables: _GroupTables, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per group and candidate: whether an earlier candidate of ``pairs`` (:func:`_ordered_pairs`) is no
+    larger in any per-candidate number of the group's times either (the keys, the rounds of pipeline
+    edges), so that it is never the first minimum (:func:`_survivors`' argument, per group)."""
+    pi, pj = pairs
+    out = np.zeros(tables.rounds.shape[::-1], dtype=bool)  # candidates x groups
+    if pj.shape[0] == 0:
+        return out.T
+    by_cand = [np.ascontiguousarray(k.T) for k in (*tables.keys, tables.rounds)]  # rows: candidates
+    dom = by_cand[0][pi] <= by_cand[0][pj]
+    for k in by_cand[1:]:
+        dom &= k[pi] <= k[pj]
+    js, at = np.unique(pj, return_index=True)
+    out[js] = np.logical_or.reduceat(dom, at, axis=0)
+    return out.T
+
+
+def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray, cand: np.ndarray, flat: np.ndarray,
+               lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs: ``lb`` is their overlapped
+    time (the largest of ``keys * mult``, which is :func:`_terms`' ``max(t_compute, t_mem)`` bit for
+    bit), ``flat`` their index into a group table."""
+    work = tuple(w if np.ndim(w) == 0 else np.take(w, cand) for w in tables.work)
+    fixed = _serial_s(work, np.take(tables.rounds, flat), _at(sw.l2_share, var), _at(sw.latency, var),
+                      _at(sw.l2_lat, var), sw.mult[0][var])
+    return fixed, lb + fixed
+
+
+def _overlapped(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    lb = np.take(tables.keys[0], flat) * sw.mult[0][var]
+    for i in range(1, 4):
+        np.maximum(lb, np.take(tables.keys[i], flat) * sw.mult[i][var], out=lb)
+    return lb
+
+
+def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray, np.ndarray],
+                       limit: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The (variant, candidate) pairs whose overlapped time is within each variant's ``limit``, less
+    candidates an earlier one dominates in the group (:func:`_dominated_in_groups`): (variants,
+    candidates, flat indices, overlapped times), grouped by variant.
+
+    Each variant takes a prefix of its group's candidates in the order of one key, up to where that
+    key alone exceeds the limit (a few more where the values are within 1e-6 relative): the key whose
+    prefix is shortest for the group's first variant. One search serves all groups: the log-keys of
+    group ``g`` lie in their own band, ``g * _LOG_BAND +- _LOG_CLIP``."""
+    keys = tables.keys
+    _, ngroups, ncand = keys.shape
+    lim = np.minimum(limit / sw.mult, 1e300)  # (4, n): the most each key may be
+    which = np.argmin(np.sum(keys <= lim[:, sw.starts, None], axis=2), axis=0)  # (groups,)
+    gid = sw.gid
+    lim_w = lim[which[gid], np.arange(sw.n)] * (1.0 + 1e-6)
+    chosen = np.where(_dominated_in_groups(tables, pairs), np.inf, keys[which, np.arange(ngroups)])
+    order = np.argsort(chosen, axis=1)
+    band = np.log(np.take_along_axis(chosen, order, axis=1))
+    np.clip(band, -_LOG_CLIP, _LOG_CLIP, out=band)
+    band += (np.arange(ngroups) * _LOG_BAND)[:, None]
+    q = np.log(lim_w)
+    q = np.clip(q, -_LOG_CLIP, _LOG_CLIP, out=q) + gid * _LOG_BAND
+    size = np.searchsorted(band.reshape(-1), q, side="right") - gid * ncand
+    var = np.repeat(np.arange(sw.n), size)
+    idx = np.arange(var.shape[0]) + np.repeat(gid * ncand - (np.cumsum(size) - size), size)
+    cand = np.take(order, idx)
+    flat = gid[var] * ncand + cand
+    lb = _overlapped(tables, sw, var, flat)
+    keep = lb <= limit[var]
+    return var[keep], cand[keep], flat[keep], lb[keep]
+
+
+def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
+    """:func:`_select`'s choice on a one-axis sweep (:func:`_variant_count`; the SM count and L2 capacity
+    may vary), each variant timing only the candidates that may be its first minimum; None where this
+    does not apply (then all candidates are timed).
+
+    Variants of one SM count and L2 capacity form a group: each candidate's waves, DRAM bytes and
+    rounds of pipeline edges are the same across it (:func:`_group_tables`), and a candidate that an
+    earlier one matches or beats in every per-candidate number is set aside for the group
+    (:func:`_undominated_in_groups`). Every candidate's time is at least its overlapped time plus the
+    prologue's DRAM latency and one L2 latency (the C store's), and the overlapped time is the largest
+    of four products of a group-table number and a variant's hardware number. A candidate whose bound
+    exceeds, by :data:`BOUND_SLACK`, the time of the group's candidate of least overlapped time on its
+    first variant, timed on the variant, cannot be its first minimum; the others are timed exactly, as
+    :func:`_terms` times them (the same operations, element by element), so the choice and every term
+    are :func:`_select`'s, bit for bit. Variants whose choice exposes a K-loop stall are re-timed on
+    every candidate.
+    """
+    n = _variant_count(p, hw)
+    if n is None:
+        return None
+    occ, feasible = gemm_occupancy(launch, p)
+    ok = np.broadcast_to(feasible, launch.ctas.shape)
+    if not ok.any():
+        return None  # no candidate fits: the full path raises
+    sw = _sweep(hw, n)
+    tables = _group_tables(launch, sw, occ, ok)
+    ncand = ok.shape[0]
+    everyone = np.arange(n)
+    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)
+    flat = sw.gid * ncand + np.argmin(at_first, axis=1)[sw.gid]
+    bound = _pair_time(tables, sw, everyone, flat % ncand, flat, _overlapped(tables, sw, everyone, flat))[1]
+    limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
+    return _pairs_choice(launch, p, tables, sw, *_candidates_within(tables, sw, _ordered_pairs(key, launch, ok), limit))
+
+
+def _pairs_choice(launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep, var: np.ndarray,
+                  cand: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
+    """:func:`_select`'s choice among the pairs (grouped by variant; every candidate that may be a
+    variant's first minimum among them), in the variants' original order."""
+    starts = np.flatnonzero(np.r_[True, var[1:] != var[:-1]]) if var.shape[0] else var
+    if starts.shape[0] != sw.n:
+        return None
+    fixed, total = _pair_time(tables, sw, var, cand, flat, lb)
+    low = np.minimum.reduceat(total, starts)
+    if not np.all(np.isfinite(low)):
+        return None
+    bi = np.flatnonzero(total == low[var])
+    if bi.shape[0] != sw.n:  # equal times: the first candidate in table order
+        bv = var[bi]
+        bi = bi[cand[bi] == np.minimum.reduceat(cand[bi], np.flatnonzero(np.r_[True, bv[1:] != bv[:-1]]))[bv]]
+    best, fb = cand[bi], flat[bi]
+    everyone = np.arange(sw.n)
+    t = [np.take(tables.keys[i], fb) * sw.mult[i] for i in range(4)]
+    t_m = np.maximum(np.maximum(t[1], t[2]), t[3])
+    busiest = np.ceil(launch.ctas[best] / _at(sw.sms, everyone))
+    occ = np.broadcast_to(tables.occ, launch.ctas.shape)[best]
+    rate = np.broadcast_to(sw.rate_sm, (sw.n,))
+    latency = np.array(np.broadcast_to(sw.latency, (sw.n,)), dtype=float)
+    stall = gemm_k_loop_stall_s(launch.pick(best), busiest, occ, rate, latency)
+    exposed = np.array(np.maximum(t[0] + stall, t_m) - np.maximum(t[0], t_m), dtype=float)
+    got = {"best": best, "time": np.array(low + exposed, dtype=float), "exposed": exposed,
+           "latency_s": fixed[bi] + exposed, "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m,
+           "dram": np.take(tables.keys[3], fb), "occ": occ, "prologue": latency}
+    choice = {}
+    for name, x in got.items():
+        choice[name] = np.empty_like(x)
+        choice[name][sw.order] = x
+    hit = np.flatnonzero(choice["exposed"] > 0)
+    if hit.shape[0]:  # those variants' choice exposes a K-loop stall: re-time them on every candidate
+        ph = _variant_rows(p, hit, sw.n)
+        redo = _select(launch, ph, _hardware(ph))
+        for name in _CHOICE:
+            choice[name][hit] = redo[name]
+    return choice
 
 
 def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw: _Hardware,
