@@ -1121,16 +1121,29 @@ def _serial_work(launch: GemmLaunch) -> tuple[ArrayLike, ...]:
     return (*_fixup_l2_work(launch), *_c_store_l2_work(launch), *_slice_work(launch))
 
 
+def _serial_parts(work: tuple[ArrayLike, ...], l2_share: ArrayLike, latency: ArrayLike,
+                  l2_lat: ArrayLike) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
+    """The parts of :func:`_serial_s` that the s per FLOP does not enter: (prologue and split-K fixup,
+    the C store of one round, the first slice's load)."""
+    fix_bytes, fix_hops, store_bytes, store_hops, slice_bytes, _ = work
+    fixed = _ip(np.add, l2_share * fix_bytes, latency + l2_lat * fix_hops)
+    return fixed, _ip(np.add, l2_share * store_bytes, l2_lat * store_hops), l2_share * slice_bytes
+
+
+def _serial_join(parts: tuple[ArrayLike, ArrayLike, ArrayLike], rounds: ArrayLike, slice_flops: ArrayLike,
+                 s_per_flop: ArrayLike) -> ArrayLike:
+    """:func:`_serial_s` from its :func:`_serial_parts` (written into them where they are arrays)."""
+    fixed, edges, slice_load = parts
+    edges = _ip(np.add, edges, _ip(np.minimum, slice_load, slice_flops * s_per_flop))
+    return _ip(np.add, fixed, _ip(np.multiply, rounds, edges))
+
+
 def _serial_s(work: tuple[ArrayLike, ...], rounds: ArrayLike, l2_share: ArrayLike, latency: ArrayLike,
               l2_lat: ArrayLike, s_per_flop: ArrayLike) -> ArrayLike:
     """The serial time of :func:`_terms` (s): prologue and split-K fixup once, the pipeline edges (C store,
     the cheaper of the first slice's load and the last slice's math) once per round of tiles; ``work`` is
     :func:`_serial_work`'s (as :func:`gemm_split_k_fixup_s` and :func:`gemm_pipeline_edges_s` sum them)."""
-    fix_bytes, fix_hops, store_bytes, store_hops, slice_bytes, slice_flops = work
-    fixed = _ip(np.add, l2_share * fix_bytes, latency + l2_lat * fix_hops)
-    edges = _ip(np.add, l2_share * store_bytes, l2_lat * store_hops)
-    edges = _ip(np.add, edges, _ip(np.minimum, l2_share * slice_bytes, slice_flops * s_per_flop))
-    return _ip(np.add, fixed, _ip(np.multiply, rounds, edges))
+    return _serial_join(_serial_parts(work, l2_share, latency, l2_lat), rounds, work[5], s_per_flop)
 
 
 @dataclass(frozen=True)
@@ -1593,6 +1606,7 @@ class _Sweep:
     l2_share: Any
     latency: Any
     l2_lat: Any
+    serial_per_group: bool  # the hardware numbers of the serial time (but s per FLOP) are one per group
 
 
 def _sweep(hw: _Hardware, n: int) -> _Sweep:
@@ -1603,14 +1617,17 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
     order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order within a group)
     s, c = sms[order], cap[order]
     new = np.r_[True, (s[1:] != s[:-1]) | (c[1:] != c[:-1])]
+    gid, starts = np.cumsum(new) - 1, np.flatnonzero(new)
 
     def var(x: np.ndarray) -> Any:
         return float(x.reshape(-1)[0]) if x.size == 1 else x.reshape(-1)[order]
 
     mult = np.stack([flat(1.0 / hw.rate_sm)[order], flat(1.0 / hw.smem_bw)[order], flat(hw.l2_share)[order],
                      flat(hw.s_per_dram_byte)[order]])
-    return _Sweep(n, order, np.cumsum(new) - 1, np.flatnonzero(new), mult, var(hw.sms), var(hw.l2_capacity),
-                  var(hw.rate_sm), var(hw.l2_share), var(hw.latency), var(hw.l2_lat))
+    serial = [var(x) for x in (hw.l2_share, hw.latency, hw.l2_lat)]
+    per_group = all(np.ndim(x) == 0 or np.array_equal(x, x[starts][gid]) for x in serial)
+    return _Sweep(n, order, gid, starts, mult, var(hw.sms), var(hw.l2_capacity), var(hw.rate_sm), *serial,
+                  per_group)
 
 
 def _at(x: Any, rows: np.ndarray) -> Any:
@@ -1619,12 +1636,14 @@ def _at(x: Any, rows: np.ndarray) -> Any:
 
 @dataclass(frozen=True)
 class _GroupTables:
-    """Per group (rows) and candidate: the four per-candidate factors of the overlapped terms of
-    :func:`_terms` (main-loop FLOP, shared-memory, L2 and DRAM bytes of the busiest SM or of the launch,
-    formed as there; infinite for a candidate set aside) and the rounds of pipeline edges."""
+    """Per group and candidate (flat index ``group * candidates + candidate``): the four per-candidate
+    factors of the overlapped terms of :func:`_terms` (main-loop FLOP, shared-memory, L2 and DRAM bytes of
+    the busiest SM or of the launch, formed as there; infinite for a candidate that does not fit), the
+    rounds of pipeline edges and, where :attr:`_Sweep.serial_per_group`, the serial time's parts."""
 
     keys: np.ndarray  # (4, groups, candidates)
-    rounds: np.ndarray
+    rounds: np.ndarray  # (groups, candidates)
+    serial: np.ndarray | None  # (5, groups * candidates): _serial_parts, rounds, slice FLOP
     work: tuple[ArrayLike, ...]  # :func:`_serial_work`, per candidate
     occ: np.ndarray  # CTAs resident per SM, per candidate
 
@@ -1641,7 +1660,12 @@ def _group_tables(launch: GemmLaunch, sw: _Sweep, occ: np.ndarray, ok: np.ndarra
     np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
     keys[3] = gemm_dram_bytes(launch, gs, occ, per_group(sw.cap))
     keys[:, :, ~ok] = np.inf
-    return _GroupTables(keys, gemm_edge_rounds(launch, busiest, occ), _serial_work(launch), occ)
+    rounds, work = gemm_edge_rounds(launch, busiest, occ), _serial_work(launch)
+    serial = None
+    if sw.serial_per_group:
+        parts = _serial_parts(work, per_group(sw.l2_share), per_group(sw.latency), per_group(sw.l2_lat))
+        serial = np.stack([np.broadcast_to(x, busiest.shape) for x in (*parts, rounds, work[5])]).reshape(5, -1)
+    return _GroupTables(keys, rounds, serial, work, occ)
 
 
 _ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -1682,29 +1706,36 @@ def _dominated_in_groups(tables: _GroupTables, pairs: tuple[np.ndarray, np.ndarr
     return out.T
 
 
-def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray, cand: np.ndarray, flat: np.ndarray,
-               lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs: ``lb`` is their overlapped
-    time (the largest of ``keys * mult``, which is :func:`_terms`' ``max(t_compute, t_mem)`` bit for
-    bit), ``flat`` their index into a group table."""
-    work = tuple(w if np.ndim(w) == 0 else np.take(w, cand) for w in tables.work)
-    fixed = _serial_s(work, np.take(tables.rounds, flat), _at(sw.l2_share, var), _at(sw.latency, var),
-                      _at(sw.l2_lat, var), sw.mult[0][var])
-    return fixed, lb + fixed
-
-
 def _overlapped(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    lb = np.take(tables.keys[0], flat) * sw.mult[0][var]
-    for i in range(1, 4):
-        np.maximum(lb, np.take(tables.keys[i], flat) * sw.mult[i][var], out=lb)
-    return lb
+    """The overlapped time of the (variant, candidate) pairs, ``max(t_compute, t_mem)`` of :func:`_terms`
+    bit for bit: the largest of the four products of a key and a variant's number, formed as there."""
+    prod = np.take(tables.keys.reshape(4, -1), flat, axis=1)
+    prod *= np.take(sw.mult, var, axis=1)
+    return np.max(prod, axis=0)
+
+
+def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarray,
+               lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs of overlapped time ``lb``
+    (:func:`_overlapped`): the same operations, element by element."""
+    spf = sw.mult[0][var]
+    if tables.serial is not None:
+        s = np.take(tables.serial, flat, axis=1)
+        fixed = _serial_join((s[0], s[1], s[2]), s[3], s[4], spf)
+    else:
+        ncand = tables.rounds.shape[1]
+        cand = flat % ncand
+        work = tuple(w if np.ndim(w) == 0 else np.take(w, cand) for w in tables.work)
+        parts = _serial_parts(work, _at(sw.l2_share, var), _at(sw.latency, var), _at(sw.l2_lat, var))
+        fixed = _serial_join(parts, np.take(tables.rounds, flat), work[5], spf)
+    return fixed, lb + fixed
 
 
 def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray, np.ndarray],
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
     """The (variant, candidate) pairs whose overlapped time is within each variant's ``limit``, less
-    candidates an earlier one dominates in the group (:func:`_dominated_in_groups`): (variants,
-    candidates, flat indices, overlapped times), grouped by variant.
+    candidates an earlier one dominates in the group (:func:`_dominated_in_groups`): (variants, flat
+    indices, overlapped times), grouped by variant.
 
     Each variant takes a prefix of its group's candidates in the order of one key, up to where that
     key alone exceeds the limit (a few more where the values are within 1e-6 relative): the key whose
@@ -1725,12 +1756,11 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray
     q = np.clip(q, -_LOG_CLIP, _LOG_CLIP, out=q) + gid * _LOG_BAND
     size = np.searchsorted(band.reshape(-1), q, side="right") - gid * ncand
     var = np.repeat(np.arange(sw.n), size)
-    idx = np.arange(var.shape[0]) + np.repeat(gid * ncand - (np.cumsum(size) - size), size)
-    cand = np.take(order, idx)
-    flat = gid[var] * ncand + cand
+    order += (np.arange(ngroups) * ncand)[:, None]  # flat indices
+    flat = np.take(order, np.arange(var.shape[0]) + np.repeat(gid * ncand - (np.cumsum(size) - size), size))
     lb = _overlapped(tables, sw, var, flat)
     keep = lb <= limit[var]
-    return var[keep], cand[keep], flat[keep], lb[keep]
+    return var[keep], flat[keep], lb[keep]
 
 
 def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
@@ -1741,14 +1771,13 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     Variants of one SM count and L2 capacity form a group: each candidate's waves, DRAM bytes and
     rounds of pipeline edges are the same across it (:func:`_group_tables`), and a candidate that an
     earlier one matches or beats in every per-candidate number is set aside for the group
-    (:func:`_undominated_in_groups`). Every candidate's time is at least its overlapped time plus the
+    (:func:`_dominated_in_groups`). Every candidate's time is at least its overlapped time plus the
     prologue's DRAM latency and one L2 latency (the C store's), and the overlapped time is the largest
     of four products of a group-table number and a variant's hardware number. A candidate whose bound
     exceeds, by :data:`BOUND_SLACK`, the time of the group's candidate of least overlapped time on its
     first variant, timed on the variant, cannot be its first minimum; the others are timed exactly, as
     :func:`_terms` times them (the same operations, element by element), so the choice and every term
-    are :func:`_select`'s, bit for bit. Variants whose choice exposes a K-loop stall are re-timed on
-    every candidate.
+    are :func:`_select`'s, bit for bit.
     """
     n = _variant_count(p, hw)
     if n is None:
@@ -1759,51 +1788,52 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
         return None  # no candidate fits: the full path raises
     sw = _sweep(hw, n)
     tables = _group_tables(launch, sw, occ, ok)
-    ncand = ok.shape[0]
     everyone = np.arange(n)
-    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)
-    flat = sw.gid * ncand + np.argmin(at_first, axis=1)[sw.gid]
-    bound = _pair_time(tables, sw, everyone, flat % ncand, flat, _overlapped(tables, sw, everyone, flat))[1]
+    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
+    flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
+    bound = _pair_time(tables, sw, everyone, flat, _overlapped(tables, sw, everyone, flat))[1]
     limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
-    return _pairs_choice(launch, p, tables, sw, *_candidates_within(tables, sw, _ordered_pairs(key, launch, ok), limit))
+    pairs = _candidates_within(tables, sw, _ordered_pairs(key, launch, ok), limit)
+    return _pairs_choice(key, launch, p, tables, sw, *pairs)
 
 
-def _pairs_choice(launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep, var: np.ndarray,
-                  cand: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
+def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep,
+                  var: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
     """:func:`_select`'s choice among the pairs (grouped by variant; every candidate that may be a
-    variant's first minimum among them), in the variants' original order."""
+    variant's first minimum among them), in the variants' original order. Variants whose choice exposes a
+    K-loop stall are re-timed with every candidate's stall (:func:`_blocked_choice`, else :func:`_select`)."""
     starts = np.flatnonzero(np.r_[True, var[1:] != var[:-1]]) if var.shape[0] else var
     if starts.shape[0] != sw.n:
         return None
-    fixed, total = _pair_time(tables, sw, var, cand, flat, lb)
+    fixed, total = _pair_time(tables, sw, var, flat, lb)
     low = np.minimum.reduceat(total, starts)
     if not np.all(np.isfinite(low)):
         return None
     bi = np.flatnonzero(total == low[var])
-    if bi.shape[0] != sw.n:  # equal times: the first candidate in table order
+    if bi.shape[0] != sw.n:  # equal times: the first candidate in table order (in one group, flat order)
         bv = var[bi]
-        bi = bi[cand[bi] == np.minimum.reduceat(cand[bi], np.flatnonzero(np.r_[True, bv[1:] != bv[:-1]]))[bv]]
-    best, fb = cand[bi], flat[bi]
-    everyone = np.arange(sw.n)
-    t = [np.take(tables.keys[i], fb) * sw.mult[i] for i in range(4)]
+        bi = bi[flat[bi] == np.minimum.reduceat(flat[bi], np.flatnonzero(np.r_[True, bv[1:] != bv[:-1]]))[bv]]
+    fb = flat[bi]
+    best = fb - sw.gid * tables.rounds.shape[1]
+    t = np.take(tables.keys.reshape(4, -1), fb, axis=1) * sw.mult  # main loop, shared memory, L2, DRAM
     t_m = np.maximum(np.maximum(t[1], t[2]), t[3])
-    busiest = np.ceil(launch.ctas[best] / _at(sw.sms, everyone))
     occ = np.broadcast_to(tables.occ, launch.ctas.shape)[best]
-    rate = np.broadcast_to(sw.rate_sm, (sw.n,))
     latency = np.array(np.broadcast_to(sw.latency, (sw.n,)), dtype=float)
-    stall = gemm_k_loop_stall_s(launch.pick(best), busiest, occ, rate, latency)
+    stall = gemm_k_loop_stall_s(launch.pick(best), np.ceil(launch.ctas[best] / sw.sms), occ, sw.rate_sm, latency)
     exposed = np.array(np.maximum(t[0] + stall, t_m) - np.maximum(t[0], t_m), dtype=float)
-    got = {"best": best, "time": np.array(low + exposed, dtype=float), "exposed": exposed,
-           "latency_s": fixed[bi] + exposed, "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m,
-           "dram": np.take(tables.keys[3], fb), "occ": occ, "prologue": latency}
+    got = {"best": best, "time": low + exposed, "exposed": exposed, "latency_s": fixed[bi] + exposed,
+           "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m, "dram": np.take(tables.keys[3], fb),
+           "occ": occ, "prologue": latency}
     choice = {}
     for name, x in got.items():
         choice[name] = np.empty_like(x)
         choice[name][sw.order] = x
     hit = np.flatnonzero(choice["exposed"] > 0)
-    if hit.shape[0]:  # those variants' choice exposes a K-loop stall: re-time them on every candidate
+    if hit.shape[0]:  # those variants' choice exposes a K-loop stall: re-time them with every candidate's
         ph = _variant_rows(p, hit, sw.n)
-        redo = _select(launch, ph, _hardware(ph))
+        hh = _hardware(ph)
+        redo = _blocked_choice(key, launch, ph, hh)
+        redo = _select(launch, ph, hh) if redo is None else redo
         for name in _CHOICE:
             choice[name][hit] = redo[name]
     return choice
