@@ -1630,8 +1630,8 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
                   per_group)
 
 
-def _at(x: Any, rows: np.ndarray) -> Any:
-    return x if np.ndim(x) == 0 else x[rows]
+def _at(x: Any, rows: np.ndarray | None) -> Any:
+    return x if np.ndim(x) == 0 or rows is None else x[rows]
 
 
 @dataclass(frozen=True)
@@ -1706,19 +1706,20 @@ def _dominated_in_groups(tables: _GroupTables, pairs: tuple[np.ndarray, np.ndarr
     return out.T
 
 
-def _overlapped(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """The overlapped time of the (variant, candidate) pairs, ``max(t_compute, t_mem)`` of :func:`_terms`
-    bit for bit: the largest of the four products of a key and a variant's number, formed as there."""
+def _overlapped(tables: _GroupTables, sw: _Sweep, flat: np.ndarray, size: np.ndarray | None = None) -> np.ndarray:
+    """The overlapped time of the candidates ``flat``, one per variant or ``size`` per variant in turn:
+    ``max(t_compute, t_mem)`` of :func:`_terms` bit for bit, the largest of the four products of a key
+    and a variant's number, formed as there."""
     prod = np.take(tables.keys.reshape(4, -1), flat, axis=1)
-    prod *= np.take(sw.mult, var, axis=1)
+    prod *= sw.mult if size is None else np.repeat(sw.mult, size, axis=1)
     return np.max(prod, axis=0)
 
 
-def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarray,
+def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray | None, flat: np.ndarray,
                lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs of overlapped time ``lb``
-    (:func:`_overlapped`): the same operations, element by element."""
-    spf = sw.mult[0][var]
+    (:func:`_overlapped`; ``var`` None: one pair per variant): the same operations, element by element."""
+    spf = _at(sw.mult[0], var)
     if tables.serial is not None:
         s = np.take(tables.serial, flat, axis=1)
         fixed = _serial_join((s[0], s[1], s[2]), s[3], s[4], spf)
@@ -1733,9 +1734,9 @@ def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray, flat: np.ndarr
 
 def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray, np.ndarray],
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The (variant, candidate) pairs whose overlapped time is within each variant's ``limit``, less
-    candidates an earlier one dominates in the group (:func:`_dominated_in_groups`): (variants, flat
-    indices, overlapped times), grouped by variant.
+    """The (variant, candidate) pairs that may be a variant's first minimum: (variants, flat indices,
+    overlapped times), grouped by variant. They include every candidate whose overlapped time is within
+    the variant's ``limit`` that no earlier one dominates in the group (:func:`_dominated_in_groups`).
 
     Each variant takes a prefix of its group's candidates in the order of one key, up to where that
     key alone exceeds the limit (a few more where the values are within 1e-6 relative): the key whose
@@ -1755,12 +1756,9 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray
     q = np.log(lim_w)
     q = np.clip(q, -_LOG_CLIP, _LOG_CLIP, out=q) + gid * _LOG_BAND
     size = np.searchsorted(band.reshape(-1), q, side="right") - gid * ncand
-    var = np.repeat(np.arange(sw.n), size)
     order += (np.arange(ngroups) * ncand)[:, None]  # flat indices
-    flat = np.take(order, np.arange(var.shape[0]) + np.repeat(gid * ncand - (np.cumsum(size) - size), size))
-    lb = _overlapped(tables, sw, var, flat)
-    keep = lb <= limit[var]
-    return var[keep], flat[keep], lb[keep]
+    flat = np.take(order, np.arange(size.sum()) + np.repeat(gid * ncand - (np.cumsum(size) - size), size))
+    return np.repeat(np.arange(sw.n), size), flat, _overlapped(tables, sw, flat, size)
 
 
 def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
@@ -1788,10 +1786,9 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
         return None  # no candidate fits: the full path raises
     sw = _sweep(hw, n)
     tables = _group_tables(launch, sw, occ, ok)
-    everyone = np.arange(n)
     at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
     flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
-    bound = _pair_time(tables, sw, everyone, flat, _overlapped(tables, sw, everyone, flat))[1]
+    bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
     limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
     pairs = _candidates_within(tables, sw, _ordered_pairs(key, launch, ok), limit)
     return _pairs_choice(key, launch, p, tables, sw, *pairs)
