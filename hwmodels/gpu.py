@@ -123,6 +123,9 @@ __all__ = [
     "pipeline_stall_s",
     "PRUNE_MIN_VARIANTS",
     "GEMM_BLOCK_VARIANTS",
+    "BOUND_SLACK",
+    "BOUNDED_MAX_PAIRS",
+    "BOUNDED_MIN_FLOP_PER_BYTE",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -1529,12 +1532,31 @@ def gemm(
     key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
     launch = _cached_launch(*key)
     hw = _hardware(p)
-    choice = _blocked_choice(key, launch, p, hw)
+    return _gemm_estimate(launch, _gemm_choice(key, launch, p, hw), p, hw, in_bytes)
+
+
+def _flop_per_byte(launch: GemmLaunch) -> float:
+    return 2.0 * launch.batch * launch.m * launch.n * launch.k / (
+        _operand_bytes(launch) + launch.batch * launch.m * launch.n * launch.out_bytes)
+
+
+def _gemm_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any]:
+    """:func:`_select`'s choice, by the fastest of its exact paths: each variant's own bounds
+    (:func:`_bounded_choice`) where candidates cannot be set aside for all variants at once
+    (:func:`_survivors`), or where they can but the SM count is fixed, the tiles run on the matrix unit
+    (SIMT tiles expose K-loop stalls on most variants) and the GEMM does enough math per byte for the
+    bounds to be tight; else the candidates set aside for all variants (:func:`_blocked_choice`); else
+    every candidate (:func:`_select`)."""
+    choice = None
+    n = _variant_count(p, hw)
+    if n is not None:
+        if _survivors(key, launch, p, hw) is None:
+            choice = _bounded_choice(key, launch, p, hw)
+        elif hw.sms.size == 1 and p.uses_matrix_unit and _flop_per_byte(launch) >= BOUNDED_MIN_FLOP_PER_BYTE:
+            choice = _bounded_choice(key, launch, p, hw, BOUNDED_MAX_PAIRS)
     if choice is None:
-        choice = _bounded_choice(key, launch, p, hw)
-    if choice is None:
-        choice = _select(launch, p, hw)
-    return _gemm_estimate(launch, choice, p, hw, in_bytes)
+        choice = _blocked_choice(key, launch, p, hw)
+    return _select(launch, p, hw) if choice is None else choice
 
 
 def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
@@ -1567,6 +1589,13 @@ def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
 #: rounding of the few operations that form them, so a candidate set aside is slower than the bound
 #: in any rounding. Only speed depends on it.
 BOUND_SLACK = 1e-9
+#: Candidates per variant (on average) above which :func:`_bounded_choice` gives way to the candidates
+#: set aside for all variants at once (:func:`_survivors`), where those can be. Only speed depends on it.
+BOUNDED_MAX_PAIRS = 5
+#: FLOP per byte of A, B and C once below which a GEMM's bounds are loose (its memory and serial times,
+#: near-equal over the candidates, decide), so that :func:`_bounded_choice` is not tried where candidates
+#: can be set aside for all variants at once. Only speed depends on it.
+BOUNDED_MIN_FLOP_PER_BYTE = 256.0
 _LOG_CLIP = 745.0  # |log| of every positive finite double is below it
 _LOG_BAND = 2048.0  # offset between the log-keys of two groups: wider than two clips
 
@@ -1574,11 +1603,14 @@ _LOG_BAND = 2048.0  # offset between the log-keys of two groups: wider than two 
 def _variant_count(p: GpuParams, hw: _Hardware) -> int | None:
     """Variants of a one-axis sweep :func:`_bounded_choice` takes (at least :data:`PRUNE_MIN_VARIANTS`;
     finite, non-negative hardware numbers; positive SM count and rates; SM limits the same for all), else None."""
+    hw_arrays = (hw.sms, hw.rate_sm, hw.l2_share, hw.latency, hw.l2_lat, hw.smem_bw, hw.s_per_dram_byte,
+                 hw.l2_capacity)
+    if max(x.size for x in hw_arrays) < PRUNE_MIN_VARIANTS:
+        return None  # (one device, the usual case: found at once)
     limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
               p.max_smem_per_cta_bytes)
     if any(np.size(x) != 1 for x in limits):
         return None
-    hw_arrays = tuple(getattr(hw, f.name) for f in dataclasses.fields(hw))
     shape = np.broadcast_shapes(*(x.shape for x in hw_arrays))
     if len(shape) != 2 or shape[0] < PRUNE_MIN_VARIANTS:
         return None
@@ -1614,10 +1646,13 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
         return np.broadcast_to(x.reshape(-1), (n,))
 
     sms, cap = flat(hw.sms), flat(hw.l2_capacity)
-    order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order within a group)
-    s, c = sms[order], cap[order]
-    new = np.r_[True, (s[1:] != s[:-1]) | (c[1:] != c[:-1])]
-    gid, starts = np.cumsum(new) - 1, np.flatnonzero(new)
+    if hw.sms.size == 1 and hw.l2_capacity.size == 1:  # one group
+        order, gid, starts = np.arange(n), np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp)
+    else:
+        order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order in a group)
+        s, c = sms[order], cap[order]
+        new = np.r_[True, (s[1:] != s[:-1]) | (c[1:] != c[:-1])]
+        gid, starts = np.cumsum(new) - 1, np.flatnonzero(new)
 
     def var(x: np.ndarray) -> Any:
         return float(x.reshape(-1)[0]) if x.size == 1 else x.reshape(-1)[order]
@@ -1732,11 +1767,12 @@ def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray | None, flat: n
     return fixed, lb + fixed
 
 
-def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray, np.ndarray],
+def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray,
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
     """The (variant, candidate) pairs that may be a variant's first minimum: (variants, flat indices,
     overlapped times), grouped by variant. They include every candidate whose overlapped time is within
-    the variant's ``limit`` that no earlier one dominates in the group (:func:`_dominated_in_groups`).
+    the variant's ``limit`` that no earlier one dominates in the group (``dominated``:
+    :func:`_dominated_in_groups`).
 
     Each variant takes a prefix of its group's candidates in the order of one key, up to where that
     key alone exceeds the limit (a few more where the values are within 1e-6 relative): the key whose
@@ -1748,7 +1784,7 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray
     which = np.argmin(np.sum(keys <= lim[:, sw.starts, None], axis=2), axis=0)  # (groups,)
     gid = sw.gid
     lim_w = lim[which[gid], np.arange(sw.n)] * (1.0 + 1e-6)
-    chosen = np.where(_dominated_in_groups(tables, pairs), np.inf, keys[which, np.arange(ngroups)])
+    chosen = np.where(dominated, np.inf, keys[which, np.arange(ngroups)])
     order = np.argsort(chosen, axis=1)
     band = np.log(np.take_along_axis(chosen, order, axis=1))
     np.clip(band, -_LOG_CLIP, _LOG_CLIP, out=band)
@@ -1761,7 +1797,8 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, pairs: tuple[np.ndarray
     return np.repeat(np.arange(sw.n), size), flat, _overlapped(tables, sw, flat, size)
 
 
-def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
+def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware,
+                    max_pairs: float = math.inf) -> dict[str, Any] | None:
     """:func:`_select`'s choice on a one-axis sweep (:func:`_variant_count`; the SM count and L2 capacity
     may vary), each variant timing only the candidates that may be its first minimum; None where this
     does not apply (then all candidates are timed).
@@ -1775,7 +1812,8 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     exceeds, by :data:`BOUND_SLACK`, the time of the group's candidate of least overlapped time on its
     first variant, timed on the variant, cannot be its first minimum; the others are timed exactly, as
     :func:`_terms` times them (the same operations, element by element), so the choice and every term
-    are :func:`_select`'s, bit for bit.
+    are :func:`_select`'s, bit for bit. None also where the groups' first variants keep more than
+    ``max_pairs`` candidates on average (the bounds are loose: near-equal terms, or much serial time).
     """
     n = _variant_count(p, hw)
     if n is None:
@@ -1786,12 +1824,23 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
         return None  # no candidate fits: the full path raises
     sw = _sweep(hw, n)
     tables = _group_tables(launch, sw, occ, ok)
-    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
-    flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
+    dominated = _dominated_in_groups(tables, _ordered_pairs(key, launch, ok))
+    # a first guess per group: the least overlapped time on its first variant (and the serial time but
+    # its last slice, where that is one number per group)
+    lb_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
+    at_first = lb_first
+    if tables.serial is not None:
+        at_first = lb_first + (tables.serial[0] + tables.serial[3] * tables.serial[1]).reshape(lb_first.shape)
+    guess = np.argmin(at_first, axis=1)
+    if max_pairs < math.inf:  # the candidates the first variants keep, about: too many gives way
+        floor = _at(np.broadcast_to(sw.latency, (n,)) + sw.l2_lat, sw.starts)[:, None]
+        kept = (lb_first + floor <= np.min(at_first, axis=1)[:, None]) & ~dominated
+        if np.mean(np.sum(kept, axis=1)) > max_pairs:
+            return None
+    flat = sw.gid * ok.shape[0] + guess[sw.gid]
     bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
     limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
-    pairs = _candidates_within(tables, sw, _ordered_pairs(key, launch, ok), limit)
-    return _pairs_choice(key, launch, p, tables, sw, *pairs)
+    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, dominated, limit))
 
 
 def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep,
