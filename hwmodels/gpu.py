@@ -1547,13 +1547,13 @@ def _gemm_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Ha
     (SIMT tiles expose K-loop stalls on most variants) and the GEMM does enough math per byte for the
     bounds to be tight; else the candidates set aside for all variants (:func:`_blocked_choice`); else
     every candidate (:func:`_select`)."""
+    if _few_variants(hw):
+        return _select(launch, p, hw)
     choice = None
-    n = _variant_count(p, hw)
-    if n is not None:
-        if _survivors(key, launch, p, hw) is None:
-            choice = _bounded_choice(key, launch, p, hw)
-        elif hw.sms.size == 1 and p.uses_matrix_unit and _flop_per_byte(launch) >= BOUNDED_MIN_FLOP_PER_BYTE:
-            choice = _bounded_choice(key, launch, p, hw, BOUNDED_MAX_PAIRS)
+    if _survivors(key, launch, p, hw) is None:  # (cached)
+        choice = _bounded_choice(key, launch, p, hw)
+    elif hw.sms.size == 1 and p.uses_matrix_unit and _flop_per_byte(launch) >= BOUNDED_MIN_FLOP_PER_BYTE:
+        choice = _bounded_choice(key, launch, p, hw, BOUNDED_MAX_PAIRS)
     if choice is None:
         choice = _blocked_choice(key, launch, p, hw)
     return _select(launch, p, hw) if choice is None else choice
@@ -1600,13 +1600,18 @@ _LOG_CLIP = 745.0  # |log| of every positive finite double is below it
 _LOG_BAND = 2048.0  # offset between the log-keys of two groups: wider than two clips
 
 
+def _few_variants(hw: _Hardware) -> bool:
+    """Fewer hardware variants than :data:`PRUNE_MIN_VARIANTS` (one device: the usual case)."""
+    return max(hw.sms.size, hw.rate_sm.size, hw.l2_share.size, hw.latency.size, hw.l2_lat.size, hw.smem_bw.size,
+               hw.s_per_dram_byte.size, hw.l2_capacity.size) < PRUNE_MIN_VARIANTS
+
+
 def _variant_count(p: GpuParams, hw: _Hardware) -> int | None:
     """Variants of a one-axis sweep :func:`_bounded_choice` takes (at least :data:`PRUNE_MIN_VARIANTS`;
     finite, non-negative hardware numbers; positive SM count and rates; SM limits the same for all), else None."""
-    hw_arrays = (hw.sms, hw.rate_sm, hw.l2_share, hw.latency, hw.l2_lat, hw.smem_bw, hw.s_per_dram_byte,
-                 hw.l2_capacity)
-    if max(x.size for x in hw_arrays) < PRUNE_MIN_VARIANTS:
-        return None  # (one device, the usual case: found at once)
+    if _few_variants(hw):
+        return None
+    hw_arrays = tuple(getattr(hw, f.name) for f in dataclasses.fields(hw))
     limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
               p.max_smem_per_cta_bytes)
     if any(np.size(x) != 1 for x in limits):
@@ -1767,21 +1772,20 @@ def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray | None, flat: n
     return fixed, lb + fixed
 
 
-def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray,
+def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, which: np.ndarray,
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
     """The (variant, candidate) pairs that may be a variant's first minimum: (variants, flat indices,
     overlapped times), grouped by variant. They include every candidate whose overlapped time is within
     the variant's ``limit`` that no earlier one dominates in the group (``dominated``:
     :func:`_dominated_in_groups`).
 
-    Each variant takes a prefix of its group's candidates in the order of one key, up to where that
-    key alone exceeds the limit (a few more where the values are within 1e-6 relative): the key whose
-    prefix is shortest for the group's first variant. One search serves all groups: the log-keys of
-    group ``g`` lie in their own band, ``g * _LOG_BAND +- _LOG_CLIP``."""
+    Each variant takes a prefix of its group's candidates in the order of one key (``which``, per group:
+    :func:`_prefix_keys`), up to where that key alone exceeds the limit (a few more where the values are
+    within 1e-6 relative). One search serves all groups: the log-keys of group ``g`` lie in their own
+    band, ``g * _LOG_BAND +- _LOG_CLIP``."""
     keys = tables.keys
     _, ngroups, ncand = keys.shape
     lim = np.minimum(limit / sw.mult, 1e300)  # (4, n): the most each key may be
-    which = np.argmin(np.sum(keys <= lim[:, sw.starts, None], axis=2), axis=0)  # (groups,)
     gid = sw.gid
     lim_w = lim[which[gid], np.arange(sw.n)] * (1.0 + 1e-6)
     chosen = np.where(dominated, np.inf, keys[which, np.arange(ngroups)])
@@ -1812,8 +1816,9 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     exceeds, by :data:`BOUND_SLACK`, the time of the group's candidate of least overlapped time on its
     first variant, timed on the variant, cannot be its first minimum; the others are timed exactly, as
     :func:`_terms` times them (the same operations, element by element), so the choice and every term
-    are :func:`_select`'s, bit for bit. None also where the groups' first variants keep more than
-    ``max_pairs`` candidates on average (the bounds are loose: near-equal terms, or much serial time).
+    are :func:`_select`'s, bit for bit. None also where a sample of variants keeps more than
+    ``max_pairs`` candidates on average (:func:`_prefix_keys`: the bounds are loose, near-equal terms or
+    much serial time).
     """
     n = _variant_count(p, hw)
     if n is None:
@@ -1825,22 +1830,39 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     sw = _sweep(hw, n)
     tables = _group_tables(launch, sw, occ, ok)
     dominated = _dominated_in_groups(tables, _ordered_pairs(key, launch, ok))
+    serial = None if tables.serial is None else (tables.serial[0] + tables.serial[3] * tables.serial[1])
+    which, mean_pairs = _prefix_keys(tables, sw, dominated, serial)
+    if mean_pairs > max_pairs:
+        return None
     # a first guess per group: the least overlapped time on its first variant (and the serial time but
     # its last slice, where that is one number per group)
-    lb_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
-    at_first = lb_first
-    if tables.serial is not None:
-        at_first = lb_first + (tables.serial[0] + tables.serial[3] * tables.serial[1]).reshape(lb_first.shape)
-    guess = np.argmin(at_first, axis=1)
-    if max_pairs < math.inf:  # the candidates the first variants keep, about: too many gives way
-        floor = _at(np.broadcast_to(sw.latency, (n,)) + sw.l2_lat, sw.starts)[:, None]
-        kept = (lb_first + floor <= np.min(at_first, axis=1)[:, None]) & ~dominated
-        if np.mean(np.sum(kept, axis=1)) > max_pairs:
-            return None
-    flat = sw.gid * ok.shape[0] + guess[sw.gid]
+    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
+    if serial is not None:
+        at_first += serial.reshape(at_first.shape)
+    flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
     bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
     limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
-    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, dominated, limit))
+    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, dominated, which, limit))
+
+
+def _prefix_keys(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray,
+                 serial: np.ndarray | None) -> tuple[np.ndarray, float]:
+    """(per group, the key whose prefixes (:func:`_candidates_within`) are shortest on a sample of its
+    variants; the mean prefix over the sample), about: the sample is each group's first variant and 16
+    spread over the sweep, each bounded by its least overlapped time plus ``serial`` (per group and
+    candidate: the serial time but its last slice; None: none)."""
+    sample = np.unique(np.r_[sw.starts, np.linspace(0, sw.n - 1, 16).astype(np.intp)])
+    g = sw.gid[sample]
+    mult = sw.mult[:, sample, None]
+    live = np.where(dominated, np.inf, tables.keys)[:, g, :]  # (4, sample, candidates)
+    at = np.max(live * mult, axis=0)
+    if serial is not None:
+        at += serial.reshape(dominated.shape)[g]
+    limit = np.min(at, axis=1) - _at(np.broadcast_to(sw.latency, (sw.n,)) + sw.l2_lat, sample)
+    count = np.sum(live <= limit[:, None] / mult, axis=2)  # (4, sample)
+    per_group = np.stack([np.bincount(g, weights=c, minlength=dominated.shape[0]) for c in count])
+    which = np.argmin(per_group, axis=0)
+    return which, float(np.mean(count[which[g], np.arange(g.shape[0])]))
 
 
 def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep,
