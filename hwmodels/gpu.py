@@ -1831,9 +1831,14 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     tables = _group_tables(launch, sw, occ, ok)
     dominated = _dominated_in_groups(tables, _ordered_pairs(key, launch, ok))
     serial = None if tables.serial is None else (tables.serial[0] + tables.serial[3] * tables.serial[1])
-    which, mean_pairs = _prefix_keys(tables, sw, dominated, serial)
-    if mean_pairs > max_pairs:
-        return None
+    floor = np.broadcast_to(sw.latency, (n,)) + sw.l2_lat  # every candidate's serial time is at least this
+    sample = np.unique(np.r_[sw.starts, np.linspace(0, n - 1, 16).astype(np.intp)])
+    if max_pairs < math.inf:  # about: each sampled variant bounded by its least overlapped plus serial time
+        at = np.max(np.where(dominated, np.inf, tables.keys)[:, sw.gid[sample]] * sw.mult[:, sample, None], axis=0)
+        if serial is not None:
+            at += serial.reshape(dominated.shape)[sw.gid[sample]]
+        if _prefix_keys(tables, sw, dominated, sample, np.min(at, axis=1) - floor[sample])[1] > max_pairs:
+            return None
     # a first guess per group: the least overlapped time on its first variant (and the serial time but
     # its last slice, where that is one number per group)
     at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
@@ -1841,25 +1846,18 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
         at_first += serial.reshape(at_first.shape)
     flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
     bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
-    limit = bound * (1.0 + BOUND_SLACK) - (np.broadcast_to(sw.latency, (n,)) + sw.l2_lat)
+    limit = bound * (1.0 + BOUND_SLACK) - floor
+    which = _prefix_keys(tables, sw, dominated, sample, limit[sample])[0]
     return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, dominated, which, limit))
 
 
-def _prefix_keys(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray,
-                 serial: np.ndarray | None) -> tuple[np.ndarray, float]:
-    """(per group, the key whose prefixes (:func:`_candidates_within`) are shortest on a sample of its
-    variants; the mean prefix over the sample), about: the sample is each group's first variant and 16
-    spread over the sweep, each bounded by its least overlapped time plus ``serial`` (per group and
-    candidate: the serial time but its last slice; None: none)."""
-    sample = np.unique(np.r_[sw.starts, np.linspace(0, sw.n - 1, 16).astype(np.intp)])
+def _prefix_keys(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, sample: np.ndarray,
+                 limit: np.ndarray) -> tuple[np.ndarray, float]:
+    """(per group, the key whose prefixes (:func:`_candidates_within`) are shortest on the ``sample`` of
+    variants of the group, bounded by ``limit``; the mean prefix over the sample)."""
     g = sw.gid[sample]
-    mult = sw.mult[:, sample, None]
     live = np.where(dominated, np.inf, tables.keys)[:, g, :]  # (4, sample, candidates)
-    at = np.max(live * mult, axis=0)
-    if serial is not None:
-        at += serial.reshape(dominated.shape)[g]
-    limit = np.min(at, axis=1) - _at(np.broadcast_to(sw.latency, (sw.n,)) + sw.l2_lat, sample)
-    count = np.sum(live <= limit[:, None] / mult, axis=2)  # (4, sample)
+    count = np.sum(live <= (limit / sw.mult[:, sample])[:, :, None], axis=2)  # (4, sample)
     per_group = np.stack([np.bincount(g, weights=c, minlength=dominated.shape[0]) for c in count])
     which = np.argmin(per_group, axis=0)
     return which, float(np.mean(count[which[g], np.arange(g.shape[0])]))
