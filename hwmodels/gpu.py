@@ -1633,7 +1633,7 @@ class _Sweep:
     of each group); per-variant hardware numbers in that order (a float where all variants share it)."""
 
     n: int
-    order: np.ndarray
+    order: np.ndarray | None  # None: the given order (one group)
     gid: np.ndarray
     starts: np.ndarray
     mult: np.ndarray  # (4, n): s per FLOP, per shared-memory byte, per L2 byte, per DRAM byte of the busiest SM
@@ -1651,8 +1651,9 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
         return np.broadcast_to(x.reshape(-1), (n,))
 
     sms, cap = flat(hw.sms), flat(hw.l2_capacity)
-    if hw.sms.size == 1 and hw.l2_capacity.size == 1:  # one group
-        order, gid, starts = np.arange(n), np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp)
+    order: np.ndarray | None = None
+    if hw.sms.size == 1 and hw.l2_capacity.size == 1:  # one group, in the given order
+        gid, starts = np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp)
     else:
         order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order in a group)
         s, c = sms[order], cap[order]
@@ -1660,10 +1661,12 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
         gid, starts = np.cumsum(new) - 1, np.flatnonzero(new)
 
     def var(x: np.ndarray) -> Any:
-        return float(x.reshape(-1)[0]) if x.size == 1 else x.reshape(-1)[order]
+        if x.size == 1:
+            return float(x.reshape(-1)[0])
+        return flat(x) if order is None else flat(x)[order]
 
-    mult = np.stack([flat(1.0 / hw.rate_sm)[order], flat(1.0 / hw.smem_bw)[order], flat(hw.l2_share)[order],
-                     flat(hw.s_per_dram_byte)[order]])
+    mult = np.stack([np.broadcast_to(var(x), (n,)) for x in (1.0 / hw.rate_sm, 1.0 / hw.smem_bw, hw.l2_share,
+                                                             hw.s_per_dram_byte)])
     serial = [var(x) for x in (hw.l2_share, hw.latency, hw.l2_lat)]
     per_group = all(np.ndim(x) == 0 or np.array_equal(x, x[starts][gid]) for x in serial)
     return _Sweep(n, order, gid, starts, mult, var(hw.sms), var(hw.l2_capacity), var(hw.rate_sm), *serial,
@@ -1890,10 +1893,12 @@ def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables
     got = {"best": best, "time": low + exposed, "exposed": exposed, "latency_s": fixed[bi] + exposed,
            "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m, "dram": np.take(tables.keys[3], fb),
            "occ": occ, "prologue": latency}
-    choice = {}
-    for name, x in got.items():
-        choice[name] = np.empty_like(x)
-        choice[name][sw.order] = x
+    choice = got
+    if sw.order is not None:  # back to the variants' order
+        choice = {}
+        for name, x in got.items():
+            choice[name] = np.empty_like(x)
+            choice[name][sw.order] = x
     hit = np.flatnonzero(choice["exposed"] > 0)
     if hit.shape[0]:  # those variants' choice exposes a K-loop stall: re-time them with every candidate's
         ph = _variant_rows(p, hit, sw.n)
