@@ -1758,11 +1758,17 @@ def _overlapped(tables: _GroupTables, sw: _Sweep, flat: np.ndarray, size: np.nda
     return np.max(prod, axis=0)
 
 
-def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray | None, flat: np.ndarray,
+def _per_pair(x: Any, size: np.ndarray | None) -> Any:
+    """A per-variant number for each pair: ``size`` pairs per variant in turn (None: one)."""
+    return x if np.ndim(x) == 0 or size is None else np.repeat(x, size)
+
+
+def _pair_time(tables: _GroupTables, sw: _Sweep, size: np.ndarray | None, flat: np.ndarray,
                lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs of overlapped time ``lb``
-    (:func:`_overlapped`; ``var`` None: one pair per variant): the same operations, element by element."""
-    spf = _at(sw.mult[0], var)
+    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs ``flat`` (``size`` per variant
+    in turn; None: one) of overlapped time ``lb`` (:func:`_overlapped`): the same operations, element by
+    element."""
+    spf = _per_pair(sw.mult[0], size)
     if tables.serial is not None:
         s = np.take(tables.serial, flat, axis=1)
         fixed = _serial_join((s[0], s[1], s[2]), s[3], s[4], spf)
@@ -1770,15 +1776,16 @@ def _pair_time(tables: _GroupTables, sw: _Sweep, var: np.ndarray | None, flat: n
         ncand = tables.rounds.shape[1]
         cand = flat % ncand
         work = tuple(w if np.ndim(w) == 0 else np.take(w, cand) for w in tables.work)
-        parts = _serial_parts(work, _at(sw.l2_share, var), _at(sw.latency, var), _at(sw.l2_lat, var))
+        parts = _serial_parts(work, _per_pair(sw.l2_share, size), _per_pair(sw.latency, size),
+                              _per_pair(sw.l2_lat, size))
         fixed = _serial_join(parts, np.take(tables.rounds, flat), work[5], spf)
     return fixed, lb + fixed
 
 
 def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, which: np.ndarray,
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The (variant, candidate) pairs that may be a variant's first minimum: (variants, flat indices,
-    overlapped times), grouped by variant. They include every candidate whose overlapped time is within
+    """The (variant, candidate) pairs that may be a variant's first minimum: (pairs of each variant, flat
+    indices, overlapped times), variant by variant. They include every candidate whose overlapped time is within
     the variant's ``limit`` that no earlier one dominates in the group (``dominated``:
     :func:`_dominated_in_groups`).
 
@@ -1801,7 +1808,7 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, 
     size = np.searchsorted(band.reshape(-1), q, side="right") - gid * ncand
     order += (np.arange(ngroups) * ncand)[:, None]  # flat indices
     flat = np.take(order, np.arange(size.sum()) + np.repeat(gid * ncand - (np.cumsum(size) - size), size))
-    return np.repeat(np.arange(sw.n), size), flat, _overlapped(tables, sw, flat, size)
+    return size, flat, _overlapped(tables, sw, flat, size)
 
 
 def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware,
@@ -1867,20 +1874,19 @@ def _prefix_keys(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, sample
 
 
 def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep,
-                  var: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
-    """:func:`_select`'s choice among the pairs (grouped by variant; every candidate that may be a
-    variant's first minimum among them), in the variants' original order. Variants whose choice exposes a
+                  size: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
+    """:func:`_select`'s choice among the pairs (``size`` per variant in turn; every candidate that may be
+    a variant's first minimum among them), in the variants' original order. Variants whose choice exposes a
     K-loop stall are re-timed with every candidate's stall (:func:`_blocked_choice`, else :func:`_select`)."""
-    starts = np.flatnonzero(np.r_[True, var[1:] != var[:-1]]) if var.shape[0] else var
-    if starts.shape[0] != sw.n:
+    if np.min(size) < 1:
         return None
-    fixed, total = _pair_time(tables, sw, var, flat, lb)
-    low = np.minimum.reduceat(total, starts)
+    fixed, total = _pair_time(tables, sw, size, flat, lb)
+    low = np.minimum.reduceat(total, np.cumsum(size) - size)
     if not np.all(np.isfinite(low)):
         return None
-    bi = np.flatnonzero(total == low[var])
+    bi = np.flatnonzero(total == np.repeat(low, size))
     if bi.shape[0] != sw.n:  # equal times: the first candidate in table order (in one group, flat order)
-        bv = var[bi]
+        bv = np.repeat(np.arange(sw.n), size)[bi]
         bi = bi[flat[bi] == np.minimum.reduceat(flat[bi], np.flatnonzero(np.r_[True, bv[1:] != bv[:-1]]))[bv]]
     fb = flat[bi]
     best = fb - sw.gid * tables.rounds.shape[1]
