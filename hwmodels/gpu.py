@@ -1644,6 +1644,7 @@ class _Sweep:
     latency: Any
     l2_lat: Any
     serial_per_group: bool  # the hardware numbers of the serial time (but s per FLOP) are one per group
+    mult_per_group: tuple[bool, ...]  # which rows of ``mult`` are one number per group
 
 
 def _sweep(hw: _Hardware, n: int) -> _Sweep:
@@ -1668,9 +1669,14 @@ def _sweep(hw: _Hardware, n: int) -> _Sweep:
     mult = np.stack([np.broadcast_to(var(x), (n,)) for x in (1.0 / hw.rate_sm, 1.0 / hw.smem_bw, hw.l2_share,
                                                              hw.s_per_dram_byte)])
     serial = [var(x) for x in (hw.l2_share, hw.latency, hw.l2_lat)]
-    per_group = all(np.ndim(x) == 0 or np.array_equal(x, x[starts][gid]) for x in serial)
+
+    def per_group(x: Any) -> bool:
+        return np.ndim(x) == 0 or np.array_equal(x, x[starts][gid])
+
     return _Sweep(n, order, gid, starts, mult, var(hw.sms), var(hw.l2_capacity), var(hw.rate_sm), *serial,
-                  per_group)
+                  all(per_group(x) for x in serial),
+                  tuple(x.size == 1 or per_group(m) for x, m in zip((hw.rate_sm, hw.smem_bw, hw.l2_share,
+                                                                      hw.s_per_dram_byte), mult, strict=True)))
 
 
 def _at(x: Any, rows: np.ndarray | None) -> Any:
@@ -1689,6 +1695,9 @@ class _GroupTables:
     serial: np.ndarray | None  # (5, groups * candidates): _serial_parts, rounds, slice FLOP
     work: tuple[ArrayLike, ...]  # :func:`_serial_work`, per candidate
     occ: np.ndarray  # CTAs resident per SM, per candidate
+    fixed_overlap: np.ndarray | None  # (groups * candidates): the largest product of the keys whose
+    #                                   variant number is one per group (None: none is)
+    varying: tuple[int, ...]  # the other keys
 
 
 def _group_tables(launch: GemmLaunch, sw: _Sweep, occ: np.ndarray, ok: np.ndarray) -> _GroupTables:
@@ -1708,7 +1717,11 @@ def _group_tables(launch: GemmLaunch, sw: _Sweep, occ: np.ndarray, ok: np.ndarra
     if sw.serial_per_group:
         parts = _serial_parts(work, per_group(sw.l2_share), per_group(sw.latency), per_group(sw.l2_lat))
         serial = np.stack([np.broadcast_to(x, busiest.shape) for x in (*parts, rounds, work[5])]).reshape(5, -1)
-    return _GroupTables(keys, rounds, serial, work, occ)
+    fixed = [i for i in range(4) if sw.mult_per_group[i]]
+    overlap = None
+    if fixed:  # the same products as per variant: the group's number is each of its variants'
+        overlap = np.max(keys[fixed] * sw.mult[fixed][:, sw.starts, None], axis=0).reshape(-1)
+    return _GroupTables(keys, rounds, serial, work, occ, overlap, tuple(i for i in range(4) if i not in fixed))
 
 
 _ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -1752,10 +1765,14 @@ def _dominated_in_groups(tables: _GroupTables, pairs: tuple[np.ndarray, np.ndarr
 def _overlapped(tables: _GroupTables, sw: _Sweep, flat: np.ndarray, size: np.ndarray | None = None) -> np.ndarray:
     """The overlapped time of the candidates ``flat``, one per variant or ``size`` per variant in turn:
     ``max(t_compute, t_mem)`` of :func:`_terms` bit for bit, the largest of the four products of a key
-    and a variant's number, formed as there."""
-    prod = np.take(tables.keys.reshape(4, -1), flat, axis=1)
-    prod *= sw.mult if size is None else np.repeat(sw.mult, size, axis=1)
-    return np.max(prod, axis=0)
+    and a variant's number, formed as there (those of a number one per group, from the group table)."""
+    keys = tables.keys.reshape(4, -1)
+    lb = None if tables.fixed_overlap is None else np.take(tables.fixed_overlap, flat)
+    for i in tables.varying:
+        prod = np.take(keys[i], flat)
+        prod *= sw.mult[i] if size is None else np.repeat(sw.mult[i], size)
+        lb = prod if lb is None else np.maximum(lb, prod, out=lb)
+    return lb
 
 
 def _per_pair(x: Any, size: np.ndarray | None) -> Any:
