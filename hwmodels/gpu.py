@@ -1698,30 +1698,50 @@ class _GroupTables:
     fixed_overlap: np.ndarray | None  # (groups * candidates): the largest product of the keys whose
     #                                   variant number is one per group (None: none is)
     varying: tuple[int, ...]  # the other keys
+    dominated: np.ndarray  # (groups, candidates): set aside in the group (:func:`_dominated_in_groups`)
 
 
-def _group_tables(launch: GemmLaunch, sw: _Sweep, occ: np.ndarray, ok: np.ndarray) -> _GroupTables:
+_GROUP_KEYS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_GROUP_KEYS_MAX = 16  # (an entry is 5 numbers and a flag per group and candidate)
+
+
+def _group_tables(key: tuple[Any, ...], launch: GemmLaunch, sw: _Sweep, occ: np.ndarray,
+                  ok: np.ndarray) -> _GroupTables:
     def per_group(x: Any) -> np.ndarray:
         return np.broadcast_to(np.reshape(_at(x, sw.starts), (-1, 1)), (sw.starts.shape[0], 1))
 
-    gs = per_group(sw.sms)
-    busiest = np.ceil(launch.ctas / gs)
-    keys = np.empty((4,) + busiest.shape)
-    np.multiply(busiest, 2.0 * launch.tile_m * launch.tile_n * launch.k_padded, out=keys[0])
-    np.multiply(busiest, gemm_smem_bytes_per_cta(launch), out=keys[1])
-    np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
-    keys[3] = gemm_dram_bytes(launch, gs, occ, per_group(sw.cap))
-    keys[:, :, ~ok] = np.inf
-    rounds, work = gemm_edge_rounds(launch, busiest, occ), _serial_work(launch)
+    gs, gc = per_group(sw.sms), per_group(sw.cap)
+    # the keys, rounds and dominance depend on the problem, the groups' SM counts and L2 capacities and
+    # the SM limits only: a sweep in chunks, or a second call, finds them without recomputing them
+    sig = (key, gs.tobytes(), gc.tobytes(), np.asarray(occ).tobytes(), ok.tobytes())
+    got = _GROUP_KEYS.get(sig)
+    if got is None:
+        busiest = np.ceil(launch.ctas / gs)
+        keys = np.empty((4,) + busiest.shape)
+        np.multiply(busiest, 2.0 * launch.tile_m * launch.tile_n * launch.k_padded, out=keys[0])
+        np.multiply(busiest, gemm_smem_bytes_per_cta(launch), out=keys[1])
+        np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
+        keys[3] = gemm_dram_bytes(launch, gs, occ, gc)
+        keys[:, :, ~ok] = np.inf
+        rounds = gemm_edge_rounds(launch, busiest, occ)
+        got = (keys, rounds, _dominated_in_groups(keys, rounds, _ordered_pairs(key, launch, ok)))
+        for x in got:
+            x.setflags(write=False)
+        if len(_GROUP_KEYS) >= _GROUP_KEYS_MAX:
+            _GROUP_KEYS.clear()
+        _GROUP_KEYS[sig] = got
+    keys, rounds, dominated = got
+    work = _serial_work(launch)
     serial = None
     if sw.serial_per_group:
         parts = _serial_parts(work, per_group(sw.l2_share), per_group(sw.latency), per_group(sw.l2_lat))
-        serial = np.stack([np.broadcast_to(x, busiest.shape) for x in (*parts, rounds, work[5])]).reshape(5, -1)
+        serial = np.stack([np.broadcast_to(x, rounds.shape) for x in (*parts, rounds, work[5])]).reshape(5, -1)
     fixed = [i for i in range(4) if sw.mult_per_group[i]]
     overlap = None
     if fixed:  # the same products as per variant: the group's number is each of its variants'
         overlap = np.max(keys[fixed] * sw.mult[fixed][:, sw.starts, None], axis=0).reshape(-1)
-    return _GroupTables(keys, rounds, serial, work, occ, overlap, tuple(i for i in range(4) if i not in fixed))
+    return _GroupTables(keys, rounds, serial, work, occ, overlap, tuple(i for i in range(4) if i not in fixed),
+                        dominated)
 
 
 _ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -1745,15 +1765,15 @@ def _ordered_pairs(key: tuple[Any, ...], launch: GemmLaunch, ok: np.ndarray) -> 
     return got
 
 
-def _dominated_in_groups(tables: _GroupTables, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+def _dominated_in_groups(keys: np.ndarray, rounds: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Per group and candidate: whether an earlier candidate of ``pairs`` (:func:`_ordered_pairs`) is no
-    larger in any per-candidate number of the group's times either (the keys, the rounds of pipeline
+    larger in any per-candidate number of the group's times either (``keys``, the ``rounds`` of pipeline
     edges), so that it is never the first minimum (:func:`_survivors`' argument, per group)."""
     pi, pj = pairs
-    out = np.zeros(tables.rounds.shape[::-1], dtype=bool)  # candidates x groups
+    out = np.zeros(rounds.shape[::-1], dtype=bool)  # candidates x groups
     if pj.shape[0] == 0:
         return out.T
-    by_cand = [np.ascontiguousarray(k.T) for k in (*tables.keys, tables.rounds)]  # rows: candidates
+    by_cand = [np.ascontiguousarray(k.T) for k in (*keys, rounds)]  # rows: candidates
     dom = by_cand[0][pi] <= by_cand[0][pj]
     for k in by_cand[1:]:
         dom &= k[pi] <= k[pj]
@@ -1855,8 +1875,8 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     if not ok.any():
         return None  # no candidate fits: the full path raises
     sw = _sweep(hw, n)
-    tables = _group_tables(launch, sw, occ, ok)
-    dominated = _dominated_in_groups(tables, _ordered_pairs(key, launch, ok))
+    tables = _group_tables(key, launch, sw, occ, ok)
+    dominated = tables.dominated
     serial = None if tables.serial is None else (tables.serial[0] + tables.serial[3] * tables.serial[1])
     floor = np.broadcast_to(sw.latency, (n,)) + sw.l2_lat  # every candidate's serial time is at least this
     sample = np.unique(np.r_[sw.starts, np.linspace(0, n - 1, 16).astype(np.intp)])
