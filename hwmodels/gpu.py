@@ -1917,15 +1917,14 @@ def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables
     K-loop stall are re-timed with every candidate's stall (:func:`_blocked_choice`, else :func:`_select`)."""
     if np.min(size) < 1:
         return None
-    fixed, total = _pair_time(tables, sw, size, flat, lb)
-    low = np.minimum.reduceat(total, np.cumsum(size) - size)
+    starts = np.cumsum(size) - size
+    total = _pair_time(tables, sw, size, flat, lb)[1]
+    low = np.minimum.reduceat(total, starts)
     if not np.all(np.isfinite(low)):
         return None
-    bi = np.flatnonzero(total == np.repeat(low, size))
-    if bi.shape[0] != sw.n:  # equal times: the first candidate in table order (in one group, flat order)
-        bv = np.repeat(np.arange(sw.n), size)[bi]
-        bi = bi[flat[bi] == np.minimum.reduceat(flat[bi], np.flatnonzero(np.r_[True, bv[1:] != bv[:-1]]))[bv]]
-    fb = flat[bi]
+    # the first candidate in table order of those of least time (in one group, flat order is table order)
+    fb = np.minimum.reduceat(np.where(total == np.repeat(low, size), flat, np.iinfo(flat.dtype).max), starts)
+    fixed = _pair_time(tables, sw, None, fb, _overlapped(tables, sw, fb))[0]
     best = fb - sw.gid * tables.rounds.shape[1]
     t = np.take(tables.keys.reshape(4, -1), fb, axis=1) * sw.mult  # main loop, shared memory, L2, DRAM
     t_m = np.maximum(np.maximum(t[1], t[2]), t[3])
@@ -1933,7 +1932,7 @@ def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables
     latency = np.array(np.broadcast_to(sw.latency, (sw.n,)), dtype=float)
     stall = gemm_k_loop_stall_s(launch.pick(best), np.ceil(launch.ctas[best] / sw.sms), occ, sw.rate_sm, latency)
     exposed = np.array(np.maximum(t[0] + stall, t_m) - np.maximum(t[0], t_m), dtype=float)
-    got = {"best": best, "time": low + exposed, "exposed": exposed, "latency_s": fixed[bi] + exposed,
+    got = {"best": best, "time": low + exposed, "exposed": exposed, "latency_s": fixed + exposed,
            "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m, "dram": np.take(tables.keys[3], fb),
            "occ": occ, "prologue": latency}
     choice = got
