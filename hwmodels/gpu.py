@@ -1698,7 +1698,7 @@ class _GroupTables:
     fixed_overlap: np.ndarray | None  # (groups * candidates): the largest product of the keys whose
     #                                   variant number is one per group (None: none is)
     varying: tuple[int, ...]  # the other keys
-    dominated: np.ndarray  # (groups, candidates): set aside in the group (:func:`_dominated_in_groups`)
+    live: np.ndarray  # ``keys``, infinite also for a candidate set aside in its group (:func:`_dominated_in_groups`)
 
 
 _GROUP_KEYS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -1724,13 +1724,13 @@ def _group_tables(key: tuple[Any, ...], launch: GemmLaunch, sw: _Sweep, occ: np.
         keys[3] = gemm_dram_bytes(launch, gs, occ, gc)
         keys[:, :, ~ok] = np.inf
         rounds = gemm_edge_rounds(launch, busiest, occ)
-        got = (keys, rounds, _dominated_in_groups(keys, rounds, _ordered_pairs(key, launch, ok)))
+        got = (keys, rounds, np.where(_dominated_in_groups(keys, rounds, _ordered_pairs(key, launch, ok)), np.inf, keys))
         for x in got:
             x.setflags(write=False)
         if len(_GROUP_KEYS) >= _GROUP_KEYS_MAX:
             _GROUP_KEYS.clear()
         _GROUP_KEYS[sig] = got
-    keys, rounds, dominated = got
+    keys, rounds, live = got
     work = _serial_work(launch)
     serial = None
     if sw.serial_per_group:
@@ -1741,7 +1741,7 @@ def _group_tables(key: tuple[Any, ...], launch: GemmLaunch, sw: _Sweep, occ: np.
     if fixed:  # the same products as per variant: the group's number is each of its variants'
         overlap = np.max(keys[fixed] * sw.mult[fixed][:, sw.starts, None], axis=0).reshape(-1)
     return _GroupTables(keys, rounds, serial, work, occ, overlap, tuple(i for i in range(4) if i not in fixed),
-                        dominated)
+                        live)
 
 
 _ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -1819,12 +1819,11 @@ def _pair_time(tables: _GroupTables, sw: _Sweep, size: np.ndarray | None, flat: 
     return fixed, lb + fixed
 
 
-def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, which: np.ndarray,
+def _candidates_within(tables: _GroupTables, sw: _Sweep, which: np.ndarray,
                        limit: np.ndarray) -> tuple[np.ndarray, ...]:
     """The (variant, candidate) pairs that may be a variant's first minimum: (pairs of each variant, flat
     indices, overlapped times), variant by variant. They include every candidate whose overlapped time is within
-    the variant's ``limit`` that no earlier one dominates in the group (``dominated``:
-    :func:`_dominated_in_groups`).
+    the variant's ``limit`` that no earlier one dominates in the group (:attr:`_GroupTables.live`).
 
     Each variant takes a prefix of its group's candidates in the order of one key (``which``, per group:
     :func:`_prefix_keys`), up to where that key alone exceeds the limit (a few more where the values are
@@ -1835,7 +1834,7 @@ def _candidates_within(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, 
     lim = np.minimum(limit / sw.mult, 1e300)  # (4, n): the most each key may be
     gid = sw.gid
     lim_w = lim[which[gid], np.arange(sw.n)] * (1.0 + 1e-6)
-    chosen = np.where(dominated, np.inf, keys[which, np.arange(ngroups)])
+    chosen = tables.live[which, np.arange(ngroups)]
     order = np.argsort(chosen, axis=1)
     band = np.log(np.take_along_axis(chosen, order, axis=1))
     np.clip(band, -_LOG_CLIP, _LOG_CLIP, out=band)
@@ -1876,15 +1875,14 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
         return None  # no candidate fits: the full path raises
     sw = _sweep(hw, n)
     tables = _group_tables(key, launch, sw, occ, ok)
-    dominated = tables.dominated
     serial = None if tables.serial is None else (tables.serial[0] + tables.serial[3] * tables.serial[1])
     floor = np.broadcast_to(sw.latency, (n,)) + sw.l2_lat  # every candidate's serial time is at least this
     sample = np.unique(np.r_[sw.starts, np.linspace(0, n - 1, 16).astype(np.intp)])
     if max_pairs < math.inf:  # about: each sampled variant bounded by its least overlapped plus serial time
-        at = np.max(np.where(dominated, np.inf, tables.keys)[:, sw.gid[sample]] * sw.mult[:, sample, None], axis=0)
+        at = np.max(tables.live[:, sw.gid[sample]] * sw.mult[:, sample, None], axis=0)
         if serial is not None:
-            at += serial.reshape(dominated.shape)[sw.gid[sample]]
-        if _prefix_keys(tables, sw, dominated, sample, np.min(at, axis=1) - floor[sample])[1] > max_pairs:
+            at += serial.reshape(tables.rounds.shape)[sw.gid[sample]]
+        if _prefix_keys(tables, sw, sample, np.min(at, axis=1) - floor[sample])[1] > max_pairs:
             return None
     # a first guess per group: the least overlapped time on its first variant (and the serial time but
     # its last slice, where that is one number per group)
@@ -1894,18 +1892,18 @@ def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
     flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
     bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
     limit = bound * (1.0 + BOUND_SLACK) - floor
-    which = _prefix_keys(tables, sw, dominated, sample, limit[sample])[0]
-    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, dominated, which, limit))
+    which = _prefix_keys(tables, sw, sample, limit[sample])[0]
+    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, which, limit))
 
 
-def _prefix_keys(tables: _GroupTables, sw: _Sweep, dominated: np.ndarray, sample: np.ndarray,
+def _prefix_keys(tables: _GroupTables, sw: _Sweep, sample: np.ndarray,
                  limit: np.ndarray) -> tuple[np.ndarray, float]:
     """(per group, the key whose prefixes (:func:`_candidates_within`) are shortest on the ``sample`` of
     variants of the group, bounded by ``limit``; the mean prefix over the sample)."""
     g = sw.gid[sample]
-    live = np.where(dominated, np.inf, tables.keys)[:, g, :]  # (4, sample, candidates)
+    live = tables.live[:, g, :]  # (4, sample, candidates)
     count = np.sum(live <= (limit / sw.mult[:, sample])[:, :, None], axis=2)  # (4, sample)
-    per_group = np.stack([np.bincount(g, weights=c, minlength=dominated.shape[0]) for c in count])
+    per_group = np.stack([np.bincount(g, weights=c, minlength=tables.rounds.shape[0]) for c in count])
     which = np.argmin(per_group, axis=0)
     return which, float(np.mean(count[which[g], np.arange(g.shape[0])]))
 
