@@ -123,6 +123,9 @@ __all__ = [
     "pipeline_stall_s",
     "PRUNE_MIN_VARIANTS",
     "GEMM_BLOCK_VARIANTS",
+    "BOUND_SLACK",
+    "BOUNDED_MAX_PAIRS",
+    "BOUNDED_MIN_FLOP_PER_BYTE",
 ]
 
 ArrayLike = Any  # float | np.ndarray
@@ -968,8 +971,8 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
     reaches it.
     """
     g = launch
-    m, n, k, batch, in_bytes = g.m, g.n, g.k, g.batch, g.in_bytes
-    ab = batch * g.a_elements * in_bytes + (1 if g.b_shared else batch) * k * n * in_bytes
+    m, n, batch = g.m, g.n, g.batch
+    ab = _operand_bytes(g)
     c_bytes = batch * m * n * g.out_bytes
     need = ab > l2_capacity_bytes
     if np.any(need):
@@ -983,7 +986,7 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         cc = _ip(np.minimum, cc, g.tiles_n * g.split)
         a_rows = g.rows if g.a_operand is None else g.rows * g.a_scale  # DRAM rows of an A panel
         streamed = _ip(np.add, _ip(np.multiply, r, a_rows), _ip(np.multiply, cc, g.cols))
-        streamed = _ip(np.multiply, streamed, g.k_split * in_bytes)
+        streamed = _ip(np.multiply, streamed, g.k_split * g.in_bytes)
         streamed = _ip(np.multiply, streamed, g.ctas / conc)  # waves of resident CTAs
         streamed = _ip(np.maximum, streamed, ab)
         operands = streamed if np.all(need) else np.where(need, streamed, ab)
@@ -991,6 +994,11 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         operands = ab
     partials = np.where(g.split > 1, 2.0 * g.split * batch * m * n * 4.0, 0.0)
     return operands + (c_bytes + np.where(partials <= l2_capacity_bytes, 0.0, partials))
+
+
+def _operand_bytes(g: GemmLaunch) -> float:
+    """A and B once (bytes): the DRAM traffic of the operands when they fit in L2."""
+    return g.batch * g.a_elements * g.in_bytes + (1 if g.b_shared else g.batch) * g.k * g.n * g.in_bytes
 
 
 # The two serial terms below are sums of bytes moved at one SM's share of the L2 and L2 round
@@ -1110,6 +1118,77 @@ def _hardware(p: GpuParams) -> _Hardware:
     )
 
 
+def _serial_work(launch: GemmLaunch) -> tuple[ArrayLike, ...]:
+    """Per-candidate work of the serial terms: the split-K fixup's and the C store's (bytes, L2
+    latencies) and one K-slice's (operand bytes, FLOP)."""
+    return (*_fixup_l2_work(launch), *_c_store_l2_work(launch), *_slice_work(launch))
+
+
+def _serial_parts(work: tuple[ArrayLike, ...], l2_share: ArrayLike, latency: ArrayLike,
+                  l2_lat: ArrayLike) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
+    """The parts of :func:`_serial_s` that the s per FLOP does not enter: (prologue and split-K fixup,
+    the C store of one round, the first slice's load)."""
+    fix_bytes, fix_hops, store_bytes, store_hops, slice_bytes, _ = work
+    fixed = _ip(np.add, l2_share * fix_bytes, latency + l2_lat * fix_hops)
+    return fixed, _ip(np.add, l2_share * store_bytes, l2_lat * store_hops), l2_share * slice_bytes
+
+
+def _serial_join(parts: tuple[ArrayLike, ArrayLike, ArrayLike], rounds: ArrayLike, slice_flops: ArrayLike,
+                 s_per_flop: ArrayLike) -> ArrayLike:
+    """:func:`_serial_s` from its :func:`_serial_parts` (written into them where they are arrays)."""
+    fixed, edges, slice_load = parts
+    edges = _ip(np.add, edges, _ip(np.minimum, slice_load, slice_flops * s_per_flop))
+    return _ip(np.add, fixed, _ip(np.multiply, rounds, edges))
+
+
+def _serial_s(work: tuple[ArrayLike, ...], rounds: ArrayLike, l2_share: ArrayLike, latency: ArrayLike,
+              l2_lat: ArrayLike, s_per_flop: ArrayLike) -> ArrayLike:
+    """The serial time of :func:`_terms` (s): prologue and split-K fixup once, the pipeline edges (C store,
+    the cheaper of the first slice's load and the last slice's math) once per round of tiles; ``work`` is
+    :func:`_serial_work`'s (as :func:`gemm_split_k_fixup_s` and :func:`gemm_pipeline_edges_s` sum them)."""
+    return _serial_join(_serial_parts(work, l2_share, latency, l2_lat), rounds, work[5], s_per_flop)
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """Every candidate's terms on every hardware variant (:func:`_terms`), broadcast like their inputs."""
+
+    occ: Any
+    feasible: Any
+    busiest: Any
+    t_compute: Any
+    t_smem: Any
+    t_l2: Any
+    dram: Any
+    t_dram: Any
+    t_mem: Any
+    fixed: Any
+    total: Any  # without the K-loop stall; infeasible candidates not yet set aside
+
+
+def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
+    """The terms of :func:`_select`'s time of every candidate of ``launch`` (its fields may also be
+    one array per (variant, candidate) pair, with ``hw``'s numbers gathered to match: every operation
+    is element by element, so a pair gets, bit for bit, what the full arrays give it)."""
+    occ, feasible = gemm_occupancy(launch, p)
+    busiest = np.ceil(launch.ctas / hw.sms)  # CTAs of the busiest SM (wave quantization)
+
+    # overlapped: the main loop's math against its operand traffic at each level
+    t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
+    t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
+    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
+    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
+    t_dram = dram * hw.s_per_dram_byte
+    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
+
+    # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
+    # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
+    fixed = _serial_s(_serial_work(launch), gemm_edge_rounds(launch, busiest, occ), hw.l2_share, hw.latency,
+                      hw.l2_lat, 1.0 / hw.rate_sm)
+    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    return _Terms(occ, feasible, busiest, t_compute, t_smem, t_l2, dram, t_dram, t_mem, fixed, total)
+
+
 # The values of the chosen candidate :func:`_select` returns per hardware variant.
 _CHOICE = ("best", "time", "exposed", "latency_s", "t_c", "t_s", "t_l", "t_d", "t_m", "dram", "occ", "prologue")
 
@@ -1124,27 +1203,9 @@ def _select(launch: GemmLaunch, p: GpuParams, hw: _Hardware, retime: bool = True
     a stall only lengthens a candidate, so elsewhere (``retime``) every candidate is re-timed with
     its stall.
     """
-    occ, feasible = gemm_occupancy(launch, p)
-    busiest = np.ceil(launch.ctas / hw.sms)  # CTAs of the busiest SM (wave quantization)
-
-    # overlapped: the main loop's math against its operand traffic at each level
-    t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
-    t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
-    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
-    dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
-    t_dram = dram * hw.s_per_dram_byte
-    t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
-
-    # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
-    # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
-    fix_bytes, fix_hops = _fixup_l2_work(launch)
-    store_bytes, store_hops = _c_store_l2_work(launch)
-    fixed = _ip(np.add, hw.l2_share * fix_bytes, hw.latency + hw.l2_lat * fix_hops)
-    edges = _ip(np.add, hw.l2_share * store_bytes, hw.l2_lat * store_hops)
-    edges = _ip(np.add, edges, _first_or_last_slice_s(launch, hw.l2_share, 1.0 / hw.rate_sm))
-    fixed = _ip(np.add, fixed, _ip(np.multiply, gemm_edge_rounds(launch, busiest, occ), edges))
-
-    total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
+    tm = _terms(launch, p, hw)
+    occ, feasible, busiest, fixed, total = tm.occ, tm.feasible, tm.busiest, tm.fixed, tm.total
+    t_compute, t_smem, t_l2, dram, t_dram, t_mem = tm.t_compute, tm.t_smem, tm.t_l2, tm.dram, tm.t_dram, tm.t_mem
     if not np.all(feasible):
         total = np.where(feasible, total, np.inf)
     full = np.broadcast_shapes(total.shape, occ.shape)  # the SM limits alone may vary
@@ -1267,6 +1328,8 @@ def _survivors(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hard
 
 
 def _survivors_of(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | None:
+    if (hw.sms.size > 1 or hw.l2_capacity.size > 1) and bool(np.any(_operand_bytes(launch) > hw.l2_capacity)):
+        return None  # the operands' waves depend on the SM count or the L2 capacity (as below, found sooner)
     occ, feasible = gemm_occupancy(launch, p)
     dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
     if np.ndim(dram) > 1:  # the operands' waves depend on the SM count or the L2 capacity
@@ -1469,10 +1532,31 @@ def gemm(
     key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
     launch = _cached_launch(*key)
     hw = _hardware(p)
-    choice = _blocked_choice(key, launch, p, hw)
+    return _gemm_estimate(launch, _gemm_choice(key, launch, p, hw), p, hw, in_bytes)
+
+
+def _flop_per_byte(launch: GemmLaunch) -> float:
+    return 2.0 * launch.batch * launch.m * launch.n * launch.k / (
+        _operand_bytes(launch) + launch.batch * launch.m * launch.n * launch.out_bytes)
+
+
+def _gemm_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any]:
+    """:func:`_select`'s choice, by the fastest of its exact paths: each variant's own bounds
+    (:func:`_bounded_choice`) where candidates cannot be set aside for all variants at once
+    (:func:`_survivors`), or where they can but the SM count is fixed, the tiles run on the matrix unit
+    (SIMT tiles expose K-loop stalls on most variants) and the GEMM does enough math per byte for the
+    bounds to be tight; else the candidates set aside for all variants (:func:`_blocked_choice`); else
+    every candidate (:func:`_select`)."""
+    if _few_variants(hw):
+        return _select(launch, p, hw)
+    choice = None
+    if _survivors(key, launch, p, hw) is None:  # (cached)
+        choice = _bounded_choice(key, launch, p, hw)
+    elif hw.sms.size == 1 and p.uses_matrix_unit and _flop_per_byte(launch) >= BOUNDED_MIN_FLOP_PER_BYTE:
+        choice = _bounded_choice(key, launch, p, hw, BOUNDED_MAX_PAIRS)
     if choice is None:
-        choice = _select(launch, p, hw)
-    return _gemm_estimate(launch, choice, p, hw, in_bytes)
+        choice = _blocked_choice(key, launch, p, hw)
+    return _select(launch, p, hw) if choice is None else choice
 
 
 def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any] | None:
@@ -1494,6 +1578,376 @@ def _blocked_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: 
             return None
         parts.append(part)
     return parts[0] if len(parts) == 1 else {f: np.concatenate([c[f] for c in parts]) for f in _CHOICE}
+
+
+# With the SM count (or the L2 capacity) varied, a candidate's waves and DRAM bytes differ from
+# variant to variant, and no candidate can be set aside for all variants at once (:func:`_survivors`).
+# :func:`_bounded_choice` groups the variants by SM count and L2 capacity, sets candidates aside per
+# group, and has each variant time only the candidates its own lower bound cannot rule out.
+
+#: Relative slack of the bounds :func:`_bounded_choice` sets candidates aside with: far above the
+#: rounding of the few operations that form them, so a candidate set aside is slower than the bound
+#: in any rounding. Only speed depends on it.
+BOUND_SLACK = 1e-9
+#: Candidates per variant (on average) above which :func:`_bounded_choice` gives way to the candidates
+#: set aside for all variants at once (:func:`_survivors`), where those can be. Only speed depends on it.
+BOUNDED_MAX_PAIRS = 5
+#: FLOP per byte of A, B and C once below which a GEMM's bounds are loose (its memory and serial times,
+#: near-equal over the candidates, decide), so that :func:`_bounded_choice` is not tried where candidates
+#: can be set aside for all variants at once. Only speed depends on it.
+BOUNDED_MIN_FLOP_PER_BYTE = 256.0
+_LOG_CLIP = 745.0  # |log| of every positive finite double is below it
+_LOG_BAND = 2048.0  # offset between the log-keys of two groups: wider than two clips
+
+
+def _few_variants(hw: _Hardware) -> bool:
+    """Fewer hardware variants than :data:`PRUNE_MIN_VARIANTS` (one device: the usual case)."""
+    return max(hw.sms.size, hw.rate_sm.size, hw.l2_share.size, hw.latency.size, hw.l2_lat.size, hw.smem_bw.size,
+               hw.s_per_dram_byte.size, hw.l2_capacity.size) < PRUNE_MIN_VARIANTS
+
+
+def _variant_count(p: GpuParams, hw: _Hardware) -> int | None:
+    """Variants of a one-axis sweep :func:`_bounded_choice` takes (at least :data:`PRUNE_MIN_VARIANTS`;
+    finite, non-negative hardware numbers; positive SM count and rates; SM limits the same for all), else None."""
+    if _few_variants(hw):
+        return None
+    hw_arrays = tuple(getattr(hw, f.name) for f in dataclasses.fields(hw))
+    limits = (p.registers_per_sm, p.smem_per_sm_bytes, p.max_threads_per_sm, p.max_ctas_per_sm,
+              p.max_smem_per_cta_bytes)
+    if any(np.size(x) != 1 for x in limits):
+        return None
+    shape = np.broadcast_shapes(*(x.shape for x in hw_arrays))
+    if len(shape) != 2 or shape[0] < PRUNE_MIN_VARIANTS:
+        return None
+    if not all(bool(np.all(np.isfinite(x) & (x >= 0))) for x in hw_arrays):
+        return None
+    if not all(bool(np.all(x > 0)) for x in (hw.sms, hw.rate_sm, hw.smem_bw, hw.l2_share, hw.s_per_dram_byte)):
+        return None
+    return int(shape[0])
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """A one-axis sweep of ``n`` variants in group order (variants of one SM count and L2 capacity
+    together): ``order`` (original index of each), ``gid`` (group of each), ``starts`` (first position
+    of each group); per-variant hardware numbers in that order (a float where all variants share it)."""
+
+    n: int
+    order: np.ndarray | None  # None: the given order (one group)
+    gid: np.ndarray
+    starts: np.ndarray
+    mult: np.ndarray  # (4, n): s per FLOP, per shared-memory byte, per L2 byte, per DRAM byte of the busiest SM
+    sms: Any
+    cap: Any
+    rate_sm: Any
+    l2_share: Any
+    latency: Any
+    l2_lat: Any
+    serial_per_group: bool  # the hardware numbers of the serial time (but s per FLOP) are one per group
+    mult_per_group: tuple[bool, ...]  # which rows of ``mult`` are one number per group
+
+
+def _sweep(hw: _Hardware, n: int) -> _Sweep:
+    def flat(x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(x.reshape(-1), (n,))
+
+    sms, cap = flat(hw.sms), flat(hw.l2_capacity)
+    order: np.ndarray | None = None
+    if hw.sms.size == 1 and hw.l2_capacity.size == 1:  # one group, in the given order
+        gid, starts = np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp)
+    else:
+        order = np.argsort(sms) if hw.l2_capacity.size == 1 else np.lexsort((sms, cap))  # (any order in a group)
+        s, c = sms[order], cap[order]
+        new = np.r_[True, (s[1:] != s[:-1]) | (c[1:] != c[:-1])]
+        gid, starts = np.cumsum(new) - 1, np.flatnonzero(new)
+
+    def var(x: np.ndarray) -> Any:
+        if x.size == 1:
+            return float(x.reshape(-1)[0])
+        return flat(x) if order is None else flat(x)[order]
+
+    mult = np.stack([np.broadcast_to(var(x), (n,)) for x in (1.0 / hw.rate_sm, 1.0 / hw.smem_bw, hw.l2_share,
+                                                             hw.s_per_dram_byte)])
+    serial = [var(x) for x in (hw.l2_share, hw.latency, hw.l2_lat)]
+
+    def per_group(x: Any) -> bool:
+        return np.ndim(x) == 0 or np.array_equal(x, x[starts][gid])
+
+    return _Sweep(n, order, gid, starts, mult, var(hw.sms), var(hw.l2_capacity), var(hw.rate_sm), *serial,
+                  all(per_group(x) for x in serial),
+                  tuple(x.size == 1 or per_group(m) for x, m in zip((hw.rate_sm, hw.smem_bw, hw.l2_share,
+                                                                      hw.s_per_dram_byte), mult, strict=True)))
+
+
+def _at(x: Any, rows: np.ndarray | None) -> Any:
+    return x if np.ndim(x) == 0 or rows is None else x[rows]
+
+
+@dataclass(frozen=True)
+class _GroupTables:
+    """Per group and candidate (flat index ``group * candidates + candidate``): the four per-candidate
+    factors of the overlapped terms of :func:`_terms` (main-loop FLOP, shared-memory, L2 and DRAM bytes of
+    the busiest SM or of the launch, formed as there; infinite for a candidate that does not fit), the
+    rounds of pipeline edges and, where :attr:`_Sweep.serial_per_group`, the serial time's parts."""
+
+    keys: np.ndarray  # (4, groups, candidates)
+    rounds: np.ndarray  # (groups, candidates)
+    serial: np.ndarray | None  # (5, groups * candidates): _serial_parts, rounds, slice FLOP
+    work: tuple[ArrayLike, ...]  # :func:`_serial_work`, per candidate
+    occ: np.ndarray  # CTAs resident per SM, per candidate
+    fixed_overlap: np.ndarray | None  # (groups * candidates): the largest product of the keys whose
+    #                                   variant number is one per group (None: none is)
+    varying: tuple[int, ...]  # the other keys
+    live: np.ndarray  # ``keys``, infinite also for a candidate set aside in its group (:func:`_dominated_in_groups`)
+
+
+_GROUP_KEYS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_GROUP_KEYS_MAX = 16  # (an entry is 5 numbers and a flag per group and candidate)
+
+
+def _group_tables(key: tuple[Any, ...], launch: GemmLaunch, sw: _Sweep, occ: np.ndarray,
+                  ok: np.ndarray) -> _GroupTables:
+    def per_group(x: Any) -> np.ndarray:
+        return np.broadcast_to(np.reshape(_at(x, sw.starts), (-1, 1)), (sw.starts.shape[0], 1))
+
+    gs, gc = per_group(sw.sms), per_group(sw.cap)
+    # the keys, rounds and dominance depend on the problem, the groups' SM counts and L2 capacities and
+    # the SM limits only: a sweep in chunks, or a second call, finds them without recomputing them
+    sig = (key, gs.tobytes(), gc.tobytes(), np.asarray(occ).tobytes(), ok.tobytes())
+    got = _GROUP_KEYS.get(sig)
+    if got is None:
+        busiest = np.ceil(launch.ctas / gs)
+        keys = np.empty((4,) + busiest.shape)
+        np.multiply(busiest, 2.0 * launch.tile_m * launch.tile_n * launch.k_padded, out=keys[0])
+        np.multiply(busiest, gemm_smem_bytes_per_cta(launch), out=keys[1])
+        np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
+        keys[3] = gemm_dram_bytes(launch, gs, occ, gc)
+        keys[:, :, ~ok] = np.inf
+        rounds = gemm_edge_rounds(launch, busiest, occ)
+        got = (keys, rounds, np.where(_dominated_in_groups(keys, rounds, _ordered_pairs(key, launch, ok)), np.inf, keys))
+        for x in got:
+            x.setflags(write=False)
+        if len(_GROUP_KEYS) >= _GROUP_KEYS_MAX:
+            _GROUP_KEYS.clear()
+        _GROUP_KEYS[sig] = got
+    keys, rounds, live = got
+    work = _serial_work(launch)
+    serial = None
+    if sw.serial_per_group:
+        parts = _serial_parts(work, per_group(sw.l2_share), per_group(sw.latency), per_group(sw.l2_lat))
+        serial = np.stack([np.broadcast_to(x, rounds.shape) for x in (*parts, rounds, work[5])]).reshape(5, -1)
+    fixed = [i for i in range(4) if sw.mult_per_group[i]]
+    overlap = None
+    if fixed:  # the same products as per variant: the group's number is each of its variants'
+        overlap = np.max(keys[fixed] * sw.mult[fixed][:, sw.starts, None], axis=0).reshape(-1)
+    return _GroupTables(keys, rounds, serial, work, occ, overlap, tuple(i for i in range(4) if i not in fixed),
+                        live)
+
+
+_ORDERED_PAIRS: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _ordered_pairs(key: tuple[Any, ...], launch: GemmLaunch, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier, later) candidates of the same tile or the same split-K factor, the earlier one fitting and
+    nowhere larger in the serial work (:func:`_serial_work`), grouped by the later one; cached per launch."""
+    sig = (key, ok.tobytes())
+    got = _ORDERED_PAIRS.get(sig)
+    if got is None:
+        ncand = ok.shape[0]
+        work = np.stack([np.broadcast_to(np.asarray(w, dtype=float), (ncand,)) for w in _serial_work(launch)])
+        pre = np.all(work[:, :, None] <= work[:, None, :], axis=0)  # [i, j]: i nowhere larger than j
+        pre &= ok[:, None] & np.triu(np.ones((ncand, ncand), dtype=bool), 1)
+        pre &= (launch.name[:, None] == launch.name[None, :]) | (launch.split[:, None] == launch.split[None, :])
+        pj, pi = np.nonzero(pre.T)
+        if len(_ORDERED_PAIRS) >= _SURVIVORS_MAX:
+            _ORDERED_PAIRS.clear()
+        got = _ORDERED_PAIRS[sig] = (pi, pj)
+    return got
+
+
+def _dominated_in_groups(keys: np.ndarray, rounds: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per group and candidate: whether an earlier candidate of ``pairs`` (:func:`_ordered_pairs`) is no
+    larger in any per-candidate number of the group's times either (``keys``, the ``rounds`` of pipeline
+    edges), so that it is never the first minimum (:func:`_survivors`' argument, per group)."""
+    pi, pj = pairs
+    out = np.zeros(rounds.shape[::-1], dtype=bool)  # candidates x groups
+    if pj.shape[0] == 0:
+        return out.T
+    by_cand = [np.ascontiguousarray(k.T) for k in (*keys, rounds)]  # rows: candidates
+    dom = by_cand[0][pi] <= by_cand[0][pj]
+    for k in by_cand[1:]:
+        dom &= k[pi] <= k[pj]
+    js, at = np.unique(pj, return_index=True)
+    out[js] = np.logical_or.reduceat(dom, at, axis=0)
+    return out.T
+
+
+def _overlapped(tables: _GroupTables, sw: _Sweep, flat: np.ndarray, size: np.ndarray | None = None) -> np.ndarray:
+    """The overlapped time of the candidates ``flat``, one per variant or ``size`` per variant in turn:
+    ``max(t_compute, t_mem)`` of :func:`_terms` bit for bit, the largest of the four products of a key
+    and a variant's number, formed as there (those of a number one per group, from the group table)."""
+    keys = tables.keys.reshape(4, -1)
+    lb = None if tables.fixed_overlap is None else np.take(tables.fixed_overlap, flat)
+    for i in tables.varying:
+        prod = np.take(keys[i], flat)
+        prod *= sw.mult[i] if size is None else np.repeat(sw.mult[i], size)
+        lb = prod if lb is None else np.maximum(lb, prod, out=lb)
+    return lb
+
+
+def _per_pair(x: Any, size: np.ndarray | None) -> Any:
+    """A per-variant number for each pair: ``size`` pairs per variant in turn (None: one)."""
+    return x if np.ndim(x) == 0 or size is None else np.repeat(x, size)
+
+
+def _pair_time(tables: _GroupTables, sw: _Sweep, size: np.ndarray | None, flat: np.ndarray,
+               lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_terms`' (serial time, total) of the (variant, candidate) pairs ``flat`` (``size`` per variant
+    in turn; None: one) of overlapped time ``lb`` (:func:`_overlapped`): the same operations, element by
+    element."""
+    spf = _per_pair(sw.mult[0], size)
+    if tables.serial is not None:
+        s = np.take(tables.serial, flat, axis=1)
+        fixed = _serial_join((s[0], s[1], s[2]), s[3], s[4], spf)
+    else:
+        ncand = tables.rounds.shape[1]
+        cand = flat % ncand
+        work = tuple(w if np.ndim(w) == 0 else np.take(w, cand) for w in tables.work)
+        parts = _serial_parts(work, _per_pair(sw.l2_share, size), _per_pair(sw.latency, size),
+                              _per_pair(sw.l2_lat, size))
+        fixed = _serial_join(parts, np.take(tables.rounds, flat), work[5], spf)
+    return fixed, lb + fixed
+
+
+def _candidates_within(tables: _GroupTables, sw: _Sweep, which: np.ndarray,
+                       limit: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The (variant, candidate) pairs that may be a variant's first minimum: (pairs of each variant, flat
+    indices, overlapped times), variant by variant. They include every candidate whose overlapped time is within
+    the variant's ``limit`` that no earlier one dominates in the group (:attr:`_GroupTables.live`).
+
+    Each variant takes a prefix of its group's candidates in the order of one key (``which``, per group:
+    :func:`_prefix_keys`), up to where that key alone exceeds the limit (a few more where the values are
+    within 1e-6 relative). One search serves all groups: the log-keys of group ``g`` lie in their own
+    band, ``g * _LOG_BAND +- _LOG_CLIP``."""
+    keys = tables.keys
+    _, ngroups, ncand = keys.shape
+    lim = np.minimum(limit / sw.mult, 1e300)  # (4, n): the most each key may be
+    gid = sw.gid
+    lim_w = lim[which[gid], np.arange(sw.n)] * (1.0 + 1e-6)
+    chosen = tables.live[which, np.arange(ngroups)]
+    order = np.argsort(chosen, axis=1)
+    band = np.log(np.take_along_axis(chosen, order, axis=1))
+    np.clip(band, -_LOG_CLIP, _LOG_CLIP, out=band)
+    band += (np.arange(ngroups) * _LOG_BAND)[:, None]
+    q = np.log(lim_w)
+    q = np.clip(q, -_LOG_CLIP, _LOG_CLIP, out=q) + gid * _LOG_BAND
+    size = np.searchsorted(band.reshape(-1), q, side="right") - gid * ncand
+    order += (np.arange(ngroups) * ncand)[:, None]  # flat indices
+    flat = np.take(order, np.arange(size.sum()) + np.repeat(gid * ncand - (np.cumsum(size) - size), size))
+    return size, flat, _overlapped(tables, sw, flat, size)
+
+
+def _bounded_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware,
+                    max_pairs: float = math.inf) -> dict[str, Any] | None:
+    """:func:`_select`'s choice on a one-axis sweep (:func:`_variant_count`; the SM count and L2 capacity
+    may vary), each variant timing only the candidates that may be its first minimum; None where this
+    does not apply (then all candidates are timed).
+
+    Variants of one SM count and L2 capacity form a group: each candidate's waves, DRAM bytes and
+    rounds of pipeline edges are the same across it (:func:`_group_tables`), and a candidate that an
+    earlier one matches or beats in every per-candidate number is set aside for the group
+    (:func:`_dominated_in_groups`). Every candidate's time is at least its overlapped time plus the
+    prologue's DRAM latency and one L2 latency (the C store's), and the overlapped time is the largest
+    of four products of a group-table number and a variant's hardware number. A candidate whose bound
+    exceeds, by :data:`BOUND_SLACK`, the time of the group's candidate of least overlapped time on its
+    first variant, timed on the variant, cannot be its first minimum; the others are timed exactly, as
+    :func:`_terms` times them (the same operations, element by element), so the choice and every term
+    are :func:`_select`'s, bit for bit. None also where a sample of variants keeps more than
+    ``max_pairs`` candidates on average (:func:`_prefix_keys`: the bounds are loose, near-equal terms or
+    much serial time).
+    """
+    n = _variant_count(p, hw)
+    if n is None:
+        return None
+    occ, feasible = gemm_occupancy(launch, p)
+    ok = np.broadcast_to(feasible, launch.ctas.shape)
+    if not ok.any():
+        return None  # no candidate fits: the full path raises
+    sw = _sweep(hw, n)
+    tables = _group_tables(key, launch, sw, occ, ok)
+    serial = None if tables.serial is None else (tables.serial[0] + tables.serial[3] * tables.serial[1])
+    floor = np.broadcast_to(sw.latency, (n,)) + sw.l2_lat  # every candidate's serial time is at least this
+    sample = np.unique(np.r_[sw.starts, np.linspace(0, n - 1, 16).astype(np.intp)])
+    if max_pairs < math.inf:  # about: each sampled variant bounded by its least overlapped plus serial time
+        at = np.max(tables.live[:, sw.gid[sample]] * sw.mult[:, sample, None], axis=0)
+        if serial is not None:
+            at += serial.reshape(tables.rounds.shape)[sw.gid[sample]]
+        if _prefix_keys(tables, sw, sample, np.min(at, axis=1) - floor[sample])[1] > max_pairs:
+            return None
+    # a first guess per group: the least overlapped time on its first variant (and the serial time but
+    # its last slice, where that is one number per group)
+    at_first = np.max(tables.keys * sw.mult[:, sw.starts, None], axis=0)  # (groups, candidates)
+    if serial is not None:
+        at_first += serial.reshape(at_first.shape)
+    flat = sw.gid * ok.shape[0] + np.argmin(at_first, axis=1)[sw.gid]
+    bound = _pair_time(tables, sw, None, flat, _overlapped(tables, sw, flat))[1]
+    limit = bound * (1.0 + BOUND_SLACK) - floor
+    which = _prefix_keys(tables, sw, sample, limit[sample])[0]
+    return _pairs_choice(key, launch, p, tables, sw, *_candidates_within(tables, sw, which, limit))
+
+
+def _prefix_keys(tables: _GroupTables, sw: _Sweep, sample: np.ndarray,
+                 limit: np.ndarray) -> tuple[np.ndarray, float]:
+    """(per group, the key whose prefixes (:func:`_candidates_within`) are shortest on the ``sample`` of
+    variants of the group, bounded by ``limit``; the mean prefix over the sample)."""
+    g = sw.gid[sample]
+    live = tables.live[:, g, :]  # (4, sample, candidates)
+    count = np.sum(live <= (limit / sw.mult[:, sample])[:, :, None], axis=2)  # (4, sample)
+    per_group = np.stack([np.bincount(g, weights=c, minlength=tables.rounds.shape[0]) for c in count])
+    which = np.argmin(per_group, axis=0)
+    return which, float(np.mean(count[which[g], np.arange(g.shape[0])]))
+
+
+def _pairs_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, tables: _GroupTables, sw: _Sweep,
+                  size: np.ndarray, flat: np.ndarray, lb: np.ndarray) -> dict[str, Any] | None:
+    """:func:`_select`'s choice among the pairs (``size`` per variant in turn; every candidate that may be
+    a variant's first minimum among them), in the variants' original order. Variants whose choice exposes a
+    K-loop stall are re-timed with every candidate's stall (:func:`_blocked_choice`, else :func:`_select`)."""
+    if np.min(size) < 1:
+        return None
+    starts = np.cumsum(size) - size
+    total = _pair_time(tables, sw, size, flat, lb)[1]
+    low = np.minimum.reduceat(total, starts)
+    if not np.all(np.isfinite(low)):
+        return None
+    # the first candidate in table order of those of least time (in one group, flat order is table order)
+    fb = np.minimum.reduceat(np.where(total == np.repeat(low, size), flat, np.iinfo(flat.dtype).max), starts)
+    fixed = _pair_time(tables, sw, None, fb, _overlapped(tables, sw, fb))[0]
+    best = fb - sw.gid * tables.rounds.shape[1]
+    t = np.take(tables.keys.reshape(4, -1), fb, axis=1) * sw.mult  # main loop, shared memory, L2, DRAM
+    t_m = np.maximum(np.maximum(t[1], t[2]), t[3])
+    occ = np.broadcast_to(tables.occ, launch.ctas.shape)[best]
+    latency = np.array(np.broadcast_to(sw.latency, (sw.n,)), dtype=float)
+    stall = gemm_k_loop_stall_s(launch.pick(best), np.ceil(launch.ctas[best] / sw.sms), occ, sw.rate_sm, latency)
+    exposed = np.array(np.maximum(t[0] + stall, t_m) - np.maximum(t[0], t_m), dtype=float)
+    got = {"best": best, "time": low + exposed, "exposed": exposed, "latency_s": fixed + exposed,
+           "t_c": t[0], "t_s": t[1], "t_l": t[2], "t_d": t[3], "t_m": t_m, "dram": np.take(tables.keys[3], fb),
+           "occ": occ, "prologue": latency}
+    choice = got
+    if sw.order is not None:  # back to the variants' order
+        choice = {}
+        for name, x in got.items():
+            choice[name] = np.empty_like(x)
+            choice[name][sw.order] = x
+    hit = np.flatnonzero(choice["exposed"] > 0)
+    if hit.shape[0]:  # those variants' choice exposes a K-loop stall: re-time them with every candidate's
+        ph = _variant_rows(p, hit, sw.n)
+        hh = _hardware(ph)
+        redo = _blocked_choice(key, launch, ph, hh)
+        redo = _select(launch, ph, hh) if redo is None else redo
+        for name in _CHOICE:
+            choice[name][hit] = redo[name]
+    return choice
 
 
 def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw: _Hardware,

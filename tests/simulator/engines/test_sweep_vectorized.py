@@ -167,6 +167,23 @@ def test_many_variants_equal_the_scalar_engine_exactly(h100):
     _assert_parity(build_model("resnet18", batch=2, dtype="bf16"), h100, ov, per_op=True)
 
 
+def test_many_variants_with_distinct_sm_counts_equal_the_scalar_engine_exactly(h100):
+    """With the SM count varied too, each variant times only the candidates its own bounds keep
+    (hwmodels.gpu._bounded_choice): every variant's time must still be the scalar engine's, to the last
+    bit on single-kernel graphs."""
+    from hwmodels.gpu import PRUNE_MIN_VARIANTS
+
+    n = PRUNE_MIN_VARIANTS + 16
+    ov = _rng_fields(21, n)  # SM count, HBM and L2 bandwidth, bf16 rate, clock, launch overhead
+    assert len(set(ov["compute.units"].tolist())) > n // 2
+    for spec in ("gemm:m=4096,n=4096,k=4096", "gemm:m=2048,n=11008,k=4096", "gemm:m=8192,n=16384,k=8192",
+                 "gemm:b=16,m=2048,n=2048,k=2048", "conv2d:n=64,c=256,h=56,w=56,k=256,r=3,s=3,pad=1"):
+        g = build_micro(spec, dtype="bf16")  # (the convolution: an implicit GEMM, its input streamed from DRAM)
+        res = evaluate_variants(g, h100, ov)
+        for i in range(n):
+            assert res.latency_s[i] == evaluate(g, with_overrides(h100, res.variant(i))).totals.latency_s
+
+
 def test_power_cap_is_applied_per_variant(h100):
     # a dense bf16 GEMM at a quarter of the tensor rate stays under the TDP; at the datasheet rate and
     # above it would draw more, so it is stretched to exactly the TDP and no faster rate helps
