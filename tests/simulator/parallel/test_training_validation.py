@@ -72,7 +72,9 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens) is statable: its
     prediction is evaluate_plan's MFU for FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank.
-    train-072 (2x v5e-256 over DCN) is listed as not statable yet: several slices."""
+    train-072 (2x v5e-256 over DCN) runs on the multi-slice system tpu-v5e-256x2 and is listed as not
+    statable yet: FSDP 256 within each slice, data parallel over DCN (hybrid sharding); its nearest figure
+    is full sharding over both slices."""
     from simulator.hardware import load_hardware
     from simulator.parallel import evaluate_plan
     from workloads.parallel import ParallelPlan
@@ -85,8 +87,12 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
                         recompute="full", dtype="bf16")
     assert a.predicted == pytest.approx(100.0 * ref.mfu, rel=1e-12)
     assert a.fits == ref.fits_in_memory
-    assert b.status == "not statable yet" and b.predicted is None
-    assert any(w.startswith("dcn_slices: 2 slices") for w in b.why)
+    assert b.status == "not statable yet" and b.predicted is None and b.system == "tpu-v5e-256x2"
+    assert b.why == ("hybrid: FSDP 256 within 512 data-parallel ranks",)
+    near = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256x2"),
+                         ParallelPlan(dp=512, fsdp=True, microbatch=6, global_batch=3072), train=True, seq=2048,
+                         recompute="full", dtype="bf16")
+    assert b.nearest == pytest.approx(100.0 * near.mfu, rel=1e-12)
 
 
 def _res(rid: str, metric: str, measured: float, *, predicted: float | None = None, nearest: float | None = None,
