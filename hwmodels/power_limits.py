@@ -16,13 +16,15 @@ the Jetson nvpmodel modes) keep those modes only: a mode there changes clocks an
 
 from __future__ import annotations
 
+import functools
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from hwmodels.spec import SpecError, SystemSpec
 
-__all__ = ["LIMITS_FILE", "POWER_LIMIT", "power_limit_range", "apply_power_limit"]
+__all__ = ["LIMITS_FILE", "POWER_LIMIT", "power_limit_range", "power_limit_overlay"]
 
 LIMITS_FILE = Path(__file__).parent / "catalog" / "power_modes" / "limits.toml"
 #: A generic power-limit mode: ``500w``, ``450.5w`` (case-insensitive).
@@ -32,11 +34,17 @@ POWER_LIMIT = re.compile(r"^(\d+(?:\.\d+)?)w$")
 _REF = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
 
 
+@functools.lru_cache(maxsize=1)
+def _limits_data() -> dict[str, Any]:
+    try:
+        return tomllib.loads(LIMITS_FILE.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"{LIMITS_FILE}: unreadable; got {exc}; expected the catalog's power-limit table") from None
+
+
 def _limits_table(device: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the device's table, the file's [refs]) of ``limits.toml``."""
-    from hwmodels.loader import read_toml
-
-    data = read_toml(LIMITS_FILE)
+    data = _limits_data()
     table = data.get(device.strip().lower(), {})
     refs = data.get("refs", {})
     return (table if isinstance(table, dict) else {}), (refs if isinstance(refs, dict) else {})
@@ -68,8 +76,9 @@ def power_limit_range(dev: Any) -> tuple[float, str, float, str]:
     return lo, lo_src, hi, hi_src
 
 
-def apply_power_limit(spec: Any, mode: str) -> Any:
-    """``spec`` (a DeviceSpec or a SystemSpec of them) at board power limit ``mode`` (``"500w"``).
+def power_limit_overlay(spec: Any, mode: str) -> dict[str, Any]:
+    """The overlay (for :func:`hwmodels.loader.apply_overlay`) that puts ``spec`` (a DeviceSpec or a
+    SystemSpec of them) at board power limit ``mode`` (``"500w"``).
 
     Raises
     ------
@@ -77,8 +86,6 @@ def apply_power_limit(spec: Any, mode: str) -> Any:
         One located line: not a GPU, a limit above the board's maximum, or below its minimum (or at or
         below its idle power).
     """
-    from hwmodels.loader import apply_overlay
-
     dev = spec.device if isinstance(spec, SystemSpec) else spec
     where = f"{dev.name}@{mode}"
     m = POWER_LIMIT.match(mode.strip().lower())
@@ -101,4 +108,4 @@ def apply_power_limit(spec: Any, mode: str) -> Any:
               "description": {"value": f"{dev.description}, at a {watts:g} W power limit", "source": src}}
     if isinstance(spec, SystemSpec):
         values = {f"device.{k}": v for k, v in values.items()}
-    return apply_overlay(spec, {"source": src, "values": values})
+    return {"source": src, "values": values}

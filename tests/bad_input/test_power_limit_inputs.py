@@ -29,7 +29,7 @@ CASES = [
     ("not-a-gpu", "tpu-v5p@300w", ("tpu-v5p@300w: power limit: a board power limit is set on GPUs only",
                                    "got a tpu")),
     ("no-such-mode", "h100-sxm5-80gb@turbo", ("h100-sxm5-80gb@turbo: power mode: the device has no power modes",
-                                              "got 'turbo'", "expected a board power limit <N>w")),
+                                              "got 'turbo'", "expected a board power limit on a GPU (h100-sxm5-80gb@<N>w")),
     ("nvpmodel-device", "jetson-agx-orin-64gb@45w", ("jetson-agx-orin-64gb@45w: power mode: unknown mode",
                                                       "expected one of 15w, 30w, 50w, 60w")),
 ]

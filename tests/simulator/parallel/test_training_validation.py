@@ -146,7 +146,12 @@ def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
     """The 48 torchtitan rows on H100 SXM 96 GB HBM2e boards at 500 W run on grand-teton-h100-96gb nodes (no
     'board' reason left), the 12 DGX B200 rows on dgx-b200 nodes, and the 31 multi-slice TPU rows on
     tpu-<gen>-<slice>x<slices> systems (no 'dcn_slices' reason left); nothing here is fitted."""
-    from simulator.parallel.training_validation import BOARD_SYSTEMS, _system_name, _unstatable, load_training_rows
+    from simulator.parallel.training_validation import (
+        BOARD_SYSTEMS,
+        _system_name,
+        _unstatable,
+        load_training_rows,
+    )
 
     rows = load_training_rows()
     board = [r for r in rows if r["board"].strip()]
