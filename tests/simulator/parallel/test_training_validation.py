@@ -140,6 +140,14 @@ def test_real_dataset_lists_every_row_and_reports_groups() -> None:
             assert not any(w.startswith(("fp8", "recompute", "offload", "dcn_slices", "compile")) for w in r.why)
     assert s["predicted"] >= 1 and "TPU v5e x fsdp" in s["groups"]
     json.dumps(s)  # the summary is plain JSON
+    # hardware as deployed: no row waits for a board, a DGX B200 node or a multi-slice system any more; the 48
+    # torchtitan rows carry nearest figures on the 500 W, 96 GB boards wherever their plan is accepted
+    assert "board" not in s["reasons"] and "dcn_slices" not in s["reasons"]
+    assert not any(w.startswith("no catalog system") for r in results for w in r.why)
+    titan = [r for r in results if r.system.startswith("grand-teton-h100-96gb")]
+    assert len(titan) == 48 and sum(r.nearest is not None for r in titan) == 36
+    assert sum(r.system.startswith("dgx-b200") for r in results) == 12
+    assert sum(r.family == "B200" and r.status == "skipped" for r in results) == 4  # DeepSeek-V3, GPT-OSS: no zoo model
 
 
 def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
