@@ -1072,7 +1072,8 @@ def power_mode_file(device: str, mode: str) -> Path:
     key = mode.strip().lower()
     if not modes:
         raise SpecError(f"{device}@{mode}: power mode: the device has no power modes; got {mode!r}; expected a "
-                        f"device with a folder in {POWER_MODES_DIR.name}/ (devices with modes: "
+                        f"board power limit on a GPU ({device}@<N>w, N in watts) or a device with a folder in "
+                        f"{POWER_MODES_DIR.name}/ (devices with modes: "
                         f"{', '.join(sorted(p.name for p in POWER_MODES_DIR.iterdir() if p.is_dir())) or 'none'})")
     if key not in modes:
         raise SpecError(f"{device}@{mode}: power mode: unknown mode; got {mode!r}; expected one of "
@@ -1085,9 +1086,15 @@ def apply_power_mode(spec: Any, mode: str) -> Any:
 
     A power mode is an overlay of the clocks, enabled units, memory bandwidth and power budget the
     vendor's mode table sets (each value sourced in the overlay file); the base file describes the
-    fastest mode. The device keeps its name; its description names the mode.
+    fastest mode. The device keeps its name; its description names the mode. On a GPU without shipped
+    modes, ``<N>w`` is a board power limit (:func:`hwmodels.power_limits.power_limit_overlay`).
     """
     dev = spec.device if isinstance(spec, SystemSpec) else spec
+    from hwmodels.power_limits import POWER_LIMIT, power_limit_overlay
+
+    if not list_power_modes(dev.name) and POWER_LIMIT.match(mode.strip().lower()):
+        # a board power limit (nvidia-smi -pl N): hwmodels/power_limits.py
+        return apply_overlay(spec, power_limit_overlay(spec, mode))
     path = power_mode_file(dev.name, mode)
     where, src, values = _overlay_entries(path, None)
     meta = read_toml(path).get("calibration", {})

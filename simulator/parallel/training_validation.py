@@ -12,14 +12,21 @@ system for the hardware as deployed, the parallel degrees, batch and sequence, a
 ``none``/``selective``/``full``. Rows whose recipe holds something the flags cannot state yet are
 listed as **not statable yet**, with what (:data:`NOT_STATABLE_YET` names each piece): fp8 or int8
 linear layers, named recompute policies (torchtitan's per-op SAC, MaxText's remat policies), host
-offload, several TPU slices over the data-centre network, ``torch.compile`` together with a plan, MoE
-capacity and token dropping or FSDP-sharded experts, hybrid sharding, a board variant without a
-catalog entry. They are never dropped and never approximated into the score.
+offload, ``torch.compile`` together with a plan, MoE capacity and token dropping or FSDP-sharded experts,
+hybrid sharding (FSDP within a node or a TPU slice, data parallelism across them), a board variant
+without a catalog entry. They are never dropped and never approximated into the score.
+
+Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
+map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
+default limit are ``grand-teton-h100-96gb``); ``N`` devices of a catalog node are ``<node>x<N/8>``;
+TPU runs over ``dcn_slices`` slices are ``tpu-<gen>-<slice>x<slices>`` (the slice named by chips or
+by TensorCores as Google names it), so the data-parallel traffic between slices crosses the
+data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
 the same run with every unstatable piece replaced by the closest statable one (fp8 -> bf16, a
-named policy -> ``full`` or ``selective``, offload -> none, several slices -> one slice of all the
-chips, compile -> eager, the deployed board -> the catalog board). Those figures are reported apart,
+named policy -> ``full`` or ``selective``, offload -> none, hybrid sharding -> full sharding over all
+the devices, compile -> eager, the deployed board -> the catalog board). Those figures are reported apart,
 labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
@@ -43,7 +50,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "TrainingRecord",
+__all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
+           "TrainingRecord",
            "TrainingResult", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
@@ -67,12 +75,15 @@ NOT_STATABLE_YET = {
     "fp8": "fp8/int8 linear layers (the rest in bf16): nearest bf16",
     "recompute": "named recompute policy: nearest full (selective for per-op SAC and MaxText minimal)",
     "offload": "host offload of activations, optimizer state or parameters: nearest no offload",
-    "dcn_slices": "several TPU slices over the data-centre network: nearest one slice of all the chips",
+    "dcn_slices": "several TPU slices with no catalog multi-slice system for them: no nearest figure",
     "compile": "torch.compile together with a plan: nearest eager",
     "moe": "MoE capacity factor / token dropping, FSDP-sharded experts: nearest dropless expert parallelism",
-    "hybrid": "hybrid sharding (FSDP over part of the data-parallel ranks): nearest full sharding",
+    "hybrid": "hybrid sharding (FSDP over part of the data-parallel ranks, e.g. within each TPU slice): nearest full "
+              "sharding",
     "board": "board variant without a catalog entry: nearest the catalog board",
 }
+#: a row's ``board`` text (as the dataset states the deployed board) -> the catalog system of such nodes
+BOARD_SYSTEMS = {"H100 SXM 96 GB HBM2e (2.4 TB/s), 500 W power limit": "grand-teton-h100-96gb"}
 _NEAREST_POLICY = {"op-sac": "selective", "maxtext:minimal": "selective"}
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
@@ -278,7 +289,7 @@ def _reason_key(why: str) -> str:
     return why.split(":")[0]
 
 
-def _unstatable(row: TrainingRecord, dp: int | None) -> list[str]:
+def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     """What in a row's recipe no flag states yet (empty: statable today)."""
     why = []
     fp8 = row["fp8"].strip()
@@ -289,7 +300,7 @@ def _unstatable(row: TrainingRecord, dp: int | None) -> list[str]:
         why.append(f"recompute: named policy {rc!r}")
     if row["offload"].strip():
         why.append(f"offload: {row['offload'].strip()}")
-    if (row.ints.get("dcn_slices") or 1) > 1:
+    if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
     if row["compile"].strip() == "1":
         why.append("compile: torch.compile with a plan")
@@ -297,9 +308,9 @@ def _unstatable(row: TrainingRecord, dp: int | None) -> list[str]:
     if "drop" in moe and "dropless" not in moe or "capacity" in moe or "sharded by fsdp" in moe:
         why.append(f"moe: {row['moe'].strip()}")
     fsdp = row.ints.get("fsdp")
-    if fsdp and dp and fsdp != dp and (row.ints.get("dcn_slices") or 1) == 1:
+    if fsdp and dp and fsdp != dp:
         why.append(f"hybrid: FSDP {fsdp} within {dp} data-parallel ranks")
-    if row["board"].strip():
+    if row["board"].strip() and row["board"].strip() not in BOARD_SYSTEMS:
         why.append(f"board: {row['board'].strip()}")
     return why
 
@@ -308,11 +319,13 @@ def _system_name(row: TrainingRecord, n: int) -> tuple[str, str]:
     """(catalog system for ``n`` devices of the row's catalog family, or '' and why not)."""
     from simulator.hardware import load_hardware
 
-    cat = row["catalog"].strip()
+    cat = BOARD_SYSTEMS.get(row["board"].strip(), row["catalog"].strip())
     if not cat:
         return "", f"no catalog system for {row['system'].split(',')[0]!r}"
+    slices = row.ints.get("dcn_slices") or 1
     if cat.startswith("tpu-"):
-        names = [f"{cat}-{n}", f"{cat}-{2 * n}"]  # the slice is named by chips or by TensorCores
+        per, tail = (n // slices, f"x{slices}") if slices > 1 and n % slices == 0 else (n, "")
+        names = [f"{cat}-{per}{tail}", f"{cat}-{2 * per}{tail}"]  # the slice is named by chips or by TensorCores
     else:
         names = [cat if n == 8 else f"{cat}x{n // 8}"] if n % 8 == 0 else []
     for name in names:
@@ -393,7 +406,7 @@ def _predict(row: TrainingRecord) -> TrainingResult:
         hard.append(f"{', '.join(missing)} not stated")
     if not row["recompute"].strip():
         hard.append("recomputation not stated")
-    soft = _unstatable(row, dp)
+    soft = _unstatable(row, dp, system)
     if hard:
         return replace(base, why=tuple(hard + soft), system=system)
     if soft:
@@ -402,7 +415,8 @@ def _predict(row: TrainingRecord) -> TrainingResult:
         try:
             value, fits = _evaluate(row, system, dp, nearest=True)
         except (KeyError, ValueError) as exc:  # a plan the model refuses: no nearest figure
-            return replace(base, status="not statable yet", why=tuple([*soft, f"nearest recipe refused: {exc}"]))
+            return replace(base, status="not statable yet", why=tuple([*soft, f"nearest recipe refused: {exc}"]),
+                           system=system)
         return replace(base, status="not statable yet", why=tuple(soft), nearest=value, nearest_fits=fits,
                        system=system)
     value, fits = _evaluate(row, system, dp, nearest=False)

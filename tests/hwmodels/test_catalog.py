@@ -146,7 +146,7 @@ def test_a_prefix_suggests_the_devices_it_starts():
     from hwmodels.catalog import load_device
     from hwmodels.spec import SpecError
 
-    with pytest.raises(SpecError, match=r"did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb'\?"):
+    with pytest.raises(SpecError, match=r"did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb' or 'h100-sxm5-96gb'\?"):
         load_device("h100")
 
 

@@ -122,7 +122,12 @@ def test_power_mode_errors_are_located():
     with pytest.raises(SpecError, match=r"jetson-agx-orin-64gb@20w: power mode: unknown mode; got '20w'; "
                                         r"expected one of 15w, 30w, 50w, 60w; did you mean"):
         load_hardware("jetson-agx-orin-64gb@20w")
-    with pytest.raises(SpecError, match=r"l4@15w: power mode: the device has no power modes"):
+    with pytest.raises(SpecError, match=r"l4@eco: power mode: the device has no power modes; got 'eco'; expected a "
+                                        r"board power limit on a GPU \(l4@<N>w, N in watts\)"):
+        load_hardware("l4@eco")
+    # on a GPU without shipped modes <N>w is a board power limit (hwmodels/power_limits.py): 15 W is below the
+    # L4's idle power
+    with pytest.raises(SpecError, match=r"l4@15w: power limit: below the board's minimum; got 15 W"):
         load_hardware("l4@15w")
 
 

@@ -72,7 +72,9 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens) is statable: its
     prediction is evaluate_plan's MFU for FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank.
-    train-072 (2x v5e-256 over DCN) is listed as not statable yet: several slices."""
+    train-072 (2x v5e-256 over DCN) runs on the multi-slice system tpu-v5e-256x2 and is listed as not
+    statable yet: FSDP 256 within each slice, data parallel over DCN (hybrid sharding); its nearest figure
+    is full sharding over both slices."""
     from simulator.hardware import load_hardware
     from simulator.parallel import evaluate_plan
     from workloads.parallel import ParallelPlan
@@ -85,8 +87,12 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
                         recompute="full", dtype="bf16")
     assert a.predicted == pytest.approx(100.0 * ref.mfu, rel=1e-12)
     assert a.fits == ref.fits_in_memory
-    assert b.status == "not statable yet" and b.predicted is None
-    assert any(w.startswith("dcn_slices: 2 slices") for w in b.why)
+    assert b.status == "not statable yet" and b.predicted is None and b.system == "tpu-v5e-256x2"
+    assert b.why == ("hybrid: FSDP 256 within 512 data-parallel ranks",)
+    near = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256x2"),
+                         ParallelPlan(dp=512, fsdp=True, microbatch=6, global_batch=3072), train=True, seq=2048,
+                         recompute="full", dtype="bf16")
+    assert b.nearest == pytest.approx(100.0 * near.mfu, rel=1e-12)
 
 
 def _res(rid: str, metric: str, measured: float, *, predicted: float | None = None, nearest: float | None = None,
@@ -134,3 +140,46 @@ def test_real_dataset_lists_every_row_and_reports_groups() -> None:
             assert not any(w.startswith(("fp8", "recompute", "offload", "dcn_slices", "compile")) for w in r.why)
     assert s["predicted"] >= 1 and "TPU v5e x fsdp" in s["groups"]
     json.dumps(s)  # the summary is plain JSON
+    # hardware as deployed: no row waits for a board, a DGX B200 node or a multi-slice system any more; the 48
+    # torchtitan rows carry nearest figures on the 500 W, 96 GB boards wherever their plan is accepted
+    assert "board" not in s["reasons"] and "dcn_slices" not in s["reasons"]
+    assert not any(w.startswith("no catalog system") for r in results for w in r.why)
+    titan = [r for r in results if r.system.startswith("grand-teton-h100-96gb")]
+    assert len(titan) == 48 and sum(r.nearest is not None for r in titan) == 36
+    assert sum(r.system.startswith("dgx-b200") for r in results) == 12
+    assert sum(r.family == "B200" and r.status == "skipped" for r in results) == 4  # DeepSeek-V3, GPT-OSS: no zoo model
+
+
+def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
+    """The 48 torchtitan rows on H100 SXM 96 GB HBM2e boards at 500 W run on grand-teton-h100-96gb nodes (no
+    'board' reason left), the 12 DGX B200 rows on dgx-b200 nodes, and the 31 multi-slice TPU rows on
+    tpu-<gen>-<slice>x<slices> systems (no 'dcn_slices' reason left); nothing here is fitted."""
+    from simulator.parallel.training_validation import (
+        BOARD_SYSTEMS,
+        _system_name,
+        _unstatable,
+        load_training_rows,
+    )
+
+    rows = load_training_rows()
+    board = [r for r in rows if r["board"].strip()]
+    assert len(board) == 48 and {r["board"].strip() for r in board} == set(BOARD_SYSTEMS)
+    for r in board:
+        name, why = _system_name(r, r.ints["n_devices"])
+        assert why == "" and name == ("grand-teton-h100-96gb" if r.ints["n_devices"] == 8
+                                      else f"grand-teton-h100-96gbx{r.ints['n_devices'] // 8}"), r.id
+    b200 = [r for r in rows if "B200" in r["system"]]
+    assert len(b200) == 12
+    assert {_system_name(r, r.ints["n_devices"])[0] for r in b200} == {"dgx-b200", "dgx-b200x8", "dgx-b200x16",
+                                                                      "dgx-b200x32"}
+    dcn = [r for r in rows if (r.ints.get("dcn_slices") or 1) > 1]
+    assert len(dcn) == 31
+    names = {r.id: _system_name(r, r.ints["n_devices"])[0] for r in dcn}
+    assert names["train-072"] == "tpu-v5e-256x2" and names["train-076"] == "tpu-v5e-256x32"
+    assert names["train-096"] == "tpu-v5p-128x2" and names["train-130"] == "tpu-v6e-256x4"
+    assert all(names.values())
+    for r in board + dcn:
+        n = r.ints["n_devices"]
+        tp, pp, cp = (r.ints.get(k) or 1 for k in ("tp", "pp", "cp"))
+        why = _unstatable(r, n // (tp * pp * cp), names.get(r.id) or _system_name(r, n)[0])
+        assert not any(w.startswith(("board", "dcn_slices")) for w in why), (r.id, why)
