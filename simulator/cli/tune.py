@@ -65,22 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
     g.add_argument("--global-batch", type=positive_int, help="training with a plan: sequences per step "
                    "(default dp x batch); plans whose dp x batch does not divide it are skipped")
-    g.add_argument("--fp8-linears", metavar="LIST",
-                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed "
-                        "(recipes are skipped on devices without fp8 tensor rates)")
-    g.add_argument("--framework", metavar="LIST",
-                   help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
-                        "(TPUs); a profile is skipped on devices it does not run on")
-    g.add_argument("--sharding", metavar="LIST",
-                   help="plans: data-parallel sharding to search: none, zero1, zero2, zero3, fsdp (PyTorch FSDP full "
-                        "sharding, as `predict --fsdp`); sharded plans need dp > 1")
-    g.add_argument("--interleave", metavar="LIST",
-                   help="plans, --train: virtual stages per device (1: 1F1B; more: the interleaved schedule, pp > 1)")
-    g.add_argument("--sequence-parallel", action="store_true",
-                   help="plans: Megatron sequence parallelism wherever tp > 1")
-    g.add_argument("--fill", type=float, metavar="SHARE",
-                   help="plans may leave devices idle: a plan occupies between SHARE (0-1] of a system's devices and "
-                        "all of them (default: tp x pp x dp divides the device count)")
+    _recipe_arguments(g)
     g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
     w = p.add_argument_group("workload (as for `nodeperf predict`)")
     w.add_argument("--phase", choices=("forward", "prefill", "decode", "generate"),
@@ -117,6 +102,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "ranked best first, then the rejected with their reason; - for "
                                                  "standard output)")
     p.set_defaults(func=run)
+
+
+def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
+    """The training-recipe axes of parallel plans."""
+    g.add_argument("--fp8-linears", metavar="LIST",
+                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed "
+                        "(recipes are skipped on devices without fp8 tensor rates)")
+    g.add_argument("--framework", metavar="LIST",
+                   help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
+                        "(TPUs); a profile is skipped on devices it does not run on")
+    g.add_argument("--sharding", metavar="LIST",
+                   help="plans: data-parallel sharding to search: none, zero1, zero2, zero3, fsdp (PyTorch FSDP full "
+                        "sharding, as `predict --fsdp`); sharded plans need dp > 1")
+    g.add_argument("--interleave", metavar="LIST",
+                   help="plans, --train: virtual stages per device (1: 1F1B; more: the interleaved schedule, pp > 1)")
+    g.add_argument("--sequence-parallel", action="store_true",
+                   help="plans: Megatron sequence parallelism wherever tp > 1")
+    g.add_argument("--fill", type=float, metavar="SHARE",
+                   help="plans may leave devices idle: a plan occupies between SHARE (0-1] of a system's devices and "
+                        "all of them (default: tp x pp x dp divides the device count)")
 
 
 def _items(flag: str, text: str | None) -> list[str] | None:

@@ -205,22 +205,7 @@ class ModelProblem:
         if train:
             axes.append(_named_axis("recompute", recompute or ("none", "selective", "full"), _recompute_policies(),
                                     "--recompute", "policy"))
-        most = max(self.count.values())
-        self.plans = self.is_transformer and (most > 1 or phase == "generate")
-        if most > 1 and self.is_transformer:
-            for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
-                chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
-                axes.append(Axis(flag, chosen, numeric=True))
-            axes += self._recipe_axes(train, fp8_linears, frameworks, sharding, interleave)
-        elif any(v is not None for v in (fp8_linears, frameworks, sharding, interleave)):
-            raise TuneError("--fp8-linears/--framework/--sharding/--interleave: training recipes of parallel plans; "
-                            "got no multi-device system running a transformer; expected a system such as dgx-h100 in "
-                            "--hardware")
-        elif any(v for v in (tp, pp, dp)):
-            why = "the model is not a transformer the plans split" if most > 1 else \
-                "no listed hardware has more than one device"
-            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
-                            "expected a system such as dgx-h100 in --hardware")
+        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: serving precision is applied to one-device inference graphs; "
                             f"got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -245,6 +230,29 @@ class ModelProblem:
             metrics |= {"cost_per_hour", "cost_per_million_samples"}
         self.metrics = frozenset(metrics)
         self._graphs: dict[tuple[Any, ...], Any] = {}
+
+    def _plan_axes(self, tp: Sequence[int] | None, pp: Sequence[int] | None, dp: Sequence[int] | None,
+                   recipe: tuple[Any, ...]) -> list[Axis]:
+        """The plan's degrees (and its recipe axes) on a multi-device system running a transformer; sets
+        ``plans``. Degrees or recipes asked for without such a system are a located TuneError."""
+        most = max(self.count.values())
+        self.plans = self.is_transformer and (most > 1 or self.phase == "generate")
+        if most > 1 and self.is_transformer:
+            axes = []
+            for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
+                chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
+                axes.append(Axis(flag, chosen, numeric=True))
+            return axes + self._recipe_axes(self.train, *recipe)
+        if any(v is not None for v in recipe):
+            raise TuneError("--fp8-linears/--framework/--sharding/--interleave: training recipes of parallel plans; "
+                            "got no multi-device system running a transformer; expected a system such as dgx-h100 in "
+                            "--hardware")
+        if any(v for v in (tp, pp, dp)):
+            why = "the model is not a transformer the plans split" if most > 1 else \
+                "no listed hardware has more than one device"
+            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
+                            "expected a system such as dgx-h100 in --hardware")
+        return []
 
     def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
                      sharding: Sequence[str] | None, interleave: Sequence[int] | None) -> list[Axis]:

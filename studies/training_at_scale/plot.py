@@ -68,9 +68,12 @@ def plot(csv_path: Path, out: Path) -> Path:
             ax = axes[i][j]
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            ax.margins(x=0.12, y=0.12)
+            sizes = sorted({int(r["devices"]) for r in mine})
+            ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
-    prices = sorted({f"{r['system']}: ${float(r['usd_per_device_hour']):.2f}/h ({r['price_source']})"
+    prices = sorted({f"{r['system']}: \\${float(r['usd_per_device_hour']):.2f}/h ({r['price_source']})"
                      for r in rows if r["usd_per_device_hour"]})
     fig.suptitle("Best plan per point (nodeperf tune, exhaustive, bf16; labels: tp, pp, virtual stages, dp or "
                  "FSDP degree, recompute)\nprices: " + "; ".join(prices), fontsize=7)
