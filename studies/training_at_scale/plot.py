@@ -76,7 +76,7 @@ def plot(csv_path: Path, out: Path) -> Path:
     prices = sorted({f"{r['system']}: \\${float(r['usd_per_device_hour']):.2f}/h ({r['price_source']})"
                      for r in rows if r["usd_per_device_hour"]})
     fig.suptitle("Best plan per point (nodeperf tune, exhaustive, bf16; labels: tp, pp, virtual stages, dp or "
-                 "FSDP degree, recompute)\nprices: " + "; ".join(prices), fontsize=7)
+                 "FSDP degree, recompute); on-demand prices:\n" + "\n".join(prices), fontsize=7)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=DPI)
     plt.close(fig)

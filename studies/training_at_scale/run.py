@@ -1,5 +1,5 @@
 """Run the training-at-scale study: time and cost to pre-train a 70B and a 405B model to its token budget on
-512-16,384 H100s and TPU v5p chips, the best plan of every point found by `nodeperf tune`.
+512-16,384 H100s, B200s and TPU v5p chips, the best plan of every point found by `nodeperf tune`.
 
 Usage: ``python -m studies.training_at_scale [--reduced] [--out DIR] [--figures DIR] [--plot-only]`` from the
 repository root, or ``python studies/training_at_scale/run.py ...`` from anywhere. It writes ``results.csv``
