@@ -1,5 +1,6 @@
 """`nodeperf tune MODEL --hardware A,B --objective ... --constraint ...`: the best configurations of a
-model (batch, precision, fusion, recomputation, parallel plan, device) or of a systolic array
+model (batch, precision, fusion, recomputation, parallel plan and its training recipe: fp8 linears, stack
+profile, sharding, interleaving; device) or of a systolic array
 (``--systolic``: rows, columns, dataflow, SRAM budget and split) under constraints, and why the
 configurations next to the best were rejected."""
 
@@ -17,7 +18,8 @@ __all__ = ["register", "run"]
 
 _COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
-               "input_len", "output_len", "prices", "weight_dtype", "kv_dtype")
+               "input_len", "output_len", "prices", "weight_dtype", "kv_dtype", "fp8_linears", "framework", "sharding",
+               "interleave", "sequence_parallel", "fill")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -54,12 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default none: the weights take --dtype)")
     g.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache storage dtype of every configuration (fp8)")
     g.add_argument("--fusion", metavar="LIST", help="on,off (default both)")
-    g.add_argument("--recompute", metavar="LIST", help="none,selective,full (--train only; default all three)")
+    g.add_argument("--recompute", metavar="LIST",
+                   help="activation recomputation policies (--train only; default none,selective,full): none, "
+                        "selective, full, selective-op or a MaxText remat policy (minimal, save_qkv_proj, "
+                        "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`)")
     g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
     g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
     g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
     g.add_argument("--global-batch", type=positive_int, help="training with a plan: sequences per step "
-                   "(default dp x batch)")
+                   "(default dp x batch); plans whose dp x batch does not divide it are skipped")
+    _recipe_arguments(g)
     g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
     w = p.add_argument_group("workload (as for `nodeperf predict`)")
     w.add_argument("--phase", choices=("forward", "prefill", "decode", "generate"),
@@ -96,6 +102,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "ranked best first, then the rejected with their reason; - for "
                                                  "standard output)")
     p.set_defaults(func=run)
+
+
+def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
+    """The training-recipe axes of parallel plans."""
+    g.add_argument("--fp8-linears", metavar="LIST",
+                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed "
+                        "(recipes are skipped on devices without fp8 tensor rates)")
+    g.add_argument("--framework", metavar="LIST",
+                   help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
+                        "(TPUs); a profile is skipped on devices it does not run on")
+    g.add_argument("--sharding", metavar="LIST",
+                   help="plans: data-parallel sharding to search: none, zero1, zero2, zero3, fsdp (PyTorch FSDP full "
+                        "sharding, as `predict --fsdp`); sharded plans need dp > 1")
+    g.add_argument("--interleave", metavar="LIST",
+                   help="plans, --train: virtual stages per device (1: 1F1B; more: the interleaved schedule, pp > 1)")
+    g.add_argument("--sequence-parallel", action="store_true",
+                   help="plans: Megatron sequence parallelism wherever tp > 1")
+    g.add_argument("--fill", type=float, metavar="SHARE",
+                   help="plans may leave devices idle: a plan occupies between SHARE (0-1] of a system's devices and "
+                        "all of them (default: tp x pp x dp divides the device count)")
 
 
 def _items(flag: str, text: str | None) -> list[str] | None:
@@ -235,7 +261,10 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
         tp=_ints("--tp", args.tp), pp=_ints("--pp", args.pp), dp=_ints("--dp", args.dp),
         global_batch=args.global_batch, prices=load_prices(args.prices),
-        weight_dtypes=_items("--weight-dtype", args.weight_dtype) or ("none",), kv_dtype=args.kv_dtype)
+        weight_dtypes=_items("--weight-dtype", args.weight_dtype) or ("none",), kv_dtype=args.kv_dtype,
+        fp8_linears=_items("--fp8-linears", args.fp8_linears), frameworks=_items("--framework", args.framework),
+        sharding=_items("--sharding", args.sharding), interleave=_ints("--interleave", args.interleave),
+        sequence_parallel=args.sequence_parallel, fill=args.fill)
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction

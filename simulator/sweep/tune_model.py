@@ -27,7 +27,7 @@ from hwmodels.cost import Price, load_prices
 from simulator.sweep.tune import METRICS, Axis, SearchSpace, TuneError, _fit_reason
 
 __all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes",
-           "parse_weight_dtypes"]
+           "parse_weight_dtypes", "SHARDINGS"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,32 @@ def _divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
+#: Data-parallel sharding of a plan: name -> (ZeRO stage, PyTorch FSDP full sharding).
+SHARDINGS: dict[str, tuple[int, bool]] = {"none": (0, False), "zero1": (1, False), "zero2": (2, False),
+                                          "zero3": (3, False), "fsdp": (0, True)}
+
+
+def _recompute_policies() -> tuple[str, ...]:
+    from workloads.recompute import POLICIES
+
+    return POLICIES
+
+
+def _named_axis(name: str, values: Sequence[str], known: Sequence[str], flag: str, what: str) -> Axis:
+    """An axis of names from ``known`` (in the order given, without duplicates); an unknown one is a located
+    TuneError with the names and a near match."""
+    vals = tuple(dict.fromkeys(str(v).strip() for v in values))
+    if not vals:
+        raise TuneError(f"{flag}: empty list; got none; expected one or more of {', '.join(known)}")
+    bad = [v for v in vals if v not in known]
+    if bad:
+        from nodeperf.suggest import did_you_mean
+
+        raise TuneError(f"{flag}: unknown {what} {bad[0]!r}; got {','.join(vals)}; expected one of {', '.join(known)}"
+                        f"{did_you_mean(bad[0], list(known))}")
+    return Axis(name, vals)
+
+
 class ModelProblem:
     """Tune ``model`` over hardware, batch, dtype, fusion, recomputation and (on systems) tp x pp x dp.
 
@@ -98,7 +124,21 @@ class ModelProblem:
         Plan degrees to search on multi-device systems (None: every divisor of the device count);
         a configuration exists when ``tp * pp * dp`` divides its system's device count.
     global_batch
-        Training with a plan: sequences per step (default ``dp * batch``, one microbatch).
+        Training with a plan: sequences per step (default ``dp * batch``, one microbatch); a
+        configuration exists when ``dp * batch`` divides it.
+    fp8_linears, frameworks, sharding, interleave
+        Training-recipe axes of plans (None: not searched): fp8 linears' scaling recipes
+        (``none`` and :data:`workloads.precision.FP8_RECIPES`; a recipe exists on devices with fp8 tensor
+        rates), training-stack profiles (:mod:`workloads.frameworks`; a profile exists on the devices it
+        names), data-parallel sharding (:data:`SHARDINGS`: ``none``, ``zero1``..``zero3``, ``fsdp``; a
+        sharded configuration exists with ``dp > 1``) and virtual stages per device (1: the 1F1B schedule;
+        more: the interleaved schedule, with ``pp > 1``).
+    sequence_parallel
+        Megatron sequence parallelism in every plan with ``tp > 1``.
+    fill
+        None: a plan's ``tp * pp * dp`` divides its system's device count. A share in (0, 1]: a plan
+        may leave devices idle; it exists when it occupies between ``fill`` of the devices and all of them
+        (the pipeline degree of a 126-layer model is no power of two, the devices of a cluster are).
     prices
         Hourly prices (:func:`load_prices`); devices without one have no cost metrics.
     """
@@ -113,7 +153,10 @@ class ModelProblem:
                  tp: Sequence[int] | None = None, pp: Sequence[int] | None = None, dp: Sequence[int] | None = None,
                  global_batch: int | None = None, prices: Mapping[str, Price] | None = None,
                  calibration: str | None = None, weight_dtypes: Sequence[str] = ("none",),
-                 kv_dtype: str | None = None) -> None:
+                 kv_dtype: str | None = None, fp8_linears: Sequence[str] | None = None,
+                 frameworks: Sequence[str] | None = None, sharding: Sequence[str] | None = None,
+                 interleave: Sequence[int] | None = None, sequence_parallel: bool = False,
+                 fill: float | None = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -160,28 +203,17 @@ class ModelProblem:
             axes.append(Axis("weight_dtype", self.weight_dtypes))
         axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
         if train:
-            axes.append(Axis("recompute", tuple(dict.fromkeys(recompute or ("none", "selective", "full")))))
-            bad = [r for r in axes[-1].values if r not in ("none", "selective", "full")]
-            if bad:
-                from nodeperf.suggest import did_you_mean
-
-                raise TuneError(f"--recompute: unknown mode {bad[0]!r}; got {bad[0]!r}; expected none, selective or full"
-                                f"{did_you_mean(bad[0], ('none', 'selective', 'full'))}")
-        most = max(self.count.values())
-        self.plans = self.is_transformer and (most > 1 or phase == "generate")
-        if most > 1 and self.is_transformer:
-            for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
-                chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
-                axes.append(Axis(flag, chosen, numeric=True))
-        elif any(v for v in (tp, pp, dp)):
-            why = "the model is not a transformer the plans split" if most > 1 else \
-                "no listed hardware has more than one device"
-            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
-                            "expected a system such as dgx-h100 in --hardware")
+            axes.append(_named_axis("recompute", recompute or ("none", "selective", "full"), _recompute_policies(),
+                                    "--recompute", "policy"))
+        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: serving precision is applied to one-device inference graphs; "
                             f"got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
                             "expected one-device hardware and --phase prefill, decode or forward")
+        self.sequence_parallel = bool(sequence_parallel)
+        if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1):
+            raise TuneError(f"--fill: got {fill!r}; expected a share of the devices in (0, 1], e.g. 0.85")
+        self.fill = None if fill is None else float(fill)
         self.space = SearchSpace(tuple(axes))
         self.prices = dict(prices or {})
         metrics = {"latency_s", "throughput_per_s", "energy_j", "energy_per_sample_j", "power_w",
@@ -198,6 +230,51 @@ class ModelProblem:
             metrics |= {"cost_per_hour", "cost_per_million_samples"}
         self.metrics = frozenset(metrics)
         self._graphs: dict[tuple[Any, ...], Any] = {}
+
+    def _plan_axes(self, tp: Sequence[int] | None, pp: Sequence[int] | None, dp: Sequence[int] | None,
+                   recipe: tuple[Any, ...]) -> list[Axis]:
+        """The plan's degrees (and its recipe axes) on a multi-device system running a transformer; sets
+        ``plans``. Degrees or recipes asked for without such a system are a located TuneError."""
+        most = max(self.count.values())
+        self.plans = self.is_transformer and (most > 1 or self.phase == "generate")
+        if most > 1 and self.is_transformer:
+            axes = []
+            for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
+                chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
+                axes.append(Axis(flag, chosen, numeric=True))
+            return axes + self._recipe_axes(self.train, *recipe)
+        if any(v is not None for v in recipe):
+            raise TuneError("--fp8-linears/--framework/--sharding/--interleave: training recipes of parallel plans; "
+                            "got no multi-device system running a transformer; expected a system such as dgx-h100 in "
+                            "--hardware")
+        if any(v for v in (tp, pp, dp)):
+            why = "the model is not a transformer the plans split" if most > 1 else \
+                "no listed hardware has more than one device"
+            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
+                            "expected a system such as dgx-h100 in --hardware")
+        return []
+
+    def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
+                     sharding: Sequence[str] | None, interleave: Sequence[int] | None) -> list[Axis]:
+        """The training-recipe axes asked for (each only when given, so other searches keep their axes)."""
+        from workloads.frameworks import profile_names
+        from workloads.precision import FP8_RECIPES
+
+        axes: list[Axis] = []
+        if fp8_linears is not None:
+            if not train:
+                raise TuneError("--fp8-linears: fp8 linears are a training recipe; got no --train; expected --train")
+            axes.append(_named_axis("fp8_linears", fp8_linears, ("none", *FP8_RECIPES), "--fp8-linears", "recipe"))
+        if frameworks is not None:
+            axes.append(_named_axis("framework", frameworks, tuple(profile_names()), "--framework", "profile"))
+        if sharding is not None:
+            axes.append(_named_axis("sharding", sharding, tuple(SHARDINGS), "--sharding", "sharding"))
+        if interleave is not None:
+            if not train:
+                raise TuneError("--interleave: virtual pipeline stages schedule a training step; got no --train; "
+                                "expected --train")
+            axes.append(Axis("interleave", tuple(self._positive("--interleave", interleave)), numeric=True))
+        return axes
 
     # ----------------------------------------------------------------------------------- workload
 
@@ -243,13 +320,27 @@ class ModelProblem:
         from workloads.parallel import ParallelPlan
 
         tp, pp, dp = (int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        zero, fsdp = SHARDINGS[config.get("sharding", "none")]
+        v = int(config.get("interleave", 1))
+        recipe: dict[str, Any] = dict(zero_stage=zero, fsdp=fsdp, sequence_parallel=self.sequence_parallel and tp > 1)
+        if v > 1:
+            recipe.update(schedule="interleaved", interleave=v)
         if self.train:
             gb = self.global_batch or dp * int(config["batch"])
-            return ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=int(config["batch"]), global_batch=gb)
-        return ParallelPlan(tp=tp, pp=pp, dp=dp)
+            return ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=int(config["batch"]), global_batch=gb, **recipe)
+        return ParallelPlan(tp=tp, pp=pp, dp=dp, **recipe)
+
+    @staticmethod
+    def _recipe(config: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of a configuration's fp8 recipe and stack (only those it sets, as
+        :func:`~simulator.parallel.compose.evaluate_plan` passes them on)."""
+        fp8 = config.get("fp8_linears", "none")
+        return {k: v for k, v in (("fp8_linears", None if fp8 == "none" else fp8),
+                                  ("framework", config.get("framework", ""))) if v}
 
     def _uses_plan(self, config: Mapping[str, Any]) -> bool:
-        return self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in ("tp", "pp", "dp"))
+        return (self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in ("tp", "pp", "dp"))
+                or bool(self._recipe(config)))
 
     def _graph(self, config: Mapping[str, Any]) -> Any:
         """The one-device graph of a configuration (cached: fusion and device do not change it)."""
@@ -282,24 +373,51 @@ class ModelProblem:
             return False  # quantised weights run with 16-bit activations (W4A16, W8A16, W8A8 fp8 with bf16 I/O)
         if config.get("weight_dtype") == "fp8_e4m3" and "fp8_e4m3" not in self.device[config["hardware"]].compute.tensor_flops_per_s:
             return False  # W8A8 fp8 needs fp8 tensor cores
-        return self.count[config["hardware"]] % n == 0
+        if not self._recipe_valid(config):
+            return False
+        if self.train and self.global_batch and self.global_batch % (int(config.get("dp", 1)) * int(config["batch"])):
+            return False  # the global batch is whole microbatches on every data-parallel rank
+        count = self.count[config["hardware"]]
+        if self.fill is not None:
+            return self.fill * count <= n <= count
+        return count % n == 0
+
+    def _recipe_valid(self, config: Mapping[str, Any]) -> bool:
+        """Whether a configuration's training recipe exists on its device and plan."""
+        dev = self.device[config["hardware"]]
+        if config.get("fp8_linears", "none") != "none" and not any(
+                k.startswith("fp8") for k in dev.compute.tensor_flops_per_s):
+            return False  # fp8 linears need fp8 tensor rates
+        if config.get("framework"):
+            from workloads.frameworks import get_profile
+
+            if not get_profile(config["framework"]).applies_to(dev.kind, dev.vendor.lower()):
+                return False
+        if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) == 1:
+            return False  # nothing to shard over: the same plan as sharding none
+        return int(config.get("interleave", 1)) == 1 or int(config.get("pp", 1)) > 1
 
     def _plan_memory(self, plan: Any, config: Mapping[str, Any], **kw: Any) -> float:
         """Worst device's resident bytes of ``plan`` (as :func:`evaluate_plan` sums them, without the
-        training stash of microbatches in flight: a lower bound for training, exact otherwise)."""
+        training stash of microbatches in flight, buffers and allocator reserve: a lower bound for training).
+        A training plan's sharding divides what it shards over the data-parallel ranks (ZeRO-1: optimizer
+        state; ZeRO-2: and gradients; ZeRO-3 and FSDP: and parameters), the graphs' own bytes otherwise."""
+        from simulator.parallel.compose import stage_graphs
         from workloads.analysis import peak_live_bytes
         from workloads.ir import Role
-        from workloads.parallel import plan_graphs
 
-        graphs = plan_graphs(self.model, plan, dtype=str(config["dtype"]), train=self.train, optimizer=self.optimizer,
+        graphs = stage_graphs(self.model, plan, dtype=str(config["dtype"]), train=self.train, optimizer=self.optimizer,
                              recompute=str(config.get("recompute", "none")),
-                             batch=None if self.train else int(config["batch"]), **kw)
+                             batch=None if self.train else int(config["batch"]), **kw, **self._recipe(config))
+        shard = float(plan.shard_group or plan.dp * plan.cp) if self.train else 1.0
+        zero = plan.zero if shard > 1 else 0
+        div = {Role.WEIGHT: shard if zero >= 3 else 1.0, Role.GRADIENT: shard if zero >= 2 else 1.0,
+               Role.OPTIMIZER_STATE: shard if zero >= 1 else 1.0, Role.KV_CACHE: 1.0}
         per_stage: dict[int, float] = {}
         work: dict[int, float] = {}
         for sg in graphs:
             g = sg.graph
-            per_stage[sg.stage] = per_stage.get(sg.stage, 0.0) + sum(
-                float(g.role_bytes(r)) for r in (Role.WEIGHT, Role.GRADIENT, Role.OPTIMIZER_STATE, Role.KV_CACHE))
+            per_stage[sg.stage] = per_stage.get(sg.stage, 0.0) + sum(float(g.role_bytes(r)) / d for r, d in div.items())
             work[sg.stage] = max(work.get(sg.stage, 0.0), float(peak_live_bytes(g)))
         return max(per_stage[s] + work[s] for s in per_stage)
 
@@ -356,7 +474,7 @@ class ModelProblem:
             res = evaluate_plan(self.model, hw, plan, opts, phase=self.phase, train=self.train, seq=self.seq,
                                 context=self.context, dtype=str(config["dtype"]),
                                 batch=None if self.train else batch, optimizer=self.optimizer,
-                                recompute=str(config.get("recompute", "none")))
+                                recompute=str(config.get("recompute", "none")), **self._recipe(config))
             lat = float(res.latency_s)
             energy = float(res.to_cost_report().totals.energy_j)
             samples = float(plan.global_batch or plan.dp * plan.microbatch) if self.train else float(batch * plan.dp)

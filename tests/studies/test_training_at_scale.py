@@ -1,0 +1,99 @@
+"""The training-at-scale study runs on its reduced configuration, and every row's days, device-hours, cost
+and model FLOPs follow from its plan by hand."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from hwmodels.catalog import load_device
+from hwmodels.cost import load_prices
+from studies._cli import load_config
+from studies.training_at_scale import plot, run
+
+# Llama 3 70B (Hugging Face config.json of meta-llama/Meta-Llama-3-70B): 80 layers, hidden 8192
+LAYERS_70B = 80
+
+
+@pytest.fixture(scope="module")
+def reduced():
+    cfg = load_config(run.HERE / "config.toml", reduced=True)
+    return cfg, run.run(cfg)
+
+
+def test_reduced_study_writes_csv_and_figure(reduced, tmp_path):
+    cfg, rows = reduced
+    assert len(rows) == len(cfg["models"]) * len(cfg["systems"]) * len(cfg["devices"]) == 1
+    path = tmp_path / run.RESULTS_CSV
+    run.write_csv(rows, path)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        back = list(reader)
+    assert tuple(reader.fieldnames) == run.COLUMNS and len(back) == len(rows)
+    png = plot.plot(path, tmp_path / "figs" / "training_at_scale.png")
+    assert png.stat().st_size > 10_000
+
+
+def test_rows_follow_from_their_plan(reduced):
+    cfg, rows = reduced
+    prices = load_prices()
+    model_tokens = {m["name"]: m["tokens"] for m in cfg["models"]}
+    for r in rows:
+        assert r["note"] == "" and r["feasible"] >= 1 and r["evaluated"] <= r["configurations"]
+        used = r["tp"] * r["pp"] * r["dp"]
+        assert r["devices_used"] == used and cfg["fill"] * r["devices"] <= used <= r["devices"]
+        assert LAYERS_70B % (r["pp"] * r["interleave"]) == 0
+        assert r["global_batch"] * cfg["seq"] == r["tokens_per_step"] == cfg["global_batch_tokens"]
+        assert r["global_batch"] % (r["dp"] * r["microbatch"]) == 0
+        assert math.isclose(r["tokens_per_s"], r["tokens_per_step"] / r["step_time_s"], rel_tol=1e-9)
+        days = model_tokens[r["model"]] / r["tokens_per_s"] / 86400
+        assert math.isclose(r["days"], days, rel_tol=1e-12)
+        assert math.isclose(r["device_hours"], days * 24 * used, rel_tol=1e-12)
+        dev = load_device("h100-sxm5-80gb")
+        price = prices["h100-sxm5-80gb"].usd_per_hour
+        assert r["usd_per_device_hour"] == price and math.isclose(r["cost_usd"], r["device_hours"] * price)
+        assert r["memory_per_device_gib"] <= r["memory_capacity_gib"] == dev.main_memory.capacity_bytes / 2**30
+        # the model FLOPs of a step are 6 N per token (N = 70.55B parameters) plus attention's
+        # 12 l h s per token (causal: half of it), so 6 N T <= MFU x peak x devices x step <= 6 N T (1 + 12 l h s / 6 N)
+        flops = r["mfu"] * dev.compute.tensor_flops_per_s["bf16"] * used * r["step_time_s"]
+        six_nt = 6 * 70.55e9 * r["tokens_per_step"]
+        assert six_nt <= flops <= six_nt * (1 + 12 * LAYERS_70B * 8192 * cfg["seq"] / (6 * 70.55e9))
+        assert r["energy_mwh"] > 0
+
+
+def test_one_command_writes_under_out_not_over_the_committed_results(reduced, tmp_path, monkeypatch, capsys):
+    cfg, rows = reduced
+    assert run.OUT_DIR == run.HERE.parents[1] / "out" / "training_at_scale"
+    committed = {p: p.read_bytes() for p in run.HERE.iterdir() if p.suffix in (".csv", ".png")}
+
+    def reuse(given):  # main's plumbing, without searching the reduced configuration a second time
+        assert given == cfg
+        return rows
+
+    monkeypatch.setattr(run, "run", reuse)
+    out = tmp_path / "out"
+    assert run.main(["--reduced", "--out", str(out)]) == 0
+    assert (out / run.RESULTS_CSV).is_file() and (out / "training_at_scale.png").stat().st_size > 10_000
+    assert all(p.read_bytes() == data for p, data in committed.items())
+    assert run.main(["--plot-only", "--out", str(tmp_path / "missing")]) == 2
+    assert "results.csv: no such results file" in capsys.readouterr().err
+
+
+def test_a_recipe_the_tuner_refuses_is_located(tmp_path, capsys):
+    text = (run.HERE / "config.toml").read_text().replace('framework = "fsdp2"', 'framework = "fsdp3"')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    assert run.main(["--config", str(bad), "--reduced", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "recipes[] 'fsdp2-2d': --framework: unknown profile 'fsdp3'" in err
+
+
+def test_committed_results_are_current(reduced, committed_csv):
+    """The committed results.csv (and the figure drawn from it) is today's model on every row the reduced
+    configuration computes."""
+    _, rows = reduced
+    n = committed_csv(rows, run.HERE / run.RESULTS_CSV, run.write_csv, ["model", "system", "devices"],
+                      refresh="python -m studies.training_at_scale --out studies/training_at_scale")
+    assert n == len(rows) == 1
