@@ -184,7 +184,7 @@ def load_system(name_or_path: str | os.PathLike[str]) -> SystemSpec:
 
 
 #: Largest node count of a catalog cluster name (``dgx-h100x1024``).
-MAX_NODES = 1024
+MAX_NODES = 4096
 _CLUSTER = re.compile(r"^(.+)x(\d+)$")
 
 
