@@ -411,9 +411,12 @@ def _metric(row: TrainingRecord, res: Any) -> float:
 def _evaluate(row: TrainingRecord, system: str, dp: int, *, nearest: bool) -> tuple[float, bool]:
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
+    from simulator.parallel.stacks import profile_options
 
-    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp), train=True, seq=row.ints["seq"],
-                        dtype="bf16", **stated_recipe(row, nearest=nearest))
+    recipe = stated_recipe(row, nearest=nearest)
+    opts = profile_options(recipe["framework"]) if recipe["framework"] else None  # the stack's costing, as predict
+    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp), opts, train=True, seq=row.ints["seq"],
+                        dtype="bf16", **recipe)
     return _metric(row, res), res.fits_in_memory
 
 
