@@ -8,13 +8,29 @@ problem located: file:line, column, got, expected), maps each row onto a
 :func:`simulator.parallel.evaluate_plan` and reports errors per group (device family x recipe).
 
 A row is **predicted** only when everything in its recipe can be stated: a zoo model, a catalog
-system for the hardware as deployed, the parallel degrees, batch and sequence, and a recompute of
-``none``/``selective``/``full``. Rows whose recipe holds something the flags cannot state yet are
-listed as **not statable yet**, with what (:data:`NOT_STATABLE_YET` names each piece): fp8 or int8
-linear layers, named recompute policies (torchtitan's per-op SAC, MaxText's remat policies), host
-offload, ``torch.compile`` together with a plan, MoE capacity and token dropping or FSDP-sharded experts,
-hybrid sharding (FSDP within a node or a TPU slice, data parallelism across them), a board variant
-without a catalog entry. They are never dropped and never approximated into the score.
+system for the hardware as deployed, the parallel degrees, batch and sequence, and the rest as the
+source states it (:func:`stated_recipe`, :func:`_plan`):
+
+* the **stack** the source ran (:data:`STACK_OF`): torchtitan and NeMo AutoModel -> ``fsdp2``,
+  MaxText -> ``maxtext``, Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
+  that training stack and costed with its options (:func:`simulator.parallel.stacks.profile_options`,
+  as ``nodeperf predict --framework`` does);
+* the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
+  ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
+  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
+* **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
+  and ``rowwise``, TE ``delayed``;
+* **hybrid sharding**: ``fsdp`` below the data-parallel degree (FSDP within a slice or a node group,
+  data parallelism across) is ``ParallelPlan.shard_group``; **MoE capacity factor** from the ``moe``
+  column is ``ParallelPlan.capacity_factor``; experts sharded by FSDP (``ep`` 1 with FSDP) are what
+  full sharding does to every parameter.
+
+Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
+(:data:`NOT_STATABLE_YET` names each piece): ``torch.compile`` together with the FSDP2 stack (a plan
+takes one framework profile, and ``compile`` has no training stack), fp8 recipes outside
+``--fp8-linears`` (TE current scaling, MXFP8, int8 AQT), MaxText's ``custom`` remat policy with its
+per-tensor offloads, MoE dispatch by dense einsums. They are never dropped and never approximated
+into the score.
 
 Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
 map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
@@ -24,16 +40,16 @@ by TensorCores as Google names it), so the data-parallel traffic between slices 
 data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
-the same run with every unstatable piece replaced by the closest statable one (fp8 -> bf16, a
-named policy -> ``full`` or ``selective``, offload -> none, hybrid sharding -> full sharding over all
-the devices, compile -> eager, the deployed board -> the catalog board). Those figures are reported apart,
-labelled as approximations, and are not a score.
+the same run with every unstatable piece replaced by the closest statable one (TE current scaling
+and MXFP8 -> tensorwise fp8, int8 -> bf16, MaxText ``custom`` -> ``qkv_proj_offloaded`` when it
+offloads the q/k/v projections, else ``full``; compile -> the eager stack). Those figures are reported
+apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
 ``n_devices / (tp pp cp)``; ``fsdp`` (the shard degree) equal to it is full sharding
-(``ParallelPlan.fsdp``); ``vp`` > 1 is the interleaved schedule. ``microbatch`` is the source's own
-count: a torchtitan local batch or a Megatron MBS is sequences per data-parallel rank per
-microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
+(``ParallelPlan.fsdp``), below it hybrid sharding (``shard_group``); ``vp`` > 1 is the interleaved
+schedule. ``microbatch`` is the source's own count: a torchtitan local batch or a Megatron MBS is
+sequences per data-parallel rank per microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
 microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (tokens / step / devices),
 ``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
 :attr:`~simulator.parallel.compose.ParallelResult.mfu`), ``tflops_per_device`` (model FLOP/s) and
