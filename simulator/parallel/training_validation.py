@@ -68,7 +68,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
-           "TrainingResult", "STACK_OF", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
+           "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
                             / "published_training.csv")
@@ -106,6 +106,12 @@ _POLICY_OF = {"none": "none", "selective": "selective", "full": "full", "op-sac"
 #: a row's ``fp8`` -> the ``fp8_linears`` recipe (:data:`workloads.precision.FP8_RECIPES`)
 _FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed"}
 _NEAREST_FP8 = {"te-current-scaling": "tensorwise", "mxfp8": "tensorwise"}
+#: stacks whose tensor parallelism always shards the activations between the tensor-parallel regions (bytes as
+#: Megatron sequence parallelism, ``ParallelPlan.sequence_parallel``): torchtitan's ``apply_tp``
+#: (torchtitan/parallelisms/parallelize_llama.py: ``attention_norm``/``ffn_norm`` ``SequenceParallel()``, ``wo``/``w2``
+#: ``RowwiseParallel(output_layouts=Shard(1))``) and MaxText (MaxText/configs/base.yml ``logical_axis_rules``:
+#: ``['activation_embed', 'tensor']``, the residual stream's embed dimension over the tensor axis)
+SEQUENCE_PARALLEL_STACKS = ("torchtitan", "maxtext")
 #: the source's training stack (a prefix of the row's ``framework``, lower case) -> the framework profile
 STACK_OF = (("torchtitan", "fsdp2"), ("nemo automodel", "fsdp2"), ("maxtext", "maxtext"),
             ("megatron", "megatron-core"), ("nemo", "megatron-core"))
@@ -382,7 +388,8 @@ def _system_name(row: TrainingRecord, n: int) -> tuple[str, str]:
 
 def _plan(row: TrainingRecord, dp: int) -> Any:
     """The row's ParallelPlan: its degrees and batch, full or hybrid sharding (``fsdp`` below the
-    data-parallel degree: ``shard_group``), the MoE capacity factor."""
+    data-parallel degree: ``shard_group``), the MoE capacity factor, sequence parallelism where the stack
+    always shards activations over the tensor-parallel ranks (:data:`SEQUENCE_PARALLEL_STACKS`)."""
     from workloads.parallel import ParallelPlan
 
     g = row.ints
@@ -392,7 +399,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     if row["framework"].startswith("MaxText") and gb:
         mb = max(1, gb // dp)  # per-chip batch, no gradient accumulation: one microbatch per step
     shard = g.get("fsdp") or 1
-    return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatch=mb or 1, global_batch=gb,
+    sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
+    return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
                         capacity_factor=_capacity_factor(row))

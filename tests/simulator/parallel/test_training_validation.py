@@ -152,8 +152,14 @@ def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
 
     r = _row(rows, "train-072")  # FSDP 256 within each of 2 v5e-256 slices
     assert _plan(r, 512) == ParallelPlan(dp=512, fsdp=True, shard_group=256, microbatch=6, global_batch=3072)
-    r = _row(rows, "train-095")  # MaxText FSDP 16 x TP 4, per-chip batch 8: 512 / 16 = 32 per data rank
-    assert _plan(r, 16) == ParallelPlan(tp=4, dp=16, fsdp=True, microbatch=32, global_batch=512)
+    r = _row(rows, "train-095")  # MaxText FSDP 16 x TP 4, per-chip batch 8: 512 / 16 = 32 per data rank; MaxText
+    # shards activation_embed over the tensor axis: sequence parallelism's bytes
+    assert _plan(r, 16) == ParallelPlan(tp=4, dp=16, fsdp=True, sequence_parallel=True, microbatch=32,
+                                        global_batch=512)
+    r = _row(rows, "train-039")  # torchtitan 2D: FSDP 32 x TP 8, SequenceParallel norms
+    assert _plan(r, 32).sequence_parallel and _plan(r, 32).tp == 8
+    r = _row(rows, "train-055")  # Megatron-Bridge TP 4: sequence parallelism not stated by the row
+    assert not _plan(r, 2).sequence_parallel
     r = _row(rows, "train-124")  # Mixtral 8x7B, capacity factor 1.25, dense einsum dispatch
     assert _plan(r, 256).capacity_factor == 1.25 and _plan(r, 256).shard_group == 0
     assert "moe: capacity_factor 1.25, tokens dropped; dense (einsum) dispatch, experts sharded by FSDP" in \
