@@ -423,6 +423,8 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
         numel = max(1, int(nbytes // 2))
         if kind == "all_gather":
             numel = max(1, numel // n)
+        elif kind == "reduce_scatter":  # padded to a multiple of the group, as FSDP2 and XLA pad their shards
+            numel = -(-numel // n) * n
         x = b.input(f"grads{k}", (numel,))
         b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
     recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]

@@ -8,13 +8,29 @@ problem located: file:line, column, got, expected), maps each row onto a
 :func:`simulator.parallel.evaluate_plan` and reports errors per group (device family x recipe).
 
 A row is **predicted** only when everything in its recipe can be stated: a zoo model, a catalog
-system for the hardware as deployed, the parallel degrees, batch and sequence, and a recompute of
-``none``/``selective``/``full``. Rows whose recipe holds something the flags cannot state yet are
-listed as **not statable yet**, with what (:data:`NOT_STATABLE_YET` names each piece): fp8 or int8
-linear layers, named recompute policies (torchtitan's per-op SAC, MaxText's remat policies), host
-offload, ``torch.compile`` together with a plan, MoE capacity and token dropping or FSDP-sharded experts,
-hybrid sharding (FSDP within a node or a TPU slice, data parallelism across them), a board variant
-without a catalog entry. They are never dropped and never approximated into the score.
+system for the hardware as deployed, the parallel degrees, batch and sequence, and the rest as the
+source states it (:func:`stated_recipe`, :func:`_plan`):
+
+* the **stack** the source ran (:data:`STACK_OF`): torchtitan and NeMo AutoModel -> ``fsdp2``,
+  MaxText -> ``maxtext``, Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
+  that training stack and costed with its options (:func:`simulator.parallel.stacks.profile_options`,
+  as ``nodeperf predict --framework`` does);
+* the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
+  ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
+  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
+* **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
+  and ``rowwise``, TE ``delayed``;
+* **hybrid sharding**: ``fsdp`` below the data-parallel degree (FSDP within a slice or a node group,
+  data parallelism across) is ``ParallelPlan.shard_group``; **MoE capacity factor** from the ``moe``
+  column is ``ParallelPlan.capacity_factor``; experts sharded by FSDP (``ep`` 1 with FSDP) are what
+  full sharding does to every parameter.
+
+Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
+(:data:`NOT_STATABLE_YET` names each piece): ``torch.compile`` together with the FSDP2 stack (a plan
+takes one framework profile, and ``compile`` has no training stack), fp8 recipes outside
+``--fp8-linears`` (TE current scaling, MXFP8, int8 AQT), MaxText's ``custom`` remat policy with its
+per-tensor offloads, MoE dispatch by dense einsums. They are never dropped and never approximated
+into the score.
 
 Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
 map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
@@ -24,16 +40,16 @@ by TensorCores as Google names it), so the data-parallel traffic between slices 
 data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
-the same run with every unstatable piece replaced by the closest statable one (fp8 -> bf16, a
-named policy -> ``full`` or ``selective``, offload -> none, hybrid sharding -> full sharding over all
-the devices, compile -> eager, the deployed board -> the catalog board). Those figures are reported apart,
-labelled as approximations, and are not a score.
+the same run with every unstatable piece replaced by the closest statable one (TE current scaling
+and MXFP8 -> tensorwise fp8, int8 -> bf16, MaxText ``custom`` -> ``qkv_proj_offloaded`` when it
+offloads the q/k/v projections, else ``full``; compile -> the eager stack). Those figures are reported
+apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
 ``n_devices / (tp pp cp)``; ``fsdp`` (the shard degree) equal to it is full sharding
-(``ParallelPlan.fsdp``); ``vp`` > 1 is the interleaved schedule. ``microbatch`` is the source's own
-count: a torchtitan local batch or a Megatron MBS is sequences per data-parallel rank per
-microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
+(``ParallelPlan.fsdp``), below it hybrid sharding (``shard_group``); ``vp`` > 1 is the interleaved
+schedule. ``microbatch`` is the source's own count: a torchtitan local batch or a Megatron MBS is
+sequences per data-parallel rank per microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
 microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (tokens / step / devices),
 ``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
 :attr:`~simulator.parallel.compose.ParallelResult.mfu`), ``tflops_per_device`` (model FLOP/s) and
@@ -52,7 +68,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
-           "TrainingResult", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
+           "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
                             / "published_training.csv")
@@ -68,23 +84,37 @@ TRAINING_METRICS = {"tokens_per_s_per_device": "tokens per second per device",
                     "peak_memory_gib": "peak memory per device, GiB"}
 _INT_COLUMNS = ("n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp", "zero", "microbatch", "global_batch", "seq",
                 "dcn_slices")
-_RECOMPUTE = ("none", "selective", "full")
 #: the recipe pieces no flag states yet (a row holding one is listed, not predicted), and the
 #: nearest statable stand-in used for the labelled nearest-recipe figure
 NOT_STATABLE_YET = {
-    "fp8": "fp8/int8 linear layers (the rest in bf16): nearest bf16",
-    "recompute": "named recompute policy: nearest full (selective for per-op SAC and MaxText minimal)",
-    "offload": "host offload of activations, optimizer state or parameters: nearest no offload",
+    "fp8": "fp8 recipes without a --fp8-linears recipe (Transformer Engine current scaling, MXFP8 block scaling, "
+           "int8 AQT): nearest tensorwise fp8 (current scaling, MXFP8) or bf16 (int8)",
+    "recompute": "MaxText's remat_policy 'custom' (a device/offload/remat choice per tensor name): nearest "
+                 "qkv_proj_offloaded when the q/k/v projections are offloaded, else full",
+    "offload": "host offload of named activations under a custom remat policy: nearest the nearest policy's offload",
     "dcn_slices": "several TPU slices with no catalog multi-slice system for them: no nearest figure",
-    "compile": "torch.compile together with a plan: nearest eager",
-    "moe": "MoE capacity factor / token dropping, FSDP-sharded experts: nearest dropless expert parallelism",
-    "hybrid": "hybrid sharding (FSDP over part of the data-parallel ranks, e.g. within each TPU slice): nearest full "
-              "sharding",
+    "compile": "torch.compile together with the FSDP2 stack (a plan takes one framework profile; 'compile' has no "
+               "training stack): nearest fsdp2 eager",
+    "moe": "MoE dispatch by dense one-hot einsums (MaxText sparse_matmul false): nearest the grouped-GEMM dispatch",
     "board": "board variant without a catalog entry: nearest the catalog board",
 }
 #: a row's ``board`` text (as the dataset states the deployed board) -> the catalog system of such nodes
 BOARD_SYSTEMS = {"H100 SXM 96 GB HBM2e (2.4 TB/s), 500 W power limit": "grand-teton-h100-96gb"}
-_NEAREST_POLICY = {"op-sac": "selective", "maxtext:minimal": "selective"}
+#: a row's ``recompute`` -> the policy (:data:`workloads.recompute.POLICIES`): torchtitan's per-op SAC
+#: (``selective_ac_option = "op"``) is ``selective-op``; ``maxtext:NAME`` is MaxText's ``remat_policy`` NAME
+_POLICY_OF = {"none": "none", "selective": "selective", "full": "full", "op-sac": "selective-op"}
+#: a row's ``fp8`` -> the ``fp8_linears`` recipe (:data:`workloads.precision.FP8_RECIPES`)
+_FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed"}
+_NEAREST_FP8 = {"te-current-scaling": "tensorwise", "mxfp8": "tensorwise"}
+#: stacks whose tensor parallelism always shards the activations between the tensor-parallel regions (bytes as
+#: Megatron sequence parallelism, ``ParallelPlan.sequence_parallel``): torchtitan's ``apply_tp``
+#: (torchtitan/parallelisms/parallelize_llama.py: ``attention_norm``/``ffn_norm`` ``SequenceParallel()``, ``wo``/``w2``
+#: ``RowwiseParallel(output_layouts=Shard(1))``) and MaxText (MaxText/configs/base.yml ``logical_axis_rules``:
+#: ``['activation_embed', 'tensor']``, the residual stream's embed dimension over the tensor axis)
+SEQUENCE_PARALLEL_STACKS = ("torchtitan", "maxtext")
+#: the source's training stack (a prefix of the row's ``framework``, lower case) -> the framework profile
+STACK_OF = (("torchtitan", "fsdp2"), ("nemo automodel", "fsdp2"), ("maxtext", "maxtext"),
+            ("megatron", "megatron-core"), ("nemo", "megatron-core"))
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
 
@@ -289,27 +319,45 @@ def _reason_key(why: str) -> str:
     return why.split(":")[0]
 
 
+def _policy(rc: str) -> str | None:
+    """The recompute policy a row's ``recompute`` names (None: no policy states it)."""
+    from workloads.recompute import MAXTEXT_SAVES
+
+    if rc.startswith("maxtext:"):
+        return rc.split(":", 1)[1] if rc.split(":", 1)[1] in MAXTEXT_SAVES else None
+    return _POLICY_OF.get(rc)
+
+
+def _capacity_factor(row: TrainingRecord) -> float | None:
+    """The MoE capacity factor the ``moe`` column states (None: dropless)."""
+    m = re.search(r"capacity[_ ]factor\s*([0-9.]+)", row["moe"])
+    return float(m.group(1)) if m else None
+
+
+def stack_of(row: TrainingRecord) -> str:
+    """The framework profile of the row's training stack (torchtitan and NeMo AutoModel: ``fsdp2``,
+    MaxText: ``maxtext``, Megatron-Bridge / NeMo: ``megatron-core``; '' for another stack)."""
+    fw = row["framework"].strip().lower()
+    return next((prof for prefix, prof in STACK_OF if fw.startswith(prefix)), "")
+
+
 def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     """What in a row's recipe no flag states yet (empty: statable today)."""
     why = []
     fp8 = row["fp8"].strip()
-    if fp8:
-        why.append(f"fp8: low-precision linear layers {fp8!r}")
+    if fp8 and fp8 not in _FP8_OF:
+        why.append(f"fp8: linear layers in {fp8!r}, a recipe --fp8-linears does not state")
     rc = row["recompute"].strip()
-    if rc and rc not in _RECOMPUTE:
+    if rc and _policy(rc) is None:
         why.append(f"recompute: named policy {rc!r}")
-    if row["offload"].strip():
+    if row["offload"].strip() and _policy(rc) not in ("qkv_proj_offloaded", "minimal_offloaded"):
         why.append(f"offload: {row['offload'].strip()}")
     if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
-    if row["compile"].strip() == "1":
-        why.append("compile: torch.compile with a plan")
-    moe = row["moe"].lower()
-    if "drop" in moe and "dropless" not in moe or "capacity" in moe or "sharded by fsdp" in moe:
+    if row["compile"].strip() == "1" and stack_of(row) == "fsdp2":
+        why.append("compile: torch.compile with the fsdp2 stack")
+    if "einsum" in row["moe"].lower():
         why.append(f"moe: {row['moe'].strip()}")
-    fsdp = row.ints.get("fsdp")
-    if fsdp and dp and fsdp != dp:
-        why.append(f"hybrid: FSDP {fsdp} within {dp} data-parallel ranks")
     if row["board"].strip() and row["board"].strip() not in BOARD_SYSTEMS:
         why.append(f"board: {row['board'].strip()}")
     return why
@@ -338,8 +386,10 @@ def _system_name(row: TrainingRecord, n: int) -> tuple[str, str]:
     return "", f"no catalog system of {n} devices for {cat!r}"
 
 
-def _plan(row: TrainingRecord, dp: int, nearest: bool) -> Any:
-    """The row's ParallelPlan (``nearest``: hybrid sharding as full sharding)."""
+def _plan(row: TrainingRecord, dp: int) -> Any:
+    """The row's ParallelPlan: its degrees and batch, full or hybrid sharding (``fsdp`` below the
+    data-parallel degree: ``shard_group``), the MoE capacity factor, sequence parallelism where the stack
+    always shards activations over the tensor-parallel ranks (:data:`SEQUENCE_PARALLEL_STACKS`)."""
     from workloads.parallel import ParallelPlan
 
     g = row.ints
@@ -348,10 +398,25 @@ def _plan(row: TrainingRecord, dp: int, nearest: bool) -> Any:
     mb = g.get("microbatch")
     if row["framework"].startswith("MaxText") and gb:
         mb = max(1, gb // dp)  # per-chip batch, no gradient accumulation: one microbatch per step
-    fsdp = (g.get("fsdp") or 1) > 1 and (nearest or g.get("fsdp") == dp)
-    return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatch=mb or 1, global_batch=gb,
-                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
-                        zero_stage=g.get("zero") or 0)
+    shard = g.get("fsdp") or 1
+    sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
+    return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
+                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
+                        shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
+                        capacity_factor=_capacity_factor(row))
+
+
+def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, Any]:
+    """The :func:`~simulator.parallel.evaluate_plan` keyword arguments of the row's recipe:
+    ``recompute``, ``fp8_linears`` and ``framework``; ``nearest``: each unstatable piece replaced by
+    its nearest statable stand-in (:data:`NOT_STATABLE_YET`)."""
+    rc = row["recompute"].strip()
+    policy = _policy(rc)
+    if policy is None:
+        policy = "qkv_proj_offloaded" if "query_proj" in row["offload"] else "full"
+    fp8 = row["fp8"].strip()
+    fp8_linears = _FP8_OF.get(fp8) or (_NEAREST_FP8.get(fp8) if nearest else None)
+    return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack_of(row)}
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:
@@ -370,12 +435,12 @@ def _metric(row: TrainingRecord, res: Any) -> float:
 def _evaluate(row: TrainingRecord, system: str, dp: int, *, nearest: bool) -> tuple[float, bool]:
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
+    from simulator.parallel.stacks import profile_options
 
-    rc = row["recompute"].strip()
-    if nearest and rc not in _RECOMPUTE:
-        rc = _NEAREST_POLICY.get(rc, "full")
-    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp, nearest), train=True,
-                        seq=row.ints["seq"], recompute=rc, dtype="bf16")
+    recipe = stated_recipe(row, nearest=nearest)
+    opts = profile_options(recipe["framework"]) if recipe["framework"] else None  # the stack's costing, as predict
+    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp), opts, train=True, seq=row.ints["seq"],
+                        dtype="bf16", **recipe)
     return _metric(row, res), res.fits_in_memory
 
 
