@@ -102,6 +102,9 @@ _FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives
           "(torch._chunk_cat) on the reduce-scatter stream; _fsdp_param_group.py: reshard_after_forward frees the "
           "unsharded parameters after forward and gathers them again for backward, the next unit's all-gather is "
           "prefetched while the current one computes")
+_TORCHTITAN_COMPILE = ("pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py apply_compile (2025): "
+                       "torch.compile(transformer_block, backend=compile_config.backend, fullgraph=True) for each "
+                       "TransformerBlock, registered back in model.layers (embedding, final norm and output stay eager)")
 _TORCHTITAN = ("pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py (Dec 2024): fully_shard on every "
                "TransformerBlock and on the root module, MixedPrecisionPolicy(param_dtype=bfloat16, "
                "reduce_dtype=float32) from training.mixed_precision_param / mixed_precision_reduce (defaults bfloat16 / "
@@ -281,6 +284,12 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
                      sources=(_FSDP2, _TORCHTITAN), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("fsdp2-compile", "PyTorch FSDP2 training as torchtitan runs it with --compile (torch.compile "
+                     "of every transformer block: Inductor fuses the pointwise and reduction ops, cuBLAS GEMMs and "
+                     "SDPA FlashAttention-2 stay library calls; FSDP2 as fsdp2)",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
@@ -296,7 +305,7 @@ ALIASES: dict[str, str] = {
     "torch.compile": "compile", "inductor": "compile", "torch-compile": "compile",
     "cudagraphs": "cuda-graphs", "cuda_graphs": "cuda-graphs",
     "trt": "tensorrt", "tensorrt-llm": "trt-llm", "trtllm": "trt-llm", "jax": "xla",
-    "torchtitan": "fsdp2", "mcore": "megatron-core", "megatron": "megatron-core",
+    "torchtitan": "fsdp2", "torchtitan-compile": "fsdp2-compile", "mcore": "megatron-core", "megatron": "megatron-core",
 }
 
 

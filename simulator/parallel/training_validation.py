@@ -26,8 +26,7 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   full sharding does to every parameter.
 
 Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
-(:data:`NOT_STATABLE_YET` names each piece): ``torch.compile`` together with the FSDP2 stack (a plan
-takes one framework profile, and ``compile`` has no training stack), fp8 recipes outside
+(:data:`NOT_STATABLE_YET` names each piece): fp8 recipes outside
 ``--fp8-linears`` (TE current scaling, MXFP8, int8 AQT), MaxText's ``custom`` remat policy with its
 per-tensor offloads, MoE dispatch by dense einsums. They are never dropped and never approximated
 into the score.
@@ -42,7 +41,7 @@ data-centre network.
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
 the same run with every unstatable piece replaced by the closest statable one (TE current scaling
 and MXFP8 -> tensorwise fp8, int8 -> bf16, MaxText ``custom`` -> ``qkv_proj_offloaded`` when it
-offloads the q/k/v projections, else ``full``; compile -> the eager stack). Those figures are reported
+offloads the q/k/v projections, else ``full``). Those figures are reported
 apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
@@ -93,8 +92,6 @@ NOT_STATABLE_YET = {
                  "qkv_proj_offloaded when the q/k/v projections are offloaded, else full",
     "offload": "host offload of named activations under a custom remat policy: nearest the nearest policy's offload",
     "dcn_slices": "several TPU slices with no catalog multi-slice system for them: no nearest figure",
-    "compile": "torch.compile together with the FSDP2 stack (a plan takes one framework profile; 'compile' has no "
-               "training stack): nearest fsdp2 eager",
     "moe": "MoE dispatch by dense one-hot einsums (MaxText sparse_matmul false): nearest the grouped-GEMM dispatch",
     "board": "board variant without a catalog entry: nearest the catalog board",
 }
@@ -354,8 +351,6 @@ def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
         why.append(f"offload: {row['offload'].strip()}")
     if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
-    if row["compile"].strip() == "1" and stack_of(row) == "fsdp2":
-        why.append("compile: torch.compile with the fsdp2 stack")
     if "einsum" in row["moe"].lower():
         why.append(f"moe: {row['moe'].strip()}")
     if row["board"].strip() and row["board"].strip() not in BOARD_SYSTEMS:
@@ -416,7 +411,10 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
         policy = "qkv_proj_offloaded" if "query_proj" in row["offload"] else "full"
     fp8 = row["fp8"].strip()
     fp8_linears = _FP8_OF.get(fp8) or (_NEAREST_FP8.get(fp8) if nearest else None)
-    return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack_of(row)}
+    stack = stack_of(row)
+    if stack == "fsdp2" and row["compile"].strip() == "1":
+        stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
+    return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:
@@ -484,7 +482,10 @@ def _predict(row: TrainingRecord) -> TrainingResult:
                            system=system)
         return replace(base, status="not statable yet", why=tuple(soft), nearest=value, nearest_fits=fits,
                        system=system)
-    value, fits = _evaluate(row, system, dp, nearest=False)
+    try:
+        value, fits = _evaluate(row, system, dp, nearest=False)
+    except (KeyError, ValueError) as exc:  # a plan the model refuses (e.g. stages of unequal layer counts)
+        return replace(base, why=(f"plan refused: {exc}",), system=system)
     return replace(base, status="predicted", predicted=value, fits=fits, system=system)
 
 
