@@ -37,8 +37,7 @@ def plot(csv_path: Path, out: Path, cfg: dict[str, Any]) -> Path:
             shown = "inf" if ratio == math.inf else f"{ratio:.2f}x"
             text = f"{shown}\n{r['best_split']}\n{r['colocated_rps_per_gpu']:.3g} / {r['disaggregated_rps_per_gpu']:.3g}"
         ax.text(j, i, text, ha="center", va="center", fontsize=6)
-    cmap = plt.get_cmap("coolwarm").copy()
-    cmap.set_bad("lightgrey")
+    cmap = plt.get_cmap("coolwarm").with_extremes(bad="lightgrey")
     im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-2, vmax=2, aspect="auto")
     ax.set_xticks(range(len(lens)), [str(x) for x in lens])
     ax.set_yticks(range(len(pairs)), [f"TTFT {a:g} s, TPOT {b * 1e3:g} ms" for a, b in pairs], fontsize=7)

@@ -85,7 +85,7 @@ def test_the_winner_by_hand(cfg, rows):
 def test_deployments_that_do_not_compare_are_located(tmp_path, capsys, deployments, message):
     text = (run.HERE / "config.toml").read_text()
     head = text[: text.index("[[deployments]]")]
-    tables = "".join(f"[[deployments]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in d.items())
+    tables = "".join("[[deployments]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in d.items())
                      for d in deployments)
     bad = tmp_path / "bad.toml"
     bad.write_text(head + tables)
@@ -112,12 +112,18 @@ def test_committed_results_are_current(rows, committed_csv):
     assert n == len(rows)
 
 
-def test_committed_goodput_is_the_goodput_of_the_committed_results(tmp_path):
+def test_committed_goodput_is_the_goodput_of_the_committed_results(committed_csv):
+    """goodput.csv is what `goodput` gives from the committed results.csv under the full configuration (to
+    the CSV's 6 digits: the interpolation reads rounded attainments)."""
     full = load_config(run.HERE / "config.toml")
     with open(run.HERE / run.CSV_NAME, newline="") as f:
         rows = [{**r, "prompt_len": int(r["prompt_len"]), "gpus": int(r["gpus"]),
                  **{k: float(r[k]) for k in ("rate_rps", "attainment", "ttft_slo_s", "tpot_slo_s")}}
                 for r in csv.DictReader(f)]
     assert {r["prompt_len"] for r in rows} == set(full["prompt_lens"])
-    run.write_csv(run.goodput(rows, full), tmp_path / "g.csv", run.goodput_columns(full))
-    assert (tmp_path / "g.csv").read_text() == (run.HERE / run.GOODPUT_NAME).read_text()
+    good = run.goodput(rows, full)
+    n = committed_csv(good, run.HERE / run.GOODPUT_NAME, lambda r, p: run.write_csv(r, p, run.goodput_columns(full)),
+                      ["prompt_len", "ttft_slo_s", "tpot_slo_s"],
+                      refresh="python -m studies.disaggregation --out studies/disaggregation")
+    with open(run.HERE / run.GOODPUT_NAME, newline="") as f:
+        assert n == len(good) == len(list(csv.DictReader(f))) == 5 * 2 * 4

@@ -111,7 +111,9 @@ def test_committed_results_are_current(rows, committed_csv):
     assert n == len(rows)
 
 
-def test_committed_capacity_is_the_capacity_of_the_committed_results(tmp_path):
+def test_committed_capacity_is_the_capacity_of_the_committed_results(committed_csv):
+    """capacity.csv is what `capacity` gives from the committed results.csv under the full configuration
+    (to the CSV's 6 digits: the cost per million tokens is recomputed from a rounded throughput)."""
     full = load_config(run.HERE / "config.toml")
     with open(run.HERE / run.CSV_NAME, newline="") as f:
         rows = [{**r, "rate_rps": float(r["rate_rps"]), "meets_slo": r["meets_slo"] == "True",
@@ -119,5 +121,8 @@ def test_committed_capacity_is_the_capacity_of_the_committed_results(tmp_path):
                 for r in csv.DictReader(f)]
     assert {(r["deployment"], r["scheduler"]) for r in rows} == {(d["name"], s) for d in full["deployments"]
                                                                  for s in full["schedulers"]}
-    run.write_csv(run.capacity(rows, full), tmp_path / "c.csv", run.CAPACITY_COLUMNS)
-    assert (tmp_path / "c.csv").read_text() == (run.HERE / run.CAPACITY_NAME).read_text()
+    cap = run.capacity(rows, full)
+    n = committed_csv(cap, run.HERE / run.CAPACITY_NAME, lambda r, p: run.write_csv(r, p, run.CAPACITY_COLUMNS),
+                      ["deployment", "scheduler"], refresh="python -m studies.serving_capacity --out studies/serving_capacity")
+    with open(run.HERE / run.CAPACITY_NAME, newline="") as f:
+        assert n == len(cap) == len(list(csv.DictReader(f)))
