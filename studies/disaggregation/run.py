@@ -11,7 +11,11 @@ Each run is :func:`simulator.serving.simulate_serving` (stack: vLLM's framework 
 arrivals of fixed-length requests. A request meets an SLO pair when its own TTFT and TPOT meet both
 bounds; goodput (DistServe, OSDI 2024, section 2) is the highest rate at which at least ``attainment`` of
 the requests do, with every lower load of the grid meeting it too, interpolated linearly in attainment
-between that load and the next one of the grid.
+between that load and the next one of the grid. A load counts only while the deployment keeps up:
+``served_fraction`` (decode tokens produced in the second half of the arrival window over the decode tokens
+of the requests that arrived in it) must be at least ``min_served_fraction``; a load that falls behind
+counts as attainment 0. Without it a split whose decode pool is saturated would pass a loose TPOT bound on
+a finite window: a request's wait for a decode slot is spread over its output tokens in TPOT.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ CSV_NAME = "results.csv"
 GOODPUT_NAME = "goodput.csv"
 FIGURE_NAME = f"{NAME}.png"
 COLUMNS = ("prompt_len", "output_len", "deployment", "gpus", "load_tokens_per_s_per_gpu", "rate_rps", "requests",
-           "ttft_slo_s", "tpot_slo_s", "attainment", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
+           "ttft_slo_s", "tpot_slo_s", "attainment", "served_fraction", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
            "tpot_p90_s", "tpot_p99_s", "requests_per_s")
 GOODPUT_FIXED = ("prompt_len", "ttft_slo_s", "tpot_slo_s", "colocated_rps_per_gpu", "best_split",
                  "disaggregated_rps_per_gpu", "ratio", "winner")
@@ -69,19 +73,35 @@ def _runs(cfg: dict[str, Any], dep: dict[str, Any], n_in: int, bar: Any) -> list
 
         ttft = np.array([r.ttft_s for r in res.requests])
         tpot = np.array([r.tpot_s for r in res.requests])
+        served = served_fraction(res, float(cfg["duration_s"]))
         met_any = False
         for a, b in pairs:
             att = float(((ttft <= a) & (tpot <= b)).mean())
-            met_any |= att >= cfg["attainment"]
+            met_any |= att >= cfg["attainment"] and served >= cfg["min_served_fraction"]
             rows.append({"prompt_len": n_in, "output_len": cfg["output_len"], "deployment": dep["name"], "gpus": n,
                          "load_tokens_per_s_per_gpu": load, "rate_rps": rate, "requests": s["requests"],
-                         "ttft_slo_s": a, "tpot_slo_s": b, "attainment": att,
+                         "ttft_slo_s": a, "tpot_slo_s": b, "attainment": att, "served_fraction": served,
                          **{f"{m}_{p}_s": s[f"{m}_s"][p] for m in ("ttft", "tpot") for p in ("p50", "p90", "p99")},
                          "requests_per_s": s["requests_per_s"]})
         misses = 0 if met_any else misses + 1
         if misses >= cfg["stop_after_misses"]:
             break
     return rows
+
+
+def served_fraction(res: Any, window_s: float) -> float:
+    """Decode tokens the deployment produced in the second half of the arrival window ``[w/2, w]`` over the
+    decode tokens (output tokens after the first) of the requests that arrived in it: about 1 while it keeps
+    up (the lag of one request's service shifts both sides alike), below 1 when a queue grows."""
+    lo, hi = window_s / 2, window_s
+    made = 0.0
+    for it in res.iterations:
+        decode = it.steps * (it.tokens - it.prefill_tokens)
+        span = it.end_s - it.start_s
+        overlap = max(0.0, min(hi, it.end_s) - max(lo, it.start_s))
+        made += decode * (overlap / span if span > 0 else float(lo <= it.start_s < hi))
+    due = sum(r.output_len - 1 for r in res.requests if lo <= r.arrival_s < hi)
+    return made / due if due else 1.0
 
 
 def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,11 +118,13 @@ def run(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def goodput_of(rows: list[dict[str, Any]], threshold: float) -> float:
+def goodput_of(rows: list[dict[str, Any]], threshold: float, min_served: float = 0.0) -> float:
     """Goodput (requests/s per GPU) of one deployment, prompt length and SLO pair from its rows over the load
     grid: the highest rate whose attainment, and every lower rate's, is at least ``threshold``,
-    interpolated linearly in attainment towards the next rate; 0 when the lowest rate misses."""
-    rows = sorted(rows, key=lambda r: r["rate_rps"])
+    interpolated linearly in attainment towards the next rate; 0 when the lowest rate misses. A row whose
+    ``served_fraction`` is below ``min_served`` counts as attainment 0."""
+    rows = sorted(({**r, "attainment": r["attainment"] if r.get("served_fraction", 1.0) >= min_served else 0.0}
+                   for r in rows), key=lambda r: r["rate_rps"])
     last = None
     for r in rows:
         if r["attainment"] < threshold:
@@ -126,7 +148,8 @@ def goodput(rows: list[dict[str, Any]], cfg: dict[str, Any]) -> list[dict[str, A
         for a in cfg["ttft_slos_s"]:
             for b in cfg["tpot_slos_s"]:
                 g = {n: goodput_of([r for r in rows if r["prompt_len"] == n_in and r["deployment"] == n
-                                    and r["ttft_slo_s"] == a and r["tpot_slo_s"] == b], cfg["attainment"]) for n in names}
+                                    and r["ttft_slo_s"] == a and r["tpot_slo_s"] == b], cfg["attainment"],
+                                    cfg["min_served_fraction"]) for n in names}
                 best = max(split, key=lambda n: (g[n], -split.index(n)))
                 c, d = g[colo], g[best]
                 ratio = d / c if c > 0 else (float("inf") if d > 0 else float("nan"))
@@ -152,6 +175,7 @@ SCHEMA = {
     "model": "model", "system": "system", "tp": "int>0", "scheduler": "{vllm|sarathi|orca|static}",
     "router": "{round-robin|least-loaded}", "output_len": "int>0", "prompt_lens": "int>0[]", "duration_s": "num>0",
     "seed": "int>=0", "loads_tokens_per_s_per_gpu": "num>0[]", "stop_after_misses": "int>0", "attainment": "num>0",
+    "min_served_fraction": "num>0",
     "ttft_slos_s": "num>0[]", "tpot_slos_s": "num>0[]", "deployments[].name": "str",
     "?deployments[].replicas": "int>0", "?deployments[].prefill": "int>0", "?deployments[].decode": "int>0",
 }

@@ -46,6 +46,17 @@ def test_the_decode_pool_runs_no_prefill(rows):
     assert max(colo) > 2 * colo[0]
 
 
+def test_served_fraction_tells_a_growing_queue(rows):
+    """At light load the deployment produces the decode tokens its arrivals need (within Poisson noise); past
+    the single prefill GPU's capacity the 1+3 split falls behind."""
+    first = {r["deployment"]: r["served_fraction"] for r in rows if r["load_tokens_per_s_per_gpu"] == 2000}
+    assert all(0.95 < v < 1.05 for v in first.values()), first
+    split = {r["load_tokens_per_s_per_gpu"]: r["served_fraction"] for r in rows if r["deployment"] == "p1d3"}
+    # the sweep's last load (two misses in a row), 62.5 requests/s of 1,024-token prompts or more: one H100
+    # prefills about 42 per second
+    assert max(split) >= 20000 and split[max(split)] < 0.8
+
+
 def test_goodput_interpolates_attainment_by_hand():
     g = [{"rate_rps": 4.0, "gpus": 4, "attainment": 1.0}, {"rate_rps": 8.0, "gpus": 4, "attainment": 0.95},
          {"rate_rps": 12.0, "gpus": 4, "attainment": 0.75}, {"rate_rps": 16.0, "gpus": 4, "attainment": 0.95}]
@@ -53,6 +64,10 @@ def test_goodput_interpolates_attainment_by_hand():
     assert run.goodput_of(g, 0.9) == pytest.approx(9.0 / 4)
     assert run.goodput_of(g[:2], 0.9) == 8.0 / 4  # met at the last load of the grid
     assert run.goodput_of([{**g[0], "attainment": 0.5}], 0.9) == 0.0
+    # a load that falls behind counts as attainment 0: 0.9 is crossed a tenth of the way from 1.0 at 4/s
+    behind = [g[0], {**g[1], "served_fraction": 0.8}]
+    assert run.goodput_of(behind, 0.9, min_served=0.9) == pytest.approx(4.4 / 4)
+    assert run.goodput_of(behind, 0.9) == 8.0 / 4  # without the condition
 
 
 def test_the_winner_by_hand(cfg, rows):
@@ -60,8 +75,8 @@ def test_the_winner_by_hand(cfg, rows):
     assert len(out) == len(cfg["ttft_slos_s"]) * len(cfg["tpot_slos_s"])
     for o in out:
         mine = [r for r in rows if r["ttft_slo_s"] == o["ttft_slo_s"] and r["tpot_slo_s"] == o["tpot_slo_s"]]
-        c = run.goodput_of([r for r in mine if r["deployment"] == "colocated"], 0.9)
-        d = run.goodput_of([r for r in mine if r["deployment"] == "p1d3"], 0.9)
+        c = run.goodput_of([r for r in mine if r["deployment"] == "colocated"], 0.9, 0.9)
+        d = run.goodput_of([r for r in mine if r["deployment"] == "p1d3"], 0.9, 0.9)
         assert (o["colocated_rps_per_gpu"], o["disaggregated_rps_per_gpu"]) == (c, d)
         if c > 0:
             assert o["ratio"] == pytest.approx(d / c)
@@ -118,7 +133,7 @@ def test_committed_goodput_is_the_goodput_of_the_committed_results(committed_csv
     full = load_config(run.HERE / "config.toml")
     with open(run.HERE / run.CSV_NAME, newline="") as f:
         rows = [{**r, "prompt_len": int(r["prompt_len"]), "gpus": int(r["gpus"]),
-                 **{k: float(r[k]) for k in ("rate_rps", "attainment", "ttft_slo_s", "tpot_slo_s")}}
+                 **{k: float(r[k]) for k in ("rate_rps", "attainment", "served_fraction", "ttft_slo_s", "tpot_slo_s")}}
                 for r in csv.DictReader(f)]
     assert {r["prompt_len"] for r in rows} == set(full["prompt_lens"])
     good = run.goodput(rows, full)
