@@ -46,7 +46,7 @@ def plot(csv_path: Path, out: Path, cfg: dict[str, Any]) -> Path:
     bar.set_label("log2(disaggregated / colocated goodput)", fontsize=7)
     n = max(d.get("replicas", 0) + d.get("prefill", 0) + d.get("decode", 0) for d in cfg["deployments"])
     ax.set_title(f"{cfg['model']} on {n} GPUs of {cfg['system']}: disaggregated prefill/decode vs {n} colocated "
-                 f"replicas\ncell: goodput ratio, best split, goodput per GPU colocated / disaggregated (req/s; "
+                 f"replicas (red: disaggregated wins, blue: colocated)\ncell: goodput ratio, best split, goodput per GPU colocated / disaggregated (req/s; "
                  f">= {cfg['attainment']:.0%} of requests within both bounds)", fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
