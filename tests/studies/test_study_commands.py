@@ -15,8 +15,8 @@ from studies._cli import REPO_ROOT, load_config, out_dir
 STUDIES = sorted(p.parent.name for p in (REPO_ROOT / "studies").glob("*/config.toml"))
 
 
-def test_ten_studies_each_one_command():
-    assert len(STUDIES) == 10, STUDIES
+def test_twelve_studies_each_one_command():
+    assert len(STUDIES) == 12, STUDIES
     for name in STUDIES:
         folder = REPO_ROOT / "studies" / name
         assert (folder / "run.py").is_file() and (folder / "__main__.py").is_file(), name

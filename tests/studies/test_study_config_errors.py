@@ -17,8 +17,9 @@ import pytest
 
 from studies._cli import _NAME_KINDS, REPO_ROOT
 
-STUDIES = ["av_perception", "bandwidth_scaling", "decode_scaling", "energy_generations", "hetero_placement",
-           "parallelism", "precision_scaling", "slo_frontier", "systolic_design", "training_at_scale"]
+STUDIES = ["av_perception", "bandwidth_scaling", "decode_scaling", "disaggregation", "energy_generations",
+           "hetero_placement", "parallelism", "precision_scaling", "serving_capacity", "slo_frontier", "systolic_design",
+           "training_at_scale"]
 
 
 def _toml_value(v: Any) -> str:
