@@ -116,7 +116,7 @@ def test_overlay_with_unknown_field(tmp_path: Path, capsys: pytest.CaptureFixtur
     (["measure", "--out", "{tmp}"], "--out {tmp}: is a folder"),
     (["measure", "--device", "cuda", "--device-name", "h100", "--out", "{tmp}/m.csv"],
      "--device-name; got 'h100'; expected a catalog device name (`nodeperf hardware` lists them); did you mean "
-     "'h100-pcie-80gb' or 'h100-sxm5-80gb'?"),
+     "'h100-pcie-80gb' or 'h100-sxm5-80gb' or 'h100-sxm5-96gb'?"),
     (["calibrate", "{tmp}/bin.csv", "--hardware", "t4"], "{tmp}/bin.csv: not UTF-8 text; got byte 0xff at offset 1"),
     (["calibrate", str(PUBLISHED), "--hardware", "t4", "--out", "{tmp}/no/o.toml"], "--out {tmp}/no/o.toml: no such folder"),
     (["validate", "--dataset", "published", "--hardware", "t4", "--plot", "{tmp}/p.txt"],
