@@ -25,6 +25,7 @@ from typing import Any
 
 from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean
+from simulator.sweep.tune import TuneError
 
 __all__ = ["OBJECTIVES", "ServeCandidate", "CandidateOutcome", "ServeTuneResult", "ServeTuneError",
            "candidates", "max_rate", "tune_serving"]
@@ -36,8 +37,8 @@ OBJECTIVES = {"max-qps": "highest SLO-meeting Poisson rate first",
               "min-cost": "lowest usd_per_million_tokens at that rate first"}
 
 
-class ServeTuneError(NodeperfError, ValueError):
-    """A bad serving-search setting (one located line)."""
+#: A bad serving-search setting (one located line): ``nodeperf tune``'s error.
+ServeTuneError = TuneError
 
 
 @dataclass(frozen=True)
