@@ -98,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rejected neighbours of the best to list (default 5)")
     r.add_argument("--all-rejected", action="store_true", help="--json: list every rejected configuration")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    from simulator.cli.tune_serve import add_arguments  # light: argparse only
+
+    add_arguments(p)
     r.add_argument("--csv", metavar="FILE", help="write one CSV row per visited configuration to FILE (feasible ones "
                                                  "ranked best first, then the rejected with their reason; - for "
                                                  "standard output)")
@@ -195,6 +198,10 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("simulator").setLevel(logging.ERROR)
     if args.rejected < 0:
         raise TuneError(f"--rejected: got {args.rejected}; expected a count >= 0")
+    if args.serve:  # serving capacity planning: simulator/sweep/tune_serving.py
+        from simulator.cli.tune_serve import run_serve
+
+        return run_serve(args)
     check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:
         wrong = _given(args, _MODEL_ONLY) + (["hardware"] if args.hardware else []) + \

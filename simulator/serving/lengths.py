@@ -31,10 +31,40 @@ __all__ = ["LengthSpec", "parse_lengths", "sample_lengths", "LENGTH_DATASETS", "
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 
+#: Log-space sigma of a lognormal whose coefficient of variation is 1 (the CV of an exponential):
+#: sqrt(ln(1 + CV^2)) = sqrt(ln 2).
+_SIGMA_CV1 = math.sqrt(math.log(2.0))
+
 #: Named length distributions: name -> (lognormal parameters, source). Only summaries read from their
 #: source are listed; a trace file (``--arrival trace:FILE.csv`` or ``--lengths FILE.csv``) gives any
-#: other data set exactly.
-LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {}
+#: other data set exactly. Which statistic each parameter comes from:
+#:
+#: ``sharegpt`` -- ShareGPT (ShareGPT_V3_unfiltered_cleaned_split.json) as ``sglang.bench_serving`` and
+#: vLLM's ``benchmark_serving.py --dataset-name sharegpt`` sample it (first human turn as the prompt, the
+#: dataset's reply length as the output; pairs with prompt or output < 4 tokens dropped, prompt > 1024 or
+#: prompt + output > 2048 dropped):
+#:
+#: * ``in_mean`` 224.2 = 269,081 input tokens / 1200 prompts and ``out_mean`` 189.1 = 226,901 output tokens /
+#:   1200 prompts: the totals printed by ``sglang.bench_serving --dataset-name sharegpt --num-prompts 1200
+#:   --request-rate 4`` (Llama 3.1 8B tokenizer) in sgl-project/sglang issue #2097
+#:   (https://github.com/sgl-project/sglang/issues/2097), the command of the published rows srv-001..004;
+#: * ``in_max`` 1024 and ``out_max`` 2044 (2048 less the 4-token minimum prompt): the benchmark's filter
+#:   (vllm benchmarks/benchmark_serving.py ``sample_sharegpt_requests``; sglang bench_serving.py
+#:   ``sample_sharegpt_requests``), applied here per side as a clip;
+#: * ``in_sigma`` = ``out_sigma`` = sqrt(ln 2) = 0.833 (coefficient of variation 1): the source gives totals
+#:   only, no spread. A CV of 1 is the exponential's, the shape ServeGen (Alibaba, arXiv 2025; summary in AI-Infra-Team/awesome-papers issue #138)
+#:   reports for production output lengths; the prompt spread is taken equal for want of a ShareGPT
+#:   figure. Stated, not fitted: no serving measurement chose it.
+LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
+    "sharegpt": (
+        {"in_mean": 269081 / 1200, "in_sigma": _SIGMA_CV1, "in_max": 1024.0,
+         "out_mean": 226901 / 1200, "out_sigma": _SIGMA_CV1, "out_max": 2044.0},
+        "ShareGPT as sampled by sglang.bench_serving / vllm benchmark_serving.py (--dataset-name sharegpt): "
+        "means 224.2 in / 189.1 out tokens from the 1200-prompt totals (269,081 / 226,901) printed in "
+        "https://github.com/sgl-project/sglang/issues/2097; clip 1024 / 2044 from the benchmark's filter; "
+        "lognormal sigma sqrt(ln 2) (CV 1, the exponential spread ServeGen (arXiv 2025) reports for output lengths), "
+        "not from ShareGPT"),
+}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""`nodeperf tune MODEL --serve ...`: capacity planning of serving deployments
+(:mod:`simulator.sweep.tune_serving`): the highest Poisson rate meeting the SLOs of each candidate
+(hardware x --tp x --dtype x --replicas x --max-num-seqs x --chunk), ranked by --objective max-qps or
+min-cost, and why each rejected candidate failed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_arguments", "run_serve"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("serving capacity (--serve; also --hardware, --tp, --dtype, --seed, --json, --top)")
+    g.add_argument("--serve", action="store_true",
+                   help="search serving deployments for the highest load meeting --slo (objective max-qps, "
+                        "default) or the lowest cost per million tokens (min-cost)")
+    g.add_argument("--slo", action="append", default=[], metavar="EXPR",
+                   help="SLO as for `nodeperf serve` ('ttft_p99<=2 s', 'tpot_p99<=100 ms'); repeatable, at least one")
+    g.add_argument("--lengths", default="sharegpt", help="length distribution as for `nodeperf serve` (default sharegpt)")
+    g.add_argument("--scheduler", default="vllm", help="vllm | sarathi | orca | static (default vllm)")
+    g.add_argument("--framework", default="vllm", help="serving stack profile (default vllm)")
+    g.add_argument("--replicas", metavar="LIST", help="replica counts (default 1)")
+    g.add_argument("--max-num-seqs", metavar="LIST", help="batch budgets in sequences (default the scheduler's)")
+    g.add_argument("--chunk", metavar="LIST", help="prefill chunk sizes (default the scheduler's)")
+    g.add_argument("--probe-requests", type=int, default=200, metavar="N",
+                   help="requests simulated per rate probe at least (default 200)")
+    g.add_argument("--probe-seconds", type=float, default=30.0, metavar="S",
+                   help="seconds of arrivals per probe at least (more requests at high rates; default 30)")
+    g.add_argument("--qps-min", type=float, default=0.25, help="lowest rate probed, req/s (default 0.25)")
+    g.add_argument("--qps-max", type=float, default=1024.0, help="highest rate probed, req/s (default 1024)")
+
+
+def _axis(flag: str, text: str | None, conv: Any = int) -> list[Any]:
+    from simulator.sweep.tune_serving import ServeTuneError
+
+    if text is None:
+        return [None]
+    out = []
+    for t in (x.strip() for x in text.split(",")):
+        try:
+            v = conv(t)
+        except ValueError:
+            v = None
+        if v is None or (conv is int and v < 1):
+            raise ServeTuneError(f"{flag}: {t!r} is not a positive integer; got {text!r}; expected e.g. 1,2")
+        out.append(v)
+    return out
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from simulator.serving import ServeConfig
+    from simulator.sweep.tune_serving import ServeTuneError, candidates, tune_serving
+
+    if not args.hardware:
+        raise ServeTuneError("--hardware: none given; got nothing; expected e.g. --hardware h100-sxm5-80gb,dgx-h100")
+    if args.probe_requests < 1:
+        raise ServeTuneError(f"--probe-requests: got {args.probe_requests}; expected a positive integer")
+    if not 0 < args.qps_min < args.qps_max:
+        raise ServeTuneError(f"--qps-min/--qps-max: got {args.qps_min:g}/{args.qps_max:g}; expected 0 < min < max")
+    objective = "max-qps" if args.objective == "latency" else args.objective  # `tune`'s default means "unset" here
+    dtypes = [d.strip() for d in args.dtype.split(",")] if args.dtype else [None]
+    cands = candidates([h.strip() for h in args.hardware.split(",") if h.strip()],
+                       [t for t in _axis("--tp", args.tp) if t] or [1], dtypes,
+                       [r for r in _axis("--replicas", args.replicas) if r] or [1],
+                       _axis("--max-num-seqs", args.max_num_seqs), _axis("--chunk", args.chunk))
+    base = ServeConfig(lengths=args.lengths, scheduler=args.scheduler, framework=args.framework,
+                       requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo))
+    if not args.probe_seconds > 0:
+        raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
+    result = tune_serving(args.model, cands, base, objective, args.qps_min, args.qps_max, probe_seconds=args.probe_seconds)
+    if args.json:
+        doc = result.to_json()
+        doc["model"] = args.model
+        sys.stdout.write(json.dumps(doc, sort_keys=True, indent=1) + "\n")
+        return 0 if result.best else 1
+    lines = [f"{args.model}: {len(cands)} serving deployments, objective {objective}, SLO {', '.join(args.slo)}; "
+             f"each rate probe max({result.requests_per_probe}, qps x {args.probe_seconds:g} s) requests (Poisson, seed "
+             f"{args.seed}), lengths {args.lengths}"]
+    for i, o in enumerate(result.ranked[:args.top], 1):
+        usd = "n/a" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3g} USD/M tokens"
+        lines.append(f"{i:>3}. {o.candidate.label():<40} {o.qps:8.3g} req/s  {usd}")
+    if result.rejected:
+        lines.append("rejected:")
+        lines += [f"     {o.candidate.label():<40} {o.reason}" for o in result.rejected[:max(args.rejected, 0)]]
+    print("\n".join(lines))
+    return 0 if result.best else 1
