@@ -1994,6 +1994,54 @@ def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw:
 # streaming (bandwidth-bound) kernels
 
 
+#: Per element of a forward elementwise op as eager PyTorch's CUDA kernels compile it (fp32 opmath
+#: for fp16/bf16 too; precise math library, no --use_fast_math): ``(MUFU ops, FP32 arithmetic
+#: instructions)``, the latter FFMA/FMUL/FADD/FSETP only (integer, select and conversion
+#: instructions are not counted). Counted from the library's instruction sequences:
+#:
+#: * ``sin``/``cos``: libdevice ``__nv_sinf``/``__nv_cosf`` (the CUDA math headers'
+#:   ``__internal_trig_reduction_kernel`` + ``__internal_sin_cos_kernel``): FMUL (a * 2/pi), three
+#:   FFMA Cody-Waite residual, FSETP (|a| >= 105615, Payne-Hanek slow path not taken), FMUL (t^2),
+#:   five FFMA polynomial, one FFMA sign flip = 11 FP32 + 1 compare = 12; no MUFU (the precise sinf
+#:   is a polynomial; MUFU.SIN is the ``__sinf`` fast path only).
+#: * ``exp``: libdevice ``__nv_expf``: FFMA.SAT, FFMA.RM, FADD, two FFMA (log2 e, high and low),
+#:   FMUL by the 2^j scale = 6, plus one MUFU.EX2.
+#: * ``reciprocal``/``div``: IEEE ``div.rn.f32`` (nvcc's default -prec-div=true): MUFU.RCP, then
+#:   Newton and remainder FFMAs (4 for 1/x, 5 for a/b).
+#: * ``rsqrt``: ``rsqrtf`` = one MUFU.RSQ; ``sqrt``: ``sqrt.rn.f32`` = MUFU.RSQ + 4 FFMA/FMUL refinement.
+#: * ``log``: libdevice ``__nv_logf``: mantissa/exponent split (2), 8-term FFMA polynomial, FMUL,
+#:   two FFMA = 13; no MUFU (it does not use lg2.approx).
+#: * ``erf``: CUDA ``erff``: two polynomial branches (|x| < 0.921875: 7 FFMA on x^2; else 9 FFMA on
+#:   |x| then 1 - exp2 through MUFU.EX2 and 3 FP32 ops), approximate count as N. Juffa describes it
+#:   (NVIDIA developer forum, 'Accuracy-optimized implementation of erff(), without performance
+#:   impact', 2022); a warp of mixed arguments executes both branches: 1 MUFU + 19 FP32.
+#: * ``gelu``: ``torch.nn.functional.gelu`` default (approximate='none'), x * 0.5 * (1 + erf(x / sqrt 2)):
+#:   erf + FMUL, FADD, two FMUL = 1 MUFU + 23.
+#: * ``tanh``: ``tanhf``: |x| >= 0.6 as 1 - 2 / (exp(2x) + 1) (MUFU.EX2 + MUFU.RCP, about 6 FP32),
+#:   else an odd polynomial (about 5 FFMA); both branches per warp: 2 MUFU + 11 (approximate count).
+#: * ``sigmoid`` = 1 / (1 + exp(-x)): exp + FADD + IEEE division = 2 MUFU + 12; ``silu``/``swish``
+#:   x / (1 + exp(-x)): 2 MUFU + 12; ``quick_gelu`` x * sigmoid(1.702 x): 2 MUFU + 14.
+#:
+#: Ops not listed keep the semantic count of ``workloads.semantics.ELEMENTWISE_FLOPS`` and one SFU
+#: evaluation per element where :func:`simulator.lowering.common.sfu_ops` counts one.
+ELEMENTWISE_INSTRUCTIONS: dict[str, tuple[int, int]] = {
+    "sin": (0, 12), "cos": (0, 12), "exp": (1, 6), "reciprocal": (1, 4), "div": (1, 5),
+    "rsqrt": (1, 0), "sqrt": (1, 4), "log": (0, 13), "erf": (1, 19), "gelu": (1, 23), "tanh": (2, 11),
+    "sigmoid": (2, 12), "silu": (2, 12), "swish": (2, 12), "quick_gelu": (2, 14),
+}
+
+
+def elementwise_work(fn: str, numel: float) -> tuple[float, float] | None:
+    """``(FP32 FLOP-equivalents, MUFU ops)`` of a forward elementwise op ``fn`` over ``numel``
+    elements from :data:`ELEMENTWISE_INSTRUCTIONS` (each FP32 instruction one FMA slot: 2 FLOP of
+    the vector rate, and an FMA's energy); None when the op is not listed."""
+    counts = ELEMENTWISE_INSTRUCTIONS.get(fn)
+    if counts is None:
+        return None
+    mufu, fp32 = counts
+    return 2.0 * fp32 * numel, float(mufu) * numel
+
+
 def achieved_bandwidth(bytes_moved: ArrayLike, peak_bytes_per_s: ArrayLike, fraction: ArrayLike,
                        half_size_bytes: ArrayLike) -> ArrayLike:
     """Achieved bandwidth of a streaming kernel moving ``bytes_moved``: ``B*f * s / (s + s_half)``."""
@@ -2043,7 +2091,7 @@ def streaming(
     t_mem = t_dram + t_l2
     t_vec = _a(flops) / (_a(p.vector_flops_per_s) * _a(p.vector_fraction))
     t_sfu = _a(sfu_ops) / _a(p.sfu_ops_per_s)
-    t_comp = t_vec + t_sfu
+    t_comp = np.maximum(t_vec, t_sfu)  # the FMA and MUFU pipes issue side by side
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_comp)
     time = np.maximum(t_comp, t_mem) + lat
     return KernelEstimate(

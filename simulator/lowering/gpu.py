@@ -22,6 +22,7 @@ from simulator.lowering.common import (
     KernelCost,
     LoweringContext,
     element_bytes,
+    gpu_vector_flops,
     is_narrow_grouped_conv,
     register_rule,
     set_fallback,
@@ -489,10 +490,11 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
                "moe_combine_bwd", "moe_router_bwd")
 def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     p = ctx.params("fp32")
-    e = gpu.streaming(op.bytes_read, op.bytes_written, float(op.flops), p,
+    vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
+    e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
-    return _from_estimate(e, rule, 0.0, float(op.flops))
+    return _from_estimate(e, rule, 0.0, vec)
 
 
 @register_rule("gpu", "moe_router")
