@@ -139,6 +139,15 @@ SPLIT_K_FACTORS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 # recompute P = exp(S - L) (one exp2, one FMA), dS = P * (dP - D) (two), two converts.
 SOFTMAX_SFU_OPS_PER_SCORE = {"fwd": 1.0, "bwd": 1.0}
 SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
+#: Passes of a warp-specialised (``"flash3"``) attention kernel whose softmax overlaps the matmuls of
+#: another tile. FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608) describes both overlaps for the
+#: forward pass only: pingpong scheduling of two warpgroups (section 3.1) and intra-warpgroup
+#: overlapping of softmax with the GEMMs (section 3.2); its backward (appendix B) is warp-specialised
+#: for the loads and the dQ accumulation, and its recompute of P and its dS = P * (dP - D) sit between
+#: dependent GEMMs (S -> P -> dV; dP -> dS -> dK, dQ), so a backward pair pays matmuls plus softmax.
+#: The paper's figures put the backward below the forward at head dim 128 on an H100 SXM5
+#: (backward 316 / 424 / 501 / 542 / 559 / 561 TFLOP/s at sequence length 512 ... 16k, non-causal).
+FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of attention(bwd_softmax_overlap=False)
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
@@ -2376,6 +2385,7 @@ def attention(
     min_mma_rows: int = 64,
     kernel: str = "flash2",
     kv_sharing: int = 1,
+    bwd_softmax_overlap: bool = False,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2403,6 +2413,9 @@ def attention(
         CTAs that share each K/V panel load (:data:`BLACKWELL_CTA_PAIR` for the 2-CTA MMA mode of
         FlashAttention-4 on Blackwell); divides the L2 panel traffic and, backward, the dQ
         accumulation traffic.
+    bwd_softmax_overlap
+        Whether a ``"flash3"`` backward overlaps its softmax with the matmuls as the forward does.
+        False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
 
     Returns
     -------
@@ -2424,7 +2437,8 @@ def attention(
     sms = _a(p.sms)
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows)
-    t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms)
+    t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
+                                                          bwd_softmax_overlap)
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
@@ -2447,12 +2461,14 @@ def attention(
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
-                       backward: bool, sms: Any) -> tuple[Any, Any, Any, Any]:
+                       backward: bool, sms: Any, bwd_overlap: bool = False) -> tuple[Any, Any, Any, Any]:
     """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
-    matmuls and softmax serialised (``flash2``) or overlapped (``flash3``), spread over the CTAs in waves."""
+    matmuls and softmax serialised (``flash2``, and the ``flash3`` backward unless ``bwd_overlap``:
+    :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``), spread over the CTAs in waves."""
     t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
     t_soft = attention_softmax_s(p, backward=backward)
-    t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
+    overlap = kernel == "flash3" and (not backward or bwd_overlap)
+    t_pair = np.maximum(t_mma, t_soft) if overlap else t_mma + t_soft
     return t_mma, t_soft, t_pair, attention_compute_s(grid, t_pair, sms)
 
 

@@ -1,5 +1,5 @@
-"""Transcendental elementwise ops on a GPU: the compiled special function's FP32 instructions and MUFU
-ops (hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS) set their vector work, SFU time and arithmetic energy."""
+"""Transcendental elementwise ops on a GPU (the compiled special function's FP32 instructions and MUFU
+ops, hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS) and the FlashAttention-3 backward's serialised softmax."""
 
 from __future__ import annotations
 
@@ -49,3 +49,24 @@ def test_cos_costs_eleven_fma_energies_more_than_abs_per_element():
     # same bytes; cos 24 FLOP-equivalents per element, abs 1
     assert e["cos"].dynamic_energy_j - e["abs"].dynamic_energy_j == pytest.approx(23 * N * j_per_flop, rel=1e-9)
     assert gpu.ELEMENTWISE_INSTRUCTIONS["gelu"] == (1, 23)
+
+
+#: FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608), figure 'Attention backward speed, head
+#: dim 128 (H100 80GB SXM5)', FlashAttention-3 bars, non-causal, batch x seqlen = 16k, 16 heads (TFLOP/s).
+FA3_BWD_HD128 = {512: 316, 1024: 424, 2048: 501, 4096: 542, 8192: 559, 16384: 561}
+
+
+def test_flash3_backward_on_hopper_is_slower_than_its_forward_and_near_the_paper():
+    h100 = load_hardware("h100-sxm5-80gb")
+    p = gpu.gpu_params(h100, "bf16")
+    for seq, paper in FA3_BWD_HD128.items():
+        b = 16384 // seq
+        fwd = gpu.attention(b, 16, 16, seq, seq, 128, 128, p, kernel="flash3")
+        bwd = gpu.attention(b, 16, 16, seq, seq, 128, 128, p, kernel="flash3", backward=True)
+        pairs = b * 16 * seq * seq
+        bwd_tflops = 10 * 128 * pairs / bwd.time_s / 1e12
+        assert bwd_tflops < 4 * 128 * pairs / fwd.time_s / 1e12
+        assert bwd_tflops == pytest.approx(paper, rel=0.10)
+    # the overlapped schedule (kept for FlashAttention-4 on Blackwell) is faster: the softmax is hidden
+    over = gpu.attention(1, 16, 16, 16384, 16384, 128, 128, p, kernel="flash3", backward=True, bwd_softmax_overlap=True)
+    assert over.time_s < bwd.time_s
