@@ -70,3 +70,12 @@ def test_flash3_backward_on_hopper_is_slower_than_its_forward_and_near_the_paper
     # the overlapped schedule (kept for FlashAttention-4 on Blackwell) is faster: the softmax is hidden
     over = gpu.attention(1, 16, 16, 16384, 16384, 128, 128, p, kernel="flash3", backward=True, bwd_softmax_overlap=True)
     assert over.time_s < bwd.time_s
+
+
+def test_hopper_sgemm_reaches_the_measured_torch_matmul_rate():
+    # zzc0721/torch-performance-test-data issue #79: FP32 torch.matmul on an H100 80GB HBM3, 4096^3 51.88 and
+    # 8192^3 51.81 TFLOP/s (the 4096 row sets efficiency.simt_gemm_peak_fraction; 2048^3 measured 49.58)
+    h100 = load_hardware("h100-sxm5-80gb")
+    for n, measured in ((2048, 49.58), (4096, 51.88), (8192, 51.81)):
+        rec = evaluate(build_micro(f"gemm:m={n},n={n},k={n}", "fp32"), h100).records[0]
+        assert 2 * n**3 / rec.time_s / 1e12 == pytest.approx(measured, rel=0.03)
