@@ -41,7 +41,8 @@ tensor-core time on the two (forward) or five (backward) contractions and vector
 softmax (one special-function exp and a few FP32 ALU operations per score). Two kernel designs:
 FlashAttention-2 style (warp-level ``mma.sync``, at ``warp_mma_scale`` of the native rate on Hopper
 and Blackwell; softmax serialised with the matmuls) and warp-specialised designs (FlashAttention-3/4,
-cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two). K and V
+cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two; FlashAttention-3's
+backward on Hopper serialises them, :data:`FLASH3_SOFTMAX_OVERLAP`). K and V
 panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
 the backward streams the Q and dO panels past each key block's CTA and sends every fp32 dQ
 partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once,
