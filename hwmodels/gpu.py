@@ -41,7 +41,8 @@ tensor-core time on the two (forward) or five (backward) contractions and vector
 softmax (one special-function exp and a few FP32 ALU operations per score). Two kernel designs:
 FlashAttention-2 style (warp-level ``mma.sync``, at ``warp_mma_scale`` of the native rate on Hopper
 and Blackwell; softmax serialised with the matmuls) and warp-specialised designs (FlashAttention-3/4,
-cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two). K and V
+cuDNN: native asynchronous MMA, softmax overlapped so a pair costs ``max`` of the two; FlashAttention-3's
+backward on Hopper serialises them, :data:`FLASH3_SOFTMAX_OVERLAP`). K and V
 panels are read once per query block from L2 (shared by a CTA pair in Blackwell's 2-CTA mode);
 the backward streams the Q and dO panels past each key block's CTA and sends every fp32 dQ
 partial to L2 once (the add is done there: atomics or TMA reduce-adds); DRAM sees Q, K, V, O once,
@@ -139,6 +140,15 @@ SPLIT_K_FACTORS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 # recompute P = exp(S - L) (one exp2, one FMA), dS = P * (dP - D) (two), two converts.
 SOFTMAX_SFU_OPS_PER_SCORE = {"fwd": 1.0, "bwd": 1.0}
 SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
+#: Passes of a warp-specialised (``"flash3"``) attention kernel whose softmax overlaps the matmuls of
+#: another tile. FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608) describes both overlaps for the
+#: forward pass only: pingpong scheduling of two warpgroups (section 3.1) and intra-warpgroup
+#: overlapping of softmax with the GEMMs (section 3.2); its backward (appendix B) is warp-specialised
+#: for the loads and the dQ accumulation, and its recompute of P and its dS = P * (dP - D) sit between
+#: dependent GEMMs (S -> P -> dV; dP -> dS -> dK, dQ), so a backward pair pays matmuls plus softmax.
+#: The paper's figures put the backward below the forward at head dim 128 on an H100 SXM5
+#: (backward 316 / 424 / 501 / 542 / 559 / 561 TFLOP/s at sequence length 512 ... 16k, non-causal).
+FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of attention(bwd_softmax_overlap=False)
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
@@ -1994,6 +2004,54 @@ def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw:
 # streaming (bandwidth-bound) kernels
 
 
+#: Per element of a forward elementwise op as eager PyTorch's CUDA kernels compile it (fp32 opmath
+#: for fp16/bf16 too; precise math library, no --use_fast_math): ``(MUFU ops, FP32 arithmetic
+#: instructions)``, the latter FFMA/FMUL/FADD/FSETP only (integer, select and conversion
+#: instructions are not counted). Counted from the library's instruction sequences:
+#:
+#: * ``sin``/``cos``: libdevice ``__nv_sinf``/``__nv_cosf`` (the CUDA math headers'
+#:   ``__internal_trig_reduction_kernel`` + ``__internal_sin_cos_kernel``): FMUL (a * 2/pi), three
+#:   FFMA Cody-Waite residual, FSETP (|a| >= 105615, Payne-Hanek slow path not taken), FMUL (t^2),
+#:   five FFMA polynomial, one FFMA sign flip = 11 FP32 + 1 compare = 12; no MUFU (the precise sinf
+#:   is a polynomial; MUFU.SIN is the ``__sinf`` fast path only).
+#: * ``exp``: libdevice ``__nv_expf``: FFMA.SAT, FFMA.RM, FADD, two FFMA (log2 e, high and low),
+#:   FMUL by the 2^j scale = 6, plus one MUFU.EX2.
+#: * ``reciprocal``/``div``: IEEE ``div.rn.f32`` (nvcc's default -prec-div=true): MUFU.RCP, then
+#:   Newton and remainder FFMAs (4 for 1/x, 5 for a/b).
+#: * ``rsqrt``: ``rsqrtf`` = one MUFU.RSQ; ``sqrt``: ``sqrt.rn.f32`` = MUFU.RSQ + 4 FFMA/FMUL refinement.
+#: * ``log``: libdevice ``__nv_logf``: mantissa/exponent split (2), 8-term FFMA polynomial, FMUL,
+#:   two FFMA = 13; no MUFU (it does not use lg2.approx).
+#: * ``erf``: CUDA ``erff``: two polynomial branches (|x| < 0.921875: 7 FFMA on x^2; else 9 FFMA on
+#:   |x| then 1 - exp2 through MUFU.EX2 and 3 FP32 ops), approximate count as N. Juffa describes it
+#:   (NVIDIA developer forum, 'Accuracy-optimized implementation of erff(), without performance
+#:   impact', 2022); a warp of mixed arguments executes both branches: 1 MUFU + 19 FP32.
+#: * ``gelu``: ``torch.nn.functional.gelu`` default (approximate='none'), x * 0.5 * (1 + erf(x / sqrt 2)):
+#:   erf + FMUL, FADD, two FMUL = 1 MUFU + 23.
+#: * ``tanh``: ``tanhf``: |x| >= 0.6 as 1 - 2 / (exp(2x) + 1) (MUFU.EX2 + MUFU.RCP, about 6 FP32),
+#:   else an odd polynomial (about 5 FFMA); both branches per warp: 2 MUFU + 11 (approximate count).
+#: * ``sigmoid`` = 1 / (1 + exp(-x)): exp + FADD + IEEE division = 2 MUFU + 12; ``silu``/``swish``
+#:   x / (1 + exp(-x)): 2 MUFU + 12; ``quick_gelu`` x * sigmoid(1.702 x): 2 MUFU + 14.
+#:
+#: Ops not listed keep the semantic count of ``workloads.semantics.ELEMENTWISE_FLOPS`` and one SFU
+#: evaluation per element where :func:`simulator.lowering.common.sfu_ops` counts one.
+ELEMENTWISE_INSTRUCTIONS: dict[str, tuple[int, int]] = {
+    "sin": (0, 12), "cos": (0, 12), "exp": (1, 6), "reciprocal": (1, 4), "div": (1, 5),
+    "rsqrt": (1, 0), "sqrt": (1, 4), "log": (0, 13), "erf": (1, 19), "gelu": (1, 23), "tanh": (2, 11),
+    "sigmoid": (2, 12), "silu": (2, 12), "swish": (2, 12), "quick_gelu": (2, 14),
+}
+
+
+def elementwise_work(fn: str, numel: float) -> tuple[float, float] | None:
+    """``(FP32 FLOP-equivalents, MUFU ops)`` of a forward elementwise op ``fn`` over ``numel``
+    elements from :data:`ELEMENTWISE_INSTRUCTIONS` (each FP32 instruction one FMA slot: 2 FLOP of
+    the vector rate, and an FMA's energy); None when the op is not listed."""
+    counts = ELEMENTWISE_INSTRUCTIONS.get(fn)
+    if counts is None:
+        return None
+    mufu, fp32 = counts
+    return 2.0 * fp32 * numel, float(mufu) * numel
+
+
 def achieved_bandwidth(bytes_moved: ArrayLike, peak_bytes_per_s: ArrayLike, fraction: ArrayLike,
                        half_size_bytes: ArrayLike) -> ArrayLike:
     """Achieved bandwidth of a streaming kernel moving ``bytes_moved``: ``B*f * s / (s + s_half)``."""
@@ -2043,7 +2101,7 @@ def streaming(
     t_mem = t_dram + t_l2
     t_vec = _a(flops) / (_a(p.vector_flops_per_s) * _a(p.vector_fraction))
     t_sfu = _a(sfu_ops) / _a(p.sfu_ops_per_s)
-    t_comp = t_vec + t_sfu
+    t_comp = np.maximum(t_vec, t_sfu)  # the FMA and MUFU pipes issue side by side
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_comp)
     time = np.maximum(t_comp, t_mem) + lat
     return KernelEstimate(
@@ -2328,6 +2386,7 @@ def attention(
     min_mma_rows: int = 64,
     kernel: str = "flash2",
     kv_sharing: int = 1,
+    bwd_softmax_overlap: bool = False,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2355,6 +2414,9 @@ def attention(
         CTAs that share each K/V panel load (:data:`BLACKWELL_CTA_PAIR` for the 2-CTA MMA mode of
         FlashAttention-4 on Blackwell); divides the L2 panel traffic and, backward, the dQ
         accumulation traffic.
+    bwd_softmax_overlap
+        Whether a ``"flash3"`` backward overlaps its softmax with the matmuls as the forward does.
+        False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
 
     Returns
     -------
@@ -2376,7 +2438,8 @@ def attention(
     sms = _a(p.sms)
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows)
-    t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms)
+    t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
+                                                          bwd_softmax_overlap)
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
@@ -2399,12 +2462,14 @@ def attention(
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
-                       backward: bool, sms: Any) -> tuple[Any, Any, Any, Any]:
+                       backward: bool, sms: Any, bwd_overlap: bool = False) -> tuple[Any, Any, Any, Any]:
     """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
-    matmuls and softmax serialised (``flash2``) or overlapped (``flash3``), spread over the CTAs in waves."""
+    matmuls and softmax serialised (``flash2``, and the ``flash3`` backward unless ``bwd_overlap``:
+    :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``), spread over the CTAs in waves."""
     t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
     t_soft = attention_softmax_s(p, backward=backward)
-    t_pair = np.maximum(t_mma, t_soft) if kernel == "flash3" else t_mma + t_soft  # flash3 overlaps them
+    overlap = kernel == "flash3" and (not backward or bwd_overlap)
+    t_pair = np.maximum(t_mma, t_soft) if overlap else t_mma + t_soft
     return t_mma, t_soft, t_pair, attention_compute_s(grid, t_pair, sms)
 
 

@@ -43,7 +43,7 @@ from simulator.engines.walk import (
     module_call_counts,
     walk_graph,
 )
-from simulator.lowering import KernelCost, LoweringContext, lower, sfu_ops
+from simulator.lowering import KernelCost, LoweringContext, gpu_vector_flops, lower, sfu_ops
 from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state
 from simulator.lowering.gpu import library_launches
 from simulator.report import CostReport, OpCost, Totals
@@ -471,20 +471,22 @@ def fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext)
     extra_in = float(sum(t.nbytes for i, t in enumerate(op.inputs) if i not in held))
     extra_out = float(max(0.0, sum(t.nbytes for t in op.outputs) - reuse))
     sfu = 0.0
+    work = float(op.flops)
     if ctx.device.kind == "gpu":
+        work = gpu_vector_flops(op)  # as unfused: the compiled special function's instructions
         p = ctx.params("fp32")  # (fields may be arrays of hardware variants: simulator.engines.vectorized)
         rate = _num(p.vector_flops_per_s) * _num(p.vector_fraction)
         bw = _num(p.dram_bytes_per_s) * _num(p.dram_fraction)
-        sfu = sfu_ops(op) / _num(p.sfu_ops_per_s)  # the same special functions as unfused
+        sfu = sfu_ops(op) / _num(p.sfu_ops_per_s)  # the same special functions as unfused (separate pipe)
     else:  # TPU vector unit / CPU SIMD: the spec's vector rate and main-memory bandwidth
         dev = ctx.device
         vec = dev.compute.vector_flops_per_s
         rate = float(vec.get(op.dtype.value) or vec.get("fp32") or max(vec.values())) * dev.efficiency.vector_peak_fraction
         bw = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
     return KernelCost(
-        compute_s=float(op.flops) / rate + sfu, memory_s=(extra_in + extra_out) / bw, latency_s=0.0,
+        compute_s=_num(np.maximum(work / rate, sfu)), memory_s=(extra_in + extra_out) / bw, latency_s=0.0,
         dram_bytes=extra_in + extra_out, l2_bytes=extra_in + extra_out, smem_bytes=0.0, matrix_flops=0.0,
-        vector_flops=float(op.flops), rule="fused-epilogue", kernels=0,
+        vector_flops=work, rule="fused-epilogue", kernels=0,
     )
 
 

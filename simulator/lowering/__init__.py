@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "ruleset": "simulator.lowering.common",
     "set_fallback": "simulator.lowering.common",
     "sfu_ops": "simulator.lowering.common",
+    "gpu_vector_flops": "simulator.lowering.common",
     "zero_cost": "simulator.lowering.common",
     "attention_kernel_for": "simulator.lowering.gpu",
 }
@@ -55,6 +56,7 @@ __all__ = [
     "is_narrow_grouped_conv",
     "ring_collective",
     "sfu_ops",
+    "gpu_vector_flops",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

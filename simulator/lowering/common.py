@@ -60,6 +60,7 @@ __all__ = [
     "is_narrow_grouped_conv",
     "ring_collective",
     "sfu_ops",
+    "gpu_vector_flops",
 ]
 
 logger = logging.getLogger(__name__)
@@ -346,6 +347,21 @@ def sfu_ops(op: Op) -> float:
     """Special-function evaluations (exp, tanh, rsqrt, ...) of an op on a GPU's SFUs."""
     if op.kind in ("softmax", "softmax_bwd", "cross_entropy"):
         return float(op.inputs[0].numel)
+    if op.kind == "elementwise":
+        work = gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
+        if work is not None:
+            return work[1]
     if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
         return float(op.outputs[0].numel)
     return 0.0
+
+
+def gpu_vector_flops(op: Op) -> float:
+    """FP32 work of an op on a GPU's FMA pipe, in FLOP (FMA = 2): the instruction count of the
+    compiled special function for the forward elementwise ops of
+    :data:`hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS`, else the op's semantic FLOPs."""
+    if op.kind == "elementwise":
+        work = gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
+        if work is not None:
+            return work[0]
+    return float(op.flops)

@@ -22,6 +22,7 @@ from simulator.lowering.common import (
     KernelCost,
     LoweringContext,
     element_bytes,
+    gpu_vector_flops,
     is_narrow_grouped_conv,
     register_rule,
     set_fallback,
@@ -409,10 +410,14 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     backward = op.kind == "attention_bwd"
     kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
     sharing = 1
-    if kernel == "flash3" and _family(ctx.device) == "sm100":
+    blackwell = kernel == "flash3" and _family(ctx.device) == "sm100"
+    if blackwell:
         sharing = gpu.BLACKWELL_CTA_PAIR  # FlashAttention-4's 2-CTA MMA mode shares K/V panels
+    # FlashAttention-3 (Hopper) serialises the backward's softmax with its matmuls (gpu.FLASH3_SOFTMAX_OVERLAP);
+    # no source gives FlashAttention-4's backward schedule, so Blackwell keeps the overlap
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
-                      in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing)
+                      in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
+                      bwd_softmax_overlap=blackwell)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
                                         in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
@@ -489,10 +494,11 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
                "moe_combine_bwd", "moe_router_bwd")
 def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     p = ctx.params("fp32")
-    e = gpu.streaming(op.bytes_read, op.bytes_written, float(op.flops), p,
+    vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
+    e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
-    return _from_estimate(e, rule, 0.0, float(op.flops))
+    return _from_estimate(e, rule, 0.0, vec)
 
 
 @register_rule("gpu", "moe_router")

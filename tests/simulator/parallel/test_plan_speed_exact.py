@@ -127,21 +127,23 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # vector work joined its energy), and gpt3 again
     # when the Ampere tensor fraction became the A100's measured MAMF instead of the Hopper figure; all but tpu
     # when every GPU kernel carried its architecture's measured device time, efficiency.kernel_device_time_s)
-    "gpt3": (23.106866835943215, 6009646.518073685, 37853640704.0, 'bcae4698312cba9f', '7eb66130066fded2'),
-    "gpt3-des": (22.996196176008187, 5999311.117947144, 37853640704.0, '3017855d8edf85c0', '7eb66130066fded2'),
+    "gpt3": (23.119962323411126, 6019781.471481506, 37853640704.0, '812a65cfcc2b4919', '04239ba395de3ff5'),
+    "gpt3-des": (23.009291663476155, 6009446.07135497, 37853640704.0, '2bffeddcb01ad640', '04239ba395de3ff5'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
-    "fsdp": (0.2691197280881917, 790.1099279991456, 15589261314.0, 'ea0fa5c4a3c82bbd', '73da81e064b5c805'),
+    "fsdp": (0.26923877211283376, 791.1945755581355, 15589261314.0, 'af7f2867234980c1', '5072ff074fe12c19'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
-    "generate": (0.9116273926765641, 2128.9605296896593, 17879810048.0, 'c4e6082803405684', 'ec645abc9baf59d9'),
+    "generate": (0.9116273926765641, 2129.2437228042836, 17879810048.0, 'c4e6082803405684', '94a1a9b188e2a882'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
-    "decode-fused": (0.012399841512719965, 33.64493855746315, 20519179264.0, 'bbf588fcd682a5de', '6546bb79191707b1'),
+    # (decode-fused, fsdp, generate, gpt3, gpt3-des and moe re-recorded when transcendental elementwise ops were
+    # charged their compiled instructions and the FlashAttention-3 backward serialised its softmax on Hopper)
+    "decode-fused": (0.012399841512719965, 33.65086930331913, 20519179264.0, 'bbf588fcd682a5de', 'ddb1b0c997eb63b3'),
     "tpu": (0.003721713752272613, 2.4126081847885494, 1954081280.0, '3391234ef9528466', '023e10bc5c5b1bf3'),
-    "moe": (0.046448998601910756, 227.40956610304056, 15584481280.0, '8d38f066f9e68271', 'b562dcfc43e502bc'),
+    "moe": (0.046448998601910756, 228.62418285434921, 15584481280.0, '8d38f066f9e68271', '052b60d3e5c330b9'),
 }
 
 _EVALS = {
@@ -158,16 +160,18 @@ _EVALS = {
                                             EvalOptions(eager_framework=True, power_cap=False)),
 }
 _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
+    # (bert-train-h100, effnet-eager-mi300x and vit-fused-tf32-h100 re-recorded when transcendental elementwise
+    # ops were charged their compiled FP32 instructions and MUFU ops, hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS)
     # latency_s, energy_j, memory required (bytes), digest of every record (bert-train-h100 re-recorded when
     # the fused-attention backward launched its preprocess and dQ-convert kernels; the GPU rows when every
     # kernel carried its architecture's measured device time, efficiency.kernel_device_time_s)
     "resnet50-a100": (0.005266698897738855, 1.8280865228465852, 179298464, '80bb476fbf26490e'),
-    "bert-train-h100": (0.004785723126332379, 1.4114190555363268, 1907853350, '1d0540c9f5a100a1'),
-    "vit-fused-tf32-h100": (0.0011025532756389722, 0.45389067129130833, 194921936, '055ef500d328ee20'),  # FusionGroup
+    "bert-train-h100": (0.004785723126332379, 1.417214762744007, 1907853350, '276370252b8181cf'),
+    "vit-fused-tf32-h100": (0.001120854885863098, 0.4746499150376388, 194921936, '166b53004b69b3ad'),  # FusionGroup
     "gpt2-decode-tpu": (0.0005925511480587943, 0.04812942773016965, 324785288, "27d878d7fd0a5f09"),
     "llama-decode-cpu": (0.03306909657254465, 3.3318817101563463, 13611145216, "06f65ba812c802b6"),
     # re-recorded when eager forward convolutions took the cuDNN call time (framework_conv_op_overhead_s)
-    "effnet-eager-mi300x": (0.007399207391066209, 1.4040881026847383, 175294864, 'ae61ec7f9644061a'),
+    "effnet-eager-mi300x": (0.007399207391066209, 1.4110744473119365, 175294864, '95d9b50e5fcd46a8'),
 }
 
 
