@@ -114,7 +114,8 @@ def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
                         "(recipes are skipped on devices without fp8 tensor rates)")
     g.add_argument("--framework", metavar="LIST",
                    help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
-                        "(TPUs); a profile is skipped on devices it does not run on")
+                        "(TPUs); a profile is skipped on devices it does not run on; with --serve: the one serving "
+                        "stack (default vllm)")
     g.add_argument("--sharding", metavar="LIST",
                    help="plans: data-parallel sharding to search: none, zero1, zero2, zero3, fsdp (PyTorch FSDP full "
                         "sharding, as `predict --fsdp`); sharded plans need dp > 1")

@@ -14,7 +14,8 @@ __all__ = ["add_arguments", "run_serve"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("serving capacity (--serve; also --hardware, --tp, --dtype, --seed, --json, --top)")
+    g = p.add_argument_group("serving capacity (--serve; also --hardware, --tp, --dtype, --seed, --json, --top, and "
+                             "--framework: one serving stack profile, default vllm)")
     g.add_argument("--serve", action="store_true",
                    help="search serving deployments for the highest load meeting --slo (objective max-qps, "
                         "default) or the lowest cost per million tokens (min-cost)")
@@ -22,7 +23,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="SLO as for `nodeperf serve` ('ttft_p99<=2 s', 'tpot_p99<=100 ms'); repeatable, at least one")
     g.add_argument("--lengths", default="sharegpt", help="length distribution as for `nodeperf serve` (default sharegpt)")
     g.add_argument("--scheduler", default="vllm", help="vllm | sarathi | orca | static (default vllm)")
-    g.add_argument("--framework", default="vllm", help="serving stack profile (default vllm)")
     g.add_argument("--replicas", metavar="LIST", help="replica counts (default 1)")
     g.add_argument("--max-num-seqs", metavar="LIST", help="batch budgets in sequences (default the scheduler's)")
     g.add_argument("--chunk", metavar="LIST", help="prefill chunk sizes (default the scheduler's)")
@@ -67,7 +67,11 @@ def run_serve(args: argparse.Namespace) -> int:
                        [t for t in _axis("--tp", args.tp) if t] or [1], dtypes,
                        [r for r in _axis("--replicas", args.replicas) if r] or [1],
                        _axis("--max-num-seqs", args.max_num_seqs), _axis("--chunk", args.chunk))
-    base = ServeConfig(lengths=args.lengths, scheduler=args.scheduler, framework=args.framework,
+    framework = (args.framework or "vllm").strip()
+    if "," in framework:
+        raise ServeTuneError(f"--framework: --serve searches one serving stack; got {args.framework!r}; expected one "
+                             "profile name, e.g. vllm")
+    base = ServeConfig(lengths=args.lengths, scheduler=args.scheduler, framework=framework,
                        requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo))
     if not args.probe_seconds > 0:
         raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
