@@ -8,6 +8,8 @@ import math
 import sys
 from collections.abc import Callable
 
+from simulator.cli.common import nonnegative_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="fit a device's efficiency factors to measurements; write an overlay",
@@ -61,17 +63,6 @@ def finite_float(low: float | None = None, high: float | None = None, *, low_ope
 
     parse.__name__ = "finite number"  # argparse names the type in some messages
     return parse
-
-
-def nonnegative_int(text: str) -> int:
-    """An argparse ``type``: an integer >= 0 (a seed)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0")
-    return v
 
 
 def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | None] | None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "nonempty", "positive_int", "profile_from_args", "recompute_policy"]
+__all__ = ["add_model_args", "graph_from_args", "nonempty", "nonnegative_int", "positive_int", "profile_from_args",
+           "recompute_policy"]
 
 
 def nonempty(text: str) -> str:
@@ -25,6 +26,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive integer") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"got {v}; expected a positive integer")
+    return v
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 0 (a seed)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0")
     return v
 
 

@@ -10,7 +10,7 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import nonempty, positive_int
+from simulator.cli.common import nonempty, nonnegative_int, positive_int
 
 
 def _placement(text: str) -> tuple[str, str]:
@@ -27,16 +27,6 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive number of seconds") from None
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive number of seconds")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"got {v}; expected an integer >= 0")
     return v
 
 
@@ -59,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run every device that ships MODE in that power mode (same as --hardware NAME@MODE)")
     p.add_argument("--frames", type=positive_int, metavar="N",
                    help="frame budget: periods of the fastest source task (default: the scenario's, else 10000)")
-    p.add_argument("--seed", type=_seed, metavar="S", help="random seed (default: the scenario's, else 0)")
+    p.add_argument("--seed", type=nonnegative_int, metavar="S", help="random seed (default: the scenario's, else 0)")
     p.add_argument("--time-limit", type=_positive_float, metavar="SECONDS",
                    help="wall-clock limit of the simulation (default: the scenario's time_limit_s, else 300)")
     p.add_argument("--place", type=_placement, action="append", default=[], metavar="TASK=DEVICE",

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from simulator.cli.common import nonempty, positive_int
+from simulator.cli.common import nonempty, nonnegative_int, positive_int
 
 
 def _duration(text: str) -> float:
@@ -50,16 +50,6 @@ def _seconds(text: str) -> float:
     return v
 
 
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected an integer >= 0")
-    return v
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
@@ -97,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
     g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")
-    p.add_argument("--seed", type=_seed, default=0, help="seed of the random draws (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
                    help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
