@@ -77,17 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="optimizer of the training step (default adamw)")
     w.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     w.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
-    s = p.add_argument_group("systolic design (--systolic)")
-    s.add_argument("--systolic", action="store_true", help="tune a systolic array for the network MODEL")
-    s.add_argument("--rows", metavar="LIST", help="array rows (default 8,16,32,64,128)")
-    s.add_argument("--cols", metavar="LIST", help="array columns (default 8,16,32,64,128)")
-    s.add_argument("--dataflow", metavar="LIST", help="os,ws,is (default all)")
-    s.add_argument("--sram-kib", metavar="LIST", help="total scratchpad sizes in KiB (default 256)")
-    s.add_argument("--sram-split", metavar="LIST",
-                   help="ifmap:filter:ofmap shares (default 1:1:1,2:1:1,1:2:1,1:1:2,2:2:1,1:2:2,2:1:2)")
-    s.add_argument("--word-bytes", type=positive_int, default=1, help="bytes per word (default 1)")
-    s.add_argument("--dram-words-per-cycle", metavar="W", help="DRAM bandwidth in words per cycle (required)")
-    s.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '1 GHz' (gives latency_s)")
+    _systolic_arguments(p.add_argument_group("systolic design (--systolic)"))
     r = p.add_argument_group("search")
     r.add_argument("--search", default="auto", help="auto | exhaustive | random | bayes (default auto: exhaustive "
                                                     "when the space has at most --trials configurations)")
@@ -105,6 +95,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "ranked best first, then the rejected with their reason; - for "
                                                  "standard output)")
     p.set_defaults(func=run)
+
+
+def _systolic_arguments(s: argparse._ArgumentGroup) -> None:
+    """The systolic-array design space (--systolic)."""
+    s.add_argument("--systolic", action="store_true", help="tune a systolic array for the network MODEL")
+    s.add_argument("--rows", metavar="LIST", help="array rows (default 8,16,32,64,128)")
+    s.add_argument("--cols", metavar="LIST", help="array columns (default 8,16,32,64,128)")
+    s.add_argument("--dataflow", metavar="LIST", help="os,ws,is (default all)")
+    s.add_argument("--sram-kib", metavar="LIST", help="total scratchpad sizes in KiB (default 256)")
+    s.add_argument("--sram-split", metavar="LIST",
+                   help="ifmap:filter:ofmap shares (default 1:1:1,2:1:1,1:2:1,1:1:2,2:2:1,1:2:2,2:1:2)")
+    s.add_argument("--word-bytes", type=positive_int, default=1, help="bytes per word (default 1)")
+    s.add_argument("--dram-words-per-cycle", metavar="W", help="DRAM bandwidth in words per cycle (required)")
+    s.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '1 GHz' (gives latency_s)")
 
 
 def _recipe_arguments(g: argparse._ArgumentGroup) -> None:

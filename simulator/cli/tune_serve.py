@@ -14,6 +14,8 @@ __all__ = ["add_arguments", "run_serve"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from simulator.cli.calibrate import finite_float
+
     g = p.add_argument_group("serving capacity (--serve; also --hardware, --tp, --dtype, --seed, --json, --top, and "
                              "--framework: one serving stack profile, default vllm)")
     g.add_argument("--serve", action="store_true",
@@ -28,10 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunk", metavar="LIST", help="prefill chunk sizes (default the scheduler's)")
     g.add_argument("--probe-requests", type=int, default=200, metavar="N",
                    help="requests simulated per rate probe at least (default 200)")
-    g.add_argument("--probe-seconds", type=float, default=30.0, metavar="S",
+    g.add_argument("--probe-seconds", type=finite_float(0.0, low_open=True), default=30.0, metavar="S",
                    help="seconds of arrivals per probe at least (more requests at high rates; default 30)")
-    g.add_argument("--qps-min", type=float, default=0.25, help="lowest rate probed, req/s (default 0.25)")
-    g.add_argument("--qps-max", type=float, default=1024.0, help="highest rate probed, req/s (default 1024)")
+    g.add_argument("--qps-min", type=finite_float(0.0, low_open=True), default=0.25,
+                   help="lowest rate probed, req/s (default 0.25)")
+    g.add_argument("--qps-max", type=finite_float(0.0, low_open=True), default=1024.0,
+                   help="highest rate probed, req/s (default 1024)")
 
 
 def _axis(flag: str, text: str | None, conv: Any = int) -> list[Any]:

@@ -65,7 +65,7 @@ def test_hardware_show_json_names_the_slice(capsys) -> None:
     ("tpu-v5e-512", "N in 1, 4, 8, 16, 32, 64, 128, 256; did you mean 'tpu-v5e-256' or 'tpu-v5e-128'?"),
     ("v6e-3", "got v6e-3"),
     ("v4-9000", "got v4-9000"),
-    ("tpu-v5e-256x0", "slice count; got x0; expected x1 to x1024"),
+    ("tpu-v5e-256x0", "slice count; got x0; expected x1 to x4096"),
 ])
 def test_sizes_that_are_no_slice_shape_are_refused_with_the_valid_ones(name, needle) -> None:
     with pytest.raises(SpecError) as e:
