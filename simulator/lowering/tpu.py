@@ -66,11 +66,14 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwmodels.spec import DeviceSpec, MemoryLevel, SpecError
-from hwmodels.systolic import SystolicResult, gemm_cycles
+
+if TYPE_CHECKING:  # the systolic model is imported when a TPU op is costed: a GPU run never loads it
+    from hwmodels.systolic import SystolicResult
 from simulator.lowering.collectives import collective_cost
 from simulator.lowering.common import (
     COLLECTIVE_KINDS,
@@ -216,6 +219,8 @@ def map_gemm(dev: DeviceSpec, batch: int, m: int, n: int, k: int, *, in_bytes: f
     bsub = -(-batch // pb)
     msub = -(-m // pm)
     nsub = -(-n // pn)
+    from hwmodels.systolic import gemm_cycles
+
     r = gemm_cycles(s.rows, s.cols, s.dataflow, msub, nsub, k)
     total = bsub * pipelined_cycles(r)
     best = int(np.lexsort((pm, pb, total))[0])  # fewest cycles; ties: fewest batch, then M splits
