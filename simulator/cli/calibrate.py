@@ -6,9 +6,8 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
 
-from simulator.cli.common import nonnegative_int
+from simulator.cli.common import finite_float, nonnegative_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,38 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pull towards the defaults (default by device kind: 0.01 CPU, 0.04 GPU/TPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
-
-
-def finite_float(low: float | None = None, high: float | None = None, *, low_open: bool = False,
-                 high_open: bool = False) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number within ``[low, high]`` (``low_open``/``high_open``: strict).
-
-    NaN, infinities and numbers outside the range are refused at argument parsing, so a command never
-    starts work with them (exit 2, one line naming the option).
-    """
-    parts = []
-    if low is not None:
-        parts.append(f"{'>' if low_open else '>='} {low:g}")
-    if high is not None:
-        parts.append(f"{'<' if high_open else '<='} {high:g}")
-    form = "a finite number" + (f" {' and '.join(parts)}" if parts else "")
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            v = math.nan
-        ok = math.isfinite(v)
-        if ok and low is not None:
-            ok = v > low if low_open else v >= low
-        if ok and high is not None:
-            ok = v < high if high_open else v <= high
-        if not ok:
-            raise argparse.ArgumentTypeError(f"got {text!r}; expected {form}")
-        return v
-
-    parse.__name__ = "finite number"  # argparse names the type in some messages
-    return parse
 
 
 def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | None] | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "graph_from_args", "nonempty", "nonnegative_int", "positive_int", "profile_from_args",
+__all__ = ["add_model_args", "finite_float", "graph_from_args", "nonempty", "nonnegative_int", "positive_int", "profile_from_args",
            "recompute_policy"]
 
 
@@ -27,6 +29,38 @@ def positive_int(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"got {v}; expected a positive integer")
     return v
+
+
+def finite_float(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+                 high_open: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number within ``[low, high]`` (``low_open``/``high_open``: strict).
+
+    NaN, infinities and numbers outside the range are refused at argument parsing, so a command never
+    starts work with them (exit 2, one line naming the option).
+    """
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
+    form = "a finite number" + (f" {' and '.join(parts)}" if parts else "")
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        ok = math.isfinite(v)
+        if ok and low is not None:
+            ok = v > low if low_open else v >= low
+        if ok and high is not None:
+            ok = v < high if high_open else v <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"got {text!r}; expected {form}")
+        return v
+
+    parse.__name__ = "finite number"  # argparse names the type in some messages
+    return parse
 
 
 def nonnegative_int(text: str) -> int:

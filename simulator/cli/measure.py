@@ -15,8 +15,7 @@ DEFAULT_CPU_PASSES = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from simulator.cli.calibrate import finite_float, nonnegative_int
-    from simulator.cli.common import positive_int
+    from simulator.cli.common import finite_float, nonnegative_int, positive_int
 
     p = sub.add_parser("measure", help="time microbenchmarks (and zoo networks) on this machine's CPU or GPU",
                        description="Run a microbenchmark suite (GEMM shape sweep per dtype, batched GEMM, conv, "

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from simulator.cli.common import nonempty, nonnegative_int, positive_int
+from simulator.cli.common import finite_float, nonempty, nonnegative_int, positive_int
 
 
 def _duration(text: str) -> float:
@@ -27,26 +27,6 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a duration such as '1 h', '90 s' or '30 min'") from None
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive finite duration")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected a fraction in (0, 1]") from None
-    if not (0 < v <= 1):
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected a fraction in (0, 1]")
-    return v
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected seconds >= 0") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected seconds >= 0")
     return v
 
 
@@ -73,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batched-tokens", type=positive_int, help="token budget per iteration (default: the engine's)")
     p.add_argument("--chunk", type=positive_int, help="Sarathi-Serve chunk size (--scheduler sarathi; default 512)")
     p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
-    p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9,
+    p.add_argument("--gpu-memory-utilization", type=finite_float(0.0, 1.0, low_open=True), default=0.9,
                    help="fraction of device memory the engine takes (default 0.9, as vLLM)")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="what happens to a preempted request's KV cache (default recompute)")
@@ -92,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
     p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")
-    p.add_argument("--iteration-host-s", type=_seconds, help="host time per iteration in seconds (default: the profile's)")
+    p.add_argument("--iteration-host-s", type=finite_float(0.0), help="host time per iteration in seconds (default: the profile's)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the summary)")
     p.add_argument("--csv", metavar="FILE", help="write one row per request to FILE")
     p.add_argument("--trace", metavar="FILE.json", help="write the iteration timeline as a Chrome trace")

@@ -14,7 +14,7 @@ __all__ = ["add_arguments", "run_serve"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from simulator.cli.calibrate import finite_float
+    from simulator.cli.common import finite_float
 
     g = p.add_argument_group("serving capacity (--serve; also --hardware, --tp, --dtype, --seed, --json, --top, and "
                              "--framework: one serving stack profile, default vllm)")

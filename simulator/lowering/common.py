@@ -39,6 +39,8 @@ from workloads.ir import Op, UnsupportedOpError
 
 __all__ = [
     "KernelCost",
+    "RnnDims",
+    "rnn_dims",
     "LoweringContext",
     "Rule",
     "RuleSet",
@@ -303,6 +305,32 @@ def element_bytes(dtype: Any) -> float:
     """Bytes per element of a workload dtype (``DType.bits / 8``)."""
     return dtype.bits / 8.0
 
+
+
+@dataclass(frozen=True)
+class RnnDims:
+    """An LSTM/GRU op's dimensions as every device's rule reads them: gates per step (4 LSTM, 3 GRU), steps,
+    batch, input and hidden width, directions, and the element bytes of its input."""
+
+    gates: int
+    steps: int
+    batch: int
+    inputs: int
+    hidden: int
+    directions: int
+    in_bytes: float
+
+
+def rnn_dims(op: Op) -> RnnDims:
+    """The :class:`RnnDims` of an ``lstm``/``gru`` layer (input ``(steps, batch, inputs)``, ``hidden`` and
+    ``bidirectional`` attributes) or an ``lstm_cell``/``gru_cell`` (inputs ``x (batch, inputs)``, ``h``)."""
+    gates = 4 if op.kind.startswith("lstm") else 3
+    x = op.inputs[0]
+    if op.kind.endswith("_cell"):
+        return RnnDims(gates, 1, x.shape[0], x.shape[1], op.inputs[1].shape[1], 1, element_bytes(x.dtype))
+    steps, b, i = x.shape
+    dirs = 2 if op.attrs.get("bidirectional") else 1
+    return RnnDims(gates, steps, b, i, int(op.attrs["hidden"]), dirs, element_bytes(x.dtype))
 
 
 def zero_cost(rule: str) -> KernelCost:

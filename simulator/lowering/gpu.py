@@ -25,6 +25,7 @@ from simulator.lowering.common import (
     gpu_vector_flops,
     is_narrow_grouped_conv,
     register_rule,
+    rnn_dims,
     set_fallback,
     sfu_ops,
     zero_cost,
@@ -523,17 +524,9 @@ def _router(op: Op, ctx: LoweringContext) -> KernelCost:
 
 @register_rule("gpu", "lstm", "gru", "lstm_cell", "gru_cell")
 def _rnn(op: Op, ctx: LoweringContext) -> KernelCost:
-    gates = 4 if op.kind.startswith("lstm") else 3
-    if op.kind.endswith("_cell"):
-        x, h = op.inputs[0], op.inputs[1]
-        steps, b, i, hid, dirs = 1, x.shape[0], x.shape[1], h.shape[1], 1
-    else:
-        x = op.inputs[0]
-        steps, b, i = x.shape
-        hid = int(op.attrs["hidden"])
-        dirs = 2 if op.attrs.get("bidirectional") else 1
+    d = rnn_dims(op)
+    gates, steps, b, i, hid, dirs, ib = d.gates, d.steps, d.batch, d.inputs, d.hidden, d.directions, d.in_bytes
     dt = op.dtype.value
-    ib = element_bytes(x.dtype)
     # input projection for all steps at once, then one recurrent GEMM per step (sequential)
     inp = _gemm_cost(ctx, steps * b, gates * hid, i, batch=dirs, dtype=dt, in_bytes=ib, out_bytes=ib,
                      b_shared=False, rule="rnn")

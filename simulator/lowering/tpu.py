@@ -86,6 +86,7 @@ from simulator.lowering.common import (
     is_narrow_grouped_conv,
     register_rule,
     require_rate,
+    rnn_dims,
     ruleset,
     set_fallback,
     zero_cost,
@@ -415,17 +416,9 @@ def _tpu_rnn(op: Op, ctx: LoweringContext) -> KernelCost:
     arrays, then per step (a sequential loop) the recurrent GEMM on the arrays followed by the gates'
     pointwise work on the vector unit (fp32). Each step reads its recurrent weights from HBM (no
     residency across loop iterations is modelled)."""
-    gates = 4 if op.kind.startswith("lstm") else 3
-    if op.kind.endswith("_cell"):
-        x, h = op.inputs[0], op.inputs[1]
-        steps, b, i, hid, dirs = 1, x.shape[0], x.shape[1], h.shape[1], 1
-    else:
-        x = op.inputs[0]
-        steps, b, i = x.shape
-        hid = int(op.attrs["hidden"])
-        dirs = 2 if op.attrs.get("bidirectional") else 1
+    d = rnn_dims(op)
+    gates, steps, b, i, hid, dirs, ib = d.gates, d.steps, d.batch, d.inputs, d.hidden, d.directions, d.in_bytes
     dt = op.dtype.value
-    ib = element_bytes(x.dtype)
     inp = _contraction(ctx, dirs, steps * b, gates * hid, i, dtype=dt, in_bytes=ib, out_bytes=ib,
                        rule="mxu-rnn-input", op=op)
     rec = _contraction(ctx, dirs, b, gates * hid, hid, dtype=dt, in_bytes=ib, out_bytes=ib,
