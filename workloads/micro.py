@@ -43,6 +43,10 @@ MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "conv2d": (("n", "c", "h", "w", "k", "r", "s"), {"stride": 1, "pad": 0, "groups": 1, "dilation": 1}),
     "copy": (("bytes",), {}),
     "elementwise": (("numel",), {"op": "add"}),
+    # a streaming kernel of stated arithmetic intensity (RRZE-HPC gpu-benches gpu-roofline): reads two
+    # arrays of numel elements and does 2 + 2 x fmas FLOPs per pair (a subtraction, fmas dependent FMAs
+    # and one add into a running sum); writes one value
+    "roofline": (("numel",), {"fmas": 0}),
     "softmax": (("rows", "cols"), {}),
     "layernorm": (("rows", "cols"), {}),
     # dense linear algebra (fp32/fp64 only): b is a batch of independent matrices
@@ -70,6 +74,7 @@ _RANGED = {
     "kv_cache": (0, 1, "0 or 1 (K and V are a KV cache)"),
     "transpose": (0, 3, "0, 1 (A transposed), 2 (B transposed) or 3 (both)"),
     "pad": (0, None, "an integer >= 0"),
+    "fmas": (0, None, "an integer >= 0"),
     "vectors": (0, 1, "0 (values only) or 1 (with vectors)"),
 }
 _BINARY = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
@@ -260,6 +265,12 @@ def _elementwise(b: GraphBuilder, p: dict[str, Any]) -> None:
     b.op("elementwise", xs, name=p["op"], op=p["op"])
 
 
+def _roofline(b: GraphBuilder, p: dict[str, Any]) -> None:
+    # the two arrays as one (2, numel) input: the same bytes read; (1 + fmas) FLOPs per element read
+    ab = b.input("ab", (2, p["numel"]))
+    b.op("reduction", [ab], name="roofline", op="sum", axes=(0, 1), flops_per_element=1 + p["fmas"])
+
+
 def _rows_cols(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
     def f(b: GraphBuilder, p: dict[str, Any]) -> None:
         x = b.input("x", (p["rows"], p["cols"]))
@@ -309,7 +320,7 @@ def _linalg(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:
 
 _BUILDERS: dict[str, Callable[[GraphBuilder, dict[str, Any]], None]] = {
     "gemm": _gemm, "attention": _attention, "conv2d": _conv2d, "copy": _copy,
-    "elementwise": _elementwise, "softmax": _rows_cols("softmax"), "layernorm": _rows_cols("layernorm"),
+    "elementwise": _elementwise, "roofline": _roofline, "softmax": _rows_cols("softmax"), "layernorm": _rows_cols("layernorm"),
     **{k: _collective(k) for k in COLLECTIVE_MICRO},
     **{k: _linalg(k) for k in ("svd", "eigh", "cholesky", "qr")},
 }

@@ -591,8 +591,10 @@ def _infer_reduction(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     return [(shape or (1,), x.dtype)]
 
 
-register("reduction", "reduction", _infer_reduction, lambda op: op.inputs[0].numel,
-         doc="sum/mean/max over attrs axes; attrs op, keepdims")
+register("reduction", "reduction", _infer_reduction,
+         lambda op: int(op.attrs.get("flops_per_element", 1)) * op.inputs[0].numel,
+         doc="sum/mean/max over attrs axes; attrs op, keepdims, flops_per_element (FLOPs per input "
+             "element, default 1: a plain sum)")
 
 
 def _infer_pool(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -33,13 +33,17 @@ def result() -> dict:
 
 def test_every_row_loads_and_is_cited() -> None:
     rows = load_energy_rows()
-    assert len(rows) == 74
+    assert len(rows) == 95
     assert len({r.id for r in rows}) == len(rows)
     for r in rows:
         # repository @ commit, then the file and the table/column or field the number is read from
         assert COMMIT.search(r.source), r.id
         if r.kind == "llm":  # ML.ENERGY leaderboard JSON: the configuration and its fields
             assert ".json, configurations[" in r.source and "avg_power_watts" in r.source, r.id
+        elif r.kind == "roofline":  # RRZE gpu-benches result file, its line, and the power reading used
+            assert re.search(r"gpu-roofline/\w+\.txt line \d+ \(device 0\)", r.source), r.id
+            assert "nvmlDeviceGetPowerUsage" in r.source or "rsmi_dev_power_ave_get" in r.source, r.id
+            assert r.metric_reported.startswith("0 ") and f"{r.power_w:g} W" in r.metric_reported, r.id
         else:  # FlagPerf README: the power table and its column
             assert ".md" in r.source and ("单卡平均功耗" in r.source or "能耗监控结果" in r.source), r.id
         assert r.power_w is not None and r.latency_s is not None and r.energy_j is not None
@@ -48,7 +52,8 @@ def test_every_row_loads_and_is_cited() -> None:
         assert f"{r.power_w:g}" in r.metric_reported.replace(".0W", "W") or str(r.power_w) in r.metric_reported
         if not r.in_score:
             assert r.notes.startswith("Not scored:"), r.id
-    assert sum(r.in_score for r in rows) == 48
+    assert sum(r.in_score for r in rows) == 69
+    assert sum(r.kind == "roofline" for r in rows) == 21
     assert sum(r.kind == "llm" for r in rows) == 20 and not any(r.in_score for r in rows if r.kind == "llm")
 
 
@@ -82,32 +87,43 @@ def test_predicted_energy_by_hand() -> None:
 
 def test_error_figures_at_their_measured_values(result: dict) -> None:
     a = result["all"]
-    assert a["n"] == 48 and result["not_scored"] == 26
-    assert a["energy"]["mape"] == pytest.approx(9.76, abs=0.05)
-    assert a["energy"]["bias"] == pytest.approx(-6.55, abs=0.05)
-    assert a["power"]["mape"] == pytest.approx(20.99, abs=0.05)
-    assert a["latency"]["mape"] == pytest.approx(17.42, abs=0.05)
+    assert a["n"] == 69 and result["not_scored"] == 26
+    assert a["energy"]["mape"] == pytest.approx(18.18, abs=0.05)
+    assert a["power"]["mape"] == pytest.approx(24.83, abs=0.05)
+    assert a["latency"]["mape"] == pytest.approx(16.67, abs=0.05)
     k = result["by_kind"]
-    assert set(k) == {"gemm", "elementwise"}
+    assert set(k) == {"gemm", "elementwise", "roofline"}
     assert k["gemm"]["n"] == 6 and k["gemm"]["energy"]["mape"] == pytest.approx(6.84, abs=0.05)
     assert k["gemm"]["power"]["mape"] == pytest.approx(19.44, abs=0.05)
     assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(10.18, abs=0.05)
     assert k["elementwise"]["power"]["mape"] == pytest.approx(21.21, abs=0.05)
-    assert list(result["by_device"]) == ["a100-sxm4-40gb"]
+    assert k["roofline"]["n"] == 21 and k["roofline"]["energy"]["mape"] == pytest.approx(37.42, abs=0.05)
+    # the FlagPerf A100 rows (gemm + elementwise) as before: latency +17% and power -20% that cancel
+    flag = [r for r in result["rows"] if r["in_score"] and r["kind"] != "roofline"]
+    s = error_stats([r["predicted_energy_j"] for r in flag], [r["measured_energy_j"] for r in flag])
+    assert s["n"] == 48 and s["mape"] == pytest.approx(9.76, abs=0.05) and s["bias"] == pytest.approx(-6.55, abs=0.05)
+    # per device: energy, power and latency apart (three GPUs, two vendors)
+    assert list(result["by_device"]) == ["a100-sxm4-40gb", "h200-sxm-141gb", "mi300x"]
+    want = {"a100-sxm4-40gb": (55, 15.63, 24.07, 16.77), "h200-sxm-141gb": (7, 10.62, 25.86, 12.95),
+            "mi300x": (7, 45.80, 29.76, 19.60)}
+    for dev, (n, e, p, lat) in want.items():
+        d = result["by_device"][dev]
+        assert d["n"] == n, dev
+        assert d["energy"]["mape"] == pytest.approx(e, abs=0.05), dev
+        assert d["power"]["mape"] == pytest.approx(p, abs=0.05), dev
+        assert d["latency"]["mape"] == pytest.approx(lat, abs=0.05), dev
     d = result["by_device"]["a100-sxm4-40gb"]
-    assert d["n"] == 48 and d["energy"]["mape"] == pytest.approx(9.76, abs=0.05)
-    assert d["power"]["mape"] == pytest.approx(20.99, abs=0.05) and d["power"]["bias"] == pytest.approx(-20.38, abs=0.05)
-    assert d["latency"]["mape"] == pytest.approx(17.42, abs=0.05) and d["latency"]["bias"] == pytest.approx(17.37, abs=0.05)
-    # the A100 energy figure is latency (+17%) and power (-20%) errors that cancel; the energy model alone,
-    # its static part over the measured latency, is 12% low on average (special-function instructions priced)
-    assert d["cancellation"]["cancel"] and d["energy_at_measured_latency"]["n"] == 48
-    assert d["energy_at_measured_latency"]["mape"] == pytest.approx(14.29, abs=0.05)
-    assert d["energy_at_measured_latency"]["bias"] == pytest.approx(-11.98, abs=0.05)
+    assert d["cancellation"]["cancel"] and d["energy_at_measured_latency"]["n"] == 55
+    # the MI300X draws its 750 W limit at every intensity; the model gives it 350-750 W: power and time both low
+    m = result["by_device"]["mi300x"]
+    assert m["power"]["bias"] == pytest.approx(-31.88, abs=0.05) and not m["cancellation"]["cancel"]
     assert k["gemm"]["energy_at_measured_latency"]["bias"] == pytest.approx(-0.27, abs=0.05)
     assert k["elementwise"]["energy_at_measured_latency"]["mape"] == pytest.approx(14.94, abs=0.05)
-    # the worst row is the fp32 (SIMT) batched GEMM, whose energy per FLOP is an upper bound (docs/accuracy.md)
+    # the worst row is the A100's most compute-bound roofline point: fp32 FMA energy per FLOP is an upper
+    # bound ((TDP - idle) / peak), so the model puts the board at its 400 W limit where it drew 183 W
     worst = max((r for r in result["rows"] if r["in_score"]), key=lambda r: abs(r["energy_error_pct"]))
-    assert worst["id"] == "energy-004" and worst["energy_error_pct"] == pytest.approx(34.44, abs=0.05)
+    assert worst["id"] == "energy-081" and worst["energy_error_pct"] == pytest.approx(123.23, abs=0.05)
+    assert worst["predicted_power_w"] == pytest.approx(400.0) and worst["measured_power_w"] == 183
 
 
 def test_rows_report_energy_power_and_latency_side_by_side(result: dict) -> None:
@@ -199,13 +215,14 @@ def test_cli_energy_dataset(capsys: pytest.CaptureFixture[str], result: dict) ->
     assert main(["validate", "--dataset", "energy", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["all"]["energy"]["mape"] == pytest.approx(result["all"]["energy"]["mape"])
-    assert "dataset" not in out and len(out["rows"]) == 74
+    assert "dataset" not in out and len(out["rows"]) == 95
     assert main(["validate", "--dataset", "energy"]) == 0
     text = capsys.readouterr().out
-    assert "energy MAPE 9.8%, average power MAPE 21.0%, latency MAPE 17.4%" in text
-    assert "kind elementwise" in text and "energy-004" in text
-    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +17.4% x power bias -20.4% -> energy bias "
-            "-6.6%") in text and "(the energy model alone) MAPE 14.3%" in text
+    assert "energy MAPE 18.2%, average power MAPE 24.8%, latency MAPE 16.7%" in text
+    assert "kind elementwise" in text and "kind roofline" in text and "energy-004" in text
+    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +16.7% x power bias -14.9% -> energy bias "
+            "-0.7%") in text and "(the energy model alone) MAPE 19.1%" in text
+    assert "device mi300x" in text and "device h200-sxm-141gb" in text
     assert out["by_device"]["a100-sxm4-40gb"]["cancellation"]["cancel"] is True
 
 
@@ -222,5 +239,30 @@ def test_energy_group_of_published_output(result: dict, capsys: pytest.CaptureFi
 
     _print_energy(result, rows=False)
     text = capsys.readouterr().out
-    assert text.startswith("energy and power (published_energy.csv, unfitted): 48 rows scored, 26 listed")
+    assert text.startswith("energy and power (published_energy.csv, unfitted): 69 rows scored, 26 listed")
     assert "largest energy errors" in text and "energy-010 " not in text
+
+
+def test_roofline_micro_workload_counts_by_hand() -> None:
+    """`roofline:numel=n,fmas=k`: two fp32 arrays of n read once, (2 + 2k) FLOPs per pair, one value written."""
+    from workloads.micro import build_micro
+
+    g = build_micro("roofline:numel=1000,fmas=3", dtype="fp32")
+    (op,) = g.ops
+    assert op.kind == "reduction" and op.flops == 1000 * (2 + 2 * 3)
+    assert op.bytes_read == 2 * 1000 * 4 and op.outputs[0].numel == 1
+    with pytest.raises(ValueError, match=r"fmas; got '-1'; expected an integer >= 0"):
+        build_micro("roofline:numel=1000,fmas=-1", dtype="fp32")
+
+
+def test_roofline_row_predicted_by_hand() -> None:
+    """energy-075 (A100, fmas=0): 7.08 GB streamed; dynamic = bytes x (HBM + DRAM path + L2) + FLOPs x fp32."""
+    row = next(r for r in load_energy_rows() if r.id == "energy-075")
+    n = 864 * 256 * 4000
+    assert row.workload == f"roofline:numel={n},fmas=0" and row.power_w == 227
+    assert row.latency_s == pytest.approx(2 * n * 4 / 1372e9, rel=1e-5)  # the printed 1372 GB/s
+    pred = predict_energy_row(row)
+    nbytes = 2 * n * 4 + 4
+    dyn = nbytes * (3.97e-12 * 8 + 46e-12) + nbytes * 12.5e-12 + 2 * n * 15.8e-12
+    assert pred["dynamic_energy_j"] == pytest.approx(dyn, rel=1e-6)
+    assert pred["static_energy_j"] == pytest.approx(91.2 * pred["latency_s"], rel=1e-9)
