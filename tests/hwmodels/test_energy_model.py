@@ -37,9 +37,17 @@ def test_dram_path_value_is_the_wire_energy_over_one_die_side() -> None:
 
 
 def test_devices_without_a_figure_give_zero_with_a_stated_source() -> None:
-    dev = load_hardware("mi300x")  # chiplets: no single-die path length was derived
+    dev = load_hardware("mi210")  # chiplets: no path length was derived
     assert dev.energy.dram_path_j_per_byte == 0.0
     assert dev.provenance["energy.dram_path_j_per_byte"].source.startswith("not modelled:")
+
+
+def test_mi300x_prices_the_memory_side_infinity_cache_on_every_hbm_byte() -> None:
+    # every HBM channel feeds a 2 MB memory-side data array (CDNA 3 white paper); one access per byte
+    # at Horowitz's 1 MB SRAM read, 100 pJ per 64 bits / 8 B = 12.5 pJ/B; the wires are not included
+    dev = load_hardware("mi300x")
+    assert dev.energy.dram_path_j_per_byte == pytest.approx(100e-12 / 8, rel=1e-9)
+    assert "Infinity Cache" in dev.provenance["energy.dram_path_j_per_byte"].source
 
 
 def test_b200_uses_the_side_of_a_reticle_limited_die() -> None:
