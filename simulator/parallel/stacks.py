@@ -206,7 +206,7 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
-    if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
+    if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
     step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
     out = dict(breakdown)
@@ -229,7 +229,9 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
     scale = _DTYPE_BYTES.get(profile.grad_reduce_dtype, param) / param
-    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp, system, plan.tp * plan.cp)
+    # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
+    # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
+    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp * plan.cp, system, plan.tp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
     return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,

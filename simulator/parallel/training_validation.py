@@ -394,9 +394,13 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     if row["framework"].startswith("MaxText") and gb:
         mb = max(1, gb // dp)  # per-chip batch, no gradient accumulation: one microbatch per step
     shard = g.get("fsdp") or 1
+    # FSDP2 stacks shard over the data-parallel and context-parallel ranks together, so "FSDP 1, CP 8"
+    # is fully sharded over 8 ranks (torchtitan parallelize_llama.py @ 9dec370: fully_shard over the
+    # ``dp_shard_cp`` mesh whenever dp_shard or cp is enabled)
+    fsdp = shard > 1 or (cp > 1 and stack_of(row) == "fsdp2")
     sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
-                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
+                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
                         capacity_factor=_capacity_factor(row))
 
