@@ -862,7 +862,10 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
 #: log-softmax, nll_loss's dense fp32 gradient and log_softmax_backward's fp32 result, 12 bytes;
 #: Megatron-LM's ``vocab_parallel_cross_entropy(output.float(), labels)`` (tensor_parallel/cross_entropy.py)
 #: keeps the fp32 softmax and turns it into the gradient in place, then casts it to 16 bits: 4 + 2 bytes.
-LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0}
+#: Under torch.compile (a profile's ``compiled_loss``: torchtitan compiles ``cross_entropy_loss`` with ``--compile``
+#: since 2025-04-02) Inductor fuses the upcast, log-softmax and NLL and their backward: the 16-bit logits and their
+#: 16-bit gradient only, 4 bytes.
+LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0, "pytorch-compiled": 4.0}
 
 
 def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
@@ -877,6 +880,16 @@ def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
                 return 0.0
             return max(0.0, float(x.numel) * (LOSS_PEAK_BYTES_PER_LOGIT[stack] - 2.0 * size))
     return 0.0
+
+
+def _loss_compiled(g: OpGraph) -> bool:
+    """Whether the graph's software stack runs its loss under torch.compile (``compiled_loss``)."""
+    name = g.meta.get("framework")
+    if not name:
+        return False
+    from workloads.frameworks import get_profile
+
+    return bool(get_profile(str(name)).compiled_loss)
 
 
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
@@ -895,6 +908,8 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
         g, inputs_from_first_use=True))) for sg, _ in sgs)
     stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+    if stack == "pytorch" and _loss_compiled(sgs[0][0].graph):
+        stack = "pytorch-compiled"
     work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                 for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)

@@ -418,7 +418,23 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
     stack = stack_of(row)
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
+        if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
+            stack = "fsdp2-compile-blocks"  # before the loss was compiled too
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
+
+
+#: torchtitan compiles its cross entropy loss under ``--compile`` from this date (bbb1b616e, PR #1033)
+LOSS_COMPILED_SINCE = "2025-04-02"
+
+
+def _torchtitan_date(row: TrainingRecord) -> str:
+    """The first ISO date in a torchtitan row's ``framework_version`` ('' for another stack or none)."""
+    import re
+
+    if not row["framework"].strip().lower().startswith("torchtitan"):
+        return ""
+    m = re.search(r"\d{4}-\d{2}-\d{2}", row["framework_version"])
+    return m.group(0) if m else ""
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:

@@ -74,3 +74,22 @@ def test_states_shard_and_gradients_reduce_over_dp_times_cp() -> None:
     grads = float(sg.graph.role_bytes(Role.GRADIENT))
     once = _collective_times([("reduce_scatter", grads)], 8, hw, 1)[("reduce_scatter", grads)]
     assert res.breakdown["dp_sync_s"] == pytest.approx(2.0 * once, rel=1e-9)
+
+
+def test_compiled_loss_holds_no_fp32_logits() -> None:
+    # torchtitan --compile compiles the loss since 2025-04-02: the eager loss's three fp32 logit-sized tensors
+    # (12 bytes per logit over the graph's 16-bit logits and gradient, 4 bytes) are not materialised
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    mem = {fw: evaluate_plan(CFG, hw, plan, train=True, seq=S, recompute="full", framework=fw)
+           .stages[0].memory_breakdown()["activations"] for fw in ("fsdp2-compile-blocks", "fsdp2-compile")}
+    logits = 1 * S * 512  # microbatch x tokens x vocabulary
+    assert mem["fsdp2-compile-blocks"] - mem["fsdp2-compile"] == pytest.approx((12.0 - 4.0) * logits)
+
+
+def test_torchtitan_rows_name_the_loss_compile_of_their_version() -> None:
+    from simulator.parallel.training_validation import load_training_rows, stated_recipe
+
+    rows = {r.id: r for r in load_training_rows()}
+    assert stated_recipe(rows["train-006"])["framework"] == "fsdp2-compile-blocks"  # torchtitan 9dec370, 2024-12-26
+    assert stated_recipe(rows["train-050"])["framework"] == "fsdp2-compile"  # torchtitan e7c0cae, 2025-06-13
