@@ -93,3 +93,21 @@ def test_torchtitan_rows_name_the_loss_compile_of_their_version() -> None:
     rows = {r.id: r for r in load_training_rows()}
     assert stated_recipe(rows["train-006"])["framework"] == "fsdp2-compile-blocks"  # torchtitan 9dec370, 2024-12-26
     assert stated_recipe(rows["train-050"])["framework"] == "fsdp2-compile"  # torchtitan e7c0cae, 2025-06-13
+
+
+def test_ring_exchanges_hide_behind_step0_and_the_later_steps_backward() -> None:
+    from simulator.parallel.stacks import ring_overlap_hidden
+
+    recs = [("l.ring.gather_k", "all_gather", 2.0), ("l.ring.gather_v", "all_gather", 2.0),
+            ("l.ring.step0", "attention", 3.0), ("l.ring.step1", "attention", 3.0), ("l.mlp", "matmul", 9.0),
+            ("l.ring.gather_k@recompute", "all_gather", 1.0), ("l.ring.gather_v@recompute", "all_gather", 1.0),
+            ("l.ring.step0@recompute", "attention", 3.0),
+            ("l.ring.step1.bwd", "attention_bwd", 5.0), ("l.ring.step0.bwd", "attention_bwd", 4.0),
+            ("l.ring.gather_v.bwd", "reduce_scatter", 6.0), ("l.ring.gather_k.bwd", "reduce_scatter", 6.0)]
+    # forward: min(2 + 2, step0 3); recomputed pass: min(1 + 1, 3); backward: min(6 + 6, 5 + 4 - the last step 4)
+    assert ring_overlap_hidden(recs, 5) == (3.0, 2.0 + 5.0)
+    hw = load_hardware("dgx-h100")
+    res = evaluate_plan(CFG, hw, ParallelPlan(cp=4, fsdp=True, microbatch=1, global_batch=1), train=True, seq=S,
+                        recompute="full", framework="fsdp2")
+    ring = sum(r.time_s for r in res.reports[0].records if ".ring.gather_" in r.name)
+    assert 0.0 < res.breakdown["cp_comm_hidden_s"] <= ring
