@@ -105,6 +105,9 @@ _FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives
 _TORCHTITAN_COMPILE = ("pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py apply_compile (2025): "
                        "torch.compile(transformer_block, backend=compile_config.backend, fullgraph=True) for each "
                        "TransformerBlock, registered back in model.layers (embedding, final norm and output stay eager)")
+_TORCHTITAN_LOSS = ("pytorch/torchtitan torchtitan/components/loss.py build_cross_entropy_loss: with "
+                    "--training.compile, loss_fn = torch.compile(cross_entropy_loss) (since bbb1b616e, 2025-04-02, "
+                    "PR #1033; e7c0cae has it); at 9dec370 (2024-12-26) train.py's compile of the loss is commented out")
 _TORCHTITAN = ("pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py (Dec 2024): fully_shard on every "
                "TransformerBlock and on the root module, MixedPrecisionPolicy(param_dtype=bfloat16, "
                "reduce_dtype=float32) from training.mixed_precision_param / mixed_precision_reduce (defaults bfloat16 / "
@@ -181,6 +184,10 @@ class FrameworkProfile:
     grad_reduce_dtype
         The dtype gradients are reduced in across data-parallel ranks (``"fp32"``: FSDP2's
         ``reduce_dtype=float32``); ``""``: the parameters' dtype.
+    compiled_loss
+        The training loss runs under torch.compile (torchtitan's ``build_cross_entropy_loss`` with
+        ``--compile``): Inductor fuses the fp32 upcast of the logits, the log-softmax and the NLL, and
+        their backward, so no fp32 logit-sized tensor is materialised (eager PyTorch holds three).
     tp_comm_overlap
         Sequence-parallel all-gathers and reduce-scatters are decomposed into ``tp`` chunks pipelined
         with the GEMM they feed or follow (Transformer Engine userbuffers, ``--tp-comm-overlap``).
@@ -204,6 +211,7 @@ class FrameworkProfile:
     stack: str = ""
     grad_reduce_dtype: str = ""
     tp_comm_overlap: bool = False
+    compiled_loss: bool = False
     iteration_host_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
 
@@ -236,7 +244,7 @@ class FrameworkProfile:
                           "eager_ops": self.eager_ops, "dropout": self.dropout},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
-                "tp_comm_overlap": self.tp_comm_overlap}
+                "tp_comm_overlap": self.tp_comm_overlap, "compiled_loss": self.compiled_loss}
 
 
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
@@ -296,9 +304,18 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("fsdp2-compile", "PyTorch FSDP2 training as torchtitan runs it with --compile (torch.compile "
                      "of every transformer block: Inductor fuses the pointwise and reduction ops, cuBLAS GEMMs and "
-                     "SDPA FlashAttention-2 stay library calls; FSDP2 as fsdp2)",
+                     "SDPA FlashAttention-2 stay library calls; the cross entropy loss compiled too; FSDP2 as fsdp2)",
                      fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
-                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
+                              _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
+                     compiled_loss=True),
+    FrameworkProfile("fsdp2-compile-blocks", "PyTorch FSDP2 training as torchtitan ran it with --compile before "
+                     "2025-04-02 (the transformer blocks under torch.compile, the cross entropy loss eager; "
+                     "otherwise as fsdp2-compile)",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
+                              _TORCH_SDPA),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",

@@ -630,15 +630,19 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
     grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
-    dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
-    zero_gather = plan.zero >= 1 and plan.dp > 1  # updated parameter shards gathered back
+    # gradients are reduced, and states sharded, over the data-parallel and context-parallel ranks together:
+    # each context-parallel rank computes weight gradients from its own tokens (Megatron-LM's DDP over
+    # ``get_data_parallel_group(with_context_parallel=True)``; torchtitan's FSDP mesh ``dp_shard_cp``). Rank
+    # order tp, cp, dp, pp (innermost first): that group's ranks are ``tp`` apart.
+    sync_n = plan.dp * plan.cp
+    zero_gather = plan.zero >= 1 and sync_n > 1  # updated parameter shards gathered back
     wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
     # every distinct collective of the step, costed in one engine call (stages of one shape
     # synchronise the same bytes)
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
-    if engine == "des" and plan.dp > 1:
+    if engine == "des" and sync_n > 1:
         wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
-    coll = _collective_times(wanted, plan.dp, system, dp_stride)
+    coll = _collective_times(wanted, sync_n, system, plan.tp)
     dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
@@ -647,7 +651,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         gather = [coll[("all_gather", w)] for w in wbytes]
         if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
             gather = [g * (1 + 2 * m) for g in gather]
-    opt_s = [o / plan.dp if plan.zero >= 1 else o for o in opt]
+    opt_s = [o / sync_n if plan.zero >= 1 else o for o in opt]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
     worst = max(range(p), key=lambda s: tail[s])
@@ -858,7 +862,10 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
 #: log-softmax, nll_loss's dense fp32 gradient and log_softmax_backward's fp32 result, 12 bytes;
 #: Megatron-LM's ``vocab_parallel_cross_entropy(output.float(), labels)`` (tensor_parallel/cross_entropy.py)
 #: keeps the fp32 softmax and turns it into the gradient in place, then casts it to 16 bits: 4 + 2 bytes.
-LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0}
+#: Under torch.compile (a profile's ``compiled_loss``: torchtitan compiles ``cross_entropy_loss`` with ``--compile``
+#: since 2025-04-02) Inductor fuses the upcast, log-softmax and NLL and their backward: the 16-bit logits and their
+#: 16-bit gradient only, 4 bytes.
+LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0, "pytorch-compiled": 4.0}
 
 
 def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
@@ -873,6 +880,16 @@ def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
                 return 0.0
             return max(0.0, float(x.numel) * (LOSS_PEAK_BYTES_PER_LOGIT[stack] - 2.0 * size))
     return 0.0
+
+
+def _loss_compiled(g: OpGraph) -> bool:
+    """Whether the graph's software stack runs its loss under torch.compile (``compiled_loss``)."""
+    name = g.meta.get("framework")
+    if not name:
+        return False
+    from workloads.frameworks import get_profile
+
+    return bool(get_profile(str(name)).compiled_loss)
 
 
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
@@ -891,6 +908,8 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
         g, inputs_from_first_use=True))) for sg, _ in sgs)
     stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+    if stack == "pytorch" and _loss_compiled(sgs[0][0].graph):
+        stack = "pytorch-compiled"
     work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                 for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)
@@ -930,7 +949,7 @@ def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: Parall
             row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=max(0.0, b - bs - br),
                                  send_forward_s=fs, send_backward_s=bs))
             on_stream[s] += cm - fs - fr - bs - br
-            if plan.dp > 1:
+            if plan.dp * plan.cp > 1:
                 brow += [Bucket(chunk=c, ready_s=ready, sync_s=coll[(sync_kind, nb)], nbytes=nb)
                          for ready, nb in gc.bucket_offsets()]
         work.append(row)

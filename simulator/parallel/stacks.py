@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "apply_stack", "profile_options",
-           "get_stack_profile"]
+__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "apply_stack",
+           "profile_options", "get_stack_profile"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
@@ -149,26 +149,71 @@ def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: in
     return hidden[0], hidden[1]
 
 
+def ring_overlap_hidden(records: list[tuple[str, str, float]], forward_ops: int) -> tuple[float, float]:
+    """(forward, backward) seconds of context-parallel key/value exchanges hidden behind the ring's attention.
+
+    ``records`` are ``(name, kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
+    forward pass). PyTorch's all-gather rotater issues one all-gather of the keys and values at step 0 and
+    waits for it at step 1 (``_templated_ring_attention``): in each pass of a layer (forward, recomputed
+    forward) the ``*.ring.gather_*`` collectives hide behind that pass's ``*.ring.step0`` attention. In the
+    backward each step's dK/dV rotation runs while the next step's kernels do (``_templated_ring_attention_
+    backward``; only the last is waited on at once): the gathers' backward collectives (``*.ring.gather_*.bwd``)
+    hide behind the layer's ``*.ring.step*.bwd`` kernels but the last one.
+
+    Examples
+    --------
+    >>> recs = [("l.ring.gather_k", "all_gather", 2.0), ("l.ring.gather_v", "all_gather", 2.0),
+    ...         ("l.ring.step0", "attention", 3.0), ("l.ring.step1", "attention", 3.0),
+    ...         ("l.ring.step1.bwd", "attention_bwd", 5.0), ("l.ring.step0.bwd", "attention_bwd", 5.0),
+    ...         ("l.ring.gather_v.bwd", "reduce_scatter", 4.0), ("l.ring.gather_k.bwd", "reduce_scatter", 4.0)]
+    >>> ring_overlap_hidden(recs, 4)
+    (3.0, 5.0)
+    """
+    comm: dict[tuple[str, bool, str], float] = {}
+    cover: dict[tuple[str, bool, str], list[float]] = {}
+    for i, (name, kind, t) in enumerate(records):
+        layer, sep, rest = name.partition(".ring.")
+        if not sep:
+            continue
+        again = "@recompute" if "@recompute" in rest else ""
+        if kind in ("all_gather", "reduce_scatter") and rest.startswith("gather_"):
+            key = (layer, i < forward_ops, "bwd" if rest.endswith(".bwd") else again)
+            comm[key] = comm.get(key, 0.0) + t
+        elif kind == "attention" and rest.startswith("step0"):
+            cover.setdefault((layer, i < forward_ops, again), []).append(t)
+        elif kind == "attention_bwd":
+            cover.setdefault((layer, i < forward_ops, "bwd"), []).append(t)
+    hidden = [0.0, 0.0]
+    for key, t in comm.items():
+        steps = cover.get(key, [])
+        budget = sum(steps) - (min(steps) if key[2] == "bwd" and steps else 0.0)
+        hidden[0 if key[1] else 1] += min(t, budget)
+    return hidden[0], hidden[1]
+
+
 def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
-                breakdown: dict[str, float]) -> tuple[float, Any, dict[str, float]]:
-    """The step with the tensor-parallel collectives overlapped (pipeline schedule recomputed)."""
+                breakdown: dict[str, float], ring: bool = False) -> tuple[float, Any, dict[str, float]]:
+    """The step with the tensor-parallel collectives (``ring``: the context-parallel exchanges) overlapped
+    (pipeline schedule recomputed)."""
     from simulator.parallel.schedule import pipeline_time
 
     fwd, bwd = [], []
     for stage in per_stage:
         f = b = 0.0
         for sg, gc in stage:
-            recs = [(r.kind, r.time_s) for r in gc.report.records
+            recs = [(r.name, r.kind, r.time_s) for r in gc.report.records
                     if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
-            hf, hb = tp_overlap_hidden(recs, sg.forward_ops, plan.tp)
+            hf, hb = (ring_overlap_hidden(recs, sg.forward_ops) if ring else
+                      tp_overlap_hidden([(k, t) for _, k, t in recs], sg.forward_ops, plan.tp))
             f += gc.split[0] - hf
             b += gc.split[1] - hb
         fwd.append(f)
         bwd.append(b)
     new = pipeline_time(fwd, bwd, plan.microbatches, plan.schedule, plan.interleave)
     saved = pipe.step_s - new.step_s
+    key = "cp_comm_hidden_s" if ring else "tp_comm_hidden_s"
     out = dict(breakdown, communication_s=breakdown["communication_s"] - (pipe.busy_s - new.busy_s),
-               tp_comm_hidden_s=pipe.busy_s - new.busy_s)
+               **{key: pipe.busy_s - new.busy_s})
     return latency - saved, new, out
 
 
@@ -206,7 +251,9 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
-    if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
+    if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: exchanges behind the ring's attention
+        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
+    if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
     step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
     out = dict(breakdown)
@@ -229,7 +276,9 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
     scale = _DTYPE_BYTES.get(profile.grad_reduce_dtype, param) / param
-    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp, system, plan.tp * plan.cp)
+    # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
+    # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
+    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp * plan.cp, system, plan.tp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
     return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,

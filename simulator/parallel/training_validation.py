@@ -394,9 +394,13 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     if row["framework"].startswith("MaxText") and gb:
         mb = max(1, gb // dp)  # per-chip batch, no gradient accumulation: one microbatch per step
     shard = g.get("fsdp") or 1
+    # FSDP2 stacks shard over the data-parallel and context-parallel ranks together, so "FSDP 1, CP 8"
+    # is fully sharded over 8 ranks (torchtitan parallelize_llama.py @ 9dec370: fully_shard over the
+    # ``dp_shard_cp`` mesh whenever dp_shard or cp is enabled)
+    fsdp = shard > 1 or (cp > 1 and stack_of(row) == "fsdp2")
     sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
-                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
+                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
                         capacity_factor=_capacity_factor(row))
 
@@ -414,7 +418,23 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
     stack = stack_of(row)
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
+        if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
+            stack = "fsdp2-compile-blocks"  # before the loss was compiled too
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
+
+
+#: torchtitan compiles its cross entropy loss under ``--compile`` from this date (bbb1b616e, PR #1033)
+LOSS_COMPILED_SINCE = "2025-04-02"
+
+
+def _torchtitan_date(row: TrainingRecord) -> str:
+    """The first ISO date in a torchtitan row's ``framework_version`` ('' for another stack or none)."""
+    import re
+
+    if not row["framework"].strip().lower().startswith("torchtitan"):
+        return ""
+    m = re.search(r"\d{4}-\d{2}-\d{2}", row["framework_version"])
+    return m.group(0) if m else ""
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:

@@ -311,6 +311,9 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
+        #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
+        #: used by the FSDP2 stacks) rather than Transformer Engine's ring
+        self.torch_ring = bool(prof and prof.stack == "fsdp2")
         self.hf = HF_MODEL_CODE.get(hf_family) or HFModelCode(
             {"gelu": "gelu", "relu": "relu", "swiglu": "silu", "geglu": "gelu"}[cfg.mlp])
         self.dropout_on = bool(prof and prof.dropout and phase == "train")
@@ -491,6 +494,8 @@ class _Build:
         has the same work: chunk ``j`` attends to the first ``(j + 1)`` chunks of keys. The graph is
         rank 0's: chunk 0 against one chunk of keys, chunk ``2 cp - 1`` against all of them.
         """
+        if self.torch_ring:
+            return self.torch_ring_core(q, k, v, causal=causal)
         b, cp = self.b, self.cp
         bsz, hq, sl, hd = q.shape
         hk = k.shape[1]
@@ -505,6 +510,46 @@ class _Build:
         o_first = b.op("attention", [q_first, k0, v0], name="core", causal=True)
         o_last = b.op("attention", [q_last, k, v], name="core_last_chunk", causal=True)
         return b.op("concat", [o_first, o_last], name="cp_merge", axis=2)
+
+    def torch_ring_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool) -> TensorSpec:
+        """Ring attention as PyTorch's ``context_parallel`` runs it (torch/distributed/tensor/experimental/
+        _attention.py, ``_templated_ring_attention`` and ``_SDPAMerger``; torchtitan's default
+        ``rotate_method`` 'allgather'), for the rank whose work is the largest share of full queries.
+
+        * The model code repeats the key/value heads to the query heads before SDPA (torchtitan
+          models/llama/model.py ``repeat_kv``), so the ring exchanges ``hq`` heads of keys and values.
+        * The all-gather rotater gathers every rank's keys and values once per call (one
+          ``all_gather`` each here; the backward's dK/dV rotation is its reduce-scatter).
+        * Load-balanced causal sharding (2 cp chunks, rank r holding chunks r and 2cp - 1 - r): step 0
+          is the causal attention of the local queries over the local keys; each of the ``cp - 1``
+          other steps a non-causal SDPA call of the local queries over the first half of one rank's
+          keys (``i <= rank``), so every step has the FLOPs of half a square of ``s / cp`` tokens.
+        * Each step's output is merged in fp32 (``convert_to_f32``): the block output cast to fp32,
+          ``out - sigmoid(lse_b - lse) * (out - out_b)`` (a subtraction, a scaling by the broadcast
+          weight, a subtraction over the output), and the merged output cast back at the end.
+        """
+        b, cp = self.b, self.cp
+        bsz, hq, sl, hd = q.shape
+        hk = k.shape[1]
+        with b.group("ring"):
+            if hk < hq:  # repeat_kv: a materialised copy of each key/value head for its query heads
+                k = b.op("concat", [k] * (hq // hk), name="repeat_k", axis=1)
+                v = b.op("concat", [v] * (hq // hk), name="repeat_v", axis=1)
+            kg = b.op("all_gather", [k], name="gather_k", group_size=cp, stride=self.tp, axis=2)
+            vg = b.op("all_gather", [v], name="gather_v", group_size=cp, stride=self.tp, axis=2)
+            ks = b.op("split", [kg], name="chunks_k", axis=2, sizes=(sl,) * cp)
+            vs = b.op("split", [vg], name="chunks_v", axis=2, sizes=(sl,) * cp)
+            o = b.op("attention", [q, ks[0], vs[0]], name="step0", causal=causal)  # the local chunk
+            out = b.op("elementwise", [o], name="step0_fp32", op="cast", out_dtype="fp32")
+            for i in range(1, cp):
+                ki = b.op("slice", [ks[i]], name=f"step{i}_k", shape=(bsz, hq, sl // 2, hd))
+                vi = b.op("slice", [vs[i]], name=f"step{i}_v", shape=(bsz, hq, sl // 2, hd))
+                oi = b.op("attention", [q, ki, vi], name=f"step{i}", causal=False)
+                oi = b.op("elementwise", [oi], name=f"step{i}_fp32", op="cast", out_dtype="fp32")
+                diff = self.ew("sub", out, oi, name=f"merge{i}_diff")
+                diff = self.ew("scale", diff, name=f"merge{i}_weight")
+                out = self.ew("sub", out, diff, name=f"merge{i}")
+            return b.op("elementwise", [out], name="out_dtype", op="cast", out_dtype=q.dtype.value)
 
     def decomposed_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool,
                         bias: TensorSpec | None) -> TensorSpec:

@@ -1,0 +1,113 @@
+"""Context parallelism as PyTorch's ``context_parallel`` runs it under the FSDP2 stacks: the ring's
+kernels at chunk shapes, its fp32 merges, the exchanged key/value bytes, and sharding over dp x cp.
+Every expected value is computed by hand from the shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import _collective_times, evaluate_plan
+from workloads.ir import Role
+from workloads.parallel import ParallelPlan, plan_graphs
+from workloads.zoo.transformer import TransformerConfig
+
+#: 2 layers, 8 query heads of 16, 2 key/value heads (GQA 4)
+CFG = TransformerConfig("tiny-gqa", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
+                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
+                        out_bias=False, mlp_bias=False)
+B, S, CP, HQ, D = 1, 256, 4, 8, 16
+SL = S // CP  # tokens per rank
+
+
+def _forward(framework: str) -> list:
+    (sg,) = plan_graphs(CFG, ParallelPlan(cp=CP), phase="prefill", seq=S, framework=framework)
+    return [op for op in sg.graph.ops if op.group.startswith("layers.0.")]
+
+
+def test_ring_runs_cp_sdpa_steps_at_chunk_shapes() -> None:
+    ops = _forward("fsdp2")
+    att = [op for op in ops if op.kind == "attention"]
+    assert len(att) == CP
+    # step 0: causal, local queries over the local chunk; steps 1..cp-1: non-causal over half a chunk
+    assert att[0].attrs["causal"] and att[0].inputs[1].shape == (B, HQ, SL, D)
+    for op in att[1:]:
+        assert not op.attrs["causal"] and op.inputs[0].shape == (B, HQ, SL, D)
+        assert op.inputs[1].shape == (B, HQ, SL // 2, D)
+    # FLOPs (FMA = 2, QK and PV): causal pairs SL(SL+1)/2, then cp-1 half squares
+    pairs = SL * (SL + 1) // 2 + (CP - 1) * SL * SL // 2
+    assert sum(op.flops for op in att) == 2 * B * HQ * pairs * (D + D)
+
+
+def test_ring_exchanges_repeated_heads_and_merges_in_fp32() -> None:
+    ops = _forward("fsdp2")
+    gathers = [op for op in ops if op.kind == "all_gather"]
+    # repeat_kv before SDPA: every query head's keys and values are gathered, cp x SL tokens
+    assert [op.outputs[0].shape for op in gathers] == [(B, HQ, S, D)] * 2
+    n = B * HQ * SL * D
+    merge = [op for op in ops if op.kind == "elementwise" and op.group.endswith(".ring")]
+    # step 0 cast to fp32 (2 + 4 bytes); per later step: cast (2 + 4), out - out_i (4 + 4 + 4),
+    # weight x diff (4 + 4), out - that (4 + 4 + 4); the final cast back (4 + 2)
+    expected = n * (6 + (CP - 1) * (6 + 12 + 8 + 12) + 6)
+    assert sum(op.bytes_read + op.bytes_written for op in merge) == expected
+    assert len(merge) == 2 + 4 * (CP - 1)
+
+
+def test_megatron_ring_is_unchanged_without_an_fsdp2_stack() -> None:
+    ops = _forward("")
+    att = [op for op in ops if op.kind == "attention"]
+    assert len(att) == 2  # Transformer Engine's balanced pair of calls
+    gathers = [op for op in ops if op.kind == "all_gather"]
+    assert [op.outputs[0].shape for op in gathers] == [(B, 2, S, D)] * 2  # GQA heads, not repeated
+
+
+def test_states_shard_and_gradients_reduce_over_dp_times_cp() -> None:
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=1, cp=8, fsdp=True, microbatch=1, global_batch=1)
+    res = evaluate_plan("llama-3-8b", hw, plan, train=True, seq=16384, recompute="full", framework="fsdp2")
+    parts = res.stages[0].memory_breakdown()
+    n_params = parts["parameters"] * 8 / 4.0  # fp32 shards over the 8 context-parallel ranks
+    assert n_params == pytest.approx(8.03e9, rel=0.01)
+    assert parts["gradients"] == pytest.approx(parts["parameters"])
+    # the gradients reduce-scatter over the 8 ranks (fp32 under FSDP2's reduce dtype: twice the bf16 bytes)
+    (sg,) = plan_graphs("llama-3-8b", plan, train=True, seq=16384, recompute="full", framework="fsdp2")
+    grads = float(sg.graph.role_bytes(Role.GRADIENT))
+    once = _collective_times([("reduce_scatter", grads)], 8, hw, 1)[("reduce_scatter", grads)]
+    assert res.breakdown["dp_sync_s"] == pytest.approx(2.0 * once, rel=1e-9)
+
+
+def test_compiled_loss_holds_no_fp32_logits() -> None:
+    # torchtitan --compile compiles the loss since 2025-04-02: the eager loss's three fp32 logit-sized tensors
+    # (12 bytes per logit over the graph's 16-bit logits and gradient, 4 bytes) are not materialised
+    hw = load_hardware("dgx-h100")
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    mem = {fw: evaluate_plan(CFG, hw, plan, train=True, seq=S, recompute="full", framework=fw)
+           .stages[0].memory_breakdown()["activations"] for fw in ("fsdp2-compile-blocks", "fsdp2-compile")}
+    logits = 1 * S * 512  # microbatch x tokens x vocabulary
+    assert mem["fsdp2-compile-blocks"] - mem["fsdp2-compile"] == pytest.approx((12.0 - 4.0) * logits)
+
+
+def test_torchtitan_rows_name_the_loss_compile_of_their_version() -> None:
+    from simulator.parallel.training_validation import load_training_rows, stated_recipe
+
+    rows = {r.id: r for r in load_training_rows()}
+    assert stated_recipe(rows["train-006"])["framework"] == "fsdp2-compile-blocks"  # torchtitan 9dec370, 2024-12-26
+    assert stated_recipe(rows["train-050"])["framework"] == "fsdp2-compile"  # torchtitan e7c0cae, 2025-06-13
+
+
+def test_ring_exchanges_hide_behind_step0_and_the_later_steps_backward() -> None:
+    from simulator.parallel.stacks import ring_overlap_hidden
+
+    recs = [("l.ring.gather_k", "all_gather", 2.0), ("l.ring.gather_v", "all_gather", 2.0),
+            ("l.ring.step0", "attention", 3.0), ("l.ring.step1", "attention", 3.0), ("l.mlp", "matmul", 9.0),
+            ("l.ring.gather_k@recompute", "all_gather", 1.0), ("l.ring.gather_v@recompute", "all_gather", 1.0),
+            ("l.ring.step0@recompute", "attention", 3.0),
+            ("l.ring.step1.bwd", "attention_bwd", 5.0), ("l.ring.step0.bwd", "attention_bwd", 4.0),
+            ("l.ring.gather_v.bwd", "reduce_scatter", 6.0), ("l.ring.gather_k.bwd", "reduce_scatter", 6.0)]
+    # forward: min(2 + 2, step0 3); recomputed pass: min(1 + 1, 3); backward: min(6 + 6, 5 + 4 - the last step 4)
+    assert ring_overlap_hidden(recs, 5) == (3.0, 2.0 + 5.0)
+    hw = load_hardware("dgx-h100")
+    res = evaluate_plan(CFG, hw, ParallelPlan(cp=4, fsdp=True, microbatch=1, global_batch=1), train=True, seq=S,
+                        recompute="full", framework="fsdp2")
+    ring = sum(r.time_s for r in res.reports[0].records if ".ring.gather_" in r.name)
+    assert 0.0 < res.breakdown["cp_comm_hidden_s"] <= ring
