@@ -130,6 +130,11 @@ _MAXTEXT = ("AI-Hypercomputer/maxtext MaxText/layers/attentions.py (attention_ke
             "collective_matmul via XLA flags in the tpu-recipes scripts); openxla/xla: the SPMD partitioner issues "
             "the FSDP all-gathers and reduce-scatters as asynchronous collectives that the latency-hiding scheduler "
             "overlaps with the layer's matmuls")
+_MAXTEXT_DTYPES = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml @ 000e93554a02 (2024): 'dtype: \"bfloat16\"' "
+                   "(activations and matmuls) and 'weight_dtype: float32' (the parameters, hence their gradients and "
+                   "the AdamW state, are float32): the SPMD reduce-scatter of the gradients over the fsdp axes and "
+                   "their all-reduce over the DCN data axis move float32; none of the stated recipes overrides "
+                   "weight_dtype except where a row says so")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -305,8 +310,9 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
-                     "collectives overlapped by XLA's scheduler", fusion=True,
-                     sources=(_MAXTEXT, _XLA), devices=(("tpu", "google"),), stack="xla-spmd"),
+                     "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _XLA), devices=(("tpu", "google"),),
+                     stack="xla-spmd", grad_reduce_dtype="fp32"),
 )}
 
 #: Other spellings people use for the same stacks.

@@ -122,6 +122,18 @@ def test_large_gemm_reproduces_the_measured_v5e_point():
     assert 0.827e-3 - 0.11e-3 < t4 < 0.827e-3
 
 
+def test_large_gemm_reproduces_the_measured_v6e_point():
+    # tpu-recipes microbenchmarks README (c8cfe2f): XLA bf16 8192^3 on one v6e, device time from the trace
+    # 1.328756 ms = 827.47 TFLOP/s (the calibration point of tpu-v6e's efficiency.tensor_peak_fraction)
+    dev = load_device("tpu-v6e")
+    assert dev.efficiency.tensor_peak_fraction == 0.902
+    rec = evaluate(load_workload("gemm:m=8192,n=8192,k=8192", dtype="bf16"), dev)
+    assert rec.latency_s == pytest.approx(1.328756e-3, rel=0.005)
+    # the model's cycles for that GEMM: 4 MXUs of 256x256, 2,097,917 cycles for 2,097,152 ideal
+    mp = map_gemm(dev, 1, 8192, 8192, 8192, in_bytes=2, out_bytes=2)
+    assert mp.cycles == 2_097_917
+
+
 def test_more_hbm_bandwidth_is_never_slower():
     base = load_device("tpu-v5e")
     fast = apply_overlay(base, {"memory.hbm.read_bandwidth_bytes_per_s": "1638 GB/s"}, source="test")

@@ -38,6 +38,22 @@ def test_sharded_step_by_hand_collectives_longer_than_compute():
     assert s.exposed_s == pytest.approx(0.06 + (0.5 - 0.06 - 0.1))
 
 
+def test_maxtext_reduces_gradients_in_float32():
+    """MaxText keeps float32 parameters (base.yml weight_dtype: float32), so its reduce-scatter moves twice
+    the bytes of the bf16 gradients: the profile's grad_reduce_dtype, as torchtitan's."""
+    from workloads.frameworks import get_profile
+
+    x = get_profile("maxtext")
+    assert x.grad_reduce_dtype == "fp32"
+    assert any("weight_dtype: float32" in src for src in x.sources)
+    s = sharded_step(x.stack, weight_bytes=1e9, units=5, microbatches=1, compute_s=0.1, gather_once_s=0.2,
+                     reduce_once_s=0.1, reduce_scale=2.0, copy_bytes_per_s=1e12)
+    # 2 gathers x 0.2 + a float32 reduce 2 x 0.1 = 0.6 s; first/last (0.2 + 0.2) / 5 = 0.08; backlog
+    # 0.6 - 0.08 - 0.1 = 0.42
+    assert (s.gather_s, s.reduce_s) == pytest.approx((0.4, 0.2))
+    assert s.exposed_s == pytest.approx(0.08 + 0.42)
+
+
 def test_sharded_step_refuses_an_unknown_stack():
     with pytest.raises(ValueError, match=r"^stack: got 'megatron-core'; expected one of fsdp2, xla-spmd$"):
         sharded_step("megatron-core", weight_bytes=1.0, units=1, microbatches=1, compute_s=0.0, gather_once_s=0.0,
