@@ -123,13 +123,14 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
 _PAIR_WINDOW = 4
 
 
-def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int) -> tuple[float, float]:
+def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int,
+                      kinds: tuple[str, ...] = ("all_gather", "reduce_scatter")) -> tuple[float, float]:
     """(forward, backward) seconds of tensor-parallel collectives hidden behind their GEMMs.
 
     ``records`` are ``(kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
     forward pass). An ``all_gather`` pairs with the next ``matmul`` within :data:`_PAIR_WINDOW` ops of
     the same pass, a ``reduce_scatter`` with the previous one; each pair hides
-    ``min(t_collective x (tp - 1) / tp, t_matmul)``.
+    ``min(t_collective x (tp - 1) / tp, t_matmul)``. Only collectives of ``kinds`` are overlapped.
 
     Examples
     --------
@@ -140,7 +141,7 @@ def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: in
     if tp <= 1:
         return 0.0, 0.0
     for i, (kind, t) in enumerate(records):
-        if kind not in ("all_gather", "reduce_scatter"):
+        if kind not in ("all_gather", "reduce_scatter") or kind not in kinds:
             continue
         fwd = i < forward_ops
         lo, hi = (0, forward_ops) if fwd else (forward_ops, len(records))
@@ -152,8 +153,8 @@ def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: in
     return hidden[0], hidden[1]
 
 
-def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
-                breakdown: dict[str, float]) -> tuple[float, Any, dict[str, float]]:
+def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float, breakdown: dict[str, float],
+                kinds: tuple[str, ...] = ("all_gather", "reduce_scatter")) -> tuple[float, Any, dict[str, float]]:
     """The step with the tensor-parallel collectives overlapped (pipeline schedule recomputed)."""
     from simulator.parallel.schedule import pipeline_time
 
@@ -163,7 +164,7 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
         for sg, gc in stage:
             recs = [(r.kind, r.time_s) for r in gc.report.records
                     if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
-            hf, hb = tp_overlap_hidden(recs, sg.forward_ops, plan.tp)
+            hf, hb = tp_overlap_hidden(recs, sg.forward_ops, plan.tp, kinds)
             f += gc.split[0] - hf
             b += gc.split[1] - hb
         fwd.append(f)
@@ -208,7 +209,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     dev = spec_of(system)[0]
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
-        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
+        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
+                                               tuple(profile.tp_overlap_collectives))
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp <= 1 or plan.pp != 1:
         return latency, breakdown
     step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
