@@ -492,6 +492,7 @@ def _tpu_collective(op: Op, ctx: LoweringContext) -> KernelCost:
                                            "raw link bandwidth, per-hop latency per step")
 
 
+@functools.lru_cache(maxsize=64)
 def slice_topology(device_name: str, chips: int) -> tuple[tuple[int, ...], tuple[bool, ...]] | None:
     """(torus shape, wraparound per axis) of a slice of ``chips`` chips of the TPU generation whose
     catalog device is ``device_name`` (None: not a TPU generation or no valid slice of that size).
