@@ -77,6 +77,8 @@ __all__ = [
     "DEFAULT_FABRICS_FILE",
     "DEFAULT_PUBLISHED_FILE",
     "Fabric",
+    "torus_group_axes",
+    "torus_group_system",
     "CollectiveLibrary",
     "CollectiveSystem",
     "FabricCatalog",
@@ -1273,6 +1275,93 @@ def mape(comparisons: Iterable[PublishedComparison]) -> float:
 # the bandwidth-optimal decomposition XLA's multislice data parallelism follows: reduce-scatter
 # inside each slice over ICI, the slice's shard reduced across slices over every chip's DCN share
 # in parallel, all-gather inside the slice (docs/tpu.md). Kept apart from the NCCL models above.
+
+# ----------------------------------------------------------------------------------------------
+# A group of chips inside one TPU slice: the torus axes it spans
+# ----------------------------------------------------------------------------------------------
+#
+# The scaling book (Austin et al., 'How to Scale Your Model', jax-ml/scaling-book sharding.md @
+# 0819a7d: 'When we gather over multiple axes ... This increases the available bandwidth by a
+# factor of n_axes'; the collective table: AllGather time = bytes / (bidirectional ICI bandwidth x
+# num_axes)) prices an ICI collective by the torus axes its group spans, not by all of a chip's
+# ports: a ring over one axis drives that axis's two links. tpus.md @ 0819a7d: slices of v4/v5p
+# that are multiples of a full 4x4x4 cube have wraparound links on every axis ('2x2x4 won't have
+# any'); v5e/v6e have a wraparound only on an axis of length 16; without one 'it typically doubles
+# the time of most communication' (one link's worth per axis instead of two).
+
+def _mesh_axes_for(avail: list[int], size: int) -> tuple[int, ...] | None:
+    """Indices of the available physical axes a logical axis of ``size`` takes, as JAX's
+    ``mesh_utils._create_device_mesh_for_nd_torus`` assigns them: the most axes first ('Preferentially
+    map to more physical axes first for higher bandwidth'), the first combination whose product is
+    ``size``; None when none is (JAX then splits physical axes)."""
+    import itertools
+
+    free = [(i, a) for i, a in enumerate(avail) if a > 1]
+    for k in range(len(free), 0, -1):
+        for combo in itertools.combinations(free, k):
+            if math.prod(a for _, a in combo) == size:
+                return tuple(i for i, _ in combo)
+    return None
+
+
+def _fill_order_axes(shape: tuple[int, ...], n: int, stride: int) -> list[tuple[int, int]]:
+    """(axis, extent) of the axes ``n`` ranks ``stride`` apart span when ranks fill the first axis fastest."""
+    chips = math.prod(shape)
+    ranks = sorted({(j * stride) % chips for j in range(n)})
+    out, place = [], 1
+    for i, a in enumerate(shape):
+        extent = len({(r // place) % a for r in ranks})
+        if extent > 1:
+            out.append((i, extent))
+        place *= a
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def torus_group_axes(shape: tuple[int, ...], n: int, stride: int, wrap: tuple[bool, ...]) -> tuple[tuple[int, int], ...]:
+    """(extent, links) of every axis of a slice of torus ``shape`` that a group of ``n`` chips
+    ``stride`` ranks apart spans; ``links``: 2 when the group covers the whole axis and the axis has a
+    wraparound (``wrap``), else 1.
+
+    The inner groups (``stride`` ranks: tensor-parallel, innermost) take their physical axes first and
+    the group the remaining ones, each by JAX's mesh rule (:func:`_mesh_axes_for`, MaxText's mesh axes
+    are assigned from the last, ``tensor``, to the first); where no whole axes multiply to a size,
+    ranks fill the first axis fastest.
+
+    Examples
+    --------
+    >>> torus_group_axes((4, 4, 8), 8, 1, (True, True, True))    # the axis of 8
+    ((8, 2),)
+    >>> torus_group_axes((4, 4, 8), 16, 8, (True, True, True))   # the two axes of 4 left
+    ((4, 2), (4, 2))
+    >>> torus_group_axes((8, 8, 8), 16, 1, (True, True, True))   # no whole axes: 8 x 2 in fill order
+    ((8, 2), (2, 1))
+    """
+    avail = list(shape)
+    inner = _mesh_axes_for(avail, stride) if stride > 1 else ()
+    if inner is not None:
+        for i in inner:
+            avail[i] = 1
+        own = _mesh_axes_for(avail, n)
+        if own is not None:
+            return tuple((shape[i], 2 if wrap[i] else 1) for i in sorted(own))
+    return tuple((e, 2 if (e == shape[i] and wrap[i]) else 1) for i, e in _fill_order_axes(shape, n, stride))
+
+
+def torus_group_system(system: CollectiveSystem, shape: tuple[int, ...], n: int, stride: int,
+                       wrap: tuple[bool, ...]) -> CollectiveSystem:
+    """``system`` whose ICI torus is narrowed to the axes a group of ``n`` chips ``stride`` apart
+    spans in a slice of ``shape`` (:func:`torus_group_axes`): its links per chip are those axes'
+    links, its dimensions their count; unchanged when the group spans no axis."""
+    from dataclasses import replace
+
+    intra = system.intra
+    axes = torus_group_axes(tuple(shape), int(n), int(stride), tuple(wrap))
+    if intra.topology != "torus" or not axes:
+        return system
+    sub = replace(intra, links_per_device=sum(links for _, links in axes), torus_dims=len(axes))
+    return replace(system, intra=sub)
+
 
 def is_multislice(system: CollectiveSystem) -> bool:
     """Whether ``system`` is a TPU node configuration whose nodes are slices joined by a DCN."""

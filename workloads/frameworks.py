@@ -133,6 +133,20 @@ _MAXTEXT = ("AI-Hypercomputer/maxtext MaxText/layers/attentions.py (attention_ke
             "collective_matmul via XLA flags in the tpu-recipes scripts); openxla/xla: the SPMD partitioner issues "
             "the FSDP all-gathers and reduce-scatters as asynchronous collectives that the latency-hiding scheduler "
             "overlaps with the layer's matmuls")
+_MAXTEXT_DTYPES = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml @ 000e93554a02 (2024): 'dtype: \"bfloat16\"' "
+                   "(activations and matmuls) and 'weight_dtype: float32' (the parameters, hence their gradients and "
+                   "the AdamW state, are float32): the SPMD reduce-scatter of the gradients over the fsdp axes and "
+                   "their all-reduce over the DCN data axis move float32; none of the stated recipes overrides "
+                   "weight_dtype except where a row says so")
+_MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Continuation Fusion (CF) for All Gather "
+               "Collectives. Continuation Fusion is a form of parallelizing compute work with collectives.' CF_FOR_ALL_GATHER = "
+               "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
+               "--xla_tpu_enable_async_collective_fusion_multiple_steps=true --xla_tpu_overlap_compute_collective_tc=true "
+               "--xla_enable_async_all_gather=true, the LIBTPU_INIT_ARGS of MaxText/configs/v5e/*.sh @ 76bd53b0f (2023) and of "
+               "the Trillium benchmark workloads; AI-Hypercomputer/maxtext PR #368 (2024-01-23) added fuse_all_gather back to "
+               "the v5p configs ('This flag significantly improves performance'), which the v5p scripts of 76bd53b0f lack. "
+               "The decomposition is that of Wang et al., ASPLOS 2023 (XLA on TPU v4): the all-gather's consumer matmul "
+               "computes on the chunks already arrived")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -190,7 +204,10 @@ class FrameworkProfile:
         their backward, so no fp32 logit-sized tensor is materialised (eager PyTorch holds three).
     tp_comm_overlap
         Sequence-parallel all-gathers and reduce-scatters are decomposed into ``tp`` chunks pipelined
-        with the GEMM they feed or follow (Transformer Engine userbuffers, ``--tp-comm-overlap``).
+        with the GEMM they feed or follow (Transformer Engine userbuffers, ``--tp-comm-overlap``; XLA's
+        continuation fusion on TPUs).
+    tp_overlap_collectives
+        Which of them ``tp_comm_overlap`` overlaps (``"all_gather"``, ``"reduce_scatter"``).
     """
 
     name: str
@@ -212,6 +229,7 @@ class FrameworkProfile:
     grad_reduce_dtype: str = ""
     tp_comm_overlap: bool = False
     compiled_loss: bool = False
+    tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     iteration_host_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
 
@@ -322,8 +340,14 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
-                     "collectives overlapped by XLA's scheduler", fusion=True,
-                     sources=(_MAXTEXT, _XLA), devices=(("tpu", "google"),), stack="xla-spmd"),
+                     "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _XLA), devices=(("tpu", "google"),),
+                     stack="xla-spmd", grad_reduce_dtype="fp32"),
+    FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
+                     "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
+                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="fp32", tp_comm_overlap=True,
+                     tp_overlap_collectives=("all_gather",)),
 )}
 
 #: Other spellings people use for the same stacks.

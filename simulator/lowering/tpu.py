@@ -486,9 +486,55 @@ def _tpu_view(op: Op, ctx: LoweringContext) -> KernelCost:
 
 @register_rule("tpu", *sorted(COLLECTIVE_KINDS))
 def _tpu_collective(op: Op, ctx: LoweringContext) -> KernelCost:
-    return collective_cost(op, ctx, ("ici", "peer", "fabric"), _tpu_roofline,
+    sub = _slice_group_context(op, ctx)
+    return collective_cost(op, sub, ("ici", "peer", "fabric"), _tpu_roofline,
                            lambda n, link: f"{n} chips in a ring over {link.kind} ({link.name}); "
                                            "raw link bandwidth, per-hop latency per step")
+
+
+@functools.lru_cache(maxsize=64)
+def slice_topology(device_name: str, chips: int) -> tuple[tuple[int, ...], tuple[bool, ...]] | None:
+    """(torus shape, wraparound per axis) of a slice of ``chips`` chips of the TPU generation whose
+    catalog device is ``device_name`` (None: not a TPU generation or no valid slice of that size).
+
+    Shapes are the catalog's (:func:`hwmodels.catalog.parse_tpu_slice`). Wraparounds follow the
+    scaling book (tpus.md @ 0819a7d): on every axis of a 3D slice whose axes are multiples of a
+    4x4x4 cube, on an axis of length 16 of a 2D (v5e/v6e) slice, nowhere else.
+    """
+    from hwmodels.catalog import TPU_GENERATIONS, parse_tpu_slice
+    from hwmodels.spec import SpecError as _SpecError
+
+    gen = next((g for g in TPU_GENERATIONS.values() if g.device == device_name), None)
+    if gen is None or chips < 1:
+        return None
+    try:
+        sl = parse_tpu_slice(f"tpu-{gen.name}-{chips * gen.cores_per_chip}")
+    except _SpecError:
+        return None
+    shape = tuple(int(a) for a in sl.topology)
+    if gen.dims == 3:
+        wrap = tuple(all(a % 4 == 0 for a in shape) for _ in shape)
+    else:
+        wrap = tuple(a == 16 for a in shape)
+    return shape, wrap
+
+
+def _slice_group_context(op: Op, ctx: LoweringContext) -> LoweringContext:
+    """``ctx`` with its ICI torus narrowed to the axes ``op``'s group spans in the system's slice
+    (:func:`hwmodels.collectives.torus_group_system`); unchanged off a TPU slice's torus."""
+    csys = ctx.collectives
+    if csys is None or getattr(csys.intra, "topology", "") != "torus":
+        return ctx
+    topo = slice_topology(ctx.device.name, ctx.group_size // max(1, ctx.nodes))
+    n = int(op.attrs.get("group_size", op.attrs.get("devices", 1)) or 1)
+    if topo is None or n <= 1:
+        return ctx
+    from dataclasses import replace
+
+    from hwmodels.collectives import torus_group_system
+
+    narrowed = torus_group_system(csys, topo[0], n, int(op.attrs.get("stride", 1)), topo[1])
+    return ctx if narrowed is csys else replace(ctx, collectives=narrowed)
 
 
 def _tpu_roofline(op: Op, ctx: LoweringContext) -> KernelCost:

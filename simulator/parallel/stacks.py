@@ -23,8 +23,11 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
 
 ``"xla-spmd"`` -- MaxText on TPUs: XLA's SPMD partitioner issues the same all-gathers and
     reduce-scatters as asynchronous collectives that its latency-hiding scheduler overlaps with the
-    layer's matmuls; the gathered weights are consumed in place (no copy-out kernel), gradients are
-    reduced in the parameters' dtype. Exposed as for FSDP2.
+    layer's matmuls; the gathered weights are consumed in place (no copy-out kernel). MaxText keeps its
+    parameters in float32 (``weight_dtype: float32`` in ``configs/base.yml``; matmuls run in
+    ``dtype: bfloat16``), so the gradients are reduce-scattered in float32: the profile's
+    ``grad_reduce_dtype``. The all-gather is priced at the compute dtype (the cast to bfloat16 is
+    elementwise on the local shard, ahead of the gather). Exposed as for FSDP2.
 
 ``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
     buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
@@ -120,13 +123,14 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
 _PAIR_WINDOW = 4
 
 
-def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int) -> tuple[float, float]:
+def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: int,
+                      kinds: tuple[str, ...] = ("all_gather", "reduce_scatter")) -> tuple[float, float]:
     """(forward, backward) seconds of tensor-parallel collectives hidden behind their GEMMs.
 
     ``records`` are ``(kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
     forward pass). An ``all_gather`` pairs with the next ``matmul`` within :data:`_PAIR_WINDOW` ops of
     the same pass, a ``reduce_scatter`` with the previous one; each pair hides
-    ``min(t_collective x (tp - 1) / tp, t_matmul)``.
+    ``min(t_collective x (tp - 1) / tp, t_matmul)``. Only collectives of ``kinds`` are overlapped.
 
     Examples
     --------
@@ -137,7 +141,7 @@ def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: in
     if tp <= 1:
         return 0.0, 0.0
     for i, (kind, t) in enumerate(records):
-        if kind not in ("all_gather", "reduce_scatter"):
+        if kind not in ("all_gather", "reduce_scatter") or kind not in kinds:
             continue
         fwd = i < forward_ops
         lo, hi = (0, forward_ops) if fwd else (forward_ops, len(records))
@@ -192,7 +196,8 @@ def ring_overlap_hidden(records: list[tuple[str, str, float]], forward_ops: int)
 
 
 def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
-                breakdown: dict[str, float], ring: bool = False) -> tuple[float, Any, dict[str, float]]:
+                breakdown: dict[str, float], ring: bool = False,
+                kinds: tuple[str, ...] = ("all_gather", "reduce_scatter")) -> tuple[float, Any, dict[str, float]]:
     """The step with the tensor-parallel collectives (``ring``: the context-parallel exchanges) overlapped
     (pipeline schedule recomputed)."""
     from simulator.parallel.schedule import pipeline_time
@@ -204,7 +209,7 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
             recs = [(r.name, r.kind, r.time_s) for r in gc.report.records
                     if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
             hf, hb = (ring_overlap_hidden(recs, sg.forward_ops) if ring else
-                      tp_overlap_hidden([(k, t) for _, k, t in recs], sg.forward_ops, plan.tp))
+                      tp_overlap_hidden([(k, t) for _, k, t in recs], sg.forward_ops, plan.tp, kinds))
             f += gc.split[0] - hf
             b += gc.split[1] - hb
         fwd.append(f)
@@ -250,7 +255,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     dev = spec_of(system)[0]
     check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
-        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown)
+        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
+                                               kinds=tuple(profile.tp_overlap_collectives))
     if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: exchanges behind the ring's attention
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:

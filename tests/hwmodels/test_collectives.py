@@ -31,6 +31,8 @@ from hwmodels.collectives import (
     read_published_collectives,
     ring_channels_used,
     select_algorithm,
+    torus_group_axes,
+    torus_group_system,
 )
 from hwmodels.spec import SpecError
 
@@ -358,10 +360,35 @@ def test_torus_rings_step_per_dimension():
     tpu = load_collective_system("tpu-v5p-pod")
     r = collective_time("all_reduce", 2**30, 64, tpu, algorithm="ring")  # 4 x 4 x 4: 3 dims x 3 steps per pass
     assert r.latency_s == pytest.approx(2 * 3 * 3 * 1 * US)
-    assert r.time_s == pytest.approx(r.latency_s + 2 * 63 / 64 * 2**30 / (6 * 100e9))
+    # fabrics.toml ici-v5p: efficiency.bandwidth_fraction 0.9 (the scaling book's 9e10 B/s one-way per link)
+    assert r.time_s == pytest.approx(r.latency_s + 2 * 63 / 64 * 2**30 / (6 * 100e9 * 0.9))
     # the farthest of 63 peers is 3 x 2 hops away: 5 extra hops of 1 us on top of the step
     a2a = collective_time("all_to_all", 2**30, 64, tpu)
     assert a2a.latency_s == pytest.approx(1 * US + 5 * US)
+
+
+@pytest.mark.parametrize(("shape", "n", "stride", "wrap", "axes"), [
+    ((4, 4, 4), 4, 1, (True,) * 3, ((4, 2),)),               # v5p-128, tp 4: one axis, both links
+    ((4, 4, 8), 8, 1, (True,) * 3, ((8, 2),)),               # JAX's mesh rule: the axis of 8, not 4 x 2
+    ((4, 4, 8), 16, 8, (True,) * 3, ((4, 2), (4, 2))),       # the fsdp group takes the two axes left
+    ((8, 8, 8), 16, 1, (True,) * 3, ((8, 2), (2, 1))),       # no whole axes multiply to 16: fill order
+    ((16, 16), 16, 1, (True, True), ((16, 2),)),             # v5e-256, tp 16
+    ((4, 4), 16, 1, (False, False), ((4, 1), (4, 1))),       # v5e-16: no wraparound, one link per axis
+])
+def test_torus_group_axes_follow_jax_mesh_assignment(shape, n, stride, wrap, axes):
+    assert torus_group_axes(shape, n, stride, wrap) == axes
+
+
+def test_torus_group_system_narrows_the_ring_to_the_group_axes():
+    tpu = load_collective_system("tpu-v5p-pod")
+    one = torus_group_system(tpu, (4, 4, 4), 4, 1, (True,) * 3)
+    assert (one.intra.links_per_device, one.intra.torus_dims) == (2, 1)
+    r = collective_time("all_gather", 2**30, 4, one, algorithm="ring")
+    # scaling book: AllGather = bytes / (bidirectional ICI bandwidth x axes): 3/4 GiB over 2 x 90 GB/s
+    assert r.time_s == pytest.approx(r.latency_s + 3 / 4 * 2**30 / (2 * 100e9 * 0.9))
+    assert r.latency_s == pytest.approx(3 * US)  # a 4-ring over one axis: 3 steps of 1 us
+    assert torus_group_system(tpu, (4, 4, 4), 64, 1, (True,) * 3).intra.links_per_device == 6
+    assert torus_group_system(tpu, (4, 4, 4), 1, 1, (True,) * 3) is tpu
 
 
 # ----------------------------------------------------------------------------- busbw

@@ -13,6 +13,7 @@ from hwmodels.collectives import (
     multislice_collective,
     select_algorithm,
     slice_system,
+    torus_group_system,
 )
 
 GIB = 2**30
@@ -76,7 +77,10 @@ def test_data_parallel_plan_over_slices_pays_dcn_once_per_step() -> None:
     one = evaluate_plan("gpt2", load_hardware("tpu-v5e-16"), ParallelPlan(dp=16, microbatch=1, global_batch=16),
                         train=True, seq=512)
     grad = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in plan_graphs("gpt2", plan, train=True, seq=512))
-    s = slice_system(load_collective_system("tpu-v5e-pod"), 16)
+    # a v5e-16 slice is a 4x4 torus without wraparounds (only an axis of 16 has one): the in-slice legs
+    # run over one link per axis (hwmodels.collectives.torus_group_system), not all four ports
+    s = torus_group_system(slice_system(load_collective_system("tpu-v5e-pod"), 16), (4, 4), 32, 1, (False, False))
+    assert (s.intra.links_per_device, s.intra.torus_dims) == (2, 2)
     want = multislice_collective("all_reduce", grad, 32, s, 2).time_s
     assert two.breakdown["dp_sync_s"] == pytest.approx(want, rel=1e-9)
     # the DCN leg (2 slices, one chip's 3.125 GB/s share) is what the second slice adds

@@ -105,7 +105,8 @@ def test_drop_optimizer():
 
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla",
-                             "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext"}
+                             "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
+                             "maxtext-cf"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
                                                     "eager_framework": True, "eager_modules": True,
@@ -191,10 +192,10 @@ def test_profile_applies_to_its_devices(name, kind, vendor, ok):
 def test_profile_on_a_device_it_does_not_run_on_is_refused_with_the_valid_ones():
     from workloads.frameworks import PROFILES, FrameworkError, check_profile_device, profiles_for
 
-    assert profiles_for("tpu", "Google") == ["maxtext", "vllm", "xla"]
+    assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "vllm", "xla"]
     with pytest.raises(FrameworkError, match=r"^--framework tensorrt: does not run on tpu-v4 \(Google tpu\); got "
                                              r"'tensorrt', which runs on NVIDIA gpu, NVIDIA tpu; expected one of maxtext, "
-                                             r"vllm, xla for this device, or no --framework$"):
+                                             r"maxtext-cf, vllm, xla for this device, or no --framework$"):
         check_profile_device(PROFILES["tensorrt"], "tpu-v4", "tpu", "Google")
 
 

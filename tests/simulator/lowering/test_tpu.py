@@ -122,6 +122,47 @@ def test_large_gemm_reproduces_the_measured_v5e_point():
     assert 0.827e-3 - 0.11e-3 < t4 < 0.827e-3
 
 
+def test_large_gemm_reproduces_the_measured_v6e_point():
+    # tpu-recipes microbenchmarks README (c8cfe2f): XLA bf16 8192^3 on one v6e, device time from the trace
+    # 1.328756 ms = 827.47 TFLOP/s (the calibration point of tpu-v6e's efficiency.tensor_peak_fraction)
+    dev = load_device("tpu-v6e")
+    assert dev.efficiency.tensor_peak_fraction == 0.902
+    rec = evaluate(load_workload("gemm:m=8192,n=8192,k=8192", dtype="bf16"), dev)
+    assert rec.latency_s == pytest.approx(1.328756e-3, rel=0.005)
+    # the model's cycles for that GEMM: 4 MXUs of 256x256, 2,097,917 cycles for 2,097,152 ideal
+    mp = map_gemm(dev, 1, 8192, 8192, 8192, in_bytes=2, out_bytes=2)
+    assert mp.cycles == 2_097_917
+
+
+def test_slice_topology_and_wraparounds():
+    from simulator.lowering.tpu import slice_topology
+
+    assert slice_topology("tpu-v5p", 64) == ((4, 4, 4), (True, True, True))   # v5p-128: a full cube
+    assert slice_topology("tpu-v5p", 4) == ((2, 2, 1), (False, False, False))  # v5p-8: below a cube
+    assert slice_topology("tpu-v5e", 256) == ((16, 16), (True, True))
+    assert slice_topology("tpu-v6e", 8) == ((2, 4), (False, False))
+    assert slice_topology("tpu-v5e", 3) is None and slice_topology("h100-sxm5-80gb", 8) is None
+
+
+def test_tensor_parallel_collective_on_a_v5p_slice_runs_over_one_torus_axis():
+    # MaxText 32B on v5p-128 (4x4x4), tp 4: the sequence-parallel all-gather runs over the one axis of 4
+    # (2 links of 100 GB/s), not over all six ports
+    from simulator.hardware import load_hardware
+    from simulator.parallel import evaluate_plan
+    from workloads.parallel import ParallelPlan
+
+    plan = ParallelPlan(tp=4, dp=16, fsdp=True, sequence_parallel=True, microbatch=1, global_batch=16)
+    r = evaluate_plan("gpt2", load_hardware("tpu-v5p-128"), plan, train=True, seq=512)
+    from hwmodels.collectives import collective_time, load_collective_system, torus_group_system
+
+    rec = next(x for x in r.reports[0].records if x.kind == "all_gather")
+    size = rec.dram_bytes / (2 * 3 / 4)  # the op's traffic is 2 x (n-1)/n of its size
+    pod = load_collective_system("tpu-v5p-pod")
+    one_axis = collective_time("all_gather", size, 4, torus_group_system(pod, (4, 4, 4), 4, 1, (True,) * 3))
+    assert rec.time_s == pytest.approx(one_axis.time_s, rel=1e-9)
+    assert rec.time_s > collective_time("all_gather", size, 4, pod).time_s
+
+
 def test_more_hbm_bandwidth_is_never_slower():
     base = load_device("tpu-v5e")
     fast = apply_overlay(base, {"memory.hbm.read_bandwidth_bytes_per_s": "1638 GB/s"}, source="test")

@@ -142,7 +142,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (decode-fused, fsdp, generate, gpt3, gpt3-des and moe re-recorded when transcendental elementwise ops were
     # charged their compiled instructions and the FlashAttention-3 backward serialised its softmax on Hopper)
     "decode-fused": (0.012399841512719965, 33.65086930331913, 20519179264.0, 'bbf588fcd682a5de', 'ddb1b0c997eb63b3'),
-    "tpu": (0.003721713752272613, 2.4126081847885494, 1954081280.0, '3391234ef9528466', '023e10bc5c5b1bf3'),
+    # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
+    # wraparounds: one link per axis, not four ports)
+    # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
+    "tpu": (0.0037700081522726086, 2.4370644689485483, 1954081280.0, '5c28bce0f72bea0e', '8c4df557a78b027f'),
     "moe": (0.046448998601910756, 228.62418285434921, 15584481280.0, '8d38f066f9e68271', '052b60d3e5c330b9'),
 }
 

@@ -7,7 +7,7 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.parallel.compose import _collective_times, evaluate_plan, stage_graphs
-from simulator.parallel.stacks import profile_options, sharded_step
+from simulator.parallel.stacks import profile_options, sharded_step, tp_overlap_hidden
 from workloads.frameworks import FrameworkError
 from workloads.ir import Role
 from workloads.parallel import ParallelPlan
@@ -36,6 +36,36 @@ def test_sharded_step_by_hand_collectives_longer_than_compute():
     # XLA consumes the gathered weights in place: no copy-out; 0.4 + 0.1 of collectives against 0.1 of compute
     assert s.copy_s == 0.0
     assert s.exposed_s == pytest.approx(0.06 + (0.5 - 0.06 - 0.1))
+
+
+def test_maxtext_reduces_gradients_in_float32():
+    """MaxText keeps float32 parameters (base.yml weight_dtype: float32), so its reduce-scatter moves twice
+    the bytes of the bf16 gradients: the profile's grad_reduce_dtype, as torchtitan's."""
+    from workloads.frameworks import get_profile
+
+    x = get_profile("maxtext")
+    assert x.grad_reduce_dtype == "fp32"
+    assert any("weight_dtype: float32" in src for src in x.sources)
+    s = sharded_step(x.stack, weight_bytes=1e9, units=5, microbatches=1, compute_s=0.1, gather_once_s=0.2,
+                     reduce_once_s=0.1, reduce_scale=2.0, copy_bytes_per_s=1e12)
+    # 2 gathers x 0.2 + a float32 reduce 2 x 0.1 = 0.6 s; first/last (0.2 + 0.2) / 5 = 0.08; backlog
+    # 0.6 - 0.08 - 0.1 = 0.42
+    assert (s.gather_s, s.reduce_s) == pytest.approx((0.4, 0.2))
+    assert s.exposed_s == pytest.approx(0.08 + 0.42)
+
+
+def test_tp_overlap_hides_only_the_collectives_a_stack_overlaps():
+    recs = [("all_gather", 4.0), ("matmul", 10.0), ("matmul", 2.0), ("reduce_scatter", 4.0)]
+    # MaxText's continuation fusion (maxtext-cf) pipelines the all-gather with its matmul: 4 x 3/4 hidden;
+    # the reduce-scatter stays serial (both overlapped: 3 + min(3, 2), the docstring's case)
+    assert tp_overlap_hidden(recs, 4, 4, ("all_gather",)) == (3.0, 0.0)
+    assert tp_overlap_hidden(recs, 4, 4) == (5.0, 0.0)
+    from workloads.frameworks import get_profile
+
+    cf = get_profile("maxtext-cf")
+    assert (cf.stack, cf.tp_comm_overlap, cf.tp_overlap_collectives) == ("xla-spmd", True, ("all_gather",))
+    assert any("CF_FOR_ALL_GATHER" in src for src in cf.sources)
+    assert get_profile("maxtext").tp_comm_overlap is False
 
 
 def test_sharded_step_refuses_an_unknown_stack():
