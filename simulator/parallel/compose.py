@@ -627,7 +627,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail."""
     p = plan.pp
     extra: dict[str, float] = {}
-    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
+    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
+                         chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage])
     grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
     dp_stride = plan.tp * plan.cp  # Megatron-LM's rank order: tp, cp, dp, pp (innermost first)
