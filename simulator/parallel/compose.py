@@ -27,6 +27,7 @@ Modelling choices (stated, not fitted):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -402,10 +403,13 @@ _VIEWS = frozenset({"reshape", "split", "slice"})
 
 
 def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: DeviceSpec | SystemSpec,
-                      stride: int = 1) -> dict[tuple[str, float], float]:
+                      stride: int = 1, *, pad_to: int = 0) -> dict[tuple[str, float], float]:
     """Times of the distinct (kind, bytes) collectives in ``wanted`` over ``n`` devices ``stride``
     ranks apart, by the engine's collective rule: one graph of independent collectives, one engine
-    call (each op's record is what the op alone would cost: no op feeds another, none fuses)."""
+    call (each op's record is what the op alone would cost: no op feeds another, none fuses).
+
+    A reduce-scatter's flat buffer is padded to a multiple of ``pad_to`` elements (0: of ``n``, as
+    FSDP2 and XLA pad their shards), so that every rank gets an equal shard whatever the size."""
     out: dict[tuple[str, float], float] = {}
     todo: dict[tuple[str, float], None] = {}  # distinct, in first-asked order
     for key in wanted:
@@ -423,8 +427,8 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
         numel = max(1, int(nbytes // 2))
         if kind == "all_gather":
             numel = max(1, numel // n)
-        elif kind == "reduce_scatter":  # padded to a multiple of the group, as FSDP2 and XLA pad their shards
-            numel = -(-numel // n) * n
+        elif kind == "reduce_scatter":  # padded to a multiple of the group (or of pad_to)
+            numel = -(-numel // (pad_to or n)) * (pad_to or n)
         x = b.input(f"grads{k}", (numel,))
         b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
     recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
@@ -639,7 +643,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
     if engine == "des" and plan.dp > 1:
         wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
-    coll = _collective_times(wanted, plan.dp, system, dp_stride)
+    coll = _collective_times(wanted, plan.dp, system, dp_stride, pad_to=_grad_buffer_divisor(plan))
     dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
@@ -667,6 +671,15 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens
+
+
+def _grad_buffer_divisor(plan: ParallelPlan) -> int:
+    """Elements a ZeRO-1/2 plan's flat gradient buffer is padded to a multiple of before its
+    reduce-scatter: Megatron-Core's distributed optimizer pads each bucket's end to
+    ``lcm(dp, 128)`` elements, so the data-parallel ranks get equal shards whatever the stage's size
+    (megatron/core/optimizer/param_layout.py ``pad_bucket_end``/``bucket_end_divisor``, NVIDIA/Megatron-LM
+    @ d98e8a64ddf34856e74b24714e3bedb2f5a39553); 0 otherwise (FSDP pads to the group, :func:`_collective_times`)."""
+    return math.lcm(plan.dp, 128) if plan.zero_stage in (1, 2) and not plan.fsdp and plan.dp > 1 else 0
 
 
 def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, engine: str,
