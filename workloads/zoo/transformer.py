@@ -125,6 +125,14 @@ class TransformerConfig:
     experts, top_k, moe_every, moe_offset, capacity_factor
         MoE: ``experts`` per MoE layer (0: dense), each token routed to ``top_k``; layer ``i`` is MoE
         when ``i % moe_every == moe_offset``; expert buffer rows scale with ``capacity_factor``.
+    attention_chunk
+        Chunked local attention (Llama 4's iRoPE: three of every four layers attend within chunks of
+        this many tokens, the fourth globally; 0: none). Up to one chunk it is full causal attention,
+        which is what is built; longer sequences are refused (the chunk mask is not modelled yet).
+    shared_d_ff, dense_d_ff
+        MoE: the width of the shared expert MLP every token also runs in an MoE layer (0: none;
+        DeepSeek-MoE, Llama 4), and the MLP width of the dense layers (0: ``d_ff``; Llama 4
+        Maverick's dense layers are twice its experts' width).
     relative_buckets
         Buckets of the T5 relative position bias.
     """
@@ -162,6 +170,9 @@ class TransformerConfig:
     moe_offset: int = 0
     capacity_factor: float = 1.0
     relative_buckets: int = 32
+    shared_d_ff: int = 0
+    dense_d_ff: int = 0
+    attention_chunk: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -185,6 +196,10 @@ class TransformerConfig:
                 problems.append(f"moe_every/moe_offset: got {self.moe_every}/{self.moe_offset}; expected 0 <= offset < every")
             if self.capacity_factor <= 0:
                 problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
+        for f in ("shared_d_ff", "dense_d_ff"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 0 or (v and not self.experts):
+                problems.append(f"{f}: got {v!r}; expected an integer >= 0, set only on an MoE model (experts > 0)")
         if self.is_vision and (self.patch_size < 1 or self.image_size % self.patch_size):
             problems.append(f"patch_size: got {self.patch_size} for image_size {self.image_size}; expected a divisor")
         if self.decoder_layers and self.encoder_only:
@@ -530,10 +545,11 @@ class _Build:
             return self.reshape(o, (bsz, hq, s, hd), "o_heads") if g > 1 else o
 
     # --- MLPs ---------------------------------------------------------------------------------
-    def mlp_block(self, h: TensorSpec) -> TensorSpec:
+    def mlp_block(self, h: TensorSpec, width: int = 0, group: str = "mlp") -> TensorSpec:
+        """The dense MLP of ``width`` columns (0: the model's ``d_ff``; split over the tensor-parallel ranks)."""
         cfg, b = self.cfg, self.b
-        d, ff = h.shape[-1], self.d_ff_local
-        with b.group("mlp"):
+        d, ff = h.shape[-1], (width // self.tp if width else self.d_ff_local)
+        with b.group(group):
             h = self.tp_enter(h)
             if cfg.gated:
                 if self.eager_ops and self.hf.separate_projections:  # the model code's gate_proj and up_proj
@@ -613,15 +629,25 @@ class _Build:
                                              memory=memory, name="cross")
                     x = self.ew("add", x, c, name="cross_residual")
                 hn = self.norm(x, "mlp_norm")
-                m = self.moe_block(hn) if cfg.is_moe_layer(i) else self.mlp_block(hn)
+                m = self.moe_or_mlp(hn, i)
                 return self.ew("add", x, m, name="mlp_residual")
             a = self.attention_block(x, causal=causal, cache=cache, bias=bias)
             x = self.norm(self.ew("add", x, a, name="attn_residual"), "attn_norm")
             if memory is not None:
                 c = self.attention_block(x, causal=False, cache=False, bias=cross_bias, memory=memory, name="cross")
                 x = self.norm(self.ew("add", x, c, name="cross_residual"), "cross_norm")
-            m = self.moe_block(x) if cfg.is_moe_layer(i) else self.mlp_block(x)
+            m = self.moe_or_mlp(x, i)
             return self.norm(self.ew("add", x, m, name="mlp_residual"), "mlp_norm")
+
+    def moe_or_mlp(self, h: TensorSpec, i: int) -> TensorSpec:
+        """Layer ``i``'s feed-forward block: routed experts (plus the shared expert) or the dense MLP."""
+        cfg = self.cfg
+        if not cfg.is_moe_layer(i):
+            return self.mlp_block(h, cfg.dense_d_ff)
+        y = self.moe_block(h)
+        if cfg.shared_d_ff:  # every token also through the shared expert, its output added (Llama 4, DeepSeek-MoE)
+            y = self.ew("add", y, self.mlp_block(h, cfg.shared_d_ff, "shared_expert"), name="shared_expert_add")
+        return y
 
     def relative_bias(self, s: int, skv: int) -> TensorSpec:
         """T5 bucketed relative position bias (heads, s, skv), computed once per stack."""
@@ -885,6 +911,10 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
             what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
             raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
                              f"positions; expected at most max_positions = {cfg.max_positions}")
+    if cfg.attention_chunk and max(seq, ctx or 0) > cfg.attention_chunk:
+        raise ValueError(f"model {cfg.name!r}: seq {max(seq, ctx or 0)} exceeds its attention chunk of "
+                         f"{cfg.attention_chunk} tokens; expected at most {cfg.attention_chunk} (chunked local "
+                         "attention beyond one chunk is not modelled yet)")
     if stage_layers is not None:
         lo, hi = stage_layers
         if not cfg.is_decoder_lm:
@@ -959,6 +989,10 @@ def tensor_parallel_problems(cfg: TransformerConfig, tp: int, *, sequence_parall
     if cfg.d_ff % tp:
         out.append(f"tp {tp} does not divide d_ff={cfg.d_ff}; expected a divisor (nearest: "
                    f"{_nearest_divisors(cfg.d_ff, tp)})")
+    for f in ("shared_d_ff", "dense_d_ff"):
+        if getattr(cfg, f) % tp:
+            out.append(f"tp {tp} does not divide {f}={getattr(cfg, f)}; expected a divisor (nearest: "
+                       f"{_nearest_divisors(getattr(cfg, f), tp)})")
     if sequence_parallel:
         s = 1 if phase == "decode" else seq
         if cfg.is_vision or cfg.is_encoder_decoder:
