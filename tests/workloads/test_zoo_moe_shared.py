@@ -62,3 +62,34 @@ def test_shared_and_dense_widths_split_over_tensor_parallel_ranks() -> None:
     assert w["layers.0.mlp.down.weight"][0] * 8 == 16384 or w["layers.0.mlp.down.weight"][-1] * 8 == 16384
     with pytest.raises(ValueError, match="shared_d_ff: got 64; expected an integer >= 0, set only on an MoE model"):
         TransformerConfig(name="x", vocab=10, d_model=64, layers=2, heads=4, d_ff=64, shared_d_ff=64)
+
+
+def test_deepseek_v3_parameters() -> None:
+    # per layer: MLA (q down 7168x1536, q norm, q up 1536 x 128 x (128 + 64), kv down 7168 x (512 + 64), kv norm,
+    # kv up 512 x 128 x (128 + 128), out 128 x 128 x 7168) and two RMSNorms
+    mla = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    layer = mla + 2 * 7168
+    expert = 3 * 7168 * 2048
+    moe = 7168 * 256 + 256 * expert + expert  # router, 256 routed experts, one shared
+    emb = 2 * 129280 * 7168 + 7168
+    total, active = _counts("deepseek-v3")
+    assert total == emb + 61 * layer + 3 * 3 * 7168 * 18432 + 58 * moe == 671_026_404_352
+    assert active == emb + 61 * layer + 3 * 3 * 7168 * 18432 + 58 * (7168 * 256 + 9 * expert) == 37_552_282_624
+    # DeepSeek-V3 report, Table 1: 671B total, 37B activated (the router's 58 x 256 correction biases not counted)
+    assert round(total / 1e9) == 671 and int(active / 1e9) == 37
+
+
+def test_latent_attention_shapes_and_cache() -> None:
+    from workloads.ir import Role
+
+    g = build_model("deepseek-v3", seq=16, batch=2, phase="prefill")
+    core = next(op for op in g.ops if op.name == "layers.0.attn.core")
+    assert [t.shape for t in core.inputs] == [(2, 128, 16, 192), (2, 128, 16, 192), (2, 128, 16, 128)]
+    cached = sum(t.numel for op in g.ops for t in op.outputs if t.role is Role.KV_CACHE) * 2
+    assert cached == zoo_config("deepseek-v3").kv_cache_bytes(2, 16) == 61 * 576 * 16 * 2 * 2
+    with pytest.raises(ValueError, match="decode over the latent cache"):
+        build_model("deepseek-v3", seq=16, batch=1, phase="decode", context=32)
+    # a training step derives (the shared rotary key's broadcast has its backward: a sum over the heads)
+    sg = plan_graphs("deepseek-v3", ParallelPlan(tp=8), seq=64, train=True)[0]
+    bwd = next(op for op in sg.graph.ops if op.name == "layers.0.attn.k_rope_heads.bwd")
+    assert bwd.kind == "reduction" and bwd.outputs[0].shape == (1, 1, 64, 64)

@@ -129,6 +129,13 @@ class TransformerConfig:
         Chunked local attention (Llama 4's iRoPE: three of every four layers attend within chunks of
         this many tokens, the fourth globally; 0: none). Up to one chunk it is full causal attention,
         which is what is built; longer sequences are refused (the chunk mask is not modelled yet).
+    q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim
+        Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank`` > 0): queries through a
+        ``q_lora_rank`` bottleneck (0: one projection), keys and values up-projected from a normed
+        ``kv_lora_rank`` latent, each head's query and key ``head_dim`` wide plus ``rope_head_dim``
+        rotary columns (the key's shared by all heads), values ``v_head_dim`` wide.
+    first_dense
+        MoE: the first ``first_dense`` layers are dense (DeepSeek-V3's ``first_k_dense_replace``).
     shared_d_ff, dense_d_ff
         MoE: the width of the shared expert MLP every token also runs in an MoE layer (0: none;
         DeepSeek-MoE, Llama 4), and the MLP width of the dense layers (0: ``d_ff``; Llama 4
@@ -173,6 +180,11 @@ class TransformerConfig:
     shared_d_ff: int = 0
     dense_d_ff: int = 0
     attention_chunk: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
+    first_dense: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -196,7 +208,12 @@ class TransformerConfig:
                 problems.append(f"moe_every/moe_offset: got {self.moe_every}/{self.moe_offset}; expected 0 <= offset < every")
             if self.capacity_factor <= 0:
                 problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
-        for f in ("shared_d_ff", "dense_d_ff"):
+        if self.kv_lora_rank and (self.head_dim is None or self.rope_head_dim < 1 or self.v_head_dim < 1
+                                  or self.pos != "rope"):
+            problems.append("kv_lora_rank: latent attention needs head_dim, rope_head_dim >= 1, v_head_dim >= 1 and "
+                            f"pos 'rope'; got head_dim {self.head_dim}, rope_head_dim {self.rope_head_dim}, "
+                            f"v_head_dim {self.v_head_dim}, pos {self.pos!r}")
+        for f in ("shared_d_ff", "dense_d_ff", "first_dense"):
             v = getattr(self, f)
             if not isinstance(v, int) or v < 0 or (v and not self.experts):
                 problems.append(f"{f}: got {v!r}; expected an integer >= 0, set only on an MoE model (experts > 0)")
@@ -234,14 +251,17 @@ class TransformerConfig:
         return self.mlp in ("swiglu", "geglu")
 
     def is_moe_layer(self, i: int) -> bool:
-        return self.experts > 0 and i % self.moe_every == self.moe_offset
+        return self.experts > 0 and i >= self.first_dense and i % self.moe_every == self.moe_offset
 
     @property
     def phases(self) -> tuple[str, ...]:
         return PHASES if self.is_decoder_lm else ("forward", "train")
 
     def kv_cache_bytes(self, batch: int, context: int, dtype: str | DType = "bf16") -> int:
-        """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``."""
+        """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``
+        (latent attention: ``layers * (kv_lora_rank + rope_head_dim) * context * batch * bytes``)."""
+        if self.kv_lora_rank:
+            return self.layers * (self.kv_lora_rank + self.rope_head_dim) * context * batch * parse_dtype(dtype).bits // 8
         return 2 * self.layers * self.n_kv_heads * self.d_head * context * batch * parse_dtype(dtype).bits // 8
 
 
@@ -440,6 +460,8 @@ class _Build:
                         memory: TensorSpec | None = None, name: str = "attn") -> TensorSpec:
         """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output."""
         cfg, b = self.cfg, self.b
+        if cfg.kv_lora_rank and memory is None:
+            return self.latent_attention_block(h, causal=causal, cache=cache, name=name)
         hq, hk, hd = self.heads_local, self.kv_heads_local, cfg.d_head
         with b.group(name):
             h = self.tp_enter(h)
@@ -493,6 +515,49 @@ class _Build:
                 o = b.op("transpose", [o], name="heads_contiguous", perm=(0, 2, 1, 3))
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
+            return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
+
+    def latent_attention_block(self, h: TensorSpec, *, causal: bool, cache: bool, name: str = "attn") -> TensorSpec:
+        """Multi-head latent attention (DeepSeek-V3, Sec. 2.1.1 of its report; HF ``DeepseekV3Attention``):
+        ``q = W_qb norm(W_qa h)``; ``[c_kv, k_rope] = W_kva h``; ``[k_nope, v] = W_kvb norm(c_kv)``; each
+        head's key is ``[k_nope, rope(k_rope)]`` (the rotary part shared by the heads). The down
+        projections are replicated over the tensor-parallel ranks, the up projections split by heads
+        (Megatron-Core's ``MLASelfAttention``)."""
+        cfg, b = self.cfg, self.b
+        if self.phase == "decode" or self.cp > 1 or self.attention != "fused" or self.eager_ops:
+            raise ValueError(f"model {cfg.name!r}: multi-head latent attention is modelled for prefill, forward and "
+                             f"training steps with fused attention, no context parallelism and the default stack; got "
+                             f"phase {self.phase!r}, cp {self.cp}, attention {self.attention!r}"
+                             f"{', a framework profile' if self.eager_ops else ''} (decode over the latent cache, with "
+                             "its absorbed projections, is not modelled yet)")
+        hq, dn, dr, dv = self.heads_local, cfg.d_head, cfg.rope_head_dim, cfg.v_head_dim
+        with b.group(name):
+            h = self.tp_enter(h)
+            bsz, s, d = h.shape
+            if cfg.q_lora_rank:
+                cq = self.norm(self.linear(h, d, cfg.q_lora_rank, "q_down", False), "q_norm")
+                q = self.linear(cq, cfg.q_lora_rank, hq * (dn + dr), "q_up", False, parallel="column")
+            else:
+                q = self.linear(h, d, hq * (dn + dr), "q", False, parallel="column")
+            ckv = self.linear(h, d, cfg.kv_lora_rank + dr, "kv_down", False)
+            c, kr = b.op("split", [ckv], name="split_latent", axis=-1, sizes=(cfg.kv_lora_rank, dr))
+            c = self.norm(c, "kv_norm")
+            if cache:  # prefill: the normed latent and the rotary key columns are what is cached
+                c = self.reshape(b.op("kv_append", [self.reshape(c, (bsz, 1, s, cfg.kv_lora_rank), "latent_head")],
+                                      name="latent_cache", out_roles=[Role.KV_CACHE]), (bsz, s, cfg.kv_lora_rank),
+                                 "latent_tokens")
+                kr = self.reshape(b.op("kv_append", [self.reshape(kr, (bsz, 1, s, dr), "rope_head")],
+                                       name="rope_cache", out_roles=[Role.KV_CACHE]), (bsz, s, dr), "rope_tokens")
+            kv = self.linear(c, cfg.kv_lora_rank, hq * (dn + dv), "kv_up", False, parallel="column")
+            q = self.ew("rope", self.reshape(q, (bsz, hq, s, dn + dr), "q_heads"), name="rope_q")
+            kn, v = b.op("split", [self.reshape(kv, (bsz, hq, s, dn + dv), "kv_heads")], name="split_k_v", axis=-1,
+                         sizes=(dn, dv))
+            kr = self.ew("rope", self.reshape(kr, (bsz, 1, s, dr), "k_rope_head"), name="rope_k")
+            kr = b.op("expand", [kr], name="k_rope_heads", shape=(bsz, hq, s, dr))
+            k = b.op("concat", [kn, kr], name="k", axis=-1)
+            o = b.op("attention", [q, k, v], name="core", causal=causal)
+            o = self.reshape(o, (bsz, s, hq * dv), "merge_heads")
+            o = self.row_parallel_out(o, hq * dv, d, "out", cfg.out_bias)
             return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
 
     def context_parallel_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool) -> TensorSpec:
