@@ -58,8 +58,11 @@ OFFLOAD_TARGETS = ("activations", "optimizer", "params")
 #: * ``torchtitan``: torchtitan's generated split points when none are configured: ``layers // stages``
 #:   on the first stage, one more on each middle stage while the remainder lasts, the rest on the last
 #:   (torchtitan/parallelisms/pipelining_utils.py ``generate_split_points``, pytorch/torchtitan @ 9dec370,
-#:   2024-12).
-PIPELINE_SPLITS = ("even", "megatron-embedding-loss", "megatron-embedding", "megatron-loss", "torchtitan")
+#:   2024-12);
+#: * ``automodel``: NeMo AutoModel's ``generate_hf_model_fqn_per_model_part``: ``layers // stages`` each, one
+#:   more on each of the first ``layers % stages`` stages (nemo_automodel/components/distributed/pipelining/
+#:   functional.py, NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887).
+PIPELINE_SPLITS = ("even", "megatron-embedding-loss", "megatron-embedding", "megatron-loss", "torchtitan", "automodel")
 
 
 class PlanError(NodeperfError, ValueError):
@@ -245,6 +248,11 @@ def split_layers(layers: int, pp: int, interleave: int = 1, rule: str = "even") 
         base, extra = divmod(layers, chunks)
         counts = [base] + [base + 1 if k < extra else base for k in range(chunks - 2)] if chunks > 1 else []
         return (*counts, layers - sum(counts))
+    if rule == "automodel":  # generate_hf_model_fqn_per_model_part: the remainder on the first stages
+        if chunks > layers:
+            raise ValueError(f"automodel split: {chunks} stages for {layers} layers; expected at most one stage a layer")
+        base, extra = divmod(layers, chunks)
+        return tuple(base + (1 if k < extra else 0) for k in range(chunks))
     emb = rule in ("megatron-embedding-loss", "megatron-embedding")
     loss = rule in ("megatron-embedding-loss", "megatron-loss")
     total = layers + emb + loss  # the embedding (loss) counted as one layer of the first (last) chunk

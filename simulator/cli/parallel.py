@@ -39,7 +39,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pipeline-split", type=_split_rule, metavar="RULE",
                    help="a framework's split of the layers over the stages: even (default), megatron-embedding-loss, "
                         "megatron-embedding, megatron-loss (Megatron-Core account_for_*_in_pipeline_split), "
-                        "torchtitan (its generated split points)")
+                        "torchtitan (its generated split points), automodel (NeMo AutoModel's)")
     g.add_argument("--zero", type=int, choices=(1, 2, 3), help="ZeRO stage over the data-parallel replicas")
     g.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full sharding (ZeRO-3)")
     g.add_argument("--shard-group", type=positive_int, metavar="N",

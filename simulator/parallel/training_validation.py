@@ -415,10 +415,12 @@ _MEGATRON_SPLIT_MODELS = ("llama-3.1-405b", "qwen3-235b-a22b")
 def _pipeline_split(row: TrainingRecord) -> str:
     """The row's stack's own split of the layers over the stages (:data:`workloads.parallel.PIPELINE_SPLITS`):
     torchtitan's generated split points (torchtitan/parallelisms/pipelining_utils.py ``generate_split_points``
-    @ 9dec370, the benchmarks' commit), the Megatron-Bridge recipe's, else even."""
+    @ 9dec370, the benchmarks' commit), NeMo AutoModel's, the Megatron-Bridge recipe's, else even."""
     fw = row["framework"].strip().lower()
     if fw.startswith("torchtitan"):
         return "torchtitan"
+    if fw.startswith("nemo automodel"):  # generate_hf_model_fqn_per_model_part @ cb97654 (the benchmark's commit)
+        return "automodel"
     if fw.startswith("megatron") and row["model"].strip() in _MEGATRON_SPLIT_MODELS:
         return "megatron-embedding-loss"
     return "even"

@@ -91,3 +91,9 @@ def test_zero1_gradient_buffer_padded_as_megatrons_distributed_optimizer() -> No
     res = evaluate_plan("gpt2", node, ParallelPlan(pp=2, dp=3, zero_stage=1, microbatch=1, global_batch=6),
                         train=True, seq=256)
     assert res.latency_s > 0.0 and res.breakdown["dp_sync_s"] > 0.0
+
+
+def test_automodel_split_puts_the_remainder_first() -> None:
+    # generate_hf_model_fqn_per_model_part: 61 // 32 = 1 each, the first 61 % 32 = 29 stages one more
+    counts = split_layers(61, 4, 8, "automodel")
+    assert counts[:29] == (2,) * 29 and counts[29:] == (1, 1, 1)
