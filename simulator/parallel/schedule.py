@@ -184,7 +184,11 @@ def pipeline_time(fwd_s: Sequence[float], bwd_s: Sequence[float], m: int, schedu
     vv = v if schedule == "interleaved" else 1
     cf = [list(map(float, r)) for r in chunk_fwd_s] if chunk_fwd_s is not None else [[f / vv] * vv for f in fwd_s]
     cb = [list(map(float, r)) for r in chunk_bwd_s] if chunk_bwd_s is not None else [[b / vv] * vv for b in bwd_s]
-    if p > 1 and (len({tuple(r) for r in cf}) > 1 or len({tuple(r) for r in cb}) > 1) \
+    # the bound is exact for GPipe and 1F1B when the last stage is the slowest in its forward and in its
+    # backward (it is never kept waiting; checked against the recurrence on random stages): no walk needed
+    last_slowest = schedule != "interleaved" and all(
+        float(fwd_s[-1]) >= float(f) and float(bwd_s[-1]) >= float(b) for f, b in zip(fwd_s, bwd_s, strict=True))
+    if p > 1 and not last_slowest and (len({tuple(r) for r in cf}) > 1 or len({tuple(r) for r in cb}) > 1) \
             and not (schedule == "interleaved" and m % p):
         # unequal stages: the order itself; where it is the closed form (the last stage the slowest)
         # up to rounding, the closed form's value is kept

@@ -97,3 +97,17 @@ def test_automodel_split_puts_the_remainder_first() -> None:
     # generate_hf_model_fqn_per_model_part: 61 // 32 = 1 each, the first 61 % 32 = 29 stages one more
     counts = split_layers(61, 4, 8, "automodel")
     assert counts[:29] == (2,) * 29 and counts[29:] == (1, 1, 1)
+
+
+def test_the_bound_is_exact_when_the_last_stage_is_slowest() -> None:
+    # GPipe and 1F1B never keep a slowest last stage waiting: the bound without the walk equals the walk
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        p, m, schedule = rng.randint(2, 6), rng.randint(1, 12), rng.choice(["1f1b", "gpipe"])
+        f = [rng.uniform(0.5, 1.5) for _ in range(p)]
+        b = [rng.uniform(0.5, 3.0) for _ in range(p)]
+        f[-1], b[-1] = max(f), max(b)
+        walk = schedule_makespan([[x] for x in f], [[x] for x in b], m, schedule)
+        assert pipeline_time(f, b, m, schedule).step_s == pytest.approx(walk, rel=1e-12)
