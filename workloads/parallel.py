@@ -130,6 +130,8 @@ class ParallelPlan:
     pipeline_split: str = "even"
 
     def __post_init__(self) -> None:
+        if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         problems = []
         for f in ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave"):
             v = getattr(self, f)

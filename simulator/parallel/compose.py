@@ -856,6 +856,8 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         top = sorted(units.values(), reverse=True)
         extra["fsdp_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
         extra["fsdp_reduce_scatter"] = (top[0] / wbytes * 4.0 if top else 0.0) if shard > 1 else 0.0
+        if plan.pp > 1 and shard > 1:
+            extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
     zero = plan.zero if shard > 1 else 0
     g = 4.0 * n if (bf16 and zero <= 1) else grads
@@ -864,6 +866,18 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
     return (params / shard if zero >= 3 else params, g / shard if zero >= 2 else g,
             opt / shard if zero >= 1 else opt, extra)
+
+
+def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str, float]:
+    """FSDP2 under PyTorch's pipeline schedules holds a stage's whole unsharded state through the step:
+    torchtitan shards pipelined stages with ``reshard_after_forward=False`` (torchtitan/parallelisms/
+    parallelize_llama.py ``apply_fsdp``, ``if pp_enabled: reshard_after_forward = False``, @ 9dec370), and
+    ``PipelineStage.backward_maybe_with_nosync`` (torch/distributed/pipelining/stage.py) runs every backward
+    but the last with ``set_reshard_after_backward(False)`` and ``set_requires_gradient_sync(False)``, so
+    the unsharded gradients accumulate, upcast to the fp32 ``reduce_dtype``
+    (``FSDPParam.to_accumulated_grad_if_needed``), until the last microbatch's reduce-scatter. Replaces
+    the in-flight units of :func:`_sharded_states` (bytes of one device)."""
+    return {"fsdp_unsharded_params": params, "fsdp_unsharded_grads": 4.0 * n if wbytes < 4 else params}
 
 
 #: Bytes per logit live at once when a 16-bit model's cross entropy runs in fp32, by stack:

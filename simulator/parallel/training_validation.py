@@ -396,10 +396,13 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     shard = g.get("fsdp") or 1
     sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
     split = _pipeline_split(row) if pp > 1 else "even"
+    # torchtitan shards over the data-parallel and context-parallel ranks together whenever either is on
+    # (parallelize_llama.py @ 9dec370: ``dp_shard_enabled or cp_enabled`` -> apply_fsdp over ``dp_shard_cp``)
+    titan_cp = cp > 1 and row["framework"].strip().lower().startswith("torchtitan")
     if split == "torchtitan" and mb and mb % pp == 0:
         mb //= pp  # torchtitan splits the local batch into pipeline_parallel_microbatches (default: pp degree)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
-                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
+                        schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1 or titan_cp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
                         capacity_factor=_capacity_factor(row), pipeline_split=split)
 
