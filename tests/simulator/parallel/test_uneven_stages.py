@@ -111,3 +111,21 @@ def test_the_bound_is_exact_when_the_last_stage_is_slowest() -> None:
         f[-1], b[-1] = max(f), max(b)
         walk = schedule_makespan([[x] for x in f], [[x] for x in b], m, schedule)
         assert pipeline_time(f, b, m, schedule).step_s == pytest.approx(walk, rel=1e-12)
+
+
+def test_pipelined_fsdp_holds_the_stage_unsharded() -> None:
+    # FSDP2 under PyTorch's pipeline schedules: the stage's bf16 parameters stay gathered, its gradients
+    # accumulate unsharded in fp32 (4 bytes a parameter) until the last microbatch
+    node = load_hardware("dgx-h100")
+    plan = ParallelPlan(pp=2, dp=4, fsdp=True, microbatch=1, global_batch=8)
+    res = evaluate_plan("gpt2", node, plan, train=True, seq=256, dtype="bf16")
+    graphs = plan_graphs("gpt2", plan, seq=256, train=True, dtype="bf16")
+    for st, sg in zip(res.stages, graphs, strict=True):
+        n = sg.graph.params  # the stage's parameters (gpt2's tied table counted on both ends)
+        parts = st.memory_breakdown()
+        assert parts["buffers.fsdp_unsharded_params"] == 2.0 * n  # bf16, gathered
+        assert parts["buffers.fsdp_unsharded_grads"] == 4.0 * n  # fp32 reduce dtype, accumulated
+        assert st.weights_bytes == 4.0 * n / 4  # the fp32 shard over the 4 data-parallel ranks
+    flat = evaluate_plan("gpt2", node, ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8), train=True,
+                         seq=256, dtype="bf16")
+    assert "buffers.fsdp_unsharded_grads" not in flat.stages[0].memory_breakdown()
