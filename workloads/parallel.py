@@ -13,7 +13,9 @@ are composed by :mod:`simulator.parallel`, which knows the fabric.
 
 Every rank of a stage runs the same graph (the split is symmetric), so one graph per stage suffices.
 What must divide, as the frameworks require: heads, KV heads (or ``tp`` a multiple of them), the
-MLP width by ``tp``; layers by ``pp`` (times ``interleave`` for interleaved schedules); the global
+MLP width by ``tp``; layers by ``pp`` (times ``interleave`` for interleaved schedules) unless the
+plan states an uneven split (``stage_layers``: the layers of each stage, or ``pipeline_split``: a
+framework's own rule, :data:`PIPELINE_SPLITS`); the global
 batch by ``dp * microbatch``; experts by ``ep``. A plan that does not divide is a
 :class:`PlanError` naming the dimension, the sizes and the nearest valid values.
 
@@ -34,7 +36,7 @@ from nodeperf.errors import NodeperfError
 from workloads.ir import OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
-           "plan_problems", "OFFLOAD_TARGETS"]
+           "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
@@ -43,6 +45,24 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
 #: What a plan may keep in host memory (``ParallelPlan.offload``, ``--offload``).
 OFFLOAD_TARGETS = ("activations", "optimizer", "params")
+#: How a framework splits the decoder layers over pipeline stages when the plan names no counts
+#: (``ParallelPlan.pipeline_split``, ``--pipeline-split``; :func:`split_layers`):
+#:
+#: * ``even``: ``layers / (pp v)`` each (every framework's split when it divides);
+#: * ``megatron-embedding-loss``, ``megatron-embedding``, ``megatron-loss``: Megatron-Core with
+#:   ``account_for_embedding_in_pipeline_split`` and/or ``account_for_loss_in_pipeline_split``: the
+#:   embedding (loss) counts as one layer of the first (last) virtual stage, so ``layers + 2`` (+1)
+#:   split evenly and the first (last) stage builds one decoder layer fewer
+#:   (megatron/core/transformer/transformer_block.py ``get_num_layers_to_build``, NVIDIA/Megatron-LM
+#:   @ d98e8a64ddf34856e74b24714e3bedb2f5a39553);
+#: * ``torchtitan``: torchtitan's generated split points when none are configured: ``layers // stages``
+#:   on the first stage, one more on each middle stage while the remainder lasts, the rest on the last
+#:   (torchtitan/parallelisms/pipelining_utils.py ``generate_split_points``, pytorch/torchtitan @ 9dec370,
+#:   2024-12);
+#: * ``automodel``: NeMo AutoModel's ``generate_hf_model_fqn_per_model_part``: ``layers // stages`` each, one
+#:   more on each of the first ``layers % stages`` stages (nemo_automodel/components/distributed/pipelining/
+#:   functional.py, NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887).
+PIPELINE_SPLITS = ("even", "megatron-embedding-loss", "megatron-embedding", "megatron-loss", "torchtitan", "automodel")
 
 
 class PlanError(NodeperfError, ValueError):
@@ -82,6 +102,13 @@ class ParallelPlan:
     capacity_factor
         MoE expert capacity factor (tokens each expert takes, over an even share; tokens beyond it
         are dropped); None: the model's (dropless, as Megatron-Core's default ``--moe-expert-capacity-factor None``).
+    stage_layers
+        Decoder layers of each pipeline stage in model order, ``pp * interleave`` counts (model chunk
+        ``c`` on stage ``c % pp``), e.g. ``(15, 16, 16, 16, 16, 16, 16, 15)``; as Megatron-Core's
+        ``--decoder-first-pipeline-num-layers``/``--decoder-last-pipeline-num-layers`` or torchtitan's
+        split points state it. Empty: the ``pipeline_split`` rule.
+    pipeline_split
+        The split rule when ``stage_layers`` is empty (:data:`PIPELINE_SPLITS`; default ``even``).
     """
 
     tp: int = 1
@@ -99,8 +126,12 @@ class ParallelPlan:
     shard_group: int = 0
     offload: tuple[str, ...] = ()
     capacity_factor: float | None = None
+    stage_layers: tuple[int, ...] = ()
+    pipeline_split: str = "even"
 
     def __post_init__(self) -> None:
+        if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         problems = []
         for f in ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave"):
             v = getattr(self, f)
@@ -153,6 +184,10 @@ class ParallelPlan:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        if not self.stage_layers:  # an even split reads as it always has
+            del out["stage_layers"]
+        if self.pipeline_split == "even":
+            del out["pipeline_split"]
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
@@ -176,7 +211,70 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     cf = plan.capacity_factor
     if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
+    return out + _split_problems(plan)
+
+
+def _split_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with the plan's stage split, without the model (each item names the field)."""
+    from nodeperf.suggest import did_you_mean
+
+    out: list[str] = []
+    sl = plan.stage_layers
+    if not isinstance(sl, tuple) or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in sl):
+        out.append(f"stage_layers: got {sl!r}; expected positive layer counts, one per stage")
+    elif sl and len(sl) != plan.pp * plan.interleave:
+        out.append(f"stage_layers: got {len(sl)} counts; expected pp x interleave = {plan.pp} x {plan.interleave} = "
+                   f"{plan.pp * plan.interleave} (one per stage and virtual stage)")
+    if plan.pipeline_split not in PIPELINE_SPLITS:
+        out.append(f"pipeline_split: got {plan.pipeline_split!r}; expected one of {', '.join(PIPELINE_SPLITS)}"
+                   + did_you_mean(str(plan.pipeline_split), PIPELINE_SPLITS))
     return out
+
+
+def split_layers(layers: int, pp: int, interleave: int = 1, rule: str = "even") -> tuple[int, ...]:
+    """Decoder layers of each of the ``pp * interleave`` model chunks under split ``rule`` (:data:`PIPELINE_SPLITS`).
+
+    Raises ValueError (the rule's own condition) when the rule cannot split ``layers`` so.
+
+    Examples
+    --------
+    >>> split_layers(126, 8, rule="torchtitan")
+    (15, 16, 16, 16, 16, 16, 16, 15)
+    >>> split_layers(126, 8, 8, rule="megatron-embedding-loss")[:3], split_layers(126, 8, 8, "megatron-embedding-loss")[-1]
+    ((1, 2, 2), 1)
+    """
+    chunks = pp * interleave
+    if rule == "torchtitan":  # generate_split_points: first base, middles base + 1 while the remainder lasts
+        if chunks > layers:
+            raise ValueError(f"torchtitan split: {chunks} stages for {layers} layers; expected at most one stage a layer")
+        base, extra = divmod(layers, chunks)
+        counts = [base] + [base + 1 if k < extra else base for k in range(chunks - 2)] if chunks > 1 else []
+        return (*counts, layers - sum(counts))
+    if rule == "automodel":  # generate_hf_model_fqn_per_model_part: the remainder on the first stages
+        if chunks > layers:
+            raise ValueError(f"automodel split: {chunks} stages for {layers} layers; expected at most one stage a layer")
+        base, extra = divmod(layers, chunks)
+        return tuple(base + (1 if k < extra else 0) for k in range(chunks))
+    emb = rule in ("megatron-embedding-loss", "megatron-embedding")
+    loss = rule in ("megatron-embedding-loss", "megatron-loss")
+    total = layers + emb + loss  # the embedding (loss) counted as one layer of the first (last) chunk
+    if total % chunks:
+        what = f"layers{' + embedding' if emb else ''}{' + loss' if loss else ''} = {total}"
+        raise ValueError(f"{rule} split: {what} is not divisible by pp x interleave = {chunks}")
+    per = total // chunks
+    counts = [per] * chunks
+    counts[0] -= emb
+    counts[-1] -= loss
+    if min(counts) < 1:
+        raise ValueError(f"{rule} split: {per} layers a chunk leave the first or last chunk without a decoder layer")
+    return tuple(counts)
+
+
+def plan_stage_layers(cfg_layers: int, plan: ParallelPlan) -> tuple[int, ...]:
+    """The plan's decoder layers per model chunk: its ``stage_layers``, else its ``pipeline_split`` rule."""
+    if plan.stage_layers:
+        return tuple(plan.stage_layers)
+    return split_layers(cfg_layers, plan.pp, plan.interleave, plan.pipeline_split)
 
 
 @dataclass(frozen=True)
@@ -225,11 +323,20 @@ def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list
                        "expected pp 1")
         elif plan.pp > cfg.layers:
             out.append(f"pp {plan.pp} is larger than the {cfg.layers} layers; expected at most {cfg.layers}")
+        elif plan.stage_layers:
+            if sum(plan.stage_layers) != cfg.layers:
+                out.append(f"stage_layers {','.join(map(str, plan.stage_layers))} sum to {sum(plan.stage_layers)}; "
+                           f"expected the model's layers={cfg.layers}")
+        elif plan.pipeline_split != "even":
+            try:
+                split_layers(cfg.layers, plan.pp, plan.interleave, plan.pipeline_split)
+            except ValueError as exc:
+                out.append(str(exc))
         elif cfg.layers % chunks:
             valid = [d for d in range(1, cfg.layers + 1) if cfg.layers % (d * plan.interleave) == 0]
             what = f"pp x interleave = {plan.pp} x {plan.interleave}" if plan.interleave > 1 else f"pp {plan.pp}"
             out.append(f"{what} does not divide layers={cfg.layers}; expected a divisor (nearest pp: "
-                       f"{_nearest(valid, plan.pp)})")
+                       f"{_nearest(valid, plan.pp)}) or an uneven split (stage_layers, --stage-layers)")
     if plan.ep > 1:
         if not cfg.experts:
             out.append(f"ep {plan.ep}: the model has no experts; expected ep 1")
@@ -243,17 +350,21 @@ def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list
     return out
 
 
-def stage_layer_ranges(layers: int, pp: int, interleave: int = 1) -> list[list[tuple[int, int]]]:
+def stage_layer_ranges(layers: int, pp: int, interleave: int = 1,
+                       counts: tuple[int, ...] = ()) -> list[list[tuple[int, int]]]:
     """Layers of each pipeline stage: ``ranges[stage][chunk] = (first, last)``.
 
-    Layers are split evenly into ``pp * interleave`` chunks; chunk ``c`` of the model goes to stage
-    ``c % pp`` (Megatron-LM's interleaved assignment: stage 0 holds chunks 0, pp, 2 pp, ...).
+    Layers are split into ``pp * interleave`` chunks, evenly or ``counts[c]`` layers in chunk ``c``;
+    chunk ``c`` of the model goes to stage ``c % pp`` (Megatron-LM's interleaved assignment: stage 0
+    holds chunks 0, pp, 2 pp, ...).
     """
     chunks = pp * interleave
-    per = layers // chunks
+    sizes = list(counts) if counts else [layers // chunks] * chunks
     out: list[list[tuple[int, int]]] = [[] for _ in range(pp)]
-    for c in range(chunks):
-        out[c % pp].append((c * per, (c + 1) * per))
+    lo = 0
+    for c, k in enumerate(sizes):
+        out[c % pp].append((lo, lo + k))
+        lo += k
     return out
 
 
@@ -303,7 +414,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
-    ranges = stage_layer_ranges(cfg.layers, plan.pp, plan.interleave) if plan.pp > 1 else [[(0, cfg.layers)]]
+    ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
+              if plan.pp > 1 else [[(0, cfg.layers)]])
     out: list[StageGraph] = []
     built: dict[tuple[bool, bool, int], tuple[OpGraph, int, tuple[int, int]]] = {}
     for stage, chunks in enumerate(ranges):

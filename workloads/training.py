@@ -683,6 +683,20 @@ def _bwd_reduction(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Te
     return [d.emit("elementwise_bwd", [d.R(x), dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], op=fn)[0]]
 
 
+@_rule("expand")
+def _bwd_expand(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
+    """A broadcast's gradient: ``dy`` summed over the broadcast axes (kept as size-1 axes)."""
+    (dy,) = dys
+    assert dy is not None
+    x = op.inputs[0]
+    pad = len(dy.shape) - len(x.shape)
+    axes = tuple(i for i, n in enumerate(dy.shape) if i < pad or x.shape[i - pad] != n)
+    if not axes:
+        return [d.emit("reshape", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], shape=x.shape)[0]]
+    return [d.emit("reduction", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], axes=axes, op="sum",
+                   keepdims=pad == 0)[0]]
+
+
 @_rule("lstm", "gru", "lstm_cell", "gru_cell")
 def _bwd_rnn(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorSpec | None]:
     dy = next(t for t in dys if t is not None)

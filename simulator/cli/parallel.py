@@ -1,8 +1,8 @@
 """Parallel-plan flags of `nodeperf predict` (--tp, --pp, --dp, ...) and the report they print.
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
---global-batch --schedule --interleave --zero --fsdp --shard-group --offload --fp8-linears
---capacity-factor --input-len --output-len``.
+--global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
+--fp8-linears --capacity-factor --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from simulator.cli.common import positive_int
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
-               "offload", "capacity_factor", "fp8_linears")
+               "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -33,6 +33,13 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--global-batch", type=positive_int, help="sequences per training step over all replicas")
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"), help="pipeline schedule (default 1f1b)")
     g.add_argument("--interleave", type=positive_int, help="virtual stages per device (--schedule interleaved)")
+    g.add_argument("--stage-layers", type=_layer_counts, metavar="LIST",
+                   help="decoder layers of each pipeline stage in model order, comma-separated, pp x interleave "
+                        "counts (e.g. 15,16,16,16,16,16,16,15); default: --pipeline-split")
+    g.add_argument("--pipeline-split", type=_split_rule, metavar="RULE",
+                   help="a framework's split of the layers over the stages: even (default), megatron-embedding-loss, "
+                        "megatron-embedding, megatron-loss (Megatron-Core account_for_*_in_pipeline_split), "
+                        "torchtitan (its generated split points), automodel (NeMo AutoModel's)")
     g.add_argument("--zero", type=int, choices=(1, 2, 3), help="ZeRO stage over the data-parallel replicas")
     g.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full sharding (ZeRO-3)")
     g.add_argument("--shard-group", type=positive_int, metavar="N",
@@ -61,6 +68,25 @@ def _offload_targets(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(f"got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
                                              + did_you_mean(t, OFFLOAD_TARGETS))
     return items
+
+
+def _layer_counts(text: str) -> tuple[int, ...]:
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() and int(t) > 0 for t in items):
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected positive layer counts separated by commas "
+                                         "(e.g. 15,16,16,15)")
+    return tuple(int(t) for t in items)
+
+
+def _split_rule(text: str) -> str:
+    from workloads.parallel import PIPELINE_SPLITS
+
+    if text not in PIPELINE_SPLITS:
+        from nodeperf.suggest import did_you_mean
+
+        raise argparse.ArgumentTypeError(f"got {text!r}; expected one of {', '.join(PIPELINE_SPLITS)}"
+                                         + did_you_mean(text, PIPELINE_SPLITS))
+    return text
 
 
 def _fp8_recipe(text: str) -> str:
@@ -103,7 +129,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         sequence_parallel=args.sequence_parallel, microbatch=args.microbatch or 1,
                         global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
                         zero_stage=args.zero or 0, fsdp=args.fsdp, shard_group=args.shard_group or 0,
-                        offload=args.offload or (), capacity_factor=args.capacity_factor)
+                        offload=args.offload or (), capacity_factor=args.capacity_factor,
+                        stage_layers=args.stage_layers or (), pipeline_split=args.pipeline_split or "even")
 
 
 def _check_flags(args: argparse.Namespace) -> None:

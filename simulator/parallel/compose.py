@@ -27,6 +27,7 @@ Modelling choices (stated, not fitted):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -402,10 +403,13 @@ _VIEWS = frozenset({"reshape", "split", "slice"})
 
 
 def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: DeviceSpec | SystemSpec,
-                      stride: int = 1) -> dict[tuple[str, float], float]:
+                      stride: int = 1, *, pad_to: int = 0) -> dict[tuple[str, float], float]:
     """Times of the distinct (kind, bytes) collectives in ``wanted`` over ``n`` devices ``stride``
     ranks apart, by the engine's collective rule: one graph of independent collectives, one engine
-    call (each op's record is what the op alone would cost: no op feeds another, none fuses)."""
+    call (each op's record is what the op alone would cost: no op feeds another, none fuses).
+
+    A reduce-scatter's flat buffer is padded to a multiple of ``pad_to`` elements (0: of ``n``, as
+    FSDP2 and XLA pad their shards), so that every rank gets an equal shard whatever the size."""
     out: dict[tuple[str, float], float] = {}
     todo: dict[tuple[str, float], None] = {}  # distinct, in first-asked order
     for key in wanted:
@@ -423,8 +427,8 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
         numel = max(1, int(nbytes // 2))
         if kind == "all_gather":
             numel = max(1, numel // n)
-        elif kind == "reduce_scatter":  # padded to a multiple of the group, as FSDP2 and XLA pad their shards
-            numel = -(-numel // n) * n
+        elif kind == "reduce_scatter":  # padded to a multiple of the group (or of pad_to)
+            numel = -(-numel // (pad_to or n)) * (pad_to or n)
         x = b.input(f"grads{k}", (numel,))
         b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
     recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
@@ -627,7 +631,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail."""
     p = plan.pp
     extra: dict[str, float] = {}
-    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v)
+    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
+                         chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage])
     grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
     # gradients are reduced, and states sharded, over the data-parallel and context-parallel ranks together:
@@ -642,7 +647,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
     if engine == "des" and sync_n > 1:
         wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
-    coll = _collective_times(wanted, sync_n, system, plan.tp)
+    coll = _collective_times(wanted, sync_n, system, plan.tp, pad_to=_grad_buffer_divisor(plan))
     dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
@@ -670,6 +675,16 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens
+
+
+def _grad_buffer_divisor(plan: ParallelPlan) -> int:
+    """Elements a ZeRO-1/2 plan's flat gradient buffer is padded to a multiple of before its
+    reduce-scatter: Megatron-Core's distributed optimizer pads each bucket's end to
+    ``lcm(dp x cp, 128)`` elements, so the data-parallel ranks get equal shards whatever the stage's size
+    (megatron/core/optimizer/param_layout.py ``pad_bucket_end``/``bucket_end_divisor``, NVIDIA/Megatron-LM
+    @ d98e8a64ddf34856e74b24714e3bedb2f5a39553); 0 otherwise (FSDP pads to the group, :func:`_collective_times`)."""
+    n = plan.dp * plan.cp  # the distributed optimizer shards over the data- and context-parallel ranks
+    return math.lcm(n, 128) if plan.zero_stage in (1, 2) and not plan.fsdp and n > 1 else 0
 
 
 def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, engine: str,
@@ -846,6 +861,8 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         top = sorted(units.values(), reverse=True)
         extra["fsdp_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
         extra["fsdp_reduce_scatter"] = (top[0] / wbytes * 4.0 if top else 0.0) if shard > 1 else 0.0
+        if plan.pp > 1 and shard > 1:
+            extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
     zero = plan.zero if shard > 1 else 0
     g = 4.0 * n if (bf16 and zero <= 1) else grads
@@ -854,6 +871,18 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
     return (params / shard if zero >= 3 else params, g / shard if zero >= 2 else g,
             opt / shard if zero >= 1 else opt, extra)
+
+
+def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str, float]:
+    """FSDP2 under PyTorch's pipeline schedules holds a stage's whole unsharded state through the step:
+    torchtitan shards pipelined stages with ``reshard_after_forward=False`` (torchtitan/parallelisms/
+    parallelize_llama.py ``apply_fsdp``, ``if pp_enabled: reshard_after_forward = False``, @ 9dec370), and
+    ``PipelineStage.backward_maybe_with_nosync`` (torch/distributed/pipelining/stage.py) runs every backward
+    but the last with ``set_reshard_after_backward(False)`` and ``set_requires_gradient_sync(False)``, so
+    the unsharded gradients accumulate, upcast to the fp32 ``reduce_dtype``
+    (``FSDPParam.to_accumulated_grad_if_needed``), until the last microbatch's reduce-scatter. Replaces
+    the in-flight units of :func:`_sharded_states` (bytes of one device)."""
+    return {"fsdp_unsharded_params": params, "fsdp_unsharded_grads": 4.0 * n if wbytes < 4 else params}
 
 
 #: Bytes per logit live at once when a 16-bit model's cross entropy runs in fp32, by stack:

@@ -29,12 +29,12 @@ orders):
   with ``(p - s - 1) 2 + (v - 1) p`` forwards, then alternates; backwards visit chunks in
   reverse.
 
-With equal stages, sends counted in the stage times (``link`` none) and no data-parallel stream,
-the simulated step equals the closed form of :func:`simulator.parallel.schedule.pipeline_time`
-exactly (a test enforces it on real stage graphs). Where the two differ: unequal stages (the
-closed form charges every non-bottleneck stage's fill and drain in full, the simulation overlaps
-what the schedule lets it), sends that overlap compute, and gradient buckets that finish after the
-backward they overlap (the closed form assumes the whole backward hides them).
+With sends counted in the stage times (``link`` none) and no data-parallel stream, the simulated
+step equals :func:`simulator.parallel.schedule.pipeline_time` exactly, equal stages or not (it
+evaluates the same pass orders, :func:`~simulator.parallel.schedule.device_order`, as a max-plus
+recurrence; tests enforce it on real stage graphs, uneven splits included). Where the two differ:
+sends that overlap compute, and gradient buckets that finish after the backward they overlap (the
+closed form assumes the whole backward hides them).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import simpy
+
+from simulator.parallel.schedule import device_order
 
 __all__ = ["PipelineTrace", "StageWork", "Bucket", "simulate_pipeline", "simulate_step", "device_order"]
 
@@ -115,46 +117,6 @@ class PipelineTrace:
 
     def last_pass_end_s(self, device: int) -> float:
         return self.passes[device][-1][4] if self.passes[device] else 0.0
-
-
-def device_order(schedule: str, p: int, m: int, s: int, v: int = 1) -> list[tuple[str, int, int]]:
-    """The ordered (``"F"``/``"B"``, microbatch, virtual chunk on this device) passes of stage ``s``."""
-    if schedule == "gpipe":
-        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in reversed(range(m))]
-    if schedule == "1f1b":
-        warm = min(p - s - 1, m)
-        order: list[tuple[str, int, int]] = [("F", i, 0) for i in range(warm)]
-        f, b = warm, 0
-        while f < m:
-            order.append(("F", f, 0))
-            f += 1
-            order.append(("B", b, 0))
-            b += 1
-        order += [("B", i, 0) for i in range(b, m)]
-        return order
-    if schedule == "interleaved":
-        if m % p:
-            raise ValueError(f"interleaved schedule: microbatches {m} not a multiple of pp {p}; expected a multiple "
-                             "(as Megatron-LM requires)")
-        total = m * v
-
-        def fwd(k: int) -> tuple[str, int, int]:
-            return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
-
-        def bwd(k: int) -> tuple[str, int, int]:
-            return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
-
-        warm = min((p - s - 1) * 2 + (v - 1) * p, total)
-        order = [fwd(k) for k in range(warm)]
-        fk, bk = warm, 0
-        while fk < total:
-            order.append(fwd(fk))
-            fk += 1
-            order.append(bwd(bk))
-            bk += 1
-        order += [bwd(k) for k in range(bk, total)]
-        return order
-    raise ValueError(f"schedule: got {schedule!r}; expected gpipe, 1f1b or interleaved")
 
 
 def simulate_step(work: Sequence[Sequence[StageWork]], m: int, schedule: str = "1f1b", *,

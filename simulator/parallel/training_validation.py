@@ -399,10 +399,35 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     # ``dp_shard_cp`` mesh whenever dp_shard or cp is enabled)
     fsdp = shard > 1 or (cp > 1 and stack_of(row) == "fsdp2")
     sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
+    split = _pipeline_split(row) if pp > 1 else "even"
+    if split == "torchtitan" and mb and mb % pp == 0:
+        mb //= pp  # torchtitan splits the local batch into pipeline_parallel_microbatches (default: pp degree)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
-                        capacity_factor=_capacity_factor(row))
+                        capacity_factor=_capacity_factor(row), pipeline_split=split)
+
+
+#: models whose Megatron-Bridge pretraining recipe counts the embedding and the loss as pipeline
+#: layers (``account_for_embedding_in_pipeline_split``/``account_for_loss_in_pipeline_split`` True:
+#: src/megatron/bridge/recipes/llama/llama3.py ``llama31_405b_pretrain_config`` and
+#: src/megatron/bridge/recipes/qwen/qwen3_moe.py ``qwen3_235b_a22b_pretrain_config``, which the
+#: scripts/performance configs build on; NVIDIA-NeMo/Megatron-Bridge @ 6ef21f818de0991de5f0279199777a3f65880220)
+_MEGATRON_SPLIT_MODELS = ("llama-3.1-405b", "qwen3-235b-a22b")
+
+
+def _pipeline_split(row: TrainingRecord) -> str:
+    """The row's stack's own split of the layers over the stages (:data:`workloads.parallel.PIPELINE_SPLITS`):
+    torchtitan's generated split points (torchtitan/parallelisms/pipelining_utils.py ``generate_split_points``
+    @ 9dec370, the benchmarks' commit), NeMo AutoModel's, the Megatron-Bridge recipe's, else even."""
+    fw = row["framework"].strip().lower()
+    if fw.startswith("torchtitan"):
+        return "torchtitan"
+    if fw.startswith("nemo automodel"):  # generate_hf_model_fqn_per_model_part @ cb97654 (the benchmark's commit)
+        return "automodel"
+    if fw.startswith("megatron") and row["model"].strip() in _MEGATRON_SPLIT_MODELS:
+        return "megatron-embedding-loss"
+    return "even"
 
 
 def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, Any]:

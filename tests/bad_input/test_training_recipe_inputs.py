@@ -43,3 +43,20 @@ def test_offload_without_a_host_link_is_refused(capsys: pytest.CaptureFixture[st
 def test_capacity_factor_on_a_dense_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     rc, err = run(capsys, *PLAN, "--capacity-factor", "1.25")
     one_line(rc, err, "capacity_factor 1.25", "no experts")
+
+
+PP = ("predict", "gpt2", "--hardware", "dgx-h100", "--train", "--pp", "5", "--microbatch", "1", "--seq", "128")
+
+
+@pytest.mark.parametrize("argv, parts", [
+    ((), ("pp 5 does not divide layers=12", "nearest pp: 4 or 6", "--stage-layers")),
+    (("--stage-layers", "2,2,2,2"), ("stage_layers", "got 4 counts", "pp x interleave = 5 x 1 = 5")),
+    (("--stage-layers", "2,2,2,2,2"), ("stage_layers 2,2,2,2,2 sum to 10", "layers=12")),
+    (("--stage-layers", "2,0,3"), ("--stage-layers", "'2,0,3'", "positive layer counts")),
+    (("--pipeline-split", "torchtitn"), ("--pipeline-split", "'torchtitn'", "did you mean 'torchtitan'")),
+    (("--pipeline-split", "megatron-loss"), ("megatron-loss split", "layers + loss = 13", "pp x interleave = 5")),
+])
+def test_bad_pipeline_split_is_one_located_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+                                                parts: tuple[str, ...]) -> None:
+    rc, err = run(capsys, *PP, *argv)
+    one_line(rc, err, *parts)

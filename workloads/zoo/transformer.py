@@ -125,6 +125,21 @@ class TransformerConfig:
     experts, top_k, moe_every, moe_offset, capacity_factor
         MoE: ``experts`` per MoE layer (0: dense), each token routed to ``top_k``; layer ``i`` is MoE
         when ``i % moe_every == moe_offset``; expert buffer rows scale with ``capacity_factor``.
+    attention_chunk
+        Chunked local attention (Llama 4's iRoPE: three of every four layers attend within chunks of
+        this many tokens, the fourth globally; 0: none). Up to one chunk it is full causal attention,
+        which is what is built; longer sequences are refused (the chunk mask is not modelled yet).
+    q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim
+        Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank`` > 0): queries through a
+        ``q_lora_rank`` bottleneck (0: one projection), keys and values up-projected from a normed
+        ``kv_lora_rank`` latent, each head's query and key ``head_dim`` wide plus ``rope_head_dim``
+        rotary columns (the key's shared by all heads), values ``v_head_dim`` wide.
+    first_dense
+        MoE: the first ``first_dense`` layers are dense (DeepSeek-V3's ``first_k_dense_replace``).
+    shared_d_ff, dense_d_ff
+        MoE: the width of the shared expert MLP every token also runs in an MoE layer (0: none;
+        DeepSeek-MoE, Llama 4), and the MLP width of the dense layers (0: ``d_ff``; Llama 4
+        Maverick's dense layers are twice its experts' width).
     relative_buckets
         Buckets of the T5 relative position bias.
     """
@@ -162,6 +177,14 @@ class TransformerConfig:
     moe_offset: int = 0
     capacity_factor: float = 1.0
     relative_buckets: int = 32
+    shared_d_ff: int = 0
+    dense_d_ff: int = 0
+    attention_chunk: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
+    first_dense: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -185,6 +208,15 @@ class TransformerConfig:
                 problems.append(f"moe_every/moe_offset: got {self.moe_every}/{self.moe_offset}; expected 0 <= offset < every")
             if self.capacity_factor <= 0:
                 problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
+        if self.kv_lora_rank and (self.head_dim is None or self.rope_head_dim < 1 or self.v_head_dim < 1
+                                  or self.pos != "rope"):
+            problems.append("kv_lora_rank: latent attention needs head_dim, rope_head_dim >= 1, v_head_dim >= 1 and "
+                            f"pos 'rope'; got head_dim {self.head_dim}, rope_head_dim {self.rope_head_dim}, "
+                            f"v_head_dim {self.v_head_dim}, pos {self.pos!r}")
+        for f in ("shared_d_ff", "dense_d_ff", "first_dense"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 0 or (v and not self.experts):
+                problems.append(f"{f}: got {v!r}; expected an integer >= 0, set only on an MoE model (experts > 0)")
         if self.is_vision and (self.patch_size < 1 or self.image_size % self.patch_size):
             problems.append(f"patch_size: got {self.patch_size} for image_size {self.image_size}; expected a divisor")
         if self.decoder_layers and self.encoder_only:
@@ -219,14 +251,17 @@ class TransformerConfig:
         return self.mlp in ("swiglu", "geglu")
 
     def is_moe_layer(self, i: int) -> bool:
-        return self.experts > 0 and i % self.moe_every == self.moe_offset
+        return self.experts > 0 and i >= self.first_dense and i % self.moe_every == self.moe_offset
 
     @property
     def phases(self) -> tuple[str, ...]:
         return PHASES if self.is_decoder_lm else ("forward", "train")
 
     def kv_cache_bytes(self, batch: int, context: int, dtype: str | DType = "bf16") -> int:
-        """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``."""
+        """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``
+        (latent attention: ``layers * (kv_lora_rank + rope_head_dim) * context * batch * bytes``)."""
+        if self.kv_lora_rank:
+            return self.layers * (self.kv_lora_rank + self.rope_head_dim) * context * batch * parse_dtype(dtype).bits // 8
         return 2 * self.layers * self.n_kv_heads * self.d_head * context * batch * parse_dtype(dtype).bits // 8
 
 
@@ -428,6 +463,8 @@ class _Build:
                         memory: TensorSpec | None = None, name: str = "attn") -> TensorSpec:
         """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output."""
         cfg, b = self.cfg, self.b
+        if cfg.kv_lora_rank and memory is None:
+            return self.latent_attention_block(h, causal=causal, cache=cache, name=name)
         hq, hk, hd = self.heads_local, self.kv_heads_local, cfg.d_head
         with b.group(name):
             h = self.tp_enter(h)
@@ -481,6 +518,49 @@ class _Build:
                 o = b.op("transpose", [o], name="heads_contiguous", perm=(0, 2, 1, 3))
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
+            return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
+
+    def latent_attention_block(self, h: TensorSpec, *, causal: bool, cache: bool, name: str = "attn") -> TensorSpec:
+        """Multi-head latent attention (DeepSeek-V3, Sec. 2.1.1 of its report; HF ``DeepseekV3Attention``):
+        ``q = W_qb norm(W_qa h)``; ``[c_kv, k_rope] = W_kva h``; ``[k_nope, v] = W_kvb norm(c_kv)``; each
+        head's key is ``[k_nope, rope(k_rope)]`` (the rotary part shared by the heads). The down
+        projections are replicated over the tensor-parallel ranks, the up projections split by heads
+        (Megatron-Core's ``MLASelfAttention``)."""
+        cfg, b = self.cfg, self.b
+        if self.phase == "decode" or self.cp > 1 or self.attention != "fused" or self.eager_ops:
+            raise ValueError(f"model {cfg.name!r}: multi-head latent attention is modelled for prefill, forward and "
+                             f"training steps with fused attention, no context parallelism and the default stack; got "
+                             f"phase {self.phase!r}, cp {self.cp}, attention {self.attention!r}"
+                             f"{', a framework profile' if self.eager_ops else ''} (decode over the latent cache, with "
+                             "its absorbed projections, is not modelled yet)")
+        hq, dn, dr, dv = self.heads_local, cfg.d_head, cfg.rope_head_dim, cfg.v_head_dim
+        with b.group(name):
+            h = self.tp_enter(h)
+            bsz, s, d = h.shape
+            if cfg.q_lora_rank:
+                cq = self.norm(self.linear(h, d, cfg.q_lora_rank, "q_down", False), "q_norm")
+                q = self.linear(cq, cfg.q_lora_rank, hq * (dn + dr), "q_up", False, parallel="column")
+            else:
+                q = self.linear(h, d, hq * (dn + dr), "q", False, parallel="column")
+            ckv = self.linear(h, d, cfg.kv_lora_rank + dr, "kv_down", False)
+            c, kr = b.op("split", [ckv], name="split_latent", axis=-1, sizes=(cfg.kv_lora_rank, dr))
+            c = self.norm(c, "kv_norm")
+            if cache:  # prefill: the normed latent and the rotary key columns are what is cached
+                c = self.reshape(b.op("kv_append", [self.reshape(c, (bsz, 1, s, cfg.kv_lora_rank), "latent_head")],
+                                      name="latent_cache", out_roles=[Role.KV_CACHE]), (bsz, s, cfg.kv_lora_rank),
+                                 "latent_tokens")
+                kr = self.reshape(b.op("kv_append", [self.reshape(kr, (bsz, 1, s, dr), "rope_head")],
+                                       name="rope_cache", out_roles=[Role.KV_CACHE]), (bsz, s, dr), "rope_tokens")
+            kv = self.linear(c, cfg.kv_lora_rank, hq * (dn + dv), "kv_up", False, parallel="column")
+            q = self.ew("rope", self.reshape(q, (bsz, hq, s, dn + dr), "q_heads"), name="rope_q")
+            kn, v = b.op("split", [self.reshape(kv, (bsz, hq, s, dn + dv), "kv_heads")], name="split_k_v", axis=-1,
+                         sizes=(dn, dv))
+            kr = self.ew("rope", self.reshape(kr, (bsz, 1, s, dr), "k_rope_head"), name="rope_k")
+            kr = b.op("expand", [kr], name="k_rope_heads", shape=(bsz, hq, s, dr))
+            k = b.op("concat", [kn, kr], name="k", axis=-1)
+            o = b.op("attention", [q, k, v], name="core", causal=causal)
+            o = self.reshape(o, (bsz, s, hq * dv), "merge_heads")
+            o = self.row_parallel_out(o, hq * dv, d, "out", cfg.out_bias)
             return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
 
     def context_parallel_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool) -> TensorSpec:
@@ -575,10 +655,11 @@ class _Build:
             return self.reshape(o, (bsz, hq, s, hd), "o_heads") if g > 1 else o
 
     # --- MLPs ---------------------------------------------------------------------------------
-    def mlp_block(self, h: TensorSpec) -> TensorSpec:
+    def mlp_block(self, h: TensorSpec, width: int = 0, group: str = "mlp") -> TensorSpec:
+        """The dense MLP of ``width`` columns (0: the model's ``d_ff``; split over the tensor-parallel ranks)."""
         cfg, b = self.cfg, self.b
-        d, ff = h.shape[-1], self.d_ff_local
-        with b.group("mlp"):
+        d, ff = h.shape[-1], (width // self.tp if width else self.d_ff_local)
+        with b.group(group):
             h = self.tp_enter(h)
             if cfg.gated:
                 if self.eager_ops and self.hf.separate_projections:  # the model code's gate_proj and up_proj
@@ -658,15 +739,25 @@ class _Build:
                                              memory=memory, name="cross")
                     x = self.ew("add", x, c, name="cross_residual")
                 hn = self.norm(x, "mlp_norm")
-                m = self.moe_block(hn) if cfg.is_moe_layer(i) else self.mlp_block(hn)
+                m = self.moe_or_mlp(hn, i)
                 return self.ew("add", x, m, name="mlp_residual")
             a = self.attention_block(x, causal=causal, cache=cache, bias=bias)
             x = self.norm(self.ew("add", x, a, name="attn_residual"), "attn_norm")
             if memory is not None:
                 c = self.attention_block(x, causal=False, cache=False, bias=cross_bias, memory=memory, name="cross")
                 x = self.norm(self.ew("add", x, c, name="cross_residual"), "cross_norm")
-            m = self.moe_block(x) if cfg.is_moe_layer(i) else self.mlp_block(x)
+            m = self.moe_or_mlp(x, i)
             return self.norm(self.ew("add", x, m, name="mlp_residual"), "mlp_norm")
+
+    def moe_or_mlp(self, h: TensorSpec, i: int) -> TensorSpec:
+        """Layer ``i``'s feed-forward block: routed experts (plus the shared expert) or the dense MLP."""
+        cfg = self.cfg
+        if not cfg.is_moe_layer(i):
+            return self.mlp_block(h, cfg.dense_d_ff)
+        y = self.moe_block(h)
+        if cfg.shared_d_ff:  # every token also through the shared expert, its output added (Llama 4, DeepSeek-MoE)
+            y = self.ew("add", y, self.mlp_block(h, cfg.shared_d_ff, "shared_expert"), name="shared_expert_add")
+        return y
 
     def relative_bias(self, s: int, skv: int) -> TensorSpec:
         """T5 bucketed relative position bias (heads, s, skv), computed once per stack."""
@@ -930,6 +1021,10 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
             what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
             raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
                              f"positions; expected at most max_positions = {cfg.max_positions}")
+    if cfg.attention_chunk and max(seq, ctx or 0) > cfg.attention_chunk:
+        raise ValueError(f"model {cfg.name!r}: seq {max(seq, ctx or 0)} exceeds its attention chunk of "
+                         f"{cfg.attention_chunk} tokens; expected at most {cfg.attention_chunk} (chunked local "
+                         "attention beyond one chunk is not modelled yet)")
     if stage_layers is not None:
         lo, hi = stage_layers
         if not cfg.is_decoder_lm:
@@ -1004,6 +1099,10 @@ def tensor_parallel_problems(cfg: TransformerConfig, tp: int, *, sequence_parall
     if cfg.d_ff % tp:
         out.append(f"tp {tp} does not divide d_ff={cfg.d_ff}; expected a divisor (nearest: "
                    f"{_nearest_divisors(cfg.d_ff, tp)})")
+    for f in ("shared_d_ff", "dense_d_ff"):
+        if getattr(cfg, f) % tp:
+            out.append(f"tp {tp} does not divide {f}={getattr(cfg, f)}; expected a divisor (nearest: "
+                       f"{_nearest_divisors(getattr(cfg, f), tp)})")
     if sequence_parallel:
         s = 1 if phase == "decode" else seq
         if cfg.is_vision or cfg.is_encoder_decoder:
