@@ -374,6 +374,15 @@ def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
     counts its base once, however many views of it are read.
     """
     g = sg.graph
+    kept = _stash_kept(sg)
+    offloaded = set(g.meta.get("offloaded_activations", ()))
+    large = sum(1 for v in kept.values() if v > 2**20)
+    return sum(kept.values()), float(large), sum(v for k, v in kept.items() if k in offloaded)
+
+
+def _stash_kept(sg: StageGraph) -> dict[str, float]:
+    """Name -> bytes of the forward tensors (a view's base once) the backward pass reads."""
+    g = sg.graph
     fwd = g.ops[: sg.forward_ops]
     fwd_names = {op.name for op in fwd}
     base: dict[str, Any] = {}
@@ -393,9 +402,7 @@ def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
             root = base.get(t.name, t)
             if root.role is Role.ACTIVATION and g.producer(root.name) is not None:
                 kept[root.name] = float(root.nbytes)
-    offloaded = set(g.meta.get("offloaded_activations", ()))
-    large = sum(1 for v in kept.values() if v > 2**20)
-    return sum(kept.values()), float(large), sum(v for k, v in kept.items() if k in offloaded)
+    return kept
 
 
 _VIEWS = frozenset({"reshape", "split", "slice"})
@@ -528,7 +535,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
-    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
+    kind = getattr(dev, "kind", "")
+    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=kind == "gpu",
+                            xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None)
     if train and plan.offload:  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
@@ -705,13 +714,17 @@ def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], p
 
 def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
                    pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
-                   comm: list[float], gpu: bool = True) -> list[StageResult]:
-    """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`)."""
+                   comm: list[float], gpu: bool = True, xla_reserved: float | None = None) -> list[StageResult]:
+    """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`, or
+    :func:`_xla_stage_memory` for a TPU's training step: ``xla_reserved`` is its runtime's HBM reserve)."""
     stages: list[StageResult] = []
     for s in range(len(per_stage)):
         sgs = per_stage[s]
         inflight = pipe.in_flight[s] if pipe is not None else 1.0
-        mem = _stage_memory(sgs, plan, train, inflight, gpu)
+        if train and xla_reserved is not None:
+            mem = _xla_stage_memory(sgs, plan, inflight, xla_reserved)
+        else:
+            mem = _stage_memory(sgs, plan, train, inflight, gpu)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
@@ -786,6 +799,36 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out["reserve"] = M.allocator_rounding_bytes(tensors) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
+    return out
+
+
+def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, inflight: float,
+                      reserved: float) -> dict[str, float]:
+    """What one TPU chip of a stage holds at a training step's peak as XLA assigns it, by the
+    components of :func:`_stage_memory` (simulator/report/memory_xla.py; docs/training_memory.md,
+    "XLA on TPUs"): MaxText's fp32 train state sharded over the FSDP ranks (replicated without
+    ``fsdp``), the scanned layer's gathered weights and unsharded gradient, the activations with
+    the row-parallel stash sharded over the tensor-parallel ranks and MaxText's loss, and the
+    runtime's HBM reserve; no caching allocator, so no rounding reserve."""
+    from simulator.report import memory_xla as X
+
+    params = sum(sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs)
+    wbytes, _ = _weight_itemsize(sgs)
+    shard = (plan.shard_group or plan.dp * plan.cp) if plan.fsdp else 1
+    state = X.maxtext_state_bytes(params / wbytes, shard)
+    buffers = X.fsdp_gather_buffers([sg.graph for sg, _ in sgs], shard)
+    buffers["xla_runtime_reserved"] = reserved
+    act, act_host, _ = _activation_memory(sgs, plan, True, inflight, stack="xla")
+    if plan.tp > 1:  # MaxText shards out_proj / mlpwo outputs over `tensor`; the graph keeps them whole
+        row = sum(X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)) for sg, _ in sgs)
+        act = max(0.0, act - row * (1.0 - 1.0 / plan.tp) * max(1.0, inflight))
+    out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs), "host.step_transfer": 0.0,
+           "host.activations_per_microbatch": act_host / max(1.0, inflight), "activations": act,
+           "offloaded_to_host": act_host, "reserve": 0.0, **state}
+    out.update({f"buffers.{k}": v for k, v in buffers.items()})
+    out["buffers"] = sum(buffers.values())
+    out["total"] = sum(out[k] for k in ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers"))
+    out["allocator_reserved"] = out["total"] - reserved
     return out
 
 
@@ -876,7 +919,7 @@ def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
 
 
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
-                       inflight: float) -> tuple[float, float, float]:
+                       inflight: float, stack: str | None = None) -> tuple[float, float, float]:
     """(activation bytes on the device, bytes kept on the host, large tensors live at the peak).
 
     One microbatch's peak of live activations (its stash included) plus the stash of the other
@@ -890,9 +933,14 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
 
     work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
         g, inputs_from_first_use=True))) for sg, _ in sgs)
-    stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
-    work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
-                for sg, _ in sgs)
+    if stack == "xla":  # MaxText's loss under XLA (simulator/report/memory_xla.py)
+        from simulator.report.memory_xla import xla_loss_extra_bytes
+
+        work += max(xla_loss_extra_bytes(sg.graph) for sg, _ in sgs)
+    else:
+        stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+        work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
+                    for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)
