@@ -819,9 +819,12 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
     buffers = X.fsdp_gather_buffers([sg.graph for sg, _ in sgs], shard)
     buffers["xla_runtime_reserved"] = reserved
     act, act_host, _ = _activation_memory(sgs, plan, True, inflight, stack="xla")
-    if plan.tp > 1:  # MaxText shards out_proj / mlpwo outputs over `tensor`; the graph keeps them whole
-        row = sum(X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)) for sg, _ in sgs)
-        act = max(0.0, act - row * (1.0 - 1.0 / plan.tp) * max(1.0, inflight))
+    # the row-parallel stash: out_proj sharded over `tensor`, mlpwo's output not kept (memory_xla)
+    out_b = wo_b = 0.0
+    for sg, _ in sgs:
+        o, w = sg.graph.memo("xla_row_parallel_stash", lambda sg=sg: X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)))
+        out_b, wo_b = out_b + o, wo_b + w
+    act = max(0.0, act - (out_b * (1.0 - 1.0 / plan.tp) + wo_b) * max(1.0, inflight))
     out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs), "host.step_transfer": 0.0,
            "host.activations_per_microbatch": act_host / max(1.0, inflight), "activations": act,
            "offloaded_to_host": act_host, "reserve": 0.0, **state}
@@ -931,13 +934,14 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
         return work, 0.0, 0.0
     from simulator.report.memory import peak_activation_bytes
 
-    work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
-        g, inputs_from_first_use=True))) for sg, _ in sgs)
-    if stack == "xla":  # MaxText's loss under XLA (simulator/report/memory_xla.py)
-        from simulator.report.memory_xla import xla_loss_extra_bytes
+    if stack == "xla":  # XLA's buffers and MaxText's loss (simulator/report/memory_xla.py)
+        from simulator.report.memory_xla import xla_peak_activation_bytes
 
-        work += max(xla_loss_extra_bytes(sg.graph) for sg, _ in sgs)
+        work = max(sg.graph.memo("xla_peak_activation_bytes", lambda g=sg.graph: xla_peak_activation_bytes(g))
+                   for sg, _ in sgs)
     else:
+        work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
+            g, inputs_from_first_use=True))) for sg, _ in sgs)
         stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
         work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                     for sg, _ in sgs)

@@ -21,8 +21,9 @@ step's peak, component by component (docs/training_memory.md, "XLA on TPUs"):
   (:data:`XLA_LOSS_EXTRA_LOGIT_TENSORS`);
 * FSDP's gathered weights: XLA all-gathers each weight array of the scanned layer over the ``fsdp``
   axis where it is used (one array at a time, the next one's gather overlapped by the latency-hiding
-  scheduler) and reduce-scatters each weight gradient as the backward produces it
-  (:func:`fsdp_gather_buffers`);
+  scheduler) and reduce-scatters each weight gradient, in the dot's dtype, as the backward produces
+  it (:func:`fsdp_gather_buffers`); the unsharded weight gradients the graph keeps until their
+  accumulation are therefore not held (:func:`xla_peak_activation_bytes`);
 * the runtime's reservation: ``memory.hbm.reserved_bytes`` of the TPU's catalog entry (the
   compiler's HBM limit is ``capacity_bytes - reserved_bytes``; OpenXLA error code E1000: "System
   overhead: a small portion of memory is reserved for XLA Runtime internals").
@@ -36,7 +37,7 @@ from workloads.ir import OpGraph, Role
 
 __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
            "ROW_PARALLEL_NAMES", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
-           "xla_loss_extra_bytes"]
+           "xla_loss_extra_bytes", "xla_peak_activation_bytes"]
 
 #: Bytes per parameter of MaxText's train state (AI-Hypercomputer/maxtext
 #: src/maxtext/configs/base.yml @ e591f30cbbf217ed67ef71263ec0538239f9c3b8: ``weight_dtype: "float32"``,
@@ -84,44 +85,83 @@ def _layer_weights(g: OpGraph) -> list[float]:
 
 
 def fsdp_gather_buffers(graphs: Iterable[OpGraph], shard: int) -> dict[str, float]:
-    """FSDP's unsharded buffers of a scanned layer: :data:`XLA_GATHERED_WEIGHTS_IN_FLIGHT` gathered
-    weight arrays (the largest, in the compute dtype) and the largest weight's unsharded gradient
-    before its reduce-scatter (fp32, ``grad_dtype``). None when nothing is sharded (``shard`` 1)."""
+    """FSDP's unsharded buffers of a scanned layer, in the compute dtype of the graph's weights:
+    :data:`XLA_GATHERED_WEIGHTS_IN_FLIGHT` gathered weight arrays (the largest) and the largest
+    weight's unsharded gradient before its reduce-scatter. The gradient is the weight-gradient dot's
+    output, in the dot's dtype: the SPMD partitioner propagates the sharded fp32 gradient's sharding
+    back through the elementwise convert to the dot and reduce-scatters the dot's partial sums there,
+    so the fp32 copy only exists sharded. Zero when nothing is sharded (``shard`` 1)."""
     if shard <= 1:
         return {"xla_gathered_weights": 0.0, "xla_gradient_reduce_scatter": 0.0}
     sizes = sorted((w for g in graphs for w in _layer_weights(g)), reverse=True)
-    gathered = sum(sizes[:XLA_GATHERED_WEIGHTS_IN_FLIGHT])
-    itemsize = _weight_itemsize(graphs)
-    grad = sizes[0] / itemsize * MAXTEXT_STATE_BYTES_PER_PARAM["gradients"] if sizes else 0.0
-    return {"xla_gathered_weights": gathered, "xla_gradient_reduce_scatter": grad}
+    return {"xla_gathered_weights": sum(sizes[:XLA_GATHERED_WEIGHTS_IN_FLIGHT]),
+            "xla_gradient_reduce_scatter": sizes[0] if sizes else 0.0}
 
 
-def _weight_itemsize(graphs: Iterable[OpGraph]) -> float:
-    for g in graphs:
-        for t in g.tensors.values():
-            if t.role is Role.WEIGHT and t.dtype.is_float:
-                return float(t.nbytes) / max(1, t.numel)
-    return 2.0
+def row_parallel_stash_bytes(g: OpGraph, kept: Mapping[str, float]) -> tuple[float, float]:
+    """(``out_proj`` bytes, ``mlpwo`` bytes) among the stashed tensors ``kept`` (name -> bytes, the
+    forward tensors the backward pass reads) of the graph's layers.
 
-
-def row_parallel_stash_bytes(g: OpGraph, kept: Mapping[str, float]) -> float:
-    """Bytes of the stashed tensors ``kept`` (name -> bytes, the backward pass's reads of the forward
-    pass) produced by the layers' ``out_proj`` and ``mlpwo`` matmuls (:data:`ROW_PARALLEL_NAMES`):
-    the tensors MaxText shards over the ``tensor`` axis, whose graph copies are unsharded."""
+    MaxText shards both over the ``tensor`` axis (:data:`ROW_PARALLEL_NAMES`); the graph's copies are
+    unsharded. An ``mlpwo`` output is counted only where the residual add it feeds is kept too: JAX
+    saves a value only if the backward pass needs it (a residual of the linearisation), and nothing in
+    the backward reads ``mlpwo``'s output once the layer's output, the next layer's saved input
+    (the scan's carry), is kept; the graph re-runs that add in its recomputation and so keeps both."""
     from workloads.recompute import projection_name
 
-    total = 0.0
+    out = wo = 0.0
     for name, size in kept.items():
         op = g.producer(name)
-        if op is not None and projection_name(g, op) in ROW_PARALLEL_NAMES:
-            total += size
-    return total
+        if op is None:
+            continue
+        proj = projection_name(g, op)
+        if proj == "out_proj":
+            out += size
+        elif proj == "mlpwo" and _feeds_kept_residual(g, name, kept):
+            wo += size
+    return out, wo
 
 
-def xla_loss_extra_bytes(g: OpGraph) -> float:
-    """Bytes MaxText's loss holds at its backward over the graph's logits and their gradient:
-    :data:`XLA_LOSS_EXTRA_LOGIT_TENSORS` tensors of the logits' size and dtype."""
+def _feeds_kept_residual(g: OpGraph, name: str, kept: Mapping[str, float]) -> bool:
+    todo, seen = [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        for c in g.consumers(t):
+            if c.kind == "elementwise" and c.name.endswith("_residual"):
+                if any(o.name in kept for o in c.outputs):
+                    return True
+            elif c.kind in ("reshape", "reduce_scatter", "all_reduce"):
+                todo += [o.name for o in c.outputs]
+    return False
+
+
+def xla_loss_extra_bytes(g: OpGraph) -> dict[str, float]:
+    """Op name -> bytes MaxText's loss holds over the graph's logits and their gradient while the
+    loss's backward runs: :data:`XLA_LOSS_EXTRA_LOGIT_TENSORS` tensors of the logits' size and dtype."""
+    from workloads.training import LOSS_KINDS
+
     for op in g.ops:
         if op.kind == "cross_entropy":
-            return float(XLA_LOSS_EXTRA_LOGIT_TENSORS * op.inputs[0].nbytes)
-    return 0.0
+            size = float(XLA_LOSS_EXTRA_LOGIT_TENSORS * op.inputs[0].nbytes)
+            return {o.name: size for o in g.ops if o.kind == LOSS_KINDS["cross_entropy"]}
+    return {}
+
+
+def xla_peak_activation_bytes(g: OpGraph) -> float:
+    """Peak live activation bytes of a training step's graph as XLA holds them: the graph's peak
+    (:func:`~simulator.report.memory.peak_activation_bytes`, inputs live from first use) with MaxText's
+    loss residual during the loss's backward (:func:`xla_loss_extra_bytes`), and every weight's
+    unsharded gradient (``grad:<weight>``) live only where it is produced: XLA reduce-scatters it into
+    the sharded gradients (its unsharded buffer is :func:`fsdp_gather_buffers`'s)."""
+    from simulator.report.memory import peak_activation_bytes
+
+    weights = {name for name, t in g.tensors.items() if t.role is Role.WEIGHT}
+
+    def weight_grad(name: str) -> bool:
+        return name.startswith("grad:") and name[5:].split("@")[0] in weights
+
+    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=xla_loss_extra_bytes(g),
+                                       transient=weight_grad))
