@@ -17,8 +17,9 @@ step's peak, component by component (docs/training_memory.md, "XLA on TPUs"):
   ``logical_axis_rules`` shard over the ``tensor`` axis, so those saved tensors are ``1/tp`` of a
   chip's share (:func:`row_parallel_stash_bytes`);
 * the loss: MaxText's ``cross_entropy_with_logits`` custom VJP keeps ``exp_shifted`` (a tensor of
-  the logits' size and dtype) for its backward, over the logits and their gradient the graph holds
-  (:data:`XLA_LOSS_EXTRA_LOGIT_TENSORS`);
+  the logits' size and dtype) in place of the logits for its backward, so it holds two logit-sized
+  tensors at once, as the graph does (:data:`XLA_LOSS_EXTRA_LOGIT_TENSORS`; no fp32 copies, unlike
+  PyTorch's eager cross entropy);
 * FSDP's gathered weights: XLA all-gathers each weight array of the scanned layer over the ``fsdp``
   axis where it is used (one array at a time, the next one's gather overlapped by the latency-hiding
   scheduler) and reduce-scatters each weight gradient, in the dot's dtype, as the backward produces
@@ -46,11 +47,13 @@ __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA
 #: default float32 and the optimizer is ``optax.adamw`` without ``mu_dtype``, MaxText/maxtext_utils.py
 #: ``get_optimizer``).
 MAXTEXT_STATE_BYTES_PER_PARAM: dict[str, float] = {"parameters": 4.0, "gradients": 4.0, "optimizer": 8.0}
-#: Logit-sized tensors MaxText's loss keeps over the logits and their gradient: ``exp_shifted`` of
-#: ``_cross_entropy_with_logits_fwd``'s residuals (MaxText/max_utils.py @ 76bd53b0f). The other
-#: residuals are the logits themselves, the one-hot targets (an iota compare XLA fuses into its
-#: consumers) and ``log_softmax`` (read only by the targets' gradient, which nothing uses).
-XLA_LOSS_EXTRA_LOGIT_TENSORS = 1
+#: Logit-sized tensors MaxText's loss holds beyond the two the graph holds at its loss (the logits and
+#: their gradient). ``_cross_entropy_with_logits_fwd`` (MaxText/max_utils.py @ 76bd53b0f; unchanged in
+#: src/maxtext/utils/max_utils.py @ e591f30) keeps ``exp_shifted`` (the logits' size and dtype) for the
+#: backward; the logits themselves are dead once it is computed (the backward reads only their dtype),
+#: the one-hot targets are an iota compare XLA fuses into their consumers, and the backward turns
+#: ``exp_shifted`` into the logits' gradient: two logit-sized tensors at once, forward and backward.
+XLA_LOSS_EXTRA_LOGIT_TENSORS = 0
 #: Gathered weight arrays of the scanned layer live at once: the one a dot reads and the next one,
 #: whose asynchronous all-gather the latency-hiding scheduler overlaps with that dot.
 XLA_GATHERED_WEIGHTS_IN_FLIGHT = 2
@@ -144,7 +147,7 @@ def xla_loss_extra_bytes(g: OpGraph) -> dict[str, float]:
     from workloads.training import LOSS_KINDS
 
     for op in g.ops:
-        if op.kind == "cross_entropy":
+        if op.kind == "cross_entropy" and XLA_LOSS_EXTRA_LOGIT_TENSORS:
             size = float(XLA_LOSS_EXTRA_LOGIT_TENSORS * op.inputs[0].nbytes)
             return {o.name: size for o in g.ops if o.kind == LOSS_KINDS["cross_entropy"]}
     return {}
