@@ -136,7 +136,8 @@ def _feeds_kept_residual(g: OpGraph, name: str, kept: Mapping[str, float]) -> bo
             if c.kind == "elementwise" and c.name.endswith("_residual"):
                 if any(o.name in kept for o in c.outputs):
                     return True
-            elif c.kind in ("reshape", "reduce_scatter", "all_reduce"):
+            elif c.kind in ("reshape", "reduce_scatter", "all_reduce") or (
+                    c.kind == "elementwise" and c.attrs.get("op") == "add"):  # collectives, views, the bias
                 todo += [o.name for o in c.outputs]
     return False
 
