@@ -757,8 +757,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
     buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
     allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
-    buffers and the caching allocator are a GPU's (``gpu``); a TPU's XLA runtime is not modelled
-    (no sourced figure). See docs/training_memory.md."""
+    buffers and the caching allocator are a GPU's (``gpu``); a TPU's training step is
+    :func:`_xla_stage_memory`'s. See docs/training_memory.md."""
     from simulator.report import memory as M
 
     units: dict[str, float] = {}
