@@ -816,6 +816,12 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
     wbytes, _ = _weight_itemsize(sgs)
     shard = (plan.shard_group or plan.dp * plan.cp) if plan.fsdp else 1
     state = X.maxtext_state_bytes(params / wbytes, shard)
+    host = 0.0  # MaxText optimizer_memory_host_offload / parameter_memory_host_offload, as _stage_memory's
+    step_transfer = state["gradients"] + state["parameters"] if set(plan.offload) - {"activations"} else 0.0
+    for kind, keys in (("optimizer", ("optimizer",)), ("params", ("optimizer", "parameters", "gradients"))):
+        if kind in plan.offload:
+            for k in keys:
+                host, state[k] = host + state[k], 0.0
     buffers = X.fsdp_gather_buffers([sg.graph for sg, _ in sgs], shard)
     buffers["xla_runtime_reserved"] = reserved
     act, act_host, _ = _activation_memory(sgs, plan, True, inflight, stack="xla")
@@ -825,9 +831,9 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
         o, w = sg.graph.memo("xla_row_parallel_stash", lambda sg=sg: X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)))
         out_b, wo_b = out_b + o, wo_b + w
     act = max(0.0, act - (out_b * (1.0 - 1.0 / plan.tp) + wo_b) * max(1.0, inflight))
-    out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs), "host.step_transfer": 0.0,
-           "host.activations_per_microbatch": act_host / max(1.0, inflight), "activations": act,
-           "offloaded_to_host": act_host, "reserve": 0.0, **state}
+    out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs),
+           "host.step_transfer": step_transfer, "host.activations_per_microbatch": act_host / max(1.0, inflight),
+           "activations": act, "offloaded_to_host": host + act_host, "reserve": 0.0, **state}
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
     out["total"] = sum(out[k] for k in ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers"))

@@ -78,3 +78,14 @@ def test_gpu_memory_keeps_its_allocator_model() -> None:
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
     b = _breakdown(dataclasses.replace(zoo_config("llama-3-8b"), layers=2), "dgx-h100", plan, "full")
     assert b["buffers.cuda_context"] == 400 * 2**20 and "buffers.xla_runtime_reserved" not in b
+
+
+def test_optimizer_offload_moves_the_moments_to_the_host() -> None:
+    cfg = dataclasses.replace(zoo_config("megatron-gpt-22b"), layers=2)
+    on = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
+    off = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4,
+                                                    offload=("optimizer",)), "full")
+    assert off["optimizer"] == 0.0 and off["offloaded_to_host"] == pytest.approx(on["optimizer"])
+    # the step sends the gradients out and brings the parameters back over the host link
+    assert off["host.step_transfer"] == pytest.approx(on["gradients"] + on["parameters"])
+    assert off["total"] == pytest.approx(on["total"] - on["optimizer"])
