@@ -74,17 +74,24 @@ def maxtext_state_bytes(n_params: float, shard: int) -> dict[str, float]:
 
 
 def _layer_weights(g: OpGraph) -> list[float]:
-    """Bytes of each distinct weight tensor no op produces, read by an op of a layer (``layers.N``)."""
-    from workloads.recompute import layer_key
+    """Bytes of each weight array of the layers (``layers.N``) as MaxText holds them, largest first:
+    a fused projection of the graph (``qkv``, ``gate_up``: a weight matmul whose output is split
+    along its last axis) counts as its parts, as MaxText's ``fused_qkv: false`` and ``fused_mlp:
+    false`` (base.yml @ e591f30) keep one array per projection (``query``, ``key``, ``value``;
+    ``wi_0``, ``wi_1``)."""
+    from workloads.recompute import _split_sizes, layer_key
 
-    seen: dict[str, float] = {}
+    seen: dict[str, list[float]] = {}
     for op in g.ops:
         if layer_key(op.group) is None:
             continue
-        for t in op.inputs:
-            if t.role is Role.WEIGHT and t.name not in seen and g.producer(t.name) is None:
-                seen[t.name] = float(t.nbytes)
-    return sorted(seen.values(), reverse=True)
+        for i, t in enumerate(op.inputs):
+            if t.role is not Role.WEIGHT or t.name in seen or g.producer(t.name) is not None:
+                continue
+            parts = _split_sizes(g, op) if i == 1 and op.kind == "matmul" else None
+            widths = parts[1] if parts else (1,)
+            seen[t.name] = [float(t.nbytes) * w / sum(widths) for w in widths]
+    return sorted((b for sizes in seen.values() for b in sizes), reverse=True)
 
 
 def fsdp_gather_buffers(graphs: Iterable[OpGraph], shard: int) -> dict[str, float]:

@@ -89,3 +89,12 @@ def test_optimizer_offload_moves_the_moments_to_the_host() -> None:
     # the step sends the gradients out and brings the parameters back over the host link
     assert off["host.step_transfer"] == pytest.approx(on["gradients"] + on["parameters"])
     assert off["total"] == pytest.approx(on["total"] - on["optimizer"])
+
+
+def test_fused_projections_are_gathered_per_maxtext_array() -> None:
+    # Llama 3 8B: the zoo's fused gate_up (4096 x 2 x 14336) is MaxText's wi_0 and wi_1 (fused_mlp:
+    # false), each 4096 x 14336 like wo: the two largest arrays are 2 x (2 x 4096 x 14336) bytes in bf16
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+    b = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
+    assert b["buffers.xla_gathered_weights"] == 2 * (2 * 4096 * 14336)
+    assert b["buffers.xla_gradient_reduce_scatter"] == 2 * 4096 * 14336
