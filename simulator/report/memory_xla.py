@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from workloads.ir import OpGraph, Role
+from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
            "ROW_PARALLEL_NAMES", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
@@ -79,7 +79,7 @@ def _layer_weights(g: OpGraph) -> list[float]:
     along its last axis) counts as its parts, as MaxText's ``fused_qkv: false`` and ``fused_mlp:
     false`` (base.yml @ e591f30) keep one array per projection (``query``, ``key``, ``value``;
     ``wi_0``, ``wi_1``)."""
-    from workloads.recompute import _split_sizes, layer_key
+    from workloads.recompute import layer_key
 
     seen: dict[str, list[float]] = {}
     for op in g.ops:
@@ -88,10 +88,18 @@ def _layer_weights(g: OpGraph) -> list[float]:
         for i, t in enumerate(op.inputs):
             if t.role is not Role.WEIGHT or t.name in seen or g.producer(t.name) is not None:
                 continue
-            parts = _split_sizes(g, op) if i == 1 and op.kind == "matmul" else None
-            widths = parts[1] if parts else (1,)
+            widths = _split_widths(g, op) if i == 1 and op.kind == "matmul" else (1,)
             seen[t.name] = [float(t.nbytes) * w / sum(widths) for w in widths]
     return sorted((b for sizes in seen.values() for b in sizes), reverse=True)
+
+
+def _split_widths(g: OpGraph, op: Op) -> tuple[int, ...]:
+    """The part widths when ``op``'s only consumer splits its output's last axis, else ``(1,)``."""
+    out = op.outputs[0]
+    cons = g.consumers(out.name)
+    if len(cons) != 1 or cons[0].kind != "split" or int(cons[0].attrs.get("axis", -1)) not in (-1, len(out.shape) - 1):
+        return (1,)
+    return tuple(int(t.shape[-1]) for t in cons[0].outputs)
 
 
 def fsdp_gather_buffers(graphs: Iterable[OpGraph], shard: int) -> dict[str, float]:
