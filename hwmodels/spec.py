@@ -225,6 +225,10 @@ class MemoryLevel:
              "between capacity_bytes and it the share of the bytes this level serves falls linearly in log size, "
              "the rest coming from the next level out", default=0.0,
         absent="a sharp edge at capacity_bytes (MemoryLevel.spill_bytes = 0; the host CPU's probes measure a soft one)")
+    reserved_bytes: float = spec_field(
+        "B", "bytes of the level the device's runtime keeps for itself (a program may use capacity_bytes minus "
+             "this); counted by the XLA memory model of TPU training steps", default=0.0,
+        absent="no runtime reservation stated (MemoryLevel.reserved_bytes = 0)")
 
 
 @dataclass(frozen=True)

@@ -375,6 +375,15 @@ def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
     counts its base once, however many views of it are read.
     """
     g = sg.graph
+    kept = _stash_kept(sg)
+    offloaded = set(g.meta.get("offloaded_activations", ()))
+    large = sum(1 for v in kept.values() if v > 2**20)
+    return sum(kept.values()), float(large), sum(v for k, v in kept.items() if k in offloaded)
+
+
+def _stash_kept(sg: StageGraph) -> dict[str, float]:
+    """Name -> bytes of the forward tensors (a view's base once) the backward pass reads."""
+    g = sg.graph
     fwd = g.ops[: sg.forward_ops]
     fwd_names = {op.name for op in fwd}
     base: dict[str, Any] = {}
@@ -394,9 +403,7 @@ def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
             root = base.get(t.name, t)
             if root.role is Role.ACTIVATION and g.producer(root.name) is not None:
                 kept[root.name] = float(root.nbytes)
-    offloaded = set(g.meta.get("offloaded_activations", ()))
-    large = sum(1 for v in kept.values() if v > 2**20)
-    return sum(kept.values()), float(large), sum(v for k, v in kept.items() if k in offloaded)
+    return kept
 
 
 _VIEWS = frozenset({"reshape", "split", "slice"})
@@ -532,7 +539,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
-    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
+    kind = getattr(dev, "kind", "")
+    stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=kind == "gpu",
+                            xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None)
     if train and plan.offload:  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
@@ -724,13 +733,17 @@ def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], p
 
 def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
                    pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
-                   comm: list[float], gpu: bool = True) -> list[StageResult]:
-    """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`)."""
+                   comm: list[float], gpu: bool = True, xla_reserved: float | None = None) -> list[StageResult]:
+    """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`, or
+    :func:`_xla_stage_memory` for a TPU's training step: ``xla_reserved`` is its runtime's HBM reserve)."""
     stages: list[StageResult] = []
     for s in range(len(per_stage)):
         sgs = per_stage[s]
         inflight = pipe.in_flight[s] if pipe is not None else 1.0
-        mem = _stage_memory(sgs, plan, train, inflight, gpu)
+        if train and xla_reserved is not None:
+            mem = _xla_stage_memory(sgs, plan, inflight, xla_reserved)
+        else:
+            mem = _stage_memory(sgs, plan, train, inflight, gpu)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
@@ -763,8 +776,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
     buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
     allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
-    buffers and the caching allocator are a GPU's (``gpu``); a TPU's XLA runtime is not modelled
-    (no sourced figure). See docs/training_memory.md."""
+    buffers and the caching allocator are a GPU's (``gpu``); a TPU's training step is
+    :func:`_xla_stage_memory`'s. See docs/training_memory.md."""
     from simulator.report import memory as M
 
     units: dict[str, float] = {}
@@ -805,6 +818,45 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out["reserve"] = M.allocator_rounding_bytes(tensors) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
+    return out
+
+
+def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, inflight: float,
+                      reserved: float) -> dict[str, float]:
+    """What one TPU chip of a stage holds at a training step's peak as XLA assigns it, by the
+    components of :func:`_stage_memory` (simulator/report/memory_xla.py; docs/training_memory.md,
+    "XLA on TPUs"): MaxText's fp32 train state sharded over the FSDP ranks (replicated without
+    ``fsdp``), the scanned layer's gathered weights and unsharded gradient, the activations with
+    the row-parallel stash sharded over the tensor-parallel ranks and MaxText's loss, and the
+    runtime's HBM reserve; no caching allocator, so no rounding reserve."""
+    from simulator.report import memory_xla as X
+
+    params = sum(sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs)
+    wbytes, _ = _weight_itemsize(sgs)
+    shard = (plan.shard_group or plan.dp * plan.cp) if plan.fsdp else 1
+    state = X.maxtext_state_bytes(params / wbytes, shard)
+    host = 0.0  # MaxText optimizer_memory_host_offload / parameter_memory_host_offload, as _stage_memory's
+    step_transfer = state["gradients"] + state["parameters"] if set(plan.offload) - {"activations"} else 0.0
+    for kind, keys in (("optimizer", ("optimizer",)), ("params", ("optimizer", "parameters", "gradients"))):
+        if kind in plan.offload:
+            for k in keys:
+                host, state[k] = host + state[k], 0.0
+    buffers = X.fsdp_gather_buffers([sg.graph for sg, _ in sgs], shard)
+    buffers["xla_runtime_reserved"] = reserved
+    act, act_host, _ = _activation_memory(sgs, plan, True, inflight, stack="xla")
+    # the row-parallel stash: out_proj sharded over `tensor`, mlpwo's output not kept (memory_xla)
+    out_b = wo_b = 0.0
+    for sg, _ in sgs:
+        o, w = sg.graph.memo("xla_row_parallel_stash", lambda sg=sg: X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)))
+        out_b, wo_b = out_b + o, wo_b + w
+    act = max(0.0, act - (out_b * (1.0 - 1.0 / plan.tp) + wo_b) * max(1.0, inflight))
+    out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs),
+           "host.step_transfer": step_transfer, "host.activations_per_microbatch": act_host / max(1.0, inflight),
+           "activations": act, "offloaded_to_host": host + act_host, "reserve": 0.0, **state}
+    out.update({f"buffers.{k}": v for k, v in buffers.items()})
+    out["buffers"] = sum(buffers.values())
+    out["total"] = sum(out[k] for k in ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers"))
+    out["allocator_reserved"] = out["total"] - reserved
     return out
 
 
@@ -922,7 +974,7 @@ def _loss_compiled(g: OpGraph) -> bool:
 
 
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
-                       inflight: float) -> tuple[float, float, float]:
+                       inflight: float, stack: str | None = None) -> tuple[float, float, float]:
     """(activation bytes on the device, bytes kept on the host, large tensors live at the peak).
 
     One microbatch's peak of live activations (its stash included) plus the stash of the other
@@ -934,13 +986,19 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
         return work, 0.0, 0.0
     from simulator.report.memory import peak_activation_bytes
 
-    work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
-        g, inputs_from_first_use=True))) for sg, _ in sgs)
-    stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
-    if stack == "pytorch" and _loss_compiled(sgs[0][0].graph):
-        stack = "pytorch-compiled"
-    work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
-                for sg, _ in sgs)
+    if stack == "xla":  # XLA's buffers and MaxText's loss (simulator/report/memory_xla.py)
+        from simulator.report.memory_xla import xla_peak_activation_bytes
+
+        work = max(sg.graph.memo("xla_peak_activation_bytes", lambda g=sg.graph: xla_peak_activation_bytes(g))
+                   for sg, _ in sgs)
+    else:
+        work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
+            g, inputs_from_first_use=True))) for sg, _ in sgs)
+        stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
+        if stack == "pytorch" and _loss_compiled(sgs[0][0].graph):
+            stack = "pytorch-compiled"
+        work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
+                    for sg, _ in sgs)
     stash = sum(gc.stash_bytes for _, gc in sgs)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)

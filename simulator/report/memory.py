@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from hwmodels.spec import DeviceSpec
 from simulator.report import MemoryCheck
 from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
@@ -38,7 +40,9 @@ def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
     )
 
 
-def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False) -> int:
+def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False,
+                          extra: Mapping[str, float] | None = None,
+                          transient: Callable[[str], bool] | None = None) -> int:
     """Peak bytes of live activation tensors: :func:`workloads.analysis.peak_live_bytes` with its
     default roles, in one pass over the ops.
 
@@ -47,7 +51,10 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
     extending its life and adding no bytes; at each op its inputs and outputs are live together.
     ``inputs_from_first_use``: a graph input is live from its first consumer instead, as a training
     step materialises the zero-filled gradients of its backward pass (a slice's padding) when it needs
-    them, not at the start of the forward pass.
+    them, not at the start of the forward pass. ``extra``: op name -> bytes a stack holds while that op
+    runs beyond the graph's tensors (a loss's residuals). ``transient``: tensors (by name) that live only
+    at their producer, their bytes accounted elsewhere (an unsharded weight gradient XLA reduce-scatters
+    as it is produced).
     """
     act = Role.ACTIVATION
     base: dict[str, str] = {}  # view / in-place output -> base tensor
@@ -83,6 +90,15 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
             if r in size:
                 last[r] = n - 1
     delta = [0] * (n + 1)
+    if transient is not None:
+        for r in size:
+            if transient(r):
+                last[r] = first[r]
+    if extra:
+        for i, op in enumerate(ops):
+            if op.name in extra:
+                delta[i] += int(extra[op.name])
+                delta[i + 1] -= int(extra[op.name])
     for r, s in size.items():
         delta[first[r]] += s
         delta[last.get(r, first[r]) + 1] -= s

@@ -1,0 +1,186 @@
+"""Device memory of a training step as XLA holds it on a TPU (MaxText's layout of the train state).
+
+XLA compiles the whole step into one program and assigns every buffer ahead of time: there is no
+CUDA context, cuBLAS workspace, NCCL staging buffer or caching allocator. What a chip holds at the
+step's peak, component by component (docs/training_memory.md, "XLA on TPUs"):
+
+* the train state, sharded over the mesh axes that shard parameters (``fsdp`` and ``tensor``;
+  replicated over ``data`` and the DCN axes): fp32 parameters (MaxText ``weight_dtype: float32``),
+  fp32 gradients (``grad_dtype: float32``), AdamW's two moments in the parameters' dtype
+  (``opt_type: adamw``, ``mu_dtype: ""`` inherits ``weight_dtype``; optax keeps ``nu`` in the
+  parameters' dtype): :data:`MAXTEXT_STATE_BYTES_PER_PARAM`; the state is donated to the step
+  (``donate_argnums``), so the update writes it in place;
+* the activations the remat policy saves, for every layer of the scanned stack, plus the working set
+  of one layer's recompute and backward (the scan body runs one layer at a time and XLA reuses its
+  buffers from iteration to iteration); under tensor parallelism MaxText constrains the residual
+  stream and the outputs of ``out_proj`` and ``mlpwo`` to ``activation_embed``, which its
+  ``logical_axis_rules`` shard over the ``tensor`` axis, so those saved tensors are ``1/tp`` of a
+  chip's share (:func:`row_parallel_stash_bytes`);
+* the loss: MaxText's ``cross_entropy_with_logits`` custom VJP keeps ``exp_shifted`` (a tensor of
+  the logits' size and dtype) in place of the logits for its backward, so it holds two logit-sized
+  tensors at once, as the graph does (:data:`XLA_LOSS_EXTRA_LOGIT_TENSORS`; no fp32 copies, unlike
+  PyTorch's eager cross entropy);
+* FSDP's gathered weights: XLA all-gathers each weight array of the scanned layer over the ``fsdp``
+  axis where it is used (one array at a time, the next one's gather overlapped by the latency-hiding
+  scheduler) and reduce-scatters each weight gradient, in the dot's dtype, as the backward produces
+  it (:func:`fsdp_gather_buffers`); the unsharded weight gradients the graph keeps until their
+  accumulation are therefore not held (:func:`xla_peak_activation_bytes`);
+* the runtime's reservation: ``memory.hbm.reserved_bytes`` of the TPU's catalog entry (the
+  compiler's HBM limit is ``capacity_bytes - reserved_bytes``; OpenXLA error code E1000: "System
+  overhead: a small portion of memory is reserved for XLA Runtime internals").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from workloads.ir import Op, OpGraph, Role
+
+__all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
+           "ROW_PARALLEL_NAMES", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
+           "xla_loss_extra_bytes", "xla_peak_activation_bytes"]
+
+#: Bytes per parameter of MaxText's train state (AI-Hypercomputer/maxtext
+#: src/maxtext/configs/base.yml @ e591f30cbbf217ed67ef71263ec0538239f9c3b8: ``weight_dtype: "float32"``,
+#: ``grad_dtype: "float32"``, ``opt_type: "adamw"``, ``mu_dtype: ""`` "Inherits from weight_dtype if
+#: unset", "nu_dtype is always inherited from weights"; at 76bd53b0f (2023-12) the parameters are flax's
+#: default float32 and the optimizer is ``optax.adamw`` without ``mu_dtype``, MaxText/maxtext_utils.py
+#: ``get_optimizer``).
+MAXTEXT_STATE_BYTES_PER_PARAM: dict[str, float] = {"parameters": 4.0, "gradients": 4.0, "optimizer": 8.0}
+#: Logit-sized tensors MaxText's loss holds beyond the two the graph holds at its loss (the logits and
+#: their gradient). ``_cross_entropy_with_logits_fwd`` (MaxText/max_utils.py @ 76bd53b0f; unchanged in
+#: src/maxtext/utils/max_utils.py @ e591f30) keeps ``exp_shifted`` (the logits' size and dtype) for the
+#: backward; the logits themselves are dead once it is computed (the backward reads only their dtype),
+#: the one-hot targets are an iota compare XLA fuses into their consumers, and the backward turns
+#: ``exp_shifted`` into the logits' gradient: two logit-sized tensors at once, forward and backward.
+XLA_LOSS_EXTRA_LOGIT_TENSORS = 0
+#: Gathered weight arrays of the scanned layer live at once: the one a dot reads and the next one,
+#: whose asynchronous all-gather the latency-hiding scheduler overlaps with that dot.
+XLA_GATHERED_WEIGHTS_IN_FLIGHT = 2
+#: MaxText checkpoint names whose outputs its logical axis rules shard over the ``tensor`` axis on the
+#: embedding dimension (``activation_embed: tensor`` in base.yml @ 76bd53b0f).
+ROW_PARALLEL_NAMES = frozenset({"out_proj", "mlpwo"})
+
+
+def maxtext_state_bytes(n_params: float, shard: int) -> dict[str, float]:
+    """Parameters, gradients and optimizer state of one chip: ``n_params`` parameters (the chip's
+    tensor-parallel share) sharded ``shard`` ways (:data:`MAXTEXT_STATE_BYTES_PER_PARAM`).
+
+    >>> maxtext_state_bytes(1e9, 4)["optimizer"]
+    2000000000.0
+    """
+    s = float(max(1, shard))
+    return {k: v * n_params / s for k, v in MAXTEXT_STATE_BYTES_PER_PARAM.items()}
+
+
+def _layer_weights(g: OpGraph) -> list[float]:
+    """Bytes of each weight array of the layers (``layers.N``) as MaxText holds them, largest first:
+    a fused projection of the graph (``qkv``, ``gate_up``: a weight matmul whose output is split
+    along its last axis) counts as its parts, as MaxText's ``fused_qkv: false`` and ``fused_mlp:
+    false`` (base.yml @ e591f30) keep one array per projection (``query``, ``key``, ``value``;
+    ``wi_0``, ``wi_1``)."""
+    from workloads.recompute import layer_key
+
+    seen: dict[str, list[float]] = {}
+    for op in g.ops:
+        if layer_key(op.group) is None:
+            continue
+        for i, t in enumerate(op.inputs):
+            if t.role is not Role.WEIGHT or t.name in seen or g.producer(t.name) is not None:
+                continue
+            widths = _split_widths(g, op) if i == 1 and op.kind == "matmul" else (1,)
+            seen[t.name] = [float(t.nbytes) * w / sum(widths) for w in widths]
+    return sorted((b for sizes in seen.values() for b in sizes), reverse=True)
+
+
+def _split_widths(g: OpGraph, op: Op) -> tuple[int, ...]:
+    """The part widths when ``op``'s only consumer splits its output's last axis, else ``(1,)``."""
+    out = op.outputs[0]
+    cons = g.consumers(out.name)
+    if len(cons) != 1 or cons[0].kind != "split" or int(cons[0].attrs.get("axis", -1)) not in (-1, len(out.shape) - 1):
+        return (1,)
+    return tuple(int(t.shape[-1]) for t in cons[0].outputs)
+
+
+def fsdp_gather_buffers(graphs: Iterable[OpGraph], shard: int) -> dict[str, float]:
+    """FSDP's unsharded buffers of a scanned layer, in the compute dtype of the graph's weights:
+    :data:`XLA_GATHERED_WEIGHTS_IN_FLIGHT` gathered weight arrays (the largest) and the largest
+    weight's unsharded gradient before its reduce-scatter. The gradient is the weight-gradient dot's
+    output, in the dot's dtype: the SPMD partitioner propagates the sharded fp32 gradient's sharding
+    back through the elementwise convert to the dot and reduce-scatters the dot's partial sums there,
+    so the fp32 copy only exists sharded. Zero when nothing is sharded (``shard`` 1)."""
+    if shard <= 1:
+        return {"xla_gathered_weights": 0.0, "xla_gradient_reduce_scatter": 0.0}
+    sizes = sorted((w for g in graphs for w in _layer_weights(g)), reverse=True)
+    return {"xla_gathered_weights": sum(sizes[:XLA_GATHERED_WEIGHTS_IN_FLIGHT]),
+            "xla_gradient_reduce_scatter": sizes[0] if sizes else 0.0}
+
+
+def row_parallel_stash_bytes(g: OpGraph, kept: Mapping[str, float]) -> tuple[float, float]:
+    """(``out_proj`` bytes, ``mlpwo`` bytes) among the stashed tensors ``kept`` (name -> bytes, the
+    forward tensors the backward pass reads) of the graph's layers.
+
+    MaxText shards both over the ``tensor`` axis (:data:`ROW_PARALLEL_NAMES`); the graph's copies are
+    unsharded. An ``mlpwo`` output is counted only where the residual add it feeds is kept too: JAX
+    saves a value only if the backward pass needs it (a residual of the linearisation), and nothing in
+    the backward reads ``mlpwo``'s output once the layer's output, the next layer's saved input
+    (the scan's carry), is kept; the graph re-runs that add in its recomputation and so keeps both."""
+    from workloads.recompute import projection_name
+
+    out = wo = 0.0
+    for name, size in kept.items():
+        op = g.producer(name)
+        if op is None:
+            continue
+        proj = projection_name(g, op)
+        if proj == "out_proj":
+            out += size
+        elif proj == "mlpwo" and _feeds_kept_residual(g, name, kept):
+            wo += size
+    return out, wo
+
+
+def _feeds_kept_residual(g: OpGraph, name: str, kept: Mapping[str, float]) -> bool:
+    todo, seen = [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        for c in g.consumers(t):
+            if c.kind == "elementwise" and c.name.endswith("_residual"):
+                if any(o.name in kept for o in c.outputs):
+                    return True
+            elif c.kind in ("reshape", "reduce_scatter", "all_reduce") or (
+                    c.kind == "elementwise" and c.attrs.get("op") == "add"):  # collectives, views, the bias
+                todo += [o.name for o in c.outputs]
+    return False
+
+
+def xla_loss_extra_bytes(g: OpGraph) -> dict[str, float]:
+    """Op name -> bytes MaxText's loss holds over the graph's logits and their gradient while the
+    loss's backward runs: :data:`XLA_LOSS_EXTRA_LOGIT_TENSORS` tensors of the logits' size and dtype."""
+    from workloads.training import LOSS_KINDS
+
+    for op in g.ops:
+        if op.kind == "cross_entropy" and XLA_LOSS_EXTRA_LOGIT_TENSORS:
+            size = float(XLA_LOSS_EXTRA_LOGIT_TENSORS * op.inputs[0].nbytes)
+            return {o.name: size for o in g.ops if o.kind == LOSS_KINDS["cross_entropy"]}
+    return {}
+
+
+def xla_peak_activation_bytes(g: OpGraph) -> float:
+    """Peak live activation bytes of a training step's graph as XLA holds them: the graph's peak
+    (:func:`~simulator.report.memory.peak_activation_bytes`, inputs live from first use) with MaxText's
+    loss residual during the loss's backward (:func:`xla_loss_extra_bytes`), and every weight's
+    unsharded gradient (``grad:<weight>``) live only where it is produced: XLA reduce-scatters it into
+    the sharded gradients (its unsharded buffer is :func:`fsdp_gather_buffers`'s)."""
+    from simulator.report.memory import peak_activation_bytes
+
+    weights = {name for name, t in g.tensors.items() if t.role is Role.WEIGHT}
+
+    def weight_grad(name: str) -> bool:
+        return name.startswith("grad:") and name[5:].split("@")[0] in weights
+
+    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=xla_loss_extra_bytes(g),
+                                       transient=weight_grad))

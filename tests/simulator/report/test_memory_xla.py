@@ -1,0 +1,100 @@
+"""Training memory of a TPU chip as XLA holds it (simulator/report/memory_xla.py): MaxText's fp32
+train state, the scanned layer's gathered weights and gradient, the remat stash as JAX saves it and
+the runtime's HBM reserve, checked against hand-computed figures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import evaluate_plan
+from simulator.report import memory_xla as X
+from workloads.parallel import ParallelPlan
+from workloads.zoo.transformer import zoo_config
+
+GIB = 2**30
+
+
+def _breakdown(cfg, system: str, plan: ParallelPlan, policy: str, seq: int = 512) -> dict[str, float]:
+    res = evaluate_plan(cfg, load_hardware(system), plan, train=True, seq=seq, recompute=policy, dtype="bf16")
+    return res.to_json()["memory_breakdown"]
+
+
+def test_small_fsdp_case_by_hand() -> None:
+    # MaxText 16B of Dec 2023 cut to 2 layers: d 5120, 32 heads x 256 = 8192, ReLU MLP 32768, tied
+    # vocabulary 32768, RMSNorm weights (2 per layer + the final one); FSDP over the 256 chips of a v5e slice
+    cfg = dataclasses.replace(zoo_config("maxtext-16b-2023"), layers=2)
+    d, a, f, v = 5120, 8192, 32768, 32768
+    n = v * d + 2 * (4 * d * a + 2 * d * f + 2 * d) + d  # 1,174,430,720 parameters
+    plan = ParallelPlan(dp=256, fsdp=True, microbatch=1, global_batch=256)
+    b = _breakdown(cfg, "tpu-v5e-256", plan, "full")
+    # fp32 weights, fp32 gradients, AdamW mu and nu in the weights' fp32, all sharded 256 ways
+    assert b["parameters"] == pytest.approx(4 * n / 256)
+    assert b["gradients"] == pytest.approx(4 * n / 256)
+    assert b["optimizer"] == pytest.approx(8 * n / 256)
+    # the two largest weight arrays of a layer gathered in bf16 (MLP in and out, d x f each) and one
+    # of them as an unsharded bf16 gradient before its reduce-scatter
+    assert b["buffers.xla_gathered_weights"] == 2 * (2 * d * f)
+    assert b["buffers.xla_gradient_reduce_scatter"] == 2 * d * f
+    # v5e: 16 GiB of HBM, of which XLA compiles against 15.75 GiB
+    assert b["buffers.xla_runtime_reserved"] == 0.25 * GIB
+    # no CUDA context, cuBLAS workspace, NCCL buffers or caching-allocator rounding on a TPU
+    assert "buffers.cuda_context" not in b and b["reserve"] == 0.0
+    parts = ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers")
+    assert b["total"] == pytest.approx(sum(b[k] for k in parts))
+
+
+def _layer_sbh(system: str, plan: ParallelPlan, policy: str, seq: int = 512) -> float:
+    """Activation bytes one more layer adds on one chip, over s b h (b = the chip's batch share)."""
+    cfg = zoo_config("megatron-gpt-22b")
+    act = [_breakdown(dataclasses.replace(cfg, layers=k), system, plan, policy, seq)["activations"] for k in (3, 4)]
+    return (act[1] - act[0]) / (seq * plan.microbatch * cfg.d_model)
+
+
+@pytest.mark.parametrize("tp, expected", [(1, 18.0), (2, 9.0)])
+def test_minimal_layer_as_jax_saves_it(tp: int, expected: float) -> None:
+    # GPT layer (q/k/v/out h wide, MLP 4h) under MaxText minimal: the graph keeps input 2, q/k/v 6,
+    # out_proj 2, mlpwi 8 and mlpwo 2 sbh (test_training_memory: 20 sbh). JAX saves only what the
+    # backward reads: mlpwo's output feeds the residual add alone, whose output is the next layer's
+    # saved input, so it is not kept: 18 sbh. With 2-way tensor parallelism MaxText shards the
+    # residual stream, q/k/v, out_proj and mlpwi over `tensor`: 9 sbh per chip.
+    plan = ParallelPlan(tp=tp, dp=4 // tp, fsdp=True, sequence_parallel=tp > 1, microbatch=2, global_batch=8 // tp)
+    assert _layer_sbh("tpu-v5p-8", plan, "minimal") == pytest.approx(expected, rel=1e-9)
+
+
+def test_full_remat_keeps_the_layer_input() -> None:
+    plan = ParallelPlan(dp=4, fsdp=True, microbatch=2, global_batch=8)
+    assert _layer_sbh("tpu-v5p-8", plan, "full") == pytest.approx(2.0, rel=1e-9)
+
+
+def test_state_bytes_doctest_values() -> None:
+    assert X.maxtext_state_bytes(1e9, 1) == {"parameters": 4e9, "gradients": 4e9, "optimizer": 8e9}
+    assert X.fsdp_gather_buffers([], 1) == {"xla_gathered_weights": 0.0, "xla_gradient_reduce_scatter": 0.0}
+
+
+def test_gpu_memory_keeps_its_allocator_model() -> None:
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    b = _breakdown(dataclasses.replace(zoo_config("llama-3-8b"), layers=2), "dgx-h100", plan, "full")
+    assert b["buffers.cuda_context"] == 400 * 2**20 and "buffers.xla_runtime_reserved" not in b
+
+
+def test_optimizer_offload_moves_the_moments_to_the_host() -> None:
+    cfg = dataclasses.replace(zoo_config("megatron-gpt-22b"), layers=2)
+    on = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
+    off = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4,
+                                                    offload=("optimizer",)), "full")
+    assert off["optimizer"] == 0.0 and off["offloaded_to_host"] == pytest.approx(on["optimizer"])
+    # the step sends the gradients out and brings the parameters back over the host link
+    assert off["host.step_transfer"] == pytest.approx(on["gradients"] + on["parameters"])
+    assert off["total"] == pytest.approx(on["total"] - on["optimizer"])
+
+
+def test_fused_projections_are_gathered_per_maxtext_array() -> None:
+    # Llama 3 8B: the zoo's fused gate_up (4096 x 2 x 14336) is MaxText's wi_0 and wi_1 (fused_mlp:
+    # false), each 4096 x 14336 like wo: the two largest arrays are 2 x (2 x 4096 x 14336) bytes in bf16
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+    b = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
+    assert b["buffers.xla_gathered_weights"] == 2 * (2 * 4096 * 14336)
+    assert b["buffers.xla_gradient_reduce_scatter"] == 2 * 4096 * 14336
