@@ -529,7 +529,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=getattr(dev, "kind", "") == "gpu")
-    if train and plan.offload:  # the host-link time compute does not hide
+    if train and (plan.offload or _policy_offloads(graphs)):  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
     model_flops = _model_flops(costs, plan, train, m)
@@ -568,8 +568,15 @@ def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
     for ln in getattr(dev, "links", ()):
         if ln.name == "host" and ln.bandwidth_bytes_per_s > 0:
             return float(ln.bandwidth_bytes_per_s)
-    raise PlanError(f"plan: offload {','.join(plan.offload)}: device {dev.name!r} has no host link; expected a "
+    what = ",".join(plan.offload) or "activations (the recomputation policy's)"
+    raise PlanError(f"plan: offload {what}: device {dev.name!r} has no host link; expected a "
                     "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+def _policy_offloads(graphs: list[StageGraph]) -> bool:
+    """Whether a stage graph's recomputation policy keeps tensors in host memory (MaxText's
+    ``*_offloaded`` and ``custom`` policies): their host-link time is priced as ``--offload``'s."""
+    return any(sg.graph.meta.get("offloaded_activations") for sg in graphs)
 
 
 def _with_offload(latency: float, breakdown: dict[str, float], stages: list[StageResult], plan: ParallelPlan,
