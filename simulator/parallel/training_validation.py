@@ -316,13 +316,36 @@ def _reason_key(why: str) -> str:
     return why.split(":")[0]
 
 
-def _policy(rc: str) -> str | None:
-    """The recompute policy a row's ``recompute`` names (None: no policy states it)."""
+def _policy(rc: str, offload: str = "") -> str | None:
+    """The recompute policy a row's ``recompute`` names (None: no policy states it); MaxText's ``custom``
+    with the tensors the ``offload`` column lists as offloaded (:func:`_custom_policy`)."""
     from workloads.recompute import MAXTEXT_SAVES
 
+    if rc == "maxtext:custom":
+        return _custom_policy(offload)
     if rc.startswith("maxtext:"):
         return rc.split(":", 1)[1] if rc.split(":", 1)[1] in MAXTEXT_SAVES else None
     return _POLICY_OF.get(rc)
+
+
+def _custom_policy(offload: str) -> str | None:
+    """``custom:NAME=offload,...`` from an ``offload`` column ``activations offloaded to host: NAME, ...``
+    (every other MaxText checkpoint name at its base.yml default); ``custom`` for an empty column; None when
+    the column names a tensor the policy cannot state."""
+    from workloads.recompute import custom_choices
+
+    text = offload.strip()
+    if not text:
+        return "custom"
+    head, _, names = text.partition(":")
+    if head.strip() != "activations offloaded to host":
+        return None
+    policy = "custom:" + ",".join(f"{n.strip()}=offload" for n in names.split(",") if n.strip())
+    try:
+        custom_choices(policy)
+    except ValueError:
+        return None
+    return policy
 
 
 def _capacity_factor(row: TrainingRecord) -> float | None:
@@ -345,9 +368,11 @@ def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     if fp8 and fp8 not in _FP8_OF:
         why.append(f"fp8: linear layers in {fp8!r}, a recipe --fp8-linears does not state")
     rc = row["recompute"].strip()
-    if rc and _policy(rc) is None:
+    policy = _policy(rc, row["offload"])
+    if rc and policy is None:
         why.append(f"recompute: named policy {rc!r}")
-    if row["offload"].strip() and _policy(rc) not in ("qkv_proj_offloaded", "minimal_offloaded"):
+    if row["offload"].strip() and not (policy in ("qkv_proj_offloaded", "minimal_offloaded")
+                                       or (policy or "").startswith("custom:")):
         why.append(f"offload: {row['offload'].strip()}")
     if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
@@ -406,7 +431,7 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
     ``recompute``, ``fp8_linears`` and ``framework``; ``nearest``: each unstatable piece replaced by
     its nearest statable stand-in (:data:`NOT_STATABLE_YET`)."""
     rc = row["recompute"].strip()
-    policy = _policy(rc)
+    policy = _policy(rc, row["offload"])
     if policy is None:
         policy = "qkv_proj_offloaded" if "query_proj" in row["offload"] else "full"
     fp8 = row["fp8"].strip()
