@@ -483,17 +483,46 @@ def packed_weight_bytes(op: Op) -> int:
 #:   cast once per step and cached for the following microbatches (``is_first_microbatch``), which
 #:   keeps 2 bytes per linear parameter resident.
 #:
+#: * ``current``: Transformer Engine's ``Float8CurrentScaling`` (TE docs, features/low_precision_training/
+#:   fp8_current_scaling, NVIDIA/TransformerEngine @ 41f6cbf): one fp32 scale per tensor from the amax of the
+#:   tensor being cast, "a memory-bound operation that requires reading the tensor twice" (amax, then scale
+#:   and cast), so each operand costs an ``amax`` reduction and a cast as ``tensorwise``; as with every TE
+#:   recipe under Megatron-Core, the fp8 weight and its transpose are cached across a step's microbatches.
+#: * ``mxfp8``: TE's ``MXFP8BlockScaling`` (TE docs, features/low_precision_training/mxfp8, same commit): e4m3
+#:   values with one E8M0 scale per 32 consecutive elements along the contraction axis, each block's amax
+#:   found by the quantising kernel itself (no separate reduction, no scale synchronisation); rowwise and
+#:   columnwise copies are quantised independently, i.e. once per GEMM that reads the operand, which is how
+#:   the graph casts every operand. The E8M0 scales (1 byte per 32 values, about 1 % of the cast's traffic)
+#:   are not a tensor of their own. The block-scaled GEMM needs Blackwell tensor cores ("Supported devices:
+#:   SM 10.0, SM 10.3"): :data:`BLACKWELL_ONLY`, refused elsewhere by the plan evaluation.
+#: * ``int8``: MaxText ``quantization: int8`` (AQT; ``_get_int8_quant_config`` in
+#:   src/maxtext/layers/quantizations.py, AI-Hypercomputer/maxtext @ e591f30): ``config_v3`` with 8-bit
+#:   operands in the forward, input-gradient and (``quantization_local_shard_count`` -1, its default, set to
+#:   the local device count) weight-gradient GEMMs, int32 accumulation; AQT's default calibration scales each
+#:   operand per channel from its absolute maximum along the contraction axis, so each operand costs an
+#:   ``amax`` per row and a cast to int8 as ``rowwise``, and the GEMM runs at the device's int8 matrix rate
+#:   (``compute.tensor_flops_per_s.int8``: TPU v6e 1836 TOP/s, v5p 918, v5e 394 from Google's TPU pages). The
+#:   stochastic rounding of the gradients (``rng_type="jax.uniform"``) is fused into the cast and not priced.
+#:
 #: Only the weighted matmuls of the transformer layers run in fp8; attention, norms, the LM head and
 #: the optimizer keep their precision (torchao converts ``nn.Linear`` modules and skips the output
 #: layer by its ``module_filter_fn`` in torchtitan; TE converts its Linear layers).
-FP8_RECIPES = ("tensorwise", "rowwise", "delayed")
+FP8_RECIPES = ("tensorwise", "rowwise", "delayed", "current", "mxfp8", "int8")
+#: recipes whose GEMMs need a device architecture: recipe -> (architectures, what)
+BLACKWELL_ONLY = {"mxfp8": (("blackwell",), "MXFP8 block-scaled GEMMs run on Blackwell tensor cores (SM 10.0+)")}
+#: recipes that keep TE's fp8 weight copies across a step's microbatches (``is_first_microbatch``)
+TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
+#: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
+_QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
+          "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
+          "int8": (DType.INT8, "row")}
 
 
 def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
-    in fp8 under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast to fp8 by a cast op,
-    preceded by its ``amax`` reduction for dynamic scaling, and the GEMM's compute dtype is fp8 with
-    16-bit outputs."""
+    in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
+    cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
+    GEMM's compute dtype is the quantised one with 16-bit outputs."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
@@ -507,21 +536,23 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
+        qdt, scaling = _QUANT[recipe]
         ins = []
         for i, t in enumerate(op.inputs[:2]):
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
-            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, DType.FP8_E4M3, Role.ACTIVATION)
-            if recipe != "delayed":
-                axes = (len(t.shape) - 1,) if recipe == "rowwise" else tuple(range(len(t.shape)))
-                shape = (*t.shape[:-1], 1) if recipe == "rowwise" else (1,)
+            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
+            if scaling:
+                row = scaling == "row"
+                axes = (len(t.shape) - 1,) if row else tuple(range(len(t.shape)))
+                shape = (*t.shape[:-1], 1) if row else (1,)
                 amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
                 ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,),
-                              Attrs({"op": "max", "axes": axes, "keepdims": recipe == "rowwise"}), op.group))
+                              Attrs({"op": "max", "axes": axes, "keepdims": row}), op.group))
             ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
             ins.append(q)
-        attrs = Attrs({**dict(op.attrs), "compute_dtype": DType.FP8_E4M3.value})
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe

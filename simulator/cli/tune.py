@@ -114,8 +114,9 @@ def _systolic_arguments(s: argparse._ArgumentGroup) -> None:
 def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
     """The training-recipe axes of parallel plans."""
     g.add_argument("--fp8-linears", metavar="LIST",
-                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed "
-                        "(recipes are skipped on devices without fp8 tensor rates)")
+                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed, "
+                        "current, mxfp8, int8 (recipes are skipped on devices without fp8 or int8 tensor rates, "
+                        "mxfp8 off Blackwell)")
     g.add_argument("--framework", metavar="LIST",
                    help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
                         "(TPUs); a profile is skipped on devices it does not run on; with --serve: the one serving "

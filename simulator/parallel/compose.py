@@ -505,6 +505,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
+    _check_fp8_device(fp8_linears, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
@@ -796,11 +797,31 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     return out
 
 
+def _check_fp8_device(recipe: str | None, system: Any) -> None:
+    """A located PlanError when the fp8 recipe's GEMMs need another device architecture
+    (:data:`workloads.precision.BLACKWELL_ONLY`: MXFP8 on Blackwell)."""
+    from workloads.precision import BLACKWELL_ONLY
+
+    if recipe not in BLACKWELL_ONLY:
+        return
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
+    archs, what = BLACKWELL_ONLY[recipe]
+    arch = str(getattr(dev, "arch", ""))
+    if arch not in archs:
+        raise PlanError(f"plan: fp8_linears {recipe}: {what}; got device {dev.name!r} (arch {arch!r}); expected a "
+                        f"device of arch {' or '.join(archs)} (e.g. b200), or fp8_linears current, tensorwise, "
+                        "rowwise or delayed")
+
+
 def _fp8_weight_cache(g: OpGraph) -> float:
-    """Transformer Engine's fp8 copies of the linear weights under delayed scaling, cached across a
-    step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
-    parameter (:data:`workloads.precision.FP8_RECIPES`)."""
-    if g.meta.get("fp8_linears") != "delayed":
+    """Transformer Engine's fp8 copies of the linear weights (delayed and current scaling, MXFP8), cached
+    across a step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
+    parameter (:data:`workloads.precision.TE_WEIGHT_CACHE`)."""
+    from workloads.precision import TE_WEIGHT_CACHE
+
+    if g.meta.get("fp8_linears") not in TE_WEIGHT_CACHE:
         return 0.0
     seen: dict[str, int] = {}
     for op in g.ops:

@@ -19,17 +19,19 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
   (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
 * **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
-  and ``rowwise``, TE ``delayed``;
+  and ``rowwise``, TE ``delayed``, TE current scaling (``te-current-scaling``) -> ``current``, TE MXFP8
+  block scaling (``mxfp8``) -> ``mxfp8``, MaxText AQT int8 (``int8-aqt``) -> ``int8``;
+* MaxText's ``remat_policy: custom`` (``maxtext:custom``) -> ``custom:NAME=offload,...`` with the tensors
+  the ``offload`` column lists as offloaded (``activations offloaded to host: NAME, ...``), every other
+  checkpoint name at its base.yml default (:func:`workloads.recompute.custom_choices`);
 * **hybrid sharding**: ``fsdp`` below the data-parallel degree (FSDP within a slice or a node group,
   data parallelism across) is ``ParallelPlan.shard_group``; **MoE capacity factor** from the ``moe``
   column is ``ParallelPlan.capacity_factor``; experts sharded by FSDP (``ep`` 1 with FSDP) are what
   full sharding does to every parameter.
 
 Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
-(:data:`NOT_STATABLE_YET` names each piece): fp8 recipes outside
-``--fp8-linears`` (TE current scaling, MXFP8, int8 AQT), MaxText's ``custom`` remat policy with its
-per-tensor offloads, MoE dispatch by dense einsums. They are never dropped and never approximated
-into the score.
+(:data:`NOT_STATABLE_YET` names each piece): today MoE dispatch by dense einsums (MaxText
+``sparse_matmul: false``). They are never dropped and never approximated into the score.
 
 Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
 map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
@@ -39,9 +41,8 @@ by TensorCores as Google names it), so the data-parallel traffic between slices 
 data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
-the same run with every unstatable piece replaced by the closest statable one (TE current scaling
-and MXFP8 -> tensorwise fp8, int8 -> bf16, MaxText ``custom`` -> ``qkv_proj_offloaded`` when it
-offloads the q/k/v projections, else ``full``). Those figures are reported
+the same run with every unstatable piece replaced by the closest statable one (einsum MoE dispatch ->
+the grouped-GEMM dispatch). Those figures are reported
 apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
@@ -86,11 +87,13 @@ _INT_COLUMNS = ("n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp", "zero",
 #: the recipe pieces no flag states yet (a row holding one is listed, not predicted), and the
 #: nearest statable stand-in used for the labelled nearest-recipe figure
 NOT_STATABLE_YET = {
-    "fp8": "fp8 recipes without a --fp8-linears recipe (Transformer Engine current scaling, MXFP8 block scaling, "
-           "int8 AQT): nearest tensorwise fp8 (current scaling, MXFP8) or bf16 (int8)",
-    "recompute": "MaxText's remat_policy 'custom' (a device/offload/remat choice per tensor name): nearest "
-                 "qkv_proj_offloaded when the q/k/v projections are offloaded, else full",
-    "offload": "host offload of named activations under a custom remat policy: nearest the nearest policy's offload",
+    "fp8": "fp8 recipes without a --fp8-linears recipe (none in the dataset since current, mxfp8 and int8): no "
+           "nearest figure",
+    "recompute": "a recompute policy --recompute does not state (MaxText's custom policy is stated as "
+                 "custom:NAME=CHOICE,...): nearest qkv_proj_offloaded when the q/k/v projections are offloaded, "
+                 "else full",
+    "offload": "host offload of activations no policy states (an offload column custom:NAME=offload cannot "
+               "read): nearest the nearest policy's offload",
     "dcn_slices": "several TPU slices with no catalog multi-slice system for them: no nearest figure",
     "moe": "MoE dispatch by dense one-hot einsums (MaxText sparse_matmul false): nearest the grouped-GEMM dispatch",
     "board": "board variant without a catalog entry: nearest the catalog board",
@@ -101,8 +104,10 @@ BOARD_SYSTEMS = {"H100 SXM 96 GB HBM2e (2.4 TB/s), 500 W power limit": "grand-te
 #: (``selective_ac_option = "op"``) is ``selective-op``; ``maxtext:NAME`` is MaxText's ``remat_policy`` NAME
 _POLICY_OF = {"none": "none", "selective": "selective", "full": "full", "op-sac": "selective-op"}
 #: a row's ``fp8`` -> the ``fp8_linears`` recipe (:data:`workloads.precision.FP8_RECIPES`)
-_FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed"}
-_NEAREST_FP8 = {"te-current-scaling": "tensorwise", "mxfp8": "tensorwise"}
+#: (TE ``Float8CurrentScaling`` -> ``current``, TE ``MXFP8BlockScaling`` -> ``mxfp8``, MaxText AQT int8 -> ``int8``)
+_FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed", "te-current-scaling": "current",
+           "mxfp8": "mxfp8", "int8-aqt": "int8"}
+_NEAREST_FP8: dict[str, str] = {}  # every recipe of the dataset is stated
 #: stacks whose tensor parallelism always shards the activations between the tensor-parallel regions (bytes as
 #: Megatron sequence parallelism, ``ParallelPlan.sequence_parallel``): torchtitan's ``apply_tp``
 #: (torchtitan/parallelisms/parallelize_llama.py: ``attention_norm``/``ffn_norm`` ``SequenceParallel()``, ``wo``/``w2``

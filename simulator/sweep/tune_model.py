@@ -385,9 +385,15 @@ class ModelProblem:
     def _recipe_valid(self, config: Mapping[str, Any]) -> bool:
         """Whether a configuration's training recipe exists on its device and plan."""
         dev = self.device[config["hardware"]]
-        if config.get("fp8_linears", "none") != "none" and not any(
-                k.startswith("fp8") for k in dev.compute.tensor_flops_per_s):
-            return False  # fp8 linears need fp8 tensor rates
+        recipe = config.get("fp8_linears", "none")
+        if recipe != "none":
+            from workloads.precision import BLACKWELL_ONLY
+
+            rate = "int8" if recipe == "int8" else "fp8"
+            if not any(k.startswith(rate) for k in dev.compute.tensor_flops_per_s):
+                return False  # fp8 (int8) linears need fp8 (int8) tensor rates
+            if recipe in BLACKWELL_ONLY and str(getattr(dev, "arch", "")) not in BLACKWELL_ONLY[recipe][0]:
+                return False  # MXFP8 needs Blackwell tensor cores
         if config.get("framework"):
             from workloads.frameworks import get_profile
 
