@@ -784,10 +784,10 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
             check_policy(recompute)
         except ValueError as exc:
             raise ValueError(f"training_graph: {exc}") from None
-    from workloads.recompute import needs_unfuse
+    from workloads.recompute import needs_unfuse, unfuse_projections
 
-    if needs_unfuse(recompute):  # PyTorch models run the q/k/v and gate/up projections as separate linears;
-        from workloads.recompute import unfuse_projections  # a custom policy may treat the parts differently
-
+    # PyTorch models run the q/k/v and gate/up projections as separate linears; a custom policy may treat
+    # the parts of a fused projection differently
+    if needs_unfuse(recompute):
         forward_graph = unfuse_projections(forward_graph)
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()
