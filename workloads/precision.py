@@ -501,7 +501,8 @@ def packed_weight_bytes(op: Op) -> int:
 #:   the local device count) weight-gradient GEMMs, int32 accumulation; AQT's default calibration scales each
 #:   operand per channel from its absolute maximum along the contraction axis, so each operand costs an
 #:   ``amax`` per row and a cast to int8 as ``rowwise``, and the GEMM runs at the device's int8 matrix rate
-#:   (``compute.tensor_flops_per_s.int8``: TPU v6e 1836 TOP/s, v5p 918, v5e 394 from Google's TPU pages). The
+#:   (``compute.tensor_flops_per_s.int8``: TPU v6e 1836 TOP/s from Google's v6e page, v5p 918 and v5e 394 from the
+#:   catalog's sources). The
 #:   stochastic rounding of the gradients (``rng_type="jax.uniform"``) is fused into the cast and not priced.
 #:
 #: Only the weighted matmuls of the transformer layers run in fp8; attention, norms, the LM head and
