@@ -250,7 +250,7 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
 _RANK = {"remat": 0, "offload": 1, "device": 2}
 
 
-def _custom_choice(g: OpGraph, op: Op, ch: dict[str, str]) -> str:
+def _custom_choice(g: OpGraph, op: Op, ch: dict[str, str], parts_of: dict[str, int]) -> str:
     """The choice of ``custom`` for one op of a layer: its MaxText name's (a fused projection: the
     strongest of its own name and its parts', device > offload > remat); ``remat`` for unnamed ops."""
     coarse = projection_name(g, op)
@@ -264,7 +264,7 @@ def _custom_choice(g: OpGraph, op: Op, ch: dict[str, str]) -> str:
     fused = dict(_FUSED_PARTS)
     stem, dot, idx = op.name.rpartition(".part")
     if dot and idx.isdigit():  # one part of an unfused projection
-        n = sum(1 for o in g.ops if o.name.startswith(stem + ".part"))
+        n = parts_of.get(stem, 0)
         key = ("qkv_proj" if n == 3 else "kv_proj") if coarse == "qkv_proj" else ("moe_mlpwi" if moe else "mlpwi")
         parts = fused[key]
         return ch[parts[int(idx)]] if int(idx) < len(parts) else "remat"
@@ -284,11 +284,16 @@ def _custom_plan(g: OpGraph, ch: dict[str, str]) -> tuple[set[str], set[str]]:
     outside a layer whose outputs enter it (the previous layer's residual add, the embedding)."""
     saved: set[str] = set()
     offloaded: set[str] = set()
+    parts_of: dict[str, int] = {}  # an unfused projection's name -> its number of parts
+    for op in g.ops:
+        stem, dot, idx = op.name.rpartition(".part")
+        if dot and idx.isdigit():
+            parts_of[stem] = parts_of.get(stem, 0) + 1
     for op in g.ops:
         key = layer_key(op.group)
         if key is None:
             continue
-        choice = _custom_choice(g, op, ch)
+        choice = _custom_choice(g, op, ch, parts_of)
         if choice == "device":
             saved.add(op.name)
         elif choice == "offload":
