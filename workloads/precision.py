@@ -523,7 +523,19 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
     cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
-    GEMM's compute dtype is the quantised one with 16-bit outputs."""
+    GEMM's compute dtype is the quantised one with 16-bit outputs.
+
+    torchao and AQT cast an operand for every GEMM that reads it, and their backward reads the 16-bit
+    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp`` and
+    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once:
+    the forward's cast of a linear's input is what its weight-gradient GEMM reads, and the output
+    gradient is cast once for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``:
+    ``saved_inputmat = inputmat``, the quantised input kept with columnwise usage; the output gradient
+    quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
+    stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
+    same kernel, is a copy op writing its bytes (priced with one extra 1-byte read); the transposed copy
+    current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
+    priced. Weights keep a cast per GEMM."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
@@ -532,7 +544,12 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     linear = {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
               and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
     ops: list[Op] = []
+    te = recipe in TE_WEIGHT_CACHE
+    root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
+    cast_of: dict[str, TensorSpec] = {}
     for op in step.ops:
+        if op.kind == "reshape":
+            root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
         base = op.name.split("@recompute")[0].split(".bwd_")[0]
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
@@ -542,6 +559,10 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
         for i, t in enumerate(op.inputs[:2]):
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
+                continue
+            src = root.get(t.name, t.name)
+            if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
+                ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
                 continue
             q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
             if scaling:
@@ -553,8 +574,29 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                               Attrs({"op": "max", "axes": axes, "keepdims": row}), op.group))
             ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
             ins.append(q)
+            if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
+                cast_of[src] = q
+                if recipe == "mxfp8":  # the columnwise copy, quantised from the same read
+                    qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
+                    ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
+                                  op.group))
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
-    return OpGraph(step.name, ops, meta)
+    return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+
+
+def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:
+    """``q`` viewed as ``shape`` (a reshape op appended to ``ops`` when the shapes differ)."""
+    if tuple(q.shape) == tuple(shape):
+        return q
+    v = TensorSpec(name, tuple(shape), q.dtype, Role.ACTIVATION)
+    ops.append(Op(f"{name}.view", "reshape", (q,), (v,), Attrs({"shape": tuple(shape)}), group))
+    return v
+
+
+def _without_unread_views(ops: list[Op]) -> list[Op]:
+    """``ops`` without the reshapes nothing reads any more (the 16-bit views a TE GEMM no longer reads)."""
+    read = {t.name for op in ops for t in op.inputs}
+    return [op for op in ops if op.kind != "reshape" or any(t.name in read for t in op.outputs)]
