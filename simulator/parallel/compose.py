@@ -775,6 +775,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
+        share = _expert_share(sgs) if plan.ep > 1 and not plan.fsdp and plan.zero >= 1 else 0.0
+        if share:  # experts' states shard over the expert-data-parallel group only
+            p, g, o = _expert_sharded(plan, shard, (params, grads, opt), (p, g, o), share, (wbytes, bf16), units)
         buffers.update(extra)
     else:
         p, g, o = params, grads, opt
@@ -845,6 +848,30 @@ def _communicators(plan: ParallelPlan) -> int:
     """NCCL communicators one device belongs to: one per parallel dimension of size > 1 (pipeline
     sends use a point-to-point communicator each way)."""
     return sum(1 for d in (plan.tp, plan.dp, plan.cp, plan.ep) if d > 1) + (2 if plan.pp > 1 else 0)
+
+
+def _expert_share(sgs: Sequence[tuple[StageGraph, Any]]) -> float:
+    """Fraction of a stage's parameter bytes held by MoE experts (weights of the ``experts.`` modules)."""
+    total = experts = 0.0
+    for sg, _ in sgs:
+        for t in sg.graph.tensors.values():
+            if t.role is Role.WEIGHT and sg.graph.producer(t.name) is None:
+                total += float(t.nbytes)
+                experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+    return experts / total if total else 0.0
+
+
+def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float],
+                    sharded: tuple[float, float, float], share: float, weight: tuple[float, bool],
+                    units: Mapping[str, float]) -> tuple[float, float, float]:
+    """(parameters, gradients, optimizer state) with the experts' part sharded over the expert-data-parallel
+    group (``shard / ep`` ranks: Megatron-Core's distributed optimizer shards expert parameters over
+    ``expert_data_parallel_group``, the data-parallel ranks that hold the same experts;
+    megatron/core/optimizer/__init__.py ``get_megatron_optimizer`` builds one optimizer per group)."""
+    ex_shard = max(1, shard // plan.ep)
+    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, units)[:3]
+    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, units)[:3]
+    return tuple(a + b for a, b in zip(dense, ex, strict=True))  # type: ignore[return-value]
 
 
 def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,

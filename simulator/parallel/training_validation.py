@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
+__all__ = ["DEFAULT_TRAINING_DATASET", "DEFAULT_ZERO_OF_STACK", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
            "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
@@ -117,6 +117,14 @@ SEQUENCE_PARALLEL_STACKS = ("torchtitan", "maxtext")
 #: the source's training stack (a prefix of the row's ``framework``, lower case) -> the framework profile
 STACK_OF = (("torchtitan", "fsdp2"), ("nemo automodel", "fsdp2"), ("maxtext", "maxtext"),
             ("megatron", "megatron-core"), ("nemo", "megatron-core"))
+#: ZeRO stage of a stack's default optimizer when the row states none: Megatron-Bridge's pretraining recipes
+#: build the optimizer with ``distributed_fused_adam_with_cosine_annealing`` (src/megatron/bridge/recipes/utils/
+#: optimizer_utils.py: ``use_distributed_optimizer=True``) and ``DistributedDataParallelConfig(...,
+#: use_distributed_optimizer=True)`` (recipes/llama/llama3.py, recipes/qwen/qwen3_moe.py at v0.2.0, the NeMo 25.11
+#: release, and at 6ef21f8 and 270536cc; scripts/performance turns it off only for fine-tuning with PEFT):
+#: Megatron-Core's distributed optimizer, fp32 master weights and Adam moments sharded over the data-parallel
+#: group (ZeRO-1; Megatron-LM docs/source/api-guide/dist_optimizer.md). FSDP stacks shard everything already.
+DEFAULT_ZERO_OF_STACK = {"megatron-core": 1}
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
 
@@ -427,8 +435,17 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
-                        shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
+                        shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
                         capacity_factor=_capacity_factor(row))
+
+
+def _zero_stage(row: TrainingRecord) -> int:
+    """The row's ZeRO stage: its ``zero`` column, else its stack's default optimizer (:data:`DEFAULT_ZERO_OF_STACK`;
+    0 under FSDP, which shards the states itself)."""
+    zero = row.ints.get("zero")
+    if zero is not None:
+        return zero
+    return 0 if (row.ints.get("fsdp") or 1) > 1 else DEFAULT_ZERO_OF_STACK.get(stack_of(row), 0)
 
 
 def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, Any]:

@@ -303,3 +303,15 @@ def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
         tp, pp, cp = (r.ints.get(k) or 1 for k in ("tp", "pp", "cp"))
         why = _unstatable(r, n // (tp * pp * cp), names.get(r.id) or _system_name(r, n)[0])
         assert not any(w.startswith(("board", "dcn_slices")) for w in why), (r.id, why)
+
+
+def test_megatron_rows_state_the_distributed_optimizer(rows) -> None:
+    """Megatron-Bridge rows without a ``zero`` column run Megatron-Core's distributed optimizer (ZeRO-1:
+    ``use_distributed_optimizer=True`` in its recipes' optimizer and DDP configs); FSDP stacks keep 0."""
+    from simulator.parallel.training_validation import _plan, stack_of
+
+    mb = next(r for r in rows if r.id == "train-053")
+    assert stack_of(mb) == "megatron-core" and mb.ints.get("zero") is None
+    assert _plan(mb, 8).zero_stage == 1
+    titan = next(r for r in rows if r.id == "train-001")
+    assert _plan(titan, 8).zero_stage == 0 and _plan(titan, 8).fsdp
