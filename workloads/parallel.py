@@ -82,6 +82,10 @@ class ParallelPlan:
     capacity_factor
         MoE expert capacity factor (tokens each expert takes, over an even share; tokens beyond it
         are dropped); None: the model's (dropless, as Megatron-Core's default ``--moe-expert-capacity-factor None``).
+    moe_dispatch
+        How tokens reach their experts (:data:`workloads.zoo.transformer.MOE_DISPATCH_MODES`): ``sparse``
+        (routed rows gathered and scattered) or ``einsum`` (MaxText's dense one-hot dispatch and combine
+        einsums over capacity-padded expert buffers; needs a ``capacity_factor``).
     """
 
     tp: int = 1
@@ -99,6 +103,7 @@ class ParallelPlan:
     shard_group: int = 0
     offload: tuple[str, ...] = ()
     capacity_factor: float | None = None
+    moe_dispatch: str = "sparse"
 
     def __post_init__(self) -> None:
         problems = []
@@ -176,6 +181,13 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     cf = plan.capacity_factor
     if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
+    modes = ("sparse", "einsum")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (not imported: zoo loads late)
+    if plan.moe_dispatch not in modes:
+        out.append(f"moe_dispatch: got {plan.moe_dispatch!r}; expected one of {', '.join(modes)}"
+                   + did_you_mean(str(plan.moe_dispatch), modes))
+    elif plan.moe_dispatch == "einsum" and cf is None:
+        out.append("moe_dispatch: 'einsum' with no capacity_factor; expected a capacity factor (the einsum "
+                   "dispatch fills capacity-padded expert buffers)")
     return out
 
 
@@ -344,7 +356,7 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
-    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
+    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch)
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

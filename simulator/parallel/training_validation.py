@@ -26,12 +26,13 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   checkpoint name at its base.yml default (:func:`workloads.recompute.custom_choices`);
 * **hybrid sharding**: ``fsdp`` below the data-parallel degree (FSDP within a slice or a node group,
   data parallelism across) is ``ParallelPlan.shard_group``; **MoE capacity factor** from the ``moe``
-  column is ``ParallelPlan.capacity_factor``; experts sharded by FSDP (``ep`` 1 with FSDP) are what
-  full sharding does to every parameter.
+  column is ``ParallelPlan.capacity_factor``; MaxText's dense einsum dispatch (``sparse_matmul: false``,
+  "einsum" in the ``moe`` column) is ``ParallelPlan.moe_dispatch = "einsum"``; experts sharded by FSDP
+  (``ep`` 1 with FSDP) are what full sharding does to every parameter; Megatron-Bridge rows without a
+  ``zero`` column run their recipes' distributed optimizer (:data:`DEFAULT_ZERO_OF_STACK`).
 
 Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
-(:data:`NOT_STATABLE_YET` names each piece): today MoE dispatch by dense einsums (MaxText
-``sparse_matmul: false``). They are never dropped and never approximated into the score.
+(:data:`NOT_STATABLE_YET` names each piece). They are never dropped and never approximated into the score.
 
 Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
 map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
@@ -41,8 +42,7 @@ by TensorCores as Google names it), so the data-parallel traffic between slices 
 data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
-the same run with every unstatable piece replaced by the closest statable one (einsum MoE dispatch ->
-the grouped-GEMM dispatch). Those figures are reported
+the same run with every unstatable piece replaced by the closest statable one. Those figures are reported
 apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
@@ -389,8 +389,6 @@ def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
         why.append(f"offload: {row['offload'].strip()}")
     if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
-    if "einsum" in row["moe"].lower():
-        why.append(f"moe: {row['moe'].strip()}")
     if row["board"].strip() and row["board"].strip() not in BOARD_SYSTEMS:
         why.append(f"board: {row['board'].strip()}")
     return why
@@ -436,7 +434,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=shard > 1,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
-                        capacity_factor=_capacity_factor(row))
+                        capacity_factor=_capacity_factor(row),
+                        moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse")
 
 
 def _zero_stage(row: TrainingRecord) -> int:
