@@ -109,6 +109,10 @@ class ParallelPlan:
         split points state it. Empty: the ``pipeline_split`` rule.
     pipeline_split
         The split rule when ``stage_layers`` is empty (:data:`PIPELINE_SPLITS`; default ``even``).
+    moe_dispatch
+        How tokens reach their experts (:data:`workloads.zoo.transformer.MOE_DISPATCH_MODES`): ``sparse``
+        (routed rows gathered and scattered) or ``einsum`` (MaxText's dense one-hot dispatch and combine
+        einsums over capacity-padded expert buffers; needs a ``capacity_factor``).
     """
 
     tp: int = 1
@@ -128,6 +132,7 @@ class ParallelPlan:
     capacity_factor: float | None = None
     stage_layers: tuple[int, ...] = ()
     pipeline_split: str = "even"
+    moe_dispatch: str = "sparse"
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -188,6 +193,8 @@ class ParallelPlan:
             del out["stage_layers"]
         if self.pipeline_split == "even":
             del out["pipeline_split"]
+        if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
+            del out["moe_dispatch"]
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
@@ -211,6 +218,13 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     cf = plan.capacity_factor
     if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
+    modes = ("sparse", "einsum")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (not imported: zoo loads late)
+    if plan.moe_dispatch not in modes:
+        out.append(f"moe_dispatch: got {plan.moe_dispatch!r}; expected one of {', '.join(modes)}"
+                   + did_you_mean(str(plan.moe_dispatch), modes))
+    elif plan.moe_dispatch == "einsum" and cf is None:
+        out.append("moe_dispatch: 'einsum' with no capacity_factor; expected a capacity factor (the einsum "
+                   "dispatch fills capacity-padded expert buffers)")
     return out + _split_problems(plan)
 
 
@@ -456,7 +470,7 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
-    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor))
+    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch)
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

@@ -483,17 +483,59 @@ def packed_weight_bytes(op: Op) -> int:
 #:   cast once per step and cached for the following microbatches (``is_first_microbatch``), which
 #:   keeps 2 bytes per linear parameter resident.
 #:
+#: * ``current``: Transformer Engine's ``Float8CurrentScaling`` (TE docs, features/low_precision_training/
+#:   fp8_current_scaling, NVIDIA/TransformerEngine @ 41f6cbf): one fp32 scale per tensor from the amax of the
+#:   tensor being cast, "a memory-bound operation that requires reading the tensor twice" (amax, then scale
+#:   and cast), so each operand costs an ``amax`` reduction and a cast as ``tensorwise``; as with every TE
+#:   recipe under Megatron-Core, the fp8 weight and its transpose are cached across a step's microbatches.
+#: * ``mxfp8``: TE's ``MXFP8BlockScaling`` (TE docs, features/low_precision_training/mxfp8, same commit): e4m3
+#:   values with one E8M0 scale per 32 consecutive elements along the contraction axis, each block's amax
+#:   found by the quantising kernel itself (no separate reduction, no scale synchronisation); rowwise and
+#:   columnwise copies are quantised independently, i.e. once per GEMM that reads the operand, which is how
+#:   the graph casts every operand. The E8M0 scales (1 byte per 32 values, about 1 % of the cast's traffic)
+#:   are not a tensor of their own. The block-scaled GEMM needs Blackwell tensor cores ("Supported devices:
+#:   SM 10.0, SM 10.3"): :data:`BLACKWELL_ONLY`, refused elsewhere by the plan evaluation.
+#: * ``int8``: MaxText ``quantization: int8`` (AQT; ``_get_int8_quant_config`` in
+#:   src/maxtext/layers/quantizations.py, AI-Hypercomputer/maxtext @ e591f30): ``config_v3`` with 8-bit
+#:   operands in the forward, input-gradient and (``quantization_local_shard_count`` -1, its default, set to
+#:   the local device count) weight-gradient GEMMs, int32 accumulation; AQT's default calibration scales each
+#:   operand per channel from its absolute maximum along the contraction axis, so each operand costs an
+#:   ``amax`` per row and a cast to int8 as ``rowwise``, and the GEMM runs at the device's int8 matrix rate
+#:   (``compute.tensor_flops_per_s.int8``: TPU v6e 1836 TOP/s from Google's v6e page, v5p 918 and v5e 394 from the
+#:   catalog's sources). The
+#:   stochastic rounding of the gradients (``rng_type="jax.uniform"``) is fused into the cast and not priced.
+#:
 #: Only the weighted matmuls of the transformer layers run in fp8; attention, norms, the LM head and
 #: the optimizer keep their precision (torchao converts ``nn.Linear`` modules and skips the output
 #: layer by its ``module_filter_fn`` in torchtitan; TE converts its Linear layers).
-FP8_RECIPES = ("tensorwise", "rowwise", "delayed")
+FP8_RECIPES = ("tensorwise", "rowwise", "delayed", "current", "mxfp8", "int8")
+#: recipes whose GEMMs need a device architecture: recipe -> (architectures, what)
+BLACKWELL_ONLY = {"mxfp8": (("blackwell",), "MXFP8 block-scaled GEMMs run on Blackwell tensor cores (SM 10.0+)")}
+#: recipes that keep TE's fp8 weight copies across a step's microbatches (``is_first_microbatch``)
+TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
+#: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
+_QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
+          "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
+          "int8": (DType.INT8, "row")}
 
 
 def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
-    in fp8 under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast to fp8 by a cast op,
-    preceded by its ``amax`` reduction for dynamic scaling, and the GEMM's compute dtype is fp8 with
-    16-bit outputs."""
+    in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
+    cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
+    GEMM's compute dtype is the quantised one with 16-bit outputs.
+
+    torchao and AQT cast an operand for every GEMM that reads it, and their backward reads the 16-bit
+    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp`` and
+    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once:
+    the forward's cast of a linear's input is what its weight-gradient GEMM reads, and the output
+    gradient is cast once for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``:
+    ``saved_inputmat = inputmat``, the quantised input kept with columnwise usage; the output gradient
+    quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
+    stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
+    same kernel, is a copy op writing its bytes (priced with one extra 1-byte read); the transposed copy
+    current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
+    priced. Weights keep a cast per GEMM."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
@@ -502,27 +544,59 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     linear = {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
               and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
     ops: list[Op] = []
+    te = recipe in TE_WEIGHT_CACHE
+    root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
+    cast_of: dict[str, TensorSpec] = {}
     for op in step.ops:
+        if op.kind == "reshape":
+            root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
         base = op.name.split("@recompute")[0].split(".bwd_")[0]
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
+        qdt, scaling = _QUANT[recipe]
         ins = []
         for i, t in enumerate(op.inputs[:2]):
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
-            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, DType.FP8_E4M3, Role.ACTIVATION)
-            if recipe != "delayed":
-                axes = (len(t.shape) - 1,) if recipe == "rowwise" else tuple(range(len(t.shape)))
-                shape = (*t.shape[:-1], 1) if recipe == "rowwise" else (1,)
+            src = root.get(t.name, t.name)
+            if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
+                ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
+                continue
+            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
+            if scaling:
+                row = scaling == "row"
+                axes = (len(t.shape) - 1,) if row else tuple(range(len(t.shape)))
+                shape = (*t.shape[:-1], 1) if row else (1,)
                 amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
                 ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,),
-                              Attrs({"op": "max", "axes": axes, "keepdims": recipe == "rowwise"}), op.group))
+                              Attrs({"op": "max", "axes": axes, "keepdims": row}), op.group))
             ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
             ins.append(q)
-        attrs = Attrs({**dict(op.attrs), "compute_dtype": DType.FP8_E4M3.value})
+            if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
+                cast_of[src] = q
+                if recipe == "mxfp8":  # the columnwise copy, quantised from the same read
+                    qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
+                    ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
+                                  op.group))
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
-    return OpGraph(step.name, ops, meta)
+    return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+
+
+def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:
+    """``q`` viewed as ``shape`` (a reshape op appended to ``ops`` when the shapes differ)."""
+    if tuple(q.shape) == tuple(shape):
+        return q
+    v = TensorSpec(name, tuple(shape), q.dtype, Role.ACTIVATION)
+    ops.append(Op(f"{name}.view", "reshape", (q,), (v,), Attrs({"shape": tuple(shape)}), group))
+    return v
+
+
+def _without_unread_views(ops: list[Op]) -> list[Op]:
+    """``ops`` without the reshapes nothing reads any more (the 16-bit views a TE GEMM no longer reads)."""
+    read = {t.name for op in ops for t in op.inputs}
+    return [op for op in ops if op.kind != "reshape" or any(t.name in read for t in op.outputs)]

@@ -31,6 +31,23 @@ Policies (:data:`POLICIES`):
   ``offload_dst="pinned_host"``) the q/k/v projections, respectively the ``minimal`` set, and save
   nothing on the device.
 
+MaxText's ``custom`` policy (``remat_policy: custom``) chooses per checkpoint name: ``device`` (saved in
+HBM), ``offload`` (saved in pinned host memory) or ``remat`` (recomputed), the names and defaults of
+``src/maxtext/configs/base.yml`` at AI-Hypercomputer/maxtext e591f30 (every name ``remat``, and
+``decoder_layer_input`` ``device``: "this tensor cannot be rematerialized - it serves as periodic
+checkpoints"); ``get_save_and_offload_names`` in ``src/maxtext/utils/maxtext_utils.py`` turns them into
+``save_and_offload_only_these_names(..., offload_src="device", offload_dst="pinned_host")``. It is
+stated as ``custom:NAME=CHOICE,...`` (:func:`custom_choices`); names not given keep their default.
+``decoder_layer_input`` is the tensor entering each layer (tagged in ``layers/decoders.py``): saved on
+the device under every other policy, its ``offload`` moves it to the host as well. The q/k/v
+projections (``query_proj``, ``key_proj``, ``value_proj``; ``kv_proj``, ``qkv_proj`` when fused) and
+the gated MLP's ``mlpwi_0``/``mlpwi_1`` are one fused matmul in the zoo's graphs; when their choices
+differ, the fused matmul is run as one matmul per part (:func:`unfuse_projections`), parts in the
+order the zoo splits them (q, k, v; gate = ``mlpwi_0``, up = ``mlpwi_1``). Expert matmuls (grouped
+matmuls of MoE layers) are ``moe_mlpwi_0``, ``moe_mlpwi_1``, ``moe_mlpwo``. MaxText names of tensors
+the zoo's graphs do not have (:data:`CUSTOM_UNMODELLED`: MLA and DeepSeek-V3.2 indexer tensors,
+``attention_out``, ``engram``) are accepted only at their default ``remat``.
+
 Ops are matched to those names by their place in the layer: a weight matmul of the attention block
 is ``out_proj`` when its output feeds the residual add, a q/k/v projection otherwise; a weight matmul
 of the MLP is ``mlpwo`` when it feeds the residual, ``mlpwi`` otherwise; the attention kernel's
@@ -43,7 +60,8 @@ from collections.abc import Iterable
 
 from workloads.ir import Op, OpGraph, Role, TensorSpec
 
-__all__ = ["POLICIES", "MAXTEXT_SAVES", "policy_plan", "unfuse_projections", "projection_name", "layer_key"]
+__all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUSTOM_UNMODELLED", "policy_plan",
+           "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -58,8 +76,89 @@ MAXTEXT_SAVES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "qkv_proj_offloaded": ((), ("qkv_proj",)),
     "minimal_offloaded": ((), ("qkv_proj", "out_proj", "mlpwi", "mlpwo")),
 }
-#: Every policy name ``--recompute`` takes.
-POLICIES: tuple[str, ...] = ("none", "selective", "full", "selective-op", *MAXTEXT_SAVES)
+#: Every policy name ``--recompute`` takes (and ``custom:NAME=CHOICE,...``, :func:`custom_choices`).
+POLICIES: tuple[str, ...] = ("none", "selective", "full", "selective-op", *MAXTEXT_SAVES, "custom")
+#: MaxText's ``custom`` remat choices per checkpoint name (base.yml: ``['remat','device','offload']``)
+CUSTOM_CHOICES = ("remat", "device", "offload")
+#: MaxText checkpoint names of ``remat_policy: custom`` and their defaults (src/maxtext/configs/base.yml @ e591f30)
+CUSTOM_TENSORS: dict[str, str] = {
+    "decoder_layer_input": "device", "context": "remat", "mlpwi": "remat", "mlpwi_0": "remat", "mlpwi_1": "remat",
+    "mlpwo": "remat", "moe_mlpwi_0": "remat", "moe_mlpwi_1": "remat", "moe_mlpwo": "remat", "query_proj": "remat",
+    "key_proj": "remat", "value_proj": "remat", "kv_proj": "remat", "qkv_proj": "remat", "out_proj": "remat",
+    "query_wa_proj": "remat", "kv_wa_proj": "remat", "mla_q": "remat", "mla_kv": "remat", "attention_out": "remat",
+    "engram": "remat", "indexer_cutoff_threshold": "remat"}
+#: names of tensors the zoo's graphs do not hold (accepted at their default only)
+CUSTOM_UNMODELLED = ("query_wa_proj", "kv_wa_proj", "mla_q", "mla_kv", "attention_out", "engram",
+                     "indexer_cutoff_threshold")
+#: (fused projection, its parts in the zoo's split order) whose choices may differ
+_FUSED_PARTS = (("qkv_proj", ("query_proj", "key_proj", "value_proj")), ("kv_proj", ("key_proj", "value_proj")),
+                ("mlpwi", ("mlpwi_0", "mlpwi_1")), ("moe_mlpwi", ("moe_mlpwi_0", "moe_mlpwi_1")))
+
+
+def custom_choices(policy: str) -> dict[str, str]:
+    """Every MaxText checkpoint name's choice under ``custom[:NAME=CHOICE,...]`` (defaults filled in).
+
+    Raises
+    ------
+    ValueError
+        ``recompute custom: NAME: ...; got ...; expected ...[; did you mean ...?]`` for an unknown name
+        or choice, a repeated name, ``decoder_layer_input=remat`` or a choice other than ``remat`` for a
+        name the zoo's graphs do not hold.
+    """
+    from nodeperf.suggest import did_you_mean
+
+    head, _, body = policy.partition(":")
+    if head != "custom":
+        raise ValueError(f"recompute {policy!r}: not a custom policy; expected custom:NAME=CHOICE,...")
+    out = dict(CUSTOM_TENSORS)
+    seen: set[str] = set()
+    for item in (x.strip() for x in body.split(",")) if body.strip() else ():
+        name, eq, choice = (s.strip() for s in item.partition("="))
+        where = f"recompute custom: {name or item!r}"
+        if not eq or not name:
+            raise ValueError(f"{where}: got {item!r}; expected NAME=CHOICE (CHOICE one of {', '.join(CUSTOM_CHOICES)})")
+        if name not in CUSTOM_TENSORS:
+            raise ValueError(f"recompute custom: unknown tensor name; got {name!r}; expected one of "
+                             f"{', '.join(CUSTOM_TENSORS)}" + did_you_mean(name, list(CUSTOM_TENSORS)))
+        if name in seen:
+            raise ValueError(f"{where}: given twice; got {item!r}; expected each name once")
+        seen.add(name)
+        if choice not in CUSTOM_CHOICES:
+            raise ValueError(f"{where}: unknown choice; got {choice!r}; expected one of {', '.join(CUSTOM_CHOICES)}"
+                             + did_you_mean(choice, CUSTOM_CHOICES))
+        if name == "decoder_layer_input" and choice == "remat":
+            raise ValueError(f"{where}: got 'remat'; expected device or offload (MaxText base.yml: this tensor "
+                             "cannot be rematerialized, it is the start point of each layer's recomputation)")
+        if name in CUSTOM_UNMODELLED and choice != "remat":
+            raise ValueError(f"{where}: got {choice!r}; expected remat (the zoo's graphs hold no tensor MaxText "
+                             f"names {name!r})")
+        out[name] = choice
+    return out
+
+
+def check_policy(policy: str) -> str:
+    """``policy`` when ``--recompute`` states it (a name of :data:`POLICIES` or ``custom:...``), else a
+    ValueError with a did-you-mean."""
+    from nodeperf.suggest import did_you_mean
+
+    if policy in POLICIES:
+        return policy
+    if isinstance(policy, str) and policy.startswith("custom:"):
+        custom_choices(policy)
+        return policy
+    raise ValueError(f"recompute: unknown recomputation policy; got {policy!r}; expected one of {', '.join(POLICIES)}"
+                     " or custom:NAME=CHOICE,..." + did_you_mean(str(policy), POLICIES))
+
+
+def needs_unfuse(policy: str) -> bool:
+    """Whether ``policy`` runs fused projections as one matmul per part: torchtitan's ``selective-op``,
+    or a custom policy choosing differently for the parts of a fused projection."""
+    if policy == "selective-op":
+        return True
+    if not policy.startswith("custom"):
+        return False
+    ch = custom_choices(policy)
+    return any(len({ch[p] for p in parts}) > 1 for _, parts in _FUSED_PARTS)
 
 
 def layer_key(group: str) -> str | None:
@@ -134,6 +233,8 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
                 if count[key] % 2 == 1:
                     saved.add(op.name)
         return saved, offloaded
+    if policy.startswith("custom"):
+        return _custom_plan(g, custom_choices(policy))
     keep, off = MAXTEXT_SAVES[policy]
     for op in g.ops:
         if layer_key(op.group) is None:
@@ -143,6 +244,65 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
             saved.add(op.name)
         elif name in off:
             offloaded.add(op.name)
+    return saved, offloaded
+
+
+_RANK = {"remat": 0, "offload": 1, "device": 2}
+
+
+def _custom_choice(g: OpGraph, op: Op, ch: dict[str, str], parts_of: dict[str, int]) -> str:
+    """The choice of ``custom`` for one op of a layer: its MaxText name's (a fused projection: the
+    strongest of its own name and its parts', device > offload > remat); ``remat`` for unnamed ops."""
+    coarse = projection_name(g, op)
+    if coarse is None:
+        return "remat"
+    moe = op.kind == "grouped_matmul"
+    if coarse == "context" or coarse == "out_proj":
+        return ch[coarse]
+    if coarse == "mlpwo":
+        return ch["moe_mlpwo" if moe else "mlpwo"]
+    fused = dict(_FUSED_PARTS)
+    stem, dot, idx = op.name.rpartition(".part")
+    if dot and idx.isdigit():  # one part of an unfused projection
+        n = parts_of.get(stem, 0)
+        key = ("qkv_proj" if n == 3 else "kv_proj") if coarse == "qkv_proj" else ("moe_mlpwi" if moe else "mlpwi")
+        parts = fused[key]
+        return ch[parts[int(idx)]] if int(idx) < len(parts) else "remat"
+    split = _split_sizes(g, op)
+    n = len(split[1]) if split else 1
+    if coarse == "qkv_proj":
+        names = ("qkv_proj", *fused["qkv_proj"]) if n == 3 else ("kv_proj", *fused["kv_proj"]) if n == 2 \
+            else ("query_proj",)
+    else:
+        key = "moe_mlpwi" if moe else "mlpwi"
+        names = (*fused[key], *(("mlpwi",) if not moe else ())) if n == 2 else (("moe_mlpwi_0",) if moe else ("mlpwi",))
+    return max((ch[x] for x in names), key=_RANK.__getitem__)
+
+
+def _custom_plan(g: OpGraph, ch: dict[str, str]) -> tuple[set[str], set[str]]:
+    """(saved, offloaded) op names of MaxText's ``custom`` policy; ``decoder_layer_input`` names the ops
+    outside a layer whose outputs enter it (the previous layer's residual add, the embedding)."""
+    saved: set[str] = set()
+    offloaded: set[str] = set()
+    parts_of: dict[str, int] = {}  # an unfused projection's name -> its number of parts
+    for op in g.ops:
+        stem, dot, idx = op.name.rpartition(".part")
+        if dot and idx.isdigit():
+            parts_of[stem] = parts_of.get(stem, 0) + 1
+    for op in g.ops:
+        key = layer_key(op.group)
+        if key is None:
+            continue
+        choice = _custom_choice(g, op, ch, parts_of)
+        if choice == "device":
+            saved.add(op.name)
+        elif choice == "offload":
+            offloaded.add(op.name)
+        if ch["decoder_layer_input"] == "offload":
+            for t in op.inputs:
+                prod = g.producer(t.name)
+                if prod is not None and layer_key(prod.group) != key and t.role is Role.ACTIVATION:
+                    offloaded.add(prod.name)
     return saved, offloaded
 
 

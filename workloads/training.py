@@ -349,7 +349,9 @@ class _Deriver:
         meta = dict(self.fg.meta)
         meta.update({"phase": "train_step", "optimizer": self.optimizer, "mixed_precision": self.mixed_precision,
                      "recompute": self.recompute, "weights_without_gradient": missing})
-        if self.recompute == "selective-op":  # its forward graph was rewritten (unfuse_projections)
+        from workloads.recompute import needs_unfuse
+
+        if needs_unfuse(self.recompute):  # its forward graph was rewritten (unfuse_projections)
             meta["forward_ops"] = len(self.fg.ops)
         if self.offloaded:  # tensors a policy keeps in host memory between the forward and backward passes
             meta["offloaded_activations"] = tuple(sorted(t.name for op in self.fg.ops if op.name in self.offloaded
@@ -790,10 +792,16 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
         raise ValueError(f"training_graph: optimizer; got {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}"
                          f"{did_you_mean(str(optimizer), OPTIMIZERS)}")
     if recompute not in RECOMPUTE:
-        raise ValueError(f"training_graph: recompute; got {recompute!r}; expected one of {', '.join(RECOMPUTE)}"
-                         f"{did_you_mean(str(recompute), RECOMPUTE)}")
-    if recompute == "selective-op":  # PyTorch models run the q/k/v and gate/up projections as separate linears
-        from workloads.recompute import unfuse_projections
+        from workloads.recompute import check_policy
 
+        try:
+            check_policy(recompute)
+        except ValueError as exc:
+            raise ValueError(f"training_graph: {exc}") from None
+    from workloads.recompute import needs_unfuse, unfuse_projections
+
+    # PyTorch models run the q/k/v and gate/up projections as separate linears; a custom policy may treat
+    # the parts of a fused projection differently
+    if needs_unfuse(recompute):
         forward_graph = unfuse_projections(forward_graph)
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()

@@ -76,14 +76,12 @@ def nonnegative_int(text: str) -> int:
 
 def recompute_policy(text: str) -> str:
     """A recomputation policy name (:data:`workloads.recompute.POLICIES`), or a did-you-mean refusal."""
-    from workloads.recompute import POLICIES
+    from workloads.recompute import check_policy
 
-    if text not in POLICIES:
-        from nodeperf.suggest import did_you_mean
-
-        raise argparse.ArgumentTypeError(f"unknown recomputation policy; got {text!r}; expected one of "
-                                         f"{', '.join(POLICIES)}" + did_you_mean(text, POLICIES))
-    return text
+    try:
+        return check_policy(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("recompute: ")) from None
 
 
 def _group_size(text: str) -> int:
@@ -114,7 +112,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="activation recomputation in training (default none): none, selective (Megatron's attention "
                         "core), full, selective-op (torchtitan's op-level policy) or a MaxText remat policy "
                         "(minimal, minimal_with_context, save_dot_with_context_except_mlp, save_dot_except_mlpwi, "
-                        "save_dot_except_mlp, save_qkv_proj, save_out_proj, qkv_proj_offloaded, minimal_offloaded); "
+                        "save_dot_except_mlp, save_qkv_proj, save_out_proj, qkv_proj_offloaded, minimal_offloaded), "
+                        "or MaxText's custom policy as custom:NAME=CHOICE,... (CHOICE remat, device or offload per "
+                        "checkpoint name, e.g. custom:decoder_layer_input=offload,query_proj=offload); "
                         "see docs/training_memory.md")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",

@@ -49,8 +49,9 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                         "(comma-separated)")
     g.add_argument("--fp8-linears", metavar="RECIPE", type=_fp8_recipe,
                    help="training: the layers' linear GEMMs in fp8 with this scaling recipe: tensorwise or rowwise "
-                        "(torchao Float8Linear), delayed (Transformer Engine); attention, norms, LM head and "
-                        "optimizer keep their precision")
+                        "(torchao Float8Linear), delayed or current (Transformer Engine DelayedScaling, "
+                        "Float8CurrentScaling), mxfp8 (TE MXFP8BlockScaling, Blackwell only), or in int8: int8 "
+                        "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")

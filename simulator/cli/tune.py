@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--recompute", metavar="LIST",
                    help="activation recomputation policies (--train only; default none,selective,full): none, "
                         "selective, full, selective-op or a MaxText remat policy (minimal, save_qkv_proj, "
-                        "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`)")
+                        "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`) or custom:NAME=CHOICE,... "
+                        "(MaxText's custom policy: its NAME=CHOICE items continue it)")
     g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
     g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
     g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
@@ -114,8 +115,9 @@ def _systolic_arguments(s: argparse._ArgumentGroup) -> None:
 def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
     """The training-recipe axes of parallel plans."""
     g.add_argument("--fp8-linears", metavar="LIST",
-                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed "
-                        "(recipes are skipped on devices without fp8 tensor rates)")
+                   help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed, "
+                        "current, mxfp8, int8 (recipes are skipped on devices without fp8 or int8 tensor rates, "
+                        "mxfp8 off Blackwell)")
     g.add_argument("--framework", metavar="LIST",
                    help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
                         "(TPUs); a profile is skipped on devices it does not run on; with --serve: the one serving "
@@ -141,6 +143,20 @@ def _items(flag: str, text: str | None) -> list[str] | None:
 
         raise TuneError(f"{flag}: empty search space entry; got {text!r}; expected a comma-separated list of values")
     return items
+
+
+def _policies(items: list[str] | None) -> list[str] | None:
+    """``--recompute`` items with each ``custom:NAME=CHOICE,...`` policy joined again: an item holding ``=``
+    continues the custom policy before it (a policy name never holds one)."""
+    if items is None:
+        return None
+    out: list[str] = []
+    for t in items:
+        if "=" in t and not t.startswith("custom:") and out and out[-1].startswith("custom:"):
+            out[-1] += "," + t
+        else:
+            out.append(t)
+    return out
 
 
 def _ints(flag: str, text: str | None) -> list[int] | None:
@@ -269,7 +285,7 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
     problem = ModelProblem(
         args.model, names, batch=_ints("--batch", args.batch) or DEFAULT_BATCHES,
         dtypes=_items("--dtype", args.dtype) or DEFAULT_DTYPES, fusion=_fusion(args.fusion) or (False, True),
-        recompute=_items("--recompute", args.recompute), phase=args.phase, seq=args.seq, context=args.context,
+        recompute=_policies(_items("--recompute", args.recompute)), phase=args.phase, seq=args.seq, context=args.context,
         train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
         tp=_ints("--tp", args.tp), pp=_ints("--pp", args.pp), dp=_ints("--dp", args.dp),
         global_batch=args.global_batch, prices=load_prices(args.prices),

@@ -516,6 +516,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
+    _check_fp8_device(fp8_linears, system)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
@@ -542,7 +543,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     kind = getattr(dev, "kind", "")
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=kind == "gpu",
                             xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None)
-    if train and plan.offload:  # the host-link time compute does not hide
+    if train and (plan.offload or _policy_offloads(graphs)):  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].capacity_bytes)
     model_flops = _model_flops(costs, plan, train, m)
@@ -581,8 +582,15 @@ def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
     for ln in getattr(dev, "links", ()):
         if ln.name == "host" and ln.bandwidth_bytes_per_s > 0:
             return float(ln.bandwidth_bytes_per_s)
-    raise PlanError(f"plan: offload {','.join(plan.offload)}: device {dev.name!r} has no host link; expected a "
+    what = ",".join(plan.offload) or "activations (the recomputation policy's)"
+    raise PlanError(f"plan: offload {what}: device {dev.name!r} has no host link; expected a "
                     "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+def _policy_offloads(graphs: list[StageGraph]) -> bool:
+    """Whether a stage graph's recomputation policy keeps tensors in host memory (MaxText's
+    ``*_offloaded`` and ``custom`` policies): their host-link time is priced as ``--offload``'s."""
+    return any(sg.graph.meta.get("offloaded_activations") for sg in graphs)
 
 
 def _with_offload(latency: float, breakdown: dict[str, float], stages: list[StageResult], plan: ParallelPlan,
@@ -799,6 +807,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
+        share = _expert_share(sgs) if plan.ep > 1 and not plan.fsdp and plan.zero >= 1 else 0.0
+        if share:  # experts' states shard over the expert-data-parallel group only
+            p, g, o = _expert_sharded(plan, shard, (params, grads, opt), (p, g, o), share, (wbytes, bf16), units)
         buffers.update(extra)
     else:
         p, g, o = params, grads, opt
@@ -860,11 +871,31 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
     return out
 
 
+def _check_fp8_device(recipe: str | None, system: Any) -> None:
+    """A located PlanError when the fp8 recipe's GEMMs need another device architecture
+    (:data:`workloads.precision.BLACKWELL_ONLY`: MXFP8 on Blackwell)."""
+    from workloads.precision import BLACKWELL_ONLY
+
+    if recipe not in BLACKWELL_ONLY:
+        return
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
+    archs, what = BLACKWELL_ONLY[recipe]
+    arch = str(getattr(dev, "arch", ""))
+    if arch not in archs:
+        raise PlanError(f"plan: fp8_linears {recipe}: {what}; got device {dev.name!r} (arch {arch!r}); expected a "
+                        f"device of arch {' or '.join(archs)} (e.g. b200), or fp8_linears current, tensorwise, "
+                        "rowwise or delayed")
+
+
 def _fp8_weight_cache(g: OpGraph) -> float:
-    """Transformer Engine's fp8 copies of the linear weights under delayed scaling, cached across a
-    step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
-    parameter (:data:`workloads.precision.FP8_RECIPES`)."""
-    if g.meta.get("fp8_linears") != "delayed":
+    """Transformer Engine's fp8 copies of the linear weights (delayed and current scaling, MXFP8), cached
+    across a step's microbatches (``is_first_microbatch``): the weight and its transpose, 1 byte each per
+    parameter (:data:`workloads.precision.TE_WEIGHT_CACHE`)."""
+    from workloads.precision import TE_WEIGHT_CACHE
+
+    if g.meta.get("fp8_linears") not in TE_WEIGHT_CACHE:
         return 0.0
     seen: dict[str, int] = {}
     for op in g.ops:
@@ -888,6 +919,30 @@ def _communicators(plan: ParallelPlan) -> int:
     """NCCL communicators one device belongs to: one per parallel dimension of size > 1 (pipeline
     sends use a point-to-point communicator each way)."""
     return sum(1 for d in (plan.tp, plan.dp, plan.cp, plan.ep) if d > 1) + (2 if plan.pp > 1 else 0)
+
+
+def _expert_share(sgs: Sequence[tuple[StageGraph, Any]]) -> float:
+    """Fraction of a stage's parameter bytes held by MoE experts (weights of the ``experts.`` modules)."""
+    total = experts = 0.0
+    for sg, _ in sgs:
+        for t in sg.graph.tensors.values():
+            if t.role is Role.WEIGHT and sg.graph.producer(t.name) is None:
+                total += float(t.nbytes)
+                experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+    return experts / total if total else 0.0
+
+
+def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float],
+                    sharded: tuple[float, float, float], share: float, weight: tuple[float, bool],
+                    units: Mapping[str, float]) -> tuple[float, float, float]:
+    """(parameters, gradients, optimizer state) with the experts' part sharded over the expert-data-parallel
+    group (``shard / ep`` ranks: Megatron-Core's distributed optimizer shards expert parameters over
+    ``expert_data_parallel_group``, the data-parallel ranks that hold the same experts;
+    megatron/core/optimizer/__init__.py ``get_megatron_optimizer`` builds one optimizer per group)."""
+    ex_shard = max(1, shard // plan.ep)
+    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, units)[:3]
+    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, units)[:3]
+    return tuple(a + b for a, b in zip(dense, ex, strict=True))  # type: ignore[return-value]
 
 
 def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,

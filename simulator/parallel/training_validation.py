@@ -19,17 +19,20 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
   (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
 * **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
-  and ``rowwise``, TE ``delayed``;
+  and ``rowwise``, TE ``delayed``, TE current scaling (``te-current-scaling``) -> ``current``, TE MXFP8
+  block scaling (``mxfp8``) -> ``mxfp8``, MaxText AQT int8 (``int8-aqt``) -> ``int8``;
+* MaxText's ``remat_policy: custom`` (``maxtext:custom``) -> ``custom:NAME=offload,...`` with the tensors
+  the ``offload`` column lists as offloaded (``activations offloaded to host: NAME, ...``), every other
+  checkpoint name at its base.yml default (:func:`workloads.recompute.custom_choices`);
 * **hybrid sharding**: ``fsdp`` below the data-parallel degree (FSDP within a slice or a node group,
   data parallelism across) is ``ParallelPlan.shard_group``; **MoE capacity factor** from the ``moe``
-  column is ``ParallelPlan.capacity_factor``; experts sharded by FSDP (``ep`` 1 with FSDP) are what
-  full sharding does to every parameter.
+  column is ``ParallelPlan.capacity_factor``; MaxText's dense einsum dispatch (``sparse_matmul: false``,
+  "einsum" in the ``moe`` column) is ``ParallelPlan.moe_dispatch = "einsum"``; experts sharded by FSDP
+  (``ep`` 1 with FSDP) are what full sharding does to every parameter; Megatron-Bridge rows without a
+  ``zero`` column run their recipes' distributed optimizer (:data:`DEFAULT_ZERO_OF_STACK`).
 
 Rows whose recipe holds something no flag states yet are listed as **not statable yet**, with what
-(:data:`NOT_STATABLE_YET` names each piece): fp8 recipes outside
-``--fp8-linears`` (TE current scaling, MXFP8, int8 AQT), MaxText's ``custom`` remat policy with its
-per-tensor offloads, MoE dispatch by dense einsums. They are never dropped and never approximated
-into the score.
+(:data:`NOT_STATABLE_YET` names each piece). They are never dropped and never approximated into the score.
 
 Hardware as deployed: a row's ``board`` column names a board variant; the variants the catalog holds
 map to their systems (:data:`BOARD_SYSTEMS`: torchtitan's H100 SXM 96 GB HBM2e boards at their 500 W
@@ -39,9 +42,7 @@ by TensorCores as Google names it), so the data-parallel traffic between slices 
 data-centre network.
 
 So that the size of the gap stays visible, such a row may also get a **nearest-recipe** figure:
-the same run with every unstatable piece replaced by the closest statable one (TE current scaling
-and MXFP8 -> tensorwise fp8, int8 -> bf16, MaxText ``custom`` -> ``qkv_proj_offloaded`` when it
-offloads the q/k/v projections, else ``full``). Those figures are reported
+the same run with every unstatable piece replaced by the closest statable one. Those figures are reported
 apart, labelled as approximations, and are not a score.
 
 Plan mapping: ``tp``/``pp``/``cp``/``ep`` as printed (empty: 1); the data-parallel degree is
@@ -65,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_TRAINING_DATASET", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
+__all__ = ["DEFAULT_TRAINING_DATASET", "DEFAULT_ZERO_OF_STACK", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
            "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
@@ -86,11 +87,13 @@ _INT_COLUMNS = ("n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp", "zero",
 #: the recipe pieces no flag states yet (a row holding one is listed, not predicted), and the
 #: nearest statable stand-in used for the labelled nearest-recipe figure
 NOT_STATABLE_YET = {
-    "fp8": "fp8 recipes without a --fp8-linears recipe (Transformer Engine current scaling, MXFP8 block scaling, "
-           "int8 AQT): nearest tensorwise fp8 (current scaling, MXFP8) or bf16 (int8)",
-    "recompute": "MaxText's remat_policy 'custom' (a device/offload/remat choice per tensor name): nearest "
-                 "qkv_proj_offloaded when the q/k/v projections are offloaded, else full",
-    "offload": "host offload of named activations under a custom remat policy: nearest the nearest policy's offload",
+    "fp8": "fp8 recipes without a --fp8-linears recipe (none in the dataset since current, mxfp8 and int8): no "
+           "nearest figure",
+    "recompute": "a recompute policy --recompute does not state (MaxText's custom policy is stated as "
+                 "custom:NAME=CHOICE,...): nearest qkv_proj_offloaded when the q/k/v projections are offloaded, "
+                 "else full",
+    "offload": "host offload of activations no policy states (an offload column custom:NAME=offload cannot "
+               "read): nearest the nearest policy's offload",
     "dcn_slices": "several TPU slices with no catalog multi-slice system for them: no nearest figure",
     "moe": "MoE dispatch by dense one-hot einsums (MaxText sparse_matmul false): nearest the grouped-GEMM dispatch",
     "board": "board variant without a catalog entry: nearest the catalog board",
@@ -101,8 +104,10 @@ BOARD_SYSTEMS = {"H100 SXM 96 GB HBM2e (2.4 TB/s), 500 W power limit": "grand-te
 #: (``selective_ac_option = "op"``) is ``selective-op``; ``maxtext:NAME`` is MaxText's ``remat_policy`` NAME
 _POLICY_OF = {"none": "none", "selective": "selective", "full": "full", "op-sac": "selective-op"}
 #: a row's ``fp8`` -> the ``fp8_linears`` recipe (:data:`workloads.precision.FP8_RECIPES`)
-_FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed"}
-_NEAREST_FP8 = {"te-current-scaling": "tensorwise", "mxfp8": "tensorwise"}
+#: (TE ``Float8CurrentScaling`` -> ``current``, TE ``MXFP8BlockScaling`` -> ``mxfp8``, MaxText AQT int8 -> ``int8``)
+_FP8_OF = {"tensorwise": "tensorwise", "rowwise": "rowwise", "delayed": "delayed", "te-current-scaling": "current",
+           "mxfp8": "mxfp8", "int8-aqt": "int8"}
+_NEAREST_FP8: dict[str, str] = {}  # every recipe of the dataset is stated
 #: stacks whose tensor parallelism always shards the activations between the tensor-parallel regions (bytes as
 #: Megatron sequence parallelism, ``ParallelPlan.sequence_parallel``): torchtitan's ``apply_tp``
 #: (torchtitan/parallelisms/parallelize_llama.py: ``attention_norm``/``ffn_norm`` ``SequenceParallel()``, ``wo``/``w2``
@@ -112,6 +117,14 @@ SEQUENCE_PARALLEL_STACKS = ("torchtitan", "maxtext")
 #: the source's training stack (a prefix of the row's ``framework``, lower case) -> the framework profile
 STACK_OF = (("torchtitan", "fsdp2"), ("nemo automodel", "fsdp2"), ("maxtext", "maxtext"),
             ("megatron", "megatron-core"), ("nemo", "megatron-core"))
+#: ZeRO stage of a stack's default optimizer when the row states none: Megatron-Bridge's pretraining recipes
+#: build the optimizer with ``distributed_fused_adam_with_cosine_annealing`` (src/megatron/bridge/recipes/utils/
+#: optimizer_utils.py: ``use_distributed_optimizer=True``) and ``DistributedDataParallelConfig(...,
+#: use_distributed_optimizer=True)`` (recipes/llama/llama3.py, recipes/qwen/qwen3_moe.py at v0.2.0, the NeMo 25.11
+#: release, and at 6ef21f8 and 270536cc; scripts/performance turns it off only for fine-tuning with PEFT):
+#: Megatron-Core's distributed optimizer, fp32 master weights and Adam moments sharded over the data-parallel
+#: group (ZeRO-1; Megatron-LM docs/source/api-guide/dist_optimizer.md). FSDP stacks shard everything already.
+DEFAULT_ZERO_OF_STACK = {"megatron-core": 1}
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
 
@@ -316,13 +329,36 @@ def _reason_key(why: str) -> str:
     return why.split(":")[0]
 
 
-def _policy(rc: str) -> str | None:
-    """The recompute policy a row's ``recompute`` names (None: no policy states it)."""
+def _policy(rc: str, offload: str = "") -> str | None:
+    """The recompute policy a row's ``recompute`` names (None: no policy states it); MaxText's ``custom``
+    with the tensors the ``offload`` column lists as offloaded (:func:`_custom_policy`)."""
     from workloads.recompute import MAXTEXT_SAVES
 
+    if rc == "maxtext:custom":
+        return _custom_policy(offload)
     if rc.startswith("maxtext:"):
         return rc.split(":", 1)[1] if rc.split(":", 1)[1] in MAXTEXT_SAVES else None
     return _POLICY_OF.get(rc)
+
+
+def _custom_policy(offload: str) -> str | None:
+    """``custom:NAME=offload,...`` from an ``offload`` column ``activations offloaded to host: NAME, ...``
+    (every other MaxText checkpoint name at its base.yml default); ``custom`` for an empty column; None when
+    the column names a tensor the policy cannot state."""
+    from workloads.recompute import custom_choices
+
+    text = offload.strip()
+    if not text:
+        return "custom"
+    head, _, names = text.partition(":")
+    if head.strip() != "activations offloaded to host":
+        return None
+    policy = "custom:" + ",".join(f"{n.strip()}=offload" for n in names.split(",") if n.strip())
+    try:
+        custom_choices(policy)
+    except ValueError:
+        return None
+    return policy
 
 
 def _capacity_factor(row: TrainingRecord) -> float | None:
@@ -345,14 +381,14 @@ def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     if fp8 and fp8 not in _FP8_OF:
         why.append(f"fp8: linear layers in {fp8!r}, a recipe --fp8-linears does not state")
     rc = row["recompute"].strip()
-    if rc and _policy(rc) is None:
+    policy = _policy(rc, row["offload"])
+    if rc and policy is None:
         why.append(f"recompute: named policy {rc!r}")
-    if row["offload"].strip() and _policy(rc) not in ("qkv_proj_offloaded", "minimal_offloaded"):
+    if row["offload"].strip() and not (policy in ("qkv_proj_offloaded", "minimal_offloaded")
+                                       or (policy or "").startswith("custom:")):
         why.append(f"offload: {row['offload'].strip()}")
     if (row.ints.get("dcn_slices") or 1) > 1 and not system:
         why.append(f"dcn_slices: {row.ints['dcn_slices']} slices over DCN")
-    if "einsum" in row["moe"].lower():
-        why.append(f"moe: {row['moe'].strip()}")
     if row["board"].strip() and row["board"].strip() not in BOARD_SYSTEMS:
         why.append(f"board: {row['board'].strip()}")
     return why
@@ -404,8 +440,9 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
         mb //= pp  # torchtitan splits the local batch into pipeline_parallel_microbatches (default: pp degree)
     return ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch=mb or 1, global_batch=gb,
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
-                        shard_group=shard if 1 < shard < dp else 0, zero_stage=g.get("zero") or 0,
-                        capacity_factor=_capacity_factor(row), pipeline_split=split)
+                        shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
+                        capacity_factor=_capacity_factor(row), pipeline_split=split,
+                        moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse")
 
 
 #: models whose Megatron-Bridge pretraining recipe counts the embedding and the loss as pipeline
@@ -430,12 +467,21 @@ def _pipeline_split(row: TrainingRecord) -> str:
     return "even"
 
 
+def _zero_stage(row: TrainingRecord) -> int:
+    """The row's ZeRO stage: its ``zero`` column, else its stack's default optimizer (:data:`DEFAULT_ZERO_OF_STACK`;
+    0 under FSDP, which shards the states itself)."""
+    zero = row.ints.get("zero")
+    if zero is not None:
+        return zero
+    return 0 if (row.ints.get("fsdp") or 1) > 1 else DEFAULT_ZERO_OF_STACK.get(stack_of(row), 0)
+
+
 def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, Any]:
     """The :func:`~simulator.parallel.evaluate_plan` keyword arguments of the row's recipe:
     ``recompute``, ``fp8_linears`` and ``framework``; ``nearest``: each unstatable piece replaced by
     its nearest statable stand-in (:data:`NOT_STATABLE_YET`)."""
     rc = row["recompute"].strip()
-    policy = _policy(rc)
+    policy = _policy(rc, row["offload"])
     if policy is None:
         policy = "qkv_proj_offloaded" if "query_proj" in row["offload"] else "full"
     fp8 = row["fp8"].strip()

@@ -106,6 +106,24 @@ def _named_axis(name: str, values: Sequence[str], known: Sequence[str], flag: st
     return Axis(name, vals)
 
 
+def _recompute_axis(values: Sequence[str]) -> Axis:
+    """The recompute axis: named policies (:data:`workloads.recompute.POLICIES`) and MaxText custom policies
+    ``custom:NAME=CHOICE,...`` (checked as ``predict --recompute`` checks them)."""
+    from workloads.recompute import check_policy
+
+    vals = tuple(dict.fromkeys(str(v).strip() for v in values))
+    custom = [v for v in vals if v.startswith("custom:")]
+    for v in custom:
+        try:
+            check_policy(v)
+        except ValueError as exc:
+            raise TuneError(f"--recompute: {exc}") from None
+    rest = [v for v in vals if v not in custom]
+    if rest or not custom:
+        _named_axis("recompute", rest, _recompute_policies(), "--recompute", "policy")
+    return Axis("recompute", vals)
+
+
 class ModelProblem:
     """Tune ``model`` over hardware, batch, dtype, fusion, recomputation and (on systems) tp x pp x dp.
 
@@ -203,8 +221,7 @@ class ModelProblem:
             axes.append(Axis("weight_dtype", self.weight_dtypes))
         axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
         if train:
-            axes.append(_named_axis("recompute", recompute or ("none", "selective", "full"), _recompute_policies(),
-                                    "--recompute", "policy"))
+            axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
         axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: serving precision is applied to one-device inference graphs; "
@@ -385,9 +402,15 @@ class ModelProblem:
     def _recipe_valid(self, config: Mapping[str, Any]) -> bool:
         """Whether a configuration's training recipe exists on its device and plan."""
         dev = self.device[config["hardware"]]
-        if config.get("fp8_linears", "none") != "none" and not any(
-                k.startswith("fp8") for k in dev.compute.tensor_flops_per_s):
-            return False  # fp8 linears need fp8 tensor rates
+        recipe = config.get("fp8_linears", "none")
+        if recipe != "none":
+            from workloads.precision import BLACKWELL_ONLY
+
+            rate = "int8" if recipe == "int8" else "fp8"
+            if not any(k.startswith(rate) for k in dev.compute.tensor_flops_per_s):
+                return False  # fp8 (int8) linears need fp8 (int8) tensor rates
+            if recipe in BLACKWELL_ONLY and str(getattr(dev, "arch", "")) not in BLACKWELL_ONLY[recipe][0]:
+                return False  # MXFP8 needs Blackwell tensor cores
         if config.get("framework"):
             from workloads.frameworks import get_profile
 

@@ -1,5 +1,5 @@
-"""Bad training recipes on the command line: one located line, exit 2 (recomputation policy, offload,
-hybrid sharding, MoE capacity factor)."""
+"""Bad training recipes on the command line: one located line, exit 2 (recomputation policy, MaxText's custom
+policy, offload, fp8 / int8 linear recipes, hybrid sharding, MoE capacity factor)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,16 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     (("--capacity-factor", "0"), ("--capacity-factor", "got 0", "> 0")),
     (("--capacity-factor", "-1.5"), ("--capacity-factor", "got -1.5", "> 0")),
     (("--shard-group", "3"), ("shard_group", "got 3 with dp 8", "divisor of dp")),
+    (("--recompute", "custom:query_prj=offload"), ("--recompute", "unknown tensor name", "'query_prj'",
+                                                   "did you mean 'query_proj'")),
+    (("--recompute", "custom:out_proj=offlaod"), ("--recompute", "'out_proj'", "'offlaod'",
+                                                 "did you mean 'offload'")),
+    (("--recompute", "custom:decoder_layer_input=remat"), ("--recompute", "decoder_layer_input",
+                                                           "expected device or offload")),
+    (("--recompute", "costum:out_proj=device"), ("--recompute", "'costum:out_proj=device'", "custom:NAME=CHOICE")),
+    (("--fp8-linears", "mxfp9"), ("--fp8-linears", "'mxfp9'", "did you mean 'mxfp8'")),
+    (("--fp8-linears", "curent"), ("--fp8-linears", "'curent'", "did you mean 'current'")),
+    (("--fp8-linears", "mxfp8"), ("fp8_linears mxfp8", "'h100-sxm5-80gb'", "arch 'hopper'", "blackwell")),
 ])
 def test_bad_recipe_is_one_located_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
                                         parts: tuple[str, ...]) -> None:
@@ -60,3 +70,9 @@ def test_bad_pipeline_split_is_one_located_line(capsys: pytest.CaptureFixture[st
                                                 parts: tuple[str, ...]) -> None:
     rc, err = run(capsys, *PP, *argv)
     one_line(rc, err, *parts)
+
+
+def test_a_custom_policy_offload_without_a_host_link_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = run(capsys, "predict", "gpt2", "--hardware", "jetson-agx-orin-64gb", "--train", "--microbatch", "1",
+                  "--recompute", "custom:decoder_layer_input=offload")
+    one_line(rc, err, "offload activations", "'jetson-agx-orin-64gb'", "no host link")

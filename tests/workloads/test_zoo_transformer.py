@@ -236,3 +236,33 @@ def test_config_validation_names_the_field():
         TransformerConfig("bad", vocab=10, d_model=64, layers=1, heads=8, kv_heads=3, d_ff=64)
     with pytest.raises(ValueError, match="mlp"):
         TransformerConfig("bad", vocab=10, d_model=64, layers=1, heads=8, d_ff=64, mlp="swish")
+
+
+def test_einsum_moe_dispatch_flops_by_hand():
+    """MaxText's dense_matmul (sparse_matmul False, capacity_factor 1.25; MaxText/layers/linears.py @ 449b4fe):
+    Mixtral-8x7B, 2 sequences of 512: C = ceil(512 x 2 / 8) x 1.25 = 160 slots per expert and sequence;
+    dispatch 'BSM,BSEC->EBCM' and combine 'EBCM,BSEC->BSM' are 2 B S E C M flops each; the experts run
+    every one of the E x B x C = 2560 slots (gate+up 2 x 2560 x 4096 x 28672, down 2 x 2560 x 14336 x 4096)."""
+    import dataclasses
+
+    from workloads.zoo.transformer import build, einsum_capacity
+
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=1, moe_dispatch="einsum", capacity_factor=1.25)
+    g = build(cfg, batch=2, seq=512, phase="forward", name="m")
+    assert einsum_capacity(512, 8, 2, 1.25) == 160
+    ops = {op.name.split(".")[-1]: op for op in g.ops if ".moe." in op.name}
+    assert ops["dispatch"].flops == ops["combine"].flops == 2 * 2 * 512 * 8 * 160 * 4096 == 10_737_418_240
+    assert ops["experts_in"].flops == 2 * 2560 * 4096 * 28672
+    assert ops["experts_out"].flops == 2 * 2560 * 14336 * 4096
+    sparse = build(dataclasses.replace(cfg, moe_dispatch="sparse"), batch=2, seq=512, phase="forward", name="m")
+    up = next(op for op in sparse.ops if op.name.endswith("experts_in"))
+    assert up.flops == 2 * 2048 * 4096 * 28672  # dropless rows only: 1024 tokens x top-2
+
+
+def test_einsum_dispatch_needs_a_capacity_factor():
+    from workloads.parallel import ParallelPlan, PlanError
+
+    with pytest.raises(PlanError, match="moe_dispatch: 'einsum' with no capacity_factor"):
+        ParallelPlan(moe_dispatch="einsum")
+    with pytest.raises(PlanError, match="did you mean 'einsum'"):
+        ParallelPlan(moe_dispatch="einsun", capacity_factor=1.25)

@@ -50,6 +50,8 @@ from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
 
 __all__ = [
     "TransformerConfig",
+    "MOE_DISPATCH_MODES",
+    "einsum_capacity",
     "build",
     "prefill",
     "decode",
@@ -176,6 +178,7 @@ class TransformerConfig:
     moe_every: int = 1
     moe_offset: int = 0
     capacity_factor: float = 1.0
+    moe_dispatch: str = "sparse"
     relative_buckets: int = 32
     shared_d_ff: int = 0
     dense_d_ff: int = 0
@@ -208,6 +211,8 @@ class TransformerConfig:
                 problems.append(f"moe_every/moe_offset: got {self.moe_every}/{self.moe_offset}; expected 0 <= offset < every")
             if self.capacity_factor <= 0:
                 problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
+            if self.moe_dispatch not in MOE_DISPATCH_MODES:
+                problems.append(f"moe_dispatch: got {self.moe_dispatch!r}; expected one of {', '.join(MOE_DISPATCH_MODES)}")
         if self.kv_lora_rank and (self.head_dim is None or self.rope_head_dim < 1 or self.v_head_dim < 1
                                   or self.pos != "rope"):
             problems.append("kv_lora_rank: latent attention needs head_dim, rope_head_dim >= 1, v_head_dim >= 1 and "
@@ -287,6 +292,18 @@ def expected_active_experts(tokens: int, experts: int, top_k: int) -> int:
         return 0
     miss = (1.0 - top_k / experts) ** tokens
     return max(min(top_k, experts), min(experts, round(experts * (1.0 - miss))))
+
+
+#: How MoE tokens reach their experts: ``sparse`` (gather / scatter of routed rows: Megatron-Core's permute,
+#: MaxText ``sparse_matmul``), ``einsum`` (MaxText ``dense_matmul`` with ``capacity_factor > 0``: one-hot
+#: dispatch and combine einsums over capacity-padded expert buffers, :meth:`_Build.einsum_dispatch`)
+MOE_DISPATCH_MODES = ("sparse", "einsum")
+
+
+def einsum_capacity(seq: int, experts: int, top_k: int, capacity_factor: float) -> int:
+    """Expert slots per sequence of MaxText's einsum dispatch: ``int(max(ceil(seq * top_k / experts) *
+    capacity_factor, capacity_factor))`` (``generate_masks``, MaxText/layers/linears.py @ 449b4fe)."""
+    return max(1, int(max(math.ceil(seq * top_k / experts) * capacity_factor, capacity_factor)))
 
 
 def moe_capacity(tokens: int, experts: int, top_k: int, capacity_factor: float) -> int:
@@ -688,6 +705,8 @@ class _Build:
 
     def moe_block(self, h: TensorSpec) -> TensorSpec:
         cfg, b = self.cfg, self.b
+        if cfg.moe_dispatch == "einsum":
+            return self.einsum_dispatch(h)
         h = self.tp_enter(h)
         bsz, s, d = h.shape
         t = bsz * s
@@ -725,6 +744,55 @@ class _Build:
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             return self.tp_exit(self.reshape(y, (bsz, s, d), "merge"), "experts")
+
+    def einsum_dispatch(self, h: TensorSpec) -> TensorSpec:
+        """MaxText's ``dense_matmul`` with ``capacity_factor > 0`` (MaxText/layers/linears.py @ 449b4fe52a78,
+        ``sparse_matmul: False``): per sequence a one-hot combine mask (B, S, E, C) of the routing weights at
+        each kept token's slot (``generate_masks``), ``dispatch = einsum('BSM,BSEC->EBCM')`` and
+        ``combine = einsum('EBCM,BSEC->BSM')``, dense matmuls of ``2 B S E C M`` flops each, and the expert
+        einsums over every one of the ``E x B x C`` capacity-padded slots (:func:`einsum_capacity`)."""
+        cfg, b = self.cfg, self.b
+        h = self.tp_enter(h)
+        bsz, s, d = h.shape
+        e, k, ff, ep = cfg.experts, cfg.top_k, self.d_ff_local, self.ep
+        c = einsum_capacity(s, e, k, cfg.capacity_factor)
+        le = e // ep
+        with b.group("moe"):
+            x2 = self.reshape(h, (bsz * s, d), "tokens")
+            wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
+            # one_hot(slot) from the cumulative count of each expert's tokens (no gradient), times the weights
+            slots = b.op("generic", [idx], name="slot_one_hot", op_type="one_hot", output_shapes=[(bsz, s, e * c)],
+                         output_dtypes=[h.dtype.value])
+            w = b.op("reduction", [self.reshape(wts, (bsz, s, k), "token_weights")], name="kept_weight", op="sum",
+                     axes=(-1,), keepdims=True)
+            mask = self.ew("mul", w, slots, name="combine_mask")
+            mask_t = b.op("transpose", [mask], name="dispatch_mask", perm=(0, 2, 1))
+            buf = b.op("matmul", [mask_t, h], name="dispatch")  # (B, E*C, M)
+            buf = b.op("transpose", [self.reshape(buf, (bsz, e, c, d), "slots")], name="expert_major",
+                       perm=(1, 0, 2, 3))
+            buf = self.reshape(buf, (e, bsz * c, d), "expert_buffers_in")
+            if ep > 1:
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.tp)
+                buf = self.reshape(buf, (le, ep * bsz * c, d), "local_experts")
+            rows = e * bsz * c  # every slot computed, kept or padding
+            n1 = 2 * ff if cfg.gated else ff
+            hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
+                       tokens=rows, experts_active=le)
+            if cfg.gated:
+                gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
+                a = self.ew("mul", self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act"), up,
+                            name="gate_mul")
+            else:
+                a = self.ew(cfg.mlp, hid, name="act")
+            y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
+                     tokens=rows, experts_active=le)
+            if ep > 1:
+                y = b.op("all_to_all", [self.reshape(y, (e, bsz * c, d), "expert_buffers")], name="combine_all_to_all",
+                         group_size=ep, stride=self.tp)
+            y = b.op("transpose", [self.reshape(y, (e, bsz, c, d), "slots_out")], name="batch_major",
+                     perm=(1, 0, 2, 3))
+            out = b.op("matmul", [mask, self.reshape(y, (bsz, e * c, d), "slot_rows")], name="combine")
+            return self.tp_exit(out, "experts")
 
     # --- layers -------------------------------------------------------------------------------
     def layer(self, x: TensorSpec, i: int, *, causal: bool, cache: bool, bias: TensorSpec | None,

@@ -217,3 +217,25 @@ def test_torchtitan_runs_fit_and_its_oom_does_not(model: str, system: str, dp: i
     plan = ParallelPlan(tp=tp, dp=dp, fsdp=True, sequence_parallel=tp > 1, microbatch=lbs, global_batch=lbs * dp)
     res = evaluate_plan(model, load_hardware(system), plan, train=True, seq=seq, recompute=policy)
     assert res.fits_in_memory is ran, res.memory_message()
+
+
+def test_distributed_optimizer_shards_experts_over_the_expert_data_parallel_group() -> None:
+    """ZeRO-1 with ep = dp: the dense states shard over the 8 data-parallel ranks, the experts' over
+    dp / ep = 1 rank (Megatron-Core's expert-data-parallel group): the optimizer bytes are
+    (1 - f) x O / 8 + f x O for the experts' share f of the parameters, O the unsharded optimizer state."""
+    from simulator.parallel.compose import _expert_share
+
+    base = ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=8)
+    res0 = evaluate_plan("mixtral-8x7b", _dgx(), base, train=True, seq=512, recompute="full")
+    res1 = evaluate_plan("mixtral-8x7b", _dgx(), dataclasses.replace(base, zero_stage=1), train=True, seq=512,
+                         recompute="full")
+    sgs = plan_graphs("mixtral-8x7b", base, train=True, seq=512, recompute="full")
+    f = _expert_share([(sg, None) for sg in sgs])
+    # Mixtral-8x7B, one of 8 experts per device: 32 layers x 3 x 4096 x 14336 expert weights; dense per layer
+    # q, o 4096^2, k, v 4096 x 1024, router 4096 x 8, two norms 4096; embedding and head 32000 x 4096, final norm
+    ex = 32 * 3 * 4096 * 14336
+    dense = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 4096 * 8 + 2 * 4096) + 2 * 32000 * 4096 + 4096
+    assert f == pytest.approx(ex / (ex + dense))
+    o0 = res0.to_json()["memory_breakdown"]["optimizer"]
+    o1 = res1.to_json()["memory_breakdown"]["optimizer"]
+    assert o1 == pytest.approx((1 - f) * o0 / 8 + f * o0)

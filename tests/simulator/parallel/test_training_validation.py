@@ -115,13 +115,17 @@ def _dp(r) -> int:
     ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext"}, []),
     # NeMo AutoModel runs FSDP2
     ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "fsdp2"}, []),
-    # Megatron-Bridge with TE current scaling: megatron-core; the fp8 recipe is not one --fp8-linears states
-    ("train-053", {"recompute": "none", "fp8_linears": None, "framework": "megatron-core"},
-     ["fp8: linear layers in 'te-current-scaling', a recipe --fp8-linears does not state"]),
-    # MaxText custom remat with named offloads: not a policy
-    ("train-111", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext"},
-     ["recompute: named policy 'maxtext:custom'",
-      "offload: activations offloaded to host: decoder_layer_input, out_proj, query_proj, key_proj, value_proj"]),
+    # Megatron-Bridge with TE current scaling / MXFP8 block scaling: megatron-core with those recipes
+    ("train-053", {"recompute": "none", "fp8_linears": "current", "framework": "megatron-core"}, []),
+    ("train-054", {"recompute": "none", "fp8_linears": "mxfp8", "framework": "megatron-core"}, []),
+    # MaxText quantization int8 (AQT) with full remat
+    ("train-135", {"recompute": "full", "fp8_linears": "int8", "framework": "maxtext"}, []),
+    # MaxText custom remat: the offload column's names offloaded, every other name at its default
+    ("train-111", {"recompute": "custom:decoder_layer_input=offload,out_proj=offload,query_proj=offload,"
+                                 "key_proj=offload,value_proj=offload", "fp8_linears": None, "framework": "maxtext"},
+     []),
+    ("train-131", {"recompute": "custom:context=offload,mlpwo=offload", "fp8_linears": None, "framework": "maxtext"},
+     []),
 ])
 def test_each_recipe_kind_maps_to_its_arguments(rows, rid: str, recipe: dict, unstatable: list) -> None:
     from simulator.parallel.training_validation import _unstatable, stated_recipe
@@ -131,17 +135,25 @@ def test_each_recipe_kind_maps_to_its_arguments(rows, rid: str, recipe: dict, un
     assert _unstatable(r, _dp(r), "system") == unstatable
 
 
+def test_custom_policy_from_the_offload_column() -> None:
+    """MaxText custom: an empty offload column is every name at its default; a column that is not a list of
+    MaxText checkpoint names states no policy (the row is listed, not predicted)."""
+    from simulator.parallel.training_validation import _custom_policy, _policy
+
+    assert _policy("maxtext:custom", "") == "custom"
+    assert _custom_policy("activations offloaded to host: decoder_layer_input") == "custom:decoder_layer_input=offload"
+    assert _custom_policy("activations offloaded to host: query_prj") is None  # not a MaxText name
+    assert _custom_policy("q/k/v projections offloaded to host") is None  # not the column's list form
+    assert _policy("maxtext:custom", "q/k/v projections offloaded to host") is None
+
+
 def test_nearest_recipe_stand_ins(rows) -> None:
-    """The nearest figure replaces only the unstatable piece: TE current scaling and MXFP8 -> tensorwise fp8,
-    int8 AQT -> 16-bit, a custom policy offloading q/k/v -> qkv_proj_offloaded (else full)."""
+    """Rows whose recipe is stated get the same arguments with or without ``nearest``: no stand-in enters."""
     from simulator.parallel.training_validation import stated_recipe
 
-    assert stated_recipe(_row(rows, "train-053"), nearest=True)["fp8_linears"] == "tensorwise"
-    assert stated_recipe(_row(rows, "train-054"), nearest=True)["fp8_linears"] == "tensorwise"  # mxfp8
-    assert stated_recipe(_row(rows, "train-135"), nearest=True)["fp8_linears"] is None  # int8-aqt
-    assert stated_recipe(_row(rows, "train-135"), nearest=True)["recompute"] == "full"
-    custom = [r for r in rows if r["recompute"] == "maxtext:custom" and "query_proj" not in r["offload"]]
-    assert custom and all(stated_recipe(r, nearest=True)["recompute"] == "full" for r in custom)
+    for rid in ("train-053", "train-054", "train-111", "train-135"):
+        r = _row(rows, rid)
+        assert stated_recipe(r, nearest=True) == stated_recipe(r)
 
 
 def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
@@ -160,8 +172,7 @@ def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
     assert not _plan(r, 2).sequence_parallel
     r = _row(rows, "train-124")  # Mixtral 8x7B, capacity factor 1.25, dense einsum dispatch
     assert _plan(r, 256).capacity_factor == 1.25 and _plan(r, 256).shard_group == 0
-    assert "moe: capacity_factor 1.25, tokens dropped; dense (einsum) dispatch, experts sharded by FSDP" in \
-        _unstatable(r, 256, "tpu-v6e-256")
+    assert _plan(r, 256).moe_dispatch == "einsum" and _unstatable(r, 256, "tpu-v6e-256") == []
     r = _row(rows, "train-001")  # torchtitan: local batch 2 per rank, 16 per step
     assert _plan(r, 8) == ParallelPlan(dp=8, fsdp=True, microbatch=2, global_batch=16)
 
@@ -241,14 +252,20 @@ def test_real_dataset_lists_every_row_and_reports_groups() -> None:
     # eager and compiled (fsdp2-compile) rows are stated; the 12 pipeline rows of the 405B (8 stages of 126
     # layers) are split as torchtitan's generated split points split them (15, 16 x 6, 15)
     assert sum(r.status == "predicted" for r in titan) == 48
-    # the recipes stated since: named policies, fp8 tensorwise/rowwise, hybrid sharding, compile, uneven pipeline
-    # stages, the DeepSeek-V3 zoo model (98 of 139)
-    assert s["predicted"] == 98 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
-    assert not any(w.startswith("plan refused") for r in results for w in r.why)
+    # the recipes stated since: named policies, fp8 tensorwise/rowwise, hybrid sharding, compile (84 of 139);
+    # TE current scaling, MXFP8, int8 AQT and MaxText's custom remat with its offloads; MaxText's dense einsum
+    # MoE dispatch (Mixtral 8x7B and 8x22B on v6e-256); uneven pipeline stages; the DeepSeek-V3 zoo model
+    # (130 of 139)
+    assert s["predicted"] == 130 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
+    assert not {"fp8", "recompute", "offload"} & set(s["reasons"])
+    # nothing left not statable: every row is predicted or skipped (model, plan or recomputation missing)
+    assert [r.id for r in results if r.status == "not statable yet"] == []
+    assert {r.id for r in results if r.status == "predicted"} >= {"train-124", "train-125"}
+    # the one plan refused: Qwen3-235B with ep 32 over dp 16 (expert ranks are taken from the replicas)
+    assert [r.id for r in results if any(w.startswith("plan refused") for w in r.why)] == ["train-065"]
     assert sum(r.system.startswith("dgx-b200") for r in results) == 12
     # GPT-OSS (no zoo model) and DeepSeek-V3 (recomputation not stated)
     assert sum(r.family == "B200" and r.status == "skipped" for r in results) == 4
-
 
 def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
     """The 48 torchtitan rows on H100 SXM 96 GB HBM2e boards at 500 W run on grand-teton-h100-96gb nodes (no
@@ -283,3 +300,15 @@ def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
         tp, pp, cp = (r.ints.get(k) or 1 for k in ("tp", "pp", "cp"))
         why = _unstatable(r, n // (tp * pp * cp), names.get(r.id) or _system_name(r, n)[0])
         assert not any(w.startswith(("board", "dcn_slices")) for w in why), (r.id, why)
+
+
+def test_megatron_rows_state_the_distributed_optimizer(rows) -> None:
+    """Megatron-Bridge rows without a ``zero`` column run Megatron-Core's distributed optimizer (ZeRO-1:
+    ``use_distributed_optimizer=True`` in its recipes' optimizer and DDP configs); FSDP stacks keep 0."""
+    from simulator.parallel.training_validation import _plan, stack_of
+
+    mb = next(r for r in rows if r.id == "train-053")
+    assert stack_of(mb) == "megatron-core" and mb.ints.get("zero") is None
+    assert _plan(mb, 8).zero_stage == 1
+    titan = next(r for r in rows if r.id == "train-001")
+    assert _plan(titan, 8).zero_stage == 0 and _plan(titan, 8).fsdp

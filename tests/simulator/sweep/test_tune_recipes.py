@@ -20,6 +20,22 @@ def _valid(problem: ModelProblem) -> list[dict[str, object]]:
     return [problem.space.config(i) for i in _valid_indices(problem) or []]
 
 
+def test_custom_recompute_policies_are_axis_values() -> None:
+    """MaxText custom policies search next to named ones; the CLI joins a custom policy's NAME=CHOICE items."""
+    from simulator.cli.tune import _policies
+
+    items = "full,custom:query_proj=offload,key_proj=offload,minimal,custom:out_proj=offload".split(",")
+    joined = _policies(items)
+    assert joined == ["full", "custom:query_proj=offload,key_proj=offload", "minimal", "custom:out_proj=offload"]
+    problem = ModelProblem("gpt2", ["dgx-h100"], batch=(1,), dtypes=("bf16",), train=True, recompute=joined,
+                           tp=(1,), pp=(1,), dp=(8,))
+    assert {a.name: a.values for a in problem.space.axes}["recompute"] == tuple(joined)
+    with pytest.raises(TuneError, match="--recompute: recompute custom: unknown tensor name; got 'query_prj'.*"
+                                        "did you mean 'query_proj'"):
+        ModelProblem("gpt2", ["dgx-h100"], batch=(1,), dtypes=("bf16",), train=True,
+                     recompute=("custom:query_prj=offload",), tp=(1,), pp=(1,), dp=(8,))
+
+
 def test_every_named_recompute_policy_is_an_axis_value() -> None:
     problem = ModelProblem("gpt2", ["dgx-h100"], batch=(1,), dtypes=("bf16",), train=True, recompute=POLICIES,
                            tp=(1,), pp=(1,), dp=(8,))
