@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,17 @@ METRICS: dict[str, tuple[str, str, str | None]] = {
 }
 #: Engine -> the framework profile that prices its iterations (``nim``: NVIDIA's container around TensorRT-LLM).
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trt-llm", "nim": "trt-llm"}
+#: vLLM releases before 0.8 ran the V0 engine by default (host time per iteration: the ``vllm-v0`` profile).
+_V0_VERSION = re.compile(r"^0\.[0-7]\.")
+
+
+def engine_profile(engine: str, version: str) -> str:
+    """The framework profile that prices ``engine`` at ``version`` (:data:`ENGINES`; vLLM < 0.8: ``vllm-v0``)."""
+    if engine == "vllm" and _V0_VERSION.match(version):
+        return "vllm-v0"
+    return ENGINES[engine]
+
+
 _SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 _ARRIVALS = ("poisson", "gamma", "concurrency", "burst", "trace")
 _INTS = ("n_devices", "tp", "pp")
@@ -244,7 +256,8 @@ def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
 
     config = ServeConfig(arrival=row.arrival, lengths=row.lengths, scheduler=row.scheduler,
                          max_num_seqs=row.max_num_seqs, max_batched_tokens=row.max_batched_tokens,
-                         requests=_requests(row, max_requests), seed=0, framework=ENGINES[row.engine], dtype=row.dtype,
+                         requests=_requests(row, max_requests), seed=0, framework=engine_profile(row.engine, row.engine_version),
+                         dtype=row.dtype,
                          **dict(row.settings))
     return simulate_serving(row.model, row.system, config, ParallelPlan(tp=row.tp, pp=row.pp)).summary
 

@@ -131,10 +131,14 @@ class Replica:
             if self.lim.kind != "static":
                 k_max = min(k_max, self._block_steps(live))
         fixed_t, fixed_e = self.pricer.decode_fixed(batch)
+        steps, end, energy = 0, t, 0.0
+        if block > 1:  # the host work of the scheduling pass is done once, before the block's first step
+            host = self.pricer.host_time(batch)
+            fixed_t -= host
+            end += host
         ctx = sum(s.computed for s, _ in work) / batch
         grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
         hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
-        steps, end, energy = 0, t, 0.0
         ends: list[float] = []
         c = ctx
         while True:

@@ -174,7 +174,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     cfg, _ = resolve_config(model)
     opts, profile = _options(config, options)
     host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
-    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host)
+    per_seq = profile.iteration_host_per_seq_s if config.iteration_host_s is None else 0.0
+    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")

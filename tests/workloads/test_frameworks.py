@@ -104,7 +104,7 @@ def test_drop_optimizer():
 
 
 def test_profiles_and_aliases():
-    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla",
+    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "vllm-v0", "sglang", "xla",
                              "fsdp2", "fsdp2-compile", "megatron-core", "maxtext"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
