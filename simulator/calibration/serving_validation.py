@@ -24,8 +24,9 @@ from typing import Any
 from nodeperf.suggest import did_you_mean
 from simulator.calibration.measurements import MeasurementError
 
-__all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "METRICS", "ENGINES", "ServingRow", "ServingDataError",
-           "read_serving_csv", "validate_serving", "predicted_metric", "DEFAULT_MAX_REQUESTS"]
+__all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "OPTIONAL_COLUMNS", "SETTINGS", "engine_profile", "METRICS", "ENGINES",
+           "ServingRow", "ServingDataError", "read_serving_csv", "validate_serving", "predicted_metric",
+           "DEFAULT_MAX_REQUESTS"]
 
 logger = logging.getLogger(__name__)
 
