@@ -112,9 +112,9 @@ def test_profiles_and_aliases():
                                                     "attention_kernel": "auto", "conv_layout": "nchw"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
-    for name in ("compile", "fsdp2-compile", "vllm", "sglang"):
+    for name in ("compile", "fsdp2-compile", "vllm", "vllm-v0", "sglang"):
         assert get_profile(name).cost_options()["epilogue_fusion"] is False, name
-    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name not in ("compile", "fsdp2-compile", "vllm", "sglang"))
+    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name not in ("compile", "fsdp2-compile", "vllm", "vllm-v0", "sglang"))
     with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
         get_profile("eagr")
     for p in PROFILES.values():
