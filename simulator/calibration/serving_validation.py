@@ -39,9 +39,12 @@ COLUMNS = ("id", "engine", "engine_version", "model", "system", "n_devices", "tp
 #: Optional trailing columns: scheduler settings of the engine as run, ``key=value`` pairs joined by ``;``
 #: (:data:`SETTINGS`), and where each comes from (a command line the source prints, the engine's code).
 OPTIONAL_COLUMNS = ("settings", "settings_source")
-#: Setting -> (ServeConfig field, parser): ``scheduler_steps=10`` (vLLM 0.6 ``--num-scheduler-steps``),
-#: ``mixed_prefill=false`` (prompts run in iterations of their own: vLLM V0, SGLang <= 0.3).
-SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool"}
+#: Setting (a ServeConfig field) -> its type: ``scheduler_steps=10`` (vLLM 0.6 ``--num-scheduler-steps``),
+#: ``mixed_prefill=false`` (prompts run in iterations of their own: vLLM V0, SGLang <= 0.3), and the batch
+#: limits an engine version defaults to (``max_num_seqs``, ``max_batched_tokens``) where they differ from
+#: the simulator's scheduler defaults (vLLM V1's); a setting may not repeat a filled column.
+SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
+                            "max_batched_tokens": "int"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -185,6 +188,10 @@ def _parse_row(raw: Mapping[str, str], where: str, problems: list[str]) -> Servi
     if None not in ints.values() and ints["tp"] * ints["pp"] != ints["n_devices"]:  # type: ignore[operator]
         problems.append(f"{where}: n_devices: got {ints['n_devices']}; expected tp x pp = {ints['tp'] * ints['pp']}")  # type: ignore[operator]
     settings = _settings(raw.get("settings") or "", where, problems)
+    for key, _v in settings:
+        if key in _OPTIONAL_INTS and (raw.get(key) or "").strip():
+            problems.append(f"{where}: settings: {key} given twice; got column {key} {raw[key]!r} and setting "
+                            f"{key}; expected one of them")
     if settings and not (raw.get("settings_source") or "").strip():
         problems.append(f"{where}: settings_source: empty; got ''; expected where the settings come from")
     if len(problems) > n0:
@@ -255,11 +262,10 @@ def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
     from simulator.serving import ServeConfig, simulate_serving
     from workloads.parallel import ParallelPlan
 
+    settings = {"max_num_seqs": row.max_num_seqs, "max_batched_tokens": row.max_batched_tokens, **dict(row.settings)}
     config = ServeConfig(arrival=row.arrival, lengths=row.lengths, scheduler=row.scheduler,
-                         max_num_seqs=row.max_num_seqs, max_batched_tokens=row.max_batched_tokens,
-                         requests=_requests(row, max_requests), seed=0, framework=engine_profile(row.engine, row.engine_version),
-                         dtype=row.dtype,
-                         **dict(row.settings))
+                         requests=_requests(row, max_requests), seed=0,
+                         framework=engine_profile(row.engine, row.engine_version), dtype=row.dtype, **settings)
     return simulate_serving(row.model, row.system, config, ParallelPlan(tp=row.tp, pp=row.pp)).summary
 
 

@@ -148,7 +148,8 @@ def test_settings_column_is_read_and_checked(tmp_path):
     )
 
     rows = {r.id: r for r in read_serving_csv()}
-    assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False}  # vLLM 0.6.0
+    assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False, "max_num_seqs": 256,
+                                              "max_batched_tokens": 4096}  # vLLM 0.6.0 (its defaults)
     assert dict(rows["srv-001"].settings) == {"mixed_prefill": False}  # SGLang 0.3.0
     assert rows["srv-052"].settings == ()  # vLLM main (V1)
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
@@ -164,4 +165,22 @@ def test_settings_column_is_read_and_checked(tmp_path):
         w.writerow(first)
     with pytest.raises(ServingDataError, match=r"bad.csv:2: settings: unknown setting; got 'scheduler_step=10'.*"
                                                r"did you mean 'scheduler_steps'"):
+        read_serving_csv(f)
+
+
+def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
+    from simulator.calibration.serving_validation import DEFAULT_SERVING_DATASET, ServingDataError, read_serving_csv
+
+    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        first = next(reader)
+    first["max_num_seqs"], first["settings"], first["settings_source"] = "128", "max_num_seqs=256", "code"
+    f = tmp_path / "twice.csv"
+    with open(f, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
+        w.writeheader()
+        w.writerow(first)
+    with pytest.raises(ServingDataError, match=r"twice.csv:2: settings: max_num_seqs given twice; got column "
+                                               r"max_num_seqs '128'"):
         read_serving_csv(f)
