@@ -169,7 +169,11 @@ def test_settings_column_is_read_and_checked(tmp_path):
 
 
 def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
-    from simulator.calibration.serving_validation import DEFAULT_SERVING_DATASET, ServingDataError, read_serving_csv
+    from simulator.calibration.serving_validation import (
+        DEFAULT_SERVING_DATASET,
+        ServingDataError,
+        read_serving_csv,
+    )
 
     with open(DEFAULT_SERVING_DATASET, newline="") as fh:
         reader = csv.DictReader(fh)
