@@ -147,6 +147,17 @@ _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Conti
                "the v5p configs ('This flag significantly improves performance'), which the v5p scripts of 76bd53b0f lack. "
                "The decomposition is that of Wang et al., ASPLOS 2023 (XLA on TPU v4): the all-gather's consumer matmul "
                "computes on the chunks already arrived")
+_VLLM_V06 = ("vLLM v0.6.0 announcement, https://blog.vllm.ai/2024/09/05/perf-update.html: scheduling and input "
+             "preparation block the GPU in the V0 engine (29% of the time for Llama 3 8B on one H100 in v0.5.3); v0.6.0 "
+             "adds multi-step scheduling (--num-scheduler-steps) and asynchronous output processing (output of step n "
+             "processed while step n+1 runs)")
+_VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the line through the SCHEDULE_MEAN + "
+              "PREPARE_INPUTS_E2E_MEAN CPU times of a vLLM-scheduler engine (Sarathi's vLLM fork, Llama-2-7B, TP1, A100 "
+              "host) at batch 8 (0.165 + 0.352 ms) and 64 (0.854 + 1.323 ms), microsoft/vidur "
+              "data/profiling/a100/cpu_overheads.csv (Agrawal et al., 'Vidur', MLSys 2024); output processing is left "
+              "out (overlapped with the next step by v0.6.0's asynchronous output processing, "
+              "https://blog.vllm.ai/2024/09/05/perf-update.html); the engine measured predates v0.6.0's CPU "
+              "optimisations, so this is an upper bound")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -184,8 +195,11 @@ class FrameworkProfile:
         Serving: host time of one engine iteration (scheduling, input preparation, sampling, output
         processing) not overlapped with the device, in seconds (:mod:`simulator.serving`); 0 where no
         sourced figure is recorded (``iteration_host_source`` says where a value comes from).
+    iteration_host_per_seq_s
+        Serving: host time per sequence of the batch, added to ``iteration_host_s`` (input
+        preparation grows with the sequences); 0 where no sourced figure is recorded.
     iteration_host_source
-        The source of ``iteration_host_s``.
+        The source of ``iteration_host_s`` and ``iteration_host_per_seq_s``.
     sources
         The framework code or documentation each choice follows.
     devices
@@ -231,6 +245,7 @@ class FrameworkProfile:
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     iteration_host_s: float = 0.0
+    iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
 
     def applies_to(self, kind: str, vendor: str) -> bool:
@@ -307,6 +322,11 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      iteration_host_source="not modelled: the vLLM V1 announcement (blog.vllm.ai/2025/01/27/"
                      "v1-alpha-release.html) states the goal 'near-zero CPU overhead' but gives no per-iteration "
                      "figure; none found elsewhere"),
+    FrameworkProfile("vllm-v0", "vLLM V0 engine (0.5 / 0.6: Python scheduler and input preparation on the engine's "
+                     "critical path, kernels as vllm)",
+                     fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM, _VLLM_V06),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.28e-3,
+                     iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,

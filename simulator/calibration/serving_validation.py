@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,9 @@ from typing import Any
 from nodeperf.suggest import did_you_mean
 from simulator.calibration.measurements import MeasurementError
 
-__all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "METRICS", "ENGINES", "ServingRow", "ServingDataError",
-           "read_serving_csv", "validate_serving", "predicted_metric", "DEFAULT_MAX_REQUESTS"]
+__all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "OPTIONAL_COLUMNS", "SETTINGS", "engine_profile", "METRICS", "ENGINES",
+           "ServingRow", "ServingDataError", "read_serving_csv", "validate_serving", "predicted_metric",
+           "DEFAULT_MAX_REQUESTS"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,15 @@ DEFAULT_SERVING_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "me
 COLUMNS = ("id", "engine", "engine_version", "model", "system", "n_devices", "tp", "pp", "dtype", "arrival", "lengths",
            "requests", "max_num_seqs", "max_batched_tokens", "scheduler", "metric", "value", "unit", "source", "notes",
            "date")
+#: Optional trailing columns: scheduler settings of the engine as run, ``key=value`` pairs joined by ``;``
+#: (:data:`SETTINGS`), and where each comes from (a command line the source prints, the engine's code).
+OPTIONAL_COLUMNS = ("settings", "settings_source")
+#: Setting (a ServeConfig field) -> its type: ``scheduler_steps=10`` (vLLM 0.6 ``--num-scheduler-steps``),
+#: ``mixed_prefill=false`` (prompts run in iterations of their own: vLLM V0, SGLang <= 0.3), and the batch
+#: limits an engine version defaults to (``max_num_seqs``, ``max_batched_tokens``) where they differ from
+#: the simulator's scheduler defaults (vLLM V1's); a setting may not repeat a filled column.
+SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
+                            "max_batched_tokens": "int"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -43,15 +54,27 @@ METRICS: dict[str, tuple[str, str, str | None]] = {
 }
 #: Engine -> the framework profile that prices its iterations (``nim``: NVIDIA's container around TensorRT-LLM).
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trt-llm", "nim": "trt-llm"}
+#: vLLM releases before 0.8 ran the V0 engine by default (host time per iteration: the ``vllm-v0`` profile).
+_V0_VERSION = re.compile(r"^0\.[0-7]\.")
+
+
+def engine_profile(engine: str, version: str) -> str:
+    """The framework profile that prices ``engine`` at ``version`` (:data:`ENGINES`; vLLM < 0.8: ``vllm-v0``)."""
+    if engine == "vllm" and _V0_VERSION.match(version):
+        return "vllm-v0"
+    return ENGINES[engine]
+
+
 _SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 _ARRIVALS = ("poisson", "gamma", "concurrency", "burst", "trace")
 _INTS = ("n_devices", "tp", "pp")
 _OPTIONAL_INTS = ("requests", "max_num_seqs", "max_batched_tokens")
 _REQUIRED = ("id", "engine", "engine_version", "model", "system", "dtype", "arrival", "lengths", "scheduler", "metric",
              "value", "unit", "source")
-#: Requests simulated per deployment at most (the published runs of up to 30,000 requests are cut to this many;
-#: a burst's throughput then includes a relatively longer drain at the end). 500 keeps the whole set to minutes.
-DEFAULT_MAX_REQUESTS = 500
+#: Requests simulated per deployment at most: the largest published run (30,000 requests), so every run is
+#: simulated with its published count (a run cut short would weigh the drain at the end of a burst more
+#: in its throughput: the 5,000-prompt SGLang / vLLM 0.6 bursts cut to 500 lost a fifth of their requests/s).
+DEFAULT_MAX_REQUESTS = 30_000
 
 
 #: A malformed serving-measurement file (one located line per problem): the measurement files' error.
@@ -84,11 +107,12 @@ class ServingRow:
     notes: str = ""
     date: str = ""
     line: int = 0
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def deployment(self) -> tuple[Any, ...]:
         """What one simulation covers: every setting but the metric."""
         return (self.engine, self.engine_version, self.model, self.system, self.tp, self.pp, self.dtype, self.arrival,
-                self.lengths, self.requests, self.max_num_seqs, self.max_batched_tokens, self.scheduler)
+                self.lengths, self.requests, self.max_num_seqs, self.max_batched_tokens, self.scheduler, self.settings)
 
 
 def _int(text: str, col: str, where: str, problems: list[str], optional: bool = False) -> int | None:
@@ -109,6 +133,34 @@ def _check_choice(value: str, col: str, choices: Sequence[str], where: str, prob
     if value not in choices:
         problems.append(f"{where}: {col}: unknown; got {value!r}; expected one of {', '.join(choices)}"
                         f"{did_you_mean(value, list(choices))}")
+
+
+def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, Any], ...]:
+    """``scheduler_steps=10;mixed_prefill=false`` -> ((name, value), ...) (:data:`SETTINGS`)."""
+    out: list[tuple[str, Any]] = []
+    for item in (x.strip() for x in text.split(";")):
+        if not item:
+            continue
+        key, eq, val = (x.strip() for x in item.partition("="))
+        if key not in SETTINGS or not eq:
+            problems.append(f"{where}: settings: unknown setting; got {item!r}; expected NAME=VALUE with NAME one of "
+                            f"{', '.join(SETTINGS)}{did_you_mean(key, list(SETTINGS))}")
+            continue
+        if SETTINGS[key] == "bool":
+            if val.lower() not in ("true", "false"):
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected true or false")
+                continue
+            out.append((key, val.lower() == "true"))
+        else:
+            try:
+                v = int(val)
+            except ValueError:
+                v = 0
+            if v < 1:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected a positive integer")
+                continue
+            out.append((key, v))
+    return tuple(sorted(out))
 
 
 def _parse_row(raw: Mapping[str, str], where: str, problems: list[str]) -> ServingRow | None:
@@ -135,12 +187,19 @@ def _parse_row(raw: Mapping[str, str], where: str, problems: list[str]) -> Servi
     opt = {c: _int(raw.get(c, ""), c, where, problems, optional=True) for c in _OPTIONAL_INTS}
     if None not in ints.values() and ints["tp"] * ints["pp"] != ints["n_devices"]:  # type: ignore[operator]
         problems.append(f"{where}: n_devices: got {ints['n_devices']}; expected tp x pp = {ints['tp'] * ints['pp']}")  # type: ignore[operator]
+    settings = _settings(raw.get("settings") or "", where, problems)
+    for key, _v in settings:
+        if key in _OPTIONAL_INTS and (raw.get(key) or "").strip():
+            problems.append(f"{where}: settings: {key} given twice; got column {key} {raw[key]!r} and setting "
+                            f"{key}; expected one of them")
+    if settings and not (raw.get("settings_source") or "").strip():
+        problems.append(f"{where}: settings_source: empty; got ''; expected where the settings come from")
     if len(problems) > n0:
         return None
     return ServingRow(raw["id"], raw["engine"], raw["engine_version"], raw["model"], raw["system"], ints["n_devices"],  # type: ignore[arg-type]
                       ints["tp"], ints["pp"], raw["dtype"], raw["arrival"], raw["lengths"], opt["requests"],  # type: ignore[arg-type]
                       opt["max_num_seqs"], opt["max_batched_tokens"], raw["scheduler"], raw["metric"], value,
-                      raw["unit"], raw["source"], raw.get("notes") or "", raw.get("date") or "", 0)
+                      raw["unit"], raw["source"], raw.get("notes") or "", raw.get("date") or "", 0, settings)
 
 
 def read_serving_csv(path: str | Path | None = None) -> list[ServingRow]:
@@ -203,9 +262,10 @@ def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
     from simulator.serving import ServeConfig, simulate_serving
     from workloads.parallel import ParallelPlan
 
+    settings = {"max_num_seqs": row.max_num_seqs, "max_batched_tokens": row.max_batched_tokens, **dict(row.settings)}
     config = ServeConfig(arrival=row.arrival, lengths=row.lengths, scheduler=row.scheduler,
-                         max_num_seqs=row.max_num_seqs, max_batched_tokens=row.max_batched_tokens,
-                         requests=_requests(row, max_requests), seed=0, framework=ENGINES[row.engine], dtype=row.dtype)
+                         requests=_requests(row, max_requests), seed=0,
+                         framework=engine_profile(row.engine, row.engine_version), dtype=row.dtype, **settings)
     return simulate_serving(row.model, row.system, config, ParallelPlan(tp=row.tp, pp=row.pp)).summary
 
 

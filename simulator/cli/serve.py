@@ -52,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-seqs", type=positive_int, help="sequences per iteration (default: the engine's)")
     p.add_argument("--max-batched-tokens", type=positive_int, help="token budget per iteration (default: the engine's)")
     p.add_argument("--chunk", type=positive_int, help="Sarathi-Serve chunk size (--scheduler sarathi; default 512)")
+    p.add_argument("--scheduler-steps", type=positive_int, default=1,
+                   help="decode steps per scheduling pass (vLLM 0.6 --num-scheduler-steps; default 1)")
+    p.add_argument("--no-mixed-prefill", action="store_true",
+                   help="prompts run in iterations of their own, decodes wait (vLLM V0, SGLang <= 0.3)")
     p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
     p.add_argument("--gpu-memory-utilization", type=finite_float(0.0, 1.0, low_open=True), default=0.9,
                    help="fraction of device memory the engine takes (default 0.9, as vLLM)")
@@ -84,6 +88,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
     return ServeConfig(arrival=args.arrival, lengths=args.lengths, scheduler=args.scheduler,
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
+                       scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
                        preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,

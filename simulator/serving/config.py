@@ -44,6 +44,14 @@ class ServeConfig:
     max_num_seqs, max_batched_tokens, chunk
         Sequences per iteration, token budget per iteration, Sarathi chunk size; None: the engine's
         default (:data:`simulator.serving.scheduler.SCHEDULERS`).
+    scheduler_steps
+        Decode steps run per scheduling pass (vLLM 0.6's ``--num-scheduler-steps``, multi-step
+        scheduling): a decode-only batch runs this many steps before anything joins it; 1 (default):
+        the scheduler runs every iteration (:mod:`simulator.serving.scheduler`).
+    mixed_prefill
+        True (default): prompts join the running decodes in one iteration (continuous batching as
+        vLLM V1, Sarathi-Serve and Orca run it). False: an iteration that admits prompts carries only
+        prompts, as vLLM V0's default scheduler and SGLang up to v0.3 run them.
     block_size
         KV-cache block size in tokens (vLLM's default 16).
     gpu_memory_utilization
@@ -85,6 +93,8 @@ class ServeConfig:
     max_num_seqs: int | None = None
     max_batched_tokens: int | None = None
     chunk: int | None = None
+    scheduler_steps: int = 1
+    mixed_prefill: bool = True
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     preemption: str = "recompute"

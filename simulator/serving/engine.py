@@ -123,14 +123,23 @@ class Replica:
         arrival is due (every step is priced on the attention line of its mean context)."""
         live = [s for s, _ in work if not s.pad]
         batch = len(work)
-        k_max = min(s.n_out - s.generated for s in live) if live else 1
-        if self.lim.kind != "static":
-            k_max = min(k_max, self._block_steps(live))
+        block = self.lim.steps
+        if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
+            k_max, stop_at = block, math.inf
+        else:
+            k_max = min(s.n_out - s.generated for s in live) if live else 1
+            if self.lim.kind != "static":
+                k_max = min(k_max, self._block_steps(live))
         fixed_t, fixed_e = self.pricer.decode_fixed(batch)
+        steps, end, energy = 0, t, 0.0
+        if block > 1:  # the host work of the scheduling pass is done once, before the block's first step
+            host = self.pricer.host_time(batch)
+            fixed_t -= host
+            end += host
         ctx = sum(s.computed for s, _ in work) / batch
         grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
         hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
-        steps, end, energy = 0, t, 0.0
+        ends: list[float] = []
         c = ctx
         while True:
             if c >= hi:
@@ -138,6 +147,8 @@ class Replica:
             end += fixed_t + at
             energy += fixed_e + ae
             steps += 1
+            if block > 1:
+                ends.append(end)
             if steps >= k_max or end >= stop_at:
                 break
             c += grow
@@ -154,6 +165,11 @@ class Replica:
                 if need > 0:
                     self.free[0] -= need
                     s.blocks += need
+            if block > 1 and s.generated + steps >= s.n_out:  # finished inside the block: its last token's step
+                s.finish = ends[s.n_out - s.generated - 1]
+                s.generated = s.n_out
+                done = True
+                continue
             s.generated += steps
             if s.generated >= s.n_out:
                 s.finish = end

@@ -76,12 +76,13 @@ class IterationPricer:
 
     Parameters
     ----------
-    host_s
-        Host time added to every iteration (s).
+    host_s, host_per_seq_s
+        Host time of an iteration (s): ``host_s + host_per_seq_s x`` the sequences it runs
+        (:meth:`host_time`).
     """
 
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
-                 host_s: float = 0.0) -> None:
+                 host_s: float = 0.0, host_per_seq_s: float = 0.0) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -92,6 +93,7 @@ class IterationPricer:
         self.dtype = dtype or default_dtype or "bf16"
         self.device = spec_of(system)[0]
         self.host_s = float(host_s)
+        self.host_per_seq_s = float(host_per_seq_s)
         self.layers = self.cfg.layers
         self.devices = plan.tp * plan.pp
         self._dense: dict[int, tuple[float, float]] = {}
@@ -220,13 +222,17 @@ class IterationPricer:
         elif decodes:
             at, ae = self.attention(decodes, verify, decode_context)
             t, e = t + at, e + ae
-        return t + self.host_s, e
+        return t + self.host_time(len(chunks) + decodes), e
+
+    def host_time(self, seqs: int) -> float:
+        """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields)."""
+        return self.host_s + self.host_per_seq_s * seqs
 
     def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
         """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``
         (host time excluded: the draft runs inside the target's engine step)."""
         ft, fe = self.decode_fixed(batch)
-        t, e = k * (ft - self.host_s), k * fe
+        t, e = k * (ft - self.host_time(batch)), k * fe
         for i in range(k):
             _hi, at, _st, ae, _se = self.decode_segment(batch, context + i)
             t, e = t + at, e + ae
@@ -238,7 +244,7 @@ class IterationPricer:
         if hit is None:
             t, e = self.dense(batch)
             ht, he = self.head(batch)
-            hit = self._memo[("f", batch)] = (t + ht + self.host_s, e + he)
+            hit = self._memo[("f", batch)] = (t + ht + self.host_time(batch), e + he)
         return hit
 
     def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:

@@ -148,5 +148,6 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,
         "arrival": arrival_describe(setup.described["arrival"]), "lengths": lengths_describe(setup.described["lengths"]),
         "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
+        "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
         "engine_calls": setup.pricer.engine_calls,
     }

@@ -22,6 +22,24 @@ Schedulers (:data:`SCHEDULERS`):
 * ``static``: a batch of up to ``max_num_seqs`` waiting requests is formed when the replica is idle,
   prefilled together and decoded until its longest request finishes; nothing joins it meanwhile and
   finished requests keep their slot (padding), as request-level batching engines run.
+
+Two options of the older engines (:class:`Limits`):
+
+* ``mixed=False`` (prompts run alone): an iteration that admits waiting prompts carries only those
+  prompts; the running decodes wait for the next iteration. vLLM V0's default scheduler
+  (``vllm/core/scheduler.py`` ``Scheduler._schedule_default``: prefills are scheduled first and, when any
+  is, no decode joins that step) and SGLang up to v0.3 (``python/sglang/srt/managers/tp_worker.py``
+  ``ModelTpServer.forward_step``: a new prefill batch runs on its own, the running batch decodes in the
+  next steps) work this way.
+* ``steps=N`` (vLLM 0.6's multi-step scheduling, ``--num-scheduler-steps N``): a decode-only batch is
+  scheduled once and runs N decode steps back to back (``vllm/engine/llm_engine.py``: the scheduler
+  output is cached while ``remaining_steps > 0``; ``_has_remaining_steps`` requires every sequence of
+  the batch to have the same remaining steps), so a prompt arriving meanwhile waits for the block to
+  end; each decode reserves ``N - 1`` look-ahead KV slots (``SchedulerConfig.num_lookahead_slots =
+  num_scheduler_steps - 1``), and a sequence that finishes inside the block keeps its slot until the
+  block ends. Prompts run one step (``Scheduler._schedule_prefills``: ``init_multi_step(
+  num_scheduler_steps=_get_num_lookahead_slots(is_prefill=True) + 1)``, 0 look-ahead slots for a
+  prefill without chunking).
 """
 
 from __future__ import annotations
@@ -119,15 +137,20 @@ class Plan:
 class Limits:
     """The limits of one replica's scheduler."""
 
-    __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead")
+    __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead", "steps",
+                 "mixed")
 
     def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
-                 swap: bool, lookahead: int = 0) -> None:
+                 swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True) -> None:
         self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
         self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
         #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
         #: (vLLM's num_lookahead_slots)
         self.lookahead = lookahead
+        #: decode steps per scheduling pass (vLLM 0.6 ``--num-scheduler-steps``; module docstring)
+        self.steps = steps
+        #: False: prompts are admitted in an iteration of their own (module docstring)
+        self.mixed = mixed
 
 
 def own_blocks(seq: Seq, tokens: int, lim: Limits) -> int:
@@ -140,6 +163,11 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
     ``running`` / ``waiting`` are updated in place (admissions, preemptions)."""
     if lim.kind == "static":
         return _plan_static(running, waiting, free, lim)
+    if not lim.mixed and waiting:
+        alone: list[tuple[Seq, int]] = []
+        _budget, swap_in = _admit(running, waiting, free, lim, alone, lim.budget)
+        if alone:
+            return Plan(alone, [], swap_in)
     budget = lim.budget
     work: list[tuple[Seq, int]] = []
     preempted: list[Seq] = []
@@ -155,7 +183,8 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
         if n != 1 or not s.generated:
             decode_only = False
         extra = lim.lookahead if n == 1 and s.generated else 0
-        need = -(-(s.computed + n + extra) // bs) - (shared if s.cached else 0) - s.blocks
+        ahead = lim.steps - 1 if n == 1 and s.generated else 0  # multi-step look-ahead slots (no budget)
+        need = -(-(s.computed + n + extra + ahead) // bs) - (shared if s.cached else 0) - s.blocks
         if need > free[0]:
             while need > free[0]:
                 victim = running.pop()  # the last admitted: lowest priority

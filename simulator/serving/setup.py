@@ -83,7 +83,7 @@ def _check_config(config: ServeConfig) -> None:
     if config.preemption not in ("recompute", "swap"):
         raise ServingError(f"preemption: got {config.preemption!r}; expected recompute or swap"
                            f"{did_you_mean(config.preemption, ('recompute', 'swap'))}")
-    for name in ("max_num_seqs", "max_batched_tokens", "chunk", "block_size", "replicas", "requests"):
+    for name in ("max_num_seqs", "max_batched_tokens", "chunk", "scheduler_steps", "block_size", "replicas", "requests"):
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ServingError(f"{name}: got {v!r}; expected a positive integer")
@@ -97,6 +97,12 @@ def _check_config(config: ServeConfig) -> None:
     u = config.gpu_memory_utilization
     if not isinstance(u, (int, float)) or not (0 < u <= 1):
         raise ServingError(f"gpu_memory_utilization: got {u!r}; expected a fraction in (0, 1]")
+    if not isinstance(config.mixed_prefill, bool):
+        raise ServingError(f"mixed_prefill: got {config.mixed_prefill!r}; expected True or False")
+    if config.scheduler == "static" and (config.scheduler_steps != 1 or not config.mixed_prefill):
+        raise ServingError(f"scheduler_steps/mixed_prefill: options of the iteration-level schedulers; got scheduler "
+                           f"'static' with scheduler_steps {config.scheduler_steps}, mixed_prefill "
+                           f"{config.mixed_prefill}; expected scheduler vllm, sarathi or orca")
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
@@ -142,7 +148,8 @@ def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
         tokens = config.max_batched_tokens or tokens
     if config.scheduler in ("orca", "static") and config.max_batched_tokens is None:
         tokens = max(tokens, max_len)  # whole prompts: the budget takes the longest one
-    return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "block_size": config.block_size}
+    return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "block_size": config.block_size,
+            "scheduler_steps": config.scheduler_steps, "mixed_prefill": config.mixed_prefill}
 
 
 def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, options: Any = None) -> Setup:
@@ -167,7 +174,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     cfg, _ = resolve_config(model)
     opts, profile = _options(config, options)
     host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
-    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host)
+    per_seq = profile.iteration_host_per_seq_s if config.iteration_host_s is None else 0.0
+    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")
@@ -249,7 +257,8 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
 
     def make(rid: int, prefill_only: bool) -> Replica:
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
-                                   config.preemption == "swap", spec[1] if spec else 0), kv.blocks, pricer,
+                                   config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
+                                   config.mixed_prefill), kv.blocks, pricer,
                        prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]

@@ -104,8 +104,8 @@ def test_drop_optimizer():
 
 
 def test_profiles_and_aliases():
-    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "sglang", "xla",
-                             "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
+    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "vllm-v0", "sglang",
+                             "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
                              "maxtext-cf"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
@@ -113,10 +113,10 @@ def test_profiles_and_aliases():
                                                     "attention_kernel": "auto", "conv_layout": "nchw"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
-    for name in ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "sglang"):
+    unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "vllm-v0", "sglang")
+    for name in unfused:
         assert get_profile(name).cost_options()["epilogue_fusion"] is False, name
-    assert all(p.epilogue_fusion for p in PROFILES.values()
-               if p.name not in ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "sglang"))
+    assert all(p.epilogue_fusion for p in PROFILES.values() if p.name not in unfused)
     with pytest.raises(FrameworkError, match=r"got 'eagr'.*did you mean 'eager'\?"):
         get_profile("eagr")
     for p in PROFILES.values():

@@ -13,6 +13,7 @@ from simulator.calibration.serving_validation import (
     COLUMNS,
     DEFAULT_SERVING_DATASET,
     METRICS,
+    OPTIONAL_COLUMNS,
     ServingDataError,
     predicted_metric,
     read_serving_csv,
@@ -72,7 +73,7 @@ def test_shipped_values_are_the_printed_numbers() -> None:
 def test_file_on_disk_has_exactly_the_columns() -> None:
     with open(DEFAULT_SERVING_DATASET, newline="") as fh:
         header = next(csv.reader(fh))
-    assert tuple(header) == COLUMNS
+    assert tuple(header) == COLUMNS + OPTIONAL_COLUMNS
 
 
 def test_good_row_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -130,7 +131,7 @@ def test_end_to_end_on_a_small_subset(tmp_path) -> None:  # type: ignore[no-unty
             if r["id"] in ("srv-025", "srv-026", "srv-027")]  # NIM, concurrency 1: TTFT, ITL, throughput of one run
     f = tmp_path / "sub.csv"
     with open(f, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(fh, fieldnames=COLUMNS + OPTIONAL_COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     res = validate_serving(f, max_requests=40)

@@ -46,3 +46,10 @@ def test_swap_preemption_keeps_the_computed_tokens():
     assert rec["preemptions"] > 0 and swp["preemptions"] > 0
     assert swp["output_tokens"] == rec["output_tokens"] == 200 * 1000
     assert rec["batch_tokens"]["iterations"] != swp["batch_tokens"]["iterations"]
+
+
+def test_scheduler_steps_and_prompts_alone_flags(capsys):
+    assert main([*BASE, "--scheduler", "orca", "--scheduler-steps", "10", "--no-mixed-prefill", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["limits"]["scheduler_steps"] == 10 and s["limits"]["mixed_prefill"] is False
+    assert s["config"]["scheduler_steps"] == 10 and s["iteration_host_per_seq_s"] == 0.0

@@ -1,0 +1,190 @@
+"""Scheduler options of the older engines by hand: prompts run alone (vLLM V0, SGLang <= 0.3), multi-step
+scheduling (vLLM 0.6 --num-scheduler-steps), host time per iteration, and the settings column of the
+published serving measurements."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import deque
+
+import pytest
+
+from simulator.serving import ServeConfig, ServingError, simulate_serving
+from simulator.serving.engine import Replica
+from simulator.serving.scheduler import Limits, Seq, plan_iteration
+
+
+def _seq(i: int, n_in: int, n_out: int, computed: int = 0, generated: int = 0, blocks: int = 0) -> Seq:
+    s = Seq(i, 0.0, n_in, n_out)
+    s.computed, s.generated, s.blocks = computed, generated, blocks
+    return s
+
+
+def test_prompts_run_alone_when_not_mixed():
+    """mixed=False: a waiting prompt gets an iteration of its own; the decodes run in the next one."""
+    lim = Limits("orca", max_num_seqs=4, budget=64, block_size=4, shared_blocks=0, swap=False, mixed=False)
+    d = _seq(0, 6, 10, computed=7, generated=2, blocks=2)
+    new = _seq(1, 10, 5)
+    running, waiting, free = [d], deque([new]), [10]
+    plan = plan_iteration(running, waiting, free, lim)
+    assert [(s.id, n) for s, n in plan.work] == [(1, 10)] and not plan.decode_only
+    assert new.blocks == 3 and free == [7] and running == [d, new]
+    new.computed, new.generated = 10, 1  # the prompt's first token sampled
+    plan = plan_iteration(running, deque(), free, lim)
+    assert [(s.id, n) for s, n in plan.work] == [(0, 1), (1, 1)] and plan.decode_only
+    # mixed (the default): the prompt rides with the decode
+    lim_m = Limits("orca", max_num_seqs=4, budget=64, block_size=4, shared_blocks=0, swap=False)
+    plan = plan_iteration([_seq(0, 6, 10, computed=7, generated=2, blocks=2)], deque([_seq(1, 10, 5)]), [10], lim_m)
+    assert [(s.id, n) for s, n in plan.work] == [(0, 1), (1, 10)]
+
+
+def test_multi_step_reserves_look_ahead_slots_outside_the_budget():
+    """steps=4, blocks of 4: a decode at 7 computed tokens reserves room for 7 + 1 + 3 = 11 tokens (3 blocks);
+    each decode takes 1 token of the budget, so a budget of 2 still runs both decodes."""
+    lim = Limits("orca", max_num_seqs=4, budget=2, block_size=4, shared_blocks=0, swap=False, steps=4)
+    a = _seq(0, 6, 10, computed=7, generated=2, blocks=2)
+    b = _seq(1, 4, 10, computed=4, generated=1, blocks=1)  # 4 + 1 + 3 = 8 tokens: 2 blocks
+    free = [5]
+    plan = plan_iteration([a, b], deque(), free, lim)
+    assert [(s.id, n) for s, n in plan.work] == [(0, 1), (1, 1)] and plan.decode_only
+    assert (a.blocks, b.blocks) == (3, 2) and free == [3]
+
+
+class _FlatPricer:
+    """Every decode step costs ``step`` seconds (no attention growth); host time ``host`` per pass."""
+
+    def __init__(self, step: float, host: float) -> None:
+        self.step, self.host = step, host
+
+    def host_time(self, seqs: int) -> float:
+        return self.host
+
+    def decode_fixed(self, batch: int) -> tuple[float, float]:
+        return self.step + self.host, 1.0
+
+    def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
+        return math.inf, 0.0, 0.0, 0.0, 0.0
+
+
+def test_a_multi_step_block_by_hand():
+    """steps=10, 10 ms a step, 1 ms host time once per block: the block ends at 101 ms whatever arrives; a
+    sequence with 3 tokens left finishes at its 3rd step (31 ms) but keeps its slot to the block's end."""
+    lim = Limits("orca", max_num_seqs=8, budget=64, block_size=16, shared_blocks=0, swap=False, steps=10)
+    rep = Replica(0, lim, blocks=100, pricer=_FlatPricer(0.010, 0.001))
+    short = _seq(0, 16, 5, computed=17, generated=2, blocks=2)
+    long = _seq(1, 16, 50, computed=17, generated=2, blocks=2)
+    rep.running = [short, long]
+    rep.free = [96]
+    end = rep.step(0.0, next_arrival=0.005)  # an arrival 5 ms in does not cut the block
+    assert end == pytest.approx(0.101)
+    assert short.finish == pytest.approx(0.031) and short.generated == 5
+    assert long.generated == 12 and long.computed == 27 and long.finish < 0
+    assert rep.running == [long] and [s.id for s in rep.finished] == [0]
+    assert rep.iterations[-1].steps == 10
+    # one step at a time (steps=1): the run stops at the arrival, host time in every step
+    lim1 = Limits("orca", max_num_seqs=8, budget=64, block_size=16, shared_blocks=0, swap=False)
+    rep1 = Replica(0, lim1, blocks=100, pricer=_FlatPricer(0.010, 0.001))
+    rep1.running, rep1.free = [_seq(0, 16, 5, computed=17, generated=2, blocks=2)], [98]
+    rep1.waiting = deque()
+    assert rep1.step(0.0, next_arrival=0.015) == pytest.approx(0.022)  # two steps of 11 ms
+
+
+def test_host_time_per_iteration_and_per_sequence():
+    from simulator.hardware import load_hardware
+    from simulator.serving.iteration import IterationPricer
+    from workloads.parallel import ParallelPlan
+
+    hw = load_hardware("h100-sxm5-80gb")
+    base = IterationPricer("llama-2-7b", hw, ParallelPlan())
+    host = IterationPricer("llama-2-7b", hw, ParallelPlan(), host_s=3e-4, host_per_seq_s=2e-5)
+    assert host.host_time(10) == pytest.approx(3e-4 + 10 * 2e-5)
+    t0, _ = base.iteration([(100, 0)], 7, 300.0, 8)
+    t1, _ = host.iteration([(100, 0)], 7, 300.0, 8)
+    assert t1 - t0 == pytest.approx(3e-4 + 8 * 2e-5, rel=1e-9)  # 1 prefill chunk + 7 decodes
+    assert host.decode_fixed(16)[0] - base.decode_fixed(16)[0] == pytest.approx(3e-4 + 16 * 2e-5, rel=1e-9)
+
+
+def test_vllm_v0_profile_host_figures():
+    from workloads.frameworks import get_profile
+
+    p = get_profile("vllm-v0")
+    # the line through Vidur's SCHEDULE + PREPARE_INPUTS_E2E means at batch 8 (0.517 ms) and 64 (2.177 ms)
+    assert p.iteration_host_s + 8 * p.iteration_host_per_seq_s == pytest.approx(0.517e-3, rel=0.01)
+    assert p.iteration_host_s + 64 * p.iteration_host_per_seq_s == pytest.approx(2.177e-3, rel=0.01)
+    assert get_profile("vllm").iteration_host_per_seq_s == 0.0
+
+
+def test_multi_step_delays_the_first_token_under_load():
+    """A prompt arriving while a 10-step block runs waits for it: the median TTFT grows by several decode
+    steps, the mean TPOT hardly moves (the same steps, scheduled less often)."""
+    base = dict(arrival="poisson:qps=4", lengths="fixed:in=200,out=200", requests=120, seed=3, scheduler="orca")
+    one = simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(**base, mixed_prefill=False)).summary
+    ten = simulate_serving("llama-2-7b", "h100-sxm5-80gb",
+                           ServeConfig(**base, mixed_prefill=False, scheduler_steps=10)).summary
+    step = one["tpot_s"]["p50"]
+    assert ten["ttft_s"]["p50"] > one["ttft_s"]["p50"] + 2 * step
+    assert ten["ttft_s"]["p50"] < one["ttft_s"]["p50"] + 10 * step
+    assert ten["tpot_s"]["mean"] == pytest.approx(one["tpot_s"]["mean"], rel=0.1)
+    assert ten["limits"]["scheduler_steps"] == 10 and ten["limits"]["mixed_prefill"] is False
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"scheduler_steps": 0}, "scheduler_steps: got 0; expected a positive integer"),
+    ({"scheduler": "static", "scheduler_steps": 4}, "options of the iteration-level schedulers"),
+    ({"mixed_prefill": "no"}, "mixed_prefill: got 'no'; expected True or False"),
+])
+def test_bad_options_are_located(kw, match):
+    with pytest.raises(ServingError, match=match):
+        simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(requests=2, **kw))
+
+
+def test_settings_column_is_read_and_checked(tmp_path):
+    from simulator.calibration.serving_validation import (
+        DEFAULT_SERVING_DATASET,
+        ServingDataError,
+        engine_profile,
+        read_serving_csv,
+    )
+
+    rows = {r.id: r for r in read_serving_csv()}
+    assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False, "max_num_seqs": 256,
+                                              "max_batched_tokens": 4096}  # vLLM 0.6.0 (its defaults)
+    assert dict(rows["srv-001"].settings) == {"mixed_prefill": False}  # SGLang 0.3.0
+    assert rows["srv-052"].settings == ()  # vLLM main (V1)
+    assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
+    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        first = next(reader)
+    first["settings"] = "scheduler_step=10"
+    f = tmp_path / "bad.csv"
+    with open(f, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
+        w.writeheader()
+        w.writerow(first)
+    with pytest.raises(ServingDataError, match=r"bad.csv:2: settings: unknown setting; got 'scheduler_step=10'.*"
+                                               r"did you mean 'scheduler_steps'"):
+        read_serving_csv(f)
+
+
+def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
+    from simulator.calibration.serving_validation import (
+        DEFAULT_SERVING_DATASET,
+        ServingDataError,
+        read_serving_csv,
+    )
+
+    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        first = next(reader)
+    first["max_num_seqs"], first["settings"], first["settings_source"] = "128", "max_num_seqs=256", "code"
+    f = tmp_path / "twice.csv"
+    with open(f, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
+        w.writeheader()
+        w.writerow(first)
+    with pytest.raises(ServingDataError, match=r"twice.csv:2: settings: max_num_seqs given twice; got column "
+                                               r"max_num_seqs '128'"):
+        read_serving_csv(f)
