@@ -22,14 +22,16 @@ def result():
 def test_groups_and_measured_errors(result):
     by = result["by_framework"]
     assert {k: v.n for k, v in by.items()} == {"compile": 39, "eager": 30, "sdpa": 11, "sglang": 4, "vllm": 7}
-    # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast
-    expected = {"compile": (17.0, -15.1), "eager": (18.4, -18.7), "sdpa": (11.3, -0.2), "sglang": (9.6, -11.2),
-                "vllm": (19.7, -21.6)}
+    # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast; the A100's L2 tile
+    # copies at the cp.async rate make its eager and sdpa BERT training rows faster still (docs/accuracy.md):
+    # eager 18.4% -> 20.8%, sdpa 11.3% -> 19.7%, all 16.7% -> 18.8%
+    expected = {"compile": (17.7, -17.0), "eager": (20.8, -21.3), "sdpa": (19.7, -9.9), "sglang": (9.6, -11.2),
+                "vllm": (19.8, -21.7)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(16.7, abs=0.2)
+    assert result["all"].mape == pytest.approx(18.8, abs=0.2)
 
 
 def test_dataset_breadth(result):
@@ -69,7 +71,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 16.6%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 18.8%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
     assert rc == 2
