@@ -2,8 +2,9 @@
 
 hwmodels/measurements/gemm_kernels.csv holds 30 shapes per GPU (M = 1 ... 8192 against the N x K of
 7B-class linear layers and 8192^2). The bounds are the achieved errors, so a change to the GEMM model
-that moves them shows here; docs/accuracy.md (tenth pass) reads them: the model is slow at medium M on
-the HBM GPUs, most on the A100 and B200, where its GEMMs are bound by the L2 figure.
+that moves them shows here; docs/accuracy.md reads them: the model is slow at medium M on the Hopper
+GPUs and the B200 (the B200's GEMMs bound by its L2 figure); the A100's, at the cp.async tile rate, are
+within a few percent of the measurement from M = 128 up.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def test_rows_are_predicted_as_the_collector_ran_them():
     assert opts.cuda_graphs and not overrides  # timed by CUDA-graph replay
 
 
-# achieved MAPE per GPU (tenth pass), rounded up
-ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.5, "l40s": 19.5, "a100-sxm4-80gb": 24.0, "b200": 32.5}
+# achieved MAPE per GPU, rounded up (the A100 at its cp.async L2 tile rate: 6.6%; 23.3% at the plain-load rate)
+ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.5, "l40s": 19.5, "a100-sxm4-80gb": 7.0, "b200": 32.5}
 
 
 @pytest.mark.parametrize("device", sorted(ACHIEVED))
@@ -51,9 +52,17 @@ def test_errors_stay_at_the_achieved_level(errors, device):
 
 
 def test_where_the_model_is_slow(errors):
-    # medium M (512 rows) on HBM GPUs: predicted slower than measured on every GPU, most on the A100 and
+    # medium M (512 rows): predicted slower than measured on the Hopper GPUs and the B200, most on the
     # B200, whose GEMMs the model holds to its L2 figure; single-row GEMVs are within a few percent on H100
-    slow = {d: float(np.mean(errors[d][512])) for d in ("a100-sxm4-80gb", "b200", "h100-sxm5-80gb", "h200-sxm-141gb")}
+    slow = {d: float(np.mean(errors[d][512])) for d in ("b200", "h100-sxm5-80gb", "h200-sxm-141gb")}
     assert all(v > 10 for v in slow.values()), slow
-    assert slow["a100-sxm4-80gb"] > 35 and slow["b200"] > 35
+    assert slow["b200"] > 35
     assert abs(float(np.mean(errors["h100-sxm5-80gb"][1]))) < 5
+
+
+def test_a100_medium_and_large_gemms_at_the_cp_async_tile_rate(errors):
+    # at the plain-load L2 rate (0.353 of 5120 B/clk) these were 13-56% slow, labelled L2-bound; at the
+    # cp.async rate (0.755) every mean from M = 128 up is within 10% (M = 512: -0.5%)
+    a100 = errors["a100-sxm4-80gb"]
+    assert all(abs(float(np.mean(a100[m]))) < 10 for m in (128, 512, 2048, 8192)), a100
+    assert abs(float(np.mean(a100[512]))) < 3

@@ -127,8 +127,9 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # vector work joined its energy), and gpt3 again
     # when the Ampere tensor fraction became the A100's measured MAMF instead of the Hopper figure; all but tpu
     # when every GPU kernel carried its architecture's measured device time, efficiency.kernel_device_time_s)
-    "gpt3": (23.119962323411126, 6019781.471481506, 37853640704.0, '812a65cfcc2b4919', '04239ba395de3ff5'),
-    "gpt3-des": (23.009291663476155, 6009446.07135497, 37853640704.0, '2bffeddcb01ad640', '04239ba395de3ff5'),
+    # (gpt3 and gpt3-des re-recorded when the A100's L2 tile copies ran at the cp.async rate, 0.755 of 5120 B/clk)
+    "gpt3": (18.438102768608, 5995294.77821493, 37853640704.0, '733276d25fb050ad', '21ea6405ed496e85'),
+    "gpt3-des": (18.326628607950877, 5984884.3401201535, 37853640704.0, '11f22cf37fd4154e', '21ea6405ed496e85'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
@@ -168,7 +169,8 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     # latency_s, energy_j, memory required (bytes), digest of every record (bert-train-h100 re-recorded when
     # the fused-attention backward launched its preprocess and dQ-convert kernels; the GPU rows when every
     # kernel carried its architecture's measured device time, efficiency.kernel_device_time_s)
-    "resnet50-a100": (0.005266698897738855, 1.8280865228465852, 179298464, '80bb476fbf26490e'),
+    # (resnet50-a100 re-recorded when the A100's L2 tile copies ran at the cp.async rate)
+    "resnet50-a100": (0.005314486348223862, 1.847431625007298, 179298464, 'b44b89e4feeb4351'),
     "bert-train-h100": (0.004785723126332379, 1.417214762744007, 1907853350, '276370252b8181cf'),
     "vit-fused-tf32-h100": (0.001120854885863098, 0.4746499150376388, 194921936, '166b53004b69b3ad'),  # FusionGroup
     "gpt2-decode-tpu": (0.0005925511480587943, 0.04812942773016965, 324785288, "27d878d7fd0a5f09"),
