@@ -22,15 +22,17 @@ def result():
 def test_groups_and_measured_errors(result):
     by = result["by_framework"]
     assert {k: v.n for k, v in by.items()} == {"compile": 39, "eager": 30, "sdpa": 11, "sglang": 4, "vllm": 7}
-    # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast
-    # (the A100-SXM4-40GB fp32 ViT rows fw-017/018/021/022 run uncapped since its SIMT energy is measured)
-    expected = {"compile": (17.3, -15.5), "eager": (18.8, -19.1), "sdpa": (11.1, -0.1), "sglang": (9.6, -11.1),
-                "vllm": (19.7, -21.6)}
+    # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast (the A100-SXM4-40GB
+    # fp32 ViT rows fw-017/018/021/022 run uncapped since its SIMT energy is measured; the A100's L2 tile copies
+    # at the cp.async rate make its eager and sdpa BERT training rows faster still, docs/accuracy.md:
+    # eager 18.8% -> 21.3%, sdpa 11.1% -> 19.7%, all 16.9% -> 19.1%)
+    expected = {"compile": (18.1, -17.4), "eager": (21.3, -21.8), "sdpa": (19.7, -9.9), "sglang": (9.6, -11.1),
+                "vllm": (19.8, -21.7)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(16.9, abs=0.2)
+    assert result["all"].mape == pytest.approx(19.1, abs=0.2)
 
 
 def test_dataset_breadth(result):
@@ -70,7 +72,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 16.9%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 19.1%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
     assert rc == 2

@@ -36,10 +36,11 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 12.0, "bandwidth": 8.5, "attention": 12.0, "op-level": 11.6,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 12.5, "bandwidth": 8.5, "attention": 12.0, "op-level": 12.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
     # (the L4's tensor and SIMT energies from its own 4096^3 GEMMs at 72 W, docs/dvfs.md: the 8192^3 row
     # -13.7% -> +9.1%, the 2048^3 rows, whose ~9 ms runs end before the limiter acts, +6..+9% -> +20..+35%;
-    # gemm 10.8% -> 11.7%, op level 11.0% -> 11.5%)
+    # gemm 10.8% -> 11.7%, op level 11.0% -> 11.5%; with the A100's cp.async tile rate below: gemm 12.1%,
+    # op level 11.7%)
     # (every GPU kernel's measured device time, efficiency.kernel_device_time_s, takes gemm 12.8% -> 10.8%,
     # op level 12.3% -> 11.0%, end to end 17.1% -> 16.8%, all 13.9% -> 13.0%, bias -9.1% -> -7.4%; pub-094's
     # static KV cache of 205 positions, its context from gpt-fast's generate.py, takes Llama decode to 8.9%)
