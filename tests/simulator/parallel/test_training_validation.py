@@ -114,7 +114,7 @@ def _dp(r) -> int:
     # MaxText remat_policy minimal -> the policy of the same name
     ("train-095", {"recompute": "minimal", "fp8_linears": None, "framework": "maxtext"}, []),
     # MaxText qkv_proj_offloaded: the offload is the policy's own, no plan offload piece
-    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext"}, []),
+    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext-cf"}, []),
     # NeMo AutoModel runs FSDP2
     ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "fsdp2"}, []),
     # Megatron-Bridge with TE current scaling / MXFP8 block scaling: megatron-core with those recipes
