@@ -12,7 +12,8 @@ system for the hardware as deployed, the parallel degrees, batch and sequence, a
 source states it (:func:`stated_recipe`, :func:`_plan`):
 
 * the **stack** the source ran (:data:`STACK_OF`): torchtitan and NeMo AutoModel -> ``fsdp2``,
-  MaxText -> ``maxtext``, Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
+  MaxText -> ``maxtext`` (``maxtext-cf`` where the row's notes state that the run's XLA flags set continuation
+  fusion of all-gathers, :func:`maxtext_profile`), Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
   that training stack and costed with its options (:func:`simulator.parallel.stacks.profile_options`,
   as ``nodeperf predict --framework`` does);
 * the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
@@ -68,7 +69,8 @@ from typing import Any
 
 __all__ = ["DEFAULT_TRAINING_DATASET", "DEFAULT_ZERO_OF_STACK", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
-           "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
+           "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "maxtext_profile", "CF_FOR_ALL_GATHER_NOTE",
+           "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
                             / "published_training.csv")
@@ -374,6 +376,19 @@ def stack_of(row: TrainingRecord) -> str:
     return next((prof for prefix, prof in STACK_OF if fw.startswith(prefix)), "")
 
 
+#: the fact a MaxText row's ``notes`` record when the run's XLA flags (the script's ``LIBTPU_INIT_ARGS`` or the
+#: benchmark workload's ``xla_flags``, at the commit the row cites) include MaxText's ``CF_FOR_ALL_GATHER``
+#: (benchmarks/xla_flags_library.py: ``--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true`` with the
+#: asynchronous collective fusion, multiple-steps, compute/collective overlap and async all-gather flags)
+CF_FOR_ALL_GATHER_NOTE = "XLA flags: continuation fusion of all-gathers set"
+
+
+def maxtext_profile(row: TrainingRecord) -> str:
+    """The framework profile of a MaxText row: ``maxtext-cf`` (XLA continuation fusion of all-gathers) exactly
+    when its ``notes`` state that the run's flags set it (:data:`CF_FOR_ALL_GATHER_NOTE`), else ``maxtext``."""
+    return "maxtext-cf" if CF_FOR_ALL_GATHER_NOTE in row["notes"] else "maxtext"
+
+
 def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     """What in a row's recipe no flag states yet (empty: statable today)."""
     why = []
@@ -487,6 +502,8 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
     fp8 = row["fp8"].strip()
     fp8_linears = _FP8_OF.get(fp8) or (_NEAREST_FP8.get(fp8) if nearest else None)
     stack = stack_of(row)
+    if stack == "maxtext":
+        stack = maxtext_profile(row)
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
         if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:

@@ -134,6 +134,17 @@ def test_large_gemm_reproduces_the_measured_v6e_point():
     assert mp.cycles == 2_097_917
 
 
+def test_hbm_copy_reproduces_the_measured_v6e_point():
+    # tpu-recipes microbenchmarks README (c8cfe2f): a 33,554,432-byte bf16 copy on one v6e, device time from the
+    # trace 0.049359414 ms, read + write = 1359.596 GB/s (the calibration point of tpu-v6e's
+    # efficiency.dram_bandwidth_fraction, 1359.596 / 1638 = 0.830)
+    dev = load_device("tpu-v6e")
+    assert dev.efficiency.dram_bandwidth_fraction == 0.830
+    rec = evaluate(load_workload("copy:bytes=33554432", dtype="bf16"), dev)
+    assert rec.latency_s == pytest.approx(0.049359414e-3, rel=0.005)
+    assert load_device("tpu-v5e").efficiency.dram_bandwidth_fraction == 0.758  # no v5e copy measured
+
+
 def test_slice_topology_and_wraparounds():
     from simulator.lowering.tpu import slice_topology
 

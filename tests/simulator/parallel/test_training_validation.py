@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,8 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens): evaluate_plan's MFU for
-    FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank, under the maxtext stack and its costing.
+    FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank, under the maxtext-cf stack (16b.sh sets
+    CF_FOR_ALL_GATHER) and its costing.
     train-072 (2x v5e-256 over DCN, FSDP 256 within each slice): hybrid sharding, shard_group 256 of dp 512, on
     the multi-slice system tpu-v5e-256x2, predicted as stated."""
     from simulator.hardware import load_hardware
@@ -83,15 +85,15 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     a, b = res["train-071"], res["train-072"]
     assert a.status == "predicted" and a.system == "tpu-v5e-256" and a.why == ()
     ref = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256"),
-                        ParallelPlan(dp=256, fsdp=True, microbatch=6, global_batch=1536), profile_options("maxtext"),
-                        train=True, seq=2048, recompute="full", dtype="bf16", framework="maxtext")
+                        ParallelPlan(dp=256, fsdp=True, microbatch=6, global_batch=1536), profile_options("maxtext-cf"),
+                        train=True, seq=2048, recompute="full", dtype="bf16", framework="maxtext-cf")
     assert a.predicted == pytest.approx(100.0 * ref.mfu, rel=1e-12)
     assert a.fits == ref.fits_in_memory
     assert b.status == "predicted" and b.system == "tpu-v5e-256x2" and b.why == () and b.nearest is None
     hyb = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256x2"),
                         ParallelPlan(dp=512, fsdp=True, shard_group=256, microbatch=6, global_batch=3072),
-                        profile_options("maxtext"), train=True, seq=2048, recompute="full", dtype="bf16",
-                        framework="maxtext")
+                        profile_options("maxtext-cf"), train=True, seq=2048, recompute="full", dtype="bf16",
+                        framework="maxtext-cf")
     assert b.predicted == pytest.approx(100.0 * hyb.mfu, rel=1e-12)
 
 
@@ -112,19 +114,19 @@ def _dp(r) -> int:
     # MaxText remat_policy minimal -> the policy of the same name
     ("train-095", {"recompute": "minimal", "fp8_linears": None, "framework": "maxtext"}, []),
     # MaxText qkv_proj_offloaded: the offload is the policy's own, no plan offload piece
-    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext"}, []),
+    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext-cf"}, []),
     # NeMo AutoModel runs FSDP2
     ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "fsdp2"}, []),
     # Megatron-Bridge with TE current scaling / MXFP8 block scaling: megatron-core with those recipes
     ("train-053", {"recompute": "none", "fp8_linears": "current", "framework": "megatron-core"}, []),
     ("train-054", {"recompute": "none", "fp8_linears": "mxfp8", "framework": "megatron-core"}, []),
-    # MaxText quantization int8 (AQT) with full remat
-    ("train-135", {"recompute": "full", "fp8_linears": "int8", "framework": "maxtext"}, []),
+    # MaxText quantization int8 (AQT) with full remat; gpt3_175b_base.sh sets CF_FOR_ALL_GATHER: maxtext-cf
+    ("train-135", {"recompute": "full", "fp8_linears": "int8", "framework": "maxtext-cf"}, []),
     # MaxText custom remat: the offload column's names offloaded, every other name at its default
     ("train-111", {"recompute": "custom:decoder_layer_input=offload,out_proj=offload,query_proj=offload,"
-                                 "key_proj=offload,value_proj=offload", "fp8_linears": None, "framework": "maxtext"},
+                                 "key_proj=offload,value_proj=offload", "fp8_linears": None, "framework": "maxtext-cf"},
      []),
-    ("train-131", {"recompute": "custom:context=offload,mlpwo=offload", "fp8_linears": None, "framework": "maxtext"},
+    ("train-131", {"recompute": "custom:context=offload,mlpwo=offload", "fp8_linears": None, "framework": "maxtext-cf"},
      []),
 ])
 def test_each_recipe_kind_maps_to_its_arguments(rows, rid: str, recipe: dict, unstatable: list) -> None:
@@ -183,6 +185,30 @@ def test_stack_of_each_source(rows) -> None:
     stacks = {r["framework"].split(" (")[0]: stack_of(r) for r in rows}
     assert stacks == {"torchtitan": "fsdp2", "NeMo AutoModel": "fsdp2", "MaxText": "maxtext",
                       "Megatron-Bridge": "megatron-core"}
+
+
+def test_maxtext_profile_follows_the_stated_xla_flags(rows) -> None:
+    """maxtext-cf exactly for the MaxText rows whose notes state CF_FOR_ALL_GATHER in the run's flags: the v5e
+    scripts of 76bd53b0f, the Trillium and v5p benchmark workloads that list it, gpt3_175b_base.sh; maxtext for
+    the v5p scripts of 76bd53b0f (no fuse_all_gather), Gemma 3 (VMEM flag only) and DeepSeek-V3 (fuse_all_gather
+    false, all-gathers on the SparseCore). Every MaxText row states one or the other."""
+    from simulator.parallel.training_validation import (
+        CF_FOR_ALL_GATHER_NOTE,
+        maxtext_profile,
+        stated_recipe,
+    )
+
+    maxtext = [r for r in rows if r["framework"].startswith("MaxText")]
+    assert all("XLA flags: continuation fusion of all-gathers " in r["notes"] for r in maxtext)
+    cf = {r.id for r in maxtext if maxtext_profile(r) == "maxtext-cf"}
+    plain = {r.id for r in maxtext} - cf
+    ids = lambda a, b: {f"train-{i:03d}" for i in range(a, b + 1)}  # noqa: E731
+    assert plain == ids(95, 110) | ids(128, 130) | {"train-132"}
+    assert cf == ids(71, 94) | ids(111, 127) | {"train-131", "train-133", "train-134", "train-135"}
+    assert all(stated_recipe(r)["framework"] == maxtext_profile(r) for r in maxtext)
+    r = _row(rows, "train-089")
+    assert maxtext_profile(replace(r, raw={**r.raw, "notes": "no flags stated"})) == "maxtext"
+    assert maxtext_profile(replace(r, raw={**r.raw, "notes": CF_FOR_ALL_GATHER_NOTE + " (...)"})) == "maxtext-cf"
 
 
 def test_full_sharding_over_thousands_of_chips_pads_the_reduce_scatter() -> None:
