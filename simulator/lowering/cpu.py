@@ -56,7 +56,13 @@ from simulator.lowering.common import (
     zero_cost,
 )
 from workloads.ir import Op
-from workloads.semantics import SOFTMAX_FLOPS, attention_window, banded_block_pairs, conv_dims, gemm_dims
+from workloads.semantics import (
+    SOFTMAX_FLOPS,
+    attention_window,
+    banded_block_pairs,
+    conv_dims,
+    gemm_dims,
+)
 
 __all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for", "memory_split", "memory_time",
            "conv_path", "SPECIAL_FUNCTION_OF"]

@@ -92,7 +92,13 @@ from simulator.lowering.common import (
     zero_cost,
 )
 from workloads.ir import Op, Role, UnsupportedOpError
-from workloads.semantics import ELEMENTWISE_FLOPS, attention_window, banded_block_pairs, conv_dims, gemm_dims
+from workloads.semantics import (
+    ELEMENTWISE_FLOPS,
+    attention_window,
+    banded_block_pairs,
+    conv_dims,
+    gemm_dims,
+)
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
