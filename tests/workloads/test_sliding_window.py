@@ -132,3 +132,12 @@ def test_gpt_oss_120b_parameters() -> None:
     # represented here), 5.13B active counted without the input embedding table
     assert total == pytest.approx(116.83e9, rel=1e-3)
     assert active - 201088 * d == pytest.approx(5.13e9, rel=2e-3)
+
+
+def test_attention_micro_workload_takes_a_window() -> None:
+    from workloads.resolve import load_workload
+
+    g = load_workload("attention:b=1,h=2,s=6,d=4,causal=1,window=3")
+    assert [o.flops for o in g.ops if o.kind == "attention"] == [480]  # the hand count above
+    bwd = load_workload("attention:b=1,h=2,s=6,d=4,causal=1,window=3,bwd=1")
+    assert [o.flops for o in bwd.ops if o.kind == "attention_bwd"] == [1200]
