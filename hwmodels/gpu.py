@@ -2129,11 +2129,31 @@ def roofline(flops: ArrayLike, bytes_moved: ArrayLike, p: GpuParams, matrix: boo
 # fused attention
 
 
-def _pairs(sq: int, skv: int, causal: bool, last_rows: int) -> tuple[float, float]:
+def _window_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: int) -> float:
+    """Pairs per head a block-sparse kernel computes under a causal window of ``window`` keys: each
+    block of ``block_q`` query rows skips the ``block_kv``-key blocks wholly before its first row's band
+    and computes every key from there up to each row's own position (the diagonal exact, as causal)."""
+    total = 0
+    for m in range(0, sq, block_q):
+        p0 = max(0, m + skv - sq)
+        p1 = min(m + block_q, sq) - 1 + skv - sq
+        if p1 >= p0:
+            lo = (max(0, p0 - window + 1) // block_kv) * block_kv
+            total += (p1 + 1) * (p1 + 2) // 2 - p0 * (p0 + 1) // 2 - (p1 - p0 + 1) * lo
+    return float(total)
+
+
+def _pairs(sq: int, skv: int, causal: bool, last_rows: int, window: int = 0,
+           block_q: int = 128) -> tuple[float, float]:
     """(query-key pairs of all ``sq`` queries, pairs of the last ``last_rows`` queries) per head.
 
-    Causal masks are aligned to the end of the key sequence: query ``i`` sees keys ``<= i + skv - sq``.
+    Causal masks are aligned to the end of the key sequence: query ``i`` sees keys ``<= i + skv - sq``;
+    a sliding ``window`` (> 0, causal only) also drops the keys ``window`` or more positions behind it,
+    in whole key blocks of ``block_q`` keys (:func:`_window_pairs`).
     """
+    if causal and 0 < window < skv:
+        return (_window_pairs(sq, skv, window, block_q, block_q),
+                _window_pairs(min(last_rows, sq), skv, window, block_q, block_q))
     if not causal:
         return float(sq * skv), float(last_rows * skv)
     if sq <= skv:
@@ -2191,13 +2211,14 @@ class AttentionGrid:
 
 def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, sms: ArrayLike, *,
                    causal: bool = False, backward: bool = False, block_q: int = 128,
-                   min_mma_rows: int = 64) -> AttentionGrid:
+                   min_mma_rows: int = 64, window: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
     Query blocks of ``block_q`` rows are CTAs. When the queries of one KV head are fewer than
     ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
     a KV head are packed into one tile and the keys are split over CTAs until every one of the
-    ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys).
+    ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys). A causal
+    sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`).
     """
     group = heads_q // max(1, heads_kv)
     decode = seq_q * group < block_q and not backward
@@ -2206,7 +2227,7 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
         ctas_base = batch * heads_kv
         kv_splits = np.clip(np.floor(_a(sms) / ctas_base), 1.0,
                             max(1.0, math.ceil(seq_kv / DECODE_MIN_KEYS_PER_SPLIT)))
-        head_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q)
+        head_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q, window, block_q)
         # one CTA holds all rows of its KV head
         return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, True,
                              ctas=ctas_base * kv_splits, kv_splits=kv_splits, pad=max(rows, min_mma_rows) / rows,
@@ -2214,7 +2235,7 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
                              heaviest_pairs=head_pairs * group / kv_splits, q_panels=1.0)
     rows_blk = min(block_q, seq_q)
     q_blocks = math.ceil(seq_q / block_q)
-    head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk)
+    head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk, window, block_q)
     return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
                          ctas=float(batch * heads_q * q_blocks), kv_splits=1.0,
                          pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
@@ -2387,6 +2408,7 @@ def attention(
     kernel: str = "flash2",
     kv_sharing: int = 1,
     bwd_softmax_overlap: bool = False,
+    window: int = 0,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2414,6 +2436,10 @@ def attention(
         CTAs that share each K/V panel load (:data:`BLACKWELL_CTA_PAIR` for the 2-CTA MMA mode of
         FlashAttention-4 on Blackwell); divides the L2 panel traffic and, backward, the dQ
         accumulation traffic.
+    window
+        A causal sliding window in keys (0: none): each query block visits only the key blocks
+        (``block_q`` keys each) that meet its band, so compute and K/V panel traffic scale with the
+        visited blocks (FlashAttention-2/3 ``window_size``; :func:`attention_grid`).
     bwd_softmax_overlap
         Whether a ``"flash3"`` backward overlaps its softmax with the matmuls as the forward does.
         False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
@@ -2437,7 +2463,7 @@ def attention(
         raise ValueError(f"attention: kernel: unknown design; got {kernel!r}; expected one of {', '.join(ATTENTION_KERNELS)}")
     sms = _a(p.sms)
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
-                          block_q=block_q, min_mma_rows=min_mma_rows)
+                          block_q=block_q, min_mma_rows=min_mma_rows, window=window)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap)
 
@@ -2482,7 +2508,8 @@ def _attention_estimate(grid: AttentionGrid, z: Any, time: Any, t_compute: Any, 
         latency_s=_scalar_or(lat + z), dram_bytes=_scalar_or(_a(dram) + z), l2_bytes=_scalar_or(_a(l2) + z),
         smem_bytes=smem,
         details=(*head, ("ctas", _scalar_or(_a(grid.ctas) + z)), ("kv_splits", _scalar_or(_a(grid.kv_splits) + z)),
-                 ("kernels", kernels), ("decode", grid.decode), ("pass_vector_flops", pass_flops)),
+                 ("kernels", kernels), ("decode", grid.decode), ("pass_vector_flops", pass_flops),
+                 ("head_pairs", grid.head_pairs)),
         bound_term=bound,
     )
 

@@ -39,7 +39,8 @@ __all__ = ["is_micro", "parse_micro", "build_micro", "MICRO_KINDS", "COLLECTIVE_
 # kind -> (required keys, optional keys with defaults)
 MICRO_KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "gemm": (("m", "n", "k"), {"b": 1, "transpose": 0}),
-    "attention": (("b", "h", "s", "d"), {"causal": 0, "kv_heads": None, "s_kv": None, "bwd": 0, "kv_cache": 0}),
+    "attention": (("b", "h", "s", "d"), {"causal": 0, "kv_heads": None, "s_kv": None, "bwd": 0, "kv_cache": 0,
+                                             "window": 0}),
     "conv2d": (("n", "c", "h", "w", "k", "r", "s"), {"stride": 1, "pad": 0, "groups": 1, "dilation": 1}),
     "copy": (("bytes",), {}),
     "elementwise": (("numel",), {"op": "add"}),
@@ -72,6 +73,7 @@ _RANGED = {
     "causal": (0, 1, "0 or 1"),
     "bwd": (0, 1, "0 or 1"),
     "kv_cache": (0, 1, "0 or 1 (K and V are a KV cache)"),
+    "window": (0, None, "an integer >= 0 (a causal sliding window in tokens, with causal=1; 0: none)"),
     "transpose": (0, 3, "0, 1 (A transposed), 2 (B transposed) or 3 (both)"),
     "pad": (0, None, "an integer >= 0"),
     "fmas": (0, None, "an integer >= 0"),
@@ -228,6 +230,7 @@ def _gemm(b: GraphBuilder, p: dict[str, Any]) -> None:
 def _attention(b: GraphBuilder, p: dict[str, Any]) -> None:
     hk = p["kv_heads"] or p["h"]
     skv = p["s_kv"] or p["s"]
+    window = {"window": p["window"]} if p["window"] else {}
     q = b.input("q", (p["b"], p["h"], p["s"], p["d"]))
     if p["kv_cache"]:  # a decode step reading cached keys and values (--kv-dtype retypes them)
         k = b.tensor("k_cache", (p["b"], hk, skv, p["d"]), role=Role.KV_CACHE)
@@ -238,9 +241,9 @@ def _attention(b: GraphBuilder, p: dict[str, Any]) -> None:
     if p["bwd"]:
         o = b.input("o", (p["b"], p["h"], p["s"], p["d"]))
         do = b.input("do", (p["b"], p["h"], p["s"], p["d"]))
-        b.op("attention_bwd", [q, k, v, o, do], name="attention_bwd", causal=bool(p["causal"]))
+        b.op("attention_bwd", [q, k, v, o, do], name="attention_bwd", causal=bool(p["causal"]), **window)
     else:
-        b.op("attention", [q, k, v], name="attention", causal=bool(p["causal"]))
+        b.op("attention", [q, k, v], name="attention", causal=bool(p["causal"]), **window)
 
 
 def _conv2d(b: GraphBuilder, p: dict[str, Any]) -> None:

@@ -5,7 +5,10 @@ Counting conventions (documented, not hardware factors):
 * Contractions count ``2 * M * N * K`` FLOPs; bias adds count one FLOP per output element.
 * Fused attention counts its two contractions only (``2 * d`` per query-key pair for QK^T and
   ``2 * d_v`` for PV), the convention of the FlashAttention papers' TFLOP/s figures; a causal mask
-  keeps only the pairs at or below the diagonal (aligned to the end of the key sequence).
+  keeps only the pairs at or below the diagonal (aligned to the end of the key sequence); a causal
+  sliding window of ``W`` tokens (attribute ``window``, 0: none) keeps ``min(pos + 1, W)`` keys per
+  query at position ``pos`` (Mistral / Gemma 2-3 / GPT-OSS local layers: key ``j`` is seen when
+  ``pos - W < j <= pos``).
 * Vector ops count per element: see ``ELEMENTWISE_FLOPS`` and the constants below. These are op
   counts, not hardware costs; the hardware models decide how fast each op class runs.
 * Bytes are compulsory traffic: every input read once and every output written once, except views
@@ -34,6 +37,8 @@ __all__ = [
     "conv_dims",
     "conv_params",
     "attention_pairs",
+    "attention_window",
+    "banded_block_pairs",
     "ELEMENTWISE_FLOPS",
 ]
 
@@ -404,13 +409,51 @@ register("conv1d_bwd_weight", "contraction", _infer_conv_bwd_weight, _flops_conv
 # attention
 
 
-def attention_pairs(sq: int, skv: int, causal: bool) -> int:
-    """Query-key pairs computed per (batch, head): all, or those at/below the end-aligned diagonal."""
+def _causal_prefix(n: int, window: int) -> int:
+    """Pairs of the first ``n`` positions of a causal (windowed when ``window`` > 0) mask: sum of min(p + 1, W)."""
+    if n <= 0:
+        return 0
+    if window <= 0 or n <= window:
+        return n * (n + 1) // 2
+    return window * (window + 1) // 2 + (n - window) * window
+
+
+def attention_pairs(sq: int, skv: int, causal: bool, window: int = 0) -> int:
+    """Query-key pairs computed per (batch, head): all, or those at/below the end-aligned diagonal
+    (query ``i`` at position ``i + skv - sq``), and within ``window`` keys of it when ``window`` > 0."""
     if not causal:
         return sq * skv
-    if sq <= skv:
-        return sq * (skv - sq) + sq * (sq + 1) // 2
-    return skv * (skv + 1) // 2
+    if window <= 0:
+        if sq <= skv:
+            return sq * (skv - sq) + sq * (sq + 1) // 2
+        return skv * (skv + 1) // 2
+    return _causal_prefix(skv, window) - _causal_prefix(skv - sq, window)
+
+
+def banded_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: int) -> int:
+    """Query-key pairs a block-sparse flash kernel computes per (batch, head) under a causal window.
+
+    Queries go in blocks of ``block_q`` rows; a block skips the key blocks of ``block_kv`` keys that lie
+    wholly before the band of its first row, so each row computes the keys from the start of the first
+    visited key block up to its own position (the diagonal counted exactly, as for a causal mask).
+    With ``window`` 0 (or one at least ``skv``) this is :func:`attention_pairs`'s causal count.
+    """
+    if window <= 0 or window >= skv:
+        return attention_pairs(sq, skv, True)
+    total = 0
+    for m in range(0, sq, max(1, block_q)):
+        p0 = max(0, m + skv - sq)
+        p1 = min(m + block_q, sq) - 1 + skv - sq  # position of the block's last row
+        if p1 < p0:
+            continue
+        lo = (max(0, p0 - window + 1) // block_kv) * block_kv
+        total += (p1 + 1) * (p1 + 2) // 2 - p0 * (p0 + 1) // 2 - (p1 - p0 + 1) * lo
+    return total
+
+
+def attention_window(op: Op) -> int:
+    """An attention op's causal sliding window in tokens (0: full attention)."""
+    return int(op.attrs.get("window", 0) or 0)
 
 
 def _infer_attention(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -424,7 +467,16 @@ def _infer_attention(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
         raise GraphError(f"q {q.shape}, k {k.shape}, v {v.shape}; expected q (B,Hq,Sq,D), k (B,Hkv,Skv,D), v (B,Hkv,Skv,Dv)")
     if hq % hk:
         raise GraphError(f"query heads {hq} not a multiple of key/value heads {hk}; expected Hq % Hkv == 0 (GQA/MQA)")
+    _check_window(attrs)
     return [((b, hq, sq, v.shape[3]), q.dtype)]
+
+
+def _check_window(attrs: Any) -> None:
+    w = attrs.get("window", 0) or 0
+    if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+        raise GraphError(f"window: got {w!r}; expected an integer >= 0 (tokens; 0: full attention)")
+    if w and not attrs.get("causal", False):
+        raise GraphError(f"window {w}: a sliding window needs a causal mask; expected causal=True or window 0")
 
 
 def _attn_dims(op: Op) -> tuple[int, int, int, int, int, int]:
@@ -434,16 +486,17 @@ def _attn_dims(op: Op) -> tuple[int, int, int, int, int, int]:
 
 def _macs_attention(op: Op) -> int:
     b, h, sq, skv, d, dv = _attn_dims(op)
-    return b * h * attention_pairs(sq, skv, bool(op.attrs.get("causal", False))) * (d + dv)
+    return b * h * attention_pairs(sq, skv, bool(op.attrs.get("causal", False)), attention_window(op)) * (d + dv)
 
 
 register("attention", "attention", _infer_attention, lambda op: 2 * _macs_attention(op), macs=_macs_attention,
-         doc="fused (flash-style) attention: q (B,Hq,Sq,D), k/v (B,Hkv,Skv,D[v]) [, mask]; attrs causal")
+         doc="fused (flash-style) attention: q (B,Hq,Sq,D), k/v (B,Hkv,Skv,D[v]) [, mask]; attrs causal, window (causal sliding window in tokens, 0: none)")
 
 
 def _infer_attention_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 5, 6)
     q, k, v = inputs[:3]
+    _check_window(attrs)
     outs: Out = [(q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype)]
     if attrs.get("has_bias") and len(inputs) == 6:  # additive score bias (T5 relative bias): its gradient too
         outs.append((inputs[5].shape, inputs[5].dtype))
@@ -453,7 +506,7 @@ def _infer_attention_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 def _macs_attention_bwd(op: Op) -> int:
     # five contractions per pair: S = QK^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
     b, h, sq, skv, d, dv = _attn_dims(op)
-    return b * h * attention_pairs(sq, skv, bool(op.attrs.get("causal", False))) * (3 * d + 2 * dv)
+    return b * h * attention_pairs(sq, skv, bool(op.attrs.get("causal", False)), attention_window(op)) * (3 * d + 2 * dv)
 
 
 register("attention_bwd", "attention", _infer_attention_bwd, lambda op: 2 * _macs_attention_bwd(op),

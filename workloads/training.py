@@ -508,7 +508,8 @@ def _bwd_attention(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Te
         ins.append(d.R(bias))
         hints.append(d.hint(bias))
     outs = d.emit("attention_bwd", ins, f"{op.name}.bwd", op.group, out=hints,
-                  causal=bool(op.attrs.get("causal", False)), has_bias=has_bias)
+                  causal=bool(op.attrs.get("causal", False)), has_bias=has_bias,
+                  **({"window": op.attrs["window"]} if op.attrs.get("window") else {}))
     grads: list[TensorSpec | None] = list(outs[:3])
     if bias is not None:
         grads.append(outs[3] if has_bias else None)

@@ -56,7 +56,13 @@ from simulator.lowering.common import (
     zero_cost,
 )
 from workloads.ir import Op
-from workloads.semantics import SOFTMAX_FLOPS, conv_dims, gemm_dims
+from workloads.semantics import (
+    SOFTMAX_FLOPS,
+    attention_window,
+    banded_block_pairs,
+    conv_dims,
+    gemm_dims,
+)
 
 __all__ = ["cpu_kernel_cost", "CONTRACTION_KINDS", "memory_level_for", "memory_split", "memory_time",
            "conv_path", "SPECIAL_FUNCTION_OF"]
@@ -221,13 +227,16 @@ def _special_s(device: DeviceSpec, fn: str, count: float) -> float:
     return count * table[fn]
 
 
-def _flash_pairs(sq: int, skv: int, causal: bool) -> tuple[float, int, int]:
-    """(query-key pairs the CPU flash kernel computes per head, q block, kv block)."""
+def _flash_pairs(sq: int, skv: int, causal: bool, window: int = 0) -> tuple[float, int, int]:
+    """(query-key pairs the CPU flash kernel computes per head, q block, kv block); a causal sliding
+    ``window`` skips the key blocks wholly outside each query block's band."""
     qs = next(q for lo, q in TORCH_FLASH_Q_SPLIT if sq >= lo)
     qs = min(qs, sq)
     kvs = min(TORCH_FLASH_KV_SPLIT, skv)
     if not causal:
         return float(sq * skv), qs, kvs
+    if 0 < window < skv:
+        return float(banded_block_pairs(sq, skv, window, qs, kvs)), qs, kvs
     pairs = 0
     for m in range(0, sq, qs):
         rows = min(qs, sq - m)
@@ -383,8 +392,9 @@ def _attention_cost(op: Op, device: DeviceSpec, rate: float, reference: float,
     q, kk, v = op.inputs[:3]
     bsz, heads, sq, dq = q.shape
     skv, dv = kk.shape[2], v.shape[3]
-    masked = bool(op.attrs.get("causal", False)) and sq != skv  # an explicit mask: every pair
-    pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked)
+    window = attention_window(op)
+    masked = bool(op.attrs.get("causal", False)) and sq != skv and not window  # an explicit mask: every pair
+    pairs, qs, kvs = _flash_pairs(sq, skv, bool(op.attrs.get("causal", False)) and not masked, window)
     pairs *= bsz * heads
     # the kernel's block products reuse cache-resident operands (a query block across every key
     # block, a key/value block across every query block) and call the BLAS directly: priced at its

@@ -38,7 +38,7 @@ from workloads.precision import (
     quant_operands,
     weight_only,
 )
-from workloads.semantics import conv_dims, conv_params, gemm_dims
+from workloads.semantics import attention_window, conv_dims, conv_params, gemm_dims
 
 __all__ = ["attention_kernel_for"]
 
@@ -416,16 +416,19 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
         sharing = gpu.BLACKWELL_CTA_PAIR  # FlashAttention-4's 2-CTA MMA mode shares K/V panels
     # FlashAttention-3 (Hopper) serialises the backward's softmax with its matmuls (gpu.FLASH3_SOFTMAX_OVERLAP);
     # no source gives FlashAttention-4's backward schedule, so Blackwell keeps the overlap
-    e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
+    causal, window = bool(op.attrs.get("causal", False)), attention_window(op)  # window: visited key blocks only
+    e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
                       bwd_softmax_overlap=blackwell)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
-        e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=bool(op.attrs.get("causal", False)),
+        e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                                         in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
+    if window:  # the softmax runs over every visited pair, the band's edge blocks included
+        pairs = float(b * hq * dict(e.details).get("head_pairs", pairs / (b * hq)))
     vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("pass_vector_flops", 0.0))
     rule = "flash-attention-bwd" if backward else "flash-attention"
     kernels = int(det.get("kernels", 1))  # backward: preprocess, main and postprocess kernels

@@ -92,7 +92,13 @@ from simulator.lowering.common import (
     zero_cost,
 )
 from workloads.ir import Op, Role, UnsupportedOpError
-from workloads.semantics import ELEMENTWISE_FLOPS, conv_dims, gemm_dims
+from workloads.semantics import (
+    ELEMENTWISE_FLOPS,
+    attention_window,
+    banded_block_pairs,
+    conv_dims,
+    gemm_dims,
+)
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
@@ -114,6 +120,11 @@ _ACC_BYTES = 4.0  # partial sums are accumulated in fp32 on every MXU
 #: Vector-unit operations per attention score: the forward softmax's max, subtract, exp, sum and
 #: scale (5); the backward recomputes P and forms dS = P * (dP - D), counted as twice the forward.
 SOFTMAX_VECTOR_OPS_PER_SCORE = {"fwd": 5.0, "bwd": 10.0}
+#: Query and key block of the Pallas splash-attention kernel, which skips the (query block, key block)
+#: tiles its mask leaves empty: MaxText's default ``sa_block_q`` / ``sa_block_kv`` of 512
+#: (AI-Hypercomputer/maxtext src/MaxText/configs/base.yml; the ``SplashAttention`` block-size fields of
+#: configs/types.py). A sliding window is priced over the key blocks its band meets.
+SPLASH_BLOCK = 512
 
 
 def _onchip(dev: DeviceSpec) -> MemoryLevel | None:
@@ -383,6 +394,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     rows = sq * group
     # causal: a flash-style kernel skips blocks above the diagonal; the kept fraction of scores
     keep = 1.0 if not causal or sq == 1 else min(1.0, (skv - sq + (sq + 1) / 2.0) / skv)
+    window = attention_window(op)
+    if causal and 0 < window < skv:  # splash attention: only the key blocks the band meets
+        keep = banded_block_pairs(sq, skv, window, SPLASH_BLOCK, SPLASH_BLOCK) / float(sq * skv)
     kv_eff = max(1, round(skv * keep))
     gemms = [(rows, kv_eff, d), (rows, dv, kv_eff)]  # S = Q K^T, O = P V
     if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
@@ -406,7 +420,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         notes=(f"{len(gemms)} GEMMs over {heads} batch x {'KV ' if group > 1 else ''}heads on the arrays"
                f"{f' ({group} query heads per KV head in one GEMM)' if group > 1 else ''} (QK^T: {first.notes}); "
                f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, overlapped; "
-               f"causal kept fraction {keep:.3f}; bound {bound}"),
+               f"causal kept fraction {keep:.3f}{f' (window {window})' if window else ''}; bound {bound}"),
     )
 
 

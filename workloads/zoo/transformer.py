@@ -144,6 +144,17 @@ class TransformerConfig:
         Maverick's dense layers are twice its experts' width).
     relative_buckets
         Buckets of the T5 relative position bias.
+    sliding_window, global_every
+        Sliding-window (local) causal attention: a query at position ``p`` of a local layer sees the
+        keys ``p - sliding_window < j <= p`` (0: every layer global). Layer ``i`` is global when
+        ``global_every`` > 0 and ``(i + 1) % global_every == 0``, local otherwise (Gemma 3: window 1024,
+        every 6th layer global, 5 local : 1 global; GPT-OSS: window 128, every 2nd layer global). A
+        local layer's decode KV cache holds only its last ``sliding_window`` positions.
+    qk_norm
+        RMSNorm over each query and key head before the rotary embedding (Gemma 3, OLMo 2, Qwen 3).
+    sandwich_norm
+        A norm on the attention output and on the MLP output too, before each residual add (Gemma 2/3's
+        ``post_attention_layernorm`` and ``post_feedforward_layernorm``).
     """
 
     name: str
@@ -188,6 +199,10 @@ class TransformerConfig:
     rope_head_dim: int = 0
     v_head_dim: int = 0
     first_dense: int = 0
+    sliding_window: int = 0
+    global_every: int = 0
+    qk_norm: bool = False
+    sandwich_norm: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -224,6 +239,13 @@ class TransformerConfig:
                 problems.append(f"{f}: got {v!r}; expected an integer >= 0, set only on an MoE model (experts > 0)")
         if self.is_vision and (self.patch_size < 1 or self.image_size % self.patch_size):
             problems.append(f"patch_size: got {self.patch_size} for image_size {self.image_size}; expected a divisor")
+        for f in ("sliding_window", "global_every"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                problems.append(f"{f}: got {v!r}; expected an integer >= 0")
+        if self.sliding_window and not self.is_decoder_lm:
+            problems.append(f"sliding_window: got {self.sliding_window} on an encoder or encoder-decoder model; "
+                            "expected 0 (sliding windows are modelled for decoder-only causal LMs)")
         if self.decoder_layers and self.encoder_only:
             problems.append("decoder_layers: set on an encoder_only model; expected one or the other")
         if problems:
@@ -255,6 +277,17 @@ class TransformerConfig:
     def gated(self) -> bool:
         return self.mlp in ("swiglu", "geglu")
 
+    def layer_window(self, i: int) -> int:
+        """Layer ``i``'s causal attention window in tokens (0: global, full causal attention)."""
+        if self.sliding_window <= 0 or (self.global_every and (i + 1) % self.global_every == 0):
+            return 0
+        return int(self.sliding_window)
+
+    def layer_context(self, i: int, context: int) -> int:
+        """Positions layer ``i``'s KV cache holds after ``context`` tokens (a local layer: at most its window)."""
+        w = self.layer_window(i)
+        return min(context, w) if w else context
+
     def is_moe_layer(self, i: int) -> bool:
         return self.experts > 0 and i >= self.first_dense and i % self.moe_every == self.moe_offset
 
@@ -264,10 +297,12 @@ class TransformerConfig:
 
     def kv_cache_bytes(self, batch: int, context: int, dtype: str | DType = "bf16") -> int:
         """KV-cache size: ``2 * layers * kv_heads * head_dim * context * batch * bytes_per_element``
-        (latent attention: ``layers * (kv_lora_rank + rope_head_dim) * context * batch * bytes``)."""
+        (latent attention: ``layers * (kv_lora_rank + rope_head_dim) * context * batch * bytes``); a local
+        (sliding-window) layer holds ``min(context, sliding_window)`` positions."""
         if self.kv_lora_rank:
             return self.layers * (self.kv_lora_rank + self.rope_head_dim) * context * batch * parse_dtype(dtype).bits // 8
-        return 2 * self.layers * self.n_kv_heads * self.d_head * context * batch * parse_dtype(dtype).bits // 8
+        positions = sum(self.layer_context(i, context) for i in range(self.layers))
+        return 2 * self.n_kv_heads * self.d_head * positions * batch * parse_dtype(dtype).bits // 8
 
 
 def config_from_mapping(name: str, data: Mapping[str, Any], where: str = "") -> TransformerConfig:
@@ -477,8 +512,10 @@ class _Build:
 
     # --- attention ----------------------------------------------------------------------------
     def attention_block(self, h: TensorSpec, *, causal: bool, cache: bool, bias: TensorSpec | None,
-                        memory: TensorSpec | None = None, name: str = "attn") -> TensorSpec:
-        """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output."""
+                        memory: TensorSpec | None = None, name: str = "attn", window: int = 0) -> TensorSpec:
+        """Self-attention (``memory`` None) or cross-attention over ``memory``; returns the projected output.
+        ``window`` > 0: causal sliding-window attention over the last ``window`` keys (the decode cache
+        holds ``min(context, window)`` positions)."""
         cfg, b = self.cfg, self.b
         if cfg.kv_lora_rank and memory is None:
             return self.latent_attention_block(h, causal=causal, cache=cache, name=name)
@@ -505,6 +542,8 @@ class _Build:
             q = self.reshape(q, (bsz, hq, s, hd), "q_heads")
             k = self.reshape(k, (bsz, hk, skv, hd), "k_heads")
             v = self.reshape(v, (bsz, hk, skv, hd), "v_heads")
+            if cfg.qk_norm:  # per-head RMSNorm of queries and keys (weights head_dim wide)
+                q, k = self.head_norm(q, "q_norm"), self.head_norm(k, "k_norm")
             if cfg.pos == "rope" and memory is None and self.eager_ops:
                 # cos/sin come from the model's rotary embedding, computed once per forward
                 cos = b.input("rope_cos", (bsz, 1, s, hd))
@@ -520,15 +559,16 @@ class _Build:
                     v = b.op("kv_append", [v], name="v_cache", out_roles=[Role.KV_CACHE])
                 else:  # decode: the stored cache is an input; the append happens in place
                     g = b.current_group
-                    kc = b.tensor(f"{g}.k_cache", (bsz, hk, self.context, hd), role=Role.KV_CACHE)
-                    vc = b.tensor(f"{g}.v_cache", (bsz, hk, self.context, hd), role=Role.KV_CACHE)
+                    held = min(self.context, window) if window else self.context  # a local layer's ring of W slots
+                    kc = b.tensor(f"{g}.k_cache", (bsz, hk, held, hd), role=Role.KV_CACHE)
+                    vc = b.tensor(f"{g}.v_cache", (bsz, hk, held, hd), role=Role.KV_CACHE)
                     k = b.op("kv_append", [kc, k], name="k_append")
                     v = b.op("kv_append", [vc, v], name="v_append")
             if self.cp > 1 and memory is None:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
                 ins = [q, k, v] + ([bias] if bias is not None else [])
-                o = b.op("attention", ins, name="core", causal=causal)
+                o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:
                 o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
             if self.eager_ops:  # attn_output.transpose(1, 2).contiguous(): a copy kernel
@@ -536,6 +576,10 @@ class _Build:
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
             return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
+
+    def head_norm(self, x: TensorSpec, name: str) -> TensorSpec:
+        """RMSNorm over the last (head) axis of a ``(B, H, S, D)`` tensor, one ``D``-wide scale (QK-norm)."""
+        return self.b.op("rmsnorm", [x, self.w(f"{name}.weight", (x.shape[-1],))], name=name)
 
     def latent_attention_block(self, h: TensorSpec, *, causal: bool, cache: bool, name: str = "attn") -> TensorSpec:
         """Multi-head latent attention (DeepSeek-V3, Sec. 2.1.1 of its report; HF ``DeepseekV3Attention``):
@@ -798,9 +842,13 @@ class _Build:
     def layer(self, x: TensorSpec, i: int, *, causal: bool, cache: bool, bias: TensorSpec | None,
               memory: TensorSpec | None = None, cross_bias: TensorSpec | None = None) -> TensorSpec:
         cfg, b = self.cfg, self.b
+        window = cfg.layer_window(i) if causal and memory is None else 0
         with b.group(f"layers.{i}"):
             if cfg.pre_norm:
-                a = self.attention_block(self.norm(x, "attn_norm"), causal=causal, cache=cache, bias=bias)
+                a = self.attention_block(self.norm(x, "attn_norm"), causal=causal, cache=cache, bias=bias,
+                                         window=window)
+                if cfg.sandwich_norm:
+                    a = self.norm(a, "post_attn_norm")
                 x = self.ew("add", x, a, name="attn_residual")
                 if memory is not None:
                     c = self.attention_block(self.norm(x, "cross_norm"), causal=False, cache=False, bias=cross_bias,
@@ -808,6 +856,8 @@ class _Build:
                     x = self.ew("add", x, c, name="cross_residual")
                 hn = self.norm(x, "mlp_norm")
                 m = self.moe_or_mlp(hn, i)
+                if cfg.sandwich_norm:
+                    m = self.norm(m, "post_mlp_norm")
                 return self.ew("add", x, m, name="mlp_residual")
             a = self.attention_block(x, causal=causal, cache=cache, bias=bias)
             x = self.norm(self.ew("add", x, a, name="attn_residual"), "attn_norm")
@@ -1089,6 +1139,9 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
             what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
             raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
                              f"positions; expected at most max_positions = {cfg.max_positions}")
+    if cfg.sliding_window and cp > 1:
+        raise ValueError(f"model {cfg.name!r}: cp {cp}: context parallelism of sliding-window attention is not "
+                         "modelled; expected cp 1")
     if cfg.attention_chunk and max(seq, ctx or 0) > cfg.attention_chunk:
         raise ValueError(f"model {cfg.name!r}: seq {max(seq, ctx or 0)} exceeds its attention chunk of "
                          f"{cfg.attention_chunk} tokens; expected at most {cfg.attention_chunk} (chunked local "
