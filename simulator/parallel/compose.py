@@ -803,7 +803,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
                "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
     # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
     # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
-    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train else 0.0
+    # fp8 parameters (``fp8_param``): TE's fp8 weights replace the 16-bit ones, no cache beside them
+    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train and not plan.fp8_param else 0.0
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
@@ -956,7 +957,10 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     the largest unit (the reduce-scatter input) are buffers. Megatron-LM (no FSDP): 16-bit weights,
     gradients accumulated in fp32 for bf16 (``--accumulate-allreduce-grads-in-fp32``, forced on with
     ``--bf16``; Megatron-LM docs/source/api-guide/dist_optimizer.md: 18 bytes per parameter, 6 + 12/d
-    with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage.
+    with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage;
+    ``grad_reduce_dtype`` ``bf16`` (Megatron-Core ``grad_reduce_in_fp32=False``: the main-gradient buffer in
+    the parameters' dtype, megatron/core/distributed/distributed_data_parallel.py ``grad_dtype``) keeps the
+    graph's 16-bit gradients.
     """
     from simulator.report import memory as M
 
@@ -972,7 +976,7 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
     zero = plan.zero if shard > 1 else 0
-    g = 4.0 * n if (bf16 and zero <= 1) else grads
+    g = 4.0 * n if (bf16 and zero <= 1 and plan.grad_reduce_dtype != "bf16") else grads
     if zero == 3:
         top = sorted(units.values(), reverse=True)
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
