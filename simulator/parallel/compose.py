@@ -1032,6 +1032,51 @@ def _loss_compiled(g: OpGraph) -> bool:
     return bool(get_profile(str(name)).compiled_loss)
 
 
+#: training stacks whose fused kernels keep fewer tensors for the backward than the graph's unfused ops
+#: (:func:`_fused_unsaved`)
+FUSED_SAVE_STACKS = ("megatron-core",)
+
+
+def _fused_unsaved(sg: StageGraph) -> tuple[float, float]:
+    """(bytes, bytes of the pipeline stash) of forward tensors the graph's backward reads but Megatron-Core's
+    fused kernels do not keep (0 for another stack, :data:`FUSED_SAVE_STACKS`):
+
+    * the SiLU output of a gated MLP: ``bias_swiglu_impl``/``weighted_bias_swiglu_impl``
+      (megatron/core/fusions/fused_bias_swiglu.py, ``SwiGLUFunction``/``WeightedSwiGLUFunction``) save their
+      input only and recompute the SiLU in their backward (``bias_activation_fusion``, which the
+      Megatron-Bridge Llama 3 and Qwen3 providers and performance configs set);
+    * the experts' outputs entering the MoE combine: ``TEGroupedMLP`` multiplies the router probabilities in
+      the experts' activation (megatron/core/transformer/moe/experts.py ``bias_act_func`` with
+      ``permuted_probs``), so the unpermute carries no probabilities and keeps no expert outputs; the
+      probabilities' gradient comes from the saved activation input.
+
+    The bytes are taken off the step's peak whole (the peak is the start of the backward, where every
+    layer's stash is live)."""
+    g = sg.graph
+    if g.meta.get("framework") not in FUSED_SAVE_STACKS:
+        return 0.0, 0.0
+    return g.memo(f"fused_unsaved.{sg.forward_ops}", lambda: _fused_unsaved_bytes(sg))
+
+
+def _fused_unsaved_bytes(sg: StageGraph) -> tuple[float, float]:
+    from workloads.recompute import layer_key
+
+    g = sg.graph
+    names: dict[str, float] = {}
+    for op in g.ops:
+        if "@recompute" in op.name or ".bwd" in op.name or layer_key(op.group) is None:
+            continue
+        if op.kind == "elementwise" and op.attrs.get("op") == "silu" and any(
+                c.kind == "elementwise" and c.attrs.get("op") == "mul" for c in g.consumers(op.outputs[0].name)):
+            names[op.outputs[0].name] = float(op.outputs[0].nbytes)
+        elif op.kind == "moe_combine":
+            names[op.inputs[0].name] = float(op.inputs[0].nbytes)
+    read = {t.name for op in g.ops if ".bwd" in op.name for t in op.inputs}
+    total = sum(b for n, b in names.items() if n in read)
+    kept = _stash_kept(sg)
+    return total, sum(kept.get(n, 0.0) for n in names)
+
+
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
                        inflight: float, stack: str | None = None) -> tuple[float, float, float]:
     """(activation bytes on the device, bytes kept on the host, large tensors live at the peak).
@@ -1058,7 +1103,9 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
             stack = "pytorch-compiled"
         work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                     for sg, _ in sgs)
-    stash = sum(gc.stash_bytes for _, gc in sgs)
+    fused = [_fused_unsaved(sg) for sg, _ in sgs]
+    work -= max((f[0] for f in fused), default=0.0)
+    stash = sum(gc.stash_bytes for _, gc in sgs) - sum(f[1] for f in fused)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)
     host = off * inflight
