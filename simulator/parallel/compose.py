@@ -1043,8 +1043,9 @@ def _fused_unsaved(sg: StageGraph) -> tuple[float, float]:
 
     * the SiLU output of a gated MLP: ``bias_swiglu_impl``/``weighted_bias_swiglu_impl``
       (megatron/core/fusions/fused_bias_swiglu.py, ``SwiGLUFunction``/``WeightedSwiGLUFunction``) save their
-      input only and recompute the SiLU in their backward (``bias_activation_fusion``, which the
-      Megatron-Bridge Llama 3 and Qwen3 providers and performance configs set);
+      input only and recompute the SiLU in their backward (``bias_activation_fusion``: True in Megatron-Bridge's
+      src/megatron/bridge/models/llama/llama_provider.py and gpt_provider.py @ 6ef21f8, set again by the Qwen3
+      performance configs; Megatron-LM's ``--bias-swiglu-fusion`` default);
     * the experts' outputs entering the MoE combine: ``TEGroupedMLP`` multiplies the router probabilities in
       the experts' activation (megatron/core/transformer/moe/experts.py ``bias_act_func`` with
       ``permuted_probs``), so the unpermute carries no probabilities and keeps no expert outputs; the
