@@ -45,6 +45,9 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
 #: What a plan may keep in host memory (``ParallelPlan.offload``, ``--offload``).
 OFFLOAD_TARGETS = ("activations", "optimizer", "params")
+#: dtypes the data-parallel gradients are accumulated and reduced in (``ParallelPlan.grad_reduce_dtype``;
+#: '': the stack's default, fp32 main gradients for a 16-bit Megatron-Core model)
+GRAD_REDUCE_DTYPES = ("", "fp32", "bf16")
 #: How a framework splits the decoder layers over pipeline stages when the plan names no counts
 #: (``ParallelPlan.pipeline_split``, ``--pipeline-split``; :func:`split_layers`):
 #:
@@ -113,6 +116,16 @@ class ParallelPlan:
         How tokens reach their experts (:data:`workloads.zoo.transformer.MOE_DISPATCH_MODES`): ``sparse``
         (routed rows gathered and scattered) or ``einsum`` (MaxText's dense one-hot dispatch and combine
         einsums over capacity-padded expert buffers; needs a ``capacity_factor``).
+    grad_reduce_dtype
+        Without FSDP, the dtype of the gradient buffer the backward accumulates into and the data-parallel
+        ranks reduce (:data:`GRAD_REDUCE_DTYPES`): ``fp32`` is Megatron-Core's ``grad_reduce_in_fp32=True``
+        (``--accumulate-allreduce-grads-in-fp32``, 4 bytes per parameter), ``bf16`` its
+        ``grad_reduce_in_fp32=False`` (the parameters' 2 bytes); '' the default (fp32 for 16-bit weights).
+    fp8_param
+        Transformer Engine fp8 parameters (Megatron-Core ``--fp8-param-gather``, Megatron-Bridge
+        ``fp8_param_gather``/``fp8_param``): the linear weights the model computes with are TE's fp8
+        tensors, with their transpose or columnwise copy, in place of the 16-bit weights, so no separate
+        fp8 weight cache is kept across microbatches; the fp32 master copy stays in the optimizer.
     """
 
     tp: int = 1
@@ -133,6 +146,8 @@ class ParallelPlan:
     stage_layers: tuple[int, ...] = ()
     pipeline_split: str = "even"
     moe_dispatch: str = "sparse"
+    grad_reduce_dtype: str = ""
+    fp8_param: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -195,6 +210,9 @@ class ParallelPlan:
             del out["pipeline_split"]
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
+        for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False)):  # read as before at their defaults
+            if out[k] == default:
+                del out[k]
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
@@ -225,6 +243,11 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     elif plan.moe_dispatch == "einsum" and cf is None:
         out.append("moe_dispatch: 'einsum' with no capacity_factor; expected a capacity factor (the einsum "
                    "dispatch fills capacity-padded expert buffers)")
+    if plan.grad_reduce_dtype not in GRAD_REDUCE_DTYPES:
+        out.append(f"grad_reduce_dtype: got {plan.grad_reduce_dtype!r}; expected fp32 or bf16 (or empty: the "
+                   "stack's default)" + did_you_mean(str(plan.grad_reduce_dtype), GRAD_REDUCE_DTYPES[1:]))
+    if not isinstance(plan.fp8_param, bool):
+        out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
     return out + _split_problems(plan)
 
 

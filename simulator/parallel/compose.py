@@ -803,7 +803,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
                "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
     # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
     # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
-    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train else 0.0
+    # fp8 parameters (``fp8_param``): TE's fp8 weights replace the 16-bit ones, no cache beside them
+    buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train and not plan.fp8_param else 0.0
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
@@ -956,7 +957,10 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     the largest unit (the reduce-scatter input) are buffers. Megatron-LM (no FSDP): 16-bit weights,
     gradients accumulated in fp32 for bf16 (``--accumulate-allreduce-grads-in-fp32``, forced on with
     ``--bf16``; Megatron-LM docs/source/api-guide/dist_optimizer.md: 18 bytes per parameter, 6 + 12/d
-    with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage.
+    with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage;
+    ``grad_reduce_dtype`` ``bf16`` (Megatron-Core ``grad_reduce_in_fp32=False``: the main-gradient buffer in
+    the parameters' dtype, megatron/core/distributed/distributed_data_parallel.py ``grad_dtype``) keeps the
+    graph's 16-bit gradients.
     """
     from simulator.report import memory as M
 
@@ -972,7 +976,7 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
     zero = plan.zero if shard > 1 else 0
-    g = 4.0 * n if (bf16 and zero <= 1) else grads
+    g = 4.0 * n if (bf16 and zero <= 1 and plan.grad_reduce_dtype != "bf16") else grads
     if zero == 3:
         top = sorted(units.values(), reverse=True)
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
@@ -1028,6 +1032,52 @@ def _loss_compiled(g: OpGraph) -> bool:
     return bool(get_profile(str(name)).compiled_loss)
 
 
+#: training stacks whose fused kernels keep fewer tensors for the backward than the graph's unfused ops
+#: (:func:`_fused_unsaved`)
+FUSED_SAVE_STACKS = ("megatron-core",)
+
+
+def _fused_unsaved(sg: StageGraph) -> tuple[float, float]:
+    """(bytes, bytes of the pipeline stash) of forward tensors the graph's backward reads but Megatron-Core's
+    fused kernels do not keep (0 for another stack, :data:`FUSED_SAVE_STACKS`):
+
+    * the SiLU output of a gated MLP: ``bias_swiglu_impl``/``weighted_bias_swiglu_impl``
+      (megatron/core/fusions/fused_bias_swiglu.py, ``SwiGLUFunction``/``WeightedSwiGLUFunction``) save their
+      input only and recompute the SiLU in their backward (``bias_activation_fusion``: True in Megatron-Bridge's
+      src/megatron/bridge/models/llama/llama_provider.py and gpt_provider.py @ 6ef21f8, set again by the Qwen3
+      performance configs; Megatron-LM's ``--bias-swiglu-fusion`` default);
+    * the experts' outputs entering the MoE combine: ``TEGroupedMLP`` multiplies the router probabilities in
+      the experts' activation (megatron/core/transformer/moe/experts.py ``bias_act_func`` with
+      ``permuted_probs``), so the unpermute carries no probabilities and keeps no expert outputs; the
+      probabilities' gradient comes from the saved activation input.
+
+    The bytes are taken off the step's peak whole (the peak is the start of the backward, where every
+    layer's stash is live)."""
+    g = sg.graph
+    if g.meta.get("framework") not in FUSED_SAVE_STACKS:
+        return 0.0, 0.0
+    return g.memo(f"fused_unsaved.{sg.forward_ops}", lambda: _fused_unsaved_bytes(sg))
+
+
+def _fused_unsaved_bytes(sg: StageGraph) -> tuple[float, float]:
+    from workloads.recompute import layer_key
+
+    g = sg.graph
+    names: dict[str, float] = {}
+    for op in g.ops:
+        if "@recompute" in op.name or ".bwd" in op.name or layer_key(op.group) is None:
+            continue
+        if op.kind == "elementwise" and op.attrs.get("op") == "silu" and any(
+                c.kind == "elementwise" and c.attrs.get("op") == "mul" for c in g.consumers(op.outputs[0].name)):
+            names[op.outputs[0].name] = float(op.outputs[0].nbytes)
+        elif op.kind == "moe_combine":
+            names[op.inputs[0].name] = float(op.inputs[0].nbytes)
+    read = {t.name for op in g.ops if ".bwd" in op.name for t in op.inputs}
+    total = sum(b for n, b in names.items() if n in read)
+    kept = _stash_kept(sg)
+    return total, sum(kept.get(n, 0.0) for n in names)
+
+
 def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
                        inflight: float, stack: str | None = None) -> tuple[float, float, float]:
     """(activation bytes on the device, bytes kept on the host, large tensors live at the peak).
@@ -1054,7 +1104,9 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
             stack = "pytorch-compiled"
         work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                     for sg, _ in sgs)
-    stash = sum(gc.stash_bytes for _, gc in sgs)
+    fused = [_fused_unsaved(sg) for sg, _ in sgs]
+    work -= max((f[0] for f in fused), default=0.0)
+    stash = sum(gc.stash_bytes for _, gc in sgs) - sum(f[1] for f in fused)
     count = sum(gc.stash_tensors for _, gc in sgs)
     off = sum(gc.offloaded_bytes for _, gc in sgs)
     host = off * inflight

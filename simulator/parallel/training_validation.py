@@ -127,6 +127,21 @@ STACK_OF = (("torchtitan", "fsdp2"), ("nemo automodel", "fsdp2"), ("maxtext", "m
 #: Megatron-Core's distributed optimizer, fp32 master weights and Adam moments sharded over the data-parallel
 #: group (ZeRO-1; Megatron-LM docs/source/api-guide/dist_optimizer.md). FSDP stacks shard everything already.
 DEFAULT_ZERO_OF_STACK = {"megatron-core": 1}
+#: Megatron-Bridge's performance recipes (NVIDIA-NeMo/Megatron-Bridge @ 6ef21f818de0991de5f0279199777a3f65880220,
+#: the 25.11 rows' recipes, and @ 270536cce87462200e4bbcd5c92ac9a58e4340dd, the 26.04 rows'), what a row's columns
+#: do not print but every run of these scripts sets:
+#: * ``sequence_parallel`` True with tensor parallelism: src/megatron/bridge/recipes/llama/llama3.py
+#:   ``llama3_70b_pretrain_config``/``llama31_405b_pretrain_config`` (``"sequence_parallel": True``) and
+#:   recipes/qwen/qwen3_moe.py (``cfg.model.sequence_parallel = True``), which scripts/performance builds on and
+#:   does not override (the 8B recipe sets False, its runs use tp 1);
+#: * ``grad_reduce_in_fp32 = False`` (bf16 main gradients): ``set_llama3_common_configs``,
+#:   ``set_llama31_common_configs``, ``set_qwen3_common_configs``, deepseek and gpt_oss ``*_llm_pretrain.py``
+#:   under scripts/performance/configs/ (``cfg.mixed_precision.grad_reduce_in_fp32 = False``,
+#:   ``cfg.ddp.grad_reduce_in_fp32 = False``) at both commits;
+#: * fp8 parameters: scripts/performance/utils/precision.py ``get_precision_config`` builds ``fp8_cs`` from
+#:   ``bf16_with_fp8_current_scaling_mixed`` and ``fp8_mx`` from ``bf16_with_mxfp8_mixed``
+#:   (src/megatron/bridge/training/mixed_precision.py), both ``fp8_param_gather = True`` (``fp8_param`` follows it).
+MEGATRON_BRIDGE_PERF = "megatron-bridge"
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
 
@@ -435,7 +450,8 @@ def _system_name(row: TrainingRecord, n: int) -> tuple[str, str]:
 def _plan(row: TrainingRecord, dp: int) -> Any:
     """The row's ParallelPlan: its degrees and batch, full or hybrid sharding (``fsdp`` below the
     data-parallel degree: ``shard_group``), the MoE capacity factor, sequence parallelism where the stack
-    always shards activations over the tensor-parallel ranks (:data:`SEQUENCE_PARALLEL_STACKS`)."""
+    always shards activations over the tensor-parallel ranks (:data:`SEQUENCE_PARALLEL_STACKS`); Megatron-Bridge's
+    performance recipes' sequence parallelism, bf16 gradients and fp8 parameters (:data:`MEGATRON_BRIDGE_PERF`)."""
     from workloads.parallel import ParallelPlan
 
     g = row.ints
@@ -449,7 +465,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
     # is fully sharded over 8 ranks (torchtitan parallelize_llama.py @ 9dec370: fully_shard over the
     # ``dp_shard_cp`` mesh whenever dp_shard or cp is enabled)
     fsdp = shard > 1 or (cp > 1 and stack_of(row) == "fsdp2")
-    sp = tp > 1 and row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS)
+    bridge = row["framework"].strip().lower().startswith(MEGATRON_BRIDGE_PERF)
+    sp = tp > 1 and (bridge or row["framework"].strip().lower().startswith(SEQUENCE_PARALLEL_STACKS))
     split = _pipeline_split(row) if pp > 1 else "even"
     if split == "torchtitan" and mb and mb % pp == 0:
         mb //= pp  # torchtitan splits the local batch into pipeline_parallel_microbatches (default: pp degree)
@@ -457,7 +474,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
                         capacity_factor=_capacity_factor(row), pipeline_split=split,
-                        moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse")
+                        moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse",
+                        grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()))
 
 
 #: models whose Megatron-Bridge pretraining recipe counts the embedding and the loss as pipeline

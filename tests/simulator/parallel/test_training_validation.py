@@ -170,8 +170,15 @@ def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
                                         global_batch=512)
     r = _row(rows, "train-039")  # torchtitan 2D: FSDP 32 x TP 8, SequenceParallel norms
     assert _plan(r, 32).sequence_parallel and _plan(r, 32).tp == 8
-    r = _row(rows, "train-055")  # Megatron-Bridge TP 4: sequence parallelism not stated by the row
-    assert not _plan(r, 2).sequence_parallel
+    r = _row(rows, "train-055")  # Megatron-Bridge TP 4: the 405B recipe's sequence parallelism, the performance
+    # scripts' grad_reduce_in_fp32=False and fp8_param_gather (FP8-CS), which the row's columns do not print
+    p = _plan(r, 2)
+    assert p.sequence_parallel and p.grad_reduce_dtype == "bf16" and p.fp8_param
+    r = _row(rows, "train-058")  # Megatron-Bridge BF16, TP 1: bf16 gradients, no fp8 parameters
+    assert _plan(r, 64).grad_reduce_dtype == "bf16" and not _plan(r, 64).fp8_param
+    assert not _plan(r, 64).sequence_parallel
+    r = _row(rows, "train-136")  # NeMo AutoModel (FSDP2): none of the Megatron-Bridge recipe facts
+    assert _plan(r, 32).grad_reduce_dtype == "" and not _plan(r, 32).fp8_param
     r = _row(rows, "train-124")  # Mixtral 8x7B, capacity factor 1.25, dense einsum dispatch
     assert _plan(r, 256).capacity_factor == 1.25 and _plan(r, 256).shard_group == 0
     assert _plan(r, 256).moe_dispatch == "einsum" and _unstatable(r, 256, "tpu-v6e-256") == []
