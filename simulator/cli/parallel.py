@@ -2,7 +2,7 @@
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
---fp8-linears --capacity-factor --input-len --output-len``.
+--fp8-linears --capacity-factor --moe-dispatch --grad-reduce-dtype --fp8-params --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from simulator.cli.common import positive_int
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
-               "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split")
+               "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
+               "grad_reduce_dtype")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -54,6 +55,16 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                         "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
+    g.add_argument("--moe-dispatch", choices=("sparse", "einsum"),
+                   help="how MoE tokens reach their experts: sparse (routed rows gathered and scattered, default) "
+                        "or einsum (MaxText's dense one-hot dispatch over capacity-padded experts; needs "
+                        "--capacity-factor)")
+    g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
+                   help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
+                        "grad_reduce_in_fp32; default: the stack's)")
+    g.add_argument("--fp8-params", action="store_true",
+                   help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
+                        "fp8_param_gather): no separate fp8 weight copy")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
 
@@ -116,6 +127,7 @@ def wants_plan(args: argparse.Namespace) -> bool:
     """Whether the command line asks for a parallel prediction."""
     return (any(getattr(args, f, None) is not None for f in _PLAN_FLAGS)
             or bool(getattr(args, "sequence_parallel", False)) or bool(getattr(args, "fsdp", False))
+            or bool(getattr(args, "fp8_params", False))
             or getattr(args, "phase", None) == "generate" or getattr(args, "schedule", None) is not None)
 
 
@@ -131,7 +143,9 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         global_batch=args.global_batch, schedule=schedule, interleave=args.interleave or 1,
                         zero_stage=args.zero or 0, fsdp=args.fsdp, shard_group=args.shard_group or 0,
                         offload=args.offload or (), capacity_factor=args.capacity_factor,
-                        stage_layers=args.stage_layers or (), pipeline_split=args.pipeline_split or "even")
+                        stage_layers=args.stage_layers or (), pipeline_split=args.pipeline_split or "even",
+                        moe_dispatch=args.moe_dispatch or "sparse", grad_reduce_dtype=args.grad_reduce_dtype or "",
+                        fp8_param=bool(args.fp8_params))
 
 
 def _check_flags(args: argparse.Namespace) -> None:

@@ -76,3 +76,19 @@ def test_a_custom_policy_offload_without_a_host_link_is_refused(capsys: pytest.C
     rc, err = run(capsys, "predict", "gpt2", "--hardware", "jetson-agx-orin-64gb", "--train", "--microbatch", "1",
                   "--recompute", "custom:decoder_layer_input=offload")
     one_line(rc, err, "offload activations", "'jetson-agx-orin-64gb'", "no host link")
+
+
+MOE = ("predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--train", "--ep", "8", "--microbatch", "1",
+       "--seq", "2048")
+
+
+@pytest.mark.parametrize("argv, parts", [
+    (("--moe-dispatch", "einsm"), ("--moe-dispatch", "'einsm'", "einsum")),
+    (("--moe-dispatch", "einsum"), ("moe_dispatch", "'einsum' with no capacity_factor", "capacity factor")),
+    (("--grad-reduce-dtype", "fp16"), ("--grad-reduce-dtype", "'fp16'", "fp32", "bf16")),
+])
+def test_bad_moe_dispatch_and_gradient_dtype_are_one_located_line(capsys: pytest.CaptureFixture[str],
+                                                                  argv: tuple[str, ...],
+                                                                  parts: tuple[str, ...]) -> None:
+    rc, err = run(capsys, *MOE, *argv)
+    one_line(rc, err, *parts)
