@@ -158,6 +158,14 @@ _VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the l
               "out (overlapped with the next step by v0.6.0's asynchronous output processing, "
               "https://blog.vllm.ai/2024/09/05/perf-update.html); the engine measured predates v0.6.0's CPU "
               "optimisations, so this is an upper bound")
+_VLLM_V0_GRAPHS = ("vllm-project/vllm v0.6.0 vllm/worker/model_runner.py ModelRunner.execute_model: '# Currently cuda "
+                    "graph is only supported by the decode phase.' - the captured graph runs when prefill_metadata is None "
+                    "and decode_metadata.use_cuda_graph, else model_executable = self.model (the eager nn.Module)")
+_SGLANG_GRAPHS = ("sgl-project/sglang v0.3.0 python/sglang/srt/model_executor/model_runner.py: only forward_decode replays "
+                  "the CUDA graph (cuda_graph_runner.can_run(len(batch.reqs))); forward_extend calls self.model.forward")
+_TRTLLM_PT_GRAPHS = ("NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine."
+                     "_maybe_get_cuda_graph: no graph (None) unless the batch is generation-only "
+                     "(batch.is_generation_only; later batch.can_run_cuda_graph); the LLM API's default backend from 1.0")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -200,6 +208,12 @@ class FrameworkProfile:
         preparation grows with the sequences); 0 where no sourced figure is recorded.
     iteration_host_source
         The source of ``iteration_host_s`` and ``iteration_host_per_seq_s``.
+    graphs_decode_only
+        Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
+        chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
+        as vLLM V0, SGLang and TensorRT-LLM's PyTorch backend run it (``graphs_decode_source``).
+    graphs_decode_source
+        The code that decides it.
     sources
         The framework code or documentation each choice follows.
     devices
@@ -247,6 +261,8 @@ class FrameworkProfile:
     iteration_host_s: float = 0.0
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
+    graphs_decode_only: bool = False
+    graphs_decode_source: str = ""
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -316,6 +332,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)"),
+    FrameworkProfile("trt-llm-pytorch", "TensorRT-LLM PyTorch backend (the LLM API's default from 1.0: the model as "
+                     "PyTorch modules, CUDA graphs for generation-only batches)", fusion=True, cuda_graphs=True,
+                     sources=(_TRTLLM, _TRTLLM_PT_GRAPHS), devices=(("gpu", "nvidia"),), iteration_host_s=0.0,
+                     iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
+                     "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
+                     "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)",
+                     graphs_decode_only=True, graphs_decode_source=_TRTLLM_PT_GRAPHS),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,),
                      devices=(("gpu", "nvidia"), ("gpu", "amd"), ("tpu", "google")), iteration_host_s=0.0,
@@ -326,14 +349,16 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "critical path, kernels as vllm)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM, _VLLM_V06),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.28e-3,
-                     iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU),
+                     iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU,
+                     graphs_decode_only=True, graphs_decode_source=_VLLM_V0_GRAPHS),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,
                      iteration_host_source="0 exposed from v0.4: the zero-overhead batch scheduler runs one batch "
                      "ahead; an Nsight profile of 5 consecutive decode batches shows no GPU idle time (SGLang v0.4 "
                      "blog, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Earlier versions (0.3.x) did not "
-                     "overlap; no per-iteration figure for them"),
+                     "overlap; no per-iteration figure for them",
+                     graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",

@@ -59,9 +59,12 @@ _V0_VERSION = re.compile(r"^0\.[0-7]\.")
 
 
 def engine_profile(engine: str, version: str) -> str:
-    """The framework profile that prices ``engine`` at ``version`` (:data:`ENGINES`; vLLM < 0.8: ``vllm-v0``)."""
+    """The framework profile that prices ``engine`` at ``version`` (:data:`ENGINES`; vLLM < 0.8: ``vllm-v0``;
+    TensorRT-LLM stated as its PyTorch backend: ``trt-llm-pytorch``)."""
     if engine == "vllm" and _V0_VERSION.match(version):
         return "vllm-v0"
+    if engine == "tensorrt-llm" and "pytorch" in version.lower():
+        return "trt-llm-pytorch"
     return ENGINES[engine]
 
 

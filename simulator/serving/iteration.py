@@ -16,6 +16,11 @@ What an iteration stands for, per replica (all ``tp x pp`` devices; the stages r
 * **host time** of the engine step (scheduling, input preparation, sampling), a named field of the
   framework profile (:attr:`workloads.frameworks.FrameworkProfile.iteration_host_s`).
 
+Where the stack replays CUDA graphs for decode-only iterations only
+(:attr:`workloads.frameworks.FrameworkProfile.graphs_decode_only`: vLLM V0, SGLang, TensorRT-LLM's PyTorch
+backend), an iteration carrying a prompt chunk is priced with ``eager_options`` (no graph: each kernel
+launched, each op dispatched by the framework from its module) by a second pricer of the same replica.
+
 Buckets: every token count up to 16, then 8 points per octave (``m * 2^e``, ``m = 8..15``); contexts
 the same with 0. Between bucket points the engines' values are interpolated linearly (bilinearly for
 attention), so an hour of traffic needs a few hundred engine calls. At a bucket point the sum of the
@@ -79,10 +84,12 @@ class IterationPricer:
     host_s, host_per_seq_s
         Host time of an iteration (s): ``host_s + host_per_seq_s x`` the sequences it runs
         (:meth:`host_time`).
+    eager_options
+        Costing options of the iterations that carry a prompt chunk (None: ``options`` for every iteration).
     """
 
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
-                 host_s: float = 0.0, host_per_seq_s: float = 0.0) -> None:
+                 host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -99,16 +106,25 @@ class IterationPricer:
         self._dense: dict[int, tuple[float, float]] = {}
         self._head: dict[int, tuple[float, float]] = {}
         self._attn: dict[tuple[int, int, int], tuple[float, float]] = {}
-        self.engine_calls = 0
+        self._calls = 0
+        self.prefill_pricer: IterationPricer | None = None
+        if eager_options is not None:
+            self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
+                                                  host_per_seq_s=host_per_seq_s)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
+
+    @property
+    def engine_calls(self) -> int:
+        """Engine calls made so far (this pricer's and its prefill pricer's)."""
+        return self._calls + (self.prefill_pricer.engine_calls if self.prefill_pricer is not None else 0)
 
     # --- engine calls at bucket points ------------------------------------------------------------
     def _step(self, batch: int, seq: int) -> Any:
         from simulator.parallel.compose import evaluate_plan
 
-        self.engine_calls += 1
+        self._calls += 1
         return evaluate_plan(self.model, self.system, self.plan, self.options, phase="prefill", seq=seq,
                              batch=batch, dtype=self.dtype)
 
@@ -155,7 +171,7 @@ class IterationPricer:
             from simulator.engines.analytical import evaluate
             from workloads.serving import attention_graph
 
-            self.engine_calls += 1
+            self._calls += 1
             g = attention_graph(self.cfg, batch=batch, query_tokens=query, kv_tokens=context + query,
                                 tp=self.plan.tp, dtype=self.dtype)
             rep = evaluate(g, self.device, self.options)
@@ -208,7 +224,10 @@ class IterationPricer:
         """(s, J) of one iteration: prefill ``chunks`` of (query tokens, earlier context), ``decodes``
         decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
         ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
-        position sampled), and ``sampled`` other sequences sampling a token (the LM head rows)."""
+        position sampled), and ``sampled`` other sequences sampling a token (the LM head rows). With prompt
+        chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration."""
+        if chunks and self.prefill_pricer is not None:
+            return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify)
         tokens = decodes * verify + sum(q for q, _ in chunks)
         t, e = self.dense(tokens)
         ht, he = self.head(sampled + decodes * (verify - 1))

@@ -137,6 +137,16 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     return options_from_settings(settings, where="framework"), profile
 
 
+def _eager_options(profile: Any, opts: Any) -> Any:
+    """Costing options of the iterations that carry a prompt where the stack replays CUDA graphs for decode-only
+    iterations only (``profile.graphs_decode_only``): no graph, per-op dispatch from the model's modules; else None."""
+    if not (getattr(profile, "graphs_decode_only", False) and getattr(opts, "cuda_graphs", False)):
+        return None
+    from dataclasses import replace
+
+    return replace(opts, cuda_graphs=False, eager_framework=True, eager_modules=True)
+
+
 def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
     from simulator.serving.scheduler import engine_defaults
 
@@ -175,7 +185,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     opts, profile = _options(config, options)
     host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
     per_seq = profile.iteration_host_per_seq_s if config.iteration_host_s is None else 0.0
-    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq)
+    pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq,
+                             eager_options=_eager_options(profile, opts))
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")

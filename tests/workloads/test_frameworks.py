@@ -104,7 +104,8 @@ def test_drop_optimizer():
 
 
 def test_profiles_and_aliases():
-    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "vllm", "vllm-v0", "sglang",
+    assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
+                             "vllm-v0", "sglang",
                              "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
                              "maxtext-cf"}
     assert get_profile("torch.compile").name == "compile"

@@ -115,6 +115,42 @@ def test_vllm_v0_profile_host_figures():
     assert get_profile("vllm").iteration_host_per_seq_s == 0.0
 
 
+def test_graphs_decode_only_profiles():
+    """vLLM V0, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs for decode-only batches only;
+    vLLM V1 (piecewise graphs around attention) and the TensorRT engine backend do not switch."""
+    from workloads.frameworks import get_profile
+
+    flags = {n: get_profile(n).graphs_decode_only for n in ("vllm-v0", "sglang", "trt-llm-pytorch", "vllm", "trt-llm")}
+    assert flags == {"vllm-v0": True, "sglang": True, "trt-llm-pytorch": True, "vllm": False, "trt-llm": False}
+    assert all(get_profile(n).graphs_decode_source for n, on in flags.items() if on)
+
+
+def test_prompt_iterations_run_without_graphs():
+    """With eager options, an iteration carrying a prompt chunk is the eager pricer's (at a bucket point: the
+    engines' eager prefill step plus the host time); a decode-only one stays the graph pricer's."""
+    from dataclasses import replace
+
+    from simulator.engines.analytical import EvalOptions
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from simulator.serving.iteration import IterationPricer
+    from workloads.parallel import ParallelPlan
+
+    hw = load_hardware("h100-sxm5-80gb")
+    graphs = EvalOptions(fusion=True, cuda_graphs=True)
+    eager = replace(graphs, cuda_graphs=False, eager_framework=True, eager_modules=True)
+    plain = IterationPricer("llama-2-7b", hw, ParallelPlan(), graphs, host_s=3e-4)
+    split = IterationPricer("llama-2-7b", hw, ParallelPlan(), graphs, host_s=3e-4, eager_options=eager)
+    step = evaluate_plan("llama-2-7b", hw, ParallelPlan(), eager, phase="prefill", seq=16, batch=1, dtype="bf16")
+    t, _ = split.iteration([(16, 0)], 0, 0.0, 1)
+    assert t == pytest.approx(step.latency_s + 3e-4, rel=1e-9)
+    assert t > plain.iteration([(16, 0)], 0, 0.0, 1)[0]
+    assert split.iteration([], 8, 300.0, 8) == plain.iteration([], 8, 300.0, 8)
+    assert split.decode_fixed(8) == plain.decode_fixed(8)
+    assert plain.prefill_pricer is None and split.prefill_pricer is not None
+    assert split.engine_calls == plain.engine_calls and split.prefill_pricer.engine_calls > 0  # prompts priced there
+
+
 def test_multi_step_delays_the_first_token_under_load():
     """A prompt arriving while a 10-step block runs waits for it: the median TTFT grows by several decode
     steps, the mean TPOT hardly moves (the same steps, scheduled less often)."""
@@ -153,6 +189,8 @@ def test_settings_column_is_read_and_checked(tmp_path):
     assert dict(rows["srv-001"].settings) == {"mixed_prefill": False}  # SGLang 0.3.0
     assert rows["srv-052"].settings == ()  # vLLM main (V1)
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
+    assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
+    assert engine_profile("nim", "1.8.0") == "trt-llm"
     with open(DEFAULT_SERVING_DATASET, newline="") as fh:
         reader = csv.DictReader(fh)
         head = list(reader.fieldnames or [])
