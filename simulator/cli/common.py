@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from workloads.ir import OpGraph
 
-__all__ = ["add_model_args", "finite_float", "graph_from_args", "nonempty", "nonnegative_int", "positive_int", "profile_from_args",
+__all__ = ["add_model_args", "finite_float", "graph_from_args", "nonempty", "nonnegative_int", "one_of", "positive_int",
+           "profile_from_args",
            "recompute_policy"]
 
 
@@ -60,6 +61,24 @@ def finite_float(low: float | None = None, high: float | None = None, *, low_ope
         return v
 
     parse.__name__ = "finite number"  # argparse names the type in some messages
+    return parse
+
+
+def one_of(names: Callable[[], Sequence[str]] | Sequence[str], what: str = "") -> Callable[[str], str]:
+    """An argparse ``type``: a value from a set of names (``names``: the names, or a function returning
+    them, so the module that defines them loads only when the option is given), refused with the set
+    and a did-you-mean; ``what`` prefixes the message (e.g. "unknown scaling recipe")."""
+
+    def parse(text: str) -> str:
+        allowed = tuple(names() if callable(names) else names)
+        if text not in allowed:
+            from nodeperf.suggest import did_you_mean
+
+            raise argparse.ArgumentTypeError(f"{what + '; ' if what else ''}got {text!r}; expected one of "
+                                             f"{', '.join(allowed)}" + did_you_mean(text, allowed))
+        return text
+
+    parse.__name__ = "name"
     return parse
 
 

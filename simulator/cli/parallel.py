@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from simulator.cli.common import positive_int
+from simulator.cli.common import one_of, positive_int
 
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
@@ -37,7 +37,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stage-layers", type=_layer_counts, metavar="LIST",
                    help="decoder layers of each pipeline stage in model order, comma-separated, pp x interleave "
                         "counts (e.g. 15,16,16,16,16,16,16,15); default: --pipeline-split")
-    g.add_argument("--pipeline-split", type=_split_rule, metavar="RULE",
+    g.add_argument("--pipeline-split", type=one_of(_split_names), metavar="RULE",
                    help="a framework's split of the layers over the stages: even (default), megatron-embedding-loss, "
                         "megatron-embedding, megatron-loss (Megatron-Core account_for_*_in_pipeline_split), "
                         "torchtitan (its generated split points), automodel (NeMo AutoModel's)")
@@ -48,18 +48,18 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--offload", type=_offload_targets, metavar="WHAT",
                    help="keep in host memory, over the device's host link: activations, optimizer, params "
                         "(comma-separated)")
-    g.add_argument("--fp8-linears", metavar="RECIPE", type=_fp8_recipe,
+    g.add_argument("--fp8-linears", metavar="RECIPE", type=one_of(_fp8_names, "unknown scaling recipe"),
                    help="training: the layers' linear GEMMs in fp8 with this scaling recipe: tensorwise or rowwise "
                         "(torchao Float8Linear), delayed or current (Transformer Engine DelayedScaling, "
                         "Float8CurrentScaling), mxfp8 (TE MXFP8BlockScaling, Blackwell only), or in int8: int8 "
                         "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
-    g.add_argument("--moe-dispatch", choices=("sparse", "einsum"),
+    g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum")), metavar="MODE",
                    help="how MoE tokens reach their experts: sparse (routed rows gathered and scattered, default) "
                         "or einsum (MaxText's dense one-hot dispatch over capacity-padded experts; needs "
                         "--capacity-factor)")
-    g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
+    g.add_argument("--grad-reduce-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
                    help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
                         "grad_reduce_in_fp32; default: the stack's)")
     g.add_argument("--fp8-params", action="store_true",
@@ -90,26 +90,16 @@ def _layer_counts(text: str) -> tuple[int, ...]:
     return tuple(int(t) for t in items)
 
 
-def _split_rule(text: str) -> str:
+def _split_names() -> tuple[str, ...]:
     from workloads.parallel import PIPELINE_SPLITS
 
-    if text not in PIPELINE_SPLITS:
-        from nodeperf.suggest import did_you_mean
-
-        raise argparse.ArgumentTypeError(f"got {text!r}; expected one of {', '.join(PIPELINE_SPLITS)}"
-                                         + did_you_mean(text, PIPELINE_SPLITS))
-    return text
+    return PIPELINE_SPLITS
 
 
-def _fp8_recipe(text: str) -> str:
+def _fp8_names() -> tuple[str, ...]:
     from workloads.precision import FP8_RECIPES
 
-    if text not in FP8_RECIPES:
-        from nodeperf.suggest import did_you_mean
-
-        raise argparse.ArgumentTypeError(f"unknown scaling recipe; got {text!r}; expected one of "
-                                         f"{', '.join(FP8_RECIPES)}" + did_you_mean(text, FP8_RECIPES))
-    return text
+    return FP8_RECIPES
 
 
 def _capacity_factor(text: str) -> float:
