@@ -1,10 +1,25 @@
-"""Reads a Hugging Face ``config.json`` (gpt2, llama, mistral, mixtral, bert, opt, gpt_neox, qwen2, vit) into a :class:`~workloads.zoo.transformer.TransformerConfig`.
+"""Reads a Hugging Face ``config.json`` into a :class:`~workloads.zoo.transformer.TransformerConfig`.
 
-Only the architecture hyperparameters are read; no weights are ever loaded. Fields that do not
-change the operator graph's cost (dropout, epsilons, RoPE scaling, token ids) are ignored.
-Modelling notes per family: Mistral's sliding-window attention is modelled as full causal
-attention; GPT-NeoX's partial rotary embedding and parallel residual change neither parameters nor
-matmul FLOPs and are modelled as full RoPE and a sequential residual.
+Model types: gpt2, llama, mistral, mixtral, bert, opt, gpt_neox, qwen2, qwen3, qwen3_moe, gemma3_text,
+gemma3, gpt_oss, deepseek_v3, llama4_text, llama4 and vit. Only the architecture hyperparameters are
+read; no weights are ever loaded. Fields that do not change the operator graph's cost (dropout,
+epsilons, RoPE scaling, token ids) are ignored. A key the config leaves out takes the default of its
+transformers configuration class, as ``from_pretrained`` would.
+
+Modelling notes per family:
+
+* Sliding-window attention (Mistral, Mixtral, Qwen2/3 with ``use_sliding_window``, Gemma 3, GPT-OSS)
+  is read from ``sliding_window`` and the per-layer ``layer_types`` (or the class's own rule:
+  ``sliding_window_pattern`` for Gemma 3, ``max_window_layers`` for Qwen, every other layer for
+  GPT-OSS). Patterns the graph builder represents are every layer local, or layer ``i`` global
+  exactly when ``(i + 1) % k == 0``; any other pattern is refused by name rather than approximated.
+* ``gemma3`` and ``llama4`` configs are multimodal: their ``text_config`` is read; the vision
+  encoder runs only on image inputs and is not part of the graph.
+* GPT-NeoX's partial rotary embedding and parallel residual change neither parameters nor matmul
+  FLOPs and are modelled as full RoPE and a sequential residual.
+* Not represented (a few element-wise ops or under 0.1% of the parameters each): GPT-OSS's attention
+  sinks and expert/router biases, DeepSeek-V3's router score-correction bias, Llama 4's weightless
+  q/k L2 norm and its RoPE-free layers, Gemma's embedding scale and logit soft-capping.
 
 Example
 -------
@@ -32,7 +47,7 @@ from workloads.zoo.transformer import TransformerConfig, build
 
 __all__ = ["config_to_transformer", "build_from_config", "MODEL_TYPES", "HFConfigError", "torch_dtype_of",
            "MAX_LAYERS", "MAX_HIDDEN", "MAX_INTERMEDIATE", "MAX_HEADS", "MAX_VOCAB", "MAX_POSITIONS",
-           "MAX_EXPERTS", "MAX_IMAGE_SIZE", "MAX_PARAMS", "MAX_JSON_DEPTH"]
+           "MAX_EXPERTS", "MAX_IMAGE_SIZE", "MAX_PARAMS", "MAX_JSON_DEPTH", "NESTED_TEXT_TYPES"]
 
 # --- limits -----------------------------------------------------------------------------------
 # A config's sizes are checked against these bounds before any graph is built, so a typo such as
@@ -220,17 +235,175 @@ def _llama(c: _Cfg) -> dict[str, Any]:
     return out
 
 
+def _mistral(c: _Cfg) -> dict[str, Any]:
+    out = _llama(c)  # MistralConfig: sliding_window defaults to 4096, on every layer
+    out.update(_windows(c, out["layers"], _window(c, 4096), lambda i: True))
+    return out
+
+
 def _mixtral(c: _Cfg) -> dict[str, Any]:
-    out = _llama(c)
+    out = _llama(c)  # MixtralConfig: sliding_window defaults to null, on every layer when set
     out.update(experts=c.int("num_local_experts", hi=MAX_EXPERTS, what="experts"),
                top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0)
+    out.update(_windows(c, out["layers"], _window(c, None), lambda i: True))
     return out
 
 
 def _qwen2(c: _Cfg) -> dict[str, Any]:
     out = _llama(c)
     out.update(qkv_bias=True, out_bias=False)  # Qwen2 attention: biases on q, k, v only
+    out.update(_qwen_windows(c, out["layers"]))
     return out
+
+
+def _qwen3(c: _Cfg) -> dict[str, Any]:
+    out = _llama(c)  # Qwen3Config: head_dim defaults to 128; RMSNorm on each q and k head
+    out.update(head_dim=c.opt_int("head_dim", 128, hi=MAX_HEADS, what="head_dim"), qk_norm=True)
+    out.update(_qwen_windows(c, out["layers"]))
+    return out
+
+
+def _qwen3_moe(c: _Cfg) -> dict[str, Any]:
+    """Qwen3-MoE: layer ``i`` is an MoE of ``num_experts`` when ``(i + 1) % decoder_sparse_step == 0``."""
+    out = _llama(c)
+    out.update(head_dim=c.opt_int("head_dim", None, hi=MAX_HEADS, what="head_dim"), qk_norm=True,
+               experts=c.int("num_experts", "num_local_experts", hi=MAX_EXPERTS, what="experts"),
+               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0,
+               d_ff=c.int("moe_intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"))
+    step = c.opt_int("decoder_sparse_step", 1, hi=MAX_LAYERS)
+    if step > 1:  # the dense layers between run the intermediate_size MLP
+        out.update(moe_every=step, moe_offset=step - 1, dense_d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE))
+    only = c.data.get("mlp_only_layers")
+    if only:
+        c.bad("mlp_only_layers", "dense layers by index are not modelled", only,
+              "[] (every MoE layer set by decoder_sparse_step, as the published Qwen3-MoE configs)")
+    if c.flag("use_sliding_window", False) and c.data.get("layer_types") is None:
+        c.bad("use_sliding_window", "a sliding window without layer_types is not modelled for qwen3_moe", True,
+              "false (as the published Qwen3-MoE configs), or a layer_types list")
+    elif c.flag("use_sliding_window", False):
+        out.update(_windows(c, out["layers"], _window(c, 4096), lambda i: True))
+    return out
+
+
+def _gemma3_text(c: _Cfg) -> dict[str, Any]:
+    """Gemma 3 text decoder (Gemma3TextConfig defaults for the keys a config leaves out)."""
+    heads = c.int("num_attention_heads", hi=MAX_HEADS, what="heads")
+    attn_bias = c.flag("attention_bias", False)
+    out = dict(vocab=c.opt_int("vocab_size", 262208, hi=MAX_VOCAB, what="vocab"),
+               d_model=c.int("hidden_size", hi=MAX_HIDDEN, what="d_model"),
+               layers=c.int("num_hidden_layers", hi=MAX_LAYERS, what="layers"), heads=heads,
+               kv_heads=c.opt_int("num_key_value_heads", 4, hi=MAX_HEADS, what="kv_heads"),
+               head_dim=c.opt_int("head_dim", 256, hi=MAX_HEADS, what="head_dim"),
+               d_ff=c.int("intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff"),
+               mlp=_gated(c, c.key_of("hidden_activation", "hidden_act") or "hidden_activation", "gelu_pytorch_tanh"),
+               norm="rmsnorm", pos="rope",
+               max_positions=c.opt_int("max_position_embeddings", 131072, hi=MAX_POSITIONS, what="max_positions"),
+               tied_embeddings=c.flag("tie_word_embeddings", True), qkv_bias=attn_bias, out_bias=attn_bias,
+               mlp_bias=False, qk_norm=True, sandwich_norm=True)
+    every = c.opt_int("sliding_window_pattern", 6, hi=MAX_LAYERS)  # layer i global when (i + 1) % every == 0
+    out.update(_windows(c, out["layers"], _window(c, 4096), lambda i: (i + 1) % every != 0))
+    return out
+
+
+def _gpt_oss(c: _Cfg) -> dict[str, Any]:
+    """GPT-OSS: every layer an MoE; GptOssConfig alternates sliding (even i) and full (odd i) layers."""
+    out = _llama(c)
+    attn_bias = c.flag("attention_bias", True)
+    out.update(head_dim=c.opt_int("head_dim", 64, hi=MAX_HEADS, what="head_dim"), qkv_bias=attn_bias,
+               out_bias=attn_bias, experts=c.int("num_local_experts", "num_experts", hi=MAX_EXPERTS, what="experts"),
+               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0)
+    out.update(_windows(c, out["layers"], _window(c, 128), lambda i: (i + 1) % 2 != 0))
+    return out
+
+
+def _deepseek_v3(c: _Cfg) -> dict[str, Any]:
+    """DeepSeek-V3: latent attention, ``first_k_dense_replace`` dense layers, then routed plus shared experts."""
+    out = _llama(c)
+    inter = c.int("moe_intermediate_size", hi=MAX_INTERMEDIATE, what="d_ff")
+    out.update(head_dim=c.int("qk_nope_head_dim", hi=MAX_HEADS, what="head_dim"),
+               rope_head_dim=c.int("qk_rope_head_dim", hi=MAX_HEADS), v_head_dim=c.int("v_head_dim", hi=MAX_HEADS),
+               q_lora_rank=c.opt_int("q_lora_rank", 0, lo=0, hi=MAX_HIDDEN),
+               kv_lora_rank=c.int("kv_lora_rank", hi=MAX_HIDDEN), kv_heads=None, d_ff=inter,
+               dense_d_ff=out["d_ff"], shared_d_ff=c.opt_int("n_shared_experts", 0, lo=0, hi=MAX_EXPERTS) * inter,
+               experts=c.int("n_routed_experts", "num_local_experts", hi=MAX_EXPERTS, what="experts"),
+               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0,
+               first_dense=c.opt_int("first_k_dense_replace", 0, lo=0, hi=MAX_LAYERS),
+               moe_every=c.opt_int("moe_layer_freq", 1, hi=MAX_LAYERS))
+    return out
+
+
+def _llama4_text(c: _Cfg) -> dict[str, Any]:
+    """Llama 4 text decoder: MoE layers every ``interleave_moe_layer_step`` (the last of each step), top-k
+    routed experts plus one shared expert of the experts' width; dense layers ``intermediate_size_mlp``."""
+    out = _llama(c)
+    step = c.opt_int("interleave_moe_layer_step", 1, hi=MAX_LAYERS)
+    out.update(head_dim=c.opt_int("head_dim", None, hi=MAX_HEADS, what="head_dim"),
+               experts=c.int("num_local_experts", hi=MAX_EXPERTS, what="experts"),
+               top_k=c.opt_int("num_experts_per_tok", 1, hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0,
+               shared_d_ff=out["d_ff"], moe_every=step, moe_offset=step - 1,
+               attention_chunk=c.opt_int("attention_chunk_size", 0, lo=0, hi=MAX_POSITIONS))
+    if step > 1:
+        out["dense_d_ff"] = c.int("intermediate_size_mlp", hi=MAX_INTERMEDIATE)
+    moe = c.data.get("moe_layers")
+    if moe is not None and moe != list(range(step - 1, out["layers"], step)):
+        c.bad("moe_layers", "MoE layers other than every interleave_moe_layer_step-th are not modelled", moe,
+              f"the layers {step - 1}, {2 * step - 1}, ... (interleave_moe_layer_step {step}) or null")
+    return out
+
+
+def _window(c: _Cfg, default: int | None) -> int:
+    """``sliding_window`` in tokens, 0 for none: null switches it off, absence takes the class default."""
+    if "sliding_window" not in c.data:
+        return default or 0
+    return c.opt_int("sliding_window", 0, hi=MAX_POSITIONS)
+
+
+def _qwen_windows(c: _Cfg, layers: int) -> dict[str, Any]:
+    """Qwen2/Qwen3: with ``use_sliding_window`` the layers from ``max_window_layers`` on are local."""
+    if not c.flag("use_sliding_window", False):
+        return {}
+    first = c.opt_int("max_window_layers", 28, lo=0, hi=MAX_LAYERS)
+    return _windows(c, layers, _window(c, 4096), lambda i: i >= first, key="max_window_layers")
+
+
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _windows(c: _Cfg, layers: int, window: int, local: Callable[[int], bool],
+             key: str = "layer_types") -> dict[str, Any]:
+    """``sliding_window``/``global_every`` for a per-layer local rule (a ``layer_types`` list wins)."""
+    types = c.data.get("layer_types")
+    if types is not None:
+        key = "layer_types"
+        if not isinstance(types, list) or len(types) != layers or any(t not in _LAYER_TYPES for t in types):
+            c.bad(key, "not one attention type per layer", types,
+                  f"a list of {layers} of {' or '.join(repr(t) for t in _LAYER_TYPES)}")
+            return {}
+        flags = [t == "sliding_attention" for t in types]
+    else:
+        flags = [bool(local(i)) for i in range(layers)]
+    if not window or not any(flags) or c.problems:
+        return {}
+    if all(flags):
+        return {"sliding_window": window}
+    every = flags.index(False) + 1
+    if any(f != ((i + 1) % every != 0) for i, f in enumerate(flags)):
+        shown = "".join("L" if f else "G" for f in flags)
+        c.bad(key, "a local (L) / global (G) layer pattern not modelled", shown,
+              "every layer local, or layer i global exactly when (i + 1) % k == 0", raw=True)
+        return {}
+    return {"sliding_window": window, "global_every": every}
+
+
+def _gated(c: _Cfg, key: str, default: str) -> str:
+    """The activation of a gated MLP (gate and up projections): GeGLU or SwiGLU."""
+    act = c.text(key, default).lower()
+    if act.startswith("gelu"):
+        return "geglu"
+    if act in ("silu", "swish"):
+        return "swiglu"
+    c.bad(key, "unsupported gated activation", act, "one of gelu*, silu, swish")
+    return "geglu"
 
 
 def _bert(c: _Cfg) -> dict[str, Any]:
@@ -296,9 +469,13 @@ def _vit(c: _Cfg) -> dict[str, Any]:
 
 #: model_type -> reader
 MODEL_TYPES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
-    "gpt2": _gpt2, "llama": _llama, "mistral": _llama, "mixtral": _mixtral, "bert": _bert, "opt": _opt,
-    "gpt_neox": _gpt_neox, "qwen2": _qwen2, "vit": _vit,
+    "gpt2": _gpt2, "llama": _llama, "mistral": _mistral, "mixtral": _mixtral, "bert": _bert, "opt": _opt,
+    "gpt_neox": _gpt_neox, "qwen2": _qwen2, "qwen3": _qwen3, "qwen3_moe": _qwen3_moe, "gemma3_text": _gemma3_text,
+    "gpt_oss": _gpt_oss, "deepseek_v3": _deepseek_v3, "llama4_text": _llama4_text, "vit": _vit,
 }
+
+#: multimodal model_type -> the model_type of its ``text_config``, which is what is read
+NESTED_TEXT_TYPES: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 
 def _json_depth_exceeds(text: str, limit: int) -> tuple[int, int] | None:
@@ -441,16 +618,24 @@ def _cross_checks(c: _Cfg, f: Mapping[str, Any]) -> None:
 
 
 def _to_config(data: Mapping[str, Any], where: str, name: str | None = None) -> TransformerConfig:
-    supported = ", ".join(sorted(MODEL_TYPES))
+    supported = ", ".join(sorted([*MODEL_TYPES, *NESTED_TEXT_TYPES]))
     mt = data.get("model_type")
     if mt is None:
         raise HFConfigError(f"{where}: missing key 'model_type'; expected one of {supported}")
     if not isinstance(mt, str):
         raise HFConfigError(f"{where}: model_type: not a string; got {_json(mt)}; expected one of {supported}")
+    if mt in NESTED_TEXT_TYPES:  # a multimodal config: its language model is text_config
+        text = data.get("text_config")
+        if not isinstance(text, Mapping):
+            raise HFConfigError(f"{where}: text_config: {'missing' if text is None else 'not an object'} for "
+                                f"model_type {mt!r}; got {_json(text)}; expected an object with the "
+                                f"{NESTED_TEXT_TYPES[mt]} keys (hidden_size, num_hidden_layers, ...)")
+        name = name or (str(data["_name_or_path"]) if data.get("_name_or_path") else None)
+        data, where, mt = text, f"{where}: text_config", NESTED_TEXT_TYPES[mt]
     reader = MODEL_TYPES.get(mt)
     if reader is None:
         raise HFConfigError(f"{where}: unknown model_type {mt!r}; expected one of {supported}"
-                            + did_you_mean(mt, MODEL_TYPES))
+                            + did_you_mean(mt, [*MODEL_TYPES, *NESTED_TEXT_TYPES]))
     c = _Cfg(data, where, mt)
     fields = reader(c)
     if not c.problems:
