@@ -884,3 +884,23 @@ def test_tuner_fields_errors_are_located(tmp_path):
     bad.write_text(text.replace('cpu_vendor = "intel"', 'cpu_vendor = "intle"'))
     with pytest.raises(SpecError, match=r"systems\.dgx-h100\.cpu_vendor: unknown cpu_vendor; got 'intle'.*did you mean"):
         load_fabric_catalog(bad)
+
+
+def test_allpairs_and_tuner_latency_field_errors_are_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace("msccl.allpairs.max_bytes =", "msccl.allpairs.max_byte =", 1))
+    with pytest.raises(SpecError, match=r"libraries\.rccl\.msccl\.allpairs\.max_byte: unknown key.*did you mean 'max_bytes'"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('algorithms = ["ring", "tree", "hierarchical", "direct", "allpairs"]',
+                                'algorithms = ["ring", "tree", "hierarchical", "direct"]', 1))
+    with pytest.raises(SpecError, match=r"libraries\.rccl\.msccl\.allpairs: described but not used"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('latency.tuner_extra_step_s = { value = "75 us"', 'latency.tuner_extra_step_s = { value = "75 GB"', 1))
+    with pytest.raises(SpecError, match=r"fabrics\.efa-100g\.latency\.tuner_extra_step_s: wrong dimension"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('latency.tuner_extra_step_s = {', 'latency.tuner_extra_stp_s = {', 1))
+    with pytest.raises(SpecError, match=r"efa-100g\.latency\.tuner_extra_stp_s: unknown key.*did you mean 'tuner_extra_step_s'"):
+        load_fabric_catalog(bad)
