@@ -24,6 +24,12 @@ where the catalog states them: the channels a ring or tree runs on (:func:`ring_
 the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
 ramp of a send (docs/collectives.md).
 ``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
+``allpairs``      all_reduce as RCCL's MSCCL all-pairs schedule runs it on a fully connected
+                  node (two steps; taken ahead of the tuner for the sizes its files cover).
+
+The option the library ranks first is not always the fastest: a network plugin's latency hint
+(``latency.tuner_extra_step_s``) enters the ranking only, and MSCCL's schedules precede the
+tuner; each option's ``selection_time_s`` carries that ranking cost.
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
 ``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
