@@ -24,6 +24,12 @@ where the catalog states them: the channels a ring or tree runs on (:func:`ring_
 the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
 ramp of a send (docs/collectives.md).
 ``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
+``allpairs``      all_reduce as RCCL's MSCCL all-pairs schedule runs it on a fully connected
+                  node (two steps; taken ahead of the tuner for the sizes its files cover).
+
+The option the library ranks first is not always the fastest: a network plugin's latency hint
+(``latency.tuner_extra_step_s``) enters the ranking only, and MSCCL's schedules precede the
+tuner; each option's ``selection_time_s`` carries that ranking cost.
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
 ``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
@@ -106,7 +112,7 @@ COLLECTIVES: tuple[str, ...] = (
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv",
 )
 #: Algorithm names a result may carry.
-ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "hierarchical", "direct")
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "hierarchical", "direct", "allpairs")
 #: Protocols, in NCCL's order (low latency first).
 PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
 #: Hardware classes of the libraries' latency tables (NCCL's NVLINK / PCI / NET, plus TPU ICI).
@@ -127,6 +133,8 @@ _SUPPORTS: dict[str, frozenset[str]] = {
     # only (src/graph/tuning.cc ncclTopoTuneModel, v2.28.7)
     "hierarchical": frozenset({"all_reduce"}),
     "direct": frozenset({"all_to_all", "send_recv"}),
+    # RCCL's MSCCL all-pairs all-reduce on one fully connected node (tools/msccl-algorithms)
+    "allpairs": frozenset({"all_reduce"}),
 }
 # Protocols an algorithm may run with (NVLS and the NVLS-tree family are Simple-only in NCCL).
 _SIMPLE_ONLY = frozenset({"nvls", "hierarchical"})
@@ -154,6 +162,10 @@ class Fabric:
     torus_dims: int | None = None  #: torus: number of dimensions (2 links each)
     hop_latency_s: Any = None  #: ``latency.hop_s``: one hop's latency (multi-hop paths)
     extra_step_latency_s: Any = 0.0  #: ``latency.extra_step_s``: added to every step on this fabric
+    #: ``latency.tuner_extra_step_s``: the latency a network plugin reports to NCCL (``props->latency``); NCCL's
+    #: tuner adds it to every inter-node step of its estimate (twice for Simple), so it steers the choice of
+    #: algorithm and protocol but is not part of the time (:func:`select_algorithm`)
+    tuner_extra_step_latency_s: Any = 0.0
     nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
     ll_max_bandwidth_bytes_per_s: Any = None  #: ``ll.max_bandwidth_bytes_per_s``: one-node LL bus bandwidth cap
     channel_bandwidth_bytes_per_s: Any = None  #: ``channel.bandwidth_bytes_per_s``: one channel (one CTA)
@@ -194,6 +206,9 @@ class CollectiveLibrary:
     nvls_chunk_bytes: Any = None
     #: ``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>``: NCCL's LL bus-bandwidth cap across nodes
     ll_max_bandwidth_multi_node: Mapping[str, Any] | None = None
+    #: ``msccl.allpairs.*``: the library's all-pairs all-reduce schedule, chosen ahead of its tuner for
+    #: sizes in its range (keys ``n_devices``, ``ll_max_bytes``, ``max_bytes``, ``granule_bytes``; None: none)
+    allpairs: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -273,6 +288,8 @@ class CollectiveResult:
     protocol: Any  #: name (str, or array of str), one of :data:`PROTOCOLS`
     algbw_bytes_per_s: Any
     busbw_bytes_per_s: Any
+    #: the cost the library's tuner ranks this option by, where it differs from ``time_s`` (None: ``time_s``)
+    selection_time_s: Any = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -379,7 +396,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
         rd.problems.add(path, f"not a table; got {t!r}; expected [fabrics.{name}]")
         return None
     rd.unknown_keys(t, _FABRIC_KEYS, path)
-    rd.unknown_keys(t.get("latency", {}), ("hop_s", "extra_step_s"), f"{path}.latency")
+    rd.unknown_keys(t.get("latency", {}), ("hop_s", "extra_step_s", "tuner_extra_step_s"), f"{path}.latency")
     rd.unknown_keys(t.get("efficiency", {}), ("bandwidth_fraction",), f"{path}.efficiency")
     rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
@@ -394,6 +411,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     dims = rd.quantity(t, "torus_dims", "count", path, prov, required=topo == "torus")
     hop = rd.quantity(t, "latency.hop_s", "s", path, prov, required=topo == "torus")
     extra = rd.quantity(t, "latency.extra_step_s", "s", path, prov, required=False, zero_ok=True)
+    tuner_extra = rd.quantity(t, "latency.tuner_extra_step_s", "s", path, prov, required=False, zero_ok=True)
     nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
@@ -409,7 +427,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     return Fabric(name=name, description=str(t.get("description", "")), latency_class=cls, topology=topo,
                   link_bandwidth_bytes_per_s=bw, links_per_device=links, bandwidth_fraction=frac,
                   links_per_peer=peer, torus_dims=dims, hop_latency_s=hop,
-                  extra_step_latency_s=0.0 if extra is None else extra, nvls_bandwidth_fraction=nvls,
+                  extra_step_latency_s=0.0 if extra is None else extra,
+                  tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
                   ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
                   ll128=bool(ll128), provenance=MappingProxyType(prov))
 
@@ -420,7 +439,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s", "p2p", "launch", "tuner"), path)
+                        "nvls_latency_s", "p2p", "launch", "tuner", "msccl"), path)
     rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
     tuner = t.get("tuner", {})
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth"),
@@ -459,6 +478,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
     nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
+    allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -468,7 +488,27 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
-        nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, provenance=MappingProxyType(prov))
+        nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
+        provenance=MappingProxyType(prov))
+
+
+_ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
+                                               ("granule_bytes", "B"))
+
+
+def _read_allpairs(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                   listed: bool) -> Mapping[str, Any] | None:
+    """``msccl.allpairs.*`` (required when the library lists the ``allpairs`` algorithm)."""
+    msccl = t.get("msccl", {}) if isinstance(t.get("msccl", {}), Mapping) else {}
+    rd.unknown_keys(msccl, ("allpairs",), f"{path}.msccl")
+    if "allpairs" not in msccl and not listed:
+        return None
+    rd.unknown_keys(msccl.get("allpairs", {}), [k for k, _ in _ALLPAIRS_KEYS], f"{path}.msccl.allpairs")
+    got = {k: rd.quantity(t, f"msccl.allpairs.{k}", unit, path, prov) for k, unit in _ALLPAIRS_KEYS}
+    if not listed:
+        rd.problems.add(f"{path}.msccl.allpairs", "described but not used; got no 'allpairs' in algorithms; "
+                                                  "expected it listed in algorithms")
+    return None if any(v is None for v in got.values()) else MappingProxyType(got)
 
 
 def _read_ll_multi_node(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance]) -> Any:
@@ -845,8 +885,13 @@ def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> An
             * system.library.protocol_bandwidth_fraction[protocol])
 
 
-def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str) -> Any:
-    return system.library.step_latency_s[fabric.latency_class][protocol] + fabric.extra_step_latency_s
+def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str, tuner: bool = False) -> Any:
+    """One step's latency on ``fabric``; ``tuner``: as NCCL's tuner estimates it, with the latency the
+    network plugin reports added once (twice for Simple: 'flush extra latency', src/graph/tuning.cc)."""
+    alpha = system.library.step_latency_s[fabric.latency_class][protocol] + fabric.extra_step_latency_s
+    if tuner:
+        alpha = alpha + (2 if protocol == "simple" else 1) * fabric.tuner_extra_step_latency_s
+    return alpha
 
 
 def _protocols(system: CollectiveSystem, algorithm: str, n_nodes: int) -> tuple[str, ...]:
@@ -871,6 +916,10 @@ def applicable_algorithms(collective: str, n_devices: int, system: str | Collect
             continue
         if a == "hierarchical" and nodes == 1:
             continue
+        if a == "allpairs" and not (nodes == 1 and sysm.library.allpairs is not None
+                                    and sysm.intra.topology == "fully_connected"
+                                    and n == int(sysm.library.allpairs["n_devices"])):
+            continue
         if not _protocols(sysm, a, nodes):
             continue
         out.append(a)
@@ -878,13 +927,14 @@ def applicable_algorithms(collective: str, n_devices: int, system: str | Collect
 
 
 def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: int, nodes: int, g: int,
-          system: CollectiveSystem) -> tuple[Any, Any]:
-    """(time_s, latency_s) of one algorithm/protocol; assumes it is applicable."""
+          system: CollectiveSystem, tuner: bool = False) -> tuple[Any, Any]:
+    """(time_s, latency_s) of one algorithm/protocol; assumes it is applicable (``tuner``: the
+    inter-node steps as NCCL's tuner estimates them, :func:`_alpha`)."""
     lib = system.library
     intra = system.intra
     base = lib.base_latency_s[protocol]
     a_i = _alpha(system, intra, protocol)
-    a_n = _alpha(system, system.inter, protocol) if nodes > 1 else 0.0
+    a_n = _alpha(system, system.inter, protocol, tuner) if nodes > 1 else 0.0
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
@@ -925,6 +975,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         return lat + t_bw, lat
     if algorithm == "nvls":
         return _nvls(collective, size, n, system, protocol)
+    if algorithm == "allpairs":
+        return _allpairs(size, n, system, protocol)
     if algorithm == "hierarchical":
         inter_steps = k * (nodes - 1)
         lat_n = inter_steps * a_n
@@ -939,17 +991,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
             lat = np.where(alt < best, base + lat_n + lat_nv, lat)
             best = np.minimum(best, alt)
         return best, lat
-    # direct
-    if collective == "send_recv":
-        if nodes == 1:
-            lat = base + a_i
-            bw = _bw(intra, lib, protocol, "pair", n, True)
-            nch = _p2p_channels(system, size, n)
-            if nch is not None:  # a message is striped over few channels until it is large
-                bw = np.minimum(bw, nch * intra.channel_bandwidth_bytes_per_s * lib.protocol_bandwidth_fraction[protocol])
-            return lat + size / bw, lat + zero
-        lat = base + a_n
-        return lat + size / (_nic_bw(system, protocol, g) / g), lat + zero
+    if collective == "send_recv":  # direct
+        return _send_recv(size, n, nodes, g, system, protocol, base + (a_i if nodes == 1 else a_n))
     # all n - 1 messages leave at once; on a torus the farthest one crosses several hops
     far = (_torus_max_hops(intra, g) - 1) * (intra.hop_latency_s if intra.hop_latency_s is not None else 0.0)
     lat = base + ((a_i + far) if g > 1 else 0.0) + (a_n if nodes > 1 else 0.0)
@@ -957,6 +1000,40 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     if nodes > 1:
         t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol, g) / g))
     return lat + t_bw, lat + zero
+
+
+def _send_recv(size: np.ndarray, n: int, nodes: int, g: int, system: CollectiveSystem, protocol: str,
+               lat: Any) -> tuple[Any, Any]:
+    """One send to one peer: over the node's fabric (striped over NCCL's p2p channels) or a NIC share."""
+    lib, intra = system.library, system.intra
+    zero = np.zeros_like(size)
+    if nodes > 1:
+        return lat + size / (_nic_bw(system, protocol, g) / g), lat + zero
+    bw = _bw(intra, lib, protocol, "pair", n, True)
+    nch = _p2p_channels(system, size, n)
+    if nch is not None:  # a message is striped over few channels until it is large
+        bw = np.minimum(bw, nch * intra.channel_bandwidth_bytes_per_s * lib.protocol_bandwidth_fraction[protocol])
+    return lat + size / bw, lat + zero
+
+
+def _allpairs_valid(size: np.ndarray, system: CollectiveSystem, protocol: str) -> np.ndarray:
+    """Sizes the all-pairs schedule of ``protocol`` takes: a multiple of its granule, at most its maximum,
+    LL below ``ll_max_bytes`` and Simple from there (the MSCCL algorithm files' minBytes / maxBytes)."""
+    ap = system.library.allpairs
+    ok = (size <= ap["max_bytes"]) & (np.mod(size, ap["granule_bytes"]) == 0)
+    return ok & (size < ap["ll_max_bytes"] if protocol == "ll" else size >= ap["ll_max_bytes"])
+
+
+def _allpairs(size: np.ndarray, n: int, system: CollectiveSystem, protocol: str) -> tuple[Any, Any]:
+    """RCCL's MSCCL all-pairs all-reduce on a fully connected node: every device sends each peer its
+    shard directly (a reduce-scatter in one step), then every reduced shard goes to every peer (an
+    all-gather in one step): two steps instead of a ring's ``2 (n - 1)``, the ring's bytes over all
+    peer links at once. Infinite outside the sizes its schedule takes (:func:`_allpairs_valid`)."""
+    lib, intra = system.library, system.intra
+    lat = lib.base_latency_s[protocol] + 2 * _alpha(system, intra, protocol) + np.zeros_like(size)
+    t = lat + 2 * (n - 1) / n * size / _bw(intra, lib, protocol, "direct", n, True)
+    valid = _allpairs_valid(size, system, protocol)
+    return np.where(valid, t, np.inf), np.where(valid, lat, np.inf)
 
 
 def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str) -> tuple[Any, Any]:
@@ -987,8 +1064,11 @@ def _sizes(size_bytes: Any) -> np.ndarray:
 
 
 def _result(collective: str, n: int, nodes: int, size: np.ndarray, time: Any, lat: Any, algo: Any,
-            proto: Any) -> CollectiveResult:
+            proto: Any, selection: Any = None) -> CollectiveResult:
     time = np.broadcast_to(np.asarray(time, dtype=float), np.broadcast(size, time).shape)
+    if selection is not None:
+        selection = np.broadcast_to(np.asarray(selection, dtype=float), time.shape)
+        selection = float(selection) if time.ndim == 0 else selection.copy()
     size_b = np.broadcast_to(size, time.shape)
     algbw = size_b / time
     busbw = algbw * bus_bandwidth_factor(collective, n)
@@ -997,9 +1077,9 @@ def _result(collective: str, n: int, nodes: int, size: np.ndarray, time: Any, la
     proto = np.broadcast_to(np.asarray(proto, dtype=object), time.shape)
     if time.ndim == 0:
         return CollectiveResult(collective, n, nodes, float(size_b), float(time), float(lat), str(algo[()]),
-                                str(proto[()]), float(algbw), float(busbw))
+                                str(proto[()]), float(algbw), float(busbw), selection)
     return CollectiveResult(collective, n, nodes, size_b.copy(), time.copy(), lat.copy(), algo.copy(),
-                            proto.copy(), algbw, busbw)
+                            proto.copy(), algbw, busbw, selection)
 
 
 def launch_skew_s(system: str | CollectiveSystem, gpus_per_thread: int = 1) -> Any:
@@ -1043,13 +1123,44 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
     skew = launch_skew_s(sysm, gpt)
     size = _sizes(size_bytes)
     out: dict[tuple[str, str], CollectiveResult] = {}
+    tuned = nodes > 1 and np.any(np.asarray(sysm.inter.tuner_extra_step_latency_s) != 0)
     for a in applicable_algorithms(collective, n, sysm, nodes):
         for p in _protocols(sysm, a, nodes):
             t, lat = _cost(collective, a, p, size, n, nodes, g, sysm)
+            sel = _cost(collective, a, p, size, n, nodes, g, sysm, tuner=True)[0] if tuned else None
+            if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked
+                sel = np.where(np.isfinite(t), -np.inf, np.inf)
             if gpt > 1 and sysm.library.launch_per_device_s is not None:  # may be an array (sweeps)
                 t, lat = t + skew, lat + skew
-            out[(a, p)] = _result(collective, n, nodes, size, t, lat, a, p)
+                sel = None if sel is None else sel + skew
+            out[(a, p)] = _result(collective, n, nodes, size, t, lat, a, p, sel)
     return out
+
+
+def _fastest(collective: str, options: Mapping[tuple[str, str], CollectiveResult]) -> CollectiveResult:
+    """The option the library's tuner ranks first per size (by ``selection_time_s`` where an option
+    has one, else ``time_s``), priced at its ``time_s``; ties go to the earlier option."""
+    keys = list(options)
+    first = options[keys[0]]
+
+    def stack(attr: str) -> np.ndarray:
+        rows = [getattr(options[k], attr) for k in keys]
+        rows = [options[k].time_s if v is None else v for k, v in zip(keys, rows, strict=True)]
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), np.shape(first.time_s)) for v in rows])
+
+    times, lats = stack("time_s"), stack("latency_s")
+    idx = np.argmin(stack("selection_time_s"), axis=0)
+    pick = np.take_along_axis(times, idx[None], axis=0)[0]
+    if not np.all(np.isfinite(pick)):
+        bad = np.broadcast_to(np.asarray(first.size_bytes, dtype=float), pick.shape)[~np.isfinite(pick)]
+        raise ValueError(f"{collective}: no chosen algorithm takes this size; got size_bytes={bad.ravel()[0]:g} with "
+                         f"{', '.join(sorted({f'{a}/{p}' for a, p in keys}))}; expected a size the algorithm's "
+                         "schedule takes (allpairs: a multiple of its granule, at most its max_bytes)")
+    lat = np.take_along_axis(lats, idx[None], axis=0)[0]
+    algos = np.array([k[0] for k in keys], dtype=object)[idx]
+    protos = np.array([k[1] for k in keys], dtype=object)[idx]
+    return _result(collective, first.n_devices, first.n_nodes, np.asarray(first.size_bytes, dtype=float),
+                   pick, lat, algos, protos)
 
 
 def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
@@ -1093,17 +1204,7 @@ def select_algorithm(collective: str, size_bytes: Any, n_devices: int, system: s
         sysm = load_collective_system(system)
         raise ValueError(f"{sysm.name}: no algorithm can run {collective} here; got algorithms={algorithms!r}; "
                          f"expected one of {applicable_algorithms(collective, n_devices, sysm, n_nodes)}")
-    keys = list(options)
-    first = options[keys[0]]
-    times = np.stack([np.asarray(options[k].time_s, dtype=float) for k in keys])
-    lats = np.stack([np.asarray(options[k].latency_s, dtype=float) for k in keys])
-    idx = np.argmin(times, axis=0)
-    pick = np.take_along_axis(times, idx[None], axis=0)[0]
-    lat = np.take_along_axis(lats, idx[None], axis=0)[0]
-    algos = np.array([k[0] for k in keys], dtype=object)[idx]
-    protos = np.array([k[1] for k in keys], dtype=object)[idx]
-    return _result(collective, first.n_devices, first.n_nodes, np.asarray(first.size_bytes, dtype=float),
-                   pick, lat, algos, protos)
+    return _fastest(collective, options)
 
 
 def collective_time(collective: str, size_bytes: Any, n_devices: int, system: str | CollectiveSystem, *,
@@ -1151,22 +1252,14 @@ def collective_time(collective: str, size_bytes: Any, n_devices: int, system: st
                          f"devices; got algorithm={algorithm!r}, protocol={protocol!r}; expected one of "
                          f"{', '.join(have)}")
     if len(keep) == 1:
-        return next(iter(keep.values()))
+        return _fastest(collective, keep)
     algos = {a for a, _ in keep}
     sysm = load_collective_system(system)
     best = select_algorithm(collective, size_bytes, n_devices, sysm, n_nodes=n_nodes, algorithms=algos,
                             gpus_per_thread=gpus_per_thread)
     if protocol is None:
         return best
-    # auto algorithm, pinned protocol: choose among the kept pairs only
-    keys = list(keep)
-    times = np.stack([np.asarray(keep[k].time_s, dtype=float) for k in keys])
-    lats = np.stack([np.asarray(keep[k].latency_s, dtype=float) for k in keys])
-    idx = np.argmin(times, axis=0)
-    first = keep[keys[0]]
-    return _result(collective, first.n_devices, first.n_nodes, np.asarray(first.size_bytes, dtype=float),
-                   np.take_along_axis(times, idx[None], axis=0)[0], np.take_along_axis(lats, idx[None], axis=0)[0],
-                   np.array([k[0] for k in keys], dtype=object)[idx], np.array([k[1] for k in keys], dtype=object)[idx])
+    return _fastest(collective, keep)  # auto algorithm, pinned protocol: choose among the kept pairs only
 
 
 # ----------------------------------------------------------------------------------------------

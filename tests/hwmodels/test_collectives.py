@@ -107,7 +107,8 @@ def test_catalog_values_in_si_units():
     assert f.link_bandwidth_bytes_per_s == 25e9 and f.links_per_device == 18
     assert f.achievable_link_bandwidth_bytes_per_s == pytest.approx(20.6e9)
     assert cat.fabric("ib-ndr").link_bandwidth_bytes_per_s == 50e9  # "400 Gbit/s"
-    assert cat.fabric("efa-100g").extra_step_latency_s == pytest.approx(75e-6)
+    assert cat.fabric("efa-100g").extra_step_latency_s == pytest.approx(20e-6)
+    assert cat.fabric("efa-100g").tuner_extra_step_latency_s == pytest.approx(75e-6)
     assert cat.library("nccl").step_latency_s["nvlink"]["ll"] == pytest.approx(0.6e-6)
     assert cat.system("DGX-H100").nics_per_node == 8  # case-insensitive
 
@@ -423,6 +424,10 @@ SIZES = np.logspace(3, 33, 31, base=2.0)  # 8 B .. 8 GiB
 def test_curves_are_monotone_and_broadcast(system, n, coll):
     r = collective_time(coll, SIZES, n, system)
     assert r.time_s.shape == SIZES.shape and r.algorithm.shape == SIZES.shape
+    if system == "aws-p5" or (system == "mi300x-8" and coll == "all_reduce"):
+        # the choice is not made by the time (EFA's tuner latency, RCCL's MSCCL schedules):
+        # test_choice_not_by_time_can_make_a_larger_message_faster
+        return
     # non-strict: NCCL doubles a send's channels with its size, so two sizes can take equal time
     assert np.all(np.diff(r.time_s) >= 0), "a larger message is never faster"
     assert r.time_s[-1] > r.time_s[0]
@@ -436,9 +441,44 @@ def test_chosen_algorithm_is_the_argmin(system, n, coll):
     best = select_algorithm(coll, SIZES, n, system)
     options = collective_options(coll, SIZES, n, system)
     times = np.stack([o.time_s for o in options.values()])
-    assert np.array_equal(best.time_s, times.min(axis=0))
-    names = np.array([a for a, _ in options])[times.argmin(axis=0)]
+    ranks = np.stack([o.time_s if o.selection_time_s is None else o.selection_time_s for o in options.values()])
+    pick = ranks.argmin(axis=0)
+    assert np.array_equal(best.time_s, np.take_along_axis(times, pick[None], axis=0)[0])
+    names = np.array([a for a, _ in options])[pick]
     assert list(best.algorithm) == list(names)
+    if system != "aws-p5":  # the time is what the tuner ranks by
+        assert np.array_equal(best.time_s, times.min(axis=0))
+
+
+def test_choice_not_by_time_can_make_a_larger_message_faster():
+    """Measured: RCCL on 8 MI300X takes 23.21 us for a 512 B all_reduce and 13.67 us for 1 KiB
+    (hisohara/ai-scripts rccl-tests table, rows coll-059..061): 512 B (128 floats) is no multiple of the
+    MSCCL all-pairs schedule's 256 chunks, so the ring runs it. The model: ring LL 12 + 14 x 0.8 = 23.2 us,
+    all-pairs LL 12 + 2 x 0.8 = 13.6 us plus 2 x 7/8 x 1 KiB over 7 links x 48 GB/s x 0.5."""
+    r = collective_time("all_reduce", np.array([512.0, 1024.0]), 8, "mi300x-8")
+    assert list(r.algorithm) == ["ring", "allpairs"]
+    assert r.time_s[0] == pytest.approx(23.2e-6 + 2 * 7 / 8 * 512 / 168e9, rel=1e-6)
+    assert r.time_s[1] == pytest.approx(13.6e-6 + 2 * 7 / 8 * 1024 / 168e9, rel=1e-6)
+    # Simple from 512 KiB, the tuner again above 16 MiB (the algorithm files' maxBytes)
+    r = collective_time("all_reduce", np.array([2.0**19, 2.0**24, 2.0**25]), 8, "mi300x-8")
+    assert list(r.algorithm) == ["allpairs", "allpairs", "ring"] and list(r.protocol)[:2] == ["simple", "simple"]
+    with pytest.raises(ValueError, match="allpairs"):
+        collective_time("all_reduce", 512, 8, "mi300x-8", algorithm="allpairs")
+    assert "allpairs" not in applicable_algorithms("all_reduce", 4, "mi300x-8")  # the schedules are for 8 GPUs
+
+
+def test_efa_tuner_latency_steers_the_choice_but_is_not_paid():
+    """aws-ofi-nccl reports 75 us to NCCL's tuner (added to every inter-node step, twice for Simple) while
+    its own model prices an EFA step at 20 us. 16 H100 over 2 p5 nodes, 1 KiB all_reduce: tree LL, NCCL's
+    estimate 6.6 + 2 (7 x 0.6 + (2.7 + 20 + 75)) us is what ranks it; the time uses 20 us: 60.4 us plus
+    the bytes (measured 65.74 us, coll-091)."""
+    opts = collective_options("all_reduce", 1024.0, 16, "aws-p5")
+    tree = opts[("tree", "ll")]
+    assert tree.selection_time_s - tree.time_s == pytest.approx(2 * 75e-6)
+    assert opts[("ring", "simple")].selection_time_s - opts[("ring", "simple")].time_s == pytest.approx(2 * 150e-6)
+    r = collective_time("all_reduce", 1024.0, 16, "aws-p5")
+    assert (r.algorithm, r.protocol) == ("tree", "ll")
+    assert r.latency_s == pytest.approx(6.6e-6 + 2 * (7 * 0.6e-6 + 22.7e-6))
 
 
 def test_tuner_switches_from_latency_to_bandwidth_algorithms(h100):
@@ -538,11 +578,11 @@ def test_validation_against_published_measurements():
     lines.append(f"{'overall':48s} {len(comps):4d} {mape(comps):7.1f}")
     print("\n" + "\n".join(lines))
 
-    # 150 scored rows; "before" is the previous revision of the model on the same 150 rows (14.4 % overall)
-    assert mape(comps) <= 13.3  # achieved 13.05 %
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.3  # achieved 6.1 % over 62 rows (7.4 % before)
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.0  # achieved 13.7 % over 68 rows (15.1 % before)
-    assert mape(by_regime["latency (<1 MiB)"]) <= 32.7  # achieved 32.4 % over 20 rows (33.6 % before): above 15 %
+    # 150 scored rows; "before" is the previous revision of the model on the same 150 rows (13.1 % overall)
+    assert mape(comps) <= 13.3  # achieved 13.27 %
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.35  # achieved 6.31 % over 62 rows (6.1 % before)
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 16.6  # achieved 16.5 % over 68 rows (13.7 % before: EFA steps at 20 us)
+    assert mape(by_regime["latency (<1 MiB)"]) <= 23.8  # achieved 23.7 % over 20 rows (32.4 % before): above 15 %
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
     for c in comps:
@@ -551,20 +591,20 @@ def test_validation_against_published_measurements():
         ("dgx-h100", "latency (<1 MiB)"): 26.5,  # 12 rows, not met (4-GPU one-thread all_reduce / reduce_scatter)
         ("dgx-h100", "mid (1-256 MiB)"): 12.1,  # 51 rows, met (14.1 before)
         ("dgx-h100", "bandwidth (>=256 MiB)"): 5.2,  # 50 rows, met (6.8 before)
-        ("mi300x-8", "latency (<1 MiB)"): 32.8,  # 4 rows, not met (RCCL small-message paths)
+        ("mi300x-8", "latency (<1 MiB)"): 6.2,  # 4 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
         ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
         ("mi300x-8", "bandwidth (>=256 MiB)"): 5.6,  # 6 rows, met
-        ("aws-p5", "latency (<1 MiB)"): 49.7,  # 4 rows, not met (EFA plugin latency)
-        ("aws-p5", "mid (1-256 MiB)"): 24.4,  # 8 rows, not met (23.1 before)
-        ("aws-p5", "bandwidth (>=256 MiB)"): 10.6,  # 4 rows, met (11.8 before)
+        ("aws-p5", "latency (<1 MiB)"): 32.9,  # 4 rows, not met (49.7 before the 75 us became tuner-only)
+        ("aws-p5", "mid (1-256 MiB)"): 48.2,  # 8 rows, not met (24.4 before: the 75 us had stood in for a missing cost)
+        ("aws-p5", "bandwidth (>=256 MiB)"): 14.5,  # 4 rows, met (10.6 before)
         ("dgx-a100", "mid (1-256 MiB)"): 29.1,  # 1 send_recv row
         ("dgx-a100", "bandwidth (>=256 MiB)"): 19.4,  # 2 send_recv rows
     }
     assert set(by_system_band) == set(achieved)
     for key, figure in achieved.items():
         assert mape(by_system_band[key]) <= figure + 0.05, key
-    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.3 %, 5.3 % before)
-    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.3
+    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.35 %, 4.3 % before)
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.35
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
@@ -843,4 +883,24 @@ def test_tuner_fields_errors_are_located(tmp_path):
         load_fabric_catalog(bad)
     bad.write_text(text.replace('cpu_vendor = "intel"', 'cpu_vendor = "intle"'))
     with pytest.raises(SpecError, match=r"systems\.dgx-h100\.cpu_vendor: unknown cpu_vendor; got 'intle'.*did you mean"):
+        load_fabric_catalog(bad)
+
+
+def test_allpairs_and_tuner_latency_field_errors_are_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace("msccl.allpairs.max_bytes =", "msccl.allpairs.max_byte =", 1))
+    with pytest.raises(SpecError, match=r"libraries\.rccl\.msccl\.allpairs\.max_byte: unknown key.*did you mean 'max_bytes'"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('algorithms = ["ring", "tree", "hierarchical", "direct", "allpairs"]',
+                                'algorithms = ["ring", "tree", "hierarchical", "direct"]', 1))
+    with pytest.raises(SpecError, match=r"libraries\.rccl\.msccl\.allpairs: described but not used"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('latency.tuner_extra_step_s = { value = "75 us"', 'latency.tuner_extra_step_s = { value = "75 GB"', 1))
+    with pytest.raises(SpecError, match=r"fabrics\.efa-100g\.latency\.tuner_extra_step_s: wrong dimension"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('latency.tuner_extra_step_s = {', 'latency.tuner_extra_stp_s = {', 1))
+    with pytest.raises(SpecError, match=r"efa-100g\.latency\.tuner_extra_stp_s: unknown key.*did you mean 'tuner_extra_step_s'"):
         load_fabric_catalog(bad)
