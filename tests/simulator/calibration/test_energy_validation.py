@@ -127,9 +127,10 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
     worst = max((r for r in result["rows"] if r["in_score"]), key=lambda r: abs(r["energy_error_pct"]))
     assert worst["id"] == "energy-081" and worst["energy_error_pct"] == pytest.approx(81.36, abs=0.05)
     assert worst["predicted_power_w"] == pytest.approx(335.28, abs=0.05) and worst["measured_power_w"] == 183
-    # the FP32 SIMT bmm (energy-004) is no longer held at the 400 W limit: +34.4% -> +8.7% energy
+    # the FP32 SIMT bmm (energy-004) is no longer held at the 400 W limit: +34.4% -> +8.7% energy; +9.5% at the
+    # measured Ampere SGEMM fraction (0.9605: 3% longer at the same dynamic energy, so more static energy)
     bmm = next(r for r in result["rows"] if r["id"] == "energy-004")
-    assert bmm["energy_error_pct"] == pytest.approx(8.68, abs=0.05) and not bmm["power_capped"]
+    assert bmm["energy_error_pct"] == pytest.approx(9.50, abs=0.05) and not bmm["power_capped"]
 
 
 def test_rows_report_energy_power_and_latency_side_by_side(result: dict) -> None:
