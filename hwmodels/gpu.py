@@ -118,6 +118,9 @@ __all__ = [
     "achieved_bandwidth",
     "SPLIT_K_FACTORS",
     "SOFTMAX_SFU_OPS_PER_SCORE",
+    "ELEMENTWISE_INSTRUCTIONS",
+    "ELEMENTWISE_BWD_INSTRUCTIONS",
+    "elementwise_work",
     "SOFTMAX_ALU_OPS_PER_SCORE",
     "DQ_ACCUM_BYTES",
     "ATTENTION_KERNELS",
@@ -2100,11 +2103,42 @@ ELEMENTWISE_INSTRUCTIONS: dict[str, tuple[int, int]] = {
 }
 
 
-def elementwise_work(fn: str, numel: float) -> tuple[float, float] | None:
-    """``(FP32 FLOP-equivalents, MUFU ops)`` of a forward elementwise op ``fn`` over ``numel``
-    elements from :data:`ELEMENTWISE_INSTRUCTIONS` (each FP32 instruction one FMA slot: 2 FLOP of
-    the vector rate, and an FMA's energy); None when the op is not listed."""
-    counts = ELEMENTWISE_INSTRUCTIONS.get(fn)
+#: Per element of the gradient (dx from dy) of a unary elementwise op as eager PyTorch computes it:
+#: ``(MUFU ops, FP32 instructions)``, from the backward formulas of tools/autograd/derivatives.yaml
+#: (pytorch/pytorch) with the forward counts of :data:`ELEMENTWISE_INSTRUCTIONS` for each special
+#: function the formula evaluates again:
+#:
+#: * ``sin``: ``grad * self.cos()`` = a precise cos (0 + 12) and an FMUL: (0, 13); ``cos``:
+#:   ``grad * -self.sin()``: (0, 13).
+#: * ``exp``: ``grad * result``: one FMUL, no special function (the saved output): (0, 1).
+#: * ``tanh``: ``tanh_backward(grad, result)`` = grad * (1 - y^2): FFMA + FMUL (0, 2); ``sigmoid``:
+#:   ``sigmoid_backward(grad, result)`` = grad * y * (1 - y): (0, 3).
+#: * ``log``: ``grad.div(self)``: IEEE division (1, 5); ``reciprocal``: ``-grad * (result * result)``:
+#:   (0, 2); ``rsqrt``: ``-0.5 * grad * result.pow(3)``: (0, 4); ``sqrt``: ``grad / (2 * result)``:
+#:   FMUL + division (1, 6).
+#: * ``erf``: ``2 / sqrt(pi) * exp(-self.pow(2)) * grad``: exp (1, 6) + FMUL x^2 + two FMUL: (1, 9).
+#: * ``gelu`` (approximate='none'): ``gelu_backward`` (aten/src/ATen/native/cuda/ActivationGeluKernel.cu):
+#:   cdf = 0.5 * (1 + erf(x / sqrt 2)), pdf = exp(-x^2 / 2) / sqrt(2 pi), dy * (cdf + x * pdf): erf (1, 19)
+#:   + exp (1, 6) + 6 FMUL/FFMA: (2, 31).
+#: * ``silu``/``swish``: ``silu_backward`` (ActivationSiluKernel.cu): s = 1 / (1 + exp(-x)),
+#:   dy * s * (1 + x * (1 - s)): sigmoid (2, 12) + 4: (2, 16); ``quick_gelu`` (x * sigmoid(1.702 x),
+#:   differentiated as written): sigmoid (2, 12) + 5: (2, 17).
+#:
+#: Unlisted ops (binary ops, ``pow``, ``softplus``) keep their semantic backward count and one SFU
+#: evaluation per element where :func:`simulator.lowering.common.sfu_ops` counts one.
+ELEMENTWISE_BWD_INSTRUCTIONS: dict[str, tuple[int, int]] = {
+    "sin": (0, 13), "cos": (0, 13), "exp": (0, 1), "tanh": (0, 2), "sigmoid": (0, 3), "log": (1, 5),
+    "reciprocal": (0, 2), "rsqrt": (0, 4), "sqrt": (1, 6), "erf": (1, 9), "gelu": (2, 31), "silu": (2, 16),
+    "swish": (2, 16), "quick_gelu": (2, 17),
+}
+
+
+def elementwise_work(fn: str, numel: float, *, backward: bool = False) -> tuple[float, float] | None:
+    """``(FP32 FLOP-equivalents, MUFU ops)`` of an elementwise op ``fn`` over ``numel`` elements from
+    :data:`ELEMENTWISE_INSTRUCTIONS` (forward) or :data:`ELEMENTWISE_BWD_INSTRUCTIONS` (``backward``:
+    the gradient of a unary op); each FP32 instruction is one FMA slot: 2 FLOP of the vector rate,
+    and an FMA's energy. None when the op is not listed."""
+    counts = (ELEMENTWISE_BWD_INSTRUCTIONS if backward else ELEMENTWISE_INSTRUCTIONS).get(fn)
     if counts is None:
         return None
     mufu, fp32 = counts
