@@ -91,7 +91,10 @@ __all__ = [
     "gemm_occupancy",
     "gemm_main_loop_s",
     "gemm_smem_bytes_per_cta",
+    "gemm_smem_return_bytes_per_cta",
     "gemm_smem_feed_s",
+    "SIMT_WARP_LANES_TALL",
+    "SMEM_RETURN_BYTES_PER_LANE_CLK",
     "gemm_l2_bytes_per_cta",
     "gemm_l2_panels_s",
     "gemm_dram_bytes",
@@ -115,6 +118,9 @@ __all__ = [
     "achieved_bandwidth",
     "SPLIT_K_FACTORS",
     "SOFTMAX_SFU_OPS_PER_SCORE",
+    "ELEMENTWISE_INSTRUCTIONS",
+    "ELEMENTWISE_BWD_INSTRUCTIONS",
+    "elementwise_work",
     "SOFTMAX_ALU_OPS_PER_SCORE",
     "DQ_ACCUM_BYTES",
     "ATTENTION_KERNELS",
@@ -178,6 +184,17 @@ MIN_PIPELINE_DEPTH = 2
 # Shared memory reserved by the runtime per resident CTA (CUDA C++ Programming Guide, compute
 # capability 8.x/9.0: "1 KB of shared memory is reserved for system use" per block).
 _SMEM_RESERVED_PER_CTA_BYTES = 1024
+#: Lanes of a SIMT warp along (M, N) when its warp tile is taller than wide; (4, 8) otherwise,
+#: swapped: CUTLASS ``detail::simt_get_warp_threads_m`` returns ``kM > kN ? 8 : 4``
+#: (include/cutlass/gemm/threadblock/default_mma_core_simt.h, CUTLASS 2.x/3.x).
+SIMT_WARP_LANES_TALL = (8, 4)
+#: Bytes shared memory returns to one lane per clock: NVIDIA's L1/shared return path delivers
+#: 128 B/clock per SM = one 32-bit register for each of a warp's 32 lanes, so an ``LDS.128`` takes 4
+#: requests whatever the lanes' addresses (a broadcast to lanes sharing a word saves no return
+#: cycles; only the sm70/sm75 thread-pair rule halves it). NVIDIA Developer Forums, 'Unexpected
+#: shared memory bank conflict' (2019), https://forums.developer.nvidia.com/t/77228 (reply 2). With
+#: ``sm.shared_mem_bytes_per_clk`` = 128 this is the SM's figure split over 32 lanes.
+SMEM_RETURN_BYTES_PER_LANE_CLK = 4
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,6 +220,9 @@ class TileCandidate:
         Thread-block cluster: CTAs along M share (multicast) the B panel, CTAs along N the A panel.
     producer_threads
         Threads of a data-movement (TMA producer) warpgroup that do no math (0: none).
+    simt
+        A CUDA-core (FFMA) tile: every lane reads its own thread tile's operands from shared memory
+        (:meth:`smem_return_scale`).
     """
 
     tile_m: int
@@ -215,6 +235,31 @@ class TileCandidate:
     cluster_m: int = 1
     cluster_n: int = 1
     producer_threads: int = 0
+    simt: bool = False
+
+    @property
+    def thread_tile(self) -> tuple[int, int]:
+        """Accumulators one lane holds (M x N) in a SIMT tile: CUTLASS arranges a warp's 32 lanes
+        8 x 4 when the warp tile is taller than wide, else 4 x 8
+        (``detail::simt_get_warp_threads_m``, include/cutlass/gemm/threadblock/default_mma_core_simt.h),
+        so a 32 x 64 warp tile gives 8 x 8 per lane and a 32 x 32 one 8 x 4."""
+        wm, wn = self.tile_m // self.warps_m, self.tile_n // self.warps_n
+        lanes_m = SIMT_WARP_LANES_TALL[0] if wm > wn else SIMT_WARP_LANES_TALL[1]
+        return max(1, wm // lanes_m), max(1, wn // (32 // lanes_m))
+
+    def smem_return_scale(self) -> float:
+        """Register words shared memory returns per distinct word the warps read, per K step.
+
+        A tensor-core warp loads its warp tile's A rows and B columns once (``ldmatrix``
+        fragments): 1. A SIMT lane loads its own ``thread_m + thread_n`` operands, and shared memory
+        returns one 32-bit register per lane per clock whether or not lanes share an address
+        (:data:`SMEM_RETURN_BYTES_PER_LANE_CLK`), so a warp costs ``32 * (thread_m + thread_n)``
+        register returns against the ``warp_m + warp_n`` distinct words it needs."""
+        if not self.simt:
+            return 1.0
+        tm, tn = self.thread_tile
+        wm, wn = self.tile_m / self.warps_m, self.tile_n / self.warps_n
+        return 32.0 * (tm + tn) / (wm + wn)
 
     @property
     def persistent(self) -> bool:
@@ -301,9 +346,13 @@ _CDNA = (
 )
 # SIMT (CUDA-core) SGEMM/DGEMM: CUTLASS GenerateSM50_Simt tiles (128x128x8, 128x64x8, 64x64x8,
 # 32x32x8), 2 stages.
+def _simt(m: int, n: int, k: int, st: int, wm: int, wn: int, th: int) -> TileCandidate:
+    return TileCandidate(m, n, k, st, wm, wn, th, simt=True)
+
+
 _SIMT = (
-    _t(128, 128, 8, 2, 4, 2, 256), _t(128, 64, 8, 2, 2, 2, 128), _t(64, 128, 8, 2, 2, 2, 128),
-    _t(64, 64, 8, 2, 2, 2, 128), _t(32, 64, 8, 2, 1, 2, 64), _t(32, 32, 8, 2, 1, 1, 32),
+    _simt(128, 128, 8, 2, 4, 2, 256), _simt(128, 64, 8, 2, 2, 2, 128), _simt(64, 128, 8, 2, 2, 2, 128),
+    _simt(64, 64, 8, 2, 2, 2, 128), _simt(32, 64, 8, 2, 1, 2, 64), _simt(32, 32, 8, 2, 1, 1, 32),
 )
 _FAMILIES: dict[str, tuple[TileCandidate, ...]] = {
     "sm70": _SM70, "sm80": _SM80, "sm90": _SM90, "sm100": _SM100, "cdna": _CDNA, "simt": _SIMT,
@@ -642,6 +691,7 @@ def _static(candidates: tuple[TileCandidate, ...], splits: tuple[int, ...], in_b
         "depth": col(lambda c, s: max(c.stages, MIN_PIPELINE_DEPTH)),
         "name": np.array([c.name for c, _ in rows]),
         "persistent": col(lambda c, s: 1.0 if c.persistent else 0.0),
+        "smem_return_scale": col(lambda c, s: c.smem_return_scale()),
     }
     out["warp_m"] = out["tile_m"] / col(lambda c, s: c.warps_m)
     out["warp_n"] = out["tile_n"] / col(lambda c, s: c.warps_n)
@@ -810,6 +860,9 @@ class GemmLaunch:
         :meth:`ImplicitOperand.panel_scale` of ``rows``).
     persistent
         1 for a persistent kernel (:attr:`TileCandidate.persistent`), else 0.
+    smem_return_scale
+        Register words shared memory returns per distinct operand word a CTA reads
+        (:meth:`TileCandidate.smem_return_scale`: 1 for tensor-core tiles).
     """
 
     m: int
@@ -844,6 +897,7 @@ class GemmLaunch:
     name: np.ndarray
     a_scale: np.ndarray
     persistent: np.ndarray
+    smem_return_scale: np.ndarray
 
     def pick(self, index: Any) -> GemmLaunch:
         """The candidates at ``index`` (an integer array: one choice per hardware variant).
@@ -944,9 +998,17 @@ def gemm_smem_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
     return launch.warps * (launch.warp_m + launch.warp_n) * launch.k_padded * launch.in_bytes
 
 
+def gemm_smem_return_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
+    """Bytes shared memory returns to one CTA's lanes over its K loop: :func:`gemm_smem_bytes_per_cta`
+    times :attr:`GemmLaunch.smem_return_scale` (a SIMT lane reads its own operands, one register per
+    lane per clock)."""
+    return gemm_smem_bytes_per_cta(launch) * launch.smem_return_scale
+
+
 def gemm_smem_feed_s(launch: GemmLaunch, busiest_ctas: ArrayLike, smem_bytes_per_s_per_sm: ArrayLike) -> ArrayLike:
-    """Time the busiest SM's shared memory takes to feed its math units (s)."""
-    return _ip(np.multiply, busiest_ctas * gemm_smem_bytes_per_cta(launch), 1.0 / smem_bytes_per_s_per_sm)
+    """Time the busiest SM's shared memory takes to feed its math units (s): the bytes it returns to
+    the lanes (:func:`gemm_smem_return_bytes_per_cta`) at its per-clock rate."""
+    return _ip(np.multiply, busiest_ctas * gemm_smem_return_bytes_per_cta(launch), 1.0 / smem_bytes_per_s_per_sm)
 
 
 def gemm_l2_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
@@ -1370,7 +1432,7 @@ def _survivors_of(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Pruned | 
 
     t_c = leaf(lambda: gemm_main_loop_s(launch, busiest, hw.rate_sm),
                busy_keys(2.0 * launch.tile_m * launch.tile_n * launch.k_padded), hw.rate_sm, busy=True)
-    t_s = leaf(lambda: gemm_smem_feed_s(launch, busiest, hw.smem_bw), busy_keys(gemm_smem_bytes_per_cta(launch)),
+    t_s = leaf(lambda: gemm_smem_feed_s(launch, busiest, hw.smem_bw), busy_keys(gemm_smem_return_bytes_per_cta(launch)),
                hw.smem_bw, busy=True)
     t_l = leaf(lambda: gemm_l2_panels_s(launch, busiest, hw.l2_share), busy_keys(gemm_l2_bytes_per_cta(launch)),
                hw.l2_share, busy=True)
@@ -1729,7 +1791,7 @@ def _group_tables(key: tuple[Any, ...], launch: GemmLaunch, sw: _Sweep, occ: np.
         busiest = np.ceil(launch.ctas / gs)
         keys = np.empty((4,) + busiest.shape)
         np.multiply(busiest, 2.0 * launch.tile_m * launch.tile_n * launch.k_padded, out=keys[0])
-        np.multiply(busiest, gemm_smem_bytes_per_cta(launch), out=keys[1])
+        np.multiply(busiest, gemm_smem_return_bytes_per_cta(launch), out=keys[1])
         np.multiply(busiest, gemm_l2_bytes_per_cta(launch), out=keys[2])
         keys[3] = gemm_dram_bytes(launch, gs, occ, gc)
         keys[:, :, ~ok] = np.inf
@@ -2041,11 +2103,42 @@ ELEMENTWISE_INSTRUCTIONS: dict[str, tuple[int, int]] = {
 }
 
 
-def elementwise_work(fn: str, numel: float) -> tuple[float, float] | None:
-    """``(FP32 FLOP-equivalents, MUFU ops)`` of a forward elementwise op ``fn`` over ``numel``
-    elements from :data:`ELEMENTWISE_INSTRUCTIONS` (each FP32 instruction one FMA slot: 2 FLOP of
-    the vector rate, and an FMA's energy); None when the op is not listed."""
-    counts = ELEMENTWISE_INSTRUCTIONS.get(fn)
+#: Per element of the gradient (dx from dy) of a unary elementwise op as eager PyTorch computes it:
+#: ``(MUFU ops, FP32 instructions)``, from the backward formulas of tools/autograd/derivatives.yaml
+#: (pytorch/pytorch) with the forward counts of :data:`ELEMENTWISE_INSTRUCTIONS` for each special
+#: function the formula evaluates again:
+#:
+#: * ``sin``: ``grad * self.cos()`` = a precise cos (0 + 12) and an FMUL: (0, 13); ``cos``:
+#:   ``grad * -self.sin()``: (0, 13).
+#: * ``exp``: ``grad * result``: one FMUL, no special function (the saved output): (0, 1).
+#: * ``tanh``: ``tanh_backward(grad, result)`` = grad * (1 - y^2): FFMA + FMUL (0, 2); ``sigmoid``:
+#:   ``sigmoid_backward(grad, result)`` = grad * y * (1 - y): (0, 3).
+#: * ``log``: ``grad.div(self)``: IEEE division (1, 5); ``reciprocal``: ``-grad * (result * result)``:
+#:   (0, 2); ``rsqrt``: ``-0.5 * grad * result.pow(3)``: (0, 4); ``sqrt``: ``grad / (2 * result)``:
+#:   FMUL + division (1, 6).
+#: * ``erf``: ``2 / sqrt(pi) * exp(-self.pow(2)) * grad``: exp (1, 6) + FMUL x^2 + two FMUL: (1, 9).
+#: * ``gelu`` (approximate='none'): ``gelu_backward`` (aten/src/ATen/native/cuda/ActivationGeluKernel.cu):
+#:   cdf = 0.5 * (1 + erf(x / sqrt 2)), pdf = exp(-x^2 / 2) / sqrt(2 pi), dy * (cdf + x * pdf): erf (1, 19)
+#:   + exp (1, 6) + 6 FMUL/FFMA: (2, 31).
+#: * ``silu``/``swish``: ``silu_backward`` (ActivationSiluKernel.cu): s = 1 / (1 + exp(-x)),
+#:   dy * s * (1 + x * (1 - s)): sigmoid (2, 12) + 4: (2, 16); ``quick_gelu`` (x * sigmoid(1.702 x),
+#:   differentiated as written): sigmoid (2, 12) + 5: (2, 17).
+#:
+#: Unlisted ops (binary ops, ``pow``, ``softplus``) keep their semantic backward count and one SFU
+#: evaluation per element where :func:`simulator.lowering.common.sfu_ops` counts one.
+ELEMENTWISE_BWD_INSTRUCTIONS: dict[str, tuple[int, int]] = {
+    "sin": (0, 13), "cos": (0, 13), "exp": (0, 1), "tanh": (0, 2), "sigmoid": (0, 3), "log": (1, 5),
+    "reciprocal": (0, 2), "rsqrt": (0, 4), "sqrt": (1, 6), "erf": (1, 9), "gelu": (2, 31), "silu": (2, 16),
+    "swish": (2, 16), "quick_gelu": (2, 17),
+}
+
+
+def elementwise_work(fn: str, numel: float, *, backward: bool = False) -> tuple[float, float] | None:
+    """``(FP32 FLOP-equivalents, MUFU ops)`` of an elementwise op ``fn`` over ``numel`` elements from
+    :data:`ELEMENTWISE_INSTRUCTIONS` (forward) or :data:`ELEMENTWISE_BWD_INSTRUCTIONS` (``backward``:
+    the gradient of a unary op); each FP32 instruction is one FMA slot: 2 FLOP of the vector rate,
+    and an FMA's energy. None when the op is not listed."""
+    counts = (ELEMENTWISE_BWD_INSTRUCTIONS if backward else ELEMENTWISE_INSTRUCTIONS).get(fn)
     if counts is None:
         return None
     mufu, fp32 = counts

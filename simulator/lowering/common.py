@@ -371,14 +371,24 @@ _SFU_ELEMENTWISE = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "sigm
                               "gelu", "erf", "softplus", "quick_gelu", "div", "pow"})
 
 
+def _special_work(op: Op) -> tuple[float, float] | None:
+    """``(FP32 FLOP-equivalents, MUFU ops)`` of a forward elementwise op, or of the gradient of a unary
+    one (an ``elementwise_bwd`` reading ``dy`` and the op's input), from the compiled instruction
+    counts of :func:`hwmodels.gpu.elementwise_work`; None for other ops."""
+    if op.kind == "elementwise":
+        return gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
+    if op.kind == "elementwise_bwd" and len(op.inputs) == 2:
+        return gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel), backward=True)
+    return None
+
+
 def sfu_ops(op: Op) -> float:
     """Special-function evaluations (exp, tanh, rsqrt, ...) of an op on a GPU's SFUs."""
     if op.kind in ("softmax", "softmax_bwd", "cross_entropy"):
         return float(op.inputs[0].numel)
-    if op.kind == "elementwise":
-        work = gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
-        if work is not None:
-            return work[1]
+    work = _special_work(op)
+    if work is not None:
+        return work[1]
     if op.kind in ("elementwise", "elementwise_bwd") and op.attrs.get("op") in _SFU_ELEMENTWISE:
         return float(op.outputs[0].numel)
     return 0.0
@@ -386,10 +396,9 @@ def sfu_ops(op: Op) -> float:
 
 def gpu_vector_flops(op: Op) -> float:
     """FP32 work of an op on a GPU's FMA pipe, in FLOP (FMA = 2): the instruction count of the
-    compiled special function for the forward elementwise ops of
-    :data:`hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS`, else the op's semantic FLOPs."""
-    if op.kind == "elementwise":
-        work = gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
-        if work is not None:
-            return work[0]
+    compiled special function for the elementwise ops of :data:`hwmodels.gpu.ELEMENTWISE_INSTRUCTIONS`
+    and the gradients of :data:`hwmodels.gpu.ELEMENTWISE_BWD_INSTRUCTIONS`, else the op's semantic FLOPs."""
+    work = _special_work(op)
+    if work is not None:
+        return work[0]
     return float(op.flops)

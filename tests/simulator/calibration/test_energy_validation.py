@@ -93,9 +93,10 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
     assert a["latency"]["mape"] == pytest.approx(14.49, abs=0.05)
     k = result["by_kind"]
     assert set(k) == {"gemm", "elementwise", "roofline"}
-    assert k["gemm"]["n"] == 6 and k["gemm"]["energy"]["mape"] == pytest.approx(3.73, abs=0.05)
-    # the GEMMs at the A100 cp.async L2 tile rate reach the 400 W limit as measured (18.1% at the plain-load rate)
-    assert k["gemm"]["power"]["mape"] == pytest.approx(2.34, abs=0.05)
+    assert k["gemm"]["n"] == 6 and k["gemm"]["energy"]["mape"] == pytest.approx(3.87, abs=0.05)
+    # the GEMMs at the A100 cp.async L2 tile rate reach the 400 W limit as measured (18.1% at the plain-load rate);
+    # 3.73% / 2.34% energy / power with the 0.99 Ampere SGEMM placeholder, 3.87% / 1.93% at FlagPerf's measured 0.9605
+    assert k["gemm"]["power"]["mape"] == pytest.approx(1.93, abs=0.05)
     assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(10.94, abs=0.05)
     assert k["elementwise"]["power"]["mape"] == pytest.approx(23.14, abs=0.05)
     assert k["roofline"]["n"] == 21 and k["roofline"]["energy"]["mape"] == pytest.approx(28.62, abs=0.05)
@@ -126,9 +127,10 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
     worst = max((r for r in result["rows"] if r["in_score"]), key=lambda r: abs(r["energy_error_pct"]))
     assert worst["id"] == "energy-081" and worst["energy_error_pct"] == pytest.approx(81.36, abs=0.05)
     assert worst["predicted_power_w"] == pytest.approx(335.28, abs=0.05) and worst["measured_power_w"] == 183
-    # the FP32 SIMT bmm (energy-004) is no longer held at the 400 W limit: +34.4% -> +8.7% energy
+    # the FP32 SIMT bmm (energy-004) is no longer held at the 400 W limit: +34.4% -> +8.7% energy; +9.5% at the
+    # measured Ampere SGEMM fraction (0.9605: 3% longer at the same dynamic energy, so more static energy)
     bmm = next(r for r in result["rows"] if r["id"] == "energy-004")
-    assert bmm["energy_error_pct"] == pytest.approx(8.68, abs=0.05) and not bmm["power_capped"]
+    assert bmm["energy_error_pct"] == pytest.approx(9.50, abs=0.05) and not bmm["power_capped"]
 
 
 def test_rows_report_energy_power_and_latency_side_by_side(result: dict) -> None:

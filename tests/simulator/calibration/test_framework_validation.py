@@ -25,14 +25,16 @@ def test_groups_and_measured_errors(result):
     # the real, unfitted figures (docs/frameworks.md); eager and compile are biased fast (the A100-SXM4-40GB
     # fp32 ViT rows fw-017/018/021/022 run uncapped since its SIMT energy is measured; the A100's L2 tile copies
     # at the cp.async rate make its eager and sdpa BERT training rows faster still, docs/accuracy.md:
-    # eager 18.8% -> 21.3%, sdpa 11.1% -> 19.7%, all 16.9% -> 19.1%)
-    expected = {"compile": (18.1, -17.4), "eager": (21.3, -21.8), "sdpa": (19.7, -9.9), "sglang": (9.6, -11.1),
+    # eager 18.8% -> 21.3%, sdpa 11.1% -> 19.7%, all 16.9% -> 19.1%; the Ampere SGEMM fraction measured by
+    # FlagPerf, 0.9605 for the 0.99 placeholder: compile 18.1% -> 18.0%, eager 21.3% -> 21.2%, all 19.1% -> 19.0%;
+    # gradients of gelu & co. at eager PyTorch's backward instructions: eager 21.1%, sdpa 19.7% -> 19.4%)
+    expected = {"compile": (18.0, -17.3), "eager": (21.1, -21.6), "sdpa": (19.4, -9.6), "sglang": (9.6, -11.1),
                 "vllm": (19.8, -21.7)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(19.1, abs=0.2)
+    assert result["all"].mape == pytest.approx(19.0, abs=0.2)
 
 
 def test_dataset_breadth(result):
@@ -72,7 +74,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 19.1%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 19.0%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
     assert rc == 2
