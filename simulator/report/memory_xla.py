@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
-           "ROW_PARALLEL_NAMES", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
+           "ROW_PARALLEL_NAMES", "SPLIT_WEIGHT_KINDS", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
            "xla_loss_extra_bytes", "xla_peak_activation_bytes"]
 
 #: Bytes per parameter of MaxText's train state (AI-Hypercomputer/maxtext
@@ -57,6 +57,12 @@ XLA_LOSS_EXTRA_LOGIT_TENSORS = 0
 #: Gathered weight arrays of the scanned layer live at once: the one a dot reads and the next one,
 #: whose asynchronous all-gather the latency-hiding scheduler overlaps with that dot.
 XLA_GATHERED_WEIGHTS_IN_FLIGHT = 2
+#: Op kinds whose weight, when the op's output is split along its last axis, MaxText holds as one array
+#: per part: dense projections (``fused_qkv`` / ``fused_mlp`` false) and the MoE experts' gate and up
+#: projections, which ``RoutedMoE`` creates as two parameters ``wi_0`` and ``wi_1`` of shape
+#: ``(num_experts, emb_dim, mlp_dim)`` beside ``wo`` (MaxText/layers/moe.py @ 14b5876ea, ``wi_0`` / ``wi_1`` /
+#: ``wo`` kernels; src/MaxText/layers/moe.py @ 3eb77db3c, ``self.wi_0`` / ``self.wi_1`` ``nnx.Param``).
+SPLIT_WEIGHT_KINDS = frozenset({"matmul", "grouped_matmul"})
 #: MaxText checkpoint names whose outputs its logical axis rules shard over the ``tensor`` axis on the
 #: embedding dimension (``activation_embed: tensor`` in base.yml @ 76bd53b0f).
 ROW_PARALLEL_NAMES = frozenset({"out_proj", "mlpwo"})
@@ -75,10 +81,11 @@ def maxtext_state_bytes(n_params: float, shard: int) -> dict[str, float]:
 
 def _layer_weights(g: OpGraph) -> list[float]:
     """Bytes of each weight array of the layers (``layers.N``) as MaxText holds them, largest first:
-    a fused projection of the graph (``qkv``, ``gate_up``: a weight matmul whose output is split
-    along its last axis) counts as its parts, as MaxText's ``fused_qkv: false`` and ``fused_mlp:
-    false`` (base.yml @ e591f30) keep one array per projection (``query``, ``key``, ``value``;
-    ``wi_0``, ``wi_1``)."""
+    a fused projection of the graph (``qkv``, ``gate_up``, the experts' ``w_in``: a weight matmul
+    or grouped matmul whose output is split along its last axis) counts as its parts, as MaxText's
+    ``fused_qkv: false`` and ``fused_mlp: false`` (base.yml @ e591f30) keep one array per projection
+    (``query``, ``key``, ``value``; ``wi_0``, ``wi_1``) and its MoE block one array per expert
+    projection (:data:`SPLIT_WEIGHT_KINDS`)."""
     from workloads.recompute import layer_key
 
     seen: dict[str, list[float]] = {}
@@ -88,7 +95,7 @@ def _layer_weights(g: OpGraph) -> list[float]:
         for i, t in enumerate(op.inputs):
             if t.role is not Role.WEIGHT or t.name in seen or g.producer(t.name) is not None:
                 continue
-            widths = _split_widths(g, op) if i == 1 and op.kind == "matmul" else (1,)
+            widths = _split_widths(g, op) if i == 1 and op.kind in SPLIT_WEIGHT_KINDS else (1,)
             seen[t.name] = [float(t.nbytes) * w / sum(widths) for w in widths]
     return sorted((b for sizes in seen.values() for b in sizes), reverse=True)
 
