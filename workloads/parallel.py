@@ -48,6 +48,9 @@ OFFLOAD_TARGETS = ("activations", "optimizer", "params")
 #: dtypes the data-parallel gradients are accumulated and reduced in (``ParallelPlan.grad_reduce_dtype``;
 #: '': the stack's default, fp32 main gradients for a 16-bit Megatron-Core model)
 GRAD_REDUCE_DTYPES = ("", "fp32", "bf16")
+#: dtypes a stack may store the parameters in (``ParallelPlan.param_dtype``; '': the stack's default, e.g.
+#: MaxText's ``weight_dtype: float32``)
+PARAM_DTYPES = ("", "fp32", "bf16")
 #: How a framework splits the decoder layers over pipeline stages when the plan names no counts
 #: (``ParallelPlan.pipeline_split``, ``--pipeline-split``; :func:`split_layers`):
 #:
@@ -126,6 +129,14 @@ class ParallelPlan:
         ``fp8_param_gather``/``fp8_param``): the linear weights the model computes with are TE's fp8
         tensors, with their transpose or columnwise copy, in place of the 16-bit weights, so no separate
         fp8 weight cache is kept across microbatches; the fp32 master copy stays in the optimizer.
+    param_dtype
+        The dtype the stack stores the parameters in (:data:`PARAM_DTYPES`; '' the stack's default):
+        MaxText's ``weight_dtype`` (``float32`` in its base.yml; a recipe setting ``bfloat16`` keeps the
+        parameters, their gradients and AdamW's moments in bf16). Costed by the XLA memory model
+        (simulator/report/memory_xla.py); other stacks keep their own rules.
+    loss_chunks
+        The loss computed over this many chunks of the batch-sequence axis, one chunk's logits live at a
+        time, forward and backward (MaxText ``num_vocab_tiling``); 1: the whole logits at once.
     """
 
     tp: int = 1
@@ -148,6 +159,8 @@ class ParallelPlan:
     moe_dispatch: str = "sparse"
     grad_reduce_dtype: str = ""
     fp8_param: bool = False
+    param_dtype: str = ""
+    loss_chunks: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -210,7 +223,8 @@ class ParallelPlan:
             del out["pipeline_split"]
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
-        for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False)):  # read as before at their defaults
+        for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
+                           ("loss_chunks", 1)):  # read as before at their defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -248,6 +262,12 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "stack's default)" + did_you_mean(str(plan.grad_reduce_dtype), GRAD_REDUCE_DTYPES[1:]))
     if not isinstance(plan.fp8_param, bool):
         out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
+    if plan.param_dtype not in PARAM_DTYPES:
+        out.append(f"param_dtype: got {plan.param_dtype!r}; expected fp32 or bf16 (or empty: the stack's "
+                   "default)" + did_you_mean(str(plan.param_dtype), PARAM_DTYPES[1:]))
+    lc = plan.loss_chunks
+    if not isinstance(lc, int) or isinstance(lc, bool) or lc < 1:
+        out.append(f"loss_chunks: got {lc!r}; expected a positive integer (1: the whole logits at once)")
     return out + _split_problems(plan)
 
 

@@ -2,7 +2,8 @@
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
---fp8-linears --capacity-factor --moe-dispatch --grad-reduce-dtype --fp8-params --input-len --output-len``.
+--fp8-linears --capacity-factor --moe-dispatch --grad-reduce-dtype --param-dtype --loss-chunks --fp8-params
+--input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
-               "grad_reduce_dtype")
+               "grad_reduce_dtype", "param_dtype", "loss_chunks")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +63,12 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grad-reduce-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
                    help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
                         "grad_reduce_in_fp32; default: the stack's)")
+    g.add_argument("--param-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
+                   help="training on TPUs: the dtype the parameters, their gradients and AdamW's moments are "
+                        "stored in (MaxText weight_dtype; default: the stack's, float32 for MaxText)")
+    g.add_argument("--loss-chunks", type=positive_int, metavar="N",
+                   help="training on TPUs: the loss computed over N chunks of the tokens, one chunk's logits "
+                        "live at a time (MaxText num_vocab_tiling; default 1)")
     g.add_argument("--fp8-params", action="store_true",
                    help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
                         "fp8_param_gather): no separate fp8 weight copy")
@@ -135,7 +142,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         offload=args.offload or (), capacity_factor=args.capacity_factor,
                         stage_layers=args.stage_layers or (), pipeline_split=args.pipeline_split or "even",
                         moe_dispatch=args.moe_dispatch or "sparse", grad_reduce_dtype=args.grad_reduce_dtype or "",
-                        fp8_param=bool(args.fp8_params))
+                        fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
+                        loss_chunks=args.loss_chunks or 1)
 
 
 def _check_flags(args: argparse.Namespace) -> None:

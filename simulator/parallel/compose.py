@@ -846,7 +846,7 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
     params = sum(sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs)
     wbytes, _ = _weight_itemsize(sgs)
     shard = (plan.shard_group or plan.dp * plan.cp) if plan.fsdp else 1
-    state = X.maxtext_state_bytes(params / wbytes, shard)
+    state = X.maxtext_state_bytes(params / wbytes, shard, plan.param_dtype)
     host = 0.0  # MaxText optimizer_memory_host_offload / parameter_memory_host_offload, as _stage_memory's
     step_transfer = state["gradients"] + state["parameters"] if set(plan.offload) - {"activations"} else 0.0
     for kind, keys in (("optimizer", ("optimizer",)), ("params", ("optimizer", "parameters", "gradients"))):
@@ -1092,10 +1092,11 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
     from simulator.report.memory import peak_activation_bytes
 
     if stack == "xla":  # XLA's buffers and MaxText's loss (simulator/report/memory_xla.py)
-        from simulator.report.memory_xla import xla_peak_activation_bytes
+        from simulator.report.memory_xla import PARAM_DTYPE_BYTES, xla_peak_activation_bytes
 
-        work = max(sg.graph.memo("xla_peak_activation_bytes", lambda g=sg.graph: xla_peak_activation_bytes(g))
-                   for sg, _ in sgs)
+        chunks, pbytes = plan.loss_chunks, PARAM_DTYPE_BYTES.get(plan.param_dtype, 4.0)
+        work = max(sg.graph.memo(f"xla_peak_activation_bytes.{chunks}.{pbytes}",
+                                 lambda g=sg.graph: xla_peak_activation_bytes(g, chunks, pbytes)) for sg, _ in sgs)
     else:
         work = max(float(sg.graph.memo("peak_activation_bytes_first_use", lambda g=sg.graph: peak_activation_bytes(
             g, inputs_from_first_use=True))) for sg, _ in sgs)

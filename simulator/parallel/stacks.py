@@ -281,7 +281,11 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
     w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
-    scale = _DTYPE_BYTES.get(profile.grad_reduce_dtype, param) / param
+    # MaxText's gradients are in its parameters' dtype (``weight_dtype``), which a plan may state
+    reduce_dtype = profile.grad_reduce_dtype
+    if profile.stack == "xla-spmd" and getattr(plan, "param_dtype", ""):
+        reduce_dtype = plan.param_dtype
+    scale = _DTYPE_BYTES.get(reduce_dtype, param) / param
     # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
     # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
     coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp * plan.cp, system, plan.tp)

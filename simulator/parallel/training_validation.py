@@ -475,7 +475,23 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
                         capacity_factor=_capacity_factor(row), pipeline_split=split,
                         moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse",
-                        grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()))
+                        grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
+                        **_maxtext_config(row))
+
+
+def _maxtext_config(row: TrainingRecord) -> dict[str, Any]:
+    """A MaxText row's ``weight_dtype`` and ``num_vocab_tiling`` as its ``notes`` state them (read from the
+    workload's tuning parameters at the row's commit): ``param_dtype`` ``bf16`` for ``weight_dtype
+    bfloat16``, ``loss_chunks`` for ``num_vocab_tiling N``; nothing for another stack or the defaults."""
+    if not row["framework"].startswith("MaxText"):
+        return {}
+    out: dict[str, Any] = {}
+    if re.search(r"\bweight_dtype bfloat16\b", row["notes"]):
+        out["param_dtype"] = "bf16"
+    m = re.search(r"\bnum_vocab_tiling (\d+)", row["notes"])
+    if m and int(m.group(1)) > 1:
+        out["loss_chunks"] = int(m.group(1))
+    return out
 
 
 #: models whose Megatron-Bridge pretraining recipe counts the embedding and the loss as pipeline

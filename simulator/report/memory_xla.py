@@ -25,6 +25,10 @@ step's peak, component by component (docs/training_memory.md, "XLA on TPUs"):
   scheduler) and reduce-scatters each weight gradient, in the dot's dtype, as the backward produces
   it (:func:`fsdp_gather_buffers`); the unsharded weight gradients the graph keeps until their
   accumulation are therefore not held (:func:`xla_peak_activation_bytes`);
+* with ``num_vocab_tiling`` (``ParallelPlan.loss_chunks``), one chunk of the logits at a time and the
+  LM head's gathered table with its gradient accumulator (:func:`xla_chunked_loss_bytes`); with
+  ``weight_dtype: bfloat16`` (``ParallelPlan.param_dtype``), a bf16 train state
+  (:data:`MAXTEXT_BF16_STATE_BYTES_PER_PARAM`);
 * the runtime's reservation: ``memory.hbm.reserved_bytes`` of the TPU's catalog entry (the
   compiler's HBM limit is ``capacity_bytes - reserved_bytes``; OpenXLA error code E1000: "System
   overhead: a small portion of memory is reserved for XLA Runtime internals").
@@ -37,8 +41,9 @@ from collections.abc import Iterable, Mapping
 from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
-           "ROW_PARALLEL_NAMES", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
-           "xla_loss_extra_bytes", "xla_peak_activation_bytes"]
+           "ROW_PARALLEL_NAMES", "SPLIT_WEIGHT_KINDS", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
+           "xla_loss_extra_bytes", "xla_peak_activation_bytes", "xla_chunked_loss_bytes",
+           "MAXTEXT_BF16_STATE_BYTES_PER_PARAM", "PARAM_DTYPE_BYTES"]
 
 #: Bytes per parameter of MaxText's train state (AI-Hypercomputer/maxtext
 #: src/maxtext/configs/base.yml @ e591f30cbbf217ed67ef71263ec0538239f9c3b8: ``weight_dtype: "float32"``,
@@ -47,6 +52,13 @@ __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA
 #: default float32 and the optimizer is ``optax.adamw`` without ``mu_dtype``, MaxText/maxtext_utils.py
 #: ``get_optimizer``).
 MAXTEXT_STATE_BYTES_PER_PARAM: dict[str, float] = {"parameters": 4.0, "gradients": 4.0, "optimizer": 8.0}
+#: The same with ``weight_dtype: bfloat16`` (``ParallelPlan.param_dtype`` ``bf16``): the parameters in bf16,
+#: their gradients too (``jax.grad`` returns the parameters' dtype; base.yml has no ``grad_dtype`` at
+#: 9f1820b47 or 449b4fe52, the tpu-recipes-v0.1.4 and Mixtral 8x22B configs), AdamW's ``mu`` inheriting
+#: ``weight_dtype`` (``mu_dtype: ""``, base.yml @ 9f1820b47) and ``nu`` in the parameters' dtype.
+MAXTEXT_BF16_STATE_BYTES_PER_PARAM: dict[str, float] = {"parameters": 2.0, "gradients": 2.0, "optimizer": 4.0}
+#: Parameter bytes per ``ParallelPlan.param_dtype`` ('' is MaxText's default float32).
+PARAM_DTYPE_BYTES: dict[str, float] = {"": 4.0, "fp32": 4.0, "bf16": 2.0}
 #: Logit-sized tensors MaxText's loss holds beyond the two the graph holds at its loss (the logits and
 #: their gradient). ``_cross_entropy_with_logits_fwd`` (MaxText/max_utils.py @ 76bd53b0f; unchanged in
 #: src/maxtext/utils/max_utils.py @ e591f30) keeps ``exp_shifted`` (the logits' size and dtype) for the
@@ -57,28 +69,39 @@ XLA_LOSS_EXTRA_LOGIT_TENSORS = 0
 #: Gathered weight arrays of the scanned layer live at once: the one a dot reads and the next one,
 #: whose asynchronous all-gather the latency-hiding scheduler overlaps with that dot.
 XLA_GATHERED_WEIGHTS_IN_FLIGHT = 2
+#: Op kinds whose weight, when the op's output is split along its last axis, MaxText holds as one array
+#: per part: dense projections (``fused_qkv`` / ``fused_mlp`` false) and the MoE experts' gate and up
+#: projections, which ``RoutedMoE`` creates as two parameters ``wi_0`` and ``wi_1`` of shape
+#: ``(num_experts, emb_dim, mlp_dim)`` beside ``wo`` (MaxText/layers/moe.py @ 14b5876ea, ``wi_0`` / ``wi_1`` /
+#: ``wo`` kernels; src/MaxText/layers/moe.py @ 3eb77db3c, ``self.wi_0`` / ``self.wi_1`` ``nnx.Param``).
+SPLIT_WEIGHT_KINDS = frozenset({"matmul", "grouped_matmul"})
 #: MaxText checkpoint names whose outputs its logical axis rules shard over the ``tensor`` axis on the
 #: embedding dimension (``activation_embed: tensor`` in base.yml @ 76bd53b0f).
 ROW_PARALLEL_NAMES = frozenset({"out_proj", "mlpwo"})
 
 
-def maxtext_state_bytes(n_params: float, shard: int) -> dict[str, float]:
+def maxtext_state_bytes(n_params: float, shard: int, param_dtype: str = "") -> dict[str, float]:
     """Parameters, gradients and optimizer state of one chip: ``n_params`` parameters (the chip's
-    tensor-parallel share) sharded ``shard`` ways (:data:`MAXTEXT_STATE_BYTES_PER_PARAM`).
+    tensor-parallel share) sharded ``shard`` ways (:data:`MAXTEXT_STATE_BYTES_PER_PARAM`; with
+    ``param_dtype`` ``bf16``, :data:`MAXTEXT_BF16_STATE_BYTES_PER_PARAM`).
 
     >>> maxtext_state_bytes(1e9, 4)["optimizer"]
     2000000000.0
+    >>> maxtext_state_bytes(1e9, 4, "bf16")["optimizer"]
+    1000000000.0
     """
     s = float(max(1, shard))
-    return {k: v * n_params / s for k, v in MAXTEXT_STATE_BYTES_PER_PARAM.items()}
+    per = MAXTEXT_BF16_STATE_BYTES_PER_PARAM if param_dtype == "bf16" else MAXTEXT_STATE_BYTES_PER_PARAM
+    return {k: v * n_params / s for k, v in per.items()}
 
 
 def _layer_weights(g: OpGraph) -> list[float]:
     """Bytes of each weight array of the layers (``layers.N``) as MaxText holds them, largest first:
-    a fused projection of the graph (``qkv``, ``gate_up``: a weight matmul whose output is split
-    along its last axis) counts as its parts, as MaxText's ``fused_qkv: false`` and ``fused_mlp:
-    false`` (base.yml @ e591f30) keep one array per projection (``query``, ``key``, ``value``;
-    ``wi_0``, ``wi_1``)."""
+    a fused projection of the graph (``qkv``, ``gate_up``, the experts' ``w_in``: a weight matmul
+    or grouped matmul whose output is split along its last axis) counts as its parts, as MaxText's
+    ``fused_qkv: false`` and ``fused_mlp: false`` (base.yml @ e591f30) keep one array per projection
+    (``query``, ``key``, ``value``; ``wi_0``, ``wi_1``) and its MoE block one array per expert
+    projection (:data:`SPLIT_WEIGHT_KINDS`)."""
     from workloads.recompute import layer_key
 
     seen: dict[str, list[float]] = {}
@@ -88,7 +111,7 @@ def _layer_weights(g: OpGraph) -> list[float]:
         for i, t in enumerate(op.inputs):
             if t.role is not Role.WEIGHT or t.name in seen or g.producer(t.name) is not None:
                 continue
-            widths = _split_widths(g, op) if i == 1 and op.kind == "matmul" else (1,)
+            widths = _split_widths(g, op) if i == 1 and op.kind in SPLIT_WEIGHT_KINDS else (1,)
             seen[t.name] = [float(t.nbytes) * w / sum(widths) for w in widths]
     return sorted((b for sizes in seen.values() for b in sizes), reverse=True)
 
@@ -169,12 +192,64 @@ def xla_loss_extra_bytes(g: OpGraph) -> dict[str, float]:
     return {}
 
 
-def xla_peak_activation_bytes(g: OpGraph) -> float:
+def _logit_live_bytes(g: OpGraph) -> tuple[dict[str, float], float]:
+    """(op name -> bytes of logit-sized activations live while it runs, the LM head weight's element
+    count): the tensors of the cross entropy's input size from the LM head to the head's backward,
+    a view counted once with its base (as :func:`~simulator.report.memory.peak_activation_bytes` does)."""
+    from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
+
+    ce = next((op for op in g.ops if op.kind == "cross_entropy"), None)
+    if ce is None:
+        return {}, 0.0
+    numel = ce.inputs[0].numel
+    base: dict[str, str] = {}
+    span: dict[str, list[int]] = {}
+    size: dict[str, float] = {}
+    for i, op in enumerate(g.ops):
+        for t in op.inputs:
+            r = base.get(t.name, t.name)
+            if r in span:
+                span[r][1] = i
+        if op.kind in VIEW_KINDS or op.kind in INPLACE_KINDS:
+            src = base.get(op.inputs[0].name, op.inputs[0].name)
+            base.update({t.name: src for t in op.outputs})
+            continue
+        for t in op.outputs:
+            if t.role is Role.ACTIVATION and t.numel == numel:
+                span[t.name], size[t.name] = [i, i], float(t.nbytes)
+    live = {op.name: sum(size[r] for r, (a, b) in span.items() if a <= i <= b) for i, op in enumerate(g.ops)}
+    head = g.producer(base.get(ce.inputs[0].name, ce.inputs[0].name))
+    table = next((float(t.numel) for t in head.inputs if t.role is Role.WEIGHT), 0.0) if head is not None else 0.0
+    return {k: v for k, v in live.items() if v > 0}, table
+
+
+def xla_chunked_loss_bytes(g: OpGraph, chunks: int, param_bytes: float = 4.0) -> dict[str, float]:
+    """Op name -> bytes MaxText's vocab-tiled loss (``num_vocab_tiling`` = ``chunks`` > 1) changes over the
+    graph's whole-logits loss, at every op a logit-sized tensor is live: one chunk of each such tensor
+    instead of the whole (``- (1 - 1/chunks)`` of them), plus the LM head's table gathered over the FSDP
+    axis in the parameters' dtype and its gradient accumulator of the same size (``param_bytes`` per
+    element each).
+
+    Source: ``get_vocab_tiling_loss_linen`` (src/MaxText/maxtext_utils.py @ 50bafeb98, the Gemma 3
+    workloads' commit): the hidden states are reshaped to ``(num_vocab_tiling, tokens / num_vocab_tiling,
+    emb)`` and a ``jax.lax.scan`` computes each chunk's logits and cross entropy, forward and, under its
+    ``custom_vjp``, again in the backward; the residuals keep ``gathered_params``
+    (``all_gather_over_fsdp`` of the parameters; XLA keeps only the table the logits read) and the
+    backward scan carries ``grad_params_acc``, the gradient of the gathered parameters."""
+    if chunks <= 1:
+        return {}
+    live, table = _logit_live_bytes(g)
+    held = 2.0 * table * param_bytes
+    return {name: held - (1.0 - 1.0 / chunks) * b for name, b in live.items()}
+
+
+def xla_peak_activation_bytes(g: OpGraph, loss_chunks: int = 1, param_bytes: float = 4.0) -> float:
     """Peak live activation bytes of a training step's graph as XLA holds them: the graph's peak
     (:func:`~simulator.report.memory.peak_activation_bytes`, inputs live from first use) with MaxText's
-    loss residual during the loss's backward (:func:`xla_loss_extra_bytes`), and every weight's
-    unsharded gradient (``grad:<weight>``) live only where it is produced: XLA reduce-scatters it into
-    the sharded gradients (its unsharded buffer is :func:`fsdp_gather_buffers`'s)."""
+    loss residual during the loss's backward (:func:`xla_loss_extra_bytes`), the vocab-tiled loss of
+    ``loss_chunks`` chunks (:func:`xla_chunked_loss_bytes`, parameters of ``param_bytes``), and every
+    weight's unsharded gradient (``grad:<weight>``) live only where it is produced: XLA reduce-scatters
+    it into the sharded gradients (its unsharded buffer is :func:`fsdp_gather_buffers`'s)."""
     from simulator.report.memory import peak_activation_bytes
 
     weights = {name for name, t in g.tensors.items() if t.role is Role.WEIGHT}
@@ -182,5 +257,7 @@ def xla_peak_activation_bytes(g: OpGraph) -> float:
     def weight_grad(name: str) -> bool:
         return name.startswith("grad:") and name[5:].split("@")[0] in weights
 
-    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=xla_loss_extra_bytes(g),
-                                       transient=weight_grad))
+    extra = dict(xla_loss_extra_bytes(g))
+    for name, b in xla_chunked_loss_bytes(g, loss_chunks, param_bytes).items():
+        extra[name] = extra.get(name, 0.0) + b
+    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=extra, transient=weight_grad))

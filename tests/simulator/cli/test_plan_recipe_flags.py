@@ -34,3 +34,21 @@ def test_fp8_params_drop_the_fp8_weight_cache(capsys: pytest.CaptureFixture[str]
     params = _run(capsys, "--fp8-linears", "current", "--fp8-params")
     assert params["plan"]["fp8_param"] is True and "fp8_param" not in cached["plan"]
     assert params["memory_per_device_bytes"] < cached["memory_per_device_bytes"]
+
+
+TPU = ("predict", "llama-3-8b", "--hardware", "tpu-v5p-8", "--train", "--dp", "4", "--fsdp", "--microbatch", "1",
+       "--seq", "2048", "--framework", "maxtext", "--recompute", "full", "--json")
+
+
+def test_param_dtype_and_loss_chunks_reach_the_xla_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(list(TPU)) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main([*TPU, "--param-dtype", "bf16", "--loss-chunks", "8"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert new["plan"]["param_dtype"] == "bf16" and new["plan"]["loss_chunks"] == 8
+    assert "param_dtype" not in base["plan"] and "loss_chunks" not in base["plan"]
+    b, n = base["stages"][0], new["stages"][0]
+    # MaxText weight_dtype bfloat16: parameters, gradients and AdamW moments at half their fp32 bytes
+    assert n["weights_bytes"] == pytest.approx(b["weights_bytes"] / 2)
+    assert n["optimizer_state_bytes"] == pytest.approx(b["optimizer_state_bytes"] / 2)
+    assert n["activations_bytes"] != b["activations_bytes"]

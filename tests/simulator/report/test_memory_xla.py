@@ -98,3 +98,43 @@ def test_fused_projections_are_gathered_per_maxtext_array() -> None:
     b = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
     assert b["buffers.xla_gathered_weights"] == 2 * (2 * 4096 * 14336)
     assert b["buffers.xla_gradient_reduce_scatter"] == 2 * 4096 * 14336
+
+
+def test_moe_expert_projections_are_two_maxtext_arrays() -> None:
+    # Mixtral 8x7B: the zoo's fused experts' w_in (8 x 4096 x 2 x 14336) is MaxText's RoutedMoE wi_0 and
+    # wi_1, each 8 x 4096 x 14336 like wo: the two largest arrays are 2 x (2 x 8 x 4096 x 14336) bf16 bytes
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=2)
+    b = _breakdown(cfg, "tpu-v5p-8", ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4), "full")
+    assert b["buffers.xla_gathered_weights"] == 2 * (2 * 8 * 4096 * 14336)
+    assert b["buffers.xla_gradient_reduce_scatter"] == 2 * 8 * 4096 * 14336
+
+
+def test_bf16_weight_dtype_halves_the_train_state() -> None:
+    # MaxText weight_dtype bfloat16: 2 bytes of parameter, 2 of gradient, 2 + 2 of AdamW moments
+    assert X.maxtext_state_bytes(1e9, 4, "bf16") == {"parameters": 5e8, "gradients": 5e8, "optimizer": 1e9}
+    cfg = dataclasses.replace(zoo_config("megatron-gpt-22b"), layers=2)
+    plan = ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4)
+    fp32 = _breakdown(cfg, "tpu-v5p-8", plan, "full")
+    bf16 = _breakdown(cfg, "tpu-v5p-8", dataclasses.replace(plan, param_dtype="bf16"), "full")
+    for k in ("parameters", "gradients", "optimizer"):
+        assert bf16[k] == pytest.approx(fp32[k] / 2)
+    assert bf16["activations"] == fp32["activations"]
+
+
+def test_vocab_tiled_loss_holds_one_chunk_of_the_logits() -> None:
+    # Llama 3 8B, 512 tokens on a chip: at the loss's backward the logits (kept for it) and their
+    # gradient are live, 2 x 512 x 128256 bf16 bytes; 16 chunks keep 1/16 of them, and the LM head's
+    # table (4096 x 128256) gathered in fp32 with its fp32 gradient accumulator
+    from workloads.parallel import plan_graphs
+
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=1)
+    plan = ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4, loss_chunks=16)
+    g = plan_graphs(cfg, plan, seq=512, dtype="bf16", train=True, recompute="full", framework="maxtext")[0].graph
+    bwd = next(op.name for op in g.ops if op.kind == "cross_entropy_bwd")
+    logits = 2 * 512 * 128256 * 2
+    assert X.xla_chunked_loss_bytes(g, 16)[bwd] == pytest.approx(2 * 4096 * 128256 * 4 - logits * 15 / 16)
+    assert X.xla_chunked_loss_bytes(g, 16, 2.0)[bwd] == pytest.approx(2 * 4096 * 128256 * 2 - logits * 15 / 16)
+    assert X.xla_chunked_loss_bytes(g, 1) == {}
+    # at 512 tokens the gathered fp32 table outweighs the logits: the peak grows by the change at the loss
+    delta = X.xla_chunked_loss_bytes(g, 16)[bwd]
+    assert X.xla_peak_activation_bytes(g, 16) == pytest.approx(X.xla_peak_activation_bytes(g) + delta, abs=1)
