@@ -59,6 +59,8 @@ def main() -> int:
     dgx = load_hardware("dgx-h100")
     plan3d = ParallelPlan(tp=8, pp=16, dp=8, microbatch=1, global_batch=1536, sequence_parallel=True)
     gpt3 = {"train": True, "seq": 2048, "recompute": "selective"}
+    v5p = load_hardware("tpu-v5p-2048")
+    plan_tpu = ParallelPlan(tp=16, dp=64, fsdp=True, microbatch=4, global_batch=256)
 
     def decode_graph_des() -> object:
         g = plan_graphs("llama-2-70b", ParallelPlan(tp=8), phase="decode", context=4096, batch=16)[0].graph
@@ -74,6 +76,9 @@ def main() -> int:
                   evaluate_plan("gpt3-175b", a100s, plan3d, **gpt3))[2]),
         ("the same step through the discrete-event pipeline engine (links, DP stream)", 5.0,
          lambda: evaluate_plan("gpt3-175b", a100s, plan3d, engine="des", **gpt3)),
+        ("Llama-2-70B training step, 1,024 TPU v5p chips (tpu-v5p-2048: tp 16, dp 64 FSDP, MaxText, full remat)",
+         0.050, lambda: evaluate_plan("llama-2-70b", v5p, plan_tpu, train=True, seq=4096, recompute="full",
+                                      framework="maxtext")),
         ("Llama-2-70B decode step (batch 16, context 4096), TP 8 on dgx-h100, op-level discrete-event engine",
          1.0, decode_graph_des),
         ("the same decode step through evaluate_plan(engine='des')", 1.0,
@@ -89,7 +94,7 @@ def main() -> int:
         outs.append(out)
         target = "no goal" if goal is None else f"goal <= {goal * 1e3:.0f} ms: {'meets' if med <= goal else 'misses'}"
         print(f"{name}: median {med * 1e3:.1f} ms, best {best * 1e3:.1f} ms ({target})")
-    closed, des = outs[0], outs[3]
+    closed, des = outs[0], outs[3]  # the GPT-3 step, closed form and DES
     print(f"GPT-3 step: closed form {closed.latency_s:.4f} s (bubble {closed.breakdown['bubble_s']:.4f} s, "
           f"DP sync exposed {closed.breakdown['dp_sync_exposed_s']:.4f} s); discrete-event {des.latency_s:.4f} s "
           f"(bubble {des.breakdown['bubble_s']:.4f} s, DP sync exposed {des.breakdown['dp_sync_exposed_s']:.4f} s)")

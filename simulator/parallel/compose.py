@@ -382,7 +382,12 @@ def _stash_info(sg: StageGraph) -> tuple[float, float, float]:
 
 
 def _stash_kept(sg: StageGraph) -> dict[str, float]:
-    """Name -> bytes of the forward tensors (a view's base once) the backward pass reads."""
+    """Name -> bytes of the forward tensors (a view's base once) the backward pass reads (kept with the
+    stage graph, which never changes: callers only read it)."""
+    return sg.graph.memo(f"stash_kept:{sg.forward_ops}", lambda: _stash_walk(sg))
+
+
+def _stash_walk(sg: StageGraph) -> dict[str, float]:
     g = sg.graph
     fwd = g.ops[: sg.forward_ops]
     fwd_names = {op.name for op in fwd}

@@ -102,6 +102,10 @@ def _layer_weights(g: OpGraph) -> list[float]:
     ``fused_qkv: false`` and ``fused_mlp: false`` (base.yml @ e591f30) keep one array per projection
     (``query``, ``key``, ``value``; ``wi_0``, ``wi_1``) and its MoE block one array per expert
     projection (:data:`SPLIT_WEIGHT_KINDS`)."""
+    return g.memo("xla_layer_weights", lambda: _layer_weights_walk(g))
+
+
+def _layer_weights_walk(g: OpGraph) -> list[float]:
     from workloads.recompute import layer_key
 
     seen: dict[str, list[float]] = {}
