@@ -86,6 +86,7 @@ MOE = ("predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--train", "--ep", "
     (("--moe-dispatch", "einsm"), ("--moe-dispatch", "'einsm'", "einsum")),
     (("--moe-dispatch", "einsum"), ("moe_dispatch", "'einsum' with no capacity_factor", "capacity factor")),
     (("--grad-reduce-dtype", "fp16"), ("--grad-reduce-dtype", "'fp16'", "fp32", "bf16")),
+    (("--moe-routing", "round-robn"), ("--moe-routing", "'round-robn'", "round-robin")),
 ])
 def test_bad_moe_dispatch_and_gradient_dtype_are_one_located_line(capsys: pytest.CaptureFixture[str],
                                                                   argv: tuple[str, ...],
