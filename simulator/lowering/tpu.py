@@ -331,10 +331,18 @@ def _tpu_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
 
 
 def _grouped_rows(op: Op) -> tuple[int, int]:
+    """(rows per group, groups) of a grouped matmul: its routed rows shared by the active experts; with a
+    ``tile_rows`` m tile (MaxText's Megablox ``gmm``, :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm_tile_rows`)
+    the rows the kernel computes: ``ceil(rows / tm)`` tiles plus one more visit for every group that starts
+    inside a tile (``make_group_metadata``), ``(groups - 1) (tm - 1) / tm`` expected when the group sizes
+    fall as routing spreads them (a start on a tile edge 1 time in ``tm``), each visit a full tile."""
     a = op.inputs[0]
     e, c = a.shape[0], a.shape[1]
     tokens = int(op.attrs.get("tokens", e * c))
     active = int(op.attrs.get("experts_active", e))
+    tm = int(op.attrs.get("tile_rows", 0))
+    if tm > 1 and active > 1:
+        tokens = round(tm * (math.ceil(tokens / tm) + (active - 1) * (tm - 1) / tm))
     return max(1, math.ceil(tokens / active)), active
 
 

@@ -433,6 +433,8 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
+        #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
+        self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -801,6 +803,7 @@ class _Build:
         active_local = max(1, min(le, round(expected_active_experts(t * ep, e, k) * le / e))) if ep > 1 else active
         dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
             t, e, k, cfg.moe_routing, h.nbytes // t)))  # sizes as DeepEP sends them (dispatch_copies)
+        tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
@@ -810,7 +813,7 @@ class _Build:
                 buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
-                       tokens=routed, experts_active=active_local)
+                       tokens=routed, experts_active=active_local, **tiles)
             if cfg.gated:
                 gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
@@ -818,7 +821,7 @@ class _Build:
             else:
                 a = self.ew(cfg.mlp, hid, name="act")
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
-                     tokens=routed, experts_active=active_local)
+                     tokens=routed, experts_active=active_local, **tiles)
             if ep > 1:
                 y = self.reshape(y, (e, cap, d), "expert_buffers")
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.tp, **dedup)
