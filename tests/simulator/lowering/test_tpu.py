@@ -248,3 +248,29 @@ def test_fp32_contraction_runs_at_the_bf16_rate_and_missing_dtypes_are_noted():
     t32 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="fp32"), v5e).records[0].compute_s
     t16 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="bf16"), v5e).records[0].compute_s
     assert t32 == pytest.approx(t16)
+
+
+def test_megablox_tile_visits_by_hand():
+    """MaxText's Megablox gmm (tile_batch_seq 512): 393,216 routed rows (DeepSeek-V3 on v5p, 6 x 8192 tokens
+    x top-8) over 256 experts visit ceil(393216 / 512) = 768 m tiles plus one for every group starting inside
+    a tile, 255 x 511/512 expected: 393,216 + 255 x 511 = 523,521 rows, 2046 per expert (1536 without
+    the tiles). The maxtext profiles build the experts' grouped matmuls with that tile; a GPU stack does not."""
+    import dataclasses
+
+    from simulator.lowering.tpu import _grouped_rows
+    from workloads.ir import Attrs, Op, TensorSpec
+    from workloads.zoo.transformer import build, zoo_config
+
+    x = TensorSpec("x", (256, 1536, 7168), "bf16")
+    w = TensorSpec("w", (256, 7168, 4096), "bf16")
+    y = TensorSpec("y", (256, 1536, 4096), "bf16")
+    attrs = {"tokens": 393216, "experts_active": 256}
+    op = Op("experts_in", "grouped_matmul", (x, w), (y,), Attrs(attrs), "moe")
+    assert _grouped_rows(op) == (1536, 256)
+    tiled = Op("experts_in", "grouped_matmul", (x, w), (y,), Attrs({**attrs, "tile_rows": 512}), "moe")
+    assert _grouped_rows(tiled) == (math.ceil((393216 + 255 * 511) / 256), 256) == (2046, 256)
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=1)
+    for framework, tile in (("maxtext", 512), ("maxtext-cf", 512), ("megatron-core", None)):
+        g = build(cfg, batch=1, seq=512, phase="forward", name="m", framework=framework)
+        gmm = [op for op in g.ops if op.kind == "grouped_matmul"]
+        assert len(gmm) == 2 and all(op.attrs.get("tile_rows") == tile for op in gmm)
