@@ -802,7 +802,7 @@ class _Build:
         le = e // ep
         active_local = max(1, min(le, round(expected_active_experts(t * ep, e, k) * le / e))) if ep > 1 else active
         dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
-            t, e, k, cfg.moe_routing, h.nbytes // t)))  # sizes as DeepEP sends them (dispatch_copies)
+            t, e, k, cfg.moe_routing, h.nbytes // t), strict=True))  # sizes as DeepEP sends them (dispatch_copies)
         tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
