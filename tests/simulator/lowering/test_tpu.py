@@ -258,12 +258,13 @@ def test_megablox_tile_visits_by_hand():
     import dataclasses
 
     from simulator.lowering.tpu import _grouped_rows
+    from workloads.dtypes import DType
     from workloads.ir import Attrs, Op, TensorSpec
     from workloads.zoo.transformer import build, zoo_config
 
-    x = TensorSpec("x", (256, 1536, 7168), "bf16")
-    w = TensorSpec("w", (256, 7168, 4096), "bf16")
-    y = TensorSpec("y", (256, 1536, 4096), "bf16")
+    x = TensorSpec("x", (256, 1536, 7168), DType("bf16"))
+    w = TensorSpec("w", (256, 7168, 4096), DType("bf16"))
+    y = TensorSpec("y", (256, 1536, 4096), DType("bf16"))
     attrs = {"tokens": 393216, "experts_active": 256}
     op = Op("experts_in", "grouped_matmul", (x, w), (y,), Attrs(attrs), "moe")
     assert _grouped_rows(op) == (1536, 256)
@@ -274,3 +275,25 @@ def test_megablox_tile_visits_by_hand():
         g = build(cfg, batch=1, seq=512, phase="forward", name="m", framework=framework)
         gmm = [op for op in g.ops if op.kind == "grouped_matmul"]
         assert len(gmm) == 2 and all(op.attrs.get("tile_rows") == tile for op in gmm)
+
+
+def test_router_backward_runs_its_two_matmuls_on_the_matrix_units():
+    """The router's backward is a dense layer's: dx = dlogits W^T and dW = x^T dlogits, 2 x 2 T D E flops
+    (Llama 4 Maverick on one v5p chip: 16,384 tokens, D 5120, 128 experts: 85.9 GFLOP) on the MXU (TPU)
+    and the tensor cores (H100), not on the vector units; the softmax and top-k backward stays vector work."""
+    from simulator.lowering.common import LoweringContext, lower
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, TensorSpec
+
+    bf16 = DType("bf16")
+    t, d, e = 16384, 5120, 128
+    x, w = TensorSpec("x", (t, d), bf16), TensorSpec("w", (d, e), bf16)
+    dwts = TensorSpec("dwts", (t, 1), bf16)
+    op = Op("router.bwd", "moe_router_bwd", (x, w, dwts), (TensorSpec("dx", (t, d), bf16),
+                                                             TensorSpec("dw", (d, e), bf16)), Attrs({"top_k": 1}),
+            "moe")
+    assert op.flops == 4 * t * d * e + 4 * t * e
+    for dev, rule in (("tpu-v5p", "mxu-router-bwd"), ("h100-sxm5-80gb", "gemm+gemm+softmax-topk-bwd")):
+        cost = lower(op, LoweringContext(load_device(dev), EvalOptions()))
+        assert cost.rule == rule and cost.matrix_flops == 4 * t * d * e
+        assert cost.vector_flops == pytest.approx(4 * t * e, rel=0.01)
