@@ -266,6 +266,12 @@ def test_einsum_dispatch_needs_a_capacity_factor():
         ParallelPlan(moe_dispatch="einsum")
     with pytest.raises(PlanError, match="did you mean 'einsum'"):
         ParallelPlan(moe_dispatch="einsun", capacity_factor=1.25)
+    with pytest.raises(PlanError, match="moe_routing: got 'round_robin'.*did you mean 'round-robin'"):
+        ParallelPlan(moe_routing="round_robin")
+    with pytest.raises(PlanError, match="did you mean 'deepep'"):
+        ParallelPlan(moe_dispatch="deep-ep")
+    assert "moe_routing" not in ParallelPlan().to_json()  # the default reads as before
+    assert ParallelPlan(moe_dispatch="deepep", moe_routing="round-robin").to_json()["moe_routing"] == "round-robin"
 
 
 def test_deepep_dispatch_copies_by_hand():
