@@ -138,6 +138,12 @@ _MAXTEXT_DTYPES = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml @ 000e9355
                    "the AdamW state, are float32): the SPMD reduce-scatter of the gradients over the fsdp axes and "
                    "their all-reduce over the DCN data axis move float32; none of the stated recipes overrides "
                    "weight_dtype except where a row says so")
+_MEGABLOX = ("AI-Hypercomputer/maxtext src/MaxText/configs/base.yml @ 3eb77db3c: 'megablox: True', 'sparse_matmul: True', "
+             "'tile_batch_seq: 512' (the m tile of the Megablox grouped matmul; tile_embed_dim and tile_mlp_dim 1024); "
+             "src/MaxText/layers/moe.py sparse_matmul pads the routed rows to a multiple of tile_batch_seq and calls "
+             "mblx.gmm with that tiling; src/MaxText/kernels/megablox/backend.py make_group_metadata: an m tile is "
+             "visited once by the group that owns it and once more by each group that starts inside it, "
+             "'tiles_m <= group_tiles.sum() <= tiles_m + num_groups - 1', every visit a full tm x tk x tn tile")
 _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Continuation Fusion (CF) for All Gather "
                "Collectives. Continuation Fusion is a form of parallelizing compute work with collectives.' CF_FOR_ALL_GATHER = "
                "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
@@ -236,6 +242,10 @@ class FrameworkProfile:
         continuation fusion on TPUs).
     tp_overlap_collectives
         Which of them ``tp_comm_overlap`` overlaps (``"all_gather"``, ``"reduce_scatter"``).
+    grouped_gemm_tile_rows
+        Rows of one m tile of the stack's MoE grouped matmul when every expert's group of rows starts a new
+        pass over a tile (MaxText's Megablox ``gmm``: ``tile_batch_seq``); 0: not modelled (rows priced as
+        evenly shared by the active experts).
     """
 
     name: str
@@ -258,6 +268,7 @@ class FrameworkProfile:
     tp_comm_overlap: bool = False
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
+    grouped_gemm_tile_rows: int = 0
     iteration_host_s: float = 0.0
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
@@ -386,13 +397,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _XLA), devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="fp32"),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
+                     stack="xla-spmd", grad_reduce_dtype="fp32", grouped_gemm_tile_rows=512),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="fp32", tp_comm_overlap=True,
-                     tp_overlap_collectives=("all_gather",)),
+                     tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512),
 )}
 
 #: Other spellings people use for the same stacks.

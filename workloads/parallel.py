@@ -118,7 +118,11 @@ class ParallelPlan:
     moe_dispatch
         How tokens reach their experts (:data:`workloads.zoo.transformer.MOE_DISPATCH_MODES`): ``sparse``
         (routed rows gathered and scattered) or ``einsum`` (MaxText's dense one-hot dispatch and combine
-        einsums over capacity-padded expert buffers; needs a ``capacity_factor``).
+        einsums over capacity-padded expert buffers; needs a ``capacity_factor``) or ``deepep`` (the sparse
+        dispatch over DeepEP's kernels: a token crosses the fabric once per rank, or node, holding its experts).
+    moe_routing
+        How the router spreads a token's experts (:data:`workloads.zoo.transformer.MOE_ROUTINGS`): ``uniform``
+        (a learned or randomly forced gate) or ``round-robin`` (NeMo AutoModel's ``FakeBalancedGate``).
     grad_reduce_dtype
         Without FSDP, the dtype of the gradient buffer the backward accumulates into and the data-parallel
         ranks reduce (:data:`GRAD_REDUCE_DTYPES`): ``fp32`` is Megatron-Core's ``grad_reduce_in_fp32=True``
@@ -157,6 +161,7 @@ class ParallelPlan:
     stage_layers: tuple[int, ...] = ()
     pipeline_split: str = "even"
     moe_dispatch: str = "sparse"
+    moe_routing: str = "uniform"
     grad_reduce_dtype: str = ""
     fp8_param: bool = False
     param_dtype: str = ""
@@ -224,7 +229,7 @@ class ParallelPlan:
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
-                           ("loss_chunks", 1)):  # read as before at their defaults
+                           ("loss_chunks", 1), ("moe_routing", "uniform")):  # read as before at their defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -250,7 +255,11 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     cf = plan.capacity_factor
     if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
-    modes = ("sparse", "einsum")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (not imported: zoo loads late)
+    modes = ("sparse", "einsum", "deepep")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (zoo loads late)
+    routings = ("uniform", "round-robin")  # workloads.zoo.transformer.MOE_ROUTINGS
+    if plan.moe_routing not in routings:
+        out.append(f"moe_routing: got {plan.moe_routing!r}; expected one of {', '.join(routings)}"
+                   + did_you_mean(str(plan.moe_routing), routings))
     if plan.moe_dispatch not in modes:
         out.append(f"moe_dispatch: got {plan.moe_dispatch!r}; expected one of {', '.join(modes)}"
                    + did_you_mean(str(plan.moe_dispatch), modes))
@@ -509,11 +518,14 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if fp8_phase:
         raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
     if plan.capacity_factor is None:
+        if cfg.experts and (plan.moe_dispatch, plan.moe_routing) != ("sparse", "uniform"):
+            return dataclasses.replace(cfg, moe_dispatch=plan.moe_dispatch, moe_routing=plan.moe_routing)
         return cfg
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
-    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch)
+    return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
+                               moe_routing=plan.moe_routing)
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

@@ -595,8 +595,9 @@ def _bwd_all_to_all(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[T
     (dy,) = dys
     assert dy is not None
     x = op.inputs[0]
+    dedup = {k: v for k, v in op.attrs.items() if k.startswith("dedup_")}  # DeepEP's sizes, both ways
     return [d.emit("all_to_all", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)],
-                   group_size=int(op.attrs.get("group_size", 1)), stride=int(op.attrs.get("stride", 1)))[0]]
+                   group_size=int(op.attrs.get("group_size", 1)), stride=int(op.attrs.get("stride", 1)), **dedup)[0]]
 
 
 @_rule("all_reduce")
@@ -745,7 +746,7 @@ def _bwd_grouped(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Tens
     (dy,) = dys
     assert dy is not None
     x, w = op.inputs
-    attrs = {k: op.attrs[k] for k in ("tokens", "experts_active") if k in op.attrs}
+    attrs = {k: op.attrs[k] for k in ("tokens", "experts_active", "tile_rows") if k in op.attrs}
     need = _needs(d, op)
     gx = d.emit("grouped_matmul_bwd_data", [dy, d.R(w)], f"{op.name}.bwd_data", op.group, out=[d.hint(x)],
                 **attrs)[0] if need[0] else None

@@ -2,8 +2,8 @@
 
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
---fp8-linears --capacity-factor --moe-dispatch --grad-reduce-dtype --param-dtype --loss-chunks --fp8-params
---input-len --output-len``.
+--fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
+--fp8-params --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
-               "grad_reduce_dtype", "param_dtype", "loss_chunks")
+               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -56,10 +56,14 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                         "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
-    g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum")), metavar="MODE",
-                   help="how MoE tokens reach their experts: sparse (routed rows gathered and scattered, default) "
-                        "or einsum (MaxText's dense one-hot dispatch over capacity-padded experts; needs "
-                        "--capacity-factor)")
+    g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum", "deepep")), metavar="MODE",
+                   help="how MoE tokens reach their experts: sparse (routed rows gathered and scattered, default), "
+                        "einsum (MaxText's dense one-hot dispatch over capacity-padded experts; needs "
+                        "--capacity-factor) or deepep (sparse over DeepEP's kernels: each token sent once per "
+                        "rank, between nodes once per node, holding its experts)")
+    g.add_argument("--moe-routing", type=one_of(("uniform", "round-robin")), metavar="ROUTING",
+                   help="how the router spreads a token's experts: uniform (a learned gate, default) or "
+                        "round-robin (NeMo AutoModel's fake balanced gate: neighbouring experts)")
     g.add_argument("--grad-reduce-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
                    help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
                         "grad_reduce_in_fp32; default: the stack's)")
@@ -141,7 +145,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         zero_stage=args.zero or 0, fsdp=args.fsdp, shard_group=args.shard_group or 0,
                         offload=args.offload or (), capacity_factor=args.capacity_factor,
                         stage_layers=args.stage_layers or (), pipeline_split=args.pipeline_split or "even",
-                        moe_dispatch=args.moe_dispatch or "sparse", grad_reduce_dtype=args.grad_reduce_dtype or "",
+                        moe_dispatch=args.moe_dispatch or "sparse",
+                        moe_routing=args.moe_routing or "uniform", grad_reduce_dtype=args.grad_reduce_dtype or "",
                         fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
                         loss_chunks=args.loss_chunks or 1)
 

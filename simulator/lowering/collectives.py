@@ -68,9 +68,16 @@ def group_nodes(n: int, stride: int, devices_per_node: int) -> int:
     return max(1, math.ceil(n * stride / devices_per_node))
 
 
-def _size(op: Op) -> float:
+def _size(op: Op, n: int = 1, nodes: int = 1) -> float:
     if op.attrs.get("size_bytes"):  # a micro-workload states nccl-tests' size
         return float(op.attrs["size_bytes"])
+    if op.attrs.get("dedup_tokens"):  # DeepEP: a token once per destination rank, between nodes once per node
+        from workloads.zoo.transformer import dispatch_copies
+
+        a = op.attrs
+        copies = dispatch_copies(int(a["dedup_experts"]), int(a["dedup_top_k"]), nodes if nodes > 1 else n,
+                                 str(a.get("dedup_routing", "uniform")))
+        return float(a["dedup_tokens"]) * copies * float(a["dedup_row_bytes"])
     if op.kind == "all_gather":
         return float(op.outputs[0].nbytes)
     if op.kind == "recv":
@@ -101,7 +108,7 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int |
         raise ValueError(f"op {op.name!r} ({op.kind}): a group of {n} devices {stride} apart spans {nodes} nodes of "
                          f"{dpn}; {where}; expected a group within the system")
     coll = KIND_TO_COLLECTIVE[op.kind]
-    size = _size(op)
+    size = _size(op, n, nodes)
     if nodes > 1 and is_multislice(csys):  # ICI inside each slice, DCN across slices
         res = multislice_collective(coll, size, n, csys, nodes)
     else:

@@ -495,7 +495,7 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
                "pool2d_bwd", "resize", "concat", "transpose", "cross_entropy", "cross_entropy_bwd",
                "optimizer_update", "embedding", "embedding_bwd", "kv_append", "moe_dispatch", "moe_combine",
                "expand", "groupnorm", "groupnorm_bwd", "mse_loss", "mse_loss_bwd", "moe_dispatch_bwd",
-               "moe_combine_bwd", "moe_router_bwd")
+               "moe_combine_bwd")
 def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     p = ctx.params("fp32")
     vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
@@ -522,6 +522,32 @@ def _router(op: Op, ctx: LoweringContext) -> KernelCost:
         vector_flops=g.vector_flops + float(op.flops) - 2.0 * t * d * e_, rule="gemm+softmax-topk",
         matrix_dtype=g.matrix_dtype, tile=g.tile, split_k=g.split_k, ctas=g.ctas, waves=g.waves,
         ctas_per_sm=g.ctas_per_sm, kernels=2,
+    )
+
+
+@register_rule("gpu", "moe_router_bwd")
+def _router_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
+    """The router's backward as the stacks run it: the gate is a linear layer (Megatron-Core ``TopKRouter``
+    ``gating``: ``torch.nn.functional.linear``; NeMo AutoModel ``Gate``: ``F.linear``), so autograd runs its
+    two GEMMs, ``dx = dlogits W^T`` (T x D x E) and ``dW = x^T dlogits`` (D x E x T), on the tensor cores; the
+    softmax and top-k backward streams the (T, E) fp32 scores."""
+    x, w = op.inputs[0], op.inputs[1]
+    t, d = x.shape
+    e_ = w.shape[1]
+    ib = element_bytes(x.dtype)
+    gx = _gemm_cost(ctx, t, d, e_, batch=1, dtype=op.dtype.value, in_bytes=ib, out_bytes=ib, b_shared=True,
+                    rule="router-bwd")
+    gw = _gemm_cost(ctx, d, e_, t, batch=1, dtype=op.dtype.value, in_bytes=ib, out_bytes=4.0, b_shared=False,
+                    rule="router-bwd")
+    rest = max(0.0, float(op.flops) - 4.0 * t * d * e_)
+    s = gpu.streaming(2.0 * t * e_ * 4.0, t * e_ * 4.0, rest, ctx.params("fp32"))
+    return KernelCost(
+        compute_s=gx.compute_s + gw.compute_s + _f(s.compute_s), memory_s=gx.memory_s + gw.memory_s + _f(s.memory_s),
+        latency_s=gx.latency_s + gw.latency_s + _f(s.latency_s),
+        dram_bytes=gx.dram_bytes + gw.dram_bytes + _f(s.dram_bytes), l2_bytes=gx.l2_bytes + gw.l2_bytes + _f(s.l2_bytes),
+        smem_bytes=gx.smem_bytes + gw.smem_bytes, matrix_flops=gx.matrix_flops + gw.matrix_flops,
+        vector_flops=gx.vector_flops + gw.vector_flops + rest, rule="gemm+gemm+softmax-topk-bwd",
+        matrix_dtype=gx.matrix_dtype, tile=gx.tile, ctas=gx.ctas + gw.ctas, waves=gx.waves + gw.waves, kernels=3,
     )
 
 

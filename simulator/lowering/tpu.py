@@ -63,6 +63,7 @@ Fixed-function engines (a DLA, an Edge TPU)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -110,7 +111,6 @@ VECTOR_KINDS = frozenset({
     "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "groupnorm", "groupnorm_bwd", "reduction", "pool2d",
     "pool2d_bwd", "resize", "concat", "transpose", "expand", "cross_entropy", "cross_entropy_bwd",
     "optimizer_update", "kv_append", "moe_combine", "moe_combine_bwd", "mse_loss", "mse_loss_bwd",
-    "moe_router_bwd",
 })
 #: Gathers and scatters: bytes only, no arithmetic worth counting.
 GATHER_KINDS = frozenset({"embedding", "embedding_bwd", "moe_dispatch", "moe_dispatch_bwd"})
@@ -331,10 +331,18 @@ def _tpu_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
 
 
 def _grouped_rows(op: Op) -> tuple[int, int]:
+    """(rows per group, groups) of a grouped matmul: its routed rows shared by the active experts; with a
+    ``tile_rows`` m tile (MaxText's Megablox ``gmm``, :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm_tile_rows`)
+    the rows the kernel computes: ``ceil(rows / tm)`` tiles plus one more visit for every group that starts
+    inside a tile (``make_group_metadata``), ``(groups - 1) (tm - 1) / tm`` expected when the group sizes
+    fall as routing spreads them (a start on a tile edge 1 time in ``tm``), each visit a full tile."""
     a = op.inputs[0]
     e, c = a.shape[0], a.shape[1]
     tokens = int(op.attrs.get("tokens", e * c))
     active = int(op.attrs.get("experts_active", e))
+    tm = int(op.attrs.get("tile_rows", 0))
+    if tm > 1 and active > 1:
+        tokens = round(tm * (math.ceil(tokens / tm) + (active - 1) * (tm - 1) / tm))
     return max(1, math.ceil(tokens / active)), active
 
 
@@ -491,6 +499,26 @@ def _tpu_router(op: Op, ctx: LoweringContext) -> KernelCost:
                      rule="mxu-router", vector_flops=rest, dram_bytes=float(op.bytes_read + op.bytes_written),
                      notes="softmax and top-k on the vector unit", op=op)
     return g
+
+
+@register_rule("tpu", "moe_router_bwd")
+def _tpu_router_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
+    """The router's backward: the gate is a dense layer (MaxText ``GateLogit``, a ``dot_general`` on the MXU),
+    so its gradient is two matmuls, ``dx`` (T x D x E) and ``dW`` (D x E x T), on the MXU; the softmax and
+    top-k backward on the vector unit."""
+    x, w = op.inputs[0], op.inputs[1]
+    t, d = x.shape
+    e = w.shape[1]
+    ib = element_bytes(x.dtype)
+    rest = max(0.0, float(op.flops) - 4.0 * t * d * e)
+    gx = _contraction(ctx, 1, t, d, e, dtype=op.dtype.value, in_bytes=ib, out_bytes=ib, rule="mxu-router-bwd",
+                      vector_flops=rest, op=op)
+    gw = _contraction(ctx, 1, d, e, t, dtype=op.dtype.value, in_bytes=ib, out_bytes=4.0, rule="mxu-router-bwd",
+                      op=op)
+    return dataclasses.replace(gx, compute_s=gx.compute_s + gw.compute_s, memory_s=gx.memory_s + gw.memory_s,
+                               dram_bytes=gx.dram_bytes + gw.dram_bytes, smem_bytes=gx.smem_bytes + gw.smem_bytes,
+                               matrix_flops=gx.matrix_flops + gw.matrix_flops, kernels=2,
+                               notes="dx and dW matmuls on the MXU; softmax and top-k backward on the vector unit")
 
 
 @register_rule("tpu", *sorted(VIEW_KINDS))

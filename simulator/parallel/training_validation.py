@@ -384,6 +384,19 @@ def _capacity_factor(row: TrainingRecord) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _moe_dispatch(row: TrainingRecord) -> str:
+    """The ``moe`` column's dispatch: MaxText's dense einsums (``einsum``), DeepEP's kernels (``deepep``: the
+    recipe's ``dispatcher: deepep``), else the sparse gather/scatter with an all-to-all per (token, expert)."""
+    text = row["moe"].lower()
+    return "einsum" if "einsum" in text else "deepep" if "deepep" in text else "sparse"
+
+
+def _moe_routing(row: TrainingRecord) -> str:
+    """``round-robin`` where the ``moe`` column states NeMo AutoModel's fake balanced gate (``FakeBalancedGate``
+    with its default ``fake_gate_noise`` 0: neighbouring experts per token), else ``uniform``."""
+    return "round-robin" if "fake balanced gate" in row["moe"].lower() else "uniform"
+
+
 def stack_of(row: TrainingRecord) -> str:
     """The framework profile of the row's training stack (torchtitan and NeMo AutoModel: ``fsdp2``,
     MaxText: ``maxtext``, Megatron-Bridge / NeMo: ``megatron-core``; '' for another stack)."""
@@ -474,7 +487,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
                         capacity_factor=_capacity_factor(row), pipeline_split=split,
-                        moe_dispatch="einsum" if "einsum" in row["moe"].lower() else "sparse",
+                        moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **_maxtext_config(row))
 

@@ -88,6 +88,7 @@ MOE = ("predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--train", "--ep", "
     (("--grad-reduce-dtype", "fp16"), ("--grad-reduce-dtype", "'fp16'", "fp32", "bf16")),
     (("--param-dtype", "bf61"), ("--param-dtype", "'bf61'", "fp32", "bf16")),
     (("--loss-chunks", "0"), ("--loss-chunks", "0")),
+    (("--moe-routing", "round-robn"), ("--moe-routing", "'round-robn'", "round-robin")),
 ])
 def test_bad_moe_dispatch_and_gradient_dtype_are_one_located_line(capsys: pytest.CaptureFixture[str],
                                                                   argv: tuple[str, ...],

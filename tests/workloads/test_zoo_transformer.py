@@ -266,3 +266,48 @@ def test_einsum_dispatch_needs_a_capacity_factor():
         ParallelPlan(moe_dispatch="einsum")
     with pytest.raises(PlanError, match="did you mean 'einsum'"):
         ParallelPlan(moe_dispatch="einsun", capacity_factor=1.25)
+    with pytest.raises(PlanError, match="moe_routing: got 'round_robin'.*did you mean 'round-robin'"):
+        ParallelPlan(moe_routing="round_robin")
+    with pytest.raises(PlanError, match="did you mean 'deepep'"):
+        ParallelPlan(moe_dispatch="deep-ep")
+    assert "moe_routing" not in ParallelPlan().to_json()  # the default reads as before
+    assert ParallelPlan(moe_dispatch="deepep", moe_routing="round-robin").to_json()["moe_routing"] == "round-robin"
+
+
+def test_deepep_dispatch_copies_by_hand():
+    """DeepEP sends a token once per rank (within a node) or node (between nodes) holding its experts.
+    NeMo AutoModel's fake balanced gate gives token i the experts (8i .. 8i+7) mod E: Qwen3-30B-A3B (128
+    experts, 16 per rank at EP 8) -> one rank; DeepSeek-V3 (256 experts, EP 64: 4 per rank, 32 per node of 8)
+    -> two ranks, one node. A uniform gate over 8 nodes of 32 experts: 8 (1 - prod (224-i)/(256-i))."""
+    import math
+
+    from workloads.zoo.transformer import dispatch_copies
+
+    assert dispatch_copies(128, 8, 8, "round-robin") == 1.0
+    assert dispatch_copies(256, 8, 64, "round-robin") == 2.0
+    assert dispatch_copies(256, 8, 8, "round-robin") == 1.0
+    miss = math.prod((224 - i) / (256 - i) for i in range(8))
+    assert dispatch_copies(256, 8, 8) == pytest.approx(8 * (1 - miss))
+    assert dispatch_copies(256, 8, 8) == pytest.approx(5.2947, abs=1e-4)  # of 8 copies sent by an all-to-all
+    assert dispatch_copies(8, 2, 1) == 1.0  # one domain: the token is sent once
+
+
+def test_deepep_all_to_all_carries_the_deduplicated_size():
+    """Qwen3-30B-A3B on one DGX H100 at EP 8, 4096 tokens: the alltoall dispatcher's all-to-all carries every
+    (token, expert) row, 4096 x 8 x 2048 x 2 bytes; DeepEP under the fake balanced gate one row per token
+    (4096 x 2048 x 2), forward and backward alike."""
+    import dataclasses
+
+    from simulator.lowering.collectives import _size
+    from workloads.parallel import ParallelPlan, plan_graphs
+
+    cfg = dataclasses.replace(zoo_config("qwen3-30b-a3b"), layers=1)
+
+    def a2a_sizes(**kw):
+        graphs = plan_graphs(cfg, ParallelPlan(dp=8, ep=8, microbatch=1, **kw), train=True, seq=4096)
+        ops = [op for sg in graphs for op in sg.graph.ops if op.kind == "all_to_all"]
+        assert len(ops) == 4  # dispatch and combine, forward and backward
+        return sorted({_size(op, 8, 1) for op in ops})
+
+    assert a2a_sizes() == [4096 * 8 * 2048 * 2]
+    assert a2a_sizes(moe_dispatch="deepep", moe_routing="round-robin") == [4096 * 2048 * 2]

@@ -190,6 +190,7 @@ class TransformerConfig:
     moe_offset: int = 0
     capacity_factor: float = 1.0
     moe_dispatch: str = "sparse"
+    moe_routing: str = "uniform"
     relative_buckets: int = 32
     shared_d_ff: int = 0
     dense_d_ff: int = 0
@@ -228,6 +229,8 @@ class TransformerConfig:
                 problems.append(f"capacity_factor: got {self.capacity_factor}; expected > 0")
             if self.moe_dispatch not in MOE_DISPATCH_MODES:
                 problems.append(f"moe_dispatch: got {self.moe_dispatch!r}; expected one of {', '.join(MOE_DISPATCH_MODES)}")
+            if self.moe_routing not in MOE_ROUTINGS:
+                problems.append(f"moe_routing: got {self.moe_routing!r}; expected one of {', '.join(MOE_ROUTINGS)}")
         if self.kv_lora_rank and (self.head_dim is None or self.rope_head_dim < 1 or self.v_head_dim < 1
                                   or self.pos != "rope"):
             problems.append("kv_lora_rank: latent attention needs head_dim, rope_head_dim >= 1, v_head_dim >= 1 and "
@@ -330,9 +333,41 @@ def expected_active_experts(tokens: int, experts: int, top_k: int) -> int:
 
 
 #: How MoE tokens reach their experts: ``sparse`` (gather / scatter of routed rows: Megatron-Core's permute,
-#: MaxText ``sparse_matmul``), ``einsum`` (MaxText ``dense_matmul`` with ``capacity_factor > 0``: one-hot
-#: dispatch and combine einsums over capacity-padded expert buffers, :meth:`_Build.einsum_dispatch`)
-MOE_DISPATCH_MODES = ("sparse", "einsum")
+#: MaxText ``sparse_matmul``; over expert parallelism an all-to-all of every (token, expert) row, as
+#: Megatron-Core's ``alltoall`` dispatcher sends them), ``einsum`` (MaxText ``dense_matmul`` with
+#: ``capacity_factor > 0``: one-hot dispatch and combine einsums over capacity-padded expert buffers,
+#: :meth:`_Build.einsum_dispatch`), ``deepep`` (the sparse dispatch with DeepEP's normal kernels: each token
+#: crosses the fabric once per rank that holds one of its experts and, between nodes, once per node, then is
+#: forwarded over NVLink: :func:`dispatch_copies`)
+MOE_DISPATCH_MODES = ("sparse", "einsum", "deepep")
+#: How a router spreads each token's ``top_k`` experts (what :func:`dispatch_copies` counts): ``uniform``
+#: (a learned gate, or Megatron-Core's ``moe_router_force_load_balancing`` random logits: ``top_k`` distinct
+#: experts as if drawn at random), ``round-robin`` (NeMo AutoModel's ``FakeBalancedGate`` with no noise,
+#: nemo_automodel/components/moe/layers.py @ cb97654: token ``i`` takes experts ``(i * top_k + j) mod E``,
+#: ``j < top_k``, so a token's experts are neighbours and sit on the fewest ranks)
+MOE_ROUTINGS = ("uniform", "round-robin")
+#: attributes of an expert-parallel all-to-all that DeepEP deduplicates (:func:`dispatch_copies`)
+DEDUP_ATTRS = ("dedup_tokens", "dedup_experts", "dedup_top_k", "dedup_routing", "dedup_row_bytes")
+
+
+def dispatch_copies(experts: int, top_k: int, domains: int, routing: str = "uniform") -> float:
+    """Expected distinct domains (ranks, or nodes) holding a token's ``top_k`` experts when ``experts`` are
+    split evenly over ``domains`` in order: how many times DeepEP sends the token. DeepEP's dispatch sends
+    each token once to every rank in its ``is_token_in_rank`` layout and, between nodes, once per node over
+    RDMA, forwarded over NVLink to the ranks there (``Buffer.get_dispatch_layout``: ``num_tokens_per_rank``,
+    ``num_tokens_per_rdma_rank``; deepseek-ai/DeepEP docs/legacy.md "Normal kernels with NVLink and RDMA
+    forwarding"; DeepSeek-V3 technical report, arXiv:2412.19437, section 3.2.2: tokens go over IB once to
+    each target node, then over NVLink to the GPUs of their experts). ``uniform``: ``D (1 - C(E - E/D, k) /
+    C(E, k))``; ``round-robin``: the mean over the gate's start experts (:data:`MOE_ROUTINGS`)."""
+    d = max(1, int(domains))
+    if d == 1 or experts % d:
+        return 1.0 if d == 1 else float(min(top_k, d))
+    per = experts // d
+    if routing == "round-robin":
+        starts = range(0, experts * top_k // math.gcd(experts, top_k), top_k)
+        counts = [len({((s + j) % experts) // per for j in range(top_k)}) for s in starts]
+        return sum(counts) / len(counts)
+    return d * (1.0 - math.comb(experts - per, top_k) / math.comb(experts, top_k))
 
 
 def einsum_capacity(seq: int, experts: int, top_k: int, capacity_factor: float) -> int:
@@ -398,6 +433,8 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
+        #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
+        self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -764,16 +801,19 @@ class _Build:
         # owner's experts see the ep ranks' tokens: e/ep experts of ep * cap slots, tokens spread evenly
         le = e // ep
         active_local = max(1, min(le, round(expected_active_experts(t * ep, e, k) * le / e))) if ep > 1 else active
+        dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
+            t, e, k, cfg.moe_routing, h.nbytes // t), strict=True))  # sizes as DeepEP sends them (dispatch_copies)
+        tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed)
             if ep > 1:
-                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.tp)
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.tp, **dedup)
                 buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
-                       tokens=routed, experts_active=active_local)
+                       tokens=routed, experts_active=active_local, **tiles)
             if cfg.gated:
                 gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
@@ -781,10 +821,10 @@ class _Build:
             else:
                 a = self.ew(cfg.mlp, hid, name="act")
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
-                     tokens=routed, experts_active=active_local)
+                     tokens=routed, experts_active=active_local, **tiles)
             if ep > 1:
                 y = self.reshape(y, (e, cap, d), "expert_buffers")
-                y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.tp)
+                y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.tp, **dedup)
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             return self.tp_exit(self.reshape(y, (bsz, s, d), "merge"), "experts")

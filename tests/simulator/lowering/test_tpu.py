@@ -248,3 +248,52 @@ def test_fp32_contraction_runs_at_the_bf16_rate_and_missing_dtypes_are_noted():
     t32 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="fp32"), v5e).records[0].compute_s
     t16 = evaluate(load_workload("gemm:m=2048,n=2048,k=2048", dtype="bf16"), v5e).records[0].compute_s
     assert t32 == pytest.approx(t16)
+
+
+def test_megablox_tile_visits_by_hand():
+    """MaxText's Megablox gmm (tile_batch_seq 512): 393,216 routed rows (DeepSeek-V3 on v5p, 6 x 8192 tokens
+    x top-8) over 256 experts visit ceil(393216 / 512) = 768 m tiles plus one for every group starting inside
+    a tile, 255 x 511/512 expected: 393,216 + 255 x 511 = 523,521 rows, 2046 per expert (1536 without
+    the tiles). The maxtext profiles build the experts' grouped matmuls with that tile; a GPU stack does not."""
+    import dataclasses
+
+    from simulator.lowering.tpu import _grouped_rows
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, TensorSpec
+    from workloads.zoo.transformer import build, zoo_config
+
+    x = TensorSpec("x", (256, 1536, 7168), DType("bf16"))
+    w = TensorSpec("w", (256, 7168, 4096), DType("bf16"))
+    y = TensorSpec("y", (256, 1536, 4096), DType("bf16"))
+    attrs = {"tokens": 393216, "experts_active": 256}
+    op = Op("experts_in", "grouped_matmul", (x, w), (y,), Attrs(attrs), "moe")
+    assert _grouped_rows(op) == (1536, 256)
+    tiled = Op("experts_in", "grouped_matmul", (x, w), (y,), Attrs({**attrs, "tile_rows": 512}), "moe")
+    assert _grouped_rows(tiled) == (math.ceil((393216 + 255 * 511) / 256), 256) == (2046, 256)
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=1)
+    for framework, tile in (("maxtext", 512), ("maxtext-cf", 512), ("megatron-core", None)):
+        g = build(cfg, batch=1, seq=512, phase="forward", name="m", framework=framework)
+        gmm = [op for op in g.ops if op.kind == "grouped_matmul"]
+        assert len(gmm) == 2 and all(op.attrs.get("tile_rows") == tile for op in gmm)
+
+
+def test_router_backward_runs_its_two_matmuls_on_the_matrix_units():
+    """The router's backward is a dense layer's: dx = dlogits W^T and dW = x^T dlogits, 2 x 2 T D E flops
+    (Llama 4 Maverick on one v5p chip: 16,384 tokens, D 5120, 128 experts: 85.9 GFLOP) on the MXU (TPU)
+    and the tensor cores (H100), not on the vector units; the softmax and top-k backward stays vector work."""
+    from simulator.lowering.common import LoweringContext, lower
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, TensorSpec
+
+    bf16 = DType("bf16")
+    t, d, e = 16384, 5120, 128
+    x, w = TensorSpec("x", (t, d), bf16), TensorSpec("w", (d, e), bf16)
+    dwts = TensorSpec("dwts", (t, 1), bf16)
+    op = Op("router.bwd", "moe_router_bwd", (x, w, dwts), (TensorSpec("dx", (t, d), bf16),
+                                                             TensorSpec("dw", (d, e), bf16)), Attrs({"top_k": 1}),
+            "moe")
+    assert op.flops == 4 * t * d * e + 4 * t * e
+    for dev, rule in (("tpu-v5p", "mxu-router-bwd"), ("h100-sxm5-80gb", "gemm+gemm+softmax-topk-bwd")):
+        cost = lower(op, LoweringContext(load_device(dev), EvalOptions()))
+        assert cost.rule == rule and cost.matrix_flops == 4 * t * d * e
+        assert cost.vector_flops == pytest.approx(4 * t * e, rel=0.01)

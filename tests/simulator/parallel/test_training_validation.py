@@ -182,6 +182,10 @@ def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
     r = _row(rows, "train-124")  # Mixtral 8x7B, capacity factor 1.25, dense einsum dispatch
     assert _plan(r, 256).capacity_factor == 1.25 and _plan(r, 256).shard_group == 0
     assert _plan(r, 256).moe_dispatch == "einsum" and _unstatable(r, 256, "tpu-v6e-256") == []
+    r = _row(rows, "train-138")  # NeMo AutoModel DeepSeek-V3: dispatcher deepep, fake_balanced_gate true
+    assert (_plan(r, 64).moe_dispatch, _plan(r, 64).moe_routing) == ("deepep", "round-robin")
+    r = _row(rows, "train-064")  # Megatron-Bridge: the alltoall dispatcher, force-balanced random routing
+    assert (_plan(r, 8).moe_dispatch, _plan(r, 8).moe_routing) == ("sparse", "uniform")
     r = _row(rows, "train-001")  # torchtitan: local batch 2 per rank, 16 per step
     assert _plan(r, 8) == ParallelPlan(dp=8, fsdp=True, microbatch=2, global_batch=16)
 
