@@ -126,7 +126,7 @@ def test_power_mode_errors_are_located():
                                         r"board power limit on a GPU \(l4@<N>w, N in watts\)"):
         load_hardware("l4@eco")
     # on a GPU without shipped modes <N>w is a board power limit (hwmodels/power_limits.py): 15 W is below the
-    # L4's idle power
+    # L4's 40 W minimum (catalog/power_modes/limits.toml)
     with pytest.raises(SpecError, match=r"l4@15w: power limit: below the board's minimum; got 15 W"):
         load_hardware("l4@15w")
 

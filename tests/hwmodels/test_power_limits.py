@@ -65,12 +65,23 @@ def test_sourced_range_and_its_edges() -> None:
         load_hardware("h100-sxm5-80gb@701w")
     with pytest.raises(SpecError, match=r"below the board's minimum; got 199 W; expected at least 200 W"):
         load_hardware("h100-sxm5-80gb@199w")
-    # no table: up to the device's own limit and above its idle power (L4: 72 W, idle 16.42 W)
-    assert load_hardware("l4@60w").power.tdp_w == 60.0
+    # no table: up to the device's own limit and above its idle power (A10: 150 W, idle 0.228 x 150 = 34.2 W)
+    assert load_hardware("a10@60w").power.tdp_w == 60.0
+    with pytest.raises(SpecError, match=r"a10@151w: power limit: above the board's maximum; got 151 W; expected at most 150 W"):
+        load_hardware("a10@151w")
+    with pytest.raises(SpecError, match=r"a10@34w: .* expected at least 34.2 W"):
+        load_hardware("a10@34w")
+    # L4 and L40S: the range their nvidia-smi logs state (40-72 W, 100-350 W), not idle..TDP
+    assert power_limit_range(load_device("l4"))[::2] == (40.0, 72.0)
+    assert power_limit_range(load_device("l40s"))[::2] == (100.0, 350.0)
+    assert load_hardware("l4@40w").power.tdp_w == 40.0
+    with pytest.raises(SpecError, match=r"l4@39w: power limit: below the board's minimum; got 39 W; expected at least 40 W "
+                                        r"\(thamada/nvidia-smi .*Min Power Limit : 40.00 W"):
+        load_hardware("l4@39w")
     with pytest.raises(SpecError, match=r"l4@73w: power limit: above the board's maximum; got 73 W; expected at most 72 W"):
         load_hardware("l4@73w")
-    with pytest.raises(SpecError, match=r"l4@16w: .* expected at least 16.42 W"):
-        load_hardware("l4@16w")
+    with pytest.raises(SpecError, match=r"l40s@99w: .* expected at least 100 W"):
+        load_hardware("l40s@99w")
     with pytest.raises(SpecError, match=r"tpu-v5e@100w: power limit: a board power limit is set on GPUs only"):
         load_hardware("tpu-v5e@100w")
     # devices with shipped nvpmodel modes keep their modes only
