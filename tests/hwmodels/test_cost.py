@@ -17,7 +17,7 @@ from hwmodels.cost import (
 from hwmodels.spec import SpecError
 
 #: GPUs and TPUs of the catalog whose on-demand price was read from a source (see prices.toml's header).
-PRICED = ("a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
+PRICED = ("a10", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
           "h200-sxm-141gb", "l4", "mi300x", "t4", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e")
 
 
