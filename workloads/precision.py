@@ -513,6 +513,9 @@ FP8_RECIPES = ("tensorwise", "rowwise", "delayed", "current", "mxfp8", "int8")
 BLACKWELL_ONLY = {"mxfp8": (("blackwell",), "MXFP8 block-scaled GEMMs run on Blackwell tensor cores (SM 10.0+)")}
 #: recipes that keep TE's fp8 weight copies across a step's microbatches (``is_first_microbatch``)
 TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
+#: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
+#: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
+TORCHAO_RECIPES = ("tensorwise", "rowwise")
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
@@ -554,8 +557,9 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
-        qdt, scaling = _QUANT[recipe]
+        qdt, _ = _QUANT[recipe]
         ins = []
+        amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
@@ -564,15 +568,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
                 ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
                 continue
-            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
-            if scaling:
-                row = scaling == "row"
-                axes = (len(t.shape) - 1,) if row else tuple(range(len(t.shape)))
-                shape = (*t.shape[:-1], 1) if row else (1,)
-                amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
-                ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,),
-                              Attrs({"op": "max", "axes": axes, "keepdims": row}), op.group))
-            ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+            q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops)
             ins.append(q)
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
@@ -581,10 +577,80 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                     ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
                                   op.group))
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
+        if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
+            ops.extend(_post_scaled(op, ins, attrs, amaxes))
+            continue
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+
+
+
+def _contraction_axis(op: Op, i: int, ndim: int) -> int:
+    """The axis of ``op``'s operand ``i`` (0: a, 1: b) its GEMM contracts over, as a non-negative index."""
+    if i == 0:
+        return ndim - (2 if op.attrs.get("transpose_a", False) else 1)
+    return ndim - (1 if op.attrs.get("transpose_b", False) else 2)
+
+
+def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]) -> tuple[TensorSpec, TensorSpec | None]:
+    """The cast of ``op``'s 16-bit operand ``i`` under ``recipe`` (ops appended to ``ops``): ``(quantised
+    tensor, the amax its scale comes from or None)``.
+
+    The cast reads the amax it scales by. torchao's recipes (``tensorwise``, ``rowwise``) scale along the
+    GEMM's contraction axis (``rowwise``: one amax per row of the operand as the GEMM reads it, so the
+    weight-gradient operands and the weight of the input-gradient GEMM are scaled per column of the tensor
+    as stored). An amax over the whole tensor (``tensorwise``) or over an outer axis is a reduction across
+    the kernel's grid: its value exists only when its kernel has ended, so the cast is a kernel of its own
+    that reads the 16-bit tensor again (attribute ``grid_reduction``; torchao
+    ``torchao/float8/roofline_utils.py`` @ eab345c and ``torchao/testing/float8/roofline_utils.py`` @ 6243040
+    count the same kernels: "kernel 1: x_bf16 -> max_abs_stage_1 -> tmp; kernel 2: tmp -> max_abs_stage_2 ->
+    max_abs; kernel 3: x_bf16, max_abs -> to_float8"). An amax per row along the innermost axis is the
+    persistent row reduction Inductor fuses with the cast that follows (one read)."""
+    qdt, scaling = _QUANT[recipe]
+    q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
+    if not scaling:
+        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+        return q, None
+    nd = len(t.shape)
+    attrs: dict[str, Any] = {"op": "max"}
+    if scaling == "row":
+        axis = _contraction_axis(op, i, nd) if recipe in TORCHAO_RECIPES else nd - 1
+        shape = tuple(1 if d == axis else n for d, n in enumerate(t.shape))
+        attrs.update(axes=(axis,), keepdims=True)
+        grid = axis != nd - 1
+    else:
+        shape, grid = (1,), recipe in TORCHAO_RECIPES
+        attrs.update(axes=tuple(range(nd)), keepdims=False)
+    if grid:
+        attrs["grid_reduction"] = True
+    amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
+    reads = (t, amax) if recipe in TORCHAO_RECIPES else (t,)
+    ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs({"op": "cast"}), op.group))
+    return q, amax
+
+
+def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:
+    """A rowwise backward GEMM as torchao runs it: the GEMMs without fast accumulation
+    (``Float8LinearConfig``'s ``gemm_config_grad_input`` / ``gemm_config_grad_weight`` default
+    ``use_fast_accum=False``) call cuBLAS's tensorwise kernel with unit scales and multiply the 16-bit
+    result by the outer product of the row and column scales afterwards, ``output *= post_inverse_scale``
+    ("The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the tensorwise
+    cuBLAS-based kernel and do the scaling manually afterwards", ``addmm_float8_unwrapped`` in
+    ``torchao/float8/float8_python_api.py`` @ eab345c and ``torchao/float8/float8_ops.py`` @ 6243040): an
+    elementwise kernel over the output after the library GEMM."""
+    out = op.outputs[0]
+    raw = TensorSpec(f"{op.name}.unscaled", out.shape, out.dtype, out.role)
+    rows, cols = (*out.shape[:-1], 1), out.shape[-1]
+    sa = TensorSpec(f"{op.name}.row_scale", rows, DType.FP32, Role.ACTIVATION)
+    sb = TensorSpec(f"{op.name}.col_scale", (cols,), DType.FP32, Role.ACTIVATION)
+    a, b = amaxes
+    return [Op(op.name, op.kind, (*ins, *op.inputs[2:]), (raw,), attrs, op.group),
+            Op(f"{op.name}.row_scale", "reshape", (a,), (sa,), Attrs({"shape": rows}), op.group),
+            Op(f"{op.name}.col_scale", "reshape", (b,), (sb,), Attrs({"shape": (cols,)}), op.group),
+            Op(f"{op.name}.post_scale", "elementwise", (raw, sa, sb), (out,), Attrs({"op": "mul"}), op.group)]
 
 
 def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:
