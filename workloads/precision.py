@@ -550,7 +550,17 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     te = recipe in TE_WEIGHT_CACHE
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
     cast_of: dict[str, TensorSpec] = {}
+    gathers = _float8_tp_gathers(step, linear) if recipe == "tensorwise" else set()
+    fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
+        if op.name in gathers:
+            fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
+            continue
+        if op.kind == "reshape" and op.inputs[0].name in fp8_of:
+            out = op.outputs[0]
+            fp8_of[out.name] = v = TensorSpec(out.name, out.shape, DType.FP8_E4M3, out.role)
+            ops.append(Op(op.name, op.kind, (fp8_of[op.inputs[0].name],), (v,), op.attrs, op.group))
+            continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
         base = op.name.split("@recompute")[0].split(".bwd_")[0]
@@ -561,6 +571,9 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
         ins = []
         amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
+            if t.name in fp8_of:  # Float8 tensor parallelism: gathered in fp8 already
+                ins.append(_k_major(op, i, fp8_of[t.name], ops))
+                continue
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
@@ -576,7 +589,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                     qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
                     ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
                                   op.group))
-        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
             ops.extend(_post_scaled(op, ins, attrs, amaxes))
             continue
@@ -585,6 +598,74 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
 
+
+
+def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
+    """The sequence-parallel all-gathers whose gathered 16-bit tensor only linear GEMMs read (directly or
+    through views): torchtitan's tensor parallelism with tensorwise float8 (``Float8ColwiseParallel``,
+    ``Float8RowwiseParallel``, ``PrepareFloat8ModuleInput`` from ``torchao.float8.float8_tensor_parallel``;
+    ``torchtitan/parallelisms/parallelize_llama.py`` @ 9dec370 for every float8 run,
+    ``torchtitan/models/llama3/parallelize_llama.py`` @ 820504e "float8 all-gather with TP is only supported
+    for tensorwise float8 scaling recipes") casts the sequence shard to fp8 and all-gathers fp8: the inputs of
+    the column-parallel linears in the forward and the output gradients of the row-parallel ones in the
+    backward."""
+    out: set[str] = set()
+    for op in step.ops:
+        if op.kind != "all_gather" or "axis" not in op.attrs or op.outputs[0].dtype not in (DType.BF16, DType.FP16):
+            continue
+        todo, ok = [op.outputs[0].name], True
+        while todo and ok:
+            for c in step.consumers(todo.pop()):
+                if c.kind == "reshape":
+                    todo.append(c.outputs[0].name)
+                elif c.kind != "matmul" or c.name.split("@recompute")[0].split(".bwd_")[0] not in linear:
+                    ok = False
+        if ok and step.consumers(op.outputs[0].name):
+            out.add(op.name)
+    return out
+
+
+def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
+    """``q`` as ``op`` reads it: a weight-gradient GEMM (``.bwd_b``) contracts over the tokens, so an fp8
+    tensor gathered row-major is copied into the layout ``torch._scaled_mm`` takes (row-major A,
+    column-major B): torchao's ``preprocess_addmm`` (``torchao/float8/float8_ops.py`` @ eab345c) copies
+    ``a_data.contiguous()`` / ``b_data.t().contiguous().t()``; a collective's output has a fixed layout, so
+    the copy is a kernel of its own (read and write of the fp8 bytes)."""
+    if ".bwd_b" not in op.name:
+        return q
+    c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
+    return c
+
+
+def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
+    """A sequence-parallel all-gather as Float8 tensor parallelism runs it (ops appended to ``ops``): the amax
+    of the local shard, its maximum over the tensor-parallel group (an all-reduce of one value: the scale is
+    the whole tensor's), the cast of the shard and the all-gather of fp8 (half the bytes); the fp8 gathered
+    tensor is returned."""
+    shard, full = op.inputs[0], op.outputs[0]
+    n = op.attrs.get("group_size", 1)
+    amax = TensorSpec(f"{op.name}.amax", (1,), DType.FP32, Role.ACTIVATION)
+    gmax = TensorSpec(f"{op.name}.amax_group", (1,), DType.FP32, Role.ACTIVATION)
+    q = TensorSpec(f"{op.name}.fp8_shard", shard.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    qf = TensorSpec(f"{op.name}.fp8", full.shape, DType.FP8_E4M3, full.role)
+    ops += [Op(f"{op.name}.amax", "reduction", (shard,), (amax,),
+               Attrs({"op": "max", "axes": tuple(range(len(shard.shape))), "keepdims": False, "grid_reduction": True}),
+               op.group),
+            Op(f"{op.name}.amax_group", "all_reduce", (amax,), (gmax,), Attrs({"group_size": n}), op.group),
+            Op(f"{op.name}.cast", "elementwise", (shard, gmax), (q,), Attrs({"op": "cast"}), op.group),
+            Op(f"{op.name}.fp8", "all_gather", (q,), (qf,), op.attrs, op.group)]
+    return qf
+
+
+def _accumulation(op: Op, recipe: str) -> dict[str, str]:
+    """``{"fp8_accumulation": "split"}`` for a torchao backward GEMM: ``Float8LinearConfig`` runs the output
+    GEMM with fast accumulation (``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``) and the
+    input- and weight-gradient GEMMs without (``gemm_config_grad_input`` / ``gemm_config_grad_weight``:
+    ``Float8GemmConfig()``, ``use_fast_accum: bool = False``; torchao/float8/config.py @ eab345c and
+    @ 6243040), so cuBLASLt promotes their partial sums to FP32 as they run
+    (:data:`simulator.lowering.gpu.FP8_PROMOTION_INTERVAL`)."""
+    return {"fp8_accumulation": "split"} if recipe in TORCHAO_RECIPES and ".bwd_" in op.name else {}
 
 
 def _contraction_axis(op: Op, i: int, ndim: int) -> int:
