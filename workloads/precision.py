@@ -649,12 +649,13 @@ def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
     gmax = TensorSpec(f"{op.name}.amax_group", (1,), DType.FP32, Role.ACTIVATION)
     q = TensorSpec(f"{op.name}.fp8_shard", shard.shape, DType.FP8_E4M3, Role.ACTIVATION)
     qf = TensorSpec(f"{op.name}.fp8", full.shape, DType.FP8_E4M3, full.role)
-    ops += [Op(f"{op.name}.amax", "reduction", (shard,), (amax,),
+    # named as the gather plus ".amax_" / ".cast_" (the forward-op count of workloads.parallel reads them so)
+    ops += [Op(f"{op.name}.amax_shard", "reduction", (shard,), (amax,),
                Attrs({"op": "max", "axes": tuple(range(len(shard.shape))), "keepdims": False, "grid_reduction": True}),
                op.group),
             Op(f"{op.name}.amax_group", "all_reduce", (amax,), (gmax,), Attrs({"group_size": n}), op.group),
-            Op(f"{op.name}.cast", "elementwise", (shard, gmax), (q,), Attrs({"op": "cast"}), op.group),
-            Op(f"{op.name}.fp8", "all_gather", (q,), (qf,), op.attrs, op.group)]
+            Op(f"{op.name}.cast_shard", "elementwise", (shard, gmax), (q,), Attrs({"op": "cast"}), op.group),
+            Op(op.name, "all_gather", (q,), (qf,), op.attrs, op.group)]
     return qf
 
 
