@@ -538,7 +538,12 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
     same kernel, is a copy op writing its bytes (priced with one extra 1-byte read); the transposed copy
     current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
-    priced. Weights keep a cast per GEMM."""
+    priced. Weights keep a cast per GEMM.
+
+    torchao's recipes (:data:`TORCHAO_RECIPES`) as torch.compile runs them: the cast after a grid-wide amax
+    re-reads its tensor (:func:`_quantised_operand`), the backward GEMMs run without fast accumulation
+    (:func:`_accumulation`), ``rowwise`` post-scales them (:func:`_post_scaled`), and ``tensorwise`` with
+    sequence parallelism gathers fp8 shards (:func:`_float8_tp_gathers`)."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
