@@ -556,6 +556,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
     cast_of: dict[str, TensorSpec] = {}
     gathers = _float8_tp_gathers(step, linear) if recipe == "tensorwise" else set()
+    cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
     fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
         if op.name in gathers:
@@ -586,7 +587,13 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
                 ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
                 continue
-            q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops)
+            key = _cse_key(op, i, t, src) if cse is not None else None
+            if key is not None and key in cse:  # the same cast of the same tensor, once (AOTAutograd's CSE)
+                q, amaxes[i] = cse[key]
+            else:
+                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops)
+                if key is not None:
+                    cse[key] = (q, amaxes[i])
             ins.append(q)
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
@@ -603,6 +610,30 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
 
+
+
+def _aot_cse(step: OpGraph, recipe: str) -> bool:
+    """Whether the step is a torchtitan ``--compile`` run of a torchao recipe, whose identical casts are
+    computed once: AOTAutograd "Applies CSE to the graph before partitioning" (``cse = True`` in
+    ``torch/_functorch/config.py``), so the linears reading one tensor in one pass (q, k and v; gate and up)
+    share its amax and cast, as torchao's ``hp_tensor_to_float8_dynamic`` emits the same ops for each."""
+    fw = str(step.meta.get("framework") or "")
+    if recipe not in TORCHAO_RECIPES or not fw:
+        return False
+    from workloads.frameworks import get_profile
+
+    prof = get_profile(fw)
+    return prof.stack == "fsdp2" and bool(prof.fusion)
+
+
+def _cse_key(op: Op, i: int, t: TensorSpec, src: str) -> tuple[Any, ...] | None:
+    """What makes two casts of operand ``t`` the same computation: the pass (forward, recomputation,
+    backward: separate graphs), the tensor, its shape as read and the scaling axis; weights are not shared
+    (one per linear)."""
+    if t.role is not Role.ACTIVATION:
+        return None
+    phase = "bwd" if ".bwd_" in op.name else ("rec" if "@recompute" in op.name else "fwd")
+    return phase, src, tuple(t.shape), _contraction_axis(op, i, len(t.shape))
 
 
 def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
