@@ -112,3 +112,19 @@ def test_fp8_linears_refuses_unknown_recipes_with_a_suggestion() -> None:
     g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256)[0].graph
     with pytest.raises(ValueError, match="did you mean 'tensorwise'"):
         fp8_linears(g, "tensorwize")
+
+
+def test_compiled_runs_cast_a_shared_input_once() -> None:
+    # q, k and v read the normed input: under --compile one amax and one cast feed the three GEMMs
+    # (AOTAutograd CSE); eager FSDP2 casts it per linear
+    def casts(framework: str) -> tuple[int, set[str]]:
+        g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="tensorwise", recompute="selective-op",
+                        framework=framework)[0].graph
+        fwd = [op for op in g.ops if op.name.startswith("layers.0.attn.qkv.part") and ".bwd_" not in op.name
+               and "@recompute" not in op.name]
+        n = sum(op.name.endswith(".cast_0") for op in fwd)
+        return n, {op.inputs[0].name for op in fwd if op.kind == "matmul"}
+    n, read = casts("fsdp2-compile")
+    assert n == 1 and len(read) == 1
+    n, read = casts("fsdp2")
+    assert n == 3 and len(read) == 3
