@@ -540,10 +540,8 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
     priced. Weights keep a cast per GEMM.
 
-    torchao's recipes (:data:`TORCHAO_RECIPES`) as torch.compile runs them: the cast after a grid-wide amax
-    re-reads its tensor (:func:`_quantised_operand`), the backward GEMMs run without fast accumulation
-    (:func:`_accumulation`), ``rowwise`` post-scales them (:func:`_post_scaled`), and ``tensorwise`` with
-    sequence parallelism gathers fp8 shards (:func:`_float8_tp_gathers`)."""
+    torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`,
+    :func:`_accumulation`, :func:`_post_scaled`, :func:`_float8_tp_gathers` and :func:`_aot_cse`."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
@@ -559,13 +557,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
     fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
-        if op.name in gathers:
-            fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
-            continue
-        if op.kind == "reshape" and op.inputs[0].name in fp8_of:
-            out = op.outputs[0]
-            fp8_of[out.name] = v = TensorSpec(out.name, out.shape, DType.FP8_E4M3, out.role)
-            ops.append(Op(op.name, op.kind, (fp8_of[op.inputs[0].name],), (v,), op.attrs, op.group))
+        if _float8_tp_op(op, gathers, fp8_of, ops):
             continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
@@ -659,6 +651,20 @@ def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
         if ok and step.consumers(op.outputs[0].name):
             out.add(op.name)
     return out
+
+
+def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op]) -> bool:
+    """Whether ``op`` was one of Float8 tensor parallelism's gathers, or a view of one, re-emitted in fp8
+    into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions)."""
+    if op.name in gathers:
+        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
+        return True
+    if op.kind == "reshape" and op.inputs[0].name in fp8_of:
+        out = op.outputs[0]
+        fp8_of[out.name] = v = TensorSpec(out.name, out.shape, DType.FP8_E4M3, out.role)
+        ops.append(Op(op.name, op.kind, (fp8_of[op.inputs[0].name],), (v,), op.attrs, op.group))
+        return True
+    return False
 
 
 def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
