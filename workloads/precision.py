@@ -513,6 +513,9 @@ FP8_RECIPES = ("tensorwise", "rowwise", "delayed", "current", "mxfp8", "int8")
 BLACKWELL_ONLY = {"mxfp8": (("blackwell",), "MXFP8 block-scaled GEMMs run on Blackwell tensor cores (SM 10.0+)")}
 #: recipes that keep TE's fp8 weight copies across a step's microbatches (``is_first_microbatch``)
 TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
+#: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
+#: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
+TORCHAO_RECIPES = ("tensorwise", "rowwise")
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
@@ -535,7 +538,10 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
     same kernel, is a copy op writing its bytes (priced with one extra 1-byte read); the transposed copy
     current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
-    priced. Weights keep a cast per GEMM."""
+    priced. Weights keep a cast per GEMM.
+
+    torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`,
+    :func:`_accumulation`, :func:`_post_scaled`, :func:`_float8_tp_gathers` and :func:`_aot_cse`."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
@@ -547,16 +553,25 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     te = recipe in TE_WEIGHT_CACHE
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
     cast_of: dict[str, TensorSpec] = {}
+    gathers = _float8_tp_gathers(step, linear) if recipe == "tensorwise" else set()
+    cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
+    fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
+        if _float8_tp_op(op, gathers, fp8_of, ops):
+            continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
         base = op.name.split("@recompute")[0].split(".bwd_")[0]
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
-        qdt, scaling = _QUANT[recipe]
+        qdt, _ = _QUANT[recipe]
         ins = []
+        amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
+            if t.name in fp8_of:  # Float8 tensor parallelism: gathered in fp8 already
+                ins.append(_k_major(op, i, fp8_of[t.name], ops))
+                continue
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
@@ -564,15 +579,13 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
                 ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
                 continue
-            q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
-            if scaling:
-                row = scaling == "row"
-                axes = (len(t.shape) - 1,) if row else tuple(range(len(t.shape)))
-                shape = (*t.shape[:-1], 1) if row else (1,)
-                amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
-                ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,),
-                              Attrs({"op": "max", "axes": axes, "keepdims": row}), op.group))
-            ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+            key = _cse_key(op, i, t, src) if cse is not None else None
+            if key is not None and key in cse:  # the same cast of the same tensor, once (AOTAutograd's CSE)
+                q, amaxes[i] = cse[key]
+            else:
+                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops)
+                if key is not None:
+                    cse[key] = (q, amaxes[i])
             ins.append(q)
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
@@ -580,11 +593,188 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                     qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
                     ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
                                   op.group))
-        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value})
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe)})
+        if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
+            ops.extend(_post_scaled(op, ins, attrs, amaxes))
+            continue
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+
+
+
+def _aot_cse(step: OpGraph, recipe: str) -> bool:
+    """Whether the step is a torchtitan ``--compile`` run of a torchao recipe, whose identical casts are
+    computed once: AOTAutograd "Applies CSE to the graph before partitioning" (``cse = True`` in
+    ``torch/_functorch/config.py``), so the linears reading one tensor in one pass (q, k and v; gate and up)
+    share its amax and cast, as torchao's ``hp_tensor_to_float8_dynamic`` emits the same ops for each."""
+    fw = str(step.meta.get("framework") or "")
+    if recipe not in TORCHAO_RECIPES or not fw:
+        return False
+    from workloads.frameworks import get_profile
+
+    prof = get_profile(fw)
+    return prof.stack == "fsdp2" and bool(prof.fusion)
+
+
+def _cse_key(op: Op, i: int, t: TensorSpec, src: str) -> tuple[Any, ...] | None:
+    """What makes two casts of operand ``t`` the same computation: the pass (forward, recomputation,
+    backward: separate graphs), the tensor, its shape as read and the scaling axis; weights are not shared
+    (one per linear)."""
+    if t.role is not Role.ACTIVATION:
+        return None
+    phase = "bwd" if ".bwd_" in op.name else ("rec" if "@recompute" in op.name else "fwd")
+    return phase, src, tuple(t.shape), _contraction_axis(op, i, len(t.shape))
+
+
+def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
+    """The sequence-parallel all-gathers whose gathered 16-bit tensor only linear GEMMs read (directly or
+    through views): torchtitan's tensor parallelism with tensorwise float8 (``Float8ColwiseParallel``,
+    ``Float8RowwiseParallel``, ``PrepareFloat8ModuleInput`` from ``torchao.float8.float8_tensor_parallel``;
+    ``torchtitan/parallelisms/parallelize_llama.py`` @ 9dec370 for every float8 run,
+    ``torchtitan/models/llama3/parallelize_llama.py`` @ 820504e "float8 all-gather with TP is only supported
+    for tensorwise float8 scaling recipes") casts the sequence shard to fp8 and all-gathers fp8: the inputs of
+    the column-parallel linears in the forward and the output gradients of the row-parallel ones in the
+    backward."""
+    out: set[str] = set()
+    for op in step.ops:
+        if op.kind != "all_gather" or "axis" not in op.attrs or op.outputs[0].dtype not in (DType.BF16, DType.FP16):
+            continue
+        todo, ok = [op.outputs[0].name], True
+        while todo and ok:
+            for c in step.consumers(todo.pop()):
+                if c.kind == "reshape":
+                    todo.append(c.outputs[0].name)
+                elif c.kind != "matmul" or c.name.split("@recompute")[0].split(".bwd_")[0] not in linear:
+                    ok = False
+        if ok and step.consumers(op.outputs[0].name):
+            out.add(op.name)
+    return out
+
+
+def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op]) -> bool:
+    """Whether ``op`` was one of Float8 tensor parallelism's gathers, or a view of one, re-emitted in fp8
+    into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions)."""
+    if op.name in gathers:
+        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
+        return True
+    if op.kind == "reshape" and op.inputs[0].name in fp8_of:
+        out = op.outputs[0]
+        fp8_of[out.name] = v = TensorSpec(out.name, out.shape, DType.FP8_E4M3, out.role)
+        ops.append(Op(op.name, op.kind, (fp8_of[op.inputs[0].name],), (v,), op.attrs, op.group))
+        return True
+    return False
+
+
+def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
+    """``q`` as ``op`` reads it: a weight-gradient GEMM (``.bwd_b``) contracts over the tokens, so an fp8
+    tensor gathered row-major is copied into the layout ``torch._scaled_mm`` takes (row-major A,
+    column-major B): torchao's ``preprocess_addmm`` (``torchao/float8/float8_ops.py`` @ eab345c) copies
+    ``a_data.contiguous()`` / ``b_data.t().contiguous().t()``; a collective's output has a fixed layout, so
+    the copy is a kernel of its own (read and write of the fp8 bytes)."""
+    if ".bwd_b" not in op.name:
+        return q
+    c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
+    return c
+
+
+def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
+    """A sequence-parallel all-gather as Float8 tensor parallelism runs it (ops appended to ``ops``): the amax
+    of the local shard, its maximum over the tensor-parallel group (an all-reduce of one value: the scale is
+    the whole tensor's), the cast of the shard and the all-gather of fp8 (half the bytes); the fp8 gathered
+    tensor is returned."""
+    shard, full = op.inputs[0], op.outputs[0]
+    n = op.attrs.get("group_size", 1)
+    amax = TensorSpec(f"{op.name}.amax", (1,), DType.FP32, Role.ACTIVATION)
+    gmax = TensorSpec(f"{op.name}.amax_group", (1,), DType.FP32, Role.ACTIVATION)
+    q = TensorSpec(f"{op.name}.fp8_shard", shard.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    qf = TensorSpec(f"{op.name}.fp8", full.shape, DType.FP8_E4M3, full.role)
+    # named as the gather plus ".amax_" / ".cast_" (the forward-op count of workloads.parallel reads them so)
+    ops += [Op(f"{op.name}.amax_shard", "reduction", (shard,), (amax,),
+               Attrs({"op": "max", "axes": tuple(range(len(shard.shape))), "keepdims": False, "grid_reduction": True}),
+               op.group),
+            Op(f"{op.name}.amax_group", "all_reduce", (amax,), (gmax,), Attrs({"group_size": n}), op.group),
+            Op(f"{op.name}.cast_shard", "elementwise", (shard, gmax), (q,), Attrs({"op": "cast"}), op.group),
+            Op(op.name, "all_gather", (q,), (qf,), op.attrs, op.group)]
+    return qf
+
+
+def _accumulation(op: Op, recipe: str) -> dict[str, str]:
+    """``{"fp8_accumulation": "split"}`` for a torchao backward GEMM: ``Float8LinearConfig`` runs the output
+    GEMM with fast accumulation (``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``) and the
+    input- and weight-gradient GEMMs without (``gemm_config_grad_input`` / ``gemm_config_grad_weight``:
+    ``Float8GemmConfig()``, ``use_fast_accum: bool = False``; torchao/float8/config.py @ eab345c and
+    @ 6243040), so cuBLASLt promotes their partial sums to FP32 as they run
+    (:data:`simulator.lowering.gpu.FP8_PROMOTION_INTERVAL`)."""
+    return {"fp8_accumulation": "split"} if recipe in TORCHAO_RECIPES and ".bwd_" in op.name else {}
+
+
+def _contraction_axis(op: Op, i: int, ndim: int) -> int:
+    """The axis of ``op``'s operand ``i`` (0: a, 1: b) its GEMM contracts over, as a non-negative index."""
+    if i == 0:
+        return ndim - (2 if op.attrs.get("transpose_a", False) else 1)
+    return ndim - (1 if op.attrs.get("transpose_b", False) else 2)
+
+
+def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]) -> tuple[TensorSpec, TensorSpec | None]:
+    """The cast of ``op``'s 16-bit operand ``i`` under ``recipe`` (ops appended to ``ops``): ``(quantised
+    tensor, the amax its scale comes from or None)``.
+
+    The cast reads the amax it scales by. torchao's recipes (``tensorwise``, ``rowwise``) scale along the
+    GEMM's contraction axis (``rowwise``: one amax per row of the operand as the GEMM reads it, so the
+    weight-gradient operands and the weight of the input-gradient GEMM are scaled per column of the tensor
+    as stored). An amax over the whole tensor (``tensorwise``) or over an outer axis is a reduction across
+    the kernel's grid: its value exists only when its kernel has ended, so the cast is a kernel of its own
+    that reads the 16-bit tensor again (attribute ``grid_reduction``; torchao
+    ``torchao/float8/roofline_utils.py`` @ eab345c and ``torchao/testing/float8/roofline_utils.py`` @ 6243040
+    count the same kernels: "kernel 1: x_bf16 -> max_abs_stage_1 -> tmp; kernel 2: tmp -> max_abs_stage_2 ->
+    max_abs; kernel 3: x_bf16, max_abs -> to_float8"). An amax per row along the innermost axis is the
+    persistent row reduction Inductor fuses with the cast that follows (one read)."""
+    qdt, scaling = _QUANT[recipe]
+    q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
+    if not scaling:
+        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+        return q, None
+    nd = len(t.shape)
+    attrs: dict[str, Any] = {"op": "max"}
+    if scaling == "row":
+        axis = _contraction_axis(op, i, nd) if recipe in TORCHAO_RECIPES else nd - 1
+        shape = tuple(1 if d == axis else n for d, n in enumerate(t.shape))
+        attrs.update(axes=(axis,), keepdims=True)
+        grid = axis != nd - 1
+    else:
+        shape, grid = (1,), recipe in TORCHAO_RECIPES
+        attrs.update(axes=tuple(range(nd)), keepdims=False)
+    if grid:
+        attrs["grid_reduction"] = True
+    amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
+    reads = (t, amax) if recipe in TORCHAO_RECIPES else (t,)
+    ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs({"op": "cast"}), op.group))
+    return q, amax
+
+
+def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:
+    """A rowwise backward GEMM as torchao runs it: the GEMMs without fast accumulation
+    (``Float8LinearConfig``'s ``gemm_config_grad_input`` / ``gemm_config_grad_weight`` default
+    ``use_fast_accum=False``) call cuBLAS's tensorwise kernel with unit scales and multiply the 16-bit
+    result by the outer product of the row and column scales afterwards, ``output *= post_inverse_scale``
+    ("The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the tensorwise
+    cuBLAS-based kernel and do the scaling manually afterwards", ``addmm_float8_unwrapped`` in
+    ``torchao/float8/float8_python_api.py`` @ eab345c and ``torchao/float8/float8_ops.py`` @ 6243040): an
+    elementwise kernel over the output after the library GEMM."""
+    out = op.outputs[0]
+    raw = TensorSpec(f"{op.name}.unscaled", out.shape, out.dtype, out.role)
+    rows, cols = (*out.shape[:-1], 1), out.shape[-1]
+    sa = TensorSpec(f"{op.name}.row_scale", rows, DType.FP32, Role.ACTIVATION)
+    sb = TensorSpec(f"{op.name}.col_scale", (cols,), DType.FP32, Role.ACTIVATION)
+    a, b = amaxes
+    return [Op(op.name, op.kind, (*ins, *op.inputs[2:]), (raw,), attrs, op.group),
+            Op(f"{op.name}.row_scale", "reshape", (a,), (sa,), Attrs({"shape": rows}), op.group),
+            Op(f"{op.name}.col_scale", "reshape", (b,), (sb,), Attrs({"shape": (cols,)}), op.group),
+            Op(f"{op.name}.post_scale", "elementwise", (raw, sa, sb), (out,), Attrs({"op": "mul"}), op.group)]
 
 
 def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:

@@ -63,13 +63,14 @@ class FusionGroup:
     so far. :meth:`join` says whether the next op joins it.
     """
 
-    __slots__ = ("head_kind", "library", "made", "read")
+    __slots__ = ("head_kind", "library", "made", "read", "settled")
 
     def __init__(self) -> None:
         self.head_kind: str | None = None
         self.library = False
         self.made: set[str] = set()
         self.read: set[str] = set()
+        self.settled: set[str] = set()  # results of grid-wide reductions: ready only when the kernel ends
 
     def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
         """``op`` launches a new kernel."""
@@ -77,6 +78,7 @@ class FusionGroup:
         self.library = op.kind in LIBRARY_KERNEL_KINDS and not (opts.gemv_generated and is_gemv(op))
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
+        self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()
 
     def join(self, op: Op, graph: OpGraph, base: Any, opts: EvalOptions) -> tuple[frozenset[int], float] | None:
         """``(inputs held, bytes reused)`` when ``op`` fuses into this kernel, else None.
@@ -98,6 +100,8 @@ class FusionGroup:
         if not elementwise and (library or op.kind not in GROUP_KINDS):
             return None
         names = [base(t.name) for t in op.inputs]
+        if self.settled and any(b in self.settled for b in names):
+            return None  # a grid-wide reduction's result: only its kernel's end makes it whole
         made = [i for i, b in enumerate(names) if b in self.made]
         if not made and (library or not any(b in self.read for b in names)):
             return None
@@ -114,6 +118,15 @@ class FusionGroup:
         """``op`` joined the kernel."""
         self.made.update(base(t.name) for t in op.outputs)
         self.read.update(base(t.name) for t in op.inputs)
+        if _grid_reduction(op):
+            self.settled.update(base(t.name) for t in op.outputs)
+
+
+def _grid_reduction(op: Op) -> bool:
+    """A reduction marked ``grid_reduction`` (over a whole tensor or an outer axis, e.g. a tensorwise fp8
+    scale's amax): split across the kernel's blocks, its result is complete only when the kernel ends,
+    so an op reading it starts a kernel of its own (Inductor emits the consumer as a later kernel)."""
+    return op.kind == "reduction" and bool(op.attrs.get("grid_reduction", False))
 
 
 def is_fusible(op: Op) -> bool:

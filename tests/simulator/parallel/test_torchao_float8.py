@@ -1,0 +1,130 @@
+"""torchao Float8Linear as torchtitan runs it: the cast after a tensor-wide amax is a kernel of its own, rowwise
+scales along each GEMM's contraction axis and post-scales its backward GEMMs, the backward GEMMs run without
+fast accumulation, and tensorwise tensor parallelism casts the sequence shard and all-gathers fp8."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simulator.engines.analytical import EvalOptions, evaluate
+from simulator.hardware import load_hardware
+from simulator.lowering.common import LoweringContext
+from simulator.lowering.gpu import FP8_PROMOTION_INTERVAL, _gemm
+from workloads.dtypes import DType
+from workloads.ir import Attrs, Op, OpGraph, Role, TensorSpec
+from workloads.parallel import ParallelPlan, plan_graphs
+from workloads.precision import fp8_linears
+from workloads.zoo.transformer import zoo_config
+
+CFG = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+
+
+def _graph(recipe: str, plan: ParallelPlan | None = None) -> OpGraph:
+    return plan_graphs(CFG, plan or ParallelPlan(), train=True, seq=256, fp8_linears=recipe)[0].graph
+
+
+def _op(g: OpGraph, name: str) -> Op:
+    return next(op for op in g.ops if op.name == name)
+
+
+def test_tensorwise_cast_reads_its_grid_wide_amax() -> None:
+    g = _graph("tensorwise")
+    amax, cast = _op(g, "layers.0.mlp.down.amax_0"), _op(g, "layers.0.mlp.down.cast_0")
+    assert amax.attrs["grid_reduction"] is True and amax.outputs[0].shape == (1,)
+    assert [t.name for t in cast.inputs] == [amax.inputs[0].name, amax.outputs[0].name]
+
+
+def test_cast_after_a_grid_wide_amax_is_its_own_kernel() -> None:
+    # x (4096 x 4096 bf16, 32 MiB) -> amax -> cast to fp8: with fusion on, the cast still reads x (32 MiB)
+    # and writes 16 MiB, as torchao's roofline counts kernel 3; only the 4-byte amax comes from the first kernel
+    x = TensorSpec("x", (4096, 4096), DType.BF16, Role.ACTIVATION)
+    a = TensorSpec("a", (1,), DType.FP32, Role.ACTIVATION)
+    q = TensorSpec("q", (4096, 4096), DType.FP8_E4M3, Role.ACTIVATION)
+    for grid, read in ((True, 2 * 4096 * 4096 + 4), (False, 0.0)):
+        attrs = {"op": "max", "axes": (0, 1), "keepdims": False} | ({"grid_reduction": True} if grid else {})
+        g = OpGraph("amax-cast", [Op("amax", "reduction", (x,), (a,), Attrs(attrs)),
+                                  Op("cast", "elementwise", (x, a), (q,), Attrs({"op": "cast"}))])
+        rec = {r.name: r for r in evaluate(g, load_hardware("h100-sxm5-80gb"), EvalOptions(fusion=True)).records}
+        assert rec["cast"].dram_bytes == pytest.approx(read + 4096 * 4096)
+        assert (rec["cast"].rule == "fused-epilogue") is (not grid)
+
+
+def test_rowwise_scales_along_the_contraction_axis_and_post_scales_backward_gemms() -> None:
+    g = _graph("rowwise")
+    # forward x (1, 256, 14336) @ W (14336, 4096): x per row (last axis), W per column (axis 0, outer)
+    assert _op(g, "layers.0.mlp.down.amax_0").attrs["axes"] == (2,)
+    w = _op(g, "layers.0.mlp.down.amax_1")
+    assert w.attrs["axes"] == (0,) and w.attrs["grid_reduction"] is True and w.outputs[0].shape == (1, 4096)
+    # weight gradient: both operands (M x K, M x N) contract over the tokens M (axis 0)
+    assert _op(g, "layers.0.mlp.down.bwd_b.amax_0").attrs["axes"] == (0,)
+    assert _op(g, "layers.0.mlp.down.bwd_b.amax_1").attrs["axes"] == (0,)
+    post = _op(g, "layers.0.mlp.down.bwd_b.post_scale")
+    gemm = _op(g, "layers.0.mlp.down.bwd_b")
+    assert post.inputs[0] is gemm.outputs[0] or post.inputs[0].name == gemm.outputs[0].name
+    assert post.outputs[0].shape == (14336, 4096) and [t.shape for t in post.inputs[1:]] == [(14336, 1), (4096,)]
+    assert not any(op.name.endswith("down.post_scale") for op in g.ops)  # forward: fast-accum CUTLASS rowwise
+
+
+def test_backward_gemms_run_without_fast_accumulation() -> None:
+    g = _graph("tensorwise")
+    acc = {op.name: op.attrs.get("fp8_accumulation") for op in g.ops if op.attrs.get("compute_dtype")}
+    assert acc["layers.0.mlp.down"] is None
+    assert acc["layers.0.mlp.down.bwd_a"] == acc["layers.0.mlp.down.bwd_b"] == "split"
+    assert all(v is None for v in {op.name: op.attrs.get("fp8_accumulation")
+                                   for op in _graph("current").ops if op.attrs.get("compute_dtype")}.values())
+
+
+def test_split_accumulation_adds_the_fp32_promotions() -> None:
+    # 8192 x 8192 x 8192 fp8: 8192^2 x 64 promotions (one FP32 add per output per 128 K) at the SMs' FP32 rate
+    dev = load_hardware("h100-sxm5-80gb")
+    a = TensorSpec("a", (8192, 8192), DType.FP8_E4M3, Role.ACTIVATION)
+    b = TensorSpec("b", (8192, 8192), DType.FP8_E4M3, Role.ACTIVATION)
+    y = TensorSpec("y", (8192, 8192), DType.BF16, Role.ACTIVATION)
+    ctx = LoweringContext(dev, EvalOptions())
+    fast = _gemm(Op("mm", "matmul", (a, b), (y,), Attrs({})), ctx)
+    split = _gemm(Op("mm", "matmul", (a, b), (y,), Attrs({"fp8_accumulation": "split"})), ctx)
+    adds = 8192.0 * 8192 * 8192 / FP8_PROMOTION_INTERVAL
+    p = ctx.params("fp32")
+    assert split.compute_s - fast.compute_s == pytest.approx(adds / (p.vector_flops_per_s * p.vector_fraction))
+    assert split.vector_flops - fast.vector_flops == pytest.approx(adds)
+
+
+def test_tensorwise_tensor_parallelism_gathers_fp8() -> None:
+    plan = ParallelPlan(tp=2, sequence_parallel=True)
+    g = _graph("tensorwise", plan)
+    gather = _op(g, "layers.0.attn.sp_gather")
+    assert gather.outputs[0].dtype is DType.FP8_E4M3 and gather.inputs[0].shape == (1, 128, 4096)
+    assert _op(g, "layers.0.attn.sp_gather.amax_group").kind == "all_reduce"
+    cast = _op(g, "layers.0.attn.sp_gather.cast_shard")
+    assert cast.outputs[0].shape == (1, 128, 4096)  # the shard, not the gathered (1, 256, 4096)
+    assert _op(g, "layers.0.attn.qkv").inputs[0] == gather.outputs[0]
+    assert not any(op.name == "layers.0.attn.qkv.cast_0" for op in g.ops)
+    # the weight-gradient GEMM reads a K-major copy of the gathered fp8 input
+    copy = next(op for op in g.ops if op.name.startswith("layers.0.attn.qkv.bwd_b.k_major_"))
+    assert copy.attrs["op"] == "copy" and copy.inputs[0].dtype is DType.FP8_E4M3
+    # rowwise keeps 16-bit tensor parallelism (torchtitan: float8 TP is tensorwise only)
+    assert _op(_graph("rowwise", plan), "layers.0.attn.sp_gather").outputs[0].dtype is DType.BF16
+
+
+def test_fp8_linears_refuses_unknown_recipes_with_a_suggestion() -> None:
+    g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256)[0].graph
+    with pytest.raises(ValueError, match="did you mean 'tensorwise'"):
+        fp8_linears(g, "tensorwize")
+
+
+def test_compiled_runs_cast_a_shared_input_once() -> None:
+    # q, k and v read the normed input: under --compile one amax and one cast feed the three GEMMs
+    # (AOTAutograd CSE); eager FSDP2 casts it per linear
+    def casts(framework: str) -> tuple[int, set[str]]:
+        g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="tensorwise", recompute="selective-op",
+                        framework=framework)[0].graph
+        fwd = [op for op in g.ops if op.name.startswith("layers.0.attn.qkv.part") and ".bwd_" not in op.name
+               and "@recompute" not in op.name]
+        n = sum(op.name.endswith(".cast_0") for op in fwd)
+        return n, {op.inputs[0].name for op in fwd if op.kind == "matmul"}
+    n, read = casts("fsdp2-compile")
+    assert n == 1 and len(read) == 1
+    n, read = casts("fsdp2")
+    assert n == 3 and len(read) == 3
