@@ -18,7 +18,8 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   as ``nodeperf predict --framework`` does);
 * the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
   ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
-  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
+  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload, Megatron-Core's
+  selective ``recompute_modules`` (``modules:NAME,...``) as named;
 * **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
   and ``rowwise``, TE ``delayed``, TE current scaling (``te-current-scaling``) -> ``current``, TE MXFP8
   block scaling (``mxfp8``) -> ``mxfp8``, MaxText AQT int8 (``int8-aqt``) -> ``int8``;
@@ -355,6 +356,13 @@ def _policy(rc: str, offload: str = "") -> str | None:
         return _custom_policy(offload)
     if rc.startswith("maxtext:"):
         return rc.split(":", 1)[1] if rc.split(":", 1)[1] in MAXTEXT_SAVES else None
+    if rc.startswith("modules:"):  # Megatron-Core's selective recompute_modules, as --recompute states them
+        from workloads.recompute import check_policy
+
+        try:
+            return check_policy(rc)
+        except ValueError:
+            return None
     return _POLICY_OF.get(rc)
 
 
