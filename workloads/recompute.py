@@ -431,7 +431,10 @@ def _layer_modules(g: OpGraph, key: str, ops: list[Op], names: tuple[str, ...]) 
     seg: dict[str, str] = {}
     moe = any(op.kind == "moe_router" for op in ops)
     mla = any(op.name.endswith(".kv_down") for op in ops)
-    in_group = (lambda op, sub: op.group == f"{key}.{sub}" or op.group.startswith(f"{key}.{sub}."))
+
+    def in_group(op: Op, sub: str) -> bool:
+        return op.group == f"{key}.{sub}" or op.group.startswith(f"{key}.{sub}.")
+
     for op in ops:
         if "layernorm" in names and op.group == key and op.kind in ("rmsnorm", "layernorm"):
             if (op.name == f"{key}.attn_norm" and mla) or (op.name == f"{key}.mlp_norm" and moe):
