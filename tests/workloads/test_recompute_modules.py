@@ -96,3 +96,15 @@ def test_module_names_in_order() -> None:
     assert module_names("modules:layernorm, moe_act") == ("layernorm", "moe_act")
     assert set(MEGATRON_MODULES) == {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                                      "shared_experts"}
+
+
+def test_tune_takes_module_policies_as_one_item_each() -> None:
+    from simulator.cli.tune import _policies
+    from simulator.sweep.tune import TuneError
+    from simulator.sweep.tune_model import _recompute_axis
+
+    items = _policies(["none", "modules:layernorm", "moe_act", "full", "modules:mla_up_proj", "mlp"])
+    assert items == ["none", "modules:layernorm,moe_act", "full", "modules:mla_up_proj,mlp"]
+    assert _recompute_axis(items).values == tuple(items)
+    with pytest.raises(TuneError, match="did you mean 'moe_act'"):
+        _recompute_axis(["modules:moe_ac"])
