@@ -202,6 +202,8 @@ def test_megatron_recompute_modules_layouts_and_expert_tensor_parallelism(rows) 
                         "train-067": "modules:layernorm,moe_act"}
     p57, p66 = _plan(_row(rows, "train-057"), 16), _plan(_row(rows, "train-066"), 32)
     assert p57.stage_layers == p66.stage_layers == (4,) * 15 + (1,) and sum(p57.stage_layers) == 61
+    # 26.04 DeepSeek-V3 on B200 (B200_FP8_MX_V2): moe_flex_dispatcher_backend "deepep"; the 25.11 row the alltoall
+    assert (p66.moe_dispatch, p57.moe_dispatch) == ("deepep", "sparse")
     p65 = _plan(_row(rows, "train-065"), 16)
     assert (p65.tp, p65.dp, p65.ep, p65.etp, p65.sequence_parallel) == (2, 16, 32, 1, True)
     assert _plan(_row(rows, "train-064"), 8).etp == 0  # TP 1: nothing to fold
