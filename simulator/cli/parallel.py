@@ -223,6 +223,8 @@ def format_result(res: Any) -> str:
 
     plan = res.plan
     deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "ep") if getattr(plan, k) > 1) or "1 device"
+    if getattr(plan, "etp", 0) and plan.etp != plan.tp:  # experts not split like the other layers (Megatron ETP)
+        deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))
               if on]
     head = f"{res.model} ({res.phase}) on {res.hardware}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")

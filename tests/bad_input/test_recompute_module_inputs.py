@@ -34,3 +34,10 @@ def test_bad_module_policy_or_expert_plan_is_one_located_line(capsys: pytest.Cap
                                                               argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
     rc, err = run(capsys, *MOE, *argv)
     one_line(rc, err, *parts)
+
+
+
+def test_a_folded_expert_plan_with_module_recomputation_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The good counterpart: ep 8 over tp 2 x dp 4 with etp 1 is accepted and says so in its plan line."""
+    assert main([*MOE, "--ep", "8", "--etp", "1", "--recompute", "modules:layernorm,moe_act"]) in (0, None)
+    assert "plan tp 2, dp 4, ep 8, etp 1 (sequence parallel" in capsys.readouterr().out
