@@ -141,6 +141,14 @@ class ParallelPlan:
     loss_chunks
         The loss computed over this many chunks of the batch-sequence axis, one chunk's logits live at a
         time, forward and backward (MaxText ``num_vocab_tiling``); 1: the whole logits at once.
+    etp
+        Expert tensor parallelism (Megatron-Core ``expert_tensor_parallel_size``); 0: ``tp`` (its default,
+        ``None`` -> tensor_model_parallel_size), the experts' widths split over the tensor-parallel ranks and
+        ``ep`` taken from the data-parallel ranks. ``1`` with ``tp > 1`` folds the tensor-parallel ranks into
+        the expert layer as Megatron-Core does (megatron/core/parallel_state.py @ core_v0.15.0: the expert
+        groups are ``ETP x EP x EDP`` over the ``tp x cp x dp`` ranks, order ``tp-ep-dp``, so ``ep`` need only
+        divide ``tp x dp / etp``): whole experts per rank, each rank's own sequence-parallel tokens dispatched
+        over ``ep`` consecutive ranks (needs ``sequence_parallel``, as Megatron-Core requires for MoE with TP).
     """
 
     tp: int = 1
@@ -166,6 +174,7 @@ class ParallelPlan:
     fp8_param: bool = False
     param_dtype: str = ""
     loss_chunks: int = 1
+    etp: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -229,7 +238,7 @@ class ParallelPlan:
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
-                           ("loss_chunks", 1), ("moe_routing", "uniform")):  # read as before at their defaults
+                           ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0)):  # read as before at their defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -277,7 +286,28 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     lc = plan.loss_chunks
     if not isinstance(lc, int) or isinstance(lc, bool) or lc < 1:
         out.append(f"loss_chunks: got {lc!r}; expected a positive integer (1: the whole logits at once)")
-    return out + _split_problems(plan)
+    return out + _etp_problems(plan) + _split_problems(plan)
+
+
+def _etp_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with the plan's expert tensor parallelism (``etp``), without the model."""
+    e = plan.etp
+    if not isinstance(e, int) or isinstance(e, bool) or e < 0:
+        return [f"etp: got {e!r}; expected 0 (tp, Megatron-Core's default), 1 or tp"]
+    if e in (0, plan.tp):
+        return []
+    if e != 1:
+        return [f"etp: got {e} with tp {plan.tp}; expected 1 or tp (0: tp); an expert tensor parallelism between "
+                "them is not modelled"]
+    if not plan.sequence_parallel:
+        return [f"etp: 1 with tp {plan.tp} and no sequence_parallel; expected sequence_parallel (Megatron-Core "
+                "requires it for MoE with tensor parallelism)"]
+    if plan.cp > 1:
+        return [f"etp: 1 with tp {plan.tp} and cp {plan.cp}; expected cp 1 (the fold over context-parallel "
+                "ranks is not modelled)"]
+    if plan.moe_dispatch == "einsum":
+        return ["etp: 1 with tp > 1 and moe_dispatch 'einsum'; expected the sparse or deepep dispatch"]
+    return []
 
 
 def _split_problems(plan: ParallelPlan) -> list[str]:
@@ -410,9 +440,12 @@ def plan_problems(cfg: Any, plan: ParallelPlan, *, phase: str, seq: int) -> list
             valid = [d for d in range(1, cfg.experts + 1) if cfg.experts % d == 0]
             out.append(f"ep {plan.ep} does not divide experts={cfg.experts}; expected a divisor (nearest: "
                        f"{_nearest(valid, plan.ep)})")
-        elif plan.dp % plan.ep:
-            out.append(f"ep {plan.ep} does not divide dp {plan.dp}; expected expert-parallel ranks taken from the "
-                       "data-parallel replicas (as Megatron-LM takes them)")
+        elif (plan.dp if (plan.etp or plan.tp) == plan.tp else plan.tp * plan.dp) % plan.ep:
+            fold = (plan.etp or plan.tp) != plan.tp
+            out.append(f"ep {plan.ep} does not divide {'tp x dp ' + str(plan.tp * plan.dp) if fold else 'dp ' + str(plan.dp)}; "
+                       "expected expert-parallel ranks taken from the data-parallel replicas (as Megatron-LM takes "
+                       "them)" + ("" if fold or plan.tp == 1 or (plan.tp * plan.dp) % plan.ep else
+                                  f", or from tp x dp = {plan.tp * plan.dp} with etp 1 (--etp 1)"))
     return out
 
 
@@ -494,6 +527,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                           tp=plan.tp, sequence_parallel=plan.sequence_parallel,
                           stage_layers=rng if plan.pp > 1 else None, name=cfg.name,
                           pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
+                          **({"etp": plan.etp} if plan.etp else {}),
                           **_stack(model, framework))
                 n_fwd = len(g.ops)
                 if train:

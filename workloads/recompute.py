@@ -48,6 +48,22 @@ matmuls of MoE layers) are ``moe_mlpwi_0``, ``moe_mlpwi_1``, ``moe_mlpwo``. MaxT
 the zoo's graphs do not have (:data:`CUSTOM_UNMODELLED`: MLA and DeepSeek-V3.2 indexer tensors,
 ``attention_out``, ``engram``) are accepted only at their default ``remat``.
 
+Megatron-Core's selective recomputation of named modules (``recompute_granularity: selective`` with
+``recompute_modules``; megatron/core/transformer/transformer_config.py and the modules' code at NVIDIA/Megatron-LM
+core_v0.15.0) is stated as ``modules:NAME,...`` (:func:`module_names`, :data:`MEGATRON_MODULES`): everything is
+saved except what the named modules recompute (:func:`module_segments`). ``core_attn`` (the attention core),
+``mlp`` (a dense layer's MLP; ``transformer_layer.py``: not for a ``MoELayer``; with Transformer Engine the
+pre-MLP norm is fused into ``linear_fc1``, so it is recomputed with it), ``moe`` (the whole MoE layer, shared
+experts included) and ``shared_experts`` keep their input and recompute the rest (``tensor_parallel.checkpoint``);
+``layernorm``, ``moe_act`` and ``mla_up_proj`` discard their output after its consumer ran and recompute it before
+that consumer's backward (``CheckpointWithoutOutput``): ``layernorm`` the layer's norms that are modules of their
+own (``input_layernorm`` unless it is an ``IdentityOp``, as it is when Transformer Engine fuses it into the
+attention's ``linear_qkv``; a latent-attention layer keeps it; ``pre_mlp_layernorm`` in MoE layers,
+gpt_layer_specs.py ``backend.layer_norm() if num_experts else IdentityOp``), ``moe_act`` the experts'
+activation between their two grouped GEMMs (``experts.py`` ``bias_act_func``), ``mla_up_proj`` the latent
+attention's up projections with their fused norms and the RoPE and concatenation that form q, k and v
+(``multi_latent_attention.py`` ``qkv_up_proj_and_rope_apply``: the down projections' outputs are kept).
+
 Ops are matched to those names by their place in the layer: a weight matmul of the attention block
 is ``out_proj`` when its output feeds the residual add, a q/k/v projection otherwise; a weight matmul
 of the MLP is ``mlpwo`` when it feeds the residual, ``mlpwi`` otherwise; the attention kernel's
@@ -61,7 +77,8 @@ from collections.abc import Iterable
 from workloads.ir import Op, OpGraph, Role, TensorSpec
 
 __all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUSTOM_UNMODELLED", "policy_plan",
-           "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse"]
+           "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse",
+           "MEGATRON_MODULES", "module_names", "module_segments"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -93,6 +110,37 @@ CUSTOM_UNMODELLED = ("query_wa_proj", "kv_wa_proj", "mla_q", "mla_kv", "attentio
 #: (fused projection, its parts in the zoo's split order) whose choices may differ
 _FUSED_PARTS = (("qkv_proj", ("query_proj", "key_proj", "value_proj")), ("kv_proj", ("key_proj", "value_proj")),
                 ("mlpwi", ("mlpwi_0", "mlpwi_1")), ("moe_mlpwi", ("moe_mlpwi_0", "moe_mlpwi_1")))
+
+
+#: Megatron-Core's ``recompute_modules`` choices (transformer_config.py @ core_v0.15.0), stated as ``modules:NAME,...``
+MEGATRON_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+def module_names(policy: str) -> tuple[str, ...]:
+    """The Megatron-Core modules ``modules:NAME,...`` names, in the order given.
+
+    Raises
+    ------
+    ValueError
+        ``recompute modules: ...; got ...; expected ...[; did you mean ...?]`` for an empty list, an unknown or a
+        repeated name.
+    """
+    from nodeperf.suggest import did_you_mean
+
+    head, _, body = policy.partition(":")
+    if head != "modules":
+        raise ValueError(f"recompute {policy!r}: not a module policy; expected modules:NAME,...")
+    names = [x.strip() for x in body.split(",")]
+    if not body.strip() or any(not n for n in names):
+        raise ValueError(f"recompute modules: empty module name; got {policy!r}; expected modules:NAME,... (NAME one "
+                         f"of {', '.join(MEGATRON_MODULES)})")
+    for i, name in enumerate(names):
+        if name not in MEGATRON_MODULES:
+            raise ValueError(f"recompute modules: unknown Megatron-Core module; got {name!r}; expected one of "
+                             f"{', '.join(MEGATRON_MODULES)}" + did_you_mean(name, MEGATRON_MODULES))
+        if name in names[:i]:
+            raise ValueError(f"recompute modules: {name!r} given twice; got {policy!r}; expected each module once")
+    return tuple(names)
 
 
 def custom_choices(policy: str) -> dict[str, str]:
@@ -146,8 +194,11 @@ def check_policy(policy: str) -> str:
     if isinstance(policy, str) and policy.startswith("custom:"):
         custom_choices(policy)
         return policy
+    if isinstance(policy, str) and policy.startswith("modules:"):
+        module_names(policy)
+        return policy
     raise ValueError(f"recompute: unknown recomputation policy; got {policy!r}; expected one of {', '.join(POLICIES)}"
-                     " or custom:NAME=CHOICE,..." + did_you_mean(str(policy), POLICIES))
+                     ", custom:NAME=CHOICE,... or modules:NAME,..." + did_you_mean(str(policy), POLICIES))
 
 
 def needs_unfuse(policy: str) -> bool:
@@ -350,4 +401,73 @@ def _parts(op: Op, sp: Op, widths: Iterable[int]) -> list[Op]:
         if bias is not None:
             ins.append(TensorSpec(f"{bias.name}.part{i}", (width,), bias.dtype, Role.WEIGHT))
         out.append(Op(f"{op.name}.part{i}", op.kind, tuple(ins), (y,), op.attrs, op.group))
+    return out
+
+
+_STOP_KINDS = frozenset({"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "moe_dispatch", "grouped_matmul"})
+
+
+def _walk_back(g: OpGraph, start: Op, inside: str, stop_names: tuple[str, ...]) -> list[str]:
+    """Names of the ops of group ``inside`` (or below it) that produce ``start``'s inputs, transitively, stopping
+    before collectives, dispatches, grouped GEMMs and ops named ``*stop_names``."""
+    out: list[str] = []
+    todo = [t.name for t in start.inputs]
+    seen: set[str] = set()
+    while todo:
+        prod = g.producer(todo.pop())
+        if prod is None or prod.name in seen:
+            continue
+        seen.add(prod.name)
+        if not (prod.group == inside or prod.group.startswith(inside + ".")) or prod.kind in _STOP_KINDS \
+                or prod.name.endswith(stop_names) or any(t.role is Role.WEIGHT for t in prod.outputs):
+            continue
+        out.append(prod.name)
+        todo += [t.name for t in prod.inputs]
+    return out
+
+
+def _layer_modules(g: OpGraph, key: str, ops: list[Op], names: tuple[str, ...]) -> dict[str, str]:
+    """op name -> segment (``LAYER/MODULE``) of one layer's ops under Megatron-Core's ``recompute_modules``."""
+    seg: dict[str, str] = {}
+    moe = any(op.kind == "moe_router" for op in ops)
+    mla = any(op.name.endswith(".kv_down") for op in ops)
+
+    def in_group(op: Op, sub: str) -> bool:
+        return op.group == f"{key}.{sub}" or op.group.startswith(f"{key}.{sub}.")
+
+    for op in ops:
+        if "layernorm" in names and op.group == key and op.kind in ("rmsnorm", "layernorm"):
+            if (op.name == f"{key}.attn_norm" and mla) or (op.name == f"{key}.mlp_norm" and moe):
+                seg[op.name] = f"{key}/{op.name.rsplit('.', 1)[-1]}"
+        if "core_attn" in names and (op.kind in ("attention", "softmax") or (
+                op.kind == "matmul" and len(op.inputs) == 2 and not _weighted(op) and "attn" in op.group)):
+            seg[op.name] = f"{key}/core_attn"
+        if "mlp" in names and not moe and (in_group(op, "mlp") or op.name == f"{key}.mlp_norm"):
+            seg[op.name] = f"{key}/mlp"
+        if "moe" in names and moe and (in_group(op, "moe") or in_group(op, "shared_expert")
+                                       or op.name == f"{key}.shared_expert_add"):
+            seg[op.name] = f"{key}/moe"
+        elif "shared_experts" in names and in_group(op, "shared_expert"):
+            seg[op.name] = f"{key}/shared_experts"
+        if "moe_act" in names and op.kind == "grouped_matmul" and op.name.endswith(".experts_out"):
+            seg.update(dict.fromkeys(_walk_back(g, op, op.group, ()), f"{key}/moe_act"))
+        if "mla_up_proj" in names and mla and op.kind == "attention":
+            seg.update(dict.fromkeys(_walk_back(g, op, op.group, (".q_down", ".kv_down", ".split_latent")),
+                                     f"{key}/mla_up_proj"))
+    return seg
+
+
+def module_segments(g: OpGraph, policy: str) -> dict[str, str]:
+    """op name -> recomputation segment of the layers' ops that ``modules:NAME,...`` recomputes (Megatron-Core's
+    selective ``recompute_modules``); every other op is saved. A segment re-runs, in forward order, just before
+    the backward pass first reads one of its tensors."""
+    names = module_names(policy)
+    layers: dict[str, list[Op]] = {}
+    for op in g.ops:
+        key = layer_key(op.group)
+        if key is not None:
+            layers.setdefault(key, []).append(op)
+    out: dict[str, str] = {}
+    for key, ops in layers.items():
+        out.update(_layer_modules(g, key, ops, names))
     return out

@@ -140,7 +140,11 @@ class _Deriver:
         self.segment_of: dict[str, str] = {}
         self.pending: dict[str, list[Op]] = {}
         self.offloaded: set[str] = set()
-        if self.recompute not in ("none", "selective"):
+        if self.recompute.startswith("modules:"):  # Megatron-Core's recompute_modules: the named modules only
+            from workloads.recompute import module_segments
+
+            self.segment_of.update(module_segments(fg, self.recompute))
+        elif self.recompute not in ("none", "selective"):
             from workloads.recompute import policy_plan
 
             saved, self.offloaded = policy_plan(fg, self.recompute)
@@ -773,7 +777,8 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
         weight's dtype and no master copy).
     recompute
         ``none``, ``selective`` (attention core), ``full`` (whole layers) or a named policy of
-        :mod:`workloads.recompute` (``selective-op``, MaxText's ``minimal``, ``save_qkv_proj``, ...).
+        :mod:`workloads.recompute` (``selective-op``, MaxText's ``minimal``, ``save_qkv_proj``, ...,
+        ``custom:NAME=CHOICE,...``, Megatron-Core's ``modules:NAME,...``).
 
     Returns
     -------

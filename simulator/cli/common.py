@@ -133,7 +133,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "(minimal, minimal_with_context, save_dot_with_context_except_mlp, save_dot_except_mlpwi, "
                         "save_dot_except_mlp, save_qkv_proj, save_out_proj, qkv_proj_offloaded, minimal_offloaded), "
                         "or MaxText's custom policy as custom:NAME=CHOICE,... (CHOICE remat, device or offload per "
-                        "checkpoint name, e.g. custom:decoder_layer_input=offload,query_proj=offload); "
+                        "checkpoint name, e.g. custom:decoder_layer_input=offload,query_proj=offload), "
+                        "or Megatron-Core's selective recompute_modules as modules:NAME,... (core_attn, moe_act, "
+                        "layernorm, mla_up_proj, mlp, moe, shared_experts; e.g. modules:layernorm,moe_act); "
                         "see docs/training_memory.md")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",

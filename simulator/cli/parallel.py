@@ -3,7 +3,7 @@
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
 --fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
---fp8-params --input-len --output-len``.
+--fp8-params --etp --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
-               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks")
+               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -29,6 +29,9 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dp", type=positive_int, help="data-parallel replicas (inference: --batch is per replica)")
     g.add_argument("--ep", type=positive_int, help="expert-parallel degree (MoE): experts split over that many "
                    "data-parallel replicas (default --dp = --ep), with all-to-alls around the experts")
+    g.add_argument("--etp", type=positive_int, help="expert tensor parallelism (Megatron-Core "
+                   "expert_tensor_parallel_size; default --tp): 1 with --tp > 1 keeps whole experts per rank and "
+                   "takes the --ep ranks from tp x dp (needs --sequence-parallel)")
     g.add_argument("--cp", type=positive_int, help="context-parallel degree")
     g.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
     g.add_argument("--microbatch", type=positive_int, help="sequences per microbatch (training; default 1)")
@@ -148,7 +151,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_dispatch=args.moe_dispatch or "sparse",
                         moe_routing=args.moe_routing or "uniform", grad_reduce_dtype=args.grad_reduce_dtype or "",
                         fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
-                        loss_chunks=args.loss_chunks or 1)
+                        loss_chunks=args.loss_chunks or 1, etp=getattr(args, "etp", None) or 0)
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -220,6 +223,8 @@ def format_result(res: Any) -> str:
 
     plan = res.plan
     deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "ep") if getattr(plan, k) > 1) or "1 device"
+    if getattr(plan, "etp", 0) and plan.etp != plan.tp:  # experts not split like the other layers (Megatron ETP)
+        deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))
               if on]
     head = f"{res.model} ({res.phase}) on {res.hardware}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")

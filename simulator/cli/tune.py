@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="activation recomputation policies (--train only; default none,selective,full): none, "
                         "selective, full, selective-op or a MaxText remat policy (minimal, save_qkv_proj, "
                         "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`) or custom:NAME=CHOICE,... "
-                        "(MaxText's custom policy: its NAME=CHOICE items continue it)")
+                        "(MaxText's custom policy: its NAME=CHOICE items continue it) or modules:NAME,... (Megatron-Core's "
+                        "recompute_modules: the module names after it continue it)")
     g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
     g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
     g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
@@ -146,13 +147,18 @@ def _items(flag: str, text: str | None) -> list[str] | None:
 
 
 def _policies(items: list[str] | None) -> list[str] | None:
-    """``--recompute`` items with each ``custom:NAME=CHOICE,...`` policy joined again: an item holding ``=``
-    continues the custom policy before it (a policy name never holds one)."""
+    """``--recompute`` items with each ``custom:NAME=CHOICE,...`` and ``modules:NAME,...`` policy joined again: an
+    item holding ``=`` continues the custom policy before it (a policy name never holds one), a Megatron-Core
+    module name the module policy before it (no policy is named like a module)."""
     if items is None:
         return None
+    from workloads.recompute import MEGATRON_MODULES
+
     out: list[str] = []
     for t in items:
         if "=" in t and not t.startswith("custom:") and out and out[-1].startswith("custom:"):
+            out[-1] += "," + t
+        elif t in MEGATRON_MODULES and out and out[-1].startswith("modules:"):  # modules:NAME,NAME,...
             out[-1] += "," + t
         else:
             out.append(t)

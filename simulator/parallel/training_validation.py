@@ -18,7 +18,8 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
   as ``nodeperf predict --framework`` does);
 * the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
   ``full``, torchtitan's per-op SAC (``op-sac``) -> ``selective-op``, MaxText ``remat_policy`` NAME
-  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload;
+  (``maxtext:NAME``) -> NAME, the ``*_offloaded`` policies with their own host offload, Megatron-Core's
+  selective ``recompute_modules`` (``modules:NAME,...``) as named;
 * **fp8 linears** by recipe (:data:`workloads.precision.FP8_RECIPES`): torchao Float8 ``tensorwise``
   and ``rowwise``, TE ``delayed``, TE current scaling (``te-current-scaling``) -> ``current``, TE MXFP8
   block scaling (``mxfp8``) -> ``mxfp8``, MaxText AQT int8 (``int8-aqt``) -> ``int8``;
@@ -355,6 +356,13 @@ def _policy(rc: str, offload: str = "") -> str | None:
         return _custom_policy(offload)
     if rc.startswith("maxtext:"):
         return rc.split(":", 1)[1] if rc.split(":", 1)[1] in MAXTEXT_SAVES else None
+    if rc.startswith("modules:"):  # Megatron-Core's selective recompute_modules, as --recompute states them
+        from workloads.recompute import check_policy
+
+        try:
+            return check_policy(rc)
+        except ValueError:
+            return None
     return _POLICY_OF.get(rc)
 
 
@@ -487,6 +495,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         schedule="interleaved" if vp > 1 else "1f1b", interleave=vp, fsdp=fsdp,
                         shard_group=shard if 1 < shard < dp else 0, zero_stage=_zero_stage(row),
                         capacity_factor=_capacity_factor(row), pipeline_split=split,
+                        stage_layers=_megatron_layout(row, pp * vp) if pp > 1 else (),
+                        etp=MEGATRON_BRIDGE_ETP if bridge and tp > 1 and ep > 1 else 0,
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **_maxtext_config(row))
@@ -513,6 +523,34 @@ def _maxtext_config(row: TrainingRecord) -> dict[str, Any]:
 #: src/megatron/bridge/recipes/qwen/qwen3_moe.py ``qwen3_235b_a22b_pretrain_config``, which the
 #: scripts/performance configs build on; NVIDIA-NeMo/Megatron-Bridge @ 6ef21f818de0991de5f0279199777a3f65880220)
 _MEGATRON_SPLIT_MODELS = ("llama-3.1-405b", "qwen3-235b-a22b")
+
+
+#: Megatron-Bridge's performance recipes for MoE models set ``expert_tensor_parallel_size=1``
+#: (scripts/performance/configs/qwen/qwen3_workload_base_configs.py, deepseek/deepseek_workload_base_configs.py
+#: ``BASE_DEEPSEEK_V3_CONFIG``, gpt_oss/gpt_oss_workload_base_configs.py ``BASE_GPT_OSS_120B_CONFIG``, @ 6ef21f8 and
+#: 270536cc): with TP the expert-parallel ranks come from tp x dp (``ParallelPlan.etp``)
+MEGATRON_BRIDGE_ETP = 1
+
+
+#: DeepSeek-V3's Megatron-Bridge pipeline layouts: decoder layers per (virtual) stage by pp x vp
+#: (src/megatron/bridge/recipes/deepseek/deepseek_v3.py ``set_deepseek_v3_pipeline_model_parallel_layout``
+#: @ 6ef21f818de0991de5f0279199777a3f65880220: (16, 1), (8, 2) and (4, 4) are ``[embedding + 4 decoder]``,
+#: 14 x ``[4 decoder]``, ``[1 decoder + mtp + loss]``; scripts/performance/configs/deepseek/
+#: deepseek_workload_base_configs.py @ 270536cce ``pp_layout="Et*4|(t*4|)*14tmL"`` for PP 8 x VP 2, the same
+#: counts). The multi-token-prediction layer on the last stage is not in the zoo's graph.
+_MEGATRON_LAYOUTS: dict[tuple[str, int], tuple[int, ...]] = {
+    ("deepseek-v3", 16): (4,) * 15 + (1,),
+    ("deepseek-v3", 4): (16, 16, 16, 13),
+    ("deepseek-v3", 8): (8,) * 7 + (5,),
+}
+
+
+def _megatron_layout(row: TrainingRecord, chunks: int) -> tuple[int, ...]:
+    """Decoder layers per pipeline chunk of a Megatron-Bridge recipe's own layout (:data:`_MEGATRON_LAYOUTS`);
+    () where the recipe splits by rule (:func:`_pipeline_split`)."""
+    if not row["framework"].strip().lower().startswith("megatron"):
+        return ()
+    return _MEGATRON_LAYOUTS.get((row["model"].strip(), chunks), ())
 
 
 def _pipeline_split(row: TrainingRecord) -> str:

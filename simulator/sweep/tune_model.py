@@ -107,12 +107,13 @@ def _named_axis(name: str, values: Sequence[str], known: Sequence[str], flag: st
 
 
 def _recompute_axis(values: Sequence[str]) -> Axis:
-    """The recompute axis: named policies (:data:`workloads.recompute.POLICIES`) and MaxText custom policies
-    ``custom:NAME=CHOICE,...`` (checked as ``predict --recompute`` checks them)."""
+    """The recompute axis: named policies (:data:`workloads.recompute.POLICIES`), MaxText custom policies
+    ``custom:NAME=CHOICE,...`` and Megatron-Core's ``modules:NAME,...`` (checked as ``predict --recompute`` checks
+    them)."""
     from workloads.recompute import check_policy
 
     vals = tuple(dict.fromkeys(str(v).strip() for v in values))
-    custom = [v for v in vals if v.startswith("custom:")]
+    custom = [v for v in vals if v.startswith(("custom:", "modules:"))]
     for v in custom:
         try:
             check_policy(v)

@@ -392,7 +392,7 @@ class _Build:
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
                  sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
                  pipeline_stride: int = 1, ep: int = 1, cp: int = 1, framework: str = "",
-                 hf_family: str = "") -> None:
+                 hf_family: str = "", etp: int | None = None) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -415,6 +415,8 @@ class _Build:
         self.decoder_seq = decoder_seq
         self.tp = tp
         self.ep = ep
+        #: expert tensor parallelism (Megatron-Core expert_tensor_parallel_size; None: tp)
+        self.etp = tp if etp is None else etp
         self.cp = cp
         self.sp = sequence_parallel and tp > 1
         #: the layers [first, last) this pipeline stage holds; the embedding lives on the stage holding
@@ -788,10 +790,13 @@ class _Build:
         cfg, b = self.cfg, self.b
         if cfg.moe_dispatch == "einsum":
             return self.einsum_dispatch(h)
-        h = self.tp_enter(h)
+        # etp 1 with tp > 1: each rank dispatches its own sequence-parallel tokens to whole experts over ep
+        # consecutive ranks (Megatron-Core's expert groups ETP x EP x EDP over tp x cp x dp, order tp-ep-dp)
+        fold = self.etp != self.tp
+        h = h if fold else self.tp_enter(h)
         bsz, s, d = h.shape
         t = bsz * s
-        e, k, ff = cfg.experts, cfg.top_k, self.d_ff_local
+        e, k, ff = cfg.experts, cfg.top_k, cfg.d_ff // self.etp
         cap = moe_capacity(t, e, k, cfg.capacity_factor)
         routed = min(t * k, e * cap)
         active = min(expected_active_experts(t, e, k), routed)
@@ -809,7 +814,7 @@ class _Build:
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed)
             if ep > 1:
-                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.tp, **dedup)
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup)
                 buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
@@ -824,10 +829,11 @@ class _Build:
                      tokens=routed, experts_active=active_local, **tiles)
             if ep > 1:
                 y = self.reshape(y, (e, cap, d), "expert_buffers")
-                y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.tp, **dedup)
+                y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
-            return self.tp_exit(self.reshape(y, (bsz, s, d), "merge"), "experts")
+            y = self.reshape(y, (bsz, s, d), "merge")
+            return y if fold else self.tp_exit(y, "experts")
 
     def einsum_dispatch(self, h: TensorSpec) -> TensorSpec:
         """MaxText's ``dense_matmul`` with ``capacity_factor > 0`` (MaxText/layers/linears.py @ 449b4fe52a78,
@@ -1084,7 +1090,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
           dtype: str | DType = "bf16", attention: str | None = None, logits: str | None = None,
           decoder_seq: int | None = None, name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
           stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1,
-          cp: int = 1, framework: str = "", hf_family: str = "") -> OpGraph:
+          cp: int = 1, framework: str = "", hf_family: str = "", etp: int | None = None) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -1196,7 +1202,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                              f"with 0 <= first < last <= {cfg.layers}")
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
-                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp,
+                stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp, etp=etp,
                 framework=prof.name if prof else "", hf_family=hf_family)
     if cfg.encoder_only:
         st.build_encoder_only()

@@ -190,6 +190,25 @@ def test_plan_states_hybrid_sharding_capacity_factor_and_batch(rows) -> None:
     assert _plan(r, 8) == ParallelPlan(dp=8, fsdp=True, microbatch=2, global_batch=16)
 
 
+def test_megatron_recompute_modules_layouts_and_expert_tensor_parallelism(rows) -> None:
+    """The Megatron-Bridge rows' recompute_modules as --recompute modules:NAME,...; DeepSeek-V3's recipe layout
+    (4 decoder layers a chunk, 1 on the last, 61 in all); Qwen3-235B's ep 32 over tp 2 x dp 16 with etp 1."""
+    from simulator.parallel.training_validation import _plan, stated_recipe
+
+    policies = {rid: stated_recipe(_row(rows, rid))["recompute"]
+                for rid in ("train-057", "train-058", "train-063", "train-066", "train-067")}
+    assert policies == {"train-057": "modules:mla_up_proj", "train-058": "modules:layernorm,moe_act",
+                        "train-063": "modules:layernorm,moe_act", "train-066": "modules:mla_up_proj,mlp",
+                        "train-067": "modules:layernorm,moe_act"}
+    p57, p66 = _plan(_row(rows, "train-057"), 16), _plan(_row(rows, "train-066"), 32)
+    assert p57.stage_layers == p66.stage_layers == (4,) * 15 + (1,) and sum(p57.stage_layers) == 61
+    # 26.04 DeepSeek-V3 on B200 (B200_FP8_MX_V2): moe_flex_dispatcher_backend "deepep"; the 25.11 row the alltoall
+    assert (p66.moe_dispatch, p57.moe_dispatch) == ("deepep", "sparse")
+    p65 = _plan(_row(rows, "train-065"), 16)
+    assert (p65.tp, p65.dp, p65.ep, p65.etp, p65.sequence_parallel) == (2, 16, 32, 1, True)
+    assert _plan(_row(rows, "train-064"), 8).etp == 0  # TP 1: nothing to fold
+
+
 def test_stack_of_each_source(rows) -> None:
     from simulator.parallel.training_validation import stack_of
 
@@ -292,18 +311,15 @@ def test_real_dataset_lists_every_row_and_reports_groups() -> None:
     # the recipes stated since: named policies, fp8 tensorwise/rowwise, hybrid sharding, compile (84 of 139);
     # TE current scaling, MXFP8, int8 AQT and MaxText's custom remat with its offloads; MaxText's dense einsum
     # MoE dispatch (Mixtral 8x7B and 8x22B on v6e-256); uneven pipeline stages; the DeepSeek-V3 zoo model
-    # (130 of 139); sliding-window attention: Gemma 3 12B on v6e (133 of 139)
-    assert s["predicted"] == 133 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
+    # (130 of 139); sliding-window attention: Gemma 3 12B on v6e (133 of 139); Megatron-Core's recompute_modules
+    # (GPT-OSS, DeepSeek-V3), the DeepSeek-V3 recipes' pipeline layouts and expert tensor parallelism 1 (139 of 139)
+    assert s["predicted"] == 139 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
     assert not {"fp8", "recompute", "offload"} & set(s["reasons"])
-    # nothing left not statable: every row is predicted or skipped (model, plan or recomputation missing)
-    assert [r.id for r in results if r.status == "not statable yet"] == []
-    assert {r.id for r in results if r.status == "predicted"} >= {"train-124", "train-125"}
-    # the one plan refused: Qwen3-235B with ep 32 over dp 16 (expert ranks are taken from the replicas)
-    assert [r.id for r in results if any(w.startswith("plan refused") for w in r.why)] == ["train-065"]
+    # nothing left not statable: every row is predicted
+    assert [r.id for r in results if r.status != "predicted"] == []
+    assert {r.id for r in results if r.status == "predicted"} >= {"train-124", "train-125", "train-065"}
     assert sum(r.system.startswith("dgx-b200") for r in results) == 12
-    # GPT-OSS and DeepSeek-V3 (recomputation not stated)
-    assert sum(r.family == "B200" and r.status == "skipped" for r in results) == 4
-    assert {r.why[-1] for r in results if r.status == "skipped" and r.id != "train-065"} == {"recomputation not stated"}
+
 
 def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
     """The 48 torchtitan rows on H100 SXM 96 GB HBM2e boards at 500 W run on grand-teton-h100-96gb nodes (no
