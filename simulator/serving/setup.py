@@ -87,6 +87,9 @@ def _check_config(config: ServeConfig) -> None:
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ServingError(f"{name}: got {v!r}; expected a positive integer")
+    a = config.arrival_seed
+    if a is not None and (isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < 2**32):
+        raise ServingError(f"arrival_seed: got {a!r}; expected an integer in [0, 2**32) or None")
     if config.requests is not None and config.requests > MAX_REQUESTS:
         raise ServingError(f"requests: got {config.requests}; expected at most {MAX_REQUESTS:,}")
     if config.requests is not None and config.duration_s is not None:
@@ -167,7 +170,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     if not isinstance(config, ServeConfig):
         raise ServingError(f"config: got a {type(config).__name__}; expected a ServeConfig")
     _check_config(config)
-    from simulator.serving.arrivals import arrival_times, parse_arrival, read_trace
+    from simulator.serving.arrivals import arrival_times, client_arrival_times, parse_arrival, read_trace
     from simulator.serving.lengths import parse_lengths, sample_lengths
 
     arrival = parse_arrival(config.arrival, "arrival")
@@ -198,7 +201,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         total = len(times)
     else:
         total = config.requests if config.requests is not None else (None if config.duration_s else 1000)
-        if arrival.kind in ("poisson", "gamma"):
+        if arrival.kind in ("poisson", "gamma") and config.arrival_seed is not None:
+            times = client_arrival_times(arrival, config.arrival_seed, count=total, duration_s=config.duration_s)
+            total = len(times)
+        elif arrival.kind in ("poisson", "gamma"):
             times = arrival_times(arrival, rng, count=total, duration_s=config.duration_s)
             total = len(times)
         elif config.duration_s is not None:

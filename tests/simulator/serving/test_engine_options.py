@@ -185,9 +185,16 @@ def test_settings_column_is_read_and_checked(tmp_path):
 
     rows = {r.id: r for r in read_serving_csv()}
     assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False, "max_num_seqs": 256,
-                                              "max_batched_tokens": 4096}  # vLLM 0.6.0 (its defaults)
-    assert dict(rows["srv-001"].settings) == {"mixed_prefill": False}  # SGLang 0.3.0
-    assert rows["srv-052"].settings == ()  # vLLM main (V1)
+                                              "max_batched_tokens": 4096, "arrival_seed": 1}  # vLLM 0.6.0 (its defaults)
+    assert dict(rows["srv-001"].settings) == {"mixed_prefill": False, "arrival_seed": 1}  # SGLang 0.3.0, sglang client
+    assert dict(rows["srv-052"].settings) == {"arrival_seed": 0}  # vLLM main (V1), vLLM's client
+    # trtllm-bench's limits for Llama 3.1 8B FP8 on an H200 at 128/128: KV tokens = (143,771 MiB - 8.03e9 B) x 0.95
+    # / 64 KiB per token = 2.07e6 -> 8,081 requests of 256 tokens -> batch min(8081, 4096) = 4096, tokens
+    # min(4096 x 2, 32768) = 8192; at 2048/128 (2,176 tokens a request): 951 -> 1024 (rounded up to 128), tokens
+    # 951 x 17 = 16,162 -> 16,384 (rounded up to 1024)
+    assert dict(rows["srv-070"].settings) == {"max_num_seqs": 4096, "max_batched_tokens": 8192}
+    assert dict(rows["srv-076"].settings) == {"max_num_seqs": 1024, "max_batched_tokens": 16384}
+    assert rows["srv-070"].scheduler == "orca"  # trtllm-bench: chunked prefill off, whole prompts
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
     assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
     assert engine_profile("nim", "1.8.0") == "trt-llm"
@@ -203,6 +210,31 @@ def test_settings_column_is_read_and_checked(tmp_path):
         w.writerow(first)
     with pytest.raises(ServingDataError, match=r"bad.csv:2: settings: unknown setting; got 'scheduler_step=10'.*"
                                                r"did you mean 'scheduler_steps'"):
+        read_serving_csv(f)
+
+
+def test_arrival_seed_setting_takes_zero_and_refuses_negatives(tmp_path):
+    from simulator.calibration.serving_validation import (
+        DEFAULT_SERVING_DATASET,
+        ServingDataError,
+        read_serving_csv,
+    )
+
+    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        first = next(reader)
+    f = tmp_path / "seed.csv"
+    for value in ("0", "-1"):
+        first["settings"], first["settings_source"] = f"arrival_seed={value}", "the client's code"
+        with open(f, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
+            w.writeheader()
+            w.writerow(first)
+        if value == "0":
+            assert dict(read_serving_csv(f)[0].settings) == {"arrival_seed": 0}
+    with pytest.raises(ServingDataError, match=r"seed.csv:2: settings: arrival_seed: got '-1'; expected a "
+                                               r"non-negative integer"):
         read_serving_csv(f)
 
 
