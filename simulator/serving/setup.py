@@ -170,7 +170,12 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     if not isinstance(config, ServeConfig):
         raise ServingError(f"config: got a {type(config).__name__}; expected a ServeConfig")
     _check_config(config)
-    from simulator.serving.arrivals import arrival_times, client_arrival_times, parse_arrival, read_trace
+    from simulator.serving.arrivals import (
+        arrival_times,
+        client_arrival_times,
+        parse_arrival,
+        read_trace,
+    )
     from simulator.serving.lengths import parse_lengths, sample_lengths
 
     arrival = parse_arrival(config.arrival, "arrival")

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from simulator.serving import ServeConfig, ServingError, simulate_serving
-from simulator.serving.arrivals import arrival_times, client_arrival_times, parse_arrival, read_trace
+from simulator.serving.arrivals import (
+    arrival_times,
+    client_arrival_times,
+    parse_arrival,
+    read_trace,
+)
 from simulator.serving.iteration import bucket, bucket_bounds
 from simulator.serving.kvcache import kv_cache_spec
 from simulator.serving.lengths import parse_lengths, sample_lengths
