@@ -224,12 +224,13 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     draft = None
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
-    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft)
+    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
+                  output_lag=getattr(profile, "output_lag_steps", 0) > 0)
 
 
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
-           draft: tuple[Any, int, float] | None = None) -> Setup:
+           draft: tuple[Any, int, float] | None = None, output_lag: bool = False) -> Setup:
     from simulator.engines.analytical import spec_of
     from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
@@ -281,7 +282,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
                                    config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
                                    config.mixed_prefill), kv.blocks, pricer,
-                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec)
+                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
     decode_pool = [make(n_pre + i, False) for i in range(n_dec)]

@@ -258,3 +258,21 @@ def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
     with pytest.raises(ServingDataError, match=r"twice.csv:2: settings: max_num_seqs given twice; got column "
                                                r"max_num_seqs '128'"):
         read_serving_csv(f)
+
+
+def test_v0_async_output_hands_each_token_over_one_iteration_late():
+    """vLLM V0 (profile vllm-v0): step n's outputs are returned when step n + 1 ends, so the first token of a
+    two-token request reaches the client when its decode step ends, and the last one as late (TPOT unchanged);
+    SGLang (no lag) hands it over when the prefill ends."""
+    from workloads.frameworks import get_profile
+
+    assert get_profile("vllm-v0").output_lag_steps == 1 and get_profile("sglang").output_lag_steps == 0
+    runs = {}
+    for fw in ("vllm-v0", "sglang"):
+        cfg = ServeConfig(arrival="burst", lengths="fixed:in=64,out=2", scheduler="orca", requests=1, framework=fw)
+        runs[fw] = simulate_serving("llama-2-7b", "h100-sxm5-80gb", cfg)
+    v0, sg = runs["vllm-v0"], runs["sglang"]
+    (prefill, decode), (q,) = v0.iterations, v0.requests
+    assert q.first_token_s == pytest.approx(decode.end_s)  # delivered with the next iteration
+    assert q.finish_s - q.first_token_s == pytest.approx(decode.end_s - prefill.end_s)  # the engine's own gap
+    assert sg.requests[0].first_token_s == pytest.approx(sg.iterations[0].end_s)
