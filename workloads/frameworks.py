@@ -167,6 +167,15 @@ _VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the l
 _VLLM_V0_GRAPHS = ("vllm-project/vllm v0.6.0 vllm/worker/model_runner.py ModelRunner.execute_model: '# Currently cuda "
                     "graph is only supported by the decode phase.' - the captured graph runs when prefill_metadata is None "
                     "and decode_metadata.use_cuda_graph, else model_executable = self.model (the eager nn.Module)")
+_VLLM_V0_ASYNC_OUT = ("vllm-project/vllm V0 vllm/engine/llm_engine.py LLMEngine.step: with async output processing "
+                      "(on by default from v0.6.0, PR #7049) step n's outputs join ctx.output_queue and are processed "
+                      "by the async callback that the model runner calls inside step n + 1 "
+                      "(ModelRunner.execute_model: model_input.async_callback() after the forward launch), and "
+                      "step() returns those ctx.request_outputs when step n + 1 ends; AsyncLLMEngine.engine_step "
+                      "streams what step_async returned. Multi-step runs return after every step and process a "
+                      "prompt step's outputs the same way (PR #7921 and #8050, 'Optimize Async + Multi-step', "
+                      "Aug-Sep 2024; their presence in the v0.6.0 tag is not checked here). When nothing is left "
+                      "to run the queue is drained at once")
 _SGLANG_GRAPHS = ("sgl-project/sglang v0.3.0 python/sglang/srt/model_executor/model_runner.py: only forward_decode replays "
                   "the CUDA graph (cuda_graph_runner.can_run(len(batch.reqs))); forward_extend calls self.model.forward")
 _TRTLLM_PT_GRAPHS = ("NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine."
@@ -219,6 +228,13 @@ class FrameworkProfile:
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
         as vLLM V0, SGLang and TensorRT-LLM's PyTorch backend run it (``graphs_decode_source``).
     graphs_decode_source
+        The code that decides it.
+    output_lag_steps
+        Serving: the engine hands the client a token this many iterations after the one that sampled it
+        (vLLM V0's asynchronous output processing: the outputs of step n are processed while step n + 1 runs
+        and returned when step n + 1 ends); every delivery, first token and last, moves by the next
+        iteration's duration, so TTFT and end-to-end latency grow and TPOT does not (``output_lag_source``).
+    output_lag_source
         The code that decides it.
     sources
         The framework code or documentation each choice follows.
@@ -274,6 +290,8 @@ class FrameworkProfile:
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
     graphs_decode_only: bool = False
     graphs_decode_source: str = ""
+    output_lag_steps: int = 0
+    output_lag_source: str = ""
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -361,7 +379,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM, _VLLM_V06),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.28e-3,
                      iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU,
-                     graphs_decode_only=True, graphs_decode_source=_VLLM_V0_GRAPHS),
+                     graphs_decode_only=True, graphs_decode_source=_VLLM_V0_GRAPHS,
+                     output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,

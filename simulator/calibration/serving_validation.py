@@ -42,9 +42,11 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: Setting (a ServeConfig field) -> its type: ``scheduler_steps=10`` (vLLM 0.6 ``--num-scheduler-steps``),
 #: ``mixed_prefill=false`` (prompts run in iterations of their own: vLLM V0, SGLang <= 0.3), and the batch
 #: limits an engine version defaults to (``max_num_seqs``, ``max_batched_tokens``) where they differ from
-#: the simulator's scheduler defaults (vLLM V1's); a setting may not repeat a filled column.
+#: the simulator's scheduler defaults (vLLM V1's); ``arrival_seed=S``: the benchmark client's NumPy seed, so
+#: a Poisson run has the measured run's arrival times (``ServeConfig.arrival_seed``); a setting may not
+#: repeat a filled column.
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
-                            "max_batched_tokens": "int"}
+                            "max_batched_tokens": "int", "arrival_seed": "seed"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -155,12 +157,14 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
                 continue
             out.append((key, val.lower() == "true"))
         else:
+            low = 0 if SETTINGS[key] == "seed" else 1
             try:
                 v = int(val)
             except ValueError:
-                v = 0
-            if v < 1:
-                problems.append(f"{where}: settings: {key}: got {val!r}; expected a positive integer")
+                v = low - 1
+            if v < low:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected a "
+                                f"{'non-negative' if low == 0 else 'positive'} integer")
                 continue
             out.append((key, v))
     return tuple(sorted(out))

@@ -30,7 +30,7 @@ import numpy as np
 from nodeperf.suggest import did_you_mean
 from simulator.serving.config import ServingError
 
-__all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "read_trace", "parse_params", "ARRIVAL_KINDS"]
+__all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "client_arrival_times", "read_trace", "parse_params", "ARRIVAL_KINDS"]
 
 ARRIVAL_KINDS = ("poisson", "gamma", "concurrency", "burst", "trace")
 
@@ -118,6 +118,33 @@ def parse_arrival(text: str, where: str = "--arrival") -> ArrivalSpec:
     qps = positive_number(p["qps"], f"{where}: qps")
     cv = positive_number(p["cv"], f"{where}: cv") if "cv" in p else 1.0
     return ArrivalSpec(kind, qps=qps, cv=cv)
+
+
+def client_arrival_times(spec: ArrivalSpec, seed: int, *, count: int | None = None,
+                         duration_s: float | None = None) -> np.ndarray:
+    """Arrival times as a benchmark client sends them: NumPy's legacy generator seeded once
+    (``np.random.seed(seed)``, what vLLM's ``benchmark_serving.py`` (``--seed``, default 0) and SGLang's
+    ``bench_serving.py`` (``--seed``, default 1) call first), the first request at t = 0 and, after each
+    request, one gap ``np.random.exponential(1 / qps)`` (poisson) or ``np.random.gamma(shape, scale)`` (gamma)
+    (their ``get_request``: yield the request, then sleep the gap). The ShareGPT sampling of those clients
+    draws from Python's ``random``, not NumPy, so the gaps are NumPy's first draws."""
+    if spec.kind not in ("poisson", "gamma"):
+        raise ValueError(f"client_arrival_times: {spec.kind} is not an open-loop process")
+    legacy = np.random.RandomState(seed)
+    mean = 1.0 / spec.qps
+    shape = 1.0 / (spec.cv * spec.cv)
+    n = int(count) if count is not None else max(16, int((duration_s or 0.0) * spec.qps * 1.5) + 16)
+    while True:
+        k = max(0, n - 1)  # one draw per gap, in order: the same stream as the clients' scalar calls
+        gaps = legacy.exponential(mean, k) if spec.kind == "poisson" else legacy.gamma(shape, mean / shape, k)
+        times = np.concatenate(([0.0], np.cumsum(gaps)))
+        if count is not None:
+            return times
+        assert duration_s is not None
+        if times[-1] >= duration_s:
+            return times[times < duration_s]
+        legacy = np.random.RandomState(seed)
+        n *= 2
 
 
 def arrival_times(spec: ArrivalSpec, rng: np.random.Generator, *, count: int | None = None,

@@ -76,6 +76,11 @@ class ServeConfig:
         default 1,000 requests).
     seed
         Seed of the random generators (same seed, byte-identical results).
+    arrival_seed
+        Draw the Poisson or gamma gaps as a benchmark client seeded with ``np.random.seed(arrival_seed)``
+        draws them (:func:`simulator.serving.arrivals.client_arrival_times`: NumPy's legacy generator, the
+        first request at t = 0, one gap after each request), so a short run has the arrival times the
+        measured run had; None: the simulation's own generator (``seed``).
     slo
         Service-level objectives, e.g. ``("ttft_p99<=2 s", "tpot_p99<=100 ms")``.
     framework
@@ -106,6 +111,7 @@ class ServeConfig:
     requests: int | None = None
     duration_s: float | None = None
     seed: int = 0
+    arrival_seed: int | None = None
     slo: tuple[str, ...] = ()
     framework: str = "vllm"
     dtype: str | None = None

@@ -40,8 +40,14 @@ class Replica:
     """One copy of the deployment: its scheduler state, KV blocks and the iterations it ran."""
 
     def __init__(self, rid: int, lim: Limits, blocks: int, pricer: Any, *, prefill_only: bool = False,
-                 swap_s_per_block: float = 0.0, speculative: tuple[Any, int, float] | None = None) -> None:
+                 swap_s_per_block: float = 0.0, speculative: tuple[Any, int, float] | None = None,
+                 output_lag: bool = False) -> None:
         self.id, self.lim, self.pricer = rid, lim, pricer
+        #: tokens reach the client when the next iteration ends (FrameworkProfile.output_lag_steps)
+        self.output_lag = output_lag
+        #: sequences whose first token the last iteration sampled, waiting for the next one to deliver it
+        self.pending: list[Seq] = []
+        self._first_end = 0.0
         #: (draft model's pricer, draft tokens k, expected tokens per step) or None
         self.speculative = speculative
         self.blocks = blocks
@@ -71,10 +77,22 @@ class Replica:
             self.waiting.appendleft(v)
             self.preemptions += 1
         if not plan.work:
+            self.pending.clear()  # nothing left to run: the output queue is drained at once (no lag)
             return None
+        if not self.output_lag:
+            if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
+                return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+            return self._one_step(t, plan)
+        waiting_out, self.pending = self.pending, []
+        firsts = {id(s) for s, _ in plan.work if s.first_token < 0}
         if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
-            return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
-        return self._one_step(t, plan)
+            end = self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+        else:
+            end = self._one_step(t, plan)
+        for s in waiting_out:  # delivered when this iteration's first step ends
+            s.lag = self._first_end - s.first_token
+        self.pending = [s for s, _ in plan.work if id(s) in firsts and s.first_token >= 0]
+        return end
 
     def _one_step(self, t: float, plan: Any) -> float:
         chunks: list[tuple[int, int]] = []
@@ -99,6 +117,7 @@ class Replica:
             dt, e = self.pricer.iteration(chunks, dec, ctx, sampled)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
+        self._first_end = end
         tokens = dec + prefill_tokens
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
         for s, n in plan.work:
@@ -147,6 +166,8 @@ class Replica:
             end += fixed_t + at
             energy += fixed_e + ae
             steps += 1
+            if steps == 1:
+                self._first_end = end
             if block > 1:
                 ends.append(end)
             if steps >= k_max or end >= stop_at:

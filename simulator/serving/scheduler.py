@@ -101,7 +101,7 @@ class Seq:
     """A request inside a replica (mutable simulation state)."""
 
     __slots__ = ("id", "arrival", "n_in", "n_out", "computed", "generated", "blocks", "first_token", "finish",
-                 "preemptions", "cached", "replica", "swapped", "pad", "credit")
+                 "preemptions", "cached", "replica", "swapped", "pad", "credit", "lag")
 
     def __init__(self, rid: int, arrival: float, n_in: int, n_out: int) -> None:
         self.id, self.arrival, self.n_in, self.n_out = rid, arrival, n_in, n_out
@@ -116,6 +116,8 @@ class Seq:
         self.swapped = False
         self.pad = False
         self.credit = 0.0
+        #: seconds between the engine sampling a token and the client receiving it (ServeConfig's stack)
+        self.lag = 0.0
 
     @property
     def total(self) -> int:

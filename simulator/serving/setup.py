@@ -87,6 +87,9 @@ def _check_config(config: ServeConfig) -> None:
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ServingError(f"{name}: got {v!r}; expected a positive integer")
+    a = config.arrival_seed
+    if a is not None and (isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < 2**32):
+        raise ServingError(f"arrival_seed: got {a!r}; expected an integer in [0, 2**32) or None")
     if config.requests is not None and config.requests > MAX_REQUESTS:
         raise ServingError(f"requests: got {config.requests}; expected at most {MAX_REQUESTS:,}")
     if config.requests is not None and config.duration_s is not None:
@@ -167,7 +170,12 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     if not isinstance(config, ServeConfig):
         raise ServingError(f"config: got a {type(config).__name__}; expected a ServeConfig")
     _check_config(config)
-    from simulator.serving.arrivals import arrival_times, parse_arrival, read_trace
+    from simulator.serving.arrivals import (
+        arrival_times,
+        client_arrival_times,
+        parse_arrival,
+        read_trace,
+    )
     from simulator.serving.lengths import parse_lengths, sample_lengths
 
     arrival = parse_arrival(config.arrival, "arrival")
@@ -198,7 +206,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         total = len(times)
     else:
         total = config.requests if config.requests is not None else (None if config.duration_s else 1000)
-        if arrival.kind in ("poisson", "gamma"):
+        if arrival.kind in ("poisson", "gamma") and config.arrival_seed is not None:
+            times = client_arrival_times(arrival, config.arrival_seed, count=total, duration_s=config.duration_s)
+            total = len(times)
+        elif arrival.kind in ("poisson", "gamma"):
             times = arrival_times(arrival, rng, count=total, duration_s=config.duration_s)
             total = len(times)
         elif config.duration_s is not None:
@@ -213,12 +224,13 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     draft = None
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
-    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft)
+    return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
+                  output_lag=getattr(profile, "output_lag_steps", 0) > 0)
 
 
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
-           draft: tuple[Any, int, float] | None = None) -> Setup:
+           draft: tuple[Any, int, float] | None = None, output_lag: bool = False) -> Setup:
     from simulator.engines.analytical import spec_of
     from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
@@ -270,7 +282,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
                                    config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
                                    config.mixed_prefill), kv.blocks, pricer,
-                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec)
+                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
     decode_pool = [make(n_pre + i, False) for i in range(n_dec)]

@@ -41,7 +41,8 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
     from simulator.serving.metrics import summarize
 
     finished.sort(key=lambda s: s.id)
-    records = tuple(RequestRecord(s.id, s.arrival, s.n_in, s.n_out, s.first_token, s.finish, s.replica,
+    # the client receives every token ``lag`` after the engine sampled it (FrameworkProfile.output_lag_steps)
+    records = tuple(RequestRecord(s.id, s.arrival, s.n_in, s.n_out, s.first_token + s.lag, s.finish + s.lag, s.replica,
                                   s.preemptions, s.cached * setup.shared_tokens) for s in finished)
     pools = setup.replicas + setup.decode_pool
     iterations = tuple(it for r in pools for it in r.iterations)

@@ -185,9 +185,15 @@ def test_settings_column_is_read_and_checked(tmp_path):
 
     rows = {r.id: r for r in read_serving_csv()}
     assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False, "max_num_seqs": 256,
-                                              "max_batched_tokens": 4096}  # vLLM 0.6.0 (its defaults)
-    assert dict(rows["srv-001"].settings) == {"mixed_prefill": False}  # SGLang 0.3.0
-    assert rows["srv-052"].settings == ()  # vLLM main (V1)
+                                              "max_batched_tokens": 4096, "arrival_seed": 1}  # vLLM 0.6.0 (its defaults)
+    assert dict(rows["srv-001"].settings) == {"mixed_prefill": False, "arrival_seed": 1}  # SGLang 0.3.0, sglang client
+    assert dict(rows["srv-052"].settings) == {"arrival_seed": 0}  # vLLM main (V1), vLLM's client
+    # trtllm-bench's limits for Llama 3.1 8B FP8 on an H200 (recorded in notes, not applied): KV tokens =
+    # (143,771 MiB - 8.03e9 B) x 0.95 / 64 KiB per token = 2.07e6 -> 8,081 requests of 256 tokens at 128/128 -> batch
+    # min(8081, 4096) = 4096, tokens min(4096 x 2, 32768) = 8192; at 2048/128 (2,176 tokens a request): 951 -> 1024
+    # (rounded up to 128), tokens 951 x 17 = 16,162 -> 16,384 (rounded up to 1024)
+    assert "max_batch_size 4096, max_num_tokens 8192" in rows["srv-070"].notes and rows["srv-070"].settings == ()
+    assert "max_batch_size 1024, max_num_tokens 16384" in rows["srv-076"].notes
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
     assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
     assert engine_profile("nim", "1.8.0") == "trt-llm"
@@ -203,6 +209,31 @@ def test_settings_column_is_read_and_checked(tmp_path):
         w.writerow(first)
     with pytest.raises(ServingDataError, match=r"bad.csv:2: settings: unknown setting; got 'scheduler_step=10'.*"
                                                r"did you mean 'scheduler_steps'"):
+        read_serving_csv(f)
+
+
+def test_arrival_seed_setting_takes_zero_and_refuses_negatives(tmp_path):
+    from simulator.calibration.serving_validation import (
+        DEFAULT_SERVING_DATASET,
+        ServingDataError,
+        read_serving_csv,
+    )
+
+    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
+        reader = csv.DictReader(fh)
+        head = list(reader.fieldnames or [])
+        first = next(reader)
+    f = tmp_path / "seed.csv"
+    for value in ("0", "-1"):
+        first["settings"], first["settings_source"] = f"arrival_seed={value}", "the client's code"
+        with open(f, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
+            w.writeheader()
+            w.writerow(first)
+        if value == "0":
+            assert dict(read_serving_csv(f)[0].settings) == {"arrival_seed": 0}
+    with pytest.raises(ServingDataError, match=r"seed.csv:2: settings: arrival_seed: got '-1'; expected a "
+                                               r"non-negative integer"):
         read_serving_csv(f)
 
 
@@ -226,3 +257,21 @@ def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
     with pytest.raises(ServingDataError, match=r"twice.csv:2: settings: max_num_seqs given twice; got column "
                                                r"max_num_seqs '128'"):
         read_serving_csv(f)
+
+
+def test_v0_async_output_hands_each_token_over_one_iteration_late():
+    """vLLM V0 (profile vllm-v0): step n's outputs are returned when step n + 1 ends, so the first token of a
+    two-token request reaches the client when its decode step ends, and the last one as late (TPOT unchanged);
+    SGLang (no lag) hands it over when the prefill ends."""
+    from workloads.frameworks import get_profile
+
+    assert get_profile("vllm-v0").output_lag_steps == 1 and get_profile("sglang").output_lag_steps == 0
+    runs = {}
+    for fw in ("vllm-v0", "sglang"):
+        cfg = ServeConfig(arrival="burst", lengths="fixed:in=64,out=2", scheduler="orca", requests=1, framework=fw)
+        runs[fw] = simulate_serving("llama-2-7b", "h100-sxm5-80gb", cfg)
+    v0, sg = runs["vllm-v0"], runs["sglang"]
+    (prefill, decode), (q,) = v0.iterations, v0.requests
+    assert q.first_token_s == pytest.approx(decode.end_s)  # delivered with the next iteration
+    assert q.finish_s - q.first_token_s == pytest.approx(decode.end_s - prefill.end_s)  # the engine's own gap
+    assert sg.requests[0].first_token_s == pytest.approx(sg.iterations[0].end_s)

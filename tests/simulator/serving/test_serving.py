@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from simulator.serving import ServeConfig, ServingError, simulate_serving
-from simulator.serving.arrivals import arrival_times, parse_arrival, read_trace
+from simulator.serving.arrivals import (
+    arrival_times,
+    client_arrival_times,
+    parse_arrival,
+    read_trace,
+)
 from simulator.serving.iteration import bucket, bucket_bounds
 from simulator.serving.kvcache import kv_cache_spec
 from simulator.serving.lengths import parse_lengths, sample_lengths
@@ -121,6 +126,21 @@ def test_poisson_arrivals_count_and_mean_for_a_seed():
     g = arrival_times(parse_arrival("gamma:qps=8,cv=3"), np.random.default_rng(0), count=20000)
     gg = np.diff(np.concatenate([[0.0], g]))
     assert gg.mean() == pytest.approx(1 / 8, rel=0.1) and gg.std() / gg.mean() == pytest.approx(3, rel=0.15)
+
+
+def test_client_arrivals_are_the_benchmark_clients_draws():
+    # np.random.seed(0); np.random.exponential(1.0) three times: 0.79587451, 1.25593076, 0.92322315 (NumPy's legacy
+    # generator); the client sends the first request at once and sleeps one gap after each
+    t = client_arrival_times(parse_arrival("poisson:qps=1"), 0, count=4)
+    assert t.tolist() == pytest.approx([0.0, 0.79587451, 0.79587451 + 1.25593076, 0.79587451 + 1.25593076 + 0.92322315])
+    half = client_arrival_times(parse_arrival("poisson:qps=2"), 0, count=2)
+    assert half.tolist() == pytest.approx([0.0, 0.79587451 / 2])
+    window = client_arrival_times(parse_arrival("poisson:qps=1"), 0, duration_s=2.5)
+    assert window.tolist() == pytest.approx(t[:3].tolist())
+    r = simulate_serving(MODEL, HW, ServeConfig(arrival="poisson:qps=1", requests=3, arrival_seed=0))
+    assert [q.arrival_s for q in r.requests] == pytest.approx(t[:3].tolist())
+    with pytest.raises(ServingError, match=r"arrival_seed: got -1; expected an integer in \[0, 2\*\*32\) or None"):
+        simulate_serving(MODEL, HW, ServeConfig(requests=2, arrival_seed=-1))
 
 
 def test_buckets():
