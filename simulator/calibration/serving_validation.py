@@ -43,10 +43,13 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: ``mixed_prefill=false`` (prompts run in iterations of their own: vLLM V0, SGLang <= 0.3), and the batch
 #: limits an engine version defaults to (``max_num_seqs``, ``max_batched_tokens``) where they differ from
 #: the simulator's scheduler defaults (vLLM V1's); ``arrival_seed=S``: the benchmark client's NumPy seed, so
-#: a Poisson run has the measured run's arrival times (``ServeConfig.arrival_seed``); a setting may not
+#: a Poisson run has the measured run's arrival times (``ServeConfig.arrival_seed``); ``admission=no-evict``:
+#: the KV admission policy (``ServeConfig.admission``, TensorRT-LLM's GUARANTEED_NO_EVICT); a setting may not
 #: repeat a filled column.
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
-                            "max_batched_tokens": "int", "arrival_seed": "seed"}
+                            "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission"}
+#: Values of the ``admission`` setting (:data:`simulator.serving.scheduler.ADMISSIONS`).
+_ADMISSIONS = ("max-utilization", "no-evict")
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -150,6 +153,13 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
         if key not in SETTINGS or not eq:
             problems.append(f"{where}: settings: unknown setting; got {item!r}; expected NAME=VALUE with NAME one of "
                             f"{', '.join(SETTINGS)}{did_you_mean(key, list(SETTINGS))}")
+            continue
+        if SETTINGS[key] == "admission":
+            if val not in _ADMISSIONS:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected one of {', '.join(_ADMISSIONS)}"
+                                f"{did_you_mean(val, list(_ADMISSIONS))}")
+                continue
+            out.append((key, val))
             continue
         if SETTINGS[key] == "bool":
             if val.lower() not in ("true", "false"):

@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
     p.add_argument("--gpu-memory-utilization", type=finite_float(0.0, 1.0, low_open=True), default=0.9,
                    help="fraction of device memory the engine takes (default 0.9, as vLLM)")
+    p.add_argument("--admission", choices=("max-utilization", "no-evict"), default="max-utilization",
+                   help="KV admission: max-utilization (default: admit on free blocks now, preempt when short; vLLM) or "
+                        "no-evict (admit only when the whole output's blocks fit; TensorRT-LLM's GUARANTEED_NO_EVICT)")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="what happens to a preempted request's KV cache (default recompute)")
     p.add_argument("--prefix-cache", action="store_true", help="reuse the shared prompt prefix of --lengths ...,prefix=P")
@@ -90,7 +93,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
                        scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
-                       preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
+                       admission=args.admission, preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
                        requests=args.requests, duration_s=args.duration, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)

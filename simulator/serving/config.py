@@ -57,6 +57,14 @@ class ServeConfig:
     gpu_memory_utilization
         Fraction of device memory the engine may use for weights, activations and KV cache (vLLM's
         ``gpu_memory_utilization``, default 0.9).
+    admission
+        How waiting requests are admitted against the KV cache: ``max-utilization`` (default: a
+        request is admitted when the blocks of the tokens it runs now are free; a running request that
+        cannot get a block later preempts the last admitted one, as vLLM and TensorRT-LLM's
+        ``MAX_UTILIZATION`` capacity scheduler do) or ``no-evict`` (TensorRT-LLM's default
+        ``GUARANTEED_NO_EVICT``: a request is admitted only when the blocks of its whole prompt and
+        output fit beside those every running request holds for its whole output, so nothing is ever
+        preempted) (:mod:`simulator.serving.scheduler`).
     preemption
         ``recompute`` (free the victim's blocks, prefill it again later) or ``swap`` (copy its blocks to
         host memory over the host link and back).
@@ -102,6 +110,7 @@ class ServeConfig:
     mixed_prefill: bool = True
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
+    admission: str = "max-utilization"
     preemption: str = "recompute"
     prefix_cache: bool = False
     speculative: str | None = None

@@ -40,6 +40,23 @@ Two options of the older engines (:class:`Limits`):
   block ends. Prompts run one step (``Scheduler._schedule_prefills``: ``init_multi_step(
   num_scheduler_steps=_get_num_lookahead_slots(is_prefill=True) + 1)``, 0 look-ahead slots for a
   prefill without chunking).
+
+Admission policies (:data:`ADMISSIONS`, ``ServeConfig.admission``), the two capacity-scheduler
+policies of TensorRT-LLM (``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp``;
+``executor::CapacitySchedulerPolicy``):
+
+* ``max-utilization`` (default; ``MaxUtilizationScheduler``): a waiting request is admitted when the
+  blocks of the tokens it runs in this iteration are free; a running request that cannot get its next
+  block preempts the last admitted running one (``schedulingRemoveSequence`` of the last started
+  request; vLLM's rule above).
+* ``no-evict`` (``GuaranteedNoEvictScheduler``, TensorRT-LLM's default and ``trtllm-bench
+  throughput``'s ``--scheduler_policy guaranteed_no_evict``): running requests are kept and their
+  blocks to completion (``NoEvictScheduledBlocksManager.decrementReservedBlocks``) are subtracted
+  first; waiting requests are then taken in order while the blocks of their whole prompt and
+  ``max_tokens`` output (``enoughAvailableBlocks``) fit in what is left, stopping at the first that does
+  not. A request's blocks to completion are taken at admission (its ``blocks``), so no running request
+  ever needs a block it cannot get and nothing is preempted; ``kv_cache_utilization`` then counts the
+  reserved blocks as used.
 """
 
 from __future__ import annotations
@@ -49,7 +66,7 @@ from typing import Any
 
 from simulator.serving.kvcache import blocks_for
 
-__all__ = ["EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration"]
+__all__ = ["ADMISSIONS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,9 @@ SCHEDULERS: dict[str, EngineDefaults] = {
     "orca": EngineDefaults("orca", False, 1024, 8192, 256, 2048, 0, _ORCA_SRC),
     "static": EngineDefaults("static", False, 1024, 8192, 256, 2048, 0, _STATIC_SRC),
 }
+
+#: Admission policies (module docstring); the first is the default.
+ADMISSIONS = ("max-utilization", "no-evict")
 
 #: vLLM's threshold for the larger defaults: devices with at least 70 GiB (A100s excluded).
 LARGE_DEVICE_BYTES = 70 * 2**30
@@ -140,10 +160,10 @@ class Limits:
     """The limits of one replica's scheduler."""
 
     __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead", "steps",
-                 "mixed")
+                 "mixed", "no_evict")
 
     def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
-                 swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True) -> None:
+                 swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True, no_evict: bool = False) -> None:
         self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
         self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
         #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
@@ -153,11 +173,19 @@ class Limits:
         self.steps = steps
         #: False: prompts are admitted in an iteration of their own (module docstring)
         self.mixed = mixed
+        #: True: admission ``no-evict`` (a request holds the blocks of its whole output from admission)
+        self.no_evict = no_evict
 
 
 def own_blocks(seq: Seq, tokens: int, lim: Limits) -> int:
     """Blocks ``seq`` holds for ``tokens`` tokens, less the shared prefix blocks it reuses."""
     return max(0, blocks_for(tokens, lim.block_size) - (lim.shared_blocks if seq.cached else 0))
+
+
+def reserve_tokens(seq: Seq, lim: Limits) -> int:
+    """Tokens whose blocks a request holds from admission under ``no-evict``: its prompt, its whole output
+    and the look-ahead slots of its last decode (speculative drafts, multi-step)."""
+    return seq.n_in + seq.n_out + lim.lookahead + lim.steps - 1
 
 
 def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limits) -> Plan:
@@ -238,7 +266,7 @@ def _admit(running: list[Seq], waiting: Any, free: list[int], lim: Limits, work:
         n = min(left, budget) if lim.kind != "orca" else left
         if s.swapped:
             n = min(left, budget)
-        need = own_blocks(s, s.computed + n, lim)
+        need = own_blocks(s, reserve_tokens(s, lim) if lim.no_evict else s.computed + n, lim)
         if need > free[0]:
             if s.cached and not s.swapped and s.blocks == 0:
                 s.cached, s.computed = 0, 0

@@ -72,7 +72,7 @@ def parse_speculative(text: str | None) -> tuple[str, int, float] | None:
 
 
 def _check_config(config: ServeConfig) -> None:
-    from simulator.serving.scheduler import SCHEDULERS
+    from simulator.serving.scheduler import ADMISSIONS, SCHEDULERS
 
     if config.scheduler not in SCHEDULERS:
         raise ServingError(f"scheduler: unknown scheduler {config.scheduler!r}; got {config.scheduler!r}; expected one of "
@@ -83,6 +83,9 @@ def _check_config(config: ServeConfig) -> None:
     if config.preemption not in ("recompute", "swap"):
         raise ServingError(f"preemption: got {config.preemption!r}; expected recompute or swap"
                            f"{did_you_mean(config.preemption, ('recompute', 'swap'))}")
+    if config.admission not in ADMISSIONS:
+        raise ServingError(f"admission: got {config.admission!r}; expected one of {', '.join(ADMISSIONS)}"
+                           f"{did_you_mean(str(config.admission), ADMISSIONS)}")
     for name in ("max_num_seqs", "max_batched_tokens", "chunk", "scheduler_steps", "block_size", "replicas", "requests"):
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -162,7 +165,8 @@ def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
     if config.scheduler in ("orca", "static") and config.max_batched_tokens is None:
         tokens = max(tokens, max_len)  # whole prompts: the budget takes the longest one
     return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "block_size": config.block_size,
-            "scheduler_steps": config.scheduler_steps, "mixed_prefill": config.mixed_prefill}
+            "scheduler_steps": config.scheduler_steps, "mixed_prefill": config.mixed_prefill,
+            "admission": config.admission}
 
 
 def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, options: Any = None) -> Setup:
@@ -281,7 +285,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     def make(rid: int, prefill_only: bool) -> Replica:
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
                                    config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
-                                   config.mixed_prefill), kv.blocks, pricer,
+                                   config.mixed_prefill, config.admission == "no-evict"), kv.blocks, pricer,
                        prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]

@@ -188,12 +188,15 @@ def test_settings_column_is_read_and_checked(tmp_path):
                                               "max_batched_tokens": 4096, "arrival_seed": 1}  # vLLM 0.6.0 (its defaults)
     assert dict(rows["srv-001"].settings) == {"mixed_prefill": False, "arrival_seed": 1}  # SGLang 0.3.0, sglang client
     assert dict(rows["srv-052"].settings) == {"arrival_seed": 0}  # vLLM main (V1), vLLM's client
-    # trtllm-bench's limits for Llama 3.1 8B FP8 on an H200 (recorded in notes, not applied): KV tokens =
+    # trtllm-bench's limits for Llama 3.1 8B FP8 on an H200 (in the notes and the settings): KV tokens =
     # (143,771 MiB - 8.03e9 B) x 0.95 / 64 KiB per token = 2.07e6 -> 8,081 requests of 256 tokens at 128/128 -> batch
     # min(8081, 4096) = 4096, tokens min(4096 x 2, 32768) = 8192; at 2048/128 (2,176 tokens a request): 951 -> 1024
     # (rounded up to 128), tokens 951 x 17 = 16,162 -> 16,384 (rounded up to 1024)
-    assert "max_batch_size 4096, max_num_tokens 8192" in rows["srv-070"].notes and rows["srv-070"].settings == ()
+    assert "max_batch_size 4096, max_num_tokens 8192" in rows["srv-070"].notes
+    assert dict(rows["srv-070"].settings) == {"max_num_seqs": 4096, "max_batched_tokens": 8192,
+                                              "admission": "no-evict"}  # trtllm-bench: GUARANTEED_NO_EVICT
     assert "max_batch_size 1024, max_num_tokens 16384" in rows["srv-076"].notes
+    assert dict(rows["srv-076"].settings)["max_batched_tokens"] == 16384 and rows["srv-076"].scheduler == "orca"
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
     assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
     assert engine_profile("nim", "1.8.0") == "trt-llm"
