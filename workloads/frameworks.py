@@ -181,6 +181,21 @@ _SGLANG_GRAPHS = ("sgl-project/sglang v0.3.0 python/sglang/srt/model_executor/mo
 _TRTLLM_PT_GRAPHS = ("NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine."
                      "_maybe_get_cuda_graph: no graph (None) unless the batch is generation-only "
                      "(batch.is_generation_only; later batch.can_run_cuda_graph); the LLM API's default backend from 1.0")
+_VLLM_V0_SAMPLER = ("vllm-project/vllm V0 vllm/model_executor/layers/sampler.py Sampler.forward: outside the "
+                    "captured graph (ModelRunner.execute_model calls self.model.sample after the graph replay), "
+                    "logits.to(torch.float), logits.div_(temperatures), torch.softmax(logits, dtype=float), "
+                    "torch.log_softmax(logits, dtype=float), then _sample_with_torch's greedy path "
+                    "torch.argmax(logprobs[long_sample_indices], dim=-1) (a row gather, then the argmax); the "
+                    "benchmark clients send temperature 0 (greedy). Read at the stored V0 sampler.py, not at the "
+                    "v0.6.0 tag; the rank computation of get_logprobs (skipped when no logprobs are requested in "
+                    "that copy) is left out")
+_VLLM_V0_GRAPH_BS = ("vllm-project/vllm V0 vllm/worker/model_runner.py: _BATCH_SIZE_ALIGNMENT = 8, "
+                     "_BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)] ('Capture graphs for token "
+                     "size 1, 2, 4, 8, 16, 24, 32, 40, ..., 256'); _get_graph_batch_size pads a decode batch to the "
+                     "next captured size")
+_SGLANG_GRAPH_BS = ("sgl-project/sglang v0.3-era python/sglang/srt/model_executor/cuda_graph_runner.py / model_runner.py "
+                    "init_cuda_graphs: capture_bs = [1, 2, 4] + [i * 8 for i in range(1, 21)] unless "
+                    "--disable-cuda-graph-padding; a decode batch is padded to the next captured size (bisect)")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -258,6 +273,15 @@ class FrameworkProfile:
         continuation fusion on TPUs).
     tp_overlap_collectives
         Which of them ``tp_comm_overlap`` overlaps (``"all_gather"``, ``"reduce_scatter"``).
+    sampler_kernels
+        Serving: the kernels the stack's sampler launches every step over the ``n x vocab`` logits of the
+        ``n`` sequences that sample, outside the CUDA graph (:func:`workloads.serving.sampler_graph` names:
+        ``to_fp32``, ``temperature``, ``softmax``, ``log_softmax``, ``gather_rows``, ``argmax``); empty: not
+        modelled. Source in ``sampler_source``.
+    graph_batch_sizes
+        Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
+        ``B`` sequences replays the graph of the smallest captured size ``>= B`` (its token-wise work runs
+        at the padded batch); empty: no padding modelled. Source in ``graph_batch_source``.
     grouped_gemm_tile_rows
         Rows of one m tile of the stack's MoE grouped matmul when every expert's group of rows starts a new
         pass over a tile (MaxText's Megablox ``gmm``: ``tile_batch_seq``); 0: not modelled (rows priced as
@@ -292,6 +316,10 @@ class FrameworkProfile:
     graphs_decode_source: str = ""
     output_lag_steps: int = 0
     output_lag_source: str = ""
+    sampler_kernels: tuple[str, ...] = ()
+    sampler_source: str = ""
+    graph_batch_sizes: tuple[int, ...] = ()
+    graph_batch_source: str = ""
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -325,6 +353,8 @@ class FrameworkProfile:
                 "tp_comm_overlap": self.tp_comm_overlap, "compiled_loss": self.compiled_loss}
 
 
+_V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
+_SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
 # PyTorch runs on CUDA and ROCm GPUs and on CPUs (TPUs through PyTorch/XLA: the xla profile)
@@ -380,7 +410,10 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.28e-3,
                      iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU,
                      graphs_decode_only=True, graphs_decode_source=_VLLM_V0_GRAPHS,
-                     output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT),
+                     output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT,
+                     sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
+                     sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
+                     graph_batch_source=_VLLM_V0_GRAPH_BS),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,
@@ -388,7 +421,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "ahead; an Nsight profile of 5 consecutive decode batches shows no GPU idle time (SGLang v0.4 "
                      "blog, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Earlier versions (0.3.x) did not "
                      "overlap; no per-iteration figure for them",
-                     graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS),
+                     graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
+                     graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",

@@ -24,7 +24,9 @@ from typing import Any
 from workloads.dtypes import parse_dtype
 from workloads.ir import GraphBuilder, OpGraph
 
-__all__ = ["attention_graph", "kv_bytes_per_token"]
+__all__ = ["attention_graph", "graph_batch", "kv_bytes_per_token", "sampler_graph", "SAMPLER_KERNELS"]
+
+SAMPLER_KERNELS = ("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax")
 
 
 def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, tp: int = 1,
@@ -60,3 +62,44 @@ def kv_bytes_per_token(cfg: Any, *, tp: int = 1, pp: int = 1, dtype: str = "bf16
     layers = -(-cfg.layers // pp)
     kv_heads = max(1, cfg.n_kv_heads // tp)
     return 2.0 * layers * kv_heads * cfg.d_head * parse_dtype(dtype).bits / 8.0
+
+
+def sampler_graph(cfg: Any, *, n: int, kernels: tuple[str, ...], dtype: str = "bf16") -> OpGraph:
+    """The sampler kernels a serving stack launches after the LM head over the ``n x vocab`` logits of the
+    ``n`` sequences that sample (full vocabulary: tensor-parallel logits are gathered first), in the
+    order given (names of :data:`SAMPLER_KERNELS`): ``to_fp32`` (cast of the 16-bit logits),
+    ``temperature`` (in-place division by a per-row temperature), ``softmax`` / ``log_softmax`` (fp32
+    row softmaxes), ``gather_rows`` (a row gather, a copy), ``argmax`` (a row max).
+
+    Raises ``ValueError`` for a non-positive ``n`` or an unknown kernel name.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"sampler_graph: n: got {n!r}; expected a positive integer")
+    bad = [k for k in kernels if k not in SAMPLER_KERNELS]
+    if bad:
+        raise ValueError(f"sampler_graph: kernel {bad[0]!r}; expected one of {', '.join(SAMPLER_KERNELS)}")
+    b = GraphBuilder(f"{cfg.name}.sampler", dtype=dtype)
+    x = b.input("logits", (n, cfg.vocab))
+    for k in kernels:
+        if k == "to_fp32":
+            x = b.op("elementwise", [x], name=k, op="cast", out_dtype="fp32")
+        elif k == "temperature":
+            t = b.input("temperatures", (n, 1), dtype=x.dtype.value)
+            x = b.op("elementwise", [x, t], name=k, op="div")
+        elif k in ("softmax", "log_softmax"):
+            b.op("softmax", [x], name=k, axis=-1)
+        elif k == "gather_rows":
+            x = b.op("elementwise", [x], name=k, op="copy")
+        else:
+            b.op("reduction", [x], name=k, op="max", axes=(-1,))
+    return b.build({"model": cfg.name, "n": n, "phase": "sampler"})
+
+
+def graph_batch(batch: int, sizes: tuple[int, ...]) -> int:
+    """The batch a decode step of ``batch`` sequences replays: the smallest captured size ``>= batch``
+    (``batch`` itself when ``sizes`` is empty or every size is smaller: the step then runs without a graph).
+
+    >>> graph_batch(9, (1, 2, 4, 8, 16)), graph_batch(3, (1, 2, 4, 8)), graph_batch(40, (1, 2, 4, 8))
+    (16, 4, 40)
+    """
+    return min((s for s in sizes if s >= batch), default=batch)

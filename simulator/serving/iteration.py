@@ -86,10 +86,18 @@ class IterationPricer:
         (:meth:`host_time`).
     eager_options
         Costing options of the iterations that carry a prompt chunk (None: ``options`` for every iteration).
+    sampler
+        The stack's sampler kernels after the LM head (:func:`workloads.serving.sampler_graph` names; the
+        profile's ``sampler_kernels``), priced with the LM head of every iteration that samples.
+    graph_sizes
+        The captured decode-graph batch sizes (the profile's ``graph_batch_sizes``): a decode-only iteration's
+        token-wise work runs at the padded batch (:func:`workloads.serving.graph_batch`); the LM head, the
+        sampler and the attention at the real one.
     """
 
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
-                 host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None) -> None:
+                 host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
+                 sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = ()) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -101,6 +109,8 @@ class IterationPricer:
         self.device = spec_of(system)[0]
         self.host_s = float(host_s)
         self.host_per_seq_s = float(host_per_seq_s)
+        self.sampler = tuple(sampler)
+        self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.layers = self.cfg.layers
         self.devices = plan.tp * plan.pp
         self._dense: dict[int, tuple[float, float]] = {}
@@ -110,7 +120,7 @@ class IterationPricer:
         self.prefill_pricer: IterationPricer | None = None
         if eager_options is not None:
             self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
-                                                  host_per_seq_s=host_per_seq_s)
+                                                  host_per_seq_s=host_per_seq_s, sampler=sampler)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
@@ -160,8 +170,28 @@ class IterationPricer:
         hit = self._head.get(n)
         if hit is None:
             _t, _at, ht, _e, _ae, he = self._parts(self._step(n, 1))
-            hit = self._head[n] = (ht, he)
+            st, se = self._sampler_point(n)
+            hit = self._head[n] = (ht + st, he + se)
         return hit
+
+    def _sampler_point(self, n: int) -> tuple[float, float]:
+        """(s, J) of the stack's sampler kernels over ``n`` rows of logits (one device; none: zero). They
+        run eagerly after the graph replay, each its own kernel (no fusion)."""
+        if not self.sampler:
+            return 0.0, 0.0
+        from simulator.engines.analytical import evaluate
+        from workloads.serving import sampler_graph
+
+        self._calls += 1
+        rep = evaluate(sampler_graph(self.cfg, n=n, kernels=self.sampler, dtype=self.dtype), self.device,
+                       replace(self.options, fusion=False))
+        return sum(float(r.time_s) for r in rep.records), sum(float(r.energy_j) for r in rep.records)
+
+    def padded(self, batch: int) -> int:
+        """The batch a decode-only step of ``batch`` sequences replays (the captured graph sizes)."""
+        from workloads.serving import graph_batch
+
+        return graph_batch(batch, self.graph_sizes) if self.graph_sizes else batch
 
     def attention_point(self, batch: int, query: int, context: int) -> tuple[float, float]:
         """Attention (s, J) over all layers of ``batch`` sequences of ``query`` new tokens after ``context``."""
@@ -229,6 +259,8 @@ class IterationPricer:
         if chunks and self.prefill_pricer is not None:
             return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify)
         tokens = decodes * verify + sum(q for q, _ in chunks)
+        if not chunks and verify == 1:
+            tokens = self.padded(decodes)
         t, e = self.dense(tokens)
         ht, he = self.head(sampled + decodes * (verify - 1))
         t, e = t + ht, e + he
@@ -261,7 +293,7 @@ class IterationPricer:
         """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""
         hit = self._memo.get(("f", batch))
         if hit is None:
-            t, e = self.dense(batch)
+            t, e = self.dense(self.padded(batch))
             ht, he = self.head(batch)
             hit = self._memo[("f", batch)] = (t + ht + self.host_time(batch), e + he)
         return hit

@@ -198,7 +198,9 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
     per_seq = profile.iteration_host_per_seq_s if config.iteration_host_s is None else 0.0
     pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq,
-                             eager_options=_eager_options(profile, opts))
+                             eager_options=_eager_options(profile, opts),
+                             sampler=getattr(profile, "sampler_kernels", ()),
+                             graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else ())
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")
