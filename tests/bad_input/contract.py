@@ -3,9 +3,23 @@ one line for one problem, else a count line, at most 20 located lines and ``... 
 
 from __future__ import annotations
 
+from typing import Any
+
 from nodeperf.suggest import MAX_LISTED_PROBLEMS
 
 PREFIX = "nodeperf: error: "
+
+
+def cli_exit(capsys: Any, *argv: str) -> tuple[int, str]:
+    """Exit code and standard error of ``nodeperf argv`` run in-process (argparse's own errors exit through
+    SystemExit)."""
+    from simulator.cli.main import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    return rc, capsys.readouterr().err
 
 
 def one_line(rc: int, err: str, *parts: str) -> str:

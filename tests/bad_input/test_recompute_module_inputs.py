@@ -4,7 +4,7 @@ exit 2."""
 from __future__ import annotations
 
 import pytest
-from contract import one_line
+from contract import cli_exit, one_line
 
 from simulator.cli.main import main
 
@@ -12,12 +12,7 @@ MOE = ("predict", "qwen3-30b-a3b", "--hardware", "dgx-h100", "--train", "--micro
        "--tp", "2", "--dp", "4", "--sequence-parallel")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    return rc, capsys.readouterr().err
+run = cli_exit
 
 
 @pytest.mark.parametrize("argv, parts", [

@@ -4,20 +4,13 @@ policy, offload, fp8 / int8 linear recipes, hybrid sharding, MoE capacity factor
 from __future__ import annotations
 
 import pytest
-from contract import one_line
-
-from simulator.cli.main import main
+from contract import cli_exit, one_line
 
 PLAN = ("predict", "llama-3-8b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--fsdp", "--microbatch", "1",
         "--global-batch", "8", "--seq", "512")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    return rc, capsys.readouterr().err
+run = cli_exit
 
 
 @pytest.mark.parametrize("argv, parts", [

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import subprocess
 import sys
 from collections import deque
@@ -85,24 +84,11 @@ def test_bad_admission_flag_exits_2():
     assert p.returncode == 2 and "--admission" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_admission_setting_is_read_and_checked(tmp_path):
-    from simulator.calibration.serving_validation import (
-        DEFAULT_SERVING_DATASET,
-        ServingDataError,
-        read_serving_csv,
-    )
+def test_admission_setting_is_read_and_checked(one_row_csv):
+    from simulator.calibration.serving_validation import ServingDataError, read_serving_csv
 
-    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
-        reader = csv.DictReader(fh)
-        head = list(reader.fieldnames or [])
-        first = next(reader)
-    f = tmp_path / "adm.csv"
     for value in ("no-evict", "no_evict"):
-        first["settings"], first["settings_source"] = f"admission={value}", "the engine's code"
-        with open(f, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
-            w.writeheader()
-            w.writerow(first)
+        f = one_row_csv("adm.csv", settings=f"admission={value}", settings_source="the engine's code")
         if value == "no-evict":
             assert dict(read_serving_csv(f)[0].settings) == {"admission": "no-evict"}
     with pytest.raises(ServingDataError, match=r"adm.csv:2: settings: admission: got 'no_evict'; expected one of "

@@ -4,7 +4,6 @@ published serving measurements."""
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import deque
 
@@ -175,9 +174,8 @@ def test_bad_options_are_located(kw, match):
         simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(requests=2, **kw))
 
 
-def test_settings_column_is_read_and_checked(tmp_path):
+def test_settings_column_is_read_and_checked(one_row_csv):
     from simulator.calibration.serving_validation import (
-        DEFAULT_SERVING_DATASET,
         ServingDataError,
         engine_profile,
         read_serving_csv,
@@ -200,39 +198,17 @@ def test_settings_column_is_read_and_checked(tmp_path):
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
     assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
     assert engine_profile("nim", "1.8.0") == "trt-llm"
-    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
-        reader = csv.DictReader(fh)
-        head = list(reader.fieldnames or [])
-        first = next(reader)
-    first["settings"] = "scheduler_step=10"
-    f = tmp_path / "bad.csv"
-    with open(f, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
-        w.writeheader()
-        w.writerow(first)
+    f = one_row_csv("bad.csv", settings="scheduler_step=10")
     with pytest.raises(ServingDataError, match=r"bad.csv:2: settings: unknown setting; got 'scheduler_step=10'.*"
                                                r"did you mean 'scheduler_steps'"):
         read_serving_csv(f)
 
 
-def test_arrival_seed_setting_takes_zero_and_refuses_negatives(tmp_path):
-    from simulator.calibration.serving_validation import (
-        DEFAULT_SERVING_DATASET,
-        ServingDataError,
-        read_serving_csv,
-    )
+def test_arrival_seed_setting_takes_zero_and_refuses_negatives(one_row_csv):
+    from simulator.calibration.serving_validation import ServingDataError, read_serving_csv
 
-    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
-        reader = csv.DictReader(fh)
-        head = list(reader.fieldnames or [])
-        first = next(reader)
-    f = tmp_path / "seed.csv"
     for value in ("0", "-1"):
-        first["settings"], first["settings_source"] = f"arrival_seed={value}", "the client's code"
-        with open(f, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
-            w.writeheader()
-            w.writerow(first)
+        f = one_row_csv("seed.csv", settings=f"arrival_seed={value}", settings_source="the client's code")
         if value == "0":
             assert dict(read_serving_csv(f)[0].settings) == {"arrival_seed": 0}
     with pytest.raises(ServingDataError, match=r"seed.csv:2: settings: arrival_seed: got '-1'; expected a "
@@ -240,23 +216,10 @@ def test_arrival_seed_setting_takes_zero_and_refuses_negatives(tmp_path):
         read_serving_csv(f)
 
 
-def test_a_setting_may_not_repeat_a_filled_column(tmp_path):
-    from simulator.calibration.serving_validation import (
-        DEFAULT_SERVING_DATASET,
-        ServingDataError,
-        read_serving_csv,
-    )
+def test_a_setting_may_not_repeat_a_filled_column(one_row_csv):
+    from simulator.calibration.serving_validation import ServingDataError, read_serving_csv
 
-    with open(DEFAULT_SERVING_DATASET, newline="") as fh:
-        reader = csv.DictReader(fh)
-        head = list(reader.fieldnames or [])
-        first = next(reader)
-    first["max_num_seqs"], first["settings"], first["settings_source"] = "128", "max_num_seqs=256", "code"
-    f = tmp_path / "twice.csv"
-    with open(f, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=head, lineterminator="\n")
-        w.writeheader()
-        w.writerow(first)
+    f = one_row_csv("twice.csv", max_num_seqs="128", settings="max_num_seqs=256", settings_source="code")
     with pytest.raises(ServingDataError, match=r"twice.csv:2: settings: max_num_seqs given twice; got column "
                                                r"max_num_seqs '128'"):
         read_serving_csv(f)
