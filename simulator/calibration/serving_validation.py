@@ -48,8 +48,6 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: repeat a filled column.
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
                             "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission"}
-#: Values of the ``admission`` setting (:data:`simulator.serving.scheduler.ADMISSIONS`).
-_ADMISSIONS = ("max-utilization", "no-evict")
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -155,6 +153,8 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
                             f"{', '.join(SETTINGS)}{did_you_mean(key, list(SETTINGS))}")
             continue
         if SETTINGS[key] == "admission":
+            from simulator.serving.scheduler import ADMISSIONS as _ADMISSIONS
+
             if val not in _ADMISSIONS:
                 problems.append(f"{where}: settings: {key}: got {val!r}; expected one of {', '.join(_ADMISSIONS)}"
                                 f"{did_you_mean(val, list(_ADMISSIONS))}")

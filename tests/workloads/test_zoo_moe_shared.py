@@ -16,17 +16,9 @@ _ATTN = 5120 * 5120 * 2 + 2 * 5120 * 1024 + 2 * 5120  # q, o; k, v (8 KV heads o
 _EXPERT = 3 * 5120 * 8192  # a SwiGLU MLP of width 8192: gate, up, down
 
 
-def _counts(name: str) -> tuple[int, int]:
-    """(total, active) parameters: active keeps top_k / experts of the routed experts' weights."""
-    g = build_model(name, seq=8, batch=1)
-    cfg = zoo_config(name)
-    routed = sum(t.numel for op in g.ops for t in op.inputs if t.role.value == "weight" and ".experts.w_" in t.name)
-    return g.params, g.params - routed + routed * cfg.top_k // cfg.experts
-
-
-def test_scout_parameters() -> None:
+def test_scout_parameters(moe_counts) -> None:
     per_layer = _ATTN + 5120 * 16 + 16 * _EXPERT + _EXPERT  # router, 16 routed experts, the shared expert
-    total, active = _counts("llama4-scout-17b-16e")
+    total, active = moe_counts("llama4-scout-17b-16e")
     assert total == _EMB + 48 * per_layer == 107_769_861_120
     assert active == _EMB + 48 * (_ATTN + 5120 * 16 + 2 * _EXPERT) == 17_172_894_720
     assert round(active / 1e9) == 17  # model card: 17B active
@@ -34,10 +26,10 @@ def test_scout_parameters() -> None:
     assert 108.0e9 < total + 34 * (4 * 1408 * 1408 + 2 * 1408 * 5632) < 109.5e9
 
 
-def test_maverick_parameters() -> None:
+def test_maverick_parameters(moe_counts) -> None:
     dense = _ATTN + 3 * 5120 * 16384
     moe = _ATTN + 5120 * 128 + 128 * _EXPERT + _EXPERT
-    total, active = _counts("llama4-maverick-17b-128e")
+    total, active = moe_counts("llama4-maverick-17b-128e")
     assert total == _EMB + 24 * dense + 24 * moe == 400_711_848_960
     assert active == _EMB + 24 * dense + 24 * (_ATTN + 5120 * 128 + 2 * _EXPERT) == 17_184_691_200
     assert round(total / 1e9) == 401 and round(active / 1e9) == 17  # model card: 400B total, 17B active
@@ -64,7 +56,7 @@ def test_shared_and_dense_widths_split_over_tensor_parallel_ranks() -> None:
         TransformerConfig(name="x", vocab=10, d_model=64, layers=2, heads=4, d_ff=64, shared_d_ff=64)
 
 
-def test_deepseek_v3_parameters() -> None:
+def test_deepseek_v3_parameters(moe_counts) -> None:
     # per layer: MLA (q down 7168x1536, q norm, q up 1536 x 128 x (128 + 64), kv down 7168 x (512 + 64), kv norm,
     # kv up 512 x 128 x (128 + 128), out 128 x 128 x 7168) and two RMSNorms
     mla = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
@@ -72,7 +64,7 @@ def test_deepseek_v3_parameters() -> None:
     expert = 3 * 7168 * 2048
     moe = 7168 * 256 + 256 * expert + expert  # router, 256 routed experts, one shared
     emb = 2 * 129280 * 7168 + 7168
-    total, active = _counts("deepseek-v3")
+    total, active = moe_counts("deepseek-v3")
     assert total == emb + 61 * layer + 3 * 3 * 7168 * 18432 + 58 * moe == 671_026_404_352
     assert active == emb + 61 * layer + 3 * 3 * 7168 * 18432 + 58 * (7168 * 256 + 9 * expert) == 37_552_282_624
     # DeepSeek-V3 report, Table 1: 671B total, 37B activated (the router's 58 x 256 correction biases not counted)
