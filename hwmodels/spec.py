@@ -375,6 +375,16 @@ class EfficiencySpec:
         "decode_attention_bandwidth_fraction",
         default=0.0,
     )
+    fp8_promotion_interval: int = spec_field(
+        "count",
+        "K elements an fp8 GEMM without fast accumulation (cuBLASLt's split accumulator, "
+        "CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0) accumulates in the matrix units before it adds the partial sums "
+        "into FP32 registers on the vector lanes: one FP32 add per output element per interval; the default 128 "
+        "is the interval DeepSeek-V3 states for its own kernel (arXiv 2412.19437, s.3.3.2 'Increasing "
+        "Accumulation Precision': N_C = 128, 4 WGMMAs); cuBLAS does not document its own, so the figure is an "
+        "assumption calibration may refit",
+        default=128,
+    )
     linalg_block_size: int = spec_field(
         "count",
         "panel width nb of the blocked dense factorisations and reductions (Cholesky, Householder QR, "

@@ -707,7 +707,7 @@ def _accumulation(op: Op, recipe: str) -> dict[str, str]:
     input- and weight-gradient GEMMs without (``gemm_config_grad_input`` / ``gemm_config_grad_weight``:
     ``Float8GemmConfig()``, ``use_fast_accum: bool = False``; torchao/float8/config.py @ eab345c and
     @ 6243040), so cuBLASLt promotes their partial sums to FP32 as they run
-    (:data:`simulator.lowering.gpu.FP8_PROMOTION_INTERVAL`)."""
+    (``efficiency.fp8_promotion_interval`` of the device)."""
     return {"fp8_accumulation": "split"} if recipe in TORCHAO_RECIPES and ".bwd_" in op.name else {}
 
 

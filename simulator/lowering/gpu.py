@@ -116,24 +116,15 @@ def _bound_term_note(e: gpu.KernelEstimate) -> str:
     return f"bound term {e.bound_term}"
 
 
-#: K elements an fp8 GEMM without fast accumulation accumulates in the tensor cores before promoting its
-#: partial sums to FP32 registers: DeepSeek-V3 Technical Report (arXiv 2412.19437), section 3.3.2 "Increasing
-#: Accumulation Precision": "once an interval of N_C is reached, these partial results will be copied to FP32
-#: registers on CUDA Cores, where full-precision FP32 accumulation is performed ... Setting N_C = 128 elements,
-#: equivalent to 4 WGMMAs". cuBLASLt's split accumulator (``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` 0: "intermediate
-#: results will ... periodically be promoted to a higher precision", cuBLAS docs) does not document its interval;
-#: this one is assumed for it.
-FP8_PROMOTION_INTERVAL = 128
-
-
 def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) -> tuple[float, float]:
     """(seconds, FP32 additions) of an fp8 GEMM's promotions to FP32 when it runs without fast accumulation
     (``attrs['fp8_accumulation'] == 'split'``; torchao's backward GEMMs): one FP32 add per output element
-    every :data:`FP8_PROMOTION_INTERVAL` K elements, on the SMs' FP32 pipes and not hidden behind the MMAs
-    (as priced; DeepSeek-V3 overlaps them across warpgroups in its own kernel)."""
+    every ``efficiency.fp8_promotion_interval`` K elements (:class:`hwmodels.spec.EfficiencySpec`), on the SMs'
+    FP32 pipes and not hidden behind the MMAs (as priced; DeepSeek-V3 overlaps them across warpgroups in its own
+    kernel)."""
     if op.attrs.get("fp8_accumulation") != "split":
         return 0.0, 0.0
-    adds = float(bt) * m * n * -(-k // FP8_PROMOTION_INTERVAL)
+    adds = float(bt) * m * n * -(-k // int(ctx.device.efficiency.fp8_promotion_interval))
     p = ctx.params("fp32")
     return adds / (_f(p.vector_flops_per_s) * _f(p.vector_fraction)), adds
 

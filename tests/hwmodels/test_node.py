@@ -182,15 +182,16 @@ def test_new_device_files_source_every_number(name):
     assert unsourced == []
     # only fields whose spec default means "not present / not modelled" may come from spec.py
     defaults = [p for p in paths if dev.source_of(p).source.startswith("default of")]
-    # (and the blocked linear-algebra pair, whose defaults are cited in spec.py: reference LAPACK's block
-    # size and a measured host sweep rate)
+    # (and the fields whose defaults are cited in spec.py: the blocked linear-algebra pair, reference LAPACK's
+    # block size and a measured host sweep rate; DeepSeek-V3's fp8 promotion interval, used by GPU lowering only)
     assert set(defaults) <= {"efficiency.framework_op_overhead_s", "efficiency.framework_conv_op_overhead_s",
                              "efficiency.framework_module_call_s", "efficiency.framework_container_call_s",
                              "efficiency.l2_tile_bandwidth_fraction",
                              "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
                              "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
                              "efficiency.decode_attention_bandwidth_fraction",
-                             "efficiency.decode_attention_fp8_bandwidth_fraction"}
+                             "efficiency.decode_attention_fp8_bandwidth_fraction",
+                             "efficiency.fp8_promotion_interval"}
     assert set(dev.energy.tensor_j_per_flop) <= set(dev.compute.tensor_flops_per_s)
     assert dev.power.idle_w < dev.power.tdp_w
 

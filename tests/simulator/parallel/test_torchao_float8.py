@@ -11,7 +11,7 @@ import pytest
 from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.hardware import load_hardware
 from simulator.lowering.common import LoweringContext
-from simulator.lowering.gpu import FP8_PROMOTION_INTERVAL, _gemm
+from simulator.lowering.gpu import _gemm
 from workloads.dtypes import DType
 from workloads.ir import Attrs, Op, OpGraph, Role, TensorSpec
 from workloads.parallel import ParallelPlan, plan_graphs
@@ -85,10 +85,27 @@ def test_split_accumulation_adds_the_fp32_promotions() -> None:
     ctx = LoweringContext(dev, EvalOptions())
     fast = _gemm(Op("mm", "matmul", (a, b), (y,), Attrs({})), ctx)
     split = _gemm(Op("mm", "matmul", (a, b), (y,), Attrs({"fp8_accumulation": "split"})), ctx)
-    adds = 8192.0 * 8192 * 8192 / FP8_PROMOTION_INTERVAL
+    assert dev.efficiency.fp8_promotion_interval == 128  # catalog: DeepSeek-V3's N_C, assumed for cuBLASLt
+    adds = 8192.0 * 8192 * 8192 / 128
     p = ctx.params("fp32")
     assert split.compute_s - fast.compute_s == pytest.approx(adds / (p.vector_flops_per_s * p.vector_fraction))
     assert split.vector_flops - fast.vector_flops == pytest.approx(adds)
+
+
+def test_promotion_interval_is_the_device_field() -> None:
+    # efficiency.fp8_promotion_interval is a spec field calibration may refit: half the interval, twice the adds
+    from hwmodels.paths import with_overrides
+
+    a = TensorSpec("a", (4096, 4096), DType.FP8_E4M3, Role.ACTIVATION)
+    b = TensorSpec("b", (4096, 4096), DType.FP8_E4M3, Role.ACTIVATION)
+    y = TensorSpec("y", (4096, 4096), DType.BF16, Role.ACTIVATION)
+    op = Op("mm", "matmul", (a, b), (y,), Attrs({"fp8_accumulation": "split"}))
+    dev = load_hardware("h100-sxm5-80gb")
+    at = {n: _gemm(op, LoweringContext(with_overrides(dev, {"efficiency.fp8_promotion_interval": n}), EvalOptions()))
+          for n in (64, 128)}
+    base = _gemm(Op("mm", "matmul", (a, b), (y,), Attrs({})), LoweringContext(dev, EvalOptions()))
+    assert at[64].vector_flops - base.vector_flops == pytest.approx(4096.0 ** 2 * 64)
+    assert at[128].vector_flops - base.vector_flops == pytest.approx(4096.0 ** 2 * 32)
 
 
 def test_tensorwise_tensor_parallelism_gathers_fp8() -> None:
