@@ -578,11 +578,12 @@ def test_validation_against_published_measurements():
     lines.append(f"{'overall':48s} {len(comps):4d} {mape(comps):7.1f}")
     print("\n" + "\n".join(lines))
 
-    # 150 scored rows; "before" is the previous revision of the model on the same 150 rows (13.1 % overall)
-    assert mape(comps) <= 13.3  # achieved 13.27 %
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.35  # achieved 6.31 % over 62 rows (6.1 % before)
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 16.6  # achieved 16.5 % over 68 rows (13.7 % before: EFA steps at 20 us)
-    assert mape(by_regime["latency (<1 MiB)"]) <= 23.8  # achieved 23.7 % over 20 rows (32.4 % before): above 15 %
+    # 166 scored rows: the 150 of the previous revision (13.27 %) and 16 rows of an 8x A100 all_reduce
+    # sweep (coll-189..204), held out: no constant was changed when they were added
+    assert mape(comps) <= 13.8  # achieved 13.77 %
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.15  # achieved 6.11 % over 66 rows (6.31 % over the 62)
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 18.25  # achieved 18.21 % over 76 rows (16.5 % over the 68)
+    assert mape(by_regime["latency (<1 MiB)"]) <= 20.85  # achieved 20.81 % over 24 rows (23.7 % over the 20)
     # every system x band (the target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
     for c in comps:
@@ -597,18 +598,22 @@ def test_validation_against_published_measurements():
         ("aws-p5", "latency (<1 MiB)"): 32.9,  # 4 rows, not met (49.7 before the 75 us became tuner-only)
         ("aws-p5", "mid (1-256 MiB)"): 48.2,  # 8 rows, not met (24.4 before: the 75 us had stood in for a missing cost)
         ("aws-p5", "bandwidth (>=256 MiB)"): 14.5,  # 4 rows, met (10.6 before)
-        ("dgx-a100", "mid (1-256 MiB)"): 29.1,  # 1 send_recv row
-        ("dgx-a100", "bandwidth (>=256 MiB)"): 19.4,  # 2 send_recv rows
+        ("dgx-a100", "latency (<1 MiB)"): 6.35,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met
+        ("dgx-a100", "mid (1-256 MiB)"): 32.1,  # 8 all_reduce + 1 send_recv rows, not met (1-16 MiB +28..+50 %)
+        ("dgx-a100", "bandwidth (>=256 MiB)"): 8.5,  # 4 all_reduce + 2 send_recv rows, met (19.4 on the 2 sends)
     }
     assert set(by_system_band) == set(achieved)
     for key, figure in achieved.items():
         assert mape(by_system_band[key]) <= figure + 0.05, key
-    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.35 %, 4.3 % before)
-    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.35
+    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.23 % with the A100 rows)
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.25
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
             assert abs(c.error) <= 0.45, c.id
+    # held out: the one-thread 8x A100 floor (coll-189, 64 B, 32.0 us on an OCI host) is NCCL's ring LL
+    # 6.6 + 14 x 0.6 us plus 7 x 2.55 us of launch skew (derived on a DGX-A100 host): within 3 %
+    assert abs(next(c for c in comps if c.id == "coll-189").error) <= 0.03
     # the A100 sends ramp over 8 / 16 / 32 channels: 128 MiB no longer 2x over-predicted
     assert abs(next(c for c in comps if c.id == "coll-099").error) <= 0.30
     # the send of a 32 MiB message runs on 4 of 32 p2p channels: under-, no longer 4x over-predicted
@@ -739,6 +744,7 @@ def test_published_single_thread_runs_are_the_ones_flagged():
     comps = {c.id: c for c in compare_published()}
     assert comps["coll-035"].gpus_per_thread == 4 and comps["coll-026"].gpus_per_thread == 2
     assert comps["coll-099"].gpus_per_thread == 8
+    assert all(comps[f"coll-{i}"].gpus_per_thread == 8 for i in range(189, 205))  # "-g 8", one process
     assert comps["coll-001"].gpus_per_thread == 1 and comps["coll-090"].gpus_per_thread == 1
     assert comps["coll-059"].gpus_per_thread == 1
 
@@ -750,10 +756,10 @@ def test_collectives_summary_matches_an_independent_count():
 
     comps = [c for c in compare_published() if c.in_score]
     summ = collectives_summary(comps, worst=3)
-    assert summ["n"] == len(comps) == 150
+    assert summ["n"] == len(comps) == 166
     assert summ["mape"] == pytest.approx(mape(comps), rel=1e-12)
-    assert sum(b["n"] for b in summ["bands"].values()) == 150
-    assert sum(b["n"] for b in summ["by_collective"].values()) == 150
+    assert sum(b["n"] for b in summ["bands"].values()) == 166
+    assert sum(b["n"] for b in summ["by_collective"].values()) == 166
     small = [c for c in comps if c.size_bytes < 2**20]
     ratio = np.exp(np.mean([np.log(c.predicted_busbw_bytes_per_s / c.measured_busbw_bytes_per_s) for c in small]))
     assert summ["bands"]["latency (<1 MiB)"]["bias"] == pytest.approx(100 * (ratio - 1), rel=1e-9)
