@@ -130,6 +130,10 @@ def test_ring_backward_regathers_and_passes_fp32_dkv_once_per_step() -> None:
     assert {op.inputs[0].nbytes for op in dkv} == {local32}
     # a permute sends its whole buffer to one peer: nccl-tests' all-to-all size is n / (n - 1) times it
     assert {op.attrs["size_bytes"] for op in dkv} == {local32 * CP / (CP - 1)}
+    # step 0's accumulation (the local gradient and the re-gathered chunk in bf16 into fp32) and the final
+    # cast back to bf16: (2 + 2 + 4) and (4 + 2) bytes per element, for keys and values
+    acc = [op for op in ops if op.name.endswith((".bwd.acc0", "gather_k.bwd", "gather_v.bwd"))]
+    assert sorted(op.bytes_read + op.bytes_written for op in acc) == sorted([local32 // 4 * 8] * 2 + [local32 // 4 * 6] * 2)
     hw = load_hardware("dgx-h100")
     res = evaluate_plan(CFG, hw, ParallelPlan(cp=CP, fsdp=True, microbatch=1, global_batch=1), train=True, seq=S,
                         recompute="full", framework="fsdp2")
