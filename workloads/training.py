@@ -621,9 +621,38 @@ def _bwd_gather_scatter(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> li
     (dy,) = dys
     assert dy is not None
     x = op.inputs[0]
+    if op.kind == "all_gather" and op.attrs.get("ring_steps"):
+        return [_bwd_torch_ring_gather(d, op, dy)]
     kind = "reduce_scatter" if op.kind == "all_gather" else "all_gather"
     return [d.emit(kind, [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)],
                    group_size=int(op.attrs.get("group_size", 1)), axis=int(op.attrs.get("axis", 0)))[0]]
+
+
+def _bwd_torch_ring_gather(d: _Deriver, op: Op, dy: TensorSpec) -> TensorSpec:
+    """The backward of PyTorch's ring attention for one gathered tensor (keys or values), as
+    ``_templated_ring_attention_backward`` (torch/distributed/tensor/experimental/_attention.py) runs it:
+    its ``kv_rotater`` all-gathers the keys and values again (``{name}.bwd.regather``, waited at step 1),
+    and its ``dkv_rotater`` (always ``_RotateMethod.ALL_TO_ALL``) passes the fp32 accumulator
+    (``accum_dtype = float32`` under ``convert_to_f32``) to the next rank once per step
+    (``{name}.bwd.dkv<i>``: ``ft_c.permute_tensor``, an ``all_to_all_single`` whose whole buffer goes to
+    one peer, so its nccl-tests size is ``n / (n - 1)`` times the buffer); the last is waited on at
+    once and cast back to the input dtype. The steps' own gradient arithmetic is the autodiff of the
+    forward ring (its slices' and chunks' backward)."""
+    x = op.inputs[0]
+    n, stride = int(op.attrs.get("group_size", 1)), int(op.attrs.get("stride", 1))
+    (again,) = d.emit("all_gather", [d.R(x)], f"{op.name}.bwd.regather", op.group, group_size=n, stride=stride,
+                      axis=int(op.attrs.get("axis", 0)))
+    (mine,) = d.emit("slice", [again], f"{op.name}.bwd.regather_local", op.group, shape=x.shape)
+    (local,) = d.emit("slice", [dy], f"{op.name}.bwd.local", op.group, shape=x.shape)
+    # step 0's ``grad_key += grad_key_`` into the fp32 accumulator; it reads the re-gathered buffer, which
+    # the steps' kernels read (so that buffer lives through this layer's backward only)
+    (acc,) = d.emit("elementwise", [local, mine], f"{op.name}.bwd.acc0", op.group, op="add", out_dtype=DType.FP32)
+    size = float(acc.nbytes) * n / max(1, n - 1)
+    for i in range(int(op.attrs["ring_steps"])):
+        (acc,) = d.emit("all_to_all", [acc], f"{op.name}.bwd.dkv{i}", op.group, group_size=n, stride=stride,
+                        size_bytes=size)
+    return d.emit("elementwise", [acc], f"{op.name}.bwd", op.group, out=[d.hint(x)], op="cast",
+                  out_dtype=x.dtype)[0]
 
 
 @_rule("transpose")

@@ -159,40 +159,59 @@ def ring_overlap_hidden(records: list[tuple[str, str, float]], forward_ops: int)
     ``records`` are ``(name, kind, seconds)`` of a stage graph's ops in order (the first ``forward_ops`` the
     forward pass). PyTorch's all-gather rotater issues one all-gather of the keys and values at step 0 and
     waits for it at step 1 (``_templated_ring_attention``): in each pass of a layer (forward, recomputed
-    forward) the ``*.ring.gather_*`` collectives hide behind that pass's ``*.ring.step0`` attention. In the
-    backward each step's dK/dV rotation runs while the next step's kernels do (``_templated_ring_attention_
-    backward``; only the last is waited on at once): the gathers' backward collectives (``*.ring.gather_*.bwd``)
-    hide behind the layer's ``*.ring.step*.bwd`` kernels but the last one.
+    forward) the ``*.ring.gather_*`` collectives hide behind that pass's ``*.ring.step0`` attention. The
+    backward (``_templated_ring_attention_backward``) gathers them again at its step 0
+    (``*.ring.gather_*.bwd.regather``, hidden behind ``step0.bwd``) and sends the fp32 dK/dV accumulator
+    on after each step (``*.ring.gather_*.bwd.dkv<i>``), waited on after the next step's kernels: exchange
+    ``i`` hides behind ``step<i+1>.bwd``, and the last one, waited on at once, behind nothing. Any other
+    backward exchange of a gather (``*.bwd``) hides behind the steps' backward kernels but the last.
 
     Examples
     --------
     >>> recs = [("l.ring.gather_k", "all_gather", 2.0), ("l.ring.gather_v", "all_gather", 2.0),
     ...         ("l.ring.step0", "attention", 3.0), ("l.ring.step1", "attention", 3.0),
     ...         ("l.ring.step1.bwd", "attention_bwd", 5.0), ("l.ring.step0.bwd", "attention_bwd", 5.0),
-    ...         ("l.ring.gather_v.bwd", "reduce_scatter", 4.0), ("l.ring.gather_k.bwd", "reduce_scatter", 4.0)]
+    ...         ("l.ring.gather_k.bwd.regather", "all_gather", 2.0),
+    ...         ("l.ring.gather_k.bwd.dkv0", "all_to_all", 6.0), ("l.ring.gather_k.bwd.dkv1", "all_to_all", 6.0)]
     >>> ring_overlap_hidden(recs, 4)
-    (3.0, 5.0)
+    (3.0, 7.0)
     """
     comm: dict[tuple[str, bool, str], float] = {}
     cover: dict[tuple[str, bool, str], list[float]] = {}
+    steps_bwd: dict[str, dict[int, float]] = {}
     for i, (name, kind, t) in enumerate(records):
         layer, sep, rest = name.partition(".ring.")
         if not sep:
             continue
         again = "@recompute" if "@recompute" in rest else ""
-        if kind in ("all_gather", "reduce_scatter") and rest.startswith("gather_"):
-            key = (layer, i < forward_ops, "bwd" if rest.endswith(".bwd") else again)
+        if kind in ("all_gather", "reduce_scatter", "all_to_all") and rest.startswith("gather_"):
+            key = (layer, i < forward_ops, _ring_exchange_slot(rest) if ".bwd" in rest else again)
             comm[key] = comm.get(key, 0.0) + t
         elif kind == "attention" and rest.startswith("step0"):
             cover.setdefault((layer, i < forward_ops, again), []).append(t)
         elif kind == "attention_bwd":
             cover.setdefault((layer, i < forward_ops, "bwd"), []).append(t)
+            step = rest.split(".", 1)[0].removeprefix("step")
+            if step.isdigit():
+                steps_bwd.setdefault(layer, {})[int(step)] = t
     hidden = [0.0, 0.0]
     for key, t in comm.items():
-        steps = cover.get(key, [])
-        budget = sum(steps) - (min(steps) if key[2] == "bwd" and steps else 0.0)
+        layer, slot = key[0], key[2]
+        if slot.startswith("dkv") or slot == "regather":
+            after = int(slot[3:]) + 1 if slot.startswith("dkv") else 0
+            budget = steps_bwd.get(layer, {}).get(after, 0.0)
+        else:
+            steps = cover.get((layer, key[1], "bwd" if slot == "bwd" else slot), [])
+            budget = sum(steps) - (min(steps) if slot == "bwd" and steps else 0.0)
         hidden[0 if key[1] else 1] += min(t, budget)
     return hidden[0], hidden[1]
+
+
+def _ring_exchange_slot(rest: str) -> str:
+    """The wait point of a backward ring exchange named ``gather_<x>.bwd[.<what>]``: ``regather``,
+    ``dkv<i>`` or ``bwd`` (any other)."""
+    what = rest.split(".bwd", 1)[1].lstrip(".")
+    return what if what == "regather" or (what.startswith("dkv") and what[3:].isdigit()) else "bwd"
 
 
 def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,

@@ -699,7 +699,11 @@ class _Build:
         * The model code repeats the key/value heads to the query heads before SDPA (torchtitan
           models/llama/model.py ``repeat_kv``), so the ring exchanges ``hq`` heads of keys and values.
         * The all-gather rotater gathers every rank's keys and values once per call (one
-          ``all_gather`` each here; the backward's dK/dV rotation is its reduce-scatter).
+          ``all_gather`` each here, marked ``ring_steps``). The backward
+          (``_templated_ring_attention_backward``) gathers them again (its ``kv_rotater`` is the same
+          all-gather) and passes the fp32 dK/dV accumulator around the ring, one ``permute_tensor``
+          (an ``all_to_all_single``) per step whatever the rotate method: the ``ring_steps`` rule of
+          :mod:`workloads.training` emits those, not a reduce-scatter.
         * Load-balanced causal sharding (2 cp chunks, rank r holding chunks r and 2cp - 1 - r): step 0
           is the causal attention of the local queries over the local keys; each of the ``cp - 1``
           other steps a non-causal SDPA call of the local queries over the first half of one rank's
@@ -715,8 +719,8 @@ class _Build:
             if hk < hq:  # repeat_kv: a materialised copy of each key/value head for its query heads
                 k = b.op("concat", [k] * (hq // hk), name="repeat_k", axis=1)
                 v = b.op("concat", [v] * (hq // hk), name="repeat_v", axis=1)
-            kg = b.op("all_gather", [k], name="gather_k", group_size=cp, stride=self.tp, axis=2)
-            vg = b.op("all_gather", [v], name="gather_v", group_size=cp, stride=self.tp, axis=2)
+            kg = b.op("all_gather", [k], name="gather_k", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
+            vg = b.op("all_gather", [v], name="gather_v", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
             ks = b.op("split", [kg], name="chunks_k", axis=2, sizes=(sl,) * cp)
             vs = b.op("split", [vg], name="chunks_v", axis=2, sizes=(sl,) * cp)
             o = b.op("attention", [q, ks[0], vs[0]], name="step0", causal=causal)  # the local chunk

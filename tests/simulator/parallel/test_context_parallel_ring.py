@@ -103,11 +103,43 @@ def test_ring_exchanges_hide_behind_step0_and_the_later_steps_backward() -> None
             ("l.ring.gather_k@recompute", "all_gather", 1.0), ("l.ring.gather_v@recompute", "all_gather", 1.0),
             ("l.ring.step0@recompute", "attention", 3.0),
             ("l.ring.step1.bwd", "attention_bwd", 5.0), ("l.ring.step0.bwd", "attention_bwd", 4.0),
-            ("l.ring.gather_v.bwd", "reduce_scatter", 6.0), ("l.ring.gather_k.bwd", "reduce_scatter", 6.0)]
-    # forward: min(2 + 2, step0 3); recomputed pass: min(1 + 1, 3); backward: min(6 + 6, 5 + 4 - the last step 4)
-    assert ring_overlap_hidden(recs, 5) == (3.0, 2.0 + 5.0)
+            ("l.ring.gather_v.bwd.regather", "all_gather", 1.5), ("l.ring.gather_k.bwd.regather", "all_gather", 1.5),
+            ("l.ring.gather_v.bwd.dkv0", "all_to_all", 3.0), ("l.ring.gather_k.bwd.dkv0", "all_to_all", 3.0),
+            ("l.ring.gather_v.bwd.dkv1", "all_to_all", 3.0), ("l.ring.gather_k.bwd.dkv1", "all_to_all", 3.0)]
+    # forward: min(2 + 2, step0 3); recomputed pass: min(1 + 1, 3); backward: the re-gather behind step 0's
+    # kernels, min(1.5 + 1.5, 4); exchange 0 behind step 1's, min(3 + 3, 5); the last one behind nothing
+    assert ring_overlap_hidden(recs, 5) == (3.0, 2.0 + 3.0 + 5.0)
     hw = load_hardware("dgx-h100")
     res = evaluate_plan(CFG, hw, ParallelPlan(cp=4, fsdp=True, microbatch=1, global_batch=1), train=True, seq=S,
                         recompute="full", framework="fsdp2")
     ring = sum(r.time_s for r in res.reports[0].records if ".ring.gather_" in r.name)
     assert 0.0 < res.breakdown["cp_comm_hidden_s"] <= ring
+
+
+def test_ring_backward_regathers_and_passes_fp32_dkv_once_per_step() -> None:
+    # _templated_ring_attention_backward: kv_rotater all-gathers K and V again; dkv_rotater (ALL_TO_ALL)
+    # permutes the fp32 accumulator once per step; no reduce-scatter
+    (sg,) = plan_graphs(CFG, ParallelPlan(cp=CP), train=True, seq=S, framework="fsdp2")
+    ops = [op for op in sg.graph.ops[sg.forward_ops:] if op.group.startswith("layers.0.") and ".ring" in op.group]
+    assert not [op for op in ops if op.kind == "reduce_scatter"]
+    regather = [op for op in ops if op.name.endswith(".bwd.regather")]
+    assert [op.outputs[0].nbytes for op in regather] == [B * HQ * S * D * 2] * 2  # bf16, cp x SL tokens
+    dkv = [op for op in ops if op.kind == "all_to_all"]
+    assert len(dkv) == 2 * CP  # keys and values, one exchange per step
+    local32 = B * HQ * SL * D * 4  # the fp32 accumulator of one rank's keys (or values)
+    assert {op.inputs[0].nbytes for op in dkv} == {local32}
+    # a permute sends its whole buffer to one peer: nccl-tests' all-to-all size is n / (n - 1) times it
+    assert {op.attrs["size_bytes"] for op in dkv} == {local32 * CP / (CP - 1)}
+    # step 0's accumulation (the local gradient and the re-gathered chunk in bf16 into fp32) and the final
+    # cast back to bf16: (2 + 2 + 4) and (4 + 2) bytes per element, for keys and values
+    acc = [op for op in ops if op.name.endswith((".bwd.acc0", "gather_k.bwd", "gather_v.bwd"))]
+    assert sorted(op.bytes_read + op.bytes_written for op in acc) == sorted([local32 // 4 * 8] * 2 + [local32 // 4 * 6] * 2)
+    hw = load_hardware("dgx-h100")
+    res = evaluate_plan(CFG, hw, ParallelPlan(cp=CP, fsdp=True, microbatch=1, global_batch=1), train=True, seq=S,
+                        recompute="full", framework="fsdp2")
+    rec = {r.name: r.time_s for r in res.reports[0].records}
+    t = rec["layers.0.attn.ring.gather_k.bwd.dkv0"]
+    # priced as the 32 KiB permute's all-to-all over the 4 context-parallel ranks (_collective_times rounds the
+    # 43,690.7 bytes to whole bf16 elements: 1 byte in 43,690)
+    size = local32 * CP / (CP - 1)
+    assert t == pytest.approx(_collective_times([("all_to_all", size)], CP, hw)[("all_to_all", size)], rel=1e-4)
