@@ -287,6 +287,8 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "stack's default)" + did_you_mean(str(plan.grad_reduce_dtype), GRAD_REDUCE_DTYPES[1:]))
     if not isinstance(plan.fp8_param, bool):
         out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
+    if not isinstance(plan.moe_host_sync, bool):
+        out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
     if plan.param_dtype not in PARAM_DTYPES:
         out.append(f"param_dtype: got {plan.param_dtype!r}; expected fp32 or bf16 (or empty: the stack's "
                    "default)" + did_you_mean(str(plan.param_dtype), PARAM_DTYPES[1:]))

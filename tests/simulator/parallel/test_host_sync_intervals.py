@@ -86,3 +86,10 @@ def test_hopper_sync_round_trip_is_the_sourced_figure():
     from hwmodels.catalog import load_device
 
     assert load_device("h100-sxm5-80gb").efficiency.host_sync_s == pytest.approx(5.8e-6)
+
+
+def test_a_non_boolean_moe_host_sync_is_refused():
+    from workloads.parallel import ParallelPlan, PlanError
+
+    with pytest.raises(PlanError, match="moe_host_sync: got 'yes'; expected true or false"):
+        ParallelPlan(moe_host_sync="yes")  # type: ignore[arg-type]
