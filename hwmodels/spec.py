@@ -312,6 +312,13 @@ class EfficiencySpec:
         "(Python, dispatcher, allocator, launch); a floor on every op when the host issues ops one by one",
         default=0.0,
     )
+    host_sync_s: float = spec_field(
+        "s",
+        "time a host wait on the GPU adds (a device-to-host copy the host blocks on, then its next launch "
+        "reaching an idle GPU): the round trip of a synchronisation point, paid once per sync; 0 where no "
+        "figure exists (syncs then cost only the host issue time they expose)",
+        default=0.0,
+    )
     framework_conv_op_overhead_s: float = spec_field(
         "s",
         "host time an eager framework spends per convolution call issued through cuDNN's convolution API "

@@ -123,6 +123,11 @@ class ParallelPlan:
     moe_routing
         How the router spreads a token's experts (:data:`workloads.zoo.transformer.MOE_ROUTINGS`): ``uniform``
         (a learned or randomly forced gate) or ``round-robin`` (NeMo AutoModel's ``FakeBalancedGate``).
+    moe_host_sync
+        The dispatcher moves its token counts to the host and waits for them in every MoE layer's forward
+        pass (Megatron-Core's dropless dispatchers: the all-to-all splits and the grouped GEMM's ``m_splits``
+        are host lists): the ``moe_dispatch`` op carries ``host_sync`` and the step is priced per sync
+        interval (:func:`simulator.parallel.host_sync.sync_interval_excess`).
     grad_reduce_dtype
         Without FSDP, the dtype of the gradient buffer the backward accumulates into and the data-parallel
         ranks reduce (:data:`GRAD_REDUCE_DTYPES`): ``fp32`` is Megatron-Core's ``grad_reduce_in_fp32=True``
@@ -170,6 +175,7 @@ class ParallelPlan:
     pipeline_split: str = "even"
     moe_dispatch: str = "sparse"
     moe_routing: str = "uniform"
+    moe_host_sync: bool = False
     grad_reduce_dtype: str = ""
     fp8_param: bool = False
     param_dtype: str = ""
@@ -238,7 +244,8 @@ class ParallelPlan:
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
-                           ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0)):  # read as before at their defaults
+                           ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
+                           ("moe_host_sync", False)):  # read as before at their defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -280,6 +287,8 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "stack's default)" + did_you_mean(str(plan.grad_reduce_dtype), GRAD_REDUCE_DTYPES[1:]))
     if not isinstance(plan.fp8_param, bool):
         out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
+    if not isinstance(plan.moe_host_sync, bool):
+        out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
     if plan.param_dtype not in PARAM_DTYPES:
         out.append(f"param_dtype: got {plan.param_dtype!r}; expected fp32 or bf16 (or empty: the stack's "
                    "default)" + did_you_mean(str(plan.param_dtype), PARAM_DTYPES[1:]))
@@ -552,14 +561,15 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if fp8_phase:
         raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
     if plan.capacity_factor is None:
-        if cfg.experts and (plan.moe_dispatch, plan.moe_routing) != ("sparse", "uniform"):
-            return dataclasses.replace(cfg, moe_dispatch=plan.moe_dispatch, moe_routing=plan.moe_routing)
+        if cfg.experts and (plan.moe_dispatch, plan.moe_routing, plan.moe_host_sync) != ("sparse", "uniform", False):
+            return dataclasses.replace(cfg, moe_dispatch=plan.moe_dispatch, moe_routing=plan.moe_routing,
+                                       moe_host_sync=plan.moe_host_sync)
         return cfg
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
     return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
-                               moe_routing=plan.moe_routing)
+                               moe_routing=plan.moe_routing, moe_host_sync=plan.moe_host_sync)
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

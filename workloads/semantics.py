@@ -973,7 +973,8 @@ def _routed(op: Op) -> int:
 register("moe_dispatch", "moe", _infer_dispatch,
          bytes_rw=lambda op: (op.inputs[0].nbytes + op.inputs[1].nbytes,
                               (_routed(op) * op.inputs[0].shape[1] * op.inputs[0].dtype.bits + 7) // 8),
-         doc="tokens (T,D), indices (T,k) -> expert buffers (E,C,D); attrs experts, capacity, tokens")
+         doc="tokens (T,D), indices (T,k) -> expert buffers (E,C,D); attrs experts, capacity, tokens, "
+             "host_sync (optional: the host waits here for the token counts, a synchronisation point)")
 
 
 def _infer_combine(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

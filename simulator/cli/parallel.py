@@ -3,7 +3,7 @@
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
 --fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
---fp8-params --etp --input-len --output-len``.
+--fp8-params --etp --moe-host-sync --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -79,6 +79,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fp8-params", action="store_true",
                    help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
                         "fp8_param_gather): no separate fp8 weight copy")
+    g.add_argument("--moe-host-sync", action="store_true",
+                   help="training: the MoE dispatcher copies its token counts to the host and waits for them in "
+                        "every MoE layer (Megatron-Core's dropless dispatchers): the step is priced per sync "
+                        "interval, max(host issue, GPU) plus the sync's round trip")
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
 
@@ -131,7 +135,7 @@ def wants_plan(args: argparse.Namespace) -> bool:
     """Whether the command line asks for a parallel prediction."""
     return (any(getattr(args, f, None) is not None for f in _PLAN_FLAGS)
             or bool(getattr(args, "sequence_parallel", False)) or bool(getattr(args, "fsdp", False))
-            or bool(getattr(args, "fp8_params", False))
+            or bool(getattr(args, "fp8_params", False)) or bool(getattr(args, "moe_host_sync", False))
             or getattr(args, "phase", None) == "generate" or getattr(args, "schedule", None) is not None)
 
 
@@ -151,7 +155,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_dispatch=args.moe_dispatch or "sparse",
                         moe_routing=args.moe_routing or "uniform", grad_reduce_dtype=args.grad_reduce_dtype or "",
                         fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
-                        loss_chunks=args.loss_chunks or 1, etp=getattr(args, "etp", None) or 0)
+                        loss_chunks=args.loss_chunks or 1, etp=getattr(args, "etp", None) or 0,
+                        moe_host_sync=bool(getattr(args, "moe_host_sync", False)))
 
 
 def _check_flags(args: argparse.Namespace) -> None:

@@ -574,12 +574,30 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
     for sg in graphs:
         if id(sg.graph) not in unique:
             rep = evaluate(sg.graph, system, opts)
-            unique[id(sg.graph)] = _GraphCost(sg, rep, _split(sg, rep.records))
+            unique[id(sg.graph)] = _GraphCost(sg, rep, _with_host_syncs(sg, rep.records, _split(sg, rep.records),
+                                                                        system, opts))
     costs = [unique[id(sg.graph)] for sg in graphs]
     per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
     for sg, gc in zip(graphs, costs, strict=True):
         per_stage[sg.stage].append((sg, gc))
     return unique, costs, per_stage
+
+
+def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[float, float, float, float],
+                     system: Any, opts: Any) -> tuple[float, float, float, float]:
+    """``split`` with what the graph's host synchronisation points add to its forward and backward passes
+    (:mod:`simulator.parallel.host_sync`); unchanged without one."""
+    from simulator.parallel.host_sync import host_per_kernel_s, host_sync_ops, sync_interval_excess
+
+    syncs = host_sync_ops(sg.graph.ops)
+    if not syncs:
+        return split
+    from simulator.engines.analytical import spec_of
+
+    eff = spec_of(system)[0].efficiency
+    f, b = sync_interval_excess(records, syncs, sg.forward_ops, host_per_kernel_s(eff, opts),
+                                float(eff.host_sync_s), skip=_is_optimizer)
+    return split[0] + f, split[1] + b, split[2], split[3]
 
 
 def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:

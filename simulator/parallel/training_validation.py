@@ -399,6 +399,13 @@ def _moe_dispatch(row: TrainingRecord) -> str:
     return "einsum" if "einsum" in text else "deepep" if "deepep" in text else "sparse"
 
 
+def _moe_host_sync(row: TrainingRecord) -> bool:
+    """Whether a Megatron-Core row's dispatcher waits on the host for its token counts: every dropless one
+    does (the ``alltoall`` dispatcher at core_v0.15.0 syncs ``before_ep_alltoall``; the flex dispatcher's
+    HybridEP and DeepEP backends read the received counts on the host; :mod:`simulator.parallel.host_sync`)."""
+    return "dropless" in row["moe"].lower()
+
+
 def _moe_routing(row: TrainingRecord) -> str:
     """``round-robin`` where the ``moe`` column states NeMo AutoModel's fake balanced gate (``FakeBalancedGate``
     with its default ``fake_gate_noise`` 0: neighbouring experts per token), else ``uniform``."""
@@ -498,6 +505,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         stage_layers=_megatron_layout(row, pp * vp) if pp > 1 else (),
                         etp=MEGATRON_BRIDGE_ETP if bridge and tp > 1 and ep > 1 else 0,
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
+                        moe_host_sync=bridge and _moe_host_sync(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **_maxtext_config(row))
 

@@ -127,6 +127,9 @@ class TransformerConfig:
     experts, top_k, moe_every, moe_offset, capacity_factor
         MoE: ``experts`` per MoE layer (0: dense), each token routed to ``top_k``; layer ``i`` is MoE
         when ``i % moe_every == moe_offset``; expert buffer rows scale with ``capacity_factor``.
+    moe_host_sync
+        MoE: the dispatcher copies its token counts to the host and waits for them (Megatron-Core's dropless
+        dispatchers); the ``moe_dispatch`` op carries ``host_sync`` (a synchronisation point of the step).
     attention_chunk
         Chunked local attention (Llama 4's iRoPE: three of every four layers attend within chunks of
         this many tokens, the fourth globally; 0: none). Up to one chunk it is full causal attention,
@@ -191,6 +194,7 @@ class TransformerConfig:
     capacity_factor: float = 1.0
     moe_dispatch: str = "sparse"
     moe_routing: str = "uniform"
+    moe_host_sync: bool = False
     relative_buckets: int = 32
     shared_d_ff: int = 0
     dense_d_ff: int = 0
@@ -816,7 +820,8 @@ class _Build:
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
-            buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed)
+            sync = {"host_sync": True} if cfg.moe_host_sync else {}  # the host waits for the token counts
+            buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
                 buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup)
                 buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
