@@ -29,6 +29,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -584,6 +585,11 @@ def _stack(model: Any, framework: str) -> dict[str, str]:
     return {"framework": framework, "hf_family": family}
 
 
+#: the suffix of an op :func:`workloads.precision.fp8_linears` inserts in front of the GEMM it names (an amax
+#: reduction, a cast, MXFP8's columnwise copy, a K-major layout copy, a view of a quantised operand)
+_FP8_INSERTED = re.compile(r"\.(?:(?:amax|cast|columnwise|k_major)_[^.]*|fp8_\d+\.view)$")
+
+
 def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:
     """``g`` through :func:`workloads.precision.fp8_linears`, with ``meta['forward_ops']`` counting the
     casts it inserts before the forward pass's GEMMs."""
@@ -591,7 +597,7 @@ def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:
     out = to_fp8(g, recipe)
     n = 0
     for op in out.ops:
-        base = op.name.rsplit(".amax_", 1)[0].rsplit(".cast_", 1)[0]
+        base = _FP8_INSERTED.sub("", op.name)
         if op.name in fwd or base in fwd:
             n += 1
         else:

@@ -116,6 +116,18 @@ def test_each_recipe_launches_its_casts_and_reductions() -> None:
     assert all(op.outputs[0].shape[-1] == 1 and len(op.outputs[0].shape) > 1 for op in amax)
 
 
+@pytest.mark.parametrize("recipe", ["current", "mxfp8", "tensorwise", "rowwise", "int8"])
+def test_fp8_graphs_count_every_forward_op(recipe: str) -> None:
+    # meta['forward_ops'] is the forward pass's length: every op before the first backward op (the loss's
+    # gradient), the casts, amaxes, MXFP8 columnwise copies and views inserted before forward GEMMs included
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+    sg = plan_graphs(cfg, ParallelPlan(), train=True, seq=256, fp8_linears=recipe)[0]
+    plain = plan_graphs(cfg, ParallelPlan(), train=True, seq=256)[0]
+    first_bwd = plain.graph.ops[plain.forward_ops].name
+    assert sg.graph.ops[sg.forward_ops].name == first_bwd
+    assert sg.forward_ops > plain.forward_ops
+
+
 def test_te_recipes_stash_the_quantised_linear_inputs() -> None:
     """Llama-3-8B layer, s b h bytes: 43.5 in 16 bits; TE keeps the fp8 input of the q/k/v, gate/up and down
     projections instead of the 16-bit one (2 -> 1, 2 -> 1, 7 -> 3.5) and the fp8 input of the output
