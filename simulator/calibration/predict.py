@@ -17,7 +17,8 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "attention_decomposed", "run_options",
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "attention_decomposed", "dropout_kernels",
+           "run_options",
            "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -48,12 +49,23 @@ _AUTOCAST = re.compile(r"\bautocast\b")
 # (matmul, mask add, softmax, dropout, matmul), e.g. PaddlePaddle's nn.MultiHeadAttention in a program run
 # without the fuse_dot_product_attention build pass
 _DECOMPOSED_ATTENTION = re.compile(r"\battention decomposed\b")
+# a row whose notes state that its stack runs the model's dropout layers as kernels in every phase, at the
+# probability they give: PaddlePaddle's static programs, whose dropout op draws a mask in training and, at test
+# time with upscale_in_train, copies its input (cudaMemcpyAsync device to device, dropout_impl.cu.h)
+_DROPOUT_KERNELS = re.compile(r"\bdropout kernels at p = (0\.\d+)\b")
 
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
     ``attention="decomposed"``: :class:`GraphCache`)."""
     return bool(_DECOMPOSED_ATTENTION.search(text))
+
+
+def dropout_kernels(text: str) -> float:
+    """The dropout probability ``text`` (a row's notes) says its stack runs as kernels in every phase, else 0
+    (the graph is then built with ``dropout=p``: :class:`GraphCache`)."""
+    m = _DROPOUT_KERNELS.search(text)
+    return float(m.group(1)) if m else 0.0
 
 
 def timed_under_autocast(text: str) -> bool:
@@ -165,11 +177,14 @@ class GraphCache:
 
     def get(self, m: Measurement) -> Any:
         decomposed = attention_decomposed(m.notes)
-        key = (*m.case, decomposed)
+        dropout = dropout_kernels(m.notes)
+        key = (*m.case, decomposed, dropout)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
-            extra = {"attention": "decomposed"} if decomposed else {}
+            extra: dict[str, Any] = {"attention": "decomposed"} if decomposed else {}
+            if dropout:
+                extra["dropout"] = dropout
             try:
                 self.cache[key] = load_workload(m.workload, **m.workload_args(), **extra)
             except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:

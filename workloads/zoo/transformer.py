@@ -396,7 +396,7 @@ class _Build:
                  dtype: str | DType, attention: str, logits: str, decoder_seq: int, tp: int = 1,
                  sequence_parallel: bool = False, stage_layers: tuple[int, int] | None = None,
                  pipeline_stride: int = 1, ep: int = 1, cp: int = 1, framework: str = "",
-                 hf_family: str = "", etp: int | None = None) -> None:
+                 hf_family: str = "", etp: int | None = None, dropout: float = 0.0) -> None:
         if phase not in cfg.phases:
             raise ValueError(f"model {name!r}: phase {phase!r} not supported; expected one of {', '.join(cfg.phases)}")
         if attention not in _ATTENTION:
@@ -446,7 +446,12 @@ class _Build:
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
         self.hf = HF_MODEL_CODE.get(hf_family) or HFModelCode(
             {"gelu": "gelu", "relu": "relu", "swiglu": "silu", "geglu": "gelu"}[cfg.mlp])
-        self.dropout_on = bool(prof and prof.dropout and phase == "train")
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"model {name!r}: dropout; got {dropout!r}; expected a probability in [0, 1)")
+        #: a stack that runs the model's dropout layers as kernels in every phase at this probability
+        #: (0: only an eager profile's training dropout, at the Hugging Face code's probabilities)
+        self.dropout_p = float(dropout)
+        self.dropout_on = bool(prof and prof.dropout and phase == "train") or self.dropout_p > 0
 
     # --- small helpers ------------------------------------------------------------------------
     def w(self, name: str, shape: tuple[int, ...]) -> TensorSpec:
@@ -545,7 +550,9 @@ class _Build:
         return outs[-1]
 
     def dropout(self, x: TensorSpec, p: float, name: str) -> TensorSpec:
-        """A dropout kernel in a training graph of an eager profile when the config's p > 0, else ``x``."""
+        """A dropout kernel in a training graph of an eager profile when the config's p > 0, or in any phase
+        at the build's ``dropout`` probability; else ``x``."""
+        p = self.dropout_p or p
         if not self.dropout_on or p <= 0:
             return x
         return self.ew("dropout", x, name=name)
@@ -1099,7 +1106,8 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
           dtype: str | DType = "bf16", attention: str | None = None, logits: str | None = None,
           decoder_seq: int | None = None, name: str | None = None, tp: int = 1, sequence_parallel: bool = False,
           stage_layers: tuple[int, int] | None = None, pipeline_stride: int = 1, ep: int = 1,
-          cp: int = 1, framework: str = "", hf_family: str = "", etp: int | None = None) -> OpGraph:
+          cp: int = 1, framework: str = "", hf_family: str = "", etp: int | None = None,
+          dropout: float = 0.0) -> OpGraph:
     """Build ``cfg`` as an OpGraph for ``phase``.
 
     Parameters
@@ -1161,6 +1169,8 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
     hf_family
         The Hugging Face family whose model code the eager kernels follow (a key of
         :data:`workloads.frameworks.HF_MODEL_CODE`; zoo models pass their family).
+    dropout
+        Every dropout layer as a kernel in every phase at this probability (static graphs); 0: none.
     """
     prof = None
     if framework:
@@ -1212,7 +1222,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
     st = _Build(cfg, gname, batch=batch, seq=seq, phase=phase, context=ctx, dtype=dtype, attention=attention,
                 logits=logits, decoder_seq=decoder_seq or seq, tp=tp, sequence_parallel=sequence_parallel,
                 stage_layers=stage_layers, pipeline_stride=pipeline_stride, ep=ep, cp=cp, etp=etp,
-                framework=prof.name if prof else "", hf_family=hf_family)
+                framework=prof.name if prof else "", hf_family=hf_family, dropout=dropout)
     if cfg.encoder_only:
         st.build_encoder_only()
     elif cfg.is_encoder_decoder:
@@ -1343,11 +1353,11 @@ def _register_zoo() -> None:
             if c.is_vision and seq != c.image_size:
                 c = replace(c, image_size=int(seq))
             unknown = set(extra) - {"attention", "logits", "decoder_seq", "tp", "sequence_parallel", "stage_layers",
-                                    "pipeline_stride", "ep", "cp", "framework"}
+                                    "pipeline_stride", "ep", "cp", "framework", "dropout"}
             if unknown:
                 raise ValueError(f"model {name!r}: unknown option(s) {', '.join(sorted(unknown))}; expected "
                                  "attention, logits, decoder_seq, experts, capacity_factor, tp, sequence_parallel, "
-                                 "stage_layers, pipeline_stride, ep, cp, framework")
+                                 "stage_layers, pipeline_stride, ep, cp, framework, dropout")
             if extra.get("framework"):
                 extra["hf_family"] = _family
             return build(c, batch=batch, seq=seq, phase=phase, context=context, dtype=dtype, name=name, **extra)

@@ -65,9 +65,11 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # e2e_bert 16.2% -> 15.0%, end to end 15.6% -> 15.0%; the A100's L2 tile copies at the cp.async rate, 0.755
     # of 5120 B/clk instead of the plain-load 0.353: gemm 10.8% -> 11.2%, e2e_cnn 15.8% -> 17.6%, prefill
     # 21.7% -> 24.2%, end to end 13.7% -> 15.3%, the A100 rows already fast getting faster: costs the low
-    # rate stood in for, docs/accuracy.md "The A100 at its cp.async tile rate")
-    "e2e_bert": 15.1, "e2e_cnn": 18.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 24.5,
-    "end-to-end": 15.5,
+    # rate stood in for, docs/accuracy.md "The A100 at its cp.async tile rate"; PaddlePaddle's dropout layers as
+    # the ops its static programs run, a mask kernel in training and a copy at test time: pub-086 -14.6% -> -8.0%,
+    # pub-088 -54.5% -> -49.4%, pub-089 -73.0% -> -70.0%, e2e_bert 14.1% -> 13.5%, end to end 15.3% -> 14.98%)
+    "e2e_bert": 14.0, "e2e_cnn": 18.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 24.5,
+    "end-to-end": 15.0,
 }
 
 
@@ -86,10 +88,10 @@ def test_issue_accuracy_targets_without_fitting(summaries):
     assert abs(summaries["all"].bias) <= 8.0
 
 
-@pytest.mark.xfail(strict=True, reason="end to end 15.3% since the A100's L2 tile copies run at the cp.async rate: "
-                   "the A100 rows' host and kernel costs the plain-load rate stood in for are not all modelled yet "
-                   "(docs/accuracy.md, 'The A100 at its cp.async tile rate')")
 def test_fidelity_end_to_end_target(summaries):
+    # 14.98%: met again, just, once PaddlePaddle's dropout ops are priced (15.3% since the A100's cp.async tile
+    # rate); the unpriced host time of the PaddlePaddle and TensorRT-LLM timers is what remains
+    # (docs/accuracy.md, "What the end-to-end timings cover")
     assert summaries["end-to-end"].mape <= 15.0
 
 
@@ -152,6 +154,29 @@ def test_mi300x_skinny_gemms_follow_the_weight_stream():
     assert max(abs(e) for e in big) < 9.5
     assert all(-17.0 < e < -9.0 for e in small)
     assert np.mean(np.abs(list(err.values()))) < 6.5
+
+
+def test_rows_whose_notes_state_dropout_kernels_pay_their_traffic():
+    # PaddlePaddle's static BERT programs run every dropout layer as an op (DeepLearningExamples modeling.py:
+    # embeddings, attention probabilities, attention output, MLP output, p = 0.1), a device-to-device copy at
+    # test time (dropout_impl.cu.h). pub-089 (fp16, 32 x 384): 24 copies of the 32 x 16 x 384 x 384 scores,
+    # 48 of the 32 x 384 x 1024 activations and the embeddings' one, each read and written once
+    from hwmodels.catalog import load_device
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache, default_predict, dropout_kernels
+    from simulator.hardware import known_devices
+
+    ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
+    assert sorted(i for i, m in ms.items() if dropout_kernels(m.notes)) == ["pub-086", "pub-087", "pub-088", "pub-089"]
+    assert {dropout_kernels(ms[i].notes) for i in ("pub-086", "pub-089")} == {0.1}
+    m = ms["pub-089"]
+    plain = dataclasses.replace(m, notes=m.notes.replace("dropout kernels at p", "dropout at p"))
+    graphs, dev = GraphCache(), load_device(m.device)
+    with_drop, without = default_predict(graphs.get(m), dev, m), default_predict(graphs.get(plain), dev, plain)
+    act, scores = 32 * 384 * 1024 * 2, 32 * 16 * 384 * 384 * 2
+    moved = 2 * (24 * scores + 49 * act)  # bytes read and written
+    hbm = 2039e9  # A100 80GB SXM HBM2e, the catalog's datasheet figure
+    assert moved / hbm < with_drop - without < 2 * moved / hbm  # at most half the peak rate, launches included
 
 
 def test_rows_whose_notes_state_decomposed_attention_get_the_decomposed_graph():
