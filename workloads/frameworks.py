@@ -196,6 +196,21 @@ _VLLM_V0_GRAPH_BS = ("vllm-project/vllm V0 vllm/worker/model_runner.py: _BATCH_S
 _SGLANG_GRAPH_BS = ("sgl-project/sglang v0.3-era python/sglang/srt/model_executor/cuda_graph_runner.py / model_runner.py "
                     "init_cuda_graphs: capture_bs = [1, 2, 4] + [i * 8 for i in range(1, 21)] unless "
                     "--disable-cuda-graph-padding; a decode batch is padded to the next captured size (bisect)")
+_SGLANG_03_HOST = ("0.0101 ms per sequence of every iteration, exposed (SGLang <= 0.3 runs the scheduler, the "
+                   "GPU step and the output processing one after another: python/sglang/srt/managers/tp_worker.py "
+                   "ModelTpServer.forward_decode_batch (a v0.3-era copy read, not the tag) calls "
+                   "batch.prepare_for_decode(), the model, the sampler, next_token_ids.tolist() (a sync), then walks "
+                   "every request (output_ids.append, check_finished) and handle_finished_requests (per request: the "
+                   "detokenizer message, filter_batch) before the next batch is formed). Derived: sgl-project/sglang PR #1738 ('Faster overlap mode "
+                   "scheduler', 2024-10-21): the overlap scheduler 'can bring 10% throughput improvement even when radix "
+                   "cache is turned off' (the SGLang v0.4 blog, https://lmsys.org/blog/2024-12-04-sglang-v0-4/: "
+                   "'Zero-overhead batch scheduler: 1.1x increase in throughput'); its overlap run (Llama-3.1-8B-Instruct, "
+                   "--disable-radix, sglang.bench_serving ShareGPT, 3000 prompts at once) took 58.79 s for 581,627 "
+                   "generated tokens, so the normal loop exposed 0.1 x 58.79 s = 5.88 s of host time; every generated "
+                   "token is one sequence in one iteration, so 5.88 s / 581,627 = 10.1 us per sequence and iteration. "
+                   "The source does not separate a fixed per-iteration part (at the run's batches of hundreds it is "
+                   "lost in the per-sequence term): 0, not modelled. Measured on the PR's normal loop (v0.3.4 era), not "
+                   "at the v0.3.0 tag")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -420,7 +435,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      iteration_host_source="0 exposed from v0.4: the zero-overhead batch scheduler runs one batch "
                      "ahead; an Nsight profile of 5 consecutive decode batches shows no GPU idle time (SGLang v0.4 "
                      "blog, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Earlier versions (0.3.x) did not "
-                     "overlap; no per-iteration figure for them",
+                     "overlap: profile sglang-0.3",
+                     graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
+                     graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
+    FrameworkProfile("sglang-0.3", "SGLang 0.3.x runtime (kernels as sglang; no overlap scheduler: scheduling and "
+                     "output processing on the host between GPU steps)", fusion=True, epilogue_fusion=False,
+                     cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     iteration_host_s=0.0, iteration_host_per_seq_s=10.1e-6, iteration_host_source=_SGLANG_03_HOST,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),

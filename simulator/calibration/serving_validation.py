@@ -59,13 +59,17 @@ METRICS: dict[str, tuple[str, str, str | None]] = {
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trt-llm", "nim": "trt-llm"}
 #: vLLM releases before 0.8 ran the V0 engine by default (host time per iteration: the ``vllm-v0`` profile).
 _V0_VERSION = re.compile(r"^0\.[0-7]\.")
+#: SGLang releases before 0.4 had no overlap scheduler (host time per iteration: the ``sglang-0.3`` profile).
+_SGLANG_SERIAL_VERSION = re.compile(r"^0\.[0-3]\.")
 
 
 def engine_profile(engine: str, version: str) -> str:
     """The framework profile that prices ``engine`` at ``version`` (:data:`ENGINES`; vLLM < 0.8: ``vllm-v0``;
-    TensorRT-LLM stated as its PyTorch backend: ``trt-llm-pytorch``)."""
+    SGLang < 0.4: ``sglang-0.3``; TensorRT-LLM stated as its PyTorch backend: ``trt-llm-pytorch``)."""
     if engine == "vllm" and _V0_VERSION.match(version):
         return "vllm-v0"
+    if engine == "sglang" and _SGLANG_SERIAL_VERSION.match(version):
+        return "sglang-0.3"
     if engine == "tensorrt-llm" and "pytorch" in version.lower():
         return "trt-llm-pytorch"
     return ENGINES[engine]

@@ -105,7 +105,7 @@ def test_drop_optimizer():
 
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
-                             "vllm-v0", "sglang",
+                             "vllm-v0", "sglang", "sglang-0.3",
                              "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
                              "maxtext-cf"}
     assert get_profile("torch.compile").name == "compile"
@@ -114,7 +114,7 @@ def test_profiles_and_aliases():
                                                     "attention_kernel": "auto", "conv_layout": "nchw"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
-    unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "vllm-v0", "sglang")
+    unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "vllm-v0", "sglang", "sglang-0.3")
     for name in unfused:
         assert get_profile(name).cost_options()["epilogue_fusion"] is False, name
     assert all(p.epilogue_fusion for p in PROFILES.values() if p.name not in unfused)

@@ -114,6 +114,34 @@ def test_vllm_v0_profile_host_figures():
     assert get_profile("vllm").iteration_host_per_seq_s == 0.0
 
 
+def test_sglang_03_profile_host_figures():
+    """SGLang <= 0.3 (no overlap scheduler): the host time the overlap hides, per sequence and iteration, from
+    sgl-project/sglang PR #1738: 10% more throughput with overlap; its overlap run took 58.79 s for 581,627
+    generated tokens (one sequence in one iteration each), so 0.1 x 58.79 s / 581,627 = 10.1 us."""
+    from simulator.calibration.serving_validation import engine_profile
+    from workloads.frameworks import get_profile
+
+    p = get_profile("sglang-0.3")
+    assert p.iteration_host_per_seq_s == pytest.approx(0.1 * 58.79 / 581_627, rel=0.01)
+    assert p.iteration_host_s == 0.0 and "#1738" in p.iteration_host_source
+    assert get_profile("sglang").iteration_host_per_seq_s == 0.0  # v0.4 on: overlapped
+    # kernels, graphs and padding as sglang: only the host time differs
+    assert p.cost_options() == get_profile("sglang").cost_options()
+    assert p.graph_batch_sizes == get_profile("sglang").graph_batch_sizes and p.graphs_decode_only
+    assert engine_profile("sglang", "0.3.0") == "sglang-0.3" and engine_profile("sglang", "0.4.1") == "sglang"
+
+
+def test_sglang_03_trickle_adds_its_host_time_per_step():
+    """One request at a time: every iteration runs one sequence, so SGLang 0.3's TTFT (one prompt iteration) and
+    TPOT (one decode step per token) exceed the overlapped profile's by exactly 10.1 us."""
+    runs = {fw: simulate_serving("llama-2-7b", "h100-sxm5-80gb",
+                                 ServeConfig(arrival="concurrency:n=1", lengths="fixed:in=300,out=40", requests=2,
+                                             framework=fw)).summary for fw in ("sglang", "sglang-0.3")}
+    a, b = runs["sglang"], runs["sglang-0.3"]
+    assert b["ttft_s"]["mean"] - a["ttft_s"]["mean"] == pytest.approx(10.1e-6, rel=1e-6)
+    assert b["tpot_s"]["mean"] - a["tpot_s"]["mean"] == pytest.approx(10.1e-6, rel=1e-6)
+
+
 def test_graphs_decode_only_profiles():
     """vLLM V0, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs for decode-only batches only;
     vLLM V1 (piecewise graphs around attention) and the TensorRT engine backend do not switch."""
