@@ -25,7 +25,8 @@ _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.framework_conv_o
               "efficiency.l2_tile_bandwidth_fraction",
               "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
               "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
-              "efficiency.decode_attention_bandwidth_fraction", "efficiency.decode_attention_fp8_bandwidth_fraction")
+              "efficiency.decode_attention_bandwidth_fraction", "efficiency.decode_attention_fp8_bandwidth_fraction",
+              "efficiency.fp8_promotion_interval", "efficiency.host_sync_s")
 
 
 def _cli_json(capsys, *argv: str) -> dict:
