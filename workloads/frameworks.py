@@ -178,6 +178,11 @@ _VLLM_V0_ASYNC_OUT = ("vllm-project/vllm V0 vllm/engine/llm_engine.py LLMEngine.
                       "to run the queue is drained at once")
 _SGLANG_GRAPHS = ("sgl-project/sglang v0.3.0 python/sglang/srt/model_executor/model_runner.py: only forward_decode replays "
                   "the CUDA graph (cuda_graph_runner.can_run(len(batch.reqs))); forward_extend calls self.model.forward")
+_TRTLLM_KV_FREE = ("NVIDIA/TensorRT-LLM: KV cache = free_gpu_memory_fraction (KvCacheConfig, default 0.9) of the "
+                   "memory free after loading: PyTorch backend tensorrt_llm/_torch/pyexecutor/_util.py "
+                   "KvCacheCreator.configure_kv_cache_capacity / _cal_max_memory ((total - peak of a max_num_tokens "
+                   "dummy context pass) x fraction); C++ runtime cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp "
+                   "BaseKVCacheManager::calculateFreeMemBytes (cudaMemGetInfo free after the engine x fraction)")
 _TRTLLM_PT_GRAPHS = ("NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine."
                      "_maybe_get_cuda_graph: no graph (None) unless the batch is generation-only "
                      "(batch.is_generation_only; later batch.can_run_cuda_graph); the LLM API's default backend from 1.0")
@@ -297,6 +302,11 @@ class FrameworkProfile:
         Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
         ``B`` sequences replays the graph of the smallest captured size ``>= B`` (its token-wise work runs
         at the padded batch); empty: no padding modelled. Source in ``graph_batch_source``.
+    kv_cache_sizing
+        Serving: how the engine sizes its KV cache (:mod:`simulator.serving.kvcache`): ``"device"`` (vLLM:
+        ``gpu_memory_utilization`` of the device less weights and activations) or ``"free"`` (TensorRT-LLM:
+        ``free_gpu_memory_fraction`` of the memory left once weights and the profiling pass's activations are
+        allocated). Source in ``kv_cache_sizing_source``.
     grouped_gemm_tile_rows
         Rows of one m tile of the stack's MoE grouped matmul when every expert's group of rows starts a new
         pass over a tile (MaxText's Megablox ``gmm``: ``tile_batch_seq``); 0: not modelled (rows priced as
@@ -335,6 +345,9 @@ class FrameworkProfile:
     sampler_source: str = ""
     graph_batch_sizes: tuple[int, ...] = ()
     graph_batch_source: str = ""
+    kv_cache_sizing: str = "device"
+    kv_cache_sizing_source: str = ("vLLM vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
+                                   "total x gpu_memory_utilization - (weights + peak activations of the profile run)")
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -402,7 +415,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,), devices=_TRT_DEVICES),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,),
-                     devices=(("gpu", "nvidia"),), iteration_host_s=0.0,
+                     devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
+                     kv_cache_sizing_source=_TRTLLM_KV_FREE,
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)"),
@@ -412,7 +426,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)",
-                     graphs_decode_only=True, graphs_decode_source=_TRTLLM_PT_GRAPHS),
+                     graphs_decode_only=True, graphs_decode_source=_TRTLLM_PT_GRAPHS, kv_cache_sizing="free",
+                     kv_cache_sizing_source=_TRTLLM_KV_FREE),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,),
                      devices=(("gpu", "nvidia"), ("gpu", "amd"), ("tpu", "google")), iteration_host_s=0.0,

@@ -45,9 +45,11 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: the simulator's scheduler defaults (vLLM V1's); ``arrival_seed=S``: the benchmark client's NumPy seed, so
 #: a Poisson run has the measured run's arrival times (``ServeConfig.arrival_seed``); ``admission=no-evict``:
 #: the KV admission policy (``ServeConfig.admission``, TensorRT-LLM's GUARANTEED_NO_EVICT); a setting may not
-#: repeat a filled column.
+#: repeat a filled column; ``free_gpu_memory_fraction=F``: TensorRT-LLM's ``--kv_cache_free_gpu_mem_fraction``
+#: as run (``ServeConfig.free_gpu_memory_fraction``, the engines whose profile sizes the KV cache from free memory).
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
-                            "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission"}
+                            "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission",
+                            "free_gpu_memory_fraction": "fraction"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -164,6 +166,16 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
                                 f"{did_you_mean(val, list(_ADMISSIONS))}")
                 continue
             out.append((key, val))
+            continue
+        if SETTINGS[key] == "fraction":
+            try:
+                f = float(val)
+            except ValueError:
+                f = math.nan
+            if not 0.0 < f < 1.0:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected a fraction in (0, 1)")
+                continue
+            out.append((key, f))
             continue
         if SETTINGS[key] == "bool":
             if val.lower() not in ("true", "false"):

@@ -59,6 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
     p.add_argument("--gpu-memory-utilization", type=finite_float(0.0, 1.0, low_open=True), default=0.9,
                    help="fraction of device memory the engine takes (default 0.9, as vLLM)")
+    p.add_argument("--free-gpu-memory-fraction", type=finite_float(0.0, 1.0, low_open=True, high_open=True),
+                   default=None,
+                   help="fraction of the memory free after loading that the KV cache takes, for the frameworks that "
+                        "size it so (trt-llm, trt-llm-pytorch: TensorRT-LLM's --kv_cache_free_gpu_mem_fraction; "
+                        "default 0.9)")
     p.add_argument("--admission", choices=("max-utilization", "no-evict"), default="max-utilization",
                    help="KV admission: max-utilization (default: admit on free blocks now, preempt when short; vLLM) or "
                         "no-evict (admit only when the whole output's blocks fit; TensorRT-LLM's GUARANTEED_NO_EVICT)")
@@ -93,7 +98,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
                        scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
-                       admission=args.admission, preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
+                       free_gpu_memory_fraction=args.free_gpu_memory_fraction, admission=args.admission, preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
                        requests=args.requests, duration_s=args.duration, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)

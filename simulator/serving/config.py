@@ -56,7 +56,13 @@ class ServeConfig:
         KV-cache block size in tokens (vLLM's default 16).
     gpu_memory_utilization
         Fraction of device memory the engine may use for weights, activations and KV cache (vLLM's
-        ``gpu_memory_utilization``, default 0.9).
+        ``gpu_memory_utilization``, default 0.9), where the framework profile sizes the KV cache as vLLM does
+        (``kv_cache_sizing = "device"``, :mod:`simulator.serving.kvcache`).
+    free_gpu_memory_fraction
+        Fraction of the memory left free once the engine is loaded (weights, the activations of its profiling
+        pass) that the KV cache takes, where the profile sizes it as TensorRT-LLM does (``kv_cache_sizing =
+        "free"``: ``KvCacheConfig.free_gpu_memory_fraction``, trtllm-bench's ``--kv_cache_free_gpu_mem_fraction``);
+        None: TensorRT-LLM's default 0.9. Given for a ``device`` profile it is an error.
     admission
         How waiting requests are admitted against the KV cache: ``max-utilization`` (default: a
         request is admitted when the blocks of the tokens it runs now are free; a running request that
@@ -110,6 +116,7 @@ class ServeConfig:
     mixed_prefill: bool = True
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
+    free_gpu_memory_fraction: float | None = None
     admission: str = "max-utilization"
     preemption: str = "recompute"
     prefix_cache: bool = False

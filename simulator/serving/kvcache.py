@@ -1,10 +1,22 @@
 """The paged KV cache of one replica: how many blocks fit, and the block arithmetic of a sequence.
 
 Blocks available (per device, the worst pipeline stage; every device of a replica holds the same
-number of blocks, as vLLM sizes them by the smallest)::
+number of blocks, as vLLM and TensorRT-LLM size them by the smallest), by the engine's sizing rule
+(the framework profile's ``kv_cache_sizing``, :data:`KV_SIZINGS`)::
 
-    blocks = floor((capacity * gpu_memory_utilization - weights - activations) / bytes_per_block)
+    device:  blocks = floor((capacity * gpu_memory_utilization - weights - activations) / bytes_per_block)
+    free:    blocks = floor((capacity - weights - activations) * free_gpu_memory_fraction / bytes_per_block)
     bytes_per_block = block_size * 2 * layers_per_stage * max(1, kv_heads / tp) * head_dim * kv_bytes
+
+``device`` is vLLM's rule (``gpu_memory_utilization`` of the whole device for everything the engine
+holds). ``free`` is TensorRT-LLM's: a fraction of the memory still free once the engine is loaded and has
+run its profiling pass (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9, trtllm-bench's
+``--kv_cache_free_gpu_mem_fraction``). The PyTorch backend (``tensorrt_llm/_torch/pyexecutor/_util.py``
+``KvCacheCreator.configure_kv_cache_capacity`` / ``_cal_max_memory``) runs dummy context requests of
+``max_num_tokens`` tokens, takes the peak memory (weights + activations, plus what CUDA allocated outside
+PyTorch) and sizes ``(total - peak) * fraction``; the C++ runtime
+(``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`` ``BaseKVCacheManager::calculateFreeMemBytes``) takes
+``cudaMemGetInfo``'s free memory after the engine and its runtime buffers are allocated, times the fraction.
 
 ``weights`` and ``activations`` are what the engines predict for the largest iteration (a prefill step
 of ``max_batched_tokens`` tokens), as vLLM profiles a dummy forward pass of that many tokens before it
@@ -20,7 +32,15 @@ from typing import Any
 
 from simulator.serving.config import ServingError
 
-__all__ = ["KVCacheSpec", "kv_cache_spec", "blocks_for"]
+__all__ = ["KVCacheSpec", "kv_cache_spec", "blocks_for", "KV_SIZINGS", "DEFAULT_FREE_GPU_MEMORY_FRACTION"]
+
+#: KV-cache sizing rules (module docstring): ``device`` (vLLM) and ``free`` (TensorRT-LLM).
+KV_SIZINGS = ("device", "free")
+#: TensorRT-LLM's default ``free_gpu_memory_fraction``: ``KvCacheConfig.free_gpu_memory_fraction`` 0.9
+#: (``tensorrt_llm/llmapi/llm_args.py``; ``executor::KvCacheConfig::kDefaultGpuMemFraction`` in C++), which
+#: trtllm-bench keeps unless ``--kv_cache_free_gpu_mem_fraction`` is given (docs/source/performance/
+#: perf-overview.md: "the default setting of 0.90").
+DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -33,6 +53,8 @@ class KVCacheSpec:
     capacity_bytes: float
     weights_bytes: float
     activations_bytes: float
+    sizing: str = "device"
+    memory_fraction: float = 0.9
 
     @property
     def tokens(self) -> int:
@@ -42,7 +64,8 @@ class KVCacheSpec:
     def to_json(self) -> dict[str, Any]:
         return {"block_size": self.block_size, "blocks": self.blocks, "tokens": self.tokens,
                 "bytes_per_block_per_device": self.bytes_per_block, "capacity_bytes_per_device": self.capacity_bytes,
-                "weights_bytes_per_device": self.weights_bytes, "activations_bytes_per_device": self.activations_bytes}
+                "weights_bytes_per_device": self.weights_bytes, "activations_bytes_per_device": self.activations_bytes,
+                "sizing": self.sizing, "memory_fraction": self.memory_fraction}
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -51,19 +74,31 @@ def blocks_for(tokens: int, block_size: int) -> int:
 
 
 def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: float, activations_bytes: float,
-                  block_size: int, gpu_memory_utilization: float, dtype: str) -> KVCacheSpec:
-    """The cache a replica gets (module docstring); :class:`ServingError` when not one block fits."""
+                  block_size: int, gpu_memory_utilization: float, dtype: str, sizing: str = "device",
+                  free_gpu_memory_fraction: float | None = None) -> KVCacheSpec:
+    """The cache a replica gets by the ``sizing`` rule (module docstring); :class:`ServingError` when not one
+    block fits. ``free_gpu_memory_fraction`` (``free`` only; None: :data:`DEFAULT_FREE_GPU_MEMORY_FRACTION`)."""
     from workloads.serving import kv_bytes_per_token
 
+    if sizing not in KV_SIZINGS:
+        raise ServingError(f"kv_cache_sizing: got {sizing!r}; expected one of {', '.join(KV_SIZINGS)}")
     per_block = block_size * kv_bytes_per_token(cfg, tp=plan.tp, pp=plan.pp, dtype=dtype)
-    free = capacity_bytes * gpu_memory_utilization - weights_bytes - activations_bytes
+    gib = 2.0**30
+    if sizing == "free":
+        fraction = DEFAULT_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
+        free = (capacity_bytes - weights_bytes - activations_bytes) * fraction
+        rule = (f"({capacity_bytes / gib:.2f} GiB - weights {weights_bytes / gib:.2f} GiB - activations "
+                f"{activations_bytes / gib:.2f} GiB) x free_gpu_memory_fraction {fraction}")
+    else:
+        fraction = gpu_memory_utilization
+        free = capacity_bytes * gpu_memory_utilization - weights_bytes - activations_bytes
+        rule = (f"{capacity_bytes / gib:.2f} GiB x gpu_memory_utilization {gpu_memory_utilization} - weights "
+                f"{weights_bytes / gib:.2f} GiB - activations {activations_bytes / gib:.2f} GiB")
     blocks = int(math.floor(free / per_block)) if free > 0 else 0
     if blocks < 1:
-        gib = 2.0**30
-        raise ServingError(f"KV cache: no block fits; got {capacity_bytes / gib:.2f} GiB x gpu_memory_utilization "
-                           f"{gpu_memory_utilization} - weights {weights_bytes / gib:.2f} GiB - activations "
-                           f"{activations_bytes / gib:.2f} GiB per device; expected room for at least one block of "
+        raise ServingError(f"KV cache: no block fits; got {rule} per device; expected room for at least one block of "
                            f"{per_block / 2**20:.2f} MiB (more tensor/pipeline parallelism, a smaller model or more "
                            "memory)")
     return KVCacheSpec(block_size=block_size, blocks=blocks, bytes_per_block=per_block, capacity_bytes=capacity_bytes,
-                       weights_bytes=weights_bytes, activations_bytes=activations_bytes)
+                       weights_bytes=weights_bytes, activations_bytes=activations_bytes, sizing=sizing,
+                       memory_fraction=fraction)

@@ -103,6 +103,10 @@ def _check_config(config: ServeConfig) -> None:
     u = config.gpu_memory_utilization
     if not isinstance(u, (int, float)) or not (0 < u <= 1):
         raise ServingError(f"gpu_memory_utilization: got {u!r}; expected a fraction in (0, 1]")
+    f = config.free_gpu_memory_fraction
+    if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f < 1)):
+        raise ServingError(f"free_gpu_memory_fraction: got {f!r}; expected a fraction in (0, 1) (TensorRT-LLM "
+                           "requires it below 1)")
     if not isinstance(config.mixed_prefill, bool):
         raise ServingError(f"mixed_prefill: got {config.mixed_prefill!r}; expected True or False")
     if config.scheduler == "static" and (config.scheduler_steps != 1 or not config.mixed_prefill):
@@ -195,6 +199,12 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
 
     cfg, _ = resolve_config(model)
     opts, profile = _options(config, options)
+    sizing = getattr(profile, "kv_cache_sizing", "device")
+    if config.free_gpu_memory_fraction is not None and sizing != "free":
+        raise ServingError(f"free_gpu_memory_fraction: got {config.free_gpu_memory_fraction} with framework "
+                           f"{config.framework!r}, which sizes its KV cache as gpu_memory_utilization of the device; "
+                           "expected gpu_memory_utilization, or a framework that sizes it from free memory "
+                           "(trt-llm, trt-llm-pytorch)")
     host = profile.iteration_host_s if config.iteration_host_s is None else config.iteration_host_s
     per_seq = profile.iteration_host_per_seq_s if config.iteration_host_s is None else 0.0
     pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq,
@@ -231,12 +241,13 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
-                  output_lag=getattr(profile, "output_lag_steps", 0) > 0)
+                  output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
 
 
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
-           draft: tuple[Any, int, float] | None = None, output_lag: bool = False) -> Setup:
+           draft: tuple[Any, int, float] | None = None, output_lag: bool = False,
+           kv_sizing: str = "device") -> Setup:
     from simulator.engines.analytical import spec_of
     from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
@@ -267,7 +278,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].capacity_bytes),
                        weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
-                       dtype=pricer.dtype)
+                       dtype=pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
     if need > kv.blocks - shared:

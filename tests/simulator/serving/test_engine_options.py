@@ -220,7 +220,8 @@ def test_settings_column_is_read_and_checked(one_row_csv):
     # (rounded up to 128), tokens 951 x 17 = 16,162 -> 16,384 (rounded up to 1024)
     assert "max_batch_size 4096, max_num_tokens 8192" in rows["srv-070"].notes
     assert dict(rows["srv-070"].settings) == {"max_num_seqs": 4096, "max_batched_tokens": 8192,
-                                              "admission": "no-evict"}  # trtllm-bench: GUARANTEED_NO_EVICT
+                                              "admission": "no-evict",  # trtllm-bench: GUARANTEED_NO_EVICT
+                                              "free_gpu_memory_fraction": 0.95}  # the guide's KV fraction
     assert "max_batch_size 1024, max_num_tokens 16384" in rows["srv-076"].notes
     assert dict(rows["srv-076"].settings)["max_batched_tokens"] == 16384 and rows["srv-076"].scheduler == "orca"
     assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
