@@ -15,8 +15,8 @@ After a sync the GPU idles until the host has issued the next kernels, so the op
 take ``max(host issue time, GPU time)`` plus the sync's round trip (``efficiency.host_sync_s``), not the
 GPU time alone. The host issue time of an op is its kernels times ``efficiency.framework_op_overhead_s``
 (eager PyTorch issues each op from Python: Megatron-Core runs its layers eagerly), or the launch floor
-when that is longer (:func:`host_per_kernel_s`). The backward pass has no sync of its own (the splits are saved host lists), so it sits in
-the interval that runs from the last forward sync to the end of the graph.
+when that is longer (:func:`host_per_kernel_s`). The backward pass has no sync of its own (the splits are saved host
+lists), so it sits in the interval that runs from the last forward sync to the end of the graph.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             bwd_extra += excess * (1.0 - share)
         start = end + 1
     return fwd_extra + len(ends) * sync_s, bwd_extra
-
 
 
 def host_per_kernel_s(eff: Any, opts: Any) -> float:
