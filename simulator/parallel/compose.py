@@ -589,7 +589,7 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
     (:mod:`simulator.parallel.host_sync`); unchanged without one."""
     from simulator.parallel.host_sync import host_per_kernel_s, host_sync_ops, sync_interval_excess
 
-    syncs = host_sync_ops(sg.graph.ops)
+    syncs = sg.graph.memo("host_sync_ops", lambda: host_sync_ops(sg.graph.ops))  # the graph is immutable
     if not syncs:
         return split
     from simulator.engines.analytical import spec_of
