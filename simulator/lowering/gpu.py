@@ -124,9 +124,11 @@ def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) 
     kernel)."""
     if op.attrs.get("fp8_accumulation") != "split":
         return 0.0, 0.0
-    adds = float(bt) * m * n * -(-k // int(ctx.device.efficiency.fp8_promotion_interval))
+    interval = ctx.device.efficiency.fp8_promotion_interval  # an array in hardware variants (sweeps)
     p = ctx.params("fp32")
-    return adds / (_f(p.vector_flops_per_s) * _f(p.vector_fraction)), adds
+    adds = float(bt) * m * n * np.ceil(k / np.asarray(interval, dtype=float))
+    secs = adds / np.multiply(p.vector_flops_per_s, p.vector_fraction)
+    return (float(secs), float(adds)) if np.ndim(secs) == 0 else (secs, adds)
 
 
 @register_rule("gpu", "matmul")
@@ -137,9 +139,9 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     cost = _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
                       in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias))
-    promo_s, adds = _promotion_s(op, ctx, bt, m, n, k)
-    if not adds:
+    if op.attrs.get("fp8_accumulation") != "split":
         return cost
+    promo_s, adds = _promotion_s(op, ctx, bt, m, n, k)
     return dataclasses.replace(cost, compute_s=cost.compute_s + promo_s, vector_flops=cost.vector_flops + adds,
                    notes="; ".join(x for x in (cost.notes, "fp8 split accumulation: partial sums promoted to FP32")
                                    if x))

@@ -108,6 +108,27 @@ def test_promotion_interval_is_the_device_field() -> None:
     assert at[128].vector_flops - base.vector_flops == pytest.approx(4096.0 ** 2 * 32)
 
 
+def test_promotion_interval_sweeps_match_point_by_point() -> None:
+    # a sweep over efficiency.fp8_promotion_interval runs vectorised (an array field) and gives each point's
+    # own evaluation
+    import numpy as np
+
+    from hwmodels.paths import with_overrides
+    from simulator.engines.vectorized import evaluate_variants
+
+    a = TensorSpec("a", (4096, 4096), DType.FP8_E4M3, Role.ACTIVATION)
+    b = TensorSpec("b", (4096, 4096), DType.FP8_E4M3, Role.ACTIVATION)
+    y = TensorSpec("y", (4096, 4096), DType.BF16, Role.ACTIVATION)
+    g = OpGraph("g", [Op("mm", "matmul", (a, b), (y,), Attrs({"fp8_accumulation": "split",
+                                                             "compute_dtype": "fp8_e4m3"}))], {})
+    dev = load_hardware("h100-sxm5-80gb")
+    swept = evaluate_variants(g, dev, {"efficiency.fp8_promotion_interval": np.array([64.0, 128.0])}, EvalOptions())
+    each = [evaluate(g, with_overrides(dev, {"efficiency.fp8_promotion_interval": n}), EvalOptions()).latency_s
+            for n in (64, 128)]
+    assert list(swept.latency_s) == pytest.approx(each, rel=1e-12)
+    assert each[0] > each[1]
+
+
 def test_tensorwise_tensor_parallelism_gathers_fp8() -> None:
     plan = ParallelPlan(tp=2, sequence_parallel=True)
     g = _graph("tensorwise", plan)
