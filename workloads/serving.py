@@ -24,23 +24,29 @@ from typing import Any
 from workloads.dtypes import parse_dtype
 from workloads.ir import GraphBuilder, OpGraph
 
-__all__ = ["attention_graph", "graph_batch", "kv_bytes_per_token", "sampler_graph", "SAMPLER_KERNELS"]
+__all__ = ["attention_graph", "graph_batch", "kv_bytes_per_token", "layer_windows", "sampler_graph",
+           "window_kv_tokens", "SAMPLER_KERNELS"]
 
 SAMPLER_KERNELS = ("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax")
 
 
 def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, tp: int = 1,
-                    dtype: str = "bf16", kv_dtype: str | None = None) -> OpGraph:
+                    dtype: str = "bf16", kv_dtype: str | None = None, window: int = 0) -> OpGraph:
     """One layer's attention on one tensor-parallel rank: ``batch`` sequences, each ``query_tokens``
     queries attending causally to ``kv_tokens`` keys and values (the queries are the last
     ``query_tokens`` of them). Heads as the builder splits them: ``heads // tp`` query heads and
-    ``max(1, kv_heads // tp)`` KV heads per rank.
+    ``max(1, kv_heads // tp)`` KV heads per rank. ``window`` > 0: a local (sliding-window) layer's
+    attention, each query seeing its last ``window`` keys (the op's ``window`` attribute, as the
+    transformer builder emits it); the caller passes the keys such a layer's cache holds
+    (:func:`window_kv_tokens`).
 
-    Raises ``ValueError`` for non-positive sizes or ``query_tokens > kv_tokens``.
+    Raises ``ValueError`` for non-positive sizes, a negative window or ``query_tokens > kv_tokens``.
     """
     for k, v in (("batch", batch), ("query_tokens", query_tokens), ("kv_tokens", kv_tokens), ("tp", tp)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"attention_graph: {k}: got {v!r}; expected a positive integer")
+    if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+        raise ValueError(f"attention_graph: window: got {window!r}; expected a non-negative integer (0: global)")
     if query_tokens > kv_tokens:
         raise ValueError(f"attention_graph: query_tokens {query_tokens} > kv_tokens {kv_tokens}; expected the "
                          "queries to be among the keys")
@@ -50,9 +56,40 @@ def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, 
     kvd = parse_dtype(kv_dtype).value if kv_dtype else None
     k = b.input("k_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
     v = b.input("v_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
-    b.op("attention", [q, k, v], name="core", causal=True)
+    b.op("attention", [q, k, v], name="core", causal=True, **({"window": window} if window else {}))
     return b.build({"model": cfg.name, "batch": batch, "query_tokens": query_tokens, "kv_tokens": kv_tokens,
                     "tp": tp, "phase": "attention"})
+
+
+def layer_windows(cfg: Any) -> dict[int, int]:
+    """``{window: layers}`` of a model's attention layers: window 0 for global (full causal) layers, the
+    sliding window of local ones (:meth:`workloads.zoo.transformer.TransformerConfig.layer_window`); a
+    config without windows is ``{0: layers}``.
+
+    >>> from workloads.zoo.transformer import zoo_config
+    >>> layer_windows(zoo_config("gemma3-12b")), layer_windows(zoo_config("llama-2-7b"))
+    ({1024: 40, 0: 8}, {0: 32})
+    """
+    per = getattr(cfg, "layer_window", None)
+    if per is None or not getattr(cfg, "sliding_window", 0):
+        return {0: int(cfg.layers)}
+    out: dict[int, int] = {}
+    for i in range(int(cfg.layers)):
+        w = int(per(i))
+        out[w] = out.get(w, 0) + 1
+    return out
+
+
+def window_kv_tokens(query_tokens: int, context: int, window: int) -> int:
+    """Keys one attention of ``query_tokens`` new tokens after ``context`` earlier ones reads: all
+    ``context + query_tokens`` on a global layer (``window`` 0); on a local layer the at most ``window``
+    earlier positions its cache ring holds plus the new tokens (the builder's decode cache holds
+    ``min(context, window)``).
+
+    >>> window_kv_tokens(1, 5000, 0), window_kv_tokens(1, 5000, 1024), window_kv_tokens(512, 300, 1024)
+    (5001, 1025, 812)
+    """
+    return (min(context, window) if window else context) + query_tokens
 
 
 def kv_bytes_per_token(cfg: Any, *, tp: int = 1, pp: int = 1, dtype: str = "bf16") -> float:

@@ -11,8 +11,10 @@ What an iteration stands for, per replica (all ``tp x pp`` devices; the stages r
   step of ``batch n x seq 1``;
 * **attention per sequence**: each prefill chunk of ``q`` tokens over ``c`` earlier tokens is one
   causal ``attention`` op of ``q`` queries and ``c + q`` keys (:func:`workloads.serving.attention_graph`,
-  priced by :func:`simulator.engines.analytical.evaluate`, times the layers); the decode tokens are one
-  op of ``B`` sequences at their mean context (one batched decode kernel, as paged attention runs them);
+  priced by :func:`simulator.engines.analytical.evaluate`, times the layers; a local sliding-window layer
+  over the keys its window holds, with the op's ``window``, as the transformer builder emits it); the
+  decode tokens are one op of ``B`` sequences at their mean context (one batched decode kernel, as paged
+  attention runs them);
 * **host time** of the engine step (scheduling, input preparation, sampling), a named field of the
   framework profile (:attr:`workloads.frameworks.FrameworkProfile.iteration_host_s`).
 
@@ -112,6 +114,9 @@ class IterationPricer:
         self.sampler = tuple(sampler)
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.layers = self.cfg.layers
+        from workloads.serving import layer_windows
+
+        self.windows = layer_windows(self.cfg)  # {window: layers}; {0: layers} without sliding windows
         self.devices = plan.tp * plan.pp
         self._dense: dict[int, tuple[float, float]] = {}
         self._head: dict[int, tuple[float, float]] = {}
@@ -199,15 +204,17 @@ class IterationPricer:
         hit = self._attn.get(key)
         if hit is None:
             from simulator.engines.analytical import evaluate
-            from workloads.serving import attention_graph
+            from workloads.serving import attention_graph, window_kv_tokens
 
-            self._calls += 1
-            g = attention_graph(self.cfg, batch=batch, query_tokens=query, kv_tokens=context + query,
-                                tp=self.plan.tp, dtype=self.dtype)
-            rep = evaluate(g, self.device, self.options)
-            t = sum(float(r.time_s) for r in rep.records)
-            e = sum(float(r.energy_j) for r in rep.records)
-            hit = self._attn[key] = (t * self.layers, e * self.layers * self.plan.tp)
+            t = e = 0.0
+            for window, layers in self.windows.items():  # global layers; local ones over their window
+                self._calls += 1
+                g = attention_graph(self.cfg, batch=batch, query_tokens=query, tp=self.plan.tp, dtype=self.dtype,
+                                    kv_tokens=window_kv_tokens(query, context, window), window=window)
+                rep = evaluate(g, self.device, self.options)
+                t += layers * sum(float(r.time_s) for r in rep.records)
+                e += layers * sum(float(r.energy_j) for r in rep.records)
+            hit = self._attn[key] = (t, e * self.plan.tp)
         return hit
 
     # --- interpolation ----------------------------------------------------------------------------
