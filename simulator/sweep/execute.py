@@ -139,6 +139,8 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
 
     plan = None
     plan_kw = {k: v for k, v in options.items() if k in PLAN_KEYS}
+    if "offload" in plan_kw:  # "none" or comma-separated targets -> the plan's tuple
+        plan_kw["offload"] = tuple(t for t in str(plan_kw["offload"]).split(",") if t and t != "none")
     if plan_kw:
         from workloads.parallel import ParallelPlan
 

@@ -88,7 +88,34 @@ SYSTOLIC_METRICS: dict[str, str] = {
 
 _PHASES = ("forward", "prefill", "decode", "train")
 _OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
-_RECOMPUTE = ("none", "selective", "full")
+
+
+def _recompute_policies() -> tuple[str, ...]:
+    """The named recomputation policies (:data:`workloads.recompute.POLICIES`; MaxText's ``custom`` needs
+    its ``custom:NAME=CHOICE,...`` text, which an axis does not carry)."""
+    from workloads.recompute import POLICIES
+
+    return tuple(p for p in POLICIES if p != "custom")
+
+
+def _offload_choices() -> tuple[str, ...]:
+    """``none`` and every non-empty set of :data:`workloads.parallel.OFFLOAD_TARGETS`, comma-separated in the
+    tuple's order (``activations,optimizer``)."""
+    from itertools import combinations
+
+    from workloads.parallel import OFFLOAD_TARGETS
+
+    sets = [",".join(c) for n in range(1, len(OFFLOAD_TARGETS) + 1) for c in combinations(OFFLOAD_TARGETS, n)]
+    return ("none", *sets)
+
+
+def _plan_choices(name: str) -> tuple[str, ...]:
+    import workloads.parallel as wp
+    from workloads.zoo import transformer as zt
+
+    return tuple(x for x in {"pipeline_split": wp.PIPELINE_SPLITS, "moe_dispatch": zt.MOE_DISPATCH_MODES,
+                             "moe_routing": zt.MOE_ROUTINGS, "grad_reduce_dtype": wp.GRAD_REDUCE_DTYPES,
+                             "param_dtype": wp.PARAM_DTYPES}[name] if x)
 
 
 @dataclass(frozen=True)
@@ -124,7 +151,8 @@ WORKLOAD_KEYS: dict[str, _Key] = {
     "dtype": _Key("str", doc="compute/storage dtype"),
     "train": _Key("bool", doc="a whole training step"),
     "optimizer": _Key("str", _OPTIMIZERS, doc="optimizer of the training step"),
-    "recompute": _Key("str", _RECOMPUTE, doc="activation recomputation in training"),
+    "recompute": _Key("str", _recompute_policies(), doc="activation recomputation in training: none, selective, "
+                      "full, selective-op or a MaxText remat policy (as predict --recompute)"),
     "topology": _Key("str", axis=False, doc="systolic experiments: a SCALE-Sim topology CSV (instead of a model)"),
 }
 
@@ -138,8 +166,31 @@ OPTION_KEYS: dict[str, _Key] = {
     "sequence_parallel": _Key("bool", doc="parallel plan: Megatron sequence parallelism"),
     "fsdp": _Key("bool", doc="parallel plan: PyTorch FSDP full sharding"),
     "schedule": _Key("str", doc="parallel plan: pipeline schedule"),
+    "shard_group": _Key("int", minimum=0, doc="parallel plan: with fsdp, hybrid sharding within groups of N ranks "
+                        "(0: over all dp ranks)"),
+    "offload": _Key("str", _offload_choices(), doc="parallel plan: what lives in host memory (none, or "
+                    "activations, optimizer, params comma-separated in that order)"),
+    "capacity_factor": _Key("float", minimum=0.0, doc="parallel plan: MoE expert capacity factor (tokens beyond "
+                            "it dropped; unset: dropless)"),
+    "pipeline_split": _Key("str", _plan_choices("pipeline_split"), doc="parallel plan: a framework's split of the "
+                           "layers over the stages"),
+    "moe_dispatch": _Key("str", _plan_choices("moe_dispatch"), doc="parallel plan: how MoE tokens reach experts"),
+    "moe_routing": _Key("str", _plan_choices("moe_routing"), doc="parallel plan: how the router spreads experts"),
+    "moe_host_sync": _Key("bool", doc="parallel plan: the MoE dispatcher syncs with the host every MoE layer"),
+    "grad_reduce_dtype": _Key("str", _plan_choices("grad_reduce_dtype"), doc="parallel plan: the dtype gradients "
+                              "are reduced in"),
+    "param_dtype": _Key("str", _plan_choices("param_dtype"), doc="parallel plan: the dtype parameters are stored "
+                        "in (TPU stacks)"),
+    "fp8_param": _Key("bool", doc="parallel plan: fp8 linear weights kept in fp8 (TE fp8_param_gather)"),
+    "loss_chunks": _Key("int", minimum=1, doc="parallel plan: the loss over N chunks of the tokens"),
+    "etp": _Key("int", minimum=0, doc="parallel plan: expert tensor parallelism (0: the plan's tp)"),
 }
-PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule"})
+#: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but
+#: ``global_batch``'s None default and ``stage_layers``, a list no axis carries).
+PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule", "shard_group",
+                                       "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
+                                       "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
+                                       "etp"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
     "rows": _Key("int", minimum=1, doc="PE rows of the array"),

@@ -24,6 +24,7 @@ from simulator.sweep import (
     pareto_front,
     run_sweep,
 )
+from simulator.sweep.experiment import ExperimentError
 from workloads.resolve import load_workload
 
 REPO = Path(__file__).resolve().parents[3]
@@ -442,3 +443,36 @@ def test_load_results_identifiers_work_in_query(tmp_path: Path) -> None:
     assert len(sel) == 2 and set(sel["workload__batch"]) == {8}
     assert set(sel["hardware__memory__hbm__read_bandwidth_bytes_per_s"]) == {2e12, 4e12}
     assert sel["latency_s"].tolist() == dotted[dotted["workload.batch"] >= 8]["latency_s"].tolist()
+
+
+def test_training_recipe_axes_equal_evaluate_plan(tmp_path: Path) -> None:
+    """Today's plan fields are sweep axes too (offload, FSDP, a MaxText remat policy): each point equals
+    evaluate_plan with that plan, and the axes reach it (host offload of the optimizer lowers the memory)."""
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
+
+    f = tmp_path / "t.toml"
+    f.write_text('metrics = ["latency_s", "memory_bytes"]\n[workload]\nmodel = "gpt2"\ntrain = true\nseq = 256\n'
+                 '[hardware]\nname = "dgx-h100"\n[options]\ndp = 2\nfsdp = true\nmicrobatch = 2\n'
+                 '[axes.options]\noffload = ["none", "optimizer"]\n[axes.workload]\n'
+                 'recompute = ["none", "minimal"]\n', encoding="utf-8")
+    df = load_results(_run(f, tmp_path / "t.sqlite", "synchronous"))
+    assert len(df) == 4 and df["error"].isna().all(), df["error"].tolist()
+    hw = load_hardware("dgx-h100")
+    for row in df.to_dict("records"):
+        off = () if row["options.offload"] == "none" else (row["options.offload"],)
+        plan = ParallelPlan(dp=2, fsdp=True, microbatch=2, offload=off)
+        res = evaluate_plan("gpt2", hw, plan, EvalOptions(plan=plan), train=True, seq=256,
+                            recompute=row["workload.recompute"]).to_cost_report()
+        assert row["latency_s"] == pytest.approx(res.totals.latency_s, rel=1e-12), row
+        assert row["memory_bytes"] == res.memory.required_bytes
+    by = df.set_index(["options.offload", "workload.recompute"])["memory_bytes"]
+    assert by[("optimizer", "none")] < by[("none", "none")]
+
+
+def test_unknown_plan_axis_value_is_located(tmp_path: Path) -> None:
+    f = tmp_path / "b.toml"
+    f.write_text('[workload]\nmodel = "gpt2"\ntrain = true\n[hardware]\nname = "dgx-h100"\n'
+                 '[axes.options]\noffload = ["optimiser"]\n', encoding="utf-8")
+    with pytest.raises(ExperimentError, match=r"offload.*optimiser.*did you mean.*optimizer"):
+        load_experiment(f)
