@@ -33,7 +33,8 @@ def evaluate_graph_with_plan(graph: Any, system: Any, options: Any) -> Any:
     the plan, as a :class:`~simulator.report.CostReport` with its ``parallel`` view.
 
     The graph names its model and shape in ``meta`` (``model``, ``phase``, ``batch``, ``seq``,
-    ``context``, ``dtype``; a training step also ``optimizer`` and ``recompute``); the plan's
+    ``context``, ``dtype``; a training step also ``optimizer``, ``recompute`` and, where a sweep set
+    it, ``fp8_linears``); the plan's
     ``microbatch`` and ``global_batch`` set a training step's batch.
     """
     from simulator.parallel.compose import evaluate_plan
@@ -53,7 +54,7 @@ def evaluate_graph_with_plan(graph: Any, system: Any, options: Any) -> Any:
     res = evaluate_plan(model, system, plan, options, phase=None if train else meta.get("phase"), train=train,
                         seq=meta.get("seq"), context=meta.get("context"), dtype=meta.get("dtype"),
                         batch=None if train else meta.get("batch"), optimizer=meta.get("optimizer", "adamw"),
-                        recompute=meta.get("recompute", "none"))
+                        recompute=meta.get("recompute", "none"), fp8_linears=meta.get("fp8_linears"))
     return res.to_cost_report()
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

@@ -171,7 +171,16 @@ def _graph(workload_json: str, base_dir: str) -> Any:
 
     w = json.loads(workload_json)
     model = _resolve_file(w.pop("model"), Path(base_dir))
-    return load_workload(model, **w)
+    fp8 = w.pop("fp8_linears", None)
+    g = load_workload(model, **w)
+    if fp8 is None:
+        return g
+    if not w.get("train"):
+        raise ValueError(f"workload.fp8_linears: {fp8!r} is a training recipe; got train false; expected train = true "
+                         "(as predict --fp8-linears needs --train)")
+    from workloads.ir import OpGraph
+
+    return OpGraph(g.name, g.ops, {**g.meta, "fp8_linears": fp8})  # evaluate_graph_with_plan applies it
 
 
 @lru_cache(maxsize=16)
@@ -231,6 +240,16 @@ def _model_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
         msg = _user_error(exc)
         return [{"point_key": k, "error": msg} for k, _ in points]
     engine = task["options"].get("engine", "analytical")
+    w = task["workload"]
+    if graph.meta.get("fp8_linears") and opts.plan is None:  # a recipe is built by the plan path: one device
+        from workloads.parallel import ParallelPlan
+
+        opts = dataclasses.replace(opts, plan=ParallelPlan(microbatch=int(w.get("batch") or 1)))
+    elif opts.plan is not None and w.get("train") and w.get("batch") is not None:
+        msg = (f"workload.batch: got {w['batch']} for a training step under a parallel plan; expected options.microbatch "
+               "(sequences per data-parallel rank and microbatch) and options.global_batch (predict refuses --batch "
+               "with --train and a plan likewise)")
+        return [{"point_key": k, "error": msg} for k, _ in points]
     if engine == "des" and opts.plan is not None:
         msg = ("options: engine 'des' with a parallel plan; got a plan (tp/pp/dp/...) for the discrete-event engine; "
                "expected engine = \"analytical\" for multi-device plans (nodeperf predict does the same)")

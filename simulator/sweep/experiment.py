@@ -98,6 +98,12 @@ def _recompute_policies() -> tuple[str, ...]:
     return tuple(p for p in POLICIES if p != "custom")
 
 
+def _fp8_recipes() -> tuple[str, ...]:
+    from workloads.precision import FP8_RECIPES
+
+    return tuple(FP8_RECIPES)
+
+
 def _offload_choices() -> tuple[str, ...]:
     """``none`` and every non-empty set of :data:`workloads.parallel.OFFLOAD_TARGETS`, comma-separated in the
     tuple's order (``activations,optimizer``)."""
@@ -153,6 +159,8 @@ WORKLOAD_KEYS: dict[str, _Key] = {
     "optimizer": _Key("str", _OPTIMIZERS, doc="optimizer of the training step"),
     "recompute": _Key("str", _recompute_policies(), doc="activation recomputation in training: none, selective, "
                       "full, selective-op or a MaxText remat policy (as predict --recompute)"),
+    "fp8_linears": _Key("str", _fp8_recipes(), doc="training: the linear layers' GEMMs in fp8 (or int8) with this "
+                        "scaling recipe, as predict --fp8-linears (a plan step; none given: one device)"),
     "topology": _Key("str", axis=False, doc="systolic experiments: a SCALE-Sim topology CSV (instead of a model)"),
 }
 

@@ -476,3 +476,33 @@ def test_unknown_plan_axis_value_is_located(tmp_path: Path) -> None:
                  '[axes.options]\noffload = ["optimiser"]\n', encoding="utf-8")
     with pytest.raises(ExperimentError, match=r"offload.*optimiser.*did you mean.*optimizer"):
         load_experiment(f)
+
+
+def test_fp8_linears_axis_equals_evaluate_plan(tmp_path: Path) -> None:
+    """An fp8 recipe is a workload axis of a training step: on one device (no plan keys) each point is
+    evaluate_plan with that recipe, the recipes differ from each other, and on an inference phase the
+    recipe is an error row that says why."""
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
+
+    f = tmp_path / "f.toml"
+    f.write_text('metrics = ["latency_s"]\n[workload]\nmodel = "gpt2"\ntrain = true\nbatch = 4\nseq = 512\n'
+                 '[hardware]\nname = "h100-sxm5-80gb"\n[axes.workload]\nfp8_linears = ["tensorwise", "delayed"]\n',
+                 encoding="utf-8")
+    df = load_results(_run(f, tmp_path / "f.sqlite", "synchronous"))
+    assert len(df) == 2 and df["error"].isna().all(), df["error"].tolist()
+    hw = load_hardware("h100-sxm5-80gb")
+    for row in df.to_dict("records"):
+        res = evaluate_plan("gpt2", hw, ParallelPlan(microbatch=4), EvalOptions(), train=True, seq=512,
+                            fp8_linears=row["workload.fp8_linears"])
+        assert row["latency_s"] == pytest.approx(res.latency_s, rel=1e-12), row
+    assert df["latency_s"].nunique() == 2
+    f.write_text('[workload]\nmodel = "gpt2"\nphase = "prefill"\nfp8_linears = "tensorwise"\n'
+                 '[hardware]\nname = "h100-sxm5-80gb"\n', encoding="utf-8")
+    bad = load_results(_run(f, tmp_path / "b.sqlite", "synchronous"))
+    assert "fp8_linears: 'tensorwise' is a training recipe" in bad["error"].iloc[0]
+    # a training step's batch under a plan is the plan's microbatch: a workload batch is refused, not dropped
+    f.write_text('[workload]\nmodel = "gpt2"\ntrain = true\nbatch = 4\n[hardware]\nname = "dgx-h100"\n'
+                 '[options]\ndp = 2\n', encoding="utf-8")
+    bad = load_results(_run(f, tmp_path / "c.sqlite", "synchronous"))
+    assert "expected options.microbatch" in bad["error"].iloc[0]
