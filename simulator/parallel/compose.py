@@ -501,7 +501,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
     phase, seq, context, dtype, batch
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
-        sequences per step on each data-parallel replica.
+        sequences per step on each data-parallel replica (inference only: with ``train`` a ``batch``
+        other than ``plan.microbatch`` is a :class:`PlanError`, the plan sets a training step's batch).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
@@ -522,6 +523,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
     _check_fp8_device(fp8_linears, system)
+    if train and batch is not None and batch != plan.microbatch:
+        raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
+                        f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
+                        "ParallelPlan(microbatch=..., global_batch=...)")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
