@@ -28,8 +28,10 @@ ramp of a send (docs/collectives.md).
                   node (two steps; taken ahead of the tuner for the sizes its files cover).
 
 The option the library ranks first is not always the fastest: a network plugin's latency hint
-(``latency.tuner_extra_step_s``) enters the ranking only, and MSCCL's schedules precede the
-tuner; each option's ``selection_time_s`` carries that ranking cost.
+(``latency.tuner_extra_step_s``) enters the ranking only, MSCCL's schedules precede the tuner,
+and on one node NCCL ranks rings and trees by its own estimate (every channel, its tree bandwidth
+and ``treeCorrectionFactor``: ``tuner.tree``), so it runs a ring where the model's tree would be
+faster; each option's ``selection_time_s`` carries that ranking cost.
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
 ``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
