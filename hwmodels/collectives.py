@@ -28,8 +28,10 @@ ramp of a send (docs/collectives.md).
                   node (two steps; taken ahead of the tuner for the sizes its files cover).
 
 The option the library ranks first is not always the fastest: a network plugin's latency hint
-(``latency.tuner_extra_step_s``) enters the ranking only, and MSCCL's schedules precede the
-tuner; each option's ``selection_time_s`` carries that ranking cost.
+(``latency.tuner_extra_step_s``) enters the ranking only, MSCCL's schedules precede the tuner,
+and on one node NCCL ranks rings and trees by its own estimate (every channel, its tree bandwidth
+and ``treeCorrectionFactor``: ``tuner.tree``), so it runs a ring where the model's tree would be
+faster; each option's ``selection_time_s`` carries that ranking cost.
 
 A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the library's
 ``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
@@ -169,6 +171,11 @@ class Fabric:
     nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
     ll_max_bandwidth_bytes_per_s: Any = None  #: ``ll.max_bandwidth_bytes_per_s``: one-node LL bus bandwidth cap
     channel_bandwidth_bytes_per_s: Any = None  #: ``channel.bandwidth_bytes_per_s``: one channel (one CTA)
+    #: ``tree.max_channel_bandwidth_bytes_per_s``: NCCL's one-node cap on a tree channel's bus bandwidth
+    #: (``perChMaxTreeBws``, by GPU generation); with the next field it enters only the tuner's tree estimate
+    tree_channel_bandwidth_bytes_per_s: Any = None
+    #: ``tree.ll128_max_channel_bandwidth_bytes_per_s``: the same cap for tree LL128 (``perChMaxTreeLL128Bws``)
+    tree_ll128_channel_bandwidth_bytes_per_s: Any = None
     ll128: bool = False  #: NCCL enables its LL128 protocol on this fabric
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
@@ -209,6 +216,10 @@ class CollectiveLibrary:
     #: ``msccl.allpairs.*``: the library's all-pairs all-reduce schedule, chosen ahead of its tuner for
     #: sizes in its range (keys ``n_devices``, ``ll_max_bytes``, ``max_bytes``, ``granule_bytes``; None: none)
     allpairs: Mapping[str, Any] | None = None
+    #: ``tuner.tree.*``: how NCCL's tuner estimates a one-node tree all_reduce, which it ranks by
+    #: (keys ``bandwidth_fraction``, ``protocol_fraction`` {protocol: factor}, ``correction`` {protocol:
+    #: factors by power-of-two size from 64 B}; None: the tree is ranked by its time)
+    tree_tuner: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -387,7 +398,10 @@ class _Reader:
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
-                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel")
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree")
+
+
+_TREE_FABRIC_KEYS = ("max_channel_bandwidth_bytes_per_s", "ll128_max_channel_bandwidth_bytes_per_s")
 
 
 def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
@@ -401,6 +415,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
     rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
+    rd.unknown_keys(t.get("tree", {}), _TREE_FABRIC_KEYS, f"{path}.tree")
     prov: dict[str, Provenance] = {}
     cls = rd.choice(t, "class", LATENCY_CLASSES, path)
     topo = rd.choice(t, "topology", TOPOLOGIES, path)
@@ -415,6 +430,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
+    tree_bw = [rd.quantity(t, f"tree.{k}", "B/s", path, prov, required=False) for k in _TREE_FABRIC_KEYS]
     ll128 = t.get("ll128", False)
     if not isinstance(ll128, bool):
         rd.problems.add(f"{path}.ll128", f"not a boolean; got {ll128!r}; expected true or false")
@@ -430,6 +446,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   extra_step_latency_s=0.0 if extra is None else extra,
                   tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
                   ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
+                  tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
                   ll128=bool(ll128), provenance=MappingProxyType(prov))
 
 
@@ -442,7 +459,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
                         "nvls_latency_s", "p2p", "launch", "tuner", "msccl"), path)
     rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
     tuner = t.get("tuner", {})
-    rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth"),
+    rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree"),
                     f"{path}.tuner")
 
     rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
@@ -479,6 +496,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
     nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
     allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
+    tree_tuner = _read_tree_tuner(t, rd, path, prov, tuple(fractions))
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -489,7 +507,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
-        provenance=MappingProxyType(prov))
+        tree_tuner=tree_tuner, provenance=MappingProxyType(prov))
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -509,6 +527,48 @@ def _read_allpairs(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str,
         rd.problems.add(f"{path}.msccl.allpairs", "described but not used; got no 'allpairs' in algorithms; "
                                                   "expected it listed in algorithms")
     return None if any(v is None for v in got.values()) else MappingProxyType(got)
+
+
+def _read_tree_tuner(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                     protocols: tuple[str, ...]) -> Mapping[str, Any] | None:
+    """``tuner.tree.*``: NCCL's tree estimate (None when absent or incomplete)."""
+    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
+    tree = tuner.get("tree")
+    if not isinstance(tree, Mapping):
+        return None
+    where = f"{path}.tuner.tree"
+    rd.unknown_keys(tree, ("bandwidth_fraction", "protocol_fraction", "correction"), where)
+    rd.unknown_keys(tree.get("protocol_fraction", {}), protocols, f"{where}.protocol_fraction")
+    rd.unknown_keys(tree.get("correction", {}), protocols, f"{where}.correction")
+    frac = rd.quantity(t, "tuner.tree.bandwidth_fraction", "1", path, prov, at_most_one=True)
+    proto = {p: rd.quantity(t, f"tuner.tree.protocol_fraction.{p}", "1", path, prov, at_most_one=True)
+             for p in protocols}
+    corr = {p: _read_factor_list(tree.get("correction", {}).get(p), rd, f"{where}.correction.{p}", prov)
+            for p in protocols}
+    if frac is None or any(v is None for v in (*proto.values(), *corr.values())):
+        return None
+    return MappingProxyType({"bandwidth_fraction": frac, "protocol_fraction": MappingProxyType(proto),
+                             "correction": MappingProxyType(corr)})
+
+
+def _read_factor_list(raw: Any, rd: _Reader, full: str, prov: dict[str, Provenance]) -> tuple[float, ...] | None:
+    """``{ value = [f0, f1, ...], source = "..." }``: factors in (0, 1] (None on a problem, located)."""
+    if not isinstance(raw, Mapping) or "value" not in raw:
+        rd.problems.add(full, f"missing factor list; got {raw!r}; expected {{ value = [1.0, 0.9, ...], source = \"...\" }}")
+        return None
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QKEYS)), allowed=sorted(_QKEYS), path=full):
+        rd.problems.add(kpath, msg())
+    vals = raw["value"]
+    ok = isinstance(vals, list) and vals and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in vals)
+    if not ok:
+        rd.problems.add(full, f"bad factor list; got {vals!r}; expected a non-empty list of numbers in (0, 1]")
+        return None
+    src = rd.source(raw.get("source"), full)
+    if src is None:
+        return None
+    prov[full] = Provenance(source=src, note=str(raw.get("note", "")))
+    return tuple(float(v) for v in vals)
 
 
 def _read_ll_multi_node(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance]) -> Any:
@@ -1002,6 +1062,44 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     return lat + t_bw, lat + zero
 
 
+def _tree_correction(factors: tuple[float, ...], size: np.ndarray) -> np.ndarray:
+    """NCCL's ``treeCorrectionFactor[protocol][log2(nBytes >> 6)]``; 1 beyond the table (src/graph/tuning.cc)."""
+    idx = np.floor(np.log2(np.maximum(size, 64.0) / 64.0)).astype(int)
+    table = np.asarray(factors, dtype=float)
+    return np.where(idx < table.size, table[np.clip(idx, 0, table.size - 1)], 1.0)
+
+
+def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: int, g: int,
+                    system: CollectiveSystem, lat: Any) -> Any:
+    """NCCL's own estimate of a one-node ring or tree all_reduce, the cost its tuner ranks by (None: not described).
+
+    NCCL ranks every option at all of the communicator's channels (src/graph/tuning.cc
+    ``ncclTopoGetAlgoTime``: ``lat + nBytes / bw``) and picks the channel count afterwards, so a ring
+    is ranked at ``ring_channels x channel bandwidth``. A tree's bus bandwidth is
+    ``min(ring graph x bandwidth_fraction, ring_channels x tree channel cap)``, then per protocol
+    ``x protocol_fraction`` (LL also capped by the fabric's LL cap, LL128 by its tree LL128 channel
+    cap), its algorithm bandwidth half of that, times ``treeCorrectionFactor`` of the size. Only
+    where the library describes the tree estimate (``tuner.tree``) and the fabric its caps.
+    """
+    tree, intra, lib = system.library.tree_tuner, system.intra, system.library
+    if (collective != "all_reduce" or algorithm not in ("ring", "tree") or tree is None or g <= 1
+            or system.ring_channels is None or intra.channel_bandwidth_bytes_per_s is None
+            or intra.tree_channel_bandwidth_bytes_per_s is None or intra.tree_ll128_channel_bandwidth_bytes_per_s is None):
+        return None
+    nc = system.ring_channels
+    graph = nc * intra.channel_bandwidth_bytes_per_s  # the ring graph: nChannels x bwIntra
+    if algorithm == "ring":
+        bw = np.minimum(_bw(intra, lib, protocol, "ring", g, True), graph * lib.protocol_bandwidth_fraction[protocol])
+        return lat + 2 * (n - 1) / n * size / bw
+    bus = np.minimum(graph * tree["bandwidth_fraction"], nc * intra.tree_channel_bandwidth_bytes_per_s)
+    bus = bus * tree["protocol_fraction"][protocol]
+    if protocol == "ll" and intra.ll_max_bandwidth_bytes_per_s is not None:
+        bus = np.minimum(bus, intra.ll_max_bandwidth_bytes_per_s)
+    elif protocol == "ll128":
+        bus = np.minimum(bus, nc * intra.tree_ll128_channel_bandwidth_bytes_per_s)
+    return lat + 2 * size / (bus * _tree_correction(tree["correction"][protocol], size))
+
+
 def _send_recv(size: np.ndarray, n: int, nodes: int, g: int, system: CollectiveSystem, protocol: str,
                lat: Any) -> tuple[Any, Any]:
     """One send to one peer: over the node's fabric (striped over NCCL's p2p channels) or a NIC share."""
@@ -1128,6 +1226,8 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
         for p in _protocols(sysm, a, nodes):
             t, lat = _cost(collective, a, p, size, n, nodes, g, sysm)
             sel = _cost(collective, a, p, size, n, nodes, g, sysm, tuner=True)[0] if tuned else None
+            if nodes == 1:  # NCCL ranks one-node rings and trees by its own estimate where it is described
+                sel = _tuner_estimate(collective, a, p, size, n, g, sysm, lat)
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked
                 sel = np.where(np.isfinite(t), -np.inf, np.inf)
             if gpt > 1 and sysm.library.launch_per_device_s is not None:  # may be an array (sweeps)

@@ -446,8 +446,16 @@ def test_chosen_algorithm_is_the_argmin(system, n, coll):
     assert np.array_equal(best.time_s, np.take_along_axis(times, pick[None], axis=0)[0])
     names = np.array([a for a, _ in options])[pick]
     assert list(best.algorithm) == list(names)
-    if system != "aws-p5":  # the time is what the tuner ranks by
-        assert np.array_equal(best.time_s, times.min(axis=0))
+    fastest = times.min(axis=0)
+    if (system, n, coll) == ("dgx-h100", 8, "all_reduce"):
+        # one node: NCCL ranks ring and tree by its own estimate (every channel for the ring, its tree
+        # bandwidth x treeCorrectionFactor), so at 8-512 KiB it runs the ring LL on few channels
+        differ = best.time_s != fastest
+        assert set(best.algorithm[differ]) == {"ring"} and set(best.protocol[differ]) == {"ll"}
+        assert SIZES[differ].min() == 2**13 and SIZES[differ].max() == 2**19
+        assert np.all(best.time_s[differ] <= 1.45 * fastest[differ])
+    elif system != "aws-p5":  # the time is what the tuner ranks by
+        assert np.array_equal(best.time_s, fastest)
 
 
 def test_choice_not_by_time_can_make_a_larger_message_faster():
@@ -580,16 +588,16 @@ def test_validation_against_published_measurements():
 
     # 166 scored rows: the 150 of the previous revision (13.27 %) and 16 rows of an 8x A100 all_reduce
     # sweep (coll-189..204), held out: no constant was changed when they were added
-    assert mape(comps) <= 13.8  # achieved 13.77 %
+    assert mape(comps) <= 13.75  # achieved 13.71 % (13.77 % before NCCL's tree estimate ranked one-node trees)
     assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.15  # achieved 6.11 % over 66 rows (6.31 % over the 62)
     assert mape(by_regime["mid (1-256 MiB)"]) <= 18.25  # achieved 18.21 % over 76 rows (16.5 % over the 68)
-    assert mape(by_regime["latency (<1 MiB)"]) <= 20.85  # achieved 20.81 % over 24 rows (23.7 % over the 20)
+    assert mape(by_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.35 % over 24 rows (20.81 before NCCL's tree estimate)
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
     for c in comps:
         by_system_band[(c.system, _regime(c.size_bytes))].append(c)
     achieved = {  # MAPE %, rows: met 15 % or not
-        ("dgx-h100", "latency (<1 MiB)"): 26.5,  # 12 rows, not met (4-GPU one-thread all_reduce / reduce_scatter)
+        ("dgx-h100", "latency (<1 MiB)"): 25.4,  # 12 rows, not met (4-GPU one-thread all_reduce / reduce_scatter); 26.5 before NCCL's tree estimate
         ("dgx-h100", "mid (1-256 MiB)"): 12.1,  # 51 rows, met (14.1 before)
         ("dgx-h100", "bandwidth (>=256 MiB)"): 5.2,  # 50 rows, met (6.8 before)
         ("mi300x-8", "latency (<1 MiB)"): 6.2,  # 4 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
@@ -598,7 +606,7 @@ def test_validation_against_published_measurements():
         ("aws-p5", "latency (<1 MiB)"): 32.9,  # 4 rows, not met (49.7 before the 75 us became tuner-only)
         ("aws-p5", "mid (1-256 MiB)"): 48.2,  # 8 rows, not met (24.4 before: the 75 us had stood in for a missing cost)
         ("aws-p5", "bandwidth (>=256 MiB)"): 14.5,  # 4 rows, met (10.6 before)
-        ("dgx-a100", "latency (<1 MiB)"): 6.35,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met
+        ("dgx-a100", "latency (<1 MiB)"): 7.1,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met; 6.3 before NCCL's tree estimate (64 KiB now its ring, -20 %)
         ("dgx-a100", "mid (1-256 MiB)"): 32.1,  # 8 all_reduce + 1 send_recv rows, not met (1-16 MiB +28..+50 %)
         ("dgx-a100", "bandwidth (>=256 MiB)"): 8.5,  # 4 all_reduce + 2 send_recv rows, met (19.4 on the 2 sends)
     }
@@ -862,6 +870,53 @@ def test_latencies_match_nccls_printed_tuning_table(h100):
         r = collective_time(coll, 2**28, 4, h100, algorithm="ring", protocol=proto)
         assert r.latency_s == pytest.approx(us * US, abs=0.05 * US), (coll, proto)
     assert ring_channels_used(h100, "ring", "simple", 2**28, 4) == 24
+
+
+def test_tree_estimate_matches_nccls_printed_tuning_table(h100):
+    """@h100tune prints NCCL's own AllReduce estimate on 4 H100: Tree LL / LL128 / Simple algBw 43.6 / 128.8 /
+    165.6 GB/s, Ring LL / LL128 / Simple 94.0 / 220.8 / 240.0 GB/s. The catalog gives, on the 24 x 15 GB/s
+    graph: tree 0.5 x min(360 x 0.92, 24 x 38.7) = 165.6; LL 0.5 x min(331.2 / 3.8, 141) = 43.6; LL128
+    0.5 x min(331.2 x 7 / 9, 24 x 36.7) = 128.8; ring 4/6 x (141, 331.2, 360). The estimate's bandwidth is
+    read where treeCorrectionFactor is 1 (64 B for LL and LL128, 512 MiB for Simple) or the ring runs
+    every channel."""
+    printed = {("tree", "ll", 64.0): 43.6, ("tree", "ll128", 64.0): 128.8, ("tree", "simple", 2.0**29): 165.6,
+               ("ring", "ll", 2.0**28): 94.0, ("ring", "ll128", 2.0**28): 220.8, ("ring", "simple", 2.0**28): 240.0}
+    for (algo, proto, size), gbs in printed.items():
+        o = collective_options("all_reduce", size, 4, h100)[(algo, proto)]
+        assert size / (o.selection_time_s - o.latency_s) == pytest.approx(gbs * 1e9, rel=2e-3), (algo, proto)
+    # at 64 KiB treeCorrectionFactor[LL] is 0.6: the tree's estimate 10.2 + 64 KiB / (43.6 x 0.6) us
+    tree = collective_options("all_reduce", 2.0**16, 4, h100)[("tree", "ll")]
+    assert tree.selection_time_s == pytest.approx(10.2 * US + 2.0**16 / (43.6e9 * 0.6), rel=2e-3)
+
+
+def test_nccl_runs_the_ring_where_its_estimate_ranks_it_first(h100):
+    """4x H100, 64 KiB all_reduce: NCCL ranks Ring LL (10.2 + 0.7 us) before Tree LL (10.2 + 2.5 us) by its
+    estimate, then runs the ring on 65536 / (512 threads x 32 B) = 4 channels: 10.2 us + 1.5 x 64 KiB /
+    (4 x 15 GB/s x 0.5); the model's tree would take less (11.3 us), which is not what NCCL runs."""
+    r = collective_time("all_reduce", 2.0**16, 4, h100)
+    assert (r.algorithm, r.protocol) == ("ring", "ll")
+    assert r.time_s == pytest.approx(10.2 * US + 1.5 * 2.0**16 / (4 * 15e9 * 0.5), rel=1e-3)
+    assert collective_time("all_reduce", 2.0**16, 4, h100, algorithm="tree").time_s < r.time_s
+    # systems without the tree estimate (RCCL) still rank by the time
+    opts = collective_options("all_reduce", 2.0**16, 8, "mi300x-8")
+    assert all(o.selection_time_s is None for (algo, _), o in opts.items() if algo in ("ring", "tree"))
+
+
+def test_tree_estimate_field_errors_are_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace("tuner.tree.correction.ll = { value = [1.0,", "tuner.tree.correction.ll = { value = [1.5,", 1))
+    with pytest.raises(SpecError, match=r"libraries\.nccl\.tuner\.tree\.correction\.ll: bad factor list; got \[1\.5"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace("tree.max_channel_bandwidth_bytes_per_s = { value = \"38.7 GB/s\"",
+                                "tree.max_channel_bandwidth_bytes_per_s = { value = \"38.7 us\"", 1))
+    with pytest.raises(SpecError, match=r"fabrics\.nvlink4-nvswitch3\.tree\.max_channel_bandwidth_bytes_per_s"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace("tuner.tree.protocol_fraction.ll =", "tuner.tree.protocol_fractions.ll =", 1))
+    with pytest.raises(SpecError, match=r"libraries\.nccl\.tuner\.tree\.protocol_fractions: unknown key.*did you mean"):
+        load_fabric_catalog(bad)
 
 
 def test_tuner_choice_matches_nccl_where_its_logs_say():

@@ -139,13 +139,18 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     "fsdp": (0.26923877211283376, 791.7541668471308, 15589261314.0, 'af7f2867234980c1', '55f9fd0fce180fdf'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
-    "generate": (0.9116273926765641, 2129.2437228042836, 17879810048.0, 'c4e6082803405684', '94a1a9b188e2a882'),
+    # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
+    # generate 0.9116 -> 0.9781 s, its 64 KiB decode all_reduces 16.1 -> 22.7 us)
+    "generate": (0.9781005574765659, 2214.116659620928, 17879810048.0, '23df3adb3cda01df', '71443901ffa61496'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
     # (decode-fused, fsdp, generate, gpt3, gpt3-des and moe re-recorded when transcendental elementwise ops were
     # charged their compiled instructions and the FlashAttention-3 backward serialised its softmax on Hopper)
-    "decode-fused": (0.012399841512719965, 33.65086930331913, 20519179264.0, 'bbf588fcd682a5de', 'ddb1b0c997eb63b3'),
+    # (decode-fused and generate re-recorded when NCCL's one-node rings and trees were ranked by NCCL's own
+    # estimate, hwmodels.collectives tuner.tree: the 8x H100 tensor-parallel all_reduces of 8-512 KiB run NCCL's
+    # ring LL on its few channels instead of the model's faster tree, decode-fused 12.40 -> 13.03 ms)
+    "decode-fused": (0.013032170953854744, 34.45822753376001, 20519179264.0, 'abfd442f233444e9', 'cf847d7ec0876e4c'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
