@@ -57,4 +57,19 @@ def test_switch_reads_the_trtllm_v05_rows_only():
     assert not gated_mlp_unfused("gate_up fused GEMM")
     with DEFAULT_DATASET.open(newline="", encoding="utf-8") as fh:
         rows = {r["id"] for r in csv.DictReader(fh) if gated_mlp_unfused(r["notes"])}
-    assert rows == {"pub-090", "pub-091", "pub-092", "pub-093", "pub-113", "pub-114"}
+    # the first-token rows and the throughput rows of the same engine build (performance.md @ 138f96d)
+    assert rows == {"pub-090", "pub-091", "pub-092", "pub-093", "pub-113", "pub-114", "pub-108", "pub-109", "pub-110",
+                    "pub-111", "pub-112"}
+
+
+def test_graph_cache_builds_the_unfused_mlp_for_the_v05_rows_only():
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache
+    from simulator.hardware import known_devices
+
+    ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
+    cache = GraphCache()
+    v05 = _names(cache.get(ms["pub-114"]))
+    assert "layers.31.mlp.gate_up.part1" in v05 and "layers.31.mlp.gate_up" not in v05
+    other = _names(cache.get(ms["pub-094"]))  # gpt-fast: not stated, so its graph keeps the fused GEMM
+    assert "layers.0.mlp.gate_up" in other and not any(n.endswith(".part0") for n in other)
