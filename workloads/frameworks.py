@@ -52,6 +52,8 @@ __all__ = [
     "parse_framework_field",
     "drop_optimizer",
     "with_profile_meta",
+    "split_gated_mlp",
+    "TRTLLM_V05_UNFUSED_MLP",
 ]
 
 # Sources read for the profiles (repository @ commit, path, symbol).
@@ -750,3 +752,59 @@ def autocast_weight_casts(graph: Any) -> Any:
                 inputs[i] = cast[t.name]
         b.add(Op(op.name, op.kind, tuple(inputs), op.outputs, op.attrs, op.group))
     return b.build({**dict(graph.meta), "autocast": True})
+
+
+#: TensorRT-LLM v0.5's Llama engines run the gate and up projections of the gated MLP as two GEMMs unless
+#: the engine is built with ``--use_fused_mlp``: NVIDIA/TensorRT-LLM docs/source/performance.md @ 138f96d45f90,
+#: 'Known Issues', 'Fused Matmul + Gated-SiLU (LLaMA)': "The current implementation combines two Matmul
+#: operations into one Matmul followed by a separate SwiGLU kernel (when `--use_fused_mlp` is enabled)"; the
+#: same page's Llama build commands (section 'Benchmarking per Model') do not pass that flag, and
+#: ``GatedMLP.forward`` (tensorrt_llm/layers/mlp.py of that era) calls ``self.fc`` and ``self.gate``, two
+#: ``ColumnLinear`` layers on the same input.
+TRTLLM_V05_UNFUSED_MLP = ("NVIDIA/TensorRT-LLM docs/source/performance.md @ 138f96d45f90b9667426f7c47297d8c06bafac73, "
+                          "'Known Issues' (--use_fused_mlp combines the two Matmuls into one) and the Llama build "
+                          "commands, which do not pass --use_fused_mlp")
+
+_GATE_UP = "gate_up"
+
+
+def split_gated_mlp(graph: Any) -> Any:
+    """``graph`` with every fused gate/up projection (an op named ``*.gate_up``, ``matmul`` or ``quant_matmul``,
+    whose only consumer splits its last axis) run as one GEMM per part on the same input, as TensorRT-LLM v0.5
+    builds a Llama engine without ``--use_fused_mlp`` (:data:`TRTLLM_V05_UNFUSED_MLP`). The parts' weights (and a
+    per-output-channel scale vector) partition the fused ones, so the parameters and bytes are unchanged; the
+    parts' outputs are the split's outputs, so every consumer is unchanged. The first part takes the fused op's
+    place and each later part is issued just before the first op that reads its output (so the activation follows
+    the gate GEMM and the product the up GEMM, as epilogues when the stack fuses them). Other ops are kept."""
+    from workloads.ir import Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    drop: set[str] = set()
+    pending: dict[str, Op] = {}  # a later part, issued just before the first op reading its output
+    for op in graph.ops:
+        if op.name in drop:
+            continue
+        for t in op.inputs:
+            if t.name in pending:
+                ops.append(pending.pop(t.name))
+        cons = graph.consumers(op.outputs[0].name) if op.name.rsplit(".", 1)[-1] == _GATE_UP else []
+        if op.kind not in ("matmul", "quant_matmul") or len(cons) != 1 or cons[0].kind != "split" \
+                or int(cons[0].attrs.get("axis", -1)) not in (-1, len(op.outputs[0].shape) - 1):
+            ops.append(op)
+            continue
+        sp = cons[0]
+        drop.add(sp.name)
+        n = int(op.inputs[1].shape[-1])
+        for i, y in enumerate(sp.outputs):
+            width = int(y.shape[-1])
+            ins = [op.inputs[0]]
+            for t in op.inputs[1:]:  # weight, then scales / bias: split the ones with one entry per output column
+                shape = (*t.shape[:-1], width) if t.shape and int(t.shape[-1]) == n else t.shape
+                ins.append(TensorSpec(f"{t.name}.part{i}", shape, t.dtype, t.role))
+            part = Op(f"{op.name}.part{i}", op.kind, tuple(ins), (y,), op.attrs, op.group)
+            if i == 0:
+                ops.append(part)
+            else:
+                pending[y.name] = part
+    ops += pending.values()
+    return OpGraph(graph.name, ops, dict(graph.meta))

@@ -18,7 +18,7 @@ from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "attention_decomposed", "dropout_kernels",
-           "run_options",
+           "run_options", "gated_mlp_unfused",
            "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -53,6 +53,9 @@ _DECOMPOSED_ATTENTION = re.compile(r"\battention decomposed\b")
 # probability they give: PaddlePaddle's static programs, whose dropout op draws a mask in training and, at test
 # time with upscale_in_train, copies its input (cudaMemcpyAsync device to device, dropout_impl.cu.h)
 _DROPOUT_KERNELS = re.compile(r"\bdropout kernels at p = (0\.\d+)\b")
+# a row whose notes state that its engine ran the gated MLP's gate and up projections as two GEMMs (TensorRT-LLM
+# v0.5 Llama engines built without --use_fused_mlp: workloads.frameworks.split_gated_mlp)
+_UNFUSED_MLP = re.compile(r"\bgate and up projections as two GEMMs\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -66,6 +69,12 @@ def dropout_kernels(text: str) -> float:
     (the graph is then built with ``dropout=p``: :class:`GraphCache`)."""
     m = _DROPOUT_KERNELS.search(text)
     return float(m.group(1)) if m else 0.0
+
+
+def gated_mlp_unfused(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its engine ran the gate and up projections as two GEMMs (the graph
+    is then rewritten by :func:`workloads.frameworks.split_gated_mlp`: :class:`GraphCache`)."""
+    return bool(_UNFUSED_MLP.search(text))
 
 
 def timed_under_autocast(text: str) -> bool:
@@ -178,7 +187,8 @@ class GraphCache:
     def get(self, m: Measurement) -> Any:
         decomposed = attention_decomposed(m.notes)
         dropout = dropout_kernels(m.notes)
-        key = (*m.case, decomposed, dropout)
+        unfused_mlp = gated_mlp_unfused(m.notes)
+        key = (*m.case, decomposed, dropout, unfused_mlp)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -186,8 +196,13 @@ class GraphCache:
             if dropout:
                 extra["dropout"] = dropout
             try:
-                self.cache[key] = load_workload(m.workload, **m.workload_args(), **extra)
+                graph = load_workload(m.workload, **m.workload_args(), **extra)
             except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
                 msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
                 raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
+            if unfused_mlp:
+                from workloads.frameworks import split_gated_mlp
+
+                graph = split_gated_mlp(graph)
+            self.cache[key] = graph
         return self.cache[key]
