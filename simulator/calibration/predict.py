@@ -17,8 +17,8 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "timed_validation_step", "attention_decomposed", "dropout_kernels",
-           "run_options",
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "timed_validation_step", "attention_decomposed",
+           "dropout_kernels", "run_options",
            "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
