@@ -808,3 +808,79 @@ def split_gated_mlp(graph: Any) -> Any:
                 pending[y.name] = part
     ops += pending.values()
     return OpGraph(graph.name, ops, dict(graph.meta))
+#: What DeepLearningExamples' image-classification validation step times beyond the network
+#: (NVIDIA/DeepLearningExamples @ 291f0d02e815b148fa5c2b81bf07aa3552142895,
+#: PyTorch/Classification/ConvNets/image_classification/training.py ``validate`` and
+#: ``Executor._forward_fn``; ``utils.accuracy``; ``mixup.NLLMultiLabelSmooth``): the compute time runs from
+#: the loader's yield to after ``torch.cuda.synchronize()``, and holds the forward under
+#: ``torch.no_grad(), autocast(enabled=amp)``, the loss (``NLLMultiLabelSmooth`` in eval mode:
+#: ``F.cross_entropy`` = ``log_softmax`` + ``nll_loss``), ``accuracy(output, target, topk=(1, 5))`` (``topk``,
+#: ``eq``, then per k a ``float`` copy, a ``sum`` and a ``mul_``) and three ``.item()`` reads (top-1, top-5,
+#: loss), each a device-to-host copy the host waits for.
+DLE_VALIDATION_SOURCE = ("NVIDIA/DeepLearningExamples @ 291f0d02e815b148fa5c2b81bf07aa3552142895 "
+                         "PyTorch/Classification/ConvNets/image_classification/training.py: validate, "
+                         "Executor._forward_fn; utils.py: accuracy; mixup.py: NLLMultiLabelSmooth.forward (eval: "
+                         "F.cross_entropy); dataloaders.py: PrefetchedWrapper (input.float(), normalised, fp32)")
+#: Marker a graph carries once the validation step's ops are added (applying them twice is refused).
+DLE_VALIDATION_META = "dle_validation_step"
+
+
+def classification_validation_step(graph: Any, topk: int = 5) -> Any:
+    """An image-classification inference graph as DeepLearningExamples' ``validate()`` times it
+    (:data:`DLE_VALIDATION_SOURCE`): after the network, the loss (``log_softmax`` and ``nll_loss``, in
+    fp32 under autocast, which first casts the 16-bit logits), the top-1/top-``topk`` accuracy (``topk``,
+    ``eq``, and per k a ``float`` copy, ``sum`` and ``mul_``) and three ``.item()`` reads, one small
+    device-to-host copy each. Under autocast (``meta["autocast"]``: :func:`autocast_weight_casts`), the
+    loader's fp32 images are cast to the low precision at the first convolution (autocast's
+    ``cached_cast`` keeps no copy of a tensor that is not a leaf requiring grad).
+
+    Every added op is one ATen call issuing one kernel, so under the eager profile each pays the per-op
+    host time. The ``nll_loss`` and ``topk`` ops are priced as reductions reading the logits they index
+    (an upper bound on their traffic, a few kilobytes to 1 MB). ``meta["dle_validation_step"]`` records
+    the transform; applying it twice is refused, as is a training graph or one without a 2-d logits output.
+    """
+    from workloads.dtypes import DType
+    from workloads.ir import GraphBuilder, Op, Role, TensorSpec
+
+    if graph.meta.get(DLE_VALIDATION_META):
+        raise ValueError(f"graph {graph.name!r}: validation-step ops already added; expected a graph without them")
+    ops = list(graph)
+    if any(op.kind == "optimizer_update" or op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) for op in ops):
+        raise ValueError(f"graph {graph.name!r}: validation step: got a training graph; expected an inference graph")
+    logits = ops[-1].outputs[0] if ops else None
+    if logits is None or len(logits.shape) != 2:
+        raise ValueError(f"graph {graph.name!r}: validation step: got last output "
+                         f"{None if logits is None else logits.shape}; expected logits of shape (batch, classes)")
+    autocast = bool(graph.meta.get("autocast"))
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", logits.dtype.value))
+    inputs = {t.name for t in graph.inputs if t.role == Role.ACTIVATION}
+    image: dict[str, TensorSpec] = {}
+    for op in ops:
+        ins = list(op.inputs)
+        for i, t in enumerate(ins):
+            if autocast and t.name in inputs and t.dtype.bits == 16 and op.kind in AUTOCAST_WEIGHT_KINDS:
+                if t.name not in image:  # the loader's fp32 batch, cast once per forward
+                    master = TensorSpec(t.name, t.shape, DType.FP32, Role.ACTIVATION)
+                    image[t.name] = b.op("elementwise", [master], name=f"{op.name}{AUTOCAST_CAST_SUFFIX}_input",
+                                         op="cast", out_dtype=t.dtype.value)
+                ins[i] = image[t.name]
+        b.add(Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group))
+    # the loss module's call (NLLMultiLabelSmooth, eval mode: F.cross_entropy); under autocast log_softmax
+    # runs in fp32 and casts the 16-bit logits first
+    x = b.op("elementwise", [logits], name="loss.log_softmax/autocast", op="cast", out_dtype="fp32") \
+        if autocast and logits.dtype.bits == 16 else logits
+    logp = b.op("softmax", [x], name="loss.log_softmax", axis=-1)
+    loss = b.op("reduction", [logp], name="loss.nll_loss", op="mean", axes=(0, 1))
+    # utils.accuracy is a function, not a module: its ops carry no module path
+    top = b.op("reduction", [logits], name="accuracy_topk", op="max", axes=(1,), keepdims=True,
+               flops_per_element=topk)
+    # pred.eq(target): a comparison, one operation per element, priced as a binary elementwise op
+    correct = b.op("elementwise", [top, top], name="accuracy_eq", op="sub")
+    reads = []
+    for k in (1, topk):
+        f = b.op("elementwise", [correct], name=f"accuracy_top{k}_float", op="cast", out_dtype="fp32")
+        s = b.op("reduction", [f], name=f"accuracy_top{k}_sum", op="sum", axes=(0, 1))
+        reads.append((f"top{k}", b.op("elementwise", [s], name=f"accuracy_top{k}_mul", op="scale")))
+    for what, t in (*reads, ("loss", loss)):  # .item(): one scalar copied to the host, which waits for it
+        b.op("elementwise", [t], name=f"item_{what}", op="copy")
+    return b.build({**dict(graph.meta), DLE_VALIDATION_META: True})

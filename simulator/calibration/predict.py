@@ -17,9 +17,8 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "attention_decomposed", "dropout_kernels",
-           "run_options", "gated_mlp_unfused",
-           "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "timed_validation_step", "attention_decomposed",
+           "dropout_kernels", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -45,6 +44,9 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+# a row whose notes state that its time is DeepLearningExamples' image-classification validation step, which also
+# runs the loss, a top-1/top-5 accuracy and three .item() reads (workloads.frameworks.classification_validation_step)
+_DLE_VALIDATION = re.compile(r"\bTimed step: DeepLearningExamples validate\(\)")
 # a row whose notes state that its stack ran attention as separate kernels over the full score tensors
 # (matmul, mask add, softmax, dropout, matmul), e.g. PaddlePaddle's nn.MultiHeadAttention in a program run
 # without the fuse_dot_product_attention build pass
@@ -75,6 +77,12 @@ def gated_mlp_unfused(text: str) -> bool:
     """True when ``text`` (a row's notes) says its engine ran the gate and up projections as two GEMMs (the graph
     is then rewritten by :func:`workloads.frameworks.split_gated_mlp`: :class:`GraphCache`)."""
     return bool(_UNFUSED_MLP.search(text))
+
+
+def timed_validation_step(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
+    step (the graph then gets :func:`workloads.frameworks.classification_validation_step`)."""
+    return bool(_DLE_VALIDATION.search(text))
 
 
 def timed_under_autocast(text: str) -> bool:
@@ -175,6 +183,10 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)
+        if not measurement.train and timed_validation_step(measurement.notes):
+            from workloads.frameworks import classification_validation_step
+
+            graph = classification_validation_step(graph)
     return float(evaluate(graph, system, opts).totals.latency_s)
 
 

@@ -512,7 +512,7 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
 
 
 @register_rule("gpu", "elementwise", "elementwise_bwd", "softmax", "softmax_bwd", "layernorm", "rmsnorm",
-               "batchnorm", "layernorm_bwd", "rmsnorm_bwd", "batchnorm_bwd", "reduction", "pool2d",
+               "layernorm_bwd", "rmsnorm_bwd", "reduction", "pool2d",
                "pool2d_bwd", "resize", "concat", "transpose", "cross_entropy", "cross_entropy_bwd",
                "optimizer_update", "embedding", "embedding_bwd", "kv_append", "moe_dispatch", "moe_combine",
                "expand", "groupnorm", "groupnorm_bwd", "mse_loss", "mse_loss_bwd", "moe_dispatch_bwd",
@@ -524,6 +524,45 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     return _from_estimate(e, rule, 0.0, vec)
+
+
+@register_rule("gpu", "batchnorm", "batchnorm_bwd")
+def _batchnorm(op: Op, ctx: LoweringContext) -> KernelCost:
+    """Batch normalisation. At inference (running statistics) and for a tensor small enough to stay on
+    chip it streams its operands once, like any bandwidth-bound op. In training it cannot: the forward
+    normalises with statistics over the whole batch and the backward's ``dx`` needs the batch sums of
+    ``dy`` and ``dy * x_hat`` (Ioffe & Szegedy 2015, the backward equations of section 3), so a reduction
+    pass over ``x`` (forward) or ``dy`` and ``x`` (backward) precedes the elementwise pass that reads them
+    again, as PyTorch's CUDA kernels run it (``aten/src/ATen/native/cuda/Normalization.cuh``:
+    ``batch_norm_collect_statistics_kernel`` then ``batch_norm_transform_input_kernel``;
+    ``batch_norm_backward_reduce_kernel`` then ``batch_norm_backward_elemt_kernel``). The second read comes
+    from L2 where the tensors fit in it, else from DRAM (:func:`batchnorm_second_read_bytes`)."""
+    p = ctx.params("fp32")
+    vec = gpu_vector_flops(op)
+    again = batchnorm_second_read_bytes(op, p)
+    if not np.any(again > 0):
+        e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p, l2_resident_bytes=ctx.resident_bytes,
+                          sfu_ops=sfu_ops(op))
+        return _from_estimate(e, "bandwidth", 0.0, vec)
+    # the second read finds the operands in L2 where they fit, by the engine's residency rule (off: DRAM)
+    in_l2 = np.where(again <= _f(p.l2_capacity_bytes), again, 0.0) if getattr(ctx.options, "l2_residency", True) \
+        else 0.0
+    e = gpu.streaming(op.bytes_read + again, op.bytes_written, vec, p,
+                      l2_resident_bytes=_f(ctx.resident_bytes) + in_l2, sfu_ops=sfu_ops(op))
+    return _from_estimate(e, "bandwidth-two-pass", 0.0, vec)
+
+
+def batchnorm_second_read_bytes(op: Op, p: gpu.GpuParams) -> Any:
+    """Bytes a training batch norm reads a second time after its reduction pass: ``x`` (forward) or ``dy``
+    and ``x`` (backward); 0 at inference and when they fit in the chip's registers and shared memory
+    together (``sms x (registers_per_sm x 4 B + smem_per_sm_bytes)``), where one persistent kernel could
+    hold them across the reduction."""
+    if op.kind == "batchnorm" and not op.attrs.get("training"):
+        return 0.0
+    tensors = op.inputs[:1] if op.kind == "batchnorm" else op.inputs[:2]
+    nbytes = float(sum(t.nbytes for t in tensors))
+    on_chip = _f(p.sms) * (_f(p.registers_per_sm) * 4.0 + _f(p.smem_per_sm_bytes))
+    return np.where(nbytes > on_chip, nbytes, 0.0) if np.ndim(on_chip) else (nbytes if nbytes > on_chip else 0.0)
 
 
 @register_rule("gpu", "moe_router")

@@ -69,8 +69,12 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # the ops its static programs run, a mask kernel in training and a copy at test time: pub-086 -14.6% -> -8.0%,
     # pub-088 -54.5% -> -49.4%, pub-089 -73.0% -> -70.0%, e2e_bert 14.1% -> 13.5%, end to end 15.3% -> 14.98%;
     # TensorRT-LLM v0.5's Llama engines run the gate and up projections as two GEMMs (built without
-    # --use_fused_mlp): prefill 24.2% -> 22.8%, decode 5.5% -> 5.8%, end to end 14.98% -> 14.86%)
-    "e2e_bert": 14.0, "e2e_cnn": 18.0, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 23.0,
+    # --use_fused_mlp): prefill 24.2% -> 22.8%, decode 5.5% -> 5.8%, end to end 14.98% -> 14.86%;
+    # DeepLearningExamples' validation step timed as its code runs it, the loss, top-1/top-5 accuracy and three
+    # .item() reads after the network (and autocast's cast of the loader's fp32 images): e2e_cnn 17.6% -> 17.1%,
+    # end to end 14.98% -> 14.8%; a training batch norm reading its operands twice, the reduction pass first:
+    # pub-058 -40.1% -> -32.1%, pub-059 -20.6% -> -10.3%, e2e_cnn 17.1% -> 16.0%, end to end 14.8% -> 14.5%)
+    "e2e_bert": 14.0, "e2e_cnn": 16.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 23.0,
     "end-to-end": 15.0,
 }
 

@@ -104,14 +104,13 @@ def test_training_graph_transforms_every_conv_call(a100):
     assert b.totals.kernels - a.totals.kernels == 3 * len(convs)
 
 
-@pytest.mark.xfail(strict=True, reason="1.51 at the A100's cp.async L2 tile rate: the channels-last step is predicted "
-                   "too fast (pub-059, DeepLearningExamples NHWC AMP, -21%) by costs the model lacks (docs/accuracy.md, "
-                   "'The A100 at its cp.async tile rate'), which inflates the ratio")
 def test_resnet50_amp_training_slowdown_matches_the_published_channels_last_gain(a100):
     """MosaicML's Channels Last method card: channels last 'accelerates ResNet-50 on ImageNet by about 30%
     on NVIDIA V100 and A100'; Inductor's decide_layout_opt carries measured channels-last/contiguous
     multipliers of 0.725-0.823 for dense convs (1.22-1.38x). The model's NCHW AMP training step should be
-    in that neighbourhood, not at 1.0x nor at 2x."""
+    in that neighbourhood, not at 1.0x nor at 2x. (1.51 while training batch norms read their operands once;
+    1.45 since they read them twice, their reduction pass first: docs/accuracy.md, "DeepLearningExamples
+    ResNet-50: the timed step and the stack".)"""
     g = training_graph(build_model("resnet50", batch=256, phase="train", dtype="fp16"))
     ratio = evaluate(g, a100, NCHW).totals.latency_s / evaluate(g, a100).totals.latency_s
     assert 1.2 <= ratio <= 1.5, ratio
