@@ -155,8 +155,8 @@ def _grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     tokens = int(op.attrs.get("tokens", e * c))
     active = int(op.attrs.get("experts_active", e))
     m = max(1, math.ceil(tokens / active))
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype),
-                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _experts_gemm(op, ctx, m, n, k, active, in_bytes=element_bytes(x.dtype),
+                         out_bytes=element_bytes(op.outputs[0].dtype))
 
 
 @register_rule("gpu", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
@@ -170,8 +170,35 @@ def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:  # dw[K, N] = x^T[K, rows] @ dy[rows, N] per expert
         m, n, k = a.shape[2], b.shape[2], rows
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
-                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _experts_gemm(op, ctx, m, n, k, active, in_bytes=element_bytes(a.dtype),
+                         out_bytes=element_bytes(op.outputs[0].dtype))
+
+
+#: The rule of a grouped GEMM run as one GEMM kernel per expert (library_launches counts its launches).
+PER_EXPERT_RULE = "grouped-gemm-per-expert"
+
+
+def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: int, *, in_bytes: float,
+                  out_bytes: float) -> KernelCost:
+    """``active`` expert GEMMs ``[m, k] @ [k, n]``: one batched kernel (``"grouped-gemm"``), or with the
+    ``per_expert_streams`` attribute (a stack whose grouped GEMM launches one GEMM per expert,
+    :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm`) ``active`` kernels issued round-robin on that
+    many streams: each round of ``streams`` concurrent GEMMs shares the SMs as one batch of that many (its
+    waves quantised on its own), the rounds run one after another, and the host launches every kernel."""
+    kw: dict[str, Any] = dict(dtype=op.dtype.value, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=False)
+    streams = int(op.attrs.get("per_expert_streams", 0))
+    if streams <= 0:
+        return _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", **kw)
+    width = min(streams, active)
+    full, rest = divmod(active, width)
+    one = _gemm_cost(ctx, m, n, k, batch=width, rule=PER_EXPERT_RULE, **kw)
+    parts = [(one, full)] + ([(_gemm_cost(ctx, m, n, k, batch=rest, rule=PER_EXPERT_RULE, **kw), 1)] if rest else [])
+    total = {f: sum(getattr(c, f) * r for c, r in parts) for f in (
+        "compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes", "matrix_flops", "vector_flops")}
+    note = f"{active} GEMM kernels (one per expert) on {width} streams, {full + (1 if rest else 0)} rounds"
+    return dataclasses.replace(one, **total, kernels=active,
+                               notes="; ".join(x for x in (one.notes, note) if x) if np.ndim(one.compute_s) == 0
+                               else "")
 
 
 @register_rule("gpu", QUANT_MATMUL)
@@ -322,9 +349,13 @@ LAYOUT_TRANSFORM_KERNELS = 3
 NCHW_RULE_SUFFIX = "+nchw"
 
 
-def library_launches(rule: str) -> int:
+def library_launches(rule: str, kernels: Any = 1) -> Any:
     """Kernels an op's one library call launches beside its own (a launch each on the host, not a framework
-    op): cuDNN's layout transforms around a convolution on NCHW tensors, none otherwise."""
+    op): cuDNN's layout transforms around a convolution on NCHW tensors; every expert GEMM after the first of
+    a grouped GEMM run per expert (one Transformer Engine call launches them from C++,
+    :func:`_experts_gemm`); none otherwise."""
+    if rule.startswith(PER_EXPERT_RULE):
+        return np.maximum(np.asarray(kernels) - 1, 0) if np.ndim(kernels) else max(int(kernels) - 1, 0)
     return LAYOUT_TRANSFORM_KERNELS if rule.endswith(NCHW_RULE_SUFFIX) else 0
 
 

@@ -441,6 +441,8 @@ class _Build:
         self.eager_ops = bool(prof and prof.eager_ops)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
+        #: one GEMM kernel per local expert on this many streams (Transformer Engine's GroupedLinear; 0: fused)
+        self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -824,6 +826,8 @@ class _Build:
         dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
             t, e, k, cfg.moe_routing, h.nbytes // t), strict=True))  # sizes as DeepEP sends them (dispatch_copies)
         tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
+        if self.gmm_streams:  # one GEMM per local expert, round-robin on the streams (TE multi_stream_cublas_gemm)
+            tiles = {**tiles, "per_expert_streams": self.gmm_streams}
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
