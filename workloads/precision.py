@@ -562,6 +562,9 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
         base = op.name.split("@recompute")[0].split(".bwd_")[0]
+        if te and op.kind in GROUPED_GEMM_KINDS and op.inputs[0].dtype in (DType.BF16, DType.FP16):
+            ops.append(_fp8_experts(op, recipe))
+            continue
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
@@ -602,6 +605,26 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
 
+
+
+#: The MoE expert GEMMs (forward, input gradient, weight gradient).
+GROUPED_GEMM_KINDS = ("grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
+
+
+def _fp8_experts(op: Op, recipe: str) -> Op:
+    """An MoE expert GEMM under a Transformer Engine recipe, as ``GroupedLinear`` runs it: fp8 GEMMs (16-bit
+    outputs) whose 16-bit operand is quantised one expert split at a time just before (attribute
+    ``fp8_quantize`` = ``recipe``; priced with the GEMM by the device rule, e.g.
+    :func:`simulator.lowering.gpu._experts_gemm`): the forward quantises its input, rowwise and columnwise
+    (``tex.split_quantize(inp_view, m_splits, input_quantizers)``), the input-gradient GEMM the output
+    gradient, rowwise and columnwise, once for both backward GEMMs; the weight-gradient GEMM reads the two
+    columnwise copies and quantises nothing (transformer_engine/pytorch/module/grouped_linear.py @ release_v2.9).
+    The weights are read as fp8 (Megatron-Bridge's fp8 recipes keep fp8 parameters, ``fp8_param_gather``;
+    TE caches a weight's quantised copy across microbatches otherwise), no cast priced."""
+    qdt, _ = _QUANT[recipe]
+    quant = {} if op.kind == "grouped_matmul_bwd_weight" else {"fp8_quantize": recipe}
+    return Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant}),
+              op.group)
 
 
 def _aot_cse(step: OpGraph, recipe: str) -> bool:
