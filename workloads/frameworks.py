@@ -233,7 +233,10 @@ _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, t
                "pytorch/csrc/extensions/cast.cpp split_quantize -> multi_tensor_quantize_impl quantises each expert's "
                "split with its own kernel(s) unless every quantizer is delayed scaling (the fused "
                "nvte_multi_cast_transpose); NVIDIA/Megatron-LM core_v0.15.0 megatron/core/transformer/moe/experts.py "
-               "TEGroupedMLP: linear_fc1 / linear_fc2 are TE grouped linears over tokens_per_expert.tolist()")
+               "TEGroupedMLP: linear_fc1 / linear_fc2 are TE grouped linears over tokens_per_expert.tolist(); "
+               "token_dispatcher.py MoEAlltoAllTokenDispatcher: dispatch_postprocess sorts the received tokens by "
+               "local expert (sort_chunks_by_idxs, TE's fused_sort_chunks_by_index with moe_permute_fusion) when "
+               "num_local_experts > 1, combine_preprocess restores the order the same way")
 
 
 class FrameworkError(NodeperfError, ValueError):
@@ -337,6 +340,12 @@ class FrameworkProfile:
         The streams ``"per_expert"`` GEMMs run on (concurrently, as the GPU admits); 0 with ``"fused"``.
     grouped_gemm_source
         The code that decides ``grouped_gemm``.
+    moe_sort_chunks
+        With expert parallelism and several local experts, the sparse (all-to-all) dispatcher sorts the rows
+        it receives from expert-major per source rank into one block per local expert after the dispatch
+        all-to-all, and back before the combine all-to-all: a copy of the received rows each way, and one
+        each way again in the backward (Megatron-Core's ``alltoall`` dispatcher, ``sort_chunks_by_idxs``,
+        source in ``grouped_gemm_source``); False: the experts read the received rows in place.
     """
 
     name: str
@@ -363,6 +372,7 @@ class FrameworkProfile:
     grouped_gemm: str = "fused"
     grouped_gemm_streams: int = 0
     grouped_gemm_source: str = ""
+    moe_sort_chunks: bool = False
     iteration_host_s: float = 0.0
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
@@ -514,7 +524,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
-                     grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED),
+                     grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
+                     moe_sort_chunks=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),

@@ -179,3 +179,23 @@ def test_megatron_core_graphs_run_the_experts_per_expert_and_in_fp8():
     assert all(op.dtype.value == "bf16" for op in experts("megatron-core", None).values())
     # torchao's recipes quantise linears only (no grouped-GEMM path): the experts stay bf16
     assert all(op.dtype.value == "bf16" for op in experts("", "rowwise").values())
+
+
+def test_alltoall_dispatcher_sorts_the_received_chunks_by_local_expert():
+    from workloads.parallel import ParallelPlan, plan_graphs
+
+    def sorts(framework: str, dispatch: str) -> dict[str, Op]:
+        plan = ParallelPlan(dp=8, ep=8, microbatch=1, moe_dispatch=dispatch)
+        (sg,) = plan_graphs(_two_layer_moe(), plan, seq=512, train=True, dtype="bf16", framework=framework)
+        return {op.name: op for op in sg.graph.ops if "sort_chunks" in op.name and op.name.startswith("layers.0.")}
+
+    mc = sorts("megatron-core", "sparse")
+    assert set(mc) == {"layers.0.moe.sort_chunks", "layers.0.moe.unsort_chunks", "layers.0.moe.sort_chunks.bwd",
+                       "layers.0.moe.unsort_chunks.bwd"}
+    # 128 experts over EP 8: the 8 source ranks' chunks of 16 local experts, 512 tokens x top-8 / 128 = 32 rows
+    # each (the capacity of a dropless buffer), d 2,048: (8, 16, 32, 2048) -> (16, 8, 32, 2048)
+    fwd = mc["layers.0.moe.sort_chunks"]
+    assert fwd.kind == "transpose" and fwd.attrs["perm"] == (1, 0, 2, 3)
+    assert tuple(fwd.inputs[0].shape) == (8, 16, 32, 2048) and tuple(fwd.outputs[0].shape) == (16, 8, 32, 2048)
+    # the flex dispatcher's HybridEP backend permutes inside its dispatch; stacks without the fact read in place
+    assert sorts("megatron-core", "hybridep") == {} and sorts("", "sparse") == {}
