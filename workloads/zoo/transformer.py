@@ -443,10 +443,8 @@ class _Build:
         self.eager_ops = bool(prof and prof.eager_ops)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
-        #: one GEMM kernel per local expert on this many streams (Transformer Engine's GroupedLinear; 0: fused)
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
-        #: the sparse dispatcher sorts the received rows by local expert and back (Megatron-Core's alltoall)
-        self.sort_chunks = bool(prof and prof.moe_sort_chunks)
+        self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
