@@ -199,3 +199,21 @@ def test_alltoall_dispatcher_sorts_the_received_chunks_by_local_expert():
     assert tuple(fwd.inputs[0].shape) == (8, 16, 32, 2048) and tuple(fwd.outputs[0].shape) == (16, 8, 32, 2048)
     # the flex dispatcher's HybridEP backend permutes inside its dispatch; stacks without the fact read in place
     assert sorts("megatron-core", "hybridep") == {} and sorts("", "sparse") == {}
+
+
+def test_hardware_variants_of_per_expert_fp8_experts_match_one_by_one(b200):
+    from hwmodels.spec import replace_path
+    from simulator.engines.analytical import evaluate
+    from simulator.engines.vectorized import evaluate_variants
+
+    plain = _experts(per_expert_streams=4)
+    b = GraphBuilder("moe", dtype="bf16")
+    x = b.input("buf", (LE, ROWS, D))
+    b.op("grouped_matmul", [x, b.weight("experts.w_in", (LE, D, N1))], name="layers.0.moe.experts_in",
+         **{**dict(plain.attrs), "compute_dtype": "fp8_e4m3", "fp8_quantize": "mxfp8"})
+    g = b.build({"phase": "forward"})
+    bws = [4.0e12, 8.0e12]
+    res = evaluate_variants(g, b200, {"memory.hbm.read_bandwidth_bytes_per_s": bws})
+    for i, bw in enumerate(bws):
+        one = replace_path(b200, "memory.hbm.read_bandwidth_bytes_per_s", bw)
+        assert res.latency_s[i] == pytest.approx(evaluate(g, one, EvalOptions()).totals.latency_s, rel=1e-9)
