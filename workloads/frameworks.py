@@ -222,6 +222,25 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
 
+#: How a stack runs an MoE grouped GEMM (:attr:`FrameworkProfile.grouped_gemm`).
+GROUPED_GEMM_MODES = ("fused", "per_expert")
+#: Transformer Engine's GroupedLinear as Megatron-Core's TEGroupedMLP runs it (``moe_grouped_gemm`` with TE).
+_TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, the NeMo 25.11 release, pins "
+               "transformer-engine >=2.9,<2.10 and megatron-core 0.15) and f031cf87 (v2.14, 2026-04-06, pinned by "
+               "Megatron-Bridge 270536cc): pytorch/module/grouped_linear.py _GroupedLinear.forward/backward call "
+               "general_grouped_gemm for fc1/fc2 forward, dgrad and wgrad; common/gemm/cublaslt_gemm.cu "
+               "nvte_multi_tensor_gemm runs multi_stream_cublas_gemm (CUTLASS grouped GEMM only on Hopper with "
+               "NVTE_USE_CUTLASS_GROUPED_GEMM, default false), which launches one cuBLASLt GEMM per expert, GEMM i "
+               "on compute stream i % 4 (common/util/multi_stream.cpp num_compute_streams = 4); "
+               "pytorch/csrc/extensions/cast.cpp split_quantize -> multi_tensor_quantize_impl quantises each expert's "
+               "split with its own kernel(s) unless every quantizer is delayed scaling (the fused "
+               "nvte_multi_cast_transpose); NVIDIA/Megatron-LM core_v0.15.0 megatron/core/transformer/moe/experts.py "
+               "TEGroupedMLP: linear_fc1 / linear_fc2 are TE grouped linears over tokens_per_expert.tolist(); "
+               "token_dispatcher.py MoEAlltoAllTokenDispatcher: dispatch_postprocess sorts the received tokens by "
+               "local expert (sort_chunks_by_idxs, TE's fused_sort_chunks_by_index with moe_permute_fusion) when "
+               "num_local_experts > 1, combine_preprocess restores the order the same way")
+
+
 class FrameworkError(NodeperfError, ValueError):
     """An unknown framework name or a malformed framework field (one located line)."""
 
@@ -313,6 +332,22 @@ class FrameworkProfile:
         Rows of one m tile of the stack's MoE grouped matmul when every expert's group of rows starts a new
         pass over a tile (MaxText's Megablox ``gmm``: ``tile_batch_seq``); 0: not modelled (rows priced as
         evenly shared by the active experts).
+    grouped_gemm
+        How the stack runs an MoE layer's grouped GEMM (:data:`GROUPED_GEMM_MODES`): ``"fused"`` (one kernel
+        over every local expert, the default) or ``"per_expert"`` (one GEMM kernel per local expert, issued
+        from one library call round-robin on ``grouped_gemm_streams`` CUDA streams: Transformer Engine's
+        ``GroupedLinear`` through ``multi_stream_cublas_gemm``, source in ``grouped_gemm_source``); the
+        per-expert fp8 quantisation of the inputs runs one kernel per expert likewise.
+    grouped_gemm_streams
+        The streams ``"per_expert"`` GEMMs run on (concurrently, as the GPU admits); 0 with ``"fused"``.
+    grouped_gemm_source
+        The code that decides ``grouped_gemm``.
+    moe_sort_chunks
+        With expert parallelism and several local experts, the sparse (all-to-all) dispatcher sorts the rows
+        it receives from expert-major per source rank into one block per local expert after the dispatch
+        all-to-all, and back before the combine all-to-all: a copy of the received rows each way, and one
+        each way again in the backward (Megatron-Core's ``alltoall`` dispatcher, ``sort_chunks_by_idxs``,
+        source in ``grouped_gemm_source``); False: the experts read the received rows in place.
     """
 
     name: str
@@ -336,6 +371,10 @@ class FrameworkProfile:
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     grouped_gemm_tile_rows: int = 0
+    grouped_gemm: str = "fused"
+    grouped_gemm_streams: int = 0
+    grouped_gemm_source: str = ""
+    moe_sort_chunks: bool = False
     iteration_host_s: float = 0.0
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
@@ -380,7 +419,8 @@ class FrameworkProfile:
                           "eager_ops": self.eager_ops, "dropout": self.dropout},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
-                "tp_comm_overlap": self.tp_comm_overlap, "compiled_loss": self.compiled_loss}
+                "tp_comm_overlap": self.tp_comm_overlap, "compiled_loss": self.compiled_loss,
+                "grouped_gemm": self.grouped_gemm}
 
 
 _V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
@@ -484,8 +524,10 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
-                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP),
-                     devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True),
+                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),
+                     devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
+                     grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
+                     moe_sort_chunks=True),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),

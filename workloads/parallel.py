@@ -120,7 +120,10 @@ class ParallelPlan:
         How tokens reach their experts (:data:`workloads.zoo.transformer.MOE_DISPATCH_MODES`): ``sparse``
         (routed rows gathered and scattered) or ``einsum`` (MaxText's dense one-hot dispatch and combine
         einsums over capacity-padded expert buffers; needs a ``capacity_factor``) or ``deepep`` (the sparse
-        dispatch over DeepEP's kernels: a token crosses the fabric once per rank, or node, holding its experts).
+        dispatch over DeepEP's kernels: a token crosses the fabric once per rank, or node, holding its experts)
+        or ``hybridep`` (the sparse dispatch as Megatron-Core's flex dispatcher runs it with the HybridEP
+        backend: the permutation into local-expert order is fused into the dispatch, so a stack's chunk sort,
+        :attr:`workloads.frameworks.FrameworkProfile.moe_sort_chunks`, is not run).
     moe_routing
         How the router spreads a token's experts (:data:`workloads.zoo.transformer.MOE_ROUTINGS`): ``uniform``
         (a learned or randomly forced gate) or ``round-robin`` (NeMo AutoModel's ``FakeBalancedGate``).
@@ -272,7 +275,7 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     cf = plan.capacity_factor
     if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf < float("inf")):
         out.append(f"capacity_factor: got {cf!r}; expected a number > 0 (e.g. 1.25; none: dropless)")
-    modes = ("sparse", "einsum", "deepep")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (zoo loads late)
+    modes = ("sparse", "einsum", "deepep", "hybridep")  # workloads.zoo.transformer.MOE_DISPATCH_MODES (zoo loads late)
     routings = ("uniform", "round-robin")  # workloads.zoo.transformer.MOE_ROUTINGS
     if plan.moe_routing not in routings:
         out.append(f"moe_routing: got {plan.moe_routing!r}; expected one of {', '.join(routings)}"

@@ -557,7 +557,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
     fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
-        if _float8_tp_op(op, gathers, fp8_of, ops):
+        if _float8_tp_op(op, gathers, fp8_of, ops) or (te and _fp8_experts(op, recipe, ops)):
             continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
@@ -602,6 +602,30 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     meta["fp8_linears"] = recipe
     return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
 
+
+
+#: The MoE expert GEMMs (forward, input gradient, weight gradient).
+GROUPED_GEMM_KINDS = ("grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
+
+
+def _fp8_experts(op: Op, recipe: str, ops: list[Op]) -> bool:
+    """Whether ``op`` is a 16-bit MoE expert GEMM, appended to ``ops`` as a Transformer Engine recipe runs it
+    (``GroupedLinear``): fp8 GEMMs (16-bit
+    outputs) whose 16-bit operand is quantised one expert split at a time just before (attribute
+    ``fp8_quantize`` = ``recipe``; priced with the GEMM by the device rule, e.g.
+    :func:`simulator.lowering.gpu._experts_gemm`): the forward quantises its input, rowwise and columnwise
+    (``tex.split_quantize(inp_view, m_splits, input_quantizers)``), the input-gradient GEMM the output
+    gradient, rowwise and columnwise, once for both backward GEMMs; the weight-gradient GEMM reads the two
+    columnwise copies and quantises nothing (transformer_engine/pytorch/module/grouped_linear.py @ release_v2.9).
+    The weights are read as fp8 (Megatron-Bridge's fp8 recipes keep fp8 parameters, ``fp8_param_gather``;
+    TE caches a weight's quantised copy across microbatches otherwise), no cast priced."""
+    if op.kind not in GROUPED_GEMM_KINDS or op.inputs[0].dtype not in (DType.BF16, DType.FP16):
+        return False
+    qdt, _ = _QUANT[recipe]
+    quant = {} if op.kind == "grouped_matmul_bwd_weight" else {"fp8_quantize": recipe}
+    ops.append(Op(op.name, op.kind, op.inputs, op.outputs,
+                  Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant}), op.group))
+    return True
 
 
 def _aot_cse(step: OpGraph, recipe: str) -> bool:

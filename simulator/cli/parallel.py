@@ -59,11 +59,12 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                         "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
-    g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum", "deepep")), metavar="MODE",
+    g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum", "deepep", "hybridep")), metavar="MODE",
                    help="how MoE tokens reach their experts: sparse (routed rows gathered and scattered, default), "
                         "einsum (MaxText's dense one-hot dispatch over capacity-padded experts; needs "
                         "--capacity-factor) or deepep (sparse over DeepEP's kernels: each token sent once per "
-                        "rank, between nodes once per node, holding its experts)")
+                        "rank, between nodes once per node, holding its experts) or hybridep (sparse as "
+                        "Megatron-Core's flex dispatcher with HybridEP runs it: no separate sort by local expert)")
     g.add_argument("--moe-routing", type=one_of(("uniform", "round-robin")), metavar="ROUTING",
                    help="how the router spreads a token's experts: uniform (a learned gate, default) or "
                         "round-robin (NeMo AutoModel's fake balanced gate: neighbouring experts)")

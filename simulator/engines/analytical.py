@@ -236,7 +236,7 @@ def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOption
     the op's ``nn.Module`` call time (:func:`module_host_s`). The layout transforms cuDNN runs around a
     convolution on NCHW tensors (:func:`simulator.lowering.gpu.library_launches`) are launched inside the
     same library call: a kernel launch each, not a framework op. Zero without kernels."""
-    lib = library_launches(rule)
+    lib = library_launches(rule, kernels)
     launched = np.asarray(kernels) > 0
     own = np.maximum(np.asarray(kernels) - lib, 0)
     lib_s = lib * (eff.graph_launch_overhead_s if opts.cuda_graphs else eff.launch_overhead_s)

@@ -155,8 +155,8 @@ def _grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     tokens = int(op.attrs.get("tokens", e * c))
     active = int(op.attrs.get("experts_active", e))
     m = max(1, math.ceil(tokens / active))
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(x.dtype),
-                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _experts_gemm(op, ctx, m, n, k, active, in_bytes=_expert_operand_bytes(op, x),
+                         out_bytes=element_bytes(op.outputs[0].dtype))
 
 
 @register_rule("gpu", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
@@ -170,8 +170,114 @@ def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:  # dw[K, N] = x^T[K, rows] @ dy[rows, N] per expert
         m, n, k = a.shape[2], b.shape[2], rows
-    return _gemm_cost(ctx, m, n, k, batch=active, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
-                      out_bytes=element_bytes(op.outputs[0].dtype), b_shared=False, rule="grouped-gemm")
+    return _experts_gemm(op, ctx, m, n, k, active, in_bytes=_expert_operand_bytes(op, a),
+                         out_bytes=element_bytes(op.outputs[0].dtype))
+
+
+def _expert_operand_bytes(op: Op, a: Any) -> float:
+    """Bytes per operand element an expert GEMM reads: 1 for an fp8 GEMM (its operands are the quantised
+    copies, :func:`workloads.precision.fp8_linears`), else the activation's width."""
+    return 1.0 if op.dtype.value.startswith("fp8") else element_bytes(a.dtype)
+
+
+#: The rule of a grouped GEMM run as one GEMM kernel per expert (library_launches counts its launches).
+PER_EXPERT_RULE = "grouped-gemm-per-expert"
+
+
+def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: int, *, in_bytes: float,
+                  out_bytes: float) -> KernelCost:
+    """``active`` expert GEMMs ``[m, k] @ [k, n]``: one batched kernel (``"grouped-gemm"``), or with the
+    ``per_expert_streams`` attribute (a stack whose grouped GEMM launches one GEMM per expert,
+    :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm`) ``active`` kernels issued round-robin on that
+    many streams: each round of ``streams`` concurrent GEMMs shares the SMs as one batch of that many (its
+    waves quantised on its own), the rounds run one after another, and the host launches every kernel."""
+    kw: dict[str, Any] = dict(dtype=op.dtype.value, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=False)
+    streams = int(op.attrs.get("per_expert_streams", 0))
+    if streams <= 0:
+        fused = _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", **kw)
+        return _with_expert_quantisation(op, ctx, fused, active) if op.attrs.get("fp8_quantize") else fused
+    width = min(streams, active)
+    full, rest = divmod(active, width)
+    one = _gemm_cost(ctx, m, n, k, batch=width, rule=PER_EXPERT_RULE, **kw)
+    parts = [(one, full)] + ([(_gemm_cost(ctx, m, n, k, batch=rest, rule=PER_EXPERT_RULE, **kw), 1)] if rest else [])
+    total = {f: sum(getattr(c, f) * r for c, r in parts) for f in (
+        "compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes", "matrix_flops", "vector_flops")}
+    note = f"{active} GEMM kernels (one per expert) on {width} streams, {full + (1 if rest else 0)} rounds"
+    cost = dataclasses.replace(one, **total, kernels=active,
+                               notes="; ".join(x for x in (one.notes, note) if x) if np.ndim(one.compute_s) == 0
+                               else "")
+    if op.dtype.value.startswith("fp8"):
+        cost = _with_row_padding(op, ctx, cost)
+    return _with_expert_quantisation(op, ctx, cost, active) if op.attrs.get("fp8_quantize") else cost
+
+
+def _serial_s(st: gpu.KernelEstimate) -> Any:
+    """The bound time of a streaming kernel that runs before or after a GEMM (not overlapped with it): added
+    to both the GEMM's compute and memory times, so the op's time grows by it whichever bounds the GEMM."""
+    return _f(np.maximum(st.compute_s, st.memory_s))
+
+
+def _with_row_padding(op: Op, ctx: LoweringContext, gemm: KernelCost) -> KernelCost:
+    """``gemm`` plus Megatron-Core's fp8 row padding around Transformer Engine's grouped GEMMs: under fp8,
+    ``TEGroupedMLP.forward`` pads every expert's rows to the fp8 alignment (``Fp8Padding``: 16 rows, 32 under
+    MXFP8) before ``linear_fc1`` and unpads ``linear_fc2``'s output (``Fp8Unpadding``), unless
+    ``moe_router_padding_for_fp8`` pads the routing map (False in the Megatron-Bridge Qwen3 and DeepSeek
+    recipes); with dropless routing the counts are not aligned, so each is one ``fused_multi_row_padding``
+    copy of the rows at the model width, and their backward the inverse copy (NVIDIA/Megatron-LM core_v0.15.0
+    megatron/core/transformer/moe/experts.py; NVIDIA/TransformerEngine release_v2.9
+    transformer_engine/pytorch/module/fp8_padding.py, fp8_unpadding.py). Priced with the GEMM that reads or
+    writes the rows: the forward and input-gradient GEMMs of fc1 (input side) and fc2 (output side)."""
+    if op.kind == "grouped_matmul_bwd_weight":
+        return gemm
+    fc1 = op.name.split("@recompute")[0].split(".bwd_")[0].endswith("experts_in")
+    bwd = op.kind == "grouped_matmul_bwd_data"
+    t = op.outputs[0] if fc1 == bwd else op.inputs[0]  # the tensor at the model width
+    rows = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])))
+    nbytes = rows * t.shape[-1] * element_bytes(t.dtype)
+    st = gpu.streaming(nbytes, nbytes, 0.0, ctx.params("fp32"), l2_resident_bytes=ctx.resident_bytes)
+    x = _serial_s(st)
+    return dataclasses.replace(
+        gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x, latency_s=gemm.latency_s + _f(st.latency_s),
+        dram_bytes=gemm.dram_bytes + _f(st.dram_bytes), l2_bytes=gemm.l2_bytes + _f(st.l2_bytes),
+        kernels=gemm.kernels + 1, notes="; ".join(x for x in (gemm.notes, "fp8 row padding copy") if x)
+        if np.ndim(gemm.compute_s) == 0 else "")
+
+
+#: Kernels Transformer Engine's split_quantize runs per expert split (transformer_engine/pytorch/csrc/quantizer.cpp
+#: @ release_v2.9): current scaling nvte_compute_amax_with_config, nvte_compute_scale_from_amax and
+#: nvte_quantize_v2; MXFP8 nvte_quantize_v2 (the 32-element block scales from the same read); delayed scaling
+#: one fused nvte_multi_cast_transpose over every split (multi_tensor_quantize_impl), counted per call.
+SPLIT_QUANTIZE_KERNELS = {"current": 3, "mxfp8": 1, "delayed": 1}
+#: Recipes whose split_quantize is one kernel over every expert split (the rest run per split).
+FUSED_SPLIT_QUANTIZE = ("delayed",)
+#: The rule suffix of an expert GEMM priced with its operand's quantisation (library_launches reads it).
+EXPERT_QUANT_SUFFIX = "+fp8-quant"
+
+
+def _with_expert_quantisation(op: Op, ctx: LoweringContext, gemm: KernelCost, active: int) -> KernelCost:
+    """``gemm`` plus the quantisation of its 16-bit operand (operand 0: the forward's input, the input-gradient
+    GEMM's output gradient) one expert split at a time (``fp8_quantize``: the recipe): a read of the 16-bit
+    split (twice under current scaling: its amax first), a rowwise and a columnwise fp8 copy written (the
+    weight-gradient GEMM reads the columnwise one) with a 4-byte scale per 32 elements (MXFP8) or one per
+    split; ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
+    recipe = str(op.attrs["fp8_quantize"])
+    t = op.inputs[0]
+    elems = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])) * t.shape[-1])
+    reads = 2.0 if recipe == "current" else 1.0
+    scales = elems / 32.0 * 4.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
+    p32 = ctx.params("fp32")
+    st = gpu.streaming(reads * elems * element_bytes(t.dtype), 2.0 * elems + scales, 2.0 * elems, p32,
+                       l2_resident_bytes=ctx.resident_bytes)
+    per = SPLIT_QUANTIZE_KERNELS.get(recipe, 1)
+    kernels = per if recipe in FUSED_SPLIT_QUANTIZE else per * active
+    x = _serial_s(st)
+    return dataclasses.replace(
+        gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x,
+        latency_s=gemm.latency_s + _f(st.latency_s), dram_bytes=gemm.dram_bytes + _f(st.dram_bytes),
+        l2_bytes=gemm.l2_bytes + _f(st.l2_bytes), vector_flops=gemm.vector_flops + 2.0 * elems,
+        kernels=gemm.kernels + kernels, rule=gemm.rule + EXPERT_QUANT_SUFFIX,
+        notes="; ".join(x for x in (gemm.notes, f"operand quantised per expert split ({recipe}, {kernels} kernels)")
+                        if x) if np.ndim(gemm.compute_s) == 0 else "")
 
 
 @register_rule("gpu", QUANT_MATMUL)
@@ -322,9 +428,14 @@ LAYOUT_TRANSFORM_KERNELS = 3
 NCHW_RULE_SUFFIX = "+nchw"
 
 
-def library_launches(rule: str) -> int:
+def library_launches(rule: str, kernels: Any = 1) -> Any:
     """Kernels an op's one library call launches beside its own (a launch each on the host, not a framework
-    op): cuDNN's layout transforms around a convolution on NCHW tensors, none otherwise."""
+    op): cuDNN's layout transforms around a convolution on NCHW tensors; every expert GEMM after the first of
+    a grouped GEMM run per expert (one Transformer Engine call launches them from C++,
+    :func:`_experts_gemm`); none otherwise."""
+    if rule.startswith(PER_EXPERT_RULE):  # one framework op for the GEMMs, one for split_quantize
+        calls = 2 if rule.endswith(EXPERT_QUANT_SUFFIX) else 1
+        return np.maximum(np.asarray(kernels) - calls, 0) if np.ndim(kernels) else max(int(kernels) - calls, 0)
     return LAYOUT_TRANSFORM_KERNELS if rule.endswith(NCHW_RULE_SUFFIX) else 0
 
 

@@ -592,7 +592,12 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
                      system: Any, opts: Any) -> tuple[float, float, float, float]:
     """``split`` with what the graph's host synchronisation points add to its forward and backward passes
     (:mod:`simulator.parallel.host_sync`); unchanged without one."""
-    from simulator.parallel.host_sync import host_per_kernel_s, host_sync_ops, sync_interval_excess
+    from simulator.parallel.host_sync import (
+        host_per_kernel_s,
+        host_sync_ops,
+        launch_floor_s,
+        sync_interval_excess,
+    )
 
     syncs = sg.graph.memo("host_sync_ops", lambda: host_sync_ops(sg.graph.ops))  # the graph is immutable
     if not syncs:
@@ -601,7 +606,7 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
 
     eff = spec_of(system)[0].efficiency
     f, b = sync_interval_excess(records, syncs, sg.forward_ops, host_per_kernel_s(eff, opts),
-                                float(eff.host_sync_s), skip=_is_optimizer)
+                                float(eff.host_sync_s), skip=_is_optimizer, launch_s=launch_floor_s(eff, opts))
     return split[0] + f, split[1] + b, split[2], split[3]
 
 

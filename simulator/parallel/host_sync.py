@@ -31,17 +31,21 @@ def host_sync_ops(ops: Sequence[Any]) -> list[int]:
 
 
 def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_ops: int, host_per_kernel_s: float,
-                         sync_s: float, skip: Any = None) -> tuple[float, float]:
+                         sync_s: float, skip: Any = None, launch_s: float = 0.0) -> tuple[float, float]:
     """(forward, backward) seconds the syncs add to one graph's priced op times.
 
     ``records`` are the graph's op costs in op order (``time_s``: the GPU time as priced, ``kernels``);
     ``syncs`` the indices of the sync ops, each ending the interval it is in (the host waits after issuing
     it). Every interval costs ``max(H, G) - G`` more than its priced time ``G``, with ``H`` its kernels
-    times ``host_per_kernel_s``, and each sync ``sync_s``; an interval's excess is charged to the forward
+    times ``host_per_kernel_s`` (the kernels one library call launches beside its own,
+    :func:`simulator.lowering.gpu.library_launches`, at ``launch_s`` each: Transformer Engine's per-expert
+    GEMMs), and each sync ``sync_s``; an interval's excess is charged to the forward
     and backward passes in proportion to their shares of its ``G``. ``skip(record)``: records outside the
     microbatch's passes (the optimizer step), left out. No syncs: nothing added."""
     if not syncs:
         return 0.0, 0.0
+    from simulator.lowering.gpu import library_launches
+
     ends = sorted(set(syncs))
     fwd_extra = bwd_extra = 0.0
     start = 0
@@ -55,7 +59,8 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
                 g_f += r.time_s
             else:
                 g_b += r.time_s
-            host += r.kernels * host_per_kernel_s
+            lib = library_launches(getattr(r, "rule", ""), r.kernels)  # launched in one library call: launch floor
+            host += (r.kernels - lib) * host_per_kernel_s + lib * launch_s
         g = g_f + g_b
         excess = max(0.0, host - g)
         if excess > 0.0:
@@ -72,3 +77,9 @@ def host_per_kernel_s(eff: Any, opts: Any) -> float:
     with CUDA graphs, else ``launch_overhead_s``)."""
     floor = eff.graph_launch_overhead_s if getattr(opts, "cuda_graphs", False) else eff.launch_overhead_s
     return max(float(eff.framework_op_overhead_s), float(floor))
+
+
+def launch_floor_s(eff: Any, opts: Any) -> float:
+    """Host time of one kernel a library call launches from C++ (no framework op of its own): the launch floor
+    the options price (``graph_launch_overhead_s`` with CUDA graphs, else ``launch_overhead_s``)."""
+    return float(eff.graph_launch_overhead_s if getattr(opts, "cuda_graphs", False) else eff.launch_overhead_s)

@@ -394,8 +394,12 @@ def _capacity_factor(row: TrainingRecord) -> float | None:
 
 def _moe_dispatch(row: TrainingRecord) -> str:
     """The ``moe`` column's dispatch: MaxText's dense einsums (``einsum``), DeepEP's kernels (``deepep``: the
-    recipe's ``dispatcher: deepep``), else the sparse gather/scatter with an all-to-all per (token, expert)."""
+    recipe's ``dispatcher: deepep``), Megatron-Core's flex dispatcher with the HybridEP backend (``hybridep``:
+    the recipe's ``moe_flex_dispatcher_backend hybridep``), else the sparse gather/scatter with an all-to-all
+    per (token, expert)."""
     text = row["moe"].lower()
+    if "hybridep" in text:
+        return "hybridep"
     return "einsum" if "einsum" in text else "deepep" if "deepep" in text else "sparse"
 
 

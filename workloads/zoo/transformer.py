@@ -342,8 +342,10 @@ def expected_active_experts(tokens: int, experts: int, top_k: int) -> int:
 #: ``capacity_factor > 0``: one-hot dispatch and combine einsums over capacity-padded expert buffers,
 #: :meth:`_Build.einsum_dispatch`), ``deepep`` (the sparse dispatch with DeepEP's normal kernels: each token
 #: crosses the fabric once per rank that holds one of its experts and, between nodes, once per node, then is
-#: forwarded over NVLink: :func:`dispatch_copies`)
-MOE_DISPATCH_MODES = ("sparse", "einsum", "deepep")
+#: forwarded over NVLink: :func:`dispatch_copies`), ``hybridep`` (the sparse dispatch over Megatron-Core's flex
+#: dispatcher with DeepEP's HybridEP backend, priced as ``sparse`` except that the permutation into
+#: local-expert order happens inside its dispatch kernel: no chunk sort, ``FrameworkProfile.moe_sort_chunks``)
+MOE_DISPATCH_MODES = ("sparse", "einsum", "deepep", "hybridep")
 #: How a router spreads each token's ``top_k`` experts (what :func:`dispatch_copies` counts): ``uniform``
 #: (a learned gate, or Megatron-Core's ``moe_router_force_load_balancing`` random logits: ``top_k`` distinct
 #: experts as if drawn at random), ``round-robin`` (NeMo AutoModel's ``FakeBalancedGate`` with no noise,
@@ -441,6 +443,8 @@ class _Build:
         self.eager_ops = bool(prof and prof.eager_ops)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
+        self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
+        self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -824,6 +828,8 @@ class _Build:
         dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
             t, e, k, cfg.moe_routing, h.nbytes // t), strict=True))  # sizes as DeepEP sends them (dispatch_copies)
         tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
+        if self.gmm_streams:  # one GEMM per local expert, round-robin on the streams (TE multi_stream_cublas_gemm)
+            tiles = {**tiles, "per_expert_streams": self.gmm_streams}
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
@@ -831,7 +837,7 @@ class _Build:
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
                 buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup)
-                buf = self.reshape(buf, (le, ep * cap, d), "local_experts")
+                buf = self.sort_by_local_expert(buf, ep, le, cap, d)
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
                        tokens=routed, experts_active=active_local, **tiles)
@@ -844,12 +850,30 @@ class _Build:
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
                      tokens=routed, experts_active=active_local, **tiles)
             if ep > 1:
-                y = self.reshape(y, (e, cap, d), "expert_buffers")
+                y = self.restore_source_order(y, ep, le, cap, d)
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def sort_by_local_expert(self, buf: TensorSpec, ep: int, le: int, cap: int, d: int) -> TensorSpec:
+        """The dispatch all-to-all's output (source rank, local expert, rows) as the experts read it: one block
+        of rows per local expert. A view, or with :attr:`workloads.frameworks.FrameworkProfile.moe_sort_chunks`
+        and several local experts the copy that sorts the chunks (a transpose of the first two axes, its
+        backward the inverse copy)."""
+        if self.sort_chunks and le > 1 and self.cfg.moe_dispatch == "sparse":
+            buf = self.reshape(buf, (ep, le, cap, d), "received_chunks")
+            buf = self.b.op("transpose", [buf], name="sort_chunks", perm=(1, 0, 2, 3))
+        return self.reshape(buf, (le, ep * cap, d), "local_experts")
+
+    def restore_source_order(self, y: TensorSpec, ep: int, le: int, cap: int, d: int) -> TensorSpec:
+        """The experts' output back in the order of the combine all-to-all (the inverse of
+        :meth:`sort_by_local_expert`)."""
+        if self.sort_chunks and le > 1 and self.cfg.moe_dispatch == "sparse":
+            y = self.reshape(y, (le, ep, cap, d), "expert_chunks")
+            y = self.b.op("transpose", [y], name="unsort_chunks", perm=(1, 0, 2, 3))
+        return self.reshape(y, (ep * le, cap, d), "expert_buffers")
 
     def einsum_dispatch(self, h: TensorSpec) -> TensorSpec:
         """MaxText's ``dense_matmul`` with ``capacity_factor > 0`` (MaxText/layers/linears.py @ 449b4fe52a78,
