@@ -523,10 +523,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
     _check_fp8_device(fp8_linears, system)
-    if train and batch is not None and batch != plan.microbatch:
-        raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
-                        f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
-                        "ParallelPlan(microbatch=..., global_batch=...)")
+    _check_train_batch(train, batch, plan)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
@@ -647,6 +644,14 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
         per_mb = max(0.0, a - st.forward_s) + max(0.0, a - st.backward_s)
         worst = max(worst, m * per_mb + parts.get("host.step_transfer", 0.0) / bw)
     return worst
+
+
+def _check_train_batch(train: bool, batch: int | None, plan: ParallelPlan) -> None:
+    """A training step's batch is the plan's: a different ``batch`` is refused, not ignored."""
+    if train and batch is not None and batch != plan.microbatch:
+        raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
+                        f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
+                        "ParallelPlan(microbatch=..., global_batch=...)")
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
