@@ -501,8 +501,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
     phase, seq, context, dtype, batch
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
-        sequences per step on each data-parallel replica (inference only: with ``train`` a ``batch``
-        other than ``plan.microbatch`` is a :class:`PlanError`, the plan sets a training step's batch).
+        sequences per step on each data-parallel replica (inference; a training step's is the plan's).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
@@ -522,8 +521,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
-    _check_fp8_device(fp8_linears, system)
-    _check_train_batch(train, batch, plan)
+    _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
@@ -646,8 +644,11 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
     return worst
 
 
-def _check_train_batch(train: bool, batch: int | None, plan: ParallelPlan) -> None:
-    """A training step's batch is the plan's: a different ``batch`` is refused, not ignored."""
+def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch: int | None,
+                       plan: ParallelPlan) -> None:
+    """The fp8 recipe's device (:func:`_check_fp8_device`), and a training step's batch, which is the plan's:
+    a different ``batch`` is refused, not ignored."""
+    _check_fp8_device(fp8_linears, system)
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
