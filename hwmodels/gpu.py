@@ -123,6 +123,7 @@ __all__ = [
     "elementwise_work",
     "SOFTMAX_ALU_OPS_PER_SCORE",
     "DQ_ACCUM_BYTES",
+    "FLASH2_LIBRARY_FRACTION",
     "ATTENTION_KERNELS",
     "BLACKWELL_CTA_PAIR",
     "DECODE_MIN_KEYS_PER_SPLIT",
@@ -155,6 +156,24 @@ SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
 #: The paper's figures put the backward below the forward at head dim 128 on an H100 SXM5
 #: (backward 316 / 424 / 501 / 542 / 559 / 561 TFLOP/s at sequence length 512 ... 16k, non-causal).
 FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of attention(bwd_softmax_overlap=False)
+#: Passes of a FlashAttention-2 style (``"flash2"``) kernel whose ``mma.sync`` contractions are charged
+#: the GEMM library's tensor fraction (``efficiency.tensor_peak_fraction``, a cuBLAS/DeepGEMM figure) on
+#: top of the instruction rate. Both are, although the papers' charts say the forward is not: at head
+#: dim 128 its measured rate is the ``mma.sync`` instruction rate plus the serial softmax on both GPUs
+#: measured. A100 80GB SXM4 (Dao 2023, arXiv 2307.08691, Fig. 5(b), non-causal, 16k tokens): 200 / 224 /
+#: 222 / 225 TFLOP/s at sequence 2k ... 16k against 207 without the fraction (``2 * 256`` FLOP per pair
+#: at 2048 FLOP/clk/SM plus one MUFU exp2 and four FP32 instructions per score) and 188 with it (0.869);
+#: H100 80GB SXM5 (Shah et al. 2024, arXiv 2407.08608, Fig. 5(c)): 362 / 368 / 370 / 370 against 351
+#: without and 291 with it (0.78). Overlapping the softmax (``max``) with the fraction instead gives 271
+#: on the A100 (+20%). Dropping ``"fwd"`` here is that sourced change; it is held back because it makes
+#: the training group worse (the H100 torchtitan rows, already priced fast, get faster: the cost their
+#: slow attention stood in for is not found yet; docs/accuracy.md, "FlashAttention-2 at the mma.sync
+#: rate"). The backward needs the fraction either way: at the instruction rate it would be priced at
+#: 228-250 (A100) and 375-409 (H100) TFLOP/s against 187-196 (Dao 2023, Fig. 6(b)) and 291-322 (Shah et
+#: al. 2024, Fig. 6(b)); with it 205-223 and 307-330. There it stands for backward costs the model does
+#: not carry (five contractions whose operands come from shared memory through ``ldmatrix``, P and dS
+#: through shared memory, dQ by atomics), not for a GEMM library's.
+FLASH2_LIBRARY_FRACTION = frozenset({"fwd", "bwd"})
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
@@ -2342,9 +2361,11 @@ def attention_matmul_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_di
     Forward: the QK^T and PV contractions, ``2 * (head_dim + head_dim_v)`` FLOP; backward five
     contractions (S and dP recomputed, dV, dQ, dK), ``2 * (3 * head_dim + 2 * head_dim_v)``; on
     tiles padded to the smallest MMA (``grid.pad``). ``"flash2"`` kernels issue warp-level
-    ``mma.sync`` at ``p.warp_mma_scale`` of the native rate.
+    ``mma.sync`` at ``p.warp_mma_scale`` of the native rate, times ``p.matrix_fraction`` in the passes
+    of :data:`FLASH2_LIBRARY_FRACTION`; ``"flash3"`` at ``p.matrix_fraction`` of the native rate.
     """
-    rate = _a(p.matrix_flops_per_s) * _a(p.matrix_fraction) / _a(p.sms)
+    library = kernel == "flash3" or ("bwd" if grid.backward else "fwd") in FLASH2_LIBRARY_FRACTION
+    rate = _a(p.matrix_flops_per_s) * (_a(p.matrix_fraction) if library else 1.0) / _a(p.sms)
     if kernel != "flash3":
         rate = rate * _a(p.warp_mma_scale)
     flops = 2.0 * ((3 * head_dim + 2 * head_dim_v) if grid.backward else (head_dim + head_dim_v))

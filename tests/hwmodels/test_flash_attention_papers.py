@@ -1,0 +1,96 @@
+"""The fused-attention model against the FlashAttention-2 and -3 papers' own speed charts.
+
+Settings of both papers: batch x sequence = 16k tokens, hidden 2048, head dim 128 (16 heads), BF16/FP16,
+FLOPs counted as 4 * seq^2 * head_dim * heads * batch (causal: half; backward: 2.5x the forward).
+FlashAttention-2: Dao 2023, arXiv 2307.08691, A100 80GB SXM4, Fig. 5(b) forward and Fig. 6(b) backward,
+non-causal (values as labelled on the bars). FlashAttention-3: Shah et al. 2024, arXiv 2407.08608,
+H100 80GB SXM5, Fig. 5(c)/(d) forward non-causal/causal and Fig. 6(b) backward non-causal.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hwmodels import gpu
+from simulator.hardware import load_hardware
+
+SEQS = (2048, 4096, 8192, 16384)
+#: (paper figure) -> measured TFLOP/s at SEQS
+A100_FA2 = {"fwd": (200, 224, 222, 225), "bwd": (187, 193, 196, 196)}
+H100_FA2 = {"fwd": (362, 368, 370, 370), "fwd_causal": (298, 319, 333, 335), "bwd": (291, 310, 318, 322)}
+H100_FA3 = {"fwd": (625, 638, 646, 648), "fwd_causal": (521, 579, 602, 616), "bwd": (501, 542, 559, 561)}
+
+
+def _tflops(p: gpu.GpuParams, seq: int, kernel: str, *, backward: bool = False, causal: bool = False) -> float:
+    b = 16384 // seq
+    e = gpu.attention(b, 16, 16, seq, seq, 128, 128, p, kernel=kernel, backward=backward, causal=causal)
+    flops = 4 * seq * seq * 128 * 16 * b * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
+    return flops / e.time_s / 1e12
+
+
+def _params(device: str) -> gpu.GpuParams:
+    return gpu.gpu_params(load_hardware(device), "bf16")
+
+
+def _hand_flash2_forward_s(p: gpu.GpuParams, seq: int, fraction: float) -> float:
+    """Compute time of the FlashAttention-2 forward at head dim 128, one batch of ``seq``, 16 heads, by hand:
+    per pair 2 * 256 FLOP at 2048 FLOP/clk/SM (warp_mma_flops_per_clk) x ``fraction``, then one MUFU exp2
+    (16 per SM per clock) and four FP32 instructions, in 16 waves of 128-row query blocks on 132 SMs."""
+    clk = p.clock_hz
+    mma = 2 * 256 / (2048 * clk * fraction)
+    soft = 1 / (16 * clk) + 4 / (p.vector_flops_per_s / 2 * p.vector_fraction / p.sms)
+    waves = -(-(16 * seq // 128) // 132)
+    return waves * 128 * seq * (mma + soft)
+
+
+def test_flash2_forward_carries_the_library_fraction_on_the_mma_sync_rate(monkeypatch):
+    p = _params("h100-sxm5-80gb")
+    seq = 16384
+    e = gpu.attention(1, 16, 16, seq, seq, 128, 128, p, kernel="flash2")
+    assert gpu.FLASH2_LIBRARY_FRACTION == frozenset({"fwd", "bwd"})
+    assert e.compute_s == pytest.approx(_hand_flash2_forward_s(p, seq, p.matrix_fraction), rel=1e-9)
+    # without it (the held-back change, docs/accuracy.md "FlashAttention-2 at the mma.sync rate")
+    monkeypatch.setattr(gpu, "FLASH2_LIBRARY_FRACTION", frozenset({"bwd"}))
+    e = gpu.attention(1, 16, 16, seq, seq, 128, 128, p, kernel="flash2")
+    assert e.compute_s == pytest.approx(_hand_flash2_forward_s(p, seq, 1.0), rel=1e-9)
+
+
+def test_flash2_forward_priced_slow_against_both_papers(monkeypatch):
+    # as priced: H100 291 TFLOP/s against 362-370 (-19..-21%), A100 188 against 200-225 (-6..-16%)
+    for device, table, lo, hi in (("h100-sxm5-80gb", H100_FA2, 0.78, 0.82), ("a100-sxm4-80gb", A100_FA2, 0.83, 0.95)):
+        p = _params(device)
+        for seq, paper in zip(SEQS, table["fwd"], strict=True):
+            assert lo < _tflops(p, seq, "flash2") / paper < hi
+    # at the mma.sync instruction rate (no library fraction) both papers agree within 9%
+    monkeypatch.setattr(gpu, "FLASH2_LIBRARY_FRACTION", frozenset({"bwd"}))
+    for device, table, tol in (("h100-sxm5-80gb", H100_FA2, 0.06), ("a100-sxm4-80gb", A100_FA2, 0.09)):
+        p = _params(device)
+        for seq, paper in zip(SEQS, table["fwd"], strict=True):
+            assert _tflops(p, seq, "flash2") == pytest.approx(paper, rel=tol)
+
+
+def test_flash3_forward_near_the_paper():
+    p = _params("h100-sxm5-80gb")
+    for seq, paper in zip(SEQS, H100_FA3["fwd"], strict=True):
+        assert _tflops(p, seq, "flash3") == pytest.approx(paper, rel=0.07)
+
+
+def test_h100_backward_near_the_paper():
+    p = _params("h100-sxm5-80gb")
+    for seq, fa2, fa3 in zip(SEQS, H100_FA2["bwd"], H100_FA3["bwd"], strict=True):
+        assert _tflops(p, seq, "flash2", backward=True) == pytest.approx(fa2, rel=0.06)
+        assert _tflops(p, seq, "flash3", backward=True) == pytest.approx(fa3, rel=0.07)
+
+
+def test_known_gaps_stay_as_documented():
+    # docs/accuracy.md "FlashAttention-2 at the mma.sync rate": the A100 FlashAttention-2 backward is priced
+    # 10-14% fast, and the H100 causal forward at the non-causal rate (the paper's causal bars are 5-18%
+    # below the non-causal ones; the model's causal rate equals its non-causal one at 2k-16k)
+    a100 = _params("a100-sxm4-80gb")
+    for seq, paper in zip(SEQS, A100_FA2["bwd"], strict=True):
+        assert 1.05 < _tflops(a100, seq, "flash2", backward=True) / paper < 1.15
+    h100 = _params("h100-sxm5-80gb")
+    for seq in SEQS:
+        assert _tflops(h100, seq, "flash2", causal=True) == pytest.approx(_tflops(h100, seq, "flash2"), rel=0.01)
+    for causal, plain in zip(H100_FA2["fwd_causal"], H100_FA2["fwd"], strict=True):
+        assert 0.80 < causal / plain < 0.92
