@@ -159,6 +159,10 @@ _VLLM_V06 = ("vLLM v0.6.0 announcement, https://blog.vllm.ai/2024/09/05/perf-upd
              "preparation block the GPU in the V0 engine (29% of the time for Llama 3 8B on one H100 in v0.5.3); v0.6.0 "
              "adds multi-step scheduling (--num-scheduler-steps) and asynchronous output processing (output of step n "
              "processed while step n+1 runs)")
+_VLLM_V0_FA2 = ("vLLM ran FlashAttention-2 (its vllm-flash-attn build) on every NVIDIA GPU until FlashAttention-3 "
+                "support for Hopper was merged (vllm-project/vllm pull request #12093, 2025-01-15, first released in "
+                "v0.7.0; issue #12429: 'Flash Attention 3 is now supported in vLLM for Hopper GPUs (SM 9.0)'), so "
+                "0.5 / 0.6 prefill attention on an H100 or H200 is a flash2 kernel")
 _VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the line through the SCHEDULE_MEAN + "
               "PREPARE_INPUTS_E2E_MEAN CPU times of a vLLM-scheduler engine (Sarathi's vLLM fork, Llama-2-7B, TP1, A100 "
               "host) at batch 8 (0.165 + 0.352 ms) and 64 (0.854 + 1.323 ms), microsoft/vidur "
@@ -478,7 +482,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "figure; none found elsewhere"),
     FrameworkProfile("vllm-v0", "vLLM V0 engine (0.5 / 0.6: Python scheduler and input preparation on the engine's "
                      "critical path, kernels as vllm)",
-                     fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM, _VLLM_V06),
+                     fusion=True, epilogue_fusion=False, cuda_graphs=True, attention_kernel="flash2",
+                     sources=(_VLLM, _VLLM_V06, _VLLM_V0_FA2),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.28e-3,
                      iteration_host_per_seq_s=0.0296e-3, iteration_host_source=_VIDUR_CPU,
                      graphs_decode_only=True, graphs_decode_source=_VLLM_V0_GRAPHS,

@@ -211,3 +211,23 @@ def test_cli_refuses_a_profile_for_the_wrong_device(capsys, argv, line):
     assert main(["predict", "gemm:m=64,n=64,k=64", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and line in err, err
+
+
+def test_vllm_v0_runs_flash_attention_2_on_hopper():
+    """vLLM 0.5 / 0.6 ran FlashAttention-2 on an H100 (FA3 came with pull request #12093, v0.7.0): the profile
+    prices its prefill attention as flash2, the same op slower than the FA3-class kernel `auto` picks there."""
+    from simulator.engines.analytical import EvalOptions, evaluate, spec_of
+    from simulator.hardware import load_hardware
+    from simulator.lowering.gpu import attention_kernel_for
+    from workloads.ir import GraphBuilder
+
+    dev = spec_of(load_hardware("h100-sxm5-80gb"))[0]
+    assert attention_kernel_for(dev, get_profile("vllm-v0").attention_kernel) == "flash2"
+    assert attention_kernel_for(dev, get_profile("vllm").attention_kernel) == "flash3"
+    b = GraphBuilder("a", dtype="bf16")
+    q, k, v = (b.input(n, (1, 64, 2048, 128)) for n in "qkv")
+    b.op("attention", [q, k, v], name="core", causal=True)
+    g = b.build({})
+    t = {name: evaluate(g, dev, EvalOptions(**get_profile(name).cost_options())).totals.latency_s
+         for name in ("vllm-v0", "vllm")}
+    assert t["vllm-v0"] > 1.3 * t["vllm"]
