@@ -165,15 +165,15 @@ FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of a
 #: at 2048 FLOP/clk/SM plus one MUFU exp2 and four FP32 instructions per score) and 188 with it (0.869);
 #: H100 80GB SXM5 (Shah et al. 2024, arXiv 2407.08608, Fig. 5(c)): 362 / 368 / 370 / 370 against 351
 #: without and 291 with it (0.78). Overlapping the softmax (``max``) with the fraction instead gives 271
-#: on the A100 (+20%). Dropping ``"fwd"`` here is that sourced change; it is held back because it makes
-#: the training group worse (the H100 torchtitan rows, already priced fast, get faster: the cost their
-#: slow attention stood in for is not found yet; docs/accuracy.md, "FlashAttention-2 at the mma.sync
-#: rate"). The backward needs the fraction either way: at the instruction rate it would be priced at
+#: on the A100 (+20%). So the forward is not charged the fraction (the measured rate of the mechanism the
+#: kernel uses), although that makes the training group worse (the H100 torchtitan rows, already priced
+#: fast, get faster: the costs the slow attention stood in for are listed in docs/accuracy.md,
+#: "FlashAttention-2 at the mma.sync rate", the causal launch-order tail first). The backward needs it: at the instruction rate it would be priced at
 #: 228-250 (A100) and 375-409 (H100) TFLOP/s against 187-196 (Dao 2023, Fig. 6(b)) and 291-322 (Shah et
 #: al. 2024, Fig. 6(b)); with it 205-223 and 307-330. There it stands for backward costs the model does
 #: not carry (five contractions whose operands come from shared memory through ``ldmatrix``, P and dS
 #: through shared memory, dQ by atomics), not for a GEMM library's.
-FLASH2_LIBRARY_FRACTION = frozenset({"fwd", "bwd"})
+FLASH2_LIBRARY_FRACTION = frozenset({"bwd"})
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
