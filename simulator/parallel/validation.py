@@ -18,8 +18,10 @@ Inference rows are predicted when the source fixes the batch, the tensor (and pi
 the input and output lengths and a 16-bit dtype: ``decode`` rows are one decode step at the stated
 context (``input_len``), ``prefill`` rows one prompt pass, ``e2e`` rows a whole request
 (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
-FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels from CUDA graphs;
-anything else runs eagerly (:func:`simulator.calibration.predict.run_options` for the rest).
+FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
+unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
+``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else
+runs eagerly (:func:`simulator.calibration.predict.run_options` for the rest).
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured, predicted=pred)
 
 
+#: the phrase of a row's notes stating that its stack launched kernels one by one (the one
+#: simulator.calibration.predict.run_options reads for the single-device rows)
+_NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _SERVING = ("TensorRT", "FasterTransformer", "vLLM", "SGLang", "DeepSpeed", "TGI", "text-generation-inference")
 _INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s", "tokens_per_s_per_device")
 
@@ -153,8 +158,10 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     text = f"{r['source']} {r['notes']} {r['framework']}"
     opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
     if any(s.lower() in text.lower() for s in _SERVING):
-        # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues)
-        opts = dc_replace(opts, fusion=True, cuda_graphs=True, eager_framework=False)
+        # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
+        # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host
+        # loop, TensorRT-LLM's gptSessionBenchmark without --enable_cuda_graph)
+        opts = dc_replace(opts, fusion=True, cuda_graphs=not _NO_GRAPHS.search(text), eager_framework=False)
     hw = load_hardware(system)
     if overrides:
         from hwmodels.spec import replace_path
