@@ -178,15 +178,44 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
-        x = res.extra
+        x = dict(res.extra)
+        mb = _ft_context_microbatch(batch, il, pp) if "FasterTransformer" in r["framework"] else batch
+        if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
+            x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
+                                                           batch=mb, dtype=r["dtype"]), batch // mb)
+            x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
+        e2e = x["e2e_latency_s"]
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
-        pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": x["e2e_latency_s"],
-                "tokens_per_s": x["output_tokens_per_s"] if out_only else res.tokens_per_s}
+        pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": e2e,
+                "tokens_per_s": batch * dp * (ol if out_only else il + ol) / e2e}
         pred["tokens_per_s_per_device"] = pred["tokens_per_s"] / plan.devices
     if r["metric"] not in pred:
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+def _ft_context_microbatch(batch: int, seq: int, pp: int) -> int:
+    """The microbatch FasterTransformer's GPT runs its context phase in: ``getLocalBatchSize(batch, seq, pp)``
+    (``src/fastertransformer/utils/nccl_utils.cc``, called by ``ParallelGptContextDecoder::forward``, NVIDIA/
+    FasterTransformer @ df4a7534860137e060e18d2ebf019906120ea204): the whole batch without pipeline
+    parallelism; otherwise the batch divided by ``pp`` when it divides, then halved while the microbatch times
+    the length exceeds 1024 tokens and the microbatch is even. (Generation steps call it with length 1.)"""
+    if pp == 1:
+        return batch
+    mb = batch // pp if batch % pp == 0 else batch
+    while mb * seq > 1024 and mb % 2 == 0:
+        mb //= 2
+    return mb
+
+
+def _pipelined_prefill(res: Any, microbatches: int) -> float:
+    """Latency of ``microbatches`` equal microbatches through the stages of one microbatch's prefill
+    ``res`` (each stage loops over the microbatches and hands each on as it finishes,
+    ``ParallelGptContextDecoder::forward``): the first microbatch through every stage, then the slowest
+    stage once per further microbatch."""
+    f = [s.forward_s for s in res.stages]
+    return sum(f) + (microbatches - 1) * max(f)
 
 
 def validate_multi(path: str | Path | None = None, *, progress: bool | None = None) -> list[MultiRow]:

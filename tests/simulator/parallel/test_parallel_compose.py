@@ -313,7 +313,7 @@ def test_published_multi_device_training_within_target_unfitted() -> None:
 @pytest.mark.xfail(strict=True, reason="since the A100's L2 tile copies run at the cp.async rate, the A100 runs' "
                    "costs the plain-load rate stood in for are not all modelled: Megatron GPT-22B on one DGX A100 "
                    "(multi-027) +29% MFU, FasterTransformer GPT-3 latencies -17..-37% (launched without CUDA "
-                   "graphs, as the source runs them); inference 21.7% (docs/accuracy.md, 'The A100 at its cp.async "
+                   "graphs, as the source runs them); inference 22.1% (docs/accuracy.md, 'The A100 at its cp.async "
                    "tile rate'; docs/parallel.md, inference rows)")
 def test_published_multi_device_row_and_inference_targets_unfitted() -> None:
     from simulator.parallel.validation import multi_summary, validate_multi
@@ -496,3 +496,19 @@ def test_serving_rows_launch_as_their_sources_state() -> None:
     launched, replayed = _predict_row(row).predicted, _predict_row(graphs).predicted
     assert launched is not None and replayed is not None
     assert 1.02 < launched / replayed < 1.10  # 8 steps of ~1,160 kernels each, most longer than the launch floor
+
+
+def test_fastertransformer_context_microbatches() -> None:
+    """FasterTransformer's getLocalBatchSize (nccl_utils.cc @ df4a753) and the pipelined context phase."""
+    from types import SimpleNamespace
+
+    from simulator.parallel.validation import _ft_context_microbatch, _pipelined_prefill
+
+    assert _ft_context_microbatch(64, 60, 3) == 16  # 64 not divisible by 3; halved while x 60 > 1024
+    assert _ft_context_microbatch(96, 128, 4) == 6  # 96 / 4 = 24, then 12, 6 (6 x 128 = 768)
+    assert _ft_context_microbatch(1, 60, 3) == 1
+    assert _ft_context_microbatch(64, 60, 1) == 64  # no pipeline: the whole batch
+    assert _ft_context_microbatch(3, 2048, 3) == 1
+    stages = SimpleNamespace(stages=[SimpleNamespace(forward_s=t) for t in (1.0, 2.0, 1.5)])
+    assert _pipelined_prefill(stages, 4) == pytest.approx(4.5 + 3 * 2.0)
+    assert _pipelined_prefill(stages, 1) == pytest.approx(4.5)
