@@ -512,3 +512,29 @@ def test_fastertransformer_context_microbatches() -> None:
     stages = SimpleNamespace(stages=[SimpleNamespace(forward_s=t) for t in (1.0, 2.0, 1.5)])
     assert _pipelined_prefill(stages, 4) == pytest.approx(4.5 + 3 * 2.0)
     assert _pipelined_prefill(stages, 1) == pytest.approx(4.5)
+
+
+def test_fastertransformer_pipeline_row_prices_context_microbatches() -> None:
+    """multi-110 (Megatron-530B, TP 8 / PP 3, batch 64, 60 in / 20 out): the request is the generate
+    prediction with its prefill replaced by 4 pipelined microbatches of 16."""
+    import csv
+
+    from simulator.calibration.predict import run_options
+    from simulator.hardware import load_hardware
+    from simulator.parallel.validation import (
+        DEFAULT_MULTI_DATASET,
+        _pipelined_prefill,
+        _predict_row,
+    )
+
+    with open(DEFAULT_MULTI_DATASET, newline="", encoding="utf-8") as f:
+        row = next(r for r in csv.DictReader(f) if r["id"] == "multi-110")
+    text = f"{row['source']} {row['notes']} {row['framework']}"
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
+    hw, plan = load_hardware("dgx-a100x3"), ParallelPlan(tp=8, pp=3, dp=1)
+    whole = generate_request("megatron-gpt-530b", hw, plan, opts, input_len=60, output_len=20, batch=64, dtype="fp16")
+    mb = evaluate_plan("megatron-gpt-530b", hw, plan, opts, phase="prefill", seq=60, batch=16, dtype="fp16")
+    expected = whole.extra["e2e_latency_s"] - whole.extra["ttft_s"] + _pipelined_prefill(mb, 4)
+    assert _predict_row(row).predicted == pytest.approx(expected, rel=1e-9)
+    assert _pipelined_prefill(mb, 4) < 0.6 * whole.extra["ttft_s"]  # 6 stage-slots of 16 against 3 of 64
