@@ -18,8 +18,10 @@ Inference rows are predicted when the source fixes the batch, the tensor (and pi
 the input and output lengths and a 16-bit dtype: ``decode`` rows are one decode step at the stated
 context (``input_len``), ``prefill`` rows one prompt pass, ``e2e`` rows a whole request
 (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
-FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels from CUDA graphs;
-anything else runs eagerly (:func:`simulator.calibration.predict.run_options` for the rest).
+FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
+unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
+``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else
+runs eagerly (:func:`simulator.calibration.predict.run_options` for the rest).
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured, predicted=pred)
 
 
+#: the phrase of a row's notes stating that its stack launched kernels one by one (the one
+#: simulator.calibration.predict.run_options reads for the single-device rows)
+_NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _SERVING = ("TensorRT", "FasterTransformer", "vLLM", "SGLang", "DeepSpeed", "TGI", "text-generation-inference")
 _INFER_METRICS = ("tpot_s", "ttft_s", "latency_s", "tokens_per_s", "tokens_per_s_per_device")
 
@@ -153,8 +158,10 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     text = f"{r['source']} {r['notes']} {r['framework']}"
     opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
     if any(s.lower() in text.lower() for s in _SERVING):
-        # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues)
-        opts = dc_replace(opts, fusion=True, cuda_graphs=True, eager_framework=False)
+        # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
+        # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host
+        # loop, TensorRT-LLM's gptSessionBenchmark without --enable_cuda_graph)
+        opts = dc_replace(opts, fusion=True, cuda_graphs=not _NO_GRAPHS.search(text), eager_framework=False)
     hw = load_hardware(system)
     if overrides:
         from hwmodels.spec import replace_path
@@ -171,15 +178,44 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
-        x = res.extra
+        x = dict(res.extra)
+        mb = _ft_context_microbatch(batch, il, pp) if "FasterTransformer" in r["framework"] else batch
+        if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
+            x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
+                                                           batch=mb, dtype=r["dtype"]), batch // mb)
+            x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
+        e2e = x["e2e_latency_s"]
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
-        pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": x["e2e_latency_s"],
-                "tokens_per_s": x["output_tokens_per_s"] if out_only else res.tokens_per_s}
+        pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": e2e,
+                "tokens_per_s": batch * dp * (ol if out_only else il + ol) / e2e}
         pred["tokens_per_s_per_device"] = pred["tokens_per_s"] / plan.devices
     if r["metric"] not in pred:
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+def _ft_context_microbatch(batch: int, seq: int, pp: int) -> int:
+    """The microbatch FasterTransformer's GPT runs its context phase in: ``getLocalBatchSize(batch, seq, pp)``
+    (``src/fastertransformer/utils/nccl_utils.cc``, called by ``ParallelGptContextDecoder::forward``, NVIDIA/
+    FasterTransformer @ df4a7534860137e060e18d2ebf019906120ea204): the whole batch without pipeline
+    parallelism; otherwise the batch divided by ``pp`` when it divides, then halved while the microbatch times
+    the length exceeds 1024 tokens and the microbatch is even. (Generation steps call it with length 1.)"""
+    if pp == 1:
+        return batch
+    mb = batch // pp if batch % pp == 0 else batch
+    while mb * seq > 1024 and mb % 2 == 0:
+        mb //= 2
+    return mb
+
+
+def _pipelined_prefill(res: Any, microbatches: int) -> float:
+    """Latency of ``microbatches`` equal microbatches through the stages of one microbatch's prefill
+    ``res`` (each stage loops over the microbatches and hands each on as it finishes,
+    ``ParallelGptContextDecoder::forward``): the first microbatch through every stage, then the slowest
+    stage once per further microbatch."""
+    f = [s.forward_s for s in res.stages]
+    return sum(f) + (microbatches - 1) * max(f)
 
 
 def validate_multi(path: str | Path | None = None, *, progress: bool | None = None) -> list[MultiRow]:
