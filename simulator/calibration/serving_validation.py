@@ -49,7 +49,7 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: as run (``ServeConfig.free_gpu_memory_fraction``, the engines whose profile sizes the KV cache from free memory).
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
                             "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission",
-                            "free_gpu_memory_fraction": "fraction"}
+                            "free_gpu_memory_fraction": "fraction", "warmup_requests": "count"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -183,7 +183,7 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
                 continue
             out.append((key, val.lower() == "true"))
         else:
-            low = 0 if SETTINGS[key] == "seed" else 1
+            low = 0 if SETTINGS[key] in ("seed", "count") else 1
             try:
                 v = int(val)
             except ValueError:

@@ -79,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
     g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")
+    p.add_argument("--warmup-requests", type=nonnegative_int, default=0, metavar="N",
+                   help="N requests first, all finished before the measured ones start, left out of the summary "
+                        "(a benchmark client's --warmup-request-count; default 0)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
                    help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
@@ -100,7 +103,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
                        free_gpu_memory_fraction=args.free_gpu_memory_fraction, admission=args.admission, preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
-                       requests=args.requests, duration_s=args.duration, seed=args.seed, slo=tuple(args.slo),
+                       requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)
 
 

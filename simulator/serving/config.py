@@ -88,6 +88,19 @@ class ServeConfig:
     requests, duration_s
         Stop after this many requests arrive, or after this many seconds of arrivals (one of them;
         default 1,000 requests).
+    warmup_requests
+        Requests sent before the measured ones and left out of the summary, as a benchmark client's
+        warm-up runs them (AIPerf's and genai-perf / perf_analyzer's ``--warmup-request-count``): they
+        arrive under the same process (a closed loop's N clients at once, the open-loop gaps, a trace's
+        first rows) and every one of them finishes before the measured requests start, which then arrive
+        as from t = 0 (AIPerf waits for every warm-up credit to return before its profiling phase,
+        ``aiperf/timing/credit_issuing_strategy.py`` ``_execute_phases``; perf_analyzer's
+        ``ConcurrencyManager::PerformWarmup`` ends in ``WaitForWarmupAndCleanup``). A measured closed
+        loop therefore starts from an idle deployment with its N clients sending at once, like a run
+        without warm-up; what the warm-up leaves behind is the engine's state (a prefix cache filled by
+        it). The summary covers the measured requests only, its makespan from the first measured
+        arrival to the last measured finish. 0 (default): no warm-up; needs ``requests`` (not
+        ``duration_s``).
     seed
         Seed of the random generators (same seed, byte-identical results).
     arrival_seed
@@ -126,6 +139,7 @@ class ServeConfig:
     disaggregate: str | None = None
     requests: int | None = None
     duration_s: float | None = None
+    warmup_requests: int = 0
     seed: int = 0
     arrival_seed: int | None = None
     slo: tuple[str, ...] = ()

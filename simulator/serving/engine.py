@@ -266,7 +266,7 @@ def run_loop(replicas: list[Replica], decode_pool: list[Replica], router: str, a
     heap: list[tuple[float, int, int, Any]] = [(t, i, i, None) for t, i in arrivals]
     heapq.heapify(heap)
     order = len(heap)
-    issued = len(arrivals)
+    issued = max((i for _, i in arrivals), default=-1) + 1  # the next request's id (after a warm-up: past it)
     steps: list[tuple[float, int, int]] = []
     pools = replicas + decode_pool
     routed = 0

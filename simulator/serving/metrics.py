@@ -99,8 +99,19 @@ def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[s
             "basis": "devices x hours of the makespan x hourly price / output tokens"}
 
 
-def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config: Any) -> dict[str, Any]:
-    """The JSON summary of a run (keys as ``nodeperf serve --json`` prints them)."""
+def _measured(replicas: list[Any], before: list[dict[str, float]] | None) -> list[dict[str, Any]]:
+    """Each replica's counters over the measured requests: all of them, or, after a warm-up, what was added
+    since ``before`` (the counters when the warm-up drained, :attr:`ServeConfig.warmup_requests`)."""
+    keys = ("busy_s", "energy_j", "kv_block_seconds", "preemptions")
+    base = before or [{k: 0 for k in (*keys, "iterations")} for _ in replicas]
+    return [{**{k: getattr(r, k) - b[k] for k in keys}, "iterations": r.iterations[int(b["iterations"]):]}
+            for r, b in zip(replicas, base, strict=True)]
+
+
+def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config: Any,
+              before: list[dict[str, float]] | None = None) -> dict[str, Any]:
+    """The JSON summary of a run (keys as ``nodeperf serve --json`` prints them); ``before``: each replica's
+    counters when a warm-up drained (left out of the energy, KV use, preemptions and batch figures)."""
     from simulator.serving.arrivals import describe as arrival_describe
     from simulator.serving.lengths import describe as lengths_describe
 
@@ -122,24 +133,26 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
     good = int(ok.sum())
     devices = setup.plan.tp * setup.plan.pp * len(replicas)
-    busy_energy = sum(r.energy_j for r in replicas)
+    phase = _measured(replicas, before)
+    busy_energy = sum(m["energy_j"] for m in phase)
     idle_w = float(setup.device.power.idle_w)
-    idle_energy = sum(max(0.0, makespan - r.busy_s) for r in replicas) * idle_w * setup.plan.tp * setup.plan.pp
+    idle_energy = sum(max(0.0, makespan - m["busy_s"]) for m in phase) * idle_w * setup.plan.tp * setup.plan.pp
     energy = busy_energy + idle_energy
-    kv_util = (sum(r.kv_block_seconds for r in replicas) / (setup.kv.blocks * makespan * len(replicas))
+    kv_util = (sum(m["kv_block_seconds"] for m in phase) / (setup.kv.blocks * makespan * len(replicas))
                if makespan > 0 else 0.0)
-    steps = np.array([it.steps for r in replicas for it in r.iterations], dtype=float)
-    toks = np.array([it.tokens for r in replicas for it in r.iterations], dtype=float)
+    steps = np.array([it.steps for m in phase for it in m["iterations"]], dtype=float)
+    toks = np.array([it.tokens for m in phase for it in m["iterations"]], dtype=float)
     batch = {"mean": float((steps * toks).sum() / steps.sum()) if steps.size else 0.0,
              "max": float(toks.max()) if toks.size else 0.0, "iterations": int(steps.sum())}
     return {
         "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "e2e_s": percentiles(e2e),
-        "requests": len(records), "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
+        "requests": len(records), "warmup_requests": int(getattr(config, "warmup_requests", 0)),
+        "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
         "output_tokens_per_s": out_tokens / makespan if makespan > 0 else 0.0,
         "requests_per_s": len(records) / makespan if makespan > 0 else 0.0,
         "goodput_requests_per_s": good / makespan if makespan > 0 else 0.0,
         "slo_attainment": good / len(records) if records else 0.0, "slo": held,
-        "kv_cache_utilization": kv_util, "preemptions": int(sum(r.preemptions for r in replicas)),
+        "kv_cache_utilization": kv_util, "preemptions": int(sum(m["preemptions"] for m in phase)),
         "batch_tokens": batch, "energy_j": energy, "energy_per_token_j": energy / out_tokens if out_tokens else 0.0,
         "energy_breakdown_j": {"iterations": busy_energy, "idle": idle_energy},
         "cost": _cost(setup.device, devices, makespan, out_tokens),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.serving.config import RequestRecord, ServeConfig, ServeResult
+from simulator.serving.config import RequestRecord, ServeConfig, ServeResult, ServingError
 from simulator.serving.engine import ROUTERS, run_loop
 
 __all__ = ["simulate_serving", "ROUTERS"]
@@ -33,18 +33,66 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
     ServingError
         A bad setting or input (one located line).
     """
+    from dataclasses import replace
+
     from simulator.serving.setup import prepare
 
-    setup = prepare(model, system, config, plan, options)
+    warm = _check_warmup(config)
+    setup = prepare(model, system, replace(config, requests=warm + (config.requests or 1000)) if warm else config,
+                    plan, options)
+    base, start = None, 0.0
+    if warm:
+        setup, base, start = _run_warmup(setup, config.router, warm)
     finished = run_loop(setup.replicas, setup.decode_pool, config.router, setup.arrivals, setup.lengths,
                         setup.closed_loop, setup.total, setup.handoff_s)
     from simulator.serving.metrics import summarize
 
     finished.sort(key=lambda s: s.id)
     # the client receives every token ``lag`` after the engine sampled it (FrameworkProfile.output_lag_steps)
-    records = tuple(RequestRecord(s.id, s.arrival, s.n_in, s.n_out, s.first_token + s.lag, s.finish + s.lag, s.replica,
-                                  s.preemptions, s.cached * setup.shared_tokens) for s in finished)
+    # the measured requests' times count from their start (after a warm-up, the moment it drained)
+    records = tuple(RequestRecord(s.id, s.arrival - start, s.n_in, s.n_out, s.first_token + s.lag - start,
+                                  s.finish + s.lag - start, s.replica, s.preemptions, s.cached * setup.shared_tokens)
+                    for s in finished)
     pools = setup.replicas + setup.decode_pool
-    iterations = tuple(it for r in pools for it in r.iterations)
-    summary = summarize(records, pools, setup, config)
+    skip = [b["iterations"] for b in base] if base else [0] * len(pools)
+    iterations = tuple(it if not start else replace(it, start_s=it.start_s - start, end_s=it.end_s - start)
+                       for r, k in zip(pools, skip, strict=True) for it in r.iterations[k:])
+    summary = summarize(records, pools, setup, config, before=base)
     return ServeResult(summary=summary, requests=records, iterations=iterations)
+
+
+def _check_warmup(config: ServeConfig) -> int:
+    """``config.warmup_requests`` checked: a non-negative integer, with a request count to measure."""
+    w = config.warmup_requests
+    if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+        raise ServingError(f"warmup_requests: got {w!r}; expected a non-negative integer")
+    if w and config.duration_s is not None:
+        raise ServingError(f"warmup_requests: a warm-up of {w} requests with an arrival window; got duration_s "
+                           f"{config.duration_s}; expected requests (a count to measure after the warm-up)")
+    return w
+
+
+def _run_warmup(setup: Any, router: str, warm: int) -> tuple[Any, list[dict[str, float]], float]:
+    """Run the first ``warm`` requests to completion (the client's warm-up phase); return the setup with the
+    measured requests' arrivals from the moment the last warm-up response reached the client, each replica's
+    counters at that moment and that moment (:attr:`ServeConfig.warmup_requests`)."""
+    from dataclasses import replace
+
+    arrivals = setup.arrivals
+    if setup.closed_loop:  # N clients at once in each phase, each sending its next request as one returns
+        n = min(setup.closed_loop, warm)
+        first = [(0.0, i) for i in range(n)]
+    else:
+        first = arrivals[:warm]
+    done = run_loop(setup.replicas, setup.decode_pool, router, first, setup.lengths, setup.closed_loop, warm,
+                    setup.handoff_s)
+    start = max(s.finish + s.lag for s in done)
+    pools = setup.replicas + setup.decode_pool
+    base = [{"busy_s": r.busy_s, "energy_j": r.energy_j, "kv_block_seconds": r.kv_block_seconds,
+             "preemptions": r.preemptions, "iterations": len(r.iterations)} for r in pools]
+    if setup.closed_loop:
+        rest = [(start, warm + i) for i in range(min(setup.closed_loop, setup.total - warm))]
+    else:
+        t0 = arrivals[warm][0]
+        rest = [(start + t - t0, i) for t, i in arrivals[warm:]]
+    return replace(setup, arrivals=rest), base, start
