@@ -516,7 +516,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
         capped += c * cp.astype(int)
     en = dyn + st
     required = float(check_memory(graph, dev0).required_bytes)
-    capacity = _vec(dev.main_memory.capacity_bytes, n).copy()
+    capacity = _vec(dev.main_memory.usable, n).copy()
     op_t = op_e = None
     names: tuple[str, ...] = ()
     if per_op:
