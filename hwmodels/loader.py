@@ -748,7 +748,7 @@ def _check_usable(level: Any, problems: _Problems) -> None:
     u, cap = level.usable_bytes, level.capacity_bytes
     if u > cap * _BINARY_PER_DECIMAL:
         problems.add(f"memory.{level.name}.usable_bytes",
-                     f"above the level's capacity; got {format_quantity(u, 'B')} ({u / 2**30:.2f} GiB); expected at "
+                     f"above the level's capacity; got {u / 2**30:.2f} GiB; expected at "
                      f"most memory.{level.name}.capacity_bytes {format_quantity(cap, 'B')} read in binary units "
                      f"({cap / 1e9:.4g} GiB)")
 
