@@ -733,6 +733,24 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
     memory = kw.get("memory")
     if memory is not None and len(memory) == 0:
         problems.add("memory", "no memory levels; got an empty list; expected [[memory]] entries, outermost first")
+    for level in memory or ():
+        _check_usable(level, problems)
+
+
+#: A marketed memory size in decimal units (80 GB) names binary-sized stacks (80 GiB): the most a runtime
+#: can report is the marketed figure read in binary units.
+_BINARY_PER_DECIMAL = 2**30 / 1e9
+
+
+def _check_usable(level: Any, problems: _Problems) -> None:
+    """``memory.<level>.usable_bytes`` (the runtime's total) must not exceed the level's capacity read in
+    binary units (an 80 GB part has 80 GiB of stacks; its runtime reports 79.18 GiB)."""
+    u, cap = level.usable_bytes, level.capacity_bytes
+    if u > cap * _BINARY_PER_DECIMAL:
+        problems.add(f"memory.{level.name}.usable_bytes",
+                     f"above the level's capacity; got {u / 2**30:.2f} GiB; expected at "
+                     f"most memory.{level.name}.capacity_bytes {format_quantity(cap, 'B')} read in binary units "
+                     f"({cap / 1e9:.4g} GiB)")
 
 
 #: Largest TOML input read (bytes): specs, nodes, scenarios and overlays are a few kilobytes.
@@ -957,7 +975,7 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
     new = spec
     prov_updates: dict[str, Provenance] = {}
     clock = getattr(getattr(spec, "clock", None), "boost_hz", None)
-    for path, raw in values.items():
+    for path, raw in sorted(values.items(), key=lambda kv: kv[0].endswith("usable_bytes")):  # after capacity_bytes
         try:
             current = get_path(spec, path)
         except SpecError as e:

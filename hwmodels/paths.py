@@ -307,7 +307,8 @@ def with_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any], 
                     "boost_hz", None)
     new = spec
     prov: dict[str, Provenance] = {}
-    for path, value in overrides.items():
+    # a usable_bytes override lands after any capacity_bytes one (which rescales a stated usable_bytes)
+    for path, value in sorted(overrides.items(), key=lambda kv: str(kv[0]).endswith("usable_bytes")):
         full = resolve_path(spec, path)
         unit = field_unit(type(spec), full)
         current = _spec_get_path(spec, full)

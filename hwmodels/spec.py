@@ -229,6 +229,23 @@ class MemoryLevel:
         "B", "bytes of the level the device's runtime keeps for itself (a program may use capacity_bytes minus "
              "this); counted by the XLA memory model of TPU training steps", default=0.0,
         absent="no runtime reservation stated (MemoryLevel.reserved_bytes = 0)")
+    usable_bytes: float = spec_field(
+        "B", "total memory of the level as the device's runtime reports it to a program (torch.cuda."
+             "get_device_properties().total_memory, cudaMemGetInfo's total, nvidia-smi's or rocm-smi's total): "
+             "the physical stacks less what the driver and ECC keep. capacity_bytes stays the marketed figure; "
+             "every fit check, KV-cache sizing and memory report uses this one (:attr:`usable`)", default=0.0,
+        absent="no runtime figure stated: a program may use capacity_bytes (MemoryLevel.usable_bytes = 0)")
+
+    @property
+    def usable(self) -> Any:
+        """Bytes a program may use: ``usable_bytes`` where the catalog states it, else ``capacity_bytes``
+        (elementwise when a sweep holds arrays)."""
+        u, c = self.usable_bytes, self.capacity_bytes
+        if hasattr(u, "shape") or hasattr(c, "shape"):
+            import numpy as np
+
+            return np.where(np.asarray(u) > 0, u, c)
+        return u if u > 0 else c
 
 
 @dataclass(frozen=True)
@@ -568,8 +585,20 @@ def replace_path(spec: Any, path: str, value: Any) -> Any:
         if head not in fnames:
             raise SpecError(_unknown(where, head, fnames, "a field"))
         cur = getattr(spec, head)
+        if isinstance(spec, MemoryLevel) and head == "capacity_bytes" and not rest:
+            return _with_capacity(spec, value)
         return dataclasses.replace(spec, **{head: replace_path(cur, rest, value) if rest else value})
     raise SpecError(f"{where}: cannot descend into a {type(spec).__name__}; got {head!r}")
+
+
+def _with_capacity(level: MemoryLevel, value: Any) -> MemoryLevel:
+    """``level`` with ``capacity_bytes`` set to ``value``; a stated ``usable_bytes`` keeps its share of the
+    capacity (a what-if board with more HBM keeps the runtime's reserve in proportion). Set ``usable_bytes``
+    after ``capacity_bytes`` to give it explicitly."""
+    u = level.usable_bytes
+    if not (hasattr(u, "shape") or u > 0):
+        return dataclasses.replace(level, capacity_bytes=value)
+    return dataclasses.replace(level, capacity_bytes=value, usable_bytes=u * (value / level.capacity_bytes))
 
 
 def zero_means_absent() -> frozenset[str]:

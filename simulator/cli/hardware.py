@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(out, indent=2))
         else:
             print(catalog.describe(spec))
+            print(_memory_line(getattr(spec, "device", spec)))
         return 0
     if args.name:
         raise ValueError(f"hardware: unexpected argument {args.name!r}; expected `nodeperf hardware show {args.name}`")
@@ -95,6 +96,20 @@ def run(args: argparse.Namespace) -> int:
         print("\npower modes (NAME@MODE, e.g. " + next(f"{d}@{m[0]}" for d, m in modes.items()) + "): "
               + "; ".join(f"{d}: {', '.join(m)}" for d, m in modes.items()))
     return 0
+
+
+def _memory_line(dev: object) -> str:
+    """The main memory as marketed and as the runtime reports it: "80 GB marketed, 79.18 GiB usable (source)"."""
+    from simulator.report.formatting import si
+
+    m = dev.main_memory  # type: ignore[attr-defined]
+    marketed = f"{si(m.capacity_bytes, 'B')} marketed ({m.capacity_bytes / 2**30:.2f} GiB)"
+    if m.usable_bytes > 0:
+        prov = dev.source_of(f"memory.{m.name}.usable_bytes")  # type: ignore[attr-defined]
+        src = f" ({prov.source})" if prov is not None else ""
+        return f"memory.{m.name}: {marketed}, {m.usable / 2**30:.2f} GiB usable as the runtime reports it{src}"
+    return (f"memory.{m.name}: {marketed}; no runtime figure in the catalog: fit checks and KV-cache sizing use "
+            "the capacity")
 
 
 def _show_node(name: str, as_json: bool) -> int:

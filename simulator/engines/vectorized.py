@@ -478,7 +478,7 @@ def _per_variant(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, 
 def _array_device(dev: DeviceSpec, cols: dict[str, np.ndarray], full: dict[str, str]) -> DeviceSpec:
     """``dev`` with each overridden field holding its array of variant values (count fields as ints)."""
     out = dev
-    for p, c in cols.items():
+    for p, c in sorted(cols.items(), key=lambda kv: full[kv[0]].endswith("usable_bytes")):  # after capacity_bytes
         path = full[p].removeprefix("device.")
         current = _spec_get_path(dev, path)
         vals = c.astype(np.int64) if isinstance(current, int) and not isinstance(current, bool) else c
@@ -516,7 +516,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
         capped += c * cp.astype(int)
     en = dyn + st
     required = float(check_memory(graph, dev0).required_bytes)
-    capacity = _vec(dev.main_memory.capacity_bytes, n).copy()
+    capacity = _vec(dev.main_memory.usable, n).copy()
     op_t = op_e = None
     names: tuple[str, ...] = ()
     if per_op:

@@ -550,7 +550,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                             xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None)
     if train and (plan.offload or _policy_offloads(graphs)):  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
-    capacity = float(dev.memory[0].capacity_bytes)
+    capacity = float(dev.memory[0].usable)  # the runtime's total, not the marketed figure
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
     res = ParallelResult(

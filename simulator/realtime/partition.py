@@ -840,7 +840,7 @@ def _resident_memory(graph: OpGraph, node: NodeSpec, placement: dict[str, str]) 
     for pool in pools:
         nbytes = float(sum(graph.tensors[t].nbytes for t in set().union(*(held[d] for d in pool))))
         dev = node.device(pool[0]).device
-        cap = dev.main_memory.capacity_bytes
+        cap = dev.main_memory.usable
         if nbytes > cap:
             notes.append(f"memory: {'+'.join(pool)} hold {nbytes / 2**30:.2f} GiB of weights and caches, more than the "
                          f"{cap / 2**30:.2f} GiB of {dev.name} (not a constraint of the placement)")

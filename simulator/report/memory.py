@@ -35,7 +35,7 @@ def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
         kv_cache_bytes=int(graph.role_bytes(Role.KV_CACHE)),
         gradients_bytes=int(graph.role_bytes(Role.GRADIENT)),
         optimizer_state_bytes=int(graph.role_bytes(Role.OPTIMIZER_STATE)),
-        capacity_bytes=float(device.main_memory.capacity_bytes),
+        capacity_bytes=float(device.main_memory.usable),
         device=device.name,
     )
 

@@ -8,7 +8,10 @@ number of blocks, as vLLM and TensorRT-LLM size them by the smallest), by the en
     free:    blocks = floor((capacity - weights - activations) * free_gpu_memory_fraction / bytes_per_block)
     bytes_per_block = block_size * 2 * layers_per_stage * max(1, kv_heads / tp) * head_dim * kv_bytes
 
-``device`` is vLLM's rule (``gpu_memory_utilization`` of the whole device for everything the engine
+``capacity`` is the device's memory as its runtime reports it (``MemoryLevel.usable``: the catalog's
+``memory.hbm.usable_bytes``, the ``total_memory`` vLLM and TensorRT-LLM read through torch and
+``cudaMemGetInfo``), not the marketed size; the driver's reserve is already outside it and the CUDA context
+inside it. ``device`` is vLLM's rule (``gpu_memory_utilization`` of the whole device for everything the engine
 holds). ``free`` is TensorRT-LLM's: a fraction of the memory still free once the engine is loaded and has
 run its profiling pass (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9, trtllm-bench's
 ``--kv_cache_free_gpu_mem_fraction``). The PyTorch backend (``tensorrt_llm/_torch/pyexecutor/_util.py``

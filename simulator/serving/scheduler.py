@@ -110,7 +110,7 @@ LARGE_DEVICE_BYTES = 70 * 2**30
 def engine_defaults(name: str, device: Any) -> tuple[int, int, int]:
     """(max_num_seqs, max_batched_tokens, chunk) of scheduler ``name`` on ``device`` (vLLM's rule)."""
     d = SCHEDULERS[name]
-    cap = float(device.memory[0].capacity_bytes)
+    cap = float(device.memory[0].usable)
     large = cap >= LARGE_DEVICE_BYTES and "a100" not in str(device.name).lower()
     seqs = d.max_num_seqs if large else d.max_num_seqs_small
     tokens = d.max_batched_tokens if large else d.max_batched_tokens_small

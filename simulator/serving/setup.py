@@ -275,7 +275,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
         weights += max(s.weights_bytes for s in dprobe.stages)
         k, a = draft[1], draft[2]
         spec = (draft[0], k, (1.0 - a ** (k + 1)) / (1.0 - a))  # Leviathan et al. 2023, Eq. (1)
-    kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].capacity_bytes),
+    kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].usable),
                        weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction)

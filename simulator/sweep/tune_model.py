@@ -451,7 +451,7 @@ class ModelProblem:
 
         name = config["hardware"]
         dev = self.device[name]
-        cap = float(dev.main_memory.capacity_bytes)
+        cap = float(dev.main_memory.usable)
         if self.phase == "generate":
             plan = self._plan(config)
             need = self._plan_memory(plan, config, phase="prefill", seq=self.input_len)

@@ -69,7 +69,7 @@ def test_70b_fp16_does_not_fit_one_h100(capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 1 and doc["best"] == [] and doc["evaluated"] == 0 and doc["pruned"] == 1
     (r,) = doc["rejected"]
     assert r["stage"] == "pruned before evaluation"
-    assert r["reason"].startswith("does not fit: needs 128.") and "has 74.5 GiB" in r["reason"]
+    assert r["reason"].startswith("does not fit: needs 128.") and "has 79.2 GiB" in r["reason"]
 
 
 def test_systolic_mode(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,16 +57,17 @@ def test_no_evict_reserve_takes_look_ahead_slots():
 
 
 def test_no_evict_never_preempts_and_runs_blocks_over_the_reserve_at_once():
-    # 16 requests of 128 + 1024 tokens (72 blocks of 16 each) at once on a cache of 253 blocks (llama-2-7b on an
-    # H100 with gpu_memory_utilization 0.2): no-evict runs floor(253 / 72) = 3 at a time and preempts none;
+    # 16 requests of 128 + 1024 tokens (72 blocks of 16 each) at once on a cache of 373 blocks (llama-2-7b on an
+    # H100, 79.18 GiB as the runtime reports it, with gpu_memory_utilization 0.2): no-evict runs
+    # floor(373 / 72) = 5 at a time and preempts none;
     # max-utilization admits all 16 and preempts when the cache runs out
     base = dict(arrival="burst", lengths="fixed:in=128,out=1024", requests=16, scheduler="orca",
                 gpu_memory_utilization=0.2)
     mu = simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(**base))
     ne = simulate_serving("llama-2-7b", "h100-sxm5-80gb", ServeConfig(**base, admission="no-evict"))
-    assert ne.summary["kv_cache"]["blocks"] == mu.summary["kv_cache"]["blocks"] == 253
+    assert ne.summary["kv_cache"]["blocks"] == mu.summary["kv_cache"]["blocks"] == 373
     assert ne.summary["preemptions"] == 0 and mu.summary["preemptions"] > 0
-    assert max(it.seqs for it in ne.iterations) == 253 // 72 == 3
+    assert max(it.seqs for it in ne.iterations) == 373 // 72 == 5
     assert max(it.seqs for it in mu.iterations) == 16
     assert len(ne.requests) == 16 and all(r.output_len == 1024 for r in ne.requests)
     assert ne.summary["limits"]["admission"] == "no-evict" and mu.summary["limits"]["admission"] == "max-utilization"

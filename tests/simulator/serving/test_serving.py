@@ -183,7 +183,8 @@ def test_lengths_and_slos_parse():
     ({"router": "least_loaded"}, r"did you mean 'least-loaded'"),
     ({"slo": ("ttf_p99<=2 s",)}, r"slo: unknown metric 'ttf'.*did you mean 'ttft'"),
     ({"lengths": "fixed:in=5000,out=10"}, r"request 0: 5000 prompt \+ 10 output tokens.*context of 4096"),
-    ({"lengths": "fixed:in=2000,out=10", "gpu_memory_utilization": 0.18}, r"KV"),
+    # 0.17 x 79.18 GiB (the H100's runtime total) leaves less than one 2010-token request's blocks
+    ({"lengths": "fixed:in=2000,out=10", "gpu_memory_utilization": 0.17}, r"KV"),
 ])
 def test_bad_settings_are_located(kw, match):
     with pytest.raises(ServingError, match=match):

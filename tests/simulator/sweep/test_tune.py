@@ -187,8 +187,8 @@ def test_pruning_rejects_exactly_the_configurations_that_do_not_fit() -> None:
     assert res.evaluations == 3  # the pruned configuration was never costed
     (t,) = [t for t in res.visited if t.status == "pruned"]
     need, have = t.metrics["memory_per_device"], t.metrics["capacity"]
-    assert have == 80e9 and need > 128 * GiB
-    assert t.reason == f"does not fit: needs {need / GiB:.1f} GiB, has 74.5 GiB ({(need - have) / GiB:.1f} GiB over)"
+    assert have == 79.18 * GiB and need > 128 * GiB  # the runtime's total, not the marketed 80 GB
+    assert t.reason == f"does not fit: needs {need / GiB:.1f} GiB, has 79.2 GiB ({(need - have) / GiB:.1f} GiB over)"
 
 
 def test_memory_constraint_prunes_before_evaluation() -> None:
@@ -196,11 +196,11 @@ def test_memory_constraint_prunes_before_evaluation() -> None:
                            seq=128)
     cons = [parse_constraint("memory_per_device<=0.3*capacity", problem.metrics)]
     res = tune(problem, cons, "latency_s", "min", search="exhaustive")
-    # 6.74e9 parameters: fp32 27 GB > 24 GB = 0.3 x 80 GB; bf16 13.5 GB fits
+    # 6.74e9 parameters: fp32 27 GB > 25.5 GB = 0.3 x 79.18 GiB (the runtime's total); bf16 13.5 GB fits
     assert res.evaluations == 1 and res.pruned == 1
     assert [t.config["dtype"] for t in res.best] == ["bf16"]
     (t,) = res.rejected
-    assert t.reason.startswith("breaks memory_per_device<=0.3*capacity (0.3 x capacity = 22.35 GiB): needs 2")
+    assert t.reason.startswith("breaks memory_per_device<=0.3*capacity (0.3 x capacity = 23.75 GiB): needs 2")
 
 
 def test_parallel_plans_on_a_system_against_evaluate_plan() -> None:
