@@ -55,20 +55,21 @@ def test_values_are_the_logged_figures():
 
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
-    assert result["mape"] == pytest.approx(15.62, abs=0.05)  # docs/accuracy.md (Orin tile copies at the cp.async L2 rate)
+    assert result["mape"] == pytest.approx(15.70, abs=0.05)  # docs/accuracy.md (Orin tile copies at the cp.async L2 rate)
     # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherits, became the A100's MAMF,
     # and when every Orin GPU kernel carried the Ampere per-kernel device time; BERT again when GELU was priced as
     # the eager CUDA function's instructions, which TensorRT's compiled GELU does not run; all when the Ampere L2 tile
-    # fraction became the cp.async rate 0.755, which Orin's A100-derived L2 figure inherits)
+    # fraction became the cp.async rate 0.755, which Orin's A100-derived L2 figure inherits; BERT when the
+    # FlashAttention-2 forward ran at its mma.sync rate without the GEMM library fraction: edge-005 -5.6 -> -6.0%)
     assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.48, abs=0.05)
     assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.38, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(12.00, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(12.19, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
     assert err["edge-001"] == pytest.approx(-27.5, abs=0.1)  # ResNet-50 single stream, GPU
     assert err["edge-002"] == pytest.approx(+3.5, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
     assert err["edge-003"] == pytest.approx(-22.8, abs=0.1)   # RetinaNet single stream, GPU
     assert err["edge-004"] == pytest.approx(+15.9, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(-5.6, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-005"] == pytest.approx(-6.0, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
     assert err["edge-006"] == pytest.approx(-18.4, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
@@ -153,6 +154,6 @@ def test_bad_rows_are_located(tmp_path, edit, needle):
 def test_cli_prints_the_edge_group(capsys):
     assert main(["validate", "--dataset", "edge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n"] == 6 and out["mape"] == pytest.approx(15.62, abs=0.05)
+    assert out["n"] == 6 and out["mape"] == pytest.approx(15.70, abs=0.05)
     assert main(["validate", "--dataset", "edge", "--hardware", "l4"]) == 2
     assert "expected neither" in capsys.readouterr().err

@@ -435,17 +435,18 @@ def test_predictions_equal_the_values_recorded_before_the_speed_work() -> None:
     # allocator's (buffers, rounding, fp32 main gradients and loss); latency and energy again when elementwise ops
     # paid their special-function instructions and the Hopper FlashAttention-3 backward its softmax; latency,
     # breakdown, MFU and energy when the A100's L2 tile copies ran at the cp.async rate, and when the gradients of
-    # transcendental ops (GPT-3's gelu) paid eager PyTorch's backward formulas; the speed
+    # transcendental ops (GPT-3's gelu) paid eager PyTorch's backward formulas, and when the FlashAttention-2
+    # forward ran at its mma.sync rate without the GEMM library fraction; the speed
     # work itself is pinned by tests/simulator/parallel/test_plan_speed_exact.py)
     from simulator.hardware import load_hardware
 
     a100s = load_hardware("dgx-a100x128")
     plan3d = ParallelPlan(tp=8, pp=16, dp=8, microbatch=1, global_batch=1536, sequence_parallel=True)
     r = evaluate_plan("gpt3-175b", a100s, plan3d, train=True, seq=2048, recompute="selective")
-    assert r.latency_s == 18.452662748157827
-    assert r.breakdown == {'compute_s': 14.273531692619077, 'communication_s': 2.8830769196057666, 'bubble_s': 1.2674139376956042, 'optimizer_s': 0.028640198237378105, 'dp_sync_s': 0.21792416442553192, 'dp_sync_exposed_s': 0.16255337455044924}
-    assert r.memory_per_device_bytes == 37853640704.0 and r.mfu == 0.5680060122620462
-    assert r.to_cost_report().totals.energy_j == 6007442.705422524
+    assert r.latency_s == 18.435298984267487
+    assert r.breakdown == {'compute_s': 14.257387176072125, 'communication_s': 2.8831189626176075, 'bubble_s': 1.2661526473403732, 'optimizer_s': 0.028640198237378105, 'dp_sync_s': 0.21792416442553192, 'dp_sync_exposed_s': 0.16259541756229026}
+    assert r.memory_per_device_bytes == 37853640704.0 and r.mfu == 0.5685410034381388
+    assert r.to_cost_report().totals.energy_j == 6005821.124349322
     z3 = evaluate_plan("llama-2-7b", DGX, ParallelPlan(tp=2, dp=4, fsdp=True, microbatch=2, global_batch=16),
                        train=True, seq=512, recompute="full")
     assert (z3.latency_s, z3.memory_per_device_bytes) == (0.26923877211283376, 15589261314.0)
