@@ -33,6 +33,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,7 @@ _PHASES = ("forward", "prefill", "decode", "train")
 _OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 
 
+@cache
 def _recompute_policies() -> tuple[str, ...]:
     """The named recomputation policies (:data:`workloads.recompute.POLICIES`; MaxText's ``custom`` needs
     its ``custom:NAME=CHOICE,...`` text, which an axis does not carry)."""
@@ -98,12 +100,14 @@ def _recompute_policies() -> tuple[str, ...]:
     return tuple(p for p in POLICIES if p != "custom")
 
 
+@cache
 def _fp8_recipes() -> tuple[str, ...]:
     from workloads.precision import FP8_RECIPES
 
     return tuple(FP8_RECIPES)
 
 
+@cache
 def _offload_choices() -> tuple[str, ...]:
     """``none`` and every non-empty set of :data:`workloads.parallel.OFFLOAD_TARGETS`, comma-separated in the
     tuple's order (``activations,optimizer``)."""
@@ -115,6 +119,7 @@ def _offload_choices() -> tuple[str, ...]:
     return ("none", *sets)
 
 
+@cache
 def _plan_choices(name: str) -> tuple[str, ...]:
     import workloads.parallel as wp
     from workloads.zoo import transformer as zt
@@ -129,11 +134,15 @@ class _Key:
     """How one settable key parses: its type, allowed choices, lower bound, and whether it may be an axis."""
 
     kind: str  # int | float | bool | str | quantity | fusion
-    choices: tuple[str, ...] = ()
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # a function: read on first use (lazy imports)
     minimum: float | None = None
     unit: str = ""
     axis: bool = True
     doc: str = ""
+
+    def allowed(self) -> tuple[str, ...]:
+        """The allowed values (``choices``, called when it is a function)."""
+        return self.choices() if callable(self.choices) else self.choices
 
 
 def _dtype_names() -> tuple[str, ...]:
@@ -157,9 +166,9 @@ WORKLOAD_KEYS: dict[str, _Key] = {
     "dtype": _Key("str", doc="compute/storage dtype"),
     "train": _Key("bool", doc="a whole training step"),
     "optimizer": _Key("str", _OPTIMIZERS, doc="optimizer of the training step"),
-    "recompute": _Key("str", _recompute_policies(), doc="activation recomputation in training: none, selective, "
+    "recompute": _Key("str", _recompute_policies, doc="activation recomputation in training: none, selective, "
                       "full, selective-op or a MaxText remat policy (as predict --recompute)"),
-    "fp8_linears": _Key("str", _fp8_recipes(), doc="training: the linear layers' GEMMs in fp8 (or int8) with this "
+    "fp8_linears": _Key("str", _fp8_recipes, doc="training: the linear layers' GEMMs in fp8 (or int8) with this "
                         "scaling recipe, as predict --fp8-linears (a plan step; none given: one device)"),
     "topology": _Key("str", axis=False, doc="systolic experiments: a SCALE-Sim topology CSV (instead of a model)"),
 }
@@ -176,18 +185,18 @@ OPTION_KEYS: dict[str, _Key] = {
     "schedule": _Key("str", doc="parallel plan: pipeline schedule"),
     "shard_group": _Key("int", minimum=0, doc="parallel plan: with fsdp, hybrid sharding within groups of N ranks "
                         "(0: over all dp ranks)"),
-    "offload": _Key("str", _offload_choices(), doc="parallel plan: what lives in host memory (none, or "
+    "offload": _Key("str", _offload_choices, doc="parallel plan: what lives in host memory (none, or "
                     "activations, optimizer, params comma-separated in that order)"),
     "capacity_factor": _Key("float", minimum=0.0, doc="parallel plan: MoE expert capacity factor (tokens beyond "
                             "it dropped; unset: dropless)"),
-    "pipeline_split": _Key("str", _plan_choices("pipeline_split"), doc="parallel plan: a framework's split of the "
+    "pipeline_split": _Key("str", partial(_plan_choices, "pipeline_split"), doc="parallel plan: a framework's split of the "
                            "layers over the stages"),
-    "moe_dispatch": _Key("str", _plan_choices("moe_dispatch"), doc="parallel plan: how MoE tokens reach experts"),
-    "moe_routing": _Key("str", _plan_choices("moe_routing"), doc="parallel plan: how the router spreads experts"),
+    "moe_dispatch": _Key("str", partial(_plan_choices, "moe_dispatch"), doc="parallel plan: how MoE tokens reach experts"),
+    "moe_routing": _Key("str", partial(_plan_choices, "moe_routing"), doc="parallel plan: how the router spreads experts"),
     "moe_host_sync": _Key("bool", doc="parallel plan: the MoE dispatcher syncs with the host every MoE layer"),
-    "grad_reduce_dtype": _Key("str", _plan_choices("grad_reduce_dtype"), doc="parallel plan: the dtype gradients "
+    "grad_reduce_dtype": _Key("str", partial(_plan_choices, "grad_reduce_dtype"), doc="parallel plan: the dtype gradients "
                               "are reduced in"),
-    "param_dtype": _Key("str", _plan_choices("param_dtype"), doc="parallel plan: the dtype parameters are stored "
+    "param_dtype": _Key("str", partial(_plan_choices, "param_dtype"), doc="parallel plan: the dtype parameters are stored "
                         "in (TPU stacks)"),
     "fp8_param": _Key("bool", doc="parallel plan: fp8 linear weights kept in fp8 (TE fp8_param_gather)"),
     "loss_chunks": _Key("int", minimum=1, doc="parallel plan: the loss over N chunks of the tokens"),
@@ -851,9 +860,10 @@ def _parse_value(raw: Any, spec: _Key, where: str) -> Any:
     if k in ("str", "choice"):
         if not isinstance(raw, str) or not raw.strip():
             raise ValueError(f"not a name; got {raw!r}; expected a string")
-        if spec.choices and raw not in spec.choices:
-            raise ValueError(f"unknown value; got {raw!r}; expected one of {', '.join(spec.choices)}"
-                             f"{did_you_mean(raw, spec.choices)}")
+        allowed = spec.allowed()
+        if allowed and raw not in allowed:
+            raise ValueError(f"unknown value; got {raw!r}; expected one of {', '.join(allowed)}"
+                             f"{did_you_mean(raw, allowed)}")
         return raw
     if k == "int":
         if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, float)
