@@ -21,6 +21,10 @@ class ServingError(NodeperfError, ValueError):
     """A bad serving setting or input file: one located line (field or file:line; got; expected)."""
 
 
+#: Requests a run simulates when it states neither ``requests`` nor ``duration_s``.
+DEFAULT_REQUESTS = 1000
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """Every setting of one serving simulation (the flags of ``nodeperf serve``).

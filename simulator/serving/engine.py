@@ -22,6 +22,7 @@ import numpy as np
 
 from nodeperf.suggest import did_you_mean
 from simulator.serving.config import (
+    DEFAULT_REQUESTS,  # noqa: F401 - kept importable here, where it was defined before
     IterationRecord,
     ServingError,
 )
@@ -32,8 +33,6 @@ __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 logger = logging.getLogger(__name__)
 
 ROUTERS = ("round-robin", "least-loaded")
-#: Requests simulated when neither ``requests`` nor ``duration_s`` is given.
-DEFAULT_REQUESTS = 1000
 
 
 class Replica:

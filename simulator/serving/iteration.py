@@ -113,7 +113,6 @@ class IterationPricer:
         self.host_per_seq_s = float(host_per_seq_s)
         self.sampler = tuple(sampler)
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
-        self.layers = self.cfg.layers
         from workloads.serving import layer_windows
 
         self.windows = layer_windows(self.cfg)  # {window: layers}; {0: layers} without sliding windows

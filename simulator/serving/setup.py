@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from nodeperf.suggest import did_you_mean
-from simulator.serving.config import ServeConfig, ServingError
+from simulator.serving.config import DEFAULT_REQUESTS, ServeConfig, ServingError
 
 __all__ = ["Setup", "prepare", "parse_disaggregate", "parse_speculative"]
 
@@ -221,7 +221,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
             times, ins, outs = times[keep], ins[keep], outs[keep]
         total = len(times)
     else:
-        total = config.requests if config.requests is not None else (None if config.duration_s else 1000)
+        total = config.requests if config.requests is not None else (None if config.duration_s else DEFAULT_REQUESTS)
         if arrival.kind in ("poisson", "gamma") and config.arrival_seed is not None:
             times = client_arrival_times(arrival, config.arrival_seed, count=total, duration_s=config.duration_s)
             total = len(times)

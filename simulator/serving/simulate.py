@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.serving.config import RequestRecord, ServeConfig, ServeResult, ServingError
+from simulator.serving.config import (
+    DEFAULT_REQUESTS,
+    RequestRecord,
+    ServeConfig,
+    ServeResult,
+    ServingError,
+)
 from simulator.serving.engine import ROUTERS, run_loop
 
 __all__ = ["simulate_serving", "ROUTERS"]
@@ -38,7 +44,7 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
     from simulator.serving.setup import prepare
 
     warm = _check_warmup(config)
-    setup = prepare(model, system, replace(config, requests=warm + (config.requests or 1000)) if warm else config,
+    setup = prepare(model, system, replace(config, requests=warm + (config.requests or DEFAULT_REQUESTS)) if warm else config,
                     plan, options)
     base, start = None, 0.0
     if warm:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from hwmodels.catalog import DEVICES_DIR
-from simulator.cli import main
-from tests.bad_input.contract import one_line
+from tests.bad_input.contract import cli_exit, one_line
 
 H100 = (DEVICES_DIR / "h100-sxm5-80gb.toml").read_text(encoding="utf-8")
 USABLE = r'^usable_bytes = \{ value = "79\.18 GiB",'
@@ -25,15 +24,6 @@ CASES = [
 ]
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 @pytest.mark.parametrize(("line", "parts"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_usable_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
                            parts: tuple[str, ...]) -> None:
@@ -41,5 +31,5 @@ def test_bad_usable_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str], l
     assert n == 1
     spec = tmp_path / "dev.toml"
     spec.write_text(text, encoding="utf-8")
-    rc, _, err = _run(capsys, "predict", "gemm:m=64,n=64,k=64", "--hardware", str(spec))
+    rc, err = cli_exit(capsys, "predict", "gemm:m=64,n=64,k=64", "--hardware", str(spec))
     one_line(rc, err, str(spec), *parts)
