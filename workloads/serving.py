@@ -89,7 +89,9 @@ def window_kv_tokens(query_tokens: int, context: int, window: int) -> int:
     >>> window_kv_tokens(1, 5000, 0), window_kv_tokens(1, 5000, 1024), window_kv_tokens(512, 300, 1024)
     (5001, 1025, 812)
     """
-    return (min(context, window) if window else context) + query_tokens
+    from workloads.zoo.transformer import window_context
+
+    return window_context(context, window) + query_tokens
 
 
 def kv_bytes_per_token(cfg: Any, *, tp: int = 1, pp: int = 1, dtype: str = "bf16") -> float:

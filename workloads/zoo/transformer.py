@@ -292,8 +292,7 @@ class TransformerConfig:
 
     def layer_context(self, i: int, context: int) -> int:
         """Positions layer ``i``'s KV cache holds after ``context`` tokens (a local layer: at most its window)."""
-        w = self.layer_window(i)
-        return min(context, w) if w else context
+        return window_context(context, self.layer_window(i))
 
     def is_moe_layer(self, i: int) -> bool:
         return self.experts > 0 and i >= self.first_dense and i % self.moe_every == self.moe_offset
@@ -310,6 +309,16 @@ class TransformerConfig:
             return self.layers * (self.kv_lora_rank + self.rope_head_dim) * context * batch * parse_dtype(dtype).bits // 8
         positions = sum(self.layer_context(i, context) for i in range(self.layers))
         return 2 * self.n_kv_heads * self.d_head * positions * batch * parse_dtype(dtype).bits // 8
+
+
+def window_context(context: int, window: int) -> int:
+    """Earlier positions one attention layer's KV cache holds after ``context`` tokens: all of them on a
+    global layer (``window`` 0), at most ``window`` on a local (sliding-window) one.
+
+    >>> window_context(5000, 0), window_context(5000, 1024), window_context(300, 1024)
+    (5000, 1024, 300)
+    """
+    return min(context, window) if window else context
 
 
 def config_from_mapping(name: str, data: Mapping[str, Any], where: str = "") -> TransformerConfig:
