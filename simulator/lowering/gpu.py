@@ -30,7 +30,7 @@ from simulator.lowering.common import (
     sfu_ops,
     zero_cost,
 )
-from workloads.ir import Op
+from workloads.ir import Op, UnsupportedOpError
 from workloads.precision import (
     QUANT_GROUPED_MATMUL,
     QUANT_MATMUL,
@@ -633,8 +633,21 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
     e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
+    if "access_fraction" in op.attrs:
+        e = _at_access_fraction(e, op)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     return _from_estimate(e, rule, 0.0, vec)
+
+
+def _at_access_fraction(e: gpu.KernelEstimate, op: Op) -> gpu.KernelEstimate:
+    """``e`` with its memory time at the op's ``access_fraction`` of the streaming rate (a kernel whose
+    accesses do not coalesce, e.g. :data:`workloads.precision.INDUCTOR_OUTER_AXIS_FRACTION`)."""
+    frac = op.attrs["access_fraction"]
+    if not isinstance(frac, (int, float)) or not 0.0 < float(frac) <= 1.0:
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): access_fraction; got {frac!r}; expected a number "
+                                 "in (0, 1]")
+    mem = _f(e.memory_s) / float(frac)
+    return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
 
 
 @register_rule("gpu", "batchnorm", "batchnorm_bwd")
