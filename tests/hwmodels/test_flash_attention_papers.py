@@ -130,3 +130,10 @@ def test_lowered_flash2_causal_forward_at_the_measured_ratio():
             _tflops(_params("h100-sxm5-80gb"), seq, "flash2", backward=True, causal=True), rel=0.01)
         assert tflops("a100-sxm4-80gb", seq, True) == pytest.approx(
             _tflops(_params("a100-sxm4-80gb"), seq, "flash2", causal=True), rel=0.01)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.2])
+def test_causal_rate_ratio_out_of_range_is_refused(ratio: float) -> None:
+    with pytest.raises(ValueError, match=r"attention: causal_rate_ratio; got .*; expected a number in \(0, 1\]"):
+        gpu.attention(1, 16, 16, 2048, 2048, 128, 128, _params("h100-sxm5-80gb"), causal=True,
+                      causal_rate_ratio=ratio)
