@@ -80,3 +80,19 @@ def test_rowwise_speedups_near_torchao_table() -> None:
     for (m, k, n), measured in TORCHAO_ROWWISE.items():
         g = _step(m, k, n)
         assert _time(g) / _time(fp8_linears(g, "rowwise")) == pytest.approx(measured, rel=0.14)
+
+
+def test_outer_axis_rate_sweeps_match_point_by_point() -> None:
+    # a sweep over the DRAM bandwidth fraction runs vectorised and gives each point's own evaluation
+    import numpy as np
+
+    from hwmodels.paths import with_overrides
+    from simulator.engines.vectorized import evaluate_variants
+
+    g = fp8_linears(_step(8192, 4096, 2048), "rowwise")
+    dev, opts = load_hardware(H100), profile_options("fsdp2-compile")
+    fracs = [0.6, 0.9]
+    swept = evaluate_variants(g, dev, {"efficiency.dram_bandwidth_fraction": fracs}, opts)
+    for i, f in enumerate(fracs):
+        one = evaluate(g, with_overrides(dev, {"efficiency.dram_bandwidth_fraction": f}), opts)
+        assert np.asarray(swept.latency_s)[i] == pytest.approx(one.latency_s, rel=1e-9)
