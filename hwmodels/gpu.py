@@ -174,6 +174,18 @@ FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of a
 #: not carry (five contractions whose operands come from shared memory through ``ldmatrix``, P and dS
 #: through shared memory, dQ by atomics), not for a GEMM library's.
 FLASH2_LIBRARY_FRACTION = frozenset({"bwd"})
+#: FlashAttention-2's causal forward rate over its non-causal forward rate as measured on an H100 80GB SXM5,
+#: (sequence length, ratio): Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5(d) causal over
+#: Fig. 5(c) non-causal, head dim 128, 16k tokens, the FlashAttention-2 bars: 298 / 362, 319 / 368, 333 / 370,
+#: 335 / 370 TFLOP/s at 2k, 4k, 8k, 16k. The kernel's CTAs run in launch order, query block fastest
+#: (``flash_fwd_launch_template.h``: grid (query blocks, batch, heads)), so a causal launch ends on a tail of
+#: its longest blocks and its diagonal tiles mask their scores; the gap falls from 18% to 9% and levels off
+#: from 8k. :func:`flash2_causal_forward_ratio` interpolates in log2 of the sequence and holds the end values
+#: outside 2k-16k (the 16k value for longer sequences). Measured on Hopper only: the GPU lowering applies it
+#: on sm90 (the FlashAttention-2 paper's A100 causal panels are not used, their transcription was not
+#: consistent).
+FLASH2_CAUSAL_FWD_RATIO: tuple[tuple[int, float], ...] = (
+    (2048, 298 / 362), (4096, 319 / 368), (8192, 333 / 370), (16384, 335 / 370))
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
@@ -2523,6 +2535,7 @@ def attention(
     kv_sharing: int = 1,
     bwd_softmax_overlap: bool = False,
     window: int = 0,
+    causal_rate_ratio: float = 1.0,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2557,6 +2570,9 @@ def attention(
     bwd_softmax_overlap
         Whether a ``"flash3"`` backward overlaps its softmax with the matmuls as the forward does.
         False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
+    causal_rate_ratio
+        A measured causal/non-causal rate ratio the compute time is divided by (1: none; the GPU lowering
+        passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward on Hopper).
 
     Returns
     -------
@@ -2580,6 +2596,9 @@ def attention(
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap)
+    if not 0.0 < causal_rate_ratio <= 1.0:
+        raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
+    t_compute = t_compute / causal_rate_ratio
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
@@ -2599,6 +2618,15 @@ def attention(
         dram, l2 = _a(dram) + _a(passes.dram_bytes), _a(l2) + _a(passes.l2_bytes)
     return _attention_estimate(grid, z, time, t_compute, t_mem, lat, dram, l2, float(smem), bound,
                                (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
+
+
+def flash2_causal_forward_ratio(seq: int) -> float:
+    """The measured causal/non-causal rate ratio of the FlashAttention-2 forward at ``seq`` tokens
+    (:data:`FLASH2_CAUSAL_FWD_RATIO`: linear in log2 of the sequence, the end values held outside it)."""
+    pts = FLASH2_CAUSAL_FWD_RATIO
+    x = math.log2(max(1, seq))
+    xs = [math.log2(n) for n, _ in pts]
+    return float(np.interp(x, xs, [r for _, r in pts]))
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,

@@ -30,7 +30,7 @@ from simulator.lowering.common import (
     sfu_ops,
     zero_cost,
 )
-from workloads.ir import Op
+from workloads.ir import Op, UnsupportedOpError
 from workloads.precision import (
     QUANT_GROUPED_MATMUL,
     QUANT_MATMUL,
@@ -549,9 +549,13 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # FlashAttention-3 (Hopper) serialises the backward's softmax with its matmuls (gpu.FLASH3_SOFTMAX_OVERLAP);
     # no source gives FlashAttention-4's backward schedule, so Blackwell keeps the overlap
     causal, window = bool(op.attrs.get("causal", False)), attention_window(op)  # window: visited key blocks only
+    # FlashAttention-2's causal forward as measured against its non-causal one (on Hopper, where it was measured)
+    ratio = gpu.flash2_causal_forward_ratio(skv) if (
+        kernel == "flash2" and causal and not window and not backward and sq == skv
+        and _family(ctx.device) == "sm90") else 1.0
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
-                      bwd_softmax_overlap=blackwell)
+                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                                         in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
@@ -633,8 +637,21 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
     e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
+    if "access_fraction" in op.attrs:
+        e = _at_access_fraction(e, op)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     return _from_estimate(e, rule, 0.0, vec)
+
+
+def _at_access_fraction(e: gpu.KernelEstimate, op: Op) -> gpu.KernelEstimate:
+    """``e`` with its memory time at the op's ``access_fraction`` of the streaming rate (a kernel whose
+    accesses do not coalesce, e.g. :data:`workloads.precision.INDUCTOR_OUTER_AXIS_FRACTION`)."""
+    frac = op.attrs["access_fraction"]
+    if not isinstance(frac, (int, float)) or not 0.0 < float(frac) <= 1.0:
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): access_fraction; got {frac!r}; expected a number "
+                                 "in (0, 1]")
+    mem = _f(e.memory_s) / float(frac)
+    return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
 
 
 @register_rule("gpu", "batchnorm", "batchnorm_bwd")

@@ -81,8 +81,9 @@ def test_h100_backward_near_the_paper():
 
 def test_known_gaps_stay_as_documented():
     # docs/accuracy.md "FlashAttention-2 at the mma.sync rate": the A100 FlashAttention-2 backward is priced
-    # 10-14% fast, and the H100 causal forward at the non-causal rate (the paper's causal bars are 5-18%
-    # below the non-causal ones; the model's causal rate equals its non-causal one at 2k-16k)
+    # 10-14% fast; the kernel model alone prices the H100 causal forward at the non-causal rate (the paper's
+    # causal bars are 9-18% below the non-causal ones), which the GPU lowering corrects by the measured ratio
+    # (test_lowered_flash2_causal_forward_at_the_measured_ratio)
     a100 = _params("a100-sxm4-80gb")
     for seq, paper in zip(SEQS, A100_FA2["bwd"], strict=True):
         assert 1.05 < _tflops(a100, seq, "flash2", backward=True) / paper < 1.15
@@ -91,3 +92,48 @@ def test_known_gaps_stay_as_documented():
         assert _tflops(h100, seq, "flash2", causal=True) == pytest.approx(_tflops(h100, seq, "flash2"), rel=0.01)
     for causal, plain in zip(H100_FA2["fwd_causal"], H100_FA2["fwd"], strict=True):
         assert 0.80 < causal / plain < 0.92
+
+
+def test_flash2_causal_ratio_interpolates_the_paper():
+    r = gpu.flash2_causal_forward_ratio
+    for (seq, ratio), causal, plain in zip(gpu.FLASH2_CAUSAL_FWD_RATIO, H100_FA2["fwd_causal"], H100_FA2["fwd"],
+                                           strict=True):
+        assert r(seq) == pytest.approx(causal / plain) == pytest.approx(ratio)
+    assert r(1024) == pytest.approx(298 / 362) and r(262144) == pytest.approx(335 / 370)  # ends held
+    assert r(2896) == pytest.approx((298 / 362 + 319 / 368) / 2, abs=1e-4)  # log2 midpoint of 2k and 4k
+
+
+def test_lowered_flash2_causal_forward_at_the_measured_ratio():
+    # through the GPU lowering on the H100 (sm90): the causal FlashAttention-2 forward is the non-causal rate
+    # times the measured ratio, 289 / 304 / 316 / 318 TFLOP/s against the paper's 298 / 319 / 333 / 335 (-3..-5%);
+    # the backward and other architectures are unchanged
+    from simulator.engines.analytical import EvalOptions
+    from simulator.lowering.common import LoweringContext, lower
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, Role, TensorSpec
+
+    def tflops(device: str, seq: int, causal: bool, bwd: bool = False) -> float:
+        b = 16384 // seq
+        t = TensorSpec("q", (b, 16, seq, 128), DType.BF16, Role.ACTIVATION)
+        ins = (t, t, t) + ((t,) if bwd else ())
+        op = Op("a", "attention_bwd" if bwd else "attention", ins, (t,) * (3 if bwd else 1), Attrs({"causal": causal}))
+        kc = lower(op, LoweringContext(load_hardware(device), EvalOptions(attention_kernel="flash2")))
+        t_s = max(kc.compute_s, kc.memory_s) + kc.latency_s
+        return 4 * seq * seq * 128 * 16 * b * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0) / t_s / 1e12
+
+    for seq, paper in zip(SEQS, H100_FA2["fwd_causal"], strict=True):
+        plain = tflops("h100-sxm5-80gb", seq, False)
+        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(plain * gpu.flash2_causal_forward_ratio(seq),
+                                                                     rel=0.01)
+        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(paper, rel=0.06)
+        assert tflops("h100-sxm5-80gb", seq, True, bwd=True) == pytest.approx(
+            _tflops(_params("h100-sxm5-80gb"), seq, "flash2", backward=True, causal=True), rel=0.01)
+        assert tflops("a100-sxm4-80gb", seq, True) == pytest.approx(
+            _tflops(_params("a100-sxm4-80gb"), seq, "flash2", causal=True), rel=0.01)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.2])
+def test_causal_rate_ratio_out_of_range_is_refused(ratio: float) -> None:
+    with pytest.raises(ValueError, match=r"attention: causal_rate_ratio; got .*; expected a number in \(0, 1\]"):
+        gpu.attention(1, 16, 16, 2048, 2048, 128, 128, _params("h100-sxm5-80gb"), causal=True,
+                      causal_rate_ratio=ratio)
