@@ -455,6 +455,8 @@ class _Build:
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
+        #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
+        self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -843,10 +845,11 @@ class _Build:
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
-            sync = {"host_sync": True} if cfg.moe_host_sync else {}  # the host waits for the token counts
+            sync, after = self.dispatch_sync(ep)
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
-                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup)
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup,
+                           **after)
                 buf = self.sort_by_local_expert(buf, ep, le, cap, d)
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
@@ -868,6 +871,17 @@ class _Build:
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def dispatch_sync(self, ep: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Attributes of the dispatch and of its all-to-all: with ``moe_host_sync`` the dispatch is where the
+        host waits for the token counts (``host_sync``), and with expert parallelism both stand for the
+        dispatcher's framework ops beside them, before and after the wait (``host_ops``,
+        :attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_host_ops`, counted for ``ep > 1``)."""
+        if not self.cfg.moe_host_sync:
+            return {}, {}
+        before, after = self.dispatch_host.get(self.cfg.moe_dispatch, (0, 0)) if ep > 1 else (0, 0)
+        return ({"host_sync": True, **({"host_ops": before} if before else {})},
+                {"host_ops": after} if after else {})
 
     def expert_bias_loop(self, y: TensorSpec, wts: TensorSpec, le: int, d: int) -> TensorSpec:
         """The second expert GEMM's bias as Megatron-Core's ``TEGroupedMLP._apply_bias`` adds it: for each

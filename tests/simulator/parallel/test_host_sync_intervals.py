@@ -127,3 +127,24 @@ def test_a_non_boolean_moe_host_sync_is_refused():
 
     with pytest.raises(PlanError, match="moe_host_sync: got 'yes'; expected true or false"):
         ParallelPlan(moe_host_sync="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("dispatch", "before", "after"), [("sparse", 12, 1), ("hybridep", None, 1)])
+def test_the_dispatchers_framework_ops_ride_on_the_dispatch(dispatch, before, after):
+    # Megatron-Core's alltoall dispatcher at EP 8: 8 count ops and 4 host copies before the wait, the
+    # probabilities' all-to-all after it; HybridEP: only the sum of the received counts after it
+    from workloads.parallel import ParallelPlan, plan_graphs
+
+    plan = ParallelPlan(microbatch=1, ep=8, dp=8, moe_host_sync=True, moe_dispatch=dispatch)
+    (sg,) = plan_graphs(_two_layer_moe(), plan, seq=512, train=True, framework="megatron-core")
+    fwd = sg.graph.ops[:sg.forward_ops]
+    dispatch_ops = [op for op in fwd if op.kind == "moe_dispatch"]
+    a2a = [op for op in fwd if op.name.endswith("dispatch_all_to_all")]
+    assert len(dispatch_ops) == len(a2a) == 2
+    assert all(op.attrs.get("host_ops") == before and op.attrs["host_sync"] for op in dispatch_ops)
+    assert all(op.attrs.get("host_ops") == after for op in a2a)
+    # no host sync, or no expert parallelism: nothing rides on them
+    for p in (ParallelPlan(microbatch=1, ep=8, dp=8, moe_dispatch=dispatch),
+              ParallelPlan(microbatch=1, moe_host_sync=True, moe_dispatch=dispatch)):
+        (sg,) = plan_graphs(_two_layer_moe(), p, seq=512, train=True, framework="megatron-core")
+        assert not any("host_ops" in op.attrs for op in sg.graph.ops)
