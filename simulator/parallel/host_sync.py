@@ -60,7 +60,7 @@ def interval_time(ops: Sequence[tuple[float, float, int]]) -> float:
 
 def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_ops: int, host_per_kernel_s: float,
                          sync_s: float, skip: Any = None, launch_s: float = 0.0,
-                         host_ops: Sequence[int] = ()) -> tuple[float, float]:
+                         host_ops: Sequence[Any] = ()) -> tuple[float, float]:
     """(forward, backward) seconds the syncs add to one graph's priced op times.
 
     ``records`` are the graph's op costs in op order (``time_s``: the GPU time as priced, ``kernels``);
@@ -69,7 +69,9 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
     host time being its kernels times ``host_per_kernel_s`` (the kernels one library call launches beside
     its own, :func:`simulator.lowering.gpu.library_launches`, at ``launch_s`` each: Transformer Engine's
     per-expert GEMMs), and each sync ``sync_s``; an interval's excess is charged to the forward and backward
-    passes in proportion to their shares of its ``G``. ``skip(record)``: records outside the microbatch's
+    passes in proportion to their shares of its ``G``. ``host_ops[i]``: framework ops record ``i`` stands for
+    beside its kernels, issued before them (an int) or ``(before, after)`` them, each
+    ``host_per_kernel_s`` of issue and no GPU time. ``skip(record)``: records outside the microbatch's
     passes (the optimizer step), left out. No syncs: nothing added."""
     if not syncs:
         return 0.0, 0.0
@@ -90,14 +92,16 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             else:
                 g_b += r.time_s
             lib = library_launches(getattr(r, "rule", ""), r.kernels)  # launched in one library call: launch floor
-            own = host_ops[i] if i < len(host_ops) else 0  # framework ops the zoo's op stands for beside its kernels
-            if own:  # issued before the op's own kernels; their GPU time (tiny kernels) is not priced
-                ops.append((own * host_per_kernel_s, 0.0, own))
+            before, after = _host_only(host_ops, i)  # framework ops the op stands for beside its kernels
+            if before:  # issued before the op's own kernels; their GPU time (tiny kernels) is not priced
+                ops.append((before * host_per_kernel_s, 0.0, before))
             fw = r.kernels - lib  # the framework call's own kernels first, then those its library launches
             share = fw / r.kernels if r.kernels > 0 else 1.0
             ops.append((fw * host_per_kernel_s, r.time_s * share, fw))
             if lib:
                 ops.append((lib * launch_s, r.time_s * (1.0 - share), lib))
+            if after:
+                ops.append((after * host_per_kernel_s, 0.0, after))
         g = g_f + g_b
         excess = max(0.0, interval_time(ops) - g)
         if excess > 0.0:
@@ -106,6 +110,12 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             bwd_extra += excess * (1.0 - share)
         start = end + 1
     return fwd_extra + len(ends) * sync_s, bwd_extra
+
+
+def _host_only(host_ops: Sequence[Any], i: int) -> tuple[int, int]:
+    """(before, after): the framework ops without priced kernels record ``i`` stands for."""
+    v = host_ops[i] if i < len(host_ops) else 0
+    return (int(v[0]), int(v[1])) if isinstance(v, tuple) else (int(v), 0)
 
 
 def host_per_kernel_s(eff: Any, opts: Any) -> float:

@@ -875,13 +875,14 @@ class _Build:
     def dispatch_sync(self, ep: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Attributes of the dispatch and of its all-to-all: with ``moe_host_sync`` the dispatch is where the
         host waits for the token counts (``host_sync``), and with expert parallelism both stand for the
-        dispatcher's framework ops beside them, before and after the wait (``host_ops``,
+        dispatcher's framework ops beside them: those before the wait, issued before the dispatch
+        (``host_ops``), and those after it, issued after the all-to-all (``host_ops_after``;
         :attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_host_ops`, counted for ``ep > 1``)."""
         if not self.cfg.moe_host_sync:
             return {}, {}
         before, after = self.dispatch_host.get(self.cfg.moe_dispatch, (0, 0)) if ep > 1 else (0, 0)
         return ({"host_sync": True, **({"host_ops": before} if before else {})},
-                {"host_ops": after} if after else {})
+                {"host_ops_after": after} if after else {})
 
     def expert_bias_loop(self, y: TensorSpec, wts: TensorSpec, le: int, d: int) -> TensorSpec:
         """The second expert GEMM's bias as Megatron-Core's ``TEGroupedMLP._apply_bias`` adds it: for each

@@ -61,6 +61,18 @@ def test_host_only_ops_are_issued_before_their_op():
     assert f == pytest.approx((70 - 10) * 1e-6 + (30 - 10) * 1e-6)
 
 
+def test_host_only_ops_after_an_op_follow_its_kernels():
+    # a 100 us kernel then 2 host-only ops issued after it (host_ops (0, 2)): issue at 20, run 20-120; the
+    # two ops are issued by 60 and wait for the kernel: the interval ends at 120, 20 us over its G; the
+    # second interval, one 10 us kernel, waits 20 us for its issue
+    recs = [_rec(100, 1), _rec(10, 1)]
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, host_ops=((0, 2), 0))
+    assert f == pytest.approx((20 + 20) * 1e-6)
+    # issued before it instead, they hold the kernel back by their 40 us: 160 us for G = 100
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, host_ops=((2, 0), 0))
+    assert f == pytest.approx((60 + 20) * 1e-6)
+
+
 def test_no_sync_adds_nothing_and_the_optimizer_is_left_out():
     recs = [_rec(1, 5), _rec(1, 5)]
     assert sync_interval_excess(recs, [], 1, 20e-6, 5.8e-6) == (0.0, 0.0)
@@ -142,9 +154,9 @@ def test_the_dispatchers_framework_ops_ride_on_the_dispatch(dispatch, before, af
     a2a = [op for op in fwd if op.name.endswith("dispatch_all_to_all")]
     assert len(dispatch_ops) == len(a2a) == 2
     assert all(op.attrs.get("host_ops") == before and op.attrs["host_sync"] for op in dispatch_ops)
-    assert all(op.attrs.get("host_ops") == after for op in a2a)
+    assert all(op.attrs.get("host_ops_after") == after and "host_ops" not in op.attrs for op in a2a)
     # no host sync, or no expert parallelism: nothing rides on them
     for p in (ParallelPlan(microbatch=1, ep=8, dp=8, moe_dispatch=dispatch),
               ParallelPlan(microbatch=1, moe_host_sync=True, moe_dispatch=dispatch)):
         (sg,) = plan_graphs(_two_layer_moe(), p, seq=512, train=True, framework="megatron-core")
-        assert not any("host_ops" in op.attrs for op in sg.graph.ops)
+        assert not any("host_ops" in op.attrs or "host_ops_after" in op.attrs for op in sg.graph.ops)
