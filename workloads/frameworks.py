@@ -242,7 +242,28 @@ _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, t
                "TEGroupedMLP: linear_fc1 / linear_fc2 are TE grouped linears over tokens_per_expert.tolist(); "
                "token_dispatcher.py MoEAlltoAllTokenDispatcher: dispatch_postprocess sorts the received tokens by "
                "local expert (sort_chunks_by_idxs, TE's fused_sort_chunks_by_index with moe_permute_fusion) when "
-               "num_local_experts > 1, combine_preprocess restores the order the same way")
+               "num_local_experts > 1, combine_preprocess restores the order the same way; TEGroupedMLP builds "
+               "linear_fc1 with bias=add_bias_linear, skip_bias_add=False (the bias goes to general_grouped_gemm) "
+               "and linear_fc2 with skip_bias_add=True, then _apply_bias adds fc2's bias as torch.cat([t + b * p "
+               "for t, b, p in zip(torch.split(out, tokens_per_expert), biases, torch.split(probs, "
+               "tokens_per_expert))]) (experts.py @ core_v0.15.0, at 0d8e0714, the core_dev_r0.15.0 commit "
+               "Megatron-Bridge v0.2.0 pins, and at 580d53a8, the commit Megatron-Bridge 270536cc pins)")
+
+
+#: The framework ops of Megatron-Core's dropless dispatchers beside the permute and the token all-to-all.
+_MCORE_DISPATCH_HOST = (
+    "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
+    "Megatron-Bridge v0.2.0, the 25.11 release) and 580d53a8 (0.18.0, pinned by Megatron-Bridge 270536cc), identical "
+    "in these paths. MoEAlltoAllTokenDispatcher, expert parallelism without tensor parallelism, no capacity: "
+    "preprocess runs routing_map.sum(dim=0), .long(), the input splits' reshape().sum(axis=1), "
+    "gather_from_sequence_parallel_region of the counts (an all-gather over the EP group), the local experts' "
+    "slice .contiguous(), the output splits' sum(axis=2) and sum(axis=1) and num_tokens_per_local_expert's "
+    "sum(dim=(0, 1)): 8; _maybe_dtoh_and_synchronize copies tokens_per_expert, input_splits, output_splits and "
+    "output_splits_tp to the host (maybe_move_tensor_to_cpu, non_blocking): 4; 12 before d2h_event.synchronize() "
+    "(the permute is the graph's moe_dispatch); token_dispatch then runs a second all_to_all for the permuted "
+    "probabilities: 1 after. Flex dispatcher with the HybridEP backend (_HybridEPManager): the metadata are "
+    "views, hybrid_ep_dispatch is the graph's dispatch and all-to-all, then self.tokens_per_expert.sum(): 1 after "
+    "(the probabilities' .float() runs only when the router's dtype is not fp32, not read from the recipes)")
 
 
 class FrameworkError(NodeperfError, ValueError):
@@ -352,6 +373,22 @@ class FrameworkProfile:
         all-to-all, and back before the combine all-to-all: a copy of the received rows each way, and one
         each way again in the backward (Megatron-Core's ``alltoall`` dispatcher, ``sort_chunks_by_idxs``,
         source in ``grouped_gemm_source``); False: the experts read the received rows in place.
+    moe_bias_per_expert
+        On a model with expert biases (``expert_bias``): the second expert GEMM's bias is added, weighted
+        by each row's routing probability, by a loop over the local experts after the GEMM (a multiply and
+        an add per expert, then a concatenation of the rows; Megatron-Core's ``TEGroupedMLP._apply_bias``,
+        source in ``grouped_gemm_source``); False: biases inside the GEMM's epilogue (no op of their own).
+        The first GEMM's bias is always in its epilogue (Transformer Engine's grouped GEMM takes it).
+    moe_dispatch_host_ops
+        ``(dispatch, before, after)``: framework ops a host-synchronising MoE dispatcher issues beside the ops
+        the graph prices (the gather of routed rows, the all-to-all), counted from its code for each
+        ``moe_dispatch`` mode (source in ``moe_dispatch_host_source``): ``before`` the host waits (token
+        counting, the count all-gather, the device-to-host copies), ``after`` it (a second all-to-all of
+        the probabilities, a sum of the received counts). Priced at ``efficiency.framework_op_overhead_s``
+        each, only in the host-sync intervals (:mod:`simulator.parallel.host_sync`); a mode not listed
+        issues none.
+    moe_dispatch_host_source
+        Where ``moe_dispatch_host_ops`` is counted.
     """
 
     name: str
@@ -379,6 +416,9 @@ class FrameworkProfile:
     grouped_gemm_streams: int = 0
     grouped_gemm_source: str = ""
     moe_sort_chunks: bool = False
+    moe_bias_per_expert: bool = False
+    moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
+    moe_dispatch_host_source: str = ""
     iteration_host_s: float = 0.0
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
@@ -532,7 +572,9 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
-                     moe_sort_chunks=True),
+                     moe_sort_chunks=True, moe_bias_per_expert=True,
+                     moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
+                     moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),

@@ -600,8 +600,12 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
     from simulator.engines.analytical import spec_of
 
     eff = spec_of(system)[0].efficiency
+    extra = sg.graph.memo("host_only_ops", lambda: tuple((int(op.attrs.get("host_ops", 0)),
+                                                           int(op.attrs.get("host_ops_after", 0)))
+                                                          for op in sg.graph.ops))
     f, b = sync_interval_excess(records, syncs, sg.forward_ops, host_per_kernel_s(eff, opts),
-                                float(eff.host_sync_s), skip=_is_optimizer, launch_s=launch_floor_s(eff, opts))
+                                float(eff.host_sync_s), skip=_is_optimizer, launch_s=launch_floor_s(eff, opts),
+                                host_ops=extra)
     return split[0] + f, split[1] + b, split[2], split[3]
 
 

@@ -11,9 +11,13 @@ expert parallelism and ``_maybe_dtoh_and_synchronize`` calls ``d2h_event.synchro
 fused_a2a.py ``hybrid_ep_dispatch``: without ``num_permuted_tokens``, which the dropless flex dispatcher
 does not know, HybridEP reads the size from a GPU tensor, 'which causes a D2H synchronization').
 
-After a sync the GPU idles until the host has issued the next kernels, so the ops between two syncs
-take ``max(host issue time, GPU time)`` plus the sync's round trip (``efficiency.host_sync_s``), not the
-GPU time alone. The host issue time of an op is its kernels times ``efficiency.framework_op_overhead_s``
+After a sync the GPU idles until the host has issued the next kernel, and from then on it can run only
+what the host has already issued: one in-order queue, each kernel starting at the later of its issue and
+the end of the kernel before it (:func:`interval_time`). The ops between two syncs therefore take at least
+``max(host issue time, GPU time)`` and at most their sum, plus the sync's round trip
+(``efficiency.host_sync_s``), not the GPU time alone: where the host issues a run of cheap kernels
+(a router's and a dispatcher's small ops) the GPU waits for each, and the host time of those ops is exposed
+even when the interval's GPU time exceeds its host time as a whole. The host issue time of an op is its kernels times ``efficiency.framework_op_overhead_s``
 (eager PyTorch issues each op from Python: Megatron-Core runs its layers eagerly), or the launch floor
 when that is longer (:func:`host_per_kernel_s`). The backward pass has no sync of its own (the splits are saved host
 lists), so it sits in the interval that runs from the last forward sync to the end of the graph.
@@ -30,18 +34,45 @@ def host_sync_ops(ops: Sequence[Any]) -> list[int]:
     return [i for i, op in enumerate(ops) if op.attrs.get("host_sync")]
 
 
+def interval_time(ops: Sequence[tuple[float, float, int]]) -> float:
+    """Seconds an in-order stream takes to run ``ops`` = ``(host_s, gpu_s, kernels)`` issued one after another
+    by a host that starts with the GPU idle (just after a synchronisation).
+
+    An op without kernels (a view, or work fused into the kernel before it) launches nothing: its GPU time
+    follows the stream's, its host time the host's. An op's ``kernels`` share its host and GPU time evenly; kernel ``j`` starts at the later of its issue
+    (the host's running total) and the end of the kernel before it. For ``k`` kernels of ``h`` host and
+    ``g`` GPU seconds each, issued from ``t`` onto a stream free at ``f``, the last ends at
+    ``max(f + k g, t + h + k g)`` when ``g >= h`` and ``max(f + k g, t + k h + g)`` otherwise (the latest
+    kernel to wait for its issue is the first or the last). At least ``max(sum host, sum gpu)``, at most
+    their sum."""
+    t = f = 0.0
+    for host, gpu, kernels in ops:
+        if kernels <= 0:  # a view, or work priced inside the kernel before it (fused): no launch of its own
+            t += host
+            f += gpu
+            continue
+        k = int(kernels)
+        h, g = host / k, gpu / k
+        f = max(f + k * g, (t + h + k * g) if g >= h else (t + k * h + g))
+        t += host
+    return f
+
+
 def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_ops: int, host_per_kernel_s: float,
-                         sync_s: float, skip: Any = None, launch_s: float = 0.0) -> tuple[float, float]:
+                         sync_s: float, skip: Any = None, launch_s: float = 0.0,
+                         host_ops: Sequence[Any] = ()) -> tuple[float, float]:
     """(forward, backward) seconds the syncs add to one graph's priced op times.
 
     ``records`` are the graph's op costs in op order (``time_s``: the GPU time as priced, ``kernels``);
     ``syncs`` the indices of the sync ops, each ending the interval it is in (the host waits after issuing
-    it). Every interval costs ``max(H, G) - G`` more than its priced time ``G``, with ``H`` its kernels
-    times ``host_per_kernel_s`` (the kernels one library call launches beside its own,
-    :func:`simulator.lowering.gpu.library_launches`, at ``launch_s`` each: Transformer Engine's per-expert
-    GEMMs), and each sync ``sync_s``; an interval's excess is charged to the forward
-    and backward passes in proportion to their shares of its ``G``. ``skip(record)``: records outside the
-    microbatch's passes (the optimizer step), left out. No syncs: nothing added."""
+    it). Every interval costs :func:`interval_time` of its ops minus their priced time ``G`` more, an op's
+    host time being its kernels times ``host_per_kernel_s`` (the kernels one library call launches beside
+    its own, :func:`simulator.lowering.gpu.library_launches`, at ``launch_s`` each: Transformer Engine's
+    per-expert GEMMs), and each sync ``sync_s``; an interval's excess is charged to the forward and backward
+    passes in proportion to their shares of its ``G``. ``host_ops[i]``: framework ops record ``i`` stands for
+    beside its kernels, issued before them (an int) or ``(before, after)`` them, each
+    ``host_per_kernel_s`` of issue and no GPU time. ``skip(record)``: records outside the microbatch's
+    passes (the optimizer step), left out. No syncs: nothing added."""
     if not syncs:
         return 0.0, 0.0
     from simulator.lowering.gpu import library_launches
@@ -50,7 +81,8 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
     fwd_extra = bwd_extra = 0.0
     start = 0
     for end in [*ends, len(records) - 1]:
-        g_f = g_b = host = 0.0
+        g_f = g_b = 0.0
+        ops: list[tuple[float, float, int]] = []
         for i in range(start, end + 1):
             r = records[i]
             if skip is not None and skip(r):
@@ -60,15 +92,30 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             else:
                 g_b += r.time_s
             lib = library_launches(getattr(r, "rule", ""), r.kernels)  # launched in one library call: launch floor
-            host += (r.kernels - lib) * host_per_kernel_s + lib * launch_s
+            before, after = _host_only(host_ops, i)  # framework ops the op stands for beside its kernels
+            if before:  # issued before the op's own kernels; their GPU time (tiny kernels) is not priced
+                ops.append((before * host_per_kernel_s, 0.0, before))
+            fw = r.kernels - lib  # the framework call's own kernels first, then those its library launches
+            share = fw / r.kernels if r.kernels > 0 else 1.0
+            ops.append((fw * host_per_kernel_s, r.time_s * share, fw))
+            if lib:
+                ops.append((lib * launch_s, r.time_s * (1.0 - share), lib))
+            if after:
+                ops.append((after * host_per_kernel_s, 0.0, after))
         g = g_f + g_b
-        excess = max(0.0, host - g)
+        excess = max(0.0, interval_time(ops) - g)
         if excess > 0.0:
             share = g_f / g if g > 0 else 1.0
             fwd_extra += excess * share
             bwd_extra += excess * (1.0 - share)
         start = end + 1
     return fwd_extra + len(ends) * sync_s, bwd_extra
+
+
+def _host_only(host_ops: Sequence[Any], i: int) -> tuple[int, int]:
+    """(before, after): the framework ops without priced kernels record ``i`` stands for."""
+    v = host_ops[i] if i < len(host_ops) else 0
+    return (int(v[0]), int(v[1])) if isinstance(v, tuple) else (int(v), 0)
 
 
 def host_per_kernel_s(eff: Any, opts: Any) -> float:

@@ -127,6 +127,11 @@ class TransformerConfig:
     experts, top_k, moe_every, moe_offset, capacity_factor
         MoE: ``experts`` per MoE layer (0: dense), each token routed to ``top_k``; layer ``i`` is MoE
         when ``i % moe_every == moe_offset``; expert buffer rows scale with ``capacity_factor``.
+    expert_bias
+        MoE: the experts' two projections have biases (GPT-OSS: ``gate_up_proj_bias``, ``down_proj_bias``).
+        The first is added in its grouped GEMM's epilogue; the second, weighted by each row's routing
+        probability, by a loop over the local experts where the stack runs one
+        (:attr:`workloads.frameworks.FrameworkProfile.moe_bias_per_expert`), else in the epilogue too.
     moe_host_sync
         MoE: the dispatcher copies its token counts to the host and waits for them (Megatron-Core's dropless
         dispatchers); the ``moe_dispatch`` op carries ``host_sync`` (a synchronisation point of the step).
@@ -195,6 +200,7 @@ class TransformerConfig:
     moe_dispatch: str = "sparse"
     moe_routing: str = "uniform"
     moe_host_sync: bool = False
+    expert_bias: bool = False
     relative_buckets: int = 32
     shared_d_ff: int = 0
     dense_d_ff: int = 0
@@ -240,6 +246,9 @@ class TransformerConfig:
             problems.append("kv_lora_rank: latent attention needs head_dim, rope_head_dim >= 1, v_head_dim >= 1 and "
                             f"pos 'rope'; got head_dim {self.head_dim}, rope_head_dim {self.rope_head_dim}, "
                             f"v_head_dim {self.v_head_dim}, pos {self.pos!r}")
+        if self.expert_bias is not False and (self.expert_bias is not True or not self.experts):
+            problems.append(f"expert_bias: got {self.expert_bias!r}; expected true or false, true only on an MoE "
+                            "model (experts > 0)")
         for f in ("shared_d_ff", "dense_d_ff", "first_dense"):
             v = getattr(self, f)
             if not isinstance(v, int) or v < 0 or (v and not self.experts):
@@ -454,6 +463,9 @@ class _Build:
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
+        self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
+        #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
+        self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -842,10 +854,11 @@ class _Build:
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
-            sync = {"host_sync": True} if cfg.moe_host_sync else {}  # the host waits for the token counts
+            sync, after = self.dispatch_sync(ep)
             buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
-                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup)
+                buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup,
+                           **after)
                 buf = self.sort_by_local_expert(buf, ep, le, cap, d)
             n1 = 2 * ff if cfg.gated else ff
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
@@ -858,6 +871,8 @@ class _Build:
                 a = self.ew(cfg.mlp, hid, name="act")
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
                      tokens=routed, experts_active=active_local, **tiles)
+            if cfg.expert_bias and self.bias_loop:
+                y = self.expert_bias_loop(y, wts, le, d)
             if ep > 1:
                 y = self.restore_source_order(y, ep, le, cap, d)
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
@@ -865,6 +880,37 @@ class _Build:
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def dispatch_sync(self, ep: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Attributes of the dispatch and of its all-to-all: with ``moe_host_sync`` the dispatch is where the
+        host waits for the token counts (``host_sync``), and with expert parallelism both stand for the
+        dispatcher's framework ops beside them: those before the wait, issued before the dispatch
+        (``host_ops``), and those after it, issued after the all-to-all (``host_ops_after``;
+        :attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_host_ops`, counted for ``ep > 1``)."""
+        if not self.cfg.moe_host_sync:
+            return {}, {}
+        before, after = self.dispatch_host.get(self.cfg.moe_dispatch, (0, 0)) if ep > 1 else (0, 0)
+        return ({"host_sync": True, **({"host_ops": before} if before else {})},
+                {"host_ops_after": after} if after else {})
+
+    def expert_bias_loop(self, y: TensorSpec, wts: TensorSpec, le: int, d: int) -> TensorSpec:
+        """The second expert GEMM's bias as Megatron-Core's ``TEGroupedMLP._apply_bias`` adds it: for each
+        local expert ``t + b * p`` over its rows (``b`` the expert's bias, ``p`` the rows' routing
+        probabilities), then ``torch.cat`` of the experts' rows: a multiply and an add of the expert's rows
+        each (``le`` kernels apiece, issued from Python: ``host_ops``) and one copy of every row. The
+        probabilities are the router's weights in the rows' order (the same count of rows, dropless)."""
+        b = self.b
+        rows = y.shape[1]
+        if wts.numel == le * rows:
+            p = self.reshape(wts, (le, rows, 1), "expert_row_probs")
+        else:  # capacity-padded slots: the weights gathered into slot order (the dispatcher's permuted probs)
+            p = b.op("generic", [wts], name="expert_row_probs", op_type="gather", output_shapes=[(le, rows, 1)],
+                     output_dtypes=[wts.dtype.value])
+        loop = {"host_ops": le - 1} if le > 1 else {}
+        bias = self.w("experts.b_out", (le, 1, d))
+        bp = b.op("elementwise", [bias, p], name="expert_bias_scale", op="mul", **loop)
+        y = b.op("elementwise", [y, bp], name="expert_bias_add", op="add", **loop)
+        return b.op("elementwise", [y], name="expert_bias_cat", op="copy")
 
     def sort_by_local_expert(self, buf: TensorSpec, ep: int, le: int, cap: int, d: int) -> TensorSpec:
         """The dispatch all-to-all's output (source rank, local expert, rows) as the experts read it: one block

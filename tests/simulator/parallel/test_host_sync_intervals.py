@@ -8,7 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from simulator.parallel.host_sync import host_per_kernel_s, host_sync_ops, sync_interval_excess
+from simulator.parallel.host_sync import (
+    host_per_kernel_s,
+    host_sync_ops,
+    interval_time,
+    sync_interval_excess,
+)
 
 
 def _rec(time_us: float, kernels: int, group: str = "layers.0") -> SimpleNamespace:
@@ -16,30 +21,65 @@ def _rec(time_us: float, kernels: int, group: str = "layers.0") -> SimpleNamespa
 
 
 def test_host_bound_intervals_by_hand():
-    # ops A, S (the sync), B in the forward pass (forward_ops 3), C in the backward pass; 20 us per kernel
-    # interval 1 = [A, S]: G = 10 + 5 = 15 us, H = (1 + 1) x 20 = 40 us -> 25 us more, all forward
-    # interval 2 = [B, C]: G = 10 + 40 = 50 us, H = (3 + 2) x 20 = 100 us -> 50 us more: forward 10/50 of it
-    # (10 us), backward 40/50 (40 us); one sync of 5.8 us charged to the forward pass
+    # ops A, S (the sync), B in the forward pass (forward_ops 3), C in the backward pass; 20 us per kernel;
+    # each kernel starts at the later of its issue and the end of the one before (the GPU idle at a sync)
+    # interval 1 = [A, S]: A issued at 20, runs 20-30; S issued at 40, runs 40-45: 45 us for G = 15 -> +30
+    # interval 2 = [B (3 kernels of 3.33 us), C (2 of 20 us)]: B's kernels issued at 20, 40, 60, the last
+    # ends at 63.3; C's at 80 and 100, ending 100 and 120: 120 us for G = 50 -> +70, forward 10/50 of it
+    # (14 us), backward 40/50 (56 us); one sync of 5.8 us charged to the forward pass
     recs = [_rec(10, 1), _rec(5, 1), _rec(10, 3), _rec(40, 2)]
     f, b = sync_interval_excess(recs, [1], 3, 20e-6, 5.8e-6)
-    assert f == pytest.approx((25 + 10 + 5.8) * 1e-6)
-    assert b == pytest.approx(40e-6)
+    assert f == pytest.approx((30 + 14 + 5.8) * 1e-6)
+    assert b == pytest.approx(56e-6)
 
 
-def test_gpu_bound_intervals_pay_only_the_round_trip():
-    # two syncs; every interval's GPU time exceeds its host issue time (1 kernel x 20 us against 100 us)
+def test_gpu_bound_intervals_pay_the_round_trip_and_the_first_issue():
+    # two syncs; every op's GPU time (100 us) exceeds its host issue time (1 kernel x 20 us): after each sync
+    # the GPU waits only for the first op's issue, 20 us, then runs back to back
     recs = [_rec(100, 1), _rec(100, 1), _rec(100, 1), _rec(100, 1)]
     f, b = sync_interval_excess(recs, [0, 2], 2, 20e-6, 5.8e-6)
-    assert (f, b) == (pytest.approx(2 * 5.8e-6), 0.0)
+    # intervals [0] (forward), [1, 2] (half forward, half backward by G), [3] (backward): 20 us each
+    assert f == pytest.approx((20 + 10) * 1e-6 + 2 * 5.8e-6)
+    assert b == pytest.approx((10 + 20) * 1e-6)
+
+
+def test_a_run_of_cheap_kernels_is_exposed_although_the_interval_is_gpu_bound():
+    # G = 200 us against H = 5 x 20 = 100 us: max(H, G) would add nothing. The four tiny kernels issued after
+    # the long one wait for nothing but the host (issued by 100 us, the long kernel ended at 220), so the
+    # interval takes 20 + 200 = 220 us; issued before it, they hold the long kernel back to 80 + 20 ...
+    assert interval_time([(20e-6, 200e-6, 1)] + [(20e-6, 0.0, 1)] * 4) == pytest.approx(220e-6)
+    assert interval_time([(20e-6, 0.0, 1)] * 4 + [(20e-6, 200e-6, 1)]) == pytest.approx(300e-6)
+    # a view takes host time only; a 3-kernel op of 30 us host, 3 us GPU: host-bound, ends 3 x 10 + 1
+    assert interval_time([(5e-6, 0.0, 0), (30e-6, 3e-6, 3)]) == pytest.approx(5e-6 + 31e-6)
+
+
+def test_host_only_ops_are_issued_before_their_op():
+    # the router stands for 2 framework ops more than its kernel (host_ops): 3 x 20 us of issue before a
+    # 10 us kernel, in an interval of its own
+    recs = [_rec(10, 1), _rec(10, 1)]
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, host_ops=(2, 0))
+    assert f == pytest.approx((70 - 10) * 1e-6 + (30 - 10) * 1e-6)
+
+
+def test_host_only_ops_after_an_op_follow_its_kernels():
+    # a 100 us kernel then 2 host-only ops issued after it (host_ops (0, 2)): issue at 20, run 20-120; the
+    # two ops are issued by 60 and wait for the kernel: the interval ends at 120, 20 us over its G; the
+    # second interval, one 10 us kernel, waits 20 us for its issue
+    recs = [_rec(100, 1), _rec(10, 1)]
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, host_ops=((0, 2), 0))
+    assert f == pytest.approx((20 + 20) * 1e-6)
+    # issued before it instead, they hold the kernel back by their 40 us: 160 us for G = 100
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, host_ops=((2, 0), 0))
+    assert f == pytest.approx((60 + 20) * 1e-6)
 
 
 def test_no_sync_adds_nothing_and_the_optimizer_is_left_out():
     recs = [_rec(1, 5), _rec(1, 5)]
     assert sync_interval_excess(recs, [], 1, 20e-6, 5.8e-6) == (0.0, 0.0)
-    # the optimizer's 50 kernels would make the last interval host-bound; they are skipped
+    # the optimizer's 50 kernels (1,000 us of issue) are skipped: each interval pays only its first issue
     recs = [_rec(100, 1), _rec(100, 1), _rec(10, 50, group="optimizer")]
     f, b = sync_interval_excess(recs, [0], 1, 20e-6, 0.0, skip=lambda r: r.group == "optimizer")
-    assert (f, b) == (0.0, 0.0)
+    assert (f, b) == (pytest.approx(20e-6), pytest.approx(20e-6))
 
 
 def test_host_per_kernel_is_the_eager_op_time_or_the_launch_floor():
@@ -66,20 +106,26 @@ def test_moe_dispatch_carries_the_sync_only_when_the_plan_says_so():
         assert all(sg.graph.ops[i].kind == "moe_dispatch" and i < sg.forward_ops for i in syncs)
 
 
-def test_gpu_bound_step_adds_one_round_trip_per_moe_layer():
-    # Qwen3-30B-A3B's layers at 4096 tokens on one H100 under the megatron-core stack: every sync interval
-    # takes longer on the GPU than its kernels x 20 us of host issue time, so each of the 2 MoE layers'
-    # syncs adds efficiency.host_sync_s = 5.8 us to the one-microbatch step
+def test_each_gpu_bound_moe_layer_adds_a_round_trip_and_one_issue():
+    # Qwen3-30B-A3B's layers at 4096 tokens on one H100 under the megatron-core stack: each sync interval
+    # between two MoE layers' syncs is GPU-bound from its first kernel on, so it waits only for that kernel's
+    # issue (one framework op, 20 us) after the sync's round trip (efficiency.host_sync_s = 5.8 us): a third
+    # MoE layer adds 25.8 us more to what the syncs add to the one-microbatch step
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
     hw = load_hardware("h100-sxm5-80gb")
-    lat = [evaluate_plan(_two_layer_moe(), hw, ParallelPlan(microbatch=1, moe_host_sync=flag),
-                         profile_options("megatron-core"), train=True, seq=4096, dtype="bf16",
-                         framework="megatron-core").latency_s for flag in (False, True)]
-    assert lat[1] - lat[0] == pytest.approx(2 * 5.8e-6, rel=1e-6)
+
+    def added(layers: int) -> float:
+        cfg = dataclasses.replace(_two_layer_moe(), layers=layers)
+        lat = [evaluate_plan(cfg, hw, ParallelPlan(microbatch=1, moe_host_sync=flag),
+                             profile_options("megatron-core"), train=True, seq=4096, dtype="bf16",
+                             framework="megatron-core").latency_s for flag in (False, True)]
+        return lat[1] - lat[0]
+
+    assert added(3) - added(2) == pytest.approx(20e-6 + 5.8e-6, rel=1e-6)
 
 
 def test_hopper_sync_round_trip_is_the_sourced_figure():
@@ -93,3 +139,24 @@ def test_a_non_boolean_moe_host_sync_is_refused():
 
     with pytest.raises(PlanError, match="moe_host_sync: got 'yes'; expected true or false"):
         ParallelPlan(moe_host_sync="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("dispatch", "before", "after"), [("sparse", 12, 1), ("hybridep", None, 1)])
+def test_the_dispatchers_framework_ops_ride_on_the_dispatch(dispatch, before, after):
+    # Megatron-Core's alltoall dispatcher at EP 8: 8 count ops and 4 host copies before the wait, the
+    # probabilities' all-to-all after it; HybridEP: only the sum of the received counts after it
+    from workloads.parallel import ParallelPlan, plan_graphs
+
+    plan = ParallelPlan(microbatch=1, ep=8, dp=8, moe_host_sync=True, moe_dispatch=dispatch)
+    (sg,) = plan_graphs(_two_layer_moe(), plan, seq=512, train=True, framework="megatron-core")
+    fwd = sg.graph.ops[:sg.forward_ops]
+    dispatch_ops = [op for op in fwd if op.kind == "moe_dispatch"]
+    a2a = [op for op in fwd if op.name.endswith("dispatch_all_to_all")]
+    assert len(dispatch_ops) == len(a2a) == 2
+    assert all(op.attrs.get("host_ops") == before and op.attrs["host_sync"] for op in dispatch_ops)
+    assert all(op.attrs.get("host_ops_after") == after and "host_ops" not in op.attrs for op in a2a)
+    # no host sync, or no expert parallelism: nothing rides on them
+    for p in (ParallelPlan(microbatch=1, ep=8, dp=8, moe_dispatch=dispatch),
+              ParallelPlan(microbatch=1, moe_host_sync=True, moe_dispatch=dispatch)):
+        (sg,) = plan_graphs(_two_layer_moe(), p, seq=512, train=True, framework="megatron-core")
+        assert not any("host_ops" in op.attrs or "host_ops_after" in op.attrs for op in sg.graph.ops)
