@@ -23,7 +23,8 @@ def _uuid7_day(hex48: str) -> datetime.date:
 
 
 def test_build_dates_from_the_pipeline_job_ids():
-    # build 4068's job id 01908bf6-e6e6-... (vLLM README, July 2024); build 8532's 0191bbbf-c603-... (issue #8176)
+    # build 4068: job id 01908bf6-e6e6-... (public benchmark notes; the vLLM README linked the build in July 2024);
+    # build 8532: job id 0191bbbf-c603-... (the artifact link in vllm-project/vllm issue #8176)
     d4068, d8532 = _uuid7_day("01908bf6e6e6"), _uuid7_day("0191bbbfc603")
     assert (d4068, d8532) == (datetime.date(2024, 7, 7), datetime.date(2024, 9, 4))
     per_day = (8532 - 4068) / (d8532 - d4068).days
