@@ -213,7 +213,9 @@ def test_settings_column_is_read_and_checked(one_row_csv):
     assert dict(rows["srv-003"].settings) == {"scheduler_steps": 10, "mixed_prefill": False, "max_num_seqs": 256,
                                               "max_batched_tokens": 4096, "arrival_seed": 1}  # vLLM 0.6.0 (its defaults)
     assert dict(rows["srv-001"].settings) == {"mixed_prefill": False, "arrival_seed": 1}  # SGLang 0.3.0, sglang client
-    assert dict(rows["srv-052"].settings) == {"arrival_seed": 0}  # vLLM main (V1), vLLM's client
+    # vLLM main of September 2024 (V0; its server's defaults for Llama 3 70B), vLLM's client
+    assert dict(rows["srv-052"].settings) == {"arrival_seed": 0, "mixed_prefill": False, "max_num_seqs": 256,
+                                              "max_batched_tokens": 8192}
     # trtllm-bench's limits for Llama 3.1 8B FP8 on an H200 (in the notes and the settings): KV tokens =
     # (143,771 MiB - 8.03e9 B) x 0.95 / 64 KiB per token = 2.07e6 -> 8,081 requests of 256 tokens at 128/128 -> batch
     # min(8081, 4096) = 4096, tokens min(4096 x 2, 32768) = 8192; at 2048/128 (2,176 tokens a request): 951 -> 1024
@@ -224,7 +226,8 @@ def test_settings_column_is_read_and_checked(one_row_csv):
                                               "free_gpu_memory_fraction": 0.95}  # the guide's KV fraction
     assert "max_batch_size 1024, max_num_tokens 16384" in rows["srv-076"].notes
     assert dict(rows["srv-076"].settings)["max_batched_tokens"] == 16384 and rows["srv-076"].scheduler == "orca"
-    assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main (CI build 9513)") == "vllm"
+    assert engine_profile("vllm", "0.6.0") == "vllm-v0" and engine_profile("vllm", "main") == "vllm"
+    assert engine_profile("vllm", rows["srv-052"].engine_version) == "vllm-v0"
     assert engine_profile("tensorrt-llm", "1.0 (PyTorch backend)") == "trt-llm-pytorch"
     assert engine_profile("nim", "1.8.0") == "trt-llm"
     f = one_row_csv("bad.csv", settings="scheduler_step=10")
