@@ -98,7 +98,18 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
         cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
-        return float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
+        gpu_s = float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
+    return gpu_s + engine_step_host_s(m, profile)
+
+
+def engine_step_host_s(m: Measurement, profile: Any) -> float:
+    """Host time a serving engine adds to each decode step of a row: the profile's
+    ``iteration_host_s + iteration_host_per_seq_s x batch``, serial with the step's kernels as
+    :meth:`simulator.serving.iteration.IterationPricer.host_time` charges it (a V0 vLLM engine schedules and
+    prepares the next step's inputs on the critical path); 0 for other phases and for profiles without it."""
+    if m.phase != "decode":
+        return 0.0
+    return float(profile.iteration_host_s) + float(profile.iteration_host_per_seq_s) * int(m.batch or 1)
 
 
 def validate_frameworks(path: str | Path | None = None, *, progress: bool | None = None) -> dict[str, Any]:
