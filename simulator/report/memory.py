@@ -158,7 +158,10 @@ def fsdp_stream_pool_bytes(largest_group_bytes: float, reduce_scale: float, shar
     ``foreach_reduce`` the sharded ``reduce_output`` (the group's gradient in the fp32 ``reduce_dtype``,
     ``1/shard`` of it) under ``reduce_scatter_stream``. Each is freed after its copy-out, and its block
     stays in its stream's pool: the largest group's size, once per stream (the unsharded copies the
-    default stream holds are ``buffers.fsdp_*``). ``reduce_scale``: fp32 bytes per 16-bit parameter byte."""
+    default stream holds are ``buffers.fsdp_*``). The reduce-scatter input is the default stream's in the
+    stored late-2024 ``_fsdp_collectives.py`` (allocated before ``reduce_scatter_stream`` is entered; earlier
+    versions allocated it on that stream, which would leave the whole fp32 input reserved there): PyTorch at
+    the rows' 1963fc8 was not read. ``reduce_scale``: fp32 bytes per 16-bit parameter byte."""
     return {"fsdp_all_gather_stream": float(largest_group_bytes),
             "fsdp_reduce_scatter_stream": float(largest_group_bytes) * reduce_scale / max(1, shard)}
 
