@@ -870,7 +870,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
-    out["reserve"] = M.allocator_rounding_bytes(tensors) if gpu else 0.0
+    pools = _fsdp_stream_pools(plan, shard, units, wbytes) if train and gpu else {}
+    out.update({f"reserve.{k}": v for k, v in pools.items()})
+    out["reserve"] = (M.allocator_rounding_bytes(tensors) + sum(pools.values())) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
     return out
@@ -1012,9 +1014,9 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     extra: dict[str, float] = {}
     if plan.fsdp:
         master = 4.0 * n if wbytes < 4 else 0.0  # the graph's optimizer state holds a master copy
-        top = sorted(units.values(), reverse=True)
-        extra["fsdp_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
-        extra["fsdp_reduce_scatter"] = (top[0] / wbytes * 4.0 if top else 0.0) if shard > 1 else 0.0
+        root, blocks = _fsdp_groups(units)
+        extra["fsdp_unsharded_params"] = root + sum(blocks[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
+        extra["fsdp_reduce_scatter"] = (blocks[0] if blocks else root) / wbytes * 4.0 if shard > 1 else 0.0
         if plan.pp > 1 and shard > 1:
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
@@ -1025,6 +1027,28 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         extra["zero3_unsharded_params"] = sum(top[:M.FSDP_UNSHARDED_IN_FLIGHT])
     return (params / shard if zero >= 3 else params, g / shard if zero >= 2 else g,
             opt / shard if zero >= 1 else opt, extra)
+
+
+def _fsdp_groups(units: Mapping[str, float]) -> tuple[float, list[float]]:
+    """(16-bit bytes of the root group, of each block group, largest first) as torchtitan wraps a model in
+    FSDP2: ``fully_shard`` on every transformer block, then on the whole model (``apply_fsdp``,
+    torchtitan/parallelisms/parallelize_llama.py @ 9dec370), so the modules outside the blocks (embedding,
+    final norm, output projection) are one root group."""
+    from workloads.recompute import layer_key
+
+    blocks = sorted((v for k, v in units.items() if layer_key(k) == k), reverse=True)
+    return sum(v for k, v in units.items() if layer_key(k) != k), blocks
+
+
+def _fsdp_stream_pools(plan: ParallelPlan, shard: int, units: Mapping[str, float], wbytes: float) -> dict[str, float]:
+    """Bytes the caching allocator keeps reserved in FSDP2's side streams (``reserve.*`` of the breakdown;
+    :func:`~simulator.report.memory.fsdp_stream_pool_bytes`); none without FSDP sharding."""
+    from simulator.report import memory as M
+
+    if not plan.fsdp or shard <= 1 or not units:
+        return {}
+    root, blocks = _fsdp_groups(units)
+    return M.fsdp_stream_pool_bytes(max([root, *blocks]), 4.0 / wbytes, shard)
 
 
 def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str, float]:
@@ -1048,7 +1072,14 @@ def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str,
 #: Under torch.compile (a profile's ``compiled_loss``: torchtitan compiles ``cross_entropy_loss`` with ``--compile``
 #: since 2025-04-02) Inductor fuses the upcast, log-softmax and NLL and their backward: the 16-bit logits and their
 #: 16-bit gradient only, 4 bytes.
-LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0, "pytorch-compiled": 4.0}
+#: With tensor parallelism torchtitan runs the eager loss under ``loss_parallel()`` (``ParallelDims.loss_parallel_enabled``:
+#: ``tp > 1`` unless ``--training.disable_loss_parallel``; ``get_train_context``, torchtitan/utils.py @ 9dec370) on the
+#: vocabulary-sharded logits; DTensor's handlers (torch/distributed/tensor/parallel/loss.py) replace the aten kernels:
+#: the forward keeps the fp32 log-softmax ``result``; the backward ``_nll_loss_and_log_softmax_backward`` computes
+#: ``(grad_input + torch.exp(x)) * grad_output`` with ``grad_input = torch.zeros_like(x)``: the saved result, the zeros,
+#: the sum and the product (or ``exp(x)`` before it) are four fp32 tensors at once, 16 bytes, where the bf16 logits are
+#: already freed (``del pred`` before ``loss.backward()``, train.py @ 9dec370).
+LOSS_PEAK_BYTES_PER_LOGIT = {"pytorch": 12.0, "megatron": 6.0, "pytorch-compiled": 4.0, "pytorch-loss-parallel": 16.0}
 
 
 def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
@@ -1062,6 +1093,21 @@ def _fp32_loss_bytes(g: OpGraph, stack: str) -> float:
             if size >= 4:
                 return 0.0
             return max(0.0, float(x.numel) * (LOSS_PEAK_BYTES_PER_LOGIT[stack] - 2.0 * size))
+    return 0.0
+
+
+def _saved_head_gather_bytes(g: OpGraph) -> float:
+    """Bytes PyTorch's tensor parallelism keeps of the output projection's all-gathered input beyond the
+    local shard the graph keeps. torchtitan parallelises the head with ``ColwiseParallel(input_layouts=Shard(1))``
+    (``apply_tp``, torchtitan/parallelisms/parallelize_llama.py @ 9dec370), whose input hook redistributes the
+    sequence-sharded norm output to ``Replicate()`` (torch/distributed/tensor/parallel/style.py
+    ``ColwiseParallel._prepare_input_fn``); ``F.linear`` then saves that gathered input for its weight
+    gradient, from the head's forward through the loss to its backward (outside any checkpointed block).
+    Megatron-LM gathers it again in the backward instead (the graph's ``recompute_in_backward``)."""
+    for op in g.ops:
+        if (op.kind == "all_gather" and op.attrs.get("recompute_in_backward") and op.group.startswith("lm_head")
+                and "@recompute" not in op.name and ".bwd" not in op.name):
+            return max(0.0, float(op.outputs[0].nbytes - op.inputs[0].nbytes))
     return 0.0
 
 
@@ -1146,8 +1192,13 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
         stack = "pytorch" if plan.fsdp else "megatron"  # FSDP plans stand for PyTorch (torchtitan); others Megatron-LM
         if stack == "pytorch" and _loss_compiled(sgs[0][0].graph):
             stack = "pytorch-compiled"
+        elif stack == "pytorch" and plan.tp > 1:
+            stack = "pytorch-loss-parallel"  # torchtitan's eager loss under loss_parallel()
         work += max(sg.graph.memo(f"fp32_loss_bytes.{stack}", lambda g=sg.graph: _fp32_loss_bytes(g, stack))
                     for sg, _ in sgs)
+        if stack != "megatron":  # PyTorch's DTensor head keeps its gathered input
+            work += max(sg.graph.memo("saved_head_gather_bytes", lambda g=sg.graph: _saved_head_gather_bytes(g))
+                        for sg, _ in sgs)
     fused = [_fused_unsaved(sg) for sg, _ in sgs]
     work -= max((f[0] for f in fused), default=0.0)
     stash = sum(gc.stash_bytes for _, gc in sgs) - sum(f[1] for f in fused)

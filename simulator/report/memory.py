@@ -11,7 +11,7 @@ from workloads.ir import OpGraph, Role
 
 __all__ = ["check_memory", "peak_activation_bytes", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
            "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
-           "FSDP_UNSHARDED_IN_FLIGHT"]
+           "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes"]
 
 
 def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
@@ -142,6 +142,28 @@ ALLOCATOR_ROUND_LARGE_BYTES = 2 * 2**20
 #: all-gather while the current module runs, and ``reshard_after_forward=True`` frees a module's
 #: unsharded parameters after its forward; FSDP2 RFC pytorch/pytorch#114299).
 FSDP_UNSHARDED_IN_FLIGHT = 2
+
+
+def fsdp_stream_pool_bytes(largest_group_bytes: float, reduce_scale: float, shard: int) -> dict[str, float]:
+    """What FSDP2's side streams leave reserved in the caching allocator (bytes by stream), beyond the
+    tensors the default stream holds.
+
+    The allocator reuses a freed block only for an allocation on the stream it was allocated on
+    (c10/cuda/CUDACachingAllocator.cpp: ``BlockComparatorSize`` orders a pool by stream first and
+    ``get_free_block`` takes a block of the requesting stream only; with ``expandable_segments:True``,
+    which torchtitan's run_llama_train.sh sets, each stream maps its own segment and unmaps nothing until
+    ``empty_cache`` or an allocation retry). FSDP2 allocates two buffers per group off the default stream
+    (torch/distributed/_composable/fsdp/_fsdp_collectives.py): ``foreach_all_gather`` the flat
+    ``all_gather_output`` (the group's unsharded 16-bit parameters) under ``all_gather_copy_in_stream``, and
+    ``foreach_reduce`` the sharded ``reduce_output`` (the group's gradient in the fp32 ``reduce_dtype``,
+    ``1/shard`` of it) under ``reduce_scatter_stream``. Each is freed after its copy-out, and its block
+    stays in its stream's pool: the largest group's size, once per stream (the unsharded copies the
+    default stream holds are ``buffers.fsdp_*``). The reduce-scatter input is the default stream's in the
+    stored late-2024 ``_fsdp_collectives.py`` (allocated before ``reduce_scatter_stream`` is entered; earlier
+    versions allocated it on that stream, which would leave the whole fp32 input reserved there): PyTorch at
+    the rows' 1963fc8 was not read. ``reduce_scale``: fp32 bytes per 16-bit parameter byte."""
+    return {"fsdp_all_gather_stream": float(largest_group_bytes),
+            "fsdp_reduce_scatter_stream": float(largest_group_bytes) * reduce_scale / max(1, shard)}
 
 
 def nccl_buffer_bytes(communicators: int) -> float:

@@ -138,7 +138,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
-    "fsdp": (0.26923877211283376, 791.7541668471308, 15589261314.0, 'af7f2867234980c1', '55f9fd0fce180fdf'),
+    # (fsdp's memory re-recorded when FSDP2's root group stayed unsharded beside two blocks, its side streams'
+    # buffers stayed reserved and the eager loss ran under loss_parallel(): 15589261314 -> 16310177794 bytes;
+    # its JSON digest with the reserve.fsdp_* keys)
+    "fsdp": (0.26923877211283376, 791.7541668471308, 16310177794.0, '60c51e832fb5c0bd', '55f9fd0fce180fdf'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
