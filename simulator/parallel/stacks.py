@@ -280,16 +280,19 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
+    out = dict(breakdown)
     if profile.stack == "xla-spmd" and 1 < plan.shard_group < plan.dp * plan.cp:  # data parallel over FSDP groups
         step = _replicated_shard_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"],
                                          collective_times)
+        # every replica updates its FSDP group's shard (the optimizer state is sharded over fsdp only, as the
+        # parameters are): the generic composition's update over dp x cp ranks, times the replicas
+        out["optimizer_s"] = breakdown["optimizer_s"] * (plan.dp * plan.cp / plan.shard_group)
     else:
         step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
-    out = dict(breakdown)
     comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
     out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
                fsdp_copy_out_s=step.copy_s, fsdp_gather_s=step.gather_s)
-    return pipe.step_s + step.tail_s + breakdown["optimizer_s"], out
+    return pipe.step_s + step.tail_s + out["optimizer_s"], out
 
 
 def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,

@@ -46,6 +46,9 @@ def test_two_slices_gather_in_the_slice_and_all_reduce_the_fp32_shard_over_dcn()
     assert two.breakdown["fsdp_gather_s"] == pytest.approx(one.breakdown["fsdp_gather_s"], rel=1e-12)
     assert two.breakdown["dp_sync_s"] - one.breakdown["dp_sync_s"] == pytest.approx(ar, rel=1e-6)
     assert two.breakdown["dp_sync_exposed_s"] - one.breakdown["dp_sync_exposed_s"] == pytest.approx(ar / 33, rel=1e-6)
+    # each slice updates its own 1/256 shard of the optimizer state, as one slice does
+    assert two.breakdown["optimizer_s"] == pytest.approx(one.breakdown["optimizer_s"], rel=1e-12)
+    assert two.latency_s - one.latency_s == pytest.approx(ar / 33, rel=1e-6)
 
 
 def test_more_slices_move_the_ring_share_toward_twice_the_shard() -> None:
