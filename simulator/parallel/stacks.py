@@ -24,10 +24,13 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
 ``"xla-spmd"`` -- MaxText on TPUs: XLA's SPMD partitioner issues the same all-gathers and
     reduce-scatters as asynchronous collectives that its latency-hiding scheduler overlaps with the
     layer's matmuls; the gathered weights are consumed in place (no copy-out kernel). MaxText keeps its
-    parameters in float32 (``weight_dtype: float32`` in ``configs/base.yml``; matmuls run in
-    ``dtype: bfloat16``), so the gradients are reduce-scattered in float32: the profile's
-    ``grad_reduce_dtype``. The all-gather is priced at the compute dtype (the cast to bfloat16 is
-    elementwise on the local shard, ahead of the gather). Exposed as for FSDP2.
+    parameters in float32 (``weight_dtype: float32`` in ``configs/base.yml``) but casts each kernel to
+    ``dtype: bfloat16`` before its ``lax.dot_general`` (``DenseGeneral``, MaxText/layers/linears.py), so the
+    weight gradient is a bfloat16 dot whose partial sums the SPMD partitioner reduces where the dot is
+    partitioned, before the transpose of the cast widens them to float32: the reduce-scatter moves bf16
+    (MaxText's sharding guide counts the gradient all-reduce as bf16 too), the profile's ``grad_reduce_dtype``.
+    The all-gather is likewise priced at the compute dtype (the cast is elementwise on the local shard,
+    ahead of the gather). Exposed as for FSDP2.
 
 ``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
     buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
