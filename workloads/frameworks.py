@@ -136,9 +136,13 @@ _MAXTEXT = ("AI-Hypercomputer/maxtext MaxText/layers/attentions.py (attention_ke
             "the FSDP all-gathers and reduce-scatters as asynchronous collectives that the latency-hiding scheduler "
             "overlaps with the layer's matmuls")
 _MAXTEXT_DTYPES = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml @ 000e93554a02 (2024): 'dtype: \"bfloat16\"' "
-                   "(activations and matmuls) and 'weight_dtype: float32' (the parameters, hence their gradients and "
-                   "the AdamW state, are float32): the SPMD reduce-scatter of the gradients over the fsdp axes and "
-                   "their all-reduce over the DCN data axis move float32; none of the stated recipes overrides "
+                   "(activations and matmuls) and 'weight_dtype: float32' (the parameters, their gradients and the AdamW "
+                   "state are float32); MaxText/layers/linears.py DenseGeneral @ 76bd53b0f (and src/MaxText/layers/linears.py "
+                   "@ 3eb77db3c): 'kernel = jnp.asarray(kernel, self.dtype)' then lax.dot_general with no "
+                   "preferred_element_type, so each weight gradient is a bfloat16 dot whose partial sums the SPMD "
+                   "partitioner reduces (reduce-scatter over the fsdp axes, all-reduce over the DCN data axis) before "
+                   "the cast's transpose widens them to float32; MaxText docs/guides/optimization/sharding.md, 'DP "
+                   "Arithmetic Intensity': 'All reduce size of params (bf16)'. None of the stated recipes overrides "
                    "weight_dtype except where a row says so")
 _MEGABLOX = ("AI-Hypercomputer/maxtext src/MaxText/configs/base.yml @ 3eb77db3c: 'megablox: True', 'sparse_matmul: True', "
              "'tile_batch_seq: 512' (the m tile of the Megablox grouped matmul; tile_embed_dim and tile_mlp_dim 1024); "
@@ -576,13 +580,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
-                     "collectives overlapped by XLA's scheduler, float32 parameters and gradient reduction",
+                     "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="fp32", grouped_gemm_tile_rows=512),
+                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
-                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="fp32", tp_comm_overlap=True,
+                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512),
 )}
 

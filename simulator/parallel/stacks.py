@@ -24,10 +24,13 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
 ``"xla-spmd"`` -- MaxText on TPUs: XLA's SPMD partitioner issues the same all-gathers and
     reduce-scatters as asynchronous collectives that its latency-hiding scheduler overlaps with the
     layer's matmuls; the gathered weights are consumed in place (no copy-out kernel). MaxText keeps its
-    parameters in float32 (``weight_dtype: float32`` in ``configs/base.yml``; matmuls run in
-    ``dtype: bfloat16``), so the gradients are reduce-scattered in float32: the profile's
-    ``grad_reduce_dtype``. The all-gather is priced at the compute dtype (the cast to bfloat16 is
-    elementwise on the local shard, ahead of the gather). Exposed as for FSDP2.
+    parameters in float32 (``weight_dtype: float32`` in ``configs/base.yml``) but casts each kernel to
+    ``dtype: bfloat16`` before its ``lax.dot_general`` (``DenseGeneral``, MaxText/layers/linears.py), so the
+    weight gradient is a bfloat16 dot whose partial sums the SPMD partitioner reduces where the dot is
+    partitioned, before the transpose of the cast widens them to float32: the reduce-scatter moves bf16
+    (MaxText's sharding guide counts the gradient all-reduce as bf16 too), the profile's ``grad_reduce_dtype``.
+    The all-gather is likewise priced at the compute dtype (the cast is elementwise on the local shard,
+    ahead of the gather). Exposed as for FSDP2.
 
 ``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
     buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "apply_stack",
-           "profile_options", "get_stack_profile"]
+           "profile_options", "get_stack_profile", "pipelined_reduce_exposed"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
@@ -280,12 +283,19 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
-    step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
     out = dict(breakdown)
+    if profile.stack == "xla-spmd" and 1 < plan.shard_group < plan.dp * plan.cp:  # data parallel over FSDP groups
+        step = _replicated_shard_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"],
+                                         collective_times)
+        # every replica updates its FSDP group's shard (the optimizer state is sharded over fsdp only, as the
+        # parameters are): the generic composition's update over dp x cp ranks, times the replicas
+        out["optimizer_s"] = breakdown["optimizer_s"] * (plan.dp * plan.cp / plan.shard_group)
+    else:
+        step = _sharded_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"], collective_times)
     comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
     out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
                fsdp_copy_out_s=step.copy_s, fsdp_gather_s=step.gather_s)
-    return pipe.step_s + step.tail_s + breakdown["optimizer_s"], out
+    return pipe.step_s + step.tail_s + out["optimizer_s"], out
 
 
 def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
@@ -313,3 +323,61 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,
                         compute_s=compute_s, gather_once_s=coll[("all_gather", w)],
                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)
+
+
+def pipelined_reduce_exposed(reduce_s: float, units: int, backward_s: float) -> float:
+    """Seconds of a data-parallel all-reduce that the backward pass cannot hide when XLA pipelines it
+    across the iterations of the scanned layers (each layer's all-reduce started in its backward
+    iteration and finished during the next ones): the last unit's share, which has no backward left
+    behind it, plus whatever the rest needs beyond the backward pass.
+
+    >>> pipelined_reduce_exposed(0.4, 4, 1.0)   # 0.1 after the loop; 0.3 hidden behind 1.0 s
+    0.1
+    >>> round(pipelined_reduce_exposed(4.0, 4, 1.0), 6)   # 1.0 + the 2.0 s backlog
+    3.0
+    """
+    if units < 1:
+        raise ValueError(f"units: got {units}; expected 1 or more")
+    last = reduce_s / units
+    return last + max(0.0, reduce_s - last - backward_s)
+
+
+def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
+                              collective_times: Any) -> ShardedStep:
+    """The tail of a MaxText step whose FSDP groups (``plan.shard_group`` chips, ``tp`` apart) are
+    replicated ``dp x cp / shard_group`` times: ``ici_fsdp_parallelism`` inside a slice and
+    ``dcn_data_parallelism`` across slices (``tpu-...xN``), or ``ici_data_parallelism``.
+
+    MaxText shards the parameters over ``fsdp`` only (the ``data`` axis replicates them, base.yml
+    ``logical_axis_rules`` @ 76bd53b0f), so the all-gathers and the reduce-scatters stay inside the
+    group; XLA then all-reduces each chip's gradient shard across the replicas ("Reduce Scatter grads
+    on fast network -> All Reduce across slow", MaxText docs/guides/optimization/sharding.md,
+    'DP Arithmetic Intensity (Hierarchical)'), in the reduce-scatter's dtype. With
+    ``xla_tpu_enable_data_parallel_all_reduce_opt`` and ``xla_tpu_data_parallel_opt_different_sized_ops``
+    (set by every 2023 v5e/v5p script; "optimize DCN all-reduces used for data parallel sharding",
+    "pipelining of data parallel ops across multiple iterations", MaxText benchmarks/xla_flags_library.py)
+    those all-reduces are pipelined across the backward scan (:func:`pipelined_reduce_exposed`); the
+    data-centre network and the ICI are separate links, so their exposed parts add.
+    """
+    from workloads.ir import Role
+
+    sgs = [sg for sg, _ in per_stage[0]]
+    grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
+    param = _DTYPE_BYTES.get(str(sgs[0].graph.meta.get("dtype", "bf16")), 2.0)
+    reduce_dtype = plan.param_dtype if getattr(plan, "param_dtype", "") else profile.grad_reduce_dtype
+    scale = _DTYPE_BYTES.get(reduce_dtype, param) / param
+    group = int(plan.shard_group)
+    replicas = plan.dp * plan.cp // group
+    coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)
+    shard = grads * scale / group
+    ar_once = collective_times([("all_reduce", shard)], replicas, system, plan.tp * group)[("all_reduce", shard)]
+    layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
+    units = max(1, layers) + 1
+    bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
+    inner = sharded_step(profile.stack, weight_bytes=grads, units=units, microbatches=plan.microbatches,
+                         compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
+                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)
+    backward_s = plan.microbatches * sum(gc.split[1] for _, gc in per_stage[0])
+    ar = plan.microbatches * ar_once
+    return ShardedStep(copy_s=inner.copy_s, gather_s=inner.gather_s, reduce_s=inner.reduce_s + ar,
+                       exposed_s=inner.exposed_s + pipelined_reduce_exposed(ar, units, backward_s))

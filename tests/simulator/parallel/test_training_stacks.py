@@ -38,20 +38,21 @@ def test_sharded_step_by_hand_collectives_longer_than_compute():
     assert s.exposed_s == pytest.approx(0.06 + (0.5 - 0.06 - 0.1))
 
 
-def test_maxtext_reduces_gradients_in_float32():
-    """MaxText keeps float32 parameters (base.yml weight_dtype: float32), so its reduce-scatter moves twice
-    the bytes of the bf16 gradients: the profile's grad_reduce_dtype, as torchtitan's."""
+def test_maxtext_reduces_gradients_in_bf16():
+    """MaxText keeps float32 parameters (base.yml weight_dtype: float32) but casts each kernel to bf16 before its
+    dot (linears.py DenseGeneral), so the weight gradient's partial sums are bf16 when the SPMD partitioner reduces
+    them: the reduce-scatter moves the bf16 gradients' bytes (torchtitan's FSDP2 reduces in float32, twice them)."""
     from workloads.frameworks import get_profile
 
     x = get_profile("maxtext")
-    assert x.grad_reduce_dtype == "fp32"
-    assert any("weight_dtype: float32" in src for src in x.sources)
+    assert x.grad_reduce_dtype == "bf16" and get_profile("maxtext-cf").grad_reduce_dtype == "bf16"
+    assert get_profile("fsdp2").grad_reduce_dtype == "fp32"
+    assert any("weight_dtype: float32" in src and "jnp.asarray(kernel, self.dtype)" in src for src in x.sources)
     s = sharded_step(x.stack, weight_bytes=1e9, units=5, microbatches=1, compute_s=0.1, gather_once_s=0.2,
-                     reduce_once_s=0.1, reduce_scale=2.0, copy_bytes_per_s=1e12)
-    # 2 gathers x 0.2 + a float32 reduce 2 x 0.1 = 0.6 s; first/last (0.2 + 0.2) / 5 = 0.08; backlog
-    # 0.6 - 0.08 - 0.1 = 0.42
-    assert (s.gather_s, s.reduce_s) == pytest.approx((0.4, 0.2))
-    assert s.exposed_s == pytest.approx(0.08 + 0.42)
+                     reduce_once_s=0.1, reduce_scale=1.0, copy_bytes_per_s=1e12)
+    # 2 gathers x 0.2 + a bf16 reduce 0.1 = 0.5 s; first/last (0.2 + 0.1) / 5 = 0.06; backlog 0.5 - 0.06 - 0.1 = 0.34
+    assert (s.gather_s, s.reduce_s) == pytest.approx((0.4, 0.1))
+    assert s.exposed_s == pytest.approx(0.06 + 0.34)
 
 
 def test_tp_overlap_hides_only_the_collectives_a_stack_overlaps():
