@@ -135,6 +135,27 @@ def test_large_gemm_reproduces_the_measured_v6e_point():
     assert mp.cycles == 2_097_917
 
 
+def test_head_dim_128_attention_gemms_use_half_of_a_v6e_mxu():
+    # Splash attention's QK^T contracts over head_dim 128 and its PV has 128 output columns. On v6e's
+    # 256x256 MXUs (Cloud TPU v6e page; tpu_info mxu_column_size 256) the 128-long dimension fills half the
+    # array; v5e's 128x128 MXUs are full. Eight heads of (2048, 2048, 128), bf16, weight stationary:
+    # split batch/M/N 4/1/1 -> two GEMMs per array. v6e: K = 128 -> 1 row fold, N = 2048 -> 8 column folds;
+    # one fold = preload 256 + stream 2048 + skew 256 + 256 - 2 = 2814 cycles, later folds max(2048, 256):
+    # 2814 + 7 x 2048 = 17,150 - 1 = 17,149 cycles per GEMM (closed form 8 x 2814 - 1 = 22,511, less
+    # 7 x (2814 - 2048)); utilisation 8 x 2048 x 2048 x 128 / (2 x 17,149 x 65,536 x 4) = 47.77 %.
+    # v5e: 1 x 16 folds of 128 + 2048 + 128 + 128 - 2 = 2430 -> 2430 + 15 x 2048 - 1 = 33,149 per GEMM, 98.85 %.
+    v6e, v5e = load_device("tpu-v6e"), load_device("tpu-v5e")
+    for m, n, k in ((2048, 2048, 128), (2048, 128, 2048)):  # QK^T, PV
+        a6 = map_gemm(v6e, 8, m, n, k, in_bytes=2, out_bytes=2)
+        a5 = map_gemm(v5e, 8, m, n, k, in_bytes=2, out_bytes=2)
+        assert (a6.split, a6.per_array_batch, a6.folds, a6.cycles) == ((4, 1, 1), 2, 8, 2 * 17_149)
+        assert (a5.split, a5.folds, a5.cycles) == ((4, 1, 1), 16, 2 * 33_149)
+        assert a6.util_pct == pytest.approx(100 * 8 * 2048 * 2048 * 128 / (2 * 17_149 * 65_536 * 4), rel=1e-12)
+        assert round(a6.util_pct, 2) == 47.77 and round(a5.util_pct, 2) == 98.85
+    # a 256-multiple GEMM of the same FLOPs keeps the v6e array full
+    assert map_gemm(v6e, 8, 2048, 2048, 256, in_bytes=2, out_bytes=2).util_pct > 95.0
+
+
 def test_hbm_copy_reproduces_the_measured_v6e_point():
     # tpu-recipes microbenchmarks README (c8cfe2f): a 33,554,432-byte bf16 copy on one v6e, device time from the
     # trace 0.049359414 ms, read + write = 1359.596 GB/s (the calibration point of tpu-v6e's
