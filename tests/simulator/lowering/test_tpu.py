@@ -12,7 +12,7 @@ from hwmodels.systolic import gemm_cycles
 from simulator.cli import main
 from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.lowering import rule_name_for
-from simulator.lowering.tpu import map_gemm, pipelined_cycles
+from simulator.lowering.tpu import map_gemm, pipelined_cycles, splash_block_pairs
 from workloads.resolve import load_workload
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
@@ -154,6 +154,25 @@ def test_head_dim_128_attention_gemms_use_half_of_a_v6e_mxu():
         assert round(a6.util_pct, 2) == 47.77 and round(a5.util_pct, 2) == 98.85
     # a 256-multiple GEMM of the same FLOPs keeps the v6e array full
     assert map_gemm(v6e, 8, 2048, 2048, 256, in_bytes=2, out_bytes=2).util_pct > 95.0
+
+
+def test_splash_attention_runs_whole_blocks_of_a_causal_mask():
+    # The splash kernel skips the (query block, key block) tiles a causal mask leaves empty and computes a
+    # partly masked tile in full (qk = lax.dot_general over the whole block, then jnp.where):
+    # 8192 queries over 8192 keys in blocks of 512 run 16 x 17 / 2 = 136 of 256 tiles, not 8192 x 8193 / 2 pairs
+    assert splash_block_pairs(8192, 8192, 0, 512, 512) == 136 * 512 * 512
+    # MaxText's Trillium Llama 3.1 workloads set 2048 blocks: 4 x 5 / 2 = 10 of 16 tiles (62.5 %)
+    assert splash_block_pairs(8192, 8192, 0, 2048, 2048) == 10 * 2048 * 2048
+    # a query block over a cache (1024 queries at positions 3072..4095 of 4096 keys): block 0 reaches key
+    # 3583 -> key blocks up to 3584, block 1 all 4096 keys; the causal band alone is (3073 + 4096) x 1024 / 2
+    assert splash_block_pairs(1024, 4096, 0, 512, 512) == 512 * (3584 + 4096) == 3_932_160
+    assert (3073 + 4096) * 1024 // 2 == 3_670_528
+    # a block size that does not divide the sequence: 1000 queries in blocks of 512 (512 + 488 rows)
+    assert splash_block_pairs(1000, 1000, 0, 512, 512) == 512 * 512 + 488 * 1000
+    # the attention rule prices that fraction: 4096 causal queries, 8 x 9 / 2 of 64 tiles
+    g = load_workload("attention:b=1,h=8,s=4096,d=128,causal=1", dtype="bf16")
+    (rec,) = [r for r in evaluate(g, load_device("tpu-v6e")).records if r.kind == "attention"]
+    assert "causal kept fraction 0.562;" in rec.notes
 
 
 def test_hbm_copy_reproduces_the_measured_v6e_point():
