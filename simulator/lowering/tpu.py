@@ -31,7 +31,8 @@ Contractions (matmul, grouped matmul, convolutions and their gradients, the atte
     fp32). The record carries the array shape, dataflow, split, folds, utilisation and bound.
 
 Attention
-    ``QK^T`` and ``PV`` (and the five GEMMs of the backward pass) as batched GEMMs over
+    ``QK^T`` and ``PV`` (and the seven GEMMs of the backward's dkv and dq kernels,
+    :data:`BACKWARD_KERNEL_GEMMS`) as batched GEMMs over
     ``batch x heads`` on the arrays, plus the softmax on the vector unit (scores never leave
     VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap. A causal
     mask is priced as the Pallas splash kernel runs it: whole ``SPLASH_BLOCK`` x ``SPLASH_BLOCK`` tiles,
@@ -104,7 +105,8 @@ from workloads.semantics import (
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
-           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs"]
+           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs",
+           "BACKWARD_KERNEL_GEMMS"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -128,6 +130,15 @@ SOFTMAX_VECTOR_OPS_PER_SCORE = {"fwd": 5.0, "bwd": 10.0}
 #: mask (with or without a sliding window) is priced over the whole blocks the kernel runs
 #: (:func:`splash_block_pairs`).
 SPLASH_BLOCK = 512
+#: GEMMs of a training step's attention backward on a TPU: two Pallas kernels, each recomputing the scores.
+#: The dkv kernel computes S = Q K^T, dV = P^T dO, dP = dO V^T and dK = dS^T Q, the dq kernel S, dP and
+#: dQ = dS K: ``_flash_attention_bwd_dkv`` / ``_flash_attention_bwd_dq`` of
+#: jax/experimental/pallas/ops/tpu/flash_attention.py (the kernel MaxText's ``attention: flash`` ran in 2023,
+#: MaxText/layers/attentions.py @ 76bd53b0f) and ``_flash_attention_dkv_kernel`` / ``_flash_attention_dq_kernel``
+#: of the splash kernel, which MaxText runs split by default (``sa_use_fused_bwd_kernel: False`` in
+#: configs/base.yml at tpu-recipes-v0.1.2 to v0.1.5 and main); with ``sa_use_fused_bwd_kernel: True`` the dkv
+#: kernel computes dQ too (5 GEMMs), a per-workload setting no plan states yet.
+BACKWARD_KERNEL_GEMMS = 7
 
 
 def _onchip(dev: DeviceSpec) -> MemoryLevel | None:
@@ -441,8 +452,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         keep = splash_block_pairs(sq, skv, window, SPLASH_BLOCK, SPLASH_BLOCK) / float(sq * skv)
     kv_eff = max(1, round(skv * keep))
     gemms = [(rows, kv_eff, d), (rows, dv, kv_eff)]  # S = Q K^T, O = P V
-    if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
-        gemms += [(kv_eff, dv, rows), (rows, kv_eff, dv), (rows, d, kv_eff), (kv_eff, d, rows)]
+    if backward:  # the two backward kernels (BACKWARD_KERNEL_GEMMS), each recomputing S = Q K^T
+        gemms = [(rows, kv_eff, d), (kv_eff, dv, rows), (rows, kv_eff, dv), (kv_eff, d, rows),  # dkv: dV, dP, dK
+                 (rows, kv_eff, d), (rows, kv_eff, dv), (rows, d, kv_eff)]  # dq: S, dP = dO V^T, dQ = dS K
     dram = float(op.bytes_read + op.bytes_written)
     scores = float(heads * rows * kv_eff)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]

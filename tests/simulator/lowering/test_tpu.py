@@ -12,7 +12,7 @@ from hwmodels.systolic import gemm_cycles
 from simulator.cli import main
 from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.lowering import rule_name_for
-from simulator.lowering.tpu import map_gemm, pipelined_cycles, splash_block_pairs
+from simulator.lowering.tpu import BACKWARD_KERNEL_GEMMS, map_gemm, pipelined_cycles, splash_block_pairs
 from workloads.resolve import load_workload
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
@@ -173,6 +173,24 @@ def test_splash_attention_runs_whole_blocks_of_a_causal_mask():
     g = load_workload("attention:b=1,h=8,s=4096,d=128,causal=1", dtype="bf16")
     (rec,) = [r for r in evaluate(g, load_device("tpu-v6e")).records if r.kind == "attention"]
     assert "causal kept fraction 0.562;" in rec.notes
+
+
+def test_attention_backward_runs_the_dkv_and_dq_kernels():
+    # MaxText's TPU attention backward is two Pallas kernels, each recomputing S = Q K^T: dkv (S, dV, dP, dK)
+    # and dq (S, dP, dQ), 7 GEMMs (the 2023 flash kernel, and splash with sa_use_fused_bwd_kernel False,
+    # its default). gpt2 at 1024 tokens: 12 heads of head_dim 64, causal over blocks of 512: 3 of 4 tiles,
+    # 768 of the 1024 keys per query on average.
+    dev = load_device("tpu-v5e")
+    rep = evaluate(load_workload("gpt2", batch=1, seq=1024, train=True), dev)
+    bwd = [r for r in rep.records if r.kind == "attention_bwd"]
+    fwd = [r for r in rep.records if r.kind == "attention"]
+    assert BACKWARD_KERNEL_GEMMS == 7
+    assert bwd and all(r.notes.startswith("7 GEMMs over 12 batch x heads") for r in bwd)
+    assert all(r.notes.startswith("2 GEMMs over 12 batch x heads") for r in fwd)
+    assert "causal kept fraction 0.750" in bwd[0].notes and "causal kept fraction 0.750" in fwd[0].notes
+    # the arrays' time: seven GEMMs of the same 12 x (1024 x 768 x 64) size against the forward's two
+    arrays = [float(r.notes.split(" vs arrays ")[1].split(" us")[0]) for r in (bwd[0], fwd[0])]
+    assert arrays[0] / arrays[1] == pytest.approx(7 / 2, rel=0.05)
 
 
 def test_hbm_copy_reproduces_the_measured_v6e_point():
