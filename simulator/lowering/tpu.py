@@ -31,9 +31,12 @@ Contractions (matmul, grouped matmul, convolutions and their gradients, the atte
     fp32). The record carries the array shape, dataflow, split, folds, utilisation and bound.
 
 Attention
-    ``QK^T`` and ``PV`` (and the five GEMMs of the backward pass) as batched GEMMs over
+    ``QK^T`` and ``PV`` (and the seven GEMMs of the backward's dkv and dq kernels,
+    :data:`BACKWARD_KERNEL_GEMMS`) as batched GEMMs over
     ``batch x heads`` on the arrays, plus the softmax on the vector unit (scores never leave
-    VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap.
+    VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap. A causal
+    mask is priced as the Pallas splash kernel runs it: whole ``SPLASH_BLOCK`` x ``SPLASH_BLOCK`` tiles,
+    the empty ones skipped and the partly masked ones computed in full (:func:`splash_block_pairs`).
     With grouped KV heads the query heads of a KV head are the rows of one GEMM against its K/V
     (``batch x kv_heads`` GEMMs of ``group x queries`` rows), as JAX's Pallas ragged paged attention
     kernel computes ``einsum("nd,md->nm", q, k)`` with ``q`` of
@@ -96,14 +99,14 @@ from workloads.ir import Op, Role, UnsupportedOpError
 from workloads.semantics import (
     ELEMENTWISE_FLOPS,
     attention_window,
-    banded_block_pairs,
     conv_dims,
     gemm_dims,
 )
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
-           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason"]
+           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs",
+           "BACKWARD_KERNEL_GEMMS"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -123,8 +126,19 @@ SOFTMAX_VECTOR_OPS_PER_SCORE = {"fwd": 5.0, "bwd": 10.0}
 #: Query and key block of the Pallas splash-attention kernel, which skips the (query block, key block)
 #: tiles its mask leaves empty: MaxText's default ``sa_block_q`` / ``sa_block_kv`` of 512
 #: (AI-Hypercomputer/maxtext src/MaxText/configs/base.yml; the ``SplashAttention`` block-size fields of
-#: configs/types.py). A sliding window is priced over the key blocks its band meets.
+#: configs/types.py), and the same 512 for the backward's ``sa_block_*_dkv`` / ``sa_block_*_dq``. A causal
+#: mask (with or without a sliding window) is priced over the whole blocks the kernel runs
+#: (:func:`splash_block_pairs`).
 SPLASH_BLOCK = 512
+#: GEMMs of a training step's attention backward on a TPU: two Pallas kernels, each recomputing the scores.
+#: The dkv kernel computes S = Q K^T, dV = P^T dO, dP = dO V^T and dK = dS^T Q, the dq kernel S, dP and
+#: dQ = dS K: ``_flash_attention_bwd_dkv`` / ``_flash_attention_bwd_dq`` of
+#: jax/experimental/pallas/ops/tpu/flash_attention.py (the kernel MaxText's ``attention: flash`` ran in 2023,
+#: MaxText/layers/attentions.py @ 76bd53b0f) and ``_flash_attention_dkv_kernel`` / ``_flash_attention_dq_kernel``
+#: of the splash kernel, which MaxText runs split by default (``sa_use_fused_bwd_kernel: False`` in
+#: configs/base.yml at tpu-recipes-v0.1.2 to v0.1.5 and main); with ``sa_use_fused_bwd_kernel: True`` the dkv
+#: kernel computes dQ too (5 GEMMs), a per-workload setting no plan states yet.
+BACKWARD_KERNEL_GEMMS = 7
 
 
 def _onchip(dev: DeviceSpec) -> MemoryLevel | None:
@@ -384,6 +398,36 @@ def _tpu_conv(op: Op, ctx: LoweringContext) -> KernelCost:
                         ifmap_words=ifw, vector_flops=bias, op=op)
 
 
+@functools.lru_cache(maxsize=1024)
+def splash_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: int) -> int:
+    """Query-key pairs the Pallas splash-attention kernel computes per (batch, head) under a causal mask
+    (``window`` > 0: a causal sliding window of that many keys).
+
+    The kernel's grid runs (query block, key block) tiles of ``block_q`` x ``block_kv``; a tile its mask
+    leaves empty is skipped (``should_run`` from the block mask), and a tile it runs is computed whole:
+    every ``block_kv_compute`` slice takes ``qk = lax.dot_general(q, k, ...)`` of the full block and only
+    then applies the mask with ``jnp.where`` (``flash_attention_kernel`` and ``_apply_mask_and_soft_cap``
+    in jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py). So a query block
+    computes every key from the start of the first key block its band meets to the end of the key block
+    holding its last row's position; queries sit at the last ``sq`` of ``skv`` positions.
+
+    >>> splash_block_pairs(8192, 8192, 0, 512, 512) / 8192 ** 2   # 136 of 256 tiles, not 8192 x 8193 / 2
+    0.53125
+    >>> splash_block_pairs(4096, 4096, 1024, 512, 512)   # 512 x (512 + 1024 + 6 x 1536) keys
+    5505024
+    """
+    bq, bkv = max(1, block_q), max(1, block_kv)
+    total = 0
+    for m in range(0, sq, bq):
+        rows = min(m + bq, sq) - m
+        p0 = m + skv - sq  # position of the block's first row
+        p1 = p0 + rows - 1
+        lo = (max(0, p0 - window + 1) // bkv) * bkv if 0 < window < skv else 0
+        hi = min(skv, (max(0, p1) // bkv + 1) * bkv)
+        total += rows * max(0, hi - lo)
+    return total
+
+
 @register_rule("tpu", "attention", "attention_bwd")
 def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     q, k, v = op.inputs[:3]
@@ -400,15 +444,17 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     group = hq // hkv if 0 < hkv < hq and hq % hkv == 0 else 1
     heads = b * hq // group
     rows = sq * group
-    # causal: a flash-style kernel skips blocks above the diagonal; the kept fraction of scores
-    keep = 1.0 if not causal or sq == 1 else min(1.0, (skv - sq + (sq + 1) / 2.0) / skv)
+    # causal: the splash kernel skips the blocks above the diagonal (and before a window's band) and runs
+    # the partly masked ones whole; the kept fraction of scores
     window = attention_window(op)
-    if causal and 0 < window < skv:  # splash attention: only the key blocks the band meets
-        keep = banded_block_pairs(sq, skv, window, SPLASH_BLOCK, SPLASH_BLOCK) / float(sq * skv)
+    keep = 1.0
+    if causal and sq > 1:
+        keep = splash_block_pairs(sq, skv, window, SPLASH_BLOCK, SPLASH_BLOCK) / float(sq * skv)
     kv_eff = max(1, round(skv * keep))
     gemms = [(rows, kv_eff, d), (rows, dv, kv_eff)]  # S = Q K^T, O = P V
-    if backward:  # recompute S, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
-        gemms += [(kv_eff, dv, rows), (rows, kv_eff, dv), (rows, d, kv_eff), (kv_eff, d, rows)]
+    if backward:  # the two backward kernels (BACKWARD_KERNEL_GEMMS), each recomputing S = Q K^T
+        gemms = [(rows, kv_eff, d), (kv_eff, dv, rows), (rows, kv_eff, dv), (kv_eff, d, rows),  # dkv: dV, dP, dK
+                 (rows, kv_eff, d), (rows, kv_eff, dv), (rows, d, kv_eff)]  # dq: S, dP = dO V^T, dQ = dS K
     dram = float(op.bytes_read + op.bytes_written)
     scores = float(heads * rows * kv_eff)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]

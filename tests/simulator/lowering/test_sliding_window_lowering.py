@@ -54,11 +54,16 @@ def test_gpu_windowed_attention_is_faster_in_proportion() -> None:
 def test_tpu_splash_blocks() -> None:
     assert SPLASH_BLOCK == 512
     rec = _record(_graph(4096, 4096, 1024), "tpu-v5e")
-    # blocks of 512: block 0 and 1 are causal (keys from 0); block m >= 2 starts at key m - 1024 + 1 rounded
-    # down to 512, i.e. m - 1024: each row p sees p + 1 - (m - 1024) keys
-    want = sum(sum(p + 1 for p in range(m, m + 512)) - 512 * max(0, m - 1024) for m in range(0, 4096, 512))
-    assert want == 1024 * 1025 // 2 + 6 * (512 * 1024 + 512 * 513 // 2)
+    # blocks of 512: query blocks 0 and 1 start at key 0; block m >= 2 starts at key m - 1024 + 1 rounded
+    # down to 512, i.e. m - 1024; every block runs whole key blocks up to the end of its diagonal block
+    # (the splash kernel computes a partly masked tile in full and masks it after), m + 512:
+    # 512 x (512 + 1024 + 6 x 1536) pairs, against 1024 x 1025 / 2 + 6 x (512 x 1024 + 512 x 513 / 2) in the band
+    want = sum(512 * (m + 512 - max(0, m - 1024)) for m in range(0, 4096, 512))
+    assert want == 512 * (512 + 1024 + 6 * 1536) == 5_505_024
     assert f"causal kept fraction {want / 4096 ** 2:.3f} (window 1024)" in rec.notes
+    # plain causal: 8 x 9 / 2 of the 64 tiles
+    full = _record(_graph(4096, 4096, 0), "tpu-v5e")
+    assert f"causal kept fraction {36 / 64:.3f};" in full.notes
 
 
 def test_cpu_flash_pairs_skip_key_blocks() -> None:

@@ -12,7 +12,7 @@ from hwmodels.systolic import gemm_cycles
 from simulator.cli import main
 from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.lowering import rule_name_for
-from simulator.lowering.tpu import map_gemm, pipelined_cycles
+from simulator.lowering.tpu import BACKWARD_KERNEL_GEMMS, map_gemm, pipelined_cycles, splash_block_pairs
 from workloads.resolve import load_workload
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
@@ -133,6 +133,64 @@ def test_large_gemm_reproduces_the_measured_v6e_point():
     # the model's cycles for that GEMM: 4 MXUs of 256x256, 2,097,917 cycles for 2,097,152 ideal
     mp = map_gemm(dev, 1, 8192, 8192, 8192, in_bytes=2, out_bytes=2)
     assert mp.cycles == 2_097_917
+
+
+def test_head_dim_128_attention_gemms_use_half_of_a_v6e_mxu():
+    # Splash attention's QK^T contracts over head_dim 128 and its PV has 128 output columns. On v6e's
+    # 256x256 MXUs (Cloud TPU v6e page; tpu_info mxu_column_size 256) the 128-long dimension fills half the
+    # array; v5e's 128x128 MXUs are full. Eight heads of (2048, 2048, 128), bf16, weight stationary:
+    # split batch/M/N 4/1/1 -> two GEMMs per array. v6e: K = 128 -> 1 row fold, N = 2048 -> 8 column folds;
+    # one fold = preload 256 + stream 2048 + skew 256 + 256 - 2 = 2814 cycles, later folds max(2048, 256):
+    # 2814 + 7 x 2048 = 17,150 - 1 = 17,149 cycles per GEMM (closed form 8 x 2814 - 1 = 22,511, less
+    # 7 x (2814 - 2048)); utilisation 8 x 2048 x 2048 x 128 / (2 x 17,149 x 65,536 x 4) = 47.77 %.
+    # v5e: 1 x 16 folds of 128 + 2048 + 128 + 128 - 2 = 2430 -> 2430 + 15 x 2048 - 1 = 33,149 per GEMM, 98.85 %.
+    v6e, v5e = load_device("tpu-v6e"), load_device("tpu-v5e")
+    for m, n, k in ((2048, 2048, 128), (2048, 128, 2048)):  # QK^T, PV
+        a6 = map_gemm(v6e, 8, m, n, k, in_bytes=2, out_bytes=2)
+        a5 = map_gemm(v5e, 8, m, n, k, in_bytes=2, out_bytes=2)
+        assert (a6.split, a6.per_array_batch, a6.folds, a6.cycles) == ((4, 1, 1), 2, 8, 2 * 17_149)
+        assert (a5.split, a5.folds, a5.cycles) == ((4, 1, 1), 16, 2 * 33_149)
+        assert a6.util_pct == pytest.approx(100 * 8 * 2048 * 2048 * 128 / (2 * 17_149 * 65_536 * 4), rel=1e-12)
+        assert round(a6.util_pct, 2) == 47.77 and round(a5.util_pct, 2) == 98.85
+    # a 256-multiple GEMM of the same FLOPs keeps the v6e array full
+    assert map_gemm(v6e, 8, 2048, 2048, 256, in_bytes=2, out_bytes=2).util_pct > 95.0
+
+
+def test_splash_attention_runs_whole_blocks_of_a_causal_mask():
+    # The splash kernel skips the (query block, key block) tiles a causal mask leaves empty and computes a
+    # partly masked tile in full (qk = lax.dot_general over the whole block, then jnp.where):
+    # 8192 queries over 8192 keys in blocks of 512 run 16 x 17 / 2 = 136 of 256 tiles, not 8192 x 8193 / 2 pairs
+    assert splash_block_pairs(8192, 8192, 0, 512, 512) == 136 * 512 * 512
+    # MaxText's Trillium Llama 3.1 workloads set 2048 blocks: 4 x 5 / 2 = 10 of 16 tiles (62.5 %)
+    assert splash_block_pairs(8192, 8192, 0, 2048, 2048) == 10 * 2048 * 2048
+    # a query block over a cache (1024 queries at positions 3072..4095 of 4096 keys): block 0 reaches key
+    # 3583 -> key blocks up to 3584, block 1 all 4096 keys; the causal band alone is (3073 + 4096) x 1024 / 2
+    assert splash_block_pairs(1024, 4096, 0, 512, 512) == 512 * (3584 + 4096) == 3_932_160
+    assert (3073 + 4096) * 1024 // 2 == 3_670_528
+    # a block size that does not divide the sequence: 1000 queries in blocks of 512 (512 + 488 rows)
+    assert splash_block_pairs(1000, 1000, 0, 512, 512) == 512 * 512 + 488 * 1000
+    # the attention rule prices that fraction: 4096 causal queries, 8 x 9 / 2 of 64 tiles
+    g = load_workload("attention:b=1,h=8,s=4096,d=128,causal=1", dtype="bf16")
+    (rec,) = [r for r in evaluate(g, load_device("tpu-v6e")).records if r.kind == "attention"]
+    assert "causal kept fraction 0.562;" in rec.notes
+
+
+def test_attention_backward_runs_the_dkv_and_dq_kernels():
+    # MaxText's TPU attention backward is two Pallas kernels, each recomputing S = Q K^T: dkv (S, dV, dP, dK)
+    # and dq (S, dP, dQ), 7 GEMMs (the 2023 flash kernel, and splash with sa_use_fused_bwd_kernel False,
+    # its default). gpt2 at 1024 tokens: 12 heads of head_dim 64, causal over blocks of 512: 3 of 4 tiles,
+    # 768 of the 1024 keys per query on average.
+    dev = load_device("tpu-v5e")
+    rep = evaluate(load_workload("gpt2", batch=1, seq=1024, train=True), dev)
+    bwd = [r for r in rep.records if r.kind == "attention_bwd"]
+    fwd = [r for r in rep.records if r.kind == "attention"]
+    assert BACKWARD_KERNEL_GEMMS == 7
+    assert bwd and all(r.notes.startswith("7 GEMMs over 12 batch x heads") for r in bwd)
+    assert all(r.notes.startswith("2 GEMMs over 12 batch x heads") for r in fwd)
+    assert "causal kept fraction 0.750" in bwd[0].notes and "causal kept fraction 0.750" in fwd[0].notes
+    # the arrays' time: seven GEMMs of the same 12 x (1024 x 768 x 64) size against the forward's two
+    arrays = [float(r.notes.split(" vs arrays ")[1].split(" us")[0]) for r in (bwd[0], fwd[0])]
+    assert arrays[0] / arrays[1] == pytest.approx(7 / 2, rel=0.05)
 
 
 def test_hbm_copy_reproduces_the_measured_v6e_point():
