@@ -769,6 +769,10 @@ def autocast_weight_casts(graph: Any) -> Any:
     on fp32 parameters), weights they share (a tied LM head), and weights that are not 16-bit, are left
     as they are. ``meta["autocast"]``
     records the transform; applying it twice is refused.
+
+    PaddlePaddle's O1 mixed precision of a static program (``fp16_utils.rewrite_program``) runs the same
+    kernels: it inserts a ``cast`` op before each white-list op for every fp32 input, parameters included,
+    and leaves the parameters fp32, so every run of the program casts every linear weight and bias again.
     """
     from workloads.dtypes import DType
     from workloads.ir import GraphBuilder, Op, Role, TensorSpec

@@ -17,8 +17,8 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "timed_validation_step", "attention_decomposed",
-           "dropout_kernels", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
+           "attention_decomposed", "dropout_kernels", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -44,6 +44,11 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+# a row whose notes state that its static program keeps fp32 weights and casts them to fp16 in every run:
+# PaddlePaddle's O1 mixed precision (paddle.fluid.contrib.mixed_precision.fp16_utils.rewrite_program inserts, for
+# each fp32 input of a white-list op such as matmul_v2, a cast op to a '<name>.cast_fp16' variable; the parameter
+# itself stays fp32), so each forward pays one cast kernel per weight, as under torch.autocast
+_STATIC_AMP_CASTS = re.compile(r"\bfp32 weights cast to fp16 in every run\b")
 # a row whose notes state that its time is DeepLearningExamples' image-classification validation step, which also
 # runs the loss, a top-1/top-5 accuracy and three .item() reads (workloads.frameworks.classification_validation_step)
 _DLE_VALIDATION = re.compile(r"\bTimed step: DeepLearningExamples validate\(\)")
@@ -88,6 +93,13 @@ def timed_validation_step(text: str) -> bool:
 def timed_under_autocast(text: str) -> bool:
     """True when ``text`` (a row's source and notes) says the run was timed under ``torch.autocast``."""
     return bool(_AUTOCAST.search(text))
+
+
+def static_amp_weight_casts(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its static program casts its fp32 weights to fp16 in every run
+    (PaddlePaddle's O1 ``rewrite_program``; the inference graph then gets
+    :func:`workloads.frameworks.autocast_weight_casts`)."""
+    return bool(_STATIC_AMP_CASTS.search(text))
 
 
 # Runs that set Inductor's coordinate_descent_tuning, under which a matmul with one row is decomposed into a
@@ -178,8 +190,9 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
                                        "metric_reported": measurement.metric_reported, "dtype": measurement.dtype})
         for path, value in overrides.items():
             system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)
-        if opts.eager_framework and not measurement.train and not graph.meta.get("autocast") \
-                and timed_under_autocast(f"{measurement.source} {measurement.notes}"):
+        eager_autocast = opts.eager_framework and timed_under_autocast(f"{measurement.source} {measurement.notes}")
+        if not measurement.train and not graph.meta.get("autocast") \
+                and (eager_autocast or static_amp_weight_casts(measurement.notes)):
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)

@@ -185,6 +185,28 @@ def test_rows_whose_notes_state_dropout_kernels_pay_their_traffic():
     assert moved / hbm < with_drop - without < 2 * moved / hbm  # at most half the peak rate, launches included
 
 
+def test_rows_whose_notes_state_static_amp_casts_pay_one_cast_per_weight():
+    # run_squad.py's AMP inference rewrites its program with PaddlePaddle's O1 rewrite_program: every fp32 input of
+    # a white-list op gets a cast op and the parameters stay fp32, so each step casts BERT-Large's linear weights
+    # and biases: 24 x (1024 x 3072 + 1024^2 + 2 x 1024 x 4096 + 3072 + 1024 + 4096 + 1024) + 1024^2 + 1024 (the
+    # graph's 1024 x 1024 dense after the encoder) = 303,260,672 elements, 4 bytes read and 2 written each; pub-089
+    # only (the TF32 row runs no casts, the training rows keep their casts inside the step)
+    from hwmodels.catalog import load_device
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache, default_predict, static_amp_weight_casts
+    from simulator.hardware import known_devices
+
+    ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
+    assert [i for i, m in ms.items() if static_amp_weight_casts(m.notes)] == ["pub-089"]
+    m = ms["pub-089"]
+    plain = dataclasses.replace(m, notes=m.notes.replace("fp32 weights cast to fp16 in every run", ""))
+    graphs, dev = GraphCache(), load_device(m.device)
+    delta = default_predict(graphs.get(m), dev, m) - default_predict(graphs.get(plain), dev, plain)
+    moved = 303_260_672 * (4 + 2)
+    hbm = 2039e9  # A100 80GB SXM HBM2e, the catalog's datasheet figure
+    assert moved / hbm < delta < 2.2 * moved / hbm  # at most the peak rate, 194 launches included
+
+
 def test_rows_whose_notes_state_decomposed_attention_get_the_decomposed_graph():
     # PaddlePaddle's BERT (DeepLearningExamples modeling.py: paddle.nn.TransformerEncoderLayer, self.fuse =
     # False) runs attention as matmul, mask add, softmax (dropout) and matmul unless the fuse_dot_product_attention
