@@ -53,6 +53,8 @@ __all__ = [
     "drop_optimizer",
     "with_profile_meta",
     "split_gated_mlp",
+    "split_qkv_projection",
+    "PADDLE_SEPARATE_QKV",
     "TRTLLM_V05_UNFUSED_MLP",
 ]
 
@@ -827,6 +829,30 @@ def split_gated_mlp(graph: Any) -> Any:
     parts' outputs are the split's outputs, so every consumer is unchanged. The first part takes the fused op's
     place and each later part is issued just before the first op that reads its output (so the activation follows
     the gate GEMM and the product the up GEMM, as epilogues when the stack fuses them). Other ops are kept."""
+    return _split_fused_projection(graph, _GATE_UP)
+
+
+#: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` projects the query, key and value with three ``Linear`` layers
+#: (``q_proj``, ``k_proj``, ``v_proj``; ``_prepare_qkv`` calls ``self.q_proj(query)`` and ``compute_kv`` the other
+#: two: python/paddle/nn/layer/transformer.py), which a static program runs as three matmul ops with their bias adds.
+PADDLE_SEPARATE_QKV = ("PaddlePaddle/Paddle python/paddle/nn/layer/transformer.py (stored version "
+                       "029ad7b4813980bd7ede5777f14080b128e00c45): MultiHeadAttention's q_proj, k_proj and v_proj")
+
+_QKV = "qkv"
+
+
+def split_qkv_projection(graph: Any) -> Any:
+    """``graph`` with every fused query/key/value projection (an op named ``*.qkv`` whose only consumer splits its
+    last axis) run as one GEMM per part on the same input, as a framework whose attention layer holds three
+    projections runs it (:data:`PADDLE_SEPARATE_QKV`). Weights and bias partition the fused ones (parameters and
+    bytes unchanged) and the parts' outputs are the split's, as in :func:`split_gated_mlp`. A forward graph: a
+    training step is derived from the split forward graph (:func:`workloads.training.training_graph`)."""
+    return _split_fused_projection(graph, _QKV)
+
+
+def _split_fused_projection(graph: Any, suffix: str) -> Any:
+    """``graph`` with every ``matmul``/``quant_matmul`` named ``*.<suffix>`` whose only consumer splits its last
+    axis run as one GEMM per part (:func:`split_gated_mlp`, :func:`split_qkv_projection`)."""
     from workloads.ir import Op, OpGraph, TensorSpec
 
     ops: list[Op] = []
@@ -838,7 +864,7 @@ def split_gated_mlp(graph: Any) -> Any:
         for t in op.inputs:
             if t.name in pending:
                 ops.append(pending.pop(t.name))
-        cons = graph.consumers(op.outputs[0].name) if op.name.rsplit(".", 1)[-1] == _GATE_UP else []
+        cons = graph.consumers(op.outputs[0].name) if op.name.rsplit(".", 1)[-1] == suffix else []
         if op.kind not in ("matmul", "quant_matmul") or len(cons) != 1 or cons[0].kind != "split" \
                 or int(cons[0].attrs.get("axis", -1)) not in (-1, len(op.outputs[0].shape) - 1):
             ops.append(op)

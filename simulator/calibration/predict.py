@@ -18,7 +18,7 @@ from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
-           "attention_decomposed", "dropout_kernels", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
+           "attention_decomposed", "dropout_kernels", "qkv_unfused", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -63,6 +63,9 @@ _DROPOUT_KERNELS = re.compile(r"\bdropout kernels at p = (0\.\d+)\b")
 # a row whose notes state that its engine ran the gated MLP's gate and up projections as two GEMMs (TensorRT-LLM
 # v0.5 Llama engines built without --use_fused_mlp: workloads.frameworks.split_gated_mlp)
 _UNFUSED_MLP = re.compile(r"\bgate and up projections as two GEMMs\b")
+# a row whose notes state that its model code projects the query, key and value with three separate linear layers
+# (PaddlePaddle's paddle.nn.MultiHeadAttention: q_proj, k_proj, v_proj; workloads.frameworks.split_qkv_projection)
+_UNFUSED_QKV = re.compile(r"\bquery, key and value projections as three GEMMs\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -82,6 +85,13 @@ def gated_mlp_unfused(text: str) -> bool:
     """True when ``text`` (a row's notes) says its engine ran the gate and up projections as two GEMMs (the graph
     is then rewritten by :func:`workloads.frameworks.split_gated_mlp`: :class:`GraphCache`)."""
     return bool(_UNFUSED_MLP.search(text))
+
+
+def qkv_unfused(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its model code runs the query, key and value projections as three
+    GEMMs (the forward graph is then rewritten by :func:`workloads.frameworks.split_qkv_projection`, before a
+    training step is derived from it: :class:`GraphCache`)."""
+    return bool(_UNFUSED_QKV.search(text))
 
 
 def timed_validation_step(text: str) -> bool:
@@ -213,15 +223,20 @@ class GraphCache:
         decomposed = attention_decomposed(m.notes)
         dropout = dropout_kernels(m.notes)
         unfused_mlp = gated_mlp_unfused(m.notes)
-        key = (*m.case, decomposed, dropout, unfused_mlp)
+        unfused_qkv = qkv_unfused(m.notes)
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
             extra: dict[str, Any] = {"attention": "decomposed"} if decomposed else {}
             if dropout:
                 extra["dropout"] = dropout
+            args = m.workload_args()
+            train = unfused_qkv and args.get("train")
+            if train:  # split the forward graph, then derive the step from it
+                args.update(train=False, phase="train")
             try:
-                graph = load_workload(m.workload, **m.workload_args(), **extra)
+                graph = load_workload(m.workload, **args, **extra)
             except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
                 msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
                 raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
@@ -229,5 +244,13 @@ class GraphCache:
                 from workloads.frameworks import split_gated_mlp
 
                 graph = split_gated_mlp(graph)
+            if unfused_qkv:
+                from workloads.frameworks import split_qkv_projection
+
+                graph = split_qkv_projection(graph)
+            if train:
+                from workloads.training import training_graph
+
+                graph = training_graph(graph)
             self.cache[key] = graph
         return self.cache[key]
