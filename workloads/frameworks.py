@@ -55,6 +55,8 @@ __all__ = [
     "split_gated_mlp",
     "split_qkv_projection",
     "PADDLE_SEPARATE_QKV",
+    "unfuse_linear_bias",
+    "PADDLE_STATIC_LINEAR",
     "TRTLLM_V05_UNFUSED_MLP",
 ]
 
@@ -848,6 +850,36 @@ def split_qkv_projection(graph: Any) -> Any:
     bytes unchanged) and the parts' outputs are the split's, as in :func:`split_gated_mlp`. A forward graph: a
     training step is derived from the split forward graph (:func:`workloads.training.training_graph`)."""
     return _split_fused_projection(graph, _QKV)
+
+
+#: PaddlePaddle's static ``paddle.nn.functional.linear`` appends a ``matmul_v2`` op and then, with a bias, an
+#: ``elementwise_add`` op (python/paddle/nn/functional/common.py, ``linear``, the static-graph branch); only the
+#: ``fuse_gemm_epilogue`` build pass folds the add into the GEMM (``fused_gemm_epilogue``).
+PADDLE_STATIC_LINEAR = ("PaddlePaddle/Paddle python/paddle/nn/functional/common.py: linear appends matmul_v2 and, with "
+                        "a bias, elementwise_add; BuildStrategy.fuse_gemm_epilogue fuses them")
+
+
+def unfuse_linear_bias(graph: Any) -> Any:
+    """``graph`` with the bias of every linear layer added by its own elementwise kernel after the GEMM, as a static
+    PaddlePaddle program runs ``nn.Linear`` without the ``fuse_gemm_epilogue`` pass (:data:`PADDLE_STATIC_LINEAR`):
+    a ``matmul`` whose third input holds one value per output column (the bias) loses it, writes its
+    product to a new tensor, and an ``elementwise`` add (``<name>.bias_add``) of that product and the bias writes the
+    op's old output, so every consumer is unchanged. A forward graph: a training step derived from it gets the add's
+    gradient (the bias gradient a reduction of the output gradient). Other ops are kept."""
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    for op in graph.ops:
+        bias = op.inputs[2] if op.kind == "matmul" and len(op.inputs) == 3 and len(op.outputs) == 1 else None
+        # the bias: one value per output column (a weight, or its cast when the weights are cast first)
+        if bias is None or bias.shape != op.outputs[0].shape[-1:]:
+            ops.append(op)
+            continue
+        (y,) = op.outputs
+        product = TensorSpec(f"{y.name}.product", y.shape, y.dtype, y.role)
+        ops.append(Op(op.name, op.kind, op.inputs[:2], (product,), op.attrs, op.group))
+        ops.append(Op(f"{op.name}.bias_add", "elementwise", (product, bias), (y,), Attrs({"op": "add"}), op.group))
+    return OpGraph(graph.name, ops, dict(graph.meta))
 
 
 def _split_fused_projection(graph: Any, suffix: str) -> Any:

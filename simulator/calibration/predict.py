@@ -18,7 +18,8 @@ from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
-           "attention_decomposed", "dropout_kernels", "qkv_unfused", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
+           "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused", "run_options",
+           "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -66,6 +67,9 @@ _UNFUSED_MLP = re.compile(r"\bgate and up projections as two GEMMs\b")
 # a row whose notes state that its model code projects the query, key and value with three separate linear layers
 # (PaddlePaddle's paddle.nn.MultiHeadAttention: q_proj, k_proj, v_proj; workloads.frameworks.split_qkv_projection)
 _UNFUSED_QKV = re.compile(r"\bquery, key and value projections as three GEMMs\b")
+# a row whose notes state that its program adds each linear layer's bias in a kernel of its own after the GEMM (a
+# static PaddlePaddle program without the fuse_gemm_epilogue pass: workloads.frameworks.unfuse_linear_bias)
+_BIAS_ADDS = re.compile(r"\blinear bias adds as separate kernels\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -92,6 +96,13 @@ def qkv_unfused(text: str) -> bool:
     GEMMs (the forward graph is then rewritten by :func:`workloads.frameworks.split_qkv_projection`, before a
     training step is derived from it: :class:`GraphCache`)."""
     return bool(_UNFUSED_QKV.search(text))
+
+
+def linear_bias_unfused(text: str) -> bool:
+    """True when ``text`` (a row's notes) says each linear layer's bias is added by a kernel of its own
+    (:func:`workloads.frameworks.unfuse_linear_bias`: in :class:`GraphCache` before a training step is derived, and
+    in :func:`default_predict` after the weight casts of an inference graph, so that a cast bias stays cast)."""
+    return bool(_BIAS_ADDS.search(text))
 
 
 def timed_validation_step(text: str) -> bool:
@@ -206,6 +217,10 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)
+        if not measurement.train and linear_bias_unfused(measurement.notes):
+            from workloads.frameworks import unfuse_linear_bias
+
+            graph = unfuse_linear_bias(graph)
         if not measurement.train and timed_validation_step(measurement.notes):
             from workloads.frameworks import classification_validation_step
 
@@ -224,7 +239,8 @@ class GraphCache:
         dropout = dropout_kernels(m.notes)
         unfused_mlp = gated_mlp_unfused(m.notes)
         unfused_qkv = qkv_unfused(m.notes)
-        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv)
+        bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -232,7 +248,7 @@ class GraphCache:
             if dropout:
                 extra["dropout"] = dropout
             args = m.workload_args()
-            train = unfused_qkv and args.get("train")
+            train = (unfused_qkv or bias_adds) and args.get("train")
             if train:  # split the forward graph, then derive the step from it
                 args.update(train=False, phase="train")
             try:
@@ -248,6 +264,10 @@ class GraphCache:
                 from workloads.frameworks import split_qkv_projection
 
                 graph = split_qkv_projection(graph)
+            if bias_adds:
+                from workloads.frameworks import unfuse_linear_bias
+
+                graph = unfuse_linear_bias(graph)
             if train:
                 from workloads.training import training_graph
 
