@@ -57,6 +57,8 @@ __all__ = [
     "PADDLE_SEPARATE_QKV",
     "unfuse_linear_bias",
     "PADDLE_STATIC_LINEAR",
+    "head_transposes",
+    "PADDLE_HEAD_TRANSPOSES",
     "TRTLLM_V05_UNFUSED_MLP",
 ]
 
@@ -879,6 +881,47 @@ def unfuse_linear_bias(graph: Any) -> Any:
         product = TensorSpec(f"{y.name}.product", y.shape, y.dtype, y.role)
         ops.append(Op(op.name, op.kind, op.inputs[:2], (product,), op.attrs, op.group))
         ops.append(Op(f"{op.name}.bias_add", "elementwise", (product, bias), (y,), Attrs({"op": "add"}), op.group))
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` splits and merges heads with ``tensor.transpose`` (perm
+#: ``[0, 2, 1, 3]``) after reshaping the query, key and value and before reshaping the output
+#: (python/paddle/nn/layer/transformer.py, ``_prepare_qkv``, ``compute_kv`` and ``forward``); a static program
+#: runs each as a ``transpose2`` op, whose kernel writes the permuted tensor.
+PADDLE_HEAD_TRANSPOSES = ("PaddlePaddle/Paddle python/paddle/nn/layer/transformer.py (stored version "
+                          "029ad7b4813980bd7ede5777f14080b128e00c45): MultiHeadAttention's tensor.transpose of q, k, v "
+                          "and of the output, perm [0, 2, 1, 3]")
+
+_SPLIT_HEADS = (".q_heads", ".k_heads", ".v_heads")
+_MERGE_HEADS = ".merge_heads"
+
+
+def head_transposes(graph: Any) -> Any:
+    """``graph`` with the head split and merge of every attention layer as transpose kernels, as a framework that
+    permutes ``(B, S, H, D)`` to ``(B, H, S, D)`` with a copy runs them (:data:`PADDLE_HEAD_TRANSPOSES`): each
+    ``*.q_heads`` / ``*.k_heads`` / ``*.v_heads`` reshape to ``(B, H, S, D)`` becomes a reshape to ``(B, S, H, D)``
+    followed by a ``transpose`` (``<name>.transpose``), and each ``*.merge_heads`` reshape of a ``(B, H, S, D)``
+    tensor is preceded by the inverse ``transpose``. Tensor names seen by other ops are unchanged; other ops are
+    kept. A forward graph: a training step derived from it gets the transposes' gradients (transposes too)."""
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    perm = Attrs({"perm": (0, 2, 1, 3)})
+    for op in graph.ops:
+        if op.kind == "reshape" and op.name.endswith(_SPLIT_HEADS) and len(op.outputs[0].shape) == 4:
+            y = op.outputs[0]
+            b, h, s, d = y.shape
+            mid = TensorSpec(f"{y.name}.bshd", (b, s, h, d), y.dtype, y.role)
+            ops.append(Op(op.name, "reshape", op.inputs, (mid,), Attrs({"shape": (b, s, h, d)}), op.group))
+            ops.append(Op(f"{op.name}.transpose", "transpose", (mid,), (y,), perm, op.group))
+        elif op.kind == "reshape" and op.name.endswith(_MERGE_HEADS) and len(op.inputs[0].shape) == 4:
+            x = op.inputs[0]
+            b, h, s, d = x.shape
+            mid = TensorSpec(f"{x.name}.bshd", (b, s, h, d), x.dtype, x.role)
+            ops.append(Op(f"{op.name}.transpose", "transpose", (x,), (mid,), perm, op.group))
+            ops.append(Op(op.name, "reshape", (mid,), op.outputs, op.attrs, op.group))
+        else:
+            ops.append(op)
     return OpGraph(graph.name, ops, dict(graph.meta))
 
 

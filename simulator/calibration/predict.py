@@ -18,7 +18,8 @@ from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
-           "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused", "run_options",
+           "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
+           "head_transposes_stated", "run_options",
            "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -70,6 +71,9 @@ _UNFUSED_QKV = re.compile(r"\bquery, key and value projections as three GEMMs\b"
 # a row whose notes state that its program adds each linear layer's bias in a kernel of its own after the GEMM (a
 # static PaddlePaddle program without the fuse_gemm_epilogue pass: workloads.frameworks.unfuse_linear_bias)
 _BIAS_ADDS = re.compile(r"\blinear bias adds as separate kernels\b")
+# a row whose notes state that its attention layers split and merge heads with transpose kernels (PaddlePaddle's
+# MultiHeadAttention: transpose2 of q, k, v and of the output; workloads.frameworks.head_transposes)
+_HEAD_TRANSPOSES = re.compile(r"\bhead split and merge as transpose kernels\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -103,6 +107,12 @@ def linear_bias_unfused(text: str) -> bool:
     (:func:`workloads.frameworks.unfuse_linear_bias`: in :class:`GraphCache` before a training step is derived, and
     in :func:`default_predict` after the weight casts of an inference graph, so that a cast bias stays cast)."""
     return bool(_BIAS_ADDS.search(text))
+
+
+def head_transposes_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its attention layers split and merge heads with transpose kernels
+    (the forward graph is then rewritten by :func:`workloads.frameworks.head_transposes`: :class:`GraphCache`)."""
+    return bool(_HEAD_TRANSPOSES.search(text))
 
 
 def timed_validation_step(text: str) -> bool:
@@ -240,7 +250,8 @@ class GraphCache:
         unfused_mlp = gated_mlp_unfused(m.notes)
         unfused_qkv = qkv_unfused(m.notes)
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
-        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds)
+        transposes = head_transposes_stated(m.notes)
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -248,7 +259,7 @@ class GraphCache:
             if dropout:
                 extra["dropout"] = dropout
             args = m.workload_args()
-            train = (unfused_qkv or bias_adds) and args.get("train")
+            train = (unfused_qkv or bias_adds or transposes) and args.get("train")
             if train:  # split the forward graph, then derive the step from it
                 args.update(train=False, phase="train")
             try:
@@ -268,6 +279,10 @@ class GraphCache:
                 from workloads.frameworks import unfuse_linear_bias
 
                 graph = unfuse_linear_bias(graph)
+            if transposes:
+                from workloads.frameworks import head_transposes
+
+                graph = head_transposes(graph)
             if train:
                 from workloads.training import training_graph
 
