@@ -59,6 +59,8 @@ __all__ = [
     "PADDLE_STATIC_LINEAR",
     "head_transposes",
     "PADDLE_HEAD_TRANSPOSES",
+    "fp32_score_add",
+    "PADDLE_O1_MASK_ADD",
     "TRTLLM_V05_UNFUSED_MLP",
 ]
 
@@ -922,6 +924,43 @@ def head_transposes(graph: Any) -> Any:
             ops.append(Op(op.name, "reshape", (mid,), op.outputs, op.attrs, op.group))
         else:
             ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's O1 rewrite (``fp16_utils.rewrite_program``) puts an op none of its lists names in the black (fp32)
+#: set, and a gray op with an input from the black set there too (``rewrite_program_by_amp_lists``; lists in
+#: ``fp16_lists.py``: ``unsqueeze2`` in none, ``cast`` and ``scale`` and ``elementwise_add`` gray, ``matmul`` white).
+#: BERT's attention mask (``modeling.py``: ``unsqueeze`` of an int32 comparison; ``_convert_attention_mask``: a cast
+#: and two scales) is therefore fp32 from the black set, and each layer's ``product + attn_mask`` runs in fp32 between
+#: a cast of the fp16 scores and the cast back before the (white) softmax.
+PADDLE_O1_MASK_ADD = ("PaddlePaddle/Paddle python/paddle/fluid/contrib/mixed_precision/fp16_utils.py "
+                      "(rewrite_program_by_amp_lists, _insert_cast_op) and fp16_lists.py (stored version "
+                      "02c53c2deaa4a3752e53a80f278729600eaa084a)")
+
+
+def fp32_score_add(graph: Any) -> Any:
+    """``graph`` with each attention layer's elementwise op on the scores (``*.core.scale``, which a framework that
+    folds the scale into the score GEMM runs as its mask add) computed in fp32 between two casts, as PaddlePaddle's
+    O1 rewrite runs the mask add (:data:`PADDLE_O1_MASK_ADD`): the scores are cast up, the op writes fp32, and its
+    result is cast back to the graph's dtype before the softmax. Tensor names seen by other ops are unchanged;
+    graphs already in fp32 and other ops are kept."""
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    for op in graph.ops:
+        x = op.inputs[0] if op.kind == "elementwise" and op.name.endswith(".core.scale") else None
+        if x is None or x.dtype is DType.FP32:
+            ops.append(op)
+            continue
+        (y,) = op.outputs
+        x32 = TensorSpec(f"{x.name}.cast_fp32", x.shape, DType.FP32, x.role)
+        y32 = TensorSpec(f"{y.name}.fp32", y.shape, DType.FP32, y.role)
+        ops.append(Op(f"{op.name}.cast_fp32", "elementwise", (x,), (x32,), Attrs({"op": "cast", "out_dtype": "fp32"}),
+                      op.group))
+        ops.append(Op(op.name, op.kind, (x32, *op.inputs[1:]), (y32,), op.attrs, op.group))
+        ops.append(Op(f"{op.name}.cast_back", "elementwise", (y32,), (y,),
+                      Attrs({"op": "cast", "out_dtype": y.dtype.value}), op.group))
     return OpGraph(graph.name, ops, dict(graph.meta))
 
 

@@ -19,7 +19,7 @@ from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
-           "head_transposes_stated", "run_options",
+           "head_transposes_stated", "fp32_mask_add", "run_options",
            "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -74,6 +74,9 @@ _BIAS_ADDS = re.compile(r"\blinear bias adds as separate kernels\b")
 # a row whose notes state that its attention layers split and merge heads with transpose kernels (PaddlePaddle's
 # MultiHeadAttention: transpose2 of q, k, v and of the output; workloads.frameworks.head_transposes)
 _HEAD_TRANSPOSES = re.compile(r"\bhead split and merge as transpose kernels\b")
+# a row whose notes state that its O1 mixed-precision program adds the attention mask to the scores in fp32 between
+# two casts (PaddlePaddle's rewrite_program with an fp32 mask from the black set: workloads.frameworks.fp32_score_add)
+_FP32_MASK_ADD = re.compile(r"\bmask add in fp32 between casts\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -113,6 +116,12 @@ def head_transposes_stated(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention layers split and merge heads with transpose kernels
     (the forward graph is then rewritten by :func:`workloads.frameworks.head_transposes`: :class:`GraphCache`)."""
     return bool(_HEAD_TRANSPOSES.search(text))
+
+
+def fp32_mask_add(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its program adds the attention mask in fp32 between two casts (an
+    inference graph then gets :func:`workloads.frameworks.fp32_score_add` in :func:`default_predict`)."""
+    return bool(_FP32_MASK_ADD.search(text))
 
 
 def timed_validation_step(text: str) -> bool:
@@ -231,6 +240,10 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import unfuse_linear_bias
 
             graph = unfuse_linear_bias(graph)
+        if not measurement.train and fp32_mask_add(measurement.notes):
+            from workloads.frameworks import fp32_score_add
+
+            graph = fp32_score_add(graph)
         if not measurement.train and timed_validation_step(measurement.notes):
             from workloads.frameworks import classification_validation_step
 
