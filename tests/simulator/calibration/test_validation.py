@@ -73,9 +73,12 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # DeepLearningExamples' validation step timed as its code runs it, the loss, top-1/top-5 accuracy and three
     # .item() reads after the network (and autocast's cast of the loader's fp32 images): e2e_cnn 17.6% -> 17.1%,
     # end to end 14.98% -> 14.8%; a training batch norm reading its operands twice, the reduction pass first:
-    # pub-058 -40.1% -> -32.1%, pub-059 -20.6% -> -10.3%, e2e_cnn 17.1% -> 16.0%, end to end 14.8% -> 14.5%)
-    "e2e_bert": 14.0, "e2e_cnn": 16.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 23.0,
-    "end-to-end": 15.0,
+    # pub-058 -40.1% -> -32.1%, pub-059 -20.6% -> -10.3%, e2e_cnn 17.1% -> 16.0%, end to end 14.8% -> 14.5%;
+    # PaddlePaddle's BERT programs as they run: O1 weight casts, three q/k/v GEMMs, bias adds apart, head
+    # transposes, the O1 mask add in fp32: pub-086 -8.0% -> +0.9%, pub-088 -49.4% -> -39.3%, pub-089 -70.0% ->
+    # -54.8%, e2e_bert 13.7% -> 12.5%, end to end 14.45% -> 13.88%)
+    "e2e_bert": 13.0, "e2e_cnn": 16.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 23.0,
+    "end-to-end": 14.0,
 }
 
 
