@@ -264,7 +264,8 @@ class GraphCache:
         unfused_qkv = qkv_unfused(m.notes)
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
         transposes = head_transposes_stated(m.notes)
-        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes)
+        amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -272,7 +273,7 @@ class GraphCache:
             if dropout:
                 extra["dropout"] = dropout
             args = m.workload_args()
-            train = (unfused_qkv or bias_adds or transposes) and args.get("train")
+            train = (unfused_qkv or bias_adds or transposes or amp_casts) and args.get("train")
             if train:  # split the forward graph, then derive the step from it
                 args.update(train=False, phase="train")
             try:
@@ -296,6 +297,10 @@ class GraphCache:
                 from workloads.frameworks import head_transposes
 
                 graph = head_transposes(graph)
+            if amp_casts:  # the forward's casts; the step then casts each weight gradient back to fp32
+                from workloads.frameworks import autocast_weight_casts
+
+                graph = autocast_weight_casts(graph)
             if train:
                 from workloads.training import training_graph
 
