@@ -53,6 +53,14 @@ __all__ = [
     "drop_optimizer",
     "with_profile_meta",
     "split_gated_mlp",
+    "split_qkv_projection",
+    "PADDLE_SEPARATE_QKV",
+    "unfuse_linear_bias",
+    "PADDLE_STATIC_LINEAR",
+    "head_transposes",
+    "PADDLE_HEAD_TRANSPOSES",
+    "fp32_score_add",
+    "PADDLE_O1_MASK_ADD",
     "TRTLLM_V05_UNFUSED_MLP",
 ]
 
@@ -815,6 +823,10 @@ def autocast_weight_casts(graph: Any) -> Any:
     on fp32 parameters), weights they share (a tied LM head), and weights that are not 16-bit, are left
     as they are. ``meta["autocast"]``
     records the transform; applying it twice is refused.
+
+    PaddlePaddle's O1 mixed precision of a static program (``fp16_utils.rewrite_program``) runs the same
+    kernels: it inserts a ``cast`` op before each white-list op for every fp32 input, parameters included,
+    and leaves the parameters fp32, so every run of the program casts every linear weight and bias again.
     """
     from workloads.dtypes import DType
     from workloads.ir import GraphBuilder, Op, Role, TensorSpec
@@ -869,6 +881,138 @@ def split_gated_mlp(graph: Any) -> Any:
     parts' outputs are the split's outputs, so every consumer is unchanged. The first part takes the fused op's
     place and each later part is issued just before the first op that reads its output (so the activation follows
     the gate GEMM and the product the up GEMM, as epilogues when the stack fuses them). Other ops are kept."""
+    return _split_fused_projection(graph, _GATE_UP)
+
+
+#: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` projects the query, key and value with three ``Linear`` layers
+#: (``q_proj``, ``k_proj``, ``v_proj``; ``_prepare_qkv`` calls ``self.q_proj(query)`` and ``compute_kv`` the other
+#: two: python/paddle/nn/layer/transformer.py), which a static program runs as three matmul ops with their bias adds.
+PADDLE_SEPARATE_QKV = ("PaddlePaddle/Paddle python/paddle/nn/layer/transformer.py (stored version "
+                       "029ad7b4813980bd7ede5777f14080b128e00c45): MultiHeadAttention's q_proj, k_proj and v_proj")
+
+_QKV = "qkv"
+
+
+def split_qkv_projection(graph: Any) -> Any:
+    """``graph`` with every fused query/key/value projection (an op named ``*.qkv`` whose only consumer splits its
+    last axis) run as one GEMM per part on the same input, as a framework whose attention layer holds three
+    projections runs it (:data:`PADDLE_SEPARATE_QKV`). Weights and bias partition the fused ones (parameters and
+    bytes unchanged) and the parts' outputs are the split's, as in :func:`split_gated_mlp`. A forward graph: a
+    training step is derived from the split forward graph (:func:`workloads.training.training_graph`)."""
+    return _split_fused_projection(graph, _QKV)
+
+
+#: PaddlePaddle's static ``paddle.nn.functional.linear`` appends a ``matmul_v2`` op and then, with a bias, an
+#: ``elementwise_add`` op (python/paddle/nn/functional/common.py, ``linear``, the static-graph branch); only the
+#: ``fuse_gemm_epilogue`` build pass folds the add into the GEMM (``fused_gemm_epilogue``).
+PADDLE_STATIC_LINEAR = ("PaddlePaddle/Paddle python/paddle/nn/functional/common.py: linear appends matmul_v2 and, with "
+                        "a bias, elementwise_add; BuildStrategy.fuse_gemm_epilogue fuses them")
+
+
+def unfuse_linear_bias(graph: Any) -> Any:
+    """``graph`` with the bias of every linear layer added by its own elementwise kernel after the GEMM, as a static
+    PaddlePaddle program runs ``nn.Linear`` without the ``fuse_gemm_epilogue`` pass (:data:`PADDLE_STATIC_LINEAR`):
+    a ``matmul`` whose third input holds one value per output column (the bias) loses it, writes its
+    product to a new tensor, and an ``elementwise`` add (``<name>.bias_add``) of that product and the bias writes the
+    op's old output, so every consumer is unchanged. A forward graph: a training step derived from it gets the add's
+    gradient (the bias gradient a reduction of the output gradient). Other ops are kept."""
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    for op in graph.ops:
+        bias = op.inputs[2] if op.kind == "matmul" and len(op.inputs) == 3 and len(op.outputs) == 1 else None
+        # the bias: one value per output column (a weight, or its cast when the weights are cast first)
+        if bias is None or bias.shape != op.outputs[0].shape[-1:]:
+            ops.append(op)
+            continue
+        (y,) = op.outputs
+        product = TensorSpec(f"{y.name}.product", y.shape, y.dtype, y.role)
+        ops.append(Op(op.name, op.kind, op.inputs[:2], (product,), op.attrs, op.group))
+        ops.append(Op(f"{op.name}.bias_add", "elementwise", (product, bias), (y,), Attrs({"op": "add"}), op.group))
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` splits and merges heads with ``tensor.transpose`` (perm
+#: ``[0, 2, 1, 3]``) after reshaping the query, key and value and before reshaping the output
+#: (python/paddle/nn/layer/transformer.py, ``_prepare_qkv``, ``compute_kv`` and ``forward``); a static program
+#: runs each as a ``transpose2`` op, whose kernel writes the permuted tensor.
+PADDLE_HEAD_TRANSPOSES = ("PaddlePaddle/Paddle python/paddle/nn/layer/transformer.py (stored version "
+                          "029ad7b4813980bd7ede5777f14080b128e00c45): MultiHeadAttention's tensor.transpose of q, k, v "
+                          "and of the output, perm [0, 2, 1, 3]")
+
+_SPLIT_HEADS = (".q_heads", ".k_heads", ".v_heads")
+_MERGE_HEADS = ".merge_heads"
+
+
+def head_transposes(graph: Any) -> Any:
+    """``graph`` with the head split and merge of every attention layer as transpose kernels, as a framework that
+    permutes ``(B, S, H, D)`` to ``(B, H, S, D)`` with a copy runs them (:data:`PADDLE_HEAD_TRANSPOSES`): each
+    ``*.q_heads`` / ``*.k_heads`` / ``*.v_heads`` reshape to ``(B, H, S, D)`` becomes a reshape to ``(B, S, H, D)``
+    followed by a ``transpose`` (``<name>.transpose``), and each ``*.merge_heads`` reshape of a ``(B, H, S, D)``
+    tensor is preceded by the inverse ``transpose``. Tensor names seen by other ops are unchanged; other ops are
+    kept. A forward graph: a training step derived from it gets the transposes' gradients (transposes too)."""
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    perm = Attrs({"perm": (0, 2, 1, 3)})
+    for op in graph.ops:
+        if op.kind == "reshape" and op.name.endswith(_SPLIT_HEADS) and len(op.outputs[0].shape) == 4:
+            y = op.outputs[0]
+            b, h, s, d = y.shape
+            mid = TensorSpec(f"{y.name}.bshd", (b, s, h, d), y.dtype, y.role)
+            ops.append(Op(op.name, "reshape", op.inputs, (mid,), Attrs({"shape": (b, s, h, d)}), op.group))
+            ops.append(Op(f"{op.name}.transpose", "transpose", (mid,), (y,), perm, op.group))
+        elif op.kind == "reshape" and op.name.endswith(_MERGE_HEADS) and len(op.inputs[0].shape) == 4:
+            x = op.inputs[0]
+            b, h, s, d = x.shape
+            mid = TensorSpec(f"{x.name}.bshd", (b, s, h, d), x.dtype, x.role)
+            ops.append(Op(f"{op.name}.transpose", "transpose", (x,), (mid,), perm, op.group))
+            ops.append(Op(op.name, "reshape", (mid,), op.outputs, op.attrs, op.group))
+        else:
+            ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's O1 rewrite (``fp16_utils.rewrite_program``) puts an op none of its lists names in the black (fp32)
+#: set, and a gray op with an input from the black set there too (``rewrite_program_by_amp_lists``; lists in
+#: ``fp16_lists.py``: ``unsqueeze2`` in none, ``cast`` and ``scale`` and ``elementwise_add`` gray, ``matmul`` white).
+#: BERT's attention mask (``modeling.py``: ``unsqueeze`` of an int32 comparison; ``_convert_attention_mask``: a cast
+#: and two scales) is therefore fp32 from the black set, and each layer's ``product + attn_mask`` runs in fp32 between
+#: a cast of the fp16 scores and the cast back before the (white) softmax.
+PADDLE_O1_MASK_ADD = ("PaddlePaddle/Paddle python/paddle/fluid/contrib/mixed_precision/fp16_utils.py "
+                      "(rewrite_program_by_amp_lists, _insert_cast_op) and fp16_lists.py (stored version "
+                      "02c53c2deaa4a3752e53a80f278729600eaa084a)")
+
+
+def fp32_score_add(graph: Any) -> Any:
+    """``graph`` with each attention layer's elementwise op on the scores (``*.core.scale``, which a framework that
+    folds the scale into the score GEMM runs as its mask add) computed in fp32 between two casts, as PaddlePaddle's
+    O1 rewrite runs the mask add (:data:`PADDLE_O1_MASK_ADD`): the scores are cast up, the op writes fp32, and its
+    result is cast back to the graph's dtype before the softmax. Tensor names seen by other ops are unchanged;
+    graphs already in fp32 and other ops are kept."""
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    ops: list[Op] = []
+    for op in graph.ops:
+        x = op.inputs[0] if op.kind == "elementwise" and op.name.endswith(".core.scale") else None
+        if x is None or x.dtype is DType.FP32:
+            ops.append(op)
+            continue
+        (y,) = op.outputs
+        x32 = TensorSpec(f"{x.name}.cast_fp32", x.shape, DType.FP32, x.role)
+        y32 = TensorSpec(f"{y.name}.fp32", y.shape, DType.FP32, y.role)
+        ops.append(Op(f"{op.name}.cast_fp32", "elementwise", (x,), (x32,), Attrs({"op": "cast", "out_dtype": "fp32"}),
+                      op.group))
+        ops.append(Op(op.name, op.kind, (x32, *op.inputs[1:]), (y32,), op.attrs, op.group))
+        ops.append(Op(f"{op.name}.cast_back", "elementwise", (y32,), (y,),
+                      Attrs({"op": "cast", "out_dtype": y.dtype.value}), op.group))
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+def _split_fused_projection(graph: Any, suffix: str) -> Any:
+    """``graph`` with every ``matmul``/``quant_matmul`` named ``*.<suffix>`` whose only consumer splits its last
+    axis run as one GEMM per part (:func:`split_gated_mlp`, :func:`split_qkv_projection`)."""
     from workloads.ir import Op, OpGraph, TensorSpec
 
     ops: list[Op] = []
@@ -880,7 +1024,7 @@ def split_gated_mlp(graph: Any) -> Any:
         for t in op.inputs:
             if t.name in pending:
                 ops.append(pending.pop(t.name))
-        cons = graph.consumers(op.outputs[0].name) if op.name.rsplit(".", 1)[-1] == _GATE_UP else []
+        cons = graph.consumers(op.outputs[0].name) if op.name.rsplit(".", 1)[-1] == suffix else []
         if op.kind not in ("matmul", "quant_matmul") or len(cons) != 1 or cons[0].kind != "split" \
                 or int(cons[0].attrs.get("axis", -1)) not in (-1, len(op.outputs[0].shape) - 1):
             ops.append(op)

@@ -17,8 +17,10 @@ import numpy as np
 from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
-__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "timed_validation_step", "attention_decomposed",
-           "dropout_kernels", "run_options", "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
+__all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
+           "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
+           "head_transposes_stated", "fp32_mask_add", "run_options",
+           "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -44,6 +46,11 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
 _AUTOCAST = re.compile(r"\bautocast\b")
+# a row whose notes state that its static program keeps fp32 weights and casts them to fp16 in every run:
+# PaddlePaddle's O1 mixed precision (paddle.fluid.contrib.mixed_precision.fp16_utils.rewrite_program inserts, for
+# each fp32 input of a white-list op such as matmul_v2, a cast op to a '<name>.cast_fp16' variable; the parameter
+# itself stays fp32), so each forward pays one cast kernel per weight, as under torch.autocast
+_STATIC_AMP_CASTS = re.compile(r"\bfp32 weights cast to fp16 in every run\b")
 # a row whose notes state that its time is DeepLearningExamples' image-classification validation step, which also
 # runs the loss, a top-1/top-5 accuracy and three .item() reads (workloads.frameworks.classification_validation_step)
 _DLE_VALIDATION = re.compile(r"\bTimed step: DeepLearningExamples validate\(\)")
@@ -58,6 +65,18 @@ _DROPOUT_KERNELS = re.compile(r"\bdropout kernels at p = (0\.\d+)\b")
 # a row whose notes state that its engine ran the gated MLP's gate and up projections as two GEMMs (TensorRT-LLM
 # v0.5 Llama engines built without --use_fused_mlp: workloads.frameworks.split_gated_mlp)
 _UNFUSED_MLP = re.compile(r"\bgate and up projections as two GEMMs\b")
+# a row whose notes state that its model code projects the query, key and value with three separate linear layers
+# (PaddlePaddle's paddle.nn.MultiHeadAttention: q_proj, k_proj, v_proj; workloads.frameworks.split_qkv_projection)
+_UNFUSED_QKV = re.compile(r"\bquery, key and value projections as three GEMMs\b")
+# a row whose notes state that its program adds each linear layer's bias in a kernel of its own after the GEMM (a
+# static PaddlePaddle program without the fuse_gemm_epilogue pass: workloads.frameworks.unfuse_linear_bias)
+_BIAS_ADDS = re.compile(r"\blinear bias adds as separate kernels\b")
+# a row whose notes state that its attention layers split and merge heads with transpose kernels (PaddlePaddle's
+# MultiHeadAttention: transpose2 of q, k, v and of the output; workloads.frameworks.head_transposes)
+_HEAD_TRANSPOSES = re.compile(r"\bhead split and merge as transpose kernels\b")
+# a row whose notes state that its O1 mixed-precision program adds the attention mask to the scores in fp32 between
+# two casts (PaddlePaddle's rewrite_program with an fp32 mask from the black set: workloads.frameworks.fp32_score_add)
+_FP32_MASK_ADD = re.compile(r"\bmask add in fp32 between casts\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -79,6 +98,32 @@ def gated_mlp_unfused(text: str) -> bool:
     return bool(_UNFUSED_MLP.search(text))
 
 
+def qkv_unfused(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its model code runs the query, key and value projections as three
+    GEMMs (the forward graph is then rewritten by :func:`workloads.frameworks.split_qkv_projection`, before a
+    training step is derived from it: :class:`GraphCache`)."""
+    return bool(_UNFUSED_QKV.search(text))
+
+
+def linear_bias_unfused(text: str) -> bool:
+    """True when ``text`` (a row's notes) says each linear layer's bias is added by a kernel of its own
+    (:func:`workloads.frameworks.unfuse_linear_bias`: in :class:`GraphCache` before a training step is derived, and
+    in :func:`default_predict` after the weight casts of an inference graph, so that a cast bias stays cast)."""
+    return bool(_BIAS_ADDS.search(text))
+
+
+def head_transposes_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its attention layers split and merge heads with transpose kernels
+    (the forward graph is then rewritten by :func:`workloads.frameworks.head_transposes`: :class:`GraphCache`)."""
+    return bool(_HEAD_TRANSPOSES.search(text))
+
+
+def fp32_mask_add(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its program adds the attention mask in fp32 between two casts (an
+    inference graph then gets :func:`workloads.frameworks.fp32_score_add` in :func:`default_predict`)."""
+    return bool(_FP32_MASK_ADD.search(text))
+
+
 def timed_validation_step(text: str) -> bool:
     """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
     step (the graph then gets :func:`workloads.frameworks.classification_validation_step`)."""
@@ -88,6 +133,13 @@ def timed_validation_step(text: str) -> bool:
 def timed_under_autocast(text: str) -> bool:
     """True when ``text`` (a row's source and notes) says the run was timed under ``torch.autocast``."""
     return bool(_AUTOCAST.search(text))
+
+
+def static_amp_weight_casts(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its static program casts its fp32 weights to fp16 in every run
+    (PaddlePaddle's O1 ``rewrite_program``; the inference graph then gets
+    :func:`workloads.frameworks.autocast_weight_casts`)."""
+    return bool(_STATIC_AMP_CASTS.search(text))
 
 
 # Runs that set Inductor's coordinate_descent_tuning, under which a matmul with one row is decomposed into a
@@ -178,11 +230,20 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
                                        "metric_reported": measurement.metric_reported, "dtype": measurement.dtype})
         for path, value in overrides.items():
             system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)
-        if opts.eager_framework and not measurement.train and not graph.meta.get("autocast") \
-                and timed_under_autocast(f"{measurement.source} {measurement.notes}"):
+        eager_autocast = opts.eager_framework and timed_under_autocast(f"{measurement.source} {measurement.notes}")
+        if not measurement.train and not graph.meta.get("autocast") \
+                and (eager_autocast or static_amp_weight_casts(measurement.notes)):
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)
+        if not measurement.train and linear_bias_unfused(measurement.notes):
+            from workloads.frameworks import unfuse_linear_bias
+
+            graph = unfuse_linear_bias(graph)
+        if not measurement.train and fp32_mask_add(measurement.notes):
+            from workloads.frameworks import fp32_score_add
+
+            graph = fp32_score_add(graph)
         if not measurement.train and timed_validation_step(measurement.notes):
             from workloads.frameworks import classification_validation_step
 
@@ -200,15 +261,23 @@ class GraphCache:
         decomposed = attention_decomposed(m.notes)
         dropout = dropout_kernels(m.notes)
         unfused_mlp = gated_mlp_unfused(m.notes)
-        key = (*m.case, decomposed, dropout, unfused_mlp)
+        unfused_qkv = qkv_unfused(m.notes)
+        bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
+        transposes = head_transposes_stated(m.notes)
+        amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
             extra: dict[str, Any] = {"attention": "decomposed"} if decomposed else {}
             if dropout:
                 extra["dropout"] = dropout
+            args = m.workload_args()
+            train = (unfused_qkv or bias_adds or transposes or amp_casts) and args.get("train")
+            if train:  # split the forward graph, then derive the step from it
+                args.update(train=False, phase="train")
             try:
-                graph = load_workload(m.workload, **m.workload_args(), **extra)
+                graph = load_workload(m.workload, **args, **extra)
             except (ValueError, KeyError, NotImplementedError, FileNotFoundError) as exc:
                 msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
                 raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
@@ -216,5 +285,25 @@ class GraphCache:
                 from workloads.frameworks import split_gated_mlp
 
                 graph = split_gated_mlp(graph)
+            if unfused_qkv:
+                from workloads.frameworks import split_qkv_projection
+
+                graph = split_qkv_projection(graph)
+            if bias_adds:
+                from workloads.frameworks import unfuse_linear_bias
+
+                graph = unfuse_linear_bias(graph)
+            if transposes:
+                from workloads.frameworks import head_transposes
+
+                graph = head_transposes(graph)
+            if amp_casts:  # the forward's casts; the step then casts each weight gradient back to fp32
+                from workloads.frameworks import autocast_weight_casts
+
+                graph = autocast_weight_casts(graph)
+            if train:
+                from workloads.training import training_graph
+
+                graph = training_graph(graph)
             self.cache[key] = graph
         return self.cache[key]
