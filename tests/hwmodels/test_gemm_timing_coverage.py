@@ -1,0 +1,60 @@
+"""What a GEMM row times: the H100 ``do_bench`` rows against kernel times of the same shapes.
+
+The published rows pub-010 and pub-011 are cuBLAS timings from triton-lang/triton issue #2339 (the Triton
+tutorial's ``do_bench``: a 256 MB L2 flush before each call, CUDA events around it, the median), fp16.
+aiconfigurator timed TensorRT-LLM's bf16 Linear on an H100 SXM at the same two shapes by CUDA-graph replay
+(gemm_kernels.csv, gemmk-021 and gemmk-025; data the catalog never saw). The kernel model sits within 10%
+of those kernel times, while the ``do_bench`` rows are 27% and 10% above them, so the published rows' fast
+errors are what their timing interval holds beyond the kernel (docs/accuracy.md, "Op-level GEMM rows over
+12%").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hwmodels.catalog import load_device
+from simulator.calibration.measurements import MeasurementSet
+from simulator.calibration.predict import GraphCache, default_predict
+from simulator.hardware import known_devices
+
+_DATA = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
+# (published do_bench row, kernel-table row) of one shape on an H100 SXM
+PAIRS = (("pub-010", "gemmk-021"), ("pub-011", "gemmk-025"))
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, tuple[str, str, float, float]]:
+    """id -> (workload, dtype, measured s, predicted s) for the four rows."""
+    wanted = {i for pair in PAIRS for i in pair}
+    out: dict[str, tuple[str, str, float, float]] = {}
+    for name in ("published_gpu.csv", "gemm_kernels.csv"):
+        graphs = GraphCache()
+        for m in MeasurementSet.load(_DATA / name, devices=known_devices()):
+            if m.id in wanted:
+                assert m.device == "h100-sxm5-80gb"
+                out[m.id] = (m.workload, m.dtype, m.median_s,
+                             default_predict(graphs.get(m), load_device(m.device), m))
+    assert set(out) == wanted
+    return out
+
+
+@pytest.mark.parametrize("pub, kern", PAIRS)
+def test_same_shape_on_the_same_gpu(rows, pub, kern):
+    assert rows[pub][0] == rows[kern][0]
+    assert (rows[pub][1], rows[kern][1]) == ("fp16", "bf16")  # one tensor-core rate on the H100
+
+
+def test_do_bench_rows_time_more_than_the_kernel(rows):
+    # 111.97 us against 87.96 us (2048 x 4096 x 4096); 380.9 us against 346.3 us (2048 x 8192 x 8192)
+    assert rows["pub-010"][2] / rows["gemmk-021"][2] == pytest.approx(1.273, abs=0.002)
+    assert rows["pub-011"][2] / rows["gemmk-025"][2] == pytest.approx(1.100, abs=0.002)
+
+
+@pytest.mark.parametrize("pub, kern", PAIRS)
+def test_the_model_sits_between_kernel_and_do_bench(rows, pub, kern):
+    kernel_s, kernel_pred = rows[kern][2], rows[kern][3]
+    assert 0.0 < kernel_pred / kernel_s - 1.0 < 0.10  # slower than the kernel by under 10%
+    assert kernel_s < rows[pub][3] < rows[pub][2]  # the published row: above the kernel, below do_bench
