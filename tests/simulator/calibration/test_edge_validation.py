@@ -1,12 +1,12 @@
 """Validation against published MLPerf Inference Edge results of Jetson AGX Orin (nothing fitted).
 
 The dataset's figures are checked against the lines of the MLPerf logs they cite, every row names its
-source, and the achieved error is pinned (docs/edge.md explains each row): MAPE 11.0 % over all six rows
+source, and the achieved error is pinned (docs/edge.md explains each row): MAPE 15.3 % over all six rows
 (ResNet-50, RetinaNet, BERT-99; single stream and offline). The convolutions' DRAM traffic is the input
-tensor's (implicit GEMM, docs/accuracy.md), not the im2col matrix's: RetinaNet's large 3x3 convolutions
-on Orin's 4 MB L2 run faster than they did with the im2col count (RetinaNet MAPE 3.1 % -> 9.5 %).
-BERT Offline runs at the published mean SQuAD v1.1 length (177 tokens) and misses by -21 %; BERT single
-stream stays at 384 tokens (+14 %, an upper bound: the p90 sample length is not published).
+tensor's (implicit GEMM, docs/accuracy.md), not the im2col matrix's. BERT Offline runs at the published
+mean SQuAD v1.1 length (177 tokens) and misses by -13 %; BERT single stream stays at 384 tokens (-9 %:
+the p90 sample length is not published, and 384 bounds it from above, so a cost is missing there too).
+The single-stream CNN rows are the worst (-27 % and -23 %): see docs/edge.md for what they lack.
 """
 
 from __future__ import annotations
@@ -55,22 +55,25 @@ def test_values_are_the_logged_figures():
 
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
-    assert result["mape"] == pytest.approx(15.70, abs=0.05)  # docs/accuracy.md (Orin tile copies at the cp.async L2 rate)
-    # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherits, became the A100's MAMF,
+    assert result["mape"] == pytest.approx(15.26, abs=0.05)  # docs/edge.md
+    # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherited, became the A100's MAMF,
     # and when every Orin GPU kernel carried the Ampere per-kernel device time; BERT again when GELU was priced as
     # the eager CUDA function's instructions, which TensorRT's compiled GELU does not run; all when the Ampere L2 tile
     # fraction became the cp.async rate 0.755, which Orin's A100-derived L2 figure inherits; BERT when the
-    # FlashAttention-2 forward ran at its mma.sync rate without the GEMM library fraction: edge-005 -5.6 -> -6.0%)
-    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.48, abs=0.05)
-    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.38, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(12.19, abs=0.05)
+    # FlashAttention-2 forward ran at its mma.sync rate without the GEMM library fraction: edge-005 -5.6 -> -6.0%;
+    # all when Orin took its own measured GEMM fraction 0.800 and LPDDR5 read fraction 0.746 (ApxInf
+    # doc/jetson-roofline.md) and the A100's measured tensor energy in place of the (60 W - idle) / peak bound,
+    # which had capped its GEMMs at the module budget: 15.70 -> 15.26, edge-006 -18.4 -> -13.3%)
+    assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.08, abs=0.05)
+    assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.75, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.95, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
-    assert err["edge-001"] == pytest.approx(-27.5, abs=0.1)  # ResNet-50 single stream, GPU
-    assert err["edge-002"] == pytest.approx(+3.5, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
+    assert err["edge-001"] == pytest.approx(-26.6, abs=0.1)  # ResNet-50 single stream, GPU
+    assert err["edge-002"] == pytest.approx(+3.6, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
     assert err["edge-003"] == pytest.approx(-22.8, abs=0.1)   # RetinaNet single stream, GPU
-    assert err["edge-004"] == pytest.approx(+15.9, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(-6.0, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
-    assert err["edge-006"] == pytest.approx(-18.4, abs=0.1)  # BERT offline at the mean SQuAD length
+    assert err["edge-004"] == pytest.approx(+16.7, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
+    assert err["edge-005"] == pytest.approx(-8.6, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-006"] == pytest.approx(-13.3, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
 def test_offline_throughput_sums_the_engines(result):
@@ -154,6 +157,21 @@ def test_bad_rows_are_located(tmp_path, edit, needle):
 def test_cli_prints_the_edge_group(capsys):
     assert main(["validate", "--dataset", "edge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n"] == 6 and out["mape"] == pytest.approx(15.70, abs=0.05)
+    assert out["n"] == 6 and out["mape"] == pytest.approx(15.26, abs=0.05)
     assert main(["validate", "--dataset", "edge", "--hardware", "l4"]) == 2
     assert "expected neither" in capsys.readouterr().err
+
+
+def test_offline_gpu_share_against_nvidia_dla_measurements():
+    """The Offline rows' GPU part, if both DLAs ran at the rate NVIDIA measured for them alone (the rows' notes cite
+    NVIDIA/Deep-Learning-Accelerator-SW: ResNet-50 b2 2037, RetinaNet b1 78 images/s on JetPack 5.1.1): the model's
+    GPU is 8.6 % slow on ResNet-50 and 63 % fast on RetinaNet (docs/edge.md, 'What each row still lacks')."""
+    from simulator.calibration.validation import predict_edge_row
+
+    rows = {r.id: r for r in load_edge_rows()}
+    for rid, dla_both, gpu_err in (("edge-002", 2037.0, -8.6), ("edge-004", 78.0, +63.1)):
+        row = rows[rid]
+        assert f"{dla_both:g} images/s" in row.notes
+        gpu = predict_edge_row(type(row)(**{**row.__dict__, "engines": row.engines[:1]}))
+        implied = row.value - dla_both
+        assert 100.0 * (gpu - implied) / implied == pytest.approx(gpu_err, abs=0.1)

@@ -162,7 +162,8 @@ def test_published_quant_rows_are_sourced():
 
 def test_tinychat_decode_latency_error():
     """Prediction error against TinyChat's published per-token latencies (llama-2-7b, batch 1, 4 context
-    tokens). Measured when written: A100 fp16 -2.9 %, int4 -24.0 %; Orin fp16 +3.7 %, int4 -3.2 %."""
+    tokens). Measured when written: A100 fp16 -2.9 %, int4 -24.0 %; Orin fp16 +3.7 %, int4 -3.2 % (+5.5 % and -1.4 %
+    since the Orin's LPDDR5 read fraction is its own measured 0.746, docs/edge.md)."""
     from workloads.resolve import load_workload
 
     errors = {}
@@ -174,8 +175,8 @@ def test_tinychat_decode_latency_error():
         errors[r["id"]] = pred / float(r["median_s"]) - 1.0
     assert errors["quant-001"] == pytest.approx(-0.029, abs=0.05)
     assert errors["quant-002"] == pytest.approx(-0.240, abs=0.05)  # TinyChat's int4 runs slower than the model says
-    assert errors["quant-003"] == pytest.approx(0.037, abs=0.05)
-    assert errors["quant-004"] == pytest.approx(-0.032, abs=0.05)
+    assert errors["quant-003"] == pytest.approx(0.055, abs=0.05)
+    assert errors["quant-004"] == pytest.approx(-0.014, abs=0.05)
 
 
 def test_other_device_kinds_mark_quantised_layers_as_fallback():
