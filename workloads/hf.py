@@ -17,8 +17,9 @@ Modelling notes per family:
   encoder runs only on image inputs and is not part of the graph.
 * GPT-NeoX's partial rotary embedding and parallel residual change neither parameters nor matmul
   FLOPs and are modelled as full RoPE and a sequential residual.
+* GPT-OSS's expert biases are read as the model class holds them (``expert_bias``: no config key).
 * Not represented (a few element-wise ops or under 0.1% of the parameters each): GPT-OSS's attention
-  sinks and expert/router biases, DeepSeek-V3's router score-correction bias, Llama 4's weightless
+  sinks and router bias, DeepSeek-V3's router score-correction bias, Llama 4's weightless
   q/k L2 norm and its RoPE-free layers, Gemma's embedding scale and logit soft-capping.
 
 Example
@@ -311,7 +312,8 @@ def _gpt_oss(c: _Cfg) -> dict[str, Any]:
     attn_bias = c.flag("attention_bias", True)
     out.update(head_dim=c.opt_int("head_dim", 64, hi=MAX_HEADS, what="head_dim"), qkv_bias=attn_bias,
                out_bias=attn_bias, experts=c.int("num_local_experts", "num_experts", hi=MAX_EXPERTS, what="experts"),
-               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0)
+               top_k=c.int("num_experts_per_tok", hi=MAX_EXPERTS, what="top_k"), capacity_factor=1.0,
+               expert_bias=True)  # GptOssExperts always holds gate_up_proj_bias and down_proj_bias (no config key)
     out.update(_windows(c, out["layers"], _window(c, 128), lambda i: (i + 1) % 2 != 0))
     return out
 
