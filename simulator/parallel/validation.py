@@ -185,6 +185,11 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
                                                            batch=mb, dtype=r["dtype"]), batch // mb)
             x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
+        if "FasterTransformer" in r["framework"] and _ft_release(r["notes"]) in _FT_LAST_INPUT_REDECODED and il > 1:
+            # the release's generation loop runs the last input token through every layer again (output_len
+            # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens
+            x["e2e_latency_s"] += evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1,
+                                                batch=batch, dtype=r["dtype"]).latency_s
         e2e = x["e2e_latency_s"]
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
         pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": e2e,
@@ -203,13 +208,24 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
 #: a row's notes name the release ("first published with FasterTransformer v5.0"); unnamed: the latest
 _FT_CONTEXT_TOKENS = {"v5.0": 8192, "v5.1": 1024}
 _FT_RELEASE = re.compile(r"first published with FasterTransformer (v\d+\.\d+)")
+#: releases whose GPT generation loop starts at the last input token: v4.0's ``DecodingGpt::forward``
+#: (``fastertransformer/gpt.h`` @ 0280a66dc62bd8ff1ce21c9c2cd0029799829eaa) embeds ``output_ids[step - 1]`` and
+#: runs every layer for each step from ``input_len`` to ``input_len + output_len - 1``, after a context pass
+#: (``forward_context``) that fills the K/V cache of all ``input_len`` tokens and computes no logits; v5.0 on
+#: (``ParallelGpt::forward`` @ a44c381) takes the first token from the context decoder's output instead
+_FT_LAST_INPUT_REDECODED = frozenset({"v4.0"})
+
+
+def _ft_release(notes: str) -> str:
+    """The FasterTransformer release a row's notes say first published its table ("" when none is named)."""
+    m = _FT_RELEASE.search(notes)
+    return m.group(1) if m else ""
 
 
 def _ft_context_tokens(notes: str) -> int:
     """The context-microbatch token limit of the FasterTransformer release a row's notes name (1024 when
     they name none, the rule of every release from v5.1 on)."""
-    m = _FT_RELEASE.search(notes)
-    return _FT_CONTEXT_TOKENS.get(m.group(1), 1024) if m else 1024
+    return _FT_CONTEXT_TOKENS.get(_ft_release(notes), 1024)
 
 
 def _ft_context_microbatch(batch: int, seq: int, pp: int, max_tokens: int = 1024) -> int:
