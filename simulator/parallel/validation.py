@@ -179,11 +179,17 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
         x = dict(res.extra)
-        mb = _ft_context_microbatch(batch, il, pp) if "FasterTransformer" in r["framework"] else batch
+        mb = _ft_context_microbatch(batch, il, pp, _ft_context_tokens(r["notes"])) \
+            if "FasterTransformer" in r["framework"] else batch
         if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
                                                            batch=mb, dtype=r["dtype"]), batch // mb)
             x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
+        if "FasterTransformer" in r["framework"] and _ft_release(r["notes"]) in _FT_LAST_INPUT_REDECODED and il > 1:
+            # the release's generation loop runs the last input token through every layer again (output_len
+            # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens
+            x["e2e_latency_s"] += evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1,
+                                                batch=batch, dtype=r["dtype"]).latency_s
         e2e = x["e2e_latency_s"]
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
         pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": e2e,
@@ -195,16 +201,44 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
                     predicted=pred[r["metric"]])
 
 
-def _ft_context_microbatch(batch: int, seq: int, pp: int) -> int:
+#: ``getLocalBatchSize``'s limit on the tokens of one context microbatch, by the FasterTransformer release
+#: that first published a row's table (``src/fastertransformer/utils/nccl_utils.cc``: 2048 in the v5.0 beta
+#: @ 952a1f2449f6bdd921feaba7cea68ae95d0d426b, 8192 in v5.0 @ a44c38134cefe17a81c269b6ec23d91cfe4e7216,
+#: 1024 from v5.1 @ bc214067d603bf95beb8af5d1ce5960e96ba7244 through df4a7534860137e060e18d2ebf019906120ea204);
+#: a row's notes name the release ("first published with FasterTransformer v5.0"); unnamed: the latest
+_FT_CONTEXT_TOKENS = {"v5.0": 8192, "v5.1": 1024}
+_FT_RELEASE = re.compile(r"first published with FasterTransformer (v\d+\.\d+)")
+#: releases whose GPT generation loop starts at the last input token: v4.0's ``DecodingGpt::forward``
+#: (``fastertransformer/gpt.h`` @ 0280a66dc62bd8ff1ce21c9c2cd0029799829eaa) embeds ``output_ids[step - 1]`` and
+#: runs every layer for each step from ``input_len`` to ``input_len + output_len - 1``, after a context pass
+#: (``forward_context``) that fills the K/V cache of all ``input_len`` tokens and computes no logits; v5.0 on
+#: (``ParallelGpt::forward`` @ a44c381) takes the first token from the context decoder's output instead
+_FT_LAST_INPUT_REDECODED = frozenset({"v4.0"})
+
+
+def _ft_release(notes: str) -> str:
+    """The FasterTransformer release a row's notes say first published its table ("" when none is named)."""
+    m = _FT_RELEASE.search(notes)
+    return m.group(1) if m else ""
+
+
+def _ft_context_tokens(notes: str) -> int:
+    """The context-microbatch token limit of the FasterTransformer release a row's notes name (1024 when
+    they name none, the rule of every release from v5.1 on)."""
+    return _FT_CONTEXT_TOKENS.get(_ft_release(notes), 1024)
+
+
+def _ft_context_microbatch(batch: int, seq: int, pp: int, max_tokens: int = 1024) -> int:
     """The microbatch FasterTransformer's GPT runs its context phase in: ``getLocalBatchSize(batch, seq, pp)``
     (``src/fastertransformer/utils/nccl_utils.cc``, called by ``ParallelGptContextDecoder::forward``, NVIDIA/
     FasterTransformer @ df4a7534860137e060e18d2ebf019906120ea204): the whole batch without pipeline
     parallelism; otherwise the batch divided by ``pp`` when it divides, then halved while the microbatch times
-    the length exceeds 1024 tokens and the microbatch is even. (Generation steps call it with length 1.)"""
+    the length exceeds ``max_tokens`` (the release's limit, :data:`_FT_CONTEXT_TOKENS`) and the microbatch is
+    even. (Generation steps call it with length 1.)"""
     if pp == 1:
         return batch
     mb = batch // pp if batch % pp == 0 else batch
-    while mb * seq > 1024 and mb % 2 == 0:
+    while mb * seq > max_tokens and mb % 2 == 0:
         mb //= 2
     return mb
 
