@@ -97,3 +97,21 @@ def test_sum_loss_refuses_other_graphs():
     g = training_graph(load_workload("bert_base", batch=2, seq=128, phase="train", dtype="fp16"), optimizer="sgd")
     with pytest.raises(ValueError, match="no 'loss.logits_sum' op"):
         sum_loss(g)
+
+
+def test_engines_agree_on_the_sum_loss_step():
+    """The module calls end at meta['loss_op'] in every engine: the DES and the analytical engine agree."""
+    from hwmodels.catalog import load_device
+    from simulator import EvalOptions, evaluate, simulate
+
+    _, f = _forward("eager", batch=2, seq=64)
+    step = drop_optimizer(sum_loss(training_graph(f, optimizer="adamw")))
+    a100 = load_device("a100-sxm4-80gb")
+    eager = EvalOptions(eager_framework=True, eager_modules=True)
+    ref = evaluate(step, a100, eager)
+    assert simulate(step, a100, eager, streams=1).latency_s == pytest.approx(ref.latency_s, rel=1e-12)
+    # the forward's module calls: without the stop at the sum, backward ops would open containers too
+    calls = module_call_counts(step)
+    forward = {op.name for op in step}
+    names = [op.name for op in step]
+    assert max(names.index(n) for n in calls if n in forward) < names.index("loss.logits_sum")
