@@ -1158,8 +1158,8 @@ def hf_masked_lm_forward(graph: Any, profile: str) -> Any:
     * ``sdpa``: ``_prepare_4d_attention_mask_for_sdpa`` tests ``torch.all(mask == 1)`` (a comparison and a
       reduction whose value the host reads) and passes no mask, so attention stays one fused call.
 
-    Under ``eager`` at batch > 1 the attention matmuls also copy their head-split operands
-    (:func:`_matmul_operand_copies`).
+    (Under ``eager`` at batch > 1 the graph already copies the head views ``torch.matmul`` reshapes:
+    ``workloads.zoo.transformer``, ``decomposed_core``.)
 
     The graph still ends in a ``cross_entropy`` over the logits, a stand-in from which the training step is
     derived; :func:`sum_loss` then makes it the benchmark's ``logits.sum()``."""
@@ -1183,8 +1183,6 @@ def hf_masked_lm_forward(graph: Any, profile: str) -> Any:
     for i, op in enumerate(kept):
         if i and kept[i - 1].group.startswith("embed") and not op.group.startswith("embed"):
             mask = _bert_mask_ops(b, profile, (bsz, s), hidden.dtype.value)  # BertModel.forward, after embeddings
-        if profile == "eager" and bsz > 1 and op.kind == "matmul" and op.name.endswith((".core.qk", ".core.pv")):
-            op = _matmul_operand_copies(b, op)
         if mask is not None and op.kind == "softmax" and op.name.endswith(".core.softmax"):
             added = b.op("elementwise", [op.inputs[0], mask], name=f"{op.name[:-len('.softmax')]}.mask_add", op="add")
             b.add(Op(op.name, op.kind, (added, *op.inputs[1:]), op.outputs, op.attrs, op.group))
@@ -1203,23 +1201,6 @@ def hf_masked_lm_forward(graph: Any, profile: str) -> Any:
         flat = b.op("reshape", [logits], name="flatten", shape=(bsz * s, table.shape[0]))
         b.op("cross_entropy", [flat, b.input("labels", (bsz * s,), "int32")], name="logits_sum")
     return b.build({**dict(graph.meta), "mlm_sum_forward": profile})
-
-
-def _matmul_operand_copies(b: Any, op: Any) -> Any:
-    """``op`` (an attention ``torch.matmul`` of eager ``BertSelfAttention``) with a copy of each operand that is a
-    head-split view: ``at::matmul`` of two 4-d tensors reshapes each to ``(batch x heads, rows, cols)``, and the
-    ``view(b, s, h, d).permute(0, 2, 1, 3)`` of a projection (and its ``transpose(-1, -2)``) cannot merge those
-    dimensions without a copy when the batch exceeds 1 (``reshape`` then clones; ``aten/src/ATen/native/
-    LinearAlgebra.cpp``, ``_matmul_impl``). The softmax output is contiguous and is not copied. Each copy's backward
-    is another copy (the gradient's ``reshape`` through the inverse permutation)."""
-    from workloads.ir import Op
-
-    ins = list(op.inputs)
-    for i, t in enumerate(ins):
-        if t.name.endswith(("_heads",)):
-            # a layout copy: a transpose kernel in the graph's logical (b, h, s, d) order; its gradient is one too
-            ins[i] = b.op("transpose", [t], name=f"{op.name}.operand{i}_contiguous", perm=tuple(range(len(t.shape))))
-    return Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group) if ins != list(op.inputs) else op
 
 
 def _bert_mask_ops(b: Any, profile: str, shape: tuple[int, int], dtype: str) -> Any:

@@ -34,10 +34,12 @@ def test_eager_head_mask_and_matmul_copies():
     adds = [op for op in f if op.name.endswith(".core.mask_add")]
     assert len(adds) == 12 and adds[0].inputs[1].shape == (4, 1, 1, 256)
     assert f.op("layers.0.attn.core.softmax").inputs[0] == adds[0].outputs[0]
-    # at batch 4 torch.matmul copies q, k (for QK^T) and v (for PV): 3 per layer
+    # at batch 4 torch.matmul copies q, k (for QK^T) and v (for PV): 3 per layer, in the eager graph itself
     copies = [op for op in f if op.name.endswith("_contiguous") and ".core." in op.name]
     assert len(copies) == 36 and {op.kind for op in copies} == {"transpose"}
-    assert len(f.ops) == len(g.ops) - 6 + 5 + 12 + 36 + 6
+    assert f.op("layers.0.attn.core.qk").inputs[0] == f.op("layers.0.attn.core.q_contiguous").outputs[0]
+    assert f.op("layers.0.attn.core.pv").inputs[1] == f.op("layers.0.attn.core.v_contiguous").outputs[0]
+    assert len(f.ops) == len(g.ops) - 6 + 5 + 12 + 6
     # the mask is made after the embeddings, as BertModel.forward does
     assert names.index("mask.ones") == names.index("embed.dropout") + 1
 
