@@ -1245,3 +1245,56 @@ def sum_loss(train_graph: Any) -> Any:
         raise ValueError(f"graph {train_graph.name!r}: sum loss: no 'loss.logits_sum' op; expected a step derived "
                          "from hf_masked_lm_forward")
     return OpGraph(train_graph.name, ops, {**dict(train_graph.meta), LOSS_OP_META: name})
+
+
+#: Op kinds ``torch.autocast`` runs in float32 whatever their input (the "fp32" list of
+#: ``aten/src/ATen/autocast_mode.cpp``, and PyTorch's AMP documentation, "CUDA Ops that can autocast to float32":
+#: ``layer_norm``, ``softmax``, ``log_softmax``, ``group_norm`` ...), casting a 16-bit input up first.
+AUTOCAST_FP32_KINDS = frozenset({"layernorm", "softmax", "groupnorm"})
+
+AUTOCAST_ACTIVATION_SOURCE = ("pytorch/pytorch aten/src/ATen/autocast_mode.cpp: lower_precision_fp ops (conv*, linear, "
+                              "matmul, bmm, addmm) cast every floating input to the autocast dtype; fp32 ops (layer_norm, "
+                              "softmax, group_norm ...) cast to float32; cached_cast keeps only leaf tensors that require "
+                              "grad (the parameters); other ops follow type promotion")
+
+
+def autocast_activation_casts(graph: Any) -> Any:
+    """An inference graph of an fp32 model as eager PyTorch runs it inside one ``torch.autocast`` region whose
+    weight casts are cached (:data:`AUTOCAST_ACTIVATION_SOURCE`): the activations' casts. Each tensor's run-time
+    dtype is followed from the fp32 graph inputs: a convolution or matmul casts each fp32 activation operand to
+    the low precision, one kernel per consumer (activations are not cached), and runs low; a LayerNorm or
+    softmax casts a low-precision input up and runs in fp32; any other op runs in fp32 when an operand is fp32
+    (type promotion: a residual add of a 16-bit projection to the fp32 stream, a weight it reads), else low;
+    batch norm keeps its input's dtype (its kernels take 16-bit data with fp32 parameters).
+    Weights cast by autocast are cached, so a weight operand of a convolution or matmul costs nothing.
+
+    The graph's tensors keep their (16-bit) dtypes: each cast is priced as a 16-bit elementwise kernel over its
+    tensor and the fp32 ops' traffic at 16 bits (an under-count of bytes; in the small-batch runs these rows
+    hold, each kernel's host time dominates). ``meta["autocast_activations"]`` records the transform."""
+    from workloads.ir import GraphBuilder, Op, Role
+
+    if graph.meta.get("autocast_activations"):
+        raise ValueError(f"graph {graph.name!r}: autocast activation casts already added")
+    ops = list(graph)
+    if any(op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) or op.kind == "optimizer_update" for op in ops):
+        raise ValueError(f"graph {graph.name!r}: autocast activation casts: got a training graph; expected an "
+                         "inference graph")
+    low = {}  # tensor name -> True when it is 16-bit at run time
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "bf16"))
+    for op in ops:
+        acts = [t for t in op.inputs if t.role != Role.WEIGHT]
+        ins = list(op.inputs)
+        if op.kind in AUTOCAST_WEIGHT_KINDS or op.kind in AUTOCAST_FP32_KINDS:
+            want_low = op.kind in AUTOCAST_WEIGHT_KINDS
+            for i, t in enumerate(ins):
+                if t.role != Role.WEIGHT and t.dtype.is_float and low.get(t.name, False) != want_low:
+                    ins[i] = b.op("elementwise", [t], name=f"{op.name}{AUTOCAST_CAST_SUFFIX}_in{i}", op="cast",
+                                  out_dtype=t.dtype.value)
+            out_low = want_low
+        else:  # batch norm takes a 16-bit input with fp32 parameters and keeps the input's dtype (cuDNN, MIOpen)
+            fp32_weight = op.kind != "batchnorm" and any(t.role == Role.WEIGHT and t.dtype.is_float for t in op.inputs)
+            out_low = not fp32_weight and all(low.get(t.name, False) for t in acts if t.dtype.is_float)
+        b.add(Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group))
+        for t in op.outputs:
+            low[t.name] = out_low
+    return b.build({**dict(graph.meta), "autocast_activations": True})

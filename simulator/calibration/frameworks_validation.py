@@ -115,6 +115,13 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
         from workloads.frameworks import autocast_weight_casts
 
         graph = autocast_weight_casts(graph)
+    if profile.name in ("eager", "sdpa") and not m.train and timed_under_autocast(m.notes) \
+            and not graph.meta.get("autocast"):
+        # one autocast region around the timed loop: the weight casts are cached after the first call, the
+        # activations' casts are not (workloads.frameworks.AUTOCAST_ACTIVATION_SOURCE)
+        from workloads.frameworks import autocast_activation_casts
+
+        graph = autocast_activation_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
