@@ -1121,3 +1121,180 @@ def classification_validation_step(graph: Any, topk: int = 5) -> Any:
     for what, t in (*reads, ("loss", loss)):  # .item(): one scalar copied to the host, which waits for it
         b.op("elementwise", [t], name=f"item_{what}", op="copy")
     return b.build({**dict(graph.meta), DLE_VALIDATION_META: True})
+
+
+# ------------------------------------------------------------------------------------------------
+# Hugging Face BERT under the SDPA training benchmark (transformers PR #28802)
+
+#: What the BERT rows of the transformers SDPA training benchmark run. The PR's description benchmarks
+#: ``BertLMHeadModel`` with fxmarty's training script, which builds ``AutoModelForMaskedLM`` from ``input_ids``
+#: alone and times ``model.zero_grad(); outputs = model(**inputs); loss = outputs.logits.sum(); loss.backward()``;
+#: either class is ``BertModel(config, add_pooling_layer=False)`` and ``BertOnlyMLMHead`` (``transform.dense``,
+#: the activation, ``transform.LayerNorm``, then ``decoder``: the word-embedding matrix tied, with a bias over the
+#: vocabulary) (transformers ``models/bert/modeling_bert.py``).
+HF_MLM_SUM_SOURCE = ("huggingface/transformers PR #28802 (description: 'using BertLMHeadModel'; training benchmark of "
+                     "gist fxmarty/7e75cc3942d6974e4849093ebea0a331: zero_grad, forward, loss = outputs.logits.sum(), "
+                     "backward; input_ids only); models/bert/modeling_bert.py: BertOnlyMLMHead, "
+                     "BertModel(add_pooling_layer=False), get_extended_attention_mask, "
+                     "_prepare_4d_attention_mask_for_sdpa")
+
+#: ``meta`` key naming the op a training graph's forward ends with when it is not a loss kind (the module-call
+#: count stops there: :func:`simulator.engines.walk.module_call_counts`).
+LOSS_OP_META = "loss_op"
+
+_DROPPED_HEAD_GROUPS = ("pooler", "head", "loss")
+
+
+def hf_masked_lm_forward(graph: Any, profile: str) -> Any:
+    """A BERT training forward graph (zoo ``phase="train"``) as the SDPA training benchmark runs it
+    (:data:`HF_MLM_SUM_SOURCE`): the pooler, classifier and cross-entropy are replaced by the masked-LM head
+    (``cls.predictions.transform.dense`` with its bias, the activation, ``LayerNorm``, and ``cls.predictions.decoder``
+    over the tied word-embedding matrix with the vocabulary bias), and the attention mask ``BertModel`` makes when
+    no ``attention_mask`` is passed (``torch.ones(batch, seq)``) is prepared as the profile's code prepares it:
+
+    * ``eager``: ``get_extended_attention_mask`` casts it to the model dtype and computes ``(1.0 - mask) *
+      finfo.min`` (three kernels), and every layer adds it to the scaled scores before the softmax (one kernel
+      over the scores per layer; its gradient passes through);
+    * ``sdpa``: ``_prepare_4d_attention_mask_for_sdpa`` tests ``torch.all(mask == 1)`` (a comparison and a
+      reduction whose value the host reads) and passes no mask, so attention stays one fused call.
+
+    (Under ``eager`` at batch > 1 the graph already copies the head views ``torch.matmul`` reshapes:
+    ``workloads.zoo.transformer``, ``decomposed_core``.)
+
+    The graph still ends in a ``cross_entropy`` over the logits, a stand-in from which the training step is
+    derived; :func:`sum_loss` then makes it the benchmark's ``logits.sum()``."""
+    from workloads.ir import GraphBuilder, Op
+
+    if profile not in ("eager", "sdpa"):
+        raise ValueError(f"graph {graph.name!r}: masked-LM benchmark step: profile {profile!r}; expected eager or sdpa")
+    ops = list(graph)
+    kept = [op for op in ops if op.group.split(".")[0] not in _DROPPED_HEAD_GROUPS]
+    if not kept or not any(op.name == "head.classifier" for op in ops):
+        raise ValueError(f"graph {graph.name!r}: masked-LM benchmark step: no 'head.classifier' op to replace; "
+                         "expected a BERT training forward graph (an encoder with its classification head)")
+    table = next((t for op in kept if op.name == "embed.tokens" for t in op.inputs[1:2]), None)
+    if table is None:
+        raise ValueError(f"graph {graph.name!r}: masked-LM benchmark step: no 'embed.tokens' embedding; expected "
+                         "a BERT training forward graph")
+    hidden = kept[-1].outputs[0]
+    bsz, s, d = hidden.shape
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", hidden.dtype.value))
+    mask = None
+    for i, op in enumerate(kept):
+        if i and kept[i - 1].group.startswith("embed") and not op.group.startswith("embed"):
+            mask = _bert_mask_ops(b, profile, (bsz, s), hidden.dtype.value)  # BertModel.forward, after embeddings
+        if mask is not None and op.kind == "softmax" and op.name.endswith(".core.softmax"):
+            added = b.op("elementwise", [op.inputs[0], mask], name=f"{op.name[:-len('.softmax')]}.mask_add", op="add")
+            b.add(Op(op.name, op.kind, (added, *op.inputs[1:]), op.outputs, op.attrs, op.group))
+        else:
+            b.add(op)
+    with b.group("cls.predictions.transform"):
+        h = b.op("matmul", [hidden, b.weight("cls.predictions.transform.dense.weight", (d, d)),
+                            b.weight("cls.predictions.transform.dense.bias", (d,))], name="dense")
+        h = b.op("elementwise", [h], name="act", op="gelu")
+        h = b.op("layernorm", [h, b.weight("cls.predictions.transform.LayerNorm.weight", (d,)),
+                               b.weight("cls.predictions.transform.LayerNorm.bias", (d,))], name="LayerNorm")
+    with b.group("cls.predictions"):
+        logits = b.op("matmul", [h, table, b.weight("cls.predictions.bias", (table.shape[0],))], name="decoder",
+                      transpose_b=True)
+    with b.group("loss"):
+        flat = b.op("reshape", [logits], name="flatten", shape=(bsz * s, table.shape[0]))
+        b.op("cross_entropy", [flat, b.input("labels", (bsz * s,), "int32")], name="logits_sum")
+    return b.build({**dict(graph.meta), "mlm_sum_forward": profile})
+
+
+def _bert_mask_ops(b: Any, profile: str, shape: tuple[int, int], dtype: str) -> Any:
+    """The all-ones attention mask's preparation (:func:`hf_masked_lm_forward`); the extended mask under eager."""
+    bsz, s = shape
+    with b.group("mask"):
+        ones = b.op("elementwise", [b.input("mask.shape", (bsz, s), "fp32")], name="ones", op="copy")
+        if profile != "eager":
+            eq = b.op("elementwise", [ones], name="eq_one", op="scale")
+            every = b.op("reduction", [eq], name="all", op="max", axes=(0, 1))
+            b.op("elementwise", [every], name="item", op="copy")  # bool(): the host reads the value
+            return None
+        m = b.op("elementwise", [ones], name="to_dtype", op="cast", out_dtype=dtype)
+        m = b.op("elementwise", [m], name="rsub", op="scale")
+        m = b.op("elementwise", [m], name="mul_min", op="scale")
+        return b.op("reshape", [m], name="extended", shape=(bsz, 1, 1, s))
+
+
+def sum_loss(train_graph: Any) -> Any:
+    """A training step derived from :func:`hf_masked_lm_forward` with its stand-in loss made ``logits.sum()``:
+    the forward ``cross_entropy`` becomes a sum reduction of the logits, and its backward the sum's gradient, a
+    ``ones`` expanded over the logits that the decoder's two GEMMs read as dense matrices (ATen's cuBLAS path makes
+    a stride-0 operand contiguous: a copy kernel writing the logits' size for each). It is priced as one binary
+    elementwise kernel over the logits (one read and one write of their size, the two copies' bytes).
+    ``meta[LOSS_OP_META]`` names the sum, where the forward's module calls end."""
+    from workloads.ir import Attrs, Op, OpGraph
+
+    ops = []
+    name = ""
+    total = None
+    for op in train_graph:
+        if op.kind == "cross_entropy" and op.name == "loss.logits_sum":
+            name, total = op.name, op.outputs[0]
+            ops.append(Op(op.name, "reduction", op.inputs[:1], op.outputs, Attrs({"op": "sum", "axes": (0, 1)}),
+                          op.group))
+        elif op.kind == "cross_entropy_bwd" and op.name == "loss.logits_sum.bwd":
+            ops.append(Op(op.name, "elementwise", (total, op.inputs[0]), op.outputs, Attrs({"op": "mul"}),
+                          op.group))
+        else:
+            ops.append(op)
+    if not name:
+        raise ValueError(f"graph {train_graph.name!r}: sum loss: no 'loss.logits_sum' op; expected a step derived "
+                         "from hf_masked_lm_forward")
+    return OpGraph(train_graph.name, ops, {**dict(train_graph.meta), LOSS_OP_META: name})
+
+
+#: Op kinds ``torch.autocast`` runs in float32 whatever their input (the "fp32" list of
+#: ``aten/src/ATen/autocast_mode.cpp``, and PyTorch's AMP documentation, "CUDA Ops that can autocast to float32":
+#: ``layer_norm``, ``softmax``, ``log_softmax``, ``group_norm`` ...), casting a 16-bit input up first.
+AUTOCAST_FP32_KINDS = frozenset({"layernorm", "softmax", "groupnorm"})
+
+AUTOCAST_ACTIVATION_SOURCE = ("pytorch/pytorch aten/src/ATen/autocast_mode.cpp: lower_precision_fp ops (conv*, linear, "
+                              "matmul, bmm, addmm) cast every floating input to the autocast dtype; fp32 ops (layer_norm, "
+                              "softmax, group_norm ...) cast to float32; cached_cast keeps only leaf tensors that require "
+                              "grad (the parameters); other ops follow type promotion")
+
+
+def autocast_activation_casts(graph: Any) -> Any:
+    """An inference graph of an fp32 model as eager PyTorch runs it inside one ``torch.autocast`` region whose
+    weight casts are cached (:data:`AUTOCAST_ACTIVATION_SOURCE`): the activations' casts. Each tensor's run-time
+    dtype is followed from the fp32 graph inputs: a convolution or matmul casts each fp32 activation operand to
+    the low precision, one kernel per consumer (activations are not cached), and runs low; a LayerNorm or
+    softmax casts a low-precision input up and runs in fp32; any other op runs in fp32 when an operand is fp32
+    (type promotion: a residual add of a 16-bit projection to the fp32 stream, a weight it reads), else low;
+    batch norm keeps its input's dtype (its kernels take 16-bit data with fp32 parameters).
+    Weights cast by autocast are cached, so a weight operand of a convolution or matmul costs nothing.
+
+    The graph's tensors keep their (16-bit) dtypes: each cast is priced as a 16-bit elementwise kernel over its
+    tensor and the fp32 ops' traffic at 16 bits (an under-count of bytes; in the small-batch runs these rows
+    hold, each kernel's host time dominates). ``meta["autocast_activations"]`` records the transform."""
+    from workloads.ir import GraphBuilder, Op, Role
+
+    if graph.meta.get("autocast_activations"):
+        raise ValueError(f"graph {graph.name!r}: autocast activation casts already added")
+    ops = list(graph)
+    if any(op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) or op.kind == "optimizer_update" for op in ops):
+        raise ValueError(f"graph {graph.name!r}: autocast activation casts: got a training graph; expected an "
+                         "inference graph")
+    low = {}  # tensor name -> True when it is 16-bit at run time
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "bf16"))
+    for op in ops:
+        acts = [t for t in op.inputs if t.role != Role.WEIGHT]
+        ins = list(op.inputs)
+        if op.kind in AUTOCAST_WEIGHT_KINDS or op.kind in AUTOCAST_FP32_KINDS:
+            want_low = op.kind in AUTOCAST_WEIGHT_KINDS
+            for i, t in enumerate(ins):
+                if t.role != Role.WEIGHT and t.dtype.is_float and low.get(t.name, False) != want_low:
+                    ins[i] = b.op("elementwise", [t], name=f"{op.name}{AUTOCAST_CAST_SUFFIX}_in{i}", op="cast",
+                                  out_dtype=t.dtype.value)
+            out_low = want_low
+        else:  # batch norm takes a 16-bit input with fp32 parameters and keeps the input's dtype (cuDNN, MIOpen)
+            fp32_weight = op.kind != "batchnorm" and any(t.role == Role.WEIGHT and t.dtype.is_float for t in op.inputs)
+            out_low = not fp32_weight and all(low.get(t.name, False) for t in acts if t.dtype.is_float)
+        b.add(Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group))
+        for t in op.outputs:
+            low[t.name] = out_low
+    return b.build({**dict(graph.meta), "autocast_activations": True})

@@ -54,11 +54,34 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
     return ms, out
 
 
+#: A row whose notes hold this phrase timed a BERT masked-LM step with ``loss = logits.sum()`` and no attention
+#: mask passed (the transformers SDPA training benchmark: :data:`workloads.frameworks.HF_MLM_SUM_SOURCE`); its
+#: graph is :func:`workloads.frameworks.hf_masked_lm_forward`, its step :func:`workloads.frameworks.sum_loss`.
+MLM_SUM_NOTE = "Timed step: masked-LM head, loss = logits.sum()"
+
+
+def _mlm_sum_graph(m: Measurement, profile: Any, opts: dict[str, str], args: dict[str, Any]) -> Any:
+    """The training step of a row stating :data:`MLM_SUM_NOTE`."""
+    from workloads.frameworks import drop_optimizer, hf_masked_lm_forward, sum_loss
+    from workloads.resolve import load_workload
+    from workloads.training import training_graph
+
+    args = {**args, "phase": "train", "train": False}  # the forward of a training step; derived below
+    attention = {"attention": opts["attention"]} if "attention" in opts else {}
+    fwd = load_workload(m.workload, framework=profile.name, **args, **attention)
+    optimizer = opts.get("optimizer", "adamw")
+    step = sum_loss(training_graph(hf_masked_lm_forward(fwd, profile.name),
+                                   optimizer="adamw" if optimizer == "none" else optimizer))
+    return drop_optimizer(step) if optimizer == "none" else step
+
+
 def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
     from workloads.frameworks import drop_optimizer, with_profile_meta
     from workloads.resolve import load_workload
 
     args = m.workload_args()
+    if m.train and MLM_SUM_NOTE in (m.notes or ""):
+        return _mlm_sum_graph(m, profile, opts, args)
     extra: dict[str, Any] = {}
     if profile.changes_graph or "attention" in opts:
         extra["framework"] = profile.name
@@ -92,6 +115,13 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
         from workloads.frameworks import autocast_weight_casts
 
         graph = autocast_weight_casts(graph)
+    if profile.name in ("eager", "sdpa") and not m.train and timed_under_autocast(m.notes) \
+            and not graph.meta.get("autocast"):
+        # one autocast region around the timed loop: the weight casts are cached after the first call, the
+        # activations' casts are not (workloads.frameworks.AUTOCAST_ACTIVATION_SOURCE)
+        from workloads.frameworks import autocast_activation_casts
+
+        graph = autocast_activation_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")

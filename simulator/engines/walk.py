@@ -148,17 +148,19 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
     before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
     module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
     next op that does. Ops with neither are left out, and so is everything from a training graph's loss
-    on (the backward pass runs in autograd's engine and the optimizer step calls no module).
+    on (the backward pass runs in autograd's engine and the optimizer step calls no module); a graph whose
+    loss is no loss kind names its loss op in ``meta["loss_op"]``.
     """
-    from workloads.frameworks import AUTOCAST_CAST_SUFFIX
+    from workloads.frameworks import AUTOCAST_CAST_SUFFIX, LOSS_OP_META
     from workloads.training import LOSS_KINDS
 
     names = {op.name for op in graph}
     seen: set[str] = set()
     out: dict[str, tuple[int, int]] = {}
     pending = 0
+    stop = graph.meta.get(LOSS_OP_META)  # a loss that is not a loss kind (logits.sum(): workloads.frameworks.sum_loss)
     for op in graph:
-        if op.kind in LOSS_KINDS:  # what follows the loss is autograd's backward and the optimizer: no module calls
+        if op.kind in LOSS_KINDS or op.name == stop:  # what follows the loss is autograd's backward and the optimizer
             break
         parts = op.name.split(".")
         for i in range(1, len(parts)):

@@ -459,6 +459,8 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
+        #: the model code's torch.matmul runs the attention products (not an Inductor-compiled program)
+        self.eager_matmul = self.eager_ops and prof is not None and prof.name != "compile"
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
@@ -645,7 +647,7 @@ class _Build:
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:
-                o = self.decomposed_core(q, k, v, causal=causal, bias=bias)
+                o = self.decomposed_core(q, k, v, causal=causal, bias=bias, views=not cache and memory is None)
             if self.eager_ops:  # attn_output.transpose(1, 2).contiguous(): a copy kernel
                 o = b.op("transpose", [o], name="heads_contiguous", perm=(0, 2, 1, 3))
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
@@ -772,12 +774,21 @@ class _Build:
             return b.op("elementwise", [out], name="out_dtype", op="cast", out_dtype=q.dtype.value)
 
     def decomposed_core(self, q: TensorSpec, k: TensorSpec, v: TensorSpec, *, causal: bool,
-                        bias: TensorSpec | None) -> TensorSpec:
+                        bias: TensorSpec | None, views: bool = False) -> TensorSpec:
+        """QK^T, scale, bias, mask, softmax, dropout, PV. ``views``: q, k and v are the permuted head views of the
+        projections (self-attention without a KV cache); under an eager profile's ``torch.matmul`` at batch > 1
+        each is then copied: ``at::matmul`` of two 4-d tensors reshapes both to (batch x heads, rows, cols), which a
+        ``view(b, s, h, d).permute(0, 2, 1, 3)`` (or its ``transpose(-1, -2)``) cannot do without a clone
+        (pytorch/pytorch ``aten/src/ATen/native/LinearAlgebra.cpp``, ``_matmul_impl``; at batch 1 the size-1 batch
+        merges with the heads). The softmax output is contiguous. A copy's gradient is a copy."""
         b = self.b
         bsz, hq, s, hd = q.shape
         hk = k.shape[1]
         g = hq // hk
         with b.group("core"):
+            if views and self.eager_matmul and bsz > 1 and g == 1:
+                q, k, v = (b.op("transpose", [t], name=f"{n}_contiguous", perm=(0, 1, 2, 3))
+                           for t, n in ((q, "q"), (k, "k"), (v, "v")))
             qg = self.reshape(q, (bsz, hk, g * s, hd), "q_groups") if g > 1 else q
             scores = b.op("matmul", [qg, k], name="qk", transpose_b=True)
             scores = self.ew("scale", scores)
