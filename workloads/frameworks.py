@@ -212,6 +212,18 @@ _VLLM_V0_SAMPLER = ("vllm-project/vllm V0 vllm/model_executor/layers/sampler.py 
                     "benchmark clients send temperature 0 (greedy). Read at the stored V0 sampler.py, not at the "
                     "v0.6.0 tag; the rank computation of get_logprobs (skipped when no logprobs are requested in "
                     "that copy) is left out")
+_SGLANG_03_SAMPLER = ("sgl-project/sglang, SGLang 0.3-era copies (read in the stored code index, not at the v0.3.0 tag): "
+                      "python/sglang/srt/layers/logits_processor.py LogitsProcessor.forward casts the decode logits "
+                      "to fp32 (last_logits[:, : self.config.vocab_size].float()); python/sglang/srt/layers/sampler.py "
+                      "Sampler.forward_cuda, run after the model: logits.div_(sampling_info.temperatures), "
+                      "torch.softmax(logits, dim=-1), then flashinfer.sampling.top_k_top_p_sampling_from_probs over the "
+                      "n x vocab probabilities (no greedy shortcut in that copy: the benchmark's temperature 0 runs "
+                      "the same path, SGLang setting top_k = 1; the torch.argmax shortcut for greedy batches came "
+                      "with sgl-project/sglang PR #1589, merged 2024-10-06, after v0.3.0). The FlashInfer kernel is priced as one pass over the probabilities (a row "
+                      "reduction, 'argmax'): its rejection loop reads them up to max_top_k_round = 32 times, one pass "
+                      "is the least it reads; torch.rand of 32 x n uniforms, the penalizer (none requested) and the "
+                      "NaN check over the probabilities some copies of that period carry are left out. The cast runs inside the replayed graph (the logits processor is part of the "
+                      "model's forward), priced here with the sampler's kernels")
 _VLLM_V0_GRAPH_BS = ("vllm-project/vllm V0 vllm/worker/model_runner.py: _BATCH_SIZE_ALIGNMENT = 8, "
                      "_BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)] ('Capture graphs for token "
                      "size 1, 2, 4, 8, 16, 24, 32, 40, ..., 256'); _get_graph_batch_size pads a decode batch to the "
@@ -556,6 +568,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "output processing on the host between GPU steps)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      iteration_host_s=0.0, iteration_host_per_seq_s=10.1e-6, iteration_host_source=_SGLANG_03_HOST,
+                     sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),

@@ -64,3 +64,20 @@ def test_pricer_adds_the_sampler_and_pads_the_decode_batch():
     t_v0, _ = v0.iteration([(100, 0)], 9, 300.0, 10)
     t_plain, _ = plain.iteration([(100, 0)], 9, 300.0, 10)
     assert t_v0 - t_plain == pytest.approx(v0._sampler_point(10)[0], rel=1e-6)
+
+
+def test_sglang_03_prices_its_sampler_after_the_lm_head():
+    """SGLang 0.3's logits processor casts to fp32, its sampler divides by the temperature, takes the softmax
+    and samples with FlashInfer (one pass over the probabilities); SGLang >= 0.4 (profile sglang) is unchanged."""
+    from workloads.frameworks import get_profile
+
+    p = get_profile("sglang-0.3")
+    assert p.sampler_kernels == ("to_fp32", "temperature", "softmax", "argmax")
+    assert "top_k_top_p_sampling_from_probs" in p.sampler_source and ".float()" in p.sampler_source
+    assert get_profile("sglang").sampler_kernels == ()
+    from workloads.zoo.transformer import zoo_config
+
+    g = sampler_graph(zoo_config("llama-3-8b"), n=24, kernels=p.sampler_kernels)
+    assert [op.name for op in g.ops] == ["to_fp32", "temperature", "softmax", "argmax"]
+    # the softmax and the sampling pass read the fp32 probabilities: 24 x 128,256 x 4 bytes
+    assert g.ops[2].inputs[0].dtype.value == "fp32" and g.ops[3].inputs[0].shape == (24, 128256)

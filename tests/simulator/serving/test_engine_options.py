@@ -133,13 +133,20 @@ def test_sglang_03_profile_host_figures():
 
 def test_sglang_03_trickle_adds_its_host_time_per_step():
     """One request at a time: every iteration runs one sequence, so SGLang 0.3's TTFT (one prompt iteration) and
-    TPOT (one decode step per token) exceed the overlapped profile's by exactly 10.1 us."""
-    runs = {fw: simulate_serving("llama-2-7b", "h100-sxm5-80gb",
-                                 ServeConfig(arrival="concurrency:n=1", lengths="fixed:in=300,out=40", requests=2,
-                                             framework=fw)).summary for fw in ("sglang", "sglang-0.3")}
+    TPOT (one decode step per token) exceed the overlapped profile's by exactly 10.1 us plus SGLang 0.3's
+    sampler kernels over one row of logits (the prompt iteration's on its eager pricer)."""
+    from simulator.serving.setup import prepare
+    from workloads.parallel import ParallelPlan
+
+    cfgs = {fw: ServeConfig(arrival="concurrency:n=1", lengths="fixed:in=300,out=40", requests=2, framework=fw)
+            for fw in ("sglang", "sglang-0.3")}
+    runs = {fw: simulate_serving("llama-2-7b", "h100-sxm5-80gb", c).summary for fw, c in cfgs.items()}
     a, b = runs["sglang"], runs["sglang-0.3"]
-    assert b["ttft_s"]["mean"] - a["ttft_s"]["mean"] == pytest.approx(10.1e-6, rel=1e-6)
-    assert b["tpot_s"]["mean"] - a["tpot_s"]["mean"] == pytest.approx(10.1e-6, rel=1e-6)
+    pricer = prepare("llama-2-7b", "h100-sxm5-80gb", cfgs["sglang-0.3"], ParallelPlan()).pricer
+    decode_sampler, prompt_sampler = pricer._sampler_point(1)[0], pricer.prefill_pricer._sampler_point(1)[0]
+    assert 4 * 1e-6 < decode_sampler < 40e-6  # four kernels over 32,000 logits: launch-bound, none free
+    assert b["ttft_s"]["mean"] - a["ttft_s"]["mean"] == pytest.approx(10.1e-6 + prompt_sampler, rel=1e-6)
+    assert b["tpot_s"]["mean"] - a["tpot_s"]["mean"] == pytest.approx(10.1e-6 + decode_sampler, rel=1e-6)
 
 
 def test_graphs_decode_only_profiles():
