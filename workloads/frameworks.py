@@ -240,6 +240,14 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused
 
 #: How a stack runs an MoE grouped GEMM (:attr:`FrameworkProfile.grouped_gemm`).
 GROUPED_GEMM_MODES = ("fused", "per_expert")
+#: Megatron-LM before FlashAttention (integrated 2022-12-08, d693034e), the code of the Narayanan et al. 2021 and
+#: Korthikanti et al. 2022 runs.
+_MEGATRON_LM = ("NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c9723e (2022-08-16) megatron/model/transformer.py: "
+                "CoreAttention.forward (torch.baddbmm of Q and K^T with alpha=1/norm_factor, FusedScaleMaskSoftmax, "
+                "attention_dropout, torch.bmm with V; checkpointed as a whole under --recompute-granularity selective), "
+                "bias_gelu_impl, bias_dropout_add_fused_train; megatron/arguments.py: --attention-dropout and "
+                "--hidden-dropout default 0.1 (examples/pretrain_gpt3_175B.sh sets neither)")
+
 #: Transformer Engine's GroupedLinear as Megatron-Core's TEGroupedMLP runs it (``moe_grouped_gemm`` with TE).
 _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, the NeMo 25.11 release, pins "
                "transformer-engine >=2.9,<2.10 and megatron-core 0.15) and f031cf87 (v2.14, 2026-04-06, pinned by "
@@ -401,6 +409,15 @@ class FrameworkProfile:
         issues none.
     moe_dispatch_host_source
         Where ``moe_dispatch_host_ops`` is counted.
+    fused_scale_mask_softmax
+        The attention core runs unfused over the full ``s x s`` scores whatever attention the caller asks
+        for, as Megatron-LM's ``CoreAttention`` did before FlashAttention: the score GEMM carries the
+        ``1/sqrt(d)`` scale (``torch.baddbmm(..., alpha=1/norm_factor)``) and one kernel scales, masks and
+        normalises (``FusedScaleMaskSoftmax``), so no scale or mask kernel of its own (source: ``_MEGATRON_LM``).
+    dropout_p
+        Training: every dropout layer of the model runs as a kernel at this probability, the stack's default
+        (Megatron-LM's ``--attention-dropout`` and ``--hidden-dropout``, 0.1); 0: only an eager profile's
+        Hugging Face probabilities.
     """
 
     name: str
@@ -445,6 +462,8 @@ class FrameworkProfile:
     kv_cache_sizing: str = "device"
     kv_cache_sizing_source: str = ("vLLM vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
                                    "total x gpu_memory_utilization - (weights + peak activations of the profile run)")
+    fused_scale_mask_softmax: bool = False
+    dropout_p: float = 0.0
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -587,6 +606,11 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_sort_chunks=True, moe_bias_per_expert=True,
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
+    FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
+                     "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
+                     "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add",
+                     fusion=True, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
+                     sources=(_MEGATRON_LM,), devices=(("gpu", "nvidia"),)),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
