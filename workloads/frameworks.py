@@ -620,8 +620,9 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
     FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
                      "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
-                     "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add",
-                     fusion=True, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
+                     "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add; eager PyTorch: "
+                     "its fused kernels are ops of the graph, nothing else fuses",
+                     fusion=False, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
                      megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),)),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
