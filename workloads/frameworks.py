@@ -51,6 +51,7 @@ __all__ = [
     "profile_names",
     "parse_framework_field",
     "drop_optimizer",
+    "megatron_optimizer_passes",
     "with_profile_meta",
     "split_gated_mlp",
     "split_qkv_projection",
@@ -252,6 +253,21 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused
 
 #: How a stack runs an MoE grouped GEMM (:attr:`FrameworkProfile.grouped_gemm`).
 GROUPED_GEMM_MODES = ("fused", "per_expert")
+#: Megatron-LM before FlashAttention (integrated 2022-12-08, d693034e), the code of the Narayanan et al. 2021 and
+#: Korthikanti et al. 2022 runs.
+_MEGATRON_LM = ("NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c9723e (2022-08-16) megatron/model/transformer.py: "
+                "CoreAttention.forward (torch.baddbmm of Q and K^T with alpha=1/norm_factor, FusedScaleMaskSoftmax, "
+                "attention_dropout, torch.bmm with V; checkpointed as a whole under --recompute-granularity selective), "
+                "bias_gelu_impl, bias_dropout_add_fused_train; megatron/arguments.py: --attention-dropout and "
+                "--hidden-dropout default 0.1 (examples/pretrain_gpt3_175B.sh sets neither)")
+
+_MEGATRON_LM_OPT = ("NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c9723e megatron/optimizer/optimizer.py "
+                    "Float16OptimizerWithFloat16Params.step (_copy_model_grads_to_main_grads, "
+                    "_unscale_main_grads_and_check_for_nan with a grad scaler (fp16 only), clip_grad_norm_fp32's "
+                    "amp_C.multi_tensor_l2norm, apex FusedAdam on the fp32 main parameters, "
+                    "_copy_main_params_to_model_params); megatron/arguments.py: --bf16 forces "
+                    "accumulate_allreduce_grads_in_fp32 (fp32 main_grad buffers), --clip-grad default 1.0")
+
 #: Transformer Engine's GroupedLinear as Megatron-Core's TEGroupedMLP runs it (``moe_grouped_gemm`` with TE).
 _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, the NeMo 25.11 release, pins "
                "transformer-engine >=2.9,<2.10 and megatron-core 0.15) and f031cf87 (v2.14, 2026-04-06, pinned by "
@@ -413,6 +429,18 @@ class FrameworkProfile:
         issues none.
     moe_dispatch_host_source
         Where ``moe_dispatch_host_ops`` is counted.
+    fused_scale_mask_softmax
+        The attention core runs unfused over the full ``s x s`` scores whatever attention the caller asks
+        for, as Megatron-LM's ``CoreAttention`` did before FlashAttention: the score GEMM carries the
+        ``1/sqrt(d)`` scale (``torch.baddbmm(..., alpha=1/norm_factor)``) and one kernel scales, masks and
+        normalises (``FusedScaleMaskSoftmax``), so no scale or mask kernel of its own (source: ``_MEGATRON_LM``).
+    dropout_p
+        Training: every dropout layer of the model runs as a kernel at this probability, the stack's default
+        (Megatron-LM's ``--attention-dropout`` and ``--hidden-dropout``, 0.1); 0: only an eager profile's
+        Hugging Face probabilities.
+    megatron_optimizer
+        Training: each 16-bit parameter's update also carries the passes Megatron-LM's mixed-precision
+        optimizer makes over it beside the Adam update (:func:`megatron_optimizer_passes`).
     """
 
     name: str
@@ -457,6 +485,9 @@ class FrameworkProfile:
     kv_cache_sizing: str = "device"
     kv_cache_sizing_source: str = ("vLLM vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
                                    "total x gpu_memory_utilization - (weights + peak activations of the profile run)")
+    fused_scale_mask_softmax: bool = False
+    dropout_p: float = 0.0
+    megatron_optimizer: bool = False
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -600,6 +631,12 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_sort_chunks=True, moe_bias_per_expert=True,
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
+    FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
+                     "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
+                     "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add; eager PyTorch: "
+                     "its fused kernels are ops of the graph, nothing else fuses",
+                     fusion=False, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
+                     megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),)),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
@@ -802,6 +839,35 @@ def drop_optimizer(graph: Any) -> Any:
     ops = [op for op in graph if op.kind != "optimizer_update"]
     meta = {**dict(graph.meta), "optimizer": "none"}
     return OpGraph(graph.name, ops, meta)
+
+
+#: Bytes per parameter (read, write) of Megatron-LM's optimizer passes beside the Adam update, by the 16-bit
+#: dtype (``_MEGATRON_LM_OPT``): fp16 (gradients accumulated in fp16 unless --accumulate-allreduce-grads-in-fp32):
+#: ``main_grad.float()`` (2 + 4), the unscale and inf check (4 + 4), the gradient norm's l2norm (4 + 0), the fp32
+#: main parameters cast into the model's (4 + 2); bf16 (fp32 main_grad buffers, no grad scaler): the norm and the
+#: cast back only. Not counted: zeroing the gradient buffer (4 bytes written per parameter), against which the
+#: ``optimizer_update`` op already reads and writes the 16-bit parameter (2 + 2 that FusedAdam on the fp32 copy
+#: does not); the clipping scale, run only when the norm exceeds --clip-grad.
+MEGATRON_OPTIMIZER_PASS_BYTES = {"fp16": (2 + 4 + 4 + 4, 4 + 4 + 2), "bf16": (4 + 4, 2)}
+
+
+def megatron_optimizer_passes(graph: Any) -> Any:
+    """``graph`` (a training step) with every 16-bit parameter's ``optimizer_update`` carrying the bytes of
+    Megatron-LM's passes beside the update (:data:`MEGATRON_OPTIMIZER_PASS_BYTES`; apex ``multi_tensor_apply``
+    runs them over chunks of many tensors, memory-bound, so they are priced as bytes of the update, no op or
+    launch of their own). Other graphs are returned unchanged."""
+    from dataclasses import replace as dc_replace
+
+    from workloads.ir import Attrs, OpGraph
+
+    ops, changed = [], False
+    for op in graph:
+        rw = MEGATRON_OPTIMIZER_PASS_BYTES.get(op.inputs[0].dtype.value) if op.kind == "optimizer_update" else None
+        if rw:
+            op = dc_replace(op, attrs=Attrs({**op.attrs, "pass_read_bytes": rw[0], "pass_write_bytes": rw[1]}))
+            changed = True
+        ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph
 
 
 def with_profile_meta(graph: Any, profile: FrameworkProfile) -> Any:

@@ -548,6 +548,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
 
                     g = training_graph(g, optimizer=optimizer, recompute=recompute)
                     n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
+                    g = _framework_step(g, framework) if framework else g
                     if fp8_linears:
                         from workloads.precision import fp8_linears as to_fp8
 
@@ -574,6 +575,14 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
                         "capacity factor")
     return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
                                moe_routing=plan.moe_routing, moe_host_sync=plan.moe_host_sync)
+
+
+def _framework_step(g: OpGraph, framework: str) -> OpGraph:
+    """The training step ``g`` as ``framework``'s profile runs its optimizer: with Megatron-LM's mixed-precision
+    passes when the profile says so (``megatron_optimizer``: :func:`workloads.frameworks.megatron_optimizer_passes`)."""
+    from workloads.frameworks import get_profile, megatron_optimizer_passes
+
+    return megatron_optimizer_passes(g) if get_profile(framework).megatron_optimizer else g
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

@@ -1166,18 +1166,23 @@ def _updated_fraction(op: Op) -> float:
 
 
 def _bytes_optimizer(op: Op) -> tuple[int, int]:
-    # reads the parameter, its gradient and every state tensor; writes the parameter and the states
+    # reads the parameter, its gradient and every state tensor; writes the parameter and the states; plus the
+    # bytes per parameter of a framework's passes beside the update (attrs pass_read_bytes / pass_write_bytes:
+    # workloads.frameworks.megatron_optimizer_passes)
     f = _updated_fraction(op)
     w, g = op.inputs[0], op.inputs[1]
     states = sum(t.nbytes for t in op.inputs[2:])
-    return int(f * (w.nbytes + states)) + g.nbytes, int(f * (op.outputs[0].nbytes + states))
+    n = f * w.numel
+    return (int(f * (w.nbytes + states) + n * float(op.attrs.get("pass_read_bytes", 0))) + g.nbytes,
+            int(f * (op.outputs[0].nbytes + states) + n * float(op.attrs.get("pass_write_bytes", 0))))
 
 
 register("optimizer_update", "optimizer", _infer_optimizer,
          lambda op: int(OPTIMIZER_FLOPS[op.attrs.get("algorithm", "adamw")] * op.inputs[0].numel * _updated_fraction(op)),
          params=_zero, bytes_rw=_bytes_optimizer,
          doc="param, grad [, master, m, v] -> updated param (states updated in place); attrs algorithm "
-             "(sgd, sgd_momentum, adam, adamw), sparse_rows (rows of a sparse embedding gradient)")
+             "(sgd, sgd_momentum, adam, adamw), sparse_rows (rows of a sparse embedding gradient), "
+             "pass_read_bytes / pass_write_bytes (per parameter, a framework's passes beside the update)")
 
 
 def _infer_generic(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: Graph-changing --framework profiles a parallel plan builds every stage with (the Hugging Face
-#: model code under torch.compile: fused attention, logits, training dropout)
-PLAN_PROFILES = ("compile",)
+#: model code under torch.compile: fused attention, logits, training dropout; Megatron-LM of 2021-2022:
+#: unfused attention core, dropout, its optimizer's mixed-precision passes)
+PLAN_PROFILES = ("compile", "megatron-lm")
 
 
 def run(args: argparse.Namespace) -> int:

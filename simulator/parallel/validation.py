@@ -116,7 +116,7 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=mb, global_batch=gb,
                         sequence_parallel=r["sp"].strip() == "1")
     res = evaluate_plan(r["model"], load_hardware(system), plan, train=True, seq=seq, recompute=r["recompute"],
-                        dtype=_TRAIN_DTYPES[r["dtype"]])
+                        dtype=_TRAIN_DTYPES[r["dtype"]], framework=_train_framework(r["framework"]))
     if r["metric"] == "iteration_time_s":
         pred = res.latency_s
     elif r["metric"] == "mfu":
@@ -125,6 +125,13 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
         extra = {"full": 4.0 / 3.0, "selective": 1.0, "none": 1.0}.get(r["recompute"], 1.0)
         pred = res.model_flops_per_s_per_device * extra / 1e12
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured, predicted=pred)
+
+
+def _train_framework(framework: str) -> str:
+    """The :mod:`workloads.frameworks` profile of a training row's stack: ``megatron-lm`` for Megatron-LM before
+    Megatron-Core (the Narayanan et al. 2021 and Korthikanti et al. 2022 runs: unfused attention, dropout
+    kernels); '' (the generic graph) otherwise."""
+    return "megatron-lm" if framework.strip().startswith("Megatron-LM") else ""
 
 
 #: the phrase of a row's notes stating that its stack launched kernels one by one (the one

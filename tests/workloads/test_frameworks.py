@@ -106,7 +106,7 @@ def test_drop_optimizer():
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
                              "vllm-v0", "sglang", "sglang-0.3",
-                             "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "maxtext",
+                             "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
                              "maxtext-cf"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "cuda_graphs": False,
@@ -231,3 +231,40 @@ def test_vllm_v0_runs_flash_attention_2_on_hopper():
     t = {name: evaluate(g, dev, EvalOptions(**get_profile(name).cost_options())).totals.latency_s
          for name in ("vllm-v0", "vllm")}
     assert t["vllm-v0"] > 1.3 * t["vllm"]
+
+
+def test_megatron_lm_profile_builds_the_2022_core_attention_and_dropout() -> None:
+    """Megatron-LM @ d63c2541 CoreAttention: baddbmm (scale as alpha), FusedScaleMaskSoftmax (mask and scale in
+    the softmax kernel), attention dropout, bmm; dropout 0.1 on every dropout layer in training only."""
+    from workloads.zoo.transformer import TransformerConfig, build
+
+    cfg = TransformerConfig(name="t", layers=1, d_model=256, heads=4, d_ff=1024, vocab=512, max_positions=256)
+    g = build(cfg, batch=2, seq=128, phase="train", framework="megatron-lm")
+    core = [op.name.rsplit(".", 1)[-1] for op in g.ops if ".attn.core." in op.name and op.kind != "reshape"]
+    assert core == ["qk", "softmax", "attn_dropout", "pv"]
+    drop = [op for op in g.ops if op.name.endswith("dropout")]
+    assert len(drop) == 4  # embedding, attention probabilities, after the attention output, after the MLP
+    probs = next(op for op in drop if op.name.endswith("attn_dropout"))
+    assert probs.outputs[0].shape == (2, 4, 128, 128)
+    inf = build(cfg, batch=2, seq=128, phase="prefill", framework="megatron-lm")
+    assert not any(op.name.endswith("dropout") for op in inf.ops)
+    assert [op.name.rsplit(".", 1)[-1] for op in inf.ops if ".attn.core." in op.name and op.kind != "reshape"] == \
+        ["qk", "softmax", "pv"]
+
+
+def test_megatron_lm_optimizer_update_carries_the_mixed_precision_passes() -> None:
+    """Per 16-bit parameter: AdamW with an fp32 master copy reads 2 + 2 + 12 and writes 2 + 12 bytes; Megatron-LM's
+    passes beside it add the l2norm (4 read) and the main-to-model cast (4 + 2), and with fp16 the gradient's cast
+    into fp32 (2 + 4) and the unscale (4 + 4)."""
+    from workloads.frameworks import megatron_optimizer_passes
+    from workloads.training import training_graph
+    from workloads.zoo.transformer import TransformerConfig, build
+
+    cfg = TransformerConfig(name="t", layers=1, d_model=256, heads=4, d_ff=1024, vocab=512, max_positions=256)
+    for dtype, (r, w) in {"bf16": (16 + 8, 14 + 2), "fp16": (16 + 14, 14 + 10)}.items():
+        g = megatron_optimizer_passes(training_graph(build(cfg, batch=2, seq=128, phase="train", dtype=dtype)))
+        up = next(op for op in g if op.name == "optimizer.layers.0.attn.qkv.weight")
+        n = up.inputs[0].numel
+        assert (up.bytes_read, up.bytes_written) == (r * n, w * n)
+    fp32 = training_graph(build(cfg, batch=2, seq=128, phase="train", dtype="fp32"))
+    assert megatron_optimizer_passes(fp32) is fp32

@@ -45,7 +45,7 @@ def test_training_profiles_stack_costing_and_sources():
 def test_maxtext_on_a_gpu_is_refused_with_the_profiles_that_run_there():
     with pytest.raises(FrameworkError, match=r"^--framework maxtext: does not run on h100-sxm5-80gb \(NVIDIA gpu\); "
                                              r"got 'maxtext', which runs on Google tpu; expected one of .*fsdp2, fsdp2-compile, fsdp2-compile-blocks, "
-                                             r"megatron-core, sdpa.* for this device, or no --framework$"):
+                                             r"megatron-core, megatron-lm, sdpa.* for this device, or no --framework$"):
         check_profile_device(PROFILES["maxtext"], "h100-sxm5-80gb", "gpu", "NVIDIA")
 
 

@@ -477,7 +477,11 @@ class _Build:
             raise ValueError(f"model {name!r}: dropout; got {dropout!r}; expected a probability in [0, 1)")
         #: a stack that runs the model's dropout layers as kernels in every phase at this probability
         #: (0: only an eager profile's training dropout, at the Hugging Face code's probabilities)
-        self.dropout_p = float(dropout)
+        self.dropout_p = float(dropout) or (float(prof.dropout_p) if prof and prof.dropout and phase == "train" else 0.0)
+        #: Megatron-LM's unfused attention core: the scale in the score GEMM, scale and mask in the softmax kernel
+        self.fused_softmax = bool(prof and prof.fused_scale_mask_softmax)
+        if self.fused_softmax and self.attention == "fused":
+            self.attention = "decomposed"
         self.dropout_on = bool(prof and prof.dropout and phase == "train") or self.dropout_p > 0
 
     # --- small helpers ------------------------------------------------------------------------
@@ -791,10 +795,11 @@ class _Build:
                            for t, n in ((q, "q"), (k, "k"), (v, "v")))
             qg = self.reshape(q, (bsz, hk, g * s, hd), "q_groups") if g > 1 else q
             scores = b.op("matmul", [qg, k], name="qk", transpose_b=True)
-            scores = self.ew("scale", scores)
+            if not self.fused_softmax:  # else: baddbmm's alpha and FusedScaleMaskSoftmax
+                scores = self.ew("scale", scores)
             if bias is not None:
                 scores = self.ew("add", scores, bias, name="bias")
-            if causal:
+            if causal and not self.fused_softmax:
                 scores = self.ew("mask", scores)
             if self.eager_ops and self.hf.softmax_fp32 and scores.dtype.value != "fp32":
                 p = b.op("softmax", [scores], name="softmax", axis=-1, out_dtype="fp32")
