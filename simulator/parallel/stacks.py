@@ -298,6 +298,16 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     return pipe.step_s + step.tail_s + out["optimizer_s"], out
 
 
+def _grad_reduce_dtype(profile: Any, graph: Any) -> str:
+    """The dtype a stack reduce-scatters (and all-reduces) gradients in: the profile's ``grad_reduce_dtype``;
+    under ``xla-spmd`` the graph's compute dtype, whatever the parameters' dtype (MaxText casts each weight to
+    the compute dtype before its dot, ``DenseGeneral``: the weight gradient is a dot in that dtype, reduced
+    before its cast back to ``weight_dtype``; a plan's ``param_dtype`` changes what is stored, not this)."""
+    if profile.stack == "xla-spmd":
+        return str(graph.meta.get("dtype", profile.grad_reduce_dtype))
+    return profile.grad_reduce_dtype
+
+
 def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
                      collective_times: Any) -> ShardedStep:
     """:func:`sharded_step` with the bytes, collectives and bandwidth of the plan's first stage."""
@@ -310,11 +320,7 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
     w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
-    # MaxText's gradients are in its parameters' dtype (``weight_dtype``), which a plan may state
-    reduce_dtype = profile.grad_reduce_dtype
-    if profile.stack == "xla-spmd" and getattr(plan, "param_dtype", ""):
-        reduce_dtype = plan.param_dtype
-    scale = _DTYPE_BYTES.get(reduce_dtype, param) / param
+    scale = _DTYPE_BYTES.get(_grad_reduce_dtype(profile, g0), param) / param
     # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
     # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
     coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp * plan.cp, system, plan.tp)
@@ -364,8 +370,7 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     sgs = [sg for sg, _ in per_stage[0]]
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
     param = _DTYPE_BYTES.get(str(sgs[0].graph.meta.get("dtype", "bf16")), 2.0)
-    reduce_dtype = plan.param_dtype if getattr(plan, "param_dtype", "") else profile.grad_reduce_dtype
-    scale = _DTYPE_BYTES.get(reduce_dtype, param) / param
+    scale = _DTYPE_BYTES.get(_grad_reduce_dtype(profile, sgs[0].graph), param) / param
     group = int(plan.shard_group)
     replicas = plan.dp * plan.cp // group
     coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)

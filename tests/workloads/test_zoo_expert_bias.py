@@ -15,8 +15,8 @@ def _gpt_oss(layers: int = 1):
     return dataclasses.replace(zoo_config("gpt-oss-120b"), layers=layers)
 
 
-def _ops(framework: str, ep: int = 8):
-    (sg,) = plan_graphs(_gpt_oss(), ParallelPlan(microbatch=1, ep=ep, dp=ep), seq=4096, train=True,
+def _ops(framework: str, ep: int = 8, seq: int = 4096):
+    (sg,) = plan_graphs(_gpt_oss(), ParallelPlan(microbatch=1, ep=ep, dp=ep), seq=seq, train=True,
                         framework=framework)
     return {op.name.rsplit(".", 1)[-1]: op for op in sg.graph.ops[:sg.forward_ops]}
 
@@ -36,6 +36,18 @@ def test_megatron_core_adds_the_second_bias_expert_by_expert():
     assert cat.inputs[0] is add.outputs[0]
     # one multiply and one add per local expert from Python: 15 framework ops beside the one priced kernel
     assert scale.attrs["host_ops"] == 15 and add.attrs["host_ops"] == 15
+
+
+def test_probabilities_permuted_into_padded_slots_train():
+    # 1,000 tokens x top-4 = 4,000 routed rows do not fill 16 local experts' row blocks evenly (the buffers are
+    # padded to a whole capacity): the weights are permuted into the slots as the dispatcher permutes them (a
+    # moe_dispatch of the 4,000 weights, 1 wide), and the training step has its backward (the gradient scattered
+    # back to the router's weights)
+    ops = _ops("megatron-core", seq=1000)
+    probs = ops["expert_row_probs"]
+    assert probs.kind == "moe_dispatch" and probs.inputs[0].shape == (4000, 1)
+    assert probs.outputs[0].shape == (16, ops["expert_bias_add"].outputs[0].shape[1], 1)
+    assert ops["expert_row_probs"].attrs["tokens"] == 4000
 
 
 def test_other_stacks_fuse_the_biases():

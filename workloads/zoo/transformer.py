@@ -888,7 +888,7 @@ class _Build:
             y = b.op("grouped_matmul", [a, self.w("experts.w_out", (le, ff, d))], name="experts_out",
                      tokens=routed, experts_active=active_local, **tiles)
             if cfg.expert_bias and self.bias_loop:
-                y = self.expert_bias_loop(y, wts, le, d)
+                y = self.expert_bias_loop(y, wts, idx, le, d)
             if ep > 1:
                 y = self.restore_source_order(y, ep, le, cap, d)
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
@@ -909,19 +909,23 @@ class _Build:
         return ({"host_sync": True, **({"host_ops": before} if before else {})},
                 {"host_ops_after": after} if after else {})
 
-    def expert_bias_loop(self, y: TensorSpec, wts: TensorSpec, le: int, d: int) -> TensorSpec:
+    def expert_bias_loop(self, y: TensorSpec, wts: TensorSpec, idx: TensorSpec, le: int, d: int) -> TensorSpec:
         """The second expert GEMM's bias as Megatron-Core's ``TEGroupedMLP._apply_bias`` adds it: for each
         local expert ``t + b * p`` over its rows (``b`` the expert's bias, ``p`` the rows' routing
         probabilities), then ``torch.cat`` of the experts' rows: a multiply and an add of the expert's rows
         each (``le`` kernels apiece, issued from Python: ``host_ops``) and one copy of every row. The
-        probabilities are the router's weights in the rows' order (the same count of rows, dropless)."""
+        probabilities are the router's weights in the rows' order: a view where their count equals the rows
+        (dropless, evenly spread), else permuted into the rows' slots as the dispatcher permutes them with the
+        tokens (a ``moe_dispatch`` of the ``(T k, 1)`` weights, whose backward scatters the gradient back)."""
         b = self.b
         rows = y.shape[1]
         if wts.numel == le * rows:
             p = self.reshape(wts, (le, rows, 1), "expert_row_probs")
-        else:  # capacity-padded slots: the weights gathered into slot order (the dispatcher's permuted probs)
-            p = b.op("generic", [wts], name="expert_row_probs", op_type="gather", output_shapes=[(le, rows, 1)],
-                     output_dtypes=[wts.dtype.value])
+        else:
+            flat = self.reshape(wts, (wts.numel, 1), "routed_probs")
+            slots = self.reshape(idx, (idx.numel, 1), "routed_slots")
+            p = b.op("moe_dispatch", [flat, slots], name="expert_row_probs", experts=le, capacity=rows,
+                     tokens=min(wts.numel, le * rows))
         loop = {"host_ops": le - 1} if le > 1 else {}
         bias = self.w("experts.b_out", (le, 1, d))
         bp = b.op("elementwise", [bias, p], name="expert_bias_scale", op="mul", **loop)

@@ -23,13 +23,14 @@ def test_pipelined_reduce_exposes_the_last_unit_and_the_backlog() -> None:
         pipelined_reduce_exposed(1.0, 0, 1.0)
 
 
-def _step(system: str, dp: int, shard_group: int = 0):
+def _step(system: str, dp: int, shard_group: int = 0, param_dtype: str = ""):
     from simulator.hardware import load_hardware
     from simulator.parallel import evaluate_plan
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
-    plan = ParallelPlan(dp=dp, fsdp=True, shard_group=shard_group, microbatch=6, global_batch=6 * dp)
+    plan = ParallelPlan(dp=dp, fsdp=True, shard_group=shard_group, microbatch=6, global_batch=6 * dp,
+                        param_dtype=param_dtype)
     return evaluate_plan("maxtext-16b-2023", load_hardware(system), plan, profile_options("maxtext-cf"), train=True,
                          seq=2048, recompute="full", dtype="bf16", framework="maxtext-cf")
 
@@ -58,3 +59,13 @@ def test_more_slices_move_the_ring_share_toward_twice_the_shard() -> None:
     shard = 2.0 * PARAMS_16B / 256
     ar = 2 * 31 / 32 * shard / DCN_V5E + 62 * NET_STEP_S
     assert many.breakdown["dp_sync_s"] - one.breakdown["dp_sync_s"] == pytest.approx(ar, rel=1e-6)
+
+
+@pytest.mark.parametrize(("system", "dp", "group"), [("tpu-v5e-256", 256, 0), ("tpu-v5e-256x2", 512, 256)])
+def test_stating_fp32_parameters_keeps_the_bf16_gradient_reduction(system: str, dp: int, group: int) -> None:
+    """MaxText's default weight_dtype float32, stated as the plan's param_dtype, changes what is stored, not
+    what is reduced: each weight is cast to bf16 before its dot, so its gradient is reduced in bf16 (inside
+    the slice and over DCN), as with the dtype left unstated."""
+    unset, fp32 = _step(system, dp, group), _step(system, dp, group, param_dtype="fp32")
+    for key in ("dp_sync_s", "dp_sync_exposed_s", "fsdp_gather_s"):
+        assert fp32.breakdown[key] == pytest.approx(unset.breakdown[key], rel=1e-12), key
