@@ -81,7 +81,11 @@ def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
 
     args = m.workload_args()
     if m.train and MLM_SUM_NOTE in (m.notes or ""):
-        return _mlm_sum_graph(m, profile, opts, args)
+        try:
+            return _mlm_sum_graph(m, profile, opts, args)
+        except (ValueError, KeyError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise type(exc)(f"{m.where or m.id}: workload: {msg}") from None
     extra: dict[str, Any] = {}
     if profile.changes_graph or "attention" in opts:
         extra["framework"] = profile.name
