@@ -47,9 +47,12 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: the KV admission policy (``ServeConfig.admission``, TensorRT-LLM's GUARANTEED_NO_EVICT); a setting may not
 #: repeat a filled column; ``free_gpu_memory_fraction=F``: TensorRT-LLM's ``--kv_cache_free_gpu_mem_fraction``
 #: as run (``ServeConfig.free_gpu_memory_fraction``, the engines whose profile sizes the KV cache from free memory).
+#: ``measurement_interval_s=T``: genai-perf's ``--measurement-interval`` (in seconds) as the run's command gave
+#: it: only the requests perf_analyzer's windows count are averaged (``ServeConfig.measurement_interval_s``).
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
                             "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission",
-                            "free_gpu_memory_fraction": "fraction", "warmup_requests": "count"}
+                            "free_gpu_memory_fraction": "fraction", "warmup_requests": "count",
+                            "measurement_interval_s": "seconds"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -166,6 +169,16 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
                                 f"{did_you_mean(val, list(_ADMISSIONS))}")
                 continue
             out.append((key, val))
+            continue
+        if SETTINGS[key] == "seconds":
+            try:
+                f = float(val)
+            except ValueError:
+                f = math.nan
+            if not 0.0 < f < math.inf:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected a positive number of seconds")
+                continue
+            out.append((key, f))
             continue
         if SETTINGS[key] == "fraction":
             try:

@@ -82,6 +82,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-requests", type=nonnegative_int, default=0, metavar="N",
                    help="N requests first, all finished before the measured ones start, left out of the summary "
                         "(a benchmark client's --warmup-request-count; default 0)")
+    p.add_argument("--measurement-interval", type=_duration, metavar="'100 s'",
+                   help="average only the requests a time-window client counts (genai-perf / perf_analyzer "
+                        "--measurement-interval): windows of 1.2 x this, each counting the requests finishing in it, "
+                        "until 3 agree within --stability-percentage (default: every request counts)")
+    p.add_argument("--stability-percentage", type=finite_float(0.0), default=999.0, metavar="PCT",
+                   help="with --measurement-interval: how far 3 windows may differ (default 999, genai-perf's)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
                    help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
@@ -103,7 +109,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
                        free_gpu_memory_fraction=args.free_gpu_memory_fraction, admission=args.admission, preemption=args.preemption, prefix_cache=args.prefix_cache, speculative=args.speculative,
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
-                       requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests, seed=args.seed, slo=tuple(args.slo),
+                       requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests,
+                       measurement_interval_s=args.measurement_interval, stability_percentage=args.stability_percentage, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)
 
 

@@ -105,6 +105,16 @@ class ServeConfig:
         it). The summary covers the measured requests only, its makespan from the first measured
         arrival to the last measured finish. 0 (default): no warm-up; needs ``requests`` (not
         ``duration_s``).
+    measurement_interval_s, stability_percentage
+        Count the requests a time-window client counts (genai-perf / perf_analyzer ``--measurement-interval``,
+        in seconds here; :mod:`simulator.serving.window`): windows of 1.2 x the interval from the load's start,
+        each counting the requests that finish inside it, until the last 3 windows agree within
+        ``stability_percentage`` (genai-perf's default 999: three windows that each count a request) or after
+        10 windows; the latency and throughput keys cover those requests (throughput over first start to last
+        finish among them), the energy, KV-cache and batch keys the whole simulated run, and the summary's
+        ``measurement`` says how many windows ran. A run stopped by ``requests`` is extended (doubled, up to
+        64 times) until its clients are still sending when the last window closes. None (default): every
+        request counts.
     seed
         Seed of the random generators (same seed, byte-identical results).
     arrival_seed
@@ -144,6 +154,8 @@ class ServeConfig:
     requests: int | None = None
     duration_s: float | None = None
     warmup_requests: int = 0
+    measurement_interval_s: float | None = None
+    stability_percentage: float = 999.0
     seed: int = 0
     arrival_seed: int | None = None
     slo: tuple[str, ...] = ()

@@ -39,6 +39,60 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
     ServingError
         A bad setting or input (one located line).
     """
+    interval = _check_window(config)
+    if interval is None:
+        return _run(model, system, config, plan, options)[0]
+    return _run_windows(model, system, config, plan, options, interval)
+
+
+#: How many times a windowed run may double its request count to cover the measurement windows.
+_MAX_DOUBLINGS = 6
+
+
+def _check_window(config: ServeConfig) -> float | None:
+    """``config.measurement_interval_s`` and ``stability_percentage`` checked (None: no windows)."""
+    m, pct = config.measurement_interval_s, config.stability_percentage
+    if m is None:
+        return None
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0 or m != m or m == float("inf"):
+        raise ServingError(f"measurement_interval_s: got {m!r}; expected a positive number of seconds")
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not pct > 0 or pct == float("inf"):
+        raise ServingError(f"stability_percentage: got {pct!r}; expected a positive percentage")
+    return float(m)
+
+
+def _run_windows(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any, interval: float) -> ServeResult:
+    """A run measured as perf_analyzer's windows count it (:mod:`simulator.serving.window`): the whole run,
+    extended while its last request was sent before the last window closed, then its counted requests."""
+    from dataclasses import replace
+
+    from simulator.serving.metrics import summarize
+    from simulator.serving.window import measured_windows
+
+    cfg = config
+    for _ in range(_MAX_DOUBLINGS + 1):
+        result, pools, setup = _run(model, system, cfg, plan, options)
+        counted, info = measured_windows(result.requests, interval, float(config.stability_percentage))
+        last_sent = max((r.arrival_s for r in result.requests), default=0.0)
+        if cfg.duration_s is not None or last_sent >= info["end_s"]:
+            break
+        cfg = replace(cfg, requests=2 * (cfg.requests or DEFAULT_REQUESTS))
+    if not counted:
+        raise ServingError(f"measurement_interval_s: no request finished within {info['windows']} windows of "
+                           f"{info['window_s']:g} s; expected a longer interval (got {interval:g} s)")
+    t0 = min(r.arrival_s for r in counted)
+    shifted = tuple(replace(r, arrival_s=r.arrival_s - t0, first_token_s=r.first_token_s - t0,
+                            finish_s=r.finish_s - t0) for r in counted)
+    win = summarize(shifted, pools, setup, config)
+    keys = ("ttft_s", "tpot_s", "e2e_s", "requests", "input_tokens", "output_tokens", "makespan_s",
+            "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment", "slo", "cost")
+    info["simulated_requests"] = len(result.requests)
+    summary = {**result.summary, **{k: win[k] for k in keys}, "measurement": info}
+    return ServeResult(summary=summary, requests=shifted, iterations=result.iterations)
+
+
+def _run(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any) -> tuple[ServeResult, list[Any], Any]:
+    """One run: every request of ``config`` simulated and summarised; with its replicas and set-up."""
     from dataclasses import replace
 
     from simulator.serving.setup import prepare
@@ -64,7 +118,7 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
     iterations = tuple(it if not start else replace(it, start_s=it.start_s - start, end_s=it.end_s - start)
                        for r, k in zip(pools, skip, strict=True) for it in r.iterations[k:])
     summary = summarize(records, pools, setup, config, before=base)
-    return ServeResult(summary=summary, requests=records, iterations=iterations)
+    return ServeResult(summary=summary, requests=records, iterations=iterations), pools, setup
 
 
 def _check_warmup(config: ServeConfig) -> int:
