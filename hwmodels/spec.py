@@ -399,6 +399,14 @@ class EfficiencySpec:
         "decode_attention_bandwidth_fraction",
         default=0.0,
     )
+    outer_axis_stream_fraction: float = spec_field(
+        "1",
+        "fraction of the streaming rate a generated kernel reaches when it reads a row-major tensor along its "
+        "outer axis and writes it transposed, its loads uncoalesced (Inductor's amax-and-cast of torchao "
+        "rowwise's weight-gradient operands, op attribute ``access = 'outer_axis'``); 0 means the streaming "
+        "rate (no separate figure)",
+        default=0.0,
+    )
     fp8_promotion_interval: int = spec_field(
         "count",
         "K elements an fp8 GEMM without fast accumulation (cuBLASLt's split accumulator, "

@@ -516,18 +516,15 @@ TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
 #: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
 #: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
 TORCHAO_RECIPES = ("tensorwise", "rowwise")
-#: Fraction of the streaming rate Inductor's generated kernels reach when they read a row-major activation
-#: along its outer axis and write it transposed: torchao ``rowwise``'s casts of the weight-gradient GEMM's
-#: operands (the input and the output gradient, scaled per column over the tokens and written K-major for
-#: ``torch._scaled_mm``; torchao ``torchao/testing/float8/roofline_utils.py`` @ 6243040: "x_bf16_dim0 ->
-#: x_float8_dim0, x_bf16_dim1", then "x_bf16_dim1 -> x_float8_dim1"). pytorch/pytorch issue #149982
-#: (2025-03-25, torch 2.8.0a0+gitdd94e94, NVIDIA H100): the compiled reduce-and-write across dim1 reaches
-#: "0.6 to 0.7 TB/s ... If the reduction and write is across dim0 instead of dim1, I see 2.0-2.2 TB/s"
-#: ("due to uncoalesced reads"); 0.65 / 2.1 = 0.31, the midpoint of the issue's own figures (pull request
-#: #153751, 2025-05-16: the transposed kernel "accesses uncoalesced memory on main and is ~2.8x slower",
-#: 0.36). Measured on H100, used on every GPU (no other measurement); the amax and the cast of such an
-#: operand both read it along the outer axis, so both carry it (attribute ``access_fraction``).
-INDUCTOR_OUTER_AXIS_FRACTION = 0.31
+#: Access pattern of Inductor's generated kernels that read a row-major activation along its outer axis and
+#: write it transposed: torchao ``rowwise``'s casts of the weight-gradient GEMM's operands (the input and the
+#: output gradient, scaled per column over the tokens and written K-major for ``torch._scaled_mm``; torchao
+#: ``torchao/testing/float8/roofline_utils.py`` @ 6243040: "x_bf16_dim0 -> x_float8_dim0, x_bf16_dim1", then
+#: "x_bf16_dim1 -> x_float8_dim1"). Their loads do not coalesce: the GPU lowering prices the op at the device's
+#: ``efficiency.outer_axis_stream_fraction`` of the streaming rate (measured on an H100, pytorch/pytorch issue
+#: #149982); the amax and the cast of such an operand both read it along the outer axis, so both carry it
+#: (op attribute ``access``).
+OUTER_AXIS_ACCESS = "outer_axis"
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
@@ -768,8 +765,8 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     count the same kernels: "kernel 1: x_bf16 -> max_abs_stage_1 -> tmp; kernel 2: tmp -> max_abs_stage_2 ->
     max_abs; kernel 3: x_bf16, max_abs -> to_float8"). An amax per row along the innermost axis is the
     persistent row reduction Inductor fuses with the cast that follows (one read). ``rowwise``'s amax and
-    cast of an activation along its outer axis (the weight-gradient operands) run at
-    :data:`INDUCTOR_OUTER_AXIS_FRACTION` of the streaming rate (attribute ``access_fraction``)."""
+    cast of an activation along its outer axis (the weight-gradient operands) carry ``access =``
+    :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``)."""
     qdt, scaling = _QUANT[recipe]
     q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
     if not scaling:
@@ -789,7 +786,7 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     if grid:
         attrs["grid_reduction"] = True
         if scaling == "row" and recipe in TORCHAO_RECIPES and t.role is Role.ACTIVATION:
-            attrs["access_fraction"] = cast["access_fraction"] = INDUCTOR_OUTER_AXIS_FRACTION
+            attrs["access"] = cast["access"] = OUTER_AXIS_ACCESS
     amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
     reads = (t, amax) if recipe in TORCHAO_RECIPES else (t,)

@@ -637,20 +637,24 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
     e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
-    if "access_fraction" in op.attrs:
-        e = _at_access_fraction(e, op)
+    if "access" in op.attrs:
+        e = _at_access(e, op, ctx)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     return _from_estimate(e, rule, 0.0, vec)
 
 
-def _at_access_fraction(e: gpu.KernelEstimate, op: Op) -> gpu.KernelEstimate:
-    """``e`` with its memory time at the op's ``access_fraction`` of the streaming rate (a kernel whose
-    accesses do not coalesce, e.g. :data:`workloads.precision.INDUCTOR_OUTER_AXIS_FRACTION`)."""
-    frac = op.attrs["access_fraction"]
-    if not isinstance(frac, (int, float)) or not 0.0 < float(frac) <= 1.0:
-        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): access_fraction; got {frac!r}; expected a number "
-                                 "in (0, 1]")
-    mem = _f(e.memory_s) / float(frac)
+def _at_access(e: gpu.KernelEstimate, op: Op, ctx: LoweringContext) -> gpu.KernelEstimate:
+    """``e`` with its memory time at the device's fraction of the streaming rate for the op's ``access``
+    pattern: ``"outer_axis"`` (:data:`workloads.precision.OUTER_AXIS_ACCESS`, uncoalesced loads) at
+    ``efficiency.outer_axis_stream_fraction`` (0: the streaming rate)."""
+    from workloads.precision import OUTER_AXIS_ACCESS
+
+    access = op.attrs["access"]
+    if access != OUTER_AXIS_ACCESS:
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): access; got {access!r}; expected "
+                                 f"{OUTER_AXIS_ACCESS!r}")
+    frac = ctx.device.efficiency.outer_axis_stream_fraction  # an array in hardware variants (sweeps)
+    mem = _f(_f(e.memory_s) / np.where(_f(frac) > 0.0, frac, 1.0))
     return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
 
 

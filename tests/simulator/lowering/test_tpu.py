@@ -12,7 +12,12 @@ from hwmodels.systolic import gemm_cycles
 from simulator.cli import main
 from simulator.engines.analytical import EvalOptions, evaluate
 from simulator.lowering import rule_name_for
-from simulator.lowering.tpu import BACKWARD_KERNEL_GEMMS, map_gemm, pipelined_cycles, splash_block_pairs
+from simulator.lowering.tpu import (
+    BACKWARD_KERNEL_GEMMS,
+    map_gemm,
+    pipelined_cycles,
+    splash_block_pairs,
+)
 from workloads.resolve import load_workload
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
@@ -26,7 +31,7 @@ _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.framework_conv_o
               "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
               "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
               "efficiency.decode_attention_bandwidth_fraction", "efficiency.decode_attention_fp8_bandwidth_fraction",
-              "efficiency.fp8_promotion_interval", "efficiency.host_sync_s")
+              "efficiency.fp8_promotion_interval", "efficiency.host_sync_s", "efficiency.outer_axis_stream_fraction")
 
 
 def _cli_json(capsys, *argv: str) -> dict:
