@@ -870,8 +870,8 @@ def megatron_optimizer_passes(graph: Any) -> Any:
 
     ops, changed = [], False
     for op in graph:
-        dt = op.inputs[0].dtype.value
-        rw = MEGATRON_OPTIMIZER_PASS_BYTES.get(dt) if op.kind == "optimizer_update" else None
+        dt = op.inputs[0].dtype.value if op.kind == "optimizer_update" else ""
+        rw = MEGATRON_OPTIMIZER_PASS_BYTES.get(dt)
         if rw:
             write = rw[1] + MEGATRON_GRAD_BUFFER_ZERO_BYTES[dt]
             op = dc_replace(op, attrs=Attrs({**op.attrs, "pass_read_bytes": rw[0], "pass_write_bytes": write}))
