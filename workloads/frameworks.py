@@ -845,15 +845,23 @@ def drop_optimizer(graph: Any) -> Any:
 #: dtype (``_MEGATRON_LM_OPT``): fp16 (gradients accumulated in fp16 unless --accumulate-allreduce-grads-in-fp32):
 #: ``main_grad.float()`` (2 + 4), the unscale and inf check (4 + 4), the gradient norm's l2norm (4 + 0), the fp32
 #: main parameters cast into the model's (4 + 2); bf16 (fp32 main_grad buffers, no grad scaler): the norm and the
-#: cast back only. Not counted: zeroing the gradient buffer (4 bytes written per parameter), against which the
-#: ``optimizer_update`` op already reads and writes the 16-bit parameter (2 + 2 that FusedAdam on the fp32 copy
-#: does not); the clipping scale, run only when the norm exceeds --clip-grad.
+#: cast back only. Both add the zeroing of the gradient buffer before each iteration's forward
+#: (:data:`MEGATRON_GRAD_BUFFER_ZERO_BYTES`, written). Not counted: the clipping scale, run only when the norm
+#: exceeds --clip-grad. (The ``optimizer_update`` op also reads and writes the 16-bit parameter, 2 + 2 that
+#: FusedAdam on the fp32 copy does not.)
 MEGATRON_OPTIMIZER_PASS_BYTES = {"fp16": (2 + 4 + 4 + 4, 4 + 4 + 2), "bf16": (4 + 4, 2)}
+#: Bytes per parameter written by Megatron-LM's ``DistributedDataParallel.zero_grad_buffer`` (megatron/model/
+#: distributed.py: ``MemoryBuffer.zero`` runs ``self.data.zero_()`` on each contiguous main-gradient buffer;
+#: megatron/training.py train_step calls ``model.zero_grad_buffer()`` at the start of every iteration), by the
+#: 16-bit dtype: the buffer holds ``param.dtype`` gradients (fp16: 2 bytes) unless
+#: --accumulate-allreduce-grads-in-fp32, which --bf16 forces (fp32: 4 bytes).
+MEGATRON_GRAD_BUFFER_ZERO_BYTES = {"fp16": 2, "bf16": 4}
 
 
 def megatron_optimizer_passes(graph: Any) -> Any:
     """``graph`` (a training step) with every 16-bit parameter's ``optimizer_update`` carrying the bytes of
-    Megatron-LM's passes beside the update (:data:`MEGATRON_OPTIMIZER_PASS_BYTES`; apex ``multi_tensor_apply``
+    Megatron-LM's passes beside the update (:data:`MEGATRON_OPTIMIZER_PASS_BYTES`, with the gradient buffer's
+    zeroing, :data:`MEGATRON_GRAD_BUFFER_ZERO_BYTES`; apex ``multi_tensor_apply``
     runs them over chunks of many tensors, memory-bound, so they are priced as bytes of the update, no op or
     launch of their own). Other graphs are returned unchanged."""
     from dataclasses import replace as dc_replace
@@ -862,9 +870,11 @@ def megatron_optimizer_passes(graph: Any) -> Any:
 
     ops, changed = [], False
     for op in graph:
-        rw = MEGATRON_OPTIMIZER_PASS_BYTES.get(op.inputs[0].dtype.value) if op.kind == "optimizer_update" else None
+        dt = op.inputs[0].dtype.value if op.kind == "optimizer_update" else ""
+        rw = MEGATRON_OPTIMIZER_PASS_BYTES.get(dt)
         if rw:
-            op = dc_replace(op, attrs=Attrs({**op.attrs, "pass_read_bytes": rw[0], "pass_write_bytes": rw[1]}))
+            write = rw[1] + MEGATRON_GRAD_BUFFER_ZERO_BYTES[dt]
+            op = dc_replace(op, attrs=Attrs({**op.attrs, "pass_read_bytes": rw[0], "pass_write_bytes": write}))
             changed = True
         ops.append(op)
     return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph

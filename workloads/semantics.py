@@ -40,6 +40,8 @@ __all__ = [
     "attention_window",
     "banded_block_pairs",
     "ELEMENTWISE_FLOPS",
+    "DROPOUT_MASK_BYTES",
+    "dropout_mask_bytes",
 ]
 
 Shape = tuple[int, ...]
@@ -538,9 +540,34 @@ def _infer_elementwise(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     return [(shape, dt)]
 
 
+#: Bytes per element of the mask a training dropout kernel writes beside its output and its backward reads
+#: beside the gradient: PyTorch's ``native_dropout`` (``aten/src/ATen/native/cuda/Dropout.cu``:
+#: ``fused_dropout_kernel`` stores one byte of keep-mask per element, ``masked_scale_kernel`` reads it back in
+#: ``native_dropout_backward``); TorchScript's fused dropout (Megatron-LM's ``bias_dropout_add_fused_train``,
+#: ``torch/csrc/jit/runtime/symbolic_script.cpp``: ``mask = torch.rand_like(input) < p1m``) saves a bool mask too.
+DROPOUT_MASK_BYTES = 1
+
+
+def dropout_mask_bytes(op: Op) -> int:
+    """Mask bytes of a training dropout op: written by the forward (``attrs training``), read by its
+    ``elementwise_bwd``; 0 for any other op and for a dropout that runs at inference (a copy, no mask)."""
+    if op.attrs.get("op") != "dropout":
+        return 0
+    if op.kind == "elementwise_bwd" or op.attrs.get("training"):
+        return DROPOUT_MASK_BYTES * op.outputs[0].numel
+    return 0
+
+
+def _bytes_elementwise(op: Op) -> tuple[int, int]:
+    r, w = _default_bytes(op)
+    m = dropout_mask_bytes(op)
+    return (r + m, w) if op.kind == "elementwise_bwd" else (r, w + m)
+
+
 register("elementwise", "elementwise", _infer_elementwise,
-         lambda op: ELEMENTWISE_FLOPS[op.attrs["op"]] * op.outputs[0].numel,
-         doc="unary/binary/ternary broadcasting op; attrs op (add, mul, relu, gelu, silu, ...)")
+         lambda op: ELEMENTWISE_FLOPS[op.attrs["op"]] * op.outputs[0].numel, bytes_rw=_bytes_elementwise,
+         doc="unary/binary/ternary broadcasting op; attrs op (add, mul, relu, gelu, silu, ...); a dropout with "
+             "attrs training writes its mask (DROPOUT_MASK_BYTES per element)")
 
 
 def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -551,7 +578,8 @@ def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 
 register("elementwise_bwd", "elementwise", _infer_elementwise_bwd,
          lambda op: ELEMENTWISE_BWD_FLOPS[op.attrs.get("op", "add")] * op.outputs[0].numel, params=_zero,
-         doc="dy [, x or y] -> dx of an elementwise op; attrs op")
+         bytes_rw=_bytes_elementwise,
+         doc="dy [, x or y] -> dx of an elementwise op; attrs op (dropout: reads its forward's mask too)")
 
 
 def _infer_softmax(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

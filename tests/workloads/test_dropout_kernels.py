@@ -30,3 +30,43 @@ def test_dropout_probability_out_of_range_is_refused(p):
 
     with pytest.raises(ValueError, match=r"model 'bert_large': dropout; got .*expected a probability in \[0, 1\)"):
         load_workload("bert_large", batch=1, seq=16, phase="forward", dropout=p)
+
+
+def test_training_dropout_writes_its_mask_and_its_backward_reads_it():
+    # PyTorch's native_dropout (aten/src/ATen/native/cuda/Dropout.cu) writes the output and a one-byte keep-mask
+    # per element; native_dropout_backward reads the gradient and that mask and writes the input gradient.
+    # BERT-Large fp16 training at p = 0.1: the attention probabilities' dropout over (2, 16, 128, 128).
+    from workloads.resolve import load_workload
+    from workloads.semantics import DROPOUT_MASK_BYTES
+    from workloads.training import training_graph
+
+    g = training_graph(load_workload("bert_large", batch=2, seq=128, phase="train", dtype="fp16",
+                                     attention="decomposed", dropout=0.1))
+    n = 2 * 16 * 128 * 128
+    fwd = [op for op in g if op.kind == "elementwise" and op.attrs.get("op") == "dropout"
+           and op.outputs[0].numel == n]
+    bwd = [op for op in g if op.kind == "elementwise_bwd" and op.attrs.get("op") == "dropout"
+           and op.outputs[0].numel == n]
+    assert DROPOUT_MASK_BYTES == 1 and len(fwd) == len(bwd) == 24
+    assert (fwd[0].bytes_read, fwd[0].bytes_written) == (2 * n, 2 * n + n)
+    assert (bwd[0].bytes_read, bwd[0].bytes_written) == (2 * n + n, 2 * n)
+
+
+def test_inference_dropout_copies_without_a_mask():
+    # at test time a static program's dropout is a copy (upscale_in_train): input read, output written, no mask
+    from workloads.resolve import load_workload
+
+    g = load_workload("bert_large", batch=2, seq=128, phase="forward", dtype="fp16", dropout=0.1)
+    drop = next(op for op in g.ops if op.kind == "elementwise" and op.attrs.get("op") == "dropout")
+    n = drop.outputs[0].numel
+    assert (drop.bytes_read, drop.bytes_written) == (2 * n, 2 * n)
+
+
+def test_cnn_training_dropout_writes_its_mask():
+    # torchvision MobileNetV2's classifier dropout over the pooled (batch, 1280) features, fp32 training
+    from workloads.resolve import load_workload
+
+    g = load_workload("mobilenet_v2", batch=4, phase="train", dtype="fp32")
+    drop = next(op for op in g.ops if op.kind == "elementwise" and op.attrs.get("op") == "dropout")
+    assert drop.outputs[0].shape == (4, 1280)
+    assert (drop.bytes_read, drop.bytes_written) == (4 * 4 * 1280, 4 * 4 * 1280 + 4 * 1280)

@@ -255,13 +255,14 @@ def test_megatron_lm_profile_builds_the_2022_core_attention_and_dropout() -> Non
 def test_megatron_lm_optimizer_update_carries_the_mixed_precision_passes() -> None:
     """Per 16-bit parameter: AdamW with an fp32 master copy reads 2 + 2 + 12 and writes 2 + 12 bytes; Megatron-LM's
     passes beside it add the l2norm (4 read) and the main-to-model cast (4 + 2), and with fp16 the gradient's cast
-    into fp32 (2 + 4) and the unscale (4 + 4)."""
+    into fp32 (2 + 4) and the unscale (4 + 4); zero_grad_buffer writes the main-gradient buffer once per iteration
+    (bf16: fp32, 4; fp16: fp16, 2)."""
     from workloads.frameworks import megatron_optimizer_passes
     from workloads.training import training_graph
     from workloads.zoo.transformer import TransformerConfig, build
 
     cfg = TransformerConfig(name="t", layers=1, d_model=256, heads=4, d_ff=1024, vocab=512, max_positions=256)
-    for dtype, (r, w) in {"bf16": (16 + 8, 14 + 2), "fp16": (16 + 14, 14 + 10)}.items():
+    for dtype, (r, w) in {"bf16": (16 + 8, 14 + 2 + 4), "fp16": (16 + 14, 14 + 10 + 2)}.items():
         g = megatron_optimizer_passes(training_graph(build(cfg, batch=2, seq=128, phase="train", dtype=dtype)))
         up = next(op for op in g if op.name == "optimizer.layers.0.attn.qkv.weight")
         n = up.inputs[0].numel

@@ -130,8 +130,8 @@ class Net:
         return self.binary("add", a, b, name)
 
     def dropout(self, x: TensorSpec, name: str = "dropout") -> TensorSpec:
-        """Dropout in the train phase; the identity (no op) at inference."""
-        return self.act(x, "dropout", name) if self.train else x
+        """Dropout in the train phase (writing its mask: ``attrs training``); the identity (no op) at inference."""
+        return self.b.op("elementwise", [x], name=name, op="dropout", training=True) if self.train else x
 
     def pool(
         self,

@@ -586,7 +586,8 @@ class _Build:
         p = self.dropout_p or p
         if not self.dropout_on or p <= 0:
             return x
-        return self.ew("dropout", x, name=name)
+        # in training it writes its keep-mask for the backward (workloads.semantics.DROPOUT_MASK_BYTES)
+        return self.b.op("elementwise", [x], name=name, op="dropout", training=self.phase == "train")
 
     def reshape(self, x: TensorSpec, shape: tuple[int, ...], name: str) -> TensorSpec:
         return self.b.op("reshape", [x], name=name, shape=shape)

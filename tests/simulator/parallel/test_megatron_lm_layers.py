@@ -52,3 +52,18 @@ def test_22b_layer_times_follow_table_4_with_the_2022_attention(sp: bool, recomp
     # backward) besides the core's own backward, which costs more than its forward (softmax_bwd reads two tensors)
     grow_f, grow_b = fwd - gf, bwd - gb
     assert grow_f > 0.0 and grow_b > (2.0 * grow_f if recompute != "none" else grow_f)
+
+
+def test_pipeline_stages_take_the_optimizer_passes_and_the_grad_buffer_zeroing() -> None:
+    # a pipeline stage's graph begins with a receive op that has no inputs; every 16-bit parameter's update
+    # still carries the passes, the zeroing of its main-gradient buffer among the writes (bf16: fp32 buffer, 4 B)
+    from workloads.frameworks import MEGATRON_GRAD_BUFFER_ZERO_BYTES, MEGATRON_OPTIMIZER_PASS_BYTES
+
+    plan = ParallelPlan(tp=8, pp=2, dp=1, microbatch=1, global_batch=2)
+    sgs = stage_graphs("gpt-22b-korthikanti2022", plan, phase="prefill", seq=2048, context=None, dtype="bf16",
+                       train=True, optimizer="adamw", recompute="full", batch=None, framework="megatron-lm")
+    assert len(sgs) == 2 and any(not op.inputs for op in sgs[1].graph.ops)
+    ups = [op for sg in sgs for op in sg.graph.ops if op.kind == "optimizer_update"]
+    assert ups and MEGATRON_GRAD_BUFFER_ZERO_BYTES["bf16"] == 4
+    assert all(op.attrs["pass_write_bytes"] == MEGATRON_OPTIMIZER_PASS_BYTES["bf16"][1] + 4 for op in ups
+               if op.inputs[0].dtype.value == "bf16")
