@@ -540,7 +540,9 @@ def _infer_elementwise(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 
 register("elementwise", "elementwise", _infer_elementwise,
          lambda op: ELEMENTWISE_FLOPS[op.attrs["op"]] * op.outputs[0].numel,
-         doc="unary/binary/ternary broadcasting op; attrs op (add, mul, relu, gelu, silu, ...)")
+         doc="unary/binary/ternary broadcasting op; attrs op (add, mul, relu, gelu, silu, ...), access "
+             "(optional: 'outer_axis', a kernel that reads its input along the outer axis, priced at the "
+             "device's efficiency.outer_axis_stream_fraction of the streaming rate)")
 
 
 def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -647,7 +649,7 @@ def _infer_reduction(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("reduction", "reduction", _infer_reduction,
          lambda op: int(op.attrs.get("flops_per_element", 1)) * op.inputs[0].numel,
          doc="sum/mean/max over attrs axes; attrs op, keepdims, flops_per_element (FLOPs per input "
-             "element, default 1: a plain sum)")
+             "element, default 1: a plain sum), access (optional: 'outer_axis', as elementwise)")
 
 
 def _infer_pool(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -974,7 +976,9 @@ register("moe_dispatch", "moe", _infer_dispatch,
          bytes_rw=lambda op: (op.inputs[0].nbytes + op.inputs[1].nbytes,
                               (_routed(op) * op.inputs[0].shape[1] * op.inputs[0].dtype.bits + 7) // 8),
          doc="tokens (T,D), indices (T,k) -> expert buffers (E,C,D); attrs experts, capacity, tokens, "
-             "host_sync (optional: the host waits here for the token counts, a synchronisation point)")
+             "host_sync (optional: the host waits here for the token counts, a synchronisation point), "
+             "host_ops (optional: framework ops the dispatcher issues before the wait beside this op's "
+             "kernels, a non-negative integer, priced in the host-sync intervals)")
 
 
 def _infer_combine(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -1121,7 +1125,9 @@ for _k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcas
     register(_k, "collective", _infer_collective(_k),
              (lambda op: op.inputs[0].numel) if _k in ("all_reduce", "reduce_scatter") else _zero,
              params=_zero, doc="collective over group_size devices (stride: rank distance; axis for "
-                               "gather/scatter; size_bytes and devices for the micro-workloads)")
+                               "gather/scatter; size_bytes and devices for the micro-workloads; host_ops_after "
+                               "(optional): framework ops issued after it, beside its kernels, a non-negative "
+                               "integer priced in the host-sync intervals)")
 
 
 def _infer_loss(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
