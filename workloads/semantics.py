@@ -39,6 +39,7 @@ __all__ = [
     "attention_pairs",
     "attention_window",
     "banded_block_pairs",
+    "band_block_start",
     "ELEMENTWISE_FLOPS",
 ]
 
@@ -446,9 +447,22 @@ def banded_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: i
         p1 = min(m + block_q, sq) - 1 + skv - sq  # position of the block's last row
         if p1 < p0:
             continue
-        lo = (max(0, p0 - window + 1) // block_kv) * block_kv
+        lo = band_block_start(p0, window, block_kv)
         total += (p1 + 1) * (p1 + 2) // 2 - p0 * (p0 + 1) // 2 - (p1 - p0 + 1) * lo
     return total
+
+
+def band_block_start(pos: int, window: int, block_kv: int) -> int:
+    """The first key of the key block (of ``block_kv`` keys) that holds the first key of the causal window of
+    ``window`` keys seen by the query at position ``pos``: where a block-sparse kernel's query block starting
+    at ``pos`` begins computing; 0 without a window (``window`` <= 0) or when the window reaches key 0.
+
+    >>> band_block_start(3000, 1024, 512), band_block_start(3000, 0, 512), band_block_start(800, 1024, 512)
+    (1536, 0, 0)
+    """
+    if window <= 0:
+        return 0
+    return (max(0, pos - window + 1) // block_kv) * block_kv
 
 
 def attention_window(op: Op) -> int:
