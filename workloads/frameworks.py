@@ -329,6 +329,11 @@ class FrameworkProfile:
     eager_ops
         Issue activations, RMSNorm and RoPE op by op as the Hugging Face model code writes them
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
+    matmul_copies
+        The model code's ``torch.matmul`` runs the decomposed attention's products eagerly (not an
+        Inductor-compiled program): at batch > 1 it copies the permuted q, k and v head views before
+        the products (``at::matmul`` reshapes both 4-d operands, pytorch/pytorch
+        ``aten/src/ATen/native/LinearAlgebra.cpp``, ``_matmul_impl``); only with ``eager_ops``.
     dropout
         Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
     fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
@@ -448,6 +453,7 @@ class FrameworkProfile:
     attention: str = ""
     logits: str = ""
     eager_ops: bool = False
+    matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
     epilogue_fusion: bool = True
@@ -536,12 +542,14 @@ _TRT_DEVICES = (("gpu", "nvidia"), ("tpu", "nvidia"))
 #: The profile registry (``--framework NAME``).
 PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
-                     attention="decomposed", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     conv_layout="nchw", sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA, _TORCH_NCHW), devices=_TORCH_DEVICES),
+                     attention="decomposed", **_HF_GRAPH, matmul_copies=True, fusion=False, eager_dispatch=True,
+                     module_calls=True, conv_layout="nchw", sources=(_HF_GPT2, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
+                     devices=_TORCH_DEVICES),
     FrameworkProfile("sdpa", "PyTorch eager / Hugging Face transformers with attn_implementation='sdpa' "
                      "(the library default on torch >= 2.1.1)",
-                     attention="fused", **_HF_GRAPH, fusion=False, eager_dispatch=True, module_calls=True,
-                     attention_kernel="flash2", conv_layout="nchw", sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
+                     attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=False, eager_dispatch=True,
+                     module_calls=True, attention_kernel="flash2", conv_layout="nchw",
+                     sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
                      attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
@@ -549,8 +557,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
-                     attention="fused", **_HF_GRAPH, fusion=False, cuda_graphs=True, attention_kernel="flash2",
-                     conv_layout="nchw",
+                     attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=False, cuda_graphs=True,
+                     attention_kernel="flash2", conv_layout="nchw",
                      sources=("pytorch/pytorch torch/cuda/graphs.py: torch.cuda.graph / make_graphed_callables",
                               _TORCH_SDPA, _TORCH_NCHW), devices=_GRAPH_DEVICES),
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,

@@ -39,6 +39,7 @@ __all__ = [
     "attention_pairs",
     "attention_window",
     "banded_block_pairs",
+    "band_block_start",
     "ELEMENTWISE_FLOPS",
     "DROPOUT_MASK_BYTES",
     "dropout_mask_bytes",
@@ -448,9 +449,22 @@ def banded_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: i
         p1 = min(m + block_q, sq) - 1 + skv - sq  # position of the block's last row
         if p1 < p0:
             continue
-        lo = (max(0, p0 - window + 1) // block_kv) * block_kv
+        lo = band_block_start(p0, window, block_kv)
         total += (p1 + 1) * (p1 + 2) // 2 - p0 * (p0 + 1) // 2 - (p1 - p0 + 1) * lo
     return total
+
+
+def band_block_start(pos: int, window: int, block_kv: int) -> int:
+    """The first key of the key block (of ``block_kv`` keys) that holds the first key of the causal window of
+    ``window`` keys seen by the query at position ``pos``: where a block-sparse kernel's query block starting
+    at ``pos`` begins computing; 0 without a window (``window`` <= 0) or when the window reaches key 0.
+
+    >>> band_block_start(3000, 1024, 512), band_block_start(3000, 0, 512), band_block_start(800, 1024, 512)
+    (1536, 0, 0)
+    """
+    if window <= 0:
+        return 0
+    return (max(0, pos - window + 1) // block_kv) * block_kv
 
 
 def attention_window(op: Op) -> int:
@@ -567,7 +581,9 @@ def _bytes_elementwise(op: Op) -> tuple[int, int]:
 register("elementwise", "elementwise", _infer_elementwise,
          lambda op: ELEMENTWISE_FLOPS[op.attrs["op"]] * op.outputs[0].numel, bytes_rw=_bytes_elementwise,
          doc="unary/binary/ternary broadcasting op; attrs op (add, mul, relu, gelu, silu, ...); a dropout with "
-             "attrs training writes its mask (DROPOUT_MASK_BYTES per element)")
+             "attrs training writes its mask (DROPOUT_MASK_BYTES per element); access (optional: 'outer_axis', "
+             "a kernel that reads its input along the outer axis, priced at the device's "
+             "efficiency.outer_axis_stream_fraction of the streaming rate)")
 
 
 def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -675,7 +691,7 @@ def _infer_reduction(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("reduction", "reduction", _infer_reduction,
          lambda op: int(op.attrs.get("flops_per_element", 1)) * op.inputs[0].numel,
          doc="sum/mean/max over attrs axes; attrs op, keepdims, flops_per_element (FLOPs per input "
-             "element, default 1: a plain sum)")
+             "element, default 1: a plain sum), access (optional: 'outer_axis', as elementwise)")
 
 
 def _infer_pool(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -1002,7 +1018,9 @@ register("moe_dispatch", "moe", _infer_dispatch,
          bytes_rw=lambda op: (op.inputs[0].nbytes + op.inputs[1].nbytes,
                               (_routed(op) * op.inputs[0].shape[1] * op.inputs[0].dtype.bits + 7) // 8),
          doc="tokens (T,D), indices (T,k) -> expert buffers (E,C,D); attrs experts, capacity, tokens, "
-             "host_sync (optional: the host waits here for the token counts, a synchronisation point)")
+             "host_sync (optional: the host waits here for the token counts, a synchronisation point), "
+             "host_ops (optional: framework ops the dispatcher issues before the wait beside this op's "
+             "kernels, a non-negative integer, priced in the host-sync intervals)")
 
 
 def _infer_combine(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
@@ -1149,7 +1167,9 @@ for _k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcas
     register(_k, "collective", _infer_collective(_k),
              (lambda op: op.inputs[0].numel) if _k in ("all_reduce", "reduce_scatter") else _zero,
              params=_zero, doc="collective over group_size devices (stride: rank distance; axis for "
-                               "gather/scatter; size_bytes and devices for the micro-workloads)")
+                               "gather/scatter; size_bytes and devices for the micro-workloads; host_ops_after "
+                               "(optional): framework ops issued after it, beside its kernels, a non-negative "
+                               "integer priced in the host-sync intervals)")
 
 
 def _infer_loss(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -99,6 +99,7 @@ from workloads.ir import Op, Role, UnsupportedOpError
 from workloads.semantics import (
     ELEMENTWISE_FLOPS,
     attention_window,
+    band_block_start,
     conv_dims,
     gemm_dims,
 )
@@ -422,7 +423,7 @@ def splash_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: i
         rows = min(m + bq, sq) - m
         p0 = m + skv - sq  # position of the block's first row
         p1 = p0 + rows - 1
-        lo = (max(0, p0 - window + 1) // bkv) * bkv if 0 < window < skv else 0
+        lo = band_block_start(p0, window, bkv)  # the band's first key block, as the GPU block-sparse rule
         hi = min(skv, (max(0, p1) // bkv + 1) * bkv)
         total += rows * max(0, hi - lo)
     return total

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from typing import Any
 
 from hwmodels.spec import DeviceSpec, SystemSpec
 from simulator.parallel.schedule import PipelineTime, pipeline_time
-from workloads.ir import OpGraph, Role
+from workloads.ir import GraphError, OpGraph, Role
 from workloads.parallel import ParallelPlan, PlanError, StageGraph, plan_graphs
 
 __all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "DDP_BUCKET_BYTES",
@@ -600,13 +601,32 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
     from simulator.engines.analytical import spec_of
 
     eff = spec_of(system)[0].efficiency
-    extra = sg.graph.memo("host_only_ops", lambda: tuple((int(op.attrs.get("host_ops", 0)),
-                                                           int(op.attrs.get("host_ops_after", 0)))
+    extra = sg.graph.memo("host_only_ops", lambda: tuple((_host_op_count(op, "host_ops"),
+                                                           _host_op_count(op, "host_ops_after"))
                                                           for op in sg.graph.ops))
     f, b = sync_interval_excess(records, syncs, sg.forward_ops, host_per_kernel_s(eff, opts),
                                 float(eff.host_sync_s), skip=_is_optimizer, launch_s=launch_floor_s(eff, opts),
                                 host_ops=extra)
     return split[0] + f, split[1] + b, split[2], split[3]
+
+
+def _host_op_count(op: Any, key: str) -> int:
+    """The op's ``host_ops`` or ``host_ops_after`` attribute (framework ops it stands for beside its kernels,
+    :mod:`simulator.parallel.host_sync`): a non-negative integer, 0 when absent; a located GraphError
+    naming the op otherwise.
+
+    >>> from types import SimpleNamespace as NS
+    >>> _host_op_count(NS(name="moe.dispatch", kind="moe_dispatch", attrs={"host_ops": 12}), "host_ops")
+    12
+    >>> _host_op_count(NS(name="moe.dispatch", kind="moe_dispatch", attrs={"host_ops": -1}), "host_ops")
+    Traceback (most recent call last):
+    ...
+    workloads.ir.GraphError: op 'moe.dispatch' (moe_dispatch): host_ops: got -1; expected a non-negative integer
+    """
+    v = op.attrs.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise GraphError(f"op {op.name!r} ({op.kind}): {key}: got {v!r}; expected a non-negative integer")
+    return int(v)
 
 
 def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:

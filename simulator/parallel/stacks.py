@@ -311,6 +311,17 @@ def _grad_reduce_dtype(profile: Any, graph: Any) -> str:
 def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
                      collective_times: Any) -> ShardedStep:
     """:func:`sharded_step` with the bytes, collectives and bandwidth of the plan's first stage."""
+    # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
+    # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
+    return _group_step_of(profile, plan, system, dev, per_stage, compute_s, collective_times,
+                          plan.dp * plan.cp)[0]
+
+
+def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
+                   collective_times: Any, group: int) -> tuple[ShardedStep, float, float, int]:
+    """:func:`sharded_step` over FSDP groups of ``group`` ranks (``tp`` ranks apart) with the bytes,
+    collectives and bandwidth of the plan's first stage; with the gradient bytes, the reduce dtype's
+    scale over the parameters' dtype and the step's units (layers + 1)."""
     from workloads.ir import Role
 
     sgs = [sg for sg, _ in per_stage[0]]
@@ -318,17 +329,16 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
     # the gradients are one per trainable parameter in the compute dtype: the bytes FSDP2 gathers under
     # MixedPrecisionPolicy(param_dtype=bf16), which casts the fp32 shard in the copy-in before the all-gather
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
-    w = grads
     param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
     scale = _DTYPE_BYTES.get(_grad_reduce_dtype(profile, g0), param) / param
-    # FSDP2's mesh is the data-parallel and context-parallel ranks together (torchtitan
-    # parallelize_llama.py: ``dp_shard_cp``), ``tp`` ranks apart
-    coll = collective_times([("all_gather", w), ("reduce_scatter", grads)], plan.dp * plan.cp, system, plan.tp)
+    coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
+    units = max(1, layers) + 1
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
-    return sharded_step(profile.stack, weight_bytes=w, units=max(1, layers) + 1, microbatches=plan.microbatches,
-                        compute_s=compute_s, gather_once_s=coll[("all_gather", w)],
+    step = sharded_step(profile.stack, weight_bytes=grads, units=units, microbatches=plan.microbatches,
+                        compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)
+    return step, grads, scale, units
 
 
 def pipelined_reduce_exposed(reduce_s: float, units: int, backward_s: float) -> float:
@@ -365,23 +375,12 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     those all-reduces are pipelined across the backward scan (:func:`pipelined_reduce_exposed`); the
     data-centre network and the ICI are separate links, so their exposed parts add.
     """
-    from workloads.ir import Role
-
-    sgs = [sg for sg, _ in per_stage[0]]
-    grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
-    param = _DTYPE_BYTES.get(str(sgs[0].graph.meta.get("dtype", "bf16")), 2.0)
-    scale = _DTYPE_BYTES.get(_grad_reduce_dtype(profile, sgs[0].graph), param) / param
     group = int(plan.shard_group)
     replicas = plan.dp * plan.cp // group
-    coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)
+    inner, grads, scale, units = _group_step_of(profile, plan, system, dev, per_stage, compute_s,
+                                                collective_times, group)
     shard = grads * scale / group
     ar_once = collective_times([("all_reduce", shard)], replicas, system, plan.tp * group)[("all_reduce", shard)]
-    layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
-    units = max(1, layers) + 1
-    bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
-    inner = sharded_step(profile.stack, weight_bytes=grads, units=units, microbatches=plan.microbatches,
-                         compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
-                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)
     backward_s = plan.microbatches * sum(gc.split[1] for _, gc in per_stage[0])
     ar = plan.microbatches * ar_once
     return ShardedStep(copy_s=inner.copy_s, gather_s=inner.gather_s, reduce_s=inner.reduce_s + ar,

@@ -162,6 +162,13 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip(why)
     pp = _int(r["pp"]) or 1
     dp = _int(r["dp"]) or 1
+    ft = "FasterTransformer" in r["framework"]
+    limit = _ft_context_tokens(r["notes"], r["id"]) if ft else None
+    if ft and limit is None and pp > 1:
+        from simulator.calibration.measurements import MeasurementError
+
+        raise MeasurementError(f"row {r['id']!r}: pp: got {pp}; expected 1 for FasterTransformer "
+                               f"{_ft_release(r['notes'])} (no pipelined context phase recorded)")
     text = f"{r['source']} {r['notes']} {r['framework']}"
     opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
     if any(s.lower() in text.lower() for s in _SERVING):
@@ -186,17 +193,19 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
         x = dict(res.extra)
-        mb = _ft_context_microbatch(batch, il, pp, _ft_context_tokens(r["notes"])) \
-            if "FasterTransformer" in r["framework"] else batch
+        mb = _ft_context_microbatch(batch, il, pp, limit) if limit is not None else batch
         if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
                                                            batch=mb, dtype=r["dtype"]), batch // mb)
             x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
-        if "FasterTransformer" in r["framework"] and _ft_release(r["notes"]) in _FT_LAST_INPUT_REDECODED and il > 1:
+        if ft and _ft_release(r["notes"], r["id"]) in _FT_LAST_INPUT_REDECODED and il > 1:
             # the release's generation loop runs the last input token through every layer again (output_len
-            # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens
-            x["e2e_latency_s"] += evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1,
-                                                batch=batch, dtype=r["dtype"]).latency_s
+            # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens,
+            # which yields the first token (so it is in the time to the first token as in the whole request)
+            step = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1, batch=batch,
+                                 dtype=r["dtype"]).latency_s
+            x["ttft_s"] += step
+            x["e2e_latency_s"] += step
         e2e = x["e2e_latency_s"]
         out_only = "output" in r["unit"].lower() and "input" not in r["unit"].lower()
         pred = {"ttft_s": x["ttft_s"], "tpot_s": x["tpot_s"], "latency_s": e2e,
@@ -211,10 +220,13 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
 #: ``getLocalBatchSize``'s limit on the tokens of one context microbatch, by the FasterTransformer release
 #: that first published a row's table (``src/fastertransformer/utils/nccl_utils.cc``: 2048 in the v5.0 beta
 #: @ 952a1f2449f6bdd921feaba7cea68ae95d0d426b, 8192 in v5.0 @ a44c38134cefe17a81c269b6ec23d91cfe4e7216,
-#: 1024 from v5.1 @ bc214067d603bf95beb8af5d1ce5960e96ba7244 through df4a7534860137e060e18d2ebf019906120ea204);
-#: a row's notes name the release ("first published with FasterTransformer v5.0"); unnamed: the latest
-_FT_CONTEXT_TOKENS = {"v5.0": 8192, "v5.1": 1024}
-_FT_RELEASE = re.compile(r"first published with FasterTransformer (v\d+\.\d+)")
+#: 1024 from v5.1 @ bc214067d603bf95beb8af5d1ce5960e96ba7244 through df4a7534860137e060e18d2ebf019906120ea204,
+#: the last release v5.3 included); a row's notes name the release ("first published with FasterTransformer
+#: v5.0", "... v5.0 beta"); unnamed: the latest. v4.0 (``None``) has no pipelined context phase: a row of it
+#: with pipeline stages is refused.
+_FT_CONTEXT_TOKENS: dict[str, int | None] = {"v4.0": None, "v5.0 beta": 2048, "v5.0": 8192, "v5.1": 1024,
+                                             "v5.1.1": 1024, "v5.2": 1024, "v5.2.1": 1024, "v5.3": 1024}
+_FT_RELEASE = re.compile(r"first published with FasterTransformer (v\d+(?:\.\d+)+(?: beta)?)")
 #: releases whose GPT generation loop starts at the last input token: v4.0's ``DecodingGpt::forward``
 #: (``fastertransformer/gpt.h`` @ 0280a66dc62bd8ff1ce21c9c2cd0029799829eaa) embeds ``output_ids[step - 1]`` and
 #: runs every layer for each step from ``input_len`` to ``input_len + output_len - 1``, after a context pass
@@ -223,16 +235,26 @@ _FT_RELEASE = re.compile(r"first published with FasterTransformer (v\d+\.\d+)")
 _FT_LAST_INPUT_REDECODED = frozenset({"v4.0"})
 
 
-def _ft_release(notes: str) -> str:
-    """The FasterTransformer release a row's notes say first published its table ("" when none is named)."""
+def _ft_release(notes: str, row: str = "") -> str:
+    """The FasterTransformer release a row's notes say first published its table ("" when none is named); a
+    release without a recorded rule is a located MeasurementError naming the row."""
     m = _FT_RELEASE.search(notes)
-    return m.group(1) if m else ""
+    if not m:
+        return ""
+    if m.group(1) not in _FT_CONTEXT_TOKENS:
+        from nodeperf.suggest import did_you_mean
+        from simulator.calibration.measurements import MeasurementError
+
+        raise MeasurementError(f"row {row!r}: notes: FasterTransformer release; got {m.group(1)!r}; expected one of "
+                               f"{', '.join(_FT_CONTEXT_TOKENS)}{did_you_mean(m.group(1), _FT_CONTEXT_TOKENS)}")
+    return m.group(1)
 
 
-def _ft_context_tokens(notes: str) -> int:
+def _ft_context_tokens(notes: str, row: str = "") -> int | None:
     """The context-microbatch token limit of the FasterTransformer release a row's notes name (1024 when
-    they name none, the rule of every release from v5.1 on)."""
-    return _FT_CONTEXT_TOKENS.get(_ft_release(notes), 1024)
+    they name none, the rule of every release from v5.1 on; None: the release pipelines no context phase)."""
+    rel = _ft_release(notes, row)
+    return _FT_CONTEXT_TOKENS[rel] if rel else 1024
 
 
 def _ft_context_microbatch(batch: int, seq: int, pp: int, max_tokens: int = 1024) -> int:
@@ -269,7 +291,12 @@ def validate_multi(path: str | Path | None = None, *, progress: bool | None = No
     p = Path(path) if path is not None else DEFAULT_MULTI_DATASET
     with open(p, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    return [_predict_row(r) for r in track(rows, desc="multi-device rows", unit="row", enabled=progress)]
+    from simulator.calibration.measurements import MeasurementError
+
+    try:
+        return [_predict_row(r) for r in track(rows, desc="multi-device rows", unit="row", enabled=progress)]
+    except MeasurementError as e:  # a row's located problem, in its file
+        raise MeasurementError(f"{p.name}: {e}") from None
 
 
 def multi_summary(rows: list[MultiRow]) -> dict[str, Any]:

@@ -460,7 +460,7 @@ class _Build:
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
         #: the model code's torch.matmul runs the attention products (not an Inductor-compiled program)
-        self.eager_matmul = self.eager_ops and prof is not None and prof.name != "compile"
+        self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0

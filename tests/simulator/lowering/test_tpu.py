@@ -19,6 +19,7 @@ from simulator.lowering.tpu import (
     splash_block_pairs,
 )
 from workloads.resolve import load_workload
+from workloads.semantics import attention_pairs
 
 TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
 # fields with a spec default that no TPU file needs to state (eager-framework host cost, GPU TMA
@@ -171,7 +172,7 @@ def test_splash_attention_runs_whole_blocks_of_a_causal_mask():
     # a query block over a cache (1024 queries at positions 3072..4095 of 4096 keys): block 0 reaches key
     # 3583 -> key blocks up to 3584, block 1 all 4096 keys; the causal band alone is (3073 + 4096) x 1024 / 2
     assert splash_block_pairs(1024, 4096, 0, 512, 512) == 512 * (3584 + 4096) == 3_932_160
-    assert (3073 + 4096) * 1024 // 2 == 3_670_528
+    assert attention_pairs(1024, 4096, causal=True) == (3073 + 4096) * 1024 // 2 == 3_670_528
     # a block size that does not divide the sequence: 1000 queries in blocks of 512 (512 + 488 rows)
     assert splash_block_pairs(1000, 1000, 0, 512, 512) == 512 * 512 + 488 * 1000
     # the attention rule prices that fraction: 4096 causal queries, 8 x 9 / 2 of 64 tiles

@@ -4,12 +4,19 @@ Every expected value is computed by hand from the shapes (docs/training_memory.m
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from simulator.hardware import load_hardware
-from simulator.parallel.compose import _saved_head_gather_bytes, evaluate_plan
+from simulator.parallel.compose import (
+    _fsdp_groups,
+    _param_units,
+    _saved_head_gather_bytes,
+    evaluate_plan,
+)
 from workloads.parallel import ParallelPlan, plan_graphs
-from workloads.zoo.transformer import TransformerConfig
+from workloads.zoo.transformer import TransformerConfig, zoo_config
 
 #: 2 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
 CFG = TransformerConfig("tiny-fsdp", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
@@ -30,10 +37,36 @@ def _breakdown(plan: ParallelPlan, framework: str | None = None) -> dict[str, fl
 
 def test_root_group_stays_unsharded_beside_two_blocks() -> None:
     b = _breakdown(ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8))
-    assert BLOCK == 279040 and ROOT == 262400
+    # the groups the composition reads off the graph are the hand-counted ones (a block is the larger here)
+    (sg,) = plan_graphs(CFG, ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8), train=True, seq=S)
+    assert _fsdp_groups(_param_units(sg.graph)) == (ROOT, [BLOCK, BLOCK])
+    assert BLOCK > ROOT
     assert b["buffers.fsdp_unsharded_params"] == ROOT + 2 * BLOCK
     # the reduce-scatter input live through the backward is a block's gradient in the fp32 reduce_dtype
     assert b["buffers.fsdp_reduce_scatter"] == 2 * BLOCK
+
+
+#: Llama-3-8B (zoo llama-3-8b: vocabulary 128,256, d 4096, 32 query heads and 8 key/value heads of 128, SwiGLU
+#: 14,336, untied head) cut to 2 layers: its root group (embedding + output projection + final norm) is larger
+#: than a block, so it sets the side streams' reserve
+L8B = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+#: one block in bf16 (436,224,000 bytes): q and o 4096x4096, k and v 4096x1024, gate/up/down 3 x 4096x14336, two norms of 4096
+L8B_BLOCK = 2 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
+#: embedding 128256x4096, output 4096x128256, final norm 4096 (2,101,354,496 bytes: 4.8 blocks)
+L8B_ROOT = 2 * (2 * 128256 * 4096 + 4096)
+
+
+def test_a_root_group_larger_than_a_block_sets_the_side_stream_reserve() -> None:
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    (sg,) = plan_graphs(L8B, plan, train=True, seq=S)
+    assert _fsdp_groups(_param_units(sg.graph)) == (L8B_ROOT, [L8B_BLOCK, L8B_BLOCK])
+    b = evaluate_plan(L8B, load_hardware("dgx-h100"), plan, train=True, seq=S,
+                      recompute="full").stages[0].memory_breakdown()
+    # the root group stays unsharded beside two blocks in flight
+    assert b["buffers.fsdp_unsharded_params"] == L8B_ROOT + 2 * L8B_BLOCK
+    # the largest group's all_gather_output is the root's, and its fp32 reduce_output 1/8 of it
+    assert b["reserve.fsdp_all_gather_stream"] == L8B_ROOT
+    assert b["reserve.fsdp_reduce_scatter_stream"] == L8B_ROOT * 2 / 8
 
 
 def test_side_stream_buffers_stay_reserved() -> None:

@@ -160,3 +160,19 @@ def test_the_dispatchers_framework_ops_ride_on_the_dispatch(dispatch, before, af
               ParallelPlan(microbatch=1, moe_host_sync=True, moe_dispatch=dispatch)):
         (sg,) = plan_graphs(_two_layer_moe(), p, seq=512, train=True, framework="megatron-core")
         assert not any("host_ops" in op.attrs or "host_ops_after" in op.attrs for op in sg.graph.ops)
+
+
+@pytest.mark.parametrize(("key", "value"), [("host_ops", -1), ("host_ops", "12"), ("host_ops_after", 1.5),
+                                            ("host_ops_after", True)])
+def test_a_bad_host_ops_attribute_is_one_located_error(key, value):
+    # the composition reads the counts off the graph's ops: anything but a non-negative integer names the op
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import _with_host_syncs
+    from workloads.ir import GraphError
+
+    op = SimpleNamespace(name="layers.0.moe.dispatch", kind="moe_dispatch", attrs={"host_sync": True, key: value})
+    sg = SimpleNamespace(graph=SimpleNamespace(ops=[op], memo=lambda _k, fn: fn()), forward_ops=1)
+    with pytest.raises(GraphError, match=rf"op 'layers.0.moe.dispatch' \(moe_dispatch\): {key}: got {value!r}; "
+                                         "expected a non-negative integer"):
+        _with_host_syncs(sg, (), (0.0, 0.0, 0.0, 0.0), load_hardware("h100-sxm5-80gb"),
+                         SimpleNamespace(cuda_graphs=False, eager_framework=True))

@@ -522,8 +522,15 @@ def test_fastertransformer_context_microbatches() -> None:
     assert _ft_context_microbatch(256, 60, 3, 8192) == 128  # 15360 > 8192: halved once (7680)
     assert _ft_context_microbatch(96, 128, 4, 8192) == 24  # 96 / 4 = 24; 24 x 128 = 3072
     assert _ft_context_tokens("... the table was first published with FasterTransformer v5.0 (commit ...") == 8192
-    assert _ft_context_tokens("first published with FasterTransformer v4.0") == 1024  # no pipeline code then
+    assert _ft_context_tokens("first published with FasterTransformer v4.0") is None  # no pipelined context
+    assert _ft_context_tokens("first published with FasterTransformer v5.0 beta (commit 952a1f2)") == 2048
+    assert _ft_context_tokens("first published with FasterTransformer v5.2.1") == 1024
     assert _ft_context_tokens("no release named") == 1024
+    from simulator.calibration.measurements import MeasurementError
+
+    with pytest.raises(MeasurementError, match=r"row 'multi-999': notes: FasterTransformer release; got 'v5\.4'; "
+                                               r"expected one of v4\.0, v5\.0 beta, .*; did you mean 'v5\.3'\?"):
+        _ft_context_tokens("first published with FasterTransformer v5.4", "multi-999")
     stages = SimpleNamespace(stages=[SimpleNamespace(forward_s=t) for t in (1.0, 2.0, 1.5)])
     assert _pipelined_prefill(stages, 4) == pytest.approx(4.5 + 3 * 2.0)
     assert _pipelined_prefill(stages, 1) == pytest.approx(4.5)
@@ -567,6 +574,7 @@ def test_fastertransformer_v4_request_redecodes_last_input_token() -> None:
     Megatron-530B) takes its first token from the context pass, as the generate prediction does."""
     import csv
 
+    from simulator.calibration.measurements import MeasurementError
     from simulator.calibration.predict import run_options
     from simulator.hardware import load_hardware
     from simulator.parallel.validation import DEFAULT_MULTI_DATASET, _ft_release, _predict_row
@@ -584,6 +592,12 @@ def test_fastertransformer_v4_request_redecodes_last_input_token() -> None:
     whole = generate_request("gpt3-175b", hw, plan, opts, input_len=128, output_len=8, batch=1, dtype="fp16")
     step = evaluate_plan("gpt3-175b", hw, plan, opts, phase="decode", context=127, batch=1, dtype="fp16")
     assert _predict_row(row).predicted == pytest.approx(whole.extra["e2e_latency_s"] + step.latency_s, rel=1e-9)
+    # the re-decoded step yields the first token: a TTFT under v4.0 carries it too, the TPOT does not
+    assert _predict_row(dict(row, metric="ttft_s")).predicted == pytest.approx(
+        whole.extra["ttft_s"] + step.latency_s, rel=1e-9)
+    assert _predict_row(dict(row, metric="tpot_s")).predicted == pytest.approx(whole.extra["tpot_s"], rel=1e-9)
+    with pytest.raises(MeasurementError, match=r"row 'multi-092': pp: got 2; expected 1 for FasterTransformer v4\.0"):
+        _predict_row(dict(row, pp="2"))
     assert 0.10 < step.latency_s / whole.extra["e2e_latency_s"] < 0.14  # one of 8 steps beside a 128-token prefill
     row = rows["multi-105"]
     whole = generate_request("megatron-gpt-530b", load_hardware("dgx-a100x2"), ParallelPlan(tp=16), opts,

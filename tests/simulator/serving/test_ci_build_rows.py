@@ -10,6 +10,7 @@ and a token budget of max(max_model_len, 2048) (``SchedulerConfig``).
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 
@@ -22,15 +23,30 @@ def _uuid7_day(hex48: str) -> datetime.date:
     return datetime.datetime.fromtimestamp(int(hex48, 16) / 1000, tz=datetime.UTC).date()
 
 
-def test_build_dates_from_the_pipeline_job_ids():
-    # build 4068: job id 01908bf6-e6e6-... (public benchmark notes; the vLLM README linked the build in July 2024);
-    # build 8532: job id 0191bbbf-c603-... (the artifact link in vllm-project/vllm issue #8176)
-    d4068, d8532 = _uuid7_day("01908bf6e6e6"), _uuid7_day("0191bbbfc603")
-    assert (d4068, d8532) == (datetime.date(2024, 7, 7), datetime.date(2024, 9, 4))
+_ANCHOR = re.compile(r"build (\d+) (?:ran )?on (\d{4}-\d\d-\d\d) \([^()]*?job id ([0-9a-f]{8})-([0-9a-f]{4})-")
+
+
+@pytest.mark.parametrize("rid", CI_ROWS)
+def test_the_rows_build_dates_follow_from_the_job_ids_they_quote(rid):
+    # each row's notes quote two pipeline builds with the UUIDv7 job ids that date them, a build rate and the
+    # date of the row's own build (engine_version 'CI build N'): the dates the ids encode are the ones the notes
+    # state, and the row's build date is the later anchor plus its build-number distance at that rate
+    row = {r.id: r for r in read_serving_csv()}[rid]
+    anchors = {int(n): (datetime.date.fromisoformat(d), _uuid7_day(h1 + h2)) for n, d, h1, h2
+               in _ANCHOR.findall(row.notes)}
+    assert sorted(anchors) == [4068, 8532]
+    assert all(stated == decoded for stated, decoded in anchors.values())
+    (d4068, _), (d8532, _) = anchors[4068], anchors[8532]
     per_day = (8532 - 4068) / (d8532 - d4068).days
-    assert per_day == pytest.approx(75.7, abs=0.1)
-    # build 9555 about 13 days after 8532, four months before the V1 engine's alpha (2025-01-27)
-    assert d8532 + datetime.timedelta(days=round((9555 - 8532) / per_day)) == datetime.date(2024, 9, 18)
+    assert round(per_day) == int(re.search(r"(\d+) builds a day", row.notes).group(1)) == 76  # 75.7
+    build = int(re.search(r"CI build (\d+)", row.engine_version).group(1))
+    assert build in (9513, 9523, 9555) and f"builds/{build}," in row.source
+    m = re.search(rf"so build {build} ran about (\d{{4}}-\d\d-\d\d)", row.notes)
+    assert m, f"{rid}: the notes do not date build {build}"
+    dated = d8532 + datetime.timedelta(days=round((build - 8532) / per_day))
+    assert datetime.date.fromisoformat(m.group(1)) == dated
+    # months before the V1 engine's alpha (2025-01-27): the V0 engine, as the profile says
+    assert dated < datetime.date(2025, 1, 27)
 
 
 @pytest.mark.parametrize("rid", CI_ROWS)
