@@ -54,7 +54,17 @@ _SIGMA_CV1 = math.sqrt(math.log(2.0))
 #: * ``in_sigma`` = ``out_sigma`` = sqrt(ln 2) = 0.833 (coefficient of variation 1): the source gives totals
 #:   only, no spread. A CV of 1 is the exponential's, the shape ServeGen (Alibaba, arXiv 2025; summary in AI-Infra-Team/awesome-papers issue #138)
 #:   reports for production output lengths; the prompt spread is taken equal for want of a ShareGPT
-#:   figure. Stated, not fitted: no serving measurement chose it.
+#:   figure. Stated, not fitted: no serving measurement chose it. No published standard deviation,
+#:   percentile or fitted shape of ShareGPT V3 as these benchmarks sample it (first turn pair, Llama
+#:   tokenizer, their filter) was found (benchmark docs, vLLM / SGLang / AIPerf issues and docs, serving
+#:   papers; the published runs print totals only), so the spread stays an assumption (docs/serving.md).
+#:
+#: The benchmarks' own sample is deterministic: ``random.seed(args.seed)`` (vLLM ``--seed`` default 0,
+#: SGLang 1), ``random.shuffle`` of every conversation's first pair, then the first ``--num-prompts`` pairs
+#: that pass the filter (vllm benchmarks/benchmark_throughput.py ``sample_requests`` @ 018efff,
+#: benchmark_serving.py ``sample_sharegpt_requests`` of the same period): a fixed set of prompts per data
+#: file and tokenizer, not a fresh draw. Its lengths are not published; ``--lengths FILE.csv`` takes them
+#: exactly where the data set can be read.
 LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
     "sharegpt": (
         {"in_mean": 269081 / 1200, "in_sigma": _SIGMA_CV1, "in_max": 1024.0,
@@ -63,7 +73,7 @@ LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
         "means 224.2 in / 189.1 out tokens from the 1200-prompt totals (269,081 / 226,901) printed in "
         "https://github.com/sgl-project/sglang/issues/2097; clip 1024 / 2044 from the benchmark's filter; "
         "lognormal sigma sqrt(ln 2) (CV 1, the exponential spread ServeGen (arXiv 2025) reports for output lengths), "
-        "not from ShareGPT"),
+        "not from ShareGPT: no published ShareGPT spread as the benchmarks sample it was found"),
 }
 
 

@@ -22,3 +22,11 @@ def test_sharegpt_means_and_clips():
     assert abs(ins.mean() / 224.234 - 1) < 0.03 and abs(outs.mean() / 189.084 - 1) < 0.02
     assert describe(parse_lengths("sharegpt:prefix=2"))["shared_prefix_tokens"] == 2
     assert set(LENGTH_DATASETS) == {"sharegpt"}
+
+
+def test_sharegpt_seed0_200_draw_tail():
+    # docs/serving.md explains the 200-prompt bursts with this draw (the validation's seed 0, a burst draws
+    # lengths first): the three longest outputs and the three longest prompts of 200
+    ins, outs = sample_lengths(parse_lengths("sharegpt"), 200, np.random.default_rng(0))
+    assert sorted(outs.tolist())[-3:] == [1120, 1326, 1717]
+    assert sorted(ins.tolist())[-3:] == [723, 811, 840]
