@@ -992,12 +992,18 @@ def split_gated_mlp(graph: Any) -> Any:
 #: not passed); and TensorRT's builder "selects the kernels that result in the lowest runtime for the optimum
 #: input tensor dimensions, and are valid for all input tensor sizes in the valid range between minimum and
 #: maximum dimensions" (TensorRT API reference, ``IOptimizationProfile``, https://docs.nvidia.com/deeplearning/
-#: tensorrt/api/python_api/infer/Core/OptimizationProfile.html; the same text in the 8.6.1 C++ reference).
+#: tensorrt/api/python_api/infer/Core/OptimizationProfile.html; the same text in the 8.6.1 C++ reference); TensorRT-LLM's
+#: own tuning guide says the same ("TensorRT optimizes for the optimal shape while supporting the range between min
+#: and max", nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-build-time-flags.html,
+#: 'Multiple Profiles'), and a maintainer, days after v0.5.0, that the kernels TensorRT generates are chosen
+#: "automatically by TensorRT when building the TensorRT engine" (NVIDIA/TensorRT-LLM issue #129, 2023-10-26).
+#: ``GptSession::createContexts`` makes one execution context per profile (quoted in NVIDIA/TensorRT-LLM issue #980).
 TRTLLM_V05_TACTIC_PROFILE = ("NVIDIA/TensorRT-LLM docs/source/performance.md @ 138f96d45f90 (Llama2-7b build: "
                              "--max_batch_size 64 --max_input_len 2048, no --use_gemm_plugin, no --paged_kv_cache); "
                              "tensorrt_llm/models/generation_mixin.py prepare_basic_inputs (two profiles, context "
                              "num_tokens opt (max_input_len * max_batch_size + 1) // 2); TensorRT IOptimizationProfile "
-                             "(kernels selected for the opt dimensions)")
+                             "(kernels selected for the opt dimensions); TensorRT-LLM performance tuning guide, "
+                             "'Multiple Profiles'; NVIDIA/TensorRT-LLM issues #129 and #980")
 
 
 def gemm_tactics_at(graph: Any, tokens: int) -> Any:
