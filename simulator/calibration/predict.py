@@ -276,8 +276,10 @@ class GraphCache:
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
-        tactic_tokens = 0 if m.train else gemm_tactic_tokens(m.notes)
-        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_tokens)
+        tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
+        tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
+               tactic_tokens)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -297,10 +299,13 @@ class GraphCache:
                 from workloads.frameworks import split_gated_mlp
 
                 graph = split_gated_mlp(graph)
-            if tactic_tokens:
+            if tactic_stated:
                 from workloads.frameworks import gemm_tactics_at
 
-                graph = gemm_tactics_at(graph, tactic_tokens)
+                try:
+                    graph = gemm_tactics_at(graph, tactic_tokens)
+                except ValueError as exc:
+                    raise ValueError(f"{m.where or m.id}: notes: {exc}") from None
             if unfused_qkv:
                 from workloads.frameworks import split_qkv_projection
 

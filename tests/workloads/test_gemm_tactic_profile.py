@@ -5,6 +5,7 @@ num_tokens opt is (max_input_len * max_batch_size + 1) // 2): workloads.framewor
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 
 import pytest
@@ -118,3 +119,14 @@ def _without_tactic(op):
 
     attrs = {k: v for k, v in op.attrs.items() if k != "tactic_m"}
     return Op(op.name, op.kind, op.inputs, op.outputs, Attrs(attrs), op.group)
+
+
+def test_zero_tokens_in_a_row_is_a_located_error():
+    from simulator.calibration.measurements import MeasurementSet
+    from simulator.calibration.predict import GraphCache
+    from simulator.hardware import known_devices
+
+    m = next(x for x in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices()) if x.id == "pub-090")
+    bad = dataclasses.replace(m, notes=m.notes.replace("timed at 65536 tokens", "timed at 0 tokens"))
+    with pytest.raises(ValueError, match=r"published_gpu\.csv:\d+: notes: gemm_tactics_at: tokens must be positive; got 0"):
+        GraphCache().get(bad)
