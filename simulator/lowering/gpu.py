@@ -83,7 +83,8 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
     split_k = gpu.SPLIT_K_FACTORS
-    if tactic_m and tactic_m != m and a_operand is None:
+    tactic = bool(tactic_m) and tactic_m != m and a_operand is None
+    if tactic:
         cands, split_k = _tactic_at(p, cands, tactic_m, n, k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
                                     b_shared=b_shared)
     # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
@@ -99,7 +100,8 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
         rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=_matrix_key(ctx, dtype, p),
         tile=str(e.tile) if np.ndim(e.tile) == 0 else e.tile, split_k=_i(e.split_k), ctas=_i(e.ctas),
-        waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
+        waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm),
+        notes="; ".join(x for x in (_gemm_notes(e), f"kernel picked at M = {tactic_m}" if tactic and np.ndim(e.compute_s) == 0 else "") if x),
         memory_level=str(e.bound_level) if np.ndim(e.bound_level) == 0 else "",
     )
 

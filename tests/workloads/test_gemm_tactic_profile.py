@@ -90,6 +90,7 @@ def test_lowering_prices_the_kernel_picked_at_the_tactic_rows():
     assert float(out.compute_s) == pytest.approx(float(at128.compute_s), rel=1e-12)
     assert float(out.memory_s) == pytest.approx(float(at128.memory_s), rel=1e-12)
     assert out.time_s >= free["layers.0.attn.out"].time_s
+    assert "kernel picked at M = 65536" in out.notes and "kernel picked" not in free["layers.0.attn.out"].notes
     # a tactic at the GEMM's own rows is the model's own pick: the same cost
     same = {r.name: r for r in evaluate(gemm_tactics_at(g, 128), dev).records}
     assert same["layers.0.attn.out"].time_s == free["layers.0.attn.out"].time_s
