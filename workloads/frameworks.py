@@ -63,6 +63,8 @@ __all__ = [
     "fp32_score_add",
     "PADDLE_O1_MASK_ADD",
     "TRTLLM_V05_UNFUSED_MLP",
+    "gemm_tactics_at",
+    "TRTLLM_V05_TACTIC_PROFILE",
 ]
 
 # Sources read for the profiles (repository @ commit, path, symbol).
@@ -979,6 +981,50 @@ def split_gated_mlp(graph: Any) -> Any:
     place and each later part is issued just before the first op that reads its output (so the activation follows
     the gate GEMM and the product the up GEMM, as epilogues when the stack fuses them). Other ops are kept."""
     return _split_fused_projection(graph, _GATE_UP)
+
+
+#: TensorRT-LLM v0.5's Llama engines time each GEMM's tactic at the context profile's opt token count. The build
+#: of performance.md @ 138f96d ('Benchmarking per Model', Llama2-7b) passes neither ``--use_gemm_plugin`` nor
+#: ``--paged_kv_cache``, so ``GenerationMixin.prepare_basic_inputs`` (tensorrt_llm/models/generation_mixin.py of
+#: the 2023 releases) enables two optimisation profiles (``use_gemm_plugin == False`` and no in-flight batching),
+#: the context one with ``num_tokens`` in ``[1, (max_input_len * max_batch_size + 1) // 2, max_input_len *
+#: max_batch_size]`` = [1, 65536, 131072] for ``--max_batch_size 64 --max_input_len 2048`` (``max_num_tokens``
+#: not passed); and TensorRT's builder "selects the kernels that result in the lowest runtime for the optimum
+#: input tensor dimensions, and are valid for all input tensor sizes in the valid range between minimum and
+#: maximum dimensions" (TensorRT API reference, ``IOptimizationProfile``, https://docs.nvidia.com/deeplearning/
+#: tensorrt/api/python_api/infer/Core/OptimizationProfile.html; the same text in the 8.6.1 C++ reference); TensorRT-LLM's
+#: own tuning guide says the same ("TensorRT optimizes for the optimal shape while supporting the range between min
+#: and max", nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-build-time-flags.html,
+#: 'Multiple Profiles'), and a maintainer, days after v0.5.0, that the kernels TensorRT generates are chosen
+#: "automatically by TensorRT when building the TensorRT engine" (NVIDIA/TensorRT-LLM issue #129, 2023-10-26).
+#: ``GptSession::createContexts`` makes one execution context per profile (quoted in NVIDIA/TensorRT-LLM issue #980).
+TRTLLM_V05_TACTIC_PROFILE = ("NVIDIA/TensorRT-LLM docs/source/performance.md @ 138f96d45f90 (Llama2-7b build: "
+                             "--max_batch_size 64 --max_input_len 2048, no --use_gemm_plugin, no --paged_kv_cache); "
+                             "tensorrt_llm/models/generation_mixin.py prepare_basic_inputs (two profiles, context "
+                             "num_tokens opt (max_input_len * max_batch_size + 1) // 2); TensorRT IOptimizationProfile "
+                             "(kernels selected for the opt dimensions); TensorRT-LLM performance tuning guide, "
+                             "'Multiple Profiles'; NVIDIA/TensorRT-LLM issues #129 and #980")
+
+
+def gemm_tactics_at(graph: Any, tokens: int) -> Any:
+    """``graph`` with every linear-layer GEMM (``matmul`` or ``quant_matmul`` on a 2-D weight) whose rows are the
+    step's tokens (more than one row) run with the kernel picked for ``tokens`` rows (``attrs['tactic_m']``, which
+    :func:`simulator.lowering.gpu._gemm_cost` honours): a TensorRT engine's tactic, timed once at its optimisation
+    profile's opt shape and run at every shape of the profile (:data:`TRTLLM_V05_TACTIC_PROFILE`). GEMMs of one row
+    (a last-token LM head at batch 1) and batched GEMMs are kept; shapes, bytes and FLOPs are unchanged."""
+    from workloads.ir import Attrs, Op, OpGraph
+    from workloads.semantics import gemm_dims
+
+    if int(tokens) < 1:
+        raise ValueError(f"gemm_tactics_at: tokens must be positive; got {tokens}; expected >= 1")
+    ops: list[Op] = []
+    for op in graph.ops:
+        linear = op.kind in ("matmul", "quant_matmul") and len(op.inputs) >= 2 and len(op.inputs[1].shape) == 2
+        if linear and gemm_dims(op)[1] > 1:
+            op = Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "tactic_m": int(tokens)}),
+                    op.group)
+        ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta))
 
 
 #: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` projects the query, key and value with three ``Linear`` layers

@@ -20,7 +20,7 @@ from simulator.calibration.measurements import Measurement
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "run_options",
-           "gated_mlp_unfused", "default_predict", "GraphCache", "quiet_engine"]
+           "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
 # Stacks that fuse elementwise epilogues into their GEMM kernels (TensorRT's layer fusion, TensorRT-LLM's
@@ -65,6 +65,9 @@ _DROPOUT_KERNELS = re.compile(r"\bdropout kernels at p = (0\.\d+)\b")
 # a row whose notes state that its engine ran the gated MLP's gate and up projections as two GEMMs (TensorRT-LLM
 # v0.5 Llama engines built without --use_fused_mlp: workloads.frameworks.split_gated_mlp)
 _UNFUSED_MLP = re.compile(r"\bgate and up projections as two GEMMs\b")
+# a row whose notes state the token count its engine timed its GEMM tactics at (a TensorRT engine's optimisation
+# profile opt shape: workloads.frameworks.gemm_tactics_at, TRTLLM_V05_TACTIC_PROFILE)
+_TACTIC_TOKENS = re.compile(r"\bGEMM tactics timed at (\d+) tokens\b")
 # a row whose notes state that its model code projects the query, key and value with three separate linear layers
 # (PaddlePaddle's paddle.nn.MultiHeadAttention: q_proj, k_proj, v_proj; workloads.frameworks.split_qkv_projection)
 _UNFUSED_QKV = re.compile(r"\bquery, key and value projections as three GEMMs\b")
@@ -90,6 +93,14 @@ def dropout_kernels(text: str) -> float:
     (the graph is then built with ``dropout=p``: :class:`GraphCache`)."""
     m = _DROPOUT_KERNELS.search(text)
     return float(m.group(1)) if m else 0.0
+
+
+def gemm_tactic_tokens(text: str) -> int:
+    """The token count ``text`` (a row's notes) says its engine timed its GEMM tactics at, else 0 (the graph's
+    linear-layer GEMMs then run the kernel picked for that many rows: :func:`workloads.frameworks.gemm_tactics_at`,
+    :class:`GraphCache`)."""
+    m = _TACTIC_TOKENS.search(text)
+    return int(m.group(1)) if m else 0
 
 
 def gated_mlp_unfused(text: str) -> bool:
@@ -265,7 +276,10 @@ class GraphCache:
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
-        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts)
+        tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
+        tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
+        key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
+               tactic_tokens)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -285,6 +299,13 @@ class GraphCache:
                 from workloads.frameworks import split_gated_mlp
 
                 graph = split_gated_mlp(graph)
+            if tactic_stated:
+                from workloads.frameworks import gemm_tactics_at
+
+                try:
+                    graph = gemm_tactics_at(graph, tactic_tokens)
+                except ValueError as exc:
+                    raise ValueError(f"{m.where or m.id}: notes: {exc}") from None
             if unfused_qkv:
                 from workloads.frameworks import split_qkv_projection
 

@@ -76,16 +76,21 @@ def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector
 def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtype: str, in_bytes: float,
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
-               tile_shape: tuple[int, int] | None = None) -> KernelCost:
+               tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None) -> KernelCost:
     p = ctx.params(dtype)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
+    split_k = gpu.SPLIT_K_FACTORS
+    tactic = bool(tactic_m) and tactic_m != m and a_operand is None
+    if tactic:
+        cands, split_k = _tactic_at(p, cands, tactic_m, n, k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
+                                    b_shared=b_shared)
     # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
     # the DRAM term, the memory time and the bound term all see the source tensor's real traffic
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
-                 a_operand=a_operand)
+                 a_operand=a_operand, split_k=split_k)
     dram = _f(e.dram_bytes)
     flops = 2.0 * batch * m * n * k
     return KernelCost(
@@ -95,9 +100,22 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         vector_flops=vector_flops + (0.0 if p.uses_matrix_unit else flops),
         rule=rule if p.uses_matrix_unit else f"{rule}-simt", matrix_dtype=_matrix_key(ctx, dtype, p),
         tile=str(e.tile) if np.ndim(e.tile) == 0 else e.tile, split_k=_i(e.split_k), ctas=_i(e.ctas),
-        waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
+        waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm),
+        notes="; ".join(x for x in (_gemm_notes(e), f"kernel picked at M = {tactic_m}" if tactic and np.ndim(e.compute_s) == 0 else "") if x),
         memory_level=str(e.bound_level) if np.ndim(e.bound_level) == 0 else "",
     )
+
+
+def _tactic_at(p: gpu.GpuParams, cands: tuple[gpu.TileCandidate, ...], tactic_m: int, n: int, k: int,
+               **kw: Any) -> tuple[tuple[gpu.TileCandidate, ...], tuple[int, ...]]:
+    """(candidates, split-K factors) reduced to the kernel the model picks for ``[tactic_m, k] @ [k, n]``: a
+    kernel chosen once at another M (``attrs['tactic_m']``: a TensorRT engine's tactic, timed at its optimisation
+    profile's opt shape, :func:`workloads.frameworks.gemm_tactics_at`) and run at every M of the profile. With
+    hardware variants (sweeps) whose picks differ, every picked tile and split stays a candidate."""
+    e = gpu.gemm(tactic_m, n, k, p, cands, **kw)
+    names = {str(x) for x in np.ravel(e.tile)}
+    splits = tuple(sorted({int(x) for x in np.ravel(e.split_k)}))
+    return tuple(c for c in cands if c.name in names), splits
 
 
 def _gemm_notes(e: Any) -> str:
@@ -138,7 +156,8 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     bias = op.outputs[0].numel if len(op.inputs) == 3 else 0
     cost = _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
                       in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
-                      b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias))
+                      b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias),
+                      tactic_m=op.attrs.get("tactic_m"))
     if op.attrs.get("fp8_accumulation") != "split":
         return cost
     promo_s, adds = _promotion_s(op, ctx, bt, m, n, k)
@@ -353,7 +372,7 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
                                                notes=notes if np.ndim(dq_s) == 0 else ""))
         return _fastest(options)
     g = _gemm_cost(ctx, m, n, k, batch=batch, dtype=dt, in_bytes=mean_bytes, out_bytes=out_bytes, b_shared=b_shared,
-                   rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes)
+                   rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes, tactic_m=op.attrs.get("tactic_m"))
     # fp8 W8A8: a per-token dynamic quantisation of the activations runs first (absmax, scale, cast)
     p32 = ctx.params("fp32")
     s = gpu.streaming(mk * act_bytes, mk * 1.0 + batch * m * 4.0, 2.0 * mk, p32, l2_resident_bytes=ctx.resident_bytes)
