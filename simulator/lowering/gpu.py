@@ -417,7 +417,14 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
     # are NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
     # tensor, on every call (CONV_LAYOUT_SOURCES; for TF32: TF32_LAYOUT_SOURCES). fp32 convolutions on the
     # SIMT path (no TF32) keep cuDNN's NCHW kernels.
-    return _with_layout_transforms(cost, op, ctx)
+    nchw = _with_layout_transforms(cost, op, ctx)
+    if element_bytes(op.inputs[0].dtype) <= 2:
+        return nchw
+    # with TF32 allowed cuDNN also holds FFMA kernels that read NCHW as it is, and takes them where they are
+    # faster than the TF32 kernel between its transforms (TF32_LAYOUT_SOURCES: "in some cases the NCHW
+    # kernels are faster on Ampere"); cudnn.benchmark times both, the heuristic predicts both
+    simt = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, allow_tf32=False), _params={})
+    return _fastest([nchw, _implicit_gemm_conv(op, simt, d, dtype="fp32")])
 
 
 def _tf32_path(dt: str, ctx: LoweringContext) -> bool:
@@ -476,6 +483,9 @@ TF32_LAYOUT_SOURCES = (
     "tensorflow/tensorflow pull request #58054 (NVIDIA, 2022-10-11, 'Use NHWC for TF32'): NHWC 'is recommended "
     "[on Ampere with TF32] to better utilize the 3rd generation Tensor Core'; about 20% faster convnet "
     "inference than NCHW",
+    "tensorflow/tensorflow pull request #56744 (NVIDIA, 2022-07-12, 'Revert TF32+NHWC changes'): 'in some cases "
+    "the NCHW kernels are faster on Ampere'; cuDNN's and TensorRT's Ampere tactic lists hold FFMA kernels on "
+    "NCHW operands (sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32_nchwkcrs_nchw_..._ffma)",
 )
 
 
@@ -484,9 +494,10 @@ def _cudnn(dev: DeviceSpec) -> bool:
     return str(getattr(dev, "vendor", "")).strip().upper() == "NVIDIA"
 
 
-def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int]) -> KernelCost:
-    """A dense (or wide-group) convolution as one implicit-GEMM kernel on NHWC operands."""
-    dt = op.dtype.value
+def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int], dtype: str | None = None) -> KernelCost:
+    """A dense (or wide-group) convolution as one implicit-GEMM kernel on NHWC operands (``dtype``: the
+    contraction dtype, the op's unless given)."""
+    dt = dtype or op.dtype.value
     ib = element_bytes(op.inputs[0].dtype)
     ob = element_bytes(op.outputs[0].dtype)
     g = d["groups"]
