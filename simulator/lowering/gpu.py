@@ -429,15 +429,30 @@ def _conv(op: Op, ctx: LoweringContext) -> KernelCost:
         return _from_estimate(e, "conv-direct", 0.0, 2.0 * macs)
     cost = _implicit_gemm_conv(op, ctx, d)
     if getattr(ctx.options, "conv_layout", "nhwc") != "nchw" or not _cudnn(ctx.device) \
-            or element_bytes(op.inputs[0].dtype) > 2 or not ctx.params(dt).uses_matrix_unit:
+            or not ctx.params(dt).uses_matrix_unit \
+            or (element_bytes(op.inputs[0].dtype) > 2 and not _tf32_path(dt, ctx)):
         return cost
-    # PyTorch's default NCHW tensors reach cuDNN, whose 16-bit (and 8-bit) tensor-core convolutions are
-    # NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
-    # tensor, on every call (CONV_LAYOUT_SOURCES). fp32 convolutions allowed onto TF32 are left as they
-    # are, on conflicting evidence: training profiles show the transforms around TF32 kernels too, but the
-    # measured Hugging Face ResNet-50 inference rows on an A100 (TF32 convolutions on NCHW tensors, torch
-    # 2.0.1, cudnn.benchmark off) leave no room for them (docs/frameworks.md)
-    return _with_layout_transforms(cost, op, ctx)
+    # PyTorch's default NCHW tensors reach cuDNN, whose tensor-core convolutions (16-bit, 8-bit and TF32)
+    # are NHWC kernels: the library transforms the operands into NHWC and the result back, one kernel per
+    # tensor, on every call (CONV_LAYOUT_SOURCES; for TF32: TF32_LAYOUT_SOURCES). fp32 convolutions on the
+    # SIMT path (no TF32) keep cuDNN's NCHW kernels.
+    nchw = _with_layout_transforms(cost, op, ctx)
+    if element_bytes(op.inputs[0].dtype) <= 2:
+        return nchw
+    # with TF32 allowed cuDNN also holds FFMA kernels that read NCHW as it is, and takes them where they are
+    # faster than the TF32 kernel between its transforms (TF32_LAYOUT_SOURCES: "in some cases the NCHW
+    # kernels are faster on Ampere"); cudnn.benchmark times both, the heuristic predicts both
+    simt = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, allow_tf32=False), _params={})
+    return _fastest([nchw, _implicit_gemm_conv(op, simt, d, dtype="fp32")])
+
+
+def _tf32_path(dt: str, ctx: LoweringContext) -> bool:
+    """Whether a 4-byte convolution runs on TF32 tensor cores: a ``tf32`` op, or ``fp32`` with TF32 allowed
+    on a device whose tensor units list a TF32 rate (the contraction path :func:`hwmodels.gpu.gpu_params` takes)."""
+    if dt == "tf32":
+        return True
+    return dt == "fp32" and bool(getattr(ctx.options, "allow_tf32", False)) \
+        and "tf32" in ctx.device.compute.tensor_flops_per_s
 
 
 #: Kernels cuDNN adds to a convolution call on NCHW tensors: the transforms of its two operands and of its
@@ -475,14 +490,33 @@ CONV_LAYOUT_SOURCES = (
 )
 
 
+#: Where cuDNN's transforms around TF32 convolutions on NCHW tensors are shown (Ampere and later).
+TF32_LAYOUT_SOURCES = (
+    "pytorch/pytorch issue #81940 (2022-07-22, timm_regnet inference on an A100, cuDNN 8.3.2, PyTorch's default "
+    "NCHW fp32 tensors with TF32 allowed, Nsight Systems at batch 32 and 64): "
+    "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc (58.8% of GPU time) beside "
+    "cudnn::ops::nchwToNhwcKernel<float, ...> (16.6%) and nhwcToNchwKernel<float, ...> (15.7%), 1011 "
+    "instances of each; cuDNN 'could add transpose kernels if the end2end performance would still be better'",
+    "pytorch/pytorch issue #119458 (2024, sm86, CUDA 12.1 wheels, profiler table of Conv2d + BatchNorm2d in "
+    "fp32): cudnn::ops::nchwToNhwcKernel<float, ...> beside sm86_xmma_fprop_implicit_gemm_indexed_tf32f32_...",
+    "tensorflow/tensorflow pull request #58054 (NVIDIA, 2022-10-11, 'Use NHWC for TF32'): NHWC 'is recommended "
+    "[on Ampere with TF32] to better utilize the 3rd generation Tensor Core'; about 20% faster convnet "
+    "inference than NCHW",
+    "tensorflow/tensorflow pull request #56744 (NVIDIA, 2022-07-12, 'Revert TF32+NHWC changes'): 'in some cases "
+    "the NCHW kernels are faster on Ampere'; cuDNN's and TensorRT's Ampere tactic lists hold FFMA kernels on "
+    "NCHW operands (sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32_nchwkcrs_nchw_..._ffma)",
+)
+
+
 def _cudnn(dev: DeviceSpec) -> bool:
     """True for the devices whose convolutions the model prices as cuDNN's (NVIDIA GPUs)."""
     return str(getattr(dev, "vendor", "")).strip().upper() == "NVIDIA"
 
 
-def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int]) -> KernelCost:
-    """A dense (or wide-group) convolution as one implicit-GEMM kernel on NHWC operands."""
-    dt = op.dtype.value
+def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int], dtype: str | None = None) -> KernelCost:
+    """A dense (or wide-group) convolution as one implicit-GEMM kernel on NHWC operands (``dtype``: the
+    contraction dtype, the op's unless given)."""
+    dt = dtype or op.dtype.value
     ib = element_bytes(op.inputs[0].dtype)
     ob = element_bytes(op.outputs[0].dtype)
     g = d["groups"]

@@ -35,8 +35,10 @@ def test_groups_and_measured_errors(result):
     # eager 21.1% -> 18.2%, sdpa 19.4% -> 13.9%, all 18.6% -> 17.0%; eager ViT's matmul copies at batch 4 and 16:
     # eager 18.2% -> 17.7%, all 17.0% -> 16.8%; the activation casts of the eager autocast rows fw-062/066:
     # eager 17.7% -> 17.0%, all 16.8% -> 16.6%; dropout's one-byte mask written in training and read by its
-    # backward: eager 17.0% -> 16.9%, all 16.6% -> 16.5%)
-    expected = {"compile": (17.9, -17.4), "eager": (16.9, -17.2), "sdpa": (13.9, -3.1), "sglang": (9.5, -10.9),
+    # backward: eager 17.0% -> 16.9%, all 16.6% -> 16.5%; cuDNN's layout transforms around TF32 convolutions on
+    # NCHW tensors, or cuDNN's FFMA kernels on NCHW where faster (the torch 2.0.1 ResNet-50 rows on an A100, batch
+    # 1/4 eager better, batch 16 and compiled worse): compile 17.9% -> 18.2%, eager 16.9% -> 16.4%, all 16.5%)
+    expected = {"compile": (18.2, -16.3), "eager": (16.4, -15.7), "sdpa": (13.9, -3.1), "sglang": (9.5, -10.9),
                 "vllm": (1.2, -1.2), "vllm-v0": (21.0, -22.1)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name

@@ -3,7 +3,7 @@
 cuDNN's 16-bit tensor-core convolutions are NHWC kernels; on PyTorch's default NCHW tensors the library
 transforms x (or dy) and w into NHWC and the result back, one kernel each, on every call
 (``simulator.lowering.gpu.CONV_LAYOUT_SOURCES``). The checks: the transforms' traffic and kernels by
-hand, where they do not apply (fp32/TF32, SIMT paths, non-NVIDIA devices, NHWC), the framework
+hand, where they do not apply (fp32 on SIMT paths, non-NVIDIA devices, NHWC), the framework
 profiles' layouts, and the whole-network slowdown against the published channels-last gain.
 """
 
@@ -75,12 +75,11 @@ def test_transforms_run_after_the_kernel_not_overlapped(a100):
     assert nchw.time_s - nhwc.time_s >= 0.99 * from_dram / rate
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "tf32"])
-def test_fp32_and_tf32_convs_are_left_alone(a100, dtype):
-    g = build_micro(CONV, dtype)
-    opts = EvalOptions(allow_tf32=dtype == "tf32")
-    a = _rec(g, a100, opts)
-    b = _rec(g, a100, EvalOptions(allow_tf32=dtype == "tf32", conv_layout="nchw"))
+def test_simt_fp32_convs_are_left_alone(a100):
+    """fp32 without TF32 runs cuDNN's SIMT kernels, which read NCHW as it is (TF32: test_tf32_conv_layout.py)."""
+    g = build_micro(CONV, "fp32")
+    a = _rec(g, a100)
+    b = _rec(g, a100, NCHW)
     assert (a.time_s, a.dram_bytes, a.kernels) == (b.time_s, b.dram_bytes, b.kernels)
 
 
