@@ -3,7 +3,7 @@
 A MaxText row's MFU (or TFLOP/s) is MaxText's own FLOP count over the step time, not the model's.
 Comparing a predicted step with such a row therefore converts the predicted step time with MaxText's
 formula at the row's commit, never with the model's FLOP count (which also counts norms, elementwise
-work and the causal mask as the kernels run it). Two versions of the formula are stated here, both for
+work and the causal mask as the kernels run it). Three versions of the formula are stated here, all for
 dense decoders (MoE, MLA and interleaved-window models are counted by other branches of MaxText's code):
 
 ``"2023"`` -- ``calculate_training_tflops`` in ``MaxText/train.py`` @ 76bd53b0f44caf989c88189afadeb1062f9254f0
