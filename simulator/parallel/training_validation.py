@@ -54,7 +54,8 @@ schedule. ``microbatch`` is the source's own count: a torchtitan local batch or 
 sequences per data-parallel rank per microbatch; MaxText's ``per_device_batch_size`` is per chip and has no gradient accumulation, so its
 microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (tokens / step / devices),
 ``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
-:attr:`~simulator.parallel.compose.ParallelResult.mfu`), ``tflops_per_device`` (model FLOP/s) and
+:attr:`~simulator.parallel.compose.ParallelResult.mfu`; a MaxText row's MFU is MaxText's own FLOP count at the
+row's commit over the predicted step, :mod:`simulator.parallel.maxtext_flops`), ``tflops_per_device`` (model FLOP/s) and
 ``peak_memory_gib`` (the worst device's predicted bytes). Every measured run ran, so the fits verdict
 is right when the plan is predicted to fit.
 """
@@ -629,10 +630,26 @@ def _metric(row: TrainingRecord, res: Any) -> float:
     if m == "step_time_s":
         return res.latency_s
     if m == "mfu":
-        return 100.0 * res.mfu
+        return 100.0 * _maxtext_mfu(row, res) if row["framework"].startswith("MaxText") else 100.0 * res.mfu
     if m == "tflops_per_device":
         return res.model_flops_per_s_per_device / 1e12
     return res.memory_per_device_bytes / 2**30
+
+
+def _maxtext_mfu(row: TrainingRecord, res: Any) -> float:
+    """The MFU MaxText prints for the predicted step: MaxText's own FLOP count at the row's commit
+    (:func:`simulator.parallel.maxtext_flops.maxtext_flops_per_device`) over the predicted step time and the
+    dense bf16 peak, as the row's figure is defined; the model's FLOP count where the version is not stated."""
+    from simulator.parallel.maxtext_flops import maxtext_flop_version, maxtext_flops_per_device
+    from workloads.zoo.transformer import zoo_config
+
+    version = maxtext_flop_version(row["framework_version"])
+    if version is None or not res.latency_s or not res.peak_flops_per_s:
+        return float(res.mfu)
+    g = row.ints
+    flops = maxtext_flops_per_device(zoo_config(row["model"]), batch=g["global_batch"] / g["n_devices"],
+                                     seq=g["seq"], version=version)
+    return flops / res.latency_s / res.peak_flops_per_s
 
 
 def _evaluate(row: TrainingRecord, system: str, dp: int, *, nearest: bool) -> tuple[float, bool]:

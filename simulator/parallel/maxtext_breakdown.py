@@ -1,0 +1,103 @@
+"""Where a predicted MaxText step goes, per row of the training dataset (a diagnostic of the TPU rows).
+
+:func:`maxtext_step_breakdown` predicts a MaxText row exactly as ``validate --dataset training`` does
+(:mod:`simulator.parallel.training_validation`) and splits the step: the device's op time by class (GEMMs on
+the MXUs, attention kernels, every other op: vector-unit fusions bounded by HBM), the FSDP all-gathers and
+gradient reductions of the step (all of them, hidden or not) and what of them is exposed, the exposed host
+offload; and the measured step (for an MFU row, MaxText's own FLOP count over the MFU and the peak,
+:mod:`simulator.parallel.maxtext_flops`). ``benchmarks/bench_maxtext_breakdown.py`` prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StepBreakdown", "maxtext_step_breakdown"]
+
+_GEMMS = ("matmul", "grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
+_ATTENTION = ("attention", "attention_bwd")
+_COMM = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """One MaxText row's predicted step (seconds; ``*_s`` per device and step)."""
+
+    row_id: str
+    system: str
+    tokens_per_chip: float
+    measured_step_s: float | None
+    predicted_step_s: float
+    compute_s: float
+    gemm_s: float
+    attention_s: float
+    other_s: float
+    tp_comm_s: float
+    fsdp_gather_s: float
+    grad_reduce_s: float
+    exposed_s: float
+    offload_exposed_s: float
+
+    @property
+    def step_error(self) -> float | None:
+        """Predicted over measured step, minus 1 (negative: predicted too fast)."""
+        return self.predicted_step_s / self.measured_step_s - 1.0 if self.measured_step_s else None
+
+    @property
+    def fsdp_ratio(self) -> float:
+        """Every FSDP collective of the step (all-gathers and gradient reductions) over the compute."""
+        return (self.fsdp_gather_s + self.grad_reduce_s) / self.compute_s if self.compute_s else 0.0
+
+
+def _measured_step(row: Any, res: Any) -> float | None:
+    from simulator.parallel.maxtext_flops import maxtext_flop_version, maxtext_flops_per_device
+    from workloads.zoo.transformer import zoo_config
+
+    metric = row["metric"].strip()
+    if metric == "step_time_s":
+        return float(row.value)
+    version = maxtext_flop_version(row["framework_version"])
+    if metric != "mfu" or version is None:
+        return None
+    g = row.ints
+    flops = maxtext_flops_per_device(zoo_config(row["model"]), batch=g["global_batch"] / g["n_devices"],
+                                     seq=g["seq"], version=version)
+    return flops / (float(row.value) / 100.0) / res.peak_flops_per_s
+
+
+def maxtext_step_breakdown(row: Any) -> StepBreakdown:
+    """The predicted step of MaxText row ``row`` (a :class:`~simulator.parallel.training_validation.TrainingRecord`)
+    with its parts; a row the validation cannot predict raises ``ValueError`` naming it."""
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from simulator.parallel.stacks import profile_options
+    from simulator.parallel.training_validation import _plan, _system_name, stated_recipe
+
+    if not row["framework"].startswith("MaxText"):
+        raise ValueError(f"{row.id}: framework {row['framework']!r}; expected a MaxText row")
+    g = row.ints
+    n = g["n_devices"]
+    tp, pp, cp = (g.get(k) or 1 for k in ("tp", "pp", "cp"))
+    system, why = _system_name(row, n)
+    if not system:
+        raise ValueError(f"{row.id}: {why}")
+    recipe = stated_recipe(row)
+    res = evaluate_plan(row["model"], load_hardware(system), _plan(row, n // (tp * pp * cp)),
+                        profile_options(recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
+    kinds: dict[str, float] = {}
+    repeats = res.report_repeats or (res.plan.microbatches,) * len(res.reports)
+    for rep, times in zip(res.reports, repeats, strict=True):
+        for r in rep.records:
+            if r.kind != "optimizer_update":  # the graph's unsharded update; the plan's is optimizer_s
+                kinds[r.kind] = kinds.get(r.kind, 0.0) + r.time_s * times
+    gemm = sum(kinds.get(k, 0.0) for k in _GEMMS)
+    attention = sum(kinds.get(k, 0.0) for k in _ATTENTION)
+    comm = sum(kinds.get(k, 0.0) for k in _COMM)
+    bd = res.breakdown
+    return StepBreakdown(row_id=row.id, system=system, tokens_per_chip=res.tokens / res.plan.devices,
+                         measured_step_s=_measured_step(row, res), predicted_step_s=res.latency_s,
+                         compute_s=bd["compute_s"], gemm_s=gemm, attention_s=attention,
+                         other_s=sum(kinds.values()) - gemm - attention - comm, tp_comm_s=comm,
+                         fsdp_gather_s=bd.get("fsdp_gather_s", 0.0), grad_reduce_s=bd.get("dp_sync_s", 0.0),
+                         exposed_s=bd.get("dp_sync_exposed_s", 0.0), offload_exposed_s=bd.get("offload_exposed_s", 0.0))
