@@ -368,6 +368,8 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
         return _BAD if v is None else v
     if origin is tuple and typing.get_args(tp)[0] is str:
         return _convert_names(raw, path, ctx)
+    if origin is tuple and typing.get_origin(typing.get_args(tp)[0]) is tuple:
+        return _convert_pairs(raw, f, path, ctx)
     if origin is tuple:
         return _convert_entries(typing.get_args(tp)[0], raw, path, ctx)
     if tp is bool:
@@ -420,6 +422,50 @@ def _convert_names(raw: Any, path: str, ctx: _Ctx) -> Any:
         ctx.problems.add(path, f"duplicate name; got {dup[0]!r} twice; expected each name once")
         return _BAD
     return tuple(raw)
+
+
+def _convert_pairs(raw: Any, f: dataclasses.Field, path: str, ctx: _Ctx) -> Any:
+    """A sourced table ``{ value = [[2048, 0.82], [4096, 0.87]], source = "..." }`` -> a tuple of
+    (whole number, factor) rows: at least one row, the first column positive and strictly increasing, the
+    second in (0, 1]. Every bad row is reported at ``path[i]``, naming the field's ``columns``."""
+    key_name, val_name = f.metadata.get("columns", ("key", "value"))
+    form = f"{{ value = [[<{key_name}>, <{val_name}>], ...], source = \"paper, figure ...\" }}"
+    if not isinstance(raw, dict):
+        ctx.problems.add(path, f"table without a source; got {_short(raw)}; expected {form}")
+        return _BAD
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
+                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
+        ctx.problems.add(kpath, msg)
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
+        src = None
+    else:
+        src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    rows = raw.get("value")
+    if not isinstance(rows, list) or not rows:
+        ctx.problems.add(path, f"expected a non-empty array of rows; got {_short(rows)}; expected {form}")
+        return _BAD
+    out: list[tuple[int, float]] = []
+    for i, row in enumerate(rows):
+        where = f"{path}[{i}]"
+        if not isinstance(row, list) or len(row) != 2:
+            ctx.problems.add(where, f"expected a row [{key_name}, {val_name}]; got {_short(row)}; expected two numbers")
+            continue
+        k, v = row
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            ctx.problems.add(where, f"{key_name}; got {_short(k)}; expected a positive whole number")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and 0 < v <= 1):
+            ctx.problems.add(where, f"{val_name}; got {_short(v)}; expected a number in (0, 1]")
+        elif out and k <= out[-1][0]:
+            ctx.problems.add(where, f"{key_name} not increasing; got {k} after {out[-1][0]}; expected the rows "
+                                    f"sorted by {key_name}, each once")
+        else:
+            out.append((int(k), float(v)))
+    if len(out) != len(rows) or src is None:
+        return _BAD
+    ctx.provenance[path] = Provenance(source=src, note=str(raw.get("note", "")))
+    return tuple(out)
 
 
 def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
