@@ -95,3 +95,12 @@ def test_calibrating_the_scale_of_a_device_without_a_table_is_refused() -> None:
         _params(["efficiency.flash2_causal_fwd_ratio_scale"], load_device("a100-sxm4-80gb"))
     with pytest.raises(SpecError, match=r"efficiency\.flash2_causal_fwd_ratio: not a numeric field"):
         _params(["efficiency.flash2_causal_fwd_ratio"], load_device("h100-sxm5-80gb"))
+
+
+def test_hardware_show_lists_the_table_with_its_source() -> None:
+    from hwmodels.catalog import describe
+
+    text = describe(load_device("h100-sxm5-80gb"))
+    line = next(ln for ln in text.splitlines() if "efficiency.flash2_causal_fwd_ratio " in ln)
+    assert "2048: 0.8232, 4096: 0.8668, 8192: 0.9, 16384: 0.9054" in line and "Shah et al. 2024" in line
+    assert "efficiency tables" not in describe(load_device("a100-sxm4-80gb"))
