@@ -174,18 +174,6 @@ FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of a
 #: not carry (five contractions whose operands come from shared memory through ``ldmatrix``, P and dS
 #: through shared memory, dQ by atomics), not for a GEMM library's.
 FLASH2_LIBRARY_FRACTION = frozenset({"bwd"})
-#: FlashAttention-2's causal forward rate over its non-causal forward rate as measured on an H100 80GB SXM5,
-#: (sequence length, ratio): Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5(d) causal over
-#: Fig. 5(c) non-causal, head dim 128, 16k tokens, the FlashAttention-2 bars: 298 / 362, 319 / 368, 333 / 370,
-#: 335 / 370 TFLOP/s at 2k, 4k, 8k, 16k. The kernel's CTAs run in launch order, query block fastest
-#: (``flash_fwd_launch_template.h``: grid (query blocks, batch, heads)), so a causal launch ends on a tail of
-#: its longest blocks and its diagonal tiles mask their scores; the gap falls from 18% to 9% and levels off
-#: from 8k. :func:`flash2_causal_forward_ratio` interpolates in log2 of the sequence and holds the end values
-#: outside 2k-16k (the 16k value for longer sequences). Measured on Hopper only: the GPU lowering applies it
-#: on sm90 (the FlashAttention-2 paper's A100 causal panels are not used, their transcription was not
-#: consistent).
-FLASH2_CAUSAL_FWD_RATIO: tuple[tuple[int, float], ...] = (
-    (2048, 298 / 362), (4096, 319 / 368), (8192, 333 / 370), (16384, 335 / 370))
 #: Bytes per element of the fp32 dQ accumulator a backward CTA sends to L2 for every partial dQ.
 DQ_ACCUM_BYTES = 4.0
 
@@ -2572,7 +2560,8 @@ def attention(
         False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
     causal_rate_ratio
         A measured causal/non-causal rate ratio the compute time is divided by (1: none; the GPU lowering
-        passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward on Hopper).
+        passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward where the device's
+        ``efficiency.flash2_causal_fwd_ratio`` gives a measured table).
 
     Returns
     -------
@@ -2620,13 +2609,17 @@ def attention(
                                (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
 
 
-def flash2_causal_forward_ratio(seq: int) -> float:
-    """The measured causal/non-causal rate ratio of the FlashAttention-2 forward at ``seq`` tokens
-    (:data:`FLASH2_CAUSAL_FWD_RATIO`: linear in log2 of the sequence, the end values held outside it)."""
-    pts = FLASH2_CAUSAL_FWD_RATIO
+def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], scale: float = 1.0) -> float:
+    """FlashAttention-2's causal/non-causal forward rate ratio at ``seq`` tokens from a device's measured
+    ``table`` of (tokens, ratio) rows (``efficiency.flash2_causal_fwd_ratio``: the H100 figures of Shah et al.
+    2024, Fig. 5(c)/(d), in the Hopper defaults): linear in log2 of the sequence, the end rows held outside
+    it, times ``scale`` (``efficiency.flash2_causal_fwd_ratio_scale``, what calibration fits) and held at most 1;
+    1 for an empty table (no measurement)."""
+    if not table:
+        return 1.0
     x = math.log2(max(1, seq))
-    xs = [math.log2(n) for n, _ in pts]
-    return float(np.interp(x, xs, [r for _, r in pts]))
+    xs = [math.log2(n) for n, _ in table]
+    return min(1.0, scale * float(np.interp(x, xs, [r for _, r in table])))
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import math
 import re
+import threading
 import tomllib
 import types
 import typing
@@ -189,7 +190,7 @@ def field_unit(cls: type, path: str) -> str | None:
 
 class _Ctx:
     def __init__(self, problems: _Problems, refs: Mapping[str, str], clock_hz: float | None,
-                 clock_invalid: bool = False):
+                 clock_invalid: bool = False, lookup: Callable[[str], Any] | None = None):
         self.problems = problems
         self.refs = refs
         self.clock_hz = clock_hz
@@ -197,6 +198,8 @@ class _Ctx:
         # every value written in cycles
         self.clock_invalid = clock_invalid
         self.provenance: dict[str, Provenance] = {}
+        #: the spec a ``value_of = "NAME:dotted.path"`` reference names (:func:`_quantity_of`); None: not allowed
+        self.lookup = lookup
 
 
 _REF = re.compile(r"(?<![\w.])@([A-Za-z][\w-]*)")
@@ -224,7 +227,10 @@ def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> s
 
 
 def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | None:
-    """One sourced number: ``{value=..., source=...}`` -> SI float (provenance recorded)."""
+    """One sourced number: ``{value=..., source=...}`` -> SI float (provenance recorded); or another spec's
+    value, ``{value_of = "NAME:dotted.path", source = ...}`` (:func:`_quantity_of`)."""
+    if isinstance(raw, dict) and "value_of" in raw:
+        return _quantity_of(raw, unit, path, name, ctx)
     if not isinstance(raw, dict):
         ctx.problems.add(
             path,
@@ -261,6 +267,72 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
     if src is not None:
         ctx.provenance[path] = Provenance(source=src, note=str(note))
     return v
+
+
+def _quantity_of(raw: dict[str, Any], unit: str, path: str, name: str, ctx: _Ctx) -> float | None:
+    """``{ value_of = "NAME:dotted.path", source = "why the same figure holds" }``: the value of a field of
+    another spec, written once where it was measured. ``NAME`` is a device instance of the node (node files)
+    or a catalog device (device files); the field must have this field's unit. The provenance is this
+    source followed by the referenced field's own."""
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _REFERENCE_KEYS)), path=path,
+                                     allowed=sorted(_REFERENCE_KEYS), near=sorted(_REFERENCE_KEYS | {"value"})):
+        ctx.problems.add(kpath, msg)
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string (why the figure holds here)")
+        return None
+    src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    ref = raw["value_of"]
+    if not isinstance(ref, str) or ref.count(":") != 1 or not all(x.strip() for x in ref.split(":")):
+        ctx.problems.add(path, f"value_of; got {_short(ref)}; expected \"NAME:dotted.path\" "
+                               "(\"gpu:efficiency.dram_bandwidth_fraction\")")
+        return None
+    if ctx.lookup is None:
+        ctx.problems.add(path, f"value_of not allowed here; got {ref!r}; expected value = <quantity> (references are "
+                               "read in device and node files)")
+        return None
+    who, field_path = (x.strip() for x in ref.split(":"))
+    try:
+        spec = ctx.lookup(who)
+        v = get_path(spec, field_path)
+    except SpecError as exc:
+        ctx.problems.add(path, f"value_of {ref!r}: {' '.join(str(exc).split())}")
+        return None
+    got_unit = field_unit(type(spec), field_path)
+    if isinstance(v, bool) or not isinstance(v, int | float) or got_unit != unit:
+        ctx.problems.add(path, f"value_of {ref!r}: not a number of this field's unit; got {_short(v)} "
+                               f"(unit {got_unit or 'none'}); expected a field in {unit}")
+        return None
+    if src is None or not _check_value(float(v), unit, name, path, ctx.problems):
+        return None
+    prov = spec.source_of(field_path) if hasattr(spec, "source_of") else None
+    ctx.provenance[path] = Provenance(source=f"{src} (= {ref}: {prov.source if prov else 'no source recorded'})",
+                                      note=str(raw.get("note", "")))
+    return float(v)
+
+
+_REFERENCE_KEYS = {"value_of", "source", "note"}
+#: catalog devices being loaded through ``value_of`` references, per thread (a cycle is refused)
+_REFERENCE_STACK = threading.local()
+
+
+def _catalog_device(name: str) -> DeviceSpec:
+    """The catalog device a device file's ``value_of`` names, by its file name in ``catalog/devices/`` (read
+    here, not through :mod:`hwmodels.catalog`, which imports this module); a reference cycle is refused."""
+    folder = Path(__file__).parent / "catalog" / "devices"
+    names = sorted(p.stem for p in folder.glob("*.toml"))
+    key = name.strip().lower()
+    if key not in names:
+        raise SpecError(f"not a catalog device; got {name!r}; expected a device name such as "
+                        f"jetson-agx-orin-64gb{did_you_mean(key, names)}")
+    stack: list[str] = getattr(_REFERENCE_STACK, "names", [])
+    if key in stack:
+        raise SpecError(f"reference cycle; got {' -> '.join([*stack, key])}; expected references that end")
+    _REFERENCE_STACK.names = [*stack, key]
+    try:
+        return load_device_file(folder / f"{key}.toml")
+    finally:
+        _REFERENCE_STACK.names = stack
 
 
 #: fields whose 0 means "not present / not modelled / no separate figure" (spec default 0)
@@ -368,6 +440,8 @@ def _convert(tp: Any, f: dataclasses.Field, raw: Any, path: str, ctx: _Ctx) -> A
         return _BAD if v is None else v
     if origin is tuple and typing.get_args(tp)[0] is str:
         return _convert_names(raw, path, ctx)
+    if origin is tuple and typing.get_origin(typing.get_args(tp)[0]) is tuple:
+        return _convert_pairs(raw, f, path, ctx)
     if origin is tuple:
         return _convert_entries(typing.get_args(tp)[0], raw, path, ctx)
     if tp is bool:
@@ -420,6 +494,50 @@ def _convert_names(raw: Any, path: str, ctx: _Ctx) -> Any:
         ctx.problems.add(path, f"duplicate name; got {dup[0]!r} twice; expected each name once")
         return _BAD
     return tuple(raw)
+
+
+def _convert_pairs(raw: Any, f: dataclasses.Field, path: str, ctx: _Ctx) -> Any:
+    """A sourced table ``{ value = [[2048, 0.82], [4096, 0.87]], source = "..." }`` -> a tuple of
+    (whole number, factor) rows: at least one row, the first column positive and strictly increasing, the
+    second in (0, 1]. Every bad row is reported at ``path[i]``, naming the field's ``columns``."""
+    key_name, val_name = f.metadata.get("columns", ("key", "value"))
+    form = f"{{ value = [[<{key_name}>, <{val_name}>], ...], source = \"paper, figure ...\" }}"
+    if not isinstance(raw, dict):
+        ctx.problems.add(path, f"table without a source; got {_short(raw)}; expected {form}")
+        return _BAD
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
+                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
+        ctx.problems.add(kpath, msg)
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
+        src = None
+    else:
+        src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    rows = raw.get("value")
+    if not isinstance(rows, list) or not rows:
+        ctx.problems.add(path, f"expected a non-empty array of rows; got {_short(rows)}; expected {form}")
+        return _BAD
+    out: list[tuple[int, float]] = []
+    for i, row in enumerate(rows):
+        where = f"{path}[{i}]"
+        if not isinstance(row, list) or len(row) != 2:
+            ctx.problems.add(where, f"expected a row [{key_name}, {val_name}]; got {_short(row)}; expected two numbers")
+            continue
+        k, v = row
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            ctx.problems.add(where, f"{key_name}; got {_short(k)}; expected a positive whole number")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and 0 < v <= 1):
+            ctx.problems.add(where, f"{val_name}; got {_short(v)}; expected a number in (0, 1]")
+        elif out and k <= out[-1][0]:
+            ctx.problems.add(where, f"{key_name} not increasing; got {k} after {out[-1][0]}; expected the rows "
+                                    f"sorted by {key_name}, each once")
+        else:
+            out.append((int(k), float(v)))
+    if len(out) != len(rows) or src is None:
+        return _BAD
+    ctx.provenance[path] = Provenance(source=src, note=str(raw.get("note", "")))
+    return tuple(out)
 
 
 def _convert_entries(cls: type, raw: Any, path: str, ctx: _Ctx) -> Any:
@@ -587,7 +705,7 @@ def device_from_dict(
             clock_hz = None  # reported when the clock itself is built
         if clock_hz is None or not (math.isfinite(clock_hz) and clock_hz > 0):
             clock_hz, clock_invalid = None, True
-    ctx = _Ctx(problems, refs, clock_hz, clock_invalid)
+    ctx = _Ctx(problems, refs, clock_hz, clock_invalid, lookup=_catalog_device)
 
     if efficiency_defaults is None:
         efficiency_defaults = load_efficiency_defaults()

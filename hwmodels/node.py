@@ -30,6 +30,11 @@ on-chip shared memory). Link numbers are sourced like every catalog number. Node
     latency_s = { value = "4.1 us", source = "..." }
     energy_j_per_byte = { value = "5.5 pJ/bit", source = "..." }
 
+A link number that is a figure of one of the node's devices may name it instead of copying it:
+``bandwidth_fraction = { value_of = "gpu:efficiency.dram_bandwidth_fraction", source = "why it holds" }``
+(the device instance, a colon, the dotted path; the field must have the link field's unit), so it is
+written once, where it was measured.
+
 A transfer of ``n`` bytes over a link takes ``latency_s + n / (bandwidth_bytes_per_s x
 bandwidth_fraction)`` and costs ``n x energy_j_per_byte`` (:meth:`NodeLink.transfer_time_s`).
 Links are symmetric; two devices without a link cannot exchange tensors (:meth:`NodeSpec.link`
@@ -341,7 +346,7 @@ def node_from_dict(data: dict[str, Any], *, where: str = "<dict>", folder: Path 
                                     "per pair of devices")
                 bad = True
             pairs.add(key)
-        lctx = _Ctx(problems, refs, None)
+        lctx = _Ctx(problems, refs, None, lookup=functools.partial(_node_device, devices))
         lk = _build(NodeLink, ent, label, lctx)
         if lk is None or bad:
             continue
@@ -361,6 +366,16 @@ def node_from_dict(data: dict[str, Any], *, where: str = "<dict>", folder: Path 
     problems.raise_if_any()
     return NodeSpec(name=body["name"], description=body["description"], devices=tuple(devices), links=tuple(links),
                     shared_memory=tuple(shared), source_file=where, refs=dict(refs))
+
+
+def _node_device(devices: list[NodeDevice], name: str) -> DeviceSpec | SystemSpec:
+    """The spec of device instance ``name`` of a node being read (a link's ``value_of = "gpu:..."``)."""
+    for d in devices:
+        if d.name == name:
+            return d.spec
+    names = [d.name for d in devices]
+    raise SpecError(f"unknown device; got {name!r}; expected one of {', '.join(names) or 'none'}"
+                    f"{did_you_mean(name, names)}")
 
 
 def is_node_file(data: dict[str, Any]) -> bool:

@@ -66,7 +66,7 @@ SPECIAL_FUNCTIONS: tuple[str, ...] = ("exp", "tanh")
 
 
 def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, *, keys: tuple[str, ...] | None = None,
-               absent: str | None = None, **kw: Any) -> Any:
+               absent: str | None = None, columns: tuple[str, str] | None = None, **kw: Any) -> Any:
     """A dataclass field carrying its unit and a one-line description.
 
     Parameters
@@ -82,10 +82,15 @@ def spec_field(unit: str, doc: str, default: Any = dataclasses.MISSING, *, keys:
     absent
         What the default says when a file does not give the field (a feature the file's device does not
         have): the loader records it as the number's source, ``not modelled: <absent>``.
+    columns
+        For a table-valued field (``tuple[tuple[int, float], ...]``), what its two columns are (the
+        loader's messages name them).
     """
     md: dict[str, Any] = {"unit": unit, "doc": doc}
     if keys is not None:
         md["keys"] = tuple(keys)
+    if columns is not None:
+        md["columns"] = tuple(columns)
     if absent is not None:
         md["absent"] = absent
     if default is dataclasses.MISSING and "default_factory" not in kw:
@@ -406,6 +411,25 @@ class EfficiencySpec:
         "rowwise's weight-gradient operands, op attribute ``access = 'outer_axis'``); 0 means the streaming "
         "rate (no separate figure)",
         default=0.0,
+    )
+    flash2_causal_fwd_ratio: tuple[tuple[int, float], ...] = spec_field(
+        "1",
+        "FlashAttention-2's causal forward rate over its non-causal forward rate, by sequence length: rows "
+        "[tokens, ratio], the tokens strictly increasing, each ratio in (0, 1]. The GPU lowering divides the "
+        "compute time of a causal self-attention forward run by the flash2 kernel by it, interpolated in log2 "
+        "of the sequence and held at the end rows outside them (the kernel's CTAs run in launch order, so a "
+        "causal launch ends on a tail of its longest query blocks, and its diagonal tiles mask their scores); "
+        "empty: ratio 1 (no measurement for the device). Calibration scales it by "
+        "flash2_causal_fwd_ratio_scale",
+        default=(), columns=("sequence length", "ratio"),
+        absent="no measurement of FlashAttention-2's causal forward against its non-causal forward: ratio 1",
+    )
+    flash2_causal_fwd_ratio_scale: float = spec_field(
+        "1",
+        "factor on every ratio of flash2_causal_fwd_ratio (the product held at most 1): 1 is the table as "
+        "measured; calibration fits it when asked (`calibrate --param efficiency.flash2_causal_fwd_ratio_scale`, "
+        "bounds 0.5 to the factor that takes the largest ratio to 1), so one number moves the whole table",
+        default=1.0, absent="no causal-forward table to scale (efficiency.flash2_causal_fwd_ratio): 1",
     )
     fp8_promotion_interval: int = spec_field(
         "count",

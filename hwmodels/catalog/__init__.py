@@ -472,6 +472,13 @@ def _describe_device(dev: DeviceSpec, indent: str = "") -> list[str]:
             section = head
             lines.append(f"{indent}  [{head}]")
         lines.append(f"{indent}    {p:<{width}}  {v:>{vwidth}}  {_source_text(dev, p)}")
+    tables = [(f"efficiency.{f.name}", getattr(dev.efficiency, f.name)) for f in dataclasses.fields(dev.efficiency)
+              if isinstance(getattr(dev.efficiency, f.name), tuple) and getattr(dev.efficiency, f.name)]
+    if tables:  # table-valued fields (rows of a whole number and a factor)
+        lines.append(f"{indent}  [efficiency tables]")
+    for p, rows_ in tables:
+        text = ", ".join(f"{k}: {r:.4g}" for k, r in rows_)
+        lines.append(f"{indent}    {p}  {text}  {_source_text(dev, p)}")
     for ln in dev.links:
         lines.append(f"{indent}  link {ln.name}: kind {ln.kind}")
     return lines

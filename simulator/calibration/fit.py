@@ -184,6 +184,25 @@ def _bound(b: float | str, value: float, path: str) -> float:
     return out
 
 
+def _table_scale_bounds(device: DeviceSpec, path: str) -> tuple[float, float] | None:
+    """Default bounds of a factor on a table-valued field (``X_scale`` scales every ratio of the table ``X``,
+    ``efficiency.flash2_causal_fwd_ratio_scale``): 0.5 up to the factor that takes the table's largest ratio to 1;
+    None for any other path. A device without the table has nothing to fit (a located error)."""
+    base = path.removesuffix("_scale")
+    if base == path:
+        return None
+    try:
+        table = get_path(device, base)
+    except SpecError:
+        return None
+    if not isinstance(table, tuple):
+        return None
+    if not table:
+        raise SpecError(f"calibration params: {path}: nothing to scale on {device.name}; got an empty {base}; "
+                        "expected a device whose catalog gives the table (Hopper)")
+    return 0.5, 1.0 / max(r for _, r in table)
+
+
 def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] | None] | Iterable[Param],
             device: DeviceSpec) -> list[Param]:
     out: list[Param] = []
@@ -201,6 +220,7 @@ def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] |
             v = get_path(device, path)
         except SpecError as exc:
             raise SpecError(f"calibration params: {exc}") from None
+        bounds = bounds if bounds is not None else _table_scale_bounds(device, path)
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise SpecError(f"calibration params: {path}: not a numeric field; got {v!r}; expected a path to a number")
         if v == 0 and bounds is not None:  # an additive term not modelled by default: fit on a linear scale

@@ -602,10 +602,11 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # FlashAttention-3 (Hopper) serialises the backward's softmax with its matmuls (gpu.FLASH3_SOFTMAX_OVERLAP);
     # no source gives FlashAttention-4's backward schedule, so Blackwell keeps the overlap
     causal, window = bool(op.attrs.get("causal", False)), attention_window(op)  # window: visited key blocks only
-    # FlashAttention-2's causal forward as measured against its non-causal one (on Hopper, where it was measured)
-    ratio = gpu.flash2_causal_forward_ratio(skv) if (
-        kernel == "flash2" and causal and not window and not backward and sq == skv
-        and _family(ctx.device) == "sm90") else 1.0
+    # FlashAttention-2's causal forward as measured against its non-causal one (a device with a measured table:
+    # efficiency.flash2_causal_fwd_ratio, the Hopper defaults)
+    eff = ctx.device.efficiency
+    ratio = gpu.flash2_causal_forward_ratio(skv, eff.flash2_causal_fwd_ratio, eff.flash2_causal_fwd_ratio_scale) if (
+        kernel == "flash2" and causal and not window and not backward and sq == skv) else 1.0
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
                       bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio)

@@ -389,6 +389,8 @@ def _stash_kept(sg: StageGraph) -> dict[str, float]:
 
 
 def _stash_walk(sg: StageGraph) -> dict[str, float]:
+    """:func:`_stash_kept`, and the keep-mask of every training dropout the forward runs and the backward
+    does not re-run (``NAME:dropout_mask``; :func:`simulator.report.memory.dropout_mask_ranges`)."""
     g = sg.graph
     fwd = g.ops[: sg.forward_ops]
     fwd_names = {op.name for op in fwd}
@@ -409,6 +411,11 @@ def _stash_walk(sg: StageGraph) -> dict[str, float]:
             root = base.get(t.name, t)
             if root.role is Role.ACTIVATION and g.producer(root.name) is not None:
                 kept[root.name] = float(root.nbytes)
+    from simulator.report.memory import dropout_mask_ranges
+
+    for a, b, m in dropout_mask_ranges(g):  # a forward dropout's keep-mask its backward reads
+        if a < sg.forward_ops <= b:
+            kept[f"{g.ops[a].name}:dropout_mask"] = float(m)
     return kept
 
 

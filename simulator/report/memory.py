@@ -9,7 +9,7 @@ from simulator.report import MemoryCheck
 from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
 from workloads.ir import OpGraph, Role
 
-__all__ = ["check_memory", "peak_activation_bytes", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
+__all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
            "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
            "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes"]
 
@@ -51,7 +51,8 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
     extending its life and adding no bytes; at each op its inputs and outputs are live together.
     ``inputs_from_first_use``: a graph input is live from its first consumer instead, as a training
     step materialises the zero-filled gradients of its backward pass (a slice's padding) when it needs
-    them, not at the start of the forward pass. ``extra``: op name -> bytes a stack holds while that op
+    them, not at the start of the forward pass. The keep-masks of training dropouts, which are no graph
+    tensors, are live as :func:`dropout_mask_ranges` gives them. ``extra``: op name -> bytes a stack holds while that op
     runs beyond the graph's tensors (a loss's residuals). ``transient``: tensors (by name) that live only
     at their producer, their bytes accounted elsewhere (an unsharded weight gradient XLA reduce-scatters
     as it is produced).
@@ -99,6 +100,9 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
             if op.name in extra:
                 delta[i] += int(extra[op.name])
                 delta[i + 1] -= int(extra[op.name])
+    for a, b, m in dropout_mask_ranges(graph):
+        delta[a] += m
+        delta[b + 1] -= m
     for r, s in size.items():
         delta[first[r]] += s
         delta[last.get(r, first[r]) + 1] -= s
@@ -108,6 +112,35 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
         if cur > peak:
             peak = cur
     return peak
+
+
+def dropout_mask_ranges(graph: OpGraph) -> list[tuple[int, int, int]]:
+    """(index of the writer, index of the last reader, bytes) of every keep-mask a training dropout writes
+    (:func:`workloads.semantics.dropout_mask_bytes`: one byte per element, PyTorch's ``native_dropout`` and
+    TorchScript's fused dropout save a bool mask for the backward; Korthikanti et al. 2022 Sec. 4.1 count
+    it, ``sbh`` per dropout of an ``s x b x h`` tensor). The backward ``NAME.bwd`` reads the mask of the
+    last dropout ``NAME`` (or its re-run ``NAME@recompute``) before it. A mask that a re-run supersedes
+    lives only while its writer runs (a checkpointed forward runs without autograd and saves nothing), as
+    does one no backward reads."""
+    from workloads.semantics import dropout_mask_bytes
+
+    out: list[tuple[int, int, int]] = []
+    open_: dict[str, tuple[int, int]] = {}  # dropout name -> (index of its latest writer, mask bytes)
+    for i, op in enumerate(graph.ops):
+        if op.attrs.get("op") != "dropout":
+            continue
+        if op.kind == "elementwise" and op.attrs.get("training"):
+            key = op.name.split("@recompute")[0]
+            prev = open_.pop(key, None)
+            if prev is not None:
+                out.append((prev[0], prev[0], prev[1]))
+            open_[key] = (i, dropout_mask_bytes(op))
+        elif op.kind == "elementwise_bwd" and op.name.endswith(".bwd"):
+            w = open_.pop(op.name[: -len(".bwd")], None)
+            if w is not None:
+                out.append((w[0], i, w[1]))
+    out.extend((i, i, m) for i, m in open_.values())
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
