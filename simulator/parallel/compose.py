@@ -487,7 +487,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
                   optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
-                  fp8_linears: str | None = None, framework: str = "") -> ParallelResult:
+                  fp8_linears: str | None = None, framework: str = "", weight_dtype: str | None = None,
+                  kv_dtype: str | None = None) -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -506,6 +507,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
+    weight_dtype, kv_dtype
+        Inference: quantised linear-layer weights and a narrow KV cache on every stage
+        (:func:`workloads.precision.apply_precision`: ``fp8``, ``int8``, ``int4``; None: 16-bit).
     framework
         A :mod:`workloads.frameworks` profile: every stage's graph is built with it (costing: ``options``),
         and a training stack's sharding and overlap apply to the step
@@ -525,7 +529,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
-    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
+    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework), ("weight_dtype", weight_dtype),
+                                ("kv_dtype", kv_dtype)) if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
     from simulator.engines.analytical import spec_of
@@ -1308,7 +1313,7 @@ def _peak_flops(dev: DeviceSpec, g: OpGraph) -> float:
 
 def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                      input_len: int, output_len: int, batch: int = 1, dtype: str | None = None,
-                     samples: int = 5) -> ParallelResult:
+                     samples: int = 5, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ParallelResult:
     """A whole generation request as serving engines run it: one prefill of ``input_len`` tokens
     (which yields the first output token), then ``output_len - 1`` decode steps over a KV cache of
     ``input_len`` to ``input_len + output_len - 2`` tokens.
@@ -1318,11 +1323,14 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
     and summed exactly for the piecewise-linear interpolant in between (a step's time is affine in
     its context except where a kernel's tiling changes); ``extra['tpot_interpolation_spread']`` is
     the largest relative deviation of an interior sample from the line through the end points.
+    ``weight_dtype``, ``kv_dtype``: serving precision of every step (as :func:`evaluate_plan`).
     """
     for k, val in (("input_len", input_len), ("output_len", output_len), ("batch", batch)):
         if not isinstance(val, int) or isinstance(val, bool) or val < 1:
             raise PlanError(f"generate: {k}: got {val!r}; expected a positive integer")
-    pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch)
+    quant = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if v}
+    pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch,
+                        **quant)
     n_steps = output_len - 1
     decode_total, spread, comm_decode = 0.0, 0.0, 0.0
     steps: list[ParallelResult] = []
@@ -1330,8 +1338,8 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
         first, last = input_len, input_len + n_steps - 1
         n = max(1, min(samples, n_steps))
         ctxs = sorted({round(first + (last - first) * i / max(1, n - 1)) for i in range(n)})
-        steps = [evaluate_plan(model, system, plan, options, phase="decode", context=c, dtype=dtype, batch=batch)
-                 for c in ctxs]
+        steps = [evaluate_plan(model, system, plan, options, phase="decode", context=c, dtype=dtype, batch=batch,
+                               **quant) for c in ctxs]
         times = [r.latency_s for r in steps]
         comms = [r.breakdown["communication_s"] for r in steps]
         for i in range(len(ctxs) - 1):

@@ -155,8 +155,10 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     missing = [k for k, v in (("batch", batch), ("tp", tp), ("input_len", il), ("output_len", ol)) if v is None]
     if missing:
         return skip("inference: " + ", ".join(missing) + " not stated (a serving run at a batch the runtime chose)")
-    if r["dtype"] not in ("bf16", "fp16"):
-        return skip(f"dtype {r['dtype']!r}: quantised serving (fp8/int8 weights and KV) not modelled yet")
+    quant, why = _serving_precision(r)
+    if why:
+        return skip(why)
+    act = r["dtype"] if not quant else "fp16"  # TensorRT-LLM's fp8 engines: "FP16 elsewhere"
     system, why = _model_and_system(r)
     if why:
         return skip(why)
@@ -170,7 +172,7 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         raise MeasurementError(f"row {r['id']!r}: pp: got {pp}; expected 1 for FasterTransformer "
                                f"{_ft_release(r['notes'])} (no pipelined context phase recorded)")
     text = f"{r['source']} {r['notes']} {r['framework']}"
-    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
+    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act})
     if any(s.lower() in text.lower() for s in _SERVING):
         # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
         # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host
@@ -185,25 +187,26 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp)
     phase = r["phase"]
     if phase == "decode":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=r["dtype"])
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=act, **quant)
         pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
     elif phase == "prefill":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=r["dtype"])
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant)
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
-        res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
+        res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
+                               **quant)
         x = dict(res.extra)
         mb = _ft_context_microbatch(batch, il, pp, limit) if limit is not None else batch
         if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
-                                                           batch=mb, dtype=r["dtype"]), batch // mb)
+                                                           batch=mb, dtype=act, **quant), batch // mb)
             x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
         if ft and _ft_release(r["notes"], r["id"]) in _FT_LAST_INPUT_REDECODED and il > 1:
             # the release's generation loop runs the last input token through every layer again (output_len
             # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens,
             # which yields the first token (so it is in the time to the first token as in the whole request)
             step = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1, batch=batch,
-                                 dtype=r["dtype"]).latency_s
+                                 dtype=act, **quant).latency_s
             x["ttft_s"] += step
             x["e2e_latency_s"] += step
         e2e = x["e2e_latency_s"]
@@ -215,6 +218,27 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+#: what a row's notes state its fp8 engine quantised, as the TensorRT-LLM documents that published the rows build
+#: them: v0.6.1's ``performance.md`` builds with ``--enable_fp8 --fp8_kv_cache`` (fp8 GEMMs, fp8 KV cache, fp16
+#: elsewhere); v0.9.0's ``perf-overview.md`` writes ``"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo":
+#: "FP8"}`` into each checkpoint config. Either phrase: linear-layer weights and KV cache in fp8 (e4m3), the
+#: rest fp16 (:func:`workloads.precision.apply_precision`).
+_FP8_WEIGHTS_AND_KV = re.compile(r"--enable_fp8 --fp8_kv_cache|quant_algo FP8 and kv_cache_quant_algo FP8")
+
+
+def _serving_precision(r: dict[str, str]) -> tuple[dict[str, str], str]:
+    """(the ``weight_dtype`` / ``kv_dtype`` of a row's engine, or why the row cannot be predicted): 16-bit rows
+    none; an fp8 row the fp8 weights and KV cache its notes state (:data:`_FP8_WEIGHTS_AND_KV`); an fp8 row whose
+    source does not say what was quantised is not predicted."""
+    if r["dtype"] in ("bf16", "fp16"):
+        return {}, ""
+    if r["dtype"] == "fp8" and _FP8_WEIGHTS_AND_KV.search(r["notes"]):
+        return {"weight_dtype": "fp8", "kv_dtype": "fp8"}, ""
+    if r["dtype"] == "fp8":
+        return {}, "dtype 'fp8': the source does not state what was quantised (weights, KV cache)"
+    return {}, f"dtype {r['dtype']!r}: quantised serving of that dtype not modelled"
 
 
 #: ``getLocalBatchSize``'s limit on the tokens of one context microbatch, by the FasterTransformer release
