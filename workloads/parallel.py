@@ -530,8 +530,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
     if train and (weight_dtype or kv_dtype):
-        raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training "
-                        "step; expected fp8_linears for fp8 training")
+        raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
@@ -549,27 +548,42 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                           pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
                           **({"etp": plan.etp} if plan.etp else {}),
                           **_stack(model, framework))
-                n_fwd = len(g.ops)
                 if train:
-                    from workloads.training import training_graph
-
-                    g = training_graph(g, optimizer=optimizer, recompute=recompute)
-                    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
-                    g = _framework_step(g, framework) if framework else g
-                    if fp8_linears:
-                        from workloads.precision import fp8_linears as to_fp8
-
-                        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
-                        n_fwd = int(g.meta["forward_ops"])
-                elif weight_dtype or kv_dtype:
-                    from workloads.precision import apply_precision
-
-                    g = apply_precision(g, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                    g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
+                else:
+                    g = _serving_precision(g, weight_dtype, kv_dtype)
                     n_fwd = len(g.ops)
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
+                   fp8_linears: str | None) -> tuple[OpGraph, int]:
+    """The training step of the forward graph ``g`` (:func:`workloads.training.training_graph`), with the stack's
+    optimizer passes and fp8 linears when asked, and the number of its forward ops."""
+    from workloads.training import training_graph
+
+    n_fwd = len(g.ops)
+    g = training_graph(g, optimizer=optimizer, recompute=recompute)
+    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
+    g = _framework_step(g, framework) if framework else g
+    if fp8_linears:
+        from workloads.precision import fp8_linears as to_fp8
+
+        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
+        n_fwd = int(g.meta["forward_ops"])
+    return g, n_fwd
+
+
+def _serving_precision(g: OpGraph, weight_dtype: str | None, kv_dtype: str | None) -> OpGraph:
+    """The inference graph ``g`` with quantised weights and/or a narrow KV cache (unchanged when neither is asked)."""
+    if not (weight_dtype or kv_dtype):
+        return g
+    from workloads.precision import apply_precision
+
+    return apply_precision(g, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
 def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> Any:

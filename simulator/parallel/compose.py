@@ -501,15 +501,13 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         The parallel plan; ``plan.microbatch``/``plan.global_batch`` set a training step's batch.
     options
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
-    phase, seq, context, dtype, batch
+    phase, seq, context, dtype, batch, weight_dtype, kv_dtype
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
-        sequences per step on each data-parallel replica (inference; a training step's is the plan's).
+        sequences per step on each data-parallel replica (inference; a training step's is the plan's);
+        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
-    weight_dtype, kv_dtype
-        Inference: quantised linear-layer weights and a narrow KV cache on every stage
-        (:func:`workloads.precision.apply_precision`: ``fp8``, ``int8``, ``int4``; None: 16-bit).
     framework
         A :mod:`workloads.frameworks` profile: every stage's graph is built with it (costing: ``options``),
         and a training stack's sharding and overlap apply to the step
@@ -521,7 +519,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         on their own stream, the update after the last bucket; ``extra['closed_form_latency_s']``
         keeps the closed form's answer. Stage times come from the analytical engine in both.
     """
-    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.engines.analytical import EvalOptions, evaluate, spec_of
 
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
@@ -529,12 +527,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
-    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework), ("weight_dtype", weight_dtype),
-                                ("kv_dtype", kv_dtype)) if v}
+    recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
+                                    kv_dtype=kv_dtype).items() if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
-    from simulator.engines.analytical import spec_of
-
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
@@ -563,8 +559,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
         peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
-        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs),
-        reports=tuple(reports))
+        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs), reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
