@@ -11,7 +11,8 @@ as skipped with the missing piece, so the coverage is as visible as the error.
 Metrics: ``iteration_time_s`` against the predicted iteration; ``mfu`` (Korthikanti et al. 2022:
 model FLOPs without recomputation over the 312 TFLOP/s A100 peak) against the predicted MFU;
 ``tflops_per_device`` where the source counts recomputed FLOPs (Narayanan et al. 2021, Eq. 3)
-against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward).
+against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward);
+``tokens_per_s_per_device`` against the global batch's tokens over the predicted iteration, per device.
 Collective bus bandwidths come from :func:`hwmodels.collectives.compare_published`.
 
 Inference rows are predicted when the source fixes the batch, the tensor (and pipeline) degree,
@@ -36,7 +37,7 @@ __all__ = ["MultiRow", "validate_multi", "DEFAULT_MULTI_DATASET", "multi_summary
 
 DEFAULT_MULTI_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_multi.csv"
 _CATALOG = re.compile(r"Catalog(?: \([^)]*\))?: ([a-z0-9][a-z0-9\-]*)")
-_METRICS = ("iteration_time_s", "mfu", "tflops_per_device")
+_METRICS = ("iteration_time_s", "mfu", "tflops_per_device", "tokens_per_s_per_device")
 #: dtypes whose training graphs the model represents (fp8 training keeps non-GEMM ops in bf16, which
 #: a per-tensor precision model would express; not yet)
 _TRAIN_DTYPES = {"": "bf16", "bf16": "bf16", "fp16": "fp16"}
@@ -119,6 +120,8 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
                         dtype=_TRAIN_DTYPES[r["dtype"]], framework=_train_framework(r["framework"]))
     if r["metric"] == "iteration_time_s":
         pred = res.latency_s
+    elif r["metric"] == "tokens_per_s_per_device":  # the global batch's tokens per iteration, per device
+        pred = gb * seq / res.latency_s / (tp * pp * dp)
     elif r["metric"] == "mfu":
         pred = 100.0 * res.mfu if float(r["value"]) > 1 else res.mfu
     else:  # hardware FLOP/s per device: model FLOPs plus the recomputed forward (1/3 of them under full)
