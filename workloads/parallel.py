@@ -551,7 +551,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                 if train:
                     g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
                 else:
-                    g = _serving_precision(g, weight_dtype, kv_dtype)
+                    g = _serving_precision(g, weight_dtype, kv_dtype, where)
                     n_fwd = len(g.ops)
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
@@ -577,13 +577,17 @@ def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
     return g, n_fwd
 
 
-def _serving_precision(g: OpGraph, weight_dtype: str | None, kv_dtype: str | None) -> OpGraph:
-    """The inference graph ``g`` with quantised weights and/or a narrow KV cache (unchanged when neither is asked)."""
+def _serving_precision(g: OpGraph, weight_dtype: str | None, kv_dtype: str | None, where: str) -> OpGraph:
+    """The inference graph ``g`` with quantised weights and/or a narrow KV cache (unchanged when neither is asked);
+    a dtype the pass refuses is a PlanError naming the model."""
     if not (weight_dtype or kv_dtype):
         return g
     from workloads.precision import apply_precision
 
-    return apply_precision(g, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    try:
+        return apply_precision(g, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    except ValueError as e:
+        raise PlanError(f"{where}: {e}") from None
 
 
 def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> Any:

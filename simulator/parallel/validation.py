@@ -16,11 +16,11 @@ against the predicted hardware FLOP/s per device (model FLOPs plus the recompute
 Collective bus bandwidths come from :func:`hwmodels.collectives.compare_published`.
 
 Inference rows are predicted when the source fixes the batch, the tensor (and pipeline) degree,
-the input and output lengths and a dtype the graphs represent: 16-bit, or an fp8 engine whose notes state
-that its GEMM weights and KV cache are fp8 (:func:`_serving_precision`; the parallel graphs then take
-``weight_dtype`` / ``kv_dtype``, :func:`workloads.precision.apply_precision`): ``decode`` rows are one decode step at the stated
-context (``input_len``), ``prefill`` rows one prompt pass, ``e2e`` rows a whole request
-(:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
+the input and output lengths and a dtype the graphs represent: 16-bit, or an fp8 engine whose notes
+state that its GEMM weights and KV cache are fp8 (:func:`_serving_precision`; the parallel graphs then
+take ``weight_dtype`` / ``kv_dtype``, :func:`workloads.precision.apply_precision`). ``decode`` rows
+are one decode step at the stated context (``input_len``), ``prefill`` rows one prompt pass, ``e2e``
+rows a whole request (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
 FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
 unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
 ``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else

@@ -123,3 +123,14 @@ def test_training_tokens_per_device_rows_name_their_blocker() -> None:
     reasons = [_predict_row(r).skipped for r in rows]
     assert not any("not compared" in why for why in reasons)
     assert reasons.count("recomputation not stated") == 12
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"weight_dtype": "fp9"}, ("llama-2-70b", "--weight-dtype", "'fp9'", "did you mean 'fp8'")),
+    ({"kv_dtype": "int3"}, ("llama-2-70b", "--kv-dtype", "'int3'", "expected one of fp8")),
+])
+def test_bad_serving_precision_is_a_located_plan_error(kw: dict[str, str], words: tuple[str, ...]) -> None:
+    with pytest.raises(PlanError) as e:
+        evaluate_plan("llama-2-70b", load_system("dgx-h100"), ParallelPlan(tp=2), phase="decode", context=100,
+                      batch=1, dtype="fp16", **kw)
+    assert all(w in str(e.value) for w in words), str(e.value)
