@@ -483,7 +483,8 @@ def stage_layer_ranges(layers: int, pp: int, interleave: int = 1,
 def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
                 context: int | None = None, dtype: str | None = None, train: bool = False,
                 optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
-                batch: int | None = None, fp8_linears: str | None = None, framework: str = "") -> list[StageGraph]:
+                batch: int | None = None, fp8_linears: str | None = None, framework: str = "",
+                weight_dtype: str | None = None, kv_dtype: str | None = None) -> list[StageGraph]:
     """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
 
     Parameters
@@ -506,6 +507,9 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         (:func:`workloads.precision.fp8_linears`: ``tensorwise``, ``rowwise``, ``delayed``).
     batch
         Inference only: sequences per step on each data-parallel replica (default 1).
+    weight_dtype, kv_dtype
+        Inference only: every stage's graph with quantised linear-layer weights and/or a narrow KV cache,
+        as serving stacks run them (:func:`workloads.precision.apply_precision`; None keeps 16 bits).
 
     Raises
     ------
@@ -525,6 +529,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         head = f"{where}: plan tp={plan.tp} pp={plan.pp} dp={plan.dp} ep={plan.ep}"
         raise PlanError(head + ": " + "; ".join(problems))
     mb = plan.microbatch if train else int(batch or 1)
+    if train and (weight_dtype or kv_dtype):
+        raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
@@ -542,22 +548,46 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                           pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
                           **({"etp": plan.etp} if plan.etp else {}),
                           **_stack(model, framework))
-                n_fwd = len(g.ops)
                 if train:
-                    from workloads.training import training_graph
-
-                    g = training_graph(g, optimizer=optimizer, recompute=recompute)
-                    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
-                    g = _framework_step(g, framework) if framework else g
-                    if fp8_linears:
-                        from workloads.precision import fp8_linears as to_fp8
-
-                        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
-                        n_fwd = int(g.meta["forward_ops"])
+                    g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
+                else:
+                    g = _serving_precision(g, weight_dtype, kv_dtype, where)
+                    n_fwd = len(g.ops)
                 built[key] = (g, n_fwd, rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
+                   fp8_linears: str | None) -> tuple[OpGraph, int]:
+    """The training step of the forward graph ``g`` (:func:`workloads.training.training_graph`), with the stack's
+    optimizer passes and fp8 linears when asked, and the number of its forward ops."""
+    from workloads.training import training_graph
+
+    n_fwd = len(g.ops)
+    g = training_graph(g, optimizer=optimizer, recompute=recompute)
+    n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
+    g = _framework_step(g, framework) if framework else g
+    if fp8_linears:
+        from workloads.precision import fp8_linears as to_fp8
+
+        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
+        n_fwd = int(g.meta["forward_ops"])
+    return g, n_fwd
+
+
+def _serving_precision(g: OpGraph, weight_dtype: str | None, kv_dtype: str | None, where: str) -> OpGraph:
+    """The inference graph ``g`` with quantised weights and/or a narrow KV cache (unchanged when neither is asked);
+    a dtype the pass refuses is a PlanError naming the model."""
+    if not (weight_dtype or kv_dtype):
+        return g
+    from workloads.precision import apply_precision
+
+    try:
+        return apply_precision(g, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    except ValueError as e:
+        raise PlanError(f"{where}: {e}") from None
 
 
 def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> Any:

@@ -494,7 +494,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                   phase: str | None = None, train: bool = False, seq: int | None = None,
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
                   optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
-                  fp8_linears: str | None = None, framework: str = "") -> ParallelResult:
+                  fp8_linears: str | None = None, framework: str = "", weight_dtype: str | None = None,
+                  kv_dtype: str | None = None) -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -507,9 +508,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         The parallel plan; ``plan.microbatch``/``plan.global_batch`` set a training step's batch.
     options
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
-    phase, seq, context, dtype, batch
+    phase, seq, context, dtype, batch, weight_dtype, kv_dtype
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
-        sequences per step on each data-parallel replica (inference; a training step's is the plan's).
+        sequences per step on each data-parallel replica (inference; a training step's is the plan's);
+        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
@@ -524,7 +526,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         on their own stream, the update after the last bucket; ``extra['closed_form_latency_s']``
         keeps the closed form's answer. Stage times come from the analytical engine in both.
     """
-    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.engines.analytical import EvalOptions, evaluate, spec_of
 
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
@@ -532,11 +534,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
-    recipe = {k: v for k, v in (("fp8_linears", fp8_linears), ("framework", framework)) if v}
+    recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
+                                    kv_dtype=kv_dtype).items() if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
-    from simulator.engines.analytical import spec_of
-
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
@@ -565,8 +566,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
         peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
-        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs),
-        reports=tuple(reports))
+        report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs), reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
@@ -1315,7 +1315,7 @@ def _peak_flops(dev: DeviceSpec, g: OpGraph) -> float:
 
 def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,
                      input_len: int, output_len: int, batch: int = 1, dtype: str | None = None,
-                     samples: int = 5) -> ParallelResult:
+                     samples: int = 5, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ParallelResult:
     """A whole generation request as serving engines run it: one prefill of ``input_len`` tokens
     (which yields the first output token), then ``output_len - 1`` decode steps over a KV cache of
     ``input_len`` to ``input_len + output_len - 2`` tokens.
@@ -1325,11 +1325,14 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
     and summed exactly for the piecewise-linear interpolant in between (a step's time is affine in
     its context except where a kernel's tiling changes); ``extra['tpot_interpolation_spread']`` is
     the largest relative deviation of an interior sample from the line through the end points.
+    ``weight_dtype``, ``kv_dtype``: serving precision of every step (as :func:`evaluate_plan`).
     """
     for k, val in (("input_len", input_len), ("output_len", output_len), ("batch", batch)):
         if not isinstance(val, int) or isinstance(val, bool) or val < 1:
             raise PlanError(f"generate: {k}: got {val!r}; expected a positive integer")
-    pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch)
+    quant = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if v}
+    pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch,
+                        **quant)
     n_steps = output_len - 1
     decode_total, spread, comm_decode = 0.0, 0.0, 0.0
     steps: list[ParallelResult] = []
@@ -1337,8 +1340,8 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
         first, last = input_len, input_len + n_steps - 1
         n = max(1, min(samples, n_steps))
         ctxs = sorted({round(first + (last - first) * i / max(1, n - 1)) for i in range(n)})
-        steps = [evaluate_plan(model, system, plan, options, phase="decode", context=c, dtype=dtype, batch=batch)
-                 for c in ctxs]
+        steps = [evaluate_plan(model, system, plan, options, phase="decode", context=c, dtype=dtype, batch=batch,
+                               **quant) for c in ctxs]
         times = [r.latency_s for r in steps]
         comms = [r.breakdown["communication_s"] for r in steps]
         for i in range(len(ctxs) - 1):

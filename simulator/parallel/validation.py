@@ -11,13 +11,16 @@ as skipped with the missing piece, so the coverage is as visible as the error.
 Metrics: ``iteration_time_s`` against the predicted iteration; ``mfu`` (Korthikanti et al. 2022:
 model FLOPs without recomputation over the 312 TFLOP/s A100 peak) against the predicted MFU;
 ``tflops_per_device`` where the source counts recomputed FLOPs (Narayanan et al. 2021, Eq. 3)
-against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward).
+against the predicted hardware FLOP/s per device (model FLOPs plus the recomputed forward);
+``tokens_per_s_per_device`` against the global batch's tokens over the predicted iteration, per device.
 Collective bus bandwidths come from :func:`hwmodels.collectives.compare_published`.
 
 Inference rows are predicted when the source fixes the batch, the tensor (and pipeline) degree,
-the input and output lengths and a 16-bit dtype: ``decode`` rows are one decode step at the stated
-context (``input_len``), ``prefill`` rows one prompt pass, ``e2e`` rows a whole request
-(:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
+the input and output lengths and a dtype the graphs represent: 16-bit, or an fp8 engine whose notes
+state that its GEMM weights and KV cache are fp8 (:func:`_serving_precision`; the parallel graphs then
+take ``weight_dtype`` / ``kv_dtype``, :func:`workloads.precision.apply_precision`). ``decode`` rows
+are one decode step at the stated context (``input_len``), ``prefill`` rows one prompt pass, ``e2e``
+rows a whole request (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
 FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
 unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
 ``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else
@@ -36,7 +39,7 @@ __all__ = ["MultiRow", "validate_multi", "DEFAULT_MULTI_DATASET", "multi_summary
 
 DEFAULT_MULTI_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_multi.csv"
 _CATALOG = re.compile(r"Catalog(?: \([^)]*\))?: ([a-z0-9][a-z0-9\-]*)")
-_METRICS = ("iteration_time_s", "mfu", "tflops_per_device")
+_METRICS = ("iteration_time_s", "mfu", "tflops_per_device", "tokens_per_s_per_device")
 #: dtypes whose training graphs the model represents (fp8 training keeps non-GEMM ops in bf16, which
 #: a per-tensor precision model would express; not yet)
 _TRAIN_DTYPES = {"": "bf16", "bf16": "bf16", "fp16": "fp16"}
@@ -119,6 +122,8 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
                         dtype=_TRAIN_DTYPES[r["dtype"]], framework=_train_framework(r["framework"]))
     if r["metric"] == "iteration_time_s":
         pred = res.latency_s
+    elif r["metric"] == "tokens_per_s_per_device":  # the global batch's tokens per iteration, per device
+        pred = gb * seq / res.latency_s / (tp * pp * dp)
     elif r["metric"] == "mfu":
         pred = 100.0 * res.mfu if float(r["value"]) > 1 else res.mfu
     else:  # hardware FLOP/s per device: model FLOPs plus the recomputed forward (1/3 of them under full)
@@ -155,8 +160,10 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     missing = [k for k, v in (("batch", batch), ("tp", tp), ("input_len", il), ("output_len", ol)) if v is None]
     if missing:
         return skip("inference: " + ", ".join(missing) + " not stated (a serving run at a batch the runtime chose)")
-    if r["dtype"] not in ("bf16", "fp16"):
-        return skip(f"dtype {r['dtype']!r}: quantised serving (fp8/int8 weights and KV) not modelled yet")
+    quant, why = _serving_precision(r)
+    if why:
+        return skip(why)
+    act = r["dtype"] if not quant else "fp16"  # TensorRT-LLM's fp8 engines: "FP16 elsewhere"
     system, why = _model_and_system(r)
     if why:
         return skip(why)
@@ -170,7 +177,7 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         raise MeasurementError(f"row {r['id']!r}: pp: got {pp}; expected 1 for FasterTransformer "
                                f"{_ft_release(r['notes'])} (no pipelined context phase recorded)")
     text = f"{r['source']} {r['notes']} {r['framework']}"
-    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": r["dtype"]})
+    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act})
     if any(s.lower() in text.lower() for s in _SERVING):
         # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
         # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host
@@ -185,25 +192,26 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp)
     phase = r["phase"]
     if phase == "decode":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=r["dtype"])
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=act, **quant)
         pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
     elif phase == "prefill":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=r["dtype"])
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant)
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
-        res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=r["dtype"])
+        res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
+                               **quant)
         x = dict(res.extra)
         mb = _ft_context_microbatch(batch, il, pp, limit) if limit is not None else batch
         if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
-                                                           batch=mb, dtype=r["dtype"]), batch // mb)
+                                                           batch=mb, dtype=act, **quant), batch // mb)
             x["e2e_latency_s"] = res.extra["e2e_latency_s"] - res.extra["ttft_s"] + x["ttft_s"]
         if ft and _ft_release(r["notes"], r["id"]) in _FT_LAST_INPUT_REDECODED and il > 1:
             # the release's generation loop runs the last input token through every layer again (output_len
             # decoder passes after a context pass that yields no token): the step over il - 1 cached tokens,
             # which yields the first token (so it is in the time to the first token as in the whole request)
             step = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il - 1, batch=batch,
-                                 dtype=r["dtype"]).latency_s
+                                 dtype=act, **quant).latency_s
             x["ttft_s"] += step
             x["e2e_latency_s"] += step
         e2e = x["e2e_latency_s"]
@@ -215,6 +223,27 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+#: what a row's notes state its fp8 engine quantised, as the TensorRT-LLM documents that published the rows build
+#: them: v0.6.1's ``performance.md`` builds with ``--enable_fp8 --fp8_kv_cache`` (fp8 GEMMs, fp8 KV cache, fp16
+#: elsewhere); v0.9.0's ``perf-overview.md`` writes ``"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo":
+#: "FP8"}`` into each checkpoint config. Either phrase: linear-layer weights and KV cache in fp8 (e4m3), the
+#: rest fp16 (:func:`workloads.precision.apply_precision`).
+_FP8_WEIGHTS_AND_KV = re.compile(r"--enable_fp8 --fp8_kv_cache|quant_algo FP8 and kv_cache_quant_algo FP8")
+
+
+def _serving_precision(r: dict[str, str]) -> tuple[dict[str, str], str]:
+    """(the ``weight_dtype`` / ``kv_dtype`` of a row's engine, or why the row cannot be predicted): 16-bit rows
+    none; an fp8 row the fp8 weights and KV cache its notes state (:data:`_FP8_WEIGHTS_AND_KV`); an fp8 row whose
+    source does not say what was quantised is not predicted."""
+    if r["dtype"] in ("bf16", "fp16"):
+        return {}, ""
+    if r["dtype"] == "fp8" and _FP8_WEIGHTS_AND_KV.search(r["notes"]):
+        return {"weight_dtype": "fp8", "kv_dtype": "fp8"}, ""
+    if r["dtype"] == "fp8":
+        return {}, "dtype 'fp8': the source does not state what was quantised (weights, KV cache)"
+    return {}, f"dtype {r['dtype']!r}: quantised serving of that dtype not modelled"
 
 
 #: ``getLocalBatchSize``'s limit on the tokens of one context microbatch, by the FasterTransformer release
