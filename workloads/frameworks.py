@@ -90,6 +90,14 @@ _INDUCTOR_EXTERN = ("pytorch/pytorch torch/_inductor/scheduler.py: convolution, 
 _INDUCTOR_WRAPPER = ("pytorch/pytorch torch/_inductor/codegen/wrapper.py: the default-mode program is a generated "
                      "Python function that launches every Triton kernel and extern (cuDNN/cuBLAS) call from Python, "
                      "one host call per kernel, like an eager op; mode='reduce-overhead' replays it from a CUDA graph")
+_INDUCTOR_NORM = ("pytorch/pytorch torch/_inductor/codegen/triton.py TritonScheduling.can_fuse (torch 2.0): a pointwise "
+                  "node fuses into a reduction that reads it when numel1 == numel2 * rnumel2 (layer norm and softmax "
+                  "are decomposed into reductions and pointwise ops), so a residual add and the LayerNorm after it, "
+                  "or the score scale and its softmax, are one generated kernel")
+_INDUCTOR_MATMUL = ("pytorch/pytorch aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl is CompositeImplicitAutograd: "
+                    "AOTAutograd traces its decomposition, so the reshape of a permuted 4-d head view to (batch x "
+                    "heads, rows, cols) at batch > 1 is a clone in the compiled graph, which Inductor runs as a copy "
+                    "kernel before the extern bmm (q, k^T and v of the decomposed attention; none at batch 1)")
 _TORCH_NCHW = ("pytorch/pytorch: tensors are created in torch.contiguous_format (NCHW for a 4-d activation) and "
                "convolutions keep their input's memory format (aten/src/ATen/native/ConvUtils.h "
                "cudnn_conv_suggest_memory_format: channels last only when input or weight already is)")
@@ -330,14 +338,14 @@ class FrameworkProfile:
         Issue activations, RMSNorm and RoPE op by op as the Hugging Face model code writes them
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
     matmul_copies
-        The model code's ``torch.matmul`` runs the decomposed attention's products eagerly (not an
-        Inductor-compiled program): at batch > 1 it copies the permuted q, k and v head views before
-        the products (``at::matmul`` reshapes both 4-d operands, pytorch/pytorch
+        The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
+        into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
+        at batch > 1 it copies the permuted q, k and v head views before the products (``at::matmul`` reshapes both 4-d operands, pytorch/pytorch
         ``aten/src/ATen/native/LinearAlgebra.cpp``, ``_matmul_impl``); only with ``eager_ops``.
     dropout
         Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
-    fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
-        Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
+    fusion, epilogue_fusion, norm_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
+        Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``norm_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
         ``attention_kernel`` / ``conv_layout`` (the memory format convolutions receive: ``"nchw"`` for
         PyTorch programs that keep the default contiguous format).
     iteration_host_s
@@ -457,6 +465,7 @@ class FrameworkProfile:
     dropout: bool = False
     fusion: bool | None = None
     epilogue_fusion: bool = True
+    norm_fusion: bool = False
     cuda_graphs: bool = False
     eager_dispatch: bool = False
     module_calls: bool = False
@@ -512,7 +521,8 @@ class FrameworkProfile:
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
-        return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "cuda_graphs": self.cuda_graphs,
+        return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "norm_fusion": self.norm_fusion,
+                "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
                 "conv_layout": self.conv_layout}
@@ -552,9 +562,10 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
-                     attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
-                     attention_kernel="flash2",
-                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT),
+                     attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=True, epilogue_fusion=False,
+                     norm_fusion=True, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_NORM, _INDUCTOR_MATMUL, _INDUCTOR_WRAPPER,
+                              _TORCH_SDPA, _INDUCTOR_LAYOUT),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
                      attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=False, cuda_graphs=True,

@@ -36,6 +36,13 @@ class EvalOptions:
         ``epilogue_fusion`` says: Inductor decomposes ``mm`` with one row into a product and a sum
         when ``coordinate_descent_tuning`` is on (``torch/_inductor/decomposition.py`` ``mm``), as
         gpt-fast's and torchao's ``generate.py`` set it for batch-1 decoding.
+    norm_fusion
+        With fusion: a layer norm, RMS norm or softmax (a reduction kernel of the compiler's own) joins the
+        generated kernel that made its input, as a reduction does (:data:`simulator.engines.walk.NORM_KINDS`):
+        Inductor lowers them to reductions and pointwise ops and fuses a pointwise producer into the
+        reduction that reads it (``torch/_inductor/codegen/triton.py`` ``TritonScheduling.can_fuse``:
+        ``numel1 == numel2 * rnumel2``), so a residual add and the norm after it, or attention's score
+        scale and its softmax, are one kernel. Off: such an op launches a kernel of its own.
     cuda_graphs
         Kernels are replayed from a captured CUDA graph: the per-kernel floor is
         ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
@@ -78,6 +85,7 @@ class EvalOptions:
     fusion: bool | None = None
     epilogue_fusion: bool = True
     gemv_generated: bool = False
+    norm_fusion: bool = False
     cuda_graphs: bool = False
     power_cap: bool = True
     allow_tf32: bool = False
