@@ -42,6 +42,8 @@ __all__ = [
     "COMPILE_MODES",
     "mode_cost_options",
     "compile_conv_layout",
+    "INDUCTOR_CONV_LAYOUT_COPIES",
+    "inductor_layout_copies",
     "ALIASES",
     "HF_MODEL_CODE",
     "HF_MODEL_TYPES",
@@ -750,6 +752,53 @@ def compile_conv_layout(version: str) -> str:
     (a measurement's ``framework_version``): ``"nchw"`` for torch 2.0.x, which has no layout optimisation
     pass, ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1: :data:`_INDUCTOR_LAYOUT`)."""
     return "nchw" if _TORCH_2_0.search(str(version)) else "nhwc"
+
+
+#: Inductor's convolution lowering under layout optimisation (torch >= 2.1) asks for channels-last operands,
+#: the weight included, and a graph input in another layout is copied on every call: pytorch/pytorch
+#: torch/_inductor/kernel/conv.py ``convolution``: ``if V.graph.layout_opt and ndim == 2: x =
+#: ir.ExternKernel.require_channels_last(x)`` and, under "TODO maybe we can convert weights to channels last
+#: just once before running the model", ``weight = ir.ExternKernel.require_channels_last(weight)``;
+#: ``require_stride_order`` copies a fixed-layout input whose strides are not in that order
+#: (``Layout.is_stride_ordered``: a contiguous k x k weight with k > 1 is not, a 1 x 1 weight is). Parameters
+#: are graph inputs unless ``config.freezing`` is on (off by default).
+INDUCTOR_CONV_LAYOUT_COPIES = ("pytorch/pytorch torch/_inductor/kernel/conv.py convolution (torch >= 2.1): under "
+                               "V.graph.layout_opt, require_channels_last(x) and require_channels_last(weight) "
+                               "('TODO maybe we can convert weights to channels last just once before running the "
+                               "model'): a contiguous graph-input weight with a k x k kernel (k > 1), and a "
+                               "graph-input image, are copied to channels last on every call")
+
+
+def inductor_layout_copies(graph: Any) -> Any:
+    """An inference graph as torch.compile's layout optimisation runs it (:data:`INDUCTOR_CONV_LAYOUT_COPIES`):
+    before each 2-d convolution, a copy kernel (a ``transpose`` of unchanged shape) of every operand that is a
+    graph input in the contiguous (NCHW) layout and not already channels last: the image, and each weight
+    whose kernel is larger than 1 x 1. A weight or image some op makes first (a ``torch.autocast`` cast,
+    :func:`autocast_weight_casts`) is made channels last by that kernel and needs no copy. A weight read by
+    several convolutions is copied once. ``meta["layout_copies"]`` records the transform; twice is refused."""
+    from workloads.ir import GraphBuilder, Op, Role
+
+    if graph.meta.get("layout_copies"):
+        raise ValueError(f"graph {graph.name!r}: layout copies already applied; expected a graph without them")
+    made = {t.name for op in graph for t in op.outputs}
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "fp16"))
+    copies: dict[str, Any] = {}
+    for op in graph:
+        if op.kind != "conv2d":
+            b.add(op)
+            continue
+        inputs = list(op.inputs)
+        for i, t in enumerate(inputs[:2]):
+            spatial = int(t.shape[2]) * int(t.shape[3]) if len(t.shape) == 4 else 0
+            weight = t.role == Role.WEIGHT
+            if t.name in made or len(t.shape) != 4 or (weight and spatial <= 1):
+                continue
+            if t.name not in copies:
+                name = f"{op.name}.{'weight' if weight else 'input'}_channels_last"
+                copies[t.name] = b.op("transpose", [t], name=name, perm=(0, 1, 2, 3))
+            inputs[i] = copies[t.name]
+        b.add(Op(op.name, op.kind, tuple(inputs), op.outputs, op.attrs, op.group))
+    return b.build({**dict(graph.meta), "layout_copies": True})
 
 
 def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict[str, str]]:

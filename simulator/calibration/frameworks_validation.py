@@ -130,6 +130,11 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
         cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
+        if cost["conv_layout"] == "nhwc" and not m.train:
+            # the layout optimisation copies contiguous input weights to channels last on every call
+            from workloads.frameworks import inductor_layout_copies
+
+            graph = inductor_layout_copies(graph)
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         gpu_s = float(evaluate(graph, load_device(m.device), eo).totals.latency_s)

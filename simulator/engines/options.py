@@ -136,6 +136,9 @@ SETTINGS: dict[str, Setting] = {
     "gemv_generated": Setting("gemv_generated", "bool",
                               doc="with fusion: one-row matmuls are generated kernels taking epilogues "
                                   "(Inductor's coordinate_descent_tuning)"),
+    "norm_fusion": Setting("norm_fusion", "bool",
+                           doc="with fusion: a layer norm, RMS norm or softmax fuses with the pointwise op before "
+                               "it (Inductor's reductions)"),
     "cuda_graphs": Setting("cuda_graphs", "bool", doc="kernels replayed from a CUDA graph"),
     "power_cap": Setting("power_cap", "bool", doc="stretch ops over the TDP"),
     "tf32": Setting("allow_tf32", "bool", doc="fp32 contractions on TF32 tensor cores"),
@@ -183,7 +186,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():
