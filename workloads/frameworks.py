@@ -100,6 +100,11 @@ _INDUCTOR_MATMUL = ("pytorch/pytorch aten/src/ATen/native/LinearAlgebra.cpp _mat
                     "AOTAutograd traces its decomposition, so the reshape of a permuted 4-d head view to (batch x "
                     "heads, rows, cols) at batch > 1 is a clone in the compiled graph, which Inductor runs as a copy "
                     "kernel before the extern bmm (q, k^T and v of the decomposed attention; none at batch 1)")
+_COMPILE_CALL_HOST = ("pytorch/pytorch issue #150488 ('Lightweight CUDAGraph backend', 2025-04-01), one compiled "
+                      "program with fullgraph=True replayed from one CUDA graph: 'Other torch.compile overhead (e.g., "
+                      "TorchDynamoCacheLookup): 176 us', 'Cudagraph tree overhead: 128 us', 'cudaGraphLaunch time: "
+                      "41 us' per call (host and model not stated); pull request #98529 (2023) names the same "
+                      "CUDA-graph tree costs (tensor and storage reconstruction, liveness checks) for ResNet-50")
 _TORCH_NCHW = ("pytorch/pytorch: tensors are created in torch.contiguous_format (NCHW for a 4-d activation) and "
                "convolutions keep their input's memory format (aten/src/ATen/native/ConvUtils.h "
                "cudnn_conv_suggest_memory_format: channels last only when input or weight already is)")
@@ -359,6 +364,11 @@ class FrameworkProfile:
         preparation grows with the sequences); 0 where no sourced figure is recorded.
     iteration_host_source
         The source of ``iteration_host_s`` and ``iteration_host_per_seq_s``.
+    call_host_s, graph_call_host_s, call_host_source
+        A compiled program's host time per call outside its kernels, serial with them when the caller waits
+        for each call: ``call_host_s`` in every mode (TorchDynamo's cache lookup and guards, the AOTAutograd
+        wrapper), ``graph_call_host_s`` added when the program is replayed from a CUDA graph (the CUDA-graph
+        tree's run-time checks and the graph launch); 0 where no sourced figure is recorded.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -489,6 +499,9 @@ class FrameworkProfile:
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
     iteration_host_s: float = 0.0
+    call_host_s: float = 0.0
+    graph_call_host_s: float = 0.0
+    call_host_source: str = "not modelled: no sourced per-call host time recorded for this stack"
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
     graphs_decode_only: bool = False
@@ -566,6 +579,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
                      attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=True, epilogue_fusion=False,
                      norm_fusion=True, eager_dispatch=True, attention_kernel="flash2",
+                     call_host_s=176e-6, graph_call_host_s=128e-6 + 41e-6, call_host_source=_COMPILE_CALL_HOST,
                      sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_NORM, _INDUCTOR_MATMUL, _INDUCTOR_WRAPPER,
                               _TORCH_SDPA, _INDUCTOR_LAYOUT),
                      devices=_TORCH_DEVICES),
