@@ -42,6 +42,8 @@ __all__ = [
     "COMPILE_MODES",
     "mode_cost_options",
     "compile_conv_layout",
+    "INDUCTOR_CONV_LAYOUT_COPIES",
+    "inductor_layout_copies",
     "ALIASES",
     "HF_MODEL_CODE",
     "HF_MODEL_TYPES",
@@ -92,6 +94,19 @@ _INDUCTOR_EXTERN = ("pytorch/pytorch torch/_inductor/scheduler.py: convolution, 
 _INDUCTOR_WRAPPER = ("pytorch/pytorch torch/_inductor/codegen/wrapper.py: the default-mode program is a generated "
                      "Python function that launches every Triton kernel and extern (cuDNN/cuBLAS) call from Python, "
                      "one host call per kernel, like an eager op; mode='reduce-overhead' replays it from a CUDA graph")
+_INDUCTOR_NORM = ("pytorch/pytorch torch/_inductor/codegen/triton.py TritonScheduling.can_fuse (torch 2.0): a pointwise "
+                  "node fuses into a reduction that reads it when numel1 == numel2 * rnumel2 (layer norm and softmax "
+                  "are decomposed into reductions and pointwise ops), so a residual add and the LayerNorm after it, "
+                  "or the score scale and its softmax, are one generated kernel")
+_INDUCTOR_MATMUL = ("pytorch/pytorch aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl is CompositeImplicitAutograd: "
+                    "AOTAutograd traces its decomposition, so the reshape of a permuted 4-d head view to (batch x "
+                    "heads, rows, cols) at batch > 1 is a clone in the compiled graph, which Inductor runs as a copy "
+                    "kernel before the extern bmm (q, k^T and v of the decomposed attention; none at batch 1)")
+_COMPILE_CALL_HOST = ("pytorch/pytorch issue #150488 ('Lightweight CUDAGraph backend', 2025-04-01), one compiled "
+                      "program with fullgraph=True replayed from one CUDA graph: 'Other torch.compile overhead (e.g., "
+                      "TorchDynamoCacheLookup): 176 us', 'Cudagraph tree overhead: 128 us', 'cudaGraphLaunch time: "
+                      "41 us' per call (host and model not stated); pull request #98529 (2023) names the same "
+                      "CUDA-graph tree costs (tensor and storage reconstruction, liveness checks) for ResNet-50")
 _TORCH_NCHW = ("pytorch/pytorch: tensors are created in torch.contiguous_format (NCHW for a 4-d activation) and "
                "convolutions keep their input's memory format (aten/src/ATen/native/ConvUtils.h "
                "cudnn_conv_suggest_memory_format: channels last only when input or weight already is)")
@@ -332,14 +347,14 @@ class FrameworkProfile:
         Issue activations, RMSNorm and RoPE op by op as the Hugging Face model code writes them
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
     matmul_copies
-        The model code's ``torch.matmul`` runs the decomposed attention's products eagerly (not an
-        Inductor-compiled program): at batch > 1 it copies the permuted q, k and v head views before
-        the products (``at::matmul`` reshapes both 4-d operands, pytorch/pytorch
+        The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
+        into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
+        at batch > 1 it copies the permuted q, k and v head views before the products (``at::matmul`` reshapes both 4-d operands, pytorch/pytorch
         ``aten/src/ATen/native/LinearAlgebra.cpp``, ``_matmul_impl``); only with ``eager_ops``.
     dropout
         Training graphs carry the dropout kernels of the model's Hugging Face config (p > 0 only).
-    fusion, epilogue_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
-        Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
+    fusion, epilogue_fusion, norm_fusion, cuda_graphs, eager_dispatch, attention_kernel, conv_layout
+        Costing: ``EvalOptions.fusion`` / ``epilogue_fusion`` / ``norm_fusion`` / ``cuda_graphs`` / ``eager_framework`` /
         ``attention_kernel`` / ``conv_layout`` (the memory format convolutions receive: ``"nchw"`` for
         PyTorch programs that keep the default contiguous format).
     iteration_host_s
@@ -351,6 +366,11 @@ class FrameworkProfile:
         preparation grows with the sequences); 0 where no sourced figure is recorded.
     iteration_host_source
         The source of ``iteration_host_s`` and ``iteration_host_per_seq_s``.
+    call_host_s, graph_call_host_s, call_host_source
+        A compiled program's host time per call outside its kernels, serial with them when the caller waits
+        for each call: ``call_host_s`` in every mode (TorchDynamo's cache lookup and guards, the AOTAutograd
+        wrapper), ``graph_call_host_s`` added when the program is replayed from a CUDA graph (the CUDA-graph
+        tree's run-time checks and the graph launch); 0 where no sourced figure is recorded.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -459,6 +479,7 @@ class FrameworkProfile:
     dropout: bool = False
     fusion: bool | None = None
     epilogue_fusion: bool = True
+    norm_fusion: bool = False
     cuda_graphs: bool = False
     eager_dispatch: bool = False
     module_calls: bool = False
@@ -480,6 +501,9 @@ class FrameworkProfile:
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
     iteration_host_s: float = 0.0
+    call_host_s: float = 0.0
+    graph_call_host_s: float = 0.0
+    call_host_source: str = "not modelled: no sourced per-call host time recorded for this stack"
     iteration_host_per_seq_s: float = 0.0
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
     graphs_decode_only: bool = False
@@ -514,7 +538,8 @@ class FrameworkProfile:
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
-        return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "cuda_graphs": self.cuda_graphs,
+        return {"fusion": self.fusion, "epilogue_fusion": self.epilogue_fusion, "norm_fusion": self.norm_fusion,
+                "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
                 "conv_layout": self.conv_layout}
@@ -554,9 +579,11 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_TORCH_SDPA, _HF_ACT, _HF_LLAMA, _TORCH_NCHW),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("compile", "torch.compile (Inductor, default mode) of a Hugging Face model",
-                     attention="fused", **_HF_GRAPH, fusion=True, epilogue_fusion=False, eager_dispatch=True,
-                     attention_kernel="flash2",
-                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_WRAPPER, _TORCH_SDPA, _INDUCTOR_LAYOUT),
+                     attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=True, epilogue_fusion=False,
+                     norm_fusion=True, eager_dispatch=True, attention_kernel="flash2",
+                     call_host_s=176e-6, graph_call_host_s=128e-6 + 41e-6, call_host_source=_COMPILE_CALL_HOST,
+                     sources=(_INDUCTOR, _INDUCTOR_EXTERN, _INDUCTOR_NORM, _INDUCTOR_MATMUL, _INDUCTOR_WRAPPER,
+                              _TORCH_SDPA, _INDUCTOR_LAYOUT),
                      devices=_TORCH_DEVICES),
     FrameworkProfile("cuda-graphs", "PyTorch eager program captured once and replayed as a CUDA graph",
                      attention="fused", **_HF_GRAPH, matmul_copies=True, fusion=False, cuda_graphs=True,
@@ -741,6 +768,53 @@ def compile_conv_layout(version: str) -> str:
     (a measurement's ``framework_version``): ``"nchw"`` for torch 2.0.x, which has no layout optimisation
     pass, ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1: :data:`_INDUCTOR_LAYOUT`)."""
     return "nchw" if _TORCH_2_0.search(str(version)) else "nhwc"
+
+
+#: Inductor's convolution lowering under layout optimisation (torch >= 2.1) asks for channels-last operands,
+#: the weight included, and a graph input in another layout is copied on every call: pytorch/pytorch
+#: torch/_inductor/kernel/conv.py ``convolution``: ``if V.graph.layout_opt and ndim == 2: x =
+#: ir.ExternKernel.require_channels_last(x)`` and, under "TODO maybe we can convert weights to channels last
+#: just once before running the model", ``weight = ir.ExternKernel.require_channels_last(weight)``;
+#: ``require_stride_order`` copies a fixed-layout input whose strides are not in that order
+#: (``Layout.is_stride_ordered``: a contiguous k x k weight with k > 1 is not, a 1 x 1 weight is). Parameters
+#: are graph inputs unless ``config.freezing`` is on (off by default).
+INDUCTOR_CONV_LAYOUT_COPIES = ("pytorch/pytorch torch/_inductor/kernel/conv.py convolution (torch >= 2.1): under "
+                               "V.graph.layout_opt, require_channels_last(x) and require_channels_last(weight) "
+                               "('TODO maybe we can convert weights to channels last just once before running the "
+                               "model'): a contiguous graph-input weight with a k x k kernel (k > 1), and a "
+                               "graph-input image, are copied to channels last on every call")
+
+
+def inductor_layout_copies(graph: Any) -> Any:
+    """An inference graph as torch.compile's layout optimisation runs it (:data:`INDUCTOR_CONV_LAYOUT_COPIES`):
+    before each 2-d convolution, a copy kernel (a ``transpose`` of unchanged shape) of every operand that is a
+    graph input in the contiguous (NCHW) layout and not already channels last: the image, and each weight
+    whose kernel is larger than 1 x 1. A weight or image some op makes first (a ``torch.autocast`` cast,
+    :func:`autocast_weight_casts`) is made channels last by that kernel and needs no copy. A weight read by
+    several convolutions is copied once. ``meta["layout_copies"]`` records the transform; twice is refused."""
+    from workloads.ir import GraphBuilder, Op, Role
+
+    if graph.meta.get("layout_copies"):
+        raise ValueError(f"graph {graph.name!r}: layout copies already applied; expected a graph without them")
+    made = {t.name for op in graph for t in op.outputs}
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", "fp16"))
+    copies: dict[str, Any] = {}
+    for op in graph:
+        if op.kind != "conv2d":
+            b.add(op)
+            continue
+        inputs = list(op.inputs)
+        for i, t in enumerate(inputs[:2]):
+            spatial = int(t.shape[2]) * int(t.shape[3]) if len(t.shape) == 4 else 0
+            weight = t.role == Role.WEIGHT
+            if t.name in made or len(t.shape) != 4 or (weight and spatial <= 1):
+                continue
+            if t.name not in copies:
+                name = f"{op.name}.{'weight' if weight else 'input'}_channels_last"
+                copies[t.name] = b.op("transpose", [t], name=name, perm=(0, 1, 2, 3))
+            inputs[i] = copies[t.name]
+        b.add(Op(op.name, op.kind, tuple(inputs), op.outputs, op.attrs, op.group))
+    return b.build({**dict(graph.meta), "layout_copies": True})
 
 
 def parse_framework_field(text: str, where: str) -> tuple[FrameworkProfile, dict[str, str]]:

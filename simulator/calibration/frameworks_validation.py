@@ -130,10 +130,34 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
         cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
+        if cost["conv_layout"] == "nhwc" and not m.train:
+            # the layout optimisation copies contiguous input weights to channels last on every call
+            from workloads.frameworks import inductor_layout_copies
+
+            graph = inductor_layout_copies(graph)
     eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
     with quiet_engine():
         gpu_s = float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
-    return gpu_s + engine_step_host_s(m, profile)
+    return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
+
+
+#: gpt-fast's decode loop (and the torchao and ROCm-blog ``generate.py`` copies of it) never waits for the GPU
+#: between tokens: pytorch-labs/gpt-fast generate.py ``multinomial_sample_one_no_sync`` ("Does multinomial
+#: sampling without a cuda synchronization") and ``decode_n_tokens`` keep the sampled token on the device, so
+#: the host's per-call time runs ahead of the GPU's step.
+DECODE_LOOP_NO_SYNC = ("pytorch-labs/gpt-fast generate.py: multinomial_sample_one_no_sync and decode_n_tokens keep "
+                       "the next token on the device (no host synchronisation per token)")
+
+
+def compiled_call_host_s(m: Measurement, profile: Any, mode: str | None) -> float:
+    """Host time of one call of a compiled program outside its kernels (the profile's ``call_host_s``, plus
+    ``graph_call_host_s`` under a CUDA-graph mode), serial with a forward timed call by call; 0 for a decode
+    step of a loop that never synchronises (:data:`DECODE_LOOP_NO_SYNC`: the host runs ahead of the GPU) and
+    for profiles without the figures."""
+    if m.phase == "decode":
+        return 0.0
+    graphs = mode in ("reduce-overhead", "max-autotune")
+    return float(profile.call_host_s) + (float(profile.graph_call_host_s) if graphs else 0.0)
 
 
 def engine_step_host_s(m: Measurement, profile: Any) -> float:

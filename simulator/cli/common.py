@@ -199,6 +199,12 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
         graph = with_profile_meta(graph, profile)
     if getattr(args, "autocast", False):
         graph = _with_autocast(graph, args, profile)
+    if profile is not None and profile.name == "compile" and not args.train \
+            and (getattr(args, "conv_layout", None) or profile.conv_layout) == "nhwc":
+        # Inductor's layout optimisation copies contiguous input weights to channels last on every call
+        from workloads.frameworks import inductor_layout_copies
+
+        graph = inductor_layout_copies(graph)
     return _with_precision(graph, args)
 
 

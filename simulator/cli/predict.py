@@ -174,7 +174,8 @@ def eval_options(args: argparse.Namespace) -> Any:
         cost = mode_cost_options(profile.cost_options(), mode)
         graphs = args.cuda_graphs or cost["cuda_graphs"]
         settings.update(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                        epilogue_fusion=cost["epilogue_fusion"], gemv_generated=cdt, cuda_graphs=graphs,
+                        epilogue_fusion=cost["epilogue_fusion"], norm_fusion=cost["norm_fusion"],
+                        gemv_generated=cdt, cuda_graphs=graphs,
                         attention_kernel=cost["attention_kernel"],
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,

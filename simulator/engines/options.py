@@ -36,6 +36,13 @@ class EvalOptions:
         ``epilogue_fusion`` says: Inductor decomposes ``mm`` with one row into a product and a sum
         when ``coordinate_descent_tuning`` is on (``torch/_inductor/decomposition.py`` ``mm``), as
         gpt-fast's and torchao's ``generate.py`` set it for batch-1 decoding.
+    norm_fusion
+        With fusion: a layer norm, RMS norm or softmax (a reduction kernel of the compiler's own) joins the
+        generated kernel that made its input, as a reduction does (:data:`simulator.engines.walk.NORM_KINDS`):
+        Inductor lowers them to reductions and pointwise ops and fuses a pointwise producer into the
+        reduction that reads it (``torch/_inductor/codegen/triton.py`` ``TritonScheduling.can_fuse``:
+        ``numel1 == numel2 * rnumel2``), so a residual add and the norm after it, or attention's score
+        scale and its softmax, are one kernel. Off: such an op launches a kernel of its own.
     cuda_graphs
         Kernels are replayed from a captured CUDA graph: the per-kernel floor is
         ``efficiency.graph_launch_overhead_s`` instead of ``efficiency.launch_overhead_s``.
@@ -78,6 +85,7 @@ class EvalOptions:
     fusion: bool | None = None
     epilogue_fusion: bool = True
     gemv_generated: bool = False
+    norm_fusion: bool = False
     cuda_graphs: bool = False
     power_cap: bool = True
     allow_tf32: bool = False
@@ -128,6 +136,9 @@ SETTINGS: dict[str, Setting] = {
     "gemv_generated": Setting("gemv_generated", "bool",
                               doc="with fusion: one-row matmuls are generated kernels taking epilogues "
                                   "(Inductor's coordinate_descent_tuning)"),
+    "norm_fusion": Setting("norm_fusion", "bool",
+                           doc="with fusion: a layer norm, RMS norm or softmax fuses with the pointwise op before "
+                               "it (Inductor's reductions)"),
     "cuda_graphs": Setting("cuda_graphs", "bool", doc="kernels replayed from a CUDA graph"),
     "power_cap": Setting("power_cap", "bool", doc="stretch ops over the TDP"),
     "tf32": Setting("allow_tf32", "bool", doc="fp32 contractions on TF32 tensor cores"),
@@ -175,7 +186,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():

@@ -26,7 +26,7 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "LIBRARY_KERNEL_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
            "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "module_call_counts", "op_signature", "walk_graph"]
 
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
@@ -44,6 +44,10 @@ LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
 #: rotate_half), which fusing compilers emit inside the same loop (Inductor's pointwise and reduction
 #: kernels, XLA loop and input fusions).
 GROUP_KINDS = frozenset({"reduction", "concat"})
+
+#: Normalisations a compiler lowers to reductions of its own and fuses with the pointwise op before them
+#: (``EvalOptions.norm_fusion``): with it they join a generated kernel as :data:`GROUP_KINDS` do.
+NORM_KINDS = frozenset({"layernorm", "rmsnorm", "softmax"})
 
 
 def is_gemv(op: Op) -> bool:
@@ -86,7 +90,7 @@ class FusionGroup:
         An elementwise op (or inference batch norm) joins when it reads a tensor the kernel made
         (vertical fusion: into a library contraction's epilogue only with ``opts.epilogue_fusion``).
         Into a generated kernel -- whose head is not a library contraction -- a reduction or a
-        concatenation may join too, and so may an op that only reads a tensor the kernel already
+        concatenation may join too (with ``opts.norm_fusion`` also a norm or softmax, :data:`NORM_KINDS`), and so may an op that only reads a tensor the kernel already
         reads (horizontal fusion over a shared input, as Inductor's scheduler scores shared reads).
         *Inputs held* are the positions of the op's inputs the kernel already holds (no traffic);
         *bytes reused*: an input made in the kernel that only this op reads is never stored, the op's
@@ -97,7 +101,8 @@ class FusionGroup:
         if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
             return None
         elementwise = is_fusible(op)
-        if not elementwise and (library or op.kind not in GROUP_KINDS):
+        if not elementwise and (library or not (op.kind in GROUP_KINDS
+                                                or (opts.norm_fusion and op.kind in NORM_KINDS))):
             return None
         names = [base(t.name) for t in op.inputs]
         if self.settled and any(b in self.settled for b in names):
@@ -234,7 +239,7 @@ def walk_graph(graph: OpGraph, opts: EvalOptions, fuse: bool, l2_capacity_bytes:
     L2 capacity (outputs larger than it do not stay resident for the next kernel)."""
     modules = bool(opts.eager_framework and opts.eager_modules)
     key = ("walk", bool(fuse), bool(opts.l2_residency), bool(opts.epilogue_fusion), bool(opts.gemv_generated),
-           modules, float(l2_capacity_bytes))
+           modules, float(l2_capacity_bytes), bool(opts.norm_fusion))
     return graph.memo(key, lambda: _walk(graph, opts, bool(fuse), float(l2_capacity_bytes), modules))
 
 

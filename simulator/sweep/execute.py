@@ -159,6 +159,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("epilogue_fusion")
     if not d["gemv_generated"]:
         d.pop("gemv_generated")
+    if not d["norm_fusion"]:  # (likewise)
+        d.pop("norm_fusion")
     if d["conv_layout"] == "nhwc":  # (likewise)
         d.pop("conv_layout")
     engine = options.get("engine", "analytical")

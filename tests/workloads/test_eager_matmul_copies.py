@@ -18,7 +18,8 @@ def _copies(g):
     ("eager", None, 1, 0),           # the size-1 batch merges with the heads: views
     ("sdpa", "decomposed", 4, 36),   # the model code's matmul path (no SDPA implementation)
     ("sdpa", None, 4, 0),            # one scaled_dot_product_attention call takes strided inputs
-    ("compile", "decomposed", 4, 0),  # Inductor's program, not at::matmul
+    ("compile", "decomposed", 4, 36),  # AOTAutograd traces at::matmul's decomposition: the clones stay
+    ("compile", "decomposed", 1, 0),   # and at batch 1 they are views there too
     ("cuda-graphs", "decomposed", 4, 36),  # the eager kernels, replayed
 ])
 def test_copies_by_stack_and_batch(framework, attention, batch, expected):

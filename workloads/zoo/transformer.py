@@ -459,7 +459,7 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
-        #: the model code's torch.matmul runs the attention products (not an Inductor-compiled program)
+        #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
