@@ -42,6 +42,17 @@ def test_paddle_evaluation_notes_state_the_old_executor(rows, rid):
     assert "do not say which executor" not in notes
 
 
+def test_paddle_fine_tuning_notes_state_the_compiled_graph(rows):
+    """fleet's GraphExecutionOptimizer compiles the fine-tuning program (main_program._graph), which the 2.3/2.4-era
+    executor runs through _run_parallel: no per-call clone in the training loop."""
+    for rid in ("pub-086", "pub-087"):
+        notes = rows[rid].notes
+        assert "GraphExecutionOptimizer" in notes and "_run_parallel" in notes, rid
+        assert "do not establish whether one GPU runs it as a compiled graph" not in notes, rid
+    assert "the step runs as a compiled graph" in rows["pub-086"].notes
+    assert "23.06-py3) is later than those versions" in rows["pub-087"].notes
+
+
 def test_paddle_evaluation_host_time_stays_unpriced(rows):
     """The notes name the host work but no figure for it: the rows run as a static TF32/AMP program with no eager
     per-op dispatch and no CUDA graphs (the TensorRT / eager switches do not fire)."""
