@@ -43,8 +43,8 @@ def test_paddle_evaluation_notes_state_the_old_executor(rows, rid):
 
 
 def test_paddle_fine_tuning_notes_state_the_compiled_graph(rows):
-    """fleet's GraphExecutionOptimizer compiles the fine-tuning program (main_program._graph), which the 2.3/2.4-era
-    executor runs through _run_parallel: no per-call clone in the training loop."""
+    """fleet's GraphExecutionOptimizer compiles the fine-tuning program (main_program._graph), which the executor.py
+    versions read run through _run_parallel: no per-call clone in the training loop."""
     for rid in ("pub-086", "pub-087"):
         notes = rows[rid].notes
         assert "GraphExecutionOptimizer" in notes and "_run_parallel" in notes, rid
