@@ -2523,7 +2523,7 @@ def attention(
     kv_sharing: int = 1,
     bwd_softmax_overlap: bool = False,
     window: int = 0,
-    causal_rate_ratio: float = 1.0,
+    causal_rate_ratio: Any = 1.0,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2585,7 +2585,7 @@ def attention(
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap)
-    if not 0.0 < causal_rate_ratio <= 1.0:
+    if not np.all((np.asarray(causal_rate_ratio) > 0.0) & (np.asarray(causal_rate_ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
     t_compute = t_compute / causal_rate_ratio
 
@@ -2609,17 +2609,19 @@ def attention(
                                (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
 
 
-def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], scale: float = 1.0) -> float:
+def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], scale: Any = 1.0) -> Any:
     """FlashAttention-2's causal/non-causal forward rate ratio at ``seq`` tokens from a device's measured
     ``table`` of (tokens, ratio) rows (``efficiency.flash2_causal_fwd_ratio``: the H100 figures of Shah et al.
     2024, Fig. 5(c)/(d), in the Hopper defaults): linear in log2 of the sequence, the end rows held outside
     it, times ``scale`` (``efficiency.flash2_causal_fwd_ratio_scale``, what calibration fits) and held at most 1;
-    1 for an empty table (no measurement)."""
+    1 for an empty table (no measurement). ``scale`` may be an array (hardware variants of a sweep); the
+    result is then an array of the same shape."""
     if not table:
         return 1.0
     x = math.log2(max(1, seq))
     xs = [math.log2(n) for n, _ in table]
-    return min(1.0, scale * float(np.interp(x, xs, [r for _, r in table])))
+    ratio = np.minimum(1.0, scale * float(np.interp(x, xs, [r for _, r in table])))
+    return float(ratio) if np.ndim(ratio) == 0 else ratio
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
