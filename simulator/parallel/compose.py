@@ -495,7 +495,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
                   optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
                   fp8_linears: str | None = None, framework: str = "", weight_dtype: str | None = None,
-                  kv_dtype: str | None = None) -> ParallelResult:
+                  kv_dtype: str | None = None, gemm_tactic_tokens: int | None = None) -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -519,6 +519,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         A :mod:`workloads.frameworks` profile: every stage's graph is built with it (costing: ``options``),
         and a training stack's sharding and overlap apply to the step
         (:func:`simulator.parallel.stacks.apply_stack`).
+    gemm_tactic_tokens
+        Inference: the token count a TensorRT engine timed its GEMM tactics at (its context profile's opt
+        shape): every stage's linear-layer GEMMs of more than one row run the kernel picked for that many rows
+        (:func:`workloads.frameworks.gemm_tactics_at`; each rank's own shard shapes, the same token count).
+        None: each GEMM's own pick.
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -538,6 +543,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                                     kv_dtype=kv_dtype).items() if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
+    if gemm_tactic_tokens:
+        graphs = _with_gemm_tactics(graphs, gemm_tactic_tokens, train)
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
@@ -570,6 +577,23 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _with_gemm_tactics(graphs: list[StageGraph], tokens: int, train: bool) -> list[StageGraph]:
+    """``graphs`` with their linear-layer GEMMs run at the kernel picked for ``tokens`` rows
+    (:func:`workloads.frameworks.gemm_tactics_at`); stages that shared one graph object still share one."""
+    from workloads.frameworks import gemm_tactics_at
+
+    if train:
+        raise PlanError("gemm_tactic_tokens: a TensorRT engine's GEMM tactics apply to inference; got train=True")
+    try:
+        done: dict[int, OpGraph] = {}
+        for sg in graphs:
+            if id(sg.graph) not in done:
+                done[id(sg.graph)] = gemm_tactics_at(sg.graph, tokens)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+    return [replace(sg, graph=done[id(sg.graph)]) for sg in graphs]
 
 
 def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int

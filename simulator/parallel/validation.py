@@ -195,7 +195,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=act, **quant)
         pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
     elif phase == "prefill":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant)
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant,
+                            **_engine_tactics(r))
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
@@ -223,6 +224,18 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+def _engine_tactics(r: dict[str, str]) -> dict[str, int]:
+    """``evaluate_plan``'s ``gemm_tactic_tokens`` for a prompt pass whose notes state the token count its engine
+    timed its GEMM tactics at ("GEMM tactics timed at N tokens": a TensorRT-LLM v0.5 engine built without the GEMM
+    plugin, whose context profile's opt shape is ``(max_input_len * max_batch_size + 1) // 2`` tokens of the build's
+    stated flags; :func:`simulator.calibration.predict.gemm_tactic_tokens`, the single-device rows' switch, and
+    :data:`workloads.frameworks.TRTLLM_V05_TACTIC_PROFILE`); {} otherwise: each GEMM's own pick."""
+    from simulator.calibration.predict import gemm_tactic_tokens
+
+    tokens = gemm_tactic_tokens(r["notes"])
+    return {"gemm_tactic_tokens": tokens} if tokens else {}
 
 
 #: what a row's notes state its fp8 engine quantised, as the TensorRT-LLM documents that published the rows build
