@@ -537,6 +537,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
+    if gemm_tactic_tokens and train:
+        raise PlanError("gemm_tactic_tokens: a TensorRT engine's GEMM tactics apply to inference; got train=True")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
@@ -544,7 +546,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
     if gemm_tactic_tokens:
-        graphs = _with_gemm_tactics(graphs, gemm_tactic_tokens, train)
+        graphs = _with_gemm_tactics(graphs, gemm_tactic_tokens)
     dev = spec_of(system)[0]
     name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
@@ -579,13 +581,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     return res
 
 
-def _with_gemm_tactics(graphs: list[StageGraph], tokens: int, train: bool) -> list[StageGraph]:
+def _with_gemm_tactics(graphs: list[StageGraph], tokens: int) -> list[StageGraph]:
     """``graphs`` with their linear-layer GEMMs run at the kernel picked for ``tokens`` rows
     (:func:`workloads.frameworks.gemm_tactics_at`); stages that shared one graph object still share one."""
     from workloads.frameworks import gemm_tactics_at
 
-    if train:
-        raise PlanError("gemm_tactic_tokens: a TensorRT engine's GEMM tactics apply to inference; got train=True")
     try:
         done: dict[int, OpGraph] = {}
         for sg in graphs:
