@@ -508,10 +508,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         The parallel plan; ``plan.microbatch``/``plan.global_batch`` set a training step's batch.
     options
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
-    phase, seq, context, dtype, batch, weight_dtype, kv_dtype
+    phase, seq, context, dtype, batch, weight_dtype, kv_dtype, gemm_tactic_tokens
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
         sequences per step on each data-parallel replica (inference; a training step's is the plan's);
-        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit).
+        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit); a TensorRT
+        engine's GEMM tactic token count (:func:`_with_gemm_tactics`; None: each GEMM's own pick).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
@@ -519,11 +520,6 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         A :mod:`workloads.frameworks` profile: every stage's graph is built with it (costing: ``options``),
         and a training stack's sharding and overlap apply to the step
         (:func:`simulator.parallel.stacks.apply_stack`).
-    gemm_tactic_tokens
-        Inference: the token count a TensorRT engine timed its GEMM tactics at (its context profile's opt
-        shape): every stage's linear-layer GEMMs of more than one row run the kernel picked for that many rows
-        (:func:`workloads.frameworks.gemm_tactics_at`; each rank's own shard shapes, the same token count).
-        None: each GEMM's own pick.
     engine
         ``analytical``: the pipeline schedule in closed form (:func:`~simulator.parallel.schedule.pipeline_time`);
         ``des``: the step simulated (:func:`~simulator.parallel.pipeline_des.simulate_step`): devices
@@ -537,28 +533,23 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
-    if gemm_tactic_tokens and train:
-        raise PlanError("gemm_tactic_tokens: a TensorRT engine's GEMM tactics apply to inference; got train=True")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
                                     kv_dtype=kv_dtype).items() if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
-    if gemm_tactic_tokens:
-        graphs = _with_gemm_tactics(graphs, gemm_tactic_tokens)
+    graphs = _with_gemm_tactics(graphs, gemm_tactic_tokens, train)
     dev = spec_of(system)[0]
-    name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
     reports = [c.report for c in costs]
-    v = plan.interleave
     m = plan.microbatches if train else 1
     fwd, bwd, opt, comm = _stage_sums(per_stage)
     warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     pipe: PipelineTime | None = None
     if train:
-        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
+        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, plan.interleave,
                                                                    fwd, bwd, opt, comm, graphs, seq)
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
@@ -572,7 +563,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
     res = ParallelResult(
-        model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
+        model=graphs[0].graph.name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
         peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
         report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs), reports=tuple(reports))
@@ -581,11 +572,17 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     return res
 
 
-def _with_gemm_tactics(graphs: list[StageGraph], tokens: int) -> list[StageGraph]:
-    """``graphs`` with their linear-layer GEMMs run at the kernel picked for ``tokens`` rows
-    (:func:`workloads.frameworks.gemm_tactics_at`); stages that shared one graph object still share one."""
+def _with_gemm_tactics(graphs: list[StageGraph], tokens: int | None, train: bool) -> list[StageGraph]:
+    """``graphs`` (inference) with every stage's linear-layer GEMMs of more than one row run at the kernel picked
+    for ``tokens`` rows: a TensorRT engine's tactics, timed at its context profile's opt shape
+    (:func:`workloads.frameworks.gemm_tactics_at`; each rank's own shard shapes, the same token count). Stages that
+    shared one graph object still share one; ``tokens`` None or 0: ``graphs`` unchanged."""
     from workloads.frameworks import gemm_tactics_at
 
+    if not tokens:
+        return graphs
+    if train:
+        raise PlanError("gemm_tactic_tokens: a TensorRT engine's GEMM tactics apply to inference; got train=True")
     try:
         done: dict[int, OpGraph] = {}
         for sg in graphs:

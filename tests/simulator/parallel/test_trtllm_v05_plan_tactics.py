@@ -68,7 +68,7 @@ def test_plan_gemms_run_the_kernel_picked_at_the_opt_shape() -> None:
             assert r.time_s == pytest.approx(base[r.name].time_s), r.name
         assert r.flops == base[r.name].flops, r.name
     down = next(r for r in picked if r.name == "layers.0.mlp.down")
-    assert down.time_s / base["layers.0.mlp.down"].time_s == pytest.approx(2.05, abs=0.1)
+    assert down.time_s / base["layers.0.mlp.down"].time_s == pytest.approx(2.054, abs=0.01)
     assert tac.latency_s > own.latency_s
 
 
