@@ -196,7 +196,7 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
     elif phase == "prefill":
         res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant,
-                            **_engine_tactics(r))
+                            **_engine_build(r))
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
@@ -226,16 +226,21 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
                     predicted=pred[r["metric"]])
 
 
-def _engine_tactics(r: dict[str, str]) -> dict[str, int]:
-    """``evaluate_plan``'s ``gemm_tactic_tokens`` for a prompt pass whose notes state the token count its engine
-    timed its GEMM tactics at ("GEMM tactics timed at N tokens": a TensorRT-LLM v0.5 engine built without the GEMM
-    plugin, whose context profile's opt shape is ``(max_input_len * max_batch_size + 1) // 2`` tokens of the build's
-    stated flags; :func:`simulator.calibration.predict.gemm_tactic_tokens`, the single-device rows' switch, and
-    :data:`workloads.frameworks.TRTLLM_V05_TACTIC_PROFILE`); {} otherwise: each GEMM's own pick."""
-    from simulator.calibration.predict import gemm_tactic_tokens
+def _engine_build(r: dict[str, str]) -> dict[str, Any]:
+    """``evaluate_plan``'s engine-build switches for a prompt pass, each where the row's notes state it (the
+    single-device rows' phrases, :mod:`simulator.calibration.predict`): "GEMM tactics timed at N tokens"
+    (``gemm_tactic_tokens``: a TensorRT-LLM v0.5 engine built without the GEMM plugin, whose context profile's opt
+    shape is ``(max_input_len * max_batch_size + 1) // 2`` tokens of the build's stated flags,
+    :data:`workloads.frameworks.TRTLLM_V05_TACTIC_PROFILE`) and "the gate and up projections as two GEMMs"
+    (``split_gate_up``: built without ``--use_fused_mlp``, :data:`workloads.frameworks.TRTLLM_V05_UNFUSED_MLP`);
+    {} otherwise."""
+    from simulator.calibration.predict import gated_mlp_unfused, gemm_tactic_tokens
 
     tokens = gemm_tactic_tokens(r["notes"])
-    return {"gemm_tactic_tokens": tokens} if tokens else {}
+    out: dict[str, Any] = {"gemm_tactic_tokens": tokens} if tokens else {}
+    if gated_mlp_unfused(r["notes"]):
+        out["split_gate_up"] = True
+    return out
 
 
 #: what a row's notes state its fp8 engine quantised, as the TensorRT-LLM documents that published the rows build

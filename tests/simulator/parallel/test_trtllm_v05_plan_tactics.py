@@ -30,20 +30,21 @@ def test_v05_first_token_rows_state_the_build_and_the_opt_shape_it_gives() -> No
         assert (batch, inp) == (64, 2048), rid
         assert gemm_tactic_tokens(notes) == (inp * batch + 1) // 2 == 65536, rid
         assert "neither --use_gemm_plugin" in notes, rid
+        assert "no --use_fused_mlp, so the engine runs the gate and up projections as two GEMMs" in notes, rid
         build = notes.split("Engine build stated")[1]
         fp8 = "--enable_fp8 --fp8_kv_cache --strongly_typed" in build and "without --enable_fp8" not in build
         assert fp8 == (r["dtype"] == "fp8"), rid
 
 
 def test_rows_without_the_stated_build_keep_their_pricing() -> None:
-    """Only a row whose notes state the tactic tokens gets them; the v0.9.0 first-token rows of the same model
+    """Only a row whose notes state the build gets its switches; the v0.9.0 first-token rows of the same model
     (built by trtllm-build, whose profiles differ) do not."""
-    from simulator.parallel.validation import _engine_tactics
+    from simulator.parallel.validation import _engine_build
 
     rows = _rows("multi-135", "multi-154", "multi-152")
-    assert _engine_tactics(rows["multi-135"]) == {"gemm_tactic_tokens": 65536}
-    assert _engine_tactics(rows["multi-154"]) == {}
-    assert _engine_tactics(rows["multi-152"]) == {}
+    assert _engine_build(rows["multi-135"]) == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
+    assert _engine_build(rows["multi-154"]) == {}
+    assert _engine_build(rows["multi-152"]) == {}
 
 
 def test_plan_gemms_run_the_kernel_picked_at_the_opt_shape() -> None:
@@ -77,9 +78,31 @@ def test_tactic_tokens_are_an_inference_switch() -> None:
     from simulator.parallel.compose import evaluate_plan
     from workloads.parallel import ParallelPlan, PlanError
 
-    with pytest.raises(PlanError, match="gemm_tactic_tokens"):
+    with pytest.raises(PlanError, match="inference; got train=True"):
         evaluate_plan("llama-2-7b", load_hardware("dgx-a100"), ParallelPlan(tp=2, microbatch=1, global_batch=8),
                       train=True, seq=128, gemm_tactic_tokens=65536)
     with pytest.raises(PlanError, match="tokens must be positive"):
         evaluate_plan("llama-2-7b", load_hardware("dgx-a100"), ParallelPlan(tp=2), phase="prefill", seq=128,
                       batch=1, gemm_tactic_tokens=-1)
+
+
+def test_unfused_gate_up_on_every_rank() -> None:
+    """``split_gate_up``: each rank's fused gate/up GEMM (Llama-2-7B at TP 2: N = 2 x 5504) becomes two GEMMs of
+    N = 5504 on the same input, FLOPs and weight bytes unchanged, the op count too (two parts replace the GEMM and
+    its split); with the tactic tokens both parts run the 65536-row kernel."""
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
+
+    hw = load_hardware("dgx-a100")
+    kw = dict(phase="prefill", seq=128, batch=1, dtype="fp16")
+    fused = evaluate_plan("llama-2-7b", hw, ParallelPlan(tp=2), gemm_tactic_tokens=65536, **kw)
+    split = evaluate_plan("llama-2-7b", hw, ParallelPlan(tp=2), gemm_tactic_tokens=65536, split_gate_up=True, **kw)
+    recs = {r.name: r for r in split.reports[0].records}
+    parts = [recs[f"layers.0.mlp.gate_up.part{i}"] for i in (0, 1)]
+    assert "layers.0.mlp.gate_up" not in recs
+    whole = next(r for r in fused.reports[0].records if r.name == "layers.0.mlp.gate_up")
+    assert sum(p.flops for p in parts) == whole.flops == 2 * 128 * 4096 * 2 * 5504
+    assert all("kernel picked at M = 65536" in p.notes for p in parts)
+    assert len(split.reports[0].records) == len(fused.reports[0].records)
+    assert split.latency_s > fused.latency_s
