@@ -20,7 +20,9 @@ the input and output lengths and a dtype the graphs represent: 16-bit, or an fp8
 state that its GEMM weights and KV cache are fp8 (:func:`_serving_precision`; the parallel graphs then
 take ``weight_dtype`` / ``kv_dtype``, :func:`workloads.precision.apply_precision`). ``decode`` rows
 are one decode step at the stated context (``input_len``), ``prefill`` rows one prompt pass, ``e2e``
-rows a whole request (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
+rows a whole request (:func:`~simulator.parallel.compose.generate_request`). A prompt pass whose notes state its
+TensorRT-LLM engine's build runs it (:func:`_engine_build`: two gate/up GEMMs, the GEMM tactics of the context
+profile's opt shape). Serving stacks (TensorRT-LLM,
 FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
 unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
 ``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else
