@@ -495,7 +495,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                   context: int | None = None, dtype: str | None = None, batch: int | None = None,
                   optimizer: str = "adamw", recompute: str = "none", engine: str = "analytical",
                   fp8_linears: str | None = None, framework: str = "", weight_dtype: str | None = None,
-                  kv_dtype: str | None = None) -> ParallelResult:
+                  kv_dtype: str | None = None, gemm_tactic_tokens: int | None = None, split_gate_up: bool = False) -> ParallelResult:
     """Predict one training iteration (``train``) or one inference step of ``model`` under ``plan``.
 
     Parameters
@@ -508,10 +508,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         The parallel plan; ``plan.microbatch``/``plan.global_batch`` set a training step's batch.
     options
         :class:`~simulator.engines.analytical.EvalOptions` for every stage.
-    phase, seq, context, dtype, batch, weight_dtype, kv_dtype
+    phase, seq, context, dtype, batch, weight_dtype, kv_dtype, gemm_tactic_tokens, split_gate_up
         Inference phase (``prefill``, ``decode``, ``forward``), sequence, KV context, dtype, and
         sequences per step on each data-parallel replica (inference; a training step's is the plan's);
-        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit).
+        serving precision (:func:`workloads.precision.apply_precision`; None: 16-bit); a TensorRT
+        engine's GEMM tactic token count and unfused gate/up GEMMs (:func:`_with_engine_build`).
     optimizer, recompute, fp8_linears
         Training: the optimizer, recomputation policy (:data:`workloads.recompute.POLICIES`) and fp8
         linears' scaling recipe (:data:`workloads.precision.FP8_RECIPES`; None: 16-bit).
@@ -538,18 +539,17 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                                     kv_dtype=kv_dtype).items() if v}
     graphs = stage_graphs(model, plan, phase=phase or "prefill", seq=seq, context=context, dtype=dtype,
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
+    graphs = _with_engine_build(graphs, gemm_tactic_tokens, split_gate_up, train)
     dev = spec_of(system)[0]
-    name = graphs[0].graph.name
     unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
     reports = [c.report for c in costs]
-    v = plan.interleave
     m = plan.microbatches if train else 1
     fwd, bwd, opt, comm = _stage_sums(per_stage)
     warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     pipe: PipelineTime | None = None
     if train:
-        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, v,
+        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, plan.interleave,
                                                                    fwd, bwd, opt, comm, graphs, seq)
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
@@ -563,13 +563,40 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph)
     res = ParallelResult(
-        model=name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
+        model=graphs[0].graph.name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
         peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
         report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs), reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _with_engine_build(graphs: list[StageGraph], tokens: int | None, split_gate_up: bool, train: bool
+                       ) -> list[StageGraph]:
+    """``graphs`` (inference) as a TensorRT-LLM v0.5 engine builds them: with ``split_gate_up`` every fused gate/up
+    projection run as two GEMMs (no ``--use_fused_mlp``: :func:`workloads.frameworks.split_gated_mlp`, each rank's
+    shard halves), then with ``tokens`` every linear-layer GEMM of more than one row run at the kernel picked for
+    ``tokens`` rows, the tactics TensorRT timed at the context profile's opt shape
+    (:func:`workloads.frameworks.gemm_tactics_at`; each rank's own shard shapes, the same token count). Stages that
+    shared one graph object still share one; neither switch: ``graphs`` unchanged."""
+    from workloads.frameworks import gemm_tactics_at, split_gated_mlp
+
+    if not tokens and not split_gate_up:
+        return graphs
+    if train:
+        raise PlanError("gemm_tactic_tokens, split_gate_up: a TensorRT engine's build applies to inference; "
+                        "got train=True")
+    done: dict[int, OpGraph] = {}
+    try:
+        for sg in graphs:
+            if id(sg.graph) not in done:
+                g = split_gated_mlp(sg.graph) if split_gate_up else sg.graph
+                done[id(sg.graph)] = gemm_tactics_at(g, tokens) if tokens else g
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+    return [replace(sg, graph=done[id(sg.graph)], forward_ops=sg.forward_ops + len(done[id(sg.graph)].ops)
+                    - len(sg.graph.ops)) for sg in graphs]
 
 
 def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int

@@ -20,7 +20,9 @@ the input and output lengths and a dtype the graphs represent: 16-bit, or an fp8
 state that its GEMM weights and KV cache are fp8 (:func:`_serving_precision`; the parallel graphs then
 take ``weight_dtype`` / ``kv_dtype``, :func:`workloads.precision.apply_precision`). ``decode`` rows
 are one decode step at the stated context (``input_len``), ``prefill`` rows one prompt pass, ``e2e``
-rows a whole request (:func:`~simulator.parallel.compose.generate_request`). Serving stacks (TensorRT-LLM,
+rows a whole request (:func:`~simulator.parallel.compose.generate_request`). A prompt pass whose notes state its
+TensorRT-LLM engine's build runs it (:func:`_engine_build`: two gate/up GEMMs, the GEMM tactics of the context
+profile's opt shape). Serving stacks (TensorRT-LLM,
 FasterTransformer, vLLM, SGLang, DeepSpeed inference, TGI) run fused kernels, from CUDA graphs
 unless the row's notes say "no CUDA graphs" (FasterTransformer's host loop; TensorRT-LLM's
 ``gptSessionBenchmark`` without ``--enable_cuda_graph``: kernels enqueued one by one); anything else
@@ -195,7 +197,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         res = evaluate_plan(r["model"], hw, plan, opts, phase="decode", context=il, batch=batch, dtype=act, **quant)
         pred = {"tpot_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp / res.latency_s}
     elif phase == "prefill":
-        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant)
+        res = evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il, batch=batch, dtype=act, **quant,
+                            **_engine_build(r))
         pred = {"ttft_s": res.latency_s, "latency_s": res.latency_s, "tokens_per_s": batch * dp * il / res.latency_s}
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
@@ -223,6 +226,23 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         return skip(f"metric {r['metric']!r} for phase {phase!r}: not compared")
     return MultiRow(base.id, base.category, base.model, system, base.metric, base.measured,
                     predicted=pred[r["metric"]])
+
+
+def _engine_build(r: dict[str, str]) -> dict[str, Any]:
+    """``evaluate_plan``'s engine-build switches for a prompt pass, each where the row's notes state it (the
+    single-device rows' phrases, :mod:`simulator.calibration.predict`): "GEMM tactics timed at N tokens"
+    (``gemm_tactic_tokens``: a TensorRT-LLM v0.5 engine built without the GEMM plugin, whose context profile's opt
+    shape is ``(max_input_len * max_batch_size + 1) // 2`` tokens of the build's stated flags,
+    :data:`workloads.frameworks.TRTLLM_V05_TACTIC_PROFILE`) and "the gate and up projections as two GEMMs"
+    (``split_gate_up``: built without ``--use_fused_mlp``, :data:`workloads.frameworks.TRTLLM_V05_UNFUSED_MLP`);
+    {} otherwise."""
+    from simulator.calibration.predict import gated_mlp_unfused, gemm_tactic_tokens
+
+    tokens = gemm_tactic_tokens(r["notes"])
+    out: dict[str, Any] = {"gemm_tactic_tokens": tokens} if tokens else {}
+    if gated_mlp_unfused(r["notes"]):
+        out["split_gate_up"] = True
+    return out
 
 
 #: what a row's notes state its fp8 engine quantised, as the TensorRT-LLM documents that published the rows build
