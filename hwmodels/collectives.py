@@ -1668,7 +1668,7 @@ _AR_H100_TP4 = (
     "at 4 MB; ca_2stage 0.017 / 0.017, 0.018 / 0.018, 0.025 / 0.027, 0.026 / 0.027, 0.035 / 0.035, 0.042 / 0.043. "
     "Read as latency + bytes x seconds per byte through the table's end points (0.5 and 4 MiB, the two PRs "
     "averaged): one-stage 6.0 us + 8.0 us per MiB (within 1 us of every row), two-stage 13.36 us + 7.29 us per "
-    "MiB (within 2.6 us of every row); below 0.5 MiB and from 4 to 8 MiB along the same line (no row there)")
+    "MiB (within 2.7 us of every row); below 0.5 MiB and from 4 to 8 MiB along the same line (no row there)")
 _AR_H100_TP6 = (
     "vllm-project/vllm PR #24111 (2025-09-02), the same benchmark on 6 H100 SXM: ca_1stage 0.013 ms at 0.5 MB ... "
     "0.070 at 4 MB; ca_2stage 0.015 ... 0.037. End points read as one-stage 4.86 us + 16.29 us per MiB, "
