@@ -195,7 +195,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel; did you mean 'fusion'?
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():
