@@ -107,6 +107,11 @@ __all__ = [
     "compare_published",
     "gpus_per_thread_of",
     "mape",
+    "ENGINE_ALL_REDUCE_KERNELS",
+    "EngineAllReduceKernel",
+    "EngineAllReduceFit",
+    "EngineAllReduceResult",
+    "engine_all_reduce",
 ]
 
 #: Collectives modelled, with nccl-tests' names (``all_reduce_perf`` -> ``all_reduce``).
@@ -1636,3 +1641,107 @@ def multislice_collective(collective: str, size_bytes: Any, n_devices: int, syst
         t_i, l_i = _ici_part(ph, size, g, system)
         t, lat = t + t_i, lat + l_i
     return _result(collective, n, s, size, t, lat, "hierarchical", "simple")
+
+
+# ----------------------------------------------------------------------------------------------
+# Serving engines' own all-reduce kernels (vLLM's custom all-reduce, also run by SGLang)
+# ----------------------------------------------------------------------------------------------
+
+_MIB = 1024 * 1024
+
+#: Where the dispatch rule of vLLM's custom all-reduce is read (the same rule from 2024 on).
+VLLM_CUSTOM_AR_RULE = (
+    "vllm-project/vllm csrc/custom_all_reduce.cuh CustomAllreduce::allreduce (REDUCE_CASE): world size 2, or a "
+    "fully NVLink-connected node with world size <= 4 below 512 KiB or <= 8 below 256 KiB -> "
+    "cross_device_reduce_1stage, else cross_device_reduce_2stage; world sizes 2, 4, 6, 8 only; "
+    "vllm/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.should_custom_ar: the message a "
+    "multiple of 16 bytes and below the registered buffer (max_size 8 MiB), on 2 GPUs or a fully NVLink-connected "
+    "node (disabled on more than two PCIe-only GPUs), else NCCL; outside CUDA graphs (registered=False) the input "
+    "is first copied into the registered IPC buffer (cudaMemcpyAsync device to device). Merged in vllm-project/vllm "
+    "PR #2192 (2023-12-19, first released in v0.2.7); vLLM V0 0.5 / 0.6 and V1, and SGLang (model_runner "
+    "set_custom_all_reduce(not server_args.disable_custom_all_reduce)) run it by default")
+_AR_H100_TP4 = (
+    "vllm-project/vllm PR #24532 (2025-09, 'add nccl symmetric memory for all reduce') and PR #24111 (2025-09-02), "
+    "benchmarks/kernels/benchmark_device_communicators.py on 4 H100 SXM (NVSwitch), bf16, hidden 8192, ten "
+    "all-reduces captured in one CUDA graph and replayed, ms per call: ca_1stage 0.010 / 0.010 at 0.5 MB, "
+    "0.014 / 0.015 at 1 MB, 0.019 / 0.019 at 1.5 MB, 0.023 / 0.022 at 2 MB, 0.030 / 0.030 at 3 MB, 0.038 / 0.038 "
+    "at 4 MB; ca_2stage 0.017 / 0.017, 0.018 / 0.018, 0.025 / 0.027, 0.026 / 0.027, 0.035 / 0.035, 0.042 / 0.043. "
+    "Read as latency + bytes x seconds per byte through the table's end points (0.5 and 4 MiB, the two PRs "
+    "averaged): one-stage 6.0 us + 8.0 us per MiB (within 1 us of every row), two-stage 13.36 us + 7.29 us per "
+    "MiB (within 2.7 us of every row); below 0.5 MiB and from 4 to 8 MiB along the same line (no row there)")
+_AR_H100_TP6 = (
+    "vllm-project/vllm PR #24111 (2025-09-02), the same benchmark on 6 H100 SXM: ca_1stage 0.013 ms at 0.5 MB ... "
+    "0.070 at 4 MB; ca_2stage 0.015 ... 0.037. End points read as one-stage 4.86 us + 16.29 us per MiB, "
+    "two-stage 11.86 us + 6.29 us per MiB")
+
+
+@dataclass(frozen=True)
+class EngineAllReduceFit:
+    """An engine all-reduce kernel's time on one fabric and world size: ``latency_s + bytes * s_per_byte`` per stage
+    (``"1stage"``, ``"2stage"``), read off a published latency table (``source``)."""
+
+    one_stage: tuple[float, float]  #: (latency s, s per byte) of the one-stage kernel
+    two_stage: tuple[float, float]  #: (latency s, s per byte) of the two-stage kernel
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineAllReduceKernel:
+    """A serving engine's own all-reduce (one node, peer-to-peer over NVLink): which world sizes and messages it
+    takes (``max_bytes``, exclusive), when it runs one stage, and its sourced times by (intra fabric, world size);
+    a message it does not take, or a fabric / world size with no published table, is NCCL's (None)."""
+
+    name: str
+    world_sizes: tuple[int, ...]
+    max_bytes: int
+    one_stage_below: Mapping[int, int]  #: world size -> bytes below which the one-stage kernel runs
+    fits: Mapping[tuple[str, int], EngineAllReduceFit]
+    source: str
+
+
+def _fit(one: tuple[float, float], two: tuple[float, float], src: str) -> EngineAllReduceFit:
+    """Fit from (latency us, us per MiB) pairs."""
+    return EngineAllReduceFit((one[0] * 1e-6, one[1] * 1e-6 / _MIB), (two[0] * 1e-6, two[1] * 1e-6 / _MIB), src)
+
+
+#: Engine all-reduce kernels by the name profiles give them (``FrameworkProfile.all_reduce_kernel``); ``"nccl"``
+#: (the library's tuner, :func:`select_algorithm`) is the default and not listed. Tables exist for Hopper GPUs on
+#: NVSwitch gen3 (H100, and H200 with the same NVLink 4 ports and SM count) at 4 and 6 GPUs; 2 and 8 GPUs, A100
+#: (only timings without CUDA graphs were found: SGLang PR #2688) and other fabrics stay NCCL.
+ENGINE_ALL_REDUCE_KERNELS: Mapping[str, EngineAllReduceKernel] = MappingProxyType({
+    "vllm-custom": EngineAllReduceKernel(
+        "vllm-custom", (2, 4, 6, 8), 8 * _MIB, MappingProxyType({2: 1 << 62, 4: 512 * 1024, 6: 256 * 1024,
+                                                                 8: 256 * 1024}),
+        MappingProxyType({("nvlink4-nvswitch3", 4): _fit((6.0, 8.0), (13.36, 7.29), _AR_H100_TP4),
+                          ("nvlink4-nvswitch3", 6): _fit((4.86, 16.29), (11.86, 6.29), _AR_H100_TP6)}),
+        VLLM_CUSTOM_AR_RULE),
+})
+
+
+@dataclass(frozen=True)
+class EngineAllReduceResult:
+    """One engine all-reduce: its device time (s), the stage that ran, the input copy it includes (s)."""
+
+    time_s: float
+    stage: str
+    copy_s: float
+    source: str
+
+
+def engine_all_reduce(kernel: str, size_bytes: float, n_devices: int, system: CollectiveSystem, *,
+                      cuda_graphs: bool, copy_bytes_per_s: float) -> EngineAllReduceResult | None:
+    """The time of one all-reduce run by a serving engine's own kernel ``kernel`` (:data:`ENGINE_ALL_REDUCE_KERNELS`)
+    on one node of ``system``, or None where the engine hands it to NCCL (a message it does not take) or no
+    published table covers the fabric and world size. Outside CUDA graphs the input is first copied into the
+    registered buffer: ``2 x size / copy_bytes_per_s`` more (the device's memory rate)."""
+    k = ENGINE_ALL_REDUCE_KERNELS.get(kernel)
+    size = float(size_bytes)
+    if k is None or n_devices not in k.world_sizes or size >= k.max_bytes or size <= 0 or int(size) % 16:
+        return None
+    fit = k.fits.get((system.intra.name, n_devices))
+    if fit is None:
+        return None
+    stage = "1stage" if size < k.one_stage_below[n_devices] else "2stage"
+    lat, per_byte = fit.one_stage if stage == "1stage" else fit.two_stage
+    copy = 0.0 if cuda_graphs else 2.0 * size / float(copy_bytes_per_s)
+    return EngineAllReduceResult(lat + size * per_byte + copy, stage, copy, fit.source)

@@ -323,6 +323,13 @@ _MCORE_DISPATCH_HOST = (
     "(the probabilities' .float() runs only when the router's dtype is not fp32, not read from the recipes)")
 
 
+_ENGINE_AR = ("vLLM's custom all-reduce (hwmodels.collectives.VLLM_CUSTOM_AR_RULE: vllm-project/vllm "
+              "csrc/custom_all_reduce.cuh and vllm/distributed/device_communicators/custom_all_reduce.py, from PR "
+              "#2192, v0.2.7): on by default unless --disable-custom-all-reduce; SGLang's model runner enables it "
+              "(set_custom_all_reduce(not server_args.disable_custom_all_reduce)), with vLLM's communicator in the 0.3 "
+              "era and its own copy of the same kernels later")
+
+
 class FrameworkError(NodeperfError, ValueError):
     """An unknown framework name or a malformed framework field (one located line)."""
 
@@ -411,6 +418,11 @@ class FrameworkProfile:
         ``n`` sequences that sample, outside the CUDA graph (:func:`workloads.serving.sampler_graph` names:
         ``to_fp32``, ``temperature``, ``softmax``, ``log_softmax``, ``gather_rows``, ``argmax``); empty: not
         modelled. Source in ``sampler_source``.
+    all_reduce_kernel
+        Who runs the stack's one-node tensor-parallel all-reduces (``EvalOptions.all_reduce_kernel``): ``"nccl"``
+        or the engine's own kernel (``"vllm-custom"``: vLLM's custom all-reduce, which vLLM and SGLang run by
+        default on 2 GPUs or a fully NVLink-connected node for messages below 8 MiB). Source in
+        ``all_reduce_source``.
     graph_batch_sizes
         Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
         ``B`` sequences replays the graph of the smallest captured size ``>= B`` (its token-wise work runs
@@ -512,6 +524,8 @@ class FrameworkProfile:
     output_lag_source: str = ""
     sampler_kernels: tuple[str, ...] = ()
     sampler_source: str = ""
+    all_reduce_kernel: str = "nccl"
+    all_reduce_source: str = ""
     graph_batch_sizes: tuple[int, ...] = ()
     graph_batch_source: str = ""
     kv_cache_sizing: str = "device"
@@ -542,7 +556,7 @@ class FrameworkProfile:
                 "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
-                "conv_layout": self.conv_layout}
+                "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -611,7 +625,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"), ("gpu", "amd"), ("tpu", "google")), iteration_host_s=0.0,
                      iteration_host_source="not modelled: the vLLM V1 announcement (blog.vllm.ai/2025/01/27/"
                      "v1-alpha-release.html) states the goal 'near-zero CPU overhead' but gives no per-iteration "
-                     "figure; none found elsewhere"),
+                     "figure; none found elsewhere",
+                     all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR),
     FrameworkProfile("vllm-v0", "vLLM V0 engine (0.5 / 0.6: Python scheduler and input preparation on the engine's "
                      "critical path, kernels as vllm)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, attention_kernel="flash2",
@@ -622,6 +637,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
+                     all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_VLLM_V0_GRAPH_BS),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
@@ -631,14 +647,16 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "blog, https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Earlier versions (0.3.x) did not "
                      "overlap: profile sglang-0.3",
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
-                     graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
+                     graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
+                     graph_batch_source=_SGLANG_GRAPH_BS),
     FrameworkProfile("sglang-0.3", "SGLang 0.3.x runtime (kernels as sglang; no overlap scheduler: scheduling and "
                      "output processing on the host between GPU steps)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      iteration_host_s=0.0, iteration_host_per_seq_s=10.1e-6, iteration_host_source=_SGLANG_03_HOST,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
-                     graph_batch_sizes=_SGLANG_BS, graph_batch_source=_SGLANG_GRAPH_BS),
+                     graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
+                     graph_batch_source=_SGLANG_GRAPH_BS),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",

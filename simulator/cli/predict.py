@@ -179,5 +179,5 @@ def eval_options(args: argparse.Namespace) -> Any:
                         attention_kernel=cost["attention_kernel"],
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=layout or cost["conv_layout"])
+                        conv_layout=layout or cost["conv_layout"], all_reduce_kernel=cost["all_reduce_kernel"])
     return options_from_settings(settings, where="options", calibration_id=cal_id)

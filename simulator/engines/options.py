@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EvalOptions", "CONV_LAYOUTS", "SETTINGS", "SETTING_ALIASES", "Setting", "options_from_settings"]
+__all__ = ["EvalOptions", "ALL_REDUCE_KERNELS", "CONV_LAYOUTS", "SETTINGS", "SETTING_ALIASES", "Setting",
+           "options_from_settings"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ class EvalOptions:
         optimisation give cuDNN) or ``"nchw"`` (PyTorch's default contiguous format). cuDNN's
         tensor-core convolutions are NHWC kernels: on an NCHW tensor they run between layout
         transforms of their operands and result (:data:`CONV_LAYOUTS`, ``simulator.lowering.gpu``).
+    all_reduce_kernel
+        Who runs a tensor-parallel all-reduce inside one node: ``"nccl"`` (the library's tuner over the fabric
+        model, :func:`hwmodels.collectives.select_algorithm`) or a serving engine's own kernel
+        (:data:`ALL_REDUCE_KERNELS`: ``"vllm-custom"``, vLLM's custom all-reduce, which SGLang also runs) for the
+        messages it takes where a published table covers the fabric (:func:`hwmodels.collectives.engine_all_reduce`;
+        NCCL otherwise).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -94,6 +101,7 @@ class EvalOptions:
     eager_framework: bool = False
     eager_modules: bool = False
     conv_layout: str = "nhwc"
+    all_reduce_kernel: str = "nccl"
     calibration_id: str = ""
     plan: Any = None
 
@@ -103,10 +111,19 @@ class EvalOptions:
 
             raise ValueError(f"options.conv_layout: unknown memory format; got {self.conv_layout!r}; expected one of "
                              f"{', '.join(CONV_LAYOUTS)}" + did_you_mean(str(self.conv_layout).lower(), CONV_LAYOUTS))
+        if self.all_reduce_kernel not in ALL_REDUCE_KERNELS:
+            from nodeperf.suggest import did_you_mean
+
+            raise ValueError(f"options.all_reduce_kernel: unknown all-reduce kernel; got {self.all_reduce_kernel!r}; "
+                             f"expected one of {', '.join(ALL_REDUCE_KERNELS)}"
+                             + did_you_mean(str(self.all_reduce_kernel).lower(), ALL_REDUCE_KERNELS))
 
 
 #: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
 CONV_LAYOUTS = ("nhwc", "nchw")
+#: Who runs a one-node all-reduce (``EvalOptions.all_reduce_kernel``): NCCL, or an engine's own kernel
+#: (:data:`hwmodels.collectives.ENGINE_ALL_REDUCE_KERNELS`).
+ALL_REDUCE_KERNELS = ("nccl", "vllm-custom")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,6 +168,9 @@ SETTINGS: dict[str, Setting] = {
     "conv_layout": Setting("conv_layout", "str", CONV_LAYOUTS,
                            doc="memory format of convolution activations (nchw: cuDNN's layout transforms "
                                "around 16-bit tensor-core convolutions)"),
+    "all_reduce_kernel": Setting("all_reduce_kernel", "str", ALL_REDUCE_KERNELS,
+                                 doc="who runs a one-node all-reduce: nccl, or a serving engine's own kernel "
+                                     "(vllm-custom: vLLM's custom all-reduce, also SGLang's)"),
 }
 #: Other names a setting is known by (the :class:`EvalOptions` field name).
 SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
@@ -186,7 +206,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel; did you mean 'fusion'?
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():

@@ -23,7 +23,7 @@ from typing import Any
 from simulator.lowering.common import KernelCost, LoweringContext, Rule, ring_collective, zero_cost
 from workloads.ir import Op
 
-__all__ = ["collective_cost", "collective_system_for", "fabric_collective_cost", "group_nodes", "KIND_TO_COLLECTIVE"]
+__all__ = ["collective_cost", "engine_all_reduce_cost", "collective_system_for", "fabric_collective_cost", "group_nodes", "KIND_TO_COLLECTIVE"]
 
 #: Graph op kinds and the collective (nccl-tests name) that costs them.
 KIND_TO_COLLECTIVE = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
@@ -125,6 +125,30 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int |
                             f"({res.algorithm}, {res.protocol})")
 
 
+def engine_all_reduce_cost(op: Op, ctx: LoweringContext, n: int) -> KernelCost | None:
+    """A tensor-parallel all-reduce run by the serving engine's own kernel (``options.all_reduce_kernel``, e.g.
+    vLLM's custom all-reduce: :func:`hwmodels.collectives.engine_all_reduce`), one node only; None where the engine
+    hands it to NCCL or no published table covers the fabric and group size."""
+    kernel = str(getattr(ctx.options, "all_reduce_kernel", "nccl") or "nccl")
+    if kernel == "nccl" or op.kind != "all_reduce" or "devices" in op.attrs:
+        return None
+    csys = ctx.collectives
+    if group_nodes(n, int(op.attrs.get("stride", 1)), int(csys.devices_per_node)) > 1:
+        return None
+    from hwmodels.collectives import bus_bandwidth_factor, engine_all_reduce
+
+    size = _size(op, n)
+    res = engine_all_reduce(kernel, size, n, csys, cuda_graphs=bool(getattr(ctx.options, "cuda_graphs", False)),
+                            copy_bytes_per_s=float(ctx.device.main_memory.read_bandwidth_bytes_per_s))
+    if res is None:
+        return None
+    dram = 2.0 * size * bus_bandwidth_factor("all_reduce", n) + (2.0 * size if res.copy_s else 0.0)
+    return KernelCost(0.0, res.time_s, 0.0, dram, 0.0, 0.0, 0.0, float(op.flops), kernel_time_included=True,
+                      rule=f"{kernel}-{res.stage}-all_reduce",
+                      notes=f"{n} devices on {csys.name}; the engine's own kernel ({res.stage}"
+                            f"{', input copied into its buffer' if res.copy_s else ''})")
+
+
 def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], fallback: Rule,
                     describe: Callable[[int, Any], str]) -> KernelCost:
     """A collective over ``group_size`` devices: free alone; on a system the fabric catalog describes,
@@ -138,6 +162,9 @@ def collective_cost(op: Op, ctx: LoweringContext, link_names: tuple[str, ...], f
         raise ValueError(f"op {op.name!r} ({op.kind}): n={n} devices; got a system of {ctx.group_size}; expected "
                          f"n <= {ctx.group_size}")
     if ctx.collectives is not None:  # the library's algorithms over the node's fabrics and network
+        engine = engine_all_reduce_cost(op, ctx, n)
+        if engine is not None:
+            return engine
         return fabric_collective_cost(op, ctx.collectives, ctx.nodes, n)
     link = ctx.fabric
     if link is None:

@@ -143,7 +143,8 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     cost = profile.cost_options()
     settings = {"fusion": cost["fusion"], "epilogue_fusion": cost["epilogue_fusion"], "cuda_graphs": cost["cuda_graphs"],
                 "attention_kernel": cost["attention_kernel"], "eager_framework": cost["eager_framework"],
-                "eager_modules": cost["eager_modules"], "conv_layout": cost["conv_layout"]}
+                "eager_modules": cost["eager_modules"], "conv_layout": cost["conv_layout"],
+                "all_reduce_kernel": cost["all_reduce_kernel"]}
     return options_from_settings(settings, where="framework"), profile
 
 

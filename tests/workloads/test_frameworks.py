@@ -111,8 +111,12 @@ def test_profiles_and_aliases():
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,
                                                    "cuda_graphs": False, "eager_framework": True, "eager_modules": True,
-                                                   "attention_kernel": "auto", "conv_layout": "nchw"}
+                                                   "attention_kernel": "auto", "conv_layout": "nchw",
+                                                   "all_reduce_kernel": "nccl"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
+    # vLLM's custom all-reduce: vLLM (V0 and V1) and SGLang run it by default; TensorRT-LLM stays NCCL (no table)
+    assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom"} == {
+        "vllm", "vllm-v0", "sglang", "sglang-0.3"}
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
     unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "vllm-v0", "sglang", "sglang-0.3")
     for name in unfused:

@@ -36,12 +36,14 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     text = "\n".join(["fusion = \"auto\"", "epilogue_fusion = false", "gemv_generated = false", "norm_fusion = true",
                       "cuda_graphs = true",
                       "power_cap = false", "tf32 = false", "l2_residency = false", "eager_framework = true",
-                      "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\""])
+                      "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\"",
+                      "all_reduce_kernel = \"vllm-custom\""])
     assert {line.split(" = ")[0] for line in text.splitlines()} == set(engine_options.SETTINGS)
     opts = _eval_options(load_scenario(_scenario(tmp_path, text)))
     assert (opts.fusion, opts.cuda_graphs, opts.allow_tf32, opts.l2_residency, opts.eager_framework) == \
         (None, True, False, False, True)
-    assert (opts.attention_kernel, opts.conv_layout, opts.norm_fusion) == ("flash2", "nchw", True)
+    assert (opts.attention_kernel, opts.conv_layout, opts.norm_fusion, opts.all_reduce_kernel) == (
+        "flash2", "nchw", True, "vllm-custom")
     assert _eval_options(load_scenario(_scenario(tmp_path, "allow_tf32 = false"))).allow_tf32 is False
 
 
@@ -56,6 +58,8 @@ def test_a_new_setting_needs_no_edit_in_the_scenario_loader(tmp_path: Path, monk
 @pytest.mark.parametrize(("line", "message"), [
     ('attention_kernel = "flsh2"', "options.attention_kernel: unknown value; got 'flsh2'; expected one of auto, "
                                     "flash2, flash3; did you mean 'flash2'?"),
+    ('all_reduce_kernel = "vllm-custm"', "options.all_reduce_kernel: unknown value; got 'vllm-custm'; expected one "
+                                          "of nccl, vllm-custom; did you mean 'vllm-custom'?"),
     ("cuda_graphs = 1", "options.cuda_graphs: not a boolean; got 1; expected true or false"),
     ('fusion = "yes"', "options.fusion: not a boolean; got 'yes'; expected true, false or \"auto\""),
     ("l2_residncy = true", "options.l2_residncy: unknown option; got 'l2_residncy'; expected one of fusion, "),
