@@ -42,6 +42,7 @@ __all__ = [
     "COMPILE_MODES",
     "mode_cost_options",
     "compile_conv_layout",
+    "INDUCTOR_LAYOUT_ROCM",
     "INDUCTOR_CONV_LAYOUT_COPIES",
     "inductor_layout_copies",
     "ALIASES",
@@ -763,10 +764,26 @@ def mode_cost_options(cost: dict[str, Any], mode: str | None) -> dict[str, Any]:
 _TORCH_2_0 = re.compile(r"\b(?:torch|pytorch) 2\.0(?:\.\d+)?\b", re.IGNORECASE)
 
 
-def compile_conv_layout(version: str) -> str:
+#: Inductor's layout optimisation is off by default on ROCm: pytorch/pytorch pull request #111474 ('Disable
+#: inductor layout_opt on ROCm', 2023-10-18; after #107812 had kept it on MI200 only) sets
+#: torch/_inductor/config.py ``layout_opt_default = "1" if not torch.version.hip else "0"``; #116329 (2024-01)
+#: makes it an opt-in there (``TORCHINDUCTOR_LAYOUT_OPTIMIZATION=1``). #171082 (2025-12, '[ROCm] Add Inductor
+#: optimizations with architecture-aware defaults') turns it back on for MI300-class devices (gfx942, gfx950)
+#: only, in builds later than the torch releases of the measured rows (ROCm nightlies of torch 2.4), so an AMD
+#: device is given the contiguous layout here.
+INDUCTOR_LAYOUT_ROCM = ("pytorch/pytorch #111474 (2023-10-18): torch/_inductor/config.py layout_opt_default = "
+                        "\"1\" if not torch.version.hip else \"0\" (opt-in on ROCm since #116329; #171082, 2025-12, "
+                        "re-enables it on MI300-class devices only, later than the torch versions modelled)")
+
+
+def compile_conv_layout(version: str, vendor: str = "") -> str:
     """The memory format torch.compile gives convolutions under the PyTorch release named in ``version``
-    (a measurement's ``framework_version``): ``"nchw"`` for torch 2.0.x, which has no layout optimisation
-    pass, ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1: :data:`_INDUCTOR_LAYOUT`)."""
+    (a measurement's ``framework_version``) on a device by ``vendor``: ``"nchw"`` for torch 2.0.x, which has
+    no layout optimisation pass, and for AMD devices, where the pass is off by default
+    (:data:`INDUCTOR_LAYOUT_ROCM`); ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1:
+    :data:`_INDUCTOR_LAYOUT`)."""
+    if str(vendor).strip().lower().startswith("amd"):
+        return "nchw"
     return "nchw" if _TORCH_2_0.search(str(version)) else "nhwc"
 
 

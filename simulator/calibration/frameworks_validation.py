@@ -129,7 +129,8 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
-        cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
+        # no layout optimisation before torch 2.1, nor by default on ROCm (workloads.frameworks.INDUCTOR_LAYOUT_ROCM)
+        cost["conv_layout"] = compile_conv_layout(m.framework_version, load_device(m.device).vendor)
         if cost["conv_layout"] == "nhwc" and not m.train:
             # the layout optimisation copies contiguous input weights to channels last on every call
             from workloads.frameworks import inductor_layout_copies

@@ -154,7 +154,7 @@ def eval_options(args: argparse.Namespace) -> Any:
         from pathlib import Path
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
-    from simulator.cli.common import profile_from_args
+    from simulator.cli.common import conv_layout_of, profile_from_args
     from workloads.frameworks import mode_cost_options
 
     profile = profile_from_args(args)
@@ -179,5 +179,5 @@ def eval_options(args: argparse.Namespace) -> Any:
                         attention_kernel=cost["attention_kernel"],
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=layout or cost["conv_layout"])
+                        conv_layout=conv_layout_of(args, profile))
     return options_from_settings(settings, where="options", calibration_id=cal_id)
