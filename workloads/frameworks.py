@@ -1099,19 +1099,25 @@ TRTLLM_V05_TACTIC_PROFILE = ("NVIDIA/TensorRT-LLM docs/source/performance.md @ 1
 
 def gemm_tactics_at(graph: Any, tokens: int) -> Any:
     """``graph`` with every linear-layer GEMM (``matmul`` or ``quant_matmul`` on a 2-D weight) whose rows are the
-    step's tokens (more than one row) run with the kernel picked for ``tokens`` rows (``attrs['tactic_m']``, which
-    :func:`simulator.lowering.gpu._gemm_cost` honours): a TensorRT engine's tactic, timed once at its optimisation
-    profile's opt shape and run at every shape of the profile (:data:`TRTLLM_V05_TACTIC_PROFILE`). GEMMs of one row
-    (a last-token LM head at batch 1) and batched GEMMs are kept; shapes, bytes and FLOPs are unchanged."""
+    step's tokens (``batch x seq`` of ``graph.meta``; more than one row) run with the kernel picked for ``tokens``
+    rows (``attrs['tactic_m']``, which :func:`simulator.lowering.gpu._gemm_cost` honours): a TensorRT engine's
+    tactic, timed once at its optimisation profile's opt shape and run at every shape of the profile
+    (:data:`TRTLLM_V05_TACTIC_PROFILE`). Other GEMMs are kept: the LM head of a prefill, which TensorRT-LLM v0.5
+    runs after ``gather_last_token_logits`` on one row per sequence (its M is the batch, outside the num_tokens
+    dimension of the profile), and batched GEMMs; a graph without ``batch`` / ``seq`` meta marks every GEMM of more
+    than one row. Shapes, bytes and FLOPs are unchanged."""
     from workloads.ir import Attrs, Op, OpGraph
     from workloads.semantics import gemm_dims
 
     if int(tokens) < 1:
         raise ValueError(f"gemm_tactics_at: tokens must be positive; got {tokens}; expected >= 1")
+    meta = graph.meta
+    step = int(meta["batch"]) * int(meta.get("seq") or 1) if meta.get("batch") else None
     ops: list[Op] = []
     for op in graph.ops:
         linear = op.kind in ("matmul", "quant_matmul") and len(op.inputs) >= 2 and len(op.inputs[1].shape) == 2
-        if linear and gemm_dims(op)[1] > 1:
+        rows = gemm_dims(op)[1] if linear else 0
+        if rows > 1 and (step is None or rows == step):
             op = Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "tactic_m": int(tokens)}),
                     op.group)
         ops.append(op)
