@@ -122,6 +122,11 @@ _VLLM = ("vllm-project/vllm vllm/model_executor/models/llama.py: QKVParallelLine
 _TRT = "NVIDIA TensorRT developer guide, 'Layer fusion': elementwise, activation and bias fused into GEMM/conv epilogues"
 _TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, masked MHA for generation), "
            "gated-MLP and norm plugins, CUDA graphs in the generation phase")
+#: TensorRT-LLM's fp8 linear layer (``--enable_fp8``; ``quant_algo FP8`` in a checkpoint config) scales its input with a
+#: per-tensor scale calibrated offline, not a per-token reduction: ``EvalOptions.fp8_activation_scale = "static"``.
+TRTLLM_FP8_STATIC_SCALE = ("NVIDIA/TensorRT-LLM tensorrt_llm/quantization/layers.py (release/0.5.0 and later) FP8Linear: "
+                           "activation_scaling_factor = Parameter(shape=(1,)), a calibrated per-tensor scale; forward "
+                           "quantises its input with it before the fp8 GEMM (no absmax pass at run time)")
 _XLA = "openxla/xla docs 'XLA:GPU architecture overview': fusion of elementwise/reduction ops into producer kernels"
 _FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather copies "
           "each parameter's local shard into one flat all-gather input (torch._foreach_copy_, on the all-gather "
@@ -486,6 +491,7 @@ class FrameworkProfile:
     module_calls: bool = False
     attention_kernel: str = "auto"
     conv_layout: str = "nhwc"
+    fp8_activation_scale: str = "dynamic"
     sources: tuple[str, ...] = ()
     devices: tuple[tuple[str, str], ...] = (("", ""),)
     stack: str = ""
@@ -543,7 +549,7 @@ class FrameworkProfile:
                 "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
-                "conv_layout": self.conv_layout}
+                "conv_layout": self.conv_layout, "fp8_activation_scale": self.fp8_activation_scale}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -593,7 +599,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                               _TORCH_SDPA, _TORCH_NCHW), devices=_GRAPH_DEVICES),
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,), devices=_TRT_DEVICES),
-    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,),
+    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, fp8_activation_scale="static",
+                     sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE),
                      devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
                      kv_cache_sizing_source=_TRTLLM_KV_FREE,
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "

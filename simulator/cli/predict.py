@@ -179,5 +179,6 @@ def eval_options(args: argparse.Namespace) -> Any:
                         attention_kernel=cost["attention_kernel"],
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=conv_layout_of(args, profile))
+                        conv_layout=conv_layout_of(args, profile),
+                        fp8_activation_scale=cost["fp8_activation_scale"])
     return options_from_settings(settings, where="options", calibration_id=cal_id)

@@ -73,6 +73,12 @@ class EvalOptions:
         optimisation give cuDNN) or ``"nchw"`` (PyTorch's default contiguous format). cuDNN's
         tensor-core convolutions are NHWC kernels: on an NCHW tensor they run between layout
         transforms of their operands and result (:data:`CONV_LAYOUTS`, ``simulator.lowering.gpu``).
+    fp8_activation_scale
+        How an fp8 (W8A8) linear layer scales its 16-bit input before the fp8 GEMM: ``"dynamic"``
+        (default: a per-token absmax reduction computes the scale, then the cast, as vLLM's and
+        torchao's dynamic fp8 run it) or ``"static"`` (a scale calibrated offline: the cast only,
+        as TensorRT-LLM's ``FP8Linear`` quantises its input with ``activation_scaling_factor``,
+        ``tensorrt_llm/quantization/layers.py``; :data:`FP8_ACTIVATION_SCALES`).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -94,6 +100,7 @@ class EvalOptions:
     eager_framework: bool = False
     eager_modules: bool = False
     conv_layout: str = "nhwc"
+    fp8_activation_scale: str = "dynamic"
     calibration_id: str = ""
     plan: Any = None
 
@@ -103,8 +110,16 @@ class EvalOptions:
 
             raise ValueError(f"options.conv_layout: unknown memory format; got {self.conv_layout!r}; expected one of "
                              f"{', '.join(CONV_LAYOUTS)}" + did_you_mean(str(self.conv_layout).lower(), CONV_LAYOUTS))
+        if self.fp8_activation_scale not in FP8_ACTIVATION_SCALES:
+            from nodeperf.suggest import did_you_mean
+
+            got = str(self.fp8_activation_scale).lower()
+            raise ValueError(f"options.fp8_activation_scale: unknown scaling; got {self.fp8_activation_scale!r}; "
+                             f"expected one of {', '.join(FP8_ACTIVATION_SCALES)}" + did_you_mean(got, FP8_ACTIVATION_SCALES))
 
 
+#: How an fp8 linear layer scales its activations (``EvalOptions.fp8_activation_scale``).
+FP8_ACTIVATION_SCALES = ("dynamic", "static")
 #: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
 CONV_LAYOUTS = ("nhwc", "nchw")
 
@@ -151,6 +166,9 @@ SETTINGS: dict[str, Setting] = {
     "conv_layout": Setting("conv_layout", "str", CONV_LAYOUTS,
                            doc="memory format of convolution activations (nchw: cuDNN's layout transforms "
                                "around 16-bit tensor-core convolutions)"),
+    "fp8_activation_scale": Setting("fp8_activation_scale", "str", FP8_ACTIVATION_SCALES,
+                                    doc="fp8 linear layers' input scale: dynamic (per-token absmax, then the cast) "
+                                        "or static (calibrated offline: the cast only, TensorRT-LLM's FP8Linear)"),
 }
 #: Other names a setting is known by (the :class:`EvalOptions` field name).
 SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
@@ -186,7 +204,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, fp8_activation_scale; did you mean 'fusion'?
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():

@@ -163,6 +163,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("norm_fusion")
     if d["conv_layout"] == "nhwc":  # (likewise)
         d.pop("conv_layout")
+    if d["fp8_activation_scale"] == "dynamic":  # (likewise)
+        d.pop("fp8_activation_scale")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

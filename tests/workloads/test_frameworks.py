@@ -111,7 +111,8 @@ def test_profiles_and_aliases():
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,
                                                    "cuda_graphs": False, "eager_framework": True, "eager_modules": True,
-                                                   "attention_kernel": "auto", "conv_layout": "nchw"}
+                                                   "attention_kernel": "auto", "conv_layout": "nchw",
+                                                   "fp8_activation_scale": "dynamic"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
     unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "vllm", "vllm-v0", "sglang", "sglang-0.3")
