@@ -84,11 +84,15 @@ def run(args: argparse.Namespace) -> int:
 
     check_profile_hardware(args, hw)
     if wants_plan(args):
-        given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--group-size", "group_size"))
+        given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]
-        if given:
-            raise ValueError(f"predict: {'/'.join(given)}: serving precision applies to one-device graphs; got a "
-                             "parallel plan; expected no plan flags (or no precision flags)")
+        if given and args.train:
+            raise ValueError(f"predict: {'/'.join(given)}: serving precision applies to inference steps; got --train "
+                             "with a parallel plan; expected --phase prefill, decode or generate (or --fp8-linears "
+                             "for training)")
+        if getattr(args, "group_size", None) is not None:
+            raise ValueError("predict: --group-size: a parallel plan quantises with the default group size; got "
+                             f"--group-size {args.group_size} with a plan; expected no --group-size (or no plan)")
         from simulator.cli.common import profile_from_args
 
         profile = profile_from_args(args)
