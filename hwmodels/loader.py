@@ -1129,10 +1129,31 @@ def apply_overlay(spec: Any, overlay: str | Path | Mapping[str, Any], *, source:
             continue
         if isinstance(current, int) and not isinstance(current, bool):
             v = int(v)
+        table = empty_scaled_table(spec, path)
+        if table is not None and v != 1.0:
+            problems.add(path, f"nothing to scale on {getattr(spec, 'name', 'this device')}: {table} is empty (no "
+                               f"measured table); got {raw_value!r}; expected 1, or a device whose catalog gives "
+                               "the table (Hopper)")
+            continue
         new = replace_path(new, path, v)
         prov_updates[path] = Provenance(src, f"overlay {where}")
     problems.raise_if_any()
     return _with_provenance(new, prov_updates)
+
+
+def empty_scaled_table(spec: Any, path: str) -> str | None:
+    """The table path ``X`` when ``path`` is ``X_scale``, a factor on every ratio of a table-valued field
+    (``efficiency.flash2_causal_fwd_ratio_scale``), and ``spec`` has no rows in ``X``: setting the factor to
+    anything but 1 there changes nothing (a located error for overlays, sweep axes and calibration). None
+    otherwise."""
+    base = str(path).removesuffix("_scale")
+    if base == path:
+        return None
+    try:
+        table = get_path(spec, base)
+    except SpecError:
+        return None
+    return base if isinstance(table, tuple) and not table else None
 
 
 def _field_choices(spec: Any, path: str) -> tuple[str, ...] | None:

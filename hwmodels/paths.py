@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels import spec as _spec_module
-from hwmodels.loader import field_unit, numeric_paths
+from hwmodels.loader import empty_scaled_table, field_unit, numeric_paths
 from hwmodels.spec import DeviceSpec, Provenance, SpecError, SystemSpec
 from hwmodels.spec import get_path as _spec_get_path
 from hwmodels.spec import replace_path as _spec_replace_path
@@ -124,6 +124,15 @@ def _known_paths(spec: DeviceSpec | SystemSpec) -> list[str]:
 
 def _unknown_path(spec: Any, path: str) -> SweepPathError:
     choices = known_paths(spec)
+    try:
+        value = _spec_get_path(spec, path)
+    except (SpecError, AttributeError, KeyError, TypeError):
+        value = None
+    if isinstance(value, tuple):  # a table-valued field (rows): swept by the factor on it where there is one
+        scale = f"{path}_scale"
+        hint = f"; sweep its factor '{scale}' instead" if scale in choices else ""
+        return SweepPathError(f"{_spec_name(spec)}: {path}: a table (rows), not a numeric field; got {path!r}; "
+                              f"expected a numeric field{hint}")
     near = near_match(path, choices, n=_NEAR, cutoff=0.5)
     if not near:  # a misspelt leaf under the right parent: offer that parent's fields
         parent = path.rsplit(".", 1)[0] + "."
@@ -318,6 +327,11 @@ def with_overrides(spec: DeviceSpec | SystemSpec, overrides: Mapping[str, Any], 
             v = parse_quantity(value, unit, path=f"{_spec_name(spec)}: {full}", clock_hz=clock)
             if isinstance(current, int) and not isinstance(current, bool):
                 v = int(v)
+            table = empty_scaled_table(spec, full)
+            if table is not None and v != 1.0:
+                raise SweepPathError(f"{_spec_name(spec)}: {full}: nothing to scale; got {value!r} on a device whose "
+                                     f"{table} is empty (no measured table); expected 1, or a device whose catalog "
+                                     "gives the table (Hopper)")
         new = _spec_replace_path(new, full, v)
         prov[full] = Provenance(source, "")
     return _with_provenance(new, prov)

@@ -42,6 +42,7 @@ __all__ = [
     "COMPILE_MODES",
     "mode_cost_options",
     "compile_conv_layout",
+    "INDUCTOR_LAYOUT_ROCM",
     "INDUCTOR_CONV_LAYOUT_COPIES",
     "inductor_layout_copies",
     "ALIASES",
@@ -121,6 +122,11 @@ _VLLM = ("vllm-project/vllm vllm/model_executor/models/llama.py: QKVParallelLine
 _TRT = "NVIDIA TensorRT developer guide, 'Layer fusion': elementwise, activation and bias fused into GEMM/conv epilogues"
 _TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, masked MHA for generation), "
            "gated-MLP and norm plugins, CUDA graphs in the generation phase")
+#: TensorRT-LLM's fp8 linear layer (``--enable_fp8``; ``quant_algo FP8`` in a checkpoint config) scales its input with a
+#: per-tensor scale calibrated offline, not a per-token reduction: ``EvalOptions.fp8_activation_scale = "static"``.
+TRTLLM_FP8_STATIC_SCALE = ("NVIDIA/TensorRT-LLM tensorrt_llm/quantization/layers.py (release/0.5.0 and later) FP8Linear: "
+                           "activation_scaling_factor = Parameter(shape=(1,)), a calibrated per-tensor scale; forward "
+                           "quantises its input with it before the fp8 GEMM (no absmax pass at run time)")
 _XLA = "openxla/xla docs 'XLA:GPU architecture overview': fusion of elementwise/reduction ops into producer kernels"
 _FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather copies "
           "each parameter's local shard into one flat all-gather input (torch._foreach_copy_, on the all-gather "
@@ -497,6 +503,7 @@ class FrameworkProfile:
     module_calls: bool = False
     attention_kernel: str = "auto"
     conv_layout: str = "nhwc"
+    fp8_activation_scale: str = "dynamic"
     sources: tuple[str, ...] = ()
     devices: tuple[tuple[str, str], ...] = (("", ""),)
     stack: str = ""
@@ -556,7 +563,8 @@ class FrameworkProfile:
                 "cuda_graphs": self.cuda_graphs,
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
-                "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel}
+                "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel,
+                "fp8_activation_scale": self.fp8_activation_scale}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -606,7 +614,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                               _TORCH_SDPA, _TORCH_NCHW), devices=_GRAPH_DEVICES),
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,), devices=_TRT_DEVICES),
-    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, sources=(_TRTLLM,),
+    FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, fp8_activation_scale="static",
+                     sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE),
                      devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
                      kv_cache_sizing_source=_TRTLLM_KV_FREE,
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
@@ -781,10 +790,26 @@ def mode_cost_options(cost: dict[str, Any], mode: str | None) -> dict[str, Any]:
 _TORCH_2_0 = re.compile(r"\b(?:torch|pytorch) 2\.0(?:\.\d+)?\b", re.IGNORECASE)
 
 
-def compile_conv_layout(version: str) -> str:
+#: Inductor's layout optimisation is off by default on ROCm: pytorch/pytorch pull request #111474 ('Disable
+#: inductor layout_opt on ROCm', 2023-10-18; after #107812 had kept it on MI200 only) sets
+#: torch/_inductor/config.py ``layout_opt_default = "1" if not torch.version.hip else "0"``; #116329 (2024-01)
+#: makes it an opt-in there (``TORCHINDUCTOR_LAYOUT_OPTIMIZATION=1``). #171082 (2025-12, '[ROCm] Add Inductor
+#: optimizations with architecture-aware defaults') turns it back on for MI300-class devices (gfx942, gfx950)
+#: only, in builds later than the torch releases of the measured rows (ROCm nightlies of torch 2.4), so an AMD
+#: device is given the contiguous layout here.
+INDUCTOR_LAYOUT_ROCM = ("pytorch/pytorch #111474 (2023-10-18): torch/_inductor/config.py layout_opt_default = "
+                        "\"1\" if not torch.version.hip else \"0\" (opt-in on ROCm since #116329; #171082, 2025-12, "
+                        "re-enables it on MI300-class devices only, later than the torch versions modelled)")
+
+
+def compile_conv_layout(version: str, vendor: str = "") -> str:
     """The memory format torch.compile gives convolutions under the PyTorch release named in ``version``
-    (a measurement's ``framework_version``): ``"nchw"`` for torch 2.0.x, which has no layout optimisation
-    pass, ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1: :data:`_INDUCTOR_LAYOUT`)."""
+    (a measurement's ``framework_version``) on a device by ``vendor``: ``"nchw"`` for torch 2.0.x, which has
+    no layout optimisation pass, and for AMD devices, where the pass is off by default
+    (:data:`INDUCTOR_LAYOUT_ROCM`); ``"nhwc"`` otherwise (Inductor's ``decide_layout_opt``, from torch 2.1:
+    :data:`_INDUCTOR_LAYOUT`)."""
+    if str(vendor).strip().lower().startswith("amd"):
+        return "nchw"
     return "nchw" if _TORCH_2_0.search(str(version)) else "nhwc"
 
 
@@ -1100,19 +1125,25 @@ TRTLLM_V05_TACTIC_PROFILE = ("NVIDIA/TensorRT-LLM docs/source/performance.md @ 1
 
 def gemm_tactics_at(graph: Any, tokens: int) -> Any:
     """``graph`` with every linear-layer GEMM (``matmul`` or ``quant_matmul`` on a 2-D weight) whose rows are the
-    step's tokens (more than one row) run with the kernel picked for ``tokens`` rows (``attrs['tactic_m']``, which
-    :func:`simulator.lowering.gpu._gemm_cost` honours): a TensorRT engine's tactic, timed once at its optimisation
-    profile's opt shape and run at every shape of the profile (:data:`TRTLLM_V05_TACTIC_PROFILE`). GEMMs of one row
-    (a last-token LM head at batch 1) and batched GEMMs are kept; shapes, bytes and FLOPs are unchanged."""
+    step's tokens (``batch x seq`` of ``graph.meta``; more than one row) run with the kernel picked for ``tokens``
+    rows (``attrs['tactic_m']``, which :func:`simulator.lowering.gpu._gemm_cost` honours): a TensorRT engine's
+    tactic, timed once at its optimisation profile's opt shape and run at every shape of the profile
+    (:data:`TRTLLM_V05_TACTIC_PROFILE`). Other GEMMs are kept: the LM head of a prefill, which TensorRT-LLM v0.5
+    runs after ``gather_last_token_logits`` on one row per sequence (its M is the batch, outside the num_tokens
+    dimension of the profile), and batched GEMMs; a graph without ``batch`` / ``seq`` meta marks every GEMM of more
+    than one row. Shapes, bytes and FLOPs are unchanged."""
     from workloads.ir import Attrs, Op, OpGraph
     from workloads.semantics import gemm_dims
 
     if int(tokens) < 1:
         raise ValueError(f"gemm_tactics_at: tokens must be positive; got {tokens}; expected >= 1")
+    meta = graph.meta
+    step = int(meta["batch"]) * int(meta.get("seq") or 1) if meta.get("batch") else None
     ops: list[Op] = []
     for op in graph.ops:
         linear = op.kind in ("matmul", "quant_matmul") and len(op.inputs) >= 2 and len(op.inputs[1].shape) == 2
-        if linear and gemm_dims(op)[1] > 1:
+        rows = gemm_dims(op)[1] if linear else 0
+        if rows > 1 and (step is None or rows == step):
             op = Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "tactic_m": int(tokens)}),
                     op.group)
         ops.append(op)

@@ -203,6 +203,16 @@ def _table_scale_bounds(device: DeviceSpec, path: str) -> tuple[float, float] | 
     return 0.5, 1.0 / max(r for _, r in table)
 
 
+def _check_table_scale_upper(path: str, upper: float, most: float) -> None:
+    """Refuse an upper bound on a table's scale above ``most`` (the factor that takes the table's largest ratio
+    to 1): the scaled ratios are held at 1, so the fit would be flat above it."""
+    if upper > most * (1.0 + 1e-12):
+        base = path.removesuffix("_scale")
+        raise SpecError(f"calibration params: {path}: upper bound; got {upper:.6g}; expected at most {most:.6g}, "
+                        f"the factor that takes the largest ratio of {base} to 1 (the scaled ratios are held at 1, "
+                        "so the fit is flat above it)")
+
+
 def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] | None] | Iterable[Param],
             device: DeviceSpec) -> list[Param]:
     out: list[Param] = []
@@ -220,7 +230,10 @@ def _params(spec: Iterable[str] | Mapping[str, tuple[float | str, float | str] |
             v = get_path(device, path)
         except SpecError as exc:
             raise SpecError(f"calibration params: {exc}") from None
-        bounds = bounds if bounds is not None else _table_scale_bounds(device, path)
+        table_bounds = _table_scale_bounds(device, path)  # (a device without the table: refused here)
+        if bounds is not None and table_bounds is not None:
+            _check_table_scale_upper(path, _bound(bounds[1], float(v), path), table_bounds[1])
+        bounds = bounds if bounds is not None else table_bounds
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise SpecError(f"calibration params: {path}: not a numeric field; got {v!r}; expected a path to a number")
         if v == 0 and bounds is not None:  # an additive term not modelled by default: fit on a linear scale

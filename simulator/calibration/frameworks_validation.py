@@ -129,7 +129,8 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
-        cost["conv_layout"] = compile_conv_layout(m.framework_version)  # no layout optimisation before torch 2.1
+        # no layout optimisation before torch 2.1, nor by default on ROCm (workloads.frameworks.INDUCTOR_LAYOUT_ROCM)
+        cost["conv_layout"] = compile_conv_layout(m.framework_version, load_device(m.device).vendor)
         if cost["conv_layout"] == "nhwc" and not m.train:
             # the layout optimisation copies contiguous input weights to channels last on every call
             from workloads.frameworks import inductor_layout_copies
@@ -147,14 +148,26 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
 #: the host's per-call time runs ahead of the GPU's step.
 DECODE_LOOP_NO_SYNC = ("pytorch-labs/gpt-fast generate.py: multinomial_sample_one_no_sync and decode_n_tokens keep "
                        "the next token on the device (no host synchronisation per token)")
+#: How a row names such a loop (its framework version, source or notes, lower case): gpt-fast and its copies,
+#: torchao's ``generate.py``. Another decode loop (Hugging Face ``generate``, which reads the sampled token on the
+#: host every step) pays the per-call host time.
+_NO_SYNC_LOOPS = ("gpt-fast", "torchao generate.py")
+
+
+def decode_loop_no_sync(m: Measurement) -> bool:
+    """True when row ``m`` is a decode step timed in a loop that never synchronises (:data:`DECODE_LOOP_NO_SYNC`),
+    as its framework version, source or notes name it."""
+    text = f"{m.framework_version} {m.source} {m.notes}".lower()
+    return m.phase == "decode" and any(s in text for s in _NO_SYNC_LOOPS)
 
 
 def compiled_call_host_s(m: Measurement, profile: Any, mode: str | None) -> float:
     """Host time of one call of a compiled program outside its kernels (the profile's ``call_host_s``, plus
-    ``graph_call_host_s`` under a CUDA-graph mode), serial with a forward timed call by call; 0 for a decode
-    step of a loop that never synchronises (:data:`DECODE_LOOP_NO_SYNC`: the host runs ahead of the GPU) and
-    for profiles without the figures."""
-    if m.phase == "decode":
+    ``graph_call_host_s`` under a CUDA-graph mode), serial with a step timed call by call; 0 for a decode step
+    of a loop that never synchronises (:func:`decode_loop_no_sync`, gpt-fast's: the host runs ahead of the GPU)
+    and for profiles without the figures. The figures are one 2025 measurement (pytorch/pytorch issue #150488,
+    host and model unstated), assumed for torch 2.0.1 and for ROCm hosts too."""
+    if decode_loop_no_sync(m):
         return 0.0
     graphs = mode in ("reduce-overhead", "max-autotune")
     return float(profile.call_host_s) + (float(profile.graph_call_host_s) if graphs else 0.0)

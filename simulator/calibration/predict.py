@@ -42,6 +42,9 @@ _EAGER = re.compile(r"Eager PyTorch")
 # a row whose notes state that its kernels were launched one by one although the stack fuses (TensorRT-LLM's
 # gptSessionBenchmark without --enable_cuda_graph)
 _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
+# a row built with TensorRT-LLM's fp8 linear layers (v0.5 / v0.6.1 `--enable_fp8`, v0.9.0 checkpoint `quant_algo FP8`):
+# their input scale is a calibrated constant (workloads.frameworks.TRTLLM_FP8_STATIC_SCALE), no per-token absmax
+_FP8_STATIC_SCALE = re.compile(r"--enable_fp8\b|\bquant_algo FP8\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -203,7 +206,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        allow_tf32=row.get("dtype") == "tf32",
                        attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
                        eager_modules=bool(_EAGER.search(text)),
-                       conv_layout="nchw" if _NCHW.search(text) else "nhwc")
+                       conv_layout="nchw" if _NCHW.search(text) else "nhwc",
+                       fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

@@ -199,8 +199,7 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
         graph = with_profile_meta(graph, profile)
     if getattr(args, "autocast", False):
         graph = _with_autocast(graph, args, profile)
-    if profile is not None and profile.name == "compile" and not args.train \
-            and (getattr(args, "conv_layout", None) or profile.conv_layout) == "nhwc":
+    if profile is not None and profile.name == "compile" and not args.train and conv_layout_of(args, profile) == "nhwc":
         # Inductor's layout optimisation copies contiguous input weights to channels last on every call
         from workloads.frameworks import inductor_layout_copies
 
@@ -249,6 +248,33 @@ def profile_from_args(args: argparse.Namespace) -> Any:
     from workloads.frameworks import get_profile
 
     return get_profile(name)  # '' included: refused as an empty name
+
+
+def conv_layout_of(args: argparse.Namespace, profile: Any) -> str:
+    """The memory format convolutions receive: ``--conv-layout``, else the profile's; torch.compile's
+    depends on the device's vendor (Inductor's layout optimisation is off by default on ROCm:
+    :data:`workloads.frameworks.INDUCTOR_LAYOUT_ROCM`)."""
+    given = getattr(args, "conv_layout", None)
+    if given:
+        return str(given)
+    if profile.name != "compile":
+        return str(profile.conv_layout)
+    from workloads.frameworks import compile_conv_layout
+
+    return compile_conv_layout("", hardware_vendor(args))
+
+
+def hardware_vendor(args: argparse.Namespace) -> str:
+    """The vendor of the device ``--hardware`` names ("" without one)."""
+    name = getattr(args, "hardware", None)
+    if not name:
+        return ""
+    from simulator.hardware import load_hardware
+
+    hw = load_hardware(name, getattr(args, "calibration", None))
+    devices = getattr(hw, "devices", None)
+    dev = getattr(devices[0], "device", devices[0]) if devices else getattr(hw, "device", hw)
+    return str(getattr(dev, "vendor", "") or "")
 
 
 def check_profile_hardware(args: argparse.Namespace, hw: Any) -> None:

@@ -192,14 +192,16 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     if args.streams is not None:
         raise ValueError("predict: --streams: a parallel plan runs one stream per device; got --streams with a plan; "
                          "expected no --streams")
+    # serving precision of every step (--weight-dtype / --kv-dtype, inference only: simulator.cli.predict.run)
+    quant = {k: getattr(args, k) for k in ("weight_dtype", "kv_dtype") if getattr(args, k, None) is not None}
     if args.phase == "generate":
         res = generate_request(args.model, hw, plan, opts, input_len=args.input_len, output_len=args.output_len,
-                               batch=args.batch or 1, dtype=args.dtype)
+                               batch=args.batch or 1, dtype=args.dtype, **quant)
     else:
         res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
                             optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
-                            framework=_plan_framework(args.framework))
+                            framework=_plan_framework(args.framework), **quant)
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()

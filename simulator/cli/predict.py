@@ -84,11 +84,15 @@ def run(args: argparse.Namespace) -> int:
 
     check_profile_hardware(args, hw)
     if wants_plan(args):
-        given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"), ("--group-size", "group_size"))
+        given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]
-        if given:
-            raise ValueError(f"predict: {'/'.join(given)}: serving precision applies to one-device graphs; got a "
-                             "parallel plan; expected no plan flags (or no precision flags)")
+        if given and args.train:
+            raise ValueError(f"predict: {'/'.join(given)}: serving precision applies to inference steps; got --train "
+                             "with a parallel plan; expected --phase prefill, decode or generate (or --fp8-linears "
+                             "for training)")
+        if getattr(args, "group_size", None) is not None:
+            raise ValueError("predict: --group-size: a parallel plan quantises with the default group size; got "
+                             f"--group-size {args.group_size} with a plan; expected no --group-size (or no plan)")
         from simulator.cli.common import profile_from_args
 
         profile = profile_from_args(args)
@@ -154,7 +158,7 @@ def eval_options(args: argparse.Namespace) -> Any:
         from pathlib import Path
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
-    from simulator.cli.common import profile_from_args
+    from simulator.cli.common import conv_layout_of, profile_from_args
     from workloads.frameworks import mode_cost_options
 
     profile = profile_from_args(args)
@@ -179,5 +183,6 @@ def eval_options(args: argparse.Namespace) -> Any:
                         attention_kernel=cost["attention_kernel"],
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=layout or cost["conv_layout"], all_reduce_kernel=cost["all_reduce_kernel"])
+                        conv_layout=conv_layout_of(args, profile), all_reduce_kernel=cost["all_reduce_kernel"],
+                        fp8_activation_scale=cost["fp8_activation_scale"])
     return options_from_settings(settings, where="options", calibration_id=cal_id)

@@ -119,17 +119,32 @@ def spec_digest(spec: DeviceSpec | SystemSpec) -> str:
 
 def spec_tree(obj: Any) -> Any:
     """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
-    provenance and file names left out, and an absent ``dvfs`` table too (so the digests of specs
-    without DVFS data did not change when the table was added)."""
+    provenance and file names left out, and fields at their "absent" value too: a ``dvfs`` table of
+    None, an empty ``flash2_causal_fwd_ratio`` table and a ``flash2_causal_fwd_ratio_scale`` of exactly
+    1 (so the digests of specs without those data did not change when the fields were added, and sweep
+    stores keyed on them keep their points)."""
     if dataclasses.is_dataclass(obj):
         return {f.name: spec_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if f.name not in ("provenance", "source_file")
-                and not (f.name == "dvfs" and getattr(obj, f.name) is None)}
+                if f.name not in ("provenance", "source_file") and not _absent_field(f.name, getattr(obj, f.name))}
     if isinstance(obj, dict):
         return {str(k): spec_tree(v) for k, v in sorted(obj.items())}
     if isinstance(obj, (list, tuple)):
         return [spec_tree(x) for x in obj]
     return obj
+
+
+# fields added after sweep stores were keyed on spec digests, by the value meaning "no data": a spec
+# holding that value is hashed as it was before the field existed
+_ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "flash2_causal_fwd_ratio_scale": 1.0}
+
+
+def _absent_field(name: str, value: Any) -> bool:
+    if name not in _ABSENT_FIELDS:
+        return False
+    absent = _ABSENT_FIELDS[name]
+    if absent is None or absent == ():
+        return value is None or (isinstance(value, (tuple, list)) and len(value) == 0)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == absent
 
 
 def _spec_digest(spec: DeviceSpec | SystemSpec) -> tuple[str, bool]:

@@ -80,6 +80,13 @@ class EvalOptions:
         (:data:`ALL_REDUCE_KERNELS`: ``"vllm-custom"``, vLLM's custom all-reduce, which SGLang also runs) for the
         messages it takes where a published table covers the fabric (:func:`hwmodels.collectives.engine_all_reduce`;
         NCCL otherwise).
+
+    fp8_activation_scale
+        How an fp8 (W8A8) linear layer scales its 16-bit input before the fp8 GEMM: ``"dynamic"``
+        (default: a per-token absmax reduction computes the scale, then the cast, as vLLM's and
+        torchao's dynamic fp8 run it) or ``"static"`` (a scale calibrated offline: the cast only,
+        as TensorRT-LLM's ``FP8Linear`` quantises its input with ``activation_scaling_factor``,
+        ``tensorrt_llm/quantization/layers.py``; :data:`FP8_ACTIVATION_SCALES`).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -102,6 +109,8 @@ class EvalOptions:
     eager_modules: bool = False
     conv_layout: str = "nhwc"
     all_reduce_kernel: str = "nccl"
+
+    fp8_activation_scale: str = "dynamic"
     calibration_id: str = ""
     plan: Any = None
 
@@ -118,7 +127,16 @@ class EvalOptions:
                              f"expected one of {', '.join(ALL_REDUCE_KERNELS)}"
                              + did_you_mean(str(self.all_reduce_kernel).lower(), ALL_REDUCE_KERNELS))
 
+        if self.fp8_activation_scale not in FP8_ACTIVATION_SCALES:
+            from nodeperf.suggest import did_you_mean
 
+            got = str(self.fp8_activation_scale).lower()
+            raise ValueError(f"options.fp8_activation_scale: unknown scaling; got {self.fp8_activation_scale!r}; "
+                             f"expected one of {', '.join(FP8_ACTIVATION_SCALES)}" + did_you_mean(got, FP8_ACTIVATION_SCALES))
+
+
+#: How an fp8 linear layer scales its activations (``EvalOptions.fp8_activation_scale``).
+FP8_ACTIVATION_SCALES = ("dynamic", "static")
 #: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
 CONV_LAYOUTS = ("nhwc", "nchw")
 #: Who runs a one-node all-reduce (``EvalOptions.all_reduce_kernel``): NCCL, or an engine's own kernel
@@ -171,6 +189,10 @@ SETTINGS: dict[str, Setting] = {
     "all_reduce_kernel": Setting("all_reduce_kernel", "str", ALL_REDUCE_KERNELS,
                                  doc="who runs a one-node all-reduce: nccl, or a serving engine's own kernel "
                                      "(vllm-custom: vLLM's custom all-reduce, also SGLang's)"),
+
+    "fp8_activation_scale": Setting("fp8_activation_scale", "str", FP8_ACTIVATION_SCALES,
+                                    doc="fp8 linear layers' input scale: dynamic (per-token absmax, then the cast) "
+                                        "or static (calibrated offline: the cast only, TensorRT-LLM's FP8Linear)"),
 }
 #: Other names a setting is known by (the :class:`EvalOptions` field name).
 SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
@@ -206,7 +228,8 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, fp8_activation_scale; did you mean 'fusion'?
+
     """
     values: dict[str, Any] = {}
     for name, value in settings.items():

@@ -152,6 +152,18 @@ class VariantResult:
 
 def _column(spec: DeviceSpec | SystemSpec, path: str, values: Any) -> tuple[np.ndarray, bool]:
     """(SI values as a 1-D array, numeric?) of one override, every element checked against the field."""
+    out, numeric = _column_values(spec, path, values)
+    if numeric and np.any(out != 1.0):
+        from hwmodels.loader import empty_scaled_table
+
+        table = empty_scaled_table(spec, resolve_path(spec, path))
+        if table is not None:
+            raise SweepPathError(f"{path}: nothing to scale; got {values!r} on a device whose {table} is empty (no "
+                                 "measured table); expected 1, or a device whose catalog gives the table (Hopper)")
+    return out, numeric
+
+
+def _column_values(spec: DeviceSpec | SystemSpec, path: str, values: Any) -> tuple[np.ndarray, bool]:
     unit = field_unit_of(spec, path)
     arr = np.asarray(values)
     if arr.ndim > 1:

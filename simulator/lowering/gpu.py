@@ -373,15 +373,21 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
         return _fastest(options)
     g = _gemm_cost(ctx, m, n, k, batch=batch, dtype=dt, in_bytes=mean_bytes, out_bytes=out_bytes, b_shared=b_shared,
                    rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes, tactic_m=op.attrs.get("tactic_m"))
-    # fp8 W8A8: a per-token dynamic quantisation of the activations runs first (absmax, scale, cast)
+    # fp8 W8A8: the activations are quantised first. Dynamic scaling (the default): per token, an absmax pass,
+    # the scale (4 B a row) and the cast, 2 FLOPs an element; a static scale (EvalOptions.fp8_activation_scale,
+    # TensorRT-LLM's FP8Linear and its calibrated activation_scaling_factor): the cast only, 1 FLOP an element
+    static = getattr(ctx.options, "fp8_activation_scale", "dynamic") == "static"
+    per_elem = 1.0 if static else 2.0
     p32 = ctx.params("fp32")
-    s = gpu.streaming(mk * act_bytes, mk * 1.0 + batch * m * 4.0, 2.0 * mk, p32, l2_resident_bytes=ctx.resident_bytes)
+    s = gpu.streaming(mk * act_bytes, mk * 1.0 + (0.0 if static else batch * m * 4.0), per_elem * mk, p32,
+                      l2_resident_bytes=ctx.resident_bytes)
+    what = "activations cast to fp8 with a static scale" if static else "activations quantised to fp8 per token"
     return dataclasses.replace(
         g, compute_s=g.compute_s + _f(s.compute_s), memory_s=g.memory_s + _f(s.memory_s),
         latency_s=g.latency_s + _f(s.latency_s), dram_bytes=g.dram_bytes + _f(s.dram_bytes),
-        l2_bytes=g.l2_bytes + _f(s.l2_bytes), vector_flops=g.vector_flops + 2.0 * mk, kernels=2,
-        rule="fp8-quant+gemm", notes="; ".join(x for x in (g.notes, "activations quantised to fp8 per token") if x)
-        if np.ndim(g.compute_s) == 0 else "")
+        l2_bytes=g.l2_bytes + _f(s.l2_bytes), vector_flops=g.vector_flops + per_elem * mk, kernels=2,
+        rule="fp8-cast+gemm" if static else "fp8-quant+gemm",
+        notes="; ".join(x for x in (g.notes, what) if x) if np.ndim(g.compute_s) == 0 else "")
 
 
 def _compulsory_dram(tile: KernelCost, comp: KernelCost, p: gpu.GpuParams) -> KernelCost:

@@ -140,11 +140,9 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
         return options, profile
     from simulator.engines.options import options_from_settings
 
-    cost = profile.cost_options()
-    settings = {"fusion": cost["fusion"], "epilogue_fusion": cost["epilogue_fusion"], "cuda_graphs": cost["cuda_graphs"],
-                "attention_kernel": cost["attention_kernel"], "eager_framework": cost["eager_framework"],
-                "eager_modules": cost["eager_modules"], "conv_layout": cost["conv_layout"],
-                "all_reduce_kernel": cost["all_reduce_kernel"]}
+    # every cost option the profile states (fusion, norm_fusion, cuda_graphs, ...), as `predict --framework` prices
+    # them: copied whole, so an option added to FrameworkProfile.cost_options cannot be left out here
+    settings = dict(profile.cost_options())
     return options_from_settings(settings, where="framework"), profile
 
 

@@ -163,6 +163,10 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("norm_fusion")
     if d["conv_layout"] == "nhwc":  # (likewise)
         d.pop("conv_layout")
+    if d["fp8_activation_scale"] == "dynamic":  # (likewise)
+        d.pop("fp8_activation_scale")
+    if d["all_reduce_kernel"] == "nccl":  # (likewise)
+        d.pop("all_reduce_kernel")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

@@ -225,9 +225,10 @@ class ModelProblem:
             axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
         axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
-            raise TuneError("--weight-dtype/--kv-dtype: serving precision is applied to one-device inference graphs; "
-                            f"got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
-                            "expected one-device hardware and --phase prefill, decode or forward")
+            raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
+                            f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
+                            "expected one-device hardware and --phase prefill, decode or forward (a plan at one "
+                            "precision: `predict --weight-dtype/--kv-dtype` with --tp/--pp)")
         self.sequence_parallel = bool(sequence_parallel)
         if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1):
             raise TuneError(f"--fill: got {fill!r}; expected a share of the devices in (0, 1], e.g. 0.85")

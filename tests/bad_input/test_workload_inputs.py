@@ -457,12 +457,17 @@ def test_config_reader_itself_bounds_nesting_and_number_size(tmp_path):
 
 
 @pytest.mark.parametrize("flags, part", [
-    (["--weight-dtype", "int4"], "--weight-dtype"),
-    (["--kv-dtype", "fp8"], "--kv-dtype"),
+    (["--weight-dtype", "int4", "--group-size", "64"], "--group-size"),
     (["--framework", "eager"], "--framework eager"),
-], ids=["weight-dtype", "kv-dtype", "eager-framework"])
+], ids=["group-size", "eager-framework"])
 def test_plan_with_options_it_would_ignore_is_refused(capsys, flags, part):
-    """A parallel plan builds its own per-stage graphs: options it cannot honour are errors, not silently dropped."""
+    """A parallel plan builds its own per-stage graphs: options it cannot honour are errors, not silently dropped
+    (--weight-dtype / --kv-dtype it honours: tests/simulator/cli/test_predict_plan_precision.py)."""
 
     rc = main(["predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--phase", "decode", *flags])
     one_line(rc, capsys.readouterr().err, part, "parallel plan")
+
+
+def test_plan_training_step_with_serving_precision_is_refused(capsys):
+    rc = main(["predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--train", "--kv-dtype", "fp8"])
+    one_line(rc, capsys.readouterr().err, "--kv-dtype", "inference steps", "--train with a parallel plan")

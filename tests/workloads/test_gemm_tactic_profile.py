@@ -18,6 +18,7 @@ from simulator.engines.analytical import evaluate
 from workloads.frameworks import gemm_tactics_at
 from workloads.ir import OpGraph
 from workloads.resolve import load_workload
+from workloads.semantics import gemm_dims
 
 _FIRST_TOKEN = {"pub-090", "pub-091", "pub-092", "pub-093", "pub-113", "pub-114"}
 
@@ -62,6 +63,17 @@ def test_transform_marks_the_token_gemms_only():
     # nothing else changes: shapes, FLOPs and bytes
     assert sum(op.flops for op in t.ops) == sum(op.flops for op in g.ops)
     assert all(a.inputs == b.inputs and a.outputs == b.outputs for a, b in zip(g.ops, t.ops, strict=True))
+
+
+def test_lm_head_at_batch_4_keeps_its_own_kernel():
+    """At batch 4 the prefill's LM head has 4 rows (TensorRT-LLM v0.5 runs it after gather_last_token_logits, one
+    row per sequence), not the step's 4 x 128 = 512 tokens: only the 32 x 4 token GEMMs are marked."""
+    g = load_workload("llama-2-7b", batch=4, seq=128, phase="prefill", dtype="fp16")
+    t = gemm_tactics_at(g, 65536)
+    marked = [op for op in t.ops if op.attrs.get("tactic_m") == 65536]
+    assert len(marked) == 32 * 4 and all(gemm_dims(op)[1] == 512 for op in marked)
+    head = [op for op in t.ops if op.kind == "matmul" and op.outputs[0].shape[-1] == 32000]
+    assert len(head) == 1 and gemm_dims(head[0])[1] == 4 and "tactic_m" not in head[0].attrs
 
 
 def test_bad_token_count_is_a_located_error():

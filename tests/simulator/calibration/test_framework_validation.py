@@ -41,8 +41,9 @@ def test_groups_and_measured_errors(result):
     # host time of Dynamo and the CUDA-graph tree, 18.5% -> 16.1%, all 16.5% -> 15.7%; cuDNN's layout transforms
     # around TF32 convolutions on NCHW tensors, or cuDNN's FFMA kernels on NCHW where faster (the torch 2.0.1
     # ResNet-50 rows on an A100: batch 1/4 eager better, batch 16 and compiled worse): compile 16.1% -> 17.0%,
-    # eager 16.9% -> 16.4%, all 15.7% -> 16.0%)
-    expected = {"compile": (17.0, -12.6), "eager": (16.4, -15.7), "sdpa": (13.9, -3.1), "sglang": (9.5, -10.9),
+    # eager 16.9% -> 16.4%, all 15.7% -> 16.0%; no layout optimisation by default on ROCm (pytorch/pytorch
+    # #111474), so the MI210 compiled rows fw-063..069 lose their channels-last copies: compile 17.04% -> 17.06%)
+    expected = {"compile": (17.1, -12.6), "eager": (16.4, -15.7), "sdpa": (13.9, -3.1), "sglang": (9.5, -10.9),
                 "vllm": (1.2, -1.2), "vllm-v0": (21.0, -22.1)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name

@@ -145,6 +145,9 @@ def test_sweep_and_realtime_options_carry_the_epilogue_switch():
     assert "gemv_generated" in OPTION_KEYS and "gemv_generated" in _OPTION_KEYS
     assert "gemv_generated" not in _options_identity({"fusion": True})
     assert _eval_options({"fusion": True, "gemv_generated": True}).gemv_generated is True
+    # the engines' all-reduce kernel (added later): NCCL, the default, keeps stored points' identity
+    assert "all_reduce_kernel" in OPTION_KEYS and "all_reduce_kernel" not in _options_identity({"fusion": True})
+    assert _options_identity({"fusion": True, "all_reduce_kernel": "vllm-custom"})["all_reduce_kernel"] == "vllm-custom"
 
 
 def _predict_json(capsys, argv):

@@ -143,6 +143,10 @@ def test_profiles_name_their_layout():
     assert compile_conv_layout("torch 2.1.0dev") == "nhwc"
     assert compile_conv_layout("PyTorch 2.4.0a0 (ROCm nightly)") == "nhwc"
     assert compile_conv_layout("torch 2.10.0") == "nhwc"
+    # off by default on ROCm (pytorch/pytorch #111474: layout_opt_default = "1" if not torch.version.hip else "0")
+    assert compile_conv_layout("PyTorch 2.4.0a0 (ROCm nightly)", "AMD") == "nchw"
+    assert compile_conv_layout("torch 2.1.0", "amd") == "nchw"
+    assert compile_conv_layout("PyTorch 2.4.0a0", "NVIDIA") == "nhwc"
 
 
 def _latency(capsys, *argv) -> float:
@@ -160,6 +164,25 @@ def test_cli_flag_and_profile_default(capsys):
     eager_cl = _latency(capsys, *base, "--framework", "eager", "--conv-layout", "nhwc")
     assert nchw > nhwc
     assert eager > eager_cl  # the eager profile's default is NCHW; the flag overrides it
+
+
+def test_compile_on_rocm_runs_contiguous_convolutions_without_layout_copies(capsys):
+    """Inductor's layout optimisation is off by default on ROCm (pytorch/pytorch #111474): on an MI210,
+    ``--framework compile`` gives the NCHW prediction, without the channels-last copies of the image and the
+    k x k weights that ``--conv-layout nhwc`` (the opt-in, TORCHINDUCTOR_LAYOUT_OPTIMIZATION=1) adds."""
+    import json
+
+    base = ["resnet50", "--hardware", "mi210", "--batch", "1", "--dtype", "bf16", "--framework", "compile"]
+    default = _latency(capsys, *base)
+    assert default == _latency(capsys, *base, "--conv-layout", "nchw")
+    assert default < _latency(capsys, *base, "--conv-layout", "nhwc")
+    assert main(["predict", *base, "--json"]) == 0
+    names = [r["name"] for r in json.loads(capsys.readouterr().out)["ops"]]
+    assert names and not any(n.endswith("_channels_last") for n in names)
+    # an NVIDIA device keeps the optimisation and its copies
+    assert main(["predict", base[0], "--hardware", "a100-sxm4-80gb", *base[3:], "--json"]) == 0
+    names = [r["name"] for r in json.loads(capsys.readouterr().out)["ops"]]
+    assert "conv1.weight_channels_last" in names
 
 
 def test_cli_bad_layout_exits_2(capsys):
