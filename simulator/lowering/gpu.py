@@ -84,8 +84,9 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
     # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
     # the DRAM term, the memory time and the bound term all see the source tensor's real traffic
+    power = None if a_operand is not None else _gemm_power(ctx, dtype, p)
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
-                 a_operand=a_operand)
+                 a_operand=a_operand, power=power)
     dram = _f(e.dram_bytes)
     flops = 2.0 * batch * m * n * k
     return KernelCost(
@@ -98,6 +99,29 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         waves=_f(e.waves), ctas_per_sm=_i(e.ctas_per_sm), notes=_gemm_notes(e),
         memory_level=str(e.bound_level) if np.ndim(e.bound_level) == 0 else "",
     )
+
+
+def _gemm_power(ctx: LoweringContext, dtype: str, p: gpu.GpuParams) -> gpu.GemmPower | None:
+    """The power limit and energy model the GEMM's kernel is chosen under (:class:`hwmodels.gpu.GemmPower`):
+    the engine's own coefficients (``simulator.engines.analytical.EnergyCoefficients``) and the device's
+    ``power`` and ``[dvfs]`` fields; None where the engine applies no power cap (``EvalOptions.power_cap``
+    off) or the device has no dynamic budget (``power.tdp_w <= power.idle_w``)."""
+    from simulator.engines.analytical import EnergyCoefficients
+
+    dev = ctx.device
+    if not getattr(ctx.options, "power_cap", True) or not np.all(np.asarray(dev.power.tdp_w) > np.asarray(dev.power.idle_w)):
+        return None
+    energy = EnergyCoefficients(dev)
+    key = _matrix_key(ctx, dtype, p)
+    per_flop = (energy.per_flop(dev.energy.tensor_j_per_flop, key, "tensor_j_per_flop") if key
+                else energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop"))
+    kw: dict[str, Any] = {}
+    if dev.dvfs is not None:
+        kw = dict(dvfs=True, ref_hz=dev.clock.sustained_hz, base_hz=dev.dvfs.base_hz, boost_hz=dev.clock.boost_hz,
+                  base_voltage_fraction=dev.dvfs.base_voltage_fraction)
+    return gpu.GemmPower(j_per_flop=per_flop, j_per_dram_byte=energy.per_byte["dram"],
+                         j_per_l2_byte=energy.per_byte.get("l2", 0.0), j_per_smem_byte=energy.per_byte.get("smem", 0.0),
+                         idle_w=dev.power.idle_w, tdp_w=dev.power.tdp_w, **kw)
 
 
 def _gemm_notes(e: Any) -> str:
