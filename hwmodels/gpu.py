@@ -1306,7 +1306,9 @@ class GemmPower:
     the on-die path), ``j_per_l2_byte``, ``j_per_smem_byte``; ``idle_w``, ``tdp_w``; with a ``[dvfs]``
     table (``dvfs`` True) the V-f line (``ref_hz``, ``base_hz``, ``boost_hz``, ``base_voltage_fraction``:
     :func:`hwmodels.energy.dvfs_kernel`), else the constant-energy stretch
-    (:func:`hwmodels.energy.power_capped_time`). Fields may be arrays over hardware variants.
+    (:func:`hwmodels.energy.power_capped_time`); ``device_s``: the device time the engine adds to every
+    kernel beyond its modelled work (``efficiency.kernel_device_time_s``), over which the power is averaged
+    too. Fields may be arrays over hardware variants.
     """
 
     j_per_flop: Any
@@ -1320,6 +1322,7 @@ class GemmPower:
     base_hz: Any = 0.0
     boost_hz: Any = 0.0
     base_voltage_fraction: Any = 0.0
+    device_s: Any = 0.0
 
 
 def _capped_times(launch: GemmLaunch, power: GemmPower, t_c: np.ndarray, t_m: np.ndarray, total: np.ndarray,
@@ -1333,19 +1336,20 @@ def _capped_times(launch: GemmLaunch, power: GemmPower, t_c: np.ndarray, t_m: np
     ex = (Ellipsis, None)  # per-variant numbers gain the trailing candidate axis
     f = {k: np.asarray(getattr(power, k), dtype=float)[ex] for k in (
         "j_per_flop", "j_per_dram_byte", "j_per_l2_byte", "j_per_smem_byte", "idle_w", "tdp_w", "ref_hz", "base_hz",
-        "boost_hz", "base_voltage_fraction")}
+        "boost_hz", "base_voltage_fraction", "device_s")}
+    total = total + f["device_s"]
     core = 2.0 * launch.batch * launch.m * launch.n * launch.k * f["j_per_flop"]
     panels = (launch.tile_m + launch.tile_n) * launch.k_padded * launch.in_bytes
     smem = launch.ctas * (gemm_smem_bytes_per_cta(launch) + panels)
     move = (dram * f["j_per_dram_byte"] + launch.ctas * gemm_l2_bytes_per_cta(launch) * f["j_per_l2_byte"]
             + smem * f["j_per_smem_byte"])
     if not power.dvfs:
-        return np.asarray(power_capped_time(total, core + move, f["idle_w"], f["tdp_w"])[0], dtype=float)
+        return np.asarray(power_capped_time(total, core + move, f["idle_w"], f["tdp_w"])[0], dtype=float) - f["device_s"]
     k = dvfs_kernel(compute_s=t_c, memory_s=t_m, fixed_s=total - np.maximum(t_c, t_m), floor_s=0.0 * total,
                     core_j=core + 0.0 * total, other_j=move + 0.0 * total, ref_hz=f["ref_hz"], base_hz=f["base_hz"],
                     boost_hz=f["boost_hz"], base_voltage_fraction=f["base_voltage_fraction"], idle_w=f["idle_w"],
                     tdp_w=f["tdp_w"])
-    return np.asarray(k.time_s, dtype=float)
+    return np.asarray(k.time_s, dtype=float) - f["device_s"]
 
 
 def _capped_choice(launch: GemmLaunch, tm: _Terms, hw: _Hardware, power: GemmPower) -> dict[str, Any]:
