@@ -121,7 +121,8 @@ def _gemm_power(ctx: LoweringContext, dtype: str, p: gpu.GpuParams) -> gpu.GemmP
                   base_voltage_fraction=dev.dvfs.base_voltage_fraction)
     return gpu.GemmPower(j_per_flop=per_flop, j_per_dram_byte=energy.per_byte["dram"],
                          j_per_l2_byte=energy.per_byte.get("l2", 0.0), j_per_smem_byte=energy.per_byte.get("smem", 0.0),
-                         idle_w=dev.power.idle_w, tdp_w=dev.power.tdp_w, **kw)
+                         idle_w=dev.power.idle_w, tdp_w=dev.power.tdp_w,
+                         device_s=dev.efficiency.kernel_device_time_s, **kw)
 
 
 def _gemm_notes(e: Any) -> str:
