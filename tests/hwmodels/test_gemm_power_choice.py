@@ -64,7 +64,7 @@ def _record(device: str, shape: str, dtype: str, cap: bool):
 def test_a100_pcie_4096_fp16_is_chosen_at_the_250_w_limit():
     # Power-blind, the fastest candidate at 1.41 GHz is a 128 x 128 tile with split-K 2 (its partial sums go
     # through L2 and DRAM); at the 250 W limit that traffic costs clock, and the 256 x 128 tile without split-K
-    # is faster (issue 28: pub-101 +30.1% -> +7.8% with the re-derived tensor energy).
+    # is faster (issue 28: pub-101 +30.1% -> +9.2% with the re-derived tensor energy).
     blind = _record("a100-pcie-40gb", "gemm:m=4096,n=4096,k=4096", "fp16", cap=False)
     held = _record("a100-pcie-40gb", "gemm:m=4096,n=4096,k=4096", "fp16", cap=True)
     assert (blind.tile, blind.split_k) == ("128x128x32_s5", 2)
