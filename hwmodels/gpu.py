@@ -1364,6 +1364,10 @@ def _capped_choice(launch: GemmLaunch, tm: _Terms, hw: _Hardware, power: GemmPow
     total = np.where(b(tm.feasible), busy + fixed, np.inf)
     capped = np.where(np.isfinite(total), _capped_times(launch, power, t_c, t_m, np.where(np.isfinite(total), total, 0.0),
                                                         b(tm.dram)), np.inf)
+    if capped.shape != full:  # the power fields vary over variants where the hardware numbers do not
+        full = capped.shape
+        b = functools.partial(np.broadcast_to, shape=full)
+        t_c, t_m, fixed, busy, total = b(t_c), b(t_m), b(fixed), b(busy), b(total)
     best = np.asarray(np.argmin(capped, axis=-1))
     if not np.all(np.isfinite(np.take_along_axis(capped, best[..., None], axis=-1))):
         raise SpecError(f"gemm m={launch.m} n={launch.n} k={launch.k}: no candidate tile fits the SM resources")

@@ -35,14 +35,16 @@ def test_groups_and_measured_errors(result):
     # eager 21.1% -> 18.2%, sdpa 19.4% -> 13.9%, all 18.6% -> 17.0%; eager ViT's matmul copies at batch 4 and 16:
     # eager 18.2% -> 17.7%, all 17.0% -> 16.8%; the activation casts of the eager autocast rows fw-062/066:
     # eager 17.7% -> 17.0%, all 16.8% -> 16.6%; dropout's one-byte mask written in training and read by its
-    # backward: eager 17.0% -> 16.9%, all 16.6% -> 16.5%)
-    expected = {"compile": (17.9, -17.4), "eager": (16.9, -17.2), "sdpa": (13.9, -3.1), "sglang": (9.5, -10.9),
+    # backward: eager 17.0% -> 16.9%, all 16.6% -> 16.5%; the GEMM kernel chosen under the board's power limit,
+    # hwmodels.gpu.GemmPower, with the burn-derived tensor energies re-derived by it: compile 17.9% -> 18.1%,
+    # eager 16.9% -> 17.1%, sdpa 13.9% -> 14.0%, all 16.5% -> 16.7%, rows already fast a little faster)
+    expected = {"compile": (18.1, -17.6), "eager": (17.1, -17.4), "sdpa": (14.0, -3.3), "sglang": (9.6, -11.0),
                 "vllm": (1.2, -1.2), "vllm-v0": (21.0, -22.1)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(16.5, abs=0.2)
+    assert result["all"].mape == pytest.approx(16.7, abs=0.2)
 
 
 def test_v0_engine_host_time_per_decode_step(result):
@@ -95,7 +97,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 16.5%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 16.7%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm",
                                                         "vllm-v0"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
