@@ -85,6 +85,7 @@ __all__ = [
     "simt_gemm_fraction",
     "KernelEstimate",
     "GemmEstimate",
+    "GemmPower",
     "ImplicitOperand",
     "GemmLaunch",
     "gemm_launch",
@@ -1280,6 +1281,97 @@ def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
     return _Terms(occ, feasible, busiest, t_compute, t_smem, t_l2, dram, t_dram, t_mem, fixed, total)
 
 
+@dataclass(frozen=True)
+class GemmPower:
+    """What the board's power limit charges every candidate kernel of a GEMM, so that the tile and split-K
+    are chosen by their time at the clock the limit leaves them (:func:`gemm`'s ``power``).
+
+    A library picks its kernel by speed on the board it runs on, and a board held at its power limit runs
+    each candidate at the clock that candidate's power allows: a candidate that moves more bytes (a
+    narrower tile, a split-K partial sum through L2) draws more of the budget and is slowed more. The
+    fields are the engine's own energy model (:mod:`hwmodels.energy`, ``simulator.engines.analytical``):
+    ``j_per_flop`` the matrix (or SIMT) path's energy per FLOP, ``j_per_dram_byte`` (DRAM devices plus
+    the on-die path), ``j_per_l2_byte``, ``j_per_smem_byte``; ``idle_w``, ``tdp_w``; with a ``[dvfs]``
+    table (``dvfs`` True) the V-f line (``ref_hz``, ``base_hz``, ``boost_hz``, ``base_voltage_fraction``:
+    :func:`hwmodels.energy.dvfs_kernel`), else the constant-energy stretch
+    (:func:`hwmodels.energy.power_capped_time`); ``device_s``: the device time the engine adds to every
+    kernel beyond its modelled work (``efficiency.kernel_device_time_s``), over which the power is averaged
+    too. Fields may be arrays over hardware variants.
+    """
+
+    j_per_flop: Any
+    j_per_dram_byte: Any
+    j_per_l2_byte: Any
+    j_per_smem_byte: Any
+    idle_w: Any
+    tdp_w: Any
+    dvfs: bool = False
+    ref_hz: Any = 0.0
+    base_hz: Any = 0.0
+    boost_hz: Any = 0.0
+    base_voltage_fraction: Any = 0.0
+    device_s: Any = 0.0
+
+
+def _capped_times(launch: GemmLaunch, power: GemmPower, t_c: np.ndarray, t_m: np.ndarray, total: np.ndarray,
+                  dram: np.ndarray) -> np.ndarray:
+    """Every candidate's time (s) at the clock ``power``'s limit leaves it (:class:`GemmPower`): ``total``
+    (its time at the reference clock, K-loop stall included), stretched where its dynamic power (the math
+    at the path's energy per FLOP, its DRAM, L2 and shared-memory bytes at theirs) over ``total`` plus the
+    idle power exceeds the limit."""
+    from hwmodels.energy import dvfs_kernel, power_capped_time
+
+    ex = (Ellipsis, None)  # per-variant numbers gain the trailing candidate axis
+    f = {k: np.asarray(getattr(power, k), dtype=float)[ex] for k in (
+        "j_per_flop", "j_per_dram_byte", "j_per_l2_byte", "j_per_smem_byte", "idle_w", "tdp_w", "ref_hz", "base_hz",
+        "boost_hz", "base_voltage_fraction", "device_s")}
+    total = total + f["device_s"]
+    core = 2.0 * launch.batch * launch.m * launch.n * launch.k * f["j_per_flop"]
+    panels = (launch.tile_m + launch.tile_n) * launch.k_padded * launch.in_bytes
+    smem = launch.ctas * (gemm_smem_bytes_per_cta(launch) + panels)
+    move = (dram * f["j_per_dram_byte"] + launch.ctas * gemm_l2_bytes_per_cta(launch) * f["j_per_l2_byte"]
+            + smem * f["j_per_smem_byte"])
+    if not power.dvfs:
+        return np.asarray(power_capped_time(total, core + move, f["idle_w"], f["tdp_w"])[0], dtype=float) - f["device_s"]
+    k = dvfs_kernel(compute_s=t_c, memory_s=t_m, fixed_s=total - np.maximum(t_c, t_m), floor_s=0.0 * total,
+                    core_j=core + 0.0 * total, other_j=move + 0.0 * total, ref_hz=f["ref_hz"], base_hz=f["base_hz"],
+                    boost_hz=f["boost_hz"], base_voltage_fraction=f["base_voltage_fraction"], idle_w=f["idle_w"],
+                    tdp_w=f["tdp_w"])
+    return np.asarray(k.time_s, dtype=float) - f["device_s"]
+
+
+def _capped_choice(launch: GemmLaunch, tm: _Terms, hw: _Hardware, power: GemmPower) -> dict[str, Any]:
+    """:func:`_select`'s keys for the candidate whose time under the power limit is the least
+    (:func:`_capped_times`), every candidate timed with its K-loop stall; the time reported is its time
+    at the reference clock (the engine applies the limit to the chosen kernel as to any other)."""
+    full = np.broadcast_shapes(tm.total.shape, tm.occ.shape, tm.t_compute.shape)
+    b = functools.partial(np.broadcast_to, shape=full)
+    stall = gemm_k_loop_stall_s(launch, b(tm.busiest), b(tm.occ), b(hw.rate_sm), b(hw.latency))
+    t_c, t_m, fixed = b(tm.t_compute), b(tm.t_mem), b(tm.fixed)
+    busy = np.maximum(t_c + stall, t_m)
+    total = np.where(b(tm.feasible), busy + fixed, np.inf)
+    capped = np.where(np.isfinite(total), _capped_times(launch, power, t_c, t_m, np.where(np.isfinite(total), total, 0.0),
+                                                        b(tm.dram)), np.inf)
+    if capped.shape != full:  # the power fields vary over variants where the hardware numbers do not
+        full = capped.shape
+        b = functools.partial(np.broadcast_to, shape=full)
+        t_c, t_m, fixed, busy, total = b(t_c), b(t_m), b(fixed), b(busy), b(total)
+    best = np.asarray(np.argmin(capped, axis=-1))
+    if not np.all(np.isfinite(np.take_along_axis(capped, best[..., None], axis=-1))):
+        raise SpecError(f"gemm m={launch.m} n={launch.n} k={launch.k}: no candidate tile fits the SM resources")
+
+    def pick(x: Any) -> Any:
+        return np.take_along_axis(b(x), best[..., None], axis=-1)[..., 0]
+
+    exposed = np.array(pick(busy - np.maximum(t_c, t_m)), dtype=float)
+    return {
+        "best": best, "time": np.array(pick(total), dtype=float), "exposed": exposed, "hit": np.zeros(best.shape, bool),
+        "exposed_any": exposed > 0, "latency_s": pick(fixed) + exposed,
+        "t_c": pick(t_c), "t_s": pick(tm.t_smem), "t_l": pick(tm.t_l2), "t_d": pick(tm.t_dram), "t_m": pick(t_m),
+        "dram": pick(tm.dram), "occ": pick(tm.occ), "prologue": pick(hw.latency),
+    }
+
+
 # The values of the chosen candidate :func:`_select` returns per hardware variant.
 _CHOICE = ("best", "time", "exposed", "latency_s", "t_c", "t_s", "t_l", "t_d", "t_m", "dram", "occ", "prologue")
 
@@ -1567,6 +1659,7 @@ def gemm(
     b_shared: bool = False,
     split_k: tuple[int, ...] = SPLIT_K_FACTORS,
     a_operand: ImplicitOperand | None = None,
+    power: GemmPower | None = None,
 ) -> GemmEstimate:
     """Time of ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]`` with the best candidate tile and split-K.
 
@@ -1591,6 +1684,10 @@ def gemm(
         entry: one conv group): every candidate's DRAM term, and so the choice of tile, the memory
         time and the bound term, counts the source tensor's traffic (:func:`gemm_dram_bytes`); the
         L2 and shared-memory terms keep the im2col panels the CTAs load.
+    power
+        The board's power limit and the energy model (:class:`GemmPower`): the candidate chosen is
+        the fastest at the clock the limit leaves each one (:func:`_capped_choice`), not the fastest
+        at the reference clock; every candidate is then timed on every variant. None: power-blind.
 
     Returns
     -------
@@ -1623,6 +1720,8 @@ def gemm(
     key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
     launch = _cached_launch(*key)
     hw = _hardware(p)
+    if power is not None:
+        return _gemm_estimate(launch, _capped_choice(launch, _terms(launch, p, hw), hw, power), p, hw, in_bytes)
     return _gemm_estimate(launch, _gemm_choice(key, launch, p, hw), p, hw, in_bytes)
 
 

@@ -83,14 +83,16 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
     split_k = gpu.SPLIT_K_FACTORS
+    # the power limit the kernel is chosen under (cuBLAS and TensorRT time their candidates on the running GPU)
+    power = None if a_operand is not None else _gemm_power(ctx, dtype, p)
     tactic = bool(tactic_m) and tactic_m != m and a_operand is None
     if tactic:
         cands, split_k = _tactic_at(p, cands, tactic_m, n, k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
-                                    b_shared=b_shared)
+                                    b_shared=b_shared, power=power)
     # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
     # the DRAM term, the memory time and the bound term all see the source tensor's real traffic
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
-                 a_operand=a_operand, split_k=split_k)
+                 a_operand=a_operand, split_k=split_k, power=power)
     dram = _f(e.dram_bytes)
     flops = 2.0 * batch * m * n * k
     return KernelCost(
@@ -116,6 +118,42 @@ def _tactic_at(p: gpu.GpuParams, cands: tuple[gpu.TileCandidate, ...], tactic_m:
     names = {str(x) for x in np.ravel(e.tile)}
     splits = tuple(sorted({int(x) for x in np.ravel(e.split_k)}))
     return tuple(c for c in cands if c.name in names), splits
+
+#: The dtype whose energy per FLOP stands in for a missing one (as the engine's ``EnergyCoefficients.per_flop``).
+_ENERGY_ALT = {"fp8_e5m2": "fp8_e4m3", "fp16": "bf16", "bf16": "fp16", "tf32": "fp32", "int8": "fp8_e4m3",
+               "int4": "int8", "fp8_e4m3": "int8"}
+
+
+def _per_flop(table: dict[str, Any], dtype: str) -> Any:
+    if dtype in table or not table:
+        return table.get(dtype, 0.0)
+    alt = _ENERGY_ALT.get(dtype)
+    return table[alt if alt in table else max(table, key=lambda k: table[k])]
+
+
+def _gemm_power(ctx: LoweringContext, dtype: str, p: gpu.GpuParams) -> gpu.GemmPower | None:
+    """The power limit and energy model the GEMM's kernel is chosen under (:class:`hwmodels.gpu.GemmPower`):
+    the coefficients the engine charges (``simulator.engines.analytical.EnergyCoefficients``: DRAM devices plus
+    the on-die path, the L2 level, the shared-memory level, the path's energy per FLOP) and the device's
+    ``power`` and ``[dvfs]`` fields; None where the engine applies no power cap (``EvalOptions.power_cap``
+    off) or the device has no dynamic budget (``power.tdp_w <= power.idle_w``)."""
+    dev = ctx.device
+    if not getattr(ctx.options, "power_cap", True) or not np.all(np.asarray(dev.power.tdp_w) > np.asarray(dev.power.idle_w)):
+        return None
+    levels = {lv.name.lower(): lv for lv in dev.memory}
+    l2 = next((lv for n, lv in levels.items() if n in ("l2", "llc")), None)
+    sm = next((lv for n, lv in levels.items() if n in ("smem", "shared", "l1", "lds", "rf", "vmem", "sram", "scratchpad")), None)
+    key = _matrix_key(ctx, dtype, p)
+    per_flop = _per_flop(dev.energy.tensor_j_per_flop, key) if key else _per_flop(dev.energy.vector_j_per_flop, "fp32")
+    kw: dict[str, Any] = {}
+    if dev.dvfs is not None:
+        kw = dict(dvfs=True, ref_hz=dev.clock.sustained_hz, base_hz=dev.dvfs.base_hz, boost_hz=dev.clock.boost_hz,
+                  base_voltage_fraction=dev.dvfs.base_voltage_fraction)
+    return gpu.GemmPower(
+        j_per_flop=per_flop, j_per_dram_byte=dev.main_memory.energy_j_per_byte + dev.energy.dram_path_j_per_byte,
+        j_per_l2_byte=l2.energy_j_per_byte if l2 is not None and l2 is not dev.main_memory else 0.0,
+        j_per_smem_byte=sm.energy_j_per_byte if sm is not None else 0.0, idle_w=dev.power.idle_w,
+        tdp_w=dev.power.tdp_w, device_s=dev.efficiency.kernel_device_time_s, **kw)
 
 
 def _gemm_notes(e: Any) -> str:

@@ -36,7 +36,7 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 12.5, "bandwidth": 8.5, "attention": 12.0, "op-level": 12.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 11.0, "bandwidth": 8.5, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
     # (the L4's tensor and SIMT energies from its own 4096^3 GEMMs at 72 W, docs/dvfs.md: the 8192^3 row
     # -13.7% -> +9.1%, the 2048^3 rows, whose ~9 ms runs end before the limiter acts, +6..+9% -> +20..+35%;
     # gemm 10.8% -> 11.7%, op level 11.0% -> 11.5%; with the A100's cp.async tile rate below: gemm 12.1%,
@@ -79,9 +79,14 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # -39.3%, pub-089 -70.0% -> -54.8%, e2e_bert 13.7% -> 12.5%, end to end 14.45% -> 13.85%;
     # TensorRT-LLM v0.5's first-token GEMMs run the tactics timed at the context profile's 65536 rows: prefill
     # 22.6% -> 13.1%, end to end 13.9% -> 12.8%; cuDNN's layout transforms around TF32 convolutions on NCHW
-    # tensors (or its FFMA kernels on NCHW where faster): pub-058 -32.1% -> -3.1%, e2e_cnn 16.0% -> 14.2%)
-    "e2e_bert": 13.0, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 13.5,
-    "end-to-end": 14.0,
+    # tensors (or its FFMA kernels on NCHW where faster): pub-058 -32.1% -> -3.1%, e2e_cnn 16.0% -> 14.2%;
+    # the GEMM kernel chosen by its time under the board's power limit, hwmodels.gpu.GemmPower, and the
+    # burn-derived tensor energies re-derived with it: gemm 11.9% -> 10.5%, op level 11.4% -> 10.5%, the A100
+    # PCIe 40GB / L4 GEMM rows 20.1% / 22.5% -> 7.0% / 15.1%, rows already fast on capped A100/T4 boards a little
+    # faster: e2e_bert 12.5% -> 12.8%, prefill 13.1% -> 13.7%, end to end 12.3% -> 12.5%, docs/accuracy.md
+    # "GEMMs on power-limited boards")
+    "e2e_bert": 13.0, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 14.0,
+    "end-to-end": 13.0,
 }
 
 
