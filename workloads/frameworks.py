@@ -424,6 +424,11 @@ class FrameworkProfile:
         replay (``cudaGraphLaunch``: base + per node x the graph's kernels), serial with the step where the
         engine waits for each step; ``""``: the driver the stack's deployments ran is not stated, not modelled
         (``graph_launch_source`` says why).
+    waits_each_step
+        Serving: the engine waits for each step's sampled tokens on the host before it launches the next
+        step (vLLM V0 without multi-step, SGLang <= 0.3), so a graph launch sits on the critical path; False:
+        the engine launches step n + 1 while step n runs (vLLM V1, SGLang's overlap scheduler from 0.4,
+        TensorRT-LLM's overlap scheduler) and a graph launch shorter than the step is hidden.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -567,6 +572,7 @@ class FrameworkProfile:
     graphs_decode_only: bool = False
     graphs_decode_source: str = ""
     graph_launch: str = ""
+    waits_each_step: bool = False
     graph_launch_source: str = _GRAPH_LAUNCH_UNSTATED
     output_lag_steps: int = 0
     output_lag_source: str = ""
@@ -687,7 +693,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
                      all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_VLLM_V0_GRAPH_BS,
-                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03),
+                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,
@@ -706,7 +712,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_SGLANG_GRAPH_BS,
-                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03),
+                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",

@@ -74,7 +74,13 @@ def parse_speculative(text: str | None) -> tuple[str, int, float] | None:
 def _graph_launch(config: ServeConfig, profile: Any) -> str:
     """The graph-launch form a run prices: the setting's, else the profile's (``""``: not modelled)."""
     form = config.graph_launch if config.graph_launch is not None else getattr(profile, "graph_launch", "")
-    return "" if form == "none" else str(form)
+    if form in ("", "none"):
+        return ""
+    if not getattr(profile, "waits_each_step", False):
+        raise ServingError(f"graph_launch: got {form!r} with framework {config.framework!r}, which launches each step "
+                           "while the one before runs (the launch is hidden behind it); expected graph_launch none, "
+                           "or a framework that waits for each step (vllm-v0, sglang-0.3)")
+    return str(form)
 
 
 def _check_config(config: ServeConfig) -> None:

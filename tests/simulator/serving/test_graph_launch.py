@@ -90,6 +90,13 @@ def test_setting_overrides_the_profile_and_bad_values_are_located() -> None:
     with pytest.raises(ServingError, match=r"graph_launch: got 'pre12.6'; expected one of pre-12.6, 12.6, none.*"
                                            r"did you mean 'pre-12.6'"):
         simulate_serving("llama-3-8b", "a100-sxm4-80gb", ServeConfig(requests=2, graph_launch="pre12.6"))
+    # an engine that launches step n + 1 while step n runs hides the launch: a form there is refused
+    assert get_profile("sglang-0.3").waits_each_step and get_profile("vllm-v0").waits_each_step
+    assert not get_profile("sglang").waits_each_step and not get_profile("vllm").waits_each_step
+    with pytest.raises(ServingError, match=r"graph_launch: got 'pre-12.6' with framework 'sglang', which launches "
+                                           r"each step while the one before runs"):
+        _graph_launch(ServeConfig(framework="sglang", graph_launch="pre-12.6"), get_profile("sglang"))
+    assert _graph_launch(ServeConfig(framework="sglang", graph_launch="none"), get_profile("sglang")) == ""
 
 
 def test_the_validation_reads_a_graph_launch_setting(one_row_csv) -> None:  # noqa: ANN001
