@@ -38,6 +38,9 @@ from nodeperf.suggest import did_you_mean
 __all__ = [
     "FrameworkProfile",
     "FrameworkError",
+    "GRAPH_LAUNCH_FORMS",
+    "GRAPH_LAUNCH_SOURCE",
+    "graph_launch_s",
     "PROFILES",
     "COMPILE_MODES",
     "mode_cost_options",
@@ -329,6 +332,44 @@ _MCORE_DISPATCH_HOST = (
     "(the probabilities' .float() runs only when the router's dtype is not fp32, not read from the recipes)")
 
 
+#: Host time of one replay of a captured CUDA graph (``cudaGraphLaunch`` of an instantiated, uploaded graph
+#: of kernel nodes): ``(base s, s per node)`` by the CUDA driver branch that runs it. The launch is the
+#: driver's work (``cuGraphLaunch``), so the form follows the driver, not the toolkit a wheel was built with.
+#: ``"pre-12.6"``: CUDA 11.8 and its driver, launch time linear in the nodes; ``"12.6"``: CUDA 12.6 and its
+#: driver, a straight-line graph (each node depending on the one before, as a one-stream capture is) in
+#: near-constant time. Source: :data:`GRAPH_LAUNCH_SOURCE`.
+GRAPH_LAUNCH_FORMS: dict[str, tuple[float, float]] = {
+    "pre-12.6": (2.0e-6, 200e-9),
+    "12.6": (2.5e-6, 1e-9),
+}
+GRAPH_LAUNCH_SOURCE = ("NVIDIA Technical Blog, H. Hoffman and F. Oh, 'Constant Time Launch for Straight-Line CUDA "
+                       "Graphs and Other Performance Enhancements' (2024-09-11), https://developer.nvidia.com/blog/"
+                       "constant-time-launch-for-straight-line-cuda-graphs-and-other-performance-enhancements/: "
+                       "repeat-launch CPU overhead of a straight-line graph, 2 us + 200 ns per node with CUDA 11.8, "
+                       "2.5 us + ~1 ns per node with CUDA 12.6 and its driver (Intel Xeon Silver 4208 at 2.1 GHz, "
+                       "GeForce RTX 3060, Ubuntu 22.04, default clocks); the per-node forms as the post's summary "
+                       "states them (its figures' rows not read)")
+
+
+def graph_launch_s(form: str, nodes: int) -> float:
+    """Host time (s) of one replay of a captured graph of ``nodes`` kernel nodes under the driver ``form``
+    (a key of :data:`GRAPH_LAUNCH_FORMS`; ``""``: not stated, 0).
+
+    >>> round(graph_launch_s("pre-12.6", 1000) * 1e6, 1), round(graph_launch_s("12.6", 1000) * 1e6, 1)
+    (202.0, 3.5)
+    """
+    if not form:
+        return 0.0
+    base, per_node = GRAPH_LAUNCH_FORMS[form]
+    return base + per_node * max(int(nodes), 0)
+
+
+_GRAPH_LAUNCH_V0_SGL03 = ("not modelled: vLLM 0.6.0 and SGLang 0.3.0 (which pins vllm==0.5.5 in python/pyproject.toml) "
+                          "run torch 2.4.0, whose PyPI wheels carry the CUDA 12.1 runtime; the launch time of a CUDA "
+                          "graph follows the driver (cuGraphLaunch, GRAPH_LAUNCH_FORMS), and the published rows of "
+                          "these engines state no driver version (settings: graph_launch = 'pre-12.6' or '12.6')")
+_GRAPH_LAUNCH_UNSTATED = ("not modelled: the launch time of a CUDA graph follows the driver (GRAPH_LAUNCH_FORMS), and "
+                          "no stated driver version is recorded for this stack's deployments")
 _ENGINE_AR = ("vLLM's custom all-reduce (hwmodels.collectives.VLLM_CUSTOM_AR_RULE: vllm-project/vllm "
               "csrc/custom_all_reduce.cuh and vllm/distributed/device_communicators/custom_all_reduce.py, from PR "
               "#2192, v0.2.7): on by default unless --disable-custom-all-reduce; SGLang's model runner enables it "
@@ -384,6 +425,16 @@ class FrameworkProfile:
         for each call: ``call_host_s`` in every mode (TorchDynamo's cache lookup and guards, the AOTAutograd
         wrapper), ``graph_call_host_s`` added when the program is replayed from a CUDA graph (the CUDA-graph
         tree's run-time checks and the graph launch); 0 where no sourced figure is recorded.
+    graph_launch, graph_launch_source
+        Serving: the CUDA driver form (a key of :data:`GRAPH_LAUNCH_FORMS`) of the host time of one decode-graph
+        replay (``cudaGraphLaunch``: base + per node x the graph's kernels), serial with the step where the
+        engine waits for each step; ``""``: the driver the stack's deployments ran is not stated, not modelled
+        (``graph_launch_source`` says why).
+    waits_each_step
+        Serving: the engine waits for each step's sampled tokens on the host before it launches the next
+        step (vLLM V0 without multi-step, SGLang <= 0.3), so a graph launch sits on the critical path; False:
+        the engine launches step n + 1 while step n runs (vLLM V1, SGLang's overlap scheduler from 0.4,
+        TensorRT-LLM's overlap scheduler) and a graph launch shorter than the step is hidden.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -527,6 +578,9 @@ class FrameworkProfile:
     iteration_host_source: str = "not modelled: no sourced per-iteration host time recorded for this stack"
     graphs_decode_only: bool = False
     graphs_decode_source: str = ""
+    graph_launch: str = ""
+    waits_each_step: bool = False
+    graph_launch_source: str = _GRAPH_LAUNCH_UNSTATED
     output_lag_steps: int = 0
     output_lag_source: str = ""
     sampler_kernels: tuple[str, ...] = ()
@@ -647,7 +701,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
                      all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
-                     graph_batch_source=_VLLM_V0_GRAPH_BS),
+                     graph_batch_source=_VLLM_V0_GRAPH_BS,
+                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,
@@ -665,7 +720,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
-                     graph_batch_source=_SGLANG_GRAPH_BS),
+                     graph_batch_source=_SGLANG_GRAPH_BS,
+                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",

@@ -49,10 +49,12 @@ OPTIONAL_COLUMNS = ("settings", "settings_source")
 #: as run (``ServeConfig.free_gpu_memory_fraction``, the engines whose profile sizes the KV cache from free memory).
 #: ``measurement_interval_s=T``: genai-perf's ``--measurement-interval`` (in seconds) as the run's command gave
 #: it: only the requests perf_analyzer's windows count are averaged (``ServeConfig.measurement_interval_s``).
+#: ``graph_launch=pre-12.6`` / ``12.6``: the CUDA driver form of a decode-graph replay's launch where a row
+#: states the driver it ran (``ServeConfig.graph_launch``; :data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`).
 SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "max_num_seqs": "int",
                             "max_batched_tokens": "int", "arrival_seed": "seed", "admission": "admission",
                             "free_gpu_memory_fraction": "fraction", "warmup_requests": "count",
-                            "measurement_interval_s": "seconds"}
+                            "measurement_interval_s": "seconds", "graph_launch": "graph_launch"}
 #: Metric -> (unit, summary key, statistic or None for a scalar).
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
@@ -160,6 +162,16 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
         if key not in SETTINGS or not eq:
             problems.append(f"{where}: settings: unknown setting; got {item!r}; expected NAME=VALUE with NAME one of "
                             f"{', '.join(SETTINGS)}{did_you_mean(key, list(SETTINGS))}")
+            continue
+        if SETTINGS[key] == "graph_launch":
+            from workloads.frameworks import GRAPH_LAUNCH_FORMS
+
+            forms = (*GRAPH_LAUNCH_FORMS, "none")
+            if val not in forms:
+                problems.append(f"{where}: settings: {key}: got {val!r}; expected one of {', '.join(forms)}"
+                                f"{did_you_mean(val, list(forms))}")
+                continue
+            out.append((key, val))
             continue
         if SETTINGS[key] == "admission":
             from simulator.serving.scheduler import ADMISSIONS as _ADMISSIONS

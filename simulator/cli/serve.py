@@ -94,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
     p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")
     p.add_argument("--iteration-host-s", type=finite_float(0.0), help="host time per iteration in seconds (default: the profile's)")
+    p.add_argument("--graph-launch", choices=("pre-12.6", "12.6", "none"),
+                   help="CUDA driver form of a decode-graph replay's launch: pre-12.6 (2 us + 200 ns per kernel node), "
+                        "12.6 (2.5 us + 1 ns per node), none (default: the profile's; none where no driver is stated)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the summary)")
     p.add_argument("--csv", metavar="FILE", help="write one row per request to FILE")
     p.add_argument("--trace", metavar="FILE.json", help="write the iteration timeline as a Chrome trace")
@@ -111,7 +114,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
                        requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests,
                        measurement_interval_s=args.measurement_interval, stability_percentage=args.stability_percentage, seed=args.seed, slo=tuple(args.slo),
-                       framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s)
+                       framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s,
+                       graph_launch=args.graph_launch)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -131,6 +131,10 @@ class ServeConfig:
     iteration_host_s
         Host time of one engine iteration in seconds (None: the framework profile's
         ``iteration_host_s``).
+    graph_launch
+        The CUDA driver form of the host time of one decode-graph replay: ``"pre-12.6"`` (linear in the
+        graph's kernels), ``"12.6"`` (near-constant for a straight-line graph), ``"none"`` (not modelled);
+        None: the framework profile's ``graph_launch`` (:data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`).
     """
 
     arrival: str = "poisson:qps=1"
@@ -162,6 +166,7 @@ class ServeConfig:
     framework: str = "vllm"
     dtype: str | None = None
     iteration_host_s: float | None = None
+    graph_launch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

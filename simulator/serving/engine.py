@@ -150,8 +150,9 @@ class Replica:
                 k_max = min(k_max, self._block_steps(live))
         fixed_t, fixed_e = self.pricer.decode_fixed(batch)
         steps, end, energy = 0, t, 0.0
-        if block > 1:  # the host work of the scheduling pass is done once, before the block's first step
-            host = self.pricer.host_time(batch)
+        if block > 1:  # the host work of the scheduling pass (and the graph launch it waits on) once, before
+            # the block's first step; the later steps are launched while the GPU runs the one before
+            host = self.pricer.step_host_time(batch)
             fixed_t -= host
             end += host
         ctx = sum(s.computed for s, _ in work) / batch

@@ -91,6 +91,12 @@ class IterationPricer:
     sampler
         The stack's sampler kernels after the LM head (:func:`workloads.serving.sampler_graph` names; the
         profile's ``sampler_kernels``), priced with the LM head of every iteration that samples.
+    graph_launch
+        The CUDA driver form of the host time of one decode-graph replay (a key of
+        :data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`; ``""``: not modelled): ``base + per node x`` the
+        kernels of one device's step (:meth:`graph_nodes`), added to every iteration this pricer replays
+        from a graph (with CUDA graphs, no prompt chunk when a prefill pricer runs those), serial with the
+        step as the host time is (:meth:`step_host_time`).
     graph_sizes
         The captured decode-graph batch sizes (the profile's ``graph_batch_sizes``): a decode-only iteration's
         token-wise work runs at the padded batch (:func:`workloads.serving.graph_batch`); the LM head, the
@@ -99,7 +105,7 @@ class IterationPricer:
 
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
                  host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
-                 sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = ()) -> None:
+                 sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "") -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -113,6 +119,8 @@ class IterationPricer:
         self.host_per_seq_s = float(host_per_seq_s)
         self.sampler = tuple(sampler)
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
+        self.graph_launch = graph_launch if getattr(self.options, "cuda_graphs", False) else ""
+        self._nodes = 0
         from workloads.serving import layer_windows
 
         self.windows = layer_windows(self.cfg)  # {window: layers}; {0: layers} without sliding windows
@@ -145,6 +153,8 @@ class IterationPricer:
     def _parts(self, res: Any) -> tuple[float, float, float, float, float, float]:
         """(total, attention, head) seconds and energies (J, whole replica) of a prefill step result."""
         att_t = att_e = head_t = head_e = tot_e = 0.0
+        if not self._nodes:
+            self._nodes = max(sum(int(r.kernels or 0) for r in rep.records) for rep in res.reports)
         for rep in res.reports:
             for r in rep.records:
                 e = float(r.energy_j)
@@ -279,17 +289,39 @@ class IterationPricer:
         elif decodes:
             at, ae = self.attention(decodes, verify, decode_context)
             t, e = t + at, e + ae
-        return t + self.host_time(len(chunks) + decodes), e
+        return t + self.step_host_time(len(chunks) + decodes), e
 
     def host_time(self, seqs: int) -> float:
         """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields)."""
         return self.host_s + self.host_per_seq_s * seqs
 
+    def graph_nodes(self) -> int:
+        """Kernel nodes of one device's captured step: the kernels of one device's report of a step
+        (every kernel the forward launches after fusion, the LM head and the collectives included; the
+        sampler runs outside the graph). The same at every batch (the graph's structure does not depend
+        on it)."""
+        if not self._nodes:
+            self.head_point(1)
+        return self._nodes
+
+    def graph_launch_time(self) -> float:
+        """Host time (s) of one replay of the step's CUDA graph (``graph_launch``; 0 when not modelled)."""
+        if not self.graph_launch:
+            return 0.0
+        from workloads.frameworks import graph_launch_s
+
+        return graph_launch_s(self.graph_launch, self.graph_nodes())
+
+    def step_host_time(self, seqs: int) -> float:
+        """Host time (s) serial with an iteration of ``seqs`` sequences this pricer prices: the profile's
+        :meth:`host_time` and the launch of the step's graph (:meth:`graph_launch_time`)."""
+        return self.host_time(seqs) + self.graph_launch_time()
+
     def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
         """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``
         (host time excluded: the draft runs inside the target's engine step)."""
         ft, fe = self.decode_fixed(batch)
-        t, e = k * (ft - self.host_time(batch)), k * fe
+        t, e = k * (ft - self.step_host_time(batch)), k * fe
         for i in range(k):
             _hi, at, _st, ae, _se = self.decode_segment(batch, context + i)
             t, e = t + at, e + ae
@@ -301,7 +333,7 @@ class IterationPricer:
         if hit is None:
             t, e = self.dense(self.padded(batch))
             ht, he = self.head(batch)
-            hit = self._memo[("f", batch)] = (t + ht + self.host_time(batch), e + he)
+            hit = self._memo[("f", batch)] = (t + ht + self.step_host_time(batch), e + he)
         return hit
 
     def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:

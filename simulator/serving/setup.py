@@ -71,6 +71,18 @@ def parse_speculative(text: str | None) -> tuple[str, int, float] | None:
     return draft.strip(), k, a
 
 
+def _graph_launch(config: ServeConfig, profile: Any) -> str:
+    """The graph-launch form a run prices: the setting's, else the profile's (``""``: not modelled)."""
+    form = config.graph_launch if config.graph_launch is not None else getattr(profile, "graph_launch", "")
+    if form in ("", "none"):
+        return ""
+    if not getattr(profile, "waits_each_step", False):
+        raise ServingError(f"graph_launch: got {form!r} with framework {config.framework!r}, which launches each step "
+                           "while the one before runs (the launch is hidden behind it); expected graph_launch none, "
+                           "or a framework that waits for each step (vllm-v0, sglang-0.3)")
+    return str(form)
+
+
 def _check_config(config: ServeConfig) -> None:
     from simulator.serving.scheduler import ADMISSIONS, SCHEDULERS
 
@@ -118,6 +130,13 @@ def _check_config(config: ServeConfig) -> None:
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
     if config.iteration_host_s is not None and (not math.isfinite(config.iteration_host_s) or config.iteration_host_s < 0):
         raise ServingError(f"iteration_host_s: got {config.iteration_host_s!r}; expected seconds >= 0")
+    if config.graph_launch is not None:
+        from workloads.frameworks import GRAPH_LAUNCH_FORMS
+
+        forms = (*GRAPH_LAUNCH_FORMS, "none")
+        if config.graph_launch not in forms:
+            raise ServingError(f"graph_launch: got {config.graph_launch!r}; expected one of {', '.join(forms)}"
+                               f"{did_you_mean(str(config.graph_launch), forms)}")
     from simulator.serving.metrics import parse_slo
 
     for s in config.slo:
@@ -209,7 +228,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     pricer = IterationPricer(model, hw, plan, opts, dtype=config.dtype, host_s=host, host_per_seq_s=per_seq,
                              eager_options=_eager_options(profile, opts),
                              sampler=getattr(profile, "sampler_kernels", ()),
-                             graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else ())
+                             graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else (),
+                             graph_launch=_graph_launch(config, profile))
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")

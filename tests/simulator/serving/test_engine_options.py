@@ -59,6 +59,8 @@ class _FlatPricer:
     def host_time(self, seqs: int) -> float:
         return self.host
 
+    step_host_time = host_time  # no graph launch priced (the pricer's host time serial with a step)
+
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         return self.step + self.host, 1.0
 
