@@ -91,11 +91,18 @@ def test_lowering_prices_the_kernel_picked_at_the_tactic_rows():
     t = gemm_tactics_at(g, 65536)
     free = {r.name: r for r in evaluate(g, dev).records}
     tact = {r.name: r for r in evaluate(t, dev).records}
+    from simulator.engines.options import EvalOptions
+    from simulator.lowering.common import LoweringContext
+    from simulator.lowering.gpu import _gemm_power
+
     p = gpu.gpu_params(dev, "fp16")
+    # TensorRT times its tactics on the running board: the pick at 65536 rows is made under the power limit, as
+    # the lowering's own choice is (hwmodels.gpu.GemmPower)
+    power = _gemm_power(LoweringContext(dev, EvalOptions()), "fp16", p)
     cands = gpu.tile_candidates(dev.arch, matrix_unit=True, in_bytes=2.0)
-    big = gpu.gemm(65536, 4096, 4096, p, cands, in_bytes=2.0)
+    big = gpu.gemm(65536, 4096, 4096, p, cands, in_bytes=2.0, power=power)
     kept = tuple(c for c in cands if c.name == big.tile)
-    at128 = gpu.gemm(128, 4096, 4096, p, kept, in_bytes=2.0, split_k=(int(big.split_k),))
+    at128 = gpu.gemm(128, 4096, 4096, p, kept, in_bytes=2.0, split_k=(int(big.split_k),), power=power)
     out = tact["layers.0.attn.out"]
     assert out.tile == big.tile and int(out.split_k) == int(big.split_k)
     assert free["layers.0.attn.out"].tile != big.tile  # the model's own pick at 128 rows differs
