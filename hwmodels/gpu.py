@@ -1286,7 +1286,9 @@ class GemmPower:
     """What the board's power limit charges every candidate kernel of a GEMM, so that the tile and split-K
     are chosen by their time at the clock the limit leaves them (:func:`gemm`'s ``power``).
 
-    A library picks its kernel by speed on the board it runs on, and a board held at its power limit runs
+    A tuner picks its kernel by speed on the board it runs on (TensorRT's builder, autotuners; cuBLAS's fixed
+    heuristic is assumed tuned on the board at its own limit: docs/accuracy.md, "The kernel chosen under the
+    limit"), and a board held at its power limit runs
     each candidate at the clock that candidate's power allows: a candidate that moves more bytes (a
     narrower tile, a split-K partial sum through L2) draws more of the budget and is slowed more. The
     fields are the engine's own energy model (:mod:`hwmodels.energy`, ``simulator.engines.analytical``):

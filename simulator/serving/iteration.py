@@ -289,7 +289,7 @@ class IterationPricer:
         elif decodes:
             at, ae = self.attention(decodes, verify, decode_context)
             t, e = t + at, e + ae
-        return t + self.step_host_time(len(chunks) + decodes), e
+        return t + self.step_host_time(len(chunks) + decodes, self.replays_graph(decodes, len(chunks), verify)), e
 
     def host_time(self, seqs: int) -> float:
         """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields)."""
@@ -312,10 +312,18 @@ class IterationPricer:
 
         return graph_launch_s(self.graph_launch, self.graph_nodes())
 
-    def step_host_time(self, seqs: int) -> float:
+    def replays_graph(self, decodes: int, chunks: int = 0, verify: int = 1) -> bool:
+        """Whether an iteration is replayed from a captured graph: a decode-only step (no prompt chunk, one query
+        token a sequence) of at most the largest captured batch (a larger one runs eagerly: :meth:`padded`)."""
+        return not chunks and verify == 1 and (not self.graph_sizes or decodes <= self.graph_sizes[-1])
+
+    def step_host_time(self, seqs: int, graphed: bool | None = None) -> float:
         """Host time (s) serial with an iteration of ``seqs`` sequences this pricer prices: the profile's
-        :meth:`host_time` and the launch of the step's graph (:meth:`graph_launch_time`)."""
-        return self.host_time(seqs) + self.graph_launch_time()
+        :meth:`host_time` and, for an iteration replayed from a graph (``graphed``; None: a decode-only step of
+        ``seqs`` sequences, :meth:`replays_graph`), the launch of the step's graph (:meth:`graph_launch_time`)."""
+        if graphed is None:
+            graphed = self.replays_graph(seqs)
+        return self.host_time(seqs) + (self.graph_launch_time() if graphed else 0.0)
 
     def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
         """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``

@@ -95,3 +95,20 @@ def test_power_fields_may_be_arrays_over_hardware_variants():
     for i, one in enumerate((hi, lo)):
         ref = gpu.gemm(4096, 4096, 4096, p, cands, power=one)
         assert e.tile[i] == ref.tile and int(e.split_k[i]) == int(ref.split_k)
+
+
+def test_a_sweep_point_without_a_power_budget_leaves_the_others_power_aware():
+    """A sweep over power.tdp_w whose first point has no dynamic budget (tdp below idle) prices every other point
+    as that point alone is priced: the choice under the limit is not dropped for the whole sweep."""
+    from hwmodels.spec import replace_path
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.engines.vectorized import evaluate_variants
+    from simulator.hardware import load_hardware
+    from workloads.resolve import load_workload
+
+    g = load_workload("gemm:m=8192,n=8192,k=8192", dtype="bf16")
+    hw = load_hardware("a100-pcie-40gb")
+    tdps = [float(hw.power.idle_w) * 0.9, float(hw.power.tdp_w) * 0.6, float(hw.power.tdp_w)]
+    swept = evaluate_variants(g, hw, {"power.tdp_w": tdps})
+    alone = [evaluate(g, replace_path(hw, "power.tdp_w", t), EvalOptions()).totals.latency_s for t in tdps]
+    assert [float(x) for x in swept.latency_s] == pytest.approx(alone, rel=1e-12)

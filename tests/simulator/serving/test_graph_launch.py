@@ -57,6 +57,12 @@ def test_launch_is_serial_with_a_decode_step_only_when_a_form_is_set() -> None:
     # a decode-only iteration through iteration() pays it too; a prompt iteration (eager, no graph) does not
     assert old.iteration([], 16, 300.0, 16)[0] - plain.iteration([], 16, 300.0, 16)[0] == pytest.approx(243.0e-6)
     assert old.iteration([(200, 0)], 0, 0.0, 1)[0] == pytest.approx(plain.iteration([(200, 0)], 0, 0.0, 1)[0])
+    # a decode batch above the largest captured graph runs eagerly, and a speculative verify step (k + 1 query
+    # tokens a sequence) is not the captured decode graph: neither pays the launch
+    above = old.graph_sizes[-1] + 1
+    assert old.decode_fixed(above)[0] == pytest.approx(plain.decode_fixed(above)[0], rel=1e-12)
+    assert old.iteration([], 16, 300.0, 16, verify=4)[0] == pytest.approx(plain.iteration([], 16, 300.0, 16,
+                                                                                           verify=4)[0], rel=1e-12)
 
 
 def test_no_graphs_no_launch() -> None:
