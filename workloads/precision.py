@@ -751,7 +751,8 @@ def _accumulation(op: Op, recipe: str) -> dict[str, str]:
       ``use_split_accumulator`` of the delayed-scaling GEMMs) and ``Float8CurrentScaling``'s ``fp8_gemm_fprop =
       MMParams(use_split_accumulator=False)``, ``fp8_gemm_dgrad`` / ``fp8_gemm_wgrad`` ``=
       MMParams(use_split_accumulator=True)`` (transformer_engine/common/recipe/__init__.py @ 799cf76); TE's
-      GEMM sets ``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` to ``!use_split_accumulator``."""
+      GEMM sets ``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` to ``use_split_accumulator ? 0 : 1``
+      (transformer_engine/common/gemm/cublaslt_gemm.cu)."""
     split = recipe in TORCHAO_RECIPES or recipe in TE_SPLIT_ACCUMULATION
     return {"fp8_accumulation": "split"} if split and ".bwd_" in op.name else {}
 
