@@ -53,19 +53,3 @@ def test_split_backward_gemm_pays_the_promotions_on_an_h100() -> None:
     assert split_cost.compute_s - fast_cost.compute_s == pytest.approx(adds / (p.vector_flops_per_s * p.vector_fraction))
     assert "fp8 split accumulation" in split_cost.notes and "fp8 split accumulation" not in fast_cost.notes
 
-
-def test_h100_fp8_energy_reproduces_its_500w_source() -> None:
-    # the catalog's H100 fp8 tensor energy is derived from FBGEMM PR 2546's 8192^3 fp8 GEMM on an H100 held at
-    # 500 W (1125.51 TFLOP/s): at that limit the modelled GEMM spends (500 - 159.6) W, so its dynamic energy per
-    # FLOP (math + operand traffic) is 340.4 W / 1125.51 TFLOP/s = 0.3024 pJ to the rounding of the 0.175 pJ figure
-    from simulator.engines.analytical import evaluate
-    from workloads.dtypes import DType
-    from workloads.ir import Op, Role, TensorSpec
-
-    dev = load_hardware("h100-sxm5-80gb")
-    a = TensorSpec("a", (8192, 8192), DType.FP8_E4M3, Role.ACTIVATION)
-    b = TensorSpec("b", (8192, 8192), DType.FP8_E4M3, Role.ACTIVATION)
-    y = TensorSpec("y", (8192, 8192), DType.BF16, Role.ACTIVATION)
-    rec = evaluate(OpGraph("g", [Op("mm", "matmul", (a, b), (y,), Attrs({}))]), dev, EvalOptions()).records[0]
-    per_flop = rec.dynamic_energy_j / (2.0 * 8192**3)
-    assert per_flop == pytest.approx((500.0 - 159.6) / 1125.51e12, rel=0.01)
