@@ -516,6 +516,9 @@ TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
 #: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
 #: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
 TORCHAO_RECIPES = ("tensorwise", "rowwise")
+#: Transformer Engine recipes whose input- and weight-gradient GEMMs run with TE's split accumulator (no fast
+#: accumulation; :func:`_accumulation`); MXFP8's block-scaled GEMMs (Blackwell) have no such promotion
+TE_SPLIT_ACCUMULATION = ("delayed", "current")
 #: Access pattern of Inductor's generated kernels that read a row-major activation along its outer axis and
 #: write it transposed: torchao ``rowwise``'s casts of the weight-gradient GEMM's operands (the input and the
 #: output gradient, scaled per column over the tokens and written K-major for ``torch._scaled_mm``; torchao
@@ -735,13 +738,23 @@ def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
 
 
 def _accumulation(op: Op, recipe: str) -> dict[str, str]:
-    """``{"fp8_accumulation": "split"}`` for a torchao backward GEMM: ``Float8LinearConfig`` runs the output
-    GEMM with fast accumulation (``gemm_config_output = Float8GemmConfig(use_fast_accum=True)``) and the
-    input- and weight-gradient GEMMs without (``gemm_config_grad_input`` / ``gemm_config_grad_weight``:
-    ``Float8GemmConfig()``, ``use_fast_accum: bool = False``; torchao/float8/config.py @ eab345c and
-    @ 6243040), so cuBLASLt promotes their partial sums to FP32 as they run
-    (``efficiency.fp8_promotion_interval`` of the device)."""
-    return {"fp8_accumulation": "split"} if recipe in TORCHAO_RECIPES and ".bwd_" in op.name else {}
+    """``{"fp8_accumulation": "split"}`` for a backward GEMM of a stack that runs it without fast accumulation,
+    as the stack's code states, so cuBLASLt promotes its partial sums to FP32 as it runs
+    (``efficiency.fp8_promotion_interval`` of the device):
+
+    - torchao: ``Float8LinearConfig`` runs the output GEMM with fast accumulation (``gemm_config_output =
+      Float8GemmConfig(use_fast_accum=True)``) and the input- and weight-gradient GEMMs without
+      (``gemm_config_grad_input`` / ``gemm_config_grad_weight``: ``Float8GemmConfig()``, ``use_fast_accum: bool =
+      False``; torchao/float8/config.py @ eab345c and @ 6243040);
+    - Transformer Engine's per-tensor recipes (:data:`TE_SPLIT_ACCUMULATION`): ``_2X_ACC_FPROP = False``,
+      ``_2X_ACC_DGRAD = True``, ``_2X_ACC_WGRAD = True`` (transformer_engine/pytorch/module/base.py, the
+      ``use_split_accumulator`` of the delayed-scaling GEMMs) and ``Float8CurrentScaling``'s ``fp8_gemm_fprop =
+      MMParams(use_split_accumulator=False)``, ``fp8_gemm_dgrad`` / ``fp8_gemm_wgrad`` ``=
+      MMParams(use_split_accumulator=True)`` (transformer_engine/common/recipe/__init__.py @ 799cf76); TE's
+      GEMM sets ``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` to ``use_split_accumulator ? 0 : 1``
+      (transformer_engine/common/gemm/cublaslt_gemm.cu)."""
+    split = recipe in TORCHAO_RECIPES or recipe in TE_SPLIT_ACCUMULATION
+    return {"fp8_accumulation": "split"} if split and ".bwd_" in op.name else {}
 
 
 def _contraction_axis(op: Op, i: int, ndim: int) -> int:

@@ -73,7 +73,7 @@ def test_backward_gemms_run_without_fast_accumulation() -> None:
     assert acc["layers.0.mlp.down"] is None
     assert acc["layers.0.mlp.down.bwd_a"] == acc["layers.0.mlp.down.bwd_b"] == "split"
     assert all(v is None for v in {op.name: op.attrs.get("fp8_accumulation")
-                                   for op in _graph("current").ops if op.attrs.get("compute_dtype")}.values())
+                                   for op in _graph("mxfp8").ops if op.attrs.get("compute_dtype")}.values())
 
 
 def test_split_accumulation_adds_the_fp32_promotions() -> None:
