@@ -226,6 +226,19 @@ def _expand_source(src: str, refs: Mapping[str, str], path: str, ctx: _Ctx) -> s
     return None if bad else out
 
 
+def _keys_and_source(raw: dict[str, Any], path: str, ctx: Any) -> str | None:
+    """The expanded source of a quantity table (``value``, ``source``, ``note``), each unknown key and a missing
+    source recorded as a problem at ``path`` (None then)."""
+    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
+                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
+        ctx.problems.add(kpath, msg)  # (sorted: the order of a set's keys is not the file's)
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
+        return None
+    return _expand_source(src.strip(), ctx.refs, path, ctx)
+
+
 def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | None:
     """One sourced number: ``{value=..., source=...}`` -> SI float (provenance recorded); or another spec's
     value, ``{value_of = "NAME:dotted.path", source = ...}`` (:func:`_quantity_of`)."""
@@ -239,15 +252,7 @@ def _quantity(raw: Any, unit: str, path: str, name: str, ctx: _Ctx) -> float | N
             f"source = \"datasheet, table ...\" }}",
         )
         return None
-    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
-                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
-        ctx.problems.add(kpath, msg)  # (sorted: the order of a set's keys is not the file's)
-    src = raw.get("source")
-    if not isinstance(src, str) or not src.strip():
-        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
-        src = None
-    else:
-        src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    src = _keys_and_source(raw, path, ctx)
     if "value" not in raw:
         ctx.problems.add(path, "missing value; got nothing; expected value = <quantity>")
         return None
@@ -505,15 +510,7 @@ def _convert_pairs(raw: Any, f: dataclasses.Field, path: str, ctx: _Ctx) -> Any:
     if not isinstance(raw, dict):
         ctx.problems.add(path, f"table without a source; got {_short(raw)}; expected {form}")
         return _BAD
-    for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QUANTITY_KEYS)), path=path,
-                                     allowed=("value", "source", "note"), near=sorted(_QUANTITY_KEYS)):
-        ctx.problems.add(kpath, msg)
-    src = raw.get("source")
-    if not isinstance(src, str) or not src.strip():
-        ctx.problems.add(path, f"missing source; got {src!r}; expected a citation string")
-        src = None
-    else:
-        src = _expand_source(src.strip(), ctx.refs, path, ctx)
+    src = _keys_and_source(raw, path, ctx)
     rows = raw.get("value")
     if not isinstance(rows, list) or not rows:
         ctx.problems.add(path, f"expected a non-empty array of rows; got {_short(rows)}; expected {form}")
