@@ -152,6 +152,17 @@ def _check_choice(value: str, col: str, choices: Sequence[str], where: str, prob
                         f"{did_you_mean(value, list(choices))}")
 
 
+def _setting_choices(kind: str) -> tuple[str, ...]:
+    """The values a named-choice setting takes (``graph_launch``: the launch forms or none; ``admission``)."""
+    if kind == "graph_launch":
+        from workloads.frameworks import GRAPH_LAUNCH_FORMS
+
+        return (*GRAPH_LAUNCH_FORMS, "none")
+    from simulator.serving.scheduler import ADMISSIONS
+
+    return tuple(ADMISSIONS)
+
+
 def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, Any], ...]:
     """``scheduler_steps=10;mixed_prefill=false`` -> ((name, value), ...) (:data:`SETTINGS`)."""
     out: list[tuple[str, Any]] = []
@@ -163,22 +174,11 @@ def _settings(text: str, where: str, problems: list[str]) -> tuple[tuple[str, An
             problems.append(f"{where}: settings: unknown setting; got {item!r}; expected NAME=VALUE with NAME one of "
                             f"{', '.join(SETTINGS)}{did_you_mean(key, list(SETTINGS))}")
             continue
-        if SETTINGS[key] == "graph_launch":
-            from workloads.frameworks import GRAPH_LAUNCH_FORMS
-
-            forms = (*GRAPH_LAUNCH_FORMS, "none")
+        if SETTINGS[key] in ("graph_launch", "admission"):
+            forms = _setting_choices(SETTINGS[key])
             if val not in forms:
                 problems.append(f"{where}: settings: {key}: got {val!r}; expected one of {', '.join(forms)}"
                                 f"{did_you_mean(val, list(forms))}")
-                continue
-            out.append((key, val))
-            continue
-        if SETTINGS[key] == "admission":
-            from simulator.serving.scheduler import ADMISSIONS as _ADMISSIONS
-
-            if val not in _ADMISSIONS:
-                problems.append(f"{where}: settings: {key}: got {val!r}; expected one of {', '.join(_ADMISSIONS)}"
-                                f"{did_you_mean(val, list(_ADMISSIONS))}")
                 continue
             out.append((key, val))
             continue
