@@ -37,14 +37,17 @@ def test_v05_first_token_rows_state_the_build_and_the_opt_shape_it_gives() -> No
 
 
 def test_rows_without_the_stated_build_keep_their_pricing() -> None:
-    """Only a row whose notes state the build gets its switches; the v0.9.0 first-token rows of the same model
-    (built by trtllm-build, whose profiles differ) do not."""
+    """Only a row whose notes state the build gets its switches: the v0.9.0 first-token rows at TP 4 quote that
+    page's trtllm-build (the context profile's opt 65536 tokens as well: test_trtllm_v090_first_token_build.py),
+    the TP 8 ones, whose build the page does not print, get none."""
     from simulator.parallel.validation import _engine_build
 
-    rows = _rows("multi-135", "multi-154", "multi-152")
+    rows = _rows("multi-135", "multi-154", "multi-152", "multi-153", "multi-155")
     assert _engine_build(rows["multi-135"]) == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
-    assert _engine_build(rows["multi-154"]) == {}
-    assert _engine_build(rows["multi-152"]) == {}
+    assert _engine_build(rows["multi-154"]) == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
+    assert _engine_build(rows["multi-152"]) == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
+    assert _engine_build(rows["multi-153"]) == {}
+    assert _engine_build(rows["multi-155"]) == {}
 
 
 def test_plan_gemms_run_the_kernel_picked_at_the_opt_shape() -> None:
