@@ -30,11 +30,12 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
     Raises
     ------
     MeasurementError
-        A bad row (the measurement schema), or a missing / unknown framework:
-        ``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``.
+        A bad row (the measurement schema), a missing / unknown framework
+        (``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``) or an
+        unknown module tree named in the notes (``<file>:<line>: notes: unknown module tree; ...``).
     """
     from simulator.hardware import known_devices
-    from workloads.frameworks import FrameworkError, parse_framework_field
+    from workloads.frameworks import FrameworkError, module_tree_of, parse_framework_field
 
     ms = MeasurementSet.load(Path(path) if path is not None else FRAMEWORKS_DATASET, devices=known_devices())
     out: list[tuple[Any, dict[str, str]]] = []
@@ -46,6 +47,7 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
             continue
         try:
             out.append(parse_framework_field(m.framework, where))
+            module_tree_of(m.notes, f"{m.where or m.id}: notes")  # a misspelt module tree is refused here
         except FrameworkError as exc:
             problems.append(str(exc))
     if problems:
@@ -108,7 +110,12 @@ def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[An
     from hwmodels.catalog import load_device
     from simulator.calibration.predict import gemv_generated, timed_under_autocast
     from simulator.engines.analytical import EvalOptions
-    from workloads.frameworks import compile_conv_layout, mode_cost_options
+    from workloads.frameworks import (
+        compile_conv_layout,
+        mode_cost_options,
+        module_tree_of,
+        with_module_tree,
+    )
 
     graph = _graph(m, profile, opts)
     if profile.name == "compile" and not m.train and timed_under_autocast(m.notes) \
@@ -128,6 +135,10 @@ def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[An
 
         graph = autocast_activation_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
+    tree = module_tree_of(m.notes, f"{m.where or m.id}: notes")
+    if tree is not None and cost.get("eager_modules"):
+        # the model code's module calls the graph's op names do not show (workloads.frameworks.MODULE_TREES)
+        graph = with_module_tree(graph, tree)
     dev = load_device(m.device)
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
