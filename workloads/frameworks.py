@@ -1732,11 +1732,20 @@ def module_tree_of(notes: str | None, where: str = "notes") -> str | None:
     return got
 
 
-def with_module_tree(graph: Any, tree: str) -> Any:
+def with_module_tree(graph: Any, tree: str, where: str = "notes") -> Any:
     """``graph`` with ``meta[EXTRA_MODULE_CALLS_META]`` holding the module calls of ``tree``'s code that its op
     names do not show (:data:`MODULE_TREES`); charged only where the engine counts module calls (the eager
-    profiles)."""
+    profiles).
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: module tree 'x' matches no op of graph 'g'; ...`` (a tree named for another model's graph).
+    """
     from workloads.ir import OpGraph
 
     calls = MODULE_TREES[tree][0]([op.name for op in graph])
+    if not calls:
+        raise FrameworkError(f"{where}: module tree {tree!r} matches no op of graph {graph.name!r}; expected a "
+                             f"graph of the model that code builds (transformers ViT, ResNet)")
     return OpGraph(graph.name, list(graph), {**dict(graph.meta), EXTRA_MODULE_CALLS_META: calls})

@@ -138,7 +138,7 @@ def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[An
     tree = module_tree_of(m.notes, f"{m.where or m.id}: notes")
     if tree is not None and cost.get("eager_modules"):
         # the model code's module calls the graph's op names do not show (workloads.frameworks.MODULE_TREES)
-        graph = with_module_tree(graph, tree)
+        graph = with_module_tree(graph, tree, f"{m.where or m.id}: notes")
     dev = load_device(m.device)
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")

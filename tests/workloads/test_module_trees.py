@@ -91,3 +91,9 @@ def test_row_with_misspelt_tree_is_refused_at_load(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1
     assert "mine.csv:2: notes: unknown module tree; got 'torchvison ResNet'" in err
     assert "did you mean 'torchvision ResNet'?" in err
+
+
+def test_tree_named_for_another_models_graph_is_refused():
+    with pytest.raises(FrameworkError, match=r"^rows.csv:3: notes: module tree 'transformers ViTForImageClassification' "
+                                             r"matches no op of graph "):
+        with_module_tree(_graph("resnet50"), "transformers ViTForImageClassification", "rows.csv:3: notes")
