@@ -59,6 +59,11 @@ __all__ = [
     "drop_optimizer",
     "megatron_optimizer_passes",
     "with_profile_meta",
+    "EXTRA_MODULE_CALLS_META",
+    "MODULE_TREES",
+    "MODULE_TREE_NOTE",
+    "module_tree_of",
+    "with_module_tree",
     "split_gated_mlp",
     "split_qkv_projection",
     "PADDLE_SEPARATE_QKV",
@@ -1620,3 +1625,127 @@ def autocast_activation_casts(graph: Any) -> Any:
         for t in op.outputs:
             low[t.name] = out_low
     return b.build({**dict(graph.meta), "autocast_activations": True})
+
+
+# --- module calls the zoo graph's op names do not show -------------------------------------------------------
+
+#: ``graph.meta`` key: ``{op name: module calls}`` issued with that op beyond the containers its dotted name shows
+#: (:func:`simulator.engines.walk.module_call_counts` adds them to the op's containers; each is charged
+#: ``efficiency.framework_container_call_s``, the @nnmodule figure of an almost empty module's call).
+EXTRA_MODULE_CALLS_META = "extra_module_calls"
+
+#: A validation row's notes name its model code with this phrase followed by a :data:`MODULE_TREES` key and a
+#: full stop (``Module tree: transformers ViTForImageClassification.``).
+MODULE_TREE_NOTE = "Module tree: "
+
+
+def _by_pattern(names: list[str], rules: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """``{op name: calls}``: each op whose name fully matches a rule's pattern gets the rule's calls (summed)."""
+    out: dict[str, int] = {}
+    for pattern, calls in rules:
+        rx = re.compile(pattern)
+        for n in names:
+            if rx.fullmatch(n):
+                out[n] = out.get(n, 0) + calls
+    return out
+
+
+#: transformers ``modeling_vit.py`` as the 2021-2023 releases write it (4.31 among them; the attention-interface
+#: refactor read @ 005db820 later made the attention dropout a functional call): per ``ViTLayer`` the graph's names
+#: show ``layers.N`` (ViTLayer), ``attn`` (ViTAttention), ``attn.core`` (ViTSelfAttention) and ``mlp``
+#: (ViTIntermediate); not shown: ``ViTSelfAttention``'s ``self.dropout(attention_probs)`` (called before PV),
+#: ``ViTSelfOutput`` and its ``nn.Dropout`` (around the output projection), the ``GELUActivation`` module
+#: (``ACT2FN["gelu"]``) and ``ViTOutput`` with its ``nn.Dropout`` (around the down projection): 6 calls a layer.
+#: Above the layers: ``ViTForImageClassification`` and ``ViTModel`` (the graph's ``head`` prefix stands for
+#: ``ViTPatchEmbeddings``, as the classifier is a bare ``nn.Linear``), and ``ViTEmbeddings``' ``nn.Dropout`` after
+#: the position embeddings. Dropout in eval mode launches nothing (ATen ``dropout`` returns its input).
+_VIT_HF_RULES = (
+    (r"embed\.patch", 2), (r"layers\.0\.attn_norm", 1),
+    (r"layers\.\d+\.attn\.core\.pv", 1), (r"layers\.\d+\.attn\.out", 2),
+    (r"layers\.\d+\.mlp\.act", 1), (r"layers\.\d+\.mlp\.down", 2),
+)
+
+#: transformers ``modeling_resnet.py`` (@ 00cbbe53) on the graph's torchvision-style names: per bottleneck the
+#: names show ``layerX`` (ResNetStage), ``layerX.Y`` (ResNetBottleNeckLayer) and ``downsample``
+#: (ResNetShortCut); not shown: the ``nn.Sequential`` ``layer`` and its three ``ResNetConvLayer`` modules, each
+#: with its activation module (``nn.ReLU``, ``nn.ReLU``, ``nn.Identity``), the ``nn.Identity`` shortcut of a
+#: block without projection, and the block's ``nn.ReLU``: 8 calls (9 without projection). Above:
+#: ``ResNetForImageClassification``, ``ResNetModel``, ``ResNetEmbeddings`` and the stem's ``ResNetConvLayer`` with
+#: its ``nn.ReLU``, ``nn.MaxPool2d``, ``ResNetEncoder`` (its ``ModuleList`` of stages and each stage's
+#: ``nn.Sequential`` are iterated, not called), ``nn.AdaptiveAvgPool2d``, and the classifier's ``nn.Sequential``
+#: and ``nn.Flatten``: 10 calls.
+_RESNET_HF_RULES = (
+    (r"conv1", 4), (r"relu", 1), (r"maxpool", 1), (r"layer1\.0\.conv1", 1), (r"avgpool", 1), (r"fc", 2),
+    (r"layer\d\.\d+\.conv1", 2), (r"layer\d\.\d+\.(relu|relu_1|relu_2|conv2|conv3|add)", 1),
+)
+
+#: torchvision ``models/resnet.py`` (read @ 054e54c5): the graph's names show ``layerX`` (``nn.Sequential``), each ``Bottleneck``
+#: and its ``downsample``; not shown: the root ``ResNet`` module, the one ``nn.ReLU`` a block calls three times
+#: (``self.relu``) and the stem's, ``nn.MaxPool2d`` and ``nn.AdaptiveAvgPool2d``.
+_RESNET_TORCHVISION_RULES = (
+    (r"conv1", 1), (r"(layer\d\.\d+\.)?relu(_\d+)?", 1), (r"maxpool", 1), (r"avgpool", 1),
+)
+
+
+def _resnet_hf_calls(names: list[str]) -> dict[str, int]:
+    out = _by_pattern(names, _RESNET_HF_RULES)
+    for n in names:  # a block without a projection shortcut calls nn.Identity as its shortcut
+        if re.fullmatch(r"layer\d\.\d+\.add", n) and n.rsplit(".", 1)[0] + ".downsample.0" not in names:
+            out[n] += 1
+    return out
+
+
+#: ``{tree: (calls of a graph's op names, source)}``: the module calls of a model's own code that the graph's op
+#: names do not show (the root module, containers the graph does not name, parameter-free modules).
+MODULE_TREES: dict[str, tuple[Any, str]] = {
+    "transformers ViTForImageClassification": (
+        lambda names: _by_pattern(names, _VIT_HF_RULES),
+        "huggingface/transformers src/transformers/models/vit/modeling_vit.py, 2021-2023 form (ViTSelfAttention.forward "
+        "calls self.dropout(attention_probs); ViTSelfOutput, ViTIntermediate, ViTOutput)"),
+    "transformers ResNetForImageClassification": (
+        _resnet_hf_calls,
+        "huggingface/transformers src/transformers/models/resnet/modeling_resnet.py @ 00cbbe53 (ResNetConvLayer, "
+        "ResNetBottleNeckLayer, ResNetStage; the rows' 2023 release was not re-read)"),
+    "torchvision ResNet": (
+        lambda names: _by_pattern(names, _RESNET_TORCHVISION_RULES),
+        "pytorch/vision torchvision/models/resnet.py read @ 054e54c5 (Bottleneck.relu called three times, ResNet.relu, "
+        "ResNet.maxpool, ResNet.avgpool); the v0.17.2 hub model of the rows was not re-read"),
+}
+
+
+def module_tree_of(notes: str | None, where: str = "notes") -> str | None:
+    """The :data:`MODULE_TREES` key a row's notes name after :data:`MODULE_TREE_NOTE`; None when they name none.
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: unknown module tree; got 'x'; expected one of ...; did you mean 'y'?``.
+    """
+    text = notes or ""
+    at = text.find(MODULE_TREE_NOTE)
+    if at < 0:
+        return None
+    got = text[at + len(MODULE_TREE_NOTE):].split(".", 1)[0].strip()
+    if got not in MODULE_TREES:
+        raise FrameworkError(f"{where}: unknown module tree; got {got!r}; expected one of "
+                             f"{', '.join(sorted(MODULE_TREES))}{did_you_mean(got, MODULE_TREES)}")
+    return got
+
+
+def with_module_tree(graph: Any, tree: str, where: str = "notes") -> Any:
+    """``graph`` with ``meta[EXTRA_MODULE_CALLS_META]`` holding the module calls of ``tree``'s code that its op
+    names do not show (:data:`MODULE_TREES`); charged only where the engine counts module calls (the eager
+    profiles).
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: module tree 'x' matches no op of graph 'g'; ...`` (a tree named for another model's graph).
+    """
+    from workloads.ir import OpGraph
+
+    calls = MODULE_TREES[tree][0]([op.name for op in graph])
+    if not calls:
+        raise FrameworkError(f"{where}: module tree {tree!r} matches no op of graph {graph.name!r}; expected a "
+                             f"graph of the model that code builds (transformers ViT, ResNet)")
+    return OpGraph(graph.name, list(graph), {**dict(graph.meta), EXTRA_MODULE_CALLS_META: calls})

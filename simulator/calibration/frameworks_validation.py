@@ -18,7 +18,8 @@ import numpy as np
 from simulator.calibration.errors import ErrorSummary, summarize_errors
 from simulator.calibration.measurements import Measurement, MeasurementError, MeasurementSet
 
-__all__ = ["FRAMEWORKS_DATASET", "load_framework_rows", "predict_framework_row", "validate_frameworks"]
+__all__ = ["FRAMEWORKS_DATASET", "HOST_TIME_FIELDS", "load_framework_rows", "predict_framework_row", "row_breakdown",
+           "validate_frameworks"]
 
 FRAMEWORKS_DATASET = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements" / "published_frameworks.csv"
 
@@ -29,11 +30,12 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
     Raises
     ------
     MeasurementError
-        A bad row (the measurement schema), or a missing / unknown framework:
-        ``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``.
+        A bad row (the measurement schema), a missing / unknown framework
+        (``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``) or an
+        unknown module tree named in the notes (``<file>:<line>: notes: unknown module tree; ...``).
     """
     from simulator.hardware import known_devices
-    from workloads.frameworks import FrameworkError, parse_framework_field
+    from workloads.frameworks import FrameworkError, module_tree_of, parse_framework_field
 
     ms = MeasurementSet.load(Path(path) if path is not None else FRAMEWORKS_DATASET, devices=known_devices())
     out: list[tuple[Any, dict[str, str]]] = []
@@ -45,6 +47,7 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
             continue
         try:
             out.append(parse_framework_field(m.framework, where))
+            module_tree_of(m.notes, f"{m.where or m.id}: notes")  # a misspelt module tree is refused here
         except FrameworkError as exc:
             problems.append(str(exc))
     if problems:
@@ -102,12 +105,17 @@ def _graph(m: Measurement, profile: Any, opts: dict[str, str]) -> Any:
     return g if "framework" in g.meta else with_profile_meta(g, profile)
 
 
-def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) -> float:
-    """Predicted seconds of one row under its stack's profile (graph and costing), unfitted."""
+def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[Any, Any, Any]:
+    """(graph, device spec, EvalOptions) of one row under its stack's profile, as the row is predicted."""
     from hwmodels.catalog import load_device
-    from simulator.calibration.predict import gemv_generated, quiet_engine, timed_under_autocast
-    from simulator.engines.analytical import EvalOptions, evaluate
-    from workloads.frameworks import compile_conv_layout, mode_cost_options
+    from simulator.calibration.predict import gemv_generated, timed_under_autocast
+    from simulator.engines.analytical import EvalOptions
+    from workloads.frameworks import (
+        compile_conv_layout,
+        mode_cost_options,
+        module_tree_of,
+        with_module_tree,
+    )
 
     graph = _graph(m, profile, opts)
     if profile.name == "compile" and not m.train and timed_under_autocast(m.notes) \
@@ -127,19 +135,69 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
 
         graph = autocast_activation_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
+    tree = module_tree_of(m.notes, f"{m.where or m.id}: notes")
+    if tree is not None and cost.get("eager_modules"):
+        # the model code's module calls the graph's op names do not show (workloads.frameworks.MODULE_TREES)
+        graph = with_module_tree(graph, tree, f"{m.where or m.id}: notes")
+    dev = load_device(m.device)
     if profile.name == "compile":  # gpt-fast / torchao set coordinate_descent_tuning: batch-1 GEMVs are generated
         cost["gemv_generated"] = gemv_generated(f"{m.framework_version} {m.source}")
         # no layout optimisation before torch 2.1, nor by default on ROCm (workloads.frameworks.INDUCTOR_LAYOUT_ROCM)
-        cost["conv_layout"] = compile_conv_layout(m.framework_version, load_device(m.device).vendor)
+        cost["conv_layout"] = compile_conv_layout(m.framework_version, dev.vendor)
         if cost["conv_layout"] == "nhwc" and not m.train:
             # the layout optimisation copies contiguous input weights to channels last on every call
             from workloads.frameworks import inductor_layout_copies
 
             graph = inductor_layout_copies(graph)
-    eo = EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
+    return graph, dev, EvalOptions(allow_tf32=m.dtype == "tf32", **cost)
+
+
+def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) -> float:
+    """Predicted seconds of one row under its stack's profile (graph and costing), unfitted."""
+    from simulator.calibration.predict import quiet_engine
+    from simulator.engines.analytical import evaluate
+
+    graph, dev, eo = _row_costing(m, profile, opts)
     with quiet_engine():
-        gpu_s = float(evaluate(graph, load_device(m.device), eo).totals.latency_s)
+        gpu_s = float(evaluate(graph, dev, eo).totals.latency_s)
     return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
+
+
+#: The ``efficiency`` fields that hold host time (launch floors, eager dispatch, ``nn.Module`` calls): zeroed,
+#: they leave the device's own time (:func:`row_breakdown`).
+HOST_TIME_FIELDS = ("launch_overhead_s", "graph_launch_overhead_s", "framework_op_overhead_s",
+                    "framework_conv_op_overhead_s", "framework_module_call_s", "framework_container_call_s")
+
+
+def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[str, Any]:
+    """Where one row's predicted time goes: ``predicted_s`` (as :func:`predict_framework_row`), ``kernels``
+    launched, ``device_s`` (the same graph and options on a device whose host-time fields,
+    :data:`HOST_TIME_FIELDS`, are zero: the GPU's own time), ``host_s`` (the kernels' host floors and module
+    calls summed, each op's :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose
+    time is their host floor), ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`)
+    and ``launch_bound`` (the host's sum exceeds the device's)."""
+    from dataclasses import replace
+
+    from simulator.calibration.predict import quiet_engine
+    from simulator.engines.analytical import evaluate, host_floor_s, launch_floor_s, module_host_s
+    from simulator.engines.walk import module_call_counts
+
+    graph, dev, eo = _row_costing(m, profile, opts)
+    bare = replace(dev, efficiency=replace(dev.efficiency, **{f: 0.0 for f in HOST_TIME_FIELDS}))
+    with quiet_engine():
+        rep = evaluate(graph, dev, eo)
+        device_s = float(evaluate(graph, bare, eo).totals.latency_s)
+    eff, floor = dev.efficiency, launch_floor_s(dev, eo)
+    mods = module_call_counts(graph) if (eo.eager_framework and eo.eager_modules) else {}
+    host = [float(host_floor_s(r.rule, r.kernels, floor, eff, eo, module_host_s(mods.get(r.name, (0, 0)), eff)))
+            for r in rep.records]
+    call = engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
+    return {
+        "predicted_s": float(rep.totals.latency_s) + call, "kernels": int(sum(r.kernels for r in rep.records)),
+        "device_s": device_s, "host_s": sum(host), "call_host_s": call,
+        "host_bound_ops": sum(1 for r, h in zip(rep.records, host, strict=True) if r.kernels and h >= r.time_s),
+        "launch_bound": sum(host) > device_s,
+    }
 
 
 #: gpt-fast's decode loop (and the torchao and ROCm-blog ``generate.py`` copies of it) never waits for the GPU

@@ -151,12 +151,14 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
     Op names are the module paths of the zoo and Hugging Face builders (``layers.3.attn.q``): every
     dotted prefix that is not itself an op names a container module, called once, whose Python runs
     before the first op it issues; an op of :data:`MODULE_OP_KINDS` with a weight operand is its own
-    module's call. Containers first seen at an op that launches no kernel (a view) are carried to the
+    module's call. ``meta[EXTRA_MODULE_CALLS_META]`` adds, per op, the module calls of the model's code that the
+    names do not show (parameter-free modules, unnamed containers: :func:`workloads.frameworks.with_module_tree`),
+    counted as containers. Containers first seen at an op that launches no kernel (a view) are carried to the
     next op that does. Ops with neither are left out, and so is everything from a training graph's loss
     on (the backward pass runs in autograd's engine and the optimizer step calls no module); a graph whose
     loss is no loss kind names its loss op in ``meta["loss_op"]``.
     """
-    from workloads.frameworks import AUTOCAST_CAST_SUFFIX, LOSS_OP_META
+    from workloads.frameworks import AUTOCAST_CAST_SUFFIX, EXTRA_MODULE_CALLS_META, LOSS_OP_META
     from workloads.training import LOSS_KINDS
 
     names = {op.name for op in graph}
@@ -164,9 +166,11 @@ def module_call_counts(graph: OpGraph) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     pending = 0
     stop = graph.meta.get(LOSS_OP_META)  # a loss that is not a loss kind (logits.sum(): workloads.frameworks.sum_loss)
+    extra = graph.meta.get(EXTRA_MODULE_CALLS_META) or {}  # calls the names do not show (workloads.frameworks.MODULE_TREES)
     for op in graph:
         if op.kind in LOSS_KINDS or op.name == stop:  # what follows the loss is autograd's backward and the optimizer
             break
+        pending += int(extra.get(op.name, 0))
         parts = op.name.split(".")
         for i in range(1, len(parts)):
             prefix = ".".join(parts[:i])

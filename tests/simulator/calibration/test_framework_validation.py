@@ -45,14 +45,16 @@ def test_groups_and_measured_errors(result):
     # #111474), so the MI210 compiled rows fw-063..069 lose their channels-last copies: compile 17.04% -> 17.06%;
     # the GEMM kernel chosen under the board's power limit, hwmodels.gpu.GemmPower, with the burn-derived tensor
     # energies re-derived by it (rows already fast on capped A100/T4 boards a little faster): compile 17.1% ->
-    # 17.3%, eager 16.4% -> 16.6%, sdpa 13.9% -> 14.0%, all 16.0% -> 16.2%)
-    expected = {"compile": (17.3, -12.8), "eager": (16.6, -16.0), "sdpa": (14.0, -3.3), "sglang": (9.6, -11.0),
+    # 17.3%, eager 16.4% -> 16.6%, sdpa 13.9% -> 14.0%, all 16.0% -> 16.2%; the module calls of the HF ViT, HF
+    # ResNet and torchvision ResNet code that the graphs' op names do not show, workloads.frameworks.MODULE_TREES:
+    # eager 16.6% -> 15.6% (bias -16.0 -> -14.5), all 16.2% -> 15.8%)
+    expected = {"compile": (17.3, -12.8), "eager": (15.6, -14.5), "sdpa": (14.0, -3.3), "sglang": (9.6, -11.0),
                 "vllm": (1.2, -1.2), "vllm-v0": (21.0, -22.1)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(16.2, abs=0.2)
+    assert result["all"].mape == pytest.approx(15.8, abs=0.2)
 
 
 def test_v0_engine_host_time_per_decode_step(result):
@@ -105,7 +107,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 16.2%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.8%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang", "vllm",
                                                         "vllm-v0"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
