@@ -298,8 +298,11 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
                                                kinds=tuple(profile.tp_overlap_collectives))
-    if profile.stack == "fsdp2" and plan.cp > 1 and not ring_traced(profile):  # eager ring: exchanges overlap
-        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
+    if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: eager overlaps its exchanges, traced none
+        if ring_traced(profile):
+            breakdown = dict(breakdown, cp_comm_hidden_s=0.0)
+        else:
+            latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
     out = dict(breakdown)
