@@ -45,8 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "apply_stack",
-           "profile_options", "get_stack_profile", "pipelined_reduce_exposed"]
+__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "ring_traced",
+           "apply_stack", "profile_options", "get_stack_profile", "pipelined_reduce_exposed"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
@@ -210,6 +210,25 @@ def ring_overlap_hidden(records: list[tuple[str, str, float]], forward_ops: int)
     return hidden[0], hidden[1]
 
 
+def ring_traced(profile: Any) -> bool:
+    """Whether ``profile`` runs PyTorch's ring attention traced into compiled code, where every key/value
+    exchange is waited on where it is issued, so none hides behind the ring's attention.
+
+    The FSDP2 profiles with ``fusion`` are torch.compile: torchtitan compiles every transformer block with
+    ``fullgraph=True`` (``apply_compile``), so ``context_parallel``'s SDPA replacement and the ring it runs
+    (``_templated_ring_attention`` and its backward) are traced into the block's graphs. A functional
+    collective traced there is followed by its wait at once: ``_maybe_wrap_tensor`` in
+    ``torch/distributed/_functional_collectives.py`` returns ``wait_tensor(self)`` whenever
+    ``_are_we_tracing()`` (the module docstring: under compile "wait_tensor() op is immediately called",
+    eager wraps an ``AsyncCollectiveTensor`` waited at first use). Inductor moves a wait later only with
+    ``torch._inductor.config.reorder_for_compute_comm_overlap``, False by default (``torch/_inductor/config.py``),
+    and torchtitan's compile path does not set it. So the all-gather rotater's gather, the backward's
+    re-gather and each fp32 dK/dV permute run exposed; eager (``fusion`` False) overlaps them as
+    :func:`ring_overlap_hidden` counts.
+    """
+    return profile.stack == "fsdp2" and bool(profile.fusion)
+
+
 def _ring_exchange_slot(rest: str) -> str:
     """The wait point of a backward ring exchange named ``gather_<x>.bwd[.<what>]``: ``regather``,
     ``dkv<i>`` or ``bwd`` (any other)."""
@@ -279,8 +298,11 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
                                                kinds=tuple(profile.tp_overlap_collectives))
-    if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: exchanges behind the ring's attention
-        latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
+    if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: eager overlaps its exchanges, traced none
+        if ring_traced(profile):
+            breakdown = dict(breakdown, cp_comm_hidden_s=0.0)
+        else:
+            latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
         return latency, breakdown
     out = dict(breakdown)

@@ -1,0 +1,50 @@
+"""PyTorch's ring attention traced into compiled blocks: each key/value exchange is waited on where it is
+issued (``_functional_collectives._maybe_wrap_tensor`` under tracing), so under the torch.compile FSDP2
+profiles none of the ring's collectives hides behind its attention; eager FSDP2 overlaps them as issued."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import evaluate_plan
+from simulator.parallel.stacks import get_stack_profile, ring_traced
+from workloads.parallel import ParallelPlan
+from workloads.zoo.transformer import TransformerConfig
+
+#: 2 layers, 8 query heads of 16, 2 key/value heads (GQA 4)
+CFG = TransformerConfig("tiny-gqa-traced", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
+                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
+                        out_bias=False, mlp_bias=False)
+_COLLECTIVES = ("all_gather", "all_to_all", "reduce_scatter", "all_reduce", "send", "recv")
+
+
+@pytest.mark.parametrize(("name", "traced"), [("fsdp2", False), ("fsdp2-compile", True),
+                                              ("fsdp2-compile-blocks", True), ("megatron-core", False)])
+def test_ring_is_traced_only_under_the_compiled_fsdp2_profiles(name: str, traced: bool) -> None:
+    assert ring_traced(get_stack_profile(name)) is traced
+
+
+def _step(framework: str) -> tuple[dict[str, float], float, float]:
+    hw = load_hardware("dgx-h100")
+    res = evaluate_plan(CFG, hw, ParallelPlan(cp=4, fsdp=True, microbatch=1, global_batch=1), train=True, seq=256,
+                        recompute="full", framework=framework)
+    collectives = sum(r.time_s for r in res.reports[0].records if r.kind in _COLLECTIVES)
+    return dict(res.breakdown), collectives, res.latency_s
+
+
+def test_compiled_ring_exposes_every_exchange() -> None:
+    b, collectives, latency = _step("fsdp2-compile")
+    assert b["cp_comm_hidden_s"] == 0.0
+    # one stage, one microbatch: the communication is every collective of the stage graph (the ring's
+    # gathers, re-gathers and fp32 dK/dV permutes among them) plus FSDP2's exposed part, nothing hidden
+    assert collectives > 0.0
+    assert b["communication_s"] == pytest.approx(collectives + b["dp_sync_exposed_s"], rel=1e-12)
+    eager, eager_collectives, eager_latency = _step("fsdp2")
+    assert eager_collectives == pytest.approx(collectives, rel=1e-12)  # the same exchanges, priced alike
+    assert eager["cp_comm_hidden_s"] > 0.0
+    assert eager["communication_s"] == pytest.approx(
+        collectives + eager["dp_sync_exposed_s"] - eager["cp_comm_hidden_s"], rel=1e-12)
+    # the compute is the same graph's: the compiled step is longer by exactly what eager hides
+    assert b["compute_s"] == pytest.approx(eager["compute_s"], rel=1e-12)
+    assert latency - eager_latency == pytest.approx(eager["cp_comm_hidden_s"], rel=1e-9)
