@@ -12,7 +12,7 @@ model's price (``simulator.lowering.gpu``: rounds of 4 concurrent GEMMs, ``_gemm
 is printed beside each figure when ``--hardware`` names a catalog device.
 
 Run on a CUDA GPU: ``python benchmarks/bench_expert_gemm.py --hardware h100-sxm5-80gb`` (about 10 s of GPU time).
-The figures of one H100 SXM run are in docs/accuracy.md ("MoE expert GEMMs measured on an H100") and
+The figures of one H100 SXM run are in docs/accuracy.md ("MoE rows: ... expert GEMMs measured on an H100 ...") and
 tests/simulator/lowering/test_expert_gemm_h100.py.
 """
 

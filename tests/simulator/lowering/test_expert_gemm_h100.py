@@ -1,7 +1,7 @@
 """The per-expert GEMMs of Transformer Engine's GroupedLinear as the model prices them on an H100 SXM, against
 GPU times measured on one (benchmarks/bench_expert_gemm.py: one cuBLASLt GEMM per local expert on 4 streams,
 captured in a CUDA graph and replayed; NVIDIA H100 80GB HBM3 at 1980 MHz, PyTorch 2.11.0+cu130, 2026-12-06;
-docs/accuracy.md "MoE expert GEMMs measured on an H100")."""
+docs/accuracy.md "MoE rows: the GPT-OSS H100 micro-batch, expert GEMMs measured on an H100, routing balance")."""
 
 from __future__ import annotations
 
