@@ -1644,7 +1644,8 @@ def multislice_collective(collective: str, size_bytes: Any, n_devices: int, syst
 
 
 # ----------------------------------------------------------------------------------------------
-# Serving engines' own all-reduce kernels (vLLM's custom all-reduce, also run by SGLang)
+# Serving engines' own all-reduce kernels (vLLM's custom all-reduce, also run by SGLang; TensorRT-LLM's
+# custom all-reduce plugin)
 # ----------------------------------------------------------------------------------------------
 
 _MIB = 1024 * 1024
@@ -1673,6 +1674,36 @@ _AR_H100_TP6 = (
     "vllm-project/vllm PR #24111 (2025-09-02), the same benchmark on 6 H100 SXM: ca_1stage 0.013 ms at 0.5 MB ... "
     "0.070 at 4 MB; ca_2stage 0.015 ... 0.037. End points read as one-stage 4.86 us + 16.29 us per MiB, "
     "two-stage 11.86 us + 6.29 us per MiB")
+#: Where the dispatch rule of TensorRT-LLM's custom all-reduce plugin (the TensorRT engine path) is read.
+TRTLLM_CUSTOM_AR_RULE = (
+    "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/plugins/ncclPlugin/allreducePlugin.cpp AllreducePlugin::selectImplementation "
+    "and cpp/tensorrt_llm/common/customAllReduceUtils.h getMaxRequiredWorkspaceSize, as of 0.10.0.dev2024043000 "
+    "(WhiteD2125/TensorRT-LLM @ 6ad7cf1bcc08e31990c62ba929a8e84f35667654, the pinned copy the v0.9.0 rows cite; "
+    "the 0.9.0 tag's own code was not read): strategy AUTO (a build with use_custom_all_reduce) runs the custom "
+    "kernels when the message is at most the workspace, 16,000,000 bytes on <= 2 GPUs and 8,000,000 bytes above; "
+    "then ONESHOT on <= 2 GPUs, on <= 4 GPUs below 1,000,000 bytes, else below 500,000 bytes, TWOSHOT otherwise; "
+    "NCCL where configurationSupported fails (the message not a multiple of 16 bytes, or for TWOSHOT of 16 x world "
+    "size bytes) and on world sizes the plugin rejects (isCustomAllReduceSuported: even and <= 8). "
+    "cpp/tensorrt_llm/kernels/customAllReduceKernels.cu (same commit): oneShotAllReduceKernel copies its chunk of "
+    "the input into the rank's IPC-shared buffer (COPY_INPUT, or a cudaMemcpyAsync first under USE_MEMCPY), a "
+    "block barrier over the ranks' flags, then reads every peer's chunk over NVLink and sums; twoShotAllReduceKernel "
+    "copies the input, barrier, each rank reduces its 1/n slice from all peers (reduce-scatter), a second "
+    "barrier, then gathers the other slices from their owners (all-gather): the algorithm of vLLM's "
+    "cross_device_reduce_1stage / _2stage (VLLM_CUSTOM_AR_RULE), except that the input is copied into the shared "
+    "buffer in every call, CUDA graphs or not. Default per version: the legacy examples/*/build.py of v0.5 / v0.6.1 "
+    "take --use_custom_all_reduce as an opt-in flag; trtllm-build (0.9.0) defaults it to 'enable' "
+    "(tensorrt_llm/plugin/plugin.py PluginConfig.use_custom_all_reduce = True, the same commit; a trtllm-build 0.9.0 "
+    "log prints it for a build that does not pass the flag: InfraCloud, 'Running Llama 3 with Triton and "
+    "TensorRT-LLM', 2024-07). Later releases changed the rule (TWOSHOT disabled in selectImplementation by late "
+    "2024: NVIDIA/TensorRT-LLM issue #2575; per-SM lookup tables and Lamport one-shot kernels in 1.x): not this "
+    "kernel entry")
+_AR_SAME_KERNELS = (
+    "priced with the vLLM kernels' published times (the two are one algorithm, see TRTLLM_CUSTOM_AR_RULE): "
+    "sgl-project/sglang PR #2511 (2024-12-18, 'adapt custom allreduce for tensorrt llm') ported TensorRT-LLM's "
+    "kernels and PR #2688 (2024-12-31, 'support twoshot allreduce mainly from tensorrt llm') times them against "
+    "vLLM's custom all-reduce on A100 GPUs in one harness, ms (vLLM / the TensorRT-LLM port): world size 2, "
+    "test_size 1048576 0.0325 / 0.0326 and 2097152 0.0553 / 0.0543; world size 4, 524288 0.0313 / 0.0306 and "
+    "1048576 0.0471 / 0.0455: within 2.3 us at every size of its 2- and 4-GPU tables")
 
 
 @dataclass(frozen=True)
@@ -1697,6 +1728,12 @@ class EngineAllReduceKernel:
     one_stage_below: Mapping[int, int]  #: world size -> bytes below which the one-stage kernel runs
     fits: Mapping[tuple[str, int], EngineAllReduceFit]
     source: str
+    #: world size -> bytes from which NCCL takes the message (exclusive bound), where it differs from ``max_bytes``
+    max_bytes_by_world: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: True where the kernel copies its input into the shared buffer in every call (CUDA graphs or not)
+    copies_input: bool = False
+    #: True where the two-stage kernel needs the message to be a multiple of 16 bytes times the world size
+    two_stage_rank_align: bool = False
 
 
 def _fit(one: tuple[float, float], two: tuple[float, float], src: str) -> EngineAllReduceFit:
@@ -1715,6 +1752,13 @@ ENGINE_ALL_REDUCE_KERNELS: Mapping[str, EngineAllReduceKernel] = MappingProxyTyp
         MappingProxyType({("nvlink4-nvswitch3", 4): _fit((6.0, 8.0), (13.36, 7.29), _AR_H100_TP4),
                           ("nvlink4-nvswitch3", 6): _fit((4.86, 16.29), (11.86, 6.29), _AR_H100_TP6)}),
         VLLM_CUSTOM_AR_RULE),
+    "trtllm-custom": EngineAllReduceKernel(
+        "trtllm-custom", (2, 4, 6, 8), 8_000_001, MappingProxyType({2: 1 << 62, 4: 1_000_000, 6: 500_000, 8: 500_000}),
+        MappingProxyType({("nvlink4-nvswitch3", 4): _fit((6.0, 8.0), (13.36, 7.29), f"{_AR_H100_TP4}; {_AR_SAME_KERNELS}"),
+                          ("nvlink4-nvswitch3", 6): _fit((4.86, 16.29), (11.86, 6.29),
+                                                         f"{_AR_H100_TP6}; {_AR_SAME_KERNELS}")}),
+        TRTLLM_CUSTOM_AR_RULE, max_bytes_by_world=MappingProxyType({2: 16_000_001}), copies_input=True,
+        two_stage_rank_align=True),
 })
 
 
@@ -1733,15 +1777,20 @@ def engine_all_reduce(kernel: str, size_bytes: float, n_devices: int, system: Co
     """The time of one all-reduce run by a serving engine's own kernel ``kernel`` (:data:`ENGINE_ALL_REDUCE_KERNELS`)
     on one node of ``system``, or None where the engine hands it to NCCL (a message it does not take) or no
     published table covers the fabric and world size. Outside CUDA graphs the input is first copied into the
-    registered buffer: ``2 x size / copy_bytes_per_s`` more (the device's memory rate)."""
+    registered buffer: ``2 x size / copy_bytes_per_s`` more (the device's memory rate); a kernel that copies in every
+    call (``copies_input``: TensorRT-LLM's) pays it under CUDA graphs too."""
     k = ENGINE_ALL_REDUCE_KERNELS.get(kernel)
     size = float(size_bytes)
-    if k is None or n_devices not in k.world_sizes or size >= k.max_bytes or size <= 0 or int(size) % 16:
+    if k is None or n_devices not in k.world_sizes or size <= 0 or int(size) % 16:
+        return None
+    if size >= k.max_bytes_by_world.get(n_devices, k.max_bytes):
         return None
     fit = k.fits.get((system.intra.name, n_devices))
     if fit is None:
         return None
     stage = "1stage" if size < k.one_stage_below[n_devices] else "2stage"
+    if stage == "2stage" and k.two_stage_rank_align and int(size) % (16 * n_devices):
+        return None
     lat, per_byte = fit.one_stage if stage == "1stage" else fit.two_stage
-    copy = 0.0 if cuda_graphs else 2.0 * size / float(copy_bytes_per_s)
+    copy = 0.0 if cuda_graphs and not k.copies_input else 2.0 * size / float(copy_bytes_per_s)
     return EngineAllReduceResult(lat + size * per_byte + copy, stage, copy, fit.source)

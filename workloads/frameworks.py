@@ -382,6 +382,15 @@ _ENGINE_AR = ("vLLM's custom all-reduce (hwmodels.collectives.VLLM_CUSTOM_AR_RUL
               "era and its own copy of the same kernels later")
 
 
+_TRTLLM_AR = ("NCCL priced: TensorRT-LLM's engines do run its custom all-reduce (AUTO strategy; trtllm-build 0.9.0 "
+              "defaults --use_custom_all_reduce to enable, and later releases select it at run time), but the "
+              "releases this profile stands for (1.x, in-flight batching) pick the kernel from per-GPU lookup tables "
+              "and Lamport one-shot kernels (NVIDIA/TensorRT-LLM issue #2575: TWOSHOT disabled in "
+              "selectImplementation by late 2024), a rule not read here; the 0.9-era rule is EvalOptions "
+              "all_reduce_kernel 'trtllm-custom' (hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE), switched on for a "
+              "published row whose notes state the plugin")
+
+
 class FrameworkError(NodeperfError, ValueError):
     """An unknown framework name or a malformed framework field (one located line)."""
 
@@ -483,7 +492,8 @@ class FrameworkProfile:
     all_reduce_kernel
         Who runs the stack's one-node tensor-parallel all-reduces (``EvalOptions.all_reduce_kernel``): ``"nccl"``
         or the engine's own kernel (``"vllm-custom"``: vLLM's custom all-reduce, which vLLM and SGLang run by
-        default on 2 GPUs or a fully NVLink-connected node for messages below 8 MiB). Source in
+        default on 2 GPUs or a fully NVLink-connected node for messages below 8 MiB; ``"trtllm-custom"``:
+        TensorRT-LLM's custom all-reduce plugin with its 0.9-era one-shot / two-shot rule). Source in
         ``all_reduce_source``.
     graph_batch_sizes
         Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
@@ -674,6 +684,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,), devices=_TRT_DEVICES),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, fp8_activation_scale="static",
+                     all_reduce_source=_TRTLLM_AR,
                      sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE),
                      devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
                      kv_cache_sizing_source=_TRTLLM_KV_FREE,
@@ -687,6 +698,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)",
                      graphs_decode_only=True, graphs_decode_source=_TRTLLM_PT_GRAPHS, kv_cache_sizing="free",
+                     all_reduce_source=_TRTLLM_AR,
                      kv_cache_sizing_source=_TRTLLM_KV_FREE),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,),

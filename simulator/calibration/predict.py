@@ -45,6 +45,9 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 # a row built with TensorRT-LLM's fp8 linear layers (v0.5 / v0.6.1 `--enable_fp8`, v0.9.0 checkpoint `quant_algo FP8`):
 # their input scale is a calibrated constant (workloads.frameworks.TRTLLM_FP8_STATIC_SCALE), no per-token absmax
 _FP8_STATIC_SCALE = re.compile(r"--enable_fp8\b|\bquant_algo FP8\b")
+# a row whose notes state that its engine's all-reduces ran TensorRT-LLM's custom all-reduce plugin (EvalOptions
+# all_reduce_kernel "trtllm-custom": hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE)
+_TRTLLM_CUSTOM_AR = re.compile(r"\bTensorRT-LLM custom all-reduce plugin\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -207,7 +210,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        attention_kernel=kernel, eager_framework=bool(_EAGER.search(text)),
                        eager_modules=bool(_EAGER.search(text)),
                        conv_layout="nchw" if _NCHW.search(text) else "nhwc",
-                       fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic")
+                       fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic",
+                       all_reduce_kernel="trtllm-custom" if _TRTLLM_CUSTOM_AR.search(text) else "nccl")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

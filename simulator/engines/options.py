@@ -77,7 +77,8 @@ class EvalOptions:
     all_reduce_kernel
         Who runs a tensor-parallel all-reduce inside one node: ``"nccl"`` (the library's tuner over the fabric
         model, :func:`hwmodels.collectives.select_algorithm`) or a serving engine's own kernel
-        (:data:`ALL_REDUCE_KERNELS`: ``"vllm-custom"``, vLLM's custom all-reduce, which SGLang also runs) for the
+        (:data:`ALL_REDUCE_KERNELS`: ``"vllm-custom"``, vLLM's custom all-reduce, which SGLang also runs;
+        ``"trtllm-custom"``, TensorRT-LLM's custom all-reduce plugin as its 0.9-era engines run it) for the
         messages it takes where a published table covers the fabric (:func:`hwmodels.collectives.engine_all_reduce`;
         NCCL otherwise).
 
@@ -141,7 +142,7 @@ FP8_ACTIVATION_SCALES = ("dynamic", "static")
 CONV_LAYOUTS = ("nhwc", "nchw")
 #: Who runs a one-node all-reduce (``EvalOptions.all_reduce_kernel``): NCCL, or an engine's own kernel
 #: (:data:`hwmodels.collectives.ENGINE_ALL_REDUCE_KERNELS`).
-ALL_REDUCE_KERNELS = ("nccl", "vllm-custom")
+ALL_REDUCE_KERNELS = ("nccl", "vllm-custom", "trtllm-custom")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -188,7 +189,8 @@ SETTINGS: dict[str, Setting] = {
                                "around 16-bit tensor-core convolutions)"),
     "all_reduce_kernel": Setting("all_reduce_kernel", "str", ALL_REDUCE_KERNELS,
                                  doc="who runs a one-node all-reduce: nccl, or a serving engine's own kernel "
-                                     "(vllm-custom: vLLM's custom all-reduce, also SGLang's)"),
+                                     "(vllm-custom: vLLM's custom all-reduce, also SGLang's; trtllm-custom: "
+                                     "TensorRT-LLM's custom all-reduce plugin, 0.9-era rule)"),
 
     "fp8_activation_scale": Setting("fp8_activation_scale", "str", FP8_ACTIVATION_SCALES,
                                     doc="fp8 linear layers' input scale: dynamic (per-token absmax, then the cast) "

@@ -1,0 +1,113 @@
+"""TensorRT-LLM's custom all-reduce plugin as an engine all-reduce kernel (``all_reduce_kernel = "trtllm-custom"``).
+
+The dispatch rule is the one read from ``allreducePlugin.cpp`` / ``customAllReduceUtils.h`` at the commit the v0.9.0
+rows cite (hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE): the workspace bound (16,000,000 bytes on 2 GPUs, 8,000,000
+above, inclusive), one-shot below 1,000,000 bytes on <= 4 GPUs and below 500,000 bytes above, the 16-byte and
+16 x world-size alignments, even world sizes up to 8. Times are vLLM's one-/two-stage fits (the same algorithm) plus
+the input copy the plugin's kernels make in every call."""
+
+from __future__ import annotations
+
+import pytest
+
+_US = 1e-6
+_MIB = 1024 * 1024
+_KW = {"cuda_graphs": True, "copy_bytes_per_s": 3.35e12}
+
+
+@pytest.fixture(scope="module")
+def h100():  # noqa: ANN201
+    from hwmodels.collectives import load_collective_system
+
+    return load_collective_system("dgx-h100")
+
+
+def _ar(size: float, n: int, system, kernel: str = "trtllm-custom", **kw):  # noqa: ANN001, ANN202
+    from hwmodels.collectives import engine_all_reduce
+
+    return engine_all_reduce(kernel, size, n, system, **{**_KW, **kw})
+
+
+@pytest.mark.parametrize(("size", "n", "stage"), [
+    (999_984, 4, "1stage"),      # below 1,000,000 bytes on 4 GPUs: one-shot
+    (1_000_000, 4, "2stage"),    # from 1,000,000 bytes: two-shot (1,000,000 = 64 x 15,625: aligned)
+    (8_000_000, 4, "2stage"),    # the workspace, inclusive
+    (499_968, 6, "1stage"),      # above 4 GPUs the bound is 500,000 bytes
+    (500_064, 6, "2stage"),      # 96 x 5,209: aligned for two-shot on 6 GPUs
+])
+def test_dispatch_by_size_and_world(h100, size: int, n: int, stage: str) -> None:  # noqa: ANN001
+    assert _ar(size, n, h100).stage == stage
+
+
+@pytest.mark.parametrize(("size", "n", "why"), [
+    (8_000_064, 4, "above the 8,000,000-byte workspace"),
+    (1_000_016, 4, "two-shot needs a multiple of 16 x 4 bytes"),
+    (500_000, 6, "two-shot needs a multiple of 16 x 6 bytes"),
+    (1000, 4, "not a multiple of 16 bytes"),
+    (2 * _MIB, 8, "no published 8-GPU table"),
+    (2 * _MIB, 3, "odd world size"),
+])
+def test_messages_it_hands_to_nccl(h100, size: int, n: int, why: str) -> None:  # noqa: ANN001
+    assert _ar(size, n, h100) is None, why
+
+
+def test_two_shot_time_is_vllms_two_stage_plus_the_input_copy(h100) -> None:  # noqa: ANN001
+    """2 MiB on 4 H100s: 13.36 us + 2 MiB x 7.29 us/MiB = 27.94 us (vLLM PRs #24532 / #24111), plus the copy into the
+    shared buffer, 2 x 2 MiB / 3.35 TB/s = 1.252 us, paid under CUDA graphs too (vLLM's registered buffers skip it)."""
+    res = _ar(2 * _MIB, 4, h100)
+    assert res.stage == "2stage"
+    assert res.copy_s == pytest.approx(2 * 2 * _MIB / 3.35e12, rel=1e-12)
+    assert res.time_s == pytest.approx(27.94 * _US + 1.2520310e-6, rel=1e-6)
+    vllm = _ar(2 * _MIB, 4, h100, kernel="vllm-custom")
+    assert vllm.copy_s == 0.0 and vllm.time_s == pytest.approx(27.94 * _US, rel=1e-9)
+    assert "sgl-project/sglang PR #2688" in res.source
+
+
+def test_one_shot_below_a_megabyte_where_vllm_runs_two_stages(h100) -> None:  # noqa: ANN001
+    """768 KiB on 4 GPUs: vLLM runs two stages from 512 KiB, TensorRT-LLM's plugin one shot below 1,000,000 bytes:
+    6.0 + 0.75 x 8.0 = 12.0 us plus the copy (2 x 768 KiB / 3.35 TB/s = 0.4695 us)."""
+    size = 768 * 1024
+    res = _ar(size, 4, h100)
+    assert res.stage == "1stage" and _ar(size, 4, h100, kernel="vllm-custom").stage == "2stage"
+    assert res.time_s == pytest.approx(12.0 * _US + 2 * size / 3.35e12, rel=1e-9)
+
+
+def test_row_notes_switch_the_kernel_on() -> None:
+    from simulator.calibration.predict import run_options
+
+    row = {"source": "TensorRT-LLM v0.9.0", "metric_reported": "", "dtype": "fp16",
+           "notes": "All-reduces by the TensorRT-LLM custom all-reduce plugin (AUTO strategy)"}
+    assert run_options(row)[0].all_reduce_kernel == "trtllm-custom"
+    assert run_options({**row, "notes": "NCCL all-reduce"})[0].all_reduce_kernel == "nccl"
+
+
+def test_published_v090_rows_state_the_plugin_and_earlier_rows_do_not() -> None:
+    import csv
+
+    from simulator.parallel.validation import DEFAULT_MULTI_DATASET
+
+    with open(DEFAULT_MULTI_DATASET, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    stated = {r["id"] for r in rows if "TensorRT-LLM custom all-reduce plugin" in r["notes"]}
+    v09 = {r["id"] for r in rows if r["framework"].startswith("TensorRT-LLM v0.9.0")}
+    assert stated == v09 and {"multi-150", "multi-152", "multi-154"} <= stated
+    assert not stated & {"multi-123", "multi-133", "multi-158"}  # v0.6.1 / v0.5 builds: an opt-in flag, not passed
+
+
+def test_prefill_all_reduces_of_multi_152_run_the_plugin() -> None:
+    """Llama-2-70B, 128 tokens, TP 4 on H100s: 161 all-reduces of 128 x 8192 x 2 bytes = 2 MiB, two-shot."""
+    from dataclasses import replace
+
+    from simulator.calibration.predict import run_options
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
+
+    opts, _ = run_options({"source": "TensorRT-LLM", "metric_reported": "", "dtype": "fp16",
+                           "notes": "TensorRT-LLM custom all-reduce plugin"})
+    opts = replace(opts, cuda_graphs=False)
+    res = evaluate_plan("llama-2-70b", load_hardware("dgx-h100"), ParallelPlan(tp=4), opts, phase="prefill",
+                        seq=128, batch=1, dtype="fp16")
+    recs = [r for rep in res.reports for r in rep.records if r.kind == "all_reduce"]
+    assert len(recs) == 161
+    assert {r.rule for r in recs} == {"trtllm-custom-2stage-all_reduce"}
