@@ -768,8 +768,10 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     gather = [0.0] * p
     if zero_gather:
         gather = [coll[("all_gather", w)] for w in wbytes]
-        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
-            gather = [g * (1 + 2 * m) for g in gather]
+        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
+            # step under pipeline schedules, which keep FSDP2 units unsharded through the step
+            # (:func:`_pipelined_fsdp_buffers`: the memory this holds, the same sources)
+            gather = [g * (1 if plan.fsdp and p > 1 else 1 + 2 * m) for g in gather]
     opt_s = [o / sync_n if plan.zero >= 1 else o for o in opt]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
