@@ -768,8 +768,14 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     gather = [0.0] * p
     if zero_gather:
         gather = [coll[("all_gather", w)] for w in wbytes]
-        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch
-            gather = [g * (1 + 2 * m) for g in gather]
+        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch; FSDP under a
+            # pipeline schedule once a step: the stacks shard pipelined stages with reshard_after_forward=False
+            # (torchtitan parallelize_llama.py apply_fsdp @ 9dec370; NeMo AutoModel parallelizer.py @ cb97654
+            # 'With PP, reshard_after_forward=False'), so no backward re-gathers, and torch's PipelineStage
+            # disables FSDP's reshard and gradient sync for every backward, running the post-backward by hand
+            # after the last (backward_maybe_with_nosync since pytorch/pytorch#134052, 2024-09; as described
+            # in #144535, 2025-01), so no forward re-gathers either (:func:`_pipelined_fsdp_buffers`: the memory)
+            gather = [g * (1 if plan.fsdp and p > 1 else 1 + 2 * m) for g in gather]
     opt_s = [o / sync_n if plan.zero >= 1 else o for o in opt]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
