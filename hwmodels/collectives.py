@@ -100,6 +100,8 @@ __all__ = [
     "collective_options",
     "select_algorithm",
     "launch_skew_s",
+    "net_ll128",
+    "GPU_NIC_PATHS",
     "ring_channels_used",
     "nvls_loop_bytes",
     "applicable_algorithms",
@@ -124,6 +126,10 @@ ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "hierarchical", "direct",
 PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
 #: Hardware classes of the libraries' latency tables (NCCL's NVLINK / PCI / NET, plus TPU ICI).
 LATENCY_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net", "ici")
+#: NCCL's path types from a GPU to a NIC, nearest first (src/graph/topo.h @ v2.29.2-1: PIX a single PCIe
+#: bridge, PXB several bridges without the host bridge, P2C over C2C to the CPU then PCIe, PXN through
+#: another GPU, PHB through the host bridge, SYS across the CPU sockets' interconnect).
+GPU_NIC_PATHS: tuple[str, ...] = ("pix", "pxb", "p2c", "pxn", "phb", "sys")
 #: How a fabric's links join devices.
 TOPOLOGIES: tuple[str, ...] = ("switch", "fully_connected", "mesh", "torus", "nic")
 
@@ -225,6 +231,9 @@ class CollectiveLibrary:
     #: (keys ``bandwidth_fraction``, ``protocol_fraction`` {protocol: factor}, ``correction`` {protocol:
     #: factors by power-of-two size from 64 B}; None: the tree is ranked by its time)
     tree_tuner: Mapping[str, Any] | None = None
+    #: ``ll128.max_gpu_nic_path``: the farthest GPU-to-NIC path (one of :data:`GPU_NIC_PATHS`) over which the
+    #: library keeps LL128 across nodes by default (None: never across nodes)
+    ll128_max_gpu_nic_path: str | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -249,6 +258,8 @@ class CollectiveSystem:
     cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
     ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
+    #: ``gpu_nic_path``: how each GPU reaches its nearest NIC (one of :data:`GPU_NIC_PATHS`; None: not described)
+    gpu_nic_path: str | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -396,6 +407,33 @@ class _Reader:
             return None
         return str(got)
 
+    def sourced_choice(self, table: Mapping[str, Any], key: str, choices: Iterable[str], path: str,
+                       prov: dict[str, Provenance]) -> str | None:
+        """``{ value = "<one of choices>", source = "..." }`` at dotted ``key`` (None when absent or wrong)."""
+        full = f"{path}.{key}"
+        raw: Any = table
+        for part in key.split("."):
+            raw = raw.get(part) if isinstance(raw, Mapping) else None
+        if raw is None:
+            return None
+        options = tuple(choices)
+        if not isinstance(raw, Mapping) or "value" not in raw:
+            self.problems.add(full, f"value without a source; got {raw!r}; expected "
+                                    f"{{ value = \"{options[0]}\", source = \"...\" }}")
+            return None
+        for kpath, msg in table_problems(dict.fromkeys(sorted(set(raw) - _QKEYS)), allowed=sorted(_QKEYS), path=full):
+            self.problems.add(kpath, msg())
+        got = raw["value"]
+        if got not in options:
+            self.problems.add(full, f"unknown value; got {got!r}; expected one of {', '.join(options)}"
+                                    f"{did_you_mean(str(got), options)}")
+            return None
+        src = self.source(raw.get("source"), full)
+        if src is None:
+            return None
+        prov[full] = Provenance(source=src, note=str(raw.get("note", "")))
+        return str(got)
+
     def unknown_keys(self, table: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:
         names = sorted(set(allowed))
         for kpath, msg in table_problems(dict.fromkeys(sorted(set(table) - set(names))), allowed=names, path=path):
@@ -461,8 +499,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s", "p2p", "launch", "tuner", "msccl"), path)
+                        "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128"), path)
     rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
+    rd.unknown_keys(t.get("ll128", {}), ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = t.get("tuner", {})
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree"),
                     f"{path}.tuner")
@@ -502,6 +541,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
     allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
     tree_tuner = _read_tree_tuner(t, rd, path, prov, tuple(fractions))
+    ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -512,7 +552,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
-        tree_tuner=tree_tuner, provenance=MappingProxyType(prov))
+        tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, provenance=MappingProxyType(prov))
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -612,7 +652,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
-                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor"), path)
+                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
+                        "gpu_nic_path"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -637,6 +678,10 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
+    nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
+    if nic_path is not None and t.get("inter") is None:
+        rd.problems.add(f"{path}.gpu_nic_path", "a GPU-to-NIC path without an inter-node fabric; got gpu_nic_path; "
+                                                "expected inter = \"<fabric>\" as well")
     if t.get("inter") is None and "nics_per_node" in t:
         rd.problems.add(f"{path}.nics_per_node", "NICs without an inter-node fabric; got nics_per_node; "
                                                  "expected inter = \"<fabric>\" as well")
@@ -661,7 +706,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
-                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, provenance=MappingProxyType(prov))
+                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
+                            provenance=MappingProxyType(prov))
 
 
 def _lower_keys(table: Any) -> dict[str, Any]:
@@ -959,12 +1005,25 @@ def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str, tuner: bool 
     return alpha
 
 
+def net_ll128(system: CollectiveSystem) -> bool:
+    """Whether the library keeps LL128 on a communicator that spans nodes of ``system`` (by default, no
+    ``NCCL_PROTO`` set): the inter-node fabric is marked ``ll128``, or each GPU reaches its NIC no farther
+    than the library's ``ll128.max_gpu_nic_path`` (NCCL: ``typeInter <= PATH_PXB``, src/graph/tuning.cc).
+    The NVLink side of the rule is the intra-node fabric's own ``ll128`` flag."""
+    if system.inter is None:
+        return False
+    if system.inter.ll128:
+        return True
+    limit, path = system.library.ll128_max_gpu_nic_path, system.gpu_nic_path
+    return limit is not None and path is not None and GPU_NIC_PATHS.index(path) <= GPU_NIC_PATHS.index(limit)
+
+
 def _protocols(system: CollectiveSystem, algorithm: str, n_nodes: int) -> tuple[str, ...]:
     lib = system.library
     if algorithm in _SIMPLE_ONLY:
         return ("simple",) if "simple" in lib.protocols else ()
-    fabrics = [system.intra] + ([system.inter] if n_nodes > 1 else [])
-    return tuple(p for p in lib.protocols if p != "ll128" or all(f.ll128 for f in fabrics))
+    ll128 = system.intra.ll128 and (n_nodes <= 1 or net_ll128(system))
+    return tuple(p for p in lib.protocols if p != "ll128" or ll128)
 
 
 def applicable_algorithms(collective: str, n_devices: int, system: str | CollectiveSystem,

@@ -4,7 +4,8 @@ NCCL v2.22.3 keeps LL128 across nodes on Hopper when each GPU reaches its NIC th
 switches (src/graph/tuning.cc: ``typeInter <= PATH_PXB || (minCompCap >= 90 && typeInter <=
 PATH_PXN)``); on p5 every GPU sits with its four EFA cards behind one PCIe switch
 (aws-ofi-nccl topology/p5.48xl-topo.xml) and the plugin leaves ``NCCL_PROTO`` unset on P5 + RDMA
-(src/platform-aws.c, v1.9.2-aws). Cases are hand-computed from the catalog's figures.
+(src/platform-aws.c, v1.9.2-aws): the catalog states it as the node's ``gpu_nic_path`` (PIX) under the
+library's ``ll128.max_gpu_nic_path`` (PXB). Cases are hand-computed from the catalog's figures.
 """
 
 from __future__ import annotations
@@ -22,15 +23,12 @@ MIB = 2**20
 US = 1e-6
 
 
-def test_efa_keeps_ll128_and_the_nvlink_only_fabrics_stay_as_they_were():
+def test_p5_keeps_ll128_as_a_fact_of_its_node():
     cat = fabric_catalog()
-    assert cat.fabric("efa-100g").ll128 is True
-    # InfiniBand fabrics are unchanged by this rule's adoption (their systems' PCIe paths are not read here)
-    assert cat.fabric("ib-ndr").ll128 is False and cat.fabric("ib-hdr").ll128 is False
+    # the decision is the node's GPU-to-NIC path (PIX on p5) under NCCL's rule (at most PXB), not the fabric's
+    assert cat.system("aws-p5").gpu_nic_path == "pix" and cat.fabric("efa-100g").ll128 is False
     p5 = collective_options("all_reduce", 4 * MIB, 16, "aws-p5", n_nodes=2)
     assert {("ring", "ll128"), ("tree", "ll128")} <= set(p5)
-    dgx = collective_options("all_reduce", 4 * MIB, 16, "dgx-h100", n_nodes=2)
-    assert ("ring", "ll128") not in dgx and ("tree", "ll128") not in dgx
     assert "hierarchical" in applicable_algorithms("all_reduce", 16, "aws-p5", n_nodes=2)
 
 
