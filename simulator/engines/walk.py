@@ -26,8 +26,8 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
-           "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "module_call_counts", "op_signature", "walk_graph"]
+__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+           "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "is_library_kernel", "module_call_counts", "op_signature", "walk_graph"]
 
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
@@ -37,6 +37,20 @@ _NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
 #: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
 #: The contractions (the CPU rules' list), less the MoE router, whose gate and top-k the graph keeps as one op.
 LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
+#: Quantised linear layers (``workloads.precision``) that are library kernels too: fp8 weights and activations
+#: (W8A8) run as a scaled-matmul library call in the stacks that take them -- vLLM's ``apply_fp8_linear`` calls
+#: ``torch._scaled_mm`` (cuBLASLt / hipBLASLt) or CUTLASS ``cutlass_scaled_mm`` (vllm-project/vllm
+#: vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 2024), whose epilogue is the library's. Weight-only
+#: int4 / int8 layers, whose kernels a compiler may generate, are not.
+QUANT_LINEAR_KINDS = frozenset({"quant_matmul", "quant_grouped_matmul"})
+
+
+def is_library_kernel(op: Op) -> bool:
+    """Whether ``op`` runs as a library kernel (:data:`LIBRARY_KERNEL_KINDS`, or an fp8 W8A8 linear layer,
+    :data:`QUANT_LINEAR_KINDS`)."""
+    if op.kind in LIBRARY_KERNEL_KINDS:
+        return True
+    return op.kind in QUANT_LINEAR_KINDS and len(op.inputs) > 1 and op.inputs[1].dtype.value.startswith("fp8")
 
 
 #: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:
@@ -79,7 +93,7 @@ class FusionGroup:
     def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
         """``op`` launches a new kernel."""
         self.head_kind = op.kind
-        self.library = op.kind in LIBRARY_KERNEL_KINDS and not (opts.gemv_generated and is_gemv(op))
+        self.library = is_library_kernel(op) and not (opts.gemv_generated and is_gemv(op))
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
         self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()
