@@ -12,8 +12,10 @@ model's price (``simulator.lowering.gpu``: rounds of 4 concurrent GEMMs, ``_gemm
 is printed beside each figure when ``--hardware`` names a catalog device.
 
 Run on a CUDA GPU: ``python benchmarks/bench_expert_gemm.py --hardware h100-sxm5-80gb`` (about 10 s of GPU time).
-The figures of one H100 SXM run are in docs/accuracy.md ("MoE rows: ... expert GEMMs measured on an H100 ...") and
-tests/simulator/lowering/test_expert_gemm_h100.py.
+The figures of one H100 SXM run are in hwmodels/measurements/h100_expert_gemms.csv (read by
+tests/simulator/lowering/test_expert_gemm_h100.py) and docs/accuracy.md ("MoE rows: ... expert GEMMs measured on an
+H100 ...", "H100 fp8 GEMMs without fast accumulation"). ``torch._scaled_mm`` runs without fast accumulation by
+default, so the model's fp8 price includes the FP32 promotions (``simulator.lowering.gpu.fp8_promotion``).
 """
 
 from __future__ import annotations
@@ -65,13 +67,16 @@ def _model_us(hardware: str, experts: int, m: int, n: int, k: int, dtype: str) -
     from simulator.engines.analytical import EvalOptions
     from simulator.hardware import load_hardware
     from simulator.lowering.common import LoweringContext
-    from simulator.lowering.gpu import PER_EXPERT_RULE, _gemm_cost
+    from simulator.lowering.gpu import PER_EXPERT_RULE, _gemm_cost, fp8_promotion
 
     ctx = LoweringContext(load_hardware(hardware), EvalOptions())
     width = min(STREAMS, experts)
-    one = _gemm_cost(ctx, m, n, k, batch=width, dtype=dtype, in_bytes=1 if dtype.startswith("fp8") else 2,
+    fp8 = dtype.startswith("fp8")
+    one = _gemm_cost(ctx, m, n, k, batch=width, dtype=dtype, in_bytes=1 if fp8 else 2,
                      out_bytes=2, b_shared=False, rule=PER_EXPERT_RULE)
-    return float(one.device_time_s) * (experts // width) * 1e6
+    promo_s = fp8_promotion(ctx, width, m, n, k)[0] if fp8 else 0.0  # use_fast_accum=False
+    busy = max(one.compute_s, one.memory_s)
+    return (float(one.device_time_s) - busy + max(one.compute_s + promo_s, one.memory_s)) * (experts // width) * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -630,13 +630,15 @@ def _fp8_experts(op: Op, recipe: str, ops: list[Op]) -> bool:
     gradient, rowwise and columnwise, once for both backward GEMMs; the weight-gradient GEMM reads the two
     columnwise copies and quantises nothing (transformer_engine/pytorch/module/grouped_linear.py @ release_v2.9).
     The weights are read as fp8 (Megatron-Bridge's fp8 recipes keep fp8 parameters, ``fp8_param_gather``;
-    TE caches a weight's quantised copy across microbatches otherwise), no cast priced."""
+    TE caches a weight's quantised copy across microbatches otherwise), no cast priced. The backward GEMMs run
+    without fast accumulation as the linears' do (:func:`_accumulation`): ``GroupedLinear``'s backward calls
+    ``general_grouped_gemm(..., use_split_accumulator=_2X_ACC_DGRAD)`` and ``_2X_ACC_WGRAD``."""
     if op.kind not in GROUPED_GEMM_KINDS or op.inputs[0].dtype not in (DType.BF16, DType.FP16):
         return False
     qdt, _ = _QUANT[recipe]
     quant = {} if op.kind == "grouped_matmul_bwd_weight" else {"fp8_quantize": recipe}
     ops.append(Op(op.name, op.kind, op.inputs, op.outputs,
-                  Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant}), op.group))
+                  Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant, **_accumulation(op, recipe)}), op.group))
     return True
 
 

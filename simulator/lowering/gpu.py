@@ -173,19 +173,36 @@ def _bound_term_note(e: gpu.KernelEstimate) -> str:
     return f"bound term {e.bound_term}"
 
 
-def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) -> tuple[float, float]:
-    """(seconds, FP32 additions) of an fp8 GEMM's promotions to FP32 when it runs without fast accumulation
-    (``attrs['fp8_accumulation'] == 'split'``; torchao's backward GEMMs): one FP32 add per output element
-    every ``efficiency.fp8_promotion_interval`` K elements (:class:`hwmodels.spec.EfficiencySpec`), on the SMs'
-    FP32 pipes and not hidden behind the MMAs (as priced; DeepSeek-V3 overlaps them across warpgroups in its own
-    kernel)."""
-    if op.attrs.get("fp8_accumulation") != "split":
-        return 0.0, 0.0
+#: FLOPs that ``compute.vector_flops_per_s`` counts for one FP32 lane operation: the vector rate counts an FMA as two
+#: FLOPs (H100 SXM: 66.9 TFLOP/s = 132 SMs x 128 FP32 lanes x 2 x 1.98 GHz), while an FADD takes the same issue slot
+#: and does one (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: 32-bit floating-point add,
+#: multiply and multiply-add all at 128 results per clock per SM on compute capability 9.0, 64 on 8.0).
+FP32_FLOPS_PER_LANE_OP = 2.0
+
+
+def fp8_promotion(ctx: LoweringContext, batch: int, m: int, n: int, k: int) -> tuple[Any, Any]:
+    """(seconds, FP32 additions) of the promotions of ``batch`` fp8 GEMMs ``[m, k] @ [k, n]`` run without fast
+    accumulation (cuBLASLt ``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` = 0, ``torch._scaled_mm``'s default
+    ``use_fast_accum=False``): one FP32 add per output element every ``efficiency.fp8_promotion_interval`` K
+    elements (:class:`hwmodels.spec.EfficiencySpec`), each an FADD issue slot of the SMs' FP32 lanes
+    (:data:`FP32_FLOPS_PER_LANE_OP`), and not hidden behind the MMAs: CUTLASS's split-accumulation mainloop
+    promotes with ``warpgroup_wait<0>()`` first (``GmmaFP8Accumulation::promote_core``,
+    include/cutlass/gemm/collective/fp8_accumulation.hpp), so the warpgroup's tensor-core pipe is drained while
+    its FADDs run (DeepSeek-V3 overlaps them across warpgroups in its own kernel; cuBLASLt states nothing)."""
     interval = ctx.device.efficiency.fp8_promotion_interval  # an array in hardware variants (sweeps)
     p = ctx.params("fp32")
-    adds = float(bt) * m * n * np.ceil(k / np.asarray(interval, dtype=float))
-    secs = adds / np.multiply(p.vector_flops_per_s, p.vector_fraction)
+    adds = float(batch) * m * n * np.ceil(k / np.asarray(interval, dtype=float))
+    secs = adds / np.multiply(p.vector_flops_per_s / FP32_FLOPS_PER_LANE_OP, p.vector_fraction)
     return (float(secs), float(adds)) if np.ndim(secs) == 0 else (secs, adds)
+
+
+def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) -> tuple[Any, Any]:
+    """(seconds, FP32 additions) of an fp8 GEMM's promotions to FP32 (:func:`fp8_promotion`) when it runs without
+    fast accumulation (``attrs['fp8_accumulation'] == 'split'``: torchao's backward GEMMs, Transformer Engine's
+    per-tensor recipes' input- and weight-gradient GEMMs, :func:`workloads.precision._accumulation`); else none."""
+    if op.attrs.get("fp8_accumulation") != "split":
+        return 0.0, 0.0
+    return fp8_promotion(ctx, bt, m, n, k)
 
 
 @register_rule("gpu", "matmul")
@@ -197,12 +214,18 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
                       in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias),
                       tactic_m=op.attrs.get("tactic_m"))
+    return _with_promotion(op, ctx, cost, bt, m, n, k)
+
+
+def _with_promotion(op: Op, ctx: LoweringContext, cost: KernelCost, bt: int, m: int, n: int, k: int) -> KernelCost:
+    """``cost`` plus the FP32 promotions of ``bt`` fp8 GEMMs run without fast accumulation (:func:`_promotion_s`),
+    serial with their MMAs (in the compute term)."""
     if op.attrs.get("fp8_accumulation") != "split":
         return cost
     promo_s, adds = _promotion_s(op, ctx, bt, m, n, k)
     return dataclasses.replace(cost, compute_s=cost.compute_s + promo_s, vector_flops=cost.vector_flops + adds,
                    notes="; ".join(x for x in (cost.notes, "fp8 split accumulation: partial sums promoted to FP32")
-                                   if x))
+                                   if x) if np.ndim(cost.compute_s) == 0 else "")
 
 
 @register_rule("gpu", "grouped_matmul")
@@ -248,11 +271,12 @@ def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: 
     ``per_expert_streams`` attribute (a stack whose grouped GEMM launches one GEMM per expert,
     :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm`) ``active`` kernels issued round-robin on that
     many streams: each round of ``streams`` concurrent GEMMs shares the SMs as one batch of that many (its
-    waves quantised on its own), the rounds run one after another, and the host launches every kernel."""
+    waves quantised on its own), the rounds run one after another, and the host launches every kernel. Expert
+    GEMMs run without fast accumulation (``fp8_accumulation``) carry their FP32 promotions (:func:`fp8_promotion`)."""
     kw: dict[str, Any] = dict(dtype=op.dtype.value, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=False)
     streams = int(op.attrs.get("per_expert_streams", 0))
     if streams <= 0:
-        fused = _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", **kw)
+        fused = _with_promotion(op, ctx, _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", **kw), active, m, n, k)
         return _with_expert_quantisation(op, ctx, fused, active) if op.attrs.get("fp8_quantize") else fused
     width = min(streams, active)
     full, rest = divmod(active, width)
@@ -264,6 +288,7 @@ def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: 
     cost = dataclasses.replace(one, **total, kernels=active,
                                notes="; ".join(x for x in (one.notes, note) if x) if np.ndim(one.compute_s) == 0
                                else "")
+    cost = _with_promotion(op, ctx, cost, active, m, n, k)
     if op.dtype.value.startswith("fp8"):
         cost = _with_row_padding(op, ctx, cost)
     return _with_expert_quantisation(op, ctx, cost, active) if op.attrs.get("fp8_quantize") else cost
