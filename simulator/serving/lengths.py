@@ -16,6 +16,7 @@ Every spec may end with ``prefix=P``: the first P tokens of every prompt are one
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from dataclasses import dataclass
@@ -48,9 +49,12 @@ _SIGMA_CV1 = math.sqrt(math.log(2.0))
 #:   1200 prompts: the totals printed by ``sglang.bench_serving --dataset-name sharegpt --num-prompts 1200
 #:   --request-rate 4`` (Llama 3.1 8B tokenizer) in sgl-project/sglang issue #2097
 #:   (https://github.com/sgl-project/sglang/issues/2097), the command of the published rows srv-001..004;
-#: * ``in_max`` 1024 and ``out_max`` 2044 (2048 less the 4-token minimum prompt): the benchmark's filter
-#:   (vllm benchmarks/benchmark_serving.py ``sample_sharegpt_requests``; sglang bench_serving.py
-#:   ``sample_sharegpt_requests``), applied here per side as a clip;
+#: * ``in_max`` 1024, ``total_max`` 2048 and ``min_len`` 4: the benchmark's filter (vllm
+#:   benchmarks/benchmark_serving.py ``sample_sharegpt_requests`` and benchmark_throughput.py ``sample_requests``;
+#:   sglang bench_serving.py ``sample_sharegpt_requests``: ``if prompt_len < 4 or output_len < 4: continue`` and
+#:   ``if prompt_len > 1024 or prompt_len + output_len > 2048: continue``), applied as the benchmark applies it:
+#:   a pair outside it is dropped and another drawn in its place (:func:`sample_lengths`), not clipped to the
+#:   bound; ``out_max`` 2044 (2048 less the 4-token minimum prompt) is the longest output the filter lets pass;
 #: * ``in_sigma`` = ``out_sigma`` = sqrt(ln 2) = 0.833 (coefficient of variation 1): the source gives totals
 #:   only, no spread. A CV of 1 is the exponential's, the shape ServeGen (Alibaba, arXiv 2025; summary in AI-Infra-Team/awesome-papers issue #138)
 #:   reports for production output lengths; the prompt spread is taken equal for want of a ShareGPT
@@ -68,10 +72,11 @@ _SIGMA_CV1 = math.sqrt(math.log(2.0))
 LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
     "sharegpt": (
         {"in_mean": 269081 / 1200, "in_sigma": _SIGMA_CV1, "in_max": 1024.0,
-         "out_mean": 226901 / 1200, "out_sigma": _SIGMA_CV1, "out_max": 2044.0},
+         "out_mean": 226901 / 1200, "out_sigma": _SIGMA_CV1, "out_max": 2044.0, "total_max": 2048.0, "min_len": 4.0},
         "ShareGPT as sampled by sglang.bench_serving / vllm benchmark_serving.py (--dataset-name sharegpt): "
         "means 224.2 in / 189.1 out tokens from the 1200-prompt totals (269,081 / 226,901) printed in "
-        "https://github.com/sgl-project/sglang/issues/2097; clip 1024 / 2044 from the benchmark's filter; "
+        "https://github.com/sgl-project/sglang/issues/2097; the benchmark's filter (pairs with a prompt over 1024, "
+        "prompt + output over 2048 or either under 4 tokens dropped and redrawn); "
         "lognormal sigma sqrt(ln 2) (CV 1, the exponential spread ServeGen (arXiv 2025) reports for output lengths), "
         "not from ShareGPT: no published ShareGPT spread as the benchmarks sample it was found"),
 }
@@ -194,6 +199,8 @@ def sample_lengths(spec: LengthSpec, n: int, rng: np.random.Generator, where: st
         ins = rng.integers(int(spec.get("in_lo")), int(spec.get("in_hi")) + 1, n)
         outs = rng.integers(int(spec.get("out_lo")), int(spec.get("out_hi")) + 1, n)
         return ins.astype(np.int64), outs.astype(np.int64)
+    if spec.kind == "lognormal" and spec.get("total_max", 0.0) > 0:
+        return _filtered_pairs(spec, n, rng, where)
     if spec.kind == "lognormal":
         out = []
         for side in ("in", "out"):
@@ -212,6 +219,76 @@ def sample_lengths(spec: LengthSpec, n: int, rng: np.random.Generator, where: st
                            f"of {spec.path} ({int(ins.min())})")
     pick = rng.integers(0, len(ins), n)
     return ins[pick], outs[pick]
+
+
+def _filter_mask(spec: LengthSpec, i: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """True where an (input, output) pair passes the data set's filter (``min_len``, ``in_max``, ``out_max``,
+    ``total_max``; see :func:`_filtered_pairs`)."""
+    lo, in_hi, out_hi = spec.get("min_len", 1.0), spec.get("in_max", 0.0), spec.get("out_max", 0.0)
+    keep = (i >= lo) & (o >= lo) & (i + o <= spec.get("total_max", 0.0))
+    if in_hi > 0:
+        keep &= i <= in_hi
+    if out_hi > 0:
+        keep &= o <= out_hi
+    return keep
+
+
+@functools.lru_cache(maxsize=8)
+def _unfiltered_mus(spec: LengthSpec) -> tuple[float, float]:
+    """Log-space means (mu_in, mu_out) of the lognormals whose pairs, once filtered, have the means ``in_mean``
+    and ``out_mean`` (the summary's means are the filtered sample's: the totals a benchmark prints are of the
+    pairs it kept). Fixed-point iteration on a 2-D quadrature of the two lognormals (continuous lengths)."""
+    sig = (spec.get("in_sigma"), spec.get("out_sigma"))
+    target = (spec.get("in_mean"), spec.get("out_mean"))
+    mus = [math.log(m) - s * s / 2.0 for m, s in zip(target, sig, strict=True)]
+    z = np.linspace(-7.0, 7.0, 701)
+    w = np.exp(-z * z / 2.0)
+    for _ in range(60):
+        x_in, x_out = np.exp(mus[0] + sig[0] * z), np.exp(mus[1] + sig[1] * z)
+        weight = np.outer(w, w) * _filter_mask(spec, x_in[:, None], x_out[None, :])
+        got = (float((weight * x_in[:, None]).sum() / weight.sum()), float((weight * x_out[None, :]).sum() / weight.sum()))
+        step = [math.log(t / g) for t, g in zip(target, got, strict=True)]
+        mus = [m + d for m, d in zip(mus, step, strict=True)]
+        if max(abs(d) for d in step) < 1e-7:
+            break
+    return mus[0], mus[1]
+
+
+def _lognormal_pairs(spec: LengthSpec, n: int, rng: np.random.Generator,
+                     mus: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rounded lognormal (input, output) draws of ``spec``: ``n`` prompts, then ``n`` outputs; ``mus``:
+    the log-space means (default: those whose lognormals have the means ``in_mean`` / ``out_mean``)."""
+    out = []
+    for k, side in enumerate(("in", "out")):
+        mean, sigma = spec.get(f"{side}_mean"), spec.get(f"{side}_sigma")
+        mu = mus[k] if mus is not None else math.log(mean) - sigma * sigma / 2.0  # the lognormal of mean `mean`
+        out.append(np.rint(rng.lognormal(mu, sigma, n)).astype(np.int64))
+    return out[0], out[1]
+
+
+#: Redraw rounds of :func:`_filtered_pairs` before giving up (each keeps the pairs that passed).
+_MAX_REDRAWS = 1000
+
+
+def _filtered_pairs(spec: LengthSpec, n: int, rng: np.random.Generator, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` pairs drawn as a benchmark's data-set filter keeps them: a pair with a length under ``min_len``,
+    a prompt over ``in_max``, an output over ``out_max`` or both over ``total_max`` is dropped and another pair
+    drawn in its place (vLLM ``benchmark_serving.py`` / SGLang ``bench_serving.py`` ``sample_sharegpt_requests``
+    skip such pairs and take the next). The first draw is :func:`_lognormal_pairs` of ``n``; only the
+    dropped places are redrawn, in order, so the pairs that pass keep their values."""
+    mus = _unfiltered_mus(spec)
+    ins, outs = _lognormal_pairs(spec, n, rng, mus)
+    for _ in range(_MAX_REDRAWS):
+        idx = np.flatnonzero(~_filter_mask(spec, ins, outs))
+        if idx.size == 0:
+            if spec.prefix:
+                ins = np.maximum(ins, spec.prefix + 1)
+            return ins, outs
+        ins[idx], outs[idx] = _lognormal_pairs(spec, idx.size, rng, mus)
+    in_hi, total_hi, lo = spec.get("in_max", 0.0), spec.get("total_max", 0.0), spec.get("min_len", 1.0)
+    raise ServingError(f"{where}: the length filter (in <= {in_hi:g}, in + out <= {total_hi:g}, both >= {lo:g}) "
+                       f"drops nearly every draw; got {idx.size} of {n} still outside it after {_MAX_REDRAWS} "
+                       f"redraws; expected means well inside the bounds")
 
 
 def describe(spec: LengthSpec) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Named length summaries: the ShareGPT one reproduces its source's means and the benchmark's clips."""
+"""Named length summaries: the ShareGPT one reproduces its source's means and the benchmark's filter."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def test_sharegpt_means_and_clips():
     assert math.isclose(spec.get("out_mean"), 189.084, rel_tol=1e-4)
     assert math.isclose(math.sqrt(math.exp(spec.get("in_sigma") ** 2) - 1), 1.0)
     ins, outs = sample_lengths(spec, 200_000, np.random.default_rng(0))
-    assert ins.max() <= 1024 and outs.max() <= 2044 and ins.min() >= 1
-    # the clip at 1024 removes ~1.3 % of prompts (z = (ln 1024 - mu) / sigma = 2.24): the mean stays within 3 %
-    assert abs(ins.mean() / 224.234 - 1) < 0.03 and abs(outs.mean() / 189.084 - 1) < 0.02
+    # the benchmark's filter drops pairs (prompt > 1024, prompt + output > 2048, either < 4): none is left
+    assert ins.max() <= 1024 and (ins + outs).max() <= 2048 and min(ins.min(), outs.min()) >= 4
+    # and the source's means are of the kept pairs: the lognormals are set so that the kept pairs have them
+    # (before the filter the prompt mean is 243.7, the output mean 191.1; rounding leaves 0.3 %)
+    assert abs(ins.mean() / 224.234 - 1) < 0.005 and abs(outs.mean() / 189.084 - 1) < 0.005
     assert describe(parse_lengths("sharegpt:prefix=2"))["shared_prefix_tokens"] == 2
     assert set(LENGTH_DATASETS) == {"sharegpt"}
 
@@ -28,5 +30,18 @@ def test_sharegpt_seed0_200_draw_tail():
     # docs/serving.md explains the 200-prompt bursts with this draw (the validation's seed 0, a burst draws
     # lengths first): the three longest outputs and the three longest prompts of 200
     ins, outs = sample_lengths(parse_lengths("sharegpt"), 200, np.random.default_rng(0))
-    assert sorted(outs.tolist())[-3:] == [1120, 1326, 1717]
-    assert sorted(ins.tolist())[-3:] == [723, 811, 840]
+    assert sorted(outs.tolist())[-3:] == [953, 1132, 1341]
+    assert sorted(ins.tolist())[-3:] == [785, 881, 913]
+
+
+def test_sharegpt_filter_drops_and_redraws_only_the_dropped_pairs():
+    from simulator.serving.lengths import _lognormal_pairs, _unfiltered_mus
+
+    spec = parse_lengths("sharegpt")
+    raw_in, raw_out = _lognormal_pairs(spec, 5000, np.random.default_rng(0), _unfiltered_mus(spec))
+    ins, outs = sample_lengths(spec, 5000, np.random.default_rng(0))
+    kept = (raw_in >= 4) & (raw_out >= 4) & (raw_in <= 1024) & (raw_out <= 2044) & (raw_in + raw_out <= 2048)
+    assert 0 < (~kept).sum() < 200  # about 1.5 % of pairs fall outside the filter
+    assert np.array_equal(ins[kept], raw_in[kept]) and np.array_equal(outs[kept], raw_out[kept])
+    assert not np.array_equal(ins[~kept], raw_in[~kept])
+    assert (ins + outs).max() <= 2048 and ins.max() <= 1024
