@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: nothing to time", file=sys.stderr)
         return 1
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    try:  # the SM clock now (NVML through torch; needs pynvml): recorded with the figures
+        print(f"# SM clock {torch.cuda.clock_rate()} MHz at start")
+    except Exception as exc:  # noqa: BLE001 - a missing pynvml only loses this line
+        print(f"# SM clock not read: {exc}")
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
     scale = torch.ones((), device="cuda")
     fp8 = getattr(torch, "float8_e4m3fn", None)
