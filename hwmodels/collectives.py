@@ -1759,8 +1759,8 @@ TRTLLM_CUSTOM_AR_RULE = (
 _AR_SAME_KERNELS = (
     "priced with the vLLM kernels' published times (the two are one algorithm, see TRTLLM_CUSTOM_AR_RULE): "
     "sgl-project/sglang PR #2511 (2024-12-18, 'adapt custom allreduce for tensorrt llm') ported TensorRT-LLM's "
-    "kernels and PR #2688 (2024-12-31, 'support twoshot allreduce mainly from tensorrt llm') times them against "
-    "vLLM's custom all-reduce on A100 GPUs in one harness, ms (vLLM / the TensorRT-LLM port): world size 2, "
+    "kernels and sgl-project/sglang PR #2688 (2024-12-31, 'support twoshot allreduce mainly from tensorrt llm') times "
+    "them against vLLM's custom all-reduce on A100 GPUs in one harness, ms (vLLM / the TensorRT-LLM port): world size 2, "
     "test_size 1048576 0.0325 / 0.0326 and 2097152 0.0553 / 0.0543; world size 4, 524288 0.0313 / 0.0306 and "
     "1048576 0.0471 / 0.0455: within 2.3 us at every size of its 2- and 4-GPU tables")
 

@@ -60,7 +60,7 @@ def test_two_shot_time_is_vllms_two_stage_plus_the_input_copy(h100) -> None:  # 
     assert res.time_s == pytest.approx(27.94 * _US + 1.2520310e-6, rel=1e-6)
     vllm = _ar(2 * _MIB, 4, h100, kernel="vllm-custom")
     assert vllm.copy_s == 0.0 and vllm.time_s == pytest.approx(27.94 * _US, rel=1e-9)
-    assert "sgl-project/sglang PR #2688" in res.source
+    assert "sgl-project/sglang PR #2511" in res.source and "sgl-project/sglang PR #2688" in res.source
 
 
 def test_one_shot_below_a_megabyte_where_vllm_runs_two_stages(h100) -> None:  # noqa: ANN001
