@@ -39,6 +39,36 @@ def test_dispatch_by_size_and_world(h100, size: int, n: int, stage: str) -> None
     assert _ar(size, n, h100).stage == stage
 
 
+@pytest.mark.parametrize(("size", "n", "stage"), [
+    (8_000_016, 2, "1stage"),    # above the 8,000,000-byte workspace of larger worlds: still the plugin's on 2 GPUs
+    (16_000_000, 2, "1stage"),   # the 2-GPU workspace, inclusive; one-shot at every size on 2 GPUs
+    (16_000_016, 2, None),       # beyond it: NCCL
+    (8_000_016, 4, None),        # the same message on 4 GPUs: beyond the 8,000,000-byte workspace
+])
+def test_two_gpu_workspace_bound_by_the_dispatch_rule(size: int, n: int, stage: str | None) -> None:
+    from hwmodels.collectives import engine_all_reduce_stage
+
+    assert engine_all_reduce_stage("trtllm-custom", size, n) == stage
+
+
+def test_two_gpus_stay_nccl_for_want_of_a_table(h100) -> None:  # noqa: ANN001
+    """The plugin takes 2-GPU messages up to 16,000,000 bytes, but no 2-GPU timing of either kernel was found."""
+    from hwmodels.collectives import engine_all_reduce_stage
+
+    assert engine_all_reduce_stage("trtllm-custom", 2 * _MIB, 2) == "1stage"
+    assert _ar(2 * _MIB, 2, h100) is None
+
+
+def test_both_kernels_are_priced_from_one_table(h100) -> None:  # noqa: ANN001
+    from hwmodels.collectives import ENGINE_ALL_REDUCE_KERNELS
+
+    trt, vllm = ENGINE_ALL_REDUCE_KERNELS["trtllm-custom"], ENGINE_ALL_REDUCE_KERNELS["vllm-custom"]
+    assert trt.fits.keys() == vllm.fits.keys() == {("nvlink4-nvswitch3", 4), ("nvlink4-nvswitch3", 6)}
+    for key, fit in trt.fits.items():
+        assert (fit.one_stage, fit.two_stage) == (vllm.fits[key].one_stage, vllm.fits[key].two_stage)
+        assert fit.source.startswith(vllm.fits[key].source)
+
+
 @pytest.mark.parametrize(("size", "n", "why"), [
     (8_000_064, 4, "above the 8,000,000-byte workspace"),
     (1_000_016, 4, "two-shot needs a multiple of 16 x 4 bytes"),
