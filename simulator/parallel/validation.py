@@ -179,7 +179,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         raise MeasurementError(f"row {r['id']!r}: pp: got {pp}; expected 1 for FasterTransformer "
                                f"{_ft_release(r['notes'])} (no pipelined context phase recorded)")
     text = f"{r['source']} {r['notes']} {r['framework']}"
-    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act})
+    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act,
+                                   "framework": r["framework"]})
     if any(s.lower() in text.lower() for s in _SERVING):
         # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
         # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host

@@ -77,6 +77,14 @@ def test_unknown_tree_is_one_located_error():
     assert "did you mean 'torchvision ResNet'?" in msg
 
 
+@pytest.mark.parametrize("notes", ["module tree: torchvison ResNet.", "MODULE TREE:torchvison ResNet. Mode: eager."])
+def test_marker_in_any_case_still_checks_the_name(notes):
+    with pytest.raises(FrameworkError, match=r"^rows.csv:7: notes: unknown module tree; got 'torchvison ResNet'.*"
+                                             r"did you mean 'torchvision ResNet'\?"):
+        module_tree_of(notes, "rows.csv:7: notes")
+    assert module_tree_of("one image. module tree: torchvision ResNet. Mode: eager.") == "torchvision ResNet"
+
+
 def test_row_with_misspelt_tree_is_refused_at_load(tmp_path, capsys):
     from simulator.calibration.frameworks_validation import FRAMEWORKS_DATASET
     from simulator.cli.main import main
