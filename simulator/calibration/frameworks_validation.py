@@ -32,10 +32,12 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
     MeasurementError
         A bad row (the measurement schema), a missing / unknown framework
         (``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``) or an
-        unknown module tree named in the notes (``<file>:<line>: notes: unknown module tree; ...``).
+        module tree named in the notes that is unknown (``<file>:<line>: notes: unknown module tree; ...``) or
+        matches no op of the row's graph (``<file>:<line>: notes: module tree 'x' matches no op of graph ...``),
+        whatever the row's profile (a compiled row's notes must not name another model's code either).
     """
     from simulator.hardware import known_devices
-    from workloads.frameworks import FrameworkError, module_tree_of, parse_framework_field
+    from workloads.frameworks import FrameworkError, parse_framework_field
 
     ms = MeasurementSet.load(Path(path) if path is not None else FRAMEWORKS_DATASET, devices=known_devices())
     out: list[tuple[Any, dict[str, str]]] = []
@@ -47,7 +49,7 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
             continue
         try:
             out.append(parse_framework_field(m.framework, where))
-            module_tree_of(m.notes, f"{m.where or m.id}: notes")  # a misspelt module tree is refused here
+            _check_module_tree(m, *out[-1])
         except FrameworkError as exc:
             problems.append(str(exc))
     if problems:
@@ -55,6 +57,22 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
 
         raise MeasurementError(format_problems(str(ms.source), problems, "the framework column"))
     return ms, out
+
+
+def _check_module_tree(m: Measurement, profile: Any, opts: dict[str, str]) -> None:
+    """Refuse (FrameworkError) a module tree the row's notes name that is unknown or matches no op of the row's
+    graph; a row whose workload does not build is left to its prediction, which reports it."""
+    from workloads.frameworks import module_tree_of, with_module_tree
+
+    where = f"{m.where or m.id}: notes"
+    tree = module_tree_of(m.notes, where)
+    if tree is None:
+        return
+    try:
+        graph = _graph(m, profile, opts)
+    except (ValueError, KeyError):
+        return
+    with_module_tree(graph, tree, where)
 
 
 #: A row whose notes hold this phrase timed a BERT masked-LM step with ``loss = logits.sum()`` and no attention
