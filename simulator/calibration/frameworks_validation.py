@@ -181,19 +181,30 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
 
 
-#: The ``efficiency`` fields that hold host time (launch floors, eager dispatch, ``nn.Module`` calls): zeroed,
-#: they leave the device's own time (:func:`row_breakdown`).
+#: The ``efficiency`` fields :func:`row_breakdown` zeroes to leave the device's own time: the per-kernel launch floors,
+#: eager dispatch and ``nn.Module`` calls. ``launch_overhead_s`` is defined as launch + kernel start/finish, partly
+#: device time; on the GPU the analytical engine uses it only as each kernel's host floor (``max(device, floor)``;
+#: the device's own per-kernel time is ``kernel_device_time_s``, kept), except that a ``linalg`` op (and a CPU op)
+#: adds it once to its time, which zeroing removes from ``device_s`` too. ``host_sync_s`` is not listed: the
+#: single-device engine does not read it (only the plan path's host syncs do), so it is in neither side.
 HOST_TIME_FIELDS = ("launch_overhead_s", "graph_launch_overhead_s", "framework_op_overhead_s",
                     "framework_conv_op_overhead_s", "framework_module_call_s", "framework_container_call_s")
 
 
 def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[str, Any]:
-    """Where one row's predicted time goes: ``predicted_s`` (as :func:`predict_framework_row`), ``kernels``
-    launched, ``device_s`` (the same graph and options on a device whose host-time fields,
-    :data:`HOST_TIME_FIELDS`, are zero: the GPU's own time), ``host_s`` (the kernels' host floors and module
-    calls summed, each op's :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose
-    time is their host floor), ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`)
-    and ``launch_bound`` (the host's sum exceeds the device's)."""
+    """Where one row's predicted time goes (a diagnostic; predictions do not use it): ``predicted_s`` (as
+    :func:`predict_framework_row`), ``kernels`` launched, ``device_s`` (the same graph and options on a device whose
+    :data:`HOST_TIME_FIELDS` are zero), ``host_s`` (the kernels' host floors and module calls summed, each op's
+    :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose time is their host floor),
+    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`) and ``launch_bound`` (the host's
+    sum exceeds the device's).
+
+    What the split leaves where: the whole of ``launch_overhead_s`` / ``graph_launch_overhead_s`` counts as host
+    time (``host_s``), its kernel start/finish share included, since the engine uses it only as a floor; the
+    device's per-kernel time (``kernel_device_time_s``) stays in ``device_s``; a ``linalg`` op's one added
+    ``launch_overhead_s`` leaves ``device_s`` though it is not in ``host_s``; ``host_sync_s`` is in neither (the
+    engine does not charge it here); ``call_host_s`` is outside both. So ``device_s`` is the GPU's time without
+    the launch cost's device share, and ``device_s + host_s`` need not equal ``predicted_s``."""
     from dataclasses import replace
 
     from simulator.calibration.predict import quiet_engine
