@@ -67,7 +67,8 @@ def test_a100_first_token_row_runs_the_stated_engine() -> None:
     row = _rows("multi-154")["multi-154"]
     got = _predict_row(row)
     text = f"{row['source']} {row['notes']} {row['framework']}"
-    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16",
+                           "framework": row["framework"]})
     opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
     hw, plan = load_hardware("dgx-a100"), ParallelPlan(tp=4)
     kw = dict(phase="prefill", batch=1, dtype="fp16")
