@@ -114,6 +114,7 @@ __all__ = [
     "EngineAllReduceFit",
     "EngineAllReduceResult",
     "engine_all_reduce",
+    "engine_all_reduce_stage",
 ]
 
 #: Collectives modelled, with nccl-tests' names (``all_reduce_perf`` -> ``all_reduce``).
@@ -1759,8 +1760,8 @@ TRTLLM_CUSTOM_AR_RULE = (
 _AR_SAME_KERNELS = (
     "priced with the vLLM kernels' published times (the two are one algorithm, see TRTLLM_CUSTOM_AR_RULE): "
     "sgl-project/sglang PR #2511 (2024-12-18, 'adapt custom allreduce for tensorrt llm') ported TensorRT-LLM's "
-    "kernels and PR #2688 (2024-12-31, 'support twoshot allreduce mainly from tensorrt llm') times them against "
-    "vLLM's custom all-reduce on A100 GPUs in one harness, ms (vLLM / the TensorRT-LLM port): world size 2, "
+    "kernels and sgl-project/sglang PR #2688 (2024-12-31, 'support twoshot allreduce mainly from tensorrt llm') times "
+    "them against vLLM's custom all-reduce on A100 GPUs in one harness, ms (vLLM / the TensorRT-LLM port): world size 2, "
     "test_size 1048576 0.0325 / 0.0326 and 2097152 0.0553 / 0.0543; world size 4, 524288 0.0313 / 0.0306 and "
     "1048576 0.0471 / 0.0455: within 2.3 us at every size of its 2- and 4-GPU tables")
 
@@ -1800,25 +1801,53 @@ def _fit(one: tuple[float, float], two: tuple[float, float], src: str) -> Engine
     return EngineAllReduceFit((one[0] * 1e-6, one[1] * 1e-6 / _MIB), (two[0] * 1e-6, two[1] * 1e-6 / _MIB), src)
 
 
+#: The one-/two-stage kernels' published times by (intra fabric, world size): ((latency us, us per MiB) one-stage,
+#: the same two-stage, source). Both engine kernels are priced from this one table (TensorRT-LLM's plugin runs the
+#: same algorithm: ``_AR_SAME_KERNELS``). No 2-GPU table was found, so 2-GPU calls of either kernel stay NCCL.
+_CUSTOM_AR_FITS: Mapping[tuple[str, int], tuple[tuple[float, float], tuple[float, float], str]] = MappingProxyType({
+    ("nvlink4-nvswitch3", 4): ((6.0, 8.0), (13.36, 7.29), _AR_H100_TP4),
+    ("nvlink4-nvswitch3", 6): ((4.86, 16.29), (11.86, 6.29), _AR_H100_TP6),
+})
+
+
+def _custom_ar_fits(note: str = "") -> Mapping[tuple[str, int], EngineAllReduceFit]:
+    """:data:`_CUSTOM_AR_FITS` as fits, each source followed by ``note`` (why the table applies) where given."""
+    return MappingProxyType({key: _fit(one, two, f"{src}; {note}" if note else src)
+                             for key, (one, two, src) in _CUSTOM_AR_FITS.items()})
+
+
 #: Engine all-reduce kernels by the name profiles give them (``FrameworkProfile.all_reduce_kernel``); ``"nccl"``
 #: (the library's tuner, :func:`select_algorithm`) is the default and not listed. Tables exist for Hopper GPUs on
 #: NVSwitch gen3 (H100, and H200 with the same NVLink 4 ports and SM count) at 4 and 6 GPUs; 2 and 8 GPUs, A100
-#: (only timings without CUDA graphs were found: SGLang PR #2688) and other fabrics stay NCCL.
+#: (only timings without CUDA graphs were found: SGLang PR #2688) and other fabrics stay NCCL. TensorRT-LLM's
+#: 2-GPU workspace bound (16,000,000 bytes) therefore decides dispatch (:func:`engine_all_reduce_stage`) but no
+#: priced call until a 2-GPU table is added to :data:`_CUSTOM_AR_FITS`.
 ENGINE_ALL_REDUCE_KERNELS: Mapping[str, EngineAllReduceKernel] = MappingProxyType({
     "vllm-custom": EngineAllReduceKernel(
         "vllm-custom", (2, 4, 6, 8), 8 * _MIB, MappingProxyType({2: 1 << 62, 4: 512 * 1024, 6: 256 * 1024,
                                                                  8: 256 * 1024}),
-        MappingProxyType({("nvlink4-nvswitch3", 4): _fit((6.0, 8.0), (13.36, 7.29), _AR_H100_TP4),
-                          ("nvlink4-nvswitch3", 6): _fit((4.86, 16.29), (11.86, 6.29), _AR_H100_TP6)}),
-        VLLM_CUSTOM_AR_RULE),
+        _custom_ar_fits(), VLLM_CUSTOM_AR_RULE),
     "trtllm-custom": EngineAllReduceKernel(
         "trtllm-custom", (2, 4, 6, 8), 8_000_001, MappingProxyType({2: 1 << 62, 4: 1_000_000, 6: 500_000, 8: 500_000}),
-        MappingProxyType({("nvlink4-nvswitch3", 4): _fit((6.0, 8.0), (13.36, 7.29), f"{_AR_H100_TP4}; {_AR_SAME_KERNELS}"),
-                          ("nvlink4-nvswitch3", 6): _fit((4.86, 16.29), (11.86, 6.29),
-                                                         f"{_AR_H100_TP6}; {_AR_SAME_KERNELS}")}),
-        TRTLLM_CUSTOM_AR_RULE, max_bytes_by_world=MappingProxyType({2: 16_000_001}), copies_input=True,
-        two_stage_rank_align=True),
+        _custom_ar_fits(_AR_SAME_KERNELS), TRTLLM_CUSTOM_AR_RULE, max_bytes_by_world=MappingProxyType({2: 16_000_001}),
+        copies_input=True, two_stage_rank_align=True),
 })
+
+
+def engine_all_reduce_stage(kernel: str, size_bytes: float, n_devices: int) -> str | None:
+    """The stage (``"1stage"``, ``"2stage"``) the engine kernel ``kernel`` runs for one all-reduce of ``size_bytes``
+    over ``n_devices`` GPUs by its dispatch rule alone, or None where the engine hands the message to NCCL (world
+    size, alignment, workspace bound); whether a published table prices it is :func:`engine_all_reduce`'s matter."""
+    k = ENGINE_ALL_REDUCE_KERNELS.get(kernel)
+    size = float(size_bytes)
+    if k is None or n_devices not in k.world_sizes or size <= 0 or int(size) % 16:
+        return None
+    if size >= k.max_bytes_by_world.get(n_devices, k.max_bytes):
+        return None
+    stage = "1stage" if size < k.one_stage_below[n_devices] else "2stage"
+    if stage == "2stage" and k.two_stage_rank_align and int(size) % (16 * n_devices):
+        return None
+    return stage
 
 
 @dataclass(frozen=True)
@@ -1838,17 +1867,12 @@ def engine_all_reduce(kernel: str, size_bytes: float, n_devices: int, system: Co
     published table covers the fabric and world size. Outside CUDA graphs the input is first copied into the
     registered buffer: ``2 x size / copy_bytes_per_s`` more (the device's memory rate); a kernel that copies in every
     call (``copies_input``: TensorRT-LLM's) pays it under CUDA graphs too."""
-    k = ENGINE_ALL_REDUCE_KERNELS.get(kernel)
-    size = float(size_bytes)
-    if k is None or n_devices not in k.world_sizes or size <= 0 or int(size) % 16:
+    stage = engine_all_reduce_stage(kernel, size_bytes, n_devices)
+    if stage is None:
         return None
-    if size >= k.max_bytes_by_world.get(n_devices, k.max_bytes):
-        return None
+    k, size = ENGINE_ALL_REDUCE_KERNELS[kernel], float(size_bytes)
     fit = k.fits.get((system.intra.name, n_devices))
     if fit is None:
-        return None
-    stage = "1stage" if size < k.one_stage_below[n_devices] else "2stage"
-    if stage == "2stage" and k.two_stage_rank_align and int(size) % (16 * n_devices):
         return None
     lat, per_byte = fit.one_stage if stage == "1stage" else fit.two_stage
     copy = 0.0 if cuda_graphs and not k.copies_input else 2.0 * size / float(copy_bytes_per_s)

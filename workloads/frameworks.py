@@ -1649,6 +1649,7 @@ EXTRA_MODULE_CALLS_META = "extra_module_calls"
 #: A validation row's notes name its model code with this phrase followed by a :data:`MODULE_TREES` key and a
 #: full stop (``Module tree: transformers ViTForImageClassification.``).
 MODULE_TREE_NOTE = "Module tree: "
+_MODULE_TREE_AT = re.compile(r"(?i)\bmodule tree:")
 
 
 def _by_pattern(names: list[str], rules: tuple[tuple[str, int], ...]) -> dict[str, int]:
@@ -1726,18 +1727,18 @@ MODULE_TREES: dict[str, tuple[Any, str]] = {
 
 
 def module_tree_of(notes: str | None, where: str = "notes") -> str | None:
-    """The :data:`MODULE_TREES` key a row's notes name after :data:`MODULE_TREE_NOTE`; None when they name none.
+    """The :data:`MODULE_TREES` key a row's notes name after :data:`MODULE_TREE_NOTE` (the marker matched in any case,
+    the name exactly); None when they name none.
 
     Raises
     ------
     FrameworkError
         ``<where>: unknown module tree; got 'x'; expected one of ...; did you mean 'y'?``.
     """
-    text = notes or ""
-    at = text.find(MODULE_TREE_NOTE)
-    if at < 0:
+    m = _MODULE_TREE_AT.search(notes or "")  # any case: a misspelt marker must not drop the module calls silently
+    if m is None:
         return None
-    got = text[at + len(MODULE_TREE_NOTE):].split(".", 1)[0].strip()
+    got = m.string[m.end():].split(".", 1)[0].strip()
     if got not in MODULE_TREES:
         raise FrameworkError(f"{where}: unknown module tree; got {got!r}; expected one of "
                              f"{', '.join(sorted(MODULE_TREES))}{did_you_mean(got, MODULE_TREES)}")

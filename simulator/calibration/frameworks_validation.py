@@ -32,10 +32,12 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
     MeasurementError
         A bad row (the measurement schema), a missing / unknown framework
         (``<file>:<line>: framework: unknown framework; got 'x'; expected one of ...; did you mean 'y'?``) or an
-        unknown module tree named in the notes (``<file>:<line>: notes: unknown module tree; ...``).
+        module tree named in the notes that is unknown (``<file>:<line>: notes: unknown module tree; ...``) or
+        matches no op of the row's graph (``<file>:<line>: notes: module tree 'x' matches no op of graph ...``),
+        whatever the row's profile (a compiled row's notes must not name another model's code either).
     """
     from simulator.hardware import known_devices
-    from workloads.frameworks import FrameworkError, module_tree_of, parse_framework_field
+    from workloads.frameworks import FrameworkError, parse_framework_field
 
     ms = MeasurementSet.load(Path(path) if path is not None else FRAMEWORKS_DATASET, devices=known_devices())
     out: list[tuple[Any, dict[str, str]]] = []
@@ -47,7 +49,7 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
             continue
         try:
             out.append(parse_framework_field(m.framework, where))
-            module_tree_of(m.notes, f"{m.where or m.id}: notes")  # a misspelt module tree is refused here
+            _check_module_tree(m, *out[-1])
         except FrameworkError as exc:
             problems.append(str(exc))
     if problems:
@@ -55,6 +57,22 @@ def load_framework_rows(path: str | Path | None = None) -> tuple[MeasurementSet,
 
         raise MeasurementError(format_problems(str(ms.source), problems, "the framework column"))
     return ms, out
+
+
+def _check_module_tree(m: Measurement, profile: Any, opts: dict[str, str]) -> None:
+    """Refuse (FrameworkError) a module tree the row's notes name that is unknown or matches no op of the row's
+    graph; a row whose workload does not build is left to its prediction, which reports it."""
+    from workloads.frameworks import module_tree_of, with_module_tree
+
+    where = f"{m.where or m.id}: notes"
+    tree = module_tree_of(m.notes, where)
+    if tree is None:
+        return
+    try:
+        graph = _graph(m, profile, opts)
+    except (ValueError, KeyError):
+        return
+    with_module_tree(graph, tree, where)
 
 
 #: A row whose notes hold this phrase timed a BERT masked-LM step with ``loss = logits.sum()`` and no attention
@@ -163,19 +181,30 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
 
 
-#: The ``efficiency`` fields that hold host time (launch floors, eager dispatch, ``nn.Module`` calls): zeroed,
-#: they leave the device's own time (:func:`row_breakdown`).
+#: The ``efficiency`` fields :func:`row_breakdown` zeroes to leave the device's own time: the per-kernel launch floors,
+#: eager dispatch and ``nn.Module`` calls. ``launch_overhead_s`` is defined as launch + kernel start/finish, partly
+#: device time; on the GPU the analytical engine uses it only as each kernel's host floor (``max(device, floor)``;
+#: the device's own per-kernel time is ``kernel_device_time_s``, kept), except that a ``linalg`` op (and a CPU op)
+#: adds it once to its time, which zeroing removes from ``device_s`` too. ``host_sync_s`` is not listed: the
+#: single-device engine does not read it (only the plan path's host syncs do), so it is in neither side.
 HOST_TIME_FIELDS = ("launch_overhead_s", "graph_launch_overhead_s", "framework_op_overhead_s",
                     "framework_conv_op_overhead_s", "framework_module_call_s", "framework_container_call_s")
 
 
 def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[str, Any]:
-    """Where one row's predicted time goes: ``predicted_s`` (as :func:`predict_framework_row`), ``kernels``
-    launched, ``device_s`` (the same graph and options on a device whose host-time fields,
-    :data:`HOST_TIME_FIELDS`, are zero: the GPU's own time), ``host_s`` (the kernels' host floors and module
-    calls summed, each op's :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose
-    time is their host floor), ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`)
-    and ``launch_bound`` (the host's sum exceeds the device's)."""
+    """Where one row's predicted time goes (a diagnostic; predictions do not use it): ``predicted_s`` (as
+    :func:`predict_framework_row`), ``kernels`` launched, ``device_s`` (the same graph and options on a device whose
+    :data:`HOST_TIME_FIELDS` are zero), ``host_s`` (the kernels' host floors and module calls summed, each op's
+    :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose time is their host floor),
+    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`) and ``launch_bound`` (the host's
+    sum exceeds the device's).
+
+    What the split leaves where: the whole of ``launch_overhead_s`` / ``graph_launch_overhead_s`` counts as host
+    time (``host_s``), its kernel start/finish share included, since the engine uses it only as a floor; the
+    device's per-kernel time (``kernel_device_time_s``) stays in ``device_s``; a ``linalg`` op's one added
+    ``launch_overhead_s`` leaves ``device_s`` though it is not in ``host_s``; ``host_sync_s`` is in neither (the
+    engine does not charge it here); ``call_host_s`` is outside both. So ``device_s`` is the GPU's time without
+    the launch cost's device share, and ``device_s + host_s`` need not equal ``predicted_s``."""
     from dataclasses import replace
 
     from simulator.calibration.predict import quiet_engine

@@ -45,9 +45,11 @@ _NO_GRAPHS = re.compile(r"\bno CUDA graphs\b")
 # a row built with TensorRT-LLM's fp8 linear layers (v0.5 / v0.6.1 `--enable_fp8`, v0.9.0 checkpoint `quant_algo FP8`):
 # their input scale is a calibrated constant (workloads.frameworks.TRTLLM_FP8_STATIC_SCALE), no per-token absmax
 _FP8_STATIC_SCALE = re.compile(r"--enable_fp8\b|\bquant_algo FP8\b")
-# a row whose notes state that its engine's all-reduces ran TensorRT-LLM's custom all-reduce plugin (EvalOptions
-# all_reduce_kernel "trtllm-custom": hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE)
-_TRTLLM_CUSTOM_AR = re.compile(r"\bTensorRT-LLM custom all-reduce plugin\b")
+# a TensorRT-LLM row (framework column) whose notes state, in this sentence form (the v0.9.0 rows multi-137..157),
+# that its engine's all-reduces ran TensorRT-LLM's custom all-reduce plugin (EvalOptions all_reduce_kernel
+# "trtllm-custom": hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE); the plugin named in any other sentence does not switch
+_TRTLLM_CUSTOM_AR = re.compile(r"(?:^|\.\s+)All-reduces by the TensorRT-LLM custom all-reduce plugin \(AUTO strategy\):")
+_TRTLLM_FRAMEWORK = re.compile(r"^\s*TensorRT-LLM\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -184,7 +186,8 @@ def gemm_epilogues(text: str) -> bool:
 def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     """(EvalOptions, spec overrides by dotted path) implied by a measurement's stated run conditions.
 
-    ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty): the
+    ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty; ``framework``, the
+    multi-GPU rows' stack column, is optional: TensorRT-LLM's custom all-reduce needs it to name TensorRT-LLM): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
     per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes) and a
     stated power limit. Both the published-set validation and the
@@ -204,6 +207,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
         if _FLASH2.search(where):
             kernel = "flash2"
             break
+    trtllm_ar = bool(_TRTLLM_FRAMEWORK.search(row.get("framework") or "")) and any(
+        _TRTLLM_CUSTOM_AR.search(row.get(k) or "") for k in ("source", "notes"))
     opts = EvalOptions(fusion=fused, epilogue_fusion=gemm_epilogues(text), gemv_generated=gemv_generated(text),
                        cuda_graphs=fused and not _NO_GRAPHS.search(text),
                        allow_tf32=row.get("dtype") == "tf32",
@@ -211,7 +216,7 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        eager_modules=bool(_EAGER.search(text)),
                        conv_layout="nchw" if _NCHW.search(text) else "nhwc",
                        fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic",
-                       all_reduce_kernel="trtllm-custom" if _TRTLLM_CUSTOM_AR.search(text) else "nccl")
+                       all_reduce_kernel="trtllm-custom" if trtllm_ar else "nccl")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

@@ -179,7 +179,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
         raise MeasurementError(f"row {r['id']!r}: pp: got {pp}; expected 1 for FasterTransformer "
                                f"{_ft_release(r['notes'])} (no pipelined context phase recorded)")
     text = f"{r['source']} {r['notes']} {r['framework']}"
-    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act})
+    opts, overrides = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": act,
+                                   "framework": r["framework"]})
     if any(s.lower() in text.lower() for s in _SERVING):
         # (run_options took epilogue_fusion from the same text: simulator.calibration.predict.gemm_epilogues);
         # CUDA graphs unless the notes say the kernels were launched one by one (FasterTransformer's host
@@ -203,7 +204,8 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
     else:
         res = generate_request(r["model"], hw, plan, opts, input_len=il, output_len=ol, batch=batch, dtype=act,
                                **quant)
-        x = dict(res.extra)
+        x = _built_context(r, res, lambda **build: evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
+                                                                 batch=batch, dtype=act, **quant, **build))
         mb = _ft_context_microbatch(batch, il, pp, limit) if limit is not None else batch
         if mb < batch:  # the context phase in pipelined microbatches, as FasterTransformer runs it
             x["ttft_s"] = _pipelined_prefill(evaluate_plan(r["model"], hw, plan, opts, phase="prefill", seq=il,
@@ -228,8 +230,21 @@ def _predict_inference(r: dict[str, str], base: MultiRow, skip: Any) -> MultiRow
                     predicted=pred[r["metric"]])
 
 
+def _built_context(r: dict[str, str], res: Any, prefill: Any) -> dict[str, float]:
+    """``res.extra`` of a whole request with its context pass rerun by ``prefill(**switches)`` under the engine-build
+    switches the row's notes state (:func:`_engine_build`); the decode steps are unchanged."""
+    x = dict(res.extra)
+    build = _engine_build(r)
+    if build:
+        pre = prefill(**build).latency_s
+        x["e2e_latency_s"] += pre - x["ttft_s"]
+        x["ttft_s"] = pre
+    return x
+
+
 def _engine_build(r: dict[str, str]) -> dict[str, Any]:
-    """``evaluate_plan``'s engine-build switches for a prompt pass, each where the row's notes state it (the
+    """``evaluate_plan``'s engine-build switches for a prompt pass (a prefill row's, or a whole request's context
+    pass), each where the row's notes state it (the
     single-device rows' phrases, :mod:`simulator.calibration.predict`): "GEMM tactics timed at N tokens"
     (``gemm_tactic_tokens``: a TensorRT-LLM v0.5 engine built without the GEMM plugin, whose context profile's opt
     shape is ``(max_input_len * max_batch_size + 1) // 2`` tokens of the build's stated flags,

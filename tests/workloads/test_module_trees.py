@@ -77,6 +77,14 @@ def test_unknown_tree_is_one_located_error():
     assert "did you mean 'torchvision ResNet'?" in msg
 
 
+@pytest.mark.parametrize("notes", ["module tree: torchvison ResNet.", "MODULE TREE:torchvison ResNet. Mode: eager."])
+def test_marker_in_any_case_still_checks_the_name(notes):
+    with pytest.raises(FrameworkError, match=r"^rows.csv:7: notes: unknown module tree; got 'torchvison ResNet'.*"
+                                             r"did you mean 'torchvision ResNet'\?"):
+        module_tree_of(notes, "rows.csv:7: notes")
+    assert module_tree_of("one image. module tree: torchvision ResNet. Mode: eager.") == "torchvision ResNet"
+
+
 def test_row_with_misspelt_tree_is_refused_at_load(tmp_path, capsys):
     from simulator.calibration.frameworks_validation import FRAMEWORKS_DATASET
     from simulator.cli.main import main
@@ -91,6 +99,25 @@ def test_row_with_misspelt_tree_is_refused_at_load(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1
     assert "mine.csv:2: notes: unknown module tree; got 'torchvison ResNet'" in err
     assert "did you mean 'torchvision ResNet'?" in err
+
+
+def test_compiled_row_naming_another_models_tree_is_refused_at_load(tmp_path, capsys):
+    """fw-063 is a torch.compile row (its costing counts no module calls), yet a tree naming another model's code is
+    refused at load, with the row's line."""
+    from simulator.calibration.frameworks_validation import FRAMEWORKS_DATASET
+    from simulator.cli.main import main
+
+    lines = FRAMEWORKS_DATASET.read_text(encoding="utf-8").splitlines()
+    row = next(ln for ln in lines if ln.startswith("fw-063,"))
+    assert "Module tree: torchvision ResNet." in row
+    bad = tmp_path / "mine.csv"
+    bad.write_text("\n".join([lines[0], row.replace("Module tree: torchvision ResNet.",
+                                                    "Module tree: transformers ViTForImageClassification.")]) + "\n",
+                   encoding="utf-8")
+    rc = main(["validate", str(bad), "--dataset", "frameworks"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "mine.csv:2: notes: module tree 'transformers ViTForImageClassification' matches no op of graph" in err
 
 
 def test_tree_named_for_another_models_graph_is_refused():

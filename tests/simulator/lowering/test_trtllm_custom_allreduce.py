@@ -39,6 +39,36 @@ def test_dispatch_by_size_and_world(h100, size: int, n: int, stage: str) -> None
     assert _ar(size, n, h100).stage == stage
 
 
+@pytest.mark.parametrize(("size", "n", "stage"), [
+    (8_000_016, 2, "1stage"),    # above the 8,000,000-byte workspace of larger worlds: still the plugin's on 2 GPUs
+    (16_000_000, 2, "1stage"),   # the 2-GPU workspace, inclusive; one-shot at every size on 2 GPUs
+    (16_000_016, 2, None),       # beyond it: NCCL
+    (8_000_016, 4, None),        # the same message on 4 GPUs: beyond the 8,000,000-byte workspace
+])
+def test_two_gpu_workspace_bound_by_the_dispatch_rule(size: int, n: int, stage: str | None) -> None:
+    from hwmodels.collectives import engine_all_reduce_stage
+
+    assert engine_all_reduce_stage("trtllm-custom", size, n) == stage
+
+
+def test_two_gpus_stay_nccl_for_want_of_a_table(h100) -> None:  # noqa: ANN001
+    """The plugin takes 2-GPU messages up to 16,000,000 bytes, but no 2-GPU timing of either kernel was found."""
+    from hwmodels.collectives import engine_all_reduce_stage
+
+    assert engine_all_reduce_stage("trtllm-custom", 2 * _MIB, 2) == "1stage"
+    assert _ar(2 * _MIB, 2, h100) is None
+
+
+def test_both_kernels_are_priced_from_one_table(h100) -> None:  # noqa: ANN001
+    from hwmodels.collectives import ENGINE_ALL_REDUCE_KERNELS
+
+    trt, vllm = ENGINE_ALL_REDUCE_KERNELS["trtllm-custom"], ENGINE_ALL_REDUCE_KERNELS["vllm-custom"]
+    assert trt.fits.keys() == vllm.fits.keys() == {("nvlink4-nvswitch3", 4), ("nvlink4-nvswitch3", 6)}
+    for key, fit in trt.fits.items():
+        assert (fit.one_stage, fit.two_stage) == (vllm.fits[key].one_stage, vllm.fits[key].two_stage)
+        assert fit.source.startswith(vllm.fits[key].source)
+
+
 @pytest.mark.parametrize(("size", "n", "why"), [
     (8_000_064, 4, "above the 8,000,000-byte workspace"),
     (1_000_016, 4, "two-shot needs a multiple of 16 x 4 bytes"),
@@ -60,7 +90,7 @@ def test_two_shot_time_is_vllms_two_stage_plus_the_input_copy(h100) -> None:  # 
     assert res.time_s == pytest.approx(27.94 * _US + 1.2520310e-6, rel=1e-6)
     vllm = _ar(2 * _MIB, 4, h100, kernel="vllm-custom")
     assert vllm.copy_s == 0.0 and vllm.time_s == pytest.approx(27.94 * _US, rel=1e-9)
-    assert "sgl-project/sglang PR #2688" in res.source
+    assert "sgl-project/sglang PR #2511" in res.source and "sgl-project/sglang PR #2688" in res.source
 
 
 def test_one_shot_below_a_megabyte_where_vllm_runs_two_stages(h100) -> None:  # noqa: ANN001
@@ -72,42 +102,24 @@ def test_one_shot_below_a_megabyte_where_vllm_runs_two_stages(h100) -> None:  # 
     assert res.time_s == pytest.approx(12.0 * _US + 2 * size / 3.35e12, rel=1e-9)
 
 
-def test_row_notes_switch_the_kernel_on() -> None:
+_SENTENCE = "All-reduces by the TensorRT-LLM custom all-reduce plugin (AUTO strategy): trtllm-build 0.9.0 enables it."
+
+
+@pytest.mark.parametrize(("framework", "notes", "kernel"), [
+    ("TensorRT-LLM v0.9.0 (gptSessionBenchmark)", f"Kernels launched one by one. {_SENTENCE}", "trtllm-custom"),
+    ("TensorRT-LLM v0.9.0 (gptSessionBenchmark)", _SENTENCE, "trtllm-custom"),
+    # the sentence on a row of another stack
+    ("vLLM 0.5.0", f"Kernels launched one by one. {_SENTENCE}", "nccl"),
+    ("", _SENTENCE, "nccl"),
+    # the plugin named in another sentence: no switch
+    ("TensorRT-LLM v0.5 (gptSessionBenchmark)", "The build does not pass --use_custom_all_reduce, so the "
+     "TensorRT-LLM custom all-reduce plugin is off.", "nccl"),
+    ("TensorRT-LLM v0.9.0 (gptSessionBenchmark)", "Unlike the TensorRT-LLM custom all-reduce plugin (AUTO strategy): "
+     "NCCL here.", "nccl"),
+])
+def test_row_notes_switch_the_kernel_on(framework: str, notes: str, kernel: str) -> None:
     from simulator.calibration.predict import run_options
 
-    row = {"source": "TensorRT-LLM v0.9.0", "metric_reported": "", "dtype": "fp16",
-           "notes": "All-reduces by the TensorRT-LLM custom all-reduce plugin (AUTO strategy)"}
-    assert run_options(row)[0].all_reduce_kernel == "trtllm-custom"
-    assert run_options({**row, "notes": "NCCL all-reduce"})[0].all_reduce_kernel == "nccl"
-
-
-def test_published_v090_rows_state_the_plugin_and_earlier_rows_do_not() -> None:
-    import csv
-
-    from simulator.parallel.validation import DEFAULT_MULTI_DATASET
-
-    with open(DEFAULT_MULTI_DATASET, encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    stated = {r["id"] for r in rows if "TensorRT-LLM custom all-reduce plugin" in r["notes"]}
-    v09 = {r["id"] for r in rows if r["framework"].startswith("TensorRT-LLM v0.9.0")}
-    assert stated == v09 and {"multi-150", "multi-152", "multi-154"} <= stated
-    assert not stated & {"multi-123", "multi-133", "multi-158"}  # v0.6.1 / v0.5 builds: an opt-in flag, not passed
-
-
-def test_prefill_all_reduces_of_multi_152_run_the_plugin() -> None:
-    """Llama-2-70B, 128 tokens, TP 4 on H100s: 161 all-reduces of 128 x 8192 x 2 bytes = 2 MiB, two-shot."""
-    from dataclasses import replace
-
-    from simulator.calibration.predict import run_options
-    from simulator.hardware import load_hardware
-    from simulator.parallel.compose import evaluate_plan
-    from workloads.parallel import ParallelPlan
-
-    opts, _ = run_options({"source": "TensorRT-LLM", "metric_reported": "", "dtype": "fp16",
-                           "notes": "TensorRT-LLM custom all-reduce plugin"})
-    opts = replace(opts, cuda_graphs=False)
-    res = evaluate_plan("llama-2-70b", load_hardware("dgx-h100"), ParallelPlan(tp=4), opts, phase="prefill",
-                        seq=128, batch=1, dtype="fp16")
-    recs = [r for rep in res.reports for r in rep.records if r.kind == "all_reduce"]
-    assert len(recs) == 161
-    assert {r.rule for r in recs} == {"trtllm-custom-2stage-all_reduce"}
+    row = {"source": "WhiteD2125/TensorRT-LLM docs/source/performance/perf-overview.md", "metric_reported": "",
+           "dtype": "fp16", "notes": notes, "framework": framework}
+    assert run_options(row)[0].all_reduce_kernel == kernel

@@ -90,7 +90,8 @@ def test_fp8_row_predicted_as_its_engine_runs() -> None:
     got = _predict_row(row)
     assert got.skipped == "" and got.system == "hgx-h200"
     text = f"{row['source']} {row['notes']} {row['framework']}"
-    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16",
+                           "framework": row["framework"]})
     opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
     assert opts.fp8_activation_scale == "static"  # TensorRT-LLM's FP8Linear: a calibrated activation scale
     step = evaluate_plan("llama-2-70b", load_system("hgx-h200"), ParallelPlan(tp=4), opts, phase="prefill", seq=128,

@@ -558,7 +558,8 @@ def test_fastertransformer_pipeline_row_prices_context_microbatches() -> None:
         row = next(r for r in csv.DictReader(f) if r["id"] == "multi-110")
     assert "first published with FasterTransformer v5.0" in row["notes"]
     text = f"{row['source']} {row['notes']} {row['framework']}"
-    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16",
+                           "framework": row["framework"]})
     opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
     hw, plan = load_hardware("dgx-a100x3"), ParallelPlan(tp=8, pp=3, dp=1)
     whole = generate_request("megatron-gpt-530b", hw, plan, opts, input_len=60, output_len=20, batch=64, dtype="fp16")
@@ -589,7 +590,8 @@ def test_fastertransformer_v4_request_redecodes_last_input_token() -> None:
     assert _ft_release("no release named") == ""
     row = rows["multi-092"]
     text = f"{row['source']} {row['notes']} {row['framework']}"
-    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16",
+                           "framework": row["framework"]})
     opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
     hw, plan = load_hardware("dgx-a100"), ParallelPlan(tp=8)
     whole = generate_request("gpt3-175b", hw, plan, opts, input_len=128, output_len=8, batch=1, dtype="fp16")

@@ -67,7 +67,8 @@ def test_a100_first_token_row_runs_the_stated_engine() -> None:
     row = _rows("multi-154")["multi-154"]
     got = _predict_row(row)
     text = f"{row['source']} {row['notes']} {row['framework']}"
-    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16"})
+    opts, _ = run_options({"source": text, "notes": "", "metric_reported": "", "dtype": "fp16",
+                           "framework": row["framework"]})
     opts = replace(opts, fusion=True, cuda_graphs=False, eager_framework=False)
     hw, plan = load_hardware("dgx-a100"), ParallelPlan(tp=4)
     kw = dict(phase="prefill", batch=1, dtype="fp16")
@@ -88,3 +89,37 @@ def test_a100_first_token_row_runs_the_stated_engine() -> None:
     assert parts[0].flops == pytest.approx(2 * 128 * 8192 * 7168, rel=1e-12)
     assert built.stages[0].weights_bytes == pytest.approx(plain.stages[0].weights_bytes, rel=1e-12)
     assert built.latency_s > plain.latency_s
+
+
+def test_throughput_row_at_the_build_limits_runs_the_build_in_its_context_pass() -> None:
+    """multi-145 (A100 fp16, TP 4, batch 64, 2048 / 2048) is the page's own Llama2-70b throughput command
+    ("64:2048,2048", mpirun -n 4) on the single-setting build, at its max_batch_size / max_input_len /
+    max_output_len: its notes quote the build, and the whole request's context pass is the prefill with both switches
+    (the decode steps unchanged)."""
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import ParallelPlan, evaluate_plan
+    from simulator.parallel.validation import _built_context, _engine_build
+
+    r = _rows("multi-145")["multi-145"]
+    assert r["phase"] == "e2e" and (r["tp"], r["batch"], r["input_len"], r["output_len"]) == ("4", "64", "2048", "2048")
+    assert "in_out_sizes \"64:2048,2048\"" in r["notes"] and "--max_batch_size 64 --max_input_len 2048" in r["notes"]
+    assert _engine_build(r) == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
+
+    class _Res:  # a request's extra: 10 ms context pass, 1 s in all
+        extra = {"ttft_s": 0.010, "e2e_latency_s": 1.0}
+
+    seen = {}
+
+    def prefill(**build):  # noqa: ANN003, ANN202
+        seen.update(build)
+        return type("P", (), {"latency_s": 0.012})()
+
+    x = _built_context(r, _Res(), prefill)
+    assert seen == {"gemm_tactic_tokens": 65536, "split_gate_up": True}
+    assert x["ttft_s"] == 0.012 and x["e2e_latency_s"] == pytest.approx(1.002, rel=1e-12)
+    hw = load_hardware("dgx-a100")
+    plan = ParallelPlan(tp=4, pp=1, dp=1)
+    plain = evaluate_plan("llama-2-70b", hw, plan, phase="prefill", seq=2048, batch=64, dtype="fp16").latency_s
+    built = evaluate_plan("llama-2-70b", hw, plan, phase="prefill", seq=2048, batch=64, dtype="fp16",
+                          **_engine_build(r)).latency_s
+    assert built != plain  # the switches reach the context pass
