@@ -135,6 +135,24 @@ _TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, 
 TRTLLM_FP8_STATIC_SCALE = ("NVIDIA/TensorRT-LLM tensorrt_llm/quantization/layers.py (release/0.5.0 and later) FP8Linear: "
                            "activation_scaling_factor = Parameter(shape=(1,)), a calibrated per-tensor scale; forward "
                            "quantises its input with it before the fp8 GEMM (no absmax pass at run time)")
+#: How TensorRT-LLM's fp8 GEMMs accumulate on Hopper, from its code (``FrameworkProfile.fp8_gemm_accumulation``).
+#: The TensorRT engine path: with ``--gemm_plugin fp8`` the fp8 linears call the gemm plugin (``FP8Linear`` /
+#: ``multiply_collect(..., gemm_plugin='fp8', use_fp8=True)``), whose ``runGemm`` calls
+#: ``CublasMMWrapper::createDescriptors`` without ``fastAcc``, whose default is 0, written to
+#: ``CUBLASLT_MATMUL_DESC_FAST_ACCUM``: the split accumulator. Without a gemm plugin (the rows' v0.5 and v0.9
+#: builds, the NIM engines' flags unpublished) the fp8 GEMMs are TensorRT's own tactics, whose accumulation no
+#: TensorRT document found states: priced as fast (no promotions), not as split.
+TRTLLM_FP8_ACCUM_ENGINE = (
+    "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/plugins/gemmPlugin/gemmPlugin.cpp @ 7ed07f0691dff2c1 runGemm: "
+    "createDescriptors(transa, transb, m, n, k, lda, ldb, ldc) (no fastAcc; likewise @ 027cd518, the 0.5-era "
+    "plugin); cpp/tensorrt_llm/common/cublasMMWrapper.h createDescriptors(..., int8_t fastAcc = 0); "
+    "cublasMMWrapper.cpp @ 087b7d26 sets CUBLASLT_MATMUL_DESC_FAST_ACCUM to fastAcc: '--gemm_plugin fp8' engines run "
+    "the split accumulator; without it TensorRT's own fp8 tactics, accumulation not stated (priced fast)")
+#: The values of ``FrameworkProfile.fp8_gemm_accumulation`` ("": not stated, priced as fast).
+FP8_GEMM_ACCUMULATIONS = ("", "fast", "split")
+#: The PyTorch backend's fp8 linears: ``cublas_scaled_mm`` passes fast accumulation.
+TRTLLM_FP8_ACCUM_TORCH = ("NVIDIA/TensorRT-LLM cpp/tensorrt_llm/thop/cublasScaledMM.cpp @ 0846822: "
+                          "fast_acc = true (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1)")
 _XLA = "openxla/xla docs 'XLA:GPU architecture overview': fusion of elementwise/reduction ops into producer kernels"
 _FSDP2 = ("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_all_gather copies "
           "each parameter's local shard into one flat all-gather input (torch._foreach_copy_, on the all-gather "
@@ -462,6 +480,14 @@ class FrameworkProfile:
         iteration's duration, so TTFT and end-to-end latency grow and TPOT does not (``output_lag_source``).
     output_lag_source
         The code that decides it.
+    fp8_gemm_accumulation
+        How the stack's forward fp8 GEMMs accumulate on Hopper, from its code: ``"fast"`` (the WGMMA accumulator
+        only), ``"split"`` (cuBLASLt ``CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0``: FP32 promotions,
+        :func:`simulator.lowering.gpu.fp8_promotion`) or ``""`` (not stated for the default build; priced as
+        fast). Which builds run which path, and the code: ``fp8_gemm_accumulation_source``. A record, not a cost
+        switch: no validated row's build is stated to run a split forward path.
+    fp8_gemm_accumulation_source
+        The code that decides it.
     sources
         The framework code or documentation each choice follows.
     devices
@@ -598,6 +624,8 @@ class FrameworkProfile:
     graph_launch_source: str = _GRAPH_LAUNCH_UNSTATED
     output_lag_steps: int = 0
     output_lag_source: str = ""
+    fp8_gemm_accumulation: str = ""
+    fp8_gemm_accumulation_source: str = ""
     sampler_kernels: tuple[str, ...] = ()
     sampler_source: str = ""
     all_reduce_kernel: str = "nccl"
@@ -684,7 +712,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("tensorrt", "TensorRT engine (fused epilogues, CUDA graphs)", fusion=True, cuda_graphs=True,
                      sources=(_TRT,), devices=_TRT_DEVICES),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, fp8_activation_scale="static",
-                     all_reduce_source=_TRTLLM_AR,
+                     all_reduce_source=_TRTLLM_AR, fp8_gemm_accumulation_source=TRTLLM_FP8_ACCUM_ENGINE,
                      sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE),
                      devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
                      kv_cache_sizing_source=_TRTLLM_KV_FREE,
@@ -698,7 +726,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)",
                      graphs_decode_only=True, graphs_decode_source=_TRTLLM_PT_GRAPHS, kv_cache_sizing="free",
-                     all_reduce_source=_TRTLLM_AR,
+                     all_reduce_source=_TRTLLM_AR, fp8_gemm_accumulation="fast",
+                     fp8_gemm_accumulation_source=TRTLLM_FP8_ACCUM_TORCH,
                      kv_cache_sizing_source=_TRTLLM_KV_FREE),
     FrameworkProfile("vllm", "vLLM (fused QKV / gate-up GEMMs, custom fused kernels, CUDA graphs for decode)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, sources=(_VLLM,),
