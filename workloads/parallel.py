@@ -158,6 +158,12 @@ class ParallelPlan:
         groups are ``ETP x EP x EDP`` over the ``tp x cp x dp`` ranks, order ``tp-ep-dp``, so ``ep`` need only
         divide ``tp x dp / etp``): whole experts per rank, each rank's own sequence-parallel tokens dispatched
         over ``ep`` consecutive ranks (needs ``sequence_parallel``, as Megatron-Core requires for MoE with TP).
+    pipeline_microbatches
+        With pipeline stages: the microbatches one run of the pipeline schedule takes, when the stack
+        accumulates gradients over several runs, each with its own fill and drain (torch.distributed.pipelining:
+        one ``schedule.step`` per local batch, NeMo AutoModel's training loop calling it once per gradient
+        accumulation step); 0: every microbatch of the step in one schedule (Megatron-Core's). A divisor of
+        :attr:`microbatches`.
     """
 
     tp: int = 1
@@ -185,6 +191,7 @@ class ParallelPlan:
     param_dtype: str = ""
     loss_chunks: int = 1
     etp: int = 0
+    pipeline_microbatches: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -249,7 +256,7 @@ class ParallelPlan:
             del out["moe_dispatch"]
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
-                           ("moe_host_sync", False)):  # read as before at their defaults
+                           ("moe_host_sync", False), ("pipeline_microbatches", 0)):  # read as before at defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -299,7 +306,22 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     lc = plan.loss_chunks
     if not isinstance(lc, int) or isinstance(lc, bool) or lc < 1:
         out.append(f"loss_chunks: got {lc!r}; expected a positive integer (1: the whole logits at once)")
-    return out + _etp_problems(plan) + _split_problems(plan)
+    return out + _etp_problems(plan) + _split_problems(plan) + _flush_problems(plan)
+
+
+def _flush_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with ``pipeline_microbatches`` (the microbatches of one pipeline schedule run)."""
+    k = plan.pipeline_microbatches
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        return [f"pipeline_microbatches: got {k!r}; expected a positive integer (0: every microbatch in one "
+                "schedule run)"]
+    m = plan.microbatches
+    if k and plan.global_batch is not None and m % k:
+        near = [d for d in range(1, m + 1) if m % d == 0]
+        best = min(near, key=lambda d: abs(d - k))
+        return [f"pipeline_microbatches: got {k} for {m} microbatches a step; expected a divisor of {m} "
+                f"(nearest: {best})"]
+    return []
 
 
 def _etp_problems(plan: ParallelPlan) -> list[str]:

@@ -745,8 +745,9 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail."""
     p = plan.pp
     extra: dict[str, float] = {}
-    pipe = pipeline_time(fwd, bwd, m, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
-                         chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage])
+    pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
+        fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
+        chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage]))
     grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
     # gradients are reduced, and states sharded, over the data-parallel and context-parallel ranks together:
@@ -795,6 +796,18 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens
+
+
+def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:
+    """The pipeline part of a step of ``m`` microbatches: one schedule of all of them, or, where the stack runs
+    the schedule once per local batch of ``plan.pipeline_microbatches`` (gradient accumulation over
+    ``torch.distributed.pipelining`` schedule steps, each filling and draining the pipeline), that many runs of
+    ``run(k)`` back to back: the bubble paid once a run."""
+    k = plan.pipeline_microbatches
+    if plan.pp == 1 or not k or k >= m or m % k:
+        return run(m)
+    one, runs = run(k), m // k
+    return replace(one, step_s=one.step_s * runs, busy_s=one.busy_s * runs, bubble_s=one.bubble_s * runs)
 
 
 def _grad_buffer_divisor(plan: ParallelPlan) -> int:

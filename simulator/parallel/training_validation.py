@@ -405,10 +405,29 @@ def _moe_dispatch(row: TrainingRecord) -> str:
 
 
 def _moe_host_sync(row: TrainingRecord) -> bool:
-    """Whether a Megatron-Core row's dispatcher waits on the host for its token counts: every dropless one
-    does (the ``alltoall`` dispatcher at core_v0.15.0 syncs ``before_ep_alltoall``; the flex dispatcher's
-    HybridEP and DeepEP backends read the received counts on the host; :mod:`simulator.parallel.host_sync`)."""
+    """Whether a Megatron-Core or NeMo AutoModel row's dispatcher waits on the host for its token counts: every
+    dropless one does (the ``alltoall`` dispatcher at core_v0.15.0 syncs ``before_ep_alltoall``; the flex
+    dispatcher's HybridEP and DeepEP backends read the received counts on the host; AutoModel's DeepEP path calls
+    ``Buffer.dispatch`` without ``num_worst_tokens``, 'the CPU will wait for GPU's signal to arrive', and hands
+    the received counts to the grouped GEMM as a host list, components/moe/megatron/fused_a2a.py and
+    experts.py @ cb97654; :mod:`simulator.parallel.host_sync`)."""
     return "dropless" in row["moe"].lower()
+
+
+def _automodel(row: TrainingRecord) -> bool:
+    return row["framework"].strip().lower().startswith("nemo automodel")
+
+
+def _schedule_microbatches(row: TrainingRecord, mb: int) -> int:
+    """The microbatches of one pipeline schedule run where the stack runs the schedule once per local batch:
+    NeMo AutoModel's loops call ``schedule.step`` once per gradient-accumulation step on a local batch of
+    ``step_scheduler.local_batch_size`` (recipes/llm/benchmark.py and train_ft.py ``_forward_backward_step``
+    @ cb97654), split into ``pp_microbatch_size`` microbatches; the local batch is the ``LBS`` the row's
+    performance table prints (its ``notes``). 0 (one schedule for the step) for other stacks or none printed."""
+    import re
+
+    found = re.search(r"\bLBS (\d+)\b", row["notes"]) if _automodel(row) else None
+    return int(found.group(1)) // mb if found and int(found.group(1)) % mb == 0 else 0
 
 
 def _moe_routing(row: TrainingRecord) -> str:
@@ -510,7 +529,8 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         stage_layers=_megatron_layout(row, pp * vp) if pp > 1 else (),
                         etp=MEGATRON_BRIDGE_ETP if bridge and tp > 1 and ep > 1 else 0,
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
-                        moe_host_sync=bridge and _moe_host_sync(row),
+                        moe_host_sync=(bridge or _automodel(row)) and _moe_host_sync(row),
+                        pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **_maxtext_config(row))
 

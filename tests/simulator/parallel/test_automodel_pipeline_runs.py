@@ -1,0 +1,70 @@
+"""NeMo AutoModel's pipelined MoE rows as its code runs them (@ cb97654): the pipeline schedule runs once per
+gradient-accumulation step on one local batch (``schedule.step`` in recipes/llm/benchmark.py), so a step of
+``GA`` local batches pays ``GA`` fills and drains (``ParallelPlan.pipeline_microbatches``); the DeepEP dispatch
+waits on the host for its received counts (``Buffer.dispatch`` without ``num_worst_tokens``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel import training_validation as tv
+from simulator.parallel.compose import _scheduled_runs, evaluate_plan
+from simulator.parallel.schedule import pipeline_time
+from workloads.parallel import ParallelPlan, PlanError
+from workloads.zoo.transformer import TransformerConfig
+
+#: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
+CFG = TransformerConfig("tiny-pp-runs", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
+                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
+                        out_bias=False, mlp_bias=False)
+
+
+def test_schedule_runs_per_local_batch_pay_a_fill_and_drain_each() -> None:
+    # 1F1B, 4 stages of forward 1 s and backward 2 s: one run of m microbatches takes (m + p - 1)(f + b)
+    plan = ParallelPlan(pp=4, dp=1, microbatch=1, global_batch=8, pipeline_microbatches=4)
+    run = lambda k: pipeline_time([1.0] * 4, [2.0] * 4, k)  # noqa: E731
+    two = _scheduled_runs(plan, 8, run)
+    assert (two.step_s, two.busy_s, two.bubble_s) == (42.0, 24.0, 18.0)  # 2 x (4 + 3) x 3; 2 x 3 x 3 idle
+    one = _scheduled_runs(dataclasses.replace(plan, pipeline_microbatches=0), 8, run)
+    assert (one.step_s, one.bubble_s) == (33.0, 9.0)  # (8 + 3) x 3: one fill and drain
+    assert _scheduled_runs(dataclasses.replace(plan, pipeline_microbatches=8), 8, run) == one
+
+
+def test_pipeline_microbatches_checked_and_read_as_before_at_its_default() -> None:
+    with pytest.raises(PlanError, match=r"pipeline_microbatches: got 3 for 8 microbatches a step; expected a "
+                                        r"divisor of 8 \(nearest: 2\)"):
+        ParallelPlan(pp=2, dp=1, microbatch=1, global_batch=8, pipeline_microbatches=3)
+    with pytest.raises(PlanError, match="pipeline_microbatches: got -1"):
+        ParallelPlan(pp=2, dp=1, microbatch=1, global_batch=8, pipeline_microbatches=-1)
+    assert "pipeline_microbatches" not in ParallelPlan(pp=2, global_batch=8).to_json()
+    assert ParallelPlan(pp=2, global_batch=8, pipeline_microbatches=4).to_json()["pipeline_microbatches"] == 4
+
+
+def test_evaluated_step_runs_the_schedule_per_local_batch() -> None:
+    hw = load_hardware("dgx-h100x2")
+    base = ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64, fsdp=True)  # 8 microbatches a rank
+    whole = evaluate_plan(CFG, hw, base, train=True, seq=256, recompute="full")
+    runs = evaluate_plan(CFG, hw, dataclasses.replace(base, pipeline_microbatches=2), train=True, seq=256,
+                         recompute="full")
+    fwd = [s.forward_s for s in whole.stages]
+    bwd = [s.backward_s for s in whole.stages]
+    assert whole.pipeline.step_s == pytest.approx(pipeline_time(fwd, bwd, 8).step_s)
+    assert runs.pipeline.step_s == pytest.approx(4 * pipeline_time(fwd, bwd, 2).step_s)
+    # the same work, three more fills and drains of (p - 1)(f + b) each; the tail (gathers once a step) unchanged
+    assert runs.pipeline.busy_s == pytest.approx(whole.pipeline.busy_s)
+    assert runs.latency_s - whole.latency_s == pytest.approx(runs.pipeline.step_s - whole.pipeline.step_s)
+    assert runs.pipeline.bubble_s == pytest.approx(4 * whole.pipeline.bubble_s, rel=1e-6)
+
+
+def test_automodel_rows_state_their_local_batch_and_deepep_host_wait() -> None:
+    rows = {r.id: r for r in tv.load_training_rows()}
+    p139 = tv._plan(rows["train-139"], 256)  # LBS 8, MBS 1, GA 4: four schedule runs of 8 microbatches
+    assert (p139.microbatches, p139.pipeline_microbatches, p139.moe_host_sync) == (32, 8, True)
+    p138 = tv._plan(rows["train-138"], 64)  # LBS 8, GA 1: one run of all 8
+    assert (p138.microbatches, p138.pipeline_microbatches, p138.moe_host_sync) == (8, 8, True)
+    p137 = tv._plan(rows["train-137"], 8)  # no pipeline: no schedule runs; DeepEP still waits on the host
+    assert (p137.pipeline_microbatches, p137.moe_host_sync) == (0, True)
+    assert tv._plan(rows["train-027"], 8).pipeline_microbatches == 0  # torchtitan: one schedule a step (GA 1)
