@@ -531,6 +531,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
 
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
+    if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
+        raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
+                        "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "
+                        "schedule run per local batch)")
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()

@@ -68,3 +68,12 @@ def test_automodel_rows_state_their_local_batch_and_deepep_host_wait() -> None:
     p137 = tv._plan(rows["train-137"], 8)  # no pipeline: no schedule runs; DeepEP still waits on the host
     assert (p137.pipeline_microbatches, p137.moe_host_sync) == (0, True)
     assert tv._plan(rows["train-027"], 8).pipeline_microbatches == 0  # torchtitan: one schedule a step (GA 1)
+
+
+def test_the_simulated_step_refuses_several_schedule_runs():
+    """The DES engine runs every microbatch in one schedule, so a plan that states several schedule runs a step
+    is refused there (one located error) instead of being priced as one run."""
+    hw = load_hardware("dgx-h100")
+    plan = dataclasses.replace(ParallelPlan(tp=1, pp=2, dp=4, microbatch=1, global_batch=16), pipeline_microbatches=2)
+    with pytest.raises(PlanError, match="pipeline_microbatches: got 2 with engine 'des'"):
+        evaluate_plan(CFG, hw, plan, engine="des", train=True, seq=256)
