@@ -484,8 +484,9 @@ class FrameworkProfile:
         How the stack's forward fp8 GEMMs accumulate on Hopper, from its code: ``"fast"`` (the WGMMA accumulator
         only), ``"split"`` (cuBLASLt ``CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0``: FP32 promotions,
         :func:`simulator.lowering.gpu.fp8_promotion`) or ``""`` (not stated for the default build; priced as
-        fast). Which builds run which path, and the code: ``fp8_gemm_accumulation_source``. A record, not a cost
-        switch: no validated row's build is stated to run a split forward path.
+        fast). Which builds run which path, and the code: ``fp8_gemm_accumulation_source``. Priced through
+        ``EvalOptions.fp8_accumulation`` (:meth:`cost_options`; ``""`` gives ``"fast"``); no validated row's build
+        is stated to run a split forward path.
     fp8_gemm_accumulation_source
         The code that decides it.
     sources
@@ -661,7 +662,8 @@ class FrameworkProfile:
                 "eager_framework": self.eager_dispatch,
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
                 "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel,
-                "fp8_activation_scale": self.fp8_activation_scale}
+                "fp8_activation_scale": self.fp8_activation_scale,
+                "fp8_accumulation": self.fp8_gemm_accumulation or "fast"}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""

@@ -50,6 +50,9 @@ _FP8_STATIC_SCALE = re.compile(r"--enable_fp8\b|\bquant_algo FP8\b")
 # "trtllm-custom": hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE); the plugin named in any other sentence does not switch
 _TRTLLM_CUSTOM_AR = re.compile(r"(?:^|\.\s+)All-reduces by the TensorRT-LLM custom all-reduce plugin \(AUTO strategy\):")
 _TRTLLM_FRAMEWORK = re.compile(r"^\s*TensorRT-LLM\b")
+# a TensorRT-LLM engine built with the fp8 gemm plugin runs cuBLASLt without fast accumulation (the split accumulator,
+# workloads.frameworks.TRTLLM_FP8_ACCUM_ENGINE): EvalOptions.fp8_accumulation = "split"; no row states it today
+_TRTLLM_FP8_GEMM_PLUGIN = re.compile(r"--gemm_plugin[ =]fp8\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -216,12 +219,18 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        eager_modules=bool(_EAGER.search(text)),
                        conv_layout="nchw" if _NCHW.search(text) else "nhwc",
                        fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic",
-                       all_reduce_kernel="trtllm-custom" if trtllm_ar else "nccl")
+                       all_reduce_kernel="trtllm-custom" if trtllm_ar else "nccl",
+                       fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:
         overrides["power.tdp_w"] = float(m.group(1))
     return opts, overrides
+
+
+def _trtllm_fp8_plugin(row: Mapping[str, Any], text: str) -> bool:
+    """Whether ``row`` is a TensorRT-LLM engine whose source or notes state ``--gemm_plugin fp8``."""
+    return bool(_TRTLLM_FRAMEWORK.search(row.get("framework") or "")) and bool(_TRTLLM_FP8_GEMM_PLUGIN.search(text))
 
 
 @contextmanager

@@ -7,9 +7,17 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import add_model_args, graph_from_args, nonempty, positive_int
+from simulator.cli.common import add_model_args, graph_from_args, nonempty, one_of, positive_int
 from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
 from simulator.engines.analytical import CONV_LAYOUTS
+from simulator.engines.options import FP8_ACCUMULATIONS
+
+#: Help of ``--fp8-accumulation`` (predict and serve).
+FP8_ACCUMULATION_HELP = ("how fp8 GEMMs not marked by their training recipe accumulate: fast (the WGMMA accumulator "
+                         "only, cuBLASLt CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1) or split (FAST_ACCUM = 0: partial sums "
+                         "promoted to FP32 every efficiency.fp8_promotion_interval K elements, DeepSeek-V3 s.3.3.2; "
+                         "priced on Hopper only, noted and ignored elsewhere); default: the --framework profile's "
+                         "(trt-llm-pytorch fast, from TensorRT-LLM's cublasScaledMM.cpp; not stated: fast)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "contiguous format, under which cuDNN runs each tensor-core convolution between layout "
                         "transforms); default: the --framework profile's (nchw for eager, sdpa and cuda-graphs), "
                         "else nhwc")
+    p.add_argument("--fp8-accumulation", type=one_of(FP8_ACCUMULATIONS, "unknown fp8 accumulation"),
+                   metavar="fast|split", help=FP8_ACCUMULATION_HELP)
     p.add_argument("--engine", choices=("analytical", "des"), default="analytical",
                    help="analytical: ops back to back on one stream (default); des: discrete-event schedule "
                         "with host launches, concurrent streams and a link for collectives")
@@ -184,5 +194,7 @@ def eval_options(args: argparse.Namespace) -> Any:
                         eager_framework=cost["eager_framework"] and not graphs,
                         eager_modules=cost["eager_modules"] and not graphs,
                         conv_layout=conv_layout_of(args, profile), all_reduce_kernel=cost["all_reduce_kernel"],
-                        fp8_activation_scale=cost["fp8_activation_scale"])
+                        fp8_activation_scale=cost["fp8_activation_scale"], fp8_accumulation=cost["fp8_accumulation"])
+    if getattr(args, "fp8_accumulation", None) is not None:  # explicit --fp8-accumulation wins over the profile
+        settings["fp8_accumulation"] = args.fp8_accumulation
     return options_from_settings(settings, where="options", calibration_id=cal_id)

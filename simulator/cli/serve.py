@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from simulator.cli.common import finite_float, nonempty, nonnegative_int, positive_int
+from simulator.cli.common import finite_float, nonempty, nonnegative_int, one_of, positive_int
 
 
 def _duration(text: str) -> float:
@@ -28,6 +28,12 @@ def _duration(text: str) -> float:
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive finite duration")
     return v
+
+
+def _fp8_accumulations() -> tuple[str, ...]:
+    from simulator.engines.options import FP8_ACCUMULATIONS
+
+    return FP8_ACCUMULATIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,6 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--graph-launch", choices=("pre-12.6", "12.6", "none"),
                    help="CUDA driver form of a decode-graph replay's launch: pre-12.6 (2 us + 200 ns per kernel node), "
                         "12.6 (2.5 us + 1 ns per node), none (default: the profile's; none where no driver is stated)")
+    p.add_argument("--fp8-accumulation", type=one_of(_fp8_accumulations, "unknown fp8 accumulation"),
+                   metavar="fast|split",
+                   help="how fp8 GEMMs accumulate: fast (cuBLASLt FAST_ACCUM = 1) or split (FAST_ACCUM = 0: FP32 "
+                        "promotions every efficiency.fp8_promotion_interval K elements, DeepSeek-V3 s.3.3.2; priced "
+                        "on Hopper only); default: the --framework profile's (not stated: fast)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the summary)")
     p.add_argument("--csv", metavar="FILE", help="write one row per request to FILE")
     p.add_argument("--trace", metavar="FILE.json", help="write the iteration timeline as a Chrome trace")
@@ -115,7 +126,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests,
                        measurement_interval_s=args.measurement_interval, stability_percentage=args.stability_percentage, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s,
-                       graph_launch=args.graph_launch)
+                       graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation)
 
 
 def run(args: argparse.Namespace) -> int:

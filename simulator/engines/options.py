@@ -88,6 +88,15 @@ class EvalOptions:
         torchao's dynamic fp8 run it) or ``"static"`` (a scale calibrated offline: the cast only,
         as TensorRT-LLM's ``FP8Linear`` quantises its input with ``activation_scaling_factor``,
         ``tensorrt_llm/quantization/layers.py``; :data:`FP8_ACTIVATION_SCALES`).
+    fp8_accumulation
+        How the fp8 GEMMs that the training recipe does not mark (``attrs['fp8_accumulation']``, e.g. the forward
+        GEMMs of an fp8 graph and W8A8 linears) accumulate: ``"fast"`` (default: the WGMMA accumulator only,
+        cuBLASLt ``CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1``) or ``"split"`` (``FAST_ACCUM = 0``: partial sums promoted
+        to FP32 every ``efficiency.fp8_promotion_interval`` K elements, priced by
+        :func:`simulator.lowering.gpu.fp8_promotion`). A stack's value is
+        :attr:`workloads.frameworks.FrameworkProfile.fp8_gemm_accumulation` (not stated: fast). Priced on the
+        architectures of :data:`FP8_PROMOTION_ARCHS` only (Hopper, where the limited accumulator is measured,
+        DeepSeek-V3 s.3.3.2); elsewhere ``"split"`` is ignored and the GEMM's notes say so (:data:`FP8_ACCUMULATIONS`).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -112,6 +121,7 @@ class EvalOptions:
     all_reduce_kernel: str = "nccl"
 
     fp8_activation_scale: str = "dynamic"
+    fp8_accumulation: str = "fast"
     calibration_id: str = ""
     plan: Any = None
 
@@ -134,10 +144,23 @@ class EvalOptions:
             got = str(self.fp8_activation_scale).lower()
             raise ValueError(f"options.fp8_activation_scale: unknown scaling; got {self.fp8_activation_scale!r}; "
                              f"expected one of {', '.join(FP8_ACTIVATION_SCALES)}" + did_you_mean(got, FP8_ACTIVATION_SCALES))
+        if self.fp8_accumulation not in FP8_ACCUMULATIONS:
+            from nodeperf.suggest import did_you_mean
+
+            got = str(self.fp8_accumulation).lower()
+            raise ValueError(f"options.fp8_accumulation: unknown accumulation; got {self.fp8_accumulation!r}; "
+                             f"expected one of {', '.join(FP8_ACCUMULATIONS)}" + did_you_mean(got, FP8_ACCUMULATIONS))
 
 
 #: How an fp8 linear layer scales its activations (``EvalOptions.fp8_activation_scale``).
 FP8_ACTIVATION_SCALES = ("dynamic", "static")
+#: How fp8 GEMMs not marked by their recipe accumulate (``EvalOptions.fp8_accumulation``, ``--fp8-accumulation``).
+FP8_ACCUMULATIONS = ("fast", "split")
+#: Architectures whose fp8 GEMMs without fast accumulation are priced with FP32 promotions under
+#: ``EvalOptions.fp8_accumulation = "split"``: Hopper, whose fp8 WGMMA accumulator keeps about 14 bits and whose
+#: promotion interval is stated (DeepSeek-V3, arXiv 2412.19437 s.3.3.2: H800, N_C = 128; CUTLASS's SM90
+#: ``GmmaFP8Accumulation``). The catalog's Ada, Blackwell and CDNA3 intervals are assumed from Hopper's, not stated.
+FP8_PROMOTION_ARCHS = ("hopper",)
 #: Memory formats of convolution activations (``EvalOptions.conv_layout``, ``--conv-layout``).
 CONV_LAYOUTS = ("nhwc", "nchw")
 #: Who runs a one-node all-reduce (``EvalOptions.all_reduce_kernel``): NCCL, or an engine's own kernel
@@ -195,6 +218,9 @@ SETTINGS: dict[str, Setting] = {
     "fp8_activation_scale": Setting("fp8_activation_scale", "str", FP8_ACTIVATION_SCALES,
                                     doc="fp8 linear layers' input scale: dynamic (per-token absmax, then the cast) "
                                         "or static (calibrated offline: the cast only, TensorRT-LLM's FP8Linear)"),
+    "fp8_accumulation": Setting("fp8_accumulation", "str", FP8_ACCUMULATIONS,
+                                doc="fp8 GEMMs not marked by their recipe: fast (WGMMA accumulator only) or split "
+                                    "(cuBLASLt FAST_ACCUM = 0: FP32 promotions, priced on Hopper only)"),
 }
 #: Other names a setting is known by (the :class:`EvalOptions` field name).
 SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
@@ -230,7 +256,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, fp8_activation_scale; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
 
     """
     values: dict[str, Any] = {}

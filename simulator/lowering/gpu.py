@@ -196,11 +196,26 @@ def fp8_promotion(ctx: LoweringContext, batch: int, m: int, n: int, k: int) -> t
     return (float(secs), float(adds)) if np.ndim(secs) == 0 else (secs, adds)
 
 
+def _split_accumulation(op: Op, ctx: LoweringContext) -> str:
+    """Why ``op`` runs without fast accumulation (``"marked"``: its recipe marks it, ``attrs['fp8_accumulation'] ==
+    'split'``, :func:`workloads.precision._accumulation`; ``"option"``: an unmarked fp8 GEMM under
+    ``EvalOptions.fp8_accumulation = "split"`` on an architecture of :data:`FP8_PROMOTION_ARCHS`; ``"ignored"``: the
+    same elsewhere, priced fast) or ``""`` (fast accumulation)."""
+    if op.attrs.get("fp8_accumulation") == "split":
+        return "marked"
+    if getattr(ctx.options, "fp8_accumulation", "fast") != "split" or not op.dtype.value.startswith("fp8"):
+        return ""
+    from simulator.engines.options import FP8_PROMOTION_ARCHS
+
+    return "option" if ctx.device.arch in FP8_PROMOTION_ARCHS else "ignored"
+
+
 def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) -> tuple[Any, Any]:
     """(seconds, FP32 additions) of an fp8 GEMM's promotions to FP32 (:func:`fp8_promotion`) when it runs without
-    fast accumulation (``attrs['fp8_accumulation'] == 'split'``: torchao's backward GEMMs, Transformer Engine's
-    per-tensor recipes' input- and weight-gradient GEMMs, :func:`workloads.precision._accumulation`); else none."""
-    if op.attrs.get("fp8_accumulation") != "split":
+    fast accumulation (:func:`_split_accumulation`: torchao's backward GEMMs, Transformer Engine's per-tensor
+    recipes' input- and weight-gradient GEMMs, any fp8 GEMM under ``EvalOptions.fp8_accumulation = "split"`` on
+    Hopper); else none."""
+    if _split_accumulation(op, ctx) not in ("marked", "option"):
         return 0.0, 0.0
     return fp8_promotion(ctx, bt, m, n, k)
 
@@ -219,13 +234,18 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
 
 def _with_promotion(op: Op, ctx: LoweringContext, cost: KernelCost, bt: int, m: int, n: int, k: int) -> KernelCost:
     """``cost`` plus the FP32 promotions of ``bt`` fp8 GEMMs run without fast accumulation (:func:`_promotion_s`),
-    serial with their MMAs (in the compute term)."""
-    if op.attrs.get("fp8_accumulation") != "split":
+    serial with their MMAs (in the compute term); a ``"split"`` option off Hopper is noted, not priced."""
+    why = _split_accumulation(op, ctx)
+    if not why:
         return cost
+    scalar = np.ndim(cost.compute_s) == 0
+    if why == "ignored":
+        note = f"fp8 split accumulation not priced: no promotion interval stated for {ctx.device.arch}"
+        return dataclasses.replace(cost, notes="; ".join(x for x in (cost.notes, note) if x) if scalar else "")
     promo_s, adds = _promotion_s(op, ctx, bt, m, n, k)
     return dataclasses.replace(cost, compute_s=cost.compute_s + promo_s, vector_flops=cost.vector_flops + adds,
                    notes="; ".join(x for x in (cost.notes, "fp8 split accumulation: partial sums promoted to FP32")
-                                   if x) if np.ndim(cost.compute_s) == 0 else "")
+                                   if x) if scalar else "")
 
 
 @register_rule("gpu", "grouped_matmul")
@@ -437,6 +457,7 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
         return _fastest(options)
     g = _gemm_cost(ctx, m, n, k, batch=batch, dtype=dt, in_bytes=mean_bytes, out_bytes=out_bytes, b_shared=b_shared,
                    rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes, tactic_m=op.attrs.get("tactic_m"))
+    g = _with_promotion(op, ctx, g, batch, m, n, k)  # (EvalOptions.fp8_accumulation "split" on Hopper)
     # fp8 W8A8: the activations are quantised first. Dynamic scaling (the default): per token, an absmax pass,
     # the scale (4 B a row) and the cast, 2 FLOPs an element; a static scale (EvalOptions.fp8_activation_scale,
     # TensorRT-LLM's FP8Linear and its calibrated activation_scaling_factor): the cast only, 1 FLOP an element

@@ -135,6 +135,9 @@ class ServeConfig:
         The CUDA driver form of the host time of one decode-graph replay: ``"pre-12.6"`` (linear in the
         graph's kernels), ``"12.6"`` (near-constant for a straight-line graph), ``"none"`` (not modelled);
         None: the framework profile's ``graph_launch`` (:data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`).
+    fp8_accumulation
+        How fp8 GEMMs accumulate, ``"fast"`` or ``"split"`` (``EvalOptions.fp8_accumulation``); None: the framework
+        profile's (``fp8_gemm_accumulation``; not stated: fast).
     """
 
     arrival: str = "poisson:qps=1"
@@ -167,6 +170,7 @@ class ServeConfig:
     dtype: str | None = None
     iteration_host_s: float | None = None
     graph_launch: str | None = None
+    fp8_accumulation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

@@ -98,6 +98,7 @@ def _check_config(config: ServeConfig) -> None:
     if config.admission not in ADMISSIONS:
         raise ServingError(f"admission: got {config.admission!r}; expected one of {', '.join(ADMISSIONS)}"
                            f"{did_you_mean(str(config.admission), ADMISSIONS)}")
+    _check_fp8_accumulation(config.fp8_accumulation)
     for name in ("max_num_seqs", "max_batched_tokens", "chunk", "scheduler_steps", "block_size", "replicas", "requests"):
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -143,6 +144,14 @@ def _check_config(config: ServeConfig) -> None:
         parse_slo(s)
 
 
+def _check_fp8_accumulation(value: Any) -> None:
+    from simulator.engines.options import FP8_ACCUMULATIONS
+
+    if value is not None and value not in FP8_ACCUMULATIONS:
+        raise ServingError(f"fp8_accumulation: got {value!r}; expected one of {', '.join(FP8_ACCUMULATIONS)} or None"
+                           f"{did_you_mean(str(value).lower(), FP8_ACCUMULATIONS)}")
+
+
 def _hardware(system: Any) -> Any:
     if isinstance(system, (str,)):
         from simulator.hardware import load_hardware
@@ -162,6 +171,9 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     # every cost option the profile states (fusion, norm_fusion, cuda_graphs, ...), as `predict --framework` prices
     # them: copied whole, so an option added to FrameworkProfile.cost_options cannot be left out here
     settings = dict(profile.cost_options())
+    if config.fp8_accumulation is not None:  # stated for this run: wins over the profile's
+        return options_from_settings({**settings, "fp8_accumulation": config.fp8_accumulation},
+                                     where="config"), profile
     return options_from_settings(settings, where="framework"), profile
 
 

@@ -165,6 +165,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("conv_layout")
     if d["fp8_activation_scale"] == "dynamic":  # (likewise)
         d.pop("fp8_activation_scale")
+    if d["fp8_accumulation"] == "fast":  # (likewise)
+        d.pop("fp8_accumulation")
     if d["all_reduce_kernel"] == "nccl":  # (likewise)
         d.pop("all_reduce_kernel")
     engine = options.get("engine", "analytical")

@@ -112,7 +112,8 @@ def test_profiles_and_aliases():
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,
                                                    "cuda_graphs": False, "eager_framework": True, "eager_modules": True,
                                                    "attention_kernel": "auto", "conv_layout": "nchw",
-                                                   "all_reduce_kernel": "nccl", "fp8_activation_scale": "dynamic"}
+                                                   "all_reduce_kernel": "nccl", "fp8_activation_scale": "dynamic",
+                                                   "fp8_accumulation": "fast"}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # vLLM's custom all-reduce: vLLM (V0 and V1) and SGLang run it by default; TensorRT-LLM stays NCCL (no table)
     assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom"} == {
