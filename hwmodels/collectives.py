@@ -692,6 +692,11 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
+    if nic_path == "pxn":  # NCCL 2.17+ keeps LL128 up to PXN on compute capability 90+ only: not modelled
+        rd.problems.add(f"{path}.gpu_nic_path", "a PXN path is not modelled; got 'pxn'; expected one of "
+                        f"{', '.join(p for p in GPU_NIC_PATHS if p != 'pxn')} (NCCL's LL128 rule for PXN depends on "
+                        "the GPU's compute capability and the NCCL version, which a node configuration does not state)")
+        nic_path = None
     if nic_path is not None and t.get("inter") is None:
         rd.problems.add(f"{path}.gpu_nic_path", "a GPU-to-NIC path without an inter-node fabric; got gpu_nic_path; "
                                                 "expected inter = \"<fabric>\" as well")
