@@ -529,12 +529,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     """
     from simulator.engines.analytical import EvalOptions, evaluate, spec_of
 
-    if engine not in ("analytical", "des"):
-        raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
-    if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
-        raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
-                        "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "
-                        "schedule run per local batch)")
+    _check_engine(engine, plan)
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
@@ -797,6 +792,16 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens
+
+
+def _check_engine(engine: str, plan: ParallelPlan) -> None:
+    """PlanError for an unknown engine, or a number of pipeline schedule runs the DES engine cannot simulate."""
+    if engine not in ("analytical", "des"):
+        raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
+    if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
+        raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
+                        "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "
+                        "schedule run per local batch)")
 
 
 def _fsdp_gathers_once_per_step(framework: str) -> bool:
