@@ -12,6 +12,8 @@ model's price (``simulator.lowering.gpu``: rounds of 4 concurrent GEMMs, ``_gemm
 is printed beside each figure when ``--hardware`` names a catalog device.
 
 Run on a CUDA GPU: ``python benchmarks/bench_expert_gemm.py --hardware h100-sxm5-80gb`` (about 10 s of GPU time).
+Nothing to time (torch not importable or no CUDA device): prints why on stderr and exits 1, as
+benchmarks/bench_fp8_linear_shapes.py does.
 The figures of one H100 SXM run are in hwmodels/measurements/h100_expert_gemms.csv (read by
 tests/simulator/lowering/test_expert_gemm_h100.py) and docs/accuracy.md ("MoE rows: ... expert GEMMs measured on an
 H100 ...", "H100 fp8 GEMMs without fast accumulation"). ``torch._scaled_mm`` runs without fast accumulation by

@@ -9,7 +9,8 @@ Per linear (forward M x K -> N) it times the three GEMMs of a training step as t
 ``torch._scaled_mm`` wants the first operand row-major and the second column-major) and the same three
 in bf16 (``torch.mm``), operands laid out beforehand (casts and transposes are not timed). Prints one line
 per GEMM: shape, bf16 and fp8 time (median of CUDA-event timings after warm-up) and TFLOP/s.
-No GPU: prints why and exits 0.
+Nothing to time (torch not importable, no CUDA device or no ``torch._scaled_mm``): prints why on stderr and
+exits 1, as benchmarks/bench_expert_gemm.py does.
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
     except ImportError:
-        print("torch is not importable: nothing timed")
-        return 0
+        print("torch is not importable: nothing to time", file=sys.stderr)
+        return 1
     if not torch.cuda.is_available() or not hasattr(torch, "_scaled_mm"):
-        print("no CUDA device or no torch._scaled_mm: nothing timed")
-        return 0
+        print("no CUDA device or no torch._scaled_mm: nothing to time", file=sys.stderr)
+        return 1
     dev = torch.device("cuda")
     print(f"# {torch.cuda.get_device_name(0)} torch {torch.__version__} cuda {torch.version.cuda}")
     rows = []

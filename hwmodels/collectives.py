@@ -494,6 +494,16 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   ll128=bool(ll128), provenance=MappingProxyType(prov))
 
 
+def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: str) -> Mapping[str, Any]:
+    """``t[key]`` when it is a table ({} when absent); anything else is one located problem (the values under
+    it are then read as absent)."""
+    sub = t.get(key, {})
+    if isinstance(sub, Mapping):
+        return sub
+    rd.problems.add(f"{path}.{key}", f"not a table; got {sub!r}; expected {key}.{entry}")
+    return {}
+
+
 def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLibrary | None:
     path = f"libraries.{name}"
     if not isinstance(t, Mapping):
@@ -501,8 +511,10 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
                         "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128"), path)
-    rd.unknown_keys(t.get("p2p", {}), ("chunk_bytes",), f"{path}.p2p")
-    rd.unknown_keys(t.get("ll128", {}), ("max_gpu_nic_path",), f"{path}.ll128")
+    rd.unknown_keys(_sub_table(t, "p2p", "chunk_bytes = { value = \"512 KiB\", source = \"...\" }", rd, path),
+                    ("chunk_bytes",), f"{path}.p2p")
+    rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
+                    ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = t.get("tuner", {})
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree"),
                     f"{path}.tuner")
@@ -680,6 +692,11 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
+    if nic_path == "pxn":  # NCCL 2.17+ keeps LL128 up to PXN on compute capability 90+ only: not modelled
+        rd.problems.add(f"{path}.gpu_nic_path", "a PXN path is not modelled; got 'pxn'; expected one of "
+                        f"{', '.join(p for p in GPU_NIC_PATHS if p != 'pxn')} (NCCL's LL128 rule for PXN depends on "
+                        "the GPU's compute capability and the NCCL version, which a node configuration does not state)")
+        nic_path = None
     if nic_path is not None and t.get("inter") is None:
         rd.problems.add(f"{path}.gpu_nic_path", "a GPU-to-NIC path without an inter-node fabric; got gpu_nic_path; "
                                                 "expected inter = \"<fabric>\" as well")

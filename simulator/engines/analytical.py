@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from workloads.ir import Op, OpGraph
 __all__ = ["EvalOptions", "CONV_LAYOUTS", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
            "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
+           "digest_tree",
            "clear_kernel_cost_cache", "provenance", "collectives_of", "EnergyCoefficients", "fused_cost",
            "l2_capacity"]
 
@@ -157,8 +158,46 @@ def _spec_digest(spec: DeviceSpec | SystemSpec) -> tuple[str, bool]:
         odd.append(type(obj))
         return repr(obj)
 
-    text = json.dumps(spec_tree(spec), sort_keys=True, separators=(",", ":"), default=text_of)
+    text = json.dumps(digest_tree(spec), sort_keys=True, separators=(",", ":"), default=text_of)
     return hashlib.sha256(text.encode()).hexdigest(), not odd
+
+
+def digest_tree(spec: DeviceSpec | SystemSpec) -> Any:
+    """The tree :func:`spec_digest` hashes: :func:`spec_tree`, and for a system the fabric-catalog entries
+    that cost its collectives (its node configuration with its fabrics and library, key ``fabric_catalog``;
+    :func:`collectives_of`), since a system spec names them only: a changed ``fabrics.toml`` entry is a new
+    digest. A device spec's tree is :func:`spec_tree`'s (its digest, and the sweep points keyed on it, did
+    not change when the catalog entries were added)."""
+    tree = spec_tree(spec)
+    csys = collectives_of(spec) if isinstance(spec, SystemSpec) else None
+    if csys is not None and isinstance(tree, dict):
+        tree["fabric_catalog"] = _catalog_tree(csys)
+    return tree
+
+
+_CATALOG_TREES: dict[int, tuple[Any, Any]] = {}
+
+
+def _catalog_tree(obj: Any) -> Any:
+    """The field values of a fabric-catalog entry (provenance left out), computed once per entry object."""
+    hit = _CATALOG_TREES.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    tree = _plain_tree(obj)
+    if len(_CATALOG_TREES) > 64:
+        _CATALOG_TREES.clear()
+    _CATALOG_TREES[id(obj)] = (obj, tree)
+    return tree
+
+
+def _plain_tree(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _plain_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "provenance"}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain_tree(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, (list, tuple)):
+        return [_plain_tree(x) for x in obj]
+    return obj
 
 
 @functools.lru_cache(maxsize=1)

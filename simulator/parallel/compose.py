@@ -529,12 +529,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     """
     from simulator.engines.analytical import EvalOptions, evaluate, spec_of
 
-    if engine not in ("analytical", "des"):
-        raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
-    if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
-        raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
-                        "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "
-                        "schedule run per local batch)")
+    _check_engine(engine, plan)
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
     opts = options or EvalOptions()
@@ -554,7 +549,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     pipe: PipelineTime | None = None
     if train:
         latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, plan.interleave,
-                                                                   fwd, bwd, opt, comm, graphs, seq)
+                                                                   fwd, bwd, opt, comm, graphs, seq, framework)
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
@@ -744,9 +739,10 @@ def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[l
 def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], unique: dict[int, _GraphCost],
                      plan: ParallelPlan, system: Any, engine: str, m: int, v: int, fwd: list[float],
                      bwd: list[float], opt: list[float], comm: list[float], graphs: list[StageGraph],
-                     seq: int | None) -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float]:
+                     seq: int | None, framework: str = "") -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float]:
     """(latency, pipeline, breakdown, extra, tokens) of a training step: the pipeline schedule, then the
-    data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail."""
+    data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail (``framework``: the
+    :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
     p = plan.pp
     extra: dict[str, float] = {}
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
@@ -773,14 +769,10 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     gather = [0.0] * p
     if zero_gather:
         gather = [coll[("all_gather", w)] for w in wbytes]
-        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch; FSDP under a
-            # pipeline schedule once a step: the stacks shard pipelined stages with reshard_after_forward=False
-            # (torchtitan parallelize_llama.py apply_fsdp @ 9dec370; NeMo AutoModel parallelizer.py @ cb97654
-            # 'With PP, reshard_after_forward=False'), so no backward re-gathers, and torch's PipelineStage
-            # disables FSDP's reshard and gradient sync for every backward, running the post-backward by hand
-            # after the last (backward_maybe_with_nosync since pytorch/pytorch#134052, 2024-09; as described
-            # in #144535, 2025-01), so no forward re-gathers either (:func:`_pipelined_fsdp_buffers`: the memory)
-            gather = [g * (1 if plan.fsdp and p > 1 else 1 + 2 * m) for g in gather]
+        if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
+            # step for FSDP under torch.distributed.pipelining (:func:`_fsdp_gathers_once_per_step`)
+            once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
+            gather = [g * (1 if once else 1 + 2 * m) for g in gather]
     opt_s = [o / sync_n if plan.zero >= 1 else o for o in opt]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
@@ -800,6 +792,35 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens
+
+
+def _check_engine(engine: str, plan: ParallelPlan) -> None:
+    """PlanError for an unknown engine, or a number of pipeline schedule runs the DES engine cannot simulate."""
+    if engine not in ("analytical", "des"):
+        raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
+    if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
+        raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
+                        "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "
+                        "schedule run per local batch)")
+
+
+def _fsdp_gathers_once_per_step(framework: str) -> bool:
+    """Whether a pipelined FSDP plan under ``framework`` gathers each stage's weights once a step rather than
+    before each forward and backward of every microbatch. Only the stacks that run ``torch.distributed.pipelining``
+    do: torchtitan and NeMo AutoModel (the ``fsdp2`` profiles' stack) and no profile (a plan with ``fsdp`` stands
+    for PyTorch FSDP2, :func:`_activation_memory`). They shard pipelined stages with reshard_after_forward=False
+    (torchtitan parallelize_llama.py apply_fsdp @ 9dec370; NeMo AutoModel parallelizer.py @ cb97654 'With PP,
+    reshard_after_forward=False'), so no backward re-gathers, and torch's PipelineStage disables FSDP's reshard
+    and gradient sync for every backward, running the post-backward by hand after the last
+    (backward_maybe_with_nosync since pytorch/pytorch#134052, 2024-09; as described in #144535, 2025-01), so no
+    forward re-gathers either (:func:`_pipelined_fsdp_buffers`: the memory). MaxText gathers FSDP weights every
+    microbatch by default (``pipeline_fsdp_ag_once: False``, "Zero-3 ... gathers for each microbatch's fwd/bwd
+    pass", MaxText/configs/base.yml @ 315ebb5), and Megatron's schedules do not use PipelineStage."""
+    if not framework:
+        return True
+    from workloads.frameworks import get_profile
+
+    return get_profile(framework).stack == "fsdp2"
 
 
 def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:

@@ -122,7 +122,8 @@ def parse_lengths(text: str, where: str = "--lengths") -> LengthSpec:
         params, source = LENGTH_DATASETS[low]
         p = parse_params(rest, where, ("prefix",)) if rest.strip() else {}
         prefix = positive_integer(p["prefix"], f"{where}: prefix") if "prefix" in p else 0
-        return LengthSpec("lognormal", tuple(sorted(params.items())), prefix=prefix, source=source)
+        return _with_prefix_room(LengthSpec("lognormal", tuple(sorted(params.items())), prefix=prefix, source=source),
+                                 f"{where}: {low}")
     if low not in LENGTH_KINDS:
         names = (*LENGTH_KINDS, *LENGTH_DATASETS)
         raise ServingError(f"{where}: unknown length distribution {kind!r}; got {text!r}; expected fixed:in=I,out=O, "
@@ -155,6 +156,18 @@ def parse_lengths(text: str, where: str = "--lengths") -> LengthSpec:
     shortest = spec.get("in", spec.get("in_lo", 2))
     if prefix and low != "lognormal" and prefix >= shortest:
         raise ServingError(f"{where}: prefix: got {prefix}; expected fewer tokens than the shortest prompt ({int(shortest)})")
+    return _with_prefix_room(spec, where) if low == "lognormal" else spec
+
+
+def _with_prefix_room(spec: LengthSpec, where: str) -> LengthSpec:
+    """``spec``, once its shared prefix leaves room for a prompt of the prefix and one more token under the
+    prompt cap (``in_max``) and, with the shortest output (``min_len``), under ``total_max``: every prompt is
+    raised to ``prefix + 1`` tokens, so a longer prefix would put every pair outside the filter."""
+    caps = [c for c in (spec.get("in_max"), spec.get("total_max") - spec.get("min_len", 1.0)) if c > 0]
+    if spec.prefix and caps and spec.prefix + 1 > min(caps):
+        raise ServingError(f"{where}: prefix: got {spec.prefix}; expected fewer than {int(min(caps))} tokens: a "
+                           f"prompt holds the prefix and at least one more token, at most {int(min(caps))} "
+                           f"under the length filter {_filter_text(spec)}")
     return spec
 
 
@@ -243,15 +256,33 @@ def _unfiltered_mus(spec: LengthSpec) -> tuple[float, float]:
     mus = [math.log(m) - s * s / 2.0 for m, s in zip(target, sig, strict=True)]
     z = np.linspace(-7.0, 7.0, 701)
     w = np.exp(-z * z / 2.0)
-    for _ in range(60):
+    for _ in range(_MU_ITERATIONS):
         x_in, x_out = np.exp(mus[0] + sig[0] * z), np.exp(mus[1] + sig[1] * z)
         weight = np.outer(w, w) * _filter_mask(spec, x_in[:, None], x_out[None, :])
-        got = (float((weight * x_in[:, None]).sum() / weight.sum()), float((weight * x_out[None, :]).sum() / weight.sum()))
+        total = float(weight.sum())
+        if not total > 0:
+            raise ServingError(f"lengths: the length filter {_filter_text(spec)} keeps no pair of the lognormals "
+                               f"(means {target[0]:g} in / {target[1]:g} out); expected bounds the means fit inside")
+        got = (float((weight * x_in[:, None]).sum() / total), float((weight * x_out[None, :]).sum() / total))
         step = [math.log(t / g) for t, g in zip(target, got, strict=True)]
         mus = [m + d for m, d in zip(mus, step, strict=True)]
         if max(abs(d) for d in step) < 1e-7:
-            break
-    return mus[0], mus[1]
+            return mus[0], mus[1]
+    raise ServingError(f"lengths: the means {target[0]:g} in / {target[1]:g} out under the length filter "
+                       f"{_filter_text(spec)}: got no convergence after {_MU_ITERATIONS} iterations; expected means "
+                       "the filtered lognormals can reach (well inside the bounds)")
+
+
+#: Fixed-point iterations of :func:`_unfiltered_mus` before giving up.
+_MU_ITERATIONS = 60
+
+
+def _filter_text(spec: LengthSpec) -> str:
+    lo, in_hi, out_hi, tot = (spec.get(k, d) for k, d in (("min_len", 1.0), ("in_max", 0.0), ("out_max", 0.0),
+                                                             ("total_max", 0.0)))
+    parts = [f"both >= {lo:g}"] + [f"in + out <= {tot:g}"] * (tot > 0) + [f"in <= {in_hi:g}"] * (in_hi > 0) \
+        + [f"out <= {out_hi:g}"] * (out_hi > 0)
+    return "(" + ", ".join(parts) + ")"
 
 
 def _lognormal_pairs(spec: LengthSpec, n: int, rng: np.random.Generator,

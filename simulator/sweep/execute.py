@@ -350,9 +350,9 @@ class _VariantDigests:
     def __init__(self, base: Any, full_paths: Mapping[str, str]) -> None:
         self.base = base
         self.full = dict(full_paths)
-        from simulator.engines.analytical import spec_tree
+        from simulator.engines.analytical import digest_tree
 
-        self.tree = spec_tree(base)  # the tree spec_digest hashes
+        self.tree = digest_tree(base)  # the tree spec_digest hashes
 
     def _slot(self, full: str) -> tuple[Any, Any, Any]:
         """(container in the stripped tree, key or index, value type of the real field)."""

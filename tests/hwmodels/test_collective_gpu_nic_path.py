@@ -47,7 +47,8 @@ def test_path_order_follows_nccl_path_types():
     assert GPU_NIC_PATHS == ("pix", "pxb", "p2c", "pxn", "phb", "sys")
 
 
-@pytest.mark.parametrize("path,offered", [("pix", True), ("pxb", True), ("pxn", False), ("phb", False), ("sys", False)])
+# PXN is not modelled (NCCL 2.17+ keeps LL128 up to PXN on compute capability 90+): the catalog refuses it
+@pytest.mark.parametrize("path,offered", [("pix", True), ("pxb", True), ("phb", False), ("sys", False)])
 def test_ll128_across_nodes_follows_the_path(path, offered):
     node = dataclasses.replace(fabric_catalog().system("dgx-h100"), gpu_nic_path=path)
     across = collective_options("all_reduce", 4 * MIB, 16, node, n_nodes=2)
@@ -107,3 +108,17 @@ def test_path_on_a_node_without_nics_is_refused(tmp_path):
                         'intra = "nvlink5-nvswitch4"\ngpu_nic_path = { value = "pix", source = "x" }\ndevices_per_node')
     with pytest.raises(SpecError, match=r"systems\.hgx-b200\.gpu_nic_path: a GPU-to-NIC path without an inter-node"):
         load_fabric_catalog(bad)
+
+
+def test_a_pxn_node_path_is_refused_as_not_modelled(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text()
+    old = 'gpu_nic_path = { value = "pix", source = "@dgxh100_nic"'
+    assert text.count(old) == 1
+    path = tmp_path / "fabrics.toml"
+    path.write_text(text.replace(old, 'gpu_nic_path = { value = "pxn", source = "@dgxh100_nic"'))
+    with pytest.raises(SpecError) as e:
+        load_fabric_catalog(path)
+    assert str(e.value).startswith(f"{path}:systems.dgx-h100.gpu_nic_path: a PXN path is not modelled; got 'pxn'; "
+                                   "expected one of pix, pxb, p2c, phb, sys (NCCL's LL128 rule for PXN depends on")

@@ -67,3 +67,24 @@ def test_train_027_runs_torchtitans_default_two_stages_per_rank_with_pp_degree_m
         # local batch 32 split into pipeline_parallel_degree = 8 microbatches of 4 (build_pipeline_schedule @ 9dec370)
         assert (plan.microbatch, plan.microbatches, plan.dp) == (4, 8, 8)
         assert plan.pipeline_split == "torchtitan"
+
+
+def test_the_once_a_step_gather_applies_only_to_stacks_running_torch_pipelining() -> None:
+    from simulator.parallel.compose import _fsdp_gathers_once_per_step
+
+    # torchtitan / NeMo AutoModel (fsdp2 profiles) and no profile (a plan's FSDP stands for PyTorch FSDP2)
+    assert [_fsdp_gathers_once_per_step(f) for f in ("", "fsdp2", "fsdp2-compile", "torchtitan")] == [True] * 4
+    # MaxText (pipeline_fsdp_ag_once False by default) and Megatron (no PipelineStage): every microbatch
+    assert [_fsdp_gathers_once_per_step(f) for f in ("maxtext", "megatron-core", "megatron-lm")] == [False] * 3
+
+
+def test_fsdp_with_pipeline_under_megatron_lm_gathers_before_every_forward_and_backward() -> None:
+    base = ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64)
+    hw = load_hardware("dgx-h100x2")
+    tails = []
+    for plan in (dataclasses.replace(base, fsdp=True), dataclasses.replace(base, zero_stage=3)):
+        res = evaluate_plan(CFG, hw, plan, train=True, seq=S, recompute="full", framework="megatron-lm")
+        tails.append(res.latency_s - res.pipeline.step_s - res.breakdown["dp_sync_exposed_s"] - res.breakdown["optimizer_s"])
+    # the same 1 + 2m all-gathers as ZeRO-3 (8 microbatches: 17 gathers), not FSDP2's one
+    assert tails[0] > 0
+    assert tails[0] == pytest.approx(tails[1], rel=1e-9)
