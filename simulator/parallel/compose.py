@@ -825,11 +825,10 @@ def expert_dp_size(plan: ParallelPlan, shard: int) -> int:
     gradients are reduced and their parameters, gradients and optimizer state sharded, when ``shard`` ranks
     (``dp x cp``, or FSDP's shard group) do so for the dense parameters. Megatron-Core builds the expert
     groups ``ETP x EP x EDP`` over the ``tp x cp x dp`` ranks, so EDP = ``tp x cp x dp / (ep x etp)``
-    (megatron/core/parallel_state.py ``initialize_model_parallel`` @ core_v0.15.0:
-    ``expert_data_parallel_size = decoder_world_size // expert_tensor_model_pipeline_parallel_size`` ...,
-    ``get_expert_data_parallel_world_size``), its distributed optimizer one optimizer per group
-    (megatron/core/optimizer/__init__.py ``get_megatron_optimizer``: expert parameters over
-    ``intra_expt_dp_group``); NeMo AutoModel shards the experts by FSDP over ``ep_shard`` = the
+    (megatron/core/parallel_state.py @ core_v0.15.0, ``get_expert_data_parallel_world_size``); its DDP reduces
+    the expert parameters' own buffers over that group (megatron/core/distributed/distributed_data_parallel.py:
+    ``expert_parallel_buffers`` over ``intra_expt_dp_group``) and its distributed optimizer builds one optimizer
+    per group (megatron/core/optimizer/__init__.py ``get_megatron_optimizer``); NeMo AutoModel shards the experts by FSDP over ``ep_shard`` = the
     data-parallel (and context-parallel) ranks / ``ep`` (components/distributed/mesh_utils.py and
     components/moe/parallelizer.py @ cb97654; with ``ep_shard`` 1 the experts are left out of FSDP,
     ``ignored_params``). Without experts parallelism (``ep`` 1) the group is ``shard`` itself.
