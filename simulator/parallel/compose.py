@@ -1108,11 +1108,19 @@ def _expert_share(sgs: Sequence[tuple[StageGraph, Any]]) -> float:
     """Fraction of a stage's parameter bytes held by MoE experts (weights of the ``experts.`` modules)."""
     total = experts = 0.0
     for sg, _ in sgs:
-        for t in sg.graph.tensors.values():
-            if t.role is Role.WEIGHT and sg.graph.producer(t.name) is None:
-                total += float(t.nbytes)
-                experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+        t, e = sg.graph.memo("expert_weight_bytes", lambda g=sg.graph: _expert_weight_bytes(g))
+        total, experts = total + t, experts + e
     return experts / total if total else 0.0
+
+
+def _expert_weight_bytes(g: OpGraph) -> tuple[float, float]:
+    """(all, the experts') bytes of the parameters of ``g``: weights no op produces."""
+    total = experts = 0.0
+    for t in g.tensors.values():
+        if t.role is Role.WEIGHT and g.producer(t.name) is None:
+            total += float(t.nbytes)
+            experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+    return total, experts
 
 
 def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float], share: float,
