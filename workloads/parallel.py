@@ -146,7 +146,8 @@ class ParallelPlan:
         The dtype the stack stores the parameters in (:data:`PARAM_DTYPES`; '' the stack's default):
         MaxText's ``weight_dtype`` (``float32`` in its base.yml; a recipe setting ``bfloat16`` keeps the
         parameters, their gradients and AdamW's moments in bf16). Costed by the XLA memory model
-        (simulator/report/memory_xla.py); other stacks keep their own rules.
+        (simulator/report/memory_xla.py) and, for ``bf16``, by FSDP2 plans (NeMo AutoModel's bf16 model: bf16
+        sharded parameters, gradients and Adam moments, no master copy); other stacks keep their own rules.
     loss_chunks
         The loss computed over this many chunks of the batch-sequence axis, one chunk's logits live at a
         time, forward and backward (MaxText ``num_vocab_tiling``); 1: the whole logits at once.

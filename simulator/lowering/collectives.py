@@ -68,6 +68,35 @@ def group_nodes(n: int, stride: int, devices_per_node: int) -> int:
     return max(1, math.ceil(n * stride / devices_per_node))
 
 
+#: DeepEP's normal kernels (NVLink and RDMA forwarding) measured between nodes: the per-GPU RDMA "bottleneck
+#: bandwidth" (bytes/s) of (dispatch, combine) by EP size, on H800 with one ConnectX-7 InfiniBand 400 Gb/s NIC per
+#: GPU, 4096 tokens, hidden 7168, top-8 experts (FP8 dispatch, BF16 combine): deepseek-ai/DeepEP docs/legacy.md,
+#: "Normal kernels with NVLink and RDMA forwarding" @ dd758ca. Its test (tests/legacy/test_internode.py) counts the
+#: RDMA bytes once per destination node of a token, its own node included, as
+#: :func:`workloads.zoo.transformer.dispatch_copies` sizes the op. Used for a DeepEP all-to-all across nodes at a
+#: measured EP size on a fabric with one NIC of :data:`DEEPEP_MEASURED_NIC_BYTES_PER_S` per device.
+DEEPEP_INTERNODE_BYTES_PER_S = {16: (43e9, 43e9), 32: (58e9, 57e9), 64: (51e9, 50e9)}
+#: The measured setup's NIC: ConnectX-7 400 Gb/s per GPU (DeepEP docs/legacy.md, "~50 GB/s maximum bandwidth").
+DEEPEP_MEASURED_NIC_BYTES_PER_S = 400e9 / 8
+
+
+def _deepep_measured_rate(op: Op, csys: Any, n: int, nodes: int) -> float | None:
+    """DeepEP's measured internode rate for ``op`` (a deduplicated expert-parallel all-to-all over ``n`` ranks
+    on ``nodes`` nodes): dispatch for the forward dispatch and the combine's backward, combine otherwise; None
+    where no measurement applies (one node, another EP size, another NIC)."""
+    inter = getattr(csys, "inter", None)
+    if not op.attrs.get("dedup_tokens") or nodes <= 1 or n not in DEEPEP_INTERNODE_BYTES_PER_S or inter is None:
+        return None
+    try:
+        nic = float(inter.link_bandwidth_bytes_per_s) * int(inter.links_per_device)
+    except TypeError:  # a swept (array) bandwidth: no single measured setup
+        return None
+    if int(getattr(csys, "nics_per_node", 0)) != int(csys.devices_per_node) or abs(nic - DEEPEP_MEASURED_NIC_BYTES_PER_S) > 1.0:
+        return None
+    dispatch = ("dispatch" in op.name) != op.name.endswith(".bwd")
+    return DEEPEP_INTERNODE_BYTES_PER_S[n][0 if dispatch else 1]
+
+
 def _size(op: Op, n: int = 1, nodes: int = 1) -> float:
     if op.attrs.get("size_bytes"):  # a micro-workload states nccl-tests' size
         return float(op.attrs["size_bytes"])
@@ -109,6 +138,12 @@ def fabric_collective_cost(op: Op, csys: Any, nodes_available: int = 1, n: int |
                          f"{dpn}; {where}; expected a group within the system")
     coll = KIND_TO_COLLECTIVE[op.kind]
     size = _size(op, n, nodes)
+    measured = _deepep_measured_rate(op, csys, n, nodes)
+    if measured:  # DeepEP's own kernels, at their measured rate (its kernel's whole time)
+        return KernelCost(0.0, size / measured, 0.0, 2.0 * size * bus_bandwidth_factor(coll, n), 0.0, 0.0, 0.0,
+                          float(op.flops), kernel_time_included=True, rule=f"deepep-measured-{coll}",
+                          notes=f"{n} devices on {nodes} nodes of {csys.name}; DeepEP internode "
+                                f"{measured / 1e9:.0f} GB/s (DeepEP docs/legacy.md, EP {n})")
     if nodes > 1 and is_multislice(csys):  # ICI inside each slice, DCN across slices
         res = multislice_collective(coll, size, n, csys, nodes)
     else:

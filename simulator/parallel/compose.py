@@ -764,16 +764,22 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
     coll = _collective_times(wanted, sync_n, system, plan.tp, pad_to=_grad_buffer_divisor(plan))
     dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
+    shares = [_expert_share(per_stage[s]) if plan.ep > 1 else 0.0 for s in range(p)]
+    edp = expert_dp_size(plan, sync_n)
+    if any(shares) and edp != sync_n:  # experts' gradients reduce over the expert-data-parallel group
+        dp_sync, ex_gather = _expert_split_sync(plan, system, sync_kind, sync_n, edp, shares, grad_bytes,
+                                                wbytes if zero_gather else [0.0] * p)
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
     gather = [0.0] * p
     if zero_gather:
-        gather = [coll[("all_gather", w)] for w in wbytes]
+        gather = ex_gather if any(shares) and edp != sync_n else [coll[("all_gather", w)] for w in wbytes]
         if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
             # step for FSDP under torch.distributed.pipelining (:func:`_fsdp_gathers_once_per_step`)
             once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
             gather = [g * (1 if once else 1 + 2 * m) for g in gather]
-    opt_s = [o / sync_n if plan.zero >= 1 else o for o in opt]
+    # each rank updates its shard: the dense parameters' 1/sync_n, the experts' 1/edp (one optimizer per group)
+    opt_s = [o * ((1.0 - sh) / sync_n + sh / edp) if plan.zero >= 1 else o for o, sh in zip(opt, shares, strict=True)]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
     worst = max(range(p), key=lambda s: tail[s])
@@ -833,6 +839,52 @@ def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:
         return run(m)
     one, runs = run(k), m // k
     return replace(one, step_s=one.step_s * runs, busy_s=one.busy_s * runs, bubble_s=one.bubble_s * runs)
+
+
+def expert_dp_size(plan: ParallelPlan, shard: int) -> int:
+    """Ranks of the expert-data-parallel group: those holding the same experts, over which the experts'
+    gradients are reduced and their parameters, gradients and optimizer state sharded, when ``shard`` ranks
+    (``dp x cp``, or FSDP's shard group) do so for the dense parameters. Megatron-Core builds the expert
+    groups ``ETP x EP x EDP`` over the ``tp x cp x dp`` ranks, so EDP = ``tp x cp x dp / (ep x etp)``
+    (megatron/core/parallel_state.py @ core_v0.15.0, ``get_expert_data_parallel_world_size``); its DDP reduces
+    the expert parameters' own buffers over that group (megatron/core/distributed/distributed_data_parallel.py:
+    ``expert_parallel_buffers`` over ``intra_expt_dp_group``) and its distributed optimizer builds one optimizer
+    per group (megatron/core/optimizer/__init__.py ``get_megatron_optimizer``); NeMo AutoModel shards the experts by FSDP over ``ep_shard`` = the
+    data-parallel (and context-parallel) ranks / ``ep`` (components/distributed/mesh_utils.py and
+    components/moe/parallelizer.py @ cb97654; with ``ep_shard`` 1 the experts are left out of FSDP,
+    ``ignored_params``). Without experts parallelism (``ep`` 1) the group is ``shard`` itself.
+
+    >>> from workloads.parallel import ParallelPlan
+    >>> expert_dp_size(ParallelPlan(dp=64, ep=8), 64), expert_dp_size(ParallelPlan(tp=2, dp=16, ep=32, etp=1, sequence_parallel=True), 16)
+    (8, 1)
+    >>> expert_dp_size(ParallelPlan(dp=256, ep=64, pp=4, fsdp=True), 256)
+    4
+    """
+    if plan.ep <= 1:
+        return shard
+    return max(1, shard * plan.tp // (plan.ep * (plan.etp or plan.tp)))
+
+
+def _expert_split_sync(plan: ParallelPlan, system: Any, sync_kind: str, sync_n: int, edp: int,
+                       shares: Sequence[float], grad_bytes: Sequence[float], wbytes: Sequence[float]
+                       ) -> tuple[list[float], list[float]]:
+    """(gradient synchronisation, parameter gather) seconds of each stage when the experts' part (``shares``
+    of the bytes) is reduced and gathered over the ``edp`` expert-data-parallel ranks (``etp x ep`` ranks
+    apart, the order ``tp-ep-dp`` of Megatron-Core's expert groups) and the rest over the ``sync_n``
+    data-parallel ranks: two collectives on the one data-parallel stream, one after the other
+    (Megatron-Core's DDP keeps the expert parameters in their own buffer, reduced over the expert group)."""
+    stride = (plan.etp or plan.tp) * plan.ep
+    ex_pad = math.lcm(edp, 128) if plan.zero_stage in (1, 2) and not plan.fsdp and edp > 1 else 0
+    dense = [(sync_kind, (1.0 - sh) * b) for sh, b in zip(shares, grad_bytes, strict=True)]
+    dense += [("all_gather", (1.0 - sh) * w) for sh, w in zip(shares, wbytes, strict=True)]
+    ex = [(sync_kind, sh * b) for sh, b in zip(shares, grad_bytes, strict=True)]
+    ex += [("all_gather", sh * w) for sh, w in zip(shares, wbytes, strict=True)]
+    dc = _collective_times(dense, sync_n, system, plan.tp, pad_to=_grad_buffer_divisor(plan))
+    ec = _collective_times(ex, edp, system, stride, pad_to=ex_pad)
+    p = len(grad_bytes)
+    sync = [dc[dense[s]] + ec[ex[s]] for s in range(p)]
+    gather = [dc[dense[p + s]] + ec[ex[p + s]] for s in range(p)]
+    return sync, gather
 
 
 def _grad_buffer_divisor(plan: ParallelPlan) -> int:
@@ -903,9 +955,10 @@ def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: P
     return stages
 
 
-def _param_units(g: OpGraph) -> dict[str, float]:
+def _param_units(g: OpGraph, experts: bool = False) -> dict[str, float]:
     """Parameter bytes of ``g`` (distinct weight tensors no op produces: an in-place update's output is
-    the same parameter) per wrapping unit: a layer (``layers.3``) or a top-level module (embedding, head)."""
+    the same parameter) per wrapping unit: a layer (``layers.3``) or a top-level module (embedding, head);
+    with ``experts``, of the MoE experts' weights only (the ``experts.`` modules)."""
     from workloads.recompute import layer_key
 
     units: dict[str, float] = {}
@@ -914,6 +967,8 @@ def _param_units(g: OpGraph) -> dict[str, float]:
         for t in op.inputs:
             if t.role is Role.WEIGHT and t.name not in seen and g.producer(t.name) is None:
                 seen.add(t.name)
+                if experts and ".experts." not in f".{t.name}":
+                    continue
                 key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
                 units[key] = units.get(key, 0.0) + float(t.nbytes)
     return units
@@ -949,9 +1004,14 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
-        share = _expert_share(sgs) if plan.ep > 1 and not plan.fsdp and plan.zero >= 1 else 0.0
+        share = _expert_share(sgs) if plan.ep > 1 and plan.zero >= 1 else 0.0
         if share:  # experts' states shard over the expert-data-parallel group only
-            p, g, o = _expert_sharded(plan, shard, (params, grads, opt), (p, g, o), share, (wbytes, bf16), units)
+            ex_units: dict[str, float] = {}
+            for sg, _ in sgs:
+                for k, v in sg.graph.memo("expert_units", lambda g=sg.graph: _param_units(g, experts=True)).items():
+                    ex_units[k] = ex_units.get(k, 0.0) + v
+            p, g, o, ex_extra = _expert_sharded(plan, shard, (params, grads, opt), share, (wbytes, bf16), units, ex_units)
+            extra = ex_extra if ex_extra is not None else extra
         buffers.update(extra)
     else:
         p, g, o = params, grads, opt
@@ -1069,24 +1129,40 @@ def _expert_share(sgs: Sequence[tuple[StageGraph, Any]]) -> float:
     """Fraction of a stage's parameter bytes held by MoE experts (weights of the ``experts.`` modules)."""
     total = experts = 0.0
     for sg, _ in sgs:
-        for t in sg.graph.tensors.values():
-            if t.role is Role.WEIGHT and sg.graph.producer(t.name) is None:
-                total += float(t.nbytes)
-                experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+        t, e = sg.graph.memo("expert_weight_bytes", lambda g=sg.graph: _expert_weight_bytes(g))
+        total, experts = total + t, experts + e
     return experts / total if total else 0.0
 
 
-def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float],
-                    sharded: tuple[float, float, float], share: float, weight: tuple[float, bool],
-                    units: Mapping[str, float]) -> tuple[float, float, float]:
-    """(parameters, gradients, optimizer state) with the experts' part sharded over the expert-data-parallel
-    group (``shard / ep`` ranks: Megatron-Core's distributed optimizer shards expert parameters over
-    ``expert_data_parallel_group``, the data-parallel ranks that hold the same experts;
-    megatron/core/optimizer/__init__.py ``get_megatron_optimizer`` builds one optimizer per group)."""
-    ex_shard = max(1, shard // plan.ep)
-    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, units)[:3]
-    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, units)[:3]
-    return tuple(a + b for a, b in zip(dense, ex, strict=True))  # type: ignore[return-value]
+def _expert_weight_bytes(g: OpGraph) -> tuple[float, float]:
+    """(all, the experts') bytes of the parameters of ``g``: weights no op produces."""
+    total = experts = 0.0
+    for t in g.tensors.values():
+        if t.role is Role.WEIGHT and g.producer(t.name) is None:
+            total += float(t.nbytes)
+            experts += float(t.nbytes) if ".experts." in f".{t.name}" else 0.0
+    return total, experts
+
+
+def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float], share: float,
+                    weight: tuple[float, bool], units: Mapping[str, float], ex_units: Mapping[str, float]
+                    ) -> tuple[float, float, float, dict[str, float] | None]:
+    """(parameters, gradients, optimizer state, FSDP buffers or None) with the experts' part (``share`` of the
+    bytes; ``ex_units`` per wrapping unit) sharded over the expert-data-parallel group
+    (:func:`expert_dp_size`: Megatron-Core's distributed optimizer shards expert parameters over
+    ``expert_data_parallel_group``, the data-parallel ranks that hold the same experts,
+    megatron/core/optimizer/__init__.py ``get_megatron_optimizer`` building one optimizer per group; NeMo
+    AutoModel's FSDP over ``ep_shard``). Where that group is one rank under FSDP, NeMo AutoModel leaves the
+    experts out of FSDP (``fully_shard(block, ignored_params=set(moe.experts.parameters()))``,
+    components/moe/parallelizer.py ``apply_fsdp`` @ cb97654): the FSDP buffers (gathered parameters,
+    reduce-scatter input, pipelined accumulation) are the dense parameters' only, returned in place of the
+    whole stage's; else None (the experts are gathered and reduced like the rest)."""
+    ex_shard = expert_dp_size(plan, shard)
+    dense_units = {k: max(0.0, v - ex_units.get(k, 0.0)) for k, v in units.items()}
+    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, ex_units)
+    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, dense_units)
+    p, g, o = (a + b for a, b in zip(dense[:3], ex[:3], strict=True))
+    return p, g, o, (dense[3] if plan.fsdp and ex_shard == 1 else None)
 
 
 def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,
@@ -1097,7 +1173,11 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     torchtitan sets it): the sharded parameters are fp32 (they are the master weights, so no separate
     master copy), the sharded gradients fp32, the moments fp32; the unsharded 16-bit parameters of
     :data:`~simulator.report.memory.FSDP_UNSHARDED_IN_FLIGHT` units and the fp32 unsharded gradient of
-    the largest unit (the reduce-scatter input) are buffers. Megatron-LM (no FSDP): 16-bit weights,
+    the largest unit (the reduce-scatter input) are buffers; a ``param_dtype`` ``bf16`` plan keeps the module's
+    bf16 parameters (NeMo AutoModel's ``from_config``, ``torch_dtype="auto"`` -> ``torch.bfloat16``,
+    nemo_automodel/_transformers/auto_model.py @ cb97654): the sharded parameters, their gradients (FSDP2
+    casts the fp32-reduced shard back to the parameter's dtype) and ``torch.optim.Adam``'s moments
+    (``zeros_like`` the parameter) are bf16, 8 bytes per parameter. Megatron-LM (no FSDP): 16-bit weights,
     gradients accumulated in fp32 for bf16 (``--accumulate-allreduce-grads-in-fp32``, forced on with
     ``--bf16``; Megatron-LM docs/source/api-guide/dist_optimizer.md: 18 bytes per parameter, 6 + 12/d
     with the distributed optimizer), the optimizer's master weights and moments sharded by ZeRO stage;
@@ -1117,6 +1197,8 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         extra["fsdp_reduce_scatter"] = (blocks[0] if blocks else root) / wbytes * 4.0 if shard > 1 else 0.0
         if plan.pp > 1 and shard > 1:
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
+        if plan.param_dtype == "bf16":  # bf16 parameters, gradients and Adam moments, no master copy
+            return 2.0 * n / shard, 2.0 * n / shard, max(0.0, opt - master) / 2.0 / shard, extra
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
     zero = plan.zero if shard > 1 else 0
     g = 4.0 * n if (bf16 and zero <= 1 and plan.grad_reduce_dtype != "bf16") else grads

@@ -532,7 +532,16 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         moe_host_sync=(bridge or _automodel(row)) and _moe_host_sync(row),
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
-                        **_maxtext_config(row))
+                        **(_maxtext_config(row) or _automodel_config(row)))
+
+
+def _automodel_config(row: TrainingRecord) -> dict[str, Any]:
+    """A NeMo AutoModel row's parameter dtype: its benchmark recipes build the model with
+    ``NeMoAutoModelForCausalLM.from_config`` and no ``torch_dtype``, which is ``"auto"`` -> ``torch.bfloat16``
+    (nemo_automodel/_transformers/auto_model.py @ cb9765441e5127b8100879ca1f7ff5920f825887), so FSDP2 shards
+    bf16 parameters and ``torch.optim.Adam`` keeps bf16 moments; experts left out of FSDP (``ep_shard`` 1)
+    stay bf16 too."""
+    return {"param_dtype": "bf16"} if _automodel(row) else {}
 
 
 def _maxtext_config(row: TrainingRecord) -> dict[str, Any]:
