@@ -1003,14 +1003,17 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train and not plan.fp8_param else 0.0
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
-        p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units)
+        # FSDP holds a pipelined stage's gathered state through the step only under torch.distributed.pipelining
+        once = _fsdp_gathers_once_per_step(str(sgs[0][0].graph.meta.get("framework") or "")) if sgs else True
+        p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units, once)
         share = _expert_share(sgs) if plan.ep > 1 and plan.zero >= 1 else 0.0
         if share:  # experts' states shard over the expert-data-parallel group only
             ex_units: dict[str, float] = {}
             for sg, _ in sgs:
                 for k, v in sg.graph.memo("expert_units", lambda g=sg.graph: _param_units(g, experts=True)).items():
                     ex_units[k] = ex_units.get(k, 0.0) + v
-            p, g, o, ex_extra = _expert_sharded(plan, shard, (params, grads, opt), share, (wbytes, bf16), units, ex_units)
+            p, g, o, ex_extra = _expert_sharded(plan, shard, (params, grads, opt), share, (wbytes, bf16), units, ex_units,
+                                                once)
             extra = ex_extra if ex_extra is not None else extra
         buffers.update(extra)
     else:
@@ -1145,8 +1148,8 @@ def _expert_weight_bytes(g: OpGraph) -> tuple[float, float]:
 
 
 def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, float], share: float,
-                    weight: tuple[float, bool], units: Mapping[str, float], ex_units: Mapping[str, float]
-                    ) -> tuple[float, float, float, dict[str, float] | None]:
+                    weight: tuple[float, bool], units: Mapping[str, float], ex_units: Mapping[str, float],
+                    pipelined_once: bool = True) -> tuple[float, float, float, dict[str, float] | None]:
     """(parameters, gradients, optimizer state, FSDP buffers or None) with the experts' part (``share`` of the
     bytes; ``ex_units`` per wrapping unit) sharded over the expert-data-parallel group
     (:func:`expert_dp_size`: Megatron-Core's distributed optimizer shards expert parameters over
@@ -1156,17 +1159,19 @@ def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, 
     experts out of FSDP (``fully_shard(block, ignored_params=set(moe.experts.parameters()))``,
     components/moe/parallelizer.py ``apply_fsdp`` @ cb97654): the FSDP buffers (gathered parameters,
     reduce-scatter input, pipelined accumulation) are the dense parameters' only, returned in place of the
-    whole stage's; else None (the experts are gathered and reduced like the rest)."""
+    whole stage's; else None (the experts are gathered and reduced like the rest). ``pipelined_once``: as
+    :func:`_sharded_states`."""
     ex_shard = expert_dp_size(plan, shard)
     dense_units = {k: max(0.0, v - ex_units.get(k, 0.0)) for k, v in units.items()}
-    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, ex_units)
-    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, dense_units)
+    ex = _sharded_states(plan, ex_shard, *(share * v for v in states), weight, ex_units, pipelined_once)
+    dense = _sharded_states(plan, shard, *((1.0 - share) * v for v in states), weight, dense_units, pipelined_once)
     p, g, o = (a + b for a, b in zip(dense[:3], ex[:3], strict=True))
     return p, g, o, (dense[3] if plan.fsdp and ex_shard == 1 else None)
 
 
 def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,
-                    weight: tuple[float, bool], units: Mapping[str, float]) -> tuple[float, float, float, dict[str, float]]:
+                    weight: tuple[float, bool], units: Mapping[str, float],
+                    pipelined_once: bool = True) -> tuple[float, float, float, dict[str, float]]:
     """(parameters, gradients, optimizer state, extra buffers) of one device after sharding.
 
     FSDP (PyTorch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``, as
@@ -1184,6 +1189,13 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     ``grad_reduce_dtype`` ``bf16`` (Megatron-Core ``grad_reduce_in_fp32=False``: the main-gradient buffer in
     the parameters' dtype, megatron/core/distributed/distributed_data_parallel.py ``grad_dtype``) keeps the
     graph's 16-bit gradients.
+
+    ``pipelined_once`` (:func:`_fsdp_gathers_once_per_step` of the graphs' stack): a pipelined FSDP stage holds its
+    whole unsharded state through the step (:func:`_pipelined_fsdp_buffers`); where it is False (MaxText's default
+    ``pipeline_fsdp_ag_once: False``, which gathers the weights for each microbatch's forward and backward and frees
+    them after; its docs, docs/explanations/sharding.md "PP + FSDP/DP", name the once-a-step gather's "huge memory
+    cost - the weights and gradients are not sharded by FSDP" as what the default avoids) the per-gather buffers of
+    an unpipelined plan stand: the in-flight units and the reduce-scatter input.
     """
     from simulator.report import memory as M
 
@@ -1195,7 +1207,7 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
         root, blocks = _fsdp_groups(units)
         extra["fsdp_unsharded_params"] = root + sum(blocks[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
         extra["fsdp_reduce_scatter"] = (blocks[0] if blocks else root) / wbytes * 4.0 if shard > 1 else 0.0
-        if plan.pp > 1 and shard > 1:
+        if plan.pp > 1 and shard > 1 and pipelined_once:
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
         if plan.param_dtype == "bf16":  # bf16 parameters, gradients and Adam moments, no master copy
             return 2.0 * n / shard, 2.0 * n / shard, max(0.0, opt - master) / 2.0 / shard, extra

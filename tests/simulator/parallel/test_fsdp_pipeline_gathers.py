@@ -88,3 +88,25 @@ def test_fsdp_with_pipeline_under_megatron_lm_gathers_before_every_forward_and_b
     # the same 1 + 2m all-gathers as ZeRO-3 (8 microbatches: 17 gathers), not FSDP2's one
     assert tails[0] > 0
     assert tails[0] == pytest.approx(tails[1], rel=1e-9)
+
+
+def test_pipelined_fsdp_memory_holds_the_whole_stage_only_where_it_gathers_once() -> None:
+    # gpt2 (d 768, 12 layers, vocabulary 50257, 1024 positions) over pp=2 x dp=4 with FSDP, bf16 parameters.
+    # One block: 12 x 768^2 weights + 6912 biases + 3072 norm parameters = 7,087,872, 14,175,744 bytes in bf16;
+    # stage 0's root group: wte + wpe = 50257 x 768 + 1024 x 768 = 39,383,808 parameters, 78,767,616 bytes.
+    node = load_hardware("dgx-h100")
+    plan = ParallelPlan(pp=2, dp=4, fsdp=True, microbatch=1, global_batch=8)
+    block, root = 2 * 7_087_872, 2 * 39_383_808
+    stage0 = 2 * 6 * 7_087_872 + root  # the stage's bf16 parameters (6 blocks and the root group)
+    once = evaluate_plan("gpt2", node, plan, train=True, seq=S, dtype="bf16", framework="torchtitan")
+    b = once.stages[0].memory_breakdown()
+    assert b["buffers.fsdp_unsharded_params"] == stage0  # held gathered through the step
+    assert b["buffers.fsdp_unsharded_grads"] == 2 * stage0  # accumulated unsharded in fp32
+    # a stack that gathers for every microbatch's forward and backward keeps the per-gather buffers: the root
+    # and FSDP_UNSHARDED_IN_FLIGHT = 2 blocks gathered, the fp32 reduce-scatter input of one block
+    each = evaluate_plan("gpt2", node, plan, train=True, seq=S, dtype="bf16", framework="megatron-core")
+    b = each.stages[0].memory_breakdown()
+    assert b["buffers.fsdp_unsharded_params"] == root + 2 * block == 107_119_104
+    assert b["buffers.fsdp_reduce_scatter"] == 2 * block == 28_351_488
+    assert "buffers.fsdp_unsharded_grads" not in b
+    assert each.stages[0].weights_bytes == once.stages[0].weights_bytes == 4 * stage0 / 2 / 4  # fp32 shard over 4
