@@ -37,20 +37,36 @@ _NO_EPILOGUE = COLLECTIVE_KINDS | VIEW_KINDS
 #: (cuBLAS / cuDNN / FlashAttention): with ``EvalOptions.epilogue_fusion`` off, nothing fuses into them.
 #: The contractions (the CPU rules' list), less the MoE router, whose gate and top-k the graph keeps as one op.
 LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
-#: Quantised linear layers (``workloads.precision``) that are library kernels too: fp8 weights and activations
-#: (W8A8) run as a scaled-matmul library call in the stacks that take them -- vLLM's ``apply_fp8_linear`` calls
+#: Quantised linear layers (``workloads.precision``) and MoE experts that may run as library kernels
+#: (:func:`is_library_kernel`). fp8 weights and activations (W8A8): vLLM's ``apply_fp8_linear`` calls
 #: ``torch._scaled_mm`` (cuBLASLt / hipBLASLt) or CUTLASS ``cutlass_scaled_mm`` (vllm-project/vllm
-#: vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 2024), whose epilogue is the library's. Weight-only
-#: int4 / int8 layers, whose kernels a compiler may generate, are not.
+#: vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 2024), whose epilogue is the library's. fp8 experts:
+#: ``Fp8MoEMethod.apply`` (vllm/model_executor/layers/quantization/fp8.py) calls ``fused_experts(...,
+#: use_fp8_w8a8=True)``, which runs the hand-written Triton ``fused_moe_kernel`` twice with ``ops.silu_and_mul`` (a
+#: CUDA kernel of its own) between them and ``moe_sum`` after (vllm/model_executor/layers/fused_moe/fused_moe.py,
+#: v0.6.x, 2024-09): no activation or residual enters the grouped GEMM. Weight-only int4 / int8 (W4A16 / W8A16):
+#: vLLM runs hand-written CUDA kernels -- GPTQ-Marlin / AWQ-Marlin ``ops.gptq_marlin_gemm``
+#: (csrc/quantization/gptq_marlin/gptq_marlin.cu, called by ``apply_gptq_marlin_linear`` in
+#: vllm/model_executor/layers/quantization/utils/marlin_utils.py), AWQ ``ops.awq_gemm``
+#: (csrc/quantization/awq/gemm_kernels.cu, ``AWQLinearMethod.apply``), GPTQ ``ops.gptq_gemm`` (the ExLlama(v2)
+#: kernels, csrc/quantization/gptq/q_gemm.cu, ``GPTQLinearMethod.apply``), the MoE experts ``fused_marlin_moe``
+#: (vllm/model_executor/layers/fused_moe/fused_marlin_moe.py) -- and adds the bias after (``output.add_(bias)``);
+#: SGLang takes these quantisation methods from vLLM (python/sglang/srt/layers/quantization, 2024). A stack that
+#: compiles (``EvalOptions.epilogue_fusion`` on) may generate the weight-only kernels itself, so there only the fp8
+#: kinds are library kernels.
 QUANT_LINEAR_KINDS = frozenset({"quant_matmul", "quant_grouped_matmul"})
 
 
-def is_library_kernel(op: Op) -> bool:
-    """Whether ``op`` runs as a library kernel (:data:`LIBRARY_KERNEL_KINDS`, or an fp8 W8A8 linear layer,
-    :data:`QUANT_LINEAR_KINDS`)."""
+def is_library_kernel(op: Op, compiled: bool = True) -> bool:
+    """Whether ``op`` runs as a library kernel: a contraction of :data:`LIBRARY_KERNEL_KINDS`, or a quantised
+    linear or grouped layer (:data:`QUANT_LINEAR_KINDS`) -- every one where the stack does not compile
+    (``compiled`` False: ``EvalOptions.epilogue_fusion`` off, vLLM's and SGLang's hand-written Marlin / AWQ / GPTQ /
+    fused-MoE kernels), only fp8 (W8A8) ones where it does."""
     if op.kind in LIBRARY_KERNEL_KINDS:
         return True
-    return op.kind in QUANT_LINEAR_KINDS and len(op.inputs) > 1 and op.inputs[1].dtype.value.startswith("fp8")
+    if op.kind not in QUANT_LINEAR_KINDS:
+        return False
+    return not compiled or (len(op.inputs) > 1 and op.inputs[1].dtype.value.startswith("fp8"))
 
 
 #: Op kinds that join a generated (pointwise / reduction) kernel but never a library kernel's epilogue:
@@ -93,7 +109,7 @@ class FusionGroup:
     def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
         """``op`` launches a new kernel."""
         self.head_kind = op.kind
-        self.library = is_library_kernel(op) and not (opts.gemv_generated and is_gemv(op))
+        self.library = is_library_kernel(op, opts.epilogue_fusion) and not (opts.gemv_generated and is_gemv(op))
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
         self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()

@@ -44,7 +44,10 @@ def test_fp8_linear_is_a_library_call_weight_only_is_not(rows):
     int4 = [op for op in apply_precision(graph, weight_dtype="int4").ops if op.kind == "quant_matmul"]
     assert len(fp8) == len(int4) == 128
     assert all(is_library_kernel(op) for op in fp8)
-    assert not any(is_library_kernel(op) for op in int4)
+    assert not any(is_library_kernel(op) for op in int4)  # a compiling stack may generate the int4 kernel
+    # a stack that does not compile (vLLM, SGLang) runs Marlin / AWQ / GPTQ kernels: library calls, nothing fused
+    assert all(is_library_kernel(op, compiled=False) for op in int4)
+    assert all(is_library_kernel(op, compiled=False) for op in fp8)
 
 
 def test_fw084_launches_the_bf16_kernels_plus_one_quantise_kernel_per_linear_layer(rows):
@@ -66,3 +69,16 @@ def test_fw088_bench_latency_loop_is_serial_with_the_host(rows):
     bd = row_breakdown(m, p, o)
     assert bd["call_host_s"] == pytest.approx(0.3232e-3, rel=1e-9)
     assert bd["predicted_s"] == pytest.approx(bd["device_s"] + bd["call_host_s"], rel=1e-9)
+
+
+def test_weight_only_int4_under_vllm_launches_the_bf16_kernels(rows):
+    """vLLM runs W4A16 layers as hand-written Marlin / AWQ / GPTQ kernels that take no epilogue: llama-3-8b's RoPE,
+    SiLU-and-mul and residual adds stay kernels of their own, as after a bf16 GEMM, and weight-only layers quantise
+    no activation: the bf16 row's 419 kernels (not 419 - 128 with one epilogue fused into each linear layer)."""
+    import dataclasses
+
+    m, p, o = rows["fw-083"]
+    bf16 = row_breakdown(m, p, o)
+    int4 = row_breakdown(dataclasses.replace(m, weight_dtype="int4"), p, o)
+    assert bf16["kernels"] == int4["kernels"] == 419
+    assert int4["device_s"] < bf16["device_s"]  # a quarter of the weight bytes in the linear layers
