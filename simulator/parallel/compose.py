@@ -1192,9 +1192,9 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
 
     ``pipelined_once`` (:func:`_fsdp_gathers_once_per_step` of the graphs' stack): a pipelined FSDP stage holds its
     whole unsharded state through the step (:func:`_pipelined_fsdp_buffers`); where it is False (MaxText's default
-    ``pipeline_fsdp_ag_once: False``, which gathers the weights for each microbatch's forward and backward and frees
-    them after; its docs, docs/explanations/sharding.md "PP + FSDP/DP", name the once-a-step gather's "huge memory
-    cost - the weights and gradients are not sharded by FSDP" as what the default avoids) the per-gather buffers of
+    ``pipeline_fsdp_ag_once: False``, which gathers the weights for each microbatch's forward and backward; its docs,
+    docs/explanations/sharding.md "PP + FSDP/DP", name the once-a-step gather's "huge memory cost - the weights and
+    gradients are not sharded by FSDP" as what the default avoids; Megatron) the per-gather buffers of
     an unpipelined plan stand: the in-flight units and the reduce-scatter input.
     """
     from simulator.report import memory as M
