@@ -43,8 +43,8 @@ LIBRARY_KERNEL_KINDS = CONTRACTION_KINDS - {"moe_router", "moe_router_bwd"}
 #: vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 2024), whose epilogue is the library's. fp8 experts:
 #: ``Fp8MoEMethod.apply`` (vllm/model_executor/layers/quantization/fp8.py) calls ``fused_experts(...,
 #: use_fp8_w8a8=True)``, which runs the hand-written Triton ``fused_moe_kernel`` twice with ``ops.silu_and_mul`` (a
-#: CUDA kernel of its own) between them and ``moe_sum`` after (vllm/model_executor/layers/fused_moe/fused_moe.py,
-#: v0.6.x, 2024-09): no activation or residual enters the grouped GEMM. Weight-only int4 / int8 (W4A16 / W8A16):
+#: CUDA kernel of its own) between them and ``moe_sum`` after (vllm/model_executor/layers/fused_moe/fused_moe.py;
+#: the structure as later copies of that file show it, not read at a pinned 2024 commit): no activation or residual enters the grouped GEMM. Weight-only int4 / int8 (W4A16 / W8A16):
 #: vLLM runs hand-written CUDA kernels -- GPTQ-Marlin / AWQ-Marlin ``ops.gptq_marlin_gemm``
 #: (csrc/quantization/gptq_marlin/gptq_marlin.cu, called by ``apply_gptq_marlin_linear`` in
 #: vllm/model_executor/layers/quantization/utils/marlin_utils.py), AWQ ``ops.awq_gemm``
