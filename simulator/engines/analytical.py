@@ -178,16 +178,22 @@ def digest_tree(spec: DeviceSpec | SystemSpec) -> Any:
 _CATALOG_TREES: dict[int, tuple[Any, Any]] = {}
 
 
-def _catalog_tree(obj: Any) -> Any:
-    """The field values of a fabric-catalog entry (provenance left out), computed once per entry object."""
-    hit = _CATALOG_TREES.get(id(obj))
+def identity_cached(cache: dict[int, tuple[Any, Any]], obj: Any, compute: Any, limit: int) -> Any:
+    """``compute(obj)``, kept in ``cache`` per object identity (the object is held too, so a reused id of a
+    collected object never hits); the cache is emptied when it holds more than ``limit`` entries."""
+    hit = cache.get(id(obj))
     if hit is not None and hit[0] is obj:
         return hit[1]
-    tree = _plain_tree(obj)
-    if len(_CATALOG_TREES) > 64:
-        _CATALOG_TREES.clear()
-    _CATALOG_TREES[id(obj)] = (obj, tree)
-    return tree
+    value = compute(obj)
+    if len(cache) > limit:
+        cache.clear()
+    cache[id(obj)] = (obj, value)
+    return value
+
+
+def _catalog_tree(obj: Any) -> Any:
+    """The field values of a fabric-catalog entry (provenance left out), computed once per entry object."""
+    return identity_cached(_CATALOG_TREES, obj, _plain_tree, 64)
 
 
 def _plain_tree(obj: Any) -> Any:

@@ -390,16 +390,9 @@ _DIGESTS: dict[int, tuple[Any, str]] = {}
 
 def graph_digest_cached(graph: Any) -> str:
     """:func:`simulator.engines.analytical.graph_digest`, computed once per graph object."""
-    from simulator.engines.analytical import graph_digest
+    from simulator.engines.analytical import graph_digest, identity_cached
 
-    hit = _DIGESTS.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
-    d = graph_digest(graph)
-    if len(_DIGESTS) > 256:
-        _DIGESTS.clear()
-    _DIGESTS[id(graph)] = (graph, d)
-    return d
+    return identity_cached(_DIGESTS, graph, graph_digest, 256)
 
 
 @lru_cache(maxsize=32)
