@@ -37,6 +37,10 @@ from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "FrameworkProfile",
+    "PADDLE_GLOBAL_NORM_CLIP",
+    "clip_grad_by_global_norm",
+    "PADDLE_AMP_UNSCALE",
+    "amp_unscale_pass",
     "FrameworkError",
     "GRAPH_LAUNCH_FORMS",
     "GRAPH_LAUNCH_SOURCE",
@@ -1300,6 +1304,88 @@ def unfuse_linear_bias(graph: Any) -> Any:
         ops.append(Op(op.name, op.kind, op.inputs[:2], (product,), op.attrs, op.group))
         ops.append(Op(f"{op.name}.bias_add", "elementwise", (product, bias), (y,), Attrs({"op": "add"}), op.group))
     return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's gradient clipping by the global norm in a static program (``paddle.nn.ClipGradByGlobalNorm``,
+#: ``_static_clip``): a ``squared_l2_norm`` op per gradient, ``add_n`` of those norms, ``sqrt``, a ``full`` of
+#: clip_norm, ``maximum`` and ``divide`` for the scale, then an in-place ``elementwise_mul`` of every gradient by it,
+#: all before the optimizer's update ops. DeepLearningExamples' BERT passes it to every optimizer it builds.
+PADDLE_GLOBAL_NORM_CLIP = ("PaddlePaddle/Paddle python/paddle/nn/clip.py (stored version "
+                           "327414bd3ec27b562bde5c8130671eaabfbdb439): ClipGradByGlobalNorm._static_clip; "
+                           "NVIDIA/DeepLearningExamples PaddlePaddle/LanguageModeling/BERT/optimizer.py @ "
+                           "a5388a45f71a949639b35cc5b990bd130d2d8164: AdamW.__call__ passes "
+                           "grad_clip=paddle.nn.ClipGradByGlobalNorm(clip_norm=1.0) to paddle.optimizer.AdamW")
+
+
+def clip_grad_by_global_norm(graph: Any) -> Any:
+    """A training step with its gradients clipped by their global norm before the update, as a static
+    PaddlePaddle program runs ``ClipGradByGlobalNorm`` (:data:`PADDLE_GLOBAL_NORM_CLIP`): for every
+    ``optimizer_update`` a ``reduction`` (``<update>.grad_sq_norm``: the gradient's sum of squares, 2 FLOPs per
+    element), then the scale from those norms (``optimizer.grad_norm.*``: their ``add_n``, the square root, the
+    maximum with clip_norm and the division, one small kernel each), then an ``elementwise`` multiply
+    (``<update>.grad_clip``) of the gradient by the scale, whose result the update reads. A graph without
+    ``optimizer_update`` ops is refused."""
+    from workloads.ir import Attrs, Op, OpGraph, TensorSpec
+
+    updates = [op for op in graph.ops if op.kind == "optimizer_update"]
+    if not updates:
+        raise ValueError(f"graph {graph.name!r}: gradient clipping: got no optimizer_update op; expected a training step")
+    ops = [op for op in graph.ops if op.kind != "optimizer_update"]
+    norms = []
+    for u in updates:
+        g = u.inputs[1]
+        sq = TensorSpec(f"{g.name}.sq_norm", (1,), g.dtype, g.role)
+        ops.append(Op(f"{u.name}.grad_sq_norm", "reduction", (g,), (sq,),
+                      Attrs({"op": "sum", "flops_per_element": 2}), "optimizer"))
+        norms.append(sq)
+    dt, role = norms[0].dtype, norms[0].role
+    stacked = TensorSpec("optimizer.grad_norm.norms", (len(norms),), dt, role)
+    ops.append(Op("optimizer.grad_norm.add_n", "concat", tuple(norms), (stacked,), Attrs({"axis": 0}), "optimizer"))
+    prev = TensorSpec("optimizer.grad_norm.sum", (1,), dt, role)
+    ops.append(Op("optimizer.grad_norm.sum", "reduction", (stacked,), (prev,), Attrs({"op": "sum"}), "optimizer"))
+    for fn in ("sqrt", "max", "div"):
+        out = TensorSpec(f"optimizer.grad_norm.{fn}", (1,), dt, role)
+        ops.append(Op(f"optimizer.grad_norm.{fn}", "elementwise", (prev,), (out,), Attrs({"op": fn}), "optimizer"))
+        prev = out
+    for u in updates:
+        g = u.inputs[1]
+        clipped = TensorSpec(f"{g.name}.clipped", g.shape, g.dtype, g.role)
+        ops.append(Op(f"{u.name}.grad_clip", "elementwise", (g, prev), (clipped,), Attrs({"op": "mul"}), "optimizer"))
+        ops.append(Op(u.name, u.kind, (u.inputs[0], clipped, *u.inputs[2:]), u.outputs, u.attrs, u.group))
+    return OpGraph(graph.name, ops, {**dict(graph.meta), "grad_clip": "global_norm"})
+
+
+#: PaddlePaddle's static mixed precision with a loss scale (``OptimizerWithMixedPrecision.apply_gradients`` unless
+#: the optimizer checks for inf itself): ``check_finite_and_unscale`` over every gradient, one multi-tensor kernel
+#: that reads each gradient element and writes it divided by the scale, then ``update_loss_scaling``, whose
+#: ``FusedFillIf`` kernel returns at once unless a gradient overflowed.
+PADDLE_AMP_UNSCALE = ("PaddlePaddle/Paddle python/paddle/fluid/contrib/mixed_precision/decorator.py (stored version "
+                      "e65d9a13c106193f6b17bc3ccd43b4ee8eabc381): apply_gradients, _check_finite_and_unscale; "
+                      "paddle/phi/kernels/gpu/amp_kernel.cu (stored version 33ac1d3482ee7e2de27ecb8ed4f5acf2c100a451): "
+                      "CheckFiniteAndUnscale, FusedFillIf")
+
+
+def amp_unscale_pass(graph: Any) -> Any:
+    """A training step whose gradients are unscaled and checked for inf by one pass over all of them before the
+    update (:data:`PADDLE_AMP_UNSCALE`): every ``optimizer_update`` carries one more read and one more write of its
+    gradient per element (``pass_read_bytes`` / ``pass_write_bytes``, as :func:`megatron_optimizer_passes` prices
+    multi-tensor passes: bytes of the update, no launch of their own). A graph without ``optimizer_update`` ops is
+    refused."""
+    from dataclasses import replace as dc_replace
+
+    from workloads.ir import Attrs, OpGraph
+
+    if not any(op.kind == "optimizer_update" for op in graph.ops):
+        raise ValueError(f"graph {graph.name!r}: loss-scale unscaling: got no optimizer_update op; expected a training step")
+    ops = []
+    for op in graph.ops:
+        if op.kind == "optimizer_update":
+            b = op.inputs[1].dtype.bits // 8  # per updated parameter: one gradient element each (dense or sparse)
+            attrs = {**op.attrs, "pass_read_bytes": float(op.attrs.get("pass_read_bytes", 0)) + b,
+                     "pass_write_bytes": float(op.attrs.get("pass_write_bytes", 0)) + b}
+            op = dc_replace(op, attrs=Attrs(attrs))
+        ops.append(op)
+    return OpGraph(graph.name, ops, {**dict(graph.meta), "amp_unscale": True})
 
 
 #: PaddlePaddle's ``paddle.nn.MultiHeadAttention`` splits and merges heads with ``tensor.transpose`` (perm

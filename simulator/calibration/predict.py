@@ -19,7 +19,7 @@ from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
-           "head_transposes_stated", "fp32_mask_add", "run_options",
+           "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -91,6 +91,12 @@ _HEAD_TRANSPOSES = re.compile(r"\bhead split and merge as transpose kernels\b")
 # a row whose notes state that its O1 mixed-precision program adds the attention mask to the scores in fp32 between
 # two casts (PaddlePaddle's rewrite_program with an fp32 mask from the black set: workloads.frameworks.fp32_score_add)
 _FP32_MASK_ADD = re.compile(r"\bmask add in fp32 between casts\b")
+# a row whose notes state that its training step clips the gradients by their global norm before the update
+# (PaddlePaddle's ClipGradByGlobalNorm in a static program: workloads.frameworks.clip_grad_by_global_norm)
+_GLOBAL_NORM_CLIP = re.compile(r"\bgradients clipped by their global norm\b")
+# a row whose notes state that its mixed-precision step unscales every gradient and checks it for inf in a pass of
+# its own (PaddlePaddle's check_finite_and_unscale: workloads.frameworks.amp_unscale_pass)
+_AMP_UNSCALE = re.compile(r"\bgradients unscaled in one pass over all of them\b")
 
 
 def attention_decomposed(text: str) -> bool:
@@ -144,6 +150,18 @@ def fp32_mask_add(text: str) -> bool:
     """True when ``text`` (a row's notes) says its program adds the attention mask in fp32 between two casts (an
     inference graph then gets :func:`workloads.frameworks.fp32_score_add` in :func:`default_predict`)."""
     return bool(_FP32_MASK_ADD.search(text))
+
+
+def grad_clip_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its training step clips the gradients by their global norm
+    (:func:`workloads.frameworks.clip_grad_by_global_norm`)."""
+    return bool(_GLOBAL_NORM_CLIP.search(text))
+
+
+def amp_unscale_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its mixed-precision step unscales and checks every gradient in a pass
+    of its own (:func:`workloads.frameworks.amp_unscale_pass`)."""
+    return bool(_AMP_UNSCALE.search(text))
 
 
 def timed_validation_step(text: str) -> bool:
@@ -284,6 +302,25 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
     return float(evaluate(graph, system, opts).totals.latency_s)
 
 
+def _optimizer_passes(m: Measurement) -> tuple[bool, bool]:
+    """(clip, unscale): the passes a training row's notes state its step runs beside the update."""
+    return (bool(m.train) and grad_clip_stated(m.notes), bool(m.train) and amp_unscale_stated(m.notes))
+
+
+def _with_optimizer_passes(graph: Any, passes: tuple[bool, bool]) -> Any:
+    """``graph`` with the stated passes (:func:`_optimizer_passes`): the global-norm clip, the loss-scale unscale."""
+    clip, unscale = passes
+    if clip:
+        from workloads.frameworks import clip_grad_by_global_norm
+
+        graph = clip_grad_by_global_norm(graph)
+    if unscale:
+        from workloads.frameworks import amp_unscale_pass
+
+        graph = amp_unscale_pass(graph)
+    return graph
+
+
 class GraphCache:
     """Graphs of the measured cases, built once each (located errors on failure)."""
 
@@ -298,10 +335,11 @@ class GraphCache:
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
+        passes = _optimizer_passes(m)
         tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
         tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
         key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
-               tactic_tokens)
+               tactic_tokens, passes)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -348,5 +386,5 @@ class GraphCache:
                 from workloads.training import training_graph
 
                 graph = training_graph(graph)
-            self.cache[key] = graph
+            self.cache[key] = _with_optimizer_passes(graph, passes)
         return self.cache[key]
