@@ -261,6 +261,10 @@ class CollectiveSystem:
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
     #: ``gpu_nic_path``: how each GPU reaches its nearest NIC (one of :data:`GPU_NIC_PATHS`; None: not described)
     gpu_nic_path: str | None = None
+    #: ``nvls_tuner.all_reduce_algbw.<n>``: the NVLS all_reduce algorithm bandwidth NCCL's tuner prints for
+    #: ``n`` ranks of this node, B/s (its ranking only; None: not printed, NVLS ranked by its modelled time)
+    nvls_tuner_algbw: Mapping[int, Any] | None = None
+    nvls_tuner_latency_s: Any = None  #: ``nvls_tuner.all_reduce_latency_s``: the latency printed beside it
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -658,6 +662,35 @@ def _read_tuner_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[
     return out[0], out[1]
 
 
+def _read_nvls_tuner(t: Mapping[str, Any], rd: _Reader, path: str,
+                     prov: dict[str, Provenance]) -> tuple[Mapping[int, Any] | None, Any]:
+    """``nvls_tuner.all_reduce_algbw.<ranks>`` and ``nvls_tuner.all_reduce_latency_s`` (both or neither)."""
+    table = t.get("nvls_tuner")
+    if table is None:
+        return None, None
+    full = f"{path}.nvls_tuner"
+    if not isinstance(table, Mapping):
+        rd.problems.add(full, f"not a table; got {table!r}; expected nvls_tuner.all_reduce_algbw.<ranks> = {{ ... }}")
+        return None, None
+    rd.unknown_keys(table, ("all_reduce_algbw", "all_reduce_latency_s"), full)
+    lat = rd.quantity(t, "nvls_tuner.all_reduce_latency_s", "s", path, prov)
+    ranks = table.get("all_reduce_algbw")
+    if not isinstance(ranks, Mapping) or not ranks:
+        rd.problems.add(f"{full}.all_reduce_algbw", f"missing table; got {ranks!r}; expected "
+                                                    "all_reduce_algbw.<ranks> = { value = \"160 GB/s\", source = \"...\" }")
+        return None, None
+    got: dict[int, Any] = {}
+    for key in ranks:
+        if not str(key).isdigit() or int(key) < 2:
+            rd.problems.add(f"{full}.all_reduce_algbw.{key}", f"not a rank count; got {key!r}; expected a whole "
+                                                              "number >= 2 (e.g. all_reduce_algbw.4)")
+            continue
+        got[int(key)] = rd.quantity(t, f"nvls_tuner.all_reduce_algbw.{key}", "B/s", path, prov)
+    if lat is None or not got or any(v is None for v in got.values()):
+        return None, None
+    return MappingProxyType(got), lat
+
+
 def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[str, Fabric],
                  libraries: Mapping[str, CollectiveLibrary], declared: tuple[set[str], set[str]]) -> CollectiveSystem | None:
     path = f"systems.{name}"
@@ -666,7 +699,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
                         "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
-                        "gpu_nic_path"), path)
+                        "gpu_nic_path", "nvls_tuner"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -692,6 +725,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
+    nvls_algbw, nvls_lat = _read_nvls_tuner(t, rd, path, prov)
     if nic_path == "pxn":  # NCCL 2.17+ keeps LL128 up to PXN on compute capability 90+ only: not modelled
         rd.problems.add(f"{path}.gpu_nic_path", "a PXN path is not modelled; got 'pxn'; expected one of "
                         f"{', '.join(p for p in GPU_NIC_PATHS if p != 'pxn')} (NCCL's LL128 rule for PXN depends on "
@@ -725,6 +759,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
                             cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
+                            nvls_tuner_algbw=nvls_algbw, nvls_tuner_latency_s=nvls_lat,
                             provenance=MappingProxyType(prov))
 
 
@@ -1182,6 +1217,20 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
     return lat + 2 * size / (bus * _tree_correction(tree["correction"][protocol], size))
 
 
+def _nvls_tuner_estimate(collective: str, size: np.ndarray, n: int, system: CollectiveSystem) -> Any:
+    """NCCL's own estimate of a one-node NVLS all_reduce on ``n`` ranks, as its tuner prints it (None: not printed).
+
+    NCCL ranks NVLS at ``latency + nBytes / algBw`` (src/graph/tuning.cc ``ncclTopoGetAlgoTime``), its
+    algBw being ``nvlsChannels x min(bwIntra x nvlsEfficiency x (nc-1)/nc x 2, bwInter) x n / (2(n-1))``
+    from the NVLS graph of that rank count; the graph's bandwidths come from NCCL's topology search,
+    so the catalog carries the algBw NCCL printed per rank count (``nvls_tuner.all_reduce_algbw``).
+    """
+    table = system.nvls_tuner_algbw
+    if collective != "all_reduce" or table is None or int(n) not in table:
+        return None
+    return system.nvls_tuner_latency_s + size / table[int(n)]
+
+
 def _send_recv(size: np.ndarray, n: int, nodes: int, g: int, system: CollectiveSystem, protocol: str,
                lat: Any) -> tuple[Any, Any]:
     """One send to one peer: over the node's fabric (striped over NCCL's p2p channels) or a NIC share."""
@@ -1308,8 +1357,9 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
         for p in _protocols(sysm, a, nodes):
             t, lat = _cost(collective, a, p, size, n, nodes, g, sysm)
             sel = _cost(collective, a, p, size, n, nodes, g, sysm, tuner=True)[0] if tuned else None
-            if nodes == 1:  # NCCL ranks one-node rings and trees by its own estimate where it is described
-                sel = _tuner_estimate(collective, a, p, size, n, g, sysm, lat)
+            if nodes == 1:  # NCCL ranks one-node rings, trees and NVLS by its own estimate where it is described
+                sel = (_nvls_tuner_estimate(collective, size, n, sysm) if a == "nvls"
+                       else _tuner_estimate(collective, a, p, size, n, g, sysm, lat))
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked
                 sel = np.where(np.isfinite(t), -np.inf, np.inf)
             if gpt > 1 and sysm.library.launch_per_device_s is not None:  # may be an array (sweeps)
