@@ -586,12 +586,24 @@ def test_validation_against_published_measurements():
     lines.append(f"{'overall':48s} {len(comps):4d} {mape(comps):7.1f}")
     print("\n" + "\n".join(lines))
 
-    # 166 scored rows: the 150 of the previous revision (13.27 %) and 16 rows of an 8x A100 all_reduce
-    # sweep (coll-189..204), held out: no constant was changed when they were added
-    assert mape(comps) <= 13.05  # achieved 13.03 % (13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 6.0  # achieved 5.98 % over 66 rows (6.11 % before NCCL's printed NVLS estimate)
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 16.9  # achieved 16.86 % over 76 rows (18.21 % before LL128 across EFA on p5)
-    assert mape(by_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.35 % over 24 rows (20.81 before NCCL's tree estimate)
+    # 196 scored rows. The 166 of coll-001..204: the 150 of an earlier revision (13.27 %) and 16 rows of an
+    # 8x A100 all_reduce sweep (coll-189..204), held out: no constant was changed when they were added
+    first = [c for c in comps if int(c.id.split("-")[1]) <= 204]
+    first_regime = collections.defaultdict(list)
+    for c in first:
+        first_regime[_regime(c.size_bytes)].append(c)
+    assert len(first) == 166
+    assert mape(first) <= 13.05  # achieved 13.03 % (13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
+    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 6.0  # achieved 5.98 % over 66 rows (6.11 % before NCCL's printed NVLS estimate)
+    assert mape(first_regime["mid (1-256 MiB)"]) <= 16.9  # achieved 16.86 % over 76 rows (18.21 % before LL128 across EFA on p5)
+    assert mape(first_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.35 % over 24 rows (20.81 before NCCL's tree estimate)
+    # all 212: with the 30 rows of two further systems (coll-205..234: Azure ND MI300X v5 one-thread -g 8, GB200
+    # NVL72 one rack) and the rest of the 8x MI300X AAC8 table (coll-247..262), added unfitted: no constant was
+    # changed when they were added (docs/collectives.md)
+    assert mape(comps) <= 30.8  # achieved 30.76 %
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 9.2  # achieved 9.17 % over 74 rows
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 19.25  # achieved 19.22 % over 84 rows
+    assert mape(by_regime["latency (<1 MiB)"]) <= 78.3  # achieved 78.27 % over 54 rows
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
     for c in comps:
@@ -600,21 +612,29 @@ def test_validation_against_published_measurements():
         ("dgx-h100", "latency (<1 MiB)"): 25.4,  # 12 rows, not met (4-GPU one-thread all_reduce / reduce_scatter); 26.5 before NCCL's tree estimate
         ("dgx-h100", "mid (1-256 MiB)"): 12.1,  # 51 rows, met (14.1 before)
         ("dgx-h100", "bandwidth (>=256 MiB)"): 5.05,  # 50 rows, met (5.2 before NCCL's printed NVLS estimate, 6.8 before)
-        ("mi300x-8", "latency (<1 MiB)"): 6.2,  # 4 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
+        # the whole AAC8 table since coll-247..262 (6.1 / 11.6 / 5.6 % on the 4 / 8 / 6 rows before)
+        ("mi300x-8", "latency (<1 MiB)"): 7.05,  # 17 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
         ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
-        ("mi300x-8", "bandwidth (>=256 MiB)"): 5.6,  # 6 rows, met
+        ("mi300x-8", "bandwidth (>=256 MiB)"): 5.75,  # 9 rows, met
         ("aws-p5", "latency (<1 MiB)"): 32.9,  # 4 rows, not met (49.7 before the 75 us became tuner-only)
         ("aws-p5", "mid (1-256 MiB)"): 35.35,  # 8 rows, not met; 48.2 before NCCL's LL128 across EFA (24.4 when the 75 us stood in for a missing cost)
         ("aws-p5", "bandwidth (>=256 MiB)"): 14.5,  # 4 rows, met (10.6 before)
         ("dgx-a100", "latency (<1 MiB)"): 7.1,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met; 6.3 before NCCL's tree estimate (64 KiB now its ring, -20 %)
         ("dgx-a100", "mid (1-256 MiB)"): 32.1,  # 8 all_reduce + 1 send_recv rows, not met (1-16 MiB +28..+50 %)
         ("dgx-a100", "bandwidth (>=256 MiB)"): 8.5,  # 4 all_reduce + 2 send_recv rows, met (19.4 on the 2 sends)
+        # one thread drove the 8 GPUs (-g 8) and RCCL has no sourced per-device launch cost: not met
+        ("azure-nd-mi300x-v5", "latency (<1 MiB)"): 214.35,  # 17 rows, not met (measured floor ~46-55 us, predicted ~13 us)
+        ("azure-nd-mi300x-v5", "mid (1-256 MiB)"): 41.85,  # 8 rows, not met (1-16 MiB +37..+121 %; 32-128 MiB within 5 %)
+        # NVLS on NVLink 5 carries the NVLink 4 fraction (no Blackwell NVLS figure found): not met
+        ("gb200-nvl72", "bandwidth (>=256 MiB)"): 53.25,  # 5 rows, not met (+41..+76 %)
     }
     assert set(by_system_band) == set(achieved)
     for key, figure in achieved.items():
         assert mape(by_system_band[key]) <= figure + 0.05, key
-    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.23 % with the A100 rows)
-    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 4.25
+    # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.23 % with the A100 rows;
+    # 7.49 % with the four GB200 NVL72 rows of 1-8 GiB and two more MI300X rows)
+    assert mape([c for c in first if c.size_bytes >= GIB]) <= 4.25
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 7.5
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
@@ -641,6 +661,32 @@ def test_unscored_rows_are_reported_but_not_predicted():
     unscored = [r for r in rows if r["in_score"] == "0"]
     assert unscored and all(not r["system"] for r in unscored)
     assert {c.id for c in compare_published()}.isdisjoint(r["id"] for r in unscored)
+
+
+def test_added_system_tables_read_as_printed():
+    """Rows of the Azure ND MI300X v5, GB200 NVL72 and 8x MI300X AAC8 tables hold the printed size, time and busbw
+    (out-of-place), whole tables: every size each source printed (8 B .. 128 MiB, 512 MiB .. 8 GiB, 8 B .. 8 GiB)."""
+    rows = {r["id"]: r for r in read_published_collectives()}
+    printed = {  # ROCm/rccl issue #1562 (8x MI300X VF, -g 8); coreweave/nccl-tests README 'GB200' / 'Single Rack'
+        "coll-205": ("azure-nd-mi300x-v5", 8, 8, "45.92", "0.00"),
+        "coll-220": ("azure-nd-mi300x-v5", 8, 262144, "68.55", "6.69"),
+        "coll-229": ("azure-nd-mi300x-v5", 8, 134217728, "801.4", "293.07"),
+        "coll-230": ("gb200-nvl72", 72, 536870912, "1806.7", "586.06"),
+        "coll-234": ("gb200-nvl72", 72, 8589934592, "20299", "834.57"),
+        "coll-262": ("mi300x-8", 8, 4294967296, "23841", "315.26"),  # hisohara/ai-scripts AAC8 table
+    }
+    for rid, (system, n, size, t, bus) in printed.items():
+        r = rows[rid]
+        assert (r["system"], int(r["n_gpus"]), int(r["size_bytes"]), r["time_us"], r["busbw_GBps"]) == \
+            (system, n, size, t, bus), rid
+    azure = [r for r in rows.values() if r["system"] == "azure-nd-mi300x-v5"]
+    assert sorted(int(r["size_bytes"]) for r in azure) == [8 << k for k in range(25)]
+    nvl72 = [r for r in rows.values() if r["system"] == "gb200-nvl72"]
+    assert sorted(int(r["size_bytes"]) for r in nvl72) == [512 * 2**20 << k for k in range(5)]
+    aac8 = [r for r in rows.values() if r["system"] == "mi300x-8" and r["algorithm"] == "auto"]
+    assert sorted(int(r["size_bytes"]) for r in aac8) == [8 << k for k in range(31)]  # 8 B .. 8 GiB, whole
+    # the one-thread launch is read from the notes: -g 8 for the Azure rows, one rank per GPU for the rack
+    assert {gpus_per_thread_of(r) for r in azure} == {8} and {gpus_per_thread_of(r) for r in nvl72} == {1}
 
 
 def test_csv_is_plain_utf8_with_the_documented_columns():
@@ -764,10 +810,10 @@ def test_collectives_summary_matches_an_independent_count():
 
     comps = [c for c in compare_published() if c.in_score]
     summ = collectives_summary(comps, worst=3)
-    assert summ["n"] == len(comps) == 166
+    assert summ["n"] == len(comps) == 212
     assert summ["mape"] == pytest.approx(mape(comps), rel=1e-12)
-    assert sum(b["n"] for b in summ["bands"].values()) == 166
-    assert sum(b["n"] for b in summ["by_collective"].values()) == 166
+    assert sum(b["n"] for b in summ["bands"].values()) == 212
+    assert sum(b["n"] for b in summ["by_collective"].values()) == 212
     small = [c for c in comps if c.size_bytes < 2**20]
     ratio = np.exp(np.mean([np.log(c.predicted_busbw_bytes_per_s / c.measured_busbw_bytes_per_s) for c in small]))
     assert summ["bands"]["latency (<1 MiB)"]["bias"] == pytest.approx(100 * (ratio - 1), rel=1e-9)
