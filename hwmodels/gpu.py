@@ -85,6 +85,8 @@ __all__ = [
     "simt_gemm_fraction",
     "KernelEstimate",
     "GemmEstimate",
+    "masked_mha_decode",
+    "MASKED_MHA_SOURCE",
     "GemmPower",
     "ImplicitOperand",
     "GemmLaunch",
@@ -2708,6 +2710,52 @@ def attention(
         dram, l2 = _a(dram) + _a(passes.dram_bytes), _a(l2) + _a(passes.l2_bytes)
     return _attention_estimate(grid, z, time, t_compute, t_mem, lat, dram, l2, float(smem), bound,
                                (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
+
+
+#: Where the per-query-head decode kernel's grid and loads are read from: TensorRT-LLM's masked multi-head
+#: attention, the generation-phase kernel of its releases before the grouped-query (XQA) kernels.
+MASKED_MHA_SOURCE = (
+    "NVIDIA/TensorRT-LLM docs/source/gpt_attention.md @ 138f96d45f90b9667426f7c47297d8c06bafac73 (v0.5): the "
+    "generation phase runs the masked multi-head attention kernel, 'a single CUDA thread-block per head'; "
+    "cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderMaskedMultiheadAttentionLaunch.h "
+    "mmha_launch_kernel_ex: grid {num_heads, batch_size, seq_len_tile}, and decoderMaskedMultiheadAttentionTemplate.h: "
+    "hi = blockIdx.x (the query head), hi_kv = hi / (num_heads / num_kv_heads), K and V loaded with plain vector "
+    "loads and the products on the CUDA cores")
+
+
+def masked_mha_decode(batch: int, heads_q: int, heads_kv: int, seq_kv: int, head_dim: int, head_dim_v: int,
+                      p: GpuParams, *, q_bytes: float = 2.0, kv_bytes: float = 2.0) -> KernelEstimate:
+    """One decode step's attention run as a masked multi-head attention kernel (:data:`MASKED_MHA_SOURCE`).
+
+    One CTA per (sequence, query head) reads the whole K/V cache of its KV head: with grouped KV heads
+    (``heads_kv < heads_q``) each K/V head is read by the ``heads_q / heads_kv`` CTAs of its group. Those CTAs
+    are adjacent in launch order (``blockIdx.x`` is the query head), so they run together and L2 serves the
+    repeats: DRAM sees Q, O and the cache once (at the decode kernel's measured fraction for the K/V width,
+    :func:`decode_attention_fraction`), L2 sees the cache once per query head, at the plain-load L2 rate
+    (``l2_fraction``: the loads are not bulk tile copies). The dot products run on the CUDA cores
+    (FP32 FMA, ``vector_fraction`` of the SIMT rate); the kernel takes the longer of the two, plus one DRAM
+    latency.
+    """
+    group = max(1, heads_q // max(1, heads_kv))
+    cache = float(batch * heads_kv * seq_kv * (head_dim + head_dim_v)) * kv_bytes
+    qo = float(batch * heads_q * (head_dim + head_dim_v)) * q_bytes
+    dram, l2 = qo + cache, qo + group * cache
+    t_dram = dram / (_a(p.dram_bytes_per_s) * _a(decode_attention_fraction(p, kv_bytes)))
+    t_l2 = l2 / (_a(p.l2_bytes_per_s) * _a(p.l2_fraction))
+    t_mem = np.maximum(t_dram, t_l2)
+    flops = 2.0 * batch * heads_q * seq_kv * (head_dim + head_dim_v)
+    t_compute = flops / (_a(p.vector_flops_per_s) * _a(p.vector_fraction))
+    lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)
+    z = 0 * lat
+    bound = np.where(lat > np.maximum(t_compute, t_mem), "latency", np.where(
+        t_compute >= t_mem, "simt", np.where(t_dram >= t_l2, "dram", "l2")))
+    return KernelEstimate(
+        time_s=_scalar_or(np.maximum(t_compute, t_mem) + lat), compute_s=_scalar_or(t_compute + z),
+        memory_s=_scalar_or(t_mem + z), latency_s=_scalar_or(lat), dram_bytes=_scalar_or(dram + z),
+        l2_bytes=_scalar_or(l2 + z), smem_bytes=0.0,
+        details=(("kernel", "masked-mha"), ("ctas", batch * heads_q), ("kv_reads", group), ("decode", True),
+                 ("vector_flops", flops)),
+        bound_term=str(bound) if np.ndim(bound) == 0 else bound)
 
 
 def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], scale: Any = 1.0) -> Any:

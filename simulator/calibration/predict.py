@@ -50,6 +50,18 @@ _FP8_STATIC_SCALE = re.compile(r"--enable_fp8\b|\bquant_algo FP8\b")
 # "trtllm-custom": hwmodels.collectives.TRTLLM_CUSTOM_AR_RULE); the plugin named in any other sentence does not switch
 _TRTLLM_CUSTOM_AR = re.compile(r"(?:^|\.\s+)All-reduces by the TensorRT-LLM custom all-reduce plugin \(AUTO strategy\):")
 _TRTLLM_FRAMEWORK = re.compile(r"^\s*TensorRT-LLM\b")
+#: TensorRT-LLM releases (framework column) whose generation phase runs the masked multi-head attention kernel, one
+#: CTA per sequence and query head (EvalOptions.decode_attention "per-query-head"): v0.5 has no other generation kernel
+#: (hwmodels.gpu.MASKED_MHA_SOURCE), and the grouped-query generation kernels came after v0.6
+#: (TRTLLM_PRE_XQA_SOURCE); later releases keep the grouped read.
+_TRTLLM_PRE_XQA = re.compile(r"^\s*TensorRT-LLM v0\.[56](?:\.\d+)*\b")
+TRTLLM_PRE_XQA_SOURCE = (
+    "NVIDIA/TensorRT-LLM docs/source/blogs/Falcon180B-H200.md @ 3c44cb974badec8966108b16054a99c0923e410d (2023-12-04): "
+    "'TensorRT-LLM has improved its Group Query Attention (GQA) kernels, in the generation phase, providing up to 2.4x "
+    "improvement on Llama-70B over TensorRT-LLM v0.5' (figure: 'TensorRT-LLM v0.7a vs TensorRT-LLM v0.6a', Llama2-70B, "
+    "1xH200, FP8, BS 192); 'These improvements ... will be included in the v0.7 & v0.8 releases'. The v0.7.1 code "
+    "gates them behind TRTLLM_ENABLE_XQA (cpp/tensorrt_llm/plugins/gptAttentionCommon/gptAttentionCommon.cpp "
+    "initialize(), DecoderXQARunner; glqglq/TensorRT-LLM @ 8f352c074275d1e075733a3a79fb6e245b756d08, version 0.7.1)")
 # a TensorRT-LLM engine built with the fp8 gemm plugin runs cuBLASLt without fast accumulation (the split accumulator,
 # workloads.frameworks.TRTLLM_FP8_ACCUM_ENGINE): EvalOptions.fp8_accumulation = "split"; no row states it today
 _TRTLLM_FP8_GEMM_PLUGIN = re.compile(r"--gemm_plugin[ =]fp8\b")
@@ -238,6 +250,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        conv_layout="nchw" if _NCHW.search(text) else "nhwc",
                        fp8_activation_scale="static" if _FP8_STATIC_SCALE.search(text) else "dynamic",
                        all_reduce_kernel="trtllm-custom" if trtllm_ar else "nccl",
+                       decode_attention="per-query-head" if _TRTLLM_PRE_XQA.search(row.get("framework") or "")
+                       else "grouped",
                        fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast")
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)

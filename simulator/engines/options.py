@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EvalOptions", "ALL_REDUCE_KERNELS", "CONV_LAYOUTS", "SETTINGS", "SETTING_ALIASES", "Setting",
+__all__ = ["EvalOptions", "ALL_REDUCE_KERNELS", "CONV_LAYOUTS", "DECODE_ATTENTIONS", "SETTINGS", "SETTING_ALIASES", "Setting",
            "options_from_settings"]
 
 
@@ -81,6 +81,13 @@ class EvalOptions:
         ``"trtllm-custom"``, TensorRT-LLM's custom all-reduce plugin as its 0.9-era engines run it) for the
         messages it takes where a published table covers the fabric (:func:`hwmodels.collectives.engine_all_reduce`;
         NCCL otherwise).
+    decode_attention
+        How a decode step's attention kernel reads a grouped K/V cache (:data:`DECODE_ATTENTIONS`):
+        ``"grouped"`` (default: one CTA, or one split, per KV head reads its K/V once for the whole group of
+        query heads, as flash-decoding, paged decode kernels and TensorRT-LLM's XQA do) or ``"per-query-head"``
+        (a masked multi-head attention kernel: one CTA per sequence and query head, every CTA of a group reading
+        the group's K/V, the products on the CUDA cores: TensorRT-LLM's generation kernel before its
+        grouped-query kernels; :func:`hwmodels.gpu.masked_mha_decode`).
 
     fp8_activation_scale
         How an fp8 (W8A8) linear layer scales its 16-bit input before the fp8 GEMM: ``"dynamic"``
@@ -119,6 +126,7 @@ class EvalOptions:
     eager_modules: bool = False
     conv_layout: str = "nhwc"
     all_reduce_kernel: str = "nccl"
+    decode_attention: str = "grouped"
 
     fp8_activation_scale: str = "dynamic"
     fp8_accumulation: str = "fast"
@@ -138,6 +146,7 @@ class EvalOptions:
                              f"expected one of {', '.join(ALL_REDUCE_KERNELS)}"
                              + did_you_mean(str(self.all_reduce_kernel).lower(), ALL_REDUCE_KERNELS))
 
+        _check_choice("decode_attention", self.decode_attention, DECODE_ATTENTIONS, "decode attention kernel")
         if self.fp8_activation_scale not in FP8_ACTIVATION_SCALES:
             from nodeperf.suggest import did_you_mean
 
@@ -152,6 +161,18 @@ class EvalOptions:
                              f"expected one of {', '.join(FP8_ACCUMULATIONS)}" + did_you_mean(got, FP8_ACCUMULATIONS))
 
 
+def _check_choice(name: str, value: Any, choices: tuple[str, ...], what: str) -> None:
+    """A located ValueError unless ``value`` is one of ``choices`` (the option ``name``)."""
+    if value not in choices:
+        from nodeperf.suggest import did_you_mean
+
+        raise ValueError(f"options.{name}: unknown {what}; got {value!r}; expected one of {', '.join(choices)}"
+                         + did_you_mean(str(value).lower(), choices))
+
+
+#: How a decode step's attention kernel reads a grouped K/V cache (``EvalOptions.decode_attention``): once per KV
+#: head, or once per query head (:func:`hwmodels.gpu.masked_mha_decode`).
+DECODE_ATTENTIONS = ("grouped", "per-query-head")
 #: How an fp8 linear layer scales its activations (``EvalOptions.fp8_activation_scale``).
 FP8_ACTIVATION_SCALES = ("dynamic", "static")
 #: How fp8 GEMMs not marked by their recipe accumulate (``EvalOptions.fp8_accumulation``, ``--fp8-accumulation``).
@@ -214,6 +235,10 @@ SETTINGS: dict[str, Setting] = {
                                  doc="who runs a one-node all-reduce: nccl, or a serving engine's own kernel "
                                      "(vllm-custom: vLLM's custom all-reduce, also SGLang's; trtllm-custom: "
                                      "TensorRT-LLM's custom all-reduce plugin, 0.9-era rule)"),
+    "decode_attention": Setting("decode_attention", "str", DECODE_ATTENTIONS,
+                                doc="how a decode attention kernel reads a grouped K/V cache: grouped (once per KV "
+                                    "head) or per-query-head (masked multi-head attention, TensorRT-LLM before its "
+                                    "grouped-query kernels)"),
 
     "fp8_activation_scale": Setting("fp8_activation_scale", "str", FP8_ACTIVATION_SCALES,
                                     doc="fp8 linear layers' input scale: dynamic (per-token absmax, then the cast) "
@@ -256,7 +281,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, decode_attention, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
 
     """
     values: dict[str, Any] = {}

@@ -685,6 +685,8 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     dt = op.dtype.value
     p = ctx.params(dt)
     backward = op.kind == "attention_bwd"
+    if not backward and sq == 1 and getattr(ctx.options, "decode_attention", "grouped") == "per-query-head":
+        return _masked_mha(op, ctx)
     kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
     sharing = 1
     blackwell = kernel == "flash3" and _family(ctx.device) == "sm100"
@@ -721,6 +723,23 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
                           matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
                           notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+def _masked_mha(op: Op, ctx: LoweringContext) -> KernelCost:
+    """A one-token decode attention as a masked multi-head attention kernel (``EvalOptions.decode_attention =
+    "per-query-head"``): one CTA per sequence and query head, each reading its KV head's cache
+    (:func:`hwmodels.gpu.masked_mha_decode`); the K/V cache at its own width (an fp8 cache converted in registers)."""
+    q, k, v = op.inputs[:3]
+    b, hq, _, d = q.shape
+    hk, skv, dv = k.shape[1], k.shape[2], v.shape[3]
+    p = ctx.params(op.dtype.value)
+    e = gpu.masked_mha_decode(b, hq, hk, skv, d, dv, p, q_bytes=element_bytes(q.dtype), kv_bytes=element_bytes(k.dtype))
+    det = dict(e.details)
+    reads = int(det["kv_reads"])
+    return _from_estimate(e, "masked-mha", 0.0, float(op.flops), ctas=int(det["ctas"]),
+                          notes=(f"masked multi-head attention: one CTA per sequence and query head, each K/V head read "
+                                 f"by {reads} CTAs (L2 serves the repeats); {_bound_term_note(e)}")
+                          if np.ndim(e.compute_s) == 0 else "")
 
 
 def _narrow_kv(e_q: gpu.KernelEstimate, e_kv: gpu.KernelEstimate, qo_elements: float, extra_bytes: float,

@@ -169,6 +169,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("fp8_accumulation")
     if d["all_reduce_kernel"] == "nccl":  # (likewise)
         d.pop("all_reduce_kernel")
+    if d["decode_attention"] == "grouped":  # (likewise)
+        d.pop("decode_attention")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

@@ -311,14 +311,6 @@ def test_published_multi_device_training_within_target_unfitted() -> None:
     assert s["inference"]["n"] >= 30
 
 
-@pytest.mark.xfail(strict=True, reason="since the A100's L2 tile copies run at the cp.async rate, the A100 "
-                   "inference runs' costs the plain-load rate stood in for are not all modelled: FasterTransformer "
-                   "GPT-3 latencies -16..-32% (launched without CUDA graphs, as the source runs them), and the fp8 "
-                   "TensorRT-LLM v0.6.1 Llama-2-70B rows on H100 +95..+100% (its generation attention on grouped K/V "
-                   "heads, not found); inference 22.4% over 52 rows (docs/accuracy.md, 'The A100 at its cp.async tile "
-                   "rate' and the multi-GPU inference sections; docs/parallel.md, inference rows). The training "
-                   "condition holds since the Megatron-LM rows run the 2022 code's unfused attention and dropout "
-                   "(worst multi-024 +18.6%)")
 def test_published_multi_device_row_and_inference_targets_unfitted() -> None:
     from simulator.parallel.validation import multi_summary, validate_multi
 

@@ -38,7 +38,7 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
                       "power_cap = false", "tf32 = false", "l2_residency = false", "eager_framework = true",
                       "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\"",
                       "all_reduce_kernel = \"vllm-custom\"", "fp8_activation_scale = \"static\"",
-                      "fp8_accumulation = \"split\""])
+                      "fp8_accumulation = \"split\"", "decode_attention = \"per-query-head\""])
     assert {line.split(" = ")[0] for line in text.splitlines()} == set(engine_options.SETTINGS)
     opts = _eval_options(load_scenario(_scenario(tmp_path, text)))
     assert (opts.fusion, opts.cuda_graphs, opts.allow_tf32, opts.l2_residency, opts.eager_framework) == \
@@ -46,6 +46,7 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     assert (opts.attention_kernel, opts.conv_layout, opts.norm_fusion, opts.all_reduce_kernel) == (
         "flash2", "nchw", True, "vllm-custom")
     assert opts.fp8_activation_scale == "static" and opts.fp8_accumulation == "split"
+    assert opts.decode_attention == "per-query-head"
     assert _eval_options(load_scenario(_scenario(tmp_path, "allow_tf32 = false"))).allow_tf32 is False
 
 
