@@ -45,6 +45,16 @@ class StepBreakdown:
         return self.predicted_step_s / self.measured_step_s - 1.0 if self.measured_step_s else None
 
     @property
+    def beyond_collectives_s(self) -> float | None:
+        """Measured step time the prediction lacks even with every FSDP all-gather and gradient reduction of
+        the step counted serial with compute: measured - predicted - (the collectives' hidden part); None
+        without a measured step. Positive: a cost that no collective of the step, run alone, accounts for."""
+        if not self.measured_step_s:
+            return None
+        hidden = self.fsdp_gather_s + self.grad_reduce_s - self.exposed_s
+        return self.measured_step_s - self.predicted_step_s - hidden
+
+    @property
     def fsdp_ratio(self) -> float:
         """Every FSDP collective of the step (all-gathers and gradient reductions) over the compute."""
         return (self.fsdp_gather_s + self.grad_reduce_s) / self.compute_s if self.compute_s else 0.0
