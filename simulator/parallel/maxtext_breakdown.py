@@ -81,8 +81,12 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
     with its parts; a row the validation cannot predict raises ``ValueError`` naming it."""
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
-    from simulator.parallel.stacks import profile_options
-    from simulator.parallel.training_validation import _plan, _system_name, stated_recipe
+    from simulator.parallel.training_validation import (
+        _plan,
+        _system_name,
+        row_options,
+        stated_recipe,
+    )
 
     if not row["framework"].startswith("MaxText"):
         raise ValueError(f"{row.id}: framework {row['framework']!r}; expected a MaxText row")
@@ -94,7 +98,7 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
         raise ValueError(f"{row.id}: {why}")
     recipe = stated_recipe(row)
     res = evaluate_plan(row["model"], load_hardware(system), _plan(row, n // (tp * pp * cp)),
-                        profile_options(recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
+                        row_options(row, recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
     kinds: dict[str, float] = {}
     repeats = res.report_repeats or (res.plan.microbatches,) * len(res.reports)
     for rep, times in zip(res.reports, repeats, strict=True):
