@@ -105,6 +105,10 @@ class EvalOptions:
     splash_fused_bwd
         The splash backward runs as one kernel over the dkv blocks (``sa_use_fused_bwd_kernel: True``, 5 GEMMs)
         instead of the dkv and dq kernels (7 GEMMs, MaxText's default).
+    embedding_onehot
+        On TPUs, a token embedding is a one-hot ``[tokens, vocab]`` matrix times the table on the MXUs and its
+        backward the transposed product (MaxText's ``use_iota_embed: True``: ``jnp.dot(one_hot, embedding)`` in
+        ``layers/embeddings.py``) instead of a row gather and a scatter-add (the default).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -132,6 +136,7 @@ class EvalOptions:
     fp8_accumulation: str = "fast"
     splash_blocks: tuple[int, ...] = ()
     splash_fused_bwd: bool = False
+    embedding_onehot: bool = False
     calibration_id: str = ""
     plan: Any = None
 

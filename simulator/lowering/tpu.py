@@ -572,7 +572,30 @@ def _tpu_vector(op: Op, ctx: LoweringContext) -> KernelCost:
 
 @register_rule("tpu", *sorted(GATHER_KINDS))
 def _tpu_gather(op: Op, ctx: LoweringContext) -> KernelCost:
+    if op.kind in ("embedding", "embedding_bwd") and getattr(ctx.options, "embedding_onehot", False):
+        return _onehot_embedding(op, ctx)
     return _vector_cost(op, ctx, rule="gather", notes="row gather/scatter through HBM (SparseCores not modelled)")
+
+
+def _onehot_embedding(op: Op, ctx: LoweringContext) -> KernelCost:
+    """A token embedding as MaxText runs it with ``use_iota_embed: True`` (``EvalOptions.embedding_onehot``):
+    ``one_hot = inputs[..., None] == lax.iota(vocab)`` cast to the compute dtype, then ``jnp.dot(one_hot,
+    embedding)`` (MaxText ``layers/embeddings.py``, ``Embed.__call__``): a (tokens, d_model, vocab) GEMM on the
+    MXUs. Its backward is the table's gradient ``one_hot^T @ grad``, a (vocab, d_model, tokens) GEMM; the
+    one-hot operand has no gradient (it comes from integer ids). The comparison producing the one-hot operand
+    is priced as that operand's HBM traffic in the GEMM, not as a separate pass."""
+    if op.kind == "embedding":
+        ids, table = op.inputs[0], op.inputs[1]
+        vocab, d = table.shape
+        m, n, k, dt = ids.numel, d, vocab, table.dtype
+        notes = f"one-hot embedding: ({ids.numel} tokens x {vocab} vocab) @ ({vocab} x {d}) on the arrays"
+    else:
+        vocab, d = op.attrs["table_shape"]
+        tokens = op.inputs[0].numel // d
+        m, n, k, dt = vocab, d, tokens, op.inputs[0].dtype
+        notes = f"one-hot embedding gradient: ({vocab} x {tokens} tokens) @ ({tokens} x {d}) on the arrays"
+    return _contraction(ctx, 1, m, n, k, dtype=dt.value, in_bytes=element_bytes(dt),
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-onehot-embedding", notes=notes, op=op)
 
 
 @register_rule("tpu", "moe_router")

@@ -490,15 +490,20 @@ def maxtext_splash_options(row: TrainingRecord) -> dict[str, Any]:
             "splash_fused_bwd": "sa_use_fused_bwd_kernel True" in text}
 
 
+#: what a MaxText row's ``notes`` record when its workload sets ``use_iota_embed: True``
+ONEHOT_EMBED_NOTE = "Embedding: use_iota_embed True"
+
+
 def row_options(row: TrainingRecord, framework: str) -> Any:
     """The evaluation options of a row predicted under stack ``framework``: the stack's costing
     (:func:`~simulator.parallel.stacks.profile_options`) with what the row's notes state of its kernels
-    (:func:`maxtext_splash_options`); None without a stack."""
+    (:func:`maxtext_splash_options`; the one-hot embedding, :data:`ONEHOT_EMBED_NOTE`); None without a stack."""
     from simulator.parallel.stacks import profile_options
 
     if not framework:
         return None
-    return replace(profile_options(framework), **maxtext_splash_options(row))
+    return replace(profile_options(framework), **maxtext_splash_options(row),
+                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"])
 
 
 def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:

@@ -397,3 +397,13 @@ def test_maxtext_rows_carry_the_splash_blocks_their_workloads_set():
     assert row_options(rows["train-071"], "maxtext").splash_blocks == ()
     assert row_options(rows["train-128"], "maxtext").splash_blocks == (1024, 1024, 512, 2048, 1024, 1024)
     assert row_options(rows["train-136"], "") is None
+
+
+def test_maxtext_rows_whose_workloads_set_use_iota_embed_embed_by_a_one_hot_gemm():
+    from simulator.parallel.training_validation import load_training_rows, row_options
+
+    rows = {r.id: r for r in load_training_rows()}
+    # every Trillium workload of the rows but GPT-3's sets use_iota_embed True, and the v5p Llama 3.1 405B one
+    onehot = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText")
+              and row_options(r, "maxtext").embedding_onehot}
+    assert onehot == {f"train-{i}" for i in (*range(111, 126), 128, 129, 130, 131)}
