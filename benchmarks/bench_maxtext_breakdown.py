@@ -4,8 +4,9 @@ Run ``python benchmarks/bench_maxtext_breakdown.py [ROW_ID ...]`` from the repos
 of hwmodels/measurements/published_training.csv by default). Columns: tokens per chip; measured and predicted
 step (s) and the error; the device's compute time and its shares (GEMMs on the MXUs, attention kernels, other
 ops, tensor-parallel collectives inside the layers); every FSDP all-gather and gradient reduction of the step
-over the compute (``fsdp/c``); the exposed part of them and the exposed host offload (% of compute); and the
-wall time of the whole table.
+over the compute (``fsdp/c``); the exposed part of them and the exposed host offload (% of compute); the
+measured time the prediction lacks even with every one of those collectives serial with compute (``rest``, %
+of compute; ``StepBreakdown.beyond_collectives_s``); and the wall time of the whole table.
 """
 
 from __future__ import annotations
@@ -22,17 +23,18 @@ def main(ids: list[str]) -> None:
     logging.disable(logging.WARNING)  # the unsharded graph's "does not fit" notes
     rows = [r for r in load_training_rows() if r["framework"].startswith("MaxText") and (not ids or r.id in ids)]
     print(f"{'row':<10} {'system':<17} {'tok/chip':>8} {'meas s':>8} {'pred s':>8} {'err':>7} {'compute':>8} "
-          f"{'gemm':>5} {'attn':>5} {'other':>5} {'tp':>5} {'fsdp/c':>6} {'exp':>5} {'offl':>5}")
+          f"{'gemm':>5} {'attn':>5} {'other':>5} {'tp':>5} {'fsdp/c':>6} {'exp':>5} {'offl':>5} {'rest':>6}")
     t0 = time.perf_counter()
     for row in rows:
         b = maxtext_step_breakdown(row)
         c = b.compute_s
         err = f"{100 * b.step_error:+6.1f}%" if b.step_error is not None else "      -"
+        rest = f"{100 * b.beyond_collectives_s / c:+6.1f}" if b.beyond_collectives_s is not None else "     -"
         meas = f"{b.measured_step_s:8.2f}" if b.measured_step_s else "       -"
         print(f"{b.row_id:<10} {b.system:<17} {b.tokens_per_chip:8.0f} {meas} {b.predicted_step_s:8.2f} {err} "
               f"{c:8.2f} {100 * b.gemm_s / c:5.1f} {100 * b.attention_s / c:5.1f} {100 * b.other_s / c:5.1f} "
               f"{100 * b.tp_comm_s / c:5.1f} {100 * b.fsdp_ratio:6.1f} {100 * b.exposed_s / c:5.1f} "
-              f"{100 * b.offload_exposed_s / c:5.1f}")
+              f"{100 * b.offload_exposed_s / c:5.1f} {rest}")
     print(f"{len(rows)} rows in {time.perf_counter() - t0:.1f} s")
 
 

@@ -104,6 +104,18 @@ class EvalOptions:
         :attr:`workloads.frameworks.FrameworkProfile.fp8_gemm_accumulation` (not stated: fast). Priced on the
         architectures of :data:`FP8_PROMOTION_ARCHS` only (Hopper, where the limited accumulator is measured,
         DeepSeek-V3 s.3.3.2); elsewhere ``"split"`` is ignored and the GEMM's notes say so (:data:`FP8_ACCUMULATIONS`).
+    splash_blocks
+        Block sizes of the Pallas splash-attention kernel on TPUs, as a MaxText workload sets them:
+        (``sa_block_q``, ``sa_block_kv``, ``sa_block_q_dkv``, ``sa_block_kv_dkv``, ``sa_block_q_dq``,
+        ``sa_block_kv_dq``); a causal mask is priced over the whole (query block, key block) tiles each kernel
+        runs (:func:`simulator.lowering.tpu.splash_blocks`). Empty (default): 512 each, MaxText's ``base.yml``.
+    splash_fused_bwd
+        The splash backward runs as one kernel over the dkv blocks (``sa_use_fused_bwd_kernel: True``, 5 GEMMs)
+        instead of the dkv and dq kernels (7 GEMMs, MaxText's default).
+    embedding_onehot
+        On TPUs, a token embedding is a one-hot ``[tokens, vocab]`` matrix times the table on the MXUs and its
+        backward the transposed product (MaxText's ``use_iota_embed: True``: ``jnp.dot(one_hot, embedding)`` in
+        ``layers/embeddings.py``) instead of a row gather and a scatter-add (the default).
     calibration_id
         Identifier of the calibration overlay applied to the spec, if any (recorded only).
     plan
@@ -130,6 +142,9 @@ class EvalOptions:
 
     fp8_activation_scale: str = "dynamic"
     fp8_accumulation: str = "fast"
+    splash_blocks: tuple[int, ...] = ()
+    splash_fused_bwd: bool = False
+    embedding_onehot: bool = False
     calibration_id: str = ""
     plan: Any = None
 
@@ -153,6 +168,9 @@ class EvalOptions:
             got = str(self.fp8_activation_scale).lower()
             raise ValueError(f"options.fp8_activation_scale: unknown scaling; got {self.fp8_activation_scale!r}; "
                              f"expected one of {', '.join(FP8_ACTIVATION_SCALES)}" + did_you_mean(got, FP8_ACTIVATION_SCALES))
+        if self.splash_blocks and (len(self.splash_blocks) != 6 or min(int(b) for b in self.splash_blocks) < 1):
+            raise ValueError(f"options.splash_blocks: got {self.splash_blocks!r}; expected six positive block sizes "
+                             "(q, kv, q_dkv, kv_dkv, q_dq, kv_dq) or none")
         if self.fp8_accumulation not in FP8_ACCUMULATIONS:
             from nodeperf.suggest import did_you_mean
 

@@ -70,7 +70,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -106,7 +106,7 @@ from workloads.semantics import (
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
-           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs",
+           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs", "splash_blocks",
            "BACKWARD_KERNEL_GEMMS"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
@@ -127,7 +127,8 @@ SOFTMAX_VECTOR_OPS_PER_SCORE = {"fwd": 5.0, "bwd": 10.0}
 #: Query and key block of the Pallas splash-attention kernel, which skips the (query block, key block)
 #: tiles its mask leaves empty: MaxText's default ``sa_block_q`` / ``sa_block_kv`` of 512
 #: (AI-Hypercomputer/maxtext src/MaxText/configs/base.yml; the ``SplashAttention`` block-size fields of
-#: configs/types.py), and the same 512 for the backward's ``sa_block_*_dkv`` / ``sa_block_*_dq``. A causal
+#: configs/types.py), and the same 512 for the backward's ``sa_block_*_dkv`` / ``sa_block_*_dq``, where
+#: ``EvalOptions.splash_blocks`` states none (a workload's own sizes: :func:`splash_blocks`). A causal
 #: mask (with or without a sliding window) is priced over the whole blocks the kernel runs
 #: (:func:`splash_block_pairs`).
 SPLASH_BLOCK = 512
@@ -138,7 +139,7 @@ SPLASH_BLOCK = 512
 #: MaxText/layers/attentions.py @ 76bd53b0f) and ``_flash_attention_dkv_kernel`` / ``_flash_attention_dq_kernel``
 #: of the splash kernel, which MaxText runs split by default (``sa_use_fused_bwd_kernel: False`` in
 #: configs/base.yml at tpu-recipes-v0.1.2 to v0.1.5 and main); with ``sa_use_fused_bwd_kernel: True`` the dkv
-#: kernel computes dQ too (5 GEMMs), a per-workload setting no plan states yet.
+#: kernel computes dQ too (5 GEMMs): ``EvalOptions.splash_fused_bwd`` (:func:`splash_blocks`).
 BACKWARD_KERNEL_GEMMS = 7
 
 
@@ -429,6 +430,36 @@ def splash_block_pairs(sq: int, skv: int, window: int, block_q: int, block_kv: i
     return total
 
 
+def splash_blocks(options: Any) -> tuple[tuple[int, int, int, int, int, int], bool]:
+    """(block sizes, fused backward) of the Pallas splash kernel under ``options``: its
+    ``splash_blocks`` (``sa_block_q``, ``sa_block_kv``, ``sa_block_q_dkv``, ``sa_block_kv_dkv``,
+    ``sa_block_q_dq``, ``sa_block_kv_dq`` as a MaxText workload sets them) and ``splash_fused_bwd``
+    (``sa_use_fused_bwd_kernel``); :data:`SPLASH_BLOCK` for each and the split backward when not stated.
+
+    >>> splash_blocks(None)
+    ((512, 512, 512, 512, 512, 512), False)
+    """
+    given = tuple(int(x) for x in (getattr(options, "splash_blocks", ()) or ()))
+    blocks = given if len(given) == 6 else (SPLASH_BLOCK,) * 6
+    return blocks, bool(getattr(options, "splash_fused_bwd", False))  # type: ignore[return-value]
+
+
+def _splash_backward_gemms(rows: int, d: int, dv: int, kv_dkv: int, kv_dq: int, fused: bool,
+                           heads: int) -> tuple[list[tuple[int, int, int]], float]:
+    """(GEMMs (M, N, K) per (batch, head) group, scores formed) of the splash backward, ``kv_dkv`` / ``kv_dq``
+    keys per query row under each kernel's blocks. Split (MaxText's default): the dkv kernel computes
+    S = Q K^T, dV = P^T dO, dP = dO V^T and dK = dS^T Q, the dq kernel S, dP and dQ = dS K
+    (:data:`BACKWARD_KERNEL_GEMMS`); fused (``sa_use_fused_bwd_kernel: True``): one kernel over the dkv blocks
+    computes S, dV, dP, dK and dQ (``_flash_attention_dkv_kernel`` with ``dq`` accumulated,
+    jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py). Each kernel recomputes P and
+    forms dS, twice the forward's softmax work per score it runs."""
+    dkv = [(rows, kv_dkv, d), (kv_dkv, dv, rows), (rows, kv_dkv, dv), (kv_dkv, d, rows)]
+    if fused:
+        return dkv + [(rows, d, kv_dkv)], 2.0 * heads * rows * kv_dkv
+    dq = [(rows, kv_dq, d), (rows, kv_dq, dv), (rows, d, kv_dq)]
+    return dkv + dq, float(heads * rows * (kv_dkv + kv_dq))
+
+
 @register_rule("tpu", "attention", "attention_bwd")
 def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     q, k, v = op.inputs[:3]
@@ -446,19 +477,25 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     heads = b * hq // group
     rows = sq * group
     # causal: the splash kernel skips the blocks above the diagonal (and before a window's band) and runs
-    # the partly masked ones whole; the kept fraction of scores
-    window = attention_window(op)
-    keep = 1.0
-    if causal and sq > 1:
-        keep = splash_block_pairs(sq, skv, window, SPLASH_BLOCK, SPLASH_BLOCK) / float(sq * skv)
-    kv_eff = max(1, round(skv * keep))
-    gemms = [(rows, kv_eff, d), (rows, dv, kv_eff)]  # S = Q K^T, O = P V
-    if backward:  # the two backward kernels (BACKWARD_KERNEL_GEMMS), each recomputing S = Q K^T
-        gemms = [(rows, kv_eff, d), (kv_eff, dv, rows), (rows, kv_eff, dv), (kv_eff, d, rows),  # dkv: dV, dP, dK
-                 (rows, kv_eff, d), (rows, kv_eff, dv), (rows, d, kv_eff)]  # dq: S, dP = dO V^T, dQ = dS K
+    # the partly masked ones whole; the keys each query row computes, per kernel (its own block sizes)
+    blocks, fused = splash_blocks(ctx.options)
+    window = attention_window(op) if causal and sq > 1 else None
+
+    def keep(bq: int, bkv: int) -> float:  # the kept fraction of scores
+        return 1.0 if window is None else splash_block_pairs(sq, skv, window, bq, bkv) / float(sq * skv)
+
+    def kv_eff(bq: int, bkv: int) -> int:
+        return max(1, round(skv * keep(bq, bkv)))
+
+    if not backward:
+        kv_f = kv_eff(blocks[0], blocks[1])
+        gemms = [(rows, kv_f, d), (rows, dv, kv_f)]  # S = Q K^T, O = P V
+        scores = float(heads * rows * kv_f)
+    else:
+        gemms, scores = _splash_backward_gemms(rows, d, dv, kv_eff(blocks[2], blocks[3]), kv_eff(blocks[4], blocks[5]),
+                                               fused, heads)
     dram = float(op.bytes_read + op.bytes_written)
-    scores = float(heads * rows * kv_eff)
-    vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["bwd" if backward else "fwd"]
+    vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
@@ -475,7 +512,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         notes=(f"{len(gemms)} GEMMs over {heads} batch x {'KV ' if group > 1 else ''}heads on the arrays"
                f"{f' ({group} query heads per KV head in one GEMM)' if group > 1 else ''} (QK^T: {first.notes}); "
                f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, overlapped; "
-               f"causal kept fraction {keep:.3f}{f' (window {window})' if window else ''}; bound {bound}"),
+               f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
+               f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
+               f"{' (fused backward)' if fused and backward else ''}; bound {bound}"),
     )
 
 
@@ -533,7 +572,30 @@ def _tpu_vector(op: Op, ctx: LoweringContext) -> KernelCost:
 
 @register_rule("tpu", *sorted(GATHER_KINDS))
 def _tpu_gather(op: Op, ctx: LoweringContext) -> KernelCost:
+    if op.kind in ("embedding", "embedding_bwd") and getattr(ctx.options, "embedding_onehot", False):
+        return _onehot_embedding(op, ctx)
     return _vector_cost(op, ctx, rule="gather", notes="row gather/scatter through HBM (SparseCores not modelled)")
+
+
+def _onehot_embedding(op: Op, ctx: LoweringContext) -> KernelCost:
+    """A token embedding as MaxText runs it with ``use_iota_embed: True`` (``EvalOptions.embedding_onehot``):
+    ``one_hot = inputs[..., None] == lax.iota(vocab)`` cast to the compute dtype, then ``jnp.dot(one_hot,
+    embedding)`` (MaxText ``layers/embeddings.py``, ``Embed.__call__``): a (tokens, d_model, vocab) GEMM on the
+    MXUs. Its backward is the table's gradient ``one_hot^T @ grad``, a (vocab, d_model, tokens) GEMM; the
+    one-hot operand has no gradient (it comes from integer ids). The comparison producing the one-hot operand
+    is priced as that operand's HBM traffic in the GEMM, not as a separate pass."""
+    if op.kind == "embedding":
+        ids, table = op.inputs[0], op.inputs[1]
+        vocab, d = table.shape
+        m, n, k, dt = ids.numel, d, vocab, table.dtype
+        notes = f"one-hot embedding: ({ids.numel} tokens x {vocab} vocab) @ ({vocab} x {d}) on the arrays"
+    else:
+        vocab, d = op.attrs["table_shape"]
+        tokens = op.inputs[0].numel // d
+        m, n, k, dt = vocab, d, tokens, op.inputs[0].dtype
+        notes = f"one-hot embedding gradient: ({vocab} x {tokens} tokens) @ ({tokens} x {d}) on the arrays"
+    return _contraction(ctx, 1, m, n, k, dtype=dt.value, in_bytes=element_bytes(dt),
+                        out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-onehot-embedding", notes=notes, op=op)
 
 
 @register_rule("tpu", "moe_router")

@@ -45,6 +45,16 @@ class StepBreakdown:
         return self.predicted_step_s / self.measured_step_s - 1.0 if self.measured_step_s else None
 
     @property
+    def beyond_collectives_s(self) -> float | None:
+        """Measured step time the prediction lacks even with every FSDP all-gather and gradient reduction of
+        the step counted serial with compute: measured - predicted - (the collectives' hidden part); None
+        without a measured step. Positive: a cost that no collective of the step, run alone, accounts for."""
+        if not self.measured_step_s:
+            return None
+        hidden = self.fsdp_gather_s + self.grad_reduce_s - self.exposed_s
+        return self.measured_step_s - self.predicted_step_s - hidden
+
+    @property
     def fsdp_ratio(self) -> float:
         """Every FSDP collective of the step (all-gathers and gradient reductions) over the compute."""
         return (self.fsdp_gather_s + self.grad_reduce_s) / self.compute_s if self.compute_s else 0.0
@@ -71,8 +81,12 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
     with its parts; a row the validation cannot predict raises ``ValueError`` naming it."""
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
-    from simulator.parallel.stacks import profile_options
-    from simulator.parallel.training_validation import _plan, _system_name, stated_recipe
+    from simulator.parallel.training_validation import (
+        _plan,
+        _system_name,
+        row_options,
+        stated_recipe,
+    )
 
     if not row["framework"].startswith("MaxText"):
         raise ValueError(f"{row.id}: framework {row['framework']!r}; expected a MaxText row")
@@ -84,7 +98,7 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
         raise ValueError(f"{row.id}: {why}")
     recipe = stated_recipe(row)
     res = evaluate_plan(row["model"], load_hardware(system), _plan(row, n // (tp * pp * cp)),
-                        profile_options(recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
+                        row_options(row, recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
     kinds: dict[str, float] = {}
     repeats = res.report_repeats or (res.plan.microbatches,) * len(res.reports)
     for rep, times in zip(res.reports, repeats, strict=True):

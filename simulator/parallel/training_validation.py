@@ -456,6 +456,56 @@ def maxtext_profile(row: TrainingRecord) -> str:
     return "maxtext-cf" if CF_FOR_ALL_GATHER_NOTE in row["notes"] else "maxtext"
 
 
+#: where a MaxText row's ``notes`` state the splash-attention settings of the run's workload (its ``tuning_params``
+#: in benchmarks/maxtext_trillium_model_configs.py at the cited tag, the rest from that tag's configs/base.yml)
+SPLASH_NOTE = "Splash attention (the same workload's tuning_params):"
+#: the block-size settings, in the order of :attr:`simulator.engines.options.EvalOptions.splash_blocks`
+SPLASH_SETTINGS = ("sa_block_q", "sa_block_kv", "sa_block_q_dkv", "sa_block_kv_dkv", "sa_block_q_dq", "sa_block_kv_dq")
+_SPLASH_GROUP = re.compile(r"((?:sa_block_\w+)(?:(?:,| and) sa_block_\w+)*) (\d+)")
+
+
+def maxtext_splash_options(row: TrainingRecord) -> dict[str, Any]:
+    """The splash-attention block sizes and backward kernel a MaxText row's notes state (:data:`SPLASH_NOTE`), as
+    :class:`~simulator.engines.options.EvalOptions` fields; empty where the notes state none (the lowering's
+    MaxText defaults then apply). Statements read: ``names ... N`` (each named setting is N), ``the other
+    sa_block_* N``, a key block set to its query block (MaxText 770fcf7d1's ``attentions.py``: ``block_kv =
+    sa_block_q`` and likewise for dkv and dq), ``sa_use_fused_bwd_kernel True``; an unnamed setting is 512
+    (``configs/base.yml``)."""
+    from simulator.lowering.tpu import SPLASH_BLOCK
+
+    notes = row["notes"]
+    at = notes.find(SPLASH_NOTE)
+    if at < 0:
+        return {}
+    text = notes[at + len(SPLASH_NOTE):].split("Flag groups")[0]
+    sizes: dict[str, int] = {}
+    for names, value in _SPLASH_GROUP.findall(text):
+        sizes.update((name, int(value)) for name in re.findall(r"sa_block_\w+", names))
+    if "each key block to its query block" in text:
+        for q, kv in zip(SPLASH_SETTINGS[::2], SPLASH_SETTINGS[1::2], strict=True):
+            sizes.setdefault(kv, sizes.get(q, SPLASH_BLOCK))
+    other = re.search(r"the other sa_block_\* (\d+)", text)
+    default = int(other.group(1)) if other else SPLASH_BLOCK
+    return {"splash_blocks": tuple(sizes.get(name, default) for name in SPLASH_SETTINGS),
+            "splash_fused_bwd": "sa_use_fused_bwd_kernel True" in text}
+
+
+#: what a MaxText row's ``notes`` record when its workload sets ``use_iota_embed: True``
+ONEHOT_EMBED_NOTE = "Embedding: use_iota_embed True"
+
+
+def row_options(row: TrainingRecord, framework: str) -> Any:
+    """The evaluation options of a row predicted under stack ``framework``: the stack's costing
+    (:func:`~simulator.parallel.stacks.profile_options`) with what the row's notes state of its kernels
+    (:func:`maxtext_splash_options`; the one-hot embedding, :data:`ONEHOT_EMBED_NOTE`); None without a stack."""
+    from simulator.parallel.stacks import profile_options
+
+    if not framework:
+        return None
+    return replace(profile_options(framework), **maxtext_splash_options(row),
+                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"])
+
+
 def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:
     """What in a row's recipe no flag states yet (empty: statable today)."""
     why = []
@@ -684,10 +734,9 @@ def _maxtext_mfu(row: TrainingRecord, res: Any) -> float:
 def _evaluate(row: TrainingRecord, system: str, dp: int, *, nearest: bool) -> tuple[float, bool]:
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
-    from simulator.parallel.stacks import profile_options
 
     recipe = stated_recipe(row, nearest=nearest)
-    opts = profile_options(recipe["framework"]) if recipe["framework"] else None  # the stack's costing, as predict
+    opts = row_options(row, recipe["framework"])  # the stack's costing, as predict, and the row's kernels
     res = evaluate_plan(row["model"], load_hardware(system), _plan(row, dp), opts, train=True, seq=row.ints["seq"],
                         dtype="bf16", **recipe)
     return _metric(row, res), res.fits_in_memory

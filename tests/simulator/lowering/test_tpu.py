@@ -362,3 +362,56 @@ def test_router_backward_runs_its_two_matmuls_on_the_matrix_units():
         cost = lower(op, LoweringContext(load_device(dev), EvalOptions()))
         assert cost.rule == rule and cost.matrix_flops == 4 * t * d * e
         assert cost.vector_flops == pytest.approx(4 * t * e, rel=0.01)
+
+
+def test_splash_blocks_of_the_workload_set_each_kernels_tiles():
+    # A MaxText workload's sa_block_* sizes (EvalOptions.splash_blocks: q, kv, q_dkv, kv_dkv, q_dq, kv_dq) set the
+    # tiles of each kernel. Gemma 3's dkv tiles (512 x 2048) over 4096 causal queries: query blocks 0-3 stop in key
+    # block 0 (2048 keys), 4-7 run both (4096), 512 x (4 x 2048 + 4 x 4096) pairs, 0.75 of the scores.
+    from dataclasses import replace
+
+    from simulator.lowering.tpu import splash_blocks
+
+    assert splash_block_pairs(4096, 4096, 0, 1024, 1024) == 10 * 1024 * 1024
+    assert splash_block_pairs(4096, 4096, 0, 512, 2048) == 512 * (4 * 2048 + 4 * 4096) == 12_582_912
+    # gpt2 at 1024 tokens: forward tiles of 256 run 1 + 2 + 3 + 4 = 10 of 16 (0.625); the dkv kernel's 512 x 256
+    # tiles 512 x (512 + 1024) pairs (0.750); the dq kernel's one 1024 block everything (1.000)
+    opts = EvalOptions(splash_blocks=(256, 256, 512, 256, 1024, 1024))
+    assert splash_blocks(opts) == ((256, 256, 512, 256, 1024, 1024), False)
+    g = load_workload("gpt2", batch=1, seq=1024, train=True)
+    dev = load_device("tpu-v6e")
+    recs = {r.kind: r for r in evaluate(g, dev, opts).records if r.kind.startswith("attention")}
+    assert "causal kept fraction 0.625;" in recs["attention"].notes
+    bwd = recs["attention_bwd"].notes
+    assert bwd.startswith("7 GEMMs") and "causal kept fraction 0.750;" in bwd
+    # the dkv kernel's four GEMMs over 768 keys a query and the dq kernel's three over 1024: 4 x 768 + 3 x 1024
+    # key-rows against the split default's 7 x 768 (512 blocks, 0.750)
+    default = {r.kind: r for r in evaluate(g, dev).records if r.kind == "attention_bwd"}["attention_bwd"]
+    arrays = [float(n.split(" vs arrays ")[1].split(" us")[0]) for n in (bwd, default.notes)]
+    assert arrays[0] / arrays[1] == pytest.approx((4 * 768 + 3 * 1024) / (7 * 768), rel=0.03)
+    fused = {r.kind: r for r in evaluate(g, dev, replace(opts, splash_fused_bwd=True)).records}["attention_bwd"]
+    assert fused.notes.startswith("5 GEMMs") and "(fused backward)" in fused.notes
+    # the default is MaxText's base.yml: 512 everywhere, the split backward
+    assert splash_blocks(EvalOptions()) == ((512,) * 6, False)
+    with pytest.raises(ValueError, match="options.splash_blocks"):
+        EvalOptions(splash_blocks=(1024, 512))
+
+
+def test_onehot_embedding_is_the_gemm_maxtext_runs_with_use_iota_embed():
+    # MaxText's Embed with use_iota_embed: True computes jnp.dot(one_hot, embedding): Llama 3 8B's 8192 tokens
+    # against its 128256 x 4096 table are an (8192, 4096, 128256) GEMM, 2 x 8192 x 4096 x 128256 = 8.6 TFLOP, and
+    # the table's gradient one_hot^T @ grad a (128256, 4096, 8192) one; each costs what that plain GEMM costs
+    dev = load_device("tpu-v6e")
+    g = load_workload("llama-3-8b", batch=1, seq=8192, train=True)
+    recs = {r.kind: r for r in evaluate(g, dev, EvalOptions(embedding_onehot=True)).records
+            if r.kind.startswith("embedding")}
+    (fwd_gemm,) = evaluate(load_workload("gemm:m=8192,n=4096,k=128256", dtype="bf16"), dev).records
+    (bwd_gemm,) = evaluate(load_workload("gemm:m=128256,n=4096,k=8192", dtype="bf16"), dev).records
+    assert recs["embedding"].rule == "mxu-onehot-embedding"
+    assert recs["embedding"].time_s == pytest.approx(fwd_gemm.time_s, rel=1e-9)
+    assert recs["embedding_bwd"].time_s == pytest.approx(bwd_gemm.time_s, rel=1e-9)
+    # about 2 x 8192 x 4096 x 128256 FLOP at the measured 90.2% of 918 TFLOP/s: 10.4 ms, where the row gather
+    # the default prices moves 8192 rows of 8 KiB (0.1 ms)
+    assert fwd_gemm.time_s == pytest.approx(2 * 8192 * 4096 * 128256 / (918e12 * 0.902), rel=0.01)
+    default = {r.kind: r for r in evaluate(g, dev).records if r.kind.startswith("embedding")}
+    assert default["embedding"].rule == "gather" and default["embedding"].time_s < 0.2e-3

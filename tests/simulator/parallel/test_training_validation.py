@@ -370,3 +370,41 @@ def test_megatron_rows_state_the_distributed_optimizer(rows) -> None:
     assert _plan(mb, 8).zero_stage == 1
     titan = next(r for r in rows if r.id == "train-001")
     assert _plan(titan, 8).zero_stage == 0 and _plan(titan, 8).fsdp
+
+
+def test_maxtext_rows_carry_the_splash_blocks_their_workloads_set():
+    # the sa_block_* settings each row's notes copy from its workload's tuning_params (and base.yml), in the order
+    # q, kv, q_dkv, kv_dkv, q_dq, kv_dq
+    from simulator.parallel.training_validation import (
+        load_training_rows,
+        maxtext_splash_options,
+        row_options,
+    )
+
+    rows = {r.id: r for r in load_training_rows()}
+    # Llama 3.1 8B: 2048 everywhere and sa_use_fused_bwd_kernel True
+    assert maxtext_splash_options(rows["train-111"]) == {"splash_blocks": (2048,) * 6, "splash_fused_bwd": True}
+    # GPT-3 at tpu-recipes-v0.1.2: sa_block_q 1024, sa_block_q_dkv and _dq 2048, "the other sa_block_* 512"
+    assert maxtext_splash_options(rows["train-126"]) == {"splash_blocks": (1024, 512, 2048, 512, 2048, 512),
+                                                         "splash_fused_bwd": False}
+    # the int8 GPT-3 run at 770fcf7d1: each key block set to its query block
+    assert maxtext_splash_options(rows["train-127"])["splash_blocks"] == (1024, 1024, 2048, 2048, 2048, 2048)
+    # Gemma 3: q and kv 1024, q_dkv 512, kv_dkv 2048, q_dq and kv_dq 1024 (the *_compute sizes are not blocks)
+    assert maxtext_splash_options(rows["train-128"]) == {"splash_blocks": (1024, 1024, 512, 2048, 1024, 1024),
+                                                         "splash_fused_bwd": False}
+    # a 2023 v5e row states none: the lowering's defaults (512, split backward) stay
+    assert maxtext_splash_options(rows["train-071"]) == {}
+    assert row_options(rows["train-071"], "maxtext").splash_blocks == ()
+    assert row_options(rows["train-128"], "maxtext").splash_blocks == (1024, 1024, 512, 2048, 1024, 1024)
+    assert row_options(rows["train-136"], "") is None
+
+
+def test_maxtext_rows_whose_workloads_set_use_iota_embed_embed_by_a_one_hot_gemm():
+    from simulator.parallel.training_validation import load_training_rows, row_options
+
+    rows = {r.id: r for r in load_training_rows()}
+    # every Trillium workload of the rows sets use_iota_embed True (GPT-3 in its model config, gpt3-175b.yml, as on
+    # v5p), and the v5p Llama 3.1 405B one; the 2023 scripts, DeepSeek-V3 and Llama 4 keep base.yml's False
+    onehot = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText")
+              and row_options(r, "maxtext").embedding_onehot}
+    assert onehot == {f"train-{i}" for i in (*range(111, 132), 135)}
