@@ -226,7 +226,8 @@ class CollectiveLibrary:
     #: ``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>``: NCCL's LL bus-bandwidth cap across nodes
     ll_max_bandwidth_multi_node: Mapping[str, Any] | None = None
     #: ``msccl.allpairs.*``: the library's all-pairs all-reduce schedule, chosen ahead of its tuner for
-    #: sizes in its range (keys ``n_devices``, ``ll_max_bytes``, ``max_bytes``, ``granule_bytes``; None: none)
+    #: sizes in its range (keys ``n_devices``, ``ll_max_bytes``, ``max_bytes``, ``granule_bytes``, and
+    #: ``max_ranks_per_process``: None, or the most ranks one process may hold for it to run; None: none)
     allpairs: Mapping[str, Any] | None = None
     #: ``tuner.tree.*``: how NCCL's tuner estimates a one-node tree all_reduce, which it ranks by
     #: (keys ``bandwidth_fraction``, ``protocol_fraction`` {protocol: factor}, ``correction`` {protocol:
@@ -583,12 +584,16 @@ def _read_allpairs(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str,
     rd.unknown_keys(msccl, ("allpairs",), f"{path}.msccl")
     if "allpairs" not in msccl and not listed:
         return None
-    rd.unknown_keys(msccl.get("allpairs", {}), [k for k, _ in _ALLPAIRS_KEYS], f"{path}.msccl.allpairs")
+    rd.unknown_keys(msccl.get("allpairs", {}), [k for k, _ in _ALLPAIRS_KEYS] + ["max_ranks_per_process"],
+                    f"{path}.msccl.allpairs")
     got = {k: rd.quantity(t, f"msccl.allpairs.{k}", unit, path, prov) for k, unit in _ALLPAIRS_KEYS}
+    per_process = rd.quantity(t, "msccl.allpairs.max_ranks_per_process", "count", path, prov, required=False)
     if not listed:
         rd.problems.add(f"{path}.msccl.allpairs", "described but not used; got no 'allpairs' in algorithms; "
                                                   "expected it listed in algorithms")
-    return None if any(v is None for v in got.values()) else MappingProxyType(got)
+    if any(v is None for v in got.values()):
+        return None
+    return MappingProxyType({**got, "max_ranks_per_process": per_process})
 
 
 def _read_tree_tuner(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
@@ -1327,6 +1332,16 @@ def launch_skew_s(system: str | CollectiveSystem, gpus_per_thread: int = 1) -> A
     return 0.0 if per is None or gpt <= 1 else (gpt - 1) * per
 
 
+def _allpairs_allowed(system: CollectiveSystem, gpus_per_thread: int) -> bool:
+    """Whether MSCCL runs its all-pairs schedule when one thread drives ``gpus_per_thread`` ranks.
+
+    RCCL 2.20 (src/misc/msccl/msccl_lifecycle.cc ``mscclCommCompatible``) turns MSCCL off for a
+    communicator in which two ranks share a host and a process, as every rank of ``rccl-tests -g N``
+    does: the collective then goes to the tuner (``msccl.allpairs.max_ranks_per_process``)."""
+    limit = system.library.allpairs["max_ranks_per_process"]
+    return limit is None or gpus_per_thread <= int(limit)
+
+
 def _gpus_per_thread(gpus_per_thread: Any) -> int:
     g = int(gpus_per_thread) if isinstance(gpus_per_thread, (int, np.integer)) else -1
     if g < 1:
@@ -1360,6 +1375,8 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
             if nodes == 1:  # NCCL ranks one-node rings, trees and NVLS by its own estimate where it is described
                 sel = (_nvls_tuner_estimate(collective, size, n, sysm) if a == "nvls"
                        else _tuner_estimate(collective, a, p, size, n, g, sysm, lat))
+            if a == "allpairs" and not _allpairs_allowed(sysm, gpt):
+                continue
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked
                 sel = np.where(np.isfinite(t), -np.inf, np.inf)
             if gpt > 1 and sysm.library.launch_per_device_s is not None:  # may be an array (sweeps)
