@@ -159,6 +159,20 @@ SOFTMAX_ALU_OPS_PER_SCORE = {"fwd": 4.0, "bwd": 5.0}
 #: The paper's figures put the backward below the forward at head dim 128 on an H100 SXM5
 #: (backward 316 / 424 / 501 / 542 / 559 / 561 TFLOP/s at sequence length 512 ... 16k, non-causal).
 FLASH3_SOFTMAX_OVERLAP = frozenset({"fwd"})  # documentation of the default of attention(bwd_softmax_overlap=False)
+#: Tile families whose ``"flash3"`` forward does not hide the online softmax's exponential behind the
+#: tensor cores: a pair costs the contractions at the instruction rate plus the MUFU ``exp2``, or the
+#: contractions at the library fraction, whichever is longer (:func:`attention_pair_s`). FlashAttention-3
+#: (Shah et al. 2024, arXiv 2407.08608, section 3.1) overlaps them by pingpong scheduling "though in
+#: practice the pingpong scheduling is not as clean as depicted"; its Fig. 5 (H100 80GB SXM5, BF16/FP16,
+#: 16k tokens, non-causal, bar labels of ``assets/flash3_fp16_fwd.png`` in Dao-AILab/flash-attention)
+#: gives 497 / 648 / 756 TFLOP/s at head dim 64 / 128 / 256 against 495 / 659 / 772 from this sum
+#: (989 TFLOP/s dense, 16 ``exp2`` per SM per clock; no parameter chosen), where a full overlap gives
+#: 675 / 772 / 772: the exponential's share of a pair doubles at head dim 64 (section 3.1: "exponential
+#: can take 50% of the cycle compared to matmul" at 128). Blackwell's FlashAttention-4 computes part of
+#: its exponentials with a polynomial on the FMA units (Zadouri et al., arXiv 2603.05451), so it is not
+#: listed; the ``"flash3"`` backward on Hopper already serialises the whole softmax
+#: (:data:`FLASH3_SOFTMAX_OVERLAP`).
+FLASH3_EXP_EXPOSED_FAMILIES = frozenset({"sm90"})
 #: Passes of a FlashAttention-2 style (``"flash2"``) kernel whose ``mma.sync`` contractions are charged
 #: the GEMM library's tensor fraction (``efficiency.tensor_peak_fraction``, a cuBLAS/DeepGEMM figure) on
 #: top of the instruction rate. Both are, although the papers' charts say the forward is not: at head
@@ -2627,6 +2641,7 @@ def attention(
     bwd_softmax_overlap: bool = False,
     window: int = 0,
     causal_rate_ratio: Any = 1.0,
+    exp_exposed: bool = False,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2665,6 +2680,9 @@ def attention(
         A measured causal/non-causal rate ratio the compute time is divided by (1: none; the GPU lowering
         passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward where the device's
         ``efficiency.flash2_causal_fwd_ratio`` gives a measured table).
+    exp_exposed
+        A ``"flash3"`` forward whose exponentials are not hidden behind the tensor cores
+        (:data:`FLASH3_EXP_EXPOSED_FAMILIES`, :func:`attention_pair_s`).
 
     Returns
     -------
@@ -2687,7 +2705,7 @@ def attention(
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
-                                                          bwd_softmax_overlap)
+                                                          bwd_softmax_overlap, exp_exposed)
     if not np.all((np.asarray(causal_rate_ratio) > 0.0) & (np.asarray(causal_rate_ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
     t_compute = t_compute / causal_rate_ratio
@@ -2774,15 +2792,34 @@ def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], 
 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
-                       backward: bool, sms: Any, bwd_overlap: bool = False) -> tuple[Any, Any, Any, Any]:
+                       backward: bool, sms: Any, bwd_overlap: bool = False,
+                       exp_exposed: bool = False) -> tuple[Any, Any, Any, Any]:
     """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
     matmuls and softmax serialised (``flash2``, and the ``flash3`` backward unless ``bwd_overlap``:
-    :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``), spread over the CTAs in waves."""
+    :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``; :func:`attention_pair_s`), spread over
+    the CTAs in waves."""
     t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
     t_soft = attention_softmax_s(p, backward=backward)
     overlap = kernel == "flash3" and (not backward or bwd_overlap)
-    t_pair = np.maximum(t_mma, t_soft) if overlap else t_mma + t_soft
+    t_pair = attention_pair_s(t_mma, t_soft, p, overlap=overlap,
+                              exp_exposed=exp_exposed and kernel == "flash3" and not backward)
     return t_mma, t_soft, t_pair, attention_compute_s(grid, t_pair, sms)
+
+
+def attention_pair_s(t_mma: ArrayLike, t_soft: ArrayLike, p: GpuParams, *, overlap: bool,
+                     exp_exposed: bool = False) -> ArrayLike:
+    """Compute time of one query-key pair on one SM (s) from its contractions (``t_mma``, at the
+    library fraction for ``"flash3"``) and its online softmax (``t_soft``): their sum (serial), their
+    maximum (``overlap``), or with ``exp_exposed`` (:data:`FLASH3_EXP_EXPOSED_FAMILIES`) the longer of
+    the contractions at the library fraction and the contractions at the instruction rate (``t_mma``
+    times ``p.matrix_fraction``) plus the special-function ``exp2`` of each score
+    (:data:`SOFTMAX_SFU_OPS_PER_SCORE`)."""
+    if not overlap:
+        return t_mma + t_soft
+    if not exp_exposed:
+        return np.maximum(t_mma, t_soft)
+    t_exp = SOFTMAX_SFU_OPS_PER_SCORE["fwd"] / (_a(p.sfu_ops_per_s) / _a(p.sms))
+    return np.maximum(np.maximum(t_mma, t_soft), t_mma * _a(p.matrix_fraction) + t_exp)
 
 
 def _attention_estimate(grid: AttentionGrid, z: Any, time: Any, t_compute: Any, t_mem: Any, lat: Any, dram: Any, l2: Any,
