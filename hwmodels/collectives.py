@@ -696,6 +696,24 @@ def _read_nvls_tuner(t: Mapping[str, Any], rd: _Reader, path: str,
     return MappingProxyType(got), lat
 
 
+def _check_nvls_tuner(algbw: Mapping[int, Any] | None, channels: Any, per_node: Any, rd: _Reader,
+                      path: str) -> None:
+    """An ``nvls_tuner`` table belongs to a system with NVLS (``nvls_channels``) and names rank counts that fit
+    in one of its nodes (the tuner's figures are single-node estimates): one located problem each."""
+    if not algbw:
+        return
+    if channels is None:
+        rd.problems.add(f"{path}.nvls_tuner", "given for a system without NVLS; got no nvls_channels; expected "
+                                              "nvls_channels = { value = N, source = \"...\" } beside it")
+    if per_node is None:
+        return
+    for ranks in sorted(algbw):
+        if ranks > per_node:
+            rd.problems.add(f"{path}.nvls_tuner.all_reduce_algbw.{ranks}",
+                            f"more ranks than one node holds; got {ranks}; expected at most "
+                            f"devices_per_node = {int(per_node)}")
+
+
 def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[str, Fabric],
                  libraries: Mapping[str, CollectiveLibrary], declared: tuple[set[str], set[str]]) -> CollectiveSystem | None:
     path = f"systems.{name}"
@@ -731,6 +749,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
     nvls_algbw, nvls_lat = _read_nvls_tuner(t, rd, path, prov)
+    _check_nvls_tuner(nvls_algbw, nvls_ch, per_node, rd, path)
     if nic_path == "pxn":  # NCCL 2.17+ keeps LL128 up to PXN on compute capability 90+ only: not modelled
         rd.problems.add(f"{path}.gpu_nic_path", "a PXN path is not modelled; got 'pxn'; expected one of "
                         f"{', '.join(p for p in GPU_NIC_PATHS if p != 'pxn')} (NCCL's LL128 rule for PXN depends on "

@@ -685,7 +685,8 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     dt = op.dtype.value
     p = ctx.params(dt)
     backward = op.kind == "attention_bwd"
-    if not backward and sq == 1 and getattr(ctx.options, "decode_attention", "grouped") == "per-query-head":
+    # a generation step: one new query over a cache (a one-token prompt, skv == 1, is a context step)
+    if not backward and sq == 1 < skv and getattr(ctx.options, "decode_attention", "grouped") == "per-query-head":
         return _masked_mha(op, ctx)
     kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
     sharing = 1

@@ -81,3 +81,16 @@ def test_an_estimate_without_its_latency_is_located(tmp_path) -> None:
 def test_an_unsourced_estimate_is_located(tmp_path) -> None:
     msg = _load_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.4 = "160 GB/s"')
     assert "systems.dgx-h100.nvls_tuner.all_reduce_algbw.4: number without a source; got '160 GB/s'" in msg
+
+
+def test_a_rank_count_beyond_one_node_is_located(tmp_path) -> None:
+    # dgx-h100 holds 8 GPUs a node; the tuner's figures are single-node estimates
+    msg = _load_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.16 = { value = "160 GB/s", source = "x" }')
+    assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner.all_reduce_algbw.16: more ranks than "
+                   "one node holds; got 16; expected at most devices_per_node = 8")
+
+
+def test_an_estimate_on_a_system_without_nvls_is_located(tmp_path) -> None:
+    msg = _load_with(tmp_path, 'nvls_channels = { value = 16, source = "@h100tune', "")
+    assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner: given for a system without NVLS; got "
+                   'no nvls_channels; expected nvls_channels = { value = N, source = "..." } beside it')

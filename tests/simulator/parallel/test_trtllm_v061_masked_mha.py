@@ -48,6 +48,9 @@ def test_without_grouped_heads_the_cache_is_read_once() -> None:
     ("TensorRT-LLM v0.9.0 (gptSessionBenchmark, static batching)", "grouped"),
     ("TensorRT-LLM (PyTorch backend, trtllm-bench throughput)", "grouped"),
     ("vLLM v0.6.1", "grouped"),
+    ("TensorRT-LLM v0.60", "grouped"),  # not a v0.6 release
+    ("TensorRT-LLM v0.55.0", "grouped"),
+    ("TensorRT-LLM v0.5.0-rc", "per-query-head"),
     ("", "grouped"),
 ])
 def test_the_release_in_the_stack_column_decides(framework: str, expected: str) -> None:
@@ -55,6 +58,13 @@ def test_the_release_in_the_stack_column_decides(framework: str, expected: str) 
 
     opts, _ = run_options({"source": "", "notes": "", "metric_reported": "", "dtype": "fp16", "framework": framework})
     assert opts.decode_attention == expected
+
+
+def test_sweep_identity_keeps_old_keys_for_the_default() -> None:
+    from simulator.sweep.execute import _options_identity
+
+    assert "decode_attention" not in _options_identity({})
+    assert _options_identity({"decode_attention": "per-query-head"})["decode_attention"] == "per-query-head"
 
 
 def test_decode_attention_option_is_checked() -> None:
