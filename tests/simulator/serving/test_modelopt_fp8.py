@@ -63,3 +63,14 @@ def test_cli_flags_reach_the_run(capsys):
     assert kv["bytes_per_block_per_device"] == 2**20
     assert main([*base, "--weight-dtype", "fp9"]) == 2
     assert capsys.readouterr().err.strip().startswith("nodeperf: error: weight_dtype: unsupported dtype; got 'fp9'")
+
+
+def test_nim_rows_run_the_executor_default_admission():
+    """The 27 NIM rows: TensorRT-LLM's executor default GUARANTEED_NO_EVICT (no policy stated) and genai-perf's
+    100 s windows; fp8 as the ModelOpt scheme."""
+    from simulator.calibration.serving_validation import DEFAULT_SERVING_DATASET, read_serving_csv
+
+    nim = [r for r in read_serving_csv(DEFAULT_SERVING_DATASET) if r.engine == "nim"]
+    assert len(nim) == 27
+    assert all(dict(r.settings) == {"admission": "no-evict", "measurement_interval_s": 100.0} for r in nim)
+    assert {serving_precision(r.engine, r.dtype)["weight_dtype"] for r in nim} == {"fp8"}
