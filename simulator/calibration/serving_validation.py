@@ -26,7 +26,7 @@ from simulator.calibration.measurements import MeasurementError
 
 __all__ = ["DEFAULT_SERVING_DATASET", "COLUMNS", "OPTIONAL_COLUMNS", "SETTINGS", "engine_profile", "METRICS", "ENGINES",
            "ServingRow", "ServingDataError", "read_serving_csv", "validate_serving", "predicted_metric",
-           "DEFAULT_MAX_REQUESTS"]
+           "serving_precision", "DEFAULT_MAX_REQUESTS"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,18 @@ def engine_profile(engine: str, version: str) -> str:
         return "trt-llm-pytorch"
     return ENGINES[engine]
 
+
+#: Engines whose fp8 rows run ModelOpt fp8 checkpoints: TensorRT-LLM's ``quantize_and_export``
+#: (``tensorrt_llm/quantization/quantize_by_modelopt.py`` @ 042c510d) quantises with ModelOpt's
+#: ``FP8_DEFAULT_CFG``, whose ``"*lm_head*": {"enable": False}`` it deletes only for ``quantize_lm_head``
+#: (default False), and keeps "dtype ... for non-quantized layers" (the checkpoint's bf16): fp8 weights and fp8
+#: inputs in the linear layers, the LM head, embeddings, norms, residual stream and the tensor-parallel
+#: all-reduces in bf16 (the PyTorch backend's ``FP8QDQLinearMethod.apply`` quantises a bf16 input before
+#: ``cublas_scaled_mm``); the KV cache fp8 (the TensorRT-LLM rows: ModelOpt's ``--kv_cache_qformat fp8``
+#: default; the NIM rows: a bf16 cache would hold about 48 requests of 5,500 tokens per TP2 replica where the
+#: 100-250-client runs kept 85 resident, docs/serving.md). Row dtype -> ServeConfig dtype, weight_dtype, kv_dtype.
+_MODELOPT_FP8_ENGINES = frozenset({"nim", "tensorrt-llm"})
+_MODELOPT_FP8 = {"dtype": "bf16", "weight_dtype": "fp8", "kv_dtype": "fp8"}
 
 _SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 _ARRIVALS = ("poisson", "gamma", "concurrency", "burst", "trace")
@@ -316,6 +328,14 @@ def _requests(row: ServingRow, max_requests: int) -> int:
     return max(1, min(n, max_requests))
 
 
+def serving_precision(engine: str, dtype: str) -> dict[str, str]:
+    """The ServeConfig ``dtype`` / ``weight_dtype`` / ``kv_dtype`` of a row: an ``fp8_e4m3`` row of a
+    TensorRT-LLM engine as its ModelOpt fp8 checkpoint runs (:data:`_MODELOPT_FP8_ENGINES`); else the dtype."""
+    if engine in _MODELOPT_FP8_ENGINES and dtype == "fp8_e4m3":
+        return dict(_MODELOPT_FP8)
+    return {"dtype": dtype}
+
+
 def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
     from simulator.serving import ServeConfig, simulate_serving
     from workloads.parallel import ParallelPlan
@@ -323,7 +343,8 @@ def _simulate(row: ServingRow, max_requests: int) -> Mapping[str, Any]:
     settings = {"max_num_seqs": row.max_num_seqs, "max_batched_tokens": row.max_batched_tokens, **dict(row.settings)}
     config = ServeConfig(arrival=row.arrival, lengths=row.lengths, scheduler=row.scheduler,
                          requests=_requests(row, max_requests), seed=0,
-                         framework=engine_profile(row.engine, row.engine_version), dtype=row.dtype, **settings)
+                         framework=engine_profile(row.engine, row.engine_version),
+                         **serving_precision(row.engine, row.dtype), **settings)
     return simulate_serving(row.model, row.system, config, ParallelPlan(tp=row.tp, pp=row.pp)).summary
 
 

@@ -99,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
     p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")
+    _add_precision(p)
     p.add_argument("--iteration-host-s", type=finite_float(0.0), help="host time per iteration in seconds (default: the profile's)")
     p.add_argument("--graph-launch", choices=("pre-12.6", "12.6", "none"),
                    help="CUDA driver form of a decode-graph replay's launch: pre-12.6 (2 us + 200 ns per kernel node), "
@@ -114,6 +115,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_precision(p: argparse.ArgumentParser) -> None:
+    """``--weight-dtype`` / ``--kv-dtype``: the serving precision (``ServeConfig.weight_dtype`` / ``kv_dtype``)."""
+    p.add_argument("--weight-dtype", type=nonempty, metavar="DTYPE",
+                   help="linear-layer weight dtype (int8, int4, fp8: W8A8 fp8 GEMMs; the LM head, embeddings, norms and "
+                        "all-reduces stay at --dtype, as a ModelOpt fp8 checkpoint runs in TensorRT-LLM); default: --dtype")
+    p.add_argument("--kv-dtype", type=nonempty, metavar="DTYPE",
+                   help="KV-cache storage dtype (fp8, fp8_e4m3, fp8_e5m2); default: --dtype")
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     from simulator.serving.config import ServeConfig
 
@@ -125,7 +135,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        replicas=args.replicas, router=args.router, disaggregate=args.disaggregate,
                        requests=args.requests, duration_s=args.duration, warmup_requests=args.warmup_requests,
                        measurement_interval_s=args.measurement_interval, stability_percentage=args.stability_percentage, seed=args.seed, slo=tuple(args.slo),
-                       framework=args.framework, dtype=args.dtype, iteration_host_s=args.iteration_host_s,
+                       framework=args.framework, dtype=args.dtype, weight_dtype=args.weight_dtype,
+                       kv_dtype=args.kv_dtype, iteration_host_s=args.iteration_host_s,
                        graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation)
 
 

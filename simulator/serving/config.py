@@ -128,6 +128,12 @@ class ServeConfig:
         The serving stack's profile (:mod:`workloads.frameworks`) for the host time of an iteration.
     dtype
         Compute and KV dtype of the model (None: the model's).
+    weight_dtype, kv_dtype
+        Serving precision, as ``predict --weight-dtype`` / ``--kv-dtype``
+        (:func:`workloads.precision.apply_precision`): the linear layers' weight dtype (``fp8``: W8A8 fp8
+        GEMMs with ``dtype`` activations; the LM head, embeddings, norms, residual stream and all-reduces stay
+        at ``dtype``, as a ModelOpt fp8 checkpoint runs in TensorRT-LLM) and the KV cache's storage dtype (it
+        also sizes the cache); None: everything at ``dtype``.
     iteration_host_s
         Host time of one engine iteration in seconds (None: the framework profile's
         ``iteration_host_s``).
@@ -168,6 +174,8 @@ class ServeConfig:
     slo: tuple[str, ...] = ()
     framework: str = "vllm"
     dtype: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
     iteration_host_s: float | None = None
     graph_launch: str | None = None
     fp8_accumulation: str | None = None

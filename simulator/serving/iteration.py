@@ -97,6 +97,10 @@ class IterationPricer:
         kernels of one device's step (:meth:`graph_nodes`), added to every iteration this pricer replays
         from a graph (with CUDA graphs, no prompt chunk when a prefill pricer runs those), serial with the
         step as the host time is (:meth:`step_host_time`).
+    weight_dtype, kv_dtype
+        Serving precision (:func:`workloads.precision.apply_precision`, as ``predict --weight-dtype`` /
+        ``--kv-dtype``): quantised linear-layer weights (``fp8``: W8A8 fp8 GEMMs, the LM head, embeddings,
+        norms, residual stream and all-reduces at ``dtype``) and the KV cache's storage dtype; None: ``dtype``.
     graph_sizes
         The captured decode-graph batch sizes (the profile's ``graph_batch_sizes``): a decode-only iteration's
         token-wise work runs at the padded batch (:func:`workloads.serving.graph_batch`); the LM head, the
@@ -105,7 +109,8 @@ class IterationPricer:
 
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
                  host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
-                 sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "") -> None:
+                 sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "",
+                 weight_dtype: str | None = None, kv_dtype: str | None = None) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -114,6 +119,7 @@ class IterationPricer:
             self.options = replace(self.options, plan=None)
         self.cfg, default_dtype = resolve_config(model)
         self.dtype = dtype or default_dtype or "bf16"
+        self.weight_dtype, self.kv_dtype = weight_dtype, kv_dtype
         self.device = spec_of(system)[0]
         self.host_s = float(host_s)
         self.host_per_seq_s = float(host_per_seq_s)
@@ -132,7 +138,8 @@ class IterationPricer:
         self.prefill_pricer: IterationPricer | None = None
         if eager_options is not None:
             self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
-                                                  host_per_seq_s=host_per_seq_s, sampler=sampler)
+                                                  host_per_seq_s=host_per_seq_s, sampler=sampler,
+                                                  weight_dtype=weight_dtype, kv_dtype=kv_dtype)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
@@ -148,7 +155,7 @@ class IterationPricer:
 
         self._calls += 1
         return evaluate_plan(self.model, self.system, self.plan, self.options, phase="prefill", seq=seq,
-                             batch=batch, dtype=self.dtype)
+                             batch=batch, dtype=self.dtype, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype)
 
     def _parts(self, res: Any) -> tuple[float, float, float, float, float, float]:
         """(total, attention, head) seconds and energies (J, whole replica) of a prefill step result."""
@@ -219,6 +226,7 @@ class IterationPricer:
             for window, layers in self.windows.items():  # global layers; local ones over their window
                 self._calls += 1
                 g = attention_graph(self.cfg, batch=batch, query_tokens=query, tp=self.plan.tp, dtype=self.dtype,
+                                    kv_dtype=self.kv_dtype,
                                     kv_tokens=window_kv_tokens(query, context, window), window=window)
                 rep = evaluate(g, self.device, self.options)
                 t += layers * sum(float(r.time_s) for r in rep.records)

@@ -99,6 +99,7 @@ def _check_config(config: ServeConfig) -> None:
         raise ServingError(f"admission: got {config.admission!r}; expected one of {', '.join(ADMISSIONS)}"
                            f"{did_you_mean(str(config.admission), ADMISSIONS)}")
     _check_fp8_accumulation(config.fp8_accumulation)
+    _check_precision(config)
     for name in ("max_num_seqs", "max_batched_tokens", "chunk", "scheduler_steps", "block_size", "replicas", "requests"):
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -150,6 +151,20 @@ def _check_fp8_accumulation(value: Any) -> None:
     if value is not None and value not in FP8_ACCUMULATIONS:
         raise ServingError(f"fp8_accumulation: got {value!r}; expected one of {', '.join(FP8_ACCUMULATIONS)} or None"
                            f"{did_you_mean(str(value).lower(), FP8_ACCUMULATIONS)}")
+
+
+def _check_precision(config: ServeConfig) -> None:
+    """``weight_dtype`` / ``kv_dtype``: names :mod:`workloads.precision` knows (a located ServingError)."""
+    from workloads.precision import parse_kv_dtype, parse_weight_dtype
+
+    for name, parse in (("weight_dtype", parse_weight_dtype), ("kv_dtype", parse_kv_dtype)):
+        value = getattr(config, name)
+        if value is None:
+            continue
+        try:
+            parse(value, name)
+        except ValueError as e:
+            raise ServingError(str(e)) from None
 
 
 def _hardware(system: Any) -> Any:
@@ -241,7 +256,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              eager_options=_eager_options(profile, opts),
                              sampler=getattr(profile, "sampler_kernels", ()),
                              graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else (),
-                             graph_launch=_graph_launch(config, profile))
+                             graph_launch=_graph_launch(config, profile),
+                             weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")
@@ -296,7 +312,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     from simulator.parallel.compose import evaluate_plan
 
     probe = evaluate_plan(pricer.model, hw, plan, pricer.options, phase="prefill", seq=act_tokens, batch=1,
-                          dtype=pricer.dtype)
+                          dtype=pricer.dtype, weight_dtype=pricer.weight_dtype, kv_dtype=pricer.kv_dtype)
     worst = max(probe.stages, key=lambda s: s.weights_bytes + s.activations_bytes)
     weights = worst.weights_bytes
     spec = None
@@ -309,7 +325,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].usable),
                        weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
-                       dtype=pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction)
+                       dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
     if need > kv.blocks - shared:
@@ -334,7 +350,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
     decode_pool = [make(n_pre + i, False) for i in range(n_dec)]
-    handoff = _handoff(hw, cfg, plan, pricer.dtype) if disagg else (lambda s: 0.0)
+    handoff = _handoff(hw, cfg, plan, pricer.kv_dtype or pricer.dtype) if disagg else (lambda s: 0.0)
     arrivals = [(float(t), i) for i, t in enumerate(times)]
     closed = arrival.n if arrival.kind == "concurrency" else 0
     return Setup(replicas, decode_pool, arrivals, (ins, outs), closed, total, handoff, pricer, kv, device, plan, lim,
