@@ -4,34 +4,20 @@
 from __future__ import annotations
 
 import pytest
-
-from hwmodels.collectives import DEFAULT_FABRICS_FILE, load_fabric_catalog
-from hwmodels.spec import SpecError
+from fabric_edit import fabrics_error_with
 
 _LL128 = 'll128.max_gpu_nic_path = { value = "pxb", source = "@nccl_ll128_rule"'
 _P2P = 'p2p.chunk_bytes = { value = "512 KiB", source = "@nccl_p2p: P2P_NVL_CHUNKSIZE default" }'
 
 
-def _load_with(tmp_path, old: str, new: str) -> str:
-    text = DEFAULT_FABRICS_FILE.read_text()
-    assert text.count(old) == 1
-    start = text.index(old)
-    line_end = text.index("\n", start)
-    path = tmp_path / "fabrics.toml"
-    path.write_text(text[:start] + new + text[line_end:])
-    with pytest.raises(SpecError) as e:
-        load_fabric_catalog(path)
-    return str(e.value)
-
-
 @pytest.mark.parametrize(("entry", "got"), [("true", "True"), ('"pxb"', "'pxb'")])
 def test_ll128_that_is_not_a_table(tmp_path, entry: str, got: str) -> None:
-    msg = _load_with(tmp_path, _LL128, f"ll128 = {entry}")
+    msg = fabrics_error_with(tmp_path, _LL128, f"ll128 = {entry}")
     assert msg == (f"{tmp_path / 'fabrics.toml'}:libraries.nccl.ll128: not a table; got {got}; expected "
                    'll128.max_gpu_nic_path = { value = "pxb", source = "..." }')
 
 
 def test_p2p_that_is_not_a_table(tmp_path) -> None:
-    msg = _load_with(tmp_path, _P2P, 'p2p = "512 KiB"')
+    msg = fabrics_error_with(tmp_path, _P2P, 'p2p = "512 KiB"')
     assert msg == (f"{tmp_path / 'fabrics.toml'}:libraries.nccl.p2p: not a table; got '512 KiB'; expected "
                    'p2p.chunk_bytes = { value = "512 KiB", source = "..." }')

@@ -9,15 +9,13 @@ NVSwitch): NVLS Simple AllReduce '25.0/ 102.0', '25.0/ 160.0', '25.0/ 216.0' (la
 from __future__ import annotations
 
 import pytest
+from fabric_edit import fabrics_error_with
 
 from hwmodels.collectives import (
-    DEFAULT_FABRICS_FILE,
     collective_options,
     compare_published,
     load_collective_system,
-    load_fabric_catalog,
 )
-from hwmodels.spec import SpecError
 
 US = 1e-6
 _ALGBW4 = 'nvls_tuner.all_reduce_algbw.4 = { value = "160.0 GB/s", source = "@h100nvls: 4 GPUs" }'
@@ -54,43 +52,31 @@ def test_the_4gpu_plateau_rows_are_ring_as_nccl_logged() -> None:
     assert comps["coll-034"].predicted_algorithm == "nvls" and comps["coll-028"].predicted_algorithm == "ring"
 
 
-def _load_with(tmp_path, old: str, new: str) -> str:
-    text = DEFAULT_FABRICS_FILE.read_text()
-    assert text.count(old) == 1
-    start = text.index(old)
-    line_end = text.index("\n", start)
-    path = tmp_path / "fabrics.toml"
-    path.write_text(text[:start] + new + text[line_end:])
-    with pytest.raises(SpecError) as e:
-        load_fabric_catalog(path)
-    return str(e.value)
-
-
 def test_a_rank_key_that_is_not_a_count_is_located(tmp_path) -> None:
-    msg = _load_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.four = { value = "160 GB/s", source = "x" }')
+    msg = fabrics_error_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.four = { value = "160 GB/s", source = "x" }')
     assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner.all_reduce_algbw.four: not a rank "
                    "count; got 'four'; expected a whole number >= 2 (e.g. all_reduce_algbw.4)")
 
 
 def test_an_estimate_without_its_latency_is_located(tmp_path) -> None:
-    msg = _load_with(tmp_path, _LAT, "")
+    msg = fabrics_error_with(tmp_path, _LAT, "")
     assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner.all_reduce_latency_s: missing value; "
                    'got nothing; expected { value = ..., source = "..." }')
 
 
 def test_an_unsourced_estimate_is_located(tmp_path) -> None:
-    msg = _load_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.4 = "160 GB/s"')
+    msg = fabrics_error_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.4 = "160 GB/s"')
     assert "systems.dgx-h100.nvls_tuner.all_reduce_algbw.4: number without a source; got '160 GB/s'" in msg
 
 
 def test_a_rank_count_beyond_one_node_is_located(tmp_path) -> None:
     # dgx-h100 holds 8 GPUs a node; the tuner's figures are single-node estimates
-    msg = _load_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.16 = { value = "160 GB/s", source = "x" }')
+    msg = fabrics_error_with(tmp_path, _ALGBW4, 'nvls_tuner.all_reduce_algbw.16 = { value = "160 GB/s", source = "x" }')
     assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner.all_reduce_algbw.16: more ranks than "
                    "one node holds; got 16; expected at most devices_per_node = 8")
 
 
 def test_an_estimate_on_a_system_without_nvls_is_located(tmp_path) -> None:
-    msg = _load_with(tmp_path, 'nvls_channels = { value = 16, source = "@h100tune', "")
+    msg = fabrics_error_with(tmp_path, 'nvls_channels = { value = 16, source = "@h100tune', "")
     assert msg == (f"{tmp_path / 'fabrics.toml'}:systems.dgx-h100.nvls_tuner: given for a system without NVLS; got "
                    'no nvls_channels; expected nvls_channels = { value = N, source = "..." } beside it')
