@@ -77,6 +77,9 @@ __all__ = [
     "PADDLE_HEAD_TRANSPOSES",
     "fp32_score_add",
     "PADDLE_O1_MASK_ADD",
+    "PADDLE_UNCACHED_RUN_S_PER_OP",
+    "PADDLE_UNCACHED_RUN_SOURCE",
+    "paddle_uncached_run_s",
     "TRTLLM_V05_UNFUSED_MLP",
     "gemm_tactics_at",
     "TRTLLM_V05_TACTIC_PROFILE",
@@ -1464,6 +1467,39 @@ def fp32_score_add(graph: Any) -> Any:
         ops.append(Op(f"{op.name}.cast_back", "elementwise", (y32,), (y,),
                       Attrs({"op": "cast", "out_dtype": y.dtype.value}), op.group))
     return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's old ``Executor`` run without its program cache (``exe.run(program, ...)`` with the default
+#: ``use_program_cache=False``): every call clones the program and appends its feed and fetch ops
+#: (``executor.py`` ``_add_feed_fetch_ops``), then the C++ executor creates every op and every variable in a new local
+#: scope and runs ops that have never run (``core.Executor.run(program.desc, scope, 0, True, True, ...)``), all host
+#: work, before the first kernel when the previous call ended by copying its fetches to the host. PaddlePaddle PR
+#: #18483 timed it against the cached path on one program: PaddingRNN 'small', rnn_model 'static' (PaddlePaddle/models
+#: @ b1851df54ac5bd85a84026c25b8598d3f2d34d43 PaddleNLP/language_model, fetching four variables every step),
+#: 210.17610 s per epoch with use_program_cache=False against 44.67472 s with it (fluid.Executor). One epoch is
+#: (929,589 // 20 - 1) // 20 = 2,323 steps (reader.py get_data_iter, batch 20, 20 steps; ptb.train.txt: 887,521 words
+#: and 42,068 <eos>). The step's program has 1,250 ops: 1,235 counted in the training program that lm_model.py and
+#: train.py build (forward, append_backward, GradientClipByGlobalNorm, SGD; built with PaddlePaddle 2.6.2's static
+#: graph builder), 7 more for fluid 1.x's pow and reduce_sum per gradient where 2.6 has one squared_l2_norm
+#: (python/paddle/fluid/clip.py GradientClipByGlobalNorm.process_context), one read op of the DataLoader and 3 feed and
+#: 4 fetch ops. (210.17610 - 44.67472) / 2,323 / 1,250 = 57.0 us per op. The host of that run is not stated (a 2019
+#: PaddlePaddle develop build); the figure holds the clone, the op and variable creation and the first run of each new
+#: op together, all of it serial in that host-bound program.
+PADDLE_UNCACHED_RUN_SOURCE = (
+    "PaddlePaddle/Paddle PR #18483 ('Refine the cache of program, context and scope in executor', 2019): PaddingRNN "
+    "small, static, fluid.Executor, 210.17610 s/epoch with use_program_cache=False, 44.67472 s/epoch with True; "
+    "PaddlePaddle/models @ b1851df54ac5bd85a84026c25b8598d3f2d34d43 PaddleNLP/language_model (train.py, reader.py, "
+    "config.py small) and PaddleNLP/models/language_model/lm_model.py: 2,323 steps per epoch, 1,250 ops per step")
+_PTB_EPOCH_S = (210.17610, 44.67472)  # PR #18483: use_program_cache False, True
+_PTB_STEPS, _PTB_OPS = (929_589 // 20 - 1) // 20, 1_235 + 7 + 1 + 3 + 4
+PADDLE_UNCACHED_RUN_S_PER_OP = (_PTB_EPOCH_S[0] - _PTB_EPOCH_S[1]) / _PTB_STEPS / _PTB_OPS
+
+
+def paddle_uncached_run_s(graph: Any) -> float:
+    """Host time (s) of one uncached ``Executor.run`` of ``graph``'s program before its first kernel: every op of the
+    graph (kernel or view) is a program op the executor clones, creates and runs anew
+    (:data:`PADDLE_UNCACHED_RUN_S_PER_OP`, :data:`PADDLE_UNCACHED_RUN_SOURCE`)."""
+    return len(graph.ops) * PADDLE_UNCACHED_RUN_S_PER_OP
 
 
 def _split_fused_projection(graph: Any, suffix: str) -> Any:

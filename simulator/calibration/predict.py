@@ -20,6 +20,7 @@ from simulator.calibration.measurements import Measurement
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
+           "uncached_program_run", "serial_host_s",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -110,6 +111,10 @@ _GLOBAL_NORM_CLIP = re.compile(r"\bgradients clipped by their global norm\b")
 # its own (PaddlePaddle's check_finite_and_unscale: workloads.frameworks.amp_unscale_pass)
 _AMP_UNSCALE = re.compile(r"\bgradients unscaled in one pass over all of them\b")
 
+# a row whose notes state that its static program runs through PaddlePaddle's old Executor without the program cache,
+# which clones the program and creates and runs every op anew in every call, before the first kernel
+# (workloads.frameworks.paddle_uncached_run_s)
+_UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -175,6 +180,22 @@ def amp_unscale_stated(text: str) -> bool:
     of its own (:func:`workloads.frameworks.amp_unscale_pass`)."""
     return bool(_AMP_UNSCALE.search(text))
 
+
+def uncached_program_run(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its program is prepared again in every run (PaddlePaddle's old
+    ``Executor`` without the program cache: :func:`serial_host_s`)."""
+    return bool(_UNCACHED_RUN.search(text))
+
+
+def serial_host_s(graph: Any, measurement: Measurement) -> float:
+    """Host time (s) of ``measurement``'s timed call outside the device model and serial with it, that its notes
+    state: the uncached program run (:func:`workloads.frameworks.paddle_uncached_run_s`) over ``graph``, the graph
+    as it is costed; 0 otherwise."""
+    if not uncached_program_run(measurement.notes):
+        return 0.0
+    from workloads.frameworks import paddle_uncached_run_s
+
+    return paddle_uncached_run_s(graph)
 
 def timed_validation_step(text: str) -> bool:
     """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
@@ -284,7 +305,8 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
     """Predicted latency (s) of ``graph`` on ``system`` by the analytical engine.
 
     With a ``measurement``, it runs under the conditions the measurement states (software stack,
-    attention kernel, power limit: :func:`run_options`).
+    attention kernel, power limit: :func:`run_options`), plus the serial host time its notes state
+    (:func:`serial_host_s`).
     """
     import simulator.lowering.cpu  # noqa: F401 - registers the CPU rules
     from simulator.engines.analytical import evaluate
@@ -313,7 +335,8 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import classification_validation_step
 
             graph = classification_validation_step(graph)
-    return float(evaluate(graph, system, opts).totals.latency_s)
+    host = serial_host_s(graph, measurement) if measurement is not None else 0.0
+    return float(evaluate(graph, system, opts).totals.latency_s) + host
 
 
 def _optimizer_passes(m: Measurement) -> tuple[bool, bool]:

@@ -84,9 +84,12 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # burn-derived tensor energies re-derived with it: gemm 11.9% -> 10.5%, op level 11.4% -> 10.5%, the A100
     # PCIe 40GB / L4 GEMM rows 20.1% / 22.5% -> 7.0% / 15.1%, rows already fast on capped A100/T4 boards a little
     # faster: e2e_bert 12.5% -> 12.8%, prefill 13.1% -> 13.7%, end to end 12.3% -> 12.5%, docs/accuracy.md
-    # "GEMMs on power-limited boards")
-    "e2e_bert": 13.0, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 14.0,
-    "end-to-end": 13.0,
+    # "GEMMs on power-limited boards"; PaddlePaddle's old Executor run without its program cache, 57.0 us per op of
+    # the program from PR #18483's A/B, serial before the first kernel: pub-088 -41.5% -> -23.3%, pub-089 -54.9% ->
+    # -23.4%, e2e_bert 12.7% -> 10.9%, end to end 12.5% -> 11.6%, docs/accuracy.md "PaddlePaddle's uncached
+    # program run")
+    "e2e_bert": 11.0, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 14.0,
+    "end-to-end": 12.0,
 }
 
 
@@ -186,7 +189,8 @@ def test_rows_whose_notes_state_dropout_kernels_pay_their_traffic():
     ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
     assert sorted(i for i, m in ms.items() if dropout_kernels(m.notes)) == ["pub-086", "pub-087", "pub-088", "pub-089"]
     assert {dropout_kernels(ms[i].notes) for i in ("pub-086", "pub-089")} == {0.1}
-    m = ms["pub-089"]
+    # device time only: the uncached program run's host time per op (serial_host_s) left out of both
+    m = dataclasses.replace(ms["pub-089"], notes=ms["pub-089"].notes.replace("program prepared again in every run", ""))
     plain = dataclasses.replace(m, notes=m.notes.replace("dropout kernels at p", "dropout at p"))
     graphs, dev = GraphCache(), load_device(m.device)
     with_drop, without = default_predict(graphs.get(m), dev, m), default_predict(graphs.get(plain), dev, plain)
@@ -210,7 +214,8 @@ def test_rows_whose_notes_state_static_amp_casts_pay_one_cast_per_weight():
 
     ms = {m.id: m for m in MeasurementSet.load(DEFAULT_DATASET, devices=known_devices())}
     assert [i for i, m in ms.items() if static_amp_weight_casts(m.notes)] == ["pub-087", "pub-089"]
-    m = ms["pub-089"]
+    # device time only: the uncached program run's host time per op (serial_host_s) left out of both
+    m = dataclasses.replace(ms["pub-089"], notes=ms["pub-089"].notes.replace("program prepared again in every run", ""))
     plain = dataclasses.replace(m, notes=m.notes.replace("fp32 weights cast to fp16 in every run", ""))
     graphs, dev = GraphCache(), load_device(m.device)
     delta = default_predict(graphs.get(m), dev, m) - default_predict(graphs.get(plain), dev, plain)
