@@ -1477,8 +1477,8 @@ def fp32_score_add(graph: Any) -> Any:
 #: #18483 timed it against the cached path on one program: PaddingRNN 'small', rnn_model 'static' (PaddlePaddle/models
 #: @ b1851df54ac5bd85a84026c25b8598d3f2d34d43 PaddleNLP/language_model, fetching four variables every step),
 #: 210.17610 s per epoch with use_program_cache=False against 44.67472 s with it (fluid.Executor). One epoch is
-#: (929,589 // 20 - 1) // 20 = 2,323 steps (reader.py get_data_iter, batch 20, 20 steps; ptb.train.txt: 887,521 words
-#: and 42,068 <eos>). The step's program has 1,250 ops: 1,235 counted in the training program that lm_model.py and
+#: (929,589 // 20 - 1) // 20 = 2,323 steps (reader.py get_data_iter, batch 20, 20 steps; ptb.train.txt's 929,589
+#: training words with <eos>: Edward's observations.ptb documentation, 42,068 sentences of 887,521 words). The step's program has 1,250 ops: 1,235 counted in the training program that lm_model.py and
 #: train.py build (forward, append_backward, GradientClipByGlobalNorm, SGD; built with PaddlePaddle 2.6.2's static
 #: graph builder), 7 more for fluid 1.x's pow and reduce_sum per gradient where 2.6 has one squared_l2_norm
 #: (python/paddle/fluid/clip.py GradientClipByGlobalNorm.process_context), one read op of the DataLoader and 3 feed and
