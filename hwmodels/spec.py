@@ -341,6 +341,13 @@ class EfficiencySpec:
         "figure exists (syncs then cost only the host issue time they expose)",
         default=0.0,
     )
+    library_gemm_call_s: float = spec_field(
+        "s",
+        "host time of one GEMM a library issues from C++ through cuBLASLt with its descriptors built and its "
+        "algorithm queried on every call (Transformer Engine's per-expert grouped GEMM), launch included; "
+        "0 where no figure exists (such a GEMM then costs the launch floor)",
+        default=0.0,
+    )
     framework_conv_op_overhead_s: float = spec_field(
         "s",
         "host time an eager framework spends per convolution call issued through cuDNN's convolution API "

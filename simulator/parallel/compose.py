@@ -622,9 +622,11 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
     """``split`` with what the graph's host synchronisation points add to its forward and backward passes
     (:mod:`simulator.parallel.host_sync`); unchanged without one."""
     from simulator.parallel.host_sync import (
+        gemm_call_s,
         host_per_kernel_s,
         host_sync_ops,
         launch_floor_s,
+        per_expert_gemm_calls,
         sync_interval_excess,
     )
 
@@ -637,9 +639,10 @@ def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[floa
     extra = sg.graph.memo("host_only_ops", lambda: tuple((_host_op_count(op, "host_ops"),
                                                            _host_op_count(op, "host_ops_after"))
                                                           for op in sg.graph.ops))
+    calls = sg.graph.memo("per_expert_gemm_calls", lambda: tuple(per_expert_gemm_calls(op) for op in sg.graph.ops))
     f, b = sync_interval_excess(records, syncs, sg.forward_ops, host_per_kernel_s(eff, opts),
                                 float(eff.host_sync_s), skip=_is_optimizer, launch_s=launch_floor_s(eff, opts),
-                                host_ops=extra)
+                                host_ops=extra, gemm_calls=calls, gemm_call_s=gemm_call_s(eff, opts))
     return split[0] + f, split[1] + b, split[2], split[3]
 
 

@@ -60,7 +60,8 @@ def interval_time(ops: Sequence[tuple[float, float, int]]) -> float:
 
 def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_ops: int, host_per_kernel_s: float,
                          sync_s: float, skip: Any = None, launch_s: float = 0.0,
-                         host_ops: Sequence[Any] = ()) -> tuple[float, float]:
+                         host_ops: Sequence[Any] = (), gemm_calls: Sequence[int] = (),
+                         gemm_call_s: float = 0.0) -> tuple[float, float]:
     """(forward, backward) seconds the syncs add to one graph's priced op times.
 
     ``records`` are the graph's op costs in op order (``time_s``: the GPU time as priced, ``kernels``);
@@ -72,7 +73,9 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
     passes in proportion to their shares of its ``G``. ``host_ops[i]``: framework ops record ``i`` stands for
     beside its kernels, issued before them (an int) or ``(before, after)`` them, each
     ``host_per_kernel_s`` of issue and no GPU time. ``skip(record)``: records outside the microbatch's
-    passes (the optimizer step), left out. No syncs: nothing added."""
+    passes (the optimizer step), left out. ``gemm_calls[i]``: how many of record ``i``'s library launches are GEMMs
+    its library builds and selects per call (:func:`per_expert_gemm_calls`), each ``gemm_call_s`` of issue instead
+    of ``launch_s`` when that is longer. No syncs: nothing added."""
     if not syncs:
         return 0.0, 0.0
     from simulator.lowering.gpu import library_launches
@@ -99,7 +102,9 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             share = fw / r.kernels if r.kernels > 0 else 1.0
             ops.append((fw * host_per_kernel_s, r.time_s * share, fw))
             if lib:
-                ops.append((lib * launch_s, r.time_s * (1.0 - share), lib))
+                calls = min(int(lib), gemm_calls[i] if i < len(gemm_calls) else 0)
+                lib_host = lib * launch_s + calls * max(0.0, gemm_call_s - launch_s)
+                ops.append((lib_host, r.time_s * (1.0 - share), lib))
             if after:
                 ops.append((after * host_per_kernel_s, 0.0, after))
         g = g_f + g_b
@@ -110,6 +115,32 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             bwd_extra += excess * (1.0 - share)
         start = end + 1
     return fwd_extra + len(ends) * sync_s, bwd_extra
+
+
+#: Op kinds of an MoE layer's expert GEMMs (forward, input gradient, weight gradient).
+GROUPED_GEMM_KINDS = frozenset({"grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight"})
+
+
+def per_expert_gemm_calls(op: Any) -> int:
+    """GEMMs an expert-GEMM op's one framework call issues from C++ after its first: ``experts_active - 1`` when the
+    stack runs one GEMM per expert (``per_expert_streams``), else 0.
+
+    Transformer Engine's ``general_grouped_gemm`` (NVIDIA/TransformerEngine v2.9,
+    transformer_engine/common/gemm/cublaslt_gemm.cu ``multi_stream_cublas_gemm``) calls ``nvte_cublas_gemm_v2`` once
+    per expert, and each ``cublas_gemm`` creates its matmul descriptor, four matrix layouts and a preference, sets
+    their attributes, calls ``cublasLtMatmulAlgoGetHeuristic``, launches and destroys them: the per-call path whose
+    host time ``efficiency.library_gemm_call_s`` states. The first GEMM is the framework call's own kernel.
+
+    >>> from types import SimpleNamespace as NS
+    >>> per_expert_gemm_calls(NS(kind="grouped_matmul", attrs={"per_expert_streams": 4, "experts_active": 16}))
+    15
+    >>> per_expert_gemm_calls(NS(kind="grouped_matmul", attrs={"experts_active": 16}))
+    0
+    """
+    if op.kind not in GROUPED_GEMM_KINDS or int(op.attrs.get("per_expert_streams", 0)) <= 0:
+        return 0
+    active = int(op.attrs["experts_active"]) if "experts_active" in op.attrs else int(op.inputs[0].shape[0])
+    return max(active - 1, 0)
 
 
 def _host_only(host_ops: Sequence[Any], i: int) -> tuple[int, int]:
@@ -124,6 +155,14 @@ def host_per_kernel_s(eff: Any, opts: Any) -> float:
     with CUDA graphs, else ``launch_overhead_s``)."""
     floor = eff.graph_launch_overhead_s if getattr(opts, "cuda_graphs", False) else eff.launch_overhead_s
     return max(float(eff.framework_op_overhead_s), float(floor))
+
+
+def gemm_call_s(eff: Any, opts: Any) -> float:
+    """Host time of one GEMM a library builds and selects per call (``efficiency.library_gemm_call_s``); under
+    CUDA graphs the replay skips that host work, so the graph launch floor (:func:`launch_floor_s`)."""
+    if getattr(opts, "cuda_graphs", False):
+        return launch_floor_s(eff, opts)
+    return float(getattr(eff, "library_gemm_call_s", 0.0))
 
 
 def launch_floor_s(eff: Any, opts: Any) -> float:

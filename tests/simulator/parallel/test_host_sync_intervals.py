@@ -110,13 +110,16 @@ def test_each_gpu_bound_moe_layer_adds_a_round_trip_and_one_issue():
     # Qwen3-30B-A3B's layers at 4096 tokens on one H100 under the megatron-core stack: each sync interval
     # between two MoE layers' syncs is GPU-bound from its first kernel on, so it waits only for that kernel's
     # issue (one framework op, 20 us) after the sync's round trip (efficiency.host_sync_s = 5.8 us): a third
-    # MoE layer adds 25.8 us more to what the syncs add to the one-microbatch step
+    # MoE layer adds 25.8 us more to what the syncs add to the one-microbatch step. The per-call cuBLASLt setup of
+    # Transformer Engine's per-expert GEMMs (efficiency.library_gemm_call_s) is set to 0 here: with all 128 experts on
+    # one GPU their 256-row GEMMs are shorter than 10 us of issue each (test_per_expert_gemm_calls_... below)
+    from hwmodels.paths import with_overrides
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import evaluate_plan
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
-    hw = load_hardware("h100-sxm5-80gb")
+    hw = with_overrides(load_hardware("h100-sxm5-80gb"), {"efficiency.library_gemm_call_s": 0.0})
 
     def added(layers: int) -> float:
         cfg = dataclasses.replace(_two_layer_moe(), layers=layers)
@@ -126,6 +129,36 @@ def test_each_gpu_bound_moe_layer_adds_a_round_trip_and_one_issue():
         return lat[1] - lat[0]
 
     assert added(3) - added(2) == pytest.approx(20e-6 + 5.8e-6, rel=1e-6)
+
+
+def test_per_expert_gemm_calls_take_the_library_call_time_where_the_host_is_behind():
+    # one expert-GEMM op of 4 kernels (its own GEMM and 3 more per-expert GEMMs from the library), 4 us of GPU each,
+    # right after a sync: the framework op issues at 20 us (its kernel runs 20-24), then the library's three
+    # GEMMs at 10 us each (gemm_call_s, not the 5 us launch floor) are issued at 30, 40, 50 and end at 54:
+    # 54 us for G = 16 -> +38 us (at the launch floor: 25, 30, 35 -> 39 us, +23)
+    recs = [_rec(16, 4), _rec(0, 0)]
+    recs[0].rule = "grouped-gemm-per-expert"
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, launch_s=5e-6, gemm_calls=(3, 0), gemm_call_s=10e-6)
+    assert f == pytest.approx(38e-6)
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, launch_s=5e-6)
+    assert f == pytest.approx(23e-6)
+    # GEMMs longer than their issue (20 us each): the host stays ahead, the call time is hidden; G + 20 us
+    recs = [_rec(80, 4), _rec(0, 0)]
+    recs[0].rule = "grouped-gemm-per-expert"
+    f, _ = sync_interval_excess(recs, [0], 2, 20e-6, 0.0, launch_s=5e-6, gemm_calls=(3, 0), gemm_call_s=10e-6)
+    assert f == pytest.approx(20e-6)
+
+
+def test_per_expert_gemm_calls_counts_the_library_gemms_of_a_per_expert_stack():
+    from simulator.parallel.host_sync import gemm_call_s, per_expert_gemm_calls
+
+    x = SimpleNamespace(shape=(16, 256, 2048))
+    op = SimpleNamespace(kind="grouped_matmul_bwd_weight", attrs={"per_expert_streams": 4}, inputs=(x,))
+    assert per_expert_gemm_calls(op) == 15  # experts_active defaults to the input's expert axis
+    assert per_expert_gemm_calls(SimpleNamespace(kind="matmul", attrs={"per_expert_streams": 4}, inputs=(x,))) == 0
+    eff = SimpleNamespace(library_gemm_call_s=10e-6, launch_overhead_s=5e-6, graph_launch_overhead_s=2.5e-6)
+    assert gemm_call_s(eff, SimpleNamespace(cuda_graphs=False)) == pytest.approx(10e-6)
+    assert gemm_call_s(eff, SimpleNamespace(cuda_graphs=True)) == pytest.approx(2.5e-6)  # replay skips the setup
 
 
 def test_hopper_sync_round_trip_is_the_sourced_figure():
