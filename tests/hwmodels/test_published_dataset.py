@@ -240,6 +240,26 @@ def test_xla_table_selection_rule_and_dtypes() -> None:
     assert shapes["tf32"] == expected
 
 
+def test_xla_table_f32_entries_ran_one_tf32_pass() -> None:
+    # An f32 dot run as three bf16 passes (BF16_BF16_F32_X3) is bounded by a third of the dense bf16 peak, even
+    # at the boost clock: 989.4 x 1980 / 1830 / 3 = 356.8 TFLOP/s. The table's 4096^3 f32 entry runs at 401.6,
+    # within one TF32 pass (494.7 x 1980 / 1830 = 535.2), so its f32 dots ran one TF32 pass: the rows' tf32
+    # (docs/accuracy.md, "OpenXLA's matmul table: what its generator ran").
+    from hwmodels.catalog import load_device
+
+    dev = load_device("h100-sxm5-80gb")
+    boost = dev.clock.boost_hz / dev.clock.sustained_hz
+    row = next(r for r in ROWS if _is_xla_table_row(r) and r["dtype"] == "tf32"
+               and r["workload"] == "gemm:m=4096,n=4096,k=4096")
+    match = _FLOPS_RE.match(row["metric_reported"])
+    assert match is not None
+    rate = int(match.group(1))
+    assert rate == 401589990188086
+    assert dev.compute.tensor_flops_per_s["bf16"] * boost / 3 == pytest.approx(356.8e12, rel=1e-3)
+    assert rate > dev.compute.tensor_flops_per_s["bf16"] * boost / 3
+    assert rate < dev.compute.tensor_flops_per_s["tf32"] * boost
+
+
 @pytest.mark.parametrize(
     "row",
     [r for r in ROWS if _is_xla_table_row(r)],
