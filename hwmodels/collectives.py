@@ -38,8 +38,9 @@ A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the l
 :func:`launch_skew_s`); the default, one rank per process, pays nothing.
 
 A library entry may describe a range of releases of its family (``family``, ``versions``: NCCL
-2.8.3-2.17.1 has other latency tables, a one-node ring LL cap of 1/4 of the ring's bus bandwidth and
-ring chunks rounded up to a per-protocol granule, :func:`chunk_granule_ratio`); a published run whose
+2.8.3-2.17.1 has other latency tables, a 235 GB/s bus bandwidth cap on Ampere, a one-node ring LL cap of
+1/4 of the ring's bus bandwidth and ring chunks rounded up to a per-protocol granule,
+:func:`chunk_granule_ratio`); a published run whose
 notes state a release is priced with the entry whose range holds it (:func:`library_for_version`).
 
 :func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
@@ -251,6 +252,9 @@ class CollectiveLibrary:
     #: ``ring.chunk_granule_bytes_per_thread.<protocol>``: a ring step's chunk is rounded up to a multiple of
     #: threads per channel x this (NCCL <= 2.19 ``minChunkSize``; None: no rounding modelled)
     ring_chunk_granule_per_thread: Mapping[str, Any] | None = None
+    #: ``tuner.ring_busbw_cap.<fabric>``: NCCL's cap on a one-node ring or tree bus bandwidth on that fabric's
+    #: GPUs, before the protocol factors (NCCL 2.8-2.17: 235 GB/s on compute capability 8.0; None: none)
+    ring_busbw_cap: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -543,7 +547,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = t.get("tuner", {})
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
-                            "ring_ll_busbw_fraction"), f"{path}.tuner")
+                            "ring_ll_busbw_fraction", "ring_busbw_cap"), f"{path}.tuner")
 
     rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
     prov: dict[str, Provenance] = {}
@@ -583,6 +587,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
     family, versions = _read_versions(t, rd, path, prov)
     ll_frac, granule = _read_ring_tables(t, rd, path, prov, tuple(fractions))
+    cap_raw = t.get("tuner", {}).get("ring_busbw_cap") if isinstance(t.get("tuner", {}), Mapping) else None
+    busbw_cap = None if not isinstance(cap_raw, Mapping) else MappingProxyType(
+        {f: rd.quantity(t, f"tuner.ring_busbw_cap.{f}", "B/s", path, prov) for f in cap_raw})
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -594,7 +601,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
         tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, family=family, versions=versions,
-        ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, provenance=MappingProxyType(prov))
+        ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, ring_busbw_cap=busbw_cap,
+        provenance=MappingProxyType(prov))
 
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -1116,6 +1124,19 @@ def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, 
     return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
 
 
+def _busbw_cap(system: CollectiveSystem) -> Any:
+    """The library's cap on a one-node ring or tree bus bandwidth on this system's fabric (None: none)."""
+    caps = system.library.ring_busbw_cap
+    return None if caps is None else caps.get(system.intra.name)
+
+
+def _ring_graph_busbw(system: CollectiveSystem) -> Any:
+    """NCCL's ring bus bandwidth on one node, ``ring_channels x channel bandwidth`` under the library's cap."""
+    graph = system.ring_channels * system.intra.channel_bandwidth_bytes_per_s
+    cap = _busbw_cap(system)
+    return graph if cap is None else np.minimum(graph, cap)
+
+
 def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str, bw: Any) -> Any:
     """``bw`` capped at the library's one-node ring LL bus bandwidth, ``fraction x ring_channels x channel
     bandwidth`` (NCCL 2.8-2.20 src/graph/tuning.cc: ``busBw * 1.0/4.0`` for all_reduce, ``1.0/3.0`` for the
@@ -1124,7 +1145,7 @@ def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str,
     ch_bw = system.intra.channel_bandwidth_bytes_per_s
     if protocol != "ll" or table is None or collective not in table or ch_bw is None or system.ring_channels is None:
         return bw
-    return np.minimum(bw, table[collective] * system.ring_channels * ch_bw)
+    return np.minimum(bw, table[collective] * _ring_graph_busbw(system))
 
 
 def chunk_granule_ratio(system: str | CollectiveSystem, protocol: str, size_bytes: Any, n_devices: int) -> Any:
@@ -1259,6 +1280,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         bw = _bw(intra, lib, protocol, pattern, g, nodes == 1)
         if algorithm in ("ring", "tree"):  # few channels carry a small message (NCCL's channel tuning)
             bw = _channel_capped_bw(system, algorithm, protocol, size, n, bw)
+        if algorithm in ("ring", "tree") and nodes == 1 and _busbw_cap(system) is not None:
+            bw = np.minimum(bw, _busbw_cap(system) * lib.protocol_bandwidth_fraction[protocol])
         if algorithm == "ring" and nodes == 1:
             bw = _ring_ll_capped_bw(system, collective, protocol, bw)
         return nbytes / bw
@@ -1344,7 +1367,7 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
             or intra.tree_channel_bandwidth_bytes_per_s is None or intra.tree_ll128_channel_bandwidth_bytes_per_s is None):
         return None
     nc = system.ring_channels
-    graph = nc * intra.channel_bandwidth_bytes_per_s  # the ring graph: nChannels x bwIntra
+    graph = _ring_graph_busbw(system)  # the ring graph: nChannels x bwIntra (under the library's cap)
     if algorithm == "ring":
         bw = np.minimum(_bw(intra, lib, protocol, "ring", g, True), graph * lib.protocol_bandwidth_fraction[protocol])
         bw = _ring_ll_capped_bw(system, collective, protocol, bw)
