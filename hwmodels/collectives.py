@@ -37,6 +37,12 @@ A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the l
 ``launch.per_device_s`` once per further device on every collective (``gpus_per_thread``,
 :func:`launch_skew_s`); the default, one rank per process, pays nothing.
 
+A library entry may describe a range of releases of its family (``family``, ``versions``: NCCL
+2.8.3-2.17.1 has other latency tables, a 235 GB/s bus bandwidth cap on Ampere, a one-node ring LL cap of
+1/4 of the ring's bus bandwidth and ring chunks rounded up to a per-protocol granule,
+:func:`chunk_granule_ratio`); a published run whose
+notes state a release is priced with the entry whose range holds it (:func:`library_for_version`).
+
 :func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
 fastest per message size, as NCCL's tuner does; :func:`collective_time` prices one collective
 (``algorithm="auto"`` selects). Sizes broadcast as numpy arrays, so an 8 B .. 8 GiB curve is
@@ -64,7 +70,7 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -236,7 +242,25 @@ class CollectiveLibrary:
     #: ``ll128.max_gpu_nic_path``: the farthest GPU-to-NIC path (one of :data:`GPU_NIC_PATHS`) over which the
     #: library keeps LL128 across nodes by default (None: never across nodes)
     ll128_max_gpu_nic_path: str | None = None
+    #: ``family``: the library this entry is a version range of (None: its own name)
+    family: str | None = None
+    #: ``versions``: (first, last) release the entry describes, as integer tuples (None: not stated)
+    versions: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    #: ``tuner.ring_ll_busbw_fraction.<collective>``: NCCL's cap on a one-node ring's LL bus bandwidth as a
+    #: fraction of ring channels x channel bandwidth (NCCL <= 2.20: 1/4 all_reduce, 1/3 the others; None: none)
+    ring_ll_busbw_fraction: Mapping[str, Any] | None = None
+    #: ``ring.chunk_granule_bytes_per_thread.<protocol>``: a ring step's chunk is rounded up to a multiple of
+    #: threads per channel x this (NCCL <= 2.19 ``minChunkSize``; None: no rounding modelled)
+    ring_chunk_granule_per_thread: Mapping[str, Any] | None = None
+    #: ``tuner.ring_busbw_cap.<fabric>``: NCCL's cap on a one-node ring or tree bus bandwidth on that fabric's
+    #: GPUs, before the protocol factors (NCCL 2.8-2.17: 235 GB/s on compute capability 8.0; None: none)
+    ring_busbw_cap: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def family_name(self) -> str:
+        """The library family this entry belongs to (``nccl`` for every NCCL version range)."""
+        return self.family or self.name
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -515,14 +539,15 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
         return None
     rd.unknown_keys(t, ("description", "algorithms", "base_latency_s", "step_latency_s", "protocol",
-                        "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128"), path)
+                        "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128", "family", "versions",
+                        "ring"), path)
     rd.unknown_keys(_sub_table(t, "p2p", "chunk_bytes = { value = \"512 KiB\", source = \"...\" }", rd, path),
                     ("chunk_bytes",), f"{path}.p2p")
     rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = t.get("tuner", {})
-    rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree"),
-                    f"{path}.tuner")
+    rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
+                            "ring_ll_busbw_fraction", "ring_busbw_cap"), f"{path}.tuner")
 
     rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
     prov: dict[str, Provenance] = {}
@@ -560,6 +585,11 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
     tree_tuner = _read_tree_tuner(t, rd, path, prov, tuple(fractions))
     ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
+    family, versions = _read_versions(t, rd, path, prov)
+    ll_frac, granule = _read_ring_tables(t, rd, path, prov, tuple(fractions))
+    cap_raw = t.get("tuner", {}).get("ring_busbw_cap") if isinstance(t.get("tuner", {}), Mapping) else None
+    busbw_cap = None if not isinstance(cap_raw, Mapping) else MappingProxyType(
+        {f: rd.quantity(t, f"tuner.ring_busbw_cap.{f}", "B/s", path, prov) for f in cap_raw})
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -570,7 +600,65 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
-        tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, provenance=MappingProxyType(prov))
+        tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, family=family, versions=versions,
+        ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, ring_busbw_cap=busbw_cap,
+        provenance=MappingProxyType(prov))
+
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """``"2.9.9"`` -> ``(2, 9, 9)``; None when ``text`` is not three dot-separated integers."""
+    m = _VERSION.match(str(text).strip())
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def _read_versions(t: Mapping[str, Any], rd: _Reader, path: str,
+                   prov: dict[str, Provenance]) -> tuple[str | None, tuple[tuple[int, ...], tuple[int, ...]] | None]:
+    """``family = "nccl"`` and ``versions = { value = "2.8.3..2.17.1", source = ... }`` (both optional)."""
+    family = t.get("family")
+    if family is not None and (not isinstance(family, str) or not family.strip()):
+        rd.problems.add(f"{path}.family", f"not a library name; got {family!r}; expected a string such as \"nccl\"")
+        family = None
+    raw = t.get("versions")
+    if raw is None:
+        return family, None
+    full = f"{path}.versions"
+    if not isinstance(raw, Mapping) or "value" not in raw:
+        rd.problems.add(full, f"range without a source; got {raw!r}; expected {{ value = \"2.8.3..2.17.1\", source = \"...\" }}")
+        return family, None
+    rd.unknown_keys(raw, sorted(_QKEYS), full)
+    ends = str(raw["value"]).split("..")
+    lo, hi = (parse_version(ends[0]), parse_version(ends[1])) if len(ends) == 2 else (None, None)
+    if lo is None or hi is None or lo > hi:
+        rd.problems.add(full, f"bad version range; got {raw['value']!r}; expected \"first..last\" such as \"2.8.3..2.17.1\"")
+        return family, None
+    src = rd.source(raw.get("source"), full)
+    if src is not None:
+        prov[full] = Provenance(source=src, note=str(raw.get("note", "")))
+    return family, (lo, hi)
+
+
+def _read_ring_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                      protocols: tuple[str, ...]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """``tuner.ring_ll_busbw_fraction.<collective>`` and ``ring.chunk_granule_bytes_per_thread.<protocol>``."""
+    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
+    ll_raw = tuner.get("ring_ll_busbw_fraction")
+    ll_frac = None
+    if ll_raw is not None:
+        rd.unknown_keys(ll_raw, COLLECTIVES, f"{path}.tuner.ring_ll_busbw_fraction")
+        ll_frac = MappingProxyType({c: rd.quantity(t, f"tuner.ring_ll_busbw_fraction.{c}", "1", path, prov,
+                                                   at_most_one=True) for c in COLLECTIVES if c in ll_raw})
+    ring = t.get("ring", {}) if isinstance(t.get("ring", {}), Mapping) else {}
+    rd.unknown_keys(ring, ("chunk_granule_bytes_per_thread",), f"{path}.ring")
+    g_raw = ring.get("chunk_granule_bytes_per_thread")
+    granule = None
+    if g_raw is not None:
+        rd.unknown_keys(g_raw, protocols, f"{path}.ring.chunk_granule_bytes_per_thread")
+        granule = MappingProxyType({p: rd.quantity(t, f"ring.chunk_granule_bytes_per_thread.{p}", "B", path, prov)
+                                    for p in protocols})
+    return ll_frac, granule
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -1036,6 +1124,51 @@ def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, 
     return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
 
 
+def _busbw_cap(system: CollectiveSystem) -> Any:
+    """The library's cap on a one-node ring or tree bus bandwidth on this system's fabric (None: none)."""
+    caps = system.library.ring_busbw_cap
+    return None if caps is None else caps.get(system.intra.name)
+
+
+def _ring_graph_busbw(system: CollectiveSystem) -> Any:
+    """NCCL's ring bus bandwidth on one node, ``ring_channels x channel bandwidth`` under the library's cap."""
+    graph = system.ring_channels * system.intra.channel_bandwidth_bytes_per_s
+    cap = _busbw_cap(system)
+    return graph if cap is None else np.minimum(graph, cap)
+
+
+def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str, bw: Any) -> Any:
+    """``bw`` capped at the library's one-node ring LL bus bandwidth, ``fraction x ring_channels x channel
+    bandwidth`` (NCCL 2.8-2.20 src/graph/tuning.cc: ``busBw * 1.0/4.0`` for all_reduce, ``1.0/3.0`` for the
+    other collectives); unchanged where the library or the fabric does not describe it."""
+    table = system.library.ring_ll_busbw_fraction
+    ch_bw = system.intra.channel_bandwidth_bytes_per_s
+    if protocol != "ll" or table is None or collective not in table or ch_bw is None or system.ring_channels is None:
+        return bw
+    return np.minimum(bw, table[collective] * _ring_graph_busbw(system))
+
+
+def chunk_granule_ratio(system: str | CollectiveSystem, protocol: str, size_bytes: Any, n_devices: int) -> Any:
+    """How much longer a one-node ring's transfer takes because each step's chunk is rounded up (1: no rounding).
+
+    NCCL 2.8-2.19 (src/collectives/device/all_reduce.h, all_gather.h) gives every ring step a chunk of
+    ``ceil(S / (nChannels x nranks x minChunk)) x minChunk`` bytes, ``minChunk`` being threads per channel x
+    the library's ``ring.chunk_granule_bytes_per_thread``; the busiest channel moves whole chunks at every
+    step, so the bandwidth term grows by that chunk over the even share ``S / (nChannels x nranks)``.
+    Applied once the message runs on all ring channels (below, NCCL's channel tuning keeps a channel's share
+    near one granule); 1 where the library or system does not describe it.
+    """
+    sysm = load_collective_system(system)
+    lib, size = sysm.library, np.asarray(size_bytes, dtype=float)
+    granule = lib.ring_chunk_granule_per_thread
+    per_channel = _bytes_per_channel(sysm, "ring", protocol, n_devices)
+    if granule is None or protocol not in granule or per_channel is None:
+        return np.ones_like(size)
+    unit = sysm.ring_channels * int(n_devices) * lib.max_threads[protocol] * granule[protocol]
+    ratio = np.ceil(size / unit) * unit / np.maximum(size, 1.0)
+    return np.where(size >= sysm.ring_channels * per_channel, ratio, 1.0)
+
+
 #: NCCL's NVLS chunk shrinking for small messages (src/enqueue.cc calcCollChunking, v2.28.7):
 #: (size multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
 _NVLS_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((64, 65536), (8, 32768), (2, 16384))
@@ -1147,6 +1280,10 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         bw = _bw(intra, lib, protocol, pattern, g, nodes == 1)
         if algorithm in ("ring", "tree"):  # few channels carry a small message (NCCL's channel tuning)
             bw = _channel_capped_bw(system, algorithm, protocol, size, n, bw)
+        if algorithm in ("ring", "tree") and nodes == 1 and _busbw_cap(system) is not None:
+            bw = np.minimum(bw, _busbw_cap(system) * lib.protocol_bandwidth_fraction[protocol])
+        if algorithm == "ring" and nodes == 1:
+            bw = _ring_ll_capped_bw(system, collective, protocol, bw)
         return nbytes / bw
 
     if algorithm == "ring" and collective != "broadcast":
@@ -1155,6 +1292,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         lat = base + k * nodes * _ring_steps(intra, g) * a_i + inter_steps * a_n
         # one edge of every ring leaves each node through a NIC; the rest stay inside
         t_bw = intra_time(inside * data, "ring")
+        if nodes == 1:  # a step's chunk rounded up to the kernel's granule (NCCL <= 2.19)
+            t_bw = t_bw * chunk_granule_ratio(system, protocol, size, n)
         if nodes > 1:
             t_bw = np.maximum(t_bw, data / _nic_bw(system, protocol, g))
             if ll_cap is not None:  # NCCL's LL bus-bandwidth cap across nodes
@@ -1228,9 +1367,10 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
             or intra.tree_channel_bandwidth_bytes_per_s is None or intra.tree_ll128_channel_bandwidth_bytes_per_s is None):
         return None
     nc = system.ring_channels
-    graph = nc * intra.channel_bandwidth_bytes_per_s  # the ring graph: nChannels x bwIntra
+    graph = _ring_graph_busbw(system)  # the ring graph: nChannels x bwIntra (under the library's cap)
     if algorithm == "ring":
         bw = np.minimum(_bw(intra, lib, protocol, "ring", g, True), graph * lib.protocol_bandwidth_fraction[protocol])
+        bw = _ring_ll_capped_bw(system, collective, protocol, bw)
         return lat + 2 * (n - 1) / n * size / bw
     bus = np.minimum(graph * tree["bandwidth_fraction"], nc * intra.tree_channel_bandwidth_bytes_per_s)
     bus = bus * tree["protocol_fraction"][protocol]
@@ -1591,12 +1731,37 @@ def gpus_per_thread_of(row: Mapping[str, str]) -> int:
     return int(m.group(1) or m.group(2)) if m else 1
 
 
+#: How a row's notes state the collective library's release: "NCCL 2.28.7", or the package an image pins
+#: ("libnccl2 2.9.9-1+cuda11.3").
+_LIBRARY_VERSION = re.compile(r"\bNCCL (\d+\.\d+\.\d+)\b|\blibnccl2 (\d+\.\d+\.\d+)")
+
+
+def library_version_of(row: Mapping[str, str]) -> tuple[int, ...] | None:
+    """The NCCL release a published run used, as its notes state it first (None when they do not)."""
+    m = _LIBRARY_VERSION.search(row.get("notes", "") or "")
+    return parse_version(m.group(1) or m.group(2)) if m else None
+
+
+def library_for_version(catalog: FabricCatalog, library: CollectiveLibrary,
+                        version: tuple[int, ...] | None) -> CollectiveLibrary:
+    """The catalog entry of ``library``'s family whose ``versions`` range holds ``version`` (``library``
+    itself when none does or no version is known)."""
+    if version is None:
+        return library
+    for lib in catalog.libraries.values():
+        if lib.family_name == library.family_name and lib.versions and lib.versions[0] <= version <= lib.versions[1]:
+            return lib
+    return library
+
+
 def compare_published(rows: Iterable[Mapping[str, str]] | None = None,
                       catalog: FabricCatalog | None = None) -> list[PublishedComparison]:
     """Predict every published row that names a catalog system; rows without a system are skipped.
 
     A row's ``algorithm`` is ``auto`` (the tuner's choice was measured) or the algorithm the
-    measurement pinned (``NCCL_ALGO``), which the prediction then uses too. A run whose notes say
+    measurement pinned (``NCCL_ALGO``), which the prediction then uses too. A row whose notes state an
+    NCCL release that a catalog entry of the system's library family describes (``versions``) is priced
+    with that entry (:func:`library_for_version`). A run whose notes say
     one thread drove several GPUs (``nGpus 4``, ``-g 8``) is predicted with that launch skew
     (:func:`launch_skew_s`).
     """
@@ -1607,6 +1772,9 @@ def compare_published(rows: Iterable[Mapping[str, str]] | None = None,
             continue
         n, nodes = int(row["n_gpus"]), int(row["n_nodes"])
         sysm = cat.system(row["system"])
+        lib = library_for_version(cat, sysm.library, library_version_of(row))
+        if lib is not sysm.library:
+            sysm = replace(sysm, library=lib)
         size = float(row["size_bytes"])
         algo = row.get("algorithm") or "auto"
         gpt = min(gpus_per_thread_of(row), n)

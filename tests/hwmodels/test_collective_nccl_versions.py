@@ -1,0 +1,145 @@
+"""NCCL 2.8.3 - 2.17.1 as its own catalog entry, chosen for a published run by the release its notes state.
+
+The 8x A100 all_reduce rows (OCI BM.GPU4.8, horovod image pinning libnccl2 2.9.9) ran an NCCL whose
+tables differ from [libraries.nccl] (v2.28.7): ring LL baseLat 3.6 + 0.47 us per NVLink step, LL128 10.0
++ 1.9 us (src/graph/tuning.cc, every tag from v2.8.3-1 to v2.17.1-1), the one-node ring LL bus bandwidth
+capped at 1/4 of the ring's (all_reduce; 1/3 for the others), and ring chunks rounded up to threads x a
+per-protocol granule (src/collectives/device/all_reduce.h to v2.19.4-1), and a one-node bus bandwidth
+capped at 235 GB/s on compute capability 8.0 (gone from v2.18.1). Cases are hand-computed from the catalog's
+figures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwmodels.collectives import (
+    chunk_granule_ratio,
+    collective_options,
+    collective_time,
+    compare_published,
+    fabric_catalog,
+    library_for_version,
+    library_version_of,
+    parse_version,
+)
+from tests.hwmodels.fabric_edit import fabrics_error_with
+
+MIB = 2**20
+US = 1e-6
+GB = 1e9
+
+
+@pytest.fixture(scope="module")
+def a100_legacy():
+    import dataclasses
+
+    cat = fabric_catalog()
+    sysm = cat.system("dgx-a100")
+    return dataclasses.replace(sysm, library=cat.library("nccl-2.17"))
+
+
+def test_the_entry_states_its_range_and_the_tables_of_those_releases():
+    lib = fabric_catalog().library("nccl-2.17")
+    assert lib.family_name == "nccl" and lib.versions == ((2, 8, 3), (2, 17, 1))
+    assert lib.base_latency_s["ll"] == pytest.approx(3.6 * US)
+    assert lib.base_latency_s["ll128"] == pytest.approx(10.0 * US)
+    assert lib.step_latency_s["nvlink"]["ll"] == pytest.approx(0.47 * US)
+    assert lib.step_latency_s["net"]["simple"] == pytest.approx(9.6 * US)
+    assert lib.ring_ll_busbw_fraction["all_reduce"] == pytest.approx(0.25)
+    assert lib.ring_ll_busbw_fraction["all_gather"] == pytest.approx(1 / 3, rel=1e-6)
+    assert dict(lib.ring_chunk_granule_per_thread) == {"ll": 8.0, "ll128": 30.0, "simple": 8.0}
+    assert dict(lib.ring_busbw_cap) == {"nvlink3-nvswitch2": pytest.approx(235 * GB)}
+    assert "v2.16.2-1" in lib.provenance["libraries.nccl-2.17.base_latency_s.ll"].source
+    assert "minChunkSize" in lib.provenance["libraries.nccl-2.17.ring.chunk_granule_bytes_per_thread.ll128"].source
+    # the entry of the current releases states neither: no cap, no granule
+    cur = fabric_catalog().library("nccl")
+    assert cur.family_name == "nccl" and cur.versions is None
+    assert cur.ring_ll_busbw_fraction is None and cur.ring_chunk_granule_per_thread is None and cur.ring_busbw_cap is None
+
+
+@pytest.mark.parametrize("notes,version", [
+    ("nccl-tests 2.17.6, NCCL 2.28.7 (nccl-library=22807), one MPI rank per GPU", (2, 28, 7)),
+    ("NCCL version not printed, assumed 2.9.9: the horovod image pins libnccl2 2.9.9-1+cuda11.3", (2, 9, 9)),
+    ("rccl-tests, RCCL 2.20.5 (ROCm 6.2.3)", None),
+    ("no version", None),
+])
+def test_a_rows_release_is_read_from_its_notes(notes, version):
+    assert library_version_of({"notes": notes}) == version
+
+
+def test_the_entry_whose_range_holds_the_release_is_chosen():
+    cat = fabric_catalog()
+    nccl, rccl = cat.library("nccl"), cat.library("rccl")
+    assert library_for_version(cat, nccl, (2, 9, 9)).name == "nccl-2.17"
+    assert library_for_version(cat, nccl, (2, 8, 3)).name == "nccl-2.17"
+    assert library_for_version(cat, nccl, (2, 17, 1)).name == "nccl-2.17"
+    assert library_for_version(cat, nccl, (2, 18, 1)) is nccl  # v2.18.1 raised ring LL to 6.6 + 0.6 us
+    assert library_for_version(cat, nccl, None) is nccl
+    assert library_for_version(cat, rccl, (2, 9, 9)) is rccl  # another family
+    assert parse_version("2.9.9") == (2, 9, 9) and parse_version("2.9") is None
+
+
+def test_chunk_granule_ratio_hand_computed(a100_legacy):
+    """8 ranks on 24 channels: an LL round covers 24 x 8 x 512 x 8 B = 768 KiB, an LL128 round 24 x 8 x
+    640 x 30 B = 3,686,400 B. 1 MiB LL takes two rounds (1.5 MiB of chunks: x 1.5), 4 MiB LL128 two
+    (7,372,800 B: x 1.7578125); 256 KiB runs on 8 of the 24 channels (NCCL's channel tuning), no rounding."""
+    assert float(chunk_granule_ratio(a100_legacy, "ll", MIB, 8)) == pytest.approx(1.5)
+    assert float(chunk_granule_ratio(a100_legacy, "ll128", 4 * MIB, 8)) == pytest.approx(7372800 / (4 * MIB))
+    assert float(chunk_granule_ratio(a100_legacy, "ll", 256 * 1024, 8)) == 1.0
+    assert float(chunk_granule_ratio(a100_legacy, "ll", 768 * 1024, 8)) == pytest.approx(1.0)
+    assert float(chunk_granule_ratio("dgx-a100", "ll128", 4 * MIB, 8)) == 1.0  # NCCL 2.20+: no granule
+
+
+def test_a100_one_mib_ring_ll_hand_computed(a100_legacy):
+    """1 MiB all_reduce, 8 A100, NCCL 2.9.9 ring LL: 3.6 + 14 x 0.47 = 10.18 us; bus bandwidth min(24 x 10 x
+    0.5, llMaxBw 87.7, min(24 x 10, 235) x 1/4) = 58.75 GB/s; 2 x 7/8 x 1 MiB / 58.75 GB/s = 31.23 us, x 1.5
+    for the chunk rounding = 46.85 us; one thread driving the 8 GPUs adds 7 x 3.41 us."""
+    r = collective_time("all_reduce", MIB, 8, a100_legacy, algorithm="ring", protocol="ll")
+    device = (3.6 + 14 * 0.47) * US + 2 * 7 / 8 * MIB / (58.75 * GB) * 1.5
+    assert float(r.time_s) == pytest.approx(device, rel=1e-9)
+    one_thread = collective_time("all_reduce", MIB, 8, a100_legacy, algorithm="ring", protocol="ll", gpus_per_thread=8)
+    assert float(one_thread.time_s) == pytest.approx(device + 7 * 3.41 * US, rel=1e-9)
+
+
+def test_a100_four_mib_runs_ll128_as_nccl_2_9_ranks_it(a100_legacy):
+    """4 MiB: NCCL 2.9.9 ranks ring LL128 (10.0 + 14 x 1.9 us + S x 7/4 / (235 x 0.92) GB/s) over ring LL (the
+    58.75 GB/s cap); its time 36.6 us + 33.94 us x 1.7578 = 96.27 us (one rank per GPU)."""
+    opts = collective_options("all_reduce", 4 * MIB, 8, a100_legacy)
+    ranked = min(opts, key=lambda k: float(opts[k].selection_time_s if opts[k].selection_time_s is not None
+                                            else opts[k].time_s))
+    assert ranked == ("ring", "ll128")
+    auto = collective_time("all_reduce", 4 * MIB, 8, a100_legacy)
+    t_bw = 2 * 7 / 8 * 4 * MIB / (235 * GB * 0.92)
+    assert (auto.algorithm, auto.protocol) == ("ring", "ll128")
+    assert float(auto.time_s) == pytest.approx((10.0 + 14 * 1.9) * US + t_bw * 7372800 / (4 * MIB), rel=1e-9)
+
+
+def test_only_the_rows_stating_such_a_release_move():
+    """The 8x A100 all_reduce rows (libnccl2 2.9.9) are priced with the entry; the H100 rows (NCCL 2.28.7,
+    2.29.2) and the A100 sends (no release printed) keep [libraries.nccl]."""
+    comps = {c.id: c for c in compare_published()}
+    legacy = fabric_catalog().library("nccl-2.17")
+    base = (legacy.base_latency_s["ll"] + 14 * legacy.step_latency_s["nvlink"]["ll"] + 7 * legacy.launch_per_device_s)
+    c189 = comps["coll-189"]  # 64 B, 32.0 us: 3.6 + 14 x 0.47 + 7 x 3.41 = 34.05 us plus the bytes
+    assert (c189.predicted_algorithm, c189.predicted_protocol) == ("ring", "ll")
+    assert 64 / c189.predicted_busbw_bytes_per_s * 2 * 7 / 8 == pytest.approx(base, rel=0.01)
+    assert np.isclose(comps["coll-099"].predicted_busbw_bytes_per_s, 128 * MIB / (1713.4 * US), rtol=1e-3)
+
+
+def test_a_bad_range_is_located(tmp_path):
+    msg = fabrics_error_with(tmp_path, 'versions = { value = "2.8.3..2.17.1"', 'versions = { value = "2.17.1..2.8.3", source = "x" }')
+    assert "libraries.nccl-2.17.versions: bad version range; got '2.17.1..2.8.3'" in msg
+
+
+def test_the_ampere_cap_binds_the_large_ring(a100_legacy):
+    """1 GiB Simple ring on 8 A100: min(12 links x 25 GB/s x 0.8, 24 x 10 GB/s, 235 GB/s) = 235 GB/s under NCCL
+    2.9.9 (240 GB/s under [libraries.nccl]): 8.4 + 14 x 3.4 us + 2 x 7/8 x 1 GiB / 235 GB/s, the chunks rounded
+    up to 512 threads x 8 B over 24 channels x 8 ranks (1366 rounds of 786,432 B: x 1.00049)."""
+    r = collective_time("all_reduce", 2**30, 8, a100_legacy, algorithm="ring", protocol="simple")
+    rounding = 1366 * 786432 / 2**30
+    assert float(r.time_s) == pytest.approx((8.4 + 14 * 3.4) * US + 2 * 7 / 8 * 2**30 / (235 * GB) * rounding,
+                                            rel=1e-6)
+    cur = collective_time("all_reduce", 2**30, 8, "dgx-a100", algorithm="ring", protocol="simple")
+    assert float(cur.time_s) == pytest.approx((8.4 + 14 * 3.4) * US + 2 * 7 / 8 * 2**30 / (240 * GB), rel=1e-6)
