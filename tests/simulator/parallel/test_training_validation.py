@@ -224,9 +224,10 @@ def test_stack_of_each_source(rows) -> None:
 def test_maxtext_profile_follows_the_stated_xla_flags(rows) -> None:
     """maxtext-cf exactly for the MaxText rows whose notes state CF_FOR_ALL_GATHER in the run's flags: the v5e
     scripts of 76bd53b0f, the Trillium and v5p benchmark workloads that list it, gpt3_175b_base.sh; maxtext for
-    the v5p scripts of 76bd53b0f (no fuse_all_gather, megacore fusion flags) and DeepSeek-V3 (fuse_all_gather
-    false, all-gathers on the SparseCore); maxtext-serial for Gemma 3, whose workloads set only the VMEM limit (no
-    continuation fusion, no SparseCore offload, no DATA_PARALLEL_OVERLAP). Every MaxText row states CF or not."""
+    the v5p scripts of 76bd53b0f (async collective fusion and overlap on the TensorCore set, fuse_all_gather not)
+    and DeepSeek-V3 (fuse_all_gather false, all-gathers on the SparseCore); maxtext-serial for Gemma 3, whose
+    workloads set only the VMEM limit (no continuation fusion, no SparseCore offload, no DATA_PARALLEL_OVERLAP).
+    Every MaxText row states CF or not."""
     from simulator.parallel.training_validation import (
         CF_FOR_ALL_GATHER_NOTE,
         NO_COLLECTIVE_OVERLAP_NOTE,
