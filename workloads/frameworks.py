@@ -224,6 +224,16 @@ _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Conti
                "the v5p configs ('This flag significantly improves performance'), which the v5p scripts of 76bd53b0f lack. "
                "The decomposition is that of Wang et al., ASPLOS 2023 (XLA on TPU v4): the all-gather's consumer matmul "
                "computes on the chunks already arrived")
+_MAXTEXT_SERIAL = ("AI-Hypercomputer/maxtext docs/guides/optimization/benchmark_and_performance.md @ e591f30cb, "
+                   "'Communication overlaps and tuning': 'There are two methods for asynchronous collective offloading: "
+                   "1. Offload Collectives to Sparse Core ... 2. Overlap Collective Using Continuation Fusion: This method is "
+                   "recommended for v5p and v6e. To enable it, set the following flags ... CF_FOR_ALL_GATHER, "
+                   "CF_FOR_ALL_REDUCE. Those XLA can be set via LIBTPU_INIT_ARGS'; src/maxtext/configs/README.md @ "
+                   "e591f30cb: xla_tpu_overlap_compute_collective_tc 'Enables the overlap of compute and communication on "
+                   "a single TensorCore', xla_tpu_enable_async_collective_fusion 'Enables the pass which fuses async "
+                   "collective communications with compute ops', xla_tpu_enable_data_parallel_all_reduce_opt "
+                   "'Optimization to increase overlap opportunities for DCN ... all-reduces used for data parallel "
+                   "sharding'. A run whose flags set none of these has neither method")
 _VLLM_V06 = ("vLLM v0.6.0 announcement, https://blog.vllm.ai/2024/09/05/perf-update.html: scheduling and input "
              "preparation block the GPU in the V0 engine (29% of the time for Llama 3 8B on one H100 in v0.5.3); v0.6.0 "
              "adds multi-step scheduling (--num-scheduler-steps) and asynchronous output processing (output of step n "
@@ -518,6 +528,11 @@ class FrameworkProfile:
         continuation fusion on TPUs).
     tp_overlap_collectives
         Which of them ``tp_comm_overlap`` overlaps (``"all_gather"``, ``"reduce_scatter"``).
+    collective_overlap
+        Under a sharded stack, the FSDP all-gathers and gradient reductions (and the data-parallel all-reduce
+        across replicas) run concurrently with compute; False: each runs serial with the device's compute
+        (:func:`simulator.parallel.stacks.sharded_step`), as on a one-TensorCore TPU whose XLA flags set neither
+        continuation fusion nor a SparseCore offload (``maxtext-serial``).
     sampler_kernels
         Serving: the kernels the stack's sampler launches every step over the ``n x vocab`` logits of the
         ``n`` sequences that sample, outside the CUDA graph (:func:`workloads.serving.sampler_graph` names:
@@ -611,6 +626,7 @@ class FrameworkProfile:
     tp_comm_overlap: bool = False
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
+    collective_overlap: bool = True
     grouped_gemm_tile_rows: int = 0
     grouped_gemm: str = "fused"
     grouped_gemm_streams: int = 0
@@ -679,7 +695,8 @@ class FrameworkProfile:
                           "eager_ops": self.eager_ops, "dropout": self.dropout},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
-                "tp_comm_overlap": self.tp_comm_overlap, "compiled_loss": self.compiled_loss,
+                "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
+                "compiled_loss": self.compiled_loss,
                 "grouped_gemm": self.grouped_gemm}
 
 
@@ -821,6 +838,12 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512),
+    FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
+                     "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
+                     "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_SERIAL, _XLA),
+                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
+                     grouped_gemm_tile_rows=512),
 )}
 
 #: Other spellings people use for the same stacks.

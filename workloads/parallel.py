@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeperf.errors import NodeperfError
-from workloads.ir import OpGraph
+from workloads.ir import Attrs, OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
            "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers"]
@@ -150,7 +150,8 @@ class ParallelPlan:
         sharded parameters, gradients and Adam moments, no master copy); other stacks keep their own rules.
     loss_chunks
         The loss computed over this many chunks of the batch-sequence axis, one chunk's logits live at a
-        time, forward and backward (MaxText ``num_vocab_tiling``); 1: the whole logits at once.
+        time, forward and backward (MaxText ``num_vocab_tiling``), so the backward computes the logits again
+        (:func:`_chunked_loss_recompute`); 1: the whole logits at once.
     etp
         Expert tensor parallelism (Megatron-Core ``expert_tensor_parallel_size``); 0: ``tp`` (its default,
         ``None`` -> tensor_model_parallel_size), the experts' widths split over the tensor-parallel ranks and
@@ -572,6 +573,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                           **({"etp": plan.etp} if plan.etp else {}),
                           **_stack(model, framework))
                 if train:
+                    g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
                     g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
                 else:
                     g = _serving_precision(g, weight_dtype, kv_dtype, where)
@@ -580,6 +582,27 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _chunked_loss_recompute(g: OpGraph) -> OpGraph:
+    """``g`` with its LM head's logits GEMM run again in the backward (``recompute_in_backward``), as a loss over
+    chunks of the tokens with one chunk's logits live at a time (``ParallelPlan.loss_chunks``) must: MaxText's
+    ``get_vocab_tiling_loss_linen`` (src/MaxText/maxtext_utils.py @ 50bafeb98 and 3eb77db3c) keeps only the hidden
+    states as the ``custom_vjp``'s residuals, and its backward scan recomputes each chunk's logits
+    (``_single_chunk_loss_fn`` under ``jax.vjp``) before their gradient: the GEMM and the views to the loss form one
+    recomputation segment (``recompute_in_backward`` naming it), re-run before the loss's backward. Unchanged
+    without an LM head (an earlier pipeline stage)."""
+    from workloads.training import LOSS_KINDS
+
+    def again(op: Any) -> bool:  # the logits GEMM and the views between it and the loss
+        top = op.group.split(".")[0]
+        return (top == "lm_head" and op.kind == "matmul") or (top == "loss" and op.kind not in LOSS_KINDS)
+
+    if not any(op.kind == "matmul" and op.group.split(".")[0] == "lm_head" for op in g.ops):
+        return g
+    ops = [dataclasses.replace(op, attrs=Attrs({**op.attrs, "recompute_in_backward": "loss_chunks"}))
+           if again(op) else op for op in g.ops]
+    return OpGraph(g.name, ops, g.meta)
 
 
 def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,

@@ -165,8 +165,9 @@ class _Deriver:
                     core_out.update(t.name for t in op.outputs)
                     self.segment_of[op.name] = _layer_key(op.group) or op.group
         for op in fg.ops:  # ops that always re-run before their consumers' backward (a sequence-parallel
-            if op.attrs.get("recompute_in_backward"):  # all-gather keeps only its local shard)
-                self.segment_of.setdefault(op.name, op.name)
+            again = op.attrs.get("recompute_in_backward")  # all-gather keeps only its local shard); a string
+            if again:  # names a segment of several such ops, re-run together in forward order
+                self.segment_of.setdefault(op.name, again if isinstance(again, str) else op.name)
         for op in fg.ops:
             key = self.segment_of.get(op.name)
             if key is not None:

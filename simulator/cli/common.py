@@ -151,7 +151,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; training "
                          "stacks for parallel plans: fsdp2 (torchtitan), fsdp2-compile (torchtitan --compile), "
                          "fsdp2-compile-blocks (torchtitan --compile before 2025-04: loss eager), megatron-core, "
-                         "maxtext, maxtext-cf (TPUs; -cf: XLA continuation fusion of all-gathers); changes the "
+                         "maxtext, maxtext-cf, maxtext-serial (TPUs; -cf: XLA continuation fusion of all-gathers; "
+                         "-serial: no collective overlapped with compute); changes the "
                         "graph (transformers), the costing and a plan's sharding and overlap (see "
                         "docs/frameworks.md, docs/training.md); default: none, the inference-engine graph as before")
     p.add_argument("--attention", choices=("fused", "decomposed"),

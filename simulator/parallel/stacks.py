@@ -30,7 +30,9 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
     partitioned, before the transpose of the cast widens them to float32: the reduce-scatter moves bf16
     (MaxText's sharding guide counts the gradient all-reduce as bf16 too), the profile's ``grad_reduce_dtype``.
     The all-gather is likewise priced at the compute dtype (the cast is elementwise on the local shard,
-    ahead of the gather). Exposed as for FSDP2.
+    ahead of the gather). Exposed as for FSDP2. On a TPU the overlap is what the run's XLA flags enable
+    (continuation fusion or a SparseCore offload, MaxText's performance guide); a profile without
+    ``collective_overlap`` (``maxtext-serial``, a run that sets neither) prices every collective serial.
 
 ``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
     buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
@@ -76,7 +78,7 @@ class ShardedStep:
 
 def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: int, compute_s: float,
                  gather_once_s: float, reduce_once_s: float, reduce_scale: float,
-                 copy_bytes_per_s: float, reshard_after_forward: bool = True) -> ShardedStep:
+                 copy_bytes_per_s: float, reshard_after_forward: bool = True, overlap: bool = True) -> ShardedStep:
     """The tail of one fully sharded step.
 
     Parameters
@@ -99,6 +101,9 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
         Achieved memory bandwidth of a streaming copy (read plus write bytes per second).
     reshard_after_forward
         Parameters freed after forward and gathered again for backward.
+    overlap
+        The collectives run concurrently with compute (the stack's ``collective_overlap``); False: every one
+        of them is serial with compute and exposed in full.
 
     Examples
     --------
@@ -106,6 +111,9 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     ...                  gather_once_s=0.2, reduce_once_s=0.2, reduce_scale=2.0, copy_bytes_per_s=2e12)
     >>> round(s.copy_s, 6), round(s.exposed_s, 6)   # 2 gathers x 2e9 B / 2e12; 0.2/4 + 0.4/4
     (0.002, 0.15)
+    >>> round(sharded_step("xla-spmd", weight_bytes=1e9, units=4, microbatches=1, compute_s=1.0, gather_once_s=0.2,
+    ...                    reduce_once_s=0.2, reduce_scale=1.0, copy_bytes_per_s=2e12, overlap=False).exposed_s, 6)
+    0.6
     """
     if stack not in SHARDED_STACKS:
         raise ValueError(f"stack: got {stack!r}; expected one of {', '.join(SHARDED_STACKS)}")
@@ -116,6 +124,8 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     copy_s = gathers * 2.0 * weight_bytes / copy_bytes_per_s if stack == "fsdp2" else 0.0
     gather_s = gathers * gather_once_s
     reduce_s = microbatches * reduce_once_s * reduce_scale
+    if not overlap:
+        return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=gather_s + reduce_s)
     first_last = (gather_once_s + reduce_once_s * reduce_scale) / units
     backlog = max(0.0, gather_s + reduce_s - first_last - compute_s)
     return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=first_last + backlog)
@@ -359,7 +369,8 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
     step = sharded_step(profile.stack, weight_bytes=grads, units=units, microbatches=plan.microbatches,
                         compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
-                        reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw)
+                        reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw,
+                        overlap=profile.collective_overlap)
     return step, grads, scale, units
 
 
@@ -395,7 +406,9 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     (set by every 2023 v5e/v5p script; "optimize DCN all-reduces used for data parallel sharding",
     "pipelining of data parallel ops across multiple iterations", MaxText benchmarks/xla_flags_library.py)
     those all-reduces are pipelined across the backward scan (:func:`pipelined_reduce_exposed`); the
-    data-centre network and the ICI are separate links, so their exposed parts add.
+    data-centre network and the ICI are separate links, so their exposed parts add. Under a stack without
+    ``collective_overlap`` (``maxtext-serial``: no flag overlaps a collective with compute) the all-reduces run
+    after the backward, exposed in full.
     """
     group = int(plan.shard_group)
     replicas = plan.dp * plan.cp // group
@@ -405,5 +418,6 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     ar_once = collective_times([("all_reduce", shard)], replicas, system, plan.tp * group)[("all_reduce", shard)]
     backward_s = plan.microbatches * sum(gc.split[1] for _, gc in per_stage[0])
     ar = plan.microbatches * ar_once
+    ar_exposed = pipelined_reduce_exposed(ar, units, backward_s) if profile.collective_overlap else ar
     return ShardedStep(copy_s=inner.copy_s, gather_s=inner.gather_s, reduce_s=inner.reduce_s + ar,
-                       exposed_s=inner.exposed_s + pipelined_reduce_exposed(ar, units, backward_s))
+                       exposed_s=inner.exposed_s + ar_exposed)

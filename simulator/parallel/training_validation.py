@@ -13,7 +13,8 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
 
 * the **stack** the source ran (:data:`STACK_OF`): torchtitan and NeMo AutoModel -> ``fsdp2``,
   MaxText -> ``maxtext`` (``maxtext-cf`` where the row's notes state that the run's XLA flags set continuation
-  fusion of all-gathers, :func:`maxtext_profile`), Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
+  fusion of all-gathers, ``maxtext-serial`` where they state that no flag overlaps a collective with compute,
+  :func:`maxtext_profile`), Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
   that training stack and costed with its options (:func:`simulator.parallel.stacks.profile_options`,
   as ``nodeperf predict --framework`` does);
 * the **recompute policy** as named (:data:`workloads.recompute.POLICIES`): ``none``/``selective``/
@@ -72,6 +73,7 @@ from typing import Any
 __all__ = ["DEFAULT_TRAINING_DATASET", "DEFAULT_ZERO_OF_STACK", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
            "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "maxtext_profile", "CF_FOR_ALL_GATHER_NOTE",
+           "NO_COLLECTIVE_OVERLAP_NOTE",
            "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
@@ -450,10 +452,21 @@ def stack_of(row: TrainingRecord) -> str:
 CF_FOR_ALL_GATHER_NOTE = "XLA flags: continuation fusion of all-gathers set"
 
 
+#: what a MaxText row's ``notes`` record when the run's XLA flags set no flag that overlaps a collective with compute
+#: (no continuation fusion, no SparseCore offload, no ``DATA_PARALLEL_OVERLAP``): MaxText's performance guide
+#: (docs/reference/benchmark_and_performance.md @ 50bafeb98, 'Communication overlaps and tuning') names those two
+#: methods, each enabled by its flags, the second 'recommended for v5p and v6e'
+NO_COLLECTIVE_OVERLAP_NOTE = "No collective-overlap flag:"
+
+
 def maxtext_profile(row: TrainingRecord) -> str:
     """The framework profile of a MaxText row: ``maxtext-cf`` (XLA continuation fusion of all-gathers) exactly
-    when its ``notes`` state that the run's flags set it (:data:`CF_FOR_ALL_GATHER_NOTE`), else ``maxtext``."""
-    return "maxtext-cf" if CF_FOR_ALL_GATHER_NOTE in row["notes"] else "maxtext"
+    when its ``notes`` state that the run's flags set it (:data:`CF_FOR_ALL_GATHER_NOTE`); ``maxtext-serial``
+    (every FSDP and data-parallel collective serial with compute) when they state that the flags set no
+    collective overlap at all (:data:`NO_COLLECTIVE_OVERLAP_NOTE`); else ``maxtext``."""
+    if CF_FOR_ALL_GATHER_NOTE in row["notes"]:
+        return "maxtext-cf"
+    return "maxtext-serial" if NO_COLLECTIVE_OVERLAP_NOTE in row["notes"] else "maxtext"
 
 
 #: where a MaxText row's ``notes`` state the splash-attention settings of the run's workload (its ``tuning_params``

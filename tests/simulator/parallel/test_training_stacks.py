@@ -55,6 +55,40 @@ def test_maxtext_reduces_gradients_in_bf16():
     assert s.exposed_s == pytest.approx(0.06 + 0.34)
 
 
+def test_maxtext_serial_exposes_every_collective():
+    """A MaxText run whose XLA flags overlap no collective with compute (maxtext-serial: neither continuation
+    fusion nor a SparseCore offload, MaxText's performance guide) pays every all-gather and gradient reduction in
+    full, however much compute there is to hide them behind; the other MaxText profiles overlap them."""
+    from workloads.frameworks import get_profile
+
+    serial = get_profile("maxtext-serial")
+    assert not serial.collective_overlap and get_profile("maxtext").collective_overlap
+    assert get_profile("maxtext-cf").collective_overlap and serial.stack == "xla-spmd"
+    assert any("recommended for v5p and v6e" in src for src in serial.sources)
+    kw = dict(weight_bytes=1e9, units=5, microbatches=2, compute_s=10.0, gather_once_s=0.2, reduce_once_s=0.1,
+              reduce_scale=1.0, copy_bytes_per_s=1e12)
+    s = sharded_step(serial.stack, overlap=serial.collective_overlap, **kw)
+    # 2 microbatches x 2 gathers x 0.2 + 2 reduces x 0.1 = 1.0 s, all of it serial with the 10 s of compute
+    assert (s.gather_s, s.reduce_s, s.exposed_s, s.copy_s) == pytest.approx((0.8, 0.2, 1.0, 0.0))
+    # overlapped: only the first unit's gather and the last unit's reduce, (0.2 + 0.1) / 5
+    assert sharded_step("xla-spmd", **kw).exposed_s == pytest.approx(0.06)
+
+
+def test_maxtext_serial_step_adds_its_collectives_by_hand():
+    """Llama 2 7B on a v6e-8, FSDP 8: under maxtext-serial the step is maxtext's compute plus every FSDP
+    all-gather and reduce-scatter of the step (the breakdown's fsdp_gather_s + dp_sync_s), which maxtext hides."""
+    hw = load_hardware("tpu-v6e-8")
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    res = {p: evaluate_plan("llama-2-7b", hw, plan, profile_options(p), train=True, seq=2048, recompute="full",
+                            dtype="bf16", framework=p) for p in ("maxtext", "maxtext-serial")}
+    a, b = res["maxtext"].breakdown, res["maxtext-serial"].breakdown
+    assert a["compute_s"] == pytest.approx(b["compute_s"])
+    assert b["dp_sync_exposed_s"] == pytest.approx(b["fsdp_gather_s"] + b["dp_sync_s"])
+    assert a["dp_sync_exposed_s"] < 0.5 * b["dp_sync_exposed_s"]
+    assert res["maxtext-serial"].latency_s - res["maxtext"].latency_s == pytest.approx(
+        b["dp_sync_exposed_s"] - a["dp_sync_exposed_s"], rel=1e-9)
+
+
 def test_tp_overlap_hides_only_the_collectives_a_stack_overlaps():
     recs = [("all_gather", 4.0), ("matmul", 10.0), ("matmul", 2.0), ("reduce_scatter", 4.0)]
     # MaxText's continuation fusion (maxtext-cf) pipelines the all-gather with its matmul: 4 x 3/4 hidden;

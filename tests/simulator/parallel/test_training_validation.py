@@ -224,25 +224,31 @@ def test_stack_of_each_source(rows) -> None:
 def test_maxtext_profile_follows_the_stated_xla_flags(rows) -> None:
     """maxtext-cf exactly for the MaxText rows whose notes state CF_FOR_ALL_GATHER in the run's flags: the v5e
     scripts of 76bd53b0f, the Trillium and v5p benchmark workloads that list it, gpt3_175b_base.sh; maxtext for
-    the v5p scripts of 76bd53b0f (no fuse_all_gather), Gemma 3 (VMEM flag only) and DeepSeek-V3 (fuse_all_gather
-    false, all-gathers on the SparseCore). Every MaxText row states one or the other."""
+    the v5p scripts of 76bd53b0f (async collective fusion and overlap on the TensorCore set, fuse_all_gather not)
+    and DeepSeek-V3 (fuse_all_gather false, all-gathers on the SparseCore); maxtext-serial for Gemma 3, whose
+    workloads set only the VMEM limit (no continuation fusion, no SparseCore offload, no DATA_PARALLEL_OVERLAP).
+    Every MaxText row states CF or not."""
     from simulator.parallel.training_validation import (
         CF_FOR_ALL_GATHER_NOTE,
+        NO_COLLECTIVE_OVERLAP_NOTE,
         maxtext_profile,
         stated_recipe,
     )
 
     maxtext = [r for r in rows if r["framework"].startswith("MaxText")]
     assert all("XLA flags: continuation fusion of all-gathers " in r["notes"] for r in maxtext)
-    cf = {r.id for r in maxtext if maxtext_profile(r) == "maxtext-cf"}
-    plain = {r.id for r in maxtext} - cf
+    by = {p: {r.id for r in maxtext if maxtext_profile(r) == p} for p in ("maxtext-cf", "maxtext", "maxtext-serial")}
     ids = lambda a, b: {f"train-{i:03d}" for i in range(a, b + 1)}  # noqa: E731
-    assert plain == ids(95, 110) | ids(128, 130) | {"train-132"}
-    assert cf == ids(71, 94) | ids(111, 127) | {"train-131", "train-133", "train-134", "train-135"}
+    assert by["maxtext"] == ids(95, 110) | {"train-132"}
+    assert by["maxtext-serial"] == ids(128, 130)
+    assert by["maxtext-cf"] == ids(71, 94) | ids(111, 127) | {"train-131", "train-133", "train-134", "train-135"}
+    assert sum(map(len, by.values())) == len(maxtext)
     assert all(stated_recipe(r)["framework"] == maxtext_profile(r) for r in maxtext)
+    assert all("CUSTOM_VMEM_LIMIT_FLAG(vmem_limit=122880)" in _row(rows, i)["notes"] for i in by["maxtext-serial"])
     r = _row(rows, "train-089")
     assert maxtext_profile(replace(r, raw={**r.raw, "notes": "no flags stated"})) == "maxtext"
     assert maxtext_profile(replace(r, raw={**r.raw, "notes": CF_FOR_ALL_GATHER_NOTE + " (...)"})) == "maxtext-cf"
+    assert maxtext_profile(replace(r, raw={**r.raw, "notes": NO_COLLECTIVE_OVERLAP_NOTE + " (...)"})) == "maxtext-serial"
 
 
 def test_full_sharding_over_thousands_of_chips_pads_the_reduce_scatter() -> None:
