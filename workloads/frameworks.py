@@ -493,8 +493,9 @@ class FrameworkProfile:
     output_lag_steps
         Serving: the engine hands the client a token this many iterations after the one that sampled it
         (vLLM V0's asynchronous output processing: the outputs of step n are processed while step n + 1 runs
-        and returned when step n + 1 ends); every delivery, first token and last, moves by the next
-        iteration's duration, so TTFT and end-to-end latency grow and TPOT does not (``output_lag_source``).
+        and returned when step n + 1 ends; in a multi-step block, when its first step is launched); every
+        delivery, first token and last, moves by that lag, so TTFT and end-to-end latency grow and TPOT does
+        not (``output_lag_source``).
     output_lag_source
         The code that decides it.
     fp8_gemm_accumulation

@@ -46,7 +46,8 @@ class Replica:
         self.output_lag = output_lag
         #: sequences whose first token the last iteration sampled, waiting for the next one to deliver it
         self.pending: list[Seq] = []
-        self._first_end = 0.0
+        #: when the last iteration's engine step returned the outputs it processed (:meth:`_decode_run`)
+        self._handover = 0.0
         #: (draft model's pricer, draft tokens k, expected tokens per step) or None
         self.speculative = speculative
         self.blocks = blocks
@@ -88,8 +89,8 @@ class Replica:
             end = self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
         else:
             end = self._one_step(t, plan)
-        for s in waiting_out:  # delivered when this iteration's first step ends
-            s.lag = self._first_end - s.first_token
+        for s in waiting_out:  # delivered when this iteration's engine step returns
+            s.lag = self._handover - s.first_token
         self.pending = [s for s, _ in plan.work if id(s) in firsts and s.first_token >= 0]
         return end
 
@@ -116,7 +117,7 @@ class Replica:
             dt, e = self.pricer.iteration(chunks, dec, ctx, sampled)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
-        self._first_end = end
+        self._handover = end
         tokens = dec + prefill_tokens
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
         for s, n in plan.work:
@@ -155,10 +156,14 @@ class Replica:
             host = self.pricer.step_host_time(batch)
             fixed_t -= host
             end += host
+            # the engine step of a block's first step returns once it is launched: vLLM 0.6's
+            # ModelRunner.execute_model runs the output callback (the last iteration's tokens) after
+            # launching the forward and the logits, and AsyncLLMEngine.step_async returns a non-last step
+            # of a block without waiting for the GPU (a last step waits: _final_process_outputs)
+            self._handover = end
         ctx = sum(s.computed for s, _ in work) / batch
         grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
         hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
-        ends: list[float] = []
         c = ctx
         while True:
             if c >= hi:
@@ -166,10 +171,8 @@ class Replica:
             end += fixed_t + at
             energy += fixed_e + ae
             steps += 1
-            if steps == 1:
-                self._first_end = end
-            if block > 1:
-                ends.append(end)
+            if steps == 1 and block == 1:
+                self._handover = end
             if steps >= k_max or end >= stop_at:
                 break
             c += grow
@@ -186,8 +189,10 @@ class Replica:
                 if need > 0:
                     self.free[0] -= need
                     s.blocks += need
-            if block > 1 and s.generated + steps >= s.n_out:  # finished inside the block: its last token's step
-                s.finish = ends[s.n_out - s.generated - 1]
+            if block > 1 and s.generated + steps >= s.n_out:  # finished inside the block: handed over at
+                # its end with the block's other tokens (vLLM 0.6 MultiStepModelRunner._final_process_outputs
+                # pythonizes every step of the block at its last one, and step_async returns them then)
+                s.finish = end
                 s.generated = s.n_out
                 done = True
                 continue

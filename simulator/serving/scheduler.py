@@ -37,7 +37,7 @@ Two options of the older engines (:class:`Limits`):
   the batch to have the same remaining steps), so a prompt arriving meanwhile waits for the block to
   end; each decode reserves ``N - 1`` look-ahead KV slots (``SchedulerConfig.num_lookahead_slots =
   num_scheduler_steps - 1``), and a sequence that finishes inside the block keeps its slot until the
-  block ends. Prompts run one step (``Scheduler._schedule_prefills``: ``init_multi_step(
+  block ends, when its tokens are handed over (``engine.Replica._decode_run``). Prompts run one step (``Scheduler._schedule_prefills``: ``init_multi_step(
   num_scheduler_steps=_get_num_lookahead_slots(is_prefill=True) + 1)``, 0 look-ahead slots for a
   prefill without chunking).
 

@@ -67,10 +67,19 @@ class _FlatPricer:
     def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
         return math.inf, 0.0, 0.0, 0.0, 0.0
 
+    def replays_graph(self, decodes: int, chunks: int = 0, verify: int = 1) -> bool:
+        return not chunks
+
+    def iteration(self, chunks: list[tuple[int, int]], decodes: int, context: float, sampled: int,
+                  verify: int = 1) -> tuple[float, float]:
+        """A prompt iteration: 20 ms, plus the host time."""
+        return 0.020 + self.host, 1.0
+
 
 def test_a_multi_step_block_by_hand():
     """steps=10, 10 ms a step, 1 ms host time once per block: the block ends at 101 ms whatever arrives; a
-    sequence with 3 tokens left finishes at its 3rd step (31 ms) but keeps its slot to the block's end."""
+    sequence with 3 tokens left has its last token at the 3rd step but keeps its slot to the block's end,
+    when its tokens are handed over with the block's others (vLLM 0.6 pythonizes them at the last step)."""
     lim = Limits("orca", max_num_seqs=8, budget=64, block_size=16, shared_blocks=0, swap=False, steps=10)
     rep = Replica(0, lim, blocks=100, pricer=_FlatPricer(0.010, 0.001))
     short = _seq(0, 16, 5, computed=17, generated=2, blocks=2)
@@ -79,7 +88,7 @@ def test_a_multi_step_block_by_hand():
     rep.free = [96]
     end = rep.step(0.0, next_arrival=0.005)  # an arrival 5 ms in does not cut the block
     assert end == pytest.approx(0.101)
-    assert short.finish == pytest.approx(0.031) and short.generated == 5
+    assert short.finish == pytest.approx(0.101) and short.generated == 5
     assert long.generated == 12 and long.computed == 27 and long.finish < 0
     assert rep.running == [long] and [s.id for s in rep.finished] == [0]
     assert rep.iterations[-1].steps == 10
@@ -89,6 +98,26 @@ def test_a_multi_step_block_by_hand():
     rep1.running, rep1.free = [_seq(0, 16, 5, computed=17, generated=2, blocks=2)], [98]
     rep1.waiting = deque()
     assert rep1.step(0.0, next_arrival=0.015) == pytest.approx(0.022)  # two steps of 11 ms
+
+
+def test_multi_step_hands_the_first_token_over_at_the_next_launch():
+    """vLLM 0.6 with async output processing and 10-step blocks, by hand (20 ms prompt step, 10 ms decode
+    steps, 1 ms host time a pass): the prompt step ends at 21 ms; its token is handed over when the next
+    block's first step is launched (22 ms: the output callback runs after the launch and a non-last step
+    returns without waiting), not when that step ends (32 ms); the request's 4 later tokens come from steps
+    1-4 of the block but are handed over with the block's end (122 ms; the client sees every token of a
+    request one lag late), so its TPOT is (122 - 21) / 4 ms, not (62 - 21) / 4."""
+    lim = Limits("orca", max_num_seqs=8, budget=64, block_size=16, shared_blocks=0, swap=False, steps=10,
+                 mixed=False)
+    rep = Replica(0, lim, blocks=100, pricer=_FlatPricer(0.010, 0.001), output_lag=True)
+    q = _seq(0, 16, 5)
+    rep.waiting.append(q)
+    assert rep.step(0.0, next_arrival=math.inf) == pytest.approx(0.021)  # the prompt step
+    assert q.first_token == pytest.approx(0.021) and rep.pending == [q]
+    assert rep.step(0.021, next_arrival=math.inf) == pytest.approx(0.122)  # host 1 ms + 10 steps
+    assert q.lag == pytest.approx(0.001)  # handed over at 22 ms
+    assert q.finish == pytest.approx(0.122) and q.generated == 5
+    assert ((q.finish + q.lag) - (q.first_token + q.lag)) / (q.n_out - 1) == pytest.approx(0.101 / 4)
 
 
 def test_host_time_per_iteration_and_per_sequence():
