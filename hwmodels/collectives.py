@@ -189,6 +189,11 @@ class Fabric:
     #: ``tree.ll128_max_channel_bandwidth_bytes_per_s``: the same cap for tree LL128 (``perChMaxTreeLL128Bws``)
     tree_ll128_channel_bandwidth_bytes_per_s: Any = None
     ll128: bool = False  #: NCCL enables its LL128 protocol on this fabric
+    #: ``rendezvous.eager_max_bytes``: the network plugin sends a message of at most this size at once; a larger
+    #: one waits for the receiver's control message (its buffer address) before it is written
+    eager_max_bytes: Any = None
+    #: ``rendezvous.latency_s``: that control message's trip, added to an inter-node step whose message is larger
+    rendezvous_latency_s: Any = 0.0
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -447,7 +452,7 @@ class _Reader:
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
-                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree")
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree", "rendezvous")
 
 
 _TREE_FABRIC_KEYS = ("max_channel_bandwidth_bytes_per_s", "ll128_max_channel_bandwidth_bytes_per_s")
@@ -465,6 +470,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
     rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
     rd.unknown_keys(t.get("tree", {}), _TREE_FABRIC_KEYS, f"{path}.tree")
+    rd.unknown_keys(t.get("rendezvous", {}), ("eager_max_bytes", "latency_s"), f"{path}.rendezvous")
     prov: dict[str, Provenance] = {}
     cls = rd.choice(t, "class", LATENCY_CLASSES, path)
     topo = rd.choice(t, "topology", TOPOLOGIES, path)
@@ -480,6 +486,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     tree_bw = [rd.quantity(t, f"tree.{k}", "B/s", path, prov, required=False) for k in _TREE_FABRIC_KEYS]
+    eager = rd.quantity(t, "rendezvous.eager_max_bytes", "B", path, prov, required=False)
+    rdv = rd.quantity(t, "rendezvous.latency_s", "s", path, prov, required=eager is not None, zero_ok=True)
     ll128 = t.get("ll128", False)
     if not isinstance(ll128, bool):
         rd.problems.add(f"{path}.ll128", f"not a boolean; got {ll128!r}; expected true or false")
@@ -496,7 +504,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
                   ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
                   tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
-                  ll128=bool(ll128), provenance=MappingProxyType(prov))
+                  ll128=bool(ll128), eager_max_bytes=eager, rendezvous_latency_s=0.0 if rdv is None else rdv,
+                  provenance=MappingProxyType(prov))
 
 
 def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: str) -> Mapping[str, Any]:
@@ -1082,6 +1091,40 @@ def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str, tuner: bool 
     return alpha
 
 
+#: Bytes a protocol puts on the wire per data byte (LL: a 4-byte flag beside every 4 data bytes; LL128: 8 flag
+#: bytes in every 128-byte line; src/include/device.h), for the size of one network message.
+_WIRE_BYTES_PER_DATA_BYTE: Mapping[str, float] = MappingProxyType({"ll": 2.0, "ll128": 128.0 / 120.0, "simple": 1.0})
+
+
+def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, protocol: str, size: np.ndarray,
+                  n: int, g: int) -> Any:
+    """Latency one inter-node step adds when its message is too large for the network plugin to send at once.
+
+    aws-ofi-nccl's RDMA protocol (``send`` in src/nccl_ofi_rdma.c, v1.9.2-aws) writes a message into the
+    receiver's buffer only once the receiver's control message (buffer address and keys) has arrived; a
+    message of at most ``eager_max_bytes`` (OFI_NCCL_EAGER_MAX_SIZE) without one is sent at once. A step's
+    message is one channel's share of the step, on the wire: ``S / (share x channels)`` times the protocol's
+    wire bytes, ``share`` being the ranks a ring step divides the buffer into (``n``; a broadcast, a tree or a
+    send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels NCCL's
+    channel rule gives (:func:`ring_channels_used`, one where the system does not describe it). Whether the
+    control message's trip overlaps the sender's own preparation is not modelled: the whole trip is added.
+    """
+    inter = system.inter
+    if inter is None or inter.eager_max_bytes is None:
+        return 0.0
+    kind = algorithm if algorithm in ("ring", "tree") else "ring"
+    nc = ring_channels_used(system, kind, protocol, size, n)
+    nc = 1.0 if nc is None else nc
+    if algorithm == "hierarchical":
+        share = g
+    elif (algorithm == "ring" and collective != "broadcast") or collective == "all_to_all":
+        share = n
+    else:
+        share = 1
+    msg = size / (share * nc) * _WIRE_BYTES_PER_DATA_BYTE[protocol]
+    return np.where(msg > inter.eager_max_bytes, inter.rendezvous_latency_s, 0.0)
+
+
 def net_ll128(system: CollectiveSystem) -> bool:
     """Whether the library keeps LL128 on a communicator that spans nodes of ``system`` (by default, no
     ``NCCL_PROTO`` set): the inter-node fabric is marked ``ll128``, or each GPU reaches its NIC no farther
@@ -1136,6 +1179,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     base = lib.base_latency_s[protocol]
     a_i = _alpha(system, intra, protocol)
     a_n = _alpha(system, system.inter, protocol, tuner) if nodes > 1 else 0.0
+    if nodes > 1 and not tuner:  # the plugin's rendezvous is a time the library's tuner does not estimate
+        a_n = a_n + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node

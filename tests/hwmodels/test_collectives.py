@@ -489,6 +489,25 @@ def test_efa_tuner_latency_steers_the_choice_but_is_not_paid():
     assert r.latency_s == pytest.approx(6.6e-6 + 2 * (7 * 0.6e-6 + 22.7e-6))
 
 
+def test_efa_rendezvous_above_the_plugin_eager_limit():
+    """aws-ofi-nccl (RDMA protocol, v1.9.2-aws) sends a message of at most 8 KiB at once; a larger one waits for the
+    receiver's control message, 20 us (the plugin's own small-message figure), on every inter-node step.
+    2 p5 nodes, 16 H100: the 1 KiB all_reduce (tree LL, 16 B on the wire per channel) keeps 60.4 us of latency;
+    the 1 MiB one (tree LL128, 16 channels of 64 KiB) pays it on both of its inter-node steps:
+    14.0 + 2 (7 x 1.9 + 4.0 + 20 + 20) = 128.6 us. NCCL's tuner does not see it: the ranking is unchanged."""
+    small = collective_time("all_reduce", 1024.0, 16, "aws-p5")
+    assert small.latency_s == pytest.approx(6.6e-6 + 2 * (7 * 0.6e-6 + 22.7e-6))
+    r = collective_time("all_reduce", float(2**20), 16, "aws-p5")
+    assert (r.algorithm, r.protocol) == ("tree", "ll128")
+    assert r.latency_s == pytest.approx(14.0e-6 + 2 * (7 * 1.9e-6 + 4.0e-6 + 40e-6))
+    opts = collective_options("all_reduce", float(2**20), 16, "aws-p5")
+    tree = opts[("tree", "ll128")]
+    assert tree.selection_time_s - tree.time_s == pytest.approx(2 * (75e-6 - 20e-6))  # tuner: + 75 us, not + 20
+    cat = fabric_catalog()
+    assert cat.fabric("efa-100g").eager_max_bytes == 8192
+    assert cat.fabric("ib-ndr").eager_max_bytes is None  # no rendezvous on InfiniBand (NCCL's own IB transport)
+
+
 def test_tuner_switches_from_latency_to_bandwidth_algorithms(h100):
     r = select_algorithm("all_reduce", SIZES, 8, h100)
     assert (r.algorithm[0], r.protocol[0]) == ("ring", "ll")  # 8 B: lowest latency
@@ -593,18 +612,18 @@ def test_validation_against_published_measurements():
     for c in first:
         first_regime[_regime(c.size_bytes)].append(c)
     assert len(first) == 166
-    assert mape(first) <= 13.05  # achieved 13.03 % (13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
-    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 6.0  # achieved 5.98 % over 66 rows (6.11 % before NCCL's printed NVLS estimate)
-    assert mape(first_regime["mid (1-256 MiB)"]) <= 16.9  # achieved 16.86 % over 76 rows (18.21 % before LL128 across EFA on p5)
-    assert mape(first_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.35 % over 24 rows (20.81 before NCCL's tree estimate)
+    assert mape(first) <= 11.9  # achieved 11.87 % (13.03 % before the EFA plugin's rendezvous, 13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
+    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 5.9  # achieved 5.89 % over 66 rows (5.98 % before the EFA rendezvous, 6.11 % before NCCL's printed NVLS estimate)
+    assert mape(first_regime["mid (1-256 MiB)"]) <= 14.4  # achieved 14.39 % over 76 rows (16.86 % before the EFA rendezvous, 18.21 % before LL128 across EFA on p5)
+    assert mape(first_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.37 % over 24 rows (20.35 before the EFA rendezvous, 20.81 before NCCL's tree estimate)
     # all 212: with the 30 rows of two further systems (coll-205..234: Azure ND MI300X v5 one-thread -g 8, GB200
     # NVL72 one rack) and the rest of the 8x MI300X AAC8 table (coll-247..262), added unfitted: no constant was
     # changed when they were added (docs/collectives.md); then RCCL's one-thread launch cost and MSCCL's
     # one-process rule, and NCCL's Blackwell NVLS efficiency (30.76 / 9.17 / 19.22 / 78.27 % before)
-    assert mape(comps) <= 13.85  # achieved 13.82 %
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.8  # achieved 7.77 % over 74 rows
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 16.55  # achieved 16.50 % over 84 rows
-    assert mape(by_regime["latency (<1 MiB)"]) <= 18.0  # achieved 17.95 % over 54 rows
+    assert mape(comps) <= 12.95  # achieved 12.91 % (13.82 before the EFA plugin's rendezvous)
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.7  # achieved 7.69 % over 74 rows (7.77 before)
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.3  # achieved 14.27 % over 84 rows (16.50 before)
+    assert mape(by_regime["latency (<1 MiB)"]) <= 18.0  # achieved 17.96 % over 54 rows (17.95 before)
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
     for c in comps:
@@ -617,9 +636,9 @@ def test_validation_against_published_measurements():
         ("mi300x-8", "latency (<1 MiB)"): 7.05,  # 17 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
         ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
         ("mi300x-8", "bandwidth (>=256 MiB)"): 5.75,  # 9 rows, met
-        ("aws-p5", "latency (<1 MiB)"): 32.9,  # 4 rows, not met (49.7 before the 75 us became tuner-only)
-        ("aws-p5", "mid (1-256 MiB)"): 35.35,  # 8 rows, not met; 48.2 before NCCL's LL128 across EFA (24.4 when the 75 us stood in for a missing cost)
-        ("aws-p5", "bandwidth (>=256 MiB)"): 14.5,  # 4 rows, met (10.6 before)
+        ("aws-p5", "latency (<1 MiB)"): 33.0,  # 4 rows, not met (32.8 before the plugin's rendezvous, 49.7 before the 75 us became tuner-only)
+        ("aws-p5", "mid (1-256 MiB)"): 12.0,  # 8 rows, met; 35.3 before the plugin's rendezvous, 48.2 before NCCL's LL128 across EFA
+        ("aws-p5", "bandwidth (>=256 MiB)"): 13.0,  # 4 rows, met (14.5 before the plugin's rendezvous)
         ("dgx-a100", "latency (<1 MiB)"): 7.1,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met; 6.3 before NCCL's tree estimate (64 KiB now its ring, -20 %)
         ("dgx-a100", "mid (1-256 MiB)"): 32.1,  # 8 all_reduce + 1 send_recv rows, not met (1-16 MiB +28..+50 %)
         ("dgx-a100", "bandwidth (>=256 MiB)"): 8.5,  # 4 all_reduce + 2 send_recv rows, met (19.4 on the 2 sends)
@@ -635,8 +654,8 @@ def test_validation_against_published_measurements():
         assert mape(by_system_band[key]) <= figure + 0.05, key
     # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.23 % with the A100 rows;
     # 7.49 % with the four GB200 NVL72 rows of 1-8 GiB and two more MI300X rows)
-    assert mape([c for c in first if c.size_bytes >= GIB]) <= 4.25
-    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 6.0  # 5.97 % (7.49 at the H100 NVLS fraction)
+    assert mape([c for c in first if c.size_bytes >= GIB]) <= 4.15  # 4.11 % (4.23 before the EFA rendezvous)
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 5.95  # 5.95 % (5.97 before it, 7.49 at the H100 NVLS fraction)
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
