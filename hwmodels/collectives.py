@@ -1105,15 +1105,20 @@ def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, pro
     message of at most ``eager_max_bytes`` (OFI_NCCL_EAGER_MAX_SIZE) without one is sent at once. A step's
     message is one channel's share of the step, on the wire: ``S / (share x channels)`` times the protocol's
     wire bytes, ``share`` being the ranks a ring step divides the buffer into (``n``; a broadcast, a tree or a
-    send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels NCCL's
-    channel rule gives (:func:`ring_channels_used`, one where the system does not describe it). Whether the
-    control message's trip overlaps the sender's own preparation is not modelled: the whole trip is added.
+    send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels: NCCL's
+    channel rule for a ring or a tree (:func:`ring_channels_used`), the NVLS channels for the NVLS tree, one
+    for a send or an all-to-all and wherever the system does not describe its channels (the larger message).
+    Whether the control message's trip overlaps the sender's own preparation is not modelled: the whole trip
+    is added.
     """
     inter = system.inter
     if inter is None or inter.eager_max_bytes is None:
         return 0.0
-    kind = algorithm if algorithm in ("ring", "tree") else "ring"
-    nc = ring_channels_used(system, kind, protocol, size, n)
+    nc = None
+    if algorithm in ("ring", "tree"):
+        nc = ring_channels_used(system, algorithm, protocol, size, n)
+    elif algorithm == "hierarchical":
+        nc = system.nvls_channels
     nc = 1.0 if nc is None else nc
     if algorithm == "hierarchical":
         share = g
