@@ -265,6 +265,9 @@ class CollectiveSystem:
     cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
     ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
+    #: ``nvls_tree_chunk_bytes``: the chunk NCCL's NVLS tree starts from where the node's setup sets it
+    #: (NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE); None: NCCL's defaults (:func:`nvls_tree_wave_bytes`)
+    nvls_tree_chunk_bytes: Any = None
     #: ``gpu_nic_path``: how each GPU reaches its nearest NIC (one of :data:`GPU_NIC_PATHS`; None: not described)
     gpu_nic_path: str | None = None
     #: ``nvls_tuner.all_reduce_algbw.<n>``: the NVLS all_reduce algorithm bandwidth NCCL's tuner prints for
@@ -731,7 +734,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
                         "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
-                        "gpu_nic_path", "nvls_tuner"), path)
+                        "gpu_nic_path", "nvls_tuner", "nvls_tree_chunk_bytes"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -755,6 +758,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
     ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
+    tree_chunk = rd.quantity(t, "nvls_tree_chunk_bytes", "B", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
     nvls_algbw, nvls_lat = _read_nvls_tuner(t, rd, path, prov)
@@ -793,7 +797,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
                             cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
                             nvls_tuner_algbw=nvls_algbw, nvls_tuner_latency_s=nvls_lat,
-                            provenance=MappingProxyType(prov))
+                            nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
 
 def _lower_keys(table: Any) -> dict[str, Any]:
@@ -1069,6 +1073,52 @@ def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: 
     return ops * chunk
 
 
+#: NCCL's NVLS-tree chunk shrinking (src/enqueue.cc calcCollChunking, NVLS_TREE branch, v2.22.3 and v2.28.7): (size
+#: multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
+_NVLS_TREE_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+#: NCCL's default NVLS-tree chunk cap from four nodes (``maxChunkSize = nNodes >= 4 ? 65536 : chunkSize``).
+_NVLS_TREE_MANY_NODES_CHUNK = 65536
+
+
+def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_nodes: int, heads: int) -> Any:
+    """Bytes one NVLS-tree wave puts through each head GPU (``nvls_channels`` chunks), per size (None: not described).
+
+    NCCL (src/enqueue.cc calcCollChunking, NVLS_TREE branch; v2.22.3 and v2.28.7) starts from the NVLS chunk
+    (``nvls_tree_chunk_bytes`` where the node's setup sets it, else the library's NCCL_NVLS_CHUNKSIZE capped at
+    64 KiB from four nodes) and shrinks it to 256, 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1
+    times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
+    """
+    sysm = load_collective_system(system)
+    if sysm.nvls_channels is None:
+        return None
+    chunk0 = sysm.nvls_tree_chunk_bytes
+    if chunk0 is None:
+        if sysm.library.nvls_chunk_bytes is None:
+            return None
+        chunk0 = sysm.library.nvls_chunk_bytes
+        if n_nodes >= 4:
+            chunk0 = min(chunk0, _NVLS_TREE_MANY_NODES_CHUNK)
+    size = np.asarray(size_bytes, dtype=float)
+    ops = float(sysm.nvls_channels * int(heads))
+    chunk = np.full(size.shape, float(chunk0))
+    for mult, floor in _NVLS_TREE_CHUNK_STEPS:
+        chunk = np.where((size < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
+    return sysm.nvls_channels * chunk
+
+
+def _nvls_tree_fill(system: CollectiveSystem, size: np.ndarray, nodes: int, g: int, protocol: str) -> Any:
+    """Time the NVLS tree's first wave adds crossing the network: a chunk goes up the tree of nodes and its
+    result comes back down, ``2 ceil(log2 N)`` network stages in series (src/device/all_reduce.h, NVLS_TREE:
+    the reduce warps send up, the broadcast warps receive from above, each chunk in turn), so the pipeline
+    fills with ``2 ceil(log2 N) - 1`` waves beyond the steady state, each a head's wave over its NIC share."""
+    wave = nvls_tree_wave_bytes(system, size, nodes, g)
+    if wave is None or nodes <= 1:
+        return 0.0
+    stages = 2 * math.ceil(math.log2(nodes))
+    per_gpu = _nic_bw(system, protocol, g) / g
+    return (stages - 1) * np.minimum(wave, size / g) / per_gpu
+
+
 def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> Any:
     """The NICs ``g`` group members of one node drive, per direction, achievable, B/s.
 
@@ -1238,7 +1288,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         lat = base + lat_i + lat_n + zero
         if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
             t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
-            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n)
+            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g,
+                                                                                             protocol)
             lat = np.where(alt < best, base + lat_n + lat_nv, lat)
             best = np.minimum(best, alt)
         return best, lat

@@ -28,6 +28,7 @@ from hwmodels.collectives import (
     load_fabric_catalog,
     mape,
     nvls_loop_bytes,
+    nvls_tree_wave_bytes,
     read_published_collectives,
     ring_channels_used,
     select_algorithm,
@@ -323,13 +324,18 @@ def test_multi_node_ring_uses_every_nic_in_parallel(h100):
 
 
 def test_hierarchical_closed_form(h100):
-    """Intra reduce-scatter (NVLS here) + inter ring of S/g per GPU-NIC + intra all-gather, pipelined."""
+    """Intra reduce-scatter (NVLS here) + inter ring of S/g per GPU-NIC + intra all-gather, pipelined.
+
+    The NVLS tree across 4 nodes also fills its network pipeline: 2 x log2(4) = 4 network stages in series,
+    3 waves beyond the steady state, each 16 NVLS channels x a 64 KiB chunk (NCCL's default cap from four
+    nodes; 16 GiB is too large for the chunk to shrink) over one GPU's NIC (48.5 GB/s): 64.9 us."""
     s, n, g, nodes = 2**34, 32, 8, 4
     t_inter = 2 * (nodes - 1) / nodes * s / NDR_NODE_BW
     t_nvls = s * (g + 1) / g / H100_NVLS_BW
     t_ring = 2 * (g - 1) / g * s / H100_RING_BW
     lat_n = 2 * (nodes - 1) * NCCL_NET_STEP["simple"]
-    via_nvls = NCCL_BASE["simple"] + lat_n + 23 * US + max(t_nvls, t_inter)
+    fill = 3 * 16 * 65536 / (NDR_NODE_BW / g)
+    via_nvls = NCCL_BASE["simple"] + lat_n + 23 * US + max(t_nvls, t_inter) + fill
     via_ring = NCCL_BASE["simple"] + lat_n + 2 * (g - 1) * NCCL_NVLINK_STEP["simple"] + max(t_ring, t_inter)
     r = collective_time("all_reduce", s, n, h100, algorithm="hierarchical")
     assert r.time_s == pytest.approx(min(via_nvls, via_ring))
@@ -508,6 +514,23 @@ def test_efa_rendezvous_above_the_plugin_eager_limit():
     assert cat.fabric("ib-ndr").eager_max_bytes is None  # no rendezvous on InfiniBand (NCCL's own IB transport)
 
 
+def test_nvls_tree_network_fill_on_p5():
+    """NCCL's NVLS-tree chunk rule from the plugin's 512 KiB (NCCL_NVLS_CHUNKSIZE / NCCL_NVLSTREE_MAX_CHUNKSIZE on
+    p5): with 16 NVLS channels x 8 heads, 64 MiB is under 32 x 128 x 512 KiB and 16 x 128 x 256 KiB (chunk 128
+    KiB) but not under 4 x 128 x 128 KiB; 1 GiB keeps 256 KiB, 8 GiB 512 KiB. A wave is 16 chunks per head GPU.
+    On 2 nodes a chunk crosses the network up and back down: one wave beyond the steady state, 2 MiB over the
+    GPU's four EFA cards (48 GB/s) = 43.69 us at 64 MiB."""
+    waves = nvls_tree_wave_bytes("aws-p5", [2.0**26, 2.0**30, 2.0**33], 2, 8)
+    assert list(waves) == [16 * 131072, 16 * 262144, 16 * 524288]
+    assert nvls_tree_wave_bytes("mi300x-8", 2.0**26, 2, 8) is None  # no NVLS
+    p5 = collective_options("all_reduce", 2.0**26, 16, "aws-p5")[("hierarchical", "simple")]
+    nic = 32 * 12.5e9 * 0.96 / 8
+    sysm = load_collective_system("aws-p5")
+    no_fill = dataclasses.replace(sysm, nvls_tree_chunk_bytes=0.0)  # a zero chunk: no wave
+    t0 = collective_options("all_reduce", 2.0**26, 16, no_fill)[("hierarchical", "simple")].time_s
+    assert float(p5.time_s) - float(t0) == pytest.approx(16 * 131072 / nic, rel=1e-9)
+
+
 def test_tuner_switches_from_latency_to_bandwidth_algorithms(h100):
     r = select_algorithm("all_reduce", SIZES, 8, h100)
     assert (r.algorithm[0], r.protocol[0]) == ("ring", "ll")  # 8 B: lowest latency
@@ -612,17 +635,17 @@ def test_validation_against_published_measurements():
     for c in first:
         first_regime[_regime(c.size_bytes)].append(c)
     assert len(first) == 166
-    assert mape(first) <= 11.9  # achieved 11.87 % (13.03 % before the EFA plugin's rendezvous, 13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
-    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 5.9  # achieved 5.89 % over 66 rows (5.98 % before the EFA rendezvous, 6.11 % before NCCL's printed NVLS estimate)
-    assert mape(first_regime["mid (1-256 MiB)"]) <= 14.4  # achieved 14.39 % over 76 rows (16.86 % before the EFA rendezvous, 18.21 % before LL128 across EFA on p5)
+    assert mape(first) <= 11.7  # achieved 11.69 % (11.87 % before the NVLS tree's network fill, 13.03 % before the EFA plugin's rendezvous, 13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
+    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 5.8  # achieved 5.77 % over 66 rows (5.89 % before the NVLS tree's network fill, 5.98 % before the EFA rendezvous, 6.11 % before NCCL's printed NVLS estimate)
+    assert mape(first_regime["mid (1-256 MiB)"]) <= 14.1  # achieved 14.10 % over 76 rows (14.39 % before the NVLS tree's network fill, 16.86 % before the EFA rendezvous, 18.21 % before LL128 across EFA on p5)
     assert mape(first_regime["latency (<1 MiB)"]) <= 20.4  # achieved 20.37 % over 24 rows (20.35 before the EFA rendezvous, 20.81 before NCCL's tree estimate)
     # all 212: with the 30 rows of two further systems (coll-205..234: Azure ND MI300X v5 one-thread -g 8, GB200
     # NVL72 one rack) and the rest of the 8x MI300X AAC8 table (coll-247..262), added unfitted: no constant was
     # changed when they were added (docs/collectives.md); then RCCL's one-thread launch cost and MSCCL's
     # one-process rule, and NCCL's Blackwell NVLS efficiency (30.76 / 9.17 / 19.22 / 78.27 % before)
-    assert mape(comps) <= 12.95  # achieved 12.91 % (13.82 before the EFA plugin's rendezvous)
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.7  # achieved 7.69 % over 74 rows (7.77 before)
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.3  # achieved 14.27 % over 84 rows (16.50 before)
+    assert mape(comps) <= 12.8  # achieved 12.77 % (12.91 before the NVLS tree's network fill, 13.82 before the EFA plugin's rendezvous)
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.6  # achieved 7.58 % over 74 rows (7.69, 7.77 before)
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 14.05  # achieved 14.01 % over 84 rows (14.27, 16.50 before)
     assert mape(by_regime["latency (<1 MiB)"]) <= 18.0  # achieved 17.96 % over 54 rows (17.95 before)
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
@@ -637,8 +660,8 @@ def test_validation_against_published_measurements():
         ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
         ("mi300x-8", "bandwidth (>=256 MiB)"): 5.75,  # 9 rows, met
         ("aws-p5", "latency (<1 MiB)"): 33.0,  # 4 rows, not met (32.8 before the plugin's rendezvous, 49.7 before the 75 us became tuner-only)
-        ("aws-p5", "mid (1-256 MiB)"): 12.0,  # 8 rows, met; 35.3 before the plugin's rendezvous, 48.2 before NCCL's LL128 across EFA
-        ("aws-p5", "bandwidth (>=256 MiB)"): 13.0,  # 4 rows, met (14.5 before the plugin's rendezvous)
+        ("aws-p5", "mid (1-256 MiB)"): 9.25,  # 8 rows, met; 12.0 before the NVLS tree's network fill, 35.3 before the plugin's rendezvous, 48.2 before NCCL's LL128 across EFA
+        ("aws-p5", "bandwidth (>=256 MiB)"): 11.0,  # 4 rows, met (13.0 before the NVLS tree's network fill, 14.5 before the plugin's rendezvous)
         ("dgx-a100", "latency (<1 MiB)"): 7.1,  # 4 all_reduce rows (OCI BM.GPU4.8, one thread, 8 GPUs), met; 6.3 before NCCL's tree estimate (64 KiB now its ring, -20 %)
         ("dgx-a100", "mid (1-256 MiB)"): 32.1,  # 8 all_reduce + 1 send_recv rows, not met (1-16 MiB +28..+50 %)
         ("dgx-a100", "bandwidth (>=256 MiB)"): 8.5,  # 4 all_reduce + 2 send_recv rows, met (19.4 on the 2 sends)
@@ -654,8 +677,8 @@ def test_validation_against_published_measurements():
         assert mape(by_system_band[key]) <= figure + 0.05, key
     # GiB sizes: no row of 1 GiB or more moved away from its measurement (MAPE 4.23 % with the A100 rows;
     # 7.49 % with the four GB200 NVL72 rows of 1-8 GiB and two more MI300X rows)
-    assert mape([c for c in first if c.size_bytes >= GIB]) <= 4.15  # 4.11 % (4.23 before the EFA rendezvous)
-    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 5.95  # 5.95 % (5.97 before it, 7.49 at the H100 NVLS fraction)
+    assert mape([c for c in first if c.size_bytes >= GIB]) <= 4.05  # 4.04 % (4.11 before the NVLS tree's network fill, 4.23 before the EFA rendezvous)
+    assert mape([c for c in comps if c.size_bytes >= GIB]) <= 5.9  # 5.89 % (5.95, 5.97 before them, 7.49 at the H100 NVLS fraction)
     # the 4-GPU single-thread small-message rows: within 45 % (100-164 % over before the launch skew)
     for c in comps:
         if c.gpus_per_thread == 4 and c.size_bytes <= 2**16:
