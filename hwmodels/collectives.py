@@ -194,6 +194,9 @@ class Fabric:
     eager_max_bytes: Any = None
     #: ``rendezvous.latency_s``: that control message's trip, added to an inter-node step whose message is larger
     rendezvous_latency_s: Any = 0.0
+    #: ``rccl_tuner.*``: RCCL's one-node ranking factors for this fabric's GPUs (``ring_ratio`` / ``tree_ratio`` per
+    #: protocol, ``tree_correction`` lists); a protocol missing from ``tree_ratio`` is one RCCL never runs as a tree
+    rccl_tuner: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -455,7 +458,8 @@ class _Reader:
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
-                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree", "rendezvous")
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree", "rendezvous",
+                "rccl_tuner")
 
 
 _TREE_FABRIC_KEYS = ("max_channel_bandwidth_bytes_per_s", "ll128_max_channel_bandwidth_bytes_per_s")
@@ -508,7 +512,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
                   tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
                   ll128=bool(ll128), eager_max_bytes=eager, rendezvous_latency_s=0.0 if rdv is None else rdv,
-                  provenance=MappingProxyType(prov))
+                  rccl_tuner=_read_rccl_tuner(t, rd, path, prov), provenance=MappingProxyType(prov))
 
 
 def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: str) -> Mapping[str, Any]:
@@ -628,6 +632,30 @@ def _read_tree_tuner(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[st
         return None
     return MappingProxyType({"bandwidth_fraction": frac, "protocol_fraction": MappingProxyType(proto),
                              "correction": MappingProxyType(corr)})
+
+
+def _read_rccl_tuner(t: Mapping[str, Any], rd: _Reader, path: str,
+                     prov: dict[str, Provenance]) -> Mapping[str, Any] | None:
+    """``rccl_tuner.*``: RCCL's one-node ranking factors (None when absent or incomplete; problems located)."""
+    tab = t.get("rccl_tuner")
+    if not isinstance(tab, Mapping):
+        return None
+    where = f"{path}.rccl_tuner"
+    rd.unknown_keys(tab, ("ring_ratio", "tree_ratio", "tree_correction"), where)
+    out: dict[str, Any] = {}
+    for key in ("ring_ratio", "tree_ratio", "tree_correction"):
+        sub = tab.get(key, {}) if isinstance(tab.get(key, {}), Mapping) else {}
+        rd.unknown_keys(sub, PROTOCOLS, f"{where}.{key}")
+        out[key] = MappingProxyType({
+            p: (_read_factor_list(sub[p], rd, f"{where}.{key}.{p}", prov) if key == "tree_correction"
+                else rd.quantity(t, f"rccl_tuner.{key}.{p}", "1", path, prov)) for p in PROTOCOLS if p in sub})
+    if any(v is None for m in out.values() for v in m.values()):
+        return None
+    if set(out["tree_ratio"]) != set(out["tree_correction"]):
+        rd.problems.add(f"{where}.tree_correction", f"protocols differ from tree_ratio; got {sorted(out['tree_correction'])}; "
+                                                   f"expected {sorted(out['tree_ratio'])}")
+        return None
+    return MappingProxyType(out)
 
 
 def _read_factor_list(raw: Any, rd: _Reader, full: str, prov: dict[str, Provenance]) -> tuple[float, ...] | None:
@@ -1342,6 +1370,32 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
     return lat + 2 * size / (bus * _tree_correction(tree["correction"][protocol], size))
 
 
+def _rccl_tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: int, g: int,
+                         system: CollectiveSystem, lat: Any) -> Any:
+    """RCCL's own estimate of a one-node ring or tree all_reduce, the cost its tuner ranks by (None: not described).
+
+    RCCL (src/graph/tuning.cc ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime``, branch release/rocm-rel-6.2, HIP
+    build) scales the graph's bus bandwidth (``nChannels x bwIntra``: on the 8x MI300X topology models the sum
+    of a GPU's links, ``totalBw``, here the fabric's ring bandwidth at Simple) by its tuning model's ``bwRatio`` per algorithm and protocol instead of NCCL's protocol factors, converts it to
+    algorithm bandwidth (ring ``n / 2(n-1)``, tree ``0.5``), multiplies a tree's by ``treeCorrectionFactor`` of the
+    size (``log2(nBytes >> 6)``, the last entry beyond the table; one-node rings get no correction) and ranks at
+    ``lat + nBytes / bw``. A tree protocol the catalog leaves out of ``tree_ratio`` never ranks (Tree Simple on a
+    single gfx94 node is skipped outright).
+    """
+    tune = system.intra.rccl_tuner
+    if tune is None or collective != "all_reduce" or algorithm not in ("ring", "tree") or g <= 1:
+        return None
+    graph = _links(system.intra, "ring", g) * system.intra.achievable_link_bandwidth_bytes_per_s
+    if algorithm == "ring":
+        ratio = tune["ring_ratio"].get(protocol)
+        return None if ratio is None else lat + size / (graph * ratio * n / (2 * (n - 1)))
+    if protocol not in tune["tree_ratio"]:
+        return np.full(np.shape(size), np.inf)
+    table = np.asarray(tune["tree_correction"][protocol], dtype=float)
+    idx = np.clip(np.floor(np.log2(np.maximum(size, 64.0) / 64.0)).astype(int), 0, table.size - 1)
+    return lat + size / (graph * tune["tree_ratio"][protocol] * 0.5 * table[idx])
+
+
 def _nvls_tuner_estimate(collective: str, size: np.ndarray, n: int, system: CollectiveSystem) -> Any:
     """NCCL's own estimate of a one-node NVLS all_reduce on ``n`` ranks, as its tuner prints it (None: not printed).
 
@@ -1495,6 +1549,8 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
             if nodes == 1:  # NCCL ranks one-node rings, trees and NVLS by its own estimate where it is described
                 sel = (_nvls_tuner_estimate(collective, size, n, sysm) if a == "nvls"
                        else _tuner_estimate(collective, a, p, size, n, g, sysm, lat))
+                if sel is None:  # RCCL: its tuning model's estimate
+                    sel = _rccl_tuner_estimate(collective, a, p, size, n, g, sysm, lat)
             if a == "allpairs" and not _allpairs_allowed(sysm, gpt):
                 continue
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked

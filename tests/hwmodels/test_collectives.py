@@ -1022,9 +1022,30 @@ def test_nccl_runs_the_ring_where_its_estimate_ranks_it_first(h100):
     assert (r.algorithm, r.protocol) == ("ring", "ll")
     assert r.time_s == pytest.approx(10.2 * US + 1.5 * 2.0**16 / (4 * 15e9 * 0.5), rel=1e-3)
     assert collective_time("all_reduce", 2.0**16, 4, h100, algorithm="tree").time_s < r.time_s
-    # systems without the tree estimate (RCCL) still rank by the time
-    opts = collective_options("all_reduce", 2.0**16, 8, "mi300x-8")
+    # systems without NCCL's tree estimate or RCCL's tuning model (a PCIe node) still rank by the time
+    opts = collective_options("all_reduce", 2.0**16, 8, "pcie4-8gpu")
     assert all(o.selection_time_s is None for (algo, _), o in opts.items() if algo in ("ring", "tree"))
+
+
+def test_rccl_ranks_by_its_tuning_model_on_mi300x():
+    """RCCL 2.20.5 on 8 MI300X (tuning_model_5): ring LL at 23.2 us + S / (336 GB/s x 0.41 x 8/14), ring Simple at
+    67.4 us + S / (336 GB/s x 8/14), tree LL at 23.2 us + S / (336 x 0.41 x 0.5 x treeCorrectionFactor), Tree Simple
+    never on a single gfx94 node. Simple overtakes LL at 44.2 us / (1/78.72 - 1/192 GB/s) = 5.89 MB: with one
+    thread driving the 8 GPUs (MSCCL off) 4 MiB runs ring LL and 8 MiB ring Simple (the model's times tie there:
+    131.0 vs 131.5 us); the tree never ranks first."""
+    sizes = np.array([8.0, 2.0**16, 2.0**22, 2.0**23, 2.0**27])
+    r = collective_time("all_reduce", sizes, 8, "azure-nd-mi300x-v5", gpus_per_thread=8)
+    assert list(zip(r.algorithm, r.protocol, strict=True)) == [("ring", "ll")] * 3 + [("ring", "simple")] * 2
+    opts = collective_options("all_reduce", 2.0**23, 8, "azure-nd-mi300x-v5", gpus_per_thread=8)
+    skew = 7 * RCCL_LAUNCH_PER_DEVICE
+    ring_ll = opts[("ring", "ll")].selection_time_s - skew
+    assert ring_ll == pytest.approx(23.2 * US + 2.0**23 / (336e9 * 0.41 * 8 / 14), rel=1e-6)
+    simple = opts[("ring", "simple")].selection_time_s - skew
+    assert simple == pytest.approx(67.4 * US + 2.0**23 / (336e9 * 8 / 14), rel=1e-6)
+    assert float(opts[("ring", "ll")].time_s) < float(opts[("ring", "simple")].time_s)  # the time alone would keep LL
+    assert np.isinf(opts[("tree", "simple")].selection_time_s)
+    tree_ll = opts[("tree", "ll")].selection_time_s - skew  # log2(8 MiB >> 6) = 17: factor 0.4
+    assert tree_ll == pytest.approx(23.2 * US + 2.0**23 / (336e9 * 0.41 * 0.5 * 0.4), rel=1e-6)
 
 
 def test_tree_estimate_field_errors_are_located(tmp_path):
@@ -1100,4 +1121,20 @@ def test_allpairs_and_tuner_latency_field_errors_are_located(tmp_path):
         load_fabric_catalog(bad)
     bad.write_text(text.replace('latency.tuner_extra_step_s = {', 'latency.tuner_extra_stp_s = {', 1))
     with pytest.raises(SpecError, match=r"efa-100g\.latency\.tuner_extra_stp_s: unknown key.*did you mean 'tuner_extra_step_s'"):
+        load_fabric_catalog(bad)
+
+
+def test_rccl_tuner_and_rendezvous_field_errors_are_located(tmp_path):
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    bad = tmp_path / "fabrics.toml"
+    bad.write_text(text.replace("rccl_tuner.ring_ratio.ll =", "rccl_tuner.ring_ratios.ll =", 1))
+    with pytest.raises(SpecError, match=r"fabrics\.xgmi-mi300x\.rccl_tuner\.ring_ratios: unknown key.*did you mean"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace("rccl_tuner.tree_correction.ll =", "rccl_tuner.tree_correction.simple =", 1))
+    with pytest.raises(SpecError, match=r"fabrics\.xgmi-mi300x\.rccl_tuner\.tree_correction: protocols differ"):
+        load_fabric_catalog(bad)
+    bad.write_text(text.replace('rendezvous.eager_max_bytes = { value = "8 KiB"', 'rendezvous.eager_max_bytes = { value = "8 us"', 1))
+    with pytest.raises(SpecError, match=r"fabrics\.efa-100g\.rendezvous\.eager_max_bytes"):
         load_fabric_catalog(bad)
