@@ -195,6 +195,14 @@ class Fabric:
     #: ``tree.ll128_max_channel_bandwidth_bytes_per_s``: the same cap for tree LL128 (``perChMaxTreeLL128Bws``)
     tree_ll128_channel_bandwidth_bytes_per_s: Any = None
     ll128: bool = False  #: NCCL enables its LL128 protocol on this fabric
+    #: ``rendezvous.eager_max_bytes``: the network plugin sends a message of at most this size at once; a larger
+    #: one waits for the receiver's control message (its buffer address) before it is written
+    eager_max_bytes: Any = None
+    #: ``rendezvous.latency_s``: that control message's trip, added to an inter-node step whose message is larger
+    rendezvous_latency_s: Any = 0.0
+    #: ``rccl_tuner.*``: RCCL's one-node ranking factors for this fabric's GPUs (``ring_ratio`` / ``tree_ratio`` per
+    #: protocol, ``tree_correction`` lists); a protocol missing from ``tree_ratio`` is one RCCL never runs as a tree
+    rccl_tuner: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -284,6 +292,9 @@ class CollectiveSystem:
     cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
     ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
+    #: ``nvls_tree_chunk_bytes``: the chunk NCCL's NVLS tree starts from where the node's setup sets it
+    #: (NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE); None: NCCL's defaults (:func:`nvls_tree_wave_bytes`)
+    nvls_tree_chunk_bytes: Any = None
     #: ``gpu_nic_path``: how each GPU reaches its nearest NIC (one of :data:`GPU_NIC_PATHS`; None: not described)
     gpu_nic_path: str | None = None
     #: ``nvls_tuner.all_reduce_algbw.<n>``: the NVLS all_reduce algorithm bandwidth NCCL's tuner prints for
@@ -471,7 +482,8 @@ class _Reader:
 
 
 _FABRIC_KEYS = ("description", "class", "topology", "ll128", "link_bandwidth_bytes_per_s", "links_per_device",
-                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree")
+                "links_per_peer", "torus_dims", "latency", "efficiency", "nvls", "ll", "channel", "tree", "rendezvous",
+                "rccl_tuner")
 
 
 _TREE_FABRIC_KEYS = ("max_channel_bandwidth_bytes_per_s", "ll128_max_channel_bandwidth_bytes_per_s")
@@ -489,6 +501,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
     rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
     rd.unknown_keys(t.get("tree", {}), _TREE_FABRIC_KEYS, f"{path}.tree")
+    rd.unknown_keys(t.get("rendezvous", {}), ("eager_max_bytes", "latency_s"), f"{path}.rendezvous")
     prov: dict[str, Provenance] = {}
     cls = rd.choice(t, "class", LATENCY_CLASSES, path)
     topo = rd.choice(t, "topology", TOPOLOGIES, path)
@@ -504,6 +517,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     tree_bw = [rd.quantity(t, f"tree.{k}", "B/s", path, prov, required=False) for k in _TREE_FABRIC_KEYS]
+    eager = rd.quantity(t, "rendezvous.eager_max_bytes", "B", path, prov, required=False)
+    rdv = rd.quantity(t, "rendezvous.latency_s", "s", path, prov, required=eager is not None, zero_ok=True)
     ll128 = t.get("ll128", False)
     if not isinstance(ll128, bool):
         rd.problems.add(f"{path}.ll128", f"not a boolean; got {ll128!r}; expected true or false")
@@ -520,7 +535,8 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
                   ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
                   tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
-                  ll128=bool(ll128), provenance=MappingProxyType(prov))
+                  ll128=bool(ll128), eager_max_bytes=eager, rendezvous_latency_s=0.0 if rdv is None else rdv,
+                  rccl_tuner=_read_rccl_tuner(t, rd, path, prov), provenance=MappingProxyType(prov))
 
 
 def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: str) -> Mapping[str, Any]:
@@ -706,6 +722,30 @@ def _read_tree_tuner(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[st
                              "correction": MappingProxyType(corr)})
 
 
+def _read_rccl_tuner(t: Mapping[str, Any], rd: _Reader, path: str,
+                     prov: dict[str, Provenance]) -> Mapping[str, Any] | None:
+    """``rccl_tuner.*``: RCCL's one-node ranking factors (None when absent or incomplete; problems located)."""
+    tab = t.get("rccl_tuner")
+    if not isinstance(tab, Mapping):
+        return None
+    where = f"{path}.rccl_tuner"
+    rd.unknown_keys(tab, ("ring_ratio", "tree_ratio", "tree_correction"), where)
+    out: dict[str, Any] = {}
+    for key in ("ring_ratio", "tree_ratio", "tree_correction"):
+        sub = tab.get(key, {}) if isinstance(tab.get(key, {}), Mapping) else {}
+        rd.unknown_keys(sub, PROTOCOLS, f"{where}.{key}")
+        out[key] = MappingProxyType({
+            p: (_read_factor_list(sub[p], rd, f"{where}.{key}.{p}", prov) if key == "tree_correction"
+                else rd.quantity(t, f"rccl_tuner.{key}.{p}", "1", path, prov)) for p in PROTOCOLS if p in sub})
+    if any(v is None for m in out.values() for v in m.values()):
+        return None
+    if set(out["tree_ratio"]) != set(out["tree_correction"]):
+        rd.problems.add(f"{where}.tree_correction", f"protocols differ from tree_ratio; got {sorted(out['tree_correction'])}; "
+                                                   f"expected {sorted(out['tree_ratio'])}")
+        return None
+    return MappingProxyType(out)
+
+
 def _read_factor_list(raw: Any, rd: _Reader, full: str, prov: dict[str, Provenance]) -> tuple[float, ...] | None:
     """``{ value = [f0, f1, ...], source = "..." }``: factors in (0, 1] (None on a problem, located)."""
     if not isinstance(raw, Mapping) or "value" not in raw:
@@ -810,7 +850,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
                         "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
-                        "gpu_nic_path", "nvls_tuner"), path)
+                        "gpu_nic_path", "nvls_tuner", "nvls_tree_chunk_bytes"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
     ok = True
@@ -834,6 +874,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
     ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
+    tree_chunk = rd.quantity(t, "nvls_tree_chunk_bytes", "B", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
     nvls_algbw, nvls_lat = _read_nvls_tuner(t, rd, path, prov)
@@ -872,7 +913,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
                             cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
                             nvls_tuner_algbw=nvls_algbw, nvls_tuner_latency_s=nvls_lat,
-                            provenance=MappingProxyType(prov))
+                            nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
 
 def _lower_keys(table: Any) -> dict[str, Any]:
@@ -1193,6 +1234,52 @@ def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: 
     return ops * chunk
 
 
+#: NCCL's NVLS-tree chunk shrinking (src/enqueue.cc calcCollChunking, NVLS_TREE branch, v2.22.3 and v2.28.7): (size
+#: multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
+_NVLS_TREE_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+#: NCCL's default NVLS-tree chunk cap from four nodes (``maxChunkSize = nNodes >= 4 ? 65536 : chunkSize``).
+_NVLS_TREE_MANY_NODES_CHUNK = 65536
+
+
+def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_nodes: int, heads: int) -> Any:
+    """Bytes one NVLS-tree wave puts through each head GPU (``nvls_channels`` chunks), per size (None: not described).
+
+    NCCL (src/enqueue.cc calcCollChunking, NVLS_TREE branch; v2.22.3 and v2.28.7) starts from the NVLS chunk
+    (``nvls_tree_chunk_bytes`` where the node's setup sets it, else the library's NCCL_NVLS_CHUNKSIZE capped at
+    64 KiB from four nodes) and shrinks it to 256, 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1
+    times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
+    """
+    sysm = load_collective_system(system)
+    if sysm.nvls_channels is None:
+        return None
+    chunk0 = sysm.nvls_tree_chunk_bytes
+    if chunk0 is None:
+        if sysm.library.nvls_chunk_bytes is None:
+            return None
+        chunk0 = sysm.library.nvls_chunk_bytes
+        if n_nodes >= 4:
+            chunk0 = min(chunk0, _NVLS_TREE_MANY_NODES_CHUNK)
+    size = np.asarray(size_bytes, dtype=float)
+    ops = float(sysm.nvls_channels * int(heads))
+    chunk = np.full(size.shape, float(chunk0))
+    for mult, floor in _NVLS_TREE_CHUNK_STEPS:
+        chunk = np.where((size < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
+    return sysm.nvls_channels * chunk
+
+
+def _nvls_tree_fill(system: CollectiveSystem, size: np.ndarray, nodes: int, g: int, protocol: str) -> Any:
+    """Time the NVLS tree's first wave adds crossing the network: a chunk goes up the tree of nodes and its
+    result comes back down, ``2 ceil(log2 N)`` network stages in series (src/device/all_reduce.h, NVLS_TREE:
+    the reduce warps send up, the broadcast warps receive from above, each chunk in turn), so the pipeline
+    fills with ``2 ceil(log2 N) - 1`` waves beyond the steady state, each a head's wave over its NIC share."""
+    wave = nvls_tree_wave_bytes(system, size, nodes, g)
+    if wave is None or nodes <= 1:
+        return 0.0
+    stages = 2 * math.ceil(math.log2(nodes))
+    per_gpu = _nic_bw(system, protocol, g) / g
+    return (stages - 1) * np.minimum(wave, size / g) / per_gpu
+
+
 def _nic_bw(system: CollectiveSystem, protocol: str, g: int | None = None) -> Any:
     """The NICs ``g`` group members of one node drive, per direction, achievable, B/s.
 
@@ -1213,6 +1300,45 @@ def _alpha(system: CollectiveSystem, fabric: Fabric, protocol: str, tuner: bool 
     if tuner:
         alpha = alpha + (2 if protocol == "simple" else 1) * fabric.tuner_extra_step_latency_s
     return alpha
+
+
+#: Bytes a protocol puts on the wire per data byte (LL: a 4-byte flag beside every 4 data bytes; LL128: 8 flag
+#: bytes in every 128-byte line; src/include/device.h), for the size of one network message.
+_WIRE_BYTES_PER_DATA_BYTE: Mapping[str, float] = MappingProxyType({"ll": 2.0, "ll128": 128.0 / 120.0, "simple": 1.0})
+
+
+def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, protocol: str, size: np.ndarray,
+                  n: int, g: int) -> Any:
+    """Latency one inter-node step adds when its message is too large for the network plugin to send at once.
+
+    aws-ofi-nccl's RDMA protocol (``send`` in src/nccl_ofi_rdma.c, v1.9.2-aws) writes a message into the
+    receiver's buffer only once the receiver's control message (buffer address and keys) has arrived; a
+    message of at most ``eager_max_bytes`` (OFI_NCCL_EAGER_MAX_SIZE) without one is sent at once. A step's
+    message is one channel's share of the step, on the wire: ``S / (share x channels)`` times the protocol's
+    wire bytes, ``share`` being the ranks a ring step divides the buffer into (``n``; a broadcast, a tree or a
+    send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels: NCCL's
+    channel rule for a ring or a tree (:func:`ring_channels_used`), the NVLS channels for the NVLS tree, one
+    for a send or an all-to-all and wherever the system does not describe its channels (the larger message).
+    Whether the control message's trip overlaps the sender's own preparation is not modelled: the whole trip
+    is added.
+    """
+    inter = system.inter
+    if inter is None or inter.eager_max_bytes is None:
+        return 0.0
+    nc = None
+    if algorithm in ("ring", "tree"):
+        nc = ring_channels_used(system, algorithm, protocol, size, n)
+    elif algorithm == "hierarchical":
+        nc = system.nvls_channels
+    nc = 1.0 if nc is None else nc
+    if algorithm == "hierarchical":
+        share = g
+    elif (algorithm == "ring" and collective != "broadcast") or collective == "all_to_all":
+        share = n
+    else:
+        share = 1
+    msg = size / (share * nc) * _WIRE_BYTES_PER_DATA_BYTE[protocol]
+    return np.where(msg > inter.eager_max_bytes, inter.rendezvous_latency_s, 0.0)
 
 
 def net_ll128(system: CollectiveSystem) -> bool:
@@ -1269,6 +1395,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     base = lib.base_latency_s[protocol]
     a_i = _alpha(system, intra, protocol)
     a_n = _alpha(system, system.inter, protocol, tuner) if nodes > 1 else 0.0
+    if nodes > 1 and not tuner:  # the plugin's rendezvous is a time the library's tuner does not estimate
+        a_n = a_n + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
@@ -1327,7 +1455,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         lat = base + lat_i + lat_n + zero
         if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
             t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
-            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n)
+            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g,
+                                                                                             protocol)
             lat = np.where(alt < best, base + lat_n + lat_nv, lat)
             best = np.minimum(best, alt)
         return best, lat
@@ -1379,6 +1508,32 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
     elif protocol == "ll128":
         bus = np.minimum(bus, nc * intra.tree_ll128_channel_bandwidth_bytes_per_s)
     return lat + 2 * size / (bus * _tree_correction(tree["correction"][protocol], size))
+
+
+def _rccl_tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: int, g: int,
+                         system: CollectiveSystem, lat: Any) -> Any:
+    """RCCL's own estimate of a one-node ring or tree all_reduce, the cost its tuner ranks by (None: not described).
+
+    RCCL (src/graph/tuning.cc ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime``, branch release/rocm-rel-6.2, HIP
+    build) scales the graph's bus bandwidth (``nChannels x bwIntra``: on the 8x MI300X topology models the sum
+    of a GPU's links, ``totalBw``, here the fabric's ring bandwidth at Simple) by its tuning model's ``bwRatio`` per algorithm and protocol instead of NCCL's protocol factors, converts it to
+    algorithm bandwidth (ring ``n / 2(n-1)``, tree ``0.5``), multiplies a tree's by ``treeCorrectionFactor`` of the
+    size (``log2(nBytes >> 6)``, the last entry beyond the table; one-node rings get no correction) and ranks at
+    ``lat + nBytes / bw``. A tree protocol the catalog leaves out of ``tree_ratio`` never ranks (Tree Simple on a
+    single gfx94 node is skipped outright).
+    """
+    tune = system.intra.rccl_tuner
+    if tune is None or collective != "all_reduce" or algorithm not in ("ring", "tree") or g <= 1:
+        return None
+    graph = _links(system.intra, "ring", g) * system.intra.achievable_link_bandwidth_bytes_per_s
+    if algorithm == "ring":
+        ratio = tune["ring_ratio"].get(protocol)
+        return None if ratio is None else lat + size / (graph * ratio * n / (2 * (n - 1)))
+    if protocol not in tune["tree_ratio"]:
+        return np.full(np.shape(size), np.inf)
+    table = np.asarray(tune["tree_correction"][protocol], dtype=float)
+    idx = np.clip(np.floor(np.log2(np.maximum(size, 64.0) / 64.0)).astype(int), 0, table.size - 1)
+    return lat + size / (graph * tune["tree_ratio"][protocol] * 0.5 * table[idx])
 
 
 def _nvls_tuner_estimate(collective: str, size: np.ndarray, n: int, system: CollectiveSystem) -> Any:
@@ -1534,6 +1689,8 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
             if nodes == 1:  # NCCL ranks one-node rings, trees and NVLS by its own estimate where it is described
                 sel = (_nvls_tuner_estimate(collective, size, n, sysm) if a == "nvls"
                        else _tuner_estimate(collective, a, p, size, n, g, sysm, lat))
+                if sel is None:  # RCCL: its tuning model's estimate
+                    sel = _rccl_tuner_estimate(collective, a, p, size, n, g, sysm, lat)
             if a == "allpairs" and not _allpairs_allowed(sysm, gpt):
                 continue
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked
