@@ -263,6 +263,9 @@ class CollectiveLibrary:
     #: ``tuner.ring_busbw_cap.<fabric>``: NCCL's cap on a one-node ring or tree bus bandwidth on that fabric's
     #: GPUs, before the protocol factors (NCCL 2.8-2.17: 235 GB/s on compute capability 8.0; None: none)
     ring_busbw_cap: Mapping[str, Any] | None = None
+    #: ``tuner.ring_ll128_max_channel_bandwidth.<collective>``: NCCL's cap on a one-node ring's LL128 bus
+    #: bandwidth per channel of its ring graph (NCCL 2.8.3-2.9.9 ``ll128MaxBwPerCh``; None: none)
+    ring_ll128_channel_cap: Mapping[str, Any] | None = None
     provenance: Mapping[str, Provenance] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -563,7 +566,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = t.get("tuner", {})
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
-                            "ring_ll_busbw_fraction", "ring_busbw_cap"), f"{path}.tuner")
+                            "ring_ll_busbw_fraction", "ring_busbw_cap", "ring_ll128_max_channel_bandwidth"),
+                    f"{path}.tuner")
 
     rd.unknown_keys(t.get("launch", {}), ("per_device_s",), f"{path}.launch")
     prov: dict[str, Provenance] = {}
@@ -606,6 +610,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     cap_raw = t.get("tuner", {}).get("ring_busbw_cap") if isinstance(t.get("tuner", {}), Mapping) else None
     busbw_cap = None if not isinstance(cap_raw, Mapping) else MappingProxyType(
         {f: rd.quantity(t, f"tuner.ring_busbw_cap.{f}", "B/s", path, prov) for f in cap_raw})
+    ll128_cap = _read_ring_ll128_cap(t, rd, path, prov)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
         return None
@@ -618,7 +623,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
         tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, family=family, versions=versions,
         ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, ring_busbw_cap=busbw_cap,
-        provenance=MappingProxyType(prov))
+        ring_ll128_channel_cap=ll128_cap, provenance=MappingProxyType(prov))
 
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -675,6 +680,18 @@ def _read_ring_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[s
         granule = MappingProxyType({p: rd.quantity(t, f"ring.chunk_granule_bytes_per_thread.{p}", "B", path, prov)
                                     for p in protocols})
     return ll_frac, granule
+
+
+def _read_ring_ll128_cap(t: Mapping[str, Any], rd: _Reader, path: str,
+                         prov: dict[str, Provenance]) -> Mapping[str, Any] | None:
+    """``tuner.ring_ll128_max_channel_bandwidth.<collective>`` in B/s (None when absent)."""
+    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
+    raw = tuner.get("ring_ll128_max_channel_bandwidth")
+    if raw is None:
+        return None
+    key = "tuner.ring_ll128_max_channel_bandwidth"
+    rd.unknown_keys(raw, COLLECTIVES, f"{path}.{key}")
+    return MappingProxyType({c: rd.quantity(t, f"{key}.{c}", "B/s", path, prov) for c in COLLECTIVES if c in raw})
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -1189,6 +1206,29 @@ def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str,
     return np.minimum(bw, table[collective] * _ring_graph_busbw(system))
 
 
+#: NCCL lays its ring graph's channels out twice over the communicator's channels (src/graph/connect.cc
+#: ncclTopoPostset, v2.8.3-1 to v2.17.1-1: 'nChannels = comm->nChannels = std::min(MAXCHANNELS,nChannels*2)'),
+#: so the tuner's ``graphs[RING]->nChannels`` is the printed channel count (``ring_channels``) over this.
+_RING_CHANNEL_COPIES = 2
+
+
+def _ring_ll128_capped_bw(system: CollectiveSystem, collective: str, protocol: str, bw: Any) -> Any:
+    """``bw`` capped at the library's one-node ring LL128 bus bandwidth, ``ll128MaxBwPerCh[collective] x the
+    ring graph's channels`` (NCCL 2.8.3-2.9.9 src/graph/tuning.cc: ``busBw = std::min(busBw * 0.92,
+    ll128MaxBwPerCh[coll]*graphs[a]->nChannels)``), the graph's channels being ``ring_channels /
+    _RING_CHANNEL_COPIES``; unchanged where the library does not describe it."""
+    table = system.library.ring_ll128_channel_cap
+    if protocol != "ll128" or table is None or collective not in table or system.ring_channels is None:
+        return bw
+    return np.minimum(bw, table[collective] * (system.ring_channels / _RING_CHANNEL_COPIES))
+
+
+def _ring_protocol_capped_bw(system: CollectiveSystem, collective: str, protocol: str, bw: Any) -> Any:
+    """``bw`` under the library's one-node ring LL and LL128 caps (:func:`_ring_ll_capped_bw`,
+    :func:`_ring_ll128_capped_bw`), in the time and in NCCL's own estimate alike."""
+    return _ring_ll128_capped_bw(system, collective, protocol, _ring_ll_capped_bw(system, collective, protocol, bw))
+
+
 def chunk_granule_ratio(system: str | CollectiveSystem, protocol: str, size_bytes: Any, n_devices: int) -> Any:
     """How much longer a one-node ring's transfer takes because each step's chunk is rounded up (1: no rounding).
 
@@ -1411,7 +1451,7 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         if algorithm in ("ring", "tree") and nodes == 1 and _busbw_cap(system) is not None:
             bw = np.minimum(bw, _busbw_cap(system) * lib.protocol_bandwidth_fraction[protocol])
         if algorithm == "ring" and nodes == 1:
-            bw = _ring_ll_capped_bw(system, collective, protocol, bw)
+            bw = _ring_protocol_capped_bw(system, collective, protocol, bw)
         return nbytes / bw
 
     if algorithm == "ring" and collective != "broadcast":
@@ -1499,7 +1539,7 @@ def _tuner_estimate(collective: str, algorithm: str, protocol: str, size: np.nda
     graph = _ring_graph_busbw(system)  # the ring graph: nChannels x bwIntra (under the library's cap)
     if algorithm == "ring":
         bw = np.minimum(_bw(intra, lib, protocol, "ring", g, True), graph * lib.protocol_bandwidth_fraction[protocol])
-        bw = _ring_ll_capped_bw(system, collective, protocol, bw)
+        bw = _ring_protocol_capped_bw(system, collective, protocol, bw)
         return lat + 2 * (n - 1) / n * size / bw
     bus = np.minimum(graph * tree["bandwidth_fraction"], nc * intra.tree_channel_bandwidth_bytes_per_s)
     bus = bus * tree["protocol_fraction"][protocol]

@@ -1,12 +1,13 @@
-"""NCCL 2.8.3 - 2.17.1 as its own catalog entry, chosen for a published run by the release its notes state.
+"""NCCL 2.8.3 - 2.9.9 and 2.10.3 - 2.17.1 as catalog entries, chosen for a published run by the release its notes state.
 
 The 8x A100 all_reduce rows (OCI BM.GPU4.8, horovod image pinning libnccl2 2.9.9) ran an NCCL whose
 tables differ from [libraries.nccl] (v2.28.7): ring LL baseLat 3.6 + 0.47 us per NVLink step, LL128 10.0
 + 1.9 us (src/graph/tuning.cc, every tag from v2.8.3-1 to v2.17.1-1), the one-node ring LL bus bandwidth
 capped at 1/4 of the ring's (all_reduce; 1/3 for the others), and ring chunks rounded up to threads x a
 per-protocol granule (src/collectives/device/all_reduce.h to v2.19.4-1), and a one-node bus bandwidth
-capped at 235 GB/s on compute capability 8.0 (gone from v2.18.1). Cases are hand-computed from the catalog's
-figures.
+capped at 235 GB/s on compute capability 8.0 (gone from v2.18.1). To v2.9.9 the ring LL128 bus bandwidth is also
+capped at ll128MaxBwPerCh[collective] x the ring graph's channels (16.9 GB/s x 12 for all_reduce on 8 A100; one
+20 GB/s from v2.10.3). Cases are hand-computed from the catalog's figures.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ def a100_legacy():
 
     cat = fabric_catalog()
     sysm = cat.system("dgx-a100")
-    return dataclasses.replace(sysm, library=cat.library("nccl-2.17"))
+    return dataclasses.replace(sysm, library=cat.library("nccl-2.9"))
 
 
 def test_the_entry_states_its_range_and_the_tables_of_those_releases():
     lib = fabric_catalog().library("nccl-2.17")
-    assert lib.family_name == "nccl" and lib.versions == ((2, 8, 3), (2, 17, 1))
+    assert lib.family_name == "nccl" and lib.versions == ((2, 10, 3), (2, 17, 1))
     assert lib.base_latency_s["ll"] == pytest.approx(3.6 * US)
     assert lib.base_latency_s["ll128"] == pytest.approx(10.0 * US)
     assert lib.step_latency_s["nvlink"]["ll"] == pytest.approx(0.47 * US)
@@ -53,10 +54,20 @@ def test_the_entry_states_its_range_and_the_tables_of_those_releases():
     assert dict(lib.ring_busbw_cap) == {"nvlink3-nvswitch2": pytest.approx(235 * GB)}
     assert "v2.16.2-1" in lib.provenance["libraries.nccl-2.17.base_latency_s.ll"].source
     assert "minChunkSize" in lib.provenance["libraries.nccl-2.17.ring.chunk_granule_bytes_per_thread.ll128"].source
+    assert lib.ring_ll128_channel_cap is None  # 20 GB/s per ring-graph channel from v2.10.3: not described
+    old = fabric_catalog().library("nccl-2.9")
+    assert old.family_name == "nccl" and old.versions == ((2, 8, 3), (2, 9, 9))
+    assert dict(old.ring_ll128_channel_cap) == {"all_reduce": pytest.approx(16.9 * GB), "all_gather": pytest.approx(18.3 * GB),
+                                                "reduce_scatter": pytest.approx(15.2 * GB), "broadcast": pytest.approx(18.8 * GB)}
+    assert "ll128MaxBwPerCh" in old.provenance["libraries.nccl-2.9.tuner.ring_ll128_max_channel_bandwidth.all_reduce"].source
+    for key in ("base_latency_s", "step_latency_s", "ring_ll_busbw_fraction", "ring_chunk_granule_per_thread",
+                "ring_busbw_cap", "launch_per_device_s", "tree_tuner"):  # otherwise the tables of 2.10-2.17
+        assert getattr(old, key) == getattr(lib, key), key
     # the entry of the current releases states neither: no cap, no granule
     cur = fabric_catalog().library("nccl")
     assert cur.family_name == "nccl" and cur.versions is None
     assert cur.ring_ll_busbw_fraction is None and cur.ring_chunk_granule_per_thread is None and cur.ring_busbw_cap is None
+    assert cur.ring_ll128_channel_cap is None
 
 
 @pytest.mark.parametrize("notes,version", [
@@ -72,8 +83,9 @@ def test_a_rows_release_is_read_from_its_notes(notes, version):
 def test_the_entry_whose_range_holds_the_release_is_chosen():
     cat = fabric_catalog()
     nccl, rccl = cat.library("nccl"), cat.library("rccl")
-    assert library_for_version(cat, nccl, (2, 9, 9)).name == "nccl-2.17"
-    assert library_for_version(cat, nccl, (2, 8, 3)).name == "nccl-2.17"
+    assert library_for_version(cat, nccl, (2, 9, 9)).name == "nccl-2.9"
+    assert library_for_version(cat, nccl, (2, 8, 3)).name == "nccl-2.9"
+    assert library_for_version(cat, nccl, (2, 10, 3)).name == "nccl-2.17"  # v2.10.3: one LL128 cap of 20 GB/s
     assert library_for_version(cat, nccl, (2, 17, 1)).name == "nccl-2.17"
     assert library_for_version(cat, nccl, (2, 18, 1)) is nccl  # v2.18.1 raised ring LL to 6.6 + 0.6 us
     assert library_for_version(cat, nccl, None) is nccl
@@ -104,14 +116,14 @@ def test_a100_one_mib_ring_ll_hand_computed(a100_legacy):
 
 
 def test_a100_four_mib_runs_ll128_as_nccl_2_9_ranks_it(a100_legacy):
-    """4 MiB: NCCL 2.9.9 ranks ring LL128 (10.0 + 14 x 1.9 us + S x 7/4 / (235 x 0.92) GB/s) over ring LL (the
-    58.75 GB/s cap); its time 36.6 us + 33.94 us x 1.7578 = 96.27 us (one rank per GPU)."""
+    """4 MiB: NCCL 2.9.9 ranks ring LL128 (10.0 + 14 x 1.9 us + S x 7/4 / min(235 x 0.92, 16.9 x 12) GB/s) over
+    ring LL (the 58.75 GB/s cap); its time 36.6 us + 36.20 us x 1.7578 = 100.23 us (one rank per GPU)."""
     opts = collective_options("all_reduce", 4 * MIB, 8, a100_legacy)
     ranked = min(opts, key=lambda k: float(opts[k].selection_time_s if opts[k].selection_time_s is not None
                                             else opts[k].time_s))
     assert ranked == ("ring", "ll128")
     auto = collective_time("all_reduce", 4 * MIB, 8, a100_legacy)
-    t_bw = 2 * 7 / 8 * 4 * MIB / (235 * GB * 0.92)
+    t_bw = 2 * 7 / 8 * 4 * MIB / (16.9 * GB * 12)
     assert (auto.algorithm, auto.protocol) == ("ring", "ll128")
     assert float(auto.time_s) == pytest.approx((10.0 + 14 * 1.9) * US + t_bw * 7372800 / (4 * MIB), rel=1e-9)
 
@@ -120,7 +132,7 @@ def test_only_the_rows_stating_such_a_release_move():
     """The 8x A100 all_reduce rows (libnccl2 2.9.9) are priced with the entry; the H100 rows (NCCL 2.28.7,
     2.29.2) and the A100 sends (no release printed) keep [libraries.nccl]."""
     comps = {c.id: c for c in compare_published()}
-    legacy = fabric_catalog().library("nccl-2.17")
+    legacy = fabric_catalog().library("nccl-2.9")
     base = (legacy.base_latency_s["ll"] + 14 * legacy.step_latency_s["nvlink"]["ll"] + 7 * legacy.launch_per_device_s)
     c189 = comps["coll-189"]  # 64 B, 32.0 us: 3.6 + 14 x 0.47 + 7 x 3.41 = 34.05 us plus the bytes
     assert (c189.predicted_algorithm, c189.predicted_protocol) == ("ring", "ll")
@@ -129,7 +141,7 @@ def test_only_the_rows_stating_such_a_release_move():
 
 
 def test_a_bad_range_is_located(tmp_path):
-    msg = fabrics_error_with(tmp_path, 'versions = { value = "2.8.3..2.17.1"', 'versions = { value = "2.17.1..2.8.3", source = "x" }')
+    msg = fabrics_error_with(tmp_path, 'versions = { value = "2.10.3..2.17.1"', 'versions = { value = "2.17.1..2.8.3", source = "x" }')
     assert "libraries.nccl-2.17.versions: bad version range; got '2.17.1..2.8.3'" in msg
 
 
@@ -143,3 +155,26 @@ def test_the_ampere_cap_binds_the_large_ring(a100_legacy):
                                             rel=1e-6)
     cur = collective_time("all_reduce", 2**30, 8, "dgx-a100", algorithm="ring", protocol="simple")
     assert float(cur.time_s) == pytest.approx((8.4 + 14 * 3.4) * US + 2 * 7 / 8 * 2**30 / (240 * GB), rel=1e-6)
+
+
+def test_the_ll128_cap_turns_16_mib_to_simple_as_nccl_2_9_ranks_it(a100_legacy):
+    """16 MiB, 8 A100, NCCL 2.9.9: ring LL128 36.6 us + 2 x 7/8 x 16 MiB / 202.8 GB/s = 181.37 us against ring
+    Simple 8.4 + 14 x 3.4 us + 2 x 7/8 x 16 MiB / 235 GB/s = 180.94 us: Simple, by 0.43 us (at 216.2 GB/s, the
+    2.10-2.17 entry, LL128 172.4 us). 8 MiB stays LL128 (109.0 against 118.5 us)."""
+    auto = collective_time("all_reduce", 16 * MIB, 8, a100_legacy)
+    assert (auto.algorithm, auto.protocol) == ("ring", "simple")
+    opts = collective_options("all_reduce", 16 * MIB, 8, a100_legacy)
+    data = 2 * 7 / 8 * 16 * MIB
+    assert float(opts[("ring", "ll128")].selection_time_s) == pytest.approx(36.6 * US + data / (202.8 * GB), rel=1e-9)
+    assert float(opts[("ring", "simple")].selection_time_s) == pytest.approx(56.0 * US + data / (235 * GB), rel=1e-9)
+    assert collective_time("all_reduce", 8 * MIB, 8, a100_legacy).protocol == "ll128"
+    import dataclasses
+    cat = fabric_catalog()
+    later = dataclasses.replace(cat.system("dgx-a100"), library=cat.library("nccl-2.17"))
+    assert collective_time("all_reduce", 16 * MIB, 8, later).protocol == "ll128"
+
+
+def test_a_bad_ll128_cap_key_is_located(tmp_path):
+    msg = fabrics_error_with(tmp_path, "tuner.ring_ll128_max_channel_bandwidth.broadcast",
+                             'tuner.ring_ll128_max_channel_bandwidth.alltoall = { value = "18.8 GB/s", source = "x" }')
+    assert "libraries.nccl-2.9.tuner.ring_ll128_max_channel_bandwidth" in msg and "alltoall" in msg
