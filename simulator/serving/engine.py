@@ -8,6 +8,15 @@ iteration join the queue and are seen by the next plan. A run of decode-only ite
 cannot change (no arrival before it ends, no request finishing, blocks to spare) is advanced in one
 go, step by step on the priced attention line, so an hour of traffic is a few hundred thousand cheap
 steps. Nothing is random here: the generators are drawn before the loop, so one seed gives one result.
+
+A closed-loop client's next request is caused by its previous request's last token, which the engine hands
+out after the iteration that sampled it; the engine loop then starts its next iteration at once, without
+waiting for the client (TensorRT-LLM ``cpp/tensorrt_llm/executor/executorImpl.cpp`` ``executionLoop``:
+``forwardSync`` of iteration k, ``populateNewResponses`` / ``enqueueNewResponses``, then ``fetchNewRequests``
+and ``forwardAsync`` of k + 1 in the same thread; the client's next HTTP request arrives later). So such a
+follow-up never joins the iteration that starts at the moment its predecessor finished: at equal times the
+replica's step is planned first and the follow-up waits for the iteration after it, unless that replica
+was left with nothing to run (then it starts at once, as ``fetchNewRequests`` blocks on an empty engine).
 """
 
 from __future__ import annotations
@@ -268,18 +277,21 @@ def run_loop(replicas: list[Replica], decode_pool: list[Replica], router: str, a
              lengths: tuple[np.ndarray, np.ndarray], closed_loop: int, total: int, handoff_s: Any) -> list[Seq]:
     """The event loop (module docstring); returns every finished sequence."""
     ins, outs = lengths
-    heap: list[tuple[float, int, int, Any]] = [(t, i, i, None) for t, i in arrivals]
+    # (time, follow-up, order, request id, hand-off): a closed loop's follow-up sorts after a step at its time
+    heap: list[tuple[float, int, int, int, Any]] = [(t, 0, i, i, None) for t, i in arrivals]
     heapq.heapify(heap)
     order = len(heap)
     issued = max((i for _, i in arrivals), default=-1) + 1  # the next request's id (after a warm-up: past it)
-    steps: list[tuple[float, int, int]] = []
+    # (time, woken by a follow-up, replica): a step that a follow-up started on an idle replica takes the other
+    # follow-ups of its instant (they reach the waiting engine together)
+    steps: list[tuple[float, int, int, int]] = []
     pools = replicas + decode_pool
     routed = 0
     finished: list[Seq] = []
     while heap or steps:
         ta = heap[0][0] if heap else math.inf
-        if heap and (not steps or ta <= steps[0][0]):
-            t, _, rid, seq = heapq.heappop(heap)
+        if heap and (not steps or ta < steps[0][0] or (ta == steps[0][0] and (not heap[0][1] or steps[0][1]))):
+            t, late, _, rid, seq = heapq.heappop(heap)
             if seq is None:
                 seq = Seq(rid, t, int(ins[rid]), int(outs[rid]))
                 target = _route(replicas, router, routed)
@@ -290,20 +302,20 @@ def run_loop(replicas: list[Replica], decode_pool: list[Replica], router: str, a
             target.waiting.append(seq)
             if not target.busy:
                 target.busy = True
-                heapq.heappush(steps, (t, target.id, target.id))
+                heapq.heappush(steps, (t, late, target.id, target.id))
             continue
-        t, _, idx = heapq.heappop(steps)
+        t, _, _, idx = heapq.heappop(steps)
         rep = pools[idx]
         end = rep.step(t, heap[0][0] if heap else math.inf)
         for s in rep.finished:
             finished.append(s)
             if closed_loop and issued < total:
-                heapq.heappush(heap, (s.finish, order, issued, None))
+                heapq.heappush(heap, (s.finish, 1, order, issued, None))
                 order += 1
                 issued += 1
         rep.finished.clear()
         for tf, s in rep.handoffs:
-            heapq.heappush(heap, (tf + handoff_s(s), order, s.id, s))
+            heapq.heappush(heap, (tf + handoff_s(s), 0, order, s.id, s))
             order += 1
         rep.handoffs.clear()
         if end is None:
@@ -313,7 +325,7 @@ def run_loop(replicas: list[Replica], decode_pool: list[Replica], router: str, a
                                    "can never be scheduled; got a KV cache or token budget too small for it; expected "
                                    "more KV blocks or a larger --max-batched-tokens")
         else:
-            heapq.heappush(steps, (end, idx, idx))
+            heapq.heappush(steps, (end, 0, idx, idx))
     return finished
 
 

@@ -18,7 +18,10 @@ Schedulers (:data:`SCHEDULERS`):
 * ``sarathi``: Sarathi-Serve's stall-free batching (Agrawal et al., OSDI 2024, Sec. 4): the same
   order (decodes, ongoing prefills, new prefills) with a token budget of one chunk (``--chunk``).
 * ``orca``: Orca's iteration-level scheduling (Yu et al., OSDI 2022): decodes and new requests join
-  every iteration, but a prompt is prefilled whole (admitted only when it fits the budget left).
+  every iteration, but a prompt is prefilled whole (admitted only when it fits the budget left). TensorRT-LLM
+  without context chunking runs the same (``cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp``
+  ``MicroBatchScheduler::operator()``: generation requests one token each, then whole contexts in arrival
+  order, stopping at the first whose tokens would pass ``max_num_tokens``).
 * ``static``: a batch of up to ``max_num_seqs`` waiting requests is formed when the replica is idle,
   prefilled together and decoded until its longest request finishes; nothing joins it meanwhile and
   finished requests keep their slot (padding), as request-level batching engines run.
