@@ -1486,20 +1486,7 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     if algorithm == "allpairs":
         return _allpairs(size, n, system, protocol)
     if algorithm == "hierarchical":
-        inter_steps = k * (nodes - 1)
-        lat_n = inter_steps * a_n
-        t_n = k * (nodes - 1) / nodes * (size / g) / (_nic_bw(system, protocol, g) / g)
-        lat_i = k * _ring_steps(intra, g) * a_i
-        t_i = intra_time(k * (g - 1) / g * size, "ring")
-        best = base + lat_i + lat_n + np.maximum(t_i, t_n)
-        lat = base + lat_i + lat_n + zero
-        if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
-            t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
-            alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g,
-                                                                                             protocol)
-            lat = np.where(alt < best, base + lat_n + lat_nv, lat)
-            best = np.minimum(best, alt)
-        return best, lat
+        return _hierarchical(collective, protocol, size, nodes, g, system, (base, a_i, a_n), intra_time)
     if collective == "send_recv":  # direct
         return _send_recv(size, n, nodes, g, system, protocol, base + (a_i if nodes == 1 else a_n))
     # all n - 1 messages leave at once; on a torus the farthest one crosses several hops
@@ -1509,6 +1496,29 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     if nodes > 1:
         t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol, g) / g))
     return lat + t_bw, lat + zero
+
+
+def _hierarchical(collective: str, protocol: str, size: np.ndarray, nodes: int, g: int, system: CollectiveSystem,
+                  alphas: tuple[float, Any, Any], intra_time: Any) -> tuple[Any, Any]:
+    """(time_s, latency_s) of the hierarchical algorithm (:func:`_cost`): a ring inside each node (or NVLS where the
+    node has it and it is faster, with the NVLS tree's network fill) beside a ring across nodes, their bandwidth
+    phases overlapped. ``alphas``: the library's base latency and the intra- and inter-node step latencies;
+    ``intra_time(nbytes, pattern)``: the intra-node transfer time as :func:`_cost` prices it."""
+    base, a_i, a_n = alphas
+    intra, lib = system.intra, system.library
+    k = 2 if collective == "all_reduce" else 1
+    lat_n = k * (nodes - 1) * a_n
+    t_n = k * (nodes - 1) / nodes * (size / g) / (_nic_bw(system, protocol, g) / g)
+    lat_i = k * _ring_steps(intra, g) * a_i
+    t_i = intra_time(k * (g - 1) / g * size, "ring")
+    best = base + lat_i + lat_n + np.maximum(t_i, t_n)
+    lat = base + lat_i + lat_n + np.zeros_like(size)
+    if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
+        t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
+        alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g, protocol)
+        lat = np.where(alt < best, base + lat_n + lat_nv, lat)
+        best = np.minimum(best, alt)
+    return best, lat
 
 
 def _tree_correction(factors: tuple[float, ...], size: np.ndarray) -> np.ndarray:
