@@ -59,6 +59,8 @@ SETTINGS: dict[str, str] = {"scheduler_steps": "int", "mixed_prefill": "bool", "
 METRICS: dict[str, tuple[str, str, str | None]] = {
     "ttft_mean_s": ("s", "ttft_s", "mean"), "ttft_p50_s": ("s", "ttft_s", "p50"), "ttft_p99_s": ("s", "ttft_s", "p99"),
     "tpot_mean_s": ("s", "tpot_s", "mean"), "tpot_p50_s": ("s", "tpot_s", "p50"), "tpot_p99_s": ("s", "tpot_s", "p99"),
+    # inter-token latency: the gaps between streamed chunks, pooled over requests (a client's "Median ITL")
+    "itl_mean_s": ("s", "itl_s", "mean"), "itl_p50_s": ("s", "itl_s", "p50"), "itl_p99_s": ("s", "itl_s", "p99"),
     "output_tokens_per_s": ("tokens/s", "output_tokens_per_s", None),
     "requests_per_s": ("requests/s", "requests_per_s", None),
 }

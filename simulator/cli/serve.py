@@ -96,7 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --measurement-interval: how far 3 windows may differ (default 999, genai-perf's)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
-                   help="service-level objective (repeatable): ttft|tpot|e2e _p50|_p90|_p99|_mean|_max <= VALUE UNIT")
+                   help="service-level objective (repeatable): ttft|tpot|e2e|itl _p50|_p90|_p99|_mean|_max <= VALUE UNIT "
+                        "(itl: the gaps between a request's streamed chunks, pooled over requests)")
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
     p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")
     _add_precision(p)
@@ -174,7 +175,9 @@ def format_summary(s: dict[str, Any]) -> str:
 
     lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
              f"replica(s), {s['config']['scheduler']} scheduler: {s['requests']} requests over {si(s['makespan_s'], 's')}"]
-    for key in ("ttft_s", "tpot_s", "e2e_s"):
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        if key not in s:  # a summary written before ITL was reported
+            continue
         d = s[key]
         lines.append(f"  {key[:-2].upper():5s} p50 {si(d['p50'], 's')}, p90 {si(d['p90'], 's')}, p99 {si(d['p99'], 's')}, "
                      f"mean {si(d['mean'], 's')}, max {si(d['max'], 's')}")

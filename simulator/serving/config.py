@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from nodeperf.errors import NodeperfError
 
 __all__ = ["ServeConfig", "ServeResult", "ServingError", "RequestRecord", "IterationRecord"]
@@ -199,6 +201,9 @@ class RequestRecord:
     replica: int
     preemptions: int = 0
     cached_tokens: int = 0
+    #: the gaps between the request's consecutive streamed chunks after the first, seconds (its inter-token
+    #: latencies as a streaming client times them; a chunk carries every token handed over at once)
+    itl_gaps_s: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
 
     @property
     def ttft_s(self) -> float:
@@ -212,6 +217,12 @@ class RequestRecord:
     def tpot_s(self) -> float:
         """Time per output token after the first, ``(e2e - ttft) / (output_len - 1)`` (vLLM's benchmark)."""
         return (self.finish_s - self.first_token_s) / (self.output_len - 1) if self.output_len > 1 else 0.0
+
+    @property
+    def itl_mean_s(self) -> float:
+        """The mean gap between its streamed chunks after the first (0 with one chunk): TPOT when every token
+        is a chunk of its own, a multiple of it when tokens are handed over several at a time."""
+        return float(self.itl_gaps_s.mean()) if len(self.itl_gaps_s) else 0.0
 
 
 @dataclass(frozen=True)
@@ -252,12 +263,12 @@ class ServeResult:
     def requests_csv(self) -> str:
         """The per-request CSV (``nodeperf serve --csv``)."""
         head = ("id,arrival_s,input_len,output_len,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,replica,"
-                "preemptions,cached_tokens")
+                "preemptions,cached_tokens,itl_mean_s")
         rows = [head]
         for r in self.requests:
             rows.append(f"{r.id},{r.arrival_s:.9g},{r.input_len},{r.output_len},{r.first_token_s:.9g},"
                         f"{r.finish_s:.9g},{r.ttft_s:.9g},{r.tpot_s:.9g},{r.e2e_s:.9g},{r.replica},"
-                        f"{r.preemptions},{r.cached_tokens}")
+                        f"{r.preemptions},{r.cached_tokens},{r.itl_mean_s:.9g}")
         return "\n".join(rows) + "\n"
 
     def chrome_trace(self) -> dict[str, Any]:

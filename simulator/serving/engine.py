@@ -174,12 +174,14 @@ class Replica:
         grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
         hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
         c = ctx
+        ends: list[float] = []  # each step's end: a chunk to every live sequence (one step per scheduling pass)
         while True:
             if c >= hi:
                 hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
             end += fixed_t + at
             energy += fixed_e + ae
             steps += 1
+            ends.append(end)
             if steps == 1 and block == 1:
                 self._handover = end
             if steps >= k_max or end >= stop_at:
@@ -188,6 +190,7 @@ class Replica:
             at += slope_t * grow
             ae += slope_e * grow
         self._account(t, end, steps, batch, 0, batch, energy)
+        _deliver(live, ends if block == 1 else [end])
         paged = self.lim.kind != "static"
         bs, shared = self.lim.block_size, self.lim.shared_blocks
         done = False
@@ -228,6 +231,9 @@ class Replica:
         s.generated += tokens
         if s.first_token < 0:
             s.first_token = end
+        else:  # one streamed chunk after the first: its gap is an inter-token latency
+            s.gaps.append(end - s.last_out)
+        s.last_out = end
         if s.generated >= s.n_out or (self.prefill_only and s.generated >= 1):
             s.finish = end
 
@@ -265,6 +271,18 @@ class Replica:
         self.busy_s += end - start
         self.energy_j += energy
         self.kv_block_seconds += used * (end - start)
+
+
+def _deliver(live: list[Seq], ends: list[float]) -> None:
+    """Chunks handed over at ``ends`` to every sequence of ``live`` (each past its first token): its gaps grow
+    by the first end minus its last chunk, then by the steps between the ends (shared by the batch)."""
+    rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
+    first, last = ends[0], ends[-1]
+    for s in live:
+        s.gaps.append(first - s.last_out)
+        if rest:
+            s.gaps.frombytes(rest)
+        s.last_out = last
 
 
 def _route(replicas: list[Replica], router: str, counter: int) -> Replica:

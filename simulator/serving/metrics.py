@@ -1,11 +1,15 @@
 """The serving summary: latency percentiles, throughput, goodput under SLOs, KV use, energy and cost.
 
 Definitions (as vLLM's ``benchmark_serving`` reports them): TTFT is first token minus arrival; TPOT
-is ``(e2e - ttft) / (output_len - 1)`` over requests with more than one output token; throughput is
-tokens over the makespan (first arrival to last finish). Goodput counts the requests meeting every
-SLO per second of makespan; ``slo_attainment`` is their fraction. An SLO names a metric and a
-percentile (``ttft_p99<=2 s``): it holds when that percentile over all requests meets the bound, and
-a request meets it when its own value does.
+is ``(e2e - ttft) / (output_len - 1)`` over requests with more than one output token; ITL (inter-token
+latency) is every gap between consecutive streamed chunks of a request after its first, the gaps of all
+requests pooled into one list (its median is the "Median ITL"; ``sglang.bench_serving`` 0.3.0 and vLLM's
+``benchmarks/benchmark_serving.py``: ``itls += outputs[i].itl``, each gap timed as a chunk with text
+arrives); throughput is tokens over the makespan (first arrival to last finish). Goodput counts the
+requests meeting every SLO per second of makespan; ``slo_attainment`` is their fraction. An SLO names a
+metric and a percentile (``ttft_p99<=2 s``): it holds when that percentile over all requests (for ITL,
+over all gaps) meets the bound, and a request meets it when its own value does (for ITL, the same
+statistic of its own gaps).
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from simulator.serving.config import ServingError
 
 __all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
 
-#: Metrics an SLO may bound (per-request values).
-SLO_METRICS = ("ttft", "tpot", "e2e")
+#: Metrics an SLO may bound (per-request values; ``itl``: the gaps between a request's streamed chunks).
+SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
 _STATS = ("p50", "p90", "p99", "mean", "max")
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
 _SLO = re.compile(r"^\s*([A-Za-z_]+?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
@@ -51,10 +55,12 @@ def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
     return metric, stat, v * _UNITS[unit]
 
 
-def percentiles(x: np.ndarray) -> dict[str, float]:
+def percentiles(x: np.ndarray, *, overwrite: bool = False) -> dict[str, float]:
+    """p50, p90, p99 (NumPy's linear interpolation, as the benchmark clients), mean and max of ``x`` (zeros when
+    empty); ``overwrite``: ``x`` may be reordered in place (an array of the caller's own, spared a copy)."""
     if len(x) == 0:
         return {k: 0.0 for k in _STATS}
-    p = np.percentile(x, [50, 90, 99])
+    p = np.percentile(x, [50, 90, 99], overwrite_input=overwrite)
     return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "mean": float(x.mean()), "max": float(x.max())}
 
 
@@ -66,6 +72,23 @@ def _stat(x: np.ndarray, stat: str) -> float:
     if stat == "max":
         return float(x.max())
     return float(np.percentile(x, float(stat[1:])))
+
+
+def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
+    """Which requests meet every SLO of ``slo``, and each SLO's figure over the run (``pooled``: the values
+    of each metric the percentiles are taken over: TPOT over multi-token requests, ITL over all gaps)."""
+    parsed = [parse_slo(s) for s in slo]
+    ok = np.ones(len(records), dtype=bool)
+    held = []
+    for (metric, stat, bound), text in zip(parsed, slo, strict=True):
+        if metric == "itl":  # a request's own figure: the same statistic of its own gaps
+            own = np.array([_stat(r.itl_gaps_s, stat) for r in records])
+        else:
+            own = np.array([getattr(r, f"{metric}_s") for r in records])
+        ok &= own <= bound
+        got = _stat(pooled[metric], stat)
+        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
+    return ok, held
 
 
 def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[str, Any]:
@@ -119,18 +142,11 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     e2e = np.array([r.e2e_s for r in records])
     multi = [r for r in records if r.output_len > 1]
     tpot = np.array([r.tpot_s for r in multi])
+    itl = np.concatenate([r.itl_gaps_s for r in records]) if records else np.zeros(0)
     makespan = max((r.finish_s for r in records), default=0.0)
     out_tokens = int(sum(r.output_len for r in records))
     in_tokens = int(sum(r.input_len for r in records))
-    slos = [parse_slo(s) for s in config.slo]
-    values = {"ttft": ttft, "tpot": np.array([r.tpot_s for r in records]), "e2e": e2e}
-    ok = np.ones(len(records), dtype=bool)
-    held = []
-    for (metric, stat, bound), text in zip(slos, config.slo, strict=True):
-        v = values[metric]
-        ok &= v <= bound
-        got = _stat(values[metric] if metric != "tpot" else tpot, stat)
-        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
+    ok, held = _slos(records, config.slo, {"ttft": ttft, "tpot": tpot, "e2e": e2e, "itl": itl})
     good = int(ok.sum())
     devices = setup.plan.tp * setup.plan.pp * len(replicas)
     phase = _measured(replicas, before)
@@ -145,7 +161,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     batch = {"mean": float((steps * toks).sum() / steps.sum()) if steps.size else 0.0,
              "max": float(toks.max()) if toks.size else 0.0, "iterations": int(steps.sum())}
     return {
-        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "e2e_s": percentiles(e2e),
+        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "itl_s": percentiles(itl, overwrite=True), "e2e_s": percentiles(e2e),
         "requests": len(records), "warmup_requests": int(getattr(config, "warmup_requests", 0)),
         "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
         "output_tokens_per_s": out_tokens / makespan if makespan > 0 else 0.0,

@@ -64,6 +64,7 @@ policies of TensorRT-LLM (``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +125,7 @@ class Seq:
     """A request inside a replica (mutable simulation state)."""
 
     __slots__ = ("id", "arrival", "n_in", "n_out", "computed", "generated", "blocks", "first_token", "finish",
-                 "preemptions", "cached", "replica", "swapped", "pad", "credit", "lag")
+                 "preemptions", "cached", "replica", "swapped", "pad", "credit", "lag", "last_out", "gaps")
 
     def __init__(self, rid: int, arrival: float, n_in: int, n_out: int) -> None:
         self.id, self.arrival, self.n_in, self.n_out = rid, arrival, n_in, n_out
@@ -141,6 +142,10 @@ class Seq:
         self.credit = 0.0
         #: seconds between the engine sampling a token and the client receiving it (ServeConfig's stack)
         self.lag = 0.0
+        #: when the engine last handed tokens of this request over (its latest streamed chunk)
+        self.last_out = -1.0
+        #: the gaps between its consecutive chunks after the first, seconds (the client's inter-token latencies)
+        self.gaps = array("d")
 
     @property
     def total(self) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from simulator.serving.config import (
     DEFAULT_REQUESTS,
     RequestRecord,
@@ -84,7 +86,7 @@ def _run_windows(model: Any, system: Any, config: ServeConfig, plan: Any, option
     shifted = tuple(replace(r, arrival_s=r.arrival_s - t0, first_token_s=r.first_token_s - t0,
                             finish_s=r.finish_s - t0) for r in counted)
     win = summarize(shifted, pools, setup, config)
-    keys = ("ttft_s", "tpot_s", "e2e_s", "requests", "input_tokens", "output_tokens", "makespan_s",
+    keys = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "requests", "input_tokens", "output_tokens", "makespan_s",
             "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment", "slo", "cost")
     info["simulated_requests"] = len(result.requests)
     summary = {**result.summary, **{k: win[k] for k in keys}, "measurement": info}
@@ -110,8 +112,11 @@ def _run(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any) 
     finished.sort(key=lambda s: s.id)
     # the client receives every token ``lag`` after the engine sampled it (FrameworkProfile.output_lag_steps)
     # the measured requests' times count from their start (after a warm-up, the moment it drained)
+    # every chunk reaches the client the same ``lag`` late, so the gaps between chunks are the engine's (read in
+    # place: a finished sequence's gaps no longer grow)
     records = tuple(RequestRecord(s.id, s.arrival - start, s.n_in, s.n_out, s.first_token + s.lag - start,
-                                  s.finish + s.lag - start, s.replica, s.preemptions, s.cached * setup.shared_tokens)
+                                  s.finish + s.lag - start, s.replica, s.preemptions, s.cached * setup.shared_tokens,
+                                  np.frombuffer(s.gaps, dtype=float))
                     for s in finished)
     pools = setup.replicas + setup.decode_pool
     skip = [b["iterations"] for b in base] if base else [0] * len(pools)

@@ -115,10 +115,11 @@ def test_duplicates_header_and_empty_fields(tmp_path) -> None:  # type: ignore[n
 
 def test_predicted_metric_reads_the_summary() -> None:
     summary = {"ttft_s": {"p50": 0.1, "p99": 0.5, "mean": 0.2}, "tpot_s": {"p50": 0.01, "p99": 0.02, "mean": 0.015},
-               "output_tokens_per_s": 1000.0, "requests_per_s": 5.0}
+               "itl_s": {"p50": 0.1, "p99": 0.3, "mean": 0.12}, "output_tokens_per_s": 1000.0, "requests_per_s": 5.0}
     got = {m: predicted_metric(summary, m) for m in METRICS}
     assert got == {"ttft_mean_s": 0.2, "ttft_p50_s": 0.1, "ttft_p99_s": 0.5, "tpot_mean_s": 0.015, "tpot_p50_s": 0.01,
-                   "tpot_p99_s": 0.02, "output_tokens_per_s": 1000.0, "requests_per_s": 5.0}
+                   "tpot_p99_s": 0.02, "itl_mean_s": 0.12, "itl_p50_s": 0.1, "itl_p99_s": 0.3,
+                   "output_tokens_per_s": 1000.0, "requests_per_s": 5.0}
 
 
 _HAS_SERVING = importlib.util.find_spec("simulator.serving") is not None
