@@ -44,7 +44,9 @@ def test_rows_are_predicted_as_the_collector_ran_them():
 # With the kernel chosen under the power limit (hwmodels.gpu.GemmPower) and the burn-derived tensor energies
 # re-derived with it: H100 9.5 -> 9.5%, H200 15.0 -> 14.2%,
 # A100 6.6 -> 6.5%, L40S 18.9 -> 20.6% (its 350 W limit now takes lower-traffic kernels that are priced faster)
-ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 7.0, "b200": 32.5}
+# The B200 streaming at its own measured rate (0.850 of 8 TB/s, not the H100's 0.821): B200 31.8 -> 32.6%
+# (bias +12.8 -> +11.7%: rows priced fast get faster; docs/accuracy.md "The B200's streaming rate").
+ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 7.0, "b200": 33.0}
 
 
 @pytest.mark.parametrize("device", sorted(ACHIEVED))

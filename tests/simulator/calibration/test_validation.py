@@ -36,7 +36,10 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 11.0, "bandwidth": 8.5, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 11.0, "bandwidth": 9.0, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    # (the B200 streaming at a B200 measurement, 0.850 of 8 TB/s instead of the H100's MT4G 0.821: bandwidth
+    # 8.2% -> 8.7%, pub-095 -26.8% -> -29.2%, pub-097 -12.2% -> -15.2%, pub-096 +2.8% -> -0.7%; the costs those
+    # rows lack, an old CUB int8 tuning and the division functor, docs/accuracy.md "The B200's streaming rate")
     # (the L4's tensor and SIMT energies from its own 4096^3 GEMMs at 72 W, docs/dvfs.md: the 8192^3 row
     # -13.7% -> +9.1%, the 2048^3 rows, whose ~9 ms runs end before the limiter acts, +6..+9% -> +20..+35%;
     # gemm 10.8% -> 11.7%, op level 11.0% -> 11.5%; with the A100's cp.async tile rate below: gemm 12.1%,
