@@ -155,8 +155,9 @@ def test_a_prefix_suggests_the_devices_it_starts():
     ("b200", (82.9 - 19.4) / (117 - 8) * 1e-6),
     # 1.3 us per no-work kernel under CUDA graphs on an H100 (Hazy Research, as quoted)
     ("h100-sxm5-80gb", 1.3e-6),
+    # 65,536 B per dependent SCALE kernel at 49 GB/s in graph replay (RRZE gpu-benches, A100 80 GB)
+    ("a100-sxm4-80gb", 2 * 8 * 4096 / 49e9),
     # (567 - 53) us / (1025 - 100) graph nodes (NVIDIA CUDA 12.6 blog, RTX 3060)
-    ("a100-sxm4-80gb", (567 - 53) / (1025 - 100) * 1e-6),
     ("l40s", (567 - 53) / (1025 - 100) * 1e-6),
     # 3.4 us per kernel in graph replay minus the 2.9 us kernel (NVIDIA CUDA Graphs blog, V100)
     ("v100-sxm2-32gb", (3.4 - 2.9) * 1e-6),

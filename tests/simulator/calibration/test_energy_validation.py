@@ -231,7 +231,7 @@ def test_cli_energy_dataset(capsys: pytest.CaptureFixture[str], result: dict) ->
     text = capsys.readouterr().out
     assert "energy MAPE 12.5%, average power MAPE 20.9%, latency MAPE 13.3%" in text
     assert "kind elementwise" in text and "kind roofline" in text and "energy-004" in text
-    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +12.5% x power bias -15.6% -> energy bias "
+    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +12.6% x power bias -15.6% -> energy bias "
             "-5.1%") in text and "(the energy model alone) MAPE 16.9%" in text
     assert "device mi300x" in text and "device h200-sxm-141gb" in text
     assert out["by_device"]["a100-sxm4-40gb"]["cancellation"]["cancel"] is True

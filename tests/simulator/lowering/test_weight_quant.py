@@ -163,7 +163,8 @@ def test_published_quant_rows_are_sourced():
 def test_tinychat_decode_latency_error():
     """Prediction error against TinyChat's published per-token latencies (llama-2-7b, batch 1, 4 context
     tokens). Measured when written: A100 fp16 -2.9 %, int4 -24.0 %; Orin fp16 +3.7 %, int4 -3.2 % (+5.5 % and -1.4 %
-    since the Orin's LPDDR5 read fraction is its own measured 0.746, docs/edge.md)."""
+    since the Orin's LPDDR5 read fraction is its own measured 0.746, docs/edge.md; A100 -1.7 % and -18.3 % since
+    the GA100's per-kernel device time is the A100's measured 1.337 us, docs/accuracy.md)."""
     from workloads.resolve import load_workload
 
     errors = {}
@@ -173,8 +174,8 @@ def test_tinychat_decode_latency_error():
                           group_size=int(r["group_size"]) if r["group_size"] else None)
         pred = evaluate(g, load_hardware(r["device"]), EvalOptions()).totals.latency_s
         errors[r["id"]] = pred / float(r["median_s"]) - 1.0
-    assert errors["quant-001"] == pytest.approx(-0.029, abs=0.05)
-    assert errors["quant-002"] == pytest.approx(-0.240, abs=0.05)  # TinyChat's int4 runs slower than the model says
+    assert errors["quant-001"] == pytest.approx(-0.017, abs=0.05)
+    assert errors["quant-002"] == pytest.approx(-0.183, abs=0.05)  # TinyChat's int4 runs slower than the model says
     assert errors["quant-003"] == pytest.approx(0.055, abs=0.05)
     assert errors["quant-004"] == pytest.approx(-0.014, abs=0.05)
 
