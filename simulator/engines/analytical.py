@@ -53,7 +53,7 @@ from workloads.ir import Op, OpGraph
 __all__ = ["EvalOptions", "CONV_LAYOUTS", "evaluate", "launch_floor_s", "host_floor_s", "CUDNN_CONV_RULES", "module_call_counts",
            "LIBRARY_KERNEL_KINDS", "GROUP_KINDS", "FusionGroup", "is_gemv",
            "module_host_s", "MODULE_OP_KINDS", "ENGINE_NAME", "FUSIBLE_KINDS", "spec_of", "graph_digest", "spec_digest", "spec_tree",
-           "digest_tree",
+           "digest_tree", "absent_in_digest",
            "clear_kernel_cost_cache", "provenance", "collectives_of", "EnergyCoefficients", "fused_cost",
            "l2_capacity"]
 
@@ -120,13 +120,13 @@ def spec_digest(spec: DeviceSpec | SystemSpec) -> str:
 
 def spec_tree(obj: Any) -> Any:
     """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
-    provenance and file names left out, and fields at their "absent" value too: a ``dvfs`` table of
-    None, an empty ``flash2_causal_fwd_ratio`` table and a ``flash2_causal_fwd_ratio_scale`` of exactly
-    1 (so the digests of specs without those data did not change when the fields were added, and sweep
-    stores keyed on them keep their points)."""
+    provenance and file names left out, and fields at their "absent" value too (:func:`absent_in_digest`:
+    a ``dvfs`` table of None, an empty ``flash2_causal_fwd_ratio`` table, a ``flash2_causal_fwd_ratio_scale``
+    of exactly 1, a ``library_gemm_call_s`` of 0), so the digests of specs without those data did not
+    change when the fields were added, and sweep stores keyed on them keep their points."""
     if dataclasses.is_dataclass(obj):
         return {f.name: spec_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if f.name not in ("provenance", "source_file") and not _absent_field(f.name, getattr(obj, f.name))}
+                if f.name not in ("provenance", "source_file") and not absent_in_digest(f.name, getattr(obj, f.name))}
     if isinstance(obj, dict):
         return {str(k): spec_tree(v) for k, v in sorted(obj.items())}
     if isinstance(obj, (list, tuple)):
@@ -136,10 +136,13 @@ def spec_tree(obj: Any) -> Any:
 
 # fields added after sweep stores were keyed on spec digests, by the value meaning "no data": a spec
 # holding that value is hashed as it was before the field existed
-_ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "flash2_causal_fwd_ratio_scale": 1.0}
+_ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "flash2_causal_fwd_ratio_scale": 1.0,
+                                   "library_gemm_call_s": 0.0}
 
 
-def _absent_field(name: str, value: Any) -> bool:
+def absent_in_digest(name: str, value: Any) -> bool:
+    """Whether a spec field ``name`` holding ``value`` is left out of :func:`spec_tree` (its "no data" value
+    of ``_ABSENT_FIELDS``)."""
     if name not in _ABSENT_FIELDS:
         return False
     absent = _ABSENT_FIELDS[name]
@@ -196,9 +199,49 @@ def _catalog_tree(obj: Any) -> Any:
     return identity_cached(_CATALOG_TREES, obj, _plain_tree, 64)
 
 
+# the fields of each fabric-catalog class that system digests held when sweep stores were first keyed on
+# them, hashed whatever their value; any other field (one added since) is left out at its declared default,
+# so adding an optional field moves no digest
+_CATALOG_KEYED_FIELDS: dict[str, frozenset[str]] = {
+    "CollectiveSystem": frozenset((
+        "name", "description", "library", "intra", "devices_per_node", "inter", "nics_per_node", "p2p_channels",
+        "p2p_channels_per_peer", "cpu_vendor", "ring_channels", "nvls_channels", "gpu_nic_path", "nvls_tuner_algbw",
+        "nvls_tuner_latency_s")),
+    "CollectiveLibrary": frozenset((
+        "name", "description", "algorithms", "base_latency_s", "step_latency_s", "protocol_bandwidth_fraction",
+        "nvls_latency_s", "p2p_chunk_bytes", "launch_per_device_s", "max_threads", "thread_threshold_bytes",
+        "nvls_chunk_bytes", "ll_max_bandwidth_multi_node", "allpairs", "tree_tuner", "ll128_max_gpu_nic_path")),
+    "Fabric": frozenset((
+        "name", "description", "latency_class", "topology", "link_bandwidth_bytes_per_s", "links_per_device",
+        "bandwidth_fraction", "links_per_peer", "torus_dims", "hop_latency_s", "extra_step_latency_s",
+        "tuner_extra_step_latency_s", "nvls_bandwidth_fraction", "ll_max_bandwidth_bytes_per_s",
+        "channel_bandwidth_bytes_per_s", "tree_channel_bandwidth_bytes_per_s",
+        "tree_ll128_channel_bandwidth_bytes_per_s", "ll128")),
+}
+
+
+def _at_declared_default(field: dataclasses.Field, value: Any) -> bool:
+    """Whether ``value`` equals the ``default`` (or ``default_factory()``) a dataclass field declares
+    (False for a field without one, or for a value whose comparison is not one bool: a numpy array)."""
+    if field.default is not dataclasses.MISSING:
+        default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        default = field.default_factory()
+    else:
+        return False
+    try:
+        return isinstance(value, bool) == isinstance(default, bool) and bool(value == default)
+    except (TypeError, ValueError):
+        return False
+
+
 def _plain_tree(obj: Any) -> Any:
+    """The field values of a fabric-catalog entry as nested dicts and lists: provenance left out, and a field
+    outside ``_CATALOG_KEYED_FIELDS`` when it holds its declared default."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: _plain_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "provenance"}
+        keyed = _CATALOG_KEYED_FIELDS.get(type(obj).__name__, frozenset())
+        return {f.name: _plain_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != "provenance"
+                and (f.name in keyed or not _at_declared_default(f, getattr(obj, f.name)))}
     if isinstance(obj, Mapping):
         return {str(k): _plain_tree(v) for k, v in sorted(obj.items())}
     if isinstance(obj, (list, tuple)):

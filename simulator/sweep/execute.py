@@ -374,17 +374,31 @@ class _VariantDigests:
         raise AssertionError(full)  # pragma: no cover
 
     def of(self, overrides: Mapping[str, Any]) -> str:
+        """The digest with ``overrides`` written into the tree: a field at its "absent" value is taken out
+        of it, and one the base leaves out (at that value) is put in, as :func:`spec_tree` does."""
+        from simulator.engines.analytical import absent_in_digest
+
         saved = []
         for p, v in overrides.items():
             node, key, typ = self._slot(self.full[p])
-            saved.append((node, key, node[key]))
-            node[key] = int(v) if typ is int else float(v)
+            value = int(v) if typ is int else float(v)
+            saved.append((node, key, node.get(key, _LEFT_OUT) if isinstance(node, dict) else node[key]))
+            if isinstance(node, dict) and absent_in_digest(key, value):
+                node.pop(key, None)
+            else:
+                node[key] = value
         try:
             text = json.dumps(self.tree, sort_keys=True, separators=(",", ":"), default=repr)
         finally:
             for node, key, old in reversed(saved):
-                node[key] = old
+                if old is _LEFT_OUT:
+                    node.pop(key, None)
+                else:
+                    node[key] = old
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+_LEFT_OUT = object()  # a field the digest tree leaves out
 
 
 _DIGESTS: dict[int, tuple[Any, str]] = {}
