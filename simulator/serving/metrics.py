@@ -29,7 +29,7 @@ __all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
 _STATS = ("p50", "p90", "p99", "mean", "max")
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
-_SLO = re.compile(r"^\s*([A-Za-z_]+?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
+_SLO = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
 
 
 def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
@@ -44,6 +44,9 @@ def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
         raise ServingError(f"{where}: unknown metric {metric!r}; got {text!r}; expected one of "
                            f"{', '.join(SLO_METRICS)}{did_you_mean(metric, SLO_METRICS)}")
     stat = stat or "p99"
+    if stat.startswith("p") and not 0.0 < float(stat[1:]) <= 100.0:
+        raise ServingError(f"{where}: percentile {stat!r}; got {text!r}; expected p followed by a number above 0 "
+                           "and at most 100, e.g. p50, p99, p99.9")
     try:
         v = float(value)
     except ValueError:
