@@ -79,7 +79,11 @@ def _stat(x: np.ndarray, stat: str) -> float:
 
 def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
     """Which requests meet every SLO of ``slo``, and each SLO's figure over the run (``pooled``: the values
-    of each metric the percentiles are taken over: TPOT over multi-token requests, ITL over all gaps)."""
+    of each metric the percentiles are taken over: TPOT over multi-token requests, ITL over all gaps).
+
+    The pooled ITL gaps (one value per streamed chunk: the run's largest array) are not copied: an ITL
+    percentile is left as None here and taken later in place (:func:`_itl_percentiles`, after the summary's
+    own percentiles), where the reordering NumPy's selection leaves cannot change an order statistic."""
     parsed = [parse_slo(s) for s in slo]
     ok = np.ones(len(records), dtype=bool)
     held = []
@@ -89,9 +93,20 @@ def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.n
         else:
             own = np.array([getattr(r, f"{metric}_s") for r in records])
         ok &= own <= bound
-        got = _stat(pooled[metric], stat)
-        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
+        deferred = metric == "itl" and stat.startswith("p")
+        got = None if deferred else _stat(pooled[metric], stat)
+        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got,
+                     "met": None if deferred else got <= bound})
     return ok, held
+
+
+def _itl_percentiles(held: list[dict[str, Any]], itl: np.ndarray) -> None:
+    """The ITL percentiles :func:`_slos` deferred, taken over the pooled gaps in place (``itl`` is the
+    summary's own array: an order statistic does not depend on the order NumPy's selection left it in)."""
+    for h in held:
+        if h["value_s"] is None:
+            got = float(np.percentile(itl, float(h["metric"][len("itl_p"):]), overwrite_input=True)) if len(itl) else 0.0
+            h["value_s"], h["met"] = got, got <= h["bound_s"]
 
 
 def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[str, Any]:
@@ -163,8 +178,10 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     toks = np.array([it.tokens for m in phase for it in m["iterations"]], dtype=float)
     batch = {"mean": float((steps * toks).sum() / steps.sum()) if steps.size else 0.0,
              "max": float(toks.max()) if toks.size else 0.0, "iterations": int(steps.sum())}
+    itl_s = percentiles(itl, overwrite=True)
+    _itl_percentiles(held, itl)
     return {
-        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "itl_s": percentiles(itl, overwrite=True), "e2e_s": percentiles(e2e),
+        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "itl_s": itl_s, "e2e_s": percentiles(e2e),
         "requests": len(records), "warmup_requests": int(getattr(config, "warmup_requests", 0)),
         "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
         "output_tokens_per_s": out_tokens / makespan if makespan > 0 else 0.0,
