@@ -76,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="what happens to a preempted request's KV cache (default recompute)")
     p.add_argument("--prefix-cache", action="store_true", help="reuse the shared prompt prefix of --lengths ...,prefix=P")
-    p.add_argument("--speculative", type=nonempty, metavar="DRAFT,k=K,accept=A", help="speculative decoding (not simulated yet)")
+    p.add_argument("--speculative", type=nonempty, metavar="DRAFT,k=K,accept=A", help="speculative decoding: a draft model DRAFT proposes K tokens a step, each "
+                        "accepted with probability A (Leviathan et al. 2023; expected accepted tokens a step)")
     p.add_argument("--replicas", type=positive_int, default=1, help="copies of the deployment (default 1)")
     p.add_argument("--router", choices=("round-robin", "least-loaded"), default="round-robin",
                    help="how requests are spread over replicas (default round-robin)")

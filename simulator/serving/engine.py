@@ -17,6 +17,16 @@ and ``forwardAsync`` of k + 1 in the same thread; the client's next HTTP request
 follow-up never joins the iteration that starts at the moment its predecessor finished: at equal times the
 replica's step is planned first and the follow-up waits for the iteration after it, unless that replica
 was left with nothing to run (then it starts at once, as ``fetchNewRequests`` blocks on an empty engine).
+vLLM's and SGLang's engine loops have the same order, so the rule holds for every engine here: vLLM V0
+``vllm/engine/multiprocessing/engine.py`` ``MQLLMEngine.run_engine_loop`` (the OpenAI server's engine process
+from v0.6.0): poll the input socket only while ``has_unfinished_requests()`` is false, then
+``handle_new_input`` (non-blocking), ``engine_step`` and ``_send_outputs``, and round again (the in-process
+``vllm/engine/async_llm_engine.py`` ``run_engine_loop`` / ``engine_step`` likewise: new requests, ``step_async``,
+then the outputs to the request streams); SGLang 0.3 ``python/sglang/srt/managers/controller_single.py``
+``ControllerSingle.loop_for_forward``: ``recv_requests`` (zmq ``NOBLOCK``, a busy loop when idle), then
+``tp_worker.py`` ``ModelTpServer.exposed_step`` (queue them, ``forward_step``, return ``out_pyobjs``), then
+the outputs to the detokenizer. (Read in stored copies of these files from around those releases, not at the
+exact tags the profiles name.)
 """
 
 from __future__ import annotations

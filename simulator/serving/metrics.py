@@ -29,7 +29,7 @@ __all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
 _STATS = ("p50", "p90", "p99", "mean", "max")
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
-_SLO = re.compile(r"^\s*([A-Za-z_]+?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
+_SLO = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
 
 
 def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
@@ -44,6 +44,9 @@ def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
         raise ServingError(f"{where}: unknown metric {metric!r}; got {text!r}; expected one of "
                            f"{', '.join(SLO_METRICS)}{did_you_mean(metric, SLO_METRICS)}")
     stat = stat or "p99"
+    if stat.startswith("p") and not 0.0 < float(stat[1:]) <= 100.0:
+        raise ServingError(f"{where}: percentile {stat!r}; got {text!r}; expected p followed by a number above 0 "
+                           "and at most 100, e.g. p50, p99, p99.9")
     try:
         v = float(value)
     except ValueError:
@@ -76,7 +79,11 @@ def _stat(x: np.ndarray, stat: str) -> float:
 
 def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.ndarray]) -> tuple[np.ndarray, list]:
     """Which requests meet every SLO of ``slo``, and each SLO's figure over the run (``pooled``: the values
-    of each metric the percentiles are taken over: TPOT over multi-token requests, ITL over all gaps)."""
+    of each metric the percentiles are taken over: TPOT over multi-token requests, ITL over all gaps).
+
+    The pooled ITL gaps (one value per streamed chunk: the run's largest array) are not copied: an ITL
+    percentile is left as None here and taken later in place (:func:`_itl_percentiles`, after the summary's
+    own percentiles), where the reordering NumPy's selection leaves cannot change an order statistic."""
     parsed = [parse_slo(s) for s in slo]
     ok = np.ones(len(records), dtype=bool)
     held = []
@@ -86,9 +93,20 @@ def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.n
         else:
             own = np.array([getattr(r, f"{metric}_s") for r in records])
         ok &= own <= bound
-        got = _stat(pooled[metric], stat)
-        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got, "met": got <= bound})
+        deferred = metric == "itl" and stat.startswith("p")
+        got = None if deferred else _stat(pooled[metric], stat)
+        held.append({"slo": text, "metric": f"{metric}_{stat}", "bound_s": bound, "value_s": got,
+                     "met": None if deferred else got <= bound})
     return ok, held
+
+
+def _itl_percentiles(held: list[dict[str, Any]], itl: np.ndarray) -> None:
+    """The ITL percentiles :func:`_slos` deferred, taken over the pooled gaps in place (``itl`` is the
+    summary's own array: an order statistic does not depend on the order NumPy's selection left it in)."""
+    for h in held:
+        if h["value_s"] is None:
+            got = float(np.percentile(itl, float(h["metric"][len("itl_p"):]), overwrite_input=True)) if len(itl) else 0.0
+            h["value_s"], h["met"] = got, got <= h["bound_s"]
 
 
 def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[str, Any]:
@@ -160,8 +178,10 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     toks = np.array([it.tokens for m in phase for it in m["iterations"]], dtype=float)
     batch = {"mean": float((steps * toks).sum() / steps.sum()) if steps.size else 0.0,
              "max": float(toks.max()) if toks.size else 0.0, "iterations": int(steps.sum())}
+    itl_s = percentiles(itl, overwrite=True)
+    _itl_percentiles(held, itl)
     return {
-        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "itl_s": percentiles(itl, overwrite=True), "e2e_s": percentiles(e2e),
+        "ttft_s": percentiles(ttft), "tpot_s": percentiles(tpot), "itl_s": itl_s, "e2e_s": percentiles(e2e),
         "requests": len(records), "warmup_requests": int(getattr(config, "warmup_requests", 0)),
         "input_tokens": in_tokens, "output_tokens": out_tokens, "makespan_s": makespan,
         "output_tokens_per_s": out_tokens / makespan if makespan > 0 else 0.0,

@@ -112,8 +112,12 @@ def _run(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any) 
     finished.sort(key=lambda s: s.id)
     # the client receives every token ``lag`` after the engine sampled it (FrameworkProfile.output_lag_steps)
     # the measured requests' times count from their start (after a warm-up, the moment it drained)
-    # every chunk reaches the client the same ``lag`` late, so the gaps between chunks are the engine's (read in
-    # place: a finished sequence's gaps no longer grow)
+    # the gaps between chunks are the engine's (read in place: a finished sequence's gaps no longer grow): an
+    # approximation where there is a lag. Exact only for a constant lag; with vLLM V0's one-step output lag a
+    # chunk reaches the client when the following iteration ends, so the client's gaps are the engine's shifted
+    # by one iteration: they differ where consecutive iterations differ in length, first of all at the first
+    # gap after a prompt iteration (engine: the iteration after the prompt; client: the one after that), and
+    # the last chunk is taken to lag as the first (``finish + lag``)
     records = tuple(RequestRecord(s.id, s.arrival - start, s.n_in, s.n_out, s.first_token + s.lag - start,
                                   s.finish + s.lag - start, s.replica, s.preemptions, s.cached * setup.shared_tokens,
                                   np.frombuffer(s.gaps, dtype=float))
