@@ -137,8 +137,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # the A100's gelu backward turns compute-bound at its power limit, gpt3 18.4381 -> 18.4527 s)
     # (gpt3 and gpt3-des re-recorded when the FlashAttention-2 forward ran at its mma.sync rate without the GEMM
     # library fraction, hwmodels.gpu.FLASH2_LIBRARY_FRACTION = {bwd}: gpt3 18.4527 -> 18.4353 s)
-    "gpt3": (18.069240993143094, 5773950.488146767, 37853640704.0, '7ad9dd5770b15f12', 'a52db161235cffff'),
-    "gpt3-des": (17.957731454206368, 5763536.746116913, 37853640704.0, 'b2484676437d4cfc', 'a52db161235cffff'),
+    # (gpt3 and gpt3-des re-recorded when each CTA of a FlashAttention-2 launch paid its pipeline edges on sm80 and
+    # later, hwmodels.gpu.attention_edges_s: gpt3 18.0692 -> 18.0865 s, its A100 attention cores)
+    "gpt3": (18.086475573847903, 5775560.004957292, 37853640704.0, '26cb4d66e5170a44', '013d4320f1e33dca'),
+    "gpt3-des": (17.97496603491131, 5765146.262927451, 37853640704.0, '746d06b340923929', '013d4320f1e33dca'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
