@@ -2550,7 +2550,7 @@ def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim
     query-key pair), plus the store at one SM's share of the L2 bandwidth and one L2 latency, once per CTA
     the busiest SM runs (``ceil(ctas / sms)``; no co-resident CTA is assumed to hide them)."""
     l2_s_per_byte = _a(p.sms) / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
-    rows = min(grid.block_q, grid.seq_q)  # the CTA's own block: query rows (forward) or keys (backward)
+    rows = min(grid.block_q, grid.seq_kv if grid.backward else grid.seq_q)  # the CTA's own block: keys or queries
     if grid.backward:
         other = min(_flash2_block(FLASH2_BWD_Q_BLOCK, head_dim), grid.seq_q)
         first, store = (rows + other) * (head_dim + head_dim_v), rows * (head_dim + head_dim_v)

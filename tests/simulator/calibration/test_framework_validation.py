@@ -51,8 +51,9 @@ def test_groups_and_measured_errors(result):
     # fw-088 timed in sglang.bench_latency's serial loop (profile sglang-0.3): sglang 9.6% -> 0.5% (3 rows),
     # sglang-0.3 33.5% (1 row); fw-084 with fp8 weights and activations in the linear layers only
     # (weight_dtype fp8_e4m3, bf16 elsewhere, torch._scaled_mm a library call): vllm-v0 21.0% -> 18.9%,
-    # all 15.8% -> 15.7%)
-    expected = {"compile": (17.3, -12.8), "eager": (15.6, -14.5), "sdpa": (14.0, -3.3), "sglang": (0.5, -0.2),
+    # all 15.8% -> 15.7%; each CTA of a FlashAttention-2 launch paying its pipeline edges on sm80 and later:
+    # sdpa 14.0% (-3.3) -> 13.8% (-3.0), eager bias -14.5 -> -14.4, all 15.7% -> 15.6%)
+    expected = {"compile": (17.3, -12.8), "eager": (15.6, -14.4), "sdpa": (13.8, -3.0), "sglang": (0.5, -0.2),
                 "sglang-0.3": (33.5, -33.5), "vllm": (1.2, -1.2), "vllm-v0": (18.9, -19.5)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
@@ -113,7 +114,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.7%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.6%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang",
                                                         "sglang-0.3", "vllm", "vllm-v0"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
