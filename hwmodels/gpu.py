@@ -114,6 +114,11 @@ __all__ = [
     "attention_compute_s",
     "attention_traffic_bytes",
     "attention_bwd_passes",
+    "attention_edges_s",
+    "FLASH2_TILES_SOURCE",
+    "FLASH2_FWD_KV_BLOCK",
+    "FLASH2_BWD_Q_BLOCK",
+    "FLASH2_EDGE_FAMILIES",
     "ATTENTION_TERMS",
     "attention",
     "streaming",
@@ -200,6 +205,28 @@ ATTENTION_KERNELS: tuple[str, ...] = ("flash2", "flash3")
 #: uses this mode "to reduce shared memory traffic and atomic adds in the backward" (Zadouri et al.,
 #: arXiv 2603.05451, abstract).
 BLACKWELL_CTA_PAIR = 2
+#: Where the FlashAttention-2 tile sizes below are read from: ``csrc/flash_attn/src/flash_fwd_launch_template.h``
+#: and ``flash_bwd_launch_template.h`` of Dao-AILab/flash-attention v2.7.4.post1 (``run_mha_fwd_hdim*``, the
+#: non-dropout branch for sm80/sm90 and later, not sm86/sm89; ``run_mha_bwd_hdim*``, the branch for at least
+#: 144 KB of shared memory per block), and the kernels' prologue and epilogue from ``flash_fwd_kernel.h``
+#: (``compute_attn_1rowblock``: Q and the first K block are copied in and waited on before the first
+#: QK^T; O is rescaled, written to shared memory and copied out after the last PV) and ``flash_bwd_kernel.h``
+#: (``compute_dq_dk_dv_1colblock``: K, V and the first Q and dO blocks in; dK and dV out at the end).
+FLASH2_TILES_SOURCE = ("Dao-AILab/flash-attention v2.7.4.post1 csrc/flash_attn/src/flash_fwd_launch_template.h "
+                       "(Flash_fwd_kernel_traits<Headdim, kBlockM, kBlockN, ...>), flash_bwd_launch_template.h "
+                       "(Flash_bwd_kernel_traits<Headdim, kBlockM, kBlockN, ...>), flash_fwd_kernel.h, flash_bwd_kernel.h")
+#: FlashAttention-2 forward: keys per K block (``kBlockN``) by the head dim the kernel is instantiated for
+#: (the smallest one at least the head dim); 128 query rows per CTA at every head dim listed.
+FLASH2_FWD_KV_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 32, 192: 64, 256: 64}
+#: FlashAttention-2 backward: query rows per Q/dO block (``kBlockM``) by head dim; every CTA owns a block of
+#: 128 keys at these head dims (``kBlockN``), the model's ``block_q``.
+FLASH2_BWD_Q_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 64, 192: 64, 256: 64}
+#: Tile families whose ``"flash2"`` launches are FlashAttention-2's CUDA kernels with the tiles above, so each
+#: CTA's edges are priced (:func:`attention_edges_s`): sm80 and later (FlashAttention-2 runs on Ampere, Ada,
+#: Hopper and, compiled for sm_100 from v2.7.4's CUDA 12.8 builds, Blackwell). Ada's non-causal head dim 128
+#: forward takes 32-key blocks (``is_sm8x``), not the 64 above. Not Volta/Turing (FlashAttention-2 does not
+#: build for them; their rows run other kernels) nor CDNA (Composable Kernel tiles): not priced there.
+FLASH2_EDGE_FAMILIES = frozenset({"sm80", "sm90", "sm100"})
 
 # Registers a GEMM thread holds besides its accumulators and operand fragments: pointers, indices,
 # predicates, loop counters. CUTLASS mainloops use about two dozen (their ptxas reports); this only
@@ -2505,6 +2532,48 @@ def attention_compute_s(grid: AttentionGrid, pair_s: ArrayLike, sms: ArrayLike) 
     return np.maximum(np.ceil(grid.ctas / _a(sms)) * (grid.pairs / grid.ctas) * pair_s, grid.heaviest_pairs * pair_s)
 
 
+def _flash2_block(table: dict[int, int], head_dim: int) -> int:
+    """The entry of a FlashAttention-2 tile table (:data:`FLASH2_FWD_KV_BLOCK`, :data:`FLASH2_BWD_Q_BLOCK`) for
+    the instantiation a head dim runs (the smallest listed head dim at least ``head_dim``; the largest beyond)."""
+    return table[min((d for d in table if d >= head_dim), default=max(table))]
+
+
+def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
+                      sms: ArrayLike, *, in_bytes: float = 2.0) -> ArrayLike:
+    """Pipeline edges of a FlashAttention-2 launch on its busiest SM (s), the attention counterpart of
+    :func:`gemm_pipeline_edges_s` for a kernel that launches a CTA per tile (:data:`FLASH2_TILES_SOURCE`).
+
+    Every CTA waits for its first tiles before any math (forward: the Q block and the first K block of
+    :data:`FLASH2_FWD_KV_BLOCK` keys; backward: its K and V blocks and the first Q and dO blocks of
+    :data:`FLASH2_BWD_Q_BLOCK` rows) and stores its output tile after the last one (forward O, backward dK
+    and dV, in the input width): the cheaper of the first load and the last block's math (``pair_s`` a
+    query-key pair), plus the store at one SM's share of the L2 bandwidth and one L2 latency, once per CTA
+    the busiest SM runs (``ceil(ctas / sms)``; no co-resident CTA is assumed to hide them)."""
+    l2_s_per_byte = _a(p.sms) / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
+    rows = min(grid.block_q, grid.seq_kv if grid.backward else grid.seq_q)  # the CTA's own block: keys or queries
+    if grid.backward:
+        other = min(_flash2_block(FLASH2_BWD_Q_BLOCK, head_dim), grid.seq_q)
+        first, store = (rows + other) * (head_dim + head_dim_v), rows * (head_dim + head_dim_v)
+    else:
+        other = min(_flash2_block(FLASH2_FWD_KV_BLOCK, head_dim), grid.seq_kv)
+        first, store = (rows + other) * head_dim, rows * head_dim_v
+    load = first * in_bytes * l2_s_per_byte
+    edge = _a(p.l2_latency_s) + store * in_bytes * l2_s_per_byte + np.minimum(load, rows * other * _a(pair_s))
+    return np.ceil(grid.ctas / _a(sms)) * edge
+
+
+def _flash2_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
+                    sms: ArrayLike, in_bytes: float, causal_rate_ratio: Any) -> ArrayLike:
+    """:func:`attention_edges_s` as :func:`attention` adds it. Where a measured causal/non-causal rate ratio
+    prices a causal launch (``causal_rate_ratio`` < 1), that ratio already holds everything the causal kernel
+    does differently, its CTAs' edges among it: the edges are then the non-causal launch's, scaled by the
+    visible share of the pairs like its compute, at the same ratio."""
+    edges = attention_edges_s(grid, p, head_dim, head_dim_v, pair_s, sms, in_bytes=in_bytes)
+    visible = grid.head_pairs / max(1.0, float(grid.seq_q * grid.seq_kv))
+    measured = np.asarray(causal_rate_ratio) < 1.0
+    return edges * np.where(measured, visible, 1.0) / causal_rate_ratio
+
+
 def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int, *, in_bytes: float = 2.0,
                             kv_sharing: int = 1, kernel: str = "flash2") -> tuple[ArrayLike, ArrayLike]:
     """(DRAM bytes, L2 bytes) of the launch.
@@ -2642,6 +2711,7 @@ def attention(
     window: int = 0,
     causal_rate_ratio: Any = 1.0,
     exp_exposed: bool = False,
+    cta_edges: bool = True,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2683,6 +2753,9 @@ def attention(
     exp_exposed
         A ``"flash3"`` forward whose exponentials are not hidden behind the tensor cores
         (:data:`FLASH3_EXP_EXPOSED_FAMILIES`, :func:`attention_pair_s`).
+    cta_edges
+        Price each CTA's pipeline edges of a ``"flash2"`` launch (:func:`attention_edges_s`; the GPU lowering
+        passes it for :data:`FLASH2_EDGE_FAMILIES`).
 
     Returns
     -------
@@ -2709,6 +2782,8 @@ def attention(
     if not np.all((np.asarray(causal_rate_ratio) > 0.0) & (np.asarray(causal_rate_ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
     t_compute = t_compute / causal_rate_ratio
+    if kernel == "flash2" and cta_edges and not grid.decode:  # a CTA per tile loads its first tiles, stores its own
+        t_compute = t_compute + _flash2_edges_s(grid, p, head_dim, head_dim_v, t_pair, sms, in_bytes, causal_rate_ratio)
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)

@@ -702,12 +702,14 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     ratio = gpu.flash2_causal_forward_ratio(skv, eff.flash2_causal_fwd_ratio, eff.flash2_causal_fwd_ratio_scale) if (
         kernel == "flash2" and causal and not window and not backward and sq == skv) else 1.0
     exposed = kernel == "flash3" and _family(ctx.device) in gpu.FLASH3_EXP_EXPOSED_FAMILIES  # Hopper: exp2 not hidden
+    edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES  # FlashAttention-2's CUDA kernels: each CTA's edges
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
-                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed)
+                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed, cta_edges=edges)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
-                                        in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing),
+                                        in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing,
+                                        cta_edges=edges),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
     det = dict(e.details)

@@ -35,12 +35,19 @@ def _params(device: str) -> gpu.GpuParams:
 def _hand_flash2_forward_s(p: gpu.GpuParams, seq: int, fraction: float) -> float:
     """Compute time of the FlashAttention-2 forward at head dim 128, one batch of ``seq``, 16 heads, by hand:
     per pair 2 * 256 FLOP at 2048 FLOP/clk/SM (warp_mma_flops_per_clk) x ``fraction``, then one MUFU exp2
-    (16 per SM per clock) and four FP32 instructions, in 16 waves of 128-row query blocks on 132 SMs."""
+    (16 per SM per clock) and four FP32 instructions, in 16 waves of 128-row query blocks on 132 SMs; each
+    CTA also waits for its Q block and first K block (128 + 64 rows of 128 BF16 values, 48 KiB, at one SM's
+    share of the L2 tile bandwidth; its last 128 x 64 block of math takes longer) and stores its 128 x 128 O
+    tile (32 KiB at that share, plus one L2 latency)."""
     clk = p.clock_hz
     mma = 2 * 256 / (2048 * clk * fraction)
     soft = 1 / (16 * clk) + 4 / (p.vector_flops_per_s / 2 * p.vector_fraction / p.sms)
     waves = -(-(16 * seq // 128) // 132)
-    return waves * 128 * seq * (mma + soft)
+    share = p.l2_bytes_per_s * p.l2_tile_fraction / p.sms
+    first = (128 + 64) * 128 * 2 / share
+    assert first < 128 * 64 * (mma + soft)
+    edges = first + 128 * 128 * 2 / share + p.l2_latency_s
+    return waves * (128 * seq * (mma + soft) + edges)
 
 
 def test_flash2_forward_runs_at_the_mma_sync_rate_the_backward_carries_the_library_fraction():
@@ -52,15 +59,17 @@ def test_flash2_forward_runs_at_the_mma_sync_rate_the_backward_carries_the_libra
 
 
 def test_flash2_forward_near_both_papers(monkeypatch):
-    # at the mma.sync instruction rate (no library fraction) both papers agree within 9%
-    for device, table, tol in (("h100-sxm5-80gb", H100_FA2, 0.06), ("a100-sxm4-80gb", A100_FA2, 0.09)):
+    # at the mma.sync instruction rate (no library fraction) both papers agree within 9%: H100 335 / 343 / 347 /
+    # 349 against 362 / 368 / 370 / 370 (-7.5..-5.7%; 351 flat before each CTA's edges were priced), A100
+    # 202 / 205 / 206 / 207 against 200 / 224 / 222 / 225
+    for device, table, tol in (("h100-sxm5-80gb", H100_FA2, 0.08), ("a100-sxm4-80gb", A100_FA2, 0.09)):
         p = _params(device)
         for seq, paper in zip(SEQS, table["fwd"], strict=True):
             assert _tflops(p, seq, "flash2") == pytest.approx(paper, rel=tol)
-    # charged the GEMM library fraction as before: H100 291 TFLOP/s against 362-370 (-19..-21%), A100 188
-    # against 200-225 (-6..-16%), the rate this replaced
+    # charged the GEMM library fraction as before: H100 280-289 TFLOP/s against 362-370 (-23..-22%), A100 184-188
+    # against 200-225 (-8..-17%), the rate this replaced
     monkeypatch.setattr(gpu, "FLASH2_LIBRARY_FRACTION", frozenset({"fwd", "bwd"}))
-    for device, table, lo, hi in (("h100-sxm5-80gb", H100_FA2, 0.78, 0.82), ("a100-sxm4-80gb", A100_FA2, 0.83, 0.95)):
+    for device, table, lo, hi in (("h100-sxm5-80gb", H100_FA2, 0.77, 0.79), ("a100-sxm4-80gb", A100_FA2, 0.83, 0.93)):
         p = _params(device)
         for seq, paper in zip(SEQS, table["fwd"], strict=True):
             assert lo < _tflops(p, seq, "flash2") / paper < hi
@@ -88,8 +97,10 @@ def test_known_gaps_stay_as_documented():
     for seq, paper in zip(SEQS, A100_FA2["bwd"], strict=True):
         assert 1.05 < _tflops(a100, seq, "flash2", backward=True) / paper < 1.15
     h100 = _params("h100-sxm5-80gb")
-    for seq in SEQS:
-        assert _tflops(h100, seq, "flash2", causal=True) == pytest.approx(_tflops(h100, seq, "flash2"), rel=0.01)
+    # the kernel model's causal rate is below the non-causal one only by the CTAs' edges (the same CTAs, half
+    # the pairs): 0.956 / 0.977 / 0.988 / 0.994 of it at 2k / 4k / 8k / 16k
+    ratios = [_tflops(h100, seq, "flash2", causal=True) / _tflops(h100, seq, "flash2") for seq in SEQS]
+    assert ratios == sorted(ratios) and 0.95 < ratios[0] < 0.96 and 0.99 < ratios[-1] < 1.0
     for causal, plain in zip(H100_FA2["fwd_causal"], H100_FA2["fwd"], strict=True):
         assert 0.80 < causal / plain < 0.92
 
@@ -108,7 +119,8 @@ def test_flash2_causal_ratio_interpolates_the_paper():
 
 def test_lowered_flash2_causal_forward_at_the_measured_ratio():
     # through the GPU lowering on the H100 (sm90): the causal FlashAttention-2 forward is the non-causal rate
-    # times the measured ratio, 289 / 304 / 316 / 318 TFLOP/s against the paper's 298 / 319 / 333 / 335 (-3..-5%);
+    # times the measured ratio, 276 / 297 / 312 / 316 TFLOP/s against the paper's 298 / 319 / 333 / 335 (-7..-6%;
+    # -3..-5% before each CTA's edges were priced, which lowered the non-causal rate the ratio scales);
     # the backward and other architectures are unchanged
     from simulator.engines.analytical import EvalOptions
     from simulator.lowering.common import LoweringContext, lower
@@ -129,7 +141,7 @@ def test_lowered_flash2_causal_forward_at_the_measured_ratio():
         table = load_hardware("h100-sxm5-80gb").efficiency.flash2_causal_fwd_ratio
         assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(plain * gpu.flash2_causal_forward_ratio(seq, table),
                                                                      rel=0.01)
-        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(paper, rel=0.06)
+        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(paper, rel=0.08)
         assert tflops("h100-sxm5-80gb", seq, True, bwd=True) == pytest.approx(
             _tflops(_params("h100-sxm5-80gb"), seq, "flash2", backward=True, causal=True), rel=0.01)
         assert tflops("a100-sxm4-80gb", seq, True) == pytest.approx(

@@ -199,11 +199,19 @@ def test_attention_kernel_designs_by_hand():
     f3 = gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash3")
     assert f3.compute_s == pytest.approx(2**20 * 93.75e-12)  # max(62.5, 93.75) ps: softmax-bound
     f2 = gpu.attention(1, 4, 4, 1024, 1024, 64, 64, p, kernel="flash2")
-    assert f2.compute_s == pytest.approx(2**20 * (62.5 + 93.75) * 1e-12)  # serialised
+    # serialised, plus each of the SM's 8 CTAs' edges at one SM's share of the L2 (1 ps/B): the Q block and
+    # the first K block (128 + 128 rows x 64 x 2 B = 32.768 ns, shorter than the last block's math), then the
+    # 128 x 64 x 2 B O tile (16.384 ns) and one L2 latency (20 ns)
+    edges = 8 * (32.768e-9 + 16.384e-9 + 20e-9)
+    assert f2.compute_s == pytest.approx(2**20 * (62.5 + 93.75) * 1e-12 + edges)
+    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms)
+    assert gpu.attention_edges_s(grid, p, 64, 64, 156.25e-12, p.sms) == pytest.approx(edges)
+    # the last block's math when it is shorter than the first load: 128 x 128 pairs x 1 ps
+    assert gpu.attention_edges_s(grid, p, 64, 64, 1e-12, p.sms) == pytest.approx(8 * (16.384e-9 + 16.384e-9 + 20e-9))
     # FlashAttention-2 on a part whose warp-level mma.sync runs at half the native rate
     half = dataclasses.replace(p, warp_mma_scale=0.5)
     assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, half, kernel="flash2").compute_s == \
-        pytest.approx(2**20 * (125.0 + 93.75) * 1e-12)
+        pytest.approx(2**20 * (125.0 + 93.75) * 1e-12 + edges)
     # the warp-specialised design uses the native instructions: unaffected
     assert gpu.attention(1, 4, 4, 1024, 1024, 64, 64, half, kernel="flash3").compute_s == pytest.approx(f3.compute_s)
     assert dict(f3.details)["kernel"] == "flash3"

@@ -55,7 +55,7 @@ def test_values_are_the_logged_figures():
 
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
-    assert result["mape"] == pytest.approx(15.26, abs=0.05)  # docs/edge.md
+    assert result["mape"] == pytest.approx(15.18, abs=0.05)  # docs/edge.md (15.26 there, before the CTA edges)
     # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherited, became the A100's MAMF,
     # and when every Orin GPU kernel carried the Ampere per-kernel device time; BERT again when GELU was priced as
     # the eager CUDA function's instructions, which TensorRT's compiled GELU does not run; all when the Ampere L2 tile
@@ -63,17 +63,19 @@ def test_mape_is_the_achieved_figure(result):
     # FlashAttention-2 forward ran at its mma.sync rate without the GEMM library fraction: edge-005 -5.6 -> -6.0%;
     # all when Orin took its own measured GEMM fraction 0.800 and LPDDR5 read fraction 0.746 (ApxInf
     # doc/jetson-roofline.md) and the A100's measured tensor energy in place of the (60 W - idle) / peak bound,
-    # which had capped its GEMMs at the module budget: 15.70 -> 15.26, edge-006 -18.4 -> -13.3%)
+    # which had capped its GEMMs at the module budget: 15.70 -> 15.26, edge-006 -18.4 -> -13.3%; all and BERT when
+    # each CTA of a FlashAttention-2 launch paid its pipeline edges, Orin being sm80: 15.26 -> 15.18, edge-005
+    # -8.6 -> -7.7%, edge-006 -13.3 -> -13.7%)
     assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.08, abs=0.05)
     assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.75, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.95, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.71, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
     assert err["edge-001"] == pytest.approx(-26.6, abs=0.1)  # ResNet-50 single stream, GPU
     assert err["edge-002"] == pytest.approx(+3.6, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
     assert err["edge-003"] == pytest.approx(-22.8, abs=0.1)   # RetinaNet single stream, GPU
     assert err["edge-004"] == pytest.approx(+16.7, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(-8.6, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
-    assert err["edge-006"] == pytest.approx(-13.3, abs=0.1)  # BERT offline at the mean SQuAD length
+    assert err["edge-005"] == pytest.approx(-7.7, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-006"] == pytest.approx(-13.7, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
 def test_offline_throughput_sums_the_engines(result):
@@ -157,7 +159,7 @@ def test_bad_rows_are_located(tmp_path, edit, needle):
 def test_cli_prints_the_edge_group(capsys):
     assert main(["validate", "--dataset", "edge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n"] == 6 and out["mape"] == pytest.approx(15.26, abs=0.05)
+    assert out["n"] == 6 and out["mape"] == pytest.approx(15.18, abs=0.05)
     assert main(["validate", "--dataset", "edge", "--hardware", "l4"]) == 2
     assert "expected neither" in capsys.readouterr().err
 

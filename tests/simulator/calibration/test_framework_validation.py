@@ -53,8 +53,10 @@ def test_groups_and_measured_errors(result):
     # (weight_dtype fp8_e4m3, bf16 elsewhere, torch._scaled_mm a library call): vllm-v0 21.0% -> 18.9%,
     # all 15.8% -> 15.7%; the GA100's per-kernel device time measured on an A100, 1.337 us for the RTX 3060's
     # 0.556 us: compile 17.3% -> 17.2% (bias -12.8 -> -12.3), eager 15.6% -> 15.5%, sdpa 14.0% -> 13.7%,
-    # vllm-v0 18.9% -> 18.7%, all 15.7% -> 15.6%)
-    expected = {"compile": (17.25, -12.33), "eager": (15.45, -14.27), "sdpa": (13.71, -2.92), "sglang": (0.5, -0.2),
+    # vllm-v0 18.9% -> 18.7%, all 15.7% -> 15.6%;
+    # each CTA of a FlashAttention-2 launch paying its pipeline edges on sm80 and later (alone: sdpa 14.0% (-3.3) ->
+    # 13.8% (-3.0), eager bias -14.5 -> -14.4, all 15.7% -> 15.6%; with the former: sdpa 13.7% -> 13.5% (-2.7))
+    expected = {"compile": (17.25, -12.33), "eager": (15.45, -14.27), "sdpa": (13.49, -2.68), "sglang": (0.5, -0.2),
                 "sglang-0.3": (33.5, -33.5), "vllm": (1.2, -1.2), "vllm-v0": (18.71, -19.28)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name

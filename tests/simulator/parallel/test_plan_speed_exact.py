@@ -139,8 +139,11 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # library fraction, hwmodels.gpu.FLASH2_LIBRARY_FRACTION = {bwd}: gpt3 18.4527 -> 18.4353 s)
     # (gpt3 and gpt3-des re-recorded when the GA100's per-kernel device time became the A100's measured
     # 1.337 us, RRZE gpu-small-kernels, for the RTX 3060's 0.556 us: gpt3 18.0692 -> 18.0963 s)
-    "gpt3": (18.096278432143087, 5776475.48213005, 37853640704.0, 'b76b1a7125230c0a', 'a1ed21492c0e0725'),
-    "gpt3-des": (17.984769674206476, 5766061.813036859, 37853640704.0, '90cfb5a46b0b33b9', 'a1ed21492c0e0725'),
+    # (gpt3 and gpt3-des re-recorded when each CTA of a FlashAttention-2 launch paid its pipeline edges on sm80 and
+    # later, hwmodels.gpu.attention_edges_s: gpt3 18.0692 -> 18.0865 s, its A100 attention cores)
+    # (both together: gpt3 18.1135 s)
+    "gpt3": (18.113513012847893, 5778084.998940574, 37853640704.0, 'a1d3f3b30b37d5f5', '5d9a3fc49836284b'),
+    "gpt3-des": (18.002004254911256, 5767671.329847381, 37853640704.0, 'bc2917df041914c4', '5d9a3fc49836284b'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
