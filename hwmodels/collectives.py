@@ -552,7 +552,8 @@ def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: st
     return {}
 
 
-def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLibrary | None:
+def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
+                  fabric_names: Iterable[str] = ()) -> CollectiveLibrary | None:
     path = f"libraries.{name}"
     if not isinstance(t, Mapping):
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
@@ -564,7 +565,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
                     ("chunk_bytes",), f"{path}.p2p")
     rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
                     ("max_gpu_nic_path",), f"{path}.ll128")
-    tuner = t.get("tuner", {})
+    tuner = _sub_table(t, "tuner", "max_threads.ll = { value = 512, source = \"...\" }", rd, path)
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
                             "ring_ll_busbw_fraction", "ring_busbw_cap", "ring_ll128_max_channel_bandwidth"),
                     f"{path}.tuner")
@@ -607,9 +608,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
     family, versions = _read_versions(t, rd, path, prov)
     ll_frac, granule = _read_ring_tables(t, rd, path, prov, tuple(fractions))
-    cap_raw = t.get("tuner", {}).get("ring_busbw_cap") if isinstance(t.get("tuner", {}), Mapping) else None
-    busbw_cap = None if not isinstance(cap_raw, Mapping) else MappingProxyType(
-        {f: rd.quantity(t, f"tuner.ring_busbw_cap.{f}", "B/s", path, prov) for f in cap_raw})
+    busbw_cap = _read_busbw_cap(t, rd, path, prov, fabric_names)
     ll128_cap = _read_ring_ll128_cap(t, rd, path, prov)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
@@ -646,6 +645,10 @@ def _read_versions(t: Mapping[str, Any], rd: _Reader, path: str,
     if raw is None:
         return family, None
     full = f"{path}.versions"
+    if family is None:
+        rd.problems.add(full, "a range without a family never matches; got versions but no family; expected "
+                              "family = \"nccl\" (the library the range belongs to) beside it")
+        return family, None
     if not isinstance(raw, Mapping) or "value" not in raw:
         rd.problems.add(full, f"range without a source; got {raw!r}; expected {{ value = \"2.8.3..2.17.1\", source = \"...\" }}")
         return family, None
@@ -664,34 +667,48 @@ def _read_versions(t: Mapping[str, Any], rd: _Reader, path: str,
 def _read_ring_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
                       protocols: tuple[str, ...]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
     """``tuner.ring_ll_busbw_fraction.<collective>`` and ``ring.chunk_granule_bytes_per_thread.<protocol>``."""
-    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
-    ll_raw = tuner.get("ring_ll_busbw_fraction")
-    ll_frac = None
-    if ll_raw is not None:
-        rd.unknown_keys(ll_raw, COLLECTIVES, f"{path}.tuner.ring_ll_busbw_fraction")
-        ll_frac = MappingProxyType({c: rd.quantity(t, f"tuner.ring_ll_busbw_fraction.{c}", "1", path, prov,
-                                                   at_most_one=True) for c in COLLECTIVES if c in ll_raw})
-    ring = t.get("ring", {}) if isinstance(t.get("ring", {}), Mapping) else {}
+    ll_frac = _keyed_table(t, rd, path, prov, "tuner.ring_ll_busbw_fraction", COLLECTIVES, "1",
+                           "<collective> = { value = 0.25, source = \"...\" }", at_most_one=True)
+    ring = _sub_table(t, "ring", "chunk_granule_bytes_per_thread.ll = { value = \"8 B\", source = \"...\" }", rd, path)
     rd.unknown_keys(ring, ("chunk_granule_bytes_per_thread",), f"{path}.ring")
-    g_raw = ring.get("chunk_granule_bytes_per_thread")
-    granule = None
-    if g_raw is not None:
-        rd.unknown_keys(g_raw, protocols, f"{path}.ring.chunk_granule_bytes_per_thread")
-        granule = MappingProxyType({p: rd.quantity(t, f"ring.chunk_granule_bytes_per_thread.{p}", "B", path, prov)
-                                    for p in protocols})
+    granule = _keyed_table(t, rd, path, prov, "ring.chunk_granule_bytes_per_thread", protocols, "B",
+                           "<protocol> = { value = \"8 B\", source = \"...\" }")
+    if granule is not None and set(granule) != set(protocols):
+        missing = sorted(set(protocols) - set(granule))
+        rd.problems.add(f"{path}.ring.chunk_granule_bytes_per_thread.{missing[0]}",
+                        "missing value; got nothing; expected { value = ..., source = \"...\" } for every protocol")
     return ll_frac, granule
+
+
+def _keyed_table(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance], key: str,
+                 keys: Iterable[str], unit: str, example: str, **kw: Any) -> Mapping[str, Any] | None:
+    """The sourced quantities at dotted ``key``, a table keyed by ``keys`` (None when absent); anything else there
+    (not a table, a key outside ``keys``) is one located problem."""
+    raw: Any = t
+    for part in key.split("."):
+        raw = raw.get(part) if isinstance(raw, Mapping) else None
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        rd.problems.add(f"{path}.{key}", f"not a table; got {raw!r}; expected {key}.{example}")
+        return None
+    known = tuple(keys)
+    rd.unknown_keys(raw, known, f"{path}.{key}")
+    return MappingProxyType({k: rd.quantity(t, f"{key}.{k}", unit, path, prov, **kw) for k in known if k in raw})
+
+
+def _read_busbw_cap(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                    fabric_names: Iterable[str]) -> Mapping[str, Any] | None:
+    """``tuner.ring_busbw_cap.<fabric>`` in B/s, keyed by fabrics the catalog declares (None when absent)."""
+    return _keyed_table(t, rd, path, prov, "tuner.ring_busbw_cap", fabric_names, "B/s",
+                        "<fabric> = { value = \"235 GB/s\", source = \"...\" }")
 
 
 def _read_ring_ll128_cap(t: Mapping[str, Any], rd: _Reader, path: str,
                          prov: dict[str, Provenance]) -> Mapping[str, Any] | None:
     """``tuner.ring_ll128_max_channel_bandwidth.<collective>`` in B/s (None when absent)."""
-    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
-    raw = tuner.get("ring_ll128_max_channel_bandwidth")
-    if raw is None:
-        return None
-    key = "tuner.ring_ll128_max_channel_bandwidth"
-    rd.unknown_keys(raw, COLLECTIVES, f"{path}.{key}")
-    return MappingProxyType({c: rd.quantity(t, f"{key}.{c}", "B/s", path, prov) for c in COLLECTIVES if c in raw})
+    return _keyed_table(t, rd, path, prov, "tuner.ring_ll128_max_channel_bandwidth", COLLECTIVES, "B/s",
+                        "<collective> = { value = \"16.9 GB/s\", source = \"...\" }")
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -933,6 +950,18 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
                             nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
 
+def _check_version_ranges(libraries: Mapping[str, CollectiveLibrary | None], problems: _Problems) -> None:
+    """A release is priced by the one entry of its family whose range holds it: two entries of one family whose
+    ranges overlap are one located problem naming both."""
+    ranged = sorted((lib.family_name, lib.versions, n) for n, lib in libraries.items() if lib and lib.versions)
+    for (fam_a, (lo_a, hi_a), a), (fam_b, (lo_b, hi_b), b) in zip(ranged, ranged[1:], strict=False):
+        if fam_a == fam_b and lo_b <= hi_a:
+            problems.add(f"libraries.{b}.versions", f"overlaps another entry of family {fam_a!r}; got "
+                                                    f"{'.'.join(map(str, lo_b))}..{'.'.join(map(str, hi_b))} against "
+                                                    f"libraries.{a} ({'.'.join(map(str, lo_a))}.."
+                                                    f"{'.'.join(map(str, hi_a))}); expected disjoint release ranges")
+
+
 def _lower_keys(table: Any) -> dict[str, Any]:
     return {str(k).lower(): v for k, v in table.items()} if isinstance(table, Mapping) else {}
 
@@ -949,7 +978,8 @@ def _parse_catalog(data: Mapping[str, Any], where: str) -> FabricCatalog:
         problems.add("schema", f"unsupported schema; got {data.get('schema')!r}; expected 1")
     raw_f, raw_l, raw_s = (_lower_keys(data.get(k, {})) for k in ("fabrics", "libraries", "systems"))
     fabrics = {n: _read_fabric(n, t, rd) for n, t in sorted(raw_f.items())}
-    libraries = {n: _read_library(n, t, rd) for n, t in sorted(raw_l.items())}
+    libraries = {n: _read_library(n, t, rd, tuple(raw_f)) for n, t in sorted(raw_l.items())}
+    _check_version_ranges(libraries, problems)
     systems = {n: _read_system(n, t, rd, fabrics, libraries, (set(raw_f), set(raw_l)))
                for n, t in sorted(raw_s.items())}
     problems.raise_if_any()

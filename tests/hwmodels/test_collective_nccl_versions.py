@@ -178,3 +178,34 @@ def test_a_bad_ll128_cap_key_is_located(tmp_path):
     msg = fabrics_error_with(tmp_path, "tuner.ring_ll128_max_channel_bandwidth.broadcast",
                              'tuner.ring_ll128_max_channel_bandwidth.alltoall = { value = "18.8 GB/s", source = "x" }')
     assert "libraries.nccl-2.9.tuner.ring_ll128_max_channel_bandwidth" in msg and "alltoall" in msg
+
+
+_V29 = 'versions = { value = "2.8.3..2.9.9"'
+
+
+def _v29_line() -> str:
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+    return next(line for line in DEFAULT_FABRICS_FILE.read_text().splitlines() if line.startswith(_V29))
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("[libraries.nccl]\n", "[libraries.nccl]\ntuner.ring_busbw_cap = 5",
+     "libraries.nccl.tuner.ring_busbw_cap: not a table; got 5; expected tuner.ring_busbw_cap.<fabric>"),
+    ("[libraries.nccl]\n", "[libraries.nccl]\ntuner.ring_ll_busbw_fraction = 0.25",
+     "libraries.nccl.tuner.ring_ll_busbw_fraction: not a table; got 0.25"),
+    ("[libraries.nccl]\n", "[libraries.nccl]\nring = 3", "libraries.nccl.ring: not a table; got 3"),
+    ("[libraries.rccl]", '[libraries.rccl]\nversions = { value = "2.20.5..2.20.5", source = "x" }',
+     "libraries.rccl.versions: a range without a family never matches; got versions but no family"),
+    (_V29, 'versions = { value = "2.8.3..2.10.3", source = "x" }',
+     "libraries.nccl-2.17.versions: overlaps another entry of family 'nccl'; got 2.10.3..2.17.1 against "
+     "libraries.nccl-2.9 (2.8.3..2.10.3)"),
+])
+def test_bad_version_entry_fields_are_located(tmp_path, old, new, expected):
+    assert expected in fabrics_error_with(tmp_path, old, new)
+
+
+def test_a_misspelt_cap_fabric_is_located_against_the_declared_fabrics(tmp_path):
+    msg = fabrics_error_with(tmp_path, _V29, _v29_line() + '\ntuner.ring_busbw_cap.nvlink3-nvswitch = '
+                                                        '{ value = "235 GB/s", source = "x" }')
+    assert "libraries.nccl-2.9.tuner.ring_busbw_cap.nvlink3-nvswitch: unknown key; got 'nvlink3-nvswitch'" in msg
+    assert "did you mean 'nvlink3-nvswitch2'?" in msg
