@@ -1968,15 +1968,16 @@ def gpus_per_thread_of(row: Mapping[str, str]) -> int:
     return int(m.group(1) or m.group(2)) if m else 1
 
 
-#: How a row's notes state the collective library's release: "NCCL 2.28.7", or the package an image pins
-#: ("libnccl2 2.9.9-1+cuda11.3").
-_LIBRARY_VERSION = re.compile(r"\bNCCL (\d+\.\d+\.\d+)\b|\blibnccl2 (\d+\.\d+\.\d+)")
+#: How a row's notes state the collective library's release: "NCCL 2.28.7", "NCCL v2.9.9", nccl-tests' own header
+#: ("NCCL version 2.9.9+cuda11.0"), or the package an image pins ("libnccl2 2.9.9-1+cuda11.3", "libnccl2=2.9.9-1").
+#: The release ends where no digit follows ("2.9.99" is not 2.9.9); "RCCL 2.9.9" is another library.
+_LIBRARY_VERSION = re.compile(r"(?:\bNCCL (?:version )?v?|\blibnccl2[ =])(\d+\.\d+\.\d+)(?!\.?\d)")
 
 
 def library_version_of(row: Mapping[str, str]) -> tuple[int, ...] | None:
     """The NCCL release a published run used, as its notes state it first (None when they do not)."""
     m = _LIBRARY_VERSION.search(row.get("notes", "") or "")
-    return parse_version(m.group(1) or m.group(2)) if m else None
+    return parse_version(m.group(1)) if m else None
 
 
 def library_for_version(catalog: FabricCatalog, library: CollectiveLibrary,

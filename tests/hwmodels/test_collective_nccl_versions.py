@@ -74,6 +74,16 @@ def test_the_entry_states_its_range_and_the_tables_of_those_releases():
     ("nccl-tests 2.17.6, NCCL 2.28.7 (nccl-library=22807), one MPI rank per GPU", (2, 28, 7)),
     ("NCCL version not printed, assumed 2.9.9: the horovod image pins libnccl2 2.9.9-1+cuda11.3", (2, 9, 9)),
     ("rccl-tests, RCCL 2.20.5 (ROCm 6.2.3)", None),
+    ("# NCCL version 2.9.9+cuda11.0 (nccl-tests header)", (2, 9, 9)),
+    ("ran on NCCL v2.9.9 with the default environment", (2, 9, 9)),
+    ("Dockerfile: apt-get install libnccl2=2.9.9-1+cuda11.0 libnccl-dev=2.9.9-1+cuda11.0", (2, 9, 9)),
+    ("dpkg lists libnccl2 2.9.9-1", (2, 9, 9)),
+    ("NCCL 2.19.9", (2, 19, 9)),
+    ("NCCL 12.9.9", (12, 9, 9)),
+    ("NCCL version 2.9.99", (2, 9, 99)),
+    ("RCCL 2.9.9 (ROCm 4.3)", None),
+    ("RCCL version 2.9.9", None),
+    ("librccl 2.9.9", None),
     ("no version", None),
 ])
 def test_a_rows_release_is_read_from_its_notes(notes, version):
@@ -91,6 +101,8 @@ def test_the_entry_whose_range_holds_the_release_is_chosen():
     assert library_for_version(cat, nccl, None) is nccl
     assert library_for_version(cat, rccl, (2, 9, 9)) is rccl  # another family
     assert parse_version("2.9.9") == (2, 9, 9) and parse_version("2.9") is None
+    for other in ((2, 19, 9), (12, 9, 9), (2, 9, 99)):  # read whole by library_version_of: not nccl-2.9
+        assert library_for_version(cat, nccl, other).name != "nccl-2.9"
 
 
 def test_chunk_granule_ratio_hand_computed(a100_legacy):
