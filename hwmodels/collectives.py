@@ -38,9 +38,9 @@ A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the l
 :func:`launch_skew_s`); the default, one rank per process, pays nothing.
 
 A library entry may describe a range of releases of its family (``family``, ``versions``: NCCL
-2.8.3-2.17.1 has other latency tables, a 235 GB/s bus bandwidth cap on Ampere, a one-node ring LL cap of
-1/4 of the ring's bus bandwidth and ring chunks rounded up to a per-protocol granule,
-:func:`chunk_granule_ratio`); a published run whose
+2.8.3-2.17.1 has other latency tables and a 235 GB/s bus bandwidth cap on Ampere; NCCL 2.8.3-2.20.5 caps a
+one-node ring's LL bus bandwidth at 1/4 (all_reduce) or 1/3 (the other collectives) of the ring's, and to
+2.19.4 rounds ring chunks up to a per-protocol granule, :func:`chunk_granule_ratio`); a published run whose
 notes state a release is priced with the entry whose range holds it (:func:`library_for_version`).
 
 :func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
@@ -237,6 +237,8 @@ class CollectiveLibrary:
     thread_threshold_bytes: Mapping[str, Any] | None = None
     #: ``tuner.nvls_chunk_bytes``: NVLS chunk size before NCCL shrinks it for small messages (NCCL_NVLS_CHUNKSIZE)
     nvls_chunk_bytes: Any = None
+    #: ``tuner.nvls_tree_many_nodes_chunk_bytes``: the NVLS-tree chunk cap from four nodes (None: no cap)
+    nvls_tree_many_nodes_chunk_bytes: Any = None
     #: ``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>``: NCCL's LL bus-bandwidth cap across nodes
     ll_max_bandwidth_multi_node: Mapping[str, Any] | None = None
     #: ``msccl.allpairs.*``: the library's all-pairs all-reduce schedule, chosen ahead of its tuner for
@@ -567,6 +569,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = _sub_table(t, "tuner", "max_threads.ll = { value = 512, source = \"...\" }", rd, path)
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
+                            "nvls_tree_many_nodes_chunk_bytes",
                             "ring_ll_busbw_fraction", "ring_busbw_cap", "ring_ll128_max_channel_bandwidth"),
                     f"{path}.tuner")
 
@@ -602,7 +605,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
     launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
     threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
-    nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
+    nvls_chunk, nvls_tree_cap = (rd.quantity(t, f"tuner.{k}", "B", path, prov, required=False)
+                                 for k in ("nvls_chunk_bytes", "nvls_tree_many_nodes_chunk_bytes"))
     allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
     tree_tuner = _read_tree_tuner(t, rd, path, prov, tuple(fractions))
     ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
@@ -619,7 +623,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
-        nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
+        nvls_chunk_bytes=nvls_chunk, nvls_tree_many_nodes_chunk_bytes=nvls_tree_cap,
+        ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
         tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, family=family, versions=versions,
         ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, ring_busbw_cap=busbw_cap,
         ring_ll128_channel_cap=ll128_cap, provenance=MappingProxyType(prov))
@@ -1237,8 +1242,11 @@ def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str,
 
 
 #: NCCL lays its ring graph's channels out twice over the communicator's channels (src/graph/connect.cc
-#: ncclTopoPostset, v2.8.3-1 to v2.17.1-1: 'nChannels = comm->nChannels = std::min(MAXCHANNELS,nChannels*2)'),
-#: so the tuner's ``graphs[RING]->nChannels`` is the printed channel count (``ring_channels``) over this.
+#: ncclTopoPostset, v2.8.3-1 to v2.17.1-1, line 267 at v2.8.3-1 and 293 at v2.9.9-1: 'nChannels = comm->nChannels =
+#: std::min(MAXCHANNELS,nChannels*2)'),
+#: so the tuner's ``graphs[RING]->nChannels`` is the printed channel count (``ring_channels``) over this. Used only
+#: with ``tuner.ring_ll128_max_channel_bandwidth``, which only the NCCL 2.8.3-2.9.9 entry states (a constant of
+#: those releases).
 _RING_CHANNEL_COPIES = 2
 
 
@@ -1307,8 +1315,6 @@ def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: 
 #: NCCL's NVLS-tree chunk shrinking (src/enqueue.cc calcCollChunking, NVLS_TREE branch, v2.22.3 and v2.28.7): (size
 #: multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
 _NVLS_TREE_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
-#: NCCL's default NVLS-tree chunk cap from four nodes (``maxChunkSize = nNodes >= 4 ? 65536 : chunkSize``).
-_NVLS_TREE_MANY_NODES_CHUNK = 65536
 
 
 def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_nodes: int, heads: int) -> Any:
@@ -1316,8 +1322,8 @@ def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_node
 
     NCCL (src/enqueue.cc calcCollChunking, NVLS_TREE branch; v2.22.3 and v2.28.7) starts from the NVLS chunk
     (``nvls_tree_chunk_bytes`` where the node's setup sets it, else the library's NCCL_NVLS_CHUNKSIZE capped at
-    64 KiB from four nodes) and shrinks it to 256, 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1
-    times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
+    its ``tuner.nvls_tree_many_nodes_chunk_bytes``, 64 KiB, from four nodes) and shrinks it to 256, 128, 64 and
+    32 KiB while the message is under 32, 16, 4 and 1 times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
     """
     sysm = load_collective_system(system)
     if sysm.nvls_channels is None:
@@ -1327,8 +1333,9 @@ def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_node
         if sysm.library.nvls_chunk_bytes is None:
             return None
         chunk0 = sysm.library.nvls_chunk_bytes
-        if n_nodes >= 4:
-            chunk0 = min(chunk0, _NVLS_TREE_MANY_NODES_CHUNK)
+        cap = sysm.library.nvls_tree_many_nodes_chunk_bytes
+        if n_nodes >= 4 and cap is not None:
+            chunk0 = min(chunk0, cap)
     size = np.asarray(size_bytes, dtype=float)
     ops = float(sysm.nvls_channels * int(heads))
     chunk = np.full(size.shape, float(chunk0))

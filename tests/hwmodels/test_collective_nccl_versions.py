@@ -97,7 +97,11 @@ def test_the_entry_whose_range_holds_the_release_is_chosen():
     assert library_for_version(cat, nccl, (2, 8, 3)).name == "nccl-2.9"
     assert library_for_version(cat, nccl, (2, 10, 3)).name == "nccl-2.17"  # v2.10.3: one LL128 cap of 20 GB/s
     assert library_for_version(cat, nccl, (2, 17, 1)).name == "nccl-2.17"
-    assert library_for_version(cat, nccl, (2, 18, 1)) is nccl  # v2.18.1 raised ring LL to 6.6 + 0.6 us
+    assert library_for_version(cat, nccl, (2, 18, 1)).name == "nccl-2.19"  # v2.18.1 raised ring LL to 6.6 + 0.6 us
+    assert library_for_version(cat, nccl, (2, 19, 4)).name == "nccl-2.19"
+    assert library_for_version(cat, nccl, (2, 20, 3)).name == "nccl-2.20"  # the host splits chunks: no granule
+    assert library_for_version(cat, nccl, (2, 20, 5)).name == "nccl-2.20"
+    assert library_for_version(cat, nccl, (2, 21, 5)) is nccl  # ring LL 'busBw * .5' from v2.21.5
     assert library_for_version(cat, nccl, None) is nccl
     assert library_for_version(cat, rccl, (2, 9, 9)) is rccl  # another family
     assert parse_version("2.9.9") == (2, 9, 9) and parse_version("2.9") is None
@@ -221,3 +225,34 @@ def test_a_misspelt_cap_fabric_is_located_against_the_declared_fabrics(tmp_path)
                                                         '{ value = "235 GB/s", source = "x" }')
     assert "libraries.nccl-2.9.tuner.ring_busbw_cap.nvlink3-nvswitch: unknown key; got 'nvlink3-nvswitch'" in msg
     assert "did you mean 'nvlink3-nvswitch2'?" in msg
+
+
+def test_releases_2_18_to_2_20_keep_the_ll_factor_and_2_18_to_2_19_the_granule():
+    """NCCL v2.18.1-1 to v2.20.5-1 (src/graph/tuning.cc) keep the ring LL factor 1/4 (all_reduce) or 1/3 with
+    the current latency tables and no Ampere cap; the ring chunk granule holds to v2.19.4-1."""
+    cat = fabric_catalog()
+    cur, e19, e20 = cat.library("nccl"), cat.library("nccl-2.19"), cat.library("nccl-2.20")
+    assert e19.versions == ((2, 18, 1), (2, 19, 4)) and e20.versions == ((2, 20, 3), (2, 20, 5))
+    for lib in (e19, e20):
+        assert lib.family_name == "nccl" and lib.ring_busbw_cap is None
+        assert lib.ring_ll_busbw_fraction["all_reduce"] == pytest.approx(0.25)
+        assert lib.ring_ll_busbw_fraction["broadcast"] == pytest.approx(1 / 3, rel=1e-6)
+        assert lib.base_latency_s == cur.base_latency_s and lib.step_latency_s == cur.step_latency_s
+        assert "v2.20.5-1 (line 181)" in lib.provenance[f"libraries.{lib.name}.tuner.ring_ll_busbw_fraction.all_reduce"].source
+    assert dict(e19.ring_chunk_granule_per_thread) == {"ll": 8.0, "ll128": 30.0, "simple": 8.0}
+    assert e20.ring_chunk_granule_per_thread is None
+
+
+def test_one_mib_ring_ll_on_one_h100_node_under_nccl_2_19():
+    """8x H100, 1 MiB all_reduce, ring LL under NCCL 2.19: 6.6 + 14 x 0.6 us + 2 x 7/8 x 1 MiB at 1/4 x 24 channels x
+    15 GB/s = 90 GB/s, the chunks rounded up to 512 threads x 8 B over 24 channels x 8 ranks (2 rounds of 786,432 B:
+    x 1.5) = 45.58 us; NCCL 2.20 drops the rounding (35.39 us)."""
+    import dataclasses
+    cat = fabric_catalog()
+    sysm = cat.system("dgx-h100")
+    assert sysm.ring_channels == 24 and sysm.intra.channel_bandwidth_bytes_per_s == pytest.approx(15 * GB)
+    data = 2 * 7 / 8 * MIB / (0.25 * 24 * 15 * GB)
+    for name, rounding in (("nccl-2.19", 1.5), ("nccl-2.20", 1.0)):
+        r = collective_time("all_reduce", MIB, 8, dataclasses.replace(sysm, library=cat.library(name)),
+                            algorithm="ring", protocol="ll")
+        assert float(r.time_s) == pytest.approx((6.6 + 14 * 0.6) * US + data * rounding, rel=1e-9), name
