@@ -198,7 +198,7 @@ class Fabric:
     #: ``rendezvous.eager_max_bytes``: the network plugin sends a message of at most this size at once; a larger
     #: one waits for the receiver's control message (its buffer address) before it is written
     eager_max_bytes: Any = None
-    #: ``rendezvous.latency_s``: that control message's trip, added to an inter-node step whose message is larger
+    #: ``rendezvous.latency_s``: that control message's trip, added once to a collective whose inter-node step message is larger
     rendezvous_latency_s: Any = 0.0
     #: ``rccl_tuner.*``: RCCL's one-node ranking factors for this fabric's GPUs (``ring_ratio`` / ``tree_ratio`` per
     #: protocol, ``tree_correction`` lists); a protocol missing from ``tree_ratio`` is one RCCL never runs as a tree
@@ -1386,7 +1386,8 @@ _WIRE_BYTES_PER_DATA_BYTE: Mapping[str, float] = MappingProxyType({"ll": 2.0, "l
 
 def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, protocol: str, size: np.ndarray,
                   n: int, g: int) -> Any:
-    """Latency one inter-node step adds when its message is too large for the network plugin to send at once.
+    """Latency a collective's first inter-node step adds when its message is too large for the network plugin to
+    send at once (the pipeline fill; 0 where the messages go eagerly).
 
     aws-ofi-nccl's RDMA protocol (``send`` in src/nccl_ofi_rdma.c, v1.9.2-aws) writes a message into the
     receiver's buffer only once the receiver's control message (buffer address and keys) has arrived; a
@@ -1396,8 +1397,14 @@ def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, pro
     send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels: NCCL's
     channel rule for a ring or a tree (:func:`ring_channels_used`), the NVLS channels for the NVLS tree, one
     for a send or an all-to-all and wherever the system does not describe its channels (the larger message).
-    Whether the control message's trip overlaps the sender's own preparation is not modelled: the whole trip
-    is added.
+    The receiver's plugin sends the control message when NCCL posts the receive (``recv`` in
+    src/nccl_ofi_rdma.c, v1.9.2-aws: ``receive_progress(recv_data->send_ctrl_req, true)``), and NCCL's net
+    proxy posts a connection's receives up to NCCL_STEPS (8) steps ahead of the last one done, from the
+    collective's start, without waiting for the GPU (src/transport/net.cc recvProxyProgress, v2.22.3-1:
+    ``if (sub->posted >= sub->done + maxDepth)``, ``maxDepth = std::min(NCCL_STEPS, ...)``): every later
+    step's control message left at least 8 steps before it is needed, so only the first step waits, once per
+    collective (all connections start together). Whether the first trip overlaps the sender's own
+    preparation (kernel launch, its first chunk) is not modelled: the whole trip is added once.
     """
     inter = system.inter
     if inter is None or inter.eager_max_bytes is None:
@@ -1472,8 +1479,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     base = lib.base_latency_s[protocol]
     a_i = _alpha(system, intra, protocol)
     a_n = _alpha(system, system.inter, protocol, tuner) if nodes > 1 else 0.0
-    if nodes > 1 and not tuner:  # the plugin's rendezvous is a time the library's tuner does not estimate
-        a_n = a_n + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
+    if nodes > 1 and not tuner:  # the plugin's rendezvous, once per collective; the tuner does not estimate it
+        base = base + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
