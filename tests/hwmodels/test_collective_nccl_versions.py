@@ -256,3 +256,13 @@ def test_one_mib_ring_ll_on_one_h100_node_under_nccl_2_19():
         r = collective_time("all_reduce", MIB, 8, dataclasses.replace(sysm, library=cat.library(name)),
                             algorithm="ring", protocol="ll")
         assert float(r.time_s) == pytest.approx((6.6 + 14 * 0.6) * US + data * rounding, rel=1e-9), name
+
+
+def test_the_four_node_nvls_tree_chunk_cap_is_a_field_of_the_current_entry_only():
+    """src/enqueue.cc 'maxChunkSize = comm->nNodes >= 4 ? 65536 : chunkSize' (v2.22.3-1, v2.28.7-1), absent at
+    v2.18.1-1 to v2.20.5-1: 64 KiB on [libraries.nccl], none on the 2.18-2.20 entries."""
+    cat = fabric_catalog()
+    assert cat.library("nccl").nvls_tree_many_nodes_chunk_bytes == 65536
+    assert "v2.28.7-1 line 2063" in cat.library("nccl").provenance["libraries.nccl.tuner.nvls_tree_many_nodes_chunk_bytes"].source
+    assert cat.library("nccl-2.19").nvls_tree_many_nodes_chunk_bytes is None
+    assert cat.library("nccl-2.20").nvls_tree_many_nodes_chunk_bytes is None
