@@ -38,9 +38,9 @@ A run where one host thread drives several GPUs (nccl-tests ``-g N``) pays the l
 :func:`launch_skew_s`); the default, one rank per process, pays nothing.
 
 A library entry may describe a range of releases of its family (``family``, ``versions``: NCCL
-2.8.3-2.17.1 has other latency tables, a 235 GB/s bus bandwidth cap on Ampere, a one-node ring LL cap of
-1/4 of the ring's bus bandwidth and ring chunks rounded up to a per-protocol granule,
-:func:`chunk_granule_ratio`); a published run whose
+2.8.3-2.17.1 has other latency tables and a 235 GB/s bus bandwidth cap on Ampere; NCCL 2.8.3-2.20.5 caps a
+one-node ring's LL bus bandwidth at 1/4 (all_reduce) or 1/3 (the other collectives) of the ring's, and to
+2.19.4 rounds ring chunks up to a per-protocol granule, :func:`chunk_granule_ratio`); a published run whose
 notes state a release is priced with the entry whose range holds it (:func:`library_for_version`).
 
 :func:`select_algorithm` evaluates every applicable (algorithm, protocol) pair and keeps the
@@ -198,7 +198,7 @@ class Fabric:
     #: ``rendezvous.eager_max_bytes``: the network plugin sends a message of at most this size at once; a larger
     #: one waits for the receiver's control message (its buffer address) before it is written
     eager_max_bytes: Any = None
-    #: ``rendezvous.latency_s``: that control message's trip, added to an inter-node step whose message is larger
+    #: ``rendezvous.latency_s``: that control message's trip, added once to a collective whose inter-node step message is larger
     rendezvous_latency_s: Any = 0.0
     #: ``rccl_tuner.*``: RCCL's one-node ranking factors for this fabric's GPUs (``ring_ratio`` / ``tree_ratio`` per
     #: protocol, ``tree_correction`` lists); a protocol missing from ``tree_ratio`` is one RCCL never runs as a tree
@@ -237,6 +237,8 @@ class CollectiveLibrary:
     thread_threshold_bytes: Mapping[str, Any] | None = None
     #: ``tuner.nvls_chunk_bytes``: NVLS chunk size before NCCL shrinks it for small messages (NCCL_NVLS_CHUNKSIZE)
     nvls_chunk_bytes: Any = None
+    #: ``tuner.nvls_tree_many_nodes_chunk_bytes``: the NVLS-tree chunk cap from four nodes (None: no cap)
+    nvls_tree_many_nodes_chunk_bytes: Any = None
     #: ``tuner.ll_max_bandwidth.<vendor>_<two_nodes|more_nodes>``: NCCL's LL bus-bandwidth cap across nodes
     ll_max_bandwidth_multi_node: Mapping[str, Any] | None = None
     #: ``msccl.allpairs.*``: the library's all-pairs all-reduce schedule, chosen ahead of its tuner for
@@ -552,7 +554,8 @@ def _sub_table(t: Mapping[str, Any], key: str, entry: str, rd: _Reader, path: st
     return {}
 
 
-def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLibrary | None:
+def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
+                  fabric_names: Iterable[str] = ()) -> CollectiveLibrary | None:
     path = f"libraries.{name}"
     if not isinstance(t, Mapping):
         rd.problems.add(path, f"not a table; got {t!r}; expected [libraries.{name}]")
@@ -564,8 +567,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
                     ("chunk_bytes",), f"{path}.p2p")
     rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
                     ("max_gpu_nic_path",), f"{path}.ll128")
-    tuner = t.get("tuner", {})
+    tuner = _sub_table(t, "tuner", "max_threads.ll = { value = 512, source = \"...\" }", rd, path)
     rd.unknown_keys(tuner, ("max_threads", "thread_threshold_bytes", "nvls_chunk_bytes", "ll_max_bandwidth", "tree",
+                            "nvls_tree_many_nodes_chunk_bytes",
                             "ring_ll_busbw_fraction", "ring_busbw_cap", "ring_ll128_max_channel_bandwidth"),
                     f"{path}.tuner")
 
@@ -601,15 +605,14 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
     launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
     threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
-    nvls_chunk = rd.quantity(t, "tuner.nvls_chunk_bytes", "B", path, prov, required=False)
+    nvls_chunk, nvls_tree_cap = (rd.quantity(t, f"tuner.{k}", "B", path, prov, required=False)
+                                 for k in ("nvls_chunk_bytes", "nvls_tree_many_nodes_chunk_bytes"))
     allpairs = _read_allpairs(t, rd, path, prov, "allpairs" in algos)
     tree_tuner = _read_tree_tuner(t, rd, path, prov, tuple(fractions))
     ll128_path = rd.sourced_choice(t, "ll128.max_gpu_nic_path", GPU_NIC_PATHS, path, prov)
     family, versions = _read_versions(t, rd, path, prov)
     ll_frac, granule = _read_ring_tables(t, rd, path, prov, tuple(fractions))
-    cap_raw = t.get("tuner", {}).get("ring_busbw_cap") if isinstance(t.get("tuner", {}), Mapping) else None
-    busbw_cap = None if not isinstance(cap_raw, Mapping) else MappingProxyType(
-        {f: rd.quantity(t, f"tuner.ring_busbw_cap.{f}", "B/s", path, prov) for f in cap_raw})
+    busbw_cap = _read_busbw_cap(t, rd, path, prov, fabric_names)
     ll128_cap = _read_ring_ll128_cap(t, rd, path, prov)
     if any(v is None for v in (*fractions.values(), *base.values())) or \
             any(v is None for d in steps.values() for v in d.values()):
@@ -620,7 +623,8 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader) -> CollectiveLib
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
-        nvls_chunk_bytes=nvls_chunk, ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
+        nvls_chunk_bytes=nvls_chunk, nvls_tree_many_nodes_chunk_bytes=nvls_tree_cap,
+        ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
         tree_tuner=tree_tuner, ll128_max_gpu_nic_path=ll128_path, family=family, versions=versions,
         ring_ll_busbw_fraction=ll_frac, ring_chunk_granule_per_thread=granule, ring_busbw_cap=busbw_cap,
         ring_ll128_channel_cap=ll128_cap, provenance=MappingProxyType(prov))
@@ -646,6 +650,10 @@ def _read_versions(t: Mapping[str, Any], rd: _Reader, path: str,
     if raw is None:
         return family, None
     full = f"{path}.versions"
+    if family is None:
+        rd.problems.add(full, "a range without a family never matches; got versions but no family; expected "
+                              "family = \"nccl\" (the library the range belongs to) beside it")
+        return family, None
     if not isinstance(raw, Mapping) or "value" not in raw:
         rd.problems.add(full, f"range without a source; got {raw!r}; expected {{ value = \"2.8.3..2.17.1\", source = \"...\" }}")
         return family, None
@@ -664,34 +672,48 @@ def _read_versions(t: Mapping[str, Any], rd: _Reader, path: str,
 def _read_ring_tables(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
                       protocols: tuple[str, ...]) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
     """``tuner.ring_ll_busbw_fraction.<collective>`` and ``ring.chunk_granule_bytes_per_thread.<protocol>``."""
-    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
-    ll_raw = tuner.get("ring_ll_busbw_fraction")
-    ll_frac = None
-    if ll_raw is not None:
-        rd.unknown_keys(ll_raw, COLLECTIVES, f"{path}.tuner.ring_ll_busbw_fraction")
-        ll_frac = MappingProxyType({c: rd.quantity(t, f"tuner.ring_ll_busbw_fraction.{c}", "1", path, prov,
-                                                   at_most_one=True) for c in COLLECTIVES if c in ll_raw})
-    ring = t.get("ring", {}) if isinstance(t.get("ring", {}), Mapping) else {}
+    ll_frac = _keyed_table(t, rd, path, prov, "tuner.ring_ll_busbw_fraction", COLLECTIVES, "1",
+                           "<collective> = { value = 0.25, source = \"...\" }", at_most_one=True)
+    ring = _sub_table(t, "ring", "chunk_granule_bytes_per_thread.ll = { value = \"8 B\", source = \"...\" }", rd, path)
     rd.unknown_keys(ring, ("chunk_granule_bytes_per_thread",), f"{path}.ring")
-    g_raw = ring.get("chunk_granule_bytes_per_thread")
-    granule = None
-    if g_raw is not None:
-        rd.unknown_keys(g_raw, protocols, f"{path}.ring.chunk_granule_bytes_per_thread")
-        granule = MappingProxyType({p: rd.quantity(t, f"ring.chunk_granule_bytes_per_thread.{p}", "B", path, prov)
-                                    for p in protocols})
+    granule = _keyed_table(t, rd, path, prov, "ring.chunk_granule_bytes_per_thread", protocols, "B",
+                           "<protocol> = { value = \"8 B\", source = \"...\" }")
+    if granule is not None and set(granule) != set(protocols):
+        missing = sorted(set(protocols) - set(granule))
+        rd.problems.add(f"{path}.ring.chunk_granule_bytes_per_thread.{missing[0]}",
+                        "missing value; got nothing; expected { value = ..., source = \"...\" } for every protocol")
     return ll_frac, granule
+
+
+def _keyed_table(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance], key: str,
+                 keys: Iterable[str], unit: str, example: str, **kw: Any) -> Mapping[str, Any] | None:
+    """The sourced quantities at dotted ``key``, a table keyed by ``keys`` (None when absent); anything else there
+    (not a table, a key outside ``keys``) is one located problem."""
+    raw: Any = t
+    for part in key.split("."):
+        raw = raw.get(part) if isinstance(raw, Mapping) else None
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        rd.problems.add(f"{path}.{key}", f"not a table; got {raw!r}; expected {key}.{example}")
+        return None
+    known = tuple(keys)
+    rd.unknown_keys(raw, known, f"{path}.{key}")
+    return MappingProxyType({k: rd.quantity(t, f"{key}.{k}", unit, path, prov, **kw) for k in known if k in raw})
+
+
+def _read_busbw_cap(t: Mapping[str, Any], rd: _Reader, path: str, prov: dict[str, Provenance],
+                    fabric_names: Iterable[str]) -> Mapping[str, Any] | None:
+    """``tuner.ring_busbw_cap.<fabric>`` in B/s, keyed by fabrics the catalog declares (None when absent)."""
+    return _keyed_table(t, rd, path, prov, "tuner.ring_busbw_cap", fabric_names, "B/s",
+                        "<fabric> = { value = \"235 GB/s\", source = \"...\" }")
 
 
 def _read_ring_ll128_cap(t: Mapping[str, Any], rd: _Reader, path: str,
                          prov: dict[str, Provenance]) -> Mapping[str, Any] | None:
     """``tuner.ring_ll128_max_channel_bandwidth.<collective>`` in B/s (None when absent)."""
-    tuner = t.get("tuner", {}) if isinstance(t.get("tuner", {}), Mapping) else {}
-    raw = tuner.get("ring_ll128_max_channel_bandwidth")
-    if raw is None:
-        return None
-    key = "tuner.ring_ll128_max_channel_bandwidth"
-    rd.unknown_keys(raw, COLLECTIVES, f"{path}.{key}")
-    return MappingProxyType({c: rd.quantity(t, f"{key}.{c}", "B/s", path, prov) for c in COLLECTIVES if c in raw})
+    return _keyed_table(t, rd, path, prov, "tuner.ring_ll128_max_channel_bandwidth", COLLECTIVES, "B/s",
+                        "<collective> = { value = \"16.9 GB/s\", source = \"...\" }")
 
 
 _ALLPAIRS_KEYS: tuple[tuple[str, str], ...] = (("n_devices", "count"), ("ll_max_bytes", "B"), ("max_bytes", "B"),
@@ -933,6 +955,18 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
                             nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
 
+def _check_version_ranges(libraries: Mapping[str, CollectiveLibrary | None], problems: _Problems) -> None:
+    """A release is priced by the one entry of its family whose range holds it: two entries of one family whose
+    ranges overlap are one located problem naming both."""
+    ranged = sorted((lib.family_name, lib.versions, n) for n, lib in libraries.items() if lib and lib.versions)
+    for (fam_a, (lo_a, hi_a), a), (fam_b, (lo_b, hi_b), b) in zip(ranged, ranged[1:], strict=False):
+        if fam_a == fam_b and lo_b <= hi_a:
+            problems.add(f"libraries.{b}.versions", f"overlaps another entry of family {fam_a!r}; got "
+                                                    f"{'.'.join(map(str, lo_b))}..{'.'.join(map(str, hi_b))} against "
+                                                    f"libraries.{a} ({'.'.join(map(str, lo_a))}.."
+                                                    f"{'.'.join(map(str, hi_a))}); expected disjoint release ranges")
+
+
 def _lower_keys(table: Any) -> dict[str, Any]:
     return {str(k).lower(): v for k, v in table.items()} if isinstance(table, Mapping) else {}
 
@@ -949,7 +983,8 @@ def _parse_catalog(data: Mapping[str, Any], where: str) -> FabricCatalog:
         problems.add("schema", f"unsupported schema; got {data.get('schema')!r}; expected 1")
     raw_f, raw_l, raw_s = (_lower_keys(data.get(k, {})) for k in ("fabrics", "libraries", "systems"))
     fabrics = {n: _read_fabric(n, t, rd) for n, t in sorted(raw_f.items())}
-    libraries = {n: _read_library(n, t, rd) for n, t in sorted(raw_l.items())}
+    libraries = {n: _read_library(n, t, rd, tuple(raw_f)) for n, t in sorted(raw_l.items())}
+    _check_version_ranges(libraries, problems)
     systems = {n: _read_system(n, t, rd, fabrics, libraries, (set(raw_f), set(raw_l)))
                for n, t in sorted(raw_s.items())}
     problems.raise_if_any()
@@ -1207,8 +1242,11 @@ def _ring_ll_capped_bw(system: CollectiveSystem, collective: str, protocol: str,
 
 
 #: NCCL lays its ring graph's channels out twice over the communicator's channels (src/graph/connect.cc
-#: ncclTopoPostset, v2.8.3-1 to v2.17.1-1: 'nChannels = comm->nChannels = std::min(MAXCHANNELS,nChannels*2)'),
-#: so the tuner's ``graphs[RING]->nChannels`` is the printed channel count (``ring_channels``) over this.
+#: ncclTopoPostset, v2.8.3-1 to v2.17.1-1, line 267 at v2.8.3-1 and 293 at v2.9.9-1: 'nChannels = comm->nChannels =
+#: std::min(MAXCHANNELS,nChannels*2)'),
+#: so the tuner's ``graphs[RING]->nChannels`` is the printed channel count (``ring_channels``) over this. Used only
+#: with ``tuner.ring_ll128_max_channel_bandwidth``, which only the NCCL 2.8.3-2.9.9 entry states (a constant of
+#: those releases).
 _RING_CHANNEL_COPIES = 2
 
 
@@ -1277,8 +1315,6 @@ def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: 
 #: NCCL's NVLS-tree chunk shrinking (src/enqueue.cc calcCollChunking, NVLS_TREE branch, v2.22.3 and v2.28.7): (size
 #: multiple of nChannels * nHeads * chunk below which the chunk shrinks, the chunk it shrinks to).
 _NVLS_TREE_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
-#: NCCL's default NVLS-tree chunk cap from four nodes (``maxChunkSize = nNodes >= 4 ? 65536 : chunkSize``).
-_NVLS_TREE_MANY_NODES_CHUNK = 65536
 
 
 def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_nodes: int, heads: int) -> Any:
@@ -1286,8 +1322,8 @@ def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_node
 
     NCCL (src/enqueue.cc calcCollChunking, NVLS_TREE branch; v2.22.3 and v2.28.7) starts from the NVLS chunk
     (``nvls_tree_chunk_bytes`` where the node's setup sets it, else the library's NCCL_NVLS_CHUNKSIZE capped at
-    64 KiB from four nodes) and shrinks it to 256, 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1
-    times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
+    its ``tuner.nvls_tree_many_nodes_chunk_bytes``, 64 KiB, from four nodes) and shrinks it to 256, 128, 64 and
+    32 KiB while the message is under 32, 16, 4 and 1 times ``nvls_channels * heads * chunk``. Each channel moves one chunk per head at a time.
     """
     sysm = load_collective_system(system)
     if sysm.nvls_channels is None:
@@ -1297,8 +1333,9 @@ def nvls_tree_wave_bytes(system: str | CollectiveSystem, size_bytes: Any, n_node
         if sysm.library.nvls_chunk_bytes is None:
             return None
         chunk0 = sysm.library.nvls_chunk_bytes
-        if n_nodes >= 4:
-            chunk0 = min(chunk0, _NVLS_TREE_MANY_NODES_CHUNK)
+        cap = sysm.library.nvls_tree_many_nodes_chunk_bytes
+        if n_nodes >= 4 and cap is not None:
+            chunk0 = min(chunk0, cap)
     size = np.asarray(size_bytes, dtype=float)
     ops = float(sysm.nvls_channels * int(heads))
     chunk = np.full(size.shape, float(chunk0))
@@ -1349,7 +1386,8 @@ _WIRE_BYTES_PER_DATA_BYTE: Mapping[str, float] = MappingProxyType({"ll": 2.0, "l
 
 def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, protocol: str, size: np.ndarray,
                   n: int, g: int) -> Any:
-    """Latency one inter-node step adds when its message is too large for the network plugin to send at once.
+    """Latency a collective's first inter-node step adds when its message is too large for the network plugin to
+    send at once (the pipeline fill; 0 where the messages go eagerly).
 
     aws-ofi-nccl's RDMA protocol (``send`` in src/nccl_ofi_rdma.c, v1.9.2-aws) writes a message into the
     receiver's buffer only once the receiver's control message (buffer address and keys) has arrived; a
@@ -1359,8 +1397,14 @@ def _rendezvous_s(system: CollectiveSystem, collective: str, algorithm: str, pro
     send: 1; the NVLS tree: the ``g`` heads of a node; an all-to-all: ``n`` peers) and the channels: NCCL's
     channel rule for a ring or a tree (:func:`ring_channels_used`), the NVLS channels for the NVLS tree, one
     for a send or an all-to-all and wherever the system does not describe its channels (the larger message).
-    Whether the control message's trip overlaps the sender's own preparation is not modelled: the whole trip
-    is added.
+    The receiver's plugin sends the control message when NCCL posts the receive (``recv`` in
+    src/nccl_ofi_rdma.c, v1.9.2-aws: ``receive_progress(recv_data->send_ctrl_req, true)``), and NCCL's net
+    proxy posts a connection's receives up to NCCL_STEPS (8) steps ahead of the last one done, from the
+    collective's start, without waiting for the GPU (src/transport/net.cc recvProxyProgress, v2.22.3-1:
+    ``if (sub->posted >= sub->done + maxDepth)``, ``maxDepth = std::min(NCCL_STEPS, ...)``): every later
+    step's control message left at least 8 steps before it is needed, so only the first step waits, once per
+    collective (all connections start together). Whether the first trip overlaps the sender's own
+    preparation (kernel launch, its first chunk) is not modelled: the whole trip is added once.
     """
     inter = system.inter
     if inter is None or inter.eager_max_bytes is None:
@@ -1435,8 +1479,8 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     base = lib.base_latency_s[protocol]
     a_i = _alpha(system, intra, protocol)
     a_n = _alpha(system, system.inter, protocol, tuner) if nodes > 1 else 0.0
-    if nodes > 1 and not tuner:  # the plugin's rendezvous is a time the library's tuner does not estimate
-        a_n = a_n + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
+    if nodes > 1 and not tuner:  # the plugin's rendezvous, once per collective; the tuner does not estimate it
+        base = base + _rendezvous_s(system, collective, algorithm, protocol, size, n, g)
     k = 2 if collective == "all_reduce" else 1
     zero = np.zeros_like(size)
     inside = 1.0 if nodes == 1 else (g - 1) / g  # share of a ring's edges inside a node
@@ -1938,15 +1982,16 @@ def gpus_per_thread_of(row: Mapping[str, str]) -> int:
     return int(m.group(1) or m.group(2)) if m else 1
 
 
-#: How a row's notes state the collective library's release: "NCCL 2.28.7", or the package an image pins
-#: ("libnccl2 2.9.9-1+cuda11.3").
-_LIBRARY_VERSION = re.compile(r"\bNCCL (\d+\.\d+\.\d+)\b|\blibnccl2 (\d+\.\d+\.\d+)")
+#: How a row's notes state the collective library's release: "NCCL 2.28.7", "NCCL v2.9.9", nccl-tests' own header
+#: ("NCCL version 2.9.9+cuda11.0"), or the package an image pins ("libnccl2 2.9.9-1+cuda11.3", "libnccl2=2.9.9-1").
+#: The release ends where no digit follows ("2.9.99" is not 2.9.9); "RCCL 2.9.9" is another library.
+_LIBRARY_VERSION = re.compile(r"(?:\bNCCL (?:version )?v?|\blibnccl2[ =])(\d+\.\d+\.\d+)(?!\.?\d)")
 
 
 def library_version_of(row: Mapping[str, str]) -> tuple[int, ...] | None:
     """The NCCL release a published run used, as its notes state it first (None when they do not)."""
     m = _LIBRARY_VERSION.search(row.get("notes", "") or "")
-    return parse_version(m.group(1) or m.group(2)) if m else None
+    return parse_version(m.group(1)) if m else None
 
 
 def library_for_version(catalog: FabricCatalog, library: CollectiveLibrary,

@@ -74,6 +74,16 @@ def test_the_entry_states_its_range_and_the_tables_of_those_releases():
     ("nccl-tests 2.17.6, NCCL 2.28.7 (nccl-library=22807), one MPI rank per GPU", (2, 28, 7)),
     ("NCCL version not printed, assumed 2.9.9: the horovod image pins libnccl2 2.9.9-1+cuda11.3", (2, 9, 9)),
     ("rccl-tests, RCCL 2.20.5 (ROCm 6.2.3)", None),
+    ("# NCCL version 2.9.9+cuda11.0 (nccl-tests header)", (2, 9, 9)),
+    ("ran on NCCL v2.9.9 with the default environment", (2, 9, 9)),
+    ("Dockerfile: apt-get install libnccl2=2.9.9-1+cuda11.0 libnccl-dev=2.9.9-1+cuda11.0", (2, 9, 9)),
+    ("dpkg lists libnccl2 2.9.9-1", (2, 9, 9)),
+    ("NCCL 2.19.9", (2, 19, 9)),
+    ("NCCL 12.9.9", (12, 9, 9)),
+    ("NCCL version 2.9.99", (2, 9, 99)),
+    ("RCCL 2.9.9 (ROCm 4.3)", None),
+    ("RCCL version 2.9.9", None),
+    ("librccl 2.9.9", None),
     ("no version", None),
 ])
 def test_a_rows_release_is_read_from_its_notes(notes, version):
@@ -87,10 +97,16 @@ def test_the_entry_whose_range_holds_the_release_is_chosen():
     assert library_for_version(cat, nccl, (2, 8, 3)).name == "nccl-2.9"
     assert library_for_version(cat, nccl, (2, 10, 3)).name == "nccl-2.17"  # v2.10.3: one LL128 cap of 20 GB/s
     assert library_for_version(cat, nccl, (2, 17, 1)).name == "nccl-2.17"
-    assert library_for_version(cat, nccl, (2, 18, 1)) is nccl  # v2.18.1 raised ring LL to 6.6 + 0.6 us
+    assert library_for_version(cat, nccl, (2, 18, 1)).name == "nccl-2.19"  # v2.18.1 raised ring LL to 6.6 + 0.6 us
+    assert library_for_version(cat, nccl, (2, 19, 4)).name == "nccl-2.19"
+    assert library_for_version(cat, nccl, (2, 20, 3)).name == "nccl-2.20"  # the host splits chunks: no granule
+    assert library_for_version(cat, nccl, (2, 20, 5)).name == "nccl-2.20"
+    assert library_for_version(cat, nccl, (2, 21, 5)) is nccl  # ring LL 'busBw * .5' from v2.21.5
     assert library_for_version(cat, nccl, None) is nccl
     assert library_for_version(cat, rccl, (2, 9, 9)) is rccl  # another family
     assert parse_version("2.9.9") == (2, 9, 9) and parse_version("2.9") is None
+    for other in ((2, 19, 9), (12, 9, 9), (2, 9, 99)):  # read whole by library_version_of: not nccl-2.9
+        assert library_for_version(cat, nccl, other).name != "nccl-2.9"
 
 
 def test_chunk_granule_ratio_hand_computed(a100_legacy):
@@ -178,3 +194,75 @@ def test_a_bad_ll128_cap_key_is_located(tmp_path):
     msg = fabrics_error_with(tmp_path, "tuner.ring_ll128_max_channel_bandwidth.broadcast",
                              'tuner.ring_ll128_max_channel_bandwidth.alltoall = { value = "18.8 GB/s", source = "x" }')
     assert "libraries.nccl-2.9.tuner.ring_ll128_max_channel_bandwidth" in msg and "alltoall" in msg
+
+
+_V29 = 'versions = { value = "2.8.3..2.9.9"'
+
+
+def _v29_line() -> str:
+    from hwmodels.collectives import DEFAULT_FABRICS_FILE
+    return next(line for line in DEFAULT_FABRICS_FILE.read_text().splitlines() if line.startswith(_V29))
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("[libraries.nccl]\n", "[libraries.nccl]\ntuner.ring_busbw_cap = 5",
+     "libraries.nccl.tuner.ring_busbw_cap: not a table; got 5; expected tuner.ring_busbw_cap.<fabric>"),
+    ("[libraries.nccl]\n", "[libraries.nccl]\ntuner.ring_ll_busbw_fraction = 0.25",
+     "libraries.nccl.tuner.ring_ll_busbw_fraction: not a table; got 0.25"),
+    ("[libraries.nccl]\n", "[libraries.nccl]\nring = 3", "libraries.nccl.ring: not a table; got 3"),
+    ("[libraries.rccl]", '[libraries.rccl]\nversions = { value = "2.20.5..2.20.5", source = "x" }',
+     "libraries.rccl.versions: a range without a family never matches; got versions but no family"),
+    (_V29, 'versions = { value = "2.8.3..2.10.3", source = "x" }',
+     "libraries.nccl-2.17.versions: overlaps another entry of family 'nccl'; got 2.10.3..2.17.1 against "
+     "libraries.nccl-2.9 (2.8.3..2.10.3)"),
+])
+def test_bad_version_entry_fields_are_located(tmp_path, old, new, expected):
+    assert expected in fabrics_error_with(tmp_path, old, new)
+
+
+def test_a_misspelt_cap_fabric_is_located_against_the_declared_fabrics(tmp_path):
+    msg = fabrics_error_with(tmp_path, _V29, _v29_line() + '\ntuner.ring_busbw_cap.nvlink3-nvswitch = '
+                                                        '{ value = "235 GB/s", source = "x" }')
+    assert "libraries.nccl-2.9.tuner.ring_busbw_cap.nvlink3-nvswitch: unknown key; got 'nvlink3-nvswitch'" in msg
+    assert "did you mean 'nvlink3-nvswitch2'?" in msg
+
+
+def test_releases_2_18_to_2_20_keep_the_ll_factor_and_2_18_to_2_19_the_granule():
+    """NCCL v2.18.1-1 to v2.20.5-1 (src/graph/tuning.cc) keep the ring LL factor 1/4 (all_reduce) or 1/3 with
+    the current latency tables and no Ampere cap; the ring chunk granule holds to v2.19.4-1."""
+    cat = fabric_catalog()
+    cur, e19, e20 = cat.library("nccl"), cat.library("nccl-2.19"), cat.library("nccl-2.20")
+    assert e19.versions == ((2, 18, 1), (2, 19, 4)) and e20.versions == ((2, 20, 3), (2, 20, 5))
+    for lib in (e19, e20):
+        assert lib.family_name == "nccl" and lib.ring_busbw_cap is None
+        assert lib.ring_ll_busbw_fraction["all_reduce"] == pytest.approx(0.25)
+        assert lib.ring_ll_busbw_fraction["broadcast"] == pytest.approx(1 / 3, rel=1e-6)
+        assert lib.base_latency_s == cur.base_latency_s and lib.step_latency_s == cur.step_latency_s
+        assert "v2.20.5-1 (line 181)" in lib.provenance[f"libraries.{lib.name}.tuner.ring_ll_busbw_fraction.all_reduce"].source
+    assert dict(e19.ring_chunk_granule_per_thread) == {"ll": 8.0, "ll128": 30.0, "simple": 8.0}
+    assert e20.ring_chunk_granule_per_thread is None
+
+
+def test_one_mib_ring_ll_on_one_h100_node_under_nccl_2_19():
+    """8x H100, 1 MiB all_reduce, ring LL under NCCL 2.19: 6.6 + 14 x 0.6 us + 2 x 7/8 x 1 MiB at 1/4 x 24 channels x
+    15 GB/s = 90 GB/s, the chunks rounded up to 512 threads x 8 B over 24 channels x 8 ranks (2 rounds of 786,432 B:
+    x 1.5) = 45.58 us; NCCL 2.20 drops the rounding (35.39 us)."""
+    import dataclasses
+    cat = fabric_catalog()
+    sysm = cat.system("dgx-h100")
+    assert sysm.ring_channels == 24 and sysm.intra.channel_bandwidth_bytes_per_s == pytest.approx(15 * GB)
+    data = 2 * 7 / 8 * MIB / (0.25 * 24 * 15 * GB)
+    for name, rounding in (("nccl-2.19", 1.5), ("nccl-2.20", 1.0)):
+        r = collective_time("all_reduce", MIB, 8, dataclasses.replace(sysm, library=cat.library(name)),
+                            algorithm="ring", protocol="ll")
+        assert float(r.time_s) == pytest.approx((6.6 + 14 * 0.6) * US + data * rounding, rel=1e-9), name
+
+
+def test_the_four_node_nvls_tree_chunk_cap_is_a_field_of_the_current_entry_only():
+    """src/enqueue.cc 'maxChunkSize = comm->nNodes >= 4 ? 65536 : chunkSize' (v2.22.3-1, v2.28.7-1), absent at
+    v2.18.1-1 to v2.20.5-1: 64 KiB on [libraries.nccl], none on the 2.18-2.20 entries."""
+    cat = fabric_catalog()
+    assert cat.library("nccl").nvls_tree_many_nodes_chunk_bytes == 65536
+    assert "v2.28.7-1 line 2063" in cat.library("nccl").provenance["libraries.nccl.tuner.nvls_tree_many_nodes_chunk_bytes"].source
+    assert cat.library("nccl-2.19").nvls_tree_many_nodes_chunk_bytes is None
+    assert cat.library("nccl-2.20").nvls_tree_many_nodes_chunk_bytes is None
