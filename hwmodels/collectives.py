@@ -1984,8 +1984,9 @@ def gpus_per_thread_of(row: Mapping[str, str]) -> int:
 
 #: How a row's notes state the collective library's release: "NCCL 2.28.7", "NCCL v2.9.9", nccl-tests' own header
 #: ("NCCL version 2.9.9+cuda11.0"), or the package an image pins ("libnccl2 2.9.9-1+cuda11.3", "libnccl2=2.9.9-1").
-#: The release ends where no digit follows ("2.9.99" is not 2.9.9); "RCCL 2.9.9" is another library.
-_LIBRARY_VERSION = re.compile(r"(?:\bNCCL (?:version )?v?|\blibnccl2[ =])(\d+\.\d+\.\d+)(?!\.?\d)")
+#: The release ends where no digit follows ("2.9.99" is not 2.9.9); "RCCL 2.9.9" is another library, and so is a
+#: plugin named after it ("aws-ofi-NCCL 1.9.2": no hyphen or word character before "NCCL").
+_LIBRARY_VERSION = re.compile(r"(?:(?<![\w-])NCCL (?:version )?v?|(?<![\w-])libnccl2[ =])(\d+\.\d+\.\d+)(?!\.?\d)")
 
 
 def library_version_of(row: Mapping[str, str]) -> tuple[int, ...] | None:

@@ -84,6 +84,8 @@ def test_the_entry_states_its_range_and_the_tables_of_those_releases():
     ("RCCL 2.9.9 (ROCm 4.3)", None),
     ("RCCL version 2.9.9", None),
     ("librccl 2.9.9", None),
+    ("EFA plugin aws-ofi-NCCL 1.9.2", None),
+    ("OFI-NCCL 1.7.4 with NCCL 2.18.3", (2, 18, 3)),
     ("no version", None),
 ])
 def test_a_rows_release_is_read_from_its_notes(notes, version):
