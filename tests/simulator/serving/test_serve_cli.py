@@ -53,3 +53,10 @@ def test_scheduler_steps_and_prompts_alone_flags(capsys):
     s = json.loads(capsys.readouterr().out)
     assert s["limits"]["scheduler_steps"] == 10 and s["limits"]["mixed_prefill"] is False
     assert s["config"]["scheduler_steps"] == 10 and s["iteration_host_per_seq_s"] == 0.0
+
+
+def test_a_stack_that_does_not_run_on_the_device_is_refused(capsys):
+    # MaxText is a TPU stack: refused on an H100 before anything is simulated, as `predict --framework` refuses it
+    assert main([*BASE, "--framework", "maxtext-serial"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "maxtext-serial: does not run on h100-sxm5-80gb" in err[0] and "vllm" in err[0]
