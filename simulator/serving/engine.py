@@ -25,8 +25,8 @@ from v0.6.0): poll the input socket only while ``has_unfinished_requests()`` is 
 then the outputs to the request streams); SGLang 0.3 ``python/sglang/srt/managers/controller_single.py``
 ``ControllerSingle.loop_for_forward``: ``recv_requests`` (zmq ``NOBLOCK``, a busy loop when idle), then
 ``tp_worker.py`` ``ModelTpServer.exposed_step`` (queue them, ``forward_step``, return ``out_pyobjs``), then
-the outputs to the detokenizer. (Read in stored copies of these files from around those releases, not at the
-exact tags the profiles name.)
+the outputs to the detokenizer. (These files as they stood around those releases; their text at the exact tags the
+profiles name is not checked here.)
 """
 
 from __future__ import annotations
