@@ -1207,17 +1207,20 @@ def test_allpairs_and_tuner_latency_field_errors_are_located(tmp_path):
         load_fabric_catalog(bad)
 
 
-def test_rccl_tuner_and_rendezvous_field_errors_are_located(tmp_path):
+@pytest.mark.parametrize("old,new,match", [
+    ("rccl_tuner.ring_ratio.ll =", "rccl_tuner.ring_ratios.ll =",
+     r"fabrics\.xgmi-mi300x\.rccl_tuner\.ring_ratios: unknown key.*did you mean"),
+    ("rccl_tuner.tree_correction.ll =", "rccl_tuner.tree_correction.simple =",
+     r"fabrics\.xgmi-mi300x\.rccl_tuner\.tree_correction: protocols differ"),
+    ('rendezvous.eager_max_bytes = { value = "8 KiB"', 'rendezvous.eager_max_bytes = { value = "8 us"',
+     r"fabrics\.efa-100g\.rendezvous\.eager_max_bytes"),
+])
+def test_rccl_tuner_and_rendezvous_field_errors_are_located(tmp_path, old, new, match):
     from hwmodels.collectives import DEFAULT_FABRICS_FILE
 
     text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    assert old in text
     bad = tmp_path / "fabrics.toml"
-    bad.write_text(text.replace("rccl_tuner.ring_ratio.ll =", "rccl_tuner.ring_ratios.ll =", 1))
-    with pytest.raises(SpecError, match=r"fabrics\.xgmi-mi300x\.rccl_tuner\.ring_ratios: unknown key.*did you mean"):
-        load_fabric_catalog(bad)
-    bad.write_text(text.replace("rccl_tuner.tree_correction.ll =", "rccl_tuner.tree_correction.simple =", 1))
-    with pytest.raises(SpecError, match=r"fabrics\.xgmi-mi300x\.rccl_tuner\.tree_correction: protocols differ"):
-        load_fabric_catalog(bad)
-    bad.write_text(text.replace('rendezvous.eager_max_bytes = { value = "8 KiB"', 'rendezvous.eager_max_bytes = { value = "8 us"', 1))
-    with pytest.raises(SpecError, match=r"fabrics\.efa-100g\.rendezvous\.eager_max_bytes"):
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(SpecError, match=match):
         load_fabric_catalog(bad)
