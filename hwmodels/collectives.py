@@ -1492,8 +1492,9 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
         bw = _bw(intra, lib, protocol, pattern, g, nodes == 1)
         if algorithm in ("ring", "tree"):  # few channels carry a small message (NCCL's channel tuning)
             bw = _channel_capped_bw(system, algorithm, protocol, size, n, bw)
-        if algorithm in ("ring", "tree") and nodes == 1 and _busbw_cap(system) is not None:
-            bw = np.minimum(bw, _busbw_cap(system) * lib.protocol_bandwidth_fraction[protocol])
+        cap = _busbw_cap(system) if algorithm in ("ring", "tree") and nodes == 1 else None
+        if cap is not None:
+            bw = np.minimum(bw, cap * lib.protocol_bandwidth_fraction[protocol])
         if algorithm == "ring" and nodes == 1:
             bw = _ring_protocol_capped_bw(system, collective, protocol, bw)
         return nbytes / bw

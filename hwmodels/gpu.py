@@ -218,8 +218,9 @@ FLASH2_TILES_SOURCE = ("Dao-AILab/flash-attention v2.7.4.post1 csrc/flash_attn/s
 #: FlashAttention-2 forward: keys per K block (``kBlockN``) by the head dim the kernel is instantiated for
 #: (the smallest one at least the head dim); 128 query rows per CTA at every head dim listed.
 FLASH2_FWD_KV_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 32, 192: 64, 256: 64}
-#: FlashAttention-2 backward: query rows per Q/dO block (``kBlockM``) by head dim; every CTA owns a block of
-#: 128 keys at these head dims (``kBlockN``), the model's ``block_q``.
+#: FlashAttention-2 backward: query rows per Q/dO block (``kBlockM``) by head dim. Every CTA owns a block of
+#: keys (``kBlockN``): 128 at head dims up to 128, the model's ``block_q``; v2.7.4 takes 64 at head dims 160-256
+#: (and smaller tiles on sm86/sm89 below 144 KB of shared memory per block), which the model does not follow yet.
 FLASH2_BWD_Q_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 64, 192: 64, 256: 64}
 #: Tile families whose ``"flash2"`` launches are FlashAttention-2's CUDA kernels with the tiles above, so each
 #: CTA's edges are priced (:func:`attention_edges_s`): sm80 and later (FlashAttention-2 runs on Ampere, Ada,

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "ring_traced",
+__all__ = ["check_stack_device", "SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "ring_traced",
            "apply_stack", "profile_options", "get_stack_profile", "pipelined_reduce_exposed"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
@@ -289,6 +289,16 @@ def get_stack_profile(framework: Any) -> Any:
     return framework if isinstance(framework, FrameworkProfile) else get_profile(str(framework), where="framework")
 
 
+def check_stack_device(profile: Any, system: Any) -> None:
+    """Refuse ``profile`` on a system whose device it does not run on (MaxText on an H100): one located line
+    (:func:`workloads.frameworks.check_profile_device`, under the option name ``framework``)."""
+    from simulator.engines.analytical import spec_of
+    from workloads.frameworks import check_profile_device
+
+    dev = spec_of(system)[0]
+    check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
+
+
 def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
                 breakdown: dict[str, float], collective_times: Any) -> tuple[float, dict[str, float]]:
     """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name).
@@ -300,11 +310,10 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     prices the distinct ``(kind, bytes)`` collectives of ``wanted`` (the plan composition's own rule).
     """
     from simulator.engines.analytical import spec_of
-    from workloads.frameworks import check_profile_device
 
     profile = get_stack_profile(framework)
+    check_stack_device(profile, system)
     dev = spec_of(system)[0]
-    check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
                                                kinds=tuple(profile.tp_overlap_collectives))

@@ -175,16 +175,6 @@ def _hardware(system: Any) -> Any:
     return system
 
 
-def _check_stack_device(profile: Any, hw: Any) -> None:
-    """Refuse a serving stack on a device it does not run on (MaxText on a GPU), as ``predict --framework`` does:
-    one located line (:func:`workloads.frameworks.check_profile_device`)."""
-    from simulator.engines.analytical import spec_of
-    from workloads.frameworks import check_profile_device
-
-    dev = spec_of(hw)[0]
-    check_profile_device(profile, getattr(hw, "name", dev.name), dev.kind, dev.vendor, where="framework")
-
-
 def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     from workloads.frameworks import get_profile
 
@@ -254,7 +244,9 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
 
     cfg, _ = resolve_config(model)
     opts, profile = _options(config, options)
-    _check_stack_device(profile, hw)
+    from simulator.parallel.stacks import check_stack_device
+
+    check_stack_device(profile, hw)  # a serving stack on a device it does not run on: refused, as by predict
     sizing = getattr(profile, "kv_cache_sizing", "device")
     if config.free_gpu_memory_fraction is not None and sizing != "free":
         raise ServingError(f"free_gpu_memory_fraction: got {config.free_gpu_memory_fraction} with framework "
