@@ -36,6 +36,7 @@ from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean
 
 __all__ = [
+    "check_profile_hardware",
     "FrameworkProfile",
     "PADDLE_GLOBAL_NORM_CLIP",
     "clip_grad_by_global_norm",
@@ -671,7 +672,8 @@ class FrameworkProfile:
 
     def describe_devices(self) -> str:
         """The devices :meth:`applies_to` accepts, in words (``NVIDIA gpu, AMD gpu``)."""
-        return ", ".join(" ".join(x for x in (dv and _VENDOR_NAMES.get(dv, dv), dk or "device") if x)
+        return ", ".join(_KIND_NAMES.get((dk, dv)) or " ".join(x for x in (dv and _VENDOR_NAMES.get(dv, dv),
+                                                                           dk or "device") if x)
                          for dk, dv in self.devices) if self.devices != (("", ""),) else "any device"
 
     @property
@@ -705,6 +707,8 @@ _V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
 _SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
+# the catalog files a Jetson's deep-learning accelerator (DLA) under kind "tpu": say what it is
+_KIND_NAMES = {("tpu", "nvidia"): "NVIDIA DLA (Jetson)"}
 # PyTorch runs on CUDA and ROCm GPUs and on CPUs (TPUs through PyTorch/XLA: the xla profile)
 _TORCH_DEVICES = (("gpu", ""), ("cpu", ""))
 # torch.cuda.graph captures CUDA graphs, and HIP graphs on ROCm builds
@@ -902,6 +906,20 @@ def check_profile_device(profile: FrameworkProfile, device: str, kind: str, vend
     raise FrameworkError(f"{where} {profile.name}: does not run on {device} ({vendor} {kind}); got {profile.name!r}, "
                          f"which runs on {profile.describe_devices()}; expected one of {', '.join(valid) or 'none'} "
                          f"for this device, or no {where}")
+
+
+def check_profile_hardware(profile: FrameworkProfile, hw: Any, where: str = "--framework") -> None:
+    """Refuse ``profile`` on any device of ``hw``: a device, a system of one device kind (named by the
+    system), or a node of several (each device by its own name); :func:`check_profile_device` per device.
+    The one check behind ``predict``, ``partition``, ``plot``, ``serve`` and training plans."""
+    devices = getattr(hw, "devices", None)
+    if devices:
+        named = [(getattr(d, "device", d), None) for d in devices]
+    else:
+        named = [(getattr(hw, "device", hw), getattr(hw, "name", None) if hasattr(hw, "device") else None)]
+    for dev, name in named:
+        if getattr(dev, "kind", None) is not None:
+            check_profile_device(profile, name or dev.name, dev.kind, dev.vendor, where)
 
 
 #: torch.compile's modes (``torch.compile(model, mode=...)``).

@@ -283,13 +283,9 @@ def check_profile_hardware(args: argparse.Namespace, hw: Any) -> None:
     profile = profile_from_args(args)
     if profile is None:
         return
-    from workloads.frameworks import check_profile_device
+    from workloads.frameworks import check_profile_hardware as check
 
-    devices = getattr(hw, "devices", None)
-    specs = [getattr(d, "device", d) for d in devices] if devices else [getattr(hw, "device", hw)]
-    for dev in specs:
-        if getattr(dev, "kind", None) is not None:
-            check_profile_device(profile, dev.name, dev.kind, dev.vendor)
+    check(profile, hw)
 
 
 def _takes_stack_options(model: str) -> bool:

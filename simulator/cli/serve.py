@@ -154,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger("simulator").setLevel(logging.ERROR)
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
+    from simulator.serving.metrics import parse_slo
+
+    for text in args.slo:  # located under the flag the user typed (the Python API says ``slo``)
+        parse_slo(text, where="--slo")
     config = config_from_args(args)
     hw = load_hardware(args.hardware)
     plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)

@@ -291,12 +291,10 @@ def get_stack_profile(framework: Any) -> Any:
 
 def check_stack_device(profile: Any, system: Any) -> None:
     """Refuse ``profile`` on a system whose device it does not run on (MaxText on an H100): one located line
-    (:func:`workloads.frameworks.check_profile_device`, under the option name ``framework``)."""
-    from simulator.engines.analytical import spec_of
-    from workloads.frameworks import check_profile_device
+    (:func:`workloads.frameworks.check_profile_hardware`, under the option name ``framework``)."""
+    from workloads.frameworks import check_profile_hardware
 
-    dev = spec_of(system)[0]
-    check_profile_device(profile, getattr(system, "name", dev.name), dev.kind, dev.vendor, where="framework")
+    check_profile_hardware(profile, system, where="framework")
 
 
 def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,

@@ -22,7 +22,7 @@ def test_percentile_outside_0_100_before_simulating(capsys, monkeypatch, metric:
     text = f"{metric}_{stat}<=1 s"
     rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths",
                        "fixed:in=64,out=8", "--requests", "4", "--slo", text)
-    one_line(rc, err, f"slo: percentile '{stat}'", f"got '{text}'", "expected p followed by a number above 0 "
+    one_line(rc, err, f"--slo: percentile '{stat}'", f"got '{text}'", "expected p followed by a number above 0 "
              "and at most 100")
     assert capsys.readouterr().out == ""
 

@@ -200,7 +200,7 @@ def test_profile_on_a_device_it_does_not_run_on_is_refused_with_the_valid_ones()
 
     assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-serial", "vllm", "xla"]
     with pytest.raises(FrameworkError, match=r"^--framework tensorrt: does not run on tpu-v4 \(Google tpu\); got "
-                                             r"'tensorrt', which runs on NVIDIA gpu, NVIDIA tpu; expected one of maxtext, "
+                                             r"'tensorrt', which runs on NVIDIA gpu, NVIDIA DLA \(Jetson\); expected one of maxtext, "
                                              r"maxtext-cf, maxtext-serial, vllm, xla for this device, or no --framework$"):
         check_profile_device(PROFILES["tensorrt"], "tpu-v4", "tpu", "Google")
 

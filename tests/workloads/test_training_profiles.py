@@ -54,7 +54,7 @@ def test_maxtext_on_a_gpu_is_refused_with_the_profiles_that_run_there():
     (["--hardware", "tpu-v5e", "--framework", "fsdp2"], "--framework fsdp2: does not run on tpu-v5e"),
     (["--hardware", "mi300x", "--framework", "megatron-core"], "--framework megatron-core: does not run on mi300x"),
     (["--hardware", "dgx-h100", "--framework", "maxtext", "--train", "--dp", "8", "--fsdp"],
-     "--framework maxtext: does not run on h100-sxm5-80gb (NVIDIA gpu)"),
+     "--framework maxtext: does not run on dgx-h100 (NVIDIA gpu)"),
 ])
 def test_cli_refuses_a_training_profile_on_the_wrong_device(capsys, argv, line):
     assert main(["predict", "gpt2", "--seq", "128", *argv]) == 2

@@ -117,7 +117,7 @@ def test_cli_prints_itl_and_locates_a_bad_slo(capsys):
     assert main(base) == 0
     assert "  ITL   p50 " in capsys.readouterr().out
     assert main([*base, "--slo", "itll_p99<=1 s"]) == 2
-    assert capsys.readouterr().err.strip() == ("nodeperf: error: slo: unknown metric 'itll'; got 'itll_p99<=1 s'; "
+    assert capsys.readouterr().err.strip() == ("nodeperf: error: --slo: unknown metric 'itll'; got 'itll_p99<=1 s'; "
                                                "expected one of ttft, tpot, e2e, itl; did you mean 'itl'?")
 
 
