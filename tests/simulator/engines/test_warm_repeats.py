@@ -73,3 +73,11 @@ def test_rows_that_state_the_loop_switch_it_on():
         assert run_options(rows[rid])[0].warm_repeats, rid
     assert not run_options(rows["pub-001"])[0].warm_repeats
     assert not EvalOptions().warm_repeats  # one cold run unless stated
+
+
+def test_discrete_event_engine_prices_the_loop_the_same():
+    import simulator
+
+    g, dev = load_workload("gemm:m=2048,n=2048,k=2048", dtype="fp16"), load_device("l4")
+    opts = EvalOptions(warm_repeats=True)
+    assert simulator.simulate(g, dev, opts).totals.latency_s == evaluate(g, dev, opts).totals.latency_s
