@@ -927,6 +927,9 @@ class GemmLaunch:
     smem_return_scale
         Register words shared memory returns per distinct operand word a CTA reads
         (:meth:`TileCandidate.smem_return_scale`: 1 for tensor-core tiles).
+    resident_bytes
+        Operand bytes (A and B) already in L2 when the kernel starts, read from there instead of DRAM
+        where A and B fit in L2 (:func:`gemm_dram_bytes`); 0 by default.
     """
 
     m: int
@@ -962,6 +965,7 @@ class GemmLaunch:
     a_scale: np.ndarray
     persistent: np.ndarray
     smem_return_scale: np.ndarray
+    resident_bytes: float = 0.0
 
     def pick(self, index: Any) -> GemmLaunch:
         """The candidates at ``index`` (an integer array: one choice per hardware variant).
@@ -972,7 +976,8 @@ class GemmLaunch:
         return cast(GemmLaunch, _PickedLaunch(self, index))
 
 
-_PROBLEM_FIELDS = ("m", "n", "k", "batch", "in_bytes", "out_bytes", "b_shared", "a_operand", "a_elements")
+_PROBLEM_FIELDS = ("m", "n", "k", "batch", "in_bytes", "out_bytes", "b_shared", "a_operand", "a_elements",
+                   "resident_bytes")
 _LAUNCH_ARRAYS = tuple(f.name for f in dataclasses.fields(GemmLaunch) if f.name not in _PROBLEM_FIELDS)
 
 
@@ -993,13 +998,13 @@ class _PickedLaunch:
 def gemm_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...],
                 split_k: tuple[int, ...] = SPLIT_K_FACTORS, *, batch: int = 1, in_bytes: float = 2.0,
                 out_bytes: float = 2.0, b_shared: bool = False,
-                a_operand: ImplicitOperand | None = None) -> GemmLaunch:
+                a_operand: ImplicitOperand | None = None, l2_resident_bytes: float = 0.0) -> GemmLaunch:
     """The grid of every (tile, split-K) candidate for ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]``.
 
     Every (tile, split) pair is a candidate whatever the shape: each one's time grows with m, n
     and k, so the minimum does too (a larger GEMM is never predicted faster). ``a_operand``: A is
     the implicit im2col matrix of a convolution (:class:`ImplicitOperand`), whose DRAM traffic is
-    its source tensor's.
+    its source tensor's. ``l2_resident_bytes``: operand bytes already in L2 (:attr:`GemmLaunch.resident_bytes`).
     """
     st = _static(tuple(candidates), tuple(split_k), float(in_bytes))
     tm, tn, tk, sk = st["tile_m"], st["tile_n"], st["tile_k"], st["split"]
@@ -1017,7 +1022,7 @@ def gemm_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...],
         a_operand=a_operand, a_elements=a_elements,
         tiles_m=tiles_m, tiles_n=tiles_n, k_split=k_split, k_padded=np.ceil(k_split / tk) * tk,
         ctas=batch * tiles_m * tiles_n * sk, rows=rows, cols=np.minimum(tn, n), a_scale=a_scale,
-        **{f: st[f] for f in _LAUNCH_ARRAYS if f in st},
+        resident_bytes=float(l2_resident_bytes), **{f: st[f] for f in _LAUNCH_ARRAYS if f in st},
     )
 
 
@@ -1094,7 +1099,8 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
                     l2_capacity_bytes: ArrayLike) -> ArrayLike:
     """DRAM traffic of the launch (bytes).
 
-    When A and B fit in L2 they are read once (compulsory traffic); otherwise each wave of
+    When A and B fit in L2 they are read once (compulsory traffic), less the bytes of them already in
+    L2 when the kernel starts (``launch.resident_bytes``); otherwise each wave of
     resident CTAs (``sms * ctas_per_sm``, a near-square block of ``r x c`` output tiles) streams
     the unique panels it needs, ``(r * rows * a_scale + c * cols) * k_split * in_bytes``, and never
     less than A and B once. C is written once; split-K's fp32 partials (written and read back) reach
@@ -1111,6 +1117,7 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
     ab = _operand_bytes(g)
     c_bytes = batch * m * n * g.out_bytes
     need = ab > l2_capacity_bytes
+    cold = np.maximum(ab - g.resident_bytes, 0.0)  # A and B once, less what L2 already holds
     if np.any(need):
         # (full-size arrays over hardware x candidates are updated in place: sweeps are memory-bound)
         conc = _ip(np.minimum, sms * ctas_per_sm, g.ctas)  # CTAs resident at once
@@ -1125,9 +1132,9 @@ def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
         streamed = _ip(np.multiply, streamed, g.k_split * g.in_bytes)
         streamed = _ip(np.multiply, streamed, g.ctas / conc)  # waves of resident CTAs
         streamed = _ip(np.maximum, streamed, ab)
-        operands = streamed if np.all(need) else np.where(need, streamed, ab)
+        operands = streamed if np.all(need) else np.where(need, streamed, cold)
     else:
-        operands = ab
+        operands = cold
     partials = np.where(g.split > 1, 2.0 * g.split * batch * m * n * 4.0, 0.0)
     return operands + (c_bytes + np.where(partials <= l2_capacity_bytes, 0.0, partials))
 
@@ -1641,9 +1648,9 @@ def _frozen(x: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=1024)
 def _cached_launch(m: int, n: int, k: int, candidates: tuple[TileCandidate, ...], split_k: tuple[int, ...],
                    batch: int, in_bytes: float, out_bytes: float, b_shared: bool,
-                   a_operand: ImplicitOperand | None) -> GemmLaunch:
+                   a_operand: ImplicitOperand | None, l2_resident_bytes: float = 0.0) -> GemmLaunch:
     g = gemm_launch(m, n, k, candidates, split_k, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes,
-                    b_shared=b_shared, a_operand=a_operand)
+                    b_shared=b_shared, a_operand=a_operand, l2_resident_bytes=l2_resident_bytes)
     for f in _LAUNCH_ARRAYS:
         v = getattr(g, f)
         if v.flags.writeable:
@@ -1706,6 +1713,7 @@ def gemm(
     split_k: tuple[int, ...] = SPLIT_K_FACTORS,
     a_operand: ImplicitOperand | None = None,
     power: GemmPower | None = None,
+    l2_resident_bytes: float = 0.0,
 ) -> GemmEstimate:
     """Time of ``batch`` GEMMs ``C[m,n] = A[m,k] @ B[k,n]`` with the best candidate tile and split-K.
 
@@ -1734,6 +1742,8 @@ def gemm(
         The board's power limit and the energy model (:class:`GemmPower`): the candidate chosen is
         the fastest at the clock the limit leaves each one (:func:`_capped_choice`), not the fastest
         at the reference clock; every candidate is then timed on every variant. None: power-blind.
+    l2_resident_bytes
+        A and B bytes already in L2 at the start (:attr:`GemmLaunch.resident_bytes`).
 
     Returns
     -------
@@ -1763,7 +1773,7 @@ def gemm(
     """
     if min(m, n, k, batch) < 1:
         raise ValueError(f"gemm: sizes must be positive; got m={m}, n={n}, k={k}, batch={batch}; expected >= 1")
-    key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand)
+    key = (m, n, k, tuple(candidates), tuple(split_k), batch, in_bytes, out_bytes, b_shared, a_operand, float(l2_resident_bytes))
     launch = _cached_launch(*key)
     hw = _hardware(p)
     if power is not None:

@@ -115,6 +115,9 @@ _AMP_UNSCALE = re.compile(r"\bgradients unscaled in one pass over all of them\b"
 # which clones the program and creates and runs every op anew in every call, before the first kernel
 # (workloads.frameworks.paddle_uncached_run_s)
 _UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
+# a row whose notes state that its timed loop calls the same op on the same tensors with nothing flushing L2 between
+# the calls (a torch.mm loop over two fixed tensors): EvalOptions.warm_repeats
+_WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -243,7 +246,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     ``row`` needs ``source``, ``notes``, ``metric_reported`` and ``dtype`` (any may be empty; ``framework``, the
     multi-GPU rows' stack column, is optional: TensorRT-LLM's custom all-reduce needs it to name TensorRT-LLM): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
-    per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes) and a
+    per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes), a
+    timed loop over the same tensors without an L2 flush ("same tensors with no L2 flush between calls") and a
     stated power limit. Both the published-set validation and the
     calibrator use it, so a measurement is always predicted under the same conditions.
     """
@@ -273,7 +277,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        all_reduce_kernel="trtllm-custom" if trtllm_ar else "nccl",
                        decode_attention="per-query-head" if _TRTLLM_PRE_XQA.search(row.get("framework") or "")
                        else "grouped",
-                       fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast")
+                       fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast",
+                       warm_repeats=bool(_WARM_REPEATS.search(text)))
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:

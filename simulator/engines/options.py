@@ -53,6 +53,12 @@ class EvalOptions:
         fp32 contractions use the TF32 tensor path (PyTorch ``allow_tf32``); otherwise SIMT FP32.
     l2_residency
         Inputs just written by the previous kernel and no larger than L2 are read from L2.
+    warm_repeats
+        The timed work is the graph run back to back on the same tensors with nothing flushing L2 between
+        runs (a benchmark loop such as ``for _ in range(30): torch.mm(a, b)``): where all the graph's tensors
+        fit in L2 together (:func:`simulator.engines.walk.working_set_bytes`), every op reads its inputs from
+        L2, GEMMs included (:attr:`hwmodels.gpu.GemmLaunch.resident_bytes`); writes are still priced to DRAM.
+        Off (default): one cold run.
     attention_kernel
         Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
         ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
@@ -133,6 +139,7 @@ class EvalOptions:
     power_cap: bool = True
     allow_tf32: bool = False
     l2_residency: bool = True
+    warm_repeats: bool = False
     attention_kernel: str = "auto"
     eager_framework: bool = False
     eager_modules: bool = False

@@ -267,13 +267,29 @@ class Walk:
     rate_ops: tuple[Op, ...]
 
 
+def working_set_bytes(graph: OpGraph) -> float:
+    """Bytes of all the distinct tensors ``graph``'s ops read and write (views count their base once): what
+    L2 must hold for a run of the graph to find every input there when the run is repeated on the same
+    tensors (:attr:`simulator.engines.options.EvalOptions.warm_repeats`)."""
+    alias: dict[str, str] = {}
+    sizes: dict[str, float] = {}
+    for op in graph:
+        if op.kind in VIEW_KINDS:
+            for t in op.outputs:
+                alias[t.name] = alias.get(op.inputs[0].name, op.inputs[0].name)
+            continue
+        for t in (*op.inputs, *op.outputs):
+            sizes.setdefault(alias.get(t.name, t.name), float(t.nbytes))
+    return float(sum(sizes.values()))
+
+
 def walk_graph(graph: OpGraph, opts: EvalOptions, fuse: bool, l2_capacity_bytes: float) -> Walk:
     """The walk of ``graph`` (:class:`Walk`), computed once per graph object, fusion setting, the
     options the walk reads (L2 residency, epilogue fusion, generated GEMVs, eager module calls) and
     L2 capacity (outputs larger than it do not stay resident for the next kernel)."""
     modules = bool(opts.eager_framework and opts.eager_modules)
     key = ("walk", bool(fuse), bool(opts.l2_residency), bool(opts.epilogue_fusion), bool(opts.gemv_generated),
-           modules, float(l2_capacity_bytes), bool(opts.norm_fusion))
+           modules, float(l2_capacity_bytes), bool(opts.norm_fusion), bool(getattr(opts, "warm_repeats", False)))
     return graph.memo(key, lambda: _walk(graph, opts, bool(fuse), float(l2_capacity_bytes), modules))
 
 
@@ -288,6 +304,8 @@ def _walk(graph: OpGraph, opts: EvalOptions, fuse: bool, l2cap: float, modules: 
     op_slots: list[int] = []
     op_fields: list[dict[str, Any]] = []
     rate_ops: dict[str, Op] = {}
+    # a benchmark loop over the same tensors (EvalOptions.warm_repeats): all of them stay in L2 if they fit
+    warm = bool(getattr(opts, "warm_repeats", False)) and working_set_bytes(graph) <= l2cap
 
     def base(name: str) -> str:
         return alias.get(name, name)
@@ -311,7 +329,9 @@ def _walk(graph: OpGraph, opts: EvalOptions, fuse: bool, l2cap: float, modules: 
             op_fields.append(_fields(op, ""))
             continue
         in_l2 = 0.0
-        if opts.l2_residency and resident:
+        if warm:
+            in_l2 = float(sum(t.nbytes for t in op.inputs))
+        elif opts.l2_residency and resident:
             in_l2 = float(sum(t.nbytes for t in op.inputs if alias.get(t.name, t.name) in resident))
         fused_into = ""
         joined = group.join(op, graph, base, opts) if fuse else None

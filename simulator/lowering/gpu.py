@@ -76,7 +76,8 @@ def _from_estimate(e: gpu.KernelEstimate, rule: str, matrix_flops: float, vector
 def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtype: str, in_bytes: float,
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
-               tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None) -> KernelCost:
+               tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None,
+               resident: float = 0.0) -> KernelCost:
     p = ctx.params(dtype)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
@@ -93,7 +94,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
     # an implicit GEMM's A operand (a conv's im2col matrix) is priced inside the model: the tile choice,
     # the DRAM term, the memory time and the bound term all see the source tensor's real traffic
     e = gpu.gemm(m, n, k, p, cands, batch=batch, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=b_shared,
-                 a_operand=a_operand, split_k=split_k, power=power)
+                 a_operand=a_operand, split_k=split_k, power=power, l2_resident_bytes=resident)
     dram = _f(e.dram_bytes)
     flops = 2.0 * batch * m * n * k
     return KernelCost(
@@ -220,6 +221,13 @@ def _promotion_s(op: Op, ctx: LoweringContext, bt: int, m: int, n: int, k: int) 
     return fp8_promotion(ctx, bt, m, n, k)
 
 
+def _warm_operands(ctx: LoweringContext) -> float:
+    """A GEMM's operand bytes found in L2 at its start: those of a benchmark loop over tensors that fit in L2
+    (``EvalOptions.warm_repeats``, the walk's ``in_l2``); else 0 (a GEMM's inputs just written by the previous
+    kernel are not priced as resident)."""
+    return float(ctx.resident_bytes) if getattr(ctx.options, "warm_repeats", False) else 0.0
+
+
 @register_rule("gpu", "matmul")
 def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     bt, m, n, k = gemm_dims(op)
@@ -228,7 +236,7 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     cost = _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
                       in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias),
-                      tactic_m=op.attrs.get("tactic_m"))
+                      tactic_m=op.attrs.get("tactic_m"), resident=_warm_operands(ctx))
     return _with_promotion(op, ctx, cost, bt, m, n, k)
 
 
