@@ -700,16 +700,19 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # efficiency.flash2_causal_fwd_ratio, the Hopper defaults)
     eff = ctx.device.efficiency
     ratio = gpu.flash2_causal_forward_ratio(skv, eff.flash2_causal_fwd_ratio, eff.flash2_causal_fwd_ratio_scale) if (
-        kernel == "flash2" and causal and not window and not backward and sq == skv) else 1.0
+        kernel == "flash2" and causal and not window and not backward and sq == skv
+        and eff.flash2_causal_fwd_ratio) else None
     exposed = kernel == "flash3" and _family(ctx.device) in gpu.FLASH3_EXP_EXPOSED_FAMILIES  # Hopper: exp2 not hidden
     edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES  # FlashAttention-2's CUDA kernels: each CTA's edges
+    tile = _flash2_tile(op, ctx.device, d, backward, causal) if edges and kernel == "flash2" else None
     e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                       in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
-                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed, cta_edges=edges)
+                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed, cta_edges=edges,
+                      tile=tile)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
                                         in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing,
-                                        cta_edges=edges),
+                                        cta_edges=edges, tile=tile),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
     det = dict(e.details)
@@ -727,6 +730,17 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
                           matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
                           notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+def _flash2_tile(op: Op, device: DeviceSpec, head_dim: int, backward: bool, causal: bool) -> gpu.Flash2Tile:
+    """The tile FlashAttention-2's launch template picks for this op on ``device`` (:func:`hwmodels.gpu.flash2_tile`):
+    by head dim, direction, compute capability, the device's shared memory per SM and per block, causal, and
+    dropout (an op's ``dropout_p`` attribute, 0 when absent)."""
+    sm = device.sm
+    return gpu.flash2_tile(head_dim, backward=backward, compute_capability=sm.compute_capability,
+                           smem_per_sm=float(sm.shared_mem_per_sm_bytes),
+                           smem_per_block=float(sm.max_shared_mem_per_cta_bytes),
+                           dropout=float(op.attrs.get("dropout_p", 0.0) or 0.0) > 0.0, causal=causal)
 
 
 def _masked_mha(op: Op, ctx: LoweringContext) -> KernelCost:
