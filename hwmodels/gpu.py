@@ -2451,7 +2451,8 @@ class AttentionGrid:
     heaviest_pairs
         Pairs of the heaviest CTA.
     q_panels
-        Times each K/V panel is read from L2 (once per query block).
+        Blocks the CTAs own, so times each streamed panel is read from L2: forward, K/V once per query
+        block; backward, Q/dO once per key block.
     """
 
     batch: int
@@ -2476,7 +2477,9 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
                    min_mma_rows: int = 64, window: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
-    Query blocks of ``block_q`` rows are CTAs. When the queries of one KV head are fewer than
+    Query blocks of ``block_q`` rows are CTAs; backward, key blocks of ``block_q`` keys are (FlashAttention-2's
+    ``run_flash_bwd_seqk_parallel``: ``grid_n(num_n_block, b, h)``, ``num_n_block = ceil(seqlen_k / kBlockN)``;
+    FlashAttention-3 alike), the heaviest the first (:func:`_key_block_pairs`). When the queries of one KV head are fewer than
     ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
     a KV head are packed into one tile and the keys are split over CTAs until every one of the
     ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys). A causal
@@ -2495,13 +2498,26 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
                              ctas=ctas_base * kv_splits, kv_splits=kv_splits, pad=max(rows, min_mma_rows) / rows,
                              head_pairs=head_pairs, pairs=batch * heads_q * head_pairs,
                              heaviest_pairs=head_pairs * group / kv_splits, q_panels=1.0)
-    rows_blk = min(block_q, seq_q)
-    q_blocks = math.ceil(seq_q / block_q)
+    own = seq_kv if backward else seq_q  # the sequence whose blocks the CTAs own
+    rows_blk = min(block_q, own)
+    blocks = math.ceil(own / block_q)
     head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk, window, block_q)
+    if backward and not (causal and 0 < window < seq_kv):
+        heavy_pairs = _key_block_pairs(seq_q, seq_kv, causal, rows_blk)
     return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
-                         ctas=float(batch * heads_q * q_blocks), kv_splits=1.0,
+                         ctas=float(batch * heads_q * blocks), kv_splits=1.0,
                          pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
-                         pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(q_blocks))
+                         pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(blocks))
+
+
+def _key_block_pairs(sq: int, skv: int, causal: bool, rows: int) -> float:
+    """Pairs of the heaviest backward CTA, the one owning the first ``rows`` keys: every query sees them, or,
+    causal (aligned to the end of the keys: query ``i`` sees keys ``<= i + skv - sq``), the queries from key
+    ``j``'s own position on (``sq - max(0, j - (skv - sq))`` of them, at least 0)."""
+    if not causal:
+        return float(rows * sq)
+    off = skv - sq
+    return float(sum(max(0, sq - max(0, j - off)) for j in range(rows)))
 
 
 def attention_matmul_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, *,
@@ -2705,7 +2721,8 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
     kv_bytes = batch * g.heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
     visible = g.head_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
     q_panels = g.q_panels
-    kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
+    streamed = seq_q if g.backward else seq_kv  # the Q and dO panels past each key block, or K and V past each query block
+    kv_panels = batch * heads_q * q_panels * streamed * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
     kv_panels = kv_panels / max(1, kv_sharing)
     if g.decode:
         kv_panels = kv_bytes
@@ -2728,7 +2745,7 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
             else:  # one gradient per query head
                 kv_grads = expanded * in_bytes
         dram = q_bytes + o_bytes + kv_bytes + kv_grads + q_accum
-        kv_blocks = math.ceil(seq_kv / g.block_q)
+        kv_blocks = q_panels  # the backward's CTAs own key blocks
         dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
         dq_partials = dq_partials / max(1, kv_sharing)
         l2 = dram + kv_panels + dq_partials + kv_grad_l2

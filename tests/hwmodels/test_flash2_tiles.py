@@ -170,3 +170,43 @@ def test_measured_causal_ratio_of_one_prices_edges_as_just_below_it():
     unmeasured = gpu.attention(*args, causal=True).compute_s
     assert at_one == pytest.approx(below, rel=1e-5)
     assert unmeasured > at_one * 1.001
+
+
+def test_backward_ctas_own_key_blocks_of_a_cross_attention():
+    # run_flash_bwd_seqk_parallel launches grid_n(ceil(seqlen_k / kBlockN), b, h): 256 queries over 1024 keys in
+    # 128-key blocks are 8 CTAs a head (the forward's 2 query blocks before), each streaming all 256 Q and dO rows
+    p = gpu.gpu_params(toy_gpu(), "bf16")
+    grid = gpu.attention_grid(1, 2, 2, 256, 1024, p.sms, backward=True)
+    assert grid.ctas == 16 and grid.q_panels == 8
+    assert grid.heaviest_pairs == 128 * 256  # every query sees the first key block
+    # causal, aligned to the end of the keys: the first 128 keys are 768 and more behind every query
+    assert gpu.attention_grid(1, 2, 2, 256, 1024, p.sms, backward=True, causal=True).heaviest_pairs == 128 * 256
+    # self-attention: the first key block is seen by 1024 - j queries, 128 * 1024 - 127 * 128 / 2 pairs, as the
+    # forward's last query block
+    self_bwd = gpu.attention_grid(1, 2, 2, 1024, 1024, p.sms, backward=True, causal=True)
+    assert self_bwd.heaviest_pairs == gpu.attention_grid(1, 2, 2, 1024, 1024, p.sms, causal=True).heaviest_pairs == 122944
+    # L2: the Q and dO panels (64 + 64 columns, 2 B) of 256 rows past each of the 8 key blocks of each head, besides
+    # the compulsory traffic and the dQ partials
+    _, l2 = gpu.attention_traffic_bytes(grid, 64, 64)
+    dram, _ = gpu.attention_traffic_bytes(grid, 64, 64)
+    dq_partials = 2 * 8 * 256 * 64 * gpu.DQ_ACCUM_BYTES
+    assert l2 - dram - dq_partials == pytest.approx(2 * 8 * 256 * 128 * 2)
+
+
+def test_hardware_variants_each_take_their_own_tile():
+    # a sweep over the shared memory a block may take: 99 KiB (64 x 64 backward CTAs at head dim 128) and 227 KiB
+    # (64 x 128) priced in one vectorised pass equal the scalar engine variant by variant
+    from hwmodels.paths import with_overrides
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.engines.vectorized import evaluate_variants
+    from simulator.hardware import load_hardware
+    from workloads.micro import build_micro
+
+    g = build_micro("attention:b=4,h=16,s=2048,d=128,causal=1,bwd=1", dtype="bf16")
+    spec, opts = load_hardware("b200"), EvalOptions(attention_kernel="flash2")
+    res = evaluate_variants(g, spec, {"sm.max_shared_mem_per_cta_bytes": [99 * KIB, 227 * KIB, 160 * KIB]}, opts)
+    times = []
+    for i in range(len(res)):
+        times.append(evaluate(g, with_overrides(spec, res.variant(i)), opts).totals.latency_s)
+        assert res.latency_s[i] == pytest.approx(times[i], rel=1e-9)
+    assert times[0] != pytest.approx(times[1], rel=1e-3) and times[1] == pytest.approx(times[2], rel=1e-12)
