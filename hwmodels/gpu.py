@@ -118,6 +118,9 @@ __all__ = [
     "FLASH2_TILES_SOURCE",
     "FLASH2_FWD_KV_BLOCK",
     "FLASH2_BWD_Q_BLOCK",
+    "FLASH2_HEAD_DIMS",
+    "Flash2Tile",
+    "flash2_tile",
     "FLASH2_EDGE_FAMILIES",
     "ATTENTION_TERMS",
     "attention",
@@ -206,9 +209,8 @@ ATTENTION_KERNELS: tuple[str, ...] = ("flash2", "flash3")
 #: arXiv 2603.05451, abstract).
 BLACKWELL_CTA_PAIR = 2
 #: Where the FlashAttention-2 tile sizes below are read from: ``csrc/flash_attn/src/flash_fwd_launch_template.h``
-#: and ``flash_bwd_launch_template.h`` of Dao-AILab/flash-attention v2.7.4.post1 (``run_mha_fwd_hdim*``, the
-#: non-dropout branch for sm80/sm90 and later, not sm86/sm89; ``run_mha_bwd_hdim*``, the branch for at least
-#: 144 KB of shared memory per block), and the kernels' prologue and epilogue from ``flash_fwd_kernel.h``
+#: and ``flash_bwd_launch_template.h`` of Dao-AILab/flash-attention v2.7.4.post1 (``run_mha_fwd_hdim*`` and
+#: ``run_mha_bwd_hdim*``, every branch: :func:`flash2_tile`), and the kernels' prologue and epilogue from ``flash_fwd_kernel.h``
 #: (``compute_attn_1rowblock``: Q and the first K block are copied in and waited on before the first
 #: QK^T; O is rescaled, written to shared memory and copied out after the last PV) and ``flash_bwd_kernel.h``
 #: (``compute_dq_dk_dv_1colblock``: K, V and the first Q and dO blocks in; dK and dV out at the end).
@@ -216,16 +218,19 @@ FLASH2_TILES_SOURCE = ("Dao-AILab/flash-attention v2.7.4.post1 csrc/flash_attn/s
                        "(Flash_fwd_kernel_traits<Headdim, kBlockM, kBlockN, ...>), flash_bwd_launch_template.h "
                        "(Flash_bwd_kernel_traits<Headdim, kBlockM, kBlockN, ...>), flash_fwd_kernel.h, flash_bwd_kernel.h")
 #: FlashAttention-2 forward: keys per K block (``kBlockN``) by the head dim the kernel is instantiated for
-#: (the smallest one at least the head dim); 128 query rows per CTA at every head dim listed.
+#: (the smallest one at least the head dim), without dropout on compute capability 8.0, 9.0 and later (not 8.x
+#: with x > 0) with the shared memory of an A100 or H100; :func:`flash2_tile` gives every branch.
 FLASH2_FWD_KV_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 32, 192: 64, 256: 64}
-#: FlashAttention-2 backward: query rows per Q/dO block (``kBlockM``) by head dim. Every CTA owns a block of
-#: keys (``kBlockN``): 128 at head dims up to 128, the model's ``block_q``; v2.7.4 takes 64 at head dims 160-256
-#: (and smaller tiles on sm86/sm89 below 144 KB of shared memory per block), which the model does not follow yet.
+#: FlashAttention-2 backward: query rows per Q/dO block (``kBlockM``) by head dim with at least 144 KB of shared
+#: memory per block; each CTA owns a block of keys (``kBlockN``, :func:`flash2_tile`).
 FLASH2_BWD_Q_BLOCK = {32: 128, 64: 128, 96: 64, 128: 64, 160: 64, 192: 64, 256: 64}
+#: Head dims FlashAttention-2 instantiates its kernels for (``HEADDIM_SWITCH`` in ``csrc/flash_attn/src/
+#: static_switch.h``, v2.7.4.post1): a head dim runs the smallest one at least it.
+FLASH2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 #: Tile families whose ``"flash2"`` launches are FlashAttention-2's CUDA kernels with the tiles above, so each
 #: CTA's edges are priced (:func:`attention_edges_s`): sm80 and later (FlashAttention-2 runs on Ampere, Ada,
-#: Hopper and, compiled for sm_100 from v2.7.4's CUDA 12.8 builds, Blackwell). Ada's non-causal head dim 128
-#: forward takes 32-key blocks (``is_sm8x``), not the 64 above. Not Volta/Turing (FlashAttention-2 does not
+#: Hopper and, compiled for sm_100 from v2.7.4's CUDA 12.8 builds, Blackwell), with the tiles of :func:`flash2_tile`
+#: (compute capability 8.6-8.9 takes its own, ``is_sm8x``). Not Volta/Turing (FlashAttention-2 does not
 #: build for them; their rows run other kernels) nor CDNA (Composable Kernel tiles): not priced there.
 FLASH2_EDGE_FAMILIES = frozenset({"sm80", "sm90", "sm100"})
 
@@ -2456,7 +2461,8 @@ class AttentionGrid:
     heaviest_pairs
         Pairs of the heaviest CTA.
     q_panels
-        Times each K/V panel is read from L2 (once per query block).
+        Blocks the CTAs own, so times each streamed panel is read from L2: forward, K/V once per query
+        block; backward, Q/dO once per key block.
     """
 
     batch: int
@@ -2481,7 +2487,9 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
                    min_mma_rows: int = 64, window: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
-    Query blocks of ``block_q`` rows are CTAs. When the queries of one KV head are fewer than
+    Query blocks of ``block_q`` rows are CTAs; backward, key blocks of ``block_q`` keys are (FlashAttention-2's
+    ``run_flash_bwd_seqk_parallel``: ``grid_n(num_n_block, b, h)``, ``num_n_block = ceil(seqlen_k / kBlockN)``;
+    FlashAttention-3 alike), the heaviest the first (:func:`_key_block_pairs`). When the queries of one KV head are fewer than
     ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
     a KV head are packed into one tile and the keys are split over CTAs until every one of the
     ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys). A causal
@@ -2500,13 +2508,26 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
                              ctas=ctas_base * kv_splits, kv_splits=kv_splits, pad=max(rows, min_mma_rows) / rows,
                              head_pairs=head_pairs, pairs=batch * heads_q * head_pairs,
                              heaviest_pairs=head_pairs * group / kv_splits, q_panels=1.0)
-    rows_blk = min(block_q, seq_q)
-    q_blocks = math.ceil(seq_q / block_q)
+    own = seq_kv if backward else seq_q  # the sequence whose blocks the CTAs own
+    rows_blk = min(block_q, own)
+    blocks = math.ceil(own / block_q)
     head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk, window, block_q)
+    if backward and not (causal and 0 < window < seq_kv):
+        heavy_pairs = _key_block_pairs(seq_q, seq_kv, causal, rows_blk)
     return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
-                         ctas=float(batch * heads_q * q_blocks), kv_splits=1.0,
+                         ctas=float(batch * heads_q * blocks), kv_splits=1.0,
                          pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
-                         pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(q_blocks))
+                         pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(blocks))
+
+
+def _key_block_pairs(sq: int, skv: int, causal: bool, rows: int) -> float:
+    """Pairs of the heaviest backward CTA, the one owning the first ``rows`` keys: every query sees them, or,
+    causal (aligned to the end of the keys: query ``i`` sees keys ``<= i + skv - sq``), the queries from key
+    ``j``'s own position on (``sq - max(0, j - (skv - sq))`` of them, at least 0)."""
+    if not causal:
+        return float(rows * sq)
+    off = skv - sq
+    return float(sum(max(0, sq - max(0, j - off)) for j in range(rows)))
 
 
 def attention_matmul_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, *,
@@ -2549,8 +2570,108 @@ def _flash2_block(table: dict[int, int], head_dim: int) -> int:
     return table[min((d for d in table if d >= head_dim), default=max(table))]
 
 
+@dataclass(frozen=True)
+class Flash2Tile:
+    """One FlashAttention-2 kernel instantiation as its launch template picks it (:func:`flash2_tile`).
+
+    Attributes
+    ----------
+    block_m, block_n
+        Query rows and keys per block (``kBlockM``, ``kBlockN``). A forward CTA owns ``block_m`` query rows and
+        steps through K/V blocks of ``block_n`` keys; a backward CTA owns ``block_n`` keys and steps through
+        Q/dO blocks of ``block_m`` rows (:meth:`own_rows`, :meth:`step_rows`).
+    warps
+        Warps per CTA (``kNWarps``).
+    v_in_regs, double_buffer
+        Backward only: V held in registers (``Is_V_in_regs``) and the Q/dO blocks double-buffered in shared
+        memory (not ``No_double_buffer``). Recorded as the template states them; the model does not price them.
+    """
+
+    block_m: int
+    block_n: int
+    warps: int = 4
+    v_in_regs: bool = False
+    double_buffer: bool = True
+
+    def own_rows(self, backward: bool) -> int:
+        """Rows of the block a CTA owns: query rows forward, keys backward."""
+        return self.block_n if backward else self.block_m
+
+    def step_rows(self, backward: bool) -> int:
+        """Rows of the blocks a CTA steps through: keys forward, query rows backward."""
+        return self.block_m if backward else self.block_n
+
+
+def _flash2_fwd_tile(hd: int, sm8x: bool, smem_per_sm: float, smem_per_block: float, dropout: bool,
+                     causal: bool) -> Flash2Tile:
+    """``run_mha_fwd_hdim{hd}`` of ``flash_fwd_launch_template.h`` (v2.7.4.post1): ``Flash_fwd_kernel_traits<hd,
+    kBlockM, kBlockN, kNWarps, ...>`` by ``is_sm8x`` (compute capability 8.x, x > 0), dropout, causal and, at
+    head dim 256, the shared memory per block and per SM (``cudaDevAttrMaxSharedMemoryPerBlockOptin``,
+    ``cudaDevAttrMaxSharedMemoryPerMultiprocessor``)."""
+    tile = Flash2Tile
+    if hd == 32:
+        return tile(128, 128)
+    if hd == 64:
+        return tile(128, 64) if dropout else tile(128, 128)
+    if hd == 96:
+        return tile(64, 64) if sm8x and causal else tile(128, 64)
+    if hd == 128:
+        if dropout or (sm8x and not causal):
+            return tile(128, 32)
+        return tile(64, 64) if sm8x else tile(128, 64)
+    if hd == 160:
+        if sm8x:
+            return tile(64, 64) if causal else tile(128, 64, 8)
+        return tile(128, 32)
+    if hd == 192:
+        return tile(64, 64) if dropout else tile(128, 64, 8)
+    # "For A100, we want to run with 128 x 64 (128KB smem). For H100 we want to run with 64 x 64 (96KB smem)
+    # since then we can get 2 CTAs per SM."
+    a100_like = smem_per_block >= 2 * hd * (128 + 2 * 64) and smem_per_sm < 4 * hd * (64 + 2 * 64)
+    return tile(128, 64, 8) if a100_like else tile(64, 64)
+
+
+def _flash2_bwd_tile(hd: int, smem_per_block: float, dropout: bool) -> Flash2Tile:
+    """``run_mha_bwd_hdim{hd}`` of ``flash_bwd_launch_template.h`` (v2.7.4.post1): ``Flash_bwd_kernel_traits<hd,
+    kBlockM, kBlockN, kNWarps, ..., Is_V_in_regs, No_double_buffer>`` by the shared memory per block
+    (``cudaDevAttrMaxSharedMemoryPerBlockOptin``) and dropout. At head dim 256 below 144 KB (sm86, sm89) v2.7.4
+    launches only the no-dropout kernel; the model prices that tile with dropout too."""
+    kib, tile = 1024, Flash2Tile
+    if hd == 32:
+        return tile(128, 128, 8, v_in_regs=not (dropout and smem_per_block >= 2 * ((3 * 128 + 2 * 128) * hd
+                                                                                    + 2 * 128 * 128)))
+    if hd == 64:
+        return tile(128, 128, 8) if smem_per_block >= 144 * kib else tile(64, 128, 8, v_in_regs=True)
+    if hd == 96:
+        return tile(64, 128, 8, v_in_regs=not (dropout and smem_per_block >= 116 * kib))
+    if hd == 128:
+        return tile(64, 128, 8) if smem_per_block >= 144 * kib else tile(64, 64, 8, v_in_regs=True)
+    if hd == 160:
+        return tile(64, 64, 8, double_buffer=smem_per_block >= 116 * kib)
+    if hd == 192:
+        big = smem_per_block >= 136 * kib
+        return tile(64, 64, 8, v_in_regs=not big, double_buffer=big)
+    if smem_per_block >= 144 * kib:  # 176 KB and more (H100) double-buffers; the A100 does not
+        return tile(64, 64, 8, double_buffer=smem_per_block >= 176 * kib)
+    return tile(64, 32, 8, v_in_regs=True, double_buffer=False)
+
+
+def flash2_tile(head_dim: int, *, backward: bool, compute_capability: int, smem_per_sm: float,
+                smem_per_block: float, dropout: bool = False, causal: bool = False) -> Flash2Tile:
+    """The tile FlashAttention-2 v2.7.4's launch templates choose (:data:`FLASH2_TILES_SOURCE`).
+
+    ``head_dim`` runs the smallest instantiation at least it (:data:`FLASH2_HEAD_DIMS`; the largest beyond,
+    which v2.7.4 refuses); ``compute_capability`` is major x 10 + minor (``is_sm8x``: 81 to 89); the shared
+    memory figures are bytes, the device's ``sm.shared_mem_per_sm_bytes`` and ``sm.max_shared_mem_per_cta_bytes``
+    (what the templates read from ``cudaDeviceGetAttribute``)."""
+    hd = min((d for d in FLASH2_HEAD_DIMS if d >= head_dim), default=FLASH2_HEAD_DIMS[-1])
+    if backward:
+        return _flash2_bwd_tile(hd, smem_per_block, dropout)
+    return _flash2_fwd_tile(hd, 80 < compute_capability < 90, smem_per_sm, smem_per_block, dropout, causal)
+
+
 def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
-                      sms: ArrayLike, *, in_bytes: float = 2.0) -> ArrayLike:
+                      sms: ArrayLike, *, in_bytes: float = 2.0, step_rows: int | None = None) -> ArrayLike:
     """Pipeline edges of a FlashAttention-2 launch on its busiest SM (s), the attention counterpart of
     :func:`gemm_pipeline_edges_s` for a kernel that launches a CTA per tile (:data:`FLASH2_TILES_SOURCE`).
 
@@ -2559,14 +2680,17 @@ def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim
     :data:`FLASH2_BWD_Q_BLOCK` rows) and stores its output tile after the last one (forward O, backward dK
     and dV, in the input width): the cheaper of the first load and the last block's math (``pair_s`` a
     query-key pair), plus the store at one SM's share of the L2 bandwidth and one L2 latency, once per CTA
-    the busiest SM runs (``ceil(ctas / sms)``; no co-resident CTA is assumed to hide them)."""
+    the busiest SM runs (``ceil(ctas / sms)``; no co-resident CTA is assumed to hide them). ``step_rows`` is
+    the tile's block the CTA steps through (:meth:`Flash2Tile.step_rows`; None: the tables above)."""
     l2_s_per_byte = _a(p.sms) / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     rows = min(grid.block_q, grid.seq_kv if grid.backward else grid.seq_q)  # the CTA's own block: keys or queries
+    if step_rows is None:
+        step_rows = _flash2_block(FLASH2_BWD_Q_BLOCK if grid.backward else FLASH2_FWD_KV_BLOCK, head_dim)
     if grid.backward:
-        other = min(_flash2_block(FLASH2_BWD_Q_BLOCK, head_dim), grid.seq_q)
+        other = min(step_rows, grid.seq_q)
         first, store = (rows + other) * (head_dim + head_dim_v), rows * (head_dim + head_dim_v)
     else:
-        other = min(_flash2_block(FLASH2_FWD_KV_BLOCK, head_dim), grid.seq_kv)
+        other = min(step_rows, grid.seq_kv)
         first, store = (rows + other) * head_dim, rows * head_dim_v
     load = first * in_bytes * l2_s_per_byte
     edge = _a(p.l2_latency_s) + store * in_bytes * l2_s_per_byte + np.minimum(load, rows * other * _a(pair_s))
@@ -2574,15 +2698,16 @@ def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim
 
 
 def _flash2_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
-                    sms: ArrayLike, in_bytes: float, causal_rate_ratio: Any) -> ArrayLike:
+                    sms: ArrayLike, in_bytes: float, causal_rate_ratio: Any, step_rows: int | None) -> ArrayLike:
     """:func:`attention_edges_s` as :func:`attention` adds it. Where a measured causal/non-causal rate ratio
-    prices a causal launch (``causal_rate_ratio`` < 1), that ratio already holds everything the causal kernel
-    does differently, its CTAs' edges among it: the edges are then the non-causal launch's, scaled by the
-    visible share of the pairs like its compute, at the same ratio."""
-    edges = attention_edges_s(grid, p, head_dim, head_dim_v, pair_s, sms, in_bytes=in_bytes)
+    prices a causal launch (``causal_rate_ratio`` given, not None, whatever its value: 1 included), that ratio
+    already holds everything the causal kernel does differently, its CTAs' edges among it: the edges are then
+    the non-causal launch's, scaled by the visible share of the pairs like its compute, at the same ratio."""
+    edges = attention_edges_s(grid, p, head_dim, head_dim_v, pair_s, sms, in_bytes=in_bytes, step_rows=step_rows)
+    if causal_rate_ratio is None:
+        return edges
     visible = grid.head_pairs / max(1.0, float(grid.seq_q * grid.seq_kv))
-    measured = np.asarray(causal_rate_ratio) < 1.0
-    return edges * np.where(measured, visible, 1.0) / causal_rate_ratio
+    return edges * visible / causal_rate_ratio
 
 
 def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int, *, in_bytes: float = 2.0,
@@ -2606,7 +2731,8 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
     kv_bytes = batch * g.heads_kv * seq_kv * (head_dim + head_dim_v) * in_bytes
     visible = g.head_pairs / max(1.0, float(seq_q * seq_kv))  # causal blocks skip masked panels
     q_panels = g.q_panels
-    kv_panels = batch * heads_q * q_panels * seq_kv * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
+    streamed = seq_q if g.backward else seq_kv  # the Q and dO panels past each key block, or K and V past each query block
+    kv_panels = batch * heads_q * q_panels * streamed * (head_dim + head_dim_v) * in_bytes * max(visible, 1.0 / q_panels)
     kv_panels = kv_panels / max(1, kv_sharing)
     if g.decode:
         kv_panels = kv_bytes
@@ -2629,7 +2755,7 @@ def attention_traffic_bytes(grid: AttentionGrid, head_dim: int, head_dim_v: int,
             else:  # one gradient per query head
                 kv_grads = expanded * in_bytes
         dram = q_bytes + o_bytes + kv_bytes + kv_grads + q_accum
-        kv_blocks = math.ceil(seq_kv / g.block_q)
+        kv_blocks = q_panels  # the backward's CTAs own key blocks
         dq_partials = batch * heads_q * kv_blocks * seq_q * head_dim * DQ_ACCUM_BYTES * max(visible, 1.0 / kv_blocks)
         dq_partials = dq_partials / max(1, kv_sharing)
         l2 = dram + kv_panels + dq_partials + kv_grad_l2
@@ -2720,9 +2846,10 @@ def attention(
     kv_sharing: int = 1,
     bwd_softmax_overlap: bool = False,
     window: int = 0,
-    causal_rate_ratio: Any = 1.0,
+    causal_rate_ratio: Any = None,
     exp_exposed: bool = False,
     cta_edges: bool = True,
+    tile: Flash2Tile | None = None,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -2758,15 +2885,18 @@ def attention(
         Whether a ``"flash3"`` backward overlaps its softmax with the matmuls as the forward does.
         False for FlashAttention-3 on Hopper (:data:`FLASH3_SOFTMAX_OVERLAP`).
     causal_rate_ratio
-        A measured causal/non-causal rate ratio the compute time is divided by (1: none; the GPU lowering
-        passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward where the device's
-        ``efficiency.flash2_causal_fwd_ratio`` gives a measured table).
+        A measured causal/non-causal rate ratio the compute time is divided by (None: no measurement; the GPU
+        lowering passes :func:`flash2_causal_forward_ratio` for a causal FlashAttention-2 forward where the
+        device's ``efficiency.flash2_causal_fwd_ratio`` gives a measured table).
     exp_exposed
         A ``"flash3"`` forward whose exponentials are not hidden behind the tensor cores
         (:data:`FLASH3_EXP_EXPOSED_FAMILIES`, :func:`attention_pair_s`).
     cta_edges
         Price each CTA's pipeline edges of a ``"flash2"`` launch (:func:`attention_edges_s`; the GPU lowering
         passes it for :data:`FLASH2_EDGE_FAMILIES`).
+    tile
+        A ``"flash2"`` launch's tile (:func:`flash2_tile`): its CTAs own ``tile.own_rows(backward)`` rows (in
+        place of ``block_q``) and their edges load first blocks of ``tile.step_rows(backward)`` rows.
 
     Returns
     -------
@@ -2786,15 +2916,19 @@ def attention(
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention: kernel: unknown design; got {kernel!r}; expected one of {', '.join(ATTENTION_KERNELS)}")
     sms = _a(p.sms)
+    tile = tile if kernel == "flash2" else None
+    block_q = tile.own_rows(backward) if tile is not None else block_q
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap, exp_exposed)
-    if not np.all((np.asarray(causal_rate_ratio) > 0.0) & (np.asarray(causal_rate_ratio) <= 1.0)):
+    ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio
+    if not np.all((np.asarray(ratio) > 0.0) & (np.asarray(ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
-    t_compute = t_compute / causal_rate_ratio
+    t_compute = t_compute / ratio
     if kernel == "flash2" and cta_edges and not grid.decode:  # a CTA per tile loads its first tiles, stores its own
-        t_compute = t_compute + _flash2_edges_s(grid, p, head_dim, head_dim_v, t_pair, sms, in_bytes, causal_rate_ratio)
+        t_compute = t_compute + _flash2_edges_s(grid, p, head_dim, head_dim_v, t_pair, sms, in_bytes,
+                                                causal_rate_ratio, tile.step_rows(backward) if tile else None)
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)

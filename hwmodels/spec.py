@@ -159,6 +159,12 @@ class SMSpec:
         "asynchronous warpgroup / UMMA instructions, so their warp-level rate is lower",
         default=0.0,
     )
+    compute_capability: int = spec_field(
+        "count",
+        "CUDA compute capability as major x 10 + minor (86 for 8.6; CUDA C++ Programming Guide, 'Compute "
+        "Capabilities'). Kernels branch on it: FlashAttention-2's forward launch templates take smaller tiles "
+        "on 8.x parts other than 8.0 (is_sm8x: A10, Jetson Orin, L4, L40S)",
+        default=0, absent="no compute capability given: kernels take their branch for compute capability 8.0 and later")
 
 
 @dataclass(frozen=True)

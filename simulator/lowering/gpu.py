@@ -708,16 +708,19 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # efficiency.flash2_causal_fwd_ratio, the Hopper defaults)
     eff = ctx.device.efficiency
     ratio = gpu.flash2_causal_forward_ratio(skv, eff.flash2_causal_fwd_ratio, eff.flash2_causal_fwd_ratio_scale) if (
-        kernel == "flash2" and causal and not window and not backward and sq == skv) else 1.0
+        kernel == "flash2" and causal and not window and not backward and sq == skv
+        and eff.flash2_causal_fwd_ratio) else None
     exposed = kernel == "flash3" and _family(ctx.device) in gpu.FLASH3_EXP_EXPOSED_FAMILIES  # Hopper: exp2 not hidden
     edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES  # FlashAttention-2's CUDA kernels: each CTA's edges
-    e = gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
-                      in_bytes=element_bytes(q.dtype), backward=backward, kernel=kernel, kv_sharing=sharing,
-                      bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed, cta_edges=edges)
+    tiles, pick = _flash2_tiles(op, ctx.device, d, backward, causal) if edges and kernel == "flash2" else ((None,), None)
+    e = _per_tile(lambda tile: gpu.attention(
+        b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(q.dtype), backward=backward,
+        kernel=kernel, kv_sharing=sharing, bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed,
+        cta_edges=edges, tile=tile), tiles, pick)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
-        e = _narrow_kv(e, gpu.attention(b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window,
-                                        in_bytes=element_bytes(k.dtype), kernel=kernel, kv_sharing=sharing,
-                                        cta_edges=edges),
+        e = _narrow_kv(e, _per_tile(lambda tile: gpu.attention(
+            b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(k.dtype), kernel=kernel,
+            kv_sharing=sharing, cta_edges=edges, tile=tile), tiles, pick),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
     det = dict(e.details)
@@ -730,11 +733,45 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes
         return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=_matrix_key(ctx, dt, p),
                               ctas=_i(det.get("ctas", 0)), kernels=kernels,
-                              tile=f"q{det.get('block_q', 0)}")
+                              tile="q" + "/".join(str(int(r)) for r in np.unique(det.get("block_q", 0))))
     return _from_estimate(e, rule, float(op.flops), vec, kernels=kernels,
                           matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
                           notes=f"{kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+def _flash2_tiles(op: Op, device: DeviceSpec, head_dim: int, backward: bool, causal: bool
+                  ) -> tuple[tuple[gpu.Flash2Tile, ...], Any]:
+    """The tiles FlashAttention-2's launch template picks for this op on ``device`` (:func:`hwmodels.gpu.flash2_tile`):
+    by head dim, direction, compute capability, the device's shared memory per SM and per block, causal, and
+    dropout (an op's ``dropout_p`` attribute, 0 when absent). For hardware variants (a sweep's arrays) each
+    variant's tile: (the distinct tiles, the index of each variant's among them), the index None where one
+    tile serves every variant."""
+    sm = device.sm
+    figures = np.broadcast_arrays(np.asarray(sm.compute_capability), np.asarray(sm.shared_mem_per_sm_bytes),
+                                  np.asarray(sm.max_shared_mem_per_cta_bytes))
+    dropout = float(op.attrs.get("dropout_p", 0.0) or 0.0) > 0.0
+    chosen = [gpu.flash2_tile(head_dim, backward=backward, compute_capability=int(cc), smem_per_sm=float(per_sm),
+                              smem_per_block=float(per_block), dropout=dropout, causal=causal)
+              for cc, per_sm, per_block in zip(*(f.ravel() for f in figures), strict=True)]
+    tiles = tuple(dict.fromkeys(chosen))
+    if len(tiles) == 1:
+        return tiles, None
+    return tiles, np.array([tiles.index(t) for t in chosen]).reshape(figures[0].shape)
+
+
+def _per_tile(estimate: Any, tiles: tuple[Any, ...], pick: Any) -> gpu.KernelEstimate:
+    """``estimate(tile)`` for the one tile, or, with hardware variants that pick different tiles (``pick``, the
+    index of each variant's tile), each variant's fields from its own tile's estimate."""
+    ests = [estimate(t) for t in tiles]
+    if pick is None:
+        return ests[0]
+    fields = ("time_s", "compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes", "bound_term")
+    chosen = {f: np.choose(pick, [np.asarray(getattr(e, f)) for e in ests]) for f in fields}
+    details = tuple((k, v if all(dict(e.details)[k] is v or np.array_equal(dict(e.details)[k], v) for e in ests)
+                     else np.choose(pick, [np.asarray(dict(e.details)[k]) for e in ests]))
+                    for k, v in ests[0].details)
+    return dataclasses.replace(ests[0], details=details, **chosen)
 
 
 def _masked_mha(op: Op, ctx: LoweringContext) -> KernelCost:
