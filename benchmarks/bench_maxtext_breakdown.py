@@ -7,6 +7,10 @@ ops, tensor-parallel collectives inside the layers); every FSDP all-gather and g
 over the compute (``fsdp/c``); the exposed part of them and the exposed host offload (% of compute); the
 measured time the prediction lacks even with every one of those collectives serial with compute (``rest``, %
 of compute; ``StepBreakdown.beyond_collectives_s``); and the wall time of the whole table.
+
+``python benchmarks/bench_maxtext_breakdown.py --pair ROW_A ROW_B`` prints, after the two rows, their split into a
+factor on the predicted GEMM time and a time both steps lack (``precision_pair_split``; e.g. the bf16 and AQT int8
+GPT-3 175B rows on v6e-256, ``--pair train-126 train-127``).
 """
 
 from __future__ import annotations
@@ -38,5 +42,22 @@ def main(ids: list[str]) -> None:
     print(f"{len(rows)} rows in {time.perf_counter() - t0:.1f} s")
 
 
+def pair(id_a: str, id_b: str) -> None:
+    from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown, precision_pair_split
+    from simulator.parallel.training_validation import load_training_rows
+
+    logging.disable(logging.WARNING)
+    rows = {r.id: r for r in load_training_rows() if r.id in (id_a, id_b)}
+    a, b = (maxtext_step_breakdown(rows[i]) for i in (id_a, id_b))
+    split = precision_pair_split(a, b)
+    for x in (a, b):
+        print(f"{x.row_id}: measured {x.measured_step_s:.2f} s, predicted {x.predicted_step_s:.2f} s, "
+              f"of which GEMMs {x.gemm_s:.2f} s")
+    print(f"GEMM factor {split.gemm_factor:.3f}; missing from both {split.common_missing_s:.2f} s")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--pair"] and len(sys.argv) == 4:
+        pair(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1:])

@@ -34,7 +34,8 @@ Attention
     ``QK^T`` and ``PV`` (and the seven GEMMs of the backward's dkv and dq kernels,
     :data:`BACKWARD_KERNEL_GEMMS`) as batched GEMMs over
     ``batch x heads`` on the arrays, plus the softmax on the vector unit (scores never leave
-    VMEM: HBM traffic is Q, K, V and the output once, flash-style). MXU and vector work overlap. A causal
+    VMEM: HBM traffic is Q, K, V and the output once, flash-style). The forward's softmax runs between its
+    two GEMMs, the backward's beside its GEMMs (:func:`splash_compute_s`). A causal
     mask is priced as the Pallas splash kernel runs it: whole ``SPLASH_BLOCK`` x ``SPLASH_BLOCK`` tiles,
     the empty ones skipped and the partly masked ones computed in full (:func:`splash_block_pairs`).
     With grouped KV heads the query heads of a KV head are the rows of one GEMM against its K/V
@@ -106,7 +107,7 @@ from workloads.semantics import (
 from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
-           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "unsupported_reason", "splash_block_pairs", "splash_blocks",
+           "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
            "BACKWARD_KERNEL_GEMMS"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
@@ -460,6 +461,31 @@ def _splash_backward_gemms(rows: int, d: int, dv: int, kv_dkv: int, kv_dq: int, 
     return dkv + dq, float(heads * rows * (kv_dkv + kv_dq))
 
 
+def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
+    """Seconds of one splash-attention kernel whose GEMMs take ``mxu_s`` on the arrays and softmax ``vec_s`` on the
+    vector unit: the sum in the forward, the larger in the backward.
+
+    The forward (``flash_attention_kernel`` of jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
+    as the 2023 ``flash_attention.py`` kernel) runs, for each ``bkv_compute`` chunk of a grid step, ``qk =
+    dot_general(q, k)``, ``qk.max(axis=-1)``, ``exp(qk - m_next)`` and its row sum, then ``dot_general(s_curr, v)``:
+    a chain with no array work independent of the softmax (the row max needs every score of the chunk, ``P V``
+    needs ``P``). The chunks of one step are an unrolled ``fori_loop``, but every MaxText workload of the training
+    dataset sets ``sa_block_kv_compute`` equal to ``sa_block_kv`` (512 both in ``configs/base.yml``, 2,048 in the
+    Llama 3.1 workloads, 1,024 in Gemma 3's), one chunk a step, and the grid's steps run one after another ("the
+    grid is generally not processed in parallel, but sequentially", JAX ``docs/pallas/tpu/details.rst``; only the
+    HBM copies of the next step overlap the current one's compute). MaxText's Megablox kernel states the rule:
+    vector work on a matmul's result pipelines with MXU work only across pieces the kernel's loops expose ("result of
+    [tile_m, mxu_size] becomes available at the end of every k inner loop which can be used to pipeline subsequent
+    VPU or VST ops with MXU ops for the next [tile_m, mxu_size]", src/maxtext/kernels/megablox/
+    pallas_mosaic_tpu_v2_gmm_kernel.py @ e591f30cb). In the backward kernels ``dP = dO V^T`` needs no vector result
+    and ``dV = P^T dO`` none of ``dS``, so array work runs beside each vector stage: overlapped.
+
+    >>> splash_compute_s(1.4, 0.8, backward=False), splash_compute_s(4.9, 1.6, backward=True)
+    (2.2, 4.9)
+    """
+    return max(mxu_s, vec_s) if backward else mxu_s + vec_s
+
+
 @register_rule("tpu", "attention", "attention_bwd")
 def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     q, k, v = op.inputs[:3]
@@ -501,7 +527,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     mxu_s = sum(p.compute_s for p in parts)
     vec_s = vec_flops / _vector_rate(ctx.device)
     memory_s = dram / _hbm(ctx.device)
-    compute_s = max(mxu_s, vec_s)
+    compute_s = splash_compute_s(mxu_s, vec_s, backward)
     bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
     first = parts[0]
     return KernelCost(
@@ -511,7 +537,8 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
         notes=(f"{len(gemms)} GEMMs over {heads} batch x {'KV ' if group > 1 else ''}heads on the arrays"
                f"{f' ({group} query heads per KV head in one GEMM)' if group > 1 else ''} (QK^T: {first.notes}); "
-               f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, overlapped; "
+               f"softmax on the vector unit {vec_s * 1e6:.2f} us vs arrays {mxu_s * 1e6:.2f} us, "
+               f"{'overlapped' if backward else 'between the GEMMs (serial)'}; "
                f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
                f"{' (fused backward)' if fused and backward else ''}; bound {bound}"),

@@ -6,6 +6,9 @@ the MXUs, attention kernels, every other op: vector-unit fusions bounded by HBM)
 gradient reductions of the step (all of them, hidden or not) and what of them is exposed, the exposed host
 offload; and the measured step (for an MFU row, MaxText's own FLOP count over the MFU and the peak,
 :mod:`simulator.parallel.maxtext_flops`). ``benchmarks/bench_maxtext_breakdown.py`` prints it.
+
+:func:`precision_pair_split` reads two measured steps of one workload whose GEMMs run at different rates (the
+bf16 and AQT int8 GPT-3 175B rows on v6e-256) as a factor on the predicted GEMM time and a time both steps lack.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StepBreakdown", "maxtext_step_breakdown"]
+__all__ = ["PairSplit", "StepBreakdown", "maxtext_step_breakdown", "precision_pair_split"]
 
 _GEMMS = ("matmul", "grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
 _ATTENTION = ("attention", "attention_bwd")
@@ -58,6 +61,44 @@ class StepBreakdown:
     def fsdp_ratio(self) -> float:
         """Every FSDP collective of the step (all-gathers and gradient reductions) over the compute."""
         return (self.fsdp_gather_s + self.grad_reduce_s) / self.compute_s if self.compute_s else 0.0
+
+
+@dataclass(frozen=True)
+class PairSplit:
+    """Two measured steps of one workload read as ``measured = predicted + (gemm_factor - 1) x GEMM time + common``.
+
+    ``gemm_factor`` scales the predicted GEMM time of both steps (above 1: the GEMMs run slower than priced, as a
+    lower sustained clock or a worse tile efficiency would make them); ``common_missing_s`` is the time both steps
+    lack beyond it (collectives, attention, vector work, anything that does not scale with the GEMMs)."""
+
+    gemm_factor: float
+    common_missing_s: float
+
+
+def precision_pair_split(a: StepBreakdown, b: StepBreakdown) -> PairSplit:
+    """Solve ``M_i = P_i + (r - 1) G_i + U`` (``i = a, b``; ``M`` measured, ``P`` predicted step, ``G`` predicted GEMM
+    time) for the GEMM factor ``r`` and the common missing time ``U``: two equations, two unknowns.
+
+    Meant for two runs of one workload whose GEMMs differ in rate and little else (bf16 and AQT int8 matmuls):
+    their difference in missing time is what a GEMM-proportional cost must explain. It assumes the other ops of
+    both steps are priced alike (the int8 step's quantisation ops included) and the int8 GEMMs reach the same
+    fraction of their peak as the bf16 ones. ``ValueError`` (naming the rows) without both measured steps or
+    when the two GEMM times are equal (no split).
+
+    >>> bd = lambda m, p, g: StepBreakdown("r", "s", 1.0, m, p, p, g, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    >>> precision_pair_split(bd(13.0, 10.0, 8.0), bd(8.5, 6.0, 4.0))  # r = 1 + (3.0 - 2.5) / 4.0
+    PairSplit(gemm_factor=1.125, common_missing_s=2.0)
+    """
+    if a.measured_step_s is None or b.measured_step_s is None:
+        raise ValueError(f"{a.row_id}, {b.row_id}: a pair split needs both measured steps; got "
+                         f"{a.measured_step_s!r} and {b.measured_step_s!r}")
+    if a.gemm_s == b.gemm_s:
+        raise ValueError(f"{a.row_id}, {b.row_id}: equal predicted GEMM time ({a.gemm_s!r} s); expected two steps "
+                         "whose GEMMs differ in rate (bf16 and int8)")
+    miss_a = a.measured_step_s - a.predicted_step_s
+    miss_b = b.measured_step_s - b.predicted_step_s
+    r = 1.0 + (miss_a - miss_b) / (a.gemm_s - b.gemm_s)
+    return PairSplit(gemm_factor=r, common_missing_s=miss_a - (r - 1.0) * a.gemm_s)
 
 
 def _measured_step(row: Any, res: Any) -> float | None:

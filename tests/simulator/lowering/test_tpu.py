@@ -181,6 +181,34 @@ def test_splash_attention_runs_whole_blocks_of_a_causal_mask():
     assert "causal kept fraction 0.562;" in rec.notes
 
 
+def test_splash_forward_softmax_runs_between_its_gemms_and_the_backward_overlaps_it():
+    # The splash forward computes qk = dot(q, k), its row max, exp and row sum, then dot(s_curr, v) for each
+    # kv_compute chunk, one chunk a grid step, the steps one after another: the vector unit's softmax adds to the
+    # arrays' time. The backward kernels have array work (dP = dO V^T, dV = P^T dO) beside each vector stage.
+    # Eight heads of 2048 x 2048, head_dim 128, not causal, on v6e: each GEMM 2 x 17,149 cycles per array
+    # (test_head_dim_128_attention_gemms_use_half_of_a_v6e_mxu) at 918 TFLOP/s x 0.902 of the geometry's clock;
+    # softmax 5 vector ops a score at 7.17 TFLOP/s x 0.99.
+    dev = load_device("tpu-v6e")
+    s = dev.systolic
+    geometry = 2.0 * s.rows * s.cols * s.arrays_per_core * dev.compute.units * dev.clock.sustained_hz
+    gemm_s = 2 * 17_149 / (dev.clock.sustained_hz * dev.compute.tensor_flops_per_s["bf16"] / geometry
+                           * dev.efficiency.tensor_peak_fraction)
+    vec_rate = dev.compute.vector_flops_per_s["fp32"] * dev.efficiency.vector_peak_fraction
+    scores = 8 * 2048 * 2048
+    g = load_workload("attention:b=1,h=8,s=2048,d=128", dtype="bf16")
+    (fwd,) = [r for r in evaluate(g, dev).records if r.kind == "attention"]
+    assert fwd.compute_s == pytest.approx(2 * gemm_s + 5 * scores / vec_rate, rel=1e-9)
+    assert "between the GEMMs (serial)" in fwd.notes
+    # 2 x 34,298 cycles / (1751 MHz x 0.902) = 43.4 us of GEMMs, 167.8 M vector ops / 7.10 TFLOP/s = 23.6 us of
+    # softmax: 67.1 us, where overlapping them gave 43.4 us
+    assert 2 * gemm_s == pytest.approx(43.4e-6, rel=2e-3) and 5 * scores / vec_rate == pytest.approx(23.6e-6, rel=2e-3)
+    # the backward: seven GEMMs of the same size (dkv: S, dV, dP, dK; dq: S, dP, dQ) against 10 ops a score
+    train = load_workload("llama-3-8b", batch=1, seq=2048, train=True)
+    (bwd, *_) = [r for r in evaluate(train, dev).records if r.kind == "attention_bwd"]
+    arrays = float(bwd.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert bwd.compute_s == pytest.approx(arrays, rel=1e-3) and "overlapped" in bwd.notes
+
+
 def test_attention_backward_runs_the_dkv_and_dq_kernels():
     # MaxText's TPU attention backward is two Pallas kernels, each recomputing S = Q K^T: dkv (S, dV, dP, dK)
     # and dq (S, dP, dQ), 7 GEMMs (the 2023 flash kernel, and splash with sa_use_fused_bwd_kernel False,
