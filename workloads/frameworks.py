@@ -707,6 +707,9 @@ _V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
 _SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
+# XLA compiles for GPUs, CPUs, Google's TPUs and a systolic design point of this catalog (lowered as a TPU);
+# not for a Jetson's DLA, which runs TensorRT loadables only
+_XLA_DEVICES = (("gpu", ""), ("cpu", ""), ("tpu", "google"), ("tpu", "design point"))
 # the catalog files a Jetson's deep-learning accelerator (DLA) under kind "tpu": say what it is
 _KIND_NAMES = {("tpu", "nvidia"): "NVIDIA DLA (Jetson)"}
 # PyTorch runs on CUDA and ROCm GPUs and on CPUs (TPUs through PyTorch/XLA: the xla profile)
@@ -799,7 +802,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_SGLANG_GRAPH_BS,
                      graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
-    FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,)),
+    FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,),
+                     devices=_XLA_DEVICES),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
                      "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
@@ -890,8 +894,13 @@ def profiles_for(kind: str, vendor: str) -> list[str]:
     return sorted(n for n, p in PROFILES.items() if p.applies_to(kind, vendor))
 
 
+def _device_words(kind: str, vendor: str) -> str:
+    """A device's vendor and kind in words (``NVIDIA gpu``; a Jetson DLA by name)."""
+    return _KIND_NAMES.get((str(kind).lower(), str(vendor).lower())) or f"{vendor} {kind}"
+
+
 def check_profile_device(profile: FrameworkProfile, device: str, kind: str, vendor: str,
-                         where: str = "--framework") -> None:
+                         where: str = "--framework", optional: bool = True) -> None:
     """Refuse ``profile`` on a device it does not run on (a TensorRT engine on a TPU).
 
     Raises
@@ -903,23 +912,34 @@ def check_profile_device(profile: FrameworkProfile, device: str, kind: str, vend
     if profile.applies_to(kind, vendor):
         return
     valid = profiles_for(kind, vendor)
-    raise FrameworkError(f"{where} {profile.name}: does not run on {device} ({vendor} {kind}); got {profile.name!r}, "
+    raise FrameworkError(f"{where} {profile.name}: does not run on {device} ({_device_words(kind, vendor)}); got {profile.name!r}, "
                          f"which runs on {profile.describe_devices()}; expected one of {', '.join(valid) or 'none'} "
-                         f"for this device, or no {where}")
+                         f"for this device" + (f", or no {where}" if optional else ""))
 
 
-def check_profile_hardware(profile: FrameworkProfile, hw: Any, where: str = "--framework") -> None:
-    """Refuse ``profile`` on any device of ``hw``: a device, a system of one device kind (named by the
-    system), or a node of several (each device by its own name); :func:`check_profile_device` per device.
-    The one check behind ``predict``, ``partition``, ``plot``, ``serve`` and training plans."""
+def check_profile_hardware(profile: FrameworkProfile, hw: Any, where: str = "--framework",
+                           optional: bool = True) -> None:
+    """Refuse ``profile`` on ``hw`` (:func:`check_profile_device`): a device or a system of one device kind (named
+    by the system) must run it; a node of several devices (GPU + DLA + CPU) must have at least one that does (the
+    stack runs where it can; the refusal names the node and each device). The one check behind ``predict``,
+    ``partition``, ``plot``, ``serve`` and training plans."""
     devices = getattr(hw, "devices", None)
-    if devices:
-        named = [(getattr(d, "device", d), None) for d in devices]
-    else:
-        named = [(getattr(hw, "device", hw), getattr(hw, "name", None) if hasattr(hw, "device") else None)]
-    for dev, name in named:
+    if not devices:
+        dev = getattr(hw, "device", hw)
         if getattr(dev, "kind", None) is not None:
-            check_profile_device(profile, name or dev.name, dev.kind, dev.vendor, where)
+            name = getattr(hw, "name", None) if hasattr(hw, "device") else None
+            check_profile_device(profile, name or dev.name, dev.kind, dev.vendor, where, optional)
+        return
+    specs = [getattr(d, "device", d) for d in devices]
+    specs = [d for d in specs if getattr(d, "kind", None) is not None]
+    if len({d.name for d in specs}) == 1:  # a node of one device type: that device's own refusal
+        check_profile_device(profile, specs[0].name, specs[0].kind, specs[0].vendor, where, optional)
+    if not specs or any(profile.applies_to(d.kind, d.vendor) for d in specs):
+        return
+    held = ", ".join(dict.fromkeys(f"{d.name} ({_device_words(d.kind, d.vendor)})" for d in specs))
+    raise FrameworkError(f"{where} {profile.name}: runs on no device of {getattr(hw, 'name', 'the node')} ({held}); "
+                         f"got {profile.name!r}, which runs on {profile.describe_devices()}; expected a profile one "
+                         f"of these devices runs" + (f", or no {where}" if optional else ""))
 
 
 #: torch.compile's modes (``torch.compile(model, mode=...)``).

@@ -160,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
         parse_slo(text, where="--slo")
     config = config_from_args(args)
     hw = load_hardware(args.hardware)
+    from workloads.frameworks import check_profile_hardware, get_profile
+
+    # located under the flag (serve always runs a stack: its default is vllm, so "no --framework" is no way out)
+    check_profile_hardware(get_profile(args.framework, where="--framework"), hw, where="--framework", optional=False)
     plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)
     res = simulate_serving(args.model, hw, config, plan)
     if args.csv is not None:

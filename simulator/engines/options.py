@@ -56,9 +56,11 @@ class EvalOptions:
     warm_repeats
         The timed work is the graph run back to back on the same tensors with nothing flushing L2 between
         runs (a benchmark loop such as ``for _ in range(30): torch.mm(a, b)``): where all the graph's tensors
-        fit in L2 together (:func:`simulator.engines.walk.working_set_bytes`), every op reads its inputs from
-        L2, GEMMs included (:attr:`hwmodels.gpu.GemmLaunch.resident_bytes`); writes are still priced to DRAM.
-        Off (default): one cold run.
+        fit in L2 together (:func:`simulator.engines.walk.working_set_bytes`, the whole capacity assumed
+        usable), every op reads its inputs from L2: streaming ops through their L2 bytes and plain matmuls
+        through :attr:`hwmodels.gpu.GemmLaunch.resident_bytes`; convolutions, grouped, quantised and recurrent
+        contractions and attention keep their DRAM operands (no row needs them yet); writes are still priced to
+        DRAM. Needs ``l2_residency``. Off (default): one cold run.
     attention_kernel
         Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
         ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
@@ -248,6 +250,9 @@ SETTINGS: dict[str, Setting] = {
     "power_cap": Setting("power_cap", "bool", doc="stretch ops over the TDP"),
     "tf32": Setting("allow_tf32", "bool", doc="fp32 contractions on TF32 tensor cores"),
     "l2_residency": Setting("l2_residency", "bool", doc="inputs just written are read from L2"),
+    "warm_repeats": Setting("warm_repeats", "bool",
+                            doc="the graph runs again and again on the same tensors with no cache flush: when "
+                                "every distinct tensor fits in L2, inputs (GEMM operands included) come from L2"),
     "eager_framework": Setting("eager_framework", "bool", doc="per-op host overhead of an eager framework"),
     "eager_modules": Setting("eager_modules", "bool",
                              doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
@@ -306,7 +311,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, decode_attention, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, warm_repeats, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, decode_attention, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
 
     """
     values: dict[str, Any] = {}

@@ -275,8 +275,11 @@ def working_set_bytes(graph: OpGraph) -> float:
     sizes: dict[str, float] = {}
     for op in graph:
         if op.kind in VIEW_KINDS:
+            src = op.inputs[0]
+            if src.name not in alias:  # the base itself, at its own size (not the size of a view of it)
+                sizes.setdefault(src.name, float(src.nbytes))
             for t in op.outputs:
-                alias[t.name] = alias.get(op.inputs[0].name, op.inputs[0].name)
+                alias[t.name] = alias.get(src.name, src.name)
             continue
         for t in (*op.inputs, *op.outputs):
             sizes.setdefault(alias.get(t.name, t.name), float(t.nbytes))
@@ -305,7 +308,9 @@ def _walk(graph: OpGraph, opts: EvalOptions, fuse: bool, l2cap: float, modules: 
     op_fields: list[dict[str, Any]] = []
     rate_ops: dict[str, Op] = {}
     # a benchmark loop over the same tensors (EvalOptions.warm_repeats): all of them stay in L2 if they fit
-    warm = bool(getattr(opts, "warm_repeats", False)) and working_set_bytes(graph) <= l2cap
+    # (an ablation with L2 residency off turns this off too: no input is read from L2 then)
+    warm = (bool(getattr(opts, "warm_repeats", False)) and bool(opts.l2_residency)
+            and working_set_bytes(graph) <= l2cap)
 
     def base(name: str) -> str:
         return alias.get(name, name)

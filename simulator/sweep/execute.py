@@ -171,6 +171,8 @@ def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
         d.pop("all_reduce_kernel")
     if d["decode_attention"] == "grouped":  # (likewise)
         d.pop("decode_attention")
+    if not d["warm_repeats"]:  # (likewise)
+        d.pop("warm_repeats")
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 

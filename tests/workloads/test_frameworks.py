@@ -274,3 +274,28 @@ def test_megatron_lm_optimizer_update_carries_the_mixed_precision_passes() -> No
         assert (up.bytes_read, up.bytes_written) == (r * n, w * n)
     fp32 = training_graph(build(cfg, batch=2, seq=128, phase="train", dtype="fp32"))
     assert megatron_optimizer_passes(fp32) is fp32
+
+
+def test_a_node_needs_one_device_that_runs_the_profile():
+    # Jetson AGX Orin: GPU + two DLAs + Arm CPU. TensorRT runs on the GPU and the DLAs (not the CPU) and eager
+    # PyTorch on the GPU and the CPU (not the DLAs): each is accepted for the node; MaxText runs on none of them
+    from hwmodels.node import load_node
+    from workloads.frameworks import PROFILES, FrameworkError, check_profile_hardware
+
+    node = load_node("jetson-agx-orin-64gb")
+    for name in ("tensorrt", "eager", "xla"):
+        check_profile_hardware(PROFILES[name], node)
+    with pytest.raises(FrameworkError, match=r"^--framework maxtext: runs on no device of jetson-agx-orin-64gb "
+                                             r"\(jetson-agx-orin-64gb \(NVIDIA gpu\), orin-dla \(NVIDIA DLA \(Jetson\)\), "
+                                             r"cortex-a78ae-12c \(Arm \(in NVIDIA Orin\) cpu\)\); got 'maxtext'.* or no --framework$"):
+        check_profile_hardware(PROFILES["maxtext"], node)
+
+
+def test_a_dla_is_named_and_refuses_xla():
+    from hwmodels.catalog import load_device
+    from workloads.frameworks import PROFILES, FrameworkError, check_profile_hardware
+
+    with pytest.raises(FrameworkError, match=r"^--framework xla: does not run on orin-dla \(NVIDIA DLA \(Jetson\)\); "
+                                             r".*expected one of tensorrt for this device, or no --framework$"):
+        check_profile_hardware(PROFILES["xla"], load_device("orin-dla"))
+    check_profile_hardware(PROFILES["xla"], load_device("systolic-128x128-bf16"))  # a design point lowers as a TPU

@@ -35,7 +35,8 @@ def _scenario(tmp_path: Path, options: str) -> Path:
 def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     text = "\n".join(["fusion = \"auto\"", "epilogue_fusion = false", "gemv_generated = false", "norm_fusion = true",
                       "cuda_graphs = true",
-                      "power_cap = false", "tf32 = false", "l2_residency = false", "eager_framework = true",
+                      "power_cap = false", "tf32 = false", "l2_residency = false", "warm_repeats = true",
+                      "eager_framework = true",
                       "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\"",
                       "all_reduce_kernel = \"vllm-custom\"", "fp8_activation_scale = \"static\"",
                       "fp8_accumulation = \"split\"", "decode_attention = \"per-query-head\""])
@@ -46,7 +47,7 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     assert (opts.attention_kernel, opts.conv_layout, opts.norm_fusion, opts.all_reduce_kernel) == (
         "flash2", "nchw", True, "vllm-custom")
     assert opts.fp8_activation_scale == "static" and opts.fp8_accumulation == "split"
-    assert opts.decode_attention == "per-query-head"
+    assert opts.decode_attention == "per-query-head" and opts.warm_repeats is True
     assert _eval_options(load_scenario(_scenario(tmp_path, "allow_tf32 = false"))).allow_tf32 is False
 
 
