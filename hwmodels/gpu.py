@@ -230,8 +230,9 @@ FLASH2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 #: Tile families whose ``"flash2"`` launches are FlashAttention-2's CUDA kernels with the tiles above, so each
 #: CTA's edges are priced (:func:`attention_edges_s`): sm80 and later (FlashAttention-2 runs on Ampere, Ada,
 #: Hopper and, compiled for sm_100 from v2.7.4's CUDA 12.8 builds, Blackwell), with the tiles of :func:`flash2_tile`
-#: (compute capability 8.6-8.9 takes its own, ``is_sm8x``). Not Volta/Turing (FlashAttention-2 does not
-#: build for them; their rows run other kernels) nor CDNA (Composable Kernel tiles): not priced there.
+#: (compute capability 8.1-8.9 takes its own, ``is_sm8x``: the A10, L4, L40S and Orin parts of this catalog,
+#: 8.6-8.9). Not Volta/Turing (FlashAttention-2 does not build for them; their rows run other kernels) nor CDNA
+#: (Composable Kernel tiles): not priced there.
 FLASH2_EDGE_FAMILIES = frozenset({"sm80", "sm90", "sm100"})
 
 # Registers a GEMM thread holds besides its accumulators and operand fragments: pointers, indices,

@@ -938,8 +938,9 @@ def check_profile_hardware(profile: FrameworkProfile, hw: Any, where: str = "--f
         return
     held = ", ".join(dict.fromkeys(f"{d.name} ({_device_words(d.kind, d.vendor)})" for d in specs))
     raise FrameworkError(f"{where} {profile.name}: runs on no device of {getattr(hw, 'name', 'the node')} ({held}); "
-                         f"got {profile.name!r}, which runs on {profile.describe_devices()}; expected a profile one "
-                         f"of these devices runs" + (f", or no {where}" if optional else ""))
+                         f"got {profile.name!r}, which runs on {profile.describe_devices()}; expected one of "
+                         f"{', '.join(sorted({n for d in specs for n in profiles_for(d.kind, d.vendor)}))}"
+                         + (f", or no {where}" if optional else ""))
 
 
 #: torch.compile's modes (``torch.compile(model, mode=...)``).

@@ -14,6 +14,7 @@ from simulator.cli.common import (
     check_profile_hardware,
     graph_from_args,
     positive_int,
+    profile_from_args,
 )
 
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(args, node)  # a profile on a device it does not run on: one line, before any work
     graph = graph_from_args(args)
     result = partition(graph, node, objective, max_states=args.max_states or DEFAULT_MAX_STATES,
-                       cuda_graphs=args.cuda_graphs, idle=args.idle)
+                       cuda_graphs=args.cuda_graphs, idle=args.idle, profile=profile_from_args(args))
     if args.csv is not None:
         spec = {d.name: d.device.name for d in node.devices}
         rows = [[i, op, dev, spec.get(dev)] for i, (op, dev) in enumerate(result.placement.items())]

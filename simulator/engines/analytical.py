@@ -41,6 +41,7 @@ from simulator.engines.walk import (
     Walk,
     is_gemv,
     module_call_counts,
+    settle_warm,
     walk_graph,
 )
 from simulator.lowering import KernelCost, LoweringContext, gpu_vector_flops, lower, sfu_ops
@@ -440,6 +441,7 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
                          "model over a plan")
     dev, hw_name, count, fabric = spec_of(system)
     fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
+    opts = settle_warm(graph, opts, l2_capacity(dev))  # a warm loop only where the whole graph fits in L2
     walk = walk_graph(graph, opts, fuse, l2_capacity(dev))
     check_dtype_rates(walk.rate_ops, dev)  # a contraction dtype without a rate is refused before any op is costed
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=collectives_of(system),

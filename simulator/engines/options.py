@@ -324,4 +324,8 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
             raise ValueError(f"{where}.{name}: unknown engine setting; got {value!r}; expected one of "
                              f"{', '.join(SETTINGS)}" + did_you_mean(str(name), tuple(SETTINGS)))
         values[s.field] = _setting_value(s, value, f"{where}.{name}")
-    return dataclasses.replace(base or EvalOptions(), **values, **fields)
+    out = dataclasses.replace(base or EvalOptions(), **values, **fields)
+    if out.warm_repeats and not out.l2_residency:
+        raise ValueError(f"{where}.warm_repeats: got true with l2_residency false; expected l2_residency true (a "
+                         "warm loop reads its inputs from L2), or warm_repeats false")
+    return out

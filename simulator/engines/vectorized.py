@@ -62,7 +62,7 @@ from simulator.engines.analytical import (
     spec_of,
 )
 from simulator.engines.options import EvalOptions
-from simulator.engines.walk import FUSED, VIEW, walk_graph
+from simulator.engines.walk import FUSED, VIEW, settle_warm, walk_graph
 from simulator.lowering import KernelCost, LoweringContext, lower, rule_name_for
 from simulator.lowering.common import check_dtype_rates, kernel_device_s
 from simulator.report import CostReport
@@ -510,6 +510,7 @@ def _vector_gpu(graph: OpGraph, base: DeviceSpec | SystemSpec, cols: dict[str, n
     dev = _array_device(dev0, cols, full) if cols else dev0
     fuse = opts.fusion if opts.fusion is not None else dev0.kind == "tpu"
     l2cap = float(_vec(l2_capacity(dev), n)[0])  # equal over the variants (_structural_paths)
+    opts = settle_warm(graph, opts, l2cap)  # a warm loop only where the whole graph fits in L2
     walk = walk_graph(graph, opts, fuse, l2cap)
     check_dtype_rates(walk.rate_ops, dev0)  # refused before any op is costed, as evaluate does
     ctx = LoweringContext(dev, opts, fabric=fabric, group_size=count, collectives=collectives_of(base),

@@ -286,6 +286,19 @@ def working_set_bytes(graph: OpGraph) -> float:
     return float(sum(sizes.values()))
 
 
+def settle_warm(graph: OpGraph, opts: EvalOptions, l2_capacity_bytes: float) -> EvalOptions:
+    """``opts`` as the engines price ``graph``: ``warm_repeats`` holds only where L2 residency is on and every
+    distinct tensor of the graph fits in L2 together (:func:`working_set_bytes`); otherwise the loop runs as
+    cold as one run, and no rule (a GEMM's operands included) may take residency from the request."""
+    if not getattr(opts, "warm_repeats", False):
+        return opts
+    if opts.l2_residency and working_set_bytes(graph) <= l2_capacity_bytes:
+        return opts
+    import dataclasses
+
+    return dataclasses.replace(opts, warm_repeats=False)
+
+
 def walk_graph(graph: OpGraph, opts: EvalOptions, fuse: bool, l2_capacity_bytes: float) -> Walk:
     """The walk of ``graph`` (:class:`Walk`), computed once per graph object, fusion setting, the
     options the walk reads (L2 residency, epilogue fusion, generated GEMVs, eager module calls) and
@@ -308,9 +321,8 @@ def _walk(graph: OpGraph, opts: EvalOptions, fuse: bool, l2cap: float, modules: 
     op_fields: list[dict[str, Any]] = []
     rate_ops: dict[str, Op] = {}
     # a benchmark loop over the same tensors (EvalOptions.warm_repeats): all of them stay in L2 if they fit
-    # (an ablation with L2 residency off turns this off too: no input is read from L2 then)
-    warm = (bool(getattr(opts, "warm_repeats", False)) and bool(opts.l2_residency)
-            and working_set_bytes(graph) <= l2cap)
+    # (an ablation with L2 residency off turns this off too: no input is read from L2 then; settle_warm)
+    warm = bool(settle_warm(graph, opts, l2cap).warm_repeats)
 
     def base(name: str) -> str:
         return alias.get(name, name)

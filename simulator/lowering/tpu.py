@@ -468,8 +468,9 @@ def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
     The forward (``flash_attention_kernel`` of jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
     as the 2023 ``flash_attention.py`` kernel) runs, for each ``bkv_compute`` chunk of a grid step, ``qk =
     dot_general(q, k)``, ``qk.max(axis=-1)``, ``exp(qk - m_next)`` and its row sum, then ``dot_general(s_curr, v)``:
-    a chain with no array work independent of the softmax (the row max needs every score of the chunk, ``P V``
-    needs ``P``). The chunks of one step are an unrolled ``fori_loop``, but every MaxText workload of the training
+    a chain with no array work independent of the softmax at the kernel's code granularity (a row's max needs every
+    score of that row, ``P V`` needs ``P``; whether Mosaic pipelines row blocks inside a step is not known, so the
+    serial sum is an upper bound, docs/tpu.md). The chunks of one step are an unrolled ``fori_loop``, but every MaxText workload of the training
     dataset sets ``sa_block_kv_compute`` equal to ``sa_block_kv`` (512 both in ``configs/base.yml``, 2,048 in the
     Llama 3.1 workloads, 1,024 in Gemma 3's), one chunk a step, and the grid's steps run one after another ("the
     grid is generally not processed in parallel, but sequentially", JAX ``docs/pallas/tpu/details.rst``; only the

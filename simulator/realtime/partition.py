@@ -206,11 +206,13 @@ def _cost_on_device(graph: OpGraph, spec: Any, opts: Any) -> tuple[list[float], 
     return times, energies, reasons, notes
 
 
-def cost_table(graph: OpGraph, node: NodeSpec, *, cuda_graphs: bool = False) -> CostTable:
+def cost_table(graph: OpGraph, node: NodeSpec, *, cuda_graphs: bool = False, profile: Any = None) -> CostTable:
     """Cost every op of ``graph`` on every device of ``node`` (see the module docstring).
 
     ``cuda_graphs``: ops are replayed from a recorded graph (a CUDA graph, a DLA loadable, an XLA
     program), so each pays ``efficiency.graph_launch_overhead_s`` instead of ``launch_overhead_s``.
+    ``profile``: a software stack (:class:`workloads.frameworks.FrameworkProfile`); a device it does not run
+    on (eager PyTorch on a DLA) takes no op, as a device that cannot run an op.
     """
     opts = _options(cuda_graphs)
     n, nd = len(graph), len(node.devices)
@@ -219,6 +221,11 @@ def cost_table(graph: OpGraph, node: NodeSpec, *, cuda_graphs: bool = False) -> 
     reasons: dict[tuple[str, str], str] = {}
     notes: list[str] = []
     for k, dev in enumerate(node.devices):
+        if profile is not None and not profile.applies_to(dev.spec.kind, dev.spec.vendor):
+            time_s[:, k] = dyn[:, k] = np.inf
+            reasons.update({(o.name, dev.name): f"the {profile.name} stack does not run on {dev.spec.name}"
+                            for o in graph})
+            continue
         t, e, why, nts = _cost_on_device(graph, dev.spec, opts)
         time_s[:, k] = t
         dyn[:, k] = e
@@ -870,7 +877,7 @@ def _single_devices(prob: PartitionProblem, idle: str = "used") -> dict[str, dic
 
 def partition(graph: OpGraph, node: NodeSpec, objective: str = "latency", *,
               max_states: int = DEFAULT_MAX_STATES, costs: CostTable | None = None,
-              cuda_graphs: bool = False, idle: str = "used") -> PartitionResult:
+              cuda_graphs: bool = False, idle: str = "used", profile: Any = None) -> PartitionResult:
     """Place the ops of ``graph`` on the devices of ``node`` to minimise latency or energy, or to
     maximise pipelined throughput (see the module docstring for the model and what is exact).
 
@@ -883,7 +890,7 @@ def partition(graph: OpGraph, node: NodeSpec, objective: str = "latency", *,
     if idle not in IDLE_POLICIES:
         raise PartitionError(f"--idle: unknown policy; got {idle!r}; expected one of {', '.join(IDLE_POLICIES)}"
                              f"{did_you_mean(str(idle), IDLE_POLICIES)}")
-    prob = build_problem(graph, node, costs or cost_table(graph, node, cuda_graphs=cuda_graphs))
+    prob = build_problem(graph, node, costs or cost_table(graph, node, cuda_graphs=cuda_graphs, profile=profile))
     c = prob.costs
     singles = _single_devices(prob, idle)
     unsupported: dict[str, dict[str, str]] = {}

@@ -287,7 +287,7 @@ def test_a_node_needs_one_device_that_runs_the_profile():
         check_profile_hardware(PROFILES[name], node)
     with pytest.raises(FrameworkError, match=r"^--framework maxtext: runs on no device of jetson-agx-orin-64gb "
                                              r"\(jetson-agx-orin-64gb \(NVIDIA gpu\), orin-dla \(NVIDIA DLA \(Jetson\)\), "
-                                             r"cortex-a78ae-12c \(Arm \(in NVIDIA Orin\) cpu\)\); got 'maxtext'.* or no --framework$"):
+                                             r"cortex-a78ae-12c \(Arm \(in NVIDIA Orin\) cpu\)\); got 'maxtext', .*; expected one of compile, .*tensorrt.*, or no --framework$"):
         check_profile_hardware(PROFILES["maxtext"], node)
 
 

@@ -85,3 +85,26 @@ def test_discrete_event_engine_prices_the_loop_the_same():
     des_warm = simulator.simulate(g, dev, warm, streams=2).totals.latency_s
     assert des_warm == pytest.approx(evaluate(g, dev, warm).totals.latency_s, rel=1e-9)
     assert des_warm < simulator.simulate(g, dev, cold, streams=2).totals.latency_s
+
+
+def test_a_graph_over_l2_is_priced_cold_in_every_op():
+    # GPT-2 on the L4 (a working set of hundreds of MB against 48 MB of L2): the request changes nothing, not
+    # even the GEMMs fed by the previous kernel's outputs (which the walk holds as resident either way)
+    from simulator.engines.walk import working_set_bytes
+
+    g, dev = load_workload("gpt2"), load_device("l4")
+    assert working_set_bytes(g) > 48e6
+    cold, warm = evaluate(g, dev, EvalOptions()), evaluate(g, dev, EvalOptions(warm_repeats=True))
+    assert [r.time_s for r in warm.records] == [r.time_s for r in cold.records]
+    # and a warm request with L2 residency switched off is a cold run too
+    g1 = load_workload("gemm:m=2048,n=2048,k=2048", dtype="fp16")
+    off = EvalOptions(warm_repeats=True, l2_residency=False)
+    assert evaluate(g1, dev, off).totals.latency_s == evaluate(g1, dev, EvalOptions(l2_residency=False)).totals.latency_s
+
+
+def test_a_warm_loop_without_l2_residency_is_refused_as_a_setting():
+    from simulator.engines.options import options_from_settings
+
+    with pytest.raises(ValueError, match=r"^options\.warm_repeats: got true with l2_residency false; expected "):
+        options_from_settings({"warm_repeats": True, "l2_residency": False})
+    assert options_from_settings({"warm_repeats": True}).warm_repeats

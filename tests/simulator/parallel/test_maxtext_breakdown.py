@@ -60,7 +60,7 @@ def test_pair_split_needs_two_measured_steps_with_different_gemm_times(a, b):
 
 def test_gpt3_bf16_and_int8_rows_on_v6e_lack_time_outside_their_gemms():
     # train-126 (bf16, 17.18 s measured) and train-127 (AQT int8, 14.25 s) on v6e-256: the int8 step's GEMMs are
-    # priced at half the bf16 ones, yet it lacks more time (6.0 s against 5.4 s), so no factor above 1 on the
+    # priced at half the bf16 ones, yet it lacks more time (5.87 s against 5.30 s), so no factor above 1 on the
     # GEMM time (a lower sustained MXU clock, a worse tile efficiency) can be the missing cost; what both lack
     # exceeds every FSDP collective of the bf16 step (2.9 s) counted serial
     from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown

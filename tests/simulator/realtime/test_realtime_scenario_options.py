@@ -35,7 +35,7 @@ def _scenario(tmp_path: Path, options: str) -> Path:
 def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     text = "\n".join(["fusion = \"auto\"", "epilogue_fusion = false", "gemv_generated = false", "norm_fusion = true",
                       "cuda_graphs = true",
-                      "power_cap = false", "tf32 = false", "l2_residency = false", "warm_repeats = true",
+                      "power_cap = false", "tf32 = false", "l2_residency = true", "warm_repeats = true",
                       "eager_framework = true",
                       "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\"",
                       "all_reduce_kernel = \"vllm-custom\"", "fp8_activation_scale = \"static\"",
@@ -43,7 +43,7 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
     assert {line.split(" = ")[0] for line in text.splitlines()} == set(engine_options.SETTINGS)
     opts = _eval_options(load_scenario(_scenario(tmp_path, text)))
     assert (opts.fusion, opts.cuda_graphs, opts.allow_tf32, opts.l2_residency, opts.eager_framework) == \
-        (None, True, False, False, True)
+        (None, True, False, True, True)
     assert (opts.attention_kernel, opts.conv_layout, opts.norm_fusion, opts.all_reduce_kernel) == (
         "flash2", "nchw", True, "vllm-custom")
     assert opts.fp8_activation_scale == "static" and opts.fp8_accumulation == "split"
