@@ -559,6 +559,11 @@ class FrameworkProfile:
         Rows of one m tile of the stack's MoE grouped matmul when every expert's group of rows starts a new
         pass over a tile (MaxText's Megablox ``gmm``: ``tile_batch_seq``); 0: not modelled (rows priced as
         evenly shared by the active experts).
+    grouped_gemm_tile_cols
+        Columns of one n tile of that grouped matmul (MaxText's Megablox ``gmm``: ``tile_mlp_dim`` for the
+        up-projection's calls, ``tile_embed_dim`` for the down-projection's, both 1024 in ``configs/base.yml``
+        and in every MoE workload of the training dataset), the kernel's only grid axis marked ``"parallel"``
+        and so the one split over a megacore's TensorCores; 0: not modelled.
     grouped_gemm
         How the stack runs an MoE layer's grouped GEMM (:data:`GROUPED_GEMM_MODES`): ``"fused"`` (one kernel
         over every local expert, the default) or ``"per_expert"`` (one GEMM kernel per local expert, issued
@@ -630,6 +635,7 @@ class FrameworkProfile:
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     collective_overlap: bool = True
     grouped_gemm_tile_rows: int = 0
+    grouped_gemm_tile_cols: int = 0
     grouped_gemm: str = "fused"
     grouped_gemm_streams: int = 0
     grouped_gemm_source: str = ""
@@ -841,18 +847,20 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512),
+                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
+                     grouped_gemm_tile_cols=1024),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
-                     tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512),
+                     tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
+                     grouped_gemm_tile_cols=1024),
     FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
                      "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
                      "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_SERIAL, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
-                     grouped_gemm_tile_rows=512),
+                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024),
 )}
 
 #: Other spellings people use for the same stacks.

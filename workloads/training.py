@@ -780,7 +780,8 @@ def _bwd_grouped(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Tens
     (dy,) = dys
     assert dy is not None
     x, w = op.inputs
-    attrs = {k: op.attrs[k] for k in ("tokens", "experts_active", "tile_rows", "per_expert_streams") if k in op.attrs}
+    keys = ("tokens", "experts_active", "tile_rows", "tile_cols", "column_calls", "per_expert_streams")
+    attrs = {k: op.attrs[k] for k in keys if k in op.attrs}
     need = _needs(d, op)
     gx = d.emit("grouped_matmul_bwd_data", [dy, d.R(w)], f"{op.name}.bwd_data", op.group, out=[d.hint(x)],
                 **attrs)[0] if need[0] else None

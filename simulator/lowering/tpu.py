@@ -373,8 +373,35 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:
         m, n, k = a.shape[2], b.shape[2], rows
-    return _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
+    cost = _contraction(ctx, active, m, n, k, dtype=op.dtype.value, in_bytes=element_bytes(a.dtype),
                         out_bytes=element_bytes(op.outputs[0].dtype), rule="mxu-grouped-gemm", op=op)
+    # a gated up-projection's w0 and w1 are two gmm calls of half the columns (their dlhs keep the full width)
+    calls = 1 if op.kind == "grouped_matmul_bwd_data" else max(1, int(op.attrs.get("column_calls", 1)))
+    split = megacore_tile_split(n // calls, int(op.attrs.get("tile_cols", 0)), ctx.device.compute.units)
+    return cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
+
+
+def megacore_tile_split(n: int, tile_n: int, cores: int) -> float:
+    """Factor on a Megablox grouped matmul's array time when its ``ceil(n / tile_n)`` output-column tiles are
+    the only grid axis split over the chip's ``cores`` TensorCores: the busiest core takes
+    ``ceil(tiles / cores)`` of them where an even share is ``tiles / cores``.
+
+    The kernel's grid is ``(tiles_n, num_active_tiles, tiles_k)`` with ``dimension_semantics=("parallel",
+    "arbitrary", "arbitrary")`` (``gmm``), and ``tgmm``'s ``(tiles_n, tiles_k, num_active_tiles)`` the same
+    (src/MaxText/kernels/megablox/backend.py @ 3eb77db3c); a ``"parallel"`` grid axis is what Pallas splits
+    over a megacore's two TensorCores ("TPUs in Megacore configuration", JAX docs/pallas/tpu/pipelining.md).
+    The backward ``gmm`` (``dlhs``) and ``tgmm`` take the forward call's tiling (megablox/ops.py ``_gmm_bwd``),
+    so their n tile is the forward's ``tn`` over their own output width.
+
+    >>> megacore_tile_split(7168, 1024, 2)   # 7 tiles: 4 on one core where 3.5 is the even share
+    1.1428571428571428
+    >>> megacore_tile_split(2048, 1024, 2), megacore_tile_split(5120, 1024, 1)
+    (1.0, 1.0)
+    """
+    if tile_n <= 0 or cores <= 1:
+        return 1.0
+    tiles = -(-n // tile_n)
+    return (-(-tiles // cores)) * cores / tiles if tiles > 1 else float(cores)
 
 
 @register_rule("tpu", "conv1d", "conv2d", "conv1d_bwd_data", "conv2d_bwd_data", "conv1d_bwd_weight",

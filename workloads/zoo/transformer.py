@@ -463,6 +463,7 @@ class _Build:
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
         self.gmm_tile_rows = int(prof.grouped_gemm_tile_rows) if prof else 0
+        self.gmm_tile_cols = int(prof.grouped_gemm_tile_cols) if prof else 0  # its n tile (megacore split)
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
@@ -866,6 +867,8 @@ class _Build:
         dedup = {} if cfg.moe_dispatch != "deepep" else dict(zip(DEDUP_ATTRS, (
             t, e, k, cfg.moe_routing, h.nbytes // t), strict=True))  # sizes as DeepEP sends them (dispatch_copies)
         tiles = {"tile_rows": self.gmm_tile_rows} if self.gmm_tile_rows else {}  # Megablox's tile visits
+        if self.gmm_tile_cols:
+            tiles["tile_cols"] = self.gmm_tile_cols
         if self.gmm_streams:  # one GEMM per local expert, round-robin on the streams (TE multi_stream_cublas_gemm)
             tiles = {**tiles, "per_expert_streams": self.gmm_streams}
         with b.group("moe"):
@@ -878,8 +881,9 @@ class _Build:
                            **after)
                 buf = self.sort_by_local_expert(buf, ep, le, cap, d)
             n1 = 2 * ff if cfg.gated else ff
+            calls = {"column_calls": 2} if cfg.gated and "tile_cols" in tiles else {}  # Megablox: w0, w1 apart
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
-                       tokens=routed, experts_active=active_local, **tiles)
+                       tokens=routed, experts_active=active_local, **tiles, **calls)
             if cfg.gated:
                 gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")

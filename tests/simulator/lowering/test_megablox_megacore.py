@@ -1,0 +1,88 @@
+"""MaxText's Megablox grouped matmul on a megacore chip: only the output-column tiles are split over the two
+TensorCores (``gmm`` and ``tgmm`` grids with ``dimension_semantics=("parallel", "arbitrary", "arbitrary")``,
+src/MaxText/kernels/megablox/backend.py @ 3eb77db3c), so an odd tile count leaves one core a tile more."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hwmodels.catalog import load_device
+from simulator.engines.analytical import EvalOptions
+from simulator.lowering.common import LoweringContext, lower
+from simulator.lowering.tpu import megacore_tile_split
+from workloads.dtypes import DType
+from workloads.ir import Attrs, Op, TensorSpec
+
+BF16 = DType("bf16")
+# DeepSeek-V3 on one v5p chip (train-132): 6 x 8192 tokens x top-8 = 393,216 rows over 256 experts,
+# d_model 7168, expert width 2048 (w0 and w1 fused as the graph's 4096-wide up-projection)
+E, ROWS, D, FF = 256, 1536, 7168, 2048
+BASE = {"tokens": E * ROWS, "experts_active": E, "tile_rows": 512}
+
+
+def _op(kind: str, a: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], **attrs: int) -> Op:
+    return Op(f"moe.{kind}", kind, (TensorSpec("a", a, BF16), TensorSpec("w", w, BF16)),
+              (TensorSpec("y", out, BF16),), Attrs({**BASE, **attrs}), "moe")
+
+
+def _ratio(op: Op, device: str) -> float:
+    """Array time of ``op`` with its n tile over the time without it (the even split over the cores)."""
+    ctx = LoweringContext(load_device(device), EvalOptions())
+    bare = dataclasses.replace(op, attrs=Attrs({k: v for k, v in op.attrs.items() if k != "tile_cols"}))
+    return lower(op, ctx).compute_s / lower(bare, ctx).compute_s
+
+
+def test_split_factor_by_hand():
+    # 7 tiles of 1024 over 7168 columns: 4 on one core where 3.5 is the even share; Llama 4's 5120: 3 of 5
+    assert megacore_tile_split(7168, 1024, 2) == pytest.approx(8 / 7)
+    assert megacore_tile_split(5120, 1024, 2) == pytest.approx(6 / 5)
+    assert megacore_tile_split(2048, 1024, 2) == megacore_tile_split(4096, 1024, 2) == 1.0
+    assert megacore_tile_split(1024, 1024, 2) == 2.0  # one tile: the second core idle
+    assert megacore_tile_split(7168, 1024, 1) == megacore_tile_split(7168, 0, 2) == 1.0
+
+
+def test_deepseek_v3_expert_gemms_on_v5p():
+    """Which of the six expert GEMMs of a layer have an odd tile count on v5p: the down-projection's forward
+    (n = d_model), the up-projection's dlhs (n = d_model: the backward gmm keeps the forward's tn) and the
+    down-projection's weight gradient (tgmm, n = d_model); the up-projection's forward and tgmm run w0 and w1
+    as two calls of 2048 columns, two tiles each."""
+    up = (E, ROWS, D), (E, D, 2 * FF), (E, ROWS, 2 * FF)
+    down = (E, ROWS, FF), (E, FF, D), (E, ROWS, D)
+    cols = {"tile_cols": 1024}
+    assert _ratio(_op("grouped_matmul", *down, **cols), "tpu-v5p") == pytest.approx(8 / 7)
+    assert _ratio(_op("grouped_matmul", *up, **cols, column_calls=2), "tpu-v5p") == pytest.approx(1.0)
+    # dlhs of the up-projection: dy (E, rows, 2ff) against w_in, output d_model columns
+    dlhs = _op("grouped_matmul_bwd_data", up[2], up[1], up[0], **cols, column_calls=2)
+    assert _ratio(dlhs, "tpu-v5p") == pytest.approx(8 / 7)
+    # tgmm: x^T dy per expert, n the weight's last axis
+    dw_down = _op("grouped_matmul_bwd_weight", down[0], down[2], down[1], **cols)
+    dw_up = _op("grouped_matmul_bwd_weight", up[0], up[2], up[1], **cols, column_calls=2)
+    assert _ratio(dw_down, "tpu-v5p") == pytest.approx(8 / 7)
+    assert _ratio(dw_up, "tpu-v5p") == pytest.approx(1.0)
+
+
+def test_one_core_chips_split_nothing():
+    # v5e and v6e have one TensorCore a chip: the same down-projection is priced as before
+    down = (E, ROWS, FF), (E, FF, D), (E, ROWS, D)
+    for device in ("tpu-v5e", "tpu-v6e"):
+        assert _ratio(_op("grouped_matmul", *down, tile_cols=1024), device) == pytest.approx(1.0)
+
+
+def test_maxtext_graph_carries_the_tile_to_the_backward():
+    """The maxtext profiles build the experts' grouped matmuls with tn = 1024 (tile_mlp_dim / tile_embed_dim of
+    configs/base.yml @ 3eb77db3c), the gated up-projection as two column calls, and the derived backward ops
+    keep both; a GPU stack sets neither."""
+    from workloads.training import training_graph
+    from workloads.zoo.transformer import build, zoo_config
+
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=1)
+    for framework, tile in (("maxtext", 1024), ("megatron-core", None)):
+        fwd = build(cfg, batch=1, seq=512, phase="train", name="m", framework=framework)
+        g = training_graph(fwd)
+        gmm = {op.name.split("moe.")[-1]: op for op in g.ops if op.kind.startswith("grouped_matmul")}
+        assert len(gmm) >= 6 and all(op.attrs.get("tile_cols") == tile for op in gmm.values())
+        calls = 2 if tile else None
+        assert all(op.attrs.get("column_calls") == calls for n, op in gmm.items() if n.startswith("experts_in"))
+        assert all("column_calls" not in op.attrs for n, op in gmm.items() if n.startswith("experts_out"))
