@@ -332,7 +332,9 @@ class EfficiencySpec:
     )
     launch_overhead_s: float = spec_field("s", "host-side launch + kernel start/finish cost per kernel")
     graph_launch_overhead_s: float = spec_field(
-        "s", "per-kernel cost when launched from a captured CUDA graph"
+        "s", "per-kernel cost when launched from a captured CUDA graph: the floor of a kernel's time, the period "
+        "of a graph-replayed chain of tiny dependent kernels on the chip (device time included), taken as the "
+        "larger of it and the kernel's work plus kernel_device_time_s, never added to them"
     )
     framework_op_overhead_s: float = spec_field(
         "s",

@@ -1,4 +1,5 @@
-"""Per-kernel device time (``efficiency.kernel_device_time_s``) recomputed from the measurements it cites.
+"""Per-kernel device time (``efficiency.kernel_device_time_s``) and the CUDA/HIP-graph floor
+(``efficiency.graph_launch_overhead_s``) recomputed from the measurements they cite.
 
 RRZE-HPC/gpu-benches @ 1038c5d gpu-small-kernels: 30,000 dependent SCALE kernels on 4,096 doubles (65,536 B
 read + written per kernel), queued back to back in one stream or replayed as one graph; the first row of
@@ -6,6 +7,8 @@ each result file gives GB/s of 65,536 B per kernel at the best block size.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -44,18 +47,60 @@ def test_hopper_figure_agrees_with_the_h200_graph_chain() -> None:
     assert abs(h100 / per_kernel_s(52) - 1) < 0.05
 
 
-def test_the_graph_floor_not_the_device_time_sets_a_tiny_kernel_on_the_a100() -> None:
-    """In graph replay the A100 runs the chain at 1.337 us a kernel; the model prices the same kernel at
-    its modelled work plus the device time, under the graph floor (2.5 us): the floor is the larger, so
-    the model is above the measurement, never below it."""
-    dev = load_device("a100-sxm4-80gb")
+@pytest.mark.parametrize(("name", "floor_s"), [
+    # RRZE graph files, first row, best block size (GB/s of 65,536 B per kernel)
+    ("a100-sxm4-80gb", per_kernel_s(49)), ("a100-pcie-40gb", per_kernel_s(49)),  # a100_80_graph.txt (GA100)
+    ("a10", per_kernel_s(60)),  # a40_graph.txt (GA102, the A10's die)
+    ("l40s", per_kernel_s(70)), ("l4", per_kernel_s(70)),  # l40_graph.txt (AD102; no AD104 figure)
+    ("mi210", per_kernel_s(32)), ("mi250x", per_kernel_s(32)),  # mi210_graph.txt (CDNA2, HIP graph)
+    # Hazy Research: a no-work kernel under CUDA graphs on an H100; ahrefs/ocannl #488: (82.9 - 19.4) us over
+    # (117 - 8) no-op kernels on an RTX 5070 Ti; Constant Time Launch blog: (567 - 53) us over (1025 - 100) nodes
+    ("h100-sxm5-80gb", 1.3e-6), ("h200-sxm-141gb", 1.3e-6), ("b200", (82.9 - 19.4) / 109 * 1e-6),
+    ("jetson-orin-nano", (567 - 53) / 925 * 1e-6), ("jetson-agx-orin-64gb", (567 - 53) / 925 * 1e-6),
+    # no chain measured on the chip: Volta and Turing take the GA100 chain, CDNA3 the CDNA2 one
+    ("v100-sxm2-32gb", per_kernel_s(49)), ("t4", per_kernel_s(49)), ("mi300x", per_kernel_s(32)),
+])
+def test_the_graph_floor_is_the_chips_graph_replayed_chain(name: str, floor_s: float) -> None:
+    assert load_device(name).efficiency.graph_launch_overhead_s == pytest.approx(floor_s, rel=5e-3)
+
+
+def test_the_h200_chain_agrees_with_the_hopper_floor() -> None:
+    # h200_graph.txt, first row: 52 GB/s = 1.26 us against the H100's 1.3 us the Hopper floor takes
+    assert abs(load_device("h200-sxm-141gb").efficiency.graph_launch_overhead_s / per_kernel_s(52) - 1) < 0.04
+
+
+def _scale_kernel(name: str, cuda_graphs: bool) -> tuple[float, float, object]:
+    """(priced time, device time, efficiency) of one SCALE-sized kernel: the device time is its modelled work and
+    latency plus ``kernel_device_time_s``, priced with both launch floors at 0."""
+    dev = load_device(name)
     g = build_micro("elementwise:numel=4096,op=relu", dtype="fp64")  # 32 kB in, 32 kB out, as SCALE
-    rec = evaluate(g, dev, EvalOptions(cuda_graphs=True)).records[0]
-    work = max(rec.compute_s, rec.memory_s)
-    assert work + dev.efficiency.kernel_device_time_s < dev.efficiency.graph_launch_overhead_s
-    assert rec.time_s == pytest.approx(dev.efficiency.graph_launch_overhead_s)
-    assert rec.time_s > per_kernel_s(49)
+    opts = EvalOptions(cuda_graphs=cuda_graphs)
+    bare = dataclasses.replace(dev, efficiency=dataclasses.replace(
+        dev.efficiency, graph_launch_overhead_s=0.0, launch_overhead_s=0.0))
+    return evaluate(g, dev, opts).records[0].time_s, evaluate(g, bare, opts).records[0].time_s, dev.efficiency
+
+
+def test_where_the_device_time_is_the_chain_the_floor_adds_nothing() -> None:
+    """On the A100 the floor and the device time are the same measurement (1.337 us a kernel): the kernel is
+    priced at its modelled work plus the device time, never at floor plus device time; that sum is above the
+    measured period (the modelled work and latency of an L2-resident 64 kB kernel, 0.84 us, come on top)."""
+    t, device, eff = _scale_kernel("a100-sxm4-80gb", cuda_graphs=True)
+    assert eff.graph_launch_overhead_s == pytest.approx(eff.kernel_device_time_s)
+    assert device > eff.kernel_device_time_s
+    assert t == pytest.approx(device)
+    assert t < eff.graph_launch_overhead_s + eff.kernel_device_time_s
+    assert t > per_kernel_s(49)
     # from a stream the chain runs at 25 GB/s (2.62 us a kernel); the model's eager launch floor is 5 us
-    eager = evaluate(g, dev, EvalOptions()).records[0]
-    assert eager.time_s == pytest.approx(dev.efficiency.launch_overhead_s)
-    assert eager.time_s > per_kernel_s(25)
+    eager, _, _ = _scale_kernel("a100-sxm4-80gb", cuda_graphs=False)
+    assert eager == pytest.approx(eff.launch_overhead_s)
+    assert eager > device
+    assert eager > per_kernel_s(25)
+
+
+def test_where_the_device_time_is_a_gap_the_floor_sets_a_tiny_kernel() -> None:
+    """The V100's device time is a gap beyond a profiled kernel (0.5 us), below the assumed floor (the GA100
+    chain): the V100's SCALE kernel takes the floor exactly, not the floor plus anything."""
+    t, device, eff = _scale_kernel("v100-sxm2-32gb", cuda_graphs=True)
+    assert eff.kernel_device_time_s < device < eff.graph_launch_overhead_s
+    assert t == pytest.approx(eff.graph_launch_overhead_s)
+    assert t == pytest.approx(per_kernel_s(49), rel=2e-3)

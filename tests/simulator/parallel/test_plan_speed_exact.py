@@ -167,7 +167,9 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (decode-fused and generate re-recorded when NCCL's one-node rings and trees were ranked by NCCL's own
     # estimate, hwmodels.collectives tuner.tree: the 8x H100 tensor-parallel all_reduces of 8-512 KiB run NCCL's
     # ring LL on its few channels instead of the model's faster tree, decode-fused 12.40 -> 13.03 ms)
-    "decode-fused": (0.013032170953854744, 34.486675484526174, 20519179264.0, 'abfd442f233444e9', '24d5b8358bbba977'),
+    # (decode-fused re-recorded when the CUDA-graph floor became the Hopper chip's measured 1.3 us a tiny kernel,
+    # efficiency.graph_launch_overhead_s, for a 2.5 us derivation: 13.03 -> 12.89 ms)
+    "decode-fused": (0.012893405534152533, 34.30949979665036, 20519179264.0, '3fbab9b58c42a78b', 'f0774d44d3a89803'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
