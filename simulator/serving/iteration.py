@@ -214,6 +214,13 @@ class IterationPricer:
                        replace(self.options, fusion=False))
         return sum(float(r.time_s) for r in rep.records), sum(float(r.energy_j) for r in rep.records)
 
+    def eager_decode(self, batch: int) -> bool:
+        """Whether a decode-only step of ``batch`` sequences runs the model eagerly on a stack that replays
+        graphs for decode-only batches (a prefill pricer): above its largest captured batch no graph exists
+        (SGLang 0.3.0 ``CudaGraphRunner.can_run``: ``bs <= max_bs``, else ``ModelRunner.forward_decode`` calls
+        the module), so the prefill pricer's eager options price it."""
+        return self.prefill_pricer is not None and bool(self.graph_sizes) and batch > self.graph_sizes[-1]
+
     def padded(self, batch: int) -> int:
         """The batch a decode-only step of ``batch`` sequences replays (the captured graph sizes)."""
         from workloads.serving import graph_batch
@@ -285,8 +292,9 @@ class IterationPricer:
         decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
         ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
         position sampled), and ``sampled`` other sequences sampling a token (the LM head rows). With prompt
-        chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration."""
-        if chunks and self.prefill_pricer is not None:
+        chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration, and a decode-only
+        one above the largest captured graph (:meth:`eager_decode`)."""
+        if self.prefill_pricer is not None and (chunks or (verify == 1 and self.eager_decode(decodes))):
             return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify)
         tokens = decodes * verify + sum(q for q, _ in chunks)
         if not chunks and verify == 1:
@@ -362,6 +370,8 @@ class IterationPricer:
 
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""
+        if self.eager_decode(batch):
+            return self.prefill_pricer.decode_fixed(batch)  # type: ignore[union-attr]
         hit = self._memo.get(("f", batch))
         if hit is None:
             t, e = self.dense(self.padded(batch))
@@ -373,6 +383,8 @@ class IterationPricer:
         """The piece of the decode attention line around mean ``context``: (upper context bound, s at
         ``context``, s per unit of context, J at ``context``, J per unit of context); valid while the
         mean context stays below the bound."""
+        if self.eager_decode(batch):
+            return self.prefill_pricer.decode_segment(batch, context)  # type: ignore[union-attr]
         lo, hi = bucket_bounds(context)
         if hi == lo:
             hi = bucket_bounds(lo + 0.5)[1]

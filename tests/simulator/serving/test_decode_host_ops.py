@@ -66,3 +66,23 @@ def test_a_set_iteration_host_time_replaces_it() -> None:
     assert _decode_host(ServeConfig(framework="sglang-0.3"), prof) == (26, 6)
     assert _decode_host(ServeConfig(framework="sglang-0.3", iteration_host_s=1e-3), prof) == (0, 0)
     assert _pricer("sglang-0.3", iteration_host_s=1e-3).decode_host_time() == 0.0
+
+
+def test_a_decode_batch_above_the_largest_graph_runs_eagerly() -> None:
+    """SGLang 0.3.0 replays a graph only up to its largest captured batch (``CudaGraphRunner.can_run``: 160);
+    above it ``ModelRunner.forward_decode`` calls the module, priced as the eager prompt iterations are."""
+    p = _pricer("sglang-0.3")
+    assert p.graph_sizes[-1] == 160
+    assert not p.eager_decode(160) and p.eager_decode(161)
+    eager = p.prefill_pricer
+    assert p.decode_fixed(161) == eager.decode_fixed(161)
+    assert p.decode_segment(161, 450.0) == eager.decode_segment(161, 450.0)
+    assert p.iteration([], 161, 450.0, 161) == eager.iteration([], 161, 450.0, 161)
+    assert p.iteration([], 160, 450.0, 160) != eager.iteration([], 160, 450.0, 160)
+    # eager dispatch (20 us a framework op) costs more than the graph's 2.5 us a kernel: one more sequence past
+    # the last graph lengthens the step by more than the 554.8 us of host ops it no longer pays
+    assert p.decode_fixed(161)[0] > p.decode_fixed(160)[0] + 1e-3
+    # vLLM V0 captures up to 256 (its default max_num_seqs); TensorRT-LLM's PyTorch backend lists no sizes
+    v0 = _pricer("vllm-v0")
+    assert not v0.eager_decode(256) and v0.eager_decode(257)
+    assert not _pricer("trt-llm-pytorch").eager_decode(10_000)
