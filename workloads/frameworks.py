@@ -314,6 +314,23 @@ _SGLANG_03_HOST = ("0.0101 ms per sequence of every iteration, exposed (SGLang <
                    "The source does not separate a fixed per-iteration part (at the run's batches of hundreds it is "
                    "lost in the per-sequence term): 0, not modelled. Measured on the PR's normal loop (v0.3.4 era), not "
                    "at the v0.3.0 tag")
+#: SGLang 0.3.0's decode step outside its captured graph, counted in the sglang==0.3.0 wheel (python/sglang/srt).
+_SGLANG_03_DECODE_HOST = (
+    "26 eager ops and 6 host synchronisations a decode step, counted in the sglang==0.3.0 wheel (python/sglang/srt); "
+    "ModelTpServer.forward_decode_batch (managers/tp_worker.py) runs them serially with the GPU: "
+    "ScheduleBatch.prepare_for_decode (managers/schedule_batch.py): torch.tensor(input_ids, device='cuda'), "
+    "seq_lens.add_(1), seq_lens - 1 and the req_to_token index assignment (4 ops); CudaGraphRunner.replay "
+    "(model_executor/cuda_graph_runner.py): on a padded batch seq_lens.zero_(), position_ids_offsets.fill_(1), "
+    "out_cache_loc.zero_() (3) and five input copies (5); update_flashinfer_indices "
+    "(model_executor/forward_batch_info.py): torch.zeros, torch.cumsum, the kv_indptr[1:] assignment, the "
+    "create_flashinfer_kv_indices_triton launch and torch.ones (5), and torch.empty(kv_indptr[-1]), whose size "
+    "is read from the device (1 sync); FlashInfer 0.1's CUDAGraphBatchDecodeWithPagedKVCacheWrapper.begin_forward: "
+    "three copies into its buffers and the planning call (4), which plans on the host (1 sync); "
+    "SamplingBatchInfo.inplace_assign: three copies (3); torch.cuda.synchronize() before and after "
+    "graph.replay() (2 syncs); then ScheduleBatch.check_sample_results' torch.all and its truth value (1 op, "
+    "1 sync) and next_token_ids.tolist() (1 op, 1 sync). Views, slices and the per-request Python (inside "
+    "iteration_host_per_seq_s) are not counted; nor, with tensor parallelism, the controller's per-step "
+    "broadcast_recv_input over the gloo CPU group (ControllerSingle.loop_for_forward; no sourced figure)")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -485,6 +502,16 @@ class FrameworkProfile:
         step (vLLM V0 without multi-step, SGLang <= 0.3), so a graph launch sits on the critical path; False:
         the engine launches step n + 1 while step n runs (vLLM V1, SGLang's overlap scheduler from 0.4,
         TensorRT-LLM's overlap scheduler) and a graph launch shorter than the step is hidden.
+    decode_host_ops, decode_host_syncs
+        Serving: the framework ops (each launching a kernel or a copy) a synchronous engine dispatches
+        eagerly outside the captured decode graph every decode step, and the host synchronisations of that
+        step, counted from its code (``decode_host_source``). The engine waits on the host before and after
+        the replay, so the GPU is idle while they run: each op is priced at the device's
+        ``efficiency.framework_op_overhead_s``, each synchronisation at ``efficiency.host_sync_s``, charged
+        with the host time of every iteration replayed from a graph
+        (:meth:`simulator.serving.iteration.IterationPricer.decode_host_time`); 0: none counted.
+    decode_host_source
+        Where ``decode_host_ops`` and ``decode_host_syncs`` are counted.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -653,6 +680,9 @@ class FrameworkProfile:
     graphs_decode_source: str = ""
     graph_launch: str = ""
     waits_each_step: bool = False
+    decode_host_ops: int = 0
+    decode_host_syncs: int = 0
+    decode_host_source: str = ""
     graph_launch_source: str = _GRAPH_LAUNCH_UNSTATED
     output_lag_steps: int = 0
     output_lag_source: str = ""
@@ -803,6 +833,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "output processing on the host between GPU steps)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      iteration_host_s=0.0, iteration_host_per_seq_s=10.1e-6, iteration_host_source=_SGLANG_03_HOST,
+                     decode_host_ops=26, decode_host_syncs=6, decode_host_source=_SGLANG_03_DECODE_HOST,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,

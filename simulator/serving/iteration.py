@@ -97,6 +97,10 @@ class IterationPricer:
         kernels of one device's step (:meth:`graph_nodes`), added to every iteration this pricer replays
         from a graph (with CUDA graphs, no prompt chunk when a prefill pricer runs those), serial with the
         step as the host time is (:meth:`step_host_time`).
+    decode_host
+        ``(ops, syncs)``: the eager framework ops and host synchronisations a synchronous engine runs around
+        each decode-graph replay (the profile's ``decode_host_ops``, ``decode_host_syncs``), charged with the
+        host time of every iteration replayed from a graph (:meth:`decode_host_time`).
     weight_dtype, kv_dtype
         Serving precision (:func:`workloads.precision.apply_precision`, as ``predict --weight-dtype`` /
         ``--kv-dtype``): quantised linear-layer weights (``fp8``: W8A8 fp8 GEMMs, the LM head, embeddings,
@@ -110,7 +114,8 @@ class IterationPricer:
     def __init__(self, model: Any, system: Any, plan: Any, options: Any = None, *, dtype: str | None = None,
                  host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
                  sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "",
-                 weight_dtype: str | None = None, kv_dtype: str | None = None) -> None:
+                 weight_dtype: str | None = None, kv_dtype: str | None = None,
+                 decode_host: tuple[int, int] = (0, 0)) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -126,6 +131,7 @@ class IterationPricer:
         self.sampler = tuple(sampler)
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.graph_launch = graph_launch if getattr(self.options, "cuda_graphs", False) else ""
+        self.decode_host = (int(decode_host[0]), int(decode_host[1]))
         self._nodes = 0
         from workloads.serving import layer_windows
 
@@ -208,6 +214,13 @@ class IterationPricer:
                        replace(self.options, fusion=False))
         return sum(float(r.time_s) for r in rep.records), sum(float(r.energy_j) for r in rep.records)
 
+    def eager_decode(self, batch: int) -> bool:
+        """Whether a decode-only step of ``batch`` sequences runs the model eagerly on a stack that replays
+        graphs for decode-only batches (a prefill pricer): above its largest captured batch no graph exists
+        (SGLang 0.3.0 ``CudaGraphRunner.can_run``: ``bs <= max_bs``, else ``ModelRunner.forward_decode`` calls
+        the module), so the prefill pricer's eager options price it."""
+        return self.prefill_pricer is not None and bool(self.graph_sizes) and batch > self.graph_sizes[-1]
+
     def padded(self, batch: int) -> int:
         """The batch a decode-only step of ``batch`` sequences replays (the captured graph sizes)."""
         from workloads.serving import graph_batch
@@ -279,8 +292,9 @@ class IterationPricer:
         decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
         ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
         position sampled), and ``sampled`` other sequences sampling a token (the LM head rows). With prompt
-        chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration."""
-        if chunks and self.prefill_pricer is not None:
+        chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration, and a decode-only
+        one above the largest captured graph (:meth:`eager_decode`)."""
+        if self.prefill_pricer is not None and (chunks or (verify == 1 and self.eager_decode(decodes))):
             return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify)
         tokens = decodes * verify + sum(q for q, _ in chunks)
         if not chunks and verify == 1:
@@ -320,6 +334,16 @@ class IterationPricer:
 
         return graph_launch_s(self.graph_launch, self.graph_nodes())
 
+    def decode_host_time(self) -> float:
+        """Host time (s) of the eager ops and host synchronisations a synchronous engine runs outside its decode
+        graph every step (``decode_host``: the profile's ``decode_host_ops`` and ``decode_host_syncs``), at the
+        device's ``efficiency.framework_op_overhead_s`` and ``efficiency.host_sync_s``; 0 without graphs."""
+        ops, syncs = self.decode_host
+        if not (ops or syncs) or not getattr(self.options, "cuda_graphs", False):
+            return 0.0
+        eff = self.device.efficiency
+        return ops * float(eff.framework_op_overhead_s) + syncs * float(eff.host_sync_s)
+
     def replays_graph(self, decodes: int, chunks: int = 0, verify: int = 1) -> bool:
         """Whether an iteration is replayed from a captured graph: a decode-only step (no prompt chunk, one query
         token a sequence) of at most the largest captured batch (a larger one runs eagerly: :meth:`padded`)."""
@@ -328,10 +352,11 @@ class IterationPricer:
     def step_host_time(self, seqs: int, graphed: bool | None = None) -> float:
         """Host time (s) serial with an iteration of ``seqs`` sequences this pricer prices: the profile's
         :meth:`host_time` and, for an iteration replayed from a graph (``graphed``; None: a decode-only step of
-        ``seqs`` sequences, :meth:`replays_graph`), the launch of the step's graph (:meth:`graph_launch_time`)."""
+        ``seqs`` sequences, :meth:`replays_graph`), the launch of the step's graph (:meth:`graph_launch_time`) and
+        the eager ops and synchronisations around the replay (:meth:`decode_host_time`)."""
         if graphed is None:
             graphed = self.replays_graph(seqs)
-        return self.host_time(seqs) + (self.graph_launch_time() if graphed else 0.0)
+        return self.host_time(seqs) + (self.graph_launch_time() + self.decode_host_time() if graphed else 0.0)
 
     def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
         """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``
@@ -345,6 +370,8 @@ class IterationPricer:
 
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         """(s, J) of a decode-only step of ``batch`` sequences without its attention (host time included)."""
+        if self.eager_decode(batch):
+            return self.prefill_pricer.decode_fixed(batch)  # type: ignore[union-attr]
         hit = self._memo.get(("f", batch))
         if hit is None:
             t, e = self.dense(self.padded(batch))
@@ -356,6 +383,8 @@ class IterationPricer:
         """The piece of the decode attention line around mean ``context``: (upper context bound, s at
         ``context``, s per unit of context, J at ``context``, J per unit of context); valid while the
         mean context stays below the bound."""
+        if self.eager_decode(batch):
+            return self.prefill_pricer.decode_segment(batch, context)  # type: ignore[union-attr]
         lo, hi = bucket_bounds(context)
         if hi == lo:
             hi = bucket_bounds(lo + 0.5)[1]

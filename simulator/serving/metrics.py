@@ -198,5 +198,6 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "arrival": arrival_describe(setup.described["arrival"]), "lengths": lengths_describe(setup.described["lengths"]),
         "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
         "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
+        "decode_host_s": setup.pricer.decode_host_time(),
         "engine_calls": setup.pricer.engine_calls,
     }

@@ -83,6 +83,14 @@ def _graph_launch(config: ServeConfig, profile: Any) -> str:
     return str(form)
 
 
+def _decode_host(config: ServeConfig, profile: Any) -> tuple[int, int]:
+    """(ops, syncs) the profile's engine runs around each decode-graph replay; none when ``iteration_host_s``
+    sets the host time of a step (it replaces the profile's)."""
+    if config.iteration_host_s is not None:
+        return 0, 0
+    return int(getattr(profile, "decode_host_ops", 0)), int(getattr(profile, "decode_host_syncs", 0))
+
+
 def _check_config(config: ServeConfig) -> None:
     from simulator.serving.scheduler import ADMISSIONS, SCHEDULERS
 
@@ -260,7 +268,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              sampler=getattr(profile, "sampler_kernels", ()),
                              graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else (),
                              graph_launch=_graph_launch(config, profile),
-                             weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype)
+                             weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
+                             decode_host=_decode_host(config, profile))
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")
