@@ -142,8 +142,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (gpt3 and gpt3-des re-recorded when each CTA of a FlashAttention-2 launch paid its pipeline edges on sm80 and
     # later, hwmodels.gpu.attention_edges_s: gpt3 18.0692 -> 18.0865 s, its A100 attention cores)
     # (both together: gpt3 18.1135 s)
-    "gpt3": (18.113513012847893, 5778084.998940574, 37853640704.0, 'a1d3f3b30b37d5f5', '5d9a3fc49836284b'),
-    "gpt3-des": (18.002004254911256, 5767671.329847381, 37853640704.0, 'bc2917df041914c4', '5d9a3fc49836284b'),
+    # (gpt3 and gpt3-des re-recorded when two co-resident FlashAttention-2 forward CTAs exposed one edge a round,
+    # hwmodels.gpu.flash2_ctas_per_sm: gpt3 18.1135 -> 18.1091 s, its A100 attention cores)
+    "gpt3": (18.109102163830986, 5777673.075043904, 37853640704.0, 'bd28034a72ce55a1', 'edbbc1fbbec1c5a8'),
+    "gpt3-des": (17.99759340589439, 5767259.405950715, 37853640704.0, '6e4ea694312a7f8b', 'edbbc1fbbec1c5a8'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
