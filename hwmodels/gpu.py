@@ -2504,7 +2504,7 @@ class AttentionGrid:
 
 def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, sms: ArrayLike, *,
                    causal: bool = False, backward: bool = False, block_q: int = 128,
-                   min_mma_rows: int = 64, window: int = 0) -> AttentionGrid:
+                   min_mma_rows: int = 64, window: int = 0, block_kv: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
     Query blocks of ``block_q`` rows are CTAs; backward, key blocks of ``block_q`` keys are (FlashAttention-2's
@@ -2513,7 +2513,9 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
     ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
     a KV head are packed into one tile and the keys are split over CTAs until every one of the
     ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys). A causal
-    sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`).
+    sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`). A causal forward
+    given ``block_kv`` (a FlashAttention-2 tile's ``kBlockN``; 0: the visible pairs only) computes whole key blocks
+    across the diagonal (:func:`_causal_block_pairs`).
     """
     group = heads_q // max(1, heads_kv)
     decode = seq_q * group < block_q and not backward
@@ -2534,10 +2536,26 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
     head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk, window, block_q)
     if backward and not (causal and 0 < window < seq_kv):
         heavy_pairs = _key_block_pairs(seq_q, seq_kv, causal, rows_blk)
+    if block_kv and causal and not backward and not 0 < window < seq_kv:
+        head_pairs, heavy_pairs = _causal_block_pairs(seq_q, seq_kv, block_q, block_kv)
     return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
                          ctas=float(batch * heads_q * blocks), kv_splits=1.0,
                          pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
                          pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(blocks))
+
+
+def _causal_block_pairs(sq: int, skv: int, block_q: int, block_kv: int) -> tuple[float, float]:
+    """(pairs per head, pairs of the heaviest CTA) a causal forward computes in whole key blocks: the CTA of
+    query block ``i`` runs key blocks up to ``ceil(((i + 1) * block_q + skv - sq) / block_kv)`` (FlashAttention-2
+    ``flash_fwd_kernel.h``, ``compute_attn_1rowblock``: ``n_block_max``), masking its last ones after QK^T, so
+    the masked pairs of those blocks are computed too (at most ``skv`` keys a row)."""
+    total, heavy = 0, 0
+    for i in range(math.ceil(sq / block_q)):
+        rows = min(block_q, sq - i * block_q)
+        blocks = max(0, min(math.ceil(skv / block_kv), -(-((i + 1) * block_q + skv - sq) // block_kv)))
+        pairs = rows * min(skv, blocks * block_kv)
+        total, heavy = total + pairs, max(heavy, pairs)
+    return float(total), float(heavy)
 
 
 def _key_block_pairs(sq: int, skv: int, causal: bool, rows: int) -> float:
@@ -2959,8 +2977,9 @@ def attention(
     tile
         A ``"flash2"`` launch's tile (:func:`flash2_tile`): its CTAs own ``tile.own_rows(backward)`` rows (in
         place of ``block_q``), their edges load first blocks of ``tile.step_rows(backward)`` rows, and the CTAs
-        resident on an SM at once (:func:`flash2_ctas_per_sm`) expose one edge a round. Without a tile every
-        CTA's edges are exposed.
+        resident on an SM at once (:func:`flash2_ctas_per_sm`) expose one edge a round; a causal forward without
+        ``causal_rate_ratio`` computes whole key blocks of ``tile.block_n`` across the diagonal
+        (:func:`attention_grid` ``block_kv``). Without a tile every CTA's edges are exposed.
 
     Returns
     -------
@@ -2982,8 +3001,10 @@ def attention(
     sms = _a(p.sms)
     tile = tile if kernel == "flash2" else None
     block_q = tile.own_rows(backward) if tile is not None else block_q
+    # a causal forward's CTAs compute whole key blocks where no measured causal ratio already holds them
+    block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
-                          block_q=block_q, min_mma_rows=min_mma_rows, window=window)
+                          block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap, exp_exposed)
     ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio

@@ -128,9 +128,10 @@ def test_attention_prices_the_tiles_ctas_and_edges(backward, causal, dev, own, s
                            smem_per_block=dev[2], causal=causal)
     assert (tile.own_rows(backward), tile.step_rows(backward)) == (own, step)
     args = (1, 4, 4, 1024, 1024, 128, 128, p)
-    bare = gpu.attention(*args, backward=backward, causal=causal, block_q=own, cta_edges=False)
+    bare = gpu.attention(*args, backward=backward, causal=causal, tile=tile, cta_edges=False)
     tiled = gpu.attention(*args, backward=backward, causal=causal, tile=tile)
-    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms, causal=causal, backward=backward, block_q=own)
+    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms, causal=causal, backward=backward, block_q=own,
+                              block_kv=0 if backward else step)
     pair_s = bare.compute_s / (grid.pairs / 4)  # the busiest of the 4 SMs runs a quarter of the pairs
     assert dict(tiled.details)["ctas"] == grid.ctas == 4 * 1024 / own
     # the toy SM (64 Ki registers, 228 KiB) holds two 4-warp forward CTAs, one 8-warp backward CTA
@@ -259,3 +260,30 @@ def test_co_resident_ctas_expose_one_edge_a_round():
     for q, rounds in ((1, 16), (2, 8), (3, 6), (16, 1), (32, 1)):
         assert gpu.attention_edges_s(grid, p, 128, 128, 1e-6, p.sms, step_rows=64, ctas_per_sm=q) == pytest.approx(
             rounds * edge)
+
+
+def test_causal_forward_computes_whole_key_blocks():
+    # n_block_max = ceil(((i + 1) * kBlockM + seqlen_k - seqlen_q) / kBlockN): 256 x 256 causal, 64 x 64 tiles run
+    # 1, 2, 3, 4 key blocks of 64 x 64 pairs, 10 x 4096 = 40,960 (32,896 visible), the last CTA 64 x 256 = 16,384;
+    # 128 x 32 tiles run 4 and 8 blocks of 128 x 32, 16,384 + 32,768 = 49,152, the last CTA 32,768
+    p = gpu.gpu_params(toy_gpu(), "bf16")
+    square = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=64, block_kv=64)
+    assert (square.head_pairs, square.heaviest_pairs) == (40960.0, 16384.0)
+    tall = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=128, block_kv=32)
+    assert (tall.head_pairs, tall.heaviest_pairs) == (49152.0, 32768.0)
+    exact = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=64)
+    assert exact.head_pairs == 256 * 257 / 2
+    # 200 queries over 300 keys (aligned to the end), 128 x 64: the first CTA runs ceil((128 + 100) / 64) = 4 blocks,
+    # 128 x 256 pairs; the second's 72 rows ceil((256 + 100) / 64) = 6, capped at the 300 keys: 72 x 300
+    cross = gpu.attention_grid(1, 1, 1, 200, 300, p.sms, causal=True, block_q=128, block_kv=64)
+    assert (cross.head_pairs, cross.heaviest_pairs) == (128 * 256 + 72 * 300, 128 * 256)
+
+
+def test_square_tile_is_the_fastest_causal_forward_on_sm8x():
+    # "64 x 64 ... the fastest for causal (because it's square)" (run_mha_fwd_hdim128, is_sm8x): on the L4 the
+    # template's tile prices faster than the 128 x 32 it takes non-causal, which wastes twice the masked pairs
+    p = gpu.gpu_params(load_device("l4"), "bf16")
+    for seq in (2048, 4096, 8192):
+        args = (16384 // seq, 16, 16, seq, seq, 128, 128, p)
+        square = gpu.attention(*args, causal=True, tile=gpu.Flash2Tile(64, 64)).time_s
+        assert square < gpu.attention(*args, causal=True, tile=gpu.Flash2Tile(128, 32)).time_s

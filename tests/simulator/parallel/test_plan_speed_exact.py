@@ -143,9 +143,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # later, hwmodels.gpu.attention_edges_s: gpt3 18.0692 -> 18.0865 s, its A100 attention cores)
     # (both together: gpt3 18.1135 s)
     # (gpt3 and gpt3-des re-recorded when two co-resident FlashAttention-2 forward CTAs exposed one edge a round,
-    # hwmodels.gpu.flash2_ctas_per_sm: gpt3 18.1135 -> 18.1091 s, its A100 attention cores)
-    "gpt3": (18.109102163830986, 5777673.075043904, 37853640704.0, 'bd28034a72ce55a1', 'edbbc1fbbec1c5a8'),
-    "gpt3-des": (17.99759340589439, 5767259.405950715, 37853640704.0, '6e4ea694312a7f8b', 'edbbc1fbbec1c5a8'),
+    # hwmodels.gpu.flash2_ctas_per_sm: gpt3 18.1135 -> 18.1091 s, its A100 attention cores, and when a causal
+    # forward computed whole key blocks, hwmodels.gpu.attention_grid block_kv: 18.1091 -> 18.1198 s)
+    "gpt3": (18.119829852094675, 5778932.651227638, 37853640704.0, '266b60fe04c45eb5', '1381361180c507ad'),
+    "gpt3-des": (18.008321094157942, 5768518.982134436, 37853640704.0, 'f2c722926ffc247c', '1381361180c507ad'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
