@@ -121,6 +121,10 @@ __all__ = [
     "FLASH2_HEAD_DIMS",
     "Flash2Tile",
     "flash2_tile",
+    "FLASH2_PTXAS_REGISTERS",
+    "FLASH2_ISA_REGISTERS",
+    "FLASH2_ELEMENT_BYTES",
+    "flash2_ctas_per_sm",
     "FLASH2_EDGE_FAMILIES",
     "ATTENTION_TERMS",
     "attention",
@@ -234,6 +238,21 @@ FLASH2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 #: 8.6-8.9). Not Volta/Turing (FlashAttention-2 does not build for them; their rows run other kernels) nor CDNA
 #: (Composable Kernel tiles): not priced there.
 FLASH2_EDGE_FAMILIES = frozenset({"sm80", "sm90", "sm100"})
+#: Registers per thread of FlashAttention-2 kernel instantiations as ptxas reports them for sm_80, keyed
+#: (backward, head dim, ``kBlockM``, ``kBlockN``, ``kNWarps``): Dao-AILab/flash-attention issue #1630 (build log,
+#: ``flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, ...>>``: "Used 255 registers", with 172 bytes of
+#: spill stores; ``<128, 64, 64, 4>``: "Used 180 registers") and issue #340 (``<256, 128, 64, 8>``: 240 registers,
+#: 255 with spills in another specialisation; the larger is kept). An instantiation no report quotes is taken at
+#: :data:`FLASH2_ISA_REGISTERS`.
+FLASH2_PTXAS_REGISTERS = {(False, 128, 128, 64, 4): 255, (False, 128, 64, 64, 4): 180, (False, 256, 128, 64, 8): 255}
+#: Registers one thread can address (the PTX/SASS limit, "255 registers per thread" in the CUDA C++ Programming
+#: Guide's table of technical specifications per compute capability), where ptxas caps the kernels above (spilling
+#: past it): the figure for an instantiation no ptxas report quotes.
+FLASH2_ISA_REGISTERS = 255
+#: Bytes per element of a FlashAttention-2 kernel's Q, K, V (and dO) tiles in shared memory: v2.7.4 instantiates
+#: its kernels for ``cutlass::half_t`` and ``cutlass::bfloat16_t`` only (``FP16_SWITCH``, ``static_switch.h``), and
+#: sizes ``kSmemSize`` by ``sizeof(Element)`` (``kernel_traits.h``).
+FLASH2_ELEMENT_BYTES = 2
 
 # Registers a GEMM thread holds besides its accumulators and operand fragments: pointers, indices,
 # predicates, loop counters. CUTLASS mainloops use about two dozen (their ptxas reports); this only
@@ -2485,7 +2504,7 @@ class AttentionGrid:
 
 def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, sms: ArrayLike, *,
                    causal: bool = False, backward: bool = False, block_q: int = 128,
-                   min_mma_rows: int = 64, window: int = 0) -> AttentionGrid:
+                   min_mma_rows: int = 64, window: int = 0, block_kv: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
     Query blocks of ``block_q`` rows are CTAs; backward, key blocks of ``block_q`` keys are (FlashAttention-2's
@@ -2494,7 +2513,9 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
     ``block_q`` (forward only: decode), the kernel follows flash-decoding: the query heads sharing
     a KV head are packed into one tile and the keys are split over CTAs until every one of the
     ``sms`` SMs has work (at most one split per :data:`DECODE_MIN_KEYS_PER_SPLIT` keys). A causal
-    sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`).
+    sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`). A causal forward
+    given ``block_kv`` (a FlashAttention-2 tile's ``kBlockN``; 0: the visible pairs only) computes whole key blocks
+    across the diagonal (:func:`_causal_block_pairs`).
     """
     group = heads_q // max(1, heads_kv)
     decode = seq_q * group < block_q and not backward
@@ -2515,10 +2536,26 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
     head_pairs, heavy_pairs = _pairs(seq_q, seq_kv, causal, rows_blk, window, block_q)
     if backward and not (causal and 0 < window < seq_kv):
         heavy_pairs = _key_block_pairs(seq_q, seq_kv, causal, rows_blk)
+    if block_kv and causal and not backward and not 0 < window < seq_kv:
+        head_pairs, heavy_pairs = _causal_block_pairs(seq_q, seq_kv, block_q, block_kv)
     return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, False,
                          ctas=float(batch * heads_q * blocks), kv_splits=1.0,
                          pad=max(rows_blk, min_mma_rows) / rows_blk, head_pairs=head_pairs,
                          pairs=batch * heads_q * head_pairs, heaviest_pairs=heavy_pairs, q_panels=float(blocks))
+
+
+def _causal_block_pairs(sq: int, skv: int, block_q: int, block_kv: int) -> tuple[float, float]:
+    """(pairs per head, pairs of the heaviest CTA) a causal forward computes in whole key blocks: the CTA of
+    query block ``i`` runs key blocks up to ``ceil(((i + 1) * block_q + skv - sq) / block_kv)`` (FlashAttention-2
+    ``flash_fwd_kernel.h``, ``compute_attn_1rowblock``: ``n_block_max``), masking its last ones after QK^T, so
+    the masked pairs of those blocks are computed too (at most ``skv`` keys a row)."""
+    total, heavy = 0, 0
+    for i in range(math.ceil(sq / block_q)):
+        rows = min(block_q, sq - i * block_q)
+        blocks = max(0, min(math.ceil(skv / block_kv), -(-((i + 1) * block_q + skv - sq) // block_kv)))
+        pairs = rows * min(skv, blocks * block_kv)
+        total, heavy = total + pairs, max(heavy, pairs)
+    return float(total), float(heavy)
 
 
 def _key_block_pairs(sq: int, skv: int, causal: bool, rows: int) -> float:
@@ -2602,6 +2639,26 @@ class Flash2Tile:
         """Rows of the blocks a CTA steps through: keys forward, query rows backward."""
         return self.block_m if backward else self.block_n
 
+    def smem_bytes(self, head_dim: int, backward: bool) -> int:
+        """Shared memory of one CTA (bytes) as ``kernel_traits.h`` (v2.7.4.post1) sizes it for the instantiated
+        ``head_dim`` (:data:`FLASH2_HEAD_DIMS`), in :data:`FLASH2_ELEMENT_BYTES`: forward ``kSmemSize``, the Q block
+        and the K and V blocks (``kSmemQSize + kSmemKVSize``; no launched forward shares Q's with K's); backward
+        ``kSmemSize1colblock`` (what ``run_flash_bwd_seqk_parallel`` launches with), the Q and dO blocks (three
+        with Q double-buffered, else two), then K and V with the P and dS blocks, or with V in registers the larger
+        of K and V and half of them with P and dS."""
+        e, m, n = FLASH2_ELEMENT_BYTES, self.block_m, self.block_n
+        if not backward:
+            return (m + 2 * n) * head_dim * e
+        qdo = m * head_dim * (3 if self.double_buffer else 2) * e
+        kv, pds = 2 * n * head_dim * e, 2 * m * n * e
+        return qdo + (max(kv, kv // 2 + pds) if self.v_in_regs else kv + pds)
+
+    def registers_per_thread(self, head_dim: int, backward: bool) -> int:
+        """Registers a thread of this instantiation holds: :data:`FLASH2_PTXAS_REGISTERS` where a ptxas report
+        quotes it, else :data:`FLASH2_ISA_REGISTERS`."""
+        key = (backward, head_dim, self.block_m, self.block_n, self.warps)
+        return FLASH2_PTXAS_REGISTERS.get(key, FLASH2_ISA_REGISTERS)
+
 
 def _flash2_fwd_tile(hd: int, sm8x: bool, smem_per_sm: float, smem_per_block: float, dropout: bool,
                      causal: bool) -> Flash2Tile:
@@ -2671,8 +2728,23 @@ def flash2_tile(head_dim: int, *, backward: bool, compute_capability: int, smem_
     return _flash2_fwd_tile(hd, 80 < compute_capability < 90, smem_per_sm, smem_per_block, dropout, causal)
 
 
+def flash2_ctas_per_sm(tile: Flash2Tile, head_dim: int, backward: bool, p: GpuParams) -> ArrayLike:
+    """CTAs of a FlashAttention-2 launch resident on one SM at once (at least 1), by the CUDA occupancy rules
+    :func:`gemm_occupancy` applies: the SM's registers over the CTA's (:meth:`Flash2Tile.registers_per_thread`
+    times ``32 * warps`` threads), its shared memory over the CTA's (:meth:`Flash2Tile.smem_bytes` plus the
+    runtime's reserve), its thread and CTA limits; ``head_dim`` runs its instantiation (:data:`FLASH2_HEAD_DIMS`)."""
+    hd = min((d for d in FLASH2_HEAD_DIMS if d >= head_dim), default=FLASH2_HEAD_DIMS[-1])
+    threads = 32 * tile.warps
+    occ = np.minimum(
+        np.minimum(np.floor(_a(p.registers_per_sm) / (tile.registers_per_thread(hd, backward) * threads)),
+                   np.floor(_a(p.smem_per_sm_bytes) / (tile.smem_bytes(hd, backward) + _SMEM_RESERVED_PER_CTA_BYTES))),
+        np.minimum(np.floor(_a(p.max_threads_per_sm) / threads), _a(p.max_ctas_per_sm)))
+    return _scalar_or(np.maximum(occ, 1.0))
+
+
 def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
-                      sms: ArrayLike, *, in_bytes: float = 2.0, step_rows: int | None = None) -> ArrayLike:
+                      sms: ArrayLike, *, in_bytes: float = 2.0, step_rows: int | None = None,
+                      ctas_per_sm: ArrayLike = 1.0) -> ArrayLike:
     """Pipeline edges of a FlashAttention-2 launch on its busiest SM (s), the attention counterpart of
     :func:`gemm_pipeline_edges_s` for a kernel that launches a CTA per tile (:data:`FLASH2_TILES_SOURCE`).
 
@@ -2680,9 +2752,13 @@ def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim
     :data:`FLASH2_FWD_KV_BLOCK` keys; backward: its K and V blocks and the first Q and dO blocks of
     :data:`FLASH2_BWD_Q_BLOCK` rows) and stores its output tile after the last one (forward O, backward dK
     and dV, in the input width): the cheaper of the first load and the last block's math (``pair_s`` a
-    query-key pair), plus the store at one SM's share of the L2 bandwidth and one L2 latency, once per CTA
-    the busiest SM runs (``ceil(ctas / sms)``; no co-resident CTA is assumed to hide them). ``step_rows`` is
-    the tile's block the CTA steps through (:meth:`Flash2Tile.step_rows`; None: the tables above)."""
+    query-key pair), plus the store at one SM's share of the L2 bandwidth and one L2 latency, once per round
+    of co-resident CTAs the busiest SM runs, as :func:`gemm_edge_rounds` counts a non-persistent GEMM's:
+    ``ceil(b / q)`` for the ``b = ceil(ctas / sms)`` CTAs it runs, ``q = min(ctas_per_sm, b)`` resident at once
+    (:func:`flash2_ctas_per_sm`; 1: every CTA's edges exposed). A resident CTA's main loop keeps the tensor cores
+    busy while another loads its first blocks or stores its output, so the CTAs of a round expose one edge.
+    ``step_rows`` is the tile's block the CTA steps through (:meth:`Flash2Tile.step_rows`; None: the tables
+    above)."""
     l2_s_per_byte = _a(p.sms) / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))
     rows = min(grid.block_q, grid.seq_kv if grid.backward else grid.seq_q)  # the CTA's own block: keys or queries
     if step_rows is None:
@@ -2695,16 +2771,19 @@ def attention_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim
         first, store = (rows + other) * head_dim, rows * head_dim_v
     load = first * in_bytes * l2_s_per_byte
     edge = _a(p.l2_latency_s) + store * in_bytes * l2_s_per_byte + np.minimum(load, rows * other * _a(pair_s))
-    return np.ceil(grid.ctas / _a(sms)) * edge
+    busiest = np.ceil(grid.ctas / _a(sms))
+    return np.ceil(busiest / np.minimum(_a(ctas_per_sm), busiest)) * edge
 
 
 def _flash2_edges_s(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, pair_s: ArrayLike,
-                    sms: ArrayLike, in_bytes: float, causal_rate_ratio: Any, step_rows: int | None) -> ArrayLike:
+                    sms: ArrayLike, in_bytes: float, causal_rate_ratio: Any, step_rows: int | None,
+                    ctas_per_sm: ArrayLike = 1.0) -> ArrayLike:
     """:func:`attention_edges_s` as :func:`attention` adds it. Where a measured causal/non-causal rate ratio
     prices a causal launch (``causal_rate_ratio`` given, not None, whatever its value: 1 included), that ratio
     already holds everything the causal kernel does differently, its CTAs' edges among it: the edges are then
     the non-causal launch's, scaled by the visible share of the pairs like its compute, at the same ratio."""
-    edges = attention_edges_s(grid, p, head_dim, head_dim_v, pair_s, sms, in_bytes=in_bytes, step_rows=step_rows)
+    edges = attention_edges_s(grid, p, head_dim, head_dim_v, pair_s, sms, in_bytes=in_bytes, step_rows=step_rows,
+                              ctas_per_sm=ctas_per_sm)
     if causal_rate_ratio is None:
         return edges
     visible = grid.head_pairs / max(1.0, float(grid.seq_q * grid.seq_kv))
@@ -2897,7 +2976,10 @@ def attention(
         passes it for :data:`FLASH2_EDGE_FAMILIES`).
     tile
         A ``"flash2"`` launch's tile (:func:`flash2_tile`): its CTAs own ``tile.own_rows(backward)`` rows (in
-        place of ``block_q``) and their edges load first blocks of ``tile.step_rows(backward)`` rows.
+        place of ``block_q``), their edges load first blocks of ``tile.step_rows(backward)`` rows, and the CTAs
+        resident on an SM at once (:func:`flash2_ctas_per_sm`) expose one edge a round; a causal forward without
+        ``causal_rate_ratio`` computes whole key blocks of ``tile.block_n`` across the diagonal
+        (:func:`attention_grid` ``block_kv``). Without a tile every CTA's edges are exposed.
 
     Returns
     -------
@@ -2919,8 +3001,10 @@ def attention(
     sms = _a(p.sms)
     tile = tile if kernel == "flash2" else None
     block_q = tile.own_rows(backward) if tile is not None else block_q
+    # a causal forward's CTAs compute whole key blocks where no measured causal ratio already holds them
+    block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
-                          block_q=block_q, min_mma_rows=min_mma_rows, window=window)
+                          block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap, exp_exposed)
     ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio
@@ -2928,8 +3012,9 @@ def attention(
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
     t_compute = t_compute / ratio
     if kernel == "flash2" and cta_edges and not grid.decode:  # a CTA per tile loads its first tiles, stores its own
+        occ = flash2_ctas_per_sm(tile, head_dim, backward, p) if tile else 1.0  # co-resident CTAs hide edges
         t_compute = t_compute + _flash2_edges_s(grid, p, head_dim, head_dim_v, t_pair, sms, in_bytes,
-                                                causal_rate_ratio, tile.step_rows(backward) if tile else None)
+                                                causal_rate_ratio, tile.step_rows(backward) if tile else None, occ)
 
     dram, l2, t_dram, t_l2, t_mem = _attention_memory(grid, p, head_dim, head_dim_v, in_bytes, kv_sharing, kernel)
     lat = _a(p.dram_latency_s) * np.ones_like(t_mem + t_compute)

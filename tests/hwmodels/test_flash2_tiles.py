@@ -128,13 +128,17 @@ def test_attention_prices_the_tiles_ctas_and_edges(backward, causal, dev, own, s
                            smem_per_block=dev[2], causal=causal)
     assert (tile.own_rows(backward), tile.step_rows(backward)) == (own, step)
     args = (1, 4, 4, 1024, 1024, 128, 128, p)
-    bare = gpu.attention(*args, backward=backward, causal=causal, block_q=own, cta_edges=False)
+    bare = gpu.attention(*args, backward=backward, causal=causal, tile=tile, cta_edges=False)
     tiled = gpu.attention(*args, backward=backward, causal=causal, tile=tile)
-    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms, causal=causal, backward=backward, block_q=own)
+    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms, causal=causal, backward=backward, block_q=own,
+                              block_kv=0 if backward else step)
     pair_s = bare.compute_s / (grid.pairs / 4)  # the busiest of the 4 SMs runs a quarter of the pairs
     assert dict(tiled.details)["ctas"] == grid.ctas == 4 * 1024 / own
+    # the toy SM (64 Ki registers, 228 KiB) holds two 4-warp forward CTAs, one 8-warp backward CTA
+    occ = gpu.flash2_ctas_per_sm(tile, 128, backward, p)
+    assert occ == (1.0 if backward else 2.0)
     assert tiled.compute_s - bare.compute_s == pytest.approx(
-        float(gpu.attention_edges_s(grid, p, 128, 128, pair_s, p.sms, step_rows=step)), rel=1e-9)
+        float(gpu.attention_edges_s(grid, p, 128, 128, pair_s, p.sms, step_rows=step, ctas_per_sm=occ)), rel=1e-9)
 
 
 def _lowered_tile(device: str, d: int, *, causal: bool, backward: bool) -> str:
@@ -210,3 +214,76 @@ def test_hardware_variants_each_take_their_own_tile():
         times.append(evaluate(g, with_overrides(spec, res.variant(i)), opts).totals.latency_s)
         assert res.latency_s[i] == pytest.approx(times[i], rel=1e-9)
     assert times[0] != pytest.approx(times[1], rel=1e-3) and times[1] == pytest.approx(times[2], rel=1e-12)
+
+
+# kSmemSize (forward) and kSmemSize1colblock (backward) of kernel_traits.h against the shared memory the launch
+# templates' comments state: "128 x 64 (128KB smem)" and "64 x 64 (96KB smem)" at head dim 256 forward, and the
+# 144 KiB a block must take for the 128 x 128 (head dim 64) and 64 x 128 (head dim 128) backward tiles
+@pytest.mark.parametrize(("head_dim", "dev", "backward", "kib"), [
+    (256, A100, False, 128), (256, H100, False, 96), (64, A100, True, 144), (128, H100, True, 144),
+    # head dim 128 forward 128 x 64: Q 128 x 128 x 2 B + K and V 2 x 64 x 128 x 2 B = 64 KiB
+    (128, A100, False, 64),
+    # sm86/sm89 backward at head dim 128, 64 x 64 with V in registers: Q double-buffered and dO, 3 x 64 x 128 x 2 B
+    # = 48 KiB, then max(K and V 32 KiB, 16 KiB + P and dS 2 x 64 x 64 x 2 B = 16 KiB) = 32 KiB
+    (128, L4, True, 80)])
+def test_shared_memory_per_cta_as_the_templates_state(head_dim, dev, backward, kib):
+    t = gpu.flash2_tile(head_dim, backward=backward, compute_capability=dev[0], smem_per_sm=dev[1],
+                        smem_per_block=dev[2])
+    assert t.smem_bytes(head_dim, backward) == kib * KIB
+
+
+def _resident(device: str, head_dim: int, backward: bool = False, causal: bool = False) -> float:
+    d = load_device(device)
+    t = gpu.flash2_tile(head_dim, backward=backward, compute_capability=int(d.sm.compute_capability),
+                        smem_per_sm=float(d.sm.shared_mem_per_sm_bytes),
+                        smem_per_block=float(d.sm.max_shared_mem_per_cta_bytes), causal=causal)
+    return float(gpu.flash2_ctas_per_sm(t, head_dim, backward, gpu.gpu_params(d, "bf16")))
+
+
+def test_ctas_per_sm_by_registers_and_shared_memory():
+    # "For H100 we want to run with 64 x 64 (96KB smem) since then we can get 2 CTAs per SM": 2 x 97 KiB of 228
+    assert _resident("h100-sxm5-80gb", 256) == 2.0
+    # the A100's 128 x 64 with 8 warps at 255 registers (issue #340): 256 x 255 of 65,536 registers, one CTA
+    assert _resident("a100-sxm4-80gb", 256) == 1.0
+    # 4-warp forward CTAs at 180-255 registers (issue #1630): 2 x 128 x 255 = 65,280 registers, two a SM
+    assert _resident("a100-sxm4-80gb", 128) == _resident("b200", 64) == _resident("l4", 128, causal=True) == 2.0
+    # the L4's 100 KiB hold one 96 KiB CTA (head dim 256, 64 x 64) and one 8-warp backward CTA
+    assert _resident("l4", 256) == 1.0 and _resident("h100-sxm5-80gb", 128, backward=True) == 1.0
+
+
+def test_co_resident_ctas_expose_one_edge_a_round():
+    # the toy GPU's 64 x 64 forward case: 64 CTAs, 16 an SM, one edge 32.768 + 16.384 + 20 ns; two resident at once
+    # expose 8 rounds, three 6 (ceil(16 / 3)), sixteen or more one
+    p = gpu.gpu_params(toy_gpu(), "bf16")
+    grid = gpu.attention_grid(1, 4, 4, 1024, 1024, p.sms, causal=True, block_q=64)
+    edge = 32.768e-9 + 16.384e-9 + 20e-9
+    for q, rounds in ((1, 16), (2, 8), (3, 6), (16, 1), (32, 1)):
+        assert gpu.attention_edges_s(grid, p, 128, 128, 1e-6, p.sms, step_rows=64, ctas_per_sm=q) == pytest.approx(
+            rounds * edge)
+
+
+def test_causal_forward_computes_whole_key_blocks():
+    # n_block_max = ceil(((i + 1) * kBlockM + seqlen_k - seqlen_q) / kBlockN): 256 x 256 causal, 64 x 64 tiles run
+    # 1, 2, 3, 4 key blocks of 64 x 64 pairs, 10 x 4096 = 40,960 (32,896 visible), the last CTA 64 x 256 = 16,384;
+    # 128 x 32 tiles run 4 and 8 blocks of 128 x 32, 16,384 + 32,768 = 49,152, the last CTA 32,768
+    p = gpu.gpu_params(toy_gpu(), "bf16")
+    square = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=64, block_kv=64)
+    assert (square.head_pairs, square.heaviest_pairs) == (40960.0, 16384.0)
+    tall = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=128, block_kv=32)
+    assert (tall.head_pairs, tall.heaviest_pairs) == (49152.0, 32768.0)
+    exact = gpu.attention_grid(1, 1, 1, 256, 256, p.sms, causal=True, block_q=64)
+    assert exact.head_pairs == 256 * 257 / 2
+    # 200 queries over 300 keys (aligned to the end), 128 x 64: the first CTA runs ceil((128 + 100) / 64) = 4 blocks,
+    # 128 x 256 pairs; the second's 72 rows ceil((256 + 100) / 64) = 6, capped at the 300 keys: 72 x 300
+    cross = gpu.attention_grid(1, 1, 1, 200, 300, p.sms, causal=True, block_q=128, block_kv=64)
+    assert (cross.head_pairs, cross.heaviest_pairs) == (128 * 256 + 72 * 300, 128 * 256)
+
+
+def test_square_tile_is_the_fastest_causal_forward_on_sm8x():
+    # "64 x 64 ... the fastest for causal (because it's square)" (run_mha_fwd_hdim128, is_sm8x): on the L4 the
+    # template's tile prices faster than the 128 x 32 it takes non-causal, which wastes twice the masked pairs
+    p = gpu.gpu_params(load_device("l4"), "bf16")
+    for seq in (2048, 4096, 8192):
+        args = (16384 // seq, 16, 16, seq, seq, 128, 128, p)
+        square = gpu.attention(*args, causal=True, tile=gpu.Flash2Tile(64, 64)).time_s
+        assert square < gpu.attention(*args, causal=True, tile=gpu.Flash2Tile(128, 32)).time_s
