@@ -65,17 +65,19 @@ def test_mape_is_the_achieved_figure(result):
     # doc/jetson-roofline.md) and the A100's measured tensor energy in place of the (60 W - idle) / peak bound,
     # which had capped its GEMMs at the module budget: 15.70 -> 15.26, edge-006 -18.4 -> -13.3%; all and BERT when
     # each CTA of a FlashAttention-2 launch paid its pipeline edges, Orin being sm80: 15.26 -> 15.18, edge-005
-    # -8.6 -> -7.7%, edge-006 -13.3 -> -13.7%)
+    # -8.6 -> -7.7%, edge-006 -13.3 -> -13.7%; BERT when co-resident FlashAttention-2 CTAs hid each other's edges
+    # and a causal CTA computed whole diagonal key blocks (Orin is sm87: its own tiles): 10.71 -> 10.65, edge-005
+    # -7.7 -> -8.0%, edge-006 -13.7 -> -13.3%)
     assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.08, abs=0.05)
     assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.75, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.71, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.65, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
     assert err["edge-001"] == pytest.approx(-26.6, abs=0.1)  # ResNet-50 single stream, GPU
     assert err["edge-002"] == pytest.approx(+3.6, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
     assert err["edge-003"] == pytest.approx(-22.8, abs=0.1)   # RetinaNet single stream, GPU
     assert err["edge-004"] == pytest.approx(+16.7, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(-7.7, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
-    assert err["edge-006"] == pytest.approx(-13.7, abs=0.1)  # BERT offline at the mean SQuAD length
+    assert err["edge-005"] == pytest.approx(-8.0, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-006"] == pytest.approx(-13.3, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
 def test_offline_throughput_sums_the_engines(result):
