@@ -2549,13 +2549,11 @@ def _causal_block_pairs(sq: int, skv: int, block_q: int, block_kv: int) -> tuple
     query block ``i`` runs key blocks up to ``ceil(((i + 1) * block_q + skv - sq) / block_kv)`` (FlashAttention-2
     ``flash_fwd_kernel.h``, ``compute_attn_1rowblock``: ``n_block_max``), masking its last ones after QK^T, so
     the masked pairs of those blocks are computed too (at most ``skv`` keys a row)."""
-    total, heavy = 0, 0
-    for i in range(math.ceil(sq / block_q)):
-        rows = min(block_q, sq - i * block_q)
-        blocks = max(0, min(math.ceil(skv / block_kv), -(-((i + 1) * block_q + skv - sq) // block_kv)))
-        pairs = rows * min(skv, blocks * block_kv)
-        total, heavy = total + pairs, max(heavy, pairs)
-    return float(total), float(heavy)
+    i = np.arange(-(-sq // block_q), dtype=np.int64)  # query blocks
+    rows = np.minimum(block_q, sq - i * block_q)
+    blocks = np.clip(-(-((i + 1) * block_q + skv - sq) // block_kv), 0, -(-skv // block_kv))
+    pairs = rows * np.minimum(skv, blocks * block_kv)
+    return float(pairs.sum()), float(pairs.max(initial=0))
 
 
 def _key_block_pairs(sq: int, skv: int, causal: bool, rows: int) -> float:

@@ -270,7 +270,11 @@ class Walk:
 def working_set_bytes(graph: OpGraph) -> float:
     """Bytes of all the distinct tensors ``graph``'s ops read and write (views count their base once): what
     L2 must hold for a run of the graph to find every input there when the run is repeated on the same
-    tensors (:attr:`simulator.engines.options.EvalOptions.warm_repeats`)."""
+    tensors (:attr:`simulator.engines.options.EvalOptions.warm_repeats`); computed once per graph."""
+    return graph.memo("working_set_bytes", lambda: _working_set_bytes(graph))
+
+
+def _working_set_bytes(graph: OpGraph) -> float:
     alias: dict[str, str] = {}
     sizes: dict[str, float] = {}
     for op in graph:

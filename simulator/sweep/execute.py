@@ -149,30 +149,21 @@ def _eval_options(options: Mapping[str, Any], calibration_id: str = "") -> Any:
     return options_from_settings(engine, calibration_id=calibration_id, plan=plan)
 
 
+#: EvalOptions fields added after sweep stores were keyed on the options, each with the value at which it is
+#: left out of a point's key (its default), so points stored before it keep their keys
+_KEYED_SINCE_ADDED: dict[str, Any] = {
+    "eager_modules": False, "epilogue_fusion": True, "gemv_generated": False, "norm_fusion": False,
+    "conv_layout": "nhwc", "fp8_activation_scale": "dynamic", "fp8_accumulation": "fast", "all_reduce_kernel": "nccl",
+    "decode_attention": "grouped", "warm_repeats": False}
+
+
 def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
     opts = _eval_options(options)
     d = dataclasses.asdict(opts)
     d.pop("calibration_id")
-    if not d["eager_modules"]:  # added later: points stored before it keep their keys
-        d.pop("eager_modules")
-    if d["epilogue_fusion"]:  # (likewise)
-        d.pop("epilogue_fusion")
-    if not d["gemv_generated"]:
-        d.pop("gemv_generated")
-    if not d["norm_fusion"]:  # (likewise)
-        d.pop("norm_fusion")
-    if d["conv_layout"] == "nhwc":  # (likewise)
-        d.pop("conv_layout")
-    if d["fp8_activation_scale"] == "dynamic":  # (likewise)
-        d.pop("fp8_activation_scale")
-    if d["fp8_accumulation"] == "fast":  # (likewise)
-        d.pop("fp8_accumulation")
-    if d["all_reduce_kernel"] == "nccl":  # (likewise)
-        d.pop("all_reduce_kernel")
-    if d["decode_attention"] == "grouped":  # (likewise)
-        d.pop("decode_attention")
-    if not d["warm_repeats"]:  # (likewise)
-        d.pop("warm_repeats")
+    for name, default in _KEYED_SINCE_ADDED.items():  # added later: at their default, stored points keep keys
+        if d[name] == default:
+            d.pop(name)
     engine = options.get("engine", "analytical")
     return {"engine": engine, "streams": options.get("streams", 1) if engine == "des" else None, **d}
 
