@@ -20,7 +20,7 @@ from simulator.calibration.measurements import Measurement
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
-           "uncached_program_run", "serial_host_s",
+           "uncached_program_run", "stored_scores_stated", "serial_host_s",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -111,6 +111,9 @@ _GLOBAL_NORM_CLIP = re.compile(r"\bgradients clipped by their global norm\b")
 # its own (PaddlePaddle's check_finite_and_unscale: workloads.frameworks.amp_unscale_pass)
 _AMP_UNSCALE = re.compile(r"\bgradients unscaled in one pass over all of them\b")
 
+# a row whose notes state that its fused attention keeps the whole score matrix in memory between its forward and
+# backward (PaddlePaddle's cuDNN fused_dot_product_self_attention: workloads.paddle_fmha.stored_score_attention)
+_STORED_SCORES = re.compile(r"\bsoftmax stored between the fused attention kernels\b")
 # a row whose notes state that its static program runs through PaddlePaddle's old Executor without the program cache,
 # which clones the program and creates and runs every op anew in every call, before the first kernel
 # (workloads.frameworks.paddle_uncached_run_s)
@@ -182,6 +185,13 @@ def amp_unscale_stated(text: str) -> bool:
     """True when ``text`` (a row's notes) says its mixed-precision step unscales and checks every gradient in a pass
     of its own (:func:`workloads.frameworks.amp_unscale_pass`)."""
     return bool(_AMP_UNSCALE.search(text))
+
+
+def stored_scores_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its fused attention stores the score matrix between its kernels (the
+    graph's attention ops are then marked by :func:`workloads.paddle_fmha.stored_score_attention`:
+    :class:`GraphCache`)."""
+    return bool(_STORED_SCORES.search(text))
 
 
 def uncached_program_run(text: str) -> bool:
@@ -363,6 +373,19 @@ def _with_optimizer_passes(graph: Any, passes: tuple[bool, bool]) -> Any:
     return graph
 
 
+def _with_stored_scores(graph: Any, stored: bool, m: Measurement) -> Any:
+    """``graph`` with its attention ops marked as storing their score matrix where ``m``'s notes state it
+    (:func:`stored_scores_stated`); a graph without attention is a located error."""
+    if not stored:
+        return graph
+    from workloads.paddle_fmha import stored_score_attention
+
+    try:
+        return stored_score_attention(graph)
+    except ValueError as exc:
+        raise ValueError(f"{m.where or m.id}: notes: {exc}") from None
+
+
 class GraphCache:
     """Graphs of the measured cases, built once each (located errors on failure)."""
 
@@ -378,10 +401,11 @@ class GraphCache:
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
         passes = _optimizer_passes(m)
+        stored = stored_scores_stated(m.notes)
         tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
         tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
         key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
-               tactic_tokens, passes)
+               tactic_tokens, passes, stored)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -428,5 +452,5 @@ class GraphCache:
                 from workloads.training import training_graph
 
                 graph = training_graph(graph)
-            self.cache[key] = _with_optimizer_passes(graph, passes)
+            self.cache[key] = _with_stored_scores(_with_optimizer_passes(graph, passes), stored, m)
         return self.cache[key]

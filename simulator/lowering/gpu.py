@@ -723,6 +723,9 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
             kv_sharing=sharing, cta_edges=edges, tile=tile), tiles, pick),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
+    if op.attrs.get("stored_score_passes"):  # PaddlePaddle's cuDNN fused attention keeps S (and dS) in memory
+        e = _stored_scores(e, float(b * hq * sq * skv) * element_bytes(q.dtype) * int(op.attrs["stored_score_passes"]),
+                           p)
     det = dict(e.details)
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     if window:  # the softmax runs over every visited pair, the band's edge blocks included
@@ -789,6 +792,18 @@ def _masked_mha(op: Op, ctx: LoweringContext) -> KernelCost:
                           notes=(f"masked multi-head attention: one CTA per sequence and query head, each K/V head read "
                                  f"by {reads} CTAs (L2 serves the repeats); {_bound_term_note(e)}")
                           if np.ndim(e.compute_s) == 0 else "")
+
+
+def _stored_scores(e: gpu.KernelEstimate, extra_bytes: float, p: gpu.GpuParams) -> gpu.KernelEstimate:
+    """A fused-attention kernel that also moves its score matrix through DRAM (``extra_bytes``: the passes an op's
+    ``stored_score_passes`` attribute counts, :data:`workloads.paddle_fmha.STORED_SCORE_PASSES`): the bytes are added
+    to the kernel's DRAM and L2 traffic and their DRAM time, at the rate :func:`hwmodels.gpu.attention` streams at
+    (``dram_fraction`` of the peak), to its memory term; the compute term is kept."""
+    extra_s = extra_bytes / (_f(p.dram_bytes_per_s) * _f(p.dram_fraction))
+    t_mem = _f(_f(e.memory_s) + extra_s)
+    return dataclasses.replace(e, memory_s=t_mem, dram_bytes=_f(_f(e.dram_bytes) + extra_bytes),
+                               l2_bytes=_f(_f(e.l2_bytes) + extra_bytes),
+                               time_s=_f(np.maximum(_f(e.compute_s), t_mem) + _f(e.latency_s)))
 
 
 def _narrow_kv(e_q: gpu.KernelEstimate, e_kv: gpu.KernelEstimate, qo_elements: float, extra_bytes: float,
