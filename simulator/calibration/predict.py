@@ -20,7 +20,7 @@ from simulator.calibration.measurements import Measurement
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
-           "uncached_program_run", "stored_scores_stated", "serial_host_s",
+           "uncached_program_run", "stored_scores_stated", "gelu_epilogue_stated", "serial_host_s",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -114,6 +114,9 @@ _AMP_UNSCALE = re.compile(r"\bgradients unscaled in one pass over all of them\b"
 # a row whose notes state that its fused attention keeps the whole score matrix in memory between its forward and
 # backward (PaddlePaddle's cuDNN fused_dot_product_self_attention: workloads.paddle_fmha.stored_score_attention)
 _STORED_SCORES = re.compile(r"\bsoftmax stored between the fused attention kernels\b")
+# a row whose notes state that its training program runs each GELU and its gradient in the epilogues of the GEMMs
+# around it (PaddlePaddle's fuse_gemm_epilogue pass: workloads.paddle_epilogue.fold_gelu_into_gemms)
+_GELU_EPILOGUE = re.compile(r"\bGELU and its gradient in the GEMM epilogues\b")
 # a row whose notes state that its static program runs through PaddlePaddle's old Executor without the program cache,
 # which clones the program and creates and runs every op anew in every call, before the first kernel
 # (workloads.frameworks.paddle_uncached_run_s)
@@ -192,6 +195,13 @@ def stored_scores_stated(text: str) -> bool:
     graph's attention ops are then marked by :func:`workloads.paddle_fmha.stored_score_attention`:
     :class:`GraphCache`)."""
     return bool(_STORED_SCORES.search(text))
+
+
+def gelu_epilogue_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its training program runs each GELU and its gradient in GEMM
+    epilogues (the step is then rewritten by :func:`workloads.paddle_epilogue.fold_gelu_into_gemms`:
+    :class:`GraphCache`)."""
+    return bool(_GELU_EPILOGUE.search(text))
 
 
 def uncached_program_run(text: str) -> bool:
@@ -373,15 +383,17 @@ def _with_optimizer_passes(graph: Any, passes: tuple[bool, bool]) -> Any:
     return graph
 
 
-def _with_stored_scores(graph: Any, stored: bool, m: Measurement) -> Any:
-    """``graph`` with its attention ops marked as storing their score matrix where ``m``'s notes state it
-    (:func:`stored_scores_stated`); a graph without attention is a located error."""
-    if not stored:
-        return graph
+def _with_stored_scores(graph: Any, stored: tuple[bool, bool], m: Measurement) -> Any:
+    """``graph`` with what ``m``'s notes state of PaddlePaddle's fused kernels: attention ops storing their score
+    matrix (:func:`stored_scores_stated`) and, in a training step, each GELU and its gradient folded into GEMMs
+    (:func:`gelu_epilogue_stated`); a graph without the ops is a located error."""
+    scores, gelu = stored
+    from workloads.paddle_epilogue import fold_gelu_into_gemms
     from workloads.paddle_fmha import stored_score_attention
 
     try:
-        return stored_score_attention(graph)
+        graph = stored_score_attention(graph) if scores else graph
+        return fold_gelu_into_gemms(graph) if gelu else graph
     except ValueError as exc:
         raise ValueError(f"{m.where or m.id}: notes: {exc}") from None
 
@@ -401,7 +413,7 @@ class GraphCache:
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
         passes = _optimizer_passes(m)
-        stored = stored_scores_stated(m.notes)
+        stored = (stored_scores_stated(m.notes), bool(m.train) and gelu_epilogue_stated(m.notes))
         tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
         tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
         key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,

@@ -79,3 +79,36 @@ def test_pub087_pays_the_score_traffic_of_its_24_layers():
     assert moved == pytest.approx(14.5e9, rel=0.01)
     p = gpu.gpu_params(dev, "fp16")
     assert 0.5 * moved / (p.dram_bytes_per_s * p.dram_fraction) < delta <= moved / (p.dram_bytes_per_s * p.dram_fraction)
+
+
+def test_gelu_fold_drops_the_gelu_kernels_and_rewires_the_gemms(step):
+    from workloads.paddle_epilogue import fold_gelu_into_gemms
+
+    folded = fold_gelu_into_gemms(step)
+    # one gelu forward and one backward per layer go, nothing else
+    assert len(folded.ops) == len(step.ops) - 2 * 24 and folded.meta["gelu_in_gemm_epilogue"] == 24
+    names = {op.name for op in folded.ops}
+    assert "layers.3.mlp.act" not in names and "layers.3.mlp.act.bwd" not in names
+    # the up projection's GEMM writes the activation the down projection reads ...
+    assert folded.op("layers.3.mlp.up").outputs == step.op("layers.3.mlp.act").outputs
+    assert [c.name for c in folded.consumers("layers.3.mlp.act")] == \
+        [c.name for c in step.consumers("layers.3.mlp.act")]
+    # ... and the down projection's dX GEMM writes the pre-activation's gradient the up projection's backward reads
+    assert folded.op("layers.3.mlp.down.bwd_a").outputs == step.op("layers.3.mlp.act.bwd").outputs
+    assert folded.flops == step.flops - sum(op.flops for op in step.ops if op.name.endswith((".mlp.act", ".mlp.act.bwd")))
+
+
+def test_gelu_fold_refuses_a_graph_without_gelu():
+    from workloads.paddle_epilogue import fold_gelu_into_gemms
+
+    with pytest.raises(ValueError, match="got no gelu after a matmul"):
+        fold_gelu_into_gemms(load_workload("resnet50", batch=1, seq=224, train=True))
+
+
+def test_gelu_switch_reads_only_the_amp_fine_tuning_row():
+    from simulator.calibration.predict import gelu_epilogue_stated
+
+    with DEFAULT_DATASET.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    # pub-086 (TF32) has no fuse_gemm_epilogue: program.py sets it under --amp only
+    assert {r["id"] for r in rows if gelu_epilogue_stated(r["notes"])} == {"pub-087"}
