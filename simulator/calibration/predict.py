@@ -20,7 +20,7 @@ from simulator.calibration.measurements import Measurement
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
-           "uncached_program_run", "serial_host_s",
+           "uncached_program_run", "serial_host_s", "graph_launch_stated", "graph_launch_host_s",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -118,6 +118,10 @@ _UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
 # a row whose notes state that its timed loop calls the same op on the same tensors with nothing flushing L2 between
 # the calls (a torch.mm loop over two fixed tensors): EvalOptions.warm_repeats
 _WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
+# a row whose notes state that each timed iteration launches the engine's captured CUDA graph once after the start
+# event on the idle stream, and the CUDA driver's launch form (workloads.frameworks.GRAPH_LAUNCH_FORMS): the launch's
+# host time lies between the start event and the graph's first kernel (graph_launch_host_s)
+_GRAPH_LAUNCH = re.compile(r"\bone cudaGraphLaunch of the engine per timed iteration, CUDA driver (pre-12\.6|12\.6)\b")
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -199,6 +203,27 @@ def serial_host_s(graph: Any, measurement: Measurement) -> float:
     from workloads.frameworks import paddle_uncached_run_s
 
     return paddle_uncached_run_s(graph)
+
+
+def graph_launch_stated(text: str) -> str:
+    """The CUDA driver's graph-launch form (a key of :data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`) when ``text``
+    (a row's notes) says each timed iteration launches the engine's captured graph once, else ``""``."""
+    m = _GRAPH_LAUNCH.search(text)
+    return m.group(1) if m else ""
+
+
+def graph_launch_host_s(report: Any, measurement: Measurement, cuda_graphs: bool) -> float:
+    """Host time (s) of the one ``cudaGraphLaunch`` a timed iteration of ``measurement`` holds, serial with the
+    graph's kernels: :func:`workloads.frameworks.graph_launch_s` of the form its notes state
+    (:func:`graph_launch_stated`) over the kernels of ``report`` (the engine as costed, one graph node each); 0 when
+    the notes state none or the run is not costed as a graph replay (``cuda_graphs`` false)."""
+    form = graph_launch_stated(measurement.notes)
+    if not form or not cuda_graphs:
+        return 0.0
+    from workloads.frameworks import graph_launch_s
+
+    return graph_launch_s(form, sum(r.kernels for r in report.records))
+
 
 def timed_validation_step(text: str) -> bool:
     """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
@@ -311,7 +336,7 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
 
     With a ``measurement``, it runs under the conditions the measurement states (software stack,
     attention kernel, power limit: :func:`run_options`), plus the serial host time its notes state
-    (:func:`serial_host_s`).
+    (:func:`serial_host_s`, :func:`graph_launch_host_s`).
     """
     import simulator.lowering.cpu  # noqa: F401 - registers the CPU rules
     from simulator.engines.analytical import evaluate
@@ -340,8 +365,10 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import classification_validation_step
 
             graph = classification_validation_step(graph)
-    host = serial_host_s(graph, measurement) if measurement is not None else 0.0
-    return float(evaluate(graph, system, opts).totals.latency_s) + host
+    report = evaluate(graph, system, opts)
+    host = 0.0 if measurement is None else \
+        serial_host_s(graph, measurement) + graph_launch_host_s(report, measurement, opts.cuda_graphs)
+    return float(report.totals.latency_s) + host
 
 
 def _optimizer_passes(m: Measurement) -> tuple[bool, bool]:
