@@ -21,6 +21,7 @@ __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_a
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
            "uncached_program_run", "serial_host_s", "graph_launch_stated", "graph_launch_host_s",
+           "stated_module_tree",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -225,6 +226,19 @@ def graph_launch_host_s(report: Any, measurement: Measurement, cuda_graphs: bool
     return graph_launch_s(form, sum(r.kernels for r in report.records))
 
 
+def stated_module_tree(graph: Any, measurement: Measurement, eager_modules: bool) -> Any:
+    """``graph`` with the module calls of the model code ``measurement``'s notes name (``Module tree: <key>.``:
+    :func:`workloads.frameworks.with_module_tree`) where the run counts module calls (``eager_modules``), else
+    ``graph``. An unknown tree, or one that matches no op of ``graph``, is a located error (FrameworkError)."""
+    from workloads.frameworks import module_tree_of, with_module_tree
+
+    where = f"{measurement.where or measurement.id}: notes"
+    tree = module_tree_of(measurement.notes, where)
+    if tree is None or not eager_modules:
+        return graph
+    return with_module_tree(graph, tree, where)
+
+
 def timed_validation_step(text: str) -> bool:
     """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
     step (the graph then gets :func:`workloads.frameworks.classification_validation_step`)."""
@@ -365,6 +379,7 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import classification_validation_step
 
             graph = classification_validation_step(graph)
+        graph = stated_module_tree(graph, measurement, opts.eager_modules)
     report = evaluate(graph, system, opts)
     host = 0.0 if measurement is None else \
         serial_host_s(graph, measurement) + graph_launch_host_s(report, measurement, opts.cuda_graphs)

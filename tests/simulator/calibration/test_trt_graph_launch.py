@@ -79,3 +79,38 @@ def test_prediction_adds_the_launch_to_the_device_time(rows):
     predicted = default_predict(graph, load_device(m.device), m)
     assert predicted - report.totals.latency_s == pytest.approx(19.8e-6, rel=1e-9)
     assert predicted == pytest.approx(0.8417e-3, abs=0.0005e-3)
+
+
+DLE_RESNET = [f"pub-{i:03d}" for i in range(46, 62)]
+
+
+def test_dle_resnet_rows_name_their_module_tree(rows):
+    """The 16 DeepLearningExamples ResNet-50 rows name the model code's module tree (53 calls the op names do not
+    show); the published path adds it only where the run counts module calls (eager PyTorch)."""
+    from workloads.frameworks import module_tree_of
+
+    for rid in DLE_RESNET:
+        assert module_tree_of(rows[rid].notes) == "DeepLearningExamples ResNet", rid
+    others = [rid for rid, m in rows.items() if rid not in DLE_RESNET and module_tree_of(m.notes)]
+    assert others == []
+
+
+def test_dle_resnet_module_calls_in_the_batch1_prediction(rows):
+    """pub-046 (FP32, batch 1, host-bound): each of the 53 calls adds framework_container_call_s (2.2 us) to its
+    op's host time, which shows wherever the op's host time exceeds its device time: 52 of them (the stem
+    convolution's 58 us of device work covers its call), 114.4 us."""
+    from hwmodels.catalog import load_device
+    from simulator.calibration.predict import stated_module_tree
+
+    m = rows["pub-046"]
+    graph = GraphCache().get(m)
+    dev = load_device(m.device)
+    opts, _ = run_options({"source": m.source, "notes": m.notes, "metric_reported": m.metric_reported,
+                           "dtype": m.dtype})
+    assert opts.eager_modules
+    assert stated_module_tree(graph, m, False) is graph
+    with_tree = default_predict(graph, dev, m)
+    from dataclasses import replace
+
+    bare = default_predict(graph, dev, replace(m, notes=m.notes.replace("Module tree:", "Module calls:")))
+    assert with_tree - bare == pytest.approx(52 * 2.2e-6, rel=1e-6)
