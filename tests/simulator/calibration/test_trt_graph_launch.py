@@ -1,8 +1,9 @@
 """The TensorRT demoBERT rows' graph launch: each timed iteration of build/perf --enable_graph holds one
 cudaGraphLaunch of the engine after the start event on the idle stream, under a CUDA driver before 12.6 (TensorRT
 OSS at 007c3470 builds against CUDA 11.6 or 10.2), so its host time, 2 us + 200 ns per node
-(workloads.frameworks.GRAPH_LAUNCH_FORMS), lies inside the measured interval (docs/accuracy.md, "The T4 demoBERT
-rows: the graph launch inside the timed interval").
+(workloads.frameworks.GRAPH_LAUNCH_FORMS), lies inside the measured interval (docs/accuracy.md, "The T4 batch-1
+rows: demoBERT's graph launch, DeepLearningExamples' module calls"), and the DeepLearningExamples ResNet-50 rows'
+module tree.
 """
 
 from __future__ import annotations
