@@ -1966,6 +1966,7 @@ _RESNET_DLE_RULES = (
     (r"avgpool", 1),
 )
 
+
 def _resnet_hf_calls(names: list[str]) -> dict[str, int]:
     out = _by_pattern(names, _RESNET_HF_RULES)
     for n in names:  # a block without a projection shortcut calls nn.Identity as its shortcut
