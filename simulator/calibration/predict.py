@@ -232,7 +232,7 @@ def stated_module_tree(graph: Any, measurement: Measurement, eager_modules: bool
     ``graph``. An unknown tree, or one that matches no op of ``graph``, is a located error (FrameworkError)."""
     from workloads.frameworks import module_tree_of, with_module_tree
 
-    where = f"{measurement.where or measurement.id}: notes"
+    where = "notes"  # the validation prefixes the row's location
     tree = module_tree_of(measurement.notes, where)
     if tree is None or not eager_modules:
         return graph

@@ -115,3 +115,19 @@ def test_dle_resnet_module_calls_in_the_batch1_prediction(rows):
 
     bare = default_predict(graph, dev, replace(m, notes=m.notes.replace("Module tree:", "Module calls:")))
     assert with_tree - bare == pytest.approx(52 * 2.2e-6, rel=1e-6)
+
+
+def test_a_misspelt_module_tree_is_one_located_error(rows):
+    """A row naming an unknown tree: one line with the notes' field, the value, the choices and a suggestion."""
+    from dataclasses import replace
+
+    from hwmodels.catalog import load_device
+    from workloads.frameworks import FrameworkError
+
+    m = rows["pub-046"]
+    bad = replace(m, notes=m.notes.replace("DeepLearningExamples ResNet.", "DeepLearningExample ResNet."))
+    with pytest.raises(FrameworkError) as err:
+        default_predict(GraphCache().get(m), load_device(m.device), bad)
+    msg = str(err.value)
+    assert msg.startswith("notes: unknown module tree; got 'DeepLearningExample ResNet'")
+    assert "did you mean 'DeepLearningExamples ResNet'?" in msg and "\n" not in msg
