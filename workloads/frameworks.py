@@ -1955,6 +1955,18 @@ _RESNET_TORCHVISION_RULES = (
 )
 
 
+#: NVIDIA DeepLearningExamples ``PyTorch/Classification/ConvNets/image_classification/models/resnet.py`` @ 291f0d0
+#: (``ResNet``, ``Bottleneck``; ``LayerBuilder.activation()`` is an ``nn.ReLU`` module): the graph's names show each
+#: stage (``layerX``: the ``nn.Sequential`` of ``_make_layer``), each ``Bottleneck`` and its ``downsample``; not
+#: shown: the root ``ResNet`` module, the ``nn.Sequential`` ``self.layers`` holding the four stages, the stem's
+#: ``nn.ReLU`` and a block's ``self.relu`` called three times, ``nn.MaxPool2d`` and ``nn.AdaptiveAvgPool2d``
+#: (``stem`` and ``classifier`` are methods, the flatten an ``x.view``): 53 calls for ResNet-50.
+_RESNET_DLE_RULES = (
+    (r"conv1", 1), (r"relu", 1), (r"maxpool", 1), (r"layer1\.0\.conv1", 1), (r"layer\d\.\d+\.relu(_\d+)?", 1),
+    (r"avgpool", 1),
+)
+
+
 def _resnet_hf_calls(names: list[str]) -> dict[str, int]:
     out = _by_pattern(names, _RESNET_HF_RULES)
     for n in names:  # a block without a projection shortcut calls nn.Identity as its shortcut
@@ -1974,6 +1986,11 @@ MODULE_TREES: dict[str, tuple[Any, str]] = {
         _resnet_hf_calls,
         "huggingface/transformers src/transformers/models/resnet/modeling_resnet.py @ 00cbbe53 (ResNetConvLayer, "
         "ResNetBottleNeckLayer, ResNetStage; the rows' 2023 release was not re-read)"),
+    "DeepLearningExamples ResNet": (
+        lambda names: _by_pattern(names, _RESNET_DLE_RULES),
+        "NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/image_classification/models/resnet.py @ "
+        "291f0d02e815b148fa5c2b81bf07aa3552142895 (ResNet.forward: stem, self.layers, classifier; Bottleneck.forward "
+        "calls self.relu three times; training.py Executor holds the model unwrapped on one GPU)"),
     "torchvision ResNet": (
         lambda names: _by_pattern(names, _RESNET_TORCHVISION_RULES),
         "pytorch/vision torchvision/models/resnet.py read @ 054e54c5 (Bottleneck.relu called three times, ResNet.relu, "

@@ -21,6 +21,7 @@ __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_a
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
            "uncached_program_run", "stored_scores_stated", "gelu_epilogue_stated", "serial_host_s",
+           "graph_launch_stated", "graph_launch_host_s", "stated_module_tree",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
 _FUSED_STACKS = ("TensorRT", "torch.compile", "gpt-fast")
@@ -124,6 +125,10 @@ _UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
 # a row whose notes state that its timed loop calls the same op on the same tensors with nothing flushing L2 between
 # the calls (a torch.mm loop over two fixed tensors): EvalOptions.warm_repeats
 _WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
+# a row whose notes state that each timed iteration launches the engine's captured CUDA graph once after the start
+# event on the idle stream, and the CUDA driver's launch form (workloads.frameworks.GRAPH_LAUNCH_FORMS): the launch's
+# host time lies between the start event and the graph's first kernel (graph_launch_host_s)
+_GRAPH_LAUNCH = re.compile(r"\bone cudaGraphLaunch of the engine per timed iteration, CUDA driver (pre-12\.6|12\.6)\b")
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -219,6 +224,40 @@ def serial_host_s(graph: Any, measurement: Measurement) -> float:
     from workloads.frameworks import paddle_uncached_run_s
 
     return paddle_uncached_run_s(graph)
+
+
+def graph_launch_stated(text: str) -> str:
+    """The CUDA driver's graph-launch form (a key of :data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`) when ``text``
+    (a row's notes) says each timed iteration launches the engine's captured graph once, else ``""``."""
+    m = _GRAPH_LAUNCH.search(text)
+    return m.group(1) if m else ""
+
+
+def graph_launch_host_s(report: Any, measurement: Measurement, cuda_graphs: bool) -> float:
+    """Host time (s) of the one ``cudaGraphLaunch`` a timed iteration of ``measurement`` holds, serial with the
+    graph's kernels: :func:`workloads.frameworks.graph_launch_s` of the form its notes state
+    (:func:`graph_launch_stated`) over the kernels of ``report`` (the engine as costed, one graph node each); 0 when
+    the notes state none or the run is not costed as a graph replay (``cuda_graphs`` false)."""
+    form = graph_launch_stated(measurement.notes)
+    if not form or not cuda_graphs:
+        return 0.0
+    from workloads.frameworks import graph_launch_s
+
+    return graph_launch_s(form, sum(r.kernels for r in report.records))
+
+
+def stated_module_tree(graph: Any, measurement: Measurement, eager_modules: bool) -> Any:
+    """``graph`` with the module calls of the model code ``measurement``'s notes name (``Module tree: <key>.``:
+    :func:`workloads.frameworks.with_module_tree`) where the run counts module calls (``eager_modules``), else
+    ``graph``. An unknown tree, or one that matches no op of ``graph``, is a located error (FrameworkError)."""
+    from workloads.frameworks import module_tree_of, with_module_tree
+
+    where = "notes"  # the validation prefixes the row's location
+    tree = module_tree_of(measurement.notes, where)
+    if tree is None or not eager_modules:
+        return graph
+    return with_module_tree(graph, tree, where)
+
 
 def timed_validation_step(text: str) -> bool:
     """True when ``text`` (a row's notes) says its time is DeepLearningExamples' classification validation
@@ -331,7 +370,7 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
 
     With a ``measurement``, it runs under the conditions the measurement states (software stack,
     attention kernel, power limit: :func:`run_options`), plus the serial host time its notes state
-    (:func:`serial_host_s`).
+    (:func:`serial_host_s`, :func:`graph_launch_host_s`).
     """
     import simulator.lowering.cpu  # noqa: F401 - registers the CPU rules
     from simulator.engines.analytical import evaluate
@@ -360,8 +399,11 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import classification_validation_step
 
             graph = classification_validation_step(graph)
-    host = serial_host_s(graph, measurement) if measurement is not None else 0.0
-    return float(evaluate(graph, system, opts).totals.latency_s) + host
+        graph = stated_module_tree(graph, measurement, opts.eager_modules)
+    report = evaluate(graph, system, opts)
+    host = 0.0 if measurement is None else \
+        serial_host_s(graph, measurement) + graph_launch_host_s(report, measurement, opts.cuda_graphs)
+    return float(report.totals.latency_s) + host
 
 
 def _optimizer_passes(m: Measurement) -> tuple[bool, bool]:

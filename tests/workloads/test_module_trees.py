@@ -49,6 +49,14 @@ def test_torchvision_resnet_tree_counts_the_relu_calls():
     assert sum(_calls("torchvision ResNet", "resnet152").values()) == 1 + 1 + 2 + 3 * 50
 
 
+def test_dle_resnet_tree_adds_the_outer_sequential_to_torchvision_calls():
+    # DeepLearningExamples' ResNet @ 291f0d0: the root module, self.layers (the nn.Sequential around the four stages),
+    # the stem's ReLU, max and average pooling, and 3 ReLU calls in each of 16 bottlenecks (ResNet-50): 53
+    calls = _calls("DeepLearningExamples ResNet", "resnet50")
+    assert sum(calls.values()) == 1 + 1 + 1 + 2 + 3 * 16
+    assert calls["layer1.0.conv1"] == 1 and calls["conv1"] == 1 and calls["layer4.2.relu_2"] == 1
+    assert sum(calls.values()) == sum(_calls("torchvision ResNet", "resnet50").values()) + 1
+
 def test_module_call_counts_adds_the_tree_as_containers():
     g = _graph("vit_b16")
     before = module_call_counts(g)
