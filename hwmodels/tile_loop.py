@@ -4,13 +4,13 @@
 Such a kernel does not stream at the device's streaming rate by itself. Each block copies its tile into shared
 memory (one ``cp.async.bulk`` per input), waits for it, runs a loop of one element per thread per iteration, stores
 the results and exits; the SM then starts the next block. An SM therefore holds at most its resident blocks' tiles
-in flight, and each tile's round trip is the memory latency, the wait for its share of the DRAM rate, and the wait
-for the SM's warp schedulers to issue the block's instructions. :func:`tile_loop_time` solves that closed loop
-(exact mean-value analysis: Reiser & Lavenberg, "Mean-Value Analysis of Closed Multichain Queuing Networks", JACM
-27(2), 1980; Lazowska et al., "Quantitative System Performance", 1984, ch. 6) with the resident blocks as its
-customers, two queueing centres (the SM's share of the DRAM rate, the SM's instruction issue) and one delay (the
-DRAM latency). Its asymptotes are the two bounds of Little's law: the tiles in flight over their round trip, and
-the busier centre's rate.
+in flight (CUB sizes the tiles so that they reach a stated number of bytes per SM), and each tile's round trip is
+the memory latency, its wait for the DRAM the SMs share, and its wait for its SM's warp schedulers to issue the
+block's instructions. :func:`tile_loop_time` solves that closed loop by mean-value analysis (Reiser & Lavenberg,
+"Mean-Value Analysis of Closed Multichain Queuing Networks", JACM 27(2), 1980; Lazowska et al., "Quantitative
+System Performance", 1984, ch. 6 and 7) with the resident blocks as its customers, one class per SM
+(:func:`shared_memory_throughput`). Its asymptotes are the two bounds of Little's law: the tiles in flight over
+their round trip, and the busier centre's rate.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from hwmodels.gpu import GpuParams
 
 __all__ = ["TileLoopKernel", "TILE_LOOP_KERNELS", "tile_loop_items_per_thread", "tile_loop_resident_blocks",
-           "mean_value_throughput", "tile_loop_time"]
+           "shared_memory_throughput", "tile_loop_time"]
 
 
 @dataclass(frozen=True)
@@ -118,31 +118,46 @@ def tile_loop_items_per_thread(k: TileLoopKernel, resident: float, loaded_bytes:
     return int(min(k.max_items_per_thread, max(1, math.ceil(k.min_bytes_in_flight / per_item))))
 
 
-def mean_value_throughput(demands_s: list[Any], delay_s: Any, customers: int) -> Any:
-    """Throughput (customers per second) of a closed network of ``customers`` cycling through queueing centres of
-    service demands ``demands_s`` (s per visit) and a delay of ``delay_s``: exact mean-value analysis,
-    ``R_i(n) = D_i (1 + Q_i(n - 1))``, ``X(n) = n / (Z + sum R_i(n))``, ``Q_i(n) = X(n) R_i(n)``."""
-    queues = [np.zeros_like(np.asarray(d, dtype=float)) for d in demands_s]
-    x: Any = 0.0
-    for n in range(1, max(1, int(customers)) + 1):
-        resid = [np.asarray(d, dtype=float) * (1.0 + q) for d, q in zip(demands_s, queues, strict=True)]
-        x = n / (np.asarray(delay_s, dtype=float) + sum(resid))
-        queues = [x * r for r in resid]
+def shared_memory_throughput(issue_s: Any, memory_s: Any, delay_s: Any, per_sm: int, sms: Any,
+                             *, tolerance: float = 1e-12, max_steps: int = 100000) -> Any:
+    """Tiles per second one SM completes when every SM holds ``per_sm`` tiles that cycle through a delay
+    (``delay_s``), the SM's own instruction issue (``issue_s`` per tile) and the DRAM the ``sms`` SMs share
+    (``memory_s`` per tile at the whole chip's rate).
+
+    A closed network of ``sms`` symmetric classes, each pinned to its SM's issue centre and all sharing one
+    memory centre, solved by the Bard-Schweitzer approximation of mean-value analysis (P. Schweitzer,
+    "Approximate analysis of multiclass closed networks of queues", 1979; Y. Bard, "Some extensions to multiclass
+    queueing network analysis", 1979): with ``q_i``, ``q_m`` one class's mean queues, ``R_i = D_i (1 + q_i (N -
+    1) / N)``, ``R_m = d_m (1 + S q_m - q_m / N)``, ``X = N / (Z + R_i + R_m)``, iterated to a fixed point. One
+    customer on one SM is exact: ``X = 1 / (Z + D_i + d_m)``.
+    """
+    di, dm, z = (np.asarray(v, dtype=float) for v in (issue_s, memory_s, delay_s))
+    n, s = float(max(1, per_sm)), np.asarray(sms, dtype=float)
+    qi = qm = np.full(np.broadcast(di, dm, z, s).shape, n / 2.0)
+    x = n / (z + di + dm)
+    for _ in range(max_steps):
+        ri = di * (1.0 + qi * (n - 1.0) / n)
+        rm = dm * (1.0 + s * qm - qm / n)
+        x_new = n / (z + ri + rm)
+        qi, qm = 0.5 * (qi + x_new * ri), 0.5 * (qm + x_new * rm)
+        if np.all(np.abs(x_new - x) <= tolerance * np.abs(x_new)):
+            return x_new
+        x = x_new
     return x
 
 
 def tile_loop_time(numel: float, loaded_bytes: float, stored_bytes: float, k: TileLoopKernel, p: GpuParams, *,
-                   warp_schedulers: Any, warp_size: int) -> Any:
+                   warp_schedulers: Any, warp_size: int, smem_latency_s: Any = 0.0) -> Any:
     """Time (s) of a tile-loop kernel over ``numel`` elements that loads ``loaded_bytes`` and stores
     ``stored_bytes`` per element, on the device of ``p`` with ``warp_schedulers`` per SM (each issues one warp
     instruction per clock) and warps of ``warp_size`` threads.
 
-    Each SM cycles its resident blocks (:func:`tile_loop_resident_blocks`) through the DRAM latency
-    (``p.dram_latency_s``, a delay), its share of the streaming rate (the tile's bytes read and written over
-    ``dram_bytes_per_s x dram_fraction / sms``) and its warp schedulers (the block's warps x (prologue + items per
-    thread x loop instructions) over ``warp_schedulers x clock``); the time is the SM's tiles over the
-    mean-value throughput of that loop (:func:`mean_value_throughput`), for the busiest SM's tiles
-    (``ceil(tiles / sms)``).
+    Each SM cycles its resident blocks (:func:`tile_loop_resident_blocks`) through a delay (the DRAM latency
+    ``p.dram_latency_s``, then one shared-memory load latency ``smem_latency_s`` per item per thread: the loop is
+    not unrolled, so each iteration's store waits for its own load), the DRAM the busy SMs share (the tile's bytes
+    read and written at ``dram_bytes_per_s x dram_fraction``) and its own warp schedulers (the block's warps x
+    (prologue + items per thread x loop instructions) over ``warp_schedulers x clock``); the time is the busiest
+    SM's tiles (``ceil(tiles / sms)``) over the throughput of that loop (:func:`shared_memory_throughput`).
     """
     resident = tile_loop_resident_blocks(k, p)
     sms = np.asarray(p.sms, dtype=float)
@@ -153,11 +168,13 @@ def tile_loop_time(numel: float, loaded_bytes: float, stored_bytes: float, k: Ti
     ipt = min(ipt, spread)
     tile = k.block_threads * ipt
     tiles_per_sm = np.ceil(math.ceil(float(numel) / tile) / sms)  # the busiest SM's tiles
-    stream_per_sm = np.asarray(p.dram_bytes_per_s, dtype=float) * np.asarray(p.dram_fraction, dtype=float) / sms
-    memory_s = tile * (float(loaded_bytes) + float(stored_bytes)) / stream_per_sm
+    stream = np.asarray(p.dram_bytes_per_s, dtype=float) * np.asarray(p.dram_fraction, dtype=float)
+    memory_s = tile * (float(loaded_bytes) + float(stored_bytes)) / stream  # at the whole chip's rate
     warps = math.ceil(k.block_threads / warp_size)
     issue_s = warps * (k.prologue_instructions + ipt * k.loop_instructions) / (
         np.asarray(warp_schedulers, dtype=float) * np.asarray(p.clock_hz, dtype=float))
     customers = int(max(1, min(occ, math.ceil(float(np.min(tiles_per_sm))))))
-    x = mean_value_throughput([memory_s, issue_s], p.dram_latency_s, customers)
+    delay_s = np.asarray(p.dram_latency_s, dtype=float) + ipt * np.asarray(smem_latency_s, dtype=float)
+    busy_sms = np.minimum(sms, math.ceil(float(numel) / tile))
+    x = shared_memory_throughput(issue_s, memory_s, delay_s, customers, busy_sms)
     return tiles_per_sm / x

@@ -875,7 +875,8 @@ def _in_tile_loop(e: gpu.KernelEstimate, rule: str, op: Op, ctx: LoweringContext
                                  f"{k.compute_capability / 10:.1f} device or no streaming_kernel")
     numel = max(1, op.outputs[0].numel)
     t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, ctx.params("fp32"),
-                       warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size)
+                       warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size,
+                       smem_latency_s=ctx.device.level("smem").latency_s)
     loop = _f(np.maximum(_f(e.compute_s), _f(t) - _f(e.latency_s)))
     bound = np.any(loop > np.maximum(_f(e.compute_s), _f(e.memory_s)))
     e = dataclasses.replace(e, compute_s=loop, time_s=_f(np.maximum(loop, _f(e.memory_s)) + _f(e.latency_s)))
