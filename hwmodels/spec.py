@@ -151,6 +151,14 @@ class SMSpec:
         "5.x-9.0 (CUDA C++ Programming Guide, 'Arithmetic Instructions' throughput table)",
         default=16,
     )
+    warp_schedulers: int = spec_field(
+        "count",
+        "warp schedulers per SM, each issuing one instruction of one ready warp per clock: 4 on NVIDIA "
+        "compute capability 7.x-10.x (CUDA C++ Programming Guide, compute-capability appendix, 'Architecture': "
+        "'4 warp schedulers'; 'at every instruction issue time, each scheduler issues one instruction for one "
+        "of its assigned warps that is ready to execute')",
+        default=4,
+    )
     warp_mma_flops_per_clk: float = spec_field(
         "count",
         "dense FP16 FLOP per clock per SM of the warp-synchronous mma.sync path (the Ampere-style "

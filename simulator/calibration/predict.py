@@ -129,6 +129,9 @@ _WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
 # event on the idle stream, and the CUDA driver's launch form (workloads.frameworks.GRAPH_LAUNCH_FORMS): the launch's
 # host time lies between the start event and the graph's first kernel (graph_launch_host_s)
 _GRAPH_LAUNCH = re.compile(r"\bone cudaGraphLaunch of the engine per timed iteration, CUDA driver (pre-12\.6|12\.6)\b")
+# a row whose notes name the compiled tile-loop kernel its elementwise op ran (CUB's bulk-copy DeviceTransform at a
+# stated cccl commit, hwmodels.tile_loop.TILE_LOOP_KERNELS): EvalOptions.streaming_kernel
+_TILE_LOOP_KERNEL = re.compile(r"\bKernel: (cub-ublkcp@[0-9a-f]+:[a-z0-9]+-[a-z0-9]+)\b")
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -306,8 +309,9 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     multi-GPU rows' stack column, is optional: TensorRT-LLM's custom all-reduce needs it to name TensorRT-LLM): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
     per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes), a
-    timed loop over the same tensors without an L2 flush ("same tensors with no L2 flush between calls") and a
-    stated power limit. Both the published-set validation and the
+    timed loop over the same tensors without an L2 flush ("same tensors with no L2 flush between calls"), a
+    stated power limit and the compiled tile-loop kernel an elementwise benchmark ran ("Kernel:
+    cub-ublkcp@<commit>:<functor>-<dtype>"). Both the published-set validation and the
     calibrator use it, so a measurement is always predicted under the same conditions.
     """
     from simulator.engines.analytical import EvalOptions
@@ -337,12 +341,19 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        decode_attention="per-query-head" if _TRTLLM_PRE_XQA.search(row.get("framework") or "")
                        else "grouped",
                        fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast",
-                       warm_repeats=bool(_WARM_REPEATS.search(text)))
+                       warm_repeats=bool(_WARM_REPEATS.search(text)),
+                       streaming_kernel=_tile_loop_kernel(row.get("notes") or ""))
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:
         overrides["power.tdp_w"] = float(m.group(1))
     return opts, overrides
+
+
+def _tile_loop_kernel(notes: str) -> str:
+    """The tile-loop kernel a row's notes name (``Kernel: cub-ublkcp@<commit>:<functor>-<dtype>``), or ``""``."""
+    m = _TILE_LOOP_KERNEL.search(notes)
+    return m.group(1) if m else ""
 
 
 def _trtllm_fp8_plugin(row: Mapping[str, Any], text: str) -> bool:

@@ -123,7 +123,8 @@ def spec_tree(obj: Any) -> Any:
     """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
     provenance and file names left out, and fields at their "absent" value too (:func:`absent_in_digest`:
     a ``dvfs`` table of None, an empty ``flash2_causal_fwd_ratio`` table, a ``flash2_causal_fwd_ratio_scale``
-    of exactly 1, a ``library_gemm_call_s`` of 0, a ``compute_capability`` of 0), so the digests of specs without those data did not
+    of exactly 1, a ``library_gemm_call_s`` of 0, a ``compute_capability`` of 0, ``warp_schedulers`` at its
+    default of 4), so the digests of specs without those data did not
     change when the fields were added, and sweep stores keyed on them keep their points."""
     if dataclasses.is_dataclass(obj):
         return {f.name: spec_tree(getattr(obj, f.name)) for f in dataclasses.fields(obj)
@@ -138,7 +139,9 @@ def spec_tree(obj: Any) -> Any:
 # fields added after sweep stores were keyed on spec digests, by the value meaning "no data": a spec
 # holding that value is hashed as it was before the field existed
 _ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "flash2_causal_fwd_ratio_scale": 1.0,
-                                   "library_gemm_call_s": 0.0, "compute_capability": 0}
+                                   "library_gemm_call_s": 0.0, "compute_capability": 0,
+                                   # (sm.warp_schedulers at its declared default: every catalog GPU has 4)
+                                   "warp_schedulers": 4}
 
 
 def absent_in_digest(name: str, value: Any) -> bool:

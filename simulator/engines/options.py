@@ -61,6 +61,11 @@ class EvalOptions:
         through :attr:`hwmodels.gpu.GemmLaunch.resident_bytes`; convolutions, grouped, quantised and recurrent
         contractions and attention keep their DRAM operands (no row needs them yet); writes are still priced to
         DRAM. Needs ``l2_residency``. Off (default): one cold run.
+    streaming_kernel
+        ``""`` (default): elementwise ops stream at the device's streaming rate. A name from
+        :data:`hwmodels.tile_loop.TILE_LOOP_KERNELS`: every elementwise op runs that compiled tile-loop kernel
+        (CUB's bulk-copy ``cub::DeviceTransform``), no faster than its tiles in flight and its instruction issue
+        allow (:func:`hwmodels.tile_loop.tile_loop_time`); set by a measurement that states the kernel.
     attention_kernel
         Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
         ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
@@ -148,6 +153,7 @@ class EvalOptions:
     conv_layout: str = "nhwc"
     all_reduce_kernel: str = "nccl"
     decode_attention: str = "grouped"
+    streaming_kernel: str = ""
 
     fp8_activation_scale: str = "dynamic"
     fp8_accumulation: str = "fast"
@@ -171,6 +177,10 @@ class EvalOptions:
                              + did_you_mean(str(self.all_reduce_kernel).lower(), ALL_REDUCE_KERNELS))
 
         _check_choice("decode_attention", self.decode_attention, DECODE_ATTENTIONS, "decode attention kernel")
+        if self.streaming_kernel:
+            from hwmodels.tile_loop import TILE_LOOP_KERNELS
+
+            _check_choice("streaming_kernel", self.streaming_kernel, tuple(TILE_LOOP_KERNELS), "tile-loop kernel")
         if self.fp8_activation_scale not in FP8_ACTIVATION_SCALES:
             from nodeperf.suggest import did_you_mean
 

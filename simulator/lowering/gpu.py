@@ -868,7 +868,34 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     if "access" in op.attrs:
         e = _at_access(e, op, ctx)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
+    if op.kind == "elementwise" and getattr(ctx.options, "streaming_kernel", ""):
+        e, rule = _in_tile_loop(e, rule, op, ctx)
     return _from_estimate(e, rule, 0.0, vec)
+
+
+def _in_tile_loop(e: gpu.KernelEstimate, rule: str, op: Op, ctx: LoweringContext) -> tuple[gpu.KernelEstimate, str]:
+    """``e`` no faster than the tile-loop kernel ``options.streaming_kernel`` runs ``op``
+    (:func:`hwmodels.tile_loop.tile_loop_time`: its tiles in flight per SM and its instruction issue); the rule
+    becomes ``"tile-loop"`` where that bound sets the time. A kernel compiled for another compute capability
+    is an error."""
+    from hwmodels.tile_loop import TILE_LOOP_KERNELS, tile_loop_time
+
+    name = ctx.options.streaming_kernel
+    k = TILE_LOOP_KERNELS[name]
+    sm = ctx.device.sm
+    if int(sm.compute_capability) != k.compute_capability:
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): options.streaming_kernel {name!r} is compiled for "
+                                 f"compute capability {k.compute_capability / 10:.1f}; got device "
+                                 f"{ctx.device.name!r} of {int(sm.compute_capability) / 10:.1f}; expected a "
+                                 f"{k.compute_capability / 10:.1f} device or no streaming_kernel")
+    numel = max(1, op.outputs[0].numel)
+    t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, ctx.params("fp32"),
+                       warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size,
+                       smem_latency_s=ctx.device.level("smem").latency_s)
+    loop = _f(np.maximum(_f(e.compute_s), _f(t) - _f(e.latency_s)))
+    bound = np.any(loop > np.maximum(_f(e.compute_s), _f(e.memory_s)))
+    e = dataclasses.replace(e, compute_s=loop, time_s=_f(np.maximum(loop, _f(e.memory_s)) + _f(e.latency_s)))
+    return e, ("tile-loop" if bound else rule)
 
 
 def _at_access(e: gpu.KernelEstimate, op: Op, ctx: LoweringContext) -> gpu.KernelEstimate:
