@@ -23,8 +23,8 @@ import numpy as np
 
 from hwmodels.gpu import GpuParams
 
-__all__ = ["TileLoopKernel", "TILE_LOOP_KERNELS", "tile_loop_items_per_thread", "tile_loop_resident_blocks",
-           "shared_memory_throughput", "tile_loop_time"]
+__all__ = ["TileLoopKernel", "TILE_LOOP_KERNELS", "ITEMS_PER_THREAD_NO_INPUT", "tile_loop_items_per_thread",
+           "tile_loop_launch_items", "tile_loop_resident_blocks", "shared_memory_throughput", "tile_loop_time"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,14 @@ class TileLoopKernel:
     prologue_instructions
         SASS instructions a warp issues outside that loop in an inner block (set-up, the bulk copy by the
         elected thread averaged over the block's warps, the barrier wait, the loop set-up).
+    spreads_small_inputs
+        Whether the launch lowers the items per thread so that a small input still fills every SM's resident
+        blocks (``spread_out_items_per_thread``: ``min(items, ceil(numel / (sms x block_threads x occupancy)))``,
+        at least 1); otherwise it stops raising them only once one tile covers the whole input.
+    dtype
+        The element type of the kernel's inputs and output (the IR's dtype name).
+    ir_ops
+        The IR elementwise ``op`` attributes the kernel's functor computes.
     source
         Where the policy and the counts come from.
     """
@@ -59,6 +67,9 @@ class TileLoopKernel:
     registers_per_thread: int
     loop_instructions: float
     prologue_instructions: float
+    spreads_small_inputs: bool
+    dtype: str
+    ir_ops: tuple[str, ...]
     source: str
 
 
@@ -66,12 +77,14 @@ _CCCL_2502 = ("NVIDIA/cccl @ b52534bf04 (2025-02-19, the base of pull request #3
               "cub/device/dispatch/tuning/tuning_transform.cuh policy1000 = bulkcopy_policy<128, 1000> (ublkcp, "
               "arch_to_min_bytes_in_flight: 48 KiB for sm_arch >= 900), dispatch_transform.cuh "
               "configure_ublkcp_kernel (items per thread 1, 2, ... while < max_items_per_thread 32, until "
-              "occupancy x tile x loaded bytes >= min_bif), transform_kernel_ublkcp (one tile per block, "
+              "occupancy x tile x loaded bytes >= min_bif, or as soon as the tile covers num_items: lines 681-710, no "
+              "spreading over the SMs), transform_kernel_ublkcp (one tile per block, "
               "'unroll 1' loop)")
 _CCCL_2601 = ("NVIDIA/cccl @ 92bbfbd128 (2026-01-30, the base of pull request #7391): tuning_transform.cuh "
               "policy_selector (sm_100: ublkcp, async_block_size 128; arch_to_min_bytes_in_flight 64 KiB 'B200', "
               "since pull request #4790), dispatch_transform.cuh configure_async_kernel (items per thread up to "
-              "and including 32), kernels/kernel_transform.cuh transform_kernel_ublkcp ('NOUNROLL' loop)")
+              "and including 32, then spread_out_items_per_thread: min(items, ceil_div(num_items, sm_count x "
+              "block_threads x max_occupancy)) clamped to [1, 32]), kernels/kernel_transform.cuh transform_kernel_ublkcp ('NOUNROLL' loop)")
 _SASS = ("SASS of the kernel compiled from that commit's headers by nvcc 13.0 (V13.0.88) for sm_100a and read "
          "with nvdisasm; registers from ptxas -v")
 
@@ -84,12 +97,14 @@ TILE_LOOP_KERNELS: dict[str, TileLoopKernel] = {
     "cub-ublkcp@b52534bf04:mul-int8": TileLoopKernel(
         compute_capability=100, block_threads=128, min_bytes_in_flight=48 * 1024, max_items_per_thread=31,
         registers_per_thread=32, loop_instructions=12, prologue_instructions=53.5,
+        spreads_small_inputs=False, dtype="int8", ir_ops=("scale",),
         source=f"{_CCCL_2502}; {_SASS} (32 registers)"),
     # pytorch.cu 'add' (cuda::std::plus<> on __half: HADD2): 2 LDS.U16, UIADD3, 2 IMAD.U32, ISETP, IMAD.WIDE, HADD2,
     # STG.E.U16, @!P0 EXIT, 3 VIADD, BRA = 14; prologue 48 per warp + warp 0's 42 (elect, two bulk copies) / 4 = 58.5
     "cub-ublkcp@92bbfbd128:add-fp16": TileLoopKernel(
         compute_capability=100, block_threads=128, min_bytes_in_flight=64 * 1024, max_items_per_thread=32,
         registers_per_thread=12, loop_instructions=14, prologue_instructions=58.5,
+        spreads_small_inputs=True, dtype="fp16", ir_ops=("add",),
         source=f"{_CCCL_2601}; {_SASS} (12 registers)"),
     # pytorch.cu 'div' (cuda::std::divides<> on __half: cuda_fp16.hpp __hdiv = two HADD2.F32 conversions,
     # MUFU.RCP (rcp.approx.ftz.f32), FMUL, F2FP.F16.F32.PACK_AB, two HSETP2 + PLOP3 for the small-result test and a
@@ -97,6 +112,7 @@ TILE_LOOP_KERNELS: dict[str, TileLoopKernel] = {
     "cub-ublkcp@92bbfbd128:div-fp16": TileLoopKernel(
         compute_capability=100, block_threads=128, min_bytes_in_flight=64 * 1024, max_items_per_thread=32,
         registers_per_thread=12, loop_instructions=25, prologue_instructions=58.5,
+        spreads_small_inputs=True, dtype="fp16", ir_ops=("div",),
         source=f"{_CCCL_2601}; {_SASS} (12 registers)"),
 }
 
@@ -109,16 +125,39 @@ def tile_loop_resident_blocks(k: TileLoopKernel, p: GpuParams) -> Any:
     return np.minimum(np.minimum(by_threads, np.asarray(p.max_ctas_per_sm, dtype=float)), by_regs)
 
 
-def tile_loop_items_per_thread(k: TileLoopKernel, resident: float, loaded_bytes: float) -> int:
+#: Items per thread of a transform with no input streams (``prefetch_policy_t::items_per_thread_no_input = 2``,
+#: "the kernel is just filling", cub/device/dispatch/tuning/tuning_transform.cuh at both commits of
+#: :data:`TILE_LOOP_KERNELS`; such a transform takes the fallback kernel there: ``use_fallback`` on
+#: ``no_input_streams``).
+ITEMS_PER_THREAD_NO_INPUT = 2
+
+
+def tile_loop_items_per_thread(k: TileLoopKernel, resident: Any, loaded_bytes: float) -> Any:
     """Items per thread CUB's launch picks: the first of 1, 2, ... at which ``resident`` blocks' tiles of
-    ``loaded_bytes`` per element reach ``k.min_bytes_in_flight`` per SM, else ``k.max_items_per_thread``."""
-    per_item = float(resident) * k.block_threads * float(loaded_bytes)
-    if per_item <= 0:
-        return k.max_items_per_thread
-    return int(min(k.max_items_per_thread, max(1, math.ceil(k.min_bytes_in_flight / per_item))))
+    ``loaded_bytes`` per element reach ``k.min_bytes_in_flight`` per SM, else ``k.max_items_per_thread``;
+    :data:`ITEMS_PER_THREAD_NO_INPUT` when nothing is loaded. ``resident`` may be an array (one per hardware
+    variant); a scalar gives an int."""
+    res = np.asarray(resident, dtype=float)
+    if float(loaded_bytes) <= 0:
+        ipt = np.full(res.shape, float(ITEMS_PER_THREAD_NO_INPUT))
+    else:
+        per_item = np.maximum(res, 1.0) * k.block_threads * float(loaded_bytes)
+        ipt = np.clip(np.ceil(k.min_bytes_in_flight / per_item), 1, k.max_items_per_thread)
+    return int(ipt) if ipt.ndim == 0 else ipt
 
 
-def shared_memory_throughput(issue_s: Any, memory_s: Any, delay_s: Any, per_sm: int, sms: Any,
+def tile_loop_launch_items(k: TileLoopKernel, numel: float, resident: Any, sms: Any, loaded_bytes: float) -> Any:
+    """Items per thread of the launch over ``numel`` elements: :func:`tile_loop_items_per_thread`, lowered for a
+    small input as ``k``'s launch does (:attr:`TileLoopKernel.spreads_small_inputs`), per hardware variant."""
+    ipt = np.asarray(tile_loop_items_per_thread(k, resident, loaded_bytes), dtype=float)
+    if k.spreads_small_inputs:  # fill every SM's resident blocks
+        cap = np.maximum(1.0, np.ceil(float(numel) / (np.asarray(sms, dtype=float) * k.block_threads * resident)))
+    else:  # stop once one tile covers the input
+        cap = max(1.0, math.ceil(float(numel) / k.block_threads))
+    return np.minimum(ipt, cap)
+
+
+def shared_memory_throughput(issue_s: Any, memory_s: Any, delay_s: Any, per_sm: Any, sms: Any,
                              *, tolerance: float = 1e-12, max_steps: int = 100000) -> Any:
     """Tiles per second one SM completes when every SM holds ``per_sm`` tiles that cycle through a delay
     (``delay_s``), the SM's own instruction issue (``issue_s`` per tile) and the DRAM the ``sms`` SMs share
@@ -129,11 +168,11 @@ def shared_memory_throughput(issue_s: Any, memory_s: Any, delay_s: Any, per_sm: 
     "Approximate analysis of multiclass closed networks of queues", 1979; Y. Bard, "Some extensions to multiclass
     queueing network analysis", 1979): with ``q_i``, ``q_m`` one class's mean queues, ``R_i = D_i (1 + q_i (N -
     1) / N)``, ``R_m = d_m (1 + S q_m - q_m / N)``, ``X = N / (Z + R_i + R_m)``, iterated to a fixed point. One
-    customer on one SM is exact: ``X = 1 / (Z + D_i + d_m)``.
+    customer on one SM is exact: ``X = 1 / (Z + D_i + d_m)``. ``per_sm`` may differ by hardware variant (an array).
     """
     di, dm, z = (np.asarray(v, dtype=float) for v in (issue_s, memory_s, delay_s))
-    n, s = float(max(1, per_sm)), np.asarray(sms, dtype=float)
-    qi = qm = np.full(np.broadcast(di, dm, z, s).shape, n / 2.0)
+    n, s = np.maximum(1.0, np.asarray(per_sm, dtype=float)), np.asarray(sms, dtype=float)
+    qi = qm = np.broadcast_to(n / 2.0, np.broadcast(di, dm, z, s, n).shape)
     x = n / (z + di + dm)
     for _ in range(max_steps):
         ri = di * (1.0 + qi * (n - 1.0) / n)
@@ -158,23 +197,25 @@ def tile_loop_time(numel: float, loaded_bytes: float, stored_bytes: float, k: Ti
     read and written at ``dram_bytes_per_s x dram_fraction``) and its own warp schedulers (the block's warps x
     (prologue + items per thread x loop instructions) over ``warp_schedulers x clock``); the time is the busiest
     SM's tiles (``ceil(tiles / sms)``) over the throughput of that loop (:func:`shared_memory_throughput`).
+    Every quantity is per hardware variant (any field of ``p`` may be an array): each variant's time is the
+    time of that variant alone. A kernel no SM can hold one block of is a ValueError.
     """
     resident = tile_loop_resident_blocks(k, p)
+    if np.any(resident < 1):
+        raise ValueError(f"tile-loop kernel of {k.block_threads} threads x {k.registers_per_thread} registers: "
+                         f"resident blocks per SM; got {np.min(resident):g}; expected at least 1 (the SM's thread, "
+                         "block and register limits hold no block of it)")
     sms = np.asarray(p.sms, dtype=float)
-    occ = int(np.min(resident))
-    ipt = tile_loop_items_per_thread(k, occ, loaded_bytes)
-    # CUB spreads small inputs over every SM's resident blocks (fewer items per thread, at least one)
-    spread = max(1, math.ceil(float(numel) / float(np.max(sms) * k.block_threads * max(occ, 1))))
-    ipt = min(ipt, spread)
+    ipt = tile_loop_launch_items(k, numel, resident, sms, loaded_bytes)
     tile = k.block_threads * ipt
-    tiles_per_sm = np.ceil(math.ceil(float(numel) / tile) / sms)  # the busiest SM's tiles
+    tiles = np.ceil(float(numel) / tile)
+    tiles_per_sm = np.ceil(tiles / sms)  # the busiest SM's tiles
     stream = np.asarray(p.dram_bytes_per_s, dtype=float) * np.asarray(p.dram_fraction, dtype=float)
     memory_s = tile * (float(loaded_bytes) + float(stored_bytes)) / stream  # at the whole chip's rate
     warps = math.ceil(k.block_threads / warp_size)
     issue_s = warps * (k.prologue_instructions + ipt * k.loop_instructions) / (
         np.asarray(warp_schedulers, dtype=float) * np.asarray(p.clock_hz, dtype=float))
-    customers = int(max(1, min(occ, math.ceil(float(np.min(tiles_per_sm))))))
+    customers = np.maximum(1.0, np.minimum(resident, tiles_per_sm))
     delay_s = np.asarray(p.dram_latency_s, dtype=float) + ipt * np.asarray(smem_latency_s, dtype=float)
-    busy_sms = np.minimum(sms, math.ceil(float(numel) / tile))
-    x = shared_memory_throughput(issue_s, memory_s, delay_s, customers, busy_sms)
+    x = shared_memory_throughput(issue_s, memory_s, delay_s, customers, np.minimum(sms, tiles))
     return tiles_per_sm / x

@@ -876,26 +876,46 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
 def _in_tile_loop(e: gpu.KernelEstimate, rule: str, op: Op, ctx: LoweringContext) -> tuple[gpu.KernelEstimate, str]:
     """``e`` no faster than the tile-loop kernel ``options.streaming_kernel`` runs ``op``
     (:func:`hwmodels.tile_loop.tile_loop_time`: its tiles in flight per SM and its instruction issue); the rule
-    becomes ``"tile-loop"`` where that bound sets the time. A kernel compiled for another compute capability
-    is an error."""
+    becomes ``"tile-loop"`` where that bound sets the time. The whole loop time is the kernel's compute term, so a
+    clock the power limit lowers stretches its latency and DRAM parts too (docs/accuracy.md, the tile-loop section).
+    A kernel compiled for another compute capability, for another dtype or functor than ``op``'s, or of which an
+    SM holds no block, is a located error."""
     from hwmodels.tile_loop import TILE_LOOP_KERNELS, tile_loop_time
 
-    name = ctx.options.streaming_kernel
-    k = TILE_LOOP_KERNELS[name]
+    k = TILE_LOOP_KERNELS[ctx.options.streaming_kernel]
     sm = ctx.device.sm
-    if int(sm.compute_capability) != k.compute_capability:
-        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): options.streaming_kernel {name!r} is compiled for "
-                                 f"compute capability {k.compute_capability / 10:.1f}; got device "
-                                 f"{ctx.device.name!r} of {int(sm.compute_capability) / 10:.1f}; expected a "
-                                 f"{k.compute_capability / 10:.1f} device or no streaming_kernel")
+    _check_tile_loop_kernel(op, ctx, k)
     numel = max(1, op.outputs[0].numel)
-    t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, ctx.params("fp32"),
-                       warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size,
-                       smem_latency_s=ctx.device.level("smem").latency_s)
+    try:
+        t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, ctx.params("fp32"),
+                           warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size,
+                           smem_latency_s=ctx.device.level("smem").latency_s)
+    except ValueError as exc:
+        raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): options.streaming_kernel "
+                                 f"{ctx.options.streaming_kernel!r} on device {ctx.device.name!r}: {exc}") from None
     loop = _f(np.maximum(_f(e.compute_s), _f(t) - _f(e.latency_s)))
     bound = np.any(loop > np.maximum(_f(e.compute_s), _f(e.memory_s)))
     e = dataclasses.replace(e, compute_s=loop, time_s=_f(np.maximum(loop, _f(e.memory_s)) + _f(e.latency_s)))
     return e, ("tile-loop" if bound else rule)
+
+
+def _check_tile_loop_kernel(op: Op, ctx: LoweringContext, k: Any) -> None:
+    """A located UnsupportedOpError unless the tile-loop kernel ``k`` (``options.streaming_kernel``) can run ``op``:
+    compiled for the device's compute capability, on ``op``'s output dtype, computing ``op``'s functor where its
+    ``attrs["op"]`` names one."""
+    name, sm = ctx.options.streaming_kernel, ctx.device.sm
+    where = f"op {op.name!r} ({op.kind}): options.streaming_kernel {name!r}"
+    if int(sm.compute_capability) != k.compute_capability:
+        raise UnsupportedOpError(f"{where} is compiled for compute capability {k.compute_capability / 10:.1f}; got "
+                                 f"device {ctx.device.name!r} of {int(sm.compute_capability) / 10:.1f}; expected a "
+                                 f"{k.compute_capability / 10:.1f} device or no streaming_kernel")
+    dtype = str(getattr(op.outputs[0].dtype, "value", op.outputs[0].dtype))
+    if dtype != k.dtype:
+        raise UnsupportedOpError(f"{where}: dtype; got {dtype!r}; expected {k.dtype!r} (the kernel's element type)")
+    functor = op.attrs.get("op")
+    if functor is not None and functor not in k.ir_ops:
+        raise UnsupportedOpError(f"{where}: functor; got op={functor!r}; expected "
+                                 f"{' or '.join(repr(f) for f in k.ir_ops)} (the kernel's functor)")
 
 
 def _at_access(e: gpu.KernelEstimate, op: Op, ctx: LoweringContext) -> gpu.KernelEstimate:

@@ -16,9 +16,11 @@ import pytest
 from hwmodels.catalog import load_device
 from hwmodels.gpu import gpu_params
 from hwmodels.tile_loop import (
+    ITEMS_PER_THREAD_NO_INPUT,
     TILE_LOOP_KERNELS,
     shared_memory_throughput,
     tile_loop_items_per_thread,
+    tile_loop_launch_items,
     tile_loop_resident_blocks,
     tile_loop_time,
 )
@@ -147,3 +149,58 @@ def test_the_cub_rows_name_the_kernel_their_code_ran():
     named = {i: run_options(rows[i])[0].streaming_kernel for i in ("pub-095", "pub-096", "pub-097", "pub-098")}
     assert named == {"pub-095": "cub-ublkcp@b52534bf04:mul-int8", "pub-096": "cub-ublkcp@92bbfbd128:add-fp16",
                      "pub-097": "cub-ublkcp@92bbfbd128:div-fp16", "pub-098": ""}  # the H200 kernel was not read
+
+
+@pytest.mark.parametrize(("k", "numel", "loaded", "stored", "field", "values"), [
+    (MUL, 2**28, 1.0, 1.0, "max_threads_per_sm", [2048.0, 1024.0]),  # 16 and 8 resident blocks
+    (MUL, 2**28, 1.0, 1.0, "sms", [148.0, 20.0]),
+    (MUL, 3_000_000, 1.0, 1.0, "sms", [148.0, 20.0]),  # 977 tiles: 7 on the busiest of 148 SMs, 49 on one of 20
+    (ADD, 3_000_000, 4.0, 2.0, "sms", [148.0, 20.0]),
+    (ADD, 3_000_000, 4.0, 2.0, "max_threads_per_sm", [2048.0, 1024.0]),
+])
+def test_each_hardware_variant_is_timed_as_if_alone(b200, k, numel, loaded, stored, field, values):
+    _, p = b200
+    swept = tile_loop_time(numel, loaded, stored, k, dataclasses.replace(p, **{field: np.array(values)}),
+                           warp_schedulers=4, warp_size=32)
+    alone = [tile_loop_time(numel, loaded, stored, k, dataclasses.replace(p, **{field: v}), warp_schedulers=4,
+                            warp_size=32) for v in values]
+    assert swept == pytest.approx(alone, rel=1e-9)
+    assert alone[0] != pytest.approx(alone[1], rel=1e-5)  # the variants differ
+
+
+def test_small_inputs_follow_each_commits_launch(b200):
+    _, p = b200
+    # 606208 = 148 x 128 x 16 x 2 elements. At 92bbfbd128 spread_out_items_per_thread lowers the 8 items the bytes in
+    # flight ask for to ceil(606208 / (148 x 128 x 16)) = 2; at b52534bf04 the sizing loop stops early only once one
+    # tile covers the input, so the int8 kernel keeps its 24 (and 1 for 100 elements, one tile of 128)
+    assert float(tile_loop_launch_items(ADD, 606208, 16.0, 148.0, 4.0)) == 2
+    assert float(tile_loop_launch_items(MUL, 606208, 16.0, 148.0, 1.0)) == 24
+    assert float(tile_loop_launch_items(MUL, 100, 16.0, 148.0, 1.0)) == 1
+    assert float(tile_loop_launch_items(MUL, 1000, 16.0, 148.0, 1.0)) == 8  # the first tile >= 1000: 128 x 8
+    assert not MUL.spreads_small_inputs and ADD.spreads_small_inputs and DIV.spreads_small_inputs
+
+
+def test_no_input_takes_cubs_no_input_items_and_no_block_is_an_error(b200):
+    _, p = b200
+    assert tile_loop_items_per_thread(ADD, 16, 0.0) == ITEMS_PER_THREAD_NO_INPUT == 2
+    # 96 registers x 128 threads: 65536 / 12288 = 5 blocks; 600 registers hold none
+    assert float(tile_loop_resident_blocks(dataclasses.replace(MUL, registers_per_thread=96), p)) == 5
+    with pytest.raises(ValueError, match="resident blocks per SM; got 0; expected at least 1"):
+        tile_loop_time(2**20, 1.0, 1.0, dataclasses.replace(MUL, registers_per_thread=600), p, warp_schedulers=4,
+                       warp_size=32)
+    with pytest.raises(ValueError, match="resident blocks per SM; got 0"):
+        tile_loop_time(2**20, 1.0, 1.0, MUL, dataclasses.replace(p, max_threads_per_sm=np.array([2048.0, 64.0])),
+                       warp_schedulers=4, warp_size=32)
+
+
+def test_a_kernel_must_fit_the_op():
+    b200 = load_device("b200")
+    opts = EvalOptions(streaming_kernel="cub-ublkcp@b52534bf04:mul-int8")
+    with pytest.raises(UnsupportedOpError, match=r"op 'scale' .*dtype; got 'fp16'; expected 'int8'"):
+        evaluate(build_micro("elementwise:numel=1048576,op=scale", "fp16"), b200, opts)
+    with pytest.raises(UnsupportedOpError, match=r"op 'add' .*functor; got op='add'; expected 'scale'"):
+        evaluate(build_micro("elementwise:numel=1048576,op=add", "int8"), b200, opts)
+    # an SM that holds no block of the kernel: located, not one customer
+    small = dataclasses.replace(b200, sm=dataclasses.replace(b200.sm, max_threads_per_sm=64))
+    with pytest.raises(UnsupportedOpError, match=r"op 'scale' .*resident blocks per SM; got 0"):
+        evaluate(build_micro("elementwise:numel=1048576,op=scale", "int8"), small, opts)
