@@ -128,10 +128,12 @@ _WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
 # a row whose notes state that each timed iteration launches the engine's captured CUDA graph once after the start
 # event on the idle stream, and the CUDA driver's launch form (workloads.frameworks.GRAPH_LAUNCH_FORMS): the launch's
 # host time lies between the start event and the graph's first kernel (graph_launch_host_s)
-_GRAPH_LAUNCH = re.compile(r"\bone cudaGraphLaunch of the engine per timed iteration, CUDA driver (pre-12\.6|12\.6)\b")
+# (the marker in any case, any value after it: an unknown form is a located error, never a silent miss)
+_GRAPH_LAUNCH = re.compile(r"\bone cudaGraphLaunch of the engine per timed iteration, CUDA driver\s+([^\s,;()]*)", re.I)
 # a row whose notes name the compiled tile-loop kernel its elementwise op ran (CUB's bulk-copy DeviceTransform at a
 # stated cccl commit, hwmodels.tile_loop.TILE_LOOP_KERNELS): EvalOptions.streaming_kernel
-_TILE_LOOP_KERNEL = re.compile(r"\bKernel: (cub-ublkcp@[0-9a-f]+:[a-z0-9]+-[a-z0-9]+)\b")
+# (the marker in any case, any cub-* name after it: an unknown kernel is a located error)
+_TILE_LOOP_KERNEL = re.compile(r"\bkernel:\s*(cub-[^\s,;()]*)", re.I)
 
 def attention_decomposed(text: str) -> bool:
     """True when ``text`` (a row's notes) says its attention ran decomposed (the graph is then built with
@@ -229,21 +231,43 @@ def serial_host_s(graph: Any, measurement: Measurement) -> float:
     return paddle_uncached_run_s(graph)
 
 
-def graph_launch_stated(text: str) -> str:
+def _stated_choice(pattern: re.Pattern[str], text: str, choices: Any, what: str, where: str) -> str:
+    """The value ``pattern``'s marker names in ``text`` (a row's notes; a sentence's closing full stop dropped), or
+    ``""`` without the marker; a value not among ``choices`` is a located ValueError with a near match."""
+    m = pattern.search(text)
+    if m is None:
+        return ""
+    got = m.group(1).rstrip(".")
+    if got not in choices:
+        from nodeperf.suggest import did_you_mean
+
+        raise ValueError(f"{where}: unknown {what}; got {got!r}; expected one of {', '.join(choices)}"
+                         + did_you_mean(got.lower(), tuple(choices)))
+    return got
+
+
+def graph_launch_stated(text: str, where: str = "notes") -> str:
     """The CUDA driver's graph-launch form (a key of :data:`workloads.frameworks.GRAPH_LAUNCH_FORMS`) when ``text``
-    (a row's notes) says each timed iteration launches the engine's captured graph once, else ``""``."""
-    m = _GRAPH_LAUNCH.search(text)
-    return m.group(1) if m else ""
+    (a row's notes) says each timed iteration launches the engine's captured graph once, else ``""``. The marker
+    is matched in any case; a form not in the table is a located ValueError (``<where>: unknown ...``)."""
+    from workloads.frameworks import GRAPH_LAUNCH_FORMS
+
+    return _stated_choice(_GRAPH_LAUNCH, text, tuple(GRAPH_LAUNCH_FORMS), "CUDA driver graph-launch form", where)
 
 
 def graph_launch_host_s(report: Any, measurement: Measurement, cuda_graphs: bool) -> float:
     """Host time (s) of the one ``cudaGraphLaunch`` a timed iteration of ``measurement`` holds, serial with the
     graph's kernels: :func:`workloads.frameworks.graph_launch_s` of the form its notes state
     (:func:`graph_launch_stated`) over the kernels of ``report`` (the engine as costed, one graph node each); 0 when
-    the notes state none or the run is not costed as a graph replay (``cuda_graphs`` false)."""
-    form = graph_launch_stated(measurement.notes)
-    if not form or not cuda_graphs:
+    the notes state none. Notes that state a launch of a run not costed as a graph replay (``cuda_graphs`` false)
+    are a located ValueError."""
+    where = f"{measurement.where or measurement.id}: notes"
+    form = graph_launch_stated(measurement.notes, where)
+    if not form:
         return 0.0
+    if not cuda_graphs:
+        raise ValueError(f"{where}: a cudaGraphLaunch per timed iteration; got a run costed without CUDA graphs (its "
+                         "stack, or 'no CUDA graphs' in its notes); expected a stack that replays a captured graph")
     from workloads.frameworks import graph_launch_s
 
     return graph_launch_s(form, sum(r.kernels for r in report.records))
@@ -342,7 +366,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        else "grouped",
                        fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast",
                        warm_repeats=bool(_WARM_REPEATS.search(text)),
-                       streaming_kernel=_tile_loop_kernel(row.get("notes") or ""))
+                       streaming_kernel=_tile_loop_kernel(row.get("notes") or "",
+                                                          f"{row['id']}: notes" if row.get("id") else "notes"))
     overrides: dict[str, Any] = {}
     m = _POWER_LIMIT.search(text)
     if m:
@@ -350,10 +375,12 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     return opts, overrides
 
 
-def _tile_loop_kernel(notes: str) -> str:
-    """The tile-loop kernel a row's notes name (``Kernel: cub-ublkcp@<commit>:<functor>-<dtype>``), or ``""``."""
-    m = _TILE_LOOP_KERNEL.search(notes)
-    return m.group(1) if m else ""
+def _tile_loop_kernel(notes: str, where: str = "notes") -> str:
+    """The tile-loop kernel a row's notes name (``Kernel: cub-ublkcp@<commit>:<functor>-<dtype>``, the marker in any
+    case), or ``""``; a ``cub-*`` name not in :data:`hwmodels.tile_loop.TILE_LOOP_KERNELS` is a located ValueError."""
+    from hwmodels.tile_loop import TILE_LOOP_KERNELS
+
+    return _stated_choice(_TILE_LOOP_KERNEL, notes, tuple(TILE_LOOP_KERNELS), "tile-loop kernel", where)
 
 
 def _trtllm_fp8_plugin(row: Mapping[str, Any], text: str) -> bool:
@@ -388,7 +415,8 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
 
     opts = None
     if measurement is not None:
-        opts, overrides = run_options({"source": measurement.source, "notes": measurement.notes,
+        opts, overrides = run_options({"id": measurement.where or measurement.id, "source": measurement.source,
+                                       "notes": measurement.notes,
                                        "metric_reported": measurement.metric_reported, "dtype": measurement.dtype})
         for path, value in overrides.items():
             system = replace_path(system, path if isinstance(system, DeviceSpec) else f"device.{path}", value)

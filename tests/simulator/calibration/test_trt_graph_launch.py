@@ -43,6 +43,25 @@ def test_every_demobert_row_states_the_pre_12_6_launch(rows):
 def test_graph_launch_stated_forms():
     assert graph_launch_stated("x: one cudaGraphLaunch of the engine per timed iteration, CUDA driver 12.6.") == "12.6"
     assert graph_launch_stated("one cudaGraphLaunch per iteration") == ""
+    # the marker in any case; a form not in the table is one located error with a near match, never a silent 0
+    assert graph_launch_stated("One cudaGraphLaunch of the engine per timed iteration, cuda driver pre-12.6") == \
+        "pre-12.6"
+    with pytest.raises(ValueError, match=r"^pub-070: notes: unknown CUDA driver graph-launch form; got '12\.4'; "
+                                         r"expected one of pre-12\.6, 12\.6; did you mean '12\.6'\?"):
+        graph_launch_stated("one cudaGraphLaunch of the engine per timed iteration, CUDA driver 12.4.",
+                            "pub-070: notes")
+
+
+def test_tile_loop_kernel_marker_is_checked():
+    row = {"source": "x", "metric_reported": "", "dtype": "int8", "id": "pub-095"}
+    name = "cub-ublkcp@b52534bf04:mul-int8"
+    assert run_options({**row, "notes": f"kernel: {name} (lower-case marker)."})[0].streaming_kernel == name
+    assert run_options({**row, "notes": f"Kernel: {name}."})[0].streaming_kernel == name
+    for bad, near in ((name.upper(), name), ("cub-ublkcp@b52534bf04:mul-int16", name),
+                      ("cub-vectorized@92bbfbd128:add-fp16", "cub-ublkcp@92bbfbd128:add-fp16")):
+        with pytest.raises(ValueError, match=rf"^pub-095: notes: unknown tile-loop kernel; got '{bad}'; expected one "
+                                             rf"of .*; did you mean '{near}'\?"):
+            run_options({**row, "notes": f"Kernel: {bad}"})
 
 
 def _report(rows, rid):
@@ -68,8 +87,10 @@ def test_launch_is_two_us_plus_200_ns_a_node(rows, rid, kernels, launch_us):
     assert opts.cuda_graphs
     assert sum(r.kernels for r in report.records) == kernels
     assert graph_launch_host_s(report, m, opts.cuda_graphs) == pytest.approx(launch_us * 1e-6, rel=1e-9)
-    # not a graph replay: nothing to launch
-    assert graph_launch_host_s(report, m, False) == 0.0
+    # notes that state a graph launch of a run not costed as a graph replay: a located error, not 0
+    with pytest.raises(ValueError, match=r"published_gpu\.csv:\d+: notes: a cudaGraphLaunch per timed iteration; got "
+                                         "a run costed without CUDA graphs"):
+        graph_launch_host_s(report, m, False)
 
 
 def test_prediction_adds_the_launch_to_the_device_time(rows):
