@@ -91,9 +91,10 @@ ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contr
     # the program from PR #18483's A/B, serial before the first kernel: pub-088 -41.5% -> -23.3%, pub-089 -54.9% ->
     # -23.4%, e2e_bert 12.7% -> 10.9%, end to end 12.5% -> 11.6%, docs/accuracy.md "PaddlePaddle's uncached
     # program run"; PaddlePaddle's cuDNN fused attention storing its scores and its fuse_gemm_epilogue pass folding
-    # the GELU and its gradient into GEMMs, pub-087 -42.9% -> -44.7%: e2e_bert 10.96% -> 11.02%, docs/accuracy.md
-    # "PaddlePaddle's cuDNN fused attention keeps its scores in memory")
-    "e2e_bert": 11.5, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 14.0,
+    # the GELU and its gradient into GEMMs, pub-087 -42.9% -> -44.7%: e2e_bert 10.96% -> 11.02% on its branch,
+    # docs/accuracy.md "PaddlePaddle's cuDNN fused attention keeps its scores in memory"; merged with the demoBERT
+    # graph launch, e2e_bert is 10.8%)
+    "e2e_bert": 11.0, "e2e_cnn": 14.5, "e2e_llama_decode": 6.0, "e2e_llama_prefill": 14.0,
     "end-to-end": 12.0,
 }
 
