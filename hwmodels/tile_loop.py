@@ -24,7 +24,8 @@ import numpy as np
 from hwmodels.gpu import GpuParams
 
 __all__ = ["TileLoopKernel", "TILE_LOOP_KERNELS", "ITEMS_PER_THREAD_NO_INPUT", "tile_loop_items_per_thread",
-           "tile_loop_launch_items", "tile_loop_resident_blocks", "shared_memory_throughput", "tile_loop_time"]
+           "tile_loop_launch_items", "tile_loop_resident_blocks", "shared_memory_throughput", "tile_loop_time",
+           "tile_loop_issue_time"]
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,28 @@ def tile_loop_time(numel: float, loaded_bytes: float, stored_bytes: float, k: Ti
     Every quantity is per hardware variant (any field of ``p`` may be an array): each variant's time is the
     time of that variant alone. A kernel no SM can hold one block of is a ValueError.
     """
+    resident, sms, ipt, tiles, tiles_per_sm = _launch(k, numel, p, loaded_bytes)
+    stream = np.asarray(p.dram_bytes_per_s, dtype=float) * np.asarray(p.dram_fraction, dtype=float)
+    memory_s = k.block_threads * ipt * (float(loaded_bytes) + float(stored_bytes)) / stream  # at the chip's rate
+    issue_s = _issue_s(k, ipt, p, warp_schedulers, warp_size)
+    customers = np.maximum(1.0, np.minimum(resident, tiles_per_sm))
+    delay_s = np.asarray(p.dram_latency_s, dtype=float) + ipt * np.asarray(smem_latency_s, dtype=float)
+    x = shared_memory_throughput(issue_s, memory_s, delay_s, customers, np.minimum(sms, tiles))
+    return tiles_per_sm / x
+
+
+def tile_loop_issue_time(numel: float, loaded_bytes: float, k: TileLoopKernel, p: GpuParams, *,
+                         warp_schedulers: Any, warp_size: int) -> Any:
+    """Time (s) the busiest SM's warp schedulers spend issuing its tiles' instructions in the launch
+    :func:`tile_loop_time` prices (its tiles x one tile's issue time): the part of that time that runs at the SM
+    clock. It never exceeds :func:`tile_loop_time` (the loop's throughput is at most one tile per issue time)."""
+    _, _, ipt, _, tiles_per_sm = _launch(k, numel, p, loaded_bytes)
+    return tiles_per_sm * _issue_s(k, ipt, p, warp_schedulers, warp_size)
+
+
+def _launch(k: TileLoopKernel, numel: float, p: GpuParams, loaded_bytes: float) -> tuple[Any, Any, Any, Any, Any]:
+    """The launch of ``k`` over ``numel`` elements per hardware variant of ``p``: resident blocks per SM, SMs,
+    items per thread, tiles and the busiest SM's tiles; no resident block is a ValueError."""
     resident = tile_loop_resident_blocks(k, p)
     if np.any(resident < 1):
         raise ValueError(f"tile-loop kernel of {k.block_threads} threads x {k.registers_per_thread} registers: "
@@ -207,15 +230,13 @@ def tile_loop_time(numel: float, loaded_bytes: float, stored_bytes: float, k: Ti
                          "block and register limits hold no block of it)")
     sms = np.asarray(p.sms, dtype=float)
     ipt = tile_loop_launch_items(k, numel, resident, sms, loaded_bytes)
-    tile = k.block_threads * ipt
-    tiles = np.ceil(float(numel) / tile)
-    tiles_per_sm = np.ceil(tiles / sms)  # the busiest SM's tiles
-    stream = np.asarray(p.dram_bytes_per_s, dtype=float) * np.asarray(p.dram_fraction, dtype=float)
-    memory_s = tile * (float(loaded_bytes) + float(stored_bytes)) / stream  # at the whole chip's rate
+    tiles = np.ceil(float(numel) / (k.block_threads * ipt))
+    return resident, sms, ipt, tiles, np.ceil(tiles / sms)  # the busiest SM's tiles
+
+
+def _issue_s(k: TileLoopKernel, ipt: Any, p: GpuParams, warp_schedulers: Any, warp_size: int) -> Any:
+    """One tile's issue time (s) on its SM: the block's warps x (prologue + ``ipt`` x loop instructions) over
+    ``warp_schedulers`` instructions per clock."""
     warps = math.ceil(k.block_threads / warp_size)
-    issue_s = warps * (k.prologue_instructions + ipt * k.loop_instructions) / (
+    return warps * (k.prologue_instructions + ipt * k.loop_instructions) / (
         np.asarray(warp_schedulers, dtype=float) * np.asarray(p.clock_hz, dtype=float))
-    customers = np.maximum(1.0, np.minimum(resident, tiles_per_sm))
-    delay_s = np.asarray(p.dram_latency_s, dtype=float) + ipt * np.asarray(smem_latency_s, dtype=float)
-    x = shared_memory_throughput(issue_s, memory_s, delay_s, customers, np.minimum(sms, tiles))
-    return tiles_per_sm / x

@@ -876,26 +876,31 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
 def _in_tile_loop(e: gpu.KernelEstimate, rule: str, op: Op, ctx: LoweringContext) -> tuple[gpu.KernelEstimate, str]:
     """``e`` no faster than the tile-loop kernel ``options.streaming_kernel`` runs ``op``
     (:func:`hwmodels.tile_loop.tile_loop_time`: its tiles in flight per SM and its instruction issue); the rule
-    becomes ``"tile-loop"`` where that bound sets the time. The whole loop time is the kernel's compute term, so a
-    clock the power limit lowers stretches its latency and DRAM parts too (docs/accuracy.md, the tile-loop section).
-    A kernel compiled for another compute capability, for another dtype or functor than ``op``'s, or of which an
-    SM holds no block, is a located error."""
-    from hwmodels.tile_loop import TILE_LOOP_KERNELS, tile_loop_time
+    becomes ``"tile-loop"`` where that bound sets the time. The busiest SM's issue time
+    (:func:`hwmodels.tile_loop.tile_loop_issue_time`) is the compute term, which a clock lowered under a power limit
+    stretches; the loop's time is the memory term (its DRAM latency and DRAM queueing do not follow the SM clock),
+    so at the reference clock the time is the loop's. A kernel compiled for another compute capability, for another
+    dtype or functor than ``op``'s, or of which an SM holds no block, is a located error."""
+    from hwmodels.tile_loop import TILE_LOOP_KERNELS, tile_loop_issue_time, tile_loop_time
 
     k = TILE_LOOP_KERNELS[ctx.options.streaming_kernel]
-    sm = ctx.device.sm
+    sm, p = ctx.device.sm, ctx.params("fp32")
     _check_tile_loop_kernel(op, ctx, k)
     numel = max(1, op.outputs[0].numel)
     try:
-        t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, ctx.params("fp32"),
+        t = tile_loop_time(numel, op.bytes_read / numel, op.bytes_written / numel, k, p,
                            warp_schedulers=sm.warp_schedulers, warp_size=sm.warp_size,
                            smem_latency_s=ctx.device.level("smem").latency_s)
+        issue = tile_loop_issue_time(numel, op.bytes_read / numel, k, p, warp_schedulers=sm.warp_schedulers,
+                                     warp_size=sm.warp_size)
     except ValueError as exc:
         raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): options.streaming_kernel "
                                  f"{ctx.options.streaming_kernel!r} on device {ctx.device.name!r}: {exc}") from None
-    loop = _f(np.maximum(_f(e.compute_s), _f(t) - _f(e.latency_s)))
+    loop = _f(_f(t) - _f(e.latency_s))
     bound = np.any(loop > np.maximum(_f(e.compute_s), _f(e.memory_s)))
-    e = dataclasses.replace(e, compute_s=loop, time_s=_f(np.maximum(loop, _f(e.memory_s)) + _f(e.latency_s)))
+    compute, memory = _f(np.maximum(_f(e.compute_s), issue)), _f(np.maximum(_f(e.memory_s), loop))
+    e = dataclasses.replace(e, compute_s=compute, memory_s=memory,
+                            time_s=_f(np.maximum(compute, memory) + _f(e.latency_s)))
     return e, ("tile-loop" if bound else rule)
 
 

@@ -19,6 +19,7 @@ from hwmodels.tile_loop import (
     ITEMS_PER_THREAD_NO_INPUT,
     TILE_LOOP_KERNELS,
     shared_memory_throughput,
+    tile_loop_issue_time,
     tile_loop_items_per_thread,
     tile_loop_launch_items,
     tile_loop_resident_blocks,
@@ -204,3 +205,20 @@ def test_a_kernel_must_fit_the_op():
     small = dataclasses.replace(b200, sm=dataclasses.replace(b200.sm, max_threads_per_sm=64))
     with pytest.raises(UnsupportedOpError, match=r"op 'scale' .*resident blocks per SM; got 0"):
         evaluate(build_micro("elementwise:numel=1048576,op=scale", "int8"), small, opts)
+
+
+def test_only_the_issue_time_is_the_clocked_compute_term(b200):
+    """The busiest SM's issue time is the compute term (a lowered clock stretches it); the loop's latency and DRAM
+    parts sit in the memory term; at the reference clock the kernel still takes the loop's time."""
+    dev, p = b200
+    g = build_micro("elementwise:numel=268435456,op=div", "fp16")
+    rec = evaluate(g, dev, EvalOptions(streaming_kernel="cub-ublkcp@92bbfbd128:div-fp16")).records[0]
+    t = tile_loop_time(2**28, 4.0, 2.0, DIV, p, warp_schedulers=4, warp_size=32,
+                       smem_latency_s=dev.level("smem").latency_s)
+    issue = tile_loop_issue_time(2**28, 4.0, DIV, p, warp_schedulers=4, warp_size=32)
+    # 8 items per thread: 4 warps x (58.5 + 8 x 25) / (4 x 1.856 GHz) = 139.3 ns a tile; 2^28 / 1024 = 262144
+    # tiles, 1772 on the busiest of 148 SMs
+    assert issue == pytest.approx(1772 * 4 * (58.5 + 8 * 25) / (4 * 1.856e9), rel=1e-9)
+    assert rec.compute_s == pytest.approx(issue, rel=1e-9)
+    assert issue < rec.memory_s < t  # the loop less the engine's fixed latency
+    assert rec.time_s == pytest.approx(t, abs=1e-6)
