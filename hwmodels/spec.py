@@ -156,7 +156,10 @@ class SMSpec:
         "warp schedulers per SM, each issuing one instruction of one ready warp per clock: 4 on NVIDIA "
         "compute capability 7.x-10.x (CUDA C++ Programming Guide, compute-capability appendix, 'Architecture': "
         "'4 warp schedulers'; 'at every instruction issue time, each scheduler issues one instruction for one "
-        "of its assigned warps that is ready to execute')",
+        "of its assigned warps that is ready to execute'). Read only by the tile-loop kernels "
+        "(hwmodels.tile_loop, EvalOptions.streaming_kernel), which refuse a device whose compute capability is not "
+        "the one they were compiled for, so only NVIDIA specs use it; the default carries no meaning for AMD, TPU "
+        "or CPU specs",
         default=4,
     )
     warp_mma_flops_per_clk: float = spec_field(
