@@ -65,7 +65,8 @@ class EvalOptions:
         ``""`` (default): elementwise ops stream at the device's streaming rate. A name from
         :data:`hwmodels.tile_loop.TILE_LOOP_KERNELS`: every elementwise op runs that compiled tile-loop kernel
         (CUB's bulk-copy ``cub::DeviceTransform``), no faster than its tiles in flight and its instruction issue
-        allow (:func:`hwmodels.tile_loop.tile_loop_time`); set by a measurement that states the kernel.
+        allow (:func:`hwmodels.tile_loop.tile_loop_time`); set by a measurement that states the kernel. An op of
+        another dtype or functor than the kernel's, or a device of another compute capability, is a located error.
     attention_kernel
         Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
         ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
