@@ -751,7 +751,10 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
         chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage]))
-    grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
+    once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
+    reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else 1.0
+    grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
+                  for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
     # gradients are reduced, and states sharded, over the data-parallel and context-parallel ranks together:
     # each context-parallel rank computes weight gradients from its own tokens (Megatron-LM's DDP over
@@ -774,12 +777,13 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
                                                 wbytes if zero_gather else [0.0] * p)
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
+    if once:  # reduce-scattered after the stage's last backward, the compute stream waiting on it
+        exposed = list(dp_sync)
     gather = [0.0] * p
     if zero_gather:
         gather = ex_gather if any(shares) and edp != sync_n else [coll[("all_gather", w)] for w in wbytes]
         if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
             # step for FSDP under torch.distributed.pipelining (:func:`_fsdp_gathers_once_per_step`)
-            once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
             gather = [g * (1 if once else 1 + 2 * m) for g in gather]
     # each rank updates its shard: the dense parameters' 1/sync_n, the experts' 1/edp (one optimizer per group)
     opt_s = [o * ((1.0 - sh) / sync_n + sh / edp) if plan.zero >= 1 else o for o, sh in zip(opt, shares, strict=True)]
@@ -830,6 +834,32 @@ def _fsdp_gathers_once_per_step(framework: str) -> bool:
     from workloads.frameworks import get_profile
 
     return get_profile(framework).stack == "fsdp2"
+
+
+def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
+    """Bytes of a gradient in the dtype FSDP2 reduce-scatters it over the bytes in the graph's dtype, for a
+    pipelined FSDP stage (:func:`_fsdp_gathers_once_per_step`): the profile's ``grad_reduce_dtype`` (the
+    ``fsdp2`` profiles: float32, torchtitan's ``mixed_precision_reduce`` and NeMo AutoModel's
+    ``FSDP2Config.mp_policy`` ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``,
+    components/distributed/config.py @ cb97654, which its MoE ``apply_fsdp`` passes to the blocks and the
+    ``ep_shard`` experts alike); float32 without a profile, as :func:`_pipelined_fsdp_buffers` holds the
+    accumulated gradients. The gradients accumulated over the step's microbatches are already in that dtype
+    (``FSDPParam.to_accumulated_grad_if_needed``), so the reduce-scatter moves them as they are.
+
+    A stage whose backwards run through ``torch.distributed.pipelining`` reduce-scatters after its last
+    backward of the step, by hand: ``_PipelineStageBase._post_backward`` (torch/distributed/pipelining/
+    stage.py; before it ``backward_maybe_with_nosync(last_backward=True)``; NeMo AutoModel's
+    ``patched_backward_maybe_with_nosync`` per virtual stage on the optimizer step's last backward,
+    components/moe/fsdp_mixin.py @ cb97654) runs every group's ``post_backward`` and then
+    ``_root_post_backward_final_callback``, whose last-backward branch makes the current (compute) stream
+    wait on every reduce-scatter's event (torch/distributed/fsdp/_fully_shard/_fsdp_state.py) "to ensure FSDP
+    syncs its grad reduction ops back to the default stream". No backward is left to hide them behind:
+    :func:`_train_step_time` charges them in full."""
+    from workloads.frameworks import get_profile
+
+    dtype = (get_profile(framework).grad_reduce_dtype if framework else "fp32") or "param"
+    param = {"fp32": 4.0}.get(str(graphs[0].graph.meta.get("dtype", "bf16")), 2.0)
+    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}.get(dtype, param) / param
 
 
 def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:

@@ -35,8 +35,10 @@ def test_fsdp_with_pipeline_gathers_once_a_step_zero3_before_every_forward_and_b
     assert m == 8
     fsdp_tail, fsdp, hw = _tail(dataclasses.replace(base, fsdp=True))
     zero3_tail, zero3, _ = _tail(dataclasses.replace(base, zero_stage=3))
-    # the same stages, gradient reduction and optimizer step: only the count of weight all-gathers differs
-    assert fsdp.breakdown["dp_sync_exposed_s"] == pytest.approx(zero3.breakdown["dp_sync_exposed_s"])
+    # the same stages and optimizer step; FSDP2 under PyTorch's schedules reduce-scatters after the stage's last
+    # backward, waited on (exposed in full), ZeRO-3 behind the backward; the count of weight all-gathers differs
+    assert fsdp.breakdown["dp_sync_exposed_s"] == fsdp.breakdown["dp_sync_s"] > 0
+    assert 0 < zero3.breakdown["dp_sync_exposed_s"] <= zero3.breakdown["dp_sync_s"]
     assert fsdp.breakdown["optimizer_s"] == pytest.approx(zero3.breakdown["optimizer_s"])
     gather_fsdp = fsdp_tail - fsdp.breakdown["dp_sync_exposed_s"] - fsdp.breakdown["optimizer_s"]
     gather_zero3 = zero3_tail - zero3.breakdown["dp_sync_exposed_s"] - zero3.breakdown["optimizer_s"]

@@ -1,0 +1,57 @@
+"""FSDP2 under ``torch.distributed.pipelining``: each stage's gradients are reduce-scattered after its last backward
+of the step, in FSDP2's float32 ``reduce_dtype``, with the compute stream waiting on them
+(``_PipelineStageBase._post_backward`` -> ``_root_post_backward_final_callback``; NeMo AutoModel's
+``patched_backward_maybe_with_nosync`` @ cb97654), so the whole reduce-scatter is exposed."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import (
+    _collective_times,
+    _pipelined_reduce_scale,
+    evaluate_plan,
+    stage_graphs,
+)
+from workloads.ir import Role
+from workloads.parallel import ParallelPlan
+from workloads.zoo.transformer import TransformerConfig
+
+#: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
+CFG = TransformerConfig("tiny-pp-reduce", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
+                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
+                        out_bias=False, mlp_bias=False)
+#: parameters of a layer: q and o 128 x 128, k and v 128 x 32, SwiGLU 3 x 128 x 256, two RMSNorms of 128
+LAYER = 2 * 128 * 128 + 2 * 128 * 32 + 3 * 128 * 256 + 2 * 128
+#: bf16 parameter bytes of the two stages: embedding + 2 layers; 2 layers + final norm + head
+STAGE_BYTES = (2 * (512 * 128 + 2 * LAYER), 2 * (2 * LAYER + 128 + 128 * 512))
+
+
+def _plan() -> ParallelPlan:
+    return ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64, fsdp=True)  # 8 microbatches a rank
+
+
+def test_reduce_dtype_scale_of_the_fsdp2_stacks() -> None:
+    graphs = stage_graphs(CFG, _plan(), seq=256, train=True, recompute="full")
+    assert _pipelined_reduce_scale("fsdp2", graphs) == 2.0  # float32 reduce of bf16 gradients
+    assert _pipelined_reduce_scale("", graphs) == 2.0  # no profile: PyTorch FSDP2 as torchtitan sets it
+    for sg, want in zip(graphs, STAGE_BYTES, strict=True):  # the stage graphs hold each gradient once
+        assert sg.graph.role_bytes(Role.GRADIENT) == want
+
+
+@pytest.mark.parametrize("framework", ["", "fsdp2"])
+def test_pipelined_fsdp_tail_is_the_fp32_reduce_scatter_in_full(framework: str) -> None:
+    hw = load_hardware("dgx-h100x2")
+    res = evaluate_plan(CFG, hw, _plan(), train=True, seq=256, recompute="full", framework=framework)
+    # the all-gather as priced: the graph's weight-role bytes (the parameters and the optimizer's updated copies)
+    coll = _collective_times([k for b in STAGE_BYTES for k in (("reduce_scatter", 2.0 * b), ("all_gather", 2.0 * b))],
+                             8, hw, 1)
+    rs = [coll[("reduce_scatter", 2.0 * b)] for b in STAGE_BYTES]
+    ag = [coll[("all_gather", 2.0 * b)] for b in STAGE_BYTES]
+    assert res.breakdown["dp_sync_exposed_s"] == res.breakdown["dp_sync_s"]  # nothing left to hide it behind
+    assert res.breakdown["dp_sync_s"] in rs
+    s = rs.index(res.breakdown["dp_sync_s"])
+    # the step's tail: the whole reduce-scatter, one all-gather, the stage's update
+    assert res.latency_s - res.pipeline.step_s == pytest.approx(rs[s] + ag[s] + res.breakdown["optimizer_s"])
+    assert rs[s] > 0.0 and ag[s] > 0.0
