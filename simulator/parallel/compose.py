@@ -762,7 +762,9 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     # order tp, cp, dp, pp (innermost first): that group's ranks are ``tp`` apart.
     sync_n = plan.dp * plan.cp
     zero_gather = plan.zero >= 1 and sync_n > 1  # updated parameter shards gathered back
-    wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
+    # the parameters gathered, once each: the graph's weight-role bytes also count the optimizer's updated
+    # copies (``<name>.updated``, produced by the update), which ``OpGraph.weight_bytes`` leaves out
+    wbytes = [sum(float(sg.graph.weight_bytes) for sg, _ in per_stage[s]) for s in range(p)]
     # every distinct collective of the step, costed in one engine call (stages of one shape
     # synchronise the same bytes)
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]

@@ -1,7 +1,8 @@
 """FSDP2 under ``torch.distributed.pipelining``: each stage's gradients are reduce-scattered after its last backward
 of the step, in FSDP2's float32 ``reduce_dtype``, with the compute stream waiting on them
 (``_PipelineStageBase._post_backward`` -> ``_root_post_backward_final_callback``; NeMo AutoModel's
-``patched_backward_maybe_with_nosync`` @ cb97654), so the whole reduce-scatter is exposed."""
+``patched_backward_maybe_with_nosync`` @ cb97654), so the whole reduce-scatter is exposed; the once-a-step
+all-gather moves each parameter once (not the optimizer's updated copies as well)."""
 
 from __future__ import annotations
 
@@ -36,22 +37,24 @@ def test_reduce_dtype_scale_of_the_fsdp2_stacks() -> None:
     graphs = stage_graphs(CFG, _plan(), seq=256, train=True, recompute="full")
     assert _pipelined_reduce_scale("fsdp2", graphs) == 2.0  # float32 reduce of bf16 gradients
     assert _pipelined_reduce_scale("", graphs) == 2.0  # no profile: PyTorch FSDP2 as torchtitan sets it
-    for sg, want in zip(graphs, STAGE_BYTES, strict=True):  # the stage graphs hold each gradient once
+    # each gradient once; the weight role twice (the parameter and the optimizer's updated copy), weight_bytes once
+    for sg, want in zip(graphs, STAGE_BYTES, strict=True):
         assert sg.graph.role_bytes(Role.GRADIENT) == want
+        assert sg.graph.weight_bytes == want
+        assert sg.graph.role_bytes(Role.WEIGHT) == 2 * want
 
 
 @pytest.mark.parametrize("framework", ["", "fsdp2"])
 def test_pipelined_fsdp_tail_is_the_fp32_reduce_scatter_in_full(framework: str) -> None:
     hw = load_hardware("dgx-h100x2")
     res = evaluate_plan(CFG, hw, _plan(), train=True, seq=256, recompute="full", framework=framework)
-    # the all-gather as priced: the graph's weight-role bytes (the parameters and the optimizer's updated copies)
-    coll = _collective_times([k for b in STAGE_BYTES for k in (("reduce_scatter", 2.0 * b), ("all_gather", 2.0 * b))],
+    coll = _collective_times([k for b in STAGE_BYTES for k in (("reduce_scatter", 2.0 * b), ("all_gather", b))],
                              8, hw, 1)
     rs = [coll[("reduce_scatter", 2.0 * b)] for b in STAGE_BYTES]
-    ag = [coll[("all_gather", 2.0 * b)] for b in STAGE_BYTES]
+    ag = [coll[("all_gather", b)] for b in STAGE_BYTES]
     assert res.breakdown["dp_sync_exposed_s"] == res.breakdown["dp_sync_s"]  # nothing left to hide it behind
     assert res.breakdown["dp_sync_s"] in rs
     s = rs.index(res.breakdown["dp_sync_s"])
-    # the step's tail: the whole reduce-scatter, one all-gather, the stage's update
+    # the step's tail: the whole reduce-scatter, one all-gather of the bf16 parameters, the stage's update
     assert res.latency_s - res.pipeline.step_s == pytest.approx(rs[s] + ag[s] + res.breakdown["optimizer_s"])
     assert rs[s] > 0.0 and ag[s] > 0.0
