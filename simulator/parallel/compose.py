@@ -748,11 +748,16 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
     p = plan.pp
     extra: dict[str, float] = {}
-    pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
-        fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
-        chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage]))
     once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
     reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else 1.0
+    chunk_bwd = [[gc.split[1] for _, gc in st] for st in per_stage]
+    if once:  # each backward adds its gradients to the step's unsharded accumulators
+        acc = _accumulation_s(per_stage, plan, system, m, reduce_scale)
+        chunk_bwd = [[b + a for b, a in zip(bs, accs, strict=True)] for bs, accs in zip(chunk_bwd, acc, strict=True)]
+        bwd = [sum(bs) for bs in chunk_bwd]
+    pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
+        fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
+        chunk_bwd_s=chunk_bwd))
     grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
                   for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
@@ -862,6 +867,44 @@ def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
     dtype = (get_profile(framework).grad_reduce_dtype if framework else "fp32") or "param"
     param = {"fp32": 4.0}.get(str(graphs[0].graph.meta.get("dtype", "bf16")), 2.0)
     return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}.get(dtype, param) / param
+
+
+def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,
+                    scale: float) -> list[list[float]]:
+    """Seconds each chunk's backward of one microbatch spends adding its parameter gradients to the step's
+    accumulators, for a pipelined FSDP2 stage whose backwards run without gradient sync until the last
+    (:func:`_pipelined_reduce_scale`): a streaming kernel on the compute stream at the device's achieved DRAM
+    rate, the bytes averaged over the step's ``m`` microbatches.
+
+    FSDP2's ``FSDPParamGroup.post_backward`` with ``reduce_grads`` False runs, on the current stream,
+    ``FSDPParam.accumulate_unsharded_grad_if_needed`` (``unsharded_accumulated_grad += unsharded_param.grad``) and
+    ``to_accumulated_grad_if_needed`` (the first backward's gradient cast to ``reduce_dtype``)
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, _fsdp_param.py): with a float32 ``reduce_dtype``
+    (``scale`` 2 over bf16) the first microbatch reads 2 and writes 4 bytes a parameter, every later one reads
+    4 + 2 and writes 4; with the parameters' own dtype autograd's ``AccumulateGrad`` keeps the first gradient and
+    adds each later one in place (read 2 + 2, write 2). Experts left out of FSDP (``ep_shard`` 1: NeMo AutoModel's
+    ``ignored_params``, :func:`_expert_sharded`) accumulate through autograd in their own dtype."""
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
+    rate = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
+    edp = expert_dp_size(plan, plan.dp * plan.cp)
+
+    def per_param(item: float, acc: float) -> float:  # bytes a parameter, averaged over the step's microbatches
+        first = item + acc if acc != item else 0.0
+        return (first + (m - 1) * (2.0 * acc + item)) / m
+
+    out = []
+    for st in per_stage:
+        row = []
+        for sg, _ in st:
+            item = 2.0 if str(sg.graph.meta.get("dtype", "bf16")) != "fp32" else 4.0
+            n = float(sg.graph.weight_bytes) / item
+            plain = _expert_share([(sg, None)]) if plan.ep > 1 and edp == 1 else 0.0
+            b = n * ((1.0 - plain) * per_param(item, item * scale) + plain * per_param(item, item))
+            row.append(b / rate)
+        out.append(row)
+    return out
 
 
 def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:

@@ -58,3 +58,22 @@ def test_pipelined_fsdp_tail_is_the_fp32_reduce_scatter_in_full(framework: str) 
     # the step's tail: the whole reduce-scatter, one all-gather of the bf16 parameters, the stage's update
     assert res.latency_s - res.pipeline.step_s == pytest.approx(rs[s] + ag[s] + res.breakdown["optimizer_s"])
     assert rs[s] > 0.0 and ag[s] > 0.0
+
+
+def test_each_backward_adds_its_gradients_to_the_fp32_accumulators() -> None:
+    # FSDP2 without gradient sync: the first of the step's 8 backwards casts its bf16 gradient to float32 (read 2,
+    # write 4 bytes a parameter), each later one adds into it (read 4 + 2, write 4): (6 + 7 x 10) / 8 = 9.5 bytes
+    # a parameter and microbatch; in the parameters' dtype autograd keeps the first and adds in place: 7 x 6 / 8
+    from simulator.engines.analytical import spec_of
+    from simulator.parallel.compose import _accumulation_s
+
+    hw = load_hardware("dgx-h100x2")
+    dev = spec_of(hw)[0]
+    rate = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
+    graphs = stage_graphs(CFG, _plan(), seq=256, train=True, recompute="full")
+    per_stage = [[(sg, None)] for sg in graphs]
+    fp32 = _accumulation_s(per_stage, _plan(), hw, 8, 2.0)
+    same = _accumulation_s(per_stage, _plan(), hw, 8, 1.0)
+    for s, b in enumerate(STAGE_BYTES):
+        assert fp32[s][0] == pytest.approx(b / 2 * 9.5 / rate, rel=1e-12)
+        assert same[s][0] == pytest.approx(b / 2 * 5.25 / rate, rel=1e-12)
