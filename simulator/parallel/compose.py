@@ -748,10 +748,18 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
     p = plan.pp
     extra: dict[str, float] = {}
+    once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
+    reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else 1.0
+    chunk_bwd = [[gc.split[1] for _, gc in st] for st in per_stage]
+    if once:  # each backward adds its gradients to the step's unsharded accumulators
+        acc = _accumulation_s(per_stage, plan, system, m, reduce_scale)
+        chunk_bwd = [[b + a for b, a in zip(bs, accs, strict=True)] for bs, accs in zip(chunk_bwd, acc, strict=True)]
+        bwd = [sum(bs) for bs in chunk_bwd]
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
-        chunk_bwd_s=[[gc.split[1] for _, gc in st] for st in per_stage]))
-    grad_bytes = [sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s]) for s in range(p)]
+        chunk_bwd_s=chunk_bwd))
+    grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
+                  for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
     # gradients are reduced, and states sharded, over the data-parallel and context-parallel ranks together:
     # each context-parallel rank computes weight gradients from its own tokens (Megatron-LM's DDP over
@@ -759,7 +767,9 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     # order tp, cp, dp, pp (innermost first): that group's ranks are ``tp`` apart.
     sync_n = plan.dp * plan.cp
     zero_gather = plan.zero >= 1 and sync_n > 1  # updated parameter shards gathered back
-    wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg, _ in per_stage[s]) for s in range(p)]
+    # the parameters gathered, once each: the graph's weight-role bytes also count the optimizer's updated
+    # copies (``<name>.updated``, produced by the update), which ``OpGraph.weight_bytes`` leaves out
+    wbytes = [sum(float(sg.graph.weight_bytes) for sg, _ in per_stage[s]) for s in range(p)]
     # every distinct collective of the step, costed in one engine call (stages of one shape
     # synchronise the same bytes)
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
@@ -774,12 +784,13 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
                                                 wbytes if zero_gather else [0.0] * p)
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
+    if once:  # reduce-scattered after the stage's last backward, the compute stream waiting on it
+        exposed = list(dp_sync)
     gather = [0.0] * p
     if zero_gather:
         gather = ex_gather if any(shares) and edp != sync_n else [coll[("all_gather", w)] for w in wbytes]
         if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
             # step for FSDP under torch.distributed.pipelining (:func:`_fsdp_gathers_once_per_step`)
-            once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
             gather = [g * (1 if once else 1 + 2 * m) for g in gather]
     # each rank updates its shard: the dense parameters' 1/sync_n, the experts' 1/edp (one optimizer per group)
     opt_s = [o * ((1.0 - sh) / sync_n + sh / edp) if plan.zero >= 1 else o for o, sh in zip(opt, shares, strict=True)]
@@ -830,6 +841,70 @@ def _fsdp_gathers_once_per_step(framework: str) -> bool:
     from workloads.frameworks import get_profile
 
     return get_profile(framework).stack == "fsdp2"
+
+
+def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
+    """Bytes of a gradient in the dtype FSDP2 reduce-scatters it over the bytes in the graph's dtype, for a
+    pipelined FSDP stage (:func:`_fsdp_gathers_once_per_step`): the profile's ``grad_reduce_dtype`` (the
+    ``fsdp2`` profiles: float32, torchtitan's ``mixed_precision_reduce`` and NeMo AutoModel's
+    ``FSDP2Config.mp_policy`` ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``,
+    components/distributed/config.py @ cb97654, which its MoE ``apply_fsdp`` passes to the blocks and the
+    ``ep_shard`` experts alike); float32 without a profile, as :func:`_pipelined_fsdp_buffers` holds the
+    accumulated gradients. The gradients accumulated over the step's microbatches are already in that dtype
+    (``FSDPParam.to_accumulated_grad_if_needed``), so the reduce-scatter moves them as they are.
+
+    A stage whose backwards run through ``torch.distributed.pipelining`` reduce-scatters after its last
+    backward of the step, by hand: ``_PipelineStageBase._post_backward`` (torch/distributed/pipelining/
+    stage.py; before it ``backward_maybe_with_nosync(last_backward=True)``; NeMo AutoModel's
+    ``patched_backward_maybe_with_nosync`` per virtual stage on the optimizer step's last backward,
+    components/moe/fsdp_mixin.py @ cb97654) runs every group's ``post_backward`` and then
+    ``_root_post_backward_final_callback``, whose last-backward branch makes the current (compute) stream
+    wait on every reduce-scatter's event (torch/distributed/fsdp/_fully_shard/_fsdp_state.py) "to ensure FSDP
+    syncs its grad reduction ops back to the default stream". No backward is left to hide them behind:
+    :func:`_train_step_time` charges them in full."""
+    from workloads.frameworks import get_profile
+
+    dtype = (get_profile(framework).grad_reduce_dtype if framework else "fp32") or "param"
+    param = {"fp32": 4.0}.get(str(graphs[0].graph.meta.get("dtype", "bf16")), 2.0)
+    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}.get(dtype, param) / param
+
+
+def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,
+                    scale: float) -> list[list[float]]:
+    """Seconds each chunk's backward of one microbatch spends adding its parameter gradients to the step's
+    accumulators, for a pipelined FSDP2 stage whose backwards run without gradient sync until the last
+    (:func:`_pipelined_reduce_scale`): a streaming kernel on the compute stream at the device's achieved DRAM
+    rate, the bytes averaged over the step's ``m`` microbatches.
+
+    FSDP2's ``FSDPParamGroup.post_backward`` with ``reduce_grads`` False runs, on the current stream,
+    ``FSDPParam.accumulate_unsharded_grad_if_needed`` (``unsharded_accumulated_grad += unsharded_param.grad``) and
+    ``to_accumulated_grad_if_needed`` (the first backward's gradient cast to ``reduce_dtype``)
+    (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, _fsdp_param.py): with a float32 ``reduce_dtype``
+    (``scale`` 2 over bf16) the first microbatch reads 2 and writes 4 bytes a parameter, every later one reads
+    4 + 2 and writes 4; with the parameters' own dtype autograd's ``AccumulateGrad`` keeps the first gradient and
+    adds each later one in place (read 2 + 2, write 2). Experts left out of FSDP (``ep_shard`` 1: NeMo AutoModel's
+    ``ignored_params``, :func:`_expert_sharded`) accumulate through autograd in their own dtype."""
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
+    rate = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
+    edp = expert_dp_size(plan, plan.dp * plan.cp)
+
+    def per_param(item: float, acc: float) -> float:  # bytes a parameter, averaged over the step's microbatches
+        first = item + acc if acc != item else 0.0
+        return (first + (m - 1) * (2.0 * acc + item)) / m
+
+    out = []
+    for st in per_stage:
+        row = []
+        for sg, _ in st:
+            item = 2.0 if str(sg.graph.meta.get("dtype", "bf16")) != "fp32" else 4.0
+            n = float(sg.graph.weight_bytes) / item
+            plain = _expert_share([(sg, None)]) if plan.ep > 1 and edp == 1 else 0.0
+            b = n * ((1.0 - plain) * per_param(item, item * scale) + plain * per_param(item, item))
+            row.append(b / rate)
+        out.append(row)
+    return out
 
 
 def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:

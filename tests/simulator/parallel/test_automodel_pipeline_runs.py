@@ -11,7 +11,7 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.parallel import training_validation as tv
-from simulator.parallel.compose import _scheduled_runs, evaluate_plan
+from simulator.parallel.compose import _accumulation_s, _scheduled_runs, evaluate_plan, stage_graphs
 from simulator.parallel.schedule import pipeline_time
 from workloads.parallel import ParallelPlan, PlanError
 from workloads.zoo.transformer import TransformerConfig
@@ -50,7 +50,10 @@ def test_evaluated_step_runs_the_schedule_per_local_batch() -> None:
     runs = evaluate_plan(CFG, hw, dataclasses.replace(base, pipeline_microbatches=2), train=True, seq=256,
                          recompute="full")
     fwd = [s.forward_s for s in whole.stages]
-    bwd = [s.backward_s for s in whole.stages]
+    # each backward also adds its gradients to FSDP2's float32 accumulators (no gradient sync until the last)
+    graphs = stage_graphs(CFG, base, seq=256, train=True, recompute="full")
+    acc = _accumulation_s([[(sg, None)] for sg in graphs], base, hw, 8, 2.0)
+    bwd = [s.backward_s + a[0] for s, a in zip(whole.stages, acc, strict=True)]
     assert whole.pipeline.step_s == pytest.approx(pipeline_time(fwd, bwd, 8).step_s)
     assert runs.pipeline.step_s == pytest.approx(4 * pipeline_time(fwd, bwd, 2).step_s)
     # the same work, three more fills and drains of (p - 1)(f + b) each; the tail (gathers once a step) unchanged

@@ -35,8 +35,10 @@ def test_fsdp_with_pipeline_gathers_once_a_step_zero3_before_every_forward_and_b
     assert m == 8
     fsdp_tail, fsdp, hw = _tail(dataclasses.replace(base, fsdp=True))
     zero3_tail, zero3, _ = _tail(dataclasses.replace(base, zero_stage=3))
-    # the same stages, gradient reduction and optimizer step: only the count of weight all-gathers differs
-    assert fsdp.breakdown["dp_sync_exposed_s"] == pytest.approx(zero3.breakdown["dp_sync_exposed_s"])
+    # the same stages and optimizer step; FSDP2 under PyTorch's schedules reduce-scatters after the stage's last
+    # backward, waited on (exposed in full), ZeRO-3 behind the backward; the count of weight all-gathers differs
+    assert fsdp.breakdown["dp_sync_exposed_s"] == fsdp.breakdown["dp_sync_s"] > 0
+    assert 0 < zero3.breakdown["dp_sync_exposed_s"] <= zero3.breakdown["dp_sync_s"]
     assert fsdp.breakdown["optimizer_s"] == pytest.approx(zero3.breakdown["optimizer_s"])
     gather_fsdp = fsdp_tail - fsdp.breakdown["dp_sync_exposed_s"] - fsdp.breakdown["optimizer_s"]
     gather_zero3 = zero3_tail - zero3.breakdown["dp_sync_exposed_s"] - zero3.breakdown["optimizer_s"]
@@ -48,7 +50,10 @@ def test_the_one_gather_is_the_stage_weights_all_gather_over_the_data_parallel_r
     plan = ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64, fsdp=True)
     graphs = stage_graphs(CFG, plan, phase="prefill", seq=S, context=None, dtype=None, train=True, optimizer="adamw",
                           recompute="full", batch=None)
-    wbytes = [sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg in graphs if sg.stage == s) for s in range(2)]
+    # each parameter once: not the optimizer's updated copies the graph's weight role also holds
+    wbytes = [sum(float(sg.graph.weight_bytes) for sg in graphs if sg.stage == s) for s in range(2)]
+    assert all(w == sum(float(sg.graph.role_bytes(Role.WEIGHT)) for sg in graphs if sg.stage == s) / 2
+               for s, w in enumerate(wbytes))
     hw = load_hardware("dgx-h100x2")
     coll = _collective_times([("all_gather", w) for w in wbytes], 8, hw, plan.tp)
     tail, res, _ = _tail(plan)
