@@ -3033,8 +3033,9 @@ def attention(
     block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
+    rescale = flash2_rescale_ops_per_score(tile, head_dim) if tile is not None and not backward and not grid.decode else 0.0
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
-                                                          bwd_softmax_overlap, exp_exposed)
+                                                          bwd_softmax_overlap, exp_exposed, rescale)
     ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio
     if not np.all((np.asarray(ratio) > 0.0) & (np.asarray(ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
@@ -3127,13 +3128,14 @@ def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
                        backward: bool, sms: Any, bwd_overlap: bool = False,
-                       exp_exposed: bool = False) -> tuple[Any, Any, Any, Any]:
+                       exp_exposed: bool = False, rescale_ops: float = 0.0) -> tuple[Any, Any, Any, Any]:
     """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
     matmuls and softmax serialised (``flash2``, and the ``flash3`` backward unless ``bwd_overlap``:
     :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``; :func:`attention_pair_s`), spread over
-    the CTAs in waves."""
+    the CTAs in waves; ``rescale_ops`` FP32 multiplies a score of the output accumulator's rescaling join the
+    softmax (:func:`flash2_rescale_ops_per_score`)."""
     t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
-    t_soft = attention_softmax_s(p, backward=backward)
+    t_soft = attention_softmax_s(p, backward=backward) + rescale_ops / _alu_rate_sm(p)
     overlap = kernel == "flash3" and (not backward or bwd_overlap)
     t_pair = attention_pair_s(t_mma, t_soft, p, overlap=overlap,
                               exp_exposed=exp_exposed and kernel == "flash3" and not backward)

@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from gpu_devices import toy_gpu
 
 from hwmodels import gpu
 from hwmodels.catalog import load_device
@@ -68,6 +69,15 @@ def test_rescale_ops_per_score_by_hand():
     assert gpu.flash2_rescale_ops_per_score(gpu.Flash2Tile(128, 128), 64) == 0.5
     assert gpu.flash2_rescale_ops_per_score(gpu.Flash2Tile(128, 32), 128) == 4.0
     assert gpu.flash2_rescale_ops_per_score(gpu.Flash2Tile(128, 64), 80) == 1.5  # runs the head-dim-96 kernel
+
+
+def test_rescale_joins_the_softmax_time_by_hand():
+    p = gpu.gpu_params(toy_gpu(), "bf16")
+    grid = gpu.attention_grid(1, 1, 1, 1024, 1024, 4, causal=False, backward=False, block_q=128)
+    _, soft0, _, _ = gpu._attention_compute(grid, p, 128, 128, "flash2", False, p.sms)
+    _, soft2, _, _ = gpu._attention_compute(grid, p, 128, 128, "flash2", False, p.sms, rescale_ops=2.0)
+    # toy GPU: 1.024 TFLOP/s FP32 over 4 SMs = 128e9 FP32 instructions an SM a second
+    assert soft2 - soft0 == pytest.approx(2.0 / 128e9)
 
 
 def test_b200_local_memory_share_of_the_loop_is_the_same_at_both_head_dims():
