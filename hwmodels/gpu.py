@@ -122,6 +122,8 @@ __all__ = [
     "Flash2Tile",
     "flash2_tile",
     "FLASH2_PTXAS_REGISTERS",
+    "FLASH2_COMPILED_SOURCE",
+    "flash2_rescale_ops_per_score",
     "FLASH2_ISA_REGISTERS",
     "FLASH2_ELEMENT_BYTES",
     "flash2_ctas_per_sm",
@@ -238,13 +240,24 @@ FLASH2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 #: 8.6-8.9). Not Volta/Turing (FlashAttention-2 does not build for them; their rows run other kernels) nor CDNA
 #: (Composable Kernel tiles): not priced there.
 FLASH2_EDGE_FAMILIES = frozenset({"sm80", "sm90", "sm100"})
-#: Registers per thread of FlashAttention-2 kernel instantiations as ptxas reports them for sm_80, keyed
-#: (backward, head dim, ``kBlockM``, ``kBlockN``, ``kNWarps``): Dao-AILab/flash-attention issue #1630 (build log,
-#: ``flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, ...>>``: "Used 255 registers", with 172 bytes of
-#: spill stores; ``<128, 64, 64, 4>``: "Used 180 registers") and issue #340 (``<256, 128, 64, 8>``: 240 registers,
-#: 255 with spills in another specialisation; the larger is kept). An instantiation no report quotes is taken at
-#: :data:`FLASH2_ISA_REGISTERS`.
-FLASH2_PTXAS_REGISTERS = {(False, 128, 128, 64, 4): 255, (False, 128, 64, 64, 4): 180, (False, 256, 128, 64, 8): 255}
+#: Where the compiled figures of FlashAttention-2's forward kernels come from (``hwmodels/measurements/
+#: flash2_compiled.csv``): the v2.7.4.post1 kernel templates (cutlass at the pinned submodule commit c506e167) built
+#: with nvcc 13.0 (V13.0.88) and setup.py's device flags (``-O3 --use_fast_math``, ``-gencode
+#: arch=compute_XX,code=sm_XX``) for sm_80, sm_90 and sm_100, ``-Xptxas -v`` read for registers and spills and the
+#: main key/value loop of the SASS counted per iteration. The v2.7.4.post1 wheels were built with CUDA 12.4.1
+#: (``.github/workflows/publish.yml``), whose setup.py emits sm_80 and sm_90 code only (sm_100 from CUDA 12.8), and
+#: no PTX: a B200 runs a source build's sm_100 code.
+FLASH2_COMPILED_SOURCE = ("nvcc 13.0 -Xptxas -v, flash-attention v2.7.4.post1, sm_80/sm_90/sm_100 "
+                          "(hwmodels/measurements/flash2_compiled.csv)")
+#: Registers per thread of FlashAttention-2 kernel instantiations, keyed (backward, head dim, ``kBlockM``,
+#: ``kBlockN``, ``kNWarps``): the forward kernels as compiled (:data:`FLASH2_COMPILED_SOURCE`; the same count for
+#: sm_80, sm_90 and sm_100, causal or not): ``<128, 128, 64, 4>`` and ``<64, 128, 128, 4>`` 255 with spills,
+#: ``<128, 128, 32, 4>`` 255, ``<128, 64, 64, 4>`` 182. Dao-AILab/flash-attention issue #1630 quotes an older
+#: build of the same sm_80 kernels at 255 (172 bytes of spill stores) and 180; issue #340 gives ``<256, 128, 64,
+#: 8>`` (not compiled here): 240, and 255 with spills in another specialisation (the larger is kept). An
+#: instantiation neither gives is taken at :data:`FLASH2_ISA_REGISTERS`.
+FLASH2_PTXAS_REGISTERS = {(False, 128, 128, 64, 4): 255, (False, 64, 128, 128, 4): 255, (False, 128, 128, 32, 4): 255,
+                          (False, 128, 64, 64, 4): 182, (False, 256, 128, 64, 8): 255}
 #: Registers one thread can address (the PTX/SASS limit, "255 registers per thread" in the CUDA C++ Programming
 #: Guide's table of technical specifications per compute capability), where ptxas caps the kernels above (spilling
 #: past it): the figure for an instantiation no ptxas report quotes.
@@ -2588,10 +2601,13 @@ def attention_softmax_s(p: GpuParams, *, backward: bool = False) -> ArrayLike:
     """Online-softmax time of one query-key score on one SM (s): :data:`SOFTMAX_SFU_OPS_PER_SCORE`
     special-function results and :data:`SOFTMAX_ALU_OPS_PER_SCORE` FP32 instructions."""
     direction = "bwd" if backward else "fwd"
-    sms = _a(p.sms)
-    alu_rate_sm = _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / sms  # FP32 instructions/s
-    sfu_rate_sm = _a(p.sfu_ops_per_s) / sms
-    return SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm + SOFTMAX_ALU_OPS_PER_SCORE[direction] / alu_rate_sm
+    sfu_rate_sm = _a(p.sfu_ops_per_s) / _a(p.sms)
+    return SOFTMAX_SFU_OPS_PER_SCORE[direction] / sfu_rate_sm + SOFTMAX_ALU_OPS_PER_SCORE[direction] / _alu_rate_sm(p)
+
+
+def _alu_rate_sm(p: GpuParams) -> ArrayLike:
+    """FP32 instructions one SM issues per second at the achieved vector rate."""
+    return _a(p.vector_flops_per_s) / 2.0 * _a(p.vector_fraction) / _a(p.sms)
 
 
 def attention_compute_s(grid: AttentionGrid, pair_s: ArrayLike, sms: ArrayLike) -> ArrayLike:
@@ -2724,6 +2740,20 @@ def flash2_tile(head_dim: int, *, backward: bool, compute_capability: int, smem_
     if backward:
         return _flash2_bwd_tile(hd, smem_per_block, dropout)
     return _flash2_fwd_tile(hd, 80 < compute_capability < 90, smem_per_sm, smem_per_block, dropout, causal)
+
+
+def flash2_rescale_ops_per_score(tile: Flash2Tile, head_dim: int) -> float:
+    """FP32 multiplies per query-key score a FlashAttention-2 forward spends rescaling its output accumulator.
+
+    Every key block after the first, ``Softmax::softmax_rescale_o`` multiplies each query row's ``kHeadDim``
+    accumulators of O by the row's correction ``exp2(m_old - m_new)``, and the epilogue's
+    ``normalize_softmax_lse`` multiplies them once more by ``1 / row_sum`` (Dao-AILab/flash-attention v2.7.4.post1
+    ``csrc/flash_attn/src/softmax.h``; Dao 2023, Algorithm 1): ``kHeadDim`` multiplies per row per key block,
+    ``kHeadDim / kBlockN`` per score, on the instantiated head dim (:data:`FLASH2_HEAD_DIMS`). The compiled main
+    loop shows them (:data:`FLASH2_COMPILED_SOURCE`: 136 FMUL a thread per iteration at head dim 128 for 64 scores,
+    72 at head dim 64 for 128, the row corrections included); :data:`SOFTMAX_ALU_OPS_PER_SCORE` counts none."""
+    hd = min((d for d in FLASH2_HEAD_DIMS if d >= head_dim), default=FLASH2_HEAD_DIMS[-1])
+    return hd / tile.block_n
 
 
 def flash2_ctas_per_sm(tile: Flash2Tile, head_dim: int, backward: bool, p: GpuParams) -> ArrayLike:
@@ -3003,8 +3033,9 @@ def attention(
     block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
+    rescale = flash2_rescale_ops_per_score(tile, head_dim) if tile is not None and not backward and not grid.decode else 0.0
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
-                                                          bwd_softmax_overlap, exp_exposed)
+                                                          bwd_softmax_overlap, exp_exposed, rescale)
     ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio
     if not np.all((np.asarray(ratio) > 0.0) & (np.asarray(ratio) <= 1.0)):
         raise ValueError(f"attention: causal_rate_ratio; got {causal_rate_ratio!r}; expected a number in (0, 1]")
@@ -3097,13 +3128,14 @@ def flash2_causal_forward_ratio(seq: int, table: tuple[tuple[int, float], ...], 
 
 def _attention_compute(grid: AttentionGrid, p: GpuParams, head_dim: int, head_dim_v: int, kernel: str,
                        backward: bool, sms: Any, bwd_overlap: bool = False,
-                       exp_exposed: bool = False) -> tuple[Any, Any, Any, Any]:
+                       exp_exposed: bool = False, rescale_ops: float = 0.0) -> tuple[Any, Any, Any, Any]:
     """(matmul, softmax, per-pair and whole-kernel compute time) of a fused-attention kernel: a pair's
     matmuls and softmax serialised (``flash2``, and the ``flash3`` backward unless ``bwd_overlap``:
     :data:`FLASH3_SOFTMAX_OVERLAP`) or overlapped (``flash3``; :func:`attention_pair_s`), spread over
-    the CTAs in waves."""
+    the CTAs in waves; ``rescale_ops`` FP32 multiplies a score of the output accumulator's rescaling join the
+    softmax (:func:`flash2_rescale_ops_per_score`)."""
     t_mma = attention_matmul_s(grid, p, head_dim, head_dim_v, kernel=kernel)
-    t_soft = attention_softmax_s(p, backward=backward)
+    t_soft = attention_softmax_s(p, backward=backward) + rescale_ops / _alu_rate_sm(p)
     overlap = kernel == "flash3" and (not backward or bwd_overlap)
     t_pair = attention_pair_s(t_mma, t_soft, p, overlap=overlap,
                               exp_exposed=exp_exposed and kernel == "flash3" and not backward)

@@ -120,8 +120,9 @@ def test_flash2_causal_ratio_interpolates_the_paper():
 
 def test_lowered_flash2_causal_forward_at_the_measured_ratio():
     # through the GPU lowering on the H100 (sm90): the causal FlashAttention-2 forward is the non-causal rate
-    # times the measured ratio, 276 / 297 / 312 / 316 TFLOP/s against the paper's 298 / 319 / 333 / 335 (-7..-6%;
-    # -3..-5% before each CTA's edges were priced, which lowered the non-causal rate the ratio scales);
+    # times the measured ratio, 271 / 288 / 301 / 304 TFLOP/s against the paper's 298 / 319 / 333 / 335 (-9..-10%;
+    # -7..-6% before the output accumulator's rescale was priced, -3..-5% before each CTA's edges were, both
+    # lowering the non-causal rate the ratio scales);
     # the backward and other architectures are unchanged
     from simulator.engines.analytical import EvalOptions
     from simulator.lowering.common import LoweringContext, lower
@@ -142,7 +143,7 @@ def test_lowered_flash2_causal_forward_at_the_measured_ratio():
         table = load_hardware("h100-sxm5-80gb").efficiency.flash2_causal_fwd_ratio
         assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(plain * gpu.flash2_causal_forward_ratio(seq, table),
                                                                      rel=0.01)
-        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(paper, rel=0.08)
+        assert tflops("h100-sxm5-80gb", seq, True) == pytest.approx(paper, rel=0.10)
         assert tflops("h100-sxm5-80gb", seq, True, bwd=True) == pytest.approx(
             _tflops(_params("h100-sxm5-80gb"), seq, "flash2", backward=True, causal=True), rel=0.01)
         assert tflops("a100-sxm4-80gb", seq, True) == pytest.approx(  # the A100's 128 x 64 tile, two CTAs an SM
