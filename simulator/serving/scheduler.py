@@ -206,43 +206,65 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
         _budget, swap_in = _admit(running, waiting, free, lim, alone, lim.budget)
         if alone:
             return Plan(alone, [], swap_in)
-    budget = lim.budget
     work: list[tuple[Seq, int]] = []
     preempted: list[Seq] = []
-    swap_out = swap_in = 0
-    bs, shared = lim.block_size, lim.shared_blocks
+    budget, swap_out, decode_only = _schedule_running(running, free, lim, work, preempted)
+    swap_in = 0
+    if not preempted:
+        before = len(work)
+        budget, swap_in = _admit(running, waiting, free, lim, work, budget)
+        decode_only = decode_only and len(work) == before
+    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running))
+
+
+def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: list[tuple[Seq, int]],
+                      preempted: list[Seq]) -> tuple[int, int, bool]:
+    """The running sequences' tokens, in admission order, while the budget lasts (each given its blocks, the
+    last admitted preempted while one cannot get them; module docstring): (budget left, blocks swapped out,
+    whether every scheduled item is a decode token)."""
+    budget = lim.budget
+    swap_out = 0
+    bs, shared, lookahead = lim.block_size, lim.shared_blocks, lim.lookahead
+    ahead = 1 + lookahead + lim.steps - 1  # a decode's token and look-ahead slots: speculative drafts, multi-step
     decode_only = True
+    append = work.append
+    f = free[0]
     i = 0
     while i < len(running) and budget > 0:
         s = running[i]
-        n = s.n_in + s.generated - s.computed
+        g = s.generated
+        c = s.computed
+        n = s.n_in + g - c
         if n > budget:
             n = budget
-        if n != 1 or not s.generated:
+        if n == 1 and g:
+            extra = lookahead
+            need = -(-(c + ahead) // bs) - s.blocks
+        else:
             decode_only = False
-        extra = lim.lookahead if n == 1 and s.generated else 0
-        ahead = lim.steps - 1 if n == 1 and s.generated else 0  # multi-step look-ahead slots (no budget)
-        need = -(-(s.computed + n + extra + ahead) // bs) - (shared if s.cached else 0) - s.blocks
-        if need > free[0]:
+            extra = 0
+            need = -(-(c + n) // bs) - s.blocks
+        if s.cached:
+            need -= shared
+        if need > f:
+            free[0] = f
             while need > free[0]:
                 victim = running.pop()  # the last admitted: lowest priority
                 swap_out += _preempt(victim, free, lim)
                 preempted.append(victim)
                 if victim is s:
                     break
+            f = free[0]
             if preempted[-1] is s:
                 break
         if need > 0:
-            free[0] -= need
+            f -= need
             s.blocks += need
-        work.append((s, n))
+        append((s, n))
         budget -= n + extra
         i += 1
-    if not preempted:
-        before = len(work)
-        budget, swap_in = _admit(running, waiting, free, lim, work, budget)
-        decode_only = decode_only and len(work) == before
-    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running))
+    free[0] = f
+    return budget, swap_out, decode_only
 
 
 def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:
