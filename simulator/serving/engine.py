@@ -45,7 +45,7 @@ from simulator.serving.config import (
     IterationRecord,
     ServingError,
 )
-from simulator.serving.scheduler import Limits, Seq, plan_iteration
+from simulator.serving.scheduler import Limits, Plan, Seq, plan_iteration, tally
 
 __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 
@@ -100,12 +100,12 @@ class Replica:
             return None
         if not self.output_lag:
             if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
-                return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+                return self._decode_run(t, plan, next_arrival if not self.waiting else math.inf)
             return self._one_step(t, plan)
         waiting_out, self.pending = self.pending, []
         firsts = {id(s) for s, _ in plan.work if s.first_token < 0}
         if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
-            end = self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+            end = self._decode_run(t, plan, next_arrival if not self.waiting else math.inf)
         else:
             end = self._one_step(t, plan)
         for s in waiting_out:  # delivered when this iteration's engine step returns
@@ -114,7 +114,7 @@ class Replica:
         return end
 
     def _one_step(self, t: float, plan: Any) -> float:
-        chunks, dec, dec_ctx, sampled, prefill_tokens = _tally(plan.work)
+        chunks, dec, dec_ctx, sampled, prefill_tokens = plan.tally if plan.tally is not None else tally(plan.work)
         ctx = dec_ctx / dec if dec else 0.0
         if self.speculative is not None and dec:
             draft, k, gain = self.speculative
@@ -153,10 +153,14 @@ class Replica:
         if any(s.finish >= 0 and not s.pad for s in self.running):
             self._retire(end)
 
-    def _decode_run(self, t: float, work: list[tuple[Seq, int]], stop_at: float) -> float:
+    def _decode_run(self, t: float, plan: Plan, stop_at: float) -> float:
         """Decode steps of an unchanging batch until a request finishes, blocks run short or an
         arrival is due (every step is priced on the attention line of its mean context)."""
-        live, left, context = _live(work)
+        work = plan.work
+        if plan.context is None or self.lim.kind == "static":
+            live, left, context = _live(work)
+        else:  # counted by the scheduler; no padding outside static batches
+            live, left, context = [s for s, _ in work], plan.fewest, plan.context
         batch = len(work)
         block = self.lim.steps
         if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
@@ -268,6 +272,14 @@ class Replica:
     def _retire(self, end: float) -> None:
         """Move finished (or handed-off) sequences out of the batch and free their blocks (called when one
         finished)."""
+        if self.lim.kind != "static" and not self.prefill_only:  # no padding, no hand-off
+            done = [s for s in self.running if s.finish >= 0]
+            for s in done:
+                self.free[0] += s.blocks
+                s.blocks = 0
+            self.finished += done
+            self.running[:] = [s for s in self.running if s.finish < 0]
+            return
         keep: list[Seq] = []
         for s in self.running:
             if s.finish < 0 or s.pad:
@@ -298,25 +310,6 @@ class Replica:
         self.busy_s += end - start
         self.energy_j += energy
         self.kv_block_seconds += used * (end - start)
-
-
-def _tally(work: list[tuple[Seq, int]]) -> tuple[list[tuple[int, int]], int, int, int, int]:
-    """(prefill chunks as (tokens, earlier context), decodes, their summed context, sequences sampling, prefill
-    tokens) of an iteration's ``work``: a decode is one token of a sequence past its prompt."""
-    chunks: list[tuple[int, int]] = []
-    dec = dec_ctx = sampled = prefill_tokens = 0
-    for s, n in work:
-        c = s.computed
-        total = s.n_in + s.generated
-        if n == 1 and c == total - 1 and s.generated:
-            dec += 1
-            dec_ctx += c
-        else:
-            chunks.append((n, c))
-            prefill_tokens += n
-        if c + n == total:
-            sampled += 1
-    return chunks, dec, dec_ctx, sampled, prefill_tokens
 
 
 def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> bool:
