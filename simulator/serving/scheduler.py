@@ -265,9 +265,9 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
     dec = dec_ctx = sampled = prefill = context = 0
     fewest = 1 << 62
     f = free[0]
-    i = 0
-    while i < len(running) and budget > 0:
-        s = running[i]
+    for s in running:  # a preemption pops from the end: the iteration stops before what it popped
+        if budget <= 0:
+            break
         g = s.generated
         c = s.computed
         n = rest = s.n_in + g - c
@@ -310,7 +310,6 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
             prefill += n
             if n == rest:
                 sampled += 1
-        i += 1
     free[0] = f
     return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled, prefill, context, fewest)
 
