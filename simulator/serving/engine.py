@@ -45,7 +45,7 @@ from simulator.serving.config import (
     IterationRecord,
     ServingError,
 )
-from simulator.serving.scheduler import Limits, Seq, plan_iteration
+from simulator.serving.scheduler import Limits, Plan, Seq, plan_iteration, tally
 
 __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 
@@ -100,12 +100,12 @@ class Replica:
             return None
         if not self.output_lag:
             if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
-                return self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+                return self._decode_run(t, plan, next_arrival if not self.waiting else math.inf)
             return self._one_step(t, plan)
         waiting_out, self.pending = self.pending, []
         firsts = {id(s) for s, _ in plan.work if s.first_token < 0}
         if plan.decode_only and plan.swap_in_blocks == 0 and self.speculative is None:
-            end = self._decode_run(t, plan.work, next_arrival if not self.waiting else math.inf)
+            end = self._decode_run(t, plan, next_arrival if not self.waiting else math.inf)
         else:
             end = self._one_step(t, plan)
         for s in waiting_out:  # delivered when this iteration's engine step returns
@@ -114,17 +114,7 @@ class Replica:
         return end
 
     def _one_step(self, t: float, plan: Any) -> float:
-        chunks: list[tuple[int, int]] = []
-        dec, dec_ctx, sampled, prefill_tokens = 0, 0, 0, 0
-        for s, n in plan.work:
-            if n == 1 and s.computed == s.total - 1 and s.generated:
-                dec += 1
-                dec_ctx += s.computed
-            else:
-                chunks.append((n, s.computed))
-                prefill_tokens += n
-            if s.computed + n == s.total:
-                sampled += 1
+        chunks, dec, dec_ctx, sampled, prefill_tokens = plan.tally if plan.tally is not None else tally(plan.work)
         ctx = dec_ctx / dec if dec else 0.0
         if self.speculative is not None and dec:
             draft, k, gain = self.speculative
@@ -139,12 +129,19 @@ class Replica:
         self._handover = end
         tokens = dec + prefill_tokens
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
-        for s, n in plan.work:
+        if gain > 1.0:
+            self._advance_speculative(plan.work, end, gain)
+        elif _advance(plan.work, end, self.prefill_only):
+            self._retire(end)
+        return end
+
+    def _advance_speculative(self, work: list[tuple[Seq, int]], end: float, gain: float) -> None:
+        """The sequences of a speculative iteration ending at ``end`` advanced: a decode by the expected
+        accepted tokens (Leviathan et al. 2023, Eq. 1), kept exact over the steps by carrying the fraction."""
+        for s, n in work:
             if s.pad:
                 continue
-            if gain > 1.0 and n == 1 and s.computed == s.total - 1 and s.generated:
-                # a speculative step: the expected accepted tokens (Leviathan et al. 2023, Eq. 1), kept
-                # exact over the steps by carrying the fraction
+            if n == 1 and s.computed == s.total - 1 and s.generated:
                 got = min(int(s.credit + gain) - int(s.credit), s.n_out - s.generated)
                 s.credit += gain
                 s.computed += got
@@ -153,23 +150,27 @@ class Replica:
             s.computed += n
             if s.computed == s.total:
                 self._sample(s, end, 1)
-        self._retire(end)
-        return end
+        if any(s.finish >= 0 and not s.pad for s in self.running):
+            self._retire(end)
 
-    def _decode_run(self, t: float, work: list[tuple[Seq, int]], stop_at: float) -> float:
+    def _decode_run(self, t: float, plan: Plan, stop_at: float) -> float:
         """Decode steps of an unchanging batch until a request finishes, blocks run short or an
         arrival is due (every step is priced on the attention line of its mean context)."""
-        live = [s for s, _ in work if not s.pad]
+        work = plan.work
+        if plan.context is None or self.lim.kind == "static":
+            live, left, context = _live(work)
+        else:  # counted by the scheduler; no padding outside static batches
+            live, left, context = [s for s, _ in work], plan.fewest, plan.context
         batch = len(work)
         block = self.lim.steps
         if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
             k_max, stop_at = block, math.inf
         else:
-            k_max = min(s.n_out - s.generated for s in live) if live else 1
+            k_max = left if live else 1
             if self.lim.kind != "static":
                 k_max = min(k_max, self._block_steps(live))
         fixed_t, fixed_e = self.pricer.decode_fixed(batch)
-        steps, end, energy = 0, t, 0.0
+        end = t
         if block > 1:  # the host work of the scheduling pass (and the graph launch it waits on) once, before
             # the block's first step; the later steps are launched while the GPU runs the one before
             host = self.pricer.step_host_time(batch)
@@ -180,51 +181,71 @@ class Replica:
             # launching the forward and the logits, and AsyncLLMEngine.step_async returns a non-last step
             # of a block without waiting for the GPU (a last step waits: _final_process_outputs)
             self._handover = end
-        ctx = sum(s.computed for s, _ in work) / batch
-        grow = len(live) / batch  # the mean context grows by the live sequences' new tokens
-        hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, ctx)
-        c = ctx
-        ends: list[float] = []  # each step's end: a chunk to every live sequence (one step per scheduling pass)
+        ends, energy = self._decode_steps(end, batch, context / batch, len(live) / batch, (fixed_t, fixed_e),
+                                          k_max, stop_at)
+        end = ends[-1]
+        if block == 1:
+            self._handover = ends[0]
+        self._account(t, end, len(ends), batch, 0, batch, energy)
+        if self._advance_decodes(live, ends if block == 1 else [end], len(ends)):
+            self._retire(end)
+        return end
+
+    def _decode_steps(self, end: float, batch: int, c: float, grow: float, fixed: tuple[float, float], k_max: int,
+                      stop_at: float) -> tuple[list[float], float]:
+        """Each step's end (a chunk to every live sequence: one step per scheduling pass) and the steps'
+        energy, from ``end`` at mean context ``c`` growing by ``grow`` a step, until ``k_max`` steps or
+        ``stop_at``."""
+        fixed_t, fixed_e = fixed
+        hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
+        ends: list[float] = []
+        energy = 0.0
         while True:
             if c >= hi:
                 hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
             end += fixed_t + at
             energy += fixed_e + ae
-            steps += 1
             ends.append(end)
-            if steps == 1 and block == 1:
-                self._handover = end
-            if steps >= k_max or end >= stop_at:
-                break
+            if len(ends) >= k_max or end >= stop_at:
+                return ends, energy
             c += grow
             at += slope_t * grow
             ae += slope_e * grow
-        self._account(t, end, steps, batch, 0, batch, energy)
-        _deliver(live, ends if block == 1 else [end])
+
+    def _advance_decodes(self, live: list[Seq], ends: list[float], steps: int) -> bool:
+        """Chunks handed over at ``ends`` (a gap from each one's last chunk to the first end, then the steps between the ends) and ``steps`` tokens to every sequence of
+        ``live``, with their new blocks (inlined :func:`own_blocks` and :meth:`_sample`: the hot loop of a
+        long run); whether any finished."""
+        rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
+        first, end = ends[0], ends[-1]
         paged = self.lim.kind != "static"
+        multi = self.lim.steps > 1
         bs, shared = self.lim.block_size, self.lim.shared_blocks
+        free = self.free[0]
         done = False
-        for s in live:  # inlined :func:`own_blocks` and :meth:`_sample` (the hot loop of a long run)
-            s.computed += steps
+        for s in live:
+            s.gaps.append(first - s.last_out)
+            if rest:
+                s.gaps.frombytes(rest)
+            s.last_out = end
+            c = s.computed + steps
+            s.computed = c
             if paged:
-                need = -(-s.computed // bs) - (shared if s.cached else 0) - s.blocks
+                need = -(-c // bs) - (shared if s.cached else 0) - s.blocks
                 if need > 0:
-                    self.free[0] -= need
+                    free -= need
                     s.blocks += need
-            if block > 1 and s.generated + steps >= s.n_out:  # finished inside the block: handed over at
-                # its end with the block's other tokens (vLLM 0.6 MultiStepModelRunner._final_process_outputs
-                # pythonizes every step of the block at its last one, and step_async returns them then)
+            g = s.generated + steps
+            if g >= s.n_out:
+                # finished (inside a multi-step block: handed over at its end with the block's other tokens,
+                # vLLM 0.6 MultiStepModelRunner._final_process_outputs pythonizes every step of the block at
+                # its last one, and step_async returns them then)
                 s.finish = end
-                s.generated = s.n_out
+                g = s.n_out if multi else g
                 done = True
-                continue
-            s.generated += steps
-            if s.generated >= s.n_out:
-                s.finish = end
-                done = True
-        if done:
-            self._retire(end)
-        return end
+            s.generated = g
+        self.free[0] = free
+        return done
 
     def _block_steps(self, live: list[Seq]) -> int:
         """Decode steps every sequence of ``live`` can take with the free blocks: each holds room for
@@ -234,7 +255,8 @@ class Replica:
         bs, shared, free = self.lim.block_size, self.lim.shared_blocks, self.free[0]
         if free >= len(live):
             return max(1, bs * (free // len(live)))
-        caps = sorted((s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live)
+        caps = [(s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live]
+        caps.sort()
         return max(1, caps[free])
 
     def _sample(self, s: Seq, end: float, tokens: int) -> None:
@@ -248,8 +270,15 @@ class Replica:
             s.finish = end
 
     def _retire(self, end: float) -> None:
-        """Move finished (or handed-off) sequences out of the batch and free their blocks."""
-        if not any(s.finish >= 0 and not s.pad for s in self.running):
+        """Move finished (or handed-off) sequences out of the batch and free their blocks (called when one
+        finished)."""
+        if self.lim.kind != "static" and not self.prefill_only:  # no padding, no hand-off
+            done = [s for s in self.running if s.finish >= 0]
+            for s in done:
+                self.free[0] += s.blocks
+                s.blocks = 0
+            self.finished += done
+            self.running[:] = [s for s in self.running if s.finish < 0]
             return
         keep: list[Seq] = []
         for s in self.running:
@@ -283,16 +312,45 @@ class Replica:
         self.kv_block_seconds += used * (end - start)
 
 
-def _deliver(live: list[Seq], ends: list[float]) -> None:
-    """Chunks handed over at ``ends`` to every sequence of ``live`` (each past its first token): its gaps grow
-    by the first end minus its last chunk, then by the steps between the ends (shared by the batch)."""
-    rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
-    first, last = ends[0], ends[-1]
-    for s in live:
-        s.gaps.append(first - s.last_out)
-        if rest:
-            s.gaps.frombytes(rest)
-        s.last_out = last
+def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> bool:
+    """The sequences of an iteration ending at ``end`` advanced by their tokens, one sampled by each whose tokens
+    are all computed (:meth:`Replica._sample`, inlined: the hot loop of a mixed batch); whether any finished."""
+    done = False
+    for s, n in work:
+        if s.pad:
+            continue
+        c = s.computed + n
+        s.computed = c
+        g = s.generated
+        if c != s.n_in + g:
+            continue
+        g += 1
+        s.generated = g
+        if s.first_token < 0:
+            s.first_token = end
+        else:  # one streamed chunk after the first: its gap is an inter-token latency
+            s.gaps.append(end - s.last_out)
+        s.last_out = end
+        if g >= s.n_out or prefill_only:
+            s.finish = end
+            done = True
+    return done
+
+
+def _live(work: list[tuple[Seq, int]]) -> tuple[list[Seq], int, int]:
+    """(the sequences of a decode batch that are not padding, the fewest tokens any of them has left to
+    generate, the batch's summed context) in one pass."""
+    live: list[Seq] = []
+    left = math.inf
+    context = 0
+    for s, _ in work:
+        context += s.computed
+        if not s.pad:
+            live.append(s)
+            r = s.n_out - s.generated
+            if r < left:
+                left = r
+    return live, left, context  # type: ignore[return-value]
 
 
 def _route(replicas: list[Replica], router: str, counter: int) -> Replica:

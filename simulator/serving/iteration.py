@@ -148,6 +148,10 @@ class IterationPricer:
                                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+        #: attention (s, J) of a prefill chunk by (query tokens, earlier context), and step host times by
+        #: (sequences, graphed): the values the interpolation gives, kept (the hot path of a mixed batch)
+        self._chunks: dict[tuple[int, int], tuple[float, float]] = {}
+        self._host: dict[tuple[int, bool], float] = {}
         self.max_positions = int(getattr(self.cfg, "max_positions", 0) or 0)
 
     @property
@@ -302,9 +306,11 @@ class IterationPricer:
         t, e = self.dense(tokens)
         ht, he = self.head(sampled + decodes * (verify - 1))
         t, e = t + ht, e + he
-        for q, c in chunks:
-            at, ae = self.attention(1, q, c)
-            t, e = t + at, e + ae
+        for chunk in chunks:
+            hit = self._chunks.get(chunk)
+            if hit is None:
+                hit = self._chunks[chunk] = self.attention(1, *chunk)
+            t, e = t + hit[0], e + hit[1]
         if decodes and verify == 1:
             _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context)
             t, e = t + at, e + ae
@@ -356,7 +362,11 @@ class IterationPricer:
         the eager ops and synchronisations around the replay (:meth:`decode_host_time`)."""
         if graphed is None:
             graphed = self.replays_graph(seqs)
-        return self.host_time(seqs) + (self.graph_launch_time() + self.decode_host_time() if graphed else 0.0)
+        hit = self._host.get((seqs, graphed))
+        if hit is None:
+            hit = self._host[(seqs, graphed)] = self.host_time(seqs) + (
+                self.graph_launch_time() + self.decode_host_time() if graphed else 0.0)
+        return hit
 
     def draft_steps(self, batch: int, context: float, k: int) -> tuple[float, float]:
         """(s, J) of ``k`` decode steps of ``batch`` sequences on this (draft) model, from mean ``context``

@@ -70,7 +70,7 @@ from typing import Any
 
 from simulator.serving.kvcache import blocks_for
 
-__all__ = ["ADMISSIONS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration"]
+__all__ = ["ADMISSIONS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration", "tally"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,12 @@ class Plan:
     swap_out_blocks: int = 0
     #: every item is one decode token of a sequence past its prefill (nothing admitted or preempted)
     decode_only: bool = False
+    #: :func:`tally` of ``work`` where the scheduler counted it on the way (None: not counted)
+    tally: tuple[list[tuple[int, int]], int, int, int, int] | None = None
+    #: the items' summed context (tokens computed) and fewest tokens any has left to generate (a decode-only
+    #: plan's, counted on the way; None: not counted)
+    context: int | None = None
+    fewest: int | None = None
 
 
 class Limits:
@@ -206,43 +212,106 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
         _budget, swap_in = _admit(running, waiting, free, lim, alone, lim.budget)
         if alone:
             return Plan(alone, [], swap_in)
-    budget = lim.budget
     work: list[tuple[Seq, int]] = []
     preempted: list[Seq] = []
-    swap_out = swap_in = 0
-    bs, shared = lim.block_size, lim.shared_blocks
+    budget, swap_out, decode_only, counts = _schedule_running(running, free, lim, work, preempted)
+    swap_in = 0
+    chunks, dec, dec_ctx, sampled, prefill, context, fewest = counts
+    if not preempted:
+        before = len(work)
+        budget, swap_in = _admit(running, waiting, free, lim, work, budget)
+        if len(work) > before:
+            decode_only = False
+            more = tally(work[before:])
+            chunks += more[0]
+            dec, dec_ctx, sampled, prefill = dec + more[1], dec_ctx + more[2], sampled + more[3], prefill + more[4]
+    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running),
+                (chunks, dec, dec_ctx, sampled, prefill), context, fewest)
+
+
+def tally(work: list[tuple[Seq, int]]) -> tuple[list[tuple[int, int]], int, int, int, int]:
+    """(prefill chunks as (tokens, earlier context), decodes, their summed context, sequences sampling, prefill
+    tokens) of an iteration's ``work``: a decode is one token of a sequence past its prompt with nothing else
+    left to compute, a chunk anything else; a sequence samples when its tokens are all computed after it."""
+    chunks: list[tuple[int, int]] = []
+    dec = dec_ctx = sampled = prefill_tokens = 0
+    for s, n in work:
+        c = s.computed
+        total = s.n_in + s.generated
+        if n == 1 and c == total - 1 and s.generated:
+            dec += 1
+            dec_ctx += c
+        else:
+            chunks.append((n, c))
+            prefill_tokens += n
+        if c + n == total:
+            sampled += 1
+    return chunks, dec, dec_ctx, sampled, prefill_tokens
+
+
+def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: list[tuple[Seq, int]],
+                      preempted: list[Seq]) -> tuple[int, int, bool, tuple]:
+    """The running sequences' tokens, in admission order, while the budget lasts (each given its blocks, the
+    last admitted preempted while one cannot get them; module docstring): (budget left, blocks swapped out,
+    whether every scheduled item is a decode token, the items' :func:`tally`, summed context and fewest
+    tokens left to generate, counted on the way)."""
+    budget = lim.budget
+    swap_out = 0
+    bs, shared, lookahead = lim.block_size, lim.shared_blocks, lim.lookahead
+    ahead = 1 + lookahead + lim.steps - 1  # a decode's token and look-ahead slots: speculative drafts, multi-step
     decode_only = True
-    i = 0
-    while i < len(running) and budget > 0:
-        s = running[i]
-        n = s.n_in + s.generated - s.computed
+    append = work.append
+    chunks: list[tuple[int, int]] = []
+    dec = dec_ctx = sampled = prefill = context = 0
+    fewest = 1 << 62
+    f = free[0]
+    for s in running:  # a preemption pops from the end: the iteration stops before what it popped
+        if budget <= 0:
+            break
+        g = s.generated
+        c = s.computed
+        n = rest = s.n_in + g - c
         if n > budget:
             n = budget
-        if n != 1 or not s.generated:
+        if n == 1 and g:
+            extra = lookahead
+            need = -(-(c + ahead) // bs) - s.blocks
+        else:
             decode_only = False
-        extra = lim.lookahead if n == 1 and s.generated else 0
-        ahead = lim.steps - 1 if n == 1 and s.generated else 0  # multi-step look-ahead slots (no budget)
-        need = -(-(s.computed + n + extra + ahead) // bs) - (shared if s.cached else 0) - s.blocks
-        if need > free[0]:
+            extra = 0
+            need = -(-(c + n) // bs) - s.blocks
+        if s.cached:
+            need -= shared
+        if need > f:
+            free[0] = f
             while need > free[0]:
                 victim = running.pop()  # the last admitted: lowest priority
                 swap_out += _preempt(victim, free, lim)
                 preempted.append(victim)
                 if victim is s:
                     break
+            f = free[0]
             if preempted[-1] is s:
                 break
         if need > 0:
-            free[0] -= need
+            f -= need
             s.blocks += need
-        work.append((s, n))
+        append((s, n))
         budget -= n + extra
-        i += 1
-    if not preempted:
-        before = len(work)
-        budget, swap_in = _admit(running, waiting, free, lim, work, budget)
-        decode_only = decode_only and len(work) == before
-    return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running))
+        context += c
+        if s.n_out - g < fewest:
+            fewest = s.n_out - g
+        if rest == 1 and g:  # :func:`tally`'s decode
+            dec += 1
+            dec_ctx += c
+            sampled += 1
+        else:
+            chunks.append((n, c))
+            prefill += n
+            if n == rest:
+                sampled += 1
+    free[0] = f
+    return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled, prefill, context, fewest)
 
 
 def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:

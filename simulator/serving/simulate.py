@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -42,9 +45,25 @@ def simulate_serving(model: Any, system: Any, config: ServeConfig, plan: Any = N
         A bad setting or input (one located line).
     """
     interval = _check_window(config)
-    if interval is None:
-        return _run(model, system, config, plan, options)[0]
-    return _run_windows(model, system, config, plan, options, interval)
+    with _no_cyclic_gc():
+        if interval is None:
+            return _run(model, system, config, plan, options)[0]
+        return _run_windows(model, system, config, plan, options, interval)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for a run (and restored after): the loop allocates millions of
+    short-lived objects and keeps every request, so the collector's passes over the growing heap cost about a
+    tenth of an hour's run and free nothing (the run's objects hold no reference cycles: its peak memory is the
+    same either way); reference counting frees as before, and no result depends on it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 #: How many times a windowed run may double its request count to cover the measurement windows.
