@@ -649,6 +649,11 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
+    most = cfg.experts / max(1, cfg.top_k)
+    if plan.capacity_factor > most:
+        raise PlanError(f"{where}: capacity_factor {plan.capacity_factor:g}: above experts / top_k = {cfg.experts} / "
+                        f"{cfg.top_k}, where each expert's buffer already holds every token of the batch; expected at "
+                        f"most {most:g}")
     return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
                                moe_routing=plan.moe_routing, moe_host_sync=plan.moe_host_sync)
 

@@ -153,6 +153,24 @@ def _check_config(config: ServeConfig) -> None:
         parse_slo(s)
 
 
+def _check_window(arrival: Any, config: ServeConfig) -> None:
+    """An open-loop arrival's expected request count (qps x duration) within :data:`MAX_REQUESTS` and its
+    expected span (requests / qps, or the duration) within ``MAX_HORIZON_S`` (:mod:`simulator.serving.arrivals`; located ServingErrors)."""
+    from simulator.serving.arrivals import MAX_HORIZON_S
+
+    if arrival.kind not in ("poisson", "gamma"):
+        return
+    if config.duration_s is not None and config.duration_s * arrival.qps > MAX_REQUESTS:
+        raise ServingError(f"arrival/duration_s: about {config.duration_s * arrival.qps:.3g} requests (qps "
+                           f"{arrival.qps:g} x {config.duration_s:g} s); expected at most {MAX_REQUESTS:,}")
+    count = config.requests if config.requests is not None else DEFAULT_REQUESTS
+    span = config.duration_s if config.duration_s is not None else count / arrival.qps
+    if span > MAX_HORIZON_S:
+        where = "duration_s" if config.duration_s is not None else "requests"
+        raise ServingError(f"arrival/{where}: a span of about {span:.3g} s (qps {arrival.qps:g}); expected at most "
+                           f"{MAX_HORIZON_S:.3g} s (2**52 ns: the simulated clock keeps 1 ns steps up to there)")
+
+
 def _check_fp8_accumulation(value: Any) -> None:
     from simulator.engines.options import FP8_ACCUMULATIONS
 
@@ -270,6 +288,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              graph_launch=_graph_launch(config, profile),
                              weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
                              decode_host=_decode_host(config, profile))
+    _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")

@@ -1,0 +1,117 @@
+"""Bad input found by trying the CLI as a new user would: each case is one located line and exit 2 (never a
+traceback, a silent zero or a figure of nothing), and near matches name each candidate once.
+
+- a model name whose alias and canonical name are both near the typo (``llama-2-7``);
+- a value outside an argparse ``choices`` list (``--phase decod``, a command typo): a near match too;
+- an MoE capacity factor above experts / top_k (``1e300`` overflowed the op's FLOP count to a traceback);
+- fp8 linears on a device without fp8 tensor rates (blamed ``--dtype``, a flag not given);
+- serving arrivals whose span outruns the float64 clock (``qps=1e-300``: every latency 0 s) or whose
+  expected request count cannot be held (``qps=1e9`` for an hour: a 28 TiB allocation);
+- a trace row 1e300 s after the first, or with more fields than the header;
+- a per-request CSV with a NaN or negative TTFT handed to ``plot serving``;
+- ``tune --serve`` with an unknown scheduler (every candidate rejected for the same typo, exit 1);
+- ``hardware show`` of a TPU slice printed an empty ``file`` line (a slice is built from its name).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bad_input.contract import cli_exit, one_line
+
+H100 = ("--hardware", "h100-sxm5-80gb")
+SERVE = ("serve", "llama-2-7b", *H100, "--lengths", "fixed:in=64,out=8")
+REQUESTS_HEADER = ("id,arrival_s,input_len,output_len,first_token_s,finish_s,ttft_s,tpot_s,e2e_s,replica,preemptions,"
+                   "cached_tokens,itl_mean_s")
+
+
+def test_model_typo_names_each_model_once(capsys) -> None:
+    rc, err = cli_exit(capsys, "predict", "llama-2-7", *H100)
+    line = one_line(rc, err, "model 'llama-2-7': unknown model")
+    offered = line.split("did you mean ")[1].rstrip("?").split(", ")
+    assert offered == ["'llama-2-7b'", "'llama-2-70b'", "'llama-3-70b'"]
+
+
+@pytest.mark.parametrize(("argv", "parts"), [
+    (("predict", "gpt2", *H100, "--phase", "decod"), ("argument --phase: invalid choice: 'decod'", "did you mean 'decode'?")),
+    (("predcit", "gpt2"), ("argument COMMAND: invalid choice: 'predcit'", "did you mean 'predict'?")),
+    (("serve", "llama-2-7b", *H100, "--router", "least-load"), ("did you mean 'least-loaded'?",)),
+])
+def test_choice_typos_get_a_near_match(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
+    rc, err = cli_exit(capsys, *argv)
+    one_line(rc, err, *parts)
+
+
+@pytest.mark.parametrize("cf", ["1e300", "5"])
+def test_capacity_factor_above_experts_over_top_k(capsys, cf: str) -> None:
+    rc, err = cli_exit(capsys, "predict", "mixtral-8x7b", "--phase", "decode", "--hardware", "dgx-h100", "--ep", "8",
+                       "--dp", "8", "--capacity-factor", cf)
+    one_line(rc, err, f"mixtral-8x7b: capacity_factor {float(cf):g}", "experts / top_k = 8 / 2", "expected at most 4")
+
+
+@pytest.mark.parametrize(("device", "recipe", "rates"), [("a100-sxm4-80gb", "rowwise", "fp64, tf32, bf16, fp16, int8, int4"),
+                                                         ("tpu-v5e", "delayed", "fp32, bf16, int8, int4")])
+def test_fp8_linears_on_a_device_without_fp8_rates(capsys, device: str, recipe: str, rates: str) -> None:
+    rc, err = cli_exit(capsys, "predict", "gpt2", "--train", "--seq", "128", "--global-batch", "1", "--hardware", device,
+                       "--fp8-linears", recipe)
+    one_line(rc, err, f"plan: fp8_linears {recipe}: fp8 GEMMs need fp8 tensor-core rates",
+             f"got device '{device}' with {rates}", "expected a device with fp8 tensor cores")
+    assert "--dtype" not in err
+
+
+def test_arrival_span_beyond_the_clock(capsys) -> None:
+    rc, err = cli_exit(capsys, *SERVE, "--arrival", "poisson:qps=1e-300", "--requests", "10")
+    one_line(rc, err, "arrival/requests: a span of about 1e+301 s (qps 1e-300)", "expected at most 4.5e+06 s")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(("qps", "duration", "count"), [("1e9", "1 h", "3.6e+12"), ("1", "1e30 h", "3.6e+33"),
+                                                        ("1e300", "1 h", "3.6e+303")])
+def test_arrival_count_beyond_the_request_limit(capsys, qps: str, duration: str, count: str) -> None:
+    rc, err = cli_exit(capsys, *SERVE, "--arrival", f"poisson:qps={qps}", "--duration", duration)
+    one_line(rc, err, f"arrival/duration_s: about {count} requests", "expected at most 100,000,000")
+
+
+@pytest.mark.parametrize(("rows", "parts"), [
+    ("0,64,8\n1e300,64,8\n", ("trace.csv:3: arrival_s: 1e+300 s after the first row", "expected at most 4.5e+06 s")),
+    ("0,64,8\n1,64,8,9\n", ("trace.csv:3: 4 fields; got ['1', '64', '8', '9']; expected 3",)),
+])
+def test_trace_rows_the_clock_or_header_cannot_hold(capsys, tmp_path, monkeypatch, rows: str,
+                                                    parts: tuple[str, ...]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trace.csv").write_text("arrival_s,input_len,output_len\n" + rows, encoding="utf-8")
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", *H100, "--arrival", "trace:trace.csv")
+    one_line(rc, err, *parts)
+
+
+@pytest.mark.parametrize(("row", "parts"), [
+    ("0,0,64,4,0.1,0.3,nan,0.0067,0.3,0,0,0,0.0067", ("r.csv:2: ttft_s: got 'nan'",)),
+    ("0,0,64,4,0.1,0.3,-1,0.0067,0.3,0,0,0,0.0067", ("r.csv:2: ttft_s: got '-1'",)),
+    ("0,0,64,4,0.1,0.3,0.1,,0.3,0,0,0,", ("r.csv:2: tpot_s: got 'nan'",)),
+])
+def test_plot_serving_refuses_latencies_that_are_not_times(capsys, tmp_path, monkeypatch, row: str,
+                                                           parts: tuple[str, ...]) -> None:
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("pandas")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.csv").write_text(f"{REQUESTS_HEADER}\n{row}\n", encoding="utf-8")
+    rc, err = cli_exit(capsys, "plot", "serving", "r.csv", "-o", "s.png")
+    one_line(rc, err, "serving figure: ", *parts, "expected a finite number of seconds >= 0")
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_tune_serve_unknown_scheduler_is_one_line(capsys) -> None:
+    rc, err = cli_exit(capsys, "tune", "llama-2-7b", "--serve", *H100, "--slo", "ttft_p99<=2 s", "--scheduler", "vlm")
+    one_line(rc, err, "--scheduler: unknown scheduler; got 'vlm'", "did you mean 'vllm'?")
+
+
+@pytest.mark.parametrize(("name", "file_line"), [("tpu-v6e-256", None), ("tpu-v5e-256x4", None),
+                                                 ("dgx-h100", "dgx-h100.toml")])
+def test_hardware_show_prints_a_file_only_when_there_is_one(capsys, name: str, file_line: str | None) -> None:
+    from simulator.cli.main import main
+
+    assert main(["hardware", "show", name]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    files = [ln for ln in lines[:3] if ln.startswith("  file")]
+    assert [ln.rsplit("/", 1)[-1] for ln in files] == ([file_line] if file_line else [])
+    assert "  file" not in [ln.rstrip() for ln in lines]
