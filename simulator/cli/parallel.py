@@ -160,7 +160,18 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_host_sync=bool(getattr(args, "moe_host_sync", False)))
 
 
+def check_request_flags(args: argparse.Namespace) -> None:
+    """--input-len/--output-len describe a request: refused outside --phase generate, with or without a plan."""
+    if args.phase != "generate" and (args.input_len is not None or args.output_len is not None):
+        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
+                         "expected --phase generate")
+
+
 def _check_flags(args: argparse.Namespace) -> None:
+    check_request_flags(args)
+    if args.fp8_params and args.fp8_linears is None:
+        raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
+                         "--fp8-linears RECIPE with --train")
     if args.phase == "generate":
         missing = [f for f in ("input_len", "output_len") if getattr(args, f) is None]
         if missing:
@@ -168,9 +179,6 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"predict: --phase generate: {flags} missing; expected --input-len N --output-len M")
         if args.train:
             raise ValueError("predict: --phase generate conflicts with --train; expected one of them")
-    elif args.input_len is not None or args.output_len is not None:
-        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
-                         "expected --phase generate")
     if not args.train and args.fp8_linears is not None:
         raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: a training recipe; got no --train; expected "
                          "--train (serving precision: --weight-dtype fp8 without a plan)")

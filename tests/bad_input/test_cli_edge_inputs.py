@@ -10,7 +10,10 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - a trace row 1e300 s after the first, or with more fields than the header;
 - a per-request CSV with a NaN or negative TTFT handed to ``plot serving``;
 - ``tune --serve`` with an unknown scheduler (every candidate rejected for the same typo, exit 1);
-- ``hardware show`` of a TPU slice printed an empty ``file`` line (a slice is built from its name).
+- ``hardware show`` of a TPU slice printed an empty ``file`` line (a slice is built from its name);
+- ``serve resnet50`` printed only ``nodeperf: error: resnet50`` (a KeyError), a micro-workload was an "unknown
+  model";
+- ``predict --phase decode --input-len 100`` without a plan, and ``--fp8-params`` without ``--fp8-linears``: ignored.
 """
 
 from __future__ import annotations
@@ -115,3 +118,20 @@ def test_hardware_show_prints_a_file_only_when_there_is_one(capsys, name: str, f
     files = [ln for ln in lines[:3] if ln.startswith("  file")]
     assert [ln.rsplit("/", 1)[-1] for ln in files] == ([file_line] if file_line else [])
     assert "  file" not in [ln.rstrip() for ln in lines]
+
+
+@pytest.mark.parametrize(("model", "got"), [("resnet50", "got a cnn model"), ("gemm:m=1,n=2,k=3", "got a micro-workload"),
+                                            ("bert-base", "got an encoder")])
+def test_serve_a_model_that_generates_no_tokens(capsys, model: str, got: str) -> None:
+    rc, err = cli_exit(capsys, "serve", model, *H100, "--requests", "2", "--lengths", "fixed:in=16,out=2")
+    one_line(rc, err, f"model {model!r}: not a decoder language model", got, "expected a zoo decoder")
+
+
+@pytest.mark.parametrize(("argv", "parts"), [
+    (("--phase", "decode", "--input-len", "100"), ("predict: --input-len/--output-len", "got --phase decode",
+                                                   "expected --phase generate")),
+    (("--phase", "decode", "--fp8-params"), ("predict: --fp8-params", "got no --fp8-linears")),
+])
+def test_predict_flags_that_were_silently_ignored(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
+    rc, err = cli_exit(capsys, "predict", "gpt2", *H100, *argv)
+    one_line(rc, err, *parts)
