@@ -93,6 +93,9 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("workload", "device", "dtype", "median_s")
 _PHASES = ("forward", "prefill", "decode", "train")
 _INT_COLUMNS = ("batch", "seq", "context", "repetitions")
 _TIME_COLUMNS = ("median_s", "min_s", "iqr_s")
+#: Shortest time a row may report (s): 1 ns, the resolution of ``time.perf_counter_ns``, finer than CUDA
+#: events (about 0.5 us); a smaller figure is a unit slip, and its error would print as a 300-digit percentage.
+MIN_TIMED_S = 1e-9
 _STR_COLUMNS = ("framework", "framework_version", "driver_version", "date", "host", "metric_reported",
                 "source", "notes")
 
@@ -227,6 +230,8 @@ def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowP
         elif v < 0 or (v == 0 and c != "iqr_s"):
             problems.add(where, c, f"must be positive; got {s}; expected a time > 0 s" if c != "iqr_s"
                          else f"must not be negative; got {s}; expected a spread >= 0 s")
+        elif c != "iqr_s" and v < MIN_TIMED_S:
+            problems.add(where, c, f"below any timer's resolution; got {s}; expected at least {MIN_TIMED_S:g} s (1 ns)")
         else:
             vals[c] = v
     for c in _INT_COLUMNS:

@@ -13,7 +13,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - ``hardware show`` of a TPU slice printed an empty ``file`` line (a slice is built from its name);
 - ``serve resnet50`` printed only ``nodeperf: error: resnet50`` (a KeyError), a micro-workload was an "unknown
   model";
-- ``predict --phase decode --input-len 100`` without a plan, and ``--fp8-params`` without ``--fp8-linears``: ignored.
+- ``predict --phase decode --input-len 100`` without a plan, and ``--fp8-params`` without ``--fp8-linears``: ignored;
+- a measurement of 1e-300 s (a unit slip) validated into a 300-digit error percentage.
 """
 
 from __future__ import annotations
@@ -135,3 +136,11 @@ def test_serve_a_model_that_generates_no_tokens(capsys, model: str, got: str) ->
 def test_predict_flags_that_were_silently_ignored(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
     rc, err = cli_exit(capsys, "predict", "gpt2", *H100, *argv)
     one_line(rc, err, *parts)
+
+
+def test_measurement_faster_than_any_timer(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.csv").write_text('workload,device,dtype,median_s\n"gemm:m=64,n=64,k=64",h100-sxm5-80gb,bf16,1e-300\n',
+                                    encoding="utf-8")
+    rc, err = cli_exit(capsys, "validate", "m.csv", *H100)
+    one_line(rc, err, "m.csv:2: median_s: below any timer's resolution; got 1e-300; expected at least 1e-09 s")
