@@ -72,11 +72,12 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
                         "grad_reduce_in_fp32; default: the stack's)")
     g.add_argument("--param-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
-                   help="training on TPUs: the dtype the parameters, their gradients and AdamW's moments are "
-                        "stored in (MaxText weight_dtype; default: the stack's, float32 for MaxText)")
+                   help="training on TPUs, or with --fsdp on GPUs: the dtype the parameters, their gradients and "
+                        "AdamW's moments are stored in (MaxText weight_dtype; bf16: NeMo AutoModel's bf16 FSDP2 "
+                        "parameters; default: the stack's, float32 for MaxText)")
     g.add_argument("--loss-chunks", type=positive_int, metavar="N",
-                   help="training on TPUs: the loss computed over N chunks of the tokens, one chunk's logits "
-                        "live at a time (MaxText num_vocab_tiling; default 1)")
+                   help="training: the loss computed over N chunks of the tokens, one chunk's logits live at a "
+                        "time (MaxText num_vocab_tiling on TPUs; priced on GPUs too; default 1)")
     g.add_argument("--fp8-params", action="store_true",
                    help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
                         "fp8_param_gather): no separate fp8 weight copy")

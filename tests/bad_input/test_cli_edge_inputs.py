@@ -14,7 +14,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - ``serve resnet50`` printed only ``nodeperf: error: resnet50`` (a KeyError), a micro-workload was an "unknown
   model";
 - ``predict --phase decode --input-len 100`` without a plan, and ``--fp8-params`` without ``--fp8-linears``: ignored;
-- a measurement of 1e-300 s (a unit slip) validated into a 300-digit error percentage.
+- a measurement of 1e-300 s (a unit slip) validated into a 300-digit error percentage;
+- MoE options (``--moe-host-sync``, ``--moe-dispatch``) on a dense model: ignored, where a capacity factor is refused.
 """
 
 from __future__ import annotations
@@ -144,3 +145,11 @@ def test_measurement_faster_than_any_timer(capsys, tmp_path, monkeypatch) -> Non
                                     encoding="utf-8")
     rc, err = cli_exit(capsys, "validate", "m.csv", *H100)
     one_line(rc, err, "m.csv:2: median_s: below any timer's resolution; got 1e-300; expected at least 1e-09 s")
+
+
+@pytest.mark.parametrize(("flags", "given"), [(("--moe-host-sync",), "moe_host_sync True"),
+                                              (("--moe-dispatch", "deepep"), "moe_dispatch deepep")])
+def test_moe_options_on_a_dense_model(capsys, flags: tuple[str, ...], given: str) -> None:
+    rc, err = cli_exit(capsys, "predict", "gpt2", "--train", "--seq", "128", "--global-batch", "8", "--hardware",
+                       "dgx-h100", "--dp", "8", *flags)
+    one_line(rc, err, f"gpt2: {given}: the model has no experts; expected no MoE options")
