@@ -644,7 +644,7 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     moe = (plan.moe_dispatch, plan.moe_routing, plan.moe_host_sync)
     if not cfg.experts and moe != ("sparse", "uniform", False):
         given = [f"{k} {v}" for k, v, d in zip(("moe_dispatch", "moe_routing", "moe_host_sync"), moe,
-                                               ("sparse", "uniform", False)) if v != d]
+                                               ("sparse", "uniform", False), strict=True) if v != d]
         raise PlanError(f"{where}: {', '.join(given)}: the model has no experts; expected no MoE options")
     if plan.capacity_factor is None:
         if cfg.experts and moe != ("sparse", "uniform", False):

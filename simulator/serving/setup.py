@@ -138,8 +138,12 @@ def _check_config(config: ServeConfig) -> None:
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
-    if config.iteration_host_s is not None and (not math.isfinite(config.iteration_host_s) or config.iteration_host_s < 0):
-        raise ServingError(f"iteration_host_s: got {config.iteration_host_s!r}; expected seconds >= 0")
+    from simulator.serving.arrivals import MAX_HORIZON_S
+
+    h = config.iteration_host_s
+    if h is not None and (not math.isfinite(h) or not 0 <= h <= MAX_HORIZON_S):
+        raise ServingError(f"iteration_host_s: got {h!r}; expected seconds >= 0 and at most {MAX_HORIZON_S:.3g} (2**52 "
+                           "ns: the simulated clock's span)")
     if config.graph_launch is not None:
         from workloads.frameworks import GRAPH_LAUNCH_FORMS
 

@@ -15,7 +15,9 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
   model";
 - ``predict --phase decode --input-len 100`` without a plan, and ``--fp8-params`` without ``--fp8-linears``: ignored;
 - a measurement of 1e-300 s (a unit slip) validated into a 300-digit error percentage;
-- MoE options (``--moe-host-sync``, ``--moe-dispatch``) on a dense model: ignored, where a capacity factor is refused.
+- MoE options (``--moe-host-sync``, ``--moe-dispatch``) on a dense model: ignored, where a capacity factor is refused;
+- ``systolic --clock '1e300 GHz'`` (inf: blamed on the energy model's clock_hz) and ``serve --iteration-host-s 1e300``
+  (every latency about 1e285 Ps).
 """
 
 from __future__ import annotations
@@ -153,3 +155,14 @@ def test_moe_options_on_a_dense_model(capsys, flags: tuple[str, ...], given: str
     rc, err = cli_exit(capsys, "predict", "gpt2", "--train", "--seq", "128", "--global-batch", "8", "--hardware",
                        "dgx-h100", "--dp", "8", *flags)
     one_line(rc, err, f"gpt2: {given}: the model has no experts; expected no MoE options")
+
+
+def test_systolic_clock_that_overflows(capsys) -> None:
+    rc, err = cli_exit(capsys, "systolic", "--rows", "8", "--cols", "8", "--dataflow", "ws", "--topology",
+                       "gemm:m=64,n=64,k=64", "--clock", "1e300 GHz")
+    one_line(rc, err, "--clock: not a finite frequency; got '1e300 GHz'")
+
+
+def test_serve_iteration_host_time_beyond_the_clock(capsys) -> None:
+    rc, err = cli_exit(capsys, *SERVE, "--requests", "2", "--iteration-host-s", "1e300")
+    one_line(rc, err, "iteration_host_s: got 1e+300; expected seconds >= 0 and at most 4.5e+06")
