@@ -17,7 +17,9 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - a measurement of 1e-300 s (a unit slip) validated into a 300-digit error percentage;
 - MoE options (``--moe-host-sync``, ``--moe-dispatch``) on a dense model: ignored, where a capacity factor is refused;
 - ``systolic --clock '1e300 GHz'`` (inf: blamed on the energy model's clock_hz) and ``serve --iteration-host-s 1e300``
-  (every latency about 1e285 Ps).
+  (every latency about 1e285 Ps);
+- realtime rates, periods and deadlines beyond the float64 clock (``1e-300 Hz``: latencies of 0 s; ``1e300 Hz``:
+  a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit).
 """
 
 from __future__ import annotations
@@ -166,3 +168,37 @@ def test_systolic_clock_that_overflows(capsys) -> None:
 def test_serve_iteration_host_time_beyond_the_clock(capsys) -> None:
     rc, err = cli_exit(capsys, *SERVE, "--requests", "2", "--iteration-host-s", "1e300")
     one_line(rc, err, "iteration_host_s: got 1e+300; expected seconds >= 0 and at most 4.5e+06")
+
+
+SCENARIO = """name = "tiny"
+frames = 5
+
+[[tasks]]
+name = "camera"
+model = "gemm:m=64,n=64,k=64"
+device = "gpu"
+{activation}
+deadline = "{deadline}"
+priority = 5
+"""
+
+
+@pytest.mark.parametrize(("activation", "deadline", "parts"), [
+    ('rate = "1e-300 Hz"', "5 ms", ("tasks.camera.rate: out of range; got '1e-300 Hz'", "to 1 GHz")),
+    ('rate = "1e300 Hz"', "5 ms", ("tasks.camera.rate: out of range; got '1e300 Hz'",)),
+    ('period = "1e-300 s"', "5 ms", ("tasks.camera.period: out of range; got '1e-300 s'; expected at least 1 ns",)),
+    ('rate = "30 Hz"', "1e30 s", ("tasks.camera.deadline: out of range; got '1e30 s'; expected at most 4.5e+06 s",)),
+])
+def test_realtime_times_beyond_the_clock(capsys, tmp_path, monkeypatch, activation: str, deadline: str,
+                                         parts: tuple[str, ...]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(SCENARIO.format(activation=activation, deadline=deadline), encoding="utf-8")
+    rc, err = cli_exit(capsys, "realtime", "s.toml", "--hardware", "l4")
+    one_line(rc, err, "s.toml: ", *parts)
+
+
+def test_realtime_frames_beyond_the_clock(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(SCENARIO.format(activation='rate = "30 Hz"', deadline="5 ms"), encoding="utf-8")
+    rc, err = cli_exit(capsys, "realtime", "s.toml", "--hardware", "l4", "--frames", "1000000000000")
+    one_line(rc, err, "frames; got 1000000000000: a horizon of 3.33e+10 s; expected at most 4.5e+06 s")
