@@ -19,7 +19,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - ``systolic --clock '1e300 GHz'`` (inf: blamed on the energy model's clock_hz) and ``serve --iteration-host-s 1e300``
   (every latency about 1e285 Ps);
 - realtime rates, periods and deadlines beyond the float64 clock (``1e-300 Hz``: latencies of 0 s; ``1e300 Hz``:
-  a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit).
+  a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit);
+- a price file with two problems printed two bare lines (no count line), one calling a bare number "missing".
 """
 
 from __future__ import annotations
@@ -202,3 +203,15 @@ def test_realtime_frames_beyond_the_clock(capsys, tmp_path, monkeypatch) -> None
     (tmp_path / "s.toml").write_text(SCENARIO.format(activation='rate = "30 Hz"', deadline="5 ms"), encoding="utf-8")
     rc, err = cli_exit(capsys, "realtime", "s.toml", "--hardware", "l4", "--frames", "1000000000000")
     one_line(rc, err, "frames; got 1000000000000: a horizon of 3.33e+10 s; expected at most 4.5e+06 s")
+
+
+def test_price_file_with_two_problems_is_a_count_line_and_located_lines(capsys, tmp_path, monkeypatch) -> None:
+    from tests.bad_input.contract import several
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.toml").write_text('schema = 1\n[devices.h100-sxm5-80gb]\nusd_per_hour = 2.5\nsource = "x"\n',
+                                     encoding="utf-8")
+    rc, err = cli_exit(capsys, "tune", "gpt2", *H100, "--batch", "1", "--dtype", "bf16", "--fusion", "on",
+                       "--objective", "cost", "--prices", "p.toml")
+    body = several(rc, err, 2, "p.toml", each_names_where=True)
+    assert body[1].endswith("usd_per_hour: not a table; got 2.5; expected usd_per_hour = { value = 2.5, source = \"...\" }")
