@@ -9,7 +9,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
   expected request count cannot be held (``qps=1e9`` for an hour: a 28 TiB allocation);
 - a trace row 1e300 s after the first, or with more fields than the header;
 - a per-request CSV with a NaN or negative TTFT handed to ``plot serving``;
-- ``tune --serve`` with an unknown scheduler (every candidate rejected for the same typo, exit 1);
+- ``tune --serve`` with an unknown scheduler, device, stack or a model that generates no tokens (every candidate
+  rejected for the same typo, exit 1);
 - ``hardware show`` of a TPU slice printed an empty ``file`` line (a slice is built from its name);
 - ``serve resnet50`` printed only ``nodeperf: error: resnet50`` (a KeyError), a micro-workload was an "unknown
   model";
@@ -215,3 +216,13 @@ def test_price_file_with_two_problems_is_a_count_line_and_located_lines(capsys, 
                        "--objective", "cost", "--prices", "p.toml")
     body = several(rc, err, 2, "p.toml", each_names_where=True)
     assert body[1].endswith("usd_per_hour: not a table; got 2.5; expected usd_per_hour = { value = 2.5, source = \"...\" }")
+
+
+@pytest.mark.parametrize(("argv", "parts"), [
+    (("llama-2-7b", "--hardware", "h100-sxm5", "--framework", "vllm"), ("--hardware 'h100-sxm5': ", "did you mean 'h100-sxm5-80gb'")),
+    (("llama-2-7b", *H100, "--framework", "vlm"), ("--framework: unknown framework; got 'vlm'", "did you mean 'vllm'?")),
+    (("resnet50", *H100), ("model 'resnet50': not a decoder language model",)),
+])
+def test_tune_serve_unknown_names_are_one_line(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
+    rc, err = cli_exit(capsys, "tune", *argv, "--serve", "--slo", "ttft_p99<=2 s")
+    one_line(rc, err, *parts)
