@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         print()
         rows = [[s.name, f"{s.count} x {s.device.name}", s.description] for s in systems]
         print(table(rows, ["system", "devices", "description"], align="lll"))
-        print("\nclusters: any node above with the suffix xN (N nodes, 1-1024, on its InfiniBand: dgx-h100x16); "
+        from hwmodels.catalog import MAX_NODES
+
+        print(f"\nclusters: any node above with the suffix xN (N nodes, 1-{MAX_NODES}, on its InfiniBand: dgx-h100x16); "
               "TPU slices by Google's accelerator types: v4-N and v5p-N (N TensorCores, two per chip: v5p-8 is 4 "
               "chips), v5litepod-N (or v5e-N) and v6e-N (N chips), with or without the prefix tpu-; xM for M slices "
               "over the data-centre network (tpu-v5e-256x4)")

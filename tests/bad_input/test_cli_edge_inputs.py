@@ -21,7 +21,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
   (every latency about 1e285 Ps);
 - realtime rates, periods and deadlines beyond the float64 clock (``1e-300 Hz``: latencies of 0 s; ``1e300 Hz``:
   a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit);
-- a price file with two problems printed two bare lines (no count line), one calling a bare number "missing".
+- a price file with two problems printed two bare lines (no count line), one calling a bare number "missing";
+- ``hardware list`` said clusters take 1-1024 nodes where names take up to 4096.
 """
 
 from __future__ import annotations
@@ -226,3 +227,14 @@ def test_price_file_with_two_problems_is_a_count_line_and_located_lines(capsys, 
 def test_tune_serve_unknown_names_are_one_line(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
     rc, err = cli_exit(capsys, "tune", *argv, "--serve", "--slo", "ttft_p99<=2 s")
     one_line(rc, err, *parts)
+
+
+def test_hardware_list_states_the_node_counts_the_names_take(capsys) -> None:
+    from hwmodels.catalog import MAX_NODES
+    from simulator.cli.main import main
+
+    assert main(["hardware", "list"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("clusters:"))
+    assert f"(N nodes, 1-{MAX_NODES}," in line and MAX_NODES == 4096
+    rc, err = cli_exit(capsys, "hardware", "show", f"dgx-h100x{MAX_NODES + 1}")
+    one_line(rc, err, f"expected 1 to {MAX_NODES}")
