@@ -21,9 +21,18 @@ def _duration(text: str) -> float:
             if t.endswith(u) and t[: -len(u)].strip():
                 num, unit = t[: -len(u)], u
                 break
+    u = unit.strip() or "s"
+    if u not in units:
+        from nodeperf.suggest import did_you_mean
+
+        spelt = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "msec": "ms", "minute": "min", "minutes": "min",
+                 "mins": "min", "hr": "h", "hrs": "h", "hour": "h", "hours": "h"}.get(u.lower())
+        hint = f"; did you mean {spelt!r}?" if spelt else did_you_mean(u, units, prefix=True)
+        raise argparse.ArgumentTypeError(f"unit {u!r}; got {text!r}; expected a duration such as '1 h', '90 s' or "
+                                         f"'30 min' (units {', '.join(units)}){hint}")
     try:
-        v = float(num) * units[unit.strip() or "s"]
-    except (ValueError, KeyError):
+        v = float(num) * units[u]
+    except ValueError:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a duration such as '1 h', '90 s' or '30 min'") from None
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive finite duration")

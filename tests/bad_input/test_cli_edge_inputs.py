@@ -22,7 +22,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - realtime rates, periods and deadlines beyond the float64 clock (``1e-300 Hz``: latencies of 0 s; ``1e300 Hz``:
   a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit);
 - a price file with two problems printed two bare lines (no count line), one calling a bare number "missing";
-- ``hardware list`` said clusters take 1-1024 nodes where names take up to 4096.
+- ``hardware list`` said clusters take 1-1024 nodes where names take up to 4096;
+- ``--duration '1 hour'`` named no unit and no near match; an SLO refused ``h``, a unit ``--duration`` takes.
 """
 
 from __future__ import annotations
@@ -238,3 +239,16 @@ def test_hardware_list_states_the_node_counts_the_names_take(capsys) -> None:
     assert f"(N nodes, 1-{MAX_NODES}," in line and MAX_NODES == 4096
     rc, err = cli_exit(capsys, "hardware", "show", f"dgx-h100x{MAX_NODES + 1}")
     one_line(rc, err, f"expected 1 to {MAX_NODES}")
+
+
+@pytest.mark.parametrize(("text", "hint"), [("1 hour", "did you mean 'h'?"), ("90 sec", "did you mean 's'?"),
+                                            ("2 S", "did you mean 's'?")])
+def test_duration_unit_typos_get_a_near_match(capsys, text: str, hint: str) -> None:
+    rc, err = cli_exit(capsys, *SERVE, "--duration", text)
+    one_line(rc, err, f"argument --duration: unit '{text.split()[1]}'; got '{text}'", "(units s, ms, min, h)", hint)
+
+
+def test_an_slo_takes_the_units_a_duration_takes() -> None:
+    from simulator.serving.metrics import parse_slo
+
+    assert parse_slo("e2e_p99<=1 h") == ("e2e", "p99", 3600.0)
