@@ -23,7 +23,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
   a 300-digit utilisation) and ``--frames 1000000000000`` (ran until the 300 s wall-clock limit);
 - a price file with two problems printed two bare lines (no count line), one calling a bare number "missing";
 - ``hardware list`` said clusters take 1-1024 nodes where names take up to 4096;
-- ``--duration '1 hour'`` named no unit and no near match; an SLO refused ``h``, a unit ``--duration`` takes.
+- ``--duration '1 hour'`` named no unit and no near match; an SLO refused ``h``, a unit ``--duration`` takes;
+- ``predict llama-2-7b --batch 1e21`` predicted 2.4e21 GiB where a micro-workload's tensor is bounded by 2**48.
 """
 
 from __future__ import annotations
@@ -252,3 +253,11 @@ def test_an_slo_takes_the_units_a_duration_takes() -> None:
     from simulator.serving.metrics import parse_slo
 
     assert parse_slo("e2e_p99<=1 h") == ("e2e", "p99", 3600.0)
+
+
+@pytest.mark.parametrize(("argv", "tensor"), [(("--batch", "1000000000000000000000"), "'input_ids'"),
+                                              (("--phase", "decode", "--context", "100000000000000"),
+                                               "'layers.0.attn.k_cache'")])
+def test_zoo_tensors_beyond_the_micro_workload_bound(capsys, argv: tuple[str, ...], tensor: str) -> None:
+    rc, err = cli_exit(capsys, "predict", "llama-2-7b", *H100, *argv)
+    one_line(rc, err, f"model 'llama-2-7b': tensor {tensor} too large", "expected at most 2.81e+14 (2**48) per tensor")
