@@ -10,6 +10,11 @@ from typing import Any
 
 from simulator.cli.common import finite_float, nonempty, nonnegative_int, one_of, positive_int
 
+#: Help of ``--lengths``.
+LENGTHS_HELP = ("fixed:in=I,out=O | uniform:in=A-B,out=C-D | lognormal:in_mean=..,in_sigma=..,out_mean=..,out_sigma=.. "
+                "| a data set's name (sharegpt) | FILE.csv; add prefix=P for a shared system prompt (',prefix=P' after "
+                "parameters, ':prefix=P' after a name or file; default fixed:in=512,out=128)")
+
 
 def _duration(text: str) -> float:
     """``"1 h"``, ``"90 s"``, ``"30 min"`` or seconds -> seconds."""
@@ -60,10 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arrival", type=nonempty, default="poisson:qps=1",
                    help="poisson:qps=Q | gamma:qps=Q,cv=C | concurrency:n=N | burst | trace:FILE.csv (default poisson:qps=1)")
     p.add_argument("--lengths", type=nonempty, default="fixed:in=512,out=128",
-                   help="fixed:in=I,out=O | uniform:in=A-B,out=C-D | lognormal:in_mean=..,in_sigma=..,out_mean=..,"
-                        "out_sigma=.. | a data set's name (sharegpt) | FILE.csv; add prefix=P for a shared system "
-                        "prompt (',prefix=P' after parameters, ':prefix=P' after a name or file; default "
-                        "fixed:in=512,out=128)")
+                   help=LENGTHS_HELP)
     p.add_argument("--scheduler", choices=("vllm", "sarathi", "orca", "static"), default="vllm",
                    help="engine scheduler (default vllm: vLLM V1 continuous batching with chunked prefill)")
     p.add_argument("--max-num-seqs", type=positive_int, help="sequences per iteration (default: the engine's)")
