@@ -24,7 +24,8 @@ traceback, a silent zero or a figure of nothing), and near matches name each can
 - a price file with two problems printed two bare lines (no count line), one calling a bare number "missing";
 - ``hardware list`` said clusters take 1-1024 nodes where names take up to 4096;
 - ``--duration '1 hour'`` named no unit and no near match; an SLO refused ``h``, a unit ``--duration`` takes;
-- ``predict llama-2-7b --batch 1e21`` predicted 2.4e21 GiB where a micro-workload's tensor is bounded by 2**48.
+- ``predict llama-2-7b --batch 1e21`` predicted 2.4e21 GiB where a micro-workload's tensor is bounded by 2**48;
+- ``--weight-dtype fp8`` on a device without fp8 rates said to choose with ``--dtype``.
 """
 
 from __future__ import annotations
@@ -261,3 +262,8 @@ def test_an_slo_takes_the_units_a_duration_takes() -> None:
 def test_zoo_tensors_beyond_the_micro_workload_bound(capsys, argv: tuple[str, ...], tensor: str) -> None:
     rc, err = cli_exit(capsys, "predict", "llama-2-7b", *H100, *argv)
     one_line(rc, err, f"model 'llama-2-7b': tensor {tensor} too large", "expected at most 2.81e+14 (2**48) per tensor")
+
+
+def test_quantised_weights_without_a_rate_name_the_weight_flag(capsys) -> None:
+    rc, err = cli_exit(capsys, "predict", "gpt2", "--hardware", "tpu-v5e", "--weight-dtype", "fp8", "--phase", "decode")
+    one_line(rc, err, "no rate for dtype 'fp8_e4m3'", "quant_matmul", "(choose one with --weight-dtype)")
