@@ -37,7 +37,7 @@ from typing import Any
 
 from hwmodels.spec import SpecError
 from hwmodels.tables import table_problems
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, format_problems
 
 __all__ = ["Price", "PriceQuote", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
            "load_prices", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
@@ -102,7 +102,8 @@ def _expand(text: str, refs: Mapping[str, Any]) -> str:
 def _check_item(item: Any, where: str, allowed: tuple[str, ...], what: str, problems: list[str]) -> bool:
     """Check one ``{ value = ..., source = "..." }`` table; append located problems; True when usable."""
     if not isinstance(item, dict):
-        problems.append(f"{where}: missing; got {item!r}; expected {what} = {{ value = 2.5, source = \"...\" }}")
+        state = "missing; got nothing" if item is None else f"not a table; got {item!r}"
+        problems.append(f"{where}: {state}; expected {what} = {{ value = 2.5, source = \"...\" }}")
         return False
     problems.extend(f"{where}.{p}: {m()}" for p, m in table_problems(item, allowed=allowed, required=("value",
                                                                                                "source")))
@@ -172,8 +173,8 @@ def load_prices(path: str | Path | None = None, *, check_devices: bool | None = 
         price = _entry(str(name), entry, p, refs, known, problems)
         if price is not None:
             out[price.device] = price
-    if problems:
-        raise SpecError("\n".join(problems))
+    if problems:  # one line for one problem, else a count line and the located lines
+        raise SpecError(format_problems(str(p), problems, "price file"))
     return out
 
 

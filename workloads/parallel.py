@@ -641,14 +641,24 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     model or fp8 linears outside training (``fp8_phase``: the phase they were asked for)."""
     if fp8_phase:
         raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
+    moe = (plan.moe_dispatch, plan.moe_routing, plan.moe_host_sync)
+    if not cfg.experts and moe != ("sparse", "uniform", False):
+        given = [f"{k} {v}" for k, v, d in zip(("moe_dispatch", "moe_routing", "moe_host_sync"), moe,
+                                               ("sparse", "uniform", False), strict=True) if v != d]
+        raise PlanError(f"{where}: {', '.join(given)}: the model has no experts; expected no MoE options")
     if plan.capacity_factor is None:
-        if cfg.experts and (plan.moe_dispatch, plan.moe_routing, plan.moe_host_sync) != ("sparse", "uniform", False):
+        if cfg.experts and moe != ("sparse", "uniform", False):
             return dataclasses.replace(cfg, moe_dispatch=plan.moe_dispatch, moe_routing=plan.moe_routing,
                                        moe_host_sync=plan.moe_host_sync)
         return cfg
     if not cfg.experts:
         raise PlanError(f"{where}: capacity_factor {plan.capacity_factor}: the model has no experts; expected no "
                         "capacity factor")
+    most = cfg.experts / max(1, cfg.top_k)
+    if plan.capacity_factor > most:
+        raise PlanError(f"{where}: capacity_factor {plan.capacity_factor:g}: above experts / top_k = {cfg.experts} / "
+                        f"{cfg.top_k}, where each expert's buffer already holds every token of the batch; expected at "
+                        f"most {most:g}")
     return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
                                moe_routing=plan.moe_routing, moe_host_sync=plan.moe_host_sync)
 

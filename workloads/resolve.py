@@ -62,11 +62,25 @@ def load_workload(
     """
     graph = _load(model, batch=batch, seq=seq, phase=phase, context=context, train=train, dtype=dtype,
                   optimizer=optimizer, recompute=recompute, strict=strict, extra=extra)
+    _check_tensor_sizes(graph, model)
     if weight_dtype is None and kv_dtype is None and group_size is None:
         return graph
     from workloads.precision import apply_precision
 
     return apply_precision(graph, weight_dtype=weight_dtype, kv_dtype=kv_dtype, group_size=group_size)
+
+
+def _check_tensor_sizes(graph: OpGraph, model: str) -> None:
+    """The micro-workloads' bound on one tensor (:data:`workloads.micro.MAX_TENSOR_ELEMENTS`, 2**48 elements: more
+    memory than any node has) for every graph: a batch or length of 1e21 is a located error, not a prediction of
+    1e21 GiB."""
+    from workloads.micro import MAX_TENSOR_ELEMENTS
+
+    big = next((t for t in graph.tensors.values() if t.numel > MAX_TENSOR_ELEMENTS), None)
+    if big is not None:
+        dims = " x ".join(str(d) for d in big.shape)
+        raise ValueError(f"model {model!r}: tensor {big.name!r} too large; got {dims} = {big.numel:.3g} elements; "
+                         f"expected at most {MAX_TENSOR_ELEMENTS:.3g} (2**48) per tensor (a smaller batch, seq or context)")
 
 
 def _load(model: str, *, batch: int | None, seq: int | None, phase: str | None, context: int | None, train: bool,

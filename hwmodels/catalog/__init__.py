@@ -490,7 +490,9 @@ def describe(spec: DeviceSpec | SystemSpec) -> str:
     Used by ``nodeperf hardware show NAME``.
     """
     if isinstance(spec, SystemSpec):
-        lines = [f"{spec.name}: {spec.description}", f"  file {spec.source_file}"]
+        lines = [f"{spec.name}: {spec.description}"]
+        if spec.source_file:  # a TPU slice is built from its name: no system file (its device's file is listed)
+            lines.append(f"  file {spec.source_file}")
         lines.append(f"  count {spec.count}  {_source_text(spec, 'count')}")
         if spec.nodes > 1:
             lines.append(f"  nodes {spec.nodes} of {spec.devices_per_node}  {_source_text(spec, 'nodes')}")

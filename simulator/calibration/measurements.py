@@ -93,6 +93,9 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("workload", "device", "dtype", "median_s")
 _PHASES = ("forward", "prefill", "decode", "train")
 _INT_COLUMNS = ("batch", "seq", "context", "repetitions")
 _TIME_COLUMNS = ("median_s", "min_s", "iqr_s")
+#: Shortest time a row may report (s): 1 ns, the resolution of ``time.perf_counter_ns``, finer than CUDA
+#: events (about 0.5 us); a smaller figure is a unit slip, and its error would print as a 300-digit percentage.
+MIN_TIMED_S = 1e-9
 _STR_COLUMNS = ("framework", "framework_version", "driver_version", "date", "host", "metric_reported",
                 "source", "notes")
 
@@ -187,6 +190,22 @@ class _RowProblems:
         self.items.append(f"{where}: {column}: {msg}")
 
 
+def _time_problem(c: str, s: str) -> str:
+    """What is wrong with the time ``s`` of column ``c`` ("" when nothing is)."""
+    try:
+        v = float(s)
+    except ValueError:
+        return f"not a number; got {s!r}; expected seconds as a decimal number"
+    if not math.isfinite(v):
+        return f"not finite; got {s!r}; expected a finite time in seconds"
+    if v < 0 or (v == 0 and c != "iqr_s"):
+        return (f"must be positive; got {s}; expected a time > 0 s" if c != "iqr_s"
+                else f"must not be negative; got {s}; expected a spread >= 0 s")
+    if c != "iqr_s" and v < MIN_TIMED_S:
+        return f"below any timer's resolution; got {s}; expected at least {MIN_TIMED_S:g} s (1 ns)"
+    return ""
+
+
 def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowProblems) -> Measurement | None:
     n0 = len(problems.items)
     vals: dict[str, Any] = {}
@@ -217,18 +236,11 @@ def _parse_row(raw: dict[str, str], where: str, default_id: str, problems: _RowP
         if not s:
             vals[c] = None
             continue
-        try:
-            v = float(s)
-        except ValueError:
-            problems.add(where, c, f"not a number; got {s!r}; expected seconds as a decimal number")
-            continue
-        if not math.isfinite(v):
-            problems.add(where, c, f"not finite; got {s!r}; expected a finite time in seconds")
-        elif v < 0 or (v == 0 and c != "iqr_s"):
-            problems.add(where, c, f"must be positive; got {s}; expected a time > 0 s" if c != "iqr_s"
-                         else f"must not be negative; got {s}; expected a spread >= 0 s")
+        bad = _time_problem(c, s)
+        if bad:
+            problems.add(where, c, bad)
         else:
-            vals[c] = v
+            vals[c] = float(s)
     for c in _INT_COLUMNS:
         s = text(c)
         if not s:

@@ -17,6 +17,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _cluster_note() -> str:
+    """The names that are not listed: clusters of a node (with the catalog's node limit) and TPU slices."""
+    from hwmodels.catalog import MAX_NODES
+
+    return (f"\nclusters: any node above with the suffix xN (N nodes, 1-{MAX_NODES}, on its InfiniBand: dgx-h100x16); "
+            "TPU slices by Google's accelerator types: v4-N and v5p-N (N TensorCores, two per chip: v5p-8 is 4 chips), "
+            "v5litepod-N (or v5e-N) and v6e-N (N chips), with or without the prefix tpu-; xM for M slices over the "
+            "data-centre network (tpu-v5e-256x4)")
+
+
 def run(args: argparse.Namespace) -> int:
     from hwmodels import catalog
     from simulator.report.formatting import binary_bytes, si, table
@@ -84,10 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         rows = [[s.name, f"{s.count} x {s.device.name}", s.description] for s in systems]
         print(table(rows, ["system", "devices", "description"], align="lll"))
-        print("\nclusters: any node above with the suffix xN (N nodes, 1-1024, on its InfiniBand: dgx-h100x16); "
-              "TPU slices by Google's accelerator types: v4-N and v5p-N (N TensorCores, two per chip: v5p-8 is 4 "
-              "chips), v5litepod-N (or v5e-N) and v6e-N (N chips), with or without the prefix tpu-; xM for M slices "
-              "over the data-centre network (tpu-v5e-256x4)")
+        print(_cluster_note())
     if nodes:
         print()
         rows = [[n.name, ", ".join(f"{d.name} ({d.device.name})" for d in n.devices), n.description] for n in nodes]

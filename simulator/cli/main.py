@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Collection, Sequence
 
@@ -59,8 +60,17 @@ COMMAND_HELP: dict[str, str] = {
 }
 
 
+#: argparse's message for a value outside ``choices`` (quoted names before Python 3.12.8, bare ones after).
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own usage errors: exit 2, one line
+        m = _INVALID_CHOICE.search(message)
+        if m:  # a typo in a choice or a command name: the near match, as every other name gets
+            from nodeperf.suggest import did_you_mean
+
+            message += did_you_mean(m.group(1), [c.strip().strip("'") for c in m.group(2).split(",")])
         self.exit(2, f"nodeperf: error: {message}\n")
 
 

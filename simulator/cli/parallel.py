@@ -72,11 +72,12 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training: the dtype data-parallel gradients are kept and reduced in (Megatron "
                         "grad_reduce_in_fp32; default: the stack's)")
     g.add_argument("--param-dtype", type=one_of(("fp32", "bf16")), metavar="DTYPE",
-                   help="training on TPUs: the dtype the parameters, their gradients and AdamW's moments are "
-                        "stored in (MaxText weight_dtype; default: the stack's, float32 for MaxText)")
+                   help="training on TPUs, or with --fsdp on GPUs: the dtype the parameters, their gradients and "
+                        "AdamW's moments are stored in (MaxText weight_dtype; bf16: NeMo AutoModel's bf16 FSDP2 "
+                        "parameters; default: the stack's, float32 for MaxText)")
     g.add_argument("--loss-chunks", type=positive_int, metavar="N",
-                   help="training on TPUs: the loss computed over N chunks of the tokens, one chunk's logits "
-                        "live at a time (MaxText num_vocab_tiling; default 1)")
+                   help="training: the loss computed over N chunks of the tokens, one chunk's logits live at a "
+                        "time (MaxText num_vocab_tiling on TPUs; priced on GPUs too; default 1)")
     g.add_argument("--fp8-params", action="store_true",
                    help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
                         "fp8_param_gather): no separate fp8 weight copy")
@@ -160,7 +161,18 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_host_sync=bool(getattr(args, "moe_host_sync", False)))
 
 
+def check_request_flags(args: argparse.Namespace) -> None:
+    """--input-len/--output-len describe a request: refused outside --phase generate, with or without a plan."""
+    if args.phase != "generate" and (args.input_len is not None or args.output_len is not None):
+        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
+                         "expected --phase generate")
+
+
 def _check_flags(args: argparse.Namespace) -> None:
+    check_request_flags(args)
+    if args.fp8_params and args.fp8_linears is None:
+        raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
+                         "--fp8-linears RECIPE with --train")
     if args.phase == "generate":
         missing = [f for f in ("input_len", "output_len") if getattr(args, f) is None]
         if missing:
@@ -168,9 +180,6 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"predict: --phase generate: {flags} missing; expected --input-len N --output-len M")
         if args.train:
             raise ValueError("predict: --phase generate conflicts with --train; expected one of them")
-    elif args.input_len is not None or args.output_len is not None:
-        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
-                         "expected --phase generate")
     if not args.train and args.fp8_linears is not None:
         raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: a training recipe; got no --train; expected "
                          "--train (serving precision: --weight-dtype fp8 without a plan)")

@@ -8,7 +8,13 @@ import sys
 from typing import Any
 
 from simulator.cli.common import add_model_args, graph_from_args, nonempty, one_of, positive_int
-from simulator.cli.parallel import add_parallel_args, run_parallel, suggest_plan, wants_plan
+from simulator.cli.parallel import (
+    add_parallel_args,
+    check_request_flags,
+    run_parallel,
+    suggest_plan,
+    wants_plan,
+)
 from simulator.engines.analytical import CONV_LAYOUTS
 from simulator.engines.options import FP8_ACCUMULATIONS
 
@@ -93,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.cli.common import check_profile_hardware
 
     check_profile_hardware(args, hw)
+    check_request_flags(args)
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]

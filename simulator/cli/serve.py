@@ -10,6 +10,11 @@ from typing import Any
 
 from simulator.cli.common import finite_float, nonempty, nonnegative_int, one_of, positive_int
 
+#: Help of ``--lengths``.
+LENGTHS_HELP = ("fixed:in=I,out=O | uniform:in=A-B,out=C-D | lognormal:in_mean=..,in_sigma=..,out_mean=..,out_sigma=.. "
+                "| a data set's name (sharegpt) | FILE.csv; add prefix=P for a shared system prompt (',prefix=P' after "
+                "parameters, ':prefix=P' after a name or file; default fixed:in=512,out=128)")
+
 
 def _duration(text: str) -> float:
     """``"1 h"``, ``"90 s"``, ``"30 min"`` or seconds -> seconds."""
@@ -21,9 +26,18 @@ def _duration(text: str) -> float:
             if t.endswith(u) and t[: -len(u)].strip():
                 num, unit = t[: -len(u)], u
                 break
+    u = unit.strip() or "s"
+    if u not in units:
+        from nodeperf.suggest import did_you_mean
+
+        spelt = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "msec": "ms", "minute": "min", "minutes": "min",
+                 "mins": "min", "hr": "h", "hrs": "h", "hour": "h", "hours": "h"}.get(u.lower())
+        hint = f"; did you mean {spelt!r}?" if spelt else did_you_mean(u, units, prefix=True)
+        raise argparse.ArgumentTypeError(f"unit {u!r}; got {text!r}; expected a duration such as '1 h', '90 s' or "
+                                         f"'30 min' (units {', '.join(units)}){hint}")
     try:
-        v = float(num) * units[unit.strip() or "s"]
-    except (ValueError, KeyError):
+        v = float(num) * units[u]
+    except ValueError:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a duration such as '1 h', '90 s' or '30 min'") from None
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"got {text!r}; expected a positive finite duration")
@@ -51,8 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arrival", type=nonempty, default="poisson:qps=1",
                    help="poisson:qps=Q | gamma:qps=Q,cv=C | concurrency:n=N | burst | trace:FILE.csv (default poisson:qps=1)")
     p.add_argument("--lengths", type=nonempty, default="fixed:in=512,out=128",
-                   help="fixed:in=I,out=O | uniform:in=A-B,out=C-D | lognormal:... | FILE.csv; add ,prefix=P for a "
-                        "shared system prompt (default fixed:in=512,out=128)")
+                   help=LENGTHS_HELP)
     p.add_argument("--scheduler", choices=("vllm", "sarathi", "orca", "static"), default="vllm",
                    help="engine scheduler (default vllm: vLLM V1 continuous batching with chunked prefill)")
     p.add_argument("--max-num-seqs", type=positive_int, help="sequences per iteration (default: the engine's)")

@@ -295,6 +295,9 @@ def run(args: argparse.Namespace) -> int:
             raise SystolicArgError(f"--clock: {exc}") from None
         if not clock > 0:
             raise SystolicArgError(f"--clock: not a positive frequency; got {args.clock!r}; expected e.g. '700 MHz'")
+        if clock == float("inf"):  # '1e300 GHz' overflows
+            raise SystolicArgError(f"--clock: not a finite frequency; got {args.clock!r} (beyond a float); expected "
+                                   "e.g. '700 MHz'")
     sram_kib = _parse_sram_kib(args.sram_kib) if args.sram_kib is not None else None
     bw = (
         _positive_float("--dram-words-per-cycle", str(args.dram_words_per_cycle))

@@ -55,6 +55,24 @@ def _axis(flag: str, text: str | None, conv: Any = int) -> list[Any]:
     return out
 
 
+def _check_names(model: str, hardware: list[str], framework: str | None) -> None:
+    """An unknown device or stack name, or a model that generates no tokens, is one located line (exit 2), not
+    every candidate rejected for it."""
+    from simulator.hardware import load_hardware
+    from simulator.serving.iteration import resolve_config
+    from simulator.sweep.tune_serving import ServeTuneError
+    from workloads.frameworks import get_profile
+
+    for n in hardware:
+        try:
+            load_hardware(n)
+        except ValueError as exc:
+            raise ServeTuneError(f"--hardware {n!r}: {exc}") from None
+    if framework and "," not in framework:
+        get_profile(framework.strip(), where="--framework")
+    resolve_config(model)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from simulator.serving import ServeConfig
     from simulator.sweep.tune_serving import ServeTuneError, candidates, tune_serving
@@ -67,7 +85,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ServeTuneError(f"--qps-min/--qps-max: got {args.qps_min:g}/{args.qps_max:g}; expected 0 < min < max")
     objective = "max-qps" if args.objective == "latency" else args.objective  # `tune`'s default means "unset" here
     dtypes = [d.strip() for d in args.dtype.split(",")] if args.dtype else [None]
-    cands = candidates([h.strip() for h in args.hardware.split(",") if h.strip()],
+    names = [h.strip() for h in args.hardware.split(",") if h.strip()]
+    _check_names(args.model, names, args.framework)
+    cands = candidates(names,
                        [t for t in _axis("--tp", args.tp) if t] or [1], dtypes,
                        [r for r in _axis("--replicas", args.replicas) if r] or [1],
                        _axis("--max-num-seqs", args.max_num_seqs), _axis("--chunk", args.chunk))

@@ -287,8 +287,9 @@ def require_rate(device: DeviceSpec, dtype: str, op: Op | None = None) -> None:
     if dtype in have:
         return
     what = f" (op {op.name!r}, {op.kind})" if op is not None else ""
+    flag = "--weight-dtype" if op is not None and op.kind == "quant_matmul" else "--dtype"  # a quantised weight's dtype
     raise SpecError(f"{device.name}: compute.tensor_flops_per_s: no rate for dtype {dtype!r}{what}; got {dtype!r}; "
-                    f"expected one of {', '.join(have) or 'none'} (choose one with --dtype){did_you_mean(dtype, have)}")
+                    f"expected one of {', '.join(have) or 'none'} (choose one with {flag}){did_you_mean(dtype, have)}")
 
 
 def check_dtype_rates(ops: Any, device: DeviceSpec) -> None:

@@ -1157,15 +1157,22 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
 
 
 def _check_fp8_device(recipe: str | None, system: Any) -> None:
-    """A located PlanError when the fp8 recipe's GEMMs need another device architecture
-    (:data:`workloads.precision.BLACKWELL_ONLY`: MXFP8 on Blackwell)."""
+    """A located PlanError when the fp8 recipe's GEMMs need tensor rates the device lacks (fp8, or int8 for
+    ``int8``) or another device architecture (:data:`workloads.precision.BLACKWELL_ONLY`: MXFP8 on Blackwell)."""
     from workloads.precision import BLACKWELL_ONLY
 
-    if recipe not in BLACKWELL_ONLY:
+    if not recipe or recipe == "none":
         return
     from simulator.engines.analytical import spec_of
 
     dev = spec_of(system)[0]
+    rate = "int8" if recipe == "int8" else "fp8"
+    rates = list(dev.compute.tensor_flops_per_s)
+    if not any(k.startswith(rate) for k in rates):  # the rule `tune` skips such recipes by
+        raise PlanError(f"plan: fp8_linears {recipe}: {rate} GEMMs need {rate} tensor-core rates; got device "
+                        f"{dev.name!r} with {', '.join(rates)}; expected a device with {rate} tensor cores")
+    if recipe not in BLACKWELL_ONLY:
+        return
     archs, what = BLACKWELL_ONLY[recipe]
     arch = str(getattr(dev, "arch", ""))
     if arch not in archs:

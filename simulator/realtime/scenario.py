@@ -64,6 +64,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "MAX_SUPPORT",
     "DEFAULT_BOUND_QUANTILE",
+    "CLOCK_SPAN_S",
 ]
 
 #: Distributions a variable may follow, with the keys each takes.
@@ -78,6 +79,11 @@ DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 MAX_SUPPORT = 4096
 #: Quantile of an unbounded distribution (a Poisson without ``max``) up to which the bound holds.
 DEFAULT_BOUND_QUANTILE = 0.9999
+#: Longest simulated span (s): the event clock is float64 seconds, whose steps stay within 1 ns up to 2**52 ns
+#: (about 52 days); a period, deadline or horizon beyond it loses a job's microseconds to the clock's rounding.
+CLOCK_SPAN_S = 2.0**52 * 1e-9
+#: Shortest period a rate may give (s): 1 ns, the clock's step (a rate above 1 GHz).
+MIN_PERIOD_S = 1e-9
 
 _TOP_KEYS = ("schema", "name", "description", "frames", "seed", "time_limit_s", "bound_quantile", "options",
              "variables", "tasks", "chains")
@@ -327,6 +333,14 @@ def _time(raw: Any, path: str, p: _Problems, *, unit: str = "s", positive: bool 
     if not math.isfinite(v) or v < 0 or (positive and v <= 0):
         bound = "> 0" if positive else ">= 0"
         p.add(path, f"out of range; got {raw!r}; expected a value {bound}")
+        return None
+    if unit == "Hz" and not 1.0 / CLOCK_SPAN_S <= v <= 1.0 / MIN_PERIOD_S:
+        p.add(path, f"out of range; got {raw!r}; expected a rate from {1.0 / CLOCK_SPAN_S:.3g} Hz to 1 GHz (a period "
+                    f"within the simulated clock: 1 ns steps up to {CLOCK_SPAN_S:.3g} s)")
+        return None
+    if unit != "Hz" and v > CLOCK_SPAN_S:
+        p.add(path, f"out of range; got {raw!r}; expected at most {CLOCK_SPAN_S:.3g} s (the simulated clock keeps 1 ns "
+                    "steps up to 2**52 ns)")
         return None
     return v
 
@@ -583,6 +597,15 @@ def _task_model(raw: Mapping[str, Any], path: str, p: _Problems) -> tuple[str, l
     return model, params, used
 
 
+def _period(raw: Any, path: str, p: _Problems) -> float | None:
+    """A period or inter-arrival time of at least :data:`MIN_PERIOD_S` (the clock's step)."""
+    v = _time(raw, path, p)
+    if v is not None and v < MIN_PERIOD_S:
+        p.add(path, f"out of range; got {raw!r}; expected at least 1 ns (the simulated clock's step)")
+        return None
+    return v
+
+
 def _task_activation(raw: Mapping[str, Any], path: str, p: _Problems) -> tuple[str, float | None, float | None]:
     """(activation, period or minimum inter-arrival (s), maximum inter-arrival (s)) of one task."""
     has = [k for k in ("rate", "period", "min_interarrival") if k in raw]
@@ -595,9 +618,9 @@ def _task_activation(raw: Mapping[str, Any], path: str, p: _Problems) -> tuple[s
         hz = _time(raw["rate"], f"{path}.rate", p, unit="Hz")
         period, activation = (1.0 / hz if hz else None), "periodic"
     elif "period" in raw:
-        period, activation = _time(raw["period"], f"{path}.period", p), "periodic"
+        period, activation = _period(raw["period"], f"{path}.period", p), "periodic"
     elif "min_interarrival" in raw:
-        period, activation = _time(raw["min_interarrival"], f"{path}.min_interarrival", p), "sporadic"
+        period, activation = _period(raw["min_interarrival"], f"{path}.min_interarrival", p), "sporadic"
         if "max_interarrival" not in raw:
             p.add(f"{path}.max_interarrival", "missing; got nothing; expected max_interarrival = \"...\" with "
                                               "min_interarrival (inter-arrival times are uniform between them)")

@@ -53,7 +53,13 @@ from simulator.realtime.costing import (
     resolve_node,
 )
 from simulator.realtime.rta import Analysis, analyse
-from simulator.realtime.scenario import Scenario, ScenarioError, TaskSpec, load_scenario
+from simulator.realtime.scenario import (
+    CLOCK_SPAN_S,
+    Scenario,
+    ScenarioError,
+    TaskSpec,
+    load_scenario,
+)
 
 __all__ = ["ResponseStats", "TaskResult", "ChainResult", "DeviceResult", "RealtimeResult", "simulate_scenario",
            "run_realtime", "MAX_TRACE_EVENTS", "CDF_PERCENTILES"]
@@ -749,6 +755,9 @@ def simulate_scenario(scn: Scenario, costs: Mapping[str, TaskCost], analysis: An
         raise ScenarioError(f"{scn.where}: tasks; got no task with a rate, period or min_interarrival; expected at "
                             "least one task released by time")
     horizon = frames * min(float(t.period_s) for t in sources)
+    if horizon > CLOCK_SPAN_S:
+        raise ScenarioError(f"{scn.where}: frames; got {frames}: a horizon of {horizon:.3g} s; expected at most "
+                            f"{CLOCK_SPAN_S:.3g} s (the simulated clock keeps 1 ns steps up to 2**52 ns)")
     loop = _EventLoop(scn, costs, analysis, device_specs, horizon, seed, trace)
     stopped_by = loop.run(limit)
     return _result(scn, costs, analysis, loop, stopped_by, node_name=node_name, device_specs=device_specs,

@@ -241,6 +241,20 @@ def _numeric(df: Any, col: str, flag: str, what: str) -> Any:
     return values
 
 
+def _latencies(df: Any, col: str, label: str) -> Any:
+    """Column ``col`` of a per-request table as finite seconds >= 0; a located FigureError (the file's line:
+    row index + 2, after the header) on the first that is not."""
+    import numpy as np
+
+    values = _numeric(df, col, "column", f"serving figure: {label}")
+    bad = ~np.isfinite(values.to_numpy(dtype=float)) | (values.to_numpy(dtype=float) < 0)
+    if bad.any():
+        row = values.index[bad][0]
+        raise FigureError(f"serving figure: {label}:{int(row) + 2}: {col}: got {str(df[col][row])!r}; expected a finite "
+                          f"number of seconds >= 0")
+    return values
+
+
 def _frame(df: Any, what: str) -> Any:
     import pandas as pd
 
@@ -728,6 +742,9 @@ def serving_figure(runs: Sequence[tuple[str, Any]], *, title: str | None = None)
             raise FigureError(f"serving figure: {label}: missing column(s) {', '.join(missing)}; got "
                               f"{', '.join(have) or '(no columns)'}; expected the per-request CSV of `nodeperf serve --csv`")
         _numeric(df, "output_len", "column", f"serving figure: {label}")
+        for col in ("ttft_s", "finish_s"):
+            _latencies(df, col, label)
+        _latencies(df[df["output_len"] > 1], "tpot_s", label)
     panels = 3 if len(runs) > 1 else 2
     fig = Figure(figsize=(4.2 * panels, 3.6))
     axes = fig.subplots(1, panels)

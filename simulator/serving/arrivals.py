@@ -30,9 +30,14 @@ import numpy as np
 from nodeperf.suggest import did_you_mean
 from simulator.serving.config import ServingError
 
-__all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "client_arrival_times", "read_trace", "parse_params", "ARRIVAL_KINDS"]
+__all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "client_arrival_times", "read_trace", "parse_params", "ARRIVAL_KINDS",
+           "MAX_HORIZON_S"]
 
 ARRIVAL_KINDS = ("poisson", "gamma", "concurrency", "burst", "trace")
+
+#: Longest span of simulated time (s): the event clock is float64 seconds, whose steps stay within 1 ns up
+#: to 2**52 ns (about 52 days); beyond it an iteration's microseconds vanish into the rounding of the clock.
+MAX_HORIZON_S = 2.0**52 * 1e-9
 
 
 @dataclass(frozen=True)
@@ -222,11 +227,14 @@ def read_trace(path: str, where: str = "--arrival trace") -> tuple[np.ndarray, n
     for line, row in enumerate(reader, start=2):
         if not row or not any(x.strip() for x in row):
             continue
-        if len(row) < len(cols):
+        if len(row) != len(cols):
             raise ServingError(f"{path}:{line}: {len(row)} fields; got {row!r}; expected {len(cols)}")
         t = _parse_time(row[idx[0]], f"{path}:{line}: {names[0]}")
         if not math.isfinite(t):
             raise ServingError(f"{path}:{line}: {names[0]}: got {row[idx[0]]!r}; expected a finite time")
+        if times and t - times[0] > MAX_HORIZON_S:
+            raise ServingError(f"{path}:{line}: {names[0]}: {t - times[0]:.3g} s after the first row; expected at "
+                               f"most {MAX_HORIZON_S:.3g} s (2**52 ns: the simulated clock keeps 1 ns steps up to there)")
         if times and t < times[-1]:
             raise ServingError(f"{path}:{line}: {names[0]}: unsorted trace; got {row[idx[0]].strip()} after "
                                f"{times[-1] if names is _PLAIN else 'a later time'}; expected rows in time order")

@@ -61,21 +61,37 @@ def bucket_bounds(x: float) -> tuple[int, int]:
 
 
 def resolve_config(model: Any) -> tuple[Any, str | None]:
-    """(TransformerConfig, default dtype or None) of a zoo name, a Hugging Face config.json path or a config."""
+    """(TransformerConfig, default dtype or None) of a zoo name, a Hugging Face config.json path or a config;
+    a located ServingError for a model that generates no tokens (a CNN, a micro-workload, an encoder)."""
     from workloads.zoo.transformer import TransformerConfig
 
     if isinstance(model, TransformerConfig):
-        return model, None
+        return _decoder_lm(model, model.name), None
     name = str(model)
     if name.lower().endswith(".json"):
         from workloads.hf import config_to_transformer, torch_dtype_of
 
-        return config_to_transformer(name), torch_dtype_of(name)
-    from workloads.zoo import get_entry
+        return _decoder_lm(config_to_transformer(name), name), torch_dtype_of(name)
+    from workloads.zoo import get_entry, load_data
     from workloads.zoo.transformer import zoo_config
 
-    entry = get_entry(name)
-    return zoo_config(entry.name), entry.defaults.get("dtype")
+    entry = None if ":" in name else get_entry(name)  # a micro-workload (gemm:...) generates no tokens
+    if entry is None or entry.name not in load_data("transformers.toml")["models"]:
+        _not_served(name, "a micro-workload" if entry is None else f"a {entry.family} model")
+    return _decoder_lm(zoo_config(entry.name), name), entry.defaults.get("dtype")
+
+
+def _decoder_lm(cfg: Any, name: str) -> Any:
+    if not cfg.is_decoder_lm:
+        _not_served(name, "an encoder-decoder" if cfg.is_encoder_decoder else "an encoder")
+    return cfg
+
+
+def _not_served(name: str, got: str) -> None:
+    from simulator.serving.config import ServingError
+
+    raise ServingError(f"model {name!r}: not a decoder language model; got {got}; expected a zoo decoder (such as "
+                       "llama-2-7b, see `nodeperf models`) or its config.json")
 
 
 class IterationPricer:

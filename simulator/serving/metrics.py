@@ -28,7 +28,7 @@ __all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
 #: Metrics an SLO may bound (per-request values; ``itl``: the gaps between a request's streamed chunks).
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
 _STATS = ("p50", "p90", "p99", "mean", "max")
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0}
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}  # the units --duration takes, and us
 _SLO = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*?)(?:_(p\d+(?:\.\d+)?|mean|max))?\s*(<=|<)\s*([0-9.eE+-]+)\s*([a-z]*)\s*$")
 
 

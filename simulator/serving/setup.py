@@ -138,8 +138,12 @@ def _check_config(config: ServeConfig) -> None:
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
-    if config.iteration_host_s is not None and (not math.isfinite(config.iteration_host_s) or config.iteration_host_s < 0):
-        raise ServingError(f"iteration_host_s: got {config.iteration_host_s!r}; expected seconds >= 0")
+    from simulator.serving.arrivals import MAX_HORIZON_S
+
+    h = config.iteration_host_s
+    if h is not None and (not math.isfinite(h) or not 0 <= h <= MAX_HORIZON_S):
+        raise ServingError(f"iteration_host_s: got {h!r}; expected seconds >= 0 and at most {MAX_HORIZON_S:.3g} (2**52 "
+                           "ns: the simulated clock's span)")
     if config.graph_launch is not None:
         from workloads.frameworks import GRAPH_LAUNCH_FORMS
 
@@ -151,6 +155,24 @@ def _check_config(config: ServeConfig) -> None:
 
     for s in config.slo:
         parse_slo(s)
+
+
+def _check_window(arrival: Any, config: ServeConfig) -> None:
+    """An open-loop arrival's expected request count (qps x duration) within :data:`MAX_REQUESTS` and its
+    expected span (requests / qps, or the duration) within ``MAX_HORIZON_S`` (:mod:`simulator.serving.arrivals`; located ServingErrors)."""
+    from simulator.serving.arrivals import MAX_HORIZON_S
+
+    if arrival.kind not in ("poisson", "gamma"):
+        return
+    if config.duration_s is not None and config.duration_s * arrival.qps > MAX_REQUESTS:
+        raise ServingError(f"arrival/duration_s: about {config.duration_s * arrival.qps:.3g} requests (qps "
+                           f"{arrival.qps:g} x {config.duration_s:g} s); expected at most {MAX_REQUESTS:,}")
+    count = config.requests if config.requests is not None else DEFAULT_REQUESTS
+    span = config.duration_s if config.duration_s is not None else count / arrival.qps
+    if span > MAX_HORIZON_S:
+        where = "duration_s" if config.duration_s is not None else "requests"
+        raise ServingError(f"arrival/{where}: a span of about {span:.3g} s (qps {arrival.qps:g}); expected at most "
+                           f"{MAX_HORIZON_S:.3g} s (2**52 ns: the simulated clock keeps 1 ns steps up to there)")
 
 
 def _check_fp8_accumulation(value: Any) -> None:
@@ -270,6 +292,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              graph_launch=_graph_launch(config, profile),
                              weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
                              decode_host=_decode_host(config, profile))
+    _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
         times, ins, outs = read_trace(arrival.path, "arrival trace")

@@ -181,6 +181,7 @@ def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25,
 def _check(model: Any, base: Any, objective: str) -> None:
     from simulator.serving.lengths import parse_lengths
     from simulator.serving.metrics import parse_slo
+    from simulator.serving.scheduler import SCHEDULERS
 
     if objective not in OBJECTIVES:
         raise ServeTuneError(f"--objective: unknown serving objective; got {objective!r}; expected "
@@ -190,6 +191,9 @@ def _check(model: Any, base: Any, objective: str) -> None:
     for i, text in enumerate(base.slo):
         parse_slo(text, f"--slo #{i + 1}")
     parse_lengths(base.lengths)
+    if base.scheduler not in SCHEDULERS:  # one located line, not every candidate rejected for the same name
+        raise ServeTuneError(f"--scheduler: unknown scheduler; got {base.scheduler!r}; expected one of "
+                             f"{', '.join(SCHEDULERS)}{did_you_mean(str(base.scheduler), SCHEDULERS)}")
 
 
 def tune_serving(model: Any, cands: Sequence[ServeCandidate], base: Any, objective: str = "max-qps",

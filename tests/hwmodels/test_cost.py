@@ -128,6 +128,7 @@ def test_every_problem_is_listed_once(tmp_path) -> None:  # type: ignore[no-unty
     f = _write(tmp_path, '[devices.l4]\nusd_per_hour = { value = 0, source = "" }\n[devices.t4]\nusd_per_hour = 3\n')
     with pytest.raises(SpecError) as e:
         load_prices(f)
-    lines = str(e.value).splitlines()
-    assert len(lines) == 3, lines
-    assert any("devices.t4.usd_per_hour: missing" in x for x in lines)
+    lines = str(e.value).splitlines()  # a count line, then one indented located line per problem
+    assert lines[0].endswith("prices.toml: 3 problems in price file") and len(lines) == 4, lines
+    assert all(x.startswith("  ") for x in lines[1:]), lines
+    assert any("devices.t4.usd_per_hour: not a table; got 3" in x for x in lines)

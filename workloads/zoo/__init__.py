@@ -96,8 +96,9 @@ def get_entry(name: str) -> ModelEntry:
             return _REGISTRY[table[key]]
         if not _import_next():
             break
-    near = near_match(key, list(table), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(table[n]) for n in near)}?" if near else ""
+    # an alias and its model name are near the same typo: each model offered once
+    near = list(dict.fromkeys(table[n] for n in near_match(key, list(table), n=len(table), cutoff=0.5)))[:3]
+    hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
     raise KeyError(f"model {name!r}: unknown model; expected a zoo name (see `nodeperf models`), a micro-workload, "
                    f"an .onnx file or a config.json{hint}")
 
