@@ -15,7 +15,9 @@ Modelling choices (stated, not fitted):
   in buckets of :data:`DDP_BUCKET_BYTES` on its own stream while the backward pass of the last
   microbatch runs: what exceeds that backward time, and at least the last bucket, is exposed
   (closed form). ``engine='des'`` simulates the step instead: sends on the links between stages,
-  each bucket released when the backward has produced it (:mod:`simulator.parallel.pipeline_des`).
+  each bucket released when the backward has produced it (:mod:`simulator.parallel.pipeline_des`);
+  a pipelined FSDP2 stage's accumulation and exposed float32 reduce-scatter are priced by both
+  engines from :func:`_pipelined_fsdp`.
 * With ZeRO >= 1 (Megatron's distributed optimizer) each rank updates ``1/dp`` of the parameters
   and all-gathers them afterwards; with ZeRO-3 / FSDP the parameters are also all-gathered before
   each forward and backward (exposed here: no prefetch model yet).
@@ -748,12 +750,9 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
     p = plan.pp
     extra: dict[str, float] = {}
-    once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
-    reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else 1.0
-    chunk_bwd = [[gc.split[1] for _, gc in st] for st in per_stage]
+    once, reduce_scale, acc = _pipelined_fsdp(per_stage, plan, system, m, framework, graphs)
+    chunk_bwd = [[gc.split[1] + a for (_, gc), a in zip(st, accs, strict=True)] for st, accs in zip(per_stage, acc, strict=True)]
     if once:  # each backward adds its gradients to the step's unsharded accumulators
-        acc = _accumulation_s(per_stage, plan, system, m, reduce_scale)
-        chunk_bwd = [[b + a for b, a in zip(bs, accs, strict=True)] for bs, accs in zip(chunk_bwd, acc, strict=True)]
         bwd = [sum(bs) for bs in chunk_bwd]
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
@@ -773,7 +772,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     # every distinct collective of the step, costed in one engine call (stages of one shape
     # synchronise the same bytes)
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
-    if engine == "des" and sync_n > 1:
+    if engine == "des" and sync_n > 1 and not once:  # buckets; a pipelined FSDP2 stage reduces all at once
         wanted += [(sync_kind, nb) for gc in unique.values() for _, nb in gc.bucket_offsets()]
     coll = _collective_times(wanted, sync_n, system, plan.tp, pad_to=_grad_buffer_divisor(plan))
     dp_sync = [coll[(sync_kind, gb)] for gb in grad_bytes]
@@ -807,7 +806,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         "dp_sync_exposed_s": exposed[worst],
     }
     if engine == "des":
-        latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency)
+        latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency,
+                                             acc=acc, tail_sync=dp_sync if once else None)
         extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
@@ -841,6 +841,19 @@ def _fsdp_gathers_once_per_step(framework: str) -> bool:
     from workloads.frameworks import get_profile
 
     return get_profile(framework).stack == "fsdp2"
+
+
+def _pipelined_fsdp(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,
+                    framework: str, graphs: list[StageGraph]) -> tuple[bool, float, list[list[float]]]:
+    """(whether, gradient reduce scale, accumulation seconds of each chunk's backward) of a pipelined FSDP2 stage
+    (:func:`_fsdp_gathers_once_per_step`, :func:`_pipelined_reduce_scale`, :func:`_accumulation_s`); (False, 1,
+    zeros) for any other plan. Both engines take the step's costs from here: the closed form
+    (:func:`_train_step_time`) and the simulated step (:func:`_simulate`)."""
+    once = plan.fsdp and plan.pp > 1 and _fsdp_gathers_once_per_step(framework)
+    if not once:
+        return False, 1.0, [[0.0] * len(st) for st in per_stage]
+    scale = _pipelined_reduce_scale(framework, graphs)
+    return True, scale, _accumulation_s(per_stage, plan, system, m, scale)
 
 
 def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
@@ -1493,13 +1506,20 @@ def _activation_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelP
 
 def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
               coll: Mapping[tuple[str, float], float], sync_kind: str, opt_s: list[float], gather: list[float],
-              closed: PipelineTime, closed_latency: float) -> tuple[float, PipelineTime, dict[str, float]]:
+              closed: PipelineTime, closed_latency: float, *, acc: list[list[float]] | None = None,
+              tail_sync: list[float] | None = None) -> tuple[float, PipelineTime, dict[str, float]]:
     """The step by the discrete-event engine: (latency, pipeline, breakdown).
 
     Each chunk's passes run its compute on the device (the pipeline's sends and receives taken out
     of the stage times), its sends occupy the link to the next device; the last backward pass of
     each chunk releases its gradient buckets (:meth:`_GraphCost.bucket_offsets`) onto the
     data-parallel stream; the update and the ZeRO parameter gather follow the device's last bucket.
+
+    A pipelined FSDP2 stage (:func:`_pipelined_fsdp`, the closed form's costs): ``acc[s][c]``, the seconds each
+    backward of chunk ``c`` adds its gradients to the step's accumulators, runs in that backward pass on the
+    compute stream; ``tail_sync[s]``, the stage's whole reduce-scatter in FSDP2's ``reduce_dtype``, runs after
+    the device's last pass with the compute stream waiting on it (:func:`_pipelined_reduce_scale`), in place of
+    buckets that overlap the last backward.
     """
     from simulator.parallel.pipeline_des import Bucket, StageWork, simulate_step
 
@@ -1512,15 +1532,15 @@ def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: Parall
         for c, (_sg, gc) in enumerate(per_stage[s]):
             f, b, _o, cm = gc.split
             fs, fr, bs, br = gc.links()
-            row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=max(0.0, b - bs - br),
+            row.append(StageWork(forward_s=max(0.0, f - fs - fr), backward_s=max(0.0, b - bs - br) + (acc[s][c] if acc else 0.0),
                                  send_forward_s=fs, send_backward_s=bs))
             on_stream[s] += cm - fs - fr - bs - br
-            if plan.dp * plan.cp > 1:
+            if plan.dp * plan.cp > 1 and tail_sync is None:
                 brow += [Bucket(chunk=c, ready_s=ready, sync_s=coll[(sync_kind, nb)], nbytes=nb)
                          for ready, nb in gc.bucket_offsets()]
         work.append(row)
         buckets.append(brow)
-    after = [o + g for o, g in zip(opt_s, gather, strict=True)]
+    after = [o + g + (tail_sync[d] if tail_sync else 0.0) for d, (o, g) in enumerate(zip(opt_s, gather, strict=True))]
     trace = simulate_step(work, m, plan.schedule, buckets=buckets, after_s=after)
     busy = [trace.busy_s(d) for d in range(p)]
     bottleneck = max(range(p), key=lambda d: busy[d])
@@ -1528,13 +1548,16 @@ def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: Parall
                         bottleneck_stage=bottleneck, in_flight=closed.in_flight)
     worst = max(range(p), key=lambda d: trace.finish_s[d])
     exposed = max(0.0, trace.finish_s[worst] - trace.last_pass_end_s(worst) - after[worst])
+    synced = sum(e - s0 for s0, e in trace.syncs[worst])
+    if tail_sync:  # the reduce-scatter the compute stream waited on after the last pass
+        exposed = synced = tail_sync[worst]
     comm_busy = m * max(0.0, on_stream[bottleneck])
     breakdown = {
         "compute_s": pipe.busy_s - comm_busy,
         "communication_s": comm_busy + exposed + gather[worst],
         "bubble_s": pipe.bubble_s,
         "optimizer_s": opt_s[worst],
-        "dp_sync_s": sum(e - s0 for s0, e in trace.syncs[worst]),
+        "dp_sync_s": synced,
         "dp_sync_exposed_s": exposed,
         "closed_form_latency_s": closed_latency,
     }
