@@ -435,7 +435,13 @@ class _Parser:
         for i in range(start, len(self.lines)):
             if pat.match(self.lines[i]):
                 return i + 1
-        return None
+        return self._table_line(parts)
+
+    def _table_line(self, parts: list[str]) -> int | None:
+        """The line of the first header opening table ``parts`` (``[a.b]``, ``[[a.b]]`` or a sub-table ``[a.b.c]``):
+        a key given as a table has no ``key =`` line."""
+        head = re.compile(r"^\s*\[\[?\s*" + r"\s*\.\s*".join(re.escape(x) for x in parts) + r"\s*[\].]")
+        return next((i + 1 for i, ln in enumerate(self.lines) if head.match(ln)), None)
 
     def problem(self, key: str, msg: str) -> None:
         self.problems.append(f"{self.where(key)}: {key}: {msg}")
