@@ -94,3 +94,16 @@ def test_experiment_unknown_table_names_its_line(capsys, tmp_path, monkeypatch) 
                                      '\n[workload]\nmodel = "gpt2"\n', encoding="utf-8")
     rc, err = cli_exit(capsys, "sweep", "e.toml", "--out", "r.sqlite")
     one_line(rc, err, "e.toml:3: experiment: unknown key; got 'experiment'")
+
+
+def test_experiment_missing_key_is_not_placed_on_a_top_level_key_of_the_same_name(capsys, tmp_path,
+                                                                                 monkeypatch) -> None:
+    from tests.bad_input.contract import several
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "e.toml").write_text('name = "x"\n\n[experiment]\nfoo = 1\n\n[workload]\nmodel = "gpt2"\n',
+                                     encoding="utf-8")
+    rc, err = cli_exit(capsys, "sweep", "e.toml", "--out", "r.sqlite")
+    body = several(rc, err, 2, "e.toml", each_names_where=True)
+    assert body[0].startswith("  e.toml:3: experiment: unknown key")
+    assert body[1].startswith("  e.toml: hardware.name: missing"), body[1]  # not line 1, the experiment's own name
