@@ -37,7 +37,8 @@ from nodeperf.errors import NodeperfError
 from workloads.ir import Attrs, OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
-           "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers"]
+           "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers",
+           "request_context_problem"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
@@ -703,6 +704,14 @@ def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:
     meta = dict(out.meta)
     meta["forward_ops"] = n
     return OpGraph(out.name, list(out.ops), meta)
+
+
+def request_context_problem(model: Any, input_len: int, output_len: int) -> str | None:
+    """:func:`workloads.zoo.transformer.request_context_problem` of what the user named (a zoo name, a
+    ``config.json`` path or a config): a generation request beyond the model's context, else None."""
+    from workloads.zoo.transformer import request_context_problem as problem
+
+    return problem(_resolve_config(model)[0], input_len, output_len)
 
 
 def _resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:

@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("predict: --trace: a plan's trace draws one step; got --trace with --phase generate; "
                              "expected --phase prefill, decode or --train (or no --trace)")
         return run_parallel(args, hw, eval_options(args))
+    _check_training_stack(args)
     graph = graph_from_args(args)
     opts = eval_options(args)
     if args.engine == "des":
@@ -163,6 +164,21 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         print(f"wrote a Chrome trace of {len(report.records)} ops to {args.trace}")
     return 0
+
+
+def _check_training_stack(args: argparse.Namespace) -> None:
+    """A profile whose ``stack`` field names a training stack's plan-level behaviour (fsdp2, megatron-core,
+    xla-spmd: :class:`workloads.frameworks.FrameworkProfile`) describes a training step: refused for one device's
+    inference step, which it would cost with a training stack's kernels."""
+    from simulator.cli.common import profile_from_args
+
+    profile = profile_from_args(args)
+    if profile is None or not profile.stack or args.train or args.phase == "train":
+        return
+    phase = f" (--phase {args.phase})" if args.phase else ""
+    raise ValueError(f"predict: --framework {profile.name}: a training stack (stack {profile.stack!r}); got an "
+                     f"inference step{phase} on one device; expected --train, or an inference profile (e.g. eager, "
+                     "sdpa, compile, tensorrt, vllm)")
 
 
 def eval_options(args: argparse.Namespace) -> Any:

@@ -75,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="decode steps per scheduling pass (vLLM 0.6 --num-scheduler-steps; default 1)")
     p.add_argument("--no-mixed-prefill", action="store_true",
                    help="prompts run in iterations of their own, decodes wait (vLLM V0, SGLang <= 0.3)")
-    p.add_argument("--block-size", type=positive_int, default=16, help="KV-cache block size in tokens (default 16)")
+    p.add_argument("--block-size", type=positive_int, default=16,
+                   help="KV-cache block size in tokens, at most the model's context (default 16; vLLM takes 8, 16, 32, "
+                        "64 or 128)")
     p.add_argument("--gpu-memory-utilization", type=finite_float(0.0, 1.0, low_open=True), default=0.9,
                    help="fraction of device memory the engine takes (default 0.9, as vLLM)")
     p.add_argument("--free-gpu-memory-fraction", type=finite_float(0.0, 1.0, low_open=True, high_open=True),
@@ -91,11 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix-cache", action="store_true", help="reuse the shared prompt prefix of --lengths ...,prefix=P")
     p.add_argument("--speculative", type=nonempty, metavar="DRAFT,k=K,accept=A", help="speculative decoding: a draft model DRAFT proposes K tokens a step, each "
                         "accepted with probability A (Leviathan et al. 2023; expected accepted tokens a step)")
-    p.add_argument("--replicas", type=positive_int, default=1, help="copies of the deployment (default 1)")
+    p.add_argument("--replicas", type=positive_int, default=1,
+                   help="copies of the deployment (default 1): each a copy of the --hardware system with its own "
+                        "tp x pp devices, so N is not bounded by that system's device count")
     p.add_argument("--router", choices=("round-robin", "least-loaded"), default="round-robin",
                    help="how requests are spread over replicas (default round-robin)")
     p.add_argument("--disaggregate", type=nonempty, metavar="prefill=P,decode=D",
-                   help="separate prefill and decode replicas, KV caches sent over the fabric")
+                   help="separate prefill and decode replicas (each a copy of --hardware), KV caches sent over "
+                        "the system's peer fabric (a system of 2 or more devices)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
     g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")

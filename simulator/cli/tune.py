@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", metavar="NAME[,NAME...]",
                    help="devices/systems to choose from (catalog names, see `nodeperf hardware`)")
     p.add_argument("--devices", metavar="NAME[,NAME...]", help="more devices to choose from (added to --hardware)")
-    p.add_argument("--objective", default="latency",
-                   help="latency | throughput | energy | cost (default latency; cost needs device prices)")
+    p.add_argument("--objective", default=None,
+                   help="latency | throughput | energy | cost (default latency; cost needs device prices); with "
+                        "--serve max-qps | min-cost (default max-qps)")
     p.add_argument("--constraint", action="append", default=[], metavar="EXPR",
                    help="METRIC OP VALUE with OP <=, <, >=, > and VALUE a number with an optional unit "
                         "('ttft_s<=0.2', 'ttft_s<=200 ms', 'power_w<=700 W') or k*capacity "
@@ -229,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.tune_serve import run_serve
 
         return run_serve(args)
+    args.objective = args.objective or "latency"
     check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:
         wrong = _given(args, _MODEL_ONLY) + (["hardware"] if args.hardware else []) + \

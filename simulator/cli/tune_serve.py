@@ -83,7 +83,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ServeTuneError(f"--probe-requests: got {args.probe_requests}; expected a positive integer")
     if not 0 < args.qps_min < args.qps_max:
         raise ServeTuneError(f"--qps-min/--qps-max: got {args.qps_min:g}/{args.qps_max:g}; expected 0 < min < max")
-    objective = "max-qps" if args.objective == "latency" else args.objective  # `tune`'s default means "unset" here
+    objective = args.objective or "max-qps"  # an explicit objective serving cannot rank by is refused by _check
     dtypes = [d.strip() for d in args.dtype.split(",")] if args.dtype else [None]
     names = [h.strip() for h in args.hardware.split(",") if h.strip()]
     _check_names(args.model, names, args.framework)

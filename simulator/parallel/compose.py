@@ -1603,6 +1603,11 @@ def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: Parallel
     for k, val in (("input_len", input_len), ("output_len", output_len), ("batch", batch)):
         if not isinstance(val, int) or isinstance(val, bool) or val < 1:
             raise PlanError(f"generate: {k}: got {val!r}; expected a positive integer")
+    from workloads.parallel import request_context_problem
+
+    problem = request_context_problem(model, input_len, output_len)
+    if problem:  # the rule serve's requests are held to (simulator.serving.setup)
+        raise PlanError(f"generate: {problem}")
     quant = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if v}
     pre = evaluate_plan(model, system, plan, options, phase="prefill", seq=input_len, dtype=dtype, batch=batch,
                         **quant)

@@ -267,6 +267,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)
+    _check_disaggregate(disagg, hw)
     from workloads.parallel import ParallelPlan
 
     plan = plan or ParallelPlan()
@@ -322,8 +323,49 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     draft = None
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
+        _check_draft_k(spec, draft[0].max_positions, pricer.max_positions, int(ins.min()))
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
+
+
+def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any) -> None:
+    """Disaggregated replicas hand a KV cache over the ``--hardware`` system's peer fabric (:func:`_handoff`); a
+    single device has none (its ``send`` has no lowering rule and would be priced as an on-device copy): refused."""
+    if disagg and getattr(hw, "count", 1) < 2:
+        raise ServingError(f"disaggregate: got prefill={disagg[0]},decode={disagg[1]} on {getattr(hw, 'name', hw)!r}, "
+                           "one device with no peer fabric for the KV cache hand-off; expected a --hardware system "
+                           "of 2 or more devices (e.g. dgx-h100)")
+
+
+def _check_draft_k(spec: tuple[str, int, float], draft_context: int, context: int, shortest: int) -> None:
+    """A draft proposes ``k`` tokens for a sequence only while ``seq_len + k`` stays below the proposal limit, the
+    draft's context capped by the target's (vLLM ``spec_decode/top1_proposer.py`` ``Top1Proposer._split_by_proposal_len``:
+    ``seq_len + proposal_len >= max_proposal_len`` proposes nothing): a ``k`` with which even the ``shortest``
+    prompt reaches that limit never speculates, and is refused."""
+    limit = min(c for c in (draft_context, context) if c) if (draft_context or context) else 0
+    if limit and shortest + spec[1] >= limit:
+        raise ServingError(f"speculative: k: got {spec[1]}; expected at most {limit - 1 - shortest} (a proposal of k "
+                           f"tokens needs seq_len + k below the proposal limit, {limit}: the context of draft "
+                           f"{spec[0]!r} capped by the target's; the shortest prompt has {shortest} tokens)")
+
+
+def _check_context(config: ServeConfig, pricer: Any, ins: np.ndarray, outs: np.ndarray) -> int:
+    """The longest request (prompt + output tokens), refused beyond the model's context (``pricer.max_positions``;
+    0: unbounded) by the rule ``predict --phase generate`` applies too, as is a
+    KV block longer than that context (a block no sequence can fill). vLLM's own ``--block-size`` takes
+    ``choices=[8, 16, 32, 64, 128]`` (``vllm/engine/arg_utils.py`` ``EngineArgs.add_cli_args``), but SGLang's page and
+    TensorRT-LLM's ``tokens_per_block`` are other engines' choices, so only the model's own bound is applied here."""
+    context = pricer.max_positions
+    if context and config.block_size > context:
+        raise ServingError(f"block_size: got {config.block_size} tokens; expected at most the model's context of "
+                           f"{context} (a KV block no sequence can fill)")
+    from workloads.zoo.transformer import request_context_problem
+
+    i = int(np.argmax(ins + outs))
+    problem = request_context_problem(pricer.cfg, int(ins[i]), int(outs[i]))
+    if problem:
+        raise ServingError(f"request {i}: {problem}")
+    return int(ins[i] + outs[i])
 
 
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
@@ -337,11 +379,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
 
     device = spec_of(hw)[0]
     ins, outs = lengths
-    longest = int((ins + outs).max())
-    if pricer.max_positions and longest > pricer.max_positions:
-        i = int(np.argmax(ins + outs))
-        raise ServingError(f"request {i}: {int(ins[i])} prompt + {int(outs[i])} output tokens; got {longest} tokens; "
-                           f"expected at most the model's context of {pricer.max_positions}")
+    longest = _check_context(config, pricer, ins, outs)
     lim = _limits(config, device, int(ins.max()))
     act_tokens = min(lim["max_batched_tokens"], pricer.max_positions or lim["max_batched_tokens"])
     from simulator.parallel.compose import evaluate_plan

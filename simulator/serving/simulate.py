@@ -77,9 +77,24 @@ def _check_window(config: ServeConfig) -> float | None:
         return None
     if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0 or m != m or m == float("inf"):
         raise ServingError(f"measurement_interval_s: got {m!r}; expected a positive number of seconds")
+    _check_window_span(float(m))
     if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not pct > 0 or pct == float("inf"):
         raise ServingError(f"stability_percentage: got {pct!r}; expected a positive percentage")
     return float(m)
+
+
+def _check_window_span(m: float) -> None:
+    """Up to ``MAX_WINDOWS`` windows of ``WINDOW_SLEEP_FACTOR`` x ``m`` must fit the simulated clock
+    (``MAX_HORIZON_S``, the span the arrivals and ``iteration_host_s`` are held to)."""
+    from simulator.serving.arrivals import MAX_HORIZON_S
+    from simulator.serving.window import MAX_WINDOWS, WINDOW_SLEEP_FACTOR
+
+    most = MAX_HORIZON_S / (MAX_WINDOWS * WINDOW_SLEEP_FACTOR)
+    if m > most:
+        raise ServingError(f"measurement_interval_s: got {m:g} s; {MAX_WINDOWS} windows of {WINDOW_SLEEP_FACTOR:g} x it "
+                           f"span {m * MAX_WINDOWS * WINDOW_SLEEP_FACTOR:.3g} s; expected at most {most:.3g} s (the "
+                           f"windows within {MAX_HORIZON_S:.3g} s, 2**52 ns: the simulated clock keeps 1 ns steps up "
+                           "to there)")
 
 
 def _run_windows(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any, interval: float) -> ServeResult:

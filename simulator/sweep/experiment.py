@@ -424,18 +424,27 @@ class _Parser:
         parts = key.split(".")
         leaf = parts[-1]
         # the most specific section header that opens the key, then the key's own line below it
-        start = 0
+        start, prefix = 0, r"(?:[\w\"'.-]*\.)?"
         for n in range(len(parts) - 1, 0, -1):
             head = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(re.escape(x) for x in parts[:n]) + r"\s*\]\s*$")
             hit = next((i for i, ln in enumerate(self.lines) if head.match(ln)), None)
             if hit is not None:
                 start = hit
                 break
-        pat = re.compile(r"^\s*(?:[\w\"'.-]*\.)?[\"']?" + re.escape(leaf) + r"[\"']?\s*=")
+        else:  # no section opens a dotted key: only its dotted form (a top-level key of the same leaf is another key)
+            if len(parts) > 1:
+                prefix = r"\s*\.\s*".join(re.escape(x) for x in parts[:-1]) + r"\s*\.\s*"
+        pat = re.compile(r"^\s*" + prefix + r"[\"']?" + re.escape(leaf) + r"[\"']?\s*=")
         for i in range(start, len(self.lines)):
             if pat.match(self.lines[i]):
                 return i + 1
-        return None
+        return self._table_line(parts)
+
+    def _table_line(self, parts: list[str]) -> int | None:
+        """The line of the first header opening table ``parts`` (``[a.b]``, ``[[a.b]]`` or a sub-table ``[a.b.c]``):
+        a key given as a table has no ``key =`` line."""
+        head = re.compile(r"^\s*\[\[?\s*" + r"\s*\.\s*".join(re.escape(x) for x in parts) + r"\s*[\].]")
+        return next((i + 1 for i, ln in enumerate(self.lines) if head.match(ln)), None)
 
     def problem(self, key: str, msg: str) -> None:
         self.problems.append(f"{self.where(key)}: {key}: {msg}")

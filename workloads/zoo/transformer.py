@@ -50,6 +50,7 @@ from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
 
 __all__ = [
     "TransformerConfig",
+    "request_context_problem",
     "MOE_DISPATCH_MODES",
     "einsum_capacity",
     "build",
@@ -1485,3 +1486,15 @@ def zoo_config(name: str) -> TransformerConfig:
 
 
 _register_zoo()
+
+
+def request_context_problem(cfg: Any, input_len: int, output_len: int) -> str | None:
+    """The one rule a generation request (``serve``'s requests, ``predict --phase generate``) is held to: its
+    prompt and output tokens within the model's context ``max_positions`` (vLLM refuses a prompt + ``max_tokens``
+    beyond ``max_model_len``); the problem, else None (no stated context: unbounded)."""
+    context = int(getattr(cfg, "max_positions", 0) or 0)
+    total = int(input_len) + int(output_len)
+    if context and total > context:
+        return (f"{int(input_len)} prompt + {int(output_len)} output tokens; got {total} tokens; expected at most "
+                f"the model's context of {context}")
+    return None
