@@ -749,7 +749,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     p = plan.pp
     extra: dict[str, float] = {}
     once = plan.fsdp and p > 1 and _fsdp_gathers_once_per_step(framework)
-    reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else 1.0
+    reduce_scale = _pipelined_reduce_scale(framework, graphs) if once else _stated_reduce_scale(plan, graphs)
     chunk_bwd = [[gc.split[1] for _, gc in st] for st in per_stage]
     runs = _sync_runs(plan, m) if once else 1  # schedule runs each reduce-scattering, resharding, gathering again
     if once:  # each backward adds its gradients to the run's unsharded accumulators
@@ -869,6 +869,19 @@ def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
     dtype = (get_profile(framework).grad_reduce_dtype if framework else "fp32") or "param"
     param = dtype_bytes(str(graphs[0].graph.meta.get("dtype") or "bf16"))  # fp8_e4m3 graphs: 1 byte
     return dtype_bytes(dtype, param) / param
+
+
+def _stated_reduce_scale(plan: ParallelPlan, graphs: list[StageGraph]) -> float:
+    """Bytes of a gradient in the plan's stated ``grad_reduce_dtype`` over those in the graph's dtype, for a
+    plan without FSDP: Megatron-Core reduces its main-gradient buffer, whose dtype is ``torch.float`` with
+    ``grad_reduce_in_fp32`` and the parameter's otherwise (``grad_dtype``, megatron/core/distributed/
+    distributed_data_parallel.py ``_allocate_buffers_for_parameters``); 1 where the plan states none."""
+    from workloads.dtypes import dtype_bytes
+
+    if plan.fsdp or not plan.grad_reduce_dtype:
+        return 1.0
+    param = dtype_bytes(str(graphs[0].graph.meta.get("dtype") or "bf16"))
+    return dtype_bytes(plan.grad_reduce_dtype, param) / param
 
 
 def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,

@@ -65,3 +65,20 @@ def test_fp8_graph_gradients_are_one_byte_each() -> None:
     for s, sg in enumerate(graphs):
         assert sg.graph.params == sg.graph.weight_bytes  # 1 byte a parameter
         assert acc[s][0] == pytest.approx(sg.graph.params * 8.5 / rate, rel=1e-12)
+
+
+def test_stated_grad_reduce_dtype_prices_the_reduction() -> None:
+    # Megatron-Core's grad_reduce_in_fp32: the main-gradient buffer reduced is float32, 4 bytes a bf16 gradient;
+    # grad_reduce_in_fp32=False: the parameters' 2 bytes
+    hw = load_hardware("dgx-h100")
+    base = ParallelPlan(dp=8, microbatch=1, global_batch=8, zero_stage=1)
+    sync = {}
+    for dtype in ("fp32", "bf16"):
+        res = evaluate_plan(CFG, hw, dataclasses.replace(base, grad_reduce_dtype=dtype), train=True, seq=256,
+                            recompute="full")
+        sync[dtype] = res.breakdown["dp_sync_s"]
+    coll = _collective_times([("reduce_scatter", 2.0 * BF16), ("reduce_scatter", float(BF16))], 8, hw, 1,
+                             pad_to=_grad_buffer_divisor(base))
+    assert sync["fp32"] == pytest.approx(coll[("reduce_scatter", 2.0 * BF16)], rel=1e-9)
+    assert sync["bf16"] == pytest.approx(coll[("reduce_scatter", float(BF16))], rel=1e-9)
+    assert sync["fp32"] > sync["bf16"]
