@@ -3033,7 +3033,8 @@ def attention(
     block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
                           block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
-    rescale = flash2_rescale_ops_per_score(tile, head_dim) if tile is not None and not backward and not grid.decode else 0.0
+    # the rescaled accumulators are the output's: head_dim_v of them a query row
+    rescale = flash2_rescale_ops_per_score(tile, head_dim_v) if tile is not None and not backward and not grid.decode else 0.0
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,
                                                           bwd_softmax_overlap, exp_exposed, rescale)
     ratio = 1.0 if causal_rate_ratio is None else causal_rate_ratio
@@ -3062,7 +3063,8 @@ def attention(
         time, lat = time + _a(passes.time_s), lat + _a(passes.time_s)
         dram, l2 = _a(dram) + _a(passes.dram_bytes), _a(l2) + _a(passes.l2_bytes)
     return _attention_estimate(grid, z, time, t_compute, t_mem, lat, dram, l2, float(smem), bound,
-                               (("kernel", kernel), ("block_q", block_q)), kernels, pass_flops)
+                               (("kernel", kernel), ("block_q", block_q), ("rescale_ops_per_score", rescale)), kernels,
+                               pass_flops)
 
 
 #: Where the per-query-head decode kernel's grid and loads are read from: TensorRT-LLM's masked multi-head

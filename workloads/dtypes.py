@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from nodeperf.suggest import did_you_mean
 
-__all__ = ["DType", "parse_dtype"]
+__all__ = ["DType", "dtype_bytes", "parse_dtype"]
 
 
 class DType(StrEnum):
@@ -97,3 +97,12 @@ def parse_dtype(value: str | DType, where: str = "dtype") -> DType:
         return _ALIASES[s]
     raise ValueError(f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}"
                      + did_you_mean(s, names + list(_ALIASES)))
+
+
+def dtype_bytes(value: str | DType, default: float = 2.0) -> float:
+    """Bytes an element of dtype ``value`` is stored in (:attr:`DType.bits` / 8: fp8 1, bf16 2, fp32 4);
+    ``default`` for an empty or unknown name (a graph or profile that leaves its dtype unstated)."""
+    try:
+        return parse_dtype(value).bits / 8.0
+    except ValueError:
+        return default

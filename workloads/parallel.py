@@ -167,6 +167,13 @@ class ParallelPlan:
         one ``schedule.step`` per local batch, NeMo AutoModel's training loop calling it once per gradient
         accumulation step); 0: every microbatch of the step in one schedule (Megatron-Core's). A divisor of
         :attr:`microbatches`.
+    grad_sync_per_step
+        With ``fsdp`` and several schedule runs a step (:attr:`pipeline_microbatches`): the stack holds FSDP2's
+        gradient reduce-scatter and reshard to the optimizer step's last run (NeMo AutoModel's
+        ``patched_backward_maybe_with_nosync``, components/moe/fsdp_mixin.py @ cb97654, syncing on the step's
+        last backward only). False: ``torch.distributed.pipelining``'s own, each run's last backward
+        reduce-scatters and reshards (``backward_one_chunk(last_backward=bwd_mb_index == self._n_microbatches - 1)``
+        in every ``step()``, torch/distributed/pipelining/schedules.py), so every run pays them and gathers again.
     """
 
     tp: int = 1
@@ -195,6 +202,7 @@ class ParallelPlan:
     loss_chunks: int = 1
     etp: int = 0
     pipeline_microbatches: int = 0
+    grad_sync_per_step: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -259,7 +267,8 @@ class ParallelPlan:
             del out["moe_dispatch"]
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
-                           ("moe_host_sync", False), ("pipeline_microbatches", 0)):  # read as before at defaults
+                           ("moe_host_sync", False), ("pipeline_microbatches", 0),
+                           ("grad_sync_per_step", False)):  # read as before at defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices

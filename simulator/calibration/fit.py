@@ -272,6 +272,12 @@ def _with_values(system: DeviceSpec | SystemSpec, values: Mapping[str, float]) -
 # the calibrator
 
 
+def _located(where: str, msg: str) -> str:
+    """``msg`` led by the row's location ``where``, once: :func:`default_predict` already names the row in the
+    errors it raises from the row's notes (``<file>:<line>: notes: ...``)."""
+    return msg if msg.startswith(f"{where}: ") else f"{where}: {msg}"
+
+
 class Calibrator:
     """Least-squares calibration of named spec fields against measurements.
 
@@ -343,7 +349,7 @@ class Calibrator:
                     out[i] = (default_predict(graph, system, m) if self.predict_fn is None
                               else self.predict_fn(graph, system))
                 except (ValueError, NotImplementedError) as exc:  # located: which row could not be predicted
-                    raise type(exc)(f"{m.where or m.id}: {exc}") from None
+                    raise type(exc)(_located(m.where or m.id, str(exc))) from None
         bad = np.flatnonzero(~(np.isfinite(out) & (out > 0)))
         if bad.size:
             m = measurements[int(bad[0])]

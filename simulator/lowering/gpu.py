@@ -730,7 +730,10 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     pairs = op.macs / (d + dv) if not backward else op.macs / (3 * d + 2 * dv)
     if window:  # the softmax runs over every visited pair, the band's edge blocks included
         pairs = float(b * hq * dict(e.details).get("head_pairs", pairs / (b * hq)))
-    vec = pairs * gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("pass_vector_flops", 0.0))
+    # FlashAttention-2's forward also rescales its output accumulators (gpu.flash2_rescale_ops_per_score): the
+    # multiplies its time holds are counted in the vector work its energy is priced from
+    vec = pairs * (gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("rescale_ops_per_score", 0.0))) \
+        + float(det.get("pass_vector_flops", 0.0))
     rule = "flash-attention-bwd" if backward else "flash-attention"
     kernels = int(det.get("kernels", 1))  # backward: preprocess, main and postprocess kernels
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes

@@ -750,9 +750,9 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
     p = plan.pp
     extra: dict[str, float] = {}
-    once, reduce_scale, acc = _pipelined_fsdp(per_stage, plan, system, m, framework, graphs)
+    once, reduce_scale, acc, runs = _pipelined_fsdp(per_stage, plan, system, m, framework, graphs)
     chunk_bwd = [[gc.split[1] + a for (_, gc), a in zip(st, accs, strict=True)] for st, accs in zip(per_stage, acc, strict=True)]
-    if once:  # each backward adds its gradients to the step's unsharded accumulators
+    if once:  # each backward adds its gradients to the run's unsharded accumulators
         bwd = [sum(bs) for bs in chunk_bwd]
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
@@ -768,7 +768,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     zero_gather = plan.zero >= 1 and sync_n > 1  # updated parameter shards gathered back
     # the parameters gathered, once each: the graph's weight-role bytes also count the optimizer's updated
     # copies (``<name>.updated``, produced by the update), which ``OpGraph.weight_bytes`` leaves out
-    wbytes = [sum(float(sg.graph.weight_bytes) for sg, _ in per_stage[s]) for s in range(p)]
+    wbytes = [sum(_gathered_weight_bytes(sg.graph, plan) for sg, _ in per_stage[s]) for s in range(p)]
     # every distinct collective of the step, costed in one engine call (stages of one shape
     # synchronise the same bytes)
     wanted = [(sync_kind, gb) for gb in grad_bytes] + [("all_gather", w) for w in wbytes if zero_gather]
@@ -783,14 +783,14 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
                                                 wbytes if zero_gather else [0.0] * p)
     last_bucket = [t * min(1.0, DDP_BUCKET_BYTES / gb) if gb else 0.0 for t, gb in zip(dp_sync, grad_bytes, strict=True)]
     exposed = [max(lb, t - b) for t, b, lb in zip(dp_sync, bwd, last_bucket, strict=True)]
-    if once:  # reduce-scattered after the stage's last backward, the compute stream waiting on it
-        exposed = list(dp_sync)
+    if once:  # reduce-scattered after the stage's last backward (of each run), the compute stream waiting on it
+        exposed = [runs * t for t in dp_sync]
     gather = [0.0] * p
     if zero_gather:
         gather = ex_gather if any(shares) and edp != sync_n else [coll[("all_gather", w)] for w in wbytes]
         if plan.zero == 3:  # and gathered before each forward and backward of every microbatch, but once a
             # step for FSDP under torch.distributed.pipelining (:func:`_fsdp_gathers_once_per_step`)
-            gather = [g * (1 if once else 1 + 2 * m) for g in gather]
+            gather = [g * (runs if once else 1 + 2 * m) for g in gather]
     # each rank updates its shard: the dense parameters' 1/sync_n, the experts' 1/edp (one optimizer per group)
     opt_s = [o * ((1.0 - sh) / sync_n + sh / edp) if plan.zero >= 1 else o for o, sh in zip(opt, shares, strict=True)]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
@@ -807,7 +807,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     }
     if engine == "des":
         latency, pipe, breakdown = _simulate(per_stage, plan, m, coll, sync_kind, opt_s, gather, pipe, latency,
-                                             acc=acc, tail_sync=dp_sync if once else None)
+                                             acc=acc, tail_sync=exposed if once else None)
         extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
@@ -844,16 +844,18 @@ def _fsdp_gathers_once_per_step(framework: str) -> bool:
 
 
 def _pipelined_fsdp(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,
-                    framework: str, graphs: list[StageGraph]) -> tuple[bool, float, list[list[float]]]:
-    """(whether, gradient reduce scale, accumulation seconds of each chunk's backward) of a pipelined FSDP2 stage
-    (:func:`_fsdp_gathers_once_per_step`, :func:`_pipelined_reduce_scale`, :func:`_accumulation_s`); (False, 1,
-    zeros) for any other plan. Both engines take the step's costs from here: the closed form
+                    framework: str, graphs: list[StageGraph]) -> tuple[bool, float, list[list[float]], int]:
+    """(whether, gradient reduce scale, accumulation seconds of each chunk's backward, schedule runs that each
+    reduce) of a pipelined FSDP2 stage (:func:`_fsdp_gathers_once_per_step`, :func:`_pipelined_reduce_scale`,
+    :func:`_accumulation_s`, :func:`_sync_runs`); (False, the stated scale (:func:`_stated_reduce_scale`), zeros, 1)
+    for any other plan. Both engines take the step's costs from here: the closed form
     (:func:`_train_step_time`) and the simulated step (:func:`_simulate`)."""
     once = plan.fsdp and plan.pp > 1 and _fsdp_gathers_once_per_step(framework)
     if not once:
-        return False, 1.0, [[0.0] * len(st) for st in per_stage]
+        return False, _stated_reduce_scale(plan, graphs), [[0.0] * len(st) for st in per_stage], 1
     scale = _pipelined_reduce_scale(framework, graphs)
-    return True, scale, _accumulation_s(per_stage, plan, system, m, scale)
+    runs = _sync_runs(plan, m)  # schedule runs each reduce-scattering, resharding, gathering again
+    return True, scale, _accumulation_s(per_stage, plan, system, m // runs, scale), runs
 
 
 def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
@@ -875,11 +877,25 @@ def _pipelined_reduce_scale(framework: str, graphs: list[StageGraph]) -> float:
     wait on every reduce-scatter's event (torch/distributed/fsdp/_fully_shard/_fsdp_state.py) "to ensure FSDP
     syncs its grad reduction ops back to the default stream". No backward is left to hide them behind:
     :func:`_train_step_time` charges them in full."""
+    from workloads.dtypes import dtype_bytes
     from workloads.frameworks import get_profile
 
     dtype = (get_profile(framework).grad_reduce_dtype if framework else "fp32") or "param"
-    param = {"fp32": 4.0}.get(str(graphs[0].graph.meta.get("dtype", "bf16")), 2.0)
-    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}.get(dtype, param) / param
+    param = dtype_bytes(str(graphs[0].graph.meta.get("dtype") or "bf16"))  # fp8_e4m3 graphs: 1 byte
+    return dtype_bytes(dtype, param) / param
+
+
+def _stated_reduce_scale(plan: ParallelPlan, graphs: list[StageGraph]) -> float:
+    """Bytes of a gradient in the plan's stated ``grad_reduce_dtype`` over those in the graph's dtype, for a
+    plan without FSDP: Megatron-Core reduces its main-gradient buffer, whose dtype is ``torch.float`` with
+    ``grad_reduce_in_fp32`` and the parameter's otherwise (``grad_dtype``, megatron/core/distributed/
+    distributed_data_parallel.py ``_allocate_buffers_for_parameters``); 1 where the plan states none."""
+    from workloads.dtypes import dtype_bytes
+
+    if plan.fsdp or not plan.grad_reduce_dtype:
+        return 1.0
+    param = dtype_bytes(str(graphs[0].graph.meta.get("dtype") or "bf16"))
+    return dtype_bytes(plan.grad_reduce_dtype, param) / param
 
 
 def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any, m: int,
@@ -898,6 +914,7 @@ def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: 
     adds each later one in place (read 2 + 2, write 2). Experts left out of FSDP (``ep_shard`` 1: NeMo AutoModel's
     ``ignored_params``, :func:`_expert_sharded`) accumulate through autograd in their own dtype."""
     from simulator.engines.analytical import spec_of
+    from workloads.dtypes import dtype_bytes
 
     dev = spec_of(system)[0]
     rate = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
@@ -911,13 +928,23 @@ def _accumulation_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: 
     for st in per_stage:
         row = []
         for sg, _ in st:
-            item = 2.0 if str(sg.graph.meta.get("dtype", "bf16")) != "fp32" else 4.0
-            n = float(sg.graph.weight_bytes) / item
+            item = dtype_bytes(str(sg.graph.meta.get("dtype") or "bf16"))  # a gradient's bytes: fp8 1, bf16 2
+            n = float(sg.graph.params)
             plain = _expert_share([(sg, None)]) if plan.ep > 1 and edp == 1 else 0.0
             b = n * ((1.0 - plain) * per_param(item, item * scale) + plain * per_param(item, item))
             row.append(b / rate)
         out.append(row)
     return out
+
+
+def _sync_runs(plan: ParallelPlan, m: int) -> int:
+    """Times a step of ``m`` microbatches reduce-scatters, reshards and re-gathers a pipelined FSDP2 stage
+    (:func:`_fsdp_gathers_once_per_step`): once per schedule run (:func:`_scheduled_runs`), or once a step
+    where the stack defers the sync to the step's last run (``plan.grad_sync_per_step``)."""
+    k = plan.pipeline_microbatches
+    if plan.grad_sync_per_step or plan.pp == 1 or not k or k >= m or m % k:
+        return 1
+    return m // k
 
 
 def _scheduled_runs(plan: ParallelPlan, m: int, run: Any) -> PipelineTime:
@@ -1202,13 +1229,33 @@ def _fp8_weight_cache(g: OpGraph) -> float:
 
     if g.meta.get("fp8_linears") not in TE_WEIGHT_CACHE:
         return 0.0
+    return 2.0 * _fp8_weight_numel(g)
+
+
+def _fp8_weight_numel(g: OpGraph) -> float:
+    """Parameters of the linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts)."""
     seen: dict[str, int] = {}
     for op in g.ops:
         if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
             for t in op.inputs[1:2]:
                 if t.name.endswith(".fp8_1"):
                     seen[t.name.replace("@recompute", "")] = t.numel
-    return 2.0 * sum(seen.values())
+    return float(sum(seen.values()))
+
+
+def _gathered_weight_bytes(g: OpGraph, plan: ParallelPlan) -> float:
+    """Bytes of the stage's parameters the distributed optimizer all-gathers after its update: each once
+    (``OpGraph.weight_bytes``), the fp8 linear weights 1 byte each with ``plan.fp8_param``: Megatron-Core keeps
+    Transformer Engine's fp8 parameters (``fp8_param_gather``) in a ``torch.uint8`` buffer ("when creating the
+    param buffer for fp8 params, it is necessary to use torch.uint8, not the 'fake' dtype",
+    megatron/core/distributed/distributed_data_parallel.py ``_allocate_buffers_for_parameters``; TE 2.x's
+    ``QuantizedTensor`` covers current scaling and MXFP8 alike, megatron/core/fp8_utils.py ``is_float8tensor``)."""
+    from workloads.dtypes import dtype_bytes
+
+    wb = float(g.weight_bytes)
+    if not plan.fp8_param:
+        return wb
+    return wb - (dtype_bytes(str(g.meta.get("dtype") or "bf16")) - 1.0) * _fp8_weight_numel(g)
 
 
 def _weight_itemsize(sgs: list[tuple[StageGraph, _GraphCost]]) -> tuple[float, bool]:
@@ -1517,7 +1564,7 @@ def _simulate(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: Parall
 
     A pipelined FSDP2 stage (:func:`_pipelined_fsdp`, the closed form's costs): ``acc[s][c]``, the seconds each
     backward of chunk ``c`` adds its gradients to the step's accumulators, runs in that backward pass on the
-    compute stream; ``tail_sync[s]``, the stage's whole reduce-scatter in FSDP2's ``reduce_dtype``, runs after
+    compute stream; ``tail_sync[s]``, the stage's whole reduce-scatter (of every schedule run) in FSDP2's ``reduce_dtype``, runs after
     the device's last pass with the compute stream waiting on it (:func:`_pipelined_reduce_scale`), in place of
     buckets that overlap the last backward.
     """

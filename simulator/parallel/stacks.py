@@ -53,9 +53,6 @@ __all__ = ["check_stack_device", "SHARDED_STACKS", "ShardedStep", "sharded_step"
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
 
-_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
-
-
 @dataclass(frozen=True)
 class ShardedStep:
     """The tail of a fully sharded training step under one stack (seconds).
@@ -361,6 +358,7 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
     """:func:`sharded_step` over FSDP groups of ``group`` ranks (``tp`` ranks apart) with the bytes,
     collectives and bandwidth of the plan's first stage; with the gradient bytes, the reduce dtype's
     scale over the parameters' dtype and the step's units (layers + 1)."""
+    from workloads.dtypes import dtype_bytes
     from workloads.ir import Role
 
     sgs = [sg for sg, _ in per_stage[0]]
@@ -368,8 +366,8 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
     # the gradients are one per trainable parameter in the compute dtype: the bytes FSDP2 gathers under
     # MixedPrecisionPolicy(param_dtype=bf16), which casts the fp32 shard in the copy-in before the all-gather
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
-    param = _DTYPE_BYTES.get(str(g0.meta.get("dtype", "bf16")), 2.0)
-    scale = _DTYPE_BYTES.get(_grad_reduce_dtype(profile, g0), param) / param
+    param = dtype_bytes(str(g0.meta.get("dtype") or "bf16"))  # fp8_e4m3 graphs: 1 byte
+    scale = dtype_bytes(_grad_reduce_dtype(profile, g0), param) / param
     coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
     units = max(1, layers) + 1

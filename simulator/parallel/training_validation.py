@@ -594,6 +594,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
                         moe_host_sync=(bridge or _automodel(row)) and _moe_host_sync(row),
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
+                        grad_sync_per_step=_automodel(row) and pp > 1,
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **(_maxtext_config(row) or _automodel_config(row)))
 

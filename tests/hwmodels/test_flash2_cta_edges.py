@@ -75,3 +75,25 @@ def test_b200_tritonbench_rows_move_toward_the_measurement():
     for (seq, measured), ratio in zip(TRITONBENCH_B200.items(), (1.273, 1.181, 1.085), strict=True):
         tflops = 4 * 8 * 16 * seq * seq * 128 / _forward_s("b200", seq) / 1e12
         assert tflops / measured == pytest.approx(ratio, abs=0.001)
+
+
+def test_output_rescale_is_counted_in_the_vector_work():
+    # the A100's head-dim-128 forward tile is 128 x 64: 128 / 64 = 2 FP32 multiplies a score rescale the output
+    # accumulators, on top of the softmax's 4 ALU operations a score; the energy reads these vector flops
+    from simulator.engines.analytical import EvalOptions
+    from simulator.lowering.common import LoweringContext, lower
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, Role, TensorSpec
+
+    t = TensorSpec("q", (8, 16, 512, 128), DType.FP16, Role.ACTIVATION)
+    op = Op("a", "attention", (t, t, t), (t,), Attrs({"causal": False}))
+    cost = lower(op, LoweringContext(load_device("a100-sxm4-80gb"), EvalOptions(attention_kernel="flash2")))
+    assert cost.vector_flops == 8 * 16 * 512 * 512 * (4 + 2)
+
+
+def test_output_rescale_is_sized_by_the_value_head_dim():
+    # 192-wide queries and keys, 128-wide values: the rescaled accumulators are O's 128 a row, 128 / 64 = 2 a score
+    # on the 128 x 64 tile (192 / 64 = 3 were the query width's)
+    p = gpu.gpu_params(load_device("a100-sxm4-80gb"), "fp16")
+    e = gpu.attention(8, 16, 16, 512, 512, 192, 128, p, kernel="flash2", tile=gpu.Flash2Tile(128, 64))
+    assert dict(e.details)["rescale_ops_per_score"] == 2.0

@@ -134,3 +134,16 @@ def test_bad_files_and_flags_are_one_located_line(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert needle.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def test_unknown_tile_loop_kernel_is_located_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose notes name an unknown tile-loop kernel: one location (file:line), not the row's twice."""
+    head, *rows = PUBLISHED.read_text().splitlines()
+    row = next(r for r in rows if r.startswith("pub-095,"))
+    assert "cub-ublkcp@b52534bf04:mul-int8" in row
+    p = _bad(tmp_path, f"{head}\n{row.replace('mul-int8', 'mul-int16')}\n")
+    assert main(["validate", str(p), "--hardware", "b200"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"nodeperf: error: {p}:2: notes: unknown tile-loop kernel; got "
+                          "'cub-ublkcp@b52534bf04:mul-int16'"), err
+    assert err.count(f"{p}:2") == 1 and len(err.splitlines()) == 1

@@ -47,8 +47,8 @@ def test_evaluated_step_runs_the_schedule_per_local_batch() -> None:
     hw = load_hardware("dgx-h100x2")
     base = ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64, fsdp=True)  # 8 microbatches a rank
     whole = evaluate_plan(CFG, hw, base, train=True, seq=256, recompute="full")
-    runs = evaluate_plan(CFG, hw, dataclasses.replace(base, pipeline_microbatches=2), train=True, seq=256,
-                         recompute="full")
+    runs = evaluate_plan(CFG, hw, dataclasses.replace(base, pipeline_microbatches=2, grad_sync_per_step=True),
+                         train=True, seq=256, recompute="full")
     fwd = [s.forward_s for s in whole.stages]
     # each backward also adds its gradients to FSDP2's float32 accumulators (no gradient sync until the last)
     graphs = stage_graphs(CFG, base, seq=256, train=True, recompute="full")
@@ -60,6 +60,30 @@ def test_evaluated_step_runs_the_schedule_per_local_batch() -> None:
     assert runs.pipeline.busy_s == pytest.approx(whole.pipeline.busy_s)
     assert runs.latency_s - whole.latency_s == pytest.approx(runs.pipeline.step_s - whole.pipeline.step_s)
     assert runs.pipeline.bubble_s == pytest.approx(4 * whole.pipeline.bubble_s, rel=1e-6)
+
+
+def test_torch_schedule_runs_sync_their_gradients_each() -> None:
+    # torch.distributed.pipelining alone: every schedule.step()'s last backward reduce-scatters and reshards, so 4
+    # runs of 2 pay 4 reduce-scatters and 4 gathers, and each run's accumulation starts again (averaged over 2)
+    hw = load_hardware("dgx-h100x2")
+    base = ParallelPlan(pp=2, dp=8, microbatch=1, global_batch=64, fsdp=True, pipeline_microbatches=2)
+    once = evaluate_plan(CFG, hw, dataclasses.replace(base, grad_sync_per_step=True), train=True, seq=256,
+                         recompute="full")
+    each = evaluate_plan(CFG, hw, base, train=True, seq=256, recompute="full")
+    graphs = stage_graphs(CFG, base, seq=256, train=True, recompute="full")
+    fwd = [s.forward_s for s in once.stages]
+    acc = _accumulation_s([[(sg, None)] for sg in graphs], base, hw, 2, 2.0)
+    bwd = [s.backward_s + a[0] for s, a in zip(once.stages, acc, strict=True)]
+    assert each.pipeline.step_s == pytest.approx(4 * pipeline_time(fwd, bwd, 2).step_s)
+    assert each.breakdown["dp_sync_exposed_s"] == pytest.approx(4 * once.breakdown["dp_sync_exposed_s"])
+    tail = lambda r: r.latency_s - r.pipeline.step_s - r.breakdown["optimizer_s"]  # noqa: E731
+    assert tail(each) == pytest.approx(4 * tail(once))  # reduce-scatter and all-gather, once a run
+    assert tv._plan(_row("train-139"), 256).grad_sync_per_step  # NeMo AutoModel defers them to the step's end
+    assert not tv._plan(_row("train-027"), 8).grad_sync_per_step  # torchtitan: torch's own
+
+
+def _row(rid: str) -> tv.TrainingRecord:
+    return {r.id: r for r in tv.load_training_rows()}[rid]
 
 
 def test_automodel_rows_state_their_local_batch_and_deepep_host_wait() -> None:
