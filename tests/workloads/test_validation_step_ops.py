@@ -7,7 +7,7 @@ import pytest
 from hwmodels.catalog import load_device
 from simulator import EvalOptions, evaluate
 from simulator.calibration.measurements import MeasurementSet
-from simulator.calibration.predict import default_predict, timed_validation_step
+from simulator.calibration.predict import default_predict, stated_module_tree, timed_validation_step
 from simulator.calibration.validation import DEFAULT_DATASET
 from simulator.engines.analytical import module_call_counts
 from simulator.hardware import known_devices
@@ -73,4 +73,4 @@ def test_published_inference_rows_say_their_timed_step():
     t4 = load_device("t4")
     opts = EvalOptions(eager_framework=True, eager_modules=True)
     assert default_predict(g, t4, row) == pytest.approx(
-        evaluate(classification_validation_step(g), t4, opts).latency_s, rel=1e-12)
+        evaluate(stated_module_tree(classification_validation_step(g), row, True), t4, opts).latency_s, rel=1e-12)

@@ -55,7 +55,7 @@ def test_values_are_the_logged_figures():
 
 def test_mape_is_the_achieved_figure(result):
     assert result["n"] == 6 and result["not_scored"] == 0
-    assert result["mape"] == pytest.approx(15.18, abs=0.05)  # docs/edge.md (15.26 there, before the CTA edges)
+    assert result["mape"] == pytest.approx(15.13, abs=0.05)  # docs/edge.md (15.1 there; 15.18 before the output rescale)
     # (per benchmark re-recorded when the Ampere tensor fraction, which Orin inherited, became the A100's MAMF,
     # and when every Orin GPU kernel carried the Ampere per-kernel device time; BERT again when GELU was priced as
     # the eager CUDA function's instructions, which TensorRT's compiled GELU does not run; all when the Ampere L2 tile
@@ -67,16 +67,17 @@ def test_mape_is_the_achieved_figure(result):
     # each CTA of a FlashAttention-2 launch paid its pipeline edges, Orin being sm80: 15.26 -> 15.18, edge-005
     # -8.6 -> -7.7%, edge-006 -13.3 -> -13.7%; BERT when co-resident FlashAttention-2 CTAs hid each other's edges
     # and a causal CTA computed whole diagonal key blocks (Orin is sm87: its own tiles): 10.71 -> 10.65, edge-005
-    # -7.7 -> -8.0%, edge-006 -13.7 -> -13.3%)
+    # -7.7 -> -8.0%, edge-006 -13.7 -> -13.3%; BERT when FlashAttention-2's output rescale, counted in its
+    # compiled main loop, was priced: 10.65 -> 10.56, edge-005 -8.0 -> -7.8%)
     assert result["by_benchmark"]["resnet50"]["mape"] == pytest.approx(15.08, abs=0.05)
     assert result["by_benchmark"]["retinanet"]["mape"] == pytest.approx(19.75, abs=0.05)
-    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.65, abs=0.05)
+    assert result["by_benchmark"]["bert-99"]["mape"] == pytest.approx(10.56, abs=0.05)
     err = {r["id"]: r["error_pct"] for r in result["rows"]}
     assert err["edge-001"] == pytest.approx(-26.6, abs=0.1)  # ResNet-50 single stream, GPU
     assert err["edge-002"] == pytest.approx(+3.6, abs=0.1)   # ResNet-50 offline, GPU + 2 DLAs
     assert err["edge-003"] == pytest.approx(-22.8, abs=0.1)   # RetinaNet single stream, GPU
     assert err["edge-004"] == pytest.approx(+16.7, abs=0.1)   # RetinaNet offline, GPU b4 + 2 DLAs b1
-    assert err["edge-005"] == pytest.approx(-8.0, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
+    assert err["edge-005"] == pytest.approx(-7.8, abs=0.1)  # BERT single stream at 384 tokens (upper bound)
     assert err["edge-006"] == pytest.approx(-13.3, abs=0.1)  # BERT offline at the mean SQuAD length
 
 
@@ -161,7 +162,7 @@ def test_bad_rows_are_located(tmp_path, edit, needle):
 def test_cli_prints_the_edge_group(capsys):
     assert main(["validate", "--dataset", "edge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["n"] == 6 and out["mape"] == pytest.approx(15.18, abs=0.05)
+    assert out["n"] == 6 and out["mape"] == pytest.approx(15.13, abs=0.05)
     assert main(["validate", "--dataset", "edge", "--hardware", "l4"]) == 2
     assert "expected neither" in capsys.readouterr().err
 
