@@ -64,8 +64,10 @@ def test_cli_refuses_a_training_profile_on_the_wrong_device(capsys, argv, line):
 
 def test_cli_fsdp2_costs_attention_with_flashattention2(capsys):
     """The profile's costing reaches the engine: FA2 (warp-level mma.sync) attention on an H100 is slower
-    than the FA3-class kernel the engine picks on Hopper without a profile."""
-    argv = ["predict", "llama-3-8b", "--hardware", "h100-sxm5-80gb", "--seq", "4096", "--batch", "1", "--json"]
+    than the FA3-class kernel the engine picks on Hopper without a profile (a training step: ``fsdp2`` is a
+    training stack, refused for one device's inference step)."""
+    argv = ["predict", "llama-3-8b", "--hardware", "h100-sxm5-80gb", "--seq", "4096", "--batch", "1", "--json",
+            "--train"]
     assert main([*argv, "--framework", "fsdp2"]) == 0
     fsdp2 = json.loads(capsys.readouterr().out)
     assert main(argv) == 0
