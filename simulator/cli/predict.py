@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("predict: --trace: a plan's trace draws one step; got --trace with --phase generate; "
                              "expected --phase prefill, decode or --train (or no --trace)")
         return run_parallel(args, hw, eval_options(args))
-    _check_training_stack(args)
+    _check_training_stack(args, hw)
     graph = graph_from_args(args)
     opts = eval_options(args)
     if args.engine == "des":
@@ -166,19 +166,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_training_stack(args: argparse.Namespace) -> None:
+def _check_training_stack(args: argparse.Namespace, hw: Any) -> None:
     """A profile whose ``stack`` field names a training stack's plan-level behaviour (fsdp2, megatron-core,
     xla-spmd: :class:`workloads.frameworks.FrameworkProfile`) describes a training step: refused for one device's
-    inference step, which it would cost with a training stack's kernels."""
+    inference step, which it would cost with a training stack's kernels; the refusal names the inference profiles
+    that run on ``hw``'s device."""
     from simulator.cli.common import profile_from_args
+    from workloads.frameworks import PROFILES, profiles_for
 
     profile = profile_from_args(args)
     if profile is None or not profile.stack or args.train or args.phase == "train":
         return
+    dev = getattr(hw, "device", hw)
+    names = [n for n in profiles_for(getattr(dev, "kind", ""), getattr(dev, "vendor", "")) if not PROFILES[n].stack]
     phase = f" (--phase {args.phase})" if args.phase else ""
     raise ValueError(f"predict: --framework {profile.name}: a training stack (stack {profile.stack!r}); got an "
-                     f"inference step{phase} on one device; expected --train, or an inference profile (e.g. eager, "
-                     "sdpa, compile, tensorrt, vllm)")
+                     f"inference step{phase} on one device; expected --train, or an inference profile"
+                     + (f" that runs on {dev.name}: {', '.join(names)}" if names else ""))
 
 
 def eval_options(args: argparse.Namespace) -> Any:

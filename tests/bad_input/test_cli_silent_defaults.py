@@ -86,6 +86,13 @@ def test_training_stack_for_one_device_inference(capsys, framework: str) -> None
     rc, err = cli_exit(capsys, "predict", "gpt2", *H100, "--framework", framework, "--phase", "decode")
     one_line(rc, err, f"predict: --framework {framework}: a training stack", "got an inference step (--phase decode)",
              "expected --train")
+    assert "that runs on h100-sxm5-80gb:" in err and "sdpa" in err and "vllm" in err and "fsdp2," not in err
+
+
+def test_training_stack_refusal_names_the_tpus_inference_profiles(capsys) -> None:
+    rc, err = cli_exit(capsys, "predict", "gpt2", "--hardware", "tpu-v5e", "--framework", "maxtext", "--phase", "decode")
+    one_line(rc, err, "predict: --framework maxtext: a training stack", "an inference profile that runs on tpu-v5e: "
+             "vllm, xla")
 
 
 def test_experiment_unknown_table_names_its_line(capsys, tmp_path, monkeypatch) -> None:
