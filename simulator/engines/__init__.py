@@ -17,6 +17,11 @@ _EXPORTS: dict[str, str] = {
     "simulate": "simulator.engines.discrete_event",
 }
 
-__all__ = ["EvalOptions", "evaluate", "simulate"]
+__all__ = ["EvalOptions", "evaluate", "simulate", "CLOCK_SPAN_S"]
+
+#: Longest span of simulated time (s) an event clock of float64 seconds keeps in 1 ns steps: 2**52 ns (about 52
+#: days); beyond it an event's microseconds vanish into the clock's rounding. The one bound the serving and
+#: real-time simulators hold their spans, periods and horizons to.
+CLOCK_SPAN_S = 2.0**52 * 1e-9
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

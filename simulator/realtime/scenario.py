@@ -50,6 +50,7 @@ from typing import Any
 from hwmodels.tables import table_problems
 from nodeperf.errors import NodeperfError
 from nodeperf.suggest import did_you_mean, format_problems, short_repr
+from simulator.engines import CLOCK_SPAN_S as ENGINE_CLOCK_SPAN_S
 from simulator.engines.options import SETTING_ALIASES, SETTINGS, options_from_settings
 
 __all__ = [
@@ -79,9 +80,9 @@ DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 MAX_SUPPORT = 4096
 #: Quantile of an unbounded distribution (a Poisson without ``max``) up to which the bound holds.
 DEFAULT_BOUND_QUANTILE = 0.9999
-#: Longest simulated span (s): the event clock is float64 seconds, whose steps stay within 1 ns up to 2**52 ns
-#: (about 52 days); a period, deadline or horizon beyond it loses a job's microseconds to the clock's rounding.
-CLOCK_SPAN_S = 2.0**52 * 1e-9
+#: Longest simulated span (s): :data:`simulator.engines.CLOCK_SPAN_S` (2**52 ns); a period, deadline or horizon
+#: beyond it loses a job's microseconds to the clock's rounding.
+CLOCK_SPAN_S = ENGINE_CLOCK_SPAN_S
 #: Shortest period a rate may give (s): 1 ns, the clock's step (a rate above 1 GHz).
 MIN_PERIOD_S = 1e-9
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from nodeperf.suggest import did_you_mean
+from simulator.engines import CLOCK_SPAN_S
 from simulator.serving.config import ServingError
 
 __all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "client_arrival_times", "read_trace", "parse_params", "ARRIVAL_KINDS",
@@ -35,9 +36,8 @@ __all__ = ["ArrivalSpec", "parse_arrival", "arrival_times", "client_arrival_time
 
 ARRIVAL_KINDS = ("poisson", "gamma", "concurrency", "burst", "trace")
 
-#: Longest span of simulated time (s): the event clock is float64 seconds, whose steps stay within 1 ns up
-#: to 2**52 ns (about 52 days); beyond it an iteration's microseconds vanish into the rounding of the clock.
-MAX_HORIZON_S = 2.0**52 * 1e-9
+#: Longest span of simulated time (s): the event clock's :data:`simulator.engines.CLOCK_SPAN_S` (2**52 ns).
+MAX_HORIZON_S = CLOCK_SPAN_S
 
 
 @dataclass(frozen=True)
