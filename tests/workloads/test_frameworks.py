@@ -106,7 +106,7 @@ def test_drop_optimizer():
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
                              "vllm-v0", "sglang", "sglang-0.3",
-                             "xla", "fsdp2", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
+                             "xla", "fsdp2", "torchtitan-eager", "fsdp2-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
                              "maxtext-cf", "maxtext-serial"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,

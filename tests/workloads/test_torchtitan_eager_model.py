@@ -1,0 +1,63 @@
+"""torchtitan without --compile before 2025-03-19: its Python RMSNorm and complex RoPE run op by op
+(``torchtitan-eager``; pytorch/torchtitan @ 9dec370 torchtitan/models/norms.py RMSNorm, models/llama/model.py
+apply_rotary_emb), and the training validation states that profile only for those rows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simulator.parallel import training_validation as tv
+from workloads.frameworks import get_profile
+from workloads.resolve import load_workload
+
+S, H, KV, D, DM = 64, 32, 8, 128, 4096  # llama-3-8b: 32 query heads, 8 KV heads of 128; model width 4096
+
+
+def _fwd(g, group):
+    return [op for op in g if (op.group.startswith(f"layers.0.{group}") or op.name == f"layers.0.{group}")
+            and ".bwd_" not in op.name
+            and "@recompute" not in op.name]
+
+
+def test_rmsnorm_is_torchtitans_eight_kernels_with_fp32_traffic():
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan-eager")
+    norm = _fwd(g, "attn_norm")
+    assert [op.kind + ":" + str(op.attrs.get("op", "")) for op in norm] == [
+        "elementwise:cast", "elementwise:pow", "reduction:mean", "elementwise:add", "elementwise:rsqrt",
+        "elementwise:mul", "elementwise:cast", "elementwise:mul"]
+    n = S * DM
+    # x.float(): reads bf16, writes fp32; pow: fp32 in and out
+    assert (norm[0].bytes_read, norm[0].bytes_written) == (2 * n, 4 * n) == (524_288, 1_048_576)
+    assert (norm[1].bytes_read, norm[1].bytes_written) == (4 * n, 4 * n)
+    # type_as(x): fp32 -> bf16
+    assert (norm[6].bytes_read, norm[6].bytes_written) == (4 * n, 2 * n)
+
+
+def test_rope_is_upcast_complex_product_downcast_per_tensor():
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan-eager")
+    for name, heads in (("rope_q", H), ("rope_k", KV)):
+        ops = _fwd(g, f"attn.{name}")
+        assert [op.name.rsplit(".", 1)[-1] for op in ops] == ["to_fp32", "mul_freqs_cis", "to_dtype"]
+        n = S * heads * D
+        mul = ops[1]
+        # the fp32 pairs of the tensor and freqs_cis (S x D/2 complex64 = S x D fp32) in, the fp32 product out
+        assert (mul.bytes_read, mul.bytes_written) == (4 * n + 4 * S * D, 4 * n)
+    assert 4 * S * H * D + 4 * S * D == 1_081_344
+
+
+def test_other_fsdp2_stacks_keep_one_norm_and_one_rope_kernel():
+    for fw in ("fsdp2", "fsdp2-compile"):
+        g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
+        assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"], fw
+        assert [op.attrs.get("op") for op in _fwd(g, "attn.rope_q")] == ["rope"], fw
+    p = get_profile("torchtitan-eager")
+    assert (p.eager_norm, p.complex_rope, p.eager_ops, p.stack, p.fusion) == (True, True, False, "fsdp2", False)
+
+
+def test_the_validation_states_torchtitan_eager_only_before_native_rmsnorm():
+    row = next(r for r in tv.load_training_rows() if r.id == "train-007")  # 9dec370, no --compile
+    assert tv.stated_recipe(row)["framework"] == "torchtitan-eager"
+    later = replace(row, raw={**row.raw, "framework_version": "torchtitan 3b39d7ab0 (2025-03-19)"})
+    assert tv.stated_recipe(later)["framework"] == "fsdp2"
+    compiled = replace(row, raw={**row.raw, "compile": "1"})
+    assert tv.stated_recipe(compiled)["framework"] == "fsdp2-compile-blocks"
