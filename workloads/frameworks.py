@@ -190,6 +190,13 @@ _TORCHTITAN_EAGER_MODEL = (
     ".reshape(...)), torch.view_as_real(xq_ * freqs_cis).flatten(3), .type_as(xq), likewise for xk. Without "
     "--training.compile these run as one kernel per op (parallelize_llama.py compiles only under "
     "training.compile)")
+_INDUCTOR_COMPLEX = (
+    "pytorch/pytorch torch/_inductor/lowering.py unsupported_input_tensor: a complex tensor (other than the input of "
+    "view.dtype / convert_element_type) warns 'Torchinductor does not support code generation for complex "
+    "operators. Performance may be worse than eager.' and fallback_node_due_to_unsupported_type makes the node an "
+    "ATen FallbackKernel; Inductor decomposes complex addition only (pull request #110740, 2023-10: 'complex "
+    "operations will mostly end up taken care of by the aten runtime'); pytorch/torchtitan issue #15 (2024-01-25, "
+    "open): compiling torchtitan's Llama prints that warning from its complex RoPE")
 _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
           "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
           "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
@@ -481,9 +488,10 @@ class FrameworkProfile:
         multiply, downcast, ``* weight``) without the rest of ``eager_ops``: torchtitan's ``RMSNorm``
         (``norm_type = "rmsnorm"``) before it switched to ``nn.RMSNorm`` (source: ``_TORCHTITAN_EAGER_MODEL``).
     complex_rope
-        RoPE as torchtitan's ``apply_rotary_emb`` runs it eagerly: the query and the key each upcast to fp32,
+        RoPE as torchtitan's ``apply_rotary_emb`` runs it: the query and the key each upcast to fp32,
         multiplied as complex numbers by ``freqs_cis`` and cast back (three kernels per tensor; the
-        ``view_as_complex`` / ``view_as_real`` reshapes are views).
+        ``view_as_complex`` / ``view_as_real`` reshapes are views), also under torch.compile, where the complex
+        product is an ATen fallback kernel (source: ``_INDUCTOR_COMPLEX``).
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -876,18 +884,25 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("fsdp2-compile", "PyTorch FSDP2 training as torchtitan runs it with --compile (torch.compile "
                      "of every transformer block: Inductor fuses the pointwise and reduction ops, cuBLAS GEMMs and "
                      "SDPA FlashAttention-2 stay library calls; the cross entropy loss compiled too; FSDP2 as fsdp2)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
-                              _TORCH_SDPA),
+                              _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
                      compiled_loss=True),
     FrameworkProfile("fsdp2-compile-blocks", "PyTorch FSDP2 training as torchtitan ran it with --compile before "
                      "2025-04-02 (the transformer blocks under torch.compile, the cross entropy loss eager; "
                      "otherwise as fsdp2-compile)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
-                              _TORCH_SDPA),
+                              _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training under torch.compile of a Hugging Face model code "
+                     "(NeMo AutoModel with compile on): as fsdp2-compile, with the real-valued RoPE (rotate_half) that "
+                     "Inductor generates as one kernel",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
+                     compiled_loss=True),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),

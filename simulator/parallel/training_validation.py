@@ -701,6 +701,8 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
         if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
             stack = "fsdp2-compile-blocks"  # before the loss was compiled too
+        elif _automodel(row):
+            stack = "automodel-compile"  # the Hugging Face model code: no complex RoPE
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
 
 

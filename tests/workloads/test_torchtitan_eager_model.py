@@ -45,8 +45,8 @@ def test_rope_is_upcast_complex_product_downcast_per_tensor():
     assert 4 * S * H * D + 4 * S * D == 1_081_344
 
 
-def test_other_fsdp2_stacks_keep_one_norm_and_one_rope_kernel():
-    for fw in ("fsdp2", "fsdp2-compile"):
+def test_automodel_stacks_keep_one_norm_and_one_rope_kernel():
+    for fw in ("fsdp2", "automodel-compile"):  # NeMo AutoModel's stacks
         g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
         assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"], fw
         assert [op.attrs.get("op") for op in _fwd(g, "attn.rope_q")] == ["rope"], fw
@@ -61,3 +61,30 @@ def test_the_validation_states_torchtitan_eager_only_before_native_rmsnorm():
     assert tv.stated_recipe(later)["framework"] == "fsdp2"
     compiled = replace(row, raw={**row.raw, "compile": "1"})
     assert tv.stated_recipe(compiled)["framework"] == "fsdp2-compile-blocks"
+
+
+def _records(fw: str):
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.hardware import load_hardware
+
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework=fw)
+    opts = EvalOptions(**{k: v for k, v in get_profile(fw).cost_options().items() if k in ("fusion", "epilogue_fusion")})
+    rep = evaluate(g, load_hardware("h100-sxm5-80gb"), opts)
+    return {r.name: r for r in rep.records if r.name.startswith("layers.0.attn.rope_q")}
+
+
+def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
+    recs = _records("fsdp2-compile")
+    prod = [n for n in recs if "mul_freqs_cis" in n]
+    # the forward product and its gradient (times conj(freqs_cis)), each a kernel of its own
+    assert sorted(n.split("rope_q.", 1)[1] for n in prod) == ["mul_freqs_cis", "mul_freqs_cis.bwd_0"]
+    assert all(recs[n].fused_into == "" for n in prod)
+    # nothing joins the ATen kernel: the downcast after it starts a kernel too
+    assert recs["layers.0.attn.rope_q.to_dtype"].fused_into == ""
+    # the real-valued RoPE of the Hugging Face code (automodel-compile) stays one generated op
+    assert [n.rsplit(".", 1)[-1] for n in _records("automodel-compile") if ".bwd" not in n] == ["rope_q"]
+
+
+def test_automodel_rows_with_compile_keep_the_real_valued_rope():
+    row = next(r for r in tv.load_training_rows() if r.id == "train-136")
+    assert tv.stated_recipe(row)["framework"] == "automodel-compile"

@@ -569,11 +569,14 @@ class _Build:
 
     def complex_rope_kernels(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
         """torchtitan's ``apply_rotary_emb`` for one tensor, eagerly: ``x.float()``, the complex product with
-        ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing."""
+        ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing. Under
+        torch.compile the product stays an ATen kernel (complex tensors are not code-generated), so the casts
+        before and after it are kernels of their own too."""
         b = self.b
         with b.group(name):
             h = b.op("elementwise", [x], name="to_fp32", op="cast", out_dtype="fp32")
-            h = self.ew("mul", h, freqs, name="mul_freqs_cis")
+            # complex64 operands: Inductor leaves the product to ATen (simulator.engines.walk.ATEN_FALLBACK)
+            h = b.op("elementwise", [h, freqs], name="mul_freqs_cis", op="mul", aten_fallback=True)
             return b.op("elementwise", [h], name="to_dtype", op="cast", out_dtype=x.dtype.value)
 
     def activation(self, x: TensorSpec) -> TensorSpec:
