@@ -196,7 +196,9 @@ _INDUCTOR_COMPLEX = (
     "operators. Performance may be worse than eager.' and fallback_node_due_to_unsupported_type makes the node an "
     "ATen FallbackKernel; Inductor decomposes complex addition only (pull request #110740, 2023-10: 'complex "
     "operations will mostly end up taken care of by the aten runtime'); pytorch/torchtitan issue #15 (2024-01-25, "
-    "open): compiling torchtitan's Llama prints that warning from its complex RoPE")
+    "open): compiling torchtitan's Llama prints that warning from its complex RoPE, which apply_rotary_emb keeps at "
+    "9dec370 (torchtitan/models/llama/model.py) and at 820504e and e7c0cae (torchtitan/models/llama3/model.py "
+    "lines 155-156)")
 _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
           "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
           "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
