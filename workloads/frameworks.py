@@ -494,6 +494,11 @@ class FrameworkProfile:
         multiplied as complex numbers by ``freqs_cis`` and cast back (three kernels per tensor; the
         ``view_as_complex`` / ``view_as_real`` reshapes are views), also under torch.compile, where the complex
         product is an ATen fallback kernel (source: ``_INDUCTOR_COMPLEX``).
+    repeat_kv
+        The model code copies each key/value head to its query heads before SDPA (torchtitan's ``repeat_kv``:
+        ``expand`` then ``reshape``, a materialised copy; torchtitan/models/llama/model.py @ 9dec370 lines 201-202,
+        torchtitan/models/llama3/model.py @ 820504e and e7c0cae lines 250-251), so the attention runs over ``hq``
+        key/value heads and its key/value gradients are summed back over the copies.
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -671,6 +676,7 @@ class FrameworkProfile:
     eager_ops: bool = False
     eager_norm: bool = False
     complex_rope: bool = False
+    repeat_kv: bool = False
     matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
@@ -745,7 +751,7 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.complex_rope)
+                    or self.complex_rope or self.repeat_kv)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -762,7 +768,8 @@ class FrameworkProfile:
         return {"name": self.name, "title": self.title,
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout,
-                          "eager_norm": self.eager_norm, "complex_rope": self.complex_rope},
+                          "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
+                          "repeat_kv": self.repeat_kv},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
@@ -880,13 +887,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("torchtitan-eager", "PyTorch FSDP2 training as torchtitan ran it without --compile before "
                      "2025-03-19: as fsdp2, with the model code's RMSNorm and complex RoPE issued op by op",
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
-                     eager_norm=True, complex_rope=True,
+                     eager_norm=True, complex_rope=True, repeat_kv=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_EAGER_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("fsdp2-compile", "PyTorch FSDP2 training as torchtitan runs it with --compile (torch.compile "
                      "of every transformer block: Inductor fuses the pointwise and reduction ops, cuBLAS GEMMs and "
                      "SDPA FlashAttention-2 stay library calls; the cross entropy loss compiled too; FSDP2 as fsdp2)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True,
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True, repeat_kv=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
                               _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
@@ -894,7 +901,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("fsdp2-compile-blocks", "PyTorch FSDP2 training as torchtitan ran it with --compile before "
                      "2025-04-02 (the transformer blocks under torch.compile, the cross entropy loss eager; "
                      "otherwise as fsdp2-compile)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True,
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True, repeat_kv=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
                               _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),

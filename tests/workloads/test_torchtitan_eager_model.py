@@ -88,3 +88,14 @@ def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
 def test_automodel_rows_with_compile_keep_the_real_valued_rope():
     row = next(r for r in tv.load_training_rows() if r.id == "train-136")
     assert tv.stated_recipe(row)["framework"] == "automodel-compile"
+
+
+def test_torchtitan_sdpa_reads_repeated_key_value_heads():
+    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("automodel-compile", KV), ("fsdp2", KV)):
+        g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
+        (core,) = [op for op in g if op.kind == "attention" and op.name.startswith("layers.0.")]
+        assert core.inputs[1].shape == (1, heads, S, D) == core.inputs[2].shape, fw
+        rep = [op for op in _fwd(g, "attn") if op.name.endswith("repeat_k")]
+        # torchtitan's repeat_kv: one copy writing the 32 key heads (4 copies of each of the 8)
+        assert [op.bytes_written for op in rep] == ([2 * S * H * D] if heads == H else []), fw
+    assert 2 * S * H * D == 524_288

@@ -462,6 +462,7 @@ class _Build:
         self.eager_ops = bool(prof and prof.eager_ops)
         self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
+        self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -669,6 +670,9 @@ class _Build:
             if self.cp > 1 and memory is None:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
+                if self.repeat_kv and k.shape[1] < q.shape[1]:  # the model code's repeat_kv before SDPA
+                    k = b.op("concat", [k] * (q.shape[1] // k.shape[1]), name="repeat_k", axis=1)
+                    v = b.op("concat", [v] * (q.shape[1] // v.shape[1]), name="repeat_v", axis=1)
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:
