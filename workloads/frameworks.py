@@ -181,6 +181,24 @@ _TORCHTITAN = ("pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py 
                "reduce_dtype=float32) from training.mixed_precision_param / mixed_precision_reduce (defaults bfloat16 / "
                "float32 in torchtitan/config_manager.py); attention through F.scaled_dot_product_attention(is_causal=True), "
                "the FlashAttention-2 backend on H100 (" + _TORCH_SDPA.split(": ", 1)[1] + ")")
+_TORCHTITAN_EAGER_MODEL = (
+    "pytorch/torchtitan @ 9dec370 (2024-12-26): train_configs/llama3_{8b,70b,405b}.toml set norm_type = \"rmsnorm\", "
+    "which torchtitan/models/norms.py build_norm maps to its Python RMSNorm: forward = "
+    "self._norm(x.float()).type_as(x) * self.weight, _norm = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) "
+    "(lines 96-101), eight eager ops; replaced by torch's nn.RMSNorm in 3b39d7ab0 (2025-03-19, PR #985). "
+    "torchtitan/models/llama/model.py apply_rotary_emb (lines 87-113): xq_ = torch.view_as_complex(xq.float()"
+    ".reshape(...)), torch.view_as_real(xq_ * freqs_cis).flatten(3), .type_as(xq), likewise for xk. Without "
+    "--training.compile these run as one kernel per op (parallelize_llama.py compiles only under "
+    "training.compile)")
+_INDUCTOR_COMPLEX = (
+    "pytorch/pytorch torch/_inductor/lowering.py unsupported_input_tensor: a complex tensor (other than the input of "
+    "view.dtype / convert_element_type) warns 'Torchinductor does not support code generation for complex "
+    "operators. Performance may be worse than eager.' and fallback_node_due_to_unsupported_type makes the node an "
+    "ATen FallbackKernel; Inductor decomposes complex addition only (pull request #110740, 2023-10: 'complex "
+    "operations will mostly end up taken care of by the aten runtime'); pytorch/torchtitan issue #15 (2024-01-25, "
+    "open): compiling torchtitan's Llama prints that warning from its complex RoPE, which apply_rotary_emb keeps at "
+    "9dec370 (torchtitan/models/llama/model.py) and at 820504e and e7c0cae (torchtitan/models/llama3/model.py "
+    "lines 155-156)")
 _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
           "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
           "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
@@ -467,6 +485,20 @@ class FrameworkProfile:
     eager_ops
         Issue activations, RMSNorm and RoPE op by op as the Hugging Face model code writes them
         (``gelu_new`` is 8 kernels), and the head merge as a ``contiguous`` copy.
+    eager_norm
+        The model code's RMSNorm runs op by op (upcast to fp32, ``pow``, ``mean``, ``+ eps``, ``rsqrt``,
+        multiply, downcast, ``* weight``) without the rest of ``eager_ops``: torchtitan's ``RMSNorm``
+        (``norm_type = "rmsnorm"``) before it switched to ``nn.RMSNorm`` (source: ``_TORCHTITAN_EAGER_MODEL``).
+    complex_rope
+        RoPE as torchtitan's ``apply_rotary_emb`` runs it: the query and the key each upcast to fp32,
+        multiplied as complex numbers by ``freqs_cis`` and cast back (three kernels per tensor; the
+        ``view_as_complex`` / ``view_as_real`` reshapes are views), also under torch.compile, where the complex
+        product is an ATen fallback kernel (source: ``_INDUCTOR_COMPLEX``).
+    repeat_kv
+        The model code copies each key/value head to its query heads before SDPA (torchtitan's ``repeat_kv``:
+        ``expand`` then ``reshape``, a materialised copy; torchtitan/models/llama/model.py @ 9dec370 lines 201-202,
+        torchtitan/models/llama3/model.py @ 820504e and e7c0cae lines 250-251), so the attention runs over ``hq``
+        key/value heads and its key/value gradients are summed back over the copies.
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -642,6 +674,9 @@ class FrameworkProfile:
     attention: str = ""
     logits: str = ""
     eager_ops: bool = False
+    eager_norm: bool = False
+    complex_rope: bool = False
+    repeat_kv: bool = False
     matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
@@ -715,7 +750,8 @@ class FrameworkProfile:
     @property
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
-        return bool(self.attention or self.logits or self.eager_ops or self.dropout)
+        return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
+                    or self.complex_rope or self.repeat_kv)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -731,7 +767,9 @@ class FrameworkProfile:
         """A JSON-ready summary (graph changes, costing, sources)."""
         return {"name": self.name, "title": self.title,
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
-                          "eager_ops": self.eager_ops, "dropout": self.dropout},
+                          "eager_ops": self.eager_ops, "dropout": self.dropout,
+                          "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
+                          "repeat_kv": self.repeat_kv},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
@@ -846,21 +884,34 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
                      sources=(_FSDP2, _TORCHTITAN), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("torchtitan-eager", "PyTorch FSDP2 training as torchtitan ran it without --compile before "
+                     "2025-03-19: as fsdp2, with the model code's RMSNorm and complex RoPE issued op by op",
+                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
+                     eager_norm=True, complex_rope=True, repeat_kv=True,
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_EAGER_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("fsdp2-compile", "PyTorch FSDP2 training as torchtitan runs it with --compile (torch.compile "
                      "of every transformer block: Inductor fuses the pointwise and reduction ops, cuBLAS GEMMs and "
                      "SDPA FlashAttention-2 stay library calls; the cross entropy loss compiled too; FSDP2 as fsdp2)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True, repeat_kv=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
-                              _TORCH_SDPA),
+                              _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
                      compiled_loss=True),
     FrameworkProfile("fsdp2-compile-blocks", "PyTorch FSDP2 training as torchtitan ran it with --compile before "
                      "2025-04-02 (the transformer blocks under torch.compile, the cross entropy loss eager; "
                      "otherwise as fsdp2-compile)",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True, repeat_kv=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
-                              _TORCH_SDPA),
+                              _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training under torch.compile of a Hugging Face model code "
+                     "(NeMo AutoModel with compile on): as fsdp2-compile, with the real-valued RoPE (rotate_half) that "
+                     "Inductor generates as one kernel",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
+                     compiled_loss=True),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),

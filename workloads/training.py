@@ -471,10 +471,11 @@ def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[
         elif len(op.inputs) == 1:
             gi = d.emit("elementwise_bwd", [dy, d.R(t)], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
                         op=fn)[0]
-        else:  # binary/ternary: the gradient reads the other operand(s)
+        else:  # binary/ternary: the gradient reads the other operand(s); an ATen fallback's gradient is one too
             others = [d.R(o) for j, o in enumerate(op.inputs) if j != i][:2]
+            fb = {"aten_fallback": True} if op.attrs.get("aten_fallback") else {}
             gi = d.emit("elementwise_bwd", [dy, *others], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
-                        op=fn)[0]
+                        op=fn, **fb)[0]
         grads[i] = d.reduce_to(gi, t, base, g) if gi.shape != t.shape else gi
     return grads
 

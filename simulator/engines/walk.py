@@ -26,9 +26,14 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+__all__ = ["ATEN_FALLBACK", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
            "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "is_library_kernel", "module_call_counts", "op_signature", "walk_graph"]
 
+#: Op attribute: the op runs as an eager ATen kernel even under a compiler (Inductor's fallback for complex
+#: tensors: ``unsupported_input_tensor`` in torch/_inductor/lowering.py warns "Torchinductor does not support code
+#: generation for complex operators" and the node becomes a ``FallbackKernel``): it fuses into no kernel and no op
+#: fuses into it.
+ATEN_FALLBACK = "aten_fallback"
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
@@ -110,6 +115,8 @@ class FusionGroup:
         """``op`` launches a new kernel."""
         self.head_kind = op.kind
         self.library = is_library_kernel(op, opts.epilogue_fusion) and not (opts.gemv_generated and is_gemv(op))
+        if op.attrs.get(ATEN_FALLBACK):  # an eager ATen kernel inside a compiled graph: nothing joins it
+            self.head_kind = None
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
         self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()
@@ -165,7 +172,10 @@ def _grid_reduction(op: Op) -> bool:
 
 
 def is_fusible(op: Op) -> bool:
-    """Elementwise ops, and inference batch norm (a per-channel scale and shift), fuse into producers."""
+    """Elementwise ops, and inference batch norm (a per-channel scale and shift), fuse into producers; not an
+    op marked :data:`ATEN_FALLBACK`."""
+    if op.attrs.get(ATEN_FALLBACK):
+        return False
     return op.kind in FUSIBLE_KINDS or (op.kind == "batchnorm" and not op.attrs.get("training"))
 
 

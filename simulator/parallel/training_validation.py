@@ -695,13 +695,20 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
     stack = stack_of(row)
     if stack == "maxtext":
         stack = maxtext_profile(row)
+    if stack == "fsdp2" and row["compile"].strip() != "1" and "" < _torchtitan_date(row) < NATIVE_RMSNORM_SINCE:
+        stack = "torchtitan-eager"  # the model code's RMSNorm and RoPE op by op
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
         if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
             stack = "fsdp2-compile-blocks"  # before the loss was compiled too
+        elif _automodel(row):
+            stack = "automodel-compile"  # the Hugging Face model code: no complex RoPE
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
 
 
+#: torchtitan's RMSNorm is torch's ``nn.RMSNorm`` from this date (3b39d7ab0, PR #985); before it, its own Python
+#: module (:data:`workloads.frameworks._TORCHTITAN_EAGER_MODEL`), run op by op without ``--compile``
+NATIVE_RMSNORM_SINCE = "2025-03-19"
 #: torchtitan compiles its cross entropy loss under ``--compile`` from this date (bbb1b616e, PR #1033)
 LOSS_COMPILED_SINCE = "2025-04-02"
 

@@ -460,6 +460,9 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
+        self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
+        self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
+        self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -529,7 +532,7 @@ class _Build:
 
     def norm(self, x: TensorSpec, name: str) -> TensorSpec:
         d = x.shape[-1]
-        if self.eager_ops and self.cfg.norm == "rmsnorm":
+        if self.eager_norm and self.cfg.norm == "rmsnorm":
             return self.eager_rmsnorm(x, name)
         ins = [x, self.w(f"{name}.weight", (d,))]
         if self.cfg.norm == "layernorm":
@@ -564,6 +567,18 @@ class _Build:
             rot = b.op("concat", [self.ew("neg", x2, name="neg"), x1], name="rotate_half", axis=-1)
             return self.ew("add", self.ew("mul", x, cos, name="mul_cos"), self.ew("mul", rot, sin, name="mul_sin"),
                            name="add")
+
+    def complex_rope_kernels(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
+        """torchtitan's ``apply_rotary_emb`` for one tensor, eagerly: ``x.float()``, the complex product with
+        ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing. Under
+        torch.compile the product stays an ATen kernel (complex tensors are not code-generated), so the casts
+        before and after it are kernels of their own too."""
+        b = self.b
+        with b.group(name):
+            h = b.op("elementwise", [x], name="to_fp32", op="cast", out_dtype="fp32")
+            # complex64 operands: Inductor leaves the product to ATen (simulator.engines.walk.ATEN_FALLBACK)
+            h = b.op("elementwise", [h, freqs], name="mul_freqs_cis", op="mul", aten_fallback=True)
+            return b.op("elementwise", [h], name="to_dtype", op="cast", out_dtype=x.dtype.value)
 
     def activation(self, x: TensorSpec) -> TensorSpec:
         """The MLP activation: one op, or with eager kernels the ops the model code launches for it."""
@@ -634,6 +649,10 @@ class _Build:
                 sin = b.input("rope_sin", (bsz, 1, s, hd))
                 q = self.eager_rope(q, cos, sin, "rope_q")
                 k = self.eager_rope(k, cos, sin, "rope_k")
+            elif cfg.pos == "rope" and memory is None and self.complex_rope:
+                freqs = b.input("freqs_cis", (1, 1, s, hd), dtype="fp32")  # complex64 (s, hd / 2) as pairs
+                q = self.complex_rope_kernels(q, freqs, "rope_q")
+                k = self.complex_rope_kernels(k, freqs, "rope_k")
             elif cfg.pos == "rope" and memory is None:
                 q = self.ew("rope", q, name="rope_q")
                 k = self.ew("rope", k, name="rope_k")
@@ -651,6 +670,9 @@ class _Build:
             if self.cp > 1 and memory is None:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
+                if self.repeat_kv and k.shape[1] < q.shape[1]:  # the model code's repeat_kv before SDPA
+                    k = b.op("concat", [k] * (q.shape[1] // k.shape[1]), name="repeat_k", axis=1)
+                    v = b.op("concat", [v] * (q.shape[1] // v.shape[1]), name="repeat_v", axis=1)
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:

@@ -1,0 +1,101 @@
+"""torchtitan without --compile before 2025-03-19: its Python RMSNorm and complex RoPE run op by op
+(``torchtitan-eager``; pytorch/torchtitan @ 9dec370 torchtitan/models/norms.py RMSNorm, models/llama/model.py
+apply_rotary_emb), and the training validation states that profile only for those rows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simulator.parallel import training_validation as tv
+from workloads.frameworks import get_profile
+from workloads.resolve import load_workload
+
+S, H, KV, D, DM = 64, 32, 8, 128, 4096  # llama-3-8b: 32 query heads, 8 KV heads of 128; model width 4096
+
+
+def _fwd(g, group):
+    return [op for op in g if (op.group.startswith(f"layers.0.{group}") or op.name == f"layers.0.{group}")
+            and ".bwd_" not in op.name
+            and "@recompute" not in op.name]
+
+
+def test_rmsnorm_is_torchtitans_eight_kernels_with_fp32_traffic():
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan-eager")
+    norm = _fwd(g, "attn_norm")
+    assert [op.kind + ":" + str(op.attrs.get("op", "")) for op in norm] == [
+        "elementwise:cast", "elementwise:pow", "reduction:mean", "elementwise:add", "elementwise:rsqrt",
+        "elementwise:mul", "elementwise:cast", "elementwise:mul"]
+    n = S * DM
+    # x.float(): reads bf16, writes fp32; pow: fp32 in and out
+    assert (norm[0].bytes_read, norm[0].bytes_written) == (2 * n, 4 * n) == (524_288, 1_048_576)
+    assert (norm[1].bytes_read, norm[1].bytes_written) == (4 * n, 4 * n)
+    # type_as(x): fp32 -> bf16
+    assert (norm[6].bytes_read, norm[6].bytes_written) == (4 * n, 2 * n)
+
+
+def test_rope_is_upcast_complex_product_downcast_per_tensor():
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan-eager")
+    for name, heads in (("rope_q", H), ("rope_k", KV)):
+        ops = _fwd(g, f"attn.{name}")
+        assert [op.name.rsplit(".", 1)[-1] for op in ops] == ["to_fp32", "mul_freqs_cis", "to_dtype"]
+        n = S * heads * D
+        mul = ops[1]
+        # the fp32 pairs of the tensor and freqs_cis (S x D/2 complex64 = S x D fp32) in, the fp32 product out
+        assert (mul.bytes_read, mul.bytes_written) == (4 * n + 4 * S * D, 4 * n)
+    assert 4 * S * H * D + 4 * S * D == 1_081_344
+
+
+def test_automodel_stacks_keep_one_norm_and_one_rope_kernel():
+    for fw in ("fsdp2", "automodel-compile"):  # NeMo AutoModel's stacks
+        g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
+        assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"], fw
+        assert [op.attrs.get("op") for op in _fwd(g, "attn.rope_q")] == ["rope"], fw
+    p = get_profile("torchtitan-eager")
+    assert (p.eager_norm, p.complex_rope, p.eager_ops, p.stack, p.fusion) == (True, True, False, "fsdp2", False)
+
+
+def test_the_validation_states_torchtitan_eager_only_before_native_rmsnorm():
+    row = next(r for r in tv.load_training_rows() if r.id == "train-007")  # 9dec370, no --compile
+    assert tv.stated_recipe(row)["framework"] == "torchtitan-eager"
+    later = replace(row, raw={**row.raw, "framework_version": "torchtitan 3b39d7ab0 (2025-03-19)"})
+    assert tv.stated_recipe(later)["framework"] == "fsdp2"
+    compiled = replace(row, raw={**row.raw, "compile": "1"})
+    assert tv.stated_recipe(compiled)["framework"] == "fsdp2-compile-blocks"
+
+
+def _records(fw: str):
+    from simulator.engines.analytical import EvalOptions, evaluate
+    from simulator.hardware import load_hardware
+
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework=fw)
+    opts = EvalOptions(**{k: v for k, v in get_profile(fw).cost_options().items() if k in ("fusion", "epilogue_fusion")})
+    rep = evaluate(g, load_hardware("h100-sxm5-80gb"), opts)
+    return {r.name: r for r in rep.records if r.name.startswith("layers.0.attn.rope_q")}
+
+
+def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
+    recs = _records("fsdp2-compile")
+    prod = [n for n in recs if "mul_freqs_cis" in n]
+    # the forward product and its gradient (times conj(freqs_cis)), each a kernel of its own
+    assert sorted(n.split("rope_q.", 1)[1] for n in prod) == ["mul_freqs_cis", "mul_freqs_cis.bwd_0"]
+    assert all(recs[n].fused_into == "" for n in prod)
+    # nothing joins the ATen kernel: the downcast after it starts a kernel too
+    assert recs["layers.0.attn.rope_q.to_dtype"].fused_into == ""
+    # the real-valued RoPE of the Hugging Face code (automodel-compile) stays one generated op
+    assert [n.rsplit(".", 1)[-1] for n in _records("automodel-compile") if ".bwd" not in n] == ["rope_q"]
+
+
+def test_automodel_rows_with_compile_keep_the_real_valued_rope():
+    row = next(r for r in tv.load_training_rows() if r.id == "train-136")
+    assert tv.stated_recipe(row)["framework"] == "automodel-compile"
+
+
+def test_torchtitan_sdpa_reads_repeated_key_value_heads():
+    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("automodel-compile", KV), ("fsdp2", KV)):
+        g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
+        (core,) = [op for op in g if op.kind == "attention" and op.name.startswith("layers.0.")]
+        assert core.inputs[1].shape == (1, heads, S, D) == core.inputs[2].shape, fw
+        rep = [op for op in _fwd(g, "attn") if op.name.endswith("repeat_k")]
+        # torchtitan's repeat_kv: one copy writing the 32 key heads (4 copies of each of the 8)
+        assert [op.bytes_written for op in rep] == ([2 * S * H * D] if heads == H else []), fw
+    assert 2 * S * H * D == 524_288
