@@ -234,6 +234,16 @@ _MEGABLOX = ("AI-Hypercomputer/maxtext src/MaxText/configs/base.yml @ 3eb77db3c:
              "mblx.gmm with that tiling; src/MaxText/kernels/megablox/backend.py make_group_metadata: an m tile is "
              "visited once by the group that owns it and once more by each group that starts inside it, "
              "'tiles_m <= group_tiles.sum() <= tiles_m + num_groups - 1', every visit a full tm x tk x tn tile")
+_MAXTEXT_PERMUTE = ("AI-Hypercomputer/maxtext src/MaxText/layers/moe.py @ 3eb77db3c: RoutedMoE.permute "
+                    "'replicated_inputs_2d = jnp.repeat(inputs_2d, self.num_experts_per_tok, axis=0)' then "
+                    "'_sort_activations(replicated_inputs_2d, sorted_selected_experts, ...)' (inputs[sort_indices, ...], "
+                    "a gather of the replicated rows); RoutedMoE.unpermute '_sort_activations(intermediate, "
+                    "jnp.argsort(sorted_selected_experts), ...)' then 'jnp.einsum(\"BKE,BK -> BE\", "
+                    "reshaped_intermediate.astype(jnp.float32), reshaped_weights.astype(jnp.float32))'; the backward "
+                    "of each sort is a gather (use_custom_sort_vjp) or the gather's transpose. AI-Hypercomputer/maxtext "
+                    "PR #4913 ('MoE: remove the replicated-activation repeat in RoutedMoE.permute', 2026-08): the repeat "
+                    "is 'an activation buffer that is 6x the dispatch input for DeepSeek-V4-284B' (top-k 6), i.e. "
+                    "the copies are written to HBM")
 _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Continuation Fusion (CF) for All Gather "
                "Collectives. Continuation Fusion is a form of parallelizing compute work with collectives.' CF_FOR_ALL_GATHER = "
                "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
@@ -639,6 +649,13 @@ class FrameworkProfile:
         all-to-all, and back before the combine all-to-all: a copy of the received rows each way, and one
         each way again in the backward (Megatron-Core's ``alltoall`` dispatcher, ``sort_chunks_by_idxs``,
         source in ``grouped_gemm_source``); False: the experts read the received rows in place.
+    moe_sort_copies
+        The sparse (dropless) dispatch as MaxText's ``sparse_matmul`` runs it as separate XLA ops
+        (``_MAXTEXT_PERMUTE``): with ``top_k`` > 1 the ``top_k`` copies of every token are written (``jnp.repeat``)
+        before the sort's gather reads them, and the gather back to token order writes the routed rows before
+        the float32 weighted sum reads them; each is a pass of the routed rows through HBM that a fused
+        permute (one gather from the tokens, one gather-and-sum into them) does not make, in the forward and,
+        as the gathers' transposes, in the backward. False: the dispatch and combine are one pass each.
     moe_bias_per_expert
         On a model with expert biases (``expert_bias``): the second expert GEMM's bias is added, weighted
         by each row's routing probability, by a loop over the local experts after the GEMM (a multiply and
@@ -702,6 +719,7 @@ class FrameworkProfile:
     grouped_gemm_streams: int = 0
     grouped_gemm_source: str = ""
     moe_sort_chunks: bool = False
+    moe_sort_copies: bool = False
     moe_bias_per_expert: bool = False
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
@@ -928,21 +946,21 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),)),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _XLA), devices=(("tpu", "google"),),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA), devices=(("tpu", "google"),),
                      stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
     FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
                      "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
                      "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_SERIAL, _XLA),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
-                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024),
+                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True),
 )}
 
 #: Other spellings people use for the same stacks.

@@ -378,7 +378,24 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
     # a gated up-projection's w0 and w1 are two gmm calls of half the columns (their dlhs keep the full width)
     calls = 1 if op.kind == "grouped_matmul_bwd_data" else max(1, int(op.attrs.get("column_calls", 1)))
     split = megacore_tile_split(n // calls, int(op.attrs.get("tile_cols", 0)), ctx.device.compute.units)
-    return cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
+    cost = cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
+    return _with_lhs_transpose(op, ctx, cost) if op.kind == "grouped_matmul_bwd_weight" else cost
+
+
+def _with_lhs_transpose(op: Op, ctx: LoweringContext, cost: KernelCost) -> KernelCost:
+    """A Megablox weight gradient (``tile_rows`` set) with the copy that transposes its activations first:
+    ``_gmm_bwd`` calls ``backend.tgmm(lhs.swapaxes(0, 1), ...)`` (src/MaxText/kernels/megablox/ops.py @
+    3eb77db3c), and the Pallas call reads its operand in the row-major layout of that ``(k, m)`` view, so XLA
+    writes the routed rows transposed before the kernel runs: one read and one write of them through HBM,
+    serial with the kernel. The up-projection's two calls (w0, w1) share one lhs, so one copy per op."""
+    if not int(op.attrs.get("tile_rows", 0)):
+        return cost
+    a = op.inputs[0]
+    moved = 2.0 * int(op.attrs.get("tokens", a.shape[0] * a.shape[1])) * a.shape[2] * element_bytes(a.dtype)
+    t = moved / _hbm(ctx.device)
+    return dataclasses.replace(cost, compute_s=cost.compute_s + t, memory_s=cost.memory_s + t,
+                               dram_bytes=cost.dram_bytes + moved,
+                               notes=f"{cost.notes}; lhs transposed first (tgmm operand): {t * 1e6:.1f} us")
 
 
 def megacore_tile_split(n: int, tile_n: int, cores: int) -> float:

@@ -470,6 +470,7 @@ class _Build:
         self.gmm_tile_cols = int(prof.grouped_gemm_tile_cols) if prof else 0  # its n tile (megacore split)
         self.gmm_streams = int(prof.grouped_gemm_streams) if prof and prof.grouped_gemm == "per_expert" else 0
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
+        self.sort_copies = bool(prof and prof.moe_sort_copies)  # MaxText's repeat and unsort written to HBM
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
         #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
         self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
@@ -898,7 +899,8 @@ class _Build:
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
             sync, after = self.dispatch_sync(ep)
-            buf = b.op("moe_dispatch", [x2, idx], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
+            xs, slots = self.replicate_tokens(x2, idx, k) if self.sort_copies else (x2, idx)
+            buf = b.op("moe_dispatch", [xs, slots], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
                 buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup,
                            **after)
@@ -920,10 +922,30 @@ class _Build:
             if ep > 1:
                 y = self.restore_source_order(y, ep, le, cap, d)
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
+            y = self.unsort_rows(y, routed, d) if self.sort_copies else y
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def replicate_tokens(self, x2: TensorSpec, idx: TensorSpec, k: int) -> tuple[TensorSpec, TensorSpec]:
+        """The rows MaxText's sort gathers from, and their slots: with ``k`` > 1 ``jnp.repeat(inputs_2d, k,
+        axis=0)`` first writes the ``k`` copies of every token (a broadcast, whose backward sums the copies), and
+        the sort's gather reads ``T k`` rows (:attr:`workloads.frameworks.FrameworkProfile.moe_sort_copies`);
+        with ``k`` = 1 the repeat is a view and nothing changes."""
+        if k == 1:
+            return x2, idx
+        t, d = x2.shape
+        rows = self.b.op("expand", [self.reshape(x2, (t, 1, d), "token_rows")], name="repeat_top_k", shape=(t, k, d))
+        return self.reshape(rows, (t * k, d), "token_copies"), self.reshape(idx, (t * k, 1), "copy_slots")
+
+    def unsort_rows(self, y: TensorSpec, routed: int, d: int) -> TensorSpec:
+        """MaxText's unpermute: the gather of the experts' rows back to token order (``_sort_activations``
+        with the inverse sort) writes the ``routed`` rows before the float32 weighted sum (the combine) reads
+        them; its backward is the gather of their gradients. ``(1, routed, d)``."""
+        rows = self.reshape(y, (y.numel // d, d), "expert_rows")
+        slots = self.b.input(f"{self.b.current_group}.unsort_slots", (rows.shape[0], 1), "int32")
+        return self.b.op("moe_dispatch", [rows, slots], name="unsort", experts=1, capacity=routed, tokens=routed)
 
     def dispatch_sync(self, ep: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Attributes of the dispatch and of its all-to-all: with ``moe_host_sync`` the dispatch is where the

@@ -398,6 +398,10 @@ def test_maxtext_rows_carry_the_splash_blocks_their_workloads_set():
     # Gemma 3: q and kv 1024, q_dkv 512, kv_dkv 2048, q_dq and kv_dq 1024 (the *_compute sizes are not blocks)
     assert maxtext_splash_options(rows["train-128"]) == {"splash_blocks": (1024, 1024, 512, 2048, 1024, 1024),
                                                          "splash_fused_bwd": False}
+    # the v5p workloads of maxtext_v5p_model_configs.py (405B, DeepSeek-V3, Llama 4 Scout at 3eb77db3c; Maverick at
+    # f4db8e4cc): 2048 everywhere, the split backward (base.yml's sa_use_fused_bwd_kernel False)
+    for rid in ("train-131", "train-132", "train-133", "train-134"):
+        assert maxtext_splash_options(rows[rid]) == {"splash_blocks": (2048,) * 6, "splash_fused_bwd": False}
     # a 2023 v5e row states none: the lowering's defaults (512, split backward) stay
     assert maxtext_splash_options(rows["train-071"]) == {}
     assert row_options(rows["train-071"], "maxtext").splash_blocks == ()
