@@ -2103,3 +2103,76 @@ def with_module_tree(graph: Any, tree: str, where: str = "notes") -> Any:
         raise FrameworkError(f"{where}: module tree {tree!r} matches no op of graph {graph.name!r}; expected a "
                              f"graph of the model that code builds (transformers ViT, ResNet)")
     return OpGraph(graph.name, list(graph), {**dict(graph.meta), EXTRA_MODULE_CALLS_META: calls})
+
+
+#: Under ``mode="max-autotune"`` Inductor times every candidate of a GEMM or convolution -- the ATen extern kernel
+#: (``bias_addmm`` / ``addmm`` / ``mm`` / ``convolution``: the vendor library's call) and its Triton templates --
+#: and keeps the fastest, printing each choice as ``AUTOTUNE addmm(197x768, 197x768, 768x768)`` followed by the
+#: candidates' times (pytorch/pytorch torch/_inductor/select_algorithm.py, ``AlgorithmSelectorCache.log_results``).
+#: Only a Triton template takes a fused epilogue: an extern kernel is an ``ExternKernelSchedulerNode``, which the
+#: scheduler never fuses (:data:`_INDUCTOR_EXTERN`). A run whose printed log shows the extern kernel winning at a
+#: shape therefore runs that contraction as the library call, with its norm / activation / residual after it.
+AUTOTUNE_EXTERN_SOURCE = ("pytorch/pytorch torch/_inductor/select_algorithm.py AlgorithmSelectorCache.log_results "
+                          "('AUTOTUNE <op>(<shapes>)' and each candidate's time; the fastest is kept); "
+                          "torch/_inductor/scheduler.py ExternKernelSchedulerNode (never fused)")
+
+_AUTOTUNE_SHAPE = re.compile(r"\b(addmm|mm|convolution)\(((?:\d+(?:x\d+)*)(?:, \d+(?:x\d+)*)*)\)")
+
+
+def autotune_extern_shapes(text: str) -> tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]:
+    """The contractions a row's notes say max-autotune ran as the extern kernel: every ``op(shape, shape...)``
+    after ``AUTOTUNE log, extern kernel won:`` up to the next period, as the log prints them (``addmm``: bias or
+    output, mat1, mat2; ``mm``: mat1, mat2; ``convolution``: input, weight). ``()`` when the notes say nothing."""
+    key = "AUTOTUNE log, extern kernel won:"
+    at = text.find(key)
+    if at < 0:
+        return ()
+    span = text[at + len(key):].split(". ", 1)[0]
+    return tuple((op, tuple(tuple(int(d) for d in s.split("x")) for s in shapes.split(", ")))
+                 for op, shapes in _AUTOTUNE_SHAPE.findall(span))
+
+
+def _extern_match(op: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> bool:
+    """Whether ``op`` (a linear layer's ``matmul`` or a ``conv2d``) is one of the logged extern ``shapes``:
+    a linear layer by (rows of its input, input features) and its weight's (in, out) against the log's mat1
+    and mat2; a convolution by its input and weight shapes."""
+    if len(op.inputs) < 2:
+        return False
+    x, w = tuple(op.inputs[0].shape), tuple(op.inputs[1].shape)
+    rows = 1
+    for d in x[:-1]:
+        rows *= int(d)
+    for kind, dims in shapes:
+        if op.kind == "conv2d" and kind == "convolution" and dims[:2] == (x, w):
+            return True
+        mats = dims[1:] if kind == "addmm" else dims
+        if op.kind == "matmul" and kind in ("addmm", "mm") and len(mats) == 2 and len(w) == 2 \
+                and mats == ((rows, int(x[-1])), w):
+            return True
+    return False
+
+
+def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> Any:
+    """``graph`` with each linear layer and convolution that max-autotune ran as the extern kernel
+    (:func:`autotune_extern_shapes`, :data:`AUTOTUNE_EXTERN_SOURCE`) marked as an ATen call inside the compiled
+    program (``aten_fallback``: nothing fuses into it), so its epilogue runs as a kernel of its own. Only ops
+    with a weight operand (a parameter, or its ``torch.autocast`` cast) are linear layers; attention products
+    are left as they are."""
+    from dataclasses import replace
+
+    from workloads.ir import Attrs, OpGraph, Role
+
+    if not shapes:
+        return graph
+    weights = {t.name for op in graph for t in op.inputs if t.role == Role.WEIGHT}
+    # a weight's torch.autocast cast (autocast_weight_casts) stands for the weight
+    weights |= {o.name for op in graph if op.attrs.get("op") == "cast" and op.inputs
+                and all(t.role == Role.WEIGHT for t in op.inputs) for o in op.outputs}
+    ops, changed = [], False
+    for op in graph:
+        if op.kind in ("matmul", "conv2d") and len(op.inputs) > 1 and op.inputs[1].name in weights \
+                and _extern_match(op, shapes):
+            op = replace(op, attrs=Attrs({**dict(op.attrs), "aten_fallback": True}))
+            changed = True
+        ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph

@@ -10,6 +10,7 @@ these rows; errors are summarised per framework.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,11 @@ def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[An
 
         graph = autocast_activation_casts(graph)
     cost = mode_cost_options(profile.cost_options(), opts.get("mode"))
+    if profile.name == "compile" and opts.get("mode") == "max-autotune":
+        # contractions the run's printed AUTOTUNE log shows as won by the extern kernel take no epilogue
+        from workloads.frameworks import autotune_extern_shapes, autotuned_extern
+
+        graph = autotuned_extern(graph, autotune_extern_shapes(m.notes))
     tree = module_tree_of(m.notes, f"{m.where or m.id}: notes")
     if tree is not None and cost.get("eager_modules"):
         # the model code's module calls the graph's op names do not show (workloads.frameworks.MODULE_TREES)
@@ -178,7 +184,8 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     graph, dev, eo = _row_costing(m, profile, opts)
     with quiet_engine():
         gpu_s = float(evaluate(graph, dev, eo).totals.latency_s)
-    return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
+    return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode")) \
+        + timed_sync_s(m, dev)
 
 
 #: The ``efficiency`` fields :func:`row_breakdown` zeroes to leave the device's own time: the per-kernel launch floors,
@@ -186,7 +193,8 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
 #: device time; on the GPU the analytical engine uses it only as each kernel's host floor (``max(device, floor)``;
 #: the device's own per-kernel time is ``kernel_device_time_s``, kept), except that a ``linalg`` op (and a CPU op)
 #: adds it once to its time, which zeroing removes from ``device_s`` too. ``host_sync_s`` is not listed: the
-#: single-device engine does not read it (only the plan path's host syncs do), so it is in neither side.
+#: single-device engine does not read it (only the plan path's host syncs do); a row whose timer synchronises
+#: after every call carries it in ``call_host_s`` (:func:`timed_sync_s`).
 HOST_TIME_FIELDS = ("launch_overhead_s", "graph_launch_overhead_s", "framework_op_overhead_s",
                     "framework_conv_op_overhead_s", "framework_module_call_s", "framework_container_call_s")
 
@@ -196,14 +204,15 @@ def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[st
     :func:`predict_framework_row`), ``kernels`` launched, ``device_s`` (the same graph and options on a device whose
     :data:`HOST_TIME_FIELDS` are zero), ``host_s`` (the kernels' host floors and module calls summed, each op's
     :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose time is their host floor),
-    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s`) and ``launch_bound`` (the host's
-    sum exceeds the device's).
+    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s` plus :func:`timed_sync_s`) and
+    ``launch_bound`` (the host's sum exceeds the device's).
 
     What the split leaves where: the whole of ``launch_overhead_s`` / ``graph_launch_overhead_s`` counts as host
     time (``host_s``), its kernel start/finish share included, since the engine uses it only as a floor; the
     device's per-kernel time (``kernel_device_time_s``) stays in ``device_s``; a ``linalg`` op's one added
     ``launch_overhead_s`` leaves ``device_s`` though it is not in ``host_s``; ``host_sync_s`` is in neither (the
-    engine does not charge it here); ``call_host_s`` is outside both. So ``device_s`` is the GPU's time without
+    engine does not charge it; a per-call synchronisation of the timer is in ``call_host_s``); ``call_host_s`` is
+    outside both. So ``device_s`` is the GPU's time without
     the launch cost's device share, and ``device_s + host_s`` need not equal ``predicted_s``."""
     from dataclasses import replace
 
@@ -220,7 +229,7 @@ def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[st
     mods = module_call_counts(graph) if (eo.eager_framework and eo.eager_modules) else {}
     host = [float(host_floor_s(r.rule, r.kernels, floor, eff, eo, module_host_s(mods.get(r.name, (0, 0)), eff)))
             for r in rep.records]
-    call = engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode"))
+    call = engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode")) + timed_sync_s(m, dev)
     return {
         "predicted_s": float(rep.totals.latency_s) + call, "kernels": int(sum(r.kernels for r in rep.records)),
         "device_s": device_s, "host_s": sum(host), "call_host_s": call,
@@ -258,6 +267,21 @@ def compiled_call_host_s(m: Measurement, profile: Any, mode: str | None) -> floa
         return 0.0
     graphs = mode in ("reduce-overhead", "max-autotune")
     return float(profile.call_host_s) + (float(profile.graph_call_host_s) if graphs else 0.0)
+
+
+#: How a row's notes state a timer that synchronises after every call (the ROCm blog's ``timed()``:
+#: ``torch.cuda.synchronize(); start = time.time(); fn(); torch.cuda.synchronize(); end = time.time()``).
+_SYNC_PER_CALL = re.compile(r"\bfn\(\), synchronize, per call\b")
+
+
+def timed_sync_s(m: Measurement, dev: Any) -> float:
+    """The host's wait for the device at the end of each timed call, for a row whose notes state a timer that
+    synchronises after every call (:data:`_SYNC_PER_CALL`): the device's ``efficiency.host_sync_s`` (the time a
+    synchronisation adds after the last kernel, before the host's clock is read), serial with the call; 0 for
+    other rows (a timer that synchronises once around many calls pays it once over all of them)."""
+    if not _SYNC_PER_CALL.search(m.notes or ""):
+        return 0.0
+    return float(dev.efficiency.host_sync_s)
 
 
 def engine_step_host_s(m: Measurement, profile: Any) -> float:

@@ -13,13 +13,21 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hwmodels"))
 from gpu_devices import h100  # noqa: E402
 
+from hwmodels.catalog import load_device  # noqa: E402
 from simulator import EvalOptions, evaluate  # noqa: E402
 from simulator.calibration.frameworks_validation import (  # noqa: E402
     compiled_call_host_s,
     load_framework_rows,
     predict_framework_row,
+    timed_sync_s,
 )
-from workloads.frameworks import autocast_weight_casts, get_profile, inductor_layout_copies  # noqa: E402
+from workloads.frameworks import (  # noqa: E402
+    autocast_weight_casts,
+    autotune_extern_shapes,
+    autotuned_extern,
+    get_profile,
+    inductor_layout_copies,
+)
 from workloads.ir import GraphBuilder  # noqa: E402
 from workloads.resolve import load_workload  # noqa: E402
 
@@ -109,3 +117,56 @@ def test_reduce_overhead_row_carries_the_call_host_time():
     with_call = predict_framework_row(m, prof, opts)
     without = predict_framework_row(m, dataclasses.replace(prof, call_host_s=0.0, graph_call_host_s=0.0), opts)
     assert with_call - without == pytest.approx(345e-6, rel=1e-9)
+
+
+def test_autotune_log_shapes_are_read_from_the_notes():
+    m, _ = _row("fw-069")  # the ROCm blog's ViT under max-autotune: its printed AUTOTUNE log
+    assert autotune_extern_shapes(m.notes) == (
+        ("convolution", ((1, 3, 224, 224), (768, 3, 16, 16))),
+        ("addmm", ((197, 768), (197, 768), (768, 768))),
+        ("addmm", ((1, 1000), (1, 768), (768, 1000))),
+    )
+    m65, _ = _row("fw-065")  # ResNet-152: only the classifier's addmm went to the extern kernel
+    assert autotune_extern_shapes(m65.notes) == (("addmm", ((1, 1000), (1, 2048), (2048, 1000))),)
+    assert autotune_extern_shapes("no log here") == ()
+
+
+def _linear_gelu():
+    b = GraphBuilder("linear-gelu", dtype="bf16")
+    x = b.input("x", (1, 197, 768))
+    h = b.op("matmul", [x, b.weight("w", (768, 768)), b.weight("bias", (768,))], name="fc")
+    b.op("elementwise", [h], name="act", op="gelu")
+    p = b.op("matmul", [x, b.weight("w2", (768, 3072))], name="fc2")
+    b.op("elementwise", [p], name="act2", op="gelu")
+    return b.build()
+
+
+def test_an_extern_winner_takes_no_epilogue_under_max_autotune():
+    g = _linear_gelu()
+    opts = EvalOptions(fusion=True, epilogue_fusion=True, norm_fusion=True, cuda_graphs=True)
+    fused = evaluate(g, h100(), opts)
+    assert fused.op("act").fused_into == "fc" and fused.totals.kernels == 2
+    # the log names fc's shape (197 x 768 by 768 x 768) only: fc2 (768 x 3072) keeps its template's epilogue
+    marked = autotuned_extern(g, (("addmm", ((197, 768), (197, 768), (768, 768))),))
+    assert [op.name for op in marked if op.attrs.get("aten_fallback")] == ["fc"]
+    ext = evaluate(marked, h100(), opts)
+    assert ext.op("act").kernels == 1 and ext.op("act2").fused_into == "fc2" and ext.totals.kernels == 3
+    assert autotuned_extern(g, ()) is g
+
+
+def test_max_autotune_row_keeps_the_logged_extern_kernels():
+    m, (prof, opts) = _row("fw-069")
+    with_log = predict_framework_row(m, prof, opts)
+    bare = dataclasses.replace(m, notes=m.notes.split(" AUTOTUNE log")[0])
+    # 50 linear layers and the patch embedding ran as extern kernels: the epilogues they no longer take run alone
+    assert with_log > predict_framework_row(bare, prof, opts)
+
+
+def test_a_timer_that_synchronises_every_call_pays_one_host_sync():
+    m, (prof, opts) = _row("fw-064")  # the ROCm blog's timed(): synchronize, fn(), synchronize per call
+    dev = load_device(m.device)
+    assert timed_sync_s(m, dev) == pytest.approx(5.8e-6)
+    hf, _ = _row("fw-050")  # the Hugging Face page does not state its timer
+    assert timed_sync_s(hf, load_device(hf.device)) == 0.0
+    bare = dataclasses.replace(m, notes=m.notes.replace("fn(), synchronize, per call", "fn()"))
+    assert predict_framework_row(m, prof, opts) - predict_framework_row(bare, prof, opts) == pytest.approx(5.8e-6)
