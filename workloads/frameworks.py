@@ -278,6 +278,17 @@ _VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the l
               "out (overlapped with the next step by v0.6.0's asynchronous output processing, "
               "https://blog.vllm.ai/2024/09/05/perf-update.html); the engine measured predates v0.6.0's CPU "
               "optimisations, so this is an upper bound")
+_VIDUR_SAMPLER = ("derived: 0.623 ms + 0.00700 ms per sequence of every iteration, the host part of the sampler call of "
+                  "the same vLLM-scheduler engine as iteration_host_s (Sarathi's vLLM fork, Llama-2-7B, TP1): its "
+                  "SAMPLER_E2E_MEAN in microsoft/vidur data/profiling/a100/cpu_overheads.csv (stored version 0633efae; "
+                  "Agrawal et al., 'Vidur', MLSys 2024), 0.8792 ms at batch 8 and 1.3195 ms at 64, less the device time "
+                  "this model gives the call's GPU work there (Sarathi's Sampler takes lm_head.weight and runs the LM "
+                  "head GEMM inside the call, sarathi/worker/model_runner.py; with the V0 sampler kernels: 0.2006 / "
+                  "0.2490 ms on the a100-pcie-80gb, the board of Vidur's a100_pairwise_nvlink node SKU), 0.6787 / 1.0705 ms, "
+                  "the line through the two. The call is host-bound (its time is 3.5-5x its device work) and its timer "
+                  "synchronises at its exit (sarathi/metrics/cpu_timer.py), so the remainder is the host's serial part. "
+                  "Sarathi's sampler is not V0 0.6's, and the engine measured predates v0.6.0's CPU optimisations: an "
+                  "upper bound, as iteration_host_s")
 _VLLM_V0_GRAPHS = ("vllm-project/vllm v0.6.0 vllm/worker/model_runner.py ModelRunner.execute_model: '# Currently cuda "
                     "graph is only supported by the decode phase.' - the captured graph runs when prefill_metadata is None "
                     "and decode_metadata.use_cuda_graph, else model_executable = self.model (the eager nn.Module)")
@@ -609,6 +620,14 @@ class FrameworkProfile:
         ``n`` sequences that sample, outside the CUDA graph (:func:`workloads.serving.sampler_graph` names:
         ``to_fp32``, ``temperature``, ``softmax``, ``log_softmax``, ``gather_rows``, ``argmax``); empty: not
         modelled. Source in ``sampler_source``.
+    sampler_host_s, sampler_host_per_seq_s, sampler_host_source
+        Serving: the host time of the stack's sampler call in an iteration, ``sampler_host_s +
+        sampler_host_per_seq_s x`` its sequences (its launches, Python and tensor set-up), serial with the step
+        where the engine waits for the sampled tokens; the ``sampler_kernels`` stay device time. Charged with the
+        iteration's host time by ``nodeperf serve`` (:meth:`simulator.serving.iteration.IterationPricer.host_time`)
+        and the software-stack validation's decode rows
+        (:func:`simulator.calibration.frameworks_validation.decode_sampler_s`); 0: not modelled
+        (``sampler_host_source`` says where a value comes from).
     all_reduce_kernel
         Who runs the stack's one-node tensor-parallel all-reduces (``EvalOptions.all_reduce_kernel``): ``"nccl"``
         or the engine's own kernel (``"vllm-custom"``: vLLM's custom all-reduce, which vLLM and SGLang run by
@@ -743,6 +762,9 @@ class FrameworkProfile:
     fp8_gemm_accumulation_source: str = ""
     sampler_kernels: tuple[str, ...] = ()
     sampler_source: str = ""
+    sampler_host_s: float = 0.0
+    sampler_host_per_seq_s: float = 0.0
+    sampler_host_source: str = "not modelled: no sourced host time of the sampler call recorded for this stack"
     all_reduce_kernel: str = "nccl"
     all_reduce_source: str = ""
     graph_batch_sizes: tuple[int, ...] = ()
@@ -872,6 +894,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
+                     sampler_host_s=0.623e-3, sampler_host_per_seq_s=0.00700e-3, sampler_host_source=_VIDUR_SAMPLER,
                      all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_VLLM_V0_GRAPH_BS,
                      graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),

@@ -185,7 +185,7 @@ def predict_framework_row(m: Measurement, profile: Any, opts: dict[str, str]) ->
     with quiet_engine():
         gpu_s = float(evaluate(graph, dev, eo).totals.latency_s)
     return gpu_s + engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode")) \
-        + timed_sync_s(m, dev)
+        + timed_sync_s(m, dev) + decode_step_extras_s(m, profile, dev, eo)
 
 
 #: The ``efficiency`` fields :func:`row_breakdown` zeroes to leave the device's own time: the per-kernel launch floors,
@@ -204,15 +204,16 @@ def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[st
     :func:`predict_framework_row`), ``kernels`` launched, ``device_s`` (the same graph and options on a device whose
     :data:`HOST_TIME_FIELDS` are zero), ``host_s`` (the kernels' host floors and module calls summed, each op's
     :func:`simulator.engines.analytical.host_floor_s`), ``host_bound_ops`` (ops whose time is their host floor),
-    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s` plus :func:`timed_sync_s`) and
-    ``launch_bound`` (the host's sum exceeds the device's).
+    ``call_host_s`` (:func:`compiled_call_host_s` plus :func:`engine_step_host_s` plus :func:`timed_sync_s`),
+    ``decode_extras_s`` (a serving stack's sampler and eager ops around its decode graph,
+    :func:`decode_step_extras_s`) and ``launch_bound`` (the host's sum exceeds the device's).
 
     What the split leaves where: the whole of ``launch_overhead_s`` / ``graph_launch_overhead_s`` counts as host
     time (``host_s``), its kernel start/finish share included, since the engine uses it only as a floor; the
     device's per-kernel time (``kernel_device_time_s``) stays in ``device_s``; a ``linalg`` op's one added
     ``launch_overhead_s`` leaves ``device_s`` though it is not in ``host_s``; ``host_sync_s`` is in neither (the
-    engine does not charge it; a per-call synchronisation of the timer is in ``call_host_s``); ``call_host_s`` is
-    outside both. So ``device_s`` is the GPU's time without
+    engine does not charge it; a per-call synchronisation of the timer is in ``call_host_s``); ``call_host_s`` and
+    ``decode_extras_s`` are outside both. So ``device_s`` is the GPU's time without
     the launch cost's device share, and ``device_s + host_s`` need not equal ``predicted_s``."""
     from dataclasses import replace
 
@@ -230,9 +231,10 @@ def row_breakdown(m: Measurement, profile: Any, opts: dict[str, str]) -> dict[st
     host = [float(host_floor_s(r.rule, r.kernels, floor, eff, eo, module_host_s(mods.get(r.name, (0, 0)), eff)))
             for r in rep.records]
     call = engine_step_host_s(m, profile) + compiled_call_host_s(m, profile, opts.get("mode")) + timed_sync_s(m, dev)
+    extras = decode_step_extras_s(m, profile, dev, eo)
     return {
-        "predicted_s": float(rep.totals.latency_s) + call, "kernels": int(sum(r.kernels for r in rep.records)),
-        "device_s": device_s, "host_s": sum(host), "call_host_s": call,
+        "predicted_s": float(rep.totals.latency_s) + call + extras, "kernels": int(sum(r.kernels for r in rep.records)),
+        "device_s": device_s, "host_s": sum(host), "call_host_s": call, "decode_extras_s": extras,
         "host_bound_ops": sum(1 for r, h in zip(rep.records, host, strict=True) if r.kernels and h >= r.time_s),
         "launch_bound": sum(host) > device_s,
     }
@@ -292,6 +294,59 @@ def engine_step_host_s(m: Measurement, profile: Any) -> float:
     if m.phase != "decode":
         return 0.0
     return float(profile.iteration_host_s) + float(profile.iteration_host_per_seq_s) * int(m.batch or 1)
+
+
+def decode_sampler_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:
+    """Time (s) of the sampler a serving stack runs after each decode step's graph replay over the ``batch x vocab``
+    logits of a decode row, as ``nodeperf serve`` prices it: the device time of the profile's ``sampler_kernels``
+    (each its own kernel, as :meth:`simulator.serving.iteration.IterationPricer.head_point` adds them to the LM
+    head) plus the sampler call's host time (``sampler_host_s + sampler_host_per_seq_s x batch``, serial where the
+    engine waits for the sampled tokens, as :meth:`~simulator.serving.iteration.IterationPricer.host_time` adds it);
+    0 for other phases and profiles without either."""
+    if m.phase != "decode":
+        return 0.0
+    kernels = tuple(getattr(profile, "sampler_kernels", ()) or ())
+    host = float(getattr(profile, "sampler_host_s", 0.0)) \
+        + float(getattr(profile, "sampler_host_per_seq_s", 0.0)) * int(m.batch or 1)
+    return (_sampler_kernels_s(m, kernels, dev, eo) if kernels else 0.0) + host
+
+
+def _sampler_kernels_s(m: Measurement, kernels: tuple[str, ...], dev: Any, eo: Any) -> float:
+    """Device time (s) of the sampler ``kernels`` over a decode row's ``batch x vocab`` logits, unfused."""
+    from dataclasses import replace
+
+    from simulator.calibration.predict import quiet_engine
+    from simulator.engines.analytical import evaluate
+    from simulator.serving.iteration import resolve_config
+    from workloads.serving import sampler_graph
+
+    cfg, _ = resolve_config(m.workload)
+    graph = sampler_graph(cfg, n=int(m.batch or 1), kernels=kernels, dtype=m.dtype or "bf16")
+    with quiet_engine():
+        rep = evaluate(graph, dev, replace(eo, fusion=False))
+    return sum(float(r.time_s) for r in rep.records)
+
+
+def decode_host_ops_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:
+    """Host time (s) of the eager ops and host synchronisations a synchronous engine runs around each decode
+    graph replay (the profile's ``decode_host_ops`` x ``efficiency.framework_op_overhead_s`` + ``decode_host_syncs``
+    x ``efficiency.host_sync_s``), serial with a decode row's step as
+    :meth:`simulator.serving.iteration.IterationPricer.decode_host_time` charges it; 0 for other phases, without
+    CUDA graphs, and for profiles without the counts."""
+    ops, syncs = int(getattr(profile, "decode_host_ops", 0)), int(getattr(profile, "decode_host_syncs", 0))
+    if m.phase != "decode" or not (ops or syncs) or not getattr(eo, "cuda_graphs", False):
+        return 0.0
+    eff = dev.efficiency
+    return ops * float(eff.framework_op_overhead_s) + syncs * float(eff.host_sync_s)
+
+
+def decode_step_extras_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:
+    """What a serving stack's decode step runs outside the model's graph, as ``nodeperf serve`` prices it: the
+    sampler kernels (:func:`decode_sampler_s`) and the eager host ops and synchronisations around the replay
+    (:func:`decode_host_ops_s`); 0 for a decode loop that never synchronises (:func:`decode_loop_no_sync`)."""
+    if decode_loop_no_sync(m):
+        return 0.0
+    return decode_sampler_s(m, profile, dev, eo) + decode_host_ops_s(m, profile, dev, eo)
 
 
 def validate_frameworks(path: str | Path | None = None, *, progress: bool | None = None) -> dict[str, Any]:

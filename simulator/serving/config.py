@@ -138,7 +138,8 @@ class ServeConfig:
         also sizes the cache); None: everything at ``dtype``.
     iteration_host_s
         Host time of one engine iteration in seconds (None: the framework profile's
-        ``iteration_host_s``, ``iteration_host_per_seq_s`` and decode-step host ops; a value replaces all three).
+        ``iteration_host_s``, ``iteration_host_per_seq_s``, decode-step host ops and the sampler call's host time;
+        a value replaces all four).
     graph_launch
         The CUDA driver form of the host time of one decode-graph replay: ``"pre-12.6"`` (linear in the
         graph's kernels), ``"12.6"`` (near-constant for a straight-line graph), ``"none"`` (not modelled);

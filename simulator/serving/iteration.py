@@ -102,6 +102,10 @@ class IterationPricer:
     host_s, host_per_seq_s
         Host time of an iteration (s): ``host_s + host_per_seq_s x`` the sequences it runs
         (:meth:`host_time`).
+    sampler_host
+        ``(s, s per sequence)``: the host time of the stack's sampler call (the profile's ``sampler_host_s``,
+        ``sampler_host_per_seq_s``), added to :meth:`host_time` for the sequences the iteration runs; its kernels
+        stay device time (``sampler``). ``(0, 0)``: not modelled.
     eager_options
         Costing options of the iterations that carry a prompt chunk (None: ``options`` for every iteration).
     sampler
@@ -131,7 +135,7 @@ class IterationPricer:
                  host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
                  sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "",
                  weight_dtype: str | None = None, kv_dtype: str | None = None,
-                 decode_host: tuple[int, int] = (0, 0)) -> None:
+                 decode_host: tuple[int, int] = (0, 0), sampler_host: tuple[float, float] = (0.0, 0.0)) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -144,6 +148,7 @@ class IterationPricer:
         self.device = spec_of(system)[0]
         self.host_s = float(host_s)
         self.host_per_seq_s = float(host_per_seq_s)
+        self.sampler_host = (float(sampler_host[0]), float(sampler_host[1]))
         self.sampler = tuple(sampler)
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.graph_launch = graph_launch if getattr(self.options, "cuda_graphs", False) else ""
@@ -161,7 +166,8 @@ class IterationPricer:
         if eager_options is not None:
             self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
                                                   host_per_seq_s=host_per_seq_s, sampler=sampler,
-                                                  weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                                                  weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                                                  sampler_host=sampler_host)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         #: attention (s, J) of a prefill chunk by (query tokens, earlier context), and step host times by
@@ -336,8 +342,9 @@ class IterationPricer:
         return t + self.step_host_time(len(chunks) + decodes, self.replays_graph(decodes, len(chunks), verify)), e
 
     def host_time(self, seqs: int) -> float:
-        """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields)."""
-        return self.host_s + self.host_per_seq_s * seqs
+        """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields, the sampler call's
+        host time included: ``sampler_host``)."""
+        return self.host_s + self.host_per_seq_s * seqs + self.sampler_host[0] + self.sampler_host[1] * seqs
 
     def graph_nodes(self) -> int:
         """Kernel nodes of one device's captured step: the kernels of one device's report of a step

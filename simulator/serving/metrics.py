@@ -198,6 +198,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "arrival": arrival_describe(setup.described["arrival"]), "lengths": lengths_describe(setup.described["lengths"]),
         "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
         "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
+        "sampler_host_s": setup.pricer.sampler_host[0], "sampler_host_per_seq_s": setup.pricer.sampler_host[1],
         "decode_host_s": setup.pricer.decode_host_time(),
         "engine_calls": setup.pricer.engine_calls,
     }

@@ -91,6 +91,14 @@ def _decode_host(config: ServeConfig, profile: Any) -> tuple[int, int]:
     return int(getattr(profile, "decode_host_ops", 0)), int(getattr(profile, "decode_host_syncs", 0))
 
 
+def _sampler_host(config: ServeConfig, profile: Any) -> tuple[float, float]:
+    """(s, s per sequence) of the profile's host-bound sampler call; none when ``iteration_host_s`` sets the host
+    time of a step (it replaces the profile's)."""
+    if config.iteration_host_s is not None:
+        return 0.0, 0.0
+    return float(getattr(profile, "sampler_host_s", 0.0)), float(getattr(profile, "sampler_host_per_seq_s", 0.0))
+
+
 def _check_config(config: ServeConfig) -> None:
     from simulator.serving.scheduler import ADMISSIONS, SCHEDULERS
 
@@ -292,7 +300,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else (),
                              graph_launch=_graph_launch(config, profile),
                              weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
-                             decode_host=_decode_host(config, profile))
+                             decode_host=_decode_host(config, profile), sampler_host=_sampler_host(config, profile))
     _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":

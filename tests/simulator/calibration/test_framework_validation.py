@@ -57,14 +57,17 @@ def test_groups_and_measured_errors(result):
     # each CTA of a FlashAttention-2 launch paying its pipeline edges on sm80 and later (alone: sdpa 14.0% (-3.3) ->
     # 13.8% (-3.0), eager bias -14.5 -> -14.4, all 15.7% -> 15.6%; with the former: sdpa 13.7% -> 13.5% (-2.7));
     # the CUDA-graph floor at each chip's measured chain of tiny kernels in graph replay (H100/H200 1.3 us, A100
-    # 1.337 us) for a 2.5 us derivation: sglang 0.5% -> 2.5%, vllm 1.2% -> 2.9%, vllm-v0 18.7% -> 19.5%
+    # 1.337 us) for a 2.5 us derivation: sglang 0.5% -> 2.5%, vllm 1.2% -> 2.9%, vllm-v0 18.7% -> 19.5%;
+    # a serving stack's decode step outside its graph as `serve` prices it (the sampler's kernels, SGLang 0.3's 26
+    # eager ops and 6 syncs) and V0's sampler call's host time (Vidur's SAMPLER_E2E less its device work):
+    # sglang-0.3 33.5% -> 27.4%, vllm-v0 19.5% (-20.0) -> 10.9% (-11.3), all 15.7% -> 15.2%
     expected = {"compile": (17.25, -12.42), "eager": (15.45, -14.27), "sdpa": (13.49, -2.68), "sglang": (2.46, -2.46),
-                "sglang-0.3": (33.5, -33.5), "vllm": (2.92, -2.93), "vllm-v0": (19.47, -19.99)}
+                "sglang-0.3": (27.43, -27.43), "vllm": (2.92, -2.93), "vllm-v0": (10.87, -11.29)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(15.69, abs=0.2)
+    assert result["all"].mape == pytest.approx(15.15, abs=0.2)
 
 
 def test_v0_engine_host_time_per_decode_step(result):
@@ -119,7 +122,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.7%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.2%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang",
                                                         "sglang-0.3", "vllm", "vllm-v0"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])
