@@ -37,6 +37,8 @@ from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "check_profile_hardware",
+    "FUSED_MOE_DEFAULT_TILES",
+    "fused_moe_default_tile",
     "FrameworkProfile",
     "PADDLE_GLOBAL_NORM_CLIP",
     "clip_grad_by_global_norm",
@@ -681,6 +683,13 @@ class FrameworkProfile:
         an add per expert, then a concatenation of the rows; Megatron-Core's ``TEGroupedMLP._apply_bias``,
         source in ``grouped_gemm_source``); False: biases inside the GEMM's epilogue (no op of their own).
         The first GEMM's bias is always in its epilogue (Transformer Engine's grouped GEMM takes it).
+    fused_moe_configs
+        Serving, a stack whose MoE layers run vLLM's Triton ``fused_moe_kernel``: the tuned kernel configs it
+        ships for 16-bit weights, as ``(local experts, N, device)`` with ``N`` the expert width per
+        tensor-parallel rank and ``device`` the catalog name of the GPU the file names. An expert GEMM of any
+        other ``(E, N)`` or device runs ``get_default_config``'s tile (:data:`FUSED_MOE_DEFAULT_TILES`) instead
+        of the tuned one (which the model's tile search stands for). Empty: not modelled. Source in
+        ``fused_moe_source``.
     moe_dispatch_host_ops
         ``(dispatch, before, after)``: framework ops a host-synchronising MoE dispatcher issues beside the ops
         the graph prices (the gather of routed rows, the all-to-all), counted from its code for each
@@ -740,6 +749,8 @@ class FrameworkProfile:
     moe_sort_chunks: bool = False
     moe_sort_copies: bool = False
     moe_bias_per_expert: bool = False
+    fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
+    fused_moe_source: str = ""
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
     iteration_host_s: float = 0.0
@@ -818,6 +829,54 @@ class FrameworkProfile:
 
 
 _V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
+#: The tiles of vLLM's ``get_default_config`` (vllm/model_executor/layers/fused_moe/fused_moe.py, vllm==0.6.1 and
+#: 0.6.2 wheels): ``BLOCK_SIZE_M`` x ``BLOCK_SIZE_N`` x ``BLOCK_SIZE_K`` = 16 x 32 x 64 when the step's tokens
+#: ``M <= E`` (the local experts), else 64 x 64 x 32; no ``num_warps`` / ``num_stages`` in the config, so the
+#: launch takes Triton's ``CUDAOptions`` defaults, 4 warps and 3 stages (triton-lang/triton
+#: python/triton/backends/nvidia/compiler.py, the same in Triton 3.0, the release torch 2.4 and vLLM 0.6 ran);
+#: no split-K (one program per output tile).
+FUSED_MOE_DEFAULT_TILES = {"small": (16, 32, 64), "large": (64, 64, 32)}
+FUSED_MOE_TRITON_WARPS = 4
+FUSED_MOE_TRITON_STAGES = 3
+_FUSED_MOE_DEVICES = {"NVIDIA_A100-SXM4-80GB": "a100-sxm4-80gb", "NVIDIA_A100-SXM4-40GB": "a100-sxm4-40gb",
+                      "NVIDIA_H100_80GB_HBM3": "h100-sxm5-80gb", "AMD_Instinct_MI300X": "mi300x"}
+#: The 16-bit configs in vllm/model_executor/layers/fused_moe/configs/ of the vllm==0.6.1 wheel (PyPI, 2024-09-11;
+#: the 0.6.2 wheel of 2024-09-25 has the same NVIDIA set and no H200 file of any kind), files named
+#: ``E={E},N={N},device_name={torch device name}.json`` with ``E, _, N = w2.shape`` (local experts, expert width
+#: per tensor-parallel rank; ``try_get_optimal_moe_config``), the device names mapped to catalog names.
+_VLLM_06_MOE_FILES = (
+    (1, 14336, "NVIDIA_A100-SXM4-80GB"), (1, 1792, "NVIDIA_A100-SXM4-80GB"), (1, 3072, "NVIDIA_H100_80GB_HBM3"),
+    (1, 3584, "NVIDIA_A100-SXM4-80GB"), (1, 7168, "NVIDIA_A100-SXM4-80GB"), (16, 1344, "NVIDIA_A100-SXM4-40GB"),
+    (16, 1344, "NVIDIA_A100-SXM4-80GB"), (16, 1344, "NVIDIA_H100_80GB_HBM3"), (16, 14336, "NVIDIA_A100-SXM4-80GB"),
+    (16, 1792, "NVIDIA_A100-SXM4-80GB"), (16, 2688, "NVIDIA_A100-SXM4-80GB"), (16, 2688, "NVIDIA_H100_80GB_HBM3"),
+    (16, 3584, "NVIDIA_A100-SXM4-80GB"), (16, 7168, "NVIDIA_A100-SXM4-80GB"), (64, 1280, "NVIDIA_A100-SXM4-80GB"),
+    (64, 1280, "NVIDIA_H100_80GB_HBM3"), (64, 640, "NVIDIA_A100-SXM4-80GB"), (64, 640, "NVIDIA_H100_80GB_HBM3"),
+    (8, 14336, "AMD_Instinct_MI300X"), (8, 1792, "AMD_Instinct_MI300X"), (8, 1792, "NVIDIA_A100-SXM4-40GB"),
+    (8, 1792, "NVIDIA_A100-SXM4-80GB"), (8, 1792, "NVIDIA_H100_80GB_HBM3"), (8, 2048, "NVIDIA_A100-SXM4-80GB"),
+    (8, 2048, "NVIDIA_H100_80GB_HBM3"), (8, 3584, "AMD_Instinct_MI300X"), (8, 3584, "NVIDIA_A100-SXM4-40GB"),
+    (8, 3584, "NVIDIA_A100-SXM4-80GB"), (8, 3584, "NVIDIA_H100_80GB_HBM3"), (8, 4096, "NVIDIA_A100-SXM4-80GB"),
+    (8, 4096, "NVIDIA_H100_80GB_HBM3"), (8, 7168, "AMD_Instinct_MI300X"), (8, 7168, "NVIDIA_A100-SXM4-80GB"),
+    (8, 7168, "NVIDIA_H100_80GB_HBM3"),
+)
+_VLLM_06_MOE_CONFIGS = tuple((e, n, _FUSED_MOE_DEVICES[d]) for e, n, d in _VLLM_06_MOE_FILES)
+_VLLM_06_MOE_SOURCE = ("vllm==0.6.1 wheel (PyPI), vllm/model_executor/layers/fused_moe/fused_moe.py: fused_experts -> "
+                       "try_get_optimal_moe_config(w1.shape, w2.shape, topk, dtype, M): E, _, N = w2_shape; "
+                       "get_moe_configs(E, N, dtype) opens configs/E={E},N={N},device_name={torch device name}.json "
+                       "and picks the entry of the batch key nearest M; without the file get_default_config(M, E, ...) "
+                       "(16x32x64 for M <= E, else 64x64x32, GROUP_SIZE_M 8), num_warps / num_stages left to "
+                       "Triton's defaults (4, 3). The configs directory of that wheel has no H200 file (nor 0.6.2's)")
+
+
+def fused_moe_default_tile(tokens: int, experts: int) -> tuple[int, int, int]:
+    """The (M, N, K) tile of vLLM's ``get_default_config`` for a step of ``tokens`` tokens over ``experts`` local
+    experts (:data:`FUSED_MOE_DEFAULT_TILES`): the small tile when ``tokens <= experts``.
+
+    >>> fused_moe_default_tile(8, 8), fused_moe_default_tile(200, 8)
+    ((16, 32, 64), (64, 64, 32))
+    """
+    return FUSED_MOE_DEFAULT_TILES["small" if tokens <= experts else "large"]
+
+
 _SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
@@ -897,7 +956,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sampler_host_s=0.623e-3, sampler_host_per_seq_s=0.00700e-3, sampler_host_source=_VIDUR_SAMPLER,
                      all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
                      graph_batch_source=_VLLM_V0_GRAPH_BS,
-                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
+                     graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True,
+                     fused_moe_configs=_VLLM_06_MOE_CONFIGS, fused_moe_source=_VLLM_06_MOE_SOURCE),
     FrameworkProfile("sglang", "SGLang runtime (same kernel structure as vLLM)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True,
                      sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")), iteration_host_s=0.0,

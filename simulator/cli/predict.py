@@ -224,4 +224,5 @@ def eval_options(args: argparse.Namespace) -> Any:
                         fp8_activation_scale=cost["fp8_activation_scale"], fp8_accumulation=cost["fp8_accumulation"])
     if getattr(args, "fp8_accumulation", None) is not None:  # explicit --fp8-accumulation wins over the profile
         settings["fp8_accumulation"] = args.fp8_accumulation
-    return options_from_settings(settings, where="options", calibration_id=cal_id)
+    moe = profile.fused_moe_configs if profile is not None else ()  # the stack's tuned fused-MoE kernels
+    return options_from_settings(settings, where="options", calibration_id=cal_id, fused_moe_configs=moe)

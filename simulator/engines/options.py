@@ -123,6 +123,11 @@ class EvalOptions:
         (``sa_block_q``, ``sa_block_kv``, ``sa_block_q_dkv``, ``sa_block_kv_dkv``, ``sa_block_q_dq``,
         ``sa_block_kv_dq``); a causal mask is priced over the whole (query block, key block) tiles each kernel
         runs (:func:`simulator.lowering.tpu.splash_blocks`). Empty (default): 512 each, MaxText's ``base.yml``.
+    fused_moe_configs
+        The tuned kernel configs of vLLM's Triton ``fused_moe_kernel`` the stack ships, ``(local experts, N,
+        device)`` (:attr:`workloads.frameworks.FrameworkProfile.fused_moe_configs`): a 16-bit expert GEMM of
+        another ``(E, N)`` or device runs ``get_default_config``'s tile
+        (:func:`simulator.lowering.gpu.fused_moe_kernel`). Empty (default): every expert GEMM's tile is searched.
     splash_fused_bwd
         The splash backward runs as one kernel over the dkv blocks (``sa_use_fused_bwd_kernel: True``, 5 GEMMs)
         instead of the dkv and dq kernels (7 GEMMs, MaxText's default).
@@ -159,6 +164,7 @@ class EvalOptions:
     fp8_activation_scale: str = "dynamic"
     fp8_accumulation: str = "fast"
     splash_blocks: tuple[int, ...] = ()
+    fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
     splash_fused_bwd: bool = False
     embedding_onehot: bool = False
     calibration_id: str = ""

@@ -77,13 +77,15 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
                tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None,
-               resident: float = 0.0) -> KernelCost:
+               resident: float = 0.0, kernel: gpu.TileCandidate | None = None) -> KernelCost:
     p = ctx.params(dtype)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
         cands = tuple(c for c in cands if (c.tile_m, c.tile_n) == tile_shape)
     split_k = gpu.SPLIT_K_FACTORS
+    if kernel is not None:  # one kernel the stack launches whatever the shape (no search, no split-K)
+        cands, split_k = (kernel,), (1,)
     # the power limit the kernel is chosen under (TensorRT and autotuners time their candidates on the running
     # board; cuBLAS's heuristic is assumed tuned on the board at its own limit: docs/accuracy.md)
     power = None if a_operand is not None else _gemm_power(ctx, dtype, p)
@@ -265,7 +267,33 @@ def _grouped_gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     active = int(op.attrs.get("experts_active", e))
     m = max(1, math.ceil(tokens / active))
     return _experts_gemm(op, ctx, m, n, k, active, in_bytes=_expert_operand_bytes(op, x),
-                         out_bytes=element_bytes(op.outputs[0].dtype))
+                         out_bytes=element_bytes(op.outputs[0].dtype), kernel=fused_moe_kernel(op, ctx))
+
+
+def fused_moe_kernel(op: Op, ctx: LoweringContext) -> gpu.TileCandidate | None:
+    """The kernel of a 16-bit expert GEMM that vLLM's Triton ``fused_moe_kernel`` runs without a tuned config.
+    Under ``EvalOptions.fused_moe_configs`` (the stack's tuned configs, ``(local experts, N, device)``:
+    :attr:`workloads.frameworks.FrameworkProfile.fused_moe_configs`), an expert GEMM of ``E`` local experts
+    (its weight's first dimension) and width ``N`` (``moe_width``) on a device with no such config runs
+    ``get_default_config``'s tile for the step's ``moe_tokens`` (:func:`workloads.frameworks.fused_moe_default_tile`)
+    with Triton's default warps and stages (:data:`workloads.frameworks.FUSED_MOE_TRITON_WARPS`,
+    ``FUSED_MOE_TRITON_STAGES``), as 2 x 2 warps, no producer warps and no split-K. None: the tile search (a tuned
+    config, another stack, or not a 16-bit GEMM)."""
+    configs = getattr(ctx.options, "fused_moe_configs", ())
+    if not configs or "moe_width" not in op.attrs or op.dtype.value not in ("bf16", "fp16"):
+        return None
+    experts, width = int(op.inputs[1].shape[0]), int(op.attrs["moe_width"])
+    if (experts, width, ctx.device.name) in configs:
+        return None
+    from workloads.frameworks import (
+        FUSED_MOE_TRITON_STAGES,
+        FUSED_MOE_TRITON_WARPS,
+        fused_moe_default_tile,
+    )
+
+    tm, tn, tk = fused_moe_default_tile(int(op.attrs.get("moe_tokens", 0)), experts)
+    return gpu.TileCandidate(tm, tn, tk, FUSED_MOE_TRITON_STAGES, 2, FUSED_MOE_TRITON_WARPS // 2,
+                             32 * FUSED_MOE_TRITON_WARPS)
 
 
 @register_rule("gpu", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
@@ -294,7 +322,7 @@ PER_EXPERT_RULE = "grouped-gemm-per-expert"
 
 
 def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: int, *, in_bytes: float,
-                  out_bytes: float) -> KernelCost:
+                  out_bytes: float, kernel: gpu.TileCandidate | None = None) -> KernelCost:
     """``active`` expert GEMMs ``[m, k] @ [k, n]``: one batched kernel (``"grouped-gemm"``), or with the
     ``per_expert_streams`` attribute (a stack whose grouped GEMM launches one GEMM per expert,
     :attr:`workloads.frameworks.FrameworkProfile.grouped_gemm`) ``active`` kernels issued round-robin on that
@@ -304,7 +332,8 @@ def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: 
     kw: dict[str, Any] = dict(dtype=op.dtype.value, in_bytes=in_bytes, out_bytes=out_bytes, b_shared=False)
     streams = int(op.attrs.get("per_expert_streams", 0))
     if streams <= 0:
-        fused = _with_promotion(op, ctx, _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", **kw), active, m, n, k)
+        fused = _with_promotion(op, ctx, _gemm_cost(ctx, m, n, k, batch=active, rule="grouped-gemm", kernel=kernel,
+                                                    **kw), active, m, n, k)
         return _with_expert_quantisation(op, ctx, fused, active) if op.attrs.get("fp8_quantize") else fused
     width = min(streams, active)
     full, rest = divmod(active, width)

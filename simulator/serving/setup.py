@@ -224,10 +224,11 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     # every cost option the profile states (fusion, norm_fusion, cuda_graphs, ...), as `predict --framework` prices
     # them: copied whole, so an option added to FrameworkProfile.cost_options cannot be left out here
     settings = dict(profile.cost_options())
+    moe = {"fused_moe_configs": profile.fused_moe_configs}  # the stack's tuned fused-MoE kernels (not a setting)
     if config.fp8_accumulation is not None:  # stated for this run: wins over the profile's
         return options_from_settings({**settings, "fp8_accumulation": config.fp8_accumulation},
-                                     where="config"), profile
-    return options_from_settings(settings, where="framework"), profile
+                                     where="config", **moe), profile
+    return options_from_settings(settings, where="framework", **moe), profile
 
 
 def _eager_options(profile: Any, opts: Any) -> Any:
