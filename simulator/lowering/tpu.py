@@ -108,7 +108,7 @@ from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
            "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
-           "BACKWARD_KERNEL_GEMMS"]
+           "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -488,6 +488,26 @@ def _splash_backward_gemms(rows: int, d: int, dv: int, kv_dkv: int, kv_dq: int, 
     return dkv + dq, float(heads * rows * (kv_dkv + kv_dq))
 
 
+def fused_dq_partial_bytes(q_bytes: float, skv: int, block_kv_dkv: int) -> tuple[float, float]:
+    """(bytes the fused splash backward writes as partial dQ, bytes the sum of those partials moves) for a query
+    tensor of ``q_bytes`` against ``skv`` keys in key blocks of ``block_kv_dkv``.
+
+    With ``sa_use_fused_bwd_kernel: True`` the dkv kernel computes dQ of each (key block, query block) step but
+    cannot accumulate it across key blocks (the grid's outer axis): its output ``dq_unreduced`` has shape
+    ``(kv_seq_len // bkv, *q.shape)`` in ``q.dtype``, every grid step writes its block (``dq_ref[...] =
+    jnp.zeros_like(dq_ref)`` before ``should_run``, so key blocks the mask skips write zeros), and
+    ``_splash_attention_bwd_dkv`` returns ``dq_unreduced.sum(axis=0)``: an XLA reduction after the kernel that
+    reads every partial and writes dQ (jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
+    the same at jax-v0.4.35, jax-v0.6.1 and HEAD cec06d116). The split backward's dq kernel accumulates dQ in a
+    float32 VMEM scratch instead and writes it once.
+
+    >>> fused_dq_partial_bytes(1.0, 8192, 2048)   # 4 partials written; the sum reads 4 and writes 1
+    (4.0, 5.0)
+    """
+    blocks = max(1, -(-skv // max(1, block_kv_dkv)))
+    return blocks * q_bytes, (blocks + 1) * q_bytes
+
+
 def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
     """Seconds of one splash-attention kernel whose GEMMs take ``mxu_s`` on the arrays and softmax ``vec_s`` on the
     vector unit: the sum in the forward, the larger in the backward.
@@ -549,17 +569,22 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         gemms, scores = _splash_backward_gemms(rows, d, dv, kv_eff(blocks[2], blocks[3]), kv_eff(blocks[4], blocks[5]),
                                                fused, heads)
     dram = float(op.bytes_read + op.bytes_written)
+    # the fused backward's partial dQ: written by the kernel (beside its GEMMs), then summed by XLA (serial)
+    part_b, sum_b = fused_dq_partial_bytes(float(q.numel) * ib, skv, blocks[3]) if backward and fused else (0.0, 0.0)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
     vec_s = vec_flops / _vector_rate(ctx.device)
-    memory_s = dram / _hbm(ctx.device)
+    memory_s = (dram + part_b) / _hbm(ctx.device)
     compute_s = splash_compute_s(mxu_s, vec_s, backward)
     bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
+    dq_sum_s = sum_b / _hbm(ctx.device)
+    if dq_sum_s:  # the sum runs after the kernel: the kernel's own time, then the reduction at HBM rate
+        compute_s, memory_s = max(compute_s, memory_s) + dq_sum_s, memory_s + dq_sum_s
     first = parts[0]
     return KernelCost(
-        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram, l2_bytes=0.0,
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b, l2_bytes=0.0,
         smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
         vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
         matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
@@ -569,7 +594,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                f"{'overlapped' if backward else 'between the GEMMs (serial)'}; "
                f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
-               f"{' (fused backward)' if fused and backward else ''}; bound {bound}"),
+               f"{' (fused backward)' if fused and backward else ''}; bound {bound}"
+               f"{f'; partial dQ summed after the kernel {dq_sum_s * 1e6:.2f} us' if dq_sum_s else ''}"),
+        kernels=2 if dq_sum_s else 1,
     )
 
 

@@ -443,3 +443,28 @@ def test_onehot_embedding_is_the_gemm_maxtext_runs_with_use_iota_embed():
     assert fwd_gemm.time_s == pytest.approx(2 * 8192 * 4096 * 128256 / (918e12 * 0.902), rel=0.01)
     default = {r.kind: r for r in evaluate(g, dev).records if r.kind.startswith("embedding")}
     assert default["embedding"].rule == "gather" and default["embedding"].time_s < 0.2e-3
+
+
+
+def test_fused_splash_backward_sums_its_partial_dq_after_the_kernel():
+    # sa_use_fused_bwd_kernel True (the Llama 3.1 / Mistral v6e workloads, 2,048 blocks): the dkv kernel writes
+    # dq_unreduced of shape (8192 // 2048, *q.shape) in bf16 and XLA sums it over axis 0 afterwards. Llama 3 8B at
+    # 8,192 tokens: q is 32 heads x 8192 x 128 bf16 = 64 MiB; the kernel writes 4 partials (256 MiB) beside its
+    # GEMMs, the sum reads them and writes dQ (320 MiB) at the chip's achieved HBM rate (1638 GB/s x 0.830), serial.
+    from dataclasses import replace
+
+    dev = load_device("tpu-v6e")
+    g = load_workload("llama-3-8b", batch=1, seq=8192, train=True)
+    split = EvalOptions(splash_blocks=(2048,) * 6)
+    q_bytes = 32 * 8192 * 128 * 2
+    sum_s = 5 * q_bytes / (1638e9 * 0.830)
+    rec, base = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
+                 for o in (replace(split, splash_fused_bwd=True), split))
+    assert "(fused backward)" in rec.notes and "partial dQ" not in base.notes
+    # the op's own bytes (q, k, v, o, do in; dq, dk, dv out), the 4 partials, the sum's 4 reads and 1 write
+    assert base.dram_bytes == 335_544_320
+    assert rec.dram_bytes == base.dram_bytes + 9 * q_bytes
+    assert f"partial dQ summed after the kernel {sum_s * 1e6:.2f} us" in rec.notes
+    # compute-bound kernel (its arrays' time, overlapped with the softmax), then the sum
+    arrays_s = float(rec.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert rec.compute_s == pytest.approx(arrays_s + sum_s, rel=1e-5)
