@@ -508,6 +508,22 @@ def fused_dq_partial_bytes(q_bytes: float, skv: int, block_kv_dkv: int) -> tuple
     return blocks * q_bytes, (blocks + 1) * q_bytes
 
 
+def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tuple[float, float, float]:
+    """(partial dQ bytes the fused kernel writes, bytes of their sum, bytes of the ``di`` pass) of a TPU attention
+    backward ``op`` (inputs q, k, v, o, do). Before its kernels the splash backward computes ``di =
+    jnp.einsum("hsd,hsd->hs", o.astype(float32), do.astype(float32))`` in XLA (``_splash_attention_bwd`` in
+    jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py; the 2023 ``flash_attention.py``
+    ``_flash_attention_bwd`` alike): o and do read, one float32 per query row and head written. The fused
+    kernel's partial dQ: :func:`fused_dq_partial_bytes`."""
+    q, o, do = op.inputs[0], op.inputs[3], op.inputs[4]
+    b, hq, sq, _ = q.shape
+    di_b = float(o.numel) * element_bytes(o.dtype) + float(do.numel) * element_bytes(do.dtype) + 4.0 * b * hq * sq
+    if not fused:
+        return 0.0, 0.0, di_b
+    part_b, sum_b = fused_dq_partial_bytes(float(q.numel) * element_bytes(q.dtype), skv, block_kv_dkv)
+    return part_b, sum_b, di_b
+
+
 def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
     """Seconds of one splash-attention kernel whose GEMMs take ``mxu_s`` on the arrays and softmax ``vec_s`` on the
     vector unit: the sum in the forward, the larger in the backward.
@@ -569,8 +585,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         gemms, scores = _splash_backward_gemms(rows, d, dv, kv_eff(blocks[2], blocks[3]), kv_eff(blocks[4], blocks[5]),
                                                fused, heads)
     dram = float(op.bytes_read + op.bytes_written)
-    # the fused backward's partial dQ: written by the kernel (beside its GEMMs), then summed by XLA (serial)
-    part_b, sum_b = fused_dq_partial_bytes(float(q.numel) * ib, skv, blocks[3]) if backward and fused else (0.0, 0.0)
+    part_b, sum_b, di_b = _splash_bwd_passes(op, skv, blocks[3], fused) if backward else (0.0, 0.0, 0.0)
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
@@ -579,12 +594,13 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     memory_s = (dram + part_b) / _hbm(ctx.device)
     compute_s = splash_compute_s(mxu_s, vec_s, backward)
     bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
-    dq_sum_s = sum_b / _hbm(ctx.device)
-    if dq_sum_s:  # the sum runs after the kernel: the kernel's own time, then the reduction at HBM rate
-        compute_s, memory_s = max(compute_s, memory_s) + dq_sum_s, memory_s + dq_sum_s
+    dq_sum_s, di_s = sum_b / _hbm(ctx.device), di_b / _hbm(ctx.device)
+    if backward:  # XLA passes before (di) and after (the partial dQ's sum) the kernels, at HBM rate
+        compute_s, memory_s = max(compute_s, memory_s) + dq_sum_s + di_s, memory_s + dq_sum_s + di_s
     first = parts[0]
     return KernelCost(
-        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b, l2_bytes=0.0,
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b + di_b,
+        l2_bytes=0.0,
         smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
         vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
         matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
@@ -595,8 +611,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
                f"{' (fused backward)' if fused and backward else ''}; bound {bound}"
+               f"{f'; di = sum(o * do) before the kernels {di_s * 1e6:.2f} us' if di_s else ''}"
                f"{f'; partial dQ summed after the kernel {dq_sum_s * 1e6:.2f} us' if dq_sum_s else ''}"),
-        kernels=2 if dq_sum_s else 1,
+        kernels=1 + (di_s > 0) + (dq_sum_s > 0),
     )
 
 

@@ -206,7 +206,10 @@ def test_splash_forward_softmax_runs_between_its_gemms_and_the_backward_overlaps
     train = load_workload("llama-3-8b", batch=1, seq=2048, train=True)
     (bwd, *_) = [r for r in evaluate(train, dev).records if r.kind == "attention_bwd"]
     arrays = float(bwd.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
-    assert bwd.compute_s == pytest.approx(arrays, rel=1e-3) and "overlapped" in bwd.notes
+    # then the XLA pass di = sum(o * do) before the kernels: o and do (32 heads x 2048 x 128 bf16 each) read, a
+    # float32 per head and query row written, at the achieved HBM rate
+    di_s = (2 * 32 * 2048 * 128 * 2 + 4 * 32 * 2048) / (1638e9 * 0.830)
+    assert bwd.compute_s == pytest.approx(arrays + di_s, rel=1e-3) and "overlapped" in bwd.notes
 
 
 def test_attention_backward_runs_the_dkv_and_dq_kernels():
@@ -446,7 +449,7 @@ def test_onehot_embedding_is_the_gemm_maxtext_runs_with_use_iota_embed():
 
 
 
-def test_fused_splash_backward_sums_its_partial_dq_after_the_kernel():
+def test_splash_backward_xla_passes_di_and_the_fused_kernels_partial_dq_sum():
     # sa_use_fused_bwd_kernel True (the Llama 3.1 / Mistral v6e workloads, 2,048 blocks): the dkv kernel writes
     # dq_unreduced of shape (8192 // 2048, *q.shape) in bf16 and XLA sums it over axis 0 afterwards. Llama 3 8B at
     # 8,192 tokens: q is 32 heads x 8192 x 128 bf16 = 64 MiB; the kernel writes 4 partials (256 MiB) beside its
@@ -456,15 +459,21 @@ def test_fused_splash_backward_sums_its_partial_dq_after_the_kernel():
     dev = load_device("tpu-v6e")
     g = load_workload("llama-3-8b", batch=1, seq=8192, train=True)
     split = EvalOptions(splash_blocks=(2048,) * 6)
+    # Both backwards first compute di = sum(o * do) over head_dim in XLA: o and do (64 MiB each) read, a float32 per
+    # head and query row (1 MiB) written.
     q_bytes = 32 * 8192 * 128 * 2
-    sum_s = 5 * q_bytes / (1638e9 * 0.830)
+    hbm = 1638e9 * 0.830
+    sum_s, di_s = 5 * q_bytes / hbm, (2 * q_bytes + 4 * 32 * 8192) / hbm
     rec, base = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
                  for o in (replace(split, splash_fused_bwd=True), split))
     assert "(fused backward)" in rec.notes and "partial dQ" not in base.notes
-    # the op's own bytes (q, k, v, o, do in; dq, dk, dv out), the 4 partials, the sum's 4 reads and 1 write
-    assert base.dram_bytes == 335_544_320
+    # the op's own bytes (q, k, v, o, do in; dq, dk, dv out: 320 MiB), the di pass; fused: the 4 partials, the
+    # sum's 4 reads and 1 write
+    assert base.dram_bytes == 335_544_320 + 2 * q_bytes + 4 * 32 * 8192
     assert rec.dram_bytes == base.dram_bytes + 9 * q_bytes
     assert f"partial dQ summed after the kernel {sum_s * 1e6:.2f} us" in rec.notes
-    # compute-bound kernel (its arrays' time, overlapped with the softmax), then the sum
-    arrays_s = float(rec.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
-    assert rec.compute_s == pytest.approx(arrays_s + sum_s, rel=1e-5)
+    assert f"di = sum(o * do) before the kernels {di_s * 1e6:.2f} us" in rec.notes
+    # compute-bound kernels (their arrays' time, overlapped with the softmax), then the XLA passes
+    for r, extra in ((rec, sum_s + di_s), (base, di_s)):
+        arrays_s = float(r.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+        assert r.compute_s == pytest.approx(arrays_s + extra, rel=1e-5)
