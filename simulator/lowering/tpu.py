@@ -108,7 +108,8 @@ from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
            "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
-           "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes"]
+           "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes",
+           "flash_row_stats_bytes", "FLASH_2023_LANES"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -508,6 +509,26 @@ def fused_dq_partial_bytes(q_bytes: float, skv: int, block_kv_dkv: int) -> tuple
     return blocks * q_bytes, (blocks + 1) * q_bytes
 
 
+PRE_FLASH = " and m, l, di broadcast over lanes (2023 flash kernel)"
+#: Lanes of the 2023 flash kernel's broadcast row statistics (``MIN_BLOCK_SIZE`` of jax's ``flash_attention.py``)
+FLASH_2023_LANES = 128
+
+
+def flash_row_stats_bytes(rows: int, block_k_major_dq: int) -> float:
+    """HBM bytes the 2023 Pallas flash backward writes, before its kernels, to broadcast its row statistics over
+    ``rows`` (batch x heads x query) rows. ``_flash_attention_bwd_dkv`` passes ``m``, ``l`` and ``di`` as
+    ``jnp.broadcast_to(x[..., None], (*x.shape, MIN_BLOCK_SIZE))`` (float32, 128 lanes); ``_flash_attention_bwd_dq``
+    passes ``m`` and ``l`` so and ``di`` broadcast to ``block_k_major`` lanes (jax/experimental/pallas/ops/tpu/
+    flash_attention.py @ 9d0a9918b, 2023-12-11): a kernel operand is materialised, so each is an XLA broadcast
+    written to HBM (the three float32 sources read once each for both).
+
+    >>> flash_row_stats_bytes(1, 512)   # (3 x 128 + 2 x 128 + 512) x 4 written + 3 x 4 read
+    4620.0
+    """
+    lanes = 5 * FLASH_2023_LANES + max(1, int(block_k_major_dq))
+    return float(rows) * 4.0 * (lanes + 3)
+
+
 def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tuple[float, float, float]:
     """(partial dQ bytes the fused kernel writes, bytes of their sum, bytes of the ``di`` pass) of a TPU attention
     backward ``op`` (inputs q, k, v, o, do). Before its kernels the splash backward computes ``di =
@@ -586,6 +607,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                                                fused, heads)
     dram = float(op.bytes_read + op.bytes_written)
     part_b, sum_b, di_b = _splash_bwd_passes(op, skv, blocks[3], fused) if backward else (0.0, 0.0, 0.0)
+    pre = PRE_FLASH if backward and getattr(ctx.options, "tpu_flash_2023", False) else ""
+    if pre:  # the 2023 kernel's broadcast row statistics
+        di_b += flash_row_stats_bytes(b * hq * sq, blocks[5])
     vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
@@ -611,7 +635,7 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
                f"{' (fused backward)' if fused and backward else ''}; bound {bound}"
-               f"{f'; di = sum(o * do) before the kernels {di_s * 1e6:.2f} us' if di_s else ''}"
+               f"{f'; di = sum(o * do){pre} before the kernels {di_s * 1e6:.2f} us' if di_s else ''}"
                f"{f'; partial dQ summed after the kernel {dq_sum_s * 1e6:.2f} us' if dq_sum_s else ''}"),
         kernels=1 + (di_s > 0) + (dq_sum_s > 0),
     )

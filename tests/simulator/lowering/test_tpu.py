@@ -477,3 +477,29 @@ def test_splash_backward_xla_passes_di_and_the_fused_kernels_partial_dq_sum():
     for r, extra in ((rec, sum_s + di_s), (base, di_s)):
         arrays_s = float(r.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
         assert r.compute_s == pytest.approx(arrays_s + extra, rel=1e-5)
+
+
+def test_the_2023_flash_backward_writes_its_broadcast_row_statistics_before_its_kernels():
+    # MaxText 76bd53b0f's attention: flash (the 2023 v5e/v5p rows) runs jax's flash_attention.py, whose backward
+    # broadcasts m, l and di (float32) to 128 lanes for the dkv kernel, m and l to 128 and di to block_k_major (512)
+    # for the dq kernel: (5 x 128 + 512) x 4 B written and 3 x 4 B read a head and query row. gpt2 at 1024 tokens:
+    # 12 heads x 1024 rows = 12,288 rows, 56.8 MB more before the kernels at v5e's achieved HBM rate.
+    from dataclasses import replace
+
+    from simulator.lowering.tpu import flash_row_stats_bytes
+
+    dev = load_device("tpu-v5e")
+    g = load_workload("gpt2", batch=1, seq=1024, train=True)
+    base = EvalOptions()
+    rec, ref = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
+                for o in (replace(base, tpu_flash_2023=True), base))
+    extra = flash_row_stats_bytes(12 * 1024, 512)
+    assert extra == 12 * 1024 * 4620.0
+    assert rec.dram_bytes == pytest.approx(ref.dram_bytes + extra, rel=1e-12)
+    hbm = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
+    assert rec.compute_s == pytest.approx(ref.compute_s + extra / hbm, rel=1e-9)
+    assert "m, l, di broadcast over lanes (2023 flash kernel)" in rec.notes
+    # the forward is unchanged
+    fwd = [[r for r in evaluate(g, dev, o).records if r.kind == "attention"][0].time_s
+           for o in (replace(base, tpu_flash_2023=True), base)]
+    assert fwd[0] == fwd[1]
