@@ -131,6 +131,10 @@ class EvalOptions:
         flash_attention.py; MaxText's ``attention: flash`` before splash attention, ``layers/attentions.py`` @
         76bd53b0f) rather than splash: its backward materialises the forward's row statistics broadcast across
         lanes for its two kernels (:func:`simulator.lowering.tpu.flash_row_stats_bytes`).
+    tpu_segment_ids
+        On TPUs, every attention kernel is given segment ids and masks each score by them (MaxText passes
+        ``decoder_segment_ids``, the batch's ``inputs_segmentation``, to every attention call:
+        :func:`simulator.lowering.tpu.mask_vector_ops`).
     embedding_onehot
         On TPUs, a token embedding is a one-hot ``[tokens, vocab]`` matrix times the table on the MXUs and its
         backward the transposed product (MaxText's ``use_iota_embed: True``: ``jnp.dot(one_hot, embedding)`` in
@@ -166,6 +170,7 @@ class EvalOptions:
     splash_blocks: tuple[int, ...] = ()
     splash_fused_bwd: bool = False
     tpu_flash_2023: bool = False
+    tpu_segment_ids: bool = False
     embedding_onehot: bool = False
     calibration_id: str = ""
     plan: Any = None

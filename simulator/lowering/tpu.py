@@ -109,7 +109,8 @@ from workloads.semantics import kinds as known_op_kinds
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
            "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
            "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes",
-           "flash_row_stats_bytes", "FLASH_2023_LANES"]
+           "flash_row_stats_bytes", "FLASH_2023_LANES",
+           "MASK_VECTOR_OPS_PER_SCORE", "mask_vector_ops"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -545,6 +546,29 @@ def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tupl
     return part_b, sum_b, di_b
 
 
+#: Vector-unit operations per score of a causal splash kernel's mask: ``k_offset + broadcasted_iota`` (the key
+#: positions), ``mask_function(q_sequence, k_sequence)`` (the causal compare) and ``jnp.where(mask, qk,
+#: mask_value)``; and with segment ids, ``q_ids == kv_ids`` and the ``logical_and`` of the two masks
+#: (``_apply_mask_and_soft_cap`` in jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
+#: run on every block a kernel computes: ``should_not_mask`` only ORs into the mask). The 2023 ``flash_attention.py``
+#: kernel builds the same masks from two iotas (``_flash_attention_kernel_single_batch``).
+MASK_VECTOR_OPS_PER_SCORE = {"causal": 3.0, "segment_ids": 2.0}
+
+
+def mask_vector_ops(causal: bool, options: Any) -> float:
+    """Vector operations a splash kernel spends per score on its mask: the causal mask's (when ``causal``) and the
+    segment ids' (``options.tpu_segment_ids``: MaxText passes ``decoder_segment_ids``, all ones on synthetic data,
+    to every attention call); 0 without either (:data:`MASK_VECTOR_OPS_PER_SCORE`).
+
+    >>> mask_vector_ops(True, None), mask_vector_ops(False, None)
+    (3.0, 0.0)
+    """
+    seg = bool(getattr(options, "tpu_segment_ids", False))
+    # the segment mask alone: its compare and the where (no logical_and of one mask)
+    return ((MASK_VECTOR_OPS_PER_SCORE["causal"] if causal else 0.0)
+            + (MASK_VECTOR_OPS_PER_SCORE["segment_ids"] if seg else 0.0))
+
+
 def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
     """Seconds of one splash-attention kernel whose GEMMs take ``mxu_s`` on the arrays and softmax ``vec_s`` on the
     vector unit: the sum in the forward, the larger in the backward.
@@ -610,7 +634,10 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     pre = PRE_FLASH if backward and getattr(ctx.options, "tpu_flash_2023", False) else ""
     if pre:  # the 2023 kernel's broadcast row statistics
         di_b += flash_row_stats_bytes(b * hq * sq, blocks[5])
-    vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
+    # the mask each kernel applies to every score it computes (one pass over the fused backward's scores, which
+    # `scores` counts twice)
+    vec_flops = scores * (SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
+                          + mask_vector_ops(window is not None, ctx.options) / (2.0 if backward and fused else 1.0))
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
