@@ -552,21 +552,25 @@ def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tupl
 #: (``_apply_mask_and_soft_cap`` in jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
 #: run on every block a kernel computes: ``should_not_mask`` only ORs into the mask). The 2023 ``flash_attention.py``
 #: kernel builds the same masks from two iotas (``_flash_attention_kernel_single_batch``).
-MASK_VECTOR_OPS_PER_SCORE = {"causal": 3.0, "segment_ids": 2.0}
+#: A causal sliding window (MaxText's ``mask &= LocalMask(...)``: a ``LogicalAnd`` of two masks, which is no single
+#: computable mask, so ``_process_mask`` gives the kernel partial mask blocks to load) costs the loaded block's
+#: ``bitwise_or`` with ``should_not_mask`` and the where instead.
+MASK_VECTOR_OPS_PER_SCORE = {"causal": 3.0, "window": 2.0, "segment_ids": 2.0}
 
 
-def mask_vector_ops(causal: bool, options: Any) -> float:
-    """Vector operations a splash kernel spends per score on its mask: the causal mask's (when ``causal``) and the
-    segment ids' (``options.tpu_segment_ids``: MaxText passes ``decoder_segment_ids``, all ones on synthetic data,
-    to every attention call); 0 without either (:data:`MASK_VECTOR_OPS_PER_SCORE`).
+def mask_vector_ops(causal: bool, options: Any, *, windowed: bool = False) -> float:
+    """Vector operations a splash kernel spends per score on its mask: the causal mask's (when ``causal``; a loaded
+    block mask when ``windowed``) and the segment ids' (``options.tpu_segment_ids``: MaxText passes
+    ``decoder_segment_ids``, all ones on synthetic data, to every attention call); 0 without either
+    (:data:`MASK_VECTOR_OPS_PER_SCORE`).
 
-    >>> mask_vector_ops(True, None), mask_vector_ops(False, None)
-    (3.0, 0.0)
+    >>> mask_vector_ops(True, None), mask_vector_ops(True, None, windowed=True), mask_vector_ops(False, None)
+    (3.0, 2.0, 0.0)
     """
     seg = bool(getattr(options, "tpu_segment_ids", False))
+    own = MASK_VECTOR_OPS_PER_SCORE["window" if windowed else "causal"] if causal else 0.0
     # the segment mask alone: its compare and the where (no logical_and of one mask)
-    return ((MASK_VECTOR_OPS_PER_SCORE["causal"] if causal else 0.0)
-            + (MASK_VECTOR_OPS_PER_SCORE["segment_ids"] if seg else 0.0))
+    return own + (MASK_VECTOR_OPS_PER_SCORE["segment_ids"] if seg else 0.0)
 
 
 def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
@@ -637,7 +641,8 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # the mask each kernel applies to every score it computes (one pass over the fused backward's scores, which
     # `scores` counts twice)
     vec_flops = scores * (SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
-                          + mask_vector_ops(window is not None, ctx.options) / (2.0 if backward and fused else 1.0))
+                          + mask_vector_ops(window is not None, ctx.options, windowed=bool(window))
+                          / (2.0 if backward and fused else 1.0))
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)

@@ -528,3 +528,10 @@ def test_a_causal_splash_kernel_masks_every_score_it_computes():
     # no mask, no segment ids: the softmax alone (the non-causal case of the test above)
     assert mask_vector_ops(False, None) == 0.0
     assert mask_vector_ops(False, EvalOptions(tpu_segment_ids=True)) == 2.0
+    # a causal sliding window (MaxText's CausalMask & LocalMask, loaded as partial mask blocks): or and where
+    win = load_workload("attention:b=1,h=8,s=2048,d=128,causal=1,window=512", dtype="bf16")
+    (rec,) = [r for r in evaluate(win, dev, replace(EvalOptions(), tpu_segment_ids=True)).records
+              if r.kind == "attention"]
+    kept = float(rec.notes.split("causal kept fraction ")[1].split(" ")[0])
+    arrays = float(rec.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert rec.compute_s == pytest.approx(arrays + (5 + 2 + 2) * 8 * 2048 * 2048 * kept / vec_rate, rel=2e-3)
