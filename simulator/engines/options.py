@@ -131,6 +131,15 @@ class EvalOptions:
     splash_fused_bwd
         The splash backward runs as one kernel over the dkv blocks (``sa_use_fused_bwd_kernel: True``, 5 GEMMs)
         instead of the dkv and dq kernels (7 GEMMs, MaxText's default).
+    tpu_flash_2023
+        On TPUs, attention runs as the 2023 Pallas ``flash_attention`` kernel (jax/experimental/pallas/ops/tpu/
+        flash_attention.py; MaxText's ``attention: flash`` before splash attention, ``layers/attentions.py`` @
+        76bd53b0f) rather than splash: its backward materialises the forward's row statistics broadcast across
+        lanes for its two kernels (:func:`simulator.lowering.tpu.flash_row_stats_bytes`).
+    tpu_segment_ids
+        On TPUs, every attention kernel is given segment ids and masks each score by them (MaxText passes
+        ``decoder_segment_ids``, the batch's ``inputs_segmentation``, to every attention call:
+        :func:`simulator.lowering.tpu.mask_vector_ops`).
     embedding_onehot
         On TPUs, a token embedding is a one-hot ``[tokens, vocab]`` matrix times the table on the MXUs and its
         backward the transposed product (MaxText's ``use_iota_embed: True``: ``jnp.dot(one_hot, embedding)`` in
@@ -166,6 +175,8 @@ class EvalOptions:
     splash_blocks: tuple[int, ...] = ()
     fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
     splash_fused_bwd: bool = False
+    tpu_flash_2023: bool = False
+    tpu_segment_ids: bool = False
     embedding_onehot: bool = False
     calibration_id: str = ""
     plan: Any = None

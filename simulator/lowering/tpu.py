@@ -108,7 +108,9 @@ from workloads.semantics import kinds as known_op_kinds
 
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
            "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
-           "BACKWARD_KERNEL_GEMMS"]
+           "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes",
+           "flash_row_stats_bytes", "FLASH_2023_LANES",
+           "MASK_VECTOR_OPS_PER_SCORE", "mask_vector_ops"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
 VECTOR_KINDS = frozenset({
@@ -505,6 +507,89 @@ def _splash_backward_gemms(rows: int, d: int, dv: int, kv_dkv: int, kv_dq: int, 
     return dkv + dq, float(heads * rows * (kv_dkv + kv_dq))
 
 
+def fused_dq_partial_bytes(q_bytes: float, skv: int, block_kv_dkv: int) -> tuple[float, float]:
+    """(bytes the fused splash backward writes as partial dQ, bytes the sum of those partials moves) for a query
+    tensor of ``q_bytes`` against ``skv`` keys in key blocks of ``block_kv_dkv``.
+
+    With ``sa_use_fused_bwd_kernel: True`` the dkv kernel computes dQ of each (key block, query block) step but
+    cannot accumulate it across key blocks (the grid's outer axis): its output ``dq_unreduced`` has shape
+    ``(kv_seq_len // bkv, *q.shape)`` in ``q.dtype``, every grid step writes its block (``dq_ref[...] =
+    jnp.zeros_like(dq_ref)`` before ``should_run``, so key blocks the mask skips write zeros), and
+    ``_splash_attention_bwd_dkv`` returns ``dq_unreduced.sum(axis=0)``: an XLA reduction after the kernel that
+    reads every partial and writes dQ (jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
+    the same at jax-v0.4.35, jax-v0.6.1 and HEAD cec06d116). The split backward's dq kernel accumulates dQ in a
+    float32 VMEM scratch instead and writes it once.
+
+    >>> fused_dq_partial_bytes(1.0, 8192, 2048)   # 4 partials written; the sum reads 4 and writes 1
+    (4.0, 5.0)
+    """
+    blocks = max(1, -(-skv // max(1, block_kv_dkv)))
+    return blocks * q_bytes, (blocks + 1) * q_bytes
+
+
+PRE_FLASH = " and m, l, di broadcast over lanes (2023 flash kernel)"
+#: Lanes of the 2023 flash kernel's broadcast row statistics (``MIN_BLOCK_SIZE`` of jax's ``flash_attention.py``)
+FLASH_2023_LANES = 128
+
+
+def flash_row_stats_bytes(rows: int, block_k_major_dq: int) -> float:
+    """HBM bytes the 2023 Pallas flash backward writes, before its kernels, to broadcast its row statistics over
+    ``rows`` (batch x heads x query) rows. ``_flash_attention_bwd_dkv`` passes ``m``, ``l`` and ``di`` as
+    ``jnp.broadcast_to(x[..., None], (*x.shape, MIN_BLOCK_SIZE))`` (float32, 128 lanes); ``_flash_attention_bwd_dq``
+    passes ``m`` and ``l`` so and ``di`` broadcast to ``block_k_major`` lanes (jax/experimental/pallas/ops/tpu/
+    flash_attention.py @ 9d0a9918b, 2023-12-11): a kernel operand is materialised, so each is an XLA broadcast
+    written to HBM (the three float32 sources read once each for both).
+
+    >>> flash_row_stats_bytes(1, 512)   # (3 x 128 + 2 x 128 + 512) x 4 written + 3 x 4 read
+    4620.0
+    """
+    lanes = 5 * FLASH_2023_LANES + max(1, int(block_k_major_dq))
+    return float(rows) * 4.0 * (lanes + 3)
+
+
+def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tuple[float, float, float]:
+    """(partial dQ bytes the fused kernel writes, bytes of their sum, bytes of the ``di`` pass) of a TPU attention
+    backward ``op`` (inputs q, k, v, o, do). Before its kernels the splash backward computes ``di =
+    jnp.einsum("hsd,hsd->hs", o.astype(float32), do.astype(float32))`` in XLA (``_splash_attention_bwd`` in
+    jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py; the 2023 ``flash_attention.py``
+    ``_flash_attention_bwd`` alike): o and do read, one float32 per query row and head written. The fused
+    kernel's partial dQ: :func:`fused_dq_partial_bytes`."""
+    q, o, do = op.inputs[0], op.inputs[3], op.inputs[4]
+    b, hq, sq, _ = q.shape
+    di_b = float(o.numel) * element_bytes(o.dtype) + float(do.numel) * element_bytes(do.dtype) + 4.0 * b * hq * sq
+    if not fused:
+        return 0.0, 0.0, di_b
+    part_b, sum_b = fused_dq_partial_bytes(float(q.numel) * element_bytes(q.dtype), skv, block_kv_dkv)
+    return part_b, sum_b, di_b
+
+
+#: Vector-unit operations per score of a causal splash kernel's mask: ``k_offset + broadcasted_iota`` (the key
+#: positions), ``mask_function(q_sequence, k_sequence)`` (the causal compare) and ``jnp.where(mask, qk,
+#: mask_value)``; and with segment ids, ``q_ids == kv_ids`` and the ``logical_and`` of the two masks
+#: (``_apply_mask_and_soft_cap`` in jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py,
+#: run on every block a kernel computes: ``should_not_mask`` only ORs into the mask). The 2023 ``flash_attention.py``
+#: kernel builds the same masks from two iotas (``_flash_attention_kernel_single_batch``).
+#: A causal sliding window (MaxText's ``mask &= LocalMask(...)``: a ``LogicalAnd`` of two masks, which is no single
+#: computable mask, so ``_process_mask`` gives the kernel partial mask blocks to load) costs the loaded block's
+#: ``bitwise_or`` with ``should_not_mask`` and the where instead.
+MASK_VECTOR_OPS_PER_SCORE = {"causal": 3.0, "window": 2.0, "segment_ids": 2.0}
+
+
+def mask_vector_ops(causal: bool, options: Any, *, windowed: bool = False) -> float:
+    """Vector operations a splash kernel spends per score on its mask: the causal mask's (when ``causal``; a loaded
+    block mask when ``windowed``) and the segment ids' (``options.tpu_segment_ids``: MaxText passes
+    ``decoder_segment_ids``, all ones on synthetic data, to every attention call); 0 without either
+    (:data:`MASK_VECTOR_OPS_PER_SCORE`).
+
+    >>> mask_vector_ops(True, None), mask_vector_ops(True, None, windowed=True), mask_vector_ops(False, None)
+    (3.0, 2.0, 0.0)
+    """
+    seg = bool(getattr(options, "tpu_segment_ids", False))
+    own = MASK_VECTOR_OPS_PER_SCORE["window" if windowed else "causal"] if causal else 0.0
+    # the segment mask alone: its compare and the where (no logical_and of one mask)
+    return own + (MASK_VECTOR_OPS_PER_SCORE["segment_ids"] if seg else 0.0)
+
+
 def splash_compute_s(mxu_s: float, vec_s: float, backward: bool) -> float:
     """Seconds of one splash-attention kernel whose GEMMs take ``mxu_s`` on the arrays and softmax ``vec_s`` on the
     vector unit: the sum in the forward, the larger in the backward.
@@ -566,17 +651,29 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
         gemms, scores = _splash_backward_gemms(rows, d, dv, kv_eff(blocks[2], blocks[3]), kv_eff(blocks[4], blocks[5]),
                                                fused, heads)
     dram = float(op.bytes_read + op.bytes_written)
-    vec_flops = scores * SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
+    part_b, sum_b, di_b = _splash_bwd_passes(op, skv, blocks[3], fused) if backward else (0.0, 0.0, 0.0)
+    pre = PRE_FLASH if backward and getattr(ctx.options, "tpu_flash_2023", False) else ""
+    if pre:  # the 2023 kernel's broadcast row statistics
+        di_b += flash_row_stats_bytes(b * hq * sq, blocks[5])
+    # the mask each kernel applies to every score it computes (one pass over the fused backward's scores, which
+    # `scores` counts twice)
+    vec_flops = scores * (SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
+                          + mask_vector_ops(window is not None, ctx.options, windowed=bool(window))
+                          / (2.0 if backward and fused else 1.0))
     parts = [_contraction(ctx, heads, m_, n_, k_, dtype=dt, in_bytes=ib, out_bytes=ib, rule="mxu-attention",
                           dram_bytes=0.0, op=op) for (m_, n_, k_) in gemms]
     mxu_s = sum(p.compute_s for p in parts)
     vec_s = vec_flops / _vector_rate(ctx.device)
-    memory_s = dram / _hbm(ctx.device)
+    memory_s = (dram + part_b) / _hbm(ctx.device)
     compute_s = splash_compute_s(mxu_s, vec_s, backward)
     bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
+    dq_sum_s, di_s = sum_b / _hbm(ctx.device), di_b / _hbm(ctx.device)
+    if backward:  # XLA passes before (di) and after (the partial dQ's sum) the kernels, at HBM rate
+        compute_s, memory_s = max(compute_s, memory_s) + dq_sum_s + di_s, memory_s + dq_sum_s + di_s
     first = parts[0]
     return KernelCost(
-        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram, l2_bytes=0.0,
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b + di_b,
+        l2_bytes=0.0,
         smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
         vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
         matrix_dtype=first.matrix_dtype, tile=first.tile, ctas=first.ctas, waves=sum(p.waves for p in parts),
@@ -586,7 +683,10 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                f"{'overlapped' if backward else 'between the GEMMs (serial)'}; "
                f"causal kept fraction {keep(*blocks[2 if backward else 0:4 if backward else 2]):.3f}"
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
-               f"{' (fused backward)' if fused and backward else ''}; bound {bound}"),
+               f"{' (fused backward)' if fused and backward else ''}; bound {bound}"
+               f"{f'; di = sum(o * do){pre} before the kernels {di_s * 1e6:.2f} us' if di_s else ''}"
+               f"{f'; partial dQ summed after the kernel {dq_sum_s * 1e6:.2f} us' if dq_sum_s else ''}"),
+        kernels=1 + (di_s > 0) + (dq_sum_s > 0),
     )
 
 

@@ -516,7 +516,20 @@ def row_options(row: TrainingRecord, framework: str) -> Any:
     if not framework:
         return None
     return replace(profile_options(framework), **maxtext_splash_options(row),
-                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"])
+                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"], tpu_flash_2023=runs_flash_2023(row),
+                   tpu_segment_ids=row["framework"].startswith("MaxText"))
+
+
+#: MaxText commits whose ``attention: flash`` on a TPU calls jax's 2023 Pallas ``flash_attention`` kernel
+#: (``from jax.experimental.pallas.ops.tpu import flash_attention``, ``tpu_flash_attention`` in
+#: MaxText/layers/attentions.py @ 76bd53b0f), not splash attention
+FLASH_2023_COMMITS = ("76bd53b0f",)
+
+
+def runs_flash_2023(row: TrainingRecord) -> bool:
+    """Whether a MaxText row ran the 2023 Pallas flash kernel: its notes state ``attention flash`` and its
+    framework version is one of :data:`FLASH_2023_COMMITS`."""
+    return "attention flash" in row["notes"] and any(c in row["framework_version"] for c in FLASH_2023_COMMITS)
 
 
 def _unstatable(row: TrainingRecord, dp: int | None, system: str) -> list[str]:

@@ -206,7 +206,10 @@ def test_splash_forward_softmax_runs_between_its_gemms_and_the_backward_overlaps
     train = load_workload("llama-3-8b", batch=1, seq=2048, train=True)
     (bwd, *_) = [r for r in evaluate(train, dev).records if r.kind == "attention_bwd"]
     arrays = float(bwd.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
-    assert bwd.compute_s == pytest.approx(arrays, rel=1e-3) and "overlapped" in bwd.notes
+    # then the XLA pass di = sum(o * do) before the kernels: o and do (32 heads x 2048 x 128 bf16 each) read, a
+    # float32 per head and query row written, at the achieved HBM rate
+    di_s = (2 * 32 * 2048 * 128 * 2 + 4 * 32 * 2048) / (1638e9 * 0.830)
+    assert bwd.compute_s == pytest.approx(arrays + di_s, rel=1e-3) and "overlapped" in bwd.notes
 
 
 def test_attention_backward_runs_the_dkv_and_dq_kernels():
@@ -443,3 +446,92 @@ def test_onehot_embedding_is_the_gemm_maxtext_runs_with_use_iota_embed():
     assert fwd_gemm.time_s == pytest.approx(2 * 8192 * 4096 * 128256 / (918e12 * 0.902), rel=0.01)
     default = {r.kind: r for r in evaluate(g, dev).records if r.kind.startswith("embedding")}
     assert default["embedding"].rule == "gather" and default["embedding"].time_s < 0.2e-3
+
+
+
+def test_splash_backward_xla_passes_di_and_the_fused_kernels_partial_dq_sum():
+    # sa_use_fused_bwd_kernel True (the Llama 3.1 / Mistral v6e workloads, 2,048 blocks): the dkv kernel writes
+    # dq_unreduced of shape (8192 // 2048, *q.shape) in bf16 and XLA sums it over axis 0 afterwards. Llama 3 8B at
+    # 8,192 tokens: q is 32 heads x 8192 x 128 bf16 = 64 MiB; the kernel writes 4 partials (256 MiB) beside its
+    # GEMMs, the sum reads them and writes dQ (320 MiB) at the chip's achieved HBM rate (1638 GB/s x 0.830), serial.
+    from dataclasses import replace
+
+    dev = load_device("tpu-v6e")
+    g = load_workload("llama-3-8b", batch=1, seq=8192, train=True)
+    split = EvalOptions(splash_blocks=(2048,) * 6)
+    # Both backwards first compute di = sum(o * do) over head_dim in XLA: o and do (64 MiB each) read, a float32 per
+    # head and query row (1 MiB) written.
+    q_bytes = 32 * 8192 * 128 * 2
+    hbm = 1638e9 * 0.830
+    sum_s, di_s = 5 * q_bytes / hbm, (2 * q_bytes + 4 * 32 * 8192) / hbm
+    rec, base = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
+                 for o in (replace(split, splash_fused_bwd=True), split))
+    assert "(fused backward)" in rec.notes and "partial dQ" not in base.notes
+    # the op's own bytes (q, k, v, o, do in; dq, dk, dv out: 320 MiB), the di pass; fused: the 4 partials, the
+    # sum's 4 reads and 1 write
+    assert base.dram_bytes == 335_544_320 + 2 * q_bytes + 4 * 32 * 8192
+    assert rec.dram_bytes == base.dram_bytes + 9 * q_bytes
+    assert f"partial dQ summed after the kernel {sum_s * 1e6:.2f} us" in rec.notes
+    assert f"di = sum(o * do) before the kernels {di_s * 1e6:.2f} us" in rec.notes
+    # compute-bound kernels (their arrays' time, overlapped with the softmax), then the XLA passes
+    for r, extra in ((rec, sum_s + di_s), (base, di_s)):
+        arrays_s = float(r.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+        assert r.compute_s == pytest.approx(arrays_s + extra, rel=1e-5)
+
+
+def test_the_2023_flash_backward_writes_its_broadcast_row_statistics_before_its_kernels():
+    # MaxText 76bd53b0f's attention: flash (the 2023 v5e/v5p rows) runs jax's flash_attention.py, whose backward
+    # broadcasts m, l and di (float32) to 128 lanes for the dkv kernel, m and l to 128 and di to block_k_major (512)
+    # for the dq kernel: (5 x 128 + 512) x 4 B written and 3 x 4 B read a head and query row. gpt2 at 1024 tokens:
+    # 12 heads x 1024 rows = 12,288 rows, 56.8 MB more before the kernels at v5e's achieved HBM rate.
+    from dataclasses import replace
+
+    from simulator.lowering.tpu import flash_row_stats_bytes
+
+    dev = load_device("tpu-v5e")
+    g = load_workload("gpt2", batch=1, seq=1024, train=True)
+    base = EvalOptions()
+    rec, ref = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
+                for o in (replace(base, tpu_flash_2023=True), base))
+    extra = flash_row_stats_bytes(12 * 1024, 512)
+    assert extra == 12 * 1024 * 4620.0
+    assert rec.dram_bytes == pytest.approx(ref.dram_bytes + extra, rel=1e-12)
+    hbm = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
+    assert rec.compute_s == pytest.approx(ref.compute_s + extra / hbm, rel=1e-9)
+    assert "m, l, di broadcast over lanes (2023 flash kernel)" in rec.notes
+    # the forward is unchanged
+    fwd = [[r for r in evaluate(g, dev, o).records if r.kind == "attention"][0].time_s
+           for o in (replace(base, tpu_flash_2023=True), base)]
+    assert fwd[0] == fwd[1]
+
+
+def test_a_causal_splash_kernel_masks_every_score_it_computes():
+    # _apply_mask_and_soft_cap runs on every block a splash kernel computes: the key positions (k_offset + iota), the
+    # causal compare and jnp.where (3 vector ops a score); with segment ids (MaxText passes decoder_segment_ids to
+    # every call) their compare and the logical_and of the two masks (2 more). Eight causal heads of 2048 x 2048 on
+    # v6e, 512 blocks: 10 of 16 tiles run, 0.625 of the scores; the forward's softmax (5 ops) and mask sit between
+    # its GEMMs.
+    from dataclasses import replace
+
+    from simulator.lowering.tpu import mask_vector_ops
+
+    dev = load_device("tpu-v6e")
+    vec_rate = dev.compute.vector_flops_per_s["fp32"] * dev.efficiency.vector_peak_fraction
+    scores = 8 * 2048 * 2048 * 0.625
+    g = load_workload("attention:b=1,h=8,s=2048,d=128,causal=1", dtype="bf16")
+    plain, seg = ([r for r in evaluate(g, dev, o).records if r.kind == "attention"][0]
+                  for o in (EvalOptions(), replace(EvalOptions(), tpu_segment_ids=True)))
+    assert plain.flops and mask_vector_ops(True, None) == 3.0
+    arrays = float(plain.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert plain.compute_s == pytest.approx(arrays + (5 + 3) * scores / vec_rate, rel=1e-3)
+    assert seg.compute_s == pytest.approx(arrays + (5 + 5) * scores / vec_rate, rel=1e-3)
+    # no mask, no segment ids: the softmax alone (the non-causal case of the test above)
+    assert mask_vector_ops(False, None) == 0.0
+    assert mask_vector_ops(False, EvalOptions(tpu_segment_ids=True)) == 2.0
+    # a causal sliding window (MaxText's CausalMask & LocalMask, loaded as partial mask blocks): or and where
+    win = load_workload("attention:b=1,h=8,s=2048,d=128,causal=1,window=512", dtype="bf16")
+    (rec,) = [r for r in evaluate(win, dev, replace(EvalOptions(), tpu_segment_ids=True)).records
+              if r.kind == "attention"]
+    kept = float(rec.notes.split("causal kept fraction ")[1].split(" ")[0])
+    arrays = float(rec.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert rec.compute_s == pytest.approx(arrays + (5 + 2 + 2) * 8 * 2048 * 2048 * kept / vec_rate, rel=2e-3)

@@ -73,7 +73,7 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens): evaluate_plan's step for
     FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank, under the maxtext-cf stack (16b.sh sets
-    CF_FOR_ALL_GATHER) and its costing, as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
+    CF_FOR_ALL_GATHER) and its costing with the 2023 Pallas flash kernel and segment ids, as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
     train.py @ 76bd53b0f) over the predicted step and the 197 TFLOP/s peak.
     train-072 (2x v5e-256 over DCN, FSDP 256 within each slice): hybrid sharding, shard_group 256 of dp 512, on
     the multi-slice system tpu-v5e-256x2, predicted as stated."""
@@ -82,11 +82,13 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
+    # 76bd53b0f's attention: flash, given MaxText's decoder_segment_ids
+    flash23 = replace(profile_options("maxtext-cf"), tpu_flash_2023=True, tpu_segment_ids=True)
     res = {r.id: r for r in validate_training(_fixture(tmp_path, ("train-071", "train-072")), progress=False)}
     a, b = res["train-071"], res["train-072"]
     assert a.status == "predicted" and a.system == "tpu-v5e-256" and a.why == ()
     ref = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256"),
-                        ParallelPlan(dp=256, fsdp=True, microbatch=6, global_batch=1536), profile_options("maxtext-cf"),
+                        ParallelPlan(dp=256, fsdp=True, microbatch=6, global_batch=1536), flash23,
                         train=True, seq=2048, recompute="full", dtype="bf16", framework="maxtext-cf")
     n = 16_274_232_320  # maxtext_param_count of maxtext-16b-2023 (hand count in test_maxtext_flops.py)
     flops = 6 * n * 2048 * 6 + 12 * 32 * 32 * 256 * 2048**2 * 6 / 2
@@ -96,7 +98,7 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     assert b.status == "predicted" and b.system == "tpu-v5e-256x2" and b.why == () and b.nearest is None
     hyb = evaluate_plan("maxtext-16b-2023", load_hardware("tpu-v5e-256x2"),
                         ParallelPlan(dp=512, fsdp=True, shard_group=256, microbatch=6, global_batch=3072),
-                        profile_options("maxtext-cf"), train=True, seq=2048, recompute="full", dtype="bf16",
+                        flash23, train=True, seq=2048, recompute="full", dtype="bf16",
                         framework="maxtext-cf")
     assert b.predicted == pytest.approx(100.0 * flops / hyb.latency_s / 197e12, rel=1e-12)
 
@@ -418,3 +420,21 @@ def test_maxtext_rows_whose_workloads_set_use_iota_embed_embed_by_a_one_hot_gemm
     onehot = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText")
               and row_options(r, "maxtext").embedding_onehot}
     assert onehot == {f"train-{i}" for i in (*range(111, 132), 135)}
+
+
+def test_the_2023_maxtext_rows_run_the_2023_pallas_flash_kernel():
+    # MaxText 76bd53b0f's attention: flash calls jax's flash_attention (layers/attentions.py); every later MaxText row
+    # runs splash attention, whose backward has no broadcast row statistics
+    from simulator.parallel.training_validation import (
+        load_training_rows,
+        row_options,
+        runs_flash_2023,
+    )
+
+    rows = {r.id: r for r in load_training_rows()}
+    flash = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText") and runs_flash_2023(r)}
+    assert flash == {f"train-{i:03d}" for i in range(71, 111)}
+    assert row_options(rows["train-071"], "maxtext").tpu_flash_2023
+    assert not row_options(rows["train-111"], "maxtext-cf").tpu_flash_2023
+    # MaxText's train step passes data["inputs_segmentation"] as decoder_segment_ids to every attention call
+    assert all(row_options(rows[i], "maxtext").tpu_segment_ids for i in ("train-071", "train-111", "train-131"))
