@@ -167,6 +167,13 @@ class ParallelPlan:
         one ``schedule.step`` per local batch, NeMo AutoModel's training loop calling it once per gradient
         accumulation step); 0: every microbatch of the step in one schedule (Megatron-Core's). A divisor of
         :attr:`microbatches`.
+    moe_a2a_overlap
+        Megatron-Core's ``overlap_moe_expert_parallel_comm`` (Megatron-Bridge ``moe_a2a_overlap``): the combined
+        1F1B schedule runs one microbatch's forward with another's backward, the expert-parallel all-to-alls on
+        a communication stream beside the other microbatch's compute (megatron/core/pipeline_parallel/
+        combined_1f1b.py @ core_v0.15.0), one extra warm-up forward before the steady phase (schedules.py).
+        Needs ``ep > 1`` and, with pipeline stages, the interleaved schedule (transformer_config.py: "VP must be
+        specified when PP > 1").
     grad_sync_per_step
         With ``fsdp`` and several schedule runs a step (:attr:`pipeline_microbatches`): the stack holds FSDP2's
         gradient reduce-scatter and reshard to the optimizer step's last run (NeMo AutoModel's
@@ -203,6 +210,7 @@ class ParallelPlan:
     etp: int = 0
     pipeline_microbatches: int = 0
     grad_sync_per_step: bool = False
+    moe_a2a_overlap: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -268,12 +276,25 @@ class ParallelPlan:
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
-                           ("grad_sync_per_step", False)):  # read as before at defaults
+                           ("grad_sync_per_step", False), ("moe_a2a_overlap", False)):  # read as before at defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
         out["microbatches"] = self.microbatches
         return out
+
+
+def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
+    """What Megatron-Core refuses of ``overlap_moe_expert_parallel_comm`` (transformer_config.py @ core_v0.15.0)."""
+    if not plan.moe_a2a_overlap:
+        return []
+    if plan.ep < 2:
+        return [f"moe_a2a_overlap: got it with ep {plan.ep}; expected ep > 1 (it overlaps the expert-parallel "
+                "all-to-alls)"]
+    if plan.pp > 1 and plan.schedule != "interleaved":
+        return [f"moe_a2a_overlap: got it with pp {plan.pp} and schedule {plan.schedule!r}; expected schedule "
+                "'interleaved' (Megatron-Core needs virtual pipeline stages for it when pp > 1)"]
+    return []
 
 
 def _recipe_problems(plan: ParallelPlan) -> list[str]:
@@ -299,6 +320,7 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     if plan.moe_routing not in routings:
         out.append(f"moe_routing: got {plan.moe_routing!r}; expected one of {', '.join(routings)}"
                    + did_you_mean(str(plan.moe_routing), routings))
+    out += _a2a_overlap_problems(plan)
     if plan.moe_dispatch not in modes:
         out.append(f"moe_dispatch: got {plan.moe_dispatch!r}; expected one of {', '.join(modes)}"
                    + did_you_mean(str(plan.moe_dispatch), modes))

@@ -754,6 +754,11 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     chunk_bwd = [[gc.split[1] + a for (_, gc), a in zip(st, accs, strict=True)] for st, accs in zip(per_stage, acc, strict=True)]
     if once:  # each backward adds its gradients to the run's unsharded accumulators
         bwd = [sum(bs) for bs in chunk_bwd]
+    if plan.moe_a2a_overlap:
+        hidden = _a2a_overlap_hidden(per_stage, plan, m)
+        bwd = [b - h for b, h in zip(bwd, hidden, strict=True)]
+        chunk_bwd = [[b - h / len(bs) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)]
+        extra["a2a_overlap_hidden_s"] = max(hidden) * m
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
         chunk_bwd_s=chunk_bwd))
@@ -814,10 +819,47 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     return latency, pipe, breakdown, extra, tokens
 
 
+def _a2a_seconds(gc: _GraphCost) -> tuple[float, float]:
+    """(forward, backward) seconds of one microbatch's all-to-alls in a stage graph, as the engine priced them."""
+    fa = ba = 0.0
+    for i, r in enumerate(gc.report.records):
+        if r.kind == "all_to_all" and not _is_optimizer(r):
+            fa, ba = (fa + r.time_s, ba) if i < gc.sg.forward_ops else (fa, ba + r.time_s)
+    return fa, ba
+
+
+def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int
+                        ) -> list[float]:
+    """Seconds a microbatch's time shrinks on each stage under Megatron-Core's combined 1F1B schedule
+    (``plan.moe_a2a_overlap``, megatron/core/pipeline_parallel/combined_1f1b.py @ core_v0.15.0): in each
+    steady-phase step one chunk's forward and another's backward run together, the all-to-alls on the
+    communication stream beside the other's compute, so the pair takes max(compute, all-to-all) instead of
+    their sum, and hides the smaller. Warm-up forwards and cool-down backwards are not paired: with no pipeline
+    one warm-up forward (``combined_1f1b_schedule_for_no_pipelining``); interleaved, stage ``s`` of ``p``
+    runs ``2 (p - s - 1) + (v - 1) p + 1`` of its ``m v`` chunk forwards first (schedules.py
+    ``get_pp_rank_microbatches``, the extra one "to ensure the forward and backward computations are
+    independent in all 1f1b steps"; the microbatch group per virtual stage is ``p``, its default)."""
+    p, hidden = plan.pp, []
+    v = plan.interleave if plan.schedule == "interleaved" else 1
+    for s, stage in enumerate(per_stage):
+        warm = 1 if p == 1 else 2 * (p - s - 1) + (v - 1) * p + 1
+        pairs = max(0, m * v - min(warm, m * v))
+        gain = 0.0
+        for _, gc in stage:  # each chunk graph: a steady pair of it hides min(compute, all-to-all)
+            fa, ba = _a2a_seconds(gc)
+            comp = gc.split[0] + gc.split[1] - fa - ba
+            gain += min(comp, fa + ba) / len(stage)
+        hidden.append(gain * pairs / m)
+    return hidden
+
+
 def _check_engine(engine: str, plan: ParallelPlan) -> None:
     """PlanError for an unknown engine, or a number of pipeline schedule runs the DES engine cannot simulate."""
     if engine not in ("analytical", "des"):
         raise PlanError(f"engine: got {engine!r}; expected 'analytical' or 'des'")
+    if engine == "des" and plan.moe_a2a_overlap:
+        raise PlanError("moe_a2a_overlap: got it with engine 'des'; expected engine 'analytical' (the combined "
+                        "1F1B schedule is priced in the closed-form pipeline time only)")
     if engine == "des" and plan.pp > 1 and plan.pipeline_microbatches:
         raise PlanError(f"pipeline_microbatches: got {plan.pipeline_microbatches} with engine 'des'; expected 0: the "
                         "simulated step runs every microbatch in one schedule (engine 'analytical' prices one "

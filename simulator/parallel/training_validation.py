@@ -416,6 +416,14 @@ def _moe_host_sync(row: TrainingRecord) -> bool:
     return "dropless" in row["moe"].lower()
 
 
+def _a2a_overlap(row: TrainingRecord) -> bool:
+    """Whether the row's notes state that its recipe sets Megatron-Bridge's ``moe_a2a_overlap`` (Megatron-Core's
+    ``overlap_moe_expert_parallel_comm``): ``moe_a2a_overlap True`` or ``moe_a2a_overlap=True`` as read from the
+    recipe config the notes cite (train-064: QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-066:
+    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 @ 270536cce)."""
+    return re.search(r"moe_a2a_overlap\s*(=\s*)?true", row["notes"], re.IGNORECASE) is not None
+
+
 def _automodel(row: TrainingRecord) -> bool:
     return row["framework"].strip().lower().startswith("nemo automodel")
 
@@ -607,7 +615,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
                         moe_host_sync=(bridge or _automodel(row)) and _moe_host_sync(row),
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
-                        grad_sync_per_step=_automodel(row) and pp > 1,
+                        grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         **(_maxtext_config(row) or _automodel_config(row)))
 

@@ -63,16 +63,16 @@ def test_energy_per_token_across_generations(rows):
         floor = g.weight_bytes * dev.main_memory.energy_j_per_byte
         assert r["dynamic_energy_j"] >= floor
     # B200 versus H200: the B200's idle power (a fixed fraction of its 1000 W TDP) is higher by about as
-    # much as its step is shorter (1.43x, 1.46x since the B200 streams at its own measured rate, 0.850 of
-    # 8 TB/s: docs/accuracy.md), so static energy per step is about the H200's (2% less) while dynamic
-    # energy falls
+    # much as its step is shorter (1.43x; 1.46x since the B200 streams at its own measured rate, 0.850 of
+    # 8 TB/s: docs/accuracy.md, 1.41x since its per-kernel device time is its own measured 1.56 us, not a
+    # laptop GPU's 0.58), so static energy per step is about the H200's (1% more) while dynamic energy falls
     h200, b200 = rows[3], rows[4]
     assert b200["latency_s"] < h200["latency_s"]
     idle_ratio = load_hardware("b200").power.idle_w / load_hardware("h200-sxm-141gb").power.idle_w
     assert idle_ratio == pytest.approx(1.4286, rel=1e-3)
-    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.459, rel=0.005)
+    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.415, rel=0.005)
     assert b200["static_energy_j"] == pytest.approx(h200["static_energy_j"], rel=0.03)
-    assert b200["static_energy_j"] < h200["static_energy_j"]
+    assert b200["static_energy_j"] > h200["static_energy_j"]  # idle 1.43x over a step 1.41x shorter
     assert b200["dynamic_energy_j"] < h200["dynamic_energy_j"]
 
 

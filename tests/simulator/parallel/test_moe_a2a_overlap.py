@@ -1,0 +1,91 @@
+"""Megatron-Core's ``overlap_moe_expert_parallel_comm`` (Megatron-Bridge ``moe_a2a_overlap``): the combined 1F1B
+schedule pairs one chunk's forward with another's backward in its steady phase, the all-to-alls of one beside the
+compute of the other (megatron/core/pipeline_parallel/combined_1f1b.py, schedules.py ``get_pp_rank_microbatches``
+@ core_v0.15.0). Hand-computed warm-up counts and hidden seconds; the plan's refusals; the rows that state it."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from workloads.parallel import ParallelPlan, PlanError
+
+
+def _chunk(fwd_s: float, bwd_s: float, a2a_fwd_s: float, a2a_bwd_s: float) -> tuple[object, object]:
+    """A stage-graph chunk: one forward op and one all-to-all in each pass."""
+    recs = [SimpleNamespace(kind="matmul", time_s=fwd_s - a2a_fwd_s, group="layers.0"),
+            SimpleNamespace(kind="all_to_all", time_s=a2a_fwd_s, group="layers.0"),
+            SimpleNamespace(kind="matmul", time_s=bwd_s - a2a_bwd_s, group="layers.0"),
+            SimpleNamespace(kind="all_to_all", time_s=a2a_bwd_s, group="layers.0")]
+    sg = SimpleNamespace(forward_ops=2)
+    return sg, SimpleNamespace(sg=sg, report=SimpleNamespace(records=recs), split=(fwd_s, bwd_s, 0.0, 0.0))
+
+
+def test_interleaved_warm_up_and_steady_pairs_by_hand():
+    # pp 2, vp 2, 4 microbatches: 8 chunk forwards a stage. Warm-up 2 (p - s - 1) + (v - 1) p + 1: stage 0 runs 5
+    # first (3 steady pairs), stage 1 runs 3 (5 pairs). Each chunk: forward 3 s with 1 s of all-to-all, backward 5 s
+    # with 1 s: a pair computes 6 s and sends 2 s, so it hides 2 s. Per microbatch: 3 x 2 / 4 = 1.5 s, 5 x 2 / 4 = 2.5.
+    from simulator.parallel.compose import _a2a_overlap_hidden
+
+    plan = ParallelPlan(pp=2, dp=2, ep=2, schedule="interleaved", interleave=2, global_batch=8,
+                        moe_a2a_overlap=True)
+    stages = [[_chunk(3.0, 5.0, 1.0, 1.0), _chunk(3.0, 5.0, 1.0, 1.0)] for _ in range(2)]
+    assert _a2a_overlap_hidden(stages, plan, plan.microbatches) == pytest.approx([1.5, 2.5])
+
+
+def test_a_pair_hides_the_smaller_of_compute_and_all_to_all():
+    # no pipeline, 3 microbatches: one warm-up forward, 2 steady pairs. All-to-all 4 s of a 5 s microbatch: the
+    # pair's compute (1 s) is the smaller, so 1 s a pair is hidden: 2 x 1 / 3 s a microbatch
+    from simulator.parallel.compose import _a2a_overlap_hidden
+
+    plan = ParallelPlan(dp=2, ep=2, global_batch=3 * 2, moe_a2a_overlap=True)
+    assert _a2a_overlap_hidden([[_chunk(2.0, 3.0, 2.0, 2.0)]], plan, 3) == pytest.approx([2.0 / 3])
+
+
+def test_the_plan_refuses_what_megatron_core_refuses():
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with ep 1; expected ep > 1"):
+        ParallelPlan(dp=2, moe_a2a_overlap=True)
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with pp 2 and schedule '1f1b'; expected "
+                                        r"schedule 'interleaved'"):
+        ParallelPlan(pp=2, dp=2, ep=2, moe_a2a_overlap=True)
+    assert "moe_a2a_overlap" not in ParallelPlan(dp=2, ep=2).to_json()  # the default reads as before
+    assert ParallelPlan(dp=2, ep=2, moe_a2a_overlap=True).to_json()["moe_a2a_overlap"] is True
+
+
+def _qwen_step(flag: bool, engine: str = "analytical") -> object:
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import evaluate_plan
+    from simulator.parallel.stacks import profile_options
+    from workloads.zoo.transformer import zoo_config
+
+    cfg = dataclasses.replace(zoo_config("qwen3-30b-a3b"), layers=2)
+    plan = ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=8 * 4, moe_a2a_overlap=flag)
+    return evaluate_plan(cfg, load_hardware("dgx-h100"), plan, profile_options("megatron-core"), train=True,
+                         seq=4096, dtype="bf16", framework="megatron-core", engine=engine)
+
+
+def test_the_step_shrinks_by_the_hidden_all_to_alls_of_the_steady_pairs():
+    # Two Qwen3-30B-A3B layers, EP 8 on one DGX H100, 4 microbatches: one warm-up forward, 3 steady pairs, each
+    # hiding its all-to-alls (less than its compute); the all-to-all seconds are read off the priced records
+    off, on = _qwen_step(False), _qwen_step(True)
+    m = 4
+    a2a = sum(r.time_s for rep in off.reports for r in rep.records if r.kind == "all_to_all")
+    work = off.pipeline.step_s / m
+    assert 0 < a2a < work - a2a
+    assert on.extra["a2a_overlap_hidden_s"] == pytest.approx((m - 1) * a2a, rel=1e-9)
+    assert on.pipeline.step_s == pytest.approx(off.pipeline.step_s - (m - 1) * a2a, rel=1e-9)
+
+
+def test_the_des_engine_refuses_it():
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with engine 'des'; expected engine 'analytical'"):
+        _qwen_step(True, engine="des")
+
+
+def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
+    from simulator.parallel.training_validation import _a2a_overlap, _plan, load_training_rows
+
+    rows = {r["id"]: r for r in load_training_rows()}
+    assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-066"]
+    assert _plan(rows["train-066"], 32).moe_a2a_overlap and not _plan(rows["train-060"], 8).moe_a2a_overlap
