@@ -125,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"predict: --framework {profile.name}: this stack changes the graph it launches, which "
                              "parallel plans do not build yet; got a parallel plan; expected "
                              f"{' or '.join(PLAN_PROFILES)}, a training stack (e.g. fsdp2, torchtitan-eager), a "
-                             "profile that changes costing only (e.g. tensorrt, "
-                             "vllm) or no plan")
+                             "profile that changes costing only (e.g. tensorrt, vllm) or no plan")
         if getattr(args, "attention", None):
             raise ValueError("predict: --attention: parallel plans build the fused attention (or the --framework "
                              "profile's); got --attention with a plan; expected no --attention")
