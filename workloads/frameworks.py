@@ -199,6 +199,25 @@ _INDUCTOR_COMPLEX = (
     "open): compiling torchtitan's Llama prints that warning from its complex RoPE, which apply_rotary_emb keeps at "
     "9dec370 (torchtitan/models/llama/model.py) and at 820504e and e7c0cae (torchtitan/models/llama3/model.py "
     "lines 155-156)")
+_TORCHTITAN_MODEL = (
+    "pytorch/torchtitan torchtitan/models/llama3/model.py @ 820504e and e7c0cae (2025-06-13): apply_rotary_emb "
+    "(view_as_complex(xq.float()...) * freqs_cis, view_as_real, type_as) and repeat_kv (expand, then reshape to "
+    "n_kv_heads * n_rep heads) before F.scaled_dot_product_attention, with or without --compile; "
+    "torchtitan/models/llama/model.py @ 9dec370 likewise")
+_AUTOMODEL_MODEL = (
+    "NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887: nemo_automodel/_transformers/registry.py maps "
+    "LlamaForCausalLM to its own nemo_automodel/components/models/llama/model.py (nn.Linear q/k/v/o and MLP "
+    "projections; LlamaAttention.forward applies apply_rotary_pos_emb_fused when backend.rope_fusion, which "
+    "components/models/llama/rope_utils.py runs as transformer_engine.pytorch.attention.rope.apply_rotary_pos_emb("
+    "fused=True), one kernel per tensor each way; attention through the configured attention interface over the "
+    "key/value heads); likewise Qwen3MoeForCausalLM and DeepseekV3ForCausalLM (components/models/qwen3_moe/layers.py, "
+    "deepseek_v3/layers.py: rope_fusion=backend.rope_fusion); components/models/common/utils.py BackendConfig: rope_fusion defaults to True with Transformer "
+    "Engine on CUDA, rms_norm 'torch_fp32' (Float32RMSNorm, torch.compiled) by default; "
+    "components/loss/masked_ce.py MaskedCrossEntropy(fp32_upcast=True): logits.float() then F.cross_entropy")
+_AUTOMODEL_COMPILE = (
+    "NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887 nemo_automodel/components/distributed/"
+    "config.py (enable_compile, lines 184-187): 'Apply per-layer torch.compile to transformer decoder layers ... "
+    "Skips whole-model compile': the loss outside the decoder layers runs eagerly")
 _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
           "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
           "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
@@ -898,9 +917,16 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,),
                      devices=_XLA_DEVICES),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
-                     "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
+                     "the model code's complex RoPE and repeat_kv, SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
-                     sources=(_FSDP2, _TORCHTITAN), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     complex_rope=True, repeat_kv=True,
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("automodel", "PyTorch FSDP2 training as NeMo AutoModel runs it without compile: its own model "
+                     "code (one RMSNorm kernel, Transformer Engine's fused RoPE kernel per tensor, attention over the "
+                     "key/value heads), eager modules, fp32 gradient reduce-scatter",
+                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
+                     sources=(_FSDP2, _AUTOMODEL_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("torchtitan-eager", "PyTorch FSDP2 training as torchtitan ran it without --compile before "
                      "2025-03-19: as fsdp2, with the model code's RMSNorm and complex RoPE issued op by op",
@@ -923,13 +949,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
                               _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
-    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training under torch.compile of a Hugging Face model code "
-                     "(NeMo AutoModel with compile on): as fsdp2-compile, with the real-valued RoPE (rotate_half) that "
-                     "Inductor generates as one kernel",
+    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training as NeMo AutoModel runs it with enable_compile: "
+                     "as automodel (its own model code, Transformer Engine's fused RoPE kernel per tensor), each "
+                     "decoder layer under torch.compile (Inductor fuses its pointwise and reduction ops; cuBLAS GEMMs "
+                     "and SDPA stay library calls); the fp32-upcast cross entropy loss eager",
                      fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
-                     sources=(_FSDP2, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
-                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
-                     compiled_loss=True),
+                     sources=(_FSDP2, _AUTOMODEL_MODEL, _AUTOMODEL_COMPILE, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),

@@ -697,12 +697,14 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
         stack = maxtext_profile(row)
     if stack == "fsdp2" and row["compile"].strip() != "1" and "" < _torchtitan_date(row) < NATIVE_RMSNORM_SINCE:
         stack = "torchtitan-eager"  # the model code's RMSNorm and RoPE op by op
+    elif stack == "fsdp2" and row["compile"].strip() != "1" and _automodel(row):
+        stack = "automodel"  # AutoModel's own model code: TE's fused RoPE, no repeat_kv
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
         if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
             stack = "fsdp2-compile-blocks"  # before the loss was compiled too
         elif _automodel(row):
-            stack = "automodel-compile"  # the Hugging Face model code: no complex RoPE
+            stack = "automodel-compile"  # AutoModel's own model code: TE's fused RoPE, no repeat_kv
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
 
 

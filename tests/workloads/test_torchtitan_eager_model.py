@@ -46,10 +46,15 @@ def test_rope_is_upcast_complex_product_downcast_per_tensor():
 
 
 def test_automodel_stacks_keep_one_norm_and_one_rope_kernel():
-    for fw in ("fsdp2", "automodel-compile"):  # NeMo AutoModel's stacks
+    for fw in ("automodel", "automodel-compile"):  # NeMo AutoModel's stacks: TE's fused RoPE, one kernel a tensor
         g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
         assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"], fw
         assert [op.attrs.get("op") for op in _fwd(g, "attn.rope_q")] == ["rope"], fw
+    # eager torchtitan (fsdp2, alias torchtitan) keeps its complex RoPE after nn.RMSNorm: one norm, three RoPE kernels
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan")
+    assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"]
+    assert [op.name.rsplit(".", 1)[-1] for op in _fwd(g, "attn.rope_q")] == ["to_fp32", "mul_freqs_cis", "to_dtype"]
+    assert not get_profile("automodel-compile").compiled_loss  # MaskedCrossEntropy runs outside the compiled layers
     p = get_profile("torchtitan-eager")
     assert (p.eager_norm, p.complex_rope, p.eager_ops, p.stack, p.fusion) == (True, True, False, "fsdp2", False)
 
@@ -85,13 +90,16 @@ def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
     assert [n.rsplit(".", 1)[-1] for n in _records("automodel-compile") if ".bwd" not in n] == ["rope_q"]
 
 
-def test_automodel_rows_with_compile_keep_the_real_valued_rope():
-    row = next(r for r in tv.load_training_rows() if r.id == "train-136")
-    assert tv.stated_recipe(row)["framework"] == "automodel-compile"
+def test_automodel_rows_run_automodels_model_code():
+    rows = {r.id: r for r in tv.load_training_rows()}
+    assert tv.stated_recipe(rows["train-136"])["framework"] == "automodel-compile"
+    # without compile: the automodel profile, not torchtitan's eager fsdp2
+    assert [tv.stated_recipe(rows[f"train-{i}"])["framework"] for i in (137, 138, 139)] == ["automodel"] * 3
 
 
 def test_torchtitan_sdpa_reads_repeated_key_value_heads():
-    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("automodel-compile", KV), ("fsdp2", KV)):
+    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("fsdp2", H), ("automodel-compile", KV),
+                      ("automodel", KV)):
         g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
         (core,) = [op for op in g if op.kind == "attention" and op.name.startswith("layers.0.")]
         assert core.inputs[1].shape == (1, heads, S, D) == core.inputs[2].shape, fw
