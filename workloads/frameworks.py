@@ -528,6 +528,11 @@ class FrameworkProfile:
         ``expand`` then ``reshape``, a materialised copy; torchtitan/models/llama/model.py @ 9dec370 lines 201-202,
         torchtitan/models/llama3/model.py @ 820504e and e7c0cae lines 250-251), so the attention runs over ``hq``
         key/value heads and its key/value gradients are summed back over the copies.
+    fused_rope
+        RoPE runs as a library kernel per tensor, each way: Transformer Engine's fused RoPE
+        (``apply_rotary_pos_emb(..., fused=True)``, NeMo AutoModel's ``BackendConfig.rope_fusion``; source
+        ``_AUTOMODEL_MODEL``): under torch.compile nothing fuses into it or it into a generated kernel (the op
+        is marked ``aten_fallback``), so the query's and the key's RoPE are two kernels, not one.
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -713,6 +718,7 @@ class FrameworkProfile:
     eager_norm: bool = False
     complex_rope: bool = False
     repeat_kv: bool = False
+    fused_rope: bool = False
     matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
@@ -788,7 +794,7 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.complex_rope or self.repeat_kv)
+                    or self.complex_rope or self.repeat_kv or self.fused_rope)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -806,7 +812,7 @@ class FrameworkProfile:
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout,
                           "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
-                          "repeat_kv": self.repeat_kv},
+                          "repeat_kv": self.repeat_kv, "fused_rope": self.fused_rope},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
@@ -925,7 +931,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("automodel", "PyTorch FSDP2 training as NeMo AutoModel runs it without compile: its own model "
                      "code (one RMSNorm kernel, Transformer Engine's fused RoPE kernel per tensor, attention over the "
                      "key/value heads), eager modules, fp32 gradient reduce-scatter",
-                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
+                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2", fused_rope=True,
                      sources=(_FSDP2, _AUTOMODEL_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("torchtitan-eager", "PyTorch FSDP2 training as torchtitan ran it without --compile before "
@@ -953,7 +959,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "as automodel (its own model code, Transformer Engine's fused RoPE kernel per tensor), each "
                      "decoder layer under torch.compile (Inductor fuses its pointwise and reduction ops; cuBLAS GEMMs "
                      "and SDPA stay library calls); the fp32-upcast cross entropy loss eager",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", fused_rope=True,
                      sources=(_FSDP2, _AUTOMODEL_MODEL, _AUTOMODEL_COMPILE, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "

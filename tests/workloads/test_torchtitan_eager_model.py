@@ -86,8 +86,14 @@ def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
     assert all(recs[n].fused_into == "" for n in prod)
     # nothing joins the ATen kernel: the downcast after it starts a kernel too
     assert recs["layers.0.attn.rope_q.to_dtype"].fused_into == ""
-    # the real-valued RoPE of the Hugging Face code (automodel-compile) stays one generated op
-    assert [n.rsplit(".", 1)[-1] for n in _records("automodel-compile") if ".bwd" not in n] == ["rope_q"]
+    # NeMo AutoModel (automodel-compile): RoPE is Transformer Engine's fused kernel, one op per tensor that nothing
+    # joins, each way (under Inductor alone the query's and the key's RoPE would be one generated kernel)
+    am = _records("automodel-compile")
+    assert sorted(am) == ["layers.0.attn.rope_q", "layers.0.attn.rope_q.bwd"]
+    assert all(r.fused_into == "" for r in am.values())
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework="automodel-compile")
+    assert sorted(op.name for op in g if op.name.startswith("layers.0.attn.rope") and op.attrs.get("aten_fallback")) \
+        == ["layers.0.attn.rope_k", "layers.0.attn.rope_k.bwd", "layers.0.attn.rope_q", "layers.0.attn.rope_q.bwd"]
 
 
 def test_automodel_rows_run_automodels_model_code():

@@ -463,6 +463,7 @@ class _Build:
         self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
         self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
+        self.fused_rope = bool(prof and prof.fused_rope)  # Transformer Engine's fused RoPE: a library kernel
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -569,6 +570,11 @@ class _Build:
             return self.ew("add", self.ew("mul", x, cos, name="mul_cos"), self.ew("mul", rot, sin, name="mul_sin"),
                            name="add")
 
+    def rope(self, x: TensorSpec, name: str) -> TensorSpec:
+        """RoPE of one tensor as one op; a library kernel nothing fuses with under the stack's ``fused_rope``
+        (Transformer Engine's fused RoPE, :attr:`workloads.frameworks.FrameworkProfile.fused_rope`)."""
+        return self.b.op("elementwise", [x], name=name, op="rope", **({"aten_fallback": True} if self.fused_rope else {}))
+
     def complex_rope_kernels(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
         """torchtitan's ``apply_rotary_emb`` for one tensor, eagerly: ``x.float()``, the complex product with
         ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing. Under
@@ -655,8 +661,7 @@ class _Build:
                 q = self.complex_rope_kernels(q, freqs, "rope_q")
                 k = self.complex_rope_kernels(k, freqs, "rope_k")
             elif cfg.pos == "rope" and memory is None:
-                q = self.ew("rope", q, name="rope_q")
-                k = self.ew("rope", k, name="rope_k")
+                q, k = self.rope(q, "rope_q"), self.rope(k, "rope_k")
             if cache and memory is None:
                 if self.phase == "prefill":
                     k = b.op("kv_append", [k], name="k_cache", out_roles=[Role.KV_CACHE])
