@@ -113,3 +113,16 @@ def test_torchtitan_sdpa_reads_repeated_key_value_heads():
         # torchtitan's repeat_kv: one copy writing the 32 key heads (4 copies of each of the 8)
         assert [op.bytes_written for op in rep] == ([2 * S * H * D] if heads == H else []), fw
     assert 2 * S * H * D == 524_288
+
+
+def test_repeat_kv_is_one_broadcast_copy_and_one_sum_back():
+    # torchtitan's repeat_kv: expand (a view) then reshape (one copy): the 8 key heads read once, the 32 written;
+    # its backward is one sum over the 4 copies (torch's expand backward), not a split and three gradient adds
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework="torchtitan-eager")
+    ops = {op.name: op for op in g if op.name.startswith("layers.0.attn.repeat_k") and "@recompute" not in op.name}
+    kernels = {n: (op.kind, op.bytes_read, op.bytes_written) for n, op in ops.items() if op.kind != "reshape"}
+    assert kernels == {"layers.0.attn.repeat_k": ("expand", 2 * S * KV * D, 2 * S * H * D),
+                       "layers.0.attn.repeat_k.bwd": ("reduction", 2 * S * H * D, 2 * S * KV * D)}
+    assert (2 * S * KV * D, 2 * S * H * D) == (131_072, 524_288)
+    # (a concat of 4 copies had summed its gradient as three grad_acc adds into rope_k's output, 2x its bytes read each)
+    assert not [op for op in g if op.name.startswith("grad_acc:layers.0.attn.")]

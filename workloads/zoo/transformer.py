@@ -677,8 +677,7 @@ class _Build:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
                 if self.repeat_kv and k.shape[1] < q.shape[1]:  # the model code's repeat_kv before SDPA
-                    k = b.op("concat", [k] * (q.shape[1] // k.shape[1]), name="repeat_k", axis=1)
-                    v = b.op("concat", [v] * (q.shape[1] // v.shape[1]), name="repeat_v", axis=1)
+                    k, v = self.repeat_heads(k, q.shape[1], "repeat_k"), self.repeat_heads(v, q.shape[1], "repeat_v")
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:
@@ -688,6 +687,16 @@ class _Build:
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
             return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
+
+    def repeat_heads(self, x: TensorSpec, hq: int, name: str) -> TensorSpec:
+        """torchtitan's ``repeat_kv`` of a ``(B, hk, S, D)`` tensor to ``hq`` heads: ``x[:, :, :, None, :]
+        .expand(...).reshape(...)`` (torchtitan/models/llama3/model.py @ 820504e), a broadcast the reshape
+        materialises: one copy reading the ``hk`` heads once and writing ``hq``, whose backward is one sum over
+        the copies (the ``expand`` rule of :mod:`workloads.training`). Each key/value head's copies are adjacent."""
+        bsz, hk, s, d = x.shape
+        rows = self.b.op("expand", [self.reshape(x, (bsz, hk, 1, s, d), f"{name}_rows")], name=name,
+                         shape=(bsz, hk, hq // hk, s, d))
+        return self.reshape(rows, (bsz, hq, s, d), f"{name}_heads")
 
     def head_norm(self, x: TensorSpec, name: str) -> TensorSpec:
         """RMSNorm over the last (head) axis of a ``(B, H, S, D)`` tensor, one ``D``-wide scale (QK-norm)."""
@@ -790,8 +799,7 @@ class _Build:
         hk = k.shape[1]
         with b.group("ring"):
             if hk < hq:  # repeat_kv: a materialised copy of each key/value head for its query heads
-                k = b.op("concat", [k] * (hq // hk), name="repeat_k", axis=1)
-                v = b.op("concat", [v] * (hq // hk), name="repeat_v", axis=1)
+                k, v = self.repeat_heads(k, hq, "repeat_k"), self.repeat_heads(v, hq, "repeat_v")
             kg = b.op("all_gather", [k], name="gather_k", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
             vg = b.op("all_gather", [v], name="gather_v", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
             ks = b.op("split", [kg], name="chunks_k", axis=2, sizes=(sl,) * cp)
