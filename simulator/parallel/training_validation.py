@@ -716,13 +716,15 @@ LOSS_COMPILED_SINCE = "2025-04-02"
 
 
 def _torchtitan_date(row: TrainingRecord) -> str:
-    """The first ISO date in a torchtitan row's ``framework_version`` ('' for another stack or none)."""
+    """The date of the torchtitan commit a torchtitan row's ``framework_version`` states (``torchtitan 9dec370
+    (2024-12-26), torch ...``); '' for another stack, or where the version gives torchtitan's commit no date
+    (``torchtitan 820504e, torch 38410cf9 (2025-06-14)``: that date is torch's)."""
     import re
 
     if not row["framework"].strip().lower().startswith("torchtitan"):
         return ""
-    m = re.search(r"\d{4}-\d{2}-\d{2}", row["framework_version"])
-    return m.group(0) if m else ""
+    m = re.search(r"\btorchtitan\s+[^\s,(]+\s*\((\d{4}-\d{2}-\d{2})\)", row["framework_version"], re.IGNORECASE)
+    return m.group(1) if m else ""
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:

@@ -126,3 +126,15 @@ def test_repeat_kv_is_one_broadcast_copy_and_one_sum_back():
     assert (2 * S * KV * D, 2 * S * H * D) == (131_072, 524_288)
     # (a concat of 4 copies had summed its gradient as three grad_acc adds into rope_k's output, 2x its bytes read each)
     assert not [op for op in g if op.name.startswith("grad_acc:layers.0.attn.")]
+
+
+def test_the_torchtitan_date_is_torchtitans_not_torchs():
+    rows = {r.id: r for r in tv.load_training_rows()}
+    assert [tv._torchtitan_date(rows[i]) for i in ("train-001", "train-049", "train-037")] == \
+        ["2024-12-26", "2025-06-13", ""]  # train-037: 'torchtitan 820504e, torch 38410cf9 (2025-06-14)'
+    eager = replace(rows["train-007"], raw={**rows["train-007"].raw, "compile": ""})
+    # a torch date before 2025-03-19 does not make a torchtitan commit of unstated date the eager-RMSNorm code
+    undated = replace(eager, raw={**eager.raw, "framework_version": "torchtitan abc1234, torch def5678 (2024-12-01)"})
+    assert tv.stated_recipe(undated)["framework"] == "fsdp2"
+    dated = replace(eager, raw={**eager.raw, "framework_version": "torchtitan abc1234 (2025-03-01), torch d (2025-06-14)"})
+    assert tv.stated_recipe(dated)["framework"] == "torchtitan-eager"
