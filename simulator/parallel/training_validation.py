@@ -709,7 +709,9 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
 
 
 #: torchtitan's RMSNorm is torch's ``nn.RMSNorm`` from this date (3b39d7ab0, PR #985); before it, its own Python
-#: module (:data:`workloads.frameworks._TORCHTITAN_EAGER_MODEL`), run op by op without ``--compile``
+#: module (:data:`workloads.frameworks._TORCHTITAN_EAGER_MODEL`), run op by op without ``--compile``. Limit: eager
+#: ``nn.RMSNorm`` is one kernel only with torch's fused CUDA ``rms_norm`` (pytorch/pytorch #153666); the rule does
+#: not read the row's torch version (every eager torchtitan row is 9dec370, before both)
 NATIVE_RMSNORM_SINCE = "2025-03-19"
 #: torchtitan compiles its cross entropy loss under ``--compile`` from this date (bbb1b616e, PR #1033)
 LOSS_COMPILED_SINCE = "2025-04-02"
