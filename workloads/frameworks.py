@@ -201,6 +201,25 @@ _INDUCTOR_COMPLEX = (
     "open): compiling torchtitan's Llama prints that warning from its complex RoPE, which apply_rotary_emb keeps at "
     "9dec370 (torchtitan/models/llama/model.py) and at 820504e and e7c0cae (torchtitan/models/llama3/model.py "
     "lines 155-156)")
+_TORCHTITAN_MODEL = (
+    "pytorch/torchtitan torchtitan/models/llama3/model.py @ 820504e and e7c0cae (2025-06-13): apply_rotary_emb "
+    "(view_as_complex(xq.float()...) * freqs_cis, view_as_real, type_as) and repeat_kv (expand, then reshape to "
+    "n_kv_heads * n_rep heads) before F.scaled_dot_product_attention, with or without --compile; "
+    "torchtitan/models/llama/model.py @ 9dec370 likewise")
+_AUTOMODEL_MODEL = (
+    "NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887: nemo_automodel/_transformers/registry.py maps "
+    "LlamaForCausalLM to its own nemo_automodel/components/models/llama/model.py (nn.Linear q/k/v/o and MLP "
+    "projections; LlamaAttention.forward applies apply_rotary_pos_emb_fused when backend.rope_fusion, which "
+    "components/models/llama/rope_utils.py runs as transformer_engine.pytorch.attention.rope.apply_rotary_pos_emb("
+    "fused=True), one kernel per tensor each way; attention through the configured attention interface over the "
+    "key/value heads); likewise Qwen3MoeForCausalLM and DeepseekV3ForCausalLM (components/models/qwen3_moe/layers.py, "
+    "deepseek_v3/layers.py: rope_fusion=backend.rope_fusion); components/models/common/utils.py BackendConfig: rope_fusion defaults to True with Transformer "
+    "Engine on CUDA, rms_norm 'torch_fp32' (Float32RMSNorm, torch.compiled) by default; "
+    "components/loss/masked_ce.py MaskedCrossEntropy(fp32_upcast=True): logits.float() then F.cross_entropy")
+_AUTOMODEL_COMPILE = (
+    "NVIDIA-NeMo/Automodel @ cb9765441e5127b8100879ca1f7ff5920f825887 nemo_automodel/components/distributed/"
+    "config.py (enable_compile, lines 184-187): 'Apply per-layer torch.compile to transformer decoder layers ... "
+    "Skips whole-model compile': the loss outside the decoder layers runs eagerly")
 _MCORE = ("NVIDIA/Megatron-LM megatron/core/transformer (TransformerLayer with TE specs: TELayerNormColumnParallelLinear "
           "fuses the RMSNorm into the QKV / FC1 GEMM, TEDotProductAttention runs cuDNN fused attention or "
           "FlashAttention, fused bias-SwiGLU and RoPE kernels); megatron/core/distributed/distributed_data_parallel_config.py "
@@ -245,7 +264,9 @@ _MAXTEXT_PERMUTE = ("AI-Hypercomputer/maxtext src/MaxText/layers/moe.py @ 3eb77d
                     "of each sort is a gather (use_custom_sort_vjp) or the gather's transpose. AI-Hypercomputer/maxtext "
                     "PR #4913 ('MoE: remove the replicated-activation repeat in RoutedMoE.permute', 2026-08): the repeat "
                     "is 'an activation buffer that is 6x the dispatch input for DeepSeek-V4-284B' (top-k 6), i.e. "
-                    "the copies are written to HBM")
+                    "the copies are written to HBM; the PR (open, not merged) also reports 'Step time changed by ~1% "
+                    "on v6e-128' (DeepSeek-V4-Flash 284B LoRA fine-tuning, seq 16384), 'the benefit of the change "
+                    "is the removed activation buffer'")
 _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Continuation Fusion (CF) for All Gather "
                "Collectives. Continuation Fusion is a form of parallelizing compute work with collectives.' CF_FOR_ALL_GATHER = "
                "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
@@ -522,6 +543,11 @@ class FrameworkProfile:
         ``expand`` then ``reshape``, a materialised copy; torchtitan/models/llama/model.py @ 9dec370 lines 201-202,
         torchtitan/models/llama3/model.py @ 820504e and e7c0cae lines 250-251), so the attention runs over ``hq``
         key/value heads and its key/value gradients are summed back over the copies.
+    fused_rope
+        RoPE runs as a library kernel per tensor, each way: Transformer Engine's fused RoPE
+        (``apply_rotary_pos_emb(..., fused=True)``, NeMo AutoModel's ``BackendConfig.rope_fusion``; source
+        ``_AUTOMODEL_MODEL``): under torch.compile nothing fuses into it or it into a generated kernel (the op
+        is marked ``aten_fallback``), so the query's and the key's RoPE are two kernels, not one.
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -722,6 +748,7 @@ class FrameworkProfile:
     eager_norm: bool = False
     complex_rope: bool = False
     repeat_kv: bool = False
+    fused_rope: bool = False
     matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
@@ -802,7 +829,7 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.complex_rope or self.repeat_kv)
+                    or self.complex_rope or self.repeat_kv or self.fused_rope)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -820,7 +847,7 @@ class FrameworkProfile:
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout,
                           "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
-                          "repeat_kv": self.repeat_kv},
+                          "repeat_kv": self.repeat_kv, "fused_rope": self.fused_rope},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
@@ -981,9 +1008,16 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,),
                      devices=_XLA_DEVICES),
     FrameworkProfile("fsdp2", "PyTorch FSDP2 training as torchtitan runs it (fully_shard per block, eager modules, "
-                     "SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
+                     "the model code's complex RoPE and repeat_kv, SDPA FlashAttention-2, fp32 gradient reduce-scatter)",
                      fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2",
-                     sources=(_FSDP2, _TORCHTITAN), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     complex_rope=True, repeat_kv=True,
+                     sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
+                     stack="fsdp2", grad_reduce_dtype="fp32"),
+    FrameworkProfile("automodel", "PyTorch FSDP2 training as NeMo AutoModel runs it without compile: its own model "
+                     "code (one RMSNorm kernel, Transformer Engine's fused RoPE kernel per tensor, attention over the "
+                     "key/value heads), eager modules, fp32 gradient reduce-scatter",
+                     fusion=False, eager_dispatch=True, module_calls=True, attention_kernel="flash2", fused_rope=True,
+                     sources=(_FSDP2, _AUTOMODEL_MODEL), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("torchtitan-eager", "PyTorch FSDP2 training as torchtitan ran it without --compile before "
                      "2025-03-19: as fsdp2, with the model code's RMSNorm and complex RoPE issued op by op",
@@ -1006,13 +1040,13 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
                               _TORCH_SDPA, _INDUCTOR_COMPLEX),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
-    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training under torch.compile of a Hugging Face model code "
-                     "(NeMo AutoModel with compile on): as fsdp2-compile, with the real-valued RoPE (rotate_half) that "
-                     "Inductor generates as one kernel",
-                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2",
-                     sources=(_FSDP2, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
-                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32",
-                     compiled_loss=True),
+    FrameworkProfile("automodel-compile", "PyTorch FSDP2 training as NeMo AutoModel runs it with enable_compile: "
+                     "as automodel (its own model code, Transformer Engine's fused RoPE kernel per tensor), each "
+                     "decoder layer under torch.compile (Inductor fuses its pointwise and reduction ops; cuBLAS GEMMs "
+                     "and SDPA stay library calls); the fp32-upcast cross entropy loss eager",
+                     fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", fused_rope=True,
+                     sources=(_FSDP2, _AUTOMODEL_MODEL, _AUTOMODEL_COMPILE, _INDUCTOR, _INDUCTOR_EXTERN, _TORCH_SDPA),
+                     devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
                      fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),

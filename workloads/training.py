@@ -458,6 +458,7 @@ def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[
     need = _needs(d, op)
     g = op.group
     grads: list[TensorSpec | None] = [None] * len(op.inputs)
+    fb = {"aten_fallback": True} if op.attrs.get("aten_fallback") else {}  # an ATen fallback's gradient is one too
     for i, t in enumerate(op.inputs):
         if not need[i]:
             continue
@@ -465,15 +466,14 @@ def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[
         if fn in _ALIAS_GRAD or (fn == "sub" and i == 0):
             gi = dy
         elif fn == "sub":
-            gi = d.emit("elementwise_bwd", [dy], base, g, op="neg")[0]
+            gi = d.emit("elementwise_bwd", [dy], base, g, op="neg", **fb)[0]
         elif fn in _NO_INPUT_GRAD:
-            gi = d.emit("elementwise_bwd", [dy], base, g, out_dtype=t.dtype, op=fn)[0]
+            gi = d.emit("elementwise_bwd", [dy], base, g, out_dtype=t.dtype, op=fn, **fb)[0]
         elif len(op.inputs) == 1:
             gi = d.emit("elementwise_bwd", [dy, d.R(t)], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
-                        op=fn)[0]
-        else:  # binary/ternary: the gradient reads the other operand(s); an ATen fallback's gradient is one too
+                        op=fn, **fb)[0]
+        else:  # binary/ternary: the gradient reads the other operand(s)
             others = [d.R(o) for j, o in enumerate(op.inputs) if j != i][:2]
-            fb = {"aten_fallback": True} if op.attrs.get("aten_fallback") else {}
             gi = d.emit("elementwise_bwd", [dy, *others], base, g, out=[d.hint(t)] if dy.shape == t.shape else None,
                         op=fn, **fb)[0]
         grads[i] = d.reduce_to(gi, t, base, g) if gi.shape != t.shape else gi

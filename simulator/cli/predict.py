@@ -80,8 +80,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 #: Graph-changing --framework profiles a parallel plan builds every stage with (the Hugging Face
 #: model code under torch.compile: fused attention, logits, training dropout; Megatron-LM of 2021-2022:
-#: unfused attention core, dropout, its optimizer's mixed-precision passes)
+#: unfused attention core, dropout, its optimizer's mixed-precision passes). A profile with a training
+#: ``stack`` (torchtitan's: its RMSNorm, complex RoPE and repeat_kv) is built by plans too (:func:`plan_builds`).
 PLAN_PROFILES = ("compile", "megatron-lm")
+
+
+def plan_builds(profile: Any) -> bool:
+    """Whether a parallel plan builds the graph ``profile`` launches: no graph change, one of
+    :data:`PLAN_PROFILES`, or a training stack's profile (``stack`` set: the plan composer passes its
+    model-code changes to every stage, as the published-row validation does)."""
+    return not profile.changes_graph or profile.name in PLAN_PROFILES or bool(profile.stack)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.common import profile_from_args
 
         profile = profile_from_args(args)
-        if profile is not None and profile.changes_graph and profile.name not in PLAN_PROFILES:
+        if profile is not None and not plan_builds(profile):
             raise ValueError(f"predict: --framework {profile.name}: this stack changes the graph it launches, which "
                              "parallel plans do not build yet; got a parallel plan; expected "
-                             f"{' or '.join(PLAN_PROFILES)}, a profile that changes costing only (e.g. tensorrt, "
-                             "vllm) or no plan")
+                             f"{' or '.join(PLAN_PROFILES)}, a training stack (e.g. fsdp2, torchtitan-eager), a "
+                             "profile that changes costing only (e.g. tensorrt, vllm) or no plan")
         if getattr(args, "attention", None):
             raise ValueError("predict: --attention: parallel plans build the fused attention (or the --framework "
                              "profile's); got --attention with a plan; expected no --attention")

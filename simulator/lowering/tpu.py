@@ -387,9 +387,12 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
 def _with_lhs_transpose(op: Op, ctx: LoweringContext, cost: KernelCost) -> KernelCost:
     """A Megablox weight gradient (``tile_rows`` set) with the copy that transposes its activations first:
     ``_gmm_bwd`` calls ``backend.tgmm(lhs.swapaxes(0, 1), ...)`` (src/MaxText/kernels/megablox/ops.py @
-    3eb77db3c), and the Pallas call reads its operand in the row-major layout of that ``(k, m)`` view, so XLA
-    writes the routed rows transposed before the kernel runs: one read and one write of them through HBM,
-    serial with the kernel. The up-projection's two calls (w0, w1) share one lhs, so one copy per op."""
+    3eb77db3c), and the Pallas call reads its operand in the row-major layout of that ``(k, m)`` view. Inferred,
+    not observed (no HLO dump or profile of these runs states it): XLA materialises that view, writing the
+    routed rows transposed before the kernel runs, one read and one write of them through HBM, serial with
+    the kernel; XLA could instead have the producer of the rows (recomputed in the backward) write the
+    ``(k, m)`` layout directly, at no extra pass. The up-projection's two calls (w0, w1) share one lhs, so
+    one copy per op."""
     if not int(op.attrs.get("tile_rows", 0)):
         return cost
     a = op.inputs[0]

@@ -718,30 +718,36 @@ def stated_recipe(row: TrainingRecord, *, nearest: bool = False) -> dict[str, An
         stack = maxtext_profile(row)
     if stack == "fsdp2" and row["compile"].strip() != "1" and "" < _torchtitan_date(row) < NATIVE_RMSNORM_SINCE:
         stack = "torchtitan-eager"  # the model code's RMSNorm and RoPE op by op
+    elif stack == "fsdp2" and row["compile"].strip() != "1" and _automodel(row):
+        stack = "automodel"  # AutoModel's own model code: TE's fused RoPE, no repeat_kv
     if stack == "fsdp2" and row["compile"].strip() == "1":
         stack = "fsdp2-compile"  # torchtitan --compile: every block under torch.compile, FSDP2 as before
         if _torchtitan_date(row) and _torchtitan_date(row) < LOSS_COMPILED_SINCE:
             stack = "fsdp2-compile-blocks"  # before the loss was compiled too
         elif _automodel(row):
-            stack = "automodel-compile"  # the Hugging Face model code: no complex RoPE
+            stack = "automodel-compile"  # AutoModel's own model code: TE's fused RoPE, no repeat_kv
     return {"recompute": policy, "fp8_linears": fp8_linears, "framework": stack}
 
 
 #: torchtitan's RMSNorm is torch's ``nn.RMSNorm`` from this date (3b39d7ab0, PR #985); before it, its own Python
-#: module (:data:`workloads.frameworks._TORCHTITAN_EAGER_MODEL`), run op by op without ``--compile``
+#: module (:data:`workloads.frameworks._TORCHTITAN_EAGER_MODEL`), run op by op without ``--compile``. Limit: eager
+#: ``nn.RMSNorm`` is one kernel only with torch's fused CUDA ``rms_norm`` (pytorch/pytorch #153666); the rule does
+#: not read the row's torch version (every eager torchtitan row is 9dec370, before both)
 NATIVE_RMSNORM_SINCE = "2025-03-19"
 #: torchtitan compiles its cross entropy loss under ``--compile`` from this date (bbb1b616e, PR #1033)
 LOSS_COMPILED_SINCE = "2025-04-02"
 
 
 def _torchtitan_date(row: TrainingRecord) -> str:
-    """The first ISO date in a torchtitan row's ``framework_version`` ('' for another stack or none)."""
+    """The date of the torchtitan commit a torchtitan row's ``framework_version`` states (``torchtitan 9dec370
+    (2024-12-26), torch ...``); '' for another stack, or where the version gives torchtitan's commit no date
+    (``torchtitan 820504e, torch 38410cf9 (2025-06-14)``: that date is torch's)."""
     import re
 
     if not row["framework"].strip().lower().startswith("torchtitan"):
         return ""
-    m = re.search(r"\d{4}-\d{2}-\d{2}", row["framework_version"])
-    return m.group(0) if m else ""
+    m = re.search(r"\btorchtitan\s+[^\s,(]+\s*\((\d{4}-\d{2}-\d{2})\)", row["framework_version"], re.IGNORECASE)
+    return m.group(1) if m else ""
 
 
 def _metric(row: TrainingRecord, res: Any) -> float:

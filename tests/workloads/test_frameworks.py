@@ -106,7 +106,7 @@ def test_drop_optimizer():
 def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
                              "vllm-v0", "sglang", "sglang-0.3",
-                             "xla", "fsdp2", "torchtitan-eager", "fsdp2-compile", "automodel-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
+                             "xla", "fsdp2", "torchtitan-eager", "fsdp2-compile", "automodel", "automodel-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
                              "maxtext-cf", "maxtext-serial"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,
@@ -287,7 +287,7 @@ def test_a_node_needs_one_device_that_runs_the_profile():
         check_profile_hardware(PROFILES[name], node)
     with pytest.raises(FrameworkError, match=r"^--framework maxtext: runs on no device of jetson-agx-orin-64gb "
                                              r"\(jetson-agx-orin-64gb \(NVIDIA gpu\), orin-dla \(NVIDIA DLA \(Jetson\)\), "
-                                             r"cortex-a78ae-12c \(Arm \(in NVIDIA Orin\) cpu\)\); got 'maxtext', .*; expected one of automodel-compile, compile, .*tensorrt.*, or no --framework$"):
+                                             r"cortex-a78ae-12c \(Arm \(in NVIDIA Orin\) cpu\)\); got 'maxtext', .*; expected one of automodel, automodel-compile, compile, .*tensorrt.*, or no --framework$"):
         check_profile_hardware(PROFILES["maxtext"], node)
 
 

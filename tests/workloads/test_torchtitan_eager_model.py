@@ -46,10 +46,15 @@ def test_rope_is_upcast_complex_product_downcast_per_tensor():
 
 
 def test_automodel_stacks_keep_one_norm_and_one_rope_kernel():
-    for fw in ("fsdp2", "automodel-compile"):  # NeMo AutoModel's stacks
+    for fw in ("automodel", "automodel-compile"):  # NeMo AutoModel's stacks: TE's fused RoPE, one kernel a tensor
         g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
         assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"], fw
         assert [op.attrs.get("op") for op in _fwd(g, "attn.rope_q")] == ["rope"], fw
+    # eager torchtitan (fsdp2, alias torchtitan) keeps its complex RoPE after nn.RMSNorm: one norm, three RoPE kernels
+    g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework="torchtitan")
+    assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"]
+    assert [op.name.rsplit(".", 1)[-1] for op in _fwd(g, "attn.rope_q")] == ["to_fp32", "mul_freqs_cis", "to_dtype"]
+    assert not get_profile("automodel-compile").compiled_loss  # MaskedCrossEntropy runs outside the compiled layers
     p = get_profile("torchtitan-eager")
     assert (p.eager_norm, p.complex_rope, p.eager_ops, p.stack, p.fusion) == (True, True, False, "fsdp2", False)
 
@@ -81,17 +86,26 @@ def test_compiled_complex_rope_product_is_an_aten_kernel_in_both_passes():
     assert all(recs[n].fused_into == "" for n in prod)
     # nothing joins the ATen kernel: the downcast after it starts a kernel too
     assert recs["layers.0.attn.rope_q.to_dtype"].fused_into == ""
-    # the real-valued RoPE of the Hugging Face code (automodel-compile) stays one generated op
-    assert [n.rsplit(".", 1)[-1] for n in _records("automodel-compile") if ".bwd" not in n] == ["rope_q"]
+    # NeMo AutoModel (automodel-compile): RoPE is Transformer Engine's fused kernel, one op per tensor that nothing
+    # joins, each way (under Inductor alone the query's and the key's RoPE would be one generated kernel)
+    am = _records("automodel-compile")
+    assert sorted(am) == ["layers.0.attn.rope_q", "layers.0.attn.rope_q.bwd"]
+    assert all(r.fused_into == "" for r in am.values())
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework="automodel-compile")
+    assert sorted(op.name for op in g if op.name.startswith("layers.0.attn.rope") and op.attrs.get("aten_fallback")) \
+        == ["layers.0.attn.rope_k", "layers.0.attn.rope_k.bwd", "layers.0.attn.rope_q", "layers.0.attn.rope_q.bwd"]
 
 
-def test_automodel_rows_with_compile_keep_the_real_valued_rope():
-    row = next(r for r in tv.load_training_rows() if r.id == "train-136")
-    assert tv.stated_recipe(row)["framework"] == "automodel-compile"
+def test_automodel_rows_run_automodels_model_code():
+    rows = {r.id: r for r in tv.load_training_rows()}
+    assert tv.stated_recipe(rows["train-136"])["framework"] == "automodel-compile"
+    # without compile: the automodel profile, not torchtitan's eager fsdp2
+    assert [tv.stated_recipe(rows[f"train-{i}"])["framework"] for i in (137, 138, 139)] == ["automodel"] * 3
 
 
 def test_torchtitan_sdpa_reads_repeated_key_value_heads():
-    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("automodel-compile", KV), ("fsdp2", KV)):
+    for fw, heads in (("fsdp2-compile", H), ("torchtitan-eager", H), ("fsdp2", H), ("automodel-compile", KV),
+                      ("automodel", KV)):
         g = load_workload("llama-3-8b", batch=1, seq=S, phase="prefill", dtype="bf16", framework=fw)
         (core,) = [op for op in g if op.kind == "attention" and op.name.startswith("layers.0.")]
         assert core.inputs[1].shape == (1, heads, S, D) == core.inputs[2].shape, fw
@@ -99,3 +113,28 @@ def test_torchtitan_sdpa_reads_repeated_key_value_heads():
         # torchtitan's repeat_kv: one copy writing the 32 key heads (4 copies of each of the 8)
         assert [op.bytes_written for op in rep] == ([2 * S * H * D] if heads == H else []), fw
     assert 2 * S * H * D == 524_288
+
+
+def test_repeat_kv_is_one_broadcast_copy_and_one_sum_back():
+    # torchtitan's repeat_kv: expand (a view) then reshape (one copy): the 8 key heads read once, the 32 written;
+    # its backward is one sum over the 4 copies (torch's expand backward), not a split and three gradient adds
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=True, dtype="bf16", framework="torchtitan-eager")
+    ops = {op.name: op for op in g if op.name.startswith("layers.0.attn.repeat_k") and "@recompute" not in op.name}
+    kernels = {n: (op.kind, op.bytes_read, op.bytes_written) for n, op in ops.items() if op.kind != "reshape"}
+    assert kernels == {"layers.0.attn.repeat_k": ("expand", 2 * S * KV * D, 2 * S * H * D),
+                       "layers.0.attn.repeat_k.bwd": ("reduction", 2 * S * H * D, 2 * S * KV * D)}
+    assert (2 * S * KV * D, 2 * S * H * D) == (131_072, 524_288)
+    # (a concat of 4 copies had summed its gradient as three grad_acc adds into rope_k's output, 2x its bytes read each)
+    assert not [op for op in g if op.name.startswith("grad_acc:layers.0.attn.")]
+
+
+def test_the_torchtitan_date_is_torchtitans_not_torchs():
+    rows = {r.id: r for r in tv.load_training_rows()}
+    assert [tv._torchtitan_date(rows[i]) for i in ("train-001", "train-049", "train-037")] == \
+        ["2024-12-26", "2025-06-13", ""]  # train-037: 'torchtitan 820504e, torch 38410cf9 (2025-06-14)'
+    eager = replace(rows["train-007"], raw={**rows["train-007"].raw, "compile": ""})
+    # a torch date before 2025-03-19 does not make a torchtitan commit of unstated date the eager-RMSNorm code
+    undated = replace(eager, raw={**eager.raw, "framework_version": "torchtitan abc1234, torch def5678 (2024-12-01)"})
+    assert tv.stated_recipe(undated)["framework"] == "fsdp2"
+    dated = replace(eager, raw={**eager.raw, "framework_version": "torchtitan abc1234 (2025-03-01), torch d (2025-06-14)"})
+    assert tv.stated_recipe(dated)["framework"] == "torchtitan-eager"

@@ -216,3 +216,20 @@ def test_optimizer_writes_its_state_in_place():
     upd = next(op for op in step if op.kind == "optimizer_update")
     n = 16 * 16
     assert (upd.bytes_read, upd.bytes_written) == (16 * n, 14 * n)
+
+
+def test_an_aten_fallback_gradient_is_one_too_for_unary_and_binary_ops():
+    # an op the compiler leaves to ATen (workloads.frameworks aten_fallback): its gradient kernel is an ATen
+    # kernel as well, whether it reads the other operand (mul), the input (gelu) or dy alone (scale)
+    b = GraphBuilder("fallbacks", dtype="bf16")
+    x = b.input("x", (4, 8))
+    h = b.op("matmul", [x, b.weight("w", (8, 8))], name="fc")
+    h = b.op("elementwise", [h], name="act", op="gelu", aten_fallback=True)
+    h = b.op("elementwise", [h], name="halve", op="scale", aten_fallback=True)
+    h = b.op("elementwise", [h, b.weight("gain", (8,))], name="gain_mul", op="mul", aten_fallback=True)
+    h = b.op("elementwise", [h], name="plain", op="gelu")
+    b.op("cross_entropy", [h, b.input("labels", (4,), "int32")], name="loss")
+    step = training_graph(b.build(), optimizer="sgd", mixed_precision=False)
+    marked = sorted(op.name for op in step if op.kind == "elementwise_bwd" and op.attrs.get("aten_fallback"))
+    assert marked == ["act.bwd", "gain_mul.bwd_0", "gain_mul.bwd_1", "halve.bwd"]
+    assert not step.op("plain.bwd").attrs.get("aten_fallback")

@@ -34,8 +34,11 @@ def test_training_profiles_stack_costing_and_sources():
         ("fsdp2", "fp32", "flash2", False, True)
     assert (m.stack, m.fusion, m.attention_kernel) == ("megatron-core", True, "auto")
     assert (x.stack, x.fusion) == ("xla-spmd", True)
-    for p in (f, m, x):
+    for p in (m, x):
         assert not p.changes_graph  # costing and plan-level only: a parallel plan accepts them
+    # fsdp2 is torchtitan's model code (complex RoPE, repeat_kv): a graph change a parallel plan builds (its stack)
+    assert f.changes_graph and (f.complex_rope, f.repeat_kv) == (True, True)
+    for p in (f, m, x):
         assert p.sources and all(len(s) > 40 for s in p.sources)
     assert get_profile("torchtitan") is f and get_profile("mcore") is m
     assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-serial", "vllm", "xla"]

@@ -463,6 +463,7 @@ class _Build:
         self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
         self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
+        self.fused_rope = bool(prof and prof.fused_rope)  # Transformer Engine's fused RoPE: a library kernel
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -569,6 +570,11 @@ class _Build:
             return self.ew("add", self.ew("mul", x, cos, name="mul_cos"), self.ew("mul", rot, sin, name="mul_sin"),
                            name="add")
 
+    def rope(self, x: TensorSpec, name: str) -> TensorSpec:
+        """RoPE of one tensor as one op; a library kernel nothing fuses with under the stack's ``fused_rope``
+        (Transformer Engine's fused RoPE, :attr:`workloads.frameworks.FrameworkProfile.fused_rope`)."""
+        return self.b.op("elementwise", [x], name=name, op="rope", **({"aten_fallback": True} if self.fused_rope else {}))
+
     def complex_rope_kernels(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
         """torchtitan's ``apply_rotary_emb`` for one tensor, eagerly: ``x.float()``, the complex product with
         ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing. Under
@@ -655,8 +661,7 @@ class _Build:
                 q = self.complex_rope_kernels(q, freqs, "rope_q")
                 k = self.complex_rope_kernels(k, freqs, "rope_k")
             elif cfg.pos == "rope" and memory is None:
-                q = self.ew("rope", q, name="rope_q")
-                k = self.ew("rope", k, name="rope_k")
+                q, k = self.rope(q, "rope_q"), self.rope(k, "rope_k")
             if cache and memory is None:
                 if self.phase == "prefill":
                     k = b.op("kv_append", [k], name="k_cache", out_roles=[Role.KV_CACHE])
@@ -672,8 +677,7 @@ class _Build:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
                 if self.repeat_kv and k.shape[1] < q.shape[1]:  # the model code's repeat_kv before SDPA
-                    k = b.op("concat", [k] * (q.shape[1] // k.shape[1]), name="repeat_k", axis=1)
-                    v = b.op("concat", [v] * (q.shape[1] // v.shape[1]), name="repeat_v", axis=1)
+                    k, v = self.repeat_heads(k, q.shape[1], "repeat_k"), self.repeat_heads(v, q.shape[1], "repeat_v")
                 ins = [q, k, v] + ([bias] if bias is not None else [])
                 o = b.op("attention", ins, name="core", causal=causal, **({"window": window} if window else {}))
             else:
@@ -683,6 +687,16 @@ class _Build:
             o = self.reshape(o, (bsz, s, hq * hd), "merge_heads")
             o = self.row_parallel_out(o, hq * hd, d, "out", cfg.out_bias)
             return self.dropout(o, self.hf.resid_dropout, "resid_dropout")
+
+    def repeat_heads(self, x: TensorSpec, hq: int, name: str) -> TensorSpec:
+        """torchtitan's ``repeat_kv`` of a ``(B, hk, S, D)`` tensor to ``hq`` heads: ``x[:, :, :, None, :]
+        .expand(...).reshape(...)`` (torchtitan/models/llama3/model.py @ 820504e), a broadcast the reshape
+        materialises: one copy reading the ``hk`` heads once and writing ``hq``, whose backward is one sum over
+        the copies (the ``expand`` rule of :mod:`workloads.training`). Each key/value head's copies are adjacent."""
+        bsz, hk, s, d = x.shape
+        rows = self.b.op("expand", [self.reshape(x, (bsz, hk, 1, s, d), f"{name}_rows")], name=name,
+                         shape=(bsz, hk, hq // hk, s, d))
+        return self.reshape(rows, (bsz, hq, s, d), f"{name}_heads")
 
     def head_norm(self, x: TensorSpec, name: str) -> TensorSpec:
         """RMSNorm over the last (head) axis of a ``(B, H, S, D)`` tensor, one ``D``-wide scale (QK-norm)."""
@@ -785,8 +799,7 @@ class _Build:
         hk = k.shape[1]
         with b.group("ring"):
             if hk < hq:  # repeat_kv: a materialised copy of each key/value head for its query heads
-                k = b.op("concat", [k] * (hq // hk), name="repeat_k", axis=1)
-                v = b.op("concat", [v] * (hq // hk), name="repeat_v", axis=1)
+                k, v = self.repeat_heads(k, hq, "repeat_k"), self.repeat_heads(v, hq, "repeat_v")
             kg = b.op("all_gather", [k], name="gather_k", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
             vg = b.op("all_gather", [v], name="gather_v", group_size=cp, stride=self.tp, axis=2, ring_steps=cp)
             ks = b.op("split", [kg], name="chunks_k", axis=2, sizes=(sl,) * cp)

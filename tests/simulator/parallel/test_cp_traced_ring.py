@@ -21,7 +21,7 @@ _COLLECTIVES = ("all_gather", "all_to_all", "reduce_scatter", "all_reduce", "sen
 
 @pytest.mark.parametrize(("name", "traced"), [("fsdp2", False), ("fsdp2-compile", True),
                                               ("fsdp2-compile-blocks", True), ("automodel-compile", True),
-                                              ("megatron-core", False)])
+                                              ("automodel", False), ("megatron-core", False)])
 def test_ring_is_traced_only_under_the_compiled_fsdp2_profiles(name: str, traced: bool) -> None:
     assert ring_traced(get_stack_profile(name)) is traced
 
@@ -34,16 +34,17 @@ def _step(framework: str) -> tuple[dict[str, float], float, float]:
     return dict(res.breakdown), collectives, res.latency_s
 
 
-def test_compiled_ring_exposes_every_exchange() -> None:
-    # automodel-compile: the compiled FSDP2 stack over the graph fsdp2 builds (fsdp2-compile adds torchtitan's
-    # complex RoPE kernels, which the eager fsdp2 profile does not carry)
-    b, collectives, latency = _step("automodel-compile")
+@pytest.mark.parametrize(("compiled", "eager_name"), [("fsdp2-compile", "fsdp2"), ("automodel-compile", "automodel")])
+def test_compiled_ring_exposes_every_exchange(compiled: str, eager_name: str) -> None:
+    # torchtitan's CP rows: fsdp2-compile against eager fsdp2, the same model code (complex RoPE, repeat_kv);
+    # NeMo AutoModel's likewise over its own model code
+    b, collectives, latency = _step(compiled)
     assert b["cp_comm_hidden_s"] == 0.0
     # one stage, one microbatch: the communication is every collective of the stage graph (the ring's
     # gathers, re-gathers and fp32 dK/dV permutes among them) plus FSDP2's exposed part, nothing hidden
     assert collectives > 0.0
     assert b["communication_s"] == pytest.approx(collectives + b["dp_sync_exposed_s"], rel=1e-12)
-    eager, eager_collectives, eager_latency = _step("fsdp2")
+    eager, eager_collectives, eager_latency = _step(eager_name)
     assert eager_collectives == pytest.approx(collectives, rel=1e-12)  # the same exchanges, priced alike
     assert eager["cp_comm_hidden_s"] > 0.0
     assert eager["communication_s"] == pytest.approx(

@@ -122,7 +122,7 @@ def _dp(r) -> int:
     # MaxText qkv_proj_offloaded: the offload is the policy's own, no plan offload piece
     ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext-cf"}, []),
     # NeMo AutoModel runs FSDP2
-    ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "fsdp2"}, []),
+    ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "automodel"}, []),
     # Megatron-Bridge with TE current scaling / MXFP8 block scaling: megatron-core with those recipes
     ("train-053", {"recompute": "none", "fp8_linears": "current", "framework": "megatron-core"}, []),
     ("train-054", {"recompute": "none", "fp8_linears": "mxfp8", "framework": "megatron-core"}, []),
