@@ -54,3 +54,10 @@ def test_schedule_recipes_outside_training(capsys: pytest.CaptureFixture[str], f
     rc, err = cli_exit(capsys, "predict", "qwen3-30b-a3b", "--hardware", "dgx-h100", "--dp", "8", "--ep", "8", "--pp",
                        "2", *flags)
     one_line(rc, err, f"predict: {flags[0]}: a training recipe; got no --train; expected --train")
+
+
+@pytest.mark.parametrize(("typo", "flag"), [("--moe-a2a-overlp", "--moe-a2a-overlap"),
+                                            ("--grad-sync-per-stepp", "--grad-sync-per-step")])
+def test_flag_typo_names_the_flag(capsys: pytest.CaptureFixture[str], typo: str, flag: str) -> None:
+    rc, err = cli_exit(capsys, *QWEN, "--dp", "8", "--ep", "8", typo)
+    one_line(rc, err, f"unrecognized arguments: {typo}; did you mean '{flag}'?")
