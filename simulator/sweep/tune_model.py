@@ -168,6 +168,10 @@ class ModelProblem:
         names), data-parallel sharding (:data:`SHARDINGS`: ``none``, ``zero1``..``zero3``, ``fsdp``; a
         sharded configuration exists with ``dp > 1``) and virtual stages per device (1: the 1F1B schedule;
         more: the interleaved schedule, with ``pp > 1``).
+    pipeline_microbatches
+        Training with a plan: microbatches of one pipeline schedule run to search (0: every microbatch in one
+        run; ``N`` exists with ``pp > 1`` and a proper divisor of the rank's ``global_batch / (dp x batch)``
+        microbatches, so without ``global_batch`` only 0 does).
     sequence_parallel
         Megatron sequence parallelism in every plan with ``tp > 1``.
     fill
