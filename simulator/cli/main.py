@@ -71,7 +71,24 @@ class _Parser(argparse.ArgumentParser):
             from nodeperf.suggest import did_you_mean
 
             message += did_you_mean(m.group(1), [c.strip().strip("'") for c in m.group(2).split(",")])
+        elif message.startswith("unrecognized arguments: "):
+            message += _flag_hint(self, message.removeprefix("unrecognized arguments: ").split())
         self.exit(2, f"nodeperf: error: {message}\n")
+
+
+def _flag_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """The near match of the first unknown ``--flag`` among the flags of ``parser`` and its built commands."""
+    from nodeperf.suggest import did_you_mean
+
+    first = next((u.split("=", 1)[0] for u in unknown if u.startswith("--")), "")
+    if not first:
+        return ""
+    flags = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags.update(sub._option_string_actions)
+    return did_you_mean(first, sorted(f for f in flags if f.startswith("--")))
 
 
 def version() -> str:

@@ -3,7 +3,8 @@
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
 --fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
---fp8-params --etp --moe-host-sync --input-len --output-len``.
+--fp8-params --etp --moe-host-sync --moe-a2a-overlap --pipeline-microbatches --grad-sync-per-step --input-len
+--output-len``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
-               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp")
+               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches")
+_PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -85,8 +87,30 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training: the MoE dispatcher copies its token counts to the host and waits for them in "
                         "every MoE layer (Megatron-Core's dropless dispatchers): the step is priced per sync "
                         "interval, max(host issue, GPU) plus the sync's round trip")
+    _schedule_recipe_args(g)
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+
+
+def _schedule_recipe_args(g: argparse._ArgumentGroup) -> None:
+    """The training flags of how the stack runs its pipeline schedule (ParallelPlan fields of the same names)."""
+    g.add_argument("--moe-a2a-overlap", action="store_true",
+                   help="training, MoE with --ep > 1: Megatron-Core's combined 1F1B schedule "
+                        "(overlap_moe_expert_parallel_comm, Megatron-Bridge moe_a2a_overlap; "
+                        "megatron/core/pipeline_parallel/combined_1f1b.py): one microbatch's all-to-alls run beside "
+                        "another's compute in each steady forward-backward pair; with --pp > 1 it needs "
+                        "--schedule interleaved (engine analytical)")
+    g.add_argument("--pipeline-microbatches", type=positive_int, metavar="N",
+                   help="training with --pp > 1: the microbatches of one pipeline schedule run, the step running "
+                        "the schedule once per N microbatches, each run with its own fill and drain "
+                        "(torch.distributed.pipelining: one schedule.step per local batch, as NeMo AutoModel "
+                        "accumulates gradients); a divisor of the step's microbatches; default: all in one run "
+                        "(Megatron-Core's; engine analytical)")
+    g.add_argument("--grad-sync-per-step", action="store_true",
+                   help="with --fsdp and --pipeline-microbatches: FSDP2's gradient reduce-scatter and reshard "
+                        "once a step, on its last schedule run (NeMo AutoModel's "
+                        "patched_backward_maybe_with_nosync, components/moe/fsdp_mixin.py); default: once a run "
+                        "(torch.distributed.pipelining's own)")
 
 
 def _offload_targets(text: str) -> tuple[str, ...]:
@@ -136,8 +160,7 @@ def _capacity_factor(text: str) -> float:
 def wants_plan(args: argparse.Namespace) -> bool:
     """Whether the command line asks for a parallel prediction."""
     return (any(getattr(args, f, None) is not None for f in _PLAN_FLAGS)
-            or bool(getattr(args, "sequence_parallel", False)) or bool(getattr(args, "fsdp", False))
-            or bool(getattr(args, "fp8_params", False)) or bool(getattr(args, "moe_host_sync", False))
+            or any(bool(getattr(args, f, False)) for f in _PLAN_SWITCHES)
             or getattr(args, "phase", None) == "generate" or getattr(args, "schedule", None) is not None)
 
 
@@ -158,7 +181,10 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_routing=args.moe_routing or "uniform", grad_reduce_dtype=args.grad_reduce_dtype or "",
                         fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
                         loss_chunks=args.loss_chunks or 1, etp=getattr(args, "etp", None) or 0,
-                        moe_host_sync=bool(getattr(args, "moe_host_sync", False)))
+                        moe_host_sync=bool(getattr(args, "moe_host_sync", False)),
+                        moe_a2a_overlap=bool(getattr(args, "moe_a2a_overlap", False)),
+                        pipeline_microbatches=getattr(args, "pipeline_microbatches", None) or 0,
+                        grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)))
 
 
 def check_request_flags(args: argparse.Namespace) -> None:
@@ -191,11 +217,52 @@ def _check_flags(args: argparse.Namespace) -> None:
                          f"{args.batch}; expected --microbatch and --global-batch")
 
 
+def _check_schedule_flags(args: argparse.Namespace) -> None:
+    """The schedule-recipe flags are refused where they would change nothing: outside a training step, a pipeline
+    schedule run without pipeline stages, a deferred FSDP sync without FSDP or several runs a step."""
+    given = [f for f in ("moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step") if getattr(args, f, None)]
+    if not given:
+        return
+    flag = "--" + given[0].replace("_", "-")
+    if not args.train:
+        raise ValueError(f"predict: {flag}: a training recipe; got no --train; expected --train")
+    if getattr(args, "moe_a2a_overlap", False) and _dense(args.model):
+        raise ValueError(f"predict: --moe-a2a-overlap: overlaps the expert-parallel all-to-alls; got {args.model}, "
+                         "a model with no experts; expected an MoE model with --ep > 1")
+    k = getattr(args, "pipeline_microbatches", None)
+    if k and (args.pp or 1) == 1:
+        raise ValueError(f"predict: --pipeline-microbatches {k}: the microbatches of one pipeline schedule run; got "
+                         "--pp 1; expected --pp > 1")
+    if getattr(args, "grad_sync_per_step", False) and not (args.fsdp and k):
+        missing = " and ".join(f for f, on in (("--fsdp", args.fsdp), ("--pipeline-microbatches", k)) if not on)
+        raise ValueError(f"predict: --grad-sync-per-step: defers FSDP's gradient sync to a step's last schedule run; "
+                         f"got no {missing}; expected --fsdp and --pipeline-microbatches N with --pp > 1")
+
+
+def _dense(model: str) -> bool:
+    """Whether ``model`` names a zoo transformer or Hugging Face config without experts (False where it names
+    neither: the plan's own checks say what it is)."""
+    try:
+        if str(model).lower().endswith(".json"):
+            from workloads.hf import config_to_transformer
+
+            cfg = config_to_transformer(model)
+        else:
+            from workloads.zoo import get_entry
+            from workloads.zoo.transformer import zoo_config
+
+            cfg = zoo_config(get_entry(model).name)
+    except (KeyError, ValueError, OSError):
+        return False
+    return not getattr(cfg, "experts", 0)
+
+
 def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     """Predict the plan the flags describe on ``hw`` and print it (table or --json)."""
     from simulator.parallel.compose import evaluate_plan, generate_request
 
     _check_flags(args)
+    _check_schedule_flags(args)
     plan = plan_from_args(args)
     engine = args.engine
     if args.streams is not None:

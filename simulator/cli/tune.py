@@ -19,7 +19,7 @@ __all__ = ["register", "run"]
 _COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
                "input_len", "output_len", "prices", "weight_dtype", "kv_dtype", "fp8_linears", "framework", "sharding",
-               "interleave", "sequence_parallel", "fill")
+               "interleave", "sequence_parallel", "fill", "pipeline_microbatches")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -129,6 +129,11 @@ def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
                         "sharding, as `predict --fsdp`); sharded plans need dp > 1")
     g.add_argument("--interleave", metavar="LIST",
                    help="plans, --train: virtual stages per device (1: 1F1B; more: the interleaved schedule, pp > 1)")
+    g.add_argument("--pipeline-microbatches", metavar="LIST",
+                   help="plans, --train with --global-batch: microbatches of one pipeline schedule run, the step "
+                        "running the schedule once per N (torch.distributed.pipelining, as NeMo AutoModel accumulates "
+                        "gradients; as `predict --pipeline-microbatches`); 0: all in one run (Megatron-Core's); N "
+                        "exists with pp > 1 and dividing the rank's microbatches")
     g.add_argument("--sequence-parallel", action="store_true",
                    help="plans: Megatron sequence parallelism wherever tp > 1")
     g.add_argument("--fill", type=float, metavar="SHARE",
@@ -166,7 +171,7 @@ def _policies(items: list[str] | None) -> list[str] | None:
     return out
 
 
-def _ints(flag: str, text: str | None) -> list[int] | None:
+def _ints(flag: str, text: str | None, least: int = 1) -> list[int] | None:
     from simulator.sweep.tune import TuneError
 
     items = _items(flag, text)
@@ -174,8 +179,9 @@ def _ints(flag: str, text: str | None) -> list[int] | None:
         return None
     out = []
     for t in items:
-        if not t.isdigit() or int(t) < 1:
-            raise TuneError(f"{flag}: {t!r} is not a positive integer; got {text!r}; expected e.g. 1,2,4,8")
+        if not t.isdigit() or int(t) < least:
+            what = "a positive integer" if least == 1 else f"an integer >= {least}"
+            raise TuneError(f"{flag}: {t!r} is not {what}; got {text!r}; expected e.g. {least},2,4,8")
         out.append(int(t))
     return out
 
@@ -300,7 +306,8 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         weight_dtypes=_items("--weight-dtype", args.weight_dtype) or ("none",), kv_dtype=args.kv_dtype,
         fp8_linears=_items("--fp8-linears", args.fp8_linears), frameworks=_items("--framework", args.framework),
         sharding=_items("--sharding", args.sharding), interleave=_ints("--interleave", args.interleave),
-        sequence_parallel=args.sequence_parallel, fill=args.fill)
+        sequence_parallel=args.sequence_parallel, fill=args.fill,
+        pipeline_microbatches=_ints("--pipeline-microbatches", args.pipeline_microbatches, least=0))
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction

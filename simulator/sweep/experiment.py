@@ -201,13 +201,21 @@ OPTION_KEYS: dict[str, _Key] = {
     "fp8_param": _Key("bool", doc="parallel plan: fp8 linear weights kept in fp8 (TE fp8_param_gather)"),
     "loss_chunks": _Key("int", minimum=1, doc="parallel plan: the loss over N chunks of the tokens"),
     "etp": _Key("int", minimum=0, doc="parallel plan: expert tensor parallelism (0: the plan's tp)"),
+    "moe_a2a_overlap": _Key("bool", doc="parallel plan, training: Megatron-Core's combined 1F1B schedule, the "
+                            "expert-parallel all-to-alls beside another microbatch's compute (ep > 1; pp > 1 needs "
+                            "the interleaved schedule; engine analytical)"),
+    "pipeline_microbatches": _Key("int", minimum=0, doc="parallel plan, training with pp > 1: microbatches of one "
+                                  "pipeline schedule run, the schedule run once per N (torch.distributed.pipelining, "
+                                  "NeMo AutoModel); 0: all in one run"),
+    "grad_sync_per_step": _Key("bool", doc="parallel plan: with fsdp and pipeline_microbatches, FSDP2's gradient "
+                               "sync once a step (NeMo AutoModel) rather than once a schedule run"),
 }
 #: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but
 #: ``global_batch``'s None default and ``stage_layers``, a list no axis carries).
 PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule", "shard_group",
                                        "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
                                        "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
-                                       "etp"})
+                                       "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
     "rows": _Key("int", minimum=1, doc="PE rows of the array"),

@@ -106,6 +106,22 @@ def _named_axis(name: str, values: Sequence[str], known: Sequence[str], flag: st
     return Axis(name, vals)
 
 
+def _schedule_runs_axis(train: bool, values: Sequence[int]) -> Axis:
+    """The ``pipeline_microbatches`` axis: microbatches of one pipeline schedule run (0: all in one run)."""
+    if not train:
+        raise TuneError("--pipeline-microbatches: schedule runs of a training step; got no --train; expected --train")
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TuneError(f"--pipeline-microbatches: got {v!r}; expected integers >= 0 (0: every microbatch in one "
+                            "schedule run)")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise TuneError("--pipeline-microbatches: empty list; got none; expected at least one integer >= 0")
+    return Axis("pipeline_microbatches", tuple(out), numeric=True)
+
+
 def _recompute_axis(values: Sequence[str]) -> Axis:
     """The recompute axis: named policies (:data:`workloads.recompute.POLICIES`), MaxText custom policies
     ``custom:NAME=CHOICE,...`` and Megatron-Core's ``modules:NAME,...`` (checked as ``predict --recompute`` checks
@@ -152,6 +168,10 @@ class ModelProblem:
         names), data-parallel sharding (:data:`SHARDINGS`: ``none``, ``zero1``..``zero3``, ``fsdp``; a
         sharded configuration exists with ``dp > 1``) and virtual stages per device (1: the 1F1B schedule;
         more: the interleaved schedule, with ``pp > 1``).
+    pipeline_microbatches
+        Training with a plan: microbatches of one pipeline schedule run to search (0: every microbatch in one
+        run; ``N`` exists with ``pp > 1`` and a proper divisor of the rank's ``global_batch / (dp x batch)``
+        microbatches, so without ``global_batch`` only 0 does).
     sequence_parallel
         Megatron sequence parallelism in every plan with ``tp > 1``.
     fill
@@ -175,7 +195,7 @@ class ModelProblem:
                  kv_dtype: str | None = None, fp8_linears: Sequence[str] | None = None,
                  frameworks: Sequence[str] | None = None, sharding: Sequence[str] | None = None,
                  interleave: Sequence[int] | None = None, sequence_parallel: bool = False,
-                 fill: float | None = None) -> None:
+                 fill: float | None = None, pipeline_microbatches: Sequence[int] | None = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -223,7 +243,7 @@ class ModelProblem:
         axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
         if train:
             axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
-        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave))
+        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
                             f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -263,7 +283,8 @@ class ModelProblem:
                 axes.append(Axis(flag, chosen, numeric=True))
             return axes + self._recipe_axes(self.train, *recipe)
         if any(v is not None for v in recipe):
-            raise TuneError("--fp8-linears/--framework/--sharding/--interleave: training recipes of parallel plans; "
+            raise TuneError("--fp8-linears/--framework/--sharding/--interleave/--pipeline-microbatches: training "
+                            "recipes of parallel plans; "
                             "got no multi-device system running a transformer; expected a system such as dgx-h100 in "
                             "--hardware")
         if any(v for v in (tp, pp, dp)):
@@ -274,7 +295,8 @@ class ModelProblem:
         return []
 
     def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
-                     sharding: Sequence[str] | None, interleave: Sequence[int] | None) -> list[Axis]:
+                     sharding: Sequence[str] | None, interleave: Sequence[int] | None,
+                     pipeline_microbatches: Sequence[int] | None = None) -> list[Axis]:
         """The training-recipe axes asked for (each only when given, so other searches keep their axes)."""
         from workloads.frameworks import profile_names
         from workloads.precision import FP8_RECIPES
@@ -293,6 +315,8 @@ class ModelProblem:
                 raise TuneError("--interleave: virtual pipeline stages schedule a training step; got no --train; "
                                 "expected --train")
             axes.append(Axis("interleave", tuple(self._positive("--interleave", interleave)), numeric=True))
+        if pipeline_microbatches is not None:
+            axes.append(_schedule_runs_axis(train, pipeline_microbatches))
         return axes
 
     # ----------------------------------------------------------------------------------- workload
@@ -344,6 +368,8 @@ class ModelProblem:
         recipe: dict[str, Any] = dict(zero_stage=zero, fsdp=fsdp, sequence_parallel=self.sequence_parallel and tp > 1)
         if v > 1:
             recipe.update(schedule="interleaved", interleave=v)
+        if int(config.get("pipeline_microbatches", 0)):
+            recipe.update(pipeline_microbatches=int(config["pipeline_microbatches"]))
         if self.train:
             gb = self.global_batch or dp * int(config["batch"])
             return ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=int(config["batch"]), global_batch=gb, **recipe)
@@ -420,7 +446,18 @@ class ModelProblem:
                 return False
         if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) == 1:
             return False  # nothing to shard over: the same plan as sharding none
+        if not self._schedule_runs_valid(config):
+            return False
         return int(config.get("interleave", 1)) == 1 or int(config.get("pp", 1)) > 1
+
+    def _schedule_runs_valid(self, config: Mapping[str, Any]) -> bool:
+        """Whether a configuration's ``pipeline_microbatches`` runs the schedule more than once a step: pipeline
+        stages and a proper divisor of the rank's microbatches (else it is the plan of one run, listed as 0)."""
+        k = int(config.get("pipeline_microbatches", 0))
+        if not k:
+            return True
+        m = (self.global_batch or 0) // (int(config.get("dp", 1)) * int(config["batch"]))
+        return int(config.get("pp", 1)) > 1 and k < m and m % k == 0
 
     def _plan_memory(self, plan: Any, config: Mapping[str, Any], **kw: Any) -> float:
         """Worst device's resident bytes of ``plan`` (as :func:`evaluate_plan` sums them, without the
