@@ -232,6 +232,24 @@ _TP_OVERLAP = ("Wang et al., 'Overlap Communication with Dependent Computation v
                "present; NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py initialize_ub (userbuffers "
                "ring-exchange / pipelined overlap of the sequence-parallel all-gather and reduce-scatter with the "
                "TP GEMMs), enabled in Megatron-LM by --tp-comm-overlap (requires --sequence-parallel)")
+#: RoPE and the QKV split as Megatron-Core runs them with Transformer Engine (``fused_rope``, ``split_qkv_copies``).
+_MCORE_ROPE = (
+    "NVIDIA/Megatron-LM core_v0.15.0 megatron/core/transformer/attention.py: get_query_key_value_tensors views the "
+    "QKV output as [sq, b, ng, (np/ng + 2) hn], splits it into views (TE SplitAlongDim, whose backward concatenates "
+    "the gradients) and reshapes the query to [sq, b, np, hn] (line 1105: a copy when ng > 1 and np/ng > 1, the "
+    "view's group stride being (np/ng + 2) hn), then q_layernorm / k_layernorm; Attention.forward applies "
+    "apply_rotary_pos_emb to the query and the key separately (fused_single_qkv_rope defaults to False, "
+    "transformer_config.py line 292); models/common/embeddings/rope_utils.py apply_rotary_pos_emb: with "
+    "apply_rope_fusion TE's apply_rotary_pos_emb(tensor_format='sbhd', fused=True), one kernel per tensor each way "
+    "(extensions/transformer_engine.py fused_apply_rotary_pos_emb), else _apply_rotary_pos_emb_bshd (cos, sin, "
+    "* mscale and the casts of freqs; t * cos, -x2, cat, * sin, add, cat with the empty pass-through part). "
+    "NVIDIA-NeMo/Megatron-Bridge v0.2.0 (the NeMo 25.11 release): scripts/performance/utils/helpers.py "
+    "set_common_perf_overrides sets recipe.model.apply_rope_fusion = True; models/gpt_provider.py provide() turns "
+    "it off when training/utils fusions.validate_rope_fusion_compatibility fails, which it does for a "
+    "position_embedding_type other than 'rope' (gpt_oss/gpt_oss_provider.py: 'yarn'). NVIDIA/TransformerEngine "
+    "v2.9 pytorch/attention/dot_product_attention/utils.py get_qkv_layout: q, k and v in separate memory need "
+    "k's and v's strides to match (check_strides_kv), else all three are made contiguous (the value, a view of "
+    "the QKV output, is copied); pytorch/ops/basic/rmsnorm.py op_forward: input_.contiguous() (line 182)")
 _MCORE_ATTN = ("NVIDIA TransformerEngine docs 'Attention' (examples/attention/attention.ipynb): on sm90 the cuDNN fused "
                "attention backend (FusedAttention, cuDNN >= 9) is preferred; FlashAttention-3 paper (Shah et al. 2024, "
                "arXiv:2407.08608) Fig. 5-7 place cuDNN's Hopper kernels beside FA3, both warp-specialised wgmma kernels")
@@ -548,6 +566,19 @@ class FrameworkProfile:
         (``apply_rotary_pos_emb(..., fused=True)``, NeMo AutoModel's ``BackendConfig.rope_fusion``; source
         ``_AUTOMODEL_MODEL``): under torch.compile nothing fuses into it or it into a generated kernel (the op
         is marked ``aten_fallback``), so the query's and the key's RoPE are two kernels, not one.
+    unfused_rope_families
+        Model families (``ModelEntry.family``) whose position embedding the stack runs op by op although
+        ``fused_rope`` is set: Megatron-Bridge turns ``apply_rope_fusion`` off for a position embedding other
+        than plain RoPE (GPT-OSS's YaRN), and Megatron-Core's ``_apply_rotary_pos_emb_bshd`` runs instead
+        (source: ``_MCORE_ROPE``; the transformer builder's ``mcore_unfused_rope``).
+    split_qkv_copies
+        The copies Megatron-Core's split of the fused QKV output costs before Transformer Engine's attention
+        (source: ``_MCORE_ROPE``): with grouped queries (more than one query group on the rank, more than one
+        query head a group) the query's ``reshape`` to heads copies it; a Transformer Engine RMSNorm (QK-norm)
+        makes its strided input contiguous; and with RoPE or QK-norm ``DotProductAttention`` finds no supported
+        layout for the value's strided view beside the query and key tensors they wrote, so it copies the
+        value (``get_qkv_layout``). Each copy's gradient is the gradient itself (no kernel). Not modelled: the
+        copies ``get_qkv_layout`` makes of a grouped-query model without RoPE or QK-norm.
     matmul_copies
         The model code's ``torch.matmul`` runs the decomposed attention's products (eagerly, or traced
         into a compiled program by AOTAutograd, which keeps the reshape's clone: :data:`_INDUCTOR_MATMUL`):
@@ -749,6 +780,8 @@ class FrameworkProfile:
     complex_rope: bool = False
     repeat_kv: bool = False
     fused_rope: bool = False
+    unfused_rope_families: tuple[str, ...] = ()
+    split_qkv_copies: bool = False
     matmul_copies: bool = False
     dropout: bool = False
     fusion: bool | None = None
@@ -829,7 +862,7 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.complex_rope or self.repeat_kv or self.fused_rope)
+                    or self.complex_rope or self.repeat_kv or self.fused_rope or self.split_qkv_copies)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -847,7 +880,8 @@ class FrameworkProfile:
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout,
                           "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
-                          "repeat_kv": self.repeat_kv, "fused_rope": self.fused_rope},
+                          "repeat_kv": self.repeat_kv, "fused_rope": self.fused_rope,
+                          "split_qkv_copies": self.split_qkv_copies},
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
@@ -1049,7 +1083,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
-                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED),
+                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED, _MCORE_ROPE),
+                     fused_rope=True, unfused_rope_families=("gpt-oss",), split_qkv_copies=True,
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
                      moe_sort_chunks=True, moe_bias_per_expert=True,

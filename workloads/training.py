@@ -447,7 +447,10 @@ def _bwd_conv(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[TensorS
 
 
 _ALIAS_GRAD = frozenset({"add", "identity", "copy"})
-_NO_INPUT_GRAD = frozenset({"scale", "neg", "mask", "dropout", "cast"})
+#: elementwise ops whose gradient reads only the output gradient: RoPE too, a rotation linear in its input
+#: (Transformer Engine's FusedRoPEFunc saves only the angles: transformer_engine/pytorch/attention/rope.py
+#: @ v2.9, ``ctx.save_for_backward(freqs, cu_seqlens)``, backward ``fused_rope_backward(grad_output, freqs, ...)``)
+_NO_INPUT_GRAD = frozenset({"scale", "neg", "mask", "dropout", "cast", "rope"})
 
 
 @_rule("elementwise")

@@ -34,8 +34,9 @@ def test_training_profiles_stack_costing_and_sources():
         ("fsdp2", "fp32", "flash2", False, True)
     assert (m.stack, m.fusion, m.attention_kernel) == ("megatron-core", True, "auto")
     assert (x.stack, x.fusion) == ("xla-spmd", True)
-    for p in (m, x):
-        assert not p.changes_graph  # costing and plan-level only: a parallel plan accepts them
+    assert not x.changes_graph  # costing and plan-level only: a parallel plan accepts it
+    # Megatron-Core: TE's fused RoPE per tensor and the QKV split's copies, a graph change its stack builds
+    assert m.changes_graph and (m.fused_rope, m.split_qkv_copies, m.unfused_rope_families) == (True, True, ("gpt-oss",))
     # fsdp2 is torchtitan's model code (complex RoPE, repeat_kv): a graph change a parallel plan builds (its stack)
     assert f.changes_graph and (f.complex_rope, f.repeat_kv) == (True, True)
     for p in (f, m, x):

@@ -19,9 +19,12 @@ CASES = [
     # Mixtral 8x22B: 56 layers, 6144 wide, 48 x 128 query / 8 x 128 KV heads, 8 SwiGLU experts of 16384, vocab 32768
     ("mixtral-8x22b", _decoder(32768, 6144, 56, 6144, 1024, 8 * 3 * 6144 * 16384, tied=False, experts=8)),
     # Qwen3-30B-A3B: 48 layers, 2048 wide, 32 x 128 / 4 x 128 heads, 128 experts of 768, vocab 151936
-    ("qwen3-30b-a3b", _decoder(151936, 2048, 48, 4096, 512, 128 * 3 * 2048 * 768, tied=False, experts=128)),
+    # plus the q/k RMSNorm weights of 128 in every layer (QK-norm)
+    ("qwen3-30b-a3b", _decoder(151936, 2048, 48, 4096, 512, 128 * 3 * 2048 * 768, tied=False, experts=128)
+     + 48 * 2 * 128),
     # Qwen3-235B-A22B: 94 layers, 4096 wide, 64 x 128 / 4 x 128 heads, 128 experts of 1536
-    ("qwen3-235b-a22b", _decoder(151936, 4096, 94, 8192, 512, 128 * 3 * 4096 * 1536, tied=False, experts=128)),
+    ("qwen3-235b-a22b", _decoder(151936, 4096, 94, 8192, 512, 128 * 3 * 4096 * 1536, tied=False, experts=128)
+     + 94 * 2 * 128),
     # MaxText 2023 scale 16: 32 layers, width 5120, 32 heads of 256 (MHA), ReLU MLP 32768, tied vocab 32768
     ("maxtext-16b-2023", _decoder(32768, 5120, 32, 8192, 8192, 2 * 5120 * 32768, tied=True)),
     # scale 1024: 128 layers, width 20480, 128 heads of 256, ReLU MLP 131072

@@ -463,7 +463,10 @@ class _Build:
         self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
         self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
-        self.fused_rope = bool(prof and prof.fused_rope)  # Transformer Engine's fused RoPE: a library kernel
+        #: the stack turns its rope fusion off for this family: Megatron-Core's op-by-op RoPE (GPT-OSS's YaRN)
+        self.unfused_rope = bool(prof and hf_family and hf_family in prof.unfused_rope_families)
+        self.fused_rope = bool(prof and prof.fused_rope) and not self.unfused_rope  # TE's fused RoPE: a library kernel
+        self.split_copies = bool(prof and prof.split_qkv_copies)  # Megatron-Core's copies of the QKV split's views
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -575,6 +578,40 @@ class _Build:
         (Transformer Engine's fused RoPE, :attr:`workloads.frameworks.FrameworkProfile.fused_rope`)."""
         return self.b.op("elementwise", [x], name=name, op="rope", **({"aten_fallback": True} if self.fused_rope else {}))
 
+    def split_view_copies(self, q: TensorSpec, k: TensorSpec) -> tuple[TensorSpec, TensorSpec]:
+        """The copies of Megatron-Core's query and key views of the fused QKV output
+        (:attr:`workloads.frameworks.FrameworkProfile.split_qkv_copies`): the query's reshape to heads copies
+        it with more than one query group on the rank and more than one query head a group; a QK-norm
+        (Transformer Engine's RMSNorm) makes a still strided query, and the key, contiguous first. Library
+        copies nothing fuses with; their gradient is the gradient itself."""
+        hq, hk = q.shape[1], k.shape[1]
+        if (hk > 1 and hq > hk) or self.cfg.qk_norm:
+            q = self.b.op("elementwise", [q], name="q_contiguous", op="copy", aten_fallback=True)
+        if self.cfg.qk_norm:
+            k = self.b.op("elementwise", [k], name="k_contiguous", op="copy", aten_fallback=True)
+        return q, k
+
+    def mcore_unfused_rope(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
+        """Megatron-Core's ``_apply_rotary_pos_emb_bshd`` for one tensor (rope fusion off): ``cos`` and ``sin``
+        of the fp32 angles, each ``* mscale`` and cast to the activations' type, then ``t * cos``,
+        ``cat(-x2, x1)``, ``* sin``, the sum and ``cat`` with the empty pass-through part (a copy): eager PyTorch
+        kernels, nothing fused."""
+        b, fb = self.b, {"aten_fallback": True}
+        d = x.shape[-1]
+        with b.group(name):
+            trig = []
+            for fn in ("cos", "sin"):
+                t = b.op("elementwise", [freqs], name=fn, op=fn, **fb)
+                t = b.op("elementwise", [t], name=f"{fn}_mscale", op="scale", **fb)
+                trig.append(b.op("elementwise", [t], name=f"{fn}_to_dtype", op="cast", out_dtype=x.dtype.value, **fb))
+            x1, x2 = b.op("split", [x], name="halves", axis=-1, sizes=(d // 2, d - d // 2))
+            rot = b.op("concat", [b.op("elementwise", [x2], name="neg", op="neg", **fb), x1], name="rotate_half",
+                       axis=-1)
+            h = b.op("elementwise", [b.op("elementwise", [x, trig[0]], name="mul_cos", op="mul", **fb),
+                                     b.op("elementwise", [rot, trig[1]], name="mul_sin", op="mul", **fb)],
+                     name="add", op="add", **fb)
+            return b.op("elementwise", [h], name="cat_pass", op="copy", **fb)
+
     def complex_rope_kernels(self, x: TensorSpec, freqs: TensorSpec, name: str) -> TensorSpec:
         """torchtitan's ``apply_rotary_emb`` for one tensor, eagerly: ``x.float()``, the complex product with
         ``freqs_cis`` (an fp32 pass over the pairs) and ``type_as(x)``; the complex views launch nothing. Under
@@ -648,9 +685,15 @@ class _Build:
             q = self.reshape(q, (bsz, hq, s, hd), "q_heads")
             k = self.reshape(k, (bsz, hk, skv, hd), "k_heads")
             v = self.reshape(v, (bsz, hk, skv, hd), "v_heads")
+            split_views = memory is None and self.split_copies and not self.eager_ops
+            if split_views:
+                q, k = self.split_view_copies(q, k)
             if cfg.qk_norm:  # per-head RMSNorm of queries and keys (weights head_dim wide)
                 q, k = self.head_norm(q, "q_norm"), self.head_norm(k, "k_norm")
-            if cfg.pos == "rope" and memory is None and self.eager_ops:
+            if cfg.pos == "rope" and memory is None and self.unfused_rope and not self.eager_ops:
+                freqs = b.input("rope_freqs", (1, 1, s, hd), dtype="fp32")
+                q, k = self.mcore_unfused_rope(q, freqs, "rope_q"), self.mcore_unfused_rope(k, freqs, "rope_k")
+            elif cfg.pos == "rope" and memory is None and self.eager_ops:
                 # cos/sin come from the model's rotary embedding, computed once per forward
                 cos = b.input("rope_cos", (bsz, 1, s, hd))
                 sin = b.input("rope_sin", (bsz, 1, s, hd))
@@ -673,6 +716,9 @@ class _Build:
                     vc = b.tensor(f"{g}.v_cache", (bsz, hk, held, hd), role=Role.KV_CACHE)
                     k = b.op("kv_append", [kc, k], name="k_append")
                     v = b.op("kv_append", [vc, v], name="v_append")
+            if split_views and (cfg.pos == "rope" or cfg.qk_norm):
+                # Transformer Engine's get_qkv_layout: the value view's strides differ from the key's
+                v = b.op("elementwise", [v], name="v_contiguous", op="copy", aten_fallback=True)
             if self.cp > 1 and memory is None:
                 o = self.context_parallel_core(q, k, v, causal=causal)
             elif self.attention == "fused":
