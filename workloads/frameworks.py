@@ -904,6 +904,31 @@ def fused_moe_default_tile(tokens: int, experts: int) -> tuple[int, int, int]:
     return FUSED_MOE_DEFAULT_TILES["small" if tokens <= experts else "large"]
 
 
+def fused_moe_steps(graph: Any) -> Any:
+    """``graph`` with each expert GEMM (``grouped_matmul``) of an MoE layer without expert parallelism (no
+    ``all_to_all`` in its group) carrying the M and N by which vLLM picks its fused-MoE kernel config
+    (``try_get_optimal_moe_config``): ``moe_tokens``, the rows of the layer's router input (the step's tokens), and
+    ``moe_width``, the input width of the layer's ``experts_out`` GEMM (each expert's intermediate size on this
+    rank, ``w2``'s N). Read from the graph's own ops, so the graph as built (and its digest) is unchanged; the
+    engine applies it under ``EvalOptions.fused_moe_configs`` (:func:`simulator.lowering.gpu.fused_moe_kernel`)."""
+    from workloads.ir import Attrs, Op, OpGraph
+
+    facts: dict[str, dict[str, int]] = {}
+    for op in graph.ops:
+        f = facts.setdefault(op.group, {})
+        if op.kind == "moe_router":
+            f["moe_tokens"] = int(op.inputs[0].shape[0])
+        elif op.kind == "all_to_all":
+            f["ep"] = 1
+        elif op.kind == "grouped_matmul" and op.name.rsplit(".", 1)[-1] == "experts_out":
+            f["moe_width"] = int(op.inputs[1].shape[1])
+    ops = [Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "moe_tokens": f["moe_tokens"],
+                                                              "moe_width": f["moe_width"]}), op.group)
+           if op.kind == "grouped_matmul" and "ep" not in (f := facts[op.group]) and len(f) == 2 else op
+           for op in graph.ops]
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
 _SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
 _HF_GRAPH = dict(logits="all", eager_ops=True, dropout=True)
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
