@@ -755,9 +755,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     if once:  # each backward adds its gradients to the run's unsharded accumulators
         bwd = [sum(bs) for bs in chunk_bwd]
     if plan.moe_a2a_overlap:
-        hidden = _a2a_overlap_hidden(per_stage, plan, m)
-        bwd = [b - h for b, h in zip(bwd, hidden, strict=True)]
-        chunk_bwd = [[b - h / len(bs) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)]
+        bwd, chunk_bwd, hidden = _a2a_overlapped_backward(per_stage, plan, m, bwd, chunk_bwd)
         extra["a2a_overlap_hidden_s"] = max(hidden) * m
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
@@ -826,6 +824,17 @@ def _a2a_seconds(gc: _GraphCost) -> tuple[float, float]:
         if r.kind == "all_to_all" and not _is_optimizer(r):
             fa, ba = (fa + r.time_s, ba) if i < gc.sg.forward_ops else (fa, ba + r.time_s)
     return fa, ba
+
+
+def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
+                             bwd: list[float], chunk_bwd: list[list[float]]
+                             ) -> tuple[list[float], list[list[float]], list[float]]:
+    """(backward per stage, per chunk, seconds hidden per stage) of a microbatch under the combined 1F1B schedule:
+    :func:`_a2a_overlap_hidden` taken off the stage's backward, at most the whole backward (a pair's hidden time is
+    charged to the backward it runs beside), shared evenly by the stage's chunks."""
+    hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, m), bwd, strict=True)]
+    return ([b - h for b, h in zip(bwd, hidden, strict=True)],
+            [[max(0.0, b - h / len(bs)) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)], hidden)
 
 
 def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int

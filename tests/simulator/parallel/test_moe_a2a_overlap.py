@@ -89,3 +89,16 @@ def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
     rows = {r["id"]: r for r in load_training_rows()}
     assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-066"]
     assert _plan(rows["train-066"], 32).moe_a2a_overlap and not _plan(rows["train-060"], 8).moe_a2a_overlap
+
+
+def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
+    # no pipeline, 10 microbatches: 9 steady pairs. Forward 4 s with 2 s of all-to-all, backward 1 s with 0.5 s: a
+    # pair computes 2.5 s and sends 2.5 s, so it hides 2.5 s: 9 x 2.5 / 10 = 2.25 s a microbatch, more than the
+    # 1 s backward. Taken off the backward it is at most the backward: 1 s hidden, 0 s left
+    from simulator.parallel.compose import _a2a_overlap_hidden, _a2a_overlapped_backward
+
+    plan = ParallelPlan(dp=2, ep=2, global_batch=10 * 2, moe_a2a_overlap=True)
+    stages = [[_chunk(4.0, 1.0, 2.0, 0.5)]]
+    assert _a2a_overlap_hidden(stages, plan, 10) == pytest.approx([2.25])
+    bwd, chunk_bwd, hidden = _a2a_overlapped_backward(stages, plan, 10, [1.0], [[1.0]])
+    assert (bwd, chunk_bwd, hidden) == ([0.0], [[0.0]], [1.0])
