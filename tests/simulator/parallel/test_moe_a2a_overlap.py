@@ -102,3 +102,14 @@ def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
     assert _a2a_overlap_hidden(stages, plan, 10) == pytest.approx([2.25])
     bwd, chunk_bwd, hidden = _a2a_overlapped_backward(stages, plan, 10, [1.0], [[1.0]])
     assert (bwd, chunk_bwd, hidden) == ([0.0], [[0.0]], [1.0])
+
+
+def test_the_plan_refuses_a_non_boolean_and_the_einsum_dispatch():
+    # Megatron-Core asserts moe_token_dispatcher_type in ['alltoall', 'flex'] (transformer_config.py @ core_v0.15.0):
+    # the sparse (alltoall) and deepep (flex) dispatches; the one-hot einsum dispatch is neither
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got 'yes'; expected true or false"):
+        ParallelPlan(dp=2, ep=2, moe_a2a_overlap="yes")
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch "
+                                        r"'sparse' or 'deepep'"):
+        ParallelPlan(dp=2, ep=2, moe_dispatch="einsum", capacity_factor=1.0, moe_a2a_overlap=True)
+    assert ParallelPlan(dp=2, ep=2, moe_dispatch="deepep", moe_a2a_overlap=True).moe_a2a_overlap
