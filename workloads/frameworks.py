@@ -2274,32 +2274,40 @@ def autotune_extern_shapes(text: str) -> tuple[tuple[str, tuple[tuple[int, ...],
                  for op, shapes in _AUTOTUNE_SHAPE.findall(span))
 
 
-def _extern_match(op: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> bool:
-    """Whether ``op`` (a linear layer's ``matmul`` or a ``conv2d``) is one of the logged extern ``shapes``:
+def _extern_match(op: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> int | None:
+    """The index of the logged extern shape ``op`` (a linear layer's ``matmul`` or a ``conv2d``) is, or None:
     a linear layer by (rows of its input, input features) and its weight's (in, out) against the log's mat1
     and mat2; a convolution by its input and weight shapes."""
     if len(op.inputs) < 2:
-        return False
+        return None
     x, w = tuple(op.inputs[0].shape), tuple(op.inputs[1].shape)
     rows = 1
     for d in x[:-1]:
         rows *= int(d)
-    for kind, dims in shapes:
+    for i, (kind, dims) in enumerate(shapes):
         if op.kind == "conv2d" and kind == "convolution" and dims[:2] == (x, w):
-            return True
+            return i
         mats = dims[1:] if kind == "addmm" else dims
         if op.kind == "matmul" and kind in ("addmm", "mm") and len(mats) == 2 and len(w) == 2 \
                 and mats == ((rows, int(x[-1])), w):
-            return True
-    return False
+            return i
+    return None
 
 
-def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> Any:
+def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...],
+                     where: str = "notes") -> Any:
     """``graph`` with each linear layer and convolution that max-autotune ran as the extern kernel
     (:func:`autotune_extern_shapes`, :data:`AUTOTUNE_EXTERN_SOURCE`) marked as an ATen call inside the compiled
     program (``aten_fallback``: nothing fuses into it), so its epilogue runs as a kernel of its own. Only ops
     with a weight operand (a parameter, or its ``torch.autocast`` cast) are linear layers; attention products
-    are left as they are."""
+    are left as they are.
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: AUTOTUNE shape 'addmm(...)' matches no linear layer or convolution of graph 'g'; ...`` (a
+        logged shape of another model, batch or sequence length).
+    """
     from dataclasses import replace
 
     from workloads.ir import Attrs, OpGraph, Role
@@ -2310,11 +2318,18 @@ def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...],
     # a weight's torch.autocast cast (autocast_weight_casts) stands for the weight
     weights |= {o.name for op in graph if op.attrs.get("op") == "cast" and op.inputs
                 and all(t.role == Role.WEIGHT for t in op.inputs) for o in op.outputs}
-    ops, changed = [], False
+    ops, matched = [], set()
     for op in graph:
-        if op.kind in ("matmul", "conv2d") and len(op.inputs) > 1 and op.inputs[1].name in weights \
-                and _extern_match(op, shapes):
+        hit = _extern_match(op, shapes) if op.kind in ("matmul", "conv2d") and len(op.inputs) > 1 \
+            and op.inputs[1].name in weights else None
+        if hit is not None:
             op = replace(op, attrs=Attrs({**dict(op.attrs), "aten_fallback": True}))
-            changed = True
+            matched.add(hit)
         ops.append(op)
-    return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph
+    missed = [f"{kind}({', '.join('x'.join(map(str, d)) for d in dims)})"
+              for i, (kind, dims) in enumerate(shapes) if i not in matched]
+    if missed:
+        raise FrameworkError(f"{where}: AUTOTUNE shape {missed[0]!r} matches no linear layer or convolution of graph "
+                             f"{graph.name!r}; expected the shapes of this graph's contractions (addmm: bias, mat1 "
+                             "[rows, in], mat2 [in, out]; mm: mat1, mat2; convolution: input, weight)")
+    return OpGraph(graph.name, ops, dict(graph.meta))
