@@ -760,6 +760,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
         chunk_bwd_s=chunk_bwd))
+    if plan.moe_a2a_overlap:
+        pipe = _with_overlap_warm_up(pipe, m, v)
     grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
                   for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
@@ -824,6 +826,14 @@ def _a2a_seconds(gc: _GraphCost) -> tuple[float, float]:
         if r.kind == "all_to_all" and not _is_optimizer(r):
             fa, ba = (fa + r.time_s, ba) if i < gc.sg.forward_ops else (fa, ba + r.time_s)
     return fa, ba
+
+
+def _with_overlap_warm_up(pipe: PipelineTime, m: int, v: int) -> PipelineTime:
+    """``pipe`` with each stage holding one more chunk's activations at its peak (``1 / v`` of a microbatch's,
+    at most ``m``): the combined 1F1B schedule runs one extra warm-up forward before its steady phase
+    (schedules.py ``get_pp_rank_microbatches`` @ core_v0.15.0; with no pipeline, one forward before the first
+    pair, ``combined_1f1b_schedule_for_no_pipelining``), whose activations live until its backward."""
+    return replace(pipe, in_flight=tuple(min(float(m), f + 1.0 / v) for f in pipe.in_flight))
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,

@@ -113,3 +113,15 @@ def test_the_plan_refuses_a_non_boolean_and_the_einsum_dispatch():
                                         r"'sparse' or 'deepep'"):
         ParallelPlan(dp=2, ep=2, moe_dispatch="einsum", capacity_factor=1.0, moe_a2a_overlap=True)
     assert ParallelPlan(dp=2, ep=2, moe_dispatch="deepep", moe_a2a_overlap=True).moe_a2a_overlap
+
+
+def test_the_extra_warm_up_forward_holds_one_more_chunk():
+    # interleaved pp 2, vp 2, 4 microbatches: stage 0 holds (p - s) + (p - 1) / v = 2.5 microbatches at its peak,
+    # stage 1 1.5; the combined schedule's extra warm-up forward adds one chunk, half a microbatch: 3.0 and 2.0.
+    # No pipeline, 3 microbatches: 1 becomes 2 (a forward before the first pair); one microbatch stays 1
+    from simulator.parallel.compose import _with_overlap_warm_up
+    from simulator.parallel.schedule import pipeline_time
+
+    assert _with_overlap_warm_up(pipeline_time([1.0] * 2, [2.0] * 2, 4, "interleaved", 2), 4, 2).in_flight == (3.0, 2.0)
+    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 3), 3, 1).in_flight == (2.0,)
+    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 1), 1, 1).in_flight == (1.0,)
