@@ -709,6 +709,12 @@ class FrameworkProfile:
         an add per expert, then a concatenation of the rows; Megatron-Core's ``TEGroupedMLP._apply_bias``,
         source in ``grouped_gemm_source``); False: biases inside the GEMM's epilogue (no op of their own).
         The first GEMM's bias is always in its epilogue (Transformer Engine's grouped GEMM takes it).
+    segment_ids
+        Every attention kernel on a TPU is given segment ids and masks each score by them: MaxText's train step
+        passes ``decoder_segment_ids=data["inputs_segmentation"]`` (all ones on synthetic data) to every attention
+        call (``MaxText/train.py`` @ 14b5876ea and 9f1820b47, ``src/MaxText/train.py`` @ 50bafeb98), which
+        ``tpu_flash_attention`` wraps in ``SegmentIds`` (``layers/attentions.py``); costed as
+        ``EvalOptions.tpu_segment_ids`` (:func:`simulator.lowering.tpu.mask_vector_ops`).
     fused_moe_configs
         Serving, a stack whose MoE layers run vLLM's Triton ``fused_moe_kernel``: the tuned kernel configs it
         ships for 16-bit weights, as ``(local experts, N, device)`` with ``N`` the expert width per
@@ -776,6 +782,7 @@ class FrameworkProfile:
     moe_sort_chunks: bool = False
     moe_sort_copies: bool = False
     moe_bias_per_expert: bool = False
+    segment_ids: bool = False
     fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
     fused_moe_source: str = ""
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
@@ -839,7 +846,7 @@ class FrameworkProfile:
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
                 "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel,
                 "fp8_activation_scale": self.fp8_activation_scale,
-                "fp8_accumulation": self.fp8_gemm_accumulation or "fast"}
+                "fp8_accumulation": self.fp8_gemm_accumulation or "fast", "tpu_segment_ids": self.segment_ids}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -1090,19 +1097,22 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA), devices=(("tpu", "google"),),
                      stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
     FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
                      "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
                      "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
-                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
 )}
 
 #: Other spellings people use for the same stacks.
