@@ -724,7 +724,12 @@ def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pi
         return latency, breakdown
     from simulator.parallel.stacks import apply_stack
 
-    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times)
+    hidden: list[float] = []
+    if plan.moe_a2a_overlap:  # the combined 1F1B schedule's hidden all-to-alls, for a stack that re-times the stages
+        bwd = [sum(gc.split[1] for _, gc in st) for st in per_stage]
+        hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches), bwd, strict=True)]
+    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
+                       bwd_hidden=hidden)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
@@ -754,6 +759,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     chunk_bwd = [[gc.split[1] + a for (_, gc), a in zip(st, accs, strict=True)] for st, accs in zip(per_stage, acc, strict=True)]
     if once:  # each backward adds its gradients to the run's unsharded accumulators
         bwd = [sum(bs) for bs in chunk_bwd]
+    hidden = [0.0] * p  # all-to-all seconds a microbatch's stage hides (the combined 1F1B schedule)
     if plan.moe_a2a_overlap:
         bwd, chunk_bwd, hidden = _a2a_overlapped_backward(per_stage, plan, m, bwd, chunk_bwd)
         extra["a2a_overlap_hidden_s"] = max(hidden) * m
@@ -801,7 +807,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
     worst = max(range(p), key=lambda s: tail[s])
-    comm_busy = m * comm[pipe.bottleneck_stage]
+    comm_busy = m * (comm[pipe.bottleneck_stage] - hidden[pipe.bottleneck_stage])
     breakdown = {
         "compute_s": pipe.busy_s - comm_busy,
         "communication_s": comm_busy + exposed[worst] + gather[worst],

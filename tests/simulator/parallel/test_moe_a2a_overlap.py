@@ -78,6 +78,29 @@ def test_the_step_shrinks_by_the_hidden_all_to_alls_of_the_steady_pairs():
     assert on.pipeline.step_s == pytest.approx(off.pipeline.step_s - (m - 1) * a2a, rel=1e-9)
 
 
+def test_a_tensor_parallel_stack_keeps_the_hidden_all_to_alls():
+    # Megatron-Core re-times the stages for its tensor-parallel overlap (sequence parallel, tp 2): the step still
+    # shrinks by the hidden all-to-alls (one stage: m x the hidden seconds a microbatch), and the hidden seconds
+    # come off the communication, not the compute (the step ignored them before, and its compute went down)
+    def step(flag: bool) -> object:
+        from simulator.hardware import load_hardware
+        from simulator.parallel.compose import evaluate_plan
+        from simulator.parallel.stacks import profile_options
+        from workloads.zoo.transformer import zoo_config
+
+        cfg = dataclasses.replace(zoo_config("qwen3-30b-a3b"), layers=2)
+        plan = ParallelPlan(tp=2, sequence_parallel=True, dp=4, ep=4, microbatch=1, global_batch=4 * 4,
+                            moe_a2a_overlap=flag)
+        return evaluate_plan(cfg, load_hardware("dgx-h100"), plan, profile_options("megatron-core"), train=True,
+                             seq=4096, dtype="bf16", framework="megatron-core")
+
+    off, on = step(False), step(True)
+    hidden = on.extra["a2a_overlap_hidden_s"]
+    assert hidden > 0 and on.latency_s == pytest.approx(off.latency_s - hidden, rel=1e-9)
+    assert on.breakdown["compute_s"] == pytest.approx(off.breakdown["compute_s"], rel=1e-9)
+    assert on.breakdown["communication_s"] == pytest.approx(off.breakdown["communication_s"] - hidden, rel=1e-9)
+
+
 def test_the_des_engine_refuses_it():
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with engine 'des'; expected engine 'analytical'"):
         _qwen_step(True, engine="des")
