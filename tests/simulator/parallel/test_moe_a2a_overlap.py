@@ -110,8 +110,11 @@ def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
     from simulator.parallel.training_validation import _a2a_overlap, _plan, load_training_rows
 
     rows = {r["id"]: r for r in load_training_rows()}
-    assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-066"]
+    # train-065: QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-060's printed VP 2 is the B200 config's
+    # before the overlap was set (87aa39ce7), v0.2.0's has VP 4 with it
+    assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-065", "train-066"]
     assert _plan(rows["train-066"], 32).moe_a2a_overlap and not _plan(rows["train-060"], 8).moe_a2a_overlap
+    assert _plan(rows["train-065"], 16).moe_a2a_overlap
 
 
 def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
