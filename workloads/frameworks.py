@@ -740,6 +740,12 @@ class FrameworkProfile:
         an add per expert, then a concatenation of the rows; Megatron-Core's ``TEGroupedMLP._apply_bias``,
         source in ``grouped_gemm_source``); False: biases inside the GEMM's epilogue (no op of their own).
         The first GEMM's bias is always in its epilogue (Transformer Engine's grouped GEMM takes it).
+    segment_ids
+        Every attention kernel on a TPU is given segment ids and masks each score by them: MaxText's train step
+        passes ``decoder_segment_ids=data["inputs_segmentation"]`` (all ones on synthetic data) to every attention
+        call (``MaxText/train.py`` @ 14b5876ea and 9f1820b47, ``src/MaxText/train.py`` @ 50bafeb98), which
+        ``tpu_flash_attention`` wraps in ``SegmentIds`` (``layers/attentions.py``); costed as
+        ``EvalOptions.tpu_segment_ids`` (:func:`simulator.lowering.tpu.mask_vector_ops`).
     fused_moe_configs
         Serving, a stack whose MoE layers run vLLM's Triton ``fused_moe_kernel``: the tuned kernel configs it
         ships for 16-bit weights, as ``(local experts, N, device)`` with ``N`` the expert width per
@@ -809,6 +815,7 @@ class FrameworkProfile:
     moe_sort_chunks: bool = False
     moe_sort_copies: bool = False
     moe_bias_per_expert: bool = False
+    segment_ids: bool = False
     fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
     fused_moe_source: str = ""
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
@@ -872,7 +879,7 @@ class FrameworkProfile:
                 "eager_modules": self.module_calls, "attention_kernel": self.attention_kernel,
                 "conv_layout": self.conv_layout, "all_reduce_kernel": self.all_reduce_kernel,
                 "fp8_activation_scale": self.fp8_activation_scale,
-                "fp8_accumulation": self.fp8_gemm_accumulation or "fast"}
+                "fp8_accumulation": self.fp8_gemm_accumulation or "fast", "tpu_segment_ids": self.segment_ids}
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (graph changes, costing, sources)."""
@@ -936,6 +943,31 @@ def fused_moe_default_tile(tokens: int, experts: int) -> tuple[int, int, int]:
     ((16, 32, 64), (64, 64, 32))
     """
     return FUSED_MOE_DEFAULT_TILES["small" if tokens <= experts else "large"]
+
+
+def fused_moe_steps(graph: Any) -> Any:
+    """``graph`` with each expert GEMM (``grouped_matmul``) of an MoE layer without expert parallelism (no
+    ``all_to_all`` in its group) carrying the M and N by which vLLM picks its fused-MoE kernel config
+    (``try_get_optimal_moe_config``): ``moe_tokens``, the rows of the layer's router input (the step's tokens), and
+    ``moe_width``, the input width of the layer's ``experts_out`` GEMM (each expert's intermediate size on this
+    rank, ``w2``'s N). Read from the graph's own ops, so the graph as built (and its digest) is unchanged; the
+    engine applies it under ``EvalOptions.fused_moe_configs`` (:func:`simulator.lowering.gpu.fused_moe_kernel`)."""
+    from workloads.ir import Attrs, Op, OpGraph
+
+    facts: dict[str, dict[str, int]] = {}
+    for op in graph.ops:
+        f = facts.setdefault(op.group, {})
+        if op.kind == "moe_router":
+            f["moe_tokens"] = int(op.inputs[0].shape[0])
+        elif op.kind == "all_to_all":
+            f["ep"] = 1
+        elif op.kind == "grouped_matmul" and op.name.rsplit(".", 1)[-1] == "experts_out":
+            f["moe_width"] = int(op.inputs[1].shape[1])
+    ops = [Op(op.name, op.kind, op.inputs, op.outputs, Attrs({**dict(op.attrs), "moe_tokens": f["moe_tokens"],
+                                                              "moe_width": f["moe_width"]}), op.group)
+           if op.kind == "grouped_matmul" and "ep" not in (f := facts[op.group]) and len(f) == 2 else op
+           for op in graph.ops]
+    return OpGraph(graph.name, ops, dict(graph.meta))
 
 
 _SGLANG_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 21))
@@ -1100,19 +1132,22 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA), devices=(("tpu", "google"),),
                      stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
     FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
                      "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
                      "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
-                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True),
+                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True),
 )}
 
 #: Other spellings people use for the same stacks.
@@ -2284,32 +2319,40 @@ def autotune_extern_shapes(text: str) -> tuple[tuple[str, tuple[tuple[int, ...],
                  for op, shapes in _AUTOTUNE_SHAPE.findall(span))
 
 
-def _extern_match(op: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> bool:
-    """Whether ``op`` (a linear layer's ``matmul`` or a ``conv2d``) is one of the logged extern ``shapes``:
+def _extern_match(op: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> int | None:
+    """The index of the logged extern shape ``op`` (a linear layer's ``matmul`` or a ``conv2d``) is, or None:
     a linear layer by (rows of its input, input features) and its weight's (in, out) against the log's mat1
     and mat2; a convolution by its input and weight shapes."""
     if len(op.inputs) < 2:
-        return False
+        return None
     x, w = tuple(op.inputs[0].shape), tuple(op.inputs[1].shape)
     rows = 1
     for d in x[:-1]:
         rows *= int(d)
-    for kind, dims in shapes:
+    for i, (kind, dims) in enumerate(shapes):
         if op.kind == "conv2d" and kind == "convolution" and dims[:2] == (x, w):
-            return True
+            return i
         mats = dims[1:] if kind == "addmm" else dims
         if op.kind == "matmul" and kind in ("addmm", "mm") and len(mats) == 2 and len(w) == 2 \
                 and mats == ((rows, int(x[-1])), w):
-            return True
-    return False
+            return i
+    return None
 
 
-def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]) -> Any:
+def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...],
+                     where: str = "notes") -> Any:
     """``graph`` with each linear layer and convolution that max-autotune ran as the extern kernel
     (:func:`autotune_extern_shapes`, :data:`AUTOTUNE_EXTERN_SOURCE`) marked as an ATen call inside the compiled
     program (``aten_fallback``: nothing fuses into it), so its epilogue runs as a kernel of its own. Only ops
     with a weight operand (a parameter, or its ``torch.autocast`` cast) are linear layers; attention products
-    are left as they are."""
+    are left as they are.
+
+    Raises
+    ------
+    FrameworkError
+        ``<where>: AUTOTUNE shape 'addmm(...)' matches no linear layer or convolution of graph 'g'; ...`` (a
+        logged shape of another model, batch or sequence length).
+    """
     from dataclasses import replace
 
     from workloads.ir import Attrs, OpGraph, Role
@@ -2320,11 +2363,18 @@ def autotuned_extern(graph: Any, shapes: tuple[tuple[str, tuple[tuple[int, ...],
     # a weight's torch.autocast cast (autocast_weight_casts) stands for the weight
     weights |= {o.name for op in graph if op.attrs.get("op") == "cast" and op.inputs
                 and all(t.role == Role.WEIGHT for t in op.inputs) for o in op.outputs}
-    ops, changed = [], False
+    ops, matched = [], set()
     for op in graph:
-        if op.kind in ("matmul", "conv2d") and len(op.inputs) > 1 and op.inputs[1].name in weights \
-                and _extern_match(op, shapes):
+        hit = _extern_match(op, shapes) if op.kind in ("matmul", "conv2d") and len(op.inputs) > 1 \
+            and op.inputs[1].name in weights else None
+        if hit is not None:
             op = replace(op, attrs=Attrs({**dict(op.attrs), "aten_fallback": True}))
-            changed = True
+            matched.add(hit)
         ops.append(op)
-    return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph
+    missed = [f"{kind}({', '.join('x'.join(map(str, d)) for d in dims)})"
+              for i, (kind, dims) in enumerate(shapes) if i not in matched]
+    if missed:
+        raise FrameworkError(f"{where}: AUTOTUNE shape {missed[0]!r} matches no linear layer or convolution of graph "
+                             f"{graph.name!r}; expected the shapes of this graph's contractions (addmm: bias, mat1 "
+                             "[rows, in], mat2 [in, out]; mm: mat1, mat2; convolution: input, weight)")
+    return OpGraph(graph.name, ops, dict(graph.meta))

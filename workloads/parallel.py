@@ -285,9 +285,16 @@ class ParallelPlan:
 
 
 def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
-    """What Megatron-Core refuses of ``overlap_moe_expert_parallel_comm`` (transformer_config.py @ core_v0.15.0)."""
+    """What Megatron-Core refuses of ``overlap_moe_expert_parallel_comm`` (transformer_config.py @ core_v0.15.0:
+    expert parallelism, the ``alltoall`` or ``flex`` token dispatcher, virtual pipeline stages when pp > 1), and a
+    value that is not a boolean."""
+    if not isinstance(plan.moe_a2a_overlap, bool):
+        return [f"moe_a2a_overlap: got {plan.moe_a2a_overlap!r}; expected true or false"]
     if not plan.moe_a2a_overlap:
         return []
+    if plan.moe_dispatch == "einsum":  # Megatron-Core: "supported with alltoall/flex token dispatcher"
+        return ["moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch 'sparse' or 'deepep' "
+                "(Megatron-Core's alltoall or flex token dispatcher)"]
     if plan.ep < 2:
         return [f"moe_a2a_overlap: got it with ep {plan.ep}; expected ep > 1 (it overlaps the expert-parallel "
                 "all-to-alls)"]

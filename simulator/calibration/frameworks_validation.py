@@ -158,7 +158,7 @@ def _row_costing(m: Measurement, profile: Any, opts: dict[str, str]) -> tuple[An
         # contractions the run's printed AUTOTUNE log shows as won by the extern kernel take no epilogue
         from workloads.frameworks import autotune_extern_shapes, autotuned_extern
 
-        graph = autotuned_extern(graph, autotune_extern_shapes(m.notes))
+        graph = autotuned_extern(graph, autotune_extern_shapes(m.notes), f"{m.where or m.id}: notes")
     tree = module_tree_of(m.notes, f"{m.where or m.id}: notes")
     if tree is not None and cost.get("eager_modules"):
         # the model code's module calls the graph's op names do not show (workloads.frameworks.MODULE_TREES)

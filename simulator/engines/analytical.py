@@ -442,6 +442,10 @@ def evaluate(graph: OpGraph, system: DeviceSpec | SystemSpec, options: EvalOptio
         raise ValueError(f"evaluate: options.plan: the analytical engine costs one device's graph; got a parallel plan "
                          f"{opts.plan!r}; expected no plan here: simulator.evaluate (nodeperf.evaluate) splits a "
                          "model over a plan")
+    if opts.fused_moe_configs:  # the M and N of vLLM's fused-MoE config lookup, read from the graph's ops
+        from workloads.frameworks import fused_moe_steps
+
+        graph = graph.memo("fused_moe_steps", lambda: fused_moe_steps(graph))
     dev, hw_name, count, fabric = spec_of(system)
     fuse = opts.fusion if opts.fusion is not None else dev.kind == "tpu"
     opts = settle_warm(graph, opts, l2_capacity(dev))  # a warm loop only where the whole graph fits in L2

@@ -304,6 +304,9 @@ SETTINGS: dict[str, Setting] = {
     "fp8_accumulation": Setting("fp8_accumulation", "str", FP8_ACCUMULATIONS,
                                 doc="fp8 GEMMs not marked by their recipe: fast (WGMMA accumulator only) or split "
                                     "(cuBLASLt FAST_ACCUM = 0: FP32 promotions, priced on Hopper only)"),
+    "tpu_segment_ids": Setting("tpu_segment_ids", "bool",
+                               doc="TPU attention kernels mask every score by segment ids (MaxText's "
+                                   "decoder_segment_ids)"),
 }
 #: Other names a setting is known by (the :class:`EvalOptions` field name).
 SETTING_ALIASES: dict[str, str] = {"allow_tf32": "tf32"}
@@ -339,7 +342,7 @@ def options_from_settings(settings: Mapping[str, Any], *, where: str = "options"
     >>> options_from_settings({"fusoin": True})
     Traceback (most recent call last):
     ...
-    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, warm_repeats, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, decode_attention, fp8_activation_scale, fp8_accumulation; did you mean 'fusion'?
+    ValueError: options.fusoin: unknown engine setting; got True; expected one of fusion, epilogue_fusion, gemv_generated, norm_fusion, cuda_graphs, power_cap, tf32, l2_residency, warm_repeats, eager_framework, eager_modules, attention_kernel, conv_layout, all_reduce_kernel, decode_attention, fp8_activation_scale, fp8_accumulation, tpu_segment_ids; did you mean 'fusion'?
 
     """
     values: dict[str, Any] = {}

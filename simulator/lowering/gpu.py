@@ -274,7 +274,8 @@ def fused_moe_kernel(op: Op, ctx: LoweringContext) -> gpu.TileCandidate | None:
     """The kernel of a 16-bit expert GEMM that vLLM's Triton ``fused_moe_kernel`` runs without a tuned config.
     Under ``EvalOptions.fused_moe_configs`` (the stack's tuned configs, ``(local experts, N, device)``:
     :attr:`workloads.frameworks.FrameworkProfile.fused_moe_configs`), an expert GEMM of ``E`` local experts
-    (its weight's first dimension) and width ``N`` (``moe_width``) on a device with no such config runs
+    (its weight's first dimension) and width ``N`` (``moe_width``, set by
+    :func:`workloads.frameworks.fused_moe_steps` under these configs) on a device with no such config runs
     ``get_default_config``'s tile for the step's ``moe_tokens`` (:func:`workloads.frameworks.fused_moe_default_tile`)
     with Triton's default warps and stages (:data:`workloads.frameworks.FUSED_MOE_TRITON_WARPS`,
     ``FUSED_MOE_TRITON_STAGES``), as 2 x 2 warps, no producer warps and no split-K. None: the tile search (a tuned

@@ -724,7 +724,12 @@ def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pi
         return latency, breakdown
     from simulator.parallel.stacks import apply_stack
 
-    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times)
+    hidden: list[float] = []
+    if plan.moe_a2a_overlap:  # the combined 1F1B schedule's hidden all-to-alls, for a stack that re-times the stages
+        bwd = [sum(gc.split[1] for _, gc in st) for st in per_stage]
+        hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches), bwd, strict=True)]
+    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
+                       bwd_hidden=hidden)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
@@ -754,14 +759,15 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     chunk_bwd = [[gc.split[1] + a for (_, gc), a in zip(st, accs, strict=True)] for st, accs in zip(per_stage, acc, strict=True)]
     if once:  # each backward adds its gradients to the run's unsharded accumulators
         bwd = [sum(bs) for bs in chunk_bwd]
+    hidden = [0.0] * p  # all-to-all seconds a microbatch's stage hides (the combined 1F1B schedule)
     if plan.moe_a2a_overlap:
-        hidden = _a2a_overlap_hidden(per_stage, plan, m)
-        bwd = [b - h for b, h in zip(bwd, hidden, strict=True)]
-        chunk_bwd = [[b - h / len(bs) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)]
+        bwd, chunk_bwd, hidden = _a2a_overlapped_backward(per_stage, plan, m, bwd, chunk_bwd)
         extra["a2a_overlap_hidden_s"] = max(hidden) * m
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
         chunk_bwd_s=chunk_bwd))
+    if plan.moe_a2a_overlap:
+        pipe = _with_overlap_warm_up(pipe, m, v)
     grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
                   for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
@@ -801,7 +807,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
     worst = max(range(p), key=lambda s: tail[s])
-    comm_busy = m * comm[pipe.bottleneck_stage]
+    comm_busy = m * (comm[pipe.bottleneck_stage] - hidden[pipe.bottleneck_stage])
     breakdown = {
         "compute_s": pipe.busy_s - comm_busy,
         "communication_s": comm_busy + exposed[worst] + gather[worst],
@@ -826,6 +832,25 @@ def _a2a_seconds(gc: _GraphCost) -> tuple[float, float]:
         if r.kind == "all_to_all" and not _is_optimizer(r):
             fa, ba = (fa + r.time_s, ba) if i < gc.sg.forward_ops else (fa, ba + r.time_s)
     return fa, ba
+
+
+def _with_overlap_warm_up(pipe: PipelineTime, m: int, v: int) -> PipelineTime:
+    """``pipe`` with each stage holding one more chunk's activations at its peak (``1 / v`` of a microbatch's,
+    at most ``m``): the combined 1F1B schedule runs one extra warm-up forward before its steady phase
+    (schedules.py ``get_pp_rank_microbatches`` @ core_v0.15.0; with no pipeline, one forward before the first
+    pair, ``combined_1f1b_schedule_for_no_pipelining``), whose activations live until its backward."""
+    return replace(pipe, in_flight=tuple(min(float(m), f + 1.0 / v) for f in pipe.in_flight))
+
+
+def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
+                             bwd: list[float], chunk_bwd: list[list[float]]
+                             ) -> tuple[list[float], list[list[float]], list[float]]:
+    """(backward per stage, per chunk, seconds hidden per stage) of a microbatch under the combined 1F1B schedule:
+    :func:`_a2a_overlap_hidden` taken off the stage's backward, at most the whole backward (a pair's hidden time is
+    charged to the backward it runs beside), shared evenly by the stage's chunks."""
+    hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, m), bwd, strict=True)]
+    return ([b - h for b, h in zip(bwd, hidden, strict=True)],
+            [[max(0.0, b - h / len(bs)) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)], hidden)
 
 
 def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int

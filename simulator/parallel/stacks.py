@@ -44,6 +44,7 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,9 +246,12 @@ def _ring_exchange_slot(rest: str) -> str:
 
 def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
                 breakdown: dict[str, float], ring: bool = False,
-                kinds: tuple[str, ...] = ("all_gather", "reduce_scatter")) -> tuple[float, Any, dict[str, float]]:
+                kinds: tuple[str, ...] = ("all_gather", "reduce_scatter"),
+                bwd_hidden: Sequence[float] = ()) -> tuple[float, Any, dict[str, float]]:
     """The step with the tensor-parallel collectives (``ring``: the context-parallel exchanges) overlapped
-    (pipeline schedule recomputed)."""
+    (pipeline schedule recomputed), each stage's backward less ``bwd_hidden`` (the seconds a microbatch's stage
+    hides under the combined 1F1B schedule, ``ParallelPlan.moe_a2a_overlap``, which the plan's composition took
+    off it)."""
     from simulator.parallel.schedule import pipeline_time
 
     fwd, bwd = [], []
@@ -261,7 +265,7 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
             f += gc.split[0] - hf
             b += gc.split[1] - hb
         fwd.append(f)
-        bwd.append(b)
+        bwd.append(max(0.0, b - bwd_hidden[len(bwd)]) if bwd_hidden else b)
     new = pipeline_time(fwd, bwd, plan.microbatches, plan.schedule, plan.interleave)
     saved = pipe.step_s - new.step_s
     key = "cp_comm_hidden_s" if ring else "tp_comm_hidden_s"
@@ -295,7 +299,8 @@ def check_stack_device(profile: Any, system: Any) -> None:
 
 
 def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
-                breakdown: dict[str, float], collective_times: Any) -> tuple[float, dict[str, float]]:
+                breakdown: dict[str, float], collective_times: Any, bwd_hidden: Sequence[float] = ()
+                ) -> tuple[float, dict[str, float]]:
     """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name).
 
     The profile must run on the system's device (:func:`workloads.frameworks.check_profile_device`:
@@ -303,6 +308,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     generic composition: no stack, ``megatron-core``, a plan that is not fully sharded, or a pipeline
     (FSDP with pipeline stages is composed generically). ``collective_times(wanted, n, system, stride)``
     prices the distinct ``(kind, bytes)`` collectives of ``wanted`` (the plan composition's own rule).
+    ``bwd_hidden``: per stage, the backward seconds the combined 1F1B schedule hides (a stack that re-times the
+    stages takes them off as the composition did).
     """
     from simulator.engines.analytical import spec_of
 
@@ -311,7 +318,7 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     dev = spec_of(system)[0]
     if profile.tp_comm_overlap and plan.tp > 1 and plan.sequence_parallel:
         latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown,
-                                               kinds=tuple(profile.tp_overlap_collectives))
+                                               kinds=tuple(profile.tp_overlap_collectives), bwd_hidden=bwd_hidden)
     if profile.stack == "fsdp2" and plan.cp > 1:  # PyTorch's ring: eager overlaps its exchanges, traced none
         if ring_traced(profile):
             breakdown = dict(breakdown, cp_comm_hidden_s=0.0)

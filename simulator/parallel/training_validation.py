@@ -524,8 +524,7 @@ def row_options(row: TrainingRecord, framework: str) -> Any:
     if not framework:
         return None
     return replace(profile_options(framework), **maxtext_splash_options(row),
-                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"], tpu_flash_2023=runs_flash_2023(row),
-                   tpu_segment_ids=row["framework"].startswith("MaxText"))
+                   embedding_onehot=ONEHOT_EMBED_NOTE in row["notes"], tpu_flash_2023=runs_flash_2023(row))
 
 
 #: MaxText commits whose ``attention: flash`` on a TPU calls jax's 2023 Pallas ``flash_attention`` kernel

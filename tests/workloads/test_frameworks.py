@@ -113,7 +113,7 @@ def test_profiles_and_aliases():
                                                    "cuda_graphs": False, "eager_framework": True, "eager_modules": True,
                                                    "attention_kernel": "auto", "conv_layout": "nchw",
                                                    "all_reduce_kernel": "nccl", "fp8_activation_scale": "dynamic",
-                                                   "fp8_accumulation": "fast"}
+                                                   "fp8_accumulation": "fast", "tpu_segment_ids": False}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # vLLM's custom all-reduce: vLLM (V0 and V1) and SGLang run it by default; TensorRT-LLM stays NCCL (no table)
     assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom"} == {

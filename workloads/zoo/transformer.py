@@ -954,9 +954,6 @@ class _Build:
             tiles["tile_cols"] = self.gmm_tile_cols
         if self.gmm_streams:  # one GEMM per local expert, round-robin on the streams (TE multi_stream_cublas_gemm)
             tiles = {**tiles, "per_expert_streams": self.gmm_streams}
-        if ep == 1:  # the step's tokens and each expert's width per rank, which pick vLLM's fused-MoE kernel
-            # config (try_get_optimal_moe_config's M and N; simulator.lowering.gpu.fused_moe_kernel)
-            tiles = {**tiles, "moe_tokens": t, "moe_width": ff}
         with b.group("moe"):
             x2 = self.reshape(h, (t, d), "tokens")
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)

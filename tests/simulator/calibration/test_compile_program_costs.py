@@ -154,6 +154,20 @@ def test_an_extern_winner_takes_no_epilogue_under_max_autotune():
     assert autotuned_extern(g, ()) is g
 
 
+def test_a_logged_extern_shape_that_matches_no_layer_is_one_located_error():
+    # 196 rows (another sequence length) match neither linear layer of the 197-token graph: refused, not ignored
+    from workloads.frameworks import FrameworkError
+
+    g = _linear_gelu()
+    with pytest.raises(FrameworkError) as err:
+        autotuned_extern(g, (("addmm", ((197, 768), (197, 768), (768, 768))),
+                             ("addmm", ((196, 768), (196, 768), (768, 768)))), "fw-069: notes")
+    assert str(err.value) == (f"fw-069: notes: AUTOTUNE shape 'addmm(196x768, 196x768, 768x768)' matches no linear "
+                              f"layer or convolution of graph {g.name!r}; expected the shapes of this graph's "
+                              "contractions (addmm: bias, mat1 [rows, in], mat2 [in, out]; mm: mat1, mat2; "
+                              "convolution: input, weight)")
+
+
 def test_max_autotune_row_keeps_the_logged_extern_kernels():
     m, (prof, opts) = _row("fw-069")
     with_log = predict_framework_row(m, prof, opts)

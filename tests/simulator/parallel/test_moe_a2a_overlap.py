@@ -78,6 +78,29 @@ def test_the_step_shrinks_by_the_hidden_all_to_alls_of_the_steady_pairs():
     assert on.pipeline.step_s == pytest.approx(off.pipeline.step_s - (m - 1) * a2a, rel=1e-9)
 
 
+def test_a_tensor_parallel_stack_keeps_the_hidden_all_to_alls():
+    # Megatron-Core re-times the stages for its tensor-parallel overlap (sequence parallel, tp 2): the step still
+    # shrinks by the hidden all-to-alls (one stage: m x the hidden seconds a microbatch), and the hidden seconds
+    # come off the communication, not the compute (the step ignored them before, and its compute went down)
+    def step(flag: bool) -> object:
+        from simulator.hardware import load_hardware
+        from simulator.parallel.compose import evaluate_plan
+        from simulator.parallel.stacks import profile_options
+        from workloads.zoo.transformer import zoo_config
+
+        cfg = dataclasses.replace(zoo_config("qwen3-30b-a3b"), layers=2)
+        plan = ParallelPlan(tp=2, sequence_parallel=True, dp=4, ep=4, microbatch=1, global_batch=4 * 4,
+                            moe_a2a_overlap=flag)
+        return evaluate_plan(cfg, load_hardware("dgx-h100"), plan, profile_options("megatron-core"), train=True,
+                             seq=4096, dtype="bf16", framework="megatron-core")
+
+    off, on = step(False), step(True)
+    hidden = on.extra["a2a_overlap_hidden_s"]
+    assert hidden > 0 and on.latency_s == pytest.approx(off.latency_s - hidden, rel=1e-9)
+    assert on.breakdown["compute_s"] == pytest.approx(off.breakdown["compute_s"], rel=1e-9)
+    assert on.breakdown["communication_s"] == pytest.approx(off.breakdown["communication_s"] - hidden, rel=1e-9)
+
+
 def test_the_des_engine_refuses_it():
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with engine 'des'; expected engine 'analytical'"):
         _qwen_step(True, engine="des")
@@ -87,5 +110,44 @@ def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
     from simulator.parallel.training_validation import _a2a_overlap, _plan, load_training_rows
 
     rows = {r["id"]: r for r in load_training_rows()}
-    assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-066"]
+    # train-065: QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-060's printed VP 2 is the B200 config's
+    # before the overlap was set (87aa39ce7), v0.2.0's has VP 4 with it
+    assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-065", "train-066"]
     assert _plan(rows["train-066"], 32).moe_a2a_overlap and not _plan(rows["train-060"], 8).moe_a2a_overlap
+    assert _plan(rows["train-065"], 16).moe_a2a_overlap
+
+
+def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
+    # no pipeline, 10 microbatches: 9 steady pairs. Forward 4 s with 2 s of all-to-all, backward 1 s with 0.5 s: a
+    # pair computes 2.5 s and sends 2.5 s, so it hides 2.5 s: 9 x 2.5 / 10 = 2.25 s a microbatch, more than the
+    # 1 s backward. Taken off the backward it is at most the backward: 1 s hidden, 0 s left
+    from simulator.parallel.compose import _a2a_overlap_hidden, _a2a_overlapped_backward
+
+    plan = ParallelPlan(dp=2, ep=2, global_batch=10 * 2, moe_a2a_overlap=True)
+    stages = [[_chunk(4.0, 1.0, 2.0, 0.5)]]
+    assert _a2a_overlap_hidden(stages, plan, 10) == pytest.approx([2.25])
+    bwd, chunk_bwd, hidden = _a2a_overlapped_backward(stages, plan, 10, [1.0], [[1.0]])
+    assert (bwd, chunk_bwd, hidden) == ([0.0], [[0.0]], [1.0])
+
+
+def test_the_plan_refuses_a_non_boolean_and_the_einsum_dispatch():
+    # Megatron-Core asserts moe_token_dispatcher_type in ['alltoall', 'flex'] (transformer_config.py @ core_v0.15.0):
+    # the sparse (alltoall) and deepep (flex) dispatches; the one-hot einsum dispatch is neither
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got 'yes'; expected true or false"):
+        ParallelPlan(dp=2, ep=2, moe_a2a_overlap="yes")
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch "
+                                        r"'sparse' or 'deepep'"):
+        ParallelPlan(dp=2, ep=2, moe_dispatch="einsum", capacity_factor=1.0, moe_a2a_overlap=True)
+    assert ParallelPlan(dp=2, ep=2, moe_dispatch="deepep", moe_a2a_overlap=True).moe_a2a_overlap
+
+
+def test_the_extra_warm_up_forward_holds_one_more_chunk():
+    # interleaved pp 2, vp 2, 4 microbatches: stage 0 holds (p - s) + (p - 1) / v = 2.5 microbatches at its peak,
+    # stage 1 1.5; the combined schedule's extra warm-up forward adds one chunk, half a microbatch: 3.0 and 2.0.
+    # No pipeline, 3 microbatches: 1 becomes 2 (a forward before the first pair); one microbatch stays 1
+    from simulator.parallel.compose import _with_overlap_warm_up
+    from simulator.parallel.schedule import pipeline_time
+
+    assert _with_overlap_warm_up(pipeline_time([1.0] * 2, [2.0] * 2, 4, "interleaved", 2), 4, 2).in_flight == (3.0, 2.0)
+    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 3), 3, 1).in_flight == (2.0,)
+    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 1), 1, 1).in_flight == (1.0,)

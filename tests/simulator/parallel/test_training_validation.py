@@ -438,3 +438,20 @@ def test_the_2023_maxtext_rows_run_the_2023_pallas_flash_kernel():
     assert not row_options(rows["train-111"], "maxtext-cf").tpu_flash_2023
     # MaxText's train step passes data["inputs_segmentation"] as decoder_segment_ids to every attention call
     assert all(row_options(rows[i], "maxtext").tpu_segment_ids for i in ("train-071", "train-111", "train-131"))
+
+
+def test_the_maxtext_profiles_mask_attention_by_segment_ids_wherever_they_price():
+    """The segment ids are the stack's (FrameworkProfile.segment_ids, in cost_options): predict --framework maxtext,
+    serve and tune price MaxText's attention with them as the validation does; no other stack sets them."""
+    from simulator.engines.options import options_from_settings
+    from simulator.lowering.tpu import mask_vector_ops
+    from simulator.parallel.stacks import profile_options
+    from workloads.frameworks import PROFILES
+
+    masked = {name for name, p in PROFILES.items() if p.cost_options()["tpu_segment_ids"]}
+    assert masked == {"maxtext", "maxtext-cf", "maxtext-serial"}
+    for name in masked:
+        opts = options_from_settings(PROFILES[name].cost_options())
+        assert opts.tpu_segment_ids and profile_options(name).tpu_segment_ids
+        assert mask_vector_ops(True, opts) == 3.0 + 2.0  # the causal mask's 3 operations and the segment ids' 2
+    assert mask_vector_ops(True, options_from_settings(PROFILES["xla"].cost_options())) == 3.0

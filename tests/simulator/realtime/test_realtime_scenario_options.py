@@ -39,7 +39,8 @@ def test_every_setting_and_alias_is_a_scenario_option(tmp_path: Path) -> None:
                       "eager_framework = true",
                       "eager_modules = false", "attention_kernel = \"flash2\"", "conv_layout = \"nchw\"",
                       "all_reduce_kernel = \"vllm-custom\"", "fp8_activation_scale = \"static\"",
-                      "fp8_accumulation = \"split\"", "decode_attention = \"per-query-head\""])
+                      "fp8_accumulation = \"split\"", "decode_attention = \"per-query-head\"",
+                      "tpu_segment_ids = false"])
     assert {line.split(" = ")[0] for line in text.splitlines()} == set(engine_options.SETTINGS)
     opts = _eval_options(load_scenario(_scenario(tmp_path, text)))
     assert (opts.fusion, opts.cuda_graphs, opts.allow_tf32, opts.l2_residency, opts.eager_framework) == \

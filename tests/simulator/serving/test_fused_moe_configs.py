@@ -45,3 +45,21 @@ def test_h100_runs_its_tuned_kernel_and_no_configs_means_the_search_everywhere()
     tuned = _expert_tiles("dgx-h100", 200)
     assert tuned and not tuned & {"64x64x32_s3", "16x32x64_s3"}
     assert _expert_tiles("hgx-h200", 200, ()) and not _expert_tiles("hgx-h200", 200, ()) & {"64x64x32_s3"}
+
+
+def test_the_fused_moe_facts_move_no_sweep_key_and_no_graph_digest() -> None:
+    """A default-options sweep identity and Mixtral's decode graph digests are those of the model before the
+    fused-MoE configs were priced: the configs' default is left out of the key, and the M and N the kernel needs
+    are read from the graph's ops by the engine (workloads.frameworks.fused_moe_steps), not added to the graph."""
+    from simulator.engines.analytical import graph_digest
+    from simulator.parallel.compose import stage_graphs
+    from simulator.sweep.execute import _options_identity
+
+    assert _options_identity({}) == {
+        "allow_tf32": False, "attention_kernel": "auto", "cuda_graphs": False, "eager_framework": False,
+        "embedding_onehot": False, "engine": "analytical", "fusion": None, "l2_residency": True, "plan": None,
+        "power_cap": True, "splash_blocks": (), "splash_fused_bwd": False, "streams": None}
+    digests = [graph_digest(stage_graphs("mixtral-8x7b", plan, phase="decode", context=256, batch=4)[0].graph)
+               for plan in (ParallelPlan(), ParallelPlan(tp=2))]
+    assert digests == ["29af4d2888c0ad06a3b66960a773119e14b4babb3599994bb87e1a13e1d3ef7f",
+                       "19f59f227ed0d1c8c70c69804915573141b4a318b9994c2d57e72fd188b5753a"]
