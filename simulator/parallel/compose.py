@@ -825,15 +825,6 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     return latency, pipe, breakdown, extra, tokens
 
 
-def _a2a_seconds(gc: _GraphCost) -> tuple[float, float]:
-    """(forward, backward) seconds of one microbatch's all-to-alls in a stage graph, as the engine priced them."""
-    fa = ba = 0.0
-    for i, r in enumerate(gc.report.records):
-        if r.kind == "all_to_all" and not _is_optimizer(r):
-            fa, ba = (fa + r.time_s, ba) if i < gc.sg.forward_ops else (fa, ba + r.time_s)
-    return fa, ba
-
-
 def _with_overlap_warm_up(pipe: PipelineTime, m: int, v: int) -> PipelineTime:
     """``pipe`` with each stage holding one more chunk's activations at its peak (``1 / v`` of a microbatch's,
     at most ``m``): the combined 1F1B schedule runs one extra warm-up forward before its steady phase
@@ -858,8 +849,8 @@ def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], pl
     """Seconds a microbatch's time shrinks on each stage under Megatron-Core's combined 1F1B schedule
     (``plan.moe_a2a_overlap``, megatron/core/pipeline_parallel/combined_1f1b.py @ core_v0.15.0): in each
     steady-phase step one chunk's forward and another's backward run together, the all-to-alls on the
-    communication stream beside the other's compute, so the pair takes max(compute, all-to-all) instead of
-    their sum, and hides the smaller. Warm-up forwards and cool-down backwards are not paired: with no pipeline
+    communication stream beside the other's compute, each hiding under the compute beside it
+    (:func:`_paired_layers_hidden`). Warm-up forwards and cool-down backwards are not paired: with no pipeline
     one warm-up forward (``combined_1f1b_schedule_for_no_pipelining``); interleaved, stage ``s`` of ``p``
     runs ``2 (p - s - 1) + (v - 1) p + 1`` of its ``m v`` chunk forwards first (schedules.py
     ``get_pp_rank_microbatches``, the extra one "to ensure the forward and backward computations are
@@ -869,12 +860,49 @@ def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], pl
     for s, stage in enumerate(per_stage):
         warm = 1 if p == 1 else 2 * (p - s - 1) + (v - 1) * p + 1
         pairs = max(0, m * v - min(warm, m * v))
-        gain = 0.0
-        for _, gc in stage:  # each chunk graph: a steady pair of it hides min(compute, all-to-all)
-            fa, ba = _a2a_seconds(gc)
-            comp = gc.split[0] + gc.split[1] - fa - ba
-            gain += min(comp, fa + ba) / len(stage)
+        gain = sum(_paired_layers_hidden(gc) for _, gc in stage) / len(stage)
         hidden.append(gain * pairs / m)
+    return hidden
+
+
+#: A layer's sub-steps as :func:`_paired_layers_hidden` reads its records: the two all-to-alls, the ``mlp`` node
+#: (experts, or a dense layer's MLP) and the rest (``attn`` / ``post_attn`` nodes: attention, norm, router and the
+#: token permutation, ``build_layer_callables`` in megatron/core/models/gpt/fine_grained_callables.py @ core_v0.15.0).
+_ROUTING_KINDS = frozenset({"moe_router", "moe_router_bwd", "moe_dispatch", "moe_dispatch_bwd"})
+_STEP_KEYS = tuple(f"{d}_{p}" for d in "fb" for p in ("attn", "mlp", "dispatch", "combine"))
+
+
+def _layer_steps(gc: _GraphCost) -> list[dict[str, float]]:
+    """Per transformer layer of a chunk, in order, the seconds of its forward and backward sub-steps (keys
+    ``(f|b)_(attn|mlp|dispatch|combine)``); ops outside ``layers.N`` (embedding, head, pipeline sends) are not
+    paired (``TransformerModelChunkSchedulePlan.run`` runs them before and after the layer pairs)."""
+    steps: dict[int, dict[str, float]] = {}
+    for i, r in enumerate(gc.report.records):
+        hit = re.match(r"layers\.(\d+)\.", r.name)
+        if hit is None or _is_optimizer(r) or r.kind in COMMUNICATION_KINDS and r.kind != "all_to_all":
+            continue
+        if r.kind == "all_to_all":
+            part = "combine" if "combine" in r.name else "dispatch"
+        else:
+            part = "mlp" if re.search(r"\.(moe|mlp)\.", r.name) and r.kind not in _ROUTING_KINDS else "attn"
+        key = ("f_" if i < gc.sg.forward_ops else "b_") + part
+        layer = steps.setdefault(int(hit.group(1)), dict.fromkeys(_STEP_KEYS, 0.0))
+        layer[key] += r.time_s
+    return [steps[k] for k in sorted(steps)]
+
+
+def _paired_layers_hidden(gc: _GraphCost) -> float:
+    """Seconds a steady pair of this chunk hides: layer ``i``'s forward runs beside layer ``L - 1 - i``'s
+    backward, and each all-to-all hides only under the compute on the other stream beside it
+    (``TransformerLayerSchedulePlan.run``, megatron/core/models/common/model_chunk_schedule_plan.py @
+    core_v0.15.0): combine backward beside attention forward, dispatch forward and backward beside the experts'
+    backward (with its weight gradients) and forward, combine forward beside attention backward."""
+    layers = _layer_steps(gc)
+    hidden = 0.0
+    for f, b in zip(layers, reversed(layers), strict=True):
+        hidden += (min(b["b_combine"], f["f_attn"])
+                   + min(f["f_dispatch"] + b["b_dispatch"], f["f_mlp"] + b["b_mlp"])
+                   + min(f["f_combine"], b["b_attn"]))
     return hidden
 
 

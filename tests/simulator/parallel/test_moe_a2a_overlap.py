@@ -12,15 +12,30 @@ import pytest
 
 from workloads.parallel import ParallelPlan, PlanError
 
+#: A MoE layer's sub-steps in the order the stage graph records them: the forward, then the backward.
+_STEPS = (("f_attn", "attn.core", "attention"), ("f_dispatch", "moe.dispatch_all_to_all", "all_to_all"),
+          ("f_mlp", "moe.experts_in", "grouped_matmul"), ("f_combine", "moe.combine_all_to_all", "all_to_all"),
+          ("b_combine", "moe.combine_all_to_all.bwd", "all_to_all"),
+          ("b_mlp", "moe.experts_in.bwd_data", "grouped_matmul_bwd_data"),
+          ("b_dispatch", "moe.dispatch_all_to_all.bwd", "all_to_all"), ("b_attn", "attn.core.bwd", "attention_bwd"))
 
-def _chunk(fwd_s: float, bwd_s: float, a2a_fwd_s: float, a2a_bwd_s: float) -> tuple[object, object]:
-    """A stage-graph chunk: one forward op and one all-to-all in each pass."""
-    recs = [SimpleNamespace(kind="matmul", time_s=fwd_s - a2a_fwd_s, group="layers.0"),
-            SimpleNamespace(kind="all_to_all", time_s=a2a_fwd_s, group="layers.0"),
-            SimpleNamespace(kind="matmul", time_s=bwd_s - a2a_bwd_s, group="layers.0"),
-            SimpleNamespace(kind="all_to_all", time_s=a2a_bwd_s, group="layers.0")]
-    sg = SimpleNamespace(forward_ops=2)
-    return sg, SimpleNamespace(sg=sg, report=SimpleNamespace(records=recs), split=(fwd_s, bwd_s, 0.0, 0.0))
+
+def _chunk(*layers: dict[str, float]) -> tuple[object, object]:
+    """A stage-graph chunk of the given layers (each its sub-steps' seconds, :data:`_STEPS` keys, absent: 0 s):
+    every layer's forward records, then every layer's backward records in reverse layer order."""
+    def recs(i: int, d: dict[str, float], prefix: str) -> list[object]:
+        return [SimpleNamespace(kind=kind, time_s=d.get(k, 0.0), name=f"layers.{i}.{name}", group=f"layers.{i}")
+                for k, name, kind in _STEPS if k.startswith(prefix)]
+    fwd = [r for i, d in enumerate(layers) for r in recs(i, d, "f_")]
+    bwd = [r for i, d in reversed(list(enumerate(layers))) for r in recs(i, d, "b_")]
+    sg = SimpleNamespace(forward_ops=len(fwd))
+    split = (sum(r.time_s for r in fwd), sum(r.time_s for r in bwd), 0.0, 0.0)
+    return sg, SimpleNamespace(sg=sg, report=SimpleNamespace(records=fwd + bwd), split=split)
+
+
+#: Forward 3 s with 1 s of all-to-all, backward 5 s with 1 s; each all-to-all under the compute beside it: 2 s hidden
+_EVEN = {"f_attn": 1.0, "f_dispatch": 0.5, "f_mlp": 1.0, "f_combine": 0.5, "b_combine": 0.5, "b_mlp": 2.0,
+         "b_dispatch": 0.5, "b_attn": 2.0}
 
 
 def test_interleaved_warm_up_and_steady_pairs_by_hand():
@@ -31,17 +46,35 @@ def test_interleaved_warm_up_and_steady_pairs_by_hand():
 
     plan = ParallelPlan(pp=2, dp=2, ep=2, schedule="interleaved", interleave=2, global_batch=8,
                         moe_a2a_overlap=True)
-    stages = [[_chunk(3.0, 5.0, 1.0, 1.0), _chunk(3.0, 5.0, 1.0, 1.0)] for _ in range(2)]
+    stages = [[_chunk(_EVEN), _chunk(_EVEN)] for _ in range(2)]
     assert _a2a_overlap_hidden(stages, plan, plan.microbatches) == pytest.approx([1.5, 2.5])
 
 
-def test_a_pair_hides_the_smaller_of_compute_and_all_to_all():
-    # no pipeline, 3 microbatches: one warm-up forward, 2 steady pairs. All-to-all 4 s of a 5 s microbatch: the
-    # pair's compute (1 s) is the smaller, so 1 s a pair is hidden: 2 x 1 / 3 s a microbatch
+def test_each_all_to_all_hides_only_under_the_compute_beside_it():
+    # TransformerLayerSchedulePlan.run @ core_v0.15.0: combine bwd beside attention fwd, dispatch fwd + bwd beside
+    # the experts' bwd + fwd, combine fwd beside attention bwd. All-to-alls 4 s, compute 4.5 s: min(4, 4.5) = 4 s
+    # would be the bound, but the combine forward (1 s) has only 0.5 s of attention backward beside it:
+    # min(1, 1) + min(1 + 1, 1 + 2) + min(1, 0.5) = 3.5 s a pair. No pipeline, 3 microbatches: one warm-up
+    # forward, 2 steady pairs: 2 x 3.5 / 3 s a microbatch
     from simulator.parallel.compose import _a2a_overlap_hidden
 
+    layer = {"f_attn": 1.0, "f_dispatch": 1.0, "f_mlp": 1.0, "f_combine": 1.0, "b_combine": 1.0, "b_mlp": 2.0,
+             "b_dispatch": 1.0, "b_attn": 0.5}
     plan = ParallelPlan(dp=2, ep=2, global_batch=3 * 2, moe_a2a_overlap=True)
-    assert _a2a_overlap_hidden([[_chunk(2.0, 3.0, 2.0, 2.0)]], plan, 3) == pytest.approx([2.0 / 3])
+    assert _a2a_overlap_hidden([[_chunk(layer)]], plan, 3) == pytest.approx([2 * 3.5 / 3])
+
+
+def test_layer_i_forward_pairs_with_layer_l_minus_1_minus_i_backward():
+    # a dense first layer (2 s attention forward, 4 s backward, no all-to-all) and a MoE layer: forward 0 beside
+    # backward 1 hides min(1, 2) + min(0 + 1, 0 + 2) + min(0, b1 attn) = 2 s; forward 1 beside backward 0 hides
+    # min(0, 1) + min(1 + 0, 1 + 0) + min(1, 4) = 2 s. A chunk-wide sum would pair the MoE layer with itself too
+    from simulator.parallel.compose import _paired_layers_hidden
+
+    dense = {"f_attn": 2.0, "b_attn": 4.0}
+    moe = {"f_attn": 1.0, "f_dispatch": 1.0, "f_mlp": 1.0, "f_combine": 1.0, "b_combine": 1.0, "b_mlp": 2.0,
+           "b_dispatch": 1.0, "b_attn": 0.25}
+    assert _paired_layers_hidden(_chunk(dense, moe)[1]) == pytest.approx(4.0)
+    assert _paired_layers_hidden(_chunk(moe)[1]) == pytest.approx(1.0 + 2.0 + 0.25)
 
 
 def test_the_plan_refuses_what_megatron_core_refuses():
@@ -119,13 +152,14 @@ def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
 
 def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
     # no pipeline, 10 microbatches: 9 steady pairs. Forward 4 s with 2 s of all-to-all, backward 1 s with 0.5 s: a
-    # pair computes 2.5 s and sends 2.5 s, so it hides 2.5 s: 9 x 2.5 / 10 = 2.25 s a microbatch, more than the
-    # 1 s backward. Taken off the backward it is at most the backward: 1 s hidden, 0 s left
+    # pair hides min(0.25, 1) + min(1 + 0.25, 1 + 0.25) + min(1, 0.25) = 1.75 s: 9 x 1.75 / 10 = 1.575 s a
+    # microbatch, more than the 1 s backward. Taken off the backward it is at most the backward: 1 s hidden, 0 s left
     from simulator.parallel.compose import _a2a_overlap_hidden, _a2a_overlapped_backward
 
     plan = ParallelPlan(dp=2, ep=2, global_batch=10 * 2, moe_a2a_overlap=True)
-    stages = [[_chunk(4.0, 1.0, 2.0, 0.5)]]
-    assert _a2a_overlap_hidden(stages, plan, 10) == pytest.approx([2.25])
+    stages = [[_chunk({"f_attn": 1.0, "f_dispatch": 1.0, "f_mlp": 1.0, "f_combine": 1.0, "b_combine": 0.25,
+                       "b_mlp": 0.25, "b_dispatch": 0.25, "b_attn": 0.25})]]
+    assert _a2a_overlap_hidden(stages, plan, 10) == pytest.approx([1.575])
     bwd, chunk_bwd, hidden = _a2a_overlapped_backward(stages, plan, 10, [1.0], [[1.0]])
     assert (bwd, chunk_bwd, hidden) == ([0.0], [[0.0]], [1.0])
 
