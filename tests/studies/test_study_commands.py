@@ -43,9 +43,9 @@ def test_a_whole_study_from_another_folder(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "studies" / "decode_scaling" / "run.py"), "--reduced",
                            "--out", "res"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"6 rows -> {Path('res') / 'results.csv'}",
+    assert proc.stdout.splitlines() == [f"9 rows -> {Path('res') / 'results.csv'}",
                                         f"figure -> {Path('res') / 'decode_scaling.png'}"]
-    assert (out / "results.csv").read_text().count("\n") == 1 + 6 and (out / "decode_scaling.png").stat().st_size > 10_000
+    assert (out / "results.csv").read_text().count("\n") == 1 + 9 and (out / "decode_scaling.png").stat().st_size > 10_000
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -112,13 +112,13 @@ def test_a_broken_configuration_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
 
 
 def test_a_study_shows_progress_over_its_cases(tmp_path, capsys):
-    """``--progress`` draws one bar over the study's cases on standard error (2 devices x 3 batches in the
+    """``--progress`` draws one bar over the study's cases on standard error (3 devices, the B200 among them, x 3 batches in the
     reduced decode_scaling); ``--no-progress`` draws none; the standard output is the same."""
     from studies.decode_scaling.run import main
 
     assert main(["--reduced", "--out", str(tmp_path / "a"), "--progress"]) == 0
     out, err = capsys.readouterr()
-    assert "decode_scaling: 100%" in err and "6/6" in err and "case" in err
+    assert "decode_scaling: 100%" in err and "9/9" in err and "case" in err
     assert main(["--reduced", "--out", str(tmp_path / "b"), "--no-progress"]) == 0
     out_quiet, err_quiet = capsys.readouterr()
     assert err_quiet == "" and out_quiet.replace("/b/", "/a/") == out
