@@ -286,8 +286,8 @@ class ParallelPlan:
 
 def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     """What Megatron-Core refuses of ``overlap_moe_expert_parallel_comm`` (transformer_config.py @ core_v0.15.0:
-    expert parallelism, the ``alltoall`` or ``flex`` token dispatcher, virtual pipeline stages when pp > 1), and a
-    value that is not a boolean."""
+    expert parallelism, the ``alltoall`` or ``flex`` token dispatcher, virtual pipeline stages when pp > 1), a
+    value that is not a boolean, and several pipeline schedule runs a step (torch's pipelining, not Megatron-Core's)."""
     if not isinstance(plan.moe_a2a_overlap, bool):
         return [f"moe_a2a_overlap: got {plan.moe_a2a_overlap!r}; expected true or false"]
     if not plan.moe_a2a_overlap:
@@ -301,6 +301,10 @@ def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     if plan.pp > 1 and plan.schedule != "interleaved":
         return [f"moe_a2a_overlap: got it with pp {plan.pp} and schedule {plan.schedule!r}; expected schedule "
                 "'interleaved' (Megatron-Core needs virtual pipeline stages for it when pp > 1)"]
+    if plan.pipeline_microbatches:  # Megatron-Core runs one schedule a step; several runs are torch pipelining's
+        return [f"moe_a2a_overlap: got it with pipeline_microbatches {plan.pipeline_microbatches}; expected "
+                "pipeline_microbatches 0 (Megatron-Core's combined 1F1B runs every microbatch in one schedule; "
+                "several schedule runs a step are torch.distributed.pipelining's)"]
     return []
 
 

@@ -80,6 +80,10 @@ def test_layer_i_forward_pairs_with_layer_l_minus_1_minus_i_backward():
 def test_the_plan_refuses_what_megatron_core_refuses():
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with ep 1; expected ep > 1"):
         ParallelPlan(dp=2, moe_a2a_overlap=True)
+    with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with pipeline_microbatches 2; expected "
+                                        r"pipeline_microbatches 0"):
+        ParallelPlan(pp=2, schedule="interleaved", interleave=2, dp=2, ep=2, global_batch=8,
+                     pipeline_microbatches=2, moe_a2a_overlap=True)
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with pp 2 and schedule '1f1b'; expected "
                                         r"schedule 'interleaved'"):
         ParallelPlan(pp=2, dp=2, ep=2, moe_a2a_overlap=True)
