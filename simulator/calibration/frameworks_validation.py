@@ -305,9 +305,11 @@ def decode_sampler_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:
     0 for other phases and profiles without either."""
     if m.phase != "decode":
         return 0.0
+    from simulator.serving.iteration import sampler_call_host_s
+
     kernels = tuple(getattr(profile, "sampler_kernels", ()) or ())
-    host = float(getattr(profile, "sampler_host_s", 0.0)) \
-        + float(getattr(profile, "sampler_host_per_seq_s", 0.0)) * int(m.batch or 1)
+    host = sampler_call_host_s((float(getattr(profile, "sampler_host_s", 0.0)),
+                                float(getattr(profile, "sampler_host_per_seq_s", 0.0))), int(m.batch or 1))
     return (_sampler_kernels_s(m, kernels, dev, eo) if kernels else 0.0) + host
 
 
@@ -336,8 +338,9 @@ def decode_host_ops_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:
     ops, syncs = int(getattr(profile, "decode_host_ops", 0)), int(getattr(profile, "decode_host_syncs", 0))
     if m.phase != "decode" or not (ops or syncs) or not getattr(eo, "cuda_graphs", False):
         return 0.0
-    eff = dev.efficiency
-    return ops * float(eff.framework_op_overhead_s) + syncs * float(eff.host_sync_s)
+    from simulator.serving.iteration import eager_decode_host_s
+
+    return eager_decode_host_s(ops, syncs, dev.efficiency)
 
 
 def decode_step_extras_s(m: Measurement, profile: Any, dev: Any, eo: Any) -> float:

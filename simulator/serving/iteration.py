@@ -37,7 +37,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IterationPricer", "bucket", "bucket_bounds", "resolve_config"]
+__all__ = ["IterationPricer", "bucket", "bucket_bounds", "eager_decode_host_s", "resolve_config", "sampler_call_host_s"]
 
 
 def bucket(x: int) -> int:
@@ -58,6 +58,18 @@ def bucket_bounds(x: float) -> tuple[int, int]:
     lo = bucket(xi)
     hi = lo + (1 if lo < 16 else 1 << (lo.bit_length() - 4))
     return lo, hi
+
+
+def eager_decode_host_s(ops: int, syncs: int, efficiency: Any) -> float:
+    """Host time (s) of ``ops`` eager ops and ``syncs`` host synchronisations a synchronous engine runs around a
+    decode graph replay, at the device's ``efficiency.framework_op_overhead_s`` and ``efficiency.host_sync_s``."""
+    return ops * float(efficiency.framework_op_overhead_s) + syncs * float(efficiency.host_sync_s)
+
+
+def sampler_call_host_s(sampler_host: tuple[float, float], seqs: int) -> float:
+    """Host time (s) of a stack's sampler call over ``seqs`` sequences: ``(s, s per sequence)`` of the profile's
+    ``sampler_host_s`` and ``sampler_host_per_seq_s``."""
+    return sampler_host[0] + sampler_host[1] * seqs
 
 
 def resolve_config(model: Any) -> tuple[Any, str | None]:
@@ -344,7 +356,7 @@ class IterationPricer:
     def host_time(self, seqs: int) -> float:
         """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields, the sampler call's
         host time included: ``sampler_host``)."""
-        return self.host_s + self.host_per_seq_s * seqs + self.sampler_host[0] + self.sampler_host[1] * seqs
+        return self.host_s + self.host_per_seq_s * seqs + sampler_call_host_s(self.sampler_host, seqs)
 
     def graph_nodes(self) -> int:
         """Kernel nodes of one device's captured step: the kernels of one device's report of a step
@@ -370,8 +382,7 @@ class IterationPricer:
         ops, syncs = self.decode_host
         if not (ops or syncs) or not getattr(self.options, "cuda_graphs", False):
             return 0.0
-        eff = self.device.efficiency
-        return ops * float(eff.framework_op_overhead_s) + syncs * float(eff.host_sync_s)
+        return eager_decode_host_s(ops, syncs, self.device.efficiency)
 
     def replays_graph(self, decodes: int, chunks: int = 0, verify: int = 1) -> bool:
         """Whether an iteration is replayed from a captured graph: a decode-only step (no prompt chunk, one query
