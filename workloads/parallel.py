@@ -585,8 +585,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     """
     from workloads.zoo.transformer import TransformerConfig, build
 
-    cfg, defaults, where = _resolve_config(model)
-    if not isinstance(cfg, TransformerConfig):  # pragma: no cover - _resolve_config guarantees it
+    cfg, defaults, where = resolve_config(model)
+    if not isinstance(cfg, TransformerConfig):  # pragma: no cover - resolve_config guarantees it
         raise PlanError(f"{where}: not a transformer")
     phase = "train" if train else (phase or defaults.get("phase", "prefill"))
     seq = int(seq or defaults.get("seq", 2048))
@@ -753,10 +753,10 @@ def request_context_problem(model: Any, input_len: int, output_len: int) -> str 
     ``config.json`` path or a config): a generation request beyond the model's context, else None."""
     from workloads.zoo.transformer import request_context_problem as problem
 
-    return problem(_resolve_config(model)[0], input_len, output_len)
+    return problem(resolve_config(model)[0], input_len, output_len)
 
 
-def _resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:
+def resolve_config(model: Any) -> tuple[Any, dict[str, Any], str]:
     """(TransformerConfig, zoo defaults, name for messages) of what the user named."""
     from workloads.zoo.transformer import TransformerConfig
 

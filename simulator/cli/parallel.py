@@ -242,16 +242,10 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
 def _dense(model: str) -> bool:
     """Whether ``model`` names a zoo transformer or Hugging Face config without experts (False where it names
     neither: the plan's own checks say what it is)."""
+    from workloads.parallel import resolve_config
+
     try:
-        if str(model).lower().endswith(".json"):
-            from workloads.hf import config_to_transformer
-
-            cfg = config_to_transformer(model)
-        else:
-            from workloads.zoo import get_entry
-            from workloads.zoo.transformer import zoo_config
-
-            cfg = zoo_config(get_entry(model).name)
+        cfg = resolve_config(model)[0]
     except (KeyError, ValueError, OSError):
         return False
     return not getattr(cfg, "experts", 0)
