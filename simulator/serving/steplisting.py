@@ -1,0 +1,97 @@
+"""What one decode-only serving step is priced as, part by part: a listing of an
+:class:`~simulator.serving.iteration.IterationPricer`'s decode step at a bucket batch, for comparing with the
+kernels a serving stack launches (a profiler trace, or the stack's code read kernel by kernel).
+
+Rows are ``(part, kind, kernels, seconds)``: the token-wise work of the (padded) batch by op kind, the LM head,
+the sampler kernels, the decode attention at the mean context, and the host parts serial with the step. Their
+seconds add up to what :meth:`IterationPricer.iteration` prices for that decode-only step.
+
+Example
+-------
+>>> from simulator.hardware import load_hardware
+>>> from simulator.serving.iteration import IterationPricer
+>>> from workloads.parallel import ParallelPlan
+>>> p = IterationPricer("llama-2-7b", load_hardware("h100-sxm5-80gb"), ParallelPlan())
+>>> rows = decode_step_listing(p, 8, 256)
+>>> [r.part for r in rows][:2], sum(r.kernels for r in rows if r.kind == "matmul")  # 32 layers x 4, LM head 1
+(['token-wise', 'token-wise'], 129)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StepPart", "decode_step_listing"]
+
+
+@dataclass(frozen=True)
+class StepPart:
+    """One row of :func:`decode_step_listing`: a part of the step, the op kind (or host item), the kernels one
+    device launches for it, and its seconds."""
+
+    part: str
+    kind: str
+    kernels: int
+    seconds: float
+
+
+def _grouped(records: Any, keep: Any) -> dict[str, list[float]]:
+    """{kind: [kernels, seconds]} of the records ``keep`` selects, in the order they first occur."""
+    out: dict[str, list[float]] = {}
+    for r in records:
+        if keep(r):
+            row = out.setdefault(r.kind, [0, 0.0])
+            row[0] += int(r.kernels or 0)
+            row[1] += float(r.time_s)
+    return out
+
+
+def _device_rows(pricer: Any, batch: int, context: int) -> list[StepPart]:
+    """The step's device parts: token-wise work at the padded batch, the LM head, sampler and attention."""
+    from simulator.engines.analytical import evaluate
+    from workloads.serving import sampler_graph
+
+    def lm_head(r: Any) -> bool:
+        return r.name.startswith("lm_head")
+
+    dense = pricer._step(pricer.padded(batch), 1)
+    rows = [StepPart("token-wise", k, int(n), t) for rep in dense.reports[:1]
+            for k, (n, t) in _grouped(rep.records, lambda r: r.kind != "attention" and not lm_head(r)).items()]
+    head = pricer._step(batch, 1)
+    rows += [StepPart("lm head", k, int(n), t) for rep in head.reports[:1]
+             for k, (n, t) in _grouped(rep.records, lm_head).items()]
+    if pricer.sampler:
+        rep = evaluate(sampler_graph(pricer.cfg, n=batch, kernels=pricer.sampler, dtype=pricer.dtype),
+                       pricer.device, _no_fusion(pricer.options))
+        rows += [StepPart("sampler", r.name, int(r.kernels or 0), float(r.time_s)) for r in rep.records]
+    rows.append(StepPart("attention", "attention", pricer.cfg.layers * len(pricer.windows),
+                         pricer.attention(batch, 1, context)[0]))
+    return rows
+
+
+def _no_fusion(options: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(options, fusion=False)
+
+
+def decode_step_listing(pricer: Any, batch: int, context: int) -> list[StepPart]:
+    """The parts of a decode-only step of ``batch`` sequences (a bucket point, at most the largest captured graph)
+    at mean ``context`` as ``pricer`` prices it: device parts (one device's kernels; the step's latency where the
+    plan has several stages) and the host parts serial with the step (the profile's host line, the sampler
+    call's host time, the graph launch, the eager ops and synchronisations around the replay)."""
+    from simulator.serving.config import ServingError
+    from simulator.serving.iteration import bucket, sampler_call_host_s
+
+    if batch < 1 or bucket(batch) != batch or pricer.eager_decode(batch):
+        raise ServingError(f"decode_step_listing: batch {batch}; expected a bucket point (1..16, then m * 2^e, "
+                           "m = 8..15) no larger than the largest captured graph")
+    rows = _device_rows(pricer, batch, context)
+    graphed = pricer.replays_graph(batch)
+    rows += [StepPart("host", "profile host line", 0, pricer.host_s + pricer.host_per_seq_s * batch),
+             StepPart("host", "sampler call", 0, sampler_call_host_s(pricer.sampler_host, batch)),
+             StepPart("host", "graph launch", 0, pricer.graph_launch_time() if graphed else 0.0),
+             StepPart("host", "eager ops and syncs around the replay", pricer.decode_host[0],
+                      pricer.decode_host_time() if graphed else 0.0)]
+    return rows

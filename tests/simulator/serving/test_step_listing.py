@@ -1,0 +1,60 @@
+"""The decode-step listing (:func:`simulator.serving.steplisting.decode_step_listing`): its parts add up to what the
+serving loop charges a decode step, and its kernel counts are the model's structure, counted by hand.
+
+Llama 3 70B (80 layers) on four GPUs: per layer four GEMMs (QKV, output projection, gate-up, down) and two
+tensor-parallel all-reduces (after the output and down projections), one more all-reduce after the
+vocabulary-parallel embedding: 320 GEMMs and 161 all-reduces a device; the LM head one GEMM and one all-gather;
+vLLM V0's sampler six kernels (``vllm-v0`` ``sampler_kernels``); attention one kernel a layer."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _pricer(framework: str):  # noqa: ANN202
+    from simulator.serving import ServeConfig
+    from simulator.serving.setup import prepare
+    from workloads.parallel import ParallelPlan
+
+    cfg = ServeConfig(arrival="poisson:qps=4", lengths="fixed:in=128,out=16", scheduler="orca", requests=2, seed=0,
+                      framework=framework, dtype="bf16", mixed_prefill=False)
+    return prepare("llama-3-70b", "dgx-h100", cfg, ParallelPlan(tp=4)).pricer
+
+
+@pytest.mark.parametrize("framework", ["vllm-v0", "sglang-0.3"])
+def test_listing_adds_up_to_the_priced_decode_step(framework: str) -> None:
+    from simulator.serving.steplisting import decode_step_listing
+
+    p = _pricer(framework)
+    rows = decode_step_listing(p, 16, 384)
+    want = p.decode_fixed(16)[0] + p.decode_segment(16, 384)[1]
+    assert sum(r.seconds for r in rows) == pytest.approx(want, rel=1e-9)
+
+
+def test_listing_counts_the_kernels_of_a_tp4_llama_70b_step() -> None:
+    from simulator.serving.steplisting import decode_step_listing
+
+    rows = decode_step_listing(_pricer("vllm-v0"), 16, 384)
+
+    def kernels(part: str, kind: str) -> int:
+        return sum(r.kernels for r in rows if r.part == part and r.kind == kind)
+
+    assert kernels("token-wise", "matmul") == 4 * 80
+    assert kernels("token-wise", "all_reduce") == 2 * 80 + 1
+    assert (kernels("lm head", "matmul"), kernels("lm head", "all_gather")) == (1, 1)
+    assert [r.kind for r in rows if r.part == "sampler"] == ["to_fp32", "temperature", "softmax", "log_softmax",
+                                                             "gather_rows", "argmax"]
+    assert kernels("attention", "attention") == 80
+    host = {r.kind: r.seconds for r in rows if r.part == "host"}
+    # the vllm-v0 profile's lines at 16 sequences: 0.28 ms + 16 x 0.0296 ms, and 0.623 ms + 16 x 0.007 ms
+    assert host["profile host line"] == pytest.approx(0.28e-3 + 16 * 0.0296e-3, rel=1e-12)
+    assert host["sampler call"] == pytest.approx(0.623e-3 + 16 * 0.007e-3, rel=1e-12)
+
+
+@pytest.mark.parametrize("batch", [0, 17, 300])
+def test_listing_refuses_a_batch_off_the_buckets(batch: int) -> None:
+    from simulator.serving import ServingError
+    from simulator.serving.steplisting import decode_step_listing
+
+    with pytest.raises(ServingError, match="expected a bucket point"):
+        decode_step_listing(_pricer("vllm-v0"), batch, 384)
