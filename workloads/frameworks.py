@@ -455,6 +455,17 @@ _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, t
 
 
 #: The framework ops of Megatron-Core's dropless dispatchers beside the permute and the token all-to-all.
+_MCORE_DEEPEP_SMS = (
+    "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py: moe_deepep_num_sms: int = 20 ('Number of "
+    "SMs to use for DeepEP') at core_v0.15.0, core_v0.16.0, core_v0.17.0 and core_v0.18.0; "
+    "megatron/core/transformer/moe/fused_a2a.py set_deepep_num_sms -> deep_ep Buffer.set_num_sms, the SMs DeepEP's "
+    "dispatch and combine kernels launch on. NVIDIA, 'Scalable Training of Mixture-of-Experts Models with Megatron "
+    "Core', arXiv 2603.07685 (2026), section 4.2.3: with the all-to-alls overlapped, DeepEP takes 20 SMs per GPU on "
+    "DeepSeek-V3 (H100) and costs about 20% of the GEMMs' efficiency (132 / 112 SMs = 1.18). The alltoall "
+    "dispatcher's all-to-all is torch.distributed.all_to_all_single (token_dispatcher.py @ core_v0.15.0), an NCCL "
+    "grouped send/receive: NVIDIA/nccl src/enqueue.cc ncclLaunchKernel launches grid = {plan->channelCount}, one "
+    "thread block per channel, each on an SM of its own"
+)
 _MCORE_DISPATCH_HOST = (
     "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
     "Megatron-Bridge v0.2.0, the 25.11 release) and 580d53a8 (0.18.0, pinned by Megatron-Bridge 270536cc), identical "
@@ -763,6 +774,16 @@ class FrameworkProfile:
         issues none.
     moe_dispatch_host_source
         Where ``moe_dispatch_host_ops`` is counted.
+    moe_dispatch_sms
+        ``(dispatch, SMs)``: streaming multiprocessors a ``moe_dispatch`` mode's communication kernels hold
+        while they run: a number (DeepEP's dispatch and combine kernels are launched on a fixed number of SMs)
+        or ``"p2p_channels"`` (NCCL launches one thread block per channel, and an all-to-all of large messages
+        runs on every peer-to-peer channel: the system's ``p2p_channels`` in the fabric catalog). Under
+        ``ParallelPlan.moe_a2a_overlap`` the compute beside such an all-to-all runs on the others only
+        (:func:`simulator.parallel.compose._paired_layers_hidden`); a mode not listed takes none from the
+        compute (not modelled). Source in ``moe_dispatch_sms_source``.
+    moe_dispatch_sms_source
+        Where ``moe_dispatch_sms`` is read.
     fused_scale_mask_softmax
         The attention core runs unfused over the full ``s x s`` scores whatever attention the caller asks
         for, as Megatron-LM's ``CoreAttention`` did before FlashAttention: the score GEMM carries the
@@ -820,6 +841,8 @@ class FrameworkProfile:
     fused_moe_source: str = ""
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
+    moe_dispatch_sms: tuple[tuple[str, int | str], ...] = ()
+    moe_dispatch_sms_source: str = ""
     iteration_host_s: float = 0.0
     call_host_s: float = 0.0
     graph_call_host_s: float = 0.0
@@ -1121,7 +1144,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
                      moe_sort_chunks=True, moe_bias_per_expert=True,
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
-                     moe_dispatch_host_source=_MCORE_DISPATCH_HOST),
+                     moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
+                     moe_dispatch_sms=(("deepep", 20), ("sparse", "p2p_channels")), moe_dispatch_sms_source=_MCORE_DEEPEP_SMS),
     FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
                      "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
                      "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add; eager PyTorch: "

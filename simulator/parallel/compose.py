@@ -727,7 +727,9 @@ def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pi
     hidden: list[float] = []
     if plan.moe_a2a_overlap:  # the combined 1F1B schedule's hidden all-to-alls, for a stack that re-times the stages
         bwd = [sum(gc.split[1] for _, gc in st) for st in per_stage]
-        hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches), bwd, strict=True)]
+        share = _a2a_compute_share(plan, system, framework)
+        hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches, share), bwd,
+                                            strict=True)]
     return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
                        bwd_hidden=hidden)
 
@@ -761,7 +763,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         bwd = [sum(bs) for bs in chunk_bwd]
     hidden = [0.0] * p  # all-to-all seconds a microbatch's stage hides (the combined 1F1B schedule)
     if plan.moe_a2a_overlap:
-        bwd, chunk_bwd, hidden = _a2a_overlapped_backward(per_stage, plan, m, bwd, chunk_bwd)
+        bwd, chunk_bwd, hidden = _a2a_overlapped_backward(per_stage, plan, m, bwd, chunk_bwd,
+                                                          _a2a_compute_share(plan, system, framework))
         extra["a2a_overlap_hidden_s"] = max(hidden) * m
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
@@ -834,18 +837,19 @@ def _with_overlap_warm_up(pipe: PipelineTime, m: int, v: int) -> PipelineTime:
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
-                             bwd: list[float], chunk_bwd: list[list[float]]
+                             bwd: list[float], chunk_bwd: list[list[float]], share: float = 1.0
                              ) -> tuple[list[float], list[list[float]], list[float]]:
     """(backward per stage, per chunk, seconds hidden per stage) of a microbatch under the combined 1F1B schedule:
     :func:`_a2a_overlap_hidden` taken off the stage's backward, at most the whole backward (a pair's hidden time is
-    charged to the backward it runs beside), shared evenly by the stage's chunks."""
-    hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, m), bwd, strict=True)]
+    charged to the backward it runs beside), shared evenly by the stage's chunks (``share``:
+    :func:`_a2a_compute_share`)."""
+    hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, m, share), bwd, strict=True)]
     return ([b - h for b, h in zip(bwd, hidden, strict=True)],
             [[max(0.0, b - h / len(bs)) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)], hidden)
 
 
-def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int
-                        ) -> list[float]:
+def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
+                        share: float = 1.0) -> list[float]:
     """Seconds a microbatch's time shrinks on each stage under Megatron-Core's combined 1F1B schedule
     (``plan.moe_a2a_overlap``, megatron/core/pipeline_parallel/combined_1f1b.py @ core_v0.15.0): in each
     steady-phase step one chunk's forward and another's backward run together, the all-to-alls on the
@@ -854,13 +858,14 @@ def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], pl
     one warm-up forward (``combined_1f1b_schedule_for_no_pipelining``); interleaved, stage ``s`` of ``p``
     runs ``2 (p - s - 1) + (v - 1) p + 1`` of its ``m v`` chunk forwards first (schedules.py
     ``get_pp_rank_microbatches``, the extra one "to ensure the forward and backward computations are
-    independent in all 1f1b steps"; the microbatch group per virtual stage is ``p``, its default)."""
+    independent in all 1f1b steps"; the microbatch group per virtual stage is ``p``, its default). ``share``:
+    the compute's rate beside an all-to-all (:func:`_a2a_compute_share`)."""
     p, hidden = plan.pp, []
     v = plan.interleave if plan.schedule == "interleaved" else 1
     for s, stage in enumerate(per_stage):
         warm = 1 if p == 1 else 2 * (p - s - 1) + (v - 1) * p + 1
         pairs = max(0, m * v - min(warm, m * v))
-        gain = sum(_paired_layers_hidden(gc) for _, gc in stage) / len(stage)
+        gain = sum(_paired_layers_hidden(gc, share) for _, gc in stage) / len(stage)
         hidden.append(gain * pairs / m)
     return hidden
 
@@ -891,19 +896,52 @@ def _layer_steps(gc: _GraphCost) -> list[dict[str, float]]:
     return [steps[k] for k in sorted(steps)]
 
 
-def _paired_layers_hidden(gc: _GraphCost) -> float:
+def _paired_layers_hidden(gc: _GraphCost, share: float = 1.0) -> float:
     """Seconds a steady pair of this chunk hides: layer ``i``'s forward runs beside layer ``L - 1 - i``'s
     backward, and each all-to-all hides only under the compute on the other stream beside it
     (``TransformerLayerSchedulePlan.run``, megatron/core/models/common/model_chunk_schedule_plan.py @
     core_v0.15.0): combine backward beside attention forward, dispatch forward and backward beside the experts'
-    backward (with its weight gradients) and forward, combine forward beside attention backward."""
+    backward (with its weight gradients) and forward, combine forward beside attention backward. While an
+    all-to-all of ``a`` seconds runs, the compute beside it advances at ``share`` of its rate (the SMs the
+    dispatcher's kernels leave it, :func:`_a2a_compute_share`), so a sub-step hides ``min(c, share a)`` of its
+    ``c`` seconds of compute.
+
+    >>> from types import SimpleNamespace as NS
+    >>> rec = lambda name, t, kind="gemm": NS(name=name, time_s=t, kind=kind, group="", attrs={})
+    >>> gc = NS(sg=NS(forward_ops=4), report=NS(records=[rec("layers.0.attn.qkv", 2.0),
+    ...     rec("layers.0.moe.dispatch_a2a", 1.0, "all_to_all"), rec("layers.0.moe.fc1", 3.0),
+    ...     rec("layers.0.moe.combine_a2a", 1.0, "all_to_all"), rec("layers.0.attn.qkv.bwd", 4.0),
+    ...     rec("layers.0.moe.dispatch_a2a.bwd", 1.0, "all_to_all"), rec("layers.0.moe.fc1.bwd", 6.0),
+    ...     rec("layers.0.moe.combine_a2a.bwd", 1.0, "all_to_all")]))
+    >>> _paired_layers_hidden(gc), round(_paired_layers_hidden(gc, 0.75), 6)
+    (4.0, 3.0)
+    """
     layers = _layer_steps(gc)
     hidden = 0.0
     for f, b in zip(layers, reversed(layers), strict=True):
-        hidden += (min(b["b_combine"], f["f_attn"])
-                   + min(f["f_dispatch"] + b["b_dispatch"], f["f_mlp"] + b["b_mlp"])
-                   + min(f["f_combine"], b["b_attn"]))
+        hidden += (min(f["f_attn"], share * b["b_combine"])
+                   + min(f["f_mlp"] + b["b_mlp"], share * (f["f_dispatch"] + b["b_dispatch"]))
+                   + min(b["b_attn"], share * f["f_combine"]))
     return hidden
+
+
+def _a2a_compute_share(plan: ParallelPlan, system: DeviceSpec | SystemSpec, framework: str) -> float:
+    """The fraction of its rate the compute keeps beside an overlapped all-to-all: ``(units - k) / units``, with
+    ``k`` the SMs the plan's ``moe_dispatch`` kernels hold under ``framework``
+    (:attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_sms`: DeepEP's 20 under Megatron-Core, NCCL's
+    peer-to-peer channels for its all-to-all) and ``units`` the device's SMs; 1 where the profile lists none or
+    the system states no channels."""
+    if not framework:
+        return 1.0
+    from workloads.frameworks import get_profile
+
+    held = dict(get_profile(framework).moe_dispatch_sms).get(plan.moe_dispatch, 0)
+    if held == "p2p_channels":
+        from simulator.lowering.collectives import collective_system_for
+
+        held = getattr(collective_system_for(system), "p2p_channels", None) or 0
+    units = int((system.device if isinstance(system, SystemSpec) else system).compute.units)
+    return max(0.0, (units - int(held)) / units) if held and units > 0 else 1.0
 
 
 def _check_engine(engine: str, plan: ParallelPlan) -> None:
