@@ -539,8 +539,9 @@ OUTER_AXIS_ACCESS = "outer_axis"
 #: operand's full shape (no ``noise_sharing_axes``; aqt/jax/v2/stochastic_rounding.py), fp32. MaxText trains with
 #: ``jax_default_prng_impl = "unsafe_rbg"`` (MaxText/train.py @ 770fcf7d1), whose random bits come from XLA's
 #: ``RngBitGenerator``, an instruction XLA's fusion lists among the "Expensive instructions or unusual instructions
-#: for which fusion is nonsensical" (xla/service/instruction_fusion.cc ``IsExpensive``): the noise is written to
-#: memory by a generator op and read by the quantising cast. The generator is priced as what it moves: an
+#: for which fusion is nonsensical" (xla/service/instruction_fusion.cc ``IsExpensive``; XLA:TPU's own fusion
+#: decisions are not published, so this is the generic pass's rule, not a TPU profile): the noise is taken as
+#: written to memory by a generator op and read by the quantising cast. The generator is priced as what it moves: an
 #: ``expand`` of a 4-byte generator state to the operand's shape (attribute ``rng``), one fp32 write per element;
 #: its own arithmetic is not priced (XLA:TPU's algorithm for ``RngBitGenerator`` is not published).
 STOCHASTIC_ROUNDING = ("int8",)
