@@ -498,12 +498,14 @@ def packed_weight_bytes(op: Op) -> int:
 #: * ``int8``: MaxText ``quantization: int8`` (AQT; ``_get_int8_quant_config`` in
 #:   src/maxtext/layers/quantizations.py, AI-Hypercomputer/maxtext @ e591f30): ``config_v3`` with 8-bit
 #:   operands in the forward, input-gradient and (``quantization_local_shard_count`` -1, its default, set to
-#:   the local device count) weight-gradient GEMMs, int32 accumulation; AQT's default calibration scales each
+#:   the local device count; at 770fcf7d1, the v6e GPT-3 row's commit, to ``num_slices`` by MaxText/pyconfig.py
+#:   ``get_quantization_local_shard_count``, 1 on one slice: nonzero either way) weight-gradient GEMMs, int32
+#:   accumulation; AQT's default calibration scales each
 #:   operand per channel from its absolute maximum along the contraction axis, so each operand costs an
 #:   ``amax`` per row and a cast to int8 as ``rowwise``, and the GEMM runs at the device's int8 matrix rate
 #:   (``compute.tensor_flops_per_s.int8``: TPU v6e 1836 TOP/s from Google's v6e page, v5p 918 and v5e 394 from the
 #:   catalog's sources). The
-#:   stochastic rounding of the gradients (``rng_type="jax.uniform"``) is fused into the cast and not priced.
+#:   gradients are rounded stochastically (``rng_type="jax.uniform"``): :data:`STOCHASTIC_ROUNDING`.
 #:
 #: Only the weighted matmuls of the transformer layers run in fp8; attention, norms, the LM head and
 #: the optimizer keep their precision (torchao converts ``nn.Linear`` modules and skips the output
@@ -528,6 +530,21 @@ TE_SPLIT_ACCUMULATION = ("delayed", "current")
 #: #149982); the amax and the cast of such an operand both read it along the outer axis, so both carry it
 #: (op attribute ``access``).
 OUTER_AXIS_ACCESS = "outer_axis"
+#: Recipes whose backward GEMMs round the output gradient stochastically, with a noise tensor of its own per GEMM:
+#: MaxText's int8 (``_get_int8_quant_config``, MaxText/layers/quantizations.py @ 770fcf7d1, the v6e GPT-3 recipe's
+#: commit) calls AQT's ``config_v3(..., rng_type="jax.uniform")``, which sets ``set_stochastic_rounding(cfg,
+#: vjp_lhs_stochastic_rounding=True, vjp_rhs_stochastic_rounding=False, ...)`` ("vjp_lhs_stochastic_rounding is
+#: referring to the gradient") for both backward dot_generals, ``dlhs`` and ``drhs`` (google/aqt
+#: aqt/jax/v2/config.py); the noise is ``JaxUniform``: ``jax.random.uniform(key, noise_shape) - 0.5`` at the
+#: operand's full shape (no ``noise_sharing_axes``; aqt/jax/v2/stochastic_rounding.py), fp32. MaxText trains with
+#: ``jax_default_prng_impl = "unsafe_rbg"`` (MaxText/train.py @ 770fcf7d1), whose random bits come from XLA's
+#: ``RngBitGenerator``, an instruction XLA's fusion lists among the "Expensive instructions or unusual instructions
+#: for which fusion is nonsensical" (xla/service/instruction_fusion.cc ``IsExpensive``; XLA:TPU's own fusion
+#: decisions are not published, so this is the generic pass's rule, not a TPU profile): the noise is taken as
+#: written to memory by a generator op and read by the quantising cast. The generator is priced as what it moves: an
+#: ``expand`` of a 4-byte generator state to the operand's shape (attribute ``rng``), one fp32 write per element;
+#: its own arithmetic is not priced (XLA:TPU's algorithm for ``RngBitGenerator`` is not published).
+STOCHASTIC_ROUNDING = ("int8",)
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),
@@ -595,7 +612,8 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
             if key is not None and key in cse:  # the same cast of the same tensor, once (AOTAutograd's CSE)
                 q, amaxes[i] = cse[key]
             else:
-                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops)
+                noise = _rounding_noise(op, i, t, src, recipe, step, root, ops)
+                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops, noise)
                 if key is not None:
                     cse[key] = (q, amaxes[i])
             ins.append(q)
@@ -766,7 +784,29 @@ def _contraction_axis(op: Op, i: int, ndim: int) -> int:
     return ndim - (1 if op.attrs.get("transpose_b", False) else 2)
 
 
-def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]) -> tuple[TensorSpec, TensorSpec | None]:
+def _rounding_noise(op: Op, i: int, t: TensorSpec, src: str, recipe: str, step: OpGraph, root: dict[str, str],
+                    ops: list[Op]) -> tuple[TensorSpec, ...]:
+    """The noise tensor of a stochastically rounded operand (appended to ``ops``; ``()`` for any other): under
+    :data:`STOCHASTIC_ROUNDING` the output gradient a backward GEMM of linear ``op`` reads (``src``: the tensor it
+    views; neither the layer's weight nor its forward input, recomputed or not) is rounded with its own uniform noise
+    tensor of the operand's shape, fp32, written by a random-bit generator op of its own (:data:`STOCHASTIC_ROUNDING`).
+    ``step``: the graph ``op`` is from; ``root``: a view's name -> the tensor it views (a recomputed tensor's views end
+    in its ``@recompute`` copy)."""
+    if recipe not in STOCHASTIC_ROUNDING or ".bwd_" not in op.name or t.role is Role.WEIGHT:
+        return ()
+    fwd = step.op(op.name.split("@recompute")[0].split(".bwd_")[0])  # the linear's forward GEMM
+    x, w = (root.get(u.name, u.name) for u in fwd.inputs[:2])
+    if src.split("@recompute")[0] in (x, w):
+        return ()
+    key = TensorSpec(f"{op.name}.rng_key_{i}", (1,) * len(t.shape), DType.FP32, Role.ACTIVATION)
+    noise = TensorSpec(f"{op.name}.noise_{i}", t.shape, DType.FP32, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.noise_{i}", "expand", (key,), (noise,),
+                  Attrs({"shape": tuple(t.shape), "rng": "rng_bit_generator"}), op.group))
+    return (noise,)
+
+
+def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op],
+                       noise: tuple[TensorSpec, ...] = ()) -> tuple[TensorSpec, TensorSpec | None]:
     """The cast of ``op``'s 16-bit operand ``i`` under ``recipe`` (ops appended to ``ops``): ``(quantised
     tensor, the amax its scale comes from or None)``.
 
@@ -804,7 +844,7 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
             attrs["access"] = cast["access"] = OUTER_AXIS_ACCESS
     amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
-    reads = (t, amax) if recipe in TORCHAO_RECIPES else (t,)
+    reads = ((t, amax) if recipe in TORCHAO_RECIPES else (t,)) + noise
     ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs(cast), op.group))
     return q, amax
 

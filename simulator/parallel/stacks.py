@@ -44,6 +44,7 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -164,6 +165,27 @@ def tp_overlap_hidden(records: list[tuple[str, float]], forward_ops: int, tp: in
     return hidden[0], hidden[1]
 
 
+#: the ops a low-precision recipe puts in front of a GEMM to quantise its operands, named after the GEMM
+#: (:func:`workloads.precision.fp8_linears`: ``<gemm>.amax_<i>``, ``<gemm>.cast_<i>``, ``<gemm>.noise_<i>``,
+#: ``<gemm>.columnwise_<i>``)
+_OPERAND_QUANTISATION = re.compile(r"\.(?:amax|cast|noise|columnwise)_[01]$")
+
+
+def _without_operand_quantisation(recs: list[tuple[str, str, float]],
+                                  forward_ops: int) -> tuple[list[tuple[str, float]], int]:
+    """``(kind, seconds)`` of ``recs`` (``(name, kind, seconds)``, the first ``forward_ops`` the forward pass)
+    without the ops that quantise a GEMM's operands, and the forward pass's count of what is left: a
+    sequence-parallel all-gather feeds its GEMM through the operand's amax and cast (AQT int8, fp8 recipes), which
+    are the GEMM's own work on the gathered tensor, not ops between the two (:func:`tp_overlap_hidden`'s window).
+
+    >>> _without_operand_quantisation([("g", "all_gather", 1.0), ("l.qkv.amax_0", "reduction", 0.1),
+    ...                                ("l.qkv.cast_0", "elementwise", 0.1), ("l.qkv", "matmul", 2.0)], 4)
+    ([('all_gather', 1.0), ('matmul', 2.0)], 2)
+    """
+    keep = [(i, k, t) for i, (n, k, t) in enumerate(recs) if not _OPERAND_QUANTISATION.search(n)]
+    return [(k, t) for _, k, t in keep], sum(1 for i, _, _ in keep if i < forward_ops)
+
+
 def ring_overlap_hidden(records: list[tuple[str, str, float]], forward_ops: int) -> tuple[float, float]:
     """(forward, backward) seconds of context-parallel key/value exchanges hidden behind the ring's attention.
 
@@ -261,7 +283,7 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
             recs = [(r.name, r.kind, r.time_s) for r in gc.report.records
                     if not (r.group == "optimizer" or r.group.startswith("optimizer."))]
             hf, hb = (ring_overlap_hidden(recs, sg.forward_ops) if ring else
-                      tp_overlap_hidden([(k, t) for _, k, t in recs], sg.forward_ops, plan.tp, kinds))
+                      tp_overlap_hidden(*_without_operand_quantisation(recs, sg.forward_ops), plan.tp, kinds))
             f += gc.split[0] - hf
             b += gc.split[1] - hb
         fwd.append(f)
