@@ -525,6 +525,24 @@ _ENGINE_AR = ("vLLM's custom all-reduce (hwmodels.collectives.VLLM_CUSTOM_AR_RUL
               "(set_custom_all_reduce(not server_args.disable_custom_all_reduce)), with vLLM's communicator in the 0.3 "
               "era and its own copy of the same kernels later")
 
+_ENGINE_AR_2024 = (_ENGINE_AR + "; the build before vllm-project/vllm PR #8558 (2024-09, the two-stage kernel's "
+                   "__threadfence_system, 6~7 us a call on H100 by the PR's author): 'vllm-custom-2024', "
+                   "hwmodels.collectives.VLLM_CUSTOM_AR_2024. vLLM 0.6.0 (2024-09-05) and the CI builds of about "
+                   "2024-09-17 predate it, as does SGLang 0.3.0 (Requires-Dist vllm==0.5.5)")
+#: vLLM V0's per-step broadcast of the model input from the driver to the other tensor-parallel ranks.
+_VLLM_V0_INPUT_BROADCAST = (
+    "vllm 0.6.0 wheel: vllm/worker/multi_step_worker.py MultiStepWorker._get_driver_input_and_broadcast (every step "
+    "of a multi-step block: on steps after the first it re-sends the cached model input with the last sampled token "
+    "ids) and vllm/worker/worker_base.py LocalOrDistributedWorkerBase (single-step) call "
+    "vllm/distributed/parallel_state.py GroupCoordinator.broadcast_tensor_dict: the metadata by broadcast_object, "
+    "then one torch.distributed.broadcast on the NCCL device group for every non-empty GPU tensor, waited on "
+    "before the step. A decode step's tensors (FlashAttention backend): input_tokens, input_positions "
+    "(model_runner.ModelInputForGPU.as_broadcastable_tensor_dict); slot_mapping, seq_lens_tensor, "
+    "query_start_loc, seq_start_loc, context_lens_tensor, block_tables (FlashAttentionMetadata via "
+    "asdict_zerocopy); selected_token_indices (_add_sampling_metadata_broadcastable_dict); "
+    "last_sampled_token_ids (multi_step_model_runner.StatefulModelInput); the swap / copy block lists are empty "
+    "in these runs and skipped: 10 broadcasts, each of a few KB")
+
 
 _TRTLLM_AR = ("NCCL priced: TensorRT-LLM's engines do run its custom all-reduce (AUTO strategy; trtllm-build 0.9.0 "
               "defaults --use_custom_all_reduce to enable, and later releases select it at run time), but the "
@@ -703,7 +721,13 @@ class FrameworkProfile:
         or the engine's own kernel (``"vllm-custom"``: vLLM's custom all-reduce, which vLLM and SGLang run by
         default on 2 GPUs or a fully NVLink-connected node for messages below 8 MiB; ``"trtllm-custom"``:
         TensorRT-LLM's custom all-reduce plugin with its 0.9-era one-shot / two-shot rule). Source in
-        ``all_reduce_source``.
+        ``all_reduce_source``; ``"vllm-custom-2024"``: vLLM's kernel as builds before vLLM PR #8558 ship it.
+    step_broadcasts, step_broadcast_source
+        Serving: the NCCL broadcasts over the tensor-parallel group that carry each step's model input from the
+        driver rank to the others before the step runs (vLLM V0's ``broadcast_tensor_dict``: one a non-empty
+        tensor), device time serial with every step, each priced as one small broadcast by the fabric model
+        (:meth:`simulator.serving.iteration.IterationPricer.step_broadcast_time`); 0: none (one device, or an
+        engine whose ranks schedule for themselves). Counted in ``step_broadcast_source``.
     graph_batch_sizes
         Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
         ``B`` sequences replays the graph of the smallest captured size ``>= B`` (its token-wise work runs
@@ -868,6 +892,8 @@ class FrameworkProfile:
     sampler_host_source: str = "not modelled: no sourced host time of the sampler call recorded for this stack"
     all_reduce_kernel: str = "nccl"
     all_reduce_source: str = ""
+    step_broadcasts: int = 0
+    step_broadcast_source: str = ""
     graph_batch_sizes: tuple[int, ...] = ()
     graph_batch_source: str = ""
     kv_cache_sizing: str = "device"
@@ -1070,7 +1096,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
                      sampler_host_s=0.623e-3, sampler_host_per_seq_s=0.00700e-3, sampler_host_source=_VIDUR_SAMPLER,
-                     all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
+                     all_reduce_kernel="vllm-custom-2024", all_reduce_source=_ENGINE_AR_2024,
+                     step_broadcasts=10, step_broadcast_source=_VLLM_V0_INPUT_BROADCAST,
                      graph_batch_source=_VLLM_V0_GRAPH_BS,
                      graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True,
                      fused_moe_configs=_VLLM_06_MOE_CONFIGS, fused_moe_source=_VLLM_06_MOE_SOURCE),
@@ -1091,8 +1118,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      decode_host_ops=26, decode_host_syncs=6, decode_host_source=_SGLANG_03_DECODE_HOST,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
-                     graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
-                     graph_batch_source=_SGLANG_GRAPH_BS,
+                     graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom-2024",
+                     all_reduce_source=_ENGINE_AR_2024, graph_batch_source=_SGLANG_GRAPH_BS,
                      graph_launch_source=_GRAPH_LAUNCH_V0_SGL03, waits_each_step=True),
     FrameworkProfile("xla", "XLA (JAX / TensorFlow / PyTorch-XLA) compiled program", fusion=True, sources=(_XLA,),
                      devices=_XLA_DEVICES),

@@ -92,7 +92,8 @@ class EvalOptions:
         Who runs a tensor-parallel all-reduce inside one node: ``"nccl"`` (the library's tuner over the fabric
         model, :func:`hwmodels.collectives.select_algorithm`) or a serving engine's own kernel
         (:data:`ALL_REDUCE_KERNELS`: ``"vllm-custom"``, vLLM's custom all-reduce, which SGLang also runs;
-        ``"trtllm-custom"``, TensorRT-LLM's custom all-reduce plugin as its 0.9-era engines run it) for the
+        ``"trtllm-custom"``, TensorRT-LLM's custom all-reduce plugin as its 0.9-era engines run it;
+        ``"vllm-custom-2024"``, vLLM's kernel as builds before vLLM PR #8558 ship it: vLLM 0.5-0.6.1, SGLang 0.3) for the
         messages it takes where a published table covers the fabric (:func:`hwmodels.collectives.engine_all_reduce`;
         NCCL otherwise).
     decode_attention
@@ -241,7 +242,7 @@ FP8_PROMOTION_ARCHS = ("hopper",)
 CONV_LAYOUTS = ("nhwc", "nchw")
 #: Who runs a one-node all-reduce (``EvalOptions.all_reduce_kernel``): NCCL, or an engine's own kernel
 #: (:data:`hwmodels.collectives.ENGINE_ALL_REDUCE_KERNELS`).
-ALL_REDUCE_KERNELS = ("nccl", "vllm-custom", "trtllm-custom")
+ALL_REDUCE_KERNELS = ("nccl", "vllm-custom", "trtllm-custom", "vllm-custom-2024")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +293,8 @@ SETTINGS: dict[str, Setting] = {
     "all_reduce_kernel": Setting("all_reduce_kernel", "str", ALL_REDUCE_KERNELS,
                                  doc="who runs a one-node all-reduce: nccl, or a serving engine's own kernel "
                                      "(vllm-custom: vLLM's custom all-reduce, also SGLang's; trtllm-custom: "
-                                     "TensorRT-LLM's custom all-reduce plugin, 0.9-era rule)"),
+                                     "TensorRT-LLM's custom all-reduce plugin, 0.9-era rule; vllm-custom-2024: vLLM's kernel "
+                                     "before vLLM PR #8558, as vLLM 0.5-0.6.1 and SGLang 0.3 ship it)"),
     "decode_attention": Setting("decode_attention", "str", DECODE_ATTENTIONS,
                                 doc="how a decode attention kernel reads a grouped K/V cache: grouped (once per KV "
                                     "head) or per-query-head (masked multi-head attention, TensorRT-LLM before its "

@@ -133,6 +133,10 @@ class IterationPricer:
         ``(ops, syncs)``: the eager framework ops and host synchronisations a synchronous engine runs around
         each decode-graph replay (the profile's ``decode_host_ops``, ``decode_host_syncs``), charged with the
         host time of every iteration replayed from a graph (:meth:`decode_host_time`).
+    step_broadcasts
+        The NCCL broadcasts that carry each step's model input from the driver rank to the other
+        tensor-parallel ranks (the profile's ``step_broadcasts``), device time of every step
+        (:meth:`step_broadcast_time`); 0: none.
     weight_dtype, kv_dtype
         Serving precision (:func:`workloads.precision.apply_precision`, as ``predict --weight-dtype`` /
         ``--kv-dtype``): quantised linear-layer weights (``fp8``: W8A8 fp8 GEMMs, the LM head, embeddings,
@@ -147,7 +151,8 @@ class IterationPricer:
                  host_s: float = 0.0, host_per_seq_s: float = 0.0, eager_options: Any = None,
                  sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "",
                  weight_dtype: str | None = None, kv_dtype: str | None = None,
-                 decode_host: tuple[int, int] = (0, 0), sampler_host: tuple[float, float] = (0.0, 0.0)) -> None:
+                 decode_host: tuple[int, int] = (0, 0), sampler_host: tuple[float, float] = (0.0, 0.0),
+                 step_broadcasts: int = 0) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -165,6 +170,8 @@ class IterationPricer:
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.graph_launch = graph_launch if getattr(self.options, "cuda_graphs", False) else ""
         self.decode_host = (int(decode_host[0]), int(decode_host[1]))
+        self.step_broadcasts = int(step_broadcasts)
+        self._bcast: dict[int, float] = {}
         self._nodes = 0
         from workloads.serving import layer_windows
 
@@ -179,7 +186,7 @@ class IterationPricer:
             self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
                                                   host_per_seq_s=host_per_seq_s, sampler=sampler,
                                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                                                  sampler_host=sampler_host)
+                                                  sampler_host=sampler_host, step_broadcasts=step_broadcasts)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
         #: attention (s, J) of a prefill chunk by (query tokens, earlier context), and step host times by
@@ -351,7 +358,28 @@ class IterationPricer:
         elif decodes:
             at, ae = self.attention(decodes, verify, decode_context)
             t, e = t + at, e + ae
-        return t + self.step_host_time(len(chunks) + decodes, self.replays_graph(decodes, len(chunks), verify)), e
+        seqs = len(chunks) + decodes
+        return t + self.step_broadcast_time(seqs) + self.step_host_time(seqs, self.replays_graph(decodes, len(chunks),
+                                                                                                  verify)), e
+
+    def step_broadcast_time(self, seqs: int) -> float:
+        """Device time (s) of the step's input broadcasts from the driver rank to the other tensor-parallel ranks
+        (``step_broadcasts``, the profile's count), serial with every step: each one small NCCL broadcast over
+        the plan's ``tp`` devices as the fabric model prices it (:func:`hwmodels.collectives.select_algorithm`),
+        of ``8 x seqs`` bytes (one int64 a sequence; every such message up to a few KB costs the protocol's
+        latency floor); 0 on one device, without a count or without a fabric model of the system."""
+        tp = int(getattr(self.plan, "tp", 1))
+        if self.step_broadcasts <= 0 or tp <= 1:
+            return 0.0
+        hit = self._bcast.get(seqs)
+        if hit is None:
+            from hwmodels.collectives import select_algorithm
+            from simulator.lowering.collectives import collective_system_for
+
+            csys = collective_system_for(self.system)
+            one = 0.0 if csys is None else float(select_algorithm("broadcast", 8 * max(seqs, 1), tp, csys).time_s)
+            hit = self._bcast[seqs] = self.step_broadcasts * one
+        return hit
 
     def host_time(self, seqs: int) -> float:
         """Host time (s) of an iteration of ``seqs`` sequences (the framework profile's fields, the sampler call's
@@ -420,7 +448,8 @@ class IterationPricer:
         if hit is None:
             t, e = self.dense(self.padded(batch))
             ht, he = self.head(batch)
-            hit = self._memo[("f", batch)] = (t + ht + self.step_host_time(batch), e + he)
+            hit = self._memo[("f", batch)] = (t + ht + self.step_broadcast_time(batch) + self.step_host_time(batch),
+                                              e + he)
         return hit
 
     def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:

@@ -301,7 +301,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              graph_sizes=getattr(profile, "graph_batch_sizes", ()) if getattr(opts, "cuda_graphs", False) else (),
                              graph_launch=_graph_launch(config, profile),
                              weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
-                             decode_host=_decode_host(config, profile), sampler_host=_sampler_host(config, profile))
+                             decode_host=_decode_host(config, profile), sampler_host=_sampler_host(config, profile),
+                             step_broadcasts=int(getattr(profile, "step_broadcasts", 0)))
     _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":

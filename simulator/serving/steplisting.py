@@ -88,6 +88,8 @@ def decode_step_listing(pricer: Any, batch: int, context: int) -> list[StepPart]
         raise ServingError(f"decode_step_listing: batch {batch}; expected a bucket point (1..16, then m * 2^e, "
                            "m = 8..15) no larger than the largest captured graph")
     rows = _device_rows(pricer, batch, context)
+    rows.append(StepPart("input broadcast", "broadcast", pricer.step_broadcasts if pricer.plan.tp > 1 else 0,
+                         pricer.step_broadcast_time(batch)))
     graphed = pricer.replays_graph(batch)
     rows += [StepPart("host", "profile host line", 0, pricer.host_s + pricer.host_per_seq_s * batch),
              StepPart("host", "sampler call", 0, sampler_call_host_s(pricer.sampler_host, batch)),

@@ -116,8 +116,9 @@ def test_profiles_and_aliases():
                                                    "fp8_accumulation": "fast", "tpu_segment_ids": False}
     assert get_profile("vllm").cost_options()["cuda_graphs"] is True
     # vLLM's custom all-reduce: vLLM (V0 and V1) and SGLang run it by default; TensorRT-LLM stays NCCL (no table)
-    assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom"} == {
-        "vllm", "vllm-v0", "sglang", "sglang-0.3"}
+    assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom"} == {"vllm", "sglang"}
+    # the 2024 builds (vLLM 0.6.0, SGLang 0.3.0 with vllm 0.5.5) ran the kernel before vLLM PR #8558
+    assert {n for n, p in PROFILES.items() if p.all_reduce_kernel == "vllm-custom-2024"} == {"vllm-v0", "sglang-0.3"}
     # Inductor, vLLM and SGLang call cuBLAS / cuDNN as library kernels: nothing fuses into a contraction
     unfused = ("compile", "fsdp2-compile", "fsdp2-compile-blocks", "automodel-compile", "vllm", "vllm-v0", "sglang", "sglang-0.3")
     for name in unfused:

@@ -64,7 +64,8 @@ def test_a_new_setting_needs_no_edit_in_the_scenario_loader(tmp_path: Path, monk
     ('attention_kernel = "flsh2"', "options.attention_kernel: unknown value; got 'flsh2'; expected one of auto, "
                                     "flash2, flash3; did you mean 'flash2'?"),
     ('all_reduce_kernel = "vllm-custm"', "options.all_reduce_kernel: unknown value; got 'vllm-custm'; expected one "
-                                          "of nccl, vllm-custom, trtllm-custom; did you mean 'vllm-custom'?"),
+                                          "of nccl, vllm-custom, trtllm-custom, vllm-custom-2024; did you mean "
+                                          "'vllm-custom'?"),
     ("cuda_graphs = 1", "options.cuda_graphs: not a boolean; got 1; expected true or false"),
     ('fusion = "yes"', "options.fusion: not a boolean; got 'yes'; expected true, false or \"auto\""),
     ("l2_residncy = true", "options.l2_residncy: unknown option; got 'l2_residncy'; expected one of fusion, "),

@@ -59,14 +59,14 @@ _MIB = 1024 * 1024
 
 @pytest.mark.parametrize(("batch", "stage", "want_us"), [
     (16, "1stage", 6.0 + 8.0 * 0.25),  # 256 KiB: one-stage below 512 KiB on 4 GPUs
-    (40, "2stage", 13.36 + 7.29 * 0.625),  # 640 KiB: two-stage
+    (40, "2stage", 13.36 + 7.29 * 0.625 + 6.5),  # 640 KiB: two-stage, with the fence of builds before PR #8558
 ])
 def test_vllm_and_sglang_decode_allreduce_is_the_custom_kernel(batch: int, stage: str, want_us: float) -> None:
     for fw in ("vllm-v0", "sglang-0.3"):
         res = _decode_step(fw, "llama-3-70b", "dgx-h100", 4, batch)
         recs = [r for rep in res.reports for r in rep.records if r.kind == "all_reduce"]
         assert len(recs) == 161
-        assert {r.rule for r in recs} == {f"vllm-custom-{stage}-all_reduce"}
+        assert {r.rule for r in recs} == {f"vllm-custom-2024-{stage}-all_reduce"}
         # inside the decode CUDA graph: no input copy
         assert float(recs[0].time_s) == pytest.approx(want_us * _US, rel=1e-6)
 
@@ -129,3 +129,11 @@ def test_unknown_all_reduce_kernel_is_one_located_error() -> None:
         EvalOptions(all_reduce_kernel="vllm-custm")
     with pytest.raises(ValueError, match=r"opts\.all_reduce_kernel.*expected one of nccl, vllm-custom"):
         options_from_settings({"all_reduce_kernel": "mscclpp"}, where="opts")
+
+
+@pytest.mark.parametrize(("batch", "extra_us"), [(16, 0.0), (40, 6.5)])
+def test_the_2024_kernel_differs_from_the_published_one_only_in_two_stage_calls(batch: int, extra_us: float) -> None:
+    """vLLM PR #8558: 6~7 us off the two-stage kernel on H100 (its __threadfence_system); one-stage unchanged."""
+    new = _decode_step("vllm-v0", "llama-3-70b", "dgx-h100", 4, batch, kernel="vllm-custom")
+    old = _decode_step("vllm-v0", "llama-3-70b", "dgx-h100", 4, batch, kernel="vllm-custom-2024")
+    assert float(old.latency_s) - float(new.latency_s) == pytest.approx(161 * extra_us * _US, abs=1e-9)

@@ -58,3 +58,29 @@ def test_listing_refuses_a_batch_off_the_buckets(batch: int) -> None:
 
     with pytest.raises(ServingError, match="expected a bucket point"):
         decode_step_listing(_pricer("vllm-v0"), batch, 384)
+
+
+def test_vllm_v0_step_carries_ten_input_broadcasts_and_sglang_none() -> None:
+    """vLLM 0.6.0 re-sends the model input every step (``broadcast_tensor_dict``: ten non-empty GPU tensors of a
+    decode step, each one NCCL broadcast over the four ranks): 10 x the fabric model's small broadcast on four
+    H100s, 8.42 us at 128 bytes (16 int64s) by its ring LL line (8.41 us at 64 B, 8.54 at 1 KiB); SGLang 0.3's
+    ranks schedule for themselves (none)."""
+    from hwmodels.collectives import select_algorithm
+    from simulator.serving.steplisting import decode_step_listing
+
+    one = float(select_algorithm("broadcast", 8 * 16, 4, "dgx-h100").time_s)
+    assert one == pytest.approx(8.42e-6, abs=0.01e-6)
+    for fw, n in (("vllm-v0", 10), ("sglang-0.3", 0)):
+        row = next(r for r in decode_step_listing(_pricer(fw), 16, 384) if r.part == "input broadcast")
+        assert (row.kernels, row.seconds) == (n, pytest.approx(n * one, rel=1e-12))
+
+
+def test_one_device_has_no_input_broadcast() -> None:
+    from simulator.serving import ServeConfig
+    from simulator.serving.setup import prepare
+    from workloads.parallel import ParallelPlan
+
+    cfg = ServeConfig(arrival="poisson:qps=4", lengths="fixed:in=128,out=16", scheduler="orca", requests=2, seed=0,
+                      framework="vllm-v0", dtype="bf16", mixed_prefill=False)
+    p = prepare("llama-3-8b", "a100-sxm4-80gb", cfg, ParallelPlan(tp=1)).pricer
+    assert p.step_broadcasts == 10 and p.step_broadcast_time(16) == 0.0
