@@ -836,7 +836,8 @@ def _cross_checks(kw: dict[str, Any], problems: _Problems) -> None:
         )
     compute, energy = kw.get("compute"), kw.get("energy")
     if compute is not None and energy is not None:
-        for ename, cname in (("tensor_j_per_flop", "tensor_flops_per_s"), ("vector_j_per_flop", "vector_flops_per_s")):
+        for ename, cname in (("tensor_j_per_flop", "tensor_flops_per_s"), ("vector_j_per_flop", "vector_flops_per_s"),
+                             ("chain_j_per_flop", "vector_flops_per_s")):
             have = getattr(compute, cname)
             for dt in getattr(energy, ename):
                 if dt not in have:

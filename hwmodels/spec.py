@@ -320,6 +320,10 @@ class EnergySpec:
     dram_path_j_per_byte: float = spec_field(
         "J/B", "energy per main-memory byte spent on the die outside the DRAM devices: the wires from the "
         "memory PHY through the last-level cache slice to the compute units", default=0.0)
+    chain_j_per_flop: dict[str, float] = spec_field(
+        "J/FLOP", "vector-unit dynamic energy per FLOP of a dependent FMA chain on register operands, two of the "
+        "three loop-invariant (a peak-FLOP or roofline loop: no operand delivery from shared memory and little "
+        "operand switching), by dtype; a dtype not listed takes vector_j_per_flop", default_factory=dict)
 
 
 @dataclass(frozen=True)

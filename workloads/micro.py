@@ -271,7 +271,10 @@ def _elementwise(b: GraphBuilder, p: dict[str, Any]) -> None:
 def _roofline(b: GraphBuilder, p: dict[str, Any]) -> None:
     # the two arrays as one (2, numel) input: the same bytes read; (1 + fmas) FLOPs per element read
     ab = b.input("ab", (2, p["numel"]))
-    b.op("reduction", [ab], name="roofline", op="sum", axes=(0, 1), flops_per_element=1 + p["fmas"])
+    # the FLOPs are one dependent chain per element pair on register operands (v = a - b, then v = v * a - b
+    # fmas times, sum += v; RRZE-HPC/gpu-benches gpu-roofline/main.cu testfun): operands = "register-chain"
+    b.op("reduction", [ab], name="roofline", op="sum", axes=(0, 1), flops_per_element=1 + p["fmas"],
+         operands="register-chain")
 
 
 def _rows_cols(kind: str) -> Callable[[GraphBuilder, dict[str, Any]], None]:

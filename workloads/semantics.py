@@ -691,7 +691,8 @@ def _infer_reduction(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
 register("reduction", "reduction", _infer_reduction,
          lambda op: int(op.attrs.get("flops_per_element", 1)) * op.inputs[0].numel,
          doc="sum/mean/max over attrs axes; attrs op, keepdims, flops_per_element (FLOPs per input "
-             "element, default 1: a plain sum), access (optional: 'outer_axis', as elementwise)")
+             "element, default 1: a plain sum), access (optional: 'outer_axis', as elementwise), operands "
+             "(optional: 'register-chain', the FLOPs are a dependent FMA chain on register operands)")
 
 
 def _infer_pool(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

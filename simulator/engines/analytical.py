@@ -141,7 +141,9 @@ def spec_tree(obj: Any) -> Any:
 _ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "flash2_causal_fwd_ratio_scale": 1.0,
                                    "library_gemm_call_s": 0.0, "compute_capability": 0,
                                    # (sm.warp_schedulers at its declared default: every catalog GPU has 4)
-                                   "warp_schedulers": 4}
+                                   "warp_schedulers": 4,
+                                   # (energy.chain_j_per_flop empty: every vector FLOP at vector_j_per_flop)
+                                   "chain_j_per_flop": ()}
 
 
 def absent_in_digest(name: str, value: Any) -> bool:
@@ -151,7 +153,7 @@ def absent_in_digest(name: str, value: Any) -> bool:
         return False
     absent = _ABSENT_FIELDS[name]
     if absent is None or absent == ():
-        return value is None or (isinstance(value, (tuple, list)) and len(value) == 0)
+        return value is None or (isinstance(value, (tuple, list, dict)) and len(value) == 0)
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == absent
 
 
@@ -282,6 +284,18 @@ class EnergyCoefficients:
         else:
             self.warnings.add(f"{dev.name}: memory: no shared-memory level with an energy per byte; "
                               "shared-memory traffic costs no energy in this report")
+
+    def vector_per_flop(self, kc: KernelCost) -> Any:
+        """J per vector FLOP of ``kc``: ``energy.vector_j_per_flop.fp32``, its ``chain_flops`` (a dependent FMA
+        chain on register operands) at ``energy.chain_j_per_flop.fp32`` where the device gives that figure."""
+        j = self.per_flop(self.dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
+        chain = self.dev.energy.chain_j_per_flop.get("fp32")
+        cf = np.asarray(kc.chain_flops, float)
+        if chain is None or not np.any(cf > 0):
+            return j
+        vf = np.asarray(kc.vector_flops, float)
+        mixed = np.where(vf > 0, (j * (vf - cf) + chain * cf) / np.where(vf > 0, vf, 1.0), j)
+        return float(mixed) if np.ndim(mixed) == 0 else mixed
 
     def per_flop(self, table: dict[str, float], dtype: str, what: str) -> float:
         if not dtype:
@@ -618,7 +632,7 @@ def _record_values(kc: KernelCost, dev: DeviceSpec, energy: EnergyCoefficients, 
     t = max(device_t, host)
     compute, memory = kc.compute_s, kc.memory_s
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
-    j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
+    j_vector = energy.vector_per_flop(kc)
     traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
     e_dyn = float(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, traffic, energy.per_byte))
     capped = False

@@ -86,7 +86,7 @@ LOOPED_PATH_RULES: dict[str, frozenset[str]] = {}
 #: KernelCost fields stacked per variant when an op is lowered variant by variant (the arithmetic counts too:
 #: a rule may spend instructions that depend on a hardware field, e.g. the dequantisation of quantised weights)
 _COST_ARRAYS = ("compute_s", "memory_s", "latency_s", "dram_bytes", "l2_bytes", "smem_bytes", "matrix_flops",
-                "vector_flops")
+                "vector_flops", "chain_flops")
 
 
 @dataclass(frozen=True)
@@ -608,7 +608,7 @@ def _record_arrays(kc: KernelCost, dev: DeviceSpec, energy: EnergyCoefficients, 
     host = host_floor_s(kc.rule, kernels, floor, dev.efficiency, opts, modules)
     t = _vec(np.maximum(device_t, host), n)
     j_matrix = energy.per_flop(dev.energy.tensor_j_per_flop, kc.matrix_dtype, "tensor_j_per_flop")
-    j_vector = energy.per_flop(dev.energy.vector_j_per_flop, "fp32", "vector_j_per_flop")
+    j_vector = energy.vector_per_flop(kc)
     traffic = {"dram": kc.dram_bytes, "l2": kc.l2_bytes, "smem": kc.smem_bytes}
     e_dyn = _vec(dynamic_energy(kc.matrix_flops, j_matrix, kc.vector_flops, j_vector, traffic, energy.per_byte), n)
     if dev.dvfs is not None and opts.power_cap:

@@ -112,6 +112,9 @@ class KernelCost:
     # the cost already holds the device-side time of its kernels (a measured end-to-end collective time;
     # linear-algebra pieces priced one by one): the engine adds no efficiency.kernel_device_time_s to it
     kernel_time_included: bool = False
+    # the part of vector_flops that is a dependent FMA chain on register operands (the op declares it:
+    # attrs operands = "register-chain"); the engine prices it at energy.chain_j_per_flop where the device gives one
+    chain_flops: float = 0.0
 
     @property
     def device_time_s(self) -> float:

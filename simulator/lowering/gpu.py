@@ -903,7 +903,10 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     if op.kind == "elementwise" and getattr(ctx.options, "streaming_kernel", ""):
         e, rule = _in_tile_loop(e, rule, op, ctx)
-    return _from_estimate(e, rule, 0.0, vec)
+    cost = _from_estimate(e, rule, 0.0, vec)
+    if op.attrs.get("operands") == "register-chain":  # a dependent FMA chain on register operands
+        cost = dataclasses.replace(cost, chain_flops=cost.vector_flops)
+    return cost
 
 
 def _in_tile_loop(e: gpu.KernelEstimate, rule: str, op: Op, ctx: LoweringContext) -> tuple[gpu.KernelEstimate, str]:

@@ -204,6 +204,17 @@ def test_energy_for_a_dtype_without_throughput_is_an_error():
         device_from_dict(data)
 
 
+def test_chain_energy_is_optional_and_checked_like_the_vector_energy():
+    data = minimal()
+    assert device_from_dict(data).energy.chain_j_per_flop == {}  # absent: every vector FLOP at vector_j_per_flop
+    data["energy"]["chain_j_per_flop"] = {"fp32": q("4 pJ/FLOP")}
+    assert device_from_dict(data).energy.chain_j_per_flop == {"fp32": pytest.approx(4e-12)}
+    data["energy"]["chain_j_per_flop"]["fp64"] = q("8 pJ/FLOP")
+    with pytest.raises(SpecError, match=r"energy.chain_j_per_flop.fp64: energy for a dtype without a throughput; got "
+                                        r"'fp64'; expected a dtype of compute.vector_flops_per_s \(fp32\)"):
+        device_from_dict(data)
+
+
 def test_cross_field_checks():
     data = minimal()
     data["power"]["idle_w"] = q("400 W")
