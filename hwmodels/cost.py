@@ -39,7 +39,7 @@ from hwmodels.spec import SpecError
 from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems
 
-__all__ = ["Price", "PriceQuote", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
+__all__ = ["Price", "PriceQuote", "Pricing", "run_cost", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
            "load_prices", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
 
 #: The catalog's price file.
@@ -261,3 +261,74 @@ def usd_per_hour(device: str, mode: str = "cloud", *, prices: Mapping[str, Price
     how = (f"tco: {buy:g} USD over {years:g} y at {utilization:.0%} utilization + {watts:g} W x PUE {pue:g} at "
            f"{usd_per_kwh:g} USD/kWh = {total:.4g} USD/h")
     return PriceQuote(total, how, "tco", parts)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How a run's device-hours are priced: ``mode`` (:data:`PRICE_MODES`) and, for ``tco``, its inputs.
+
+    ``years``, ``pue`` and ``usd_per_kwh`` have no defaults (a data centre's own figures); ``utilization``
+    is the fraction of wall-clock hours the device does paid work (default 1: every hour billed, as a
+    cloud hour is). ``prices``: a price file of the same format (default the catalog's).
+    """
+
+    mode: str = "cloud"
+    years: float | None = None
+    pue: float | None = None
+    usd_per_kwh: float | None = None
+    utilization: float = 1.0
+    prices: str | None = None
+
+    def inputs(self) -> dict[str, Any]:
+        """The inputs the mode uses (JSON), ``None`` ones left out."""
+        keys = ("years", "pue", "usd_per_kwh", "utilization") if self.mode == "tco" else ()
+        out: dict[str, Any] = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        if self.prices is not None:
+            out["prices"] = self.prices
+        return out
+
+
+def _run_power_w(device: str, energy_j: float | None, device_hours: float) -> tuple[float, str]:
+    """Average power per device of the run (its modelled energy over its device-hours), else the datasheet TDP."""
+    if energy_j is not None and energy_j > 0 and device_hours > 0:
+        return energy_j / (device_hours * 3600.0), "run average: energy_j / (devices x makespan_s)"
+    return _device_power_w(device), "datasheet power.tdp_w (the run has no energy)"
+
+
+def run_cost(device: str, devices: int, seconds: float, tokens: int, *, energy_j: float | None = None,
+             pricing: Pricing | None = None) -> dict[str, Any]:
+    """What ``devices`` devices for ``seconds`` cost, per million ``tokens``, priced by ``pricing``.
+
+    The JSON ``cost`` object of ``nodeperf serve``: ``usd_per_million_tokens`` (None where the device is
+    unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts`` and,
+    for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
+    energy, or the datasheet TDP when the run has none).
+
+    Raises
+    ------
+    ValueError
+        TCO of a device without a purchase price, a bad TCO input, an unknown mode.
+    """
+    pr = pricing or Pricing()
+    table = load_prices(pr.prices) if pr.prices is not None else load_prices()
+    name = device.lower()
+    hours = devices * seconds / 3600.0
+    extra: dict[str, Any] = {}
+    if pr.mode == "cloud" and name not in table:
+        return {"usd_per_million_tokens": None, "mode": "cloud", "inputs": pr.inputs(), "device": name,
+                "priced_by": f"no price for device {device!r} in the catalog"}
+    if pr.mode == "tco":
+        watts, extra["power_from"] = _run_power_w(name, energy_j, hours)
+        extra["power_w"] = watts
+        q = usd_per_hour(name, "tco", prices=table, years=pr.years, utilization=pr.utilization, pue=pr.pue,
+                         usd_per_kwh=pr.usd_per_kwh, power_w=watts)
+        entry = table.get(name)
+        source = entry.purchase_source if entry is not None else ""
+    else:
+        q = usd_per_hour(name, pr.mode, prices=table)
+        source = table[name].source
+    usd = q.value * hours
+    return {"usd_per_million_tokens": usd / tokens * 1e6 if tokens else None, "usd_per_device_hour": q.value,
+            "device": name, "devices": devices, "usd_total": usd, "mode": q.mode, "inputs": pr.inputs(), "parts": dict(q.parts),
+            "priced_by": q.how, "source": source,
+            "basis": "devices x hours of the makespan x hourly price / output tokens", **extra}
