@@ -40,7 +40,7 @@ from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems
 
 __all__ = ["Price", "PriceQuote", "Pricing", "run_cost", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
-           "load_prices", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
+           "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
 
 #: The catalog's price file.
 PRICES_FILE = Path(__file__).resolve().parent / "catalog" / "prices.toml"
@@ -59,10 +59,13 @@ _TOP_KEYS = ("schema", "refs", "devices")
 
 @dataclass(frozen=True)
 class Price:
-    """Hourly price of one device (USD/h) and where it comes from; optionally its purchase price."""
+    """Hourly price of one device (USD/h) and where it comes from; optionally its purchase price.
+
+    ``usd_per_hour`` is None for an entry that states only a purchase price (:func:`load_price_entries`;
+    :func:`load_prices` leaves those out)."""
 
     device: str
-    usd_per_hour: float
+    usd_per_hour: float | None
     source: str
     date: str = ""
     provider: str = ""
@@ -129,21 +132,38 @@ def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple
         problems.append(f"{where}: not a table; got {entry!r}; expected [devices.{name}] with usd_per_hour")
         return None
     problems.extend(f"{where}.{q}: {m()}" for q, m in table_problems(entry, allowed=_ENTRY_KEYS))
-    hourly = entry.get("usd_per_hour")
-    if not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
+    hourly, buy = entry.get("usd_per_hour"), entry.get("purchase_usd")
+    if hourly is None and isinstance(buy, dict):  # a purchase price only: priced in TCO mode, not rented
+        hourly = None
+    elif not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
         return None
-    buy = entry.get("purchase_usd")
     if buy is not None and not _check_item(buy, f"{where}.purchase_usd", _PURCHASE_KEYS, "purchase_usd", problems):
+        if hourly is None:
+            return None
         buy = None
     s = lambda t, k: str(t.get(k, "")) if t else ""  # noqa: E731
-    return Price(name.lower(), float(hourly["value"]), _expand(hourly["source"], refs), s(hourly, "date"),
+    return Price(name.lower(), float(hourly["value"]) if hourly else None,
+                 _expand(hourly["source"], refs) if hourly else "", s(hourly, "date"),
                  s(hourly, "provider"), s(hourly, "instance"), s(hourly, "region"), s(hourly, "url"),
                  float(buy["value"]) if buy else None, _expand(buy["source"], refs) if buy else "",
                  s(buy, "date"))
 
 
 def load_prices(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
-    """Device name (lowercase) -> :class:`Price`, from ``path`` or the catalog's ``prices.toml``.
+    """Device name (lowercase) -> :class:`Price` of every device with an hourly price, from ``path`` or the
+    catalog's ``prices.toml`` (:func:`load_price_entries` less the purchase-only entries).
+
+    Raises
+    ------
+    SpecError
+        As :func:`load_price_entries`.
+    """
+    return {k: v for k, v in load_price_entries(path, check_devices=check_devices).items() if v.usd_per_hour is not None}
+
+
+def load_price_entries(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
+    """Device name (lowercase) -> :class:`Price` of every entry (an hourly price, a purchase price or both),
+    from ``path`` or the catalog's ``prices.toml``.
 
     ``check_devices``: every ``[devices.NAME]`` must name a catalog device (with a near-match hint);
     default: for the catalog's own file only (a user's file may price devices of its own TOML files).
@@ -152,7 +172,8 @@ def load_prices(path: str | Path | None = None, *, check_devices: bool | None = 
     ------
     SpecError
         Every problem of the file, one located line each: missing file, invalid TOML, wrong schema,
-        an unknown key or device, an entry without a positive ``usd_per_hour.value`` or a ``source``.
+        an unknown key or device, an entry with neither a ``usd_per_hour`` nor a ``purchase_usd``, one
+        without a positive ``value`` or a ``source``.
     """
     from hwmodels.loader import read_toml
 
@@ -239,12 +260,13 @@ def usd_per_hour(device: str, mode: str = "cloud", *, prices: Mapping[str, Price
     if mode not in PRICE_MODES:
         raise ValueError(f"price mode; got {mode!r}; expected one of {', '.join(PRICE_MODES)}"
                          f"{did_you_mean(mode, PRICE_MODES)}")
-    table = load_prices() if prices is None else prices
+    table = (load_prices() if mode == "cloud" else load_price_entries()) if prices is None else prices
     entry = table.get(name)
     if mode == "cloud":
-        if entry is None:
+        if entry is None or entry.usd_per_hour is None:
+            rented = sorted(k for k, v in table.items() if v.usd_per_hour is not None)
             raise ValueError(f"price: no hourly price for {device!r}; expected a [devices.{name}] usd_per_hour "
-                             f"entry (priced: {', '.join(sorted(table)) or 'none'}){did_you_mean(name, sorted(table))}")
+                             f"entry (priced: {', '.join(rented) or 'none'}){did_you_mean(name, rented)}")
         where = ", ".join(x for x in (entry.provider, entry.instance, entry.region) if x)
         how = f"cloud on-demand {entry.usd_per_hour:g} USD/h ({where or entry.source}; {entry.date or 'undated'})"
         return PriceQuote(entry.usd_per_hour, how, "cloud", {"rent": entry.usd_per_hour})
@@ -310,11 +332,11 @@ def run_cost(device: str, devices: int, seconds: float, tokens: int, *, energy_j
         TCO of a device without a purchase price, a bad TCO input, an unknown mode.
     """
     pr = pricing or Pricing()
-    table = load_prices(pr.prices) if pr.prices is not None else load_prices()
+    table = load_price_entries(pr.prices) if pr.prices is not None else load_price_entries()
     name = device.lower()
     hours = devices * seconds / 3600.0
     extra: dict[str, Any] = {}
-    if pr.mode == "cloud" and name not in table:
+    if pr.mode == "cloud" and (name not in table or table[name].usd_per_hour is None):
         return {"usd_per_million_tokens": None, "mode": "cloud", "inputs": pr.inputs(), "device": name,
                 "priced_by": f"no price for device {device!r} in the catalog"}
     if pr.mode == "tco":

@@ -46,7 +46,7 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
         A TCO input given without ``--price tco``, one missing with it, or TCO of a device without a
         ``purchase_usd`` in the price file (one located line each: exit 2).
     """
-    from hwmodels.cost import Pricing, load_prices
+    from hwmodels.cost import Pricing, load_price_entries
 
     tco = {"--tco-years": args.tco_years, "--pue": args.pue, "--electricity-usd-per-kwh": args.electricity_usd_per_kwh}
     if args.price != "tco":
@@ -58,7 +58,7 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
     if missing:
         raise ValueError(f"--price tco: {', '.join(missing)} not given; got none; expected --tco-years Y --pue P "
                          "--electricity-usd-per-kwh USD (a data centre's own figures: no default is assumed)")
-    table = load_prices(args.prices) if args.prices else load_prices()
+    table = load_price_entries(args.prices) if args.prices else load_price_entries()
     for name in devices:
         entry = table.get(name.lower())
         if entry is None or entry.purchase_usd is None:

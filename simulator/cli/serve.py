@@ -167,10 +167,9 @@ def _check_draft(text: str | None) -> None:
     """``--speculative``'s draft model, resolved before the run so a bad name is located under the flag."""
     if text is None:
         return
+    from simulator.serving.config import ServingError
     from simulator.serving.iteration import resolve_config
     from simulator.serving.setup import parse_speculative
-
-    from simulator.serving.config import ServingError
 
     try:
         resolve_config(parse_speculative(text)[0])  # type: ignore[index]
