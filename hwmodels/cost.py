@@ -317,14 +317,15 @@ def _run_power_w(device: str, energy_j: float | None, device_hours: float) -> tu
     return _device_power_w(device), "datasheet power.tdp_w (the run has no energy)"
 
 
-def run_cost(device: str, devices: int, seconds: float, tokens: int, *, energy_j: float | None = None,
-             pricing: Pricing | None = None) -> dict[str, Any]:
+def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy_j: float | None = None,
+             pricing: Pricing | None = None, table: Mapping[str, Price] | None = None) -> dict[str, Any]:
     """What ``devices`` devices for ``seconds`` cost, per million ``tokens``, priced by ``pricing``.
 
     The JSON ``cost`` object of ``nodeperf serve``: ``usd_per_million_tokens`` (None where the device is
     unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts`` and,
     for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
-    energy, or the datasheet TDP when the run has none).
+    energy, or the datasheet TDP when the run has none). ``table``: the entries of ``pricing.prices`` already
+    read (:func:`load_price_entries`), for a caller pricing many runs.
 
     Raises
     ------
@@ -332,7 +333,8 @@ def run_cost(device: str, devices: int, seconds: float, tokens: int, *, energy_j
         TCO of a device without a purchase price, a bad TCO input, an unknown mode.
     """
     pr = pricing or Pricing()
-    table = load_price_entries(pr.prices) if pr.prices is not None else load_price_entries()
+    if table is None:
+        table = load_price_entries(pr.prices) if pr.prices is not None else load_price_entries()
     name = device.lower()
     hours = devices * seconds / 3600.0
     extra: dict[str, Any] = {}
