@@ -104,3 +104,8 @@ def test_tco_of_a_device_without_purchase_price_exit_2(capsys, argv) -> None:  #
     rc, out, err = _run(capsys, [*argv, *TCO])
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "--price tco: no purchase_usd for device 'l40s'" in err and "h100-sxm5-80gb" in err, err
+
+
+def test_tune_without_serve_refuses_the_price_options(capsys) -> None:  # type: ignore[no-untyped-def]
+    rc, _, err = _run(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--pue", "1.2"])
+    assert rc == 2 and "--pue: a serving price option; got no --serve" in err
