@@ -839,6 +839,10 @@ class _Parser:
             self.problem("cost.utilization", f"not a fraction; got {values('utilization')!r}; expected values in (0, 1]")
         if any(y <= 0 for y in values("years")):
             self.problem("cost.years", f"not positive; got {values('years')!r}; expected years > 0")
+        prices = fixed["cost"].get("prices")
+        if prices and not Path(_resolve_file(prices, self.base_dir)).is_file():
+            self.problem("cost.prices", f"no such file; got {prices!r}; expected a price file (the format of "
+                                        "hwmodels/catalog/prices.toml, relative to the experiment file)")
         missing = [k for k in ("years", "pue", "usd_per_kwh") if k not in have]
         if "tco" in values("mode", ("cloud",)) and missing:
             self.problem("cost.mode", f"tco needs {', '.join(missing)}; got none; expected them in [cost] or "

@@ -79,6 +79,7 @@ def test_cost_metrics_are_listed_by_default_only_with_cost_settings(tmp_path: Pa
     ('[cost]\npue = 0.9', "cost.pue"),
     ('[cost]\nutilization = 1.5', "cost.utilization: not a fraction"),
     ('[cost]\nyears = 0', "cost.years: must be > 0; got 0"),
+    ('[cost]\nprices = "nope.toml"', "cost.prices: no such file; got 'nope.toml'"),
 ])
 def test_bad_cost_settings_are_located(tmp_path: Path, extra: str, needle: str) -> None:
     with pytest.raises(ExperimentError) as e:
