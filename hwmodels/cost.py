@@ -39,8 +39,8 @@ from hwmodels.spec import SpecError
 from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems
 
-__all__ = ["Price", "PriceQuote", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
-           "load_prices", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
+__all__ = ["Price", "PriceQuote", "Pricing", "run_cost", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
+           "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
 
 #: The catalog's price file.
 PRICES_FILE = Path(__file__).resolve().parent / "catalog" / "prices.toml"
@@ -59,10 +59,13 @@ _TOP_KEYS = ("schema", "refs", "devices")
 
 @dataclass(frozen=True)
 class Price:
-    """Hourly price of one device (USD/h) and where it comes from; optionally its purchase price."""
+    """Hourly price of one device (USD/h) and where it comes from; optionally its purchase price.
+
+    ``usd_per_hour`` is None for an entry that states only a purchase price (:func:`load_price_entries`;
+    :func:`load_prices` leaves those out)."""
 
     device: str
-    usd_per_hour: float
+    usd_per_hour: float | None
     source: str
     date: str = ""
     provider: str = ""
@@ -129,21 +132,38 @@ def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple
         problems.append(f"{where}: not a table; got {entry!r}; expected [devices.{name}] with usd_per_hour")
         return None
     problems.extend(f"{where}.{q}: {m()}" for q, m in table_problems(entry, allowed=_ENTRY_KEYS))
-    hourly = entry.get("usd_per_hour")
-    if not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
+    hourly, buy = entry.get("usd_per_hour"), entry.get("purchase_usd")
+    if hourly is None and isinstance(buy, dict):  # a purchase price only: priced in TCO mode, not rented
+        hourly = None
+    elif not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
         return None
-    buy = entry.get("purchase_usd")
     if buy is not None and not _check_item(buy, f"{where}.purchase_usd", _PURCHASE_KEYS, "purchase_usd", problems):
+        if hourly is None:
+            return None
         buy = None
     s = lambda t, k: str(t.get(k, "")) if t else ""  # noqa: E731
-    return Price(name.lower(), float(hourly["value"]), _expand(hourly["source"], refs), s(hourly, "date"),
+    return Price(name.lower(), float(hourly["value"]) if hourly else None,
+                 _expand(hourly["source"], refs) if hourly else "", s(hourly, "date"),
                  s(hourly, "provider"), s(hourly, "instance"), s(hourly, "region"), s(hourly, "url"),
                  float(buy["value"]) if buy else None, _expand(buy["source"], refs) if buy else "",
                  s(buy, "date"))
 
 
 def load_prices(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
-    """Device name (lowercase) -> :class:`Price`, from ``path`` or the catalog's ``prices.toml``.
+    """Device name (lowercase) -> :class:`Price` of every device with an hourly price, from ``path`` or the
+    catalog's ``prices.toml`` (:func:`load_price_entries` less the purchase-only entries).
+
+    Raises
+    ------
+    SpecError
+        As :func:`load_price_entries`.
+    """
+    return {k: v for k, v in load_price_entries(path, check_devices=check_devices).items() if v.usd_per_hour is not None}
+
+
+def load_price_entries(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
+    """Device name (lowercase) -> :class:`Price` of every entry (an hourly price, a purchase price or both),
+    from ``path`` or the catalog's ``prices.toml``.
 
     ``check_devices``: every ``[devices.NAME]`` must name a catalog device (with a near-match hint);
     default: for the catalog's own file only (a user's file may price devices of its own TOML files).
@@ -152,7 +172,8 @@ def load_prices(path: str | Path | None = None, *, check_devices: bool | None = 
     ------
     SpecError
         Every problem of the file, one located line each: missing file, invalid TOML, wrong schema,
-        an unknown key or device, an entry without a positive ``usd_per_hour.value`` or a ``source``.
+        an unknown key or device, an entry with neither a ``usd_per_hour`` nor a ``purchase_usd``, one
+        without a positive ``value`` or a ``source``.
     """
     from hwmodels.loader import read_toml
 
@@ -239,12 +260,13 @@ def usd_per_hour(device: str, mode: str = "cloud", *, prices: Mapping[str, Price
     if mode not in PRICE_MODES:
         raise ValueError(f"price mode; got {mode!r}; expected one of {', '.join(PRICE_MODES)}"
                          f"{did_you_mean(mode, PRICE_MODES)}")
-    table = load_prices() if prices is None else prices
+    table = (load_prices() if mode == "cloud" else load_price_entries()) if prices is None else prices
     entry = table.get(name)
     if mode == "cloud":
-        if entry is None:
+        if entry is None or entry.usd_per_hour is None:
+            rented = sorted(k for k, v in table.items() if v.usd_per_hour is not None)
             raise ValueError(f"price: no hourly price for {device!r}; expected a [devices.{name}] usd_per_hour "
-                             f"entry (priced: {', '.join(sorted(table)) or 'none'}){did_you_mean(name, sorted(table))}")
+                             f"entry (priced: {', '.join(rented) or 'none'}){did_you_mean(name, rented)}")
         where = ", ".join(x for x in (entry.provider, entry.instance, entry.region) if x)
         how = f"cloud on-demand {entry.usd_per_hour:g} USD/h ({where or entry.source}; {entry.date or 'undated'})"
         return PriceQuote(entry.usd_per_hour, how, "cloud", {"rent": entry.usd_per_hour})
@@ -261,3 +283,76 @@ def usd_per_hour(device: str, mode: str = "cloud", *, prices: Mapping[str, Price
     how = (f"tco: {buy:g} USD over {years:g} y at {utilization:.0%} utilization + {watts:g} W x PUE {pue:g} at "
            f"{usd_per_kwh:g} USD/kWh = {total:.4g} USD/h")
     return PriceQuote(total, how, "tco", parts)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How a run's device-hours are priced: ``mode`` (:data:`PRICE_MODES`) and, for ``tco``, its inputs.
+
+    ``years``, ``pue`` and ``usd_per_kwh`` have no defaults (a data centre's own figures); ``utilization``
+    is the fraction of wall-clock hours the device does paid work (default 1: every hour billed, as a
+    cloud hour is). ``prices``: a price file of the same format (default the catalog's).
+    """
+
+    mode: str = "cloud"
+    years: float | None = None
+    pue: float | None = None
+    usd_per_kwh: float | None = None
+    utilization: float = 1.0
+    prices: str | None = None
+
+    def inputs(self) -> dict[str, Any]:
+        """The inputs the mode uses (JSON), ``None`` ones left out."""
+        keys = ("years", "pue", "usd_per_kwh", "utilization") if self.mode == "tco" else ()
+        out: dict[str, Any] = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        if self.prices is not None:
+            out["prices"] = self.prices
+        return out
+
+
+def _run_power_w(device: str, energy_j: float | None, device_hours: float) -> tuple[float, str]:
+    """Average power per device of the run (its modelled energy over its device-hours), else the datasheet TDP."""
+    if energy_j is not None and energy_j > 0 and device_hours > 0:
+        return energy_j / (device_hours * 3600.0), "run average: energy_j / (devices x makespan_s)"
+    return _device_power_w(device), "datasheet power.tdp_w (the run has no energy)"
+
+
+def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy_j: float | None = None,
+             pricing: Pricing | None = None, table: Mapping[str, Price] | None = None) -> dict[str, Any]:
+    """What ``devices`` devices for ``seconds`` cost, per million ``tokens``, priced by ``pricing``.
+
+    The JSON ``cost`` object of ``nodeperf serve``: ``usd_per_million_tokens`` (None where the device is
+    unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts`` and,
+    for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
+    energy, or the datasheet TDP when the run has none). ``table``: the entries of ``pricing.prices`` already
+    read (:func:`load_price_entries`), for a caller pricing many runs.
+
+    Raises
+    ------
+    ValueError
+        TCO of a device without a purchase price, a bad TCO input, an unknown mode.
+    """
+    pr = pricing or Pricing()
+    if table is None:
+        table = load_price_entries(pr.prices) if pr.prices is not None else load_price_entries()
+    name = device.lower()
+    hours = devices * seconds / 3600.0
+    extra: dict[str, Any] = {}
+    if pr.mode == "cloud" and (name not in table or table[name].usd_per_hour is None):
+        return {"usd_per_million_tokens": None, "mode": "cloud", "inputs": pr.inputs(), "device": name,
+                "priced_by": f"no price for device {device!r} in the catalog"}
+    if pr.mode == "tco":
+        watts, extra["power_from"] = _run_power_w(name, energy_j, hours)
+        extra["power_w"] = watts
+        q = usd_per_hour(name, "tco", prices=table, years=pr.years, utilization=pr.utilization, pue=pr.pue,
+                         usd_per_kwh=pr.usd_per_kwh, power_w=watts)
+        entry = table.get(name)
+        source = entry.purchase_source if entry is not None else ""
+    else:
+        q = usd_per_hour(name, pr.mode, prices=table)
+        source = table[name].source
+    usd = q.value * hours
+    return {"usd_per_million_tokens": usd / tokens * 1e6 if tokens else None, "usd_per_device_hour": q.value,
+            "device": name, "devices": devices, "usd_total": usd, "mode": q.mode, "inputs": pr.inputs(), "parts": dict(q.parts),
+            "priced_by": q.how, "source": source,
+            "basis": "devices x hours of the makespan x hourly price / output tokens", **extra}

@@ -129,6 +129,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how fp8 GEMMs accumulate: fast (cuBLASLt FAST_ACCUM = 1) or split (FAST_ACCUM = 0: FP32 "
                         "promotions every efficiency.fp8_promotion_interval K elements, DeepSeek-V3 s.3.3.2; priced "
                         "on Hopper only); default: the --framework profile's (not stated: fast)")
+    from simulator.cli.pricing import add_price_arguments
+
+    add_price_arguments(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the summary)")
     p.add_argument("--csv", metavar="FILE", help="write one row per request to FILE")
     p.add_argument("--trace", metavar="FILE.json", help="write the iteration timeline as a Chrome trace")
@@ -160,6 +163,21 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation)
 
 
+def _check_draft(text: str | None) -> None:
+    """``--speculative``'s draft model, resolved before the run so a bad name is located under the flag."""
+    if text is None:
+        return
+    from simulator.serving.config import ServingError
+    from simulator.serving.iteration import resolve_config
+    from simulator.serving.setup import parse_speculative
+
+    try:
+        resolve_config(parse_speculative(text)[0])  # type: ignore[index]
+    except (ValueError, KeyError) as exc:  # an unknown zoo name is a KeyError
+        msg = (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)).splitlines()[0]
+        raise ServingError(f"--speculative: {msg.removeprefix('speculative: ')}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     import logging
@@ -177,13 +195,22 @@ def run(args: argparse.Namespace) -> int:
     for text in args.slo:  # located under the flag the user typed (the Python API says ``slo``)
         parse_slo(text, where="--slo")
     config = config_from_args(args)
+    _check_draft(args.speculative)
     hw = load_hardware(args.hardware)
+    from simulator.cli.pricing import pricing_from_args
+    from simulator.engines.analytical import spec_of
+
+    pricing = pricing_from_args(args, [str(spec_of(hw)[0].name)])  # before the run: a bad price input is exit 2 now
     from workloads.frameworks import check_profile_hardware, get_profile
 
     # located under the flag (serve always runs a stack: its default is vllm, so "no --framework" is no way out)
     check_profile_hardware(get_profile(args.framework, where="--framework"), hw, where="--framework", optional=False)
     plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)
     res = simulate_serving(args.model, hw, config, plan)
+    if pricing.mode != "cloud" or pricing.prices is not None:
+        from simulator.serving.metrics import reprice
+
+        res.summary["cost"] = reprice(res.summary, pricing)
     if args.csv is not None:
         write_output("--csv", args.csv, res.requests_csv())
     if args.trace is not None:

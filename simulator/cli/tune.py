@@ -236,6 +236,12 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.tune_serve import run_serve
 
         return run_serve(args)
+    given = [f for f, v in (("--price", args.price != "cloud"), ("--tco-years", args.tco_years is not None),
+                            ("--pue", args.pue is not None),
+                            ("--electricity-usd-per-kwh", args.electricity_usd_per_kwh is not None)) if v]
+    if given:  # the model tuner prices rent only (--objective cost)
+        raise TuneError(f"{given[0]}: a serving price option; got no --serve; expected --serve with it, or "
+                        "--objective cost (cloud prices) without it")
     args.objective = args.objective or "latency"
     check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds of arrivals per probe at least (more requests at high rates; default 30)")
     g.add_argument("--qps-min", type=finite_float(0.0, low_open=True), default=0.25,
                    help="lowest rate probed, req/s (default 0.25)")
+    from simulator.cli.pricing import add_price_arguments
+
+    add_price_arguments(g, prices_flag=False)  # tune's own --prices is the price file
     g.add_argument("--qps-max", type=finite_float(0.0, low_open=True), default=1024.0,
                    help="highest rate probed, req/s (default 1024)")
 
@@ -73,6 +76,16 @@ def _check_names(model: str, hardware: list[str], framework: str | None) -> None
     resolve_config(model)
 
 
+def _pricing(args: argparse.Namespace, names: list[str]) -> Any:
+    """The ``--price`` options checked against every candidate's device (a TCO device without a purchase
+    price is one located line, exit 2, before any probe)."""
+    from simulator.cli.pricing import pricing_from_args
+    from simulator.engines.analytical import spec_of
+    from simulator.hardware import load_hardware
+
+    return pricing_from_args(args, [str(spec_of(load_hardware(n))[0].name) for n in names])
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from simulator.serving import ServeConfig
     from simulator.sweep.tune_serving import ServeTuneError, candidates, tune_serving
@@ -99,7 +112,8 @@ def run_serve(args: argparse.Namespace) -> int:
                        requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo))
     if not args.probe_seconds > 0:
         raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
-    result = tune_serving(args.model, cands, base, objective, args.qps_min, args.qps_max, probe_seconds=args.probe_seconds)
+    result = tune_serving(args.model, cands, base, objective, args.qps_min, args.qps_max, probe_seconds=args.probe_seconds,
+                          pricing=_pricing(args, names))
     if args.json:
         doc = result.to_json()
         doc["model"] = args.model

@@ -724,6 +724,25 @@ def breakdown_figure(reports: CostReport | Sequence[CostReport], by: str = "kind
     return fig
 
 
+def _plain_log_axis(ax: Any) -> None:
+    """Ticks of a log-scaled x axis labelled as plain numbers, one label per major tick and none on the minor
+    ones (matplotlib's default labels minor ticks as ``2x10^1``, ``3x10^1``, ... when fewer than two decades
+    show, and those overlap): under a decade, about four evenly spaced values; up to two decades, 1, 2 and 5
+    times each power of ten; beyond, the powers of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    lo, hi = ax.get_xlim()
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    if decades < 1.0:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    elif decades <= 2.0:
+        ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    else:
+        ax.xaxis.set_major_locator(LogLocator(base=10.0, numticks=7))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def serving_figure(runs: Sequence[tuple[str, Any]], *, title: str | None = None) -> Figure:
     """Latency of serving runs (``nodeperf serve --csv`` tables, one per run): the distributions (CDFs) of
     TTFT and TPOT, and, for two runs or more, their p50 and p99 against the achieved load (requests per
@@ -763,6 +782,7 @@ def serving_figure(runs: Sequence[tuple[str, Any]], *, title: str | None = None)
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylabel("fraction of requests")
         ax.set_xscale("log")
+        _plain_log_axis(ax)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)
     if panels == 3:

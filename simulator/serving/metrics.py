@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -109,35 +110,22 @@ def _itl_percentiles(held: list[dict[str, Any]], itl: np.ndarray) -> None:
             h["value_s"], h["met"] = got, got <= h["bound_s"]
 
 
-def _cost(device: Any, devices: int, makespan: float, out_tokens: int) -> dict[str, Any]:
-    """USD per million output tokens at the device's hourly price (all replicas' devices, the makespan)."""
-    try:
-        import hwmodels.cost as cost_mod  # the catalog's cost module, where it exists
-    except ImportError:
-        cost_mod = None
-    name = str(device.name).lower()
-    hourly, source, how = None, "", ""
-    if cost_mod is not None and hasattr(cost_mod, "usd_per_hour"):
-        try:  # a PriceQuote (value, how) of the cloud price
-            got = cost_mod.usd_per_hour(name)
-            hourly, source = float(got.value), str(got.how)
-            how = "hwmodels.cost.usd_per_hour (cloud on-demand price per device)"
-        except (KeyError, ValueError, TypeError, AttributeError):
-            hourly = None
-    if hourly is None:
-        from simulator.sweep.tune_model import load_prices
+def _cost(device: Any, devices: int, makespan: float, out_tokens: int, energy_j: float | None = None,
+          pricing: Any = None) -> dict[str, Any]:
+    """USD per million output tokens at the device's hourly price (all replicas' devices, the makespan),
+    priced by :func:`hwmodels.cost.run_cost` (``pricing``: a :class:`hwmodels.cost.Pricing`, default cloud)."""
+    from hwmodels.cost import run_cost
 
-        price = load_prices().get(name)
-        if price is not None:
-            hourly = float(price.usd_per_hour)
-            source = str(getattr(price, "source", ""))
-            how = "hourly rental price per device (hwmodels/catalog/prices.toml, simulator.sweep.tune_model.load_prices)"
-    if hourly is None:
-        return {"usd_per_million_tokens": None, "priced_by": f"no price for device {device.name!r} in the catalog"}
-    usd = hourly * devices * makespan / 3600.0
-    return {"usd_per_million_tokens": usd / out_tokens * 1e6 if out_tokens else None, "usd_per_device_hour": hourly,
-            "devices": devices, "usd_total": usd, "priced_by": how, "source": source,
-            "basis": "devices x hours of the makespan x hourly price / output tokens"}
+    return run_cost(str(device.name), devices, makespan, out_tokens, energy_j=energy_j, pricing=pricing)
+
+
+def reprice(summary: Mapping[str, Any], pricing: Any) -> dict[str, Any]:
+    """The ``cost`` object of a serving ``summary`` priced again by ``pricing`` (a :class:`hwmodels.cost.Pricing`):
+    the same devices, makespan, output tokens and modelled energy, another way of pricing a device-hour."""
+    from hwmodels.cost import run_cost
+
+    return run_cost(summary["cost"]["device"], summary["devices"], summary["makespan_s"], summary["output_tokens"],
+                    energy_j=summary["energy_j"], pricing=pricing)
 
 
 def _measured(replicas: list[Any], before: list[dict[str, float]] | None) -> list[dict[str, Any]]:
@@ -191,7 +179,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "kv_cache_utilization": kv_util, "preemptions": int(sum(m["preemptions"] for m in phase)),
         "batch_tokens": batch, "energy_j": energy, "energy_per_token_j": energy / out_tokens if out_tokens else 0.0,
         "energy_breakdown_j": {"iterations": busy_energy, "idle": idle_energy},
-        "cost": _cost(setup.device, devices, makespan, out_tokens),
+        "cost": _cost(setup.device, devices, makespan, out_tokens, energy),
         "kv_cache": setup.kv.to_json(), "limits": setup.limits,
         "model": str(getattr(setup.pricer.cfg, "name", "")), "hardware": str(getattr(setup.described["hardware"], "name", "")),
         "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,

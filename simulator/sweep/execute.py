@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from nodeperf.errors import NodeperfError
-from simulator.sweep.experiment import PLAN_KEYS, Experiment, _resolve_file, load_experiment
+from simulator.sweep.experiment import (
+    COST_METRICS,
+    PLAN_KEYS,
+    Experiment,
+    _resolve_file,
+    load_experiment,
+)
 from simulator.sweep.store import STORE_SCHEMA, open_store
 
 __all__ = ["SweepError", "SweepInterrupted", "SweepSummary", "run_sweep", "plan_sweep", "run_task", "point_key",
@@ -232,6 +238,54 @@ _USER_ERRORS = (ValueError, KeyError, NotImplementedError, ZeroDivisionError, Ov
 
 
 def _model_task(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of a model task; its cost metrics (:data:`COST_METRICS`) priced from each row's latency,
+    energy and throughput by :func:`_priced_rows`."""
+    asked = [m for m in task["metrics"] if m in COST_METRICS]
+    if not asked:
+        return _model_rows(task)
+    need = ("latency_s", "energy_j", "throughput_per_s")
+    base = [m for m in task["metrics"] if m not in COST_METRICS]
+    rows = _model_rows({**task, "metrics": base + [m for m in need if m not in base]})
+    return _priced_rows(rows, task, asked)
+
+
+def _priced_rows(rows: list[dict[str, Any]], task: Mapping[str, Any], asked: Sequence[str]) -> list[dict[str, Any]]:
+    """``usd_per_hour`` and ``usd_per_million_items`` of each row: its devices (the plan's tp x pp x dp x cp)
+    for its latency, priced by :func:`hwmodels.cost.run_cost` with the task's cost settings (power in TCO mode:
+    the row's energy over its device-seconds); a device without the price the mode needs makes an error row."""
+    from hwmodels.cost import Pricing, load_price_entries, run_cost
+    from simulator.engines.analytical import spec_of
+
+    c, o = dict(task.get("cost") or {}), task["options"]
+    if c.get("prices"):  # relative to the experiment file, as its other files
+        c["prices"] = str(_resolve_file(c["prices"], Path(task["base_dir"])))
+    pricing = Pricing(str(c.get("mode", "cloud")), c.get("years"), c.get("pue"), c.get("usd_per_kwh"),
+                      float(c.get("utilization", 1.0)), c.get("prices"))
+    devices = math.prod(int(o.get(k, 1)) for k in ("tp", "pp", "dp", "cp"))
+    try:
+        device = str(spec_of(_hardware(task["hardware"], task.get("calibration")))[0].name)
+        table = load_price_entries(pricing.prices)
+    except _USER_ERRORS as exc:
+        return [{**r, "error": r.get("error") or _user_error(exc)} for r in rows]
+    for r in rows:
+        if r.get("error"):
+            continue
+        items = r["throughput_per_s"] * r["latency_s"]
+        try:
+            got = run_cost(device, devices, r["latency_s"], items, energy_j=r["energy_j"], pricing=pricing, table=table)
+        except _USER_ERRORS as exc:
+            r["error"] = f"cost: {_user_error(exc)}"
+            continue
+        if got.get("usd_per_device_hour") is None:
+            r["error"] = f"cost: {got['priced_by']}; expected a [devices.{device.lower()}] usd_per_hour entry"
+            continue
+        values = {"usd_per_hour": got["usd_per_device_hour"] * devices,
+                  "usd_per_million_items": got["usd_per_million_tokens"]}
+        r.update({m: values[m] for m in asked})
+    return rows
+
+
+def _model_rows(task: Mapping[str, Any]) -> list[dict[str, Any]]:
     from hwmodels.paths import with_overrides
 
     points: list[tuple[str, dict[str, Any]]] = task["points"]
@@ -571,6 +625,8 @@ class _Settings:
         self.o_axes = [(a.name, a.key) for a in exp.axes if a.section == "options"]
         self.hw_axis = next((a.name for a in exp.axes if a.section == "hardware" and a.key == "name"), None)
         self.ov_axes = [(a.name, a.key) for a in exp.axes if a.section == "hardware" and a.key != "name"]
+        self.fixed_c = dict(exp.fixed.get("cost", {}))
+        self.c_axes = [(a.name, a.key) for a in exp.axes if a.section == "cost"]
         self._memo: dict[Any, tuple[dict[str, Any], str]] = {}
         self._hw: dict[Any, str] = {}
 
@@ -596,6 +652,14 @@ class _Settings:
     def options(self, point: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
         """(option settings, their canonical JSON)."""
         return self._part("o", self.fixed_o, self.o_axes, point)
+
+    def cost(self, point: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        """(cost settings, their canonical JSON): ``{}`` and ``""`` for the default (cloud, the catalog's
+        prices), which is then left out of the point key (a store's keys do not move with it)."""
+        d, cj = self._part("c", self.fixed_c, self.c_axes, point)
+        if not d or d == {"mode": "cloud"}:
+            return {}, ""
+        return d, cj
 
     def hardware(self, point: Mapping[str, Any]) -> str:
         """The resolved hardware name or file of the point."""
@@ -677,19 +741,20 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None, progress:
         status, gd = graph_info[wj]
         if oj not in opt_info:
             opt_info[oj] = _options_identity(o)
+        c, cj = settings.cost(point)
         key = point_key({"kind": "model", "graph": gd if status == "ok" else wj, "spec": sd,
-                         "overrides": norm, "options": opt_info[oj]})
+                         "overrides": norm, "options": opt_info[oj], **({"cost": c} if cj else {})})
         if key in rows:
             continue
         rows[key] = point
         if status != "ok":
             errors.append({"point_key": key, "error": gd})
             continue
-        grp = groups.get((wj, hw, oj))
+        grp = groups.get((wj, hw, oj, cj))
         if grp is None:
-            groups[(wj, hw, oj)] = grp = {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
-                                          "options": o, "base_dir": base_dir, "source": source,
-                                          "metrics": list(exp.metrics), "points": []}
+            groups[(wj, hw, oj, cj)] = grp = {"kind": "model", "workload": w, "hardware": hw, "calibration": calib,
+                                              "options": o, "base_dir": base_dir, "source": source,
+                                              "metrics": list(exp.metrics), "points": [], "cost": c}
         grp["points"].append((key, ov))
     bar.total = n_all  # the points that passed the filters
     bar.update(n_all % _PLAN_TICK)

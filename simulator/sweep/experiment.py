@@ -50,6 +50,8 @@ __all__ = [
     "load_experiment",
     "parse_experiment",
     "MODEL_METRICS",
+    "COST_METRICS",
+    "COST_KEYS",
     "SYSTOLIC_METRICS",
     "WORKLOAD_KEYS",
     "OPTION_KEYS",
@@ -72,6 +74,15 @@ MODEL_METRICS: dict[str, str] = {
                         "vision models and graphs without a sequence, divided by latency_s",
     "memory_bytes": "peak bytes resident per device (weights, activations, KV cache, gradients, optimizer state)",
     "power_w": "average power over the graph, energy_j / latency_s, W",
+}
+
+#: Metrics of a model point priced by its device-hours (:func:`hwmodels.cost.run_cost`, the [cost] settings):
+#: asked for by name, or by default when the file has a [cost] table or cost axes.
+COST_METRICS: dict[str, str] = {
+    "usd_per_hour": "price of the point's devices per hour (tp x pp x dp x cp devices x the device-hour price of "
+                    "cost.mode), USD/h",
+    "usd_per_million_items": "USD per million of throughput_per_s's items: usd_per_hour / 3600 / throughput_per_s "
+                             "x 1e6",
 }
 
 #: Metrics of a systolic-array point (SCALE-Sim-style layers on an R x C array).
@@ -231,10 +242,26 @@ SYSTOLIC_KEYS: dict[str, _Key] = {
     "per_layer": _Key("bool", axis=False, doc="one point per layer (column workload.layer)"),
 }
 
+def _price_modes() -> tuple[str, ...]:
+    from hwmodels.cost import PRICE_MODES
+
+    return PRICE_MODES
+
+
+#: How a model point's device-hours are priced (:class:`hwmodels.cost.Pricing`; the cost metrics).
+COST_KEYS: dict[str, _Key] = {
+    "mode": _Key("str", _price_modes, doc="cloud (on-demand rent, default) | tco (purchase amortised + electricity)"),
+    "years": _Key("float", minimum=0.0, doc="tco: years the purchase is amortised over (> 0)"),
+    "pue": _Key("float", minimum=1.0, doc="tco: data-centre power usage effectiveness (>= 1)"),
+    "usd_per_kwh": _Key("float", minimum=0.0, doc="tco: electricity price, USD per kWh"),
+    "utilization": _Key("float", minimum=0.0, doc="tco: fraction of wall-clock hours of paid work (0, 1]; default 1"),
+    "prices": _Key("str", axis=False, doc="a price file (default hwmodels/catalog/prices.toml)"),
+}
+
 HARDWARE_FIXED = ("name", "calibration")
-_SECTIONS = ("workload", "hardware", "options", "systolic")
+_SECTIONS = ("workload", "hardware", "options", "systolic", "cost")
 _TOP_KEYS = ("schema", "name", "description", "combine", "zip", "filters", "metrics", "max_points", "workload",
-             "hardware", "options", "systolic", "axes")
+             "hardware", "options", "systolic", "cost", "axes")
 _AXIS_FORMS = ("values", "range", "log", "pow2", "n", "step")
 
 
@@ -494,7 +521,8 @@ class _Parser:
         fixed: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
         axes: list[Axis] = []
         # workload, options, systolic: closed key sets
-        for sec, keys in (("workload", WORKLOAD_KEYS), ("options", OPTION_KEYS), ("systolic", SYSTOLIC_KEYS)):
+        for sec, keys in (("workload", WORKLOAD_KEYS), ("options", OPTION_KEYS), ("systolic", SYSTOLIC_KEYS),
+                          ("cost", COST_KEYS)):
             table = d.get(sec, {}) if isinstance(d.get(sec, {}), Mapping) else {}
             for k, v in table.items():
                 spec = self._known(sec, k, keys)
@@ -573,6 +601,7 @@ class _Parser:
         self._kind_checks(kind, fixed, axes)
         zip_groups = self._zip(d.get("zip", None), d.get("combine", "product"), axes)
         metrics = self._metrics(d.get("metrics", None), kind, fixed)
+        self._cost_checks(kind, fixed, axes, metrics)
         filters, codes = self._filters(d.get("filters", []), axes, fixed)
         max_points = d.get("max_points", DEFAULT_MAX_POINTS)
         if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
@@ -791,11 +820,40 @@ class _Parser:
             out.append(tuple(g))
         return tuple(out)
 
+    def _cost_checks(self, kind: str, fixed: Mapping[str, Mapping[str, Any]], axes: Sequence[Axis],
+                     metrics: Sequence[str]) -> None:
+        """The [cost] settings: a model experiment's, with every TCO input a ``tco`` mode needs."""
+        have = set(fixed.get("cost", {})) | {a.key for a in axes if a.section == "cost"}
+        if not have and not any(m in COST_METRICS for m in metrics):
+            return
+        if kind == "systolic":
+            self.problem("cost", "a systolic experiment has no price model; got cost settings; expected a model "
+                                 "experiment")
+            return
+        def values(key: str, default: tuple[Any, ...] = ()) -> list[Any]:
+            if key in fixed["cost"]:
+                return [fixed["cost"][key]]
+            return list(next((a.values for a in axes if a.name == f"cost.{key}"), default))
+
+        if any(not 0 < u <= 1 for u in values("utilization")):
+            self.problem("cost.utilization", f"not a fraction; got {values('utilization')!r}; expected values in (0, 1]")
+        if any(y <= 0 for y in values("years")):
+            self.problem("cost.years", f"not positive; got {values('years')!r}; expected years > 0")
+        prices = fixed["cost"].get("prices")
+        if prices and not Path(_resolve_file(prices, self.base_dir)).is_file():
+            self.problem("cost.prices", f"no such file; got {prices!r}; expected a price file (the format of "
+                                        "hwmodels/catalog/prices.toml, relative to the experiment file)")
+        missing = [k for k in ("years", "pue", "usd_per_kwh") if k not in have]
+        if "tco" in values("mode", ("cloud",)) and missing:
+            self.problem("cost.mode", f"tco needs {', '.join(missing)}; got none; expected them in [cost] or "
+                                      "[axes.cost] (a data centre's own figures: no default is assumed)")
+
     def _metrics(self, raw: Any, kind: str, fixed: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
-        table = SYSTOLIC_METRICS if kind == "systolic" else MODEL_METRICS
+        table = SYSTOLIC_METRICS if kind == "systolic" else {**MODEL_METRICS, **COST_METRICS}
         if raw is None:
             names = [m for m in table if not (m == "latency_s" and kind == "systolic"
-                                              and "clock_hz" not in fixed["systolic"])]
+                                              and "clock_hz" not in fixed["systolic"])
+                     and (m not in COST_METRICS or self._priced())]
             return tuple(names)
         if not isinstance(raw, list) or not raw:
             self.problem("metrics", f"not a list of metric names; got {raw!r}; expected e.g. "
@@ -816,6 +874,12 @@ class _Parser:
                                             "expected clock_hz = \"1 GHz\" in [systolic]")
                 out.append(m)
         return tuple(out)
+
+    def _priced(self) -> bool:
+        """The file has a [cost] table or cost axes (the cost metrics are then listed by default)."""
+        axes = self.data.get("axes", {})
+        return isinstance(self.data.get("cost"), Mapping) or (isinstance(axes, Mapping)
+                                                             and isinstance(axes.get("cost"), Mapping))
 
     def _filters(self, raw: Any, axes: Sequence[Axis],
                  fixed: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, ...], tuple[Any, ...]]:

@@ -135,9 +135,20 @@ def _probe(model: Any, cand: ServeCandidate, base: Any, qps: float, probe_second
     return simulate_serving(model, cand.hardware, config, ParallelPlan(tp=cand.tp)).summary
 
 
+def _priced(summary: dict[str, Any], pricing: Any) -> float | None:
+    """USD per million output tokens of a probe's ``summary``, priced again by ``pricing`` where given (a
+    :class:`hwmodels.cost.Pricing`: ``--price tco``), the summary's ``cost`` replaced by that pricing's."""
+    if pricing is not None:
+        from simulator.serving.metrics import reprice
+
+        summary["cost"] = reprice(summary, pricing)
+    return summary["cost"].get("usd_per_million_tokens")
+
+
 def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25, qps_max: float = 1024.0,
-             steps: int = 5, probe_seconds: float = 30.0) -> CandidateOutcome:
-    """The highest Poisson rate of ``cand`` meeting every SLO of ``base`` (see the module docstring)."""
+             steps: int = 5, probe_seconds: float = 30.0, pricing: Any = None) -> CandidateOutcome:
+    """The highest Poisson rate of ``cand`` meeting every SLO of ``base`` (see the module docstring), its cost
+    priced by ``pricing`` (default the summary's)."""
     out = CandidateOutcome(cand)
 
     def run(qps: float) -> dict[str, Any] | None:
@@ -174,7 +185,7 @@ def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25,
         else:
             good, good_s = mid, s
     out.qps, out.summary = good, good_s
-    out.usd_per_million_tokens = good_s["cost"].get("usd_per_million_tokens")
+    out.usd_per_million_tokens = _priced(good_s, pricing)
     return out
 
 
@@ -198,15 +209,16 @@ def _check(model: Any, base: Any, objective: str) -> None:
 
 def tune_serving(model: Any, cands: Sequence[ServeCandidate], base: Any, objective: str = "max-qps",
                  qps_min: float = 0.25, qps_max: float = 1024.0, steps: int = 5,
-                 probe_seconds: float = 30.0) -> ServeTuneResult:
+                 probe_seconds: float = 30.0, pricing: Any = None) -> ServeTuneResult:
     """Search ``cands`` (see the module docstring); ``base`` is a :class:`~simulator.serving.ServeConfig`
-    giving lengths, scheduler, SLOs, ``requests`` per probe and ``seed``.
+    giving lengths, scheduler, SLOs, ``requests`` per probe and ``seed``; ``pricing``: how a device-hour is
+    priced (a :class:`hwmodels.cost.Pricing`; default the summary's cloud price).
 
     Raises :class:`ServeTuneError` (or the serving error of a bad SLO / length spec) before any probe."""
     _check(model, base, objective)
     if not cands:
         raise ServeTuneError("candidates: none; got an empty search space; expected at least one hardware")
-    outcomes = [max_rate(model, c, base, qps_min, qps_max, steps, probe_seconds) for c in cands]
+    outcomes = [max_rate(model, c, base, qps_min, qps_max, steps, probe_seconds, pricing) for c in cands]
     ok = [o for o in outcomes if o.qps is not None]
     if objective == "max-qps":
         ok.sort(key=lambda o: (-o.qps, o.usd_per_million_tokens if o.usd_per_million_tokens is not None else 1e300))

@@ -10,6 +10,7 @@ from hwmodels.cost import (
     HOURS_PER_YEAR,
     PRICES_FILE,
     catalog_device_names,
+    load_price_entries,
     load_prices,
     tco_usd_per_hour,
     usd_per_hour,
@@ -18,7 +19,9 @@ from hwmodels.spec import SpecError
 
 #: GPUs and TPUs of the catalog whose on-demand price was read from a source (see prices.toml's header).
 PRICED = ("a10", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
-          "h200-sxm-141gb", "l4", "mi300x", "t4", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e")
+          "h200-sxm-141gb", "l4", "l40s", "mi300x", "t4", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "v100-sxm2-32gb")
+#: Devices with a purchase price read from a source (TCO mode); the last two have no hourly price.
+BOUGHT = ("a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "v100-pcie-32gb", "v100-sxm2-32gb")
 
 
 def test_catalog_prices_load_with_sources() -> None:
@@ -30,6 +33,27 @@ def test_catalog_prices_load_with_sources() -> None:
         assert not re.search(r"@[a-z]", p.source), f"{name}: an unexpanded reference in {p.source!r}"
 
 
+def test_every_purchase_price_is_sourced_and_dated() -> None:
+    entries = load_price_entries()
+    assert tuple(sorted(k for k, v in entries.items() if v.purchase_usd is not None)) == BOUGHT
+    assert sorted(set(entries) - set(load_prices())) == ["a100-pcie-40gb", "v100-pcie-32gb"]  # purchase only
+    for name in BOUGHT:
+        p = entries[name]
+        assert p.purchase_usd > 0 and p.purchase_source and p.purchase_date, name
+        assert not re.search(r"@[a-z]", p.purchase_source), f"{name}: an unexpanded reference"
+    # the rows of Epoch AI's Hardware prices.csv: DGX prices over 8 GPUs, single-unit list prices
+    assert entries["a100-sxm4-40gb"].purchase_usd == pytest.approx(199000 / 8)
+    assert entries["v100-sxm2-32gb"].purchase_usd == 19928.75 and entries["v100-pcie-32gb"].purchase_usd == 7500.0
+    assert entries["a100-pcie-40gb"].purchase_usd == 15000.0 and entries["a100-sxm4-80gb"].purchase_usd == 37500.0
+
+
+def test_a_purchase_only_device_is_priced_by_tco_not_cloud() -> None:
+    q = usd_per_hour("v100-pcie-32gb", "tco", years=5.0, pue=1.0, usd_per_kwh=0.0, power_w=250.0)
+    assert q.value == pytest.approx(7500.0 / (5 * 8760))
+    with pytest.raises(ValueError, match="no hourly price for 'v100-pcie-32gb'"):
+        usd_per_hour("v100-pcie-32gb")
+
+
 def test_catalog_values_are_the_source_rows() -> None:
     prices = load_prices()
     # the per-device arithmetic of the derived entries (prices.toml shows the instance prices it read)
@@ -38,6 +62,7 @@ def test_catalog_values_are_the_source_rows() -> None:
     assert prices["tpu-v4"].usd_per_hour == pytest.approx(9891.84 / 3072)
     assert prices["h100-sxm5-80gb"].usd_per_hour == pytest.approx(98.32 / 8)
     assert prices["h100-sxm5-80gb"].purchase_usd == pytest.approx(270000 / 8)
+    assert prices["l40s"].usd_per_hour == 0.8994 and prices["v100-sxm2-32gb"].usd_per_hour == 3.9
 
 
 def test_tune_keeps_its_price_names() -> None:
@@ -71,7 +96,7 @@ def test_usd_per_hour_modes() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"device": "l40s"}, "no hourly price for 'l40s'"),
+    ({"device": "mi250x"}, "no hourly price for 'mi250x'"),
     ({"device": "h100-sxm5-80gb", "mode": "rent"}, "price mode; got 'rent'; expected one of cloud, tco"),
     ({"device": "h100-sxm5-80gb", "mode": "tco", "years": 4.0}, "pue, usd_per_kwh not given"),
     ({"device": "l40s", "mode": "tco", "years": 4.0, "pue": 1.2, "usd_per_kwh": 0.1}, "no purchase price for 'l40s'"),

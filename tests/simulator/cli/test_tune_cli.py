@@ -91,7 +91,7 @@ def test_systolic_mode(capsys: pytest.CaptureFixture[str]) -> None:
     (["--constraint", "ttft_s<=0.2 GiB"], "wrong dimension"),
     (["--constraint", "tpot_s<=0.2"], "metric 'tpot_s' is not produced"),
     (["--objective", "latncy"], "unknown objective 'latncy'"),
-    (["--objective", "cost", "--hardware", "l40s"], "no hourly price for 'l40s'"),
+    (["--objective", "cost", "--hardware", "mi250x"], "no hourly price for 'mi250x'"),
     (["--devices", "h100-sxm6"], "--hardware 'h100-sxm6'"),
     (["--batch", ""], "empty search space entry"),
     (["--batch", "0"], "not a positive integer"),

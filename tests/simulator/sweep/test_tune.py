@@ -255,9 +255,9 @@ def test_cost_metrics_from_the_price_file() -> None:
     m = res.best[0].metrics
     assert m["cost_per_hour"] == pytest.approx(12.29)
     assert m["cost_per_million_samples"] == pytest.approx(12.29 / 3600 * 1e6 / m["throughput_per_s"])
-    unpriced = ModelProblem("gpt2", ["l40s"], batch=(1,), dtypes=("bf16",), prices=prices)
+    unpriced = ModelProblem("gpt2", ["mi250x"], batch=(1,), dtypes=("bf16",), prices=prices)
     assert "cost_per_hour" not in unpriced.metrics
-    with pytest.raises(TuneError, match="no hourly price for 'l40s'"):
+    with pytest.raises(TuneError, match="no hourly price for 'mi250x'"):
         unpriced.require_cost("--objective cost")
 
 
