@@ -38,7 +38,7 @@ from workloads.ir import Attrs, OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
            "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers",
-           "request_context_problem"]
+           "request_context_problem", "resolve_config"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
@@ -293,8 +293,8 @@ def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     if not plan.moe_a2a_overlap:
         return []
     if plan.moe_dispatch == "einsum":  # Megatron-Core: "supported with alltoall/flex token dispatcher"
-        return ["moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch 'sparse' or 'deepep' "
-                "(Megatron-Core's alltoall or flex token dispatcher)"]
+        return ["moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch 'sparse', 'deepep' or "
+                "'hybridep' (Megatron-Core's alltoall or flex token dispatcher)"]
     if plan.ep < 2:
         return [f"moe_a2a_overlap: got it with ep {plan.ep}; expected ep > 1 (it overlaps the expert-parallel "
                 "all-to-alls)"]
