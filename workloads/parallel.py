@@ -598,6 +598,10 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     mb = plan.microbatch if train else int(batch or 1)
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
+    from workloads.precision import int8_stack_problem
+
+    if int8_stack_problem(fp8_linears, framework):
+        raise PlanError(int8_stack_problem(fp8_linears, framework))
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
