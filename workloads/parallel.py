@@ -598,10 +598,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     mb = plan.microbatch if train else int(batch or 1)
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
-    from workloads.precision import int8_stack_problem
-
-    if int8_stack_problem(fp8_linears, framework):
-        raise PlanError(int8_stack_problem(fp8_linears, framework))
+    _check_int8_stack(fp8_linears, framework)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
@@ -629,6 +626,16 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _check_int8_stack(fp8_linears: str | None, framework: str) -> None:
+    """PlanError for ``int8`` linears (AQT) under a stack that does not run AQT
+    (:func:`workloads.precision.int8_stack_problem`)."""
+    from workloads.precision import int8_stack_problem
+
+    problem = int8_stack_problem(fp8_linears, framework)
+    if problem:
+        raise PlanError(problem)
 
 
 def _chunked_loss_recompute(g: OpGraph) -> OpGraph:
