@@ -454,7 +454,7 @@ _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, t
                "Megatron-Bridge v0.2.0 pins, and at 580d53a8, the commit Megatron-Bridge 270536cc pins)")
 
 
-#: The framework ops of Megatron-Core's dropless dispatchers beside the permute and the token all-to-all.
+#: The SMs Megatron-Core's dispatchers' kernels hold: DeepEP's, HybridEP's, and NCCL's channels for the alltoall one.
 _MCORE_DEEPEP_SMS = (
     "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py: moe_deepep_num_sms: int = 20 ('Number of "
     "SMs to use for DeepEP') at core_v0.15.0, core_v0.16.0, core_v0.17.0 and core_v0.18.0; "
@@ -464,8 +464,13 @@ _MCORE_DEEPEP_SMS = (
     "DeepSeek-V3 (H100) and costs about 20% of the GEMMs' efficiency (132 / 112 SMs = 1.18). The alltoall "
     "dispatcher's all-to-all is torch.distributed.all_to_all_single (token_dispatcher.py @ core_v0.15.0), an NCCL "
     "grouped send/receive: NVIDIA/nccl src/enqueue.cc ncclLaunchKernel launches grid = {plan->channelCount}, one "
-    "thread block per channel, each on an SM of its own"
+    "thread block per channel, each on an SM of its own. HybridEP: transformer_config.py moe_hybridep_num_sms: int = "
+    "16 ('Number of SMs to use for HybridEP. In pure NVL scenarios, 16 SMs can generally achieve good bandwidth') at "
+    "0d8e0714 (core_dev_r0.15.0, pinned by Megatron-Bridge v0.2.0; also core_v0.16.0 and core_v0.17.0; None, "
+    "DeepEP HybridEPBuffer's own default, from core_v0.17.1), which token_dispatcher.py passes to hybrid_ep_dispatch as num_sms_dispatch_api and "
+    "num_sms_combine_api (HybridEPBuffer, fused_a2a.py)"
 )
+#: The framework ops of Megatron-Core's dropless dispatchers beside the permute and the token all-to-all.
 _MCORE_DISPATCH_HOST = (
     "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
     "Megatron-Bridge v0.2.0, the 25.11 release) and 580d53a8 (0.18.0, pinned by Megatron-Bridge 270536cc), identical "
@@ -1172,7 +1177,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_sort_chunks=True, moe_bias_per_expert=True,
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
-                     moe_dispatch_sms=(("deepep", 20), ("sparse", "p2p_channels")), moe_dispatch_sms_source=_MCORE_DEEPEP_SMS),
+                     moe_dispatch_sms=(("deepep", 20), ("hybridep", 16), ("sparse", "p2p_channels")),
+                     moe_dispatch_sms_source=_MCORE_DEEPEP_SMS),
     FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
                      "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
                      "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add; eager PyTorch: "

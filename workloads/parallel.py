@@ -38,7 +38,7 @@ from workloads.ir import Attrs, OpGraph
 
 __all__ = ["ParallelPlan", "PlanError", "StageGraph", "SCHEDULES", "plan_graphs", "stage_layer_ranges",
            "plan_problems", "OFFLOAD_TARGETS", "PIPELINE_SPLITS", "split_layers", "plan_stage_layers",
-           "request_context_problem"]
+           "request_context_problem", "resolve_config"]
 
 #: Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush, Narayanan et
 #: al. 2021) and interleaved 1F1B (virtual stages, ibid.).
@@ -293,8 +293,8 @@ def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     if not plan.moe_a2a_overlap:
         return []
     if plan.moe_dispatch == "einsum":  # Megatron-Core: "supported with alltoall/flex token dispatcher"
-        return ["moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch 'sparse' or 'deepep' "
-                "(Megatron-Core's alltoall or flex token dispatcher)"]
+        return ["moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch 'sparse', 'deepep' or "
+                "'hybridep' (Megatron-Core's alltoall or flex token dispatcher)"]
     if plan.ep < 2:
         return [f"moe_a2a_overlap: got it with ep {plan.ep}; expected ep > 1 (it overlaps the expert-parallel "
                 "all-to-alls)"]
@@ -598,6 +598,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     mb = plan.microbatch if train else int(batch or 1)
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
+    _check_int8_stack(fp8_linears, framework)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
@@ -625,6 +626,16 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _check_int8_stack(fp8_linears: str | None, framework: str) -> None:
+    """PlanError for ``int8`` linears (AQT) under a stack that does not run AQT
+    (:func:`workloads.precision.int8_stack_problem`)."""
+    from workloads.precision import int8_stack_problem
+
+    problem = int8_stack_problem(fp8_linears, framework)
+    if problem:
+        raise PlanError(problem)
 
 
 def _chunked_loss_recompute(g: OpGraph) -> OpGraph:

@@ -545,6 +545,30 @@ OUTER_AXIS_ACCESS = "outer_axis"
 #: ``expand`` of a 4-byte generator state to the operand's shape (attribute ``rng``), one fp32 write per element;
 #: its own arithmetic is not priced (XLA:TPU's algorithm for ``RngBitGenerator`` is not published).
 STOCHASTIC_ROUNDING = ("int8",)
+#: The stacks that run ``int8`` (AQT, a JAX library; its noise an XLA ``RngBitGenerator``): the MaxText profiles
+#: (stack ``xla-spmd``) and the generic XLA program (``xla``); no framework stands for the recipe as described.
+#: No GPU stack profiled here trains with AQT: Transformer Engine's recipes are fp8 and fp4 ones
+#: (transformer_engine/common/recipe/__init__.py), torchao's Float8Linear fp8 (:data:`TORCHAO_RECIPES`).
+AQT_STACKS = ("xla-spmd",)
+AQT_PROFILES = ("xla",)
+
+
+def int8_stack_problem(recipe: str | None, framework: str) -> str:
+    """The problem of running the ``int8`` linears (:data:`STOCHASTIC_ROUNDING`, MaxText's AQT) under a
+    ``framework`` that does not run AQT ("" when none: another recipe, no framework, or a JAX/XLA stack)."""
+    if recipe != "int8" or not framework:
+        return ""
+    from workloads.frameworks import get_profile
+
+    prof = get_profile(framework)
+    if prof.stack in AQT_STACKS or prof.name in AQT_PROFILES:
+        return ""
+    from workloads.frameworks import PROFILES
+
+    jax = sorted(p.name for p in PROFILES.values() if p.stack in AQT_STACKS or p.name in AQT_PROFILES)
+    return (f"fp8_linears: got 'int8' with framework {framework!r}; expected a JAX/XLA framework ({', '.join(jax)}) "
+            "or none: int8 linears are AQT's (MaxText), which this stack does not run (fp8 recipes: current, "
+            "delayed, mxfp8 under Transformer Engine; tensorwise, rowwise under torchao)")
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),

@@ -930,7 +930,10 @@ def _a2a_compute_share(plan: ParallelPlan, system: DeviceSpec | SystemSpec, fram
     ``k`` the SMs the plan's ``moe_dispatch`` kernels hold under ``framework``
     (:attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_sms`: DeepEP's 20 under Megatron-Core, NCCL's
     peer-to-peer channels for its all-to-all) and ``units`` the device's SMs; 1 where the profile lists none or
-    the system states no channels."""
+    the system states no channels. PlanError where the dispatcher would hold every SM (no compute could run beside
+    it). NCCL's are the system's ``p2p_channels``, all of them: the messages an MoE layer's dispatch moves are
+    large enough for every channel (the size ramp of ``hwmodels.collectives._p2p_channels``, which starts fewer
+    channels for small sends, is not applied here)."""
     if not framework:
         return 1.0
     from workloads.frameworks import get_profile
@@ -941,7 +944,11 @@ def _a2a_compute_share(plan: ParallelPlan, system: DeviceSpec | SystemSpec, fram
 
         held = getattr(collective_system_for(system), "p2p_channels", None) or 0
     units = int((system.device if isinstance(system, SystemSpec) else system).compute.units)
-    return max(0.0, (units - int(held)) / units) if held and units > 0 else 1.0
+    if held and units > 0 and int(held) >= units:
+        raise PlanError(f"moe_a2a_overlap: got moe_dispatch {plan.moe_dispatch!r} under framework {framework!r}, "
+                        f"whose kernels hold {int(held)} SMs, on a device of {units}; expected a dispatcher holding "
+                        "fewer SMs than the device has (no compute would run beside the overlapped all-to-all)")
+    return (units - int(held)) / units if held and units > 0 else 1.0
 
 
 def _check_engine(engine: str, plan: ParallelPlan) -> None:

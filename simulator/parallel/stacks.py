@@ -177,6 +177,12 @@ def _without_operand_quantisation(recs: list[tuple[str, str, float]],
     without the ops that quantise a GEMM's operands, and the forward pass's count of what is left: a
     sequence-parallel all-gather feeds its GEMM through the operand's amax and cast (AQT int8, fp8 recipes), which
     are the GEMM's own work on the gathered tensor, not ops between the two (:func:`tp_overlap_hidden`'s window).
+    Source for GPU stacks: Transformer Engine quantises the local input and then fills the userbuffers all-gather
+    its GEMM overlaps (``_Linear.forward``, transformer_engine/pytorch/module/linear.py @ d0067d0). For XLA stacks
+    (MaxText's AQT int8 on TPU, its all-gathers overlapped by XLA:TPU's async collective / continuation fusion)
+    this is an assumption: no XLA source read here states that the overlap of a gather with its dot reaches
+    across the amax reduction, the rounding noise and the convert between them (XLA:TPU's scheduler and fusion
+    passes are not published).
 
     >>> _without_operand_quantisation([("g", "all_gather", 1.0), ("l.qkv.amax_0", "reduction", 0.1),
     ...                                ("l.qkv.cast_0", "elementwise", 0.1), ("l.qkv", "matmul", 2.0)], 4)

@@ -201,7 +201,9 @@ class IterationPricer:
         return self._calls + (self.prefill_pricer.engine_calls if self.prefill_pricer is not None else 0)
 
     # --- engine calls at bucket points ------------------------------------------------------------
-    def _step(self, batch: int, seq: int) -> Any:
+    def prefill_step(self, batch: int, seq: int) -> Any:
+        """The :func:`simulator.parallel.evaluate_plan` prefill step of ``batch x seq`` tokens (one engine call):
+        what a bucket point's token-wise work and LM head are read from (every stage's report; stages in turn)."""
         from simulator.parallel.compose import evaluate_plan
 
         self._calls += 1
@@ -233,7 +235,7 @@ class IterationPricer:
             batch, seq = 1, tokens
             while self.max_positions and seq > self.max_positions and seq % 2 == 0:
                 batch, seq = batch * 2, seq // 2
-            t, at, ht, e, ae, he = self._parts(self._step(batch, seq))
+            t, at, ht, e, ae, he = self._parts(self.prefill_step(batch, seq))
             hit = self._dense[tokens] = (t - at - ht, e - ae - he)
         return hit
 
@@ -241,7 +243,7 @@ class IterationPricer:
         """LM head (s, J) of ``n`` sampled sequences at a bucket point."""
         hit = self._head.get(n)
         if hit is None:
-            _t, _at, ht, _e, _ae, he = self._parts(self._step(n, 1))
+            _t, _at, ht, _e, _ae, he = self._parts(self.prefill_step(n, 1))
             st, se = self._sampler_point(n)
             hit = self._head[n] = (ht + st, he + se)
         return hit

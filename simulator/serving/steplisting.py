@@ -2,9 +2,11 @@
 :class:`~simulator.serving.iteration.IterationPricer`'s decode step at a bucket batch, for comparing with the
 kernels a serving stack launches (a profiler trace, or the stack's code read kernel by kernel).
 
-Rows are ``(part, kind, kernels, seconds)``: the token-wise work of the (padded) batch by op kind, the LM head,
-the sampler kernels, the decode attention at the mean context, and the host parts serial with the step. Their
-seconds add up to what :meth:`IterationPricer.iteration` prices for that decode-only step.
+Rows are ``(part, kind, kernels, seconds, stage)``: the token-wise work of the (padded) batch by op kind and
+pipeline stage, the LM head (the last stage's), the sampler kernels, the decode attention at the mean context,
+and the host parts serial with the step. Their seconds add up to what :meth:`IterationPricer.iteration` prices
+for that decode-only step: with ``pp`` stages the step is the stages in turn, so every stage's rows count (a
+``stage composition`` row carries what the plan's step latency adds to the stages' records, 0 in closed form).
 
 Example
 -------
@@ -28,12 +30,14 @@ __all__ = ["StepPart", "decode_step_listing"]
 @dataclass(frozen=True)
 class StepPart:
     """One row of :func:`decode_step_listing`: a part of the step, the op kind (or host item), the kernels one
-    device launches for it, and its seconds."""
+    device launches for it, its seconds, and the pipeline stage whose devices run it (0 without pipeline
+    parallelism; the decode attention, priced for all layers at once, and the host parts: 0)."""
 
     part: str
     kind: str
     kernels: int
     seconds: float
+    stage: int = 0
 
 
 def _grouped(records: Any, keep: Any) -> dict[str, list[float]]:
@@ -47,24 +51,37 @@ def _grouped(records: Any, keep: Any) -> dict[str, list[float]]:
     return out
 
 
+def _stage_rows(part: str, res: Any, keep: Any) -> list[StepPart]:
+    """Rows of ``part`` from each pipeline stage's reports of a step result ``res`` (the records ``keep`` selects,
+    by kind; each row one device of its stage)."""
+    by_stage: dict[int, list[Any]] = {}
+    for (stage, *_layers), rep in zip(res.report_layers, res.reports, strict=True):
+        by_stage.setdefault(int(stage), []).extend(rep.records)
+    return [StepPart(part, k, int(n), t, stage) for stage, records in sorted(by_stage.items())
+            for k, (n, t) in _grouped(records, keep).items()]
+
+
 def _device_rows(pricer: Any, batch: int, context: int) -> list[StepPart]:
-    """The step's device parts: token-wise work at the padded batch, the LM head, sampler and attention."""
+    """The step's device parts: token-wise work at the padded batch (every stage's, and what the step's
+    composition of the stages adds to their records), the LM head (the last stage's), sampler and attention."""
     from simulator.engines.analytical import evaluate
     from workloads.serving import sampler_graph
 
     def lm_head(r: Any) -> bool:
         return r.name.startswith("lm_head")
 
-    dense = pricer._step(pricer.padded(batch), 1)
-    rows = [StepPart("token-wise", k, int(n), t) for rep in dense.reports[:1]
-            for k, (n, t) in _grouped(rep.records, lambda r: r.kind != "attention" and not lm_head(r)).items()]
-    head = pricer._step(batch, 1)
-    rows += [StepPart("lm head", k, int(n), t) for rep in head.reports[:1]
-             for k, (n, t) in _grouped(rep.records, lm_head).items()]
+    dense = pricer.prefill_step(pricer.padded(batch), 1)
+    rows = _stage_rows("token-wise", dense, lambda r: r.kind != "attention" and not lm_head(r))
+    if pricer.plan.pp > 1:  # the step is the stages in turn (IterationPricer._parts: the plan's latency)
+        summed = sum(float(r.time_s) for rep in dense.reports for r in rep.records)
+        rows.append(StepPart("token-wise", "stage composition", 0, float(dense.latency_s) - summed,
+                             pricer.plan.pp - 1))
+    rows += _stage_rows("lm head", pricer.prefill_step(batch, 1), lm_head)
+    last = pricer.plan.pp - 1
     if pricer.sampler:
         rep = evaluate(sampler_graph(pricer.cfg, n=batch, kernels=pricer.sampler, dtype=pricer.dtype),
                        pricer.device, _no_fusion(pricer.options))
-        rows += [StepPart("sampler", r.name, int(r.kernels or 0), float(r.time_s)) for r in rep.records]
+        rows += [StepPart("sampler", r.name, int(r.kernels or 0), float(r.time_s), last) for r in rep.records]
     rows.append(StepPart("attention", "attention", pricer.cfg.layers * len(pricer.windows),
                          pricer.attention(batch, 1, context)[0]))
     return rows
@@ -82,11 +99,14 @@ def decode_step_listing(pricer: Any, batch: int, context: int) -> list[StepPart]
     plan has several stages) and the host parts serial with the step (the profile's host line, the sampler
     call's host time, the graph launch, the eager ops and synchronisations around the replay)."""
     from simulator.serving.config import ServingError
-    from simulator.serving.iteration import bucket, sampler_call_host_s
+    from simulator.serving.iteration import bucket, bucket_bounds, sampler_call_host_s
 
-    if batch < 1 or bucket(batch) != batch or pricer.eager_decode(batch):
-        raise ServingError(f"decode_step_listing: batch {batch}; expected a bucket point (1..16, then m * 2^e, "
-                           "m = 8..15) no larger than the largest captured graph")
+    why = ("below 1" if batch < 1 else "between bucket points {} and {}".format(*bucket_bounds(batch)) if bucket(batch) != batch
+           else f"above the largest captured graph ({pricer.graph_sizes[-1]})" if pricer.eager_decode(batch)
+           else "")
+    if why:
+        raise ServingError(f"decode_step_listing: batch: got {batch}, {why}; expected a bucket point (1..16, then "
+                           "m * 2^e, m = 8..15) no larger than the largest captured graph")
     rows = _device_rows(pricer, batch, context)
     rows.append(StepPart("input broadcast", "broadcast", pricer.step_broadcasts if pricer.plan.tp > 1 else 0,
                          pricer.step_broadcast_time(batch)))

@@ -67,3 +67,26 @@ def test_noise_bytes_written_and_read_on_a_tpu(monkeypatch) -> None:
         assert rec[f"{gemm}.noise_{i}"].dram_bytes == 4 * 256 * 4096 + 4 and f"{gemm}.noise_{i}" not in plain
         assert rec[f"{gemm}.cast_{i}"].dram_bytes - plain[f"{gemm}.cast_{i}"].dram_bytes == 4 * 256 * 4096
         assert rec[f"{gemm}.cast_{1 - i}"].dram_bytes == plain[f"{gemm}.cast_{1 - i}"].dram_bytes
+
+
+def test_int8_linears_run_under_a_jax_stack_only(capsys) -> None:
+    # AQT is a JAX library: MaxText's profiles and the generic XLA program keep the noise; a GPU training stack
+    # (Transformer Engine's fp8/fp4 recipes, torchao's Float8Linear) is refused with one located line, exit 2
+    import pytest
+
+    from simulator.cli.main import main
+    from workloads.parallel import PlanError
+
+    for fw in ("", "maxtext", "maxtext-cf", "xla"):  # a noise per backward GEMM of each linear: two per forward
+        g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="int8", framework=fw)[0].graph
+        fwd = sum(op.kind == "matmul" and op.attrs.get("compute_dtype") == "int8" and ".bwd_" not in op.name
+                  and "@recompute" not in op.name for op in g.ops)
+        assert fwd in (4, 7) and sum(op.attrs.get("rng") == "rng_bit_generator" for op in g.ops) == 2 * fwd
+    for fw in ("megatron-core", "fsdp2"):
+        with pytest.raises(PlanError, match=rf"^fp8_linears: got 'int8' with framework '{fw}'; expected a JAX/XLA "
+                                            r"framework \(maxtext, maxtext-cf, maxtext-serial, xla\) or none"):
+            plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="int8", framework=fw)
+    assert main(["predict", "llama-3-8b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--microbatch", "1",
+                 "--seq", "1024", "--fp8-linears", "int8", "--framework", "megatron-core"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fp8_linears: got 'int8' with framework 'megatron-core'" in err[0]

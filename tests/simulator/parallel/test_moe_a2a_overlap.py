@@ -120,8 +120,8 @@ def test_the_step_shrinks_by_the_hidden_all_to_alls_of_the_steady_pairs():
 def test_the_dispatchers_kernels_take_their_sms_from_the_compute_beside_them():
     # (units - held) / units: DeepEP's 20 SMs (Megatron-Core moe_deepep_num_sms) of a B200's 148 and an H100's 132
     # (the report's "about 20%" of the GEMMs' efficiency on H100: 132 / 112 = 1.18); NCCL's 32 peer-to-peer
-    # channels of a DGX H100 and a DGX B200 for the alltoall dispatcher; none listed for HybridEP, none without a
-    # framework profile
+    # channels of a DGX H100 and a DGX B200 for the alltoall dispatcher; HybridEP's 16 (moe_hybridep_num_sms at
+    # 0d8e0714); none without a framework profile
     from simulator.hardware import load_hardware
     from simulator.parallel.compose import _a2a_compute_share
 
@@ -134,7 +134,24 @@ def test_the_dispatchers_kernels_take_their_sms_from_the_compute_beside_them():
     assert share("deepep", h100) == pytest.approx(112 / 132)
     assert share("sparse", h100) == pytest.approx(100 / 132)
     assert share("sparse", b200) == pytest.approx(116 / 148)
-    assert share("hybridep", b200) == 1.0 and share("deepep", b200, "") == 1.0
+    assert share("hybridep", b200) == pytest.approx(132 / 148)
+    assert share("hybridep", h100) == pytest.approx(116 / 132)
+    assert share("deepep", b200, "") == 1.0
+
+
+def test_a_dispatcher_holding_every_sm_is_refused():
+    # NCCL's 32 peer-to-peer channels of a DGX H100 against a device of 32 SMs: no compute runs beside the all-to-all
+    import dataclasses as dc
+
+    from simulator.hardware import load_hardware
+    from simulator.parallel.compose import _a2a_compute_share
+    from workloads.parallel import PlanError
+
+    h100 = load_hardware("dgx-h100")
+    small = dc.replace(h100, device=dc.replace(h100.device, compute=dc.replace(h100.device.compute, units=32)))
+    with pytest.raises(PlanError, match="moe_a2a_overlap: got moe_dispatch 'sparse' .* hold 32 SMs, on a device of 32; "
+                                        "expected a dispatcher holding fewer SMs"):
+        _a2a_compute_share(ParallelPlan(dp=8, ep=8, moe_dispatch="sparse"), small, "megatron-core")
 
 
 def test_a_slowed_compute_hides_less_of_each_all_to_all():
@@ -201,13 +218,14 @@ def test_the_hidden_time_never_exceeds_the_backward_it_is_taken_from():
 
 def test_the_plan_refuses_a_non_boolean_and_the_einsum_dispatch():
     # Megatron-Core asserts moe_token_dispatcher_type in ['alltoall', 'flex'] (transformer_config.py @ core_v0.15.0):
-    # the sparse (alltoall) and deepep (flex) dispatches; the one-hot einsum dispatch is neither
+    # the sparse (alltoall), deepep and hybridep (flex) dispatches; the one-hot einsum dispatch is neither
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got 'yes'; expected true or false"):
         ParallelPlan(dp=2, ep=2, moe_a2a_overlap="yes")
     with pytest.raises(PlanError, match=r"moe_a2a_overlap: got it with moe_dispatch 'einsum'; expected moe_dispatch "
-                                        r"'sparse' or 'deepep'"):
+                                        r"'sparse', 'deepep' or 'hybridep'"):
         ParallelPlan(dp=2, ep=2, moe_dispatch="einsum", capacity_factor=1.0, moe_a2a_overlap=True)
     assert ParallelPlan(dp=2, ep=2, moe_dispatch="deepep", moe_a2a_overlap=True).moe_a2a_overlap
+    assert ParallelPlan(dp=2, ep=2, moe_dispatch="hybridep", moe_a2a_overlap=True).moe_a2a_overlap
 
 
 def test_the_extra_warm_up_forward_holds_one_more_chunk():

@@ -11,21 +11,21 @@ from __future__ import annotations
 import pytest
 
 
-def _pricer(framework: str):  # noqa: ANN202
+def _pricer(framework: str, tp: int = 4, pp: int = 1):  # noqa: ANN202
     from simulator.serving import ServeConfig
     from simulator.serving.setup import prepare
     from workloads.parallel import ParallelPlan
 
     cfg = ServeConfig(arrival="poisson:qps=4", lengths="fixed:in=128,out=16", scheduler="orca", requests=2, seed=0,
                       framework=framework, dtype="bf16", mixed_prefill=False)
-    return prepare("llama-3-70b", "dgx-h100", cfg, ParallelPlan(tp=4)).pricer
+    return prepare("llama-3-70b", "dgx-h100", cfg, ParallelPlan(tp=tp, pp=pp)).pricer
 
 
-@pytest.mark.parametrize("framework", ["vllm-v0", "sglang-0.3"])
-def test_listing_adds_up_to_the_priced_decode_step(framework: str) -> None:
+@pytest.mark.parametrize(("framework", "tp", "pp"), [("vllm-v0", 4, 1), ("sglang-0.3", 4, 1), ("vllm-v0", 2, 2)])
+def test_listing_adds_up_to_the_priced_decode_step(framework: str, tp: int, pp: int) -> None:
     from simulator.serving.steplisting import decode_step_listing
 
-    p = _pricer(framework)
+    p = _pricer(framework, tp, pp)
     rows = decode_step_listing(p, 16, 384)
     want = p.decode_fixed(16)[0] + p.decode_segment(16, 384)[1]
     assert sum(r.seconds for r in rows) == pytest.approx(want, rel=1e-9)
@@ -51,12 +51,31 @@ def test_listing_counts_the_kernels_of_a_tp4_llama_70b_step() -> None:
     assert host["sampler call"] == pytest.approx(0.623e-3 + 16 * 0.007e-3, rel=1e-12)
 
 
-@pytest.mark.parametrize("batch", [0, 17, 300])
-def test_listing_refuses_a_batch_off_the_buckets(batch: int) -> None:
+def test_listing_of_a_two_stage_plan_lists_each_stage_and_the_head_on_the_last() -> None:
+    """tp 2 x pp 2: each stage 40 layers (four GEMMs and two all-reduces a layer, the embedding's all-reduce on the
+    first stage), one hand-off send from the first stage; the LM head on the last."""
+    from simulator.serving.steplisting import decode_step_listing
+
+    rows = decode_step_listing(_pricer("vllm-v0", 2, 2), 16, 384)
+
+    def kernels(part: str, kind: str, stage: int) -> int:
+        return sum(r.kernels for r in rows if (r.part, r.kind, r.stage) == (part, kind, stage))
+
+    assert [kernels("token-wise", "matmul", s) for s in (0, 1)] == [4 * 40, 4 * 40]
+    assert [kernels("token-wise", "all_reduce", s) for s in (0, 1)] == [2 * 40 + 1, 2 * 40]
+    assert kernels("token-wise", "send", 0) == 1
+    assert [kernels("lm head", "matmul", s) for s in (0, 1)] == [0, 1]
+    assert {r.stage for r in rows if r.part == "sampler"} == {1}
+
+
+@pytest.mark.parametrize(("batch", "why"), [(0, "got 0, below 1"), (17, "got 17, between bucket points 16 and 18"),
+                                            (300, "got 300, between bucket points 288 and 320"),
+                                            (1024, "got 1024, above the largest captured graph")])
+def test_listing_refuses_a_batch_off_the_buckets(batch: int, why: str) -> None:
     from simulator.serving import ServingError
     from simulator.serving.steplisting import decode_step_listing
 
-    with pytest.raises(ServingError, match="expected a bucket point"):
+    with pytest.raises(ServingError, match=f"batch: {why}.*; expected a bucket point"):
         decode_step_listing(_pricer("vllm-v0"), batch, 384)
 
 
