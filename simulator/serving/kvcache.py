@@ -5,7 +5,7 @@ number of blocks, as vLLM and TensorRT-LLM size them by the smallest), by the en
 (the framework profile's ``kv_cache_sizing``, :data:`KV_SIZINGS`)::
 
     device:  blocks = floor((capacity * gpu_memory_utilization - weights - activations) / bytes_per_block)
-    free:    blocks = floor((capacity - weights - activations) * free_gpu_memory_fraction / bytes_per_block)
+    free:    blocks = floor((capacity - context - weights - activations) * free_gpu_memory_fraction / bytes_per_block)
     bytes_per_block = block_size * 2 * layers_per_stage * max(1, kv_heads / tp) * head_dim * kv_bytes
 
 ``capacity`` is the device's memory as its runtime reports it (``MemoryLevel.usable``: the catalog's
@@ -20,6 +20,14 @@ run its profiling pass (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9,
 PyTorch) and sizes ``(total - peak) * fraction``; the C++ runtime
 (``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`` ``BaseKVCacheManager::calculateFreeMemBytes``) takes
 ``cudaMemGetInfo``'s free memory after the engine and its runtime buffers are allocated, times the fraction.
+Both read the device's free memory after the process's CUDA context exists (the PyTorch backend's peak is
+``total - free`` from ``torch.cuda.mem_get_info``, the C++ runtime's ``cudaMemGetInfo``), so the context is not
+free: ``context`` is :data:`simulator.report.memory.CUDA_CONTEXT_BYTES` (the figure the training memory model
+charges each GPU process), passed by the serving set-up for the ``free`` rule. vLLM's ``device`` rule takes
+``gpu_memory_utilization`` of the total and subtracts only what its own profiling run added (the context is part
+of its baseline), so it keeps ``context`` 0. What TensorRT-LLM allocates besides (its NCCL communicators, the
+custom all-reduce workspace, the runtime and decoder buffers) scales with build limits NIM 1.8.0 and the
+benchmark rows do not state, and is not counted.
 
 ``weights`` and ``activations`` are what the engines predict for the largest iteration (a prefill step
 of ``max_batched_tokens`` tokens), as vLLM profiles a dummy forward pass of that many tokens before it
@@ -58,6 +66,7 @@ class KVCacheSpec:
     activations_bytes: float
     sizing: str = "device"
     memory_fraction: float = 0.9
+    context_bytes: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -68,7 +77,8 @@ class KVCacheSpec:
         return {"block_size": self.block_size, "blocks": self.blocks, "tokens": self.tokens,
                 "bytes_per_block_per_device": self.bytes_per_block, "capacity_bytes_per_device": self.capacity_bytes,
                 "weights_bytes_per_device": self.weights_bytes, "activations_bytes_per_device": self.activations_bytes,
-                "sizing": self.sizing, "memory_fraction": self.memory_fraction}
+                "sizing": self.sizing, "memory_fraction": self.memory_fraction,
+                "context_bytes_per_device": self.context_bytes}
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -78,9 +88,10 @@ def blocks_for(tokens: int, block_size: int) -> int:
 
 def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: float, activations_bytes: float,
                   block_size: int, gpu_memory_utilization: float, dtype: str, sizing: str = "device",
-                  free_gpu_memory_fraction: float | None = None) -> KVCacheSpec:
+                  free_gpu_memory_fraction: float | None = None, context_bytes: float = 0.0) -> KVCacheSpec:
     """The cache a replica gets by the ``sizing`` rule (module docstring); :class:`ServingError` when not one
-    block fits. ``free_gpu_memory_fraction`` (``free`` only; None: :data:`DEFAULT_FREE_GPU_MEMORY_FRACTION`)."""
+    block fits. ``free_gpu_memory_fraction`` (``free`` only; None: :data:`DEFAULT_FREE_GPU_MEMORY_FRACTION`);
+    ``context_bytes``: the CUDA context, not free when the ``free`` rule reads the device (module docstring)."""
     from workloads.serving import kv_bytes_per_token
 
     if sizing not in KV_SIZINGS:
@@ -89,8 +100,9 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
     gib = 2.0**30
     if sizing == "free":
         fraction = DEFAULT_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
-        free = (capacity_bytes - weights_bytes - activations_bytes) * fraction
-        rule = (f"({capacity_bytes / gib:.2f} GiB - weights {weights_bytes / gib:.2f} GiB - activations "
+        free = (capacity_bytes - context_bytes - weights_bytes - activations_bytes) * fraction
+        ctx = f" - CUDA context {context_bytes / gib:.2f} GiB" if context_bytes else ""
+        rule = (f"({capacity_bytes / gib:.2f} GiB{ctx} - weights {weights_bytes / gib:.2f} GiB - activations "
                 f"{activations_bytes / gib:.2f} GiB) x free_gpu_memory_fraction {fraction}")
     else:
         fraction = gpu_memory_utilization
@@ -104,4 +116,4 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
                            "memory)")
     return KVCacheSpec(block_size=block_size, blocks=blocks, bytes_per_block=per_block, capacity_bytes=capacity_bytes,
                        weights_bytes=weights_bytes, activations_bytes=activations_bytes, sizing=sizing,
-                       memory_fraction=fraction)
+                       memory_fraction=fraction, context_bytes=context_bytes if sizing == "free" else 0.0)

@@ -378,6 +378,14 @@ def _check_context(config: ServeConfig, pricer: Any, ins: np.ndarray, outs: np.n
     return int(ins[i] + outs[i])
 
 
+def _context_bytes(kv_sizing: str) -> float:
+    """The CUDA context the ``free`` KV rule finds already taken (:mod:`simulator.serving.kvcache`); 0 for
+    ``device``, whose budget is the engine's own allocations."""
+    from simulator.report.memory import CUDA_CONTEXT_BYTES
+
+    return float(CUDA_CONTEXT_BYTES) if kv_sizing == "free" else 0.0
+
+
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
            draft: tuple[Any, int, float] | None = None, output_lag: bool = False,
@@ -408,7 +416,8 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     kv = kv_cache_spec(cfg, plan, capacity_bytes=float(device.memory[0].usable),
                        weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
-                       dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction)
+                       dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction,
+                       context_bytes=_context_bytes(kv_sizing))
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
     if need > kv.blocks - shared:

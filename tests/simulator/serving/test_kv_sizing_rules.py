@@ -38,6 +38,20 @@ def test_free_rule_by_hand():
     assert tp2.bytes_per_block == 2**19 and tp2.blocks == 240703
 
 
+def test_free_rule_leaves_the_cuda_context_out():
+    """TensorRT-LLM reads the memory free after its process's CUDA context exists: (141 GB - 400 MiB - 8.03 GB
+    - 0.13 GB) x 0.95 / 1 MiB = floor(125,799,541,120 / 1,048,576) = 119,971 blocks, 380 fewer than without it
+    (400 MiB x 0.95 / 1 MiB); the device rule ignores it (vLLM's budget counts its own allocations only)."""
+    cfg = zoo_config("llama-3.1-8b")
+    args = dict(capacity_bytes=141e9, weights_bytes=8.03e9, activations_bytes=0.13e9, block_size=16,
+                gpu_memory_utilization=0.9, dtype="fp8_e4m3", context_bytes=400 * 2**20)
+    free = kv_cache_spec(cfg, ParallelPlan(), sizing="free", free_gpu_memory_fraction=0.95, **args)
+    assert free.blocks == 119971 == 120351 - 380
+    assert free.to_json()["context_bytes_per_device"] == 400 * 2**20
+    dev = kv_cache_spec(cfg, ParallelPlan(), **args)
+    assert dev.blocks == 113239 and dev.context_bytes == 0.0
+
+
 def test_free_rule_no_block_is_located():
     cfg = zoo_config("llama-3.1-8b")
     with pytest.raises(ServingError, match=r"no block fits; got \(7\.45 GiB - weights 7\.48 GiB .* x "
@@ -62,9 +76,10 @@ def test_serving_uses_the_profile_rule():
                                                                    free_gpu_memory_fraction=0.95, **cfg)).summary
     kv = trt["kv_cache"]
     c, w, a = kv["capacity_bytes_per_device"], kv["weights_bytes_per_device"], kv["activations_bytes_per_device"]
-    assert kv["sizing"] == "free" and kv["blocks"] == int((c - w - a) * 0.95 // 2**20)
+    assert kv["context_bytes_per_device"] == 400 * 2**20  # the CUDA context is not free memory
+    assert kv["sizing"] == "free" and kv["blocks"] == int((c - 400 * 2**20 - w - a) * 0.95 // 2**20)
     vllm = simulate_serving("llama-3.1-8b", "hgx-h200", ServeConfig(framework="vllm", **cfg)).summary["kv_cache"]
-    assert vllm["sizing"] == "device"
+    assert vllm["sizing"] == "device" and vllm["context_bytes_per_device"] == 0.0
     assert vllm["blocks"] == int((vllm["capacity_bytes_per_device"] * 0.9 - vllm["weights_bytes_per_device"]
                                   - vllm["activations_bytes_per_device"]) // 2**20)
 

@@ -114,7 +114,7 @@ PINNED: dict[str, dict] = {
         "makespan_s": 5.741944870698284,
         "preemptions": 0,
         "batch_tokens": {"mean": 120.2061191626409, "max": 8192.0, "iterations": 621},
-        "kv_cache_utilization": 0.12310824767905358,
+        "kv_cache_utilization": 0.12383833085585345,
         "energy_j": 2828.3075887759164,
         "engine_calls": 188,
         "csv_sha256": "af05be0d12f82ad9",
