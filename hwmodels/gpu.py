@@ -2517,7 +2517,7 @@ class AttentionGrid:
 
 def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, sms: ArrayLike, *,
                    causal: bool = False, backward: bool = False, block_q: int = 128,
-                   min_mma_rows: int = 64, window: int = 0, block_kv: int = 0) -> AttentionGrid:
+                   min_mma_rows: int = 64, window: int = 0, block_kv: int = 0, seq_kv_max: int = 0) -> AttentionGrid:
     """The CTAs of a fused-attention launch and the query-key pairs each computes.
 
     Query blocks of ``block_q`` rows are CTAs; backward, key blocks of ``block_q`` keys are (FlashAttention-2's
@@ -2529,20 +2529,27 @@ def attention_grid(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: 
     sliding ``window`` (tokens, 0: none) skips the key blocks outside the band (:func:`_pairs`). A causal forward
     given ``block_kv`` (a FlashAttention-2 tile's ``kBlockN``; 0: the visible pairs only) computes whole key blocks
     across the diagonal (:func:`_causal_block_pairs`).
+
+    A decode batch of sequences with different contexts (``seq_kv_max`` > ``seq_kv``: ``seq_kv`` their mean, the
+    longest ``seq_kv_max``) is one launch as the split-KV kernels run it: the splits
+    are chosen for the longest sequence, each a fixed share of its keys, so its CTAs are the heaviest and a short
+    sequence's later splits hold no keys; the pairs, and the K/V traffic, stay the batch's sum.
     """
     group = heads_q // max(1, heads_kv)
     decode = seq_q * group < block_q and not backward
     if decode:
         rows = seq_q * group  # packed query rows per KV head
         ctas_base = batch * heads_kv
+        longest = max(seq_kv, seq_kv_max)
         kv_splits = np.clip(np.floor(_a(sms) / ctas_base), 1.0,
-                            max(1.0, math.ceil(seq_kv / DECODE_MIN_KEYS_PER_SPLIT)))
+                            max(1.0, math.ceil(longest / DECODE_MIN_KEYS_PER_SPLIT)))
         head_pairs, _ = _pairs(seq_q, seq_kv, causal, seq_q, window, block_q)
+        heavy = head_pairs if longest == seq_kv else _pairs(seq_q, longest, causal, seq_q, window, block_q)[0]
         # one CTA holds all rows of its KV head
         return AttentionGrid(batch, heads_q, heads_kv, seq_q, seq_kv, block_q, backward, True,
                              ctas=ctas_base * kv_splits, kv_splits=kv_splits, pad=max(rows, min_mma_rows) / rows,
                              head_pairs=head_pairs, pairs=batch * heads_q * head_pairs,
-                             heaviest_pairs=head_pairs * group / kv_splits, q_panels=1.0)
+                             heaviest_pairs=heavy * group / kv_splits, q_panels=1.0)
     own = seq_kv if backward else seq_q  # the sequence whose blocks the CTAs own
     rows_blk = min(block_q, own)
     blocks = math.ceil(own / block_q)
@@ -2958,6 +2965,7 @@ def attention(
     exp_exposed: bool = False,
     cta_edges: bool = True,
     tile: Flash2Tile | None = None,
+    seq_kv_max: int = 0,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -3008,6 +3016,9 @@ def attention(
         resident on an SM at once (:func:`flash2_ctas_per_sm`) expose one edge a round; a causal forward without
         ``causal_rate_ratio`` computes whole key blocks of ``tile.block_n`` across the diagonal
         (:func:`attention_grid` ``block_kv``). Without a tile every CTA's edges are exposed.
+    seq_kv_max
+        A decode batch of mixed contexts: its longest sequence's keys (``seq_kv`` the mean; 0: every sequence
+        at ``seq_kv``), which sets the splits and the heaviest CTA (:func:`attention_grid`).
 
     Returns
     -------
@@ -3032,7 +3043,8 @@ def attention(
     # a causal forward's CTAs compute whole key blocks where no measured causal ratio already holds them
     block_kv = tile.block_n if tile is not None and causal_rate_ratio is None else 0
     grid = attention_grid(batch, heads_q, heads_kv, seq_q, seq_kv, sms, causal=causal, backward=backward,
-                          block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv)
+                          block_q=block_q, min_mma_rows=min_mma_rows, window=window, block_kv=block_kv,
+                          seq_kv_max=seq_kv_max)
     # the rescaled accumulators are the output's: head_dim_v of them a query row
     rescale = flash2_rescale_ops_per_score(tile, head_dim_v) if tile is not None and not backward and not grid.decode else 0.0
     t_mma, t_soft, t_pair, t_compute = _attention_compute(grid, p, head_dim, head_dim_v, kernel, backward, sms,

@@ -31,14 +31,17 @@ SAMPLER_KERNELS = ("to_fp32", "temperature", "softmax", "log_softmax", "gather_r
 
 
 def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, tp: int = 1,
-                    dtype: str = "bf16", kv_dtype: str | None = None, window: int = 0) -> OpGraph:
+                    dtype: str = "bf16", kv_dtype: str | None = None, window: int = 0,
+                    kv_tokens_max: int = 0) -> OpGraph:
     """One layer's attention on one tensor-parallel rank: ``batch`` sequences, each ``query_tokens``
     queries attending causally to ``kv_tokens`` keys and values (the queries are the last
     ``query_tokens`` of them). Heads as the builder splits them: ``heads // tp`` query heads and
     ``max(1, kv_heads // tp)`` KV heads per rank. ``window`` > 0: a local (sliding-window) layer's
     attention, each query seeing its last ``window`` keys (the op's ``window`` attribute, as the
     transformer builder emits it); the caller passes the keys such a layer's cache holds
-    (:func:`window_kv_tokens`).
+    (:func:`window_kv_tokens`). ``kv_tokens_max`` > ``kv_tokens``: a decode batch of mixed contexts, ``kv_tokens``
+    their mean and ``kv_tokens_max`` the longest (the op's ``kv_tokens_max`` attribute: the split-KV kernel's
+    splits and heaviest CTA follow the longest, :func:`hwmodels.gpu.attention_grid`); 0: every sequence alike.
 
     Raises ``ValueError`` for non-positive sizes, a negative window or ``query_tokens > kv_tokens``.
     """
@@ -56,7 +59,8 @@ def attention_graph(cfg: Any, *, batch: int, query_tokens: int, kv_tokens: int, 
     kvd = parse_dtype(kv_dtype).value if kv_dtype else None
     k = b.input("k_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
     v = b.input("v_cache", (batch, hk, kv_tokens, hd), dtype=kvd)
-    b.op("attention", [q, k, v], name="core", causal=True, **({"window": window} if window else {}))
+    extra = {"kv_tokens_max": kv_tokens_max} if kv_tokens_max > kv_tokens else {}
+    b.op("attention", [q, k, v], name="core", causal=True, **({"window": window} if window else {}), **extra)
     return b.build({"model": cfg.name, "batch": batch, "query_tokens": query_tokens, "kv_tokens": kv_tokens,
                     "tp": tp, "phase": "attention"})
 

@@ -743,14 +743,15 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     exposed = kernel == "flash3" and _family(ctx.device) in gpu.FLASH3_EXP_EXPOSED_FAMILIES  # Hopper: exp2 not hidden
     edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES  # FlashAttention-2's CUDA kernels: each CTA's edges
     tiles, pick = _flash2_tiles(op, ctx.device, d, backward, causal) if edges and kernel == "flash2" else ((None,), None)
+    longest = int(op.attrs.get("kv_tokens_max", 0) or 0)  # a decode batch of mixed contexts: its longest
     e = _per_tile(lambda tile: gpu.attention(
         b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(q.dtype), backward=backward,
         kernel=kernel, kv_sharing=sharing, bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed,
-        cta_edges=edges, tile=tile), tiles, pick)
+        cta_edges=edges, tile=tile, seq_kv_max=longest), tiles, pick)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, _per_tile(lambda tile: gpu.attention(
             b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(k.dtype), kernel=kernel,
-            kv_sharing=sharing, cta_edges=edges, tile=tile), tiles, pick),
+            kv_sharing=sharing, cta_edges=edges, tile=tile, seq_kv_max=longest), tiles, pick),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
     if op.attrs.get("stored_score_passes"):  # PaddlePaddle's cuDNN fused attention keeps S (and dS) in memory

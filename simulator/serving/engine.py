@@ -123,7 +123,7 @@ class Replica:
             dt, e = dt + ddt, e + dde
         else:
             gain = 1.0
-            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled)
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, longest=_longest_decode(plan.work) if dec > 1 else 0)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
         self._handover = end
@@ -158,9 +158,10 @@ class Replica:
         arrival is due (every step is priced on the attention line of its mean context)."""
         work = plan.work
         if plan.context is None or self.lim.kind == "static":
-            live, left, context = _live(work)
+            live, left, context, longest = _live(work)
         else:  # counted by the scheduler; no padding outside static batches
             live, left, context = [s for s, _ in work], plan.fewest, plan.context
+            longest = max(s.computed for s in live)
         batch = len(work)
         block = self.lim.steps
         if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
@@ -181,8 +182,8 @@ class Replica:
             # launching the forward and the logits, and AsyncLLMEngine.step_async returns a non-last step
             # of a block without waiting for the GPU (a last step waits: _final_process_outputs)
             self._handover = end
-        ends, energy = self._decode_steps(end, batch, context / batch, len(live) / batch, (fixed_t, fixed_e),
-                                          k_max, stop_at)
+        ends, energy = self._decode_steps(end, batch, (context / batch, longest), len(live) / batch,
+                                          (fixed_t, fixed_e), k_max, stop_at)
         end = ends[-1]
         if block == 1:
             self._handover = ends[0]
@@ -191,24 +192,29 @@ class Replica:
             self._retire(end)
         return end
 
-    def _decode_steps(self, end: float, batch: int, c: float, grow: float, fixed: tuple[float, float], k_max: int,
-                      stop_at: float) -> tuple[list[float], float]:
+    def _decode_steps(self, end: float, batch: int, contexts: tuple[float, int], grow: float,
+                      fixed: tuple[float, float], k_max: int, stop_at: float) -> tuple[list[float], float]:
         """Each step's end (a chunk to every live sequence: one step per scheduling pass) and the steps'
-        energy, from ``end`` at mean context ``c`` growing by ``grow`` a step, until ``k_max`` steps or
-        ``stop_at``."""
+        energy, from ``end`` at mean context ``c`` growing by ``grow`` a step and the longest context ``m``
+        by one (``contexts``: ``(c, m)``), until ``k_max`` steps or ``stop_at``."""
         fixed_t, fixed_e = fixed
-        hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
+        c, m = contexts
+        pricer = self.pricer
+        hi, at, slope_t, ae, slope_e = pricer.decode_segment(batch, c, m)
+        top = pricer.longest_bound(m, c) if batch > 1 else 0
         ends: list[float] = []
         energy = 0.0
         while True:
-            if c >= hi:
-                hi, at, slope_t, ae, slope_e = self.pricer.decode_segment(batch, c)
+            if c >= hi or m > top > 0:
+                hi, at, slope_t, ae, slope_e = pricer.decode_segment(batch, c, m)
+                top = pricer.longest_bound(m, c) if batch > 1 else 0
             end += fixed_t + at
             energy += fixed_e + ae
             ends.append(end)
             if len(ends) >= k_max or end >= stop_at:
                 return ends, energy
             c += grow
+            m += 1
             at += slope_t * grow
             ae += slope_e * grow
 
@@ -337,20 +343,34 @@ def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> boo
     return done
 
 
-def _live(work: list[tuple[Seq, int]]) -> tuple[list[Seq], int, int]:
+def _longest_decode(work: list[tuple[Seq, int]]) -> int:
+    """The longest context (tokens computed) of an iteration's decodes (:func:`simulator.serving.scheduler.tally`'s
+    rule: one token of a sequence past its prompt with nothing else left to compute); 0 without decodes."""
+    longest = 0
+    for s, n in work:
+        if n == 1:
+            c = s.computed
+            if c > longest and s.generated and c == s.n_in + s.generated - 1:
+                longest = c
+    return longest
+
+
+def _live(work: list[tuple[Seq, int]]) -> tuple[list[Seq], int, int, int]:
     """(the sequences of a decode batch that are not padding, the fewest tokens any of them has left to
-    generate, the batch's summed context) in one pass."""
+    generate, the batch's summed context, its longest context) in one pass."""
     live: list[Seq] = []
     left = math.inf
-    context = 0
+    context = longest = 0
     for s, _ in work:
         context += s.computed
+        if s.computed > longest:
+            longest = s.computed
         if not s.pad:
             live.append(s)
             r = s.n_out - s.generated
             if r < left:
                 left = r
-    return live, left, context  # type: ignore[return-value]
+    return live, left, context, longest  # type: ignore[return-value]
 
 
 def _route(replicas: list[Replica], router: str, counter: int) -> Replica:

@@ -14,7 +14,9 @@ What an iteration stands for, per replica (all ``tp x pp`` devices; the stages r
   priced by :func:`simulator.engines.analytical.evaluate`, times the layers; a local sliding-window layer
   over the keys its window holds, with the op's ``window``, as the transformer builder emits it); the
   decode tokens are one op of ``B`` sequences at their mean context (one batched decode kernel, as paged
-  attention runs them);
+  attention runs them: its K/V traffic the sequences' sum), its longest sequence's context setting the
+  kernel's splits and heaviest CTA (the op's ``kv_tokens_max``: :func:`hwmodels.gpu.attention_grid`), at the
+  bucket point at or above it (:meth:`IterationPricer.longest_bound`);
 * **host time** of the engine step (scheduling, input preparation, sampling), a named field of the
   framework profile (:attr:`workloads.frameworks.FrameworkProfile.iteration_host_s`).
 
@@ -179,7 +181,7 @@ class IterationPricer:
         self.devices = plan.tp * plan.pp
         self._dense: dict[int, tuple[float, float]] = {}
         self._head: dict[int, tuple[float, float]] = {}
-        self._attn: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self._attn: dict[tuple[int, int, int, int], tuple[float, float]] = {}
         self._calls = 0
         self.prefill_pricer: IterationPricer | None = None
         if eager_options is not None:
@@ -188,7 +190,7 @@ class IterationPricer:
                                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                                   sampler_host=sampler_host, step_broadcasts=step_broadcasts)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
-        self._segments: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+        self._segments: dict[tuple[int, int, int], tuple[float, float, float, float, float]] = {}
         #: attention (s, J) of a prefill chunk by (query tokens, earlier context), and step host times by
         #: (sequences, graphed): the values the interpolation gives, kept (the hot path of a mixed batch)
         self._chunks: dict[tuple[int, int], tuple[float, float]] = {}
@@ -274,9 +276,11 @@ class IterationPricer:
 
         return graph_batch(batch, self.graph_sizes) if self.graph_sizes else batch
 
-    def attention_point(self, batch: int, query: int, context: int) -> tuple[float, float]:
-        """Attention (s, J) over all layers of ``batch`` sequences of ``query`` new tokens after ``context``."""
-        key = (batch, query, context)
+    def attention_point(self, batch: int, query: int, context: int, longest: int = 0) -> tuple[float, float]:
+        """Attention (s, J) over all layers of ``batch`` sequences of ``query`` new tokens after ``context``; a
+        decode batch's ``longest`` context (above ``context``, the mean; 0: every sequence at ``context``)."""
+        longest = longest if batch > 1 and longest > context else 0
+        key = (batch, query, context, longest)
         hit = self._attn.get(key)
         if hit is None:
             from simulator.engines.analytical import evaluate
@@ -287,7 +291,8 @@ class IterationPricer:
                 self._calls += 1
                 g = attention_graph(self.cfg, batch=batch, query_tokens=query, tp=self.plan.tp, dtype=self.dtype,
                                     kv_dtype=self.kv_dtype,
-                                    kv_tokens=window_kv_tokens(query, context, window), window=window)
+                                    kv_tokens=window_kv_tokens(query, context, window), window=window,
+                                    kv_tokens_max=window_kv_tokens(query, longest, window) if longest else 0)
                 rep = evaluate(g, self.device, self.options)
                 t += layers * sum(float(r.time_s) for r in rep.records)
                 e += layers * sum(float(r.energy_j) for r in rep.records)
@@ -317,14 +322,17 @@ class IterationPricer:
             hit = self._memo[("h", n)] = self._lerp(self.head_point, n) if n > 0 else (0.0, 0.0)
         return hit
 
-    def attention(self, batch: int, query: int, context: float) -> tuple[float, float]:
+    def attention(self, batch: int, query: int, context: float, longest: int = 0) -> tuple[float, float]:
         """Attention (s, J) of ``batch`` sequences of ``query`` tokens after a mean ``context``: bilinear in
-        (query, context) at a fixed batch for prefill chunks (batch 1), in (batch, context) for decodes."""
+        (query, context) at a fixed batch for prefill chunks (batch 1), in (batch, context) for decodes, these
+        at the bucket point at or above their ``longest`` context (:meth:`longest_bound`; 0: none)."""
         if batch <= 0:
             return 0.0, 0.0
         if query == 1:
+            top = self.longest_bound(longest, context) if batch > 1 else 0
+
             def f(b: int) -> tuple[float, float]:
-                return self._lerp(lambda c: self.attention_point(b, 1, c), context)
+                return self._lerp(lambda c: self.attention_point(b, 1, c, top), context)
 
             return self._lerp(f, batch)
 
@@ -334,15 +342,16 @@ class IterationPricer:
         return self._lerp(g, query)
 
     def iteration(self, chunks: list[tuple[int, int]], decodes: int, decode_context: float,
-                  sampled: int, verify: int = 1) -> tuple[float, float]:
+                  sampled: int, verify: int = 1, longest: int = 0) -> tuple[float, float]:
         """(s, J) of one iteration: prefill ``chunks`` of (query tokens, earlier context), ``decodes``
         decode sequences at mean context ``decode_context`` (tokens before the new ones), each with
         ``verify`` query tokens (1; ``k + 1`` when a speculative step verifies ``k`` draft tokens, each
         position sampled), and ``sampled`` other sequences sampling a token (the LM head rows). With prompt
         chunks and a prefill pricer (``eager_options``), that pricer prices the whole iteration, and a decode-only
-        one above the largest captured graph (:meth:`eager_decode`)."""
+        one above the largest captured graph (:meth:`eager_decode`). ``longest``: the decodes' longest context
+        (0: all at the mean; :meth:`decode_segment`)."""
         if self.prefill_pricer is not None and (chunks or (verify == 1 and self.eager_decode(decodes))):
-            return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify)
+            return self.prefill_pricer.iteration(chunks, decodes, decode_context, sampled, verify, longest)
         tokens = decodes * verify + sum(q for q, _ in chunks)
         if not chunks and verify == 1:
             tokens = self.padded(decodes)
@@ -355,7 +364,7 @@ class IterationPricer:
                 hit = self._chunks[chunk] = self.attention(1, *chunk)
             t, e = t + hit[0], e + hit[1]
         if decodes and verify == 1:
-            _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context)
+            _hi, at, _st, ae, _se = self.decode_segment(decodes, decode_context, longest)
             t, e = t + at, e + ae
         elif decodes:
             at, ae = self.attention(decodes, verify, decode_context)
@@ -454,19 +463,31 @@ class IterationPricer:
                                               e + he)
         return hit
 
-    def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
+    def longest_bound(self, longest: float, context: float = 0.0) -> int:
+        """The bucket point at or above a decode batch's ``longest`` context that its attention is priced at
+        (0 when it is not above the mean ``context``: every sequence alike); a run of decode steps keeps a
+        segment (:meth:`decode_segment`) while its longest context stays at or below it."""
+        if longest <= context:
+            return 0
+        lo, hi = bucket_bounds(longest)
+        return hi
+
+    def decode_segment(self, batch: int, context: float, longest: int = 0
+                       ) -> tuple[float, float, float, float, float]:
         """The piece of the decode attention line around mean ``context``: (upper context bound, s at
         ``context``, s per unit of context, J at ``context``, J per unit of context); valid while the
-        mean context stays below the bound."""
+        mean context stays below the bound and the ``longest`` context (0: none) at or below its
+        :meth:`longest_bound`."""
         if self.eager_decode(batch):
-            return self.prefill_pricer.decode_segment(batch, context)  # type: ignore[union-attr]
+            return self.prefill_pricer.decode_segment(batch, context, longest)  # type: ignore[union-attr]
         lo, hi = bucket_bounds(context)
         if hi == lo:
             hi = bucket_bounds(lo + 0.5)[1]
-        seg = self._segments.get((batch, lo))
+        top = self.longest_bound(longest, context) if batch > 1 else 0
+        seg = self._segments.get((batch, lo, top))
         if seg is None:
-            a, b = self.attention(batch, 1, lo), self.attention(batch, 1, hi)
-            seg = self._segments[(batch, lo)] = (float(hi), a[0], (b[0] - a[0]) / (hi - lo), a[1],
-                                                 (b[1] - a[1]) / (hi - lo))
+            a, b = self.attention(batch, 1, lo, top), self.attention(batch, 1, hi, top)
+            seg = self._segments[(batch, lo, top)] = (float(hi), a[0], (b[0] - a[0]) / (hi - lo), a[1],
+                                                      (b[1] - a[1]) / (hi - lo))
         top, a0, st, e0, se = seg
         return top, a0 + st * (context - lo), st, e0 + se * (context - lo), se

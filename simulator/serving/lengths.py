@@ -36,6 +36,17 @@ LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 #: sqrt(ln(1 + CV^2)) = sqrt(ln 2).
 _SIGMA_CV1 = math.sqrt(math.log(2.0))
 
+
+def _azure_2023(in_mean: float, in_median: float, in_max: float, out_mean: float, out_median: float,
+                out_max: float) -> dict[str, float]:
+    """Lognormal parameters of an Azure 2023 trace summary: each side's mean and the log-space sigma that puts
+    the lognormal's median at the trace's (``mean = median * exp(sigma^2 / 2)``); the trace's longest prompt and
+    output bound the pairs (dropped and redrawn past them: ``total_max`` their sum, never the binding bound)."""
+    return {"in_mean": in_mean, "in_sigma": math.sqrt(2.0 * math.log(in_mean / in_median)), "in_max": in_max,
+            "out_mean": out_mean, "out_sigma": math.sqrt(2.0 * math.log(out_mean / out_median)), "out_max": out_max,
+            "total_max": in_max + out_max, "min_len": 1.0}
+
+
 #: Named length distributions: name -> (lognormal parameters, source). Only summaries read from their
 #: source are listed; a trace file (``--arrival trace:FILE.csv`` or ``--lengths FILE.csv``) gives any
 #: other data set exactly. Which statistic each parameter comes from:
@@ -69,6 +80,25 @@ _SIGMA_CV1 = math.sqrt(math.log(2.0))
 #: benchmark_serving.py ``sample_sharegpt_requests`` of the same period): a fixed set of prompts per data
 #: file and tokenizer, not a fresh draw. Its lengths are not published; ``--lengths FILE.csv`` takes them
 #: exactly where the data set can be read.
+#:
+#: ``azure-code-2023`` and ``azure-conv-2023`` -- the Azure LLM inference trace 2023 (Azure/AzurePublicDataset
+#: ``data/AzureLLMInferenceTrace_code.csv``, 8,819 requests, and ``..._conv.csv``, 19,366 requests, @ 7909210; the
+#: data of Patel et al., "Splitwise", ISCA 2024, per the trace's ``AzureLLMInferenceDataset2023.md``), columns
+#: ``ContextTokens`` (prompt) and ``GeneratedTokens`` (output). Stated, computed over every row of the files:
+#:
+#: * code: prompt mean 2047.8, median 1469, p90 5188, p99 7436, max 7437; output mean 27.9, median 13, p90 55,
+#:   p99 251, max 1899;
+#: * conversation: prompt mean 1154.7, median 1020, p90 2734, p99 4142, max 14050; output mean 211.1, median 129,
+#:   p90 424, p99 601, max 1000 (the medians are the ones Splitwise quotes: coding 1500 / 13, conversation
+#:   1020 / 129 tokens).
+#:
+#: Assumed: each side lognormal, independent of the other, with the trace's median and mean (log-space sigma
+#: ``sqrt(2 ln(mean / median))``: code 0.815 in / 1.236 out, conversation 0.498 / 0.992), a pair past the trace's
+#: longest prompt or output dropped and redrawn as for ``sharegpt`` (``in_max``, ``out_max``; the log-space means
+#: are moved so the kept pairs keep the trace's means, :func:`_unfiltered_mus`, which moves the medians: 200,000
+#: draws at seed 0 give medians code 1623 in (trace 1469) / 13 out (13), conversation 1019 (1020) / 148 (129)).
+#: The percentiles are not matched: p90 code 4195 in (trace 5188) / 63 out (55), conversation 1930 (2734) / 478
+#: (424) (docs/serving.md). ``--lengths FILE.csv`` of the trace's two columns renamed takes the rows themselves.
 LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
     "sharegpt": (
         {"in_mean": 269081 / 1200, "in_sigma": _SIGMA_CV1, "in_max": 1024.0,
@@ -79,6 +109,17 @@ LENGTH_DATASETS: dict[str, tuple[dict[str, float], str]] = {
         "prompt + output over 2048 or either under 4 tokens dropped and redrawn); "
         "lognormal sigma sqrt(ln 2) (CV 1, the exponential spread ServeGen (arXiv 2025) reports for output lengths), "
         "not from ShareGPT: no published ShareGPT spread as the benchmarks sample it was found"),
+    "azure-code-2023": (_azure_2023(2047.8, 1469.0, 7437.0, 27.9, 13.0, 1899.0),
+                        "Azure LLM inference trace 2023, code (Azure/AzurePublicDataset data/AzureLLMInferenceTrace_code.csv, "
+                        "8,819 requests; Splitwise, ISCA 2024): prompt mean 2047.8 / median 1469 / max 7437, output "
+                        "mean 27.9 / median 13 / max 1899 tokens from the trace's rows; lognormal through each mean "
+                        "and median (assumed shape), pairs past the maxima redrawn"),
+    "azure-conv-2023": (_azure_2023(1154.7, 1020.0, 14050.0, 211.1, 129.0, 1000.0),
+                        "Azure LLM inference trace 2023, conversation (Azure/AzurePublicDataset "
+                        "data/AzureLLMInferenceTrace_conv.csv, 19,366 requests; Splitwise, ISCA 2024): prompt mean "
+                        "1154.7 / median 1020 / max 14050, output mean 211.1 / median 129 / max 1000 tokens from the "
+                        "trace's rows; lognormal through each mean and median (assumed shape), pairs past the maxima "
+                        "redrawn"),
 }
 
 

@@ -23,7 +23,7 @@ def test_sharegpt_means_and_clips():
     # (before the filter the prompt mean is 243.7, the output mean 191.1; rounding leaves 0.3 %)
     assert abs(ins.mean() / 224.234 - 1) < 0.005 and abs(outs.mean() / 189.084 - 1) < 0.005
     assert describe(parse_lengths("sharegpt:prefix=2"))["shared_prefix_tokens"] == 2
-    assert set(LENGTH_DATASETS) == {"sharegpt"}
+    assert set(LENGTH_DATASETS) == {"sharegpt", "azure-code-2023", "azure-conv-2023"}
 
 
 def test_sharegpt_seed0_200_draw_tail():
@@ -45,3 +45,28 @@ def test_sharegpt_filter_drops_and_redraws_only_the_dropped_pairs():
     assert np.array_equal(ins[kept], raw_in[kept]) and np.array_equal(outs[kept], raw_out[kept])
     assert not np.array_equal(ins[~kept], raw_in[~kept])
     assert (ins + outs).max() <= 2048 and ins.max() <= 1024
+
+
+def test_azure_2023_means_of_the_trace():
+    # Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{code,conv}.csv, every row: means and medians of
+    # ContextTokens / GeneratedTokens (code 2047.8 / 1469, 27.9 / 13; conversation 1154.7 / 1020, 211.1 / 129)
+    for name, (mi, medi, mo, medo, top_i, top_o) in {"azure-code-2023": (2047.8, 1469, 27.9, 13, 7437, 1899),
+                                                    "azure-conv-2023": (1154.7, 1020, 211.1, 129, 14050, 1000)}.items():
+        spec = parse_lengths(name)
+        assert "AzureLLMInferenceTrace" in spec.source and "Splitwise" in spec.source
+        # the lognormal through mean and median: mean = median * exp(sigma^2 / 2)
+        assert math.isclose(medi * math.exp(spec.get("in_sigma") ** 2 / 2), mi)
+        assert math.isclose(medo * math.exp(spec.get("out_sigma") ** 2 / 2), mo)
+        ins, outs = sample_lengths(spec, 200_000, np.random.default_rng(0))
+        assert ins.max() <= top_i and outs.max() <= top_o and min(ins.min(), outs.min()) >= 1
+        # rounding to whole tokens leaves 1.5 % on the code outputs (mean 27.5 of 27.9), under 0.5 % elsewhere
+        assert abs(ins.mean() / mi - 1) < 0.005 and abs(outs.mean() / mo - 1) < 0.02
+
+
+def test_azure_name_misspelt_suggests():
+    import pytest
+
+    from simulator.serving.config import ServingError
+
+    with pytest.raises(ServingError, match="did you mean 'azure-conv-2023'"):
+        parse_lengths("azure-conv-2032")
