@@ -18,13 +18,16 @@ from simulator.serving.scheduler import Limits
 class _Pricer:
     """1.0 s for an iteration that carries a prompt, 0.1 s for a decode step; no energy."""
 
-    def iteration(self, chunks, decodes, decode_context, sampled, verify=1):  # noqa: ARG002 - the pricer's signature
+    def iteration(self, chunks, decodes, decode_context, sampled, verify=1, longest=0):  # noqa: ARG002 - the pricer's signature
         return (1.0 if chunks else 0.1), 0.0
 
     def decode_fixed(self, batch):  # noqa: ARG002
         return 0.0, 0.0
 
-    def decode_segment(self, batch, context):  # noqa: ARG002
+    def longest_bound(self, longest, context=0.0):  # noqa: ARG002 - the pricer's signature; no context dependence
+        return 0
+
+    def decode_segment(self, batch, context, longest=0):  # noqa: ARG002
         return math.inf, 0.1, 0.0, 0.0, 0.0
 
 

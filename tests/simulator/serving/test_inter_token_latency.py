@@ -32,11 +32,14 @@ class _FlatPricer:
     def decode_fixed(self, batch: int) -> tuple[float, float]:
         return self.step + self.host, 1.0
 
-    def decode_segment(self, batch: int, context: float) -> tuple[float, float, float, float, float]:
+    def longest_bound(self, longest: float, context: float = 0.0) -> int:  # noqa: ARG002 - no context dependence
+        return 0
+
+    def decode_segment(self, batch: int, context: float, longest: int = 0) -> tuple[float, float, float, float, float]:
         return math.inf, 0.0, 0.0, 0.0, 0.0
 
     def iteration(self, chunks: list[tuple[int, int]], decodes: int, context: float, sampled: int,
-                  verify: int = 1) -> tuple[float, float]:
+                  verify: int = 1, longest: int = 0) -> tuple[float, float]:
         return 0.020 + self.host, 1.0
 
 

@@ -20,14 +20,17 @@ class _TokenPricer:
     """0.01 s per prompt token of an iteration (chunks of (query tokens, context); decodes riding along are
     free), 0.01 s a decode-only step."""
 
-    def iteration(self, chunks, decodes, decode_context, sampled, verify=1):  # noqa: ARG002 - the pricer's signature
+    def iteration(self, chunks, decodes, decode_context, sampled, verify=1, longest=0):  # noqa: ARG002 - the pricer's signature
         prompt = sum(q for q, _ in chunks)
         return (0.01 * prompt if prompt else 0.01), 0.0
 
     def decode_fixed(self, batch):  # noqa: ARG002
         return 0.0, 0.0
 
-    def decode_segment(self, batch, context):  # noqa: ARG002
+    def longest_bound(self, longest, context=0.0):  # noqa: ARG002 - the pricer's signature; no context dependence
+        return 0
+
+    def decode_segment(self, batch, context, longest=0):  # noqa: ARG002
         return math.inf, 0.01, 0.0, 0.0, 0.0
 
 
