@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from simulator.cli.common import finite_float, one_of
+from simulator.cli.common import finite_float, nonempty, one_of
 
 __all__ = ["add_price_arguments", "pricing_from_args"]
 
@@ -34,7 +34,8 @@ def add_price_arguments(p: Any, *, prices_flag: bool = True) -> None:
     p.add_argument("--electricity-usd-per-kwh", type=finite_float(0.0), metavar="USD",
                    help="--price tco: electricity price in USD per kWh (no default)")
     if prices_flag:
-        p.add_argument("--prices", metavar="FILE.toml", help="device prices (default hwmodels/catalog/prices.toml)")
+        p.add_argument("--prices", metavar="FILE.toml", type=nonempty,
+                       help="device prices (default hwmodels/catalog/prices.toml)")
 
 
 def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
