@@ -416,10 +416,11 @@ def test_maxtext_rows_whose_workloads_set_use_iota_embed_embed_by_a_one_hot_gemm
 
     rows = {r.id: r for r in load_training_rows()}
     # every Trillium workload of the rows sets use_iota_embed True (GPT-3 in its model config, gpt3-175b.yml, as on
-    # v5p), and the v5p Llama 3.1 405B one; the 2023 scripts, DeepSeek-V3 and Llama 4 keep base.yml's False
+    # v5p), and the v5p Llama 3.1 405B one; so do the 2023 v5e and v5p scripts (use_iota_embed=true in
+    # MaxText/configs/v5e/*.sh and v5p/*.sh @ 76bd53b0f); DeepSeek-V3 and Llama 4 keep base.yml's False
     onehot = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText")
               and row_options(r, "maxtext").embedding_onehot}
-    assert onehot == {f"train-{i}" for i in (*range(111, 132), 135)}
+    assert onehot == {f"train-{i:03d}" for i in (*range(71, 132), 135)}
 
 
 def test_the_2023_maxtext_rows_run_the_2023_pallas_flash_kernel():
