@@ -73,7 +73,8 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens): evaluate_plan's step for
     FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank, under the maxtext-cf stack (16b.sh sets
-    CF_FOR_ALL_GATHER) and its costing with the 2023 Pallas flash kernel and segment ids, as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
+    CF_FOR_ALL_GATHER) and its costing with the 2023 Pallas flash kernel, segment ids and the one-hot embedding
+    (use_iota_embed=true), as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
     train.py @ 76bd53b0f) over the predicted step and the 197 TFLOP/s peak.
     train-072 (2x v5e-256 over DCN, FSDP 256 within each slice): hybrid sharding, shard_group 256 of dp 512, on
     the multi-slice system tpu-v5e-256x2, predicted as stated."""
@@ -82,8 +83,8 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
-    # 76bd53b0f's attention: flash, given MaxText's decoder_segment_ids
-    flash23 = replace(profile_options("maxtext-cf"), tpu_flash_2023=True, tpu_segment_ids=True)
+    # 76bd53b0f's attention: flash, given MaxText's decoder_segment_ids; 16b.sh's use_iota_embed=true: the one-hot GEMM
+    flash23 = replace(profile_options("maxtext-cf"), tpu_flash_2023=True, tpu_segment_ids=True, embedding_onehot=True)
     res = {r.id: r for r in validate_training(_fixture(tmp_path, ("train-071", "train-072")), progress=False)}
     a, b = res["train-071"], res["train-072"]
     assert a.status == "predicted" and a.system == "tpu-v5e-256" and a.why == ()
