@@ -11,6 +11,13 @@ of compute; ``StepBreakdown.beyond_collectives_s``); and the wall time of the wh
 ``python benchmarks/bench_maxtext_breakdown.py --pair ROW_A ROW_B`` prints, after the two rows, their split into a
 factor on the predicted GEMM time and a time both steps lack (``precision_pair_split``; e.g. the bf16 and AQT int8
 GPT-3 175B rows on v6e-256, ``--pair train-126 train-127``).
+
+``python benchmarks/bench_maxtext_breakdown.py --exposure [ROW_ID ...]`` prints each row's error in its own metric
+(MFU: predicted over measured MFU; step time: predicted over measured step; minus 1, in %) as predicted, and
+as it would be with the step's gradient reductions serial with compute, with them serial at twice their time (an
+all-reduce and a dynamic slice in place of each reduce-scatter), and with every FSDP collective serial; then the
+group means (MAPE and bias) of those columns over the TPU families. Readings to compare against the rows' flags,
+not a model: docs/training.md, "What the 2023 scripts' XLA flags say about the exposed collectives".
 """
 
 from __future__ import annotations
@@ -56,8 +63,50 @@ def pair(id_a: str, id_b: str) -> None:
     print(f"GEMM factor {split.gemm_factor:.3f}; missing from both {split.common_missing_s:.2f} s")
 
 
+#: the readings ``--exposure`` prints: the FSDP collective time each reading exposes, from a
+#: :class:`StepBreakdown`; what the prediction already exposes is not added twice
+_READINGS = (("as predicted", lambda b: 0.0),
+             ("grad reductions serial", lambda b: b.grad_reduce_s),
+             ("as all-reduce, serial", lambda b: 2.0 * b.grad_reduce_s),
+             ("every FSDP coll. serial", lambda b: b.fsdp_gather_s + b.grad_reduce_s))
+
+
+def _reading_errors(row, b) -> list[float]:
+    """The row's error (%) in its own metric under each of :data:`_READINGS`."""
+    out = []
+    for _, extra in _READINGS:
+        step = b.predicted_step_s + max(0.0, extra(b) - b.exposed_s) if extra(b) else b.predicted_step_s
+        ratio = b.measured_step_s / step if row["metric"].strip() == "mfu" else step / b.measured_step_s
+        out.append(100.0 * (ratio - 1.0))
+    return out
+
+
+def exposure(ids: list[str]) -> None:
+    """Print every MaxText row's error under each reading of :data:`_READINGS`, then the family means."""
+    from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown
+    from simulator.parallel.training_validation import family_of, load_training_rows, recipe_of
+
+    logging.disable(logging.WARNING)
+    rows = [r for r in load_training_rows() if r["framework"].startswith("MaxText") and (not ids or r.id in ids)]
+    print(f"{'row':<10} {'system':<17} " + " ".join(f"{name:>24}" for name, _ in _READINGS))
+    groups: dict[str, list[list[float]]] = {}
+    for row in rows:
+        b = maxtext_step_breakdown(row)
+        if not b.measured_step_s:
+            continue
+        errs = _reading_errors(row, b)
+        groups.setdefault(f"{family_of(row)} x {recipe_of(row)}", []).append(errs)
+        print(f"{b.row_id:<10} {b.system:<17} " + " ".join(f"{e:+24.1f}" for e in errs))
+    for name, errs in groups.items():
+        cols = list(zip(*errs, strict=True))
+        print(f"{name:<28} n={len(errs):<3}" + " ".join(
+            f"{sum(map(abs, c)) / len(c):14.1f} ({sum(c) / len(c):+6.1f})" for c in cols))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--pair"] and len(sys.argv) == 4:
+    if sys.argv[1:2] == ["--exposure"]:
+        exposure(sys.argv[2:])
+    elif sys.argv[1:2] == ["--pair"] and len(sys.argv) == 4:
         pair(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1:])

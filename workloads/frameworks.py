@@ -285,6 +285,11 @@ _MAXTEXT_PERMUTE = ("AI-Hypercomputer/maxtext src/MaxText/layers/moe.py @ 3eb77d
                     "the copies are written to HBM; the PR (open, not merged) also reports 'Step time changed by ~1% "
                     "on v6e-128' (DeepSeek-V4-Flash 284B LoRA fine-tuning, seq 16384), 'the benefit of the change "
                     "is the removed activation buffer'")
+_JAX_REMAT = ("jax-ml/jax jax/_src/ad_checkpoint.py remat_partial_eval (at 732fd15, Dec 2023, and since): the recomputation "
+              "of a jax.checkpoint is staged as a jaxpr and 'DCE jaxpr_staged, keeping only instantiated outputs which "
+              "are unknown' (pe.dce_jaxpr), so only the residuals the backward reads are recomputed, before XLA's SPMD partitioner adds "
+              "collectives (none for the dropped ops); MaxText scans its decoder "
+              "layers under nn.remat (MaxText/layers/models.py @ 76bd53b0f), the scan carry (the layer input) saved")
 _MAXTEXT_CF = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py: 'Continuation Fusion (CF) for All Gather "
                "Collectives. Continuation Fusion is a form of parallelizing compute work with collectives.' CF_FOR_ALL_GATHER = "
                "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
@@ -708,6 +713,11 @@ class FrameworkProfile:
         across replicas) run concurrently with compute; False: each runs serial with the device's compute
         (:func:`simulator.parallel.stacks.sharded_step`), as on a one-TensorCore TPU whose XLA flags set neither
         continuation fusion nor a SparseCore offload (``maxtext-serial``).
+    traced_remat
+        Training: the stack's activation recomputation is traced and compiled (``jax.checkpoint`` under XLA), so
+        recomputed ops whose results the backward never reads are dead code that never runs, and the next layer
+        reads a layer's saved output rather than a recomputed copy (:func:`workloads.training.prune_dead_recompute`);
+        False: every recomputed op runs (an eager re-run of the layer).
     sampler_kernels
         Serving: the kernels the stack's sampler launches every step over the ``n x vocab`` logits of the
         ``n`` sequences that sample, outside the CUDA graph (:func:`workloads.serving.sampler_graph` names:
@@ -857,6 +867,7 @@ class FrameworkProfile:
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     collective_overlap: bool = True
+    traced_remat: bool = False
     grouped_gemm_tile_rows: int = 0
     grouped_gemm_tile_cols: int = 0
     grouped_gemm: str = "fused"
@@ -1187,24 +1198,24 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),)),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA), devices=(("tpu", "google"),),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA, _JAX_REMAT), devices=(("tpu", "google"),),
                      stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
                      grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True),
+                     segment_ids=True, traced_remat=True),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA, _JAX_REMAT),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
                      grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True),
+                     segment_ids=True, traced_remat=True),
     FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
                      "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
                      "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA, _JAX_REMAT),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
                      grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True),
+                     segment_ids=True, traced_remat=True),
 )}
 
 #: Other spellings people use for the same stacks.

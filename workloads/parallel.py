@@ -718,11 +718,16 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
 
 
 def _framework_step(g: OpGraph, framework: str) -> OpGraph:
-    """The training step ``g`` as ``framework``'s profile runs its optimizer: with Megatron-LM's mixed-precision
-    passes when the profile says so (``megatron_optimizer``: :func:`workloads.frameworks.megatron_optimizer_passes`)."""
+    """The training step ``g`` as ``framework``'s profile runs it: its recomputation pruned of dead code when the
+    stack traces it (``traced_remat``: :func:`workloads.training.prune_dead_recompute`), with Megatron-LM's
+    mixed-precision optimizer passes when the profile says so (``megatron_optimizer``:
+    :func:`workloads.frameworks.megatron_optimizer_passes`)."""
     from workloads.frameworks import get_profile, megatron_optimizer_passes
+    from workloads.training import prune_dead_recompute
 
-    return megatron_optimizer_passes(g) if get_profile(framework).megatron_optimizer else g
+    profile = get_profile(framework)
+    g = prune_dead_recompute(g) if profile.traced_remat else g
+    return megatron_optimizer_passes(g) if profile.megatron_optimizer else g
 
 
 def _stack(model: Any, framework: str) -> dict[str, str]:

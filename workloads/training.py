@@ -38,6 +38,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Sequence
@@ -49,7 +50,7 @@ from workloads.dtypes import DType
 from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec, UnsupportedOpError
 from workloads.recompute import POLICIES
 
-__all__ = ["training_graph", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
+__all__ = ["training_graph", "prune_dead_recompute", "OPTIMIZERS", "RECOMPUTE", "LOSS_KINDS", "optimizer_state_dtypes"]
 
 log = logging.getLogger(__name__)
 
@@ -847,3 +848,45 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
     if needs_unfuse(recompute):
         forward_graph = unfuse_projections(forward_graph)
     return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()
+
+
+def prune_dead_recompute(g: OpGraph) -> OpGraph:
+    """The training step ``g`` as a traced rematerialisation runs it: an op of another layer (or of none) reads
+    a layer's saved forward tensor rather than its recomputed copy, and the recomputed ops (``NAME@recompute``)
+    whose results no later op then reads, directly or through other recomputed ops, are dropped.
+
+    A layer recomputed whole re-emits every forward op of the layer (:func:`training_graph`), but its backward
+    reads only some of them: not the last projection's output (its weight gradient reads the projection's
+    input, its input gradient the weight), nor what follows it to the layer's output (a sequence-parallel
+    reduce-scatter, the residual add), which the next layer and the final norm read as the saved input of
+    their own rematerialised block (the scan's carry: MaxText's ``decoder_layer_input``, saved under every
+    policy). JAX's ``jax.checkpoint`` stages the recomputation as a jaxpr that ``remat_partial_eval``
+    dead-code-eliminates to the residuals the backward uses ('DCE jaxpr_staged, keeping only instantiated
+    outputs which are unknown': ``pe.dce_jaxpr``, jax/_src/ad_checkpoint.py at jax-ml/jax 732fd15, Dec 2023, and
+    since); the SPMD partitioner, which runs after, never sees the dropped ops, so it adds no collective for them
+    (a tensor-parallel reduce-scatter after the last projection), and a MaxText step never runs them. Eager re-runs are not pruned: Megatron's ``tensor_parallel.checkpoint``
+    recomputes the whole forward of the layer and backpropagates from its outputs.
+
+    >>> from workloads.zoo.transformer import train_forward, zoo_config
+    >>> step = training_graph(train_forward(zoo_config("gpt2-small"), batch=1, seq_len=8), recompute="full")
+    >>> pruned = prune_dead_recompute(step)
+    >>> sorted({op.name for op in step.ops} - {op.name for op in pruned.ops})[:3]
+    ['layers.0.mlp.down@recompute', 'layers.0.mlp_residual@recompute', 'layers.1.mlp.down@recompute']
+    """
+    layer_of = {t.name: _layer_key(op.group) for op in g.ops if "@recompute" in op.name for t in op.outputs}
+    ops: list[Op] = []
+    for op in g.ops:
+        key = _layer_key(op.group)
+        ins = tuple(TensorSpec(t.name.split("@recompute")[0], t.shape, t.dtype, t.role)
+                    if layer_of.get(t.name, key) not in (None, key) else t for t in op.inputs)
+        ops.append(op if ins == op.inputs else dataclasses.replace(op, inputs=ins))
+    read: set[str] = set()
+    kept: list[Op] = []
+    for op in reversed(ops):
+        if "@recompute" in op.name and not any(t.name in read for t in op.outputs):
+            continue
+        kept.append(op)
+        read.update(t.name for t in op.inputs)
+    if len(kept) == len(g.ops) and ops == list(g.ops):
+        return g
+    return OpGraph(g.name, kept[::-1], g.meta, inferred={op.name for op in kept})

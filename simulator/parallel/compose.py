@@ -1326,6 +1326,7 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
         o, w = sg.graph.memo("xla_row_parallel_stash", lambda sg=sg: X.row_parallel_stash_bytes(sg.graph, _stash_kept(sg)))
         out_b, wo_b = out_b + o, wo_b + w
     act = max(0.0, act - (out_b * (1.0 - 1.0 / plan.tp) + wo_b) * max(1.0, inflight))
+    act, buffers = _xla_peak_phase(sgs, plan, act, buffers)
     out = {"kv_cache": sum(float(sg.graph.role_bytes(Role.KV_CACHE)) for sg, _ in sgs),
            "host.step_transfer": step_transfer, "host.activations_per_microbatch": act_host / max(1.0, inflight),
            "activations": act, "offloaded_to_host": host + act_host, "reserve": 0.0, **state}
@@ -1334,6 +1335,27 @@ def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPl
     out["total"] = sum(out[k] for k in ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers"))
     out["allocator_reserved"] = out["total"] - reserved
     return out
+
+
+def _xla_peak_phase(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, act: float,
+                    buffers: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """(activations, buffers) at the step's peak as XLA's heap holds it: ``act`` was taken at the graph's
+    peak wherever it falls, with the scanned layer's FSDP buffers on top; those buffers are temporaries of
+    the scan's loop body, so the peak is the larger of the layers' peak with them and the peak of the ops
+    outside the layers (the loss and its backward) without them
+    (:func:`simulator.report.memory_xla.xla_peak_by_phase`)."""
+    from simulator.report.memory_xla import PARAM_DTYPE_BYTES, xla_peak_by_phase
+
+    chunks, pbytes = plan.loss_chunks, PARAM_DTYPE_BYTES.get(plan.param_dtype, 4.0)
+    phases = [sg.graph.memo(f"xla_peak_by_phase.{chunks}.{pbytes}",
+                            lambda g=sg.graph: xla_peak_by_phase(g, chunks, pbytes)) for sg, _ in sgs]
+    inside, outside = max(p[0] for p in phases), max(p[1] for p in phases)
+    top = max(inside, outside)  # the peak `act` was taken at
+    scan = buffers["xla_gathered_weights"] + buffers["xla_gradient_reduce_scatter"]
+    act_in, act_out = max(0.0, act - (top - inside)), max(0.0, act - (top - outside))
+    if act_out <= act_in + scan:
+        return act_in, buffers
+    return act_out, {**buffers, "xla_gathered_weights": 0.0, "xla_gradient_reduce_scatter": 0.0}
 
 
 def _check_fp8_device(recipe: str | None, system: Any) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from hwmodels.spec import DeviceSpec
 from simulator.report import MemoryCheck
 from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
-from workloads.ir import OpGraph, Role
+from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
            "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
@@ -42,7 +42,8 @@ def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
 
 def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False,
                           extra: Mapping[str, float] | None = None,
-                          transient: Callable[[str], bool] | None = None) -> int:
+                          transient: Callable[[str], bool] | None = None,
+                          at: Callable[[Op], bool] | None = None) -> int:
     """Peak bytes of live activation tensors: :func:`workloads.analysis.peak_live_bytes` with its
     default roles, in one pass over the ops.
 
@@ -55,7 +56,7 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
     tensors, are live as :func:`dropout_mask_ranges` gives them. ``extra``: op name -> bytes a stack holds while that op
     runs beyond the graph's tensors (a loss's residuals). ``transient``: tensors (by name) that live only
     at their producer, their bytes accounted elsewhere (an unsharded weight gradient XLA reduce-scatters
-    as it is produced).
+    as it is produced). ``at``: the peak over only the ops it accepts (the tensors' lives unchanged).
     """
     act = Role.ACTIVATION
     base: dict[str, str] = {}  # view / in-place output -> base tensor
@@ -107,9 +108,9 @@ def peak_activation_bytes(graph: OpGraph, *, inputs_from_first_use: bool = False
         delta[first[r]] += s
         delta[last.get(r, first[r]) + 1] -= s
     peak = cur = 0
-    for d in delta[:n]:
+    for i, d in enumerate(delta[:n]):
         cur += d
-        if cur > peak:
+        if cur > peak and (at is None or at(ops[i])):
             peak = cur
     return peak
 

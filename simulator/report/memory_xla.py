@@ -36,13 +36,13 @@ step's peak, component by component (docs/training_memory.md, "XLA on TPUs"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["MAXTEXT_STATE_BYTES_PER_PARAM", "XLA_LOSS_EXTRA_LOGIT_TENSORS", "XLA_GATHERED_WEIGHTS_IN_FLIGHT",
            "ROW_PARALLEL_NAMES", "SPLIT_WEIGHT_KINDS", "maxtext_state_bytes", "fsdp_gather_buffers", "row_parallel_stash_bytes",
-           "xla_loss_extra_bytes", "xla_peak_activation_bytes", "xla_chunked_loss_bytes",
+           "xla_loss_extra_bytes", "xla_peak_activation_bytes", "xla_peak_by_phase", "xla_chunked_loss_bytes",
            "MAXTEXT_BF16_STATE_BYTES_PER_PARAM", "PARAM_DTYPE_BYTES"]
 
 #: Bytes per parameter of MaxText's train state (AI-Hypercomputer/maxtext
@@ -247,7 +247,8 @@ def xla_chunked_loss_bytes(g: OpGraph, chunks: int, param_bytes: float = 4.0) ->
     return {name: held - (1.0 - 1.0 / chunks) * b for name, b in live.items()}
 
 
-def xla_peak_activation_bytes(g: OpGraph, loss_chunks: int = 1, param_bytes: float = 4.0) -> float:
+def xla_peak_activation_bytes(g: OpGraph, loss_chunks: int = 1, param_bytes: float = 4.0,
+                              at: Callable[[Op], bool] | None = None) -> float:
     """Peak live activation bytes of a training step's graph as XLA holds them: the graph's peak
     (:func:`~simulator.report.memory.peak_activation_bytes`, inputs live from first use) with MaxText's
     loss residual during the loss's backward (:func:`xla_loss_extra_bytes`), the vocab-tiled loss of
@@ -264,4 +265,24 @@ def xla_peak_activation_bytes(g: OpGraph, loss_chunks: int = 1, param_bytes: flo
     extra = dict(xla_loss_extra_bytes(g))
     for name, b in xla_chunked_loss_bytes(g, loss_chunks, param_bytes).items():
         extra[name] = extra.get(name, 0.0) + b
-    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=extra, transient=weight_grad))
+    return float(peak_activation_bytes(g, inputs_from_first_use=True, extra=extra, transient=weight_grad, at=at))
+
+
+def xla_peak_by_phase(g: OpGraph, loss_chunks: int = 1, param_bytes: float = 4.0) -> tuple[float, float]:
+    """(peak over the ops of the scanned layers, peak over the other ops) of
+    :func:`xla_peak_activation_bytes`: the step's peak as XLA's heap holds it is the larger of the first
+    plus the scanned layer's FSDP buffers (:func:`fsdp_gather_buffers`) and the second alone.
+
+    The layers run inside the scan's while loop; the gathered weights and the unsharded weight gradient
+    are temporaries of the loop body, and XLA's buffer assignment gives a body's temporaries live ranges
+    inside the loop's span of one flattened schedule ("computes live range of the output buffers of HLOs
+    and their interference by flattening all computations", xla/hlo/utils/hlo_live_range.h at
+    tensorflow/tensorflow 091a5e5), so they are not live while the loss and its backward run (there the
+    vocab-tiled loss's gathered table and its gradient are: :func:`xla_chunked_loss_bytes`)."""
+    from workloads.recompute import layer_key
+
+    def inside(op: Op) -> bool:
+        return layer_key(op.group) is not None
+
+    return (xla_peak_activation_bytes(g, loss_chunks, param_bytes, at=inside),
+            xla_peak_activation_bytes(g, loss_chunks, param_bytes, at=lambda op: not inside(op)))

@@ -73,7 +73,8 @@ def _fixture(tmp_path: Path, ids: tuple[str, ...]) -> Path:
 def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     """train-071 (MaxText 16B, 1x v5e-256: per-chip batch 6, remat full, 2048 tokens): evaluate_plan's step for
     FSDP over 256 chips with one microbatch of 1536/256 = 6 per rank, under the maxtext-cf stack (16b.sh sets
-    CF_FOR_ALL_GATHER) and its costing with the 2023 Pallas flash kernel and segment ids, as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
+    CF_FOR_ALL_GATHER) and its costing with the 2023 Pallas flash kernel, segment ids and the one-hot embedding
+    (use_iota_embed=true), as the MFU MaxText prints: its 2023 count (6 N T + half the attention,
     train.py @ 76bd53b0f) over the predicted step and the 197 TFLOP/s peak.
     train-072 (2x v5e-256 over DCN, FSDP 256 within each slice): hybrid sharding, shard_group 256 of dp 512, on
     the multi-slice system tpu-v5e-256x2, predicted as stated."""
@@ -82,8 +83,8 @@ def test_two_row_fixture_maps_to_the_documented_plan(tmp_path: Path) -> None:
     from simulator.parallel.stacks import profile_options
     from workloads.parallel import ParallelPlan
 
-    # 76bd53b0f's attention: flash, given MaxText's decoder_segment_ids
-    flash23 = replace(profile_options("maxtext-cf"), tpu_flash_2023=True, tpu_segment_ids=True)
+    # 76bd53b0f's attention: flash, given MaxText's decoder_segment_ids; 16b.sh's use_iota_embed=true: the one-hot GEMM
+    flash23 = replace(profile_options("maxtext-cf"), tpu_flash_2023=True, tpu_segment_ids=True, embedding_onehot=True)
     res = {r.id: r for r in validate_training(_fixture(tmp_path, ("train-071", "train-072")), progress=False)}
     a, b = res["train-071"], res["train-072"]
     assert a.status == "predicted" and a.system == "tpu-v5e-256" and a.why == ()
@@ -416,10 +417,11 @@ def test_maxtext_rows_whose_workloads_set_use_iota_embed_embed_by_a_one_hot_gemm
 
     rows = {r.id: r for r in load_training_rows()}
     # every Trillium workload of the rows sets use_iota_embed True (GPT-3 in its model config, gpt3-175b.yml, as on
-    # v5p), and the v5p Llama 3.1 405B one; the 2023 scripts, DeepSeek-V3 and Llama 4 keep base.yml's False
+    # v5p), and the v5p Llama 3.1 405B one; so do the 2023 v5e and v5p scripts (use_iota_embed=true in
+    # MaxText/configs/v5e/*.sh and v5p/*.sh @ 76bd53b0f); DeepSeek-V3 and Llama 4 keep base.yml's False
     onehot = {rid for rid, r in rows.items() if r["framework"].startswith("MaxText")
               and row_options(r, "maxtext").embedding_onehot}
-    assert onehot == {f"train-{i}" for i in (*range(111, 132), 135)}
+    assert onehot == {f"train-{i:03d}" for i in (*range(71, 132), 135)}
 
 
 def test_the_2023_maxtext_rows_run_the_2023_pallas_flash_kernel():

@@ -65,8 +65,33 @@ def test_minimal_layer_as_jax_saves_it(tp: int, expected: float) -> None:
 
 
 def test_full_remat_keeps_the_layer_input() -> None:
-    plan = ParallelPlan(dp=4, fsdp=True, microbatch=2, global_batch=8)
+    # plain data parallelism: no FSDP buffers in the scan's body, so the step's peak is the loss's backward,
+    # where every layer's saved input (the scan's carry, 2 sbh in bf16) is live and nothing else of a layer
+    plan = ParallelPlan(dp=4, microbatch=2, global_batch=8)
     assert _layer_sbh("tpu-v5p-8", plan, "full") == pytest.approx(2.0, rel=1e-9)
+
+
+def test_scan_buffers_are_not_live_at_the_loss() -> None:
+    # The scanned layer's gathered weights and unsharded gradient are temporaries of the scan's loop body
+    # (xla/hlo/utils/hlo_live_range.h: one flattened schedule): the step's peak is the larger of the layers'
+    # peak with them and the loss's peak without them. Llama 3 8B cut to 2 layers, FSDP over a v5p-8's 4
+    # chips, 2 sequences a chip
+    cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
+    plan = ParallelPlan(dp=4, fsdp=True, microbatch=2, global_batch=8)
+    parts = ("parameters", "gradients", "optimizer", "activations", "kv_cache", "buffers")
+    # seq 512: the layers' peak with wi_0 and wi_1 gathered (2 x 4096 x 14336 bf16 each) and one unsharded
+    # gradient is the larger
+    short = _breakdown(cfg, "tpu-v5p-8", plan, "full", seq=512)
+    assert short["buffers.xla_gathered_weights"] == 2 * (2 * 4096 * 14336)
+    assert short["buffers.xla_gradient_reduce_scatter"] == 2 * 4096 * 14336
+    # seq 2048: the loss's backward is the peak, the logits and their gradient (2 x 2048 tokens x 128256,
+    # bf16) beside the two layers' saved inputs and the final norm's input (2 x 2048 x 4096 bf16 each);
+    # no scan buffer is live there (the loss's per-token vectors, 16 KiB, within the tolerance)
+    long = _breakdown(cfg, "tpu-v5p-8", plan, "full", seq=2048)
+    assert long["activations"] == pytest.approx(2 * (4096 * 128256 * 2) + 3 * (4096 * 4096 * 2), abs=2**15)
+    assert long["buffers.xla_gathered_weights"] == 0.0 and long["buffers.xla_gradient_reduce_scatter"] == 0.0
+    for b in (short, long):
+        assert b["total"] == pytest.approx(sum(b[k] for k in parts))
 
 
 def test_state_bytes_doctest_values() -> None:
@@ -138,3 +163,26 @@ def test_vocab_tiled_loss_holds_one_chunk_of_the_logits() -> None:
     # at 512 tokens the gathered fp32 table outweighs the logits: the peak grows by the change at the loss
     delta = X.xla_chunked_loss_bytes(g, 16)[bwd]
     assert X.xla_peak_activation_bytes(g, 16) == pytest.approx(X.xla_peak_activation_bytes(g) + delta, abs=1)
+
+
+def test_llama_405b_on_v5p_1024_peaks_at_the_vocab_tiled_loss() -> None:
+    # train-131 (Llama 3.1 405B, MaxText custom remat with context and mlpwo offloaded, 2 x 8192 tokens a
+    # chip, num_vocab_tiling 4, FSDP over 512 v5p chips), which ran. JAX saves mlpwo's output for no
+    # backward (its only reader, the residual add, is dead in the DCE'd recomputation), so only the 126
+    # contexts go to the host (126 x 2 x 8192 x 16384 bf16 = 63 GiB). At the loss's backward the chip holds
+    # the 126 saved layer inputs (63 GiB), the final norm's input and output (1 GiB), a quarter of the logits
+    # and of their gradient (2 x 16384 x 128256 bf16 / 4), the LM head's table gathered in fp32 and its fp32
+    # gradient accumulator (2 x 16384 x 128256 x 4 bytes); no scanned layer's FSDP buffer is live there
+    from simulator.parallel import training_validation as T
+
+    row = next(r for r in T.load_training_rows() if r.id == "train-131")
+    recipe = T.stated_recipe(row)
+    res = evaluate_plan(row["model"], load_hardware("tpu-v5p-1024"), T._plan(row, 512),
+                        T.row_options(row, recipe["framework"]), train=True, seq=8192, dtype="bf16", **recipe)
+    b = res.to_json()["memory_breakdown"]
+    tokens, d, v = 2 * 8192, 16384, 128256
+    assert b["offloaded_to_host"] == pytest.approx(126 * tokens * d * 2, rel=1e-9)
+    act = 126 * tokens * d * 2 + 2 * tokens * d * 2 + 2 * tokens * v * 2 / 4 + 2 * d * v * 4
+    assert b["activations"] == pytest.approx(act, rel=1e-3)
+    assert b["buffers.xla_gathered_weights"] == 0.0
+    assert res.fits_in_memory and b["total"] < 96 * GIB
