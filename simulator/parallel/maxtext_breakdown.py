@@ -41,6 +41,14 @@ class StepBreakdown:
     grad_reduce_s: float
     exposed_s: float
     offload_exposed_s: float
+    #: the recomputed forward ops' share of ``compute_s`` (ops the rematerialisation repeats in the backward)
+    recompute_s: float = 0.0
+    #: the plan's optimizer update of the chip's parameter shard (after the backward, not in ``compute_s``)
+    optimizer_s: float = 0.0
+    #: the part of ``grad_reduce_s`` / ``exposed_s`` that all-reduces the gradient shards across replicated
+    #: FSDP groups (several slices: the data-centre network); zero on one slice
+    replicas_reduce_s: float = 0.0
+    replicas_exposed_s: float = 0.0
 
     @property
     def step_error(self) -> float | None:
@@ -141,11 +149,13 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
     res = evaluate_plan(row["model"], load_hardware(system), _plan(row, n // (tp * pp * cp)),
                         row_options(row, recipe["framework"]), train=True, seq=g["seq"], dtype="bf16", **recipe)
     kinds: dict[str, float] = {}
+    recompute = 0.0
     repeats = res.report_repeats or (res.plan.microbatches,) * len(res.reports)
     for rep, times in zip(res.reports, repeats, strict=True):
         for r in rep.records:
             if r.kind != "optimizer_update":  # the graph's unsharded update; the plan's is optimizer_s
                 kinds[r.kind] = kinds.get(r.kind, 0.0) + r.time_s * times
+                recompute += r.time_s * times if "@recompute" in r.name else 0.0
     gemm = sum(kinds.get(k, 0.0) for k in _GEMMS)
     attention = sum(kinds.get(k, 0.0) for k in _ATTENTION)
     comm = sum(kinds.get(k, 0.0) for k in _COMM)
@@ -155,4 +165,7 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
                          compute_s=bd["compute_s"], gemm_s=gemm, attention_s=attention,
                          other_s=sum(kinds.values()) - gemm - attention - comm, tp_comm_s=comm,
                          fsdp_gather_s=bd.get("fsdp_gather_s", 0.0), grad_reduce_s=bd.get("dp_sync_s", 0.0),
-                         exposed_s=bd.get("dp_sync_exposed_s", 0.0), offload_exposed_s=bd.get("offload_exposed_s", 0.0))
+                         exposed_s=bd.get("dp_sync_exposed_s", 0.0), offload_exposed_s=bd.get("offload_exposed_s", 0.0),
+                         recompute_s=recompute, optimizer_s=bd.get("optimizer_s", 0.0),
+                         replicas_reduce_s=bd.get("dp_sync_replicas_s", 0.0),
+                         replicas_exposed_s=bd.get("dp_sync_replicas_exposed_s", 0.0))

@@ -62,13 +62,17 @@ class ShardedStep:
     ``copy_s``: the all-gather copy-out kernels on the compute stream; ``gather_s`` / ``reduce_s``:
     every all-gather / reduce-scatter of the step; ``exposed_s``: the part of them not hidden behind
     compute; ``tail_s = copy_s + exposed_s`` is what the step adds after the pipeline's compute
-    (the optimizer update is added by the caller).
+    (the optimizer update is added by the caller). ``replicas_s`` / ``replicas_exposed_s``: the part of
+    ``reduce_s`` / ``exposed_s`` that all-reduces the gradient shards across replicated FSDP groups (MaxText
+    over several slices: the data-centre network); zero without replicas.
     """
 
     copy_s: float
     gather_s: float
     reduce_s: float
     exposed_s: float
+    replicas_s: float = 0.0
+    replicas_exposed_s: float = 0.0
 
     @property
     def tail_s(self) -> float:
@@ -366,6 +370,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
     out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
                fsdp_copy_out_s=step.copy_s, fsdp_gather_s=step.gather_s)
+    if step.replicas_s:
+        out.update(dp_sync_replicas_s=step.replicas_s, dp_sync_replicas_exposed_s=step.replicas_exposed_s)
     return pipe.step_s + step.tail_s + out["optimizer_s"], out
 
 
@@ -460,4 +466,4 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     ar = plan.microbatches * ar_once
     ar_exposed = pipelined_reduce_exposed(ar, units, backward_s) if profile.collective_overlap else ar
     return ShardedStep(copy_s=inner.copy_s, gather_s=inner.gather_s, reduce_s=inner.reduce_s + ar,
-                       exposed_s=inner.exposed_s + ar_exposed)
+                       exposed_s=inner.exposed_s + ar_exposed, replicas_s=ar, replicas_exposed_s=ar_exposed)

@@ -74,3 +74,24 @@ def test_gpt3_bf16_and_int8_rows_on_v6e_lack_time_outside_their_gemms():
     split = precision_pair_split(a, b)
     assert 1.0 < split.gemm_factor < 1.12
     assert split.common_missing_s > a.fsdp_gather_s + a.grad_reduce_s
+
+
+def test_v5e_64b_dcn_all_reduce_is_a_tenth_of_what_32_slices_lose():
+    # train-083 (one v5e-256) and train-088 (32 of them over the data-centre network), MaxText 64B, FSDP 256 in
+    # each slice: every chip all-reduces its bf16 gradient shard (64.8e9 parameters x 2 B / 256) with its 31
+    # peers in a ring over its DCN share, 25 Gbit/s (2 x 100 Gbps NICs per 8-chip host, the v5e page):
+    # 2 x 31/32 x 0.506 GB / 3.125 GB/s = 0.314 s, plus 62 net steps of 14 us; pipelined behind the backward
+    # scan, only the last of the 65 units (64 layers + the embedding) is exposed. The measured step grows by
+    # 2.66 s from one slice to 32: the all-reduce, even fully serial, is under an eighth of it
+    from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown
+    from simulator.parallel.training_validation import load_training_rows
+
+    rows = {r.id: r for r in load_training_rows() if r.id in ("train-083", "train-088")}
+    one, many = (maxtext_step_breakdown(rows[i]) for i in ("train-083", "train-088"))
+    assert (one.replicas_reduce_s, one.replicas_exposed_s) == (0.0, 0.0)
+    ring = 2 * 31 / 32 * 64.8e9 * 2 / 256 / 3.125e9 + 62 * 14e-6
+    assert many.replicas_reduce_s == pytest.approx(ring, rel=5e-3)
+    assert many.replicas_exposed_s == pytest.approx(many.replicas_reduce_s / 65, rel=1e-6)
+    assert many.grad_reduce_s - one.grad_reduce_s == pytest.approx(many.replicas_reduce_s, rel=1e-9)
+    assert many.measured_step_s - one.measured_step_s == pytest.approx(2.66, abs=0.01)
+    assert many.measured_step_s - one.measured_step_s > 8 * many.replicas_reduce_s
