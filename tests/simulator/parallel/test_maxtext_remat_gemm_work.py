@@ -54,6 +54,15 @@ def _llama(d: int, d_kv: int, d_ff: int, layers: int, vocab: int) -> tuple[float
         *_llama(8192, 1024, 28672, 80, 128256))),
     # GPT-3 175B, full: every layer GEMM again but fc2 (2 x 4 d^2 of the 2 x 12 d^2), 3 x 349.2 + 232.0 GFLOP a token
     ("train-126", 3 * 2048, lambda: 3 * (96 * 24 * 12288**2 + 2 * 12288 * 50257) + 96 * 16 * 12288**2),
+    # Llama 2 70B, qkv_proj_offloaded (MaxText/layers/models.py @ 14b5876ea: only query/key/value_proj offloaded,
+    # nothing saved): the same recomputation as train-117, vocabulary 32,000: 3 x 137.4 + 85.9 GFLOP a token
+    ("train-122", 2 * 4096, lambda: (lambda qkv, o, mlp, head: 3 * (qkv + o + mlp + head) + o + mlp * 2 / 3)(
+        *_llama(8192, 1024, 28672, 80, 32000))),
+    # Gemma 3 12B, custom with every name 'remat': every layer GEMM again, the MLP's down projection too (its output
+    # feeds post_ffw_norm, whose backward reads it; use_post_ffw_norm in configs/models/gemma3-12b.yml @ 50bafeb98),
+    # and the tied LM head again in the vocab-tiled loss's backward (num_vocab_tiling 16): 4 x 23.53 GFLOP a token
+    ("train-130", 32768, lambda: 4 * (48 * (2 * 3840 * 4096 + 4 * 3840 * 2048 + 2 * 4096 * 3840 + 6 * 3840 * 15360)
+                                      + 2 * 3840 * 262144)),
 ])
 def test_gemm_work_follows_the_rows_remat_policy(row_id, tokens, expected):
     assert _gemm_flops_per_chip(row_id) == pytest.approx(tokens * expected(), rel=1e-4)
