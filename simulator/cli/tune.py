@@ -1,5 +1,5 @@
 """`nodeperf tune MODEL --hardware A,B --objective ... --constraint ...`: the best configurations of a
-model (batch, precision, fusion, recomputation, parallel plan and its training recipe: fp8 linears, stack
+model (batch, precision, fusion, recomputation, parallel plan (tp, pp, dp, ep, cp) and its training recipe: fp8 linears, stack
 profile, sharding, interleaving; device) or of a systolic array
 (``--systolic``: rows, columns, dataflow, SRAM budget and split) under constraints, and why the
 configurations next to the best were rejected."""
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tune",
         help="search batch, precision, fusion, plan and device (or a systolic design) under constraints",
         description="Find the best configurations of MODEL under constraints: searches batch size, precision, "
-                    "fusion, activation recomputation (--train), the parallel plan (tp x pp x dp on multi-device "
+                    "fusion, activation recomputation (--train), the parallel plan (tp x pp x dp, ep, cp on multi-device "
                     "systems) and the device, or with --systolic the rows, columns, dataflow and SRAM split of a "
                     "systolic array for a network. Exhaustive over small spaces (configurations that do not fit in "
                     "memory are rejected before evaluation), Gaussian-process Bayesian optimisation or seeded "
