@@ -19,7 +19,8 @@ __all__ = ["register", "run"]
 _COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
                "input_len", "output_len", "prices", "weight_dtype", "kv_dtype", "fp8_linears", "framework", "sharding",
-               "interleave", "sequence_parallel", "fill", "pipeline_microbatches", "ep", "cp", "microbatch")
+               "interleave", "sequence_parallel", "fill", "pipeline_microbatches", "ep", "cp", "microbatch",
+               "capacity_factor")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -122,6 +123,9 @@ def _plan_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--cp", metavar="LIST|auto",
                    help="context-parallel degrees (decoders, systems; default 1): devices = tp x pp x dp x cp, seq a "
                         "multiple of 2 x cp; auto: every divisor of the devices that splits --seq so")
+    g.add_argument("--capacity-factor", metavar="LIST",
+                   help="MoE plans: expert capacity factors to search, none for dropless (as `predict "
+                        "--capacity-factor`; tokens beyond it are dropped), e.g. none,1.25")
     g.add_argument("--microbatch", metavar="LIST",
                    help="--train: sequences per microbatch on each data-parallel rank (as `predict --microbatch`; "
                         "the batch axis, so not with --batch)")
@@ -211,6 +215,25 @@ def _degrees(flag: str, text: str | None) -> list[int] | str | None:
         return _ints(flag, text)
     except TuneError as exc:
         raise TuneError(f"{exc} or auto") from None
+
+
+def _capacities(text: str | None) -> list[float | str] | None:
+    """``--capacity-factor``: ``none`` (dropless) or numbers > 0."""
+    import math
+
+    from simulator.sweep.tune import TuneError
+
+    out: list[float | str] = []
+    for t in _items("--capacity-factor", text) or []:
+        try:
+            v = "none" if t.lower() == "none" else float(t)
+        except ValueError:
+            v = math.nan
+        if v != "none" and not 0 < v < math.inf:
+            raise TuneError(f"--capacity-factor: {t!r} is not none or a number > 0; got {text!r}; expected e.g. "
+                            "none,1.0,1.25")
+        out.append(v)
+    return out if text is not None else None
 
 
 def _batches(args: argparse.Namespace) -> list[int] | None:
@@ -367,7 +390,7 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         sharding=_items("--sharding", args.sharding), interleave=_ints("--interleave", args.interleave),
         sequence_parallel=args.sequence_parallel, fill=args.fill,
         pipeline_microbatches=_ints("--pipeline-microbatches", args.pipeline_microbatches, least=0),
-        ep=_degrees("--ep", args.ep), cp=_degrees("--cp", args.cp))
+        ep=_degrees("--ep", args.ep), cp=_degrees("--cp", args.cp), capacity_factor=_capacities(args.capacity_factor))
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction

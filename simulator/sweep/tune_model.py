@@ -101,6 +101,24 @@ def _auto_cp(cfg: Any, seq: int, most: int) -> tuple[int, ...]:
     return tuple(d for d in _divisors(most) if d == 1 or seq % (2 * d) == 0)
 
 
+def _capacity_axis(values: Sequence[float | str], cfg: Any, where: str) -> Axis:
+    """The ``capacity_factor`` axis of an MoE plan: ``none`` (dropless) and factors > 0 (tokens beyond
+    ``factor x tokens x top_k / experts`` an expert are dropped, as ``predict --capacity-factor``)."""
+    out: list[float | str] = []
+    for v in values:
+        f = "none" if str(v).strip().lower() == "none" else v
+        if f != "none" and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < math.inf):
+            raise TuneError(f"--capacity-factor: got {v!r}; expected none (dropless) or numbers > 0, e.g. none,1.25")
+        if f not in out:
+            out.append(f if f == "none" else float(f))
+    if not out:
+        raise TuneError("--capacity-factor: empty list; got none; expected none (dropless) or numbers > 0")
+    if not cfg.experts:
+        raise TuneError(f"--capacity-factor: {where} has no experts; got {','.join(map(str, out))}; expected no "
+                        "--capacity-factor (a mixture-of-experts option)")
+    return Axis("capacity_factor", tuple(out))
+
+
 def _recompute_policies() -> tuple[str, ...]:
     from workloads.recompute import POLICIES
 
@@ -182,6 +200,8 @@ class ModelProblem:
         experts and ``dp`` (``tp x dp`` with etp 1); context parallelism multiplies the devices and needs ``seq``
         to be a multiple of ``2 x cp`` (load-balanced chunks). A candidate breaking a rule is rejected with the
         rule (:func:`workloads.parallel.plan_problems`); ``ep > 1`` on a dense model is a TuneError.
+    capacity_factor
+        MoE plans: expert capacity factors to search (None: not searched, dropless); ``"none"`` is dropless.
     global_batch
         Training with a plan: sequences per step (default ``dp * batch``, one microbatch); a
         configuration exists when ``dp * batch`` divides it.
@@ -220,7 +240,8 @@ class ModelProblem:
                  frameworks: Sequence[str] | None = None, sharding: Sequence[str] | None = None,
                  interleave: Sequence[int] | None = None, sequence_parallel: bool = False,
                  fill: float | None = None, pipeline_microbatches: Sequence[int] | None = None,
-                 ep: Sequence[int] | str | None = None, cp: Sequence[int] | str | None = None) -> None:
+                 ep: Sequence[int] | str | None = None, cp: Sequence[int] | str | None = None,
+                 capacity_factor: Sequence[float | str] | None = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -269,7 +290,7 @@ class ModelProblem:
         if train:
             axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
         axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches),
-                                (ep, cp))
+                                (ep, cp, capacity_factor))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
                             f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -297,7 +318,7 @@ class ModelProblem:
         self._graphs: dict[tuple[Any, ...], Any] = {}
 
     def _plan_axes(self, tp: Sequence[int] | None, pp: Sequence[int] | None, dp: Sequence[int] | None,
-                   recipe: tuple[Any, ...], ep_cp: tuple[Any, Any] = (None, None)) -> list[Axis]:
+                   recipe: tuple[Any, ...], ep_cp: tuple[Any, ...] = (None, None, None)) -> list[Axis]:
         """The plan's degrees (``ep`` and ``cp`` only when given, and its recipe axes) on a multi-device system
         running a transformer; sets ``plans``. Degrees or recipes asked for without such a system are a located
         TuneError."""
@@ -308,7 +329,7 @@ class ModelProblem:
             for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
                 chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
                 axes.append(Axis(flag, chosen, numeric=True))
-            return axes + self._expert_context_axes(*ep_cp, most) + self._recipe_axes(self.train, *recipe)
+            return axes + self._expert_context_axes(*ep_cp, most=most) + self._recipe_axes(self.train, *recipe)
         if any(v is not None for v in recipe):
             raise TuneError("--fp8-linears/--framework/--sharding/--interleave/--pipeline-microbatches: training "
                             "recipes of parallel plans; "
@@ -317,15 +338,16 @@ class ModelProblem:
         if any(v for v in (tp, pp, dp, *ep_cp)):
             why = "the model is not a transformer the plans split" if most > 1 else \
                 "no listed hardware has more than one device"
-            raise TuneError(f"--tp/--pp/--dp/--ep/--cp: parallel plans need a multi-device system and a transformer; {why}; "
+            raise TuneError(f"--tp/--pp/--dp/--ep/--cp/--capacity-factor: parallel plans need a multi-device system and a transformer; {why}; "
                             "expected a system such as dgx-h100 in --hardware")
         return []
 
     def _expert_context_axes(self, ep: Sequence[int] | str | None, cp: Sequence[int] | str | None,
-                             most: int) -> list[Axis]:
-        """The ``ep`` and ``cp`` axes asked for (``auto``: every legal degree, see :func:`_auto_ep` and
-        :func:`_auto_cp`); ``ep > 1`` on a model without experts is a located TuneError."""
-        if ep is None and cp is None:
+                             capacity: Sequence[float | str] | None, most: int) -> list[Axis]:
+        """The ``ep``, ``cp`` and ``capacity_factor`` axes asked for (``auto``: every legal degree, see
+        :func:`_auto_ep` and :func:`_auto_cp`); ``ep > 1`` or a capacity factor on a model without experts is a
+        located TuneError."""
+        if ep is None and cp is None and capacity is None:
             return []
         from workloads.parallel import resolve_config
 
@@ -341,6 +363,8 @@ class ModelProblem:
         if cp is not None:
             axes.append(Axis("cp", _auto_cp(cfg, seq, most) if cp == "auto" else tuple(self._positive("--cp", cp)),
                              numeric=True))
+        if capacity is not None:
+            axes.append(_capacity_axis(capacity, cfg, where))
         return axes
 
     def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
@@ -414,7 +438,9 @@ class ModelProblem:
         tp, pp, dp, ep, cp = (int(config.get(k, 1)) for k in _DEGREES)
         zero, fsdp = SHARDINGS[config.get("sharding", "none")]
         v = int(config.get("interleave", 1))
-        recipe: dict[str, Any] = dict(ep=ep, cp=cp, zero_stage=zero, fsdp=fsdp,
+        cap = config.get("capacity_factor", "none")
+        recipe: dict[str, Any] = dict(ep=ep, cp=cp, capacity_factor=None if cap == "none" else float(cap),
+                                      zero_stage=zero, fsdp=fsdp,
                                       sequence_parallel=self.sequence_parallel and tp > 1)
         if v > 1:
             recipe.update(schedule="interleaved", interleave=v)
@@ -435,7 +461,7 @@ class ModelProblem:
 
     def _uses_plan(self, config: Mapping[str, Any]) -> bool:
         return (self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in _DEGREES)
-                or bool(self._recipe(config)))
+                or config.get("capacity_factor", "none") != "none" or bool(self._recipe(config)))
 
     def _graph(self, config: Mapping[str, Any]) -> Any:
         """The one-device graph of a configuration (cached: fusion and device do not change it)."""

@@ -141,7 +141,7 @@ def test_microbatch_and_degrees_need_their_context(capsys: pytest.CaptureFixture
     assert "--microbatch: sequences per training microbatch; got --microbatch 2 without --train" in \
         capsys.readouterr().err
     assert main(["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--train", "--cp", "2"]) == 2
-    assert "--tp/--pp/--dp/--ep/--cp: parallel plans need a multi-device system" in capsys.readouterr().err
+    assert "--tp/--pp/--dp/--ep/--cp/--capacity-factor: parallel plans need a multi-device system" in capsys.readouterr().err
 
 
 def test_csv_carries_the_plan_step(capsys: pytest.CaptureFixture[str]) -> None:
@@ -154,3 +154,23 @@ def test_csv_carries_the_plan_step(capsys: pytest.CaptureFixture[str]) -> None:
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert sorted((r["cp"], r["ep"], r["microbatch"], r["global_batch"], r["microbatches"], r["devices_count"])
                   for r in rows) == [("1", "1", "2", "8", "2", "2.0"), ("2", "1", "2", "8", "2", "4.0")]
+
+
+def test_capacity_factor_axis_is_predicts_and_names_its_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    """Mixtral routes each token to 2 of 8 experts: a capacity factor above 8 / 2 = 4 gives every expert room for
+    every token, so 5 is refused with that bound; 1.25 costs what `predict --capacity-factor 1.25` costs."""
+    rc, doc = _json(capsys, ["tune", *MIXTRAL, "--fusion", "on", "--recompute", "full", "--tp", "1", "--pp", "1",
+                             "--dp", "16", "--ep", "8", "--capacity-factor", "none,1.25,5", "--microbatch", "1",
+                             "--sharding", "fsdp", "--objective", "throughput", "--json", "--all-rejected"])
+    assert rc == 0 and doc["space"]["axes"]["capacity_factor"] == ["none", 1.25, 5.0]
+    assert [r["config"]["capacity_factor"] for r in doc["rejected"]] == [5.0]
+    assert "capacity_factor 5: above experts / top_k = 8 / 2" in doc["rejected"][0]["reason"]
+    got = {b["config"]["capacity_factor"]: b for b in doc["best"]}
+    assert got["none"]["plan"]["capacity_factor"] is None and got[1.25]["plan"]["capacity_factor"] == 1.25
+    rc, pred = _json(capsys, ["predict", *MIXTRAL, "--recompute", "full", "--dp", "16", "--ep", "8", "--microbatch",
+                              "1", "--fsdp", "--fusion", "--capacity-factor", "1.25", "--json"])
+    assert rc == 0 and pred["latency_s"] == pytest.approx(got[1.25]["metrics"]["latency_s"], rel=1e-12)
+    assert main(["tune", "llama3-8b", "--hardware", "dgx-h100", "--train", "--capacity-factor", "1"]) == 2
+    assert "--capacity-factor: llama-3-8b has no experts" in capsys.readouterr().err
+    assert main(["tune", "mixtral-8x7b", "--hardware", "dgx-h100", "--train", "--capacity-factor", "0"]) == 2
+    assert "--capacity-factor: '0' is not none or a number > 0" in capsys.readouterr().err
