@@ -1,5 +1,5 @@
 """`nodeperf tune MODEL --hardware A,B --objective ... --constraint ...`: the best configurations of a
-model (batch, precision, fusion, recomputation, parallel plan and its training recipe: fp8 linears, stack
+model (batch, precision, fusion, recomputation, parallel plan (tp, pp, dp, ep, cp) and its training recipe: fp8 linears, stack
 profile, sharding, interleaving; device) or of a systolic array
 (``--systolic``: rows, columns, dataflow, SRAM budget and split) under constraints, and why the
 configurations next to the best were rejected."""
@@ -19,7 +19,8 @@ __all__ = ["register", "run"]
 _COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
                "input_len", "output_len", "prices", "weight_dtype", "kv_dtype", "fp8_linears", "framework", "sharding",
-               "interleave", "sequence_parallel", "fill", "pipeline_microbatches")
+               "interleave", "sequence_parallel", "fill", "pipeline_microbatches", "ep", "cp", "microbatch",
+               "capacity_factor")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tune",
         help="search batch, precision, fusion, plan and device (or a systolic design) under constraints",
         description="Find the best configurations of MODEL under constraints: searches batch size, precision, "
-                    "fusion, activation recomputation (--train), the parallel plan (tp x pp x dp on multi-device "
+                    "fusion, activation recomputation (--train), the parallel plan (tp x pp x dp, ep, cp on multi-device "
                     "systems) and the device, or with --systolic the rows, columns, dataflow and SRAM split of a "
                     "systolic array for a network. Exhaustive over small spaces (configurations that do not fit in "
                     "memory are rejected before evaluation), Gaussian-process Bayesian optimisation or seeded "
@@ -63,11 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`) or custom:NAME=CHOICE,... "
                         "(MaxText's custom policy: its NAME=CHOICE items continue it) or modules:NAME,... (Megatron-Core's "
                         "recompute_modules: the module names after it continue it)")
-    g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
-    g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
-    g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
-    g.add_argument("--global-batch", type=positive_int, help="training with a plan: sequences per step "
-                   "(default dp x batch); plans whose dp x batch does not divide it are skipped")
+    _plan_arguments(g)
     _recipe_arguments(g)
     g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
     w = p.add_argument_group("workload (as for `nodeperf predict`)")
@@ -114,6 +111,28 @@ def _systolic_arguments(s: argparse._ArgumentGroup) -> None:
     s.add_argument("--clock", metavar="FREQ", help="array clock, e.g. '1 GHz' (gives latency_s)")
 
 
+def _plan_arguments(g: argparse._ArgumentGroup) -> None:
+    """The parallel plan's degrees and the training step's batch (as `predict`'s flags of the same names)."""
+    g.add_argument("--tp", metavar="LIST", help="tensor-parallel degrees (systems; default every divisor)")
+    g.add_argument("--pp", metavar="LIST", help="pipeline-parallel degrees (systems; default every divisor)")
+    g.add_argument("--dp", metavar="LIST", help="data-parallel degrees (systems; default every divisor)")
+    g.add_argument("--ep", metavar="LIST|auto",
+                   help="expert-parallel degrees (MoE, systems; default 1): the experts split over that many "
+                        "data-parallel ranks (ep divides the experts and dp, adds no devices); auto: every divisor "
+                        "of the experts up to the devices")
+    g.add_argument("--cp", metavar="LIST|auto",
+                   help="context-parallel degrees (decoders, systems; default 1): devices = tp x pp x dp x cp, seq a "
+                        "multiple of 2 x cp; auto: every divisor of the devices that splits --seq so")
+    g.add_argument("--capacity-factor", metavar="LIST",
+                   help="MoE plans: expert capacity factors to search, none for dropless (as `predict "
+                        "--capacity-factor`; tokens beyond it are dropped), e.g. none,1.25")
+    g.add_argument("--microbatch", metavar="LIST",
+                   help="--train: sequences per microbatch on each data-parallel rank (as `predict --microbatch`; "
+                        "the batch axis, so not with --batch)")
+    g.add_argument("--global-batch", type=positive_int, help="training with a plan: sequences per step "
+                   "(default dp x batch); plans whose dp x batch does not divide it are skipped")
+
+
 def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
     """The training-recipe axes of parallel plans."""
     g.add_argument("--fp8-linears", metavar="LIST",
@@ -126,7 +145,7 @@ def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
                         "stack (default vllm)")
     g.add_argument("--sharding", metavar="LIST",
                    help="plans: data-parallel sharding to search: none, zero1, zero2, zero3, fsdp (PyTorch FSDP full "
-                        "sharding, as `predict --fsdp`); sharded plans need dp > 1")
+                        "sharding, as `predict --fsdp`); sharded plans need dp x cp > 1")
     g.add_argument("--interleave", metavar="LIST",
                    help="plans, --train: virtual stages per device (1: 1F1B; more: the interleaved schedule, pp > 1)")
     g.add_argument("--pipeline-microbatches", metavar="LIST",
@@ -184,6 +203,52 @@ def _ints(flag: str, text: str | None, least: int = 1) -> list[int] | None:
             raise TuneError(f"{flag}: {t!r} is not {what}; got {text!r}; expected e.g. {least},2,4,8")
         out.append(int(t))
     return out
+
+
+def _degrees(flag: str, text: str | None) -> list[int] | str | None:
+    """A plan degree list, or ``auto`` (every legal degree)."""
+    from simulator.sweep.tune import TuneError
+
+    if text is not None and text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return _ints(flag, text)
+    except TuneError as exc:
+        raise TuneError(f"{exc} or auto") from None
+
+
+def _capacities(text: str | None) -> list[float | str] | None:
+    """``--capacity-factor``: ``none`` (dropless) or numbers > 0."""
+    import math
+
+    from simulator.sweep.tune import TuneError
+
+    out: list[float | str] = []
+    for t in _items("--capacity-factor", text) or []:
+        try:
+            v = "none" if t.lower() == "none" else float(t)
+        except ValueError:
+            v = math.nan
+        if v != "none" and not 0 < v < math.inf:
+            raise TuneError(f"--capacity-factor: {t!r} is not none or a number > 0; got {text!r}; expected e.g. "
+                            "none,1.0,1.25")
+        out.append(v)
+    return out if text is not None else None
+
+
+def _batches(args: argparse.Namespace) -> list[int] | None:
+    """The batch axis: ``--batch``, or with --train ``--microbatch`` (predict's name for a training plan's batch)."""
+    from simulator.sweep.tune import TuneError
+
+    if args.microbatch is None:
+        return _ints("--batch", args.batch)
+    if not args.train:
+        raise TuneError(f"--microbatch: sequences per training microbatch; got --microbatch {args.microbatch} without "
+                        "--train; expected --train, or --batch for inference")
+    if args.batch is not None:
+        raise TuneError(f"--microbatch: the batch axis of a training search; got --batch {args.batch} and --microbatch "
+                        f"{args.microbatch}; expected one of them")
+    return _ints("--microbatch", args.microbatch)
 
 
 def _floats(flag: str, text: str | None) -> list[float] | None:
@@ -270,12 +335,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = result.to_json(rejected=args.rejected, all_rejected=args.all_rejected)
         doc["model"] = args.model
+        _with_plans(problem, doc)
         sys.stdout.write(json.dumps(doc, sort_keys=True, indent=1) + "\n")
     else:
         print(_text(args, problem, result))
         if args.csv is not None:
             print(f"\nwrote {len(result.visited)} rows to {args.csv}")
     return 0 if result.best else 1
+
+
+def _with_plans(problem: Any, doc: dict[str, Any]) -> None:
+    """Each best and rejected entry of a plan search with its ``plan`` as `predict --json` states it (``tp`` .. ``cp``,
+    ``microbatch``, ``global_batch``, ``microbatches``)."""
+    plan_json = getattr(problem, "plan_json", None)
+    for entry in (*doc["best"], *doc["rejected"]) if plan_json else ():
+        plan = plan_json(entry["config"])
+        if plan is not None:
+            entry["plan"] = plan
 
 
 def _objective(name: str, table: dict[str, tuple[str, str]], extra: str = "") -> tuple[str, str]:
@@ -303,7 +379,7 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         raise TuneError("tune: --hardware missing; got no device; expected --hardware NAME[,NAME...] (see "
                         "`nodeperf hardware`), or --systolic for a systolic design")
     problem = ModelProblem(
-        args.model, names, batch=_ints("--batch", args.batch) or DEFAULT_BATCHES,
+        args.model, names, batch=_batches(args) or DEFAULT_BATCHES,
         dtypes=_items("--dtype", args.dtype) or DEFAULT_DTYPES, fusion=_fusion(args.fusion) or (False, True),
         recompute=_policies(_items("--recompute", args.recompute)), phase=args.phase, seq=args.seq, context=args.context,
         train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
@@ -313,7 +389,8 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         fp8_linears=_items("--fp8-linears", args.fp8_linears), frameworks=_items("--framework", args.framework),
         sharding=_items("--sharding", args.sharding), interleave=_ints("--interleave", args.interleave),
         sequence_parallel=args.sequence_parallel, fill=args.fill,
-        pipeline_microbatches=_ints("--pipeline-microbatches", args.pipeline_microbatches, least=0))
+        pipeline_microbatches=_ints("--pipeline-microbatches", args.pipeline_microbatches, least=0),
+        ep=_degrees("--ep", args.ep), cp=_degrees("--cp", args.cp), capacity_factor=_capacities(args.capacity_factor))
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction
@@ -407,10 +484,24 @@ def _csv(problem: Any, result: Any) -> str:
     metrics = first + sorted(set(problem.metrics) - set(first))
     feasible = result.feasible
     others = sorted((t for t in result.visited if t.status != "ok"), key=lambda t: t.index)
+    plans = getattr(problem, "plans", False) and getattr(problem, "train", False)
+    steps = tuple(k for k in _PLAN_STEP if k not in axes) if plans else ()
     rows = [[k + 1 if t.status == "ok" else None, t.status, *(_fmt_config_value(t.config[a]) for a in axes),
-             *(repr(float(t.metrics[m])) if m in t.metrics else None for m in metrics), t.reason or None]
+             *(repr(float(t.metrics[m])) if m in t.metrics else None for m in metrics),
+             *_plan_cells(problem, t.config, steps), t.reason or None]
             for k, t in enumerate([*feasible, *others])]
-    return csv_text(["rank", "status", *axes, *(_CSV_NAMES.get(m, m) for m in metrics), "reason"], rows)
+    return csv_text(["rank", "status", *axes, *(_CSV_NAMES.get(m, m) for m in metrics), *steps, "reason"], rows)
+
+
+#: CSV columns of a training plan's step (its ``plan`` JSON fields): the microbatch is the batch axis.
+_PLAN_STEP = ("ep", "cp", "microbatch", "global_batch", "microbatches")
+
+
+def _plan_cells(problem: Any, config: dict[str, Any], steps: tuple[str, ...]) -> list[Any]:
+    """A configuration's ``steps`` fields of its training plan (empty cells on one device or a plan that cannot be
+    built)."""
+    plan = problem.plan_json(config) if steps else None
+    return [plan.get(k) if plan else None for k in steps]
 
 
 def _describe(config: dict[str, Any]) -> str:

@@ -80,9 +80,43 @@ def _divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
+#: A configuration's parallel degrees (absent axes are 1).
+_DEGREES = ("tp", "pp", "dp", "ep", "cp")
 #: Data-parallel sharding of a plan: name -> (ZeRO stage, PyTorch FSDP full sharding).
 SHARDINGS: dict[str, tuple[int, bool]] = {"none": (0, False), "zero1": (1, False), "zero2": (2, False),
                                           "zero3": (3, False), "fsdp": (0, True)}
+
+
+def _auto_ep(cfg: Any, most: int) -> tuple[int, ...]:
+    """``--ep auto``: the divisors of the routed experts up to the largest system's devices (the expert-parallel ranks
+    are data-parallel ones, :func:`workloads.parallel.plan_problems`); ``(1,)`` for a dense model."""
+    return tuple(d for d in _divisors(int(cfg.experts or 1)) if d <= most)
+
+
+def _auto_cp(cfg: Any, seq: int, most: int) -> tuple[int, ...]:
+    """``--cp auto``: the divisors of the largest system's devices whose load-balanced chunks split the sequence
+    (``seq`` a multiple of ``2 x cp``, :func:`workloads.parallel.plan_problems`); ``(1,)`` off decoder-only models."""
+    if not cfg.is_decoder_lm:
+        return (1,)
+    return tuple(d for d in _divisors(most) if d == 1 or seq % (2 * d) == 0)
+
+
+def _capacity_axis(values: Sequence[float | str], cfg: Any, where: str) -> Axis:
+    """The ``capacity_factor`` axis of an MoE plan: ``none`` (dropless) and factors > 0 (tokens beyond
+    ``factor x tokens x top_k / experts`` an expert are dropped, as ``predict --capacity-factor``)."""
+    out: list[float | str] = []
+    for v in values:
+        f = "none" if str(v).strip().lower() == "none" else v
+        if f != "none" and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < math.inf):
+            raise TuneError(f"--capacity-factor: got {v!r}; expected none (dropless) or numbers > 0, e.g. none,1.25")
+        if f not in out:
+            out.append(f if f == "none" else float(f))
+    if not out:
+        raise TuneError("--capacity-factor: empty list; got none; expected none (dropless) or numbers > 0")
+    if not cfg.experts:
+        raise TuneError(f"--capacity-factor: {where} has no experts; got {','.join(map(str, out))}; expected no "
+                        "--capacity-factor (a mixture-of-experts option)")
+    return Axis("capacity_factor", tuple(out))
 
 
 def _recompute_policies() -> tuple[str, ...]:
@@ -151,13 +185,23 @@ class ModelProblem:
     hardware
         Catalog device or system names (or TOML paths): the device choice.
     batch, dtypes, fusion, recompute
-        Values of those axes (recompute only with ``train``).
+        Values of those axes (recompute only with ``train``). With a training plan ``batch`` is the plan's
+        ``microbatch``: sequences per data-parallel rank and microbatch (``predict --microbatch``).
     phase, seq, context, train, optimizer, input_len, output_len
         The workload, as the ``predict`` flags of the same names (``phase="generate"`` needs
         ``input_len`` and ``output_len``).
     tp, pp, dp
         Plan degrees to search on multi-device systems (None: every divisor of the device count);
-        a configuration exists when ``tp * pp * dp`` divides its system's device count.
+        a configuration exists when ``tp * pp * dp * cp`` divides its system's device count.
+    ep, cp
+        Expert- and context-parallel degrees to search (None: not searched, 1; ``"auto"``: every divisor of the
+        routed experts up to the devices, every divisor of the devices whose ``2 x cp`` chunks split the
+        sequence). Expert-parallel ranks are data-parallel ones, so ``ep`` adds no devices and must divide the
+        experts and ``dp`` (``tp x dp`` with etp 1); context parallelism multiplies the devices and needs ``seq``
+        to be a multiple of ``2 x cp`` (load-balanced chunks). A candidate breaking a rule is rejected with the
+        rule (:func:`workloads.parallel.plan_problems`); ``ep > 1`` on a dense model is a TuneError.
+    capacity_factor
+        MoE plans: expert capacity factors to search (None: not searched, dropless); ``"none"`` is dropless.
     global_batch
         Training with a plan: sequences per step (default ``dp * batch``, one microbatch); a
         configuration exists when ``dp * batch`` divides it.
@@ -166,7 +210,7 @@ class ModelProblem:
         (``none`` and :data:`workloads.precision.FP8_RECIPES`; a recipe exists on devices with fp8 tensor
         rates), training-stack profiles (:mod:`workloads.frameworks`; a profile exists on the devices it
         names), data-parallel sharding (:data:`SHARDINGS`: ``none``, ``zero1``..``zero3``, ``fsdp``; a
-        sharded configuration exists with ``dp > 1``) and virtual stages per device (1: the 1F1B schedule;
+        sharded configuration exists with ``dp x cp > 1``) and virtual stages per device (1: the 1F1B schedule;
         more: the interleaved schedule, with ``pp > 1``).
     pipeline_microbatches
         Training with a plan: microbatches of one pipeline schedule run to search (0: every microbatch in one
@@ -195,7 +239,9 @@ class ModelProblem:
                  kv_dtype: str | None = None, fp8_linears: Sequence[str] | None = None,
                  frameworks: Sequence[str] | None = None, sharding: Sequence[str] | None = None,
                  interleave: Sequence[int] | None = None, sequence_parallel: bool = False,
-                 fill: float | None = None, pipeline_microbatches: Sequence[int] | None = None) -> None:
+                 fill: float | None = None, pipeline_microbatches: Sequence[int] | None = None,
+                 ep: Sequence[int] | str | None = None, cp: Sequence[int] | str | None = None,
+                 capacity_factor: Sequence[float | str] | None = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -243,7 +289,8 @@ class ModelProblem:
         axes.append(Axis("fusion", tuple(dict.fromkeys(bool(f) for f in fusion))))
         if train:
             axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
-        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches))
+        axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches),
+                                (ep, cp, capacity_factor))
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
                             f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -271,9 +318,10 @@ class ModelProblem:
         self._graphs: dict[tuple[Any, ...], Any] = {}
 
     def _plan_axes(self, tp: Sequence[int] | None, pp: Sequence[int] | None, dp: Sequence[int] | None,
-                   recipe: tuple[Any, ...]) -> list[Axis]:
-        """The plan's degrees (and its recipe axes) on a multi-device system running a transformer; sets
-        ``plans``. Degrees or recipes asked for without such a system are a located TuneError."""
+                   recipe: tuple[Any, ...], ep_cp: tuple[Any, ...] = (None, None, None)) -> list[Axis]:
+        """The plan's degrees (``ep`` and ``cp`` only when given, and its recipe axes) on a multi-device system
+        running a transformer; sets ``plans``. Degrees or recipes asked for without such a system are a located
+        TuneError."""
         most = max(self.count.values())
         self.plans = self.is_transformer and (most > 1 or self.phase == "generate")
         if most > 1 and self.is_transformer:
@@ -281,18 +329,43 @@ class ModelProblem:
             for flag, vals in (("tp", tp), ("pp", pp), ("dp", dp)):
                 chosen = tuple(self._positive(f"--{flag}", vals)) if vals else _divisors(most)
                 axes.append(Axis(flag, chosen, numeric=True))
-            return axes + self._recipe_axes(self.train, *recipe)
+            return axes + self._expert_context_axes(*ep_cp, most=most) + self._recipe_axes(self.train, *recipe)
         if any(v is not None for v in recipe):
             raise TuneError("--fp8-linears/--framework/--sharding/--interleave/--pipeline-microbatches: training "
                             "recipes of parallel plans; "
                             "got no multi-device system running a transformer; expected a system such as dgx-h100 in "
                             "--hardware")
-        if any(v for v in (tp, pp, dp)):
+        if any(v for v in (tp, pp, dp, *ep_cp)):
             why = "the model is not a transformer the plans split" if most > 1 else \
                 "no listed hardware has more than one device"
-            raise TuneError(f"--tp/--pp/--dp: parallel plans need a multi-device system and a transformer; {why}; "
+            raise TuneError(f"--tp/--pp/--dp/--ep/--cp/--capacity-factor: parallel plans need a multi-device system and a transformer; {why}; "
                             "expected a system such as dgx-h100 in --hardware")
         return []
+
+    def _expert_context_axes(self, ep: Sequence[int] | str | None, cp: Sequence[int] | str | None,
+                             capacity: Sequence[float | str] | None, most: int) -> list[Axis]:
+        """The ``ep``, ``cp`` and ``capacity_factor`` axes asked for (``auto``: every legal degree, see
+        :func:`_auto_ep` and :func:`_auto_cp`); ``ep > 1`` or a capacity factor on a model without experts is a
+        located TuneError."""
+        if ep is None and cp is None and capacity is None:
+            return []
+        from workloads.parallel import resolve_config
+
+        cfg, defaults, where = resolve_config(self.model)
+        seq = int(self.seq or defaults.get("seq", 2048))
+        axes: list[Axis] = []
+        if ep is not None:
+            vals = _auto_ep(cfg, most) if ep == "auto" else tuple(self._positive("--ep", ep))
+            if not cfg.experts and any(v > 1 for v in vals):
+                raise TuneError(f"--ep: {where} has no experts; got {','.join(map(str, vals))}; expected 1 (expert "
+                                "parallelism splits a mixture-of-experts model's routed experts)")
+            axes.append(Axis("ep", vals, numeric=True))
+        if cp is not None:
+            axes.append(Axis("cp", _auto_cp(cfg, seq, most) if cp == "auto" else tuple(self._positive("--cp", cp)),
+                             numeric=True))
+        if capacity is not None:
+            axes.append(_capacity_axis(capacity, cfg, where))
+        return axes
 
     def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
                      sharding: Sequence[str] | None, interleave: Sequence[int] | None,
@@ -362,10 +435,13 @@ class ModelProblem:
     def _plan(self, config: Mapping[str, Any]) -> Any:
         from workloads.parallel import ParallelPlan
 
-        tp, pp, dp = (int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        tp, pp, dp, ep, cp = (int(config.get(k, 1)) for k in _DEGREES)
         zero, fsdp = SHARDINGS[config.get("sharding", "none")]
         v = int(config.get("interleave", 1))
-        recipe: dict[str, Any] = dict(zero_stage=zero, fsdp=fsdp, sequence_parallel=self.sequence_parallel and tp > 1)
+        cap = config.get("capacity_factor", "none")
+        recipe: dict[str, Any] = dict(ep=ep, cp=cp, capacity_factor=None if cap == "none" else float(cap),
+                                      zero_stage=zero, fsdp=fsdp,
+                                      sequence_parallel=self.sequence_parallel and tp > 1)
         if v > 1:
             recipe.update(schedule="interleaved", interleave=v)
         if int(config.get("pipeline_microbatches", 0)):
@@ -384,8 +460,8 @@ class ModelProblem:
                                   ("framework", config.get("framework", ""))) if v}
 
     def _uses_plan(self, config: Mapping[str, Any]) -> bool:
-        return (self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in ("tp", "pp", "dp"))
-                or bool(self._recipe(config)))
+        return (self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in _DEGREES)
+                or config.get("capacity_factor", "none") != "none" or bool(self._recipe(config)))
 
     def _graph(self, config: Mapping[str, Any]) -> Any:
         """The one-device graph of a configuration (cached: fusion and device do not change it)."""
@@ -413,7 +489,7 @@ class ModelProblem:
     # ----------------------------------------------------------------------------------- protocol
 
     def valid(self, config: Mapping[str, Any]) -> bool:
-        n = math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        n = self._devices(config)
         if config.get("weight_dtype", "none") != "none" and config["dtype"] not in _QUANT_ACTIVATIONS:
             return False  # quantised weights run with 16-bit activations (W4A16, W8A16, W8A8 fp8 with bf16 I/O)
         if config.get("weight_dtype") == "fp8_e4m3" and "fp8_e4m3" not in self.device[config["hardware"]].compute.tensor_flops_per_s:
@@ -444,8 +520,8 @@ class ModelProblem:
 
             if not get_profile(config["framework"]).applies_to(dev.kind, dev.vendor.lower()):
                 return False
-        if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) == 1:
-            return False  # nothing to shard over: the same plan as sharding none
+        if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) * int(config.get("cp", 1)) == 1:
+            return False  # nothing to shard over (the dp x cp ranks): the same plan as sharding none
         if not self._schedule_runs_valid(config):
             return False
         return int(config.get("interleave", 1)) == 1 or int(config.get("pp", 1)) > 1
@@ -507,7 +583,18 @@ class ModelProblem:
         return pre, (_fit_reason(need, cap) if need > cap else "")
 
     def _devices(self, config: Mapping[str, Any]) -> int:
-        return math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp"))
+        """Devices a configuration occupies: ``tp x pp x dp x cp`` (expert-parallel ranks are data-parallel ones)."""
+        return math.prod(int(config.get(k, 1)) for k in ("tp", "pp", "dp", "cp"))
+
+    def plan_json(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The parallel plan of a configuration as ``predict --json`` states it (``tp`` .. ``cp``, ``microbatch``,
+        ``global_batch``, ``microbatches``, ...), or None when it runs on one device or its plan cannot be built."""
+        if not (self.plans and self._uses_plan(config)):
+            return None
+        try:
+            return self._plan(config).to_json()
+        except ValueError:
+            return None
 
     def evaluate(self, config: Mapping[str, Any]) -> dict[str, float]:
         """Predict one configuration; metrics in SI units (see :data:`simulator.sweep.tune.METRICS`)."""
