@@ -377,10 +377,10 @@ _SGLANG_03_SAMPLER = ("sgl-project/sglang, SGLang 0.3-era copies (read in the st
                       "is the least it reads; torch.rand of 32 x n uniforms, the penalizer (none requested) and the "
                       "NaN check over the probabilities some copies of that period carry are left out. The cast runs inside the replayed graph (the logits processor is part of the "
                       "model's forward), priced here with the sampler's kernels")
-_VLLM_V0_GRAPH_BS = ("vllm-project/vllm V0 vllm/worker/model_runner.py: _BATCH_SIZE_ALIGNMENT = 8, "
-                     "_BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)] ('Capture graphs for token "
-                     "size 1, 2, 4, 8, 16, 24, 32, 40, ..., 256'); _get_graph_batch_size pads a decode batch to the "
-                     "next captured size")
+_VLLM_V0_GRAPH_BS = ("vllm-project/vllm v0.6.0 vllm/worker/model_runner.py: _BATCH_SIZE_ALIGNMENT = 8, "
+                     "_BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 1025)], captured up to "
+                     "_get_max_graph_batch_size(max_num_seqs), 256 at the default max_num_seqs (1, 2, 4, 8, 16, "
+                     "..., 256); _get_graph_batch_size pads a decode batch to the next captured size")
 _SGLANG_GRAPH_BS = ("sgl-project/sglang v0.3-era python/sglang/srt/model_executor/cuda_graph_runner.py / model_runner.py "
                     "init_cuda_graphs: capture_bs = [1, 2, 4] + [i * 8 for i in range(1, 21)] unless "
                     "--disable-cuda-graph-padding; a decode batch is padded to the next captured size (bisect)")
