@@ -436,13 +436,14 @@ def _with_expert_quantisation(op: Op, ctx: LoweringContext, gemm: KernelCost, ac
     """``gemm`` plus the quantisation of its 16-bit operand (operand 0: the forward's input, the input-gradient
     GEMM's output gradient) one expert split at a time (``fp8_quantize``: the recipe): a read of the 16-bit
     split (twice under current scaling: its amax first), a rowwise and a columnwise fp8 copy written (the
-    weight-gradient GEMM reads the columnwise one) with a 4-byte scale per 32 elements (MXFP8) or one per
-    split; ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
+    weight-gradient GEMM reads the columnwise one) with a 1-byte E8M0 scale per 32 elements (MXFP8:
+    ``DType::kFloat8E8M0``, transformer_engine/pytorch/csrc/util.cpp @ v2.9) or a 4-byte one per split;
+    ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
     recipe = str(op.attrs["fp8_quantize"])
     t = op.inputs[0]
     elems = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])) * t.shape[-1])
     reads = 2.0 if recipe == "current" else 1.0
-    scales = elems / 32.0 * 4.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
+    scales = elems / 32.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
     p32 = ctx.params("fp32")
     st = gpu.streaming(reads * elems * element_bytes(t.dtype), 2.0 * elems + scales, 2.0 * elems, p32,
                        l2_resident_bytes=ctx.resident_bytes)
