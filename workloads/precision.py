@@ -515,6 +515,13 @@ FP8_RECIPES = ("tensorwise", "rowwise", "delayed", "current", "mxfp8", "int8")
 BLACKWELL_ONLY = {"mxfp8": (("blackwell",), "MXFP8 block-scaled GEMMs run on Blackwell tensor cores (SM 10.0+)")}
 #: recipes that keep TE's fp8 weight copies across a step's microbatches (``is_first_microbatch``)
 TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
+#: Op attribute (True) of a GEMM whose Transformer Engine call swizzles its two operands' MXFP8 block scales
+#: into cuBLASLt's layout before the GEMM, at every call (``swizzle_scaling_factors`` /
+#: ``multi_tensor_swizzle_scaling_factors`` in transformer_engine/pytorch/csrc/extensions/gemm.cpp @ v2.9);
+#: priced by the device rule (:func:`simulator.lowering.gpu._with_scale_swizzle`).
+SCALE_SWIZZLE_ATTR = "scale_swizzle"
+#: recipes whose TE GEMMs swizzle their block scales at each call
+SCALE_SWIZZLE_RECIPES = ("mxfp8",)
 #: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
 #: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
 TORCHAO_RECIPES = ("tensorwise", "rowwise")
@@ -647,7 +654,7 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                     qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
                     ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
                                   op.group))
-        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe)})
+        attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
             ops.extend(_post_scaled(op, ins, attrs, amaxes))
             continue
@@ -680,8 +687,14 @@ def _fp8_experts(op: Op, recipe: str, ops: list[Op]) -> bool:
     qdt, _ = _QUANT[recipe]
     quant = {} if op.kind == "grouped_matmul_bwd_weight" else {"fp8_quantize": recipe}
     ops.append(Op(op.name, op.kind, op.inputs, op.outputs,
-                  Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant, **_accumulation(op, recipe)}), op.group))
+                  Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **quant, **_accumulation(op, recipe),
+                         **_swizzle(recipe)}), op.group))
     return True
+
+
+def _swizzle(recipe: str) -> dict[str, bool]:
+    """The :data:`SCALE_SWIZZLE_ATTR` of a Transformer Engine GEMM under ``recipe`` (MXFP8's), else nothing."""
+    return {SCALE_SWIZZLE_ATTR: True} if recipe in SCALE_SWIZZLE_RECIPES else {}
 
 
 def _aot_cse(step: OpGraph, recipe: str) -> bool:

@@ -34,6 +34,7 @@ from workloads.ir import Op, UnsupportedOpError
 from workloads.precision import (
     QUANT_GROUPED_MATMUL,
     QUANT_MATMUL,
+    SCALE_SWIZZLE_ATTR,
     packed_weight_bytes,
     quant_operands,
     weight_only,
@@ -239,7 +240,41 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
                       in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias),
                       tactic_m=op.attrs.get("tactic_m"), resident=_warm_operands(ctx))
-    return _with_promotion(op, ctx, cost, bt, m, n, k)
+    cost = _with_promotion(op, ctx, cost, bt, m, n, k)
+    if not op.attrs.get(SCALE_SWIZZLE_ATTR):
+        return cost
+    cost = _with_scale_swizzle(ctx, cost, float(bt * m * k), float((1 if len(b.shape) == 2 else bt) * k * n), 1)
+    return dataclasses.replace(cost, rule=cost.rule + SCALE_SWIZZLE_SUFFIX)
+
+
+#: Rule suffix of a dense GEMM priced with its scale swizzles (:func:`library_launches` counts them).
+SCALE_SWIZZLE_SUFFIX = "+mx-swizzle"
+#: Tensors one ``multi_tensor_swizzle_scaling_factors`` launch takes (``kMaxTensorsPerKernel``,
+#: transformer_engine/common/swizzle/swizzle.cu @ v2.9).
+SWIZZLE_TENSORS_PER_KERNEL = 64
+
+
+def _with_scale_swizzle(ctx: LoweringContext, gemm: KernelCost, a_elems: float, b_elems: float,
+                        tensors: int) -> KernelCost:
+    """``gemm`` plus the swizzle of its two MXFP8 operands' E8M0 block scales (one byte per 32 elements) into
+    cuBLASLt's tiled layout, which Transformer Engine 2.9 runs inside every GEMM call before cuBLAS:
+    ``gemm()`` calls ``swizzle_scaling_factors`` on A and on B, one ``nvte_swizzle_scaling_factors`` kernel
+    each into a freshly allocated buffer, and ``te_general_grouped_gemm`` calls
+    ``multi_tensor_swizzle_scaling_factors`` on the A list and on the B list, one kernel per 64 tensors
+    (transformer_engine/pytorch/csrc/extensions/gemm.cpp, csrc/util.cpp, common/swizzle/swizzle.cu @ v2.9; the
+    scales are quantised in row order and swizzled at every call, the cached weight's included). Each kernel
+    reads and writes its operand's scales; ``tensors`` the GEMMs of the call (the experts of a grouped call)."""
+    launches = 2 * max(1, math.ceil(tensors / SWIZZLE_TENSORS_PER_KERNEL))
+    p32 = ctx.params("fp32")
+    parts = [gpu.streaming(x / 32.0, x / 32.0, 0.0, p32) for x in (a_elems, b_elems)]
+    x = sum(_serial_s(st) for st in parts)
+    return dataclasses.replace(
+        gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x,
+        latency_s=gemm.latency_s + sum(_f(st.latency_s) for st in parts),
+        dram_bytes=gemm.dram_bytes + sum(_f(st.dram_bytes) for st in parts),
+        l2_bytes=gemm.l2_bytes + sum(_f(st.l2_bytes) for st in parts), kernels=gemm.kernels + launches,
+        notes="; ".join(x for x in (gemm.notes, f"MXFP8 scale swizzles ({launches} kernels)") if x)
+        if np.ndim(gemm.compute_s) == 0 else "")
 
 
 def _with_promotion(op: Op, ctx: LoweringContext, cost: KernelCost, bt: int, m: int, n: int, k: int) -> KernelCost:
@@ -347,6 +382,8 @@ def _experts_gemm(op: Op, ctx: LoweringContext, m: int, n: int, k: int, active: 
                                notes="; ".join(x for x in (one.notes, note) if x) if np.ndim(one.compute_s) == 0
                                else "")
     cost = _with_promotion(op, ctx, cost, active, m, n, k)
+    if op.attrs.get(SCALE_SWIZZLE_ATTR):
+        cost = _with_scale_swizzle(ctx, cost, float(active * m * k), float(active * k * n), active)
     if op.dtype.value.startswith("fp8"):
         cost = _with_row_padding(op, ctx, cost)
     return _with_expert_quantisation(op, ctx, cost, active) if op.attrs.get("fp8_quantize") else cost
@@ -399,13 +436,14 @@ def _with_expert_quantisation(op: Op, ctx: LoweringContext, gemm: KernelCost, ac
     """``gemm`` plus the quantisation of its 16-bit operand (operand 0: the forward's input, the input-gradient
     GEMM's output gradient) one expert split at a time (``fp8_quantize``: the recipe): a read of the 16-bit
     split (twice under current scaling: its amax first), a rowwise and a columnwise fp8 copy written (the
-    weight-gradient GEMM reads the columnwise one) with a 4-byte scale per 32 elements (MXFP8) or one per
-    split; ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
+    weight-gradient GEMM reads the columnwise one) with a 1-byte E8M0 scale per 32 elements (MXFP8:
+    ``DType::kFloat8E8M0``, transformer_engine/pytorch/csrc/util.cpp @ v2.9) or a 4-byte one per split;
+    ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
     recipe = str(op.attrs["fp8_quantize"])
     t = op.inputs[0]
     elems = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])) * t.shape[-1])
     reads = 2.0 if recipe == "current" else 1.0
-    scales = elems / 32.0 * 4.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
+    scales = elems / 32.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
     p32 = ctx.params("fp32")
     st = gpu.streaming(reads * elems * element_bytes(t.dtype), 2.0 * elems + scales, 2.0 * elems, p32,
                        l2_resident_bytes=ctx.resident_bytes)
@@ -595,10 +633,13 @@ def library_launches(rule: str, kernels: Any = 1) -> Any:
     """Kernels an op's one library call launches beside its own (a launch each on the host, not a framework
     op): cuDNN's layout transforms around a convolution on NCHW tensors; every expert GEMM after the first of
     a grouped GEMM run per expert (one Transformer Engine call launches them from C++,
-    :func:`_experts_gemm`); none otherwise."""
+    :func:`_experts_gemm`); the two MXFP8 scale swizzles of a dense TE GEMM (:func:`_with_scale_swizzle`); none
+    otherwise."""
     if rule.startswith(PER_EXPERT_RULE):  # one framework op for the GEMMs, one for split_quantize
         calls = 2 if rule.endswith(EXPERT_QUANT_SUFFIX) else 1
         return np.maximum(np.asarray(kernels) - calls, 0) if np.ndim(kernels) else max(int(kernels) - calls, 0)
+    if rule.endswith(SCALE_SWIZZLE_SUFFIX):  # the two scale swizzles beside the GEMM of one TE call
+        return 2
     return LAYOUT_TRANSFORM_KERNELS if rule.endswith(NCHW_RULE_SUFFIX) else 0
 
 
