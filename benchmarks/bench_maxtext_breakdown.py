@@ -8,7 +8,9 @@ over the compute (``fsdp/c``); the exposed part of them and the exposed host off
 measured time the prediction lacks even with every one of those collectives serial with compute (``rest``, %
 of compute; ``StepBreakdown.beyond_collectives_s``); the recomputed forward (``rcmp``, % of compute), the
 optimizer update of the chip's shard (``opt``, ms), the gradient all-reduce across replicated FSDP groups (several
-slices: the data-centre network) and its exposed part (``dcn``, ``dcnx``, ms); and the wall time of the whole table.
+slices: the data-centre network) and its exposed part (``dcn``, ``dcnx``, ms); what the hidden FSDP collectives cost
+the compute beside them, their HBM traffic (``hbm``, ms) and the reduce-scatters' additions on the vector unit
+(``vpu``, ms); and the wall time of the whole table.
 
 ``python benchmarks/bench_maxtext_breakdown.py --pair ROW_A ROW_B`` prints, after the two rows, their split into a
 factor on the predicted GEMM time and a time both steps lack (``precision_pair_split``; e.g. the bf16 and AQT int8
@@ -37,7 +39,7 @@ def main(ids: list[str]) -> None:
     rows = [r for r in load_training_rows() if r["framework"].startswith("MaxText") and (not ids or r.id in ids)]
     print(f"{'row':<10} {'system':<17} {'tok/chip':>8} {'meas s':>8} {'pred s':>8} {'err':>7} {'compute':>8} "
           f"{'gemm':>5} {'attn':>5} {'other':>5} {'tp':>5} {'fsdp/c':>6} {'exp':>5} {'offl':>5} {'rest':>6} "
-          f"{'rcmp':>5} {'opt':>5} {'dcn':>6} {'dcnx':>5}")
+          f"{'rcmp':>5} {'opt':>5} {'dcn':>6} {'dcnx':>5} {'hbm':>5} {'vpu':>4}")
     t0 = time.perf_counter()
     for row in rows:
         b = maxtext_step_breakdown(row)
@@ -49,7 +51,8 @@ def main(ids: list[str]) -> None:
               f"{c:8.2f} {100 * b.gemm_s / c:5.1f} {100 * b.attention_s / c:5.1f} {100 * b.other_s / c:5.1f} "
               f"{100 * b.tp_comm_s / c:5.1f} {100 * b.fsdp_ratio:6.1f} {100 * b.exposed_s / c:5.1f} "
               f"{100 * b.offload_exposed_s / c:5.1f} {rest} {100 * b.recompute_s / c:5.1f} "
-              f"{1e3 * b.optimizer_s:5.1f} {1e3 * b.replicas_reduce_s:6.1f} {1e3 * b.replicas_exposed_s:5.1f}")
+              f"{1e3 * b.optimizer_s:5.1f} {1e3 * b.replicas_reduce_s:6.1f} {1e3 * b.replicas_exposed_s:5.1f} "
+              f"{1e3 * b.hbm_contention_s:5.0f} {1e3 * b.vpu_reduce_s:4.0f}")
     print(f"{len(rows)} rows in {time.perf_counter() - t0:.1f} s")
 
 

@@ -49,6 +49,10 @@ class StepBreakdown:
     #: FSDP groups (several slices: the data-centre network); zero on one slice
     replicas_reduce_s: float = 0.0
     replicas_exposed_s: float = 0.0
+    #: what the hidden FSDP collectives cost the compute beside them: their HBM traffic slowing the memory-bound
+    #: ops (``fsdp_hbm_contention_s``) and the reduce-scatters' additions on the vector unit (``fsdp_vpu_reduce_s``)
+    hbm_contention_s: float = 0.0
+    vpu_reduce_s: float = 0.0
 
     @property
     def step_error(self) -> float | None:
@@ -168,4 +172,6 @@ def maxtext_step_breakdown(row: Any) -> StepBreakdown:
                          exposed_s=bd.get("dp_sync_exposed_s", 0.0), offload_exposed_s=bd.get("offload_exposed_s", 0.0),
                          recompute_s=recompute, optimizer_s=bd.get("optimizer_s", 0.0),
                          replicas_reduce_s=bd.get("dp_sync_replicas_s", 0.0),
-                         replicas_exposed_s=bd.get("dp_sync_replicas_exposed_s", 0.0))
+                         replicas_exposed_s=bd.get("dp_sync_replicas_exposed_s", 0.0),
+                         hbm_contention_s=bd.get("fsdp_hbm_contention_s", 0.0),
+                         vpu_reduce_s=bd.get("fsdp_vpu_reduce_s", 0.0))

@@ -46,11 +46,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["check_stack_device", "SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "ring_traced",
-           "apply_stack", "profile_options", "get_stack_profile", "pipelined_reduce_exposed"]
+           "apply_stack", "profile_options", "get_stack_profile", "pipelined_reduce_exposed", "hbm_contention_s",
+           "COLLECTIVE_HBM_PASSES", "vpu_reduce_s"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
 SHARDED_STACKS = ("fsdp2", "xla-spmd")
@@ -61,10 +62,13 @@ class ShardedStep:
 
     ``copy_s``: the all-gather copy-out kernels on the compute stream; ``gather_s`` / ``reduce_s``:
     every all-gather / reduce-scatter of the step; ``exposed_s``: the part of them not hidden behind
-    compute; ``tail_s = copy_s + exposed_s`` is what the step adds after the pipeline's compute
-    (the optimizer update is added by the caller). ``replicas_s`` / ``replicas_exposed_s``: the part of
+    compute; ``tail_s = copy_s + exposed_s + contention_s + vpu_reduce_s`` is what the step adds to the
+    pipeline's compute (the optimizer update is added by the caller). ``replicas_s`` / ``replicas_exposed_s``: the part of
     ``reduce_s`` / ``exposed_s`` that all-reduces the gradient shards across replicated FSDP groups (MaxText
-    over several slices: the data-centre network); zero without replicas.
+    over several slices: the data-centre network); zero without replicas. ``contention_s``: what the hidden
+    collectives' HBM traffic adds to the compute they overlap (:func:`hbm_contention_s`; ``xla-spmd`` only);
+    ``vpu_reduce_s``: the hidden reduce-scatters' additions on the TensorCore's vector unit
+    (:func:`vpu_reduce_s`; ``xla-spmd`` only).
     """
 
     copy_s: float
@@ -73,10 +77,12 @@ class ShardedStep:
     exposed_s: float
     replicas_s: float = 0.0
     replicas_exposed_s: float = 0.0
+    contention_s: float = 0.0
+    vpu_reduce_s: float = 0.0
 
     @property
     def tail_s(self) -> float:
-        return self.copy_s + self.exposed_s
+        return self.copy_s + self.exposed_s + self.contention_s + self.vpu_reduce_s
 
 
 def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: int, compute_s: float,
@@ -370,6 +376,8 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
     comm_busy = pipe.busy_s - breakdown["compute_s"]  # collectives inside the stage graphs (tensor parallel)
     out.update(communication_s=comm_busy + step.exposed_s, dp_sync_s=step.reduce_s, dp_sync_exposed_s=step.exposed_s,
                fsdp_copy_out_s=step.copy_s, fsdp_gather_s=step.gather_s)
+    if step.contention_s or step.vpu_reduce_s:
+        out.update(fsdp_hbm_contention_s=step.contention_s, fsdp_vpu_reduce_s=step.vpu_reduce_s)
     if step.replicas_s:
         out.update(dp_sync_replicas_s=step.replicas_s, dp_sync_replicas_exposed_s=step.replicas_exposed_s)
     return pipe.step_s + step.tail_s + out["optimizer_s"], out
@@ -417,6 +425,12 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
                         compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw,
                         overlap=profile.collective_overlap)
+    if profile.stack == "xla-spmd" and profile.collective_overlap:  # the TensorCore's HBM and VPU, shared
+        vec = float(dev.compute.vector_flops_per_s.get("fp32", 0.0)) * float(dev.efficiency.vector_peak_fraction)
+        step = replace(step, contention_s=_overlap_contention_s(
+            per_stage, plan.microbatches, step, compute_s, bw, grads, group, coll[("all_gather", grads)],
+            coll[("reduce_scatter", grads)]),
+            vpu_reduce_s=plan.microbatches * vpu_reduce_s(grads / param, group, vec) if vec > 0 else 0.0)
     return step, grads, scale, units
 
 
@@ -435,6 +449,99 @@ def pipelined_reduce_exposed(reduce_s: float, units: int, backward_s: float) -> 
         raise ValueError(f"units: got {units}; expected 1 or more")
     last = reduce_s / units
     return last + max(0.0, reduce_s - last - backward_s)
+
+
+#: HBM bytes a chip reads or writes per byte a ring collective delivers to it (:func:`hbm_contention_s`): an
+#: all-gather writes each received shard to HBM and reads it again to send it on (2); a reduce-scatter reads its
+#: own partial chunk, writes the partial sum and reads that sum to send it on (3; the received chunk is counted as
+#: added on chip, as it streams in). A MaxText layer's gathered weights (2.0 GB for the 64B) are far beyond the
+#: TensorCore's VMEM (128 MiB on v5e; "How to Think About TPUs", jax-ml/scaling-book tpus.md @ 0819a7d: "Data in
+#: HBM needs to be copied into VMEM before the TensorCore can do any computation with it"), so they pass through HBM.
+COLLECTIVE_HBM_PASSES: dict[str, float] = {"all_gather": 2.0, "reduce_scatter": 3.0}
+
+
+def hbm_contention_s(ops: Sequence[tuple[float, float]], windows: Sequence[tuple[float, float]]) -> float:
+    """Seconds that compute ops lose to collectives overlapping them on the same HBM.
+
+    ``ops``: each compute op's (work seconds, HBM seconds): its standalone time less its fixed overhead, and
+    what its HBM traffic takes at the full rate. ``windows``: per collective, (the fraction of every op's time it
+    overlaps, its HBM demand as a fraction of the rate: bytes it reads and writes over its own time and the
+    rate). While a collective streams ``phi`` of the bandwidth, an op keeps the max-min fair share of it
+    (:func:`simulator.engines.contention.share`: equal shares unless one needs less), ``max(1 - phi, 1/2)``, so
+    its HBM part takes ``hbm_s / share``; it is slowed by what that exceeds its work. A GEMM whose HBM time fits
+    in that share of its work (one far above the ridge point) loses nothing; a memory-bound fusion loses
+    ``hbm_s (1 / share - 1)`` of each second overlapped.
+
+    >>> round(hbm_contention_s([(1.0, 1.0), (2.0, 0.5)], [(0.5, 0.25)]), 6)  # the copy at 3/4; the GEMM unslowed
+    0.166667
+    >>> round(hbm_contention_s([(1.0, 1.0)], [(0.2, 0.9), (0.1, 0.25)]), 6)  # 0.2 x (2 - 1) + 0.1 x (4/3 - 1)
+    0.233333
+    """
+    extra = 0.0
+    for frac, phi in windows:
+        if frac <= 0.0 or phi <= 0.0:
+            continue
+        avail = max(1.0 - phi, 0.5)
+        extra += frac * sum(max(0.0, h / avail - w) for w, h in ops)
+    return extra
+
+
+def vpu_reduce_s(elements: float, group: int, vector_flops_per_s: float) -> float:
+    """Seconds a TensorCore's vector unit spends adding one reduce-scatter over ``group`` ranks of ``elements``
+    gradient values: a ring step adds each received partial chunk to the local one, ``(group - 1) / group`` of the
+    elements, one addition each. On a TPU the sums run on the TensorCore's VPU ("Reductions (sums) are also
+    performed here", jax-ml/scaling-book tpus.md @ 0819a7d), and with ``xla_tpu_enable_async_collective_fusion``
+    the collective's steps run inside the compute fusions scheduled between its start and done ("overlap of
+    compute and communication on a single TensorCore", MaxText src/maxtext/configs/README.md @ e591f30): the
+    additions take the cycles of the core whose compute hides the transfer.
+
+    >>> round(vpu_reduce_s(1e9, 4, 6e12) * 1e3, 6)   # 0.75e9 additions at 6 TFLOP/s
+    0.125
+    """
+    if group < 2 or elements <= 0.0:
+        return 0.0
+    if vector_flops_per_s <= 0.0:
+        raise ValueError(f"vector_flops_per_s: got {vector_flops_per_s}; expected a positive rate")
+    return elements * (group - 1) / group / vector_flops_per_s
+
+
+#: Op kinds that are communication: :data:`simulator.parallel.compose.COMMUNICATION_KINDS` (which imports this
+#: module), the same set.
+_COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send",
+                                  "recv"})
+
+
+def _compute_ops(per_stage: list[Any], bw: float) -> list[tuple[float, float]]:
+    """(work seconds, HBM seconds) of the first stage's compute ops, one microbatch: every record but the
+    collectives and the optimizer update (which runs after the backward, beside no FSDP collective)."""
+    ops = []
+    for _, gc in per_stage[0]:
+        for r in gc.report.records:
+            if r.kind in _COMMUNICATION_KINDS or r.group == "optimizer" or r.group.startswith("optimizer."):
+                continue
+            hbm = r.memory_s if not getattr(r, "memory_level", "") else r.dram_bytes / bw
+            ops.append((max(0.0, r.time_s - r.overhead_s), hbm))
+    return ops
+
+
+def _overlap_contention_s(per_stage: list[Any], microbatches: int, step: ShardedStep, compute_s: float, bw: float,
+                          grads: float, group: int, gather_once_s: float, reduce_once_s: float) -> float:
+    """:func:`hbm_contention_s` of a sharded step's hidden all-gathers and reduce-scatters (``group`` ranks,
+    ``grads`` bytes gathered) over its compute: each overlaps the share of the compute its hidden seconds cover
+    (the hidden time split between the two by their seconds), at its HBM demand
+    (:data:`COLLECTIVE_HBM_PASSES` x the ``(group - 1) / group`` of the bytes a chip receives, over the
+    collective's time and ``bw``). The reduce-scatter's demand is the same in any reduce dtype (bytes and time
+    scale alike)."""
+    busy = step.gather_s + step.reduce_s
+    hidden = busy - step.exposed_s
+    if hidden <= 0.0 or compute_s <= 0.0 or group < 2 or bw <= 0.0:
+        return 0.0
+    recv = grads * (group - 1) / group
+    phi_g = COLLECTIVE_HBM_PASSES["all_gather"] * recv / (gather_once_s * bw) if gather_once_s > 0 else 0.0
+    phi_r = COLLECTIVE_HBM_PASSES["reduce_scatter"] * recv / (reduce_once_s * bw) if reduce_once_s > 0 else 0.0
+    cover = min(1.0, hidden / compute_s)
+    windows = [(cover * step.gather_s / busy, phi_g), (cover * step.reduce_s / busy, phi_r)]
+    return microbatches * hbm_contention_s(_compute_ops(per_stage, bw), windows)
 
 
 def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
@@ -466,4 +573,5 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     ar = plan.microbatches * ar_once
     ar_exposed = pipelined_reduce_exposed(ar, units, backward_s) if profile.collective_overlap else ar
     return ShardedStep(copy_s=inner.copy_s, gather_s=inner.gather_s, reduce_s=inner.reduce_s + ar,
-                       exposed_s=inner.exposed_s + ar_exposed, replicas_s=ar, replicas_exposed_s=ar_exposed)
+                       exposed_s=inner.exposed_s + ar_exposed, replicas_s=ar, replicas_exposed_s=ar_exposed,
+                       contention_s=inner.contention_s, vpu_reduce_s=inner.vpu_reduce_s)

@@ -76,7 +76,8 @@ def test_maxtext_serial_exposes_every_collective():
 
 def test_maxtext_serial_step_adds_its_collectives_by_hand():
     """Llama 2 7B on a v6e-8, FSDP 8: under maxtext-serial the step is maxtext's compute plus every FSDP
-    all-gather and reduce-scatter of the step (the breakdown's fsdp_gather_s + dp_sync_s), which maxtext hides."""
+    all-gather and reduce-scatter of the step (the breakdown's fsdp_gather_s + dp_sync_s), which maxtext hides
+    at the cost of their HBM traffic and VPU additions beside its compute (test_tpu_overlap_contention.py)."""
     hw = load_hardware("tpu-v6e-8")
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
     res = {p: evaluate_plan("llama-2-7b", hw, plan, profile_options(p), train=True, seq=2048, recompute="full",
@@ -86,7 +87,8 @@ def test_maxtext_serial_step_adds_its_collectives_by_hand():
     assert b["dp_sync_exposed_s"] == pytest.approx(b["fsdp_gather_s"] + b["dp_sync_s"])
     assert a["dp_sync_exposed_s"] < 0.5 * b["dp_sync_exposed_s"]
     assert res["maxtext-serial"].latency_s - res["maxtext"].latency_s == pytest.approx(
-        b["dp_sync_exposed_s"] - a["dp_sync_exposed_s"], rel=1e-9)
+        b["dp_sync_exposed_s"] - a["dp_sync_exposed_s"] - a["fsdp_hbm_contention_s"] - a["fsdp_vpu_reduce_s"],
+        rel=1e-9)
 
 
 def test_tp_overlap_hides_only_the_collectives_a_stack_overlaps():
