@@ -181,6 +181,13 @@ class ParallelPlan:
         last backward only). False: ``torch.distributed.pipelining``'s own, each run's last backward
         reduce-scatters and reshards (``backward_one_chunk(last_backward=bwd_mb_index == self._n_microbatches - 1)``
         in every ``step()``, torch/distributed/pipelining/schedules.py), so every run pays them and gathers again.
+    p2p_host_sync
+        With pipeline stages: every stage-to-stage exchange is followed by ``torch.cuda.synchronize()``, the host
+        waiting for all the device's queued work (Megatron-Core's ``batch_p2p_comm`` with ``batch_p2p_sync``, both
+        True by default, megatron/core/pipeline_parallel/p2p_communication.py ``_communicate`` and
+        model_parallel_config.py @ core_v0.15.0; Megatron-Bridge sets ``batch_p2p_comm`` for pipelines without
+        virtual stages, src/megatron/bridge/training/comm_overlap.py @ v0.2.0): each ``send`` of a stage graph
+        ends a host-sync interval (:mod:`simulator.parallel.host_sync`), the forward's and the backward's.
     """
 
     tp: int = 1
@@ -211,6 +218,7 @@ class ParallelPlan:
     pipeline_microbatches: int = 0
     grad_sync_per_step: bool = False
     moe_a2a_overlap: bool = False
+    p2p_host_sync: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -276,7 +284,8 @@ class ParallelPlan:
         for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
-                           ("grad_sync_per_step", False), ("moe_a2a_overlap", False)):  # read as before at defaults
+                           ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
+                           ("p2p_host_sync", False)):  # read as before at defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -345,6 +354,8 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
         out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
     if not isinstance(plan.moe_host_sync, bool):
         out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
+    if not isinstance(plan.p2p_host_sync, bool):
+        out.append(f"p2p_host_sync: got {plan.p2p_host_sync!r}; expected true or false")
     if plan.param_dtype not in PARAM_DTYPES:
         out.append(f"param_dtype: got {plan.param_dtype!r}; expected fp32 or bf16 (or empty: the stack's "
                    "default)" + did_you_mean(str(plan.param_dtype), PARAM_DTYPES[1:]))

@@ -3,8 +3,8 @@
 Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel --microbatch
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
 --fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
---fp8-params --etp --moe-host-sync --moe-a2a-overlap --pipeline-microbatches --grad-sync-per-step --input-len
---output-len``.
+--fp8-params --etp --moe-host-sync --moe-a2a-overlap --pipeline-microbatches --grad-sync-per-step --p2p-host-sync
+--input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
                "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches")
-_PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step")
+_PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step",
+                  "p2p_host_sync")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -87,6 +88,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training: the MoE dispatcher copies its token counts to the host and waits for them in "
                         "every MoE layer (Megatron-Core's dropless dispatchers): the step is priced per sync "
                         "interval, max(host issue, GPU) plus the sync's round trip")
+    g.add_argument("--p2p-host-sync", action="store_true",
+                   help="training with --pp: the device is synchronised after every stage exchange (Megatron-Core's "
+                        "batch_p2p_comm with batch_p2p_sync, pipelines without virtual stages): each pipeline send "
+                        "ends a host-sync interval")
     _schedule_recipe_args(g)
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
@@ -184,7 +189,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_host_sync=bool(getattr(args, "moe_host_sync", False)),
                         moe_a2a_overlap=bool(getattr(args, "moe_a2a_overlap", False)),
                         pipeline_microbatches=getattr(args, "pipeline_microbatches", None) or 0,
-                        grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)))
+                        grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)),
+                        p2p_host_sync=bool(getattr(args, "p2p_host_sync", False)))
 
 
 def check_request_flags(args: argparse.Namespace) -> None:

@@ -542,7 +542,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                           train=train, optimizer=optimizer, recompute=recompute, batch=batch, **recipe)
     graphs = _with_engine_build(graphs, gemm_tactic_tokens, split_gate_up, train)
     dev = spec_of(system)[0]
-    unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp)
+    unique, costs, per_stage = _cost_graphs(graphs, system, opts, evaluate, plan.pp, plan.p2p_host_sync)
     reports = [c.report for c in costs]
     m = plan.microbatches if train else 1
     fwd, bwd, opt, comm = _stage_sums(per_stage)
@@ -600,9 +600,10 @@ def _with_engine_build(graphs: list[StageGraph], tokens: int | None, split_gate_
                     - len(sg.graph.ops)) for sg in graphs]
 
 
-def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int
+def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any, p: int, p2p_sync: bool = False
                  ) -> tuple[dict[int, _GraphCost], list[_GraphCost], list[list[tuple[StageGraph, _GraphCost]]]]:
-    """(costs by graph object, cost of each stage graph, each pipeline stage's graphs and costs).
+    """(costs by graph object, cost of each stage graph, each pipeline stage's graphs and costs); ``p2p_sync``:
+    every pipeline send ends a host-sync interval (``ParallelPlan.p2p_host_sync``).
 
     Stages of one shape share one graph object (plan_graphs builds each shape once): everything that
     depends only on the graph is computed once per object and reused by every stage."""
@@ -611,7 +612,7 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
         if id(sg.graph) not in unique:
             rep = evaluate(sg.graph, system, opts)
             unique[id(sg.graph)] = _GraphCost(sg, rep, _with_host_syncs(sg, rep.records, _split(sg, rep.records),
-                                                                        system, opts))
+                                                                        system, opts, p2p_sync))
     costs = [unique[id(sg.graph)] for sg in graphs]
     per_stage: list[list[tuple[StageGraph, _GraphCost]]] = [[] for _ in range(p)]
     for sg, gc in zip(graphs, costs, strict=True):
@@ -620,19 +621,23 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
 
 
 def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[float, float, float, float],
-                     system: Any, opts: Any) -> tuple[float, float, float, float]:
+                     system: Any, opts: Any, p2p_sync: bool = False) -> tuple[float, float, float, float]:
     """``split`` with what the graph's host synchronisation points add to its forward and backward passes
-    (:mod:`simulator.parallel.host_sync`); unchanged without one."""
+    (:mod:`simulator.parallel.host_sync`): the ops' own (``host_sync``) and, with ``p2p_sync``, its pipeline
+    sends (:func:`~simulator.parallel.host_sync.pipeline_send_ops`); unchanged without one."""
     from simulator.parallel.host_sync import (
         gemm_call_s,
         host_per_kernel_s,
         host_sync_ops,
         launch_floor_s,
         per_expert_gemm_calls,
+        pipeline_send_ops,
         sync_interval_excess,
     )
 
     syncs = sg.graph.memo("host_sync_ops", lambda: host_sync_ops(sg.graph.ops))  # the graph is immutable
+    if p2p_sync:
+        syncs = sorted({*syncs, *sg.graph.memo("pipeline_send_ops", lambda: pipeline_send_ops(sg.graph.ops))})
     if not syncs:
         return split
     from simulator.engines.analytical import spec_of

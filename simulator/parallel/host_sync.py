@@ -21,6 +21,16 @@ even when the interval's GPU time exceeds its host time as a whole. The host iss
 (eager PyTorch issues each op from Python: Megatron-Core runs its layers eagerly), or the launch floor
 when that is longer (:func:`host_per_kernel_s`). The backward pass has no sync of its own (the splits are saved host
 lists), so it sits in the interval that runs from the last forward sync to the end of the graph.
+
+Megatron-Core's pipeline schedules without virtual stages exchange activations and gradients with
+``torch.distributed.batch_isend_irecv`` and then call ``torch.cuda.synchronize()`` (``batch_p2p_comm`` and
+``batch_p2p_sync``, both True by default: megatron/core/pipeline_parallel/p2p_communication.py
+``P2PCommunicator._communicate``, model_parallel_config.py @ core_v0.15.0): a device-wide wait after every
+exchange. In the 1F1B steady phase a stage exchanges once after each forward (``send_forward_recv_backward``)
+and once after each backward (``send_backward_recv_forward``), so each ``send`` op of a stage graph ends an
+interval (:func:`pipeline_send_ops`; the first stage's backward and the last stage's forward send nothing, and
+exchange nothing: ``is_first_stage``/``is_last_stage`` skip the call). The backward then starts from an idle
+GPU as the forward does.
 """
 
 from __future__ import annotations
@@ -32,6 +42,12 @@ from typing import Any
 def host_sync_ops(ops: Sequence[Any]) -> list[int]:
     """Indices of the ops that make the host wait for the GPU (the ``host_sync`` attribute)."""
     return [i for i, op in enumerate(ops) if op.attrs.get("host_sync")]
+
+
+def pipeline_send_ops(ops: Sequence[Any]) -> list[int]:
+    """Indices of a stage graph's pipeline sends (``send`` ops of the ``pipeline`` group, forward and backward):
+    the exchanges after which Megatron-Core's batched point-to-point path synchronises the device."""
+    return [i for i, op in enumerate(ops) if op.kind == "send" and op.group.split(".")[0] == "pipeline"]
 
 
 def interval_time(ops: Sequence[tuple[float, float, int]]) -> float:
@@ -70,7 +86,7 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
     host time being its kernels times ``host_per_kernel_s`` (the kernels one library call launches beside
     its own, :func:`simulator.lowering.gpu.library_launches`, at ``launch_s`` each: Transformer Engine's
     per-expert GEMMs), and each sync ``sync_s``; an interval's excess is charged to the forward and backward
-    passes in proportion to their shares of its ``G``. ``host_ops[i]``: framework ops record ``i`` stands for
+    passes in proportion to their shares of its ``G``, each sync's ``sync_s`` to the pass it is in. ``host_ops[i]``: framework ops record ``i`` stands for
     beside its kernels, issued before them (an int) or ``(before, after)`` them, each
     ``host_per_kernel_s`` of issue and no GPU time. ``skip(record)``: records outside the microbatch's
     passes (the optimizer step), left out. ``gemm_calls[i]``: how many of record ``i``'s library launches are GEMMs
@@ -114,7 +130,8 @@ def sync_interval_excess(records: Sequence[Any], syncs: Sequence[int], forward_o
             fwd_extra += excess * share
             bwd_extra += excess * (1.0 - share)
         start = end + 1
-    return fwd_extra + len(ends) * sync_s, bwd_extra
+    in_fwd = sum(1 for e in ends if e < forward_ops)  # each sync's round trip to the pass it is in
+    return fwd_extra + in_fwd * sync_s, bwd_extra + (len(ends) - in_fwd) * sync_s
 
 
 #: Op kinds of an MoE layer's expert GEMMs (forward, input gradient, weight gradient).

@@ -416,6 +416,21 @@ def _moe_host_sync(row: TrainingRecord) -> bool:
     return "dropless" in row["moe"].lower()
 
 
+def _batch_p2p_sync(pp: int, vp: int) -> bool:
+    """Whether a Megatron-Bridge row's pipeline synchronises the device after every stage exchange: with pipeline
+    stages and no virtual ones ``CommOverlapConfig`` sets ``batch_p2p_comm = True`` (with virtual stages
+    ``overlap_p2p_comm`` instead; src/megatron/bridge/training/comm_overlap.py @ v0.2.0 and @ 270536cce, the
+    26.04 recipes), and Megatron-Core's ``_communicate`` then calls ``torch.cuda.synchronize()`` while
+    ``batch_p2p_sync`` keeps its default True, which no recipe or performance script changes
+    (megatron/core/pipeline_parallel/p2p_communication.py, model_parallel_config.py @ core_v0.14.0 to
+    core_v0.18.0; :attr:`workloads.parallel.ParallelPlan.p2p_host_sync`).
+
+    >>> _batch_p2p_sync(8, 1), _batch_p2p_sync(8, 2), _batch_p2p_sync(1, 1)
+    (True, False, False)
+    """
+    return pp > 1 and vp <= 1
+
+
 def _a2a_overlap(row: TrainingRecord) -> bool:
     """Whether the row's notes state that its recipe sets Megatron-Bridge's ``moe_a2a_overlap`` (Megatron-Core's
     ``overlap_moe_expert_parallel_comm``): ``moe_a2a_overlap True`` or ``moe_a2a_overlap=True`` as read from the
@@ -613,6 +628,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         etp=MEGATRON_BRIDGE_ETP if bridge and tp > 1 and ep > 1 else 0,
                         moe_dispatch=_moe_dispatch(row), moe_routing=_moe_routing(row),
                         moe_host_sync=(bridge or _automodel(row)) and _moe_host_sync(row),
+                        p2p_host_sync=bridge and _batch_p2p_sync(pp, vp),
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),

@@ -119,7 +119,8 @@ def _predict_row(r: dict[str, str]) -> MultiRow:
     from simulator.hardware import load_hardware
 
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp, microbatch=mb, global_batch=gb,
-                        sequence_parallel=r["sp"].strip() == "1")
+                        sequence_parallel=r["sp"].strip() == "1",
+                        p2p_host_sync=pp > 1 and _train_framework(r["framework"]) == "megatron-lm")
     res = evaluate_plan(r["model"], load_hardware(system), plan, train=True, seq=seq, recompute=r["recompute"],
                         dtype=_TRAIN_DTYPES[r["dtype"]], framework=_train_framework(r["framework"]))
     if r["metric"] == "iteration_time_s":
@@ -139,6 +140,14 @@ def _train_framework(framework: str) -> str:
     Megatron-Core (the Narayanan et al. 2021 and Korthikanti et al. 2022 runs: unfused attention, dropout
     kernels); '' (the generic graph) otherwise."""
     return "megatron-lm" if framework.strip().startswith("Megatron-LM") else ""
+
+
+# Megatron-LM's pipeline stages before Megatron-Core synchronise the device after every stage exchange:
+# ``megatron/p2p_communication.py`` ``_communicate`` calls ``torch.cuda.synchronize()`` after
+# ``batch_isend_irecv`` unconditionally ("To protect against race condition when using batch_isend_irecv()"),
+# added with the scatter/gather of the sent tensors (NVIDIA/Megatron-LM 27fc468964, 2021-02-09) and still there at
+# 06fc51cef5 (2022-02-18) and 841f789f48 (2022-05-19), the commits the rows cite: ``ParallelPlan.p2p_host_sync``
+# for every Megatron-LM row with pipeline stages (:func:`_predict_row`).
 
 
 #: the phrase of a row's notes stating that its stack launched kernels one by one (the one

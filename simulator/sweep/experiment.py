@@ -220,13 +220,16 @@ OPTION_KEYS: dict[str, _Key] = {
                                   "NeMo AutoModel); 0: all in one run"),
     "grad_sync_per_step": _Key("bool", doc="parallel plan: with fsdp and pipeline_microbatches, FSDP2's gradient "
                                "sync once a step (NeMo AutoModel) rather than once a schedule run"),
+    "p2p_host_sync": _Key("bool", doc="parallel plan: the device synchronised after every pipeline stage exchange "
+                          "(Megatron-Core batch_p2p_sync)"),
 }
 #: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but
 #: ``global_batch``'s None default and ``stage_layers``, a list no axis carries).
 PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule", "shard_group",
                                        "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
                                        "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
-                                       "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step"})
+                                       "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step",
+                                       "p2p_host_sync"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
     "rows": _Key("int", minimum=1, doc="PE rows of the array"),

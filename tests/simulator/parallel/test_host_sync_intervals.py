@@ -38,9 +38,10 @@ def test_gpu_bound_intervals_pay_the_round_trip_and_the_first_issue():
     # the GPU waits only for the first op's issue, 20 us, then runs back to back
     recs = [_rec(100, 1), _rec(100, 1), _rec(100, 1), _rec(100, 1)]
     f, b = sync_interval_excess(recs, [0, 2], 2, 20e-6, 5.8e-6)
-    # intervals [0] (forward), [1, 2] (half forward, half backward by G), [3] (backward): 20 us each
-    assert f == pytest.approx((20 + 10) * 1e-6 + 2 * 5.8e-6)
-    assert b == pytest.approx((10 + 20) * 1e-6)
+    # intervals [0] (forward), [1, 2] (half forward, half backward by G), [3] (backward): 20 us each; each
+    # sync's 5.8 us round trip to the pass it is in (op 0 forward, op 2 backward)
+    assert f == pytest.approx((20 + 10) * 1e-6 + 5.8e-6)
+    assert b == pytest.approx((10 + 20) * 1e-6 + 5.8e-6)
 
 
 def test_a_run_of_cheap_kernels_is_exposed_although_the_interval_is_gpu_bound():
