@@ -2,7 +2,8 @@
 ``cub::DeviceTransform``): their bytes in flight per SM, and the time Little's law gives them on an SM.
 
 Such a kernel does not stream at the device's streaming rate by itself. Each block copies its tile into shared
-memory (one ``cp.async.bulk`` per input), waits for it, runs a loop of one element per thread per iteration, stores
+memory (one ``cp.async.bulk`` per input; on sm_80, CUB's ``memcpy_async`` kernel, 16 B per thread with
+``cp.async``, the copy loop counted in the prologue), waits for it, runs a loop of one element per thread per iteration, stores
 the results and exits; the SM then starts the next block. An SM therefore holds at most its resident blocks' tiles
 in flight (CUB sizes the tiles so that they reach a stated number of bytes per SM), and each tile's round trip is
 the memory latency, its wait for the DRAM the SMs share, and its wait for its SM's warp schedulers to issue the
