@@ -545,6 +545,17 @@ class GpuParams:
     # (efficiency.decode_attention_bandwidth_fraction and ..._fp8_...); None: dram_fraction
     decode_dram_fraction: ArrayLike | None = None
     decode_fp8_dram_fraction: ArrayLike | None = None
+    # DRAM fraction a GEMM with one row or one column (a library GEMV kernel) streams its matrix at
+    # (efficiency.gemv_bandwidth_fraction); None: dram_fraction
+    gemv_dram_fraction: ArrayLike | None = None
+
+
+def gemv_params(p: GpuParams) -> GpuParams:
+    """``p`` with the DRAM fraction of a matrix-vector product (``p.gemv_dram_fraction``): the rate at which a
+    GEMM with one row or one column streams its matrix; ``p`` itself where the device has no such figure."""
+    if p.gemv_dram_fraction is None:
+        return p
+    return dataclasses.replace(p, dram_fraction=p.gemv_dram_fraction)
 
 
 def decode_attention_fraction(p: GpuParams, kv_bytes: float) -> ArrayLike:
@@ -677,6 +688,7 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         uses_matrix_unit=matrix,
         decode_dram_fraction=d16,
         decode_fp8_dram_fraction=_nonzero_or(dev.efficiency.decode_attention_fp8_bandwidth_fraction, d16),
+        gemv_dram_fraction=_nonzero_or(dev.efficiency.gemv_bandwidth_fraction, dev.efficiency.dram_bandwidth_fraction),
     )
 
 

@@ -427,6 +427,13 @@ class EfficiencySpec:
         "streaming a long 16-bit K/V cache; 0 means dram_bandwidth_fraction (no separate figure)",
         default=0.0,
     )
+    gemv_bandwidth_fraction: float = spec_field(
+        "1",
+        "fraction of the peak main-memory bandwidth a library matrix-vector kernel (a GEMM with one row or one "
+        "column: cuBLAS's GEMV kernels at batch-1 decode) sustains streaming its matrix; 0 means "
+        "dram_bandwidth_fraction (no separate figure)",
+        default=0.0,
+    )
     decode_attention_fp8_bandwidth_fraction: float = spec_field(
         "1",
         "the same with an 8-bit K/V cache, whose elements the kernel converts to 16 bit in registers "

@@ -2,7 +2,8 @@
 ``cub::DeviceTransform``): their bytes in flight per SM, and the time Little's law gives them on an SM.
 
 Such a kernel does not stream at the device's streaming rate by itself. Each block copies its tile into shared
-memory (one ``cp.async.bulk`` per input), waits for it, runs a loop of one element per thread per iteration, stores
+memory (one ``cp.async.bulk`` per input; on sm_80, CUB's ``memcpy_async`` kernel, 16 B per thread with
+``cp.async``, the copy loop counted in the prologue), waits for it, runs a loop of one element per thread per iteration, stores
 the results and exits; the SM then starts the next block. An SM therefore holds at most its resident blocks' tiles
 in flight (CUB sizes the tiles so that they reach a stated number of bytes per SM), and each tile's round trip is
 the memory latency, its wait for the DRAM the SMs share, and its wait for its SM's warp schedulers to issue the
@@ -86,6 +87,21 @@ _CCCL_2601 = ("NVIDIA/cccl @ 92bbfbd128 (2026-01-30, the base of pull request #7
               "since pull request #4790), dispatch_transform.cuh configure_async_kernel (items per thread up to "
               "and including 32, then spread_out_items_per_thread: min(items, ceil_div(num_items, sm_count x "
               "block_threads x max_occupancy)) clamped to [1, 32]), kernels/kernel_transform.cuh transform_kernel_ublkcp ('NOUNROLL' loop)")
+_CCCL_2512 = ("NVIDIA/cccl @ 29397ba3bc (2025-12-18, the base of pull request #7019): tuning_transform.cuh policy800 "
+              "(memcpy_async, block_threads 256; arch_to_min_bytes_in_flight: 16 KiB for 800 <= sm_arch < 900), "
+              "dispatch_transform.cuh configure_async_kernel (items per thread 1, 2, ... up to and including 32 until "
+              "occupancy x tile x loaded bytes >= min_bif, then spread_out_items_per_thread), "
+              "kernels/kernel_transform.cuh transform_kernel_ldgsts (each thread copies 16 B per step with "
+              "cp.async.cg into shared memory, cp.async.wait_group 0, __syncthreads, then a 'NOUNROLL' loop of one "
+              "element per thread)")
+_CCCL_2506 = ("NVIDIA/cccl @ 8cb5e8a9df (2025-06-25, the base of pull request #4976): tuning_transform.cuh policy800 "
+              "(memcpy_async, 256 threads; arch_to_min_bytes_in_flight 16 KiB 'A100'), dispatch_transform.cuh "
+              "configure_async_kernel (items per thread up to and including 32 until occupancy x tile x loaded "
+              "bytes >= min_bif, or as soon as the tile covers num_items; no spreading), kernels/transform.cuh "
+              "transform_kernel_impl<memcpy_async> (cooperative_groups::memcpy_async of each input by the whole "
+              "block, cooperative_groups::wait, then a 'NOUNROLL' loop of one element per thread)")
+_SASS80 = ("SASS of the kernel compiled from that commit's headers by nvcc 13.0 (V13.0.88) for sm_80 and read with "
+           "nvdisasm; registers from ptxas -v")
 _SASS = ("SASS of the kernel compiled from that commit's headers by nvcc 13.0 (V13.0.88) for sm_100a and read "
          "with nvdisasm; registers from ptxas -v")
 
@@ -115,6 +131,24 @@ TILE_LOOP_KERNELS: dict[str, TileLoopKernel] = {
         registers_per_thread=12, loop_instructions=25, prologue_instructions=58.5,
         spreads_small_inputs=True, dtype="fp16", ir_ops=("div",),
         source=f"{_CCCL_2601}; {_SASS} (12 registers)"),
+    # babelstream 'mul' b = scalar * c on int8, sm_80 (cub/benchmarks/bench/transform/babelstream.cu): full-tile
+    # loop LDS.U8, IMAD.MOV, IADD3, ISETP, IADD3, IMAD, IMAD.MOV, IADD3, STG.E.U8, IMAD.X, BRA = 11; prologue of an
+    # inner block 13 + 8 + the copy loop's 9 (3 predicated-off LDS, LDGSTS.E.BYPASS.128, ...) in the 4 of 8 warps
+    # whose threads hold a 16 B piece of the 2 KiB tile + 3 + 7 (wait, barrier) + 7 (loop set-up) + EXIT = 43.5
+    "cub-ldgsts@29397ba3bc:mul-int8": TileLoopKernel(
+        compute_capability=80, block_threads=256, min_bytes_in_flight=16 * 1024, max_items_per_thread=32,
+        registers_per_thread=20, loop_instructions=11, prologue_instructions=43.5,
+        spreads_small_inputs=True, dtype="int8", ir_ops=("scale",),
+        source=f"{_CCCL_2512}; {_SASS80} (20 registers)"),
+    # babelstream 'triad' a = b + scalar * c on int8, sm_80: full-tile loop 2 LDS.U8, IADD3, ISETP, 2 IADD3, IMAD
+    # (the multiply-add), IMAD.MOV, IADD3, IMAD.MOV, IMAD.X, STG.E.U8, BRA = 13; prologue of an inner block 15 + per
+    # input the cg::memcpy_async set-up (20 + 3, and 11 + 4) and its 16 B loop (7 + 12 a step) in the 2 of 8 warps
+    # whose threads hold a piece of the 1 KiB tile, 27.75 + 20.75 + 8 (wait, barrier) + 10 (loop set-up) + EXIT = 82.5
+    "cub-cgmemcpy@8cb5e8a9df:triad-int8": TileLoopKernel(
+        compute_capability=80, block_threads=256, min_bytes_in_flight=16 * 1024, max_items_per_thread=32,
+        registers_per_thread=18, loop_instructions=13, prologue_instructions=82.5,
+        spreads_small_inputs=False, dtype="int8", ir_ops=("add",),
+        source=f"{_CCCL_2506}; {_SASS80} (18 registers)"),
 }
 
 

@@ -80,6 +80,8 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None,
                resident: float = 0.0, kernel: gpu.TileCandidate | None = None) -> KernelCost:
     p = ctx.params(dtype)
+    if _library_gemv(ctx, m, n, batch, a_operand, kernel):
+        p = gpu.gemv_params(p)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
@@ -111,6 +113,16 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
         notes="; ".join(x for x in (_gemm_notes(e), f"kernel picked at M = {tactic_m}" if tactic and np.ndim(e.compute_s) == 0 else "") if x),
         memory_level=str(e.bound_level) if np.ndim(e.bound_level) == 0 else "",
     )
+
+
+def _library_gemv(ctx: LoweringContext, m: int, n: int, batch: int, a_operand: Any, kernel: Any) -> bool:
+    """Whether a GEMM is one matrix-vector product run by the library's GEMV kernel (one row or one column, one
+    batch entry, no implicit operand, no fixed kernel): it then streams its matrix at
+    ``efficiency.gemv_bandwidth_fraction`` (:func:`hwmodels.gpu.gemv_params`). Not under
+    ``EvalOptions.gemv_generated``, where Inductor decomposes a one-row matmul into a generated product-and-sum."""
+    if 1 not in (m, n) or batch != 1 or a_operand is not None or kernel is not None:
+        return False
+    return not getattr(ctx.options, "gemv_generated", False)
 
 
 def _tactic_at(p: gpu.GpuParams, cands: tuple[gpu.TileCandidate, ...], tactic_m: int, n: int, k: int,

@@ -1,0 +1,54 @@
+"""A library matrix-vector product streams its matrix at efficiency.gemv_bandwidth_fraction.
+
+The Ampere figure is the median of ml-explore/mlx's cuBLAS fp16 GEMV rows (M = 1) whose matrix exceeds the
+A100's L2: 1494.6 GB/s of 2039 GB/s. Hand-computed cases on an A100-SXM4-80GB: a 16384 x 16384 fp16 GEMV's
+DRAM time at that rate, the same product as Inductor's generated kernel (at the streaming figure), and a
+two-row GEMM (no GEMV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hwmodels import gpu
+from hwmodels.catalog import load_device
+from simulator.engines.analytical import EvalOptions, evaluate
+from workloads.micro import build_micro
+
+
+def test_the_ampere_figure_is_the_median_of_the_out_of_l2_rows():
+    dev = load_device("a100-sxm4-80gb")
+    rows_gb_s = sorted([1494.6, 1476.1, 1691.5])  # N = K = 8192 (twice), 16384
+    assert dev.efficiency.gemv_bandwidth_fraction == pytest.approx(round(rows_gb_s[1] / 2039.0, 3))
+    # the GDDR6 and LPDDR5 Ampere parts state no GEMV figure: their streaming figure applies
+    for name in ("a10", "jetson-agx-orin-64gb", "jetson-orin-nano"):
+        d = load_device(name)
+        assert d.efficiency.gemv_bandwidth_fraction == 0.0
+        p = gpu.gpu_params(d, "fp16")
+        assert gpu.gemv_params(p).dram_fraction == pytest.approx(d.efficiency.dram_bandwidth_fraction)
+
+
+def test_gemv_params_changes_only_the_dram_fraction():
+    p = gpu.gpu_params(load_device("a100-sxm4-80gb"), "fp16")
+    q = gpu.gemv_params(p)
+    assert q.dram_fraction == pytest.approx(0.733)
+    assert dataclasses.replace(q, dram_fraction=p.dram_fraction) == p
+    none = dataclasses.replace(p, gemv_dram_fraction=None)  # no figure: the parameters as they are
+    assert gpu.gemv_params(none) is none
+
+
+@pytest.mark.parametrize(("opts", "fraction"), [(EvalOptions(), 0.733), (EvalOptions(gemv_generated=True), 0.758)])
+def test_a_one_row_gemm_streams_at_the_gemv_figure_unless_generated(opts, fraction):
+    dev = load_device("a100-sxm4-80gb")
+    rec = evaluate(build_micro("gemm:m=1,n=16384,k=16384", "fp16"), dev, opts).records[0]
+    moved = 2 * (16384 * 16384 + 16384 + 16384)  # matrix, activation row and output row, fp16
+    assert rec.dram_bytes == moved
+    assert rec.memory_s == pytest.approx(moved / (2039e9 * fraction), rel=1e-9)
+
+
+def test_two_rows_are_not_a_gemv():
+    dev = load_device("a100-sxm4-80gb")
+    rec = evaluate(build_micro("gemm:m=2,n=16384,k=16384", "fp16"), dev).records[0]
+    assert rec.memory_s == pytest.approx(rec.dram_bytes / (2039e9 * 0.758), rel=1e-9)
