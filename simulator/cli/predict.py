@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                              "expected --phase prefill, decode or --train (or no --trace)")
         return run_parallel(args, hw, eval_options(args))
     _check_training_stack(args, hw)
-    graph = graph_from_args(args)
+    graph = _check_policy_offload(args, graph_from_args(args), hw)
     opts = eval_options(args)
     if args.engine == "des":
         from simulator.engines.discrete_event import simulate
@@ -172,6 +172,21 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         print(f"wrote a Chrome trace of {len(report.records)} ops to {args.trace}")
     return 0
+
+
+def _check_policy_offload(args: argparse.Namespace, graph: Any, hw: Any) -> Any:
+    """``graph``, once checked: a recomputation policy that keeps activations on the host (``*_offloaded``,
+    ``custom``) on one device, with no plan, is refused as a plan refuses it where the device has no host link;
+    elsewhere a warning says the one-device report does not price the offload (a plan's step does)."""
+    from simulator.parallel.compose import POLICY_OFFLOAD, host_link_bandwidth
+
+    if not graph.meta.get("offloaded_activations"):
+        return graph
+    host_link_bandwidth(getattr(hw, "device", hw), f"predict: --recompute {args.recompute}: offload {POLICY_OFFLOAD}")
+    print(f"nodeperf: warning: --recompute {args.recompute}: the one-device report keeps the offloaded activations "
+          "on the device and prices no host-link time; a plan prices both (e.g. --dp 1 --microbatch B "
+          "--global-batch B)", file=sys.stderr)
+    return graph
 
 
 def _check_training_stack(args: argparse.Namespace, hw: Any) -> None:

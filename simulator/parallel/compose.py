@@ -546,7 +546,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     reports = [c.report for c in costs]
     m = plan.microbatches if train else 1
     fwd, bwd, opt, comm = _stage_sums(per_stage)
-    warnings: list[str] = sorted({w for rep in reports for w in rep.warnings if "does not fit" not in w})
+    warnings = _step_warnings(reports, plan, train)
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     pipe: PipelineTime | None = None
     if train:
@@ -562,7 +562,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].usable)  # the runtime's total, not the marketed figure
     model_flops = _model_flops(costs, plan, train, m)
-    peak = _peak_flops(dev, graphs[0].graph)
+    peak = _peak_flops(dev, graphs[0].graph, bool(getattr(opts, "allow_tf32", False)))
     res = ParallelResult(
         model=graphs[0].graph.name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
         breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
@@ -571,6 +571,13 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
     return res
+
+
+def _step_warnings(reports: list[Any], plan: ParallelPlan, train: bool) -> list[str]:
+    """The stage reports' warnings but their memory verdicts (the step's own comes later), with what an
+    offloaded optimizer's step leaves unpriced (:data:`_HOST_OPTIMIZER_NOTE`)."""
+    out = {w for rep in reports for w in rep.warnings if "does not fit" not in w}
+    return sorted(out | ({_HOST_OPTIMIZER_NOTE} if train and {"optimizer", "params"} & set(plan.offload) else set()))
 
 
 def _with_engine_build(graphs: list[StageGraph], tokens: int | None, split_gate_up: bool, train: bool
@@ -674,12 +681,25 @@ def _host_op_count(op: Any, key: str) -> int:
 
 def _host_link_bandwidth(dev: DeviceSpec, plan: ParallelPlan) -> float:
     """Bytes/s of the device's host link (per direction), or a located PlanError when it has none."""
+    return host_link_bandwidth(dev, "plan: offload " + (",".join(plan.offload) or POLICY_OFFLOAD))
+
+
+#: what a ``*_offloaded`` or ``custom`` recomputation policy offloads, as errors name it
+POLICY_OFFLOAD = "activations (the recomputation policy's)"
+
+
+def host_link_bandwidth(dev: DeviceSpec, where: str) -> float:
+    """Bytes/s of ``dev``'s host link (per direction); a PlanError located at ``where`` when it has none."""
     for ln in getattr(dev, "links", ()):
         if ln.name == "host" and ln.bandwidth_bytes_per_s > 0:
             return float(ln.bandwidth_bytes_per_s)
-    what = ",".join(plan.offload) or "activations (the recomputation policy's)"
-    raise PlanError(f"plan: offload {what}: device {dev.name!r} has no host link; expected a "
+    raise PlanError(f"{where}: device {dev.name!r} has no host link; expected a "
                     "device with a [[links]] entry named 'host' (PCIe or NVLink-C2C to host memory)")
+
+
+#: what an offloaded optimizer's step does not price (docs/training_memory.md, "Other recipe flags")
+_HOST_OPTIMIZER_NOTE = ("offload: the optimizer step on the host is not priced: the step counts its host-link "
+                        "transfers and the device's optimizer time in its place")
 
 
 def _policy_offloads(graphs: list[StageGraph]) -> bool:
@@ -701,12 +721,15 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
     backward pass (the two directions of the link, each overlapped with that pass, as
     ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` and XLA's host offload stream them); the
     optimizer step of offloaded state needs the gradients out and the updated parameters back
-    after the backward pass, not overlapped (the host's optimizer arithmetic is not priced)."""
+    after the backward pass, not overlapped (the host's optimizer arithmetic is not priced). Offloaded
+    parameters (:func:`_host_transfers`) come in before each pass's gathers, beside the returning activations
+    in the backward pass, and each microbatch's gradients go out during it, each overlapped with its pass."""
     worst = 0.0
     for st in stages:
         parts = st.memory_breakdown()
-        a = parts.get("host.activations_per_microbatch", 0.0) / bw
-        per_mb = max(0.0, a - st.forward_s) + max(0.0, a - st.backward_s)
+        a, p_in, g_out = (parts.get(f"host.{k}", 0.0) / bw
+                          for k in ("activations_per_microbatch", "params_per_pass", "grads_per_microbatch"))
+        per_mb = max(0.0, max(a, p_in) - st.forward_s) + max(0.0, max(a + p_in, g_out) - st.backward_s)
         worst = max(worst, m * per_mb + parts.get("host.step_transfer", 0.0) / bw)
     return worst
 
@@ -1282,7 +1305,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     else:
         p, g, o = params, grads, opt
     host = 0.0
-    out["host.step_transfer"] = (g + p) if plan.offload and set(plan.offload) - {"activations"} else 0.0
+    out.update(_host_transfers(plan, p, g))
     if "optimizer" in plan.offload or "params" in plan.offload:
         host += o
         o = 0.0
@@ -1300,6 +1323,22 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
     return out
+
+
+def _host_transfers(plan: ParallelPlan, p: float, g: float) -> dict[str, float]:
+    """Bytes a GPU stage's ``--offload`` of state moves over the host link (:func:`_offload_seconds`), from its
+    sharded parameters ``p`` and gradients ``g``. ``optimizer`` alone (ZeRO-Offload): the gradients out and the
+    updated parameters back once per step (``host.step_transfer``). ``params`` (FSDP2 ``CPUOffloadPolicy``,
+    torch/distributed/fsdp/_fully_shard/_fsdp_param.py ``all_gather_inputs``: the host shard copied to the device
+    before each all-gather; _fsdp_collectives.py ``foreach_reduce``: each reduce-scatter's shard copied to the
+    host): the shard in before every forward and every backward gather (``host.params_per_pass``), each
+    microbatch's reduced gradient out (``host.grads_per_microbatch``; once per step with ``grad_sync_per_step``),
+    and nothing after the step: the host's optimizer updates the host copy in place."""
+    if "params" in plan.offload:
+        sync_once = plan.grad_sync_per_step
+        return {"host.step_transfer": g if sync_once else 0.0, "host.params_per_pass": p,
+                "host.grads_per_microbatch": 0.0 if sync_once else g}
+    return {"host.step_transfer": g + p if "optimizer" in plan.offload else 0.0}
 
 
 def _xla_stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, inflight: float,
@@ -1794,10 +1833,24 @@ def _model_flops(costs: list[_GraphCost], plan: ParallelPlan, train: bool, m: in
     return per_replica * plan.dp
 
 
-def _peak_flops(dev: DeviceSpec, g: OpGraph) -> float:
+#: a 16-bit or fp8 precision a device lists no rate of -> its same-width twin's rate (TPUs list bf16, not fp16)
+_PEAK_TWIN = {"fp16": "bf16", "bf16": "fp16", "fp8_e5m2": "fp8_e4m3", "fp8_e4m3": "fp8_e5m2"}
+
+
+def _peak_flops(dev: DeviceSpec, g: OpGraph, allow_tf32: bool = False) -> float:
+    """MFU's denominator: the dense peak of the precision the step's GEMMs run in, the path
+    :func:`hwmodels.gpu.gpu_params` prices them on: fp32 on the TF32 tensor rate with ``allow_tf32``,
+    else on a native fp32 matrix rate (CDNA's MFMA F32, a TPU's MXU) or the SIMT/vector fp32 rate; any
+    other dtype at its tensor rate. fp8 linears of a bf16 step (``fp8_linears``) leave the graph's dtype
+    bf16, so their MFU is over the bf16 peak, as torchtitan and Megatron-Bridge quote fp8 recipes'.
+    0 where the device lists no rate of the dtype (never another precision's peak)."""
     dt = str(g.meta.get("dtype", "bf16"))
-    rates: Mapping[str, float] = dev.compute.tensor_flops_per_s or {}
-    return float(rates.get(dt) or max(rates.values(), default=0.0) or dev.compute.vector_flops_per_s.get("fp32", 0.0))
+    tensor: Mapping[str, float] = dev.compute.tensor_flops_per_s or {}
+    vector: Mapping[str, float] = dev.compute.vector_flops_per_s or {}
+    if dt == "fp32":
+        key = "tf32" if allow_tf32 and "tf32" in tensor else "fp32"
+        return float(tensor.get(key) or vector.get("fp32", 0.0))
+    return float(tensor.get(dt) or tensor.get(_PEAK_TWIN.get(dt, dt)) or vector.get(dt, 0.0))
 
 
 def generate_request(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPlan, options: Any = None, *,

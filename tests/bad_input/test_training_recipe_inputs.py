@@ -15,7 +15,7 @@ run = cli_exit
 
 @pytest.mark.parametrize("argv, parts", [
     (("--recompute", "selctive-op"), ("--recompute", "'selctive-op'", "did you mean 'selective-op'")),
-    (("--recompute", "save_qkv"), ("--recompute", "'save_qkv'", "save_qkv_proj")),
+    (("--recompute", "save_qkv"), ("--recompute", "'save_qkv'", "did you mean 'save_qkv_proj'")),
     (("--offload", "activatons"), ("--offload", "'activatons'", "did you mean 'activations'")),
     (("--capacity-factor", "0"), ("--capacity-factor", "got 0", "> 0")),
     (("--capacity-factor", "-1.5"), ("--capacity-factor", "got -1.5", "> 0")),
@@ -69,6 +69,20 @@ def test_a_custom_policy_offload_without_a_host_link_is_refused(capsys: pytest.C
     rc, err = run(capsys, "predict", "gpt2", "--hardware", "jetson-agx-orin-64gb", "--train", "--microbatch", "1",
                   "--recompute", "custom:decoder_layer_input=offload")
     one_line(rc, err, "offload activations", "'jetson-agx-orin-64gb'", "no host link")
+
+
+@pytest.mark.parametrize("policy", ["minimal_offloaded", "custom:decoder_layer_input=offload"])
+def test_an_offloaded_policy_without_a_plan_or_a_host_link_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                      policy: str) -> None:
+    rc, err = run(capsys, "predict", "gpt2", "--hardware", "jetson-agx-orin-64gb", "--train", "--batch", "1",
+                  "--seq", "128", "--recompute", policy)
+    one_line(rc, err, f"--recompute {policy}", "offload activations", "'jetson-agx-orin-64gb'", "no host link")
+
+
+def test_an_offloaded_policy_without_a_plan_says_the_offload_is_not_priced(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = run(capsys, "predict", "gpt2", "--hardware", "h100-sxm5-80gb", "--train", "--batch", "1", "--seq", "128",
+                  "--recompute", "minimal_offloaded")
+    assert rc == 0 and "--recompute minimal_offloaded" in err and "prices no host-link time" in err
 
 
 MOE = ("predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--train", "--ep", "8", "--microbatch", "1",

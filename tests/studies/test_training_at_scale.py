@@ -97,3 +97,37 @@ def test_committed_results_are_current(reduced, committed_csv):
     n = committed_csv(rows, run.HERE / run.RESULTS_CSV, run.write_csv, ["model", "system", "devices"],
                       refresh="python -m studies.training_at_scale --out studies/training_at_scale")
     assert n == len(rows) == 1
+
+
+def test_committed_figure_redraws_from_the_csv_with_no_text_overlapping(tmp_path):
+    """``--plot-only`` redraws the figure from ``results.csv`` alone; no two of its texts (titles, axis and tick
+    labels, legends, the plan table's cells) overlap once drawn: the plan labels once sat beside the points and
+    collided where the lines run close."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    closed = plt.close
+    kept = []
+    plt.close = kept.append  # keep the figure the plot would close, to measure its texts
+    try:
+        png = plot.plot(run.HERE / run.RESULTS_CSV, tmp_path / "training_at_scale.png")
+    finally:
+        plt.close = closed
+    assert png.stat().st_size > 10_000 and len(kept) == 1
+    fig = kept[0]
+    fig.canvas.draw()  # lay out at the figure's own dpi before measuring
+    renderer = fig.canvas.get_renderer()
+    texts: list[Text] = [fig._suptitle] if fig._suptitle else []
+    for ax in fig.axes:  # what the figure itself places: titles, labels beside points, legends, table cells
+        texts += [ax.title, *ax.texts, *(ax.get_legend().get_texts() if ax.get_legend() else ())]
+        texts += [c.get_text() for tab in ax.tables for c in tab.get_celld().values()]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in dict.fromkeys(texts)
+             if t.get_visible() and t.get_text().strip()]
+    cells = [b for b in boxes if b[0].endswith("%")]
+    assert len(cells) == 36  # one plan cell per point: 2 models x 3 systems x 6 cluster sizes
+    clashes = [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+    assert clashes == [], clashes[:5]
+    closed(fig)

@@ -147,6 +147,31 @@ def test_offloading_moves_memory_to_the_host_and_prices_the_link() -> None:
     assert act["activations"] < b0["activations"] and act["offloaded_to_host"] > 0
 
 
+def test_offloaded_parameters_come_in_before_each_gather_and_gradients_go_out_per_microbatch() -> None:
+    """FSDP2 ``CPUOffloadPolicy``: the host shard is copied in before every forward and backward all-gather and
+    each reduce-scatter's gradient shard copied out (torch/distributed/fsdp/_fully_shard); no copy after the step."""
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=16)  # 2 microbatches
+    base = evaluate_plan("llama-2-7b", _dgx(), plan, train=True, seq=256)
+    res = evaluate_plan("llama-2-7b", _dgx(), dataclasses.replace(plan, offload=("optimizer", "params")),
+                        train=True, seq=256)
+    b0, st = base.to_json()["memory_breakdown"], res.stages[0]
+    b1 = st.memory_breakdown()
+    assert b1["parameters"] == b1["gradients"] == b1["optimizer"] == 0.0
+    assert b1["offloaded_to_host"] == pytest.approx(b0["parameters"] + b0["gradients"] + b0["optimizer"])
+    p, g = b0["parameters"] / 63e9, b0["gradients"] / 63e9  # PCIe 5.0 x16, 63 GB/s per direction
+    # forward: the shard in (nothing out); backward: the shard in, the gradient out, each direction on its own
+    per_mb = max(0.0, p - st.forward_s) + max(0.0, max(p, g) - st.backward_s)
+    assert p > st.forward_s  # 6.7e9 / 8 x 4 bytes at 63 GB/s is 53 ms: a 256-token forward does not hide it
+    assert res.breakdown["offload_exposed_s"] == pytest.approx(2 * per_mb)
+    once = evaluate_plan("llama-2-7b", _dgx(), dataclasses.replace(plan, offload=("params",), grad_sync_per_step=True),
+                         train=True, seq=256)
+    s1 = once.stages[0]
+    assert once.breakdown["offload_exposed_s"] == pytest.approx(
+        2 * (max(0.0, p - s1.forward_s) + max(0.0, p - s1.backward_s)) + g)
+    opt = evaluate_plan("llama-2-7b", _dgx(), dataclasses.replace(plan, offload=("optimizer",)), train=True, seq=256)
+    assert opt.breakdown["offload_exposed_s"] == pytest.approx(p + g)  # ZeRO-Offload: out and back once per step
+
+
 def test_fp8_linears_cast_each_gemm_operand_and_keep_the_rest() -> None:
     cfg = dataclasses.replace(zoo_config("llama-3-8b"), layers=2)
     g = plan_graphs(cfg, ParallelPlan(), train=True, seq=256, fp8_linears="tensorwise")[0].graph
