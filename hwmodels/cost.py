@@ -318,14 +318,16 @@ def _run_power_w(device: str, energy_j: float | None, device_hours: float) -> tu
 
 
 def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy_j: float | None = None,
-             pricing: Pricing | None = None, table: Mapping[str, Price] | None = None) -> dict[str, Any]:
+             pricing: Pricing | None = None, table: Mapping[str, Price] | None = None,
+             per: str = "tokens") -> dict[str, Any]:
     """What ``devices`` devices for ``seconds`` cost, per million ``tokens``, priced by ``pricing``.
 
     The JSON ``cost`` object of ``nodeperf serve``: ``usd_per_million_tokens`` (None where the device is
     unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts`` and,
     for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
     energy, or the datasheet TDP when the run has none). ``table``: the entries of ``pricing.prices`` already
-    read (:func:`load_price_entries`), for a caller pricing many runs.
+    read (:func:`load_price_entries`), for a caller pricing many runs. ``per``: what ``tokens`` counts, naming
+    the per-million key ``usd_per_million_<per>`` (``nodeperf tune``'s configurations: ``samples``).
 
     Raises
     ------
@@ -339,7 +341,7 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
     hours = devices * seconds / 3600.0
     extra: dict[str, Any] = {}
     if pr.mode == "cloud" and (name not in table or table[name].usd_per_hour is None):
-        return {"usd_per_million_tokens": None, "mode": "cloud", "inputs": pr.inputs(), "device": name,
+        return {f"usd_per_million_{per}": None, "mode": "cloud", "inputs": pr.inputs(), "device": name,
                 "priced_by": f"no price for device {device!r} in the catalog"}
     if pr.mode == "tco":
         watts, extra["power_from"] = _run_power_w(name, energy_j, hours)
@@ -352,7 +354,7 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
         q = usd_per_hour(name, pr.mode, prices=table)
         source = table[name].source
     usd = q.value * hours
-    return {"usd_per_million_tokens": usd / tokens * 1e6 if tokens else None, "usd_per_device_hour": q.value,
+    return {f"usd_per_million_{per}": usd / tokens * 1e6 if tokens else None, "usd_per_device_hour": q.value,
             "device": name, "devices": devices, "usd_total": usd, "mode": q.mode, "inputs": pr.inputs(), "parts": dict(q.parts),
             "priced_by": q.how, "source": source,
-            "basis": "devices x hours of the makespan x hourly price / output tokens", **extra}
+            "basis": f"devices x hours of the makespan x hourly price / output {per}", **extra}

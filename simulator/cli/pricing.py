@@ -1,4 +1,4 @@
-"""The price options of ``nodeperf serve`` and ``nodeperf tune --serve``: how a device-hour is priced
+"""The price options of ``nodeperf serve`` and ``nodeperf tune`` (model searches and ``--serve``): how a device-hour is priced
 (:class:`hwmodels.cost.Pricing`): ``--price cloud`` (the catalog's on-demand price, default) or ``--price tco``
 (purchase amortised over ``--tco-years`` plus the run's electricity at ``--pue`` and ``--electricity-usd-per-kwh``)."""
 

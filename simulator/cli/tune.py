@@ -16,11 +16,11 @@ from simulator.cli.common import positive_int
 
 __all__ = ["register", "run"]
 
-_COST_METRICS = ("cost_per_hour", "cost_per_million_samples")
+_COST_METRICS = ("cost_per_hour", "cost_per_million_samples", "cost_per_million_tokens", "cost_per_step")
 _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "global_batch", "phase", "seq", "context",
                "input_len", "output_len", "prices", "weight_dtype", "kv_dtype", "fp8_linears", "framework", "sharding",
                "interleave", "sequence_parallel", "fill", "pipeline_microbatches", "ep", "cp", "microbatch",
-               "capacity_factor")
+               "capacity_factor", "price", "tco_years", "tco_utilization", "pue", "electricity_usd_per_kwh")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
 
 
@@ -43,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="devices/systems to choose from (catalog names, see `nodeperf hardware`)")
     p.add_argument("--devices", metavar="NAME[,NAME...]", help="more devices to choose from (added to --hardware)")
     p.add_argument("--objective", default=None,
-                   help="latency | throughput | energy | cost (default latency; cost needs device prices); with "
-                        "--serve max-qps | min-cost (default max-qps)")
+                   help="latency | throughput | energy | cost (default latency; cost: the lowest USD per million "
+                        "samples, priced by --price, needs device prices); with --serve max-qps | min-cost (default "
+                        "max-qps)")
     p.add_argument("--constraint", action="append", default=[], metavar="EXPR",
                    help="METRIC OP VALUE with OP <=, <, >=, > and VALUE a number with an optional unit "
                         "('ttft_s<=0.2', 'ttft_s<=200 ms', 'power_w<=700 W') or k*capacity "
@@ -67,6 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _plan_arguments(g)
     _recipe_arguments(g)
     g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
+    from simulator.cli.pricing import add_price_arguments
+
+    add_price_arguments(p.add_argument_group("cost (--objective cost, cost constraints, --serve's min-cost)"),
+                        prices_flag=False)  # --prices above is the price file
     w = p.add_argument_group("workload (as for `nodeperf predict`)")
     w.add_argument("--phase", choices=("forward", "prefill", "decode", "generate"),
                    help="LLM phase; generate: a whole request (--input-len, --output-len) with TTFT and TPOT")
@@ -285,7 +290,7 @@ def _fusion(text: str | None) -> list[bool] | None:
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    defaults = {"optimizer": "adamw", "word_bytes": 1}
+    defaults = {"optimizer": "adamw", "word_bytes": 1, "price": "cloud", "tco_utilization": 1.0}
     return [n for n in names if getattr(args, n, None) not in (None, False, defaults.get(n, None))]
 
 
@@ -301,12 +306,6 @@ def run(args: argparse.Namespace) -> int:
         from simulator.cli.tune_serve import run_serve
 
         return run_serve(args)
-    given = [f for f, v in (("--price", args.price != "cloud"), ("--tco-years", args.tco_years is not None),
-                            ("--pue", args.pue is not None),
-                            ("--electricity-usd-per-kwh", args.electricity_usd_per_kwh is not None)) if v]
-    if given:  # the model tuner prices rent only (--objective cost)
-        raise TuneError(f"{given[0]}: a serving price option; got no --serve; expected --serve with it, or "
-                        "--objective cost (cloud prices) without it")
     args.objective = args.objective or "latency"
     check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:
@@ -336,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
         doc = result.to_json(rejected=args.rejected, all_rejected=args.all_rejected)
         doc["model"] = args.model
         _with_plans(problem, doc)
+        _with_costs(problem, doc)
         sys.stdout.write(json.dumps(doc, sort_keys=True, indent=1) + "\n")
     else:
         print(_text(args, problem, result))
@@ -354,6 +354,16 @@ def _with_plans(problem: Any, doc: dict[str, Any]) -> None:
             entry["plan"] = plan
 
 
+def _with_costs(problem: Any, doc: dict[str, Any]) -> None:
+    """Each evaluated best and rejected entry with its ``cost`` object, as ``nodeperf serve --json``'s (mode, inputs,
+    parts, usd_per_device_hour, usd_total; power_w and power_from for --price tco), where the search is priced."""
+    if "cost_per_hour" not in getattr(problem, "metrics", ()):
+        return
+    for entry in (*doc["best"], *doc["rejected"]):
+        if "latency_s" in entry.get("metrics", {}):
+            entry["cost"] = problem.cost(entry["config"], entry["metrics"])
+
+
 def _objective(name: str, table: dict[str, tuple[str, str]], extra: str = "") -> tuple[str, str]:
     from nodeperf.suggest import did_you_mean
     from simulator.sweep.tune import TuneError
@@ -365,12 +375,13 @@ def _objective(name: str, table: dict[str, tuple[str, str]], extra: str = "") ->
 
 
 def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
+    from hwmodels.cost import load_price_entries
+    from simulator.cli.pricing import pricing_from_args
     from simulator.sweep.tune import OBJECTIVES, TuneError
     from simulator.sweep.tune_model import (
         DEFAULT_BATCHES,
         DEFAULT_DTYPES,
         ModelProblem,
-        load_prices,
     )
 
     metric, direction = _objective(args.objective, OBJECTIVES)
@@ -384,13 +395,15 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
         recompute=_policies(_items("--recompute", args.recompute)), phase=args.phase, seq=args.seq, context=args.context,
         train=args.train, optimizer=args.optimizer, input_len=args.input_len, output_len=args.output_len,
         tp=_ints("--tp", args.tp), pp=_ints("--pp", args.pp), dp=_ints("--dp", args.dp),
-        global_batch=args.global_batch, prices=load_prices(args.prices),
+        global_batch=args.global_batch, prices=load_price_entries(args.prices), pricing=pricing_from_args(args, []),
         weight_dtypes=_items("--weight-dtype", args.weight_dtype) or ("none",), kv_dtype=args.kv_dtype,
         fp8_linears=_items("--fp8-linears", args.fp8_linears), frameworks=_items("--framework", args.framework),
         sharding=_items("--sharding", args.sharding), interleave=_ints("--interleave", args.interleave),
         sequence_parallel=args.sequence_parallel, fill=args.fill,
         pipeline_microbatches=_ints("--pipeline-microbatches", args.pipeline_microbatches, least=0),
         ep=_degrees("--ep", args.ep), cp=_degrees("--cp", args.cp), capacity_factor=_capacities(args.capacity_factor))
+    if problem.pricing.mode == "tco":  # every candidate's purchase price, as serve checks it: one located line
+        pricing_from_args(args, sorted({str(d.name) for d in problem.device.values()}))
     if args.objective == "cost":
         problem.require_cost("--objective cost")
     return problem, metric, direction
@@ -439,8 +452,20 @@ def _constraints(args: argparse.Namespace, problem: Any) -> list[Any]:
         c = parse_constraint(text, allowed)
         if c.metric in _COST_METRICS and c.metric not in problem.metrics:
             problem.require_cost(f"--constraint {text!r}")
+            _require_metric(problem, c.metric, text)
         out.append(c)
     return out
+
+
+def _require_metric(problem: Any, metric: str, text: str) -> None:
+    """A priced metric this search does not produce (cost_per_step without --train, cost_per_million_tokens of a
+    model without tokens) is one located line."""
+    from simulator.sweep.tune import TuneError
+
+    if metric not in problem.metrics:
+        what = "a training step's (--train)" if metric == "cost_per_step" else "an LLM's tokens (tokens_per_s)"
+        raise TuneError(f"--constraint {text!r}: {metric} prices {what}; got a search without it; expected one of "
+                        f"{', '.join(m for m in _COST_METRICS if m in problem.metrics)}")
 
 
 def _fmt_config_value(v: Any) -> str:
@@ -454,7 +479,7 @@ def _fmt_config_value(v: Any) -> str:
 def _columns(problem: Any, metric: str) -> list[str]:
     if hasattr(problem, "require_cost"):
         cols = ["latency_s", "throughput_per_s", "energy_per_sample_j", "power_w", "memory_per_device",
-                "ttft_s", "tpot_s", "cost_per_million_samples"]
+                "ttft_s", "tpot_s", "cost_per_million_samples", "cost_per_million_tokens", "cost_per_step"]
     else:
         cols = ["cycles", "latency_s", "energy_j", "util_pct", "stall_cycles", "dram_words", "pes", "sram_bytes"]
     cols = [c for c in cols if c in problem.metrics]
@@ -463,7 +488,8 @@ def _columns(problem: Any, metric: str) -> list[str]:
 
 _HEADS = {"latency_s": "latency", "throughput_per_s": "throughput", "energy_per_sample_j": "energy/sample",
           "power_w": "power/device", "memory_per_device": "memory/device", "ttft_s": "TTFT", "tpot_s": "TPOT",
-          "cost_per_million_samples": "cost/1M samples", "cycles": "cycles", "util_pct": "util",
+          "cost_per_million_samples": "cost/1M samples", "cost_per_million_tokens": "cost/1M tokens",
+          "cost_per_step": "cost/step", "cycles": "cycles", "util_pct": "util",
           "stall_cycles": "stall cycles", "dram_words": "DRAM words", "pes": "PEs", "sram_bytes": "SRAM",
           "energy_j": "energy"}
 
@@ -471,6 +497,7 @@ _HEADS = {"latency_s": "latency", "throughput_per_s": "throughput", "energy_per_
 #: CSV column of a metric whose name carries no unit.
 _CSV_NAMES = {"memory_per_device": "memory_per_device_bytes", "capacity": "capacity_bytes",
               "cost_per_hour": "cost_usd_per_hour", "cost_per_million_samples": "cost_usd_per_million_samples",
+              "cost_per_million_tokens": "cost_usd_per_million_tokens", "cost_per_step": "cost_usd_per_step",
               "mfu": "mfu_fraction", "devices": "devices_count"}
 
 
@@ -504,6 +531,17 @@ def _plan_cells(problem: Any, config: dict[str, Any], steps: tuple[str, ...]) ->
     return [plan.get(k) if plan else None for k in steps]
 
 
+def _priced_line(pricing: Any) -> str:
+    """How the search's cost metrics price a device-hour (one line of the text report)."""
+    where = pricing.prices or "hwmodels/catalog/prices.toml"
+    if pricing.mode != "tco":
+        return f"cost: cloud on-demand price per device-hour ({where})"
+    return (f"cost: tco per device-hour: purchase_usd ({where}) over {pricing.years:g} y x 8760 h at "
+            f"{pricing.utilization:.0%} utilization + each configuration's own average power x PUE {pricing.pue:g} "
+            f"x {pricing.usd_per_kwh:g} "
+            "USD/kWh")
+
+
 def _describe(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt_config_value(v)}" for k, v in config.items())
 
@@ -520,6 +558,8 @@ def _text(args: argparse.Namespace, problem: Any, result: Any) -> str:
              f"evaluation, {len(result.feasible):,} meet the constraints"]
     if result.constraints:
         lines.append("constraints: " + "; ".join(c.text for c in result.constraints))
+    if "cost_per_hour" in problem.metrics and getattr(problem, "pricing", None) is not None:
+        lines.append(_priced_line(problem.pricing))
     for name, n in sorted(getattr(problem, "count", {}).items()):
         if n > 1 and not getattr(problem, "is_transformer", True):
             lines.append(f"note: {name} has {n} devices; {args.model} is not a transformer that parallel plans split, "

@@ -34,9 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds of arrivals per probe at least (more requests at high rates; default 30)")
     g.add_argument("--qps-min", type=finite_float(0.0, low_open=True), default=0.25,
                    help="lowest rate probed, req/s (default 0.25)")
-    from simulator.cli.pricing import add_price_arguments
-
-    add_price_arguments(g, prices_flag=False)  # tune's own --prices is the price file
     g.add_argument("--qps-max", type=finite_float(0.0, low_open=True), default=1024.0,
                    help="highest rate probed, req/s (default 1024)")
 

@@ -81,6 +81,9 @@ _METRIC_LIST = (
     Metric("devices", "count", "devices the configuration occupies"),
     Metric("cost_per_hour", "USD/h", "hourly price of the devices used"),
     Metric("cost_per_million_samples", "USD", "device cost of one million samples at the predicted throughput"),
+    Metric("cost_per_million_tokens", "USD", "device cost of one million tokens (as tokens_per_s counts them) at "
+                                             "the predicted throughput"),
+    Metric("cost_per_step", "USD", "device cost of one training step"),
     Metric("cycles", "cycles", "systolic array: cycles of the whole network"),
     Metric("stall_cycles", "cycles", "systolic array: cycles waiting on DRAM"),
     Metric("util_pct", "%", "systolic array: MACs / (cycles x PEs), percent"),

@@ -12,7 +12,11 @@ bound for a training pipeline (whose stashed activations depend on the schedule)
 Cost: ``cost_per_hour`` is the hourly price of one device (``hwmodels/catalog/prices.toml``, or a
 file of the same format) times the devices the configuration occupies; ``cost_per_million_samples``
 is that price over the time a million samples take at the predicted throughput (devices fully
-used, no idle time).
+used, no idle time); ``cost_per_million_tokens`` the same over the tokens ``tokens_per_s`` counts (LLMs)
+and ``cost_per_step`` one training step's. A device-hour is priced by a :class:`hwmodels.cost.Pricing`
+(:func:`hwmodels.cost.run_cost`, as ``nodeperf serve`` prices a run): the on-demand rent (``cloud``) or
+the total cost of ownership (``tco``: the purchase amortised plus the electricity of the configuration's
+own average power, its predicted energy over its devices and latency, at a PUE).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hwmodels.cost import PRICES_FILE as _PRICES_FILE
-from hwmodels.cost import Price, load_prices
+from hwmodels.cost import Price, Pricing, load_prices
 from simulator.sweep.tune import METRICS, Axis, SearchSpace, TuneError, _fit_reason
 
 __all__ = ["ModelProblem", "Price", "load_prices", "PRICES_FILE", "DEFAULT_BATCHES", "DEFAULT_DTYPES", "parse_dtypes",
@@ -223,7 +227,10 @@ class ModelProblem:
         may leave devices idle; it exists when it occupies between ``fill`` of the devices and all of them
         (the pipeline degree of a 126-layer model is no power of two, the devices of a cluster are).
     prices
-        Hourly prices (:func:`load_prices`); devices without one have no cost metrics.
+        Price entries (:func:`load_prices`, or :func:`hwmodels.cost.load_price_entries` for ``tco``); devices
+        without the price ``pricing`` needs (``usd_per_hour``; ``purchase_usd`` for ``tco``) have no cost metrics.
+    pricing
+        How a device-hour is priced (:class:`hwmodels.cost.Pricing`; default the on-demand rent).
     """
 
     lower_bound_metrics = frozenset({"memory_per_device"})
@@ -241,7 +248,7 @@ class ModelProblem:
                  interleave: Sequence[int] | None = None, sequence_parallel: bool = False,
                  fill: float | None = None, pipeline_microbatches: Sequence[int] | None = None,
                  ep: Sequence[int] | str | None = None, cp: Sequence[int] | str | None = None,
-                 capacity_factor: Sequence[float | str] | None = None) -> None:
+                 capacity_factor: Sequence[float | str] | None = None, pricing: Any = None) -> None:
         from hwmodels.spec import SystemSpec
         from simulator.hardware import device_of, load_hardware
 
@@ -302,6 +309,7 @@ class ModelProblem:
         self.fill = None if fill is None else float(fill)
         self.space = SearchSpace(tuple(axes))
         self.prices = dict(prices or {})
+        self.pricing = pricing or Pricing()
         metrics = {"latency_s", "throughput_per_s", "energy_j", "energy_per_sample_j", "power_w",
                    "memory_per_device", "capacity", "mfu", "devices"}
         eff_phase = self.effective_phase
@@ -311,9 +319,11 @@ class ModelProblem:
             metrics.add("ttft_s")
         if eff_phase in ("decode", "generate"):
             metrics.add("tpot_s")
-        self.unpriced = sorted(n for n in names if self.device[n].name.lower() not in self.prices)
+        self.unpriced = sorted(n for n in names if not self._priced(self.device[n].name.lower()))
         if not self.unpriced:
             metrics |= {"cost_per_hour", "cost_per_million_samples"}
+            metrics |= {"cost_per_million_tokens"} if "tokens_per_s" in metrics else set()
+            metrics |= {"cost_per_step"} if train else set()
         self.metrics = frozenset(metrics)
         self._graphs: dict[tuple[Any, ...], Any] = {}
 
@@ -578,7 +588,7 @@ class ModelProblem:
         else:
             need = float(check_memory(self._graph(config), dev).required_bytes)
         pre = {"memory_per_device": need, "capacity": cap, "devices": float(self._devices(config))}
-        if "cost_per_hour" in self.metrics:
+        if "cost_per_hour" in self.metrics and self.pricing.mode == "cloud":  # tco: the run's power, evaluated
             pre["cost_per_hour"] = self.prices[dev.name.lower()].usd_per_hour * pre["devices"]
         return pre, (_fit_reason(need, cap) if need > cap else "")
 
@@ -650,15 +660,52 @@ class ModelProblem:
                    energy_per_sample_j=energy / samples, power_w=energy / lat / devices if lat > 0 else 0.0,
                    memory_per_device=float(mem), capacity=float(cap), mfu=float(mfu), devices=float(devices))
         if "cost_per_hour" in self.metrics:
-            per_hour = self.prices[self.device[config["hardware"]].name.lower()].usd_per_hour * devices
-            out["cost_per_hour"] = per_hour
-            out["cost_per_million_samples"] = per_hour / 3600.0 * lat / samples * 1e6
+            out.update(self._cost_metrics(self.cost(config, out)))
         return {k: v for k, v in out.items() if k in METRICS}
+
+    def _priced(self, device: str) -> bool:
+        """Whether the price file gives ``device`` the price this problem's pricing needs."""
+        entry = self.prices.get(device)
+        if entry is None:
+            return False
+        return (entry.purchase_usd if self.pricing.mode == "tco" else entry.usd_per_hour) is not None
+
+    def cost(self, config: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
+        """The JSON ``cost`` object of an evaluated configuration (:func:`hwmodels.cost.run_cost`, as ``nodeperf
+        serve``'s: ``mode``, ``inputs``, ``parts``, ``usd_per_device_hour``, ``usd_total`` of one step or
+        request, ``usd_per_million_samples``; for ``tco`` the ``power_w`` charged, the configuration's own
+        average power) with ``usd_per_million_tokens`` (LLMs) and ``usd_per_step`` (training)."""
+        from hwmodels.cost import run_cost
+
+        lat, devices = float(metrics["latency_s"]), int(metrics["devices"])
+        samples = float(metrics["throughput_per_s"]) * lat
+        c = run_cost(self.device[config["hardware"]].name.lower(), devices, lat, samples,
+                     energy_j=float(metrics["energy_j"]), pricing=self.pricing, table=self.prices, per="samples")
+        c["basis"] = "devices x latency_s x hourly price / samples of the step or request"
+        if "power_from" in c and c["power_from"].startswith("run average"):
+            c["power_from"] = "configuration average: energy_j / (devices x latency_s)"
+        if "tokens_per_s" in metrics and metrics["tokens_per_s"] > 0:
+            c["usd_per_million_tokens"] = c["usd_total"] / (float(metrics["tokens_per_s"]) * lat) * 1e6
+        if self.train:
+            c["usd_per_step"] = c["usd_total"]
+        return c
+
+    def _cost_metrics(self, c: Mapping[str, Any]) -> dict[str, float]:
+        """The cost metrics of a :meth:`cost` object."""
+        out = {"cost_per_hour": c["usd_per_device_hour"] * c["devices"],
+               "cost_per_million_samples": c["usd_per_million_samples"]}
+        if "usd_per_million_tokens" in c and "cost_per_million_tokens" in self.metrics:
+            out["cost_per_million_tokens"] = c["usd_per_million_tokens"]
+        if "usd_per_step" in c:
+            out["cost_per_step"] = c["usd_per_step"]
+        return out
 
     def require_cost(self, why: str) -> None:
         """Raise a located error when ``why`` (an objective or constraint) needs prices some devices lack."""
         if self.unpriced:
             missing = ", ".join(repr(self.device[n].name) for n in self.unpriced)
-            raise TuneError(f"{why}: no hourly price for {missing} in {PRICES_FILE.name}; expected a "
-                            f"[devices.<name>] usd_per_hour entry there or in --prices FILE.toml "
-                            f"(priced: {', '.join(sorted(self.prices)) or 'none'})")
+            need = "purchase_usd" if self.pricing.mode == "tco" else "usd_per_hour"
+            priced = sorted(k for k in self.prices if self._priced(k))
+            raise TuneError(f"{why}: no {'purchase' if need == 'purchase_usd' else 'hourly'} price for {missing} in "
+                            f"{PRICES_FILE.name}; expected a [devices.<name>] {need} entry there or in --prices "
+                            f"FILE.toml (priced: {', '.join(priced) or 'none'})")

@@ -18,10 +18,12 @@ from hwmodels.cost import (
 from hwmodels.spec import SpecError
 
 #: GPUs and TPUs of the catalog whose on-demand price was read from a source (see prices.toml's header).
-PRICED = ("a10", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
+PRICED = ("a10", "a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb", "h100-sxm5-80gb",
           "h200-sxm-141gb", "l4", "l40s", "mi300x", "t4", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "v100-sxm2-32gb")
-#: Devices with a purchase price read from a source (TCO mode); the last two have no hourly price.
-BOUGHT = ("a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "v100-pcie-32gb", "v100-sxm2-32gb")
+#: Devices with a purchase price read from a source (TCO mode; the TPUs' are Epoch AI's estimates).
+BOUGHT = ("a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "b200", "h100-pcie-80gb",
+          "h100-sxm5-80gb", "h200-sxm-141gb", "mi250x", "mi300x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+          "v100-pcie-32gb", "v100-sxm2-32gb")
 
 
 def test_catalog_prices_load_with_sources() -> None:
@@ -36,7 +38,7 @@ def test_catalog_prices_load_with_sources() -> None:
 def test_every_purchase_price_is_sourced_and_dated() -> None:
     entries = load_price_entries()
     assert tuple(sorted(k for k, v in entries.items() if v.purchase_usd is not None)) == BOUGHT
-    assert sorted(set(entries) - set(load_prices())) == ["a100-pcie-40gb", "v100-pcie-32gb"]  # purchase only
+    assert sorted(set(entries) - set(load_prices())) == ["mi250x", "v100-pcie-32gb"]  # purchase only
     for name in BOUGHT:
         p = entries[name]
         assert p.purchase_usd > 0 and p.purchase_source and p.purchase_date, name
@@ -157,3 +159,28 @@ def test_every_problem_is_listed_once(tmp_path) -> None:  # type: ignore[no-unty
     assert lines[0].endswith("prices.toml: 3 problems in price file") and len(lines) == 4, lines
     assert all(x.startswith("  ") for x in lines[1:]), lines
     assert any("devices.t4.usd_per_hour: not a table; got 3" in x for x in lines)
+
+
+#: Each price added from Epoch AI's data set @ 263c40a1: device -> (field, value, a string of its source row).
+NEW_ROWS = {
+    "a100-pcie-40gb": ("usd_per_hour", 1.29, "lambdalabs.com/service/gpu-cloud"),
+    "a100-pcie-80gb": ("purchase_usd", 16338.77, "anafrashop.com/nvidia-a100-80gb-cowos-hbm2-pcie"),
+    "h100-pcie-80gb": ("purchase_usd", 24500.0, "marketplace.uvation.com/nvidia-h100-tensor-core-gpu-80gb-pcie"),
+    "h200-sxm-141gb": ("purchase_usd", 270565 / 8, "anafrashop.com/nvidia-gpu-baseboard-8-h200"),
+    "b200": ("purchase_usd", 47409.13, "deltacomputer.com/nvidia-dgx-b200-1440gb"),
+    "mi300x": ("purchase_usd", 25733.71, "interpromicro.com/product/39955-amd-instinct-mi300x"),
+    "mi250x": ("purchase_usd", 14500.0, "nextplatform.com/2021/12/06/stacking-up-amd-mi200"),
+    "tpu-v4": ("purchase_usd", 5176.0, "arxiv.org/pdf/2405.21015"),
+    "tpu-v5e": ("purchase_usd", 1781.0, "1uzExL_0uXw3LllqqyiwzlPNJnME074plrKsPg8NxDcs"),
+    "tpu-v5p": ("purchase_usd", 3694.0, "1uzExL_0uXw3LllqqyiwzlPNJnME074plrKsPg8NxDcs"),
+    "tpu-v6e": ("purchase_usd", 6518.0, "1uzExL_0uXw3LllqqyiwzlPNJnME074plrKsPg8NxDcs"),
+}
+
+
+@pytest.mark.parametrize("device", sorted(NEW_ROWS))
+def test_each_added_price_is_its_source_row(device: str) -> None:
+    field, value, where = NEW_ROWS[device]
+    p = load_price_entries()[device]
+    got, source = (p.usd_per_hour, p.source) if field == "usd_per_hour" else (p.purchase_usd, p.purchase_source)
+    assert got == pytest.approx(value, rel=1e-12) and where in source, (device, got, source)
+    assert "263c40a159307e917213d1dc433c617e47d55bfe" in source  # the data set's commit, expanded from @hwprices

@@ -106,6 +106,6 @@ def test_tco_of_a_device_without_purchase_price_exit_2(capsys, argv) -> None:  #
     assert "--price tco: no purchase_usd for device 'l40s'" in err and "h100-sxm5-80gb" in err, err
 
 
-def test_tune_without_serve_refuses_the_price_options(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_tune_without_serve_checks_the_price_options_as_serve(capsys) -> None:  # type: ignore[no-untyped-def]
     rc, _, err = _run(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--pue", "1.2"])
-    assert rc == 2 and "--pue: a serving price option; got no --serve" in err
+    assert rc == 2 and "--pue: a TCO input; got --price cloud; expected --price tco with it" in err

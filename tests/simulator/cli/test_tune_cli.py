@@ -27,7 +27,9 @@ def test_json_contract_and_determinism(capsys: pytest.CaptureFixture[str]) -> No
     doc = json.loads(out)
     assert doc["model"] == "gpt2" and doc["objective"] == "latency" and doc["metric"] == "latency_s"
     assert doc["search"] == "exhaustive" and doc["space"]["size"] == 8
-    assert doc["best"] and all(set(b) == {"config", "metrics"} for b in doc["best"])
+    assert doc["best"] and all(set(b) == {"config", "metrics", "cost"} for b in doc["best"])  # h100: a priced device
+    assert all(b["cost"]["mode"] == "cloud" and b["cost"]["usd_per_device_hour"] == b["metrics"]["cost_per_hour"]
+               for b in doc["best"])
     assert {"latency_s", "ttft_s", "memory_per_device", "capacity", "power_w", "energy_per_sample_j"} <= \
         set(doc["best"][0]["metrics"])
     assert doc["rejected"] and all({"config", "reason"} <= set(r) for r in doc["rejected"])
