@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,9 +98,8 @@ def _positive(v: Any) -> bool:
 
 
 def _expand(text: str, refs: Mapping[str, Any]) -> str:
-    for key, ref in refs.items():
-        text = text.replace(f"@{key}", str(ref))
-    return text
+    """Replace each whole ``@name`` by its reference (``@epoch`` never matches the start of ``@epochhw``)."""
+    return re.sub(r"@([A-Za-z0-9_]+)", lambda m: str(refs[m.group(1)]) if m.group(1) in refs else m.group(0), text)
 
 
 def _check_item(item: Any, where: str, allowed: tuple[str, ...], what: str, problems: list[str]) -> bool:

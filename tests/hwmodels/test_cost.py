@@ -184,3 +184,10 @@ def test_each_added_price_is_its_source_row(device: str) -> None:
     got, source = (p.usd_per_hour, p.source) if field == "usd_per_hour" else (p.purchase_usd, p.purchase_source)
     assert got == pytest.approx(value, rel=1e-12) and where in source, (device, got, source)
     assert "263c40a159307e917213d1dc433c617e47d55bfe" in source  # the data set's commit, expanded from @hwprices
+
+
+def test_source_refs_expand_by_whole_name():
+    """A reference whose name starts another's (``@epoch`` / ``@epochhw``) expands to its own text only."""
+    from hwmodels.cost import _expand
+    refs = {"epoch": "Epoch AI", "epochhw": "Epoch AI hardware prices"}
+    assert _expand("@epochhw; @epoch, @unknown", refs) == "Epoch AI hardware prices; Epoch AI, @unknown"
