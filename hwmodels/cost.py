@@ -98,8 +98,19 @@ def _positive(v: Any) -> bool:
 
 
 def _expand(text: str, refs: Mapping[str, Any]) -> str:
-    """Replace each whole ``@name`` by its reference (``@epoch`` never matches the start of ``@epochhw``)."""
-    return re.sub(r"@([A-Za-z0-9_]+)", lambda m: str(refs[m.group(1)]) if m.group(1) in refs else m.group(0), text)
+    """Replace each whole ``@name`` by its reference (``@epoch`` never matches the start of ``@epochhw``).
+
+    A reference may cite another (``@hwprices`` names ``@epochhw``): expansion repeats until nothing changes, at
+    most once per reference, so a reference that cites itself stops instead of looping.
+    """
+    def sub(m: re.Match) -> str:
+        return str(refs[m.group(1)]) if m.group(1) in refs else m.group(0)
+    for _ in range(len(refs) + 1):
+        expanded = re.sub(r"@([A-Za-z0-9_]+)", sub, text)
+        if expanded == text:
+            break
+        text = expanded
+    return text
 
 
 def _check_item(item: Any, where: str, allowed: tuple[str, ...], what: str, problems: list[str]) -> bool:

@@ -189,5 +189,6 @@ def test_each_added_price_is_its_source_row(device: str) -> None:
 def test_source_refs_expand_by_whole_name():
     """A reference whose name starts another's (``@epoch`` / ``@epochhw``) expands to its own text only."""
     from hwmodels.cost import _expand
-    refs = {"epoch": "Epoch AI", "epochhw": "Epoch AI hardware prices"}
+    refs = {"epoch": "Epoch AI", "epochhw": "Epoch AI hardware prices", "later": "rows after @epochhw"}
     assert _expand("@epochhw; @epoch, @unknown", refs) == "Epoch AI hardware prices; Epoch AI, @unknown"
+    assert _expand("@later", refs) == "rows after Epoch AI hardware prices"
