@@ -560,7 +560,7 @@ def stage_layer_ranges(layers: int, pp: int, interleave: int = 1,
 
 def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: int | None = None,
                 context: int | None = None, dtype: str | None = None, train: bool = False,
-                optimizer: str = "adamw", recompute: str = "none", attention: str = "fused",
+                optimizer: str = "adamw", recompute: str = "none", attention: str | None = None,
                 batch: int | None = None, fp8_linears: str | None = None, framework: str = "",
                 weight_dtype: str | None = None, kv_dtype: str | None = None) -> list[StageGraph]:
     """Per-device graphs of ``model`` under ``plan``: one per pipeline stage (and virtual chunk).
@@ -573,13 +573,14 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     plan
         The parallel plan.
     phase, seq, context, dtype, attention
-        As for :func:`workloads.zoo.transformer.build` (``seq`` defaults to the zoo entry's).
+        As for :func:`workloads.zoo.transformer.build` (``seq``: the zoo entry's; ``attention``: the profile's).
     train, optimizer, recompute
         Derive the training step of one microbatch (:func:`workloads.training.training_graph`);
         the batch of each graph is ``plan.microbatch``.
     framework
         A software-stack profile of :mod:`workloads.frameworks` whose graph every stage is built with
-        (``compile``: the Hugging Face model code under torch.compile; ``""``: the default graph).
+        (``compile``: the Hugging Face model code under torch.compile, ``eager`` / ``sdpa`` run op by op,
+        :data:`OP_BY_OP_PROFILES`; ``""``: the default graph).
     fp8_linears
         Training only: the layers' linear GEMMs in fp8 under this scaling recipe
         (:func:`workloads.precision.fp8_linears`: ``tensorwise``, ``rowwise``, ``delayed``).
@@ -609,7 +610,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     mb = plan.microbatch if train else int(batch or 1)
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
-    _check_int8_stack(fp8_linears, framework)
+    _check_stack(plan, fp8_linears, framework, where)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
@@ -639,14 +640,36 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     return out
 
 
-def _check_int8_stack(fp8_linears: str | None, framework: str) -> None:
+#: Profiles of the Hugging Face model code run op by op (``workloads.frameworks``: ``eager``, ``sdpa``). Pipeline
+#: stages (``torch.distributed.pipelining`` splits the unchanged ``nn.Module``) and data-parallel replicas (DDP,
+#: FSDP wrap it) run that code as one device does; a split of its layers over ranks is the model code's own
+#: (transformers' ``tp_plan`` of DTensor layouts), which these graphs do not state.
+OP_BY_OP_PROFILES = ("eager", "sdpa")
+
+
+def _check_op_by_op_split(plan: ParallelPlan, framework: str, where: str) -> None:
+    """PlanError for a plan that splits layers over ranks (tensor, context or expert parallelism) under a profile of
+    :data:`OP_BY_OP_PROFILES`: the Hugging Face code's own tensor parallelism is not modelled."""
+    if framework not in OP_BY_OP_PROFILES:
+        return
+    split = [f"{k} {v}" for k, v in (("tp", plan.tp), ("cp", plan.cp), ("ep", plan.ep)) if v > 1]
+    if split:
+        raise PlanError(f"{where}: framework {framework}: the Hugging Face model code's own split of its layers over "
+                        "ranks (transformers' tp_plan, DTensor) is not modelled; got "
+                        f"{', '.join(split)}; expected tp 1, cp 1 and ep 1 (pipeline and data parallelism), or a stack "
+                        "that splits layers (e.g. --framework megatron-lm)")
+
+
+def _check_stack(plan: ParallelPlan, fp8_linears: str | None, framework: str, where: str) -> None:
     """PlanError for ``int8`` linears (AQT) under a stack that does not run AQT
-    (:func:`workloads.precision.int8_stack_problem`)."""
+    (:func:`workloads.precision.int8_stack_problem`), or for a plan that splits layers under an op-by-op profile
+    (:func:`_check_op_by_op_split`)."""
     from workloads.precision import int8_stack_problem
 
     problem = int8_stack_problem(fp8_linears, framework)
     if problem:
         raise PlanError(problem)
+    _check_op_by_op_split(plan, framework, where)
 
 
 def _chunked_loss_recompute(g: OpGraph) -> OpGraph:

@@ -79,10 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: Graph-changing --framework profiles a parallel plan builds every stage with (the Hugging Face
-#: model code under torch.compile: fused attention, logits, training dropout; Megatron-LM of 2021-2022:
-#: unfused attention core, dropout, its optimizer's mixed-precision passes). A profile with a training
+#: model code under torch.compile: fused attention, logits, training dropout; the same code run op by op,
+#: ``eager`` with its attention decomposed over the full scores, ``sdpa`` with one SDPA call, as
+#: ``torch.distributed.pipelining`` stages or DDP replicas of the unchanged ``nn.Module`` run it; Megatron-LM of
+#: 2021-2022: unfused attention core, dropout, its optimizer's mixed-precision passes). A profile with a training
 #: ``stack`` (torchtitan's: its RMSNorm, complex RoPE and repeat_kv) is built by plans too (:func:`plan_builds`).
-PLAN_PROFILES = ("compile", "megatron-lm")
+PLAN_PROFILES = ("compile", "eager", "sdpa", "megatron-lm")
 
 
 def plan_builds(profile: Any) -> bool:
