@@ -43,6 +43,7 @@ def print_training(summary: dict[str, Any], results: list[Any]) -> None:
     o = s["overall"]
     print(f"  predicted rows: throughput MAPE (bias) {_fig(o['throughput'])}; peak memory "
           f"{_fig(o.get('peak_memory_gib'))}; fits verdict right on {o['fits_right']}/{o['fits_total']}")
+    _print_oom(s)
     rows = []
     for name, g in s["groups"].items():
         near = g["nearest_recipe"]
@@ -62,3 +63,18 @@ def print_training(summary: dict[str, Any], results: list[Any]) -> None:
         for r in s["worst"][:3]:
             print(f"    {r['id']}  {r['model']} on {r['system']} ({r['recipe']}): {r['metric']} predicted "
                   f"{r['predicted']:.4g}, measured {r['measured']:.4g} ({r['error_pct']:+.1f}%)")
+
+
+def _print_oom(summary: dict[str, Any]) -> None:
+    """The runs a source says ran out of device memory: each one's predicted worst-device GiB and verdict."""
+    o, rows = summary["overall"], summary.get("oom_rows", [])
+    if not rows:
+        return
+    print(f"  runs that failed for memory: predicted not to fit on {o['oom_right']}/{o['oom_total']} predicted")
+    for r in rows:
+        fits = r["fits"] if r["status"] == "predicted" else r["nearest_fits"]
+        gib = r["predicted"] if r["status"] == "predicted" else r["nearest"]
+        verdict = "-" if fits is None else ("fits (wrong)" if fits else "does not fit (right)")
+        pred = "-" if gib is None else f"{gib:.1f}"
+        print(f"    {r['id']}  {r['model']} on {r['system'] or '-'} ({r['recipe']}, {r['status']}): predicted "
+              f"{pred} GiB of {r['measured']:.1f} GiB exceeded: {verdict}")

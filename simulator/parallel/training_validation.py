@@ -57,8 +57,10 @@ microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (token
 ``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
 :attr:`~simulator.parallel.compose.ParallelResult.mfu`; a MaxText row's MFU is MaxText's own FLOP count at the
 row's commit over the predicted step, :mod:`simulator.parallel.maxtext_flops`), ``tflops_per_device`` (model FLOP/s) and
-``peak_memory_gib`` (the worst device's predicted bytes). Every measured run ran, so the fits verdict
-is right when the plan is predicted to fit.
+``peak_memory_gib`` (the worst device's predicted bytes). A row of metric ``oom`` is a run its source says
+ran out of device memory (its value: the device memory in GiB it exceeded, as the source or the board states it;
+its prediction: the worst device's predicted GiB): its fits verdict is right when the plan is predicted *not* to
+fit, every other row's when it is predicted to fit. ``oom`` rows enter no MAPE.
 """
 
 from __future__ import annotations
@@ -87,7 +89,10 @@ TRAINING_METRICS = {"tokens_per_s_per_device": "tokens per second per device",
                     "step_time_s": "seconds per training step",
                     "mfu": "model FLOPs utilisation, % of the dense bf16 peak",
                     "tflops_per_device": "model TFLOP/s per device",
-                    "peak_memory_gib": "peak memory per device, GiB"}
+                    "peak_memory_gib": "peak memory per device, GiB",
+                    "oom": "the run ran out of device memory (value: the device memory it exceeded, GiB)"}
+#: metrics that are no throughput figure: a measured peak, and a run that failed for memory
+_NOT_THROUGHPUT = ("peak_memory_gib", "oom")
 _INT_COLUMNS = ("n_devices", "tp", "pp", "dp", "ep", "cp", "vp", "fsdp", "zero", "microbatch", "global_batch", "seq",
                 "dcn_slices")
 #: the recipe pieces no flag states yet (a row holding one is listed, not predicted), and the
@@ -880,16 +885,18 @@ def _group(results: list[TrainingResult], *, nearest: bool) -> dict[str, Any]:
         return None if v is None else (v, r.measured)
 
     out: dict[str, Any] = {"rows": len(results)}
-    thr = [p for r in results if r.metric != "peak_memory_gib" and (p := pair(r))]
+    thr = [p for r in results if r.metric not in _NOT_THROUGHPUT and (p := pair(r))]
     out["throughput"] = _stats(thr)
     for m in TRAINING_METRICS:
-        sel = [p for r in results if r.metric == m and (p := pair(r))]
+        sel = [p for r in results if r.metric == m != "oom" and (p := pair(r))]
         if sel:
             out[m] = _stats(sel)
-    verdicts = [r.nearest_fits if nearest else r.fits for r in results]
-    verdicts = [v for v in verdicts if v is not None]
-    out["fits_right"] = sum(1 for v in verdicts if v)
+    verdicts = [(r.nearest_fits if nearest else r.fits, r.metric == "oom") for r in results]
+    verdicts = [(v, oom) for v, oom in verdicts if v is not None]
+    out["fits_right"] = sum(1 for v, oom in verdicts if v != oom)  # a run that failed for memory: right if no fit
     out["fits_total"] = len(verdicts)
+    out["oom_right"] = sum(1 for v, oom in verdicts if oom and not v)
+    out["oom_total"] = sum(1 for _, oom in verdicts if oom)
     return out
 
 
@@ -920,6 +927,9 @@ def training_summary(results: list[TrainingResult]) -> dict[str, Any]:
             key = _reason_key(w)
             reasons[key] = reasons.get(key, 0) + 1
     out["reasons"] = dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    out["worst"] = [r.to_json() for r in sorted(pred, key=lambda r: -abs(r.error_pct))[:5]]
-    out["worst_nearest"] = [r.to_json() for r in sorted(near, key=lambda r: -abs(r.nearest_error_pct))[:5]]
+    scored = [r for r in pred if r.metric != "oom"]
+    out["worst"] = [r.to_json() for r in sorted(scored, key=lambda r: -abs(r.error_pct))[:5]]
+    near_scored = [r for r in near if r.metric != "oom"]
+    out["worst_nearest"] = [r.to_json() for r in sorted(near_scored, key=lambda r: -abs(r.nearest_error_pct))[:5]]
+    out["oom_rows"] = [r.to_json() for r in results if r.metric == "oom"]
     return out
