@@ -210,6 +210,101 @@ DQ_ACCUM_BYTES = 4.0
 
 #: Fused-attention kernel designs :func:`attention` models (see its ``kernel`` parameter).
 ATTENTION_KERNELS: tuple[str, ...] = ("flash2", "flash3")
+#: The fused attention PyTorch runs for fp32 inputs: ``scaled_dot_product_attention`` tries FlashAttention, then the
+#: memory-efficient kernel, then the math path (pytorch/pytorch aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
+#: ``select_sdp_backend``; the cuDNN backend of later releases among the first); FlashAttention and
+#: cuDNN accept fp16/bf16 only (``check_tensor_dtype`` with ``flash_dtypes = {kHalf, kBFloat16}``), the
+#: memory-efficient kernel also ``kFloat`` (``use_mem_efficient_attention``), so fp32 takes the memory-efficient
+#: kernel, and Inductor lowers the SDPA call to the same aten op. That kernel is xFormers' CUTLASS one
+#: (aten/src/ATen/native/transformers/cuda/mem_eff_attention/): ``gemm_kernel_utils.h`` ``DefaultGemmType``
+#: gives ``float`` on compute capability >= 8.0 ``OpClassTensorOp``, instruction 16x8x8, ``OpMultiplyAddFastF32``
+#: (CUTLASS's 3xTF32, whatever ``allow_tf32`` says), and the SIMT FFMA fallback (``OpClassSimt``) below 8.0;
+#: ``kernels/cutlassF.h`` ``dispatch_cutlassF_f32_sm80`` instantiates the forward for fp32 as
+#: ``AttentionKernel<float, Sm80, true, 64, 64, 64>``, ``<..., 64, 128, 128>``, ``<..., 32, 128, 65536>``
+#: (kQueriesPerBlock, kKeysPerBlock, kMaxK; the launch takes the first whose kMaxK holds the head dim), and
+#: ``kernels/cutlassB.h`` ``dispatch_cutlassB_f32_sm80`` the backward with 64 keys a block (kBlockSizeJ) in every
+#: fp32 instantiation (64x64 k32/k64/k128/k65536, 128x64 k128/k65536).
+MEM_EFFICIENT_SOURCE = (
+    "pytorch/pytorch aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_tensor_dtype: flash fp16/bf16 only; "
+    "use_mem_efficient_attention: also float), cuda/mem_eff_attention/gemm_kernel_utils.h DefaultGemmType (float, "
+    "sm80+: OpClassTensorOp, OpMultiplyAddFastF32; else OpClassSimt), kernels/cutlassF.h dispatch_cutlassF_f32_sm80, "
+    "kernels/cutlassB.h dispatch_cutlassB_f32_sm80")
+#: TF32 MMAs per fp32 product under CUTLASS's ``OpMultiplyAddFastF32`` (3xTF32: each operand split into a TF32
+#: ``big`` and ``small`` part, ``big*big + big*small + small*big``; NVIDIA/cutlass
+#: include/cutlass/gemm/warp/mma_tensor_op_fast_f32.h, examples/27_ampere_3xtf32_fast_accurate_tensorop_gemm).
+FAST_F32_MMAS = 3
+#: The memory-efficient kernel's fp32 forward: query rows per CTA (kQueriesPerBlock) by the largest head dim each
+#: instantiation holds (kMaxK), in dispatch order (:data:`MEM_EFFICIENT_SOURCE`, ``dispatch_cutlassF_f32_sm80``).
+MEM_EFF_F32_FWD_QUERIES: tuple[tuple[int, int], ...] = ((64, 64), (128, 64), (65536, 32))
+#: The memory-efficient kernel's fp32 backward: keys per CTA (kBlockSizeJ), the same in every fp32 instantiation
+#: (``dispatch_cutlassB_f32_sm80``).
+MEM_EFF_F32_BWD_KEYS = 64
+#: Compute capability from which the fp32 kernel's contractions are 3xTF32 tensor-core MMAs (``DefaultGemmType``).
+MEM_EFF_TENSOR_OP_MIN_CC = 80
+
+
+def mem_efficient_f32_block(head_dim: int, *, backward: bool, batch_heads: int = 0, seq_kv: int = 0) -> int:
+    """Rows a CTA of PyTorch's memory-efficient fp32 attention owns: the forward's queries per block of the first
+    instantiation whose kMaxK holds ``head_dim`` (:data:`MEM_EFF_F32_FWD_QUERIES`); the backward's keys, one block of
+    :data:`MEM_EFF_F32_BWD_KEYS` a CTA (``num_splits_key = ceil(num_keys / kBlockSizeJ)``), or every key of its head
+    when :func:`mem_efficient_bwd_key_splits` keeps one split (``batch_heads`` sequences times heads)."""
+    if backward:
+        return MEM_EFF_F32_BWD_KEYS if mem_efficient_bwd_key_splits(batch_heads, seq_kv) > 1 else max(1, seq_kv)
+    return next(rows for max_k, rows in MEM_EFF_F32_FWD_QUERIES if head_dim <= max_k)
+
+
+#: Grid size (sequences times heads) from which the memory-efficient backward keeps one key split for short key
+#: sequences, and the key blocks such a sequence holds at most (``_efficient_attention_backward`` in
+#: aten/src/ATen/native/transformers/cuda/attention_backward.cu, "Keys splitting heuristic":
+#: ``parallelism_without_split_key >= 256 && p.num_keys <= 2 * Kernel::kBlockSizeJ``).
+MEM_EFF_BWD_NO_SPLIT_GRID = 256
+MEM_EFF_BWD_NO_SPLIT_KEY_BLOCKS = 2
+
+
+def mem_efficient_bwd_key_splits(batch_heads: int, seq_kv: int) -> int:
+    """Key splits of the memory-efficient fp32 backward (``p.num_splits_key``, attention_backward.cu): one CTA per
+    block of :data:`MEM_EFF_F32_BWD_KEYS` keys, or 1 where the grid is already large and the keys few
+    (:data:`MEM_EFF_BWD_NO_SPLIT_GRID`, :data:`MEM_EFF_BWD_NO_SPLIT_KEY_BLOCKS`)."""
+    if batch_heads >= MEM_EFF_BWD_NO_SPLIT_GRID and seq_kv <= MEM_EFF_BWD_NO_SPLIT_KEY_BLOCKS * MEM_EFF_F32_BWD_KEYS:
+        return 1
+    return max(1, -(-seq_kv // MEM_EFF_F32_BWD_KEYS))
+
+
+def mem_efficient_f32_bwd_passes(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, head_dim_v: int,
+                                 p: GpuParams) -> tuple[KernelEstimate, int]:
+    """The kernels PyTorch launches around the memory-efficient fp32 backward: (their cost, how many).
+
+    ``_efficient_attention_backward`` (attention_backward.cu) computes the per-row ``delta`` outside the kernel
+    for fp32 (kernel_backward.h: ``kKernelComputesDelta = kIsHalf && ...``) as ``(grad_out.to(kFloat) *
+    out.to(kFloat)).sum(-1).transpose(-2, -1).contiguous()``: a multiply writing a full fp32 product (the ``.to``
+    are no-ops on fp32), its row sum, and a copy of the sums; with more than one key split
+    (:func:`mem_efficient_bwd_key_splits`, ``should_zero_workspace``) it clears the fp32 dQ workspace
+    (``workspace.zero_()``, about one float a dQ element). The kernel writes dQ itself: no postprocess pass."""
+    rows = batch * heads * seq_q
+    prod = rows * head_dim_v * 4.0
+    passes = [streaming(2 * prod, prod, float(rows * head_dim_v), p),
+              streaming(prod, rows * 4.0, float(rows * head_dim_v), p),
+              streaming(rows * 4.0, rows * 4.0, 0.0, p)]
+    if mem_efficient_bwd_key_splits(batch * heads, seq_kv) > 1:
+        passes.append(streaming(0.0, rows * head_dim * 4.0, 0.0, p))
+    t = _scalar_or(sum(_a(e.time_s) for e in passes))
+    return KernelEstimate(time_s=t, compute_s=_scalar_or(sum(_a(e.compute_s) for e in passes)),
+                          memory_s=_scalar_or(sum(_a(e.memory_s) for e in passes)), latency_s=t,
+                          dram_bytes=_scalar_or(sum(_a(e.dram_bytes) for e in passes)),
+                          l2_bytes=_scalar_or(sum(_a(e.l2_bytes) for e in passes)), smem_bytes=0.0,
+                          details=(("vector_flops", float(2 * rows * head_dim_v)),)), len(passes)
+
+
+def mem_efficient_f32_params(p_tf32: GpuParams, p_simt: GpuParams, compute_capability: int) -> GpuParams:
+    """The contraction rate of PyTorch's memory-efficient fp32 attention (:data:`MEM_EFFICIENT_SOURCE`): from
+    compute capability 8.0 (:data:`MEM_EFF_TENSOR_OP_MIN_CC`) warp-level TF32 ``mma.sync`` (``p_tf32``, the device's
+    TF32 rate with its ``warp_mma_scale``), each fp32 product :data:`FAST_F32_MMAS` of them; below it SIMT FFMA
+    (``p_simt``, the fp32 rate at the SGEMM fraction, no tensor-core scale)."""
+    if compute_capability >= MEM_EFF_TENSOR_OP_MIN_CC:
+        return dataclasses.replace(p_tf32, matrix_flops_per_s=_a(p_tf32.matrix_flops_per_s) / FAST_F32_MMAS)
+    return dataclasses.replace(p_simt, warp_mma_scale=1.0)
+
+
 #: CTAs of one Blackwell 2-CTA (paired) MMA: the pair shares its operand panel loads. FlashAttention-4
 #: uses this mode "to reduce shared memory traffic and atomic adds in the backward" (Zadouri et al.,
 #: arXiv 2603.05451, abstract).
@@ -2978,6 +3073,7 @@ def attention(
     cta_edges: bool = True,
     tile: Flash2Tile | None = None,
     seq_kv_max: int = 0,
+    fp32_mem_efficient: bool = False,
 ) -> KernelEstimate:
     """Fused (flash-style) attention forward or backward for one launch.
 
@@ -3031,6 +3127,10 @@ def attention(
     seq_kv_max
         A decode batch of mixed contexts: its longest sequence's keys (``seq_kv`` the mean; 0: every sequence
         at ``seq_kv``), which sets the splits and the heaviest CTA (:func:`attention_grid`).
+    fp32_mem_efficient
+        PyTorch's memory-efficient fp32 kernel (:data:`MEM_EFFICIENT_SOURCE`; the caller passes its rate,
+        :func:`mem_efficient_f32_params`, and its ``block_q``, :func:`mem_efficient_f32_block`, with a ``"flash2"``
+        kernel and no tile): a backward launches the passes of :func:`mem_efficient_f32_bwd_passes`.
 
     Returns
     -------
@@ -3079,9 +3179,12 @@ def attention(
     smem = grid.pairs * (head_dim + head_dim_v) * in_bytes * 2 / tile_rows
     bound = _attention_bound_term(t_mma, t_soft, t_pair, t_compute, t_dram, t_l2, t_mem, lat)
     kernels, pass_flops = 1, 0.0
-    if backward:  # the preprocess and postprocess kernels around the main one, serial
+    if backward and fp32_mem_efficient:  # PyTorch's eager delta and workspace clear around the kernel, serial
+        passes, n_passes = mem_efficient_f32_bwd_passes(batch, heads_q, seq_q, seq_kv, head_dim, head_dim_v, p)
+    elif backward:  # the preprocess and postprocess kernels around the main one, serial
         passes, n_passes = attention_bwd_passes(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, head_dim_v, p,
                                                 in_bytes=in_bytes, kernel=kernel)
+    if backward:
         kernels += n_passes
         pass_flops = dict(passes.details)["vector_flops"]
         time, lat = time + _a(passes.time_s), lat + _a(passes.time_s)

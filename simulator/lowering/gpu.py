@@ -780,6 +780,9 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     if not backward and sq == 1 < skv and getattr(ctx.options, "decode_attention", "grouped") == "per-query-head":
         return _masked_mha(op, ctx)
     kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
+    mem_eff = _runs_mem_efficient(ctx.device, q.dtype)  # fp32: PyTorch's memory-efficient kernel, not FlashAttention
+    if mem_eff:
+        kernel, p = "flash2", _mem_efficient_params(ctx)  # warp-synchronous MMAs, softmax between them
     sharing = 1
     blackwell = kernel == "flash3" and _family(ctx.device) == "sm100"
     if blackwell:
@@ -792,15 +795,17 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     eff = ctx.device.efficiency
     ratio = gpu.flash2_causal_forward_ratio(skv, eff.flash2_causal_fwd_ratio, eff.flash2_causal_fwd_ratio_scale) if (
         kernel == "flash2" and causal and not window and not backward and sq == skv
-        and eff.flash2_causal_fwd_ratio) else None
+        and eff.flash2_causal_fwd_ratio and not mem_eff) else None
     exposed = kernel == "flash3" and _family(ctx.device) in gpu.FLASH3_EXP_EXPOSED_FAMILIES  # Hopper: exp2 not hidden
-    edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES  # FlashAttention-2's CUDA kernels: each CTA's edges
+    edges = _family(ctx.device) in gpu.FLASH2_EDGE_FAMILIES and not mem_eff  # FlashAttention-2's CTAs' edges
+    block_q = gpu.mem_efficient_f32_block(max(d, dv), backward=backward, batch_heads=b * hq, seq_kv=skv) \
+        if mem_eff else 128
     tiles, pick = _flash2_tiles(op, ctx.device, d, backward, causal) if edges and kernel == "flash2" else ((None,), None)
     longest = int(op.attrs.get("kv_tokens_max", 0) or 0)  # a decode batch of mixed contexts: its longest
     e = _per_tile(lambda tile: gpu.attention(
         b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(q.dtype), backward=backward,
         kernel=kernel, kv_sharing=sharing, bwd_softmax_overlap=blackwell, causal_rate_ratio=ratio, exp_exposed=exposed,
-        cta_edges=edges, tile=tile, seq_kv_max=longest), tiles, pick)
+        cta_edges=edges, tile=tile, seq_kv_max=longest, block_q=block_q, fp32_mem_efficient=mem_eff), tiles, pick)
     if element_bytes(k.dtype) != element_bytes(q.dtype) and not backward:  # a narrower (fp8) KV cache
         e = _narrow_kv(e, _per_tile(lambda tile: gpu.attention(
             b, hq, hk, sq, skv, d, dv, p, causal=causal, window=window, in_bytes=element_bytes(k.dtype), kernel=kernel,
@@ -819,15 +824,39 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     vec = pairs * (gpu.SOFTMAX_ALU_OPS_PER_SCORE["bwd" if backward else "fwd"] + float(det.get("rescale_ops_per_score", 0.0))) \
         + float(det.get("pass_vector_flops", 0.0))
     rule = "flash-attention-bwd" if backward else "flash-attention"
+    # 3xTF32 runs three TF32 MMAs a product: their energy (gpu.FAST_F32_MMAS)
+    mflops = float(op.flops) * (gpu.FAST_F32_MMAS if mem_eff and p.uses_matrix_unit else 1)
     kernels = int(det.get("kernels", 1))  # backward: preprocess, main and postprocess kernels
     if np.ndim(det.get("kv_splits", 1)) or np.ndim(e.compute_s):  # hardware variants (sweeps): no notes
-        return _from_estimate(e, rule, float(op.flops), vec, matrix_dtype=_matrix_key(ctx, dt, p),
+        return _from_estimate(e, rule, mflops, vec, matrix_dtype=_matrix_key(ctx, dt, p),
                               ctas=_i(det.get("ctas", 0)), kernels=kernels,
                               tile="q" + "/".join(str(int(r)) for r in np.unique(det.get("block_q", 0))))
-    return _from_estimate(e, rule, float(op.flops), vec, kernels=kernels,
+    return _from_estimate(e, rule, mflops, vec, kernels=kernels,
                           matrix_dtype=_matrix_key(ctx, dt, p), ctas=int(det.get("ctas", 0)),
-                          notes=f"{kernel} kernel; {_bound_term_note(e)}",
+                          notes=f"{_MEM_EFF_NOTE if mem_eff else kernel} kernel; {_bound_term_note(e)}",
                           tile=f"q{det.get('block_q', 0)}" + (f" kv-split {int(det['kv_splits'])}" if det.get("kv_splits", 1) > 1 else ""))
+
+
+#: How a record names PyTorch's memory-efficient fp32 attention (:data:`hwmodels.gpu.MEM_EFFICIENT_SOURCE`).
+_MEM_EFF_NOTE = "memory-efficient (CUTLASS, fp32)"
+
+
+def _runs_mem_efficient(device: DeviceSpec, dtype: Any) -> bool:
+    """Whether a fused attention over ``dtype`` operands runs PyTorch's memory-efficient kernel on ``device``: 4-byte
+    (fp32) operands on an NVIDIA GPU, where FlashAttention and cuDNN accept only 16-bit ones
+    (:data:`hwmodels.gpu.MEM_EFFICIENT_SOURCE`)."""
+    return element_bytes(dtype) == 4 and device.vendor.lower() == "nvidia"
+
+
+def _mem_efficient_params(ctx: LoweringContext) -> gpu.GpuParams:
+    """The contraction rate of the memory-efficient fp32 kernel on ``ctx.device`` (:func:`hwmodels.gpu.
+    mem_efficient_f32_params`): 3xTF32 ``mma.sync`` from compute capability 8.0 (the TF32 rate whatever the
+    run's ``allow_tf32``), SIMT FFMA below (the lowest capability of a sweep's variants decides)."""
+    cc = int(np.min(np.asarray(ctx.device.sm.compute_capability)))
+    tf32 = "tf32" in ctx.device.compute.tensor_flops_per_s
+    p_tf32 = gpu.gpu_params(ctx.device, "fp32", allow_tf32=True) if tf32 else None
+    p_simt = gpu.gpu_params(ctx.device, "fp32", allow_tf32=False)
+    return gpu.mem_efficient_f32_params(p_tf32 or p_simt, p_simt, cc if tf32 else 0)
 
 
 def _flash2_tiles(op: Op, device: DeviceSpec, head_dim: int, backward: bool, causal: bool
