@@ -76,13 +76,16 @@ def test_a100_pcie_4096_fp16_is_chosen_at_the_250_w_limit():
 def test_a100_pcie_burn_rate_is_the_measured_one(dtype, measured):
     # a100-pcie-40gb.toml derives its tensor energy from gpu-fryer's sustained 8192^2 cuBLAS burn on this board
     # (224 TFLOP/s BF16, 106 TF32 at 250 W) minus the traffic of the tile the model takes for that GEMM at the
-    # limit; the model must then hold that rate (the derivation's fixed point: the tile does not change).
+    # limit; the model must then hold that rate (the derivation's fixed point: the tile does not change). With the
+    # [dvfs] line the energy is scaled to 1410 MHz from the clock the burn held by the T4's rule, rate / (peak x
+    # 0.869); the model's own 8192^3 kernel runs 0.7% below peak x 0.869 (269.1 of 271.1 TFLOP/s uncapped), so it
+    # lands within 0.6% of the burn (222.8 / 105.5), not on it.
     g = load_workload("gemm:m=8192,n=8192,k=8192", dtype="fp32" if dtype == "tf32" else dtype)
     clear_kernel_cost_cache()
     rep = evaluate(g, load_device("a100-pcie-40gb"), EvalOptions(allow_tf32=dtype == "tf32"))
     r = rep.records[0]
     assert r.tile.startswith("256x128")
-    assert r.flops / r.time_s / 1e12 == pytest.approx(measured, rel=0.005)
+    assert r.flops / r.time_s / 1e12 == pytest.approx(measured, rel=0.007)
 
 
 def test_power_fields_may_be_arrays_over_hardware_variants():

@@ -28,7 +28,8 @@ def test_groups_and_figures(result):
     # the GA100's per-kernel device time measured on an A100 (1.337 us for 0.556): A100 6.5% -> 6.1%; with the
     # B200's streaming fraction from a Blackwell measurement (0.821 -> 0.850: its bf16 GEMMs' epilogues): gemm 16.6%
     assert g["gemm"].mape == pytest.approx(16.6, abs=0.1)
-    assert g["gemm / a100-sxm4-80gb / TensorRT-LLM 1.0.0 / bf16"].mape == pytest.approx(6.14, abs=0.1)
+    # 6.28 before the GA100 V-f line ([dvfs]), 6.46 with it (kernels over 400 W lower clock and voltage)
+    assert g["gemm / a100-sxm4-80gb / TensorRT-LLM 1.0.0 / bf16"].mape == pytest.approx(6.46, abs=0.1)
     assert g["decode attention / h100-sxm5-80gb / vLLM 0.24.0 / 16-bit K/V"].mape < 3.0
     # per file: its total first, then the roles, then GPU / stack / width
     labels = list(g)

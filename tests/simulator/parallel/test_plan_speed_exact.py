@@ -150,8 +150,11 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # forward's output rescale joined its softmax, hwmodels.gpu.flash2_rescale_ops_per_score: 18.1198 -> 18.1353 s)
     # (gpt3 and gpt3-des energy and record digest re-recorded when those rescale multiplies joined the attention
     # cores' vector flops: gpt3 5.7804 -> 5.7823 MJ, latency unchanged)
-    "gpt3": (18.135274716631738, 5782252.1513510775, 37853640704.0, '3fb320beff551a13', '5b2660b94bbb1848'),
-    "gpt3-des": (18.02376595869503, 5771838.4822578775, 37853640704.0, '26045c3ccd8c2a2a', '5b2660b94bbb1848'),
+    # (gpt3 and gpt3-des re-recorded when the A100 files took the GA100 V-f line, [dvfs], and the die's measured SGEMM
+    # energy: GEMMs over the 400 W limit lower clock and voltage instead of stretching at constant energy,
+    # 18.1353 -> 18.1008 s, 5.7823 -> 5.7926 MJ)
+    "gpt3": (18.10080177023407, 5792550.584150493, 37853640704.0, '1311ae5a307e31f0', '3deb39cbf2f0d2c5'),
+    "gpt3-des": (17.989289238815594, 5782136.562656359, 37853640704.0, 'b1922af4af79a861', '3deb39cbf2f0d2c5'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
@@ -217,7 +220,9 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     # tiles' shared-memory feed counted per-lane register returns (op memory_s only), and when the Ampere
     # SGEMM fraction became FlagPerf's measured 0.9605 (was the 0.99 placeholder): 5.3145 -> 5.3157 ms)
     # (and when the GA100's per-kernel device time became the A100's measured 1.337 us: 5.3157 -> 5.3781 ms)
-    "resnet50-a100": (0.005378138828219696, 1.8532367311829163, 179298464, '980a6cd4cb749005'),
+    # (and when the A100 files took the GA100 V-f line, [dvfs], and the 80 GB file the die's measured SGEMM energy,
+    # 11.94 pJ/FLOP in place of the (TDP - idle) / peak bound: 5.3781 -> 5.0752 ms, 1.8532 -> 1.5703 J)
+    "resnet50-a100": (0.005075222288384182, 1.5702503729008195, 179298464, '49263b26257c84cc'),
     # (bert-train-h100 re-recorded when gelu's gradient was charged eager PyTorch's backward instructions:
     # energy 1.4172 -> 1.4242 J, latency unchanged)
     "bert-train-h100": (0.004785723126332379, 1.4274627075585988, 1907853350, '384e4faa44d9444a'),
