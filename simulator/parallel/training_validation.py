@@ -440,7 +440,9 @@ def _a2a_overlap(row: TrainingRecord) -> bool:
     """Whether the row's notes state that its recipe sets Megatron-Bridge's ``moe_a2a_overlap`` (Megatron-Core's
     ``overlap_moe_expert_parallel_comm``): ``moe_a2a_overlap True`` or ``moe_a2a_overlap=True`` as read from the
     recipe config the notes cite (train-064: QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-066:
-    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 @ 270536cce)."""
+    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 @ 270536cce), or Megatron-Core's own name,
+    ``overlap_moe_expert_parallel_comm True`` (train-144..147: ``CommOverlapConfig`` in
+    ``_enable_hybridep_full_iteration_mxfp8`` @ 9c0cd2575^)."""
     return re.search(r"(moe_a2a_overlap|overlap_moe_expert_parallel_comm)\s*(=\s*)?true", row["notes"],
                      re.IGNORECASE) is not None
 
