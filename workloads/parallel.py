@@ -188,6 +188,14 @@ class ParallelPlan:
         model_parallel_config.py @ core_v0.15.0; Megatron-Bridge sets ``batch_p2p_comm`` for pipelines without
         virtual stages, src/megatron/bridge/training/comm_overlap.py @ v0.2.0): each ``send`` of a stage graph
         ends a host-sync interval (:mod:`simulator.parallel.host_sync`), the forward's and the backward's.
+    cuda_graph
+        ``full_iteration``: Megatron-Core's ``cuda_graph_impl="full_iteration"`` captures the whole
+        forward-backward of the step, every microbatch, into one CUDA graph (megatron/core/full_cuda_graph.py
+        ``FullCudaGraphWrapper``); memory only (docs/training_memory.md). ``""``: none.
+    moe_rank_capacity_factor
+        Megatron-Core's ``moe_expert_rank_capacity_factor``: HybridEP's static per-rank budget of permuted tokens,
+        ``local tokens x top-k x factor`` rows (token_dispatcher.py ``_HybridEPManager.setup_metadata``); memory
+        only, the tokens computed stay the routed ones. None: sized per step from the routed count.
     """
 
     tp: int = 1
@@ -219,6 +227,8 @@ class ParallelPlan:
     grad_sync_per_step: bool = False
     moe_a2a_overlap: bool = False
     p2p_host_sync: bool = False
+    cuda_graph: str = ""
+    moe_rank_capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
@@ -285,7 +295,8 @@ class ParallelPlan:
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
                            ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
-                           ("p2p_host_sync", False)):  # read as before at defaults
+                           ("p2p_host_sync", False), ("cuda_graph", ""),
+                           ("moe_rank_capacity_factor", None)):  # read as before at defaults
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -317,6 +328,25 @@ def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     return []
 
 
+#: :attr:`ParallelPlan.cuda_graph` values: none, or Megatron-Core's ``cuda_graph_impl="full_iteration"``
+CUDA_GRAPHS = ("", "full_iteration")
+
+
+def _cuda_graph_problems(plan: ParallelPlan) -> list[str]:
+    """What is wrong with ``cuda_graph`` and ``moe_rank_capacity_factor`` (each item names the field)."""
+    from nodeperf.suggest import did_you_mean
+
+    out: list[str] = []
+    if plan.cuda_graph not in CUDA_GRAPHS:
+        out.append(f"cuda_graph: got {plan.cuda_graph!r}; expected one of 'full_iteration' or '' (none)"
+                   + did_you_mean(str(plan.cuda_graph), CUDA_GRAPHS[1:]))
+    rf = plan.moe_rank_capacity_factor
+    if rf is not None and (isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf < float("inf")):
+        out.append(f"moe_rank_capacity_factor: got {rf!r}; expected a number > 0 (e.g. 1.5; none: dropless, "
+                   "sized per step)")
+    return out
+
+
 def _recipe_problems(plan: ParallelPlan) -> list[str]:
     """What is wrong with the plan's sharding, offload and MoE settings (each item names the field)."""
     from nodeperf.suggest import did_you_mean
@@ -340,7 +370,7 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
     if plan.moe_routing not in routings:
         out.append(f"moe_routing: got {plan.moe_routing!r}; expected one of {', '.join(routings)}"
                    + did_you_mean(str(plan.moe_routing), routings))
-    out += _a2a_overlap_problems(plan)
+    out += _a2a_overlap_problems(plan) + _cuda_graph_problems(plan)
     if plan.moe_dispatch not in modes:
         out.append(f"moe_dispatch: got {plan.moe_dispatch!r}; expected one of {', '.join(modes)}"
                    + did_you_mean(str(plan.moe_dispatch), modes))

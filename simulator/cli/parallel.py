@@ -20,7 +20,8 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
-               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches")
+               "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches",
+               "cuda_graph", "moe_rank_capacity_factor")
 _PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step",
                   "p2p_host_sync")
 
@@ -105,6 +106,13 @@ def _schedule_recipe_args(g: argparse._ArgumentGroup) -> None:
                         "megatron/core/pipeline_parallel/combined_1f1b.py): one microbatch's all-to-alls run beside "
                         "another's compute in each steady forward-backward pair; with --pp > 1 it needs "
                         "--schedule interleaved (engine analytical)")
+    g.add_argument("--cuda-graph", type=one_of(("full_iteration",)), metavar="SCOPE",
+                   help="training: full_iteration, Megatron-Core's cuda_graph_impl full_iteration (the whole "
+                        "forward-backward in one CUDA graph); memory only: with --moe-a2a-overlap the capture keeps "
+                        "every microbatch's cross-stream-freed MoE tensors (docs/training_memory.md)")
+    g.add_argument("--moe-rank-capacity-factor", type=_capacity_factor, metavar="F",
+                   help="training, MoE: Megatron-Core's moe_expert_rank_capacity_factor, HybridEP's static "
+                        "per-rank budget of tokens x top-k x F rows; memory only (default: sized per step)")
     g.add_argument("--pipeline-microbatches", type=positive_int, metavar="N",
                    help="training with --pp > 1: the microbatches of one pipeline schedule run, the step running "
                         "the schedule once per N microbatches, each run with its own fill and drain "
@@ -190,7 +198,9 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_a2a_overlap=bool(getattr(args, "moe_a2a_overlap", False)),
                         pipeline_microbatches=getattr(args, "pipeline_microbatches", None) or 0,
                         grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)),
-                        p2p_host_sync=bool(getattr(args, "p2p_host_sync", False)))
+                        p2p_host_sync=bool(getattr(args, "p2p_host_sync", False)),
+                        cuda_graph=getattr(args, "cuda_graph", None) or "",
+                        moe_rank_capacity_factor=getattr(args, "moe_rank_capacity_factor", None))
 
 
 def check_request_flags(args: argparse.Namespace) -> None:

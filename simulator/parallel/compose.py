@@ -1318,11 +1318,27 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
     pools = _fsdp_stream_pools(plan, shard, units, wbytes) if train and gpu else {}
+    if train and gpu and (deferred := _graph_deferred_frees(sgs, plan)):
+        pools["cuda_graph_deferred_frees"] = deferred
     out.update({f"reserve.{k}": v for k, v in pools.items()})
     out["reserve"] = (M.allocator_rounding_bytes(tensors) + sum(pools.values())) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
     out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
     return out
+
+
+def _graph_deferred_frees(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan) -> float:
+    """Bytes a full-iteration CUDA graph (``plan.cuda_graph``) holds of the tensors Megatron-Core's combined 1F1B
+    schedule (``plan.moe_a2a_overlap``) frees across streams, every microbatch's, every MoE layer's
+    (:func:`simulator.report.memory.graph_deferred_free_bytes`): (local tokens, top-k, hidden) read off each
+    forward ``moe_router`` op of the stage. 0 without both."""
+    if plan.cuda_graph != "full_iteration" or not plan.moe_a2a_overlap:
+        return 0.0
+    from simulator.report.memory import graph_deferred_free_bytes
+
+    layers = [(int(op.inputs[0].shape[0]), int(op.outputs[0].shape[-1]), int(op.inputs[0].shape[-1]))
+              for sg, _ in sgs for op in sg.graph.ops[: sg.forward_ops] if op.kind == "moe_router"]
+    return graph_deferred_free_bytes(plan.microbatches, layers, plan.moe_rank_capacity_factor)
 
 
 def _host_transfers(plan: ParallelPlan, p: float, g: float) -> dict[str, float]:

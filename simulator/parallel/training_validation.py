@@ -440,8 +440,32 @@ def _a2a_overlap(row: TrainingRecord) -> bool:
     """Whether the row's notes state that its recipe sets Megatron-Bridge's ``moe_a2a_overlap`` (Megatron-Core's
     ``overlap_moe_expert_parallel_comm``): ``moe_a2a_overlap True`` or ``moe_a2a_overlap=True`` as read from the
     recipe config the notes cite (train-064: QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-066:
-    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 @ 270536cce)."""
-    return re.search(r"moe_a2a_overlap\s*(=\s*)?true", row["notes"], re.IGNORECASE) is not None
+    DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 @ 270536cce), or Megatron-Core's own name,
+    ``overlap_moe_expert_parallel_comm True`` (train-144..147: ``CommOverlapConfig`` in
+    ``_enable_hybridep_full_iteration_mxfp8`` @ 9c0cd2575^)."""
+    return re.search(r"(moe_a2a_overlap|overlap_moe_expert_parallel_comm)\s*(=\s*)?true", row["notes"],
+                     re.IGNORECASE) is not None
+
+
+def _cuda_graph_config(row: TrainingRecord) -> dict[str, Any]:
+    """A Megatron-Bridge row's full-iteration CUDA graph and HybridEP rank capacity factor as its ``notes`` state
+    them from the recipe (``cuda_graph_impl full_iteration``, ``moe_expert_rank_capacity_factor F``: train-144..147,
+    ``_enable_hybridep_full_iteration_mxfp8``, src/megatron/bridge/perf_recipes/qwen/common.py @ 9c0cd2575^);
+    nothing for another stack or where the notes state neither.
+
+    >>> _cuda_graph_config({"framework": "Megatron-Bridge", "notes":
+    ...     "cuda_graph_impl full_iteration, moe_expert_rank_capacity_factor 1.5"})
+    {'cuda_graph': 'full_iteration', 'moe_rank_capacity_factor': 1.5}
+    """
+    if not row["framework"].strip().lower().startswith(MEGATRON_BRIDGE_PERF):
+        return {}
+    out: dict[str, Any] = {}
+    if re.search(r"\bcuda_graph_impl (full_iteration)\b", row["notes"]):
+        out["cuda_graph"] = "full_iteration"
+    m = re.search(r"\bmoe_expert_rank_capacity_factor ([0-9.]+[0-9])", row["notes"])
+    if m:
+        out["moe_rank_capacity_factor"] = float(m.group(1))
+    return out
 
 
 def _automodel(row: TrainingRecord) -> bool:
@@ -637,7 +661,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
-                        **(_maxtext_config(row) or _automodel_config(row)))
+                        **(_maxtext_config(row) or _automodel_config(row)), **_cuda_graph_config(row))
 
 
 def _automodel_config(row: TrainingRecord) -> dict[str, Any]:

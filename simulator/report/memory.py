@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from hwmodels.spec import DeviceSpec
 from simulator.report import MemoryCheck
@@ -11,7 +11,8 @@ from workloads.ir import Op, OpGraph, Role
 
 __all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
            "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
-           "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes"]
+           "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes", "hybridep_budget_rows", "graph_deferred_free_bytes",
+           "HYBRIDEP_BUDGET_ALIGN_ROWS", "CROSS_STREAM_FREED_PER_MOE_LAYER"]
 
 
 def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
@@ -210,3 +211,51 @@ def allocator_rounding_bytes(large_tensors: float) -> float:
     """Expected bytes the caching allocator's 2 MiB rounding leaves unused under ``large_tensors`` live
     large tensors (half a rounding unit each)."""
     return float(large_tensors) * ALLOCATOR_ROUND_LARGE_BYTES / 2.0
+
+
+#: HybridEP's permuted-token budget is rounded up to this many rows when the recipe runs Transformer Engine's
+#: op fuser (``get_align_size_for_quantization``: "CUTLASS kernel for grouped GEMM assumes 256 alignment",
+#: megatron/core/transformer/moe/moe_utils.py @ NVIDIA/Megatron-LM 6513e3e23, the submodule of
+#: Megatron-Bridge 9c0cd2575^, whose ``_enable_hybridep_full_iteration_mxfp8`` sets
+#: ``use_transformer_engine_op_fuser``)
+HYBRIDEP_BUDGET_ALIGN_ROWS = 256
+#: tensors of a MoE layer's forward that the combined 1F1B schedule frees across streams: the ``mlp`` node's
+#: input (the dispatched tokens, made on the communication stream) and the ``moe_combine`` node's input (the
+#: experts' output, made on the computation stream): ``should_free_input`` frees both ("mlp" under fp8,
+#: "moe_combine" always; megatron/core/models/common/utils.py @ 6513e3e23), ``ScheduleNode._forward`` calls
+#: ``input.record_stream(self.stream)`` on the other stream, then ``untyped_storage().resize_(0)``
+#: (megatron/core/pipeline_parallel/utils.py @ 6513e3e23)
+CROSS_STREAM_FREED_PER_MOE_LAYER = 2
+
+
+def hybridep_budget_rows(local_tokens: int, top_k: int, rank_capacity_factor: float | None) -> int:
+    """Rows of a HybridEP dispatch output: ``int(tokens x top_k x factor)`` rounded up to
+    :data:`HYBRIDEP_BUDGET_ALIGN_ROWS` with a rank capacity factor (``_HybridEPManager.setup_metadata``,
+    token_dispatcher.py @ 6513e3e23); without one the routed count, ``tokens x top_k`` when balanced.
+
+    >>> hybridep_budget_rows(16384, 8, 1.5), hybridep_budget_rows(4096, 8, None), hybridep_budget_rows(100, 3, 1.5)
+    (196608, 32768, 512)
+    """
+    if rank_capacity_factor is None:
+        return local_tokens * top_k
+    budget = int(local_tokens * top_k * rank_capacity_factor)
+    return budget + (-budget % HYBRIDEP_BUDGET_ALIGN_ROWS)
+
+
+def graph_deferred_free_bytes(microbatches: int, moe_layers: Sequence[tuple[int, int, int]],
+                              rank_capacity_factor: float | None, itemsize: float = 2.0) -> float:
+    """Bytes a full-iteration CUDA graph's capture holds of the blocks freed across streams: during a capture
+    the caching allocator defers a block with recorded stream uses until the capture ends
+    (``needs_events_deferred_until_no_capture``, c10/cuda/CUDACachingAllocator.cpp ``free``; PyTorch
+    PR #158352: "the CUDA caching allocator currently defers reclaiming blocks until capture ends", reuse only
+    under the opt-in ``graph_capture_record_stream_reuse``, default False), so every microbatch's
+    :data:`CROSS_STREAM_FREED_PER_MOE_LAYER` dispatch-sized tensors of every MoE layer stay in the graph's
+    pool until the capture's end. ``moe_layers``: (local tokens, top-k, hidden) of each MoE layer; 16-bit
+    tensors. The backward's cross-stream gradients (``g.record_stream``) are not counted: a lower bound.
+
+    >>> graph_deferred_free_bytes(2, [(4096, 8, 2048)], None) == 2 * 2 * 32768 * 2048 * 2
+    True
+    """
+    per_mb = sum(CROSS_STREAM_FREED_PER_MOE_LAYER * hybridep_budget_rows(t, k, rank_capacity_factor) * h
+                 for t, k, h in moe_layers)
+    return float(microbatches) * per_mb * itemsize

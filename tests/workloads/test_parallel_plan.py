@@ -138,6 +138,9 @@ def test_plans_that_do_not_divide_name_the_dimension_and_the_nearest_values(plan
     (dict(schedule="1fb1"), "did you mean '1f1b'"),
     (dict(interleave=2), "expected schedule 'interleaved'"),
     (dict(sequence_parallel=True), "expected tp > 1"),
+    (dict(cuda_graph="full_iteraton"), "cuda_graph: got 'full_iteraton'; expected one of 'full_iteration' or ''"
+                                       " (none); did you mean 'full_iteration'"),
+    (dict(moe_rank_capacity_factor=0), "moe_rank_capacity_factor: got 0; expected a number > 0"),
 ])
 def test_bad_plans_are_located_errors(kw: dict, needle: str) -> None:
     with pytest.raises(PlanError) as exc:

@@ -74,3 +74,18 @@ def test_grad_sync_per_step_syncs_once_a_step(capsys: pytest.CaptureFixture[str]
     for k in ("dp_sync_exposed_s", "communication_s"):
         assert once["breakdown"][k] == pytest.approx(one["breakdown"][k], rel=1e-9)
     assert once["breakdown"]["communication_s"] < runs["breakdown"]["communication_s"]
+
+
+def test_full_iteration_graph_flags_add_the_captures_deferred_frees(capsys: pytest.CaptureFixture[str]) -> None:
+    """--cuda-graph full_iteration with --moe-a2a-overlap and --moe-rank-capacity-factor 1.5: memory only. By hand:
+    4 microbatches x 48 MoE layers x 2 tensors x (4096 tokens x top-8 x 1.5 = 49,152 rows) x 2048 x 2 B = 72 GiB
+    that the capture cannot reuse; the step time is the plan's without the flags."""
+    over = _run(capsys, MOE, "--moe-a2a-overlap")
+    graph = _run(capsys, MOE, "--moe-a2a-overlap", "--cuda-graph", "full_iteration", "--moe-rank-capacity-factor", "1.5")
+    assert graph["plan"]["cuda_graph"] == "full_iteration" and graph["plan"]["moe_rank_capacity_factor"] == 1.5
+    assert "cuda_graph" not in over["plan"]
+    assert graph["latency_s"] == over["latency_s"]
+    deferred = graph["memory_breakdown"]["reserve.cuda_graph_deferred_frees"]
+    assert deferred == 4 * 48 * 2 * 49152 * 2048 * 2 == 72 * 2**30
+    assert "reserve.cuda_graph_deferred_frees" not in over["memory_breakdown"]
+    assert graph["memory_per_device_bytes"] == pytest.approx(over["memory_per_device_bytes"] + deferred, rel=1e-12)
