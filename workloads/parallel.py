@@ -684,8 +684,8 @@ def _check_op_by_op_split(plan: ParallelPlan, framework: str, where: str) -> Non
         return
     split = [f"{k} {v}" for k, v in (("tp", plan.tp), ("cp", plan.cp), ("ep", plan.ep)) if v > 1]
     if split:
-        raise PlanError(f"{where}: framework {framework}: the Hugging Face model code's own split of its layers over "
-                        "ranks (transformers' tp_plan, DTensor) is not modelled; got "
+        raise PlanError(f"{where}: --framework {framework} with a parallel plan that splits layers over ranks: the "
+                        "Hugging Face model code's own split (transformers' tp_plan, DTensor) is not modelled; got "
                         f"{', '.join(split)}; expected tp 1, cp 1 and ep 1 (pipeline and data parallelism), or a stack "
                         "that splits layers (e.g. --framework megatron-lm)")
 

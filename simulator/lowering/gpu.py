@@ -78,9 +78,9 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
                tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None,
-               resident: float = 0.0, kernel: gpu.TileCandidate | None = None) -> KernelCost:
+               resident: float = 0.0, kernel: gpu.TileCandidate | None = None, library: bool = True) -> KernelCost:
     p = ctx.params(dtype)
-    if _library_gemv(ctx, m, n, batch, a_operand, kernel):
+    if library and _library_gemv(ctx, m, n, batch, a_operand, kernel):
         p = gpu.gemv_params(p)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
@@ -531,8 +531,9 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
         cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit, in_bytes=act_bytes)
         options = []
         for tm, tn in sorted({(c.tile_m, c.tile_n) for c in cands}):
+            # (a weight-only kernel is Marlin/AWQ/GPTQ's own, not the library's GEMV: library=False)
             kw: dict[str, Any] = dict(batch=batch, dtype=dt, out_bytes=out_bytes, b_shared=b_shared, rule=rule,
-                                      vector_flops=bias, tile_bytes=act_bytes, tile_shape=(tm, tn))
+                                      vector_flops=bias, tile_bytes=act_bytes, tile_shape=(tm, tn), library=False)
             g = _gemm_cost(ctx, m, n, k, in_bytes=(tm * act_bytes + tn * w_elem) / (tm + tn), **kw)
             g = _compulsory_dram(g, _gemm_cost(ctx, m, n, k, in_bytes=mean_bytes, **kw), p)
             instr = per_weight * wk * math.ceil(rows / tm)

@@ -56,5 +56,5 @@ def test_the_hugging_face_code_split_over_ranks_is_refused(plan: ParallelPlan, g
     with pytest.raises(PlanError) as e:
         plan_graphs("gpt2-large", plan, train=True, seq=1024, dtype="fp32", framework="eager")
     msg = str(e.value)
-    assert msg.startswith("gpt2-large: framework eager:") and f"got {got}" in msg and "expected tp 1" in msg
+    assert msg.startswith("gpt2-large: --framework eager with a parallel plan") and f"got {got}" in msg and "expected tp 1" in msg
     assert "\n" not in msg

@@ -42,4 +42,4 @@ def test_eager_with_tensor_parallelism_is_one_located_line(capsys: pytest.Captur
     assert main([*argv, "--framework", "eager"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "gpt2-large: framework eager:" in err and "got tp 2" in err and "expected tp 1" in err
+    assert "gpt2-large: --framework eager with a parallel plan" in err and "got tp 2" in err and "expected tp 1" in err
