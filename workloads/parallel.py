@@ -386,6 +386,9 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
         out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
     if not isinstance(plan.p2p_host_sync, bool):
         out.append(f"p2p_host_sync: got {plan.p2p_host_sync!r}; expected true or false")
+    elif plan.p2p_host_sync and isinstance(plan.pp, int) and plan.pp < 2:
+        out.append(f"p2p_host_sync: got true with pp {plan.pp}; expected pp > 1 (the sync follows a pipeline "
+                   "stage's send; a plan without stages sends nothing)")
     if plan.param_dtype not in PARAM_DTYPES:
         out.append(f"param_dtype: got {plan.param_dtype!r}; expected fp32 or bf16 (or empty: the stack's "
                    "default)" + did_you_mean(str(plan.param_dtype), PARAM_DTYPES[1:]))

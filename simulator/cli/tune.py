@@ -67,7 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "recompute_modules: the module names after it continue it)")
     _plan_arguments(g)
     _recipe_arguments(g)
-    g.add_argument("--prices", metavar="FILE.toml", help="hourly device prices (default hwmodels/catalog/prices.toml)")
+    g.add_argument("--prices", metavar="FILE.toml", help="device prices: hourly rents, and purchase prices under --price tco (default "
+                        "hwmodels/catalog/prices.toml)")
     from simulator.cli.pricing import add_price_arguments
 
     add_price_arguments(p.add_argument_group("cost (--objective cost, cost constraints, --serve's min-cost)"),

@@ -264,6 +264,9 @@ SCALE_SWIZZLE_SUFFIX = "+mx-swizzle"
 #: Tensors one ``multi_tensor_swizzle_scaling_factors`` launch takes (``kMaxTensorsPerKernel``,
 #: transformer_engine/common/swizzle/swizzle.cu @ v2.9).
 SWIZZLE_TENSORS_PER_KERNEL = 64
+#: Elements per MXFP8 block scale (one E8M0 byte each): the OCP Microscaling Formats (MX) Specification v1.0's
+#: block size k = 32, which Transformer Engine's ``MXFP8BlockScaling`` recipe uses (a scale per 32 consecutive values).
+MXFP8_BLOCK_ELEMENTS = 32
 
 
 def _with_scale_swizzle(ctx: LoweringContext, gemm: KernelCost, a_elems: float, b_elems: float,
@@ -278,7 +281,7 @@ def _with_scale_swizzle(ctx: LoweringContext, gemm: KernelCost, a_elems: float, 
     reads and writes its operand's scales; ``tensors`` the GEMMs of the call (the experts of a grouped call)."""
     launches = 2 * max(1, math.ceil(tensors / SWIZZLE_TENSORS_PER_KERNEL))
     p32 = ctx.params("fp32")
-    parts = [gpu.streaming(x / 32.0, x / 32.0, 0.0, p32) for x in (a_elems, b_elems)]
+    parts = [gpu.streaming(x / MXFP8_BLOCK_ELEMENTS, x / MXFP8_BLOCK_ELEMENTS, 0.0, p32) for x in (a_elems, b_elems)]
     x = sum(_serial_s(st) for st in parts)
     return dataclasses.replace(
         gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x,
@@ -455,7 +458,7 @@ def _with_expert_quantisation(op: Op, ctx: LoweringContext, gemm: KernelCost, ac
     t = op.inputs[0]
     elems = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])) * t.shape[-1])
     reads = 2.0 if recipe == "current" else 1.0
-    scales = elems / 32.0 * 2.0 if recipe == "mxfp8" else 8.0 * active
+    scales = elems / MXFP8_BLOCK_ELEMENTS * 2.0 if recipe == "mxfp8" else 8.0 * active
     p32 = ctx.params("fp32")
     st = gpu.streaming(reads * elems * element_bytes(t.dtype), 2.0 * elems + scales, 2.0 * elems, p32,
                        l2_resident_bytes=ctx.resident_bytes)

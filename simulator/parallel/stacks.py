@@ -430,7 +430,8 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
         step = replace(step, contention_s=_overlap_contention_s(
             per_stage, plan.microbatches, step, compute_s, bw, grads, group, coll[("all_gather", grads)],
             coll[("reduce_scatter", grads)]),
-            vpu_reduce_s=plan.microbatches * vpu_reduce_s(grads / param, group, vec) if vec > 0 else 0.0)
+            vpu_reduce_s=plan.microbatches * vpu_reduce_s(grads / param, group, vec) * _hidden_share(step)
+            if vec > 0 else 0.0)
     return step, grads, scale, units
 
 
@@ -522,6 +523,17 @@ def _compute_ops(per_stage: list[Any], bw: float) -> list[tuple[float, float]]:
             hbm = r.memory_s if not getattr(r, "memory_level", "") else r.dram_bytes / bw
             ops.append((max(0.0, r.time_s - r.overhead_s), hbm))
     return ops
+
+
+def _hidden_share(step: ShardedStep) -> float:
+    """The share of a sharded step's collective seconds hidden behind compute (``(busy - exposed) / busy``): the
+    exposed part already counts in ``exposed_s``, so only the hidden part adds its reductions to the TensorCore.
+
+    >>> _hidden_share(ShardedStep(copy_s=0.0, gather_s=3.0, reduce_s=1.0, exposed_s=1.0))
+    0.75
+    """
+    busy = step.gather_s + step.reduce_s
+    return max(0.0, busy - step.exposed_s) / busy if busy > 0.0 else 0.0
 
 
 def _overlap_contention_s(per_stage: list[Any], microbatches: int, step: ShardedStep, compute_s: float, bw: float,

@@ -141,3 +141,14 @@ def test_dataclass_field_is_a_plan_key():
 
     assert "p2p_host_sync" in PLAN_KEYS
     assert "p2p_host_sync" in {f.name for f in dataclasses.fields(ParallelPlan)}
+
+
+def test_p2p_host_sync_without_stages_is_refused(capsys):
+    """The switch follows a stage's send: a plan of one stage has none, so the flag is one located line, exit 2."""
+    from simulator.cli import main
+
+    rc = main(["predict", "gpt2", "--hardware", "dgx-h100", "--train", "--dp", "8", "--microbatch", "1",
+               "--global-batch", "8", "--p2p-host-sync"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "p2p_host_sync: got true with pp 1; expected pp > 1" in err[0]

@@ -46,7 +46,8 @@ def test_collective_hbm_passes_count_the_ring():
 
 def test_maxtext_step_pays_the_overlap_on_its_tensorcore():
     """Llama 2 7B on a v6e-8, FSDP 8: maxtext's step adds the breakdown's HBM contention and VPU additions to its
-    tail; the VPU part is the 6.74e9 bf16 gradient values x 7/8 at the v6e catalog's vector rate; maxtext-serial,
+    tail; the VPU part is the 6.74e9 bf16 gradient values x 7/8 at the v6e catalog's vector rate, for the hidden share
+    of the collectives; maxtext-serial,
     whose collectives overlap nothing, pays neither."""
     hw = load_hardware("tpu-v6e-8")
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
@@ -56,7 +57,11 @@ def test_maxtext_step_pays_the_overlap_on_its_tensorcore():
     dev = hw.device
     vec = dev.compute.vector_flops_per_s["fp32"] * dev.efficiency.vector_peak_fraction
     assert vec == pytest.approx(7.17e12 * dev.efficiency.vector_peak_fraction)
-    assert a["fsdp_vpu_reduce_s"] == pytest.approx(6.738e9 * 7 / 8 / vec, rel=0.01)
+    # only the hidden share of the collectives adds its sums to the TensorCore (the exposed part is in the tail)
+    busy = a["fsdp_gather_s"] + a["dp_sync_s"]
+    hidden = (busy - a["dp_sync_exposed_s"]) / busy
+    assert hidden == pytest.approx(0.89, abs=0.01)
+    assert a["fsdp_vpu_reduce_s"] == pytest.approx(6.738e9 * 7 / 8 / vec * hidden, rel=0.01)
     assert 0.0 < a["fsdp_hbm_contention_s"] < a["compute_s"]
     assert "fsdp_hbm_contention_s" not in b and "fsdp_vpu_reduce_s" not in b
     assert res["maxtext-serial"].latency_s - res["maxtext"].latency_s == pytest.approx(
