@@ -171,7 +171,8 @@ class ParallelPlan:
         Megatron-Core's ``overlap_moe_expert_parallel_comm`` (Megatron-Bridge ``moe_a2a_overlap``): the combined
         1F1B schedule runs one microbatch's forward with another's backward, the expert-parallel all-to-alls on
         a communication stream beside the other microbatch's compute (megatron/core/pipeline_parallel/
-        combined_1f1b.py @ core_v0.15.0), one extra warm-up forward before the steady phase (schedules.py).
+        combined_1f1b.py @ core_v0.15.0), one extra warm-up forward before the steady phase (schedules.py);
+        its memory beyond the plain schedule's peak is one paired layer's attention side (docs/training_memory.md).
         Needs ``ep > 1`` and, with pipeline stages, the interleaved schedule (transformer_config.py: "VP must be
         specified when PP > 1").
     grad_sync_per_step

@@ -797,8 +797,6 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     pipe = _scheduled_runs(plan, m, lambda k: pipeline_time(
         fwd, bwd, k, plan.schedule, v, chunk_fwd_s=[[gc.split[0] for _, gc in st] for st in per_stage],
         chunk_bwd_s=chunk_bwd))
-    if plan.moe_a2a_overlap:
-        pipe = _with_overlap_warm_up(pipe, m, v)
     grad_bytes = [reduce_scale * sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in per_stage[s])
                   for s in range(p)]
     sync_kind = "reduce_scatter" if plan.zero >= 1 else "all_reduce"
@@ -856,14 +854,6 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     return latency, pipe, breakdown, extra, tokens
 
 
-def _with_overlap_warm_up(pipe: PipelineTime, m: int, v: int) -> PipelineTime:
-    """``pipe`` with each stage holding one more chunk's activations at its peak (``1 / v`` of a microbatch's,
-    at most ``m``): the combined 1F1B schedule runs one extra warm-up forward before its steady phase
-    (schedules.py ``get_pp_rank_microbatches`` @ core_v0.15.0; with no pipeline, one forward before the first
-    pair, ``combined_1f1b_schedule_for_no_pipelining``), whose activations live until its backward."""
-    return replace(pipe, in_flight=tuple(min(float(m), f + 1.0 / v) for f in pipe.in_flight))
-
-
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
                              bwd: list[float], chunk_bwd: list[list[float]], share: float = 1.0
                              ) -> tuple[list[float], list[list[float]], list[float]]:
@@ -874,6 +864,49 @@ def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]
     hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, m, share), bwd, strict=True)]
     return ([b - h for b, h in zip(bwd, hidden, strict=True)],
             [[max(0.0, b - h / len(bs)) for b in bs] for bs, h in zip(chunk_bwd, hidden, strict=True)], hidden)
+
+
+def _a2a_pairs(plan: ParallelPlan, s: int, m: int | None = None) -> int:
+    """Steady-phase forward-backward pairs stage ``s`` runs under the combined 1F1B schedule
+    (``plan.moe_a2a_overlap``; 0 without it) of ``m`` microbatches (default the plan's): its ``m v`` chunk
+    forwards less the unpaired warm-up ones (:func:`_a2a_overlap_hidden`)."""
+    if not plan.moe_a2a_overlap:
+        return 0
+    p, m = plan.pp, plan.microbatches if m is None else m
+    v = plan.interleave if plan.schedule == "interleaved" else 1
+    warm = 1 if p == 1 else 2 * (p - s - 1) + (v - 1) * p + 1
+    return max(0, m * v - min(warm, m * v))
+
+
+def _paired_layer_bytes(sg: StageGraph) -> float:
+    """Bytes one forward-backward pair of the combined 1F1B schedule holds beyond the plain schedule's peak, the
+    largest over the stage graph's layers: a pair runs layer ``i``'s forward of one chunk beside layer
+    ``L - 1 - i``'s backward of another (megatron/core/models/common/model_chunk_schedule_plan.py
+    ``TransformerModelChunkSchedulePlan.run`` @ core_v0.15.0), and ``TransformerLayerSchedulePlan.run`` runs the
+    forward's ``attn``, ``post_attn``, ``moe_dispatch``, ``mlp`` and ``moe_combine`` nodes before the backward's
+    ``post_attn`` and ``attn`` nodes; each node frees its saved tensors when its backward runs
+    (pipeline_parallel/utils.py ``ScheduleNode._backward``, ``keep_graph=False``, then ``_release_state``). At
+    that point the forward chunk holds layers ``0..i`` whole and the backward chunk layers ``0..L - 1 - i`` but
+    the last's MoE side: one chunk's layers, plus the backward layer's attention side, which this is: the
+    stash a layer keeps from the ops before its token dispatch (norm, attention, residual, router; the dense
+    MLP's norm for a layer without experts)."""
+    kept = _stash_kept(sg)
+    fwd = sg.graph.ops[: sg.forward_ops]
+    side: dict[str, float] = {}
+    done: set[str] = set()
+    for op in fwd:
+        layer = _LAYER_PREFIX.match(op.name)
+        if layer is None or layer[0] in done:
+            continue
+        if op.kind == "moe_dispatch" or op.name.startswith(layer[0] + "mlp."):
+            done.add(layer[0])
+            continue
+        side[layer[0]] = side.get(layer[0], 0.0) + sum(kept.get(t.name, 0.0) for t in op.outputs)
+        side[layer[0]] += kept.get(f"{op.name}:dropout_mask", 0.0)
+    return max(side.values(), default=0.0)
+
+
+_LAYER_PREFIX = re.compile(r"layers\.\d+\.")
 
 
 def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
@@ -888,11 +921,9 @@ def _a2a_overlap_hidden(per_stage: list[list[tuple[StageGraph, _GraphCost]]], pl
     ``get_pp_rank_microbatches``, the extra one "to ensure the forward and backward computations are
     independent in all 1f1b steps"; the microbatch group per virtual stage is ``p``, its default). ``share``:
     the compute's rate beside an all-to-all (:func:`_a2a_compute_share`)."""
-    p, hidden = plan.pp, []
-    v = plan.interleave if plan.schedule == "interleaved" else 1
+    hidden = []
     for s, stage in enumerate(per_stage):
-        warm = 1 if p == 1 else 2 * (p - s - 1) + (v - 1) * p + 1
-        pairs = max(0, m * v - min(warm, m * v))
+        pairs = _a2a_pairs(plan, s, m)
         gain = sum(_paired_layers_hidden(gc, share) for _, gc in stage) / len(stage)
         hidden.append(gain * pairs / m)
     return hidden
@@ -1230,7 +1261,7 @@ def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: P
         if train and xla_reserved is not None:
             mem = _xla_stage_memory(sgs, plan, inflight, xla_reserved)
         else:
-            mem = _stage_memory(sgs, plan, train, inflight, gpu)
+            mem = _stage_memory(sgs, plan, train, inflight, gpu, paired=train and _a2a_pairs(plan, s) > 0)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
@@ -1261,13 +1292,14 @@ def _param_units(g: OpGraph, experts: bool = False) -> dict[str, float]:
 
 
 def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
-                  inflight: float, gpu: bool = True) -> dict[str, float]:
+                  inflight: float, gpu: bool = True, paired: bool = False) -> dict[str, float]:
     """What one device of a stage holds, by component (bytes): ``parameters``, ``gradients``,
     ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
     buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
     allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
     buffers and the caching allocator are a GPU's (``gpu``); a TPU's training step is
-    :func:`_xla_stage_memory`'s. See docs/training_memory.md."""
+    :func:`_xla_stage_memory`'s; ``paired``: the combined 1F1B schedule runs forward-backward pairs on the stage
+    (:func:`_paired_layer_bytes`). See docs/training_memory.md."""
     from simulator.report import memory as M
 
     units: dict[str, float] = {}
@@ -1313,6 +1345,9 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
         host += p + g
         p = g = 0.0
     act, act_host, tensors = _activation_memory(sgs, plan, train, inflight)
+    if paired:
+        out["activations.a2a_overlap_paired_layer"] = pair = max(_paired_layer_bytes(sg) for sg, _ in sgs)
+        act += pair
     out["host.activations_per_microbatch"] = act_host / max(1.0, inflight)
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})

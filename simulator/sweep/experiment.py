@@ -137,7 +137,7 @@ def _plan_choices(name: str) -> tuple[str, ...]:
 
     return tuple(x for x in {"pipeline_split": wp.PIPELINE_SPLITS, "moe_dispatch": zt.MOE_DISPATCH_MODES,
                              "moe_routing": zt.MOE_ROUTINGS, "grad_reduce_dtype": wp.GRAD_REDUCE_DTYPES,
-                             "param_dtype": wp.PARAM_DTYPES}[name] if x)
+                             "param_dtype": wp.PARAM_DTYPES, "cuda_graph": wp.CUDA_GRAPHS}[name] if x)
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,12 @@ OPTION_KEYS: dict[str, _Key] = {
                                "sync once a step (NeMo AutoModel) rather than once a schedule run"),
     "p2p_host_sync": _Key("bool", doc="parallel plan: the device synchronised after every pipeline stage exchange "
                           "(Megatron-Core batch_p2p_sync)"),
+    "cuda_graph": _Key("str", partial(_plan_choices, "cuda_graph"), doc="parallel plan, training: full_iteration, "
+                       "Megatron-Core's cuda_graph_impl full_iteration (the step's forward-backward in one CUDA graph; "
+                       "unset: none)"),
+    "moe_rank_capacity_factor": _Key("float", minimum=0.0, doc="parallel plan: MoE tokens a rank receives capped at "
+                                     "this factor of its even share (Megatron-Core moe_expert_rank_capacity_factor; "
+                                     "unset: dropless)"),
 }
 #: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but
 #: ``global_batch``'s None default and ``stage_layers``, a list no axis carries).
@@ -229,7 +235,7 @@ PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_paral
                                        "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
                                        "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
                                        "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step",
-                                       "p2p_host_sync"})
+                                       "p2p_host_sync", "cuda_graph", "moe_rank_capacity_factor"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
     "rows": _Key("int", minimum=1, doc="PE rows of the array"),

@@ -10,6 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from simulator.engines.options import EvalOptions
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import evaluate_plan
 from workloads.parallel import ParallelPlan, PlanError
 
 #: A MoE layer's sub-steps in the order the stage graph records them: the forward, then the backward.
@@ -232,13 +235,37 @@ def test_the_plan_refuses_a_non_boolean_and_the_einsum_dispatch():
     assert ParallelPlan(dp=2, ep=2, moe_dispatch="hybridep", moe_a2a_overlap=True).moe_a2a_overlap
 
 
-def test_the_extra_warm_up_forward_holds_one_more_chunk():
-    # interleaved pp 2, vp 2, 4 microbatches: stage 0 holds (p - s) + (p - 1) / v = 2.5 microbatches at its peak,
-    # stage 1 1.5; the combined schedule's extra warm-up forward adds one chunk, half a microbatch: 3.0 and 2.0.
-    # No pipeline, 3 microbatches: 1 becomes 2 (a forward before the first pair); one microbatch stays 1
-    from simulator.parallel.compose import _with_overlap_warm_up
-    from simulator.parallel.schedule import pipeline_time
+def test_pairs_per_stage_follow_the_warm_up_count():
+    # interleaved pp 2, vp 2: stage 0 warms up with 2 (2 - 0 - 1) + (2 - 1) 2 + 1 = 5 of its m v chunk forwards,
+    # stage 1 with 3; 4 microbatches (8 chunk forwards): 3 and 5 pairs; 2 microbatches: 0 and 1. No pipeline:
+    # one warm-up forward, m - 1 pairs; without the schedule none
+    from simulator.parallel.compose import _a2a_pairs
 
-    assert _with_overlap_warm_up(pipeline_time([1.0] * 2, [2.0] * 2, 4, "interleaved", 2), 4, 2).in_flight == (3.0, 2.0)
-    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 3), 3, 1).in_flight == (2.0,)
-    assert _with_overlap_warm_up(pipeline_time([1.0], [2.0], 1), 1, 1).in_flight == (1.0,)
+    inter = ParallelPlan(pp=2, dp=2, ep=2, schedule="interleaved", interleave=2, microbatch=1, global_batch=8,
+                         moe_a2a_overlap=True)
+    assert [_a2a_pairs(inter, s) for s in (0, 1)] == [3, 5]
+    assert [_a2a_pairs(inter, s, 2) for s in (0, 1)] == [0, 1]
+    flat = ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=24, moe_a2a_overlap=True)
+    assert _a2a_pairs(flat, 0) == 2 and _a2a_pairs(flat, 0, 1) == 0
+    assert _a2a_pairs(ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=24), 0) == 0
+
+
+def test_a_pair_holds_the_backward_layers_attention_side_not_a_microbatch():
+    """Qwen3-30B-A3B, one 4,096-token sequence a microbatch, 4 microbatches, no pipeline. At a pair's peak the
+    forward chunk holds layers 0..i and the backward chunk layers 0..L-1-i less the last's MoE side: one
+    microbatch's stash (in flight stays 1) plus the attention side of one layer, by hand (bf16): the attention
+    norm's and the two residual-path outputs (attn_residual, mlp_norm) 3 x 4096 x 2048 x 2 = 48 MiB; q contiguous,
+    rope q and the attention output 3 x 32 heads x 4096 x 128 x 2 = 96 MiB; k contiguous, rope k and v contiguous
+    3 x 4 x 4096 x 128 x 2 = 12 MiB; the router's probabilities 4096 x 8 x 2 and indices 4096 x 8 x 4 = 192 KiB."""
+    hw = load_hardware("dgx-h100")
+    out = {}
+    for overlap in (False, True):
+        plan = ParallelPlan(dp=8, ep=8, microbatch=1, global_batch=32, moe_a2a_overlap=overlap)
+        r = evaluate_plan("qwen3-30b-a3b", hw, plan, EvalOptions(plan=plan), train=True, seq=4096,
+                          framework="megatron-core")
+        out[overlap] = r.stages[0]
+    pair = (48 + 96 + 12) * 2**20 + 192 * 2**10
+    assert out[True].memory_breakdown()["activations.a2a_overlap_paired_layer"] == pair == 163_774_464
+    assert out[True].in_flight == out[False].in_flight == 1.0
+    assert out[True].activations_bytes - out[False].activations_bytes == pytest.approx(pair, rel=1e-12)
+    assert "activations.a2a_overlap_paired_layer" not in out[False].memory_breakdown()
