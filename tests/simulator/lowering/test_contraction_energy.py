@@ -28,10 +28,18 @@ def test_fp32_with_tf32_is_priced_as_tf32():
     assert 2 * 8192**3 / as_fp32.latency_s > 300e12
 
 
-def test_fp32_attention_without_tf32_runs_on_simt_and_pays_no_tensor_energy():
+def test_fp32_fused_attention_runs_its_3xtf32_kernel_whatever_allow_tf32():
+    """An fp32 SDPA runs PyTorch's memory-efficient kernel (FlashAttention has no fp32 kernel), whose sm80+ GEMMs are
+    CUTLASS's 3xTF32 (``OpMultiplyAddFastF32``, hwmodels.gpu.MEM_EFFICIENT_SOURCE) whether or not TF32 is allowed:
+    on an H100 it pays TF32 tensor energy either way, at one latency; on a V100 (no TF32) it runs on the FP32 lanes
+    and pays no tensor energy."""
+    w = "attention:b=4,h=32,s=4096,d=128"
     hw = load_hardware(H100)
-    r = evaluate(load_workload("attention:b=4,h=32,s=4096,d=128", dtype="fp32"), hw)
-    assert r.records[0].matrix_dtype == ""
-    assert not any("tensor_j_per_flop" in w for w in r.warnings)
-    with_tf32 = evaluate(load_workload("attention:b=4,h=32,s=4096,d=128", dtype="fp32"), hw, EvalOptions(allow_tf32=True))
-    assert with_tf32.records[0].matrix_dtype == "tf32" and with_tf32.latency_s < r.latency_s
+    r = evaluate(load_workload(w, dtype="fp32"), hw)
+    with_tf32 = evaluate(load_workload(w, dtype="fp32"), hw, EvalOptions(allow_tf32=True))
+    assert r.records[0].matrix_dtype == with_tf32.records[0].matrix_dtype == "tf32"
+    assert "memory-efficient (CUTLASS, fp32)" in r.records[0].notes
+    assert with_tf32.latency_s == pytest.approx(r.latency_s, rel=1e-12)
+    assert not any("tensor_j_per_flop" in x for x in r.warnings)
+    volta = evaluate(load_workload(w, dtype="fp32"), load_hardware("v100-sxm2-32gb"))
+    assert volta.records[0].matrix_dtype == "" and volta.latency_s > r.latency_s
