@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems
 
 __all__ = ["Price", "PriceQuote", "Pricing", "run_cost", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
-           "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
+           "PURCHASE_BASES", "mixed_basis_warning", "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
 
 #: The catalog's price file.
 PRICES_FILE = Path(__file__).resolve().parent / "catalog" / "prices.toml"
@@ -52,9 +52,15 @@ HOURS_PER_YEAR = 8760.0
 #: The ways :func:`usd_per_hour` prices a device-hour.
 PRICE_MODES = ("cloud", "tco")
 
+#: What a ``purchase_usd`` covers (its entry's ``basis``): ``card`` the device alone (a PCIe card, no host);
+#: ``board_share`` an 8-GPU baseboard (GPUs and switches, no host) over its GPUs; ``server_share`` a whole server
+#: (CPUs, memory, switches, NICs) over its GPUs; ``module`` an accelerator module (OAM) alone; ``estimate`` an
+#: estimated price of a device that is not sold (Epoch AI's TPU estimates).
+PURCHASE_BASES = ("card", "board_share", "server_share", "module", "estimate")
+
 _ENTRY_KEYS = ("usd_per_hour", "purchase_usd")
 _HOURLY_KEYS = ("value", "source", "date", "provider", "instance", "region", "url", "note")
-_PURCHASE_KEYS = ("value", "source", "date", "url", "note")
+_PURCHASE_KEYS = ("value", "source", "basis", "date", "url", "note")
 _TOP_KEYS = ("schema", "refs", "devices")
 
 
@@ -76,6 +82,7 @@ class Price:
     purchase_usd: float | None = None
     purchase_source: str = ""
     purchase_date: str = ""
+    purchase_basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,7 +155,8 @@ def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple
         hourly = None
     elif not _check_item(hourly, f"{where}.usd_per_hour", _HOURLY_KEYS, "usd_per_hour", problems):
         return None
-    if buy is not None and not _check_item(buy, f"{where}.purchase_usd", _PURCHASE_KEYS, "purchase_usd", problems):
+    if buy is not None and not (_check_item(buy, f"{where}.purchase_usd", _PURCHASE_KEYS, "purchase_usd", problems)
+                                & _check_basis(buy, f"{where}.purchase_usd", problems)):
         if hourly is None:
             return None
         buy = None
@@ -157,7 +165,37 @@ def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple
                  _expand(hourly["source"], refs) if hourly else "", s(hourly, "date"),
                  s(hourly, "provider"), s(hourly, "instance"), s(hourly, "region"), s(hourly, "url"),
                  float(buy["value"]) if buy else None, _expand(buy["source"], refs) if buy else "",
-                 s(buy, "date"))
+                 s(buy, "date"), s(buy, "basis"))
+
+
+def _check_basis(buy: Any, where: str, problems: list[str]) -> bool:
+    """Check a purchase table's ``basis`` (one of :data:`PURCHASE_BASES`); append a located problem; True when valid."""
+    if not isinstance(buy, dict):
+        return False
+    got = buy.get("basis")
+    if got in PURCHASE_BASES:
+        return True
+    state = "missing; got nothing" if got is None else f"unknown purchase basis; got {got!r}"
+    problems.append(f"{where}.basis: {state}; expected one of {', '.join(PURCHASE_BASES)} (what the price covers)"
+                    f"{did_you_mean(str(got), PURCHASE_BASES) if isinstance(got, str) else ''}")
+    return False
+
+
+def mixed_basis_warning(devices: Sequence[str], table: Mapping[str, Price], mode: str = "tco") -> str | None:
+    """One warning line when a TCO comparison of ``devices`` mixes purchase bases (:data:`PURCHASE_BASES`), else None.
+
+    A card's price (no host, no network) and a server's share are not the same thing bought: ranking them by TCO
+    favours the card. Cloud mode and devices without a purchase price give None.
+    """
+    if mode != "tco":
+        return None
+    names = sorted({d.lower() for d in devices})
+    bases = {n: table[n].purchase_basis for n in names if n in table and table[n].purchase_usd is not None}
+    if len(set(bases.values())) < 2:
+        return None
+    listed = ", ".join(f"{n} ({b})" for n, b in bases.items())
+    return (f"warning: the purchase prices compared cover different things: {listed}; a card or board price has "
+            "no host or network, a server share has them (see purchase basis in hwmodels/catalog/prices.toml)")
 
 
 def load_prices(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
@@ -361,6 +399,7 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
                          usd_per_kwh=pr.usd_per_kwh, power_w=watts)
         entry = table.get(name)
         source = entry.purchase_source if entry is not None else ""
+        extra["purchase_basis"] = entry.purchase_basis if entry is not None else ""
     else:
         q = usd_per_hour(name, pr.mode, prices=table)
         source = table[name].source

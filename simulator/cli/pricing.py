@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from simulator.cli.common import finite_float, nonempty, one_of
@@ -45,9 +46,11 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
     ------
     ValueError
         A TCO input given without ``--price tco``, one missing with it, or TCO of a device without a
-        ``purchase_usd`` in the price file (one located line each: exit 2).
+        ``purchase_usd`` in the price file (one located line each: exit 2). A TCO comparison of devices whose
+        purchase prices cover different things (:data:`hwmodels.cost.PURCHASE_BASES`) is not an error: one
+        warning line on standard error names the devices and their bases.
     """
-    from hwmodels.cost import Pricing, load_price_entries
+    from hwmodels.cost import Pricing, load_price_entries, mixed_basis_warning
 
     tco = {"--tco-years": args.tco_years, "--pue": args.pue, "--electricity-usd-per-kwh": args.electricity_usd_per_kwh}
     if args.price != "tco":
@@ -67,5 +70,8 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
             raise ValueError(f"--price tco: no purchase_usd for device {name!r}; got none in "
                              f"{args.prices or 'hwmodels/catalog/prices.toml'}; expected a [devices.{name.lower()}] "
                              f"purchase_usd entry (devices with one: {', '.join(bought) or 'none'})")
+    warning = mixed_basis_warning(devices, table)
+    if warning:  # not an error: the comparison runs, its reader is told what each purchase price covers
+        print(warning, file=sys.stderr)
     return Pricing("tco", years=args.tco_years, pue=args.pue, usd_per_kwh=args.electricity_usd_per_kwh,
                    utilization=args.tco_utilization, prices=args.prices)

@@ -243,7 +243,8 @@ def format_summary(s: dict[str, Any]) -> str:
     lines.append(f"  KV cache {kv['blocks']} blocks of {kv['block_size']} tokens, {100 * s['kv_cache_utilization']:.1f}% "
                  f"used on average; {s['preemptions']} preemption(s); mean {s['batch_tokens']['mean']:.1f} tokens per iteration")
     c = s["cost"]
-    cost = (f"${c['usd_per_million_tokens']:.3f} per million output tokens ({c['priced_by']})"
+    basis = f"; purchase basis {c['purchase_basis']}" if c.get("purchase_basis") else ""
+    cost = (f"${c['usd_per_million_tokens']:.3f} per million output tokens ({c['priced_by']}{basis})"
             if c.get("usd_per_million_tokens") is not None else c["priced_by"])
     lines.append(f"  energy {si(s['energy_j'], 'J')} ({s['energy_per_token_j']:.3f} J per output token); {cost}")
     return "\n".join(lines)

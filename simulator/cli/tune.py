@@ -532,12 +532,16 @@ def _plan_cells(problem: Any, config: dict[str, Any], steps: tuple[str, ...]) ->
     return [plan.get(k) if plan else None for k in steps]
 
 
-def _priced_line(pricing: Any) -> str:
-    """How the search's cost metrics price a device-hour (one line of the text report)."""
+def _priced_line(pricing: Any, problem: Any = None) -> str:
+    """How the search's cost metrics price a device-hour (one line of the text report); in TCO mode with each
+    candidate device's purchase basis (what its purchase price covers)."""
     where = pricing.prices or "hwmodels/catalog/prices.toml"
     if pricing.mode != "tco":
         return f"cost: cloud on-demand price per device-hour ({where})"
-    return (f"cost: tco per device-hour: purchase_usd ({where}) over {pricing.years:g} y x 8760 h at "
+    prices = getattr(problem, "prices", {}) or {}
+    names = sorted({str(d.name).lower() for d in getattr(problem, "device", {}).values()})
+    bases = ", ".join(f"{n} {prices[n].purchase_basis}" for n in names if n in prices and prices[n].purchase_basis)
+    return (f"cost: tco per device-hour: purchase_usd ({where}{'; basis ' + bases if bases else ''}) over {pricing.years:g} y x 8760 h at "
             f"{pricing.utilization:.0%} utilization + each configuration's own average power x PUE {pricing.pue:g} "
             f"x {pricing.usd_per_kwh:g} "
             "USD/kWh")
@@ -560,7 +564,7 @@ def _text(args: argparse.Namespace, problem: Any, result: Any) -> str:
     if result.constraints:
         lines.append("constraints: " + "; ".join(c.text for c in result.constraints))
     if "cost_per_hour" in problem.metrics and getattr(problem, "pricing", None) is not None:
-        lines.append(_priced_line(problem.pricing))
+        lines.append(_priced_line(problem.pricing, problem))
     for name, n in sorted(getattr(problem, "count", {}).items()):
         if n > 1 and not getattr(problem, "is_transformer", True):
             lines.append(f"note: {name} has {n} devices; {args.model} is not a transformer that parallel plans split, "

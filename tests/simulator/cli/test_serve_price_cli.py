@@ -14,7 +14,7 @@ from simulator.cli.main import main
 PRICES = """schema = 1
 [devices.h100-sxm5-80gb]
 usd_per_hour = { value = 2.0, source = "a test price" }
-purchase_usd = { value = 30000.0, source = "a test purchase price" }
+purchase_usd = { value = 30000.0, source = "a test purchase price", basis = "server_share" }
 """
 SERVE = ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--requests", "8", "--lengths", "fixed:in=64,out=16"]
 TCO = ["--price", "tco", "--tco-years", "4", "--pue", "1.3", "--electricity-usd-per-kwh", "0.10"]

@@ -14,7 +14,7 @@ from simulator.cli.main import main
 PRICES = """schema = 1
 [devices.h100-sxm5-80gb]
 usd_per_hour = { value = 2.0, source = "a test price" }
-purchase_usd = { value = 30000.0, source = "a test purchase price" }
+purchase_usd = { value = 30000.0, source = "a test purchase price", basis = "server_share" }
 """
 GPT2 = ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--batch", "4", "--dtype", "bf16", "--fusion", "on",
         "--seq", "128", "--objective", "cost"]

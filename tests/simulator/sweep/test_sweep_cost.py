@@ -27,7 +27,7 @@ batch = [1, 8]
 PRICES = """schema = 1
 [devices.h100-sxm5-80gb]
 usd_per_hour = { value = 2.0, source = "a test price" }
-purchase_usd = { value = 30000.0, source = "a test purchase price" }
+purchase_usd = { value = 30000.0, source = "a test purchase price", basis = "server_share" }
 """
 
 
