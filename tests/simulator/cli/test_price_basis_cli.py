@@ -95,3 +95,13 @@ def test_serve_names_the_basis_beside_the_purchase_price(capsys) -> None:  # typ
     assert rc == 0 and "(tco: 24500 USD over 4 y" in out and "; purchase basis card)" in out
     rc, out, _ = _run(capsys, serve[:-len(TCO)] + ["--json"])  # cloud: the rent has no purchase basis
     assert rc == 0 and "purchase_basis" not in json.loads(out)["cost"]
+
+
+def test_tune_serve_over_a_board_share_and_a_card_warns_once(capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["tune", "llama-2-7b", "--serve", "--hardware", "h200-sxm-141gb,h100-pcie-80gb", "--slo", "tpot_p99<=1 s",
+            "--lengths", "fixed:in=64,out=8", "--probe-requests", "8", "--probe-seconds", "1", "--qps-min", "1",
+            "--qps-max", "4", *TCO, "--json"]
+    rc, out, err = _run(capsys, argv)
+    warnings = [x for x in err.splitlines() if x.startswith("warning: ")]
+    assert rc in (0, 1) and json.loads(out)["model"] == "llama-2-7b", err
+    assert len(warnings) == 1 and "h100-pcie-80gb (card), h200-sxm-141gb (board_share)" in warnings[0]
