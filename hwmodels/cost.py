@@ -169,13 +169,14 @@ def _entry(name: str, entry: Any, p: Path, refs: Mapping[str, Any], known: tuple
 
 
 def _check_basis(buy: Any, where: str, problems: list[str]) -> bool:
-    """Check a purchase table's ``basis`` (one of :data:`PURCHASE_BASES`); append a located problem; True when valid."""
+    """Check a purchase table's ``basis`` (one of :data:`PURCHASE_BASES`, or left out: unstated, as in price files
+    written before the field existed); append a located problem; True when valid."""
     if not isinstance(buy, dict):
         return False
     got = buy.get("basis")
-    if got in PURCHASE_BASES:
+    if got is None or got in PURCHASE_BASES:  # (a user's file may leave it out: "unstated", warned when compared)
         return True
-    state = "missing; got nothing" if got is None else f"unknown purchase basis; got {got!r}"
+    state = f"unknown purchase basis; got {got!r}"
     problems.append(f"{where}.basis: {state}; expected one of {', '.join(PURCHASE_BASES)} (what the price covers)"
                     f"{did_you_mean(str(got), PURCHASE_BASES) if isinstance(got, str) else ''}")
     return False
@@ -190,7 +191,8 @@ def mixed_basis_warning(devices: Sequence[str], table: Mapping[str, Price], mode
     if mode != "tco":
         return None
     names = sorted({d.lower() for d in devices})
-    bases = {n: table[n].purchase_basis for n in names if n in table and table[n].purchase_usd is not None}
+    bases = {n: table[n].purchase_basis or "unstated" for n in names
+             if n in table and table[n].purchase_usd is not None}
     if len(set(bases.values())) < 2:
         return None
     listed = ", ".join(f"{n} ({b})" for n, b in bases.items())
