@@ -764,6 +764,9 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
     if fp8_phase:
         raise PlanError(f"{where}: fp8_linears: a training recipe; got phase {fp8_phase!r}; expected a training step")
     moe = (plan.moe_dispatch, plan.moe_routing, plan.moe_host_sync)
+    if not cfg.experts and plan.moe_rank_capacity_factor is not None:
+        raise PlanError(f"{where}: moe_rank_capacity_factor {plan.moe_rank_capacity_factor}: the model has no experts; "
+                        "expected no MoE options")
     if not cfg.experts and moe != ("sparse", "uniform", False):
         given = [f"{k} {v}" for k, v, d in zip(("moe_dispatch", "moe_routing", "moe_host_sync"), moe,
                                                ("sparse", "uniform", False), strict=True) if v != d]

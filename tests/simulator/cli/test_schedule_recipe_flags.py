@@ -89,3 +89,12 @@ def test_full_iteration_graph_flags_add_the_captures_deferred_frees(capsys: pyte
     assert deferred == 4 * 48 * 2 * 49152 * 2048 * 2 == 72 * 2**30
     assert "reserve.cuda_graph_deferred_frees" not in over["memory_breakdown"]
     assert graph["memory_per_device_bytes"] == pytest.approx(over["memory_per_device_bytes"] + deferred, rel=1e-12)
+
+
+def test_rank_capacity_factor_on_a_dense_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """An MoE option on a model without experts is one located line and exit 2, not a flag silently dropped."""
+    rc = main(["predict", "llama-3-8b", "--train", "--hardware", "dgx-h100", "--dp", "8", "--microbatch", "1",
+               "--global-batch", "8", "--moe-rank-capacity-factor", "1.5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "moe_rank_capacity_factor 1.5: the model has no experts; expected no MoE options" in err[0]
