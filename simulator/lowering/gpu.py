@@ -288,7 +288,7 @@ def _with_scale_swizzle(ctx: LoweringContext, gemm: KernelCost, a_elems: float, 
         latency_s=gemm.latency_s + sum(_f(st.latency_s) for st in parts),
         dram_bytes=gemm.dram_bytes + sum(_f(st.dram_bytes) for st in parts),
         l2_bytes=gemm.l2_bytes + sum(_f(st.l2_bytes) for st in parts), kernels=gemm.kernels + launches,
-        notes="; ".join(x for x in (gemm.notes, f"MXFP8 scale swizzles ({launches} kernels)") if x)
+        notes="; ".join(t for t in (gemm.notes, f"MXFP8 scale swizzles ({launches} kernels)") if t)
         if np.ndim(gemm.compute_s) == 0 else "")
 
 
