@@ -401,7 +401,7 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
                          usd_per_kwh=pr.usd_per_kwh, power_w=watts)
         entry = table.get(name)
         source = entry.purchase_source if entry is not None else ""
-        extra["purchase_basis"] = entry.purchase_basis if entry is not None else ""
+        extra["purchase_basis"] = (entry.purchase_basis or "unstated") if entry is not None else ""
     else:
         q = usd_per_hour(name, pr.mode, prices=table)
         source = table[name].source
