@@ -380,27 +380,13 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
     # a gated up-projection's w0 and w1 are two gmm calls of half the columns (their dlhs keep the full width)
     calls = 1 if op.kind == "grouped_matmul_bwd_data" else max(1, int(op.attrs.get("column_calls", 1)))
     split = megacore_tile_split(n // calls, int(op.attrs.get("tile_cols", 0)), ctx.device.compute.units)
-    cost = cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
-    return _with_lhs_transpose(op, ctx, cost) if op.kind == "grouped_matmul_bwd_weight" else cost
-
-
-def _with_lhs_transpose(op: Op, ctx: LoweringContext, cost: KernelCost) -> KernelCost:
-    """A Megablox weight gradient (``tile_rows`` set) with the copy that transposes its activations first:
-    ``_gmm_bwd`` calls ``backend.tgmm(lhs.swapaxes(0, 1), ...)`` (src/MaxText/kernels/megablox/ops.py @
-    3eb77db3c), and the Pallas call reads its operand in the row-major layout of that ``(k, m)`` view. Inferred,
-    not observed (no HLO dump or profile of these runs states it): XLA materialises that view, writing the
-    routed rows transposed before the kernel runs, one read and one write of them through HBM, serial with
-    the kernel; XLA could instead have the producer of the rows (recomputed in the backward) write the
-    ``(k, m)`` layout directly, at no extra pass. The up-projection's two calls (w0, w1) share one lhs, so
-    one copy per op."""
-    if not int(op.attrs.get("tile_rows", 0)):
-        return cost
-    a = op.inputs[0]
-    moved = 2.0 * int(op.attrs.get("tokens", a.shape[0] * a.shape[1])) * a.shape[2] * element_bytes(a.dtype)
-    t = moved / _hbm(ctx.device)
-    return dataclasses.replace(cost, compute_s=cost.compute_s + t, memory_s=cost.memory_s + t,
-                               dram_bytes=cost.dram_bytes + moved,
-                               notes=f"{cost.notes}; lhs transposed first (tgmm operand): {t * 1e6:.1f} us")
+    # A Megablox weight gradient reads its activations in their own (m, k) layout: ``_gmm_bwd`` passes
+    # ``lhs.swapaxes(0, 1)`` to ``tgmm``, which swaps it back before the Pallas call (``lhs = lhs.swapaxes(0, 1)``,
+    # src/MaxText/kernels/megablox/backend.py @ 3eb77db3c; MaxText/kernels/megablox/gmm.py @ f4db8e4cc), so the
+    # two transposes cancel and no transposed copy of the rows is written. The kernel transposes each (tm, tk)
+    # tile in VMEM instead (``loaded_lhs.swapaxes(0, 1)``), beside its masks of both tiles; no source sizes that
+    # in-kernel work or says whether it overlaps the MXU, so it is not priced (docs/tpu.md).
+    return cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
 
 
 def megacore_tile_split(n: int, tile_n: int, cores: int) -> float:
