@@ -380,27 +380,39 @@ def _tpu_grouped(op: Op, ctx: LoweringContext) -> KernelCost:
     # a gated up-projection's w0 and w1 are two gmm calls of half the columns (their dlhs keep the full width)
     calls = 1 if op.kind == "grouped_matmul_bwd_data" else max(1, int(op.attrs.get("column_calls", 1)))
     split = megacore_tile_split(n // calls, int(op.attrs.get("tile_cols", 0)), ctx.device.compute.units)
+    # A Megablox weight gradient reads its activations in their own (m, k) layout: ``_gmm_bwd`` passes
+    # ``lhs.swapaxes(0, 1)`` to ``tgmm``, which swaps it back before the Pallas call (``lhs = lhs.swapaxes(0, 1)``,
+    # src/MaxText/kernels/megablox/backend.py @ 3eb77db3c; MaxText/kernels/megablox/gmm.py @ f4db8e4cc), so the
+    # two transposes cancel and no transposed copy of the rows is written. The kernel transposes each (tm, tk)
+    # tile in VMEM instead (``loaded_lhs.swapaxes(0, 1)``), beside its masks of both tiles; no source sizes that
+    # in-kernel work or says whether it overlaps the MXU, so it is not priced (docs/tpu.md).
     cost = cost if split == 1.0 else dataclasses.replace(cost, compute_s=cost.compute_s * split)
-    return _with_lhs_transpose(op, ctx, cost) if op.kind == "grouped_matmul_bwd_weight" else cost
+    return _with_split_input_gradient(op, ctx, cost) if op.kind == "grouped_matmul_bwd_data" else cost
 
 
-def _with_lhs_transpose(op: Op, ctx: LoweringContext, cost: KernelCost) -> KernelCost:
-    """A Megablox weight gradient (``tile_rows`` set) with the copy that transposes its activations first:
-    ``_gmm_bwd`` calls ``backend.tgmm(lhs.swapaxes(0, 1), ...)`` (src/MaxText/kernels/megablox/ops.py @
-    3eb77db3c), and the Pallas call reads its operand in the row-major layout of that ``(k, m)`` view. Inferred,
-    not observed (no HLO dump or profile of these runs states it): XLA materialises that view, writing the
-    routed rows transposed before the kernel runs, one read and one write of them through HBM, serial with
-    the kernel; XLA could instead have the producer of the rows (recomputed in the backward) write the
-    ``(k, m)`` layout directly, at no extra pass. The up-projection's two calls (w0, w1) share one lhs, so
-    one copy per op."""
-    if not int(op.attrs.get("tile_rows", 0)):
+def _with_split_input_gradient(op: Op, ctx: LoweringContext, cost: KernelCost) -> KernelCost:
+    """A Megablox input gradient of an up-projection run as ``column_calls`` separate ``gmm`` calls, with the HBM
+    passes their separate outputs add: MaxText calls ``gmm`` once for ``w0`` and once for ``w1``
+    (src/MaxText/layers/moe.py @ 3eb77db3c, lines 1039 and 1046), each a ``custom_vjp`` whose backward writes its own
+    ``dlhs`` of the routed rows' shape in their dtype (``_gmm_bwd``, megablox/ops.py), and the two cotangents of the
+    shared rows are then summed. Priced at the least that costs: each further call writes one more ``[rows, d_model]``
+    array (inside its kernel, so only in its memory time) and the sum, wherever XLA fuses it, reads it once more,
+    serial with the kernels; an unfused add would also write the sum and have its consumer read it, two passes more
+    (not priced: no source says whether XLA fuses it).
+
+    >>> round(393_216 * 7168 * 2 / 1e9, 2)   # DeepSeek-V3 on one chip: GB of the second call's dlhs, a layer
+    5.64
+    """
+    calls = int(op.attrs.get("column_calls", 1))
+    if calls < 2 or not int(op.attrs.get("tile_rows", 0)):
         return cost
-    a = op.inputs[0]
-    moved = 2.0 * int(op.attrs.get("tokens", a.shape[0] * a.shape[1])) * a.shape[2] * element_bytes(a.dtype)
-    t = moved / _hbm(ctx.device)
-    return dataclasses.replace(cost, compute_s=cost.compute_s + t, memory_s=cost.memory_s + t,
-                               dram_bytes=cost.dram_bytes + moved,
-                               notes=f"{cost.notes}; lhs transposed first (tgmm operand): {t * 1e6:.1f} us")
+    a, out = op.inputs[0], op.outputs[0]
+    one = float(int(op.attrs.get("tokens", a.shape[0] * a.shape[1])) * out.shape[2] * element_bytes(out.dtype))
+    extra = (calls - 1) * one
+    t = extra / _hbm(ctx.device)
+    return dataclasses.replace(cost, compute_s=cost.compute_s + t, memory_s=cost.memory_s + 2.0 * t,
+                               dram_bytes=cost.dram_bytes + 2.0 * extra,
+                               notes=f"{cost.notes}; {calls} gmm calls' input gradients summed: {t * 1e6:.1f} us read")
 
 
 def megacore_tile_split(n: int, tile_n: int, cores: int) -> float:

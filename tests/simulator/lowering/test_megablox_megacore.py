@@ -10,8 +10,8 @@ import pytest
 
 from hwmodels.catalog import load_device
 from simulator.engines.analytical import EvalOptions
-from simulator.lowering.common import KernelCost, LoweringContext, lower
-from simulator.lowering.tpu import _with_lhs_transpose, megacore_tile_split
+from simulator.lowering.common import LoweringContext, lower
+from simulator.lowering.tpu import megacore_tile_split
 from workloads.dtypes import DType
 from workloads.ir import Attrs, Op, TensorSpec
 
@@ -27,16 +27,13 @@ def _op(kind: str, a: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...],
               (TensorSpec("y", out, BF16),), Attrs({**BASE, **attrs}), "moe")
 
 
-_ZERO = KernelCost(compute_s=0.0, memory_s=0.0, latency_s=0.0, dram_bytes=0.0, l2_bytes=0.0, smem_bytes=0.0,
-                   matrix_flops=0.0, vector_flops=0.0, rule="r")
-
-
 def _ratio(op: Op, device: str) -> float:
-    """Array time of ``op`` with its n tile over the time without it (the even split over the cores); a weight
-    gradient's transpose of its activations (the same in both) left out."""
+    """Array time of ``op`` with its n tile over the time without it (the even split over the cores); an input
+    gradient's read of its second call's output (the same in both) left out."""
     ctx = LoweringContext(load_device(device), EvalOptions())
     bare = dataclasses.replace(op, attrs=Attrs({k: v for k, v in op.attrs.items() if k != "tile_cols"}))
-    t = _with_lhs_transpose(op, ctx, _ZERO).compute_s if op.kind == "grouped_matmul_bwd_weight" else 0.0
+    one = dataclasses.replace(op, attrs=Attrs({k: v for k, v in op.attrs.items() if k != "column_calls"}))
+    t = lower(op, ctx).compute_s - lower(one, ctx).compute_s if op.kind == "grouped_matmul_bwd_data" else 0.0
     return (lower(op, ctx).compute_s - t) / (lower(bare, ctx).compute_s - t)
 
 
@@ -94,18 +91,44 @@ def test_maxtext_graph_carries_the_tile_to_the_backward():
         assert all("column_calls" not in op.attrs for n, op in gmm.items() if n.startswith("experts_out"))
 
 
-def test_weight_gradient_transposes_its_activations_first():
-    """``_gmm_bwd`` runs ``tgmm(lhs.swapaxes(0, 1), ...)`` (megablox/ops.py @ 3eb77db3c): the routed rows are
-    written transposed before the kernel, a read and a write of them serial with it. DeepSeek-V3's down
-    projection on v5p: 393,216 rows x 2048 bf16 = 1.61 GB each way, 3.22 GB in all."""
-    dev = load_device("tpu-v5p")
-    ctx = LoweringContext(dev, EvalOptions())
+def test_weight_gradient_reads_its_activations_untransposed():
+    """``_gmm_bwd`` runs ``tgmm(lhs.swapaxes(0, 1), ...)`` and ``tgmm`` swaps it back (``lhs = lhs.swapaxes(0, 1)``
+    before its ``pallas_call``, megablox/backend.py @ 3eb77db3c, gmm.py @ f4db8e4cc): the transposes cancel, so the
+    weight gradient is the grouped contraction alone, with no extra pass of the routed rows through HBM.
+
+    DeepSeek-V3's down projection on v5p: 393,216 routed rows over 256 experts in 512-row tiles visit
+    512 x 768 + 255 x 511 = 523,521 rows (2,046 an expert, rounded up), so the same op without Megablox tiles but
+    with those 523,521 rows costs exactly the same."""
+    ctx = LoweringContext(load_device("tpu-v5p"), EvalOptions())
     down = (E, ROWS, FF), (E, ROWS, D), (E, FF, D)
     op = _op("grouped_matmul_bwd_weight", *down)
-    got = _with_lhs_transpose(op, ctx, _ZERO)
-    assert got.dram_bytes == 3_221_225_472
-    hbm = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
-    assert got.compute_s == pytest.approx(3_221_225_472 / hbm) and got.memory_s == got.compute_s
-    # a grouped matmul without Megablox tiles (a GPU stack's graph) pays nothing
-    bare = dataclasses.replace(op, attrs=Attrs({k: v for k, v in op.attrs.items() if k != "tile_rows"}))
-    assert _with_lhs_transpose(bare, ctx, _ZERO) is _ZERO
+    plain = dataclasses.replace(op, attrs=Attrs({"tokens": 523_521, "experts_active": E}))
+    got, want = lower(op, ctx), lower(plain, ctx)
+    assert (got.compute_s, got.memory_s, got.dram_bytes) == (want.compute_s, want.memory_s, want.dram_bytes)
+    assert "transposed" not in got.notes
+    # by hand: each expert's activations (2048 x 2,046), output gradient (2,046 x 7168) and weight gradient
+    # (2048 x 7168) cross HBM once in bf16 (a 2048 x 7168 block fits a core's 64 MiB of VMEM), 67,072,000 bytes
+    # an expert; the 3.22 GB transposed copy of the rows (393,216 x 2048 bf16 each way) is no longer added
+    assert got.dram_bytes == 256 * (2048 * 2046 * 2 + 2046 * 7168 * 2 + 2048 * 7168 * 2) == 17_170_432_000
+
+
+def test_up_projection_input_gradient_of_two_calls():
+    """MaxText runs the gated up-projection as two ``gmm`` calls (w0, w1; moe.py @ 3eb77db3c), each writing its own
+    input gradient of the routed rows, which are then summed: one more write and one more read of a
+    [rows, d_model] bf16 array. DeepSeek-V3 on v5p: 393,216 x 7168 x 2 B = 5,637,144,576 B each way, the read serial
+    with the kernels, the write inside the second kernel (its memory time only)."""
+    dev = load_device("tpu-v5p")
+    ctx = LoweringContext(dev, EvalOptions())
+    up = (E, ROWS, D), (E, D, 2 * FF), (E, ROWS, 2 * FF)
+    two = _op("grouped_matmul_bwd_data", up[2], up[1], up[0], tile_cols=1024, column_calls=2)
+    one = dataclasses.replace(two, attrs=Attrs({k: v for k, v in two.attrs.items() if k != "column_calls"}))
+    got, base = lower(two, ctx), lower(one, ctx)
+    extra = 393_216 * 7168 * 2
+    t = extra / (dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction)
+    assert got.compute_s - base.compute_s == pytest.approx(t)
+    assert got.memory_s - base.memory_s == pytest.approx(2 * t)
+    assert got.dram_bytes - base.dram_bytes == 2 * extra == 11_274_289_152
+    # a GPU stack's graph (no Megablox tiles) runs one input-gradient GEMM: nothing added
+    gpu = dataclasses.replace(two, attrs=Attrs({k: v for k, v in two.attrs.items() if k != "tile_rows"}))
+    gpu_one = dataclasses.replace(gpu, attrs=Attrs({k: v for k, v in gpu.attrs.items() if k != "column_calls"}))
+    assert lower(gpu, ctx).compute_s == lower(gpu_one, ctx).compute_s
