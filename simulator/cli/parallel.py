@@ -235,8 +235,11 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _check_schedule_flags(args: argparse.Namespace) -> None:
     """The schedule-recipe flags are refused where they would change nothing: outside a training step, a pipeline
-    schedule run without pipeline stages, a deferred FSDP sync without FSDP or several runs a step."""
-    given = [f for f in ("moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step") if getattr(args, f, None)]
+    schedule run without pipeline stages, a deferred FSDP sync without FSDP or several runs a step. The training
+    step's own synchronisation and capture flags (--p2p-host-sync, --cuda-graph, --moe-rank-capacity-factor) are
+    refused outside a training step too."""
+    given = [f for f in ("moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step", "p2p_host_sync",
+                         "cuda_graph", "moe_rank_capacity_factor") if getattr(args, f, None)]
     if not given:
         return
     flag = "--" + given[0].replace("_", "-")

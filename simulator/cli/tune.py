@@ -22,6 +22,13 @@ _MODEL_ONLY = ("batch", "dtype", "fusion", "recompute", "tp", "pp", "dp", "globa
                "interleave", "sequence_parallel", "fill", "pipeline_microbatches", "ep", "cp", "microbatch",
                "capacity_factor", "price", "tco_years", "tco_utilization", "pue", "electricity_usd_per_kwh")
 _SYSTOLIC_ONLY = ("rows", "cols", "dataflow", "sram_kib", "sram_split", "dram_words_per_cycle", "clock")
+#: Model-search options a serving search (``--serve``) reads: the candidates' devices, tensor-parallel degrees, dtypes,
+#: serving stack and prices (:mod:`simulator.cli.tune_serve`); every other option of _MODEL_ONLY is refused with it.
+_SERVE_READS = ("tp", "dtype", "framework", "prices", "price", "tco_years", "tco_utilization", "pue",
+                "electricity_usd_per_kwh")
+#: Options ``--serve`` does not read: given with it, they would be dropped without a word.
+_NOT_SERVE = (*(n for n in _MODEL_ONLY if n not in _SERVE_READS), "train", "devices", "constraint", "csv",
+              *_SYSTOLIC_ONLY, "systolic")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -291,7 +298,7 @@ def _fusion(text: str | None) -> list[bool] | None:
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    defaults = {"optimizer": "adamw", "word_bytes": 1, "price": "cloud", "tco_utilization": 1.0}
+    defaults = {"optimizer": "adamw", "word_bytes": 1, "price": "cloud", "tco_utilization": 1.0, "constraint": []}
     return [n for n in names if getattr(args, n, None) not in (None, False, defaults.get(n, None))]
 
 
@@ -305,6 +312,13 @@ def run(args: argparse.Namespace) -> int:
         raise TuneError(f"--rejected: got {args.rejected}; expected a count >= 0")
     if args.serve:  # serving capacity planning: simulator/sweep/tune_serving.py
         from simulator.cli.tune_serve import run_serve
+
+        wrong = _given(args, _NOT_SERVE)
+        if wrong:
+            flag = "--" + wrong[0].replace("_", "-")
+            raise TuneError(f"tune --serve: {flag} is a model-search option; got {flag} with --serve; expected the "
+                            "serving search's own options (--hardware, --tp, --dtype, --framework, --slo, --replicas, "
+                            "--max-num-seqs, --chunk, the price options), or no --serve")
 
         return run_serve(args)
     args.objective = args.objective or "latency"

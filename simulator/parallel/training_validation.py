@@ -462,7 +462,7 @@ def _cuda_graph_config(row: TrainingRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if re.search(r"\bcuda_graph_impl (full_iteration)\b", row["notes"]):
         out["cuda_graph"] = "full_iteration"
-    m = re.search(r"\bmoe_expert_rank_capacity_factor ([0-9.]+[0-9])", row["notes"])
+    m = re.search(r"\bmoe_expert_rank_capacity_factor ([0-9]+(?:\.[0-9]+)?)\b", row["notes"])
     if m:
         out["moe_rank_capacity_factor"] = float(m.group(1))
     return out

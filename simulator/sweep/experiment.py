@@ -225,9 +225,10 @@ OPTION_KEYS: dict[str, _Key] = {
     "cuda_graph": _Key("str", partial(_plan_choices, "cuda_graph"), doc="parallel plan, training: full_iteration, "
                        "Megatron-Core's cuda_graph_impl full_iteration (the step's forward-backward in one CUDA graph; "
                        "unset: none)"),
-    "moe_rank_capacity_factor": _Key("float", minimum=0.0, doc="parallel plan: MoE tokens a rank receives capped at "
-                                     "this factor of its even share (Megatron-Core moe_expert_rank_capacity_factor; "
-                                     "unset: dropless)"),
+    "moe_rank_capacity_factor": _Key("float", minimum=0.0, doc="parallel plan, training, MoE: HybridEP's static "
+                                     "per-rank budget of local tokens x top-k x this factor rows (Megatron-Core "
+                                     "moe_expert_rank_capacity_factor); memory only, no token is dropped; unset: sized "
+                                     "per step"),
 }
 #: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but
 #: ``global_batch``'s None default and ``stage_layers``, a list no axis carries).

@@ -114,3 +114,15 @@ def test_experiment_missing_key_is_not_placed_on_a_top_level_key_of_the_same_nam
     body = several(rc, err, 2, "e.toml", each_names_where=True)
     assert body[0].startswith("  e.toml:3: experiment: unknown key")
     assert body[1].startswith("  e.toml: hardware.name: missing"), body[1]  # not line 1, the experiment's own name
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (("--ep", "2"), "--ep"), (("--cp", "2"), "--cp"), (("--microbatch", "2"), "--microbatch"),
+    (("--capacity-factor", "1.25"), "--capacity-factor"), (("--pp", "2"), "--pp"), (("--dp", "2"), "--dp"),
+    (("--batch", "4"), "--batch"), (("--train",), "--train"), (("--constraint", "latency_s<=1"), "--constraint"),
+])
+def test_tune_serve_refuses_model_search_flags(capsys, extra, flag) -> None:
+    # the serving search reads --hardware, --tp, --dtype, --framework and the price options only: a plan degree,
+    # batch or training flag given beside --serve was dropped without a word and the search ran without it
+    rc, err = cli_exit(capsys, "tune", "llama-2-7b", "--serve", *H100, "--slo", "ttft_p99<=2 s", *extra)
+    one_line(rc, err, f"tune --serve: {flag} is a model-search option; got {flag} with --serve")

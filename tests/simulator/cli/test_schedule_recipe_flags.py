@@ -98,3 +98,19 @@ def test_rank_capacity_factor_on_a_dense_model_is_refused(capsys: pytest.Capture
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "moe_rank_capacity_factor 1.5: the model has no experts; expected no MoE options" in err[0]
+
+
+@pytest.mark.parametrize("model, flags", [
+    ("llama-3-8b", ("--p2p-host-sync",)), ("llama-3-8b", ("--cuda-graph", "full_iteration")),
+    ("qwen3-30b-a3b", ("--moe-rank-capacity-factor", "1.5")),
+])
+def test_training_schedule_flags_without_train_are_refused(capsys: pytest.CaptureFixture[str], model: str,
+                                                           flags: tuple[str, ...]) -> None:
+    """Training recipes on an inference plan: --p2p-host-sync was priced into a prefill (a sync after each stage's
+    send), --cuda-graph and --moe-rank-capacity-factor changed nothing; each is one located line and exit 2, as
+    --moe-a2a-overlap is."""
+    rc = main(["predict", model, "--hardware", "dgx-h100", "--tp", "4", "--pp", "2", "--phase", "prefill", "--batch", "1",
+               *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert f"predict: {flags[0]}: a training recipe; got no --train; expected --train" in err[0]

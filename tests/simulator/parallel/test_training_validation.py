@@ -563,3 +563,14 @@ def test_the_maxtext_profiles_mask_attention_by_segment_ids_wherever_they_price(
         assert opts.tpu_segment_ids and profile_options(name).tpu_segment_ids
         assert mask_vector_ops(True, opts) == 3.0 + 2.0  # the causal mask's 3 operations and the segment ids' 2
     assert mask_vector_ops(True, options_from_settings(PROFILES["xla"].cost_options())) == 3.0
+
+
+@pytest.mark.parametrize("notes, factor", [("moe_expert_rank_capacity_factor 2, cuda_graph_impl full_iteration", 2.0),
+                                           ("moe_expert_rank_capacity_factor 1.5", 1.5),
+                                           ("moe_expert_rank_capacity_factor 10", 10.0)])
+def test_rank_capacity_factor_read_from_notes_whole_numbers_too(notes, factor) -> None:
+    # a whole factor ("2") is as much a stated factor as "1.5": it used to be read as none (dropless budget)
+    from simulator.parallel.training_validation import _cuda_graph_config
+
+    got = _cuda_graph_config({"framework": "Megatron-Bridge (Megatron-Core)", "notes": notes})
+    assert got["moe_rank_capacity_factor"] == factor
