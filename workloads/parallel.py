@@ -132,7 +132,9 @@ class ParallelPlan:
         The dispatcher moves its token counts to the host and waits for them in every MoE layer's forward
         pass (Megatron-Core's dropless dispatchers: the all-to-all splits and the grouped GEMM's ``m_splits``
         are host lists): the ``moe_dispatch`` op carries ``host_sync`` and the step is priced per sync
-        interval (:func:`simulator.parallel.host_sync.sync_interval_excess`).
+        interval (:func:`simulator.parallel.host_sync.sync_interval_excess`). Refused with ``cuda_graph``
+        ``full_iteration`` (a captured graph holds no host wait) and with ``moe_rank_capacity_factor`` (HybridEP's
+        static budget reads no counts on the host).
     grad_reduce_dtype
         Without FSDP, the dtype of the gradient buffer the backward accumulates into and the data-parallel
         ranks reduce (:data:`GRAD_REDUCE_DTYPES`): ``fp32`` is Megatron-Core's ``grad_reduce_in_fp32=True``
@@ -196,7 +198,8 @@ class ParallelPlan:
     moe_rank_capacity_factor
         Megatron-Core's ``moe_expert_rank_capacity_factor``: HybridEP's static per-rank budget of permuted tokens,
         ``local tokens x top-k x factor`` rows (token_dispatcher.py ``_HybridEPManager.setup_metadata``); memory
-        only, the tokens computed stay the routed ones. None: sized per step from the routed count.
+        only, the tokens computed stay the routed ones. None: sized per step from the routed count. Needs
+        ``moe_dispatch`` ``hybridep`` (Megatron-Core refuses it with any other backend but NCCL EP).
     """
 
     tp: int = 1
@@ -334,7 +337,8 @@ CUDA_GRAPHS = ("", "full_iteration")
 
 
 def _cuda_graph_problems(plan: ParallelPlan) -> list[str]:
-    """What is wrong with ``cuda_graph`` and ``moe_rank_capacity_factor`` (each item names the field)."""
+    """What is wrong with ``cuda_graph`` and ``moe_rank_capacity_factor`` (each item names the field), and a
+    ``moe_host_sync`` that either of them rules out."""
     from nodeperf.suggest import did_you_mean
 
     out: list[str] = []
@@ -345,6 +349,20 @@ def _cuda_graph_problems(plan: ParallelPlan) -> list[str]:
     if rf is not None and (isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf < float("inf")):
         out.append(f"moe_rank_capacity_factor: got {rf!r}; expected a number > 0 (e.g. 1.5; none: dropless, "
                    "sized per step)")
+    elif rf is not None and plan.moe_dispatch != "hybridep":
+        # Megatron-Core: "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or
+        # 'ncclep'" (TransformerConfig.__post_init__, transformer_config.py @ NVIDIA/Megatron-LM 6513e3e23)
+        out.append(f"moe_rank_capacity_factor: got {rf:g} with moe_dispatch {plan.moe_dispatch!r}; expected "
+                   "moe_dispatch 'hybridep' (Megatron-Core sets the rank budget for the flex dispatcher's HybridEP "
+                   "backend only)")
+    if plan.moe_host_sync is True and (plan.cuda_graph == "full_iteration" or rf is not None):
+        # a captured graph holds no host wait (CUDA: synchronising a capturing stream is invalid); HybridEP with a
+        # rank budget sizes its buffers statically and the op fuser's grouped MLP takes the counts on the device
+        # (token_dispatcher.py _HybridEPManager.setup_metadata/dispatch, experts.py @ 6513e3e23)
+        why = (f"cuda_graph {plan.cuda_graph!r}" if plan.cuda_graph == "full_iteration"
+               else f"moe_rank_capacity_factor {rf!r}")
+        out.append(f"moe_host_sync: got true with {why}; expected false (a full-iteration CUDA graph captures no "
+                   "host sync, and HybridEP with a rank capacity factor reads no token counts on the host)")
     return out
 
 

@@ -112,7 +112,8 @@ def _schedule_recipe_args(g: argparse._ArgumentGroup) -> None:
                         "every microbatch's cross-stream-freed MoE tensors (docs/training_memory.md)")
     g.add_argument("--moe-rank-capacity-factor", type=_capacity_factor, metavar="F",
                    help="training, MoE: Megatron-Core's moe_expert_rank_capacity_factor, HybridEP's static "
-                        "per-rank budget of tokens x top-k x F rows; memory only (default: sized per step)")
+                        "per-rank budget of tokens x top-k x F rows, with --moe-dispatch hybridep; memory only (default: "
+                        "sized per step)")
     g.add_argument("--pipeline-microbatches", type=positive_int, metavar="N",
                    help="training with --pp > 1: the microbatches of one pipeline schedule run, the step running "
                         "the schedule once per N microbatches, each run with its own fill and drain "

@@ -533,7 +533,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
 
     _check_engine(engine, plan)
     _check_fits_system(plan, system)
-    _check_step_inputs(fp8_linears, system, train, batch, plan)
+    _check_step_inputs(fp8_linears, system, train, batch, plan, phase)
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
@@ -734,11 +734,25 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
     return worst
 
 
+#: plan fields that only a training step reads, with their unset values: the stage exchanges' device syncs are
+#: Megatron-Core's training pipeline's, the full-iteration graph captures a training step's forward-backward, and
+#: the rank capacity factor sizes its dispatch (``predict`` refuses their flags without ``--train`` likewise)
+TRAINING_PLAN_FIELDS = (("p2p_host_sync", False), ("cuda_graph", ""), ("moe_rank_capacity_factor", None))
+
+
 def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch: int | None,
-                       plan: ParallelPlan) -> None:
-    """The fp8 recipe's device (:func:`_check_fp8_device`), and a training step's batch, which is the plan's:
-    a different ``batch`` is refused, not ignored."""
+                       plan: ParallelPlan, phase: str | None = None) -> None:
+    """The fp8 recipe's device (:func:`_check_fp8_device`), a training step's batch, which is the plan's (a
+    different ``batch`` is refused, not ignored), and an inference step's plan without the training-only fields
+    (:data:`TRAINING_PLAN_FIELDS`: one located PlanError naming the first set, not a step priced with a
+    training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
+    if not train:
+        for field, unset in TRAINING_PLAN_FIELDS:
+            got = getattr(plan, field)
+            if got != unset:
+                raise PlanError(f"plan: {field}: a training recipe; got {got!r} with phase {phase or 'prefill'!r}; "
+                                f"expected a training step (train=True) or {field} {unset!r}")
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
@@ -1366,13 +1380,23 @@ def _graph_deferred_frees(sgs: list[tuple[StageGraph, _GraphCost]], plan: Parall
     """Bytes a full-iteration CUDA graph (``plan.cuda_graph``) holds of the tensors Megatron-Core's combined 1F1B
     schedule (``plan.moe_a2a_overlap``) frees across streams, every microbatch's, every MoE layer's
     (:func:`simulator.report.memory.graph_deferred_free_bytes`): (local tokens, top-k, hidden) read off each
-    forward ``moe_router`` op of the stage. 0 without both."""
+    forward ``moe_router`` op of the stage, the inputs freed as ``should_free_input`` decides them from the
+    dispatcher (``plan.moe_dispatch``), fp8 linears (the graph's ``fp8_linears`` recipe, not AQT's ``int8``) and
+    the local experts (the router's experts / ``plan.ep``; :func:`simulator.report.memory.cross_stream_freed_inputs`).
+    0 without both."""
     if plan.cuda_graph != "full_iteration" or not plan.moe_a2a_overlap:
         return 0.0
-    from simulator.report.memory import graph_deferred_free_bytes
+    from simulator.report.memory import cross_stream_freed_inputs, graph_deferred_free_bytes
 
-    layers = [(int(op.inputs[0].shape[0]), int(op.outputs[0].shape[-1]), int(op.inputs[0].shape[-1]))
-              for sg, _ in sgs for op in sg.graph.ops[: sg.forward_ops] if op.kind == "moe_router"]
+    layers = []
+    for sg, _ in sgs:
+        recipe = sg.graph.meta.get("fp8_linears")
+        fp8 = bool(recipe) and recipe != "int8"
+        for op in sg.graph.ops[: sg.forward_ops]:
+            if op.kind == "moe_router":
+                local = max(1, int(op.inputs[1].shape[-1]) // plan.ep)
+                layers.append((int(op.inputs[0].shape[0]), int(op.outputs[0].shape[-1]), int(op.inputs[0].shape[-1]),
+                               cross_stream_freed_inputs(plan.moe_dispatch, fp8, local)))
     return graph_deferred_free_bytes(plan.microbatches, layers, plan.moe_rank_capacity_factor)
 
 

@@ -403,10 +403,11 @@ def _capacity_factor(row: TrainingRecord) -> float | None:
 def _moe_dispatch(row: TrainingRecord) -> str:
     """The ``moe`` column's dispatch: MaxText's dense einsums (``einsum``), DeepEP's kernels (``deepep``: the
     recipe's ``dispatcher: deepep``), Megatron-Core's flex dispatcher with the HybridEP backend (``hybridep``:
-    the recipe's ``moe_flex_dispatcher_backend hybridep``), else the sparse gather/scatter with an all-to-all
-    per (token, expert)."""
+    the recipe's ``moe_flex_dispatcher_backend hybridep``, or notes stating the recipe's "HybridEP flex dispatcher":
+    train-144..147, whose ``moe_expert_rank_capacity_factor`` Megatron-Core accepts only with that backend), else the
+    sparse gather/scatter with an all-to-all per (token, expert)."""
     text = row["moe"].lower()
-    if "hybridep" in text:
+    if "hybridep" in text or re.search(r"\bHybridEP flex dispatcher\b", row["notes"]):
         return "hybridep"
     return "einsum" if "einsum" in text else "deepep" if "deepep" in text else "sparse"
 
@@ -417,8 +418,18 @@ def _moe_host_sync(row: TrainingRecord) -> bool:
     dispatcher's HybridEP and DeepEP backends read the received counts on the host; AutoModel's DeepEP path calls
     ``Buffer.dispatch`` without ``num_worst_tokens``, 'the CPU will wait for GPU's signal to arrive', and hands
     the received counts to the grouped GEMM as a host list, components/moe/megatron/fused_a2a.py and
-    experts.py @ cb97654; :mod:`simulator.parallel.host_sync`)."""
-    return "dropless" in row["moe"].lower()
+    experts.py @ cb97654; :mod:`simulator.parallel.host_sync`). Not a row whose notes state a full-iteration CUDA
+    graph or a HybridEP rank capacity factor (train-144..147, :func:`_cuda_graph_config`): with
+    ``moe_expert_rank_capacity_factor`` HybridEP's budget is fixed in ``setup_metadata`` ("else: num_permuted_tokens
+    stays None; HybridEP sizes buffers dynamically (CPU sync in dispatch)") and the op fuser's grouped MLP keeps
+    the counts on the device (``skip_routed_expert_padding``; token_dispatcher.py, experts.py @ NVIDIA/Megatron-LM
+    6513e3e23), and a captured graph holds no host wait
+    (:attr:`workloads.parallel.ParallelPlan.moe_host_sync` refuses the combination).
+
+    >>> _moe_host_sync({"moe": "dropless", "framework": "Megatron-Bridge", "notes": "cuda_graph_impl full_iteration"})
+    False
+    """
+    return "dropless" in row["moe"].lower() and not _cuda_graph_config(row)
 
 
 def _batch_p2p_sync(pp: int, vp: int) -> bool:

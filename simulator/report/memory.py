@@ -12,7 +12,7 @@ from workloads.ir import Op, OpGraph, Role
 __all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
            "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
            "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes", "hybridep_budget_rows", "graph_deferred_free_bytes",
-           "HYBRIDEP_BUDGET_ALIGN_ROWS", "CROSS_STREAM_FREED_PER_MOE_LAYER"]
+           "HYBRIDEP_BUDGET_ALIGN_ROWS", "cross_stream_freed_inputs"]
 
 
 def check_memory(graph: OpGraph, device: DeviceSpec) -> MemoryCheck:
@@ -213,19 +213,43 @@ def allocator_rounding_bytes(large_tensors: float) -> float:
     return float(large_tensors) * ALLOCATOR_ROUND_LARGE_BYTES / 2.0
 
 
-#: HybridEP's permuted-token budget is rounded up to this many rows when the recipe runs Transformer Engine's
-#: op fuser (``get_align_size_for_quantization``: "CUTLASS kernel for grouped GEMM assumes 256 alignment",
-#: megatron/core/transformer/moe/moe_utils.py @ NVIDIA/Megatron-LM 6513e3e23, the submodule of
-#: Megatron-Bridge 9c0cd2575^, whose ``_enable_hybridep_full_iteration_mxfp8`` sets
-#: ``use_transformer_engine_op_fuser``)
+#: HybridEP's permuted-token budget is rounded up to this many rows whenever a rank capacity factor is set
+#: (``get_align_size_for_quantization``: "CUTLASS kernel for grouped GEMM assumes 256 alignment" under
+#: ``use_transformer_engine_op_fuser``, megatron/core/transformer/moe/moe_utils.py @ NVIDIA/Megatron-LM 6513e3e23,
+#: the submodule of Megatron-Bridge 9c0cd2575^). It applies to every plan that sets one: Megatron-Core refuses
+#: ``moe_expert_rank_capacity_factor`` with the ``hybridep`` backend unless the op fuser is on ("requires
+#: use_transformer_engine_op_fuser to be enabled", ``TransformerConfig.__post_init__``,
+#: megatron/core/transformer/transformer_config.py @ 6513e3e23), and with any backend but ``hybridep``/``ncclep``
+#: (:func:`workloads.parallel._cuda_graph_problems` refuses it without ``moe_dispatch`` ``hybridep``)
 HYBRIDEP_BUDGET_ALIGN_ROWS = 256
-#: tensors of a MoE layer's forward that the combined 1F1B schedule frees across streams: the ``mlp`` node's
-#: input (the dispatched tokens, made on the communication stream) and the ``moe_combine`` node's input (the
-#: experts' output, made on the computation stream): ``should_free_input`` frees both ("mlp" under fp8,
-#: "moe_combine" always; megatron/core/models/common/utils.py @ 6513e3e23), ``ScheduleNode._forward`` calls
-#: ``input.record_stream(self.stream)`` on the other stream, then ``untyped_storage().resize_(0)``
-#: (megatron/core/pipeline_parallel/utils.py @ 6513e3e23)
-CROSS_STREAM_FREED_PER_MOE_LAYER = 2
+
+
+def cross_stream_freed_inputs(dispatch: str, fp8: bool, local_experts: int) -> int:
+    """Inputs of one MoE layer's forward that Megatron-Core's combined 1F1B schedule frees across streams, as
+    ``should_free_input`` decides them (megatron/core/models/common/utils.py @ 6513e3e23) for the schedule nodes
+    that ``TransformerLayerSchedulePlan`` puts on the other stream than their input's maker
+    (models/common/model_chunk_schedule_plan.py: ``moe_dispatch`` and ``moe_combine`` on the communication stream,
+    ``mlp`` on the computation stream); ``ScheduleNode._forward`` records each on its node's stream, then
+    ``untyped_storage().resize_(0)`` (pipeline_parallel/utils.py):
+
+    * ``moe_dispatch`` (the permuted local tokens): only the ``alltoall`` dispatcher (``dispatch`` ``sparse``), and
+      only while ``moe_preprocess`` is outside the per-layer graph scope, which a full-iteration graph's empty
+      ``cuda_graph_modules`` always is; DeepEP's and HybridEP's keep it for the backward;
+    * ``mlp`` (the dispatched tokens): under fp8 ("the casted tensors are saved"); in 16 bits only where the
+      dispatcher's ``dispatch_postprocess`` copies them (``alltoall`` with more than one local expert, DeepEP),
+      not HybridEP's or the one-expert ``alltoall``'s identity, whose output the grouped GEMM saves;
+    * ``moe_combine`` (the experts' output): always.
+
+    ``dispatch``: :attr:`workloads.parallel.ParallelPlan.moe_dispatch` (``sparse``, ``deepep``, ``hybridep``).
+
+    >>> [cross_stream_freed_inputs("hybridep", fp8, 16) for fp8 in (True, False)]
+    [2, 1]
+    >>> [cross_stream_freed_inputs("sparse", False, n) for n in (1, 16)], cross_stream_freed_inputs("deepep", False, 1)
+    ([2, 3], 2)
+    """
+    free_dispatch = dispatch == "sparse"
+    free_mlp = fp8 or (dispatch != "hybridep" and (local_experts > 1 or dispatch != "sparse"))
+    return int(free_dispatch) + int(free_mlp) + 1
 
 
 def hybridep_budget_rows(local_tokens: int, top_k: int, rank_capacity_factor: float | None) -> int:
@@ -242,20 +266,21 @@ def hybridep_budget_rows(local_tokens: int, top_k: int, rank_capacity_factor: fl
     return budget + (-budget % HYBRIDEP_BUDGET_ALIGN_ROWS)
 
 
-def graph_deferred_free_bytes(microbatches: int, moe_layers: Sequence[tuple[int, int, int]],
+def graph_deferred_free_bytes(microbatches: int, moe_layers: Sequence[tuple[int, int, int, int]],
                               rank_capacity_factor: float | None, itemsize: float = 2.0) -> float:
     """Bytes a full-iteration CUDA graph's capture holds of the blocks freed across streams: during a capture
     the caching allocator defers a block with recorded stream uses until the capture ends
     (``needs_events_deferred_until_no_capture``, c10/cuda/CUDACachingAllocator.cpp ``free``; PyTorch
     PR #158352: "the CUDA caching allocator currently defers reclaiming blocks until capture ends", reuse only
-    under the opt-in ``graph_capture_record_stream_reuse``, default False), so every microbatch's
-    :data:`CROSS_STREAM_FREED_PER_MOE_LAYER` dispatch-sized tensors of every MoE layer stay in the graph's
-    pool until the capture's end. ``moe_layers``: (local tokens, top-k, hidden) of each MoE layer; 16-bit
-    tensors. The backward's cross-stream gradients (``g.record_stream``) are not counted: a lower bound.
+    under the opt-in ``graph_capture_record_stream_reuse``, default False), so every microbatch's cross-stream
+    freed inputs (:func:`cross_stream_freed_inputs`) of every MoE layer stay in the graph's pool until the
+    capture's end. ``moe_layers``: (local tokens, top-k, hidden, freed inputs) of each MoE layer; each input
+    dispatch-sized (:func:`hybridep_budget_rows` rows; the ``alltoall`` dispatcher's permuted local tokens are
+    the routed rows too), 16-bit. The backward's cross-stream gradients (``g.record_stream``) are not counted: a
+    lower bound.
 
-    >>> graph_deferred_free_bytes(2, [(4096, 8, 2048)], None) == 2 * 2 * 32768 * 2048 * 2
+    >>> graph_deferred_free_bytes(2, [(4096, 8, 2048, 1)], None) == 2 * 1 * 32768 * 2048 * 2
     True
     """
-    per_mb = sum(CROSS_STREAM_FREED_PER_MOE_LAYER * hybridep_budget_rows(t, k, rank_capacity_factor) * h
-                 for t, k, h in moe_layers)
+    per_mb = sum(n * hybridep_budget_rows(t, k, rank_capacity_factor) * h for t, k, h, n in moe_layers)
     return float(microbatches) * per_mb * itemsize

@@ -227,7 +227,7 @@ OPTION_KEYS: dict[str, _Key] = {
                        "unset: none)"),
     "moe_rank_capacity_factor": _Key("float", minimum=0.0, doc="parallel plan, training, MoE: HybridEP's static "
                                      "per-rank budget of local tokens x top-k x this factor rows (Megatron-Core "
-                                     "moe_expert_rank_capacity_factor); memory only, no token is dropped; unset: sized "
+                                     "moe_expert_rank_capacity_factor; moe_dispatch hybridep); memory only, no token is dropped; unset: sized "
                                      "per step"),
 }
 #: Option keys that are :class:`workloads.parallel.ParallelPlan` fields (every scalar field but

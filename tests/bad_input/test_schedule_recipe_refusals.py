@@ -35,6 +35,14 @@ QWEN = ("predict", "qwen3-30b-a3b", "--hardware", "dgx-h100", "--train", "--micr
      ("predict: --grad-sync-per-step:", "got no --pipeline-microbatches; expected --fsdp and --pipeline-microbatches N")),
     (("--pp", "2", "--dp", "4", "--pipeline-microbatches", "2", "--grad-sync-per-step"),
      ("predict: --grad-sync-per-step:", "got no --fsdp; expected --fsdp")),
+    # a host sync inside a captured graph, or beside HybridEP's static rank budget (train-144..147's recipe)
+    (("--dp", "8", "--ep", "8", "--moe-dispatch", "hybridep", "--moe-a2a-overlap", "--moe-host-sync", "--cuda-graph",
+      "full_iteration"), ("plan: moe_host_sync: got true with cuda_graph 'full_iteration'; expected false",)),
+    (("--dp", "8", "--ep", "8", "--moe-dispatch", "hybridep", "--moe-host-sync", "--moe-rank-capacity-factor", "1.5"),
+     ("plan: moe_host_sync: got true with moe_rank_capacity_factor 1.5; expected false",)),
+    # Megatron-Core sets the rank budget for the HybridEP (or NCCL EP) backend only
+    (("--dp", "8", "--ep", "8", "--moe-rank-capacity-factor", "1.5"),
+     ("plan: moe_rank_capacity_factor: got 1.5 with moe_dispatch 'sparse'; expected moe_dispatch 'hybridep'",)),
 ])
 def test_schedule_recipe_refusals(capsys: pytest.CaptureFixture[str], flags: tuple[str, ...],
                                   parts: tuple[str, ...]) -> None:

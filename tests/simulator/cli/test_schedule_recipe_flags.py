@@ -77,16 +77,18 @@ def test_grad_sync_per_step_syncs_once_a_step(capsys: pytest.CaptureFixture[str]
 
 
 def test_full_iteration_graph_flags_add_the_captures_deferred_frees(capsys: pytest.CaptureFixture[str]) -> None:
-    """--cuda-graph full_iteration with --moe-a2a-overlap and --moe-rank-capacity-factor 1.5: memory only. By hand:
-    4 microbatches x 48 MoE layers x 2 tensors x (4096 tokens x top-8 x 1.5 = 49,152 rows) x 2048 x 2 B = 72 GiB
-    that the capture cannot reuse; the step time is the plan's without the flags."""
-    over = _run(capsys, MOE, "--moe-a2a-overlap")
-    graph = _run(capsys, MOE, "--moe-a2a-overlap", "--cuda-graph", "full_iteration", "--moe-rank-capacity-factor", "1.5")
+    """--cuda-graph full_iteration with --moe-a2a-overlap and HybridEP's --moe-rank-capacity-factor 1.5: memory only.
+    By hand, bf16: 4 microbatches x 48 MoE layers x 1 tensor (moe_combine's input; HybridEP's mlp input is kept for
+    the backward outside fp8) x (4096 tokens x top-8 x 1.5 = 49,152 rows) x 2048 x 2 B = 36 GiB that the capture
+    cannot reuse; the step time is the plan's without the flags."""
+    over = _run(capsys, MOE, "--moe-a2a-overlap", "--moe-dispatch", "hybridep")
+    graph = _run(capsys, MOE, "--moe-a2a-overlap", "--moe-dispatch", "hybridep", "--cuda-graph", "full_iteration",
+                 "--moe-rank-capacity-factor", "1.5")
     assert graph["plan"]["cuda_graph"] == "full_iteration" and graph["plan"]["moe_rank_capacity_factor"] == 1.5
     assert "cuda_graph" not in over["plan"]
     assert graph["latency_s"] == over["latency_s"]
     deferred = graph["memory_breakdown"]["reserve.cuda_graph_deferred_frees"]
-    assert deferred == 4 * 48 * 2 * 49152 * 2048 * 2 == 72 * 2**30
+    assert deferred == 4 * 48 * 1 * 49152 * 2048 * 2 == 36 * 2**30
     assert "reserve.cuda_graph_deferred_frees" not in over["memory_breakdown"]
     assert graph["memory_per_device_bytes"] == pytest.approx(over["memory_per_device_bytes"] + deferred, rel=1e-12)
 
@@ -94,7 +96,7 @@ def test_full_iteration_graph_flags_add_the_captures_deferred_frees(capsys: pyte
 def test_rank_capacity_factor_on_a_dense_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """An MoE option on a model without experts is one located line and exit 2, not a flag silently dropped."""
     rc = main(["predict", "llama-3-8b", "--train", "--hardware", "dgx-h100", "--dp", "8", "--microbatch", "1",
-               "--global-batch", "8", "--moe-rank-capacity-factor", "1.5"])
+               "--global-batch", "8", "--moe-dispatch", "hybridep", "--moe-rank-capacity-factor", "1.5"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "moe_rank_capacity_factor 1.5: the model has no experts; expected no MoE options" in err[0]
