@@ -273,6 +273,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     arrival = parse_arrival(config.arrival, "arrival")
     lspec = parse_lengths(config.lengths, "lengths")
     disagg = parse_disaggregate(config.disaggregate)
+    if disagg and config.replicas != 1:  # the split names every replica: --replicas was dropped without a word
+        raise ServingError(f"replicas: got {config.replicas} with disaggregate prefill={disagg[0]},decode={disagg[1]}; "
+                           f"expected replicas 1: a disaggregated deployment is its {disagg[0]} prefill and {disagg[1]} "
+                           f"decode replicas (for more, raise P and D)")
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)

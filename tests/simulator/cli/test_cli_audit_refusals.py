@@ -1,0 +1,16 @@
+"""Inputs the CLI had accepted and then ignored or mis-reported, each now one located line and exit 2 (or a
+consistent output), found by a pass over every subcommand as a new user runs it."""
+
+from __future__ import annotations
+
+from tests.bad_input.contract import cli_exit, one_line
+
+SERVE_SMALL = ("--lengths", "fixed:in=64,out=8", "--requests", "5")
+
+
+def test_serve_replicas_with_disaggregation_is_refused(capsys) -> None:
+    # prefill=1,decode=1 --replicas 2 ran the very same two replicas as without --replicas (the flag was dropped)
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "dgx-h100", *SERVE_SMALL,
+                       "--disaggregate", "prefill=1,decode=1", "--replicas", "2")
+    one_line(rc, err, "replicas: got 2 with disaggregate prefill=1,decode=1", "expected replicas 1")
+    assert capsys.readouterr().out == ""
