@@ -14,3 +14,10 @@ def test_serve_replicas_with_disaggregation_is_refused(capsys) -> None:
                        "--disaggregate", "prefill=1,decode=1", "--replicas", "2")
     one_line(rc, err, "replicas: got 2 with disaggregate prefill=1,decode=1", "expected replicas 1")
     assert capsys.readouterr().out == ""
+
+
+def test_predict_fsdp_with_zero_1_is_refused(capsys) -> None:
+    # --fsdp --zero 1 printed "plan dp 8 (ZeRO-3)": the stage asked for was dropped
+    rc, err = cli_exit(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--fsdp",
+                       "--zero", "1")
+    one_line(rc, err, "zero_stage: got 1 with fsdp; expected zero_stage 0 or 3")
