@@ -21,3 +21,11 @@ def test_predict_fsdp_with_zero_1_is_refused(capsys) -> None:
     rc, err = cli_exit(capsys, "predict", "llama-2-7b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--fsdp",
                        "--zero", "1")
     one_line(rc, err, "zero_stage: got 1 with fsdp; expected zero_stage 0 or 3")
+
+
+def test_tune_negative_constraint_is_refused(capsys) -> None:
+    # latency_s<=-1 rejected every configuration ("No configuration meets the constraints", exit 1), where
+    # serve --slo refuses a negative bound as bad input
+    rc, err = cli_exit(capsys, "tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--batch", "1", "--dtype", "bf16",
+                       "--constraint", "latency_s<=-1")
+    one_line(rc, err, "--constraint 'latency_s<=-1': negative bound; got '-1'; expected a value >= 0")
