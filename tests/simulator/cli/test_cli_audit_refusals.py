@@ -3,6 +3,8 @@ consistent output), found by a pass over every subcommand as a new user runs it.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bad_input.contract import cli_exit, one_line
 
 SERVE_SMALL = ("--lengths", "fixed:in=64,out=8", "--requests", "5")
@@ -29,3 +31,16 @@ def test_tune_negative_constraint_is_refused(capsys) -> None:
     rc, err = cli_exit(capsys, "tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--batch", "1", "--dtype", "bf16",
                        "--constraint", "latency_s<=-1")
     one_line(rc, err, "--constraint 'latency_s<=-1': negative bound; got '-1'; expected a value >= 0")
+
+
+def test_predict_bound_line_partitions_the_time_on_two_streams(capsys) -> None:
+    import re
+
+    from simulator.cli.main import main
+
+    # on two overlapping streams the line had read "compute 79.1%, memory 23.6%, latency 0.0%" (102.7%)
+    assert main(["predict", "gpt2", "--hardware", "h100-sxm5-80gb", "--batch", "8", "--seq", "512",
+                 "--engine", "des", "--streams", "2"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Bound:"))
+    shares = [float(x) for x in re.findall(r"([0-9.]+)%", line)]
+    assert len(shares) == 3 and sum(shares) == pytest.approx(100.0, abs=0.15)
