@@ -534,6 +534,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_engine(engine, plan)
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan)
+    if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
+        raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
+                        "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
@@ -739,10 +742,30 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
     """The fp8 recipe's device (:func:`_check_fp8_device`), and a training step's batch, which is the plan's:
     a different ``batch`` is refused, not ignored."""
     _check_fp8_device(fp8_linears, system)
+    if not train:
+        _check_inference_plan(plan)
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
                         "ParallelPlan(microbatch=..., global_batch=...)")
+
+
+#: Plan fields of a training step only, each with the test that it is set: an inference step left them out
+#: without a word (offload params even took the weights off the device for free)
+_TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
+    ("grad_reduce_dtype", lambda p: bool(p.grad_reduce_dtype)), ("param_dtype", lambda p: bool(p.param_dtype)),
+    ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),
+    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None))
+
+
+def _check_inference_plan(plan: ParallelPlan) -> None:
+    """An inference step refuses the plan fields only a training step reads (:data:`_TRAINING_ONLY_FIELDS`)."""
+    given = [name for name, is_set in _TRAINING_ONLY_FIELDS if is_set(plan)]
+    if given:
+        shown = ", ".join(f"{n}={getattr(plan, n)!r}" for n in given)
+        raise PlanError(f"plan: {', '.join(given)}: training only; got {shown} for an inference step; expected "
+                        "train=True (--train), or the plan without them")
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
