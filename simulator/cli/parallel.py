@@ -211,7 +211,10 @@ def check_request_flags(args: argparse.Namespace) -> None:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
+    from simulator.cli.common import check_training_flags
+
     check_request_flags(args)
+    check_training_flags(args)
     if args.fp8_params and args.fp8_linears is None:
         raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
                          "--fp8-linears RECIPE with --train")

@@ -44,3 +44,23 @@ def test_predict_bound_line_partitions_the_time_on_two_streams(capsys) -> None:
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Bound:"))
     shares = [float(x) for x in re.findall(r"([0-9.]+)%", line)]
     assert len(shares) == 3 and sum(shares) == pytest.approx(100.0, abs=0.15)
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (("--recompute", "full"), "--recompute full: activation recomputation is a training option; got no --train"),
+    (("--optimizer", "sgd"), "--optimizer sgd: only a training step has an optimizer; got no --train"),
+    (("--phase", "train", "--recompute", "full"), "--recompute full: activation recomputation is a training option"),
+])
+@pytest.mark.parametrize("hardware", [("--hardware", "h100-sxm5-80gb"), ("--hardware", "dgx-h100", "--dp", "2")])
+def test_predict_training_flags_without_train_are_refused(capsys, flags: tuple[str, ...], needle: str,
+                                                           hardware: tuple[str, ...]) -> None:
+    # each had printed the inference step unchanged, the flag dropped
+    rc, err = cli_exit(capsys, "predict", "gpt2", *hardware, *flags)
+    one_line(rc, err, needle)
+
+
+def test_predict_plan_training_fields_without_train_are_refused(capsys) -> None:
+    rc, err = cli_exit(capsys, "predict", "mixtral-8x7b", "--hardware", "dgx-h100", "--offload", "params")
+    one_line(rc, err, "plan: offload: training only; got offload=('params',) for an inference step")
+    rc, err = cli_exit(capsys, "predict", "gpt2", "--hardware", "dgx-h100", "--dp", "2", "--phase", "train")
+    one_line(rc, err, "phase: got 'train' without train=True", "expected train=True (--train)")
