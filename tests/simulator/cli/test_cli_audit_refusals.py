@@ -64,3 +64,14 @@ def test_predict_plan_training_fields_without_train_are_refused(capsys) -> None:
     one_line(rc, err, "plan: offload: training only; got offload=('params',) for an inference step")
     rc, err = cli_exit(capsys, "predict", "gpt2", "--hardware", "dgx-h100", "--dp", "2", "--phase", "train")
     one_line(rc, err, "phase: got 'train' without train=True", "expected train=True (--train)")
+
+
+def test_hardware_list_memory_is_the_figure_fit_checks_use(capsys) -> None:
+    from simulator.cli.main import main
+
+    # an "80 GB" H100 was listed as 74.5 GiB (80e9 B, the marketed figure read as decimal) while predict says
+    # "needs ... of 79.18 GiB" (PyTorch's reported total, memory.hbm.usable_bytes); the TPU keeps its 16 GiB HBM
+    assert main(["hardware"]) == 0
+    rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip()}
+    assert " 79.2 GiB " in rows["h100-sxm5-80gb"] and "74.5 GiB" not in rows["h100-sxm5-80gb"]
+    assert " 16 GiB " in rows["tpu-v5e"]
