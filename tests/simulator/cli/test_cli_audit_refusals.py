@@ -75,3 +75,11 @@ def test_hardware_list_memory_is_the_figure_fit_checks_use(capsys) -> None:
     rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip()}
     assert " 79.2 GiB " in rows["h100-sxm5-80gb"] and "74.5 GiB" not in rows["h100-sxm5-80gb"]
     assert " 16 GiB " in rows["tpu-v5e"]
+
+
+def test_measure_device_name_on_the_cpu_is_refused_before_timing(capsys, tmp_path) -> None:
+    # the quick suite ran (minutes) and wrote rows named "host", the typo'd GPU name dropped without a word
+    out = tmp_path / "m.csv"
+    rc, err = cli_exit(capsys, "measure", "--out", str(out), "--device-name", "h100-sxm5-8gb")
+    one_line(rc, err, "measure: --device-name h100-sxm5-8gb: the device column of a GPU run; got --device cpu")
+    assert not out.exists()
