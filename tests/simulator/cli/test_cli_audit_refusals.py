@@ -83,3 +83,13 @@ def test_measure_device_name_on_the_cpu_is_refused_before_timing(capsys, tmp_pat
     rc, err = cli_exit(capsys, "measure", "--out", str(out), "--device-name", "h100-sxm5-8gb")
     one_line(rc, err, "measure: --device-name h100-sxm5-8gb: the device column of a GPU run; got --device cpu")
     assert not out.exists()
+
+
+def test_serve_summary_names_a_disaggregated_split(capsys) -> None:
+    from simulator.cli.main import main
+
+    # "x 8 replica(s), vllm scheduler" had read as eight colocated replicas
+    assert main(["serve", "llama-2-7b", "--hardware", "dgx-h100", *SERVE_SMALL, "--disaggregate",
+                 "prefill=2,decode=6"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "x 8 replica(s) disaggregated prefill=2,decode=6, vllm scheduler" in head
