@@ -217,6 +217,12 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     from workloads.frameworks import get_profile
 
     profile = get_profile(config.framework, where="framework")
+    if profile.stack:  # a training stack's kernels had priced every serving iteration (predict refuses the same)
+        from workloads.frameworks import PROFILES
+
+        serving = sorted(n for n, p in PROFILES.items() if not p.stack)
+        raise ServingError(f"framework: got {config.framework!r}, a training stack (stack {profile.stack!r}); expected "
+                           f"a serving or inference profile: {', '.join(serving)}")
     if options is not None:
         return options, profile
     from simulator.engines.options import options_from_settings

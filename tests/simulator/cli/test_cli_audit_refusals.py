@@ -93,3 +93,17 @@ def test_serve_summary_names_a_disaggregated_split(capsys) -> None:
                  "prefill=2,decode=6"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert "x 8 replica(s) disaggregated prefill=2,decode=6, vllm scheduler" in head
+
+
+def test_serve_stability_percentage_needs_a_measurement_interval(capsys) -> None:
+    # --stability-percentage 5 alone ran the same requests as without it (only the config echo differed)
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", *SERVE_SMALL,
+                       "--stability-percentage", "5")
+    one_line(rc, err, "stability_percentage: got 5.0 with no measurement_interval_s; expected a measurement interval")
+
+
+def test_serve_refuses_a_training_stack(capsys) -> None:
+    # --framework fsdp2 priced every serving iteration with a training stack's kernels (predict refuses it)
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "dgx-h100", *SERVE_SMALL, "--framework", "fsdp2")
+    one_line(rc, err, "framework: got 'fsdp2', a training stack (stack 'fsdp2'); expected a serving or inference "
+                      "profile: compile, cuda-graphs")
