@@ -375,6 +375,9 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
         if t not in OFFLOAD_TARGETS:
             out.append(f"offload: got {t!r}; expected one of {', '.join(OFFLOAD_TARGETS)}"
                        + did_you_mean(str(t), OFFLOAD_TARGETS))
+    if plan.fsdp and plan.zero_stage in (1, 2):  # fsdp is full sharding: the stage was dropped without a word
+        out.append(f"zero_stage: got {plan.zero_stage} with fsdp; expected zero_stage 0 or 3 (fsdp is full "
+                   "sharding, ZeRO-3; without fsdp for ZeRO-1 or ZeRO-2)")
     sg = plan.shard_group
     if not isinstance(sg, int) or isinstance(sg, bool) or sg < 0:
         out.append(f"shard_group: got {sg!r}; expected a positive integer (0: all data-parallel ranks)")

@@ -166,6 +166,23 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "to --dtype once per forward (a compiled program runs the casts on every call)")
 
 
+def check_training_flags(args: argparse.Namespace) -> None:
+    """``--recompute`` and ``--optimizer`` shape a training step's backward pass and update: without ``--train``
+    they are refused, not dropped (an inference step, or ``--phase train``'s forward pass, has neither)."""
+    if args.train:
+        return
+    optimizer = getattr(args, "optimizer", "adamw")
+    if optimizer == "none":
+        raise ValueError("--optimizer none: only a training step has an optimizer; got no --train; expected --train")
+    if optimizer != "adamw":  # adamw is the default: given or not, nothing is dropped
+        raise ValueError(f"--optimizer {optimizer}: only a training step has an optimizer; got no --train; expected "
+                         "--train")
+    recompute = getattr(args, "recompute", "none")
+    if recompute not in (None, "none"):
+        raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got no --train; "
+                         "expected --train")
+
+
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
     if args.phase == "generate":
         raise ValueError("--phase generate: a whole request (one prefill, then decode steps) is not one graph; "
@@ -175,8 +192,7 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
 
     profile = profile_from_args(args)
     optimizer = getattr(args, "optimizer", "adamw")
-    if optimizer == "none" and not args.train:
-        raise ValueError("--optimizer none: only a training step has an optimizer; got no --train; expected --train")
+    check_training_flags(args)
     extra: dict[str, Any] = {}
     attention = getattr(args, "attention", None)
     if (profile is not None and profile.changes_graph) or attention:

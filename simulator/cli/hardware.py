@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         rates = d.compute.tensor_flops_per_s
         best = "bf16" if "bf16" in rates else ("fp16" if "fp16" in rates else next(iter(rates)))
         rows.append([d.name, d.kind, d.arch, f"{si(rates[best], 'FLOP/s')} {best}",
-                     binary_bytes(d.main_memory.capacity_bytes), si(d.main_memory.read_bandwidth_bytes_per_s, "B/s"),
+                     binary_bytes(d.main_memory.usable), si(d.main_memory.read_bandwidth_bytes_per_s, "B/s"),
                      f"{d.power.tdp_w:.0f} W"])
     print(table(rows, ["device", "kind", "arch", "dense tensor peak", "memory", "bandwidth", "TDP"], align="llllrrr"))
     if systems:

@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     report = sys.stderr if to_stdout(args.out) else sys.stdout
     name = None  # the CPU is "host"; a GPU's catalog name is detected unless given
     if device == "cpu":
+        if args.device_name:  # the whole suite had run and written rows named "host", the name dropped
+            raise ValueError(f"measure: --device-name {args.device_name}: the device column of a GPU run; got "
+                             "--device cpu, whose rows are named host; expected --device cuda (or no --device-name)")
         name = "host"
     elif args.device_name:
         name = args.device_name.strip().lower()

@@ -41,7 +41,8 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--microbatch", type=positive_int, help="sequences per microbatch (training; default 1)")
     g.add_argument("--global-batch", type=positive_int, help="sequences per training step over all replicas")
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"), help="pipeline schedule (default 1f1b)")
-    g.add_argument("--interleave", type=positive_int, help="virtual stages per device (--schedule interleaved)")
+    g.add_argument("--interleave", type=positive_int,
+                   help="virtual stages per device (--schedule interleaved; more than 1 without --schedule selects it)")
     g.add_argument("--stage-layers", type=_layer_counts, metavar="LIST",
                    help="decoder layers of each pipeline stage in model order, comma-separated, pp x interleave "
                         "counts (e.g. 15,16,16,16,16,16,16,15); default: --pipeline-split")
@@ -212,7 +213,10 @@ def check_request_flags(args: argparse.Namespace) -> None:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
+    from simulator.cli.common import check_training_flags
+
     check_request_flags(args)
+    check_training_flags(args)
     if args.fp8_params and args.fp8_linears is None:
         raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
                          "--fp8-linears RECIPE with --train")

@@ -227,8 +227,11 @@ def run(args: argparse.Namespace) -> int:
 def format_summary(s: dict[str, Any]) -> str:
     from simulator.report.formatting import si
 
+    split = s.get("config", {}).get("disaggregate")  # the replicas' roles: the line had read as a colocated run
+    roles = f" disaggregated {split}" if split else ""
     lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
-             f"replica(s), {s['config']['scheduler']} scheduler: {s['requests']} requests over {si(s['makespan_s'], 's')}"]
+             f"replica(s){roles}, {s['config']['scheduler']} scheduler: {s['requests']} requests over "
+             f"{si(s['makespan_s'], 's')}"]
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         if key not in s:  # a summary written before ITL was reported
             continue

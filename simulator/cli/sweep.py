@@ -169,14 +169,15 @@ def _show(args: argparse.Namespace) -> int:
 def where_rows(df: Any, exprs: list[str], known: list[str], where: str) -> Any:
     """The rows of ``df`` that every ``--where`` expression accepts, each run through the bounded
     evaluator of experiment filters (:func:`simulator.sweep.experiment.filter_function`) over the
-    columns ``known`` (NaN read as None). A bad expression, or one that fails on a row, raises a
+    columns ``known`` (NaN read as None; ``latency_s < 1`` leaves out a row without a latency, the row of a
+    failed point, instead of failing on it). A bad expression, or one that fails on a row, raises a
     ValueError located as ``{where}: --where: ...``."""
     from simulator.sweep.experiment import filter_function
     from simulator.sweep.filters import FilterError
 
     for expr in exprs:
         try:
-            accept = filter_function(expr, known)
+            accept = filter_function(expr, known, missing_unordered=True)  # a failed point's empty metrics
         except ValueError as exc:
             raise ValueError(f"{where}: --where: {exc}") from None
         records = df[known].to_dict("records")

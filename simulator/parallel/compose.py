@@ -534,6 +534,9 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_engine(engine, plan)
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan, phase)
+    if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
+        raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
+                        "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
@@ -734,29 +737,39 @@ def _offload_seconds(stages: list[StageResult], plan: ParallelPlan, bw: float, m
     return worst
 
 
-#: plan fields that only a training step reads, with their unset values: the stage exchanges' device syncs are
-#: Megatron-Core's training pipeline's, the full-iteration graph captures a training step's forward-backward, and
-#: the rank capacity factor sizes its dispatch (``predict`` refuses their flags without ``--train`` likewise)
-TRAINING_PLAN_FIELDS = (("p2p_host_sync", False), ("cuda_graph", ""), ("moe_rank_capacity_factor", None))
-
-
 def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch: int | None,
                        plan: ParallelPlan, phase: str | None = None) -> None:
     """The fp8 recipe's device (:func:`_check_fp8_device`), a training step's batch, which is the plan's (a
     different ``batch`` is refused, not ignored), and an inference step's plan without the training-only fields
-    (:data:`TRAINING_PLAN_FIELDS`: one located PlanError naming the first set, not a step priced with a
+    (:data:`_TRAINING_ONLY_FIELDS`: one located PlanError naming those set, not a step priced with a
     training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
     if not train:
-        for field, unset in TRAINING_PLAN_FIELDS:
-            got = getattr(plan, field)
-            if got != unset:
-                raise PlanError(f"plan: {field}: a training recipe; got {got!r} with phase {phase or 'prefill'!r}; "
-                                f"expected a training step (train=True) or {field} {unset!r}")
+        _check_inference_plan(plan, phase)
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
                         "ParallelPlan(microbatch=..., global_batch=...)")
+
+
+#: Plan fields of a training step only, each with the test that it is set: an inference step left them out
+#: without a word (offload params even took the weights off the device for free; the stage exchanges' device
+#: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs)
+_TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("p2p_host_sync", lambda p: p.p2p_host_sync),
+    ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
+    ("grad_reduce_dtype", lambda p: bool(p.grad_reduce_dtype)), ("param_dtype", lambda p: bool(p.param_dtype)),
+    ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),
+    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None))
+
+
+def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
+    """An inference step refuses the plan fields only a training step reads (:data:`_TRAINING_ONLY_FIELDS`)."""
+    given = [name for name, is_set in _TRAINING_ONLY_FIELDS if is_set(plan)]
+    if given:
+        shown = ", ".join(f"{n}={getattr(plan, n)!r}" for n in given)
+        raise PlanError(f"plan: {', '.join(given)}: training only; got {shown} for an inference step (phase "
+                        f"{phase or 'prefill'!r}); expected train=True (--train), or the plan without them")
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,

@@ -495,8 +495,9 @@ def scenario_from_dict(data: Mapping[str, Any], *, where: str = "<scenario>", fo
         p.raise_if_any()
     tasks = _tasks(raw_tasks, p, placement or {})
     names = [t.name for t in tasks]
-    variables = _variables(data.get("variables", {}), names, p)
-    _check_graph(tasks, variables, p)
+    raw_vars = data.get("variables", {})
+    variables = _variables(raw_vars, names, p)
+    _check_graph(tasks, variables, p, declared=frozenset(raw_vars) if isinstance(raw_vars, Mapping) else frozenset())
     p.raise_if_any()
     tasks = _default_priorities(tasks)
     chains = _chains(data.get("chains"), tasks, p)
@@ -689,8 +690,10 @@ def _variables(raw: Any, task_names: list[str], p: _Problems) -> list[Variable]:
     return out
 
 
-def _check_graph(tasks: list[TaskSpec], variables: list[Variable], p: _Problems) -> None:
-    """Unknown predecessors, cycles, variables used where their producer is not upstream."""
+def _check_graph(tasks: list[TaskSpec], variables: list[Variable], p: _Problems, *,
+                 declared: frozenset[str] = frozenset()) -> None:
+    """Unknown predecessors, cycles, variables used where their producer is not upstream. ``declared``: every
+    variable table's name, those with a problem of their own too (their uses are not unknown as well)."""
     by_name = {t.name: t for t in tasks}
     names = list(by_name)
     for t in tasks:
@@ -710,6 +713,8 @@ def _check_graph(tasks: list[TaskSpec], variables: list[Variable], p: _Problems)
     for t in tasks:
         for v in t.variables:
             if v not in produced:
+                if v in declared:  # declared with a problem of its own, already reported
+                    continue
                 known = f"one of {', '.join(var_names)}" if var_names else f"a variable declared as [variables.{v}]"
                 p.add(f"tasks.{t.name}", f"unknown variable {{{v}}}; got {v!r}; expected {known}"
                                          f"{did_you_mean(v, var_names)}")

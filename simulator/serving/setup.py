@@ -217,6 +217,12 @@ def _options(config: ServeConfig, options: Any) -> tuple[Any, Any]:
     from workloads.frameworks import get_profile
 
     profile = get_profile(config.framework, where="framework")
+    if profile.stack:  # a training stack's kernels had priced every serving iteration (predict refuses the same)
+        from workloads.frameworks import PROFILES
+
+        serving = sorted(n for n, p in PROFILES.items() if not p.stack)
+        raise ServingError(f"framework: got {config.framework!r}, a training stack (stack {profile.stack!r}); expected "
+                           f"a serving or inference profile: {', '.join(serving)}")
     if options is not None:
         return options, profile
     from simulator.engines.options import options_from_settings
@@ -273,6 +279,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     arrival = parse_arrival(config.arrival, "arrival")
     lspec = parse_lengths(config.lengths, "lengths")
     disagg = parse_disaggregate(config.disaggregate)
+    if disagg and config.replicas != 1:  # the split names every replica: --replicas was dropped without a word
+        raise ServingError(f"replicas: got {config.replicas} with disaggregate prefill={disagg[0]},decode={disagg[1]}; "
+                           f"expected replicas 1: a disaggregated deployment is its {disagg[0]} prefill and {disagg[1]} "
+                           f"decode replicas (for more, raise P and D)")
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)

@@ -74,6 +74,10 @@ def _check_window(config: ServeConfig) -> float | None:
     """``config.measurement_interval_s`` and ``stability_percentage`` checked (None: no windows)."""
     m, pct = config.measurement_interval_s, config.stability_percentage
     if m is None:
+        if pct != 999.0:  # genai-perf's default; another value had been dropped without windows to compare
+            raise ServingError(f"stability_percentage: got {pct!r} with no measurement_interval_s; expected a "
+                               "measurement interval (--measurement-interval) whose windows it compares, or no "
+                               "stability percentage")
         return None
     if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0 or m != m or m == float("inf"):
         raise ServingError(f"measurement_interval_s: got {m!r}; expected a positive number of seconds")

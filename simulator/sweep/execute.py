@@ -739,16 +739,20 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None, progress:
             if base_v != _num_key(v):
                 norm[full] = _num_key(v)
         status, gd = graph_info[wj]
-        if oj not in opt_info:
-            opt_info[oj] = _options_identity(o)
+        if oj not in opt_info:  # a plan no model could run (shard_group 3 of dp 8) is the point's error, as tp 3 is
+            try:
+                opt_info[oj] = ("ok", _options_identity(o))
+            except _USER_ERRORS as exc:
+                opt_info[oj] = ("error", _user_error(exc))
+        ostatus, od = opt_info[oj]
         c, cj = settings.cost(point)
         key = point_key({"kind": "model", "graph": gd if status == "ok" else wj, "spec": sd,
-                         "overrides": norm, "options": opt_info[oj], **({"cost": c} if cj else {})})
+                         "overrides": norm, "options": od if ostatus == "ok" else oj, **({"cost": c} if cj else {})})
         if key in rows:
             continue
         rows[key] = point
-        if status != "ok":
-            errors.append({"point_key": key, "error": gd})
+        if status != "ok" or ostatus != "ok":
+            errors.append({"point_key": key, "error": gd if status != "ok" else od})
             continue
         grp = groups.get((wj, hw, oj, cj))
         if grp is None:

@@ -1106,7 +1106,8 @@ def _compile_filter(text: str, known: Sequence[str]) -> FilterExpression:
     return compile_filter(text, known)
 
 
-def filter_function(text: str, known: Sequence[str],
-                    aliases: Mapping[str, str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
-    """A filter expression as a function of ``{column: value}`` (used by ``sweep show --where`` and ``plot``)."""
-    return compile_filter(text, known, aliases)
+def filter_function(text: str, known: Sequence[str], aliases: Mapping[str, str] | None = None, *,
+                    missing_unordered: bool = False) -> Callable[[Mapping[str, Any]], bool]:
+    """A filter expression as a function of ``{column: value}`` (used by ``sweep show --where`` and ``plot``;
+    ``missing_unordered``: :func:`~simulator.sweep.filters.compile_filter`'s)."""
+    return compile_filter(text, known, aliases, missing_unordered=missing_unordered)

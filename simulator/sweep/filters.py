@@ -74,10 +74,13 @@ class FilterExpression:
         The columns it reads, in order of first use.
     """
 
-    def __init__(self, text: str, tree: ast.Expression, names: tuple[str, ...]) -> None:
+    def __init__(self, text: str, tree: ast.Expression, names: tuple[str, ...], *, missing_unordered: bool = False) -> None:
         self.text = text
         self.tree = tree
         self.names = names
+        #: an ordering comparison (< <= > >=) with None is False, not an error: a results row without a value
+        #: (a point that failed) is not kept by ``latency_s < 1``, as SQL's NULL is not
+        self.missing_unordered = missing_unordered
 
     def __call__(self, env: Mapping[str, Any]) -> bool:
         return bool(self.value(env))
@@ -127,6 +130,9 @@ class FilterExpression:
             left = self._ev(node.left, env)
             for op, right_node in zip(node.ops, node.comparators, strict=True):
                 right = self._ev(right_node, env)
+                if self.missing_unordered and (left is None or right is None) and \
+                        isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+                    return False
                 try:
                     ok = _CMP[type(op)](left, right)
                 except TypeError:
@@ -206,10 +212,12 @@ def _near_column(got: str, known: Sequence[str]) -> str:
     return f"; did you mean {last[m[0]]!r}?" if m else ""
 
 
-def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] | None = None) -> FilterExpression:
+def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] | None = None, *,
+                   missing_unordered: bool = False) -> FilterExpression:
     """Parse and check a filter over the columns ``known`` (a short name is the unique column it ends).
 
-    ``aliases`` maps other spellings (a ``df.query``-style identifier) to columns.
+    ``aliases`` maps other spellings (a ``df.query``-style identifier) to columns. ``missing_unordered``: an
+    ordering comparison with None is False (results rows of failed points), not an error.
 
     Raises
     ------
@@ -280,7 +288,7 @@ def compile_filter(text: str, known: Sequence[str], aliases: Mapping[str, str] |
         tree = check(tree)  # type: ignore[assignment]
     except RecursionError:
         raise FilterError(f"expression nested too deeply; got {text[:40]!r}...; expected a flatter expression") from None
-    return FilterExpression(text, tree, tuple(names))
+    return FilterExpression(text, tree, tuple(names), missing_unordered=missing_unordered)
 
 
 def _parse_filter(text: Any) -> ast.Expression:

@@ -25,7 +25,7 @@ def parse_metric(spec: str, columns: Sequence[str]) -> tuple[str, float]:
             text, sign = text[len(prefix):].strip(), s
             break
     if text not in columns:
-        raise ValueError(f"pareto: metric; got {spec!r}; expected a column of the results "
+        raise ValueError(f"metric; got {spec!r}; expected a column of the results "
                          f"({', '.join(columns)}), optionally prefixed max: or min:{did_you_mean(text, columns)}")
     return text, sign
 
@@ -98,7 +98,10 @@ def pareto_front(df: Any, metrics: Sequence[str]) -> Any:
         raise ValueError(f"pareto: metrics; got {list(metrics)!r}; expected two or more metric names "
                          "(e.g. latency_s,energy_j)")
     cols = [str(c) for c in df.columns]
-    parsed = [parse_metric(m, cols) for m in metrics]
+    try:
+        parsed = [parse_metric(m, cols) for m in metrics]
+    except ValueError as exc:  # parse_metric names no caller: it orders sweep show's --sort too
+        raise ValueError(f"pareto: {exc}") from None
     names = [n for n, _ in parsed]
     if len(set(names)) != len(names):
         raise ValueError(f"pareto: metrics; got {list(metrics)!r}; expected each metric once")

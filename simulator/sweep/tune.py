@@ -279,7 +279,10 @@ def parse_constraint(text: str, allowed: Iterable[str] | None = None) -> Constra
         if not math.isfinite(factor) or factor <= 0:
             raise TuneError(f"{where}: factor of capacity must be positive; got {factor:g}; expected e.g. 0.9*capacity")
         return Constraint(name, op, factor, "capacity", text.strip())
-    return Constraint(name, op, _parse_value(metric, rhs, where), "", text.strip())
+    value = _parse_value(metric, rhs, where)
+    if value < 0:  # no metric is negative: an upper bound below 0 rejected every configuration, a lower one none
+        raise TuneError(f"{where}: negative bound; got {rhs!r}; expected a value >= 0 ({name} is never negative)")
+    return Constraint(name, op, value, "", text.strip())
 
 
 # --------------------------------------------------------------------------------------------- space

@@ -141,6 +141,8 @@ def test_plans_that_do_not_divide_name_the_dimension_and_the_nearest_values(plan
     (dict(cuda_graph="full_iteraton"), "cuda_graph: got 'full_iteraton'; expected one of 'full_iteration' or ''"
                                        " (none); did you mean 'full_iteration'"),
     (dict(moe_rank_capacity_factor=0), "moe_rank_capacity_factor: got 0; expected a number > 0"),
+    (dict(dp=8, fsdp=True, zero_stage=1), "zero_stage: got 1 with fsdp; expected zero_stage 0 or 3"),  # was dropped
+    (dict(dp=8, fsdp=True, zero_stage=2), "zero_stage: got 2 with fsdp; expected zero_stage 0 or 3"),
 ])
 def test_bad_plans_are_located_errors(kw: dict, needle: str) -> None:
     with pytest.raises(PlanError) as exc:

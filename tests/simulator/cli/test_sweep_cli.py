@@ -85,6 +85,7 @@ def test_run_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     (["sweep", "show", "{out}", "--where", "bach == 1"], "did you mean 'workload.batch'"),
     (["sweep", "show", "{out}", "--pareto", "latency_s"], "two or more"),
     (["sweep", "show", "{out}", "--sort", "latncy_s"], "did you mean 'latency_s'"),
+    (["sweep", "show", "{out}", "--sort", "energy"], "sweep show: --sort: metric; got 'energy'"),  # was "pareto: metric"
     (["sweep", "{exp}", "--out", "{out}", "--scheduler", "tcp//x:1"], "unknown scheduler"),
     (["sweep", "{exp}", "--out", "{tmp}/r.txt"], "unknown store format"),
     (["sweep", "{bad}", "--out", "{out}"], "exp_bad.toml:13: axes.hardware.memory.hbm.read_bandwidth_bytes_per_s"),
@@ -181,3 +182,22 @@ def test_show_columns_in_human_units() -> None:
     assert column_scale("s", [0.5, 0.00123]) == (1e-3, "ms")  # 500 ms and 1.23 ms
     assert column_scale("s", [1.5, 0.00123]) == (1.0, "s")
     assert column_scale("B/s", [float("nan")]) == (1.0, "B/s")
+
+
+def test_where_on_a_metric_leaves_out_the_rows_of_failed_points(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A store with an error row: ``--where 'latency_s < 1'`` keeps the rows that have a latency under 1 s and
+    leaves out the failed point's empty one (it had failed the whole command: 'cannot compare None with 1')."""
+    out = tmp_path / "r.sqlite"
+    exp = tmp_path / "e.toml"
+    exp.write_text('metrics = ["latency_s"]\n[workload]\nmodel = "gpt2"\nphase = "decode"\n[hardware]\n'
+                   'name = "dgx-h100"\n[axes.options]\ntp = [1, 5]\n', encoding="utf-8")
+    run_sweep(exp, out, scheduler="synchronous")
+    df = load_results(out)
+    assert df["error"].notna().sum() == 1 and df["latency_s"].isna().sum() == 1  # tp 5 divides no head count
+    rc, text, err = _run(capsys, "sweep", "show", str(out), "--where", "latency_s < 1", "--csv", "-")
+    assert rc == 0, err
+    rows = text.splitlines()[1:]
+    assert len(rows) == 1 and rows[0].split(",")[0] == "1"  # the tp 1 row
+    rc, text, err = _run(capsys, "sweep", "show", str(out), "--where", "error != None", "--csv", "-")
+    assert rc == 0 and len(text.splitlines()) == 2

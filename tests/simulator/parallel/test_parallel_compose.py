@@ -185,6 +185,25 @@ def test_plan_larger_than_the_system_is_refused() -> None:
         evaluate_plan("llama-2-7b", load_device("h100-sxm5-80gb"), ParallelPlan(tp=2), phase="decode")
 
 
+@pytest.mark.parametrize(("plan", "needle"), [
+    # offload params had taken the 87.5 GiB of Mixtral's weights off each device at no host-link time
+    (ParallelPlan(offload=("params",)), "plan: offload: training only; got offload=('params',) for an inference step"),
+    (ParallelPlan(dp=2, fsdp=True, loss_chunks=2), "plan: fsdp, loss_chunks: training only"),
+    (ParallelPlan(dp=2, zero_stage=1), "plan: zero_stage: training only"),
+    (ParallelPlan(param_dtype="bf16", grad_reduce_dtype="fp32"), "plan: grad_reduce_dtype, param_dtype: training only"),
+    (ParallelPlan(cuda_graph="full_iteration"), "plan: cuda_graph: training only"),
+])
+def test_training_only_plan_fields_are_refused_for_an_inference_step(plan: ParallelPlan, needle: str) -> None:
+    with pytest.raises(PlanError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        evaluate_plan("llama-2-7b", DGX, plan, phase="prefill", seq=128)
+
+
+def test_phase_train_without_train_is_refused_not_reported_as_an_iteration() -> None:
+    # the forward pass alone had been printed as "Iteration: 1.32 ms ... 1f1b schedule" (the step: 6.27 ms)
+    with pytest.raises(PlanError, match="phase: got 'train' without train=True"):
+        evaluate_plan("gpt2", DGX, ParallelPlan(dp=2), phase="train")
+
+
 # ------------------------------------------------------------------------------------------------
 # the engine contract, the command line, clusters and validation
 

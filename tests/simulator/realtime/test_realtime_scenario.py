@@ -323,6 +323,30 @@ def test_variable_must_be_produced_upstream(tmp_path):
     assert "bad.toml: tasks.a: variable {n} is produced by 'b', which is not upstream of 'a'" in msg
 
 
+def test_a_bad_variable_is_one_problem_not_also_an_unknown_one_where_used(tmp_path):
+    # mean = nan had also reported "tasks.a: unknown variable {n}" for the variable declared just above
+    msg = _bad(tmp_path, """
+        [variables.n]
+        distribution = "poisson"
+        mean = nan
+        produced_by = "a"
+        [[tasks]]
+        name = "a"
+        model = "copy:bytes=64"
+        device = "gpu"
+        rate = "10 Hz"
+        deadline = "10 ms"
+        [[tasks]]
+        name = "b"
+        model = "gemm:m={n},n=64,k=64"
+        device = "gpu"
+        after = ["a"]
+        deadline = "10 ms"
+    """)
+    assert "bad.toml: variables.n.mean: not a positive number; got nan" in msg
+    assert "unknown variable" not in msg and "problems" not in msg
+
+
 def test_cli_bad_inputs_exit_2_with_one_line(tmp_path, scenario, capsys):
     assert main(["realtime", str(tmp_path / "missing.toml"), "--hardware", "l4"]) == 2
     assert "missing.toml: file not found" in capsys.readouterr().err

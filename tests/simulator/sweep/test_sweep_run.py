@@ -399,6 +399,15 @@ context = 128
         rep = evaluate(g, sys_hw, EvalOptions(plan=ParallelPlan(tp=int(row["options.tp"]))))
         assert row["latency_s"] == pytest.approx(rep.totals.latency_s, rel=1e-12)
         assert row["memory_bytes"] == rep.memory.required_bytes
+    # a plan no model can run (shard_group 3 of dp 8, without fsdp) is its point's error row too, as tp 3 on a
+    # 32-head model is; it had ended the whole sweep with one unlocated line while the points were keyed
+    f3 = tmp_path / "s.toml"
+    f3.write_text(head + '[hardware]\nname = "dgx-h100"\n[options]\ndp = 8\n[axes.options]\nshard_group = [0, 3]\n',
+                  encoding="utf-8")
+    dfs = load_results(_run(f3, tmp_path / "s.sqlite", "synchronous")).set_index("options.shard_group").sort_index()
+    assert dfs["error"].isna().tolist() == [True, False]
+    assert dfs.loc[3, "error"].startswith("plan: shard_group: got 3 with dp 8 and no fsdp")
+    assert np.isnan(dfs.loc[3, "latency_s"]) and dfs.loc[0, "latency_s"] > 0
     ana = dfp[dfp["options.engine"] == "analytical"].set_index("options.tp")
     # the plan reached the engine: tp 2 holds half of GPT-2's weights per device, and NCCL's buffers for its
     # communicator (docs/training_memory.md), which outweigh the saving for a model this small

@@ -75,6 +75,8 @@ def test_constraint_relative_to_capacity() -> None:
     ("memory_per_device<=0.9*capcity", "did you mean 'capacity'"),
     ("memory_per_device<=-1*capacity", "factor of capacity must be positive"),
     ("energy_j<=3 W", "not a unit of energy_j"),
+    ("latency_s<=-1 ms", "negative bound; got '-1 ms'; expected a value >= 0"),  # every configuration rejected, exit 1
+    ("throughput_per_s>=-5", "negative bound"),
     ("__import__('os')<=1", "malformed constraint"),
 ])
 def test_bad_constraints_are_one_located_line(text: str, needle: str) -> None:
