@@ -39,7 +39,7 @@ def test_gemv_params_changes_only_the_dram_fraction():
     assert gpu.gemv_params(none) is none
 
 
-@pytest.mark.parametrize(("opts", "fraction"), [(EvalOptions(), 0.733), (EvalOptions(gemv_generated=True), 0.758)])
+@pytest.mark.parametrize(("opts", "fraction"), [(EvalOptions(), 0.733), (EvalOptions(gemv_generated=True), 0.873)])
 def test_a_one_row_gemm_streams_at_the_gemv_figure_unless_generated(opts, fraction):
     dev = load_device("a100-sxm4-80gb")
     rec = evaluate(build_micro("gemm:m=1,n=16384,k=16384", "fp16"), dev, opts).records[0]
@@ -51,4 +51,4 @@ def test_a_one_row_gemm_streams_at_the_gemv_figure_unless_generated(opts, fracti
 def test_two_rows_are_not_a_gemv():
     dev = load_device("a100-sxm4-80gb")
     rec = evaluate(build_micro("gemm:m=2,n=16384,k=16384", "fp16"), dev).records[0]
-    assert rec.memory_s == pytest.approx(rec.dram_bytes / (2039e9 * 0.758), rel=1e-9)
+    assert rec.memory_s == pytest.approx(rec.dram_bytes / (2039e9 * 0.873), rel=1e-9)
