@@ -48,8 +48,9 @@ def test_rows_are_predicted_as_the_collector_ran_them():
 # (bias +12.8 -> +11.7%: rows priced fast get faster; docs/accuracy.md "The B200's streaming rate").
 # The A100's DRAM at gpu-stream's triad (0.873, was MT4G's read kernel 0.758): A100 6.5 -> 9.3% (bias -4.4 -> -7.7%),
 # its M = 16 and M = 128 weight-streaming GEMMs 10-23% fast: cuBLAS's tensor-core kernels at small M stream below a
-# plain streaming kernel, as its M = 1 GEMV does (efficiency.gemv_bandwidth_fraction), a rate not yet modelled.
-ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 9.5, "b200": 33.0}
+# plain streaming kernel, as its M = 1 GEMV does (efficiency.gemv_bandwidth_fraction); with that rate for library
+# GEMMs of up to 64 rows (cuBLAS M = 16 and 64 measured, ml-explore/mlx PR #3255): A100 9.3 -> 7.5%.
+ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 8.0, "b200": 33.0}
 
 
 @pytest.mark.parametrize("device", sorted(ACHIEVED))
