@@ -640,14 +640,23 @@ class GpuParams:
     # (efficiency.decode_attention_bandwidth_fraction and ..._fp8_...); None: dram_fraction
     decode_dram_fraction: ArrayLike | None = None
     decode_fp8_dram_fraction: ArrayLike | None = None
-    # DRAM fraction a GEMM with one row or one column (a library GEMV kernel) streams its matrix at
-    # (efficiency.gemv_bandwidth_fraction); None: dram_fraction
+    # DRAM fraction a library GEMM with one row or column (its GEMV kernel), or up to LIBRARY_SKINNY_GEMM_MAX_ROWS,
+    # streams its matrix at (efficiency.gemv_bandwidth_fraction); None: dram_fraction
     gemv_dram_fraction: ArrayLike | None = None
 
 
+#: The most rows (or columns) of a library GEMM that streams its matrix at ``efficiency.gemv_bandwidth_fraction``:
+#: the largest M at which cuBLAS's skinny GEMMs were measured to stream (ml-explore/mlx PR #3255, A100, fp16
+#: ``cublasGemmStridedBatchedEx`` at N = K = 16384, bytes A + B + C by zcbenz/qmm ``qmm_sm80.cu``: M = 16 1660.8 GB/s,
+#: M = 64 1577.0 GB/s, 0.815 and 0.773 of 2039 GB/s, against 0.830 for M = 1 of the same matrix, PR #3197). A
+#: scope, not a rate: beyond it no skinny-GEMM measurement says which rate a library kernel streams at.
+LIBRARY_SKINNY_GEMM_MAX_ROWS = 64
+
+
 def gemv_params(p: GpuParams) -> GpuParams:
-    """``p`` with the DRAM fraction of a matrix-vector product (``p.gemv_dram_fraction``): the rate at which a
-    GEMM with one row or one column streams its matrix; ``p`` itself where the device has no such figure."""
+    """``p`` with the DRAM fraction of a library matrix-vector product (``p.gemv_dram_fraction``): the rate at which
+    a library GEMM with one row or column, or a skinny one (:data:`LIBRARY_SKINNY_GEMM_MAX_ROWS`), streams its matrix;
+    ``p`` itself where the device has no such figure."""
     if p.gemv_dram_fraction is None:
         return p
     return dataclasses.replace(p, dram_fraction=p.gemv_dram_fraction)

@@ -116,13 +116,15 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
 
 
 def _library_gemv(ctx: LoweringContext, m: int, n: int, batch: int, a_operand: Any, kernel: Any) -> bool:
-    """Whether a GEMM is one matrix-vector product run by the library's GEMV kernel (one row or one column, one
-    batch entry, no implicit operand, no fixed kernel): it then streams its matrix at
-    ``efficiency.gemv_bandwidth_fraction`` (:func:`hwmodels.gpu.gemv_params`). Not under
-    ``EvalOptions.gemv_generated``, where Inductor decomposes a one-row matmul into a generated product-and-sum."""
-    if 1 not in (m, n) or batch != 1 or a_operand is not None or kernel is not None:
+    """Whether a GEMM is a skinny product run by the library (at most
+    :data:`hwmodels.gpu.LIBRARY_SKINNY_GEMM_MAX_ROWS` rows or columns, one batch entry, no implicit operand, no
+    fixed kernel): it then streams its matrix at ``efficiency.gemv_bandwidth_fraction``
+    (:func:`hwmodels.gpu.gemv_params`), the rate measured for the library's GEMV and its skinny GEMMs. A one-row
+    product is not the library's under ``EvalOptions.gemv_generated``, where Inductor decomposes it into a generated
+    product-and-sum."""
+    if min(m, n) > gpu.LIBRARY_SKINNY_GEMM_MAX_ROWS or batch != 1 or a_operand is not None or kernel is not None:
         return False
-    return not getattr(ctx.options, "gemv_generated", False)
+    return 1 not in (m, n) or not getattr(ctx.options, "gemv_generated", False)
 
 
 def _tactic_at(p: gpu.GpuParams, cands: tuple[gpu.TileCandidate, ...], tactic_m: int, n: int, k: int,

@@ -46,7 +46,11 @@ def test_rows_are_predicted_as_the_collector_ran_them():
 # A100 6.6 -> 6.5%, L40S 18.9 -> 20.6% (its 350 W limit now takes lower-traffic kernels that are priced faster)
 # The B200 streaming at its own measured rate (0.850 of 8 TB/s, not the H100's 0.821): B200 31.8 -> 32.6%
 # (bias +12.8 -> +11.7%: rows priced fast get faster; docs/accuracy.md "The B200's streaming rate").
-ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 7.0, "b200": 33.0}
+# The A100's DRAM at gpu-stream's triad (0.873, was MT4G's read kernel 0.758): A100 6.5 -> 9.3% (bias -4.4 -> -7.7%),
+# its M = 16 and M = 128 weight-streaming GEMMs 10-23% fast: cuBLAS's tensor-core kernels at small M stream below a
+# plain streaming kernel, as its M = 1 GEMV does (efficiency.gemv_bandwidth_fraction); with that rate for library
+# GEMMs of up to 64 rows (cuBLAS M = 16 and 64 measured, ml-explore/mlx PR #3255): A100 9.3 -> 7.5%.
+ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 8.0, "b200": 33.0}
 
 
 @pytest.mark.parametrize("device", sorted(ACHIEVED))
@@ -73,7 +77,9 @@ def test_a100_medium_and_large_gemms_at_the_cp_async_tile_rate(errors):
     # M = 128 (-9.3% power-blind, -13.4% now): DRAM-bound GEMMs the model has drawing over 400 W with a 128 x 64
     # tile (432 W at m=128, n=12288, k=4096), which the power-blind choice then stretched; chosen under the limit
     # the 128 x 128 tile fits. The measured kernels are slower than either: a cost the power draw stood in for.
-    assert float(np.mean(a100[128])) == pytest.approx(-13.4, abs=1.0)
+    # -20.2% with the A100's DRAM at gpu-stream's triad (0.873 for MT4G's read, 0.758): these weight-streaming
+    # GEMMs are DRAM-bound, and cuBLAS's kernels stream below a plain streaming kernel (docs/accuracy.md)
+    assert float(np.mean(a100[128])) == pytest.approx(-20.2, abs=1.0)
     # -0.5% power-blind, -3.5% with the kernel chosen under the 400 W limit, -4.2% with the GA100 V-f line (a kernel
     # over the limit lowers its clock and voltage instead of stretching at constant energy: it runs faster)
     assert abs(float(np.mean(a100[512]))) < 5

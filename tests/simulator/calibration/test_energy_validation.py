@@ -88,9 +88,11 @@ def test_predicted_energy_by_hand() -> None:
 def test_error_figures_at_their_measured_values(result: dict) -> None:
     a = result["all"]
     assert a["n"] == 69 and result["not_scored"] == 26
-    assert a["energy"]["mape"] == pytest.approx(9.33, abs=0.05)
-    assert a["power"]["mape"] == pytest.approx(17.97, abs=0.05)
-    assert a["latency"]["mape"] == pytest.approx(13.40, abs=0.05)
+    # the A100's DRAM at gpu-stream's triad (0.873, was MT4G's read kernel 0.758): energy 9.33 -> 12.40%, power
+    # 17.97 -> 13.57%, latency 13.40 -> 4.04% (docs/accuracy.md, "The A100 streaming figure")
+    assert a["energy"]["mape"] == pytest.approx(12.40, abs=0.05)
+    assert a["power"]["mape"] == pytest.approx(13.57, abs=0.05)
+    assert a["latency"]["mape"] == pytest.approx(4.04, abs=0.05)
     k = result["by_kind"]
     assert set(k) == {"gemm", "elementwise", "roofline"}
     assert k["gemm"]["n"] == 6 and k["gemm"]["energy"]["mape"] == pytest.approx(3.69, abs=0.05)
@@ -98,16 +100,19 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
     # 3.73% / 2.34% energy / power with the 0.99 Ampere SGEMM placeholder, 3.87% / 1.93% at FlagPerf's measured 0.9605;
     # 3.69% / 2.01% with the GA100 V-f line ([dvfs]: the tensor energies are those at 1410 MHz, the GEMMs hold ~1.36-1.41 GHz)
     assert k["gemm"]["power"]["mape"] == pytest.approx(2.01, abs=0.05)
-    assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(10.94, abs=0.05)
-    assert k["elementwise"]["power"]["mape"] == pytest.approx(23.14, abs=0.05)
-    assert k["roofline"]["n"] == 21 and k["roofline"]["energy"]["mape"] == pytest.approx(7.68, abs=0.05)
+    # the 42 PyTorch elementwise rows at the stream triad: latency within 2% (1.93%), energy 10.94 -> 15.58%, power
+    # 23.14 -> 16.65%: their dynamic energy was short by what the too-long time added at static power
+    assert k["elementwise"]["n"] == 42 and k["elementwise"]["energy"]["mape"] == pytest.approx(15.58, abs=0.05)
+    assert k["elementwise"]["power"]["mape"] == pytest.approx(16.65, abs=0.05)
+    assert k["elementwise"]["latency"]["mape"] == pytest.approx(1.93, abs=0.05)
+    assert k["roofline"]["n"] == 21 and k["roofline"]["energy"]["mape"] == pytest.approx(8.52, abs=0.05)
     # the FlagPerf A100 rows (gemm + elementwise)
     flag = [r for r in result["rows"] if r["in_score"] and r["kind"] != "roofline"]
     s = error_stats([r["predicted_energy_j"] for r in flag], [r["measured_energy_j"] for r in flag])
-    assert s["n"] == 48 and s["mape"] == pytest.approx(10.04, abs=0.05) and s["bias"] == pytest.approx(-9.54, abs=0.05)
+    assert s["n"] == 48 and s["mape"] == pytest.approx(14.09, abs=0.05) and s["bias"] == pytest.approx(-13.89, abs=0.05)
     # per device: energy, power and latency apart (three GPUs, two vendors)
     assert list(result["by_device"]) == ["a100-sxm4-40gb", "h200-sxm-141gb", "mi300x"]
-    want = {"a100-sxm4-40gb": (55, 9.25, 18.96, 14.18), "h200-sxm-141gb": (7, 10.62, 25.86, 12.95),
+    want = {"a100-sxm4-40gb": (55, 13.09, 13.44, 2.44), "h200-sxm-141gb": (7, 10.62, 25.86, 12.95),
             "mi300x": (7, 8.71, 2.31, 7.76)}
     for dev, (n, e, p, lat) in want.items():
         d = result["by_device"][dev]
@@ -116,7 +121,8 @@ def test_error_figures_at_their_measured_values(result: dict) -> None:
         assert d["power"]["mape"] == pytest.approx(p, abs=0.05), dev
         assert d["latency"]["mape"] == pytest.approx(lat, abs=0.05), dev
     d = result["by_device"]["a100-sxm4-40gb"]
-    assert d["cancellation"]["cancel"] and d["energy_at_measured_latency"]["n"] == 55
+    # latency no longer too long to hide low power: no cancellation on the A100 since the stream triad (it was)
+    assert not d["cancellation"]["cancel"] and d["energy_at_measured_latency"]["n"] == 55
     # the MI300X draws its 750 W limit at every intensity; with the package path of an HBM byte priced (86.3 pJ/B:
     # Infinity Cache, IOD and XCD wires, IOD-IOD crossing) the model gives it 692-706 W streaming and holds the
     # 750 W limit from 24 FMAs on (it was 400-750 W, -25.7% power bias, with the Infinity Cache alone)
@@ -233,12 +239,15 @@ def test_cli_energy_dataset(capsys: pytest.CaptureFixture[str], result: dict) ->
     assert "dataset" not in out and len(out["rows"]) == 95
     assert main(["validate", "--dataset", "energy"]) == 0
     text = capsys.readouterr().out
-    assert "energy MAPE 9.3%, average power MAPE 18.0%, latency MAPE 13.4%" in text
+    assert "energy MAPE 12.4%, average power MAPE 13.6%, latency MAPE 4.0%" in text
     assert "kind elementwise" in text and "kind roofline" in text and "energy-004" in text
-    assert ("device a100-sxm4-40gb: errors that cancel: latency bias +12.5% x power bias -18.8% -> energy bias "
-            "-8.7%") in text and "(the energy model alone) MAPE 13.2%" in text
+    # the A100's latency bias went from +12.5% to -0.1% with its DRAM at the stream triad: no cancellation left there;
+    # the H200's remains
+    assert "device a100-sxm4-40gb: errors that cancel" not in text
+    assert ("device h200-sxm-141gb: errors that cancel: latency bias -13.4% x power bias +18.5% -> energy bias "
+            "+2.6%") in text and "(the energy model alone) MAPE 13.8%" in text
     assert "device mi300x" in text and "device h200-sxm-141gb" in text
-    assert out["by_device"]["a100-sxm4-40gb"]["cancellation"]["cancel"] is True
+    assert out["by_device"]["a100-sxm4-40gb"]["cancellation"]["cancel"] is False
 
 
 def test_cli_energy_rejects_hardware_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

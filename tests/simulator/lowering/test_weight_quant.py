@@ -38,14 +38,20 @@ def test_memory_bound_decode_gemm_int4_speedup_is_the_traffic_ratio(a100):
     fp16_bytes = 2 * m * k + 2 * k * n + 2 * m * n
     int4_bytes = 2 * m * k + k * n / 2 + 2 * m * n + 2 * (k / 128) * n
     assert fp16_bytes / int4_bytes == pytest.approx(3.87, abs=0.01)
-    assert base.bound == quant.bound == "memory"
+    assert base.bound == "memory"
     assert quant.dram_bytes == pytest.approx(int4_bytes, rel=0.01)
     # the fp16 product is cuBLAS's GEMV, streaming at efficiency.gemv_bandwidth_fraction; the int4 kernel is
-    # Marlin's own GEMM, at dram_bandwidth_fraction: the speedup is the traffic ratio times the rates' ratio
+    # Marlin's own GEMM, at dram_bandwidth_fraction: its traffic takes the traffic ratio times the rates' ratio
+    # less time. At the A100's stream figure (0.873) the int4 weights stream in 394 us while the kernel's
+    # compute term (the dequantisation's lane instructions with the tensor work) is 409 us, so this shape is
+    # compute-bound on the A100 and its speedup falls between the traffic ratio and the ideal 4.6x
     eff = a100.efficiency
     rates = eff.dram_bandwidth_fraction / eff.gemv_bandwidth_fraction
-    assert rates == pytest.approx(0.758 / 0.733)
-    assert base.time_s / quant.time_s == pytest.approx(fp16_bytes / int4_bytes * rates, rel=0.03)
+    assert rates == pytest.approx(0.873 / 0.733)
+    assert base.memory_s / quant.memory_s == pytest.approx(fp16_bytes / int4_bytes * rates, rel=0.03)
+    assert quant.bound == "compute"
+    assert quant.memory_s < quant.compute_s == pytest.approx(quant.time_s, rel=0.01)
+    assert fp16_bytes / int4_bytes < base.time_s / quant.time_s < fp16_bytes / int4_bytes * rates
     assert quant.rule == "quant-gemm" and "int4 weights dequantised" in quant.notes
     q8 = evaluate(apply_precision(g, weight_dtype="int8"), a100, EvalOptions(power_cap=False)).records[0]
     ideal8 = fp16_bytes / (2 * m * k + k * n + 2 * (k / 128) * n + 2 * m * n)

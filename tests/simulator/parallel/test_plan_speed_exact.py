@@ -153,8 +153,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (gpt3 and gpt3-des re-recorded when the A100 files took the GA100 V-f line, [dvfs], and the die's measured SGEMM
     # energy: GEMMs over the 400 W limit lower clock and voltage instead of stretching at constant energy,
     # 18.1353 -> 18.1008 s, 5.7823 -> 5.7926 MJ)
-    "gpt3": (18.10080177023407, 5792550.584150493, 37853640704.0, '1311ae5a307e31f0', '3deb39cbf2f0d2c5'),
-    "gpt3-des": (17.989289238815594, 5782136.562656359, 37853640704.0, 'b1922af4af79a861', '3deb39cbf2f0d2c5'),
+    # (gpt3 and gpt3-des re-recorded, and resnet50-a100 below, when the Ampere DRAM figure became gpu-stream's
+    # triad, 0.873 for MT4G's read 0.758)
+    "gpt3": (18.067980432783223, 5787903.936441869, 37853640704.0, 'dce16f2bbd6d1391', 'd182e71d9da353e2'),
+    "gpt3-des": (17.95646790136468, 5777489.914947729, 37853640704.0, '9bf3192a4242f63c', 'd182e71d9da353e2'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
@@ -222,7 +224,7 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     # (and when the GA100's per-kernel device time became the A100's measured 1.337 us: 5.3157 -> 5.3781 ms)
     # (and when the A100 files took the GA100 V-f line, [dvfs], and the 80 GB file the die's measured SGEMM energy,
     # 11.94 pJ/FLOP in place of the (TDP - idle) / peak bound: 5.3781 -> 5.0752 ms, 1.8532 -> 1.5703 J)
-    "resnet50-a100": (0.005075222288384182, 1.5702503729008195, 179298464, '49263b26257c84cc'),
+    "resnet50-a100": (0.004989637796955805, 1.562445067282553, 179298464, 'eedad434995b2824'),
     # (bert-train-h100 re-recorded when gelu's gradient was charged eager PyTorch's backward instructions:
     # energy 1.4172 -> 1.4242 J, latency unchanged)
     "bert-train-h100": (0.004785723126332379, 1.4274627075585988, 1907853350, '384e4faa44d9444a'),
