@@ -23,7 +23,9 @@ NCCL's choices per message size (src/enqueue.cc, src/graph/tuning.cc, v2.28.7) r
 where the catalog states them: the channels a ring or tree runs on (:func:`ring_channels_used`),
 the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
 ramp of a send (docs/collectives.md).
-``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
+``direct``        all_to_all (n - 1 simultaneous peer sends; on one node on NCCL's p2p channels, each
+                  send's protocol by its size: :func:`_all_to_all_channels`, :func:`_p2p_runs_ll`) and
+                  send_recv (one peer).
 ``allpairs``      all_reduce as RCCL's MSCCL all-pairs schedule runs it on a fully connected
                   node (two steps; taken ahead of the tuner for the sizes its files cover).
 
@@ -233,6 +235,9 @@ class CollectiveLibrary:
     p2p_ll_threshold_bytes: Any = None
     #: ``p2p.ll_step_bytes``: an LL send's step (NCCL's LL buffer over NCCL_STEPS), which sets its smallest part
     p2p_ll_step_bytes: Any = None
+    #: ``p2p.ll_threshold_of``: the channels the LL threshold is multiplied by, ``channels_per_peer``
+    #: (p2pnChannelsPerPeer, NCCL 2.28) or ``send_channels`` (the send's own count, NCCL 2.29); None: the former
+    p2p_ll_threshold_of: str | None = None
     #: ``launch.per_device_s``: host time one thread adds per further device it launches a collective
     #: on (None: not described, no launch skew)
     launch_per_device_s: Any = None
@@ -569,7 +574,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
                         "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128", "family", "versions",
                         "ring"), path)
     rd.unknown_keys(_sub_table(t, "p2p", "chunk_bytes = { value = \"512 KiB\", source = \"...\" }", rd, path),
-                    ("chunk_bytes", "ll_threshold_bytes", "ll_step_bytes"), f"{path}.p2p")
+                    ("chunk_bytes", "ll_threshold_bytes", "ll_step_bytes", "ll_threshold_of"), f"{path}.p2p")
     rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = _sub_table(t, "tuner", "max_threads.ll = { value = 512, source = \"...\" }", rd, path)
@@ -609,6 +614,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
     p2p_chunk = rd.quantity(t, "p2p.chunk_bytes", "B", path, prov, required=False)
     p2p_ll = rd.quantity(t, "p2p.ll_threshold_bytes", "B", path, prov, required=False)
     p2p_ll_step = rd.quantity(t, "p2p.ll_step_bytes", "B", path, prov, required=False)
+    p2p_ll_of = rd.sourced_choice(t, "p2p.ll_threshold_of", P2P_LL_THRESHOLD_OF, path, prov)
     launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
     threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
@@ -629,7 +635,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
         base_latency_s=MappingProxyType(base),
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
-        p2p_ll_threshold_bytes=p2p_ll, p2p_ll_step_bytes=p2p_ll_step,
+        p2p_ll_threshold_bytes=p2p_ll, p2p_ll_step_bytes=p2p_ll_step, p2p_ll_threshold_of=p2p_ll_of,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, nvls_tree_many_nodes_chunk_bytes=nvls_tree_cap,
         ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
@@ -1218,17 +1224,28 @@ def _p2p_drain_s(system: CollectiveSystem, per_peer: np.ndarray, n: int, protoco
     return np.minimum(part, system.library.p2p_chunk_bytes) / system.intra.channel_bandwidth_bytes_per_s
 
 
+#: What NCCL multiplies the p2p LL threshold by (library field ``p2p.ll_threshold_of``).
+P2P_LL_THRESHOLD_OF: tuple[str, ...] = ("channels_per_peer", "send_channels")
+
+
 def _p2p_runs_ll(system: CollectiveSystem, collective: str, size: np.ndarray, n: int) -> Any:
     """Whether NCCL runs a one-node send (send_recv) or each of an all-to-all's sends as LL (None: not described).
 
-    src/enqueue.cc addP2pToPlan (v2.28.7, v2.28.9): a send is LL when its bytes are at most
-    ``nChannelsMax x NCCL_P2P_LL_THRESHOLD``, ``nChannelsMax`` being ``p2pnChannelsPerPeer``, else Simple;
-    p2p never runs LL128. The copy to self is always Simple.
+    src/enqueue.cc addP2pToPlan: a send is LL when its bytes are at most ``NCCL_P2P_LL_THRESHOLD`` times
+    ``p2pnChannelsPerPeer`` (v2.28.7, v2.28.9: ``channels_per_peer``) or times the send's own channel count,
+    counted in the Simple chunk (v2.29.2-2.29.7: ``send_channels``), else Simple; p2p never runs LL128. The
+    copy to self is always Simple.
     """
-    thr = system.library.p2p_ll_threshold_bytes
+    lib = system.library
+    thr = lib.p2p_ll_threshold_bytes
     if thr is None or system.p2p_channels_per_peer is None:
         return None
     per_peer = size / n if collective == "all_to_all" else size
+    if lib.p2p_ll_threshold_of == "send_channels":
+        nch = _p2p_channels(system, per_peer, n, "simple")
+        if nch is None:
+            return None
+        return per_peer <= nch * thr
     return per_peer <= system.p2p_channels_per_peer * thr
 
 
