@@ -110,6 +110,7 @@ __all__ = [
     "launch_skew_s",
     "net_ll128",
     "GPU_NIC_PATHS",
+    "P2P_LL_THRESHOLD_OF",
     "ring_channels_used",
     "nvls_loop_bytes",
     "applicable_algorithms",
@@ -139,6 +140,9 @@ LATENCY_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net", "ici")
 #: bridge, PXB several bridges without the host bridge, P2C over C2C to the CPU then PCIe, PXN through
 #: another GPU, PHB through the host bridge, SYS across the CPU sockets' interconnect).
 GPU_NIC_PATHS: tuple[str, ...] = ("pix", "pxb", "p2c", "pxn", "phb", "sys")
+#: What NCCL multiplies the p2p LL threshold by (library field ``p2p.ll_threshold_of``): p2pnChannelsPerPeer
+#: (NCCL 2.28) or the send's own channel count (NCCL 2.29).
+P2P_LL_THRESHOLD_OF: tuple[str, ...] = ("channels_per_peer", "send_channels")
 #: How a fabric's links join devices.
 TOPOLOGIES: tuple[str, ...] = ("switch", "fully_connected", "mesh", "torus", "nic")
 
@@ -1222,10 +1226,6 @@ def _p2p_drain_s(system: CollectiveSystem, per_peer: np.ndarray, n: int, protoco
         return 0.0
     part = per_peer / nch
     return np.minimum(part, system.library.p2p_chunk_bytes) / system.intra.channel_bandwidth_bytes_per_s
-
-
-#: What NCCL multiplies the p2p LL threshold by (library field ``p2p.ll_threshold_of``).
-P2P_LL_THRESHOLD_OF: tuple[str, ...] = ("channels_per_peer", "send_channels")
 
 
 def _p2p_runs_ll(system: CollectiveSystem, collective: str, size: np.ndarray, n: int) -> Any:

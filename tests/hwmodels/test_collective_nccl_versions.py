@@ -297,3 +297,10 @@ def test_nccl_2_29_takes_a_send_as_ll_against_its_own_channels():
     # a Simple send of 32 KiB a peer: one channel of 22.5 GB/s, and the 32 KiB is also the last chunk's copy
     assert float(r29.time_s[1]) == pytest.approx((8.4 + 3.4) * US + 2 * 32 * KIB / (22.5 * GB))
 
+
+
+def test_a_misspelt_p2p_ll_rule_is_located(tmp_path):
+    msg = fabrics_error_with(tmp_path, 'p2p.ll_threshold_of = { value = "send_channels"',
+                             'p2p.ll_threshold_of = { value = "send_chanels", source = "x" }')
+    assert "libraries.nccl-2.29.p2p.ll_threshold_of: unknown value; got 'send_chanels'" in msg
+    assert "did you mean 'send_channels'" in msg
