@@ -23,7 +23,9 @@ NCCL's choices per message size (src/enqueue.cc, src/graph/tuning.cc, v2.28.7) r
 where the catalog states them: the channels a ring or tree runs on (:func:`ring_channels_used`),
 the NVLS loop (:func:`nvls_loop_bytes`), the LL cap across nodes by CPU vendor, the p2p channel
 ramp of a send (docs/collectives.md).
-``direct``        all_to_all (n - 1 simultaneous peer sends) and send_recv (one peer).
+``direct``        all_to_all (n - 1 simultaneous peer sends; on one node on NCCL's p2p channels, each
+                  send's protocol by its size: :func:`_all_to_all_channels`, :func:`_p2p_runs_ll`) and
+                  send_recv (one peer).
 ``allpairs``      all_reduce as RCCL's MSCCL all-pairs schedule runs it on a fully connected
                   node (two steps; taken ahead of the tuner for the sizes its files cover).
 
@@ -108,6 +110,7 @@ __all__ = [
     "launch_skew_s",
     "net_ll128",
     "GPU_NIC_PATHS",
+    "P2P_LL_THRESHOLD_OF",
     "ring_channels_used",
     "nvls_loop_bytes",
     "applicable_algorithms",
@@ -137,6 +140,9 @@ LATENCY_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net", "ici")
 #: bridge, PXB several bridges without the host bridge, P2C over C2C to the CPU then PCIe, PXN through
 #: another GPU, PHB through the host bridge, SYS across the CPU sockets' interconnect).
 GPU_NIC_PATHS: tuple[str, ...] = ("pix", "pxb", "p2c", "pxn", "phb", "sys")
+#: What NCCL multiplies the p2p LL threshold by (library field ``p2p.ll_threshold_of``): p2pnChannelsPerPeer
+#: (NCCL 2.28) or the send's own channel count (NCCL 2.29).
+P2P_LL_THRESHOLD_OF: tuple[str, ...] = ("channels_per_peer", "send_channels")
 #: How a fabric's links join devices.
 TOPOLOGIES: tuple[str, ...] = ("switch", "fully_connected", "mesh", "torus", "nic")
 
@@ -228,6 +234,14 @@ class CollectiveLibrary:
     protocol_bandwidth_fraction: Mapping[str, Any]  #: per protocol
     nvls_latency_s: Any = None
     p2p_chunk_bytes: Any = None  #: ``p2p.chunk_bytes``: point-to-point step size over NVLink (NCCL P2P_NVL_CHUNKSIZE)
+    #: ``p2p.ll_threshold_bytes``: bytes per p2p channel up to which a send runs LL (NCCL_P2P_LL_THRESHOLD; None: the
+    #: protocol of a send is the fastest one)
+    p2p_ll_threshold_bytes: Any = None
+    #: ``p2p.ll_step_bytes``: an LL send's step (NCCL's LL buffer over NCCL_STEPS), which sets its smallest part
+    p2p_ll_step_bytes: Any = None
+    #: ``p2p.ll_threshold_of``: the channels the LL threshold is multiplied by, ``channels_per_peer``
+    #: (p2pnChannelsPerPeer, NCCL 2.28) or ``send_channels`` (the send's own count, NCCL 2.29); None: the former
+    p2p_ll_threshold_of: str | None = None
     #: ``launch.per_device_s``: host time one thread adds per further device it launches a collective
     #: on (None: not described, no launch skew)
     launch_per_device_s: Any = None
@@ -564,7 +578,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
                         "nvls_latency_s", "p2p", "launch", "tuner", "msccl", "ll128", "family", "versions",
                         "ring"), path)
     rd.unknown_keys(_sub_table(t, "p2p", "chunk_bytes = { value = \"512 KiB\", source = \"...\" }", rd, path),
-                    ("chunk_bytes",), f"{path}.p2p")
+                    ("chunk_bytes", "ll_threshold_bytes", "ll_step_bytes", "ll_threshold_of"), f"{path}.p2p")
     rd.unknown_keys(_sub_table(t, "ll128", "max_gpu_nic_path = { value = \"pxb\", source = \"...\" }", rd, path),
                     ("max_gpu_nic_path",), f"{path}.ll128")
     tuner = _sub_table(t, "tuner", "max_threads.ll = { value = 512, source = \"...\" }", rd, path)
@@ -602,6 +616,9 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
             steps[cls] = {p: rd.quantity(t, f"step_latency_s.{cls}.{p}", "s", path, prov) for p in fractions}
     nvls = rd.quantity(t, "nvls_latency_s", "s", path, prov, required="nvls" in algos)
     p2p_chunk = rd.quantity(t, "p2p.chunk_bytes", "B", path, prov, required=False)
+    p2p_ll = rd.quantity(t, "p2p.ll_threshold_bytes", "B", path, prov, required=False)
+    p2p_ll_step = rd.quantity(t, "p2p.ll_step_bytes", "B", path, prov, required=False)
+    p2p_ll_of = rd.sourced_choice(t, "p2p.ll_threshold_of", P2P_LL_THRESHOLD_OF, path, prov)
     launch = rd.quantity(t, "launch.per_device_s", "s", path, prov, required=False)
     threads, thresholds = _read_tuner_tables(t, rd, path, prov, tuple(fractions))
     ll_multi = _read_ll_multi_node(t, rd, path, prov)
@@ -622,6 +639,7 @@ def _read_library(name: str, t: Mapping[str, Any], rd: _Reader,
         base_latency_s=MappingProxyType(base),
         step_latency_s=MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()}),
         protocol_bandwidth_fraction=MappingProxyType(fractions), nvls_latency_s=nvls, p2p_chunk_bytes=p2p_chunk,
+        p2p_ll_threshold_bytes=p2p_ll, p2p_ll_step_bytes=p2p_ll_step, p2p_ll_threshold_of=p2p_ll_of,
         launch_per_device_s=launch, max_threads=threads, thread_threshold_bytes=thresholds,
         nvls_chunk_bytes=nvls_chunk, nvls_tree_many_nodes_chunk_bytes=nvls_tree_cap,
         ll_max_bandwidth_multi_node=ll_multi, allpairs=allpairs,
@@ -1147,13 +1165,15 @@ _P2P_MIN_PART_DIVISOR = 8
 _P2P_MAX_PART_STEPS = 32
 
 
-def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
+def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int, protocol: str = "simple") -> Any:
     """Channels NCCL stripes one single-node send over, per message size (None: no ramp known).
 
     NCCL (src/enqueue.cc scheduleP2pTasksToPlan / addP2pToPlan, v2.28-2.29): start from
     ``p2pnChannelsPerPeer`` halved until ``nChannelsMin * nRanks <= p2pnChannels``, use
     ``min(nChannelsMin, ceil(S / minPart))`` channels, and double them while a part exceeds
-    ``maxPart`` and the count stays within ``p2pnChannelsPerPeer``.
+    ``maxPart`` and the count stays within ``p2pnChannelsPerPeer``. The parts are counted in the
+    protocol's step: the p2p chunk for Simple, ``p2p.ll_step_bytes`` for LL (v2.28.7-2.28.9; where the
+    library does not state it, the Simple chunk).
     """
     lib = system.library
     if system.p2p_channels is None or lib.p2p_chunk_bytes is None or system.intra.channel_bandwidth_bytes_per_s is None:
@@ -1162,8 +1182,9 @@ def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
     n_min = n_max
     while n_min * n > system.p2p_channels and n_min > 1:
         n_min //= 2
-    min_part = lib.p2p_chunk_bytes / _P2P_MIN_PART_DIVISOR
-    max_part = lib.p2p_chunk_bytes * _P2P_MAX_PART_STEPS
+    step = lib.p2p_ll_step_bytes if protocol == "ll" and lib.p2p_ll_step_bytes is not None else lib.p2p_chunk_bytes
+    min_part = step / _P2P_MIN_PART_DIVISOR
+    max_part = step * _P2P_MAX_PART_STEPS
     nch = np.minimum(n_min, np.ceil(size / min_part))
     part = np.maximum(min_part, np.ceil(size / nch))
     while True:
@@ -1172,6 +1193,60 @@ def _p2p_channels(system: CollectiveSystem, size: np.ndarray, n: int) -> Any:
             return nch
         nch = np.where(grow, nch * 2, nch)
         part = np.where(grow, np.ceil(size / nch), part)
+
+
+def _all_to_all_channels(system: CollectiveSystem, size: np.ndarray, n: int, protocol: str = "simple") -> Any:
+    """Channels one rank's all-to-all sends to its ``n - 1`` peers run on, on one node (None: not described).
+
+    nccl-tests' alltoall is ``ncclGroupStart``, a send and a receive per rank, ``ncclGroupEnd``; NCCL
+    schedules the group in ``n`` p2p rounds (src/enqueue.cc scheduleP2pTasksToPlan, v2.28.7-2.29.2), round
+    ``r`` pairing the send to one peer with the receive from another, round 0 the copy to self. Every round
+    gets the channels of a send of ``S / n`` bytes (:func:`_p2p_channels`: ``p2pnChannelsPerPeer`` halved
+    until ``n`` rounds fit in ``p2pnChannels``, doubled while a part exceeds ``32 x`` the p2p chunk), starting
+    at the channel ``reverseBits(r)`` (src/include/channel.h ``ncclP2pChannelBaseForRound``), so the rounds
+    take disjoint channels until the doubling makes them share: ``min(p2pnChannels, (n - 1) x channels)``.
+    """
+    nch = _p2p_channels(system, size / n, n, protocol)
+    return None if nch is None else np.minimum(system.p2p_channels, (n - 1) * nch)
+
+
+def _p2p_drain_s(system: CollectiveSystem, per_peer: np.ndarray, n: int, protocol: str) -> Any:
+    """The last chunk of a one-node Simple send, copied out after it has arrived, s (0 where not described).
+
+    A Simple send moves whole chunks: ``ProtoSimple<1,1>`` (src/device/sendrecv.h, v2.28.9), one slice of
+    ``p2p.chunk_bytes`` a step, the receiver waiting for the whole step before it copies it from its FIFO into
+    the user buffer (src/device/prims_simple.h ``waitPeer``; without registered buffers the receive is not
+    direct, v2.28.9 ``loadRecvConn`` sets DirectWrite / DirectRead only with ``ipcRegFlag``). Send and copy
+    are two pipeline stages, so the copy of the last chunk, ``min(part, chunk)`` bytes of each channel's part,
+    follows the last send. Priced at the fabric's ``channel.bandwidth_bytes_per_s`` (assumed: no figure for
+    one CTA's local copy rate was found). LL moves 8-byte lines with their flags and has no such step.
+    """
+    nch = _p2p_channels(system, per_peer, n, protocol)
+    if nch is None or protocol != "simple":
+        return 0.0
+    part = per_peer / nch
+    return np.minimum(part, system.library.p2p_chunk_bytes) / system.intra.channel_bandwidth_bytes_per_s
+
+
+def _p2p_runs_ll(system: CollectiveSystem, collective: str, size: np.ndarray, n: int) -> Any:
+    """Whether NCCL runs a one-node send (send_recv) or each of an all-to-all's sends as LL (None: not described).
+
+    src/enqueue.cc addP2pToPlan: a send is LL when its bytes are at most ``NCCL_P2P_LL_THRESHOLD`` times
+    ``p2pnChannelsPerPeer`` (v2.28.7, v2.28.9: ``channels_per_peer``) or times the send's own channel count,
+    counted in the Simple chunk (v2.29.2-2.29.7: ``send_channels``), else Simple; p2p never runs LL128. The
+    copy to self is always Simple.
+    """
+    lib = system.library
+    thr = lib.p2p_ll_threshold_bytes
+    if thr is None or system.p2p_channels_per_peer is None:
+        return None
+    per_peer = size / n if collective == "all_to_all" else size
+    if lib.p2p_ll_threshold_of == "send_channels":
+        nch = _p2p_channels(system, per_peer, n, "simple")
+        if nch is None:
+            return None
+        return per_peer <= nch * thr
+    return per_peer <= system.p2p_channels_per_peer * thr
 
 
 def _bytes_per_channel(system: CollectiveSystem, algorithm: str, protocol: str, n: int) -> Any:
@@ -1538,6 +1613,11 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
     far = (_torus_max_hops(intra, g) - 1) * (intra.hop_latency_s if intra.hop_latency_s is not None else 0.0)
     lat = base + ((a_i + far) if g > 1 else 0.0) + (a_n if nodes > 1 else 0.0)
     t_bw = intra_time((g - 1) / n * size, "direct")
+    nch = _all_to_all_channels(system, size, n, protocol) if nodes == 1 else None
+    if nch is not None:  # the sends run on NCCL's p2p channels, one CTA each
+        t_bw = np.maximum(t_bw, (n - 1) / n * size / (nch * intra.channel_bandwidth_bytes_per_s
+                                                      * lib.protocol_bandwidth_fraction[protocol]))
+        t_bw = t_bw + _p2p_drain_s(system, size / n, n, protocol)
     if nodes > 1:
         t_bw = np.maximum(t_bw, (n - g) / n * size / (_nic_bw(system, protocol, g) / g))
     return lat + t_bw, lat + zero
@@ -1653,9 +1733,10 @@ def _send_recv(size: np.ndarray, n: int, nodes: int, g: int, system: CollectiveS
     if nodes > 1:
         return lat + size / (_nic_bw(system, protocol, g) / g), lat + zero
     bw = _bw(intra, lib, protocol, "pair", n, True)
-    nch = _p2p_channels(system, size, n)
+    nch = _p2p_channels(system, size, n, protocol)
     if nch is not None:  # a message is striped over few channels until it is large
         bw = np.minimum(bw, nch * intra.channel_bandwidth_bytes_per_s * lib.protocol_bandwidth_fraction[protocol])
+        return lat + size / bw + _p2p_drain_s(system, size, n, protocol), lat + zero
     return lat + size / bw, lat + zero
 
 
@@ -1786,6 +1867,11 @@ def collective_options(collective: str, size_bytes: Any, n_devices: int, system:
                        else _tuner_estimate(collective, a, p, size, n, g, sysm, lat))
                 if sel is None:  # RCCL: its tuning model's estimate
                     sel = _rccl_tuner_estimate(collective, a, p, size, n, g, sysm, lat)
+            if a == "direct" and nodes == 1:  # NCCL picks a send's protocol by its size, not by a time
+                ll = _p2p_runs_ll(sysm, collective, size, n)
+                if ll is not None:
+                    runs = np.zeros_like(size, dtype=bool) if p == "ll128" else (ll if p == "ll" else ~ll)
+                    sel = np.where(runs, t, np.inf)
             if a == "allpairs" and not _allpairs_allowed(sysm, gpt):
                 continue
             if a == "allpairs":  # MSCCL takes a size in its schedule's range before the tuner is asked

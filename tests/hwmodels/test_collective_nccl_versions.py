@@ -27,6 +27,7 @@ from hwmodels.collectives import (
 )
 from tests.hwmodels.fabric_edit import fabrics_error_with
 
+KIB = 2**10
 MIB = 2**20
 US = 1e-6
 GB = 1e9
@@ -104,6 +105,9 @@ def test_the_entry_whose_range_holds_the_release_is_chosen():
     assert library_for_version(cat, nccl, (2, 20, 3)).name == "nccl-2.20"  # the host splits chunks: no granule
     assert library_for_version(cat, nccl, (2, 20, 5)).name == "nccl-2.20"
     assert library_for_version(cat, nccl, (2, 21, 5)) is nccl  # ring LL 'busBw * .5' from v2.21.5
+    assert library_for_version(cat, nccl, (2, 28, 9)) is nccl
+    assert library_for_version(cat, nccl, (2, 29, 2)).name == "nccl-2.29"  # a send's LL test against its own channels
+    assert library_for_version(cat, nccl, (2, 29, 7)).name == "nccl-2.29"
     assert library_for_version(cat, nccl, None) is nccl
     assert library_for_version(cat, rccl, (2, 9, 9)) is rccl  # another family
     assert parse_version("2.9.9") == (2, 9, 9) and parse_version("2.9") is None
@@ -155,7 +159,8 @@ def test_only_the_rows_stating_such_a_release_move():
     c189 = comps["coll-189"]  # 64 B, 32.0 us: 3.6 + 14 x 0.47 + 7 x 3.41 = 34.05 us plus the bytes
     assert (c189.predicted_algorithm, c189.predicted_protocol) == ("ring", "ll")
     assert 64 / c189.predicted_busbw_bytes_per_s * 2 * 7 / 8 == pytest.approx(base, rel=0.01)
-    assert np.isclose(comps["coll-099"].predicted_busbw_bytes_per_s, 128 * MIB / (1713.4 * US), rtol=1e-3)
+    # the 128 MiB send: 8 channels of 10 GB/s, plus the copy of the last 512 KiB chunk (52.4 us)
+    assert np.isclose(comps["coll-099"].predicted_busbw_bytes_per_s, 128 * MIB / (1765.8 * US), rtol=1e-3)
 
 
 def test_a_bad_range_is_located(tmp_path):
@@ -268,3 +273,34 @@ def test_the_four_node_nvls_tree_chunk_cap_is_a_field_of_the_current_entry_only(
     assert "v2.28.7-1 line 2063" in cat.library("nccl").provenance["libraries.nccl.tuner.nvls_tree_many_nodes_chunk_bytes"].source
     assert cat.library("nccl-2.19").nvls_tree_many_nodes_chunk_bytes is None
     assert cat.library("nccl-2.20").nvls_tree_many_nodes_chunk_bytes is None
+
+
+def test_nccl_2_29_takes_a_send_as_ll_against_its_own_channels():
+    """NCCL 2.28.9 runs a send LL up to p2pnChannelsPerPeer (32) x 16 KiB = 512 KiB; 2.29.2 up to its own channel
+    count x 16 KiB, the channels counted in the 512 KiB Simple chunk (parts of at least 64 KiB): one channel below
+    64 KiB, so LL only to 16 KiB (src/enqueue.cc addP2pToPlan). Every other field is [libraries.nccl]'s."""
+    import dataclasses
+    cat = fabric_catalog()
+    cur, e29 = cat.library("nccl"), cat.library("nccl-2.29")
+    assert e29.family_name == "nccl" and e29.versions == ((2, 29, 2), (2, 29, 7))
+    assert (cur.p2p_ll_threshold_of, e29.p2p_ll_threshold_of) == ("channels_per_peer", "send_channels")
+    for f in dataclasses.fields(cur):
+        if f.name not in ("name", "description", "family", "versions", "provenance", "p2p_ll_threshold_of",
+                          "p2p_ll_step_bytes"):
+            assert getattr(e29, f.name) == getattr(cur, f.name), f.name
+    sysm = cat.system("dgx-b200")
+    sizes = np.array([2.0 * 16 * KIB, 2.0 * 32 * KIB, 2.0 * 512 * KIB, 2.0 * 1024 * KIB])  # 2 GPUs: S/2 a peer
+    r28 = collective_time("all_to_all", sizes, 2, sysm)
+    r29 = collective_time("all_to_all", sizes, 2, dataclasses.replace(sysm, library=e29))
+    assert list(r28.protocol) == ["ll", "ll", "ll", "simple"]
+    assert list(r29.protocol) == ["ll", "simple", "simple", "simple"]
+    # a Simple send of 32 KiB a peer: one channel of 22.5 GB/s, and the 32 KiB is also the last chunk's copy
+    assert float(r29.time_s[1]) == pytest.approx((8.4 + 3.4) * US + 2 * 32 * KIB / (22.5 * GB))
+
+
+
+def test_a_misspelt_p2p_ll_rule_is_located(tmp_path):
+    msg = fabrics_error_with(tmp_path, 'p2p.ll_threshold_of = { value = "send_channels"',
+                             'p2p.ll_threshold_of = { value = "send_chanels", source = "x" }')
+    assert "libraries.nccl-2.29.p2p.ll_threshold_of: unknown value; got 'send_chanels'" in msg
+    assert "did you mean 'send_channels'" in msg

@@ -43,6 +43,7 @@ GIB = 2**30
 H100_LINKS_BW = 18 * 25e9  # NVLink4: 18 links x 25 GB/s per direction
 H100_RING_BW = H100_LINKS_BW * 0.824  # efficiency.bandwidth_fraction (NCCL SM90_NVLINK_BW 20.6 / 25)
 H100_NVLS_BW = H100_LINKS_BW * 0.6875  # nvls.bandwidth_fraction
+P2P_CHUNK = 512 * 1024  # NCCL_P2P_NVL_CHUNKSIZE default (src/init.cc)
 NCCL_BASE = {"ll": 6.6 * US, "ll128": 14.0 * US, "simple": 8.4 * US}
 NCCL_NVLINK_STEP = {"ll": 0.6 * US, "ll128": 1.9 * US, "simple": 3.4 * US}
 NCCL_NET_STEP = {"ll": 2.7 * US, "ll128": 4.0 * US, "simple": 14.0 * US}
@@ -233,7 +234,8 @@ def test_broadcast_and_send_recv_closed_form(h100):
     s, n = 10**9, 8
     bc = NCCL_BASE["simple"] + (n - 1) * NCCL_NVLINK_STEP["simple"] + s / H100_RING_NCCL_BW
     assert collective_time("broadcast", s, n, h100, protocol="simple").time_s == pytest.approx(bc)
-    p2p = NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + s / H100_RING_BW
+    # 10**9 B over 32 channels (parts of ~30 MiB): the last 512 KiB chunk is copied out after it arrives
+    p2p = NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + s / H100_RING_BW + P2P_CHUNK / H100_CHANNEL_BW
     assert collective_time("send_recv", s, n, h100, protocol="simple").time_s == pytest.approx(p2p)
 
 
@@ -269,11 +271,13 @@ def test_send_recv_channel_ramp_closed_form(h100, n, size, channels):
     """NCCL's p2p split (enqueue.cc): a send uses `channels` channels of 15 GB/s, capped by the NVLink pair."""
     r = collective_time("send_recv", size, n, h100, protocol="simple")
     bw = min(channels * H100_CHANNEL_BW, H100_RING_BW)
-    assert r.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw)
+    last = min(size / channels, P2P_CHUNK)  # the last chunk of a channel's part, copied out after it arrives
+    assert r.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw
+                                     + last / H100_CHANNEL_BW)
     # dgx-a100 ramps the same way over 10 GB/s channels, capped by its 12 x 20 GB/s NVLink3 pair
     a100 = collective_time("send_recv", size, n, "dgx-a100", protocol="simple")
     bw = min(channels * 10e9, 12 * 25e9 * 0.8)
-    assert a100.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw)
+    assert a100.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw + last / 10e9)
     # a system without NCCL's p2p channel counts (pcie4-8gpu) keeps the link-bound send
     pcie = collective_time("send_recv", size, n, "pcie4-8gpu", protocol="simple")
     assert pcie.time_s == pytest.approx(NCCL_BASE["simple"] + 5.7 * US + size / (31.5e9 * 0.762))
@@ -344,12 +348,45 @@ def test_hierarchical_closed_form(h100):
 
 def test_direct_all_to_all_closed_form(h100):
     s, n = 2**32, 8
-    want = NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + (n - 1) / n * s / H100_RING_BW
+    # 512 MiB a peer: channels doubled to 32 a peer (parts of 16 MiB), all 32 p2p channels busy (480 GB/s > the
+    # NVLink pair's 370.8); the last 512 KiB chunk of a part is copied out after it arrives
+    want = (NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + (n - 1) / n * s / H100_RING_BW
+            + P2P_CHUNK / H100_CHANNEL_BW)
     assert collective_time("all_to_all", s, n, h100, protocol="simple").time_s == pytest.approx(want)
     # across 2 nodes the off-node half leaves through the GPU's own NIC (one per GPU)
     want2 = NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + NCCL_NET_STEP["simple"] + max(
         7 / 16 * s / H100_RING_BW, 8 / 16 * s / (NDR_NODE_BW / 8))
     assert collective_time("all_to_all", s, 16, h100, protocol="simple").time_s == pytest.approx(want2)
+
+
+def test_all_to_all_p2p_channels_and_protocol():
+    """One node: every all-to-all round (one peer) gets the channels of an S/n send, the rounds start at
+    reverseBits(r) of the 32 p2p channels (disjoint), so a rank's sends run on (n-1) x 32/n channels of 22.5 GB/s
+    on a DGX B200, below its 721.8 GB/s NVLink rate; sends of at most 32 x 16 KiB a peer run LL (NCCL 2.28.9
+    addP2pToPlan), larger ones Simple."""
+    b200 = "dgx-b200"
+    ch_bw = 22.5e9
+    for n in (2, 4, 8):
+        s = 2.0**29  # 512 MiB: S/n a peer, 32/n channels each (parts of 16 MiB are not split further)
+        want = (NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + (n - 1) / n * s / ((n - 1) * 32 / n * ch_bw)
+                + P2P_CHUNK / ch_bw)  # the last 512 KiB chunk of a channel's part, copied out after it arrives
+        r = collective_time("all_to_all", s, n, b200)
+        assert (r.algorithm, r.protocol) == ("direct", "simple")
+        assert r.time_s == pytest.approx(want)  # = base + step + S / (32 x 22.5 GB/s) + 23.3 us, whatever n
+    # 8 GiB on 8 GPUs: 1 GiB a peer, parts above 16 MiB double its channels to 32 a peer, so all 32 channels
+    # carry sends and the NVLink rate binds (0.802 x 18 x 50 GB/s)
+    s = 2.0**33
+    want = (NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + 7 / 8 * s / min(32 * ch_bw, 0.802 * 18 * 50e9)
+            + P2P_CHUNK / ch_bw)
+    assert collective_time("all_to_all", s, 8, b200).time_s == pytest.approx(want)
+    # the protocol by size, not by time: 512 KiB a peer is LL (4 MiB on 8 GPUs), the next size Simple
+    r = collective_time("all_to_all", np.array([2.0**22, 2.0**23]), 8, b200)
+    assert list(r.protocol) == ["ll", "simple"]
+    h = collective_time("all_to_all", np.array([2.0**22, 2.0**23]), 8, "dgx-h100")
+    assert list(h.protocol) == ["ll", "simple"]
+    # LL carries half a line's bytes; one node caps it at NCCL's Blackwell llMaxBw 282 GB/s (below 28 x 22.5 / 2)
+    ll = NCCL_BASE["ll"] + NCCL_NVLINK_STEP["ll"] + 7 / 8 * 2**22 / min(282e9, 28 * ch_bw * 0.5)
+    assert r.time_s[0] == pytest.approx(ll)
 
 
 def test_fully_connected_uses_one_link_per_peer(mi300x):
@@ -436,6 +473,12 @@ def test_curves_are_monotone_and_broadcast(system, n, coll):
         # test_choice_not_by_time_can_make_a_larger_message_faster
         return
     # non-strict: NCCL doubles a send's channels with its size, so two sizes can take equal time
+    if coll in ("all_to_all", "send_recv") and system == "dgx-h100" and n == 8:
+        # NCCL picks a send's protocol by its size (LL to 32 x 16 KiB a peer), so the step from LL to Simple can
+        # make the next size faster (test_all_to_all_p2p_channels_and_protocol); within a protocol it is monotone
+        same = r.protocol[1:] == r.protocol[:-1]
+        assert np.all(np.diff(r.time_s)[same] >= 0)
+        return
     assert np.all(np.diff(r.time_s) >= 0), "a larger message is never faster"
     assert r.time_s[-1] > r.time_s[0]
     assert np.all(np.diff(r.busbw_bytes_per_s) >= -1e-9 * r.busbw_bytes_per_s[1:]), "busbw never falls with size"
@@ -648,9 +691,10 @@ def test_validation_against_published_measurements():
     # LL128 channel cap)
     # (9.85 / 5.60 / 12.09 / 14.45 % before the plugin's rendezvous was charged once per collective, not per
     # inter-node step: p5 1-8 MiB tree LL128 rows +0..+2 % -> +10..+17 %)
-    assert mape(first) <= 10.3  # achieved 10.25 % (13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
-    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 5.65  # achieved 5.64 % over 66 rows (6.11 % before NCCL's printed NVLS estimate)
-    assert mape(first_regime["mid (1-256 MiB)"]) <= 13.15  # achieved 13.14 % over 76 rows (18.21 % before LL128 across EFA on p5)
+    # (10.25 / 5.64 / 13.14 / 13.80 % before the all-to-all ran on NCCL's p2p channels with the last chunk's copy)
+    assert mape(first) <= 9.4  # achieved 9.39 % (13.09 % before NCCL's printed NVLS estimate, 13.71 % before LL128 across EFA on p5)
+    assert mape(first_regime["bandwidth (>=256 MiB)"]) <= 5.45  # achieved 5.43 % over 66 rows (6.11 % before NCCL's printed NVLS estimate)
+    assert mape(first_regime["mid (1-256 MiB)"]) <= 11.45  # achieved 11.44 % over 76 rows (18.21 % before LL128 across EFA on p5)
     assert mape(first_regime["latency (<1 MiB)"]) <= 13.85  # achieved 13.80 % over 24 rows (20.81 before NCCL's tree estimate)
     # all 212: with the 30 rows of two further systems (coll-205..234: Azure ND MI300X v5 one-thread -g 8, GB200
     # NVL72 one rack) and the rest of the 8x MI300X AAC8 table (coll-247..262), added unfitted: no constant was
@@ -660,9 +704,10 @@ def test_validation_against_published_measurements():
     # 14.81 / 15.32 % with those alone, before the EFA plugin's rendezvous, the NVLS tree's network fill and NCCL
     # 2.8-2.9's ring LL128 channel cap)
     # (11.33 / 7.43 / 12.20 / 15.33 % before the plugin's rendezvous was charged once per collective)
-    assert mape(comps) <= 11.65  # achieved 11.65 %
-    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.5  # achieved 7.47 % over 74 rows
-    assert mape(by_regime["mid (1-256 MiB)"]) <= 13.15  # achieved 13.15 % over 84 rows
+    # (11.65 / 7.47 / 13.15 / 15.04 % before the all-to-all's p2p channels and the last chunk's copy)
+    assert mape(comps) <= 11.0  # achieved 10.97 %
+    assert mape(by_regime["bandwidth (>=256 MiB)"]) <= 7.3  # achieved 7.28 % over 74 rows
+    assert mape(by_regime["mid (1-256 MiB)"]) <= 11.65  # achieved 11.61 % over 84 rows
     assert mape(by_regime["latency (<1 MiB)"]) <= 15.05  # achieved 15.04 % over 54 rows
     # every system x band (the issue's target is 15 %; met where the comment says so)
     by_system_band = collections.defaultdict(list)
@@ -671,8 +716,10 @@ def test_validation_against_published_measurements():
     achieved = {  # MAPE %, rows: met 15 % or not
         # 4-GPU one-thread rows: 3 x 3.41 us of launch skew (3 x 2.55 before its re-derivation: 25.4 / 12.1 / 5.0)
         ("dgx-h100", "latency (<1 MiB)"): 12.9,  # 12 rows, met (all_reduce / reduce_scatter +11..+24 %, all_gather -10..+11 %)
-        ("dgx-h100", "mid (1-256 MiB)"): 12.2,  # 51 rows, met (14.1 before)
-        ("dgx-h100", "bandwidth (>=256 MiB)"): 5.0,  # 50 rows, met (5.2 before NCCL's printed NVLS estimate, 6.8 before)
+        # the last 512 KiB chunk of a p2p channel's part copied out after it arrives: all_to_all 32-128 MiB +20..+38 %
+        # -> -1..+12 %, the sends 2-4 points slower (32-128 MiB -26..-28 % -> -29..-30 %)
+        ("dgx-h100", "mid (1-256 MiB)"): 9.6,  # 51 rows, met (12.2 before the last chunk's copy, 14.1 before)
+        ("dgx-h100", "bandwidth (>=256 MiB)"): 4.7,  # 50 rows, met (5.0 before the last chunk's copy, 5.2 before NCCL's printed NVLS estimate, 6.8 before)
         # the whole AAC8 table since coll-247..262 (6.1 / 11.6 / 5.6 % on the 4 / 8 / 6 rows before)
         ("mi300x-8", "latency (<1 MiB)"): 7.05,  # 17 rows, met (32.8 before RCCL's MSCCL all-pairs schedule)
         ("mi300x-8", "mid (1-256 MiB)"): 11.6,  # 8 rows, met
@@ -685,8 +732,9 @@ def test_validation_against_published_measurements():
         # its latency tables, ring LL factor 1/4, chunk granule, 235 GB/s Ampere bus bandwidth and ring LL128 cap
         # of 16.9 GB/s per ring-graph channel (7.1 / 32.1 / 8.5 before; mid 15.9 before the LL128 cap)
         ("dgx-a100", "latency (<1 MiB)"): 9.0,  # 4 all_reduce rows, met (64 KiB -22 %)
-        ("dgx-a100", "mid (1-256 MiB)"): 14.75,  # 8 all_reduce + 1 send_recv rows, met (2, 8, 32 MiB +22, +19, +20 %; the send -29 %)
-        ("dgx-a100", "bandwidth (>=256 MiB)"): 7.05,  # 4 all_reduce + 2 send_recv rows, met (19.5 on the 2 sends)
+        # the sends pay the last chunk's copy too (14.75 / 7.05 before; the 128 MiB send -29.3 -> -31.4 %)
+        ("dgx-a100", "mid (1-256 MiB)"): 14.96,  # 8 all_reduce + 1 send_recv rows, met (2, 8, 32 MiB +22, +19, +20 %; the send -31 %)
+        ("dgx-a100", "bandwidth (>=256 MiB)"): 7.21,  # 4 all_reduce + 2 send_recv rows, met (20.0 on the 2 sends)
         # one thread drove the 8 GPUs (-g 8): RCCL 2.20.5 leaves MSCCL off and pays 7 x 2.92 us of launch
         # (AMD guide 58708); 214.3 / 41.8 before, 127.9 / 22.2 with the MSCCL rule alone
         ("azure-nd-mi300x-v5", "latency (<1 MiB)"): 22.75,  # 17 rows, not met (+5..+49 %, 128-256 KiB worst)
@@ -710,9 +758,9 @@ def test_validation_against_published_measurements():
     # 3.6 + 14 x 0.47 us plus 7 x 3.41 us of launch skew (derived on a DGX-A100 host), 34.1 us: within 7 %
     assert abs(next(c for c in comps if c.id == "coll-189").error) <= 0.07
     # the A100 sends ramp over 8 / 16 / 32 channels: 128 MiB no longer 2x over-predicted
-    assert abs(next(c for c in comps if c.id == "coll-099").error) <= 0.30
+    assert abs(next(c for c in comps if c.id == "coll-099").error) <= 0.32  # -31.4 %
     # the send of a 32 MiB message runs on 4 of 32 p2p channels: under-, no longer 4x over-predicted
-    assert abs(next(c for c in comps if c.id == "coll-021").error) <= 0.30
+    assert abs(next(c for c in comps if c.id == "coll-021").error) <= 0.31  # -30.4 %
     # the plateau of every 8-GPU single-node collective except send_recv within 10 %
     for c in comps:
         if c.n_devices == 8 and c.n_nodes == 1 and c.size_bytes >= 8 * GIB and c.collective != "send_recv":
@@ -789,18 +837,23 @@ def test_aiconfigurator_blackwell_tables_held_out():
     assert {library_version_of(r) for r in new} == {(2, 28, 9), (2, 29, 2)}
     assert {gpus_per_thread_of(r) for r in new} == {1}
     comps = {c.id: c for c in compare_published() if c.id in {r["id"] for r in new}}
-    # 8x B200 all_to_all at 128 MiB: measured 477.0 GB/s of busbw, priced at 673 (+41 %)
+    # 8x B200 all_to_all at 128 MiB: measured 477.0 GB/s of busbw, priced at 530 (+11 %): NCCL's 28 p2p channels
+    # of 22.5 GB/s and the last 512 KiB chunk's copy (673 GB/s, +41 %, at the NVLink rate before; +24 % with the
+    # channels alone)
     c = comps["coll-449"]
     assert c.measured_busbw_bytes_per_s == pytest.approx(477.0e9, rel=1e-3)
-    assert c.error == pytest.approx(0.411, abs=0.005)
+    assert c.error == pytest.approx(0.111, abs=0.005)
     band = collections.defaultdict(list)
     for c in comps.values():
         band[(c.system, _regime(c.size_bytes))].append(c)
     achieved = {  # MAPE %, all over-predictions (bias within 3.5 points of the MAPE)
-        # dgx-b200 with NCCL's printed channel plan (32 ring / p2p channels of 22.5 GB/s): 50.2 / 49.9 / 42.0 without
-        ("dgx-b200", "latency (<1 MiB)"): 45.0, ("dgx-b200", "mid (1-256 MiB)"): 49.8,
-        ("dgx-b200", "bandwidth (>=256 MiB)"): 41.8, ("gb200-nvl72", "latency (<1 MiB)"): 50.4,
-        ("gb200-nvl72", "mid (1-256 MiB)"): 52.0, ("gb200-nvl72", "bandwidth (>=256 MiB)"): 49.1,
+        # dgx-b200 with NCCL's printed channel plan (32 ring / p2p channels of 22.5 GB/s): 50.2 / 49.9 / 42.0 without;
+        # with the all-to-all on NCCL's p2p channels, its p2p protocol rule (2.28.9 on the B200 rows, 2.29.2 on the
+        # GB200 rows) and the last chunk's copy: 45.0 / 49.8 / 41.8 and 50.4 / 52.0 / 49.1 before (43.9 / 41.7 / 28.1
+        # and 48.8 / 42.0 / 31.6 with the channels alone; GB200 48.8 / 38.9 / 30.4 with 2.28's protocol rule)
+        ("dgx-b200", "latency (<1 MiB)"): 43.9, ("dgx-b200", "mid (1-256 MiB)"): 37.1,
+        ("dgx-b200", "bandwidth (>=256 MiB)"): 26.8, ("gb200-nvl72", "latency (<1 MiB)"): 40.4,
+        ("gb200-nvl72", "mid (1-256 MiB)"): 35.9, ("gb200-nvl72", "bandwidth (>=256 MiB)"): 30.4,
     }
     assert set(band) == set(achieved)
     for key, figure in achieved.items():
@@ -935,7 +988,9 @@ def test_a100_send_ramps_over_channels():
     for size, channels in ((128 * 2**20, 8), (256 * 2**20, 16), (GIB, 32)):
         r = collective_time("send_recv", size, 8, a100)
         bw = min(link, channels * 10e9)
-        assert r.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw, rel=1e-9), size
+        last = P2P_CHUNK / 10e9  # the last 512 KiB chunk of a channel's part, copied out after it arrives
+        assert r.time_s == pytest.approx(NCCL_BASE["simple"] + NCCL_NVLINK_STEP["simple"] + size / bw + last,
+                                         rel=1e-9), size
 
 
 def test_launch_skew_rejects_bad_thread_counts(h100):
