@@ -324,13 +324,13 @@ _VIDUR_CPU = ("fixed 0.28 ms + 0.0296 ms per sequence per scheduling pass: the l
               "out (overlapped with the next step by v0.6.0's asynchronous output processing, "
               "https://blog.vllm.ai/2024/09/05/perf-update.html); the engine measured predates v0.6.0's CPU "
               "optimisations, so this is an upper bound")
-_VIDUR_SAMPLER = ("derived: 0.623 ms + 0.00700 ms per sequence of every iteration, the host part of the sampler call of "
+_VIDUR_SAMPLER = ("derived: 0.617 ms + 0.00708 ms per sequence of every iteration, the host part of the sampler call of "
                   "the same vLLM-scheduler engine as iteration_host_s (Sarathi's vLLM fork, Llama-2-7B, TP1): its "
                   "SAMPLER_E2E_MEAN in microsoft/vidur data/profiling/a100/cpu_overheads.csv (stored version 0633efae; "
                   "Agrawal et al., 'Vidur', MLSys 2024), 0.8792 ms at batch 8 and 1.3195 ms at 64, less the device time "
                   "this model gives the call's GPU work there (Sarathi's Sampler takes lm_head.weight and runs the LM "
-                  "head GEMM inside the call, sarathi/worker/model_runner.py; with the V0 sampler kernels: 0.2006 / "
-                  "0.2490 ms on the a100-pcie-80gb, the board of Vidur's a100_pairwise_nvlink node SKU), 0.6787 / 1.0705 ms, "
+                  "head GEMM inside the call, sarathi/worker/model_runner.py; with the V0 sampler kernels: 0.2058 / "
+                  "0.2495 ms on the a100-pcie-80gb, the board of Vidur's a100_pairwise_nvlink node SKU), 0.6734 / 1.0700 ms, "
                   "the line through the two. The call is host-bound (its time is 3.5-5x its device work) and its timer "
                   "synchronises at its exit (sarathi/metrics/cpu_timer.py), so the remainder is the host's serial part. "
                   "Sarathi's sampler is not V0 0.6's, and the engine measured predates v0.6.0's CPU optimisations: an "
@@ -1111,7 +1111,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      output_lag_steps=1, output_lag_source=_VLLM_V0_ASYNC_OUT,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "log_softmax", "gather_rows", "argmax"),
                      sampler_source=_VLLM_V0_SAMPLER, graph_batch_sizes=_V0_GRAPH_BS,
-                     sampler_host_s=0.623e-3, sampler_host_per_seq_s=0.00700e-3, sampler_host_source=_VIDUR_SAMPLER,
+                     sampler_host_s=0.617e-3, sampler_host_per_seq_s=0.00708e-3, sampler_host_source=_VIDUR_SAMPLER,
                      all_reduce_kernel="vllm-custom-2024", all_reduce_source=_ENGINE_AR_2024,
                      step_broadcasts=10, step_broadcast_source=_VLLM_V0_INPUT_BROADCAST,
                      graph_batch_source=_VLLM_V0_GRAPH_BS,

@@ -99,21 +99,23 @@ def test_paddle_uncached_run_priced_per_graph_op(rows):
 
 
 def test_paddle_shortfall_has_the_shape_of_a_serial_host_term(rows, predicted):
-    """docs/accuracy.md: without the host term the shortfall is nearly the same in both precisions (100 and 112 ms)
-    while the modelled device time falls by more than 50 ms, and the AMP program, which has more ops, is measured
-    faster, so a host term that overlaps the device (step = max(host, device)) cannot explain both rows. With the
-    serial uncached run priced (44.5 and 63.7 ms), 55.8 and 47.9 ms are left."""
+    """docs/accuracy.md: without the host term the shortfall is nearly the same in both precisions (111 and 118 ms
+    at the Ampere stream triad figure; 100 and 112 ms at MT4G's read figure) while the modelled device time falls by
+    about 50 ms, and the AMP program, which has more ops, is measured faster, so a host term that overlaps the device
+    (step = max(host, device)) cannot explain both rows. With the serial uncached run priced (44.5 and 63.7 ms),
+    66.1 and 54.6 ms are left."""
     tf32, amp = rows["pub-088"], rows["pub-089"]
     host = {"pub-088": 780 * 56.996e-6, "pub-089": 1118 * 56.996e-6}
     device = {r.id: predicted[r.id] - host[r.id] for r in (tf32, amp)}
     short = {r.id: r.median_s - device[r.id] for r in (tf32, amp)}
-    assert short["pub-088"] == pytest.approx(0.1002, abs=0.001)  # 0.1014 before the GA100 V-f line (docs/dvfs.md)
-    assert short["pub-089"] == pytest.approx(0.1117, abs=0.001)
-    assert device["pub-088"] - device["pub-089"] > 0.05
+    # 0.1002 / 0.1117 at MT4G's 0.758 read figure (0.1014 before the GA100 V-f line, docs/dvfs.md)
+    assert short["pub-088"] == pytest.approx(0.1106, abs=0.001)
+    assert short["pub-089"] == pytest.approx(0.1183, abs=0.001)
+    assert device["pub-088"] - device["pub-089"] > 0.045
     assert abs(short["pub-089"] - short["pub-088"]) < 0.02
     assert amp.median_s < tf32.median_s
-    assert tf32.median_s - predicted["pub-088"] == pytest.approx(0.0558, abs=0.001)
-    assert amp.median_s - predicted["pub-089"] == pytest.approx(0.0479, abs=0.001)
+    assert tf32.median_s - predicted["pub-088"] == pytest.approx(0.0661, abs=0.001)
+    assert amp.median_s - predicted["pub-089"] == pytest.approx(0.0546, abs=0.001)
 
 
 def test_demobert_t4_batch1_shortfall_grows_with_layers(rows, predicted):
