@@ -754,13 +754,18 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
 
 #: Plan fields of a training step only, each with the test that it is set: an inference step left them out
 #: without a word (offload params even took the weights off the device for free; the stage exchanges' device
-#: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs)
+#: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs). The schedule-recipe fields are
+#: read by the training step alone too: an inference step passes one batch through the stages in turn
+#: (:func:`_inference_step_time`), so no schedule runs (``pipeline_microbatches``), no deferred FSDP sync
+#: (``grad_sync_per_step``) and no combined forward-backward pairs (``moe_a2a_overlap``) apply to it
 _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
     ("p2p_host_sync", lambda p: p.p2p_host_sync),
     ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
     ("grad_reduce_dtype", lambda p: bool(p.grad_reduce_dtype)), ("param_dtype", lambda p: bool(p.param_dtype)),
     ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),
-    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None))
+    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None),
+    ("pipeline_microbatches", lambda p: bool(p.pipeline_microbatches)),
+    ("grad_sync_per_step", lambda p: p.grad_sync_per_step), ("moe_a2a_overlap", lambda p: p.moe_a2a_overlap))
 
 
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
