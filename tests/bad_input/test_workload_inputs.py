@@ -85,6 +85,10 @@ CONFIG_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "model-type-number": (LLAMA, {"model_type": 3}, "model_type", "got 3"),
     "model-type-missing": (LLAMA, {"model_type": _DROP}, "'model_type'", "missing key"),
     "torch-dtype-typo": (LLAMA, {"torch_dtype": "float33"}, "torch_dtype", "got 'float33'"),
+    # the near match of the alias float64 named as the listed fp64 (it had suggested 'float64')
+    "torch-dtype-typo-64": (LLAMA, {"torch_dtype": "float46"}, "torch_dtype",
+                            "got 'float46'; expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, "
+                            "int32, int8, int4, bool; did you mean 'fp64'?"),
     "experts-string": (MIXTRAL, {"num_local_experts": "8"}, "num_local_experts", 'got "8"'),
     "experts-zero": (MIXTRAL, {"num_local_experts": 0, "num_experts_per_tok": 1}, "num_local_experts", "got 0"),
     "experts-absurd": (MIXTRAL, {"num_local_experts": 10**7}, "num_local_experts", "got 10000000"),
@@ -278,7 +282,9 @@ DTYPE_CASES = [
     ("config", "", "empty dtype; got ''"),
     ("micro", " ", "empty dtype; got ' '"),
     ("zoo", "bf61", "did you mean 'bf16'?"),
-    ("config", "float17", "did you mean 'float16'?"),
+    ("config", "float17", "did you mean 'fp16'?"),  # the listed name, not the alias float16
+    ("zoo", "float46", "expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, int32, int8, int4, "
+                       "bool; did you mean 'fp64'?"),
     ("micro", "bf 16", "got 'bf 16'"),
 ]
 
