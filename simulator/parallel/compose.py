@@ -757,7 +757,8 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
 #: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs). The schedule-recipe fields are
 #: read by the training step alone too: an inference step passes one batch through the stages in turn
 #: (:func:`_inference_step_time`), so no schedule runs (``pipeline_microbatches``), no deferred FSDP sync
-#: (``grad_sync_per_step``) and no combined forward-backward pairs (``moe_a2a_overlap``) apply to it
+#: (``grad_sync_per_step``) and no combined forward-backward pairs (``moe_a2a_overlap``) apply to it; nor do
+#: fp8 parameters (``fp8_param``: the training step's fp8 weight cache and distributed-optimizer gather)
 _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
     ("p2p_host_sync", lambda p: p.p2p_host_sync),
     ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
@@ -765,7 +766,8 @@ _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
     ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),
     ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None),
     ("pipeline_microbatches", lambda p: bool(p.pipeline_microbatches)),
-    ("grad_sync_per_step", lambda p: p.grad_sync_per_step), ("moe_a2a_overlap", lambda p: p.moe_a2a_overlap))
+    ("grad_sync_per_step", lambda p: p.grad_sync_per_step), ("moe_a2a_overlap", lambda p: p.moe_a2a_overlap),
+    ("fp8_param", lambda p: p.fp8_param))
 
 
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:

@@ -197,6 +197,8 @@ def test_plan_larger_than_the_system_is_refused() -> None:
      "plan: pipeline_microbatches: training only; got pipeline_microbatches=2 for an inference step"),
     (ParallelPlan(pp=2, pipeline_microbatches=1, grad_sync_per_step=True),
      "plan: pipeline_microbatches, grad_sync_per_step: training only"),
+    # fp8 parameters change a training step's weight cache and optimizer gather only
+    (ParallelPlan(fp8_param=True), "plan: fp8_param: training only; got fp8_param=True for an inference step"),
 ])
 def test_training_only_plan_fields_are_refused_for_an_inference_step(plan: ParallelPlan, needle: str) -> None:
     with pytest.raises(PlanError, match=needle.replace("(", r"\(").replace(")", r"\)")):
