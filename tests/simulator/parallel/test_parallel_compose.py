@@ -199,6 +199,10 @@ def test_plan_larger_than_the_system_is_refused() -> None:
      "plan: pipeline_microbatches, grad_sync_per_step: training only"),
     # fp8 parameters change a training step's weight cache and optimizer gather only
     (ParallelPlan(fp8_param=True), "plan: fp8_param: training only; got fp8_param=True for an inference step"),
+    # the training batch: llama-2-7b prefill under dp 2, microbatch 8 had been priced at batch 1
+    (ParallelPlan(dp=2, microbatch=8, global_batch=32),
+     "plan: microbatch, global_batch: training only; got microbatch=8, global_batch=32 for an inference step (phase "
+     "'prefill'); expected train=True (--train), or the plan without them (an inference step's batch is batch=...)"),
 ])
 def test_training_only_plan_fields_are_refused_for_an_inference_step(plan: ParallelPlan, needle: str) -> None:
     with pytest.raises(PlanError, match=needle.replace("(", r"\(").replace(")", r"\)")):
