@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import near_match
 
 __all__ = ["DType", "dtype_bytes", "parse_dtype"]
 
@@ -95,8 +95,11 @@ def parse_dtype(value: str | DType, where: str = "dtype") -> DType:
         pass
     if s in _ALIASES:
         return _ALIASES[s]
-    raise ValueError(f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}"
-                     + did_you_mean(s, names + list(_ALIASES)))
+    # the near match is sought among the aliases too ('float46' is nearest 'float64'), but named in the vocabulary
+    # the message lists: the alias's own dtype ('fp64')
+    near = near_match(s, names + list(_ALIASES))
+    hint = f"; did you mean {(_ALIASES[near[0]].value if near[0] in _ALIASES else near[0])!r}?" if near else ""
+    raise ValueError(f"{where}: unknown dtype; got {value!r}; expected one of {', '.join(names)}" + hint)
 
 
 def dtype_bytes(value: str | DType, default: float = 2.0) -> float:

@@ -52,7 +52,10 @@ def parse_params(items: list[str] | None) -> dict[str, tuple[float, float] | Non
     return out
 
 
-def device_rows(path: str, hw_name: str):  # noqa: ANN201 - MeasurementSet
+def device_rows(path: str, hw_name: str):  # noqa: ANN201 - (MeasurementSet, dict[str, int])
+    """The rows of ``path`` measured on ``hw_name``, and the rows of other devices left out (count by device)."""
+    from collections import Counter
+
     from simulator.calibration.measurements import MeasurementSet
     from simulator.hardware import known_devices
 
@@ -61,7 +64,17 @@ def device_rows(path: str, hw_name: str):  # noqa: ANN201 - MeasurementSet
     if len(rows) == 0:
         raise ValueError(f"{path}: no rows for device {hw_name!r}; got devices {', '.join(ms.devices)}; "
                          "expected --hardware to name one of them")
-    return rows
+    return rows, dict(sorted(Counter(m.device for m in ms if m.device != rows[0].device).items()))
+
+
+def left_out_note(left_out: dict[str, int], hw_name: str) -> str:
+    """The line saying how many rows of other devices ``--hardware`` left out ('' when none)."""
+    n, k = sum(left_out.values()), len(left_out)
+    if not n:
+        return ""
+    names = ", ".join(list(left_out)[:4]) + (f", {k - 4} more" if k > 4 else "")
+    return (f"{n} row{'s' * (n != 1)} of {k} other device{'s' * (k != 1)} left out ({names}): --hardware {hw_name} "
+            "keeps its own rows")
 
 
 def summary_rows(title: str, before, after) -> list[list[str]]:  # noqa: ANN001
@@ -89,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     report = sys.stderr if to_stdout(args.out) else sys.stdout  # --out -: the overlay alone on standard output
     hw = load_hardware(args.hardware)
     dev = hw if isinstance(hw, DeviceSpec) else hw.device
-    rows = device_rows(args.measurements, dev.name)
+    rows, left_out = device_rows(args.measurements, dev.name)
     train, test = rows.split(args.test_fraction, args.seed)
     if len(test) == 0:
         raise ValueError(f"{args.measurements}: too few rows for a held-out split ({len(rows)}); expected at least "
@@ -104,13 +117,15 @@ def run(args: argparse.Namespace) -> int:
     test_after = cal.error_summary(test)
     result = {"train": {"before": cal.before_.to_json(), "after": cal.after_.to_json()},
               "test": {"before": test_before.to_json(), "after": test_after.to_json()},
-              "params": {k: float(f"{v:.6g}") for k, v in cal.params_.items()}}
+              "params": {k: float(f"{v:.6g}") for k, v in cal.params_.items()}, "rows_left_out": sum(left_out.values())}
     worse = test_after.mape > test_before.mape
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print(f"{dev.name}: {len(train)} train / {len(test)} held-out measurements from {args.measurements} "
               f"(seed {args.seed})", file=report)
+        if left_out:
+            print(left_out_note(left_out, dev.name), file=report)
         print(table(summary_rows("train", cal.before_, cal.after_) + summary_rows("held-out", test_before, test_after),
                     HEADER, align="llrrrrrrrr"), file=report)
         print(file=report)

@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         _check_plot_path(args.plot)
     if args.dataset == "edge":
         return _run_edge(args)
-    groups, source = _measurement_groups(args)
+    groups, source, left_out = _measurement_groups(args)
     cal = Calibrator()
     from simulator.report.progress import progress_bar
 
@@ -148,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset and not args.hardware and not args.calibration:  # whole nodes: a group of its own
         extras = _whole_node_groups()
     if args.json:
-        _print_json(summary, groups_oe, extras, groups, preds)
+        _print_json(summary, groups_oe, extras, groups, preds, left_out)
     else:
-        _print_text(args, source, allrows, summary, groups_oe, extras, groups, preds)
+        _print_text(args, source, allrows, summary, groups_oe, extras, groups, preds, left_out)
     if args.plot is not None:
         pts = [(m.category, float(p), m.median_s) for m, p in zip(allrows, pred, strict=True)]
         title = f"{', '.join(sorted({r[0].device for _, r in groups}))}: MAPE {summary.mape:.1f}% (n={summary.n})"
@@ -160,8 +160,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measurement_groups(args: argparse.Namespace) -> tuple[list, str]:
-    """The (hardware, measurement rows) pairs to validate, one per device, and the source they came from."""
+def _measurement_groups(args: argparse.Namespace) -> tuple[list, str, dict[str, int]]:
+    """The (hardware, measurement rows) pairs to validate, one per device, the source they came from and the rows
+    of other devices ``--hardware`` left out (count by device)."""
+    from collections import Counter
+
     from hwmodels.spec import DeviceSpec
     from simulator.calibration.measurements import MeasurementSet
     from simulator.calibration.validation import DEFAULT_DATASET as PUBLISHED
@@ -177,12 +180,15 @@ def _measurement_groups(args: argparse.Namespace) -> tuple[list, str]:
             if len(rows) == 0:
                 raise ValueError(f"{PUBLISHED}: no rows for device {n!r}; expected one of {', '.join(ms.devices)}")
             groups.append((load_hardware(n, args.calibration), rows))
-        return groups, str(PUBLISHED)
+        kept = {n.lower() for n in names}
+        left = dict(sorted(Counter(m.device for m in ms if m.device not in kept).items()))
+        return groups, str(PUBLISHED), left
     if not args.hardware:
         raise ValueError("validate: --hardware missing; expected the device the measurements ran on")
     hw = load_hardware(args.hardware, args.calibration)
     dev = hw if isinstance(hw, DeviceSpec) else hw.device
-    return [(hw, device_rows(args.measurements, dev.name))], args.measurements
+    rows, left = device_rows(args.measurements, dev.name)
+    return [(hw, rows)], args.measurements, left
 
 
 def _whole_node_groups() -> dict:
@@ -202,11 +208,14 @@ def _whole_node_groups() -> dict:
     return {"multi": multi, "edge": edge, "frameworks": frameworks, "energy": energy}
 
 
-def _print_json(summary, groups_oe: dict, extras: dict, groups: list, preds: list) -> None:  # noqa: ANN001
-    """Print the validation summary, its groups and the whole-node groups as JSON."""
+def _print_json(summary, groups_oe: dict, extras: dict, groups: list, preds: list,  # noqa: ANN001
+                left_out: dict[str, int]) -> None:
+    """Print the validation summary, its groups and the whole-node groups as JSON (``rows_left_out``: the rows of
+    other devices ``--hardware`` left out)."""
     from simulator.calibration import summarize_errors
 
     out = summary.to_json()
+    out["rows_left_out"] = sum(left_out.values())
     if groups_oe:
         out["by_group"] = {g: s.to_json(classes=False) for g, s in groups_oe.items()}
     if extras["multi"] is not None:
@@ -224,7 +233,7 @@ def _print_json(summary, groups_oe: dict, extras: dict, groups: list, preds: lis
 
 
 def _print_text(args: argparse.Namespace, source: str, allrows, summary, groups_oe: dict,  # noqa: ANN001
-                extras: dict, groups: list, preds: list) -> None:
+                extras: dict, groups: list, preds: list, left_out: dict[str, int]) -> None:
     """Print the validation summary as a table, its largest errors and the whole-node groups."""
     from simulator.calibration import summarize_errors
     from simulator.report.formatting import table
@@ -242,6 +251,10 @@ def _print_text(args: argparse.Namespace, source: str, allrows, summary, groups_
                    for (_, rows), p in zip(groups, preds, strict=True)]
     cal_note = f" with {args.calibration}" if args.calibration else ""
     print(f"{source}: {len(allrows)} measurements{cal_note}")
+    if sum(left_out.values()):
+        from simulator.cli.calibrate import left_out_note
+
+        print(left_out_note(left_out, groups[0][1][0].device))
     print(table(rows_t, hdr, align="lrrrrrr"))
     print("\nlargest errors:")
     for i, w, p, m, a in summary.worst:

@@ -754,13 +754,22 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
 
 #: Plan fields of a training step only, each with the test that it is set: an inference step left them out
 #: without a word (offload params even took the weights off the device for free; the stage exchanges' device
-#: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs)
+#: syncs are Megatron-Core's training pipeline's and priced a prefill's syncs). The schedule-recipe fields are
+#: read by the training step alone too: an inference step passes one batch through the stages in turn
+#: (:func:`_inference_step_time`), so no schedule runs (``pipeline_microbatches``), no deferred FSDP sync
+#: (``grad_sync_per_step``) and no combined forward-backward pairs (``moe_a2a_overlap``) apply to it; nor do
+#: fp8 parameters (``fp8_param``: the training step's fp8 weight cache and distributed-optimizer gather), nor the
+#: training batch (``microbatch``, ``global_batch``: an inference step's is ``batch``, 1 when not given)
 _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
     ("p2p_host_sync", lambda p: p.p2p_host_sync),
     ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
     ("grad_reduce_dtype", lambda p: bool(p.grad_reduce_dtype)), ("param_dtype", lambda p: bool(p.param_dtype)),
     ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),
-    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None))
+    ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None),
+    ("pipeline_microbatches", lambda p: bool(p.pipeline_microbatches)),
+    ("grad_sync_per_step", lambda p: p.grad_sync_per_step), ("moe_a2a_overlap", lambda p: p.moe_a2a_overlap),
+    ("fp8_param", lambda p: p.fp8_param), ("microbatch", lambda p: p.microbatch != 1),
+    ("global_batch", lambda p: p.global_batch is not None))
 
 
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
@@ -768,8 +777,9 @@ def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
     given = [name for name, is_set in _TRAINING_ONLY_FIELDS if is_set(plan)]
     if given:
         shown = ", ".join(f"{n}={getattr(plan, n)!r}" for n in given)
+        batch = " (an inference step's batch is batch=...)" if {"microbatch", "global_batch"} & set(given) else ""
         raise PlanError(f"plan: {', '.join(given)}: training only; got {shown} for an inference step (phase "
-                        f"{phase or 'prefill'!r}); expected train=True (--train), or the plan without them")
+                        f"{phase or 'prefill'!r}); expected train=True (--train), or the plan without them{batch}")
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,

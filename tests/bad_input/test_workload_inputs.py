@@ -85,6 +85,10 @@ CONFIG_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "model-type-number": (LLAMA, {"model_type": 3}, "model_type", "got 3"),
     "model-type-missing": (LLAMA, {"model_type": _DROP}, "'model_type'", "missing key"),
     "torch-dtype-typo": (LLAMA, {"torch_dtype": "float33"}, "torch_dtype", "got 'float33'"),
+    # the near match of the alias float64 named as the listed fp64 (it had suggested 'float64')
+    "torch-dtype-typo-64": (LLAMA, {"torch_dtype": "float46"}, "torch_dtype",
+                            "got 'float46'; expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, "
+                            "int32, int8, int4, bool; did you mean 'fp64'?"),
     "experts-string": (MIXTRAL, {"num_local_experts": "8"}, "num_local_experts", 'got "8"'),
     "experts-zero": (MIXTRAL, {"num_local_experts": 0, "num_experts_per_tok": 1}, "num_local_experts", "got 0"),
     "experts-absurd": (MIXTRAL, {"num_local_experts": 10**7}, "num_local_experts", "got 10000000"),
@@ -242,6 +246,33 @@ def test_micro_workload_with_several_problems_lists_each(capsys):
 
 
 # ------------------------------------------------------------------------------------------------
+# --seq: the image side of a vision model
+
+# (model, flags, the smallest side accepted, the op the build stops at) torchvision's Inception-v3 at 128
+# pixels: the auxiliary classifier of the train phase pools Mixed_6e's 6x6 map to 1x1 before its 5x5 conv
+# (299 is the least side for it: 298 leaves 16 -> 4 < 5); 75 is the least without it (Mixed_7a's 3x3 conv)
+SEQ_CASES = [
+    ("inception_v3", ("--train", "--seq", "128"), 299, "phase 'train'", "op 'AuxLogits.conv1.conv' (conv2d)"),
+    ("inception_v3", ("--seq", "74"), 75, "phase 'forward'", "op 'Mixed_7a.branch3x3_2.conv' (conv2d)"),
+    ("vgg16", ("--seq", "16"), 32, "phase 'forward'", "op 'features.pool17' (pool2d)"),
+]
+
+
+@pytest.mark.parametrize("model, flags, least, phase, op", SEQ_CASES, ids=[f"{c[0]}-{c[1][-1]}" for c in SEQ_CASES])
+def test_image_side_too_small_names_the_flag(capsys, model, flags, least, phase, op):
+    rc, err = run(capsys, "predict", model, *HW, *flags)
+    default = {"inception_v3": 299, "vgg16": 224}[model]
+    one_line(rc, err, f"model {model!r}: image side (seq, --seq): got {flags[-1]}; expected at least {least} for "
+             f"{phase} (the model's input size is {default}): at {flags[-1]}, {op}")
+
+
+def test_image_side_at_the_least_builds(capsys):
+    for model, flags, least, _, _ in SEQ_CASES:
+        assert main(["predict", model, *HW, *flags[:-1], str(least)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------------------------
 # --dtype
 
 # (model kind, --dtype value, what the line shows)
@@ -251,7 +282,9 @@ DTYPE_CASES = [
     ("config", "", "empty dtype; got ''"),
     ("micro", " ", "empty dtype; got ' '"),
     ("zoo", "bf61", "did you mean 'bf16'?"),
-    ("config", "float17", "did you mean 'float16'?"),
+    ("config", "float17", "did you mean 'fp16'?"),  # the listed name, not the alias float16
+    ("zoo", "float46", "expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, int32, int8, int4, "
+                       "bool; did you mean 'fp64'?"),
     ("micro", "bf 16", "got 'bf 16'"),
 ]
 

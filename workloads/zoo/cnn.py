@@ -18,9 +18,10 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from workloads.ir import OpGraph, TensorSpec
+from workloads.ir import GraphError, OpGraph, TensorSpec
 from workloads.zoo import ModelEntry, load_data, register_model
 from workloads.zoo._blocks import Net
 
@@ -337,6 +338,37 @@ def build_inception_v3(name: str, *, batch: int, seq: int, phase: str, dtype: st
 # registry
 
 
+def _sized(fn: Callable[..., OpGraph], default: int) -> Callable[..., OpGraph]:
+    """``fn`` with a located error for an image side too small for the network: a convolution's filter or a
+    pool's window larger than what reaches it had been reported at that op alone, without the flag that set it.
+    The side is to blame when the same build at the model's own side (``default``) succeeds; the smallest side
+    accepted is found by bisection (a convolution or pool's output side never shrinks as its input grows)."""
+
+    def build(name: str, *, seq: int, **kw: Any) -> OpGraph:
+        try:
+            return fn(name, seq=seq, **kw)
+        except GraphError as exc:
+            if seq >= default or not _builds(fn, name, default, kw):
+                raise
+            lo, hi = seq + 1, default  # hi builds, seq does not
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if _builds(fn, name, mid, kw) else (mid + 1, hi)
+            raise GraphError(f"model {name!r}: image side (seq, --seq): got {seq}; expected at least {lo} for phase "
+                             f"{kw.get('phase')!r} (the model's input size is {default}): at {seq}, {exc}") from None
+
+    build.__doc__ = fn.__doc__
+    return build
+
+
+def _builds(fn: Callable[..., OpGraph], name: str, seq: int, kw: dict[str, Any]) -> bool:
+    try:
+        fn(name, seq=seq, **kw)
+    except GraphError:
+        return False
+    return True
+
+
 def _register() -> None:
     data = load_data(_DATA)
     builders = {"resnet18": build_resnet, "resnet50": build_resnet, "resnet101": build_resnet,
@@ -345,7 +377,8 @@ def _register() -> None:
     for key, fn in builders.items():
         cfg = data[key]
         register_model(ModelEntry(
-            name=key, family="cnn", description=cfg["description"], source=cfg["source"], builder=fn,
+            name=key, family="cnn", description=cfg["description"], source=cfg["source"],
+            builder=_sized(fn, int(cfg["image_size"])),
             defaults={"batch": 1, "seq": int(cfg["image_size"]), "dtype": "fp32", "phase": "forward"},
             phases=("forward", "train"),
         ))

@@ -65,9 +65,36 @@ def test_published_calibration_lowers_held_out_error_on_t4(capsys: pytest.Captur
     assert res["train"]["before"]["n"] + res["test"]["before"]["n"] == 36
 
 
+def test_rows_of_other_devices_left_out_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # published_gpu.csv: 172 rows, 36 of them T4's; the other 136 (11 devices) had been dropped without a word
+    rc, res = _json(capsys, ["validate", str(PUBLISHED), "--hardware", "t4", "--json"])
+    assert rc == 0 and res["n"] == 36 and res["rows_left_out"] == 136
+    assert main(["validate", str(PUBLISHED), "--hardware", "t4"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "136 rows of 11 other devices left out (a100-pcie-40gb, a100-pcie-80gb, a100-sxm4-80gb, b200, 7 more): "
+        "--hardware t4 keeps its own rows")
+    # calibrate: the published L4 GEMMs (4) beside the A100 PCIe 40GB's (4)
+    import csv
+
+    with PUBLISHED.open(encoding="utf-8", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["device"] in ("l4", "a100-pcie-40gb")]
+    two = tmp_path / "two.csv"
+    with two.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    rc, res = _json(capsys, ["calibrate", str(two), "--hardware", "l4", "--json"])
+    assert rc == 0 and res["rows_left_out"] == 4
+    assert res["train"]["before"]["n"] + res["test"]["before"]["n"] == 4
+    assert main(["calibrate", str(two), "--hardware", "l4"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == ("4 rows of 1 other device left out (a100-pcie-40gb): "
+                                                       "--hardware l4 keeps its own rows")
+
+
 def test_validate_published_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc, s = _json(capsys, ["validate", "--dataset", "published", "--json"])
     assert rc == 0 and SUMMARY_KEYS <= set(s) and s["n"] >= 94 and "t4" in s["by_device"]
+    assert s["rows_left_out"] == 0  # every device's rows are validated
     # the op-level / end-to-end groups partition the rows and match the library's summaries
     from simulator.calibration.validation import validate_published
 

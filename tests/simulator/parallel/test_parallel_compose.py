@@ -192,10 +192,29 @@ def test_plan_larger_than_the_system_is_refused() -> None:
     (ParallelPlan(dp=2, zero_stage=1), "plan: zero_stage: training only"),
     (ParallelPlan(param_dtype="bf16", grad_reduce_dtype="fp32"), "plan: grad_reduce_dtype, param_dtype: training only"),
     (ParallelPlan(cuda_graph="full_iteration"), "plan: cuda_graph: training only"),
+    # the schedule-recipe fields had been taken and dropped: an inference step runs no pipeline schedule
+    (ParallelPlan(pp=2, pipeline_microbatches=2),
+     "plan: pipeline_microbatches: training only; got pipeline_microbatches=2 for an inference step"),
+    (ParallelPlan(pp=2, pipeline_microbatches=1, grad_sync_per_step=True),
+     "plan: pipeline_microbatches, grad_sync_per_step: training only"),
+    # fp8 parameters change a training step's weight cache and optimizer gather only
+    (ParallelPlan(fp8_param=True), "plan: fp8_param: training only; got fp8_param=True for an inference step"),
+    # the training batch: llama-2-7b prefill under dp 2, microbatch 8 had been priced at batch 1
+    (ParallelPlan(dp=2, microbatch=8, global_batch=32),
+     "plan: microbatch, global_batch: training only; got microbatch=8, global_batch=32 for an inference step (phase "
+     "'prefill'); expected train=True (--train), or the plan without them (an inference step's batch is batch=...)"),
 ])
 def test_training_only_plan_fields_are_refused_for_an_inference_step(plan: ParallelPlan, needle: str) -> None:
     with pytest.raises(PlanError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         evaluate_plan("llama-2-7b", DGX, plan, phase="prefill", seq=128)
+
+
+def test_a2a_overlap_is_refused_for_an_inference_step_of_an_moe_model() -> None:
+    # mixtral-8x7b prefill with moe_a2a_overlap had been priced as without it, the field dropped
+    plan = ParallelPlan(tp=2, dp=2, ep=2, moe_a2a_overlap=True)
+    with pytest.raises(PlanError, match=r"plan: moe_a2a_overlap: training only; got moe_a2a_overlap=True for an "
+                                        r"inference step \(phase 'decode'\)"):
+        evaluate_plan("mixtral-8x7b", DGX, plan, phase="decode", context=128)
 
 
 def test_phase_train_without_train_is_refused_not_reported_as_an_iteration() -> None:
