@@ -41,7 +41,7 @@ from hwmodels.tables import table_problems
 from nodeperf.suggest import did_you_mean, format_problems
 
 __all__ = ["Price", "PriceQuote", "Pricing", "run_cost", "PRICES_FILE", "DEVICES_DIR", "HOURS_PER_YEAR", "PRICE_MODES",
-           "PURCHASE_BASES", "mixed_basis_warning", "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
+           "PURCHASE_BASES", "mixed_basis_warning", "mixed_provider_warning", "load_prices", "load_price_entries", "usd_per_hour", "tco_usd_per_hour", "catalog_device_names"]
 
 #: The catalog's price file.
 PRICES_FILE = Path(__file__).resolve().parent / "catalog" / "prices.toml"
@@ -198,6 +198,26 @@ def mixed_basis_warning(devices: Sequence[str], table: Mapping[str, Price], mode
     listed = ", ".join(f"{n} ({b})" for n, b in bases.items())
     return (f"warning: the purchase prices compared cover different things: {listed}; a card or board price has "
             "no host or network, a server share has them (see purchase basis in hwmodels/catalog/prices.toml)")
+
+
+def mixed_provider_warning(devices: Sequence[str], table: Mapping[str, Price], mode: str = "cloud") -> str | None:
+    """One warning line when a cloud comparison of ``devices`` prices them from different providers, else None.
+
+    Providers price at different levels (the same H100 SXM rented 12.29 USD/h per GPU at AWS and 2.99 at RunPod):
+    ranking devices whose hourly prices come from different providers ranks the providers as much as the hardware.
+    An entry without a ``provider`` counts as "unstated". TCO mode (no rent), unpriced devices and a single
+    provider give None.
+    """
+    if mode != "cloud":
+        return None
+    names = sorted({d.lower() for d in devices})
+    providers = {n: table[n].provider or "unstated" for n in names
+                 if n in table and table[n].usd_per_hour is not None}
+    if len(set(providers.values())) < 2:
+        return None
+    listed = ", ".join(f"{n} ({p})" for n, p in providers.items())
+    return (f"warning: the hourly prices compared come from different providers: {listed}; a provider's price level "
+            "is not the hardware's (see provider in hwmodels/catalog/prices.toml)")
 
 
 def load_prices(path: str | Path | None = None, *, check_devices: bool | None = None) -> dict[str, Price]:
@@ -374,8 +394,8 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
     """What ``devices`` devices for ``seconds`` cost, per million ``tokens``, priced by ``pricing``.
 
     The JSON ``cost`` object of ``nodeperf serve``: ``usd_per_million_tokens`` (None where the device is
-    unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts`` and,
-    for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
+    unpriced in cloud mode), ``usd_per_device_hour``, ``usd_total``, ``mode``, ``inputs``, ``parts``, for cloud
+    the ``provider`` whose rent it charged ("unstated" where the price file names none) and, for TCO, the power it charged (``power_w``, ``power_from``: the run's average power from its modelled
     energy, or the datasheet TDP when the run has none). ``table``: the entries of ``pricing.prices`` already
     read (:func:`load_price_entries`), for a caller pricing many runs. ``per``: what ``tokens`` counts, naming
     the per-million key ``usd_per_million_<per>`` (``nodeperf tune``'s configurations: ``samples``).
@@ -405,6 +425,7 @@ def run_cost(device: str, devices: int, seconds: float, tokens: float, *, energy
     else:
         q = usd_per_hour(name, pr.mode, prices=table)
         source = table[name].source
+        extra["provider"] = table[name].provider or "unstated"
     usd = q.value * hours
     return {f"usd_per_million_{per}": usd / tokens * 1e6 if tokens else None, "usd_per_device_hour": q.value,
             "device": name, "devices": devices, "usd_total": usd, "mode": q.mode, "inputs": pr.inputs(), "parts": dict(q.parts),

@@ -10,7 +10,7 @@ from typing import Any
 
 from simulator.cli.common import finite_float, nonempty, one_of
 
-__all__ = ["add_price_arguments", "pricing_from_args"]
+__all__ = ["add_price_arguments", "pricing_from_args", "warn_mixed_providers"]
 
 
 def _modes() -> tuple[str, ...]:
@@ -48,7 +48,8 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
         A TCO input given without ``--price tco``, one missing with it, or TCO of a device without a
         ``purchase_usd`` in the price file (one located line each: exit 2). A TCO comparison of devices whose
         purchase prices cover different things (:data:`hwmodels.cost.PURCHASE_BASES`) is not an error: one
-        warning line on standard error names the devices and their bases.
+        warning line on standard error names the devices and their bases (a cloud comparison of devices whose
+        hourly prices come from different providers warns once it has run: :func:`warn_mixed_providers`).
     """
     from hwmodels.cost import Pricing, load_price_entries, mixed_basis_warning
 
@@ -75,3 +76,19 @@ def pricing_from_args(args: argparse.Namespace, devices: list[str]) -> Any:
         print(warning, file=sys.stderr)
     return Pricing("tco", years=args.tco_years, pue=args.pue, usd_per_kwh=args.electricity_usd_per_kwh,
                    utilization=args.tco_utilization, prices=args.prices)
+
+
+def warn_mixed_providers(pricing: Any, devices: list[str], table: Any = None) -> None:
+    """One warning line on standard error when a cloud comparison of ``devices`` (catalog device names) prices them
+    from different providers (:func:`hwmodels.cost.mixed_provider_warning`), as the mixed purchase-basis warning of
+    :func:`pricing_from_args`. Called once a comparison has run, so that a bad input stays the only line it prints.
+    ``table``: the price entries already read (default: ``pricing.prices`` or the catalog's)."""
+    from hwmodels.cost import load_price_entries, mixed_provider_warning
+
+    if pricing.mode != "cloud" or len({d.lower() for d in devices}) < 2:
+        return
+    if table is None:
+        table = load_price_entries(pricing.prices) if pricing.prices is not None else load_price_entries()
+    warning = mixed_provider_warning(devices, table)
+    if warning:
+        print(warning, file=sys.stderr)

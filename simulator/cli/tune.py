@@ -342,6 +342,10 @@ def run(args: argparse.Namespace) -> int:
 
     result = tune(problem, constraints, metric, direction, objective=args.objective, search=args.search,
                   trials=args.trials, seed=args.seed, top=args.top)
+    if "cost_per_hour" in getattr(problem, "metrics", ()):  # candidates priced by different providers: one line
+        from simulator.cli.pricing import warn_mixed_providers
+
+        warn_mixed_providers(problem.pricing, sorted({str(d.name) for d in problem.device.values()}), problem.prices)
     if args.csv is not None:
         write_output("--csv", args.csv, _csv(problem, result))
         if to_stdout(args.csv):
@@ -547,13 +551,16 @@ def _plan_cells(problem: Any, config: dict[str, Any], steps: tuple[str, ...]) ->
 
 
 def _priced_line(pricing: Any, problem: Any = None) -> str:
-    """How the search's cost metrics price a device-hour (one line of the text report); in TCO mode with each
-    candidate device's purchase basis (what its purchase price covers)."""
+    """How the search's cost metrics price a device-hour (one line of the text report): in cloud mode with each
+    candidate device's provider (whose rent it is), in TCO mode with its purchase basis (what its purchase price
+    covers)."""
     where = pricing.prices or "hwmodels/catalog/prices.toml"
-    if pricing.mode != "tco":
-        return f"cost: cloud on-demand price per device-hour ({where})"
     prices = getattr(problem, "prices", {}) or {}
     names = sorted({str(d.name).lower() for d in getattr(problem, "device", {}).values()})
+    if pricing.mode != "tco":
+        rents = ", ".join(f"{n} {prices[n].provider or 'unstated'}" for n in names
+                          if n in prices and prices[n].usd_per_hour is not None)
+        return f"cost: cloud on-demand price per device-hour ({where}{'; provider ' + rents if rents else ''})"
     bases = ", ".join(f"{n} {prices[n].purchase_basis}" for n in names if n in prices and prices[n].purchase_basis)
     return (f"cost: tco per device-hour: purchase_usd ({where}{'; basis ' + bases if bases else ''}) over {pricing.years:g} y x 8760 h at "
             f"{pricing.utilization:.0%} utilization + each configuration's own average power x PUE {pricing.pue:g} "

@@ -83,6 +83,15 @@ def _pricing(args: argparse.Namespace, names: list[str]) -> Any:
     return pricing_from_args(args, [str(spec_of(load_hardware(n))[0].name) for n in names])
 
 
+def _warn_providers(pricing: Any, names: list[str]) -> None:
+    """One warning line once the search has run when the candidates' hourly prices come from different providers."""
+    from simulator.cli.pricing import warn_mixed_providers
+    from simulator.engines.analytical import spec_of
+    from simulator.hardware import load_hardware
+
+    warn_mixed_providers(pricing, [str(spec_of(load_hardware(n))[0].name) for n in names])
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from simulator.serving import ServeConfig
     from simulator.sweep.tune_serving import ServeTuneError, candidates, tune_serving
@@ -109,8 +118,10 @@ def run_serve(args: argparse.Namespace) -> int:
                        requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo))
     if not args.probe_seconds > 0:
         raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
+    pricing = _pricing(args, names)
     result = tune_serving(args.model, cands, base, objective, args.qps_min, args.qps_max, probe_seconds=args.probe_seconds,
-                          pricing=_pricing(args, names))
+                          pricing=pricing)
+    _warn_providers(pricing, names)
     if args.json:
         doc = result.to_json()
         doc["model"] = args.model

@@ -768,7 +768,35 @@ def _plan_model(exp: Experiment, resolve: GraphResolver | None = None, progress:
         pts = grp["points"]
         for i in range(0, len(pts), MODEL_TASK_POINTS):
             tasks.append({**grp, "points": pts[i:i + MODEL_TASK_POINTS]})
+    _warn_mixed_providers(exp, groups.values(), hw_info)
     return _Plan(exp, rows, tasks, errors, exp.size - n_all)
+
+
+def _warn_mixed_providers(exp: Experiment, groups: Any, hw_info: Mapping[str, Any]) -> None:
+    """One warning line on standard error per cloud cost setting of a sweep asking cost metrics whose devices'
+    hourly prices come from different providers (:func:`hwmodels.cost.mixed_provider_warning`), as ``tune`` and
+    ``serve`` warn; a price file that cannot be read is left to each row's error."""
+    if not any(m in COST_METRICS for m in exp.metrics):
+        return
+    from hwmodels.cost import load_price_entries, mixed_provider_warning
+    from simulator.engines.analytical import spec_of
+
+    by_cost: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    for grp in groups:
+        c = dict(grp.get("cost") or {})
+        if str(c.get("mode", "cloud")) == "cloud":
+            by_cost.setdefault(json.dumps(c, sort_keys=True), (c, set()))[1].add(grp["hardware"])
+    for c, hws in by_cost.values():
+        devices = sorted({str(spec_of(hw_info[h][0])[0].name).lower() for h in hws})
+        if len(devices) < 2:
+            continue
+        try:
+            table = load_price_entries(str(_resolve_file(c["prices"], exp.base_dir)) if c.get("prices") else None)
+        except _USER_ERRORS:
+            continue
+        warning = mixed_provider_warning(devices, table)
+        if warning:
+            print(warning, file=sys.stderr)
 
 
 def _plan_systolic(exp: Experiment, progress: bool | None = None) -> _Plan:

@@ -86,6 +86,8 @@ class CandidateOutcome:
             out["ttft_p99_s"] = self.summary["ttft_s"]["p99"]
             out["tpot_p99_s"] = self.summary["tpot_s"]["p99"]
             out["output_tokens_per_s"] = self.summary["output_tokens_per_s"]
+            if self.summary.get("cost"):  # how usd_per_million_tokens was priced: mode, hourly price, provider
+                out["cost"] = self.summary["cost"]
         return out
 
 

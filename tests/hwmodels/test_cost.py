@@ -62,7 +62,6 @@ def test_catalog_values_are_the_source_rows() -> None:
     assert prices["b200"].usd_per_hour == pytest.approx(63.92 / 8)
     assert prices["tpu-v5p"].usd_per_hour == pytest.approx(24729.6 / 5888)
     assert prices["tpu-v4"].usd_per_hour == pytest.approx(9891.84 / 3072)
-    assert prices["h100-sxm5-80gb"].usd_per_hour == pytest.approx(98.32 / 8)
     assert prices["h100-sxm5-80gb"].purchase_usd == pytest.approx(270000 / 8)
     assert prices["l40s"].usd_per_hour == 0.8994 and prices["v100-sxm2-32gb"].usd_per_hour == 3.9
 

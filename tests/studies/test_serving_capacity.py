@@ -68,12 +68,12 @@ def test_capacity_and_its_price_by_hand(cfg, rows):
     c = cap[0]
     passing = sorted(r["rate_rps"] for r in rows if r["meets_slo"])
     assert c["capacity_rps"] == passing[-1]
-    assert c["usd_per_device_hour"] == 12.29  # AWS p5.48xlarge $98.32/h over 8 H100 (prices.toml)
-    assert c["usd_per_hour"] == 12.29 and c["requests_per_usd"] == pytest.approx(c["capacity_rps"] * 3600 / 12.29)
+    assert c["usd_per_device_hour"] == 2.99  # RunPod Secure Cloud 1x_H100-SXM_SECURE (prices.toml)
+    assert c["usd_per_hour"] == 2.99 and c["requests_per_usd"] == pytest.approx(c["capacity_rps"] * 3600 / 2.99)
     assert c["limited_by"] in ("ttft", "tpot", "ttft+tpot") and c["on_frontier"] is True
-    assert "p5.48xlarge" in c["price_source"] and c["price_date"] == "2026-06-24"
+    assert "1x_H100-SXM_SECURE" in c["price_source"] and c["price_date"] == "read 2026-12-07 (catalog commit 0727c2bd)"
     at = next(r for r in rows if r["rate_rps"] == c["capacity_rps"])
-    assert c["usd_per_million_output_tokens"] == pytest.approx(12.29 / 3600 / at["output_tokens_per_s"] * 1e6)
+    assert c["usd_per_million_output_tokens"] == pytest.approx(2.99 / 3600 / at["output_tokens_per_s"] * 1e6)
 
 
 def test_the_frontier_keeps_deployments_nobody_beats():

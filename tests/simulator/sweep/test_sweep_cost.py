@@ -64,7 +64,7 @@ def test_default_cost_leaves_point_keys_unchanged(tmp_path: Path) -> None:
               scheduler="synchronous")
     a, b = load_results(plain), load_results(priced)
     assert sorted(a["point_key"]) == sorted(b["point_key"])
-    assert "usd_per_hour" not in a.columns and (b["usd_per_hour"] == 12.29).all()  # the catalog's p5.48xlarge / 8
+    assert "usd_per_hour" not in a.columns and (b["usd_per_hour"] == 2.99).all()  # the catalog's RunPod 1x_H100-SXM_SECURE
 
 
 def test_cost_metrics_are_listed_by_default_only_with_cost_settings(tmp_path: Path) -> None:
