@@ -534,9 +534,6 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     _check_engine(engine, plan)
     _check_fits_system(plan, system)
     _check_step_inputs(fp8_linears, system, train, batch, plan, phase)
-    if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
-        raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
-                        "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     opts = options or EvalOptions()
     opts = replace(opts, plan=None) if getattr(opts, "plan", None) is not None else opts
     recipe = {k: v for k, v in dict(fp8_linears=fp8_linears, framework=framework, weight_dtype=weight_dtype,
@@ -744,6 +741,9 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
     (:data:`_TRAINING_ONLY_FIELDS`: one located PlanError naming those set, not a step priced with a
     training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
+    if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
+        raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
+                        "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     if not train:
         _check_inference_plan(plan, phase)
     if train and batch is not None and batch != plan.microbatch:

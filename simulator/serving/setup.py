@@ -263,6 +263,17 @@ def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
             "admission": config.admission}
 
 
+def _disaggregate_of(config: ServeConfig) -> Any:
+    """The config's disaggregated split (:func:`parse_disaggregate`), refusing ``replicas`` beside it: the split
+    names every replica, so ``--replicas`` was dropped without a word."""
+    disagg = parse_disaggregate(config.disaggregate)
+    if disagg and config.replicas != 1:
+        raise ServingError(f"replicas: got {config.replicas} with disaggregate prefill={disagg[0]},decode={disagg[1]}; "
+                           f"expected replicas 1: a disaggregated deployment is its {disagg[0]} prefill and {disagg[1]} "
+                           f"decode replicas (for more, raise P and D)")
+    return disagg
+
+
 def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, options: Any = None) -> Setup:
     """Check ``config`` and build the simulation's parts (:class:`Setup`)."""
     if not isinstance(config, ServeConfig):
@@ -278,11 +289,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
 
     arrival = parse_arrival(config.arrival, "arrival")
     lspec = parse_lengths(config.lengths, "lengths")
-    disagg = parse_disaggregate(config.disaggregate)
-    if disagg and config.replicas != 1:  # the split names every replica: --replicas was dropped without a word
-        raise ServingError(f"replicas: got {config.replicas} with disaggregate prefill={disagg[0]},decode={disagg[1]}; "
-                           f"expected replicas 1: a disaggregated deployment is its {disagg[0]} prefill and {disagg[1]} "
-                           f"decode replicas (for more, raise P and D)")
+    disagg = _disaggregate_of(config)
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)

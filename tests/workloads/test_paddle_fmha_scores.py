@@ -74,11 +74,13 @@ def test_pub087_pays_the_score_traffic_of_its_24_layers():
     graphs, dev = GraphCache(), load_device(m.device)
     delta = default_predict(graphs.get(m), dev, m) - default_predict(graphs.get(plain), dev, plain)
     # four passes over 32 x 16 x 384 x 384 fp16 scores in each of 24 layers: 14.5 GB; at most their time at the
-    # attention model's DRAM rate is added (less where a kernel's compute term still covers part of it)
+    # attention model's DRAM rate is added (less where a kernel's compute term still covers part of it: 0.49 of it at
+    # the Ampere stream triad figure, 0.873; more than half at MT4G's read figure, 0.758, whose slower bytes a
+    # kernel's compute covered less)
     moved = 4 * 24 * 32 * 16 * 384 * 384 * 2
     assert moved == pytest.approx(14.5e9, rel=0.01)
     p = gpu.gpu_params(dev, "fp16")
-    assert 0.5 * moved / (p.dram_bytes_per_s * p.dram_fraction) < delta <= moved / (p.dram_bytes_per_s * p.dram_fraction)
+    assert 0.45 * moved / (p.dram_bytes_per_s * p.dram_fraction) < delta <= moved / (p.dram_bytes_per_s * p.dram_fraction)
 
 
 def test_gelu_fold_drops_the_gelu_kernels_and_rewires_the_gemms(step):
