@@ -48,12 +48,12 @@ def test_energy_per_token_across_generations(rows):
     dyn = [r["dynamic_energy_j"] / batch for r in rows]
     total = [r["energy_per_item_j"] for r in rows]
     assert all(a > b for a, b in zip(dyn, dyn[1:], strict=False))  # every generation spends less per operation
-    # per token: V100 highest, then A100 = H100, H200, B200 lowest; the A100 and H100 spend the same to within
-    # 1.5% (the H100's step is 1.65x shorter at 1.65x the power, with both boards' tensor energies from their
-    # sustained GEMM burns; 243.5 against 240.7 mJ since the GA100's measured per-kernel device time, 1.337 us
-    # for 0.556, lengthened the A100's step by 0.8%)
+    # per token: V100 highest, then A100 ~ H100, H200, B200 lowest; the H100 spends 1.8% less than the A100 (its
+    # step is 1.68x shorter at 1.65x the power, with both boards' tensor energies from their sustained GEMM burns;
+    # 245.2 against 240.7 mJ since the A100's batch-16 decode GEMMs stream at cuBLAS's measured GEMV rate (0.733,
+    # where they had MT4G's read figure 0.758): a longer step, more idle energy; 243.5 against 240.7 mJ before)
     assert total[0] > max(total[1], total[2]) and min(total[1], total[2]) > total[3] > total[4]
-    assert total[2] == pytest.approx(total[1], rel=0.015)
+    assert total[2] == pytest.approx(total[1] * (1 - 0.018), rel=0.005)
     g = load_workload("llama-2-7b", phase="decode", batch=16, context=1024, dtype="fp16")
     for r in rows:
         dev = load_hardware(r["device"])
