@@ -182,20 +182,26 @@ def _check_basis(buy: Any, where: str, problems: list[str]) -> bool:
     return False
 
 
+def _mixed(devices: Sequence[str], table: Mapping[str, Price], label: str, priced: str) -> str | None:
+    """``"name (label), ..."`` of the ``devices`` that have a ``priced`` figure in ``table``, when their ``label``
+    fields (a missing one read as "unstated") take two values or more; else None."""
+    names = sorted({d.lower() for d in devices})
+    labels = {n: getattr(table[n], label) or "unstated" for n in names
+              if n in table and getattr(table[n], priced) is not None}
+    if len(set(labels.values())) < 2:
+        return None
+    return ", ".join(f"{n} ({v})" for n, v in labels.items())
+
+
 def mixed_basis_warning(devices: Sequence[str], table: Mapping[str, Price], mode: str = "tco") -> str | None:
     """One warning line when a TCO comparison of ``devices`` mixes purchase bases (:data:`PURCHASE_BASES`), else None.
 
     A card's price (no host, no network) and a server's share are not the same thing bought: ranking them by TCO
     favours the card. Cloud mode and devices without a purchase price give None.
     """
-    if mode != "tco":
+    listed = _mixed(devices, table, "purchase_basis", "purchase_usd") if mode == "tco" else None
+    if listed is None:
         return None
-    names = sorted({d.lower() for d in devices})
-    bases = {n: table[n].purchase_basis or "unstated" for n in names
-             if n in table and table[n].purchase_usd is not None}
-    if len(set(bases.values())) < 2:
-        return None
-    listed = ", ".join(f"{n} ({b})" for n, b in bases.items())
     return (f"warning: the purchase prices compared cover different things: {listed}; a card or board price has "
             "no host or network, a server share has them (see purchase basis in hwmodels/catalog/prices.toml)")
 
@@ -208,14 +214,9 @@ def mixed_provider_warning(devices: Sequence[str], table: Mapping[str, Price], m
     An entry without a ``provider`` counts as "unstated". TCO mode (no rent), unpriced devices and a single
     provider give None.
     """
-    if mode != "cloud":
+    listed = _mixed(devices, table, "provider", "usd_per_hour") if mode == "cloud" else None
+    if listed is None:
         return None
-    names = sorted({d.lower() for d in devices})
-    providers = {n: table[n].provider or "unstated" for n in names
-                 if n in table and table[n].usd_per_hour is not None}
-    if len(set(providers.values())) < 2:
-        return None
-    listed = ", ".join(f"{n} ({p})" for n, p in providers.items())
     return (f"warning: the hourly prices compared come from different providers: {listed}; a provider's price level "
             "is not the hardware's (see provider in hwmodels/catalog/prices.toml)")
 
