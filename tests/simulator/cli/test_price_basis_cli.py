@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_capture import run_cli
 
 from hwmodels.cost import PURCHASE_BASES, load_price_entries, mixed_basis_warning
-from simulator.cli.main import main
 
 TCO = ["--price", "tco", "--tco-years", "4", "--pue", "1.3", "--electricity-usd-per-kwh", "0.10"]
 GPT2 = ["tune", "gpt2", "--batch", "4", "--dtype", "bf16", "--fusion", "on", "--seq", "128", "--objective", "cost"]
@@ -33,12 +33,7 @@ CATALOG_BASES = {
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(capsys, argv)
 
 
 def test_every_catalog_purchase_price_states_its_basis() -> None:

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_capture import run_cli
 
 from hwmodels.cost import Price, load_price_entries, load_prices, mixed_provider_warning
-from simulator.cli.main import main
 
 GPT2 = ["tune", "gpt2", "--batch", "4", "--dtype", "bf16", "--fusion", "on", "--seq", "128", "--objective", "cost"]
 RUNPOD = "RunPod Secure Cloud"
@@ -41,12 +41,7 @@ RUNPOD_ROWS = {
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(capsys, argv)
 
 
 def _warnings(err: str) -> list[str]:

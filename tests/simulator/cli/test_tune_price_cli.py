@@ -8,8 +8,7 @@ import json
 import math
 
 import pytest
-
-from simulator.cli.main import main
+from cli_capture import run_cli
 
 PRICES = """schema = 1
 [devices.h100-sxm5-80gb]
@@ -22,12 +21,7 @@ TCO = ["--price", "tco", "--tco-years", "4", "--pue", "1.3", "--electricity-usd-
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(capsys, argv)
 
 
 def _prices(tmp_path) -> str:  # type: ignore[no-untyped-def]
