@@ -76,6 +76,12 @@ def format_problems(where: str, items: Sequence[str], what: str, count: int | No
     return "\n  ".join(lines)
 
 
+def short_text(text: str, limit: int = 120) -> str:
+    """``text`` cut to ``limit`` characters (ending in ``...``): a file's header quoted in a message (a JSON or binary
+    file read as CSV has one of thousands of characters) stays one readable line."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def short_repr(value: object, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters (ending in ``...``), so a message stays one readable line."""
     text = repr(value)
