@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS", "short_repr"]
+__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS", "short_repr", "short_text"]
 
 #: Located problem lines one message lists before ``... and N more`` (a spec with thousands of
 #: problems reports in bounded time and length).

@@ -77,9 +77,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _flag_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
-    """The near match of the first unknown ``--flag`` among the flags of ``parser`` and its built commands; with
-    none, where the command's flags are listed."""
-    from nodeperf.suggest import did_you_mean
+    """The near match of the first unknown ``--flag`` among the flags of ``parser`` and its built commands (spelt
+    without the two dashes every flag shares, which made ``--gpus`` near ``--phase``); with none, where the
+    command's flags are listed."""
+    from nodeperf.suggest import near_match
 
     first = next((u.split("=", 1)[0] for u in unknown if u.startswith("--")), "")
     if not first:
@@ -92,7 +93,8 @@ def _flag_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
                 flags.update(sub._option_string_actions)
                 if set(sub._option_string_actions) - {"-h", "--help"}:
                     built.append(name)
-    hint = did_you_mean(first, sorted(f for f in flags if f.startswith("--")))
+    near = near_match(first.removeprefix("--"), sorted(f.removeprefix("--") for f in flags if f.startswith("--")))
+    hint = f"; did you mean '--{near[0]}'?" if near else ""
     if hint or len(built) != 1:
         return hint
     return f"; expected a flag of `nodeperf {built[0]}` (`nodeperf {built[0]} --help` lists them)"

@@ -6,7 +6,9 @@
 - a JSON file (a Chrome trace ``serve --trace`` wrote) handed over as a CSV: the header quoted in the message was
   the whole file on one line (8 kB for a small trace), now cut to a readable length;
 - a flag of another tool (``serve --engine vllm``) with no near match named nothing to try; it now names the
-  command whose ``--help`` lists the flags.
+  command whose ``--help`` lists the flags;
+- flags were matched with their two dashes, which every flag shares: ``--gpus`` was offered ``--phase``,
+  ``--num-gpus`` ``--cuda-graphs`` and ``--tensor-parallel-size`` ``--sequence-parallel``.
 """
 
 from __future__ import annotations
@@ -80,6 +82,20 @@ def test_a_json_file_as_a_measurement_file_lists_short_lines(capsys, tmp_path, m
     lines = several(rc, err, 805, "t.csv")
     assert lines[0].strip().startswith("t.csv:1: workload: missing required column; got columns {\"traceEvents\"")
     assert all(len(x) < 400 for x in lines), max(lines, key=len)
+
+
+@pytest.mark.parametrize(("flag", "hint"), [
+    ("--gpus", "; expected a flag of `nodeperf predict`"),
+    ("--num-gpus", "; expected a flag of `nodeperf predict`"),
+    ("--tensor-parallel-size", "; expected a flag of `nodeperf predict`"),
+    ("--bach", "; did you mean '--batch'?"),
+    ("--kv-cache-dtype", "; did you mean '--kv-dtype'?"),
+    ("--global-batch-size", "; did you mean '--global-batch'?"),
+])
+def test_flags_of_other_tools_are_matched_on_their_names(capsys, flag: str, hint: str) -> None:
+    rc, err = cli_exit(capsys, "predict", "llama-2-7b", *H100, flag, "8")
+    line = one_line(rc, err, f"unrecognized arguments: {flag} 8{hint}")
+    assert line.endswith(hint + (" (`nodeperf predict --help` lists them)" if "expected" in hint else ""))
 
 
 def test_an_unknown_flag_without_a_near_match_names_the_command_help(capsys) -> None:
