@@ -640,26 +640,24 @@ class GpuParams:
     # (efficiency.decode_attention_bandwidth_fraction and ..._fp8_...); None: dram_fraction
     decode_dram_fraction: ArrayLike | None = None
     decode_fp8_dram_fraction: ArrayLike | None = None
-    # DRAM fraction a library GEMM with one row or column (its GEMV kernel), or up to LIBRARY_SKINNY_GEMM_MAX_ROWS,
+    # DRAM fraction a library GEMM with one row or column (its GEMV kernel), or up to gemv_max_rows of them,
     # streams its matrix at (efficiency.gemv_bandwidth_fraction); None: dram_fraction
     gemv_dram_fraction: ArrayLike | None = None
+    # the most rows (or columns) of a library GEMM read at gemv_dram_fraction (efficiency.gemv_max_rows)
+    gemv_max_rows: ArrayLike = 1
 
 
-#: The most rows (or columns) of a library GEMM that streams its matrix at ``efficiency.gemv_bandwidth_fraction``:
-#: the largest M at which cuBLAS's skinny GEMMs were measured to stream (ml-explore/mlx PR #3255, A100, fp16
-#: ``cublasGemmStridedBatchedEx`` at N = K = 16384, bytes A + B + C by zcbenz/qmm ``qmm_sm80.cu``: M = 16 1660.8 GB/s,
-#: M = 64 1577.0 GB/s, 0.815 and 0.773 of 2039 GB/s, against 0.830 for M = 1 of the same matrix, PR #3197). A
-#: scope, not a rate: beyond it no skinny-GEMM measurement says which rate a library kernel streams at.
-LIBRARY_SKINNY_GEMM_MAX_ROWS = 64
-
-
-def gemv_params(p: GpuParams) -> GpuParams:
-    """``p`` with the DRAM fraction of a library matrix-vector product (``p.gemv_dram_fraction``): the rate at which
-    a library GEMM with one row or column, or a skinny one (:data:`LIBRARY_SKINNY_GEMM_MAX_ROWS`), streams its matrix;
-    ``p`` itself where the device has no such figure."""
+def gemv_params(p: GpuParams, rows: int = 1) -> GpuParams:
+    """``p`` with the DRAM fraction of a library matrix-vector product (``p.gemv_dram_fraction``) where a library
+    GEMM of ``rows`` rows (or columns, the fewer) is within ``p.gemv_max_rows`` (``efficiency.gemv_max_rows``): the
+    rate at which the library's GEMV, or a skinny GEMM, streams its matrix; ``p`` itself where the device has no
+    such figure or the product is wider (element by element for arrays: hardware variants)."""
     if p.gemv_dram_fraction is None:
         return p
-    return dataclasses.replace(p, dram_fraction=p.gemv_dram_fraction)
+    if np.ndim(p.gemv_max_rows) == 0:
+        return p if rows > p.gemv_max_rows else dataclasses.replace(p, dram_fraction=p.gemv_dram_fraction)
+    return dataclasses.replace(p, dram_fraction=np.where(rows <= _a(p.gemv_max_rows), p.gemv_dram_fraction,
+                                                         p.dram_fraction))
 
 
 def decode_attention_fraction(p: GpuParams, kv_bytes: float) -> ArrayLike:
@@ -793,6 +791,7 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         decode_dram_fraction=d16,
         decode_fp8_dram_fraction=_nonzero_or(dev.efficiency.decode_attention_fp8_bandwidth_fraction, d16),
         gemv_dram_fraction=_nonzero_or(dev.efficiency.gemv_bandwidth_fraction, dev.efficiency.dram_bandwidth_fraction),
+        gemv_max_rows=dev.efficiency.gemv_max_rows,
     )
 
 

@@ -434,6 +434,15 @@ class EfficiencySpec:
         "dram_bandwidth_fraction (no separate figure)",
         default=0.0,
     )
+    gemv_max_rows: int = spec_field(
+        "count",
+        "the most rows (or columns) of a library GEMM (one batch entry, no implicit operand) that streams its "
+        "matrix at gemv_bandwidth_fraction, as the library's GEMV does; moot where gemv_bandwidth_fraction is 0. "
+        "The default 64 is the largest M at which cuBLAS's skinny GEMMs were measured at or below the GEMV's rate "
+        "(ml-explore/mlx PR #3255, A100, fp16 at N = K = 16384: M = 16 and 64 at 0.815 and 0.773 of 2039 GB/s, "
+        "M = 1 at 0.830); calibration may refit it",
+        default=64,
+    )
     decode_attention_fp8_bandwidth_fraction: float = spec_field(
         "1",
         "the same with an 8-bit K/V cache, whose elements the kernel converts to 16 bit in registers "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS", "short_repr"]
+__all__ = ["near_match", "did_you_mean", "format_problems", "MAX_LISTED_PROBLEMS", "short_repr", "short_text"]
 
 #: Located problem lines one message lists before ``... and N more`` (a spec with thousands of
 #: problems reports in bounded time and length).
@@ -74,6 +74,12 @@ def format_problems(where: str, items: Sequence[str], what: str, count: int | No
     if n > len(shown):
         lines.append(f"... and {n - len(shown)} more")
     return "\n  ".join(lines)
+
+
+def short_text(text: str, limit: int = 120) -> str:
+    """``text`` cut to ``limit`` characters (ending in ``...``): a file's header quoted in a message (a JSON or binary
+    file read as CSV has one of thousands of characters) stays one readable line."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def short_repr(value: object, limit: int = 80) -> str:

@@ -59,7 +59,7 @@ import numpy as np
 
 from nodeperf.errors import NodeperfError
 from nodeperf.files import read_bytes_file
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, short_repr, short_text
 
 __all__ = [
     "MeasurementError",
@@ -400,10 +400,10 @@ class MeasurementSet:
         for c in REQUIRED_COLUMNS:
             if c not in header:
                 head_problems.append(f"{where}:1: {c}: missing required column; got columns "
-                                     f"{', '.join(header)}; expected {c}{did_you_mean(c, header)}")
+                                     f"{short_text(', '.join(header))}; expected {c}{did_you_mean(c, header)}")
         for c in header:
             if c not in COLUMNS:
-                head_problems.append(f"{where}:1: {c}: unknown column; got {c!r}; expected one of "
+                head_problems.append(f"{where}:1: {short_text(c, 40)}: unknown column; got {short_repr(c)}; expected one of "
                                      f"{', '.join(COLUMNS)}{did_you_mean(c, COLUMNS)}")
         if len(set(header)) != len(header):
             dup = sorted({h for h in header if header.count(h) > 1})

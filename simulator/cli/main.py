@@ -77,18 +77,27 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _flag_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
-    """The near match of the first unknown ``--flag`` among the flags of ``parser`` and its built commands."""
-    from nodeperf.suggest import did_you_mean
+    """The near match of the first unknown ``--flag`` among the flags of ``parser`` and its built commands (spelt
+    without the two dashes every flag shares, which made ``--gpus`` near ``--phase``); with none, where the
+    command's flags are listed."""
+    from nodeperf.suggest import near_match
 
     first = next((u.split("=", 1)[0] for u in unknown if u.startswith("--")), "")
     if not first:
         return ""
     flags = set(parser._option_string_actions)
+    built = []  # the commands whose full parsers were built (main builds only the one its argv names)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
+            for name, sub in action.choices.items():
                 flags.update(sub._option_string_actions)
-    return did_you_mean(first, sorted(f for f in flags if f.startswith("--")))
+                if set(sub._option_string_actions) - {"-h", "--help"}:
+                    built.append(name)
+    near = near_match(first.removeprefix("--"), sorted(f.removeprefix("--") for f in flags if f.startswith("--")))
+    hint = f"; did you mean '--{near[0]}'?" if near else ""
+    if hint or len(built) != 1:
+        return hint
+    return f"; expected a flag of `nodeperf {built[0]}` (`nodeperf {built[0]} --help` lists them)"
 
 
 def version() -> str:

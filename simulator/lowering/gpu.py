@@ -81,7 +81,7 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                resident: float = 0.0, kernel: gpu.TileCandidate | None = None, library: bool = True) -> KernelCost:
     p = ctx.params(dtype)
     if library and _library_gemv(ctx, m, n, batch, a_operand, kernel):
-        p = gpu.gemv_params(p)
+        p = gpu.gemv_params(p, min(m, n))
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
@@ -116,13 +116,12 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
 
 
 def _library_gemv(ctx: LoweringContext, m: int, n: int, batch: int, a_operand: Any, kernel: Any) -> bool:
-    """Whether a GEMM is a skinny product run by the library (at most
-    :data:`hwmodels.gpu.LIBRARY_SKINNY_GEMM_MAX_ROWS` rows or columns, one batch entry, no implicit operand, no
-    fixed kernel): it then streams its matrix at ``efficiency.gemv_bandwidth_fraction``
-    (:func:`hwmodels.gpu.gemv_params`), the rate measured for the library's GEMV and its skinny GEMMs. A one-row
-    product is not the library's under ``EvalOptions.gemv_generated``, where Inductor decomposes it into a generated
-    product-and-sum."""
-    if min(m, n) > gpu.LIBRARY_SKINNY_GEMM_MAX_ROWS or batch != 1 or a_operand is not None or kernel is not None:
+    """Whether a GEMM may be a skinny product run by the library (one batch entry, no implicit operand, no fixed
+    kernel): it then streams its matrix at ``efficiency.gemv_bandwidth_fraction`` if it has at most
+    ``efficiency.gemv_max_rows`` rows or columns (:func:`hwmodels.gpu.gemv_params`), the rate measured for the
+    library's GEMV and its skinny GEMMs. A one-row product is not the library's under ``EvalOptions.gemv_generated``,
+    where Inductor decomposes it into a generated product-and-sum."""
+    if batch != 1 or a_operand is not None or kernel is not None:
         return False
     return 1 not in (m, n) or not getattr(ctx.options, "gemv_generated", False)
 

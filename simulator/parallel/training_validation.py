@@ -263,7 +263,7 @@ def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
         metric, a non-positive value, an empty source or notes.
     """
     from nodeperf.files import read_text_file
-    from nodeperf.suggest import format_problems
+    from nodeperf.suggest import format_problems, short_text
 
     p = Path(path) if path is not None else DEFAULT_TRAINING_DATASET
     text = read_text_file(p, what="a training measurements CSV", error=_error)
@@ -271,7 +271,7 @@ def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
     header = list(reader.fieldnames or [])
     missing = [c for c in TRAINING_COLUMNS if c not in header]
     if missing:
-        raise _error(f"{p}:1: header: missing columns; got {', '.join(header) or 'none'}; expected also "
+        raise _error(f"{p}:1: header: missing columns; got {short_text(', '.join(header)) or 'none'}; expected also "
                      f"{', '.join(missing)}")
     problems: list[str] = []
     out: list[TrainingRecord] = []

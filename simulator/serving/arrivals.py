@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, short_text
 from simulator.engines import CLOCK_SPAN_S
 from simulator.serving.config import ServingError
 
@@ -218,7 +218,7 @@ def read_trace(path: str, where: str = "--arrival trace") -> tuple[np.ndarray, n
     names = _AZURE if all(c in cols for c in _AZURE) else _PLAIN
     missing = [c for c in names if c not in cols]
     if missing:
-        raise ServingError(f"{path}:1: missing column(s) {', '.join(missing)}; got {', '.join(cols)}; expected "
+        raise ServingError(f"{path}:1: missing column(s) {', '.join(missing)}; got {short_text(', '.join(cols))}; expected "
                            f"{', '.join(_AZURE)} (Azure LLM inference trace) or {', '.join(_PLAIN)}")
     idx = [cols.index(c) for c in names]
     times: list[float] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeperf.suggest import did_you_mean
+from nodeperf.suggest import did_you_mean, short_text
 from simulator.serving.arrivals import parse_params, positive_integer, positive_number
 from simulator.serving.config import ServingError
 
@@ -229,7 +229,7 @@ def _read_lengths_file(path: str, where: str) -> tuple[np.ndarray, np.ndarray]:
         raise ServingError(f"{path}:1: empty file; got no header; expected columns input_len, output_len")
     cols = [h.strip() for h in rows[0]]
     if "input_len" not in cols or "output_len" not in cols:
-        raise ServingError(f"{path}:1: missing columns; got {', '.join(cols)}; expected input_len, output_len")
+        raise ServingError(f"{path}:1: missing columns; got {short_text(', '.join(cols))}; expected input_len, output_len")
     i, o = cols.index("input_len"), cols.index("output_len")
     ins, outs = [], []
     for line, row in enumerate(rows[1:], start=2):

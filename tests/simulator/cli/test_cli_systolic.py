@@ -7,23 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-
-from simulator.cli import main
+from cli_capture import run_cli
 
 REPO = Path(__file__).resolve().parents[3]
 GEMM_TOPO = REPO / "tests/hwmodels/data/parity_gemm.csv"
 HEADER = "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, "systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
-                      "--topology", str(GEMM_TOPO), "--json")
+    rc, out, _ = run_cli(capsys, ["systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
+                         "--topology", str(GEMM_TOPO), "--json"])
     assert rc == 0
     doc = json.loads(out)
     names = [layer["name"] for layer in doc["layers"]]
@@ -43,8 +36,8 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("systolic", "--rows", "16", "--cols", "8", "--dataflow", "ws", "--topology",
             str(GEMM_TOPO), "--sram-kib", "4,4,2", "--dram-words-per-cycle", "3", "--json")
-    first = _run(capsys, *argv)[1]
-    assert first == _run(capsys, *argv)[1]
+    first = run_cli(capsys, list(argv))[1]
+    assert first == run_cli(capsys, list(argv))[1]
     doc = json.loads(first)
     assert doc["sram_words"] == [4096, 4096, 2048]
     assert any(layer["bound"] == "memory" for layer in doc["layers"])
@@ -55,8 +48,8 @@ def test_json_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_csv_report_has_scalesim_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report.csv"
-    rc, stdout, _ = _run(capsys, "systolic", "--rows", "32", "--cols", "32", "--dataflow", "is",
-                         "--topology", str(GEMM_TOPO), "--out", str(out))
+    rc, stdout, _ = run_cli(capsys, ["systolic", "--rows", "32", "--cols", "32", "--dataflow", "is",
+                            "--topology", str(GEMM_TOPO), "--out", str(out)])
     assert rc == 0 and "TOTAL" in stdout
     with open(out, newline="") as f:
         rows = list(csv.reader(f))
@@ -85,8 +78,8 @@ def test_bad_input_exits_2_with_one_line(
 ) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
-    rc, out, err = _run(capsys, "systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
-                        "--topology", str(bad), *argv_extra)
+    rc, out, err = run_cli(capsys, ["systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
+                           "--topology", str(bad), *argv_extra])
     assert rc == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -97,12 +90,12 @@ def test_bad_input_exits_2_with_one_line(
 @pytest.mark.parametrize("flag, value", [("--rows", "0"), ("--cols", "-8"), ("--rows", "4.5")])
 def test_bad_geometry_exits_2(capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
     argv = {"--rows": "8", "--cols": "8"} | {flag: value}
-    rc, _, err = _run(capsys, "systolic", "--rows", argv["--rows"], "--cols", argv["--cols"],
-                      "--dataflow", "os", "--topology", str(GEMM_TOPO))
+    rc, _, err = run_cli(capsys, ["systolic", "--rows", argv["--rows"], "--cols", argv["--cols"],
+                         "--dataflow", "os", "--topology", str(GEMM_TOPO)])
     assert rc == 2 and err.startswith(f"nodeperf: error: {flag}:")
 
 
 def test_missing_topology_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rc, _, err = _run(capsys, "systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
-                      "--topology", str(tmp_path / "nope.csv"))
+    rc, _, err = run_cli(capsys, ["systolic", "--rows", "8", "--cols", "8", "--dataflow", "os",
+                         "--topology", str(tmp_path / "nope.csv")])
     assert rc == 2 and "nope.csv" in err and len(err.strip().splitlines()) == 1

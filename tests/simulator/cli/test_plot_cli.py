@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from simulator.cli.main import main
+from cli_capture import run_cli
 
 BW = "hardware.memory.hbm.read_bandwidth_bytes_per_s"
 
@@ -26,24 +25,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_where_keeps_the_rows_sweep_show_keeps(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fig = tmp_path / "p.svg"
-    rc, text, err = _run(capsys, "plot", "pareto", str(store), "--x", "latency_s", "--y", "energy_j",
-                         "--where", "read_bandwidth_bytes_per_s >= 2e12", "-o", str(fig))
+    rc, text, err = run_cli(capsys, ["plot", "pareto", str(store), "--x", "latency_s", "--y", "energy_j",
+                            "--where", "read_bandwidth_bytes_per_s >= 2e12", "-o", str(fig)])
     assert rc == 0, err
     assert text.startswith("Pareto front of 4 rows")  # 2 of 3 bandwidths x 2 bf16 rates
-    rc, text, err = _run(capsys, "sweep", "show", str(store), "--where", "read_bandwidth_bytes_per_s >= 2e12")
+    rc, text, err = run_cli(capsys, ["sweep", "show", str(store), "--where", "read_bandwidth_bytes_per_s >= 2e12"])
     assert rc == 0 and "6 rows" in text and "4 selected" in text
     # repeated --where: every expression must hold (bandwidth >= 2 TB/s and bf16 at 500 TFLOP/s)
-    rc, text, err = _run(capsys, "plot", "heatmap", str(store), "--x", BW, "--y", "hardware.compute.tensor_flops_per_s.bf16",
-                         "--value", "latency_s", "--where", "read_bandwidth_bytes_per_s >= 2e12",
-                         "--where", "bf16 < 6e14", "-o", str(tmp_path / "h.png"))
+    rc, text, err = run_cli(capsys, ["plot", "heatmap", str(store), "--x", BW, "--y", "hardware.compute.tensor_flops_per_s.bf16",
+                            "--value", "latency_s", "--where", "read_bandwidth_bytes_per_s >= 2e12",
+                            "--where", "bf16 < 6e14", "-o", str(tmp_path / "h.png")])
     assert rc == 0, err
     assert "(2 rows)" in text
 
@@ -53,8 +46,8 @@ def test_where_on_a_csv(store: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
 
     csv = tmp_path / "r.csv"
     load_results(store).to_csv(csv, index=False)
-    rc, text, err = _run(capsys, "plot", "pareto", str(csv), "--x", "latency_s", "--y", "energy_j",
-                         "--where", "read_bandwidth_bytes_per_s < 1.5e12", "-o", str(tmp_path / "c.png"))
+    rc, text, err = run_cli(capsys, ["plot", "pareto", str(csv), "--x", "latency_s", "--y", "energy_j",
+                            "--where", "read_bandwidth_bytes_per_s < 1.5e12", "-o", str(tmp_path / "c.png")])
     assert rc == 0, err
     assert text.startswith("Pareto front of 2 rows")  # the 1 TB/s rows, at both bf16 rates
 
@@ -69,8 +62,8 @@ def test_where_on_a_csv(store: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_bad_where_is_one_located_line(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                        where: str, message: str) -> None:
     fig = tmp_path / "x.png"
-    rc, _, err = _run(capsys, "plot", "pareto", str(store), "--x", "latency_s", "--y", "energy_j", "--where", where,
-                      "-o", str(fig))
+    rc, _, err = run_cli(capsys, ["plot", "pareto", str(store), "--x", "latency_s", "--y", "energy_j", "--where", where,
+                         "-o", str(fig)])
     assert rc == 2
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not fig.exists()

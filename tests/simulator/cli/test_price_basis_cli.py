@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from cli_capture import run_cli
 
 from hwmodels.cost import PURCHASE_BASES, load_price_entries, mixed_basis_warning
@@ -32,10 +31,6 @@ CATALOG_BASES = {
 }
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    return run_cli(capsys, argv)
-
-
 def test_every_catalog_purchase_price_states_its_basis() -> None:
     bought = {k: v.purchase_basis for k, v in load_price_entries().items() if v.purchase_usd is not None}
     assert bought == CATALOG_BASES
@@ -52,14 +47,14 @@ def test_mixed_basis_warning_names_each_device_and_basis() -> None:
 
 
 def test_tune_over_a_card_and_a_server_share_warns_once(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,h100-pcie-80gb", *TCO, "--json"])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,h100-pcie-80gb", *TCO, "--json"])
     best = json.loads(out)["best"]
     assert rc == 0 and best and all(b["cost"]["purchase_basis"] == CATALOG_BASES[b["cost"]["device"]] for b in best)
     warnings = [x for x in err.splitlines() if x.startswith("warning: ")]
     assert len(warnings) == 1 and "h100-pcie-80gb (card), h100-sxm5-80gb (server_share)" in warnings[0]
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,h100-pcie-80gb", *TCO])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,h100-pcie-80gb", *TCO])
     assert rc == 0 and "basis h100-pcie-80gb card, h100-sxm5-80gb server_share" in out and "warning: " in err
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--json"])  # one basis: no warning
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--json"])  # one basis: no warning
     assert rc == 0 and "warning" not in err
     assert json.loads(out)["best"][0]["cost"]["purchase_basis"] == "server_share"
 
@@ -68,7 +63,7 @@ def test_bad_basis_is_one_located_line_and_exit_2(capsys, tmp_path) -> None:  # 
     f = tmp_path / "prices.toml"
     f.write_text('schema = 1\n[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0, source = "x" }\n'
                  'purchase_usd = { value = 30000.0, source = "y", basis = "server-share" }\n')
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--prices", str(f)])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--prices", str(f)])
     lines = [x for x in err.splitlines() if x.strip()]
     assert rc == 2 and out == "" and len(lines) == 1, err
     assert (f"{f}: devices.h100-sxm5-80gb.purchase_usd.basis: unknown purchase basis; got 'server-share'; expected "
@@ -76,7 +71,7 @@ def test_bad_basis_is_one_located_line_and_exit_2(capsys, tmp_path) -> None:  # 
             "'server_share'?") in lines[0]
     f.write_text('schema = 1\n[devices.h100-sxm5-80gb]\nusd_per_hour = { value = 2.0, source = "x" }\n'
                  'purchase_usd = { value = 30000.0, source = "y" }\n')
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--prices", str(f), "--json"])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb", *TCO, "--prices", str(f), "--json"])
     assert rc == 0 and "warning" not in err  # left out (a file written before the field): unstated, accepted
 
 
@@ -93,12 +88,12 @@ def test_unstated_basis_is_warned_when_compared() -> None:
 def test_serve_names_the_basis_beside_the_purchase_price(capsys) -> None:  # type: ignore[no-untyped-def]
     serve = ["serve", "llama-2-7b", "--hardware", "h100-pcie-80gb", "--requests", "8", "--lengths",
              "fixed:in=64,out=16", *TCO]
-    rc, out, _ = _run(capsys, [*serve, "--json"])
+    rc, out, _ = run_cli(capsys, [*serve, "--json"])
     cost = json.loads(out)["cost"]
     assert rc == 0 and cost["purchase_basis"] == "card" and cost["source"].startswith("Epoch AI")
-    rc, out, _ = _run(capsys, serve)
+    rc, out, _ = run_cli(capsys, serve)
     assert rc == 0 and "(tco: 24500 USD over 4 y" in out and "; purchase basis card)" in out
-    rc, out, _ = _run(capsys, serve[:-len(TCO)] + ["--json"])  # cloud: the rent has no purchase basis
+    rc, out, _ = run_cli(capsys, serve[:-len(TCO)] + ["--json"])  # cloud: the rent has no purchase basis
     assert rc == 0 and "purchase_basis" not in json.loads(out)["cost"]
 
 
@@ -106,7 +101,7 @@ def test_tune_serve_over_a_board_share_and_a_card_warns_once(capsys) -> None:  #
     argv = ["tune", "llama-2-7b", "--serve", "--hardware", "h200-sxm-141gb,h100-pcie-80gb", "--slo", "tpot_p99<=1 s",
             "--lengths", "fixed:in=64,out=8", "--probe-requests", "8", "--probe-seconds", "1", "--qps-min", "1",
             "--qps-max", "4", *TCO, "--json"]
-    rc, out, err = _run(capsys, argv)
+    rc, out, err = run_cli(capsys, argv)
     warnings = [x for x in err.splitlines() if x.startswith("warning: ")]
     assert rc in (0, 1) and json.loads(out)["model"] == "llama-2-7b", err
     assert len(warnings) == 1 and "h100-pcie-80gb (card), h200-sxm-141gb (board_share)" in warnings[0]

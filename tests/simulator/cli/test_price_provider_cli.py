@@ -40,10 +40,6 @@ RUNPOD_ROWS = {
 }
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    return run_cli(capsys, argv)
-
-
 def _warnings(err: str) -> list[str]:
     return [x for x in err.splitlines() if x.startswith("warning: ")]
 
@@ -83,22 +79,22 @@ def test_mixed_provider_warning_names_each_device_and_provider() -> None:
 
 
 def test_tune_over_two_providers_warns_once_and_names_them(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s", "--json"])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s", "--json"])
     best = json.loads(out)["best"]
     assert rc == 0 and best and all(b["cost"]["provider"] == CATALOG_PROVIDERS[b["cost"]["device"]] for b in best)
     assert {b["cost"]["device"] for b in best} == {"h100-sxm5-80gb", "l40s"}
     warnings = _warnings(err)
     assert len(warnings) == 1 and "h100-sxm5-80gb (RunPod Secure Cloud), l40s (Cudo Compute)" in warnings[0]
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s"])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s"])
     assert rc == 0 and len(_warnings(err)) == 1
     assert "provider h100-sxm5-80gb RunPod Secure Cloud, l40s Cudo Compute" in out
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,a100-sxm4-80gb", "--json"])  # one provider
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,a100-sxm4-80gb", "--json"])  # one provider
     assert rc == 0 and "warning" not in err
     assert {b["cost"]["provider"] for b in json.loads(out)["best"]} == {RUNPOD}
 
 
 def test_serve_json_cost_names_the_provider(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--requests", "8",
+    rc, out, err = run_cli(capsys, ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--requests", "8",
                                  "--lengths", "fixed:in=64,out=16", "--json"])
     cost = json.loads(out)["cost"]
     assert rc == 0 and cost["provider"] == RUNPOD and cost["usd_per_device_hour"] == 2.99 and "warning" not in err
@@ -109,7 +105,7 @@ def test_tune_serve_over_two_providers_warns_once(capsys) -> None:  # type: igno
     argv = ["tune", "llama-2-7b", "--serve", "--hardware", "h100-sxm5-80gb,l40s", "--slo", "tpot_p99<=1 s",
             "--lengths", "fixed:in=64,out=8", "--probe-requests", "8", "--probe-seconds", "1", "--qps-min", "1",
             "--qps-max", "4", "--json"]
-    rc, out, err = _run(capsys, argv)
+    rc, out, err = run_cli(capsys, argv)
     doc = json.loads(out)
     assert rc in (0, 1) and doc["model"] == "llama-2-7b", err
     warnings = _warnings(err)
@@ -119,12 +115,12 @@ def test_tune_serve_over_two_providers_warns_once(capsys) -> None:  # type: igno
         cost = c["cost"]
         assert cost["provider"] == CATALOG_PROVIDERS[c["hardware"]] and cost["device"] == c["hardware"]
         assert cost["usd_per_million_tokens"] == c["usd_per_million_tokens"]
-    rc, out, err = _run(capsys, [*argv[:4], "h100-sxm5-80gb,a100-sxm4-80gb", *argv[5:]])  # one provider
+    rc, out, err = run_cli(capsys, [*argv[:4], "h100-sxm5-80gb,a100-sxm4-80gb", *argv[5:]])  # one provider
     assert rc in (0, 1) and "warning" not in err and json.loads(out)["ranked"]
 
 
 def test_bad_input_of_a_mixed_comparison_stays_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s", "--search", "grid"])
+    rc, out, err = run_cli(capsys, [*GPT2, "--hardware", "h100-sxm5-80gb,l40s", "--search", "grid"])
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "unknown method 'grid'" in err
 
 

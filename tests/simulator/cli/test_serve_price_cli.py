@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
+from cli_capture import run_cli
 
 from hwmodels.cost import HOURS_PER_YEAR, Pricing, run_cost
-from simulator.cli.main import main
 
 PRICES = """schema = 1
 [devices.h100-sxm5-80gb]
@@ -18,15 +18,6 @@ purchase_usd = { value = 30000.0, source = "a test purchase price", basis = "ser
 """
 SERVE = ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--requests", "8", "--lengths", "fixed:in=64,out=16"]
 TCO = ["--price", "tco", "--tco-years", "4", "--pue", "1.3", "--electricity-usd-per-kwh", "0.10"]
-
-
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse's own refusals (a type's range, a mode name)
-        rc = int(exc.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def _prices(tmp_path) -> str:  # type: ignore[no-untyped-def]
@@ -68,7 +59,7 @@ def test_cloud_cost_is_the_hourly_price(tmp_path) -> None:  # type: ignore[no-un
 
 
 def test_serve_json_says_how_it_was_priced(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rc, out, _ = _run(capsys, [*SERVE, *TCO, "--prices", _prices(tmp_path), "--json"])
+    rc, out, _ = run_cli(capsys, [*SERVE, *TCO, "--prices", _prices(tmp_path), "--json"])
     s = json.loads(out)
     c = s["cost"]
     assert rc == 0 and c["mode"] == "tco" and c["inputs"]["years"] == 4.0 and c["inputs"]["pue"] == 1.3
@@ -77,7 +68,7 @@ def test_serve_json_says_how_it_was_priced(capsys, tmp_path) -> None:  # type: i
     assert math.isclose(c["usd_per_device_hour"], 30000.0 / (4 * 8760) + watts / 1000 * 1.3 * 0.10)
     assert math.isclose(c["usd_per_million_tokens"],
                         c["usd_per_device_hour"] * s["makespan_s"] / 3600 / s["output_tokens"] * 1e6)
-    rc, out, _ = _run(capsys, [*SERVE, "--prices", _prices(tmp_path), "--json"])
+    rc, out, _ = run_cli(capsys, [*SERVE, "--prices", _prices(tmp_path), "--json"])
     assert rc == 0 and json.loads(out)["cost"]["usd_per_device_hour"] == 2.0
 
 
@@ -92,7 +83,7 @@ def test_serve_json_says_how_it_was_priced(capsys, tmp_path) -> None:  # type: i
     (["--speculative", "llama-foo,k=4,accept=0.7"], "--speculative: model 'llama-foo': unknown model"),
 ])
 def test_serve_bad_price_inputs_exit_2(capsys, extra, needle) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*SERVE, *extra])
+    rc, out, err = run_cli(capsys, [*SERVE, *extra])
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
@@ -101,11 +92,11 @@ def test_serve_bad_price_inputs_exit_2(capsys, extra, needle) -> None:  # type: 
     ["tune", "llama-2-7b", "--serve", "--hardware", "l40s", "--slo", "ttft_p99<=2 s"],
 ])
 def test_tco_of_a_device_without_purchase_price_exit_2(capsys, argv) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*argv, *TCO])
+    rc, out, err = run_cli(capsys, [*argv, *TCO])
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "--price tco: no purchase_usd for device 'l40s'" in err and "h100-sxm5-80gb" in err, err
 
 
 def test_tune_without_serve_checks_the_price_options_as_serve(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, _, err = _run(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--pue", "1.2"])
+    rc, _, err = run_cli(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--pue", "1.2"])
     assert rc == 2 and "--pue: a TCO input; got --price cloud; expected --price tco with it" in err

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_capture import run_cli
 
-from simulator.cli import main
 from simulator.sweep import load_results, run_sweep
 
 EXP = """
@@ -38,21 +38,15 @@ def _exp(tmp_path: Path, axis: str = "batch = [1, 2]") -> Path:
     return f
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_run_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.sqlite"
-    rc, text, err = _run(capsys, "sweep", str(_exp(tmp_path)), "--out", str(out), "--workers", "1")
+    rc, text, err = run_cli(capsys, ["sweep", str(_exp(tmp_path)), "--out", str(out), "--workers", "1"])
     assert rc == 0, err
     assert text.startswith("6 points: 6 computed, 0 reused")
     assert err == ""  # no progress bar when standard error is not a terminal
-    rc, text, _ = _run(capsys, "sweep", str(_exp(tmp_path)), "--out", str(out))
+    rc, text, _ = run_cli(capsys, ["sweep", str(_exp(tmp_path)), "--out", str(out)])
     assert rc == 0 and "0 computed, 6 reused" in text
-    rc, text, _ = _run(capsys, "sweep", "show", str(out), "--top", "2")
+    rc, text, _ = run_cli(capsys, ["sweep", "show", str(out), "--top", "2"])
     lines = text.splitlines()
     assert "6 rows (model points; experiments: cli); 6 selected; showing 2" in lines[0]
     head = lines[2].strip().split("  ")
@@ -66,12 +60,12 @@ def test_run_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     scale = {"(s)": 1.0, "(ms)": 1e-3, "(us)": 1e-6, "(ns)": 1e-9}[head[2].split()[1]]
     assert row[2] == f"{df['latency_s'].iloc[0] / scale:.4g}"  # the fastest row first, in the header's unit
     assert "e+" not in text and "e-" not in text  # no raw exponents in the table
-    rc, text, _ = _run(capsys, "sweep", "show", str(out), "--where", "batch == 2", "--pareto", "latency_s,energy_j")
+    rc, text, _ = run_cli(capsys, ["sweep", "show", str(out), "--where", "batch == 2", "--pareto", "latency_s,energy_j"])
     assert rc == 0 and "Pareto front of latency_s,energy_j" in text
     front = [ln.split() for ln in text.splitlines()[4:]]
     assert front and all(r[0] == "2" for r in front)
     csv_file = tmp_path / "sel.csv"
-    rc, _, _ = _run(capsys, "sweep", "show", str(out), "--sort", "max:latency_s", "--top", "1", "--csv", str(csv_file))
+    rc, _, _ = run_cli(capsys, ["sweep", "show", str(out), "--sort", "max:latency_s", "--top", "1", "--csv", str(csv_file)])
     assert rc == 0
     head, first = csv_file.read_text().splitlines()[:2]
     assert float(first.split(",")[head.split(",").index("latency_s")]) == pytest.approx(df["latency_s"].max())
@@ -99,7 +93,7 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], a
     bad.write_text(EXP.format(workload_axis="batch = [1]").replace('"8 TB/s"', '"8 TFLOP/s"'), encoding="utf-8")
     subst = {"exp": str(exp), "out": str(out), "missing": str(tmp_path / "none.sqlite"), "tmp": str(tmp_path),
              "bad": str(bad)}
-    rc, _, err = _run(capsys, *[a.format(**subst) for a in argv])
+    rc, _, err = run_cli(capsys, [a.format(**subst) for a in argv])
     assert rc == 2
     assert err.startswith("nodeperf: error: ") and "Traceback" not in err
     assert message in err
@@ -160,8 +154,8 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> Non
 
 
 def test_progress_bar_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, text, err = _run(capsys, "sweep", str(_exp(tmp_path)), "--out", str(tmp_path / "p.sqlite"), "--progress",
-                         "--workers", "1")
+    rc, text, err = run_cli(capsys, ["sweep", str(_exp(tmp_path)), "--out", str(tmp_path / "p.sqlite"), "--progress",
+                            "--workers", "1"])
     assert rc == 0 and text.startswith("6 points: 6 computed")
     assert "cli: 100%" in err and "6/6" in err and "pt/s" in err  # tqdm: done, count, rate
 
@@ -195,9 +189,9 @@ def test_where_on_a_metric_leaves_out_the_rows_of_failed_points(tmp_path: Path,
     run_sweep(exp, out, scheduler="synchronous")
     df = load_results(out)
     assert df["error"].notna().sum() == 1 and df["latency_s"].isna().sum() == 1  # tp 5 divides no head count
-    rc, text, err = _run(capsys, "sweep", "show", str(out), "--where", "latency_s < 1", "--csv", "-")
+    rc, text, err = run_cli(capsys, ["sweep", "show", str(out), "--where", "latency_s < 1", "--csv", "-"])
     assert rc == 0, err
     rows = text.splitlines()[1:]
     assert len(rows) == 1 and rows[0].split(",")[0] == "1"  # the tp 1 row
-    rc, text, err = _run(capsys, "sweep", "show", str(out), "--where", "error != None", "--csv", "-")
+    rc, text, err = run_cli(capsys, ["sweep", "show", str(out), "--where", "error != None", "--csv", "-"])
     assert rc == 0 and len(text.splitlines()) == 2

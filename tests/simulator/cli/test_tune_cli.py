@@ -6,23 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-
-from simulator.cli.main import main
+from cli_capture import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = ["tune", "gpt2", "--hardware", "h100-sxm5-80gb,a100-sxm4-40gb", "--batch", "1,8", "--dtype", "bf16,fp8",
          "--fusion", "on", "--seq", "128"]
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    rc = main(argv)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_json_contract_and_determinism(capsys: pytest.CaptureFixture[str]) -> None:
     argv = [*SMALL, "--constraint", "ttft_s<=1.5 ms", "--json"]
-    rc, out, err = _run(capsys, argv)
+    rc, out, err = run_cli(capsys, argv)
     # the only line on standard error: the two candidates' hourly prices are AWS's and RunPod's (prices.toml)
     assert rc == 0 and err == ("warning: the hourly prices compared come from different providers: a100-sxm4-40gb "
                                "(AWS), h100-sxm5-80gb (RunPod Secure Cloud); a provider's price level is not the "
@@ -38,21 +31,21 @@ def test_json_contract_and_determinism(capsys: pytest.CaptureFixture[str]) -> No
     assert doc["rejected"] and all({"config", "reason"} <= set(r) for r in doc["rejected"])
     lat = [b["metrics"]["latency_s"] for b in doc["best"]]
     assert lat == sorted(lat) and all(x <= 1.5e-3 for x in lat)
-    rc2, out2, _ = _run(capsys, argv)
+    rc2, out2, _ = run_cli(capsys, argv)
     assert rc2 == 0 and out2 == out  # byte-identical
 
 
 def test_all_rejected_lists_every_rejection(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--json", "--rejected", "1"])
+    rc, out, _ = run_cli(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--json", "--rejected", "1"])
     doc = json.loads(out)
     assert len(doc["rejected"]) == 1 < doc["rejected_total"]
-    rc, out, _ = _run(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--json", "--all-rejected"])
+    rc, out, _ = run_cli(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--json", "--all-rejected"])
     doc = json.loads(out)
     assert len(doc["rejected"]) == doc["rejected_total"] == doc["space"]["size"] - doc["feasible"]
 
 
 def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--objective", "energy"])
+    rc, out, _ = run_cli(capsys, [*SMALL, "--constraint", "ttft_s<=1 ms", "--objective", "energy"])
     assert rc == 0
     assert "objective energy (energy_per_sample_j, lower is better)" in out
     assert "Best configurations:" in out and "Rejected neighbours of the best" in out
@@ -61,14 +54,14 @@ def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_no_feasible_configuration_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, [*SMALL, "--constraint", "ttft_s<=1 us"])
+    rc, out, _ = run_cli(capsys, [*SMALL, "--constraint", "ttft_s<=1 us"])
     assert rc == 1
     assert "No configuration meets the constraints." in out
     assert "Rejected configurations closest to feasible" in out
 
 
 def test_70b_fp16_does_not_fit_one_h100(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, ["tune", "llama-2-70b", "--hardware", "h100-sxm5-80gb", "--batch", "1",
+    rc, out, _ = run_cli(capsys, ["tune", "llama-2-70b", "--hardware", "h100-sxm5-80gb", "--batch", "1",
                                "--dtype", "fp16", "--fusion", "off", "--seq", "128", "--json"])
     doc = json.loads(out)
     assert rc == 1 and doc["best"] == [] and doc["evaluated"] == 0 and doc["pruned"] == 1
@@ -78,7 +71,7 @@ def test_70b_fp16_does_not_fit_one_h100(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_systolic_mode(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = _run(capsys, ["tune", str(ROOT / "studies" / "topologies" / "resnet50.csv"), "--systolic",
+    rc, out, _ = run_cli(capsys, ["tune", str(ROOT / "studies" / "topologies" / "resnet50.csv"), "--systolic",
                                "--rows", "16,32,64", "--cols", "16,32,64", "--sram-kib", "128,256",
                                "--sram-split", "1:1:1,2:1:1", "--dram-words-per-cycle", "16", "--clock", "1 GHz",
                                "--constraint", "pes<=2048", "--trials", "200", "--json"])
@@ -107,7 +100,7 @@ def test_systolic_mode(capsys: pytest.CaptureFixture[str]) -> None:
     (["--recompute", "full"], "expected --train"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], extra: list[str], needle: str) -> None:
-    rc, out, err = _run(capsys, [*SMALL, *extra])
+    rc, out, err = run_cli(capsys, [*SMALL, *extra])
     assert rc == 2 and out == ""
     assert err.startswith("nodeperf: error: ") and err.count("\n") == 1, err
     assert needle in err
@@ -127,7 +120,7 @@ def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], extra:
     (["tune", "gtp2", "--hardware", "h100-sxm5-80gb"], "gpt2"),
 ])
 def test_more_bad_input(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
-    rc, out, err = _run(capsys, argv)
+    rc, out, err = run_cli(capsys, argv)
     assert rc == 2 and out == ""
     assert err.startswith("nodeperf: error: ") and err.count("\n") == 1, err
     assert needle in err
@@ -138,11 +131,11 @@ def test_csv_rows_match_json(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
     path = tmp_path / "tune.csv"
     argv = [*SMALL, "--constraint", "ttft_s<=1.5 ms"]
-    rc, _, _ = _run(capsys, [*argv, "--csv", str(path)])
+    rc, _, _ = run_cli(capsys, [*argv, "--csv", str(path)])
     assert rc == 0
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    doc = json.loads(_run(capsys, [*argv, "--json"])[1])
+    doc = json.loads(run_cli(capsys, [*argv, "--json"])[1])
     assert list(rows[0])[:6] == ["rank", "status", "hardware", "batch", "dtype", "fusion"]
     assert {"latency_s", "ttft_s", "memory_per_device_bytes", "reason"} <= set(rows[0])
     assert len(rows) == doc["space"]["size"]  # exhaustive: every configuration visited, one row each
@@ -155,6 +148,6 @@ def test_csv_rows_match_json(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
 
 def test_csv_bad_path_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rc, out, err = _run(capsys, [*SMALL, "--csv", str(tmp_path / "missing" / "t.csv")])
+    rc, out, err = run_cli(capsys, [*SMALL, "--csv", str(tmp_path / "missing" / "t.csv")])
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and "--csv" in err and "no such folder" in err

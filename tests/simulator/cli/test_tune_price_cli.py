@@ -20,10 +20,6 @@ GPT2 = ["tune", "gpt2", "--hardware", "h100-sxm5-80gb", "--batch", "4", "--dtype
 TCO = ["--price", "tco", "--tco-years", "4", "--pue", "1.3", "--electricity-usd-per-kwh", "0.10"]
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    return run_cli(capsys, argv)
-
-
 def _prices(tmp_path) -> str:  # type: ignore[no-untyped-def]
     p = tmp_path / "prices.toml"
     p.write_text(PRICES)
@@ -31,7 +27,7 @@ def _prices(tmp_path) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_tco_of_one_candidate_hand_computed(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rc, out, _ = _run(capsys, [*GPT2, *TCO, "--tco-utilization", "0.5", "--prices", _prices(tmp_path), "--json"])
+    rc, out, _ = run_cli(capsys, [*GPT2, *TCO, "--tco-utilization", "0.5", "--prices", _prices(tmp_path), "--json"])
     (best,) = json.loads(out)["best"]
     m, c = best["metrics"], best["cost"]
     watts = m["energy_j"] / (m["latency_s"] * 1)  # one device: the candidate's own predicted average power
@@ -45,7 +41,7 @@ def test_tco_of_one_candidate_hand_computed(capsys, tmp_path) -> None:  # type: 
     assert math.isclose(m["cost_per_million_tokens"], per_million / 128)  # 128 tokens a sample
     assert c["mode"] == "tco" and c["source"] == "a test purchase price" and c["power_from"].startswith("configuration")
     assert c["inputs"] == {"years": 4.0, "pue": 1.3, "usd_per_kwh": 0.10, "utilization": 0.5, "prices": _prices(tmp_path)}
-    rc, out, _ = _run(capsys, [*GPT2, "--prices", _prices(tmp_path), "--json"])  # cloud: the rent, no power
+    rc, out, _ = run_cli(capsys, [*GPT2, "--prices", _prices(tmp_path), "--json"])  # cloud: the rent, no power
     (best,) = json.loads(out)["best"]
     assert rc == 0 and best["cost"]["mode"] == "cloud" and best["metrics"]["cost_per_hour"] == 2.0
     assert "power_w" not in best["cost"] and best["cost"]["parts"] == {"rent": 2.0}
@@ -55,7 +51,7 @@ def test_training_step_cost_hand_computed(capsys, tmp_path) -> None:  # type: ig
     argv = ["tune", "gpt2", "--hardware", "dgx-h100", "--train", "--seq", "128", "--batch", "1", "--dtype", "bf16",
             "--fusion", "on", "--recompute", "none", "--tp", "1", "--pp", "1", "--dp", "8", "--global-batch", "16",
             "--objective", "cost", *TCO, "--json"]
-    rc, out, _ = _run(capsys, argv)
+    rc, out, _ = run_cli(capsys, argv)
     (best,) = json.loads(out)["best"]
     m, c = best["metrics"], best["cost"]
     watts = m["energy_j"] / (m["latency_s"] * 8)
@@ -73,17 +69,17 @@ def test_training_step_cost_hand_computed(capsys, tmp_path) -> None:  # type: ig
     (["--constraint", "cost_per_step<=1"], "--constraint 'cost_per_step<=1': cost_per_step prices a training step's"),
 ])
 def test_bad_price_inputs_one_located_line(capsys, extra, needle) -> None:  # type: ignore[no-untyped-def]
-    rc, out, err = _run(capsys, [*GPT2, *extra])
+    rc, out, err = run_cli(capsys, [*GPT2, *extra])
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
 def test_tco_of_a_device_without_purchase_price_exit_2(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rc, _, err = _run(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb,l40s", "--objective", "cost", *TCO,
+    rc, _, err = run_cli(capsys, ["tune", "gpt2", "--hardware", "h100-sxm5-80gb,l40s", "--objective", "cost", *TCO,
                                "--prices", _prices(tmp_path)])
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "--price tco: no purchase_usd for device 'l40s'" in err and "h100-sxm5-80gb" in err, err
 
 
 def test_a_systolic_search_refuses_the_price_options(capsys) -> None:  # type: ignore[no-untyped-def]
-    rc, _, err = _run(capsys, ["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "16", *TCO])
+    rc, _, err = run_cli(capsys, ["tune", "gemm:m=64,n=64,k=64", "--systolic", "--dram-words-per-cycle", "16", *TCO])
     assert rc == 2 and "tune --systolic: --price is a model-search option" in err, err
