@@ -65,6 +65,8 @@ __all__ = [
     "parse_framework_field",
     "drop_optimizer",
     "megatron_optimizer_passes",
+    "main_grad_accumulation",
+    "WGRAD_ACCUMULATION",
     "with_profile_meta",
     "EXTRA_MODULE_CALLS_META",
     "MODULE_TREES",
@@ -436,6 +438,32 @@ _MEGATRON_LM_OPT = ("NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c972
                     "amp_C.multi_tensor_l2norm, apex FusedAdam on the fp32 main parameters, "
                     "_copy_main_params_to_model_params); megatron/arguments.py: --bf16 forces "
                     "accumulate_allreduce_grads_in_fp32 (fp32 main_grad buffers), --clip-grad default 1.0")
+
+#: How Megatron-Core with Transformer Engine writes a linear weight's gradient (``FrameworkProfile.wgrad_accumulation``
+#: ``"te-fused"``).
+_MCORE_WGRAD_FUSION = (
+    "NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/gpt_provider.py line 181 "
+    "(gradient_accumulation_fusion defaults to utils/fusions.py can_enable_gradient_accumulation_fusion: True when "
+    "apex's fused_weight_gradient_mlp_cuda imports), training/config.py lines 1259-1261 (set False under Megatron "
+    "FSDP); NVIDIA/Megatron-LM core_v0.15.0 megatron/core/extensions/transformer_engine.py lines 396, 567, 1158 "
+    "(TELinear, TELayerNormColumnParallelLinear, TEGroupedLinear: fuse_wgrad_accumulation="
+    "config.gradient_accumulation_fusion), lines 424-428 (is_first_microbatch passed to TE, then False), "
+    "pipeline_parallel/schedules.py lines 383-384 (set_is_first_microbatch on each step's first microbatch); "
+    "NVIDIA/TransformerEngine v2.9 transformer_engine/pytorch/module/linear.py lines 823-853 (the wgrad GEMM's out "
+    "is main_grad, out_dtype main_grad.dtype, accumulate = fuse_wgrad_accumulation and not is_first_microbatch), "
+    "module/grouped_linear.py lines 337-341, 385, 422-424 (the same per expert), common/gemm/cublaslt_gemm.cu line "
+    "775 (beta = accumulate ? 1 : 0: C, the main gradient, read and D written in its dtype); Megatron-Core's "
+    "output layer (tensor_parallel/layers.py lines 553-566, ColumnParallelLinear) calls apex's "
+    "fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32 / _fp16 on main_grad, which always accumulates")
+#: The same in Megatron-LM of 2022 (``FrameworkProfile.wgrad_accumulation`` ``"megatron-fused-fp32"``).
+_MEGATRON_LM_WGRAD_FUSION = (
+    "NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c9723e megatron/arguments.py lines 618-622 "
+    "(--no-gradient-accumulation-fusion: on by default) and 164-191 (turned off unless the gradients accumulate in "
+    "fp32: --bf16 forces accumulate_allreduce_grads_in_fp32, --fp16 does not); megatron/mpu/layers.py lines 297-299 "
+    "(fused_dense_cuda.wgrad_gemm_accum_fp32 into weight.main_grad); megatron/fused_kernels/"
+    "fused_weight_gradient_dense.cu lines 128-152 (cublasGemmEx with beta = 1, C and D CUDA_R_32F: every call "
+    "reads and writes the fp32 main gradient); added 2022-02-13 (83b1e42f, 'gradient accumulation fusion'), so "
+    "not in the 2021 code")
 
 #: Transformer Engine's GroupedLinear as Megatron-Core's TEGroupedMLP runs it (``moe_grouped_gemm`` with TE).
 _TE_GROUPED = ("NVIDIA/TransformerEngine release_v2.9 (Megatron-Bridge v0.2.0, the NeMo 25.11 release, pins "
@@ -835,6 +863,12 @@ class FrameworkProfile:
     megatron_optimizer
         Training: each 16-bit parameter's update also carries the passes Megatron-LM's mixed-precision
         optimizer makes over it beside the Adam update (:func:`megatron_optimizer_passes`).
+    wgrad_accumulation
+        Training: how the stack's linear layers write their weight gradients (:data:`WGRAD_ACCUMULATION`):
+        ``"te-fused"`` (Megatron-Core with Transformer Engine's ``fuse_wgrad_accumulation``) and
+        ``"megatron-fused-fp32"`` (Megatron-LM's fused kernel, with fp32 main gradients only) have the weight-gradient
+        GEMM accumulate into the main-gradient buffer (:func:`main_grad_accumulation`); ``""``: the graph's gradient,
+        written once in its dtype. Source: ``wgrad_accumulation_source``.
     """
 
     name: str
@@ -918,6 +952,8 @@ class FrameworkProfile:
     fused_scale_mask_softmax: bool = False
     dropout_p: float = 0.0
     megatron_optimizer: bool = False
+    wgrad_accumulation: str = ""
+    wgrad_accumulation_source: str = ""
 
     def applies_to(self, kind: str, vendor: str) -> bool:
         """Whether the stack runs on a device of ``kind`` (``"gpu"``, ``"tpu"``, ``"cpu"``) by ``vendor``."""
@@ -958,7 +994,7 @@ class FrameworkProfile:
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
                 "compiled_loss": self.compiled_loss,
-                "grouped_gemm": self.grouped_gemm}
+                "grouped_gemm": self.grouped_gemm, "wgrad_accumulation": self.wgrad_accumulation or "none"}
 
 
 _V0_GRAPH_BS = (1, 2, 4) + tuple(8 * i for i in range(1, 33))
@@ -1189,13 +1225,15 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
                      moe_dispatch_sms=(("deepep", 20), ("hybridep", 16), ("sparse", "p2p_channels")),
-                     moe_dispatch_sms_source=_MCORE_DEEPEP_SMS),
+                     moe_dispatch_sms_source=_MCORE_DEEPEP_SMS, wgrad_accumulation="te-fused",
+                     wgrad_accumulation_source=_MCORE_WGRAD_FUSION),
     FrameworkProfile("megatron-lm", "Megatron-LM training as of 2021-2022 (before FlashAttention, Dec 2022): "
                      "unfused attention core (baddbmm, fused scale-mask-softmax, attention dropout, bmm), "
                      "dropout 0.1, Apex fused layer norm, fused bias-GeLU and bias-dropout-add; eager PyTorch: "
                      "its fused kernels are ops of the graph, nothing else fuses",
                      fusion=False, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
-                     megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),)),
+                     megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),),
+                     wgrad_accumulation="megatron-fused-fp32", wgrad_accumulation_source=_MEGATRON_LM_WGRAD_FUSION),
     FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
                      "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA, _JAX_REMAT), devices=(("tpu", "google"),),
@@ -1543,6 +1581,92 @@ def megatron_optimizer_passes(graph: Any) -> Any:
         ops.append(op)
     return OpGraph(graph.name, ops, dict(graph.meta)) if changed else graph
 
+
+#: Values of ``FrameworkProfile.wgrad_accumulation``: ``""`` (the gradient written once), ``"te-fused"``,
+#: ``"megatron-fused-fp32"`` (:func:`main_grad_accumulation`).
+WGRAD_ACCUMULATION = ("", "te-fused", "megatron-fused-fp32")
+#: Attribute of a weight-gradient GEMM that accumulates into the main-gradient buffer: the buffer's dtype.
+MAIN_GRAD_DTYPE_ATTR = "main_grad_dtype"
+#: Attribute beside it: the share of the GEMM's calls over a step that read the buffer (beta = 1); the others
+#: overwrite it (beta = 0: cuBLAS reads no C).
+MAIN_GRAD_READ_ATTR = "main_grad_read"
+#: Attribute of a weight-gradient GEMM whose gradient is then added to the main-gradient buffer by a separate kernel
+#: (Megatron-LM's ``DistributedDataParallel`` hook ``param.main_grad.add_(param.grad.data)``): the buffer's dtype.
+MAIN_GRAD_ADD_ATTR = "main_grad_add"
+
+
+def _wgrad_gemms(graph: Any) -> list[Any]:
+    """The ops of ``graph`` that are a weight's gradient GEMM: a ``matmul`` or ``grouped_matmul_bwd_weight`` whose
+    output is the weight's whole gradient (``grad:NAME``, role gradient, as :func:`workloads.training.training_graph`
+    names a weight's sole contribution), directly or through the one view that renames it (``reshape`` to
+    ``grad:NAME``); a weight with several contributions keeps its adds."""
+    from workloads.ir import Role
+
+    def whole(t: Any) -> bool:
+        return t.role is Role.GRADIENT and t.name.startswith("grad:")
+
+    gemms = {op.outputs[0].name: op for op in graph
+             if op.kind in ("matmul", "grouped_matmul_bwd_weight") and len(op.outputs) == 1}
+    readers: dict[str, int] = {}
+    for op in graph:
+        for t in op.inputs:
+            readers[t.name] = readers.get(t.name, 0) + 1
+    viewed = {op.inputs[0].name for op in graph if op.kind == "reshape" and len(op.inputs) == 1
+              and len(op.outputs) == 1 and whole(op.outputs[0]) and readers.get(op.inputs[0].name) == 1}
+    return [op for name, op in gemms.items() if whole(op.outputs[0]) or name in viewed]
+
+
+def main_grad_accumulation(graph: Any, mode: str, main_grad_dtype: str, microbatches: int) -> Any:
+    """The training step ``graph`` (one microbatch) with its weight-gradient GEMMs accumulating into the
+    main-gradient buffer as ``mode`` (:data:`WGRAD_ACCUMULATION`) runs them: each carries
+    ``main_grad_dtype`` (:data:`MAIN_GRAD_DTYPE_ATTR`; the GEMM writes D in it) and the share of its calls that
+    read C, the buffer, first (:data:`MAIN_GRAD_READ_ATTR`), which the GPU lowering prices as C read and D written
+    in that dtype where the graph writes a gradient in its own once (a weight with several gradient contributions
+    keeps the graph's adds and is left as it is).
+
+    * ``"te-fused"``: Transformer Engine's linears (``_MCORE_WGRAD_FUSION``) run the GEMM with ``accumulate`` False
+      on a step's first microbatch of each model chunk and True on the others: ``(microbatches - 1) /
+      microbatches`` of the calls read C; the output layer (group ``lm_head``, Megatron-Core's own
+      ``ColumnParallelLinear`` through apex's kernel) reads it on every call.
+    * ``"megatron-fused-fp32"``: Megatron-LM's kernel (``_MEGATRON_LM_WGRAD_FUSION``) reads C on every call, and
+      only with fp32 main gradients. With 16-bit ones the GEMM writes the gradient in the graph's dtype and the
+      data-parallel wrapper's hook adds it to the buffer, ``param.main_grad.add_(param.grad.data)``, a kernel of its
+      own on every microbatch (megatron/model/distributed.py lines 188-197 @ d63c2541; since b4bc51b1, 2021-03-08):
+      the GEMM carries :data:`MAIN_GRAD_ADD_ATTR` (the buffer's dtype, the parameters' own) instead.
+
+    ``microbatches`` are the step's per model chunk (``ParallelPlan.microbatches``). Unchanged for ``""``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``mode`` or a ``microbatches`` below 1.
+    """
+    from dataclasses import replace as dc_replace
+
+    from workloads.ir import Attrs, OpGraph
+
+    if mode not in WGRAD_ACCUMULATION:
+        raise ValueError(f"main_grad_accumulation: mode; got {mode!r}; expected one of "
+                         f"{', '.join(repr(m) for m in WGRAD_ACCUMULATION)}{did_you_mean(str(mode), WGRAD_ACCUMULATION[1:])}")
+    if int(microbatches) < 1:
+        raise ValueError(f"main_grad_accumulation: microbatches; got {microbatches!r}; expected an integer >= 1")
+    if not mode:
+        return graph
+    hook = mode == "megatron-fused-fp32" and main_grad_dtype != "fp32"
+    later = (int(microbatches) - 1) / int(microbatches)
+    fused = {op.name for op in _wgrad_gemms(graph)}
+    if not fused:
+        return graph
+    ops = []
+    for op in graph:
+        if op.name in fused and hook:
+            op = dc_replace(op, attrs=Attrs({**op.attrs, MAIN_GRAD_ADD_ATTR: main_grad_dtype}))
+        elif op.name in fused:
+            read = 1.0 if mode == "megatron-fused-fp32" or op.group.split(".")[0] == "lm_head" else later
+            op = dc_replace(op, attrs=Attrs({**op.attrs, MAIN_GRAD_DTYPE_ATTR: main_grad_dtype,
+                                             MAIN_GRAD_READ_ATTR: read}))
+        ops.append(op)
+    return OpGraph(graph.name, ops, dict(graph.meta))
 
 def with_profile_meta(graph: Any, profile: FrameworkProfile) -> Any:
     """``graph`` with ``meta["framework"]`` naming ``profile`` (graphs the profile does not change)."""

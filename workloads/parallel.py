@@ -686,6 +686,7 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                 if train:
                     g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
                     g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
+                    g = _main_grad_step(g, plan, framework, dtype)
                 else:
                     g = _serving_precision(g, weight_dtype, kv_dtype, where)
                     n_fwd = len(g.ops)
@@ -765,6 +766,31 @@ def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
         n_fwd = int(g.meta["forward_ops"])
     return g, n_fwd
 
+
+def _main_grad_step(g: OpGraph, plan: ParallelPlan, framework: str, dtype: str) -> OpGraph:
+    """The training step ``g`` with its weight-gradient GEMMs accumulating into the main-gradient buffer where the
+    stack's linears do (``FrameworkProfile.wgrad_accumulation``, :func:`workloads.frameworks.main_grad_accumulation`),
+    over the plan's microbatches, the buffer in the plan's ``grad_reduce_dtype``:
+
+    * Megatron-Core (``"te-fused"``): '' is fp32 (:attr:`ParallelPlan.grad_reduce_dtype`); not under FSDP
+      (Megatron-Bridge v0.2.0 training/config.py lines 1259-1261 turn ``gradient_accumulation_fusion`` off with
+      Megatron FSDP);
+    * Megatron-LM (``"megatron-fused-fp32"``): fused only when the gradients accumulate in fp32 (``--bf16`` forces it,
+      or ``grad_reduce_dtype`` ``fp32``: ``--accumulate-allreduce-grads-in-fp32``); an fp16 run's gradients are added
+      to an fp16 buffer by a kernel of their own.
+
+    Unchanged without such a profile."""
+    if not framework:
+        return g
+    from workloads.frameworks import get_profile, main_grad_accumulation
+
+    mode = get_profile(framework).wgrad_accumulation
+    if not mode or plan.fsdp:
+        return g
+    if mode == "megatron-fused-fp32":
+        fp32 = plan.grad_reduce_dtype == "fp32" or (not plan.grad_reduce_dtype and dtype == "bf16")
+        return main_grad_accumulation(g, mode, "fp32" if fp32 else dtype, plan.microbatches)
+    return main_grad_accumulation(g, mode, plan.grad_reduce_dtype or "fp32", plan.microbatches)
 
 def _serving_precision(g: OpGraph, weight_dtype: str | None, kv_dtype: str | None, where: str) -> OpGraph:
     """The inference graph ``g`` with quantised weights and/or a narrow KV cache (unchanged when neither is asked);

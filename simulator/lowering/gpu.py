@@ -30,6 +30,8 @@ from simulator.lowering.common import (
     sfu_ops,
     zero_cost,
 )
+from workloads.dtypes import dtype_bytes
+from workloads.frameworks import MAIN_GRAD_ADD_ATTR, MAIN_GRAD_DTYPE_ATTR, MAIN_GRAD_READ_ATTR
 from workloads.ir import Op, UnsupportedOpError
 from workloads.precision import (
     QUANT_GROUPED_MATMUL,
@@ -250,14 +252,59 @@ def _gemm(op: Op, ctx: LoweringContext) -> KernelCost:
     a, b = op.inputs[0], op.inputs[1]
     bias = op.outputs[0].numel if len(op.inputs) == 3 else 0
     cost = _gemm_cost(ctx, m, n, k, batch=bt, dtype=op.dtype.value,
-                      in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=element_bytes(op.outputs[0].dtype),
+                      in_bytes=max(element_bytes(a.dtype), element_bytes(b.dtype)), out_bytes=_c_bytes(op),
                       b_shared=len(b.shape) == 2, rule="gemm", vector_flops=float(bias),
                       tactic_m=op.attrs.get("tactic_m"), resident=_warm_operands(ctx))
-    cost = _with_promotion(op, ctx, cost, bt, m, n, k)
+    cost = _with_main_grad_add(op, ctx, _with_main_grad_note(op, _with_promotion(op, ctx, cost, bt, m, n, k)))
     if not op.attrs.get(SCALE_SWIZZLE_ATTR):
         return cost
     cost = _with_scale_swizzle(ctx, cost, float(bt * m * k), float((1 if len(b.shape) == 2 else bt) * k * n), 1)
     return dataclasses.replace(cost, rule=cost.rule + SCALE_SWIZZLE_SUFFIX)
+
+
+def _c_bytes(op: Op) -> float:
+    """Bytes per output element a GEMM moves through its C/D matrix: its output's width, or, for a weight-gradient
+    GEMM accumulating into the main-gradient buffer (:func:`workloads.frameworks.main_grad_accumulation`), D written
+    in the buffer's dtype plus C read in it on the share of calls that accumulate (beta = 1; cuBLAS reads no C at
+    beta = 0). The epilogue's C load is priced like the D store: the GEMM model's C-tile bytes (DRAM, L2, the last
+    tile's store) scale with this width."""
+    main = op.attrs.get(MAIN_GRAD_DTYPE_ATTR)
+    if not main:
+        return element_bytes(op.outputs[0].dtype)
+    return dtype_bytes(str(main)) * (1.0 + float(op.attrs.get(MAIN_GRAD_READ_ATTR, 1.0)))
+
+
+def _with_main_grad_note(op: Op, cost: KernelCost) -> KernelCost:
+    """``cost`` with a note naming the main-gradient accumulation its C bytes carry (:func:`_c_bytes`)."""
+    main = op.attrs.get(MAIN_GRAD_DTYPE_ATTR)
+    if not main or np.ndim(cost.compute_s) != 0:
+        return cost
+    note = f"wgrad accumulates into the {main} main gradient (C read on {float(op.attrs.get(MAIN_GRAD_READ_ATTR, 1.0)):.0%} of calls)"
+    return dataclasses.replace(cost, notes="; ".join(x for x in (cost.notes, note) if x))
+
+#: Rule suffix of a weight-gradient GEMM priced with the add of its gradient into the main-gradient buffer
+#: (:func:`_with_main_grad_add`; :func:`library_launches` counts its kernel).
+MAIN_GRAD_ADD_SUFFIX = "+main-grad-add"
+
+
+def _with_main_grad_add(op: Op, ctx: LoweringContext, gemm: KernelCost) -> KernelCost:
+    """``gemm`` plus, for a weight-gradient GEMM marked :data:`workloads.frameworks.MAIN_GRAD_ADD_ATTR`, the kernel
+    that then adds its gradient into the main-gradient buffer (``main_grad.add_(grad)``): it reads the gradient in
+    its dtype and the buffer in the attribute's, writes the buffer, one add per element, serial after the GEMM; the
+    rule gains :data:`MAIN_GRAD_ADD_SUFFIX`."""
+    main = op.attrs.get(MAIN_GRAD_ADD_ATTR)
+    if not main:
+        return gemm
+    n = float(op.outputs[0].numel)
+    mb = dtype_bytes(str(main))
+    st = gpu.streaming(n * (element_bytes(op.outputs[0].dtype) + mb), n * mb, n, ctx.params(str(main)))
+    x = _serial_s(st)
+    return dataclasses.replace(
+        gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x, latency_s=gemm.latency_s + _f(st.latency_s),
+        dram_bytes=gemm.dram_bytes + _f(st.dram_bytes), l2_bytes=gemm.l2_bytes + _f(st.l2_bytes),
+        vector_flops=gemm.vector_flops + n, kernels=gemm.kernels + 1, rule=gemm.rule + MAIN_GRAD_ADD_SUFFIX,
+        notes="; ".join(t for t in (gemm.notes, f"gradient added to the {main} main gradient (one kernel)") if t)
+        if np.ndim(gemm.compute_s) == 0 else "")
 
 
 #: Rule suffix of a dense GEMM priced with its scale swizzles (:func:`library_launches` counts them).
@@ -359,8 +406,8 @@ def _grouped_gemm_bwd(op: Op, ctx: LoweringContext) -> KernelCost:
         m, n, k = rows, b.shape[1], b.shape[2]
     else:  # dw[K, N] = x^T[K, rows] @ dy[rows, N] per expert
         m, n, k = a.shape[2], b.shape[2], rows
-    return _experts_gemm(op, ctx, m, n, k, active, in_bytes=_expert_operand_bytes(op, a),
-                         out_bytes=element_bytes(op.outputs[0].dtype))
+    return _with_main_grad_add(op, ctx, _with_main_grad_note(
+        op, _experts_gemm(op, ctx, m, n, k, active, in_bytes=_expert_operand_bytes(op, a), out_bytes=_c_bytes(op))))
 
 
 def _expert_operand_bytes(op: Op, a: Any) -> float:
@@ -650,8 +697,10 @@ def library_launches(rule: str, kernels: Any = 1) -> Any:
     """Kernels an op's one library call launches beside its own (a launch each on the host, not a framework
     op): cuDNN's layout transforms around a convolution on NCHW tensors; every expert GEMM after the first of
     a grouped GEMM run per expert (one Transformer Engine call launches them from C++,
-    :func:`_experts_gemm`); the two MXFP8 scale swizzles of a dense TE GEMM (:func:`_with_scale_swizzle`); none
-    otherwise."""
+    :func:`_experts_gemm`); the two MXFP8 scale swizzles of a dense TE GEMM (:func:`_with_scale_swizzle`); the add
+    into the main gradient after a weight-gradient GEMM (:func:`_with_main_grad_add`); none otherwise."""
+    if rule.endswith(MAIN_GRAD_ADD_SUFFIX):  # the hook's add into the main gradient, after the GEMM
+        return library_launches(rule[:-len(MAIN_GRAD_ADD_SUFFIX)], kernels - 1) + 1
     if rule.startswith(PER_EXPERT_RULE):  # one framework op for the GEMMs, one for split_quantize
         calls = 2 if rule.endswith(EXPERT_QUANT_SUFFIX) else 1
         return np.maximum(np.asarray(kernels) - calls, 0) if np.ndim(kernels) else max(int(kernels) - calls, 0)
