@@ -2165,6 +2165,95 @@ def classification_validation_step(graph: Any, topk: int = 5) -> Any:
     return b.build({**dict(graph.meta), DLE_VALIDATION_META: True})
 
 
+#: What DeepLearningExamples' image-classification training loop runs on the GPU for each batch besides the
+#: network's step, inside the time its throughput counts (``train``: the loader's yield, ``train_step``, which
+#: ends in ``torch.cuda.synchronize()``, a device-wide wait that covers every stream). ``PrefetchedWrapper`` copies
+#: the next batch's uint8 images and int64 labels to the GPU and, on a side stream, runs ``next_input.float()``,
+#: ``sub_(mean)``, ``div_(std)`` over the fp32 batch and, with one-hot targets (mixup), ``expand``: a
+#: ``torch.zeros`` of (batch, classes) then ``scatter``. ``MixUpWrapper`` (``mixup: 0.2`` in every ResNet-50
+#: configuration of ``configs.yml``) then runs, on the main stream, ``c * data + (1 - c) * data[perm, :]`` and the
+#: same over the targets: a row gather, two scalar multiplies and an add for each.
+DLE_TRAIN_LOADER_SOURCE = ("NVIDIA/DeepLearningExamples @ 291f0d02e815b148fa5c2b81bf07aa3552142895 "
+                           "PyTorch/Classification/ConvNets/image_classification/dataloaders.py: PrefetchedWrapper."
+                           "prefetched_loader, expand; mixup.py: mixup, MixUpWrapper; training.py: train, "
+                           "Trainer.train_step (torch.cuda.synchronize()); main.py: MixUpWrapper around the train "
+                           "loader when --mixup > 0; configs.yml: resnet_params mixup 0.2, num_classes 1000")
+#: Marker a graph carries once the training loader's GPU ops are added (applying them twice is refused).
+DLE_TRAIN_LOADER_META = "dle_train_loader"
+
+
+def classification_train_loader(graph: Any, image: str = "image") -> Any:
+    """An image-classification training graph with the GPU work DeepLearningExamples' training loader adds to
+    each step (:data:`DLE_TRAIN_LOADER_SOURCE`), before the network: the batch's normalisation (the uint8
+    images, one byte an element, cast to fp32, minus the mean, over the standard deviation; the one-hot targets
+    as a fill and a scatter) and mixup (for the images and for the targets: a row gather, two scalar multiplies,
+    an add). The mixed fp32 images reach the first convolution as its input: under autocast (a 16-bit ``image``)
+    through the cast autocast issues there (named as :func:`classification_validation_step` names it), else as
+    they are. The normalisation runs on a side stream and the engine adds it serially (its overlap with the
+    previous kernels is not modelled). The host-to-device copies (copy engine) and ``torch.randperm`` (host) are
+    not kernels and are not priced.
+
+    ``meta[DLE_TRAIN_LOADER_META]`` records the transform; applying it twice, to a graph that is not a training
+    step, or to one without the ``image`` input or a (batch, classes) loss input, is a ValueError naming it.
+    """
+    from workloads.dtypes import DType
+    from workloads.ir import GraphBuilder, Op, Role, TensorSpec
+
+    where = f"graph {graph.name!r}: training loader"
+    if graph.meta.get(DLE_TRAIN_LOADER_META):
+        raise ValueError(f"{where}: its ops are already added; expected a graph without them")
+    ops = list(graph)
+    if not any(op.kind.endswith(("_bwd", "bwd_data", "bwd_weight")) for op in ops):
+        raise ValueError(f"{where}: got an inference graph; expected a training step")
+    found = [t for t in graph.inputs if t.name == image and t.role == Role.ACTIVATION and len(t.shape) == 4]
+    if not found:
+        names = sorted(t.name for t in graph.inputs if t.role == Role.ACTIVATION)
+        raise ValueError(f"{where}: no 4-d activation input {image!r}; got {names}")
+    x = found[0]
+    losses = [op for op in ops if op.kind == "cross_entropy" and len(op.inputs[0].shape) == 2]
+    if not losses:
+        raise ValueError(f"{where}: no cross_entropy op over (batch, classes) logits; expected one")
+    n, classes = losses[0].inputs[0].shape
+    b = GraphBuilder(graph.name, dtype=graph.meta.get("dtype", x.dtype.value))
+    channels = (1, x.shape[1], 1, 1)
+    # PrefetchedWrapper: the uint8 batch (one byte an element) to fp32, normalised per channel in place
+    raw = TensorSpec("loader.uint8_images", x.shape, DType.INT8, Role.ACTIVATION)
+    mean = TensorSpec("loader.mean", channels, DType.FP32, Role.ACTIVATION)
+    std = TensorSpec("loader.std", channels, DType.FP32, Role.ACTIVATION)
+    imgs = b.op("elementwise", [raw], name="loader.float", op="cast", out_dtype="fp32")
+    imgs = b.op("elementwise", [imgs, mean], name="loader.sub_mean", op="sub")
+    imgs = b.op("elementwise", [imgs, std], name="loader.div_std", op="div")
+    # expand(): torch.zeros(batch, classes), then scatter of the labels into it (out of place: a copy, then
+    # the scatter), each written over (batch, classes) fp32
+    labels = TensorSpec("loader.labels", (n, 1), DType.INT64, Role.ACTIVATION)
+    row = TensorSpec("loader.class_row", (1, classes), DType.FP32, Role.ACTIVATION)
+    tgt = b.op("elementwise", [labels, row], name="loader.one_hot_zeros", op="where", out_dtype="fp32")
+    tgt = b.op("elementwise", [labels, tgt], name="loader.one_hot_scatter", op="where", out_dtype="fp32")
+    # mixup: c * t + (1 - c) * t[perm, :], for the images, then the targets
+    mixed = {}
+    for what, t in (("images", imgs), ("targets", tgt)):
+        perm = b.op("elementwise", [t], name=f"mixup.{what}_gather", op="copy")
+        a = b.op("elementwise", [t], name=f"mixup.{what}_scale", op="scale")
+        c = b.op("elementwise", [perm], name=f"mixup.{what}_perm_scale", op="scale")
+        # the mixed fp32 images as the first convolution reads them when autocast casts nothing (TF32 and fp32
+        # graphs: the same four-byte storage)
+        out = x.dtype.value if what == "images" and x.dtype.bits != 16 else "fp32"
+        mixed[what] = b.op("elementwise", [a, c], name=f"mixup.{what}_add", op="add", out_dtype=out)
+    first = True
+    for op in ops:
+        ins = list(op.inputs)
+        for i, t in enumerate(ins):
+            if t.name != image:
+                continue
+            if first and x.dtype.bits == 16:  # autocast's cast of the fp32 batch at the first convolution
+                mixed["images"] = b.op("elementwise", [mixed["images"]], out_dtype=x.dtype.value, op="cast",
+                                       name=f"{op.name}{AUTOCAST_CAST_SUFFIX}_input")
+            first = False
+            ins[i] = mixed["images"]
+        b.add(Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group))
+    return b.build({**dict(graph.meta), DLE_TRAIN_LOADER_META: True})
+
+
 # ------------------------------------------------------------------------------------------------
 # Hugging Face BERT under the SDPA training benchmark (transformers PR #28802)
 

@@ -18,6 +18,7 @@ from hwmodels.spec import DeviceSpec, SystemSpec, replace_path
 from simulator.calibration.measurements import Measurement
 
 __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_amp_weight_casts", "timed_validation_step",
+           "train_loader_stated",
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
            "uncached_program_run", "stored_scores_stated", "gelu_epilogue_stated", "serial_host_s",
@@ -79,6 +80,10 @@ _STATIC_AMP_CASTS = re.compile(r"\bfp32 weights cast to fp16 in every run\b")
 # a row whose notes state that its time is DeepLearningExamples' image-classification validation step, which also
 # runs the loss, a top-1/top-5 accuracy and three .item() reads (workloads.frameworks.classification_validation_step)
 _DLE_VALIDATION = re.compile(r"\bTimed step: DeepLearningExamples validate\(\)")
+# a row whose notes state that its time holds DeepLearningExamples' training loader's GPU work (the batch's
+# normalisation and mixup: workloads.frameworks.classification_train_loader)
+_DLE_TRAIN_LOADER = re.compile(r"\bTimed step: DeepLearningExamples train\(\) with the loader's normalisation and "
+                               r"mixup on the GPU\b")
 # a row whose notes state that its stack ran attention as separate kernels over the full score tensors
 # (matmul, mask add, softmax, dropout, matmul), e.g. PaddlePaddle's nn.MultiHeadAttention in a program run
 # without the fuse_dot_product_attention build pass
@@ -292,6 +297,12 @@ def timed_validation_step(text: str) -> bool:
     return bool(_DLE_VALIDATION.search(text))
 
 
+def train_loader_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its time holds DeepLearningExamples' training loader's GPU work
+    (the training graph then gets :func:`workloads.frameworks.classification_train_loader`)."""
+    return bool(_DLE_TRAIN_LOADER.search(text))
+
+
 def timed_under_autocast(text: str) -> bool:
     """True when ``text`` (a row's source and notes) says the run was timed under ``torch.autocast``."""
     return bool(_AUTOCAST.search(text))
@@ -497,8 +508,9 @@ class GraphCache:
         stored = (stored_scores_stated(m.notes), bool(m.train) and gelu_epilogue_stated(m.notes))
         tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
         tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
+        loader = bool(m.train) and train_loader_stated(m.notes)
         key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
-               tactic_tokens, passes, stored)
+               tactic_tokens, passes, stored, loader)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -545,5 +557,13 @@ class GraphCache:
                 from workloads.training import training_graph
 
                 graph = training_graph(graph)
-            self.cache[key] = _with_stored_scores(_with_optimizer_passes(graph, passes), stored, m)
+            graph = _with_stored_scores(_with_optimizer_passes(graph, passes), stored, m)
+            if loader:
+                from workloads.frameworks import classification_train_loader
+
+                try:
+                    graph = classification_train_loader(graph)
+                except ValueError as exc:
+                    raise ValueError(f"{m.where or m.id}: notes: {exc}") from None
+            self.cache[key] = graph
         return self.cache[key]
