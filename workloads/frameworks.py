@@ -85,6 +85,9 @@ __all__ = [
     "PADDLE_UNCACHED_RUN_S_PER_OP",
     "PADDLE_UNCACHED_RUN_SOURCE",
     "paddle_uncached_run_s",
+    "PADDLE_GRAPH_EXECUTOR_S_PER_OP",
+    "PADDLE_GRAPH_EXECUTOR_SOURCE",
+    "paddle_graph_executor_exposed_s",
     "TRTLLM_V05_UNFUSED_MLP",
     "gemm_tactics_at",
     "TRTLLM_V05_TACTIC_PROFILE",
@@ -2050,6 +2053,46 @@ def paddle_uncached_run_s(graph: Any) -> float:
     graph (kernel or view) is a program op the executor clones, creates and runs anew
     (:data:`PADDLE_UNCACHED_RUN_S_PER_OP`, :data:`PADDLE_UNCACHED_RUN_SOURCE`)."""
     return len(graph.ops) * PADDLE_UNCACHED_RUN_S_PER_OP
+
+
+#: PaddlePaddle's ParallelExecutor with one thread (a ``CompiledProgram`` ``with_data_parallel`` and
+#: ``ExecutionStrategy.num_threads = 1``; the default executor type is kExperimental, "the fastest in most models",
+#: paddle/fluid/framework/details/execution_strategy.h): FastThreadedSSAGraphExecutor records the order its ops ran in
+#: during the first step and then runs them one after another on the calling thread (PaddlePaddle/Paddle PR #17405,
+#: '[Speed] Refine the Executor when the num_thread=1', 2019; PR #36201 prepares the order beforehand), each op's host
+#: work (scope lookups, shape inference, kernel choice, the launch) before its kernels. The same PR #18483 table timed
+#: it on the same program, script and host as the uncached run: PaddingRNN 'small', 'static', fluid.ParallelExecutor
+#: (``--parallel True``, one GPU, so ``num_threads = device_count = 1``), 47.91100 s per epoch. Its step has 1,241
+#: ops: the 1,250 of :data:`PADDLE_UNCACHED_RUN_S_PER_OP` less the 3 feed ops (ParallelExecutor copies its feeds into
+#: the scope without ops; its 4 fetches stay, as fetch op handles) and less 6 of the 7 ``sgd`` ops, which
+#: ``build_strategy.fuse_all_optimizer_ops = True`` (train.py) fuses into one. 47.91100 / 2,323 / 1,241 = 16.6 us per
+#: op. It is the whole step per op, so at most the host time per op: it also holds the device time of that host-bound
+#: program's small kernels, the feed copies, the four fetches and the Python loop around ``exe.run``.
+PADDLE_GRAPH_EXECUTOR_SOURCE = (
+    "PaddlePaddle/Paddle PR #18483 ('Refine the cache of program, context and scope in executor', 2019): PaddingRNN "
+    "small, static, fluid.ParallelExecutor, 47.91100 s/epoch (one GPU: num_threads 1); PaddlePaddle/models @ "
+    "b1851df54ac5bd85a84026c25b8598d3f2d34d43 PaddleNLP/language_model train.py (fuse_all_optimizer_ops, four "
+    "fetches per step): 2,323 steps per epoch, 1,241 ops per step; PR #17405 (ops run in traced order on one thread)")
+_PTB_PE_EPOCH_S = 47.91100  # PR #18483: fluid.ParallelExecutor
+_PTB_PE_OPS = _PTB_OPS - 3 - (7 - 1)  # no feed ops; 7 sgd ops fused into 1
+PADDLE_GRAPH_EXECUTOR_S_PER_OP = _PTB_PE_EPOCH_S / _PTB_STEPS / _PTB_PE_OPS
+
+
+def paddle_graph_executor_exposed_s(records: Any, per_op_s: float = PADDLE_GRAPH_EXECUTOR_S_PER_OP) -> float:
+    """Host time (s) a one-thread ParallelExecutor step adds to its kernels' time: the step's ``records`` (op costs in
+    program order: ``time_s``, ``kernels``) as one in-order stream that starts with the device idle (the previous
+    step's fetch waited for it), each op issued ``per_op_s`` after the one before it, kernel or view
+    (:func:`simulator.parallel.host_sync.interval_time`), less the records' own time; never below zero.
+
+    >>> from types import SimpleNamespace as R
+    >>> round(paddle_graph_executor_exposed_s([R(time_s=1e-3, kernels=1)] + [R(time_s=2e-6, kernels=1)] * 100,
+    ...                                       16e-6) * 1e6, 1)  # 101 x 16 + 2 - (1000 + 100 x 2) us
+    418.0
+    """
+    from simulator.parallel.host_sync import interval_time
+
+    own = float(sum(r.time_s for r in records))
+    return max(0.0, interval_time([(per_op_s, float(r.time_s), int(r.kernels)) for r in records]) - own)
 
 
 def _split_fused_projection(graph: Any, suffix: str) -> Any:

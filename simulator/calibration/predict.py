@@ -22,6 +22,7 @@ __all__ = ["gemm_epilogues", "gemv_generated", "timed_under_autocast", "static_a
            "attention_decomposed", "dropout_kernels", "qkv_unfused", "linear_bias_unfused",
            "head_transposes_stated", "fp32_mask_add", "grad_clip_stated", "amp_unscale_stated", "run_options",
            "uncached_program_run", "stored_scores_stated", "gelu_epilogue_stated", "serial_host_s",
+           "graph_executor_stated", "graph_executor_host_s",
            "graph_launch_stated", "graph_launch_host_s", "stated_module_tree",
            "gated_mlp_unfused", "gemm_tactic_tokens", "default_predict", "GraphCache", "quiet_engine"]
 
@@ -127,6 +128,10 @@ _GELU_EPILOGUE = re.compile(r"\bGELU and its gradient in the GEMM epilogues\b")
 # which clones the program and creates and runs every op anew in every call, before the first kernel
 # (workloads.frameworks.paddle_uncached_run_s)
 _UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
+# a row whose notes state that its static program runs as a graph compiled once whose ops one executor thread issues
+# in program order, from a device idle after the previous step's fetch (PaddlePaddle's ParallelExecutor with
+# num_threads = 1: workloads.frameworks.paddle_graph_executor_exposed_s)
+_GRAPH_EXECUTOR = re.compile(r"\bops issued in program order by one executor thread\b")
 # a row whose notes state that its timed loop calls the same op on the same tensors with nothing flushing L2 between
 # the calls (a torch.mm loop over two fixed tensors): EvalOptions.warm_repeats
 _WARM_REPEATS = re.compile(r"\bsame tensors with no L2 flush between calls\b")
@@ -234,6 +239,22 @@ def serial_host_s(graph: Any, measurement: Measurement) -> float:
     from workloads.frameworks import paddle_uncached_run_s
 
     return paddle_uncached_run_s(graph)
+
+
+def graph_executor_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its compiled program's ops are issued in program order by one executor
+    thread (PaddlePaddle's one-thread ParallelExecutor: :func:`graph_executor_host_s`)."""
+    return bool(_GRAPH_EXECUTOR.search(text))
+
+
+def graph_executor_host_s(report: Any, measurement: Measurement) -> float:
+    """Host time (s) of ``measurement``'s step that its kernels do not hide, where its notes state a one-thread graph
+    executor: :func:`workloads.frameworks.paddle_graph_executor_exposed_s` over ``report``'s op records; 0 otherwise."""
+    if not graph_executor_stated(measurement.notes):
+        return 0.0
+    from workloads.frameworks import paddle_graph_executor_exposed_s
+
+    return paddle_graph_executor_exposed_s(report.records)
 
 
 def _stated_choice(pattern: re.Pattern[str], text: str, choices: Any, what: str, where: str) -> str:
@@ -419,7 +440,8 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
 
     With a ``measurement``, it runs under the conditions the measurement states (software stack,
     attention kernel, power limit: :func:`run_options`), plus the serial host time its notes state
-    (:func:`serial_host_s`, :func:`graph_launch_host_s`).
+    (:func:`serial_host_s`, :func:`graph_launch_host_s`) and the host issue time its kernels do not hide
+    (:func:`graph_executor_host_s`).
     """
     import simulator.lowering.cpu  # noqa: F401 - registers the CPU rules
     from simulator.engines.analytical import evaluate
@@ -452,7 +474,8 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
         graph = stated_module_tree(graph, measurement, opts.eager_modules)
     report = evaluate(graph, system, opts)
     host = 0.0 if measurement is None else \
-        serial_host_s(graph, measurement) + graph_launch_host_s(report, measurement, opts.cuda_graphs)
+        serial_host_s(graph, measurement) + graph_launch_host_s(report, measurement, opts.cuda_graphs) \
+        + graph_executor_host_s(report, measurement)
     return float(report.totals.latency_s) + host
 
 
