@@ -82,6 +82,8 @@ __all__ = [
     "PADDLE_HEAD_TRANSPOSES",
     "fp32_score_add",
     "PADDLE_O1_MASK_ADD",
+    "o1_fp32_embeddings",
+    "PADDLE_O1_FP32_EMBEDDINGS",
     "PADDLE_UNCACHED_RUN_S_PER_OP",
     "PADDLE_UNCACHED_RUN_SOURCE",
     "paddle_uncached_run_s",
@@ -2019,6 +2021,70 @@ def fp32_score_add(graph: Any) -> Any:
         ops.append(Op(op.name, op.kind, (x32, *op.inputs[1:]), (y32,), op.attrs, op.group))
         ops.append(Op(f"{op.name}.cast_back", "elementwise", (y32,), (y,),
                       Attrs({"op": "cast", "out_dtype": y.dtype.value}), op.group))
+    return OpGraph(graph.name, ops, dict(graph.meta))
+
+
+#: PaddlePaddle's O1 rewrite puts ``lookup_table_v2`` (an embedding lookup) on its default black list ("fp16 is
+#: slower than fp32, though fp16 is supported", ``fp16_lists.py``), and DeepLearningExamples' BERT passes
+#: ``custom_white_list=['softmax', 'layer_norm', 'gelu']`` and no custom black list under O1 (``program.py``
+#: ``dist_optimizer`` for the fine-tuning step, ``run_squad.py`` for its evaluation program). So the three lookups
+#: read fp32 tables and write fp32 rows, the gray ``elementwise_add`` ops that sum them take an input from the black set
+#: and run in fp32 too (``rewrite_program_by_amp_lists``), and the white ``layer_norm`` after them gets a cast of the
+#: fp32 sum to fp16 (``_insert_cast_op``); from that layer norm on, every op of the encoder is white or a gray op fed
+#: by white ones: fp16. The tables are fp32 parameters without a master copy.
+PADDLE_O1_FP32_EMBEDDINGS = ("PaddlePaddle/Paddle python/paddle/fluid/contrib/mixed_precision/fp16_lists.py (stored "
+                             "version 02c53c2deaa4a3752e53a80f278729600eaa084a: black_list holds lookup_table_v2) and "
+                             "fp16_utils.py (stored version 00c410494eab73b9cebe0747a007919a8bd397eb: "
+                             "rewrite_program_by_amp_lists, _insert_cast_op); NVIDIA/DeepLearningExamples "
+                             "PaddlePaddle/LanguageModeling/BERT program.py and run_squad.py @ "
+                             "a5388a45f71a949639b35cc5b990bd130d2d8164 (custom_white_list softmax, layer_norm, gelu)")
+
+#: Elementwise ops O1's gray list holds (``elementwise_add``, ``elementwise_mul``, ``scale``, ``dropout``, ...): fp32
+#: when an input comes from the black set.
+_O1_GRAY_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "scale", "dropout"})
+
+
+def o1_fp32_embeddings(graph: Any) -> Any:
+    """``graph`` with its embedding lookups run as PaddlePaddle's O1 rewrite runs them (:data:`PADDLE_O1_FP32_EMBEDDINGS`):
+    each ``embedding`` op reads an fp32 table and writes fp32 rows, the gray elementwise ops fed by them compute in
+    fp32, and the first other op that reads their fp32 result (the layer norm) reads it through one cast to the
+    graph's dtype, shared by every such reader. A forward graph only (a training step derives from it: the cast's
+    gradient casts back, the tables' gradients and updates are fp32); a graph without embedding ops, or already in
+    fp32, is returned as it is."""
+    from workloads.dtypes import DType
+    from workloads.ir import Attrs, Op, OpGraph, Role, TensorSpec
+
+    if any(op.kind == "optimizer_update" or op.kind.endswith("_bwd") for op in graph.ops):
+        raise ValueError(f"graph {graph.name!r}: O1 fp32 embeddings: got a training graph; expected a forward graph "
+                         "(the step is derived from it)")
+    fp32: dict[str, TensorSpec] = {}  # an fp16 activation's name -> its fp32 tensor (same name)
+    cast: dict[str, TensorSpec] = {}  # an fp32 activation's name -> its cast to the graph's dtype
+    ops: list[Op] = []
+
+    def up(t: TensorSpec) -> TensorSpec:
+        return TensorSpec(t.name, t.shape, DType.FP32, t.role)
+
+    for op in graph.ops:
+        black = op.kind == "embedding" and any(t.role == Role.WEIGHT and t.dtype.bits == 16 for t in op.inputs)
+        gray = op.kind == "elementwise" and op.attrs.get("op") in _O1_GRAY_ELEMENTWISE \
+            and any(t.name in fp32 for t in op.inputs)
+        if black or gray:
+            ins = tuple(up(t) if (t.name in fp32 or (black and t.role == Role.WEIGHT)) and t.dtype.bits == 16 else t
+                        for t in op.inputs)
+            outs = tuple(up(t) if t.dtype.bits == 16 else t for t in op.outputs)
+            fp32.update({t.name: u for t, u in zip(op.outputs, outs, strict=True) if u is not t})
+            ops.append(Op(op.name, op.kind, ins, outs, op.attrs, op.group))
+            continue
+        ins = list(op.inputs)
+        for i, t in enumerate(ins):
+            if t.name in fp32:
+                if t.name not in cast:
+                    c = TensorSpec(f"{t.name}.cast_fp16", t.shape, t.dtype, t.role)
+                    ops.append(Op(f"{op.name}.cast_fp16", "elementwise", (fp32[t.name],), (c,),
+                                  Attrs({"op": "cast", "out_dtype": t.dtype.value}), op.group))
+                    cast[t.name] = c
+                ins[i] = cast[t.name]
+        ops.append(op if ins == list(op.inputs) else Op(op.name, op.kind, tuple(ins), op.outputs, op.attrs, op.group))
     return OpGraph(graph.name, ops, dict(graph.meta))
 
 

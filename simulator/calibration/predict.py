@@ -111,6 +111,10 @@ _HEAD_TRANSPOSES = re.compile(r"\bhead split and merge as transpose kernels\b")
 # a row whose notes state that its O1 mixed-precision program adds the attention mask to the scores in fp32 between
 # two casts (PaddlePaddle's rewrite_program with an fp32 mask from the black set: workloads.frameworks.fp32_score_add)
 _FP32_MASK_ADD = re.compile(r"\bmask add in fp32 between casts\b")
+# a row whose notes state that its O1 mixed-precision program looks its embeddings up and sums them in fp32 before a cast
+# to fp16 (PaddlePaddle's rewrite_program: lookup_table_v2 on the black list, layer_norm white through the program's
+# custom white list: workloads.frameworks.o1_fp32_embeddings)
+_O1_FP32_EMBEDDINGS = re.compile(r"\bembedding lookups and their sums in fp32\b")
 # a row whose notes state that its training step clips the gradients by their global norm before the update
 # (PaddlePaddle's ClipGradByGlobalNorm in a static program: workloads.frameworks.clip_grad_by_global_norm)
 _GLOBAL_NORM_CLIP = re.compile(r"\bgradients clipped by their global norm\b")
@@ -196,6 +200,12 @@ def fp32_mask_add(text: str) -> bool:
     """True when ``text`` (a row's notes) says its program adds the attention mask in fp32 between two casts (an
     inference graph then gets :func:`workloads.frameworks.fp32_score_add` in :func:`default_predict`)."""
     return bool(_FP32_MASK_ADD.search(text))
+
+
+def o1_fp32_embeddings_stated(text: str) -> bool:
+    """True when ``text`` (a row's notes) says its O1 program looks its embeddings up and sums them in fp32
+    (:func:`workloads.frameworks.o1_fp32_embeddings`)."""
+    return bool(_O1_FP32_EMBEDDINGS.search(text))
 
 
 def grad_clip_stated(text: str) -> bool:
@@ -459,6 +469,10 @@ def default_predict(graph: Any, system: DeviceSpec | SystemSpec, measurement: Me
             from workloads.frameworks import autocast_weight_casts
 
             graph = autocast_weight_casts(graph)
+        if not measurement.train and o1_fp32_embeddings_stated(measurement.notes):
+            from workloads.frameworks import o1_fp32_embeddings
+
+            graph = o1_fp32_embeddings(graph)
         if not measurement.train and linear_bias_unfused(measurement.notes):
             from workloads.frameworks import unfuse_linear_bias
 
@@ -527,13 +541,14 @@ class GraphCache:
         bias_adds = bool(m.train) and linear_bias_unfused(m.notes)  # inference graphs: default_predict
         transposes = head_transposes_stated(m.notes)
         amp_casts = bool(m.train) and static_amp_weight_casts(m.notes)  # inference graphs: default_predict
+        fp32_embed = bool(m.train) and o1_fp32_embeddings_stated(m.notes)  # inference graphs: default_predict
         passes = _optimizer_passes(m)
         stored = (stored_scores_stated(m.notes), bool(m.train) and gelu_epilogue_stated(m.notes))
         tactic_stated = not m.train and bool(_TACTIC_TOKENS.search(m.notes))  # a forward pass of the engine
         tactic_tokens = gemm_tactic_tokens(m.notes) if tactic_stated else 0
         loader = bool(m.train) and train_loader_stated(m.notes)
         key = (*m.case, decomposed, dropout, unfused_mlp, unfused_qkv, bias_adds, transposes, amp_casts, tactic_stated,
-               tactic_tokens, passes, stored, loader)
+               tactic_tokens, passes, stored, loader, fp32_embed)
         if key not in self.cache:
             from workloads.resolve import load_workload
 
@@ -541,7 +556,7 @@ class GraphCache:
             if dropout:
                 extra["dropout"] = dropout
             args = m.workload_args()
-            train = (unfused_qkv or bias_adds or transposes or amp_casts) and args.get("train")
+            train = (unfused_qkv or bias_adds or transposes or amp_casts or fp32_embed) and args.get("train")
             if train:  # split the forward graph, then derive the step from it
                 args.update(train=False, phase="train")
             try:
@@ -576,6 +591,10 @@ class GraphCache:
                 from workloads.frameworks import autocast_weight_casts
 
                 graph = autocast_weight_casts(graph)
+            if fp32_embed:  # O1's black lookups and the gray sums after them; the step derives from it
+                from workloads.frameworks import o1_fp32_embeddings
+
+                graph = o1_fp32_embeddings(graph)
             if train:
                 from workloads.training import training_graph
 
