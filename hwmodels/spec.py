@@ -434,6 +434,14 @@ class EfficiencySpec:
         "dram_bandwidth_fraction (no separate figure)",
         default=0.0,
     )
+    conv_rate_fraction: float = spec_field(
+        "1",
+        "the rate of the vendor library's implicit-GEMM convolution kernels (cuDNN) as a fraction of the GEMM "
+        "figure the model prices a GEMM of the same shape at (tensor_peak_fraction and the tile model): measured "
+        "convolution times against the model's time for the same implicit GEMM; 1 where no convolution "
+        "measurement on the architecture was found",
+        default=1.0,
+    )
     gemv_max_rows: int = spec_field(
         "count",
         "the most rows (or columns) of a library GEMM (one batch entry, no implicit operand) that streams its "

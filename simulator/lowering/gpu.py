@@ -80,10 +80,15 @@ def _gemm_cost(ctx: LoweringContext, m: int, n: int, k: int, *, batch: int, dtyp
                out_bytes: float, b_shared: bool, rule: str, vector_flops: float = 0.0,
                a_operand: gpu.ImplicitOperand | None = None, tile_bytes: float | None = None,
                tile_shape: tuple[int, int] | None = None, tactic_m: int | None = None,
-               resident: float = 0.0, kernel: gpu.TileCandidate | None = None, library: bool = True) -> KernelCost:
+               resident: float = 0.0, kernel: gpu.TileCandidate | None = None, library: bool = True,
+               conv: bool = False) -> KernelCost:
     p = ctx.params(dtype)
     if library and _library_gemv(ctx, m, n, batch, a_operand, kernel):
         p = gpu.gemv_params(p, min(m, n))
+    if conv and p.uses_matrix_unit and _cudnn(ctx.device):
+        # cuDNN's implicit-GEMM convolutions below the GEMM figure (efficiency.conv_rate_fraction: measured
+        # convolution times against the model's time for the same implicit GEMM)
+        p = dataclasses.replace(p, matrix_fraction=p.matrix_fraction * ctx.device.efficiency.conv_rate_fraction)
     cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit,
                                 in_bytes=in_bytes if tile_bytes is None else tile_bytes)
     if tile_shape is not None:  # the caller searches tile shapes itself (weight-only GEMMs)
@@ -763,11 +768,11 @@ def _implicit_gemm_conv(op: Op, ctx: LoweringContext, d: dict[str, int], dtype: 
         # fprop, so DRAM reads X itself (never the im2col matrix) and dY as the B operand
         m, n, k = d["gemm_k"], d["gemm_n"], d["gemm_m"]
         return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False,
-                          rule="implicit-gemm-wgrad", a_operand=a_operand, vector_flops=0.0)
+                          rule="implicit-gemm-wgrad", a_operand=a_operand, vector_flops=0.0, conv=True)
     m, n, k = d["gemm_m"], d["gemm_n"], d["gemm_k"]
     rule = "implicit-gemm-dgrad" if op.kind.endswith("bwd_data") else "implicit-gemm"
     return _gemm_cost(ctx, m, n, k, batch=g, dtype=dt, in_bytes=ib, out_bytes=ob, b_shared=False, rule=rule,
-                      vector_flops=float(bias), a_operand=a_operand)
+                      vector_flops=float(bias), a_operand=a_operand, conv=True)
 
 
 def _with_layout_transforms(cost: KernelCost, op: Op, ctx: LoweringContext) -> KernelCost:
