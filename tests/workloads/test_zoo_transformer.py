@@ -76,6 +76,19 @@ def test_gpt3_params_within_published_rounding(name: str, nominal: float, tol: f
     assert abs(_params(name) - nominal) <= tol
 
 
+def test_gpt20b_ft_params_by_hand():
+    # FasterTransformer's GPT-20B (gpt_guide.md 'Performance of GPT-20B'; gpt_config.ini [megatron_20B]): hidden
+    # h = 48 x 128 = 6144, FFN 24576, 44 layers, vocabulary 51200, a 1024-row learned position table (the ini's
+    # max_seq_len), tied LM head. Per layer: QKV 3h^2, output h^2, FFN 2 h f, biases 3h + h + f + h, two
+    # LayerNorms 4h.
+    h, f, layers = 6144, 24576, 44
+    per_layer = 4 * h * h + 2 * h * f + (3 * h + h + f + h) + 4 * h
+    assert per_layer == 453_064_704
+    expected = layers * per_layer + 51200 * h + 1024 * h + 2 * h
+    assert expected == 20_255_723_520
+    assert _params("gpt-20b-ft") == expected
+
+
 def test_switch_base_params():
     # Fedus et al. 2022, Table 9: Switch-Base with 128 experts has "7B" parameters (one significant figure).
     assert abs(build_model("switch-base", seq=16, experts=128).params - 7e9) <= 0.5e9
