@@ -457,6 +457,42 @@ def test_ring_busbw_tends_to_the_achievable_link_bandwidth(h100):
     assert H100_RING_NCCL_BW == pytest.approx(360e9)
 
 
+# nvbandwidth SUM lines (GB/s) of a 4-GPU GB200 tray: oracle-quickstart/oci-gpu-quickstarts @ 140fc621,
+# nvidia/GB200/README-GB200.md lines 785-799 (12 ordered pairs for the pair tests, 4 devices for all_to_one /
+# one_to_all); ND H100 v5 'Device to Device read' 672 GB/s: Azure/AI-benchmarking-guide @ 8fd0c6e1,
+# Azure_Results/ND_H100_v5_results.md line 60 (device_to_device_bidirectional_memcpy_read_sm, both directions).
+GB200_NVBW_SUM = {"read_sm": 9428.13, "write_sm": 8606.87, "bidir_read_sm_total": 16163.45,
+                  "all_to_one_write_sm": 2873.89, "one_to_all_write_sm": 2925.66}
+H100_NVBW_BIDIR_READ_SM = 672.0
+
+
+def test_nvlink_sm_copy_fractions_from_nvbandwidth():
+    """docs/collectives.md 'NVLink 5's copy rate from nvbandwidth': the whole-GPU SM copy over NVLink 5 reaches
+    NCCL's 40.1 GB/s a link, and the one test run on both generations gives NVLink 4 and 5 the same share."""
+    cat = fabric_catalog()
+    nv5, nv4 = cat.fabric("nvlink5-nvswitch4"), cat.fabric("nvlink4-nvswitch3")
+    nv5_gpu = nv5.links_per_device * nv5.link_bandwidth_bytes_per_s  # 900 GB/s per direction
+    nv4_gpu = nv4.links_per_device * nv4.link_bandwidth_bytes_per_s  # 450 GB/s
+    assert (nv5_gpu, nv4_gpu) == (pytest.approx(900e9), pytest.approx(450e9))
+    pair = {k: GB200_NVBW_SUM[k] * 1e9 / 12 for k in ("read_sm", "write_sm", "bidir_read_sm_total")}
+    write_sm = pair["write_sm"] / nv5_gpu
+    assert write_sm == pytest.approx(0.7969, abs=1e-4)  # 717.2 GB/s a pair, 39.85 GB/s a link
+    assert pair["read_sm"] / nv5_gpu == pytest.approx(0.8730, abs=1e-4)  # 785.7 GB/s
+    into_one = GB200_NVBW_SUM["all_to_one_write_sm"] * 1e9 / 4 / nv5_gpu
+    out_of_one = GB200_NVBW_SUM["one_to_all_write_sm"] * 1e9 / 4 / nv5_gpu
+    assert (into_one, out_of_one) == (pytest.approx(0.7983, abs=1e-4), pytest.approx(0.8127, abs=1e-4))
+    # the catalog's NVLink 5 share (NCCL's SM100_NVLINK_BW 40.1 / 50) is the measured SM write rate within 1 %
+    assert nv5.bandwidth_fraction == pytest.approx(0.802)
+    for measured in (write_sm, into_one, out_of_one):
+        assert abs(nv5.bandwidth_fraction - measured) < 0.012
+    # both directions at once, two SM copies (one per GPU, each reading its peer): same share on both generations
+    gb200_bidir = pair["bidir_read_sm_total"] / (2 * nv5_gpu)
+    h100_bidir = H100_NVBW_BIDIR_READ_SM * 1e9 / (2 * nv4_gpu)
+    assert (gb200_bidir, h100_bidir) == (pytest.approx(0.7483, abs=1e-4), pytest.approx(0.7467, abs=1e-4))
+    # so NVLink 5 is not priced above its measured share relative to NVLink 4 (0.802 / 0.824 = 0.973 <= 1.002)
+    assert nv5.bandwidth_fraction / nv4.bandwidth_fraction <= gb200_bidir / h100_bidir
+
+
 # ----------------------------------------------------------------------------- properties
 
 SIZES = np.logspace(3, 33, 31, base=2.0)  # 8 B .. 8 GiB
