@@ -89,7 +89,6 @@ __all__ = [
     "paddle_uncached_run_s",
     "PADDLE_GRAPH_EXECUTOR_S_PER_OP",
     "PADDLE_GRAPH_EXECUTOR_SOURCE",
-    "paddle_graph_executor_exposed_s",
     "TRTLLM_V05_UNFUSED_MLP",
     "gemm_tactics_at",
     "TRTLLM_V05_TACTIC_PROFILE",
@@ -2142,23 +2141,6 @@ PADDLE_GRAPH_EXECUTOR_SOURCE = (
 _PTB_PE_EPOCH_S = 47.91100  # PR #18483: fluid.ParallelExecutor
 _PTB_PE_OPS = _PTB_OPS - 3 - (7 - 1)  # no feed ops; 7 sgd ops fused into 1
 PADDLE_GRAPH_EXECUTOR_S_PER_OP = _PTB_PE_EPOCH_S / _PTB_STEPS / _PTB_PE_OPS
-
-
-def paddle_graph_executor_exposed_s(records: Any, per_op_s: float = PADDLE_GRAPH_EXECUTOR_S_PER_OP) -> float:
-    """Host time (s) a one-thread ParallelExecutor step adds to its kernels' time: the step's ``records`` (op costs in
-    program order: ``time_s``, ``kernels``) as one in-order stream that starts with the device idle (the previous
-    step's fetch waited for it), each op issued ``per_op_s`` after the one before it, kernel or view
-    (:func:`simulator.parallel.host_sync.interval_time`), less the records' own time; never below zero.
-
-    >>> from types import SimpleNamespace as R
-    >>> round(paddle_graph_executor_exposed_s([R(time_s=1e-3, kernels=1)] + [R(time_s=2e-6, kernels=1)] * 100,
-    ...                                       16e-6) * 1e6, 1)  # 101 x 16 + 2 - (1000 + 100 x 2) us
-    418.0
-    """
-    from simulator.parallel.host_sync import interval_time
-
-    own = float(sum(r.time_s for r in records))
-    return max(0.0, interval_time([(per_op_s, float(r.time_s), int(r.kernels)) for r in records]) - own)
 
 
 def _split_fused_projection(graph: Any, suffix: str) -> Any:

@@ -134,7 +134,7 @@ _GELU_EPILOGUE = re.compile(r"\bGELU and its gradient in the GEMM epilogues\b")
 _UNCACHED_RUN = re.compile(r"\bprogram prepared again in every run\b")
 # a row whose notes state that its static program runs as a graph compiled once whose ops one executor thread issues
 # in program order, from a device idle after the previous step's fetch (PaddlePaddle's ParallelExecutor with
-# num_threads = 1: workloads.frameworks.paddle_graph_executor_exposed_s)
+# num_threads = 1: simulator.calibration.predict.paddle_graph_executor_exposed_s)
 _GRAPH_EXECUTOR = re.compile(r"\bops issued in program order by one executor thread\b")
 # a row whose notes state that its timed loop calls the same op on the same tensors with nothing flushing L2 between
 # the calls (a torch.mm loop over two fixed tensors): EvalOptions.warm_repeats
@@ -259,12 +259,30 @@ def graph_executor_stated(text: str) -> bool:
 
 def graph_executor_host_s(report: Any, measurement: Measurement) -> float:
     """Host time (s) of ``measurement``'s step that its kernels do not hide, where its notes state a one-thread graph
-    executor: :func:`workloads.frameworks.paddle_graph_executor_exposed_s` over ``report``'s op records; 0 otherwise."""
+    executor: :func:`paddle_graph_executor_exposed_s` over ``report``'s op records; 0 otherwise."""
     if not graph_executor_stated(measurement.notes):
         return 0.0
-    from workloads.frameworks import paddle_graph_executor_exposed_s
-
     return paddle_graph_executor_exposed_s(report.records)
+
+
+def paddle_graph_executor_exposed_s(records: Any, per_op_s: float | None = None) -> float:
+    """Host time (s) a one-thread ParallelExecutor step adds to its kernels' time: the step's ``records`` (op costs in
+    program order: ``time_s``, ``kernels``) as one in-order stream that starts with the device idle (the previous
+    step's fetch waited for it), each op issued ``per_op_s`` (default :data:`workloads.frameworks.PADDLE_GRAPH_EXECUTOR_S_PER_OP`) after the one before it, kernel or view
+    (:func:`simulator.parallel.host_sync.interval_time`), less the records' own time; never below zero.
+
+    >>> from types import SimpleNamespace as R
+    >>> round(paddle_graph_executor_exposed_s([R(time_s=1e-3, kernels=1)] + [R(time_s=2e-6, kernels=1)] * 100,
+    ...                                       16e-6) * 1e6, 1)  # 101 x 16 + 2 - (1000 + 100 x 2) us
+    418.0
+    """
+    from simulator.parallel.host_sync import interval_time
+    from workloads.frameworks import PADDLE_GRAPH_EXECUTOR_S_PER_OP
+
+    if per_op_s is None:
+        per_op_s = PADDLE_GRAPH_EXECUTOR_S_PER_OP
+    own = float(sum(r.time_s for r in records))
+    return max(0.0, interval_time([(per_op_s, float(r.time_s), int(r.kernels)) for r in records]) - own)
 
 
 def _stated_choice(pattern: re.Pattern[str], text: str, choices: Any, what: str, where: str) -> str:

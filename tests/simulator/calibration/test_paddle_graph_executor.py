@@ -13,13 +13,13 @@ from simulator.calibration.predict import (
     GraphCache,
     graph_executor_host_s,
     graph_executor_stated,
+    paddle_graph_executor_exposed_s,
     run_options,
 )
 from simulator.calibration.validation import DEFAULT_DATASET, known_devices
 from workloads.frameworks import (
     PADDLE_GRAPH_EXECUTOR_S_PER_OP,
     PADDLE_GRAPH_EXECUTOR_SOURCE,
-    paddle_graph_executor_exposed_s,
 )
 
 
