@@ -77,3 +77,20 @@ def test_fill_is_covered_at_the_rrze_tile_rate_too(params):
     assert float(gpu.gemm(2048, 1024, 1024, params, gpu.tile_candidates("hopper", True, 2.0)).time_s) == \
         pytest.approx(9.785e-6, rel=1e-3)
     assert float(e.time_s) == pytest.approx(6.93e-6, rel=2e-3) and e.bound_term == "main-loop"
+
+
+def test_m128_kernel_at_either_tile_rate(params):
+    """gemmk-011 (128 x 4096 x 4096 bf16, TensorRT-LLM under CUDA graphs, 16.10 us): at MT4G's rate the model
+    splits K three ways (the no-split tile is L2-bound at 29.5 us), and the fixup's two hand-offs of a 128 x 128
+    fp32 tile at one SM's share of the L2 cost 7.56 us; at RRZE's rate the no-split 64 x 64 tile wins."""
+    cands = gpu.tile_candidates("hopper", True, 2.0)
+    slow = gpu.gemm(128, 4096, 4096, params, cands)
+    assert str(slow.tile) == "128x128x64_s6_c2x2" and int(slow.split_k) == 3
+    hops = 2 * (2 * 128 * 128 * 4 * SMS / L2_BYTES_PER_S + 2 * L2_LATENCY_S)
+    assert float(slow.fixup_s) == pytest.approx(hops, rel=1e-9) and hops == pytest.approx(7.558e-6, rel=1e-3)
+    assert float(slow.time_s) == pytest.approx(23.19e-6, rel=1e-3)
+    fast = gpu.gemm(128, 4096, 4096, dataclasses.replace(params, l2_tile_fraction=RRZE_TILE_FRACTION), cands)
+    assert str(fast.tile) == "64x64x64_s10" and int(fast.split_k) == 1
+    assert float(fast.time_s) == pytest.approx(14.79e-6, rel=1e-3)
+    measured = 16.10e-6
+    assert abs(float(fast.time_s) + 1.3e-6 - measured) < abs(float(slow.time_s) + 1.3e-6 - measured) / 10
