@@ -2420,13 +2420,25 @@ def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw:
 #:   else an odd polynomial (about 5 FFMA); both branches per warp: 2 MUFU + 11 (approximate count).
 #: * ``sigmoid`` = 1 / (1 + exp(-x)): exp + FADD + IEEE division = 2 MUFU + 12; ``silu``/``swish``
 #:   x / (1 + exp(-x)): 2 MUFU + 12; ``quick_gelu`` x * sigmoid(1.702 x): 2 MUFU + 14.
+#: * ``dropout`` (training; the lowering charges these only to a dropout op with ``attrs training``):
+#:   PyTorch's ``fused_dropout_kernel_vec`` (pytorch/pytorch ``aten/src/ATen/native/cuda/Dropout.cu``:
+#:   "philox generates 128 bits of randomness at a time", ``UNROLL = 4``, one ``curand_uniform4`` per
+#:   four elements) draws Philox4x32-10: ten rounds of ``_philox4x32round`` (CUDA
+#:   ``curand_philox4x32_x.h``: two ``mulhilo32``, each a ``__umulhi`` and a 32-bit multiply), so 40
+#:   integer multiplies per four elements, 10 per element. They run on the FMA pipe beside FP32
+#:   arithmetic (NVIDIA developer forum, 'Separate CUDA core pipeline for FP16 and FP32', NVIDIA
+#:   reply: on GA100 "FMA pipe handles IMAD, IDP, and FP32 operations"; on GA10x and GH100 the
+#:   FMAheavy pipe, half the FP32 lanes, so the count is a lower bound there) and are counted as FP32
+#:   slots here. Per element then ``_curand_uniform``'s FFMA (after an I2F, not counted), the
+#:   ``rand < p`` FSETP and ``src * rand * scale`` (two FMUL in fp32 opmath): 0 MUFU + 14. The XORs
+#:   and key additions of each round (LOP3, IADD3: the ALU pipe) are not counted.
 #:
 #: Ops not listed keep the semantic count of ``workloads.semantics.ELEMENTWISE_FLOPS`` and one SFU
 #: evaluation per element where :func:`simulator.lowering.common.sfu_ops` counts one.
 ELEMENTWISE_INSTRUCTIONS: dict[str, tuple[int, int]] = {
     "sin": (0, 12), "cos": (0, 12), "exp": (1, 6), "reciprocal": (1, 4), "div": (1, 5),
     "rsqrt": (1, 0), "sqrt": (1, 4), "log": (0, 13), "erf": (1, 19), "gelu": (1, 23), "tanh": (2, 11),
-    "sigmoid": (2, 12), "silu": (2, 12), "swish": (2, 12), "quick_gelu": (2, 14),
+    "sigmoid": (2, 12), "silu": (2, 12), "swish": (2, 12), "quick_gelu": (2, 14), "dropout": (0, 14),
 }
 
 

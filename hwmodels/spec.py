@@ -466,6 +466,15 @@ class EfficiencySpec:
         "rate (no separate figure)",
         default=0.0,
     )
+    dropout_stream_fraction: float = spec_field(
+        "1",
+        "fraction of the streaming rate a training dropout's forward kernel reaches as a one-op kernel (PyTorch's "
+        "``fused_dropout_kernel_vec``: a grid-stride loop that draws Philox4x32-10 numbers between its load and "
+        "its stores of the output and the keep-mask), measured against a plain elementwise kernel on the same "
+        "board and timer; 0 means the streaming rate (no separate figure). Compiler-generated (fused) dropout "
+        "kernels are not priced with it",
+        default=0.0,
+    )
     flash2_causal_fwd_ratio: tuple[tuple[int, float], ...] = spec_field(
         "1",
         "FlashAttention-2's causal forward rate over its non-causal forward rate, by sequence length: rows "

@@ -380,7 +380,10 @@ def _special_work(op: Op) -> tuple[float, float] | None:
     one (an ``elementwise_bwd`` reading ``dy`` and the op's input), from the compiled instruction
     counts of :func:`hwmodels.gpu.elementwise_work`; None for other ops."""
     if op.kind == "elementwise":
-        return gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel))
+        fn = str(op.attrs.get("op"))
+        if fn == "dropout" and not op.attrs.get("training"):
+            return None  # an inference dropout draws no random numbers
+        return gpu.elementwise_work(fn, float(op.outputs[0].numel))
     if op.kind == "elementwise_bwd" and len(op.inputs) == 2:
         return gpu.elementwise_work(str(op.attrs.get("op")), float(op.outputs[0].numel), backward=True)
     return None

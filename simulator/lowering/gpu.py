@@ -1042,6 +1042,8 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
                       l2_resident_bytes=ctx.resident_bytes, sfu_ops=sfu_ops(op))
     if "access" in op.attrs:
         e = _at_access(e, op, ctx)
+    if _eager_dropout(op, ctx):
+        e = _at_stream_fraction(e, ctx.device.efficiency.dropout_stream_fraction)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     if op.kind == "elementwise" and getattr(ctx.options, "streaming_kernel", ""):
         e, rule = _in_tile_loop(e, rule, op, ctx)
@@ -1099,6 +1101,23 @@ def _check_tile_loop_kernel(op: Op, ctx: LoweringContext, k: Any) -> None:
     if functor is not None and functor not in k.ir_ops:
         raise UnsupportedOpError(f"{where}: functor; got op={functor!r}; expected "
                                  f"{' or '.join(repr(f) for f in k.ir_ops)} (the kernel's functor)")
+
+
+def _eager_dropout(op: Op, ctx: LoweringContext) -> bool:
+    """Whether ``op`` is a training dropout's forward run as its own library kernel (ATen's
+    ``native_dropout``): an ``elementwise`` dropout with ``attrs training`` in an evaluation without
+    fusion (a compiler's generated dropout is another kernel)."""
+    return (op.kind == "elementwise" and op.attrs.get("op") == "dropout" and bool(op.attrs.get("training"))
+            and not getattr(ctx.options, "fusion", None))
+
+
+def _at_stream_fraction(e: gpu.KernelEstimate, frac: Any) -> gpu.KernelEstimate:
+    """``e`` with its memory time at ``frac`` of the streaming rate (0: unchanged); ``frac`` may be an array
+    (hardware variants of a sweep)."""
+    if not np.any(_f(frac) > 0.0):
+        return e
+    mem = _f(_f(e.memory_s) / np.where(_f(frac) > 0.0, frac, 1.0))
+    return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
 
 
 def _at_access(e: gpu.KernelEstimate, op: Op, ctx: LoweringContext) -> gpu.KernelEstimate:
