@@ -1407,15 +1407,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                         f"ep {ep!r}: the model has no experts; expected ep 1")
     if problems:
         raise ValueError(f"model {cfg.name!r}: tensor parallelism: " + "; ".join(problems))
-    if cfg.pos == "learned" and not cfg.is_vision:
-        longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
-        if longest > cfg.max_positions:
-            what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
-            raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
-                             f"positions; expected at most max_positions = {cfg.max_positions}")
-    problem = rope_context_problem(cfg, seq=seq, context=ctx, phase=phase)
-    if problem:
-        raise ValueError(problem)
+    _check_positions(cfg, seq=seq, ctx=ctx, phase=phase, decoder_seq=decoder_seq)
     if cfg.sliding_window and cp > 1:
         raise ValueError(f"model {cfg.name!r}: cp {cp}: context parallelism of sliding-window attention is not "
                          "modelled; expected cp 1")
@@ -1637,6 +1629,20 @@ def _longer_context_hint(cfg: TransformerConfig, longest: int) -> str:
             kin.append(f"{entry.name!r} (context {other.max_positions})")
     names = same or kin[:3]
     return f"; did you mean {' or '.join(names)}?" if names else ""
+
+
+def _check_positions(cfg: TransformerConfig, *, seq: int, ctx: int, phase: str, decoder_seq: int | None) -> None:
+    """Refuse positions beyond a learned position table (``context + 1`` in decode: the new token needs a row), or
+    an inference pass beyond a RoPE model's stated context (:func:`rope_context_problem`)."""
+    if cfg.pos == "learned" and not cfg.is_vision:
+        longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
+        if longest > cfg.max_positions:
+            what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
+            raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
+                             f"positions; expected at most max_positions = {cfg.max_positions}")
+    problem = rope_context_problem(cfg, seq=seq, context=ctx, phase=phase)
+    if problem:
+        raise ValueError(problem)
 
 
 def rope_context_problem(cfg: TransformerConfig, *, seq: int, context: int | None, phase: str) -> str | None:
