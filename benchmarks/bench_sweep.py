@@ -291,7 +291,7 @@ def bench_dask(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if quick:  # 4 batches x 2 contexts x the 128 hardware variants: 1,024 points
             text = exp.read_text().replace("batch = {pow2 = [1, 128]}", "batch = {pow2 = [1, 8]}")
-            text = text.replace("context = {range = [512, 6144], step = 512}", "context = {range = [512, 1024], step = 512}")
+            text = text.replace("context = {range = [256, 4096], step = 256}", "context = {range = [512, 1024], step = 512}")
             exp = Path(tmp) / "llm_decode_small.toml"
             exp.write_text(text)
         print(f"\n4. run_sweep overhead per point, Dask (local cluster, 2 worker processes) vs local pool (2 "

@@ -28,8 +28,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_NESTING", "check_regular_file", "read_bytes_file", "read_text_file", "file_kind",
-           "toml_nesting_depth"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_NESTING", "check_regular_file", "read_bytes_file", "read_csv_text", "read_text_file",
+           "file_kind", "refuse_json_as_csv", "toml_nesting_depth"]
 
 #: Largest input file read whole (bytes): 256 MiB. Specs, scenarios, experiments, measurement CSVs and
 #: saved graphs are kilobytes to a few megabytes; anything larger is refused rather than read into memory.
@@ -132,6 +132,47 @@ def read_text_file(path: str | os.PathLike[str], *, what: str, error: Callable[[
         line = text.count("\n", 0, at) + 1
         col = at - (text.rfind("\n", 0, at) + 1) + 1
         raise error(f"{path}:{line}:{col}: NUL byte in the text; got '\\x00'; expected {what} (text, no NUL bytes)")
+    return text
+
+
+def refuse_json_as_csv(text: str, where: str, *, what: str, error: Callable[[str], Exception] = ValueError) -> None:
+    """Refuse ``text`` that is JSON where a CSV file is read (a ``--json`` output, a Chrome trace from ``serve
+    --trace``): one line, ``<where>: not a CSV file; got JSON (...); expected <what>``, instead of one "missing
+    column" problem per header cell the CSV reader would make of the JSON's commas.
+
+    Text whose first character is ``{`` or ``[`` is taken for JSON: no CSV these readers accept has a header that
+    starts with one (their columns are plain names).
+
+    >>> refuse_json_as_csv('{"traceEvents": []}', "t.json", what="a measurement CSV")
+    Traceback (most recent call last):
+    ...
+    ValueError: t.json: not a CSV file; got JSON (an object with keys traceEvents); expected a measurement CSV
+    """
+    head = text.lstrip("\ufeff \t\r\n")[:1]
+    if head not in ("{", "["):
+        return
+    import json
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):  # cut short, or nested deeper than the parser recurses
+        got = f"text that starts like JSON ({head!r})"
+    else:
+        if isinstance(doc, dict):
+            keys = ", ".join(str(k) for k in list(doc)[:6]) + (", ..." if len(doc) > 6 else "")
+            got = f"JSON (an object with keys {keys})" if doc else "JSON (an empty object)"
+        elif isinstance(doc, list):
+            got = f"JSON (an array of {len(doc)} item{'' if len(doc) == 1 else 's'})"
+        else:
+            got = "JSON"
+    raise error(f"{where}: not a CSV file; got {got}; expected {what}")
+
+
+def read_csv_text(path: str | os.PathLike[str], *, what: str, error: Callable[[str], Exception] = ValueError,
+                  max_bytes: int | None = MAX_INPUT_BYTES) -> str:
+    """The text of the CSV file at ``path``: :func:`read_text_file`, and JSON refused (:func:`refuse_json_as_csv`)."""
+    text = read_text_file(path, what=what, error=error, max_bytes=max_bytes)
+    refuse_json_as_csv(text, os.fspath(path), what=what, error=error)
     return text
 
 

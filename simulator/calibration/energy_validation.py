@@ -19,6 +19,7 @@ predicts one device and no cited rule converts system power to device power.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,19 +126,16 @@ def load_energy_rows(path: str | Path | None = None) -> list[EnergyRow]:
         figure, an unknown ``energy_per`` / ``power_covers``, a scored row whose power covers more
         than the device, an empty source, or ``energy_j`` disagreeing with ``power_w x latency_s``.
     """
+    from nodeperf.files import read_csv_text
     from nodeperf.suggest import did_you_mean, format_problems
     from simulator.hardware import known_devices
     from workloads.dtypes import parse_dtype
 
     p = Path(path) if path is not None else ENERGY_DATASET
-    try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = list(reader.fieldnames or [])
-            raw = list(reader)
-    except OSError as exc:
-        raise MeasurementError(f"{p}: cannot read the energy dataset; got {exc.strerror or exc}; expected a "
-                               "readable CSV file") from None
+    text = read_csv_text(p, what="an energy-measurement CSV", error=MeasurementError)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = list(reader.fieldnames or [])
+    raw = list(reader)
     missing = [c for c in ENERGY_COLUMNS if c not in header]
     if missing:
         raise MeasurementError(f"{p}:1: header: missing columns; got {header}; expected also {', '.join(missing)}")

@@ -380,6 +380,10 @@ class MeasurementSet:
     ) -> MeasurementSet:
         """Parse CSV ``text`` (see :meth:`load`); ``where`` names it in error messages."""
         text = text.removeprefix("\ufeff")
+        from nodeperf.files import refuse_json_as_csv
+
+        refuse_json_as_csv(text, where, what=f"a measurement CSV with the columns {', '.join(REQUIRED_COLUMNS)}, ...",
+                           error=MeasurementError)
         if "\x00" in text:  # a corrupted row (the csv module would keep the NUL inside a field)
             at = text.index("\x00")
             line, col = text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1

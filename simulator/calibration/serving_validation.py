@@ -284,10 +284,10 @@ def read_serving_csv(path: str | Path | None = None) -> list[ServingRow]:
         header, an empty required field, an unknown engine, scheduler, metric or arrival kind, a unit that
         does not match the metric, a non-positive value or count, ``n_devices != tp x pp``, a duplicate id.
     """
-    from nodeperf.files import read_text_file
+    from nodeperf.files import read_csv_text
 
     p = Path(path) if path is not None else DEFAULT_SERVING_DATASET
-    text = read_text_file(p, what="a serving-measurement CSV", error=ServingDataError)
+    text = read_csv_text(p, what="a serving-measurement CSV", error=ServingDataError)
     reader = csv.DictReader(text.splitlines())
     header = tuple(reader.fieldnames or ())
     if header[: len(COLUMNS)] != COLUMNS:

@@ -60,20 +60,34 @@ COMMAND_HELP: dict[str, str] = {
 }
 
 
-#: argparse's message for a value outside ``choices`` (quoted names before Python 3.12.8, bare ones after).
-_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
-
-
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own usage errors: exit 2, one line
-        m = _INVALID_CHOICE.search(message)
-        if m:  # a typo in a choice or a command name: the near match, as every other name gets
-            from nodeperf.suggest import did_you_mean
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        """A value outside an option's ``choices`` (a flag's or the command name's): the located form every other
+        refusal has (``argument --zero: got 4; expected one of 1, 2, 3``, with the near match), not argparse's
+        "invalid choice" (whose wording also changed between Python releases)."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        from nodeperf.suggest import did_you_mean
 
-            message += did_you_mean(m.group(1), [c.strip().strip("'") for c in m.group(2).split(",")])
-        elif message.startswith("unrecognized arguments: "):
+        names = [str(c) for c in choices]
+        shown = str(value) if isinstance(value, (int, float)) else repr(value)
+        raise argparse.ArgumentError(action, f"got {shown}; expected one of {', '.join(names)}"
+                                     + did_you_mean(str(value), names))
+
+    def error(self, message: str) -> None:  # argparse's own usage errors: exit 2, one line
+        if message.startswith("unrecognized arguments: "):
             message += _flag_hint(self, message.removeprefix("unrecognized arguments: ").split())
+        else:
+            m = _INVALID_TYPE.search(message)
+            if m:  # a flag declared type=int/float given a word: the located form too
+                message = f"{m.group(1)}got {m.group(3)}; expected {_TYPE_FORMS[m.group(2)]}"
         self.exit(2, f"nodeperf: error: {message}\n")
+
+
+#: argparse's message for a value its ``type=int``/``type=float`` cannot convert.
+_INVALID_TYPE = re.compile(r"^(argument [^:]+: )invalid (int|float) value: (.*)$")
+_TYPE_FORMS = {"int": "an integer", "float": "a number"}
 
 
 def _flag_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:

@@ -115,7 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --measurement-interval: how far 3 windows may differ (default 999, genai-perf's)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random draws (default 0)")
     p.add_argument("--slo", type=nonempty, action="append", default=[], metavar="'ttft_p99<=2 s'",
-                   help="service-level objective (repeatable): ttft|tpot|e2e|itl _p50|_p90|_p99|_mean|_max <= VALUE UNIT "
+                   help="service-level objective (repeatable): ttft|tpot|e2e|itl _pN|_mean|_max <= VALUE UNIT, pN any "
+                        "percentile above 0 and at most 100 (p50, p95, p99.9; none given: p99), computed for the SLO "
+                        "and reported in its --json 'slo' entry (the summary's own percentiles are p50, p90, p99) "
                         "(itl: the gaps between a request's streamed chunks, pooled over requests)")
     p.add_argument("--framework", type=nonempty, default="vllm", help="serving stack profile (default vllm)")
     p.add_argument("--dtype", type=nonempty, help="model dtype (default: the model's)")

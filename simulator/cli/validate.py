@@ -184,6 +184,12 @@ def _measurement_groups(args: argparse.Namespace) -> tuple[list, str, dict[str, 
         left = dict(sorted(Counter(m.device for m in ms if m.device not in kept).items()))
         return groups, str(PUBLISHED), left
     if not args.hardware:
+        from nodeperf.files import read_csv_text
+        from simulator.calibration.measurements import REQUIRED_COLUMNS, MeasurementError
+
+        # the file's own kind first: a JSON file is named as such before the missing flag
+        read_csv_text(args.measurements, what=f"a measurement CSV with the columns {', '.join(REQUIRED_COLUMNS)}, ...",
+                      error=MeasurementError)
         raise ValueError("validate: --hardware missing; expected the device the measurements ran on")
     hw = load_hardware(args.hardware, args.calibration)
     dev = hw if isinstance(hw, DeviceSpec) else hw.device

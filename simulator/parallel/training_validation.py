@@ -262,11 +262,11 @@ def load_training_rows(path: str | Path | None = None) -> list[TrainingRecord]:
         file, missing header columns, a duplicate or empty id, a non-integer degree, an unknown
         metric, a non-positive value, an empty source or notes.
     """
-    from nodeperf.files import read_text_file
+    from nodeperf.files import read_csv_text
     from nodeperf.suggest import format_problems, short_text
 
     p = Path(path) if path is not None else DEFAULT_TRAINING_DATASET
-    text = read_text_file(p, what="a training measurements CSV", error=_error)
+    text = read_csv_text(p, what="a training measurements CSV", error=_error)
     reader = csv.DictReader(text.splitlines(keepends=True))
     header = list(reader.fieldnames or [])
     missing = [c for c in TRAINING_COLUMNS if c not in header]

@@ -206,9 +206,10 @@ def read_trace(path: str, where: str = "--arrival trace") -> tuple[np.ndarray, n
 
     Raises :class:`ServingError` at ``file:line`` for an empty file, a missing column, a bad value, or
     a row earlier than the one before it."""
-    from nodeperf.files import read_text_file
+    from nodeperf.files import read_csv_text
 
-    text = read_text_file(path, what=f"{where} file", error=ServingError)
+    text = read_csv_text(path, what=f"a CSV file with the columns {', '.join(_AZURE)} or {', '.join(_PLAIN)}",
+                         error=ServingError)
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None or not any(h.strip() for h in header):

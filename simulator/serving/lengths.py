@@ -221,9 +221,9 @@ def _is_float(v: str) -> bool:
 
 
 def _read_lengths_file(path: str, where: str) -> tuple[np.ndarray, np.ndarray]:
-    from nodeperf.files import read_text_file
+    from nodeperf.files import read_csv_text
 
-    text = read_text_file(path, what=f"{where} file", error=ServingError)
+    text = read_csv_text(path, what="a CSV file with the columns input_len, output_len", error=ServingError)
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or not any(h.strip() for h in rows[0]):
         raise ServingError(f"{path}:1: empty file; got no header; expected columns input_len, output_len")

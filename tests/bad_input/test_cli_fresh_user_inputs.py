@@ -3,8 +3,9 @@
 - a misspelt device, dtype or TPU slice size, a negative batch, a tensor-parallel degree that does not divide the
   heads, an SLO on a metric that does not exist, an empty or header-only trace, an empty measurement file,
   ``hardware show`` of an unknown name;
-- a JSON file (a Chrome trace ``serve --trace`` wrote) handed over as a CSV: the header quoted in the message was
-  the whole file on one line (8 kB for a small trace), now cut to a readable length;
+- a JSON file (a Chrome trace ``serve --trace`` wrote, a ``--json`` output) handed over as a CSV: the header quoted
+  in the message was the whole file on one line (8 kB for a small trace), and a measurement file got one "missing
+  column" problem per comma; now one line names the file as JSON and the CSV expected;
 - a flag of another tool (``serve --engine vllm``) with no near match named nothing to try; it now names the
   command whose ``--help`` lists the flags;
 - flags were matched with their two dashes, which every flag shares: ``--gpus`` was offered ``--phase``,
@@ -17,7 +18,7 @@ import json
 
 import pytest
 
-from tests.bad_input.contract import PREFIX, cli_exit, one_line, several
+from tests.bad_input.contract import PREFIX, cli_exit, one_line
 
 H100 = ("--hardware", "h100-sxm5-80gb")
 
@@ -64,24 +65,41 @@ def _json_as_csv(tmp_path) -> str:  # type: ignore[no-untyped-def]
     return "t.csv"
 
 
-@pytest.mark.parametrize(("flag", "expected"), [("--lengths", "; expected input_len, output_len"),
-                                                ("--arrival", "; expected TIMESTAMP, ContextTokens, GeneratedTokens")])
-def test_a_json_file_read_as_a_csv_is_quoted_short(capsys, tmp_path, monkeypatch, flag: str, expected: str) -> None:
-    monkeypatch.chdir(tmp_path)
-    name = _json_as_csv(tmp_path)
-    rc, err = cli_exit(capsys, "serve", "llama-2-7b", *H100, flag, name if flag == "--lengths" else f"trace:{name}")
-    line = one_line(rc, err, 't.csv:1: missing column', 'got {"traceEvents": [{"name": "step 0"', "...", expected)
-    # the quoted header is 120 characters at most, 117 of the file's and "..."
-    assert len(line) < len(PREFIX) + 120 + 200
+_NOT_CSV = 't.csv: not a CSV file; got JSON (an object with keys traceEvents); expected '
+_MEASUREMENT = "a measurement CSV with the columns workload, device, dtype, median_s, ..."
 
 
-def test_a_json_file_as_a_measurement_file_lists_short_lines(capsys, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize(("argv", "expected"), [
+    (("serve", "llama-2-7b", *H100, "--lengths", "t.csv"), "a CSV file with the columns input_len, output_len"),
+    (("serve", "llama-2-7b", *H100, "--arrival", "trace:t.csv"),
+     "a CSV file with the columns TIMESTAMP, ContextTokens, GeneratedTokens or arrival_s, input_len, output_len"),
+    (("validate", "t.csv", *H100), _MEASUREMENT),
+    (("validate", "t.csv"), _MEASUREMENT),  # the file's kind before the missing --hardware
+    (("calibrate", "t.csv", *H100), _MEASUREMENT),
+    (("validate", "--dataset", "frameworks", "t.csv"), _MEASUREMENT),
+    (("validate", "--dataset", "energy", "t.csv"), "an energy-measurement CSV"),
+    (("validate", "--dataset", "training", "t.csv"), "a training measurements CSV"),
+    (("validate", "--dataset", "serving", "t.csv"), "a serving-measurement CSV"),
+])
+def test_a_json_file_read_as_a_csv_is_named_json(capsys, tmp_path, monkeypatch, argv: tuple[str, ...],
+                                                 expected: str) -> None:
+    # before: one "missing column" line per comma of the JSON (805 problems from validate), or the whole file
+    # quoted as a header
     monkeypatch.chdir(tmp_path)
-    rc, err = cli_exit(capsys, "validate", _json_as_csv(tmp_path), *H100)
-    # 4 missing required columns, 800 unknown ones (4 per event) and one line for the columns given twice
-    lines = several(rc, err, 805, "t.csv")
-    assert lines[0].strip().startswith("t.csv:1: workload: missing required column; got columns {\"traceEvents\"")
-    assert all(len(x) < 400 for x in lines), max(lines, key=len)
+    _json_as_csv(tmp_path)
+    rc, err = cli_exit(capsys, *argv)
+    assert one_line(rc, err) == PREFIX + _NOT_CSV + expected
+
+
+def test_a_json_array_and_a_cut_json_file_are_named_too(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.json").write_text('\n [{"workload": "gpt2"}, {"workload": "gpt2"}]\n', encoding="utf-8")
+    (tmp_path / "cut.json").write_text('{"traceEvents": [{"name": "step 0", "ph"', encoding="utf-8")
+    rc, err = cli_exit(capsys, "validate", "a.json", *H100)
+    assert one_line(rc, err) == PREFIX + "a.json: not a CSV file; got JSON (an array of 2 items); expected " + _MEASUREMENT
+    rc, err = cli_exit(capsys, "validate", "cut.json", *H100)
+    assert one_line(rc, err) == (PREFIX + "cut.json: not a CSV file; got text that starts like JSON ('{'); expected "
+                                 + _MEASUREMENT)
 
 
 @pytest.mark.parametrize(("flag", "hint"), [

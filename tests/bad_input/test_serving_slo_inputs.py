@@ -33,3 +33,28 @@ def test_percentile_outside_0_100_before_simulating(capsys, monkeypatch, metric:
 def test_bounds_of_the_percentile_grammar(text: str, want: tuple[str, str, float]) -> None:
     metric, stat, bound = parse_slo(text)
     assert (metric, stat) == want[:2] and bound == pytest.approx(want[2])
+
+
+def test_a_p95_slo_is_computed_and_the_help_says_so(capsys, tmp_path) -> None:
+    """``--slo ttft_p95`` is accepted because the SLO computes any percentile: its ``slo`` entry holds the 95th
+    percentile of the requests' own TTFTs (the --csv column), and ``serve --help`` states the grammar (it listed
+    only p50/p90/p99)."""
+    import csv
+    import json
+
+    import numpy as np
+
+    from simulator.cli.main import build_parser, main
+
+    out = tmp_path / "r.csv"
+    assert main(["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "uniform:in=64-512,out=8-32",
+                 "--requests", "20", "--slo", "ttft_p95<=2 s", "--json", "--csv", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    ttft = np.array([float(r["ttft_s"]) for r in csv.DictReader(out.open())])
+    (entry,) = summary["slo"]
+    assert entry["metric"] == "ttft_p95" and entry["met"] is True
+    assert entry["value_s"] == pytest.approx(float(np.percentile(ttft, 95)), rel=1e-6)
+    assert summary["ttft_s"]["p90"] < entry["value_s"] <= summary["ttft_s"]["max"]
+    sub = next(a for a in build_parser(["serve"])._actions if a.dest == "command").choices["serve"]
+    help_text = next(a.help for a in sub._actions if a.dest == "slo")
+    assert "_pN" in help_text and "p95" in help_text and "_p50|_p90|_p99" not in help_text

@@ -51,6 +51,7 @@ from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
 __all__ = [
     "TransformerConfig",
     "request_context_problem",
+    "rope_context_problem",
     "MOE_DISPATCH_MODES",
     "einsum_capacity",
     "build",
@@ -1406,12 +1407,7 @@ def build(cfg: TransformerConfig, *, batch: int = 1, seq: int = 2048, phase: str
                         f"ep {ep!r}: the model has no experts; expected ep 1")
     if problems:
         raise ValueError(f"model {cfg.name!r}: tensor parallelism: " + "; ".join(problems))
-    if cfg.pos == "learned" and not cfg.is_vision:
-        longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
-        if longest > cfg.max_positions:
-            what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
-            raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
-                             f"positions; expected at most max_positions = {cfg.max_positions}")
+    _check_positions(cfg, seq=seq, ctx=ctx, phase=phase, decoder_seq=decoder_seq)
     if cfg.sliding_window and cp > 1:
         raise ValueError(f"model {cfg.name!r}: cp {cp}: context parallelism of sliding-window attention is not "
                          "modelled; expected cp 1")
@@ -1591,6 +1587,90 @@ def zoo_config(name: str) -> TransformerConfig:
 _register_zoo()
 
 
+def _context_source(cfg: TransformerConfig) -> str:
+    """Where ``cfg``'s context (``max_positions``) is stated: its zoo entry and the entry's first source, else
+    the config it came from."""
+    from workloads.zoo import get_entry
+
+    try:
+        entry = get_entry(cfg.name)
+        same = zoo_config(entry.name).max_positions == cfg.max_positions
+    except (KeyError, ValueError):
+        same = False
+    if not same:
+        return "max_positions of its config (max_position_embeddings of a config.json)"
+    from nodeperf.suggest import short_text
+
+    first = entry.source.split(";")[0].split(" (")[0].strip()
+    return f"max_positions of transformers.toml models.{entry.name}" + (f"; source: {short_text(first, 90)}"
+                                                                         if first else "")
+
+
+def _longer_context_hint(cfg: TransformerConfig, longest: int) -> str:
+    """``; did you mean ...`` naming the zoo's variants of ``cfg``'s architecture (every field equal but the name
+    and ``max_positions``) whose context holds ``longest`` positions, else its family's decoders that do."""
+    from workloads.zoo import get_entry, list_models
+
+    try:
+        family = get_entry(cfg.name).family
+    except (KeyError, ValueError):
+        family = ""
+    same, kin = [], []
+    for entry in list_models():
+        try:
+            other = zoo_config(entry.name)
+        except (KeyError, ValueError):
+            continue
+        if other.name == cfg.name or other.max_positions < longest or not other.is_decoder_lm:
+            continue
+        if replace(other, name=cfg.name, max_positions=cfg.max_positions) == cfg:
+            same.append(f"{entry.name!r} (the same architecture, context {other.max_positions})")
+        elif family and entry.family == family:
+            kin.append(f"{entry.name!r} (context {other.max_positions})")
+    names = same or kin[:3]
+    return f"; did you mean {' or '.join(names)}?" if names else ""
+
+
+def _check_positions(cfg: TransformerConfig, *, seq: int, ctx: int, phase: str, decoder_seq: int | None) -> None:
+    """Refuse positions beyond a learned position table (``context + 1`` in decode: the new token needs a row), or
+    an inference pass beyond a RoPE model's stated context (:func:`rope_context_problem`)."""
+    if cfg.pos == "learned" and not cfg.is_vision:
+        longest = ctx + 1 if phase == "decode" else max(seq, decoder_seq or seq)
+        if longest > cfg.max_positions:
+            what = f"context {ctx} + 1 new token" if phase == "decode" else f"seq {longest}"
+            raise ValueError(f"model {cfg.name!r}: {what} exceeds its learned position table; got {longest} "
+                             f"positions; expected at most max_positions = {cfg.max_positions}")
+    problem = rope_context_problem(cfg, seq=seq, context=ctx, phase=phase)
+    if problem:
+        raise ValueError(problem)
+
+
+def rope_context_problem(cfg: TransformerConfig, *, seq: int, context: int | None, phase: str) -> str | None:
+    """The problem of an inference pass of a RoPE model beyond its stated context, else None.
+
+    ``max_positions`` of a rotary model is the context its config states (``max_position_embeddings``; for Llama
+    3.1 it already includes the config's ``rope_scaling``): a prefill or forward pass of ``seq`` tokens, or a decode
+    step after ``context`` cached ones, beyond it is refused, as serving engines refuse a request beyond
+    ``max_model_len``, and as :func:`request_context_problem` refuses a request of ``serve``. A decode step's bound
+    is its cached context (the zoo's default decode context of a RoPE model is its default ``seq``, 4096 for
+    Llama 2, which the new token's position passes by one); a learned position table bounds ``context + 1``. A
+    training step (phase ``train``) is not bounded by it: its sequence length sets the rotary table it trains
+    (torchtitan builds the model with ``model_config.max_seq_len = job_config.training.seq_len``: pytorch/torchtitan
+    @ 5604ab163deb5ee50b051bf148e4bc514c08dfdb ``train.py``; long-context training runs far past the
+    pretrained context, e.g. the 262,144-token context-parallel runs of the training dataset).
+    """
+    if cfg.pos != "rope" or phase == "train" or not cfg.max_positions:
+        return None
+    decode = phase == "decode"
+    longest = int(context or 0) if decode else int(seq)
+    if longest <= cfg.max_positions:
+        return None
+    what = f"decode context {longest}" if decode else f"seq {longest}"
+    return (f"model {cfg.name!r}: {what} exceeds its context; got {longest} positions; expected at most "
+            f"{cfg.max_positions} ({_context_source(cfg)}); a training step (--train) may run longer"
+            + _longer_context_hint(cfg, longest))
+
+
 def request_context_problem(cfg: Any, input_len: int, output_len: int) -> str | None:
     """The one rule a generation request (``serve``'s requests, ``predict --phase generate``) is held to: its
     prompt and output tokens within the model's context ``max_positions`` (vLLM refuses a prompt + ``max_tokens``
@@ -1598,6 +1678,8 @@ def request_context_problem(cfg: Any, input_len: int, output_len: int) -> str | 
     context = int(getattr(cfg, "max_positions", 0) or 0)
     total = int(input_len) + int(output_len)
     if context and total > context:
+        where = f" ({_context_source(cfg)})" if isinstance(cfg, TransformerConfig) else ""
+        hint = _longer_context_hint(cfg, total) if isinstance(cfg, TransformerConfig) else ""
         return (f"{int(input_len)} prompt + {int(output_len)} output tokens; got {total} tokens; expected at most "
-                f"the model's context of {context}")
+                f"the model's context of {context}{where}{hint}")
     return None

@@ -247,7 +247,7 @@ def test_cli_writes_each_kind_and_refuses_bad_input_in_one_line(tmp_path, table,
                              str(tmp_path / "x.png")], "none.csv: no such results file"),
         "unknown results format": (["plot", "pareto", str(tmp_path / "r.png"), "--x", "a", "--y", "b", "-o",
                                     str(tmp_path / "x.png")], "unknown results format; got '.png'"),
-        "unknown kind": (["plot", "scatter", "-o", str(tmp_path / "x.png")], "invalid choice: 'scatter'"),
+        "unknown kind": (["plot", "scatter", "-o", str(tmp_path / "x.png")], "got 'scatter'; expected one of "),
         "missing folder": (["plot", "pareto", str(csv), "--x", "latency_s", "--y", "energy_j", "-o",
                             str(tmp_path / "no" / "x.png")], "no such folder"),
     }

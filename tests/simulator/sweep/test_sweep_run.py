@@ -314,7 +314,7 @@ def test_load_experiment_roundtrip_of_shipped_decode_experiment_subset(tmp_path:
     """The shipped LLM experiment runs (a reduced copy: 2 batches x 1 context x 2 x 2 hardware values)."""
     text = (REPO / "studies/experiments/llm_decode_what_if.toml").read_text(encoding="utf-8")
     text = text.replace("batch = {pow2 = [1, 128]}", "batch = [1, 64]")
-    text = text.replace("context = {range = [512, 6144], step = 512}", "context = [2048]")
+    text = text.replace("context = {range = [256, 4096], step = 256}", "context = [2048]")
     text = text.replace("n = 16}", "n = 2}").replace("n = 8}", "n = 2}")
     f = tmp_path / "llm.toml"
     f.write_text(text, encoding="utf-8")

@@ -1,0 +1,63 @@
+"""An inference pass beyond a RoPE model's stated context (``predict --seq``, ``--context``, a plan's ``--seq``,
+``serve``'s requests) is one located line and exit 2 naming the limit, where it is stated and, when the zoo has
+one, a variant whose context holds it; a learned position table was the only bound before, so ``predict
+llama-2-7b --seq 100000`` ran silently. A training step is not bounded by it (long-context training: the
+training dataset's 262,144-token context-parallel runs of Llama 3.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bad_input.contract import cli_exit, one_line
+from workloads.resolve import load_workload
+
+H100 = ("--hardware", "h100-sxm5-80gb")
+LLAMA2 = ("expected at most 4096 (max_positions of transformers.toml models.llama-2-7b; source: Touvron et al. 2023, "
+          "'Llama 2', Table 1 and Section 2.2)")
+LLAMA3 = "(max_positions of transformers.toml models.llama-3-8b; source: Meta Llama 3 model card and HF " \
+         "meta-llama/Meta-Llama-3-8B config.json)"
+VARIANT = "; did you mean 'llama-3.1-8b' (the same architecture, context 131072)?"
+
+
+@pytest.mark.parametrize(("argv", "parts"), [
+    (("predict", "llama-2-7b", *H100, "--seq", "100000"),
+     ("model 'llama-2-7b': seq 100000 exceeds its context; got 100000 positions", LLAMA2,
+      "; a training step (--train) may run longer; did you mean 'llama-3.1-8b' (context 131072) or 'llama-3.1-70b' "
+      "(context 131072) or 'llama-3.1-405b' (context 131072)?")),
+    (("predict", "llama-2-7b", *H100, "--phase", "decode", "--context", "100000"),
+     ("model 'llama-2-7b': decode context 100000 exceeds its context", LLAMA2, "did you mean 'llama-3.1-8b' (context 131072) or")),
+    (("predict", "llama-3-8b", *H100, "--seq", "10000"), ("model 'llama-3-8b': seq 10000 exceeds its context", LLAMA3, VARIANT)),
+    (("predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "2", "--seq", "8192"),
+     ("model 'llama-2-7b': seq 8192 exceeds its context", LLAMA2,
+      "did you mean 'llama-3-8b' (context 8192) or 'llama-3-70b' (context 8192) or 'llama-3.1-8b' (context 131072)?")),
+    (("predict", "llama-3-8b", *H100, "--phase", "generate", "--input-len", "9000", "--output-len", "10"),
+     ("generate: 9000 prompt + 10 output tokens; got 9010 tokens; expected at most the model's context of 8192",
+      LLAMA3, VARIANT)),
+    (("serve", "llama-3-8b", *H100, "--lengths", "fixed:in=9000,out=100"),
+     ("request 0: 9000 prompt + 100 output tokens; got 9100 tokens; expected at most the model's context of 8192",
+      LLAMA3, VARIANT)),
+])
+def test_inference_beyond_a_rope_context_is_one_line(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
+    rc, err = cli_exit(capsys, *argv)
+    one_line(rc, err, *parts)
+
+
+def test_up_to_the_context_and_training_beyond_it_build() -> None:
+    assert load_workload("llama-2-7b", seq=4096).meta["seq"] == 4096
+    assert load_workload("llama-2-7b", phase="decode", context=4096).meta["context"] == 4096
+    assert load_workload("llama-3.1-8b", seq=10000).meta["seq"] == 10000  # the long-context variant offered
+    step = load_workload("llama-2-7b", seq=8192, train=True)  # a training step sets the length it trains
+    assert step.meta["seq"] == 8192
+
+
+def test_a_config_json_names_its_own_limit(tmp_path) -> None:
+    import json
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+           "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+           "max_position_embeddings": 1024, "rms_norm_eps": 1e-5}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"seq 2048 exceeds its context; got 2048 positions; expected at most 1024 "
+                                         r"\(max_positions of its config \(max_position_embeddings of a config.json\)\)"):
+        load_workload(str(path), seq=2048)
