@@ -683,17 +683,25 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
                           pipeline_stride=plan.tp * plan.cp * plan.dp, ep=plan.ep, cp=plan.cp,
                           **({"etp": plan.etp} if plan.etp else {}),
                           **_stack(model, framework))
-                if train:
-                    g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
-                    g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
-                    g = _main_grad_step(g, plan, framework, dtype)
-                else:
-                    g = _serving_precision(g, weight_dtype, kv_dtype, where)
-                    n_fwd = len(g.ops)
-                built[key] = (g, n_fwd, rng)
+                built[key] = (*_stage_step(g, plan, train, optimizer, recompute, framework, fp8_linears, dtype,
+                                           weight_dtype, kv_dtype, where), rng)
             g, n_fwd, rep = built[key]
             out.append(StageGraph(stage, chunk, rng, g, n_fwd, rep))
     return out
+
+
+def _stage_step(g: OpGraph, plan: ParallelPlan, train: bool, optimizer: str, recompute: str, framework: str,
+                fp8_linears: str | None, dtype: str, weight_dtype: str | None, kv_dtype: str | None,
+                where: str) -> tuple[OpGraph, int]:
+    """One stage's forward graph ``g`` as the step runs it, with its count of forward ops: the training step of one
+    microbatch (chunked-loss recompute, the recipe's backward and optimizer, the stack's main-gradient accumulation),
+    or the inference pass at the serving precision."""
+    if train:
+        g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
+        g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
+        return _main_grad_step(g, plan, framework, dtype), n_fwd
+    g = _serving_precision(g, weight_dtype, kv_dtype, where)
+    return g, len(g.ops)
 
 
 #: Profiles of the Hugging Face model code run op by op (``workloads.frameworks``: ``eager``, ``sdpa``). Pipeline
