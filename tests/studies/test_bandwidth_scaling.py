@@ -50,8 +50,9 @@ def test_twice_the_hbm_bandwidth(rows):
         assert base["memory_bound_share"] > 0.8  # a decode step streams weights and the KV cache
         ratio = fast["latency_s"] / base["latency_s"]
         # memory-bound time halves; launch floors, per-kernel device time and the few other ops do not:
-        # within [0.5, 0.65]
-        assert 0.5 <= ratio <= 0.65, (name, ratio)
+        # within [0.5, 0.66] (b32: 0.651 since the Hopper DRAM figure became gpu-stream's triad, 0.946 for MT4G's
+        # 0.821: the streamed part is shorter, so the fixed part weighs more)
+        assert 0.5 <= ratio <= 0.66, (name, ratio)
         assert ratio >= 1 - base["memory_bound_share"] / 2 - 1e-9  # at best the memory-bound part halves
     # a decode step streams every weight once: never faster than weights / peak bandwidth
     g = load_workload(cfg["model"], phase="decode", batch=1, context=2048, dtype=cfg["dtype"])
