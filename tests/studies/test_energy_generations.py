@@ -53,7 +53,10 @@ def test_energy_per_token_across_generations(rows):
     # 245.2 against 240.7 mJ since the A100's batch-16 decode GEMMs stream at cuBLAS's measured GEMV rate (0.733,
     # where they had MT4G's read figure 0.758): a longer step, more idle energy; 243.5 against 240.7 mJ before)
     assert total[0] > max(total[1], total[2]) and min(total[1], total[2]) > total[3] > total[4]
-    assert total[2] == pytest.approx(total[1] * (1 - 0.018), rel=0.005)
+    # (with the Hopper DRAM figure at gpu-stream's triad, 0.946 for MT4G's 0.821, the H100's step shortened and its
+    # energy per token fell to 233.2 mJ, 4.9% below the A100's; with the H100 SXM's batch-16 decode GEMMs at cuBLAS's
+    # measured Hopper GEMV rate, 0.762, as the A100's are at its 0.733, 244.5 against 245.2 mJ: 0.3% lower)
+    assert total[2] == pytest.approx(total[1] * (1 - 0.003), rel=0.003)
     g = load_workload("llama-2-7b", phase="decode", batch=16, context=1024, dtype="fp16")
     for r in rows:
         dev = load_hardware(r["device"])

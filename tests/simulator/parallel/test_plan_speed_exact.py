@@ -179,7 +179,10 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
     # generate 0.9116 -> 0.9781 s, its 64 KiB decode all_reduces 16.1 -> 22.7 us)
-    "generate": (0.9285766924692435, 2152.2667324207737, 17879810048.0, '3febd5cad3824709', '1728970544745feb'),
+    # (generate, decode-fused and moe re-recorded when the H100 SXM's library GEMVs and skinny GEMMs took cuBLAS's
+    # measured Hopper GEMV rate, 0.762 (docs/accuracy.md "The Hopper library GEMV rate"): generate 0.92858 -> 1.00840 s,
+    # decode-fused 12.039 -> 13.346 ms, moe 47.967 -> 47.987 ms)
+    "generate": (1.0083959671970337, 2253.8689700412124, 17879810048.0, '0d0122dbb939a2df', 'd286fdc5a22b9d1c'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
@@ -190,7 +193,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # ring LL on its few channels instead of the model's faster tree, decode-fused 12.40 -> 13.03 ms)
     # (decode-fused re-recorded when the CUDA-graph floor became the Hopper chip's measured 1.3 us a tiny kernel,
     # efficiency.graph_launch_overhead_s, for a 2.5 us derivation: 13.03 -> 12.89 ms)
-    "decode-fused": (0.01203856758747, 33.218042706326116, 20519179264.0, '17c3749bb4636f87', 'cae6e2abfb8af63f'),
+    "decode-fused": (0.013345887696883536, 34.88031087802523, 20519179264.0, '7a20c50a8b532aab', '8526ddbf4c473ded'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
@@ -199,7 +202,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     "tpu": (0.0037700081522726086, 2.4370644689485483, 1954081280.0, '5c28bce0f72bea0e', '56dcf6921b74ff47'),
     # (moe re-recorded when the one-node all-to-all ran on NCCL's p2p channels with its protocol by size and the
     # copy of its last p2p chunk, hwmodels.collectives: 46.35 -> 48.58 ms, 228.33 -> 231.19 J)
-    "moe": (0.04796661079686253, 230.40183607274554, 15584481280.0, '1761fb5a44a67e99', 'f86fef5d3f8cc9b5'),
+    "moe": (0.04798659936062407, 230.42735747095625, 15584481280.0, '38ca8d1c973256d9', '7882ff7b5776b496'),
 }
 
 _EVALS = {
