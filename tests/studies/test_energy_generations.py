@@ -73,9 +73,11 @@ def test_energy_per_token_across_generations(rows):
     assert b200["latency_s"] < h200["latency_s"]
     idle_ratio = load_hardware("b200").power.idle_w / load_hardware("h200-sxm-141gb").power.idle_w
     assert idle_ratio == pytest.approx(1.4286, rel=1e-3)
-    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.415, rel=0.005)
-    assert b200["static_energy_j"] == pytest.approx(h200["static_energy_j"], rel=0.03)
-    assert b200["static_energy_j"] > h200["static_energy_j"]  # idle 1.43x over a step 1.41x shorter
+    # 1.415 before the H200's streaming figure became its own measured stream (0.880 for MT4G's H100 read 0.821)
+    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.380, rel=0.005)
+    # 3.5% more since the H200's step shortened with its own streaming figure (idle 1.43x over a step 1.38x shorter)
+    assert b200["static_energy_j"] == pytest.approx(1.035 * h200["static_energy_j"], rel=0.01)
+    assert b200["static_energy_j"] > h200["static_energy_j"]
     assert b200["dynamic_energy_j"] < h200["dynamic_energy_j"]
 
 
