@@ -50,7 +50,14 @@ def test_rows_are_predicted_as_the_collector_ran_them():
 # its M = 16 and M = 128 weight-streaming GEMMs 10-23% fast: cuBLAS's tensor-core kernels at small M stream below a
 # plain streaming kernel, as its M = 1 GEMV does (efficiency.gemv_bandwidth_fraction); with that rate for library
 # GEMMs of up to 64 rows (cuBLAS M = 16 and 64 measured, ml-explore/mlx PR #3255): A100 9.3 -> 7.5%.
-ACHIEVED = {"h100-sxm5-80gb": 10.0, "h200-sxm-141gb": 15.0, "l40s": 21.0, "a100-sxm4-80gb": 8.0, "b200": 33.0}
+# The Hopper DRAM at gpu-stream's triad (H100 SXM 0.946 from the GH200's HBM3, H200 its own cast 0.880; both were
+# MT4G's read kernel 0.821): H100 9.5 -> 13.5% (bias +6.5 -> +0.2%), H200 14.2 -> 15.3%; the H100's M = 1 GEMVs
+# go from within 5% to 14% fast: cuBLAS's GEMV streams below the triad, as on the A100, and no Hopper GEMV
+# measurement sets efficiency.gemv_bandwidth_fraction there (docs/accuracy.md "The Hopper streaming figures").
+# The H100 SXM's library GEMV and skinny GEMMs (up to 64 rows) at cuBLAS's measured Hopper GEMV rate (0.762, the
+# median of two H100 rows; docs/accuracy.md "The Hopper library GEMV rate"): H100 13.5 -> 11.6% (bias +7.1%); the
+# H200 keeps its streaming figure (no GEMV measurement of its HBM3e): 15.3%.
+ACHIEVED = {"h100-sxm5-80gb": 12.0, "h200-sxm-141gb": 16.0, "l40s": 21.0, "a100-sxm4-80gb": 8.0, "b200": 33.0}
 
 
 @pytest.mark.parametrize("device", sorted(ACHIEVED))
@@ -62,11 +69,13 @@ def test_errors_stay_at_the_achieved_level(errors, device):
 
 def test_where_the_model_is_slow(errors):
     # medium M (512 rows): predicted slower than measured on the Hopper GPUs and the B200, most on the
-    # B200, whose GEMMs the model holds to its L2 figure; single-row GEMVs are within a few percent on H100
+    # B200, whose GEMMs the model holds to its L2 figure; single-row GEMVs on the H100 were 10-15% fast at the
+    # triad rate (within 5% at MT4G's 0.821); at cuBLAS's measured Hopper GEMV rate (0.762) they are slow by +5.6% on
+    # average (-7.5% at 32 MiB, +7.4..+10.8% at 101-134 MiB, where these rows stream at 0.79-0.81 of 3.35 TB/s)
     slow = {d: float(np.mean(errors[d][512])) for d in ("b200", "h100-sxm5-80gb", "h200-sxm-141gb")}
     assert all(v > 10 for v in slow.values()), slow
     assert slow["b200"] > 35
-    assert abs(float(np.mean(errors["h100-sxm5-80gb"][1]))) < 5
+    assert float(np.mean(errors["h100-sxm5-80gb"][1])) == pytest.approx(5.6, abs=0.5)
 
 
 def test_a100_medium_and_large_gemms_at_the_cp_async_tile_rate(errors):

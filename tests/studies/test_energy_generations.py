@@ -53,7 +53,10 @@ def test_energy_per_token_across_generations(rows):
     # 245.2 against 240.7 mJ since the A100's batch-16 decode GEMMs stream at cuBLAS's measured GEMV rate (0.733,
     # where they had MT4G's read figure 0.758): a longer step, more idle energy; 243.5 against 240.7 mJ before)
     assert total[0] > max(total[1], total[2]) and min(total[1], total[2]) > total[3] > total[4]
-    assert total[2] == pytest.approx(total[1] * (1 - 0.018), rel=0.005)
+    # (with the Hopper DRAM figure at gpu-stream's triad, 0.946 for MT4G's 0.821, the H100's step shortened and its
+    # energy per token fell to 233.2 mJ, 4.9% below the A100's; with the H100 SXM's batch-16 decode GEMMs at cuBLAS's
+    # measured Hopper GEMV rate, 0.762, as the A100's are at its 0.733, 244.5 against 245.2 mJ: 0.3% lower)
+    assert total[2] == pytest.approx(total[1] * (1 - 0.003), rel=0.003)
     g = load_workload("llama-2-7b", phase="decode", batch=16, context=1024, dtype="fp16")
     for r in rows:
         dev = load_hardware(r["device"])
@@ -70,9 +73,11 @@ def test_energy_per_token_across_generations(rows):
     assert b200["latency_s"] < h200["latency_s"]
     idle_ratio = load_hardware("b200").power.idle_w / load_hardware("h200-sxm-141gb").power.idle_w
     assert idle_ratio == pytest.approx(1.4286, rel=1e-3)
-    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.415, rel=0.005)
-    assert b200["static_energy_j"] == pytest.approx(h200["static_energy_j"], rel=0.03)
-    assert b200["static_energy_j"] > h200["static_energy_j"]  # idle 1.43x over a step 1.41x shorter
+    # 1.415 before the H200's streaming figure became its own measured stream (0.880 for MT4G's H100 read 0.821)
+    assert h200["latency_s"] / b200["latency_s"] == pytest.approx(1.380, rel=0.005)
+    # 3.5% more since the H200's step shortened with its own streaming figure (idle 1.43x over a step 1.38x shorter)
+    assert b200["static_energy_j"] == pytest.approx(1.035 * h200["static_energy_j"], rel=0.01)
+    assert b200["static_energy_j"] > h200["static_energy_j"]
     assert b200["dynamic_energy_j"] < h200["dynamic_energy_j"]
 
 

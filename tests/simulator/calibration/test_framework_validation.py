@@ -65,14 +65,20 @@ def test_groups_and_measured_errors(result):
     # the A100's DRAM at gpu-stream's triad (0.873, was MT4G's read kernel 0.758), A100 rows already fast faster:
     # compile 17.25% -> 17.79%, eager 15.45% -> 15.84%, sdpa 13.91% -> 14.32%, vllm-v0 10.87% -> 12.97%, all 15.15% ->
     # 15.73% (docs/accuracy.md, "The A100 streaming figure"); cuBLAS's skinny GEMMs (up to 64 rows: V0's decode
-    # batches) at the library's measured GEMV rate: vllm-v0 12.97% -> 10.35%, all 15.73% -> 15.59%
-    expected = {"compile": (17.79, -13.49), "eager": (15.84, -14.96), "sdpa": (14.32, -3.60), "sglang": (2.46, -2.46),
-                "sglang-0.3": (27.43, -27.43), "vllm": (2.92, -2.93), "vllm-v0": (10.35, -10.82)}
+    # batches) at the library's measured GEMV rate: vllm-v0 12.97% -> 10.35%, all 15.73% -> 15.59%; the Hopper
+    # boards' DRAM at gpu-stream's triad (H100 SXM 0.946, H200 0.880, both MT4G's 0.821 before), Llama-3-8B decode
+    # rows already fast faster (the library's skinny-GEMM rate on Hopper is not measured): compile 17.79% -> 18.02%,
+    # sglang 2.46% -> 6.84%, vllm 2.92% -> 14.11%, vllm-v0 10.35% -> 13.06%, all 15.59% -> 16.23%
+    # (docs/accuracy.md, "The Hopper streaming figures"); the H100 SXM's library GEMV and skinny GEMMs at cuBLAS's
+    # measured Hopper GEMV rate (0.762; the H200 keeps its streaming figure): vllm 14.11% -> 3.40% (bias +3.40%),
+    # vllm-v0 13.06% -> 11.26%, all 16.23% -> 15.90% (docs/accuracy.md, "The Hopper library GEMV rate")
+    expected = {"compile": (18.02, -13.76), "eager": (15.84, -14.96), "sdpa": (14.32, -3.60), "sglang": (6.84, -6.85),
+                "sglang-0.3": (27.43, -27.43), "vllm": (3.40, 3.40), "vllm-v0": (11.26, -10.71)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name
     assert result["all"].n == 91
-    assert result["all"].mape == pytest.approx(15.59, abs=0.2)
+    assert result["all"].mape == pytest.approx(15.90, abs=0.2)
 
 
 def test_v0_engine_host_time_per_decode_step(result):
@@ -127,7 +133,7 @@ def test_cli_frameworks_dataset(capsys, monkeypatch, result):
     monkeypatch.setattr(fv, "validate_frameworks", lambda path=None: result)  # the module's figures, computed once
     rc = main(["validate", "--dataset", "frameworks"])
     out = capsys.readouterr().out
-    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.6%" in out
+    assert rc == 0 and "software stacks (published_frameworks.csv): 91 rows; MAPE 15.9%" in out
     assert [ln.split()[0] for ln in out.splitlines()[3:]] == ["compile", "eager", "sdpa", "sglang",
                                                         "sglang-0.3", "vllm", "vllm-v0"]
     rc = main(["validate", "--dataset", "frameworks", "--hardware", "t4"])

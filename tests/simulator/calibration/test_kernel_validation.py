@@ -28,8 +28,12 @@ def test_groups_and_figures(result):
     # the GA100's per-kernel device time measured on an A100 (1.337 us for 0.556): A100 6.5% -> 6.1%; with the
     # B200's streaming fraction from a Blackwell measurement (0.821 -> 0.850: its bf16 GEMMs' epilogues): gemm 16.6%;
     # the A100's DRAM at gpu-stream's triad (0.758 -> 0.873): gemm 16.6% -> 17.1%; cuBLAS's skinny GEMMs (up to 64
-    # rows) at the library's measured GEMV rate: 17.1% -> 16.8%
-    assert g["gemm"].mape == pytest.approx(16.8, abs=0.1)
+    # rows) at the library's measured GEMV rate: 17.1% -> 16.8%; with the Hopper boards' DRAM at gpu-stream's
+    # triad (H100 SXM 0.946, H200 0.880, both MT4G's 0.821 before; docs/accuracy.md "The Hopper streaming
+    # figures"): 16.8% -> 17.8%, the H100's weight-streaming GEMMs faster than the library runs them; the H100 SXM's
+    # library GEMV and skinny GEMMs at cuBLAS's measured Hopper GEMV rate (0.762, "The Hopper library GEMV rate"):
+    # 17.8% -> 17.4%
+    assert g["gemm"].mape == pytest.approx(17.4, abs=0.1)
     # 6.28 before the GA100 V-f line ([dvfs]), 6.46 with it (kernels over 400 W lower clock and voltage); 9.29 with
     # the A100's DRAM at gpu-stream's triad (its M = 16 and 128 weight-streaming GEMMs 10-23% fast: a cuBLAS rate
     # not modelled, docs/accuracy.md "The A100 streaming figure"); 7.46 with those up to 64 rows at the library's

@@ -171,12 +171,18 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (fsdp re-recorded when a RoPE op's gradient read only its output gradient (Transformer Engine's FusedRoPEFunc,
     # a rotation linear in its input): was 0.19906868384241527 s, 706.6201299992777 J, digests '1b80af9b8905247f',
     # 'ee38cce3a8c87079')
-    "fsdp": (0.19890744095434204, 706.0265913316488, 16310177794.0, 'b2402da4935bcc72', 'faeb87bbcbc54fe6'),
+    # (fsdp, generate, decode-fused, moe, and bert-train-h100 / vit-fused-tf32-h100 below, re-recorded when the Hopper
+    # DRAM figure became gpu-stream's triad, 0.946 of the GH200's HBM3 for MT4G's read 0.821: fsdp 0.19891 -> 0.19620 s,
+    # generate 0.97811 -> 0.92858 s, decode-fused 12.893 -> 12.039 ms, moe 48.585 -> 47.967 ms)
+    "fsdp": (0.19619516302982712, 702.563554877627, 16310177794.0, 'ec81e51985603e03', '114f6bc3d2cb71e4'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
     # generate 0.9116 -> 0.9781 s, its 64 KiB decode all_reduces 16.1 -> 22.7 us)
-    "generate": (0.9781105021061535, 2215.200488213174, 17879810048.0, 'b099b747d8782ccf', 'fa6b845e6a273741'),
+    # (generate, decode-fused and moe re-recorded when the H100 SXM's library GEMVs and skinny GEMMs took cuBLAS's
+    # measured Hopper GEMV rate, 0.762 (docs/accuracy.md "The Hopper library GEMV rate"): generate 0.92858 -> 1.00840 s,
+    # decode-fused 12.039 -> 13.346 ms, moe 47.967 -> 47.987 ms)
+    "generate": (1.0083959671970337, 2253.8689700412124, 17879810048.0, '0d0122dbb939a2df', 'd286fdc5a22b9d1c'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
@@ -187,7 +193,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # ring LL on its few channels instead of the model's faster tree, decode-fused 12.40 -> 13.03 ms)
     # (decode-fused re-recorded when the CUDA-graph floor became the Hopper chip's measured 1.3 us a tiny kernel,
     # efficiency.graph_launch_overhead_s, for a 2.5 us derivation: 13.03 -> 12.89 ms)
-    "decode-fused": (0.012893405534152533, 34.30949979665036, 20519179264.0, '3fbab9b58c42a78b', 'f0774d44d3a89803'),
+    "decode-fused": (0.013345887696883536, 34.88031087802523, 20519179264.0, '7a20c50a8b532aab', '8526ddbf4c473ded'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
@@ -196,7 +202,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     "tpu": (0.0037700081522726086, 2.4370644689485483, 1954081280.0, '5c28bce0f72bea0e', '56dcf6921b74ff47'),
     # (moe re-recorded when the one-node all-to-all ran on NCCL's p2p channels with its protocol by size and the
     # copy of its last p2p chunk, hwmodels.collectives: 46.35 -> 48.58 ms, 228.33 -> 231.19 J)
-    "moe": (0.04858478724750369, 231.19112376492407, 15584481280.0, '0f69189cdaa33807', 'e6e0902de63cd4b5'),
+    "moe": (0.04798659936062407, 230.42735747095625, 15584481280.0, '38ca8d1c973256d9', '7882ff7b5776b496'),
 }
 
 _EVALS = {
@@ -229,8 +235,8 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     "resnet50-a100": (0.004989637796955805, 1.562445067282553, 179298464, 'eedad434995b2824'),
     # (bert-train-h100 re-recorded when gelu's gradient was charged eager PyTorch's backward instructions:
     # energy 1.4172 -> 1.4242 J, latency unchanged)
-    "bert-train-h100": (0.004785723126332379, 1.4274627075585988, 1907853350, '384e4faa44d9444a'),
-    "vit-fused-tf32-h100": (0.001120854885863098, 0.4780221700566466, 194921936, 'd9249f886d67e877'),  # FusionGroup
+    "bert-train-h100": (0.004618988344303926, 1.4008518363468596, 1907853350, '6c9bca41b496ac5a'),
+    "vit-fused-tf32-h100": (0.00111491572362924, 0.47707427976412264, 194921936, '0727309197efcd60'),  # FusionGroup
     # (re-recorded when the TPU attention forward priced its softmax between its two GEMMs, splash_compute_s:
     # 0.59255 -> 0.59279 ms)
     "gpt2-decode-tpu": (0.0005927934148828792, 0.048144763220134223, 324785288, "997f0444bbf9a788"),
