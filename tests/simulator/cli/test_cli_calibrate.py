@@ -34,13 +34,15 @@ def test_cpu_end_to_end(cpu_measurements: Path, tmp_path: Path, capsys: pytest.C
     measurements = cpu_measurements
     argv = ["calibrate", str(measurements), "--hardware", "host:1", "--out", str(overlay), "--json"]
     rc, res = _json(capsys, argv)
-    if rc == 1 and res and res["test"]["after"]["mape"] > res["test"]["before"]["mape"]:
+    for again in range(2):
+        if not (rc == 1 and res and res["test"]["after"]["mape"] > res["test"]["before"]["mape"]):
+            break
         # timings taken while other work loads the machine are noisy enough for the held-out split to get
-        # worse by chance (calibrate then writes nothing, exit 1): measure once more with twice the budget;
-        # a calibration that does not help fails again
-        measurements = tmp_path / "host_again.csv"
-        assert main(["measure", "--device", "cpu", "--suite", "quick", "--threads", "1", "--budget", "0.2",
-                     "--out", str(measurements)]) == 0
+        # worse by chance (calibrate then writes nothing, exit 1): measure again with a larger budget, at most
+        # twice; a calibration that does not help fails every time
+        measurements = tmp_path / f"host_again{again}.csv"
+        assert main(["measure", "--device", "cpu", "--suite", "quick", "--threads", "1",
+                     "--budget", str(0.2 * (again + 1)), "--out", str(measurements)]) == 0
         capsys.readouterr()  # the measurement's own report
         argv[1] = str(measurements)
         rc, res = _json(capsys, argv)
