@@ -3,7 +3,8 @@
 Model types: gpt2, llama, mistral, mixtral, bert, opt, gpt_neox, qwen2, qwen3, qwen3_moe, gemma3_text,
 gemma3, gpt_oss, deepseek_v3, llama4_text, llama4 and vit. Only the architecture hyperparameters are
 read; no weights are ever loaded. Fields that do not change the operator graph's cost (dropout,
-epsilons, RoPE scaling, token ids) are ignored. A key the config leaves out takes the default of its
+epsilons, token ids) are ignored; RoPE scaling (``rope_scaling``) sets only the context limit
+``max_positions`` (:func:`_rope_context`). A key the config leaves out takes the default of its
 transformers configuration class, as ``from_pretrained`` would.
 
 Modelling notes per family:
@@ -619,6 +620,58 @@ def _cross_checks(c: _Cfg, f: Mapping[str, Any]) -> None:
                               f"expected at most {MAX_PARAMS:.0e} (a limit of nodeperf, far above any published model)")
 
 
+#: ``rope_scaling`` types whose ``max_position_embeddings`` already states the extended context (no factor applied),
+#: and those whose context is the base times ``factor``, as vLLM derives ``max_model_len`` (vllm-project/vllm @
+#: 0052a5b818980ce8a0477706aaf9f75bd5af72cd vllm/config/model.py ``_get_and_verify_max_len``: the factor of every
+#: type but ``su``, ``longrope`` and ``llama3``; for ``yarn`` the base is ``original_max_position_embeddings``).
+#: The types are those of transformers' ``ROPE_INIT_FUNCTIONS`` (huggingface/transformers @
+#: 0044e3b3facff1a1ad60b235c69d5b45beae75a4 src/transformers/modeling_rope_utils.py), with ``su`` (the former name
+#: of ``longrope``) and ``mrope`` (Qwen2-VL's sectioned RoPE, which Qwen2VLConfig reads as ``default``).
+ROPE_UNSCALED_TYPES = ("default", "mrope", "llama3", "longrope", "su")
+ROPE_SCALED_TYPES = ("linear", "dynamic", "ntk", "yarn")
+
+
+def _rope_context(c: _Cfg, max_positions: int) -> int:
+    """The context limit of a RoPE config with ``rope_scaling`` (vLLM's rule, see :data:`ROPE_SCALED_TYPES`):
+    ``max_position_embeddings`` for ``default``, ``llama3`` and ``longrope`` (Llama 3.1 states 131072 with factor
+    8), ``factor`` x ``max_position_embeddings`` for ``linear``, ``dynamic`` and ``ntk``, ``factor`` x
+    ``original_max_position_embeddings`` (else ``max_position_embeddings``) for ``yarn`` (Qwen2.5's 32768 x 4);
+    Gemma 3 states its scaled context already (vLLM skips it too). A bad ``rope_scaling`` is a located problem."""
+    rs = c.data.get("rope_scaling")
+    if rs is None:
+        return max_positions
+    if not isinstance(rs, Mapping):
+        c.bad("rope_scaling", "not an object", rs, 'null or an object such as {"rope_type": "linear", "factor": 2.0}')
+        return max_positions
+    key = "rope_scaling.rope_type" if rs.get("rope_type") is not None else "rope_scaling.type"
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    known = (*ROPE_UNSCALED_TYPES, *ROPE_SCALED_TYPES)
+    if not isinstance(kind, str) or kind not in known:
+        c.bad(key, "unknown RoPE scaling type", kind, "one of " + ", ".join(known)
+              + (did_you_mean(kind, known) if isinstance(kind, str) else ""))
+        return max_positions
+    factor = rs.get("factor")
+    needs = kind in ROPE_SCALED_TYPES or kind == "llama3"
+    if factor is None and not needs:
+        return max_positions
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
+        c.bad("rope_scaling.factor", "missing" if factor is None else "not a positive number", factor,
+              f"a positive number (the context scale of rope_type {kind!r}, such as 4.0)")
+        return max_positions
+    if kind not in ROPE_SCALED_TYPES or c.model_type.startswith("gemma3"):
+        return max_positions
+    base = max_positions
+    if kind == "yarn" and rs.get("original_max_position_embeddings") is not None:
+        base = c._check("rope_scaling.original_max_position_embeddings", rs["original_max_position_embeddings"], 1,
+                        MAX_POSITIONS)
+    limit = int(base * factor)
+    if limit > MAX_POSITIONS:
+        c.bad("rope_scaling.factor", f"too large: the context {base} x {factor:g} = {limit:,} positions", factor,
+              f"at most {MAX_POSITIONS // base:,} (a context of at most {MAX_POSITIONS:,}, a limit of nodeperf)")
+        return max_positions
+    return max(limit, 1)
+
+
 def _to_config(data: Mapping[str, Any], where: str, name: str | None = None) -> TransformerConfig:
     supported = ", ".join(sorted([*MODEL_TYPES, *NESTED_TEXT_TYPES]))
     mt = data.get("model_type")
@@ -640,6 +693,8 @@ def _to_config(data: Mapping[str, Any], where: str, name: str | None = None) -> 
                             + did_you_mean(mt, [*MODEL_TYPES, *NESTED_TEXT_TYPES]))
     c = _Cfg(data, where, mt)
     fields = reader(c)
+    if fields.get("pos") == "rope" and not c.problems:
+        fields["max_positions"] = _rope_context(c, fields["max_positions"])
     if not c.problems:
         _cross_checks(c, fields)
     if c.problems:

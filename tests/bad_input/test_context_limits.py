@@ -59,5 +59,53 @@ def test_a_config_json_names_its_own_limit(tmp_path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg), encoding="utf-8")
     with pytest.raises(ValueError, match=r"seq 2048 exceeds its context; got 2048 positions; expected at most 1024 "
-                                         r"\(max_positions of its config \(max_position_embeddings of a config.json\)\)"):
+                                         r"\(max_positions of its config \(max_position_embeddings of a config.json, times the "
+                                         r"factor of a linear, dynamic or yarn rope_scaling\)\)"):
         load_workload(str(path), seq=2048)
+
+
+def _llama_config(tmp_path, **extra):
+    import json
+
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+           "num_hidden_layers": 2, "vocab_size": 1000, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("mpe", "rope_scaling", "limit"), [
+    # Llama 3.1 8B's config.json: max_position_embeddings 131072 already includes the llama3 scaling (factor 8 of
+    # an original 8192); vLLM applies no factor to llama3 / longrope
+    (131072, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 8192}, 131072),
+    # Qwen2.5's YaRN block (its model card): 32768 x 4 = 131072, as vLLM derives max_model_len
+    (32768, {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, 131072),
+    # GPT-OSS: yarn over original_max_position_embeddings 4096 x 32 = 131072 (its stated max_position_embeddings)
+    (131072, {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}, 131072),
+    (4096, {"type": "linear", "factor": 2.0}, 8192),
+    (4096, {"type": "dynamic", "factor": 2.0}, 8192),
+    (4096, {"rope_type": "default"}, 4096),
+    (4096, None, 4096),
+])
+def test_rope_scaling_sets_the_context_of_a_config_json(tmp_path, mpe, rope_scaling, limit) -> None:
+    path = _llama_config(tmp_path, max_position_embeddings=mpe, rope_scaling=rope_scaling)
+    assert load_workload(str(path), seq=limit).meta["seq"] == limit
+    with pytest.raises(ValueError, match=rf"got {limit + 1} positions; expected at most {limit} "):
+        load_workload(str(path), seq=limit + 1)
+
+
+@pytest.mark.parametrize(("rope_scaling", "parts"), [
+    ({"rope_type": "yarnn", "factor": 4.0},
+     ("config.json: rope_scaling.rope_type: unknown RoPE scaling type; got \"yarnn\"; expected one of default, ",
+      "did you mean 'yarn'?")),
+    ({"type": "linear", "factor": 0},
+     ("config.json: rope_scaling.factor: not a positive number; got 0; expected a positive number",)),
+    ({"type": "dynamic"}, ("config.json: rope_scaling.factor: missing; got null; expected a positive number",)),
+    ({"type": "linear", "factor": -2.0}, ("rope_scaling.factor: not a positive number; got -2.0",)),
+    ("yarn", ('config.json: rope_scaling: not an object; got "yarn"',)),
+])
+def test_bad_rope_scaling_is_one_located_line(capsys, tmp_path, rope_scaling, parts) -> None:
+    path = _llama_config(tmp_path, max_position_embeddings=4096, rope_scaling=rope_scaling)
+    rc, err = cli_exit(capsys, "predict", str(path), *H100, "--seq", "128")
+    one_line(rc, err, *parts)

@@ -1598,7 +1598,8 @@ def _context_source(cfg: TransformerConfig) -> str:
     except (KeyError, ValueError):
         same = False
     if not same:
-        return "max_positions of its config (max_position_embeddings of a config.json)"
+        return ("max_positions of its config (max_position_embeddings of a config.json, times the factor of a "
+                "linear, dynamic or yarn rope_scaling)")
     from nodeperf.suggest import short_text
 
     first = entry.source.split(";")[0].split(" (")[0].strip()
