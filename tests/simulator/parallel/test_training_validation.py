@@ -574,3 +574,18 @@ def test_rank_capacity_factor_read_from_notes_whole_numbers_too(notes, factor) -
 
     got = _cuda_graph_config({"framework": "Megatron-Bridge (Megatron-Core)", "notes": notes})
     assert got["moe_rank_capacity_factor"] == factor
+
+
+def test_torchtitan_context_parallel_rows_name_the_llama_3_1_they_ran(rows) -> None:
+    """torchtitan's Dec 2024 H100 benchmark (Table 2: FSDP + CP + torch.compile + Float8) runs Llama 3.1 8B at
+    32,768-262,144 tokens: its rows name ``llama-3.1-8b`` (context 131072), whose layers are llama-3-8b's, so
+    naming it moves no prediction."""
+    from workloads.zoo.transformer import zoo_config
+
+    cp = [r for r in rows if "Table 2 (FSDP + CP + torch.compile + Float8, Llama 3.1 8B" in r["source"]]
+    assert [r.id for r in cp] == [f"train-0{i}" for i in range(13, 21)]
+    assert {r["model"] for r in cp} == {"llama-3.1-8b"}
+    assert all(r["notes"].startswith("Llama 3.1 8B (zoo llama-3.1-8b)") for r in cp)
+    old, new = zoo_config("llama-3-8b"), zoo_config("llama-3.1-8b")
+    assert (old.max_positions, new.max_positions) == (8192, 131072)
+    assert replace(new, name=old.name, max_positions=old.max_positions) == old
