@@ -109,3 +109,19 @@ def test_bad_rope_scaling_is_one_located_line(capsys, tmp_path, rope_scaling, pa
     path = _llama_config(tmp_path, max_position_embeddings=4096, rope_scaling=rope_scaling)
     rc, err = cli_exit(capsys, "predict", str(path), *H100, "--seq", "128")
     one_line(rc, err, *parts)
+
+
+def test_the_default_decode_context_sits_at_a_rope_limit_and_energy_rows_rely_on_it() -> None:
+    """A decode step's new token sits at position ``context``; the RoPE bound stays ``context <= max_positions``
+    (one loose) because the zoo's default decode context of llama-3-8b is its context 8192, which the energy
+    dataset's ML.ENERGY vLLM decode rows (no context given) are predicted at (docs/serving.md)."""
+    import csv
+
+    from simulator.calibration.energy_validation import ENERGY_DATASET
+
+    assert load_workload("llama-3-8b", phase="decode").meta["context"] == 8192
+    assert load_workload("llama-2-7b", phase="decode").meta["context"] == 4096
+    with open(ENERGY_DATASET, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["workload"] == "llama-3-8b" and r["phase"] == "decode"
+                and not r["context"]]
+    assert [r["id"] for r in rows] == [f"energy-{i:03d}" for i in range(55, 75)]
