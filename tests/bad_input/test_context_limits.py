@@ -111,17 +111,18 @@ def test_bad_rope_scaling_is_one_located_line(capsys, tmp_path, rope_scaling, pa
     one_line(rc, err, *parts)
 
 
-def test_the_default_decode_context_sits_at_a_rope_limit_and_energy_rows_rely_on_it() -> None:
-    """A decode step's new token sits at position ``context``; the RoPE bound stays ``context <= max_positions``
-    (one loose) because the zoo's default decode context of llama-3-8b is its context 8192, which the energy
-    dataset's ML.ENERGY vLLM decode rows (no context given) are predicted at (docs/serving.md)."""
-    import csv
 
-    from simulator.calibration.energy_validation import ENERGY_DATASET
+def test_the_default_decode_context_sits_at_a_rope_limit() -> None:
+    """A decode step's new token sits at position ``context``; the RoPE bound stays ``context <= max_positions``
+    (one loose) because the zoo's and a plan's default decode context is the default ``seq``, which sits on the
+    limit of these models, and tests pin predictions recorded there (docs/serving.md)."""
+    from hwmodels.catalog import load_system
+    from simulator.parallel.compose import evaluate_plan
+    from workloads.parallel import ParallelPlan
 
     assert load_workload("llama-3-8b", phase="decode").meta["context"] == 8192
     assert load_workload("llama-2-7b", phase="decode").meta["context"] == 4096
-    with open(ENERGY_DATASET, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r["workload"] == "llama-3-8b" and r["phase"] == "decode"
-                and not r["context"]]
-    assert [r["id"] for r in rows] == [f"energy-{i:03d}" for i in range(55, 75)]
+    dgx, tp2 = load_system("dgx-h100"), ParallelPlan(tp=2)
+    default = evaluate_plan("llama-2-7b", dgx, tp2, phase="decode")
+    assert default.latency_s == evaluate_plan("llama-2-7b", dgx, tp2, phase="decode", context=4096).latency_s
+    assert default.latency_s != evaluate_plan("llama-2-7b", dgx, tp2, phase="decode", context=4095).latency_s
