@@ -50,11 +50,11 @@ def test_22b_layer_times_follow_table_4_with_the_2022_attention(sp: bool, recomp
     assert gf + gb < 0.87 * (pf + pb)
     # what the unfused core adds to the forward, a recomputing backward runs again (the core re-run before its
     # backward) besides the core's own backward, which costs about as much as its forward or more (softmax_bwd reads
-    # two tensors); with the A100's DRAM at gpu-stream's triad (0.873) the selective, non-parallel case's backward
-    # growth is 2.348 ms against twice its forward's 1.177 ms (0.3% under), so a recomputing backward is held to
-    # 1.95 x its forward's growth
+    # two tensors); with the A100's DRAM at gpu-stream's triad (0.873) and the training dropout's forward at its
+    # measured kernel rate (0.854 of it) the selective, non-parallel case's backward growth is 2.454 ms against 1.90
+    # times its forward's 1.290 ms, so a recomputing backward is held to 1.85 x its forward's growth
     grow_f, grow_b = fwd - gf, bwd - gb
-    assert grow_f > 0.0 and grow_b > (1.95 * grow_f if recompute != "none" else grow_f)
+    assert grow_f > 0.0 and grow_b > (1.85 * grow_f if recompute != "none" else grow_f)
 
 
 def test_pipeline_stages_take_the_optimizer_passes_and_the_grad_buffer_zeroing() -> None:
