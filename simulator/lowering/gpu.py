@@ -1114,8 +1114,12 @@ def _eager_dropout(op: Op, ctx: LoweringContext) -> bool:
 def _at_stream_fraction(e: gpu.KernelEstimate, frac: Any) -> gpu.KernelEstimate:
     """``e`` with its memory time at ``frac`` of the streaming rate (0: unchanged); ``frac`` may be an array
     (hardware variants of a sweep)."""
-    if not np.any(_f(frac) > 0.0):
-        return e
+    return _at_fraction(e, frac) if np.any(_f(frac) > 0.0) else e
+
+
+def _at_fraction(e: gpu.KernelEstimate, frac: Any) -> gpu.KernelEstimate:
+    """``e`` with its memory time divided by ``frac`` where it is positive (the streaming rate where it is 0) and
+    its time recomputed as the larger of compute and memory plus latency; ``frac`` may be an array."""
     mem = _f(_f(e.memory_s) / np.where(_f(frac) > 0.0, frac, 1.0))
     return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
 
@@ -1130,9 +1134,7 @@ def _at_access(e: gpu.KernelEstimate, op: Op, ctx: LoweringContext) -> gpu.Kerne
     if access != OUTER_AXIS_ACCESS:
         raise UnsupportedOpError(f"op {op.name!r} ({op.kind}): access; got {access!r}; expected "
                                  f"{OUTER_AXIS_ACCESS!r}")
-    frac = ctx.device.efficiency.outer_axis_stream_fraction  # an array in hardware variants (sweeps)
-    mem = _f(_f(e.memory_s) / np.where(_f(frac) > 0.0, frac, 1.0))
-    return dataclasses.replace(e, memory_s=mem, time_s=_f(np.maximum(_f(e.compute_s), mem) + _f(e.latency_s)))
+    return _at_fraction(e, ctx.device.efficiency.outer_axis_stream_fraction)  # an array in hardware variants
 
 
 @register_rule("gpu", "batchnorm", "batchnorm_bwd")
