@@ -3,8 +3,8 @@
 Model types: gpt2, llama, mistral, mixtral, bert, opt, gpt_neox, qwen2, qwen3, qwen3_moe, gemma3_text,
 gemma3, gpt_oss, deepseek_v3, llama4_text, llama4 and vit. Only the architecture hyperparameters are
 read; no weights are ever loaded. Fields that do not change the operator graph's cost (dropout,
-epsilons, token ids) are ignored; RoPE scaling (``rope_scaling``) sets only the context limit
-``max_positions`` (:func:`_rope_context`). A key the config leaves out takes the default of its
+epsilons, token ids) are ignored; RoPE scaling (``rope_scaling``, or transformers v5's ``rope_parameters``,
+flat or per layer type) sets only the context limit ``max_positions`` (:func:`_rope_context`). A key the config leaves out takes the default of its
 transformers configuration class, as ``from_pretrained`` would.
 
 Modelling notes per family:
@@ -632,18 +632,37 @@ ROPE_SCALED_TYPES = ("linear", "dynamic", "ntk", "yarn")
 
 
 def _rope_context(c: _Cfg, max_positions: int) -> int:
-    """The context limit of a RoPE config with ``rope_scaling`` (vLLM's rule, see :data:`ROPE_SCALED_TYPES`):
-    ``max_position_embeddings`` for ``default``, ``llama3`` and ``longrope`` (Llama 3.1 states 131072 with factor
-    8), ``factor`` x ``max_position_embeddings`` for ``linear``, ``dynamic`` and ``ntk``, ``factor`` x
+    """The context limit of a RoPE config (vLLM's rule, see :data:`ROPE_SCALED_TYPES`): ``max_position_embeddings``
+    for ``default``, ``llama3`` and ``longrope`` (Llama 3.1 states 131072 with factor 8), ``factor`` x
+    ``max_position_embeddings`` for ``linear``, ``dynamic`` and ``ntk``, ``factor`` x
     ``original_max_position_embeddings`` (else ``max_position_embeddings``) for ``yarn`` (Qwen2.5's 32768 x 4);
-    Gemma 3 states its scaled context already (vLLM skips it too). A bad ``rope_scaling`` is a located problem."""
+    Gemma 3 states its scaled context already (vLLM skips it too). The scaling is read from ``rope_scaling``
+    (transformers v4) or, when that is absent, from ``rope_parameters`` (transformers v5), either one object or
+    one object per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``), whose largest context
+    is the model's, as vLLM derives one limit for all layer types (vllm-project/vllm @
+    18ec6629253632af0a384f2ffbb8c6b28af322e7 vllm/config/model.py ``_get_and_verify_max_len``). A bad entry is
+    a located problem."""
     rs = c.data.get("rope_scaling")
-    if rs is None:
+    if rs is not None:
+        return _rope_entry_context(c, "rope_scaling", rs, max_positions)
+    rp = c.data.get("rope_parameters")
+    if rp is None:
         return max_positions
+    if not isinstance(rp, Mapping):
+        c.bad("rope_parameters", "not an object", rp,
+              'null or an object such as {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000000.0}')
+        return max_positions
+    nested = bool(rp) and all(isinstance(v, Mapping) for v in rp.values())
+    entries = [(f"rope_parameters.{k}", v) for k, v in rp.items()] if nested else [("rope_parameters", rp)]
+    return max(_rope_entry_context(c, key, entry, max_positions) for key, entry in entries)
+
+
+def _rope_entry_context(c: _Cfg, where: str, rs: Any, max_positions: int) -> int:
+    """The context limit one RoPE scaling object (at config key ``where``) gives; see :func:`_rope_context`."""
     if not isinstance(rs, Mapping):
-        c.bad("rope_scaling", "not an object", rs, 'null or an object such as {"rope_type": "linear", "factor": 2.0}')
+        c.bad(where, "not an object", rs, 'null or an object such as {"rope_type": "linear", "factor": 2.0}')
         return max_positions
-    key = "rope_scaling.rope_type" if rs.get("rope_type") is not None else "rope_scaling.type"
+    key = f"{where}.rope_type" if rs.get("rope_type") is not None else f"{where}.type"
     kind = rs.get("rope_type", rs.get("type", "default"))
     known = (*ROPE_UNSCALED_TYPES, *ROPE_SCALED_TYPES)
     if not isinstance(kind, str) or kind not in known:
@@ -655,18 +674,18 @@ def _rope_context(c: _Cfg, max_positions: int) -> int:
     if factor is None and not needs:
         return max_positions
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
-        c.bad("rope_scaling.factor", "missing" if factor is None else "not a positive number", factor,
+        c.bad(f"{where}.factor", "missing" if factor is None else "not a positive number", factor,
               f"a positive number (the context scale of rope_type {kind!r}, such as 4.0)")
         return max_positions
     if kind not in ROPE_SCALED_TYPES or c.model_type.startswith("gemma3"):
         return max_positions
     base = max_positions
     if kind == "yarn" and rs.get("original_max_position_embeddings") is not None:
-        base = c._check("rope_scaling.original_max_position_embeddings", rs["original_max_position_embeddings"], 1,
+        base = c._check(f"{where}.original_max_position_embeddings", rs["original_max_position_embeddings"], 1,
                         MAX_POSITIONS)
     limit = int(base * factor)
     if limit > MAX_POSITIONS:
-        c.bad("rope_scaling.factor", f"too large: the context {base} x {factor:g} = {limit:,} positions", factor,
+        c.bad(f"{where}.factor", f"too large: the context {base} x {factor:g} = {limit:,} positions", factor,
               f"at most {MAX_POSITIONS // base:,} (a context of at most {MAX_POSITIONS:,}, a limit of nodeperf)")
         return max_positions
     return max(limit, 1)

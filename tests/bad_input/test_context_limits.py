@@ -112,6 +112,52 @@ def test_bad_rope_scaling_is_one_located_line(capsys, tmp_path, rope_scaling, pa
 
 
 
+@pytest.mark.parametrize(("mpe", "rope_parameters", "limit"), [
+    # transformers v5 writes the scaling as rope_parameters (with rope_theta inside); vLLM @ 18ec662 reads it
+    # with the v4 rule: Qwen2.5's YaRN block, 32768 x 4
+    (32768, {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+             "original_max_position_embeddings": 32768}, 131072),
+    (131072, {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, 131072),
+    (4096, {"rope_type": "default", "rope_theta": 10000.0}, 4096),
+    (4096, {"rope_theta": 10000.0}, 4096),
+    # one object per layer type: the largest context is the model's (vLLM derives one limit for every type)
+    (262144, {"full_attention": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 10000000.0,
+                                 "original_max_position_embeddings": 262144},
+              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, 524288),
+    (8192, {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, 8192),
+])
+def test_rope_parameters_set_the_context_of_a_transformers_v5_config(tmp_path, mpe, rope_parameters, limit) -> None:
+    path = _llama_config(tmp_path, max_position_embeddings=mpe, rope_parameters=rope_parameters)
+    assert load_workload(str(path), seq=limit).meta["seq"] == limit
+    with pytest.raises(ValueError, match=rf"got {limit + 1} positions; expected at most {limit} "):
+        load_workload(str(path), seq=limit + 1)
+
+
+def test_rope_scaling_takes_precedence_over_rope_parameters(tmp_path) -> None:
+    """A config holding both (a v4 file re-saved by hand) is read as transformers v4 reads it: ``rope_scaling``."""
+    path = _llama_config(tmp_path, max_position_embeddings=4096, rope_scaling={"type": "linear", "factor": 2.0},
+                         rope_parameters={"rope_type": "linear", "factor": 4.0})
+    assert load_workload(str(path), seq=8192).meta["seq"] == 8192
+    with pytest.raises(ValueError, match=r"got 8193 positions; expected at most 8192 "):
+        load_workload(str(path), seq=8193)
+
+
+@pytest.mark.parametrize(("rope_parameters", "parts"), [
+    ({"rope_type": "yarnn", "factor": 4.0},
+     ('config.json: rope_parameters.rope_type: unknown RoPE scaling type; got "yarnn"; expected one of default, ',
+      "did you mean 'yarn'?")),
+    ({"full_attention": {"rope_type": "linear", "factor": 0}},
+     ("config.json: rope_parameters.full_attention.factor: not a positive number; got 0; expected a positive number",)),
+    ([1, 2], ("config.json: rope_parameters: not an object; got [1, 2]",)),
+])
+def test_bad_rope_parameters_are_one_located_line(capsys, tmp_path, rope_parameters, parts) -> None:
+    path = _llama_config(tmp_path, max_position_embeddings=4096, rope_parameters=rope_parameters)
+    rc, err = cli_exit(capsys, "predict", str(path), *H100, "--seq", "128")
+    one_line(rc, err, *parts)
+
+
 def test_the_default_decode_context_sits_at_a_rope_limit() -> None:
     """A decode step's new token sits at position ``context``; the RoPE bound stays ``context <= max_positions``
     (one loose) because the zoo's and a plan's default decode context is the default ``seq``, which sits on the
