@@ -311,6 +311,10 @@ class CollectiveSystem:
     cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
     ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
+    #: ``nvls_channels_one_node``: comm->nvlsChannels for a communicator whose ranks share one node (one NVLink
+    #: clique), where NCCL sets it apart from ``nvls_channels`` (Blackwell from NCCL 2.27.3: NVLS_NCHANNELS_SM100_NVL);
+    #: None: ``nvls_channels`` on one node too
+    nvls_channels_one_node: int | None = None
     #: ``nvls_tree_chunk_bytes``: the chunk NCCL's NVLS tree starts from where the node's setup sets it
     #: (NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE); None: NCCL's defaults (:func:`nvls_tree_wave_bytes`)
     nvls_tree_chunk_bytes: Any = None
@@ -906,7 +910,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
-                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
+                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "nvls_channels_one_node",
+                        "cpu_vendor",
                         "gpu_nic_path", "nvls_tuner", "nvls_tree_chunk_bytes"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
@@ -931,6 +936,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
     ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
+    nvls_ch1 = rd.quantity(t, "nvls_channels_one_node", "count", path, prov, required=False)
     tree_chunk = rd.quantity(t, "nvls_tree_chunk_bytes", "B", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
@@ -968,7 +974,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
-                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
+                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch,
+                            nvls_channels_one_node=nvls_ch1, gpu_nic_path=nic_path,
                             nvls_tuner_algbw=nvls_algbw, nvls_tuner_latency_s=nvls_lat,
                             nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
@@ -1368,19 +1375,23 @@ def chunk_granule_ratio(system: str | CollectiveSystem, protocol: str, size_byte
 _NVLS_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((64, 65536), (8, 32768), (2, 16384))
 
 
-def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: int) -> Any:
+def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: int, *, n_nodes: int = 1) -> Any:
     """Bytes one NVLS loop covers (``nvls_channels * n * chunk``), NCCL's chunk rule per size (None: not described).
 
     The chunk starts at the library's ``tuner.nvls_chunk_bytes`` (NCCL_NVLS_CHUNKSIZE, 128 KiB)
     and shrinks to 64, 32 and 16 KiB while the message is under 64, 8 and 2 times
-    ``nvls_channels * n * chunk`` (src/enqueue.cc calcCollChunking, v2.28.7).
+    ``nvls_channels * n * chunk`` (src/enqueue.cc calcCollChunking, v2.28.7). ``n_devices`` are the
+    devices of one node; a communicator of one node (``n_nodes`` 1) runs the node's one-node channel count
+    (``nvls_channels_one_node``) where the catalog gives one.
     """
     sysm = load_collective_system(system)
     chunk0 = sysm.library.nvls_chunk_bytes
-    if chunk0 is None or sysm.nvls_channels is None:
+    one_node = n_nodes == 1 and sysm.nvls_channels_one_node is not None
+    channels = sysm.nvls_channels_one_node if one_node else sysm.nvls_channels
+    if chunk0 is None or channels is None:
         return None
     size = np.asarray(size_bytes, dtype=float)
-    ops = float(sysm.nvls_channels * int(n_devices))
+    ops = float(channels * int(n_devices))
     chunk = np.full(size.shape, float(chunk0))
     for mult, floor in _NVLS_CHUNK_STEPS:
         chunk = np.where((size < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
@@ -1639,7 +1650,7 @@ def _hierarchical(collective: str, protocol: str, size: np.ndarray, nodes: int, 
     best = base + lat_i + lat_n + np.maximum(t_i, t_n)
     lat = base + lat_i + lat_n + np.zeros_like(size)
     if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
-        t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
+        t_nv, lat_nv = _nvls(collective, size, g, system, protocol, nodes)
         alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g, protocol)
         lat = np.where(alt < best, base + lat_n + lat_nv, lat)
         best = np.minimum(best, alt)
@@ -1760,7 +1771,8 @@ def _allpairs(size: np.ndarray, n: int, system: CollectiveSystem, protocol: str)
     return np.where(valid, t, np.inf), np.where(valid, lat, np.inf)
 
 
-def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str) -> tuple[Any, Any]:
+def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str,
+          nodes: int = 1) -> tuple[Any, Any]:
     """In-switch reduction on ``n`` devices of one node (NVLink SHARP).
 
     all_reduce: each device's whole buffer is read once by the switch (multimem load-reduce of its
@@ -1773,7 +1785,7 @@ def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, p
           * system.library.protocol_bandwidth_fraction[protocol])
     factor = (n + 1) / n if collective == "all_reduce" else 1.0
     lat = system.library.nvls_latency_s + np.zeros_like(size)
-    loop = nvls_loop_bytes(system, size, n)
+    loop = nvls_loop_bytes(system, size, n, n_nodes=nodes)
     # a loop's chunks are reduced in the switch before they are multicast: the first reduce and the
     # last multicast do not overlap another loop, one loop's traffic more than the steady state
     fill = 0.0 if loop is None else np.minimum(loop, size)
