@@ -113,6 +113,7 @@ __all__ = [
     "P2P_LL_THRESHOLD_OF",
     "ring_channels_used",
     "nvls_loop_bytes",
+    "ring_cta_traffic_ratio",
     "applicable_algorithms",
     "read_published_collectives",
     "compare_published",
@@ -195,6 +196,10 @@ class Fabric:
     nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
     ll_max_bandwidth_bytes_per_s: Any = None  #: ``ll.max_bandwidth_bytes_per_s``: one-node LL bus bandwidth cap
     channel_bandwidth_bytes_per_s: Any = None  #: ``channel.bandwidth_bytes_per_s``: one channel (one CTA)
+    #: ``channel.cta_bytes_per_s``: bytes one channel's CTA loads plus stores per second in NCCL's Simple ring
+    #: kernels, whatever memory they touch (None: not described; the ring is then bound by the link share alone,
+    #: :func:`ring_cta_traffic_ratio`)
+    cta_bytes_per_s: Any = None
     #: ``tree.max_channel_bandwidth_bytes_per_s``: NCCL's one-node cap on a tree channel's bus bandwidth
     #: (``perChMaxTreeBws``, by GPU generation); with the next field it enters only the tuner's tree estimate
     tree_channel_bandwidth_bytes_per_s: Any = None
@@ -522,7 +527,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("efficiency", {}), ("bandwidth_fraction",), f"{path}.efficiency")
     rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
-    rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
+    rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s", "cta_bytes_per_s"), f"{path}.channel")
     rd.unknown_keys(t.get("tree", {}), _TREE_FABRIC_KEYS, f"{path}.tree")
     rd.unknown_keys(t.get("rendezvous", {}), ("eager_max_bytes", "latency_s"), f"{path}.rendezvous")
     prov: dict[str, Provenance] = {}
@@ -539,6 +544,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
+    cta_bw = rd.quantity(t, "channel.cta_bytes_per_s", "B/s", path, prov, required=False)
     tree_bw = [rd.quantity(t, f"tree.{k}", "B/s", path, prov, required=False) for k in _TREE_FABRIC_KEYS]
     eager = rd.quantity(t, "rendezvous.eager_max_bytes", "B", path, prov, required=False)
     rdv = rd.quantity(t, "rendezvous.latency_s", "s", path, prov, required=eager is not None, zero_ok=True)
@@ -556,7 +562,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   links_per_peer=peer, torus_dims=dims, hop_latency_s=hop,
                   extra_step_latency_s=0.0 if extra is None else extra,
                   tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
-                  ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
+                  ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw, cta_bytes_per_s=cta_bw,
                   tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
                   ll128=bool(ll128), eager_max_bytes=eager, rendezvous_latency_s=0.0 if rdv is None else rdv,
                   rccl_tuner=_read_rccl_tuner(t, rd, path, prov), provenance=MappingProxyType(prov))
@@ -1299,6 +1305,54 @@ def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, 
     return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
 
 
+def ring_cta_traffic_ratio(collective: str, n_devices: int) -> float | None:
+    """Bytes a channel's CTA loads plus stores per byte it sends to the next rank in NCCL's Simple ring on one node
+    (None: not described for this collective).
+
+    Read from the ring kernels of NVIDIA/nccl @ v2.28.9-1 for out-of-place calls on unregistered buffers, as
+    nccl-tests runs them by default (its ``-R`` is 0, src/common.cu line 123): without registration no operation is
+    direct (src/device/prims_simple.h ``loadRecvConn`` / ``loadSendConn``, lines 512-527 and 557-572, set DirectRead
+    / DirectWrite only under ``ipcRegFlag`` = the work's ``regUsed``, line 641), so each receive loads the chunk from
+    the connection's FIFO and each send stores it into the next rank's FIFO. Per chunk and channel:
+
+    * all_gather (src/device/all_gather.h ``runRing``, lines 46-70): ``directCopySend`` (load the input, store the
+      output and the peer: 3), ``n - 2`` x ``directRecvCopyDirectSend`` (load the FIFO, store the output and the
+      peer: 3), ``directRecv`` (load the FIFO, store the output: 2): ``3n - 1`` for ``n - 1`` chunks sent;
+    * reduce_scatter (src/device/reduce_scatter.h lines 41-53): ``send`` (2), ``n - 2`` x ``recvReduceSend`` (load
+      the FIFO and the input, store the peer: 3), ``recvReduceCopy`` (3): ``3n - 1`` for ``n - 1``;
+    * all_reduce (src/device/all_reduce.h lines 47-81): ``directSend`` (2), ``n - 2`` x
+      ``directRecvReduceDirectSend`` (3), ``directRecvReduceCopyDirectSend`` (4), ``n - 2`` x
+      ``directRecvCopyDirectSend`` (3), ``directRecv`` (2): ``6n - 4`` for ``2(n - 1)``.
+
+    One CTA runs these operations one after another (prims_simple.h ``genericOp``: wait, copy, post per slice), so
+    the last operation, which sends nothing, is a share of its time that shrinks as ``n`` grows: 5 / 1 on 2 ranks,
+    11 / 3 on 4, 23 / 7 on 8 for all_gather.
+    """
+    n = int(n_devices)
+    if n < 2:
+        return None
+    if collective in ("all_gather", "reduce_scatter"):
+        return (3 * n - 1) / (n - 1)
+    if collective == "all_reduce":
+        return (6 * n - 4) / (2 * (n - 1))
+    return None
+
+
+def _cta_capped_bw(system: CollectiveSystem, collective: str, protocol: str, size: np.ndarray, n: int,
+                   bw: Any) -> Any:
+    """``bw`` capped at what the ring's CTAs can send when each moves ``channel.cta_bytes_per_s`` of loads and
+    stores (:func:`ring_cta_traffic_ratio`) at the protocol's bandwidth fraction, on the channels NCCL uses for the
+    size; unchanged where not described. Every protocol's ring runs the same operations (``runRing`` is one
+    template over the protocol), so the cap applies to each, and it alone does not change which one is fastest."""
+    rate = system.intra.cta_bytes_per_s
+    ratio = ring_cta_traffic_ratio(collective, n)
+    per_channel = _bytes_per_channel(system, "ring", protocol, n)
+    if rate is None or ratio is None or per_channel is None:
+        return bw
+    nc = np.clip(size / per_channel, 1, system.ring_channels)
+    return np.minimum(bw, nc * rate * system.library.protocol_bandwidth_fraction[protocol] / ratio)
+
+
 def _busbw_cap(system: CollectiveSystem) -> Any:
     """The library's cap on a one-node ring or tree bus bandwidth on this system's fabric (None: none)."""
     caps = system.library.ring_busbw_cap
@@ -1583,6 +1637,7 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
             bw = np.minimum(bw, cap * lib.protocol_bandwidth_fraction[protocol])
         if algorithm == "ring" and nodes == 1:
             bw = _ring_protocol_capped_bw(system, collective, protocol, bw)
+            bw = _cta_capped_bw(system, collective, protocol, size, n, bw)  # the CTAs' loads and stores
         return nbytes / bw
 
     if algorithm == "ring" and collective != "broadcast":

@@ -923,6 +923,61 @@ def test_blackwell_one_node_nvls_runs_24_channels():
     assert r.busbw_bytes_per_s == pytest.approx(796.1e9, rel=1e-4)
 
 
+def test_ring_cta_traffic_ratio_counts_the_kernels_operations():
+    """Loads plus stores of a channel's CTA per byte sent, counted from NCCL v2.28.9's ring kernels (out of place,
+    unregistered buffers): all_gather / reduce_scatter 3n - 1 per n - 1 chunks sent, all_reduce 6n - 4 per 2(n - 1).
+    The last receive, which sends nothing, is why 2 ranks cost more per byte sent than 8."""
+    from hwmodels.collectives import ring_cta_traffic_ratio
+
+    assert ring_cta_traffic_ratio("all_gather", 2) == pytest.approx(5.0)  # 3 + 2 for one chunk sent
+    assert ring_cta_traffic_ratio("reduce_scatter", 4) == pytest.approx(11 / 3)  # 2 + 3 + 3 + 3
+    assert ring_cta_traffic_ratio("all_gather", 8) == pytest.approx(23 / 7)
+    assert ring_cta_traffic_ratio("all_reduce", 2) == pytest.approx(8 / 2)  # 2 + 4 + 2
+    assert ring_cta_traffic_ratio("all_reduce", 4) == pytest.approx(20 / 6)  # 2 + 2x3 + 4 + 2x3 + 2
+    assert ring_cta_traffic_ratio("all_reduce", 8) == pytest.approx(44 / 14)
+    assert ring_cta_traffic_ratio("broadcast", 8) is None and ring_cta_traffic_ratio("all_gather", 1) is None
+
+
+def test_ring_cta_rate_caps_the_ring_when_given(tmp_path):
+    """``channel.cta_bytes_per_s`` is not in the catalog (no source found; docs/collectives.md, '2 and 4 ranks on
+    NVSwitch'), so no prediction uses it. Given one (60 GB/s here, a test value, not a figure), a 2-rank all_gather of
+    512 MiB on a DGX B200 sends at 32 channels x 60 / 5 = 384 GB/s: 11.8 us + 256 MiB / 384 GB/s = 710.85 us (busbw
+    377.6 GB/s); 8 ranks at 32 x 60 x 7/23 = 584.3 GB/s, under NCCL's 720 GB/s ring, so the 2-rank ring is 0.657 of the
+    8-rank one where the link share alone makes them equal."""
+    from hwmodels.collectives import (
+        DEFAULT_FABRICS_FILE,
+        collective_time,
+        load_collective_system,
+        load_fabric_catalog,
+    )
+
+    assert all(f.cta_bytes_per_s is None for f in load_fabric_catalog().fabrics.values())
+    b200 = load_collective_system("dgx-b200")
+    given = dataclasses.replace(b200, intra=dataclasses.replace(b200.intra, cta_bytes_per_s=60e9))
+    size = 512 << 20
+    two = collective_time("all_gather", size, 2, given)
+    assert (two.algorithm, two.protocol) == ("ring", "simple")
+    assert two.time_s == pytest.approx(two.latency_s + size / 2 / (32 * 60e9 / 5), rel=1e-9)
+    assert two.time_s == pytest.approx(710.85e-6, abs=0.01e-6)
+    assert two.busbw_bytes_per_s == pytest.approx(377.6e9, rel=1e-3)
+    eight = collective_time("all_gather", size, 8, given)
+    assert eight.time_s == pytest.approx(eight.latency_s + size * 7 / 8 / (32 * 60e9 * 7 / 23), rel=1e-9)
+    base = collective_time("all_gather", size, 2, b200)
+    assert base.busbw_bytes_per_s == pytest.approx(697.9e9, rel=1e-3)  # the link share alone, as the catalog has it
+    # the catalog field reads with its unit, and a wrong dimension is one located error
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    line = 'channel.bandwidth_bytes_per_s = { value = "22.5 GB/s"'
+    assert text.count(line) == 1
+    path = tmp_path / "fabrics.toml"
+    path.write_text(text.replace(line, 'channel.cta_bytes_per_s = { value = "60 GB/s", source = "test" }\n' + line),
+                    encoding="utf-8")
+    assert load_fabric_catalog(path).fabric("nvlink5-nvswitch4").cta_bytes_per_s == pytest.approx(60e9)
+    path.write_text(text.replace(line, 'channel.cta_bytes_per_s = { value = "60 us", source = "test" }\n' + line),
+                    encoding="utf-8")
+    with pytest.raises(SpecError, match="channel.cta_bytes_per_s"):
+        load_fabric_catalog(path)
+
+
 def test_csv_is_plain_utf8_with_the_documented_columns():
     with open(DEFAULT_PUBLISHED_FILE, newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh))
