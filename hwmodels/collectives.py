@@ -113,6 +113,7 @@ __all__ = [
     "P2P_LL_THRESHOLD_OF",
     "ring_channels_used",
     "nvls_loop_bytes",
+    "ring_cta_traffic_ratio",
     "applicable_algorithms",
     "read_published_collectives",
     "compare_published",
@@ -195,6 +196,10 @@ class Fabric:
     nvls_bandwidth_fraction: Any = None  #: ``nvls.bandwidth_fraction``: in-switch reduction, if any
     ll_max_bandwidth_bytes_per_s: Any = None  #: ``ll.max_bandwidth_bytes_per_s``: one-node LL bus bandwidth cap
     channel_bandwidth_bytes_per_s: Any = None  #: ``channel.bandwidth_bytes_per_s``: one channel (one CTA)
+    #: ``channel.cta_bytes_per_s``: bytes one channel's CTA loads plus stores per second in NCCL's Simple ring
+    #: kernels, whatever memory they touch (None: not described; the ring is then bound by the link share alone,
+    #: :func:`ring_cta_traffic_ratio`)
+    cta_bytes_per_s: Any = None
     #: ``tree.max_channel_bandwidth_bytes_per_s``: NCCL's one-node cap on a tree channel's bus bandwidth
     #: (``perChMaxTreeBws``, by GPU generation); with the next field it enters only the tuner's tree estimate
     tree_channel_bandwidth_bytes_per_s: Any = None
@@ -311,6 +316,10 @@ class CollectiveSystem:
     cpu_vendor: str | None = None  #: ``cpu_vendor``: "intel" or "amd", the column of NCCL's multi-node LL cap
     ring_channels: int | None = None  #: ``ring_channels``: NCCL's collective channel count (comm->nChannels) on one node
     nvls_channels: int | None = None  #: ``nvls_channels``: NCCL's NVLS channel count (comm->nvlsChannels)
+    #: ``nvls_channels_one_node``: comm->nvlsChannels for a communicator whose ranks share one node (one NVLink
+    #: clique), where NCCL sets it apart from ``nvls_channels`` (Blackwell from NCCL 2.27.3: NVLS_NCHANNELS_SM100_NVL);
+    #: None: ``nvls_channels`` on one node too
+    nvls_channels_one_node: int | None = None
     #: ``nvls_tree_chunk_bytes``: the chunk NCCL's NVLS tree starts from where the node's setup sets it
     #: (NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE); None: NCCL's defaults (:func:`nvls_tree_wave_bytes`)
     nvls_tree_chunk_bytes: Any = None
@@ -518,7 +527,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     rd.unknown_keys(t.get("efficiency", {}), ("bandwidth_fraction",), f"{path}.efficiency")
     rd.unknown_keys(t.get("nvls", {}), ("bandwidth_fraction",), f"{path}.nvls")
     rd.unknown_keys(t.get("ll", {}), ("max_bandwidth_bytes_per_s",), f"{path}.ll")
-    rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s",), f"{path}.channel")
+    rd.unknown_keys(t.get("channel", {}), ("bandwidth_bytes_per_s", "cta_bytes_per_s"), f"{path}.channel")
     rd.unknown_keys(t.get("tree", {}), _TREE_FABRIC_KEYS, f"{path}.tree")
     rd.unknown_keys(t.get("rendezvous", {}), ("eager_max_bytes", "latency_s"), f"{path}.rendezvous")
     prov: dict[str, Provenance] = {}
@@ -535,6 +544,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
     nvls = rd.quantity(t, "nvls.bandwidth_fraction", "1", path, prov, required=False, at_most_one=True)
     ll_max = rd.quantity(t, "ll.max_bandwidth_bytes_per_s", "B/s", path, prov, required=False)
     channel_bw = rd.quantity(t, "channel.bandwidth_bytes_per_s", "B/s", path, prov, required=False)
+    cta_bw = rd.quantity(t, "channel.cta_bytes_per_s", "B/s", path, prov, required=False)
     tree_bw = [rd.quantity(t, f"tree.{k}", "B/s", path, prov, required=False) for k in _TREE_FABRIC_KEYS]
     eager = rd.quantity(t, "rendezvous.eager_max_bytes", "B", path, prov, required=False)
     rdv = rd.quantity(t, "rendezvous.latency_s", "s", path, prov, required=eager is not None, zero_ok=True)
@@ -552,7 +562,7 @@ def _read_fabric(name: str, t: Mapping[str, Any], rd: _Reader) -> Fabric | None:
                   links_per_peer=peer, torus_dims=dims, hop_latency_s=hop,
                   extra_step_latency_s=0.0 if extra is None else extra,
                   tuner_extra_step_latency_s=0.0 if tuner_extra is None else tuner_extra, nvls_bandwidth_fraction=nvls,
-                  ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw,
+                  ll_max_bandwidth_bytes_per_s=ll_max, channel_bandwidth_bytes_per_s=channel_bw, cta_bytes_per_s=cta_bw,
                   tree_channel_bandwidth_bytes_per_s=tree_bw[0], tree_ll128_channel_bandwidth_bytes_per_s=tree_bw[1],
                   ll128=bool(ll128), eager_max_bytes=eager, rendezvous_latency_s=0.0 if rdv is None else rdv,
                   rccl_tuner=_read_rccl_tuner(t, rd, path, prov), provenance=MappingProxyType(prov))
@@ -906,7 +916,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
         rd.problems.add(path, f"not a table; got {t!r}; expected [systems.{name}]")
         return None
     rd.unknown_keys(t, ("description", "library", "intra", "inter", "devices_per_node", "nics_per_node",
-                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "cpu_vendor",
+                        "p2p_channels", "p2p_channels_per_peer", "ring_channels", "nvls_channels", "nvls_channels_one_node",
+                        "cpu_vendor",
                         "gpu_nic_path", "nvls_tuner", "nvls_tree_chunk_bytes"), path)
     prov: dict[str, Provenance] = {}
     fabric_names, library_names = declared
@@ -931,6 +942,7 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     p2p_peer = rd.quantity(t, "p2p_channels_per_peer", "count", path, prov, required="p2p_channels" in t)
     ring_ch = rd.quantity(t, "ring_channels", "count", path, prov, required=False)
     nvls_ch = rd.quantity(t, "nvls_channels", "count", path, prov, required=False)
+    nvls_ch1 = rd.quantity(t, "nvls_channels_one_node", "count", path, prov, required=False)
     tree_chunk = rd.quantity(t, "nvls_tree_chunk_bytes", "B", path, prov, required=False)
     cpu = rd.choice(t, "cpu_vendor", CPU_VENDORS, path) if "cpu_vendor" in t else None
     nic_path = rd.sourced_choice(t, "gpu_nic_path", GPU_NIC_PATHS, path, prov)
@@ -968,7 +980,8 @@ def _read_system(name: str, t: Mapping[str, Any], rd: _Reader, fabrics: Mapping[
     return CollectiveSystem(name=name, description=str(t.get("description", "")), library=lib,
                             intra=refs["intra"], inter=refs["inter"], devices_per_node=per_node,
                             nics_per_node=nics or 0, p2p_channels=p2p, p2p_channels_per_peer=p2p_peer,
-                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch, gpu_nic_path=nic_path,
+                            cpu_vendor=cpu, ring_channels=ring_ch, nvls_channels=nvls_ch,
+                            nvls_channels_one_node=nvls_ch1, gpu_nic_path=nic_path,
                             nvls_tuner_algbw=nvls_algbw, nvls_tuner_latency_s=nvls_lat,
                             nvls_tree_chunk_bytes=tree_chunk, provenance=MappingProxyType(prov))
 
@@ -1292,6 +1305,54 @@ def _channel_capped_bw(system: CollectiveSystem, algorithm: str, protocol: str, 
     return np.minimum(bw, nc * ch_bw * system.library.protocol_bandwidth_fraction[protocol])
 
 
+def ring_cta_traffic_ratio(collective: str, n_devices: int) -> float | None:
+    """Bytes a channel's CTA loads plus stores per byte it sends to the next rank in NCCL's Simple ring on one node
+    (None: not described for this collective).
+
+    Read from the ring kernels of NVIDIA/nccl @ v2.28.9-1 for out-of-place calls on unregistered buffers, as
+    nccl-tests runs them by default (its ``-R`` is 0, src/common.cu line 123): without registration no operation is
+    direct (src/device/prims_simple.h ``loadRecvConn`` / ``loadSendConn``, lines 512-527 and 557-572, set DirectRead
+    / DirectWrite only under ``ipcRegFlag`` = the work's ``regUsed``, line 641), so each receive loads the chunk from
+    the connection's FIFO and each send stores it into the next rank's FIFO. Per chunk and channel:
+
+    * all_gather (src/device/all_gather.h ``runRing``, lines 46-70): ``directCopySend`` (load the input, store the
+      output and the peer: 3), ``n - 2`` x ``directRecvCopyDirectSend`` (load the FIFO, store the output and the
+      peer: 3), ``directRecv`` (load the FIFO, store the output: 2): ``3n - 1`` for ``n - 1`` chunks sent;
+    * reduce_scatter (src/device/reduce_scatter.h lines 41-53): ``send`` (2), ``n - 2`` x ``recvReduceSend`` (load
+      the FIFO and the input, store the peer: 3), ``recvReduceCopy`` (3): ``3n - 1`` for ``n - 1``;
+    * all_reduce (src/device/all_reduce.h lines 47-81): ``directSend`` (2), ``n - 2`` x
+      ``directRecvReduceDirectSend`` (3), ``directRecvReduceCopyDirectSend`` (4), ``n - 2`` x
+      ``directRecvCopyDirectSend`` (3), ``directRecv`` (2): ``6n - 4`` for ``2(n - 1)``.
+
+    One CTA runs these operations one after another (prims_simple.h ``genericOp``: wait, copy, post per slice), so
+    the last operation, which sends nothing, is a share of its time that shrinks as ``n`` grows: 5 / 1 on 2 ranks,
+    11 / 3 on 4, 23 / 7 on 8 for all_gather.
+    """
+    n = int(n_devices)
+    if n < 2:
+        return None
+    if collective in ("all_gather", "reduce_scatter"):
+        return (3 * n - 1) / (n - 1)
+    if collective == "all_reduce":
+        return (6 * n - 4) / (2 * (n - 1))
+    return None
+
+
+def _cta_capped_bw(system: CollectiveSystem, collective: str, protocol: str, size: np.ndarray, n: int,
+                   bw: Any) -> Any:
+    """``bw`` capped at what the ring's CTAs can send when each moves ``channel.cta_bytes_per_s`` of loads and
+    stores (:func:`ring_cta_traffic_ratio`) at the protocol's bandwidth fraction, on the channels NCCL uses for the
+    size; unchanged where not described. Every protocol's ring runs the same operations (``runRing`` is one
+    template over the protocol), so the cap applies to each, and it alone does not change which one is fastest."""
+    rate = system.intra.cta_bytes_per_s
+    ratio = ring_cta_traffic_ratio(collective, n)
+    per_channel = _bytes_per_channel(system, "ring", protocol, n)
+    if rate is None or ratio is None or per_channel is None:
+        return bw
+    nc = np.clip(size / per_channel, 1, system.ring_channels)
+    return np.minimum(bw, nc * rate * system.library.protocol_bandwidth_fraction[protocol] / ratio)
+
+
 def _busbw_cap(system: CollectiveSystem) -> Any:
     """The library's cap on a one-node ring or tree bus bandwidth on this system's fabric (None: none)."""
     caps = system.library.ring_busbw_cap
@@ -1368,19 +1429,23 @@ def chunk_granule_ratio(system: str | CollectiveSystem, protocol: str, size_byte
 _NVLS_CHUNK_STEPS: tuple[tuple[int, int], ...] = ((64, 65536), (8, 32768), (2, 16384))
 
 
-def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: int) -> Any:
+def nvls_loop_bytes(system: str | CollectiveSystem, size_bytes: Any, n_devices: int, *, n_nodes: int = 1) -> Any:
     """Bytes one NVLS loop covers (``nvls_channels * n * chunk``), NCCL's chunk rule per size (None: not described).
 
     The chunk starts at the library's ``tuner.nvls_chunk_bytes`` (NCCL_NVLS_CHUNKSIZE, 128 KiB)
     and shrinks to 64, 32 and 16 KiB while the message is under 64, 8 and 2 times
-    ``nvls_channels * n * chunk`` (src/enqueue.cc calcCollChunking, v2.28.7).
+    ``nvls_channels * n * chunk`` (src/enqueue.cc calcCollChunking, v2.28.7). ``n_devices`` are the
+    devices of one node; a communicator of one node (``n_nodes`` 1) runs the node's one-node channel count
+    (``nvls_channels_one_node``) where the catalog gives one.
     """
     sysm = load_collective_system(system)
     chunk0 = sysm.library.nvls_chunk_bytes
-    if chunk0 is None or sysm.nvls_channels is None:
+    one_node = n_nodes == 1 and sysm.nvls_channels_one_node is not None
+    channels = sysm.nvls_channels_one_node if one_node else sysm.nvls_channels
+    if chunk0 is None or channels is None:
         return None
     size = np.asarray(size_bytes, dtype=float)
-    ops = float(sysm.nvls_channels * int(n_devices))
+    ops = float(channels * int(n_devices))
     chunk = np.full(size.shape, float(chunk0))
     for mult, floor in _NVLS_CHUNK_STEPS:
         chunk = np.where((size < mult * ops * chunk) & (chunk > floor), float(floor), chunk)
@@ -1572,6 +1637,7 @@ def _cost(collective: str, algorithm: str, protocol: str, size: np.ndarray, n: i
             bw = np.minimum(bw, cap * lib.protocol_bandwidth_fraction[protocol])
         if algorithm == "ring" and nodes == 1:
             bw = _ring_protocol_capped_bw(system, collective, protocol, bw)
+            bw = _cta_capped_bw(system, collective, protocol, size, n, bw)  # the CTAs' loads and stores
         return nbytes / bw
 
     if algorithm == "ring" and collective != "broadcast":
@@ -1639,7 +1705,7 @@ def _hierarchical(collective: str, protocol: str, size: np.ndarray, nodes: int, 
     best = base + lat_i + lat_n + np.maximum(t_i, t_n)
     lat = base + lat_i + lat_n + np.zeros_like(size)
     if g > 1 and intra.has_nvls and lib.nvls_latency_s is not None:
-        t_nv, lat_nv = _nvls(collective, size, g, system, protocol)
+        t_nv, lat_nv = _nvls(collective, size, g, system, protocol, nodes)
         alt = base + lat_n + lat_nv + np.maximum(t_nv - lat_nv, t_n) + _nvls_tree_fill(system, size, nodes, g, protocol)
         lat = np.where(alt < best, base + lat_n + lat_nv, lat)
         best = np.minimum(best, alt)
@@ -1760,7 +1826,8 @@ def _allpairs(size: np.ndarray, n: int, system: CollectiveSystem, protocol: str)
     return np.where(valid, t, np.inf), np.where(valid, lat, np.inf)
 
 
-def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str) -> tuple[Any, Any]:
+def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, protocol: str,
+          nodes: int = 1) -> tuple[Any, Any]:
     """In-switch reduction on ``n`` devices of one node (NVLink SHARP).
 
     all_reduce: each device's whole buffer is read once by the switch (multimem load-reduce of its
@@ -1773,7 +1840,7 @@ def _nvls(collective: str, size: np.ndarray, n: int, system: CollectiveSystem, p
           * system.library.protocol_bandwidth_fraction[protocol])
     factor = (n + 1) / n if collective == "all_reduce" else 1.0
     lat = system.library.nvls_latency_s + np.zeros_like(size)
-    loop = nvls_loop_bytes(system, size, n)
+    loop = nvls_loop_bytes(system, size, n, n_nodes=nodes)
     # a loop's chunks are reduced in the switch before they are multicast: the first reduce and the
     # last multicast do not overlap another loop, one loop's traffic more than the steady state
     fill = 0.0 if loop is None else np.minimum(loop, size)

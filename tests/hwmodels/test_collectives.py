@@ -887,14 +887,95 @@ def test_aiconfigurator_blackwell_tables_held_out():
         # with the all-to-all on NCCL's p2p channels, its p2p protocol rule (2.28.9 on the B200 rows, 2.29.2 on the
         # GB200 rows) and the last chunk's copy: 45.0 / 49.8 / 41.8 and 50.4 / 52.0 / 49.1 before (43.9 / 41.7 / 28.1
         # and 48.8 / 42.0 / 31.6 with the channels alone; GB200 48.8 / 38.9 / 30.4 with 2.28's protocol rule)
-        ("dgx-b200", "latency (<1 MiB)"): 43.9, ("dgx-b200", "mid (1-256 MiB)"): 37.1,
-        ("dgx-b200", "bandwidth (>=256 MiB)"): 26.8, ("gb200-nvl72", "latency (<1 MiB)"): 40.4,
+        # dgx-b200's one-node NVLS on NCCL 2.28.9's 24 channels (NVLS_NCHANNELS_SM100_NVL): 37.1 / 26.8 before, the
+        # NVLS then had no loop (no channel count)
+        ("dgx-b200", "latency (<1 MiB)"): 43.9, ("dgx-b200", "mid (1-256 MiB)"): 35.65,
+        ("dgx-b200", "bandwidth (>=256 MiB)"): 26.45, ("gb200-nvl72", "latency (<1 MiB)"): 40.4,
         ("gb200-nvl72", "mid (1-256 MiB)"): 35.9, ("gb200-nvl72", "bandwidth (>=256 MiB)"): 30.4,
     }
     assert set(band) == set(achieved)
     for key, figure in achieved.items():
         assert mape(band[key]) == pytest.approx(figure, abs=0.05), key
         assert mape(band[key]) - 100 * float(np.mean([c.error for c in band[key]])) <= 3.5, key
+
+
+def test_blackwell_one_node_nvls_runs_24_channels():
+    """NCCL 2.27.3+ gives a Blackwell communicator whose ranks share one host NVLS_NCHANNELS_SM100_NVL = 24 NVLS
+    channels (src/transport/nvls.cc @ v2.28.9-1, lines 150 and 194), 32 across hosts. On 8 B200s of one DGX B200 a
+    512 MiB all_reduce's NVLS chunk is 64 KiB (512 MiB < 64 x 24 x 8 x 128 KiB = 1.5 GiB, >= 8 x 24 x 8 x 64 KiB =
+    96 MiB), so one loop is 24 x 8 x 64 KiB = 12 MiB (32 channels: 16 MiB). Time: 23 us + (512 + 12) MiB x 9/8 /
+    (18 x 50 GB/s x 0.5935) = 1180.2 us, busbw 796.1 GB/s (coll-388 measures 685.3; 814.3 without the loop)."""
+    from hwmodels.collectives import collective_time, load_collective_system, nvls_loop_bytes
+
+    b200 = load_collective_system("dgx-b200")
+    assert (b200.nvls_channels_one_node, b200.nvls_channels) == (24, None)
+    assert nvls_loop_bytes(b200, 512 << 20, 8) == pytest.approx(12 << 20)
+    assert nvls_loop_bytes(b200, 512 << 20, 8, n_nodes=2) is None  # no multi-node count given for this node
+    hgx = load_collective_system("hgx-b200")
+    assert nvls_loop_bytes(hgx, 512 << 20, 8) == pytest.approx(12 << 20)
+    assert nvls_loop_bytes(hgx, 512 << 20, 8, n_nodes=2) == pytest.approx(16 << 20)
+    assert nvls_loop_bytes("dgx-h100", 512 << 20, 8) == pytest.approx(16 * 8 * 64 * 1024)  # Hopper: 16 either way
+    r = collective_time("all_reduce", 512 << 20, 8, b200)
+    hand = 23e-6 + (512 + 12) * 2**20 * 9 / 8 / (18 * 50e9 * 0.5935)
+    assert r.algorithm == "nvls"
+    assert r.time_s == pytest.approx(hand, rel=1e-9)
+    assert r.time_s == pytest.approx(1180.2e-6, abs=0.1e-6)
+    assert r.busbw_bytes_per_s == pytest.approx(796.1e9, rel=1e-4)
+
+
+def test_ring_cta_traffic_ratio_counts_the_kernels_operations():
+    """Loads plus stores of a channel's CTA per byte sent, counted from NCCL v2.28.9's ring kernels (out of place,
+    unregistered buffers): all_gather / reduce_scatter 3n - 1 per n - 1 chunks sent, all_reduce 6n - 4 per 2(n - 1).
+    The last receive, which sends nothing, is why 2 ranks cost more per byte sent than 8."""
+    from hwmodels.collectives import ring_cta_traffic_ratio
+
+    assert ring_cta_traffic_ratio("all_gather", 2) == pytest.approx(5.0)  # 3 + 2 for one chunk sent
+    assert ring_cta_traffic_ratio("reduce_scatter", 4) == pytest.approx(11 / 3)  # 2 + 3 + 3 + 3
+    assert ring_cta_traffic_ratio("all_gather", 8) == pytest.approx(23 / 7)
+    assert ring_cta_traffic_ratio("all_reduce", 2) == pytest.approx(8 / 2)  # 2 + 4 + 2
+    assert ring_cta_traffic_ratio("all_reduce", 4) == pytest.approx(20 / 6)  # 2 + 2x3 + 4 + 2x3 + 2
+    assert ring_cta_traffic_ratio("all_reduce", 8) == pytest.approx(44 / 14)
+    assert ring_cta_traffic_ratio("broadcast", 8) is None and ring_cta_traffic_ratio("all_gather", 1) is None
+
+
+def test_ring_cta_rate_caps_the_ring_when_given(tmp_path):
+    """``channel.cta_bytes_per_s`` is not in the catalog (no source found; docs/collectives.md, '2 and 4 ranks on
+    NVSwitch'), so no prediction uses it. Given one (60 GB/s here, a test value, not a figure), a 2-rank all_gather of
+    512 MiB on a DGX B200 sends at 32 channels x 60 / 5 = 384 GB/s: 11.8 us + 256 MiB / 384 GB/s = 710.85 us (busbw
+    377.6 GB/s); 8 ranks at 32 x 60 x 7/23 = 584.3 GB/s, under NCCL's 720 GB/s ring, so the 2-rank ring is 0.657 of the
+    8-rank one where the link share alone makes them equal."""
+    from hwmodels.collectives import (
+        DEFAULT_FABRICS_FILE,
+        collective_time,
+        load_collective_system,
+        load_fabric_catalog,
+    )
+
+    assert all(f.cta_bytes_per_s is None for f in load_fabric_catalog().fabrics.values())
+    b200 = load_collective_system("dgx-b200")
+    given = dataclasses.replace(b200, intra=dataclasses.replace(b200.intra, cta_bytes_per_s=60e9))
+    size = 512 << 20
+    two = collective_time("all_gather", size, 2, given)
+    assert (two.algorithm, two.protocol) == ("ring", "simple")
+    assert two.time_s == pytest.approx(two.latency_s + size / 2 / (32 * 60e9 / 5), rel=1e-9)
+    assert two.time_s == pytest.approx(710.85e-6, abs=0.01e-6)
+    assert two.busbw_bytes_per_s == pytest.approx(377.6e9, rel=1e-3)
+    eight = collective_time("all_gather", size, 8, given)
+    assert eight.time_s == pytest.approx(eight.latency_s + size * 7 / 8 / (32 * 60e9 * 7 / 23), rel=1e-9)
+    base = collective_time("all_gather", size, 2, b200)
+    assert base.busbw_bytes_per_s == pytest.approx(697.9e9, rel=1e-3)  # the link share alone, as the catalog has it
+    # the catalog field reads with its unit, and a wrong dimension is one located error
+    text = DEFAULT_FABRICS_FILE.read_text(encoding="utf-8")
+    line = 'channel.bandwidth_bytes_per_s = { value = "22.5 GB/s"'
+    assert text.count(line) == 1
+    path = tmp_path / "fabrics.toml"
+    path.write_text(text.replace(line, 'channel.cta_bytes_per_s = { value = "60 GB/s", source = "test" }\n' + line),
+                    encoding="utf-8")
+    assert load_fabric_catalog(path).fabric("nvlink5-nvswitch4").cta_bytes_per_s == pytest.approx(60e9)
+    path.write_text(text.replace(line, 'channel.cta_bytes_per_s = { value = "60 us", source = "test" }\n' + line),
+                    encoding="utf-8")
+    with pytest.raises(SpecError, match="channel.cta_bytes_per_s"):
+        load_fabric_catalog(path)
 
 
 def test_csv_is_plain_utf8_with_the_documented_columns():
