@@ -99,8 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--router", choices=("round-robin", "least-loaded"), default="round-robin",
                    help="how requests are spread over replicas (default round-robin)")
     p.add_argument("--disaggregate", type=nonempty, metavar="prefill=P,decode=D",
-                   help="separate prefill and decode replicas (each a copy of --hardware), KV caches sent over "
-                        "the system's peer fabric (a system of 2 or more devices)")
+                   help="separate prefill and decode replicas of tp x pp devices each, KV caches sent over the "
+                        "system's peer fabric: all (P + D) x tp x pp devices in one node of --hardware (a system "
+                        "of 2 or more devices)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
     g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")

@@ -293,10 +293,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)
-    _check_disaggregate(disagg, hw)
     from workloads.parallel import ParallelPlan
 
     plan = plan or ParallelPlan()
+    _check_disaggregate(disagg, hw, plan)
     from simulator.serving.iteration import IterationPricer, resolve_config
 
     cfg, _ = resolve_config(model)
@@ -350,18 +350,45 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     draft = None
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
+        _check_draft_vocab(spec[0], draft[0].cfg, cfg)
         _check_draft_k(spec, draft[0].max_positions, pricer.max_positions, int(ins.min()))
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
 
 
-def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any) -> None:
+def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any, plan: Any) -> None:
     """Disaggregated replicas hand a KV cache over the ``--hardware`` system's peer fabric (:func:`_handoff`); a
-    single device has none (its ``send`` has no lowering rule and would be priced as an on-device copy): refused."""
-    if disagg and getattr(hw, "count", 1) < 2:
-        raise ServingError(f"disaggregate: got prefill={disagg[0]},decode={disagg[1]} on {getattr(hw, 'name', hw)!r}, "
+    single device has none (its ``send`` has no lowering rule and would be priced as an on-device copy): refused.
+    The hand-off is priced as one node's peer link (NVLink on dgx-h100), so the prefill and decode pools together,
+    ``(P + D) x tp x pp`` devices, must fit in one node of the system: pools spread over more devices (copies of
+    the system, or nodes of a cluster) would hand caches over the network between nodes, which is not priced."""
+    if not disagg:
+        return
+    name = getattr(hw, "name", hw)
+    if getattr(hw, "count", 1) < 2:
+        raise ServingError(f"disaggregate: got prefill={disagg[0]},decode={disagg[1]} on {name!r}, "
                            "one device with no peer fabric for the KV cache hand-off; expected a --hardware system "
                            "of 2 or more devices (e.g. dgx-h100)")
+    per_replica = int(getattr(plan, "tp", 1)) * int(getattr(plan, "pp", 1))
+    need = (disagg[0] + disagg[1]) * per_replica
+    node = int(getattr(hw, "devices_per_node", 0) or getattr(hw, "count", 1))
+    if need > node:
+        raise ServingError(f"disaggregate: prefill={disagg[0]},decode={disagg[1]} x tp {plan.tp} x pp {plan.pp} = "
+                           f"{need} devices; got {name!r} with {node} devices per node; expected at most {node}: the "
+                           "KV cache hand-off is priced over one node's peer fabric, which pools on more devices "
+                           "do not share (fewer replicas, or a smaller tp x pp)")
+
+
+def _check_draft_vocab(name: str, draft_cfg: Any, target_cfg: Any) -> None:
+    """A draft proposes token ids the target verifies, so both share one vocabulary: vLLM asserts the draft's and
+    the target's vocabulary sizes are equal (``vllm/spec_decode/spec_decode_worker.py``
+    ``SpecDecodeWorker._vocab_size``: ``assert all(vocab_sizes[0] == vocab_size ...)``); a draft of another
+    vocabulary (gpt2 drafting Llama 3.1 8B) is refused rather than priced."""
+    dv, tv = int(getattr(draft_cfg, "vocab", 0) or 0), int(getattr(target_cfg, "vocab", 0) or 0)
+    if dv and tv and dv != tv:
+        raise ServingError(f"speculative: draft {name!r} has a vocabulary of {dv} tokens; got target "
+                           f"{getattr(target_cfg, 'name', 'model')!r} with {tv}; expected a draft of the target's "
+                           "vocabulary (its token ids are what the target verifies)")
 
 
 def _check_draft_k(spec: tuple[str, int, float], draft_context: int, context: int, shortest: int) -> None:
@@ -435,6 +462,8 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction,
                        context_bytes=_context_bytes(kv_sizing))
+    if spec is not None:
+        kv = _draft_share(kv, draft[0], plan, pricer.kv_dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
     if need > kv.blocks - shared:
@@ -465,6 +494,27 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     return Setup(replicas, decode_pool, arrivals, (ins, outs), closed, total, handoff, pricer, kv, device, plan, lim,
                  lspec.prefix if config.prefix_cache else 0,
                  described={"arrival": arrival, "lengths": lspec, "hardware": hw, "disaggregate": disagg})
+
+
+def _draft_share(kv: Any, draft: Any, plan: Any, kv_dtype: str | None) -> Any:
+    """The target's KV blocks once the draft model's cache takes its part: vLLM gives the draft as many blocks as
+    the target, sized so that both caches together use what the target's alone would have
+    (``vllm/spec_decode/spec_decode_worker.py`` ``SpecDecodeWorker.determine_num_available_blocks`` and
+    ``split_num_cache_blocks_evenly``: ``int(blocks x target_block_bytes / (draft_block_bytes +
+    target_block_bytes))``); the draft's weights are already out of the budget (:func:`_build`). Both caches take
+    the run's ``kv_dtype`` (one cache configuration serves both models), else the draft's own dtype."""
+    from dataclasses import replace
+
+    from workloads.serving import kv_bytes_per_token
+
+    draft_block = kv.block_size * kv_bytes_per_token(draft.cfg, tp=plan.tp, pp=plan.pp,
+                                                     dtype=kv_dtype or draft.dtype)
+    blocks = int(kv.blocks * kv.bytes_per_block / (draft_block + kv.bytes_per_block))
+    if blocks < 1:
+        raise ServingError(f"KV cache: no block fits beside the draft's cache; got {kv.blocks} target blocks of "
+                           f"{kv.bytes_per_block / 2**20:.2f} MiB and draft blocks of {draft_block / 2**20:.2f} MiB; "
+                           "expected room for one block of each (more memory or a smaller draft)")
+    return replace(kv, blocks=blocks, draft_bytes_per_block=draft_block)
 
 
 def _handoff(hw: Any, cfg: Any, plan: Any, dtype: str) -> Any:
