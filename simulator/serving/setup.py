@@ -330,6 +330,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
             keep = times < config.duration_s
             times, ins, outs = times[keep], ins[keep], outs[keep]
         total = len(times)
+        _check_trace_prefix(lspec.prefix, ins, arrival.path)
     else:
         total = config.requests if config.requests is not None else (None if config.duration_s else DEFAULT_REQUESTS)
         if arrival.kind in ("poisson", "gamma") and config.arrival_seed is not None:
@@ -354,6 +355,16 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         _check_draft_k(spec, draft[0].max_positions, pricer.max_positions, int(ins.min()))
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
+
+
+def _check_trace_prefix(prefix: int, ins: np.ndarray, path: str) -> None:
+    """A shared prefix (``lengths`` ``prefix=P``) is part of every prompt, so a trace's prompts must be longer
+    than it, as a lengths file's are (:func:`simulator.serving.lengths.sample_lengths`); a shorter one had left
+    a negative number of prompt tokens to compute (``attention_graph: query_tokens: got -300``)."""
+    if prefix and len(ins) and int(ins.min()) <= prefix:
+        i = int(np.argmin(ins))
+        raise ServingError(f"lengths: prefix: got {prefix}; expected fewer tokens than the shortest prompt of {path} "
+                           f"({int(ins[i])}, request {i})")
 
 
 def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any, plan: Any) -> None:
