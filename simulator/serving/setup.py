@@ -143,6 +143,10 @@ def _check_config(config: ServeConfig) -> None:
         raise ServingError(f"scheduler_steps/mixed_prefill: options of the iteration-level schedulers; got scheduler "
                            f"'static' with scheduler_steps {config.scheduler_steps}, mixed_prefill "
                            f"{config.mixed_prefill}; expected scheduler vllm, sarathi or orca")
+    if config.scheduler == "static" and config.max_batched_tokens is not None:
+        raise ServingError(f"max_batched_tokens: got {config.max_batched_tokens} with scheduler 'static', which forms "
+                           "a batch of up to max_num_seqs whole requests and has no token budget; expected none (or "
+                           "scheduler vllm, sarathi or orca)")
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
@@ -357,6 +361,19 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
 
 
+def _check_whole_prompts(config: ServeConfig, ins: np.ndarray) -> None:
+    """Orca prefills a prompt whole, so a token budget below the longest prompt cannot schedule it: vLLM without
+    chunked prefill limits a prompt to ``min(max_model_len, max_num_batched_tokens)`` and ignores a longer one
+    (``vllm/core/scheduler.py`` ``Scheduler._get_prompt_limit``; ``_schedule_prefills`` marks it
+    ``FINISHED_IGNORED``). The run had admitted it over the budget when nothing else ran."""
+    budget = config.max_batched_tokens
+    if config.scheduler == "orca" and budget is not None and int(ins.max()) > budget:
+        i = int(np.argmax(ins))
+        raise ServingError(f"max_batched_tokens: got {budget} with scheduler 'orca', which prefills each prompt "
+                           f"whole; expected at least the longest prompt ({int(ins[i])} tokens, request {i}), or "
+                           "scheduler vllm or sarathi, which chunk it")
+
+
 def _check_trace_prefix(prefix: int, ins: np.ndarray, path: str) -> None:
     """A shared prefix (``lengths`` ``prefix=P``) is part of every prompt, so a trace's prompts must be longer
     than it, as a lengths file's are (:func:`simulator.serving.lengths.sample_lengths`); a shorter one had left
@@ -454,6 +471,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     ins, outs = lengths
     longest = _check_context(config, pricer, ins, outs)
     lim = _limits(config, device, int(ins.max()))
+    _check_whole_prompts(config, ins)
     act_tokens = min(lim["max_batched_tokens"], pricer.max_positions or lim["max_batched_tokens"])
     from simulator.parallel.compose import evaluate_plan
 

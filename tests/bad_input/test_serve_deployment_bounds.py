@@ -2,6 +2,8 @@
 
 - ``--disaggregate prefill=6,decode=6`` on dgx-h100 (8 GPUs): twelve replicas handing KV caches over one
   node's NVLink, which only 8 of them can share (the hand-off is priced over that fabric);
+- ``--scheduler orca --max-batched-tokens 100`` with 512-token prompts (Orca prefills prompts whole; vLLM without
+  chunking ignores a prompt beyond the budget) and ``--scheduler static --max-batched-tokens N`` (no budget there);
 - ``--speculative gpt2,...`` drafting Llama 3.1 8B: a draft of another vocabulary (50257 against 128256 token ids)
   proposes tokens the target cannot verify; vLLM asserts the two vocabulary sizes are equal.
 """
@@ -44,3 +46,17 @@ def test_draft_of_another_vocabulary(capsys) -> None:
                        "gpt2,k=4,accept=0.7")
     one_line(rc, err, "speculative: draft 'gpt2' has a vocabulary of 50257 tokens",
              "got target 'llama-3.1-8b' with 128256", "expected a draft of the target's vocabulary")
+
+
+def test_orca_budget_below_a_whole_prompt(capsys) -> None:
+    # Orca prefills prompts whole: a 100-token budget cannot take a 512-token prompt (it had run over the budget)
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths",
+                       "fixed:in=512,out=8", "--requests", "5", "--scheduler", "orca", "--max-batched-tokens", "100")
+    one_line(rc, err, "max_batched_tokens: got 100 with scheduler 'orca'",
+             "expected at least the longest prompt (512 tokens, request 0)")
+
+
+def test_static_batching_has_no_token_budget(capsys) -> None:
+    rc, err = cli_exit(capsys, "serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", *SMALL, "--scheduler", "static",
+                       "--max-batched-tokens", "4096")
+    one_line(rc, err, "max_batched_tokens: got 4096 with scheduler 'static'", "has no token budget")
