@@ -495,7 +495,9 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
         kv = _draft_share(kv, draft[0], plan, pricer.kv_dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
-    if need > kv.blocks - shared:
+    # the shared prefix's blocks are resident once (the pool starts at blocks - shared) and each request holds
+    # need - shared of its own: it fits when need <= blocks (subtracting shared twice refused requests that fit)
+    if need > kv.blocks:
         i = int(np.argmax(ins + outs))
         raise ServingError(f"request {i}: {longest} tokens need {need} KV blocks of {config.block_size}; got a cache of "
                            f"{kv.blocks} blocks ({kv.tokens} tokens); expected requests the KV cache can hold")
