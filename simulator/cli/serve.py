@@ -255,6 +255,10 @@ def format_summary(s: dict[str, Any]) -> str:
         if key not in s:  # a summary written before ITL was reported
             continue
         d = s[key]
+        if key in ("tpot_s", "itl_s") and s.get("output_tokens", 1) <= s.get("requests", 0):
+            # every request has one output token: no TPOT, no gap between tokens (the JSON keeps its zeros)
+            lines.append(f"  {key[:-2].upper():5s} n/a (no request has more than one output token)")
+            continue
         lines.append(f"  {key[:-2].upper():5s} p50 {si(d['p50'], 's')}, p90 {si(d['p90'], 's')}, p99 {si(d['p99'], 's')}, "
                      f"mean {si(d['mean'], 's')}, max {si(d['max'], 's')}")
     lines.append(f"  throughput {s['output_tokens_per_s']:.1f} output tokens/s, {s['requests_per_s']:.3f} requests/s; "

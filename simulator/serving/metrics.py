@@ -89,6 +89,10 @@ def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.n
     ok = np.ones(len(records), dtype=bool)
     held = []
     for (metric, stat, bound), text in zip(parsed, slo, strict=True):
+        if metric in ("tpot", "itl") and records and len(pooled[metric]) == 0:
+            raise ServingError(f"slo {text!r}: no request has more than one output token, so {metric.upper()} is "
+                               f"undefined; got {len(records)} requests of one output token; expected outputs of 2 "
+                               "tokens or more, or an SLO on ttft or e2e (it had been reported met at 0 s)")
         if metric == "itl":  # a request's own figure: the same statistic of its own gaps
             own = np.array([_stat(r.itl_gaps_s, stat) for r in records])
         else:
