@@ -287,7 +287,6 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         arrival_times,
         client_arrival_times,
         parse_arrival,
-        read_trace,
     )
     from simulator.serving.lengths import parse_lengths, sample_lengths
 
@@ -327,14 +326,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
-        times, ins, outs = read_trace(arrival.path, "arrival trace")
-        if config.requests is not None:
-            times, ins, outs = times[: config.requests], ins[: config.requests], outs[: config.requests]
-        if config.duration_s is not None:
-            keep = times < config.duration_s
-            times, ins, outs = times[keep], ins[keep], outs[keep]
+        times, ins, outs = _trace_requests(arrival.path, config, lspec.prefix)
         total = len(times)
-        _check_trace_prefix(lspec.prefix, ins, arrival.path)
     else:
         total = config.requests if config.requests is not None else (None if config.duration_s else DEFAULT_REQUESTS)
         if arrival.kind in ("poisson", "gamma") and config.arrival_seed is not None:
@@ -372,6 +365,21 @@ def _check_whole_prompts(config: ServeConfig, ins: np.ndarray) -> None:
         raise ServingError(f"max_batched_tokens: got {budget} with scheduler 'orca', which prefills each prompt "
                            f"whole; expected at least the longest prompt ({int(ins[i])} tokens, request {i}), or "
                            "scheduler vllm or sarathi, which chunk it")
+
+
+def _trace_requests(path: str, config: ServeConfig, prefix: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival_s, input_len, output_len) of a trace's requests: its first ``requests`` rows, or those arriving
+    within ``duration_s``; a shared ``prefix`` is checked against their prompts (:func:`_check_trace_prefix`)."""
+    from simulator.serving.arrivals import read_trace
+
+    times, ins, outs = read_trace(path, "arrival trace")
+    if config.requests is not None:
+        times, ins, outs = times[: config.requests], ins[: config.requests], outs[: config.requests]
+    if config.duration_s is not None:
+        keep = times < config.duration_s
+        times, ins, outs = times[keep], ins[keep], outs[keep]
+    _check_trace_prefix(prefix, ins, path)
+    return times, ins, outs
 
 
 def _check_trace_prefix(prefix: int, ins: np.ndarray, path: str) -> None:
