@@ -136,7 +136,12 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
         elif key in {s.lower() for s in list_systems()} or is_cluster_name(key):
             spec = load_system(name)
         else:
-            spec = load_device(name)
+            try:
+                spec = load_device(name)
+            except SpecError as exc:  # an unknown name: the devices' list only, no system named or suggested
+                if "unknown name" not in str(exc):
+                    raise
+                spec = load_any(name)  # raises the message naming devices and systems, nearest first
     if calibration:
         spec = apply_calibration(spec, calibration)
     return spec

@@ -112,6 +112,7 @@ def check_outputs(*outputs: tuple[str, str | None], json_flag: bool = False, no_
     """
     for flag, path in outputs:
         check_output_path(flag, path, stdout_ok=flag not in no_stdout)
+    _one_output_per_file(outputs)
     on_stdout = [flag for flag, path in outputs if path == STDOUT]
     if len(on_stdout) > 1:
         raise OutputError(f"{on_stdout[1]} -: standard output is already taken; got {' - and '.join(on_stdout)} -; "
@@ -119,6 +120,22 @@ def check_outputs(*outputs: tuple[str, str | None], json_flag: bool = False, no_
     if on_stdout and json_flag:
         raise OutputError(f"{on_stdout[0]} -: standard output is taken by --json; got {on_stdout[0]} - with --json; "
                           "expected a file path, or no --json")
+
+
+def _one_output_per_file(outputs: tuple[tuple[str, str | None], ...]) -> None:
+    """Two options naming one file would write it twice, the second replacing the first without a word
+    (``serve --csv out --trace out`` left only the trace): refused."""
+    from pathlib import Path
+
+    seen: dict[Path, str] = {}
+    for flag, path in outputs:
+        if not path or path == STDOUT:
+            continue
+        key = Path(path).expanduser().resolve()
+        if key in seen:
+            raise OutputError(f"{flag} {path}: the file {seen[key]} writes too; got {seen[key]} and {flag} naming "
+                              f"{path}; expected a file of its own for each output")
+        seen[key] = flag
 
 
 def csv_text(header: list[str], rows: list[list[object]]) -> str:

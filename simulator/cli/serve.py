@@ -64,8 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pp", type=positive_int, help="pipeline stages of one replica")
     p.add_argument("--arrival", type=nonempty, default="poisson:qps=1",
                    help="poisson:qps=Q | gamma:qps=Q,cv=C | concurrency:n=N | burst | trace:FILE.csv (default poisson:qps=1)")
-    p.add_argument("--lengths", type=nonempty, default="fixed:in=512,out=128",
-                   help=LENGTHS_HELP)
+    p.add_argument("--lengths", type=nonempty, help=LENGTHS_HELP)
     p.add_argument("--scheduler", choices=("vllm", "sarathi", "orca", "static"), default="vllm",
                    help="engine scheduler (default vllm: vLLM V1 continuous batching with chunked prefill)")
     p.add_argument("--max-num-seqs", type=positive_int, help="sequences per iteration (default: the engine's)")
@@ -99,8 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--router", choices=("round-robin", "least-loaded"), default="round-robin",
                    help="how requests are spread over replicas (default round-robin)")
     p.add_argument("--disaggregate", type=nonempty, metavar="prefill=P,decode=D",
-                   help="separate prefill and decode replicas (each a copy of --hardware), KV caches sent over "
-                        "the system's peer fabric (a system of 2 or more devices)")
+                   help="separate prefill and decode replicas of tp x pp devices each, KV caches sent over the "
+                        "system's peer fabric: all (P + D) x tp x pp devices in one node of --hardware (a system "
+                        "of 2 or more devices)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--requests", type=positive_int, help="requests to simulate (default 1000)")
     g.add_argument("--duration", type=_duration, help="arrival window, e.g. '1 h' (open-loop arrivals)")
@@ -152,7 +152,9 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> Any:
     from simulator.serving.config import ServeConfig
 
-    return ServeConfig(arrival=args.arrival, lengths=args.lengths, scheduler=args.scheduler,
+    _check_trace_lengths(args.arrival, args.lengths)
+    lengths = ServeConfig.lengths if args.lengths is None else args.lengths
+    return ServeConfig(arrival=args.arrival, lengths=lengths, scheduler=args.scheduler,
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
                        scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
                        block_size=args.block_size, gpu_memory_utilization=args.gpu_memory_utilization,
@@ -163,6 +165,21 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        framework=args.framework, dtype=args.dtype, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_dtype, iteration_host_s=args.iteration_host_s,
                        graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation)
+
+
+def _check_trace_lengths(arrival: str, lengths: str | None) -> None:
+    """A trace gives every request's lengths, so a ``--lengths`` beside it counts only for its ``prefix=P`` (the
+    shared system prompt ``--prefix-cache`` reuses); one without a prefix would be dropped without a word (the run
+    had priced the trace's lengths under a ``--lengths fixed:in=10,out=10`` it never read): refused."""
+    if lengths is None or not str(arrival).strip().lower().startswith("trace"):
+        return
+    from simulator.serving.config import ServingError
+    from simulator.serving.lengths import parse_lengths
+
+    if not parse_lengths(lengths, "--lengths").prefix:
+        raise ServingError(f"--lengths: got {lengths!r} with --arrival {arrival}, whose rows give every request's "
+                           "lengths; expected no --lengths (or one ending in prefix=P to declare a shared prompt "
+                           "prefix for --prefix-cache)")
 
 
 def _check_draft(text: str | None) -> None:
@@ -238,6 +255,10 @@ def format_summary(s: dict[str, Any]) -> str:
         if key not in s:  # a summary written before ITL was reported
             continue
         d = s[key]
+        if key in ("tpot_s", "itl_s") and s.get("output_tokens", 1) <= s.get("requests", 0):
+            # every request has one output token: no TPOT, no gap between tokens (the JSON keeps its zeros)
+            lines.append(f"  {key[:-2].upper():5s} n/a (no request has more than one output token)")
+            continue
         lines.append(f"  {key[:-2].upper():5s} p50 {si(d['p50'], 's')}, p90 {si(d['p90'], 's')}, p99 {si(d['p99'], 's')}, "
                      f"mean {si(d['mean'], 's')}, max {si(d['max'], 's')}")
     lines.append(f"  throughput {s['output_tokens_per_s']:.1f} output tokens/s, {s['requests_per_s']:.3f} requests/s; "

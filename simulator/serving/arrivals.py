@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -192,7 +193,9 @@ def _parse_time(text: str, where: str) -> float:
     except ValueError:
         pass
     try:  # the Azure trace writes "2023-11-16 18:15:46.6805900": numpy parses up to nanoseconds
-        return float(np.datetime64(text.strip().replace(" ", "T"), "ns").astype("int64")) / 1e9
+        with warnings.catch_warnings():  # an offset ("Z", "+02:00") is converted to UTC, with a UserWarning
+            warnings.filterwarnings("ignore", message="no explicit representation of timezones", category=UserWarning)
+            return float(np.datetime64(text.strip().replace(" ", "T"), "ns").astype("int64")) / 1e9
     except ValueError:
         pass
     try:

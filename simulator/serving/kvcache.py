@@ -67,6 +67,8 @@ class KVCacheSpec:
     sizing: str = "device"
     memory_fraction: float = 0.9
     context_bytes: float = 0.0
+    #: bytes per block of a speculative draft model's cache, which holds as many blocks as the target's (0: none)
+    draft_bytes_per_block: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -78,7 +80,8 @@ class KVCacheSpec:
                 "bytes_per_block_per_device": self.bytes_per_block, "capacity_bytes_per_device": self.capacity_bytes,
                 "weights_bytes_per_device": self.weights_bytes, "activations_bytes_per_device": self.activations_bytes,
                 "sizing": self.sizing, "memory_fraction": self.memory_fraction,
-                "context_bytes_per_device": self.context_bytes}
+                "context_bytes_per_device": self.context_bytes,
+                "draft_bytes_per_block_per_device": self.draft_bytes_per_block}
 
 
 def blocks_for(tokens: int, block_size: int) -> int:

@@ -89,6 +89,10 @@ def _slos(records: tuple[Any, ...], slo: tuple[str, ...], pooled: dict[str, np.n
     ok = np.ones(len(records), dtype=bool)
     held = []
     for (metric, stat, bound), text in zip(parsed, slo, strict=True):
+        if metric in ("tpot", "itl") and records and len(pooled[metric]) == 0:
+            raise ServingError(f"slo {text!r}: no request has more than one output token, so {metric.upper()} is "
+                               f"undefined; got {len(records)} requests of one output token; expected outputs of 2 "
+                               "tokens or more, or an SLO on ttft or e2e (it had been reported met at 0 s)")
         if metric == "itl":  # a request's own figure: the same statistic of its own gaps
             own = np.array([_stat(r.itl_gaps_s, stat) for r in records])
         else:
@@ -108,6 +112,22 @@ def _itl_percentiles(held: list[dict[str, Any]], itl: np.ndarray) -> None:
         if h["value_s"] is None:
             got = float(np.percentile(itl, float(h["metric"][len("itl_p"):]), overwrite_input=True)) if len(itl) else 0.0
             h["value_s"], h["met"] = got, got <= h["bound_s"]
+
+
+def _lengths_of(setup: Any) -> dict[str, Any]:
+    """The summary's ``lengths``: the spec's description, or for a trace (whose rows give the lengths) the file
+    and the mean prompt and output of the requests it gave, with the spec's shared prefix if one was declared
+    (a trace run had reported the unused default ``fixed`` 512 / 128)."""
+    if setup.described["arrival"].kind != "trace":
+        from simulator.serving.lengths import describe
+
+        return describe(setup.described["lengths"])
+    ins, outs = setup.lengths
+    out: dict[str, Any] = {"kind": "trace", "file": setup.described["arrival"].path,
+                           "in_mean": float(np.mean(ins)), "out_mean": float(np.mean(outs))}
+    if setup.described["lengths"].prefix:
+        out["shared_prefix_tokens"] = setup.described["lengths"].prefix
+    return out
 
 
 def _cost(device: Any, devices: int, makespan: float, out_tokens: int, energy_j: float | None = None,
@@ -142,7 +162,6 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     """The JSON summary of a run (keys as ``nodeperf serve --json`` prints them); ``before``: each replica's
     counters when a warm-up drained (left out of the energy, KV use, preemptions and batch figures)."""
     from simulator.serving.arrivals import describe as arrival_describe
-    from simulator.serving.lengths import describe as lengths_describe
 
     ttft = np.array([r.ttft_s for r in records])
     e2e = np.array([r.e2e_s for r in records])
@@ -183,7 +202,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "kv_cache": setup.kv.to_json(), "limits": setup.limits,
         "model": str(getattr(setup.pricer.cfg, "name", "")), "hardware": str(getattr(setup.described["hardware"], "name", "")),
         "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,
-        "arrival": arrival_describe(setup.described["arrival"]), "lengths": lengths_describe(setup.described["lengths"]),
+        "arrival": arrival_describe(setup.described["arrival"]), "lengths": _lengths_of(setup),
         "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
         "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
         "sampler_host_s": setup.pricer.sampler_host[0], "sampler_host_per_seq_s": setup.pricer.sampler_host[1],

@@ -143,6 +143,10 @@ def _check_config(config: ServeConfig) -> None:
         raise ServingError(f"scheduler_steps/mixed_prefill: options of the iteration-level schedulers; got scheduler "
                            f"'static' with scheduler_steps {config.scheduler_steps}, mixed_prefill "
                            f"{config.mixed_prefill}; expected scheduler vllm, sarathi or orca")
+    if config.scheduler == "static" and config.max_batched_tokens is not None:
+        raise ServingError(f"max_batched_tokens: got {config.max_batched_tokens} with scheduler 'static', which forms "
+                           "a batch of up to max_num_seqs whole requests and has no token budget; expected none (or "
+                           "scheduler vllm, sarathi or orca)")
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
@@ -283,7 +287,6 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         arrival_times,
         client_arrival_times,
         parse_arrival,
-        read_trace,
     )
     from simulator.serving.lengths import parse_lengths, sample_lengths
 
@@ -293,10 +296,10 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
     hw = _hardware(system)
-    _check_disaggregate(disagg, hw)
     from workloads.parallel import ParallelPlan
 
     plan = plan or ParallelPlan()
+    _check_disaggregate(disagg, hw, plan)
     from simulator.serving.iteration import IterationPricer, resolve_config
 
     cfg, _ = resolve_config(model)
@@ -323,12 +326,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
-        times, ins, outs = read_trace(arrival.path, "arrival trace")
-        if config.requests is not None:
-            times, ins, outs = times[: config.requests], ins[: config.requests], outs[: config.requests]
-        if config.duration_s is not None:
-            keep = times < config.duration_s
-            times, ins, outs = times[keep], ins[keep], outs[keep]
+        times, ins, outs = _trace_requests(arrival.path, config, lspec.prefix)
         total = len(times)
     else:
         total = config.requests if config.requests is not None else (None if config.duration_s else DEFAULT_REQUESTS)
@@ -350,18 +348,83 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     draft = None
     if spec is not None:
         draft = (IterationPricer(spec[0], hw, plan, opts, dtype=config.dtype, host_s=0.0), spec[1], spec[2])
+        _check_draft_vocab(spec[0], draft[0].cfg, cfg)
         _check_draft_k(spec, draft[0].max_positions, pricer.max_positions, int(ins.min()))
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
 
 
-def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any) -> None:
+def _check_whole_prompts(config: ServeConfig, ins: np.ndarray) -> None:
+    """Orca prefills a prompt whole, so a token budget below the longest prompt cannot schedule it: vLLM without
+    chunked prefill limits a prompt to ``min(max_model_len, max_num_batched_tokens)`` and ignores a longer one
+    (``vllm/core/scheduler.py`` ``Scheduler._get_prompt_limit``; ``_schedule_prefills`` marks it
+    ``FINISHED_IGNORED``). The run had admitted it over the budget when nothing else ran."""
+    budget = config.max_batched_tokens
+    if config.scheduler == "orca" and budget is not None and int(ins.max()) > budget:
+        i = int(np.argmax(ins))
+        raise ServingError(f"max_batched_tokens: got {budget} with scheduler 'orca', which prefills each prompt "
+                           f"whole; expected at least the longest prompt ({int(ins[i])} tokens, request {i}), or "
+                           "scheduler vllm or sarathi, which chunk it")
+
+
+def _trace_requests(path: str, config: ServeConfig, prefix: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival_s, input_len, output_len) of a trace's requests: its first ``requests`` rows, or those arriving
+    within ``duration_s``; a shared ``prefix`` is checked against their prompts (:func:`_check_trace_prefix`)."""
+    from simulator.serving.arrivals import read_trace
+
+    times, ins, outs = read_trace(path, "arrival trace")
+    if config.requests is not None:
+        times, ins, outs = times[: config.requests], ins[: config.requests], outs[: config.requests]
+    if config.duration_s is not None:
+        keep = times < config.duration_s
+        times, ins, outs = times[keep], ins[keep], outs[keep]
+    _check_trace_prefix(prefix, ins, path)
+    return times, ins, outs
+
+
+def _check_trace_prefix(prefix: int, ins: np.ndarray, path: str) -> None:
+    """A shared prefix (``lengths`` ``prefix=P``) is part of every prompt, so a trace's prompts must be longer
+    than it, as a lengths file's are (:func:`simulator.serving.lengths.sample_lengths`); a shorter one had left
+    a negative number of prompt tokens to compute (``attention_graph: query_tokens: got -300``)."""
+    if prefix and len(ins) and int(ins.min()) <= prefix:
+        i = int(np.argmin(ins))
+        raise ServingError(f"lengths: prefix: got {prefix}; expected fewer tokens than the shortest prompt of {path} "
+                           f"({int(ins[i])}, request {i})")
+
+
+def _check_disaggregate(disagg: tuple[int, int] | None, hw: Any, plan: Any) -> None:
     """Disaggregated replicas hand a KV cache over the ``--hardware`` system's peer fabric (:func:`_handoff`); a
-    single device has none (its ``send`` has no lowering rule and would be priced as an on-device copy): refused."""
-    if disagg and getattr(hw, "count", 1) < 2:
-        raise ServingError(f"disaggregate: got prefill={disagg[0]},decode={disagg[1]} on {getattr(hw, 'name', hw)!r}, "
+    single device has none (its ``send`` has no lowering rule and would be priced as an on-device copy): refused.
+    The hand-off is priced as one node's peer link (NVLink on dgx-h100), so the prefill and decode pools together,
+    ``(P + D) x tp x pp`` devices, must fit in one node of the system: pools spread over more devices (copies of
+    the system, or nodes of a cluster) would hand caches over the network between nodes, which is not priced."""
+    if not disagg:
+        return
+    name = getattr(hw, "name", hw)
+    if getattr(hw, "count", 1) < 2:
+        raise ServingError(f"disaggregate: got prefill={disagg[0]},decode={disagg[1]} on {name!r}, "
                            "one device with no peer fabric for the KV cache hand-off; expected a --hardware system "
                            "of 2 or more devices (e.g. dgx-h100)")
+    per_replica = int(getattr(plan, "tp", 1)) * int(getattr(plan, "pp", 1))
+    need = (disagg[0] + disagg[1]) * per_replica
+    node = int(getattr(hw, "devices_per_node", 0) or getattr(hw, "count", 1))
+    if need > node:
+        raise ServingError(f"disaggregate: prefill={disagg[0]},decode={disagg[1]} x tp {plan.tp} x pp {plan.pp} = "
+                           f"{need} devices; got {name!r} with {node} devices per node; expected at most {node}: the "
+                           "KV cache hand-off is priced over one node's peer fabric, which pools on more devices "
+                           "do not share (fewer replicas, or a smaller tp x pp)")
+
+
+def _check_draft_vocab(name: str, draft_cfg: Any, target_cfg: Any) -> None:
+    """A draft proposes token ids the target verifies, so both share one vocabulary: vLLM asserts the draft's and
+    the target's vocabulary sizes are equal (``vllm/spec_decode/spec_decode_worker.py``
+    ``SpecDecodeWorker._vocab_size``: ``assert all(vocab_sizes[0] == vocab_size ...)``); a draft of another
+    vocabulary (gpt2 drafting Llama 3.1 8B) is refused rather than priced."""
+    dv, tv = int(getattr(draft_cfg, "vocab", 0) or 0), int(getattr(target_cfg, "vocab", 0) or 0)
+    if dv and tv and dv != tv:
+        raise ServingError(f"speculative: draft {name!r} has a vocabulary of {dv} tokens; got target "
+                           f"{getattr(target_cfg, 'name', 'model')!r} with {tv}; expected a draft of the target's "
+                           "vocabulary (its token ids are what the target verifies)")
 
 
 def _check_draft_k(spec: tuple[str, int, float], draft_context: int, context: int, shortest: int) -> None:
@@ -416,6 +479,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     ins, outs = lengths
     longest = _check_context(config, pricer, ins, outs)
     lim = _limits(config, device, int(ins.max()))
+    _check_whole_prompts(config, ins)
     act_tokens = min(lim["max_batched_tokens"], pricer.max_positions or lim["max_batched_tokens"])
     from simulator.parallel.compose import evaluate_plan
 
@@ -435,9 +499,13 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction,
                        context_bytes=_context_bytes(kv_sizing))
+    if spec is not None:
+        kv = _draft_share(kv, draft[0], plan, pricer.kv_dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
     need = -(-longest // config.block_size)
-    if need > kv.blocks - shared:
+    # the shared prefix's blocks are resident once (the pool starts at blocks - shared) and each request holds
+    # need - shared of its own: it fits when need <= blocks (subtracting shared twice refused requests that fit)
+    if need > kv.blocks:
         i = int(np.argmax(ins + outs))
         raise ServingError(f"request {i}: {longest} tokens need {need} KV blocks of {config.block_size}; got a cache of "
                            f"{kv.blocks} blocks ({kv.tokens} tokens); expected requests the KV cache can hold")
@@ -465,6 +533,27 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     return Setup(replicas, decode_pool, arrivals, (ins, outs), closed, total, handoff, pricer, kv, device, plan, lim,
                  lspec.prefix if config.prefix_cache else 0,
                  described={"arrival": arrival, "lengths": lspec, "hardware": hw, "disaggregate": disagg})
+
+
+def _draft_share(kv: Any, draft: Any, plan: Any, kv_dtype: str | None) -> Any:
+    """The target's KV blocks once the draft model's cache takes its part: vLLM gives the draft as many blocks as
+    the target, sized so that both caches together use what the target's alone would have
+    (``vllm/spec_decode/spec_decode_worker.py`` ``SpecDecodeWorker.determine_num_available_blocks`` and
+    ``split_num_cache_blocks_evenly``: ``int(blocks x target_block_bytes / (draft_block_bytes +
+    target_block_bytes))``); the draft's weights are already out of the budget (:func:`_build`). Both caches take
+    the run's ``kv_dtype`` (one cache configuration serves both models), else the draft's own dtype."""
+    from dataclasses import replace
+
+    from workloads.serving import kv_bytes_per_token
+
+    draft_block = kv.block_size * kv_bytes_per_token(draft.cfg, tp=plan.tp, pp=plan.pp,
+                                                     dtype=kv_dtype or draft.dtype)
+    blocks = int(kv.blocks * kv.bytes_per_block / (draft_block + kv.bytes_per_block))
+    if blocks < 1:
+        raise ServingError(f"KV cache: no block fits beside the draft's cache; got {kv.blocks} target blocks of "
+                           f"{kv.bytes_per_block / 2**20:.2f} MiB and draft blocks of {draft_block / 2**20:.2f} MiB; "
+                           "expected room for one block of each (more memory or a smaller draft)")
+    return replace(kv, blocks=blocks, draft_bytes_per_block=draft_block)
 
 
 def _handoff(hw: Any, cfg: Any, plan: Any, dtype: str) -> Any:

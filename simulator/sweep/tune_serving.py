@@ -220,6 +220,10 @@ def tune_serving(model: Any, cands: Sequence[ServeCandidate], base: Any, objecti
     _check(model, base, objective)
     if not cands:
         raise ServeTuneError("candidates: none; got an empty search space; expected at least one hardware")
+    chunks = sorted({c.chunk for c in cands if c.chunk is not None})
+    if chunks and base.scheduler != "sarathi":  # one located line, not every candidate rejected for it
+        raise ServeTuneError(f"--chunk: Sarathi-Serve's chunk size; got {','.join(map(str, chunks))} with --scheduler "
+                             f"{base.scheduler}; expected --scheduler sarathi (vllm chunks by its token budget)")
     outcomes = [max_rate(model, c, base, qps_min, qps_max, steps, probe_seconds, pricing) for c in cands]
     ok = [o for o in outcomes if o.qps is not None]
     if objective == "max-qps":

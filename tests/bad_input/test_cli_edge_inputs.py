@@ -136,6 +136,13 @@ def test_tune_serve_unknown_scheduler_is_one_line(capsys) -> None:
     one_line(rc, err, "--scheduler: unknown scheduler; got 'vlm'", "did you mean 'vllm'?")
 
 
+def test_tune_serve_chunks_without_sarathi_is_one_line(capsys) -> None:
+    # every candidate had been rejected for the same reason, exit 1 ("cannot run: chunk: ...")
+    rc, err = cli_exit(capsys, "tune", "llama-2-7b", "--serve", *H100, "--slo", "ttft_p99<=2 s", "--chunk", "256,512")
+    one_line(rc, err, "--chunk: Sarathi-Serve's chunk size; got 256,512 with --scheduler vllm",
+             "expected --scheduler sarathi")
+
+
 @pytest.mark.parametrize(("name", "file_line"), [("tpu-v6e-256", None), ("tpu-v5e-256x4", None),
                                                  ("dgx-h100", "dgx-h100.toml")])
 def test_hardware_show_prints_a_file_only_when_there_is_one(capsys, name: str, file_line: str | None) -> None:

@@ -25,7 +25,7 @@ H100 = ("--hardware", "h100-sxm5-80gb")
 
 @pytest.mark.parametrize(("argv", "parts"), [
     (("predict", "llama-2-7b", "--hardware", "h100"),
-     ("device 'h100': unknown name", "did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb' or 'h100-sxm5-96gb'?")),
+     ("hardware 'h100': unknown name", "or a system (dgx-a100", "did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb' or 'h100-sxm5-96gb'?")),
     (("predict", "llama-2-7b", *H100, "--dtype", "fp15"), ("dtype: unknown dtype; got 'fp15'", "did you mean 'fp16'?")),
     (("predict", "llama-2-7b", *H100, "--batch", "-1"), ("argument --batch: got -1; expected a positive integer",)),
     (("predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "3"),
@@ -36,6 +36,9 @@ H100 = ("--hardware", "h100-sxm5-80gb")
     (("serve", "llama-2-7b", *H100, "--slo", "ttfb_p99<=2 s"),
      ("--slo: unknown metric 'ttfb'", "expected one of ttft, tpot, e2e, itl; did you mean 'ttft'?")),
     (("hardware", "show", "h100x"), ("hardware 'h100x': unknown name", "did you mean 'dgx-h100'")),
+    # a mistyped system: the list had named devices only, with no suggestion
+    (("serve", "llama-2-7b", "--hardware", "dgx-h10", "--requests", "2"),
+     ("hardware 'dgx-h10': unknown name", "or a system (dgx-a100, dgx-b200, dgx-h100", "did you mean 'dgx-h100'?")),
 ])
 def test_first_mistakes_are_one_located_line(capsys, argv: tuple[str, ...], parts: tuple[str, ...]) -> None:
     rc, err = cli_exit(capsys, *argv)

@@ -37,11 +37,13 @@ def test_tune_keeps_latency_as_its_default_objective(capsys) -> None:
 
 
 def test_speculative_k_beyond_the_draft_context(capsys) -> None:
-    # gpt2's context is 1024 positions, below llama-2-7b's 4096; prompts of 64 tokens: k <= 1024 - 1 - 64 = 959
-    rc, err = cli_exit(capsys, *SERVE, "--speculative", "gpt2,k=100000,accept=0.7")
+    # gpt2's context is 1024 positions, below gpt3-6.7b's 2048 (one vocabulary, 50257 tokens: a draft must share
+    # the target's); prompts of 64 tokens: k <= 1024 - 1 - 64 = 959
+    serve = ("serve", "gpt3-6.7b", *SERVE[2:])
+    rc, err = cli_exit(capsys, *serve, "--speculative", "gpt2,k=100000,accept=0.7")
     one_line(rc, err, "speculative: k: got 100000; expected at most 959", "proposal limit, 1024",
              "the shortest prompt has 64 tokens")
-    rc, err = cli_exit(capsys, *SERVE, "--speculative", "gpt2,k=960,accept=0.7")
+    rc, err = cli_exit(capsys, *serve, "--speculative", "gpt2,k=960,accept=0.7")
     one_line(rc, err, "speculative: k: got 960; expected at most 959")
 
 

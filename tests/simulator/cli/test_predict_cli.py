@@ -67,7 +67,7 @@ def test_infeasible_memory_is_reported(capsys):
 def test_unknown_hardware_is_one_line_exit_2(capsys):
     rc, out, err = run(capsys, "predict", "gemm:m=64,n=64,k=64", "--hardware", "h100-sxm")
     assert rc == 2 and out == ""
-    assert err.startswith("nodeperf: error: device 'h100-sxm': unknown name") and "did you mean" in err
+    assert err.startswith("nodeperf: error: hardware 'h100-sxm': unknown name") and "did you mean" in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -72,7 +72,7 @@ PINNED: dict[str, dict] = {
         "makespan_s": 11.442964675866806,
         "preemptions": 0,
         "batch_tokens": {"mean": 29.114189756507137, "max": 763.0, "iterations": 1191},
-        "kv_cache_utilization": 0.009418886539729375,
+        "kv_cache_utilization": 0.010081467634603101,  # the draft's cache shares the blocks (x 1.0703 = 1 + 576 KiB / 8 MiB per block)
         "energy_j": 4081.646378616433,
         "engine_calls": 181,
         "csv_sha256": "fd5ca0cae29f6c16",
