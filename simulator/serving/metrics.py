@@ -114,6 +114,15 @@ def _itl_percentiles(held: list[dict[str, Any]], itl: np.ndarray) -> None:
             h["value_s"], h["met"] = got, got <= h["bound_s"]
 
 
+def _config_json(config: Any, setup: Any) -> dict[str, Any]:
+    """The run's ``ServeConfig`` as given; a trace run's ``lengths`` is null unless it declared a shared prefix
+    (the trace's rows give the lengths: the summary's ``lengths``; the field had echoed the unused default)."""
+    out = config.to_json()
+    if setup.described["arrival"].kind == "trace" and not setup.described["lengths"].prefix:
+        out["lengths"] = None
+    return out
+
+
 def _lengths_of(setup: Any) -> dict[str, Any]:
     """The summary's ``lengths``: the spec's description, or for a trace (whose rows give the lengths) the file
     and the mean prompt and output of the requests it gave, with the spec's shared prefix if one was declared
@@ -203,7 +212,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "model": str(getattr(setup.pricer.cfg, "name", "")), "hardware": str(getattr(setup.described["hardware"], "name", "")),
         "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,
         "arrival": arrival_describe(setup.described["arrival"]), "lengths": _lengths_of(setup),
-        "config": config.to_json(), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
+        "config": _config_json(config, setup), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
         "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
         "sampler_host_s": setup.pricer.sampler_host[0], "sampler_host_per_seq_s": setup.pricer.sampler_host[1],
         "decode_host_s": setup.pricer.decode_host_time(),

@@ -48,6 +48,9 @@ def test_trace_summary_states_the_trace_lengths(capsys, tmp_path) -> None:
     # (100 + 200 + 300 + 1000) / 4 = 400 prompt tokens, (20 + 40 + 10 + 200) / 4 = 67.5 output tokens
     assert out["lengths"] == {"kind": "trace", "file": t, "in_mean": 400.0, "out_mean": 67.5}
     assert out["input_tokens"] == 1600 and out["output_tokens"] == 270
+    assert out["config"]["lengths"] is None  # the run's config does not echo the unused default fixed 512 / 128
     assert main(["serve", "llama-2-7b", *H100, "--arrival", f"trace:{t}", "--lengths", "fixed:in=500,out=10,prefix=50",
                  "--prefix-cache", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["lengths"]["shared_prefix_tokens"] == 50
+    out = json.loads(capsys.readouterr().out)
+    assert out["lengths"]["shared_prefix_tokens"] == 50
+    assert out["config"]["lengths"] == "fixed:in=500,out=10,prefix=50"
