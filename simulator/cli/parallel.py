@@ -319,6 +319,14 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     return 0
 
 
+#: the breakdown keys that add up to a step's time (the rest, ``dp_sync_s``, ``fsdp_gather_s`` ..., detail them):
+#: the fully sharded stacks' copy-out kernels, the HBM contention of hidden collectives and their reductions on
+#: the vector unit are on the compute stream (:class:`simulator.parallel.stacks.ShardedStep`)
+STEP_PARTS = {"compute_s": "compute", "communication_s": "communication", "bubble_s": "bubble",
+              "optimizer_s": "optimizer", "offload_exposed_s": "offload exposed", "fsdp_copy_out_s": "FSDP copy-out",
+              "fsdp_hbm_contention_s": "FSDP HBM contention", "fsdp_vpu_reduce_s": "FSDP VPU reduce"}
+
+
 def format_result(res: Any) -> str:
     """A human summary: the plan, where the time goes, per-stage times and memory."""
     from simulator.report.formatting import binary_bytes, si, table
@@ -345,8 +353,8 @@ def format_result(res: Any) -> str:
     else:
         lines.append(f"Step: {si(res.latency_s, 's')}, {si(res.tokens_per_s, 'tokens/s')}, MFU {100 * res.mfu:.1f}%")
     b = res.breakdown
-    parts = ", ".join(f"{k[:-2].replace('_', ' ')} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
-                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s", "offload_exposed_s") if b.get(k))
+    parts = ", ".join(f"{STEP_PARTS[k]} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
+                      for k in STEP_PARTS if b.get(k))
     lines.append(f"Where the time goes: {parts}")
     rows = []
     for s in res.stages:

@@ -62,7 +62,8 @@ COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "
 
 @dataclass(frozen=True)
 class StageResult:
-    """One device of one pipeline stage: per-microbatch times and memory."""
+    """One device of one pipeline stage: per-microbatch times and memory; ``optimizer_s`` is the device's
+    update once a step (its shard's under ZeRO and FSDP, as the step's ``breakdown['optimizer_s']`` counts it)."""
 
     stage: int
     layers: tuple[tuple[int, int], ...]
@@ -550,9 +551,13 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     pipe: PipelineTime | None = None
     if train:
-        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, plan.interleave,
-                                                                   fwd, bwd, opt, comm, graphs, seq, framework)
+        latency, pipe, breakdown, extra, tokens, opt = _train_step_time(per_stage, unique, plan, system, engine, m,
+                                                                        plan.interleave, fwd, bwd, opt, comm, graphs,
+                                                                        seq, framework)
+        update_s = breakdown["optimizer_s"]
         latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
+        if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
+            opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
@@ -816,10 +821,12 @@ def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[l
 def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], unique: dict[int, _GraphCost],
                      plan: ParallelPlan, system: Any, engine: str, m: int, v: int, fwd: list[float],
                      bwd: list[float], opt: list[float], comm: list[float], graphs: list[StageGraph],
-                     seq: int | None, framework: str = "") -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float]:
-    """(latency, pipeline, breakdown, extra, tokens) of a training step: the pipeline schedule, then the
-    data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail (``framework``: the
-    :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
+                     seq: int | None, framework: str = ""
+                     ) -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float, list[float]]:
+    """(latency, pipeline, breakdown, extra, tokens, update seconds per stage) of a training step: the pipeline
+    schedule, then the data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail
+    (``framework``: the :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`). The update
+    seconds are each stage device's own: its shard's under ZeRO and FSDP, the whole stage's ``opt`` otherwise."""
     p = plan.pp
     extra: dict[str, float] = {}
     once, reduce_scale, acc, runs = _pipelined_fsdp(per_stage, plan, system, m, framework, graphs)
@@ -888,7 +895,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
-    return latency, pipe, breakdown, extra, tokens
+    return latency, pipe, breakdown, extra, tokens, opt_s
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,

@@ -174,7 +174,9 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (fsdp, generate, decode-fused, moe, and bert-train-h100 / vit-fused-tf32-h100 below, re-recorded when the Hopper
     # DRAM figure became gpu-stream's triad, 0.946 of the GH200's HBM3 for MT4G's read 0.821: fsdp 0.19891 -> 0.19620 s,
     # generate 0.97811 -> 0.92858 s, decode-fused 12.893 -> 12.039 ms, moe 48.585 -> 47.967 ms)
-    "fsdp": (0.19619516302982712, 702.563554877627, 16310177794.0, 'ec81e51985603e03', '114f6bc3d2cb71e4'),
+    # (fsdp's JSON digest re-recorded when each stage's optimizer_s became its devices' sharded update, as the
+    # step's breakdown counts it, not the whole stage's: latency, energy and memory unchanged; was 'ec81e51985603e03')
+    "fsdp": (0.19619516302982712, 702.563554877627, 16310177794.0, '8d1a99d70634603c', '114f6bc3d2cb71e4'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:

@@ -1,0 +1,65 @@
+"""A training step's parts add up to its time, in the JSON and in `predict`'s summary line, and each stage's
+``optimizer_s`` is the update its devices run (the shard's under ZeRO and FSDP), as the step counts it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from simulator.cli.main import main
+from simulator.cli.parallel import STEP_PARTS
+from simulator.hardware import load_hardware
+from simulator.parallel.compose import evaluate_plan
+from workloads.parallel import ParallelPlan
+
+_TRAIN = {"train": True, "seq": 1024}
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_fsdp2_summary_counts_the_copy_out_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """FSDP2's all-gather copy-out kernels run on the compute stream (stacks.ShardedStep.tail_s): the summary line
+    used to leave them out, its shares summing to about 97% of the step."""
+    argv = ("predict", "llama-2-7b", "--train", "--hardware", "dgx-h100", "--fsdp", "--dp", "8", "--framework",
+            "fsdp2", "--seq", "1024", "--global-batch", "8")
+    rc, out, err = _cli(capsys, *argv)
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("Where the time goes"))
+    assert "FSDP copy-out" in line
+    shares = [float(x) for x in re.findall(r"\(([0-9.]+)%\)", line)]
+    assert sum(shares) == pytest.approx(100.0, abs=0.3)  # each share printed to 0.1%
+    res = evaluate_plan("llama-2-7b", load_hardware("dgx-h100"), ParallelPlan(dp=8, fsdp=True, global_batch=8),
+                        framework="fsdp2", **_TRAIN)
+    b = res.breakdown
+    assert b["fsdp_copy_out_s"] > 0
+    assert sum(b.get(k, 0.0) for k in STEP_PARTS) == pytest.approx(res.latency_s, rel=1e-12)
+
+
+def test_stage_optimizer_seconds_are_the_shard_update() -> None:
+    """Llama 2 7B (dense) on 8 H100s: ZeRO-1 shards the AdamW update 8 ways, so each stage's ``optimizer_s`` is the
+    unsharded plan's / 8 and equals the step's ``breakdown['optimizer_s']`` (it was the whole model's update, 8x)."""
+    dgx = load_hardware("dgx-h100")
+    whole = evaluate_plan("llama-2-7b", dgx, ParallelPlan(dp=8, global_batch=8), **_TRAIN)
+    zero1 = evaluate_plan("llama-2-7b", dgx, ParallelPlan(dp=8, zero_stage=1, global_batch=8), **_TRAIN)
+    assert whole.stages[0].optimizer_s == pytest.approx(whole.breakdown["optimizer_s"], rel=1e-12)
+    assert zero1.stages[0].optimizer_s == pytest.approx(whole.stages[0].optimizer_s / 8, rel=1e-12)
+    assert zero1.stages[0].optimizer_s == pytest.approx(zero1.breakdown["optimizer_s"], rel=1e-12)
+
+
+def test_stage_optimizer_seconds_under_maxtext_shard_groups() -> None:
+    """MaxText over two v5e-16 slices with FSDP inside each (shard group 16 of dp 32): the update is sharded 16
+    ways, not 32 (stacks.apply_stack), and the stage reports the same seconds as the step."""
+    res = evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-16x2"),
+                        ParallelPlan(dp=32, fsdp=True, shard_group=16, global_batch=32), framework="maxtext",
+                        recompute="full", **_TRAIN)
+    one = evaluate_plan("llama-2-7b", load_hardware("tpu-v5e-16x2"),
+                        ParallelPlan(dp=32, fsdp=True, global_batch=32), framework="maxtext", recompute="full",
+                        **_TRAIN)
+    assert res.breakdown["optimizer_s"] == pytest.approx(2 * one.breakdown["optimizer_s"], rel=1e-12)
+    assert res.stages[0].optimizer_s == pytest.approx(res.breakdown["optimizer_s"], rel=1e-12)
+    assert one.stages[0].optimizer_s == pytest.approx(one.breakdown["optimizer_s"], rel=1e-12)
