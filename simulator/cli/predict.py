@@ -221,7 +221,7 @@ def eval_options(args: argparse.Namespace) -> Any:
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
     from simulator.cli.common import conv_layout_of, profile_from_args
-    from workloads.frameworks import mode_cost_options
+    from workloads.frameworks import stack_settings
 
     profile = profile_from_args(args)
     mode = getattr(args, "compile_mode", None)
@@ -237,16 +237,8 @@ def eval_options(args: argparse.Namespace) -> Any:
     if profile is not None:
         # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
         # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
-        cost = mode_cost_options(profile.cost_options(), mode)
-        graphs = args.cuda_graphs or cost["cuda_graphs"]
-        settings.update(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                        epilogue_fusion=cost["epilogue_fusion"], norm_fusion=cost["norm_fusion"],
-                        gemv_generated=cdt, cuda_graphs=graphs,
-                        attention_kernel=cost["attention_kernel"],
-                        eager_framework=cost["eager_framework"] and not graphs,
-                        eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=conv_layout_of(args, profile), all_reduce_kernel=cost["all_reduce_kernel"],
-                        fp8_activation_scale=cost["fp8_activation_scale"], fp8_accumulation=cost["fp8_accumulation"])
+        settings.update(stack_settings(profile, mode, fusion=args.fusion, cuda_graphs=bool(args.cuda_graphs),
+                                       conv_layout=conv_layout_of(args, profile), gemv_generated=cdt))
     if getattr(args, "fp8_accumulation", None) is not None:  # explicit --fp8-accumulation wins over the profile
         settings["fp8_accumulation"] = args.fp8_accumulation
     moe = profile.fused_moe_configs if profile is not None else ()  # the stack's tuned fused-MoE kernels

@@ -491,10 +491,21 @@ class ModelProblem:
         return g
 
     def _options(self, config: Mapping[str, Any]) -> Any:
+        """The engine options of a configuration: its fusion and tf32, and with a ``framework`` that stack's
+        costing as ``predict --framework`` applies it (:func:`workloads.frameworks.stack_settings`: attention
+        kernel, eager dispatch, all-reduce kernel, fp8 scaling ...), the searched fusion winning."""
         from simulator.engines.options import options_from_settings
 
-        return options_from_settings({"fusion": bool(config["fusion"]), "tf32": config["dtype"] == "tf32"},
-                                     where="tune")
+        settings = {"fusion": bool(config["fusion"]), "tf32": config["dtype"] == "tf32"}
+        name = config.get("framework", "")
+        if not name:
+            return options_from_settings(settings, where="tune")
+        from workloads.frameworks import compile_conv_layout, get_profile, stack_settings
+
+        profile = get_profile(str(name))
+        layout = compile_conv_layout("", str(getattr(self.device[config["hardware"]], "vendor", "") or "")) if profile.name == "compile" else ""
+        settings.update(stack_settings(profile, fusion=bool(config["fusion"]), conv_layout=layout))
+        return options_from_settings(settings, where="tune", fused_moe_configs=profile.fused_moe_configs)
 
     # ----------------------------------------------------------------------------------- protocol
 
