@@ -236,6 +236,10 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.train and args.batch is not None:
         raise ValueError("predict: --batch with --train and a parallel plan; got --batch "
                          f"{args.batch}; expected --microbatch and --global-batch")
+    if args.train and getattr(args, "optimizer", "adamw") == "none":  # one device's timed loop (drop_optimizer)
+        raise ValueError("predict: --optimizer none: a forward-and-backward loop on one device; got a parallel plan, "
+                         "whose step syncs gradients and shards optimizer state; expected --optimizer sgd, "
+                         "sgd_momentum, adam or adamw with a plan, or --optimizer none on one device")
 
 
 def _check_schedule_flags(args: argparse.Namespace) -> None:
