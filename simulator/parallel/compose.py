@@ -581,8 +581,29 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
 def _step_warnings(reports: list[Any], plan: ParallelPlan, train: bool) -> list[str]:
     """The stage reports' warnings but their memory verdicts (the step's own comes later), with what an
     offloaded optimizer's step leaves unpriced (:data:`_HOST_OPTIMIZER_NOTE`)."""
-    out = {w for rep in reports for w in rep.warnings if "does not fit" not in w}
+    out = _merged_counts({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     return sorted(out | ({_HOST_OPTIMIZER_NOTE} if train and {"optimizer", "params"} & set(plan.offload) else set()))
+
+
+_COUNTED = re.compile(r"^(\d+) (op\(s\) .*)$")
+
+
+def _merged_counts(warnings: set[str]) -> set[str]:
+    """``warnings`` with the stage graphs' counted warnings of one kind ("17 op(s) power-capped at TDP 700 W: ...",
+    "28 op(s) power-capped ...") given once, with the range of their counts per stage graph ("17-28 op(s) per stage
+    power-capped ..."); one count stays as it was."""
+    counts: dict[str, list[int]] = {}
+    out: set[str] = set()
+    for w in warnings:
+        m = _COUNTED.match(w)
+        if m:
+            counts.setdefault(m.group(2), []).append(int(m.group(1)))
+        else:
+            out.add(w)
+    for rest, ns in counts.items():
+        lo, hi = min(ns), max(ns)
+        out.add(f"{lo} {rest}" if lo == hi else f"{lo}-{hi} {rest.replace('op(s) ', 'op(s) per stage ', 1)}")
+    return out
 
 
 def _with_engine_build(graphs: list[StageGraph], tokens: int | None, split_gate_up: bool, train: bool

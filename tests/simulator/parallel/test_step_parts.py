@@ -63,3 +63,14 @@ def test_stage_optimizer_seconds_under_maxtext_shard_groups() -> None:
     assert res.breakdown["optimizer_s"] == pytest.approx(2 * one.breakdown["optimizer_s"], rel=1e-12)
     assert res.stages[0].optimizer_s == pytest.approx(res.breakdown["optimizer_s"], rel=1e-12)
     assert one.stages[0].optimizer_s == pytest.approx(one.breakdown["optimizer_s"], rel=1e-12)
+
+
+def test_stage_graphs_power_cap_warnings_are_given_once() -> None:
+    """GPT-3 175B on 1,024 A100s (tp 8, pp 16): the first and last stages' graphs cap 36 and 37 ops at the 400 W
+    TDP; the step warns once with the range, where it printed one line per distinct count."""
+    from simulator.parallel.compose import _merged_counts
+
+    rest = "op(s) power-capped at TDP 400 W: clocks and throughput scaled down so average power stays within the limit"
+    got = _merged_counts({f"36 {rest}", f"37 {rest}", "another warning"})
+    assert got == {f"36-37 {rest.replace('op(s) ', 'op(s) per stage ', 1)}", "another warning"}
+    assert _merged_counts({f"5 {rest}"}) == {f"5 {rest}"}
