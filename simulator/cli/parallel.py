@@ -315,7 +315,7 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     if args.json:
         sys.stdout.write(report.to_json() + "\n")
         return 0
-    print(format_result(res))
+    print(format_result(res, mode=mode_suffix(args.hardware)))
     if args.csv is not None:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
     if trace is not None:
@@ -331,8 +331,16 @@ STEP_PARTS = {"compute_s": "compute", "communication_s": "communication", "bubbl
               "fsdp_hbm_contention_s": "FSDP HBM contention", "fsdp_vpu_reduce_s": "FSDP VPU reduce"}
 
 
-def format_result(res: Any) -> str:
-    """A human summary: the plan, where the time goes, per-stage times and memory."""
+def mode_suffix(hardware: str | None) -> str:
+    """``"@MODE"`` of a ``--hardware NAME@MODE`` (a power mode or board power limit), else "": a spec keeps its
+    catalog name in a mode (:func:`hwmodels.loader.apply_power_mode`), so the summary's header names the mode."""
+    base, at, mode = str(hardware or "").rpartition("@")
+    return f"@{mode.strip().lower()}" if at and base.strip() and mode.strip() else ""
+
+
+def format_result(res: Any, mode: str = "") -> str:
+    """A human summary: the plan, where the time goes, per-stage times and memory (``mode``: the ``@MODE`` of
+    the hardware, :func:`mode_suffix`)."""
     from simulator.report.formatting import binary_bytes, si, table
 
     plan = res.plan
@@ -341,7 +349,7 @@ def format_result(res: Any) -> str:
         deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))
               if on]
-    head = f"{res.model} ({res.phase}) on {res.hardware}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")
+    head = f"{res.model} ({res.phase}) on {res.hardware}{mode}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")
     head += f", {plan.devices} device(s)"
     lines = [head, ""]
     if res.phase == "train":
