@@ -300,6 +300,10 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
                             optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
                             framework=_plan_framework(args.framework), **quant)
+    unused = int(getattr(hw, "count", 1)) - plan.devices
+    if unused > 0:  # as one device on a system warns (simulator.cli.predict), once the prediction stands
+        print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the plan occupies {plan.devices} of them and "
+              f"{unused} stay unused", file=sys.stderr)
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()

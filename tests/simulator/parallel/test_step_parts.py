@@ -74,3 +74,15 @@ def test_stage_graphs_power_cap_warnings_are_given_once() -> None:
     got = _merged_counts({f"36 {rest}", f"37 {rest}", "another warning"})
     assert got == {f"36-37 {rest.replace('op(s) ', 'op(s) per stage ', 1)}", "another warning"}
     assert _merged_counts({f"5 {rest}"}) == {f"5 {rest}"}
+
+
+def test_a_plan_smaller_than_its_system_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    """dp 8 on two DGX H100 nodes leaves 8 GPUs idle: the header's '8 device(s)' was the only sign (one device on
+    a system has warned of its idle devices all along)."""
+    argv = ("predict", "llama-2-7b", "--train", "--hardware", "dgx-h100x2", "--dp", "8", "--fsdp", "--seq", "1024",
+            "--global-batch", "8")
+    rc, out, err = _cli(capsys, *argv)
+    assert rc == 0 and "plan dp 8 (ZeRO-3), 8 device(s)" in out
+    assert "dgx-h100x2 has 16 devices; the plan occupies 8 of them and 8 stay unused" in err
+    rc, out, err = _cli(capsys, *argv[:4], "dgx-h100", *argv[5:])
+    assert rc == 0 and "stay unused" not in err
