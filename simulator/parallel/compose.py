@@ -172,6 +172,7 @@ class ParallelResult:
         kernels = ops = 0
         static_w = 0.0
         multi = len(self.reports) > 1
+        shard = self._update_shares()
         for k, rep in enumerate(self.reports):
             stage, layers, built = self.report_layers[k] if k < len(self.report_layers) else (0, (0, 0), (0, 0))
             shift = layers[0] - built[0]
@@ -181,15 +182,21 @@ class ParallelResult:
                 recs.append(replace(r, name=f"stage{stage}/{name}", group=group) if multi else r)
             t = rep.totals
             runs = self.report_repeats[k] if k < len(self.report_repeats) else m
-            once = [r for r in rep.records if r.group == "optimizer" or r.group.startswith("optimizer.")]
-            o_dyn, o_flops = sum(r.dynamic_energy_j for r in once), sum(r.flops for r in once)
-            # the optimizer updates once per step; everything else runs once per microbatch (or step)
-            dyn += ranks * ((t.dynamic_energy_j - o_dyn) * runs + o_dyn)
-            flops += ranks * ((t.flops - o_flops) * runs + o_flops)
-            dram += t.dram_bytes * ranks * runs
-            l2 += t.l2_bytes * ranks * runs
-            smem += t.smem_bytes * ranks * runs
-            kernels += int(t.kernels * ranks * runs)
+            once = [r for r in rep.records if _is_optimizer(r)]
+            # the optimizer updates once per step, each rank its shard (ZeRO, FSDP: ``shard``, as the step's time
+            # counts it); everything else runs once per microbatch (or step)
+            f = shard.get(stage, 1.0)
+
+            def per_step(total: float, part: float) -> float:
+                return ranks * ((total - part) * runs + part * f)  # noqa: B023 - used within the iteration
+
+            dyn += per_step(t.dynamic_energy_j, sum(r.dynamic_energy_j for r in once))
+            flops += per_step(t.flops, sum(r.flops for r in once))
+            dram += per_step(t.dram_bytes, sum(r.dram_bytes for r in once))
+            l2 += per_step(t.l2_bytes, sum(r.l2_bytes for r in once))
+            smem += per_step(t.smem_bytes, sum(r.smem_bytes for r in once))
+            o_kernels = sum(r.kernels for r in once)
+            kernels += int(ranks * ((t.kernels - o_kernels) * runs + o_kernels))
             ops += t.ops
             if t.latency_s > 0:
                 static_w = max(static_w, t.static_energy_j / t.latency_s)
@@ -211,6 +218,18 @@ class ParallelResult:
         prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
         return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,
                           warnings=self.warnings, provenance=prov, parallel=self.to_json())
+
+    def _update_shares(self) -> dict[int, float]:
+        """Per pipeline stage, the share of its graphs' optimizer update one device runs: the stage's
+        ``optimizer_s`` (its shard's under ZeRO and FSDP) over the graphs' whole update; none without sharding."""
+        if not self.plan.zero:
+            return {}
+        whole: dict[int, float] = {}
+        for k, rep in enumerate(self.reports):
+            stage = self.report_layers[k][0] if k < len(self.report_layers) else 0
+            whole[stage] = whole.get(stage, 0.0) + sum(r.time_s for r in rep.records if _is_optimizer(r))
+        by_stage = {st.stage: st.optimizer_s for st in self.stages}
+        return {s: by_stage[s] / w for s, w in whole.items() if w > 0.0 and s in by_stage}
 
     def memory_message(self) -> str:
         need, have = self.memory_per_device_bytes / 2**30, self.memory_capacity_bytes / 2**30

@@ -179,7 +179,9 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # generate 0.97811 -> 0.92858 s, decode-fused 12.893 -> 12.039 ms, moe 48.585 -> 47.967 ms)
     # (fsdp's JSON digest re-recorded when each stage's optimizer_s became its devices' sharded update, as the
     # step's breakdown counts it, not the whole stage's: latency, energy and memory unchanged; was 'ec81e51985603e03')
-    "fsdp": (0.19619516302982712, 702.563554877627, 16310177794.0, '8d1a99d70634603c', '114f6bc3d2cb71e4'),
+    # (fsdp's energy re-recorded when each rank's optimizer energy became its shard's update, 1/4 of the stage's with
+    # FSDP over dp 4, as the step's time counts it: was 702.563554877627 J)
+    "fsdp": (0.19619516302982712, 645.5357076139444, 16310177794.0, '8d1a99d70634603c', '114f6bc3d2cb71e4'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
