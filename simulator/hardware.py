@@ -136,10 +136,32 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
         elif key in {s.lower() for s in list_systems()} or is_cluster_name(key):
             spec = load_system(name)
         else:
-            spec = load_device(name)
+            spec = _load_device_or_hint(name, key, load_device, list_systems())
     if calibration:
         spec = apply_calibration(spec, calibration)
     return spec
+
+
+def _load_device_or_hint(name: str, key: str, load_device: Any, systems: list[str]) -> DeviceSpec:
+    """``load_device(name)``; a name that is no device gets the systems listed too, and the nearest devices, else
+    the nearest systems (``dgx-h10`` -> ``dgx-h100``, where only the devices were offered, none near)."""
+    try:
+        return load_device(name)
+    except SpecError as exc:
+        msg = str(exc)
+        if "unknown name" not in msg:
+            raise
+        from hwmodels.catalog import list_devices
+        from nodeperf.suggest import near_match
+
+        base = msg.split("; did you mean", 1)[0]
+        near = near_match(key, list_devices(), n=3, cutoff=0.5, prefix=True)  # as the catalog's own refusal
+        near = near or near_match(key, systems, n=2, cutoff=0.6, prefix=True)
+        msg = (f"{base}; or a system: {', '.join(systems)} (NAMExN for N nodes; TPU slices as Google names them; "
+               "see `nodeperf hardware`)")
+        if near:
+            msg += "; did you mean " + " or ".join(repr(n) for n in near) + "?"
+        raise SpecError(msg) from None
 
 
 def known_devices() -> list[str]:
