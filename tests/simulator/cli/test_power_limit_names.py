@@ -1,6 +1,7 @@
-"""A board at a power limit or in a power mode keeps its catalog name (hwmodels.loader.apply_power_mode), so
-`predict`'s header names the mode it ran in: ``on dgx-h100@500w`` (it printed ``on dgx-h100``, the name of the
-uncapped system, for a step 43% longer); `hardware` says which names take ``@<N>w``."""
+"""`predict --help` names every stack profile. A board at a power limit or in a power mode keeps its catalog name
+(hwmodels.loader.apply_power_mode), so `predict`'s header names the mode it ran in: ``on dgx-h100@500w`` (it
+printed ``on dgx-h100``, the name of the uncapped system, for a step 43% longer); `hardware` says which names take
+``@<N>w``."""
 
 from __future__ import annotations
 
@@ -33,3 +34,17 @@ def test_predict_headers_name_the_mode(capsys: pytest.CaptureFixture[str]) -> No
 def test_hardware_listing_names_board_power_limits(capsys: pytest.CaptureFixture[str]) -> None:
     out = _run(capsys, "hardware")
     assert "board power limits (NAME@<N>w" in out and "dgx-h100@500w" in out
+
+
+def test_predict_help_names_every_framework_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    """`predict --help` lists every --framework profile the command accepts (automodel, megatron-lm,
+    trt-llm-pytorch, vllm-v0 and sglang-0.3 were accepted but not listed)."""
+    import re
+
+    from workloads.frameworks import profile_names
+
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    text = re.sub(r"\s+", " ", capsys.readouterr().out)
+    missing = [n for n in profile_names() if not re.search(r"(?<![\w-])" + re.escape(n) + r"(?![\w-])", text)]
+    assert missing == []
