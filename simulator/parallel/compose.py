@@ -33,7 +33,8 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -473,7 +474,8 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
             numel = -(-numel // (pad_to or n)) * (pad_to or n)
         x = b.input(f"grads{k}", (numel,))
         b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
-    recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
+    with _no_graph_memory_verdicts():  # the collectives' buffers, not a device's memory
+        recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
     for key, r in zip(todo, recs, strict=True):
         out[key] = float(r.time_s)
     return out
@@ -662,7 +664,8 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
     unique: dict[int, _GraphCost] = {}
     for sg in graphs:
         if id(sg.graph) not in unique:
-            rep = evaluate(sg.graph, system, opts)
+            with _no_graph_memory_verdicts():
+                rep = evaluate(sg.graph, system, opts)
             unique[id(sg.graph)] = _GraphCost(sg, rep, _with_host_syncs(sg, rep.records, _split(sg, rep.records),
                                                                         system, opts, p2p_sync))
     costs = [unique[id(sg.graph)] for sg in graphs]
@@ -670,6 +673,27 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
     for sg, gc in zip(graphs, costs, strict=True):
         per_stage[sg.stage].append((sg, gc))
     return unique, costs, per_stage
+
+
+class _DropGraphMemoryVerdicts(logging.Filter):
+    """Drops the engine's memory verdict of one stage graph ("does not fit on ...: needs ... optimizer state ..."):
+    the graph holds unsharded state; the plan's own verdict (:meth:`ParallelResult.memory_message`) is the one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not fit" not in record.getMessage()
+
+
+@contextmanager
+def _no_graph_memory_verdicts() -> Iterator[None]:
+    """While a stage graph is evaluated, the analytical engine logs no memory verdict of its own (the stage
+    reports keep it; :func:`_step_warnings` leaves it out of the step's)."""
+    engine_log = logging.getLogger("simulator.engines.analytical")
+    drop = _DropGraphMemoryVerdicts()
+    engine_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        engine_log.removeFilter(drop)
 
 
 def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[float, float, float, float],

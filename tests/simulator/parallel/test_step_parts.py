@@ -102,3 +102,16 @@ def test_step_energy_counts_each_ranks_shard_of_the_update() -> None:
     a, b = whole.to_cost_report().totals, zero1.to_cost_report().totals
     assert b.dynamic_energy_j == pytest.approx(a.dynamic_energy_j - 8 * update * 7 / 8, rel=1e-9)
     assert a.dynamic_energy_j - b.dynamic_energy_j == pytest.approx(7 * update, rel=1e-9)
+
+
+def test_a_plan_that_fits_logs_no_stage_graph_verdict(caplog: pytest.LogCaptureFixture) -> None:
+    """Llama 2 7B FSDP over a v5e-16 fits (8.8 of 16 GiB); its stage graph holds the unsharded state and the gradient
+    collective's graph the whole gradient buffer, and the engine logged both as 'does not fit on tpu-v5e: needs
+    102.40 GiB ... optimizer state 75.31' and '... 25.89 GiB' on every call from Python (a study's log)."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        res = evaluate_plan("llama-2-7b", load_hardware("v5e-16"), ParallelPlan(dp=16, fsdp=True, microbatch=2),
+                            train=True, seq=2048, recompute="full", framework="maxtext")
+    assert res.fits_in_memory
+    assert not [r for r in caplog.records if "does not fit" in r.getMessage()]
