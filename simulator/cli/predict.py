@@ -167,8 +167,7 @@ def run(args: argparse.Namespace) -> int:
     meta = dict(graph.meta)
     desc = ", ".join(f"{k} {meta[k]}" for k in ("phase", "batch", "seq", "context", "dtype") if meta.get(k) is not None)
     how = f", discrete-event engine, {args.streams or 1} stream(s)" if args.engine == "des" else ""
-    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}{mode_suffix(args.hardware)}: "
-          f"{len(graph)} ops{how}")
+    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}{mode_suffix(args.hardware)}: {len(graph)} ops{how}")
     print()
     print(report.to_table(top=args.top, aggregate=args.aggregate))
     if args.csv is not None:

@@ -575,10 +575,7 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, pipe, breakdown, extra, tokens, opt = _train_step_time(per_stage, unique, plan, system, engine, m,
                                                                         plan.interleave, fwd, bwd, opt, comm, graphs,
                                                                         seq, framework)
-        update_s = breakdown["optimizer_s"]
-        latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
-        if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
-            opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
+        latency, breakdown, opt = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown, opt)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
@@ -852,10 +849,22 @@ def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
-                latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
-    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`); unchanged without one."""
+                latency: float, breakdown: dict[str, float], opt: list[float]
+                ) -> tuple[float, dict[str, float], list[float]]:
+    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`) with each stage's update
+    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups); unchanged without one."""
     if not framework or engine != "analytical":
-        return latency, breakdown
+        return latency, breakdown, opt
+    update_s = breakdown["optimizer_s"]
+    latency, breakdown = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
+    if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
+        opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
+    return latency, breakdown, opt
+
+
+def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
+                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """(latency, breakdown) of the step under ``framework``'s stack (:func:`simulator.parallel.stacks.apply_stack`)."""
     from simulator.parallel.stacks import apply_stack
 
     hidden: list[float] = []
