@@ -1366,6 +1366,23 @@ def mode_cost_options(cost: dict[str, Any], mode: str | None) -> dict[str, Any]:
     return out
 
 
+def stack_settings(profile: FrameworkProfile, mode: str | None = None, *, fusion: bool | None = None,
+                   cuda_graphs: bool = False, conv_layout: str = "", gemv_generated: bool = False) -> dict[str, Any]:
+    """The engine settings (:data:`simulator.engines.options.SETTINGS` names) ``profile``'s costing implies, as
+    ``predict --framework`` and ``tune --framework`` apply it: :meth:`FrameworkProfile.cost_options` under
+    torch.compile's ``mode`` (:func:`mode_cost_options`), with what the caller states winning: ``fusion`` (None:
+    the profile's), ``cuda_graphs`` (a program replayed from a CUDA graph has no per-op dispatch), ``conv_layout``
+    ("": the profile's) and ``gemv_generated`` (Inductor's coordinate-descent tuning)."""
+    cost = mode_cost_options(profile.cost_options(), mode)
+    graphs = bool(cuda_graphs or cost["cuda_graphs"])
+    return {"fusion": cost["fusion"] if fusion is None else fusion, "epilogue_fusion": cost["epilogue_fusion"],
+            "norm_fusion": cost["norm_fusion"], "gemv_generated": gemv_generated, "cuda_graphs": graphs,
+            "attention_kernel": cost["attention_kernel"], "eager_framework": cost["eager_framework"] and not graphs,
+            "eager_modules": cost["eager_modules"] and not graphs, "conv_layout": conv_layout or cost["conv_layout"],
+            "all_reduce_kernel": cost["all_reduce_kernel"], "fp8_activation_scale": cost["fp8_activation_scale"],
+            "fp8_accumulation": cost["fp8_accumulation"], "tpu_segment_ids": cost["tpu_segment_ids"]}
+
+
 _TORCH_2_0 = re.compile(r"\b(?:torch|pytorch) 2\.0(?:\.\d+)?\b", re.IGNORECASE)
 
 

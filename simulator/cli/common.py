@@ -148,11 +148,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="importers: cost unknown operators by their bytes (with a warning) instead of failing")
     p.add_argument("--framework", metavar="NAME", default=None,
                    help="software stack the prediction stands for: eager (PyTorch/Hugging Face, attention "
-                        "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, vllm, sglang, xla; training "
+                        "unfused), sdpa, compile, cuda-graphs, tensorrt, trt-llm, trt-llm-pytorch, vllm, vllm-v0, "
+                        "sglang, sglang-0.3, xla; training "
                          "stacks for parallel plans: fsdp2 (torchtitan), fsdp2-compile (torchtitan --compile), "
                          "fsdp2-compile-blocks (torchtitan --compile before 2025-04: loss eager), torchtitan-eager "
                          "(torchtitan without --compile before 2025-03-19: its RMSNorm and RoPE op by op), "
-                         "automodel-compile (FSDP2 under torch.compile, real-valued RoPE), megatron-core, "
+                         "automodel (NeMo AutoModel's FSDP2), automodel-compile (FSDP2 under torch.compile, "
+                         "real-valued RoPE), megatron-core, megatron-lm (Megatron-LM of 2021-2022), "
                          "maxtext, maxtext-cf, maxtext-serial (TPUs; -cf: XLA continuation fusion of all-gathers; "
                          "-serial: no collective overlapped with compute); changes the "
                         "graph (transformers), the costing and a plan's sharding and overlap (see "

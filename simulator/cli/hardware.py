@@ -102,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     if modes:
         print("\npower modes (NAME@MODE, e.g. " + next(f"{d}@{m[0]}" for d, m in modes.items()) + "): "
               + "; ".join(f"{d}: {', '.join(m)}" for d, m in modes.items()))
+    if any(d.kind == "gpu" and d.name not in modes for d in devices):
+        print("board power limits (NAME@<N>w, a board capped below its TDP as nvidia-smi -pl N sets it, e.g. "
+              "h100-sxm5-80gb@500w or dgx-h100@500w): every other GPU and its systems, N within the board's sourced "
+              "range (hwmodels/power_limits.py)")
     return 0
 
 

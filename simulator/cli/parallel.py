@@ -236,6 +236,10 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.train and args.batch is not None:
         raise ValueError("predict: --batch with --train and a parallel plan; got --batch "
                          f"{args.batch}; expected --microbatch and --global-batch")
+    if args.train and getattr(args, "optimizer", "adamw") == "none":  # one device's timed loop (drop_optimizer)
+        raise ValueError("predict: --optimizer none: a forward-and-backward loop on one device; got a parallel plan, "
+                         "whose step syncs gradients and shards optimizer state; expected --optimizer sgd, "
+                         "sgd_momentum, adam or adamw with a plan, or --optimizer none on one device")
 
 
 def _check_schedule_flags(args: argparse.Namespace) -> None:
@@ -333,6 +337,10 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,
                             optimizer=args.optimizer, engine=engine, fp8_linears=args.fp8_linears,
                             framework=_plan_framework(args.framework), **quant)
+    unused = int(getattr(hw, "count", 1)) - plan.devices
+    if unused > 0:  # as one device on a system warns (simulator.cli.predict), once the prediction stands
+        print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the plan occupies {plan.devices} of them and "
+              f"{unused} stay unused", file=sys.stderr)
     from simulator.cli.output import to_stdout, write_output
 
     report = res.to_cost_report()
@@ -348,7 +356,7 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     if args.json:
         sys.stdout.write(report.to_json() + "\n")
         return 0
-    print(format_result(res))
+    print(format_result(res, mode=mode_suffix(args.hardware)))
     if args.csv is not None:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
     if trace is not None:
@@ -356,8 +364,25 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     return 0
 
 
-def format_result(res: Any) -> str:
-    """A human summary: the plan, where the time goes, per-stage times and memory."""
+#: the breakdown keys that add up to a step's time (the rest, ``dp_sync_s``, ``fsdp_gather_s`` ..., detail them):
+#: the fully sharded stacks' copy-out kernels, the HBM contention of hidden collectives and their reductions on
+#: the vector unit are on the compute stream (:class:`simulator.parallel.stacks.ShardedStep`)
+STEP_PARTS = {"compute_s": "compute", "communication_s": "communication", "bubble_s": "bubble",
+              "optimizer_s": "optimizer", "offload_exposed_s": "offload exposed", "fsdp_copy_out_s": "FSDP copy-out",
+              "fsdp_hbm_contention_s": "FSDP HBM contention", "fsdp_vpu_reduce_s": "FSDP VPU reduce",
+              "host_s": "host"}
+
+
+def mode_suffix(hardware: str | None) -> str:
+    """``"@MODE"`` of a ``--hardware NAME@MODE`` (a power mode or board power limit), else "": a spec keeps its
+    catalog name in a mode (:func:`hwmodels.loader.apply_power_mode`), so the summary's header names the mode."""
+    base, at, mode = str(hardware or "").rpartition("@")
+    return f"@{mode.strip().lower()}" if at and base.strip() and mode.strip() else ""
+
+
+def format_result(res: Any, mode: str = "") -> str:
+    """A human summary: the plan, where the time goes, per-stage times and memory (``mode``: the ``@MODE`` of
+    the hardware, :func:`mode_suffix`)."""
     from simulator.report.formatting import binary_bytes, si, table
 
     plan = res.plan
@@ -366,7 +391,7 @@ def format_result(res: Any) -> str:
         deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))
               if on]
-    head = f"{res.model} ({res.phase}) on {res.hardware}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")
+    head = f"{res.model} ({res.phase}) on {res.hardware}{mode}: plan {deg}" + (f" ({', '.join(extras)})" if extras else "")
     head += f", {plan.devices} device(s)"
     lines = [head, ""]
     if res.phase == "train":
@@ -382,9 +407,8 @@ def format_result(res: Any) -> str:
     else:
         lines.append(f"Step: {si(res.latency_s, 's')}, {si(res.tokens_per_s, 'tokens/s')}, MFU {100 * res.mfu:.1f}%")
     b = res.breakdown
-    parts = ", ".join(f"{k[:-2].replace('_', ' ')} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
-                      for k in ("compute_s", "communication_s", "bubble_s", "optimizer_s", "offload_exposed_s", "host_s")
-                      if b.get(k))
+    parts = ", ".join(f"{STEP_PARTS[k]} {si(b[k], 's')} ({100 * b[k] / res.latency_s:.1f}%)"
+                      for k in STEP_PARTS if b.get(k))
     lines.append(f"Where the time goes: {parts}")
     rows = []
     for s in res.stages:

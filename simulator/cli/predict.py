@@ -11,6 +11,7 @@ from simulator.cli.common import add_model_args, graph_from_args, nonempty, one_
 from simulator.cli.parallel import (
     add_parallel_args,
     check_request_flags,
+    mode_suffix,
     run_parallel,
     suggest_plan,
     wants_plan,
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     meta = dict(graph.meta)
     desc = ", ".join(f"{k} {meta[k]}" for k in ("phase", "batch", "seq", "context", "dtype") if meta.get(k) is not None)
     how = f", discrete-event engine, {args.streams or 1} stream(s)" if args.engine == "des" else ""
-    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}: {len(graph)} ops{how}")
+    print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}{mode_suffix(args.hardware)}: {len(graph)} ops{how}")
     print()
     print(report.to_table(top=args.top, aggregate=args.aggregate))
     if args.csv is not None:
@@ -221,7 +222,7 @@ def eval_options(args: argparse.Namespace) -> Any:
 
         cal_id = f"{Path(args.calibration).name}:sha256:{hashlib.sha256(Path(args.calibration).read_bytes()).hexdigest()[:16]}"
     from simulator.cli.common import conv_layout_of, profile_from_args
-    from workloads.frameworks import mode_cost_options
+    from workloads.frameworks import stack_settings
 
     profile = profile_from_args(args)
     mode = getattr(args, "compile_mode", None)
@@ -237,16 +238,8 @@ def eval_options(args: argparse.Namespace) -> Any:
     if profile is not None:
         # the stack's costing (workloads.frameworks); explicit --fusion / --cuda-graphs still win
         # (a program replayed from a CUDA graph, e.g. torch.compile mode='reduce-overhead', has no per-op dispatch)
-        cost = mode_cost_options(profile.cost_options(), mode)
-        graphs = args.cuda_graphs or cost["cuda_graphs"]
-        settings.update(fusion=args.fusion if args.fusion is not None else cost["fusion"],
-                        epilogue_fusion=cost["epilogue_fusion"], norm_fusion=cost["norm_fusion"],
-                        gemv_generated=cdt, cuda_graphs=graphs,
-                        attention_kernel=cost["attention_kernel"],
-                        eager_framework=cost["eager_framework"] and not graphs,
-                        eager_modules=cost["eager_modules"] and not graphs,
-                        conv_layout=conv_layout_of(args, profile), all_reduce_kernel=cost["all_reduce_kernel"],
-                        fp8_activation_scale=cost["fp8_activation_scale"], fp8_accumulation=cost["fp8_accumulation"])
+        settings.update(stack_settings(profile, mode, fusion=args.fusion, cuda_graphs=bool(args.cuda_graphs),
+                                       conv_layout=conv_layout_of(args, profile), gemv_generated=cdt))
     if getattr(args, "fp8_accumulation", None) is not None:  # explicit --fp8-accumulation wins over the profile
         settings["fp8_accumulation"] = args.fp8_accumulation
     moe = profile.fused_moe_configs if profile is not None else ()  # the stack's tuned fused-MoE kernels

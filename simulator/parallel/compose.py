@@ -33,7 +33,8 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ COMMUNICATION_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "
 
 @dataclass(frozen=True)
 class StageResult:
-    """One device of one pipeline stage: per-microbatch times and memory."""
+    """One device of one pipeline stage: per-microbatch times and memory; ``optimizer_s`` is the device's
+    update once a step (its shard's under ZeRO and FSDP, as the step's ``breakdown['optimizer_s']`` counts it)."""
 
     stage: int
     layers: tuple[tuple[int, int], ...]
@@ -171,6 +173,7 @@ class ParallelResult:
         kernels = ops = 0
         static_w = 0.0
         multi = len(self.reports) > 1
+        shard = self._update_shares()
         for k, rep in enumerate(self.reports):
             stage, layers, built = self.report_layers[k] if k < len(self.report_layers) else (0, (0, 0), (0, 0))
             shift = layers[0] - built[0]
@@ -180,15 +183,21 @@ class ParallelResult:
                 recs.append(replace(r, name=f"stage{stage}/{name}", group=group) if multi else r)
             t = rep.totals
             runs = self.report_repeats[k] if k < len(self.report_repeats) else m
-            once = [r for r in rep.records if r.group == "optimizer" or r.group.startswith("optimizer.")]
-            o_dyn, o_flops = sum(r.dynamic_energy_j for r in once), sum(r.flops for r in once)
-            # the optimizer updates once per step; everything else runs once per microbatch (or step)
-            dyn += ranks * ((t.dynamic_energy_j - o_dyn) * runs + o_dyn)
-            flops += ranks * ((t.flops - o_flops) * runs + o_flops)
-            dram += t.dram_bytes * ranks * runs
-            l2 += t.l2_bytes * ranks * runs
-            smem += t.smem_bytes * ranks * runs
-            kernels += int(t.kernels * ranks * runs)
+            once = [r for r in rep.records if _is_optimizer(r)]
+            # the optimizer updates once per step, each rank its shard (ZeRO, FSDP: ``shard``, as the step's time
+            # counts it); everything else runs once per microbatch (or step)
+            f = shard.get(stage, 1.0)
+
+            def per_step(total: float, part: float) -> float:
+                return ranks * ((total - part) * runs + part * f)  # noqa: B023 - used within the iteration
+
+            dyn += per_step(t.dynamic_energy_j, sum(r.dynamic_energy_j for r in once))
+            flops += per_step(t.flops, sum(r.flops for r in once))
+            dram += per_step(t.dram_bytes, sum(r.dram_bytes for r in once))
+            l2 += per_step(t.l2_bytes, sum(r.l2_bytes for r in once))
+            smem += per_step(t.smem_bytes, sum(r.smem_bytes for r in once))
+            o_kernels = sum(r.kernels for r in once)
+            kernels += int(ranks * ((t.kernels - o_kernels) * runs + o_kernels))
             ops += t.ops
             if t.latency_s > 0:
                 static_w = max(static_w, t.static_energy_j / t.latency_s)
@@ -210,6 +219,18 @@ class ParallelResult:
         prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
         return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,
                           warnings=self.warnings, provenance=prov, parallel=self.to_json())
+
+    def _update_shares(self) -> dict[int, float]:
+        """Per pipeline stage, the share of its graphs' optimizer update one device runs: the stage's
+        ``optimizer_s`` (its shard's under ZeRO and FSDP) over the graphs' whole update; none without sharding."""
+        if not self.plan.zero:
+            return {}
+        whole: dict[int, float] = {}
+        for k, rep in enumerate(self.reports):
+            stage = self.report_layers[k][0] if k < len(self.report_layers) else 0
+            whole[stage] = whole.get(stage, 0.0) + sum(r.time_s for r in rep.records if _is_optimizer(r))
+        by_stage = {st.stage: st.optimizer_s for st in self.stages}
+        return {s: by_stage[s] / w for s, w in whole.items() if w > 0.0 and s in by_stage}
 
     def memory_message(self) -> str:
         need, have = self.memory_per_device_bytes / 2**30, self.memory_capacity_bytes / 2**30
@@ -453,7 +474,8 @@ def _collective_times(wanted: Sequence[tuple[str, float]], n: int, system: Devic
             numel = -(-numel // (pad_to or n)) * (pad_to or n)
         x = b.input(f"grads{k}", (numel,))
         b.op(kind, [x], name=f"sync{k}", group_size=n, stride=stride)
-    recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
+    with _no_graph_memory_verdicts():  # the collectives' buffers, not a device's memory
+        recs = [r for r in evaluate(b.build(), system).records if r.name.startswith("sync")]
     for key, r in zip(todo, recs, strict=True):
         out[key] = float(r.time_s)
     return out
@@ -550,9 +572,10 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
     phase_name = "train" if train else (phase or str(graphs[0].graph.meta.get("phase", "prefill")))
     pipe: PipelineTime | None = None
     if train:
-        latency, pipe, breakdown, extra, tokens = _train_step_time(per_stage, unique, plan, system, engine, m, plan.interleave,
-                                                                   fwd, bwd, opt, comm, graphs, seq, framework)
-        latency, breakdown = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown)
+        latency, pipe, breakdown, extra, tokens, opt = _train_step_time(per_stage, unique, plan, system, engine, m,
+                                                                        plan.interleave, fwd, bwd, opt, comm, graphs,
+                                                                        seq, framework)
+        latency, breakdown, opt = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown, opt)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
@@ -576,8 +599,29 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
 def _step_warnings(reports: list[Any], plan: ParallelPlan, train: bool) -> list[str]:
     """The stage reports' warnings but their memory verdicts (the step's own comes later), with what an
     offloaded optimizer's step leaves unpriced (:data:`_HOST_OPTIMIZER_NOTE`)."""
-    out = {w for rep in reports for w in rep.warnings if "does not fit" not in w}
+    out = _merged_counts({w for rep in reports for w in rep.warnings if "does not fit" not in w})
     return sorted(out | ({_HOST_OPTIMIZER_NOTE} if train and {"optimizer", "params"} & set(plan.offload) else set()))
+
+
+_COUNTED = re.compile(r"^(\d+) (op\(s\) .*)$")
+
+
+def _merged_counts(warnings: set[str]) -> set[str]:
+    """``warnings`` with the stage graphs' counted warnings of one kind ("17 op(s) power-capped at TDP 700 W: ...",
+    "28 op(s) power-capped ...") given once, with the range of their counts per stage graph ("17-28 op(s) per stage
+    power-capped ..."); one count stays as it was."""
+    counts: dict[str, list[int]] = {}
+    out: set[str] = set()
+    for w in warnings:
+        m = _COUNTED.match(w)
+        if m:
+            counts.setdefault(m.group(2), []).append(int(m.group(1)))
+        else:
+            out.add(w)
+    for rest, ns in counts.items():
+        lo, hi = min(ns), max(ns)
+        out.add(f"{lo} {rest}" if lo == hi else f"{lo}-{hi} {rest.replace('op(s) ', 'op(s) per stage ', 1)}")
+    return out
 
 
 def _with_engine_build(graphs: list[StageGraph], tokens: int | None, split_gate_up: bool, train: bool
@@ -617,7 +661,8 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
     unique: dict[int, _GraphCost] = {}
     for sg in graphs:
         if id(sg.graph) not in unique:
-            rep = evaluate(sg.graph, system, opts)
+            with _no_graph_memory_verdicts():
+                rep = evaluate(sg.graph, system, opts)
             unique[id(sg.graph)] = _GraphCost(sg, rep, _with_host_syncs(sg, rep.records, _split(sg, rep.records),
                                                                         system, opts, p2p_sync))
     costs = [unique[id(sg.graph)] for sg in graphs]
@@ -625,6 +670,27 @@ def _cost_graphs(graphs: list[StageGraph], system: Any, opts: Any, evaluate: Any
     for sg, gc in zip(graphs, costs, strict=True):
         per_stage[sg.stage].append((sg, gc))
     return unique, costs, per_stage
+
+
+class _DropGraphMemoryVerdicts(logging.Filter):
+    """Drops the engine's memory verdict of one stage graph ("does not fit on ...: needs ... optimizer state ..."):
+    the graph holds unsharded state; the plan's own verdict (:meth:`ParallelResult.memory_message`) is the one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not fit" not in record.getMessage()
+
+
+@contextmanager
+def _no_graph_memory_verdicts() -> Iterator[None]:
+    """While a stage graph is evaluated, the analytical engine logs no memory verdict of its own (the stage
+    reports keep it; :func:`_step_warnings` leaves it out of the step's)."""
+    engine_log = logging.getLogger("simulator.engines.analytical")
+    drop = _DropGraphMemoryVerdicts()
+    engine_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        engine_log.removeFilter(drop)
 
 
 def _with_host_syncs(sg: StageGraph, records: tuple[Any, ...], split: tuple[float, float, float, float],
@@ -783,10 +849,22 @@ def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
 
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
-                latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
-    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`); unchanged without one."""
+                latency: float, breakdown: dict[str, float], opt: list[float]
+                ) -> tuple[float, dict[str, float], list[float]]:
+    """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`) with each stage's update
+    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups); unchanged without one."""
     if not framework or engine != "analytical":
-        return latency, breakdown
+        return latency, breakdown, opt
+    update_s = breakdown["optimizer_s"]
+    latency, breakdown = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
+    if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
+        opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
+    return latency, breakdown, opt
+
+
+def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
+                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """(latency, breakdown) of the step under ``framework``'s stack (:func:`simulator.parallel.stacks.apply_stack`)."""
     from simulator.parallel.stacks import apply_stack
 
     hidden: list[float] = []
@@ -816,10 +894,12 @@ def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[l
 def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], unique: dict[int, _GraphCost],
                      plan: ParallelPlan, system: Any, engine: str, m: int, v: int, fwd: list[float],
                      bwd: list[float], opt: list[float], comm: list[float], graphs: list[StageGraph],
-                     seq: int | None, framework: str = "") -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float]:
-    """(latency, pipeline, breakdown, extra, tokens) of a training step: the pipeline schedule, then the
-    data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail (``framework``: the
-    :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`)."""
+                     seq: int | None, framework: str = ""
+                     ) -> tuple[float, PipelineTime, dict[str, float], dict[str, float], float, list[float]]:
+    """(latency, pipeline, breakdown, extra, tokens, update seconds per stage) of a training step: the pipeline
+    schedule, then the data-parallel synchronisation, ZeRO gathers and the optimizer step of the slowest tail
+    (``framework``: the :mod:`workloads.frameworks` profile, :func:`_fsdp_gathers_once_per_step`). The update
+    seconds are each stage device's own: its shard's under ZeRO and FSDP, the whole stage's ``opt`` otherwise."""
     p = plan.pp
     extra: dict[str, float] = {}
     once, reduce_scale, acc, runs = _pipelined_fsdp(per_stage, plan, system, m, framework, graphs)
@@ -888,7 +968,7 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
         extra["closed_form_latency_s"] = breakdown.pop("closed_form_latency_s")
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
-    return latency, pipe, breakdown, extra, tokens
+    return latency, pipe, breakdown, extra, tokens, opt_s
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,

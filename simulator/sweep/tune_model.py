@@ -298,6 +298,7 @@ class ModelProblem:
             axes.append(_recompute_axis(recompute or ("none", "selective", "full")))
         axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches),
                                 (ep, cp, capacity_factor))
+        self._check_frameworks_run(frameworks or ())
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
                             f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -376,6 +377,21 @@ class ModelProblem:
         if capacity is not None:
             axes.append(_capacity_axis(capacity, cfg, where))
         return axes
+
+    def _check_frameworks_run(self, frameworks: Sequence[str]) -> None:
+        """Refuse a stack profile that runs on none of the searched devices (its configurations would all be
+        skipped): one located line naming the devices and the profiles they run, as ``predict --framework`` does."""
+        from workloads.frameworks import FrameworkError, check_profile_hardware, get_profile
+
+        for name in dict.fromkeys(frameworks):
+            profile = get_profile(str(name))
+            if any(profile.applies_to(d.kind, d.vendor.lower()) for d in self.device.values()):
+                continue
+            try:
+                check_profile_hardware(profile, next(iter(self.hw.values())), optional=False)
+            except FrameworkError as exc:
+                more = f" (nor on {', '.join(list(self.hw)[1:])})" if len(self.hw) > 1 else ""
+                raise TuneError(f"{exc}{more}") from None
 
     def _recipe_axes(self, train: bool, fp8_linears: Sequence[str] | None, frameworks: Sequence[str] | None,
                      sharding: Sequence[str] | None, interleave: Sequence[int] | None,
@@ -491,10 +507,21 @@ class ModelProblem:
         return g
 
     def _options(self, config: Mapping[str, Any]) -> Any:
+        """The engine options of a configuration: its fusion and tf32, and with a ``framework`` that stack's
+        costing as ``predict --framework`` applies it (:func:`workloads.frameworks.stack_settings`: attention
+        kernel, eager dispatch, all-reduce kernel, fp8 scaling ...), the searched fusion winning."""
         from simulator.engines.options import options_from_settings
 
-        return options_from_settings({"fusion": bool(config["fusion"]), "tf32": config["dtype"] == "tf32"},
-                                     where="tune")
+        settings = {"fusion": bool(config["fusion"]), "tf32": config["dtype"] == "tf32"}
+        name = config.get("framework", "")
+        if not name:
+            return options_from_settings(settings, where="tune")
+        from workloads.frameworks import compile_conv_layout, get_profile, stack_settings
+
+        profile = get_profile(str(name))
+        layout = compile_conv_layout("", str(getattr(self.device[config["hardware"]], "vendor", "") or "")) if profile.name == "compile" else ""
+        settings.update(stack_settings(profile, fusion=bool(config["fusion"]), conv_layout=layout))
+        return options_from_settings(settings, where="tune", fused_moe_configs=profile.fused_moe_configs)
 
     # ----------------------------------------------------------------------------------- protocol
 

@@ -26,6 +26,9 @@ H100 = ("--hardware", "h100-sxm5-80gb")
 @pytest.mark.parametrize(("argv", "parts"), [
     (("predict", "llama-2-7b", "--hardware", "h100"),
      ("hardware 'h100': unknown name", "or a system (dgx-a100", "did you mean 'h100-pcie-80gb' or 'h100-sxm5-80gb' or 'h100-sxm5-96gb'?")),
+    # a system's name mistyped: the devices alone were offered, none near it
+    (("predict", "llama-2-7b", "--hardware", "dgx-h10", "--tp", "8"),
+     ("hardware 'dgx-h10': unknown name", "dgx-h100", "did you mean 'dgx-h100'")),
     (("predict", "llama-2-7b", *H100, "--dtype", "fp15"), ("dtype: unknown dtype; got 'fp15'", "did you mean 'fp16'?")),
     (("predict", "llama-2-7b", *H100, "--batch", "-1"), ("argument --batch: got -1; expected a positive integer",)),
     (("predict", "llama-2-7b", "--hardware", "dgx-h100", "--tp", "3"),

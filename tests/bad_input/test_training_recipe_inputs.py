@@ -30,6 +30,8 @@ run = cli_exit
     (("--fp8-linears", "mxfp9"), ("--fp8-linears", "'mxfp9'", "did you mean 'mxfp8'")),
     (("--fp8-linears", "curent"), ("--fp8-linears", "'curent'", "did you mean 'current'")),
     (("--fp8-linears", "mxfp8"), ("fp8_linears mxfp8", "'h100-sxm5-80gb'", "arch 'hopper'", "blackwell")),
+    # advertised by --help, it reached the graph builder as an unknown optimizer ("training_graph: optimizer")
+    (("--optimizer", "none"), ("--optimizer none", "parallel plan", "adamw with a plan", "on one device")),
 ])
 def test_bad_recipe_is_one_located_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
                                         parts: tuple[str, ...]) -> None:

@@ -131,3 +131,41 @@ def test_committed_figure_redraws_from_the_csv_with_no_text_overlapping(tmp_path
     clashes = [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
     assert clashes == [], clashes[:5]
     closed(fig)
+
+
+def test_readme_findings_table_matches_the_committed_results():
+    """Every cell of the README's findings table (days, cost, MFU and plan of a model, cluster and system) is the
+    committed results.csv's row, rounded as printed: the table once kept figures of three re-runs before
+    (the 405B on 512 H100s printed a 3D plan at 49.5% MFU where the results hold FSDP2 at 43.4%)."""
+    import re
+
+    with open(run.HERE / run.RESULTS_CSV, newline="") as f:
+        rows = {(r["model"], r["system"], int(r["devices"])): r for r in csv.DictReader(f)}
+    text = (run.HERE / "README.md").read_text()
+    head = "| model, devices | H100: days, cost, MFU, plan | B200: days, cost, MFU, plan | TPU v5p: days, cost, MFU, plan |"
+    assert head in text
+    lines = text.split(head, 1)[1].strip().splitlines()[1:]  # past the |---| line
+    models = {"70B": "llama-3-70b", "405B": "llama-3.1-405b"}
+    checked = 0
+    for line in lines:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        size, devices = cells[0].split(", ")
+        for system, cell in zip(("H100", "B200", "TPU v5p"), cells[1:], strict=True):
+            r = rows[(models[size], system, int(devices.replace(",", "")))]
+            m = re.match(r"([\d,.]+) d, \$([\d.]+)M, ([\d.]+)%, (.*)$", cell)
+            assert m, cell
+            days, cost, mfu, plan = m.groups()
+            decimals = len(days.split(".")[1]) if "." in days else 0
+            assert float(days.replace(",", "")) == pytest.approx(float(r["days"]), abs=0.51 * 10 ** -decimals), cell
+            assert float(cost) == pytest.approx(float(r["cost_usd"]) / 1e6, rel=0.006), cell
+            assert float(mfu) == pytest.approx(100 * float(r["mfu"]), abs=0.051), cell
+            words = plan.split()
+            assert f"tp{r['tp']}" in words and r["recompute"] in words, cell
+            if r["framework"] == "megatron-core":
+                assert {f"pp{r['pp']}", f"v{r['interleave']}", f"dp{r['dp']}"} <= set(words), cell
+            else:
+                assert f"fsdp{r['dp']}" in words and ("FSDP2" in words) == (r["framework"] == "fsdp2"), cell
+            checked += 1
+    assert checked == 15

@@ -155,8 +155,11 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # 18.1353 -> 18.1008 s, 5.7823 -> 5.7926 MJ)
     # (gpt3 and gpt3-des re-recorded, and resnet50-a100 below, when the Ampere DRAM figure became gpu-stream's
     # triad, 0.873 for MT4G's read 0.758)
-    "gpt3": (18.067980432783223, 5787903.936441869, 37853640704.0, 'dce16f2bbd6d1391', 'd182e71d9da353e2'),
-    "gpt3-des": (17.95646790136468, 5777489.914947729, 37853640704.0, '9bf3192a4242f63c', 'd182e71d9da353e2'),
+    # (gpt3 and gpt3-des JSON digests re-recorded when the stage graphs' power-cap warnings, "36 op(s) ..." and
+    # "37 op(s) ...", became one "36-37 op(s) per stage ...": latency, energy and memory unchanged;
+    # were 'dce16f2bbd6d1391' and '9bf3192a4242f63c')
+    "gpt3": (18.067980432783223, 5787903.936441869, 37853640704.0, '206d3e23212a5e92', 'd182e71d9da353e2'),
+    "gpt3-des": (17.95646790136468, 5777489.914947729, 37853640704.0, '4d5a0b3bd1e95af2', 'd182e71d9da353e2'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
@@ -174,7 +177,11 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (fsdp, generate, decode-fused, moe, and bert-train-h100 / vit-fused-tf32-h100 below, re-recorded when the Hopper
     # DRAM figure became gpu-stream's triad, 0.946 of the GH200's HBM3 for MT4G's read 0.821: fsdp 0.19891 -> 0.19620 s,
     # generate 0.97811 -> 0.92858 s, decode-fused 12.893 -> 12.039 ms, moe 48.585 -> 47.967 ms)
-    "fsdp": (0.19619516302982712, 702.563554877627, 16310177794.0, 'ec81e51985603e03', '114f6bc3d2cb71e4'),
+    # (fsdp's JSON digest re-recorded when each stage's optimizer_s became its devices' sharded update, as the
+    # step's breakdown counts it, not the whole stage's: latency, energy and memory unchanged; was 'ec81e51985603e03')
+    # (fsdp's energy re-recorded when each rank's optimizer energy became its shard's update, 1/4 of the stage's with
+    # FSDP over dp 4, as the step's time counts it: was 702.563554877627 J)
+    "fsdp": (0.19619516302982712, 645.5357076139444, 16310177794.0, '8d1a99d70634603c', '114f6bc3d2cb71e4'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:

@@ -51,6 +51,8 @@ def test_every_named_recompute_policy_is_an_axis_value() -> None:
     ({"recompute": ("save_qkv",), "train": True}, "--recompute: unknown policy 'save_qkv'"),
     ({"sharding": ("zero4",), "train": True}, "did you mean 'zero3'"),
     ({"frameworks": ("megatron",), "train": True}, "--framework: unknown profile 'megatron'"),
+    # a stack that runs on none of the devices: it was an empty search space that named no reason
+    ({"frameworks": ("maxtext",), "train": True}, "--framework maxtext: does not run on dgx-h100 (NVIDIA gpu)"),
     ({"fp8_linears": ("tensorwise",)}, "--fp8-linears: fp8 linears are a training recipe"),
     ({"fp8_linears": ("blockwise",), "train": True}, "expected one of none, tensorwise, rowwise, delayed"),
     ({"interleave": (0,), "train": True}, "--interleave: got 0"),
