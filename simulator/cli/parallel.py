@@ -279,42 +279,6 @@ def _dense(model: str) -> bool:
     return not getattr(cfg, "experts", 0)
 
 
-def served_request(res: Any, args: argparse.Namespace, hw: Any, plan: Any, opts: Any, quant: dict[str, str]) -> Any:
-    """``--phase generate --framework P`` for a serving stack ``P``: the request as ``nodeperf serve`` prices it
-    for that stack, ``batch`` requests arriving at once, prefilled together and decoded together
-    (``--scheduler static``), so the stack's iteration host time, the prompt iterations it runs without CUDA
-    graphs, its sampler's host time and its output hand-over count in TTFT and TPOT as they do in ``serve`` (at
-    a trickle the two agree: docs/serving.md, "Checks and speed"). The GPU steps alone stay in ``extra`` as
-    ``gpu_ttft_s``, ``gpu_tpot_s`` and ``gpu_e2e_latency_s``; the difference is the breakdown's ``host_s``.
-    Unchanged without ``--framework``, for a training stack, or for a plan beyond tensor and pipeline
-    parallelism (``serve`` runs replicas of a tp x pp plan, not data parallelism)."""
-    from dataclasses import replace
-
-    from simulator.serving import ServeConfig, ServingError, simulate_serving
-    from workloads.frameworks import get_profile
-    from workloads.parallel import ParallelPlan
-
-    name = getattr(args, "framework", None)
-    served_plan = ParallelPlan(tp=plan.tp, pp=plan.pp)
-    if not name or get_profile(name).stack or plan.devices != served_plan.devices:
-        return res
-    batch, n_in, n_out = args.batch or 1, args.input_len, args.output_len
-    config = ServeConfig(arrival=f"concurrency:n={batch}", lengths=f"fixed:in={n_in},out={n_out}", scheduler="static",
-                         requests=batch, framework=name, dtype=args.dtype, seed=0, **quant)
-    try:
-        s = simulate_serving(args.model, hw, config, served_plan, opts).summary
-    except ServingError as e:  # e.g. a batch whose KV cache does not fit: the GPU steps stand, said so
-        return replace(res, warnings=(*res.warnings, f"--framework {name}: the engine's host costs are not added "
-                                                     f"(serve refuses this request: {e})"))
-    x = res.extra
-    ttft, tpot, e2e = (float(s[k]["mean"]) for k in ("ttft_s", "tpot_s", "e2e_s"))
-    extra = {**x, "gpu_ttft_s": x["ttft_s"], "gpu_tpot_s": x["tpot_s"], "gpu_e2e_latency_s": x["e2e_latency_s"],
-             "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e, "output_tokens_per_s": batch * n_out / e2e}
-    host = e2e - x["e2e_latency_s"]  # the same GPU steps summed in another order differ by rounding only
-    breakdown = {**res.breakdown, "host_s": host if abs(host) > 1e-9 * e2e else 0.0}
-    return replace(res, latency_s=e2e, extra=extra, breakdown=breakdown)
-
-
 def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     """Predict the plan the flags describe on ``hw`` and print it (table or --json)."""
     from simulator.parallel.compose import evaluate_plan, generate_request
@@ -331,7 +295,11 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
     if args.phase == "generate":
         res = generate_request(args.model, hw, plan, opts, input_len=args.input_len, output_len=args.output_len,
                                batch=args.batch or 1, dtype=args.dtype, **quant)
-        res = served_request(res, args, hw, plan, opts, quant)
+        from simulator.serving.served import served_generate
+
+        res = served_generate(res, args.model, hw, plan, opts, getattr(args, "framework", None),
+                              batch=args.batch or 1, input_len=args.input_len, output_len=args.output_len,
+                              dtype=args.dtype, **quant)
     else:
         res = evaluate_plan(args.model, hw, plan, opts, phase=args.phase, train=args.train, seq=args.seq,
                             context=args.context, dtype=args.dtype, batch=args.batch, recompute=args.recompute,

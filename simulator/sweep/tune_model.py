@@ -647,6 +647,11 @@ class ModelProblem:
             plan = self._plan(config)
             res = generate_request(self.model, hw, plan, opts, input_len=self.input_len, output_len=self.output_len,
                                    batch=batch, dtype=str(config["dtype"]))
+            # a serving stack's engine costs, as predict prices them
+            from simulator.serving.served import served_generate
+
+            res = served_generate(res, self.model, hw, plan, opts, config.get("framework") or None, batch=batch,
+                                  input_len=self.input_len, output_len=self.output_len, dtype=str(config["dtype"]))
             lat = float(res.extra["e2e_latency_s"])
             energy = float(res.to_cost_report().totals.energy_j)
             samples = float(batch * plan.dp)
