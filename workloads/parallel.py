@@ -194,7 +194,16 @@ class ParallelPlan:
     cuda_graph
         ``full_iteration``: Megatron-Core's ``cuda_graph_impl="full_iteration"`` captures the whole
         forward-backward of the step, every microbatch, into one CUDA graph (megatron/core/full_cuda_graph.py
-        ``FullCudaGraphWrapper``); memory only (docs/training_memory.md). ``""``: none.
+        ``FullCudaGraphWrapper``); memory only (docs/training_memory.md). ``transformer_engine``: Megatron-Core's
+        ``cuda_graph_impl="transformer_engine"``, one Transformer Engine graph per graphed layer and captured
+        microbatch (``TECudaGraphHelper``, megatron/core/transformer/cuda_graphs.py), of the part of each layer
+        ``cuda_graph_scope`` names; memory only: the static buffers the graphs keep beside what the eager step
+        holds (docs/training_memory.md, "Transformer Engine's per-layer CUDA graphs"). ``""``: none.
+    cuda_graph_scope
+        With ``cuda_graph`` ``transformer_engine``: the parts of a layer each graph captures, Megatron-Core's
+        ``cuda_graph_scope`` names (:data:`CUDA_GRAPH_SCOPES`: ``attn``, ``mlp`` (a dense MLP), ``moe``,
+        ``moe_router``, ``moe_preprocess``, ``mamba``); empty: the whole layer (megatron/core/transformer/
+        cuda_graphs.py ``_layer_is_graphable``). Refused with another ``cuda_graph``.
     moe_rank_capacity_factor
         Megatron-Core's ``moe_expert_rank_capacity_factor``: HybridEP's static per-rank budget of permuted tokens,
         ``local tokens x top-k x factor`` rows (token_dispatcher.py ``_HybridEPManager.setup_metadata``); memory
@@ -233,10 +242,12 @@ class ParallelPlan:
     p2p_host_sync: bool = False
     cuda_graph: str = ""
     moe_rank_capacity_factor: float | None = None
+    cuda_graph_scope: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.stage_layers, list):  # a list from Python or JSON reads as the tuple it is
-            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        for f in ("stage_layers", "cuda_graph_scope"):  # a list from Python or JSON reads as the tuple it is
+            if isinstance(getattr(self, f), list):
+                object.__setattr__(self, f, tuple(getattr(self, f)))
         problems = []
         for f in ("tp", "pp", "dp", "ep", "cp", "microbatch", "interleave"):
             v = getattr(self, f)
@@ -300,7 +311,7 @@ class ParallelPlan:
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
                            ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
                            ("p2p_host_sync", False), ("cuda_graph", ""),
-                           ("moe_rank_capacity_factor", None)):  # read as before at defaults
+                           ("moe_rank_capacity_factor", None), ("cuda_graph_scope", ())):  # read as before
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -332,8 +343,12 @@ def _a2a_overlap_problems(plan: ParallelPlan) -> list[str]:
     return []
 
 
-#: :attr:`ParallelPlan.cuda_graph` values: none, or Megatron-Core's ``cuda_graph_impl="full_iteration"``
-CUDA_GRAPHS = ("", "full_iteration")
+#: :attr:`ParallelPlan.cuda_graph` values: none, Megatron-Core's ``cuda_graph_impl="full_iteration"`` or its
+#: ``cuda_graph_impl="transformer_engine"`` (per-layer graphs, :attr:`ParallelPlan.cuda_graph_scope`)
+CUDA_GRAPHS = ("", "full_iteration", "transformer_engine")
+#: :attr:`ParallelPlan.cuda_graph_scope` names: Megatron-Core's ``CudaGraphScope`` but ``full_iteration``, which
+#: ``TECudaGraphHelper`` refuses (megatron/core/transformer/enums.py, cuda_graphs.py @ NVIDIA/Megatron-LM 3758b54b2)
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 
 
 def _cuda_graph_problems(plan: ParallelPlan) -> list[str]:
@@ -343,8 +358,26 @@ def _cuda_graph_problems(plan: ParallelPlan) -> list[str]:
 
     out: list[str] = []
     if plan.cuda_graph not in CUDA_GRAPHS:
-        out.append(f"cuda_graph: got {plan.cuda_graph!r}; expected one of 'full_iteration' or '' (none)"
-                   + did_you_mean(str(plan.cuda_graph), CUDA_GRAPHS[1:]))
+        out.append(f"cuda_graph: got {plan.cuda_graph!r}; expected one of 'full_iteration', 'transformer_engine' or "
+                   "'' (none)" + did_you_mean(str(plan.cuda_graph), CUDA_GRAPHS[1:]))
+    scope = plan.cuda_graph_scope
+    if not isinstance(scope, tuple) or not all(isinstance(x, str) for x in scope):
+        out.append(f"cuda_graph_scope: got {scope!r}; expected a list of scope names ({', '.join(CUDA_GRAPH_SCOPES)})")
+    elif scope and plan.cuda_graph != "transformer_engine":
+        out.append(f"cuda_graph_scope: got {list(scope)} with cuda_graph {plan.cuda_graph!r}; expected cuda_graph "
+                   "'transformer_engine' (the scope of Transformer Engine's per-layer graphs)")
+    else:
+        for x in scope:
+            if x not in CUDA_GRAPH_SCOPES:
+                out.append(f"cuda_graph_scope: got {x!r}; expected one of {', '.join(CUDA_GRAPH_SCOPES)}"
+                           + did_you_mean(x, CUDA_GRAPH_SCOPES))
+        # TransformerConfig.__post_init__ (transformer_config.py lines 1972-1979 @ NVIDIA/Megatron-LM 3758b54b2)
+        if {"moe", "moe_router"} <= set(scope):
+            out.append("cuda_graph_scope: got both 'moe' and 'moe_router'; expected one of them (Megatron-Core: "
+                       "'cuda_graph_scope must not contain both moe and moe_router')")
+        if "moe_preprocess" in scope and "moe_router" not in scope:
+            out.append("cuda_graph_scope: got 'moe_preprocess' without 'moe_router'; expected 'moe_router' with it "
+                       "(Megatron-Core: 'moe_preprocess cuda graph is only supported with moe_router cuda graph')")
     rf = plan.moe_rank_capacity_factor
     if rf is not None and (isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf < float("inf")):
         out.append(f"moe_rank_capacity_factor: got {rf!r}; expected a number > 0 (e.g. 1.5; none: dropless, "

@@ -21,7 +21,7 @@ __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", 
 _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "interleave", "zero", "shard_group",
                "offload", "capacity_factor", "fp8_linears", "stage_layers", "pipeline_split", "moe_dispatch",
                "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches",
-               "cuda_graph", "moe_rank_capacity_factor")
+               "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope")
 _PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step",
                   "p2p_host_sync")
 
@@ -107,10 +107,16 @@ def _schedule_recipe_args(g: argparse._ArgumentGroup) -> None:
                         "megatron/core/pipeline_parallel/combined_1f1b.py): one microbatch's all-to-alls run beside "
                         "another's compute in each steady forward-backward pair; with --pp > 1 it needs "
                         "--schedule interleaved (engine analytical)")
-    g.add_argument("--cuda-graph", type=one_of(("full_iteration",)), metavar="SCOPE",
+    g.add_argument("--cuda-graph", type=one_of(("full_iteration", "transformer_engine")), metavar="IMPL",
                    help="training: full_iteration, Megatron-Core's cuda_graph_impl full_iteration (the whole "
                         "forward-backward in one CUDA graph); memory only: with --moe-a2a-overlap the capture keeps "
-                        "every microbatch's cross-stream-freed MoE tensors (docs/training_memory.md)")
+                        "every microbatch's cross-stream-freed MoE tensors; transformer_engine, its per-layer "
+                        "Transformer Engine graphs of --cuda-graph-scope (memory only: their static buffers; "
+                        "docs/training_memory.md)")
+    g.add_argument("--cuda-graph-scope", type=_graph_scopes, metavar="S[,S...]",
+                   help="with --cuda-graph transformer_engine: the parts of each layer graphed, Megatron-Core's "
+                        "cuda_graph_scope (attn, mlp, moe, moe_router, moe_preprocess, mamba; default: the whole "
+                        "layer)")
     g.add_argument("--moe-rank-capacity-factor", type=_capacity_factor, metavar="F",
                    help="training, MoE: Megatron-Core's moe_expert_rank_capacity_factor, HybridEP's static "
                         "per-rank budget of tokens x top-k x F rows, with --moe-dispatch hybridep; memory only (default: "
@@ -202,6 +208,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)),
                         p2p_host_sync=bool(getattr(args, "p2p_host_sync", False)),
                         cuda_graph=getattr(args, "cuda_graph", None) or "",
+                        cuda_graph_scope=getattr(args, "cuda_graph_scope", None) or (),
                         moe_rank_capacity_factor=getattr(args, "moe_rank_capacity_factor", None))
 
 
@@ -248,7 +255,7 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
     step's own synchronisation and capture flags (--p2p-host-sync, --cuda-graph, --moe-rank-capacity-factor) are
     refused outside a training step too."""
     given = [f for f in ("moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step", "p2p_host_sync",
-                         "cuda_graph", "moe_rank_capacity_factor") if getattr(args, f, None)]
+                         "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope") if getattr(args, f, None)]
     if not given:
         return
     flag = "--" + given[0].replace("_", "-")
@@ -265,6 +272,16 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
         missing = " and ".join(f for f, on in (("--fsdp", args.fsdp), ("--pipeline-microbatches", k)) if not on)
         raise ValueError(f"predict: --grad-sync-per-step: defers FSDP's gradient sync to a step's last schedule run; "
                          f"got no {missing}; expected --fsdp and --pipeline-microbatches N with --pp > 1")
+
+
+def _graph_scopes(text: str) -> tuple[str, ...]:
+    """An argparse ``type``: comma-separated :data:`workloads.parallel.CUDA_GRAPH_SCOPES` names, each refused
+    with the names and a did-you-mean."""
+    from workloads.parallel import CUDA_GRAPH_SCOPES
+
+    pick = one_of(CUDA_GRAPH_SCOPES, "unknown CUDA graph scope")
+    names = tuple(pick(x.strip()) for x in text.split(","))
+    return names
 
 
 def _dense(model: str) -> bool:

@@ -1436,6 +1436,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
     # fp8 parameters (``fp8_param``): TE's fp8 weights replace the 16-bit ones, no cache beside them
     buffers["fp8_weight_cache"] = sum(_fp8_weight_cache(sg.graph) for sg, _ in sgs) if train and not plan.fp8_param else 0.0
+    if train and gpu and plan.cuda_graph == "transformer_engine":
+        buffers.update({f"te_cuda_graph_{k}": v for k, v in _te_graph_static(sgs, plan, inflight).items()})
     shard = plan.shard_group or plan.dp * plan.cp
     if train:
         # FSDP holds a pipelined stage's gathered state through the step only under torch.distributed.pipelining
@@ -1501,6 +1503,47 @@ def _graph_deferred_frees(sgs: list[tuple[StageGraph, _GraphCost]], plan: Parall
                 layers.append((int(op.inputs[0].shape[0]), int(op.outputs[0].shape[-1]), int(op.inputs[0].shape[-1]),
                                cross_stream_freed_inputs(plan.moe_dispatch, fp8, local)))
     return graph_deferred_free_bytes(plan.microbatches, layers, plan.moe_rank_capacity_factor)
+
+
+def _te_graph_static(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, inflight: float) -> dict[str, float]:
+    """Static buffers of Transformer Engine's per-layer CUDA graphs on one device of a stage
+    (:func:`simulator.report.memory.te_graph_static_bytes`): which of the stage's layers are graphed, as
+    Megatron-Core's ``_layer_is_graphable`` decides from ``plan.cuda_graph_scope`` (empty: every layer; ``attn``:
+    every layer with attention; ``mlp``: the dense-MLP layers; ``moe``, ``moe_router``, ``moe_preprocess``: the MoE
+    layers), and what each graph's output is (``TransformerLayer._te_cuda_graph_replay``: the layer's output with
+    an empty scope, ``mlp`` on a dense layer or ``moe`` on an MoE layer; the attention's output or the router's
+    outputs otherwise). ``inflight``: the stage's microbatches in flight (chunk-microbatches over chunks), so
+    ``inflight`` x graphed layers (1 x graphed layers without pipeline stages: the helper captures one
+    microbatch) distinct static samples; the stage's chunks but the model's last send their outputs."""
+    from simulator.report.memory import te_graph_static_bytes
+    from workloads.zoo.transformer import zoo_config
+
+    meta = sgs[0][0].graph.meta
+    cfg = zoo_config(str(meta["model"]))
+    scope = set(plan.cuda_graph_scope)
+    moe_scope = bool(scope & {"moe", "moe_router", "moe_preprocess"})
+    attn_layers = sent = 0.0
+    kinds: set[str] = set()
+    last_stage = sgs[0][0].stage == plan.pp - 1
+    for sg, _ in sgs:
+        lo, hi = sg.layers
+        for i in range(lo, hi):
+            moe = cfg.experts > 0 and cfg.is_moe_layer(i)
+            whole = not scope or (moe and "moe" in scope) or (not moe and "mlp" in scope)
+            graphed = whole or "attn" in scope or (moe and moe_scope)
+            if not graphed:
+                continue
+            attn_layers += 1.0 if (not scope or "attn" in scope) else 0.0
+            kinds.add("hidden" if whole or not (moe and moe_scope) else "router")
+            if i == hi - 1 and whole and not (last_stage and sg.chunk == max(s.chunk for s, _ in sgs)):
+                sent += 1.0
+    grads = int("hidden" in kinds) + (2 + int(cfg.shared_d_ff > 0) if "router" in kinds else 0)
+    seq = int(meta["seq"])
+    local = seq // plan.cp // (plan.tp if plan.sequence_parallel else 1)
+    samples = attn_layers * (max(1.0, inflight) if plan.pp > 1 or plan.moe_a2a_overlap else 1.0)
+    return te_graph_static_bytes(hidden=cfg.d_model, local_seq=local, microbatch=plan.microbatch,
+                                 seq_per_cp=seq // plan.cp, seq=seq, attn_samples=samples,
+                                 sent_outputs=sent * max(1.0, inflight), grad_outputs=grads)
 
 
 def _host_transfers(plan: ParallelPlan, p: float, g: float) -> dict[str, float]:

@@ -429,7 +429,9 @@ def _moe_host_sync(row: TrainingRecord) -> bool:
     >>> _moe_host_sync({"moe": "dropless", "framework": "Megatron-Bridge", "notes": "cuda_graph_impl full_iteration"})
     False
     """
-    return "dropless" in row["moe"].lower() and not _cuda_graph_config(row)
+    graphs = _cuda_graph_config(row)
+    return "dropless" in row["moe"].lower() and not (graphs.get("cuda_graph") == "full_iteration"
+                                                     or "moe_rank_capacity_factor" in graphs)
 
 
 def _batch_p2p_sync(pp: int, vp: int) -> bool:
@@ -459,20 +461,36 @@ def _a2a_overlap(row: TrainingRecord) -> bool:
 
 
 def _cuda_graph_config(row: TrainingRecord) -> dict[str, Any]:
-    """A Megatron-Bridge row's full-iteration CUDA graph and HybridEP rank capacity factor as its ``notes`` state
-    them from the recipe (``cuda_graph_impl full_iteration``, ``moe_expert_rank_capacity_factor F``: train-144..147,
+    """A Megatron-Bridge row's CUDA graphs and HybridEP rank capacity factor as its ``notes`` state them from the
+    recipe: ``cuda_graph_impl full_iteration``, ``moe_expert_rank_capacity_factor F`` (train-144..147,
     ``_enable_hybridep_full_iteration_mxfp8``, src/megatron/bridge/perf_recipes/qwen/common.py @ 9c0cd2575^);
-    nothing for another stack or where the notes state neither.
+    ``cuda_graph_impl transformer_engine with cuda_graph_scope S, ...`` (or ``cuda_graph_impl="transformer_engine"
+    with cuda_graph_scope ["S", ...]``: train-059, 066, 068, 142, 143), Transformer Engine's per-layer graphs of
+    those scopes; nothing for another stack or where the notes state none.
 
     >>> _cuda_graph_config({"framework": "Megatron-Bridge", "notes":
     ...     "cuda_graph_impl full_iteration, moe_expert_rank_capacity_factor 1.5"})
     {'cuda_graph': 'full_iteration', 'moe_rank_capacity_factor': 1.5}
+    >>> _cuda_graph_config({"framework": "Megatron-Bridge", "notes":
+    ...     'cuda_graph_impl="transformer_engine" with cuda_graph_scope ["attn", "moe_router"].'})
+    {'cuda_graph': 'transformer_engine', 'cuda_graph_scope': ('attn', 'moe_router')}
     """
     if not row["framework"].strip().lower().startswith(MEGATRON_BRIDGE_PERF):
         return {}
     out: dict[str, Any] = {}
     if re.search(r"\bcuda_graph_impl (full_iteration)\b", row["notes"]):
         out["cuda_graph"] = "full_iteration"
+    te = re.search(r'\bcuda_graph_impl\s*=?\s*"?transformer_engine"? with cuda_graph_scope \[?([a-z_", ]+)',
+                   row["notes"])
+    if te:
+        from workloads.parallel import CUDA_GRAPH_SCOPES
+
+        names = tuple(x for x in re.split(r'[\s",]+', te.group(1)) if x)
+        bad = [x for x in names if x not in CUDA_GRAPH_SCOPES]
+        if bad or not names:
+            raise _error(f"{getattr(row, 'where', '') or row['id']}: notes: cuda_graph_scope: got {', '.join(bad) or 'no scope'!r}; expected scope "
+                         f"names of {', '.join(CUDA_GRAPH_SCOPES)}")
+        out.update(cuda_graph="transformer_engine", cuda_graph_scope=names)
     m = re.search(r"\bmoe_expert_rank_capacity_factor ([0-9]+(?:\.[0-9]+)?)\b", row["notes"])
     if m:
         out["moe_rank_capacity_factor"] = float(m.group(1))

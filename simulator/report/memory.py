@@ -284,3 +284,38 @@ def graph_deferred_free_bytes(microbatches: int, moe_layers: Sequence[tuple[int,
     """
     per_mb = sum(n * hybridep_budget_rows(t, k, rank_capacity_factor) * h for t, k, h, n in moe_layers)
     return float(microbatches) * per_mb * itemsize
+
+
+def te_graph_static_bytes(*, hidden: int, local_seq: int, microbatch: int, seq_per_cp: int, seq: int,
+                          attn_samples: float, sent_outputs: float, grad_outputs: int,
+                          itemsize: float = 2.0) -> dict[str, float]:
+    """Bytes Transformer Engine's per-layer CUDA graphs (Megatron-Core ``cuda_graph_impl="transformer_engine"``)
+    keep beside what the eager step holds, by part (docs/training_memory.md, "Transformer Engine's per-layer CUDA
+    graphs"; megatron/core/transformer/cuda_graphs.py and transformer_layer.py @ NVIDIA/Megatron-LM 3758b54b2,
+    transformer_engine/pytorch/graph.py @ NVIDIA/TransformerEngine 71bbefbf1):
+
+    * ``attention_masks``: a graph whose scope holds the attention takes a boolean ``attention_mask`` static input
+      of (microbatch, 1, seq / cp, seq), made anew for every static sample
+      (``TransformerLayer.get_layer_static_inputs``); ``attn_samples`` distinct samples stay allocated, the
+      in-flight (layer, microbatch) forwards once ``TECudaGraphHelper._get_sample_arguments`` reuses the samples
+      whose backward has run. The eager step passes no mask (causal attention).
+    * ``sent_outputs``: a graph whose output is the layer's output keeps it in the graphs' memory pool from its
+      forward capture to its backward capture (``_make_graphed_callables`` weak-references static outputs only
+      then), where the eager step frees a pipeline chunk's output once sent (Megatron-Bridge
+      ``deallocate_pipeline_outputs`` True); ``sent_outputs`` such outputs in flight, (local_seq, microbatch,
+      hidden) each, ``local_seq`` the sequence over cp (and tp with sequence parallelism).
+    * ``grad_outputs``: one static gradient buffer per output signature, kept for the step
+      (``static_grad_outputs_dict`` with ``_reuse_graph_input_output_buffers``, which Megatron-Core sets from
+      TE 2.7); ``grad_outputs`` hidden-sized buffers.
+
+    The static hidden-state inputs and the outputs a following layer saves stand in for tensors the eager step
+    keeps (the copy into a static input frees the eager tensor), so they add nothing.
+
+    >>> p = te_graph_static_bytes(hidden=8192, local_seq=1024, microbatch=1, seq_per_cp=4096, seq=4096,
+    ...                           attn_samples=0, sent_outputs=23, grad_outputs=1)
+    >>> p["sent_outputs"] == 23 * 1024 * 8192 * 2, p["grad_outputs"] == 1024 * 8192 * 2, p["attention_masks"]
+    (True, True, 0.0)
+    """
+    act = float(local_seq) * microbatch * hidden * itemsize
+    return {"attention_masks": float(attn_samples) * microbatch * seq_per_cp * seq,
+            "sent_outputs": float(sent_outputs) * act, "grad_outputs": float(grad_outputs) * act}

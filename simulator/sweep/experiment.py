@@ -224,7 +224,8 @@ OPTION_KEYS: dict[str, _Key] = {
                           "(Megatron-Core batch_p2p_sync)"),
     "cuda_graph": _Key("str", partial(_plan_choices, "cuda_graph"), doc="parallel plan, training: full_iteration, "
                        "Megatron-Core's cuda_graph_impl full_iteration (the step's forward-backward in one CUDA graph; "
-                       "unset: none)"),
+                       "unset: none); transformer_engine, its per-layer graphs of whole layers (a narrower "
+                       "cuda_graph_scope: predict --cuda-graph-scope or the ParallelPlan field)"),
     "moe_rank_capacity_factor": _Key("float", minimum=0.0, doc="parallel plan, training, MoE: HybridEP's static "
                                      "per-rank budget of local tokens x top-k x this factor rows (Megatron-Core "
                                      "moe_expert_rank_capacity_factor; moe_dispatch hybridep); memory only, no token is dropped; unset: sized "

@@ -138,7 +138,7 @@ def test_plans_that_do_not_divide_name_the_dimension_and_the_nearest_values(plan
     (dict(schedule="1fb1"), "did you mean '1f1b'"),
     (dict(interleave=2), "expected schedule 'interleaved'"),
     (dict(sequence_parallel=True), "expected tp > 1"),
-    (dict(cuda_graph="full_iteraton"), "cuda_graph: got 'full_iteraton'; expected one of 'full_iteration' or ''"
+    (dict(cuda_graph="full_iteraton"), "cuda_graph: got 'full_iteraton'; expected one of 'full_iteration', 'transformer_engine' or ''"
                                        " (none); did you mean 'full_iteration'"),
     (dict(moe_rank_capacity_factor=0), "moe_rank_capacity_factor: got 0; expected a number > 0"),
     (dict(dp=8, fsdp=True, zero_stage=1), "zero_stage: got 1 with fsdp; expected zero_stage 0 or 3"),  # was dropped
