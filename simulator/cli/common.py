@@ -170,8 +170,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def check_training_flags(args: argparse.Namespace) -> None:
     """``--recompute`` and ``--optimizer`` shape a training step's backward pass and update: without ``--train``
-    they are refused, not dropped (an inference step, or ``--phase train``'s forward pass, has neither)."""
+    they are refused, not dropped (an inference step, or ``--phase train``'s forward pass, has neither). A
+    ``--recompute`` policy the ``--framework`` stack does not have (:data:`workloads.recompute.STACK_POLICIES`) is
+    refused with the names it has."""
     if args.train:
+        recompute = getattr(args, "recompute", "none")
+        profile = profile_from_args(args)
+        if recompute not in (None, "none") and profile is not None:
+            from workloads.recompute import check_stack_policy
+
+            check_stack_policy(recompute, profile.name)
         return
     optimizer = getattr(args, "optimizer", "adamw")
     if optimizer == "none":
@@ -181,7 +189,9 @@ def check_training_flags(args: argparse.Namespace) -> None:
                          "--train")
     recompute = getattr(args, "recompute", "none")
     if recompute not in (None, "none"):
-        raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got no --train; "
+        got = ("--phase train without --train (--phase train is the forward pass of a training step, without its "
+               "backward)") if getattr(args, "phase", None) == "train" else "no --train"
+        raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got {got}; "
                          "expected --train")
 
 
