@@ -136,6 +136,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "checkpoint name, e.g. custom:decoder_layer_input=offload,query_proj=offload), "
                         "or Megatron-Core's selective recompute_modules as modules:NAME,... (core_attn, moe_act, "
                         "layernorm, mla_up_proj, mlp, moe, shared_experts; e.g. modules:layernorm,moe_act); "
+                        "with --framework only that stack's own names (megatron-core: selective, full, modules:...; "
+                        "fsdp2: full, selective-op; maxtext: full, the MaxText names, custom); "
                         "see docs/training_memory.md")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",
