@@ -78,7 +78,8 @@ from workloads.ir import Op, OpGraph, Role, TensorSpec
 
 __all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUSTOM_UNMODELLED", "policy_plan",
            "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse",
-           "MEGATRON_MODULES", "module_names", "module_segments"]
+           "MEGATRON_MODULES", "module_names", "module_segments", "STACK_POLICIES", "stack_accepts", "check_stack_policy",
+           "policy_family"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -199,6 +200,105 @@ def check_policy(policy: str) -> str:
         return policy
     raise ValueError(f"recompute: unknown recomputation policy; got {policy!r}; expected one of {', '.join(POLICIES)}"
                      ", custom:NAME=CHOICE,... or modules:NAME,..." + did_you_mean(str(policy), POLICIES))
+
+
+#: The policy families each ``--framework`` profile's stack states, from the stacks' own option sets:
+#:
+#: * Megatron-Core (``megatron-core``): ``recompute_granularity`` ``full`` or ``selective`` (its default
+#:   ``recompute_modules: ["core_attn"]``, the attention core: ``selective``), other ``recompute_modules`` lists as
+#:   ``modules:NAME,...`` (megatron/core/transformer/transformer_config.py @ core_v0.15.0); no recomputation: ``none``.
+#: * Megatron-LM of 2021-2022 (``megatron-lm``): ``--recompute-granularity full|selective``
+#:   (NVIDIA/Megatron-LM @ d63c254 megatron/arguments.py); ``recompute_modules`` came with later Megatron-Core.
+#: * torchtitan (``fsdp2``, ``fsdp2-compile``, ``fsdp2-compile-blocks``, ``torchtitan-eager``):
+#:   ``activation_checkpoint.mode`` ``none``, ``full`` or ``selective`` with ``selective_ac_option = "op"``
+#:   (``selective-op``; the layer-level option, every N-th block checkpointed, is not modelled) (torchtitan
+#:   config_manager.py / config/job_config.py ``ActivationCheckpoint``).
+#: * NeMo AutoModel (``automodel``, ``automodel-compile``): ``distributed.activation_checkpointing`` on or off,
+#:   a checkpoint wrapper around each decoder layer: ``full`` or ``none``.
+#: * PyTorch programs (``eager``, ``sdpa``, ``compile``, ``cuda-graphs``) and a generic XLA program (``xla``):
+#:   ``torch.utils.checkpoint`` of a whole block (Hugging Face ``gradient_checkpointing_enable``), ``jax.checkpoint``
+#:   of a layer: ``full`` or ``none``.
+#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-serial``): ``remat_policy`` ``full``, the named policies of
+#:   :data:`MAXTEXT_SAVES` and ``custom`` (``MaxText/layers/decoders.py`` ``get_remat_policy``); MaxText has no
+#:   policy that saves everything, ``none`` is kept as the nearest statement of no recomputation.
+#: * Inference engines (``tensorrt``, ``trt-llm``, ``trt-llm-pytorch``, ``vllm``, ``vllm-v0``, ``sglang``,
+#:   ``sglang-0.3``) train nothing: ``none`` only.
+#:
+#: A family is ``none``, ``full``, ``selective``, ``selective-op``, ``maxtext`` (a name of :data:`MAXTEXT_SAVES`),
+#: ``custom`` (``custom`` and ``custom:...``) or ``modules`` (``modules:...``). Without ``--framework`` every policy
+#: is priced as stated.
+_TORCH = ("none", "full")
+_TITAN = ("none", "full", "selective-op")
+_MAXTEXT = ("none", "full", "maxtext", "custom")
+STACK_POLICIES: dict[str, tuple[str, ...]] = {
+    "megatron-core": ("none", "full", "selective", "modules"), "megatron-lm": ("none", "full", "selective"),
+    "fsdp2": _TITAN, "fsdp2-compile": _TITAN, "fsdp2-compile-blocks": _TITAN, "torchtitan-eager": _TITAN,
+    "automodel": _TORCH, "automodel-compile": _TORCH,
+    "eager": _TORCH, "sdpa": _TORCH, "compile": _TORCH, "cuda-graphs": _TORCH, "xla": _TORCH,
+    "maxtext": _MAXTEXT, "maxtext-cf": _MAXTEXT, "maxtext-serial": _MAXTEXT,
+    "tensorrt": ("none",), "trt-llm": ("none",), "trt-llm-pytorch": ("none",), "vllm": ("none",),
+    "vllm-v0": ("none",), "sglang": ("none",), "sglang-0.3": ("none",)}
+#: the stack a family comes from (named in a refusal)
+_FAMILY_STACK = {"selective": "Megatron's recompute_granularity (megatron-core, megatron-lm)",
+                 "selective-op": "torchtitan's op-level selective_ac_option (fsdp2, fsdp2-compile, ...)",
+                 "maxtext": "a MaxText remat_policy (maxtext, maxtext-cf, maxtext-serial)",
+                 "custom": "MaxText's custom remat_policy (maxtext, maxtext-cf, maxtext-serial)",
+                 "modules": "Megatron-Core's recompute_modules (megatron-core)"}
+
+
+def policy_family(policy: str) -> str:
+    """The family of a checked policy (see :data:`STACK_POLICIES`): ``none``, ``full``, ``selective``,
+    ``selective-op``, ``maxtext``, ``custom`` or ``modules``.
+
+    >>> policy_family("save_dot_except_mlpwi"), policy_family("modules:core_attn"), policy_family("custom:mlpwo=device")
+    ('maxtext', 'modules', 'custom')
+    """
+    if policy in MAXTEXT_SAVES:
+        return "maxtext"
+    return policy.partition(":")[0]
+
+
+def stack_accepts(policy: str, stack: str | None) -> bool:
+    """Whether ``--framework stack`` states ``policy`` (every policy without a stack, or for a profile this table
+    does not list)."""
+    if stack is None or stack not in STACK_POLICIES:
+        return True
+    return policy_family(policy) in STACK_POLICIES[stack]
+
+
+def _family_names(families: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for f in families:
+        out += {"maxtext": list(MAXTEXT_SAVES), "custom": ["custom", "custom:NAME=CHOICE,..."],
+                "modules": [f"modules:NAME,... (NAME: {', '.join(MEGATRON_MODULES)})"]}.get(f, [f])
+    return out
+
+
+def check_stack_policy(policy: str, stack: str | None, flag: str = "--recompute") -> str:
+    """``policy`` when the training stack ``--framework stack`` has it (:data:`STACK_POLICIES`), else a
+    ValueError: ``--recompute NAME: --framework STACK has no such recomputation; got ...; expected one of
+    ...[; did you mean ...?]``.
+
+    >>> check_stack_policy("selective", "megatron-core")
+    'selective'
+    >>> check_stack_policy("minimal", "fsdp2")
+    Traceback (most recent call last):
+    ...
+    ValueError: --recompute minimal: --framework fsdp2 has no such activation recomputation; got 'minimal' (a MaxText remat_policy (maxtext, maxtext-cf, maxtext-serial)); expected one of none, full, selective-op
+    """
+    from nodeperf.suggest import did_you_mean
+
+    check_policy(policy)
+    if stack_accepts(policy, stack):
+        return policy
+    family = policy_family(policy)
+    accepted = STACK_POLICIES[str(stack)]
+    names = _family_names(accepted)
+    what = f" ({_FAMILY_STACK[family]})" if family in _FAMILY_STACK else ""
+    plain = [n for f in accepted for n in ((list(MAXTEXT_SAVES) + ["custom"]) if f in ("maxtext", "custom") else [f])
+             if f != "modules"]
+    raise ValueError(f"{flag} {policy}: --framework {stack} has no such activation recomputation; got {policy!r}{what}; "
+                     f"expected one of {', '.join(names)}" + did_you_mean(policy.partition(":")[0], plain))
 
 
 def needs_unfuse(policy: str) -> bool:

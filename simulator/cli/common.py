@@ -136,6 +136,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "checkpoint name, e.g. custom:decoder_layer_input=offload,query_proj=offload), "
                         "or Megatron-Core's selective recompute_modules as modules:NAME,... (core_attn, moe_act, "
                         "layernorm, mla_up_proj, mlp, moe, shared_experts; e.g. modules:layernorm,moe_act); "
+                        "with --framework only that stack's own names (megatron-core: selective, full, modules:...; "
+                        "fsdp2: full, selective-op; maxtext: full, the MaxText names, custom); "
                         "see docs/training_memory.md")
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",
@@ -170,8 +172,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def check_training_flags(args: argparse.Namespace) -> None:
     """``--recompute`` and ``--optimizer`` shape a training step's backward pass and update: without ``--train``
-    they are refused, not dropped (an inference step, or ``--phase train``'s forward pass, has neither)."""
+    they are refused, not dropped (an inference step, or ``--phase train``'s forward pass, has neither). A
+    ``--recompute`` policy the ``--framework`` stack does not have (:data:`workloads.recompute.STACK_POLICIES`) is
+    refused with the names it has."""
     if args.train:
+        recompute = getattr(args, "recompute", "none")
+        profile = profile_from_args(args)
+        if recompute not in (None, "none") and profile is not None:
+            from workloads.recompute import check_stack_policy
+
+            check_stack_policy(recompute, profile.name)
         return
     optimizer = getattr(args, "optimizer", "adamw")
     if optimizer == "none":
@@ -181,7 +191,9 @@ def check_training_flags(args: argparse.Namespace) -> None:
                          "--train")
     recompute = getattr(args, "recompute", "none")
     if recompute not in (None, "none"):
-        raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got no --train; "
+        got = ("--phase train without --train (--phase train is the forward pass of a training step, without its "
+               "backward)") if getattr(args, "phase", None) == "train" else "no --train"
+        raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got {got}; "
                          "expected --train")
 
 

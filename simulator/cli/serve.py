@@ -265,6 +265,7 @@ def format_summary(s: dict[str, Any]) -> str:
                  f"goodput {s['goodput_requests_per_s']:.3f} requests/s (SLO attainment {100 * s['slo_attainment']:.1f}%)")
     for h in s["slo"]:
         lines.append(f"  SLO {h['slo']}: {h['metric']} = {si(h['value_s'], 's')} ({'met' if h['met'] else 'missed'})")
+    lines.append(_limits_line(s))
     kv = s["kv_cache"]
     lines.append(f"  KV cache {kv['blocks']} blocks of {kv['block_size']} tokens, {100 * s['kv_cache_utilization']:.1f}% "
                  f"used on average; {s['preemptions']} preemption(s); mean {s['batch_tokens']['mean']:.1f} tokens per iteration")
@@ -274,3 +275,18 @@ def format_summary(s: dict[str, Any]) -> str:
             if c.get("usd_per_million_tokens") is not None else c["priced_by"])
     lines.append(f"  energy {si(s['energy_j'], 'J')} ({s['energy_per_token_j']:.3f} J per output token); {cost}")
     return "\n".join(lines)
+
+
+def _limits_line(s: dict[str, Any]) -> str:
+    """The limits the run's scheduler applies (the summary's ``limits``; a limit it does not apply is None there and
+    not printed): ``static`` batches whole requests with no token budget."""
+    lim = s.get("limits") or {}
+    shown = []
+    for key in ("max_num_seqs", "max_batched_tokens", "chunk", "block_size", "scheduler_steps", "mixed_prefill",
+                "admission"):
+        v = lim.get(key)
+        if v is None:
+            continue
+        shown.append(f"{key} {('on' if v else 'off') if isinstance(v, bool) else v}")
+    note = "; no token budget: whole requests" if s["config"]["scheduler"] == "static" else ""
+    return f"  limits of the {s['config']['scheduler']} scheduler: {', '.join(shown)}{note}"

@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "selective, full, selective-op or a MaxText remat policy (minimal, save_qkv_proj, "
                         "save_dot_except_mlp, minimal_offloaded, ...; as `predict --recompute`) or custom:NAME=CHOICE,... "
                         "(MaxText's custom policy: its NAME=CHOICE items continue it) or modules:NAME,... (Megatron-Core's "
-                        "recompute_modules: the module names after it continue it)")
+                        "recompute_modules: the module names after it continue it); with --framework a policy a "
+                        "stack does not have is skipped under it, one no listed stack has refused")
     _plan_arguments(g)
     _recipe_arguments(g)
     g.add_argument("--prices", metavar="FILE.toml", help="device prices: hourly rents, and purchase prices under --price tco (default "

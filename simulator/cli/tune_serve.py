@@ -130,9 +130,19 @@ def run_serve(args: argparse.Namespace) -> int:
     lines = [f"{args.model}: {len(cands)} serving deployments, objective {objective}, SLO {', '.join(args.slo)}; "
              f"each rate probe max({result.requests_per_probe}, qps x {args.probe_seconds:g} s) requests (Poisson, seed "
              f"{args.seed}), lengths {args.lengths}"]
+    if result.ranked:
+        lines.append(f"     {'deployment':<40} {'offered':>9} {'achieved':>9} {'achieved':>10} {'price':>9}  cost at the "
+                     "achieved rate")
+        lines.append(f"     {'':<40} {'req/s':>9} {'req/s':>9} {'out tok/s':>10} {'USD/h':>9}  USD/M output tokens")
     for i, o in enumerate(result.ranked[:args.top], 1):
-        usd = "n/a" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3g} USD/M tokens"
-        lines.append(f"{i:>3}. {o.candidate.label():<40} {o.qps:8.3g} req/s  {usd}")
+        r = o.rates()
+        usd = "n/a" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3g}"
+        hourly = "n/a" if r.get("usd_per_hour") is None else f"{r['usd_per_hour']:.3g}"
+        lines.append(f"{i:>3}. {o.candidate.label():<40} {o.qps:9.3g} {r.get('achieved_requests_per_s', 0.0):9.3g} "
+                     f"{r.get('achieved_output_tokens_per_s', 0.0):10.4g} {hourly:>9}  {usd}")
+    if result.ranked:
+        lines.append("offered: the Poisson arrival rate the SLOs hold at (the capacity); achieved: requests and output "
+                     "tokens served over the run's makespan; USD/M tokens = USD/h / (achieved out tok/s x 3600) x 1e6")
     if result.rejected:
         lines.append("rejected:")
         lines += [f"     {o.candidate.label():<40} {o.reason}" for o in result.rejected[:max(args.rejected, 0)]]

@@ -98,6 +98,9 @@ class StageResult:
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(map(list, v)) if k == "layers" else v) for k, v in self.__dict__.items() if k != "memory_parts"}
         out["memory_bytes"] = self.memory_bytes
+        # the names the report's memory block uses: runtime buffers and the allocator's reserve apart
+        out["runtime_buffers_bytes"] = self.buffers_bytes
+        out["allocator_reserve_bytes"] = self.reserve_bytes
         out["memory_breakdown"] = self.memory_breakdown()
         return out
 
@@ -214,7 +217,8 @@ class ParallelResult:
                           kv_cache_bytes=int(worst.kv_cache_bytes), gradients_bytes=int(worst.gradients_bytes),
                           optimizer_state_bytes=int(worst.optimizer_state_bytes),
                           capacity_bytes=self.memory_capacity_bytes, device=f"stage {worst.stage}",
-                          buffers_bytes=int(worst.buffers_bytes + worst.reserve_bytes))
+                          buffers_bytes=int(worst.buffers_bytes + worst.reserve_bytes),
+                          allocator_reserve_bytes=int(worst.reserve_bytes))
         prov = dict(provenance or (self.reports[0].provenance if self.reports else {}))
         prov.update({"engine": f"parallel/{self.engine}", "devices": self.plan.devices, "plan": self.plan.to_json()})
         return CostReport(model=self.model, hardware=self.hardware, records=tuple(recs), totals=totals, memory=mem,

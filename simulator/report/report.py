@@ -95,9 +95,17 @@ class MemoryCheck:
     optimizer_state_bytes: int
     capacity_bytes: float
     device: str = ""
-    #: runtime buffers and allocator reserve (a parallel plan's GPUs: CUDA context, cuBLAS workspace,
+    #: runtime buffers and allocator reserve together (a parallel plan's GPUs: CUDA context, cuBLAS workspace,
     #: NCCL and FSDP buffers, the caching allocator's rounding; simulator.parallel.compose)
     buffers_bytes: int = 0
+    #: the part of ``buffers_bytes`` the caching allocator keeps reserved beyond the live tensors (a stage's
+    #: ``reserve_bytes``); ``buffers_bytes - allocator_reserve_bytes`` are the runtime buffers
+    allocator_reserve_bytes: int = 0
+
+    @property
+    def runtime_buffers_bytes(self) -> int:
+        """``buffers_bytes`` without the allocator's reserve (a stage's ``buffers_bytes``)."""
+        return self.buffers_bytes - self.allocator_reserve_bytes
 
     @property
     def required_bytes(self) -> int:
@@ -113,7 +121,8 @@ class MemoryCheck:
         need, have = self.required_bytes / 2**30, self.capacity_bytes / 2**30
         parts = [("weights", self.weights_bytes), ("activations", self.activations_bytes),
                  ("KV cache", self.kv_cache_bytes), ("gradients", self.gradients_bytes),
-                 ("optimizer state", self.optimizer_state_bytes), ("buffers", self.buffers_bytes)]
+                 ("optimizer state", self.optimizer_state_bytes), ("buffers", self.runtime_buffers_bytes),
+                 ("allocator reserve", self.allocator_reserve_bytes)]
         detail = ", ".join(f"{n} {b / 2**30:.2f}" for n, b in parts if b)
         where = f" on {self.device}" if self.device else ""
         if self.fits:
@@ -125,7 +134,8 @@ class MemoryCheck:
             "weights_bytes": self.weights_bytes, "activations_bytes": self.activations_bytes,
             "kv_cache_bytes": self.kv_cache_bytes, "gradients_bytes": self.gradients_bytes,
             "optimizer_state_bytes": self.optimizer_state_bytes, "buffers_bytes": self.buffers_bytes,
-            "required_bytes": self.required_bytes,
+            "runtime_buffers_bytes": self.runtime_buffers_bytes,
+            "allocator_reserve_bytes": self.allocator_reserve_bytes, "required_bytes": self.required_bytes,
             "capacity_bytes": _plain(self.capacity_bytes), "fits": self.fits, "message": self.message(),
         }
 

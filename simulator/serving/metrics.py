@@ -171,6 +171,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
     """The JSON summary of a run (keys as ``nodeperf serve --json`` prints them); ``before``: each replica's
     counters when a warm-up drained (left out of the energy, KV use, preemptions and batch figures)."""
     from simulator.serving.arrivals import describe as arrival_describe
+    from simulator.serving.scheduler import applied_limits
 
     ttft = np.array([r.ttft_s for r in records])
     e2e = np.array([r.e2e_s for r in records])
@@ -208,7 +209,7 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "batch_tokens": batch, "energy_j": energy, "energy_per_token_j": energy / out_tokens if out_tokens else 0.0,
         "energy_breakdown_j": {"iterations": busy_energy, "idle": idle_energy},
         "cost": _cost(setup.device, devices, makespan, out_tokens, energy),
-        "kv_cache": setup.kv.to_json(), "limits": setup.limits,
+        "kv_cache": setup.kv.to_json(), "limits": applied_limits(setup.limits, config.scheduler),
         "model": str(getattr(setup.pricer.cfg, "name", "")), "hardware": str(getattr(setup.described["hardware"], "name", "")),
         "plan": {"tp": setup.plan.tp, "pp": setup.plan.pp}, "replicas": len(replicas), "devices": devices,
         "arrival": arrival_describe(setup.described["arrival"]), "lengths": _lengths_of(setup),

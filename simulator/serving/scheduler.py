@@ -70,7 +70,8 @@ from typing import Any
 
 from simulator.serving.kvcache import blocks_for
 
-__all__ = ["ADMISSIONS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "engine_defaults", "plan_iteration", "tally"]
+__all__ = ["ADMISSIONS", "APPLIED_LIMITS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "applied_limits",
+           "engine_defaults", "plan_iteration", "tally"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,27 @@ SCHEDULERS: dict[str, EngineDefaults] = {
     "orca": EngineDefaults("orca", False, 1024, 8192, 256, 2048, 0, _ORCA_SRC),
     "static": EngineDefaults("static", False, 1024, 8192, 256, 2048, 0, _STATIC_SRC),
 }
+
+#: The limits each scheduler applies (read from :func:`plan_iteration`): the iteration-level schedulers admit while
+#: ``max_num_seqs``, the token budget ``max_batched_tokens`` (Sarathi-Serve's: its ``chunk``) and the blocks allow,
+#: with ``scheduler_steps``, ``mixed_prefill`` and ``admission``; ``static`` (:func:`_plan_static`) forms a batch of up
+#: to ``max_num_seqs`` whole requests, each reserving the blocks of its prompt and output, with no token budget, one
+#: step per pass, no preemption and no admission policy.
+_ITERATION_LIMITS = ("max_num_seqs", "max_batched_tokens", "block_size", "scheduler_steps", "mixed_prefill", "admission")
+APPLIED_LIMITS: dict[str, tuple[str, ...]] = {
+    "vllm": _ITERATION_LIMITS, "sarathi": (*_ITERATION_LIMITS, "chunk"), "orca": _ITERATION_LIMITS,
+    "static": ("max_num_seqs", "block_size")}
+
+
+def applied_limits(limits: dict[str, Any], scheduler: str) -> dict[str, Any]:
+    """``limits`` (a run's, keys as :data:`APPLIED_LIMITS`) with every limit ``scheduler`` does not apply set to None.
+
+    >>> applied_limits({"max_num_seqs": 256, "max_batched_tokens": 2048, "block_size": 16, "chunk": None}, "static")
+    {'max_num_seqs': 256, 'max_batched_tokens': None, 'block_size': 16, 'chunk': None}
+    """
+    used = APPLIED_LIMITS[scheduler]
+    return {k: (v if k in used else None) for k, v in limits.items()}
+
 
 #: Admission policies (module docstring); the first is the default.
 ADMISSIONS = ("max-utilization", "no-evict")

@@ -147,6 +147,10 @@ def _check_config(config: ServeConfig) -> None:
         raise ServingError(f"max_batched_tokens: got {config.max_batched_tokens} with scheduler 'static', which forms "
                            "a batch of up to max_num_seqs whole requests and has no token budget; expected none (or "
                            "scheduler vllm, sarathi or orca)")
+    if config.scheduler == "static" and config.admission != "max-utilization":
+        raise ServingError(f"admission: got {config.admission!r} with scheduler 'static', which reserves the blocks of "
+                           "each request's prompt and output when its batch forms and has no admission policy; "
+                           "expected max-utilization, the default (or scheduler vllm, sarathi or orca)")
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
@@ -262,7 +266,8 @@ def _limits(config: ServeConfig, device: Any, max_len: int) -> dict[str, Any]:
         tokens = config.max_batched_tokens or tokens
     if config.scheduler in ("orca", "static") and config.max_batched_tokens is None:
         tokens = max(tokens, max_len)  # whole prompts: the budget takes the longest one
-    return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "block_size": config.block_size,
+    return {"max_num_seqs": seqs, "max_batched_tokens": tokens, "chunk": tokens if config.scheduler == "sarathi" else None,
+            "block_size": config.block_size,
             "scheduler_steps": config.scheduler_steps, "mixed_prefill": config.mixed_prefill,
             "admission": config.admission}
 

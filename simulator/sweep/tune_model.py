@@ -179,6 +179,26 @@ def _recompute_axis(values: Sequence[str]) -> Axis:
     return Axis("recompute", vals)
 
 
+def _policies_of(axes: Sequence[Axis]) -> tuple[str, ...]:
+    return next(tuple(str(v) for v in a.values) for a in axes if a.name == "recompute")
+
+
+def _check_stack_policies(policies: Sequence[str], frameworks: Sequence[str]) -> None:
+    """Refuse a ``--recompute`` policy that none of the searched ``--framework`` stacks has (its configurations
+    would all be skipped): one located line naming the stacks' policies, as ``predict --recompute`` does."""
+    from workloads.frameworks import get_profile
+    from workloads.recompute import check_stack_policy, stack_accepts
+
+    stacks = [get_profile(str(f)).name for f in dict.fromkeys(frameworks)]
+    for policy in policies:
+        if not any(stack_accepts(policy, s) for s in stacks):
+            try:
+                check_stack_policy(policy, stacks[0])
+            except ValueError as exc:
+                more = f" (nor does --framework {', '.join(stacks[1:])})" if len(stacks) > 1 else ""
+                raise TuneError(f"{exc}{more}") from None
+
+
 class ModelProblem:
     """Tune ``model`` over hardware, batch, dtype, fusion, recomputation and (on systems) tp x pp x dp.
 
@@ -299,6 +319,8 @@ class ModelProblem:
         axes += self._plan_axes(tp, pp, dp, (fp8_linears, frameworks, sharding, interleave, pipeline_microbatches),
                                 (ep, cp, capacity_factor))
         self._check_frameworks_run(frameworks or ())
+        if train and recompute is not None and frameworks:
+            _check_stack_policies(_policies_of(axes), frameworks)
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
                             f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
@@ -557,6 +579,10 @@ class ModelProblem:
 
             if not get_profile(config["framework"]).applies_to(dev.kind, dev.vendor.lower()):
                 return False
+            from workloads.recompute import stack_accepts
+
+            if self.train and not stack_accepts(str(config.get("recompute", "none")), get_profile(config["framework"]).name):
+                return False  # a policy the stack does not have (MaxText's names under megatron-core, ...)
         if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) * int(config.get("cp", 1)) == 1:
             return False  # nothing to shard over (the dp x cp ranks): the same plan as sharding none
         if not self._schedule_runs_valid(config):

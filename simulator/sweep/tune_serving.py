@@ -67,7 +67,13 @@ class ServeCandidate:
 
 @dataclass
 class CandidateOutcome:
-    """A candidate's capacity (``qps`` None: rejected, ``reason`` says why) and its probes."""
+    """A candidate's capacity (``qps`` None: rejected, ``reason`` says why) and its probes.
+
+    ``qps`` is the *offered* rate: the Poisson arrival rate of the last probe that met every SLO. The cost
+    ``usd_per_million_tokens`` is priced at what that probe *achieved*: the devices' hourly price over the
+    output tokens it served per hour (its requests over its makespan, which runs past the last arrival while the
+    queue drains), so ``usd_per_million_tokens = usd_per_hour / (achieved_output_tokens_per_s x 3600) x 1e6``.
+    :meth:`to_json` states both rates (``offered_*`` and ``achieved_*``)."""
 
     candidate: ServeCandidate
     qps: float | None = None
@@ -75,6 +81,22 @@ class CandidateOutcome:
     reason: str | None = None
     probes: list[tuple[float, bool, int]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
+
+    def rates(self) -> dict[str, Any]:
+        """The offered and achieved rates of the capacity probe and the hourly price the cost divides (empty
+        without a summary): ``offered_requests_per_s`` (= ``qps``), ``offered_output_tokens_per_s`` (that rate
+        times the probe's mean output length), ``achieved_requests_per_s`` and ``achieved_output_tokens_per_s``
+        (requests and output tokens over the makespan), ``usd_per_hour`` (every device of the deployment; None
+        when unpriced) and ``cost_rate`` (``"achieved"``: the rate the cost per million tokens is priced at)."""
+        s = self.summary
+        if s is None or self.qps is None:
+            return {}
+        mean_out = s["output_tokens"] / s["requests"] if s.get("requests") else 0.0
+        cost = s.get("cost") or {}
+        hourly = cost.get("usd_per_device_hour")
+        return {"offered_requests_per_s": self.qps, "offered_output_tokens_per_s": self.qps * mean_out,
+                "achieved_requests_per_s": s["requests_per_s"], "achieved_output_tokens_per_s": s["output_tokens_per_s"],
+                "usd_per_hour": None if hourly is None else hourly * s["devices"], "cost_rate": "achieved"}
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.candidate.to_json(), "label": self.candidate.label(), "qps": self.qps,
@@ -86,6 +108,7 @@ class CandidateOutcome:
             out["ttft_p99_s"] = self.summary["ttft_s"]["p99"]
             out["tpot_p99_s"] = self.summary["tpot_s"]["p99"]
             out["output_tokens_per_s"] = self.summary["output_tokens_per_s"]
+            out.update(self.rates())
             if self.summary.get("cost"):  # how usd_per_million_tokens was priced: mode, hourly price, provider
                 out["cost"] = self.summary["cost"]
         return out

@@ -27,6 +27,13 @@ run = cli_exit
     (("--recompute", "custom:decoder_layer_input=remat"), ("--recompute", "decoder_layer_input",
                                                            "expected device or offload")),
     (("--recompute", "costum:out_proj=device"), ("--recompute", "'costum:out_proj=device'", "custom:NAME=CHOICE")),
+    # another stack's recomputation under --framework (they had been priced generically)
+    (("--framework", "megatron-core", "--recompute", "save_dot_except_mlpwi"),
+     ("--recompute save_dot_except_mlpwi", "--framework megatron-core", "a MaxText remat_policy",
+      "expected one of none, full, selective, modules:NAME,...")),
+    (("--framework", "fsdp2", "--recompute", "modules:core_attn"),
+     ("--recompute modules:core_attn", "--framework fsdp2", "Megatron-Core's recompute_modules",
+      "expected one of none, full, selective-op")),
     (("--fp8-linears", "mxfp9"), ("--fp8-linears", "'mxfp9'", "did you mean 'mxfp8'")),
     (("--fp8-linears", "curent"), ("--fp8-linears", "'curent'", "did you mean 'current'")),
     (("--fp8-linears", "mxfp8"), ("fp8_linears mxfp8", "'h100-sxm5-80gb'", "arch 'hopper'", "blackwell")),

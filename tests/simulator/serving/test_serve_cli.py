@@ -63,3 +63,29 @@ def test_a_stack_that_does_not_run_on_the_device_is_refused(capsys):
     # located under the flag; serve always runs a stack (default vllm), so no "or no --framework" way out
     assert err[0].startswith("nodeperf: error: --framework maxtext-serial: does not run on h100-sxm5-80gb (NVIDIA gpu)")
     assert "or no" not in err[0]
+
+
+def test_limits_are_those_the_scheduler_applies(capsys):
+    # static batching forms batches of up to max_num_seqs whole requests: no token budget, chunk, multi-step,
+    # prompts-alone option or admission policy; the iteration-level schedulers apply theirs (vLLM's defaults on an
+    # 80 GB H100: 1024 sequences, 8192 tokens; Sarathi-Serve's budget is its 512-token chunk)
+    small = ["--requests", "8", "--lengths", "fixed:in=64,out=16", "--json"]
+    want = {"static": {"max_num_seqs": 1024, "max_batched_tokens": None, "chunk": None, "block_size": 16,
+                       "scheduler_steps": None, "mixed_prefill": None, "admission": None},
+            "vllm": {"max_num_seqs": 1024, "max_batched_tokens": 8192, "chunk": None, "block_size": 16,
+                     "scheduler_steps": 1, "mixed_prefill": True, "admission": "max-utilization"},
+            "sarathi": {"max_num_seqs": 1024, "max_batched_tokens": 512, "chunk": 512, "block_size": 16,
+                        "scheduler_steps": 1, "mixed_prefill": True, "admission": "max-utilization"}}
+    for sched, limits in want.items():
+        assert main([*BASE[:4], *small, "--scheduler", sched]) == 0
+        assert json.loads(capsys.readouterr().out)["limits"] == limits
+    assert main([*BASE[:4], *small[:-1], "--scheduler", "static"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "limits" in x)
+    assert line == "  limits of the static scheduler: max_num_seqs 1024, block_size 16; no token budget: whole requests"
+    assert main([*BASE[:4], *small[:-1], "--scheduler", "vllm"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "limits" in x)
+    assert "max_batched_tokens 8192" in line and "max_num_seqs 1024" in line
+    # an admission policy static batching does not have is refused, as its token budget is
+    assert main([*BASE[:4], *small[:-1], "--scheduler", "static", "--admission", "no-evict"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "admission: got 'no-evict' with scheduler 'static'" in err

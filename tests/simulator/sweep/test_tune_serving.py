@@ -73,3 +73,34 @@ def test_cli_bad_input_exit_2(capsys):
     assert err.count("\n") == 1 and "--slo #1" in err and "ttfb" in err
     assert main([*base, "--slo", "ttft_p99<=2 s", "--replicas", "0"]) == 2
     assert "--replicas: '0' is not a positive integer" in capsys.readouterr().err
+
+
+MIN_COST = ["tune", "llama-2-7b", "--serve", "--hardware", "h100-sxm5-80gb", "--slo", "tpot_p99<=40 ms",
+            "--lengths", "fixed:in=256,out=32", "--probe-requests", "40", "--probe-seconds", "5", "--qps-min", "1",
+            "--qps-max", "4", "--objective", "min-cost"]
+
+
+def test_min_cost_states_offered_and_achieved_rates(capsys):
+    # the capacity is the offered Poisson rate; the cost is priced at what that probe served: cost per million
+    # output tokens = the deployment's hourly price / (achieved output tokens/s x 3600) x 1e6
+    assert main([*MIN_COST, "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["offered_requests_per_s"] == best["qps"] == 4.0  # the SLO holds up to --qps-max
+    assert best["offered_output_tokens_per_s"] == 4.0 * 32  # fixed 32 output tokens a request
+    assert best["cost_rate"] == "achieved"
+    # the run's makespan outlasts the last arrival: fewer requests/s served than offered
+    assert 0 < best["achieved_requests_per_s"] < best["offered_requests_per_s"]
+    assert best["achieved_output_tokens_per_s"] == pytest.approx(best["achieved_requests_per_s"] * 32, rel=1e-12)
+    assert best["achieved_output_tokens_per_s"] == best["output_tokens_per_s"]
+    assert best["usd_per_hour"] == pytest.approx(2.99)  # one H100 SXM at the catalog's on-demand rent
+    assert best["usd_per_million_tokens"] == pytest.approx(
+        best["usd_per_hour"] / (best["achieved_output_tokens_per_s"] * 3600) * 1e6, rel=1e-9)
+    assert main(MIN_COST) == 0
+    text = capsys.readouterr().out
+    assert "offered" in text and "achieved" in text and "USD/h" in text
+    row = next(line for line in text.splitlines() if line.startswith("  1. "))
+    fields = row.split()  # 1. hardware tp offered achieved tokens/s USD/h USD/M
+    assert float(fields[3]) == 4.0 and float(fields[4]) == pytest.approx(best["achieved_requests_per_s"], rel=1e-2)
+    assert float(fields[5]) == pytest.approx(best["achieved_output_tokens_per_s"], rel=1e-3)
+    assert float(fields[6]) == pytest.approx(2.99) and float(fields[7]) == pytest.approx(
+        best["usd_per_million_tokens"], rel=1e-2)
