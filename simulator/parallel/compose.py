@@ -1471,6 +1471,16 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     if paired:
         out["activations.a2a_overlap_paired_layer"] = pair = max(_paired_layer_bytes(sg) for sg, _ in sgs)
         act += pair
+    elif train and gpu and "fsdp_unsharded_grads" in buffers and _walks_torch_pipeline(sgs, plan, act_host):
+        # the stage's gathered parameters and accumulators (experts left out of FSDP excluded) by each chunk's share
+        share = [sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs]
+        share = [q / (sum(share) or 1.0) for q in share]
+        peak = _torch_pipeline_peak(sgs, plan, [buffers["fsdp_unsharded_params"] * q for q in share],
+                                    [buffers["fsdp_unsharded_grads"] * q for q in share])
+        act = peak["activations"]
+        out["activations.pipeline_stage_buffers"] = peak["retained"]
+        buffers.update(fsdp_unsharded_params=peak["fsdp_unsharded_params"],
+                       fsdp_unsharded_grads=peak["fsdp_unsharded_grads"])
     out["host.activations_per_microbatch"] = act_host / max(1.0, inflight)
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
@@ -1829,6 +1839,115 @@ def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str,
     (``FSDPParam.to_accumulated_grad_if_needed``), until the last microbatch's reduce-scatter. Replaces
     the in-flight units of :func:`_sharded_states` (bytes of one device)."""
     return {"fsdp_unsharded_params": params, "fsdp_unsharded_grads": 4.0 * n if wbytes < 4 else params}
+
+
+#: Software-stack profiles whose pipelined training runs torch.distributed.pipelining as PyTorch had it in
+#: December 2024 (torchtitan before 2025-04, whose benchmarks name torch 1963fc8 of 2024-12-23): each
+#: ``PipelineStage`` keeps the output of every microbatch until the next step (``forward_one_chunk`` appends it to
+#: ``output_chunks``, which only ``clear_runtime_states`` empties; limited to the last stage by pytorch/pytorch#153383,
+#: 2025-05-12), one receive buffer per microbatch for its input and for its output's gradient (``_prepare_forward_infra``,
+#: ``_prepare_backward_infra``, allocated once), and the input gradients ``torch.autograd.backward`` accumulates on
+#: those (leaf) receive buffers until the next step (``clear_runtime_states`` sets ``buffer.grad = None``); read in
+#: torch 2.6.0's torch/distributed/pipelining/stage.py (git 2236df1, the release cut from main in December 2024).
+#: See :func:`_torch_pipeline_peak`.
+PIPELINE_OUTPUTS_KEPT_PROFILES = ("fsdp2-compile-blocks", "torchtitan-eager")
+
+
+def _walks_torch_pipeline(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, act_host: float) -> bool:
+    """Whether a stage's peak is :func:`_torch_pipeline_peak`'s walk: a pipelined FSDP2 plan of a stack that runs
+    torch.distributed.pipelining (the caller's ``fsdp_unsharded_grads``: :func:`_fsdp_gathers_once_per_step`), 1F1B
+    or interleaved with microbatches a multiple of the stages, one schedule run a step (several runs,
+    :attr:`~workloads.parallel.ParallelPlan.pipeline_microbatches`, keep the accumulators between runs), nothing on
+    the host."""
+    if plan.schedule not in ("1f1b", "interleaved") or act_host or "activations" in plan.offload or not sgs:
+        return False
+    if plan.pipeline_microbatches and plan.pipeline_microbatches != plan.microbatches:
+        return False
+    return plan.schedule == "1f1b" or plan.microbatches % plan.pp == 0
+
+
+def _chunk_work_bytes(sg: StageGraph, plan: ParallelPlan) -> float:
+    """One microbatch's peak of live activations on one chunk of a PyTorch FSDP2 stage, with the loss's fp32
+    working set and the head's gathered input, as :func:`_activation_memory` counts it for the chunk alone."""
+    from simulator.report.memory import peak_activation_bytes
+
+    g = sg.graph
+    work = float(g.memo("peak_activation_bytes_first_use", lambda: peak_activation_bytes(g, inputs_from_first_use=True)))
+    stack = "pytorch-compiled" if _loss_compiled(g) else ("pytorch-loss-parallel" if plan.tp > 1 else "pytorch")
+    work += g.memo(f"fp32_loss_bytes.{stack}", lambda: _fp32_loss_bytes(g, stack))
+    return work + g.memo("saved_head_gather_bytes", lambda: _saved_head_gather_bytes(g))
+
+
+def _pipeline_tensor_bytes(sg: StageGraph) -> tuple[float, float, float]:
+    """(bytes of the stage's output sent to the next stage, of its input received from the previous one, of the
+    16-bit logits of the last stage) for one microbatch; 0 where the chunk has none."""
+    out = inp = logits = 0.0
+    for op in sg.graph.ops[: sg.forward_ops]:
+        if op.kind == "send" and op.inputs:
+            out = float(op.inputs[0].nbytes)
+        elif op.kind == "recv" and op.outputs:
+            inp = float(op.outputs[0].nbytes)
+        elif op.kind == "cross_entropy":
+            logits = float(op.inputs[0].nbytes)
+    return out, inp, logits
+
+
+def _torch_pipeline_peak(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, params: list[float],
+                         grads: list[float]) -> dict[str, float]:
+    """The peak of one pipeline rank under torch.distributed.pipelining with FSDP2 as torchtitan runs it, walked op
+    by op over the rank's schedule (:func:`~simulator.parallel.schedule.device_order`: torch's ``Schedule1F1B`` and
+    ``ScheduleInterleaved1F1B`` run the same order for microbatches a multiple of the stages). Per chunk (a
+    ``PipelineStage``) ``c``:
+
+    * its unsharded 16-bit parameters ``params[c]`` from its first forward to its last backward: torchtitan shards
+      pipelined stages with ``reshard_after_forward=False`` and ``backward_maybe_with_nosync`` reshards only after
+      the last backward (``set_reshard_after_backward(True)`` then ``post_backward``, stage.py);
+    * its fp32 unsharded gradient accumulators ``grads[c]`` from its first backward (FSDP2's
+      ``to_accumulated_grad_if_needed`` upcasts the first microbatch's gradient) to its last, whose
+      ``post_backward`` reduce-scatters and frees them: so an interleaved rank that finishes one chunk's backwards
+      before the next chunk's holds one chunk's accumulators, where 1F1B holds its stage's from the first
+      backward through every later forward;
+    * the stash of each microbatch from its forward to its backward, and the working set of the op running;
+    * with :data:`PIPELINE_OUTPUTS_KEPT_PROFILES`, the stage's per-microbatch tensors: every forward's output
+      (the last stage's 16-bit logits), a receive buffer for the output's gradient per microbatch (but one,
+      which the working set counts), the input receive buffers of microbatches not in flight and the input
+      gradients of the microbatches already back-propagated.
+
+    Returns the bytes at the peak: ``activations`` (stash, working set and ``retained``, the last of them),
+    ``fsdp_unsharded_params``, ``fsdp_unsharded_grads``."""
+    from simulator.parallel.schedule import device_order
+
+    m = plan.microbatches
+    v = len(sgs)
+    keep = str(sgs[0][0].graph.meta.get("framework") or "") in PIPELINE_OUTPUTS_KEPT_PROFILES
+    work = [_chunk_work_bytes(sg, plan) for sg, _ in sgs]
+    stash = [gc.stash_bytes for _, gc in sgs]
+    sizes = [_pipeline_tensor_bytes(sg) for sg, _ in sgs]
+    n_f, n_b = [0] * v, [0] * v
+    best = {"total": -1.0}
+    for kind, _, c in device_order(plan.schedule, plan.pp, m, sgs[0][0].stage, v):
+        if kind == "F":
+            n_f[c] += 1
+        else:
+            n_b[c] += 1
+        live = [n_f[i] - n_b[i] - (1 if (i == c and kind == "F") else 0) for i in range(v)]
+        p = sum(params[i] for i in range(v) if n_f[i] and (n_b[i] < m or (i == c and kind == "B")))
+        g = sum(grads[i] for i in range(v) if n_b[i] and (n_b[i] < m or (i == c and kind == "B")))
+        act = work[c] + sum(stash[i] * live[i] for i in range(v))
+        kept = 0.0
+        if keep:
+            for i, (out, inp, logits) in enumerate(sizes):
+                done_f = n_f[i] - (1 if (i == c and kind == "F") else 0)
+                done_b = n_b[i] - (1 if (i == c and kind == "B") else 0)
+                in_flight = n_f[i] - done_b  # this op's microbatch included
+                kept += (logits if logits else out) * (n_f[i] if kind == "B" or i != c else done_f)
+                kept += out * (m - 1)
+                kept += inp * (max(0, m - in_flight) + done_b)
+        total = p + g + act + kept
+        if total > best["total"]:
+            best = {"total": total, "activations": act + kept, "retained": kept, "fsdp_unsharded_params": p,
+                    "fsdp_unsharded_grads": g}
+    return best
 
 
 #: Bytes per logit live at once when a 16-bit model's cross entropy runs in fp32, by stack:
