@@ -1412,6 +1412,21 @@ def _param_units(g: OpGraph, experts: bool = False) -> dict[str, float]:
     return units
 
 
+def _torch_pipeline_stage(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, buffers: dict[str, float],
+                          out: dict[str, float]) -> float:
+    """A pipelined FSDP2 stage's activations at the peak of its rank's schedule (:func:`_torch_pipeline_peak`), with
+    the stage's gathered parameters and accumulators (experts left out of FSDP excluded) split by each chunk's share;
+    ``buffers`` gets the FSDP figures at that peak and ``out`` the retained pipeline buffers."""
+    share = [sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs]
+    share = [q / (sum(share) or 1.0) for q in share]
+    peak = _torch_pipeline_peak(sgs, plan, [buffers["fsdp_unsharded_params"] * q for q in share],
+                                [buffers["fsdp_unsharded_grads"] * q for q in share])
+    out["activations.pipeline_stage_buffers"] = peak["retained"]
+    buffers.update(fsdp_unsharded_params=peak["fsdp_unsharded_params"],
+                   fsdp_unsharded_grads=peak["fsdp_unsharded_grads"])
+    return float(peak["activations"])
+
+
 def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
                   inflight: float, gpu: bool = True, paired: bool = False) -> dict[str, float]:
     """What one device of a stage holds, by component (bytes): ``parameters``, ``gradients``,
@@ -1472,15 +1487,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
         out["activations.a2a_overlap_paired_layer"] = pair = max(_paired_layer_bytes(sg) for sg, _ in sgs)
         act += pair
     elif train and gpu and "fsdp_unsharded_grads" in buffers and _walks_torch_pipeline(sgs, plan, act_host):
-        # the stage's gathered parameters and accumulators (experts left out of FSDP excluded) by each chunk's share
-        share = [sum(sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).values()) for sg, _ in sgs]
-        share = [q / (sum(share) or 1.0) for q in share]
-        peak = _torch_pipeline_peak(sgs, plan, [buffers["fsdp_unsharded_params"] * q for q in share],
-                                    [buffers["fsdp_unsharded_grads"] * q for q in share])
-        act = peak["activations"]
-        out["activations.pipeline_stage_buffers"] = peak["retained"]
-        buffers.update(fsdp_unsharded_params=peak["fsdp_unsharded_params"],
-                       fsdp_unsharded_grads=peak["fsdp_unsharded_grads"])
+        act = _torch_pipeline_stage(sgs, plan, buffers, out)
     out["host.activations_per_microbatch"] = act_host / max(1.0, inflight)
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
