@@ -19,6 +19,8 @@ class DType(StrEnum):
     FP16 = "fp16"
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
+    FP4_E2M1 = "fp4_e2m1"
+    FP8_E8M0 = "fp8_e8m0"
     INT64 = "int64"
     INT32 = "int32"
     INT8 = "int8"
@@ -46,13 +48,16 @@ _BITS = {
     DType.FP16: 16,
     DType.FP8_E4M3: 8,
     DType.FP8_E5M2: 8,
+    DType.FP4_E2M1: 4,  # OCP Microscaling Formats (MX) v1.0, section 5.3.3: E2M1, 1 sign, 2 exponent, 1 mantissa bit
+    DType.FP8_E8M0: 8,  # OCP MX v1.0, section 5.4.1: the E8M0 shared scale, an unsigned power of two
     DType.INT64: 64,
     DType.INT32: 32,
     DType.INT8: 8,
     DType.INT4: 4,
     DType.BOOL: 8,
 }
-_FLOATS = {DType.FP64, DType.FP32, DType.TF32, DType.BF16, DType.FP16, DType.FP8_E4M3, DType.FP8_E5M2}
+_FLOATS = {DType.FP64, DType.FP32, DType.TF32, DType.BF16, DType.FP16, DType.FP8_E4M3, DType.FP8_E5M2, DType.FP4_E2M1,
+           DType.FP8_E8M0}
 _ALIASES = {
     "float32": DType.FP32,
     "float": DType.FP32,
@@ -64,6 +69,8 @@ _ALIASES = {
     "fp8": DType.FP8_E4M3,
     "e4m3": DType.FP8_E4M3,
     "e5m2": DType.FP8_E5M2,
+    "e2m1": DType.FP4_E2M1,
+    "e8m0": DType.FP8_E8M0,
     "long": DType.INT64,
     "int": DType.INT32,
 }

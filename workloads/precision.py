@@ -25,6 +25,21 @@ What is quantised, as the serving stacks do it:
   it): e4m3 weights with one fp32 scale per output channel; activations are quantised to fp8 per
   token on the fly and the products are accumulated at higher precision and written in 16 bits.
   The op's compute dtype is ``fp8_e4m3``, so a device without an fp8 tensor rate refuses it.
+* MXFP4 MoE experts (``--weight-dtype mxfp4``; GPT-OSS ships so): OCP Microscaling FP4, one E2M1 element
+  (4 bits) per weight and one E8M0 power-of-two scale (8 bits) per :data:`MX_BLOCK` consecutive weights
+  along K (OCP "Microscaling Formats (MX) v1.0", sections 5.1 and 5.3.3: block size 32), 4.25 bits a
+  weight. Only the experts are quantised: vLLM's ``Mxfp4Config.get_quant_method`` gives every
+  ``LinearBase`` layer ``UnquantizedLinearMethod`` ("MXFP4 linear layer is not implemented") and leaves
+  attention unquantised, its ``Mxfp4MoEMethod`` stores ``w13_weight`` / ``w2_weight`` as two E2M1 values
+  a byte with a ``uint8`` scale per ``mxfp4_block = 32`` along K and bf16 biases
+  (``vllm/model_executor/layers/quantization/mxfp4.py`` @ 007d50058a06); GPT-OSS's ``quantization_config``
+  names ``modules_to_not_convert``: the attention, the router, the embeddings and the LM head (Hugging Face
+  Transformers docs, "MXFP4"). Every backend vLLM picks by default multiplies bf16 activations
+  (``get_supported_act_dtypes``: bf16; Hopper: the Triton or FlashInfer ``SM90_FI_MXFP4_BF16`` kernels,
+  Ampere: Marlin, Blackwell: ``SM100_FI_MXFP4_BF16`` unless ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8`` is set),
+  so the experts are priced weight-only, as int4: the packed weights and scales are read and converted
+  to bf16 in registers. A K that is not a multiple of 32 (a tensor-parallel shard) takes ``ceil(K / 32)``
+  scales (vLLM pads the shard; the padding's bytes are not counted).
 * KV cache (vLLM ``--kv-cache-dtype fp8``, ``fp8_e4m3`` / ``fp8_e5m2``): the cache tensors and
   what attention reads from them are stored at 1 byte per element; attention math stays at the
   activation dtype.
@@ -64,6 +79,8 @@ __all__ = [
     "quant_operands",
     "weight_only",
     "packed_weight_bytes",
+    "MX_BLOCK",
+    "MX_SCALE_DTYPE",
 ]
 
 #: Op kind of a linear layer with quantised weights.
@@ -72,7 +89,8 @@ QUANT_MATMUL = "quant_matmul"
 QUANT_GROUPED_MATMUL = "quant_grouped_matmul"
 #: Weight dtypes the pass knows, by option value.
 WEIGHT_DTYPES: dict[str, DType] = {"int8": DType.INT8, "int4": DType.INT4, "fp8": DType.FP8_E4M3,
-                                   "fp8_e4m3": DType.FP8_E4M3}
+                                   "fp8_e4m3": DType.FP8_E4M3, "mxfp4": DType.FP4_E2M1,
+                                   "fp4_e2m1": DType.FP4_E2M1}
 #: KV-cache dtypes, by option value (vLLM's ``--kv-cache-dtype`` names).
 KV_DTYPES: dict[str, DType] = {"fp8": DType.FP8_E4M3, "fp8_e4m3": DType.FP8_E4M3, "fp8_e5m2": DType.FP8_E5M2}
 #: Group size of GPTQ/AWQ checkpoints when none is given (both default to 128).
@@ -81,12 +99,18 @@ DEFAULT_GROUP_SIZE = 128
 SCALE_DTYPE = DType.FP16
 #: dtype of the per-channel scales of fp8 weights (vLLM's ``weight_scale`` is fp32).
 FP8_SCALE_DTYPE = DType.FP32
+#: Elements per E8M0 scale of an MXFP4 weight (OCP MX v1.0, table 1: MXFP4 block size k = 32; vLLM
+#: ``Mxfp4MoEMethod.create_weights``: ``mxfp4_block = 32``).
+MX_BLOCK = 32
+#: dtype of an MXFP4 block's shared scale (OCP MX v1.0: E8M0; vLLM stores it as ``uint8``).
+MX_SCALE_DTYPE = DType.FP8_E8M0
 #: Activation dtypes the weight-only kernels take (Marlin, AWQ and GPTQ kernels: fp16 or bf16).
 _ACTIVATION_DTYPES = (DType.FP16, DType.BF16)
 
 
 def parse_weight_dtype(value: str | DType, where: str = "weight_dtype") -> DType:
-    """The weight dtype named ``value`` (``int8``, ``int4``, ``fp8``); a located ValueError otherwise."""
+    """The weight dtype named ``value`` (``int8``, ``int4``, ``fp8``, ``mxfp4``: ``fp4_e2m1``); a located ValueError
+    otherwise."""
     return _parse(value, WEIGHT_DTYPES, where)
 
 
@@ -141,7 +165,7 @@ def _matmul_view(inputs: tuple[TensorSpec, ...], attrs: Any) -> tuple[tuple[Tens
 def _scale_shape(w: TensorSpec, k: int, n: int, group: int, transpose_b: bool, per_channel: bool) -> tuple[int, ...]:
     if per_channel:
         return (n,)
-    groups = k // group
+    groups = -(-k // group) if w.dtype is DType.FP4_E2M1 else k // group  # MXFP4: a padded last block
     return (n, groups) if transpose_b else (groups, n)
 
 
@@ -155,7 +179,7 @@ def _infer_quant_matmul(inputs: tuple[TensorSpec, ...], attrs: Any) -> list[tupl
     k, n = (w.shape[1], w.shape[0]) if tb else w.shape
     group = int(attrs["group_size"])
     per_channel = w.dtype in (DType.FP8_E4M3, DType.FP8_E5M2)
-    if not per_channel and (group < 1 or k % group):
+    if not per_channel and (group < 1 or (k % group and w.dtype is not DType.FP4_E2M1)):
         raise GraphError(f"group size {group} does not divide K={k} of weight {w.name!r}; expected a divisor of {k}")
     want = _scale_shape(w, k, n, group, tb, per_channel)
     for t in inputs[2:2 + nq]:
@@ -191,7 +215,7 @@ def _infer_quant_grouped(inputs: tuple[TensorSpec, ...], attrs: Any) -> list[tup
     e, k, n = w.shape
     group = int(attrs["group_size"])
     per_channel = w.dtype in (DType.FP8_E4M3, DType.FP8_E5M2)
-    if not per_channel and (group < 1 or k % group):
+    if not per_channel and (group < 1 or (k % group and w.dtype is not DType.FP4_E2M1)):
         raise GraphError(f"group size {group} does not divide K={k} of weight {w.name!r}; expected a divisor of {k}")
     want = (e, *_scale_shape(w, k, n, group, False, per_channel))
     for t in inputs[2:]:
@@ -249,14 +273,15 @@ def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, 
         An inference graph (forward, prefill or decode) whose activations are fp16 or bf16.
     weight_dtype
         ``"int4"`` or ``"int8"`` (weight-only: W4A16 / W8A16, math at the activation dtype after
-        dequantisation in registers) or ``"fp8"`` (W8A8 fp8: fp8 math, 16-bit outputs); None keeps
-        the weights.
+        dequantisation in registers), ``"fp8"`` (W8A8 fp8: fp8 math, 16-bit outputs) or ``"mxfp4"``
+        (the MoE experts only, E2M1 with an E8M0 scale per 32 weights, weight-only); None keeps the
+        weights.
     kv_dtype
         ``"fp8"`` (e4m3), ``"fp8_e4m3"`` or ``"fp8_e5m2"``: the KV cache's storage dtype; None keeps it.
     group_size
         Weights per scale along K for int4/int8 (default :data:`DEFAULT_GROUP_SIZE`; -1: one scale per
         output column). It must divide every quantised layer's K. fp8 weights have one scale per
-        output channel and take no group size.
+        output channel and take no group size; mxfp4 weights take only :data:`MX_BLOCK` (32).
     zero_point
         Asymmetric quantisation (AWQ; GPTQ ``sym=False``): one zero point per group as well, stored
         at the weight's width. int4/int8 only.
@@ -282,6 +307,7 @@ def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, 
     wdt = parse_weight_dtype(weight_dtype, "--weight-dtype") if weight_dtype is not None else None
     kdt = parse_kv_dtype(kv_dtype, "--kv-dtype") if kv_dtype is not None else None
     fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    mx = wdt is DType.FP4_E2M1
     group = _validated_group(graph, wdt, group_size, zero_point)
     _check_inference_graph(graph)
 
@@ -302,11 +328,11 @@ def apply_precision(graph: OpGraph, *, weight_dtype: str | DType | None = None, 
     }
     if wdt is not None:
         info.update({
-            "scheme": "w8a8-fp8" if fp8_weights else f"w{wdt.bits}a16",
+            "scheme": "mxfp4" if mx else ("w8a8-fp8" if fp8_weights else f"w{wdt.bits}a16"),
             "activation_dtype": (act_dtype or DType.BF16).value,
             "group_size": None if fp8_weights else group,
             "zero_point": bool(zero_point),
-            "scale_dtype": (FP8_SCALE_DTYPE if fp8_weights else SCALE_DTYPE).value,
+            "scale_dtype": (FP8_SCALE_DTYPE if fp8_weights else MX_SCALE_DTYPE if mx else SCALE_DTYPE).value,
             "quantized_weights": len(qweights),
             "quantized_params": int(sum(graph.tensors[n].numel for n in qweights)),
             "scale_elements": int(n_scales),
@@ -326,6 +352,12 @@ def _validated_group(graph: OpGraph, wdt: DType | None, group_size: int | None, 
         raise ValueError(f"{graph.name}: --group-size: fp8 weights have one fp32 scale per output channel; got "
                          f"--group-size {group_size}{' and a zero point' if zero_point else ''}; expected no group size "
                          "with --weight-dtype fp8 (or int4/int8 weights)")
+    if wdt is DType.FP4_E2M1:
+        if (group_size is not None and group_size != MX_BLOCK) or zero_point:
+            raise ValueError(f"{graph.name}: --group-size: mxfp4 weights have one E8M0 scale per {MX_BLOCK} weights and "
+                             f"no zero point (OCP MX v1.0); got --group-size {group_size}"
+                             f"{' and a zero point' if zero_point else ''}; expected no --group-size with mxfp4")
+        return MX_BLOCK
     group = DEFAULT_GROUP_SIZE if group_size is None else group_size
     if isinstance(group, bool) or not isinstance(group, int) or (group < 1 and group != -1):
         raise ValueError(f"{graph.name}: --group-size: got {group_size!r}; expected a positive integer or -1 "
@@ -349,6 +381,7 @@ def _quantise_weights(graph: OpGraph, wdt: DType, group: int,
                       retyped: dict[str, TensorSpec]) -> tuple[dict[str, Op], list[str], DType | None]:
     """Re-type the linear-layer weights into ``retyped``; the quantised ops, 16-bit weights kept, activation dtype."""
     fp8_weights = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
+    mx = wdt is DType.FP4_E2M1
     quantised: dict[str, Op] = {}  # matmul op name -> op (weights re-typed)
     kept: list[str] = []
     problems: list[str] = []
@@ -365,11 +398,15 @@ def _quantise_weights(graph: OpGraph, wdt: DType, group: int,
                                                        (op.kind == "grouped_matmul" and ndim == 3))]
         if not linear:
             continue
-        if len(linear) != len(users) or any(_is_lm_head(op) for op in linear):
-            kept.append(name)  # LM head, tied embedding tables, weights read by other ops: 16-bit
+        if len(linear) != len(users) or any(_is_lm_head(op) for op in linear) or (mx and ndim != 3):
+            kept.append(name)  # LM head, tied embedding tables, weights read by other ops (mxfp4: all but experts)
             continue
         for op in linear:
             a = op.inputs[0]
+            if mx and a.dtype is not DType.BF16:
+                problems.append(f"op {op.name!r}: activations are {a.dtype.value}; expected bf16 (vLLM's Mxfp4Config "
+                                "takes bf16 activations only: get_supported_act_dtypes; choose --dtype bf16)")
+                continue
             if a.dtype not in _ACTIVATION_DTYPES:
                 problems.append(f"op {op.name!r}: activations are {a.dtype.value}; expected fp16 or bf16 "
                                 f"(the {wdt.value} weight kernels take 16-bit activations; choose --dtype bf16)")
@@ -377,7 +414,7 @@ def _quantise_weights(graph: OpGraph, wdt: DType, group: int,
             act_dtype = act_dtype or a.dtype
             k = op.inputs[1].shape[1] if op.kind == "grouped_matmul" else gemm_dims(op)[3]
             g = _group_for(k, group)
-            if not fp8_weights and k % g:
+            if not fp8_weights and not mx and k % g:
                 divs = [d for d in (32, 64, 128, 256) if k % d == 0]
                 problems.append(f"op {op.name!r}: --group-size {g} does not divide K={k} of weight {name!r}; "
                                 f"expected a divisor of {k}" + (f" such as {', '.join(map(str, divs))}" if divs
@@ -389,6 +426,10 @@ def _quantise_weights(graph: OpGraph, wdt: DType, group: int,
     if problems:
         more = f" (and {len(problems) - 1} more layers)" if len(problems) > 1 else ""
         raise ValueError(f"{graph.name}: {problems[0]}{more}")
+    if not quantised and mx:
+        raise ValueError(f"{graph.name}: --weight-dtype mxfp4: MXFP4 checkpoints quantise the MoE experts only (vLLM's "
+                         "Mxfp4Config runs every linear layer unquantised); got a model without experts; expected an "
+                         "MoE model (e.g. gpt-oss-120b) or --weight-dtype int4, int8 or fp8")
     if not quantised:
         raise ValueError(f"{graph.name}: --weight-dtype {wdt.value}: no linear layer with a weight to quantise; "
                          "got none; expected a model with matmul weights (transformer blocks, MLPs)")
@@ -443,7 +484,8 @@ def _quantise_inputs(op: Op, ins: tuple[TensorSpec, ...], wdt: DType, group: int
     fp8 = wdt in (DType.FP8_E4M3, DType.FP8_E5M2)
     g = k if fp8 else _group_for(k, group)
     shape = (*experts, *_scale_shape(w, k, n, g, tb, fp8))
-    qs: list[TensorSpec] = [TensorSpec(f"{w.name}.scales", shape, FP8_SCALE_DTYPE if fp8 else SCALE_DTYPE, Role.WEIGHT)]
+    sdt = FP8_SCALE_DTYPE if fp8 else MX_SCALE_DTYPE if wdt is DType.FP4_E2M1 else SCALE_DTYPE
+    qs: list[TensorSpec] = [TensorSpec(f"{w.name}.scales", shape, sdt, Role.WEIGHT)]
     if zero_point and not fp8:
         qs.append(TensorSpec(f"{w.name}.zeros", shape, wdt, Role.WEIGHT))
     attrs = dict(op.attrs)
@@ -454,9 +496,9 @@ def _quantise_inputs(op: Op, ins: tuple[TensorSpec, ...], wdt: DType, group: int
 
 
 def weight_only(op: Op) -> bool:
-    """Whether a ``quant_matmul`` dequantises its weights to the activation dtype (int4/int8) rather
-    than running fp8 math."""
-    return op.inputs[1].dtype in (DType.INT4, DType.INT8)
+    """Whether a ``quant_matmul`` dequantises its weights to the activation dtype (int4/int8, and mxfp4
+    as every default vLLM backend runs it: bf16 activations) rather than running fp8 math."""
+    return op.inputs[1].dtype in (DType.INT4, DType.INT8, DType.FP4_E2M1)
 
 
 def packed_weight_bytes(op: Op) -> int:

@@ -142,7 +142,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", help="compute/storage dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
     p.add_argument("--weight-dtype", metavar="DTYPE",
                    help="quantised linear-layer weights as serving stacks run them: int4 or int8 (weight-only, "
-                        "W4A16/W8A16 with fp16 group scales), fp8 (W8A8 fp8); the LM head stays 16-bit")
+                        "W4A16/W8A16 with fp16 group scales), fp8 (W8A8 fp8), mxfp4 (MoE experts only: E2M1 with "
+                        "an E8M0 scale per 32, weight-only), bf16 (16-bit weights); the LM head stays 16-bit; "
+                        "default for inference: the published checkpoint's format (mxfp4 experts for gpt-oss-*) "
+                        "with bf16, else --dtype")
     p.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache storage dtype: fp8 (e4m3), fp8_e4m3 or fp8_e5m2")
     p.add_argument("--group-size", type=_group_size, metavar="N",
                    help="int4/int8 weights per fp16 scale along K (default 128; -1: one scale per output column)")
@@ -261,6 +264,33 @@ def _with_autocast(graph: OpGraph, args: argparse.Namespace, profile: Any) -> Op
         raise ValueError(f"--autocast: fp32 weights cast per forward; got --{quant[0].replace('_', '-')} as well; "
                          "expected one of them (a quantised serving model is not run under autocast)")
     return autocast_weight_casts(graph)
+
+
+#: ``--weight-dtype`` values that ask for the 16-bit weights (the activations' dtype) instead of a checkpoint's format
+SIXTEEN_BIT_WEIGHTS = ("bf16", "fp16", "16-bit", "none")
+
+
+def checkpoint_weights(args: argparse.Namespace, *, inference: bool) -> str:
+    """Resolve ``args.weight_dtype`` in place as ``predict`` / ``serve`` price a model: a stated 16-bit name
+    (:data:`SIXTEEN_BIT_WEIGHTS`) becomes None (the weights at ``--dtype``); none stated on an inference run of a
+    zoo model whose published checkpoint ships quantised weights (:func:`workloads.zoo.checkpoint_weight_dtype`:
+    GPT-OSS's MXFP4 experts) becomes that format, when the activations are bf16 (the format's kernels take
+    bf16). Returns the note to print (a line) when the checkpoint's format was applied, else ""."""
+    wd = getattr(args, "weight_dtype", None)
+    if wd is not None:
+        if str(wd).strip().lower() in SIXTEEN_BIT_WEIGHTS:
+            args.weight_dtype = None
+        return ""
+    if not inference or str(getattr(args, "dtype", None) or "bf16").strip().lower() not in ("bf16", "bfloat16"):
+        return ""
+    from workloads.zoo import checkpoint_weight_dtype
+
+    ck = checkpoint_weight_dtype(getattr(args, "model", None))
+    if ck is None:
+        return ""
+    args.weight_dtype = ck[0]
+    return (f"note: {args.model}: weights priced as the published checkpoint ships them (--weight-dtype {ck[0]}); "
+            "--weight-dtype bf16 prices 16-bit weights\n")
 
 
 def _with_precision(graph: OpGraph, args: argparse.Namespace) -> OpGraph:

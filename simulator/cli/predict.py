@@ -7,7 +7,15 @@ import logging
 import sys
 from typing import Any
 
-from simulator.cli.common import add_model_args, graph_from_args, nonempty, one_of, positive_int
+from simulator.cli.common import (
+    add_model_args,
+    check_profile_hardware,
+    checkpoint_weights,
+    graph_from_args,
+    nonempty,
+    one_of,
+    positive_int,
+)
 from simulator.cli.parallel import (
     add_parallel_args,
     check_request_flags,
@@ -107,10 +115,9 @@ def run(args: argparse.Namespace) -> int:
                          "expected --engine des --streams N")
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
     hw = load_hardware(args.hardware, args.calibration)
-    from simulator.cli.common import check_profile_hardware
-
     check_profile_hardware(args, hw)
     check_request_flags(args)
+    sys.stderr.write(checkpoint_weights(args, inference=not args.train and args.phase != "train"))
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]

@@ -144,7 +144,9 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
     """``--weight-dtype`` / ``--kv-dtype``: the serving precision (``ServeConfig.weight_dtype`` / ``kv_dtype``)."""
     p.add_argument("--weight-dtype", type=nonempty, metavar="DTYPE",
                    help="linear-layer weight dtype (int8, int4, fp8: W8A8 fp8 GEMMs; the LM head, embeddings, norms and "
-                        "all-reduces stay at --dtype, as a ModelOpt fp8 checkpoint runs in TensorRT-LLM); default: --dtype")
+                        "all-reduces stay at --dtype, as a ModelOpt fp8 checkpoint runs in TensorRT-LLM; mxfp4: the MoE "
+                        "experts only; bf16: 16-bit weights); default: the published checkpoint's format (mxfp4 "
+                        "experts for gpt-oss-*) with bf16, else --dtype")
     p.add_argument("--kv-dtype", type=nonempty, metavar="DTYPE",
                    help="KV-cache storage dtype (fp8, fp8_e4m3, fp8_e5m2); default: --dtype")
 
@@ -213,6 +215,9 @@ def run(args: argparse.Namespace) -> int:
 
     for text in args.slo:  # located under the flag the user typed (the Python API says ``slo``)
         parse_slo(text, where="--slo")
+    from simulator.cli.common import checkpoint_weights
+
+    note = checkpoint_weights(args, inference=True)
     config = config_from_args(args)
     _check_draft(args.speculative)
     hw = load_hardware(args.hardware)
@@ -226,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(get_profile(args.framework, where="--framework"), hw, where="--framework", optional=False)
     plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)
     res = simulate_serving(args.model, hw, config, plan)
+    sys.stderr.write(note)
     if pricing.mode != "cloud" or pricing.prices is not None:
         from simulator.serving.metrics import reprice
 

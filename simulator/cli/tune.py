@@ -61,9 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--batch", metavar="LIST", help="batch sizes (default 1,2,4,8,16,32,64)")
     g.add_argument("--dtype", metavar="LIST", help="precisions (default fp32,tf32,bf16,fp16,fp8,int8; also int4)")
     g.add_argument("--weight-dtype", metavar="LIST",
-                   help="serving weight precisions to search besides 16-bit: none,int8,int4,fp8 (int4/int8: "
-                        "weight-only W4A16/W8A16 at group size 128, with --dtype bf16/fp16; fp8: W8A8 fp8; "
-                        "default none: the weights take --dtype)")
+                   help="serving weight precisions to search besides 16-bit: none,int8,int4,fp8,mxfp4 (int4/int8: "
+                        "weight-only W4A16/W8A16 at group size 128, with --dtype bf16/fp16; fp8: W8A8 fp8; mxfp4: MoE "
+                        "experts, with --dtype bf16; none or bf16: 16-bit weights; default: the published checkpoint's "
+                        "format (mxfp4 for gpt-oss-*), else none: the weights take --dtype)")
     g.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache storage dtype of every configuration (fp8)")
     g.add_argument("--fusion", metavar="LIST", help="on,off (default both)")
     g.add_argument("--recompute", metavar="LIST",
@@ -409,6 +410,14 @@ def _model_problem(args: argparse.Namespace) -> tuple[Any, str, str]:
     if not names:
         raise TuneError("tune: --hardware missing; got no device; expected --hardware NAME[,NAME...] (see "
                         "`nodeperf hardware`), or --systolic for a systolic design")
+    if args.weight_dtype is None and not args.train:  # the weights as the published checkpoint ships them
+        from workloads.zoo import checkpoint_weight_dtype
+
+        ckpt = checkpoint_weight_dtype(args.model)
+        if ckpt is not None:
+            args.weight_dtype = ckpt[0]
+            sys.stderr.write(f"note: {args.model}: weights priced as the published checkpoint ships them (--weight-dtype "
+                             f"{ckpt[0]}, with --dtype bf16 only); --weight-dtype bf16 prices 16-bit weights\n")
     problem = ModelProblem(
         args.model, names, batch=_batches(args) or DEFAULT_BATCHES,
         dtypes=_items("--dtype", args.dtype) or DEFAULT_DTYPES, fusion=_fusion(args.fusion) or (False, True),

@@ -114,8 +114,13 @@ def run_serve(args: argparse.Namespace) -> int:
     if "," in framework:
         raise ServeTuneError(f"--framework: --serve searches one serving stack; got {args.framework!r}; expected one "
                              "profile name, e.g. vllm")
+    from workloads.zoo import checkpoint_weight_dtype
+
+    # the weights as the published checkpoint ships them (GPT-OSS: MXFP4 experts, bf16 activations only)
+    ckpt = checkpoint_weight_dtype(args.model) if all(d in (None, "bf16") for d in dtypes) else None
     base = ServeConfig(lengths=args.lengths, scheduler=args.scheduler, framework=framework,
-                       requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo))
+                       requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo),
+                       weight_dtype=ckpt[0] if ckpt else None)
     if not args.probe_seconds > 0:
         raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
     pricing = _pricing(args, names)

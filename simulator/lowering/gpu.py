@@ -586,12 +586,17 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
         rows = batch * m if b_shared else m  # activation rows each weight meets
         cands = gpu.tile_candidates(ctx.device.arch, matrix_unit=p.uses_matrix_unit, in_bytes=act_bytes)
         options = []
+        unfit: SpecError | None = None
         for tm, tn in sorted({(c.tile_m, c.tile_n) for c in cands}):
             # (a weight-only kernel is Marlin/AWQ/GPTQ's own, not the library's GEMV: library=False)
             kw: dict[str, Any] = dict(batch=batch, dtype=dt, out_bytes=out_bytes, b_shared=b_shared, rule=rule,
                                       vector_flops=bias, tile_bytes=act_bytes, tile_shape=(tm, tn), library=False)
-            g = _gemm_cost(ctx, m, n, k, in_bytes=(tm * act_bytes + tn * w_elem) / (tm + tn), **kw)
-            g = _compulsory_dram(g, _gemm_cost(ctx, m, n, k, in_bytes=mean_bytes, **kw), p)
+            try:
+                g = _gemm_cost(ctx, m, n, k, in_bytes=(tm * act_bytes + tn * w_elem) / (tm + tn), **kw)
+                g = _compulsory_dram(g, _gemm_cost(ctx, m, n, k, in_bytes=mean_bytes, **kw), p)
+            except SpecError as exc:  # this tile shape does not fit the SM at the mixed width (Blackwell's): the next
+                unfit = exc
+                continue
             instr = per_weight * wk * math.ceil(rows / tm)
             busy = np.minimum(1.0, np.maximum(1.0, _f(g.ctas)) / _f(p.sms))  # SMs holding a CTA convert the weights
             dq_s = instr / (_f(p.vector_flops_per_s) * _f(p.vector_fraction) * busy / 2.0)  # FMA = 2 FLOPs per lane instr.
@@ -599,6 +604,8 @@ def _quant_cost(op: Op, ctx: LoweringContext, *, batch: int, m: int, n: int, k: 
             options.append(dataclasses.replace(g, compute_s=_f(g.compute_s + dq_s),
                                                vector_flops=_f(g.vector_flops + 2.0 * instr),
                                                notes=notes if np.ndim(dq_s) == 0 else ""))
+        if not options and unfit is not None:
+            raise unfit
         return _fastest(options)
     g = _gemm_cost(ctx, m, n, k, batch=batch, dtype=dt, in_bytes=mean_bytes, out_bytes=out_bytes, b_shared=b_shared,
                    rule="fp8-gemm", vector_flops=bias, tile_bytes=op_bytes, tactic_m=op.attrs.get("tactic_m"))

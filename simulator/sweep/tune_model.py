@@ -66,7 +66,8 @@ def parse_weight_dtypes(values: Sequence[str], where: str = "--weight-dtype") ->
 
     out: list[str] = []
     for v in values:
-        d = "none" if str(v).strip().lower() in ("none", "16-bit", "") else parse_weight_dtype(v, f"{where} {v!r}").value
+        d = "none" if str(v).strip().lower() in ("none", "16-bit", "bf16", "fp16", "") else \
+            parse_weight_dtype(v, f"{where} {v!r}").value
         if d not in out:
             out.append(d)
     return tuple(out) or ("none",)
@@ -321,11 +322,9 @@ class ModelProblem:
         self._check_frameworks_run(frameworks or ())
         if train and recompute is not None and frameworks:
             _check_stack_policies(_policies_of(axes), frameworks)
-        if (self.weight_dtypes != ("none",) or self.kv_dtype) and (self.plans or train):
-            raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on one-device inference "
-                            f"graphs only; got {'--train' if train else 'parallel plans (a multi-device system or --phase generate)'}; "
-                            "expected one-device hardware and --phase prefill, decode or forward (a plan at one "
-                            "precision: `predict --weight-dtype/--kv-dtype` with --tp/--pp)")
+        if (self.weight_dtypes != ("none",) or self.kv_dtype) and train:
+            raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on inference steps only; got "
+                            "--train; expected --phase prefill, decode, forward or generate")
         self.sequence_parallel = bool(sequence_parallel)
         if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1):
             raise TuneError(f"--fill: got {fill!r}; expected a share of the devices in (0, 1], e.g. 0.85")
@@ -511,6 +510,11 @@ class ModelProblem:
         return (self.phase == "generate" or any(int(config.get(k, 1)) > 1 for k in _DEGREES)
                 or config.get("capacity_factor", "none") != "none" or bool(self._recipe(config)))
 
+    def _quant(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """The serving precision of a configuration as a plan's keyword arguments (``weight_dtype``, ``kv_dtype``)."""
+        wd = config.get("weight_dtype", "none")
+        return {k: str(v) for k, v in (("weight_dtype", None if wd == "none" else wd), ("kv_dtype", self.kv_dtype)) if v}
+
     def _graph(self, config: Mapping[str, Any]) -> Any:
         """The one-device graph of a configuration (cached: fusion and device do not change it)."""
         from workloads.resolve import load_workload
@@ -551,6 +555,8 @@ class ModelProblem:
         n = self._devices(config)
         if config.get("weight_dtype", "none") != "none" and config["dtype"] not in _QUANT_ACTIVATIONS:
             return False  # quantised weights run with 16-bit activations (W4A16, W8A16, W8A8 fp8 with bf16 I/O)
+        if config.get("weight_dtype") == "fp4_e2m1" and config["dtype"] != "bf16":
+            return False  # MXFP4 experts take bf16 activations (vLLM Mxfp4Config.get_supported_act_dtypes)
         if config.get("weight_dtype") == "fp8_e4m3" and "fp8_e4m3" not in self.device[config["hardware"]].compute.tensor_flops_per_s:
             return False  # W8A8 fp8 needs fp8 tensor cores
         if not self._recipe_valid(config):
@@ -609,7 +615,8 @@ class ModelProblem:
 
         graphs = stage_graphs(self.model, plan, dtype=str(config["dtype"]), train=self.train, optimizer=self.optimizer,
                              recompute=str(config.get("recompute", "none")),
-                             batch=None if self.train else int(config["batch"]), **kw, **self._recipe(config))
+                             batch=None if self.train else int(config["batch"]), **kw, **self._recipe(config),
+                             **self._quant(config))
         shard = float(plan.shard_group or plan.dp * plan.cp) if self.train else 1.0
         zero = plan.zero if shard > 1 else 0
         div = {Role.WEIGHT: shard if zero >= 3 else 1.0, Role.GRADIENT: shard if zero >= 2 else 1.0,
@@ -672,12 +679,13 @@ class ModelProblem:
 
             plan = self._plan(config)
             res = generate_request(self.model, hw, plan, opts, input_len=self.input_len, output_len=self.output_len,
-                                   batch=batch, dtype=str(config["dtype"]))
+                                   batch=batch, dtype=str(config["dtype"]), **self._quant(config))
             # a serving stack's engine costs, as predict prices them
             from simulator.serving.served import served_generate
 
             res = served_generate(res, self.model, hw, plan, opts, config.get("framework") or None, batch=batch,
-                                  input_len=self.input_len, output_len=self.output_len, dtype=str(config["dtype"]))
+                                  input_len=self.input_len, output_len=self.output_len, dtype=str(config["dtype"]),
+                                  **self._quant(config))
             lat = float(res.extra["e2e_latency_s"])
             energy = float(res.to_cost_report().totals.energy_j)
             samples = float(batch * plan.dp)
@@ -691,7 +699,8 @@ class ModelProblem:
             res = evaluate_plan(self.model, hw, plan, opts, phase=self.phase, train=self.train, seq=self.seq,
                                 context=self.context, dtype=str(config["dtype"]),
                                 batch=None if self.train else batch, optimizer=self.optimizer,
-                                recompute=str(config.get("recompute", "none")), **self._recipe(config))
+                                recompute=str(config.get("recompute", "none")), **self._recipe(config),
+                                **self._quant(config))
             lat = float(res.latency_s)
             energy = float(res.to_cost_report().totals.energy_j)
             samples = float(plan.global_batch or plan.dp * plan.microbatch) if self.train else float(batch * plan.dp)

@@ -87,7 +87,8 @@ CONFIG_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "torch-dtype-typo": (LLAMA, {"torch_dtype": "float33"}, "torch_dtype", "got 'float33'"),
     # the near match of the alias float64 named as the listed fp64 (it had suggested 'float64')
     "torch-dtype-typo-64": (LLAMA, {"torch_dtype": "float46"}, "torch_dtype",
-                            "got 'float46'; expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, "
+                            "got 'float46'; expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, fp4_e2m1, "
+                            "fp8_e8m0, int64, "
                             "int32, int8, int4, bool; did you mean 'fp64'?"),
     "experts-string": (MIXTRAL, {"num_local_experts": "8"}, "num_local_experts", 'got "8"'),
     "experts-zero": (MIXTRAL, {"num_local_experts": 0, "num_experts_per_tok": 1}, "num_local_experts", "got 0"),
@@ -283,8 +284,8 @@ DTYPE_CASES = [
     ("micro", " ", "empty dtype; got ' '"),
     ("zoo", "bf61", "did you mean 'bf16'?"),
     ("config", "float17", "did you mean 'fp16'?"),  # the listed name, not the alias float16
-    ("zoo", "float46", "expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int64, int32, int8, int4, "
-                       "bool; did you mean 'fp64'?"),
+    ("zoo", "float46", "expected one of fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, fp4_e2m1, fp8_e8m0, int64, "
+                       "int32, int8, int4, bool; did you mean 'fp64'?"),
     ("micro", "bf 16", "got 'bf 16'"),
 ]
 

@@ -149,7 +149,7 @@ def _zoo_config(key):
     from workloads.zoo.transformer import config_from_mapping
 
     spec = {k: v for k, v in load_data("transformers.toml")["models"][key].items()
-            if k not in ("family", "description", "source", "aliases", "defaults")}
+            if k not in ("family", "description", "source", "aliases", "defaults", "checkpoint")}
     return config_from_mapping(key, spec)
 
 

@@ -25,12 +25,15 @@ from typing import Any
 from nodeperf.suggest import near_match
 from workloads.ir import OpGraph
 
-__all__ = ["ModelEntry", "register_model", "get_entry", "list_models", "build_model", "load_data", "DATA_DIR"]
+__all__ = ["ModelEntry", "register_model", "get_entry", "list_models", "build_model", "load_data", "DATA_DIR",
+           "META_KEYS", "checkpoint_weight_dtype"]
 
 DATA_DIR = Path(__file__).parent / "data"
 #: zoo modules imported on first use, in listing order
 _MODULES = ("cnn", "transformer", "rnn", "dlrm", "unet", "retinanet")
 PHASES = ("forward", "prefill", "decode", "train")
+#: keys of a zoo entry that describe it rather than its network (the rest are the builder's hyperparameters)
+META_KEYS = ("family", "description", "source", "aliases", "defaults", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class ModelEntry:
     defaults: dict[str, Any] = field(default_factory=dict)  # batch, seq, dtype, phase, ...
     phases: tuple[str, ...] = ("forward", "train")
     aliases: tuple[str, ...] = ()
+    #: the weight format the published checkpoint ships for inference (a ``--weight-dtype`` name, e.g. ``mxfp4``:
+    #: GPT-OSS's experts), applied by ``predict`` / ``serve`` / ``tune`` unless a weight dtype is given; None: 16-bit
+    checkpoint_weight_dtype: str | None = None
+    checkpoint_source: str = ""
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
@@ -121,6 +128,18 @@ def build_model(name: str, **params: Any) -> OpGraph:
         if v is not None and (not isinstance(v, int) or v < 1):
             raise ValueError(f"model {entry.name!r}: {k} must be a positive integer; got {v!r}")
     return entry.builder(entry.name, **kw)
+
+
+def checkpoint_weight_dtype(model: Any) -> tuple[str, str] | None:
+    """(weight dtype, source) of the checkpoint zoo model ``model`` is published as (``("mxfp4", ...)`` for
+    GPT-OSS), or None: a 16-bit checkpoint, or not a zoo name (a config.json, an ONNX file, a graph)."""
+    if not isinstance(model, str):
+        return None
+    try:
+        entry = get_entry(model)
+    except KeyError:
+        return None
+    return (entry.checkpoint_weight_dtype, entry.checkpoint_source) if entry.checkpoint_weight_dtype else None
 
 
 @cache

@@ -1528,12 +1528,13 @@ def train_forward(cfg: TransformerConfig, batch: int, seq_len: int, **kw: Any) -
 
 
 def _register_zoo() -> None:
-    from workloads.zoo import ModelEntry, load_data, register_model
+    from workloads.zoo import META_KEYS, ModelEntry, load_data, register_model
 
     data = load_data("transformers.toml")
     for key, spec in data.get("models", {}).items():
         spec = dict(spec)
-        meta = {k: spec.pop(k) for k in ("family", "description", "source", "aliases", "defaults") if k in spec}
+        meta = {k: spec.pop(k) for k in META_KEYS if k in spec}
+        ckpt = _checkpoint(meta.get("checkpoint"), f"transformers.toml:models.{key}.checkpoint")
         cfg = config_from_mapping(key, spec, where=f"transformers.toml:models.{key}")
         defaults = dict(meta.get("defaults", {}))
         defaults.setdefault("batch", 1)
@@ -1569,17 +1570,30 @@ def _register_zoo() -> None:
         register_model(ModelEntry(
             name=key, family=meta.get("family", "transformer"), description=meta.get("description", ""),
             source=meta.get("source", ""), builder=builder, defaults=defaults, phases=cfg.phases,
-            aliases=tuple(meta.get("aliases", ())),
+            aliases=tuple(meta.get("aliases", ())), checkpoint_weight_dtype=ckpt[0], checkpoint_source=ckpt[1],
         ))
+
+
+def _checkpoint(table: Any, where: str) -> tuple[str | None, str]:
+    """(weight dtype, source) of a zoo entry's ``checkpoint`` table (``{ weight_dtype = "mxfp4", source = "..." }``);
+    (None, "") when absent; a located ValueError for an unknown dtype or a missing source."""
+    if table is None:
+        return None, ""
+    from workloads.precision import parse_weight_dtype
+
+    if not isinstance(table, dict) or set(table) != {"weight_dtype", "source"} or not str(table["source"]).strip():
+        raise ValueError(f"{where}: got {table!r}; expected {{ weight_dtype = NAME, source = TEXT }}")
+    parse_weight_dtype(table["weight_dtype"], f"{where}.weight_dtype")
+    return str(table["weight_dtype"]), str(table["source"])
 
 
 def zoo_config(name: str) -> TransformerConfig:
     """The :class:`TransformerConfig` of zoo entry ``name`` (as in ``transformers.toml``)."""
-    from workloads.zoo import get_entry, load_data
+    from workloads.zoo import META_KEYS, get_entry, load_data
 
     entry = get_entry(name)
     spec = dict(load_data("transformers.toml")["models"][entry.name])
-    for k in ("family", "description", "source", "aliases", "defaults"):
+    for k in META_KEYS:
         spec.pop(k, None)
     return config_from_mapping(entry.name, spec)
 

@@ -149,7 +149,7 @@ def test_tune_weight_dtype_axis():
     assert mem["int4"] < 0.35 * mem["none"]
     with pytest.raises(ValueError, match="did you mean"):
         ModelProblem("gpt2", ["a100-sxm4-80gb"], weight_dtypes=("int5",), phase="decode")
-    with pytest.raises(TuneError, match="one-device inference graphs"):
+    with pytest.raises(TuneError, match="serving precision on inference steps only; got --train"):
         ModelProblem("gpt2", ["a100-sxm4-80gb"], train=True, weight_dtypes=("int4",))
 
 
