@@ -121,7 +121,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=positive_int, help="sequence length, or image side for vision models")
     p.add_argument("--phase", choices=("forward", "prefill", "decode", "train", "generate"),
                    help="LLM phase (default prefill for decoders); generate: a whole request, prefill then "
-                        "--output-len decode steps (predict only)")
+                        "--output-len decode steps (predict only); train: the forward pass alone, in training mode "
+                        "(dropout on); the whole training step is --train")
     p.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
     p.add_argument("--train", action="store_true", help="a whole training step (forward, backward, optimizer)")
     p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw", "none"),

@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(args, hw)
     check_request_flags(args)
     sys.stderr.write(checkpoint_weights(args, inference=not args.train and args.phase != "train"))
+    if args.phase == "train" and not args.train:
+        sys.stderr.write("note: --phase train prices the forward pass of a training step alone (dropout on); "
+                         "--train prices the whole step (forward, backward, optimizer)\n")
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]

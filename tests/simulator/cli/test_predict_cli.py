@@ -102,3 +102,14 @@ def test_predict_applies_a_calibration_overlay(tmp_path, capsys):
     assert base["provenance"]["calibration_id"] == ""
     # decode is weight-streaming: half the HBM bandwidth makes it much slower (but launches do not scale)
     assert 1.5 * base["latency_s"] < half["latency_s"] < 2.0 * base["latency_s"]
+
+
+def test_phase_train_says_it_is_the_forward_pass_alone(capsys):
+    """``--phase train`` is the forward pass in training mode, not the step: a note says so, and the whole step
+    (``--train``) is the larger figure (a backward of about twice the forward's GEMM work plus the update)."""
+    rc, fwd, err = run(capsys, "predict", "bert-base", "--hardware", "a100-sxm4-80gb", "--phase", "train", "--json")
+    assert rc == 0 and "--phase train prices the forward pass of a training step alone" in err
+    rc, step, err = run(capsys, "predict", "bert-base", "--hardware", "a100-sxm4-80gb", "--train", "--json")
+    assert rc == 0 and "--phase train" not in err
+    assert json.loads(step)["latency_s"] > 2.5 * json.loads(fwd)["latency_s"]
+    assert json.loads(step)["flops"] > 2.9 * json.loads(fwd)["flops"]
