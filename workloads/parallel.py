@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from nodeperf.errors import NodeperfError
@@ -145,6 +146,16 @@ class ParallelPlan:
         ``fp8_param_gather``/``fp8_param``): the linear weights the model computes with are TE's fp8
         tensors, with their transpose or columnwise copy, in place of the 16-bit weights, so no separate
         fp8 weight cache is kept across microbatches; the fp32 master copy stays in the optimizer.
+    fsdp_fp8_all_gather
+        With ``fsdp`` and torchao's ``tensorwise`` fp8 linears: FSDP2 gathers the fp8 linear weights in fp8
+        (torchao ``Float8LinearConfig.enable_fsdp_float8_all_gather`` with
+        ``precompute_float8_dynamic_scale_for_fsdp``, torchtitan's ``[float8]`` settings of those names): each
+        weight is a ``WeightWithDynamicFloat8CastTensor`` whose ``fsdp_pre_all_gather`` casts the local shard to
+        fp8 with a per-tensor scale computed once a step for every weight (one amax all-reduce after the
+        optimizer step), and ``fsdp_post_all_gather`` wraps the gathered bytes as the ``Float8Tensor`` the GEMMs
+        read (torchao/float8/fsdp_utils.py @ pytorch/ao eab345c). The gathered linear weights are 1 byte each;
+        norms, embedding and the output projection (which torchtitan leaves in 16 bits) are gathered as before;
+        the gradients' reduce-scatter is unchanged. See docs/training_memory.md.
     param_dtype
         The dtype the stack stores the parameters in (:data:`PARAM_DTYPES`; '' the stack's default):
         MaxText's ``weight_dtype`` (``float32`` in its base.yml; a recipe setting ``bfloat16`` keeps the
@@ -233,6 +244,7 @@ class ParallelPlan:
     moe_host_sync: bool = False
     grad_reduce_dtype: str = ""
     fp8_param: bool = False
+    fsdp_fp8_all_gather: bool = False
     param_dtype: str = ""
     loss_chunks: int = 1
     etp: int = 0
@@ -306,7 +318,8 @@ class ParallelPlan:
             del out["pipeline_split"]
         if self.moe_dispatch == "sparse":  # the routed dispatch reads as it always has
             del out["moe_dispatch"]
-        for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("param_dtype", ""),
+        for k, default in (("grad_reduce_dtype", ""), ("fp8_param", False), ("fsdp_fp8_all_gather", False),
+                           ("param_dtype", ""),
                            ("loss_chunks", 1), ("moe_routing", "uniform"), ("etp", 0),
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
                            ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
@@ -437,6 +450,13 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "stack's default)" + did_you_mean(str(plan.grad_reduce_dtype), GRAD_REDUCE_DTYPES[1:]))
     if not isinstance(plan.fp8_param, bool):
         out.append(f"fp8_param: got {plan.fp8_param!r}; expected true or false")
+    if not isinstance(plan.fsdp_fp8_all_gather, bool):
+        out.append(f"fsdp_fp8_all_gather: got {plan.fsdp_fp8_all_gather!r}; expected true or false")
+    elif plan.fsdp_fp8_all_gather and not plan.fsdp:
+        # torchtitan enables it only with FSDP sharding (``parallel_dims.dp_shard_enabled and
+        # float8_config.enable_fsdp_float8_all_gather``, torchtitan/float8.py @ 9dec370)
+        out.append("fsdp_fp8_all_gather: got true without fsdp; expected fsdp (FSDP2 gathers the fp8 weights; "
+                   "without FSDP sharding nothing is gathered)")
     if not isinstance(plan.moe_host_sync, bool):
         out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
     if not isinstance(plan.p2p_host_sync, bool):
@@ -731,7 +751,7 @@ def _stage_step(g: OpGraph, plan: ParallelPlan, train: bool, optimizer: str, rec
     or the inference pass at the serving precision."""
     if train:
         g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
-        g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears)
+        g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears, plan.fsdp_fp8_all_gather)
         return _main_grad_step(g, plan, framework, dtype), n_fwd
     g = _serving_precision(g, weight_dtype, kv_dtype, where)
     return g, len(g.ops)
@@ -791,9 +811,10 @@ def _chunked_loss_recompute(g: OpGraph) -> OpGraph:
 
 
 def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
-                   fp8_linears: str | None) -> tuple[OpGraph, int]:
+                   fp8_linears: str | None, gathered_weights: bool = False) -> tuple[OpGraph, int]:
     """The training step of the forward graph ``g`` (:func:`workloads.training.training_graph`), with the stack's
-    optimizer passes and fp8 linears when asked, and the number of its forward ops."""
+    optimizer passes and fp8 linears when asked (``gathered_weights``: the linear weights gathered in fp8,
+    :attr:`ParallelPlan.fsdp_fp8_all_gather`), and the number of its forward ops."""
     from workloads.training import training_graph
 
     n_fwd = len(g.ops)
@@ -803,7 +824,7 @@ def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
     if fp8_linears:
         from workloads.precision import fp8_linears as to_fp8
 
-        g = _with_fp8(g, n_fwd, fp8_linears, to_fp8)
+        g = _with_fp8(g, n_fwd, fp8_linears, partial(to_fp8, gathered_weights=gathered_weights))
         n_fwd = int(g.meta["forward_ops"])
     return g, n_fwd
 

@@ -624,7 +624,7 @@ _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, 
           "int8": (DType.INT8, "row")}
 
 
-def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
+def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
     cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
@@ -643,10 +643,16 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
     priced. Weights keep a cast per GEMM.
 
     torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`,
-    :func:`_accumulation`, :func:`_post_scaled`, :func:`_float8_tp_gathers` and :func:`_aot_cse`."""
+    :func:`_accumulation`, :func:`_post_scaled`, :func:`_float8_tp_gathers` and :func:`_aot_cse`.
+
+    ``gathered_weights`` (``tensorwise`` only; FSDP2's fp8 all-gather, ``ParallelPlan.fsdp_fp8_all_gather``): the
+    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`)."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
+    if gathered_weights and recipe != "tensorwise":
+        raise ValueError(f"fp8_linears: gathered fp8 weights with {recipe!r}; expected 'tensorwise' (torchao gathers "
+                         "fp8 weights for tensorwise scaling only)")
     from workloads.recompute import layer_key
 
     linear = {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
@@ -676,6 +682,9 @@ def fp8_linears(step: OpGraph, recipe: str) -> OpGraph:
                 continue
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
+                continue
+            if gathered_weights and t.role is Role.WEIGHT and step.producer(t.name) is None:
+                ins.append(_gathered_weight(op, i, t, ops))
                 continue
             src = root.get(t.name, t.name)
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
@@ -947,6 +956,24 @@ def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[Tenso
             Op(f"{op.name}.row_scale", "reshape", (a,), (sa,), Attrs({"shape": rows}), op.group),
             Op(f"{op.name}.col_scale", "reshape", (b,), (sb,), Attrs({"shape": (cols,)}), op.group),
             Op(f"{op.name}.post_scale", "elementwise", (raw, sa, sb), (out,), Attrs({"op": "mul"}), op.group)]
+
+
+def _gathered_weight(op: Op, i: int, w: TensorSpec, ops: list[Op]) -> TensorSpec:
+    """The linear weight ``w`` as ``op`` reads it when FSDP2 gathered it in fp8 (ops appended to ``ops``): the
+    gathered ``Float8Tensor`` (a view op of no bytes, ``<gemm>.fp8_<i>.view``: the gather and its buffer are the
+    parallel composition's), cast by no GEMM: torchao's ``Float8Linear.forward`` takes no weight scale of a
+    tensor already in fp8 and ``cast_weight_to_float8_t`` returns ``weight.t()`` (torchao/float8/float8_linear.py
+    @ pytorch/ao eab345c). The forward GEMM reads ``weight.t()``, column-major as ``torch._scaled_mm`` takes its
+    second operand; the input-gradient GEMM (``.bwd_a``) reads ``weight_fp8_t.t()``, the row-major weight, which
+    ``preprocess_addmm`` copies (``b_data.t().contiguous().t()``, torchao/float8/float8_ops.py @ eab345c): a copy
+    of the fp8 bytes (``<gemm>.k_major_<i>``)."""
+    q = TensorSpec(f"{op.name}.fp8_{i}", w.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    ops.append(Op(f"{q.name}.view", "reshape", (w,), (q,), Attrs({"shape": tuple(w.shape)}), op.group))
+    if ".bwd_a" not in op.name:
+        return q
+    c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
+    ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
+    return c
 
 
 def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:

@@ -23,7 +23,7 @@ _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "inte
                "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches",
                "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope")
 _PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step",
-                  "p2p_host_sync")
+                  "p2p_host_sync", "fsdp_fp8_all_gather")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -86,6 +86,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fp8-params", action="store_true",
                    help="with --fp8-linears: the linear weights are kept in fp8 (Transformer Engine "
                         "fp8_param_gather): no separate fp8 weight copy")
+    g.add_argument("--fsdp-fp8-all-gather", action="store_true",
+                   help="training with --fsdp and --fp8-linears tensorwise: FSDP2 gathers the fp8 linear weights in "
+                        "fp8, 1 byte each, with scales precomputed once a step (torchao/torchtitan "
+                        "enable_fsdp_float8_all_gather with precompute_float8_dynamic_scale_for_fsdp)")
     g.add_argument("--moe-host-sync", action="store_true",
                    help="training: the MoE dispatcher copies its token counts to the host and waits for them in "
                         "every MoE layer (Megatron-Core's dropless dispatchers): the step is priced per sync "
@@ -201,6 +205,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         moe_dispatch=args.moe_dispatch or "sparse",
                         moe_routing=args.moe_routing or "uniform", grad_reduce_dtype=args.grad_reduce_dtype or "",
                         fp8_param=bool(args.fp8_params), param_dtype=args.param_dtype or "",
+                        fsdp_fp8_all_gather=bool(getattr(args, "fsdp_fp8_all_gather", False)),
                         loss_chunks=args.loss_chunks or 1, etp=getattr(args, "etp", None) or 0,
                         moe_host_sync=bool(getattr(args, "moe_host_sync", False)),
                         moe_a2a_overlap=bool(getattr(args, "moe_a2a_overlap", False)),

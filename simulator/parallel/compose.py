@@ -811,6 +811,7 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
     (:data:`_TRAINING_ONLY_FIELDS`: one located PlanError naming those set, not a step priced with a
     training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
+    _check_fp8_all_gather(fp8_linears, plan)
     if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
         raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
                         "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
@@ -838,8 +839,25 @@ _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
     ("moe_rank_capacity_factor", lambda p: p.moe_rank_capacity_factor is not None),
     ("pipeline_microbatches", lambda p: bool(p.pipeline_microbatches)),
     ("grad_sync_per_step", lambda p: p.grad_sync_per_step), ("moe_a2a_overlap", lambda p: p.moe_a2a_overlap),
-    ("fp8_param", lambda p: p.fp8_param), ("microbatch", lambda p: p.microbatch != 1),
+    ("fp8_param", lambda p: p.fp8_param), ("fsdp_fp8_all_gather", lambda p: p.fsdp_fp8_all_gather),
+    ("microbatch", lambda p: p.microbatch != 1),
     ("global_batch", lambda p: p.global_batch is not None))
+
+
+def _check_fp8_all_gather(fp8_linears: str | None, plan: ParallelPlan) -> None:
+    """A located PlanError when ``plan.fsdp_fp8_all_gather`` is set without torchao's ``tensorwise`` fp8 linears:
+    torchao gathers fp8 weights for tensorwise scaling only (``Float8LinearConfig.__post_init__``: "float8
+    all-gather only supports tensorwise", torchao/float8/config.py @ pytorch/ao eab345c; torchtitan @ e7c0cae
+    refuses ``enable_fsdp_float8_all_gather`` with a ``recipe_name`` such as ``rowwise``,
+    torchtitan/components/quantization/float8.py), and Transformer Engine's recipes gather through
+    ``fp8_param`` instead."""
+    if not plan.fsdp_fp8_all_gather or fp8_linears == "tensorwise":
+        return
+    got = f"fp8_linears {fp8_linears}" if fp8_linears and fp8_linears != "none" else "no fp8_linears"
+    hint = "; for Megatron-Core's fp8 parameter gather use fp8_param" if fp8_linears in ("current", "delayed",
+                                                                                         "mxfp8") else ""
+    raise PlanError(f"plan: fsdp_fp8_all_gather: got it with {got}; expected fp8_linears tensorwise (torchao "
+                    f"gathers fp8 weights for tensorwise scaling only){hint}")
 
 
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
@@ -954,6 +972,8 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
             gather = [g * (runs if once else 1 + 2 * m) for g in gather]
     # each rank updates its shard: the dense parameters' 1/sync_n, the experts' 1/edp (one optimizer per group)
     opt_s = [o * ((1.0 - sh) / sync_n + sh / edp) if plan.zero >= 1 else o for o, sh in zip(opt, shares, strict=True)]
+    # torchao's amax precompute for FSDP2's fp8 all-gather runs after the optimizer step: the update's tail
+    opt_s = [o + c for o, c in zip(opt_s, _fp8_scale_precompute_s(per_stage, plan, system, sync_n), strict=True)]
     tail = [e + g + o for e, g, o in zip(exposed, gather, opt_s, strict=True)]
     latency = pipe.step_s + max(tail)
     worst = max(range(p), key=lambda s: tail[s])
@@ -973,6 +993,39 @@ def _train_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], uniqu
     seqlen = int(graphs[0].graph.meta.get("seq", seq or 0))
     tokens = float(plan.global_batch or plan.dp * plan.microbatch) * seqlen
     return latency, pipe, breakdown, extra, tokens, opt_s
+
+
+def _fp8_scale_precompute_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, system: Any,
+                            sync_n: int) -> list[float]:
+    """Seconds per stage device of torchao's ``precompute_float8_dynamic_scale_for_fsdp`` after the optimizer step
+    (``plan.fsdp_fp8_all_gather``; zeros without it): ``torch._foreach_norm(weights, ord=inf)`` reads each fp8 linear
+    weight's fp32 shard once (4 bytes a parameter over the ``sync_n`` ranks that shard it, a streaming read at the
+    device's achieved DRAM rate), and the stacked amaxes, one fp32 value a weight, are all-reduced once ("it will
+    issue a single all-reduce", torchao/float8/fsdp_utils.py @ pytorch/ao eab345c) over the weights' mesh, the
+    sharding and tensor-parallel ranks (priced over the ``sync_n`` sharding ranks, ``tp`` apart). The scales then
+    serve every gather of the step: ``fsdp_pre_all_gather`` casts with the precomputed scale, no amax of its own."""
+    if not plan.fsdp_fp8_all_gather:
+        return [0.0] * plan.pp
+    from simulator.engines.analytical import spec_of
+
+    dev = spec_of(system)[0]
+    rate = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
+    out = []
+    for st in per_stage:
+        numel = sum(sg.graph.memo("fp8_weight_numel", lambda g=sg.graph: _fp8_weight_numel(g)) for sg, _ in st)
+        weights = sum(sg.graph.memo("fp8_weight_count", lambda g=sg.graph: float(len(_fp8_weight_count(g))))
+                      for sg, _ in st)
+        reduce_s = (_collective_times([("all_reduce", 4.0 * weights)], sync_n, system, plan.tp)[("all_reduce",
+                    4.0 * weights)] if sync_n > 1 and weights else 0.0)
+        out.append(4.0 * numel / max(1, sync_n) / rate + reduce_s)
+    return out
+
+
+def _fp8_weight_count(g: OpGraph) -> set[str]:
+    """The fp8 linear weights of ``g`` (names of the forward GEMMs' ``.fp8_1`` operands, recomputations once)."""
+    return {t.name.replace("@recompute", "") for op in g.ops
+            if op.kind == "matmul" and op.attrs.get("compute_dtype") and ".bwd_" not in op.name
+            for t in op.inputs[1:2] if t.name.endswith(".fp8_1")}
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
@@ -1461,7 +1514,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     if train:
         # FSDP holds a pipelined stage's gathered state through the step only under torch.distributed.pipelining
         once = _fsdp_gathers_once_per_step(str(sgs[0][0].graph.meta.get("framework") or "")) if sgs else True
-        p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units, once)
+        gathered = _fp8_gathered_units(sgs, plan, units)
+        p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units, once, gathered)
         share = _expert_share(sgs) if plan.ep > 1 and plan.zero >= 1 else 0.0
         if share:  # experts' states shard over the expert-data-parallel group only
             ex_units: dict[str, float] = {}
@@ -1492,7 +1546,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out.update(parameters=p, gradients=g, optimizer=o, activations=act, offloaded_to_host=host + act_host)
     out.update({f"buffers.{k}": v for k, v in buffers.items()})
     out["buffers"] = sum(buffers.values())
-    pools = _fsdp_stream_pools(plan, shard, units, wbytes) if train and gpu else {}
+    pools = _fsdp_stream_pools(plan, shard, units, wbytes, _fp8_gathered_units(sgs, plan, units)) if train and gpu else {}
     if train and gpu and (deferred := _graph_deferred_frees(sgs, plan)):
         pools["cuda_graph_deferred_frees"] = deferred
     out.update({f"reserve.{k}": v for k, v in pools.items()})
@@ -1682,13 +1736,44 @@ def _fp8_weight_cache(g: OpGraph) -> float:
 
 def _fp8_weight_numel(g: OpGraph) -> float:
     """Parameters of the linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts)."""
-    seen: dict[str, int] = {}
+    return float(sum(_fp8_weight_units(g).values()))
+
+
+def _fp8_weight_units(g: OpGraph) -> dict[str, float]:
+    """:func:`_fp8_weight_numel` per wrapping unit (:func:`_param_units`' keys: a layer, or a top-level module)."""
+    from workloads.recompute import layer_key
+
+    seen: dict[str, tuple[str, int]] = {}
     for op in g.ops:
         if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
             for t in op.inputs[1:2]:
                 if t.name.endswith(".fp8_1"):
-                    seen[t.name.replace("@recompute", "")] = t.numel
-    return float(sum(seen.values()))
+                    key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
+                    seen[t.name.replace("@recompute", "")] = (key, t.numel)
+    units: dict[str, float] = {}
+    for key, numel in seen.values():
+        units[key] = units.get(key, 0.0) + float(numel)
+    return units
+
+
+def _fp8_gathered_units(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan,
+                        units: Mapping[str, float]) -> dict[str, float] | None:
+    """Bytes FSDP2 gathers of each wrapping unit with ``plan.fsdp_fp8_all_gather``: the unit's parameter bytes
+    (``units``, 16-bit) with its fp8 linear weights at 1 byte each (torchao's ``fsdp_pre_all_gather`` returns the
+    fp8 ``_data`` of the cast shard, ``fsdp_post_all_gather`` wraps the gathered bytes as the ``Float8Tensor``
+    the GEMMs read, torchao/float8/fsdp_utils.py @ pytorch/ao eab345c; FSDP2 gathers a group of mixed dtypes as
+    bytes). None without it."""
+    from workloads.dtypes import dtype_bytes
+
+    if not plan.fsdp_fp8_all_gather or not sgs:
+        return None
+    less = dtype_bytes(str(sgs[0][0].graph.meta.get("dtype") or "bf16")) - 1.0
+    out = dict(units)
+    for sg, _ in sgs:
+        for k, n in sg.graph.memo("fp8_weight_units", lambda g=sg.graph: _fp8_weight_units(g)).items():
+            if k in out:
+                out[k] = max(0.0, out[k] - less * n)
+    return out
 
 
 def _gathered_weight_bytes(g: OpGraph, plan: ParallelPlan) -> float:
@@ -1701,7 +1786,7 @@ def _gathered_weight_bytes(g: OpGraph, plan: ParallelPlan) -> float:
     from workloads.dtypes import dtype_bytes
 
     wb = float(g.weight_bytes)
-    if not plan.fp8_param:
+    if not plan.fp8_param and not plan.fsdp_fp8_all_gather:  # FSDP2's fp8 gather: :func:`_fp8_gathered_units`
         return wb
     return wb - (dtype_bytes(str(g.meta.get("dtype") or "bf16")) - 1.0) * _fp8_weight_numel(g)
 
@@ -1764,7 +1849,8 @@ def _expert_sharded(plan: ParallelPlan, shard: int, states: tuple[float, float, 
 
 def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float, opt: float,
                     weight: tuple[float, bool], units: Mapping[str, float],
-                    pipelined_once: bool = True) -> tuple[float, float, float, dict[str, float]]:
+                    pipelined_once: bool = True, gathered: Mapping[str, float] | None = None
+                    ) -> tuple[float, float, float, dict[str, float]]:
     """(parameters, gradients, optimizer state, extra buffers) of one device after sharding.
 
     FSDP (PyTorch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``, as
@@ -1789,6 +1875,9 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     docs/explanations/sharding.md "PP + FSDP/DP", name the once-a-step gather's "huge memory cost - the weights and
     gradients are not sharded by FSDP" as what the default avoids; Megatron) the per-gather buffers of
     an unpipelined plan stand: the in-flight units and the reduce-scatter input.
+
+    ``gathered``: the bytes FSDP2 gathers of each unit where they differ from ``units`` (:func:`_fp8_gathered_units`:
+    fp8 linear weights gathered in fp8); the unsharded parameters are those, the gradients stay ``units``'.
     """
     from simulator.report import memory as M
 
@@ -1798,10 +1887,13 @@ def _sharded_states(plan: ParallelPlan, shard: int, params: float, grads: float,
     if plan.fsdp:
         master = 4.0 * n if wbytes < 4 else 0.0  # the graph's optimizer state holds a master copy
         root, blocks = _fsdp_groups(units)
-        extra["fsdp_unsharded_params"] = root + sum(blocks[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
+        g_root, g_blocks = _fsdp_groups(gathered) if gathered is not None else (root, blocks)
+        extra["fsdp_unsharded_params"] = g_root + sum(g_blocks[:M.FSDP_UNSHARDED_IN_FLIGHT]) if shard > 1 else 0.0
         extra["fsdp_reduce_scatter"] = (blocks[0] if blocks else root) / wbytes * 4.0 if shard > 1 else 0.0
         if plan.pp > 1 and shard > 1 and pipelined_once:
             extra.update(_pipelined_fsdp_buffers(params, n, wbytes))
+            if gathered is not None:  # the stage's gathered parameters, fp8 linear weights 1 byte each
+                extra["fsdp_unsharded_params"] = sum(gathered.values())
         if plan.param_dtype == "bf16":  # bf16 parameters, gradients and Adam moments, no master copy
             return 2.0 * n / shard, 2.0 * n / shard, max(0.0, opt - master) / 2.0 / shard, extra
         return 4.0 * n / shard, 4.0 * n / shard, max(0.0, opt - master) / shard, extra
@@ -1825,15 +1917,21 @@ def _fsdp_groups(units: Mapping[str, float]) -> tuple[float, list[float]]:
     return sum(v for k, v in units.items() if layer_key(k) != k), blocks
 
 
-def _fsdp_stream_pools(plan: ParallelPlan, shard: int, units: Mapping[str, float], wbytes: float) -> dict[str, float]:
+def _fsdp_stream_pools(plan: ParallelPlan, shard: int, units: Mapping[str, float], wbytes: float,
+                       gathered: Mapping[str, float] | None = None) -> dict[str, float]:
     """Bytes the caching allocator keeps reserved in FSDP2's side streams (``reserve.*`` of the breakdown;
-    :func:`~simulator.report.memory.fsdp_stream_pool_bytes`); none without FSDP sharding."""
+    :func:`~simulator.report.memory.fsdp_stream_pool_bytes`); none without FSDP sharding. ``gathered``: the bytes
+    gathered of each unit (:func:`_fp8_gathered_units`), which size the all-gather stream's block."""
     from simulator.report import memory as M
 
     if not plan.fsdp or shard <= 1 or not units:
         return {}
     root, blocks = _fsdp_groups(units)
-    return M.fsdp_stream_pool_bytes(max([root, *blocks]), 4.0 / wbytes, shard)
+    pools = M.fsdp_stream_pool_bytes(max([root, *blocks]), 4.0 / wbytes, shard)
+    if gathered is not None:
+        g_root, g_blocks = _fsdp_groups(gathered)
+        pools["fsdp_all_gather_stream"] = max([g_root, *g_blocks])
+    return pools
 
 
 def _pipelined_fsdp_buffers(params: float, n: float, wbytes: float) -> dict[str, float]:

@@ -402,6 +402,17 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
                           plan.dp * plan.cp)[0]
 
 
+def _fp8_gathered_numel(plan: Any, sgs: list[Any]) -> float:
+    """Parameters FSDP2 gathers 1 byte each under ``plan.fsdp_fp8_all_gather`` (torchao's fp8 all-gather: the fp8
+    linear weights, :func:`simulator.parallel.compose._fp8_weight_numel`); 0 without it. The gathered bytes are
+    what the all-gather moves and the copy-out copies; the gradients' reduce-scatter keeps the compute dtype's."""
+    if not getattr(plan, "fsdp_fp8_all_gather", False):
+        return 0.0
+    from simulator.parallel.compose import _fp8_weight_numel
+
+    return sum(sg.graph.memo("fp8_weight_numel", lambda g=sg.graph: _fp8_weight_numel(g)) for sg in sgs)
+
+
 def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
                    collective_times: Any, group: int) -> tuple[ShardedStep, float, float, int]:
     """:func:`sharded_step` over FSDP groups of ``group`` ranks (``tp`` ranks apart) with the bytes,
@@ -417,12 +428,13 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg in sgs)
     param = dtype_bytes(str(g0.meta.get("dtype") or "bf16"))  # fp8_e4m3 graphs: 1 byte
     scale = dtype_bytes(_grad_reduce_dtype(profile, g0), param) / param
-    coll = collective_times([("all_gather", grads), ("reduce_scatter", grads)], group, system, plan.tp)
+    gathered = grads - (param - 1.0) * _fp8_gathered_numel(plan, sgs)
+    coll = collective_times([("all_gather", gathered), ("reduce_scatter", grads)], group, system, plan.tp)
     layers = sum(sg.layers[1] - sg.layers[0] for sg in sgs)
     units = max(1, layers) + 1
     bw = float(dev.main_memory.read_bandwidth_bytes_per_s) * float(dev.efficiency.dram_bandwidth_fraction)
-    step = sharded_step(profile.stack, weight_bytes=grads, units=units, microbatches=plan.microbatches,
-                        compute_s=compute_s, gather_once_s=coll[("all_gather", grads)],
+    step = sharded_step(profile.stack, weight_bytes=gathered, units=units, microbatches=plan.microbatches,
+                        compute_s=compute_s, gather_once_s=coll[("all_gather", gathered)],
                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw,
                         overlap=profile.collective_overlap)
     if profile.stack == "xla-spmd" and profile.collective_overlap:  # the TensorCore's HBM and VPU, shared

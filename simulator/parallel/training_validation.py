@@ -690,7 +690,23 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
+                        fsdp_fp8_all_gather=fsdp and _fsdp_fp8_all_gather(row),
                         **(_maxtext_config(row) or _automodel_config(row)), **_cuda_graph_config(row))
+
+
+#: what a row's ``notes`` state of torchao's FSDP2 fp8 all-gather: torchtitan's ``[float8]`` settings (or the
+#: ``--float8.*`` flags of a printed command) ``enable_fsdp_float8_all_gather`` and
+#: ``precompute_float8_dynamic_scale_for_fsdp``, both named and neither stated false
+_FP8_ALL_GATHER_KEYS = ("enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp")
+
+
+def _fsdp_fp8_all_gather(row: TrainingRecord) -> bool:
+    """Whether the row's notes state FSDP2's fp8 all-gather with precomputed scales (:data:`_FP8_ALL_GATHER_KEYS`;
+    ``ParallelPlan.fsdp_fp8_all_gather``): train-025..030 (train_configs/llama3_405b.toml @ torchtitan 9dec370)
+    and train-049..052 (the printed command of the H200 benchmark). A key followed by ``= false`` or ``false``
+    is not a statement of it."""
+    notes = row["notes"]
+    return all(re.search(rf"\b{k}\b(?!\s*(=\s*)?false)", notes) for k in _FP8_ALL_GATHER_KEYS)
 
 
 def _automodel_config(row: TrainingRecord) -> dict[str, Any]:

@@ -210,6 +210,8 @@ OPTION_KEYS: dict[str, _Key] = {
     "param_dtype": _Key("str", partial(_plan_choices, "param_dtype"), doc="parallel plan: the dtype parameters are stored "
                         "in (TPU stacks)"),
     "fp8_param": _Key("bool", doc="parallel plan: fp8 linear weights kept in fp8 (TE fp8_param_gather)"),
+    "fsdp_fp8_all_gather": _Key("bool", doc="parallel plan, training with fsdp and fp8_linears tensorwise: FSDP2 "
+                                "gathers the fp8 linear weights in fp8 (torchao enable_fsdp_float8_all_gather)"),
     "loss_chunks": _Key("int", minimum=1, doc="parallel plan: the loss over N chunks of the tokens"),
     "etp": _Key("int", minimum=0, doc="parallel plan: expert tensor parallelism (0: the plan's tp)"),
     "moe_a2a_overlap": _Key("bool", doc="parallel plan, training: Megatron-Core's combined 1F1B schedule, the "
@@ -236,7 +238,7 @@ OPTION_KEYS: dict[str, _Key] = {
 PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_parallel", "fsdp", "schedule", "shard_group",
                                        "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
                                        "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
-                                       "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step",
+                                       "fsdp_fp8_all_gather", "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step",
                                        "p2p_host_sync", "cuda_graph", "moe_rank_capacity_factor"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
