@@ -778,12 +778,12 @@ def _check_op_by_op_split(plan: ParallelPlan, framework: str, where: str) -> Non
 
 
 def _check_stack(plan: ParallelPlan, fp8_linears: str | None, framework: str, where: str) -> None:
-    """PlanError for ``int8`` linears (AQT) under a stack that does not run AQT
-    (:func:`workloads.precision.int8_stack_problem`), or for a plan that splits layers under an op-by-op profile
+    """PlanError for fp8 or int8 linears under a stack that does not run the recipe
+    (:func:`workloads.precision.fp8_stack_problem`), or for a plan that splits layers under an op-by-op profile
     (:func:`_check_op_by_op_split`)."""
-    from workloads.precision import int8_stack_problem
+    from workloads.precision import fp8_stack_problem
 
-    problem = int8_stack_problem(fp8_linears, framework)
+    problem = fp8_stack_problem(fp8_linears, framework)
     if problem:
         raise PlanError(problem)
     _check_op_by_op_split(plan, framework, where)

@@ -602,22 +602,107 @@ AQT_STACKS = ("xla-spmd",)
 AQT_PROFILES = ("xla",)
 
 
-def int8_stack_problem(recipe: str | None, framework: str) -> str:
-    """The problem of running the ``int8`` linears (:data:`STOCHASTIC_ROUNDING`, MaxText's AQT) under a
-    ``framework`` that does not run AQT ("" when none: another recipe, no framework, or a JAX/XLA stack)."""
-    if recipe != "int8" or not framework:
-        return ""
+#: The ``--fp8-linears`` recipes each ``--framework`` profile's stack runs (and this model prices as that stack
+#: runs them); another recipe under the profile is refused (:func:`fp8_stack_problem`). Without ``--framework``
+#: every recipe is priced as stated.
+#:
+#: * Megatron-Core (``megatron-core``; Megatron-Bridge builds on it): ``--fp8-recipe`` delayed, tensorwise, mxfp8 or
+#:   blockwise, each a Transformer Engine recipe: ``DelayedScaling``, ``Float8CurrentScaling`` (Megatron's
+#:   ``tensorwise``: this project's ``current``), ``MXFP8BlockScaling``, ``Float8BlockScaling``
+#:   (megatron/core/fp8_utils.py lines 451-466, megatron/core/enums.py ``Fp8Recipe`` @ core_v0.15.0 = 103851dc;
+#:   Megatron-Bridge's ``bf16_with_fp8_current_scaling_mixed`` sets ``fp8_recipe = "tensorwise"``,
+#:   src/megatron/bridge/training/mixed_precision.py @ 6ef21f8). ``blockwise`` (128 x 128 blocks) is not a recipe of
+#:   this model. torchao's tensorwise and rowwise casts and AQT's int8 are not Megatron's.
+#: * Megatron-LM of 2021-2022 (``megatron-lm``): no fp8 option (megatron/arguments.py @ d63c2541, 2022-08-16, has
+#:   none; Transformer Engine's fp8 came to Megatron-LM later): none.
+#: * torchtitan (``fsdp2``, ``fsdp2-compile``, ``fsdp2-compile-blocks``, ``torchtitan-eager``): torchao
+#:   ``Float8Linear`` with ``float8.recipe_name`` tensorwise, rowwise or rowwise_with_gw_hp (torchtitan
+#:   config_manager.py ``Float8`` @ 820504e, 2025-06-13; before ``recipe_name``, 9dec370 of 2024-12 states dynamic
+#:   (tensorwise) or torchao's own delayed scaling); its ``MX`` section (``recipe_name = "mxfp8"``, torchao's
+#:   ``MXLinear``, Blackwell) is torchao's MXFP8, which this model does not price (its ``mxfp8`` is Transformer
+#:   Engine's): tensorwise, rowwise.
+#: * NeMo AutoModel (``automodel``, ``automodel-compile``): torchao ``Float8Linear`` (``FP8Config.recipe_name``
+#:   tensorwise, rowwise or rowwise_with_gw_hp, ``convert_to_float8_training``;
+#:   nemo_automodel/components/quantization/fp8.py @ 102dece4): tensorwise, rowwise.
+#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-serial``) and a generic XLA program (``xla``): AQT int8
+#:   (``quantization: int8``, :data:`AQT_STACKS`). MaxText's ``fp8`` and ``nanoo_fp8`` are Flax's fp8 dot-general
+#:   ops (``Fp8Quantization``, ``NANOOFp8Quantization`` in MaxText/layers/quantizations.py
+#:   ``configure_quantization``), a GPU path this model does not price: int8.
+#: * PyTorch programs (``eager``, ``sdpa``, ``compile``, ``cuda-graphs``): Hugging Face model code as written; the
+#:   profiles (docs/frameworks.md) state no fp8 training library: none.
+#: * Inference engines (``tensorrt``, ``trt-llm``, ``trt-llm-pytorch``, ``vllm``, ``vllm-v0``, ``sglang``,
+#:   ``sglang-0.3``) train nothing: none (their fp8 is a serving precision, ``--weight-dtype``).
+_TE_RECIPES = ("delayed", "current", "mxfp8")
+_TITAN = TORCHAO_RECIPES
+STACK_RECIPES: dict[str, tuple[str, ...]] = {
+    "megatron-core": _TE_RECIPES, "megatron-lm": (),
+    "fsdp2": _TITAN, "fsdp2-compile": _TITAN, "fsdp2-compile-blocks": _TITAN, "torchtitan-eager": _TITAN,
+    "automodel": _TITAN, "automodel-compile": _TITAN,
+    "maxtext": ("int8",), "maxtext-cf": ("int8",), "maxtext-serial": ("int8",), "xla": ("int8",),
+    "eager": (), "sdpa": (), "compile": (), "cuda-graphs": (),
+    "tensorrt": (), "trt-llm": (), "trt-llm-pytorch": (), "vllm": (), "vllm-v0": (), "sglang": (), "sglang-0.3": ()}
+#: what a recipe is (named in a refusal)
+_RECIPE_OF = {"tensorwise": "torchao Float8Linear tensorwise", "rowwise": "torchao Float8Linear rowwise",
+              "delayed": "Transformer Engine DelayedScaling", "current": "Transformer Engine Float8CurrentScaling",
+              "mxfp8": "Transformer Engine MXFP8BlockScaling", "int8": "MaxText's AQT int8"}
+#: how a stack states its recipes (named in a refusal)
+_TITAN_OPTION = "torchao Float8Linear, torchtitan's float8.recipe_name"
+_AUTOMODEL_OPTION = "torchao Float8Linear, NeMo AutoModel's fp8 recipe_name"
+_STACK_OPTION = {"megatron-core": "Transformer Engine through Megatron-Core's --fp8-recipe",
+                 "fsdp2": _TITAN_OPTION, "fsdp2-compile": _TITAN_OPTION, "fsdp2-compile-blocks": _TITAN_OPTION,
+                 "torchtitan-eager": _TITAN_OPTION, "automodel": _AUTOMODEL_OPTION,
+                 "automodel-compile": _AUTOMODEL_OPTION, "maxtext": "AQT, MaxText's quantization: int8",
+                 "maxtext-cf": "AQT, MaxText's quantization: int8", "maxtext-serial": "AQT, MaxText's quantization: int8",
+                 "xla": "AQT"}
+#: (stack, recipe) -> (the recipe of this project the stack runs in its place, why): Megatron-Core spells
+#: Transformer Engine's current scaling ``tensorwise``; torchao's stacks scale per tensor from the current amax
+#: (``current``'s scaling) as ``tensorwise``, cast by torchao's kernels for every GEMM that reads an operand
+_CURRENT_AS_TORCHAO = ("tensorwise", "torchao's tensorwise is the current per-tensor scaling this stack runs "
+                                     "(torchao Float8Linear, an operand cast for every GEMM that reads it)")
+RECIPE_SPELLINGS = {("megatron-core", "tensorwise"): (
+    "current", "Megatron-Core's --fp8-recipe tensorwise is Transformer Engine's current scaling "
+               "(Float8CurrentScaling)"),
+    **{(s, "current"): _CURRENT_AS_TORCHAO for s in ("fsdp2", "fsdp2-compile", "fsdp2-compile-blocks",
+                                                     "torchtitan-eager", "automodel", "automodel-compile")}}
+
+
+def stack_runs_recipe(recipe: str | None, framework: str | None) -> bool:
+    """Whether ``--framework framework`` runs the linears' ``recipe`` (:data:`STACK_RECIPES`): always without a
+    recipe (``None`` or ``"none"``), without a framework, or for a profile the table does not list."""
+    if recipe in (None, "none") or not framework:
+        return True
     from workloads.frameworks import get_profile
 
-    prof = get_profile(framework)
-    if prof.stack in AQT_STACKS or prof.name in AQT_PROFILES:
-        return ""
-    from workloads.frameworks import PROFILES
+    name = get_profile(framework).name
+    return name not in STACK_RECIPES or recipe in STACK_RECIPES[name]
 
-    jax = sorted(p.name for p in PROFILES.values() if p.stack in AQT_STACKS or p.name in AQT_PROFILES)
-    return (f"fp8_linears: got 'int8' with framework {framework!r}; expected a JAX/XLA framework ({', '.join(jax)}) "
-            "or none: int8 linears are AQT's (MaxText), which this stack does not run (fp8 recipes: current, "
-            "delayed, mxfp8 under Transformer Engine; tensorwise, rowwise under torchao)")
+
+def fp8_stack_problem(recipe: str | None, framework: str | None, flag: str = "fp8_linears") -> str:
+    """The problem of running the linears' ``recipe`` under ``--framework framework`` ("" when none:
+    :func:`stack_runs_recipe`), as one line: the flag and recipe, the stack, what the recipe is, the recipes the
+    stack runs and, where the stack spells its own recipe as ``recipe`` (:data:`RECIPE_SPELLINGS`), the name to use.
+
+    >>> fp8_stack_problem("current", "megatron-core")
+    ''
+    >>> fp8_stack_problem("tensorwise", "mcore", "--fp8-linears")
+    "--fp8-linears tensorwise: --framework megatron-core does not run this recipe; got 'tensorwise' (torchao Float8Linear tensorwise); expected one of delayed, current, mxfp8 (Transformer Engine through Megatron-Core's --fp8-recipe) or no --fp8-linears; did you mean 'current'? Megatron-Core's --fp8-recipe tensorwise is Transformer Engine's current scaling (Float8CurrentScaling)"
+    """
+    if stack_runs_recipe(recipe, framework):
+        return ""
+    from nodeperf.suggest import did_you_mean
+    from workloads.frameworks import get_profile
+
+    name = get_profile(str(framework)).name
+    runs = STACK_RECIPES[name]
+    option = _STACK_OPTION.get(name, "")
+    expected = (f"{'one of ' if len(runs) > 1 else ''}{', '.join(runs)} ({option}) or no --fp8-linears" if runs else
+                f"no --fp8-linears (--framework {name} runs no fp8 or int8 linear recipe)")
+    head = (f"{flag} {recipe}: --framework {name} does not run this recipe; got {recipe!r} "
+            f"({_RECIPE_OF.get(str(recipe), 'a recipe')}); expected {expected}")
+    if (name, recipe) in RECIPE_SPELLINGS:
+        same, why = RECIPE_SPELLINGS[(name, str(recipe))]
+        return f"{head}; did you mean '{same}'? {why}"
+    return head + (did_you_mean(str(recipe), runs) if runs else "")
 #: recipe -> (quantised dtype, amax reduction: "" none, "tensor" one per tensor, "row" one per row)
 _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, "row"),
           "delayed": (DType.FP8_E4M3, ""), "current": (DType.FP8_E4M3, "tensor"), "mxfp8": (DType.FP8_E4M3, ""),

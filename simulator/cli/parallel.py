@@ -61,7 +61,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training: the layers' linear GEMMs in fp8 with this scaling recipe: tensorwise or rowwise "
                         "(torchao Float8Linear), delayed or current (Transformer Engine DelayedScaling, "
                         "Float8CurrentScaling), mxfp8 (TE MXFP8BlockScaling, Blackwell only), or in int8: int8 "
-                        "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision")
+                        "(MaxText AQT int8); attention, norms, LM head and optimizer keep their precision; with "
+                        "--framework only the stack's own recipes (megatron-core: delayed, current (Megatron's "
+                        "tensorwise), mxfp8; torchtitan and automodel profiles: tensorwise, rowwise; maxtext, xla: "
+                        "int8; others none; docs/training_memory.md)")
     g.add_argument("--capacity-factor", type=_capacity_factor, metavar="F",
                    help="MoE expert capacity factor (tokens beyond it are dropped; default: dropless)")
     g.add_argument("--moe-dispatch", type=one_of(("sparse", "einsum", "deepep", "hybridep")), metavar="MODE",
@@ -224,11 +227,24 @@ def check_request_flags(args: argparse.Namespace) -> None:
                          "expected --phase generate")
 
 
+def _check_fp8_stack(args: argparse.Namespace) -> None:
+    """A ``--fp8-linears`` recipe the ``--framework`` stack does not run (:data:`workloads.precision.STACK_RECIPES`)
+    is refused with the recipes it runs (and the name of its own spelling, Megatron-Core's tensorwise: current)."""
+    from simulator.cli.common import profile_from_args
+    from workloads.precision import fp8_stack_problem
+
+    profile = profile_from_args(args) if args.train and args.fp8_linears else None
+    problem = fp8_stack_problem(args.fp8_linears, profile.name, "--fp8-linears") if profile is not None else ""
+    if problem:
+        raise ValueError(problem)
+
+
 def _check_flags(args: argparse.Namespace) -> None:
     from simulator.cli.common import check_training_flags
 
     check_request_flags(args)
     check_training_flags(args)
+    _check_fp8_stack(args)
     if args.fp8_params and args.fp8_linears is None:
         raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
                          "--fp8-linears RECIPE with --train")

@@ -153,7 +153,8 @@ def _recipe_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--fp8-linears", metavar="LIST",
                    help="plans, --train: fp8 linears' scaling recipes to search: none, tensorwise, rowwise, delayed, "
                         "current, mxfp8, int8 (recipes are skipped on devices without fp8 or int8 tensor rates, "
-                        "mxfp8 off Blackwell)")
+                        "mxfp8 off Blackwell; with --framework a recipe a stack does not run is skipped under it, one no "
+                        "listed stack runs refused)")
     g.add_argument("--framework", metavar="LIST",
                    help="plans: software-stack profiles to search, e.g. megatron-core,fsdp2 (GPUs) or maxtext "
                         "(TPUs); a profile is skipped on devices it does not run on; with --serve: the one serving "

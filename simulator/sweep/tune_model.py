@@ -184,6 +184,19 @@ def _policies_of(axes: Sequence[Axis]) -> tuple[str, ...]:
     return next(tuple(str(v) for v in a.values) for a in axes if a.name == "recompute")
 
 
+def _check_stack_recipes(recipes: Sequence[str], frameworks: Sequence[str]) -> None:
+    """Refuse a ``--fp8-linears`` recipe that none of the searched ``--framework`` stacks runs (its configurations
+    would all be skipped): one located line naming the first stack's recipes, as ``predict --fp8-linears`` does."""
+    from workloads.frameworks import get_profile
+    from workloads.precision import fp8_stack_problem, stack_runs_recipe
+
+    stacks = [get_profile(str(f)).name for f in dict.fromkeys(frameworks)]
+    for recipe in recipes:
+        if not any(stack_runs_recipe(recipe, s) for s in stacks):
+            more = f" (nor does --framework {', '.join(stacks[1:])})" if len(stacks) > 1 else ""
+            raise TuneError(fp8_stack_problem(recipe, stacks[0], "--fp8-linears") + more)
+
+
 def _check_stack_policies(policies: Sequence[str], frameworks: Sequence[str]) -> None:
     """Refuse a ``--recompute`` policy that none of the searched ``--framework`` stacks has (its configurations
     would all be skipped): one located line naming the stacks' policies, as ``predict --recompute`` does."""
@@ -322,6 +335,9 @@ class ModelProblem:
         self._check_frameworks_run(frameworks or ())
         if train and recompute is not None and frameworks:
             _check_stack_policies(_policies_of(axes), frameworks)
+        if train and fp8_linears is not None and frameworks:
+            _check_stack_recipes(next((tuple(str(v) for v in a.values) for a in axes if a.name == "fp8_linears"),
+                                      ()), frameworks)
         if (self.weight_dtypes != ("none",) or self.kv_dtype) and train:
             raise TuneError("--weight-dtype/--kv-dtype: tune searches serving precision on inference steps only; got "
                             "--train; expected --phase prefill, decode, forward or generate")
@@ -589,6 +605,10 @@ class ModelProblem:
 
             if self.train and not stack_accepts(str(config.get("recompute", "none")), get_profile(config["framework"]).name):
                 return False  # a policy the stack does not have (MaxText's names under megatron-core, ...)
+            from workloads.precision import stack_runs_recipe
+
+            if not stack_runs_recipe(str(config.get("fp8_linears", "none")), config["framework"]):
+                return False  # a recipe the stack does not run (torchao's tensorwise under megatron-core, ...)
         if config.get("sharding", "none") != "none" and int(config.get("dp", 1)) * int(config.get("cp", 1)) == 1:
             return False  # nothing to shard over (the dp x cp ranks): the same plan as sharding none
         if not self._schedule_runs_valid(config):

@@ -83,10 +83,10 @@ def test_int8_linears_run_under_a_jax_stack_only(capsys) -> None:
                   and "@recompute" not in op.name for op in g.ops)
         assert fwd in (4, 7) and sum(op.attrs.get("rng") == "rng_bit_generator" for op in g.ops) == 2 * fwd
     for fw in ("megatron-core", "fsdp2"):
-        with pytest.raises(PlanError, match=rf"^fp8_linears: got 'int8' with framework '{fw}'; expected a JAX/XLA "
-                                            r"framework \(maxtext, maxtext-cf, maxtext-serial, xla\) or none"):
+        with pytest.raises(PlanError, match=rf"^fp8_linears int8: --framework {fw} does not run this recipe; got "
+                                            r"'int8' \(MaxText's AQT int8\); expected one of "):
             plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="int8", framework=fw)
     assert main(["predict", "llama-3-8b", "--hardware", "dgx-h100", "--train", "--dp", "8", "--microbatch", "1",
                  "--seq", "1024", "--fp8-linears", "int8", "--framework", "megatron-core"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fp8_linears: got 'int8' with framework 'megatron-core'" in err[0]
+    assert len(err) == 1 and "--fp8-linears int8: --framework megatron-core does not run this recipe" in err[0]
