@@ -67,6 +67,8 @@ from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec
 from workloads.semantics import gemm_dims, register, semantics_of
 
 __all__ = [
+    "fp8_weight_numel",
+    "fp8_weight_units",
     "QUANT_MATMUL",
     "QUANT_GROUPED_MATMUL",
     "WEIGHT_DTYPES",
@@ -709,6 +711,24 @@ _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, 
           "int8": (DType.INT8, "row")}
 
 
+def _check_fp8_recipe(recipe: str, gathered_weights: bool) -> None:
+    """:func:`fp8_linears`' arguments: a known recipe, and gathered fp8 weights with ``tensorwise`` only."""
+    if recipe not in FP8_RECIPES:
+        raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
+                         + did_you_mean(str(recipe), FP8_RECIPES))
+    if gathered_weights and recipe != "tensorwise":
+        raise ValueError(f"fp8_linears: gathered fp8 weights with {recipe!r}; expected 'tensorwise' (torchao gathers "
+                         "fp8 weights for tensorwise scaling only)")
+
+
+def _layer_linears(step: OpGraph) -> set[str]:
+    """The names of ``step``'s layer GEMMs that read a parameter weight directly (the linears a recipe converts)."""
+    from workloads.recompute import layer_key
+
+    return {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
+            and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
+
+
 def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
@@ -727,21 +747,13 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
     current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
     priced. Weights keep a cast per GEMM.
 
-    torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`,
-    :func:`_accumulation`, :func:`_post_scaled`, :func:`_float8_tp_gathers` and :func:`_aot_cse`.
+    torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`, :func:`_accumulation`,
+    :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
 
     ``gathered_weights`` (``tensorwise`` only; FSDP2's fp8 all-gather, ``ParallelPlan.fsdp_fp8_all_gather``): the
     linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`)."""
-    if recipe not in FP8_RECIPES:
-        raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
-                         + did_you_mean(str(recipe), FP8_RECIPES))
-    if gathered_weights and recipe != "tensorwise":
-        raise ValueError(f"fp8_linears: gathered fp8 weights with {recipe!r}; expected 'tensorwise' (torchao gathers "
-                         "fp8 weights for tensorwise scaling only)")
-    from workloads.recompute import layer_key
-
-    linear = {op.name for op in step.ops if op.kind == "matmul" and layer_key(op.group) is not None
-              and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
+    _check_fp8_recipe(recipe, gathered_weights)
+    linear = _layer_linears(step)
     ops: list[Op] = []
     te = recipe in TE_WEIGHT_CACHE
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
@@ -758,8 +770,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
         if op.kind != "matmul" or base not in linear:
             ops.append(op)
             continue
-        qdt, _ = _QUANT[recipe]
-        ins = []
+        qdt, ins = _QUANT[recipe][0], []
         amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
             if t.name in fp8_of:  # Float8 tensor parallelism: gathered in fp8 already
@@ -1074,3 +1085,26 @@ def _without_unread_views(ops: list[Op]) -> list[Op]:
     """``ops`` without the reshapes nothing reads any more (the 16-bit views a TE GEMM no longer reads)."""
     read = {t.name for op in ops for t in op.inputs}
     return [op for op in ops if op.kind != "reshape" or any(t.name in read for t in op.outputs)]
+
+
+def fp8_weight_numel(g: OpGraph) -> float:
+    """Parameters of the linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts)."""
+    return float(sum(fp8_weight_units(g).values()))
+
+
+def fp8_weight_units(g: OpGraph) -> dict[str, float]:
+    """:func:`fp8_weight_numel` per wrapping unit (a layer, or a top-level module: the keys the plan model's
+    parameter units use)."""
+    from workloads.recompute import layer_key
+
+    seen: dict[str, tuple[str, int]] = {}
+    for op in g.ops:
+        if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
+            for t in op.inputs[1:2]:
+                if t.name.endswith(".fp8_1"):
+                    key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
+                    seen[t.name.replace("@recompute", "")] = (key, t.numel)
+    units: dict[str, float] = {}
+    for key, numel in seen.values():
+        units[key] = units.get(key, 0.0) + float(numel)
+    return units

@@ -118,9 +118,7 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(args, hw)
     check_request_flags(args)
     sys.stderr.write(checkpoint_weights(args, inference=not args.train and args.phase != "train"))
-    if args.phase == "train" and not args.train:
-        sys.stderr.write("note: --phase train prices the forward pass of a training step alone (dropout on); "
-                         "--train prices the whole step (forward, backward, optimizer)\n")
+    sys.stderr.write(_phase_train_note(args))
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]
@@ -254,3 +252,11 @@ def eval_options(args: argparse.Namespace) -> Any:
         settings["fp8_accumulation"] = args.fp8_accumulation
     moe = profile.fused_moe_configs if profile is not None else ()  # the stack's tuned fused-MoE kernels
     return options_from_settings(settings, where="options", calibration_id=cal_id, fused_moe_configs=moe)
+
+
+def _phase_train_note(args: argparse.Namespace) -> str:
+    """The note ``--phase train`` without ``--train`` gets: it prices the forward pass alone."""
+    if args.phase == "train" and not args.train:
+        return ("note: --phase train prices the forward pass of a training step alone (dropout on); "
+                "--train prices the whole step (forward, backward, optimizer)\n")
+    return ""

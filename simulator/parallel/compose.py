@@ -43,6 +43,8 @@ from hwmodels.spec import DeviceSpec, SystemSpec
 from simulator.parallel.schedule import PipelineTime, pipeline_time
 from workloads.ir import GraphError, OpGraph, Role
 from workloads.parallel import ParallelPlan, PlanError, StageGraph, plan_graphs
+from workloads.precision import fp8_weight_numel as _fp8_weight_numel
+from workloads.precision import fp8_weight_units as _fp8_weight_units
 
 __all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "DDP_BUCKET_BYTES",
            "DDP_FIRST_BUCKET_BYTES", "COMMUNICATION_KINDS"]
@@ -1732,28 +1734,6 @@ def _fp8_weight_cache(g: OpGraph) -> float:
     if g.meta.get("fp8_linears") not in TE_WEIGHT_CACHE:
         return 0.0
     return 2.0 * _fp8_weight_numel(g)
-
-
-def _fp8_weight_numel(g: OpGraph) -> float:
-    """Parameters of the linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts)."""
-    return float(sum(_fp8_weight_units(g).values()))
-
-
-def _fp8_weight_units(g: OpGraph) -> dict[str, float]:
-    """:func:`_fp8_weight_numel` per wrapping unit (:func:`_param_units`' keys: a layer, or a top-level module)."""
-    from workloads.recompute import layer_key
-
-    seen: dict[str, tuple[str, int]] = {}
-    for op in g.ops:
-        if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
-            for t in op.inputs[1:2]:
-                if t.name.endswith(".fp8_1"):
-                    key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
-                    seen[t.name.replace("@recompute", "")] = (key, t.numel)
-    units: dict[str, float] = {}
-    for key, numel in seen.values():
-        units[key] = units.get(key, 0.0) + float(numel)
-    return units
 
 
 def _fp8_gathered_units(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan,

@@ -404,13 +404,13 @@ def _sharded_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: 
 
 def _fp8_gathered_numel(plan: Any, sgs: list[Any]) -> float:
     """Parameters FSDP2 gathers 1 byte each under ``plan.fsdp_fp8_all_gather`` (torchao's fp8 all-gather: the fp8
-    linear weights, :func:`simulator.parallel.compose._fp8_weight_numel`); 0 without it. The gathered bytes are
+    linear weights, :func:`workloads.precision.fp8_weight_numel`); 0 without it. The gathered bytes are
     what the all-gather moves and the copy-out copies; the gradients' reduce-scatter keeps the compute dtype's."""
     if not getattr(plan, "fsdp_fp8_all_gather", False):
         return 0.0
-    from simulator.parallel.compose import _fp8_weight_numel
+    from workloads.precision import fp8_weight_numel
 
-    return sum(sg.graph.memo("fp8_weight_numel", lambda g=sg.graph: _fp8_weight_numel(g)) for sg in sgs)
+    return sum(sg.graph.memo("fp8_weight_numel", lambda g=sg.graph: fp8_weight_numel(g)) for sg in sgs)
 
 
 def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: list[Any], compute_s: float,
