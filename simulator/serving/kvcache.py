@@ -51,7 +51,9 @@ Sliding-window layers (the profile's ``kv_window_layout``, :data:`KV_WINDOW_LAYO
   single_type_kv_cache_manager.py`` @ 002f34915134cfd1a7d6ed777edd67dcc2289466) frees the blocks before
   ``(computed - window + 1) // block_size`` before each allocation, so a prompt prefilled in one chunk
   holds all its blocks in every group for that step, and a decoding request about ``ceil(window /
-  block_size) + 1`` per window group. Without windows (or with one attention type) this is ``full``.
+  block_size) + 1`` per window group. Without windows this is ``full``; a model whose every layer is local
+  has one group of every layer, freeing as a window group (vLLM's ``SlidingWindowManager`` for a uniform
+  sliding-window model, vllm-project/vllm PR #14097).
   Pipeline stages: each stage's layers of each type are ``ceil(n / pp)``.
 """
 
@@ -160,8 +162,11 @@ def kv_groups(cfg: Any, *, pp: int = 1, layout: str = "full") -> tuple[int, tupl
     if layout not in KV_WINDOW_LAYOUTS:
         raise ServingError(f"kv_window_layout: got {layout!r}; expected one of {', '.join(KV_WINDOW_LAYOUTS)}")
     per = {w: -(-n // pp) for w, n in layer_windows(cfg).items()}
-    if layout == "full" or len(per) < 2:
+    if layout == "full" or per.keys() == {0}:
         return -(-int(cfg.layers) // pp), ((0, 1),)
+    if len(per) == 1:  # every layer local (Mistral 7B v0.1): one group, its blocks behind the window freed
+        (window, n), = per.items()
+        return n, ((window, 1),)
     fewest, most = min(per.values()), max(per.values())
     size = most if most < fewest * VLLM_GROUP_SIZE_SLACK else fewest
     return size, tuple((w, -(-n // size)) for w, n in per.items())

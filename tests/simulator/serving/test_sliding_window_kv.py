@@ -5,6 +5,7 @@ layer at full context (layout ``full``, every other stack)."""
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 import pytest
 
@@ -35,6 +36,10 @@ def test_groups_follow_vllms_group_size_rule():
     # pipeline stages: each stage's layers of each type (gemma3-12b, pp 2: 20 local, 4 global -> 5 + 1 groups of 4)
     assert kv_groups(zoo_config("gemma3-12b"), pp=2, layout="vllm-hybrid") == (4, ((1024, 5), (0, 1)))
     assert kv_groups(zoo_config("llama-3-8b"), layout="vllm-hybrid") == (32, ((0, 1),))
+    # every layer local (Mistral 7B v0.1's sliding_window 4096): one group of 32 layers that frees as a window group
+    mistral = replace(zoo_config("mistral-7b"), sliding_window=4096)
+    assert kv_groups(mistral, layout="vllm-hybrid") == (32, ((4096, 1),))
+    assert kv_groups(mistral, layout="full") == (32, ((0, 1),))
     with pytest.raises(ServingError, match="kv_window_layout: got 'hybrid'"):
         kv_groups(zoo_config("gemma3-12b"), layout="hybrid")
 
