@@ -561,6 +561,16 @@ _GRAPH_LAUNCH_V0_SGL03 = ("not modelled: vLLM 0.6.0 and SGLang 0.3.0 (which pins
                           "these engines state no driver version (settings: graph_launch = 'pre-12.6' or '12.6')")
 _GRAPH_LAUNCH_UNSTATED = ("not modelled: the launch time of a CUDA graph follows the driver (GRAPH_LAUNCH_FORMS), and "
                           "no stated driver version is recorded for this stack's deployments")
+#: vLLM V1's hybrid KV cache manager (simulator.serving.kvcache, layout "vllm-hybrid").
+_VLLM_HYBRID_KV = ("vllm-project/vllm vllm/v1/core/kv_cache_utils.py @ 001cabc1be16a59a70d720ed61a13b678c060a18 "
+                   "(_get_kv_cache_groups_uniform_page_size: groups of group_size layers, group_size the fewest "
+                   "layers of an attention type, or the most when under 1.5 x the fewest; "
+                   "get_kv_cache_config_from_groups: num_blocks = available_memory // page_size // group_size, one "
+                   "pool shared by every group) and vllm/v1/core/single_type_kv_cache_manager.py @ "
+                   "002f34915134cfd1a7d6ed777edd67dcc2289466 (SlidingWindowManager.remove_skipped_blocks frees the "
+                   "blocks before (num_computed_tokens - sliding_window + 1) // block_size); off with "
+                   "--disable-hybrid-kv-cache-manager, a KV connector (--kv-transfer-config), KV events or a "
+                   "platform without support (VllmConfig.__post_init__)")
 _ENGINE_AR = ("vLLM's custom all-reduce (hwmodels.collectives.VLLM_CUSTOM_AR_RULE: vllm-project/vllm "
               "csrc/custom_all_reduce.cuh and vllm/distributed/device_communicators/custom_all_reduce.py, from PR "
               "#2192, v0.2.7): on by default unless --disable-custom-all-reduce; SGLang's model runner enables it "
@@ -779,6 +789,11 @@ class FrameworkProfile:
         Serving: the batch sizes the stack captures decode CUDA graphs for; a decode-only iteration of
         ``B`` sequences replays the graph of the smallest captured size ``>= B`` (its token-wise work runs
         at the padded batch); empty: no padding modelled. Source in ``graph_batch_source``.
+    kv_window_layout
+        Serving: how the KV cache holds sliding-window layers (:data:`simulator.serving.kvcache.KV_WINDOW_LAYOUTS`):
+        ``"full"`` (every layer at the full context) or ``"vllm-hybrid"`` (vLLM V1's hybrid KV cache manager: layer
+        groups sharing one pool of pages, window groups freeing the blocks behind their window). Source in
+        ``kv_window_layout_source``.
     kv_cache_sizing
         Serving: how the engine sizes its KV cache (:mod:`simulator.serving.kvcache`): ``"device"`` (vLLM:
         ``gpu_memory_utilization`` of the device less weights and activations) or ``"free"`` (TensorRT-LLM:
@@ -953,6 +968,9 @@ class FrameworkProfile:
     kv_cache_sizing: str = "device"
     kv_cache_sizing_source: str = ("vLLM vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: "
                                    "total x gpu_memory_utilization - (weights + peak activations of the profile run)")
+    kv_window_layout: str = "full"
+    kv_window_layout_source: str = ("one block table for every layer: a sliding-window layer's cache is sized at the "
+                                    "full context like a global one's")
     fused_scale_mask_softmax: bool = False
     dropout_p: float = 0.0
     megatron_optimizer: bool = False
@@ -1140,7 +1158,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      iteration_host_source="not modelled: the vLLM V1 announcement (blog.vllm.ai/2025/01/27/"
                      "v1-alpha-release.html) states the goal 'near-zero CPU overhead' but gives no per-iteration "
                      "figure; none found elsewhere",
-                     all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR),
+                     all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
+                     kv_window_layout="vllm-hybrid", kv_window_layout_source=_VLLM_HYBRID_KV),
     FrameworkProfile("vllm-v0", "vLLM V0 engine (0.5 / 0.6: Python scheduler and input preparation on the engine's "
                      "critical path, kernels as vllm)",
                      fusion=True, epilogue_fusion=False, cuda_graphs=True, attention_kernel="flash2",

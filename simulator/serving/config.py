@@ -128,6 +128,10 @@ class ServeConfig:
         Service-level objectives, e.g. ``("ttft_p99<=2 s", "tpot_p99<=100 ms")``.
     framework
         The serving stack's profile (:mod:`workloads.frameworks`) for the host time of an iteration.
+    kv_window_layout
+        How the KV cache holds sliding-window layers (:data:`simulator.serving.kvcache.KV_WINDOW_LAYOUTS`):
+        ``full`` (every layer at the full context; vLLM's ``--disable-hybrid-kv-cache-manager``) or
+        ``vllm-hybrid``; None: the framework profile's ``kv_window_layout``.
     dtype
         Compute and KV dtype of the model (None: the model's).
     weight_dtype, kv_dtype
@@ -182,6 +186,7 @@ class ServeConfig:
     iteration_host_s: float | None = None
     graph_launch: str | None = None
     fp8_accumulation: str | None = None
+    kv_window_layout: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

@@ -70,7 +70,7 @@ class Replica:
         #: (draft model's pricer, draft tokens k, expected tokens per step) or None
         self.speculative = speculative
         self.blocks = blocks
-        self.free = [blocks - lim.shared_blocks]
+        self.free = [blocks - lim.shared_pool]
         self.running: list[Seq] = []
         self.waiting: deque[Seq] = deque()
         self.busy = False
@@ -226,7 +226,10 @@ class Replica:
         first, end = ends[0], ends[-1]
         paged = self.lim.kind != "static"
         multi = self.lim.steps > 1
-        bs, shared = self.lim.block_size, self.lim.shared_blocks
+        bs, shared, hybrid = self.lim.block_size, self.lim.shared_blocks, self.lim.groups
+        if hybrid is not None:
+            shared = self.lim.shared_pool
+        keep = self.lim.no_evict  # no-evict holds its reserved blocks to the end
         free = self.free[0]
         done = False
         for s in live:
@@ -237,8 +240,13 @@ class Replica:
             c = s.computed + steps
             s.computed = c
             if paged:
-                need = -(-c // bs) - (shared if s.cached else 0) - s.blocks
-                if need > 0:
+                if hybrid is None:
+                    need = -(-c // bs) - (shared if s.cached else 0) - s.blocks
+                else:  # window groups free the blocks their window left (kvcache.held_blocks)
+                    need = self.lim.held(c, c) - (shared if s.cached else 0) - s.blocks
+                    if need < 0 and keep:
+                        need = 0
+                if need > 0 or (need < 0 and hybrid is not None):
                     free -= need
                     s.blocks += need
             g = s.generated + steps
@@ -259,6 +267,14 @@ class Replica:
         allocation) and needs one new block after that; with ``F`` free blocks, ``k`` steps are safe
         while at most ``F`` sequences have ``cap < k``."""
         bs, shared, free = self.lim.block_size, self.lim.shared_blocks, self.free[0]
+        groups = self.lim.groups
+        if groups is not None:  # a block boundary costs one block per group (the frees ignored: a safe bound)
+            per = sum(n for _w, n in groups)
+            if free >= len(live) * per:
+                return max(1, bs * (free // (len(live) * per)))
+            caps = [-(-(s.computed + 1) // bs) * bs - s.computed for s in live]
+            caps.sort()
+            return max(1, caps[free // per])
         if free >= len(live):
             return max(1, bs * (free // len(live)))
         caps = [(s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live]

@@ -33,6 +33,28 @@ benchmark rows do not state, and is not counted.
 of ``max_batched_tokens`` tokens), as vLLM profiles a dummy forward pass of that many tokens before it
 sizes the cache (``gpu_memory_utilization`` is vLLM's setting of the same name: the fraction of the
 device the engine may take). CUDA-graph buffers and the framework's other reserve are not modelled.
+
+Sliding-window layers (the profile's ``kv_window_layout``, :data:`KV_WINDOW_LAYOUTS`):
+
+* ``full`` (every profile but ``vllm``): one block table for every layer, each block holding
+  ``block_size`` tokens of every layer, a request holding ``ceil(tokens / block_size)`` blocks; a local
+  layer's cache is sized at the full context like a global one's (the engines without a per-window pool).
+* ``vllm-hybrid`` (vLLM V1's hybrid KV cache manager): the layers are split by attention type into groups
+  of ``group_size`` layers each (``vllm/v1/core/kv_cache_utils.py``
+  ``_get_kv_cache_groups_uniform_page_size`` @ 001cabc1be16a59a70d720ed61a13b678c060a18: ``group_size`` is
+  the fewest layers of any type, or the most when that is under 1.5 x the fewest; a type of ``n`` layers makes
+  ``ceil(n / group_size)`` groups). Every group draws from one pool of pages of ``group_size`` layers
+  (``get_kv_cache_config_from_groups``: ``num_blocks = available // page_size // group_size``), so a block
+  here is ``block_size`` tokens of ``group_size`` layers. A request holds ``ceil(tokens / block_size)``
+  blocks in each full-attention group and, in each sliding-window group, those blocks less the ones wholly
+  before its window: ``SlidingWindowManager.remove_skipped_blocks`` (``vllm/v1/core/
+  single_type_kv_cache_manager.py`` @ 002f34915134cfd1a7d6ed777edd67dcc2289466) frees the blocks before
+  ``(computed - window + 1) // block_size`` before each allocation, so a prompt prefilled in one chunk
+  holds all its blocks in every group for that step, and a decoding request about ``ceil(window /
+  block_size) + 1`` per window group. Without windows this is ``full``; a model whose every layer is local
+  has one group of every layer, freeing as a window group (vLLM's ``SlidingWindowManager`` for a uniform
+  sliding-window model, vllm-project/vllm PR #14097).
+  Pipeline stages: each stage's layers of each type are ``ceil(n / pp)``.
 """
 
 from __future__ import annotations
@@ -43,7 +65,8 @@ from typing import Any
 
 from simulator.serving.config import ServingError
 
-__all__ = ["KVCacheSpec", "kv_cache_spec", "blocks_for", "KV_SIZINGS", "DEFAULT_FREE_GPU_MEMORY_FRACTION"]
+__all__ = ["KVCacheSpec", "kv_cache_spec", "blocks_for", "held_blocks", "kv_groups", "KV_SIZINGS",
+           "KV_WINDOW_LAYOUTS", "DEFAULT_FREE_GPU_MEMORY_FRACTION"]
 
 #: KV-cache sizing rules (module docstring): ``device`` (vLLM) and ``free`` (TensorRT-LLM).
 KV_SIZINGS = ("device", "free")
@@ -52,6 +75,12 @@ KV_SIZINGS = ("device", "free")
 #: trtllm-bench keeps unless ``--kv_cache_free_gpu_mem_fraction`` is given (docs/source/performance/
 #: perf-overview.md: "the default setting of 0.90").
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
+#: How the cache holds sliding-window layers (module docstring): ``full`` (every layer at full context) and
+#: ``vllm-hybrid`` (vLLM V1's hybrid KV cache manager).
+KV_WINDOW_LAYOUTS = ("full", "vllm-hybrid")
+#: vLLM's group size takes the most layers of a type when that is under this many times the fewest
+#: (``_get_kv_cache_groups_uniform_page_size`` @ 001cabc1: ``max_num_layers < min_num_layers * 1.5``).
+VLLM_GROUP_SIZE_SLACK = 1.5
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,12 @@ class KVCacheSpec:
     context_bytes: float = 0.0
     #: bytes per block of a speculative draft model's cache, which holds as many blocks as the target's (0: none)
     draft_bytes_per_block: float = 0.0
+    #: the cache's layer groups as ((window, groups), ...): window 0 for full attention (:func:`kv_groups`);
+    #: ((0, 1),): one group of every layer
+    groups: tuple[tuple[int, int], ...] = ((0, 1),)
+    #: layers per group on the worst stage (the layers behind one block)
+    group_layers: int = 0
+    window_layout: str = "full"
 
     @property
     def tokens(self) -> int:
@@ -81,7 +116,14 @@ class KVCacheSpec:
                 "weights_bytes_per_device": self.weights_bytes, "activations_bytes_per_device": self.activations_bytes,
                 "sizing": self.sizing, "memory_fraction": self.memory_fraction,
                 "context_bytes_per_device": self.context_bytes,
-                "draft_bytes_per_block_per_device": self.draft_bytes_per_block}
+                "draft_bytes_per_block_per_device": self.draft_bytes_per_block,
+                "window_layout": self.window_layout, "group_layers": self.group_layers,
+                "groups": [{"window": w, "groups": g} for w, g in self.groups]}
+
+    @property
+    def hybrid(self) -> bool:
+        """True when a request's blocks follow :func:`held_blocks` rather than ``ceil(tokens / block_size)``."""
+        return self.groups != ((0, 1),)
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -89,17 +131,67 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+def held_blocks(tokens: int, computed: int, block_size: int, groups: tuple[tuple[int, int], ...]) -> int:
+    """Blocks a request holds with slots for ``tokens`` tokens of which ``computed`` are computed, over the
+    cache's ``groups`` (module docstring): ``ceil(tokens / block_size)`` per full-attention group, less
+    ``max(0, computed - window + 1) // block_size`` skipped blocks per sliding-window group.
+
+    >>> held_blocks(8192, 8191, 16, ((0, 1), (128, 1))), held_blocks(8192, 0, 16, ((0, 1), (128, 1)))
+    (520, 1024)
+    """
+    full = -(-tokens // block_size)
+    out = 0
+    for window, n in groups:
+        if window:
+            out += n * (full - min(full, max(0, computed - window + 1) // block_size))
+        else:
+            out += n * full
+    return out
+
+
+def kv_groups(cfg: Any, *, pp: int = 1, layout: str = "full") -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(layers per group, ((window, groups), ...)) of the worst pipeline stage's cache by ``layout``
+    (module docstring; window 0: full attention).
+
+    >>> from workloads.zoo.transformer import zoo_config
+    >>> kv_groups(zoo_config("gemma3-12b"), layout="vllm-hybrid"), kv_groups(zoo_config("gemma3-12b"))
+    ((8, ((1024, 5), (0, 1))), (48, ((0, 1),)))
+    """
+    from workloads.serving import layer_windows
+
+    if layout not in KV_WINDOW_LAYOUTS:
+        raise ServingError(f"kv_window_layout: got {layout!r}; expected one of {', '.join(KV_WINDOW_LAYOUTS)}")
+    per = {w: -(-n // pp) for w, n in layer_windows(cfg).items()}
+    if layout == "full" or per.keys() == {0}:
+        return -(-int(cfg.layers) // pp), ((0, 1),)
+    if len(per) == 1:  # every layer local (Mistral 7B v0.1): one group, its blocks behind the window freed
+        (window, n), = per.items()
+        return n, ((window, 1),)
+    fewest, most = min(per.values()), max(per.values())
+    size = most if most < fewest * VLLM_GROUP_SIZE_SLACK else fewest
+    return size, tuple((w, -(-n // size)) for w, n in per.items())
+
+
 def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: float, activations_bytes: float,
                   block_size: int, gpu_memory_utilization: float, dtype: str, sizing: str = "device",
-                  free_gpu_memory_fraction: float | None = None, context_bytes: float = 0.0) -> KVCacheSpec:
+                  free_gpu_memory_fraction: float | None = None, context_bytes: float = 0.0,
+                  window_layout: str = "full") -> KVCacheSpec:
     """The cache a replica gets by the ``sizing`` rule (module docstring); :class:`ServingError` when not one
     block fits. ``free_gpu_memory_fraction`` (``free`` only; None: :data:`DEFAULT_FREE_GPU_MEMORY_FRACTION`);
-    ``context_bytes``: the CUDA context, not free when the ``free`` rule reads the device (module docstring)."""
+    ``context_bytes``: the CUDA context, not free when the ``free`` rule reads the device (module docstring);
+    ``window_layout``: how sliding-window layers are held (:data:`KV_WINDOW_LAYOUTS`)."""
     from workloads.serving import kv_bytes_per_token
 
     if sizing not in KV_SIZINGS:
         raise ServingError(f"kv_cache_sizing: got {sizing!r}; expected one of {', '.join(KV_SIZINGS)}")
-    per_block = block_size * kv_bytes_per_token(cfg, tp=plan.tp, pp=plan.pp, dtype=dtype)
+    group_layers, groups = kv_groups(cfg, pp=plan.pp, layout=window_layout)
+    if groups == ((0, 1),):
+        per_block = block_size * kv_bytes_per_token(cfg, tp=plan.tp, pp=plan.pp, dtype=dtype)
+    else:  # a page of group_layers layers (kv_bytes_per_token's expression for that many layers)
+        from workloads.dtypes import parse_dtype
+
+        per_block = block_size * (2.0 * group_layers * max(1, cfg.n_kv_heads // plan.tp) * cfg.d_head
+                                  * parse_dtype(dtype).bits / 8.0)
     gib = 2.0**30
     if sizing == "free":
         fraction = DEFAULT_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
@@ -119,4 +211,5 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
                            "memory)")
     return KVCacheSpec(block_size=block_size, blocks=blocks, bytes_per_block=per_block, capacity_bytes=capacity_bytes,
                        weights_bytes=weights_bytes, activations_bytes=activations_bytes, sizing=sizing,
-                       memory_fraction=fraction, context_bytes=context_bytes if sizing == "free" else 0.0)
+                       memory_fraction=fraction, context_bytes=context_bytes if sizing == "free" else 0.0,
+                       groups=groups, group_layers=group_layers, window_layout=window_layout)

@@ -68,7 +68,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.serving.kvcache import blocks_for
+from simulator.serving.kvcache import blocks_for, held_blocks
 
 __all__ = ["ADMISSIONS", "APPLIED_LIMITS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "applied_limits",
            "engine_defaults", "plan_iteration", "tally"]
@@ -196,10 +196,11 @@ class Limits:
     """The limits of one replica's scheduler."""
 
     __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead", "steps",
-                 "mixed", "no_evict")
+                 "mixed", "no_evict", "groups", "shared_pool")
 
     def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
-                 swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True, no_evict: bool = False) -> None:
+                 swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True, no_evict: bool = False,
+                 groups: tuple[tuple[int, int], ...] | None = None) -> None:
         self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
         self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
         #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
@@ -211,10 +212,25 @@ class Limits:
         self.mixed = mixed
         #: True: admission ``no-evict`` (a request holds the blocks of its whole output from admission)
         self.no_evict = no_evict
+        #: the KV cache's layer groups (:func:`simulator.serving.kvcache.held_blocks`) when sliding-window
+        #: layers hold fewer blocks than global ones (vLLM's hybrid manager); None: ``ceil(tokens / block_size)``
+        self.groups = groups if groups and groups != ((0, 1),) else None
+        #: the shared prefix's blocks in the pool: ``shared_blocks`` per full-attention group and at most the
+        #: blocks of its window per window group (a window layer's prefix hit keeps the blocks its window reads)
+        self.shared_pool = shared_blocks if self.groups is None else sum(
+            n * (min(shared_blocks, -(-(w - 1) // block_size)) if w else shared_blocks) for w, n in self.groups)
+
+    def held(self, tokens: int, computed: int) -> int:
+        """Pool blocks a request holds with slots for ``tokens`` tokens, ``computed`` of them computed."""
+        if self.groups is None:
+            return -(-tokens // self.block_size)
+        return held_blocks(tokens, computed, self.block_size, self.groups)
 
 
 def own_blocks(seq: Seq, tokens: int, lim: Limits) -> int:
     """Blocks ``seq`` holds for ``tokens`` tokens, less the shared prefix blocks it reuses."""
+    if lim.groups is not None:  # a request admitted anew has nothing of its window skipped yet
+        return max(0, lim.held(tokens, seq.computed) - (lim.shared_pool if seq.cached else 0))
     return max(0, blocks_for(tokens, lim.block_size) - (lim.shared_blocks if seq.cached else 0))
 
 
@@ -279,7 +295,8 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
     tokens left to generate, counted on the way)."""
     budget = lim.budget
     swap_out = 0
-    bs, shared, lookahead = lim.block_size, lim.shared_blocks, lim.lookahead
+    bs, lookahead, hybrid = lim.block_size, lim.lookahead, lim.groups
+    shared = lim.shared_blocks if hybrid is None else lim.shared_pool
     ahead = 1 + lookahead + lim.steps - 1  # a decode's token and look-ahead slots: speculative drafts, multi-step
     decode_only = True
     append = work.append
@@ -297,13 +314,16 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
             n = budget
         if n == 1 and g:
             extra = lookahead
-            need = -(-(c + ahead) // bs) - s.blocks
+            need = (-(-(c + ahead) // bs) if hybrid is None else lim.held(c + ahead, c)) - s.blocks
         else:
             decode_only = False
             extra = 0
-            need = -(-(c + n) // bs) - s.blocks
+            need = (-(-(c + n) // bs) if hybrid is None else lim.held(c + n, c)) - s.blocks
         if s.cached:
             need -= shared
+        if need < 0 and hybrid is not None and not lim.no_evict:  # window blocks left behind: freed
+            f -= need
+            s.blocks += need
         if need > f:
             free[0] = f
             while need > free[0]:
@@ -391,7 +411,7 @@ def _plan_static(running: list[Seq], waiting: Any, free: list[int], lim: Limits)
     work: list[tuple[Seq, int]] = []
     while waiting and len(running) < lim.max_num_seqs:
         s = waiting[0]
-        need = blocks_for(s.n_in + s.n_out, lim.block_size)
+        need = lim.held(s.n_in + s.n_out, 0)
         if need > free[0]:
             break
         waiting.popleft()

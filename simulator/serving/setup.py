@@ -108,6 +108,11 @@ def _check_config(config: ServeConfig) -> None:
     from simulator.serving.engine import check_router
 
     check_router(config.router)
+    from simulator.serving.kvcache import KV_WINDOW_LAYOUTS
+
+    if config.kv_window_layout is not None and config.kv_window_layout not in KV_WINDOW_LAYOUTS:
+        raise ServingError(f"kv_window_layout: got {config.kv_window_layout!r}; expected one of "
+                           f"{', '.join(KV_WINDOW_LAYOUTS)}{did_you_mean(str(config.kv_window_layout), KV_WINDOW_LAYOUTS)}")
     if config.preemption not in ("recompute", "swap"):
         raise ServingError(f"preemption: got {config.preemption!r}; expected recompute or swap"
                            f"{did_you_mean(config.preemption, ('recompute', 'swap'))}")
@@ -356,7 +361,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
         _check_draft_vocab(spec[0], draft[0].cfg, cfg)
         _check_draft_k(spec, draft[0].max_positions, pricer.max_positions, int(ins.min()))
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
-                  output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing)
+                  output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing,
+                  kv_window=config.kv_window_layout or getattr(profile, "kv_window_layout", "full"))
 
 
 def _check_whole_prompts(config: ServeConfig, ins: np.ndarray) -> None:
@@ -474,7 +480,7 @@ def _context_bytes(kv_sizing: str) -> float:
 def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec: Any, times: np.ndarray,
            lengths: tuple[np.ndarray, np.ndarray], total: int, arrival: Any, disagg: tuple[int, int] | None,
            draft: tuple[Any, int, float] | None = None, output_lag: bool = False,
-           kv_sizing: str = "device") -> Setup:
+           kv_sizing: str = "device", kv_window: str = "full") -> Setup:
     from simulator.engines.analytical import spec_of
     from simulator.serving.engine import Replica
     from simulator.serving.kvcache import kv_cache_spec
@@ -503,11 +509,12 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
                        weights_bytes=weights, activations_bytes=worst.activations_bytes,
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction,
-                       context_bytes=_context_bytes(kv_sizing))
+                       context_bytes=_context_bytes(kv_sizing), window_layout=kv_window)
     if spec is not None:
         kv = _draft_share(kv, draft[0], plan, pricer.kv_dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
-    need = -(-longest // config.block_size)
+    need = -(-longest // config.block_size) if not kv.hybrid else _peak_blocks(kv, longest, int(ins.max()),
+                                                                                lim["max_batched_tokens"])
     # the shared prefix's blocks are resident once (the pool starts at blocks - shared) and each request holds
     # need - shared of its own: it fits when need <= blocks (subtracting shared twice refused requests that fit)
     if need > kv.blocks:
@@ -527,7 +534,7 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     def make(rid: int, prefill_only: bool) -> Replica:
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
                                    config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
-                                   config.mixed_prefill, config.admission == "no-evict"), kv.blocks, pricer,
+                                   config.mixed_prefill, config.admission == "no-evict", kv.groups), kv.blocks, pricer,
                        prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
@@ -538,6 +545,24 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     return Setup(replicas, decode_pool, arrivals, (ins, outs), closed, total, handoff, pricer, kv, device, plan, lim,
                  lspec.prefix if config.prefix_cache else 0,
                  described={"arrival": arrival, "lengths": lspec, "hardware": hw, "disaggregate": disagg})
+
+
+def _peak_blocks(kv: Any, longest: int, prompt: int, budget: int) -> int:
+    """The most blocks one request of ``longest`` tokens (prompt at most ``prompt``) holds in a cache whose
+    window groups free what their window left (:func:`simulator.serving.kvcache.held_blocks`): its prompt's
+    chunks of ``budget`` tokens (each holding every block up to its end, less the blocks skipped before it),
+    then its last decode."""
+    from simulator.serving.kvcache import held_blocks
+
+    bs, groups = kv.block_size, kv.groups
+    peak = held_blocks(longest, max(0, longest - 1), bs, groups)
+    c = 0
+    p = min(prompt, longest)
+    while c < p:
+        n = min(budget, p - c)
+        peak = max(peak, held_blocks(c + n, c, bs, groups))
+        c += n
+    return peak
 
 
 def _draft_share(kv: Any, draft: Any, plan: Any, kv_dtype: str | None) -> Any:
