@@ -118,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(args, hw)
     check_request_flags(args)
     sys.stderr.write(checkpoint_weights(args, inference=not args.train and args.phase != "train"))
-    sys.stderr.write(_phase_train_note(args))
     if wants_plan(args):
         given = [f for f, k in (("--weight-dtype", "weight_dtype"), ("--kv-dtype", "kv_dtype"))
                  if getattr(args, k, None) is not None]
@@ -159,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nodeperf: warning: {hw.name} has {hw.count} devices; the model runs on one of them and "
               f"{unused} stay unused" + (f"; a plan that fits: {hint}" if hint else "; add a plan (--tp, --pp, --dp)"),
               file=sys.stderr)
+    sys.stderr.write(_phase_train_note(args))  # once the prediction stands (an error comes alone)
     if args.trace is not None:
         import json
 
