@@ -318,8 +318,9 @@ class Replica:
             for s in done:
                 self.free[0] += s.blocks
                 s.blocks = 0
-                self.free[1] += s.swa
-                s.swa = 0
+                if s.swa:
+                    self.free[1] += s.swa
+                    s.swa = 0
             self.finished += done
             self.running[:] = [s for s in self.running if s.finish < 0]
             return
@@ -334,8 +335,9 @@ class Replica:
             else:
                 self.free[0] += s.blocks
                 s.blocks = 0
-                self.free[1] += s.swa
-                s.swa = 0
+                if s.swa:
+                    self.free[1] += s.swa
+                    s.swa = 0
             if self.prefill_only and s.generated < s.n_out:
                 s.finish = -1.0
                 self.handoffs.append((end, s))

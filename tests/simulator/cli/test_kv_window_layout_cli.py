@@ -34,3 +34,10 @@ def test_serve_bad_kv_window_layout_is_one_line_exit_2(capsys: pytest.CaptureFix
     assert err.strip().splitlines()[-1].endswith(
         "argument --kv-window-layout: unknown KV window layout; got 'hybrid'; expected one of auto, full, "
         "vllm-hybrid, sglang-swa; did you mean 'vllm-hybrid'?")
+
+
+def test_tune_serve_takes_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_cli(capsys, ["tune", "gpt-oss-20b", "--serve", "--hardware", "h100-sxm5-80gb", "--slo",
+                                    "ttft_p99<=2 s", "--kv-window-layout", "sglang"])
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert "unknown KV window layout; got 'sglang'" in err.strip().splitlines()[-1]
