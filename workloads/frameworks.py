@@ -561,6 +561,11 @@ _GRAPH_LAUNCH_V0_SGL03 = ("not modelled: vLLM 0.6.0 and SGLang 0.3.0 (which pins
                           "these engines state no driver version (settings: graph_launch = 'pre-12.6' or '12.6')")
 _GRAPH_LAUNCH_UNSTATED = ("not modelled: the launch time of a CUDA graph follows the driver (GRAPH_LAUNCH_FORMS), and "
                           "no stated driver version is recorded for this stack's deployments")
+#: SGLang >= 0.4 keeps every layer at full context for GPT-OSS and Gemma 3 (layout "full"; docs/serving.md).
+_SGLANG_SWA_OFF = ("full: sglang 0.4.0 (the release the v0.4 blog names) has one MHATokenToKVPool of every layer; the "
+                   "window pool (SWAKVPool, swa_full_tokens_ratio 0.8) of 0.5.1 and 0.5.5 is forced off for "
+                   "GptOssForCausalLM and Gemma 2/3 (server_args.py _handle_model_specific_adjustments: "
+                   "disable_hybrid_swa_memory = True); serve --kv-window-layout sglang-swa models it where it is on")
 #: vLLM V1's hybrid KV cache manager (simulator.serving.kvcache, layout "vllm-hybrid").
 _VLLM_HYBRID_KV = ("vllm-project/vllm vllm/v1/core/kv_cache_utils.py @ 001cabc1be16a59a70d720ed61a13b678c060a18 "
                    "(_get_kv_cache_groups_uniform_page_size: groups of group_size layers, group_size the fewest "
@@ -791,8 +796,9 @@ class FrameworkProfile:
         at the padded batch); empty: no padding modelled. Source in ``graph_batch_source``.
     kv_window_layout
         Serving: how the KV cache holds sliding-window layers (:data:`simulator.serving.kvcache.KV_WINDOW_LAYOUTS`):
-        ``"full"`` (every layer at the full context) or ``"vllm-hybrid"`` (vLLM V1's hybrid KV cache manager: layer
-        groups sharing one pool of pages, window groups freeing the blocks behind their window). Source in
+        ``"full"`` (every layer at the full context), ``"vllm-hybrid"`` (vLLM V1's hybrid KV cache manager: layer
+        groups sharing one pool of pages, window groups freeing the blocks behind their window) or ``"sglang-swa"``
+        (SGLang's pools of full-attention and window tokens; no profile's default). Source in
         ``kv_window_layout_source``.
     kv_cache_sizing
         Serving: how the engine sizes its KV cache (:mod:`simulator.serving.kvcache`): ``"device"`` (vLLM:
@@ -1185,7 +1191,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "overlap: profile sglang-0.3",
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom", all_reduce_source=_ENGINE_AR,
-                     graph_batch_source=_SGLANG_GRAPH_BS),
+                     graph_batch_source=_SGLANG_GRAPH_BS, kv_window_layout_source=_SGLANG_SWA_OFF),
     FrameworkProfile("sglang-0.3", "SGLang 0.3.x runtime (kernels as sglang; no overlap scheduler: scheduling and "
                      "output processing on the host between GPU steps)", fusion=True, epilogue_fusion=False,
                      cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),

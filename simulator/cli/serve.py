@@ -90,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="what happens to a preempted request's KV cache (default recompute)")
     p.add_argument("--prefix-cache", action="store_true", help="reuse the shared prompt prefix of --lengths ...,prefix=P")
+    add_kv_window_layout(p)
     p.add_argument("--speculative", type=nonempty, metavar="DRAFT,k=K,accept=A", help="speculative decoding: a draft model DRAFT proposes K tokens a step, each "
                         "accepted with probability A (Leviathan et al. 2023; expected accepted tokens a step)")
     p.add_argument("--replicas", type=positive_int, default=1,
@@ -140,6 +141,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _kv_window_layouts() -> tuple[str, ...]:
+    from simulator.serving.kvcache import KV_WINDOW_LAYOUTS
+
+    return ("auto", *KV_WINDOW_LAYOUTS)
+
+
+def add_kv_window_layout(p: Any) -> None:
+    """``--kv-window-layout``: how the KV cache holds sliding-window layers (``ServeConfig.kv_window_layout``)."""
+    p.add_argument("--kv-window-layout", type=one_of(_kv_window_layouts, "unknown KV window layout"), default="auto",
+                   metavar="LAYOUT",
+                   help="how the KV cache holds sliding-window layers: full (every layer at the full context; vLLM's "
+                        "--disable-hybrid-kv-cache-manager, SGLang's --disable-hybrid-swa-memory), vllm-hybrid (vLLM "
+                        "V1's hybrid KV cache manager), sglang-swa (SGLang's full and window token pools); default "
+                        "auto: the --framework profile's")
+
+
+def kv_window_layout_arg(args: argparse.Namespace) -> str | None:
+    """``ServeConfig.kv_window_layout`` from ``--kv-window-layout`` (``auto``: None, the profile's)."""
+    v = getattr(args, "kv_window_layout", "auto")
+    return None if v in (None, "auto") else v
+
+
 def _add_precision(p: argparse.ArgumentParser) -> None:
     """``--weight-dtype`` / ``--kv-dtype``: the serving precision (``ServeConfig.weight_dtype`` / ``kv_dtype``)."""
     p.add_argument("--weight-dtype", type=nonempty, metavar="DTYPE",
@@ -166,7 +189,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        measurement_interval_s=args.measurement_interval, stability_percentage=args.stability_percentage, seed=args.seed, slo=tuple(args.slo),
                        framework=args.framework, dtype=args.dtype, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_dtype, iteration_host_s=args.iteration_host_s,
-                       graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation)
+                       graph_launch=args.graph_launch, fp8_accumulation=args.fp8_accumulation,
+                       kv_window_layout=kv_window_layout_arg(args))
 
 
 def _check_trace_lengths(arrival: str, lengths: str | None) -> None:
@@ -273,7 +297,9 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"  SLO {h['slo']}: {h['metric']} = {si(h['value_s'], 's')} ({'met' if h['met'] else 'missed'})")
     lines.append(_limits_line(s))
     kv = s["kv_cache"]
-    lines.append(f"  KV cache {kv['blocks']} blocks of {kv['block_size']} tokens, {100 * s['kv_cache_utilization']:.1f}% "
+    pool = (f" (full-attention layers; the window layers' pool {kv['swa_blocks']} blocks, window {kv['swa_window']})"
+            if kv.get("swa_blocks") else "")
+    lines.append(f"  KV cache {kv['blocks']} blocks of {kv['block_size']} tokens{pool}, {100 * s['kv_cache_utilization']:.1f}% "
                  f"used on average; {s['preemptions']} preemption(s); mean {s['batch_tokens']['mean']:.1f} tokens per iteration")
     c = s["cost"]
     basis = f"; purchase basis {c['purchase_basis']}" if c.get("purchase_basis") else ""

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lowest rate probed, req/s (default 0.25)")
     g.add_argument("--qps-max", type=finite_float(0.0, low_open=True), default=1024.0,
                    help="highest rate probed, req/s (default 1024)")
+    from simulator.cli.serve import add_kv_window_layout
+
+    add_kv_window_layout(g)
 
 
 def _axis(flag: str, text: str | None, conv: Any = int) -> list[Any]:
@@ -93,6 +96,7 @@ def _warn_providers(pricing: Any, names: list[str]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from simulator.cli.serve import kv_window_layout_arg
     from simulator.serving import ServeConfig
     from simulator.sweep.tune_serving import ServeTuneError, candidates, tune_serving
 
@@ -120,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
     ckpt = checkpoint_weight_dtype(args.model) if all(d in (None, "bf16") for d in dtypes) else None
     base = ServeConfig(lengths=args.lengths, scheduler=args.scheduler, framework=framework,
                        requests=args.probe_requests, seed=args.seed, slo=tuple(args.slo),
-                       weight_dtype=ckpt[0] if ckpt else None)
+                       weight_dtype=ckpt[0] if ckpt else None, kv_window_layout=kv_window_layout_arg(args))
     if not args.probe_seconds > 0:
         raise ServeTuneError(f"--probe-seconds: got {args.probe_seconds:g}; expected seconds > 0")
     pricing = _pricing(args, names)

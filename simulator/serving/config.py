@@ -131,7 +131,7 @@ class ServeConfig:
     kv_window_layout
         How the KV cache holds sliding-window layers (:data:`simulator.serving.kvcache.KV_WINDOW_LAYOUTS`):
         ``full`` (every layer at the full context; vLLM's ``--disable-hybrid-kv-cache-manager``) or
-        ``vllm-hybrid``; None: the framework profile's ``kv_window_layout``.
+        ``vllm-hybrid`` or ``sglang-swa`` (SGLang's full and window pools); None: the framework profile's ``kv_window_layout``.
     dtype
         Compute and KV dtype of the model (None: the model's).
     weight_dtype, kv_dtype

@@ -59,7 +59,7 @@ class Replica:
 
     def __init__(self, rid: int, lim: Limits, blocks: int, pricer: Any, *, prefill_only: bool = False,
                  swap_s_per_block: float = 0.0, speculative: tuple[Any, int, float] | None = None,
-                 output_lag: bool = False) -> None:
+                 output_lag: bool = False, swa_blocks: int = 0) -> None:
         self.id, self.lim, self.pricer = rid, lim, pricer
         #: tokens reach the client when the next iteration ends (FrameworkProfile.output_lag_steps)
         self.output_lag = output_lag
@@ -70,7 +70,7 @@ class Replica:
         #: (draft model's pricer, draft tokens k, expected tokens per step) or None
         self.speculative = speculative
         self.blocks = blocks
-        self.free = [blocks - lim.shared_pool]
+        self.free = [blocks - lim.shared_pool, swa_blocks]
         self.running: list[Seq] = []
         self.waiting: deque[Seq] = deque()
         self.busy = False
@@ -231,6 +231,7 @@ class Replica:
             shared = self.lim.shared_pool
         keep = self.lim.no_evict  # no-evict holds its reserved blocks to the end
         free = self.free[0]
+        sw = self.lim.swa_window
         done = False
         for s in live:
             s.gaps.append(first - s.last_out)
@@ -249,6 +250,11 @@ class Replica:
                 if need > 0 or (need < 0 and hybrid is not None):
                     free -= need
                     s.blocks += need
+                if sw:  # the window pool (Limits.held_swa): its blocks behind the window freed
+                    need = self.lim.held_swa(c, c) - s.swa
+                    if need > 0 or not keep:
+                        self.free[1] -= need
+                        s.swa += need
             g = s.generated + steps
             if g >= s.n_out:
                 # finished (inside a multi-step block: handed over at its end with the block's other tokens,
@@ -268,6 +274,14 @@ class Replica:
         while at most ``F`` sequences have ``cap < k``."""
         bs, shared, free = self.lim.block_size, self.lim.shared_blocks, self.free[0]
         groups = self.lim.groups
+        if self.lim.swa_window:  # as many steps as both pools allow (the window pool's frees ignored: a safe bound)
+            swa_free = self.free[1]
+            if swa_free < len(live):
+                caps = [s.swa * bs - s.computed + max(0, s.computed - self.lim.swa_window + 1) // bs * bs
+                        for s in live]
+                caps.sort()
+                return min(self._full_steps(live, bs, shared, free), max(1, caps[swa_free]))
+            return min(self._full_steps(live, bs, shared, free), max(1, bs * (swa_free // len(live))))
         if groups is not None:  # a block boundary costs one block per group (the frees ignored: a safe bound)
             per = sum(n for _w, n in groups)
             if free >= len(live) * per:
@@ -275,6 +289,11 @@ class Replica:
             caps = [-(-(s.computed + 1) // bs) * bs - s.computed for s in live]
             caps.sort()
             return max(1, caps[free // per])
+        return self._full_steps(live, bs, shared, free)
+
+    @staticmethod
+    def _full_steps(live: list[Seq], bs: int, shared: int, free: int) -> int:
+        """:meth:`_block_steps` of a pool holding ``ceil(tokens / block_size)`` blocks a sequence."""
         if free >= len(live):
             return max(1, bs * (free // len(live)))
         caps = [(s.blocks + (shared if s.cached else 0)) * bs - s.computed for s in live]
@@ -299,6 +318,9 @@ class Replica:
             for s in done:
                 self.free[0] += s.blocks
                 s.blocks = 0
+                if s.swa:
+                    self.free[1] += s.swa
+                    s.swa = 0
             self.finished += done
             self.running[:] = [s for s in self.running if s.finish < 0]
             return
@@ -313,6 +335,9 @@ class Replica:
             else:
                 self.free[0] += s.blocks
                 s.blocks = 0
+                if s.swa:
+                    self.free[1] += s.swa
+                    s.swa = 0
             if self.prefill_only and s.generated < s.n_out:
                 s.finish = -1.0
                 self.handoffs.append((end, s))

@@ -55,6 +55,17 @@ Sliding-window layers (the profile's ``kv_window_layout``, :data:`KV_WINDOW_LAYO
   has one group of every layer, freeing as a window group (vLLM's ``SlidingWindowManager`` for a uniform
   sliding-window model, vllm-project/vllm PR #14097).
   Pipeline stages: each stage's layers of each type are ``ceil(n / pp)``.
+* ``sglang-swa`` (SGLang's hybrid SWA memory, ``--disable-hybrid-swa-memory`` off): two pools of tokens, one
+  for the full-attention layers and one for the sliding-window layers. The per-layer tokens ``T`` the memory
+  holds at every layer are split so that ``swa x swa_layers + full x full_layers = T x layers`` with
+  ``swa = full x swa_full_tokens_ratio`` (default 0.8), each then page-aligned (``ModelRunner.set_num_token_hybrid``,
+  ``python/sglang/srt/model_executor/model_runner.py``, sglang 0.5.1; ``swa_full_tokens_ratio: float = 0.8`` in
+  ``server_args.py``). A request holds ``ceil(tokens / block_size)`` blocks of the full pool and, of the window
+  pool, those blocks less the ones wholly before its window (:func:`held_blocks` of one window group; the SWA
+  radix cache lets the window pool evict a request's tokens outside its window). Admission needs room in both
+  pools (``PrefillAdder.rem_total_tokens``: the smaller of the two pools' available tokens,
+  ``managers/schedule_policy.py``, 0.5.1). ``blocks`` is the full pool, ``swa_blocks`` the window pool. One
+  window size and at least one full-attention layer (GPT-OSS, Gemma 3); other models keep ``full``.
 """
 
 from __future__ import annotations
@@ -66,7 +77,8 @@ from typing import Any
 from simulator.serving.config import ServingError
 
 __all__ = ["KVCacheSpec", "kv_cache_spec", "blocks_for", "held_blocks", "kv_groups", "KV_SIZINGS",
-           "KV_WINDOW_LAYOUTS", "DEFAULT_FREE_GPU_MEMORY_FRACTION"]
+           "KV_WINDOW_LAYOUTS", "DEFAULT_FREE_GPU_MEMORY_FRACTION", "SGLANG_SWA_FULL_TOKENS_RATIO", "sglang_swa_layers",
+           "sglang_swa_pools"]
 
 #: KV-cache sizing rules (module docstring): ``device`` (vLLM) and ``free`` (TensorRT-LLM).
 KV_SIZINGS = ("device", "free")
@@ -77,7 +89,10 @@ KV_SIZINGS = ("device", "free")
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
 #: How the cache holds sliding-window layers (module docstring): ``full`` (every layer at full context) and
 #: ``vllm-hybrid`` (vLLM V1's hybrid KV cache manager).
-KV_WINDOW_LAYOUTS = ("full", "vllm-hybrid")
+KV_WINDOW_LAYOUTS = ("full", "vllm-hybrid", "sglang-swa")
+#: SGLang's default ``swa_full_tokens_ratio`` (window-layer tokens / full-layer tokens): ``server_args.py``
+#: ``swa_full_tokens_ratio: float = 0.8`` (sglang 0.5.1 and 0.5.5 wheels on PyPI)
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 #: vLLM's group size takes the most layers of a type when that is under this many times the fewest
 #: (``_get_kv_cache_groups_uniform_page_size`` @ 001cabc1: ``max_num_layers < min_num_layers * 1.5``).
 VLLM_GROUP_SIZE_SLACK = 1.5
@@ -104,6 +119,12 @@ class KVCacheSpec:
     #: layers per group on the worst stage (the layers behind one block)
     group_layers: int = 0
     window_layout: str = "full"
+    #: ``sglang-swa``: blocks of the window pool, their window, the bytes of one (per device) and the ratio
+    #: that split the memory (module docstring); 0 without a window pool
+    swa_blocks: int = 0
+    swa_window: int = 0
+    swa_bytes_per_block: float = 0.0
+    swa_full_tokens_ratio: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -118,7 +139,10 @@ class KVCacheSpec:
                 "context_bytes_per_device": self.context_bytes,
                 "draft_bytes_per_block_per_device": self.draft_bytes_per_block,
                 "window_layout": self.window_layout, "group_layers": self.group_layers,
-                "groups": [{"window": w, "groups": g} for w, g in self.groups]}
+                "groups": [{"window": w, "groups": g} for w, g in self.groups],
+                "swa_blocks": self.swa_blocks, "swa_window": self.swa_window,
+                "swa_bytes_per_block_per_device": self.swa_bytes_per_block,
+                "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
 
     @property
     def hybrid(self) -> bool:
@@ -162,7 +186,7 @@ def kv_groups(cfg: Any, *, pp: int = 1, layout: str = "full") -> tuple[int, tupl
     if layout not in KV_WINDOW_LAYOUTS:
         raise ServingError(f"kv_window_layout: got {layout!r}; expected one of {', '.join(KV_WINDOW_LAYOUTS)}")
     per = {w: -(-n // pp) for w, n in layer_windows(cfg).items()}
-    if layout == "full" or per.keys() == {0}:
+    if layout in ("full", "sglang-swa") or per.keys() == {0}:
         return -(-int(cfg.layers) // pp), ((0, 1),)
     if len(per) == 1:  # every layer local (Mistral 7B v0.1): one group, its blocks behind the window freed
         (window, n), = per.items()
@@ -185,6 +209,7 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
     if sizing not in KV_SIZINGS:
         raise ServingError(f"kv_cache_sizing: got {sizing!r}; expected one of {', '.join(KV_SIZINGS)}")
     group_layers, groups = kv_groups(cfg, pp=plan.pp, layout=window_layout)
+    swa = sglang_swa_layers(cfg, pp=plan.pp) if window_layout == "sglang-swa" else None
     if groups == ((0, 1),):
         per_block = block_size * kv_bytes_per_token(cfg, tp=plan.tp, pp=plan.pp, dtype=dtype)
     else:  # a page of group_layers layers (kv_bytes_per_token's expression for that many layers)
@@ -205,6 +230,18 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
         rule = (f"{capacity_bytes / gib:.2f} GiB x gpu_memory_utilization {gpu_memory_utilization} - weights "
                 f"{weights_bytes / gib:.2f} GiB - activations {activations_bytes / gib:.2f} GiB")
     blocks = int(math.floor(free / per_block)) if free > 0 else 0
+    extra: dict[str, Any] = {}
+    if swa is not None:  # SGLang's two pools (module docstring)
+        (window, n_swa), n_full = swa
+        per_layer = per_block / group_layers  # a block of one layer
+        tokens = int(free // (per_block / block_size)) // block_size * block_size if free > 0 else 0
+        full, swa_blocks = sglang_swa_pools(tokens, n_full, n_swa, block_size)
+        blocks = full
+        per_block = per_layer * n_full
+        extra = {"swa_blocks": swa_blocks, "swa_window": window, "swa_bytes_per_block": per_layer * n_swa,
+                 "swa_full_tokens_ratio": SGLANG_SWA_FULL_TOKENS_RATIO}
+        if swa_blocks < 1:
+            blocks = 0
     if blocks < 1:
         raise ServingError(f"KV cache: no block fits; got {rule} per device; expected room for at least one block of "
                            f"{per_block / 2**20:.2f} MiB (more tensor/pipeline parallelism, a smaller model or more "
@@ -212,4 +249,31 @@ def kv_cache_spec(cfg: Any, plan: Any, *, capacity_bytes: float, weights_bytes: 
     return KVCacheSpec(block_size=block_size, blocks=blocks, bytes_per_block=per_block, capacity_bytes=capacity_bytes,
                        weights_bytes=weights_bytes, activations_bytes=activations_bytes, sizing=sizing,
                        memory_fraction=fraction, context_bytes=context_bytes if sizing == "free" else 0.0,
-                       groups=groups, group_layers=group_layers, window_layout=window_layout)
+                       groups=groups, group_layers=group_layers,
+                       window_layout=window_layout, **extra)
+
+
+def sglang_swa_layers(cfg: Any, *, pp: int = 1) -> tuple[tuple[int, int], int] | None:
+    """((window, window layers), full-attention layers) of the worst stage when SGLang's hybrid SWA pools apply
+    (one window size and at least one full-attention layer, module docstring); None: one pool (``full``)."""
+    from workloads.serving import layer_windows
+
+    per = {w: -(-n // pp) for w, n in layer_windows(cfg).items()}
+    wins = [w for w in per if w]
+    if len(wins) != 1 or not per.get(0):
+        return None
+    return (wins[0], per[wins[0]]), per[0]
+
+
+def sglang_swa_pools(tokens: int, full_layers: int, swa_layers: int, block_size: int,
+                     ratio: float = SGLANG_SWA_FULL_TOKENS_RATIO) -> tuple[int, int]:
+    """(full-pool blocks, window-pool blocks) from ``tokens`` per-layer tokens of every layer (module docstring:
+    ``full = int(tokens x layers / (ratio x swa_layers + full_layers))``, ``swa = int(full x ratio)``, each
+    page-aligned to ``block_size``).
+
+    >>> sglang_swa_pools(1_000_000, 12, 12, 1)
+    (1111111, 888888)
+    """
+    full = int(tokens * (full_layers + swa_layers) / (ratio * swa_layers + full_layers))
+    swa = int(full * ratio)
+    return full // block_size, swa // block_size

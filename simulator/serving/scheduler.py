@@ -147,13 +147,15 @@ class Seq:
     """A request inside a replica (mutable simulation state)."""
 
     __slots__ = ("id", "arrival", "n_in", "n_out", "computed", "generated", "blocks", "first_token", "finish",
-                 "preemptions", "cached", "replica", "swapped", "pad", "credit", "lag", "last_out", "gaps")
+                 "preemptions", "cached", "replica", "swapped", "pad", "credit", "lag", "last_out", "gaps", "swa")
 
     def __init__(self, rid: int, arrival: float, n_in: int, n_out: int) -> None:
         self.id, self.arrival, self.n_in, self.n_out = rid, arrival, n_in, n_out
         self.computed = 0
         self.generated = 0
         self.blocks = 0
+        #: blocks held in a second, window-layer pool (SGLang's SWA pool, ``Limits.swa_window``); 0 without one
+        self.swa = 0
         self.first_token = -1.0
         self.finish = -1.0
         self.preemptions = 0
@@ -196,11 +198,11 @@ class Limits:
     """The limits of one replica's scheduler."""
 
     __slots__ = ("kind", "max_num_seqs", "budget", "block_size", "shared_blocks", "swap", "lookahead", "steps",
-                 "mixed", "no_evict", "groups", "shared_pool")
+                 "mixed", "no_evict", "groups", "shared_pool", "swa_window")
 
     def __init__(self, kind: str, max_num_seqs: int, budget: int, block_size: int, shared_blocks: int,
                  swap: bool, lookahead: int = 0, steps: int = 1, mixed: bool = True, no_evict: bool = False,
-                 groups: tuple[tuple[int, int], ...] | None = None) -> None:
+                 groups: tuple[tuple[int, int], ...] | None = None, swa_window: int = 0) -> None:
         self.kind, self.max_num_seqs, self.budget = kind, max_num_seqs, budget
         self.block_size, self.shared_blocks, self.swap = block_size, shared_blocks, swap
         #: speculative decoding: a decode reserves budget and KV slots for this many draft tokens more
@@ -219,6 +221,16 @@ class Limits:
         #: blocks of its window per window group (a window layer's prefix hit keeps the blocks its window reads)
         self.shared_pool = shared_blocks if self.groups is None else sum(
             n * (min(shared_blocks, -(-(w - 1) // block_size)) if w else shared_blocks) for w, n in self.groups)
+
+        #: the window of a second pool that holds the sliding-window layers' tokens (SGLang's SWA pool,
+        #: layout ``sglang-swa``): a request holds :meth:`held_swa` blocks there besides its full-pool blocks
+        #: (``free[1]``); 0: no such pool
+        self.swa_window = swa_window
+
+    def held_swa(self, tokens: int, computed: int) -> int:
+        """Window-pool blocks a request holds (``swa_window`` set): its blocks less those wholly before the
+        window of its computed tokens (:func:`simulator.serving.kvcache.held_blocks` of one window group)."""
+        return held_blocks(tokens, computed, self.block_size, ((self.swa_window, 1),))
 
     def held(self, tokens: int, computed: int) -> int:
         """Pool blocks a request holds with slots for ``tokens`` tokens, ``computed`` of them computed."""
@@ -241,7 +253,8 @@ def reserve_tokens(seq: Seq, lim: Limits) -> int:
 
 
 def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limits) -> Plan:
-    """Plan the next iteration (module docstring); ``free`` is ``[free blocks]``, updated in place, and
+    """Plan the next iteration (module docstring); ``free`` is ``[free blocks]`` (``[free blocks, free window-pool
+    blocks]`` with ``lim.swa_window``), updated in place, and
     ``running`` / ``waiting`` are updated in place (admissions, preemptions)."""
     if lim.kind == "static":
         return _plan_static(running, waiting, free, lim)
@@ -304,6 +317,7 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
     dec = dec_ctx = sampled = prefill = context = 0
     fewest = 1 << 62
     f = free[0]
+    sw = lim.swa_window
     for s in running:  # a preemption pops from the end: the iteration stops before what it popped
         if budget <= 0:
             break
@@ -324,9 +338,16 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
         if need < 0 and hybrid is not None and not lim.no_evict:  # window blocks left behind: freed
             f -= need
             s.blocks += need
-        if need > f:
+        need2 = 0
+        if sw:  # the window pool: its blocks behind the window freed, the new ones taken
+            need2 = lim.held_swa(c + (ahead if n == 1 and g else n), c) - s.swa
+            if need2 < 0 and not lim.no_evict:
+                free[1] -= need2
+                s.swa += need2
+                need2 = 0
+        if need > f or (need2 > 0 and need2 > free[1]):
             free[0] = f
-            while need > free[0]:
+            while need > free[0] or (need2 > 0 and need2 > free[1]):
                 victim = running.pop()  # the last admitted: lowest priority
                 swap_out += _preempt(victim, free, lim)
                 preempted.append(victim)
@@ -338,6 +359,9 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
         if need > 0:
             f -= need
             s.blocks += need
+        if need2 > 0:
+            free[1] -= need2
+            s.swa += need2
         append((s, n))
         budget -= n + extra
         context += c
@@ -359,6 +383,9 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
 def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:
     """Free ``victim``'s blocks (recompute: forget its KV; swap: keep it in host memory); blocks swapped out."""
     free[0] += victim.blocks
+    if lim.swa_window:
+        free[1] += victim.swa
+        victim.swa = 0
     victim.preemptions += 1
     out = 0
     if lim.swap and victim.computed > 0:
@@ -386,12 +413,17 @@ def _admit(running: list[Seq], waiting: Any, free: list[int], lim: Limits, work:
         if s.swapped:
             n = min(left, budget)
         need = own_blocks(s, reserve_tokens(s, lim) if lim.no_evict else s.computed + n, lim)
-        if need > free[0]:
+        need2 = lim.held_swa(reserve_tokens(s, lim) if lim.no_evict else s.computed + n, s.computed) \
+            if lim.swa_window else 0
+        if need > free[0] or need2 > free[1 if lim.swa_window else 0]:
             if s.cached and not s.swapped and s.blocks == 0:
                 s.cached, s.computed = 0, 0
             break
         waiting.popleft()
         free[0] -= need
+        if need2:
+            free[1] -= need2
+            s.swa = need2
         if s.swapped:
             swap_in += need
             s.swapped = False

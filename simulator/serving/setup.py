@@ -510,6 +510,8 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
                        block_size=config.block_size, gpu_memory_utilization=config.gpu_memory_utilization,
                        dtype=pricer.kv_dtype or pricer.dtype, sizing=kv_sizing, free_gpu_memory_fraction=config.free_gpu_memory_fraction,
                        context_bytes=_context_bytes(kv_sizing), window_layout=kv_window)
+    if kv.swa_blocks:
+        _check_swa_pools(config, kv, spec)
     if spec is not None:
         kv = _draft_share(kv, draft[0], plan, pricer.kv_dtype)
     shared = lspec.prefix // config.block_size if config.prefix_cache else 0
@@ -521,6 +523,13 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
         i = int(np.argmax(ins + outs))
         raise ServingError(f"request {i}: {longest} tokens need {need} KV blocks of {config.block_size}; got a cache of "
                            f"{kv.blocks} blocks ({kv.tokens} tokens); expected requests the KV cache can hold")
+    if kv.swa_blocks:  # the window pool: the peak of its prompt's chunks and its last decode
+        need = _peak_blocks(kv, longest, int(ins.max()), lim["max_batched_tokens"], ((kv.swa_window, 1),))
+        if need > kv.swa_blocks:
+            i = int(np.argmax(ins + outs))
+            raise ServingError(f"request {i}: {longest} tokens need {need} window-pool KV blocks of "
+                               f"{config.block_size}; got a window pool of {kv.swa_blocks} blocks; expected requests "
+                               "the KV cache can hold")
     swap_s = 0.0
     if config.preemption == "swap":
         link = next((ln for ln in device.links if ln.name == "host"), None)
@@ -534,8 +543,10 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
     def make(rid: int, prefill_only: bool) -> Replica:
         return Replica(rid, Limits(kind, lim["max_num_seqs"], lim["max_batched_tokens"], config.block_size, shared,
                                    config.preemption == "swap", spec[1] if spec else 0, config.scheduler_steps,
-                                   config.mixed_prefill, config.admission == "no-evict", kv.groups), kv.blocks, pricer,
-                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag)
+                                   config.mixed_prefill, config.admission == "no-evict", kv.groups,
+                                   kv.swa_window if kv.swa_blocks else 0), kv.blocks, pricer,
+                       prefill_only=prefill_only, swap_s_per_block=swap_s, speculative=spec, output_lag=output_lag,
+                       swa_blocks=kv.swa_blocks)
 
     replicas = [make(i, bool(disagg)) for i in range(n_pre)]
     decode_pool = [make(n_pre + i, False) for i in range(n_dec)]
@@ -547,14 +558,28 @@ def _build(config: ServeConfig, hw: Any, plan: Any, pricer: Any, cfg: Any, lspec
                  described={"arrival": arrival, "lengths": lspec, "hardware": hw, "disaggregate": disagg})
 
 
-def _peak_blocks(kv: Any, longest: int, prompt: int, budget: int) -> int:
+def _check_swa_pools(config: ServeConfig, kv: Any, spec: Any) -> None:
+    """Refuse what the ``sglang-swa`` layout does not model: swap preemption (SGLang retracts and recomputes),
+    static batching, a shared-prefix cache, a speculative draft and disaggregated replicas."""
+    unsupported = [name for name, on in (("preemption swap", config.preemption == "swap"),
+                                         ("scheduler static", config.scheduler == "static"),
+                                         ("prefix_cache", config.prefix_cache), ("speculative", spec is not None),
+                                         ("disaggregate", bool(config.disaggregate))) if on]
+    if unsupported:
+        raise ServingError(f"kv_window_layout sglang-swa: got {', '.join(unsupported)}; expected none of preemption "
+                           "swap, scheduler static, prefix_cache, speculative, disaggregate with SGLang's window "
+                           f"pool (not modelled; kv_window_layout full models them)")
+
+
+def _peak_blocks(kv: Any, longest: int, prompt: int, budget: int,
+                 groups: tuple[tuple[int, int], ...] | None = None) -> int:
     """The most blocks one request of ``longest`` tokens (prompt at most ``prompt``) holds in a cache whose
     window groups free what their window left (:func:`simulator.serving.kvcache.held_blocks`): its prompt's
     chunks of ``budget`` tokens (each holding every block up to its end, less the blocks skipped before it),
     then its last decode."""
     from simulator.serving.kvcache import held_blocks
 
-    bs, groups = kv.block_size, kv.groups
+    bs, groups = kv.block_size, groups or kv.groups
     peak = held_blocks(longest, max(0, longest - 1), bs, groups)
     c = 0
     p = min(prompt, longest)
