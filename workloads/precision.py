@@ -67,6 +67,7 @@ from workloads.ir import Attrs, GraphError, Op, OpGraph, Role, TensorSpec
 from workloads.semantics import gemm_dims, register, semantics_of
 
 __all__ = [
+    "fp8_weights",
     "fp8_weight_numel",
     "fp8_weight_units",
     "QUANT_MATMUL",
@@ -1087,24 +1088,30 @@ def _without_unread_views(ops: list[Op]) -> list[Op]:
     return [op for op in ops if op.kind != "reshape" or any(t.name in read for t in op.outputs)]
 
 
-def fp8_weight_numel(g: OpGraph) -> float:
-    """Parameters of the linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts)."""
-    return float(sum(fp8_weight_units(g).values()))
-
-
-def fp8_weight_units(g: OpGraph) -> dict[str, float]:
-    """:func:`fp8_weight_numel` per wrapping unit (a layer, or a top-level module: the keys the plan model's
-    parameter units use)."""
+def fp8_weights(g: OpGraph) -> dict[str, tuple[str, int]]:
+    """The linear weights the graph's forward GEMMs read in fp8 (their ``.fp8_1`` casts, a recomputation's
+    once): name -> (wrapping unit, a layer or a top-level module: the keys the plan model's parameter units use;
+    elements)."""
     from workloads.recompute import layer_key
 
     seen: dict[str, tuple[str, int]] = {}
     for op in g.ops:
-        if op.kind == "matmul" and op.attrs.get("compute_dtype") and not op.name.count(".bwd_"):
+        if op.kind == "matmul" and op.attrs.get("compute_dtype") and ".bwd_" not in op.name:
             for t in op.inputs[1:2]:
                 if t.name.endswith(".fp8_1"):
                     key = layer_key(op.group) or (op.group.split(".")[0] if op.group else op.name)
                     seen[t.name.replace("@recompute", "")] = (key, t.numel)
+    return seen
+
+
+def fp8_weight_numel(g: OpGraph) -> float:
+    """Parameters of the linear weights the graph's forward GEMMs read in fp8 (:func:`fp8_weights`)."""
+    return float(sum(n for _, n in fp8_weights(g).values()))
+
+
+def fp8_weight_units(g: OpGraph) -> dict[str, float]:
+    """:func:`fp8_weight_numel` per wrapping unit (:func:`fp8_weights`)."""
     units: dict[str, float] = {}
-    for key, numel in seen.values():
+    for key, numel in fp8_weights(g).values():
         units[key] = units.get(key, 0.0) + float(numel)
     return units

@@ -45,6 +45,7 @@ from workloads.ir import GraphError, OpGraph, Role
 from workloads.parallel import ParallelPlan, PlanError, StageGraph, plan_graphs
 from workloads.precision import fp8_weight_numel as _fp8_weight_numel
 from workloads.precision import fp8_weight_units as _fp8_weight_units
+from workloads.precision import fp8_weights as _fp8_weights
 
 __all__ = ["ParallelResult", "StageResult", "evaluate_plan", "generate_request", "DDP_BUCKET_BYTES",
            "DDP_FIRST_BUCKET_BYTES", "COMMUNICATION_KINDS"]
@@ -1015,19 +1016,12 @@ def _fp8_scale_precompute_s(per_stage: list[list[tuple[StageGraph, _GraphCost]]]
     out = []
     for st in per_stage:
         numel = sum(sg.graph.memo("fp8_weight_numel", lambda g=sg.graph: _fp8_weight_numel(g)) for sg, _ in st)
-        weights = sum(sg.graph.memo("fp8_weight_count", lambda g=sg.graph: float(len(_fp8_weight_count(g))))
+        weights = sum(sg.graph.memo("fp8_weight_count", lambda g=sg.graph: float(len(_fp8_weights(g))))
                       for sg, _ in st)
         reduce_s = (_collective_times([("all_reduce", 4.0 * weights)], sync_n, system, plan.tp)[("all_reduce",
                     4.0 * weights)] if sync_n > 1 and weights else 0.0)
         out.append(4.0 * numel / max(1, sync_n) / rate + reduce_s)
     return out
-
-
-def _fp8_weight_count(g: OpGraph) -> set[str]:
-    """The fp8 linear weights of ``g`` (names of the forward GEMMs' ``.fp8_1`` operands, recomputations once)."""
-    return {t.name.replace("@recompute", "") for op in g.ops
-            if op.kind == "matmul" and op.attrs.get("compute_dtype") and ".bwd_" not in op.name
-            for t in op.inputs[1:2] if t.name.endswith(".fp8_1")}
 
 
 def _a2a_overlapped_backward(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, m: int,
