@@ -216,6 +216,35 @@ def test_megatron_recompute_modules_layouts_and_expert_tensor_parallelism(rows) 
     assert _plan(_row(rows, "train-064"), 8).etp == 0  # TP 1: nothing to fold
 
 
+def test_pull_request_1760_step_times_state_their_recipes(rows) -> None:
+    """Megatron-Bridge pull request #1760's four step times on 64 B200s (Qwen3-235B-A22B, PP 8, EP 8, GBS 1024, MBS 1):
+    BF16 17.2 -> 16 s with VP 4 kept and the a2a overlap turned off, MXFP8 20.1 -> 16.9 s with the overlap and VP 4
+    both dropped (the recipe at the pull request's parent fd03ab1e and at its merge a6e92de5). Each pair differs by
+    exactly what the merge changed; all four are dropless under the alltoall dispatcher (a host wait per MoE
+    layer), and none states CUDA graphs."""
+    from simulator.parallel.training_validation import (
+        _a2a_overlap,
+        _cuda_graph_config,
+        _moe_host_sync,
+        _plan,
+    )
+
+    want = {"train-150": (17.2, "", 4, True), "train-151": (16.0, "", 4, False),
+            "train-152": (20.1, "mxfp8", 4, True), "train-153": (16.9, "mxfp8", 1, False)}
+    for rid, (step_s, fp8, vp, overlap) in want.items():
+        r = _row(rows, rid)
+        assert (r["metric"], r.value, r["fp8"], r["model"]) == ("step_time_s", step_s, fp8, "qwen3-235b-a22b"), rid
+        p = _plan(r, 8)
+        assert (p.pp, p.ep, p.dp, p.microbatch, p.global_batch, p.interleave) == (8, 8, 8, 1, 1024, vp), rid
+        assert (p.schedule == "interleaved") == (vp > 1) and p.p2p_host_sync == (vp == 1), rid
+        assert _a2a_overlap(r) == p.moe_a2a_overlap == overlap and _moe_host_sync(r) and p.moe_host_sync, rid
+        assert p.moe_dispatch == "sparse" and _cuda_graph_config(r) == {}, rid
+    # tokens a GPU per step: 1024 x 4096 / 64 = 65,536; train-152's 20.1 s is 3,260 tokens/s/GPU against the
+    # 25.11 table's 3,269 of train-060 (VP 2 printed, no overlap stated: its plan is kept)
+    assert round(1024 * 4096 / 64 / _row(rows, "train-152").value) == 3260
+    assert not _a2a_overlap(_row(rows, "train-060")) and _plan(_row(rows, "train-060"), 8).interleave == 2
+
+
 def test_stack_of_each_source(rows) -> None:
     from simulator.parallel.training_validation import stack_of
 
@@ -431,13 +460,14 @@ def test_real_dataset_lists_every_row_and_reports_groups() -> None:
     # MoE dispatch (Mixtral 8x7B and 8x22B on v6e-256); uneven pipeline stages; the DeepSeek-V3 zoo model
     # (130 of 139); sliding-window attention: Gemma 3 12B on v6e (133 of 139); Megatron-Core's recompute_modules
     # (GPT-OSS, DeepSeek-V3), the DeepSeek-V3 recipes' pipeline layouts and expert tensor parallelism 1 (139 of 139);
-    # the 10 runs that failed for memory (train-140..149) are stated too
-    assert s["predicted"] == 149 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
+    # the 10 runs that failed for memory (train-140..149) are stated too, and the four step times of
+    # Megatron-Bridge pull request #1760 (train-150..153)
+    assert s["predicted"] == 153 and "hybrid" not in s["reasons"] and "compile" not in s["reasons"]
     assert not {"fp8", "recompute", "offload"} & set(s["reasons"])
     # nothing left not statable: every row is predicted
     assert [r.id for r in results if r.status != "predicted"] == []
     assert {r.id for r in results if r.status == "predicted"} >= {"train-124", "train-125", "train-065"}
-    assert sum(r.system.startswith("dgx-b200") for r in results) == 16
+    assert sum(r.system.startswith("dgx-b200") for r in results) == 20
 
 
 def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
@@ -459,7 +489,7 @@ def test_board_variants_b200_and_slices_map_to_catalog_systems() -> None:
         assert why == "" and name == ("grand-teton-h100-96gb" if r.ints["n_devices"] == 8
                                       else f"grand-teton-h100-96gbx{r.ints['n_devices'] // 8}"), r.id
     b200 = [r for r in rows if "B200" in r["system"]]
-    assert len(b200) == 16  # the 12 runs that ran and 4 that ran out of memory (train-144..147)
+    assert len(b200) == 20  # the 16 runs that ran and 4 that ran out of memory (train-144..147)
     assert {_system_name(r, r.ints["n_devices"])[0] for r in b200} == {"dgx-b200", "dgx-b200x8", "dgx-b200x16",
                                                                       "dgx-b200x32"}
     dcn = [r for r in rows if (r.ints.get("dcn_slices") or 1) > 1]
