@@ -314,7 +314,31 @@ _MAXTEXT_SERIAL = ("AI-Hypercomputer/maxtext docs/guides/optimization/benchmark_
                    "a single TensorCore', xla_tpu_enable_async_collective_fusion 'Enables the pass which fuses async "
                    "collective communications with compute ops', xla_tpu_enable_data_parallel_all_reduce_opt "
                    "'Optimization to increase overlap opportunities for DCN ... all-reduces used for data parallel "
-                   "sharding'. A run whose flags set none of these has neither method")
+                   "sharding'. Read at first as 'a run whose flags set none of these has neither method'; libtpu's dumped "
+                   "defaults (_LIBTPU_DEFAULTS) turn the all-gathers' asynchronous collective fusion on without a flag, so "
+                   "this profile is a bound, not a run's defaults")
+_LIBTPU_DEFAULTS = ("patrick-toulme/justabyte maxtext_pretraining/ir_dumps/module_1258.jit_true_divide.cl_873080440."
+                    "tpu_comp_env.txt @ 4b28527db0763f02af56ee3b47a16a163ebe0ffd: the TPU compilation environment XLA dumped "
+                    "for a MaxText training run on TPU v6e (libtpu build cl/873080440, 2026), every flag's value with the "
+                    "non-default ones marked ('in the current tpu_comp_env has a non-default value. Default flag value: ...'). "
+                    "Unmarked, hence defaults: xla_tpu_enable_async_collective_fusion true, "
+                    "xla_tpu_enable_async_collective_fusion_multiple_steps true, xla_tpu_overlap_compute_collective_tc true, "
+                    "xla_tpu_enable_async_collective_fusion_fuse_reduce_scatter false, "
+                    "xla_tpu_enable_async_collective_fusion_fuse_all_reduce false, xla_enable_async_reduce_scatter_fusion "
+                    "DISABLED, xla_enable_async_all_reduce DISABLED, xla_tpu_enable_data_parallel_all_reduce_opt true; marked: "
+                    "xla_enable_async_all_gather ENABLED and _fuse_all_gather ENABLED (default auto, 'enabled based on the "
+                    "target', src/maxtext/configs/README.md @ e591f30cb). AI-Hypercomputer/maxtext "
+                    "benchmarks/xla_flags_library.py @ 05d3525e834959775d417fd65c3d7aadd213a3f7: CF_FOR_ALL_GATHER '# Enabled by default but lets make sure.'; the "
+                    "library's only flags that make a gradient reduction asynchronous are CF_FOR_ALL_REDUCE "
+                    "(--xla_tpu_enable_async_collective_fusion_fuse_all_reduce=true --xla_enable_async_all_reduce=true) and "
+                    "the SparseCore offloads (ENABLE_SPARECORE_OFFLOADING_FOR_ALL_REDUCE: 'useful for reducing the gradient "
+                    "reduction all-reduce time with overlapping with compute during that time')")
+_MAXTEXT_SC = ("AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py @ 05d3525e8 (spelled so there; "
+               "ENABLE_SPARSECORE_OFFLOADING_FOR_ALL_REDUCE at 9f1820b47 and 14b5876ea): ENABLE_SPARECORE_OFFLOADING_FOR_ALL_REDUCE "
+               "(--xla_tpu_enable_sparse_core_collective_offload_all_reduce=true ...), described there as 'useful for "
+               "reducing the gradient reduction all-reduce time with overlapping with compute during that time'; the "
+               "DeepSeek-V3 v5p workload's ENABLE_SPARSECORE_OFFLOADING_FOR_RS_AG_AR offloads reduce-scatters, all-gathers "
+               "and all-reduces (benchmarks/maxtext_v5p_model_configs.py @ 3eb77db3c)")
 _VLLM_V06 = ("vLLM v0.6.0 announcement, https://blog.vllm.ai/2024/09/05/perf-update.html: scheduling and input "
              "preparation block the GPU in the V0 engine (29% of the time for Llama 3 8B on one H100 in v0.5.3); v0.6.0 "
              "adds multi-step scheduling (--num-scheduler-steps) and asynchronous output processing (output of step n "
@@ -758,8 +782,12 @@ class FrameworkProfile:
     collective_overlap
         Under a sharded stack, the FSDP all-gathers and gradient reductions (and the data-parallel all-reduce
         across replicas) run concurrently with compute; False: each runs serial with the device's compute
-        (:func:`simulator.parallel.stacks.sharded_step`), as on a one-TensorCore TPU whose XLA flags set neither
-        continuation fusion nor a SparseCore offload (``maxtext-serial``).
+        (:func:`simulator.parallel.stacks.sharded_step`; ``maxtext-serial``, a bound: XLA:TPU's defaults overlap
+        the all-gathers).
+    reduce_overlap
+        With ``collective_overlap``, the gradient reductions overlap compute as well; False: the all-gathers
+        overlap compute and the FSDP gradient reductions run serial with it, as XLA:TPU runs them unless a flag
+        makes them asynchronous or offloads them to the SparseCore (``maxtext``, ``maxtext-cf``).
     traced_remat
         Training: the stack's activation recomputation is traced and compiled (``jax.checkpoint`` under XLA), so
         recomputed ops whose results the backward never reads are dead code that never runs, and the next layer
@@ -926,6 +954,7 @@ class FrameworkProfile:
     compiled_loss: bool = False
     tp_overlap_collectives: tuple[str, ...] = ("all_gather", "reduce_scatter")
     collective_overlap: bool = True
+    reduce_overlap: bool = True
     traced_remat: bool = False
     grouped_gemm_tile_rows: int = 0
     grouped_gemm_tile_cols: int = 0
@@ -1021,7 +1050,7 @@ class FrameworkProfile:
                 "cost": self.cost_options(), "sources": list(self.sources),
                 "stack": self.stack or "generic", "grad_reduce_dtype": self.grad_reduce_dtype or "param",
                 "tp_comm_overlap": self.tp_comm_overlap, "collective_overlap": self.collective_overlap,
-                "compiled_loss": self.compiled_loss,
+                "reduce_overlap": self.reduce_overlap, "compiled_loss": self.compiled_loss,
                 "grouped_gemm": self.grouped_gemm, "wgrad_accumulation": self.wgrad_accumulation or "none"}
 
 
@@ -1263,22 +1292,40 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=False, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
                      megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),),
                      wgrad_accumulation="megatron-fused-fp32", wgrad_accumulation_source=_MEGATRON_LM_WGRAD_FUSION),
-    FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, SPMD "
-                     "collectives overlapped by XLA's scheduler, float32 parameters, gradients reduced in bf16",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _XLA, _JAX_REMAT), devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
+    FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, FSDP "
+                     "all-gathers overlapped by XLA's scheduler, gradient reductions serial with compute (XLA:TPU's "
+                     "defaults: no asynchronous reduce-scatter or all-reduce), float32 parameters, gradients reduced in bf16",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _LIBTPU_DEFAULTS, _XLA, _JAX_REMAT),
+                     devices=(("tpu", "google"),),
+                     stack="xla-spmd", grad_reduce_dtype="bf16", reduce_overlap=False, grouped_gemm_tile_rows=512,
                      grouped_gemm_tile_cols=1024, moe_sort_copies=True,
                      segment_ids=True, traced_remat=True),
     FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
                      "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP, _XLA, _JAX_REMAT),
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP,
+                                           _LIBTPU_DEFAULTS, _XLA, _JAX_REMAT),
+                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
+                     tp_overlap_collectives=("all_gather",), reduce_overlap=False, grouped_gemm_tile_rows=512,
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True, traced_remat=True),
+    FrameworkProfile("maxtext-sc", "MaxText (JAX/XLA) as maxtext, with the gradient reductions offloaded to the "
+                     "SparseCore (a SparseCore all-reduce or reduce-scatter offload flag) and overlapped with compute",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SC, _XLA, _JAX_REMAT),
+                     devices=(("tpu", "google"),),
+                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
+                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                     segment_ids=True, traced_remat=True),
+    FrameworkProfile("maxtext-cf-sc", "MaxText (JAX/XLA) as maxtext-cf, with the gradient reductions offloaded to the "
+                     "SparseCore and overlapped with compute (CF_FOR_ALL_GATHER and a SparseCore all-reduce offload)",
+                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP,
+                                           _MAXTEXT_SC, _XLA, _JAX_REMAT),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
                      tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
                      grouped_gemm_tile_cols=1024, moe_sort_copies=True,
                      segment_ids=True, traced_remat=True),
-    FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext, run with no XLA flag that overlaps collectives "
-                     "with compute (neither continuation fusion nor a SparseCore offload): every FSDP all-gather, "
-                     "gradient reduction and data-parallel all-reduce serial with the TensorCore's compute",
+    FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext with no collective overlapped: every FSDP "
+                     "all-gather, gradient reduction and data-parallel all-reduce serial with the TensorCore's compute "
+                     "(a bound; XLA:TPU's defaults overlap the all-gathers, maxtext)",
                      fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA, _JAX_REMAT),
                      devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
                      grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,

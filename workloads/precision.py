@@ -627,7 +627,7 @@ AQT_PROFILES = ("xla",)
 #: * NeMo AutoModel (``automodel``, ``automodel-compile``): torchao ``Float8Linear`` (``FP8Config.recipe_name``
 #:   tensorwise, rowwise or rowwise_with_gw_hp, ``convert_to_float8_training``;
 #:   nemo_automodel/components/quantization/fp8.py @ 102dece4): tensorwise, rowwise.
-#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-serial``) and a generic XLA program (``xla``): AQT int8
+#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-sc``, ``maxtext-cf-sc``, ``maxtext-serial``) and a generic XLA program (``xla``): AQT int8
 #:   (``quantization: int8``, :data:`AQT_STACKS`). MaxText's ``fp8`` and ``nanoo_fp8`` are Flax's fp8 dot-general
 #:   ops (``Fp8Quantization``, ``NANOOFp8Quantization`` in MaxText/layers/quantizations.py
 #:   ``configure_quantization``), a GPU path this model does not price: int8.
@@ -641,7 +641,8 @@ STACK_RECIPES: dict[str, tuple[str, ...]] = {
     "megatron-core": _TE_RECIPES, "megatron-lm": (),
     "fsdp2": _TITAN, "fsdp2-compile": _TITAN, "fsdp2-compile-blocks": _TITAN, "torchtitan-eager": _TITAN,
     "automodel": _TITAN, "automodel-compile": _TITAN,
-    "maxtext": ("int8",), "maxtext-cf": ("int8",), "maxtext-serial": ("int8",), "xla": ("int8",),
+    "maxtext": ("int8",), "maxtext-cf": ("int8",), "maxtext-sc": ("int8",), "maxtext-cf-sc": ("int8",),
+    "maxtext-serial": ("int8",), "xla": ("int8",),
     "eager": (), "sdpa": (), "compile": (), "cuda-graphs": (),
     "tensorrt": (), "trt-llm": (), "trt-llm-pytorch": (), "vllm": (), "vllm-v0": (), "sglang": (), "sglang-0.3": ()}
 #: what a recipe is (named in a refusal)
@@ -655,7 +656,8 @@ _STACK_OPTION = {"megatron-core": "Transformer Engine through Megatron-Core's --
                  "fsdp2": _TITAN_OPTION, "fsdp2-compile": _TITAN_OPTION, "fsdp2-compile-blocks": _TITAN_OPTION,
                  "torchtitan-eager": _TITAN_OPTION, "automodel": _AUTOMODEL_OPTION,
                  "automodel-compile": _AUTOMODEL_OPTION, "maxtext": "AQT, MaxText's quantization: int8",
-                 "maxtext-cf": "AQT, MaxText's quantization: int8", "maxtext-serial": "AQT, MaxText's quantization: int8",
+                 "maxtext-cf": "AQT, MaxText's quantization: int8", "maxtext-sc": "AQT, MaxText's quantization: int8",
+                 "maxtext-cf-sc": "AQT, MaxText's quantization: int8", "maxtext-serial": "AQT, MaxText's quantization: int8",
                  "xla": "AQT"}
 #: (stack, recipe) -> (the recipe of this project the stack runs in its place, why): Megatron-Core spells
 #: Transformer Engine's current scaling ``tensorwise``; torchao's stacks scale per tensor from the current amax

@@ -218,7 +218,7 @@ def check_policy(policy: str) -> str:
 #: * PyTorch programs (``eager``, ``sdpa``, ``compile``, ``cuda-graphs``) and a generic XLA program (``xla``):
 #:   ``torch.utils.checkpoint`` of a whole block (Hugging Face ``gradient_checkpointing_enable``), ``jax.checkpoint``
 #:   of a layer: ``full`` or ``none``.
-#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-serial``): ``remat_policy`` ``full``, the named policies of
+#: * MaxText (``maxtext``, ``maxtext-cf``, ``maxtext-sc``, ``maxtext-cf-sc``, ``maxtext-serial``): ``remat_policy`` ``full``, the named policies of
 #:   :data:`MAXTEXT_SAVES` and ``custom`` (``MaxText/layers/decoders.py`` ``get_remat_policy``); MaxText has no
 #:   policy that saves everything, ``none`` is kept as the nearest statement of no recomputation.
 #: * Inference engines (``tensorrt``, ``trt-llm``, ``trt-llm-pytorch``, ``vllm``, ``vllm-v0``, ``sglang``,
@@ -235,7 +235,8 @@ STACK_POLICIES: dict[str, tuple[str, ...]] = {
     "fsdp2": _TITAN, "fsdp2-compile": _TITAN, "fsdp2-compile-blocks": _TITAN, "torchtitan-eager": _TITAN,
     "automodel": _TORCH, "automodel-compile": _TORCH,
     "eager": _TORCH, "sdpa": _TORCH, "compile": _TORCH, "cuda-graphs": _TORCH, "xla": _TORCH,
-    "maxtext": _MAXTEXT, "maxtext-cf": _MAXTEXT, "maxtext-serial": _MAXTEXT,
+    "maxtext": _MAXTEXT, "maxtext-cf": _MAXTEXT, "maxtext-sc": _MAXTEXT, "maxtext-cf-sc": _MAXTEXT,
+    "maxtext-serial": _MAXTEXT,
     "tensorrt": ("none",), "trt-llm": ("none",), "trt-llm-pytorch": ("none",), "vllm": ("none",),
     "vllm-v0": ("none",), "sglang": ("none",), "sglang-0.3": ("none",)}
 #: the stack a family comes from (named in a refusal)

@@ -161,8 +161,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                          "(torchtitan without --compile before 2025-03-19: its RMSNorm and RoPE op by op), "
                          "automodel (NeMo AutoModel's FSDP2), automodel-compile (FSDP2 under torch.compile, "
                          "real-valued RoPE), megatron-core, megatron-lm (Megatron-LM of 2021-2022), "
-                         "maxtext, maxtext-cf, maxtext-serial (TPUs; -cf: XLA continuation fusion of all-gathers; "
-                         "-serial: no collective overlapped with compute); changes the "
+                         "maxtext, maxtext-cf, maxtext-sc, maxtext-cf-sc, maxtext-serial (TPUs; all-gathers overlapped, "
+                         "gradient reductions serial as XLA:TPU's defaults run them; -cf: XLA continuation fusion of "
+                         "all-gathers; -sc: reductions offloaded to the SparseCore and overlapped; -serial: no "
+                         "collective overlapped with compute); changes the "
                         "graph (transformers), the costing and a plan's sharding and overlap (see "
                         "docs/frameworks.md, docs/training.md); default: none, the inference-engine graph as before")
     p.add_argument("--attention", choices=("fused", "decomposed"),

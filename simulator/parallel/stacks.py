@@ -30,9 +30,12 @@ calls :func:`apply_stack` when it is given a framework whose profile names a sta
     partitioned, before the transpose of the cast widens them to float32: the reduce-scatter moves bf16
     (MaxText's sharding guide counts the gradient all-reduce as bf16 too), the profile's ``grad_reduce_dtype``.
     The all-gather is likewise priced at the compute dtype (the cast is elementwise on the local shard,
-    ahead of the gather). Exposed as for FSDP2. On a TPU the overlap is what the run's XLA flags enable
-    (continuation fusion or a SparseCore offload, MaxText's performance guide); a profile without
-    ``collective_overlap`` (``maxtext-serial``, a run that sets neither) prices every collective serial.
+    ahead of the gather). Exposed as for FSDP2. On a TPU the overlap is what XLA:TPU's defaults and the run's
+    flags enable: the all-gathers asynchronous and fused with compute by default (``maxtext``), the gradient
+    reduce-scatters and all-reduces synchronous unless a flag makes them asynchronous or offloads them to the
+    SparseCore (libtpu's dumped defaults, ``workloads.frameworks`` ``_LIBTPU_DEFAULTS``): a profile without
+    ``reduce_overlap`` exposes every reduction in full; ``maxtext-sc`` overlaps them; a profile without
+    ``collective_overlap`` (``maxtext-serial``) prices every collective serial.
 
 ``"megatron-core"`` -- Megatron-Core's distributed optimizer (ZeRO-1) and its overlapped gradient
     buckets are the plan's generic composition. With ``tp_comm_overlap`` (Transformer Engine userbuffers,
@@ -87,7 +90,8 @@ class ShardedStep:
 
 def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: int, compute_s: float,
                  gather_once_s: float, reduce_once_s: float, reduce_scale: float,
-                 copy_bytes_per_s: float, reshard_after_forward: bool = True, overlap: bool = True) -> ShardedStep:
+                 copy_bytes_per_s: float, reshard_after_forward: bool = True, overlap: bool = True,
+                 reduce_overlap: bool = True) -> ShardedStep:
     """The tail of one fully sharded step.
 
     Parameters
@@ -113,6 +117,10 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     overlap
         The collectives run concurrently with compute (the stack's ``collective_overlap``); False: every one
         of them is serial with compute and exposed in full.
+    reduce_overlap
+        With ``overlap``, the gradient reductions run concurrently with compute too (the stack's
+        ``reduce_overlap``); False: the all-gathers overlap compute and every reduction is serial with it, as
+        XLA:TPU runs a reduce-scatter or all-reduce that no flag makes asynchronous (``maxtext``).
 
     Examples
     --------
@@ -123,6 +131,9 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     >>> round(sharded_step("xla-spmd", weight_bytes=1e9, units=4, microbatches=1, compute_s=1.0, gather_once_s=0.2,
     ...                    reduce_once_s=0.2, reduce_scale=1.0, copy_bytes_per_s=2e12, overlap=False).exposed_s, 6)
     0.6
+    >>> round(sharded_step("xla-spmd", weight_bytes=1e9, units=4, microbatches=1, compute_s=1.0, gather_once_s=0.2,
+    ...                    reduce_once_s=0.2, reduce_scale=1.0, copy_bytes_per_s=2e12, reduce_overlap=False).exposed_s, 6)
+    0.25
     """
     if stack not in SHARDED_STACKS:
         raise ValueError(f"stack: got {stack!r}; expected one of {', '.join(SHARDED_STACKS)}")
@@ -135,6 +146,10 @@ def sharded_step(stack: str, *, weight_bytes: float, units: int, microbatches: i
     reduce_s = microbatches * reduce_once_s * reduce_scale
     if not overlap:
         return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=gather_s + reduce_s)
+    if not reduce_overlap:  # the first gather before any compute, the rest behind it; the reductions in full
+        first = gather_once_s / units
+        return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s,
+                           exposed_s=reduce_s + first + max(0.0, gather_s - first - compute_s))
     first_last = (gather_once_s + reduce_once_s * reduce_scale) / units
     backlog = max(0.0, gather_s + reduce_s - first_last - compute_s)
     return ShardedStep(copy_s=copy_s, gather_s=gather_s, reduce_s=reduce_s, exposed_s=first_last + backlog)
@@ -436,14 +451,15 @@ def _group_step_of(profile: Any, plan: Any, system: Any, dev: Any, per_stage: li
     step = sharded_step(profile.stack, weight_bytes=gathered, units=units, microbatches=plan.microbatches,
                         compute_s=compute_s, gather_once_s=coll[("all_gather", gathered)],
                         reduce_once_s=coll[("reduce_scatter", grads)], reduce_scale=scale, copy_bytes_per_s=bw,
-                        overlap=profile.collective_overlap)
+                        overlap=profile.collective_overlap, reduce_overlap=profile.reduce_overlap)
     if profile.stack == "xla-spmd" and profile.collective_overlap:  # the TensorCore's HBM and VPU, shared
         vec = float(dev.compute.vector_flops_per_s.get("fp32", 0.0)) * float(dev.efficiency.vector_peak_fraction)
+        # serial reductions overlap no compute: neither their HBM traffic nor their sums slow it
         step = replace(step, contention_s=_overlap_contention_s(
             per_stage, plan.microbatches, step, compute_s, bw, grads, group, coll[("all_gather", grads)],
-            coll[("reduce_scatter", grads)]),
+            coll[("reduce_scatter", grads)], reduce_overlap=profile.reduce_overlap),
             vpu_reduce_s=plan.microbatches * vpu_reduce_s(grads / param, group, vec) * _hidden_share(step)
-            if vec > 0 else 0.0)
+            if vec > 0 and profile.reduce_overlap else 0.0)
     return step, grads, scale, units
 
 
@@ -549,22 +565,23 @@ def _hidden_share(step: ShardedStep) -> float:
 
 
 def _overlap_contention_s(per_stage: list[Any], microbatches: int, step: ShardedStep, compute_s: float, bw: float,
-                          grads: float, group: int, gather_once_s: float, reduce_once_s: float) -> float:
+                          grads: float, group: int, gather_once_s: float, reduce_once_s: float,
+                          reduce_overlap: bool = True) -> float:
     """:func:`hbm_contention_s` of a sharded step's hidden all-gathers and reduce-scatters (``group`` ranks,
     ``grads`` bytes gathered) over its compute: each overlaps the share of the compute its hidden seconds cover
     (the hidden time split between the two by their seconds), at its HBM demand
     (:data:`COLLECTIVE_HBM_PASSES` x the ``(group - 1) / group`` of the bytes a chip receives, over the
     collective's time and ``bw``). The reduce-scatter's demand is the same in any reduce dtype (bytes and time
-    scale alike)."""
-    busy = step.gather_s + step.reduce_s
-    hidden = busy - step.exposed_s
+    scale alike). Without ``reduce_overlap`` the reductions run serial and every hidden second is a gather's."""
+    busy = step.gather_s + step.reduce_s if reduce_overlap else step.gather_s
+    hidden = busy - (step.exposed_s if reduce_overlap else step.exposed_s - step.reduce_s)
     if hidden <= 0.0 or compute_s <= 0.0 or group < 2 or bw <= 0.0:
         return 0.0
     recv = grads * (group - 1) / group
     phi_g = COLLECTIVE_HBM_PASSES["all_gather"] * recv / (gather_once_s * bw) if gather_once_s > 0 else 0.0
     phi_r = COLLECTIVE_HBM_PASSES["reduce_scatter"] * recv / (reduce_once_s * bw) if reduce_once_s > 0 else 0.0
     cover = min(1.0, hidden / compute_s)
-    windows = [(cover * step.gather_s / busy, phi_g), (cover * step.reduce_s / busy, phi_r)]
+    windows = [(cover * step.gather_s / busy, phi_g), (cover * step.reduce_s / busy if reduce_overlap else 0.0, phi_r)]
     return microbatches * hbm_contention_s(_compute_ops(per_stage, bw), windows)
 
 
@@ -584,7 +601,7 @@ def _replicated_shard_step_of(profile: Any, plan: Any, system: Any, dev: Any, pe
     "pipelining of data parallel ops across multiple iterations", MaxText benchmarks/xla_flags_library.py)
     those all-reduces are pipelined across the backward scan (:func:`pipelined_reduce_exposed`); the
     data-centre network and the ICI are separate links, so their exposed parts add. Under a stack without
-    ``collective_overlap`` (``maxtext-serial``: no flag overlaps a collective with compute) the all-reduces run
+    ``collective_overlap`` (``maxtext-serial``: no collective overlaps compute) the all-reduces run
     after the backward, exposed in full.
     """
     group = int(plan.shard_group)

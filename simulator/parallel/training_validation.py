@@ -13,7 +13,7 @@ source states it (:func:`stated_recipe`, :func:`_plan`):
 
 * the **stack** the source ran (:data:`STACK_OF`): torchtitan and NeMo AutoModel -> ``fsdp2``,
   MaxText -> ``maxtext`` (``maxtext-cf`` where the row's notes state that the run's XLA flags set continuation
-  fusion of all-gathers, ``maxtext-serial`` where they state that no flag overlaps a collective with compute,
+  fusion of all-gathers, ``-sc`` where they offload the gradient reductions to the SparseCore,
   :func:`maxtext_profile`), Megatron-Bridge / NeMo -> ``megatron-core``; the plan is composed under
   that training stack and costed with its options (:func:`simulator.parallel.stacks.profile_options`,
   as ``nodeperf predict --framework`` does);
@@ -75,7 +75,7 @@ from typing import Any
 __all__ = ["DEFAULT_TRAINING_DATASET", "DEFAULT_ZERO_OF_STACK", "TRAINING_COLUMNS", "TRAINING_METRICS", "NOT_STATABLE_YET", "BOARD_SYSTEMS",
            "TrainingRecord",
            "TrainingResult", "STACK_OF", "SEQUENCE_PARALLEL_STACKS", "stack_of", "maxtext_profile", "CF_FOR_ALL_GATHER_NOTE",
-           "NO_COLLECTIVE_OVERLAP_NOTE",
+           "NO_COLLECTIVE_OVERLAP_NOTE", "SPARSECORE_REDUCTION_NOTES",
            "stated_recipe", "load_training_rows", "validate_training", "training_summary", "recipe_of", "family_of"]
 
 DEFAULT_TRAINING_DATASET = (Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
@@ -540,14 +540,24 @@ CF_FOR_ALL_GATHER_NOTE = "XLA flags: continuation fusion of all-gathers set"
 NO_COLLECTIVE_OVERLAP_NOTE = "No collective-overlap flag:"
 
 
+#: the flag groups, as a MaxText row's ``notes`` name them, that offload the gradient reductions to the SparseCore
+#: (benchmarks/xla_flags_library.py; the DeepSeek-V3 v5p workload's group also offloads its reduce-scatters): a run
+#: that sets one overlaps its reductions with compute, where XLA:TPU's defaults leave them serial
+SPARSECORE_REDUCTION_NOTES = ("ENABLE_SPARSECORE_OFFLOADING_FOR_ALL_REDUCE", "ENABLE_SPARSECORE_OFFLOADING_FOR_RS_AG_AR")
+
+
 def maxtext_profile(row: TrainingRecord) -> str:
-    """The framework profile of a MaxText row: ``maxtext-cf`` (XLA continuation fusion of all-gathers) exactly
-    when its ``notes`` state that the run's flags set it (:data:`CF_FOR_ALL_GATHER_NOTE`); ``maxtext-serial``
-    (every FSDP and data-parallel collective serial with compute) when they state that the flags set no
-    collective overlap at all (:data:`NO_COLLECTIVE_OVERLAP_NOTE`); else ``maxtext``."""
-    if CF_FOR_ALL_GATHER_NOTE in row["notes"]:
-        return "maxtext-cf"
-    return "maxtext-serial" if NO_COLLECTIVE_OVERLAP_NOTE in row["notes"] else "maxtext"
+    """The framework profile of a MaxText row. Every MaxText profile but ``maxtext-serial`` overlaps the FSDP
+    all-gathers with compute, as XLA:TPU does by default (``xla_tpu_enable_async_collective_fusion`` true,
+    ``_fuse_all_gather`` auto; a run that sets no collective flag, :data:`NO_COLLECTIVE_OVERLAP_NOTE`, runs the
+    defaults); the gradient reductions run serial with compute unless the run offloads them to the SparseCore
+    (:data:`SPARSECORE_REDUCTION_NOTES`; libtpu's defaults make no reduce-scatter or all-reduce asynchronous, and no
+    row sets ``CF_FOR_ALL_REDUCE``). ``maxtext-cf`` adds continuation fusion of the sequence-parallel all-gathers
+    exactly when the ``notes`` state that the run's flags set it (:data:`CF_FOR_ALL_GATHER_NOTE`); ``-sc`` the
+    SparseCore reductions."""
+    notes = row["notes"]
+    sc = "-sc" if any(n in notes for n in SPARSECORE_REDUCTION_NOTES) else ""
+    return ("maxtext-cf" if CF_FOR_ALL_GATHER_NOTE in notes else "maxtext") + sc
 
 
 #: where a MaxText row's ``notes`` state the splash-attention settings of the run's workload (its ``tuning_params``

@@ -354,7 +354,7 @@ def test_a_framework_on_a_device_it_does_not_run_on(work: Path, capsys: pytest.C
     """Every command that takes --framework refuses a TensorRT engine on a TPU (one line, exit 2, no figure)."""
     rc, err = run(capsys, [*argv, "--framework", "tensorrt"])
     check(rc, err, "--framework tensorrt", must_fail=True)
-    assert "does not run on tpu-v4 (Google tpu)" in err and "expected one of maxtext, maxtext-cf, maxtext-serial, vllm, xla" in err, err
+    assert "does not run on tpu-v4 (Google tpu)" in err and "expected one of maxtext, maxtext-cf, maxtext-cf-sc, maxtext-sc, maxtext-serial, vllm, xla" in err, err
     assert not (work / "f.png").exists()
     rc, err = run(capsys, [*argv, "--framework", "xla"])  # a profile that runs there is accepted
     assert rc == 0, err

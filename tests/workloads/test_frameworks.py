@@ -107,7 +107,7 @@ def test_profiles_and_aliases():
     assert set(PROFILES) == {"eager", "sdpa", "compile", "cuda-graphs", "tensorrt", "trt-llm", "trt-llm-pytorch", "vllm",
                              "vllm-v0", "sglang", "sglang-0.3",
                              "xla", "fsdp2", "torchtitan-eager", "fsdp2-compile", "automodel", "automodel-compile", "fsdp2-compile-blocks", "megatron-core", "megatron-lm", "maxtext",
-                             "maxtext-cf", "maxtext-serial"}
+                             "maxtext-cf", "maxtext-serial", "maxtext-sc", "maxtext-cf-sc"}
     assert get_profile("torch.compile").name == "compile"
     assert get_profile("eager").cost_options() == {"fusion": False, "epilogue_fusion": True, "norm_fusion": False,
                                                    "cuda_graphs": False, "eager_framework": True, "eager_modules": True,
@@ -199,10 +199,10 @@ def test_profile_applies_to_its_devices(name, kind, vendor, ok):
 def test_profile_on_a_device_it_does_not_run_on_is_refused_with_the_valid_ones():
     from workloads.frameworks import PROFILES, FrameworkError, check_profile_device, profiles_for
 
-    assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-serial", "vllm", "xla"]
+    assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-cf-sc", "maxtext-sc", "maxtext-serial", "vllm", "xla"]
     with pytest.raises(FrameworkError, match=r"^--framework tensorrt: does not run on tpu-v4 \(Google tpu\); got "
                                              r"'tensorrt', which runs on NVIDIA gpu, NVIDIA DLA \(Jetson\); expected one of maxtext, "
-                                             r"maxtext-cf, maxtext-serial, vllm, xla for this device, or no --framework$"):
+                                             r"maxtext-cf, maxtext-cf-sc, maxtext-sc, maxtext-serial, vllm, xla for this device, or no --framework$"):
         check_profile_device(PROFILES["tensorrt"], "tpu-v4", "tpu", "Google")
 
 

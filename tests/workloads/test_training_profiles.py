@@ -42,7 +42,7 @@ def test_training_profiles_stack_costing_and_sources():
     for p in (f, m, x):
         assert p.sources and all(len(s) > 40 for s in p.sources)
     assert get_profile("torchtitan") is f and get_profile("mcore") is m
-    assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-serial", "vllm", "xla"]
+    assert profiles_for("tpu", "Google") == ["maxtext", "maxtext-cf", "maxtext-cf-sc", "maxtext-sc", "maxtext-serial", "vllm", "xla"]
     assert f.describe()["stack"] == "fsdp2" and get_profile("eager").describe()["stack"] == "generic"
 
 

@@ -45,14 +45,15 @@ def test_collective_hbm_passes_count_the_ring():
 
 
 def test_maxtext_step_pays_the_overlap_on_its_tensorcore():
-    """Llama 2 7B on a v6e-8, FSDP 8: maxtext's step adds the breakdown's HBM contention and VPU additions to its
-    tail; the VPU part is the 6.74e9 bf16 gradient values x 7/8 at the v6e catalog's vector rate, for the hidden share
-    of the collectives; maxtext-serial,
+    """Llama 2 7B on a v6e-8, FSDP 8: with its reductions overlapped (maxtext-sc, a SparseCore offload) the step adds
+    the breakdown's HBM contention and VPU additions to its tail; the VPU part is the 6.74e9 bf16 gradient values x
+    7/8 at the v6e catalog's vector rate, for the hidden share of the collectives; maxtext-serial,
     whose collectives overlap nothing, pays neither."""
     hw = load_hardware("tpu-v6e-8")
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
     res = {p: evaluate_plan("llama-2-7b", hw, plan, profile_options(p), train=True, seq=2048, recompute="full",
-                            dtype="bf16", framework=p) for p in ("maxtext", "maxtext-serial")}
+                            dtype="bf16", framework=p) for p in ("maxtext-sc", "maxtext-serial")}
+    res["maxtext"] = res["maxtext-sc"]
     a, b = res["maxtext"].breakdown, res["maxtext-serial"].breakdown
     dev = hw.device
     vec = dev.compute.vector_flops_per_s["fp32"] * dev.efficiency.vector_peak_fraction
@@ -74,3 +75,22 @@ def test_compute_ops_leave_out_the_composition_s_communication_kinds():
     from simulator.parallel.compose import COMMUNICATION_KINDS
 
     assert stacks._COMMUNICATION_KINDS == COMMUNICATION_KINDS
+
+
+def test_maxtext_runs_its_gradient_reductions_serial_as_libtpu_defaults():
+    """The same step under maxtext (XLA:TPU's defaults: all-gathers asynchronous, no reduce-scatter or all-reduce
+    asynchronous): every reduction exposed, the all-gathers hidden but the first (one of 2 x 33 units: 32 layers and
+    the rest); the reductions overlap nothing, so they add no VPU sums and no HBM contention of their own."""
+    hw = load_hardware("tpu-v6e-8")
+    plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
+    res = {p: evaluate_plan("llama-2-7b", hw, plan, profile_options(p), train=True, seq=2048, recompute="full",
+                            dtype="bf16", framework=p) for p in ("maxtext", "maxtext-sc")}
+    a, sc = res["maxtext"].breakdown, res["maxtext-sc"].breakdown
+    assert a["dp_sync_s"] == sc["dp_sync_s"] and a["fsdp_gather_s"] == sc["fsdp_gather_s"]
+    assert a["dp_sync_exposed_s"] == pytest.approx(a["dp_sync_s"] + a["fsdp_gather_s"] / 2 / 33, rel=1e-9)
+    assert a.get("fsdp_vpu_reduce_s", 0.0) == 0.0
+    # only the gathers' hidden seconds share the HBM: their window, at the gathers' demand alone
+    assert 0.0 < a["fsdp_hbm_contention_s"] < sc["fsdp_hbm_contention_s"]
+    assert res["maxtext"].latency_s - res["maxtext-sc"].latency_s == pytest.approx(
+        a["dp_sync_exposed_s"] - sc["dp_sync_exposed_s"] + a["fsdp_hbm_contention_s"] - sc["fsdp_hbm_contention_s"]
+        - sc["fsdp_vpu_reduce_s"], rel=1e-9)

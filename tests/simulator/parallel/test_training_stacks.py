@@ -56,9 +56,9 @@ def test_maxtext_reduces_gradients_in_bf16():
 
 
 def test_maxtext_serial_exposes_every_collective():
-    """A MaxText run whose XLA flags overlap no collective with compute (maxtext-serial: neither continuation
-    fusion nor a SparseCore offload, MaxText's performance guide) pays every all-gather and gradient reduction in
-    full, however much compute there is to hide them behind; the other MaxText profiles overlap them."""
+    """maxtext-serial (no collective overlapped with compute; a bound, since XLA:TPU's defaults overlap the
+    all-gathers) pays every all-gather and gradient reduction in full, however much compute there is to hide them
+    behind; the other MaxText profiles overlap the all-gathers at least."""
     from workloads.frameworks import get_profile
 
     serial = get_profile("maxtext-serial")
@@ -74,10 +74,33 @@ def test_maxtext_serial_exposes_every_collective():
     assert sharded_step("xla-spmd", **kw).exposed_s == pytest.approx(0.06)
 
 
+def test_maxtext_reductions_are_serial_unless_offloaded_to_the_sparsecore():
+    """XLA:TPU's defaults (libtpu's dumped tpu_comp_env: async collective fusion on, fuse_reduce_scatter and
+    fuse_all_reduce false, async all-reduce and reduce-scatter fusion DISABLED) overlap the FSDP all-gathers and run the
+    gradient reductions serial: maxtext and maxtext-cf; a SparseCore offload of the reductions overlaps them
+    (maxtext-sc, maxtext-cf-sc)."""
+    from workloads.frameworks import get_profile
+
+    assert [get_profile(p).reduce_overlap for p in ("maxtext", "maxtext-cf", "maxtext-sc", "maxtext-cf-sc")] == \
+        [False, False, True, True]
+    assert all(get_profile(p).collective_overlap for p in ("maxtext", "maxtext-cf", "maxtext-sc", "maxtext-cf-sc"))
+    assert any("fuse_reduce_scatter false" in src for src in get_profile("maxtext").sources)
+    assert get_profile("maxtext-cf-sc").tp_overlap_collectives == get_profile("maxtext-cf").tp_overlap_collectives
+    kw = dict(weight_bytes=1e9, units=5, microbatches=2, compute_s=10.0, gather_once_s=0.2, reduce_once_s=0.1,
+              reduce_scale=1.0, copy_bytes_per_s=1e12)
+    # both reductions (2 x 0.1) in full, and the first of the 4 gathers' units (0.2 / 5) before any compute
+    assert sharded_step("xla-spmd", reduce_overlap=False, **kw).exposed_s == pytest.approx(0.2 + 0.04)
+    # with too little compute the gathers' backlog shows too: 0.8 - 0.04 - 0.5
+    assert sharded_step("xla-spmd", reduce_overlap=False, **{**kw, "compute_s": 0.5}).exposed_s == \
+        pytest.approx(0.2 + 0.04 + 0.26)
+    # the stack's reduce_overlap only matters where the collectives overlap at all
+    assert sharded_step("xla-spmd", overlap=False, reduce_overlap=False, **kw).exposed_s == pytest.approx(1.0)
+
+
 def test_maxtext_serial_step_adds_its_collectives_by_hand():
     """Llama 2 7B on a v6e-8, FSDP 8: under maxtext-serial the step is maxtext's compute plus every FSDP
-    all-gather and reduce-scatter of the step (the breakdown's fsdp_gather_s + dp_sync_s), which maxtext hides
-    at the cost of their HBM traffic and VPU additions beside its compute (test_tpu_overlap_contention.py)."""
+    all-gather and reduce-scatter of the step (the breakdown's fsdp_gather_s + dp_sync_s), of which maxtext hides
+    the all-gathers at the cost of their HBM traffic beside its compute (test_tpu_overlap_contention.py)."""
     hw = load_hardware("tpu-v6e-8")
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
     res = {p: evaluate_plan("llama-2-7b", hw, plan, profile_options(p), train=True, seq=2048, recompute="full",

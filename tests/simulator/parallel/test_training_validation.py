@@ -121,7 +121,7 @@ def _dp(r) -> int:
     # MaxText remat_policy minimal -> the policy of the same name
     ("train-095", {"recompute": "minimal", "fp8_linears": None, "framework": "maxtext"}, []),
     # MaxText qkv_proj_offloaded: the offload is the policy's own, no plan offload piece
-    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext-cf"}, []),
+    ("train-122", {"recompute": "qkv_proj_offloaded", "fp8_linears": None, "framework": "maxtext-cf-sc"}, []),
     # NeMo AutoModel runs FSDP2
     ("train-137", {"recompute": "full", "fp8_linears": None, "framework": "automodel"}, []),
     # Megatron-Bridge with TE current scaling / MXFP8 block scaling: megatron-core with those recipes
@@ -131,7 +131,7 @@ def _dp(r) -> int:
     ("train-135", {"recompute": "full", "fp8_linears": "int8", "framework": "maxtext-cf"}, []),
     # MaxText custom remat: the offload column's names offloaded, every other name at its default
     ("train-111", {"recompute": "custom:decoder_layer_input=offload,out_proj=offload,query_proj=offload,"
-                                 "key_proj=offload,value_proj=offload", "fp8_linears": None, "framework": "maxtext-cf"},
+                                 "key_proj=offload,value_proj=offload", "fp8_linears": None, "framework": "maxtext-cf-sc"},
      []),
     ("train-131", {"recompute": "custom:context=offload,mlpwo=offload", "fp8_linears": None, "framework": "maxtext-cf"},
      []),
@@ -256,9 +256,11 @@ def test_stack_of_each_source(rows) -> None:
 def test_maxtext_profile_follows_the_stated_xla_flags(rows) -> None:
     """maxtext-cf exactly for the MaxText rows whose notes state CF_FOR_ALL_GATHER in the run's flags: the v5e
     scripts of 76bd53b0f, the Trillium and v5p benchmark workloads that list it, gpt3_175b_base.sh; maxtext for
-    the v5p scripts of 76bd53b0f (async collective fusion and overlap on the TensorCore set, fuse_all_gather not)
-    and DeepSeek-V3 (fuse_all_gather false, all-gathers on the SparseCore); maxtext-serial for Gemma 3, whose
-    workloads set only the VMEM limit (no continuation fusion, no SparseCore offload, no DATA_PARALLEL_OVERLAP).
+    the v5p scripts of 76bd53b0f (async collective fusion and overlap on the TensorCore set, fuse_all_gather not) and
+    Gemma 3, whose workloads set only the VMEM limit and so run XLA:TPU's defaults (all-gathers asynchronous, no
+    reduction asynchronous); -sc where the flags offload the gradient reductions to the SparseCore: the Llama 3.1 8B,
+    Llama 2 70B and Mistral workloads (ENABLE_SPARSECORE_OFFLOADING_FOR_ALL_REDUCE, with CF) and DeepSeek-V3
+    (ENABLE_SPARSECORE_OFFLOADING_FOR_RS_AG_AR, fuse_all_gather false). No row runs maxtext-serial.
     Every MaxText row states CF or not."""
     from simulator.parallel.training_validation import (
         CF_FOR_ALL_GATHER_NOTE,
@@ -269,19 +271,24 @@ def test_maxtext_profile_follows_the_stated_xla_flags(rows) -> None:
 
     maxtext = [r for r in rows if r["framework"].startswith("MaxText")]
     assert all("XLA flags: continuation fusion of all-gathers " in r["notes"] for r in maxtext)
-    by = {p: {r.id for r in maxtext if maxtext_profile(r) == p} for p in ("maxtext-cf", "maxtext", "maxtext-serial")}
+    names = ("maxtext-cf", "maxtext", "maxtext-cf-sc", "maxtext-sc", "maxtext-serial")
+    by = {p: {r.id for r in maxtext if maxtext_profile(r) == p} for p in names}
     ids = lambda a, b: {f"train-{i:03d}" for i in range(a, b + 1)}  # noqa: E731
-    assert by["maxtext"] == ids(95, 110) | {"train-132"}
-    assert by["maxtext-serial"] == ids(128, 130)
-    assert by["maxtext-cf"] == (ids(71, 94) | ids(111, 127) | {"train-131", "train-133", "train-134", "train-135"}
-                                | {"train-140", "train-141"})
+    assert by["maxtext"] == ids(95, 110) | ids(128, 130)
+    assert by["maxtext-sc"] == {"train-132"}
+    assert by["maxtext-cf-sc"] == ids(111, 116) | {"train-122", "train-123"}
+    assert by["maxtext-serial"] == set()
+    assert by["maxtext-cf"] == (ids(71, 94) | ids(117, 121) | ids(124, 127) | {"train-131", "train-133", "train-134",
+                                                                              "train-135", "train-140", "train-141"})
     assert sum(map(len, by.values())) == len(maxtext)
     assert all(stated_recipe(r)["framework"] == maxtext_profile(r) for r in maxtext)
-    assert all("CUSTOM_VMEM_LIMIT_FLAG(vmem_limit=122880)" in _row(rows, i)["notes"] for i in by["maxtext-serial"])
+    assert all("CUSTOM_VMEM_LIMIT_FLAG(vmem_limit=122880)" in _row(rows, f"train-{i}")["notes"] for i in (128, 129, 130))
     r = _row(rows, "train-089")
     assert maxtext_profile(replace(r, raw={**r.raw, "notes": "no flags stated"})) == "maxtext"
     assert maxtext_profile(replace(r, raw={**r.raw, "notes": CF_FOR_ALL_GATHER_NOTE + " (...)"})) == "maxtext-cf"
-    assert maxtext_profile(replace(r, raw={**r.raw, "notes": NO_COLLECTIVE_OVERLAP_NOTE + " (...)"})) == "maxtext-serial"
+    assert maxtext_profile(replace(r, raw={**r.raw, "notes": NO_COLLECTIVE_OVERLAP_NOTE + " (...)"})) == "maxtext"
+    sc = CF_FOR_ALL_GATHER_NOTE + " (...) ENABLE_SPARSECORE_OFFLOADING_FOR_ALL_REDUCE"
+    assert maxtext_profile(replace(r, raw={**r.raw, "notes": sc})) == "maxtext-cf-sc"
 
 
 def test_full_sharding_over_thousands_of_chips_pads_the_reduce_scatter() -> None:
@@ -587,7 +594,7 @@ def test_the_maxtext_profiles_mask_attention_by_segment_ids_wherever_they_price(
     from workloads.frameworks import PROFILES
 
     masked = {name for name, p in PROFILES.items() if p.cost_options()["tpu_segment_ids"]}
-    assert masked == {"maxtext", "maxtext-cf", "maxtext-serial"}
+    assert masked == {"maxtext", "maxtext-cf", "maxtext-sc", "maxtext-cf-sc", "maxtext-serial"}
     for name in masked:
         opts = options_from_settings(PROFILES[name].cost_options())
         assert opts.tpu_segment_ids and profile_options(name).tpu_segment_ids
