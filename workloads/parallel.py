@@ -220,6 +220,11 @@ class ParallelPlan:
         ``local tokens x top-k x factor`` rows (token_dispatcher.py ``_HybridEPManager.setup_metadata``); memory
         only, the tokens computed stay the routed ones. None: sized per step from the routed count. Needs
         ``moe_dispatch`` ``hybridep`` (Megatron-Core refuses it with any other backend but NCCL EP).
+    nccl_nvls
+        NCCL's NVLink SHARP (``NCCL_NVLS_ENABLE``, default on where the system has it): False is
+        ``NCCL_NVLS_ENABLE=0``, as Megatron-Bridge's performance scripts set it ("Disable NVLink SHARP to save
+        memory", scripts/performance/utils/executors.py ``PERF_ENV_VARS``); memory only: the communicators' NVLS
+        buffers (docs/training_memory.md, "NCCL's own memory").
     """
 
     tp: int = 1
@@ -255,6 +260,7 @@ class ParallelPlan:
     cuda_graph: str = ""
     moe_rank_capacity_factor: float | None = None
     cuda_graph_scope: tuple[str, ...] = ()
+    nccl_nvls: bool = True
 
     def __post_init__(self) -> None:
         for f in ("stage_layers", "cuda_graph_scope"):  # a list from Python or JSON reads as the tuple it is
@@ -324,7 +330,8 @@ class ParallelPlan:
                            ("moe_host_sync", False), ("pipeline_microbatches", 0),
                            ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
                            ("p2p_host_sync", False), ("cuda_graph", ""),
-                           ("moe_rank_capacity_factor", None), ("cuda_graph_scope", ())):  # read as before
+                           ("moe_rank_capacity_factor", None), ("cuda_graph_scope", ()),
+                           ("nccl_nvls", True)):  # read as before
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -459,6 +466,8 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "without FSDP sharding nothing is gathered)")
     if not isinstance(plan.moe_host_sync, bool):
         out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
+    if not isinstance(plan.nccl_nvls, bool):
+        out.append(f"nccl_nvls: got {plan.nccl_nvls!r}; expected true or false")
     if not isinstance(plan.p2p_host_sync, bool):
         out.append(f"p2p_host_sync: got {plan.p2p_host_sync!r}; expected true or false")
     elif plan.p2p_host_sync and isinstance(plan.pp, int) and plan.pp < 2:

@@ -141,6 +141,13 @@ class ParallelResult:
         return max(s.memory_bytes for s in self.stages)
 
     @property
+    def allocator_reserved_per_device_bytes(self) -> float:
+        """The most any device's caching allocator holds reserved (``torch.cuda.max_memory_reserved()``): each
+        stage's ``allocator_reserved`` (its total less the CUDA context and NCCL's own allocations, which the
+        allocator does not see); the total where a stage states none (a TPU's)."""
+        return max(dict(s.memory_parts).get("allocator_reserved", s.memory_bytes) for s in self.stages)
+
+    @property
     def worst_stage(self) -> int:
         return max(self.stages, key=lambda s: s.memory_bytes).stage
 
@@ -587,7 +594,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
     stages = _stage_results(per_stage, plan, train, pipe, fwd, bwd, opt, comm, gpu=kind == "gpu",
-                            xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None)
+                            xla_reserved=float(getattr(dev.memory[0], "reserved_bytes", 0.0)) if kind == "tpu" else None,
+                            nccl=_nccl_bytes(plan, system) if kind == "gpu" else None)
     if train and (plan.offload or _policy_offloads(graphs)):  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
     capacity = float(dev.memory[0].usable)  # the runtime's total, not the marketed figure
@@ -1421,9 +1429,11 @@ def _inference_step_time(per_stage: list[list[tuple[StageGraph, _GraphCost]]], p
 
 def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: ParallelPlan, train: bool,
                    pipe: PipelineTime | None, fwd: list[float], bwd: list[float], opt: list[float],
-                   comm: list[float], gpu: bool = True, xla_reserved: float | None = None) -> list[StageResult]:
+                   comm: list[float], gpu: bool = True, xla_reserved: float | None = None,
+                   nccl: dict[str, float] | None = None) -> list[StageResult]:
     """Per pipeline stage: its times and what one of its devices holds (:func:`_stage_memory`, or
-    :func:`_xla_stage_memory` for a TPU's training step: ``xla_reserved`` is its runtime's HBM reserve)."""
+    :func:`_xla_stage_memory` for a TPU's training step: ``xla_reserved`` is its runtime's HBM reserve; ``nccl``:
+    the NCCL communicators' bytes of a device by group, :func:`_nccl_bytes`)."""
     stages: list[StageResult] = []
     for s in range(len(per_stage)):
         sgs = per_stage[s]
@@ -1431,7 +1441,7 @@ def _stage_results(per_stage: list[list[tuple[StageGraph, _GraphCost]]], plan: P
         if train and xla_reserved is not None:
             mem = _xla_stage_memory(sgs, plan, inflight, xla_reserved)
         else:
-            mem = _stage_memory(sgs, plan, train, inflight, gpu, paired=train and _a2a_pairs(plan, s) > 0)
+            mem = _stage_memory(sgs, plan, train, inflight, gpu, paired=train and _a2a_pairs(plan, s) > 0, nccl=nccl)
         stages.append(StageResult(
             stage=s, layers=tuple(sg.layers for sg, _ in sgs), forward_s=fwd[s], backward_s=bwd[s],
             optimizer_s=opt[s], communication_s=comm[s], flops=sum(float(gc.flops) for _, gc in sgs),
@@ -1477,14 +1487,16 @@ def _torch_pipeline_stage(sgs: list[tuple[StageGraph, _GraphCost]], plan: Parall
 
 
 def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
-                  inflight: float, gpu: bool = True, paired: bool = False) -> dict[str, float]:
+                  inflight: float, gpu: bool = True, paired: bool = False,
+                  nccl: dict[str, float] | None = None) -> dict[str, float]:
     """What one device of a stage holds, by component (bytes): ``parameters``, ``gradients``,
     ``optimizer``, ``activations``, ``kv_cache``, ``buffers`` (CUDA context, cuBLAS workspace, NCCL
     buffers, FSDP's unsharded parameters and reduce-scatter buffer) and ``reserve`` (the caching
     allocator's rounding); ``offloaded_to_host`` leaves the device. The CUDA context, cuBLAS and NCCL
     buffers and the caching allocator are a GPU's (``gpu``); a TPU's training step is
     :func:`_xla_stage_memory`'s; ``paired``: the combined 1F1B schedule runs forward-backward pairs on the stage
-    (:func:`_paired_layer_bytes`). See docs/training_memory.md."""
+    (:func:`_paired_layer_bytes`); ``nccl``: the device's NCCL communicators by group (:func:`_nccl_bytes`; None:
+    as the plan alone states them, on a system without a fabric entry). See docs/training_memory.md."""
     from simulator.report import memory as M
 
     units: dict[str, float] = {}
@@ -1499,7 +1511,11 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out = {"kv_cache": kv, "offloaded_to_host": 0.0}
     buffers = {"cuda_context": float(M.CUDA_CONTEXT_BYTES) if gpu else 0.0,
                "cublas_workspace": float(M.CUBLAS_WORKSPACE_BYTES) if gpu else 0.0,
-               "nccl": M.nccl_buffer_bytes(_communicators(plan)) if gpu else 0.0}
+               "nccl": 0.0}
+    if gpu:
+        nccl = _nccl_bytes(plan, None) if nccl is None else nccl
+        buffers["nccl"] = sum(nccl.values())
+        out.update({f"nccl.{k}": v for k, v in nccl.items()})
     # states shard over the data-parallel and context-parallel ranks together (torchtitan's FSDP mesh
     # ``dp_shard_cp``; Megatron-LM's distributed optimizer over the data-parallel group with context parallelism)
     # fp8 parameters (``fp8_param``): TE's fp8 weights replace the 16-bit ones, no cache beside them
@@ -1548,7 +1564,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     out.update({f"reserve.{k}": v for k, v in pools.items()})
     out["reserve"] = (M.allocator_rounding_bytes(tensors) + sum(pools.values())) if gpu else 0.0
     out["total"] = p + g + o + act + kv + out["buffers"] + out["reserve"]
-    out["allocator_reserved"] = out["total"] - buffers["cuda_context"]
+    # NCCL's buffers are its own cudaMalloc / cuMem allocations, outside the caching allocator, as the CUDA context
+    out["allocator_reserved"] = out["total"] - buffers["cuda_context"] - buffers["nccl"]
     return out
 
 
@@ -1774,10 +1791,42 @@ def _weight_itemsize(sgs: list[tuple[StageGraph, _GraphCost]]) -> tuple[float, b
     return 2.0, True
 
 
-def _communicators(plan: ParallelPlan) -> int:
-    """NCCL communicators one device belongs to: one per parallel dimension of size > 1 (pipeline
-    sends use a point-to-point communicator each way)."""
-    return sum(1 for d in (plan.tp, plan.dp, plan.cp, plan.ep) if d > 1) + (2 if plan.pp > 1 else 0)
+def _communicator_groups(plan: ParallelPlan) -> list[tuple[str, int, int]]:
+    """(name, ranks, stride between consecutive ranks) of the NCCL communicators one device belongs to: one per
+    parallel dimension of size > 1, ranks laid out tensor-parallel first, then context-, data- (expert-) and
+    pipeline-parallel (Megatron-Core's ``tp-cp-ep-dp-pp`` order; torchtitan's mesh ``pp, dp, cp, tp``, the last
+    dimension fastest); pipeline sends use a two-rank communicator with each neighbouring stage (PyTorch
+    ``ProcessGroupNCCL`` keys a lone ``send``/``recv`` by the pair of ranks, ``getKeySendRecv``)."""
+    inner = plan.tp * plan.cp
+    out = [(name, n, stride) for name, n, stride in (("tp", plan.tp, 1), ("cp", plan.cp, plan.tp),
+                                                     ("dp", plan.dp, inner), ("ep", plan.ep, inner)) if n > 1]
+    if plan.pp > 1:
+        out += [("pp_send", 2, inner * plan.dp), ("pp_recv", 2, inner * plan.dp)]
+    return out
+
+
+def _nccl_bytes(plan: ParallelPlan, system: DeviceSpec | SystemSpec | None) -> dict[str, float]:
+    """NCCL's device bytes on one rank of ``plan`` by communicator (:func:`_communicator_groups`), each as NCCL 2.21
+    allocates it at creation (:func:`simulator.report.memory.nccl_communicator_bytes`): the ring channels the
+    system's fabric entry states (``ring_channels``; :data:`~simulator.report.memory.NCCL_CHANNELS` where none),
+    NVLink SHARP with its ``nvls_channels`` (``nvls_channels_one_node`` for a communicator inside one node, where
+    given) unless ``plan.nccl_nvls`` is off (``NCCL_NVLS_ENABLE=0``); ranks of a group share a node as the layout
+    places them (``devices_per_node``)."""
+    from simulator.lowering.collectives import collective_system_for
+    from simulator.report import memory as M
+
+    csys = collective_system_for(system) if system is not None else None
+    per_node = int(getattr(system, "devices_per_node", 0) or 0) if isinstance(system, SystemSpec) else 0
+    channels = int(getattr(csys, "ring_channels", None) or M.NCCL_CHANNELS)
+    out: dict[str, float] = {}
+    for name, n, stride in _communicator_groups(plan):
+        local = n if not per_node else (1 if stride >= per_node else min(n, per_node // stride))
+        nvls = 0
+        if plan.nccl_nvls and csys is not None:
+            one = getattr(csys, "nvls_channels_one_node", None) if local >= n else None
+            nvls = int(one or getattr(csys, "nvls_channels", None) or 0)
+        out[name] = sum(M.nccl_communicator_bytes(n, local, channels, nvls).values())
+    return out
 
 
 def _expert_share(sgs: Sequence[tuple[StageGraph, Any]]) -> float:

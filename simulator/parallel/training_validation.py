@@ -57,7 +57,9 @@ microbatch is ``global_batch / dp``. Metrics: ``tokens_per_s_per_device`` (token
 ``step_time_s``, ``mfu`` (in %, model FLOPs over the dense bf16 peak, as
 :attr:`~simulator.parallel.compose.ParallelResult.mfu`; a MaxText row's MFU is MaxText's own FLOP count at the
 row's commit over the predicted step, :mod:`simulator.parallel.maxtext_flops`), ``tflops_per_device`` (model FLOP/s) and
-``peak_memory_gib`` (the worst device's predicted bytes). A row of metric ``oom`` is a run its source says
+``peak_memory_gib`` (the worst device's predicted bytes; a row whose unit says "peak reserved" is the caching
+allocator's reserve, so its prediction is the allocator-reserved bytes, the CUDA context and NCCL's buffers left
+out). A row of metric ``oom`` is a run its source says
 ran out of device memory (its value: the device memory in GiB it exceeded, as the source or the board states it;
 its prediction: the worst device's predicted GiB): its fits verdict is right when the plan is predicted *not* to
 fit, every other row's when it is predicted to fit. ``oom`` rows enter no MAPE.
@@ -149,7 +151,9 @@ DEFAULT_ZERO_OF_STACK = {"megatron-core": 1}
 #:   ``cfg.ddp.grad_reduce_in_fp32 = False``) at both commits;
 #: * fp8 parameters: scripts/performance/utils/precision.py ``get_precision_config`` builds ``fp8_cs`` from
 #:   ``bf16_with_fp8_current_scaling_mixed`` and ``fp8_mx`` from ``bf16_with_mxfp8_mixed``
-#:   (src/megatron/bridge/training/mixed_precision.py), both ``fp8_param_gather = True`` (``fp8_param`` follows it).
+#:   (src/megatron/bridge/training/mixed_precision.py), both ``fp8_param_gather = True`` (``fp8_param`` follows it);
+#: * ``NCCL_NVLS_ENABLE=0``: scripts/performance/utils/executors.py ``PERF_ENV_VARS`` ("Disable NVLink SHARP to save
+#:   memory", line 43 @ 6ef21f8, ebca89360 and 270536cc; turned on only with ``--nccl_ub``): plan field ``nccl_nvls``.
 MEGATRON_BRIDGE_PERF = "megatron-bridge"
 _FAMILIES = (("b200", "B200"), ("h200", "H200"), ("h100", "H100"), ("v5e", "TPU v5e"), ("v5p", "TPU v5p"),
              ("v6e", "TPU v6e"), ("v4", "TPU v4"), ("a100", "A100"))
@@ -700,7 +704,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         pipeline_microbatches=_schedule_microbatches(row, mb or 1) if pp > 1 else 0,
                         grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
-                        fsdp_fp8_all_gather=fsdp and _fsdp_fp8_all_gather(row),
+                        fsdp_fp8_all_gather=fsdp and _fsdp_fp8_all_gather(row), nccl_nvls=not bridge,
                         **(_maxtext_config(row) or _automodel_config(row)), **_cuda_graph_config(row))
 
 
@@ -859,6 +863,10 @@ def _metric(row: TrainingRecord, res: Any) -> float:
         return 100.0 * _maxtext_mfu(row, res) if row["framework"].startswith("MaxText") else 100.0 * res.mfu
     if m == "tflops_per_device":
         return res.model_flops_per_s_per_device / 1e12
+    if m == "peak_memory_gib" and "reserved" in row["unit"]:
+        # the caching allocator's peak reserve (torchtitan logs ``memory_stats()["reserved_bytes.all.peak"]``): not
+        # the CUDA context nor NCCL's buffers, which are allocated beside the allocator
+        return res.allocator_reserved_per_device_bytes / 2**30
     return res.memory_per_device_bytes / 2**30
 
 

@@ -9,8 +9,8 @@ from simulator.report import MemoryCheck
 from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
 from workloads.ir import Op, OpGraph, Role
 
-__all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_buffer_bytes", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
-           "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
+__all__ = ["check_memory", "peak_activation_bytes", "dropout_mask_ranges", "nccl_communicator_bytes", "NCCL_CONNECTION_PAIR_BYTES", "allocator_rounding_bytes", "CUDA_CONTEXT_BYTES",
+           "CUBLAS_WORKSPACE_BYTES", "NCCL_BUFFSIZE_BYTES", "NCCL_LL_BUFFSIZE_BYTES", "NCCL_LL128_BUFFSIZE_BYTES", "NCCL_CHANNELS", "ALLOCATOR_ROUND_LARGE_BYTES",
            "FSDP_UNSHARDED_IN_FLIGHT", "fsdp_stream_pool_bytes", "hybridep_budget_rows", "graph_deferred_free_bytes",
            "HYBRIDEP_BUDGET_ALIGN_ROWS", "cross_stream_freed_inputs"]
 
@@ -159,15 +159,80 @@ CUDA_CONTEXT_BYTES = 400 * 2**20
 #: "cuBLAS workspaces"; aten/src/ATen/cuda/CublasHandlePool.cpp ``getChosenWorkspaceSize``: 4096 KiB x 8
 #: for sm90). One compute stream.
 CUBLAS_WORKSPACE_BYTES = 8 * 4096 * 2**10
-#: NCCL_BUFFSIZE default: 4 MiB per channel per peer for the Simple protocol (NCCL documentation,
-#: "Environment Variables", NCCL_BUFFSIZE: "default is 4194304 (4 MiB)").
+#: NCCL's per-connection buffers, one per protocol, as NCCL 2.21 sizes them (NVIDIA/nccl @ tag v2.21.5-1, the NCCL
+#: of PyTorch 2.6; the same defines at v2.18.3-1 .. v2.27.7-1): src/init.cc lines 542-544 ``DEFAULT_LL_BUFFSIZE
+#: (NCCL_LL_LINES_PER_THREAD*NCCL_LL_MAX_NTHREADS*NCCL_STEPS*sizeof(union ncclLLFifoLine))`` = 8 x 512 x 8 x 16 B,
+#: ``DEFAULT_LL128_BUFFSIZE (NCCL_LL128_ELEMS_PER_THREAD*NCCL_LL128_MAX_NTHREADS*NCCL_STEPS*sizeof(uint64_t))`` =
+#: 120 x 640 x 8 x 8 B, ``DEFAULT_BUFFSIZE (1 << 22)`` (src/include/device.h lines 22, 57-58, 74-75); the NCCL
+#: documentation's NCCL_BUFFSIZE "default is 4194304 (4 MiB)".
+NCCL_LL_BUFFSIZE_BYTES = 8 * 512 * 8 * 16
+NCCL_LL128_BUFFSIZE_BYTES = 120 * 640 * 8 * 8
 NCCL_BUFFSIZE_BYTES = 4 * 2**20
-#: Channels a communicator keeps buffers for: an assumption, not a measurement (NCCL picks the count per
-#: topology and size between NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS); half of NCCL's compile-time
-#: maximum ``MAXCHANNELS 32`` (src/include/device.h). Stated in docs/training_memory.md.
+#: A peer-to-peer (NVLink) connection's buffers are rounded up to ``CUDA_IPC_MIN`` 2 MiB on each side
+#: (src/include/comm.h line 32; src/transport/p2p.cc ``p2pSendSetup``/``p2pRecvSetup``: ``ALIGN_SIZE(sendSize,
+#: CUDA_IPC_MIN)``, with P2P read (NVLink, Ampere and later) the Simple buffer on the sender, LL and LL128 on the
+#: receiver, beside a 4 KiB ``ncclSendMem``/``ncclRecvMem``); a network connection's device buffers (GPUDirect RDMA:
+#: src/transport/net.cc lines 709 and 861, the sender's LL128 and Simple, the receiver's LL, LL128 and Simple) are
+#: allocated with ``ncclCuMemAlloc``, rounded to the allocation granularity, 2 MiB on these GPUs.
+NCCL_BUFFER_ALIGN_BYTES = 2 * 2**20
+#: NVLink SHARP buffers (src/transport/nvls.cc ``ncclNvlsSetup`` @ v2.21.5-1, lines 310-314): ``buffSize =
+#: NVLS_CHUNKSIZE (128 KiB) x NCCL_STEPS (8)``, ``memSize = NVLS_MEM_ALIGN_SIZE (1 << 21)``, ``nvlsPerRankSize =
+#: nChannels x 2 x (buffSize + memSize)`` and the whole ``x nHeads``, one physical allocation a rank
+#: (``nvlsGroupBindMem``: ``cuMemCreate`` of that size, bound to the multicast object).
+NCCL_NVLS_BUFFER_BYTES = 128 * 2**10 * 8
+NCCL_NVLS_MEM_ALIGN_BYTES = 2 * 2**20
+#: Channels a communicator connects where the system's fabric entry states none (``ring_channels`` of
+#: hwmodels/catalog/fabrics.toml): an assumption, half of NCCL's compile-time ``MAXCHANNELS 32``
+#: (src/include/device.h). Stated in docs/training_memory.md.
 NCCL_CHANNELS = 16
-#: Peers a ring channel keeps buffers for (the previous and the next rank).
-NCCL_RING_PEERS = 2
+
+
+def _aligned(n: float, unit: float = NCCL_BUFFER_ALIGN_BYTES) -> float:
+    return float(-(-int(n) // int(unit)) * int(unit))
+
+
+#: bytes a rank holds for one connection to a peer and one from it (a ring channel's next and previous rank):
+#: over NVLink (``p2p``) the sender's Simple buffer and the receiver's LL + LL128 buffers, each with its 4 KiB
+#: header, each rounded to 2 MiB; over the network (``net``) the sender's LL128 + Simple and the receiver's
+#: LL + LL128 + Simple in device memory, each rounded to 2 MiB
+NCCL_CONNECTION_PAIR_BYTES = {
+    "p2p": _aligned(4096 + NCCL_BUFFSIZE_BYTES) + _aligned(4096 + NCCL_LL_BUFFSIZE_BYTES + NCCL_LL128_BUFFSIZE_BYTES),
+    "net": _aligned(NCCL_LL128_BUFFSIZE_BYTES + NCCL_BUFFSIZE_BYTES)
+    + _aligned(NCCL_LL_BUFFSIZE_BYTES + NCCL_LL128_BUFFSIZE_BYTES + NCCL_BUFFSIZE_BYTES),
+}
+
+
+def nccl_communicator_bytes(ranks: int, local_ranks: int, channels: int, nvls_channels: int = 0) -> dict[str, float]:
+    """Device bytes NCCL 2.21 allocates on one rank of a communicator of ``ranks`` ranks, ``local_ranks`` of them
+    on the rank's node, when it is created (``initTransportsRank``, src/init.cc @ v2.21.5-1 lines 1256-1288: every
+    ring and tree channel is connected at init; runtime connection came with NCCL 2.22), by part:
+
+    * ``ring``: ``channels`` x one connection to the next rank and one from the previous
+      (:data:`NCCL_CONNECTION_PAIR_BYTES`, over NVLink when the whole communicator is on one node, else over the
+      network: the worst rank's hops);
+    * ``tree``: with more than 2 ranks, ``channels`` x one more pair (a middle rank of the tree's chain sends to and
+      receives from both neighbours, the ring one way only; the chain follows the ring's order, as NCCL's
+      ``Trees [c] 4/-1/-1->2->1`` beside ``Channel 00/16 : 0 3 1 2 4 7 5 6`` prints it); 2 ranks: the ring's
+      connections are the tree's;
+    * ``nvls``: where NVLink SHARP is on (``nvls_channels`` > 0: ``NCCL_NVLS_ENABLE`` not 0 on a system with it)
+      and more than 2 ranks share the node (``ncclNvlsInit``: ``gpuCount <= 2`` returns without it),
+      ``channels' x 2 x (1 MiB + 2 MiB) x local_ranks`` heads (one head per GPU of the node: ``ncclTopoCompute``
+      forces the NVLS graph's channels to the GPU count), with ``channels' = max(channels, nvls_channels)``, which
+      also becomes the ring's and tree's count (``ncclTopoPostset``: ``copyChannels`` up to ``nvlsChannels``).
+
+    A 1-rank communicator holds nothing. Not counted: the multicast object's rounding to its recommended
+    granularity (``cuMulticastGetGranularity``, a driver figure no source states), the NVLS tree's network
+    connections of a communicator across nodes, and peer-to-peer (send/receive) connections, which NCCL makes
+    on the first send to a peer."""
+    if ranks <= 1:
+        return {"ring": 0.0, "tree": 0.0, "nvls": 0.0}
+    nvls = nvls_channels > 0 and local_ranks > 2
+    ch = max(channels, nvls_channels) if nvls else channels
+    pair = NCCL_CONNECTION_PAIR_BYTES["p2p" if local_ranks >= ranks else "net"]
+    return {"ring": ch * pair, "tree": ch * pair if ranks > 2 else 0.0,
+            "nvls": float(ch * 2 * (NCCL_NVLS_BUFFER_BYTES + NCCL_NVLS_MEM_ALIGN_BYTES) * local_ranks) if nvls else 0.0}
+
+
 #: The caching allocator rounds a large block (> 1 MiB) up to a multiple of 2 MiB (c10/cuda/
 #: CUDACachingAllocator.cpp: ``kRoundLarge = 2097152``, ``kSmallSize = 1048576``): on average half a
 #: rounding unit is left unused per live large tensor.
@@ -199,12 +264,6 @@ def fsdp_stream_pool_bytes(largest_group_bytes: float, reduce_scale: float, shar
     the rows' 1963fc8 was not read. ``reduce_scale``: fp32 bytes per 16-bit parameter byte."""
     return {"fsdp_all_gather_stream": float(largest_group_bytes),
             "fsdp_reduce_scatter_stream": float(largest_group_bytes) * reduce_scale / max(1, shard)}
-
-
-def nccl_buffer_bytes(communicators: int) -> float:
-    """NCCL's staging buffers of ``communicators`` communicators (one ring each):
-    channels x ring peers x NCCL_BUFFSIZE per communicator."""
-    return float(communicators * NCCL_CHANNELS * NCCL_RING_PEERS * NCCL_BUFFSIZE_BYTES)
 
 
 def allocator_rounding_bytes(large_tensors: float) -> float:

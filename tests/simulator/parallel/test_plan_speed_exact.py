@@ -158,8 +158,12 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (gpt3 and gpt3-des JSON digests re-recorded when the stage graphs' power-cap warnings, "36 op(s) ..." and
     # "37 op(s) ...", became one "36-37 op(s) per stage ...": latency, energy and memory unchanged;
     # were 'dce16f2bbd6d1391' and '9bf3192a4242f63c')
-    "gpt3": (18.067980432783223, 5787903.936441869, 37853640704.0, 'ae7db98d6503c504', 'd182e71d9da353e2'),
-    "gpt3-des": (17.95646790136468, 5777489.914947729, 37853640704.0, 'dfcb554f6729c657', 'd182e71d9da353e2'),
+    # (the memories and JSON digests of decode-fused, fsdp, generate, gpt3, gpt3-des and moe re-recorded when NCCL's
+    # buffers were sized per communicator as NCCL 2.21 allocates them, simulator/report/memory.py
+    # nccl_communicator_bytes: fsdp 16310177794 -> 17551691778, gpt3 37853640704 -> 39934015488 bytes; latencies,
+    # energies and record digests unchanged)
+    "gpt3": (18.067980432783223, 5787903.936441869, 39934015488.0, '1f027aff8d4a7e3d', 'd182e71d9da353e2'),
+    "gpt3-des": (17.95646790136468, 5777489.914947729, 39934015488.0, 'a80a9737cad8f9f7', 'd182e71d9da353e2'),
     # (fsdp, generate and decode-fused re-recorded when collectives ran on NCCL's per-size channel count and
     # NVLS chunking, hwmodels.collectives ring_channels_used / nvls_loop_bytes; memories and digests of all
     # when a GPU's memory became the allocator's: buffers, rounding, fp32 main gradients and loss)
@@ -181,7 +185,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # step's breakdown counts it, not the whole stage's: latency, energy and memory unchanged; was 'ec81e51985603e03')
     # (fsdp's energy re-recorded when each rank's optimizer energy became its shard's update, 1/4 of the stage's with
     # FSDP over dp 4, as the step's time counts it: was 702.563554877627 J)
-    "fsdp": (0.19619516302982712, 645.5357076139444, 16310177794.0, '7494fde48270bdef', '114f6bc3d2cb71e4'),
+    "fsdp": (0.19619516302982712, 645.5357076139444, 17551691778.0, '9dae89285ee35590', '114f6bc3d2cb71e4'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
@@ -192,7 +196,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # (the JSON digests of decode-fused, fsdp, generate, gpt3, gpt3-des, moe and tpu re-recorded when to_json's
     # memory gained runtime_buffers_bytes and allocator_reserve_bytes at both levels; times, energies and
     # memories unchanged)
-    "generate": (1.0083959671970337, 2253.8689700412124, 17879810048.0, '985ee2798a742f75', 'd286fdc5a22b9d1c'),
+    "generate": (1.0083959671970337, 2253.8689700412124, 19557531648.0, 'e9ff52af382a66cb', 'd286fdc5a22b9d1c'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
@@ -203,7 +207,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # ring LL on its few channels instead of the model's faster tree, decode-fused 12.40 -> 13.03 ms)
     # (decode-fused re-recorded when the CUDA-graph floor became the Hopper chip's measured 1.3 us a tiny kernel,
     # efficiency.graph_launch_overhead_s, for a 2.5 us derivation: 13.03 -> 12.89 ms)
-    "decode-fused": (0.013345887696883536, 34.88031087802523, 20519179264.0, 'fae2ddc9391a12b1', '8526ddbf4c473ded'),
+    "decode-fused": (0.013345887696883536, 34.88031087802523, 22196900864.0, '630f8128aec9c63e', '8526ddbf4c473ded'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
@@ -212,7 +216,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     "tpu": (0.0037700081522726086, 2.4370644689485483, 1954081280.0, '86c2e2207fad01ae', '56dcf6921b74ff47'),
     # (moe re-recorded when the one-node all-to-all ran on NCCL's p2p channels with its protocol by size and the
     # copy of its last p2p chunk, hwmodels.collectives: 46.35 -> 48.58 ms, 228.33 -> 231.19 J)
-    "moe": (0.04798659936062407, 230.42735747095625, 15584481280.0, '3b0b936bea83782e', '7882ff7b5776b496'),
+    "moe": (0.04798659936062407, 230.42735747095625, 18939924480.0, '03d1ba3507ba72b5', '7882ff7b5776b496'),
 }
 
 _EVALS = {
