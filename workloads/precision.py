@@ -747,7 +747,7 @@ def _layer_linears(step: OpGraph) -> set[str]:
             and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
 
 
-def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> OpGraph:
+def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_params: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
     cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
@@ -770,8 +770,14 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
     :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
 
     ``gathered_weights`` (``tensorwise`` only; FSDP2's fp8 all-gather, ``ParallelPlan.fsdp_fp8_all_gather``): the
-    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`)."""
+    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`).
+
+    ``fp8_params`` (Transformer Engine recipes; ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``): the
+    linear weights are TE's quantised parameters, so no GEMM casts them (:func:`_fp8_param_weight`)."""
     _check_fp8_recipe(recipe, gathered_weights)
+    if fp8_params and recipe not in TE_WEIGHT_CACHE:
+        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
+                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
     linear = _layer_linears(step)
     ops: list[Op] = []
     te = recipe in TE_WEIGHT_CACHE
@@ -800,6 +806,9 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
                 continue
             if gathered_weights and t.role is Role.WEIGHT and step.producer(t.name) is None:
                 ins.append(_gathered_weight(op, i, t, ops))
+                continue
+            if fp8_params and t.role is Role.WEIGHT and step.producer(t.name) is None:
+                ins.append(_fp8_param_weight(op, i, t, ops))
                 continue
             src = root.get(t.name, t.name)
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
@@ -1091,6 +1100,18 @@ def _gathered_weight(op: Op, i: int, w: TensorSpec, ops: list[Op]) -> TensorSpec
     c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
     return c
+
+
+def _fp8_param_weight(op: Op, i: int, w: TensorSpec, ops: list[Op]) -> TensorSpec:
+    """The linear weight ``w`` as ``op`` reads it when it is a Transformer Engine fp8 parameter (ops appended to
+    ``ops``): a view op of no bytes (``<gemm>.fp8_<i>.view``). ``Linear``'s forward takes ``weightmat = weight``
+    and ``get_weight_workspace`` returns a ``QuantizedTensor`` after ``update_usage`` without quantising it
+    (transformer_engine/pytorch/module/linear.py, module/base.py @ v2.9); the input-gradient GEMM reads the same
+    parameter's columnwise data (MXFP8) or its cached transpose, made when the optimizer step writes the parameter,
+    not per microbatch. The step's quantisation of the master weights into the parameters is not a GEMM's."""
+    q = TensorSpec(f"{op.name}.fp8_{i}", w.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    ops.append(Op(f"{q.name}.view", "reshape", (w,), (q,), Attrs({"shape": tuple(w.shape)}), op.group))
+    return q
 
 
 def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:
