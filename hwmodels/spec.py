@@ -475,6 +475,14 @@ class EfficiencySpec:
         "kernels are not priced with it",
         default=0.0,
     )
+    mxfp8_quantize_stream_fraction: float = spec_field(
+        "1",
+        "fraction of the streaming rate Transformer Engine's MXFP8 quantize kernel reaches when it reads a 16-bit "
+        "tensor once and writes its rowwise and columnwise e4m3 copies with their E8M0 block scales "
+        "(``cast_mxfp8_2D_kernel``; op attribute ``te_quantize = 'mxfp8'``, the per-expert ``split_quantize`` "
+        "kernels included), measured against the bytes it moves; 0 means the streaming rate (no separate figure)",
+        default=0.0,
+    )
     flash2_causal_fwd_ratio: tuple[tuple[int, float], ...] = spec_field(
         "1",
         "FlashAttention-2's causal forward rate over its non-causal forward rate, by sequence length: rows "

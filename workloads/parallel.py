@@ -760,7 +760,8 @@ def _stage_step(g: OpGraph, plan: ParallelPlan, train: bool, optimizer: str, rec
     or the inference pass at the serving precision."""
     if train:
         g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
-        g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears, plan.fsdp_fp8_all_gather)
+        g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears, plan.fsdp_fp8_all_gather,
+                                  plan.fp8_param)
         return _main_grad_step(g, plan, framework, dtype), n_fwd
     g = _serving_precision(g, weight_dtype, kv_dtype, where)
     return g, len(g.ops)
@@ -820,10 +821,12 @@ def _chunked_loss_recompute(g: OpGraph) -> OpGraph:
 
 
 def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
-                   fp8_linears: str | None, gathered_weights: bool = False) -> tuple[OpGraph, int]:
+                   fp8_linears: str | None, gathered_weights: bool = False,
+                   fp8_params: bool = False) -> tuple[OpGraph, int]:
     """The training step of the forward graph ``g`` (:func:`workloads.training.training_graph`), with the stack's
     optimizer passes and fp8 linears when asked (``gathered_weights``: the linear weights gathered in fp8,
-    :attr:`ParallelPlan.fsdp_fp8_all_gather`), and the number of its forward ops."""
+    :attr:`ParallelPlan.fsdp_fp8_all_gather`; ``fp8_params``: Transformer Engine's fp8 parameters,
+    :attr:`ParallelPlan.fp8_param`, read by the GEMMs without a cast), and the number of its forward ops."""
     from workloads.training import training_graph
 
     n_fwd = len(g.ops)
@@ -831,9 +834,14 @@ def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
     n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
     g = _framework_step(g, framework) if framework else g
     if fp8_linears:
+        from workloads.precision import TE_QUANTIZE_RECIPES
         from workloads.precision import fp8_linears as to_fp8
 
-        g = _with_fp8(g, n_fwd, fp8_linears, partial(to_fp8, gathered_weights=gathered_weights))
+        # fp8 parameters read without a cast: MXFP8 only so far, whose activation quantize is priced as TE runs it
+        # (TE_QUANTIZE_RECIPES); current and delayed scaling keep their per-GEMM weight casts beside casts that the
+        # fusion walk still folds into their producers (docs/training.md, "Transformer Engine's MXFP8 quantisation")
+        g = _with_fp8(g, n_fwd, fp8_linears, partial(to_fp8, gathered_weights=gathered_weights,
+                                                     fp8_params=fp8_params and fp8_linears in TE_QUANTIZE_RECIPES))
         n_fwd = int(g.meta["forward_ops"])
     return g, n_fwd
 

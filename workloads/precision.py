@@ -567,6 +567,23 @@ TE_WEIGHT_CACHE = ("delayed", "current", "mxfp8")
 SCALE_SWIZZLE_ATTR = "scale_swizzle"
 #: recipes whose TE GEMMs swizzle their block scales at each call
 SCALE_SWIZZLE_RECIPES = ("mxfp8",)
+#: Op attribute (the recipe) of a cast that is Transformer Engine's quantize kernel of its own, and of the second
+#: output that kernel writes from the same read (with :data:`QUANTIZE_OUTPUT_ATTR`): under MXFP8 every linear's
+#: 16-bit operand is quantised by one ``nvte_quantize_v2`` call (``MXFP8Quantizer::quantize``,
+#: transformer_engine/pytorch/csrc/quantizer.cpp @ v2.9) whose kernel (``cast_mxfp8_2D_kernel``,
+#: common/util/cast_kernels.cuh @ v2.9: 64 x 64 tiles, 64 threads, TMA double buffering) reads the tensor once and
+#: writes the rowwise and the columnwise copies with their E8M0 scales; it fuses with nothing before it: the RMSNorm
+#: of a ``LayerNormLinear`` writes its 16-bit output and the quantizer reads it back (``rmsnorm_fwd``'s
+#: ``Impl::UNFUSED`` for an MXFP8 quantizer unless ``NVTE_NORM_FWD_USE_CUDNN`` is set,
+#: pytorch/csrc/extensions/normalization.cpp @ v2.9), and a ``Linear`` quantizes the attention output and the
+#: output gradient it is handed. The fusion walk keeps such a cast a kernel of its own
+#: (:func:`simulator.engines.walk.FusionGroup.join`); the GPU lowering prices it at the device's
+#: ``efficiency.mxfp8_quantize_stream_fraction`` of the streaming rate.
+TE_QUANTIZE_ATTR = "te_quantize"
+#: Op attribute ("columnwise") of the second copy a :data:`TE_QUANTIZE_ATTR` kernel writes
+QUANTIZE_OUTPUT_ATTR = "quantize_output"
+#: recipes whose casts are :data:`TE_QUANTIZE_ATTR` kernels
+TE_QUANTIZE_RECIPES = ("mxfp8",)
 #: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
 #: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
 TORCHAO_RECIPES = ("tensorwise", "rowwise")
@@ -732,7 +749,7 @@ def _layer_linears(step: OpGraph) -> set[str]:
             and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
 
 
-def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> OpGraph:
+def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_params: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
     cast op, preceded by its ``amax`` reduction where the recipe scales from a separate one, and the
@@ -746,7 +763,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
     ``saved_inputmat = inputmat``, the quantised input kept with columnwise usage; the output gradient
     quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
     stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
-    same kernel, is a copy op writing its bytes (priced with one extra 1-byte read); the transposed copy
+    same kernel, is a copy op that joins its cast's kernel (writing its bytes; :data:`TE_QUANTIZE_ATTR`: the cast
+    is TE's quantize kernel, fused with nothing else); the transposed copy
     current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
     priced. Weights keep a cast per GEMM.
 
@@ -754,8 +772,14 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
     :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
 
     ``gathered_weights`` (``tensorwise`` only; FSDP2's fp8 all-gather, ``ParallelPlan.fsdp_fp8_all_gather``): the
-    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`)."""
+    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`).
+
+    ``fp8_params`` (Transformer Engine recipes; ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``): the
+    linear weights are TE's quantised parameters, so no GEMM casts them (:func:`_fp8_param_weight`)."""
     _check_fp8_recipe(recipe, gathered_weights)
+    if fp8_params and recipe not in TE_WEIGHT_CACHE:
+        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
+                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
     linear = _layer_linears(step)
     ops: list[Op] = []
     te = recipe in TE_WEIGHT_CACHE
@@ -785,6 +809,9 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
             if gathered_weights and t.role is Role.WEIGHT and step.producer(t.name) is None:
                 ins.append(_gathered_weight(op, i, t, ops))
                 continue
+            if fp8_params and t.role is Role.WEIGHT and step.producer(t.name) is None:
+                ins.append(_fp8_param_weight(op, i, t, ops))
+                continue
             src = root.get(t.name, t.name)
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
                 ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
@@ -802,7 +829,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False) -> O
                 cast_of[src] = q
                 if recipe == "mxfp8":  # the columnwise copy, quantised from the same read
                     qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
-                    ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,), Attrs({"op": "copy"}),
+                    ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,),
+                                  Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: "columnwise"}),
                                   op.group))
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
@@ -1012,7 +1040,8 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     qdt, scaling = _QUANT[recipe]
     q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
     if not scaling:
-        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast"}), op.group))
+        te = {TE_QUANTIZE_ATTR: recipe} if recipe in TE_QUANTIZE_RECIPES else {}
+        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast", **te}), op.group))
         return q, None
     nd = len(t.shape)
     attrs: dict[str, Any] = {"op": "max"}
@@ -1073,6 +1102,18 @@ def _gathered_weight(op: Op, i: int, w: TensorSpec, ops: list[Op]) -> TensorSpec
     c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
     return c
+
+
+def _fp8_param_weight(op: Op, i: int, w: TensorSpec, ops: list[Op]) -> TensorSpec:
+    """The linear weight ``w`` as ``op`` reads it when it is a Transformer Engine fp8 parameter (ops appended to
+    ``ops``): a view op of no bytes (``<gemm>.fp8_<i>.view``). ``Linear``'s forward takes ``weightmat = weight``
+    and ``get_weight_workspace`` returns a ``QuantizedTensor`` after ``update_usage`` without quantising it
+    (transformer_engine/pytorch/module/linear.py, module/base.py @ v2.9); the input-gradient GEMM reads the same
+    parameter's columnwise data (MXFP8) or its cached transpose, made when the optimizer step writes the parameter,
+    not per microbatch. The step's quantisation of the master weights into the parameters is not a GEMM's."""
+    q = TensorSpec(f"{op.name}.fp8_{i}", w.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    ops.append(Op(f"{q.name}.view", "reshape", (w,), (q,), Attrs({"shape": tuple(w.shape)}), op.group))
+    return q
 
 
 def _view(q: TensorSpec, shape: tuple[int, ...], name: str, group: str, ops: list[Op]) -> TensorSpec:

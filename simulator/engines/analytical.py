@@ -36,6 +36,7 @@ from simulator.engines.walk import (
     GROUP_KINDS,
     LIBRARY_KERNEL_KINDS,
     MODULE_OP_KINDS,
+    TE_QUANTIZE,
     VIEW,
     FusionGroup,
     Walk,
@@ -123,7 +124,7 @@ def spec_tree(obj: Any) -> Any:
     """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
     provenance and file names left out, and fields at their "absent" value too (:func:`absent_in_digest`:
     a ``dvfs`` table of None, an empty ``flash2_causal_fwd_ratio`` table, a ``flash2_causal_fwd_ratio_scale``
-    of exactly 1, a ``library_gemm_call_s`` or ``gemv_bandwidth_fraction`` of 0, a ``gemv_max_rows`` of 64, a ``conv_rate_fraction`` of 1, a ``dropout_stream_fraction`` of 0, a ``compute_capability`` of 0, ``warp_schedulers`` at its
+    of exactly 1, a ``library_gemm_call_s`` or ``gemv_bandwidth_fraction`` of 0, a ``gemv_max_rows`` of 64, a ``conv_rate_fraction`` of 1, a ``dropout_stream_fraction`` or ``mxfp8_quantize_stream_fraction`` of 0, a ``compute_capability`` of 0, ``warp_schedulers`` at its
     default of 4), so the digests of specs without those data did not
     change when the fields were added, and sweep stores keyed on them keep their points."""
     if dataclasses.is_dataclass(obj):
@@ -151,7 +152,10 @@ _ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "
                                    # (efficiency.conv_rate_fraction 1: convolutions at the GEMM figure)
                                    "conv_rate_fraction": 1.0,
                                    # (efficiency.dropout_stream_fraction 0: a training dropout at the streaming rate)
-                                   "dropout_stream_fraction": 0.0}
+                                   "dropout_stream_fraction": 0.0,
+                                   # (efficiency.mxfp8_quantize_stream_fraction 0: TE's MXFP8 quantize at the
+                                   # streaming rate)
+                                   "mxfp8_quantize_stream_fraction": 0.0}
 
 
 def absent_in_digest(name: str, value: Any) -> bool:
@@ -612,6 +616,9 @@ def fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext)
         rate = _num(p.vector_flops_per_s) * _num(p.vector_fraction)
         bw = _num(p.dram_bytes_per_s) * _num(p.dram_fraction)
         sfu = sfu_ops(op) / _num(p.sfu_ops_per_s)  # the same special functions as unfused (separate pipe)
+        if op.attrs.get(TE_QUANTIZE) == "mxfp8":  # a second copy written by TE's MXFP8 quantize kernel
+            frac = _num(ctx.device.efficiency.mxfp8_quantize_stream_fraction)
+            bw = _num(bw * np.where(np.asarray(frac) > 0.0, frac, 1.0))
     else:  # TPU vector unit / CPU SIMD: the spec's vector rate and main-memory bandwidth
         dev = ctx.device
         vec = dev.compute.vector_flops_per_s

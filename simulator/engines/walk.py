@@ -26,7 +26,7 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["ATEN_FALLBACK", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+__all__ = ["ATEN_FALLBACK", "QUANTIZE_OUTPUT", "TE_QUANTIZE", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
            "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "is_library_kernel", "module_call_counts", "op_signature", "walk_graph"]
 
 #: Op attribute: the op runs as an eager ATen kernel even under a compiler (Inductor's fallback for complex
@@ -34,6 +34,10 @@ __all__ = ["ATEN_FALLBACK", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRA
 #: generation for complex operators" and the node becomes a ``FallbackKernel``): it fuses into no kernel and no op
 #: fuses into it.
 ATEN_FALLBACK = "aten_fallback"
+#: Op attributes of a Transformer Engine quantize kernel and of the second copy it writes
+#: (:data:`workloads.precision.TE_QUANTIZE_ATTR`, :data:`workloads.precision.QUANTIZE_OUTPUT_ATTR`)
+TE_QUANTIZE = "te_quantize"
+QUANTIZE_OUTPUT = "quantize_output"
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
@@ -102,7 +106,7 @@ class FusionGroup:
     so far. :meth:`join` says whether the next op joins it.
     """
 
-    __slots__ = ("head_kind", "library", "made", "read", "settled")
+    __slots__ = ("head_kind", "library", "made", "read", "settled", "te_quantize")
 
     def __init__(self) -> None:
         self.head_kind: str | None = None
@@ -110,6 +114,7 @@ class FusionGroup:
         self.made: set[str] = set()
         self.read: set[str] = set()
         self.settled: set[str] = set()  # results of grid-wide reductions: ready only when the kernel ends
+        self.te_quantize = False  # the kernel is a Transformer Engine quantize (TE_QUANTIZE)
 
     def start(self, op: Op, base: Any, opts: EvalOptions) -> None:
         """``op`` launches a new kernel."""
@@ -120,6 +125,7 @@ class FusionGroup:
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
         self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()
+        self.te_quantize = bool(op.attrs.get(TE_QUANTIZE))
 
     def join(self, op: Op, graph: OpGraph, base: Any, opts: EvalOptions) -> tuple[frozenset[int], float] | None:
         """``(inputs held, bytes reused)`` when ``op`` fuses into this kernel, else None.
@@ -133,6 +139,8 @@ class FusionGroup:
         *bytes reused*: an input made in the kernel that only this op reads is never stored, the op's
         output takes its store.
         """
+        if self.te_quantize or op.attrs.get(TE_QUANTIZE):
+            return self._quantize_output(op, base)
         head = self.head_kind
         library = self.library
         if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
@@ -155,6 +163,15 @@ class FusionGroup:
             if names[i] == t.name and len(graph.consumers(t.name)) == 1:
                 reuse = max(reuse, float(t.nbytes))
         return held, reuse
+
+    def _quantize_output(self, op: Op, base: Any) -> tuple[frozenset[int], float] | None:
+        """A Transformer Engine quantize kernel (:data:`TE_QUANTIZE`) is a library kernel of its own: it fuses into
+        no producer and nothing joins it but the second copy it writes from the same read (:data:`QUANTIZE_OUTPUT`,
+        e.g. MXFP8's columnwise copy), which holds its input (no read) and stores its own output."""
+        if not (self.te_quantize and op.attrs.get(TE_QUANTIZE) and op.attrs.get(QUANTIZE_OUTPUT)):
+            return None
+        held = frozenset(i for i, t in enumerate(op.inputs) if base(t.name) in self.made)
+        return (held, 0.0) if held else None
 
     def add(self, op: Op, base: Any) -> None:
         """``op`` joined the kernel."""

@@ -37,6 +37,7 @@ from workloads.precision import (
     QUANT_GROUPED_MATMUL,
     QUANT_MATMUL,
     SCALE_SWIZZLE_ATTR,
+    TE_QUANTIZE_ATTR,
     packed_weight_bytes,
     quant_operands,
     weight_only,
@@ -506,22 +507,29 @@ def _with_expert_quantisation(op: Op, ctx: LoweringContext, gemm: KernelCost, ac
     split (twice under current scaling: its amax first), a rowwise and a columnwise fp8 copy written (the
     weight-gradient GEMM reads the columnwise one) with a 1-byte E8M0 scale per 32 elements (MXFP8:
     ``DType::kFloat8E8M0``, transformer_engine/pytorch/csrc/util.cpp @ v2.9) or a 4-byte one per split;
-    ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call."""
+    ``SPLIT_QUANTIZE_KERNELS`` kernels a split, launched by the one split_quantize call. A recipe whose splits
+    are quantised one kernel (chain) each (not :data:`FUSED_SPLIT_QUANTIZE`: ``multi_tensor_quantize_impl`` calls
+    ``quantizer->quantize`` once per split, transformer_engine/pytorch/csrc/extensions/cast.cpp @ v2.9) pays each
+    split's fixed costs (DRAM latency, ``bandwidth_half_size_bytes``) once per split; MXFP8's kernel runs at the
+    device's ``efficiency.mxfp8_quantize_stream_fraction`` of the streaming rate (:data:`workloads.precision.TE_QUANTIZE_ATTR`)."""
     recipe = str(op.attrs["fp8_quantize"])
     t = op.inputs[0]
     elems = float(int(op.attrs.get("tokens", t.shape[0] * t.shape[1])) * t.shape[-1])
     reads = 2.0 if recipe == "current" else 1.0
     scales = elems / MXFP8_BLOCK_ELEMENTS * 2.0 if recipe == "mxfp8" else 8.0 * active
     p32 = ctx.params("fp32")
-    st = gpu.streaming(reads * elems * element_bytes(t.dtype), 2.0 * elems + scales, 2.0 * elems, p32,
-                       l2_resident_bytes=ctx.resident_bytes)
     per = SPLIT_QUANTIZE_KERNELS.get(recipe, 1)
+    splits = 1 if recipe in FUSED_SPLIT_QUANTIZE else max(1, active)
     kernels = per if recipe in FUSED_SPLIT_QUANTIZE else per * active
-    x = _serial_s(st)
+    st = gpu.streaming(reads * elems * element_bytes(t.dtype) / splits, (2.0 * elems + scales) / splits,
+                       2.0 * elems / splits, p32, l2_resident_bytes=_f(ctx.resident_bytes) / splits)
+    if recipe == "mxfp8":
+        st = _at_stream_fraction(st, ctx.device.efficiency.mxfp8_quantize_stream_fraction)
+    x = _f(splits * _serial_s(st))
     return dataclasses.replace(
         gemm, compute_s=gemm.compute_s + x, memory_s=gemm.memory_s + x,
-        latency_s=gemm.latency_s + _f(st.latency_s), dram_bytes=gemm.dram_bytes + _f(st.dram_bytes),
-        l2_bytes=gemm.l2_bytes + _f(st.l2_bytes), vector_flops=gemm.vector_flops + 2.0 * elems,
+        latency_s=gemm.latency_s + splits * _f(st.latency_s), dram_bytes=gemm.dram_bytes + splits * _f(st.dram_bytes),
+        l2_bytes=gemm.l2_bytes + splits * _f(st.l2_bytes), vector_flops=gemm.vector_flops + 2.0 * elems,
         kernels=gemm.kernels + kernels, rule=gemm.rule + EXPERT_QUANT_SUFFIX,
         notes="; ".join(x for x in (gemm.notes, f"operand quantised per expert split ({recipe}, {kernels} kernels)")
                         if x) if np.ndim(gemm.compute_s) == 0 else "")
@@ -1051,6 +1059,8 @@ def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
         e = _at_access(e, op, ctx)
     if _eager_dropout(op, ctx):
         e = _at_stream_fraction(e, ctx.device.efficiency.dropout_stream_fraction)
+    if op.attrs.get(TE_QUANTIZE_ATTR) == "mxfp8":  # TE's MXFP8 quantize kernel (and the columnwise copy it writes)
+        e = _at_stream_fraction(e, ctx.device.efficiency.mxfp8_quantize_stream_fraction)
     rule = "gather" if op.kind in ("embedding", "moe_dispatch") else "bandwidth"
     if op.kind == "elementwise" and getattr(ctx.options, "streaming_kernel", ""):
         e, rule = _in_tile_loop(e, rule, op, ctx)

@@ -34,7 +34,7 @@ _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.framework_conv_o
               "efficiency.decode_attention_bandwidth_fraction", "efficiency.decode_attention_fp8_bandwidth_fraction",
               "efficiency.fp8_promotion_interval", "efficiency.host_sync_s", "efficiency.library_gemm_call_s", "efficiency.outer_axis_stream_fraction",
               "efficiency.gemv_bandwidth_fraction", "efficiency.gemv_max_rows", "efficiency.conv_rate_fraction",
-              "efficiency.dropout_stream_fraction")
+              "efficiency.dropout_stream_fraction", "efficiency.mxfp8_quantize_stream_fraction")
 
 
 def _cli_json(capsys, *argv: str) -> dict:

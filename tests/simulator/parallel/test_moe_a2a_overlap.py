@@ -201,8 +201,8 @@ def test_only_rows_whose_notes_state_the_recipe_setting_take_it():
     # train-065: QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG @ v0.2.0; train-060's printed VP 2 is the B200 config's
     # before the overlap was set (87aa39ce7), v0.2.0's has VP 4 with it; train-144..147 (runs that ran out of
     # memory): CommOverlapConfig(overlap_moe_expert_parallel_comm=True) in _enable_hybridep_full_iteration_mxfp8,
-    # src/megatron/bridge/perf_recipes/qwen/common.py @ 9c0cd2575^; train-150/152: the overlapped plans of
-    # Megatron-Bridge PR #1760 (its parent fd03ab1e), train-151/153 the same plans with the overlap disabled
+    # src/megatron/bridge/perf_recipes/qwen/common.py @ 9c0cd2575^; train-150/152: Megatron-Bridge pull request
+    # #1760's 'before' runs (_set_moe_a2a_overlap_overrides @ fd03ab1ea)
     assert sorted(k for k, r in rows.items() if _a2a_overlap(r)) == ["train-064", "train-065", "train-066",
                                                                       "train-144", "train-145", "train-146",
                                                                       "train-147", "train-150", "train-152"]
