@@ -109,7 +109,7 @@ from workloads.semantics import kinds as known_op_kinds
 __all__ = ["GemmMapping", "map_gemm", "pipelined_cycles", "array_splits", "tpu_rate", "VECTOR_KINDS", "ONCHIP_LEVELS",
            "SOFTMAX_VECTOR_OPS_PER_SCORE", "check_op_support", "splash_compute_s", "unsupported_reason", "splash_block_pairs", "splash_blocks",
            "BACKWARD_KERNEL_GEMMS", "fused_dq_partial_bytes",
-           "flash_row_stats_bytes", "FLASH_2023_LANES",
+           "flash_row_stats_bytes", "FLASH_2023_LANES", "residual_stats_slice_bytes", "RESIDUAL_STAT_LANES",
            "MASK_VECTOR_OPS_PER_SCORE", "mask_vector_ops"]
 
 #: Op kinds costed on the vector unit, bounded by HBM bandwidth.
@@ -562,6 +562,32 @@ def flash_row_stats_bytes(rows: int, block_k_major_dq: int) -> float:
     return float(rows) * 4.0 * (lanes + 3)
 
 
+#: Lanes over which a TPU Pallas attention forward writes each row statistic it saves for the backward: the splash
+#: kernel's ``logsumexp`` output is ``jax.ShapeDtypeStruct((num_q_heads, q_seq_len, NUM_LANES), jnp.float32)`` with
+#: ``NUM_LANES = 128`` (``_splash_attention_forward``, jax/experimental/pallas/ops/tpu/splash_attention/
+#: splash_attention_kernel.py), the 2023 ``flash_attention.py`` kernel's ``l`` and ``m`` alike (``MIN_BLOCK_SIZE``
+#: lanes); a compiled MaxText step shows it: ``splash_mha_fwd_segmented_residuals.6`` returns ``f32[32,1024,128]``
+#: beside its ``bf16[32,1024,64]`` output (patrick-toulme/justabyte @ 4b28527db0763f02af56ee3b47a16a163ebe0ffd,
+#: maxtext_pretraining/ir_dumps/module_0142.jit_train_step.cl_873080440.after_optimizations.txt).
+RESIDUAL_STAT_LANES = 128
+#: Row statistics each forward saves: the splash kernel's logsumexp; the 2023 flash kernel's l and m.
+RESIDUAL_STATS = {"splash": 1, "flash-2023": 2}
+
+
+def residual_stats_slice_bytes(rows: int, stats: int) -> float:
+    """HBM bytes of the XLA slice that narrows the lane-wide row statistics a TPU attention forward saved to one
+    float32 per row, before the backward's kernels read them: ``logsumexp = logsumexp[..., 0]`` after the splash
+    forward's ``pallas_call`` (``l, m = (v[..., 0] for v in aux[-2:])`` in the 2023 flash kernel), a separate XLA
+    fusion (a custom call's output fuses into nothing). The source is ``f32[..., 128]`` in (8, 128) tiles (the
+    layout the compiled step prints, ``{2,1,0:T(8,128)}``), so the slice reads every tile of it: ``stats`` x
+    ``RESIDUAL_STAT_LANES`` float32 read and ``stats`` float32 written a head and query row (``rows``).
+
+    >>> residual_stats_slice_bytes(1, 1), residual_stats_slice_bytes(1, 2)   # (128 + 1) x 4, twice that
+    (516.0, 1032.0)
+    """
+    return float(rows) * float(stats) * 4.0 * (RESIDUAL_STAT_LANES + 1)
+
+
 def _splash_bwd_passes(op: Op, skv: int, block_kv_dkv: int, fused: bool) -> tuple[float, float, float]:
     """(partial dQ bytes the fused kernel writes, bytes of their sum, bytes of the ``di`` pass) of a TPU attention
     backward ``op`` (inputs q, k, v, o, do). Before its kernels the splash backward computes ``di =
@@ -670,6 +696,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     pre = PRE_FLASH if backward and getattr(ctx.options, "tpu_flash_2023", False) else ""
     if pre:  # the 2023 kernel's broadcast row statistics
         di_b += flash_row_stats_bytes(b * hq * sq, blocks[5])
+    # the forward's lane-wide saved row statistics, narrowed to a float32 a row before the kernels read them
+    res_b = residual_stats_slice_bytes(b * hq * sq, RESIDUAL_STATS["flash-2023" if pre else "splash"]) if backward \
+        else 0.0
     # the mask each kernel applies to every score it computes (one pass over the fused backward's scores, which
     # `scores` counts twice)
     vec_flops = scores * (SOFTMAX_VECTOR_OPS_PER_SCORE["fwd"]
@@ -682,12 +711,13 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
     memory_s = (dram + part_b) / _hbm(ctx.device)
     compute_s = splash_compute_s(mxu_s, vec_s, backward)
     bound = "memory" if memory_s > compute_s else ("vector" if vec_s > mxu_s else "mxu")
-    dq_sum_s, di_s = sum_b / _hbm(ctx.device), di_b / _hbm(ctx.device)
-    if backward:  # XLA passes before (di) and after (the partial dQ's sum) the kernels, at HBM rate
-        compute_s, memory_s = max(compute_s, memory_s) + dq_sum_s + di_s, memory_s + dq_sum_s + di_s
+    dq_sum_s, di_s, res_s = sum_b / _hbm(ctx.device), di_b / _hbm(ctx.device), res_b / _hbm(ctx.device)
+    if backward:  # XLA passes before (di, the statistics' slice) and after (the partial dQ's sum) the kernels, at HBM rate
+        compute_s = max(compute_s, memory_s) + dq_sum_s + di_s + res_s
+        memory_s = memory_s + dq_sum_s + di_s + res_s
     first = parts[0]
     return KernelCost(
-        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b + di_b,
+        compute_s=compute_s, memory_s=memory_s, latency_s=0.0, dram_bytes=dram + part_b + sum_b + di_b + res_b,
         l2_bytes=0.0,
         smem_bytes=sum(p.smem_bytes for p in parts), matrix_flops=sum(p.matrix_flops for p in parts),
         vector_flops=vec_flops, rule="mxu-attention-bwd" if backward else "mxu-attention",
@@ -700,8 +730,9 @@ def _tpu_attention(op: Op, ctx: LoweringContext) -> KernelCost:
                f"{f' (window {window})' if window else ''}; splash blocks {'x'.join(map(str, blocks))}"
                f"{' (fused backward)' if fused and backward else ''}; bound {bound}"
                f"{f'; di = sum(o * do){pre} before the kernels {di_s * 1e6:.2f} us' if di_s else ''}"
+               f"{f'; saved row statistics sliced from {RESIDUAL_STAT_LANES} lanes {res_s * 1e6:.2f} us' if res_s else ''}"
                f"{f'; partial dQ summed after the kernel {dq_sum_s * 1e6:.2f} us' if dq_sum_s else ''}"),
-        kernels=1 + (di_s > 0) + (dq_sum_s > 0),
+        kernels=1 + (di_s > 0) + (dq_sum_s > 0) + (res_s > 0),
     )
 
 

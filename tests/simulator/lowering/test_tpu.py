@@ -211,7 +211,10 @@ def test_splash_forward_softmax_runs_between_its_gemms_and_the_backward_overlaps
     # then the XLA pass di = sum(o * do) before the kernels: o and do (32 heads x 2048 x 128 bf16 each) read, a
     # float32 per head and query row written, at the achieved HBM rate
     di_s = (2 * 32 * 2048 * 128 * 2 + 4 * 32 * 2048) / (1638e9 * 0.830)
-    assert bwd.compute_s == pytest.approx(arrays + di_s, rel=1e-3) and "overlapped" in bwd.notes
+    # and the slice of the forward's logsumexp (saved as float32 over 128 lanes) to one float32 a row: 32 x 2048 rows,
+    # 128 x 4 B read and 4 B written each
+    lse_s = 32 * 2048 * (128 * 4 + 4) / (1638e9 * 0.830)
+    assert bwd.compute_s == pytest.approx(arrays + di_s + lse_s, rel=1e-3) and "overlapped" in bwd.notes
 
 
 def test_attention_backward_runs_the_dkv_and_dq_kernels():
@@ -471,12 +474,14 @@ def test_splash_backward_xla_passes_di_and_the_fused_kernels_partial_dq_sum():
     assert "(fused backward)" in rec.notes and "partial dQ" not in base.notes
     # the op's own bytes (q, k, v, o, do in; dq, dk, dv out: 320 MiB), the di pass; fused: the 4 partials, the
     # sum's 4 reads and 1 write
-    assert base.dram_bytes == 335_544_320 + 2 * q_bytes + 4 * 32 * 8192
+    # and the logsumexp's slice from 128 float32 lanes to one (516 B a head and query row)
+    assert base.dram_bytes == 335_544_320 + 2 * q_bytes + 4 * 32 * 8192 + 516 * 32 * 8192
     assert rec.dram_bytes == base.dram_bytes + 9 * q_bytes
     assert f"partial dQ summed after the kernel {sum_s * 1e6:.2f} us" in rec.notes
     assert f"di = sum(o * do) before the kernels {di_s * 1e6:.2f} us" in rec.notes
     # compute-bound kernels (their arrays' time, overlapped with the softmax), then the XLA passes
-    for r, extra in ((rec, sum_s + di_s), (base, di_s)):
+    lse_s = 516 * 32 * 8192 / hbm
+    for r, extra in ((rec, sum_s + di_s + lse_s), (base, di_s + lse_s)):
         arrays_s = float(r.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
         assert r.compute_s == pytest.approx(arrays_s + extra, rel=1e-5)
 
@@ -495,8 +500,10 @@ def test_the_2023_flash_backward_writes_its_broadcast_row_statistics_before_its_
     base = EvalOptions()
     rec, ref = ([r for r in evaluate(g, dev, o).records if r.kind == "attention_bwd"][0]
                 for o in (replace(base, tpu_flash_2023=True), base))
-    extra = flash_row_stats_bytes(12 * 1024, 512)
-    assert extra == 12 * 1024 * 4620.0
+    # and its forward saved l and m over 128 float32 lanes (the splash kernel: the logsumexp alone), which XLA slices
+    # to a float32 a row before the kernels: one statistic more, 516 B a row
+    extra = flash_row_stats_bytes(12 * 1024, 512) + 12 * 1024 * 516.0
+    assert extra == 12 * 1024 * (4620.0 + 516.0)
     assert rec.dram_bytes == pytest.approx(ref.dram_bytes + extra, rel=1e-12)
     hbm = dev.main_memory.read_bandwidth_bytes_per_s * dev.efficiency.dram_bandwidth_fraction
     assert rec.compute_s == pytest.approx(ref.compute_s + extra / hbm, rel=1e-9)
@@ -537,3 +544,27 @@ def test_a_causal_splash_kernel_masks_every_score_it_computes():
     kept = float(rec.notes.split("causal kept fraction ")[1].split(" ")[0])
     arrays = float(rec.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
     assert rec.compute_s == pytest.approx(arrays + (5 + 2 + 2) * 8 * 2048 * 2048 * kept / vec_rate, rel=2e-3)
+
+
+def test_splash_backward_slices_the_forwards_lane_wide_logsumexp_before_its_kernels():
+    # The splash forward saves its logsumexp as float32 over 128 lanes (num_q_heads, q_seq_len, NUM_LANES), as the
+    # compiled MaxText step of patrick-toulme/justabyte @ 4b28527d shows (splash_mha_fwd_segmented_residuals.6 returns
+    # f32[32,1024,128] beside its bf16[32,1024,64] output); _splash_attention_forward then takes logsumexp[..., 0] in
+    # XLA: every (8, 128) tile read, a float32 a head and query row written. Hand count for gpt2 at 1,024 tokens on
+    # v6e, one layer's attention backward (12 heads of 64, batch 1):
+    dev = load_device("tpu-v6e")
+    g = load_workload("gpt2", batch=1, seq=1024, train=True)
+    (bwd, *_) = [r for r in evaluate(g, dev).records if r.kind == "attention_bwd"]
+    t = 12 * 1024 * 64 * 2              # one bf16 [heads, seq, head_dim] tensor: 1,572,864 B
+    rows = 12 * 1024                    # head x query rows
+    kernels = 8 * t                     # q, k, v, o, do read; dq, dk, dv written
+    di = 2 * t + 4 * rows               # di = sum(o * do): o and do read, a float32 a row written
+    lse = rows * (128 * 4 + 4)          # the slice: 512 B read, 4 B written a row
+    assert (kernels, di, lse) == (12_582_912, 3_194_880, 6_340_608)
+    assert bwd.dram_bytes == kernels + di + lse
+    # at head_dim 64 the slice moves twice di's bytes; both run at the achieved HBM rate after the compute-bound
+    # kernels
+    hbm = 1638e9 * 0.830
+    arrays_s = float(bwd.notes.split(" vs arrays ")[1].split(" us")[0]) * 1e-6
+    assert bwd.compute_s == pytest.approx(arrays_s + (di + lse) / hbm, rel=1e-4)
+    assert f"saved row statistics sliced from 128 lanes {lse / hbm * 1e6:.2f} us" in bwd.notes
