@@ -1143,6 +1143,17 @@ _GRAPH_DEVICES = (("gpu", "nvidia"), ("gpu", "amd"))
 # TensorRT builds engines for NVIDIA GPUs and for the DLAs of Jetson (kind "tpu" in this catalog)
 _TRT_DEVICES = (("gpu", "nvidia"), ("tpu", "nvidia"))
 
+def _maxtext(name: str, description: str, extra_sources: tuple[str, ...], **fields: Any) -> FrameworkProfile:
+    """A MaxText profile: what every variant shares (XLA's SPMD stack on TPUs, Megablox tiles, traced remat), its
+    own sources after the common ones, and the fields that make it the variant it is."""
+    return FrameworkProfile(name, description, fusion=True,
+                            sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, *extra_sources, _XLA,
+                                     _JAX_REMAT),
+                            devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16",
+                            grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,
+                            segment_ids=True, traced_remat=True, **fields)
+
+
 #: The profile registry (``--framework NAME``).
 PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
     FrameworkProfile("eager", "PyTorch eager / Hugging Face transformers with attn_implementation='eager'",
@@ -1292,44 +1303,24 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      fusion=False, epilogue_fusion=True, dropout=True, dropout_p=0.1, fused_scale_mask_softmax=True,
                      megatron_optimizer=True, sources=(_MEGATRON_LM, _MEGATRON_LM_OPT), devices=(("gpu", "nvidia"),),
                      wgrad_accumulation="megatron-fused-fp32", wgrad_accumulation_source=_MEGATRON_LM_WGRAD_FUSION),
-    FrameworkProfile("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, FSDP "
-                     "all-gathers overlapped by XLA's scheduler, gradient reductions serial with compute (XLA:TPU's "
-                     "defaults: no asynchronous reduce-scatter or all-reduce), float32 parameters, gradients reduced in bf16",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _LIBTPU_DEFAULTS, _XLA, _JAX_REMAT),
-                     devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="bf16", reduce_overlap=False, grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True, traced_remat=True),
-    FrameworkProfile("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
-                     "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP,
-                                           _LIBTPU_DEFAULTS, _XLA, _JAX_REMAT),
-                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
-                     tp_overlap_collectives=("all_gather",), reduce_overlap=False, grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True, traced_remat=True),
-    FrameworkProfile("maxtext-sc", "MaxText (JAX/XLA) as maxtext, with the gradient reductions offloaded to the "
-                     "SparseCore (a SparseCore all-reduce or reduce-scatter offload flag) and overlapped with compute",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SC, _XLA, _JAX_REMAT),
-                     devices=(("tpu", "google"),),
-                     stack="xla-spmd", grad_reduce_dtype="bf16", grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True, traced_remat=True),
-    FrameworkProfile("maxtext-cf-sc", "MaxText (JAX/XLA) as maxtext-cf, with the gradient reductions offloaded to the "
-                     "SparseCore and overlapped with compute (CF_FOR_ALL_GATHER and a SparseCore all-reduce offload)",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_CF, _TP_OVERLAP,
-                                           _MAXTEXT_SC, _XLA, _JAX_REMAT),
-                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", tp_comm_overlap=True,
-                     tp_overlap_collectives=("all_gather",), grouped_gemm_tile_rows=512,
-                     grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True, traced_remat=True),
-    FrameworkProfile("maxtext-serial", "MaxText (JAX/XLA) as maxtext with no collective overlapped: every FSDP "
-                     "all-gather, gradient reduction and data-parallel all-reduce serial with the TensorCore's compute "
-                     "(a bound; XLA:TPU's defaults overlap the all-gathers, maxtext)",
-                     fusion=True, sources=(_MAXTEXT, _MAXTEXT_DTYPES, _MEGABLOX, _MAXTEXT_PERMUTE, _MAXTEXT_SERIAL, _XLA, _JAX_REMAT),
-                     devices=(("tpu", "google"),), stack="xla-spmd", grad_reduce_dtype="bf16", collective_overlap=False,
-                     grouped_gemm_tile_rows=512, grouped_gemm_tile_cols=1024, moe_sort_copies=True,
-                     segment_ids=True, traced_remat=True),
+    _maxtext("maxtext", "MaxText (JAX/XLA) training on TPUs: splash attention, remat policies, FSDP "
+             "all-gathers overlapped by XLA's scheduler, gradient reductions serial with compute (XLA:TPU's "
+             "defaults: no asynchronous reduce-scatter or all-reduce), float32 parameters, gradients reduced in bf16",
+             (_LIBTPU_DEFAULTS,), reduce_overlap=False),
+    _maxtext("maxtext-cf", "MaxText (JAX/XLA) as maxtext, with XLA's continuation fusion of all-gathers "
+             "(CF_FOR_ALL_GATHER flags): each sequence-parallel all-gather pipelined with the matmul it feeds",
+             (_MAXTEXT_CF, _TP_OVERLAP, _LIBTPU_DEFAULTS), tp_comm_overlap=True,
+             tp_overlap_collectives=("all_gather",), reduce_overlap=False),
+    _maxtext("maxtext-sc", "MaxText (JAX/XLA) as maxtext, with the gradient reductions offloaded to the "
+             "SparseCore (a SparseCore all-reduce or reduce-scatter offload flag) and overlapped with compute",
+             (_MAXTEXT_SC,)),
+    _maxtext("maxtext-cf-sc", "MaxText (JAX/XLA) as maxtext-cf, with the gradient reductions offloaded to the "
+             "SparseCore and overlapped with compute (CF_FOR_ALL_GATHER and a SparseCore all-reduce offload)",
+             (_MAXTEXT_CF, _TP_OVERLAP, _MAXTEXT_SC), tp_comm_overlap=True, tp_overlap_collectives=("all_gather",)),
+    _maxtext("maxtext-serial", "MaxText (JAX/XLA) as maxtext with no collective overlapped: every FSDP "
+             "all-gather, gradient reduction and data-parallel all-reduce serial with the TensorCore's compute "
+             "(a bound; XLA:TPU's defaults overlap the all-gathers, maxtext)",
+             (_MAXTEXT_SERIAL,), collective_overlap=False),
 )}
 
 #: Other spellings people use for the same stacks.
