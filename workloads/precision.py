@@ -524,15 +524,17 @@ def packed_weight_bytes(op: Op) -> int:
 #:   contraction axis, from an ``amax`` per row, so each operand is cast per GEMM it feeds.
 #: * ``delayed``: Transformer Engine's ``DelayedScaling`` recipe (TE docs, "Using FP8 with Transformer
 #:   Engine"): the scale comes from the amax history of earlier iterations, so the cast kernel computes
-#:   the new amax as it casts (no separate reduction before it); the fp8 weight and its transpose are
+#:   the new amax as it casts (no separate reduction before it), one kernel of its own or the norm's
+#:   (:data:`TE_NORM_FUSED_ATTR`); the fp8 weight and its transpose are
 #:   cast once per step and cached for the following microbatches (``is_first_microbatch``), which
 #:   keeps 2 bytes per linear parameter resident.
 #:
 #: * ``current``: Transformer Engine's ``Float8CurrentScaling`` (TE docs, features/low_precision_training/
 #:   fp8_current_scaling, NVIDIA/TransformerEngine @ 41f6cbf): one fp32 scale per tensor from the amax of the
 #:   tensor being cast, "a memory-bound operation that requires reading the tensor twice" (amax, then scale
-#:   and cast), so each operand costs an ``amax`` reduction and a cast as ``tensorwise``; as with every TE
-#:   recipe under Megatron-Core, the fp8 weight and its transpose are cached across a step's microbatches.
+#:   and cast), so each operand costs an ``amax`` reduction, a scale and a cast, kernels of their own as TE 2.9
+#:   launches them (:data:`TE_QUANTIZE_RECIPES`); as with every TE recipe under Megatron-Core, the fp8 weight and
+#:   its transpose are cached across a step's microbatches.
 #: * ``mxfp8``: TE's ``MXFP8BlockScaling`` (TE docs, features/low_precision_training/mxfp8, same commit): e4m3
 #:   values with one E8M0 scale per 32 consecutive elements along the contraction axis, each block's amax
 #:   found by the quantising kernel itself (no separate reduction, no scale synchronisation); rowwise and
@@ -785,9 +787,11 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
     stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
     same kernel, is a copy op that joins its cast's kernel (writing its bytes; :data:`TE_QUANTIZE_ATTR`: the cast
-    is TE's quantize kernel, fused with nothing else); the transposed copy
-    current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
-    priced. Weights keep a cast per GEMM.
+    is TE's quantize kernel, fused with nothing else); the transposed copy current and delayed scaling write on
+    Hopper in the same kernel is a copy op that joins the cast's kernel the same way (``<gemm>.transpose_<i>``,
+    priced at no bytes where :func:`fp8_gemm_reads_both_layouts`). Current scaling's amax and scale are kernels of
+    their own before the cast, except a norm's output's amax (:data:`TE_NORM_FUSED_ATTR`). Without ``fp8_params``
+    weights keep a cast per GEMM.
 
     torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`, :func:`_accumulation`,
     :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
