@@ -837,9 +837,9 @@ def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
         from workloads.precision import TE_QUANTIZE_RECIPES
         from workloads.precision import fp8_linears as to_fp8
 
-        # fp8 parameters read without a cast: MXFP8 only so far, whose activation quantize is priced as TE runs it
-        # (TE_QUANTIZE_RECIPES); current and delayed scaling keep their per-GEMM weight casts beside casts that the
-        # fusion walk still folds into their producers (docs/training.md, "Transformer Engine's MXFP8 quantisation")
+        # fp8 parameters read without a cast: the Transformer Engine recipes, whose activation quantize is priced as
+        # TE runs it (TE_QUANTIZE_RECIPES; docs/training.md, "Transformer Engine's MXFP8 quantisation" and "... current
+        # and delayed scaling")
         g = _with_fp8(g, n_fwd, fp8_linears, partial(to_fp8, gathered_weights=gathered_weights,
                                                      fp8_params=fp8_params and fp8_linears in TE_QUANTIZE_RECIPES))
         n_fwd = int(g.meta["forward_ops"])
@@ -941,7 +941,7 @@ def _stack(model: Any, framework: str) -> dict[str, str]:
 
 #: the suffix of an op :func:`workloads.precision.fp8_linears` inserts in front of the GEMM it names (an amax
 #: reduction, a cast, MXFP8's columnwise copy, a K-major layout copy, a view of a quantised operand)
-_FP8_INSERTED = re.compile(r"\.(?:(?:amax|cast|columnwise|k_major)_[^.]*|fp8_\d+\.view)$")
+_FP8_INSERTED = re.compile(r"\.(?:(?:amax|scale|cast|columnwise|transpose|k_major)_[^.]*|fp8_\d+\.view)$")
 
 
 def _with_fp8(g: OpGraph, n_fwd: int, recipe: str, to_fp8: Any) -> OpGraph:

@@ -524,15 +524,17 @@ def packed_weight_bytes(op: Op) -> int:
 #:   contraction axis, from an ``amax`` per row, so each operand is cast per GEMM it feeds.
 #: * ``delayed``: Transformer Engine's ``DelayedScaling`` recipe (TE docs, "Using FP8 with Transformer
 #:   Engine"): the scale comes from the amax history of earlier iterations, so the cast kernel computes
-#:   the new amax as it casts (no separate reduction before it); the fp8 weight and its transpose are
+#:   the new amax as it casts (no separate reduction before it), one kernel of its own or the norm's
+#:   (:data:`TE_NORM_FUSED_ATTR`); the fp8 weight and its transpose are
 #:   cast once per step and cached for the following microbatches (``is_first_microbatch``), which
 #:   keeps 2 bytes per linear parameter resident.
 #:
 #: * ``current``: Transformer Engine's ``Float8CurrentScaling`` (TE docs, features/low_precision_training/
 #:   fp8_current_scaling, NVIDIA/TransformerEngine @ 41f6cbf): one fp32 scale per tensor from the amax of the
 #:   tensor being cast, "a memory-bound operation that requires reading the tensor twice" (amax, then scale
-#:   and cast), so each operand costs an ``amax`` reduction and a cast as ``tensorwise``; as with every TE
-#:   recipe under Megatron-Core, the fp8 weight and its transpose are cached across a step's microbatches.
+#:   and cast), so each operand costs an ``amax`` reduction, a scale and a cast, kernels of their own as TE 2.9
+#:   launches them (:data:`TE_QUANTIZE_RECIPES`); as with every TE recipe under Megatron-Core, the fp8 weight and
+#:   its transpose are cached across a step's microbatches.
 #: * ``mxfp8``: TE's ``MXFP8BlockScaling`` (TE docs, features/low_precision_training/mxfp8, same commit): e4m3
 #:   values with one E8M0 scale per 32 consecutive elements along the contraction axis, each block's amax
 #:   found by the quantising kernel itself (no separate reduction, no scale synchronisation); rowwise and
@@ -582,8 +584,29 @@ SCALE_SWIZZLE_RECIPES = ("mxfp8",)
 TE_QUANTIZE_ATTR = "te_quantize"
 #: Op attribute ("columnwise") of the second copy a :data:`TE_QUANTIZE_ATTR` kernel writes
 QUANTIZE_OUTPUT_ATTR = "quantize_output"
-#: recipes whose casts are :data:`TE_QUANTIZE_ATTR` kernels
-TE_QUANTIZE_RECIPES = ("mxfp8",)
+#: recipes whose casts are :data:`TE_QUANTIZE_ATTR` kernels. Current scaling (``Float8CurrentScalingQuantizer::
+#: quantize_impl``, pytorch/csrc/quantizer.cpp @ v2.9) runs three kernels per operand: ``nvte_compute_amax_with_config``
+#: (a read of the 16-bit tensor), ``nvte_compute_scale_from_amax`` (one value) and ``nvte_quantize_v2`` (a second read,
+#: the fp8 write); delayed scaling (``Float8Quantizer::quantize``) one, ``nvte_quantize_v2`` with a scale known
+#: beforehand. Neither fuses into the kernel that made its input, except a norm's (:data:`TE_NORM_FUSED_ATTR`).
+TE_QUANTIZE_RECIPES = ("delayed", "current", "mxfp8")
+#: Op attribute (True) of the part of a Transformer Engine quantisation that ``rmsnorm_fwd`` / ``layernorm_fwd``
+#: computes inside the norm kernel when the norm made the operand (pytorch/csrc/extensions/normalization.cpp @ v2.9):
+#: a ``Float8Quantizer`` (delayed scaling) takes ``Impl::FULLY_FUSED``, the norm writes the fp8 output itself (the
+#: cast); a ``Float8CurrentScalingQuantizer`` takes ``Impl::FUSED_NORM_AMAX_FP8`` unless ``NVTE_NORM_FWD_USE_CUDNN``
+#: is set, the norm writes its 16-bit output and its amax (the amax), ``quantize_with_amax`` then computes the scale
+#: and casts in kernels of their own. (MXFP8's ``Impl::UNFUSED`` fuses nothing.)
+TE_NORM_FUSED_ATTR = "te_norm_fused"
+
+
+def fp8_gemm_reads_both_layouts(compute_capability: int) -> bool:
+    """Whether Transformer Engine's per-tensor fp8 GEMMs read an operand's rowwise data in both layouts on a GPU
+    of ``compute_capability`` (``nvte_is_non_tn_fp8_gemm_supported``: 10.0 to 11.x and 13.0 on,
+    common/transformer_engine.cpp @ v2.9): then a quantizer with columnwise usage writes no transposed copy
+    (``with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()``, pytorch/csrc/quantizer.cpp);
+    on Hopper (9.0) it writes one, ``nvte_quantize_v2``'s cast-transpose kernel."""
+    cc = int(compute_capability)
+    return 100 <= cc < 120 or cc >= 130
 #: torchao Float8Linear recipes (``Float8LinearConfig.from_recipe_name``): scales from an amax along each
 #: GEMM's contraction axis, cast by Inductor-generated kernels under torch.compile
 TORCHAO_RECIPES = ("tensorwise", "rowwise")
@@ -764,9 +787,11 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
     stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
     same kernel, is a copy op that joins its cast's kernel (writing its bytes; :data:`TE_QUANTIZE_ATTR`: the cast
-    is TE's quantize kernel, fused with nothing else); the transposed copy
-    current and delayed scaling write on Hopper (Blackwell reads one layout both ways, TE docs) is not
-    priced. Weights keep a cast per GEMM.
+    is TE's quantize kernel, fused with nothing else); the transposed copy current and delayed scaling write on
+    Hopper in the same kernel is a copy op that joins the cast's kernel the same way (``<gemm>.transpose_<i>``,
+    priced at no bytes where :func:`fp8_gemm_reads_both_layouts`). Current scaling's amax and scale are kernels of
+    their own before the cast, except a norm's output's amax (:data:`TE_NORM_FUSED_ATTR`). Without ``fp8_params``
+    weights keep a cast per GEMM.
 
     torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`, :func:`_accumulation`,
     :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
@@ -831,6 +856,11 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
                     qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
                     ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,),
                                   Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: "columnwise"}),
+                                  op.group))
+                else:  # per-tensor scaling: the transposed copy (written on Hopper only, fp8_gemm_reads_both_layouts)
+                    qc = TensorSpec(f"{op.name}.fp8_{i}.transpose", t.shape, qdt, Role.ACTIVATION)
+                    ops.append(Op(f"{op.name}.transpose_{i}", "elementwise", (q,), (qc,),
+                                  Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: "transpose"}),
                                   op.group))
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
@@ -1039,9 +1069,11 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``)."""
     qdt, scaling = _QUANT[recipe]
     q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
+    te: dict[str, Any] = {TE_QUANTIZE_ATTR: recipe} if recipe in TE_QUANTIZE_RECIPES else {}
     if not scaling:
-        te = {TE_QUANTIZE_ATTR: recipe} if recipe in TE_QUANTIZE_RECIPES else {}
-        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast", **te}), op.group))
+        norm = {TE_NORM_FUSED_ATTR: True} if recipe == "delayed" else {}
+        ops.append(Op(f"{op.name}.cast_{i}", "elementwise", (t,), (q,), Attrs({"op": "cast", **te, **norm}),
+                      op.group))
         return q, None
     nd = len(t.shape)
     attrs: dict[str, Any] = {"op": "max"}
@@ -1059,8 +1091,15 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
         if scaling == "row" and recipe in TORCHAO_RECIPES and t.role is Role.ACTIVATION:
             attrs["access"] = cast["access"] = OUTER_AXIS_ACCESS
     amax = TensorSpec(f"{op.name}.amax_{i}", shape, DType.FP32, Role.ACTIVATION)
+    if te:  # TE current scaling: amax, scale and cast kernels (TE_QUANTIZE_RECIPES)
+        attrs.update(te, **{TE_NORM_FUSED_ATTR: True})
+        cast.update(te)
     ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
     reads = ((t, amax) if recipe in TORCHAO_RECIPES else (t,)) + noise
+    if te:
+        scale = TensorSpec(f"{op.name}.scale_{i}", shape, DType.FP32, Role.ACTIVATION)
+        ops.append(Op(f"{op.name}.scale_{i}", "elementwise", (amax,), (scale,), Attrs({"op": "copy", **te}), op.group))
+        reads = (t, scale)
     ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs(cast), op.group))
     return q, amax
 

@@ -36,6 +36,7 @@ from simulator.engines.walk import (
     GROUP_KINDS,
     LIBRARY_KERNEL_KINDS,
     MODULE_OP_KINDS,
+    QUANTIZE_OUTPUT,
     TE_QUANTIZE,
     VIEW,
     FusionGroup,
@@ -46,7 +47,7 @@ from simulator.engines.walk import (
     walk_graph,
 )
 from simulator.lowering import KernelCost, LoweringContext, gpu_vector_flops, lower, sfu_ops
-from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state
+from simulator.lowering.common import check_dtype_rates, kernel_device_s, rule_set_state, zero_cost
 from simulator.lowering.gpu import library_launches
 from simulator.report import CostReport, OpCost, Totals
 from simulator.report.memory import check_memory
@@ -602,10 +603,22 @@ def _num(x: Any) -> Any:
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
+def _no_transpose(op: Op, ctx: LoweringContext) -> bool:
+    """Whether ``op`` is the transposed fp8 copy of a Transformer Engine per-tensor quantize (:data:`QUANTIZE_OUTPUT`
+    ``transpose``) on a GPU whose fp8 GEMMs read the rowwise data in both layouts, where TE writes none
+    (:func:`workloads.precision.fp8_gemm_reads_both_layouts`)."""
+    from workloads.precision import fp8_gemm_reads_both_layouts
+
+    return (op.attrs.get(QUANTIZE_OUTPUT) == "transpose" and ctx.device.kind == "gpu"
+            and fp8_gemm_reads_both_layouts(int(np.min(np.asarray(ctx.device.sm.compute_capability)))))
+
+
 def fused_cost(op: Op, held: frozenset[int], reuse: float, ctx: LoweringContext) -> KernelCost:
     """An op folded into the kernel being built (:class:`FusionGroup`): the traffic of the inputs the
     kernel does not hold yet (``held``: positions it holds) and of the output beyond the ``reuse`` bytes
     of a store it replaces, and its vector work."""
+    if _no_transpose(op, ctx):
+        return zero_cost("fp8-transpose-not-written")
     extra_in = float(sum(t.nbytes for i, t in enumerate(op.inputs) if i not in held))
     extra_out = float(max(0.0, sum(t.nbytes for t in op.outputs) - reuse))
     sfu = 0.0

@@ -26,7 +26,7 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["ATEN_FALLBACK", "QUANTIZE_OUTPUT", "TE_QUANTIZE", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+__all__ = ["ATEN_FALLBACK", "QUANTIZE_OUTPUT", "TE_NORM_FUSED", "TE_QUANTIZE", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
            "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "is_library_kernel", "module_call_counts", "op_signature", "walk_graph"]
 
 #: Op attribute: the op runs as an eager ATen kernel even under a compiler (Inductor's fallback for complex
@@ -38,6 +38,8 @@ ATEN_FALLBACK = "aten_fallback"
 #: (:data:`workloads.precision.TE_QUANTIZE_ATTR`, :data:`workloads.precision.QUANTIZE_OUTPUT_ATTR`)
 TE_QUANTIZE = "te_quantize"
 QUANTIZE_OUTPUT = "quantize_output"
+#: Op attribute of the part of a TE quantisation a norm kernel computes (:data:`workloads.precision.TE_NORM_FUSED_ATTR`)
+TE_NORM_FUSED = "te_norm_fused"
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
@@ -140,6 +142,8 @@ class FusionGroup:
         output takes its store.
         """
         if self.te_quantize or op.attrs.get(TE_QUANTIZE):
+            if op.attrs.get(TE_NORM_FUSED) and not self.te_quantize:
+                return self._in_norm(op, graph, base)
             return self._quantize_output(op, base)
         head = self.head_kind
         library = self.library
@@ -163,6 +167,18 @@ class FusionGroup:
             if names[i] == t.name and len(graph.consumers(t.name)) == 1:
                 reuse = max(reuse, float(t.nbytes))
         return held, reuse
+
+    def _in_norm(self, op: Op, graph: OpGraph, base: Any) -> tuple[frozenset[int], float] | None:
+        """A TE quantisation's part that the norm kernel making its operand computes (:data:`TE_NORM_FUSED`:
+        delayed scaling's cast, current scaling's amax): it joins when its input is a norm's output made in this
+        kernel, holding it; a cast that is the norm output's only reader takes its store (the norm writes fp8)."""
+        t = op.inputs[0]
+        name = base(t.name)
+        prod = graph.producer(name)
+        if name not in self.made or prod is None or prod.kind not in NORM_KINDS:
+            return None
+        only = op.kind == "elementwise" and name == t.name and len(graph.consumers(t.name)) == 1
+        return frozenset({0}), float(t.nbytes) if only else 0.0
 
     def _quantize_output(self, op: Op, base: Any) -> tuple[frozenset[int], float] | None:
         """A Transformer Engine quantize kernel (:data:`TE_QUANTIZE`) is a library kernel of its own: it fuses into

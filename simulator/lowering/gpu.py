@@ -36,8 +36,10 @@ from workloads.ir import Op, UnsupportedOpError
 from workloads.precision import (
     QUANT_GROUPED_MATMUL,
     QUANT_MATMUL,
+    QUANTIZE_OUTPUT_ATTR,
     SCALE_SWIZZLE_ATTR,
     TE_QUANTIZE_ATTR,
+    fp8_gemm_reads_both_layouts,
     packed_weight_bytes,
     quant_operands,
     weight_only,
@@ -1051,6 +1053,9 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
                "expand", "groupnorm", "groupnorm_bwd", "mse_loss", "mse_loss_bwd", "moe_dispatch_bwd",
                "moe_combine_bwd")
 def _streaming(op: Op, ctx: LoweringContext) -> KernelCost:
+    if op.attrs.get(QUANTIZE_OUTPUT_ATTR) == "transpose" and fp8_gemm_reads_both_layouts(
+            int(np.min(np.asarray(ctx.device.sm.compute_capability)))):
+        return zero_cost("fp8-transpose-not-written")  # TE writes no transposed copy here
     p = ctx.params("fp32")
     vec = gpu_vector_flops(op)  # compiled instruction count of special functions, else semantic FLOPs
     e = gpu.streaming(op.bytes_read, op.bytes_written, vec, p,

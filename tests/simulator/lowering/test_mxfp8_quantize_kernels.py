@@ -140,6 +140,8 @@ def test_a_megatron_plan_with_fp8_parameters_casts_no_mxfp8_weight():
         return sum(op.name.endswith(".cast_1") for op in sg.graph.ops)
 
     # 4 linears x 2 layers, the weight cast of the forward and of the input-gradient GEMM each: 16 without fp8
-    # parameters; none with them under MXFP8; current scaling keeps them (its casts are not yet priced as TE runs them)
+    # parameters; none with them under every Transformer Engine recipe (current and delayed scaling since their
+    # activation casts are priced as TE runs them, test_te_current_scaling_kernels.py)
     assert casts("mxfp8", False) == 16 and casts("mxfp8", True) == 0
-    assert casts("current", True) == 16
+    assert casts("current", False) == casts("delayed", False) == 16
+    assert casts("current", True) == casts("delayed", True) == 0
