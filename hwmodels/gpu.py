@@ -53,7 +53,10 @@ The terms are :func:`attention_grid` (CTAs and their pairs), :func:`attention_ma
 
 Operand panels of GEMM and attention kernels move as bulk asynchronous tile copies (``cp.async``
 on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth_fraction`` of
-the L2 figure; streaming kernels' plain loads reach ``efficiency.l2_bandwidth_fraction``.
+the L2 figure; streaming kernels' plain loads reach ``efficiency.l2_bandwidth_fraction``. A GEMM's CTAs
+each take their SM's even share of that tile rate in a full wave; in a last wave that leaves SMs idle they
+take up to ``efficiency.l2_tile_sm_port_ratio`` times it, within the whole tile rate
+(:func:`gemm_l2_panels_s`). Attention's L2 term is its whole traffic at the tile rate.
 
 *Streaming kernels* (elementwise, norms, softmax, reductions, gathers, copies): bytes over an
 achieved bandwidth that follows ``B * s / (s + s_half)`` in the bytes moved ``s`` (the launch and
@@ -100,6 +103,7 @@ __all__ = [
     "SMEM_RETURN_BYTES_PER_LANE_CLK",
     "gemm_l2_bytes_per_cta",
     "gemm_l2_panels_s",
+    "gemm_l2_port_s_per_byte",
     "gemm_dram_bytes",
     "gemm_split_k_fixup_s",
     "gemm_edge_rounds",
@@ -634,6 +638,8 @@ class GpuParams:
     max_ctas_per_sm: ArrayLike
     warp_mma_scale: ArrayLike = 1.0  # warp-level mma.sync rate / native tensor rate (<= 1)
     l2_tile_fraction: ArrayLike = 1.0  # fraction of L2 bandwidth bulk tile copies (cp.async/TMA) reach
+    # one SM's L2 tile intake while other SMs idle, over its even share of the tile rate (>= 1; 1: the share)
+    l2_port_ratio: ArrayLike = 1.0
     l2_latency_s: ArrayLike = 0.0  # load-to-use latency of an L2 hit (split-K fixup hand-offs)
     uses_matrix_unit: bool = True
     # DRAM fraction a decode attention kernel streams a long K/V cache at, 16-bit and 8-bit K/V
@@ -714,6 +720,15 @@ def simt_gemm_fraction(dev: DeviceSpec, dtype: str) -> ArrayLike:
     return np.where(_a(sg) > 0, _a(sg), _a(eff.vector_peak_fraction))  # hardware variants (sweeps)
 
 
+def _port_ratio(dev: DeviceSpec) -> ArrayLike:
+    """``efficiency.l2_tile_sm_port_ratio``, checked: one SM cannot take in less than its even share."""
+    r = dev.efficiency.l2_tile_sm_port_ratio
+    if bool(np.any(~(_a(r) >= 1.0))):
+        raise SpecError(f"{dev.name}: efficiency.l2_tile_sm_port_ratio: got {r!r}; expected a number >= 1 "
+                        "(1: a CTA takes its even share of the L2 tile rate however many SMs are busy)")
+    return r
+
+
 def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuParams:
     """Collect the numbers of ``dev`` the kernel models use, for contractions in ``dtype``.
 
@@ -786,6 +801,7 @@ def gpu_params(dev: DeviceSpec, dtype: str, *, allow_tf32: bool = False) -> GpuP
         max_ctas_per_sm=_num(sm.max_ctas_per_sm),
         warp_mma_scale=warp_scale,
         l2_tile_fraction=dev.efficiency.l2_tile_bandwidth_fraction,
+        l2_port_ratio=_port_ratio(dev),
         l2_latency_s=l2.latency_s if l2 is not hbm else hbm.latency_s,
         uses_matrix_unit=matrix,
         decode_dram_fraction=d16,
@@ -1242,10 +1258,35 @@ def gemm_l2_bytes_per_cta(launch: GemmLaunch) -> ArrayLike:
             + launch.rows * launch.cols * np.where(sk > 1, 4.0 * (2.0 - 1.0 / sk), launch.out_bytes))
 
 
-def gemm_l2_panels_s(launch: GemmLaunch, busiest_ctas: ArrayLike, l2_s_per_byte: ArrayLike) -> ArrayLike:
+def gemm_l2_panels_s(launch: GemmLaunch, busiest_ctas: ArrayLike, l2_s_per_byte: ArrayLike,
+                     sms: ArrayLike | None = None, port_s_per_byte: ArrayLike | None = None) -> ArrayLike:
     """Time the busiest SM's operand panels and C tiles take at its share of the L2 (s);
-    ``l2_s_per_byte`` is ``sms / (L2 bandwidth * l2_tile_fraction)``."""
-    return _ip(np.multiply, busiest_ctas * gemm_l2_bytes_per_cta(launch), l2_s_per_byte)
+    ``l2_s_per_byte`` is ``sms / (L2 bandwidth * l2_tile_fraction)``.
+
+    With ``port_s_per_byte`` (s per byte at one SM's own L2 intake, :func:`gemm_l2_port_s_per_byte`;
+    ``inf``: none) and ``sms``, a last wave that leaves SMs idle is not held to the share: its CTAs load
+    at the larger per-SM rate while their sum stays within the tile rate, ``min(tile rate, busy SMs x
+    port rate)``. The full waves keep the share; the time is the larger of the whole grid's traffic at
+    the tile rate and the full waves at the share plus one CTA's traffic at the port, and never more
+    than every wave at the share."""
+    per_cta = gemm_l2_bytes_per_cta(launch)
+    shared = _ip(np.multiply, busiest_ctas * per_cta, l2_s_per_byte)
+    if port_s_per_byte is None:
+        return shared
+    whole = launch.ctas / sms * per_cta * l2_s_per_byte  # the grid's traffic at the tile rate
+    last = (busiest_ctas - 1.0) * per_cta * l2_s_per_byte + per_cta * port_s_per_byte
+    return np.minimum(shared, np.maximum(whole, last))
+
+
+def gemm_l2_port_s_per_byte(p: GpuParams) -> ArrayLike:
+    """Seconds per byte at one SM's own L2 tile intake, ``sms / (L2 bandwidth * l2_tile_fraction *
+    l2_port_ratio)`` (:attr:`GpuParams.l2_port_ratio`); ``inf`` where the ratio is 1 (no figure: a CTA
+    gets its share of the tile rate however many SMs are busy)."""
+    return _port_s_per_byte(_a(p.sms) / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction)), _a(p.l2_port_ratio))
+
+
+def _port_s_per_byte(share: Any, ratio: Any) -> Any:
+    return np.where(ratio > 1.0, share / np.where(ratio > 1.0, ratio, 1.0), np.inf)
 
 
 def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
@@ -1395,6 +1436,7 @@ class _Hardware:
     sms: np.ndarray
     rate_sm: np.ndarray  # achievable FLOP/s of one SM
     l2_share: np.ndarray  # s per byte at one SM's share of the L2 tile bandwidth
+    l2_port_ratio: np.ndarray  # one SM's L2 intake while SMs idle over its share (1: the share)
     latency: np.ndarray  # DRAM latency (s): the prologue
     l2_lat: np.ndarray
     smem_bw: np.ndarray  # shared-memory bytes/s of one SM
@@ -1408,6 +1450,7 @@ def _hardware(p: GpuParams) -> _Hardware:
     return _Hardware(
         sms=sms, rate_sm=(_a(p.matrix_flops_per_s) * _a(p.matrix_fraction))[ex] / sms,
         l2_share=sms / (_a(p.l2_bytes_per_s) * _a(p.l2_tile_fraction))[ex],
+        l2_port_ratio=_a(p.l2_port_ratio)[ex],
         latency=_a(p.dram_latency_s)[ex], l2_lat=_a(p.l2_latency_s)[ex], smem_bw=_a(p.smem_bytes_per_s_per_sm)[ex],
         s_per_dram_byte=(1.0 / (_a(p.dram_bytes_per_s) * _a(p.dram_fraction)))[ex],
         l2_capacity=_a(p.l2_capacity_bytes)[ex],
@@ -1472,7 +1515,8 @@ def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
     # overlapped: the main loop's math against its operand traffic at each level
     t_compute = gemm_main_loop_s(launch, busiest, hw.rate_sm)
     t_smem = gemm_smem_feed_s(launch, busiest, hw.smem_bw)
-    t_l2 = gemm_l2_panels_s(launch, busiest, hw.l2_share)
+    t_l2 = (gemm_l2_panels_s(launch, busiest, hw.l2_share) if not _has_port(hw)
+            else gemm_l2_panels_s(launch, busiest, hw.l2_share, hw.sms, _port_s_per_byte(hw.l2_share, hw.l2_port_ratio)))
     dram = gemm_dram_bytes(launch, hw.sms, occ, hw.l2_capacity)
     t_dram = dram * hw.s_per_dram_byte
     t_mem = _ip(np.maximum, np.maximum(t_smem, t_l2), t_dram)
@@ -1939,6 +1983,13 @@ def _flop_per_byte(launch: GemmLaunch) -> float:
         _operand_bytes(launch) + launch.batch * launch.m * launch.n * launch.out_bytes)
 
 
+def _has_port(hw: _Hardware) -> bool:
+    """Whether any variant's SMs take in L2 tile traffic faster than their share when SMs idle
+    (:func:`gemm_l2_panels_s`); the pruned and bounded sweep paths do not cover that term, so such
+    variants time every candidate (:func:`_select`)."""
+    return bool(np.any(hw.l2_port_ratio > 1.0))
+
+
 def _gemm_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> dict[str, Any]:
     """:func:`_select`'s choice, by the fastest of its exact paths: each variant's own bounds
     (:func:`_bounded_choice`) where candidates cannot be set aside for all variants at once
@@ -1946,7 +1997,7 @@ def _gemm_choice(key: tuple[Any, ...], launch: GemmLaunch, p: GpuParams, hw: _Ha
     (SIMT tiles expose K-loop stalls on most variants) and the GEMM does enough math per byte for the
     bounds to be tight; else the candidates set aside for all variants (:func:`_blocked_choice`); else
     every candidate (:func:`_select`)."""
-    if _few_variants(hw):
+    if _few_variants(hw) or _has_port(hw):
         return _select(launch, p, hw)
     choice = None
     if _survivors(key, launch, p, hw) is None:  # (cached)

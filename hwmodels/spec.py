@@ -396,6 +396,14 @@ class EfficiencySpec:
         "attention kernels (cp.async, TMA)",
         default=1.0,
     )
+    l2_tile_sm_port_ratio: float = spec_field(
+        "1",
+        "rate at which one SM takes in L2 tile traffic while other SMs are idle, as a multiple of its even share "
+        "(1 / SMs) of the tile rate (L2 read bandwidth x l2_tile_bandwidth_fraction); the operand panels of a GEMM "
+        "whose last wave leaves SMs idle load at min(tile rate, busy SMs x this per-SM rate); 1 = a CTA gets its "
+        "share however many SMs are busy (no figure); at least 1",
+        default=1.0,
+    )
     kernel_device_time_s: float = spec_field(
         "s",
         "device-side time every kernel adds beyond its modelled work (the front end's launch of the grid, "

@@ -72,7 +72,9 @@ _SHAPES = ((4096, 4096, 4096), (16, 4096, 4096), (2048, 11008, 4096), (100, 300,
 def test_sm_count_sweep_equals_each_variant_alone(device, dtype, monkeypatch):
     # fp32 runs on the SIMT tiles, whose choices expose K-loop stalls (those variants are re-timed)
     dev = load_device(device)
-    p = gpu.gpu_params(dev, dtype)
+    # the bounded and pruned paths serve devices without a per-SM L2 intake figure (gpu._has_port: the
+    # Hopper boards state one, and their sweeps time every candidate); the sweep machinery is tested without it
+    p = dataclasses.replace(gpu.gpu_params(dev, dtype), l2_port_ratio=1.0)
     cands = gpu.tile_candidates(dev.arch, matrix_unit=p.uses_matrix_unit, in_bytes=2.0 if dtype == "bf16" else 4.0)
     n = 40
     pv = _variants(p, n, seed=len(device) + len(dtype))
@@ -96,7 +98,7 @@ def test_bounded_choice_equals_timing_every_candidate(capacity, monkeypatch):
     # the bounded path never gives way here
     monkeypatch.setattr(gpu, "BOUNDED_MAX_PAIRS", np.inf)
     dev = load_device("h100-sxm5-80gb")
-    p = gpu.gpu_params(dev, "bf16")
+    p = dataclasses.replace(gpu.gpu_params(dev, "bf16"), l2_port_ratio=1.0)  # (as above: gpu._has_port)
     cands = gpu.tile_candidates(dev.arch)
     pv = _variants(p, 3000, seed=7, capacity=capacity)
     hw = gpu._hardware(pv)
@@ -122,3 +124,20 @@ def test_one_sm_count_per_variant_and_repeated_counts_agree():
     for i in (0, 1, 62, 63):
         _assert_fields_equal(e_few, i, gpu.gemm(4096, 4096, 4096, _alone(few, i), cands))
     assert len(set(np.asarray(e_few.ctas_per_sm).tolist())) >= 1 and e_few.time_s.shape == (64,)
+
+
+def test_sweep_with_the_per_sm_l2_intake_equals_each_variant_alone(monkeypatch):
+    # the H100's per-SM L2 intake (efficiency.l2_tile_sm_port_ratio, 2.04) moves a sweep onto timing every
+    # candidate (the bounded path is not taken), and each variant still gets what it gets alone
+    dev = load_device("h100-sxm5-80gb")
+    p = gpu.gpu_params(dev, "bf16")
+    assert float(p.l2_port_ratio) == pytest.approx(2.040, abs=5e-4)
+    cands = gpu.tile_candidates(dev.arch)
+    n = 12
+    pv = _variants(p, n, seed=11)
+    taken = _bounded_taken(monkeypatch)
+    for m, nn, k in ((1024, 1024, 1024), (2048, 512, 512), (100, 300, 1000), (4096, 4096, 4096)):
+        many = gpu.gemm(m, nn, k, pv, cands)
+        for i in range(n):
+            _assert_fields_equal(many, i, gpu.gemm(m, nn, k, _alone(pv, i), cands))
+    assert taken == []

@@ -100,7 +100,9 @@ def test_do_bench_rows_state_the_flush(do_bench_records, row):
 def test_flush_write_back_stays_under_the_bound(do_bench_records, row):
     # The flush leaves the L2 full of dirty lines: each line the GEMM allocates writes one back, so its DRAM
     # traffic grows by min(L2, its DRAM bytes). The model already costs a cold L2 (A, B, C from DRAM); the extra
-    # writes stay under the kernel's bound term, so pricing them would move none of the four rows.
+    # writes stay under the kernel's bound term, so pricing them would move none of the four rows but pub-007,
+    # whose 64 CTAs load their panels at the per-SM L2 intake (efficiency.l2_tile_sm_port_ratio): its main loop
+    # (2.87 us) is then below the doubled DRAM time (2.98 us), which would add 0.11 us to a row 4.5 us short.
     from hwmodels import gpu
 
     m, rec = do_bench_records[row]
@@ -110,4 +112,9 @@ def test_flush_write_back_stays_under_the_bound(do_bench_records, row):
     assert rec.dram_bytes >= 2.0 * (mm * kk + kk * nn + mm * nn)  # a cold L2: A, B and C from DRAM at least once
     with_write_back = rec.dram_bytes + min(float(p.l2_capacity_bytes), rec.dram_bytes)
     t_dram = with_write_back / (float(p.dram_bytes_per_s) * float(p.dram_fraction))
-    assert t_dram < max(rec.compute_s, rec.memory_s)
+    bound = max(rec.compute_s, rec.memory_s)
+    if row == "pub-007":
+        assert bound == pytest.approx(2.8696e-6, rel=1e-3) and t_dram == pytest.approx(2.978e-6, rel=1e-3)
+        assert t_dram - bound < 0.03 * m.median_s
+    else:
+        assert t_dram < bound

@@ -66,34 +66,52 @@ def test_pub_008_fill_and_drain_already_charged(params):
 
 
 def test_fill_is_covered_at_the_rrze_tile_rate_too(params):
-    fast = dataclasses.replace(params, l2_tile_fraction=RRZE_TILE_FRACTION)
+    fast = dataclasses.replace(params, l2_tile_fraction=RRZE_TILE_FRACTION, l2_port_ratio=1.0)  # (the same per-SM figure)
     e = gpu.gemm(2048, 1024, 1024, fast, gpu.tile_candidates("hopper", True, 2.0))
     assert str(e.tile) == "128x128x64_s6_c2x2" and int(e.ctas) == 128
     slice_load = (128 / 2 + 128 / 2) * 64 * 2 * SMS / 9.92e12
     assert slice_load == pytest.approx(0.2180e-6, rel=1e-3)
     fill = (2048 + 1024) * 64 * 2 / DRAM_BYTES_PER_S
     assert fill < slice_load < 2 * 128 * 128 * 64 / RATE_SM
-    # the whole kernel: 9.79 us at MT4G's rate, 6.93 us at RRZE's (main-loop bound)
+    # the whole kernel: 9.54 us at MT4G's rate (L2-bound: its 128 CTAs leave 4 of the 132 SMs idle, so the
+    # grid's 128 x 294,912 B load at the whole tile rate, efficiency.l2_tile_sm_port_ratio), 6.93 us at RRZE's
+    # (main-loop bound)
     assert float(gpu.gemm(2048, 1024, 1024, params, gpu.tile_candidates("hopper", True, 2.0)).time_s) == \
-        pytest.approx(9.785e-6, rel=1e-3)
+        pytest.approx(128 * 294912 / L2_BYTES_PER_S + 1.7834e-6, rel=1e-3)
     assert float(e.time_s) == pytest.approx(6.93e-6, rel=2e-3) and e.bound_term == "main-loop"
 
 
 def test_m128_kernel_at_either_tile_rate(params):
-    """gemmk-011 (128 x 4096 x 4096 bf16, TensorRT-LLM under CUDA graphs, 16.10 us): at MT4G's rate the model
-    splits K three ways (the no-split tile is L2-bound at 29.5 us), and the fixup's two hand-offs of a 128 x 128
-    fp32 tile at one SM's share of the L2 cost 7.56 us (22.68 us in all, with the streaming figure at gpu-stream's
-    triad; 23.19 us at MT4G's read figure); at RRZE's rate a 128 x 64 tile split twice wins."""
+    """gemmk-011 (128 x 4096 x 4096 bf16, TensorRT-LLM under CUDA graphs, 16.10 us). At MT4G's rate with every CTA
+    held to its share of the L2, the no-split tile is L2-bound (29.5 us) and the model splits K three ways (96 CTAs,
+    22.68 us, two fixup hand-offs of a 128 x 128 fp32 tile, 7.56 us). With the per-SM intake
+    (efficiency.l2_tile_sm_port_ratio) a grid that leaves SMs idle loads faster than the share, and a split of two
+    (64 CTAs, one hand-off) wins, main-loop bound: 17.93 us. At RRZE's tile rate (whose per-SM figure is the same
+    9.92 TB/s / 132, so the ratio is 1 there) a 128 x 64 tile split twice wins."""
     cands = gpu.tile_candidates("hopper", True, 2.0)
+    held = gpu.gemm(128, 4096, 4096, dataclasses.replace(params, l2_port_ratio=1.0), cands)
+    assert str(held.tile) == "128x128x64_s6_c2x2" and int(held.split_k) == 3
+    hop = 2 * 128 * 128 * 4 * SMS / L2_BYTES_PER_S + 2 * L2_LATENCY_S  # one hand-off of the fp32 partial tile
+    assert float(held.fixup_s) == pytest.approx(2 * hop, rel=1e-9) and 2 * hop == pytest.approx(7.558e-6, rel=1e-3)
+    assert float(held.time_s) == pytest.approx(22.68e-6, rel=1e-3)
     slow = gpu.gemm(128, 4096, 4096, params, cands)
-    assert str(slow.tile) == "128x128x64_s6_c2x2" and int(slow.split_k) == 3
-    hops = 2 * (2 * 128 * 128 * 4 * SMS / L2_BYTES_PER_S + 2 * L2_LATENCY_S)
-    assert float(slow.fixup_s) == pytest.approx(hops, rel=1e-9) and hops == pytest.approx(7.558e-6, rel=1e-3)
-    assert float(slow.time_s) == pytest.approx(22.68e-6, rel=1e-3)
-    fast = gpu.gemm(128, 4096, 4096, dataclasses.replace(params, l2_tile_fraction=RRZE_TILE_FRACTION), cands)
+    assert str(slow.tile) == "128x128x64_s6_c2x2" and int(slow.split_k) == 2 and int(slow.ctas) == 64
+    assert float(slow.fixup_s) == pytest.approx(hop, rel=1e-9)
+    # the main loop: one 128 x 128 x 2048 slab per busy SM at the tensor rate; its panels (622,592 B a CTA, 2 x 2
+    # multicast, the fp32 partial written and read back) load in 8.28 us at the per-SM intake, under the math
+    assert float(slow.compute_s) == pytest.approx(2 * 128 * 128 * 2048 / RATE_SM, rel=1e-9)
+    per_cta = (64 + 64) * 2048 * 2 + 128 * 128 * 4 * 1.5
+    port_load = per_cta * SMS / (L2_BYTES_PER_S * 2.0396)
+    assert port_load == pytest.approx(8.285e-6, rel=1e-3) and port_load < float(slow.compute_s)
+    assert float(slow.time_s) == pytest.approx(17.93e-6, rel=1e-3) and slow.bound_term == "main-loop"
+    fast = gpu.gemm(128, 4096, 4096, dataclasses.replace(params, l2_tile_fraction=RRZE_TILE_FRACTION,
+                                                        l2_port_ratio=1.0), cands)
     # with the streaming figure at gpu-stream's triad a 128 x 64 tile split twice wins at RRZE's rate (13.49 us;
     # 14.79 us for the no-split 64 x 64 tile at MT4G's read figure)
     assert str(fast.tile) == "128x64x64_s8" and int(fast.split_k) == 2
     assert float(fast.time_s) == pytest.approx(13.49e-6, rel=1e-3)
     measured = 16.10e-6
-    assert abs(float(fast.time_s) + 1.3e-6 - measured) < abs(float(slow.time_s) + 1.3e-6 - measured) / 5
+    # +19.2% with the per-SM intake (+52% held to the share), -8.1% at RRZE's tile rate
+    assert (float(slow.time_s) + 1.3e-6) / measured - 1 == pytest.approx(0.1942, abs=1e-3)
+    assert (float(held.time_s) + 1.3e-6) / measured - 1 == pytest.approx(0.4897, abs=1e-3)
+    assert abs(float(fast.time_s) + 1.3e-6 - measured) < abs(float(slow.time_s) + 1.3e-6 - measured) / 2

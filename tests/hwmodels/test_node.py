@@ -186,7 +186,7 @@ def test_new_device_files_source_every_number(name):
     # block size and a measured host sweep rate; DeepSeek-V3's fp8 promotion interval, used by GPU lowering only)
     assert set(defaults) <= {"efficiency.framework_op_overhead_s", "efficiency.framework_conv_op_overhead_s",
                              "efficiency.framework_module_call_s", "efficiency.framework_container_call_s",
-                             "efficiency.l2_tile_bandwidth_fraction",
+                             "efficiency.l2_tile_bandwidth_fraction", "efficiency.l2_tile_sm_port_ratio",
                              "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
                              "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
                              "efficiency.decode_attention_bandwidth_fraction",

@@ -71,9 +71,12 @@ def test_groups_and_measured_errors(result):
     # sglang 2.46% -> 6.84%, vllm 2.92% -> 14.11%, vllm-v0 10.35% -> 13.06%, all 15.59% -> 16.23%
     # (docs/accuracy.md, "The Hopper streaming figures"); the H100 SXM's library GEMV and skinny GEMMs at cuBLAS's
     # measured Hopper GEMV rate (0.762; the H200 keeps its streaming figure): vllm 14.11% -> 3.40% (bias +3.40%),
-    # vllm-v0 13.06% -> 11.26%, all 16.23% -> 15.90% (docs/accuracy.md, "The Hopper library GEMV rate")
-    expected = {"compile": (18.02, -13.76), "eager": (15.84, -14.96), "sdpa": (14.32, -3.60), "sglang": (6.84, -6.85),
-                "sglang-0.3": (27.43, -27.43), "vllm": (3.40, 3.40), "vllm-v0": (11.26, -10.71)}
+    # vllm-v0 13.06% -> 11.26%, all 16.23% -> 15.90% (docs/accuracy.md, "The Hopper library GEMV rate"); a Hopper
+    # GEMM whose last wave leaves SMs idle at one SM's own L2 intake (efficiency.l2_tile_sm_port_ratio): sglang
+    # 6.84% -> 7.40%, vllm 3.40% -> 3.14%, vllm-v0 11.26% -> 11.38%, all 15.90% -> 15.91% (docs/accuracy.md, "A
+    # per-SM L2 intake for Hopper")
+    expected = {"compile": (18.05, -13.77), "eager": (15.80, -14.91), "sdpa": (14.32, -3.60), "sglang": (7.40, -7.40),
+                "sglang-0.3": (27.43, -27.43), "vllm": (3.14, 3.14), "vllm-v0": (11.38, -10.94)}
     for name, (mape, bias) in expected.items():
         assert by[name].mape == pytest.approx(mape, abs=0.2), name
         assert by[name].bias == pytest.approx(bias, abs=0.2), name

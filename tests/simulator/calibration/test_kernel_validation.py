@@ -32,8 +32,9 @@ def test_groups_and_figures(result):
     # triad (H100 SXM 0.946, H200 0.880, both MT4G's 0.821 before; docs/accuracy.md "The Hopper streaming
     # figures"): 16.8% -> 17.8%, the H100's weight-streaming GEMMs faster than the library runs them; the H100 SXM's
     # library GEMV and skinny GEMMs at cuBLAS's measured Hopper GEMV rate (0.762, "The Hopper library GEMV rate"):
-    # 17.8% -> 17.4%
-    assert g["gemm"].mape == pytest.approx(17.4, abs=0.1)
+    # 17.8% -> 17.4%; a Hopper GEMM whose last wave leaves SMs idle at one SM's own L2 intake
+    # (efficiency.l2_tile_sm_port_ratio; docs/accuracy.md "A per-SM L2 intake for Hopper"): 17.4% -> 17.0%
+    assert g["gemm"].mape == pytest.approx(17.0, abs=0.1)
     # 6.28 before the GA100 V-f line ([dvfs]), 6.46 with it (kernels over 400 W lower clock and voltage); 9.29 with
     # the A100's DRAM at gpu-stream's triad (its M = 16 and 128 weight-streaming GEMMs 10-23% fast: a cuBLAS rate
     # not modelled, docs/accuracy.md "The A100 streaming figure"); 7.46 with those up to 64 rows at the library's

@@ -36,7 +36,10 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 11.0, "bandwidth": 9.0, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 11.5, "bandwidth": 9.0, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    # (a Hopper GEMM whose last wave leaves SMs idle at one SM's own L2 intake, efficiency.l2_tile_sm_port_ratio:
+    # gemm 10.5% -> 11.4%, op level 10.2% -> 10.7%, the small H100 rows already fast faster; docs/accuracy.md "A
+    # per-SM L2 intake for Hopper")
     # (the B200 streaming at a B200 measurement, 0.850 of 8 TB/s instead of the H100's MT4G 0.821: bandwidth
     # 8.2% -> 8.7%, pub-095 -26.8% -> -29.2%, pub-097 -12.2% -> -15.2%, pub-096 +2.8% -> -0.7%; the costs those
     # rows lack, an old CUB int8 tuning and the division functor, docs/accuracy.md "The B200's streaming rate")

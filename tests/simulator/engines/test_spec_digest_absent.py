@@ -16,8 +16,10 @@ _NEW = ("flash2_causal_fwd_ratio", "flash2_causal_fwd_ratio_scale")
 def _tree_of_every_field(obj):
     """The spec tree with every field in it (provenance and file names out, an absent dvfs out, and
     sm.warp_schedulers at its default of 4, an empty energy.chain_j_per_flop and a zero
-    efficiency.gemv_bandwidth_fraction, an efficiency.gemv_max_rows of 64, an efficiency.conv_rate_fraction of 1 and an efficiency.dropout_stream_fraction or
-    efficiency.mxfp8_quantize_stream_fraction of 0, all added after the flash2 causal fields: the digest as it was before the flash2 causal fields were added)."""
+    efficiency.gemv_bandwidth_fraction, an efficiency.gemv_max_rows of 64, an efficiency.conv_rate_fraction of 1, an
+    efficiency.dropout_stream_fraction or efficiency.mxfp8_quantize_stream_fraction of 0 and an
+    efficiency.l2_tile_sm_port_ratio of 1, all added after the flash2 causal fields: the digest as it was before the
+    flash2 causal fields were added)."""
     if dataclasses.is_dataclass(obj):
         return {f.name: _tree_of_every_field(getattr(obj, f.name)) for f in dataclasses.fields(obj)
                 if f.name not in ("provenance", "source_file")
@@ -28,7 +30,8 @@ def _tree_of_every_field(obj):
                 and not (f.name == "gemv_max_rows" and getattr(obj, f.name) == 64)
                 and not (f.name == "conv_rate_fraction" and getattr(obj, f.name) == 1.0)
                 and not (f.name == "dropout_stream_fraction" and getattr(obj, f.name) == 0.0)
-                and not (f.name == "mxfp8_quantize_stream_fraction" and getattr(obj, f.name) == 0.0)}
+                and not (f.name == "mxfp8_quantize_stream_fraction" and getattr(obj, f.name) == 0.0)
+                and not (f.name == "l2_tile_sm_port_ratio" and getattr(obj, f.name) == 1.0)}
     if isinstance(obj, dict):
         return {str(k): _tree_of_every_field(v) for k, v in sorted(obj.items())}
     if isinstance(obj, (list, tuple)):

@@ -28,7 +28,7 @@ TPUS = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
 # dequantisation in registers, blocked linear algebra, which TPUs refuse, GPU decode-attention kernels)
 _DEFAULTED = ("efficiency.framework_op_overhead_s", "efficiency.framework_conv_op_overhead_s",
               "efficiency.framework_module_call_s", "efficiency.framework_container_call_s",
-              "efficiency.l2_tile_bandwidth_fraction",
+              "efficiency.l2_tile_bandwidth_fraction", "efficiency.l2_tile_sm_port_ratio",
               "efficiency.weight_dequant_ops_per_element", "efficiency.linalg_block_size",
               "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
               "efficiency.decode_attention_bandwidth_fraction", "efficiency.decode_attention_fp8_bandwidth_fraction",
