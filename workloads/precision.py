@@ -772,6 +772,16 @@ def _layer_linears(step: OpGraph) -> set[str]:
             and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
 
 
+
+def _te_second_layout(op: Op, i: int, q: TensorSpec, shape: tuple[int, ...], recipe: str) -> Op:
+    """The second layout Transformer Engine's quantize kernel writes beside operand ``i``'s cast ``q``: MXFP8's
+    columnwise copy (quantised from the same read), or per-tensor scaling's transposed copy (written on Hopper
+    only, :func:`fp8_gemm_reads_both_layouts`); a copy op that joins the cast's kernel."""
+    layout = "columnwise" if recipe == "mxfp8" else "transpose"
+    qc = TensorSpec(f"{op.name}.fp8_{i}.{layout}", shape, _QUANT[recipe][0], Role.ACTIVATION)
+    return Op(f"{op.name}.{layout}_{i}", "elementwise", (q,), (qc,),
+              Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: layout}), op.group)
+
 def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_params: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)
     in fp8 (int8 for ``int8``) under ``recipe`` (:data:`FP8_RECIPES`): each 16-bit operand is cast by a
@@ -780,27 +790,18 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
 
     torchao and AQT cast an operand for every GEMM that reads it, and their backward reads the 16-bit
     tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp`` and
-    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once:
-    the forward's cast of a linear's input is what its weight-gradient GEMM reads, and the output
-    gradient is cast once for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``:
-    ``saved_inputmat = inputmat``, the quantised input kept with columnwise usage; the output gradient
-    quantised with ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
-    stash unless another op's backward reads it. MXFP8's columnwise copy, quantised independently in the
-    same kernel, is a copy op that joins its cast's kernel (writing its bytes; :data:`TE_QUANTIZE_ATTR`: the cast
-    is TE's quantize kernel, fused with nothing else); the transposed copy current and delayed scaling write on
-    Hopper in the same kernel is a copy op that joins the cast's kernel the same way (``<gemm>.transpose_<i>``,
-    priced at no bytes where :func:`fp8_gemm_reads_both_layouts`). Current scaling's amax and scale are kernels of
-    their own before the cast, except a norm's output's amax (:data:`TE_NORM_FUSED_ATTR`). Without ``fp8_params``
-    weights keep a cast per GEMM.
-
-    torchao's recipes (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`, :func:`_accumulation`,
-    :func:`_post_scaled`, :func:`_float8_tp_gathers`, :func:`_aot_cse`.
-
-    ``gathered_weights`` (``tensorwise`` only; FSDP2's fp8 all-gather, ``ParallelPlan.fsdp_fp8_all_gather``): the
-    linear weights arrive from the gather as fp8 ``Float8Tensor`` s, so no GEMM casts them (:func:`_gathered_weight`).
-
-    ``fp8_params`` (Transformer Engine recipes; ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``): the
-    linear weights are TE's quantised parameters, so no GEMM casts them (:func:`_fp8_param_weight`)."""
+    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once: the
+    forward's cast of a linear's input is what its weight-gradient GEMM reads, the output gradient is cast once
+    for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``: ``saved_inputmat = inputmat`` kept
+    with columnwise usage; ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
+    stash unless another op's backward reads it. Each cast is TE's quantize kernel of its own
+    (:data:`TE_QUANTIZE_ATTR`) with its second layout (:func:`_te_second_layout`); current scaling's amax and
+    scale are kernels before it, except a norm's output's amax (:data:`TE_NORM_FUSED_ATTR`). torchao's recipes
+    (:data:`TORCHAO_RECIPES`) under torch.compile: :func:`_quantised_operand`, :func:`_float8_tp_gathers`,
+    :func:`_accumulation`, :func:`_post_scaled`, :func:`_aot_cse`. No GEMM casts the linear weights under ``gathered_weights`` (``tensorwise``; FSDP2's fp8 all-gather,
+    ``ParallelPlan.fsdp_fp8_all_gather``: :func:`_gathered_weight`) or ``fp8_params`` (TE recipes;
+    ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``: :func:`_fp8_param_weight`); otherwise a cast
+    per GEMM."""
     _check_fp8_recipe(recipe, gathered_weights)
     if fp8_params and recipe not in TE_WEIGHT_CACHE:
         raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
@@ -852,16 +853,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
             ins.append(q)
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
-                if recipe == "mxfp8":  # the columnwise copy, quantised from the same read
-                    qc = TensorSpec(f"{op.name}.fp8_{i}.columnwise", t.shape, qdt, Role.ACTIVATION)
-                    ops.append(Op(f"{op.name}.columnwise_{i}", "elementwise", (q,), (qc,),
-                                  Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: "columnwise"}),
-                                  op.group))
-                else:  # per-tensor scaling: the transposed copy (written on Hopper only, fp8_gemm_reads_both_layouts)
-                    qc = TensorSpec(f"{op.name}.fp8_{i}.transpose", t.shape, qdt, Role.ACTIVATION)
-                    ops.append(Op(f"{op.name}.transpose_{i}", "elementwise", (q,), (qc,),
-                                  Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: "transpose"}),
-                                  op.group))
+                ops.append(_te_second_layout(op, i, q, t.shape, recipe))
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
             ops.extend(_post_scaled(op, ins, attrs, amaxes))

@@ -598,13 +598,11 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
                             nccl=_nccl_bytes(plan, system) if kind == "gpu" else None)
     if train and (plan.offload or _policy_offloads(graphs)):  # the host-link time compute does not hide
         latency, breakdown = _with_offload(latency, breakdown, stages, plan, dev, m)
-    capacity = float(dev.memory[0].usable)  # the runtime's total, not the marketed figure
-    model_flops = _model_flops(costs, plan, train, m)
     peak = _peak_flops(dev, graphs[0].graph, bool(getattr(opts, "allow_tf32", False)))
-    res = ParallelResult(
+    res = ParallelResult(  # capacity: the runtime's total, not the marketed figure
         model=graphs[0].graph.name, hardware=getattr(system, "name", dev.name), plan=plan, phase=phase_name, latency_s=latency,
-        breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=capacity, model_flops=model_flops,
-        peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
+        breakdown=breakdown, stages=tuple(stages), memory_capacity_bytes=float(dev.memory[0].usable),
+        model_flops=_model_flops(costs, plan, train, m), peak_flops_per_s=peak, tokens=tokens, pipeline=pipe, extra=extra, warnings=tuple(warnings), engine=engine,
         report_layers=tuple((sg.stage, sg.layers, sg.built_layers) for sg in graphs), reports=tuple(reports))
     if not res.fits_in_memory:
         res = replace(res, warnings=(*res.warnings, res.memory_message()))
@@ -1486,6 +1484,17 @@ def _torch_pipeline_stage(sgs: list[tuple[StageGraph, _GraphCost]], plan: Parall
     return float(peak["activations"])
 
 
+def _summed_units(sgs: list[tuple[StageGraph, _GraphCost]], experts: bool = False) -> dict[str, float]:
+    """The stage graphs' parameter bytes by unit (:func:`_param_units`, each graph's memoised), summed over the
+    graphs; ``experts``: the experts' units only."""
+    units: dict[str, float] = {}
+    for sg, _ in sgs:
+        key = "expert_units" if experts else "parameter_units"
+        for k, v in sg.graph.memo(key, lambda g=sg.graph: _param_units(g, experts=experts)).items():
+            units[k] = units.get(k, 0.0) + v
+    return units
+
+
 def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, train: bool,
                   inflight: float, gpu: bool = True, paired: bool = False,
                   nccl: dict[str, float] | None = None) -> dict[str, float]:
@@ -1499,10 +1508,7 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
     as the plan alone states them, on a system without a fabric entry). See docs/training_memory.md."""
     from simulator.report import memory as M
 
-    units: dict[str, float] = {}
-    for sg, _ in sgs:
-        for k, v in sg.graph.memo("parameter_units", lambda g=sg.graph: _param_units(g)).items():
-            units[k] = units.get(k, 0.0) + v
+    units = _summed_units(sgs)
     params = sum(units.values())
     grads = sum(float(sg.graph.role_bytes(Role.GRADIENT)) for sg, _ in sgs)
     opt = sum(float(sg.graph.role_bytes(Role.OPTIMIZER_STATE)) for sg, _ in sgs)
@@ -1530,12 +1536,8 @@ def _stage_memory(sgs: list[tuple[StageGraph, _GraphCost]], plan: ParallelPlan, 
         p, g, o, extra = _sharded_states(plan, shard, params, grads, opt, (wbytes, bf16), units, once, gathered)
         share = _expert_share(sgs) if plan.ep > 1 and plan.zero >= 1 else 0.0
         if share:  # experts' states shard over the expert-data-parallel group only
-            ex_units: dict[str, float] = {}
-            for sg, _ in sgs:
-                for k, v in sg.graph.memo("expert_units", lambda g=sg.graph: _param_units(g, experts=True)).items():
-                    ex_units[k] = ex_units.get(k, 0.0) + v
-            p, g, o, ex_extra = _expert_sharded(plan, shard, (params, grads, opt), share, (wbytes, bf16), units, ex_units,
-                                                once)
+            p, g, o, ex_extra = _expert_sharded(plan, shard, (params, grads, opt), share, (wbytes, bf16), units,
+                                                _summed_units(sgs, experts=True), once)
             extra = ex_extra if ex_extra is not None else extra
         buffers.update(extra)
     else:

@@ -42,8 +42,9 @@ def test_tune_step_is_predicts_step(capsys: pytest.CaptureFixture[str], framewor
 
 def test_predict_maxtext_takes_the_profiles_segment_ids(capsys: pytest.CaptureFixture[str]) -> None:
     """MaxText passes decoder segment ids to every attention (profile field ``segment_ids``): `predict --framework
-    maxtext` costs their mask as `validate --dataset training` does (profile_options), 1.4997 s for Llama 2 7B FSDP
-    over a v5e-16: 1.3724 s with the gradient reductions overlapped (maxtext-sc; without the segment ids 1.3689 s),
+    maxtext` costs their mask as `validate --dataset training` does (profile_options), 1.5032 s for Llama 2 7B FSDP
+    over a v5e-16: 1.3758 s with the gradient reductions overlapped (maxtext-sc; without the segment ids 1.3689 s
+    before the splash backward's logsumexp slice was priced, which adds 0.0035 s to both),
     plus the reductions XLA:TPU's defaults run serial (0.1361 s more exposed, less the 0.0077 s of HBM contention and
     the 0.0010 s of VPU sums they no longer cause beside the compute)."""
     d = _predict(capsys, "llama-2-7b", "--train", "--hardware", "v5e-16", "--fsdp", "--dp", "16", "--framework",
@@ -52,7 +53,7 @@ def test_predict_maxtext_takes_the_profiles_segment_ids(capsys: pytest.CaptureFi
     r = evaluate_plan("llama-2-7b", load_hardware("v5e-16"), ParallelPlan(dp=16, fsdp=True, microbatch=2),
                       profile_options("maxtext"), train=True, seq=2048, recompute="full", framework="maxtext")
     assert d["latency_s"] == pytest.approx(r.latency_s, rel=1e-12)
-    assert d["latency_s"] == pytest.approx(1.4997, abs=5e-5)
+    assert d["latency_s"] == pytest.approx(1.5032, abs=5e-5)
     sc = evaluate_plan("llama-2-7b", load_hardware("v5e-16"), ParallelPlan(dp=16, fsdp=True, microbatch=2),
                        profile_options("maxtext-sc"), train=True, seq=2048, recompute="full", framework="maxtext-sc")
-    assert sc.latency_s == pytest.approx(1.3724, abs=5e-5)
+    assert sc.latency_s == pytest.approx(1.3758, abs=5e-5)
