@@ -13,13 +13,11 @@ from simulator.hardware import load_hardware
 from simulator.parallel import training_validation as tv
 from simulator.parallel.compose import _accumulation_s, _scheduled_runs, evaluate_plan, stage_graphs
 from simulator.parallel.schedule import pipeline_time
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.parallel import ParallelPlan, PlanError
-from workloads.zoo.transformer import TransformerConfig
 
 #: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-pp-runs", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-pp-runs", layers=4)
 
 
 def test_schedule_runs_per_local_batch_pay_a_fill_and_drain_each() -> None:

@@ -8,14 +8,12 @@ import pytest
 
 from simulator.hardware import load_hardware
 from simulator.parallel.compose import _collective_times, evaluate_plan
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.ir import Role
 from workloads.parallel import ParallelPlan, plan_graphs
-from workloads.zoo.transformer import TransformerConfig
 
 #: 2 layers, 8 query heads of 16, 2 key/value heads (GQA 4)
-CFG = TransformerConfig("tiny-gqa", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-gqa", layers=2)
 B, S, CP, HQ, D = 1, 256, 4, 8, 16
 SL = S // CP  # tokens per rank
 

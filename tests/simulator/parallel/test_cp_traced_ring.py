@@ -9,13 +9,11 @@ import pytest
 from simulator.hardware import load_hardware
 from simulator.parallel.compose import evaluate_plan
 from simulator.parallel.stacks import get_stack_profile, ring_traced
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.parallel import ParallelPlan
-from workloads.zoo.transformer import TransformerConfig
 
 #: 2 layers, 8 query heads of 16, 2 key/value heads (GQA 4)
-CFG = TransformerConfig("tiny-gqa-traced", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-gqa-traced", layers=2)
 _COLLECTIVES = ("all_gather", "all_to_all", "reduce_scatter", "all_reduce", "send", "recv")
 
 

@@ -15,13 +15,12 @@ from simulator.parallel.compose import (
     _saved_head_gather_bytes,
     evaluate_plan,
 )
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.parallel import ParallelPlan, plan_graphs
-from workloads.zoo.transformer import TransformerConfig, zoo_config
+from workloads.zoo.transformer import zoo_config
 
 #: 2 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-fsdp", vocab=512, d_model=128, layers=2, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-fsdp", layers=2)
 S = 256
 #: one block in bf16: q 128x128, k and v 128x32, o 128x128, gate/up/down 3 x 128x256, two norms of 128
 BLOCK = 2 * (2 * 128 * 128 + 2 * 128 * 32 + 3 * 128 * 256 + 2 * 128)

@@ -21,13 +21,11 @@ from simulator.parallel.compose import (
     stage_graphs,
 )
 from simulator.parallel.training_validation import _fsdp_fp8_all_gather, _plan, load_training_rows
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.parallel import ParallelPlan, PlanError
-from workloads.zoo.transformer import TransformerConfig
 
 #: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-fp8-ag", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-fp8-ag", layers=4)
 #: a layer's 7 linear weights (q and o 128 x 128, k and v 128 x 32, SwiGLU 3 x 128 x 256) and all its parameters
 LINEAR = 2 * 128 * 128 + 2 * 128 * 32 + 3 * 128 * 256
 LAYER = LINEAR + 2 * 128

@@ -11,14 +11,12 @@ import pytest
 from simulator.hardware import load_hardware
 from simulator.parallel import training_validation as tv
 from simulator.parallel.compose import _collective_times, evaluate_plan, stage_graphs
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.ir import Role
 from workloads.parallel import ParallelPlan
-from workloads.zoo.transformer import TransformerConfig
 
 #: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-fsdp-pp", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-fsdp-pp", layers=4)
 S = 256
 
 

@@ -10,13 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from simulator.parallel.host_sync import pipeline_send_ops, sync_interval_excess
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.parallel import ParallelPlan, PlanError, plan_graphs
-from workloads.zoo.transformer import TransformerConfig
 
 #: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-p2p-sync", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-p2p-sync", layers=4)
 
 
 def _rec(time_us: float, kernels: int) -> SimpleNamespace:

@@ -15,14 +15,12 @@ from simulator.parallel.compose import (
     evaluate_plan,
     stage_graphs,
 )
+from tests.simulator.parallel.tiny_gqa import tiny_gqa
 from workloads.ir import Role
 from workloads.parallel import ParallelPlan
-from workloads.zoo.transformer import TransformerConfig
 
 #: 4 layers, d 128, 8 query heads of 16, 2 key/value heads, SwiGLU 256, untied head, vocabulary 512
-CFG = TransformerConfig("tiny-pp-reduce", vocab=512, d_model=128, layers=4, heads=8, kv_heads=2, d_ff=256,
-                        mlp="swiglu", norm="rmsnorm", pos="rope", tied_embeddings=False, qkv_bias=False,
-                        out_bias=False, mlp_bias=False)
+CFG = tiny_gqa("tiny-pp-reduce", layers=4)
 #: parameters of a layer: q and o 128 x 128, k and v 128 x 32, SwiGLU 3 x 128 x 256, two RMSNorms of 128
 LAYER = 2 * 128 * 128 + 2 * 128 * 32 + 3 * 128 * 256 + 2 * 128
 #: bf16 parameter bytes of the two stages: embedding + 2 layers; 2 layers + final norm + head
