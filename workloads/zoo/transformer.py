@@ -995,8 +995,8 @@ class _Build:
         unpermute (MaxText's ``sparse_matmul``: ``psum_scatter(intermediate_output, "tensor",
         scatter_dimension=1)`` right after the down-projection's ``gmm`` and before ``unpermute``,
         src/MaxText/layers/moe.py @ 3eb77db3c, MaxText/layers/moe.py @ f4db8e4cc), so the unsort's gather and
-        the weighted sum run on ``d / tp`` columns of the routed rows; with sequence parallelism only, whose
-        exit the same number of bytes leaves as MaxText's embed-sharded activations."""
+        the weighted sum run on ``d / tp`` columns of the routed rows. Only with sequence parallelism, whose exit
+        leaves the same bytes as MaxText's embed-sharded activations."""
         return self.sort_copies and self.sp and not fold and s % self.tp == 0 and d % self.tp == 0
 
     def unpermute_columns(self, y: TensorSpec, wts: TensorSpec, idx: TensorSpec, routed: int,
