@@ -57,3 +57,29 @@ def test_megatron_graph_unchanged():
     ops = _moe_ops("megatron-core")
     assert "repeat_top_k" not in ops and "unsort" not in ops
     assert ops["dispatch"].inputs[0].shape == (SEQ, 4096)
+
+
+def _tp_moe_ops(framework: str, tp: int = 4) -> dict[str, object]:
+    cfg = dataclasses.replace(zoo_config("mixtral-8x7b"), layers=1)
+    g = training_graph(build(cfg, batch=1, seq=SEQ, phase="train", name="m", framework=framework, tp=tp,
+                             sequence_parallel=True))
+    return {op.name.split("moe.")[-1]: op for op in g.ops if ".moe." in op.name}
+
+
+def test_tensor_parallel_reduce_scatter_before_the_unpermute():
+    # MaxText's sparse_matmul psum_scatters the down-projection's routed rows over "tensor" (columns) before
+    # unpermute: the unsort and the weighted sum read d / tp columns; the scatter moves the T k rows.
+    ops = _tp_moe_ops("maxtext")
+    t, k, d, tp = SEQ, 2, 4096, 4
+    rs = ops["experts_reduce_scatter"]
+    assert rs.kind == "reduce_scatter" and rs.inputs[0].shape == (t * k, d) and rs.outputs[0].shape == (t * k, d // tp)
+    uns = ops["unsort"]
+    assert uns.inputs[0].shape == (t * k, d // tp) and uns.bytes_written == t * k * (d // tp) * 2
+    assert ops["combine"].outputs[0].shape == (t, d // tp)
+    assert ops["merge"].outputs[0].shape == (1, t // tp, d)  # the bytes of the sequence-parallel exit
+
+
+def test_tensor_parallel_megatron_reduces_after_the_combine():
+    ops = _tp_moe_ops("megatron-core")
+    assert "unsort" not in ops and ops["combine"].outputs[0].shape == (SEQ, 4096)
+    assert ops["experts_reduce_scatter"].inputs[0].shape == (1, SEQ, 4096)

@@ -982,11 +982,34 @@ class _Build:
             if ep > 1:
                 y = self.restore_source_order(y, ep, le, cap, d)
                 y = b.op("all_to_all", [y], name="combine_all_to_all", group_size=ep, stride=self.etp, **dedup)
+            if self.scatter_routed(fold, s, d):
+                return self.unpermute_columns(y, wts, idx, routed, (bsz, s, d))
             y = self.unsort_rows(y, routed, d) if self.sort_copies else y
             y = b.op("moe_combine", [y, wts, idx], name="combine", tokens=routed)
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def scatter_routed(self, fold: bool, s: int, d: int) -> bool:
+        """Whether the experts' partial sums are reduce-scattered over the tensor-parallel ranks before the
+        unpermute (MaxText's ``sparse_matmul``: ``psum_scatter(intermediate_output, "tensor",
+        scatter_dimension=1)`` right after the down-projection's ``gmm`` and before ``unpermute``,
+        src/MaxText/layers/moe.py @ 3eb77db3c, MaxText/layers/moe.py @ f4db8e4cc), so the unsort's gather and
+        the weighted sum run on ``d / tp`` columns of the routed rows. Only with sequence parallelism, whose exit
+        leaves the same bytes as MaxText's embed-sharded activations."""
+        return self.sort_copies and self.sp and not fold and s % self.tp == 0 and d % self.tp == 0
+
+    def unpermute_columns(self, y: TensorSpec, wts: TensorSpec, idx: TensorSpec, routed: int,
+                          shape: tuple[int, int, int]) -> TensorSpec:
+        """The experts' routed rows reduce-scattered over their ``d`` columns, then unsorted and combined on the
+        rank's ``d / tp`` columns (:meth:`scatter_routed`); the layer's output, ``(bsz, s / tp, d)``, has the
+        bytes of the sequence-parallel exit."""
+        bsz, s, d = shape
+        rows = self.reshape(y, (y.numel // d, d), "expert_rows_full")
+        part = self.b.op("reduce_scatter", [rows], name="experts_reduce_scatter", group_size=self.tp, axis=1)
+        out = self.unsort_rows(part, routed, d // self.tp)
+        out = self.b.op("moe_combine", [out, wts, idx], name="combine", tokens=routed)
+        return self.reshape(out, (bsz, s // self.tp, d), "merge")
 
     def replicate_tokens(self, x2: TensorSpec, idx: TensorSpec, k: int) -> tuple[TensorSpec, TensorSpec]:
         """The rows MaxText's sort gathers from, and their slots: with ``k`` > 1 ``jnp.repeat(inputs_2d, k,
