@@ -439,8 +439,7 @@ class _Build:
         self.logits = logits
         self.seq = seq
         self.decoder_seq = decoder_seq
-        self.tp = tp
-        self.ep = ep
+        self.tp, self.ep = tp, ep
         #: expert tensor parallelism (Megatron-Core expert_tensor_parallel_size; None: tp)
         self.etp = tp if etp is None else etp
         self.cp = cp
@@ -479,8 +478,7 @@ class _Build:
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
         #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
         self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
-        #: dispatch modes whose dispatcher runs the counts' all-gather and the probabilities' all-to-all
-        self.dispatch_collectives = frozenset(prof.moe_dispatch_collectives) if prof else frozenset()
+        self.dispatch_collectives = frozenset(prof.moe_dispatch_collectives if prof else ())  # its own collectives
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
