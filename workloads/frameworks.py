@@ -555,7 +555,8 @@ _MCORE_DISPATCH_HOST = (
     "moe_dispatch_collectives), 7 host-only; _maybe_dtoh_and_synchronize copies tokens_per_expert, input_splits, "
     "output_splits and output_splits_tp to the host (maybe_move_tensor_to_cpu, non_blocking): 4; 11 host-only "
     "before d2h_event.synchronize() (the permute is the graph's moe_dispatch); token_dispatch then runs a second "
-    "all_to_all for the permuted probabilities, a collective of the graph (probs_all_to_all): none after. Flex dispatcher with the HybridEP backend (_HybridEPManager): the metadata are "
+    "all_to_all for the permuted probabilities, a collective of the graph (probs_all_to_all): none after. "
+    "Flex dispatcher with the HybridEP backend (_HybridEPManager): the metadata are "
     "views, hybrid_ep_dispatch is the graph's dispatch and all-to-all, then self.tokens_per_expert.sum(): 1 after "
     "(the probabilities' .float() runs only when the router's dtype is not fp32, not read from the recipes)")
 
@@ -1318,7 +1319,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      moe_sort_chunks=True, moe_bias_per_expert=True,
                      moe_dispatch_host_ops=(("sparse", 11, 0), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
-                     moe_dispatch_collectives=("sparse",), moe_dispatch_collectives_source=_MCORE_DISPATCH_COLLECTIVES,
+                     moe_dispatch_collectives=("sparse",),
+                     moe_dispatch_collectives_source=_MCORE_DISPATCH_COLLECTIVES,
                      moe_dispatch_sms=(("deepep", 20), ("hybridep", 16), ("sparse", "p2p_channels")),
                      moe_dispatch_sms_source=_MCORE_DEEPEP_SMS, wgrad_accumulation="te-fused",
                      wgrad_accumulation_source=_MCORE_WGRAD_FUSION),
