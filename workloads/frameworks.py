@@ -531,6 +531,18 @@ _MCORE_DEEPEP_SMS = (
     "DeepEP HybridEPBuffer's own default, from core_v0.17.1), which token_dispatcher.py passes to hybrid_ep_dispatch as num_sms_dispatch_api and "
     "num_sms_combine_api (HybridEPBuffer, fused_a2a.py)"
 )
+#: The collectives of Megatron-Core's alltoall dispatcher beside the token all-to-alls.
+_MCORE_DISPATCH_COLLECTIVES = (
+    "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
+    "Megatron-Bridge v0.2.0, the 25.11 release), the same at core_v0.14.0 (Megatron-Bridge v0.1.0, the 25.09 "
+    "release) and 580d53a8 (0.18.0): MoEAlltoAllTokenDispatcher.preprocess, without drop_and_pad, gathers "
+    "num_local_tokens_per_expert (routing_map.sum(dim=0).long(): one int64 per global expert) from every rank of "
+    "the tensor-and-expert group with gather_from_sequence_parallel_region (megatron/core/tensor_parallel/"
+    "mappings.py _gather_along_first_dim: torch.distributed.all_gather_into_tensor, an NCCL all-gather on the "
+    "current stream), before the device-to-host copies and the wait at before_ep_alltoall; token_dispatch runs "
+    "all_to_all(self.ep_group, permuted_probs, output_splits, input_splits) after the tokens' all_to_all, in both "
+    "modes, and _AllToAll.backward runs the reverse all-to-all of the probabilities' gradient "
+    "(mappings.py _AllToAll, torch.distributed.all_to_all_single)")
 #: The framework ops of Megatron-Core's dropless dispatchers beside the permute and the token all-to-all.
 _MCORE_DISPATCH_HOST = (
     "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
@@ -539,10 +551,12 @@ _MCORE_DISPATCH_HOST = (
     "preprocess runs routing_map.sum(dim=0), .long(), the input splits' reshape().sum(axis=1), "
     "gather_from_sequence_parallel_region of the counts (an all-gather over the EP group), the local experts' "
     "slice .contiguous(), the output splits' sum(axis=2) and sum(axis=1) and num_tokens_per_local_expert's "
-    "sum(dim=(0, 1)): 8; _maybe_dtoh_and_synchronize copies tokens_per_expert, input_splits, output_splits and "
-    "output_splits_tp to the host (maybe_move_tensor_to_cpu, non_blocking): 4; 12 before d2h_event.synchronize() "
-    "(the permute is the graph's moe_dispatch); token_dispatch then runs a second all_to_all for the permuted "
-    "probabilities: 1 after. Flex dispatcher with the HybridEP backend (_HybridEPManager): the metadata are "
+    "sum(dim=(0, 1)): 8, of which the all-gather is a collective of the graph (count_all_gather, "
+    "moe_dispatch_collectives), 7 host-only; _maybe_dtoh_and_synchronize copies tokens_per_expert, input_splits, "
+    "output_splits and output_splits_tp to the host (maybe_move_tensor_to_cpu, non_blocking): 4; 11 host-only "
+    "before d2h_event.synchronize() (the permute is the graph's moe_dispatch); token_dispatch then runs a second "
+    "all_to_all for the permuted probabilities, a collective of the graph (probs_all_to_all): none after. "
+    "Flex dispatcher with the HybridEP backend (_HybridEPManager): the metadata are "
     "views, hybrid_ep_dispatch is the graph's dispatch and all-to-all, then self.tokens_per_expert.sum(): 1 after "
     "(the probabilities' .float() runs only when the router's dtype is not fp32, not read from the recipes)")
 
@@ -894,6 +908,16 @@ class FrameworkProfile:
         issues none.
     moe_dispatch_host_source
         Where ``moe_dispatch_host_ops`` is counted.
+    moe_dispatch_collectives
+        ``moe_dispatch`` modes whose dispatcher, with expert parallelism, runs two small NCCL collectives of
+        its own beside the token all-to-alls: with ``moe_host_sync`` the all-gather of every rank's per-expert
+        token counts over the EP group before the host waits (``count_all_gather``, one int64 a global expert
+        a rank), and in every mode a second all-to-all that carries the routed tokens' probabilities
+        (``probs_all_to_all``, one value a routed token, and its backward). Each is priced as the collective
+        it is (its kernels on the stream, its framework op on the host); a mode not listed runs none. Source
+        in ``moe_dispatch_collectives_source``.
+    moe_dispatch_collectives_source
+        Where ``moe_dispatch_collectives`` is read.
     moe_dispatch_sms
         ``(dispatch, SMs)``: streaming multiprocessors a ``moe_dispatch`` mode's communication kernels hold
         while they run: a number (DeepEP's dispatch and combine kernels are launched on a fixed number of SMs)
@@ -969,6 +993,8 @@ class FrameworkProfile:
     fused_moe_source: str = ""
     moe_dispatch_host_ops: tuple[tuple[str, int, int], ...] = ()
     moe_dispatch_host_source: str = ""
+    moe_dispatch_collectives: tuple[str, ...] = ()
+    moe_dispatch_collectives_source: str = ""
     moe_dispatch_sms: tuple[tuple[str, int | str], ...] = ()
     moe_dispatch_sms_source: str = ""
     iteration_host_s: float = 0.0
@@ -1291,8 +1317,10 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
                      moe_sort_chunks=True, moe_bias_per_expert=True,
-                     moe_dispatch_host_ops=(("sparse", 12, 1), ("hybridep", 0, 1)),
+                     moe_dispatch_host_ops=(("sparse", 11, 0), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
+                     moe_dispatch_collectives=("sparse",),
+                     moe_dispatch_collectives_source=_MCORE_DISPATCH_COLLECTIVES,
                      moe_dispatch_sms=(("deepep", 20), ("hybridep", 16), ("sparse", "p2p_channels")),
                      moe_dispatch_sms_source=_MCORE_DEEPEP_SMS, wgrad_accumulation="te-fused",
                      wgrad_accumulation_source=_MCORE_WGRAD_FUSION),

@@ -439,8 +439,7 @@ class _Build:
         self.logits = logits
         self.seq = seq
         self.decoder_seq = decoder_seq
-        self.tp = tp
-        self.ep = ep
+        self.tp, self.ep = tp, ep
         #: expert tensor parallelism (Megatron-Core expert_tensor_parallel_size; None: tp)
         self.etp = tp if etp is None else etp
         self.cp = cp
@@ -479,6 +478,7 @@ class _Build:
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
         #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
         self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
+        self.dispatch_collectives = frozenset(prof.moe_dispatch_collectives if prof else ())  # its own collectives
         #: context parallelism as PyTorch runs it (torch.distributed.tensor.experimental.context_parallel,
         #: used by the FSDP2 stacks) rather than Transformer Engine's ring
         self.torch_ring = bool(prof and prof.stack == "fsdp2")
@@ -960,10 +960,14 @@ class _Build:
             wts, idx = b.op("moe_router", [x2, self.w("router.weight", (d, e))], name="router", top_k=k)
             sync, after = self.dispatch_sync(ep)
             xs, slots = self.replicate_tokens(x2, idx, k) if self.sort_copies else (x2, idx)
+            side = ep > 1 and cfg.moe_dispatch in self.dispatch_collectives
+            if side and sync:  # inside the interval the host waits on, before the permute
+                self.count_all_gather(e, ep)
             buf = b.op("moe_dispatch", [xs, slots], name="dispatch", experts=e, capacity=cap, tokens=routed, **sync)
             if ep > 1:
                 buf = b.op("all_to_all", [buf], name="dispatch_all_to_all", group_size=ep, stride=self.etp, **dedup,
                            **after)
+                wts = self.probs_all_to_all(wts, ep) if side else wts
                 buf = self.sort_by_local_expert(buf, ep, le, cap, d)
             n1 = 2 * ff if cfg.gated else ff
             calls = {"column_calls": 2} if cfg.gated and "tile_cols" in tiles else {}  # Megablox: w0, w1 apart
@@ -1010,6 +1014,23 @@ class _Build:
         out = self.unsort_rows(part, routed, d // self.tp)
         out = self.b.op("moe_combine", [out, wts, idx], name="combine", tokens=routed)
         return self.reshape(out, (bsz, s // self.tp, d), "merge")
+
+    def count_all_gather(self, e: int, ep: int) -> TensorSpec:
+        """Megatron-Core's dropless alltoall dispatcher gathers every rank's per-expert token counts (one int64
+        a global expert) over the expert-parallel group before it copies them to the host and waits
+        (``MoEAlltoAllTokenDispatcher.preprocess``, ``gather_from_sequence_parallel_region``: an NCCL
+        all-gather on the compute stream; :attr:`workloads.frameworks.FrameworkProfile.moe_dispatch_collectives`).
+        The counts carry no gradient. ``(ep * e,)`` int64."""
+        counts = self.b.input(f"{self.b.current_group}.tokens_per_expert", (e,), "int64")
+        return self.b.op("all_gather", [counts], name="count_all_gather", group_size=ep, stride=self.etp, axis=0)
+
+    def probs_all_to_all(self, wts: TensorSpec, ep: int) -> TensorSpec:
+        """The dispatcher's second all-to-all, of the routed tokens' probabilities (one value a routed token),
+        after the tokens' (``token_dispatch``: ``all_to_all(ep_group, permuted_probs, ...)``), and its backward
+        the reverse all-to-all of their gradient. The code applies them on the experts' side (the weighted
+        activation); the graph weights the combine with them, the same values through the same collectives.
+        Shape unchanged."""
+        return self.b.op("all_to_all", [wts], name="probs_all_to_all", group_size=ep, stride=self.etp)
 
     def replicate_tokens(self, x2: TensorSpec, idx: TensorSpec, k: int) -> tuple[TensorSpec, TensorSpec]:
         """The rows MaxText's sort gathers from, and their slots: with ``k`` > 1 ``jnp.repeat(inputs_2d, k,
