@@ -754,14 +754,18 @@ _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, 
           "int8": (DType.INT8, "row")}
 
 
-def _check_fp8_recipe(recipe: str, gathered_weights: bool) -> None:
-    """:func:`fp8_linears`' arguments: a known recipe, and gathered fp8 weights with ``tensorwise`` only."""
+def _check_fp8_recipe(recipe: str, gathered_weights: bool, fp8_params: bool = False) -> None:
+    """:func:`fp8_linears`' arguments: a known recipe, gathered fp8 weights with ``tensorwise`` only, fp8
+    parameters with a Transformer Engine recipe only."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
     if gathered_weights and recipe != "tensorwise":
         raise ValueError(f"fp8_linears: gathered fp8 weights with {recipe!r}; expected 'tensorwise' (torchao gathers "
                          "fp8 weights for tensorwise scaling only)")
+    if fp8_params and recipe not in TE_WEIGHT_CACHE:
+        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
+                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
 
 
 def _layer_linears(step: OpGraph) -> set[str]:
@@ -802,10 +806,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     ``ParallelPlan.fsdp_fp8_all_gather``: :func:`_gathered_weight`) or ``fp8_params`` (TE recipes;
     ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``: :func:`_fp8_param_weight`); otherwise a cast
     per GEMM."""
-    _check_fp8_recipe(recipe, gathered_weights)
-    if fp8_params and recipe not in TE_WEIGHT_CACHE:
-        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
-                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
+    _check_fp8_recipe(recipe, gathered_weights, fp8_params)
     linear = _layer_linears(step)
     ops: list[Op] = []
     te = recipe in TE_WEIGHT_CACHE
@@ -832,11 +833,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
-            if gathered_weights and t.role is Role.WEIGHT and step.producer(t.name) is None:
-                ins.append(_gathered_weight(op, i, t, ops))
-                continue
-            if fp8_params and t.role is Role.WEIGHT and step.producer(t.name) is None:
-                ins.append(_fp8_param_weight(op, i, t, ops))
+            if (gathered_weights or fp8_params) and t.role is Role.WEIGHT and step.producer(t.name) is None:
+                ins.append((_gathered_weight if gathered_weights else _fp8_param_weight)(op, i, t, ops))
                 continue
             src = root.get(t.name, t.name)
             if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
@@ -847,7 +845,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
                 q, amaxes[i] = cse[key]
             else:
                 noise = _rounding_noise(op, i, t, src, recipe, step, root, ops)
-                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops, noise)
+                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops, noise,
+                                                  _sharded_amax_group(step, op, i, t, recipe))
                 if key is not None:
                     cse[key] = (q, amaxes[i])
             ins.append(q)
@@ -1043,7 +1042,7 @@ def _rounding_noise(op: Op, i: int, t: TensorSpec, src: str, recipe: str, step: 
 
 
 def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op],
-                       noise: tuple[TensorSpec, ...] = ()) -> tuple[TensorSpec, TensorSpec | None]:
+                       noise: tuple[TensorSpec, ...] = (), tp_group: int = 0) -> tuple[TensorSpec, TensorSpec | None]:
     """The cast of ``op``'s 16-bit operand ``i`` under ``recipe`` (ops appended to ``ops``): ``(quantised
     tensor, the amax its scale comes from or None)``.
 
@@ -1058,7 +1057,9 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     max_abs; kernel 3: x_bf16, max_abs -> to_float8"). An amax per row along the innermost axis is the
     persistent row reduction Inductor fuses with the cast that follows (one read). ``rowwise``'s amax and
     cast of an activation along its outer axis (the weight-gradient operands) carry ``access =``
-    :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``)."""
+    :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``).
+    ``tp_group`` > 1: the amax spans a tensor-parallel shard, its maximum over the group an all-reduce between the
+    amax and the cast (:func:`_sharded_amax_group`)."""
     qdt, scaling = _QUANT[recipe]
     q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
     te: dict[str, Any] = {TE_QUANTIZE_ATTR: recipe} if recipe in TE_QUANTIZE_RECIPES else {}
@@ -1087,6 +1088,10 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
         attrs.update(te, **{TE_NORM_FUSED_ATTR: True})
         cast.update(te)
     ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
+    if tp_group > 1:  # DTensor: the local amax is Partial(max); the scale's clamp all-reduces it
+        local, amax = amax, TensorSpec(f"{op.name}.amax_{i}_tp", shape, DType.FP32, Role.ACTIVATION)
+        ops.append(Op(amax.name, "all_reduce", (local,), (amax,), Attrs({"group_size": tp_group}),
+                      op.group))
     reads = ((t, amax) if recipe in TORCHAO_RECIPES else (t,)) + noise
     if te:
         scale = TensorSpec(f"{op.name}.scale_{i}", shape, DType.FP32, Role.ACTIVATION)
@@ -1094,6 +1099,40 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
         reads = (t, scale)
     ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs(cast), op.group))
     return q, amax
+
+
+def _sharded_amax_group(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> int:
+    """The tensor-parallel group over which the amax of ``op``'s operand ``i`` (``t``) is all-reduced (0: none).
+
+    torchtitan's tensor parallelism hands torchao's ``Float8Linear`` DTensors: the weight sharded by output
+    columns (``ColwiseParallel``) or input rows (``RowwiseParallel``), a row-parallel linear's input sharded on its
+    last axis and a column-parallel linear's output gradient too (``Float8ColwiseParallel`` /
+    ``Float8RowwiseParallel`` / ``PrepareFloat8ModuleInput`` for ``tensorwise``, the plain classes for
+    ``rowwise``; torchtitan parallelize_llama.py @ 9dec370 and @ 820504e). ``tensor_to_amax`` takes
+    ``torch.max(torch.abs(x))`` (tensorwise) or ``torch.amax(torch.abs(x), dim, keepdim=True)`` (axiswise), and
+    ``amax_to_scale`` clamps it (torchao/float8/float8_utils.py @ eab345c and @ 6243040): on a sharded DTensor the
+    maximum is ``Partial`` and the clamp, dispatched through DTensor, issues an all-reduce (torchao's own comments
+    on the same pattern in ``precompute_float8_dynamic_scale_for_fsdp``, torchao/float8/fsdp_utils.py @ 6243040:
+    "max_weights = torch._foreach_norm(weights, ord=math.inf)  # Partial", "clamp is dispatched through DTensor,
+    it will issue a single all-reduce"). So a tensorwise amax over a TP shard is all-reduced, and a rowwise one
+    where the GEMM contracts over the sharded axis (one value per row). The column-parallel inputs and the
+    row-parallel output gradients of ``tensorwise`` arrive gathered in fp8 (:func:`_fp8_gather`)."""
+    tp = int(step.meta.get("tp") or 1)
+    if tp <= 1 or recipe not in TORCHAO_RECIPES:
+        return 0
+    base = op.name.split("@recompute")[0].split(".bwd_")[0]
+    par = step.op(base).attrs.get("tensor_parallel", "")
+    if par not in ("column", "row"):
+        return 0
+    nd = len(t.shape)
+    if t.role is Role.WEIGHT and step.producer(t.name) is None:
+        shard = nd - 1 if par == "column" else nd - 2  # stored (d_in, d_out)
+    else:
+        grad = (".bwd_a" in op.name and i == 0) or (".bwd_b" in op.name and i == 1)  # the output gradient
+        if (par == "column") != grad:
+            return 0
+        shard = nd - 1
+    return tp if recipe == "tensorwise" or _contraction_axis(op, i, nd) == shard else 0
 
 
 def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:

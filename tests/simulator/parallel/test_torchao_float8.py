@@ -166,3 +166,46 @@ def test_compiled_runs_cast_a_shared_input_once() -> None:
     assert n == 1 and len(read) == 1
     n, read = casts("fsdp2")
     assert n == 3 and len(read) == 3
+
+
+def _tp_all_reduces(recipe: str, layer: str = "layers.0.") -> dict[str, tuple[int, tuple[int, ...]]]:
+    """The amax all-reduces a TP 2 + SP plan adds to ``layer`` (name -> (group, amax shape))."""
+    g = _graph(recipe, ParallelPlan(tp=2, sequence_parallel=True))
+    return {op.name[len(layer):]: (op.attrs["group_size"], op.inputs[0].shape) for op in g.ops
+            if op.kind == "all_reduce" and op.name.startswith(layer) and "_tp" in op.name}
+
+
+def test_tensorwise_tensor_parallelism_all_reduces_every_sharded_amax() -> None:
+    # torchao's tensor_to_amax on a DTensor shard is Partial(max); amax_to_scale's clamp all-reduces it over TP
+    got = _tp_all_reduces("tensorwise")
+    assert set(got.values()) == {(2, (1,))}
+    lins = ("attn.qkv", "attn.out", "mlp.gate_up", "mlp.down")
+    # every weight cast (column- and row-parallel alike), forward and input-gradient GEMM: 8
+    weights = {f"{lin}.amax_1_tp" for lin in lins} | {f"{lin}.bwd_a.amax_1_tp" for lin in lins}
+    # a row-parallel linear's input (sharded on its last axis), forward and weight-gradient GEMM: 4
+    inputs = {f"{lin}.{g}amax_0_tp" for lin in ("attn.out", "mlp.down") for g in ("", "bwd_b.")}
+    # a column-parallel linear's output gradient (sharded on its last axis), both backward GEMMs: 4
+    grads = {f"{lin}.bwd_a.amax_0_tp" for lin in ("attn.qkv", "mlp.gate_up")} | {
+        f"{lin}.bwd_b.amax_1_tp" for lin in ("attn.qkv", "mlp.gate_up")}
+    # nothing else: the gathered fp8 inputs and row-parallel output gradients are replicated (their own amax_group)
+    assert set(got) == weights | inputs | grads and len(got) == 16
+    g = _graph("tensorwise", ParallelPlan(tp=2, sequence_parallel=True))
+    ar, cast = _op(g, "layers.0.attn.out.amax_0_tp"), _op(g, "layers.0.attn.out.cast_0")
+    assert ar.inputs[0] == _op(g, "layers.0.attn.out.amax_0").outputs[0] and ar.outputs[0] in cast.inputs
+
+
+def test_rowwise_tensor_parallelism_all_reduces_only_amaxes_over_a_sharded_contraction_axis() -> None:
+    # rowwise: one amax per row along the GEMM's contraction axis; only where that axis is the TP-sharded one
+    got = _tp_all_reduces("rowwise")
+    # forward: a row-parallel linear contracts over its sharded d_in: its weight per output column (4096 values),
+    # its input per token (256)
+    for lin in ("attn.out", "mlp.down"):
+        assert got[f"{lin}.amax_1_tp"] == (2, (1, 4096)) and got[f"{lin}.amax_0_tp"] == (2, (1, 256, 1))
+    # input gradient: contracts over d_out, sharded for a column-parallel linear (weight per d_in row, and the
+    # output gradient per token)
+    for lin in ("attn.qkv", "mlp.gate_up"):
+        assert got[f"{lin}.bwd_a.amax_1_tp"] == (2, (4096, 1)) and got[f"{lin}.bwd_a.amax_0_tp"] == (2, (1, 256, 1))
+    # nothing else: the weight gradient contracts over the tokens, a column-parallel forward over d_in (local)
+    assert len(got) == 8
+    # without tensor parallelism nothing is all-reduced
+    assert not [op for op in _graph("rowwise").ops if op.kind == "all_reduce"]
