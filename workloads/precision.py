@@ -837,8 +837,10 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
                 ins.append((_gathered_weight if gathered_weights else _fp8_param_weight)(op, i, t, ops))
                 continue
             src = root.get(t.name, t.name)
-            if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
-                ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
+            made = next((cast_of[k] for k in _cast_keys(op, src, te) if k in cast_of), None)
+            if made is not None:  # the quantised tensor an earlier GEMM reading it made (TE; Float8 TP: _tp_cast_once)
+                q = _view(made, t.shape, f"{op.name}.fp8_{i}", op.group, ops)
+                ins.append(q if te else _k_major(op, i, q, ops))
                 continue
             key = _cse_key(op, i, t, src) if cse is not None else None
             if key is not None and key in cse:  # the same cast of the same tensor, once (AOTAutograd's CSE)
@@ -853,6 +855,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
                 ops.append(_te_second_layout(op, i, q, t.shape, recipe))
+            elif _tp_cast_once(step, op, i, t, recipe):
+                cast_of[_cast_keys(op, src, te)[0]] = q
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
             ops.extend(_post_scaled(op, ins, attrs, amaxes))
@@ -860,7 +864,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
-    return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+    return OpGraph(step.name, _without_unread_views(ops) if te or cast_of else ops, meta)
 
 
 
@@ -1101,38 +1105,68 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     return q, amax
 
 
-def _sharded_amax_group(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> int:
-    """The tensor-parallel group over which the amax of ``op``'s operand ``i`` (``t``) is all-reduced (0: none).
-
-    torchtitan's tensor parallelism hands torchao's ``Float8Linear`` DTensors: the weight sharded by output
+def _tp_shard(step: OpGraph, op: Op, i: int, t: TensorSpec) -> int | None:
+    """The axis of ``op``'s operand ``i`` (``t``) that torchtitan's tensor parallelism shards (None: replicated, or
+    no tensor parallelism). torchtitan hands torchao's ``Float8Linear`` DTensors: the weight sharded by output
     columns (``ColwiseParallel``) or input rows (``RowwiseParallel``), a row-parallel linear's input sharded on its
     last axis and a column-parallel linear's output gradient too (``Float8ColwiseParallel`` /
     ``Float8RowwiseParallel`` / ``PrepareFloat8ModuleInput`` for ``tensorwise``, the plain classes for
-    ``rowwise``; torchtitan parallelize_llama.py @ 9dec370 and @ 820504e). ``tensor_to_amax`` takes
-    ``torch.max(torch.abs(x))`` (tensorwise) or ``torch.amax(torch.abs(x), dim, keepdim=True)`` (axiswise), and
-    ``amax_to_scale`` clamps it (torchao/float8/float8_utils.py @ eab345c and @ 6243040): on a sharded DTensor the
-    maximum is ``Partial`` and the clamp, dispatched through DTensor, issues an all-reduce (torchao's own comments
-    on the same pattern in ``precompute_float8_dynamic_scale_for_fsdp``, torchao/float8/fsdp_utils.py @ 6243040:
-    "max_weights = torch._foreach_norm(weights, ord=math.inf)  # Partial", "clamp is dispatched through DTensor,
-    it will issue a single all-reduce"). So a tensorwise amax over a TP shard is all-reduced, and a rowwise one
-    where the GEMM contracts over the sharded axis (one value per row). The column-parallel inputs and the
-    row-parallel output gradients of ``tensorwise`` arrive gathered in fp8 (:func:`_fp8_gather`)."""
-    tp = int(step.meta.get("tp") or 1)
-    if tp <= 1 or recipe not in TORCHAO_RECIPES:
-        return 0
-    base = op.name.split("@recompute")[0].split(".bwd_")[0]
-    par = step.op(base).attrs.get("tensor_parallel", "")
+    ``rowwise``; torchtitan parallelize_llama.py @ 9dec370 and @ 820504e); the graph stores a weight (d_in, d_out).
+    The column-parallel inputs and row-parallel output gradients are gathered (replicated)."""
+    if int(step.meta.get("tp") or 1) <= 1:
+        return None
+    par = step.op(op.name.split("@recompute")[0].split(".bwd_")[0]).attrs.get("tensor_parallel", "")
     if par not in ("column", "row"):
-        return 0
+        return None
     nd = len(t.shape)
     if t.role is Role.WEIGHT and step.producer(t.name) is None:
-        shard = nd - 1 if par == "column" else nd - 2  # stored (d_in, d_out)
-    else:
-        grad = (".bwd_a" in op.name and i == 0) or (".bwd_b" in op.name and i == 1)  # the output gradient
-        if (par == "column") != grad:
-            return 0
-        shard = nd - 1
-    return tp if recipe == "tensorwise" or _contraction_axis(op, i, nd) == shard else 0
+        return nd - 1 if par == "column" else nd - 2
+    grad = (".bwd_a" in op.name and i == 0) or (".bwd_b" in op.name and i == 1)  # the output gradient
+    return nd - 1 if (par == "column") == grad else None
+
+
+def _sharded_amax_group(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> int:
+    """The tensor-parallel group over which the amax of ``op``'s operand ``i`` (``t``) is all-reduced (0: none).
+
+    ``tensor_to_amax`` takes ``torch.max(torch.abs(x))`` (tensorwise) or ``torch.amax(torch.abs(x), dim,
+    keepdim=True)`` (axiswise), and ``amax_to_scale`` clamps it (torchao/float8/float8_utils.py @ eab345c and @
+    6243040): on a DTensor sharded on a reduced axis (:func:`_tp_shard`) the maximum is ``Partial`` and the clamp,
+    dispatched through DTensor, issues an all-reduce (torchao's own comments on the same pattern in
+    ``precompute_float8_dynamic_scale_for_fsdp``, torchao/float8/fsdp_utils.py @ 6243040: "max_weights =
+    torch._foreach_norm(weights, ord=math.inf)  # Partial", "clamp is dispatched through DTensor, it will issue a
+    single all-reduce"). So a tensorwise amax over a TP shard is all-reduced, and a rowwise one where the GEMM
+    contracts over the sharded axis (one value per row)."""
+    shard = _tp_shard(step, op, i, t) if recipe in TORCHAO_RECIPES else None
+    if shard is None:
+        return 0
+    tp = int(step.meta["tp"])
+    return tp if recipe == "tensorwise" or _contraction_axis(op, i, len(t.shape)) == shard else 0
+
+
+def _cast_keys(op: Op, src: str, te: bool) -> tuple[str, ...]:
+    """Where a GEMM ``op`` finds a cast of tensor ``src`` an earlier GEMM made, the most recent pass first: TE's
+    quantised activation serves every later GEMM (its key the tensor); a Float8 tensor-parallel cast
+    (:func:`_tp_cast_once`) serves its own pass, and the backward the cast of the backward, else of the
+    recomputation (a recomputed region casts again: the cast is no saved op), else of the forward."""
+    if te:
+        return (src,)
+    if ".bwd_" in op.name:
+        return f"{src}|bwd", f"{src}|rec", f"{src}|fwd"
+    return (f"{src}|rec",) if "@recompute" in op.name else (f"{src}|fwd",)
+
+
+def _tp_cast_once(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> bool:
+    """Whether ``op``'s activation operand ``i`` is cast once per pass and read in fp8 by the linear's later GEMMs:
+    under ``tensorwise`` tensor parallelism the TP-sharded activations (:func:`_tp_shard`) are cast by the parallel
+    styles, not by the GEMMs: ``Float8RowwiseParallel._prepare_input_fn`` casts a row-parallel linear's input, and
+    ``matmul_with_hp_or_float8_args`` saves that ``Float8Tensor`` (``ctx.save_for_backward(input_hp, ...)``), whose
+    weight-gradient GEMM takes it as is (``tensor_already_casted_to_fp8``); ``Float8ColwiseParallel._prepare_output_fn``
+    wraps a column-parallel output in ``NoopFwToFloat8BwDynamic``, whose backward casts the output gradient once for
+    both backward GEMMs (torchao/float8/float8_tensor_parallel.py, float8_linear.py @ 6243040; @ eab345c the same
+    classes, with ``manual_float8_matmul_with_args_in_float8``). The weight-gradient GEMM reads such a tensor through
+    ``preprocess_addmm``'s copy into ``torch._scaled_mm``'s layout (``a_data.contiguous()`` /
+    ``b_data.t().contiguous().t()``, torchao/float8/float8_ops.py): :func:`_k_major`."""
+    return recipe == "tensorwise" and t.role is Role.ACTIVATION and _tp_shard(step, op, i, t) is not None
 
 
 def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:
