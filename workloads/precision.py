@@ -812,11 +812,11 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     te = recipe in TE_WEIGHT_CACHE
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
     cast_of: dict[str, TensorSpec] = {}
-    gathers = _float8_tp_gathers(step, linear) if recipe == "tensorwise" else set()
+    gathers = _float8_tp_gathers(step, linear) if recipe in FP8_GATHER_RECIPES else set()
     cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
     fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
-        if _float8_tp_op(op, gathers, fp8_of, ops) or (te and _fp8_experts(op, recipe, ops)):
+        if _float8_tp_op(op, gathers, fp8_of, ops, recipe) or (te and _fp8_experts(op, recipe, ops)):
             continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
@@ -827,8 +827,8 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
         qdt, ins = _QUANT[recipe][0], []
         amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
-            if t.name in fp8_of:  # Float8 tensor parallelism: gathered in fp8 already
-                ins.append(_k_major(op, i, fp8_of[t.name], ops))
+            if t.name in fp8_of:  # sequence parallelism gathered it in fp8 already
+                ins.append(_gathered_fp8(op, i, fp8_of[t.name], recipe, ops))
                 continue
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
@@ -949,11 +949,19 @@ def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
     return out
 
 
-def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op]) -> bool:
-    """Whether ``op`` was one of Float8 tensor parallelism's gathers, or a view of one, re-emitted in fp8
-    into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions)."""
+#: recipes whose sequence-parallel all-gathers of a linear's input or output gradient move fp8 (the shard quantised
+#: before the gather): torchao ``tensorwise`` (:func:`_fp8_gather`) and Transformer Engine's current scaling
+#: (:func:`_te_fp8_gather`)
+FP8_GATHER_RECIPES = ("tensorwise", "current")
+
+
+def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op],
+                  recipe: str = "tensorwise") -> bool:
+    """Whether ``op`` was one of the fp8 sequence-parallel gathers (:data:`FP8_GATHER_RECIPES`), or a view of one,
+    re-emitted in fp8 into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions, and a TE gather's
+    name plus ``#shard`` to the fp8 shard it gathered)."""
     if op.name in gathers:
-        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
+        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops) if recipe == "tensorwise" else _te_fp8_gather(op, ops, fp8_of)
         return True
     if op.kind == "reshape" and op.inputs[0].name in fp8_of:
         out = op.outputs[0]
@@ -974,6 +982,53 @@ def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
     c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
     return c
+
+
+def _gathered_fp8(op: Op, i: int, q: TensorSpec, recipe: str, ops: list[Op]) -> TensorSpec:
+    """An fp8 tensor a sequence-parallel gather made (``q``) as ``op`` reads it: torchao's weight-gradient GEMM
+    through a layout copy (:func:`_k_major`); Transformer Engine's GEMMs read it as gathered, its weight-gradient GEMM
+    after the columnwise usage is added to the gathered tensor (``update_usage(columnwise_usage=True)`` after
+    ``gather_along_first_dim``, transformer_engine/pytorch/module/linear.py and layernorm_linear.py @ release_v2.9):
+    on Hopper a transposed copy of the gathered bytes (a kernel of its own, priced at no bytes where
+    :func:`fp8_gemm_reads_both_layouts`)."""
+    if recipe not in TE_QUANTIZE_RECIPES:
+        return _k_major(op, i, q, ops)
+    if ".bwd_b" in op.name:
+        ops.append(_te_second_layout(op, i, q, q.shape, recipe))
+    return q
+
+
+def _te_fp8_gather(op: Op, ops: list[Op], fp8_of: dict[str, TensorSpec]) -> TensorSpec:
+    """A sequence-parallel all-gather as Transformer Engine's current scaling runs it (ops appended to ``ops``; the
+    fp8 gathered tensor returned). ``_customize_quantizers_float8_current_scaling`` (module/linear.py,
+    module/layernorm_linear.py @ release_v2.9) sets ``with_amax_reduction`` over the TP group for a column-parallel
+    input and a row-parallel output gradient under sequence parallelism, and ``gather_along_first_dim(...,
+    quantizer=...)`` quantises the local shard rowwise (``supports_only_rowwise_all_gather``) and gathers fp8: the
+    shard's amax (in the norm kernel when a norm made the shard, :data:`TE_NORM_FUSED_ATTR`), its all-reduce, the scale
+    and cast kernels over the shard, the fp8 gather. The backward's re-gather of a column-parallel input
+    (``backward_input_needs_gather``: Megatron keeps the shard, ``recompute_in_backward``) gathers the saved fp8
+    shard, quantising nothing."""
+    shard, full = op.inputs[0], op.outputs[0]
+    qf = TensorSpec(f"{op.name}.fp8", full.shape, DType.FP8_E4M3, full.role)
+    saved = fp8_of.get(op.name.split("@recompute")[0] + "#shard")
+    if "@recompute" in op.name and saved is not None:
+        ops.append(Op(op.name, "all_gather", (saved,), (qf,), op.attrs, op.group))
+        return qf
+    te = {TE_QUANTIZE_ATTR: "current"}
+    amax = TensorSpec(f"{op.name}.amax", (1,), DType.FP32, Role.ACTIVATION)
+    gmax = TensorSpec(f"{op.name}.amax_group", (1,), DType.FP32, Role.ACTIVATION)
+    scale = TensorSpec(f"{op.name}.scale", (1,), DType.FP32, Role.ACTIVATION)
+    q = TensorSpec(f"{op.name}.fp8_shard", shard.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    ops += [Op(f"{op.name}.amax_shard", "reduction", (shard,), (amax,),
+               Attrs({"op": "max", "axes": tuple(range(len(shard.shape))), "keepdims": False, "grid_reduction": True,
+                      **te, TE_NORM_FUSED_ATTR: True}), op.group),
+            Op(f"{op.name}.amax_group", "all_reduce", (amax,), (gmax,), Attrs({"group_size": op.attrs.get("group_size", 1)}),
+               op.group),
+            Op(f"{op.name}.scale_shard", "elementwise", (gmax,), (scale,), Attrs({"op": "copy", **te}), op.group),
+            Op(f"{op.name}.cast_shard", "elementwise", (shard, scale), (q,), Attrs({"op": "cast", **te}), op.group),
+            Op(op.name, "all_gather", (q,), (qf,), op.attrs, op.group)]
+    fp8_of[op.name + "#shard"] = q
+    return qf
 
 
 def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
