@@ -754,14 +754,18 @@ _QUANT = {"tensorwise": (DType.FP8_E4M3, "tensor"), "rowwise": (DType.FP8_E4M3, 
           "int8": (DType.INT8, "row")}
 
 
-def _check_fp8_recipe(recipe: str, gathered_weights: bool) -> None:
-    """:func:`fp8_linears`' arguments: a known recipe, and gathered fp8 weights with ``tensorwise`` only."""
+def _check_fp8_recipe(recipe: str, gathered_weights: bool, fp8_params: bool = False) -> None:
+    """:func:`fp8_linears`' arguments: a known recipe, gathered fp8 weights with ``tensorwise`` only, fp8
+    parameters with a Transformer Engine recipe only."""
     if recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_linears: got {recipe!r}; expected one of {', '.join(FP8_RECIPES)}"
                          + did_you_mean(str(recipe), FP8_RECIPES))
     if gathered_weights and recipe != "tensorwise":
         raise ValueError(f"fp8_linears: gathered fp8 weights with {recipe!r}; expected 'tensorwise' (torchao gathers "
                          "fp8 weights for tensorwise scaling only)")
+    if fp8_params and recipe not in TE_WEIGHT_CACHE:
+        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
+                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
 
 
 def _layer_linears(step: OpGraph) -> set[str]:
@@ -802,20 +806,17 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     ``ParallelPlan.fsdp_fp8_all_gather``: :func:`_gathered_weight`) or ``fp8_params`` (TE recipes;
     ``ParallelPlan.fp8_param``, Megatron's ``fp8_param_gather``: :func:`_fp8_param_weight`); otherwise a cast
     per GEMM."""
-    _check_fp8_recipe(recipe, gathered_weights)
-    if fp8_params and recipe not in TE_WEIGHT_CACHE:
-        raise ValueError(f"fp8_linears: fp8 parameters with {recipe!r}; expected one of "
-                         f"{', '.join(TE_WEIGHT_CACHE)} (Transformer Engine's fp8 parameters)")
+    _check_fp8_recipe(recipe, gathered_weights, fp8_params)
     linear = _layer_linears(step)
     ops: list[Op] = []
     te = recipe in TE_WEIGHT_CACHE
     root: dict[str, str] = {}  # a view's name -> the tensor it views (TE: the quantised tensor is reused)
     cast_of: dict[str, TensorSpec] = {}
-    gathers = _float8_tp_gathers(step, linear) if recipe == "tensorwise" else set()
+    gathers = _float8_tp_gathers(step, linear) if recipe in FP8_GATHER_RECIPES else set()
     cse: dict[tuple[Any, ...], tuple[TensorSpec, TensorSpec | None]] | None = {} if _aot_cse(step, recipe) else None
     fp8_of: dict[str, TensorSpec] = {}  # a gathered 16-bit tensor (or a view of it) -> its fp8 version
     for op in step.ops:
-        if _float8_tp_op(op, gathers, fp8_of, ops) or (te and _fp8_experts(op, recipe, ops)):
+        if _float8_tp_op(op, gathers, fp8_of, ops, recipe) or (te and _fp8_experts(op, recipe, ops)):
             continue
         if op.kind == "reshape":
             root[op.outputs[0].name] = root.get(op.inputs[0].name, op.inputs[0].name)
@@ -826,34 +827,36 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
         qdt, ins = _QUANT[recipe][0], []
         amaxes: list[TensorSpec | None] = [None, None]
         for i, t in enumerate(op.inputs[:2]):
-            if t.name in fp8_of:  # Float8 tensor parallelism: gathered in fp8 already
-                ins.append(_k_major(op, i, fp8_of[t.name], ops))
+            if t.name in fp8_of:  # sequence parallelism gathered it in fp8 already
+                ins.append(_gathered_fp8(op, i, fp8_of[t.name], recipe, ops))
                 continue
             if t.dtype not in (DType.BF16, DType.FP16):
                 ins.append(t)
                 continue
-            if gathered_weights and t.role is Role.WEIGHT and step.producer(t.name) is None:
-                ins.append(_gathered_weight(op, i, t, ops))
-                continue
-            if fp8_params and t.role is Role.WEIGHT and step.producer(t.name) is None:
-                ins.append(_fp8_param_weight(op, i, t, ops))
+            if (gathered_weights or fp8_params) and t.role is Role.WEIGHT and step.producer(t.name) is None:
+                ins.append((_gathered_weight if gathered_weights else _fp8_param_weight)(op, i, t, ops))
                 continue
             src = root.get(t.name, t.name)
-            if te and src in cast_of:  # TE: the quantised tensor the first GEMM reading it made
-                ins.append(_view(cast_of[src], t.shape, f"{op.name}.fp8_{i}", op.group, ops))
+            made = next((cast_of[k] for k in _cast_keys(op, src, te) if k in cast_of), None)
+            if made is not None:  # the quantised tensor an earlier GEMM reading it made (TE; Float8 TP: _tp_cast_once)
+                q = _view(made, t.shape, f"{op.name}.fp8_{i}", op.group, ops)
+                ins.append(q if te else _k_major(op, i, q, ops))
                 continue
             key = _cse_key(op, i, t, src) if cse is not None else None
             if key is not None and key in cse:  # the same cast of the same tensor, once (AOTAutograd's CSE)
                 q, amaxes[i] = cse[key]
             else:
                 noise = _rounding_noise(op, i, t, src, recipe, step, root, ops)
-                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops, noise)
+                q, amaxes[i] = _quantised_operand(op, i, t, recipe, ops, noise,
+                                                  _sharded_amax_group(step, op, i, t, recipe))
                 if key is not None:
                     cse[key] = (q, amaxes[i])
             ins.append(q)
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
                 ops.append(_te_second_layout(op, i, q, t.shape, recipe))
+            elif _tp_cast_once(step, op, i, t, recipe):
+                cast_of[_cast_keys(op, src, te)[0]] = q
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
             ops.extend(_post_scaled(op, ins, attrs, amaxes))
@@ -861,7 +864,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
         ops.append(Op(op.name, op.kind, (*ins, *op.inputs[2:]), op.outputs, attrs, op.group))
     meta = dict(step.meta)
     meta["fp8_linears"] = recipe
-    return OpGraph(step.name, _without_unread_views(ops) if te else ops, meta)
+    return OpGraph(step.name, _without_unread_views(ops) if te or cast_of else ops, meta)
 
 
 
@@ -946,11 +949,19 @@ def _float8_tp_gathers(step: OpGraph, linear: set[str]) -> set[str]:
     return out
 
 
-def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op]) -> bool:
-    """Whether ``op`` was one of Float8 tensor parallelism's gathers, or a view of one, re-emitted in fp8
-    into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions)."""
+#: recipes whose sequence-parallel all-gathers of a linear's input or output gradient move fp8 (the shard quantised
+#: before the gather): torchao ``tensorwise`` (:func:`_fp8_gather`) and Transformer Engine's current scaling
+#: (:func:`_te_fp8_gather`)
+FP8_GATHER_RECIPES = ("tensorwise", "current")
+
+
+def _float8_tp_op(op: Op, gathers: set[str], fp8_of: dict[str, TensorSpec], ops: list[Op],
+                  recipe: str = "tensorwise") -> bool:
+    """Whether ``op`` was one of the fp8 sequence-parallel gathers (:data:`FP8_GATHER_RECIPES`), or a view of one,
+    re-emitted in fp8 into ``ops`` (``fp8_of`` maps the 16-bit tensors to their fp8 versions, and a TE gather's
+    name plus ``#shard`` to the fp8 shard it gathered)."""
     if op.name in gathers:
-        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops)
+        fp8_of[op.outputs[0].name] = _fp8_gather(op, ops) if recipe == "tensorwise" else _te_fp8_gather(op, ops, fp8_of)
         return True
     if op.kind == "reshape" and op.inputs[0].name in fp8_of:
         out = op.outputs[0]
@@ -971,6 +982,53 @@ def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
     c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
     return c
+
+
+def _gathered_fp8(op: Op, i: int, q: TensorSpec, recipe: str, ops: list[Op]) -> TensorSpec:
+    """An fp8 tensor a sequence-parallel gather made (``q``) as ``op`` reads it: torchao's weight-gradient GEMM
+    through a layout copy (:func:`_k_major`); Transformer Engine's GEMMs read it as gathered, its weight-gradient GEMM
+    after the columnwise usage is added to the gathered tensor (``update_usage(columnwise_usage=True)`` after
+    ``gather_along_first_dim``, transformer_engine/pytorch/module/linear.py and layernorm_linear.py @ release_v2.9):
+    on Hopper a transposed copy of the gathered bytes (a kernel of its own, priced at no bytes where
+    :func:`fp8_gemm_reads_both_layouts`)."""
+    if recipe not in TE_QUANTIZE_RECIPES:
+        return _k_major(op, i, q, ops)
+    if ".bwd_b" in op.name:
+        ops.append(_te_second_layout(op, i, q, q.shape, recipe))
+    return q
+
+
+def _te_fp8_gather(op: Op, ops: list[Op], fp8_of: dict[str, TensorSpec]) -> TensorSpec:
+    """A sequence-parallel all-gather as Transformer Engine's current scaling runs it (ops appended to ``ops``; the
+    fp8 gathered tensor returned). ``_customize_quantizers_float8_current_scaling`` (module/linear.py,
+    module/layernorm_linear.py @ release_v2.9) sets ``with_amax_reduction`` over the TP group for a column-parallel
+    input and a row-parallel output gradient under sequence parallelism, and ``gather_along_first_dim(...,
+    quantizer=...)`` quantises the local shard rowwise (``supports_only_rowwise_all_gather``) and gathers fp8: the
+    shard's amax (in the norm kernel when a norm made the shard, :data:`TE_NORM_FUSED_ATTR`), its all-reduce, the scale
+    and cast kernels over the shard, the fp8 gather. The backward's re-gather of a column-parallel input
+    (``backward_input_needs_gather``: Megatron keeps the shard, ``recompute_in_backward``) gathers the saved fp8
+    shard, quantising nothing."""
+    shard, full = op.inputs[0], op.outputs[0]
+    qf = TensorSpec(f"{op.name}.fp8", full.shape, DType.FP8_E4M3, full.role)
+    saved = fp8_of.get(op.name.split("@recompute")[0] + "#shard")
+    if "@recompute" in op.name and saved is not None:
+        ops.append(Op(op.name, "all_gather", (saved,), (qf,), op.attrs, op.group))
+        return qf
+    te = {TE_QUANTIZE_ATTR: "current"}
+    amax = TensorSpec(f"{op.name}.amax", (1,), DType.FP32, Role.ACTIVATION)
+    gmax = TensorSpec(f"{op.name}.amax_group", (1,), DType.FP32, Role.ACTIVATION)
+    scale = TensorSpec(f"{op.name}.scale", (1,), DType.FP32, Role.ACTIVATION)
+    q = TensorSpec(f"{op.name}.fp8_shard", shard.shape, DType.FP8_E4M3, Role.ACTIVATION)
+    ops += [Op(f"{op.name}.amax_shard", "reduction", (shard,), (amax,),
+               Attrs({"op": "max", "axes": tuple(range(len(shard.shape))), "keepdims": False, "grid_reduction": True,
+                      **te, TE_NORM_FUSED_ATTR: True}), op.group),
+            Op(f"{op.name}.amax_group", "all_reduce", (amax,), (gmax,), Attrs({"group_size": op.attrs.get("group_size", 1)}),
+               op.group),
+            Op(f"{op.name}.scale_shard", "elementwise", (gmax,), (scale,), Attrs({"op": "copy", **te}), op.group),
+            Op(f"{op.name}.cast_shard", "elementwise", (shard, scale), (q,), Attrs({"op": "cast", **te}), op.group),
+            Op(op.name, "all_gather", (q,), (qf,), op.attrs, op.group)]
+    fp8_of[op.name + "#shard"] = q
+    return qf
 
 
 def _fp8_gather(op: Op, ops: list[Op]) -> TensorSpec:
@@ -1043,7 +1101,7 @@ def _rounding_noise(op: Op, i: int, t: TensorSpec, src: str, recipe: str, step: 
 
 
 def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op],
-                       noise: tuple[TensorSpec, ...] = ()) -> tuple[TensorSpec, TensorSpec | None]:
+                       noise: tuple[TensorSpec, ...] = (), tp_group: int = 0) -> tuple[TensorSpec, TensorSpec | None]:
     """The cast of ``op``'s 16-bit operand ``i`` under ``recipe`` (ops appended to ``ops``): ``(quantised
     tensor, the amax its scale comes from or None)``.
 
@@ -1058,7 +1116,9 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
     max_abs; kernel 3: x_bf16, max_abs -> to_float8"). An amax per row along the innermost axis is the
     persistent row reduction Inductor fuses with the cast that follows (one read). ``rowwise``'s amax and
     cast of an activation along its outer axis (the weight-gradient operands) carry ``access =``
-    :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``)."""
+    :data:`OUTER_AXIS_ACCESS` (uncoalesced loads, priced at the device's ``efficiency.outer_axis_stream_fraction``).
+    ``tp_group`` > 1: the amax spans a tensor-parallel shard, its maximum over the group an all-reduce between the
+    amax and the cast (:func:`_sharded_amax_group`)."""
     qdt, scaling = _QUANT[recipe]
     q = TensorSpec(f"{op.name}.fp8_{i}", t.shape, qdt, Role.ACTIVATION)
     te: dict[str, Any] = {TE_QUANTIZE_ATTR: recipe} if recipe in TE_QUANTIZE_RECIPES else {}
@@ -1087,6 +1147,10 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
         attrs.update(te, **{TE_NORM_FUSED_ATTR: True})
         cast.update(te)
     ops.append(Op(f"{op.name}.amax_{i}", "reduction", (t,), (amax,), Attrs(attrs), op.group))
+    if tp_group > 1:  # DTensor: the local amax is Partial(max); the scale's clamp all-reduces it
+        local, amax = amax, TensorSpec(f"{op.name}.amax_{i}_tp", shape, DType.FP32, Role.ACTIVATION)
+        ops.append(Op(amax.name, "all_reduce", (local,), (amax,), Attrs({"group_size": tp_group}),
+                      op.group))
     reads = ((t, amax) if recipe in TORCHAO_RECIPES else (t,)) + noise
     if te:
         scale = TensorSpec(f"{op.name}.scale_{i}", shape, DType.FP32, Role.ACTIVATION)
@@ -1094,6 +1158,70 @@ def _quantised_operand(op: Op, i: int, t: TensorSpec, recipe: str, ops: list[Op]
         reads = (t, scale)
     ops.append(Op(f"{op.name}.cast_{i}", "elementwise", reads, (q,), Attrs(cast), op.group))
     return q, amax
+
+
+def _tp_shard(step: OpGraph, op: Op, i: int, t: TensorSpec) -> int | None:
+    """The axis of ``op``'s operand ``i`` (``t``) that torchtitan's tensor parallelism shards (None: replicated, or
+    no tensor parallelism). torchtitan hands torchao's ``Float8Linear`` DTensors: the weight sharded by output
+    columns (``ColwiseParallel``) or input rows (``RowwiseParallel``), a row-parallel linear's input sharded on its
+    last axis and a column-parallel linear's output gradient too (``Float8ColwiseParallel`` /
+    ``Float8RowwiseParallel`` / ``PrepareFloat8ModuleInput`` for ``tensorwise``, the plain classes for
+    ``rowwise``; torchtitan parallelize_llama.py @ 9dec370 and @ 820504e); the graph stores a weight (d_in, d_out).
+    The column-parallel inputs and row-parallel output gradients are gathered (replicated)."""
+    if int(step.meta.get("tp") or 1) <= 1:
+        return None
+    par = step.op(op.name.split("@recompute")[0].split(".bwd_")[0]).attrs.get("tensor_parallel", "")
+    if par not in ("column", "row"):
+        return None
+    nd = len(t.shape)
+    if t.role is Role.WEIGHT and step.producer(t.name) is None:
+        return nd - 1 if par == "column" else nd - 2
+    grad = (".bwd_a" in op.name and i == 0) or (".bwd_b" in op.name and i == 1)  # the output gradient
+    return nd - 1 if (par == "column") == grad else None
+
+
+def _sharded_amax_group(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> int:
+    """The tensor-parallel group over which the amax of ``op``'s operand ``i`` (``t``) is all-reduced (0: none).
+
+    ``tensor_to_amax`` takes ``torch.max(torch.abs(x))`` (tensorwise) or ``torch.amax(torch.abs(x), dim,
+    keepdim=True)`` (axiswise), and ``amax_to_scale`` clamps it (torchao/float8/float8_utils.py @ eab345c and @
+    6243040): on a DTensor sharded on a reduced axis (:func:`_tp_shard`) the maximum is ``Partial`` and the clamp,
+    dispatched through DTensor, issues an all-reduce (torchao's own comments on the same pattern in
+    ``precompute_float8_dynamic_scale_for_fsdp``, torchao/float8/fsdp_utils.py @ 6243040: "max_weights =
+    torch._foreach_norm(weights, ord=math.inf)  # Partial", "clamp is dispatched through DTensor, it will issue a
+    single all-reduce"). So a tensorwise amax over a TP shard is all-reduced, and a rowwise one where the GEMM
+    contracts over the sharded axis (one value per row)."""
+    shard = _tp_shard(step, op, i, t) if recipe in TORCHAO_RECIPES else None
+    if shard is None:
+        return 0
+    tp = int(step.meta["tp"])
+    return tp if recipe == "tensorwise" or _contraction_axis(op, i, len(t.shape)) == shard else 0
+
+
+def _cast_keys(op: Op, src: str, te: bool) -> tuple[str, ...]:
+    """Where a GEMM ``op`` finds a cast of tensor ``src`` an earlier GEMM made, the most recent pass first: TE's
+    quantised activation serves every later GEMM (its key the tensor); a Float8 tensor-parallel cast
+    (:func:`_tp_cast_once`) serves its own pass, and the backward the cast of the backward, else of the
+    recomputation (a recomputed region casts again: the cast is no saved op), else of the forward."""
+    if te:
+        return (src,)
+    if ".bwd_" in op.name:
+        return f"{src}|bwd", f"{src}|rec", f"{src}|fwd"
+    return (f"{src}|rec",) if "@recompute" in op.name else (f"{src}|fwd",)
+
+
+def _tp_cast_once(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> bool:
+    """Whether ``op``'s activation operand ``i`` is cast once per pass and read in fp8 by the linear's later GEMMs:
+    under ``tensorwise`` tensor parallelism the TP-sharded activations (:func:`_tp_shard`) are cast by the parallel
+    styles, not by the GEMMs: ``Float8RowwiseParallel._prepare_input_fn`` casts a row-parallel linear's input, and
+    ``matmul_with_hp_or_float8_args`` saves that ``Float8Tensor`` (``ctx.save_for_backward(input_hp, ...)``), whose
+    weight-gradient GEMM takes it as is (``tensor_already_casted_to_fp8``); ``Float8ColwiseParallel._prepare_output_fn``
+    wraps a column-parallel output in ``NoopFwToFloat8BwDynamic``, whose backward casts the output gradient once for
+    both backward GEMMs (torchao/float8/float8_tensor_parallel.py, float8_linear.py @ 6243040; @ eab345c the same
+    classes, with ``manual_float8_matmul_with_args_in_float8``). The weight-gradient GEMM reads such a tensor through
+    ``preprocess_addmm``'s copy into ``torch._scaled_mm``'s layout (``a_data.contiguous()`` /
+    ``b_data.t().contiguous().t()``, torchao/float8/float8_ops.py): :func:`_k_major`."""
+    return recipe == "tensorwise" and t.role is Role.ACTIVATION and _tp_shard(step, op, i, t) is not None
 
 
 def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:

@@ -166,3 +166,72 @@ def test_compiled_runs_cast_a_shared_input_once() -> None:
     assert n == 1 and len(read) == 1
     n, read = casts("fsdp2")
     assert n == 3 and len(read) == 3
+
+
+def _tp_all_reduces(recipe: str, layer: str = "layers.0.") -> dict[str, tuple[int, tuple[int, ...]]]:
+    """The amax all-reduces a TP 2 + SP plan adds to ``layer`` (name -> (group, amax shape))."""
+    g = _graph(recipe, ParallelPlan(tp=2, sequence_parallel=True))
+    return {op.name[len(layer):]: (op.attrs["group_size"], op.inputs[0].shape) for op in g.ops
+            if op.kind == "all_reduce" and op.name.startswith(layer) and "_tp" in op.name}
+
+
+def test_tensorwise_tensor_parallelism_all_reduces_every_sharded_amax() -> None:
+    # torchao's tensor_to_amax on a DTensor shard is Partial(max); amax_to_scale's clamp all-reduces it over TP
+    got = _tp_all_reduces("tensorwise")
+    assert set(got.values()) == {(2, (1,))}
+    lins = ("attn.qkv", "attn.out", "mlp.gate_up", "mlp.down")
+    # every weight cast (column- and row-parallel alike), forward and input-gradient GEMM: 8
+    weights = {f"{lin}.amax_1_tp" for lin in lins} | {f"{lin}.bwd_a.amax_1_tp" for lin in lins}
+    # a row-parallel linear's input (sharded on its last axis), cast once in the forward: 2
+    inputs = {"attn.out.amax_0_tp", "mlp.down.amax_0_tp"}
+    # a column-parallel linear's output gradient (sharded on its last axis), cast once in the backward: 2
+    grads = {"attn.qkv.bwd_a.amax_0_tp", "mlp.gate_up.bwd_a.amax_0_tp"}
+    # nothing else: the gathered fp8 inputs and row-parallel output gradients are replicated (their own amax_group)
+    assert set(got) == weights | inputs | grads and len(got) == 12
+    g = _graph("tensorwise", ParallelPlan(tp=2, sequence_parallel=True))
+    ar, cast = _op(g, "layers.0.attn.out.amax_0_tp"), _op(g, "layers.0.attn.out.cast_0")
+    assert ar.inputs[0] == _op(g, "layers.0.attn.out.amax_0").outputs[0] and ar.outputs[0] in cast.inputs
+
+
+def test_tensorwise_tensor_parallelism_casts_each_sharded_activation_once() -> None:
+    # Float8ColwiseParallel's NoopFwToFloat8BwDynamic casts a column-parallel output gradient once for both backward
+    # GEMMs; Float8RowwiseParallel casts a row-parallel input once and the GEMM saves that fp8 tensor; the
+    # weight-gradient GEMM reads either through preprocess_addmm's copy into _scaled_mm's layout
+    g = _graph("tensorwise", ParallelPlan(tp=2, sequence_parallel=True))
+    names = {op.name for op in g.ops}
+    dy = _op(g, "layers.0.mlp.gate_up.bwd_a.cast_0").outputs[0]  # gate and up fused: 2 x 14336 / TP 2 columns
+    assert dy.shape == (1, 256, 14336) and "layers.0.mlp.gate_up.bwd_b.cast_1" not in names
+    copy = _op(g, "layers.0.mlp.gate_up.bwd_b.k_major_1")
+    view = _op(g, copy.inputs[0].name + ".view")
+    assert view.inputs[0] == dy and copy.outputs[0].shape == (256, 14336) and copy.attrs["op"] == "copy"
+    x = _op(g, "layers.0.mlp.down.cast_0").outputs[0]
+    assert "layers.0.mlp.down.bwd_b.cast_0" not in names
+    assert _op(g, _op(g, "layers.0.mlp.down.bwd_b.k_major_0").inputs[0].name + ".view").inputs[0] == x
+    # rowwise (plain tensor parallelism) casts per GEMM, as without it
+    r = {op.name for op in _graph("rowwise", ParallelPlan(tp=2, sequence_parallel=True)).ops}
+    assert {"layers.0.mlp.gate_up.bwd_b.cast_1", "layers.0.mlp.down.bwd_b.cast_0"} <= r
+
+
+def test_a_recomputed_linear_casts_its_sharded_input_again() -> None:
+    # the recomputed region re-runs Float8RowwiseParallel's cast (no cast is a saved op); the backward reads it
+    g = plan_graphs(CFG, ParallelPlan(tp=2, sequence_parallel=True), train=True, seq=256, fp8_linears="tensorwise",
+                    recompute="full")[0].graph
+    rec = _op(g, "layers.0.attn.out@recompute.cast_0").outputs[0]
+    assert _op(g, _op(g, "layers.0.attn.out.bwd_b.k_major_0").inputs[0].name + ".view").inputs[0] == rec
+
+
+def test_rowwise_tensor_parallelism_all_reduces_only_amaxes_over_a_sharded_contraction_axis() -> None:
+    # rowwise: one amax per row along the GEMM's contraction axis; only where that axis is the TP-sharded one
+    got = _tp_all_reduces("rowwise")
+    # forward: a row-parallel linear contracts over its sharded d_in: its weight per output column (4096 values),
+    # its input per token (256)
+    for lin in ("attn.out", "mlp.down"):
+        assert got[f"{lin}.amax_1_tp"] == (2, (1, 4096)) and got[f"{lin}.amax_0_tp"] == (2, (1, 256, 1))
+    # input gradient: contracts over d_out, sharded for a column-parallel linear (weight per d_in row, and the
+    # output gradient per token)
+    for lin in ("attn.qkv", "mlp.gate_up"):
+        assert got[f"{lin}.bwd_a.amax_1_tp"] == (2, (4096, 1)) and got[f"{lin}.bwd_a.amax_0_tp"] == (2, (1, 256, 1))
+    # nothing else: the weight gradient contracts over the tokens, a column-parallel forward over d_in (local)
+    assert len(got) == 8
+    # without tensor parallelism nothing is all-reduced
+    assert not [op for op in _graph("rowwise").ops if op.kind == "all_reduce"]
