@@ -198,6 +198,13 @@ _TORCHTITAN_EAGER_MODEL = (
     ".reshape(...)), torch.view_as_real(xq_ * freqs_cis).flatten(3), .type_as(xq), likewise for xk. Without "
     "--training.compile these run as one kernel per op (parallelize_llama.py compiles only under "
     "training.compile)")
+_TORCHTITAN_FINAL_NORM = (
+    "pytorch/torchtitan @ 9dec370 (2024-12-26): torchtitan/parallelisms/parallelize_llama.py apply_compile (lines "
+    "297-306) compiles each TransformerBlock (torch.compile(transformer_block, fullgraph=True)) and nothing else, so "
+    "the model's final norm (train_configs/llama3_{8b,70b,405b}.toml norm_type = \"rmsnorm\", torchtitan/models/"
+    "norms.py RMSNorm: self._norm(x.float()).type_as(x) * self.weight) runs op by op under --compile; autograd keeps "
+    "the fp32 upcast (read by pow's and the multiply's backward) and the 16-bit normalised tensor (read by the "
+    "weight's gradient)")
 _INDUCTOR_COMPLEX = (
     "pytorch/pytorch torch/_inductor/lowering.py unsupported_input_tensor: a complex tensor (other than the input of "
     "view.dtype / convert_element_type) warns 'Torchinductor does not support code generation for complex "
@@ -675,6 +682,11 @@ class FrameworkProfile:
         The model code's RMSNorm runs op by op (upcast to fp32, ``pow``, ``mean``, ``+ eps``, ``rsqrt``,
         multiply, downcast, ``* weight``) without the rest of ``eager_ops``: torchtitan's ``RMSNorm``
         (``norm_type = "rmsnorm"``) before it switched to ``nn.RMSNorm`` (source: ``_TORCHTITAN_EAGER_MODEL``).
+    eager_final_norm
+        The model's final norm alone runs op by op as ``eager_norm`` issues it, the transformer blocks' norms as
+        the rest of the profile does: torchtitan's ``--compile`` of December 2024 compiled each ``TransformerBlock``
+        only, so its Python ``RMSNorm`` after the last block ran eagerly and kept its fp32 input and 16-bit
+        normalised output for the backward (source: ``_TORCHTITAN_FINAL_NORM``).
     complex_rope
         RoPE as torchtitan's ``apply_rotary_emb`` runs it: the query and the key each upcast to fp32,
         multiplied as complex numbers by ``freqs_cis`` and cast back (three kernels per tensor; the
@@ -954,6 +966,7 @@ class FrameworkProfile:
     logits: str = ""
     eager_ops: bool = False
     eager_norm: bool = False
+    eager_final_norm: bool = False
     complex_rope: bool = False
     repeat_kv: bool = False
     fused_rope: bool = False
@@ -1053,7 +1066,7 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.complex_rope or self.repeat_kv or self.fused_rope or self.split_qkv_copies)
+                    or self.eager_final_norm or self.complex_rope or self.repeat_kv or self.fused_rope or self.split_qkv_copies)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -1070,7 +1083,8 @@ class FrameworkProfile:
         return {"name": self.name, "title": self.title,
                 "graph": {"attention": self.attention or "fused", "logits": self.logits or "last",
                           "eager_ops": self.eager_ops, "dropout": self.dropout,
-                          "eager_norm": self.eager_norm, "complex_rope": self.complex_rope,
+                          "eager_norm": self.eager_norm, "eager_final_norm": self.eager_final_norm,
+                          "complex_rope": self.complex_rope,
                           "repeat_kv": self.repeat_kv, "fused_rope": self.fused_rope,
                           "split_qkv_copies": self.split_qkv_copies},
                 "cost": self.cost_options(), "sources": list(self.sources),
@@ -1298,10 +1312,11 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      compiled_loss=True),
     FrameworkProfile("fsdp2-compile-blocks", "PyTorch FSDP2 training as torchtitan ran it with --compile before "
                      "2025-04-02 (the transformer blocks under torch.compile, the cross entropy loss eager; "
-                     "otherwise as fsdp2-compile)",
+                     "otherwise as fsdp2-compile, with the model code's final RMSNorm eager)",
                      fusion=True, epilogue_fusion=False, eager_dispatch=True, attention_kernel="flash2", complex_rope=True, repeat_kv=True,
+                     eager_final_norm=True,
                      sources=(_FSDP2, _TORCHTITAN, _TORCHTITAN_COMPILE, _TORCHTITAN_LOSS, _INDUCTOR, _INDUCTOR_EXTERN,
-                              _TORCH_SDPA, _INDUCTOR_COMPLEX),
+                              _TORCH_SDPA, _INDUCTOR_COMPLEX, _TORCHTITAN_FINAL_NORM),
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("automodel-compile", "PyTorch FSDP2 training as NeMo AutoModel runs it with enable_compile: "
                      "as automodel (its own model code, Transformer Engine's fused RoPE kernel per tensor), each "

@@ -589,13 +589,16 @@ register("elementwise", "elementwise", _infer_elementwise,
 def _infer_elementwise_bwd(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:
     _need(inputs, 1, 3)
     _check_elementwise_fn(attrs.get("op", "add"))
+    if "shape" in attrs:  # dy broadcast back to the input's shape (a reduction's gradient)
+        return [(tuple(attrs["shape"]), inputs[0].dtype)]
     return [(inputs[0].shape, inputs[0].dtype)]
 
 
 register("elementwise_bwd", "elementwise", _infer_elementwise_bwd,
          lambda op: ELEMENTWISE_BWD_FLOPS[op.attrs.get("op", "add")] * op.outputs[0].numel, params=_zero,
          bytes_rw=_bytes_elementwise,
-         doc="dy [, x or y] -> dx of an elementwise op; attrs op (dropout: reads its forward's mask too)")
+         doc="dy [, x or y] -> dx of an elementwise op; attrs op (dropout: reads its forward's mask too), shape "
+             "(optional: dy broadcast to it)")
 
 
 def _infer_softmax(inputs: tuple[TensorSpec, ...], attrs: Any) -> Out:

@@ -721,9 +721,13 @@ def _bwd_reduction(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Te
     kd = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     if dy.shape != kd:
         dy = d.emit("reshape", [dy], f"{op.name}.bwd.keepdims", op.group, shape=kd)[0]
-    # broadcast back over the reduced axes (reads x for max/min, as their gradient needs the argmax)
-    fn = "identity" if op.attrs.get("op", "sum") in ("sum", "mean") else "max"
-    return [d.emit("elementwise_bwd", [d.R(x), dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], op=fn)[0]]
+    # broadcast back over the reduced axes: a sum's or mean's gradient needs only x's shape (autograd's SumBackward0
+    # and MeanBackward0 save sizes, not the input: torch's derivatives.yaml, ``sum_backward(grad, self.sym_sizes(),
+    # dim, keepdim)``), so x is not kept for it; max/min read x, as their gradient needs the argmax
+    if op.attrs.get("op", "sum") in ("sum", "mean"):
+        return [d.emit("elementwise_bwd", [dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], op="identity",
+                       shape=x.shape)[0]]
+    return [d.emit("elementwise_bwd", [d.R(x), dy], f"{op.name}.bwd", op.group, out=[d.hint(x)], op="max")[0]]
 
 
 @_rule("expand")

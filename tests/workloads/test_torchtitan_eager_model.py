@@ -138,3 +138,46 @@ def test_the_torchtitan_date_is_torchtitans_not_torchs():
     assert tv.stated_recipe(undated)["framework"] == "fsdp2"
     dated = replace(eager, raw={**eager.raw, "framework_version": "torchtitan abc1234 (2025-03-01), torch d (2025-06-14)"})
     assert tv.stated_recipe(dated)["framework"] == "torchtitan-eager"
+
+
+def _final_norm(fw: str, *, train: bool):
+    g = load_workload("llama-3-8b", batch=1, seq=S, train=train, dtype="bf16", framework=fw)
+    return g, [op for op in g if op.name == "final_norm" or op.name.startswith("final_norm.")]
+
+
+def test_compiled_blocks_leave_the_final_norm_eager():
+    # torchtitan @ 9dec370 compiles each TransformerBlock only (apply_compile): its Python RMSNorm after the last block
+    # is the eight eager kernels, each an ATen kernel nothing fuses with; the blocks' norms stay one compiled op
+    g, fwd = _final_norm("fsdp2-compile-blocks", train=False)
+    assert [op.name.rsplit(".", 1)[-1] for op in fwd] == [
+        "to_fp32", "pow", "mean", "add_eps", "rsqrt", "normalize", "to_dtype", "scale_weight"]
+    assert all(op.attrs.get("aten_fallback") for op in fwd)
+    assert [op.kind for op in _fwd(g, "attn_norm")] == ["rmsnorm"]
+    # torchtitan of 2025 (fsdp2-compile, nn.RMSNorm, not read here) and Megatron keep one norm op
+    for fw in ("fsdp2-compile", "megatron-core"):
+        assert [op.kind for op in _final_norm(fw, train=False)[1]] == ["rmsnorm"], fw
+    assert get_profile("fsdp2-compile-blocks").eager_final_norm
+    assert not get_profile("fsdp2-compile-blocks").eager_norm
+
+
+def test_the_eager_final_norm_keeps_its_fp32_input_for_the_backward():
+    # autograd keeps x.float() (read by pow's and the multiply's backward) and the bf16 normalised tensor (read by
+    # the weight's gradient): S x 4096 x 4 and S x 4096 x 2 bytes, where the fused norm keeps its bf16 input only
+    g, ops = _final_norm("fsdp2-compile-blocks", train=True)
+    fwd = {op.name: op for op in ops if ".bwd" not in op.name}
+    bwd = [op for op in ops if ".bwd" in op.name]
+    up, down = fwd["final_norm.to_fp32"].outputs[0], fwd["final_norm.to_dtype"].outputs[0]
+    assert (up.nbytes, down.nbytes) == (4 * S * DM, 2 * S * DM) == (1_048_576, 524_288)
+    readers = lambda t: sorted(op.name for op in bwd if any(i.name == t.name for i in op.inputs))  # noqa: E731
+    assert readers(up) == ["final_norm.normalize.bwd_1", "final_norm.pow.bwd"]
+    assert readers(down) == ["final_norm.scale_weight.bwd_0"]
+    # the mean's gradient is dy broadcast back to pow's output shape: it reads no forward tensor (autograd's
+    # MeanBackward0 saves sizes only), so pow's fp32 output is not kept for the backward
+    assert readers(fwd["final_norm.pow"].outputs[0]) == []
+    (mean_bwd,) = [op for op in bwd if op.name == "final_norm.mean.bwd"]
+    assert [t.shape for t in mean_bwd.inputs] == [(1, S, 1)] and mean_bwd.outputs[0].shape == (1, S, DM)
+    assert (mean_bwd.bytes_read, mean_bwd.bytes_written) == (4 * S, 4 * S * DM) == (256, 1_048_576)
+    # the elementwise ops' gradients are eager kernels too (the mean's broadcast gradient comes from the reduction
+    # rule, which does not carry the mark)
+    plain = sorted(op.name for op in bwd if op.kind == "elementwise_bwd" and not op.attrs.get("aten_fallback"))
+    assert plain == ["final_norm.mean.bwd"]

@@ -460,7 +460,7 @@ class _Build:
 
         prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
-        self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
+        self.eager_norm, self.eager_final_norm = self.eager_ops or bool(prof and prof.eager_norm), bool(prof and prof.eager_final_norm)
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
         self.repeat_kv = bool(prof and prof.repeat_kv)  # torchtitan's repeat_kv: SDPA over copied K/V heads
         #: the stack turns its rope fusion off for this family: Megatron-Core's op-by-op RoPE (GPT-OSS's YaRN)
@@ -540,6 +540,10 @@ class _Build:
         d = x.shape[-1]
         if self.eager_norm and self.cfg.norm == "rmsnorm":
             return self.eager_rmsnorm(x, name)
+        # eager_norm: the model code's RMSNorm op by op everywhere; eager_final_norm: the final norm only, outside a
+        # compiler that takes the blocks (torchtitan's --compile of 2024)
+        if self.eager_final_norm and name == "final_norm" and self.cfg.norm == "rmsnorm":
+            return self.eager_rmsnorm(x, name, outside_compile=True)
         ins = [x, self.w(f"{name}.weight", (d,))]
         if self.cfg.norm == "layernorm":
             ins.append(self.w(f"{name}.bias", (d,)))
@@ -549,20 +553,22 @@ class _Build:
         return self.b.op("elementwise", list(ins), name=name or fn, op=fn)
 
     # --- eager framework kernels (Hugging Face model code, one kernel per PyTorch op) ------------
-    def eager_rmsnorm(self, x: TensorSpec, name: str) -> TensorSpec:
-        """LlamaRMSNorm as eager PyTorch runs it: upcast, pow, mean, + eps, rsqrt, multiply, downcast, * weight."""
+    def eager_rmsnorm(self, x: TensorSpec, name: str, *, outside_compile: bool = False) -> TensorSpec:
+        """LlamaRMSNorm as eager PyTorch runs it: upcast, pow, mean, + eps, rsqrt, multiply, downcast, * weight;
+        ``outside_compile``: under a compiler that leaves the norm out, each op its own ATen kernel."""
         b = self.b
         low = x.dtype.value != "fp32"
+        kw = {"aten_fallback": True} if outside_compile else {}
         with b.group(name):
-            h = b.op("elementwise", [x], name="to_fp32", op="cast", out_dtype="fp32") if low else x
-            sq = self.ew("pow", h, name="pow")
-            var = b.op("reduction", [sq], name="mean", op="mean", axes=(-1,), keepdims=True)
-            var = self.ew("add", var, name="add_eps")
-            r = self.ew("rsqrt", var, name="rsqrt")
-            h = self.ew("mul", h, r, name="normalize")
+            h = b.op("elementwise", [x], name="to_fp32", op="cast", out_dtype="fp32", **kw) if low else x
+            sq = b.op("elementwise", [h], name="pow", op="pow", **kw)
+            var = b.op("reduction", [sq], name="mean", op="mean", axes=(-1,), keepdims=True, **kw)
+            var = b.op("elementwise", [var], name="add_eps", op="add", **kw)
+            r = b.op("elementwise", [var], name="rsqrt", op="rsqrt", **kw)
+            h = b.op("elementwise", [h, r], name="normalize", op="mul", **kw)
             if low:
-                h = b.op("elementwise", [h], name="to_dtype", op="cast", out_dtype=x.dtype.value)
-            return self.ew("mul", self.w("weight", (x.shape[-1],)), h, name="scale_weight")
+                h = b.op("elementwise", [h], name="to_dtype", op="cast", out_dtype=x.dtype.value, **kw)
+            return b.op("elementwise", [self.w("weight", (x.shape[-1],)), h], name="scale_weight", op="mul", **kw)
 
     def eager_rope(self, x: TensorSpec, cos: TensorSpec, sin: TensorSpec, name: str) -> TensorSpec:
         """apply_rotary_pos_emb for one tensor: x * cos + cat(-x2, x1) * sin (5 kernels; the halves are views)."""

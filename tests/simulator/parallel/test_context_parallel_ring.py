@@ -74,15 +74,23 @@ def test_states_shard_and_gradients_reduce_over_dp_times_cp() -> None:
     assert res.breakdown["dp_sync_s"] == pytest.approx(2.0 * once, rel=1e-9)
 
 
-def test_compiled_loss_holds_no_fp32_logits() -> None:
+def test_compiled_loss_holds_no_fp32_logits(monkeypatch: pytest.MonkeyPatch) -> None:
     # torchtitan --compile compiles the loss since 2025-04-02: the eager loss's three fp32 logit-sized tensors
-    # (12 bytes per logit over the graph's 16-bit logits and gradient, 4 bytes) are not materialised
+    # (12 bytes per logit over the graph's 16-bit logits and gradient, 4 bytes) are not materialised (the earlier
+    # stack's eager final norm, ``eager_final_norm``, set apart so that the loss alone differs)
+    import dataclasses
+
+    from workloads import frameworks
+
+    blocks = dataclasses.replace(frameworks.PROFILES["fsdp2-compile-blocks"], name="fsdp2-blocks-fused-final-norm",
+                                 eager_final_norm=False)
+    monkeypatch.setitem(frameworks.PROFILES, blocks.name, blocks)
     hw = load_hardware("dgx-h100")
     plan = ParallelPlan(dp=8, fsdp=True, microbatch=1, global_batch=8)
     mem = {fw: evaluate_plan(CFG, hw, plan, train=True, seq=S, recompute="full", framework=fw)
-           .stages[0].memory_breakdown()["activations"] for fw in ("fsdp2-compile-blocks", "fsdp2-compile")}
+           .stages[0].memory_breakdown()["activations"] for fw in (blocks.name, "fsdp2-compile")}
     logits = 1 * S * 512  # microbatch x tokens x vocabulary
-    assert mem["fsdp2-compile-blocks"] - mem["fsdp2-compile"] == pytest.approx((12.0 - 4.0) * logits)
+    assert mem[blocks.name] - mem["fsdp2-compile"] == pytest.approx((12.0 - 4.0) * logits)
 
 
 def test_torchtitan_rows_name_the_loss_compile_of_their_version() -> None:

@@ -78,11 +78,17 @@ def test_side_stream_buffers_stay_reserved() -> None:
     assert "reserve.fsdp_all_gather_stream" not in solo
 
 
-def test_loss_parallel_holds_sixteen_bytes_per_logit() -> None:
+def test_loss_parallel_holds_sixteen_bytes_per_logit(monkeypatch: pytest.MonkeyPatch) -> None:
     # tp 2: DTensor's loss handlers keep the fp32 log-softmax, zeros, sum and product at once (16 bytes per
-    # local logit) where the compiled loss keeps the 16-bit logits and gradient (4)
+    # local logit) where the compiled loss keeps the 16-bit logits and gradient (4); the December 2024 stack's
+    # eager final norm (``eager_final_norm``) set apart, so that the loss alone differs
+    from workloads import frameworks
+
+    blocks = dataclasses.replace(frameworks.PROFILES["fsdp2-compile-blocks"], name="fsdp2-blocks-fused-final-norm",
+                                 eager_final_norm=False)
+    monkeypatch.setitem(frameworks.PROFILES, blocks.name, blocks)
     plan = ParallelPlan(tp=2, dp=4, fsdp=True, microbatch=1, global_batch=4)
-    eager = _breakdown(plan, "fsdp2-compile-blocks")["activations"]
+    eager = _breakdown(plan, blocks.name)["activations"]
     compiled = _breakdown(plan, "fsdp2-compile")["activations"]
     logits = 1 * S * 512 // 2  # microbatch x tokens x the rank's vocabulary shard
     assert eager - compiled == pytest.approx((16.0 - 4.0) * logits)

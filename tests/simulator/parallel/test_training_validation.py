@@ -375,8 +375,9 @@ def test_runs_that_failed_for_memory_and_their_verdicts(oom_results) -> None:
     assert (s["overall"]["oom_right"], s["overall"]["oom_total"]) == (6, 10)
     assert (s["overall"]["fits_right"], s["overall"]["fits_total"]) == (6, 10)
     assert {k for k, r in oom_results.items() if not r.fits} == {f"train-{i}" for i in range(144, 150)}
-    # (108.2 before NCCL's buffers were sized per communicator: FSDP 64 over 8 nodes, 24 channels x 2 x 20 MiB)
-    assert oom_results["train-148"].predicted == pytest.approx(109.1, abs=0.3)
+    # (108.2 before NCCL's buffers were sized per communicator: FSDP 64 over 8 nodes, 24 channels x 2 x 20 MiB;
+    # 109.1 before the eager RMSNorm's mean gradient stopped keeping pow's fp32 output)
+    assert oom_results["train-148"].predicted == pytest.approx(108.3, abs=0.3)
     assert s["overall"]["throughput"]["n"] == 0 and "peak_memory_gib" not in s["overall"]
     # of the runs predicted to fit, MaxText's Llama 2 70B on v5p-128 comes nearest to its device (89.2 of 95.74)
     fit = {k: r.predicted / r.measured for k, r in oom_results.items() if r.fits}
