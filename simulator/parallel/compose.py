@@ -589,7 +589,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, pipe, breakdown, extra, tokens, opt = _train_step_time(per_stage, unique, plan, system, engine, m,
                                                                         plan.interleave, fwd, bwd, opt, comm, graphs,
                                                                         seq, framework)
-        latency, breakdown, opt = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown, opt)
+        latency, breakdown, opt, pipe = _stack_step(framework, engine, plan, system, pipe, per_stage, latency,
+                                                    breakdown, opt)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
@@ -881,22 +882,24 @@ def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
                 latency: float, breakdown: dict[str, float], opt: list[float]
-                ) -> tuple[float, dict[str, float], list[float]]:
+                ) -> tuple[float, dict[str, float], list[float], PipelineTime]:
     """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`) with each stage's update
-    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups); unchanged without one."""
+    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups), and the pipeline schedule
+    the step ran (re-timed by a stack that overlaps communication with compute); unchanged without one."""
     if not framework or engine != "analytical":
-        return latency, breakdown, opt
+        return latency, breakdown, opt, pipe
     update_s = breakdown["optimizer_s"]
-    latency, breakdown = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
+    latency, breakdown, pipe = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
     if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
         opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
-    return latency, breakdown, opt
+    return latency, breakdown, opt, pipe
 
 
 def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
-                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
-    """(latency, breakdown) of the step under ``framework``'s stack (:func:`simulator.parallel.stacks.apply_stack`)."""
-    from simulator.parallel.stacks import apply_stack
+                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float], PipelineTime]:
+    """(latency, breakdown, pipeline) of the step under ``framework``'s stack
+    (:func:`simulator.parallel.stacks.stack_step`)."""
+    from simulator.parallel.stacks import stack_step
 
     hidden: list[float] = []
     if plan.moe_a2a_overlap:  # the combined 1F1B schedule's hidden all-to-alls, for a stack that re-times the stages
@@ -904,8 +907,8 @@ def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: Pipeli
         share = _a2a_compute_share(plan, system, framework)
         hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches, share), bwd,
                                             strict=True)]
-    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
-                       bwd_hidden=hidden)
+    return stack_step(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
+                      bwd_hidden=hidden)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:
