@@ -822,6 +822,7 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
     training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
     _check_fp8_all_gather(fp8_linears, plan)
+    _check_stored_dtypes(fp8_linears, plan, system)
     if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
         raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
                         "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
@@ -868,6 +869,29 @@ def _check_fp8_all_gather(fp8_linears: str | None, plan: ParallelPlan) -> None:
                                                                                          "mxfp8") else ""
     raise PlanError(f"plan: fsdp_fp8_all_gather: got it with {got}; expected fp8_linears tensorwise (torchao "
                     f"gathers fp8 weights for tensorwise scaling only){hint}")
+
+
+def _check_stored_dtypes(fp8_linears: str | None, plan: ParallelPlan, system: Any) -> None:
+    """A located PlanError for a stored-dtype field the step would not read (it was dropped without a word):
+    ``fp8_param`` is Transformer Engine's fp8 parameters (:data:`workloads.precision.TE_QUANTIZE_RECIPES`; torchao's
+    recipes gather fp8 weights through ``fsdp_fp8_all_gather``, MaxText's int8 keeps its weights), and on a GPU
+    ``param_dtype`` is priced for FSDP2's sharded parameters only (:func:`_sharded_states`; on TPUs the XLA memory
+    model reads it), not for the replicated or ZeRO-sharded states of the other stacks."""
+    from workloads.precision import TE_QUANTIZE_RECIPES
+
+    if plan.fp8_param and fp8_linears not in TE_QUANTIZE_RECIPES:
+        got = f"fp8_linears {fp8_linears}" if fp8_linears and fp8_linears != "none" else "no fp8_linears"
+        hint = "; torchao's FSDP2 fp8 gather is fsdp_fp8_all_gather" if fp8_linears == "tensorwise" else ""
+        raise PlanError(f"plan: fp8_param: Transformer Engine's fp8 parameters; got it with {got}; expected "
+                        f"fp8_linears {', '.join(TE_QUANTIZE_RECIPES)}{hint}")
+    if plan.param_dtype and not plan.fsdp:
+        from simulator.engines.analytical import spec_of
+
+        dev = spec_of(system)[0]
+        if getattr(dev, "kind", "") == "gpu":
+            raise PlanError(f"plan: param_dtype {plan.param_dtype}: on a GPU the dtype of FSDP2's sharded "
+                            f"parameters; got it without fsdp on {dev.name!r}; expected fsdp (--fsdp), or no "
+                            "param_dtype (the stack's own rule: fp32 master weights)")
 
 
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:

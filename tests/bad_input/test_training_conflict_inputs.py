@@ -7,6 +7,8 @@ as something else without a word:
   backward pass and an update it never runs;
 - with a parallel plan, ``--train --phase decode`` and ``--autocast`` were dropped (one device refuses both),
   and ``--context`` with ``--train`` everywhere (a training step reads no KV cache);
+- ``--fp8-params`` with torchao's recipes (tensorwise, rowwise) and ``--param-dtype`` on GPUs without ``--fsdp``
+  were dropped: the step read neither (the same seconds and bytes as without them);
 - ``--batch`` refused "with a parallel plan" on one device, where --fp8-linears (or --offload ...) had made the
   command a plan: the message now names the flag.
 """
@@ -36,6 +38,14 @@ _NOT_FLOAT = ("llama-3-8b: weights that are not floating point have no gradients
     ((*PLAN, "--autocast"), ("--autocast", "got a parallel plan", "expected no --autocast with a plan")),
     (("predict", "llama-3-8b", "--hardware", "dgx-h100", "--tp", "8", "--autocast"),
      ("--autocast", "got a parallel plan")),
+    ((*PLAN, "--fp8-params", "--fp8-linears", "tensorwise"),
+     ("fp8_param: Transformer Engine's fp8 parameters", "got it with fp8_linears tensorwise",
+      "expected fp8_linears delayed, current, mxfp8", "fsdp_fp8_all_gather")),
+    ((*PLAN, "--fsdp", "--framework", "fsdp2", "--fp8-params", "--fp8-linears", "rowwise"),
+     ("fp8_param", "got it with fp8_linears rowwise")),
+    ((*PLAN, "--param-dtype", "bf16"), ("param_dtype bf16", "got it without fsdp on 'h100-sxm5-80gb'",
+                                        "expected fsdp (--fsdp)")),
+    ((*PLAN, "--param-dtype", "bf16", "--zero", "3"), ("param_dtype bf16", "without fsdp")),
     ((*ONE_B, "--fp8-linears", "tensorwise"), ("--batch with --train and a parallel plan (--fp8-linears prices the "
                                                 "step as a one-device plan); got --batch 1",)),
 ])
@@ -46,6 +56,7 @@ def test_contradictory_training_flags_are_one_located_line(capsys: pytest.Captur
 
 
 def test_a_training_stack_and_the_phase_of_a_step_are_still_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in ((*PLAN, "--framework", "fsdp2", "--fsdp"), (*PLAN, "--phase", "train"), (*ONE_B, "--dtype", "fp8_e4m3")):
+    for argv in ((*PLAN, "--framework", "fsdp2", "--fsdp"), (*PLAN, "--phase", "train"), (*ONE_B, "--dtype", "fp8_e4m3"),
+                 (*PLAN, "--fsdp", "--param-dtype", "bf16"), (*PLAN, "--fp8-params", "--fp8-linears", "delayed")):
         rc, err = cli_exit(capsys, *argv)
         assert rc == 0, err
