@@ -186,7 +186,7 @@ def check_training_flags(args: argparse.Namespace) -> None:
         profile = profile_from_args(args)
         _check_training_stack_kind(profile)
         if getattr(args, "context", None) is not None:  # a decode step's KV cache: a training step reads none
-            raise ValueError(f"predict: --context {args.context}: the KV cache a decode step reads; got --train; "
+            raise ValueError(f"--context {args.context}: the KV cache a decode step reads; got --train; "
                              "expected no --context (a training step's length is --seq)")
         if recompute not in (None, "none") and profile is not None:
             from workloads.recompute import check_stack_policy

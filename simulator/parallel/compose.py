@@ -822,12 +822,13 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
     training pipeline's syncs or a field silently dropped)."""
     _check_fp8_device(fp8_linears, system)
     _check_fp8_all_gather(fp8_linears, plan)
-    _check_stored_dtypes(fp8_linears, plan, system)
     if phase == "train" and not train:  # had been reported as a training iteration of the forward pass alone
         raise PlanError("phase: got 'train' without train=True, the forward pass of a training step; expected "
                         "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     if not train:
         _check_inference_plan(plan, phase)
+    else:
+        _check_stored_dtypes(fp8_linears, plan, system)
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "

@@ -4,7 +4,7 @@ as something else without a word:
 - ``--train --dtype int8``: integer weights have no gradients, so the step derived was the forward pass alone,
   priced as a training step (8.06 ms, 'MFU 48.6%' for Llama 3 8B, no backward, no optimizer);
 - ``--train --framework vllm`` (or trt-llm, tensorrt, sglang): an inference engine's costing applied to a
-  backward pass and an update it never runs;
+  backward pass and an update it never runs (``predict`` and ``tune``);
 - with a parallel plan, ``--train --phase decode`` and ``--autocast`` were dropped (one device refuses both),
   and ``--context`` with ``--train`` everywhere (a training step reads no KV cache);
 - ``--fp8-params`` with torchao's recipes (tensorwise, rowwise) and ``--param-dtype`` on GPUs without ``--fsdp``
@@ -46,6 +46,9 @@ _NOT_FLOAT = ("llama-3-8b: weights that are not floating point have no gradients
     ((*PLAN, "--param-dtype", "bf16"), ("param_dtype bf16", "got it without fsdp on 'h100-sxm5-80gb'",
                                         "expected fsdp (--fsdp)")),
     ((*PLAN, "--param-dtype", "bf16", "--zero", "3"), ("param_dtype bf16", "without fsdp")),
+    # tune searched training plans under vLLM (best: 'tp 8, vllm, 20.04 ms')
+    (("tune", "llama-3-8b", "--hardware", "dgx-h100", "--train", "--framework", "fsdp2,vllm", "--seq", "512"),
+     ("--framework vllm: an inference engine", "got --train")),
     ((*ONE_B, "--fp8-linears", "tensorwise"), ("--batch with --train and a parallel plan (--fp8-linears prices the "
                                                 "step as a one-device plan); got --batch 1",)),
 ])
