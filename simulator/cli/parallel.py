@@ -256,6 +256,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.train and args.phase not in (None, "train", "generate"):  # as one device refuses it (workloads.resolve)
         raise ValueError(f"predict: --train conflicts with --phase {args.phase}; expected no --phase (a training "
                          "step) or no --train")
+    if args.pipeline_split and (args.pp or 1) == 1:  # a split of the layers over pipeline stages: none to split
+        raise ValueError(f"predict: --pipeline-split {args.pipeline_split}: how a framework splits the layers over "
+                         "pipeline stages; got --pp 1; expected --pp > 1 (or no --pipeline-split)")
     if getattr(args, "autocast", False):  # one device's inference forward under torch.autocast only
         raise ValueError("predict: --autocast: fp32 weights cast per forward on one device; got a parallel plan; "
                          "expected no --autocast with a plan")

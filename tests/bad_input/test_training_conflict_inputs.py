@@ -6,7 +6,8 @@ as something else without a word:
 - ``--train --framework vllm`` (or trt-llm, tensorrt, sglang): an inference engine's costing applied to a
   backward pass and an update it never runs (``predict`` and ``tune``);
 - with a parallel plan, ``--train --phase decode`` and ``--autocast`` were dropped (one device refuses both),
-  and ``--context`` with ``--train`` everywhere (a training step reads no KV cache);
+  and ``--context`` with ``--train`` everywhere (a training step reads no KV cache); ``--pipeline-split`` with
+  ``--pp 1`` split nothing;
 - ``--fp8-params`` with torchao's recipes (tensorwise, rowwise) and ``--param-dtype`` on GPUs without ``--fsdp``
   were dropped: the step read neither (the same seconds and bytes as without them);
 - ``--batch`` refused "with a parallel plan" on one device, where --fp8-linears (or --offload ...) had made the
@@ -35,6 +36,7 @@ _NOT_FLOAT = ("llama-3-8b: weights that are not floating point have no gradients
     ((*PLAN, "--phase", "decode"), ("--train conflicts with --phase decode", "expected no --phase")),
     ((*ONE_B, "--context", "100"), ("--context 100", "got --train", "expected no --context")),
     ((*PLAN, "--context", "100"), ("--context 100", "got --train", "expected no --context")),
+    ((*PLAN, "--pipeline-split", "torchtitan"), ("--pipeline-split torchtitan", "got --pp 1", "expected --pp > 1")),
     ((*PLAN, "--autocast"), ("--autocast", "got a parallel plan", "expected no --autocast with a plan")),
     (("predict", "llama-3-8b", "--hardware", "dgx-h100", "--tp", "8", "--autocast"),
      ("--autocast", "got a parallel plan")),
