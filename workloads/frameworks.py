@@ -49,6 +49,7 @@ __all__ = [
     "GRAPH_LAUNCH_SOURCE",
     "graph_launch_s",
     "PROFILES",
+    "INFERENCE_ONLY",
     "COMPILE_MODES",
     "mode_cost_options",
     "compile_conv_layout",
@@ -1365,6 +1366,14 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
              "(a bound; XLA:TPU's defaults overlap the all-gathers, maxtext)",
              (_MAXTEXT_SERIAL,), collective_overlap=False),
 )}
+
+#: The profiles of inference engines, which run no training step (no backward pass, no optimizer): TensorRT
+#: builds inference engines ("an SDK for high-performance deep learning inference", NVIDIA TensorRT documentation,
+#: overview), TensorRT-LLM runs LLM inference ("optimizing Large Language Model (LLM) inference", NVIDIA/TensorRT-LLM
+#: README), vLLM and SGLang serve models ("a fast and easy-to-use library for LLM inference and serving",
+#: vllm-project/vllm README; "a fast serving framework for large language models", sgl-project/sglang README).
+#: ``predict --train`` refuses them (:func:`simulator.cli.common.check_training_flags`).
+INFERENCE_ONLY = ("tensorrt", "trt-llm", "trt-llm-pytorch", "vllm", "vllm-v0", "sglang", "sglang-0.3")
 
 #: Other spellings people use for the same stacks.
 ALIASES: dict[str, str] = {

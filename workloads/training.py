@@ -802,6 +802,16 @@ def _bwd_grouped(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[Tens
 # ------------------------------------------------------------------------------------------------
 
 
+def _check_trainable(forward_graph: OpGraph) -> None:
+    """Refuse a forward graph whose weights are all integers: no weight has a gradient, so the step derived from it
+    would be the forward pass alone (its backward and update silently dropped), priced as a training step."""
+    weights = {t.dtype.value for t in forward_graph.tensors.values() if t.role is Role.WEIGHT}
+    if weights and not any(DType(d).is_float for d in weights):
+        raise GraphError(f"training_graph: {forward_graph.name}: weights that are not floating point have no gradients; got every weight "
+                         f"in {', '.join(sorted(weights))}; expected a floating-point dtype (--dtype bf16, fp16, fp32 "
+                         "or fp8_e4m3; int8 GEMMs in training: --fp8-linears int8)")
+
+
 def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_precision: bool = True,
                    recompute: str = "none") -> OpGraph:
     """The training step derived from ``forward_graph`` (built with ``phase="train"``, ending in a loss).
@@ -845,6 +855,7 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
             check_policy(recompute)
         except ValueError as exc:
             raise ValueError(f"training_graph: {exc}") from None
+    _check_trainable(forward_graph)
     from workloads.recompute import needs_unfuse, unfuse_projections
 
     # PyTorch models run the q/k/v and gate/up projections as separate linears; a custom policy may treat

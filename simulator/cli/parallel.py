@@ -185,6 +185,16 @@ def _capacity_factor(text: str) -> float:
     return v
 
 
+def _plan_cause(args: argparse.Namespace) -> str:
+    """`` (FLAG prices the step as a plan)`` when no degree (--tp ... --cp) was given and a plan-only flag made the
+    command a parallel plan (a user who typed --fp8-linears on one device sees why --batch is refused); else ""."""
+    if any(getattr(args, f, None) is not None for f in ("tp", "pp", "dp", "ep", "cp")):
+        return ""
+    given = [f for f in _PLAN_FLAGS if getattr(args, f, None) is not None]
+    given += [f for f in _PLAN_SWITCHES if getattr(args, f, False)]
+    return f" (--{given[0].replace('_', '-')} prices the step as a one-device plan)" if given else ""
+
+
 def wants_plan(args: argparse.Namespace) -> bool:
     """Whether the command line asks for a parallel prediction."""
     return (any(getattr(args, f, None) is not None for f in _PLAN_FLAGS)
@@ -243,6 +253,15 @@ def _check_flags(args: argparse.Namespace) -> None:
     from simulator.cli.common import check_training_flags
 
     check_request_flags(args)
+    if args.train and args.phase not in (None, "train", "generate"):  # as one device refuses it (workloads.resolve)
+        raise ValueError(f"predict: --train conflicts with --phase {args.phase}; expected no --phase (a training "
+                         "step) or no --train")
+    if args.pipeline_split and (args.pp or 1) == 1:  # a split of the layers over pipeline stages: none to split
+        raise ValueError(f"predict: --pipeline-split {args.pipeline_split}: how a framework splits the layers over "
+                         "pipeline stages; got --pp 1; expected --pp > 1 (or no --pipeline-split)")
+    if getattr(args, "autocast", False):  # one device's inference forward under torch.autocast only
+        raise ValueError("predict: --autocast: fp32 weights cast per forward on one device; got a parallel plan; "
+                         "expected no --autocast with a plan")
     check_training_flags(args)
     _check_fp8_stack(args)
     if args.fp8_params and args.fp8_linears is None:
@@ -262,7 +281,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("predict: --microbatch/--global-batch: training options; got no --train; expected --train "
                          "(inference uses --batch per replica)")
     if args.train and args.batch is not None:
-        raise ValueError("predict: --batch with --train and a parallel plan; got --batch "
+        raise ValueError(f"predict: --batch with --train and a parallel plan{_plan_cause(args)}; got --batch "
                          f"{args.batch}; expected --microbatch and --global-batch")
     if args.train and getattr(args, "optimizer", "adamw") == "none":  # one device's timed loop (drop_optimizer)
         raise ValueError("predict: --optimizer none: a forward-and-backward loop on one device; got a parallel plan, "

@@ -589,7 +589,8 @@ def evaluate_plan(model: Any, system: DeviceSpec | SystemSpec, plan: ParallelPla
         latency, pipe, breakdown, extra, tokens, opt = _train_step_time(per_stage, unique, plan, system, engine, m,
                                                                         plan.interleave, fwd, bwd, opt, comm, graphs,
                                                                         seq, framework)
-        latency, breakdown, opt = _stack_step(framework, engine, plan, system, pipe, per_stage, latency, breakdown, opt)
+        latency, breakdown, opt, pipe = _stack_step(framework, engine, plan, system, pipe, per_stage, latency,
+                                                    breakdown, opt)
     else:
         latency, breakdown, extra, tokens = _inference_step_time(per_stage, plan, engine, fwd, comm, graphs)
     kind = getattr(dev, "kind", "")
@@ -826,6 +827,8 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
                         "train=True (--train) for the whole step, or an inference phase (prefill, decode, forward)")
     if not train:
         _check_inference_plan(plan, phase)
+    else:
+        _check_stored_dtypes(fp8_linears, plan, system)
     if train and batch is not None and batch != plan.microbatch:
         raise PlanError(f"batch: got {batch} for a training step; a training step's batch is the plan's (microbatch "
                         f"{plan.microbatch}, global_batch {plan.global_batch}); expected batch None, or "
@@ -869,6 +872,29 @@ def _check_fp8_all_gather(fp8_linears: str | None, plan: ParallelPlan) -> None:
                     f"gathers fp8 weights for tensorwise scaling only){hint}")
 
 
+def _check_stored_dtypes(fp8_linears: str | None, plan: ParallelPlan, system: Any) -> None:
+    """A located PlanError for a stored-dtype field the step would not read (it was dropped without a word):
+    ``fp8_param`` is Transformer Engine's fp8 parameters (:data:`workloads.precision.TE_QUANTIZE_RECIPES`; torchao's
+    recipes gather fp8 weights through ``fsdp_fp8_all_gather``, MaxText's int8 keeps its weights), and on a GPU
+    ``param_dtype`` is priced for FSDP2's sharded parameters only (:func:`_sharded_states`; on TPUs the XLA memory
+    model reads it), not for the replicated or ZeRO-sharded states of the other stacks."""
+    from workloads.precision import TE_QUANTIZE_RECIPES
+
+    if plan.fp8_param and fp8_linears not in TE_QUANTIZE_RECIPES:
+        got = f"fp8_linears {fp8_linears}" if fp8_linears and fp8_linears != "none" else "no fp8_linears"
+        hint = "; torchao's FSDP2 fp8 gather is fsdp_fp8_all_gather" if fp8_linears == "tensorwise" else ""
+        raise PlanError(f"plan: fp8_param: Transformer Engine's fp8 parameters; got it with {got}; expected "
+                        f"fp8_linears {', '.join(TE_QUANTIZE_RECIPES)}{hint}")
+    if plan.param_dtype and not plan.fsdp:
+        from simulator.engines.analytical import spec_of
+
+        dev = spec_of(system)[0]
+        if getattr(dev, "kind", "") == "gpu":
+            raise PlanError(f"plan: param_dtype {plan.param_dtype}: on a GPU the dtype of FSDP2's sharded "
+                            f"parameters; got it without fsdp on {dev.name!r}; expected fsdp (--fsdp), or no "
+                            "param_dtype (the stack's own rule: fp32 master weights)")
+
+
 def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
     """An inference step refuses the plan fields only a training step reads (:data:`_TRAINING_ONLY_FIELDS`)."""
     given = [name for name, is_set in _TRAINING_ONLY_FIELDS if is_set(plan)]
@@ -881,22 +907,24 @@ def _check_inference_plan(plan: ParallelPlan, phase: str | None = None) -> None:
 
 def _stack_step(framework: str, engine: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
                 latency: float, breakdown: dict[str, float], opt: list[float]
-                ) -> tuple[float, dict[str, float], list[float]]:
+                ) -> tuple[float, dict[str, float], list[float], PipelineTime]:
     """The training step under ``framework``'s stack (:mod:`simulator.parallel.stacks`) with each stage's update
-    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups); unchanged without one."""
+    seconds ``opt`` scaled as the stack shards the update (MaxText over FSDP groups), and the pipeline schedule
+    the step ran (re-timed by a stack that overlaps communication with compute); unchanged without one."""
     if not framework or engine != "analytical":
-        return latency, breakdown, opt
+        return latency, breakdown, opt, pipe
     update_s = breakdown["optimizer_s"]
-    latency, breakdown = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
+    latency, breakdown, pipe = _stack_latency(framework, plan, system, pipe, per_stage, latency, breakdown)
     if update_s and breakdown["optimizer_s"] != update_s:  # a stack that shards the update over other ranks
         opt = [o * breakdown["optimizer_s"] / update_s for o in opt]
-    return latency, breakdown, opt
+    return latency, breakdown, opt, pipe
 
 
 def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: PipelineTime, per_stage: Any,
-                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float]]:
-    """(latency, breakdown) of the step under ``framework``'s stack (:func:`simulator.parallel.stacks.apply_stack`)."""
-    from simulator.parallel.stacks import apply_stack
+                   latency: float, breakdown: dict[str, float]) -> tuple[float, dict[str, float], PipelineTime]:
+    """(latency, breakdown, pipeline) of the step under ``framework``'s stack
+    (:func:`simulator.parallel.stacks.stack_step`)."""
+    from simulator.parallel.stacks import stack_step
 
     hidden: list[float] = []
     if plan.moe_a2a_overlap:  # the combined 1F1B schedule's hidden all-to-alls, for a stack that re-times the stages
@@ -904,8 +932,8 @@ def _stack_latency(framework: str, plan: ParallelPlan, system: Any, pipe: Pipeli
         share = _a2a_compute_share(plan, system, framework)
         hidden = [min(h, b) for h, b in zip(_a2a_overlap_hidden(per_stage, plan, plan.microbatches, share), bwd,
                                             strict=True)]
-    return apply_stack(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
-                       bwd_hidden=hidden)
+    return stack_step(framework, plan, system, pipe, per_stage, latency, breakdown, _collective_times,
+                      bwd_hidden=hidden)
 
 
 def _stage_sums(per_stage: list[list[tuple[StageGraph, _GraphCost]]]) -> tuple[list[float], ...]:

@@ -48,6 +48,10 @@ class PipelineTime:
     bubble_s: float
     bottleneck_stage: int
     in_flight: tuple[float, ...]
+    #: per stage, each chunk's forward and backward seconds of one microbatch as scheduled (a trace redraws the
+    #: step from them); empty where the step was not scheduled from stage times (the discrete-event engine's)
+    chunk_fwd_s: tuple[tuple[float, ...], ...] = ()
+    chunk_bwd_s: tuple[tuple[float, ...], ...] = ()
 
     @property
     def bubble_fraction(self) -> float:
@@ -195,4 +199,5 @@ def pipeline_time(fwd_s: Sequence[float], bwd_s: Sequence[float], m: int, schedu
         exact = schedule_makespan(cf, cb, m, schedule)
         step = exact if exact < step * (1.0 - 1e-12) else step
     return PipelineTime(step_s=step, busy_s=busy, bubble_s=step - busy, bottleneck_stage=slowest,
-                        in_flight=in_flight(schedule, p, m, v))
+                        in_flight=in_flight(schedule, p, m, v), chunk_fwd_s=tuple(map(tuple, cf)),
+                        chunk_bwd_s=tuple(map(tuple, cb)))

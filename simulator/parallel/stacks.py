@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["check_stack_device", "SHARDED_STACKS", "ShardedStep", "sharded_step", "tp_overlap_hidden", "ring_overlap_hidden", "ring_traced",
-           "apply_stack", "profile_options", "get_stack_profile", "pipelined_reduce_exposed", "hbm_contention_s",
+           "apply_stack", "stack_step", "profile_options", "get_stack_profile", "pipelined_reduce_exposed", "hbm_contention_s",
            "COLLECTIVE_HBM_PASSES", "vpu_reduce_s"]
 
 #: Stacks whose fully sharded data parallelism :func:`sharded_step` prices.
@@ -304,7 +304,8 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
     """The step with the tensor-parallel collectives (``ring``: the context-parallel exchanges) overlapped
     (pipeline schedule recomputed), each stage's backward less ``bwd_hidden`` (the seconds a microbatch's stage
     hides under the combined 1F1B schedule, ``ParallelPlan.moe_a2a_overlap``, which the plan's composition took
-    off it)."""
+    off it). The breakdown's communication loses the busy seconds hidden and its bubble what the shorter stages
+    take off the bubble, so its parts still add up to the step."""
     from simulator.parallel.schedule import pipeline_time
 
     fwd, bwd = [], []
@@ -323,7 +324,7 @@ def _tp_overlap(plan: Any, pipe: Any, per_stage: list[Any], latency: float,
     saved = pipe.step_s - new.step_s
     key = "cp_comm_hidden_s" if ring else "tp_comm_hidden_s"
     out = dict(breakdown, communication_s=breakdown["communication_s"] - (pipe.busy_s - new.busy_s),
-               **{key: pipe.busy_s - new.busy_s})
+               bubble_s=breakdown["bubble_s"] - (pipe.bubble_s - new.bubble_s), **{key: pipe.busy_s - new.busy_s})
     return latency - saved, new, out
 
 
@@ -354,7 +355,19 @@ def check_stack_device(profile: Any, system: Any) -> None:
 def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
                 breakdown: dict[str, float], collective_times: Any, bwd_hidden: Sequence[float] = ()
                 ) -> tuple[float, dict[str, float]]:
-    """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name).
+    """(latency, breakdown) of a training step under ``framework``'s stack (a profile or its name):
+    :func:`stack_step` without its pipeline."""
+    latency, breakdown, _ = stack_step(framework, plan, system, pipe, per_stage, latency, breakdown,
+                                          collective_times, bwd_hidden)
+    return latency, breakdown
+
+
+def stack_step(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: list[Any], latency: float,
+               breakdown: dict[str, float], collective_times: Any, bwd_hidden: Sequence[float] = ()
+               ) -> tuple[float, dict[str, float], Any]:
+    """(latency, breakdown, pipeline) of a training step under ``framework``'s stack (a profile or its name): the
+    pipeline schedule is the one the step's time comes from (``pipe`` itself where the stack re-times no stage:
+    a trace and ``bubble_fraction`` read it).
 
     The profile must run on the system's device (:func:`workloads.frameworks.check_profile_device`:
     one located line otherwise). The step is unchanged when the stack does not alter the plan's
@@ -378,7 +391,7 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
         else:
             latency, pipe, breakdown = _tp_overlap(plan, pipe, per_stage, latency, breakdown, ring=True)
     if profile.stack not in SHARDED_STACKS or plan.zero != 3 or plan.dp * plan.cp <= 1 or plan.pp != 1:
-        return latency, breakdown
+        return latency, breakdown, pipe
     out = dict(breakdown)
     if profile.stack == "xla-spmd" and 1 < plan.shard_group < plan.dp * plan.cp:  # data parallel over FSDP groups
         step = _replicated_shard_step_of(profile, plan, system, dev, per_stage, breakdown["compute_s"],
@@ -395,7 +408,7 @@ def apply_stack(framework: Any, plan: Any, system: Any, pipe: Any, per_stage: li
         out.update(fsdp_hbm_contention_s=step.contention_s, fsdp_vpu_reduce_s=step.vpu_reduce_s)
     if step.replicas_s:
         out.update(dp_sync_replicas_s=step.replicas_s, dp_sync_replicas_exposed_s=step.replicas_exposed_s)
-    return pipe.step_s + step.tail_s + out["optimizer_s"], out
+    return pipe.step_s + step.tail_s + out["optimizer_s"], out, pipe
 
 
 def _grad_reduce_dtype(profile: Any, graph: Any) -> str:

@@ -116,10 +116,11 @@ PLAN_TRACKS = ("compute", "communication", "data-parallel sync")
 def _plan_passes(res: Any) -> tuple[list[list[tuple[str, int, int, float, float]]], float]:
     """Per stage, its passes (kind, microbatch, chunk, start_s, end_s) and when the last one ended.
 
-    Training: the plan's schedule over the stages' per-microbatch times
-    (:func:`simulator.parallel.pipeline_des.simulate_pipeline`; with the bottleneck on the last stage,
-    as an LM head makes it, it ends exactly at the closed form's step). Inference: one batch through
-    the stages in turn."""
+    Training: the plan's schedule (:func:`simulator.parallel.pipeline_des.simulate_pipeline`) over the
+    per-microbatch chunk times the step's pipeline was scheduled with (``res.pipeline.chunk_fwd_s``: the stages'
+    times less the communication a stack overlaps with compute), else over the stages' own times; with the
+    bottleneck on the last stage, as an LM head makes it, it ends exactly at the closed form's step.
+    Inference: one batch through the stages in turn."""
     stages = res.stages
     if res.pipeline is None:
         out, t = [], 0.0
@@ -132,6 +133,9 @@ def _plan_passes(res: Any) -> tuple[list[list[tuple[str, int, int, float, float]
     v = max(1, int(getattr(res.plan, "interleave", 1) or 1))
     fwd = [[s.forward_s / v] * v for s in stages]
     bwd = [[s.backward_s / v] * v for s in stages]
+    pipe = res.pipeline
+    if len(pipe.chunk_fwd_s) == len(stages) and all(len(c) == v for c in pipe.chunk_fwd_s):
+        fwd, bwd = [list(c) for c in pipe.chunk_fwd_s], [list(c) for c in pipe.chunk_bwd_s]
     trace = simulate_pipeline(fwd, bwd, res.plan.microbatches, res.plan.schedule)
     return [list(p) for p in trace.passes], trace.pipeline_s
 
@@ -146,18 +150,33 @@ def _stage_events(res: Any, s: int, passes: list[tuple[str, int, int, float, flo
     stage's communication (tensor-parallel collectives, pipeline sends) on the communication track."""
     st = res.stages[s]
     work = st.forward_s + st.backward_s
+    sched = _scheduled_pass_s(res, s)
     events = []
     for kind, mb, chunk, t0, t1 in passes:
         whole = st.forward_s if kind == "F" else st.backward_s
+        ran = sched[0 if kind == "F" else 1] or whole  # the pass as scheduled: less what runs beside compute
         share = st.communication_s * (whole / work) if work > 0 else 0.0
-        comm = min(t1 - t0, share * (t1 - t0) / whole) if whole > 0 else 0.0
+        frac = (t1 - t0) / ran if ran > 0 else 0.0  # this chunk's part of the stage's pass
+        comm = min(whole * frac, share * frac)
+        exposed = min(t1 - t0, max(0.0, comm - max(0.0, whole - ran) * frac))
         label = ("forward" if kind == "F" else "backward")
         args = {"microbatch": mb, "chunk": chunk, "pass": label}
-        events.append(_x(f"{kind}{mb}" + (f".{chunk}" if chunk else ""), label, t0, t1 - comm, s, 0, args))
+        events.append(_x(f"{kind}{mb}" + (f".{chunk}" if chunk else ""), label, t0, t1 - exposed, s, 0, args))
         if comm > 0:
-            events.append(_x(f"{kind}{mb} collectives", "collective", t1 - comm, t1, s, 1,
-                             {**args, "note": "the pass's share of the stage's communication_s"}))
+            note = "the pass's share of the stage's communication_s" + (
+                ", part of it beside the compute (overlapped)" if comm > exposed * (1 + 1e-12) else "")
+            events.append(_x(f"{kind}{mb} collectives", "collective", max(t0, t1 - comm), t1, s, 1,
+                             {**args, "note": note}))
     return events
+
+
+def _scheduled_pass_s(res: Any, s: int) -> tuple[float, float]:
+    """Stage ``s``'s (forward, backward) seconds of one microbatch as the step's pipeline scheduled them (zeros
+    where it keeps none)."""
+    pipe = res.pipeline
+    if pipe is None or len(pipe.chunk_fwd_s) <= s:
+        return 0.0, 0.0
+    return sum(pipe.chunk_fwd_s[s]), sum(pipe.chunk_bwd_s[s])
 
 
 def _tail_events(res: Any, s: int, anchor: float) -> list[dict[str, Any]]:

@@ -417,11 +417,21 @@ class ModelProblem:
 
     def _check_frameworks_run(self, frameworks: Sequence[str]) -> None:
         """Refuse a stack profile that runs on none of the searched devices (its configurations would all be
-        skipped): one located line naming the devices and the profiles they run, as ``predict --framework`` does."""
-        from workloads.frameworks import FrameworkError, check_profile_hardware, get_profile
+        skipped): one located line naming the devices and the profiles they run, as ``predict --framework`` does;
+        and, for a training step, an inference engine (:data:`workloads.frameworks.INFERENCE_ONLY`), as ``predict
+        --train`` refuses it."""
+        from workloads.frameworks import (
+            INFERENCE_ONLY,
+            FrameworkError,
+            check_profile_hardware,
+            get_profile,
+        )
 
         for name in dict.fromkeys(frameworks):
             profile = get_profile(str(name))
+            if self.train and profile.name in INFERENCE_ONLY:
+                raise TuneError(f"--framework {profile.name}: an inference engine, it runs no training step; got "
+                                "--train; expected training stacks (e.g. fsdp2, megatron-core, maxtext) or no --train")
             if any(profile.applies_to(d.kind, d.vendor.lower()) for d in self.device.values()):
                 continue
             try:
