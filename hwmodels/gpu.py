@@ -56,7 +56,9 @@ on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth
 the L2 figure; streaming kernels' plain loads reach ``efficiency.l2_bandwidth_fraction``. A GEMM's CTAs
 each take their SM's even share of that tile rate in a full wave; in a last wave that leaves SMs idle they
 take up to ``efficiency.l2_tile_sm_port_ratio`` times it, within the whole tile rate
-(:func:`gemm_l2_panels_s`). Attention's L2 term is its whole traffic at the tile rate.
+(:func:`gemm_l2_panels_s`); so do the reads that only some SMs make at once, a split-K hand-off's read and a
+grid's first K-slice (:func:`gemm_serial_l2_s_per_byte`; writes stay at the share). Attention's L2 term is its
+whole traffic at the tile rate.
 
 *Streaming kernels* (elementwise, norms, softmax, reductions, gathers, copies): bytes over an
 achieved bandwidth that follows ``B * s / (s + s_half)`` in the bytes moved ``s`` (the launch and
@@ -1558,7 +1560,7 @@ def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
     # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
     # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
     rounds = gemm_edge_rounds(launch, busiest, occ)
-    if _has_port(hw):  # the hand-offs and the edges of SMs that move L2 traffic alone (gemm_serial_l2_s_per_byte)
+    if _has_port(hw):  # hand-off reads and first slices taken in by SMs that read alone (gemm_serial_l2_s_per_byte)
         fix_share, edge_share = gemm_serial_l2_s_per_byte(launch, hw.l2_share, hw.sms, hw.l2_port_ratio)
         fixed = (gemm_split_k_fixup_s(launch, hw.l2_share, hw.l2_lat, fix_share) + hw.latency
                  + gemm_pipeline_edges_s(launch, hw.l2_share, hw.l2_lat, hw.rate_sm, rounds, edge_share))
