@@ -56,7 +56,9 @@ on Ampere/Ada, TMA on Hopper/Blackwell) and reach ``efficiency.l2_tile_bandwidth
 the L2 figure; streaming kernels' plain loads reach ``efficiency.l2_bandwidth_fraction``. A GEMM's CTAs
 each take their SM's even share of that tile rate in a full wave; in a last wave that leaves SMs idle they
 take up to ``efficiency.l2_tile_sm_port_ratio`` times it, within the whole tile rate
-(:func:`gemm_l2_panels_s`). Attention's L2 term is its whole traffic at the tile rate.
+(:func:`gemm_l2_panels_s`); so do the reads that only some SMs make at once, a split-K hand-off's read and a
+grid's first K-slice (:func:`gemm_serial_l2_s_per_byte`; writes stay at the share). Attention's L2 term is its
+whole traffic at the tile rate.
 
 *Streaming kernels* (elementwise, norms, softmax, reductions, gathers, copies): bytes over an
 achieved bandwidth that follows ``B * s / (s + s_half)`` in the bytes moved ``s`` (the launch and
@@ -106,6 +108,8 @@ __all__ = [
     "gemm_l2_port_s_per_byte",
     "gemm_dram_bytes",
     "gemm_split_k_fixup_s",
+    "gemm_busy_l2_s_per_byte",
+    "gemm_serial_l2_s_per_byte",
     "gemm_edge_rounds",
     "gemm_pipeline_edges_s",
     "gemm_k_loop_stall_s",
@@ -1289,6 +1293,30 @@ def _port_s_per_byte(share: Any, ratio: Any) -> Any:
     return np.where(ratio > 1.0, share / np.where(ratio > 1.0, ratio, 1.0), np.inf)
 
 
+def gemm_busy_l2_s_per_byte(l2_s_per_byte: ArrayLike, sms: ArrayLike, busy_sms: ArrayLike,
+                            port_ratio: ArrayLike) -> ArrayLike:
+    """Seconds per byte at which each of ``busy_sms`` SMs takes in L2 data that only they read at that
+    moment (a split-K hand-off, the first K-slice of a grid under one wave): their even split of the whole
+    tile rate, ``l2_s_per_byte * busy_sms / sms`` (``l2_s_per_byte``: one SM's share with every SM busy),
+    but no faster than one SM's own intake, ``l2_s_per_byte / port_ratio`` (:attr:`GpuParams.l2_port_ratio`).
+    The share itself where the ratio is 1 (no figure) or every SM takes part."""
+    busy = np.minimum(busy_sms, sms)
+    ratio = np.maximum(port_ratio, 1.0)
+    return np.where(port_ratio > 1.0, np.maximum(l2_s_per_byte * busy / sms, l2_s_per_byte / ratio), l2_s_per_byte)
+
+
+def gemm_serial_l2_s_per_byte(launch: GemmLaunch, l2_s_per_byte: ArrayLike, sms: ArrayLike,
+                              port_ratio: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
+    """(split-K hand-off, first K-slice) seconds per byte at which SMs take in L2 data while others take
+    in none (:func:`gemm_busy_l2_s_per_byte`): a hand-off reads one fp32 tile per output tile in flight,
+    so ``min(ctas, sms) / split`` SMs read together; a round's first K-slice is loaded by the
+    ``min(ctas, sms)`` SMs holding its CTAs. Only reads: ``l2_port_ratio`` is an intake figure (an
+    all-SM read plateau), so writes (the hand-off's sum, the C store) stay at the share."""
+    busy = np.minimum(launch.ctas, sms)
+    return (gemm_busy_l2_s_per_byte(l2_s_per_byte, sms, busy / launch.split, port_ratio),
+            gemm_busy_l2_s_per_byte(l2_s_per_byte, sms, busy, port_ratio))
+
+
 def gemm_dram_bytes(launch: GemmLaunch, sms: ArrayLike, ctas_per_sm: ArrayLike,
                     l2_capacity_bytes: ArrayLike) -> ArrayLike:
     """DRAM traffic of the launch (bytes).
@@ -1365,12 +1393,17 @@ def _first_or_last_slice_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, s_per_f
     return _ip(np.minimum, l2_s_per_byte * slice_bytes, slice_flops * s_per_flop)
 
 
-def gemm_split_k_fixup_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike) -> ArrayLike:
+def gemm_split_k_fixup_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike,
+                         read_s_per_byte: ArrayLike | None = None) -> ArrayLike:
     """Split-K serial fixup (s): the ``split`` CTAs of one output tile add their fp32 partials in
     turn, so ``split - 1`` hand-offs, each two L2 latencies (wait on the previous CTA's flag, publish
-    its own) plus reading and writing the fp32 tile at one SM's share of the L2. Zero without split-K."""
+    its own) plus reading and writing the fp32 tile at one SM's share of the L2; the read at
+    ``read_s_per_byte`` where given (the intake of the SMs that make it: :func:`gemm_serial_l2_s_per_byte`).
+    Zero without split-K."""
     fix_bytes, hops = _fixup_l2_work(launch)
-    return hops * l2_latency_s + fix_bytes * l2_s_per_byte
+    if read_s_per_byte is None:
+        return hops * l2_latency_s + fix_bytes * l2_s_per_byte
+    return hops * l2_latency_s + 0.5 * fix_bytes * (l2_s_per_byte + read_s_per_byte)
 
 
 def gemm_edge_rounds(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: ArrayLike) -> ArrayLike:
@@ -1384,15 +1417,18 @@ def gemm_edge_rounds(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: A
 
 
 def gemm_pipeline_edges_s(launch: GemmLaunch, l2_s_per_byte: ArrayLike, l2_latency_s: ArrayLike,
-                          flops_per_s_per_sm: ArrayLike, rounds: ArrayLike = 1.0) -> ArrayLike:
+                          flops_per_s_per_sm: ArrayLike, rounds: ArrayLike = 1.0,
+                          load_s_per_byte: ArrayLike | None = None) -> ArrayLike:
     """Pipeline edges (s), exposed once per round of tiles (``rounds``, :func:`gemm_edge_rounds`: 1 for a
-    persistent kernel): before any math the first K-slice's operand panels must arrive and after the
-    last load one slice of math remains, so ``N`` slices take ``N * max(load, math) + min(load, math)``;
-    the round's C tiles (fp32 partials under split-K) then reach L2 at one SM's share of its bandwidth,
-    plus one L2 latency."""
+    persistent kernel): before any math the first K-slice's operand panels must arrive (at
+    ``load_s_per_byte`` where given, the intake of the SMs that load them: :func:`gemm_serial_l2_s_per_byte`;
+    else at one SM's share of the L2) and after the last load one slice of math remains, so ``N`` slices take
+    ``N * max(load, math) + min(load, math)``; the round's C tiles (fp32 partials under split-K) then reach L2
+    at one SM's share of its bandwidth, plus one L2 latency."""
     store_bytes, hops = _c_store_l2_work(launch)
+    load = l2_s_per_byte if load_s_per_byte is None else load_s_per_byte
     return rounds * (hops * l2_latency_s + store_bytes * l2_s_per_byte
-                     + _first_or_last_slice_s(launch, l2_s_per_byte, 1.0 / flops_per_s_per_sm))
+                     + _first_or_last_slice_s(launch, load, 1.0 / flops_per_s_per_sm))
 
 
 def gemm_k_loop_stall_s(launch: GemmLaunch, busiest_ctas: ArrayLike, ctas_per_sm: ArrayLike,
@@ -1523,8 +1559,13 @@ def _terms(launch: GemmLaunch, p: GpuParams, hw: _Hardware) -> _Terms:
 
     # serial: prologue + split-K fixup once per kernel, pipeline edges (C store and first or last
     # slice) once per round of tiles (gemm_edge_rounds: once for a persistent kernel)
-    fixed = _serial_s(_serial_work(launch), gemm_edge_rounds(launch, busiest, occ), hw.l2_share, hw.latency,
-                      hw.l2_lat, 1.0 / hw.rate_sm)
+    rounds = gemm_edge_rounds(launch, busiest, occ)
+    if _has_port(hw):  # hand-off reads and first slices taken in by SMs that read alone (gemm_serial_l2_s_per_byte)
+        fix_share, edge_share = gemm_serial_l2_s_per_byte(launch, hw.l2_share, hw.sms, hw.l2_port_ratio)
+        fixed = (gemm_split_k_fixup_s(launch, hw.l2_share, hw.l2_lat, fix_share) + hw.latency
+                 + gemm_pipeline_edges_s(launch, hw.l2_share, hw.l2_lat, hw.rate_sm, rounds, edge_share))
+    else:
+        fixed = _serial_s(_serial_work(launch), rounds, hw.l2_share, hw.latency, hw.l2_lat, 1.0 / hw.rate_sm)
     total = _ip(np.add, np.maximum(t_compute, t_mem), fixed)
     return _Terms(occ, feasible, busiest, t_compute, t_smem, t_l2, dram, t_dram, t_mem, fixed, total)
 
@@ -2406,9 +2447,12 @@ def _gemm_estimate(launch: GemmLaunch, choice: dict[str, Any], p: GpuParams, hw:
     best = choice["best"]
     chosen = launch.pick(best)
     hs, hl = hw.l2_share[..., 0], hw.l2_lat[..., 0]
-    t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl))
+    hf = he = None
+    if _has_port(hw):
+        hf, he = gemm_serial_l2_s_per_byte(chosen, hs, hw.sms[..., 0], hw.l2_port_ratio[..., 0])
+    t_fix = _scalar_or(gemm_split_k_fixup_s(chosen, hs, hl, hf))
     rounds = gemm_edge_rounds(chosen, np.ceil(chosen.ctas / hw.sms[..., 0]), choice["occ"])
-    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, hw.rate_sm[..., 0], rounds))
+    t_edge = _scalar_or(gemm_pipeline_edges_s(chosen, hs, hl, hw.rate_sm[..., 0], rounds, he))
     t_c, t_s, t_l, t_d, t_m = (_scalar_or(choice[f]) for f in ("t_c", "t_s", "t_l", "t_d", "t_m"))
     exposed = choice["exposed"]
 

@@ -400,8 +400,10 @@ class EfficiencySpec:
         "1",
         "rate at which one SM takes in L2 tile traffic while other SMs are idle, as a multiple of its even share "
         "(1 / SMs) of the tile rate (L2 read bandwidth x l2_tile_bandwidth_fraction); the operand panels of a GEMM "
-        "whose last wave leaves SMs idle load at min(tile rate, busy SMs x this per-SM rate); 1 = a CTA gets its "
-        "share however many SMs are busy (no figure); at least 1",
+        "whose last wave leaves SMs idle load at min(tile rate, busy SMs x this per-SM rate), and so do the reads "
+        "that only some SMs make at once (a split-K hand-off's read of the partner's partial, the first K-slice "
+        "of a grid under one wave; writes stay at the share); 1 = a CTA gets its share however many SMs are busy "
+        "(no figure); at least 1",
         default=1.0,
     )
     kernel_device_time_s: float = spec_field(

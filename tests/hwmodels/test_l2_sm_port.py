@@ -54,11 +54,16 @@ def test_partial_wave_gemm_by_hand(params):
     assert held == pytest.approx(3.780e-6, rel=1e-3)
     assert whole == pytest.approx(1.833e-6, rel=1e-3) and port == pytest.approx(1.853e-6, rel=1e-3)
     assert float(e.memory_s) == pytest.approx(max(whole, port), rel=1e-9) and e.bound_term == "l2"
-    # serial: the prologue (one DRAM latency) and one round of edges: the C tile into L2 at the share plus one L2
-    # latency, and the cheaper of the first slice's load (at the share) and the last slice's math
+    # serial: the prologue (one DRAM latency) and one round of edges: the C tile into L2 at the share (a write) plus
+    # one L2 latency, and the cheaper of the first slice's load (a read, at the 64 busy SMs' intake: one SM's port,
+    # their split of the tile rate, 132 / 64 = 2.06 shares, being above it) and the last slice's math (the cheaper)
     c_store = 64 * 64 * 2 * share + L2_LATENCY_S
-    edge = c_store + min((64 + 64) * 64 * 2 * share, 2 * 64 * 64 * 64 / RATE_SM)
+    first_load = (64 + 64) * 64 * 2 * share / PORT_RATIO
+    last_math = 2 * 64 * 64 * 64 / RATE_SM
+    assert last_math < first_load
+    edge = c_store + min(first_load, last_math)
     assert float(e.latency_s) == pytest.approx(DRAM_LATENCY_S + edge, rel=1e-6)
+    assert float(e.edge_s) == pytest.approx(edge, rel=1e-6)
     assert float(e.time_s) == pytest.approx(max(whole, port) + DRAM_LATENCY_S + edge, rel=1e-6)
     assert float(e.time_s) == pytest.approx(2.697e-6, rel=1e-3)
     # held to the share, the same GEMM splits K in two (128 CTAs) and takes 4.62 us
@@ -92,3 +97,23 @@ def test_ratio_below_one_is_refused():
     bad = dataclasses.replace(dev, efficiency=dataclasses.replace(dev.efficiency, l2_tile_sm_port_ratio=0.5))
     with pytest.raises(SpecError, match="l2_tile_sm_port_ratio"):
         gpu.gpu_params(bad, "bf16")
+
+
+def test_split_k_hand_offs_read_at_the_port(params):
+    # 1024 x 1024 x 4096 bf16 (the shape of pub-120): 64 output tiles of 128 x 128 split in two, 128 CTAs on 132 SMs.
+    # A hand-off reads the partner's fp32 tile and writes the sum; one CTA per output tile does it, so 64 SMs read
+    # together, each at one SM's intake (2.040 shares: their split of the tile rate, 132 / 64 = 2.06 shares, is above
+    # it); the write stays at the share (the ratio is a read figure).
+    e = gpu.gemm(1024, 1024, 4096, dataclasses.replace(params, l2_port_ratio=PORT_RATIO),
+                 gpu.tile_candidates("hopper", True, 2.0))
+    assert str(e.tile).startswith("128x128x64") and int(e.split_k) == 2 and int(e.ctas) == 128
+    share = SMS / L2_BYTES_PER_S
+    tile_bytes = 128 * 128 * 4  # one fp32 tile: 65,536 B read, 65,536 B written
+    fixup = tile_bytes * share / PORT_RATIO + tile_bytes * share + 2 * L2_LATENCY_S
+    assert float(e.fixup_s) == pytest.approx(fixup, rel=1e-6)
+    assert float(e.fixup_s) == pytest.approx(2.872e-6, rel=1e-3)  # 3.78 us with the read at the share
+    # the busy-SM rate by hand: every SM busy keeps the share; no figure (ratio 1) keeps it however few are busy
+    assert float(gpu.gemm_busy_l2_s_per_byte(share, SMS, 132, PORT_RATIO)) == pytest.approx(share, rel=1e-12)
+    assert float(gpu.gemm_busy_l2_s_per_byte(share, SMS, 100, PORT_RATIO)) == pytest.approx(share * 100 / SMS)
+    assert float(gpu.gemm_busy_l2_s_per_byte(share, SMS, 16, PORT_RATIO)) == pytest.approx(share / PORT_RATIO)
+    assert float(gpu.gemm_busy_l2_s_per_byte(share, SMS, 16, 1.0)) == share

@@ -501,9 +501,10 @@ def test_predictions_equal_the_values_recorded_before_the_speed_work() -> None:
     # gradient reads only its output gradient (was 0.19906868384241527 s)
     # (0.19890744095434204 s before the Hopper DRAM figure became gpu-stream's triad, 0.946 for MT4G's read 0.821;
     # 0.19619516302982712 s before a GEMM's last wave that leaves SMs idle loaded at one SM's own L2 intake,
-    # efficiency.l2_tile_sm_port_ratio)
+    # efficiency.l2_tile_sm_port_ratio; 0.19404898538956605 s before a split-K hand-off's read and a first K-slice
+    # taken in by SMs that read alone ran at their intake, hwmodels.gpu.gemm_serial_l2_s_per_byte)
     # (16310177794 bytes before NCCL's buffers were sized per communicator: TP 2 and DP 4 with NVLS on one node)
-    assert (z3.latency_s, z3.memory_per_device_bytes) == (0.19404898538956605, 17551691778.0)
+    assert (z3.latency_s, z3.memory_per_device_bytes) == (0.19404251666026606, 17551691778.0)
     inter = evaluate_plan("llama-2-7b", DGX, ParallelPlan(pp=2, schedule="interleaved", interleave=2, dp=2,
                                                           microbatch=1, global_batch=8, zero_stage=1),
                           train=True, seq=512)
@@ -511,17 +512,21 @@ def test_predictions_equal_the_values_recorded_before_the_speed_work() -> None:
     # a RoPE op's gradient reads only its output gradient: was 0.12157673144898529 s; a one-node Simple send pays
     # the copy of its last p2p chunk, hwmodels.collectives._p2p_drain_s: was 0.12139533319990296 s; the Hopper DRAM
     # figure at gpu-stream's triad, 0.946 for MT4G's read 0.821: was 0.12186719239990296 s; the per-SM L2 intake of
-    # a last wave that leaves SMs idle, efficiency.l2_tile_sm_port_ratio: was 0.1183596428383903 s)
+    # a last wave that leaves SMs idle, efficiency.l2_tile_sm_port_ratio: was 0.1183596428383903 s; a split-K
+    # hand-off's read and a first K-slice taken in by SMs that read alone at their intake,
+    # hwmodels.gpu.gemm_serial_l2_s_per_byte: was 0.11649613273237444 s)
     # (44559237120 bytes before NCCL's buffers were sized per communicator: DP 2 and the two pipeline pairs, 3 x 288
     # MiB for 3 x 128)
-    assert (inter.latency_s, inter.memory_per_device_bytes) == (0.11649613273237444, 45062553600.0)
+    assert (inter.latency_s, inter.memory_per_device_bytes) == (0.11623203734586203, 45062553600.0)
     gen = generate_request("llama-2-70b", DGX, ParallelPlan(tp=8), input_len=128, output_len=64, batch=4)
     # (generate re-recorded when NCCL's one-node rings and trees were ranked by NCCL's own estimate: its
     # 64 KiB decode all_reduces run the ring LL NCCL picks, 0.9116 -> 0.9781 s; and when the Hopper DRAM figure
     # became gpu-stream's triad, 0.946 for MT4G's read 0.821: 0.9781 -> 0.9286 s; and when the H100 SXM's library
     # GEMVs and skinny GEMMs took cuBLAS's measured Hopper GEMV rate, 0.762: 0.9286 -> 1.0084 s; and when a GEMM's
-    # last wave that leaves SMs idle loaded at one SM's own L2 intake, efficiency.l2_tile_sm_port_ratio: 1.0053 s)
-    assert gen.latency_s == 1.0053367055888993
+    # last wave that leaves SMs idle loaded at one SM's own L2 intake, efficiency.l2_tile_sm_port_ratio: 1.0053 s;
+    # and when a split-K hand-off's read and a first K-slice taken in by SMs that read alone ran at their intake,
+    # hwmodels.gpu.gemm_serial_l2_s_per_byte: 1.0052 s)
+    assert gen.latency_s == 1.0051720226205498
 
 def test_collectives_costed_together_equal_each_costed_alone() -> None:
     from simulator.engines.analytical import evaluate

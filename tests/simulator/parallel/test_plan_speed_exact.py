@@ -190,7 +190,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # fsdp 0.19620 -> 0.19405 s, generate 1.00840 -> 1.00534 s, decode-fused 13.346 -> 13.250 ms, moe 47.987 -> 47.901 ms)
     # (fsdp: the per-SM L2 intake and NCCL's per-communicator buffers together; memory as with NCCL's buffers,
     # time and energy as with the intake, the JSON digest of both)
-    "fsdp": (0.19404898538956605, 642.7954680028595, 17551691778.0, 'c314b71917c930d6', '749c998690801532'),
+    "fsdp": (0.19404251666026606, 642.787208729289, 17551691778.0, '54ca6a31765a27d5', 'e713c46cc22415bc'),
     # (generate's record digest and decode-fused re-recorded when decode attention streamed its K/V cache at
     # the measured decode-kernel rate, efficiency.decode_attention_bandwidth_fraction)
     # (generate and decode-fused re-recorded when one-node rings and trees were ranked by NCCL's estimate:
@@ -203,7 +203,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # memories unchanged)
     # (generate: the per-SM L2 intake and NCCL's per-communicator buffers together; memory as with NCCL's buffers,
     # time and energy as with the intake, the JSON digest of both)
-    "generate": (1.0053367055888993, 2249.8746217042644, 19557531648.0, '7cfdade053292385', 'ac78a6f8923fdb1e'),
+    "generate": (1.0051720226205498, 2249.711622330281, 19557531648.0, '27b1479b44a67f8e', 'b77b81c0e9ce20e1'),
     # (decode-fused and tpu re-recorded when fusion built kernels as compilers do: RoPE and the SwiGLU joining
     # the fused QKV / gate-up GEMM's epilogue over views of its output, reductions and concatenations in
     # generated kernels: simulator.engines.analytical.FusionGroup)
@@ -216,7 +216,11 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # efficiency.graph_launch_overhead_s, for a 2.5 us derivation: 13.03 -> 12.89 ms)
     # (decode-fused: the per-SM L2 intake and NCCL's per-communicator buffers together; memory as with NCCL's buffers,
     # time and energy as with the intake, the JSON digest of both)
-    "decode-fused": (0.013249561531290407, 34.75710211106566, 22196900864.0, 'a6d81cbd680bcc70', '8b14675504e41a84'),
+    # (decode-fused, fsdp, generate, moe, and bert-train-h100 / vit-fused-tf32-h100 below, re-recorded when a split-K
+    # hand-off's read and a first K-slice taken in by SMs that read alone ran at their intake,
+    # hwmodels.gpu.gemm_serial_l2_s_per_byte: decode-fused 13.2496 -> 13.2405 ms, fsdp 0.194049 -> 0.194043 s,
+    # generate 1.00534 -> 1.00517 s, moe 47.9012 -> 47.9006 ms)
+    "decode-fused": (0.013240492626487348, 34.74552293341319, 22196900864.0, 'ba1b7e647bcd47c7', '02ded917c27022db'),
     # re-recorded when ICI collectives took the torus axes their group spans (a v5e-8 is a 2x4 torus without
     # wraparounds: one link per axis, not four ports)
     # and at the scaling book's 4.5e10 B/s one-way per v5e link (fabrics.toml ici-v5e bandwidth_fraction 0.9)
@@ -227,7 +231,7 @@ _PLAN_VALUES: dict[str, tuple[float, float, float, str, str]] = {
     # copy of its last p2p chunk, hwmodels.collectives: 46.35 -> 48.58 ms, 228.33 -> 231.19 J)
     # (moe: the per-SM L2 intake and NCCL's per-communicator buffers together; memory as with NCCL's buffers,
     # time and energy as with the intake, the JSON digest of both)
-    "moe": (0.047901212133863225, 230.31770591422804, 18939924480.0, 'a9b35c480b2d9474', '63c06af661e51039'),
+    "moe": (0.04790056526093327, 230.31687998687102, 18939924480.0, 'e49eb024a6b5b791', '0619cf9e02e940d6'),
 }
 
 _EVALS = {
@@ -262,8 +266,10 @@ _EVAL_VALUES: dict[str, tuple[float, float, int, str]] = {
     # energy 1.4172 -> 1.4242 J, latency unchanged)
     # (bert-train-h100 and vit-fused-tf32-h100 re-recorded when a GEMM's last wave that leaves SMs idle loaded its L2
     # panels at one SM's own intake, efficiency.l2_tile_sm_port_ratio: 4.6190 -> 4.2805 ms, 1.11492 -> 0.97828 ms)
-    "bert-train-h100": (0.004280497182325811, 1.3530329809751511, 1907853350, '8990ffe2e9718662'),
-    "vit-fused-tf32-h100": (0.0009782815104668933, 0.4552666401434122, 194921936, '2fda2500b1e0a575'),  # FusionGroup
+    # (both re-recorded when a split-K hand-off's read and a first K-slice taken in by SMs that read alone ran at their
+    # intake, hwmodels.gpu.gemm_serial_l2_s_per_byte: 4.2805 -> 4.2436 ms, 0.97828 -> 0.97497 ms)
+    "bert-train-h100": (0.004243613914590423, 1.3400921164045823, 1907853350, '76f4e1ad67fee0e1'),
+    "vit-fused-tf32-h100": (0.0009749740256472586, 0.45473876556619824, 194921936, 'd42067f17ea9dd53'),  # FusionGroup
     # (re-recorded when the TPU attention forward priced its softmax between its two GEMMs, splash_compute_s:
     # 0.59255 -> 0.59279 ms)
     "gpt2-decode-tpu": (0.0005927934148828792, 0.048144763220134223, 324785288, "997f0444bbf9a788"),
