@@ -1195,7 +1195,8 @@ def _host_efficiency(pr: dict[str, float], overhead: float, prov: dict[str, Prov
         "derived: dram bandwidth x per-call overhead (the size at which a copy reaches half its asymptotic bandwidth)")
     prov["energy.dram_path_j_per_byte"] = Provenance("not modelled: no energy counter is readable on this host (0)")
     for fld in ("weight_dequant_ops_per_element", "linalg_block_size", "linalg_sweep_row_s", "simt_gemm_peak_fraction",
-                "decode_attention_bandwidth_fraction", "decode_attention_fp8_bandwidth_fraction", "fp8_promotion_interval"):
+                "decode_attention_bandwidth_fraction", "decode_attention_fp8_bandwidth_fraction", "fp8_promotion_interval",
+                "context_fmha_tensor_fraction"):
         # spec.py's cited defaults (0: dequantisation not modelled on a CPU, no separate SGEMM or decode-attention
         # figure; LAPACK's ILAENV block size; a measured dsterf sweep rate), which `nodeperf calibrate` may refit
         prov[f"efficiency.{fld}"] = Provenance(f"default of EfficiencySpec.{fld} (see hwmodels/spec.py)")

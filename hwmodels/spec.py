@@ -493,6 +493,16 @@ class EfficiencySpec:
         "kernels included), measured against the bytes it moves; 0 means the streaming rate (no separate figure)",
         default=0.0,
     )
+    context_fmha_tensor_fraction: float = spec_field(
+        "1",
+        "the rate TensorRT-LLM's own context-phase fused attention kernels (fmha_v2, "
+        "cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention; options.attention_kernel 'trtllm-fmha') reach "
+        "on a long prompt's 16-bit self-attention, causal FLOPs over time, as a fraction of the 16-bit tensor "
+        "peak: the GPU lowering holds such an op's compute time at least at its FLOPs over this rate (a floor "
+        "under the flash-attention kernel's own estimate, which it does not lower); 0 means no measurement "
+        "(the flash kernel's estimate alone)",
+        default=0.0,
+    )
     flash2_causal_fwd_ratio: tuple[tuple[int, float], ...] = spec_field(
         "1",
         "FlashAttention-2's causal forward rate over its non-causal forward rate, by sequence length: rows "

@@ -147,6 +147,13 @@ _VLLM = ("vllm-project/vllm vllm/model_executor/models/llama.py: QKVParallelLine
 _TRT = "NVIDIA TensorRT developer guide, 'Layer fusion': elementwise, activation and bias fused into GEMM/conv epilogues"
 _TRTLLM = ("NVIDIA/TensorRT-LLM docs: fused multi-head attention (context FMHA, masked MHA for generation), "
            "gated-MLP and norm plugins, CUDA graphs in the generation phase")
+#: TensorRT-LLM's context phase runs its own fused attention kernels, not FlashAttention: ``EvalOptions.attention_kernel
+#: = "trtllm-fmha"`` (the rate ``efficiency.context_fmha_tensor_fraction`` measured for them).
+TRTLLM_CONTEXT_FMHA = ("NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/ (fmha_v2 cubins per "
+                       "architecture, e.g. fmha_v2_flash_attention_bf16_128_128_S_pagedKV_64_sm90.cubin.cpp), the context "
+                       "kernels of its attention op in both the TensorRT engine's gpt_attention plugin and the PyTorch "
+                       "backend's TRTLLM attention; their rate as aiconfigurator timed that op (context_attention_perf "
+                       "tables, hwmodels/catalog/defaults/efficiency.toml @aicctx)")
 #: TensorRT-LLM's fp8 linear layer (``--enable_fp8``; ``quant_algo FP8`` in a checkpoint config) scales its input with a
 #: per-tensor scale calibrated offline, not a per-token reduction: ``EvalOptions.fp8_activation_scale = "static"``.
 TRTLLM_FP8_STATIC_SCALE = ("NVIDIA/TensorRT-LLM tensorrt_llm/quantization/layers.py (release/0.5.0 and later) FP8Linear: "
@@ -1223,7 +1230,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      sources=(_TRT,), devices=_TRT_DEVICES),
     FrameworkProfile("trt-llm", "TensorRT-LLM engine", fusion=True, cuda_graphs=True, fp8_activation_scale="static",
                      all_reduce_source=_TRTLLM_AR, fp8_gemm_accumulation_source=TRTLLM_FP8_ACCUM_ENGINE,
-                     sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE),
+                     attention_kernel="trtllm-fmha", sources=(_TRTLLM, TRTLLM_FP8_STATIC_SCALE, TRTLLM_CONTEXT_FMHA),
                      devices=(("gpu", "nvidia"),), iteration_host_s=0.0, kv_cache_sizing="free",
                      kv_cache_sizing_source=_TRTLLM_KV_FREE,
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
@@ -1231,7 +1238,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)"),
     FrameworkProfile("trt-llm-pytorch", "TensorRT-LLM PyTorch backend (the LLM API's default from 1.0: the model as "
                      "PyTorch modules, CUDA graphs for generation-only batches)", fusion=True, cuda_graphs=True,
-                     sources=(_TRTLLM, _TRTLLM_PT_GRAPHS), devices=(("gpu", "nvidia"),), iteration_host_s=0.0,
+                     attention_kernel="trtllm-fmha", sources=(_TRTLLM, _TRTLLM_PT_GRAPHS, TRTLLM_CONTEXT_FMHA),
+                     devices=(("gpu", "nvidia"),), iteration_host_s=0.0,
                      iteration_host_source="0 exposed: the overlap scheduler (enabled by default) launches step n+1 "
                      "on the GPU while the CPU finishes step n (TensorRT-LLM docs, features/overlap-scheduler, "
                      "https://nvidia.github.io/TensorRT-LLM/latest/features/overlap-scheduler.html)",

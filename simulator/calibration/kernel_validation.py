@@ -1,10 +1,11 @@
 """Kernel tables measured by serving stacks' own collectors, predicted row by row (``--dataset kernels``).
 
-Two files of ``hwmodels/measurements`` hold them, both from aiconfigurator's per-GPU tables (CUDA-graph
+Three files of ``hwmodels/measurements`` hold them, both from aiconfigurator's per-GPU tables (CUDA-graph
 replay of one op): ``decode_attention_kernels.csv`` (the attention module of TensorRT-LLM, vLLM and SGLang
 in the generation phase; its TensorRT-LLM rows with 32 KV heads are where the catalog's
 ``efficiency.decode_attention_*bandwidth_fraction`` figures come from) and ``gemm_kernels.csv``
-(TensorRT-LLM's bf16 GEMMs, which the catalog never used). :func:`validate_kernels` predicts every row
+(TensorRT-LLM's bf16 GEMMs, which the catalog never used) and ``gemm_fp8_kernels.csv`` (TensorRT-LLM's fp8
+GEMMs on the H100 SXM at the Llama 3 70B TP 2 shapes, less their activation quantisation; unused by the catalog). :func:`validate_kernels` predicts every row
 under its stated run conditions (:func:`simulator.calibration.predict.run_options`) and summarises the
 errors per file, GPU, stack and K/V width, keeping the derivation rows apart from the others.
 """
@@ -25,7 +26,8 @@ __all__ = ["KERNEL_DATASETS", "kernel_stack", "validate_kernels"]
 
 _DIR = Path(__file__).resolve().parents[2] / "hwmodels" / "measurements"
 #: name -> file of the kernel tables (``nodeperf validate --dataset kernels``)
-KERNEL_DATASETS = {"decode attention": _DIR / "decode_attention_kernels.csv", "gemm": _DIR / "gemm_kernels.csv"}
+KERNEL_DATASETS = {"decode attention": _DIR / "decode_attention_kernels.csv", "gemm": _DIR / "gemm_kernels.csv",
+                   "fp8 gemm": _DIR / "gemm_fp8_kernels.csv"}
 _STACKS = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
 
 

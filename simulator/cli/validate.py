@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "energy and average-power errors beside latency, by device and kind "
                    "(hwmodels/measurements/published_energy.csv, or FILE.csv); kernels: decode-attention and GEMM "
                    "kernels as serving stacks' collectors timed them, by GPU, stack and K/V width, derivation rows "
-                   "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv); training: published "
+                   "apart (hwmodels/measurements/decode_attention_kernels.csv, gemm_kernels.csv, "
+                   "gemm_fp8_kernels.csv); training: published "
                    "training runs of today's recipes (FSDP, 3D, fp8, MoE on H100/H200/B200 and TPU v5e/v5p/v6e) by "
                    "device family and recipe, rows whose recipe cannot be stated yet listed with what "
                    "(hwmodels/measurements/published_training.csv, or FILE.csv); serving: published "
@@ -482,7 +483,8 @@ def _run_kernels(args: argparse.Namespace) -> int:
         print(json.dumps({"groups": {k: v.to_json(classes=False) for k, v in groups.items()}, "rows": res["rows"]},
                          indent=2, sort_keys=True))
     else:
-        print("kernel tables (hwmodels/measurements: decode_attention_kernels.csv, gemm_kernels.csv), unfitted; "
+        print("kernel tables (hwmodels/measurements: decode_attention_kernels.csv, gemm_kernels.csv, "
+              "gemm_fp8_kernels.csv), unfitted; "
               "derivation rows are those the catalog's decode-attention figures are medians of")
         rows = [[label, str(g.n), f"{g.mape:.1f}", f"{g.median_ape:.1f}", f"{g.max_ape:.1f}", f"{g.bias:+.1f}"]
                 for label, g in groups.items()]

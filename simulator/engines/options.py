@@ -70,8 +70,10 @@ class EvalOptions:
     attention_kernel
         Fused-attention kernel design: ``"auto"`` (the best the architecture supports),
         ``"flash2"`` (FlashAttention-2 style: warp-level ``mma.sync``, softmax serialised with the
-        matmuls) or ``"flash3"`` (warp-specialised, softmax overlapped with asynchronous matmuls:
-        FlashAttention-3/4, cuDNN). See :func:`hwmodels.gpu.attention`.
+        matmuls), ``"flash3"`` (warp-specialised, softmax overlapped with asynchronous matmuls:
+        FlashAttention-3/4, cuDNN) or ``"trtllm-fmha"`` (TensorRT-LLM's own context-phase kernels: the
+        ``"auto"`` design's estimate, a prompt's self-attention held at least at the device's measured
+        ``efficiency.context_fmha_tensor_fraction`` of the 16-bit tensor peak). See :func:`hwmodels.gpu.attention`.
     eager_framework
         Ops are issued one by one by an eager framework (PyTorch eager): every op, fused or not,
         takes at least ``efficiency.framework_op_overhead_s`` of host time, so small ops are
@@ -285,7 +287,7 @@ SETTINGS: dict[str, Setting] = {
     "eager_framework": Setting("eager_framework", "bool", doc="per-op host overhead of an eager framework"),
     "eager_modules": Setting("eager_modules", "bool",
                              doc="with eager_framework: ops issued from nn.Module calls (eager PyTorch)"),
-    "attention_kernel": Setting("attention_kernel", "str", ("auto", "flash2", "flash3"),
+    "attention_kernel": Setting("attention_kernel", "str", ("auto", "flash2", "flash3", "trtllm-fmha"),
                                 doc="fused-attention kernel design"),
     "conv_layout": Setting("conv_layout", "str", CONV_LAYOUTS,
                            doc="memory format of convolution activations (nchw: cuDNN's layout transforms "

@@ -855,7 +855,8 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
     # a generation step: one new query over a cache (a one-token prompt, skv == 1, is a context step)
     if not backward and sq == 1 < skv and getattr(ctx.options, "decode_attention", "grouped") == "per-query-head":
         return _masked_mha(op, ctx)
-    kernel = attention_kernel_for(ctx.device, getattr(ctx.options, "attention_kernel", "auto"))
+    requested = getattr(ctx.options, "attention_kernel", "auto")
+    kernel = attention_kernel_for(ctx.device, requested)
     mem_eff = _runs_mem_efficient(ctx.device, q.dtype)  # fp32: PyTorch's memory-efficient kernel, not FlashAttention
     if mem_eff:
         kernel, p = "flash2", _mem_efficient_params(ctx)  # warp-synchronous MMAs, softmax between them
@@ -888,6 +889,8 @@ def _attention(op: Op, ctx: LoweringContext) -> KernelCost:
             kv_sharing=sharing, cta_edges=edges, tile=tile, seq_kv_max=longest), tiles, pick),
                        float(b * hq * sq * (d + dv)), element_bytes(q.dtype) - element_bytes(k.dtype), p,
                        kv_bytes=element_bytes(k.dtype))
+    if requested == TRTLLM_CONTEXT_FMHA and not backward and sq > 1 and element_bytes(q.dtype) == 2:
+        e = _context_fmha_floor(e, float(op.flops), ctx.device, dt)  # TensorRT-LLM's fmha_v2 at its measured rate
     if op.attrs.get("stored_score_passes"):  # PaddlePaddle's cuDNN fused attention keeps S (and dS) in memory
         e = _stored_scores(e, float(b * hq * sq * skv) * element_bytes(q.dtype) * int(op.attrs["stored_score_passes"]),
                            p)
@@ -986,6 +989,31 @@ def _masked_mha(op: Op, ctx: LoweringContext) -> KernelCost:
                           if np.ndim(e.compute_s) == 0 else "")
 
 
+#: ``EvalOptions.attention_kernel`` of TensorRT-LLM's own context-phase attention (its fmha_v2 kernels, NVIDIA/TensorRT-LLM
+#: cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention): the ``"auto"`` design's estimate under the measured floor
+#: of :func:`_context_fmha_floor`.
+TRTLLM_CONTEXT_FMHA = "trtllm-fmha"
+
+
+def _context_fmha_floor(e: gpu.KernelEstimate, flops: float, device: DeviceSpec, dtype: str) -> gpu.KernelEstimate:
+    """A prompt's 16-bit self-attention as TensorRT-LLM's context kernels run it: the compute time held at least at
+    ``flops`` (the op's, causal pairs only) over ``efficiency.context_fmha_tensor_fraction`` of the ``dtype`` tensor
+    peak, the rate those kernels were measured at on long prompts (aiconfigurator's context-attention tables); a
+    fraction of 0 (no measurement) or a dtype without a tensor rate keeps ``e``. Traffic and latency are kept."""
+    frac = np.asarray(device.efficiency.context_fmha_tensor_fraction, dtype=float)
+    peak = device.compute.tensor_flops_per_s.get(dtype)
+    if peak is None or not np.any(frac > 0):
+        return e
+    floor = np.where(frac > 0, flops / (np.where(frac > 0, frac, 1.0) * np.asarray(peak, dtype=float)), 0.0)
+    compute = np.maximum(np.asarray(e.compute_s, dtype=float), floor)
+    if not np.any(compute > np.asarray(e.compute_s, dtype=float)):
+        return e
+    term = np.where(compute > np.asarray(e.compute_s, dtype=float), "trtllm-fmha-rate", e.bound_term)
+    return dataclasses.replace(e, compute_s=_f(compute), bound_term=term.item() if term.ndim == 0 else term,
+                               time_s=_f(np.maximum(compute, np.asarray(e.memory_s, dtype=float))
+                                         + np.asarray(e.latency_s, dtype=float)))
+
+
 def _stored_scores(e: gpu.KernelEstimate, extra_bytes: float, p: gpu.GpuParams) -> gpu.KernelEstimate:
     """A fused-attention kernel that also moves its score matrix through DRAM (``extra_bytes``: the passes an op's
     ``stored_score_passes`` attribute counts, :data:`workloads.paddle_fmha.STORED_SCORE_PASSES`): the bytes are added
@@ -1036,13 +1064,15 @@ def attention_kernel_for(device: DeviceSpec, requested: str) -> str:
 
     ``"auto"`` picks the best design the architecture supports: ``"flash3"`` (warp-specialised,
     softmax overlapped with asynchronous matmuls) on Hopper and Blackwell, ``"flash2"`` elsewhere.
+    ``"trtllm-fmha"`` (TensorRT-LLM's context kernels) takes the ``"auto"`` design, whose estimate the attention
+    rule then holds to the measured floor (:func:`_context_fmha_floor`).
     An explicit ``"flash2"``/``"flash3"`` is returned as is; anything else raises ValueError.
     """
-    if requested == "auto":
+    if requested in ("auto", TRTLLM_CONTEXT_FMHA):  # TensorRT-LLM's kernels: the auto design, floored in _attention
         return "flash3" if _family(device) in _ASYNC_MMA_FAMILIES else "flash2"
     if requested not in gpu.ATTENTION_KERNELS:
         raise ValueError(f"options.attention_kernel: unknown kernel design; got {requested!r}; expected "
-                         f"'auto' or one of {', '.join(gpu.ATTENTION_KERNELS)}")
+                         f"'auto', '{TRTLLM_CONTEXT_FMHA}' or one of {', '.join(gpu.ATTENTION_KERNELS)}")
     return requested
 
 

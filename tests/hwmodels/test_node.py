@@ -191,6 +191,7 @@ def test_new_device_files_source_every_number(name):
                              "efficiency.linalg_sweep_row_s", "efficiency.simt_gemm_peak_fraction",
                              "efficiency.decode_attention_bandwidth_fraction",
                              "efficiency.decode_attention_fp8_bandwidth_fraction",
+                             "efficiency.context_fmha_tensor_fraction",
                              "efficiency.fp8_promotion_interval", "efficiency.host_sync_s", "efficiency.library_gemm_call_s", "efficiency.outer_axis_stream_fraction",
                              "efficiency.gemv_bandwidth_fraction", "efficiency.gemv_max_rows", "efficiency.conv_rate_fraction",
                              "efficiency.dropout_stream_fraction", "efficiency.mxfp8_quantize_stream_fraction"}

@@ -1,4 +1,4 @@
-"""`nodeperf validate --dataset kernels`: the decode-attention and GEMM kernel tables, predicted unfitted."""
+"""`nodeperf validate --dataset kernels`: the decode-attention, GEMM and fp8 GEMM kernel tables, predicted unfitted."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def result():
 
 def test_groups_and_figures(result):
     g = result["groups"]
-    assert len(result["rows"]) == 528 + 150
+    assert len(result["rows"]) == 528 + 150 + 30
     assert (g["decode attention"].n, g["decode attention / derivation"].n, g["decode attention / cross-check"].n,
-            g["gemm"].n) == (528, 143, 385, 150)
+            g["gemm"].n, g["fp8 gemm"].n) == (528, 143, 385, 150, 30)
     # the figures docs/accuracy.md quotes (tenth pass)
     assert g["decode attention / derivation"].mape == pytest.approx(5.4, abs=0.1)
     assert g["decode attention / cross-check"].mape == pytest.approx(7.5, abs=0.1)
@@ -45,6 +45,7 @@ def test_groups_and_figures(result):
     labels = list(g)
     assert labels[:3] == ["decode attention", "decode attention / cross-check", "decode attention / derivation"]
     assert labels.index("gemm") > labels.index("decode attention / l40s / vLLM 0.24.0 / fp8_e4m3")
+    assert labels.index("fp8 gemm") > labels.index("gemm / l40s / TensorRT-LLM 1.3.0rc20 / bf16")
 
 
 def test_stack_names():
@@ -65,7 +66,7 @@ def test_cli(capsys, monkeypatch, result, tmp_path):
     assert row.split()[-5:-3] == ["143", "5.4"]
     assert main(["validate", "--dataset", "kernels", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["groups"]["gemm"]["n"] == 150 and len(data["rows"]) == 678
+    assert data["groups"]["gemm"]["n"] == 150 and len(data["rows"]) == 708
     assert main(["validate", "--dataset", "kernels", "--plot", str(tmp_path / "k.png")]) == 0
     assert (tmp_path / "k.png").stat().st_size > 0
     capsys.readouterr()

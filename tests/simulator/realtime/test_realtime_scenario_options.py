@@ -62,7 +62,7 @@ def test_a_new_setting_needs_no_edit_in_the_scenario_loader(tmp_path: Path, monk
 
 @pytest.mark.parametrize(("line", "message"), [
     ('attention_kernel = "flsh2"', "options.attention_kernel: unknown value; got 'flsh2'; expected one of auto, "
-                                    "flash2, flash3; did you mean 'flash2'?"),
+                                    "flash2, flash3, trtllm-fmha; did you mean 'flash2'?"),
     ('all_reduce_kernel = "vllm-custm"', "options.all_reduce_kernel: unknown value; got 'vllm-custm'; expected one "
                                           "of nccl, vllm-custom, trtllm-custom, vllm-custom-2024; did you mean "
                                           "'vllm-custom'?"),

@@ -34,7 +34,7 @@ CASES: dict[str, tuple[str, str, dict]] = {
         gpu_memory_utilization=0.25)),
 }
 
-#: name -> the figures recorded (tests/simulator/serving/test_pinned_runs.py run as a script) (all six re-recorded when the Hopper DRAM figure became gpu-stream's triad, 0.946 for MT4G's 0.821, and again when the H100 SXM's library GEMVs and skinny GEMMs took cuBLAS's measured Hopper GEMV rate, 0.762, and when a GEMM's last wave that leaves SMs idle loaded L2 at one SM's own intake, efficiency.l2_tile_sm_port_ratio)
+#: name -> the figures recorded (tests/simulator/serving/test_pinned_runs.py run as a script) (all six re-recorded when the Hopper DRAM figure became gpu-stream's triad, 0.946 for MT4G's 0.821, and again when the H100 SXM's library GEMVs and skinny GEMMs took cuBLAS's measured Hopper GEMV rate, 0.762, and when a GEMM's last wave that leaves SMs idle loaded L2 at one SM's own intake, efficiency.l2_tile_sm_port_ratio; no-evict-closed-loop (trt-llm) re-recorded when TensorRT-LLM's context attention took its measured floor, efficiency.context_fmha_tensor_fraction: last-digit changes and its trace's notes)
 PINNED: dict[str, dict] = {
     "vllm-recompute-prefix-least-loaded": {
         "ttft_s": {"p50": 0.3638764285806204, "p90": 0.6909176622048725, "p99": 0.8915730261735816, "mean": 0.35387892013975114, "max": 0.9536500760387776},
@@ -107,10 +107,10 @@ PINNED: dict[str, dict] = {
         "trace_sha256": "263dc32a7a7678b3",
     },
     "no-evict-closed-loop": {
-        "ttft_s": {"p50": 0.026911634366328263, "p90": 0.16169454395645133, "p99": 0.25083618692178994, "mean": 0.06179300151143346, "max": 0.25083618692178994},
-        "tpot_s": {"p50": 0.00984750160495802, "p90": 0.010524437501908268, "p99": 0.01246204021229466, "mean": 0.009690523068443058, "max": 0.01482941299326089},
-        "itl_s": {"p50": 0.008364603642765367, "p90": 0.014294417831267836, "p99": 0.02259264302366315, "mean": 0.009537641103679778, "max": 0.08914164296533861},
-        "e2e_s": {"p50": 1.1240002084543508, "p90": 1.9029871172566306, "p99": 2.0506520112697855, "mean": 1.1118237027525526, "max": 2.124251825563607},
+        "ttft_s": {"p50": 0.026911634366328263, "p90": 0.1616945439564514, "p99": 0.25083618692179016, "mean": 0.06179300151143348, "max": 0.25083618692179016},
+        "tpot_s": {"p50": 0.00984750160495802, "p90": 0.010524437501908264, "p99": 0.012462040212294658, "mean": 0.009690523068443056, "max": 0.014829412993260904},
+        "itl_s": {"p50": 0.008364603642765367, "p90": 0.014294417831267836, "p99": 0.02259264302366315, "mean": 0.009537641103679778, "max": 0.08914164296533877},
+        "e2e_s": {"p50": 1.124000208454351, "p90": 1.9029871172566304, "p99": 2.050652011269785, "mean": 1.1118237027525526, "max": 2.124251825563607},
         "makespan_s": 5.855481643662904,
         "preemptions": 0,
         "batch_tokens": {"mean": 120.2061191626409, "max": 8192.0, "iterations": 621},
@@ -118,7 +118,7 @@ PINNED: dict[str, dict] = {
         "energy_j": 2860.975365169633,
         "engine_calls": 220,
         "csv_sha256": "4a4f6b288d58b97e",
-        "trace_sha256": "0577d1f86daf3acc",
+        "trace_sha256": "1132c5838d2fde53",
     },
 }
 
