@@ -48,6 +48,9 @@ from typing import Any
 from workloads.dtypes import DType, parse_dtype
 from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
 
+#: Op attribute: the elementwise op runs outside any library GEMM's epilogue (``simulator.engines.walk.OUTSIDE_EPILOGUE``)
+OUTSIDE_EPILOGUE = "outside_epilogue"
+
 __all__ = [
     "TransformerConfig",
     "request_context_problem",
@@ -476,6 +479,9 @@ class _Build:
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         self.sort_copies = bool(prof and prof.moe_sort_copies)  # MaxText's repeat and unsort written to HBM
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
+        #: only a linear's bias add may join a library GEMM's epilogue (Megatron-Core's own activation and
+        #: bias-dropout-add kernels): every other elementwise op is marked OUTSIDE_EPILOGUE (see outside_epilogue)
+        self.epilogue_bias_only = bool(prof and prof.epilogue_bias_only)
         #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
         self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
         self.dispatch_collectives = frozenset(prof.moe_dispatch_collectives if prof else ())  # its own collectives
@@ -546,7 +552,17 @@ class _Build:
         return self.b.op(self.cfg.norm, ins, name=name)
 
     def ew(self, fn: str, *ins: TensorSpec, name: str | None = None) -> TensorSpec:
-        return self.b.op("elementwise", list(ins), name=name or fn, op=fn)
+        return self.b.op("elementwise", list(ins), name=name or fn, op=fn, **self.outside_epilogue(fn, ins))
+
+    def outside_epilogue(self, fn: str, ins: tuple[TensorSpec, ...] | list[TensorSpec]) -> dict[str, bool]:
+        """The attribute that keeps an elementwise op out of a library GEMM's epilogue
+        (:data:`simulator.engines.walk.OUTSIDE_EPILOGUE`) under a profile whose GEMMs take only a linear's bias
+        (``FrameworkProfile.epilogue_bias_only``); ``{}`` for a bias add (an ``add`` of one value per column of
+        its other input) and under other profiles."""
+        if not self.epilogue_bias_only:
+            return {}
+        bias = fn == "add" and len(ins) == 2 and len(ins[1].shape) == 1 and ins[1].shape == ins[0].shape[-1:]
+        return {} if bias else {OUTSIDE_EPILOGUE: True}
 
     # --- eager framework kernels (Hugging Face model code, one kernel per PyTorch op) ------------
     def eager_rmsnorm(self, x: TensorSpec, name: str) -> TensorSpec:
@@ -649,7 +665,8 @@ class _Build:
         if not self.dropout_on or p <= 0:
             return x
         # in training it writes its keep-mask for the backward (workloads.semantics.DROPOUT_MASK_BYTES)
-        return self.b.op("elementwise", [x], name=name, op="dropout", training=self.phase == "train")
+        return self.b.op("elementwise", [x], name=name, op="dropout", training=self.phase == "train",
+                         **self.outside_epilogue("dropout", [x]))
 
     def reshape(self, x: TensorSpec, shape: tuple[int, ...], name: str) -> TensorSpec:
         return self.b.op("reshape", [x], name=name, shape=shape)
@@ -1083,7 +1100,7 @@ class _Build:
         loop = {"host_ops": le - 1} if le > 1 else {}
         bias = self.w("experts.b_out", (le, 1, d))
         bp = b.op("elementwise", [bias, p], name="expert_bias_scale", op="mul", **loop)
-        y = b.op("elementwise", [y, bp], name="expert_bias_add", op="add", **loop)
+        y = b.op("elementwise", [y, bp], name="expert_bias_add", op="add", **loop, **self.outside_epilogue("add", [y, bp]))
         return b.op("elementwise", [y], name="expert_bias_cat", op="copy")
 
     def sort_by_local_expert(self, buf: TensorSpec, ep: int, le: int, cap: int, d: int) -> TensorSpec:
