@@ -461,7 +461,7 @@ class _Build:
         #: a software-stack profile (workloads.frameworks): eager per-op kernels and training dropout
         from workloads.frameworks import HF_MODEL_CODE, HFModelCode, get_profile
 
-        prof = get_profile(framework) if framework else None
+        self.profile = prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
         self.eager_norm = self.eager_ops or bool(prof and prof.eager_norm)  # the model code's RMSNorm op by op
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
@@ -479,9 +479,6 @@ class _Build:
         self.sort_chunks = bool(prof and prof.moe_sort_chunks)  # the dispatcher's sort by local expert
         self.sort_copies = bool(prof and prof.moe_sort_copies)  # MaxText's repeat and unsort written to HBM
         self.bias_loop = bool(prof and prof.moe_bias_per_expert)  # fc2's expert biases added expert by expert
-        #: only a linear's bias add may join a library GEMM's epilogue (Megatron-Core's own activation and
-        #: bias-dropout-add kernels): every other elementwise op is marked OUTSIDE_EPILOGUE (see outside_epilogue)
-        self.epilogue_bias_only = bool(prof and prof.epilogue_bias_only)
         #: the dispatcher's framework ops beside the priced ones, (before, after) its host sync, by dispatch mode
         self.dispatch_host = {m: (b_, a_) for m, b_, a_ in prof.moe_dispatch_host_ops} if prof else {}
         self.dispatch_collectives = frozenset(prof.moe_dispatch_collectives if prof else ())  # its own collectives
@@ -559,7 +556,7 @@ class _Build:
         (:data:`simulator.engines.walk.OUTSIDE_EPILOGUE`) under a profile whose GEMMs take only a linear's bias
         (``FrameworkProfile.epilogue_bias_only``); ``{}`` for a bias add (an ``add`` of one value per column of
         its other input) and under other profiles."""
-        if not self.epilogue_bias_only:
+        if not (self.profile and self.profile.epilogue_bias_only):
             return {}
         bias = fn == "add" and len(ins) == 2 and len(ins[1].shape) == 1 and ins[1].shape == ins[0].shape[-1:]
         return {} if bias else {OUTSIDE_EPILOGUE: True}
