@@ -482,6 +482,25 @@ _MEGATRON_LM_OPT = ("NVIDIA/Megatron-LM @ d63c254127da916a49f4a9d8f0821b9141c972
                     "_copy_main_params_to_model_params); megatron/arguments.py: --bf16 forces "
                     "accumulate_allreduce_grads_in_fp32 (fp32 main_grad buffers), --clip-grad default 1.0")
 
+#: What Megatron-Core with Transformer Engine runs in a GEMM's epilogue (``FrameworkProfile.epilogue_bias_only``):
+#: only a linear's bias. Its MLP builds ``linear_fc1`` and ``linear_fc2`` with ``skip_bias_add=True`` and runs the
+#: activation as a kernel of its own over the GEMM's output (``bias_swiglu_impl`` / ``weighted_bias_swiglu_impl`` /
+#: ``bias_gelu_impl`` under ``jit_fuser``: one read of the gate and up halves, the bias and, weighted, the routing
+#: probabilities, one write); ``TEGroupedMLP`` does the same after its grouped GEMM; each residual add is
+#: ``bias_dropout_add`` (its own fused kernel: the branch output, its bias and the residual read, the sum
+#: written). A TE linear built with its bias added (``skip_bias_add=False``: the QKV projection) passes the bias
+#: to the GEMM, which cuBLASLt adds in its ``CUBLASLT_EPILOGUE_BIAS`` epilogue.
+_MCORE_EPILOGUE = (
+    "NVIDIA/Megatron-LM core_v0.14.0 (23e00ed0) and 0d8e0714: megatron/core/transformer/mlp.py (MLP.__init__: "
+    "linear_fc1 and linear_fc2 with skip_bias_add=True; MLP.forward: bias_swiglu_impl / weighted_bias_swiglu_impl / "
+    "bias_gelu_impl on the fc1 output when bias_activation_fusion), megatron/core/fusions/fused_bias_swiglu.py "
+    "(bias_swiglu, weighted_swiglu under jit_fuser), megatron/core/transformer/moe/experts.py (TEGroupedMLP.forward: "
+    "the same activation kernels on the grouped GEMM's output), megatron/core/fusions/fused_bias_dropout.py "
+    "(bias_dropout_add, called by TransformerLayer as self_attn_bda / mlp_bda on the residual); "
+    "NVIDIA/TransformerEngine v2.9 transformer_engine/pytorch/module/linear.py, layernorm_linear.py, "
+    "grouped_linear.py (general_gemm / general_grouped_gemm with bias= when the module adds its bias), "
+    "transformer_engine/common/gemm/cublaslt_gemm.cu (CUBLASLT_EPILOGUE_BIAS)")
+
 #: How Megatron-Core with Transformer Engine writes a linear weight's gradient (``FrameworkProfile.wgrad_accumulation``
 #: ``"te-fused"``).
 _MCORE_WGRAD_FUSION = (
@@ -899,6 +918,12 @@ class FrameworkProfile:
         the float32 weighted sum reads them; each is a pass of the routed rows through HBM that a fused
         permute (one gather from the tokens, one gather-and-sum into them) does not make, in the forward and,
         as the gathers' transposes, in the backward. False: the dispatch and combine are one pass each.
+    epilogue_bias_only, epilogue_bias_only_source
+        With ``epilogue_fusion``: only a linear's bias add (an elementwise ``add`` of one value per output column)
+        may run in a library GEMM's epilogue; the builder marks every other elementwise op
+        (:data:`simulator.engines.walk.OUTSIDE_EPILOGUE`), so an activation and the gated product run as one
+        generated kernel of their own (the two halves read, one output written) and a residual add as another.
+        Megatron-Core (``_MCORE_EPILOGUE``). False: any elementwise op may join the epilogue.
     moe_bias_per_expert
         On a model with expert biases (``expert_bias``): the second expert GEMM's bias is added, weighted
         by each row's routing probability, by a loop over the local experts after the GEMM (a multiply and
@@ -1009,6 +1034,8 @@ class FrameworkProfile:
     moe_sort_chunks: bool = False
     moe_sort_copies: bool = False
     moe_bias_per_expert: bool = False
+    epilogue_bias_only: bool = False
+    epilogue_bias_only_source: str = ""
     segment_ids: bool = False
     fused_moe_configs: tuple[tuple[int, int, str], ...] = ()
     fused_moe_source: str = ""
@@ -1074,7 +1101,8 @@ class FrameworkProfile:
     def changes_graph(self) -> bool:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
-                    or self.eager_final_norm or self.complex_rope or self.repeat_kv or self.fused_rope or self.split_qkv_copies)
+                    or self.eager_final_norm or self.complex_rope or self.repeat_kv or self.fused_rope
+                    or self.split_qkv_copies or self.epilogue_bias_only)
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -1341,6 +1369,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
                      moe_sort_chunks=True, moe_bias_per_expert=True,
+                     epilogue_bias_only=True, epilogue_bias_only_source=_MCORE_EPILOGUE,
                      moe_dispatch_host_ops=(("sparse", 11, 0), ("hybridep", 0, 1)),
                      moe_dispatch_host_source=_MCORE_DISPATCH_HOST,
                      moe_dispatch_collectives=("sparse",),

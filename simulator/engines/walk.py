@@ -26,7 +26,7 @@ from simulator.lowering.common import is_contraction
 from simulator.lowering.cpu import CONTRACTION_KINDS
 from workloads.ir import Op, OpGraph
 
-__all__ = ["ATEN_FALLBACK", "QUANTIZE_OUTPUT", "TE_NORM_FUSED", "TE_QUANTIZE", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
+__all__ = ["ATEN_FALLBACK", "OUTSIDE_EPILOGUE", "QUANTIZE_OUTPUT", "TE_NORM_FUSED", "TE_QUANTIZE", "FUSIBLE_KINDS", "GROUP_KINDS", "NORM_KINDS", "LIBRARY_KERNEL_KINDS", "QUANT_LINEAR_KINDS", "MODULE_OP_KINDS", "FusionGroup", "Slot", "Walk",
            "VIEW", "KERNEL", "FUSED", "is_gemv", "is_fusible", "is_library_kernel", "module_call_counts", "op_signature", "walk_graph"]
 
 #: Op attribute: the op runs as an eager ATen kernel even under a compiler (Inductor's fallback for complex
@@ -40,6 +40,10 @@ TE_QUANTIZE = "te_quantize"
 QUANTIZE_OUTPUT = "quantize_output"
 #: Op attribute of the part of a TE quantisation a norm kernel computes (:data:`workloads.precision.TE_NORM_FUSED_ATTR`)
 TE_NORM_FUSED = "te_norm_fused"
+#: Op attribute of an elementwise op the stack runs as a kernel of its own after a library GEMM, never in its
+#: epilogue (``workloads.zoo.transformer.OUTSIDE_EPILOGUE``; ``FrameworkProfile.epilogue_bias_only``: Megatron-Core's
+#: activation and bias-dropout-add kernels); it may still head or join a generated kernel.
+OUTSIDE_EPILOGUE = "outside_epilogue"
 #: Op kinds that may be fused into the kernel producing their input (epilogue / chain fusion).
 FUSIBLE_KINDS = frozenset({"elementwise", "elementwise_bwd"})
 # Producers that cannot take an epilogue (communication, no kernel).
@@ -108,13 +112,14 @@ class FusionGroup:
     so far. :meth:`join` says whether the next op joins it.
     """
 
-    __slots__ = ("head_kind", "library", "made", "read", "settled", "te_quantize")
+    __slots__ = ("head_kind", "library", "made", "read", "read_exact", "settled", "te_quantize")
 
     def __init__(self) -> None:
         self.head_kind: str | None = None
         self.library = False
         self.made: set[str] = set()
         self.read: set[str] = set()
+        self.read_exact: set[str] = set()  # the tensors read as named (a view, not its base)
         self.settled: set[str] = set()  # results of grid-wide reductions: ready only when the kernel ends
         self.te_quantize = False  # the kernel is a Transformer Engine quantize (TE_QUANTIZE)
 
@@ -126,6 +131,7 @@ class FusionGroup:
             self.head_kind = None
         self.made = {base(t.name) for t in op.outputs}
         self.read = {base(t.name) for t in op.inputs}
+        self.read_exact = {t.name for t in op.inputs}
         self.settled = {base(t.name) for t in op.outputs} if _grid_reduction(op) else set()
         self.te_quantize = bool(op.attrs.get(TE_QUANTIZE))
 
@@ -149,6 +155,8 @@ class FusionGroup:
         library = self.library
         if head is None or head in _NO_EPILOGUE or (library and not opts.epilogue_fusion):
             return None
+        if library and op.attrs.get(OUTSIDE_EPILOGUE):
+            return None
         elementwise = is_fusible(op)
         if not elementwise and (library or not (op.kind in GROUP_KINDS
                                                 or (opts.norm_fusion and op.kind in NORM_KINDS))):
@@ -160,7 +168,11 @@ class FusionGroup:
         if not made and (library or not any(b in self.read for b in names)):
             return None
         pool = self.made if library else (self.made | self.read)
-        held = frozenset(i for i, b in enumerate(names) if b in pool)
+        # a marked op (OUTSIDE_EPILOGUE) holds a tensor read before only if that very tensor was: the other half
+        # of a split the kernel read one half of is read too (Megatron's SwiGLU kernel reads both halves)
+        exact = bool(op.attrs.get(OUTSIDE_EPILOGUE))
+        held = frozenset(i for i, b in enumerate(names) if b in pool and not (
+            exact and b not in self.made and op.inputs[i].name not in self.read_exact))
         reuse = 0.0
         for i in made:
             t = op.inputs[i]
@@ -193,6 +205,7 @@ class FusionGroup:
         """``op`` joined the kernel."""
         self.made.update(base(t.name) for t in op.outputs)
         self.read.update(base(t.name) for t in op.inputs)
+        self.read_exact.update(t.name for t in op.inputs)
         if _grid_reduction(op):
             self.settled.update(base(t.name) for t in op.outputs)
 

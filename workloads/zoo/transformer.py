@@ -48,6 +48,9 @@ from typing import Any
 from workloads.dtypes import DType, parse_dtype
 from workloads.ir import GraphBuilder, OpGraph, Role, TensorSpec
 
+#: Op attribute: the elementwise op runs outside any library GEMM's epilogue (``simulator.engines.walk.OUTSIDE_EPILOGUE``)
+OUTSIDE_EPILOGUE = "outside_epilogue"
+
 __all__ = [
     "TransformerConfig",
     "request_context_problem",
@@ -458,7 +461,7 @@ class _Build:
         #: a software-stack profile (workloads.frameworks): eager per-op kernels and training dropout
         from workloads.frameworks import HF_MODEL_CODE, HFModelCode, get_profile
 
-        prof = get_profile(framework) if framework else None
+        self.profile = prof = get_profile(framework) if framework else None
         self.eager_ops = bool(prof and prof.eager_ops)
         self.eager_norm, self.eager_final_norm = self.eager_ops or bool(prof and prof.eager_norm), bool(prof and prof.eager_final_norm)
         self.complex_rope = bool(prof and prof.complex_rope)  # torchtitan's apply_rotary_emb, eagerly
@@ -550,7 +553,17 @@ class _Build:
         return self.b.op(self.cfg.norm, ins, name=name)
 
     def ew(self, fn: str, *ins: TensorSpec, name: str | None = None) -> TensorSpec:
-        return self.b.op("elementwise", list(ins), name=name or fn, op=fn)
+        return self.b.op("elementwise", list(ins), name=name or fn, op=fn, **self.outside_epilogue(fn, ins))
+
+    def outside_epilogue(self, fn: str, ins: tuple[TensorSpec, ...] | list[TensorSpec]) -> dict[str, bool]:
+        """The attribute that keeps an elementwise op out of a library GEMM's epilogue
+        (:data:`simulator.engines.walk.OUTSIDE_EPILOGUE`) under a profile whose GEMMs take only a linear's bias
+        (``FrameworkProfile.epilogue_bias_only``); ``{}`` for a bias add (an ``add`` of one value per column of
+        its other input) and under other profiles."""
+        if not (self.profile and self.profile.epilogue_bias_only):
+            return {}
+        bias = fn == "add" and len(ins) == 2 and len(ins[1].shape) == 1 and ins[1].shape == ins[0].shape[-1:]
+        return {} if bias else {OUTSIDE_EPILOGUE: True}
 
     # --- eager framework kernels (Hugging Face model code, one kernel per PyTorch op) ------------
     def eager_rmsnorm(self, x: TensorSpec, name: str, *, outside_compile: bool = False) -> TensorSpec:
@@ -655,7 +668,8 @@ class _Build:
         if not self.dropout_on or p <= 0:
             return x
         # in training it writes its keep-mask for the backward (workloads.semantics.DROPOUT_MASK_BYTES)
-        return self.b.op("elementwise", [x], name=name, op="dropout", training=self.phase == "train")
+        return self.b.op("elementwise", [x], name=name, op="dropout", training=self.phase == "train",
+                         **self.outside_epilogue("dropout", [x]))
 
     def reshape(self, x: TensorSpec, shape: tuple[int, ...], name: str) -> TensorSpec:
         return self.b.op("reshape", [x], name=name, shape=shape)
@@ -1089,7 +1103,7 @@ class _Build:
         loop = {"host_ops": le - 1} if le > 1 else {}
         bias = self.w("experts.b_out", (le, 1, d))
         bp = b.op("elementwise", [bias, p], name="expert_bias_scale", op="mul", **loop)
-        y = b.op("elementwise", [y, bp], name="expert_bias_add", op="add", **loop)
+        y = b.op("elementwise", [y, bp], name="expert_bias_add", op="add", **loop, **self.outside_epilogue("add", [y, bp]))
         return b.op("elementwise", [y], name="expert_bias_cat", op="copy")
 
     def sort_by_local_expert(self, buf: TensorSpec, ep: int, le: int, cap: int, d: int) -> TensorSpec:
