@@ -245,8 +245,9 @@ def _latencies(df: Any, col: str, label: str) -> Any:
     """Column ``col`` of a per-request table as finite seconds >= 0; a located FigureError (the file's line:
     row index + 2, after the header) on the first that is not."""
     import numpy as np
+    import pandas as pd
 
-    values = _numeric(df, col, "column", f"serving figure: {label}")
+    values = pd.to_numeric(df[col], errors="coerce")  # text that is not a number: NaN, located below
     bad = ~np.isfinite(values.to_numpy(dtype=float)) | (values.to_numpy(dtype=float) < 0)
     if bad.any():
         row = values.index[bad][0]
