@@ -147,11 +147,15 @@ def run_serve(args: argparse.Namespace) -> int:
         r = o.rates()
         usd = "n/a" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3g}"
         hourly = "n/a" if r.get("usd_per_hour") is None else f"{r['usd_per_hour']:.3g}"
-        lines.append(f"{i:>3}. {o.candidate.label():<40} {o.qps:9.3g} {r.get('achieved_requests_per_s', 0.0):9.3g} "
+        offered = f">={o.qps:.3g}" if o.capped else f"{o.qps:.3g}"
+        lines.append(f"{i:>3}. {o.candidate.label():<40} {offered:>9} {r.get('achieved_requests_per_s', 0.0):9.3g} "
                      f"{r.get('achieved_output_tokens_per_s', 0.0):10.4g} {hourly:>9}  {usd}")
     if result.ranked:
         lines.append("offered: the Poisson arrival rate the SLOs hold at (the capacity); achieved: requests and output "
                      "tokens served over the run's makespan; USD/M tokens = USD/h / (achieved out tok/s x 3600) x 1e6")
+    if any(o.capped for o in result.ranked[:args.top]):
+        lines.append(f">=: every SLO held at --qps-max ({args.qps_max:g} req/s), the highest rate probed; the capacity "
+                     "is at least that (raise --qps-max to find it)")
     if result.rejected:
         lines.append("rejected:")
         lines += [f"     {o.candidate.label():<40} {o.reason}" for o in result.rejected[:max(args.rejected, 0)]]

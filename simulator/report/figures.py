@@ -245,8 +245,9 @@ def _latencies(df: Any, col: str, label: str) -> Any:
     """Column ``col`` of a per-request table as finite seconds >= 0; a located FigureError (the file's line:
     row index + 2, after the header) on the first that is not."""
     import numpy as np
+    import pandas as pd
 
-    values = _numeric(df, col, "column", f"serving figure: {label}")
+    values = pd.to_numeric(df[col], errors="coerce")  # text that is not a number: NaN, located below
     bad = ~np.isfinite(values.to_numpy(dtype=float)) | (values.to_numpy(dtype=float) < 0)
     if bad.any():
         row = values.index[bad][0]
@@ -727,14 +728,20 @@ def breakdown_figure(reports: CostReport | Sequence[CostReport], by: str = "kind
 def _plain_log_axis(ax: Any) -> None:
     """Ticks of a log-scaled x axis labelled as plain numbers, one label per major tick and none on the minor
     ones (matplotlib's default labels minor ticks as ``2x10^1``, ``3x10^1``, ... when fewer than two decades
-    show, and those overlap): under a decade, about four evenly spaced values; up to two decades, 1, 2 and 5
-    times each power of ten; beyond, the powers of ten."""
+    show, and those overlap): under a decade, about four evenly spaced values, or 1, 1.5, 2, 3, 5 and 7 times
+    each power of ten where evenly spaced values would leave the low end of the axis bare (6 to 45 ms had been
+    labelled 15, 30 and 45 only); up to two decades, 1, 2 and 5 times each power of ten; beyond, the powers of
+    ten."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     lo, hi = ax.get_xlim()
     decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
     if decades < 1.0:
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        even, subs = MaxNLocator(nbins=4), LogLocator(base=10.0, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))
+        ticks = [v for v in even.tick_values(lo, hi) if lo <= v <= hi]
+        bare = lo > 0 and (not ticks or math.log10(ticks[0] / lo) > decades / 3)  # first label above the lower third
+        denser = len([v for v in subs.tick_values(lo, hi) if lo <= v <= hi]) >= 2
+        ax.xaxis.set_major_locator(subs if bare and denser else even)
     elif decades <= 2.0:
         ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
     else:

@@ -329,8 +329,8 @@ class Replica:
             if s.finish < 0 or s.pad:
                 keep.append(s)
                 continue
-            if self.lim.kind == "static":
-                s.pad = True
+            if self.lim.kind == "static" and not self.prefill_only:  # a prefill pool's batch hands over
+                s.pad = True  # every request after its prompt: none stays as padding (nor carries the mark)
                 keep.append(s)
             else:
                 self.free[0] += s.blocks

@@ -450,5 +450,5 @@ def _plan_static(running: list[Seq], waiting: Any, free: list[int], lim: Limits)
         free[0] -= need
         s.blocks = need
         running.append(s)
-        work.append((s, s.n_in))
+        work.append((s, s.total - s.computed))  # its prompt; one token for one handed over after its prompt
     return Plan(work, [])

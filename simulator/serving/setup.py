@@ -144,18 +144,7 @@ def _check_config(config: ServeConfig) -> None:
                            "requires it below 1)")
     if not isinstance(config.mixed_prefill, bool):
         raise ServingError(f"mixed_prefill: got {config.mixed_prefill!r}; expected True or False")
-    if config.scheduler == "static" and (config.scheduler_steps != 1 or not config.mixed_prefill):
-        raise ServingError(f"scheduler_steps/mixed_prefill: options of the iteration-level schedulers; got scheduler "
-                           f"'static' with scheduler_steps {config.scheduler_steps}, mixed_prefill "
-                           f"{config.mixed_prefill}; expected scheduler vllm, sarathi or orca")
-    if config.scheduler == "static" and config.max_batched_tokens is not None:
-        raise ServingError(f"max_batched_tokens: got {config.max_batched_tokens} with scheduler 'static', which forms "
-                           "a batch of up to max_num_seqs whole requests and has no token budget; expected none (or "
-                           "scheduler vllm, sarathi or orca)")
-    if config.scheduler == "static" and config.admission != "max-utilization":
-        raise ServingError(f"admission: got {config.admission!r} with scheduler 'static', which reserves the blocks of "
-                           "each request's prompt and output when its batch forms and has no admission policy; "
-                           "expected max-utilization, the default (or scheduler vllm, sarathi or orca)")
+    _check_static_options(config)
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
@@ -176,6 +165,29 @@ def _check_config(config: ServeConfig) -> None:
 
     for s in config.slo:
         parse_slo(s)
+
+
+def _check_static_options(config: ServeConfig) -> None:
+    """Options that static batching (or no-evict admission) never reads, refused rather than dropped: static
+    batching forms a batch of whole requests with no token budget, one step per pass and no admission policy; it
+    and no-evict admission reserve every block a request will need when it starts, so neither preempts."""
+    if config.scheduler == "static" and (config.scheduler_steps != 1 or not config.mixed_prefill):
+        raise ServingError(f"scheduler_steps/mixed_prefill: options of the iteration-level schedulers; got scheduler "
+                           f"'static' with scheduler_steps {config.scheduler_steps}, mixed_prefill "
+                           f"{config.mixed_prefill}; expected scheduler vllm, sarathi or orca")
+    if config.scheduler == "static" and config.max_batched_tokens is not None:
+        raise ServingError(f"max_batched_tokens: got {config.max_batched_tokens} with scheduler 'static', which forms "
+                           "a batch of up to max_num_seqs whole requests and has no token budget; expected none (or "
+                           "scheduler vllm, sarathi or orca)")
+    if config.scheduler == "static" and config.admission != "max-utilization":
+        raise ServingError(f"admission: got {config.admission!r} with scheduler 'static', which reserves the blocks of "
+                           "each request's prompt and output when its batch forms and has no admission policy; "
+                           "expected max-utilization, the default (or scheduler vllm, sarathi or orca)")
+    if config.preemption == "swap" and (config.scheduler == "static" or config.admission == "no-evict"):
+        why = "scheduler 'static'" if config.scheduler == "static" else "admission 'no-evict'"
+        raise ServingError(f"preemption: got 'swap' with {why}, which reserves every block a request will need when "
+                           "it starts and so never preempts one; expected recompute, the default (or scheduler vllm, "
+                           "sarathi or orca with admission max-utilization)")
 
 
 def _check_window(arrival: Any, config: ServeConfig) -> None:

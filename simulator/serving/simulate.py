@@ -138,10 +138,10 @@ def _run(model: Any, system: Any, config: ServeConfig, plan: Any, options: Any) 
     from simulator.serving.setup import prepare
 
     warm = _check_warmup(config)
-    setup = prepare(model, system, replace(config, requests=warm + (config.requests or DEFAULT_REQUESTS)) if warm else config,
-                    plan, options)
+    setup = prepare(model, system, _with_warmup(config, warm), plan, options)
     base, start = None, 0.0
     if warm:
+        _check_warmup_rows(config, warm, setup.total)
         setup, base, start = _run_warmup(setup, config.router, warm)
     finished = run_loop(setup.replicas, setup.decode_pool, config.router, setup.arrivals, setup.lengths,
                         setup.closed_loop, setup.total, setup.handoff_s)
@@ -177,6 +177,29 @@ def _check_warmup(config: ServeConfig) -> int:
         raise ServingError(f"warmup_requests: a warm-up of {w} requests with an arrival window; got duration_s "
                            f"{config.duration_s}; expected requests (a count to measure after the warm-up)")
     return w
+
+
+def _with_warmup(config: ServeConfig, warm: int) -> ServeConfig:
+    """The config that draws the warm-up's ``warm`` requests before the measured ones: ``requests`` raised by
+    ``warm`` (the default count when none is given), except for a trace without ``requests``, whose every row
+    runs (its first ``warm`` rows the warm-up; raising the default count had cut it at ``warm`` + 1000 rows)."""
+    if not warm:
+        return config
+    from dataclasses import replace
+
+    from simulator.serving.arrivals import parse_arrival
+
+    if config.requests is None and parse_arrival(config.arrival, "arrival").kind == "trace":
+        return config
+    return replace(config, requests=warm + (config.requests or DEFAULT_REQUESTS))
+
+
+def _check_warmup_rows(config: ServeConfig, warm: int, total: int) -> None:
+    """A trace must hold more rows than the warm-up takes (a drawn arrival process always does: its count is
+    raised by the warm-up); located ServingError (it had raised an IndexError)."""
+    if total <= warm:
+        raise ServingError(f"warmup_requests: got {warm} with a trace of {total} requests ({config.arrival}); "
+                           f"expected fewer than {total}, so that some are measured")
 
 
 def _run_warmup(setup: Any, router: str, warm: int) -> tuple[Any, list[dict[str, float]], float]:

@@ -81,6 +81,8 @@ class CandidateOutcome:
     reason: str | None = None
     probes: list[tuple[float, bool, int]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
+    #: every probe up to ``qps_max`` met the SLOs: ``qps`` (= ``qps_max``) is a lower bound of the capacity
+    capped: bool = False
 
     def rates(self) -> dict[str, Any]:
         """The offered and achieved rates of the capacity probe and the hourly price the cost divides (empty
@@ -101,6 +103,7 @@ class CandidateOutcome:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.candidate.to_json(), "label": self.candidate.label(), "qps": self.qps,
                                "usd_per_million_tokens": self.usd_per_million_tokens,
+                               "capacity_capped": self.capped,
                                "probes": [{"qps": q, "met": m, "requests": n} for q, m, n in self.probes]}
         if self.reason:
             out["reason"] = self.reason
@@ -200,6 +203,15 @@ def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25,
             bad = good * 2
         else:
             good, good_s = good * 2, s
+    if bad is None and good < qps_max:  # doubling stopped short of qps_max (64 for 100): probe it
+        s = run(qps_max)
+        if s is None:
+            return out
+        if _violations(s):
+            bad = qps_max
+        else:
+            good, good_s = qps_max, s
+    out.capped = bad is None  # every probe met the SLOs: the capacity is at least qps_max
     for _ in range(steps if bad is not None else 0):
         mid = (good + bad) / 2
         s = run(mid)

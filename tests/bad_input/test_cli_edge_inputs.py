@@ -119,6 +119,7 @@ def test_trace_rows_the_clock_or_header_cannot_hold(capsys, tmp_path, monkeypatc
     ("0,0,64,4,0.1,0.3,nan,0.0067,0.3,0,0,0,0.0067", ("r.csv:2: ttft_s: got 'nan'",)),
     ("0,0,64,4,0.1,0.3,-1,0.0067,0.3,0,0,0,0.0067", ("r.csv:2: ttft_s: got '-1'",)),
     ("0,0,64,4,0.1,0.3,0.1,,0.3,0,0,0,", ("r.csv:2: tpot_s: got 'nan'",)),
+    ("0,0,64,4,0.1,0.3,abc,0.0067,0.3,0,0,0,0.0067", ("r.csv:2: ttft_s: got 'abc'",)),
 ])
 def test_plot_serving_refuses_latencies_that_are_not_times(capsys, tmp_path, monkeypatch, row: str,
                                                            parts: tuple[str, ...]) -> None:

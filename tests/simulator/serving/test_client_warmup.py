@@ -91,3 +91,30 @@ def test_the_validation_reads_a_warmup_setting(one_row_csv):
     with pytest.raises(ServingDataError, match=r"cold.csv:2: settings: warmup_requests: got '-2'; expected a "
                                                r"non-negative integer"):
         read_serving_csv(f)
+
+
+def _trace(path, rows: int) -> str:
+    path.write_text("arrival_s,input_len,output_len\n" + "".join(f"{0.01 * i:.2f},64,4\n" for i in range(rows)))
+    return f"trace:{path}"
+
+
+def test_a_trace_warms_up_on_its_first_rows_and_measures_the_rest(tmp_path):
+    """A trace's warm-up is its first W rows; without ``requests`` every later row is measured (the run had
+    cut the trace at W + 1000 rows, the default request count of the synthetic arrivals)."""
+    arrival = _trace(tmp_path / "t.csv", 1005)
+    warm = simulate_serving("gpt2", HW, ServeConfig(arrival=arrival, requests=None, warmup_requests=3))
+    assert warm.summary["requests"] == 1002 and warm.summary["warmup_requests"] == 3
+    assert [r.id for r in warm.requests] == list(range(3, 1005))
+
+
+def test_a_warmup_of_a_whole_trace_is_located(tmp_path, capsys):
+    """W warm-up requests on a trace of W rows or fewer leave nothing to measure: one located line (it had
+    raised an IndexError)."""
+    arrival = _trace(tmp_path / "t.csv", 4)
+    for w in (4, 5):
+        with pytest.raises(ServingError, match=rf"^warmup_requests: got {w} with a trace of 4 requests \(.*t\.csv\); "
+                                               r"expected fewer than 4"):
+            simulate_serving("gpt2", HW, ServeConfig(arrival=arrival, requests=None, warmup_requests=w))
+    assert main(["serve", "gpt2", "--hardware", HW, "--arrival", arrival, "--warmup-requests", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warmup_requests: got 5 with a trace of 4 requests" in err

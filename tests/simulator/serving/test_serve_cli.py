@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from simulator.cli import main
 
 BASE = ["serve", "llama-2-7b", "--hardware", "h100-sxm5-80gb", "--lengths", "fixed:in=256,out=32", "--requests", "40",
@@ -89,3 +91,14 @@ def test_limits_are_those_the_scheduler_applies(capsys):
     assert main([*BASE[:4], *small[:-1], "--scheduler", "static", "--admission", "no-evict"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "admission: got 'no-evict' with scheduler 'static'" in err
+
+
+@pytest.mark.parametrize("flags, why", [(["--scheduler", "static"], "scheduler 'static'"),
+                                        (["--admission", "no-evict"], "admission 'no-evict'")])
+def test_swap_with_a_policy_that_never_preempts_is_refused(flags, why, capsys):
+    """Static batching and no-evict admission reserve every block a request will need when it starts, so no
+    request is ever preempted and ``--preemption swap`` would be dropped without a word (it had been)."""
+    assert main([*BASE, *flags, "--preemption", "swap"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"nodeperf: error: preemption: got 'swap' with {why}")
+    assert main([*BASE, *flags, "--preemption", "recompute"]) == 0

@@ -242,6 +242,20 @@ def test_prefix_cache_and_disaggregation():
     assert {r.replica for r in dis.requests} == {1}  # every request ends on the decode replica
 
 
+def test_static_batching_in_disaggregated_pools_runs_every_request():
+    """Static batching in both pools: the prefill replica hands each request over after its prompt and the decode
+    replica's static batch decodes it. The hand-off had kept the prompt batch's padding mark, so the decode
+    replica skipped the request: 0 of 6 requests finished and the summary printed TTFT 0 s. One request at a
+    time (a closed loop of one client), static and continuous batching run the same iterations."""
+    base = dict(arrival="concurrency:n=1", lengths="fixed:in=512,out=32", requests=6, disaggregate="prefill=1,decode=1")
+    st = simulate_serving(MODEL, "dgx-h100", ServeConfig(**base, scheduler="static"))
+    vl = simulate_serving(MODEL, "dgx-h100", ServeConfig(**base))
+    assert st.summary["requests"] == 6 and st.summary["output_tokens"] == 6 * 32
+    assert {r.replica for r in st.requests} == {1}
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert st.summary[key] == pytest.approx(vl.summary[key], rel=1e-9), key
+
+
 def test_speculative_decoding_divides_the_step_by_the_expected_accepted_tokens():
     """One request at a time: TPOT x E = one speculative step (target verifying k + 1 tokens plus k draft
     steps), E = (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, Eq. 1)."""

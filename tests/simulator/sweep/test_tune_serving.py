@@ -100,7 +100,36 @@ def test_min_cost_states_offered_and_achieved_rates(capsys):
     assert "offered" in text and "achieved" in text and "USD/h" in text
     row = next(line for line in text.splitlines() if line.startswith("  1. "))
     fields = row.split()  # 1. hardware tp offered achieved tokens/s USD/h USD/M
-    assert float(fields[3]) == 4.0 and float(fields[4]) == pytest.approx(best["achieved_requests_per_s"], rel=1e-2)
+    assert fields[3] == ">=4" and best["capacity_capped"] and float(fields[4]) == pytest.approx(best["achieved_requests_per_s"], rel=1e-2)
     assert float(fields[5]) == pytest.approx(best["achieved_output_tokens_per_s"], rel=1e-3)
     assert float(fields[6]) == pytest.approx(2.99) and float(fields[7]) == pytest.approx(
         best["usd_per_million_tokens"], rel=1e-2)
+
+
+def _rich_probe(capacity: float):
+    plain = _fake_probe(capacity)
+
+    def probe(*args):
+        return {**plain(*args), "requests": 50, "output_tokens": 6400, "requests_per_s": 1.0,
+                "output_tokens_per_s": 128.0, "devices": 1}
+    return probe
+
+
+def test_the_search_probes_qps_max_and_says_when_every_slo_held_there(monkeypatch, capsys):
+    """Doubling from 0.25 req/s stops at 64 below --qps-max 100: 100 is probed too (64 had been reported as the
+    capacity of a deployment that meets its SLOs at 100), and a capacity that every probe up to --qps-max met is
+    marked as a lower bound (``capacity_capped``; ``>=`` in the table)."""
+    monkeypatch.setattr(ts, "_probe", _rich_probe(1000.0))
+    base = ServeConfig(slo=("ttft_p99<=2 s",), requests=50)
+    out = ts.max_rate("m", ts.ServeCandidate("h100-sxm5-80gb"), base, qps_min=0.25, qps_max=100.0)
+    assert out.qps == 100.0 and out.capped and out.to_json()["capacity_capped"] is True
+    assert [q for q, _, _ in out.probes] == [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 100.0]
+    # capacity 80: 64 passes, 100 fails, then bisection: 82 fails, 73, 77.5, 79.75 pass, 80.875 fails
+    monkeypatch.setattr(ts, "_probe", _rich_probe(80.0))
+    out = ts.max_rate("m", ts.ServeCandidate("h100-sxm5-80gb"), base, qps_min=0.25, qps_max=100.0)
+    assert out.qps == 79.75 and not out.capped and out.to_json()["capacity_capped"] is False
+    monkeypatch.undo()  # a real search: GPT-2 meets a 2 s TTFT at every probe up to 3 req/s
+    assert main(["tune", "gpt2", "--serve", "--hardware", "h100-sxm5-80gb", "--slo", "ttft_p99<=2 s", "--lengths",
+                 "fixed:in=64,out=8", "--probe-requests", "20", "--probe-seconds", "1", "--qps-max", "3"]) == 0
+    text = capsys.readouterr().out
+    assert ">=3 " in text and "the capacity is at least that" in text
