@@ -125,7 +125,7 @@ def spec_tree(obj: Any) -> Any:
     """The field values of a spec as nested dicts and lists, the text :func:`spec_digest` hashes:
     provenance and file names left out, and fields at their "absent" value too (:func:`absent_in_digest`:
     a ``dvfs`` table of None, an empty ``flash2_causal_fwd_ratio`` table, a ``flash2_causal_fwd_ratio_scale``
-    of exactly 1, a ``library_gemm_call_s`` or ``gemv_bandwidth_fraction`` of 0, a ``gemv_max_rows`` of 64, a ``conv_rate_fraction`` of 1, a ``dropout_stream_fraction`` or ``mxfp8_quantize_stream_fraction`` of 0, an ``l2_tile_sm_port_ratio`` of 1, a ``compute_capability`` of 0, ``warp_schedulers`` at its
+    of exactly 1, a ``library_gemm_call_s`` or ``gemv_bandwidth_fraction`` of 0, a ``gemv_max_rows`` of 64, a ``conv_rate_fraction`` of 1, a ``dropout_stream_fraction`` or ``mxfp8_quantize_stream_fraction`` of 0, an ``l2_tile_sm_port_ratio`` of 1, a ``context_fmha_tensor_fraction`` of 0, a ``compute_capability`` of 0, ``warp_schedulers`` at its
     default of 4), so the digests of specs without those data did not
     change when the fields were added, and sweep stores keyed on them keep their points."""
     if dataclasses.is_dataclass(obj):
@@ -158,7 +158,10 @@ _ABSENT_FIELDS: dict[str, Any] = {"dvfs": None, "flash2_causal_fwd_ratio": (), "
                                    # streaming rate)
                                    "mxfp8_quantize_stream_fraction": 0.0,
                                    # (efficiency.l2_tile_sm_port_ratio 1: a CTA at its share of the L2 tile rate)
-                                   "l2_tile_sm_port_ratio": 1.0}
+                                   "l2_tile_sm_port_ratio": 1.0,
+                                   # (efficiency.context_fmha_tensor_fraction 0: a prompt's attention at the flash
+                                   # kernel's estimate alone)
+                                   "context_fmha_tensor_fraction": 0.0}
 
 
 def absent_in_digest(name: str, value: Any) -> bool:
