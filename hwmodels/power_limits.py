@@ -105,7 +105,19 @@ def power_limit_overlay(spec: Any, mode: str) -> dict[str, Any]:
     src = (f"power limit {where} (nvidia-smi -pl {watts:g}): board power limit {float(dev.power.tdp_w):g} W -> "
            f"{watts:g} W; accepted range {lo:g}-{hi:g} W (min: {lo_src}; max: {hi_src})")
     values = {"power.tdp_w": {"value": f"{watts:g} W", "source": src},
+              "power.idle_w": _board_idle(dev, watts),
               "description": {"value": f"{dev.description}, at a {watts:g} W power limit", "source": src}}
     if isinstance(spec, SystemSpec):
         values = {f"device.{k}": v for k, v in values.items()}
     return {"source": src, "values": values}
+
+
+def _board_idle(dev: Any, watts: float) -> dict[str, str]:
+    """``power.idle_w`` under a ``watts`` W limit: the board's own value, its source saying which TDP it was derived
+    from (a "x TDP" derivation reads the board's TDP, not the limit: the idle power does not change)."""
+    idle, tdp = float(dev.power.idle_w), float(dev.power.tdp_w)
+    prov = dev.source_of("power.idle_w")
+    was = prov.source if prov is not None else "the board's idle power"
+    return {"value": f"{idle!r} W",
+            "source": f"{was} [the board's: {idle:g} W of its {tdp:g} W TDP, not of the {watts:g} W power limit; "
+                      "the idle power does not change with the limit]"}

@@ -29,6 +29,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from functools import partial
@@ -287,6 +288,9 @@ class ParallelPlan:
         if self.interleave > 1 and self.schedule != "interleaved":
             raise PlanError(f"plan: interleave: got {self.interleave} with schedule {self.schedule!r}; expected "
                             "schedule 'interleaved' (virtual stages need the interleaved 1F1B schedule)")
+        if self.schedule == "interleaved" and self.interleave < 2:
+            raise PlanError(f"plan: schedule 'interleaved' with interleave {self.interleave}; expected interleave >= 2 "
+                            "(--interleave N: virtual stages per device; with 1 the schedule is 1F1B)")
         if self.schedule == "interleaved" and self.pp == 1:
             raise PlanError("plan: schedule 'interleaved' with pp 1; expected pp > 1")
         if self.sequence_parallel and self.tp == 1:
@@ -729,6 +733,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     _check_stack(plan, fp8_linears, framework, where)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
+    if phase in ("train", "prefill"):
+        _check_capacity(cfg, plan, where, mb, seq)
     ranges = (stage_layer_ranges(cfg.layers, plan.pp, plan.interleave, plan_stage_layers(cfg.layers, plan))
               if plan.pp > 1 else [[(0, cfg.layers)]])
     out: list[StageGraph] = []
@@ -912,6 +918,31 @@ def _recipe_config(cfg: Any, plan: ParallelPlan, where: str, fp8_phase: str) -> 
                         f"most {most:g}")
     return dataclasses.replace(cfg, capacity_factor=float(plan.capacity_factor), moe_dispatch=plan.moe_dispatch,
                                moe_routing=plan.moe_routing, moe_host_sync=plan.moe_host_sync)
+
+
+def _check_capacity(cfg: Any, plan: ParallelPlan, where: str, mb: int, seq: int) -> None:
+    """A located PlanError for a capacity factor under one slot per expert: the sparse buffers'
+    ``F x tokens x top_k / experts`` rows (``tokens``: a microbatch's on one rank, ``mb x seq / cp``, over ``tp``
+    too when ``etp`` keeps whole experts on sequence-parallel ranks) below 1, which rounds up to one row and drops
+    nearly every token, or MaxText's einsum slots ``int(max(ceil(S x top_k / E) x F, F))`` at 0 (``generate_masks``,
+    MaxText/layers/linears.py @ 449b4fe), which drop every one."""
+    f = plan.capacity_factor
+    if f is None or not cfg.experts:
+        return
+    e, k, s = cfg.experts, max(1, cfg.top_k), max(1, seq // plan.cp)
+    if cfg.moe_dispatch == "einsum":
+        per = math.ceil(s * k / e)
+        if per * f < 1:
+            raise PlanError(f"{where}: capacity_factor {f:g}: no expert slot; got int(max(ceil({s} x {k} / {e}) x {f:g}, "
+                            f"{f:g})) = 0 slots per expert of a {s}-token sequence (MaxText generate_masks), every "
+                            f"token dropped; expected at least {1 / per:.3g}")
+        return
+    tokens = mb * s // (plan.tp if plan.etp and plan.etp != plan.tp else 1)
+    rows = f * tokens * k / e
+    if rows < 1:
+        raise PlanError(f"{where}: capacity_factor {f:g}: under one row per expert; got {f:g} x {tokens} tokens x top_k "
+                        f"{k} / {e} experts = {rows:.3g} rows, nearly every token dropped; expected at least "
+                        f"{e / (tokens * k):.3g} (one row per expert)")
 
 
 def _framework_step(g: OpGraph, framework: str) -> OpGraph:

@@ -156,9 +156,12 @@ def custom_choices(policy: str) -> dict[str, str]:
     """
     from nodeperf.suggest import did_you_mean
 
-    head, _, body = policy.partition(":")
+    head, sep, body = policy.partition(":")
     if head != "custom":
         raise ValueError(f"recompute {policy!r}: not a custom policy; expected custom:NAME=CHOICE,...")
+    if sep and not body.strip():
+        raise ValueError(f"recompute custom: empty name list; got {policy!r}; expected custom:NAME=CHOICE,... (CHOICE "
+                         f"one of {', '.join(CUSTOM_CHOICES)}), or custom alone for MaxText's defaults")
     out = dict(CUSTOM_TENSORS)
     seen: set[str] = set()
     for item in (x.strip() for x in body.split(",")) if body.strip() else ():

@@ -259,13 +259,19 @@ class TpuSlice:
         """One line: chips, TensorCores, topology and slices (``hardware show``)."""
         g = self.generation
         shape = "x".join(str(d) for d in self.topology)
-        per = (f"{self.chips} chips x {g.cores_per_chip} TensorCores = {self.tensorcores} TensorCores" if
-               g.cores_per_chip > 1 else f"{self.chips} chips ({self.tensorcores} TensorCores, one per chip)")
+        per = (f"{_count(self.chips, 'chip')} x {g.cores_per_chip} TensorCores = "
+               f"{_count(self.tensorcores, 'TensorCore')}" if g.cores_per_chip > 1
+               else f"{_count(self.chips, 'chip')} ({_count(self.tensorcores, 'TensorCore')}, one per chip)")
         line = (f"{self.accelerator_type}: {per}; Google's {g.name} accelerator types count {g.counts}; "
                 f"topology {shape} ({g.dims}D ICI torus)")
         if self.slices > 1:
             line += (f"; {self.slices} slices over the data-centre network (DCN): {self.slices * self.chips} chips in all")
         return line
+
+
+def _count(n: int, noun: str) -> str:
+    """``n noun`` with the noun plural unless ``n`` is 1 (``1 chip``, ``4 chips``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _shapes_3d(g: TpuGeneration) -> dict[int, tuple[int, ...]]:

@@ -235,10 +235,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger("simulator").setLevel(logging.ERROR)
     check_outputs(("--csv", args.csv), ("--trace", args.trace), json_flag=args.json)
-    from simulator.serving.metrics import parse_slo
+    from simulator.serving.metrics import check_slos
 
-    for text in args.slo:  # located under the flag the user typed (the Python API says ``slo``)
-        parse_slo(text, where="--slo")
+    check_slos(args.slo, where="--slo")  # located under the flag the user typed (the Python API says ``slo``)
     from simulator.cli.common import checkpoint_weights
 
     note = checkpoint_weights(args, inference=True)
@@ -255,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     check_profile_hardware(get_profile(args.framework, where="--framework"), hw, where="--framework", optional=False)
     plan = ParallelPlan(tp=args.tp or 1, pp=args.pp or 1)
     res = simulate_serving(args.model, hw, config, plan)
-    sys.stderr.write(note)
+    sys.stderr.write(note + _trace_shortfall(args))
     if pricing.mode != "cloud" or pricing.prices is not None:
         from simulator.serving.metrics import reprice
 
@@ -273,13 +272,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stack(s: dict[str, Any]) -> str:
+    """`` on the vllm stack``: the serving stack (``--framework``) whose costs priced the run ("" in a summary
+    written before the key was kept)."""
+    stack = s.get("config", {}).get("framework")
+    return f" on the {stack} stack" if stack else ""
+
+
+def _trace_shortfall(args: argparse.Namespace) -> str:
+    """A warning line (or "") when ``--arrival trace:FILE`` holds fewer rows than ``--requests`` (with the
+    warm-up) asks for, or its last request arrives before the end of ``--duration``: the run takes the rows
+    the trace has, a legitimate truncation that had gone unsaid."""
+    from simulator.serving.arrivals import parse_arrival, read_trace
+
+    arrival = parse_arrival(args.arrival)
+    if arrival.kind != "trace" or (args.requests is None and args.duration is None):
+        return ""
+    times, _ins, _outs = read_trace(arrival.path, "arrival trace")
+    warm = args.warmup_requests or 0
+    if args.requests is not None and len(times) < args.requests + warm:
+        what = f" after {warm} warm-up rows" if warm else ""
+        return (f"nodeperf: warning: --requests {args.requests}: {arrival.path} holds {len(times)} requests; "
+                f"running the {max(0, len(times) - warm)} it has{what}, not {args.requests}\n")
+    if args.duration is not None and float(times[-1]) < args.duration:
+        return (f"nodeperf: warning: --duration {args.duration:g} s: the last request of {arrival.path} arrives at "
+                f"{float(times[-1]):g} s; running its {len(times)} requests, arrivals over {float(times[-1]):g} s, "
+                f"not {args.duration:g} s\n")
+    return ""
+
+
 def format_summary(s: dict[str, Any]) -> str:
     from simulator.report.formatting import si
 
     split = s.get("config", {}).get("disaggregate")  # the replicas' roles: the line had read as a colocated run
     roles = f" disaggregated {split}" if split else ""
     lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
-             f"replica(s){roles}, {s['config']['scheduler']} scheduler: {s['requests']} requests over "
+             f"replica(s){roles}, {s['config']['scheduler']} scheduler{_stack(s)}: {s['requests']} requests over "
              f"{si(s['makespan_s'], 's')}"]
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         if key not in s:  # a summary written before ITL was reported

@@ -24,7 +24,7 @@ import numpy as np
 from nodeperf.suggest import did_you_mean
 from simulator.serving.config import ServingError
 
-__all__ = ["parse_slo", "summarize", "SLO_METRICS", "percentiles"]
+__all__ = ["parse_slo", "check_slos", "summarize", "SLO_METRICS", "percentiles"]
 
 #: Metrics an SLO may bound (per-request values; ``itl``: the gaps between a request's streamed chunks).
 SLO_METRICS = ("ttft", "tpot", "e2e", "itl")
@@ -57,6 +57,22 @@ def parse_slo(text: str, where: str = "slo") -> tuple[str, str, float]:
     if not math.isfinite(v) or v <= 0:
         raise ServingError(f"{where}: bound {value!r}; got {text!r}; expected a positive number")
     return metric, stat, v * _UNITS[unit]
+
+
+def check_slos(texts: Any, where: str = "slo") -> list[tuple[str, str, float]]:
+    """Every SLO of ``texts`` parsed (:func:`parse_slo`); a located :class:`ServingError` for one that repeats an
+    earlier one's metric and statistic (two bounds on ``ttft_p99``: which one holds would be left unsaid)."""
+    out: list[tuple[str, str, float]] = []
+    seen: dict[tuple[str, str], str] = {}
+    for text in texts:
+        metric, stat, bound = parse_slo(text, where=where)
+        key = (metric, stat)
+        if key in seen:
+            raise ServingError(f"{where}: {metric}_{stat} given twice; got {seen[key]!r} and {text!r}; expected one "
+                               "bound for each metric and statistic (keep the one you mean)")
+        seen[key] = str(text)
+        out.append((metric, stat, bound))
+    return out
 
 
 def percentiles(x: np.ndarray, *, overwrite: bool = False) -> dict[str, float]:

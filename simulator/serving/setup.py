@@ -161,10 +161,9 @@ def _check_config(config: ServeConfig) -> None:
         if config.graph_launch not in forms:
             raise ServingError(f"graph_launch: got {config.graph_launch!r}; expected one of {', '.join(forms)}"
                                f"{did_you_mean(str(config.graph_launch), forms)}")
-    from simulator.serving.metrics import parse_slo
+    from simulator.serving.metrics import check_slos
 
-    for s in config.slo:
-        parse_slo(s)
+    check_slos(config.slo)
 
 
 def _check_static_options(config: ServeConfig) -> None:

@@ -228,7 +228,7 @@ def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25,
 
 def _check(model: Any, base: Any, objective: str) -> None:
     from simulator.serving.lengths import parse_lengths
-    from simulator.serving.metrics import parse_slo
+    from simulator.serving.metrics import check_slos, parse_slo
     from simulator.serving.scheduler import SCHEDULERS
 
     if objective not in OBJECTIVES:
@@ -238,6 +238,7 @@ def _check(model: Any, base: Any, objective: str) -> None:
         raise ServeTuneError("--slo: none given; got no SLO; expected at least one, e.g. --slo 'ttft_p99<=2 s'")
     for i, text in enumerate(base.slo):
         parse_slo(text, f"--slo #{i + 1}")
+    check_slos(base.slo, "--slo")
     parse_lengths(base.lengths)
     if base.scheduler not in SCHEDULERS:  # one located line, not every candidate rejected for the same name
         raise ServeTuneError(f"--scheduler: unknown scheduler; got {base.scheduler!r}; expected one of "
