@@ -793,8 +793,9 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     GEMM's compute dtype is the quantised one with 16-bit outputs.
 
     torchao and AQT cast an operand for every GEMM that reads it, and their backward reads the 16-bit
-    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp`` and
-    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once: the
+    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp``), except
+    torchao ``tensorwise``'s weight, cast once in the forward and saved in fp8, and its output gradient, cast once
+    for both backward GEMMs under torch.compile (:func:`_torchao_cast_once`). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once: the
     forward's cast of a linear's input is what its weight-gradient GEMM reads, the output gradient is cast once
     for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``: ``saved_inputmat = inputmat`` kept
     with columnwise usage; ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
