@@ -793,8 +793,9 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
     GEMM's compute dtype is the quantised one with 16-bit outputs.
 
     torchao and AQT cast an operand for every GEMM that reads it, and their backward reads the 16-bit
-    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp`` and
-    ``weight_hp_t``). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once: the
+    tensors the forward saved (torchao's ``matmul_with_hp_or_float8_args`` saves ``input_hp``), except
+    torchao ``tensorwise``'s weight, cast once in the forward and saved in fp8, and its output gradient, cast once
+    for both backward GEMMs under torch.compile (:func:`_torchao_cast_once`). Transformer Engine's recipes (:data:`TE_WEIGHT_CACHE`) quantise an activation once: the
     forward's cast of a linear's input is what its weight-gradient GEMM reads, the output gradient is cast once
     for both backward GEMMs (``transformer_engine/pytorch/module/linear.py``: ``saved_inputmat = inputmat`` kept
     with columnwise usage; ``set_usage(rowwise=True, columnwise=True)``), so a linear's 16-bit input leaves the
@@ -855,7 +856,7 @@ def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_
             if te and t.role is Role.ACTIVATION:  # weights: cast per GEMM (the cache is a buffer of its own)
                 cast_of[src] = q
                 ops.append(_te_second_layout(op, i, q, t.shape, recipe))
-            elif _tp_cast_once(step, op, i, t, recipe):
+            elif _tp_cast_once(step, op, i, t, recipe) or _torchao_cast_once(step, op, i, t, recipe, cse is not None):
                 cast_of[_cast_keys(op, src, te)[0]] = q
         attrs = Attrs({**dict(op.attrs), "compute_dtype": qdt.value, **_accumulation(op, recipe), **_swizzle(recipe)})
         if recipe == "rowwise" and ".bwd_" in op.name and None not in amaxes:
@@ -977,7 +978,7 @@ def _k_major(op: Op, i: int, q: TensorSpec, ops: list[Op]) -> TensorSpec:
     column-major B): torchao's ``preprocess_addmm`` (``torchao/float8/float8_ops.py`` @ eab345c) copies
     ``a_data.contiguous()`` / ``b_data.t().contiguous().t()``; a collective's output has a fixed layout, so
     the copy is a kernel of its own (read and write of the fp8 bytes)."""
-    if ".bwd_b" not in op.name:
+    if ".bwd_b" not in op.name and not (".bwd_a" in op.name and i == 1):
         return q
     c = TensorSpec(f"{op.name}.fp8_{i}.k_major", q.shape, q.dtype, Role.ACTIVATION)
     ops.append(Op(f"{op.name}.k_major_{i}", "elementwise", (q,), (c,), Attrs({"op": "copy"}), op.group))
@@ -1222,6 +1223,26 @@ def _tp_cast_once(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str) -> 
     ``preprocess_addmm``'s copy into ``torch._scaled_mm``'s layout (``a_data.contiguous()`` /
     ``b_data.t().contiguous().t()``, torchao/float8/float8_ops.py): :func:`_k_major`."""
     return recipe == "tensorwise" and t.role is Role.ACTIVATION and _tp_shard(step, op, i, t) is not None
+
+
+def _torchao_cast_once(step: OpGraph, op: Op, i: int, t: TensorSpec, recipe: str, compiled: bool) -> bool:
+    """Whether ``op``'s operand ``i`` (``t``) is cast once per pass under torchao ``tensorwise`` and read in fp8 by the
+    linear's later GEMMs (:func:`_k_major` adds ``preprocess_addmm``'s layout copy where ``torch._scaled_mm`` needs
+    one). The weight: ``Float8Linear.forward`` casts it before the autograd function (``_cast_weight_to_float8_t``,
+    torchao/float8/float8_linear.py @ 6243040) and ``matmul_with_hp_or_float8_args.forward`` saves that
+    ``Float8Tensor`` (``ctx.save_for_backward(input_hp, weight_hp_t)``), which the backward takes as is
+    (``tensor_already_casted_to_fp8(weight_hp_t)``); @ eab345c ``manual_float8_matmul_with_args_in_float8`` saves
+    ``weight_fp8_t``; ``force_recompute_fp8_weight_in_bwd`` defaults to False and torchtitan leaves it so (@ 9dec370
+    not set, @ 820504e its own flag defaults to False). The output gradient, under torch.compile (``compiled``): the
+    two ``hp_tensor_to_float8_dynamic`` calls of the backward (``_dim0`` and ``_dim1``) are the same computation
+    for a tensorwise scale (``axiswise_dim`` None), which AOTAutograd's CSE merges (:func:`_aot_cse`); @ eab345c
+    ``NoopFwToFloat8BwDynamic`` casts it once for both GEMMs."""
+    if recipe != "tensorwise":
+        return False
+    if t.role is Role.WEIGHT:
+        return step.producer(t.name) is None
+    grad = (".bwd_a" in op.name and i == 0) or (".bwd_b" in op.name and i == 1)
+    return compiled and grad and t.role is Role.ACTIVATION
 
 
 def _post_scaled(op: Op, ins: list[TensorSpec], attrs: Attrs, amaxes: list[TensorSpec | None]) -> list[Op]:

@@ -180,14 +180,15 @@ def test_tensorwise_tensor_parallelism_all_reduces_every_sharded_amax() -> None:
     got = _tp_all_reduces("tensorwise")
     assert set(got.values()) == {(2, (1,))}
     lins = ("attn.qkv", "attn.out", "mlp.gate_up", "mlp.down")
-    # every weight cast (column- and row-parallel alike), forward and input-gradient GEMM: 8
-    weights = {f"{lin}.amax_1_tp" for lin in lins} | {f"{lin}.bwd_a.amax_1_tp" for lin in lins}
+    # every weight cast (column- and row-parallel alike), once in the forward; the input-gradient GEMM reads the
+    # saved fp8 weight (matmul_with_hp_or_float8_args saves the Float8Tensor weight_hp_t): 4
+    weights = {f"{lin}.amax_1_tp" for lin in lins}
     # a row-parallel linear's input (sharded on its last axis), cast once in the forward: 2
     inputs = {"attn.out.amax_0_tp", "mlp.down.amax_0_tp"}
     # a column-parallel linear's output gradient (sharded on its last axis), cast once in the backward: 2
     grads = {"attn.qkv.bwd_a.amax_0_tp", "mlp.gate_up.bwd_a.amax_0_tp"}
     # nothing else: the gathered fp8 inputs and row-parallel output gradients are replicated (their own amax_group)
-    assert set(got) == weights | inputs | grads and len(got) == 12
+    assert set(got) == weights | inputs | grads and len(got) == 8
     g = _graph("tensorwise", ParallelPlan(tp=2, sequence_parallel=True))
     ar, cast = _op(g, "layers.0.attn.out.amax_0_tp"), _op(g, "layers.0.attn.out.cast_0")
     assert ar.inputs[0] == _op(g, "layers.0.attn.out.amax_0").outputs[0] and ar.outputs[0] in cast.inputs
@@ -235,3 +236,28 @@ def test_rowwise_tensor_parallelism_all_reduces_only_amaxes_over_a_sharded_contr
     assert len(got) == 8
     # without tensor parallelism nothing is all-reduced
     assert not [op for op in _graph("rowwise").ops if op.kind == "all_reduce"]
+
+
+def test_tensorwise_casts_the_weight_once_and_the_output_gradient_once_under_compile() -> None:
+    # Float8Linear casts the weight before matmul_with_hp_or_float8_args, which saves that Float8Tensor: the
+    # input-gradient GEMM reads it through preprocess_addmm's layout copy (b_data.t().contiguous().t()). The two
+    # tensorwise casts of the output gradient in the backward are one computation, merged by AOTAutograd's CSE under
+    # --compile; the weight-gradient GEMM reads its transpose through a_data.contiguous(). Per linear, counted by
+    # hand: eager 2 forward casts + 1 (dy) for grad_input + 2 (x, dy) for grad_weight = 5; compiled 4
+    def kernels(framework: str) -> tuple[set[str], OpGraph]:
+        g = plan_graphs(CFG, ParallelPlan(), train=True, seq=256, fp8_linears="tensorwise", framework=framework)[0].graph
+        return {op.name[len("layers.0.mlp.down"):] for op in g.ops if op.name.startswith("layers.0.mlp.down")
+                and (".cast_" in op.name or ".k_major_" in op.name)}, g
+    eager, _ = kernels("fsdp2")
+    assert eager == {".cast_0", ".cast_1", ".bwd_a.cast_0", ".bwd_a.k_major_1", ".bwd_b.cast_0", ".bwd_b.cast_1"}
+    compiled, g = kernels("fsdp2-compile")
+    assert compiled == {".cast_0", ".cast_1", ".bwd_a.cast_0", ".bwd_a.k_major_1", ".bwd_b.cast_0",
+                        ".bwd_b.k_major_1"}
+    w = _op(g, "layers.0.mlp.down.cast_1").outputs[0]
+    copy = _op(g, "layers.0.mlp.down.bwd_a.k_major_1")
+    assert copy.inputs[0] == w and copy.outputs[0].dtype is DType.FP8_E4M3  # same shape: no view
+    dy = _op(g, "layers.0.mlp.down.bwd_a.cast_0").outputs[0]
+    assert _op(g, _op(g, "layers.0.mlp.down.bwd_b.k_major_1").inputs[0].name + ".view").inputs[0] == dy
+    # rowwise scales the weight per column of each GEMM's view: still a cast per GEMM
+    r = {op.name for op in _graph("rowwise").ops}
+    assert {"layers.0.mlp.down.cast_1", "layers.0.mlp.down.bwd_a.cast_1"} <= r

@@ -181,7 +181,8 @@ def test_fp8_linears_cast_each_gemm_operand_and_keep_the_rest() -> None:
     assert all(op.group.startswith("layers.") for op in fp8)  # the LM head stays 16-bit
     casts = [op for op in g.ops if op.name.rsplit(".", 1)[-1].startswith("cast_")]
     amax = [op for op in g.ops if op.name.rsplit(".", 1)[-1].startswith("amax_")]
-    assert len(casts) == len(amax) == 2 * 24
+    # two operands per GEMM, less the input-gradient GEMMs' weight (the forward's fp8 weight is saved): 48 - 8
+    assert len(casts) == len(amax) == 2 * 24 - 8
     delayed = plan_graphs(cfg, ParallelPlan(), train=True, seq=256, fp8_linears="delayed")[0].graph
     assert not any(".amax_" in op.name for op in delayed.ops)
 
