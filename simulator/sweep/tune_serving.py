@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -195,32 +195,28 @@ def max_rate(model: Any, cand: ServeCandidate, base: Any, qps_min: float = 0.25,
         out.reason = f"SLO violated at the lowest rate ({qps_min:g} req/s): {'; '.join(_violations(s))}"
         return out
     good, good_s, bad = qps_min, s, None
-    while bad is None and good * 2 <= qps_max:
-        s = run(good * 2)
-        if s is None:
-            return out
-        if _violations(s):
-            bad = good * 2
-        else:
-            good, good_s = good * 2, s
-    if bad is None and good < qps_max:  # doubling stopped short of qps_max (64 for 100): probe it
-        s = run(qps_max)
-        if s is None:
-            return out
-        if _violations(s):
-            bad = qps_max
-        else:
-            good, good_s = qps_max, s
-    out.capped = bad is None  # every probe met the SLOs: the capacity is at least qps_max
-    for _ in range(steps if bad is not None else 0):
-        mid = (good + bad) / 2
-        s = run(mid)
-        if s is None:
-            return out
-        if _violations(s):
-            bad = mid
-        else:
-            good, good_s = mid, s
+
+    def climb() -> Iterator[float]:  # doubling from the lowest rate, then qps_max itself where doubling stopped short (64 for 100)
+        while bad is None and good * 2 <= qps_max:
+            yield good * 2
+        if bad is None and good < qps_max:
+            yield qps_max
+
+    def bisect() -> Iterator[float]:  # between the highest rate that met the SLOs and the lowest that did not (set)
+        for _ in range(steps if bad is not None else 0):
+            yield (good + bad) / 2
+
+    for phase in (climb, bisect):
+        for rate in phase():
+            s = run(rate)
+            if s is None:
+                return out
+            if _violations(s):
+                bad = rate
+            else:
+                good, good_s = rate, s
+        if phase is climb:
+            out.capped = bad is None  # every probe met the SLOs: the capacity is at least qps_max
     out.qps, out.summary = good, good_s
     out.usd_per_million_tokens = _priced(good_s, pricing)
     return out
