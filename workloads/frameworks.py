@@ -37,6 +37,7 @@ from nodeperf.suggest import did_you_mean
 
 __all__ = [
     "check_profile_hardware",
+    "check_profile_trains",
     "FUSED_MOE_DEFAULT_TILES",
     "fused_moe_default_tile",
     "FrameworkProfile",
@@ -1409,7 +1410,7 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
 #: overview), TensorRT-LLM runs LLM inference ("optimizing Large Language Model (LLM) inference", NVIDIA/TensorRT-LLM
 #: README), vLLM and SGLang serve models ("a fast and easy-to-use library for LLM inference and serving",
 #: vllm-project/vllm README; "a fast serving framework for large language models", sgl-project/sglang README).
-#: ``predict --train`` refuses them (:func:`simulator.cli.common.check_training_flags`).
+#: ``predict --train`` and ``tune --train`` refuse them (:func:`check_profile_trains`).
 INFERENCE_ONLY = ("tensorrt", "trt-llm", "trt-llm-pytorch", "vllm", "vllm-v0", "sglang", "sglang-0.3")
 
 #: Other spellings people use for the same stacks.
@@ -1472,6 +1473,15 @@ def check_profile_device(profile: FrameworkProfile, device: str, kind: str, vend
     raise FrameworkError(f"{where} {profile.name}: does not run on {device} ({_device_words(kind, vendor)}); got {profile.name!r}, "
                          f"which runs on {profile.describe_devices()}; expected one of {', '.join(valid) or 'none'} "
                          f"for this device" + (f", or no {where}" if optional else ""))
+
+
+def check_profile_trains(profile: FrameworkProfile) -> None:
+    """Refuse a training step under an inference-only stack (:data:`INFERENCE_ONLY`): it would be priced with the
+    stack's costing as if the stack ran a backward pass and an optimizer (one located line, :class:`FrameworkError`)."""
+    if profile.name in INFERENCE_ONLY:
+        trains = ", ".join(sorted(n for n in PROFILES if n not in INFERENCE_ONLY))
+        raise FrameworkError(f"--framework {profile.name}: an inference engine, it runs no training step; got --train; "
+                             f"expected a stack that trains ({trains}) or no --train")
 
 
 def check_profile_hardware(profile: FrameworkProfile, hw: Any, where: str = "--framework",

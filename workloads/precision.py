@@ -776,7 +776,6 @@ def _layer_linears(step: OpGraph) -> set[str]:
             and any(t.role is Role.WEIGHT for t in op.inputs[1:2]) and step.producer(op.inputs[1].name) is None}
 
 
-
 def _te_second_layout(op: Op, i: int, q: TensorSpec, shape: tuple[int, ...], recipe: str) -> Op:
     """The second layout Transformer Engine's quantize kernel writes beside operand ``i``'s cast ``q``: MXFP8's
     columnwise copy (quantised from the same read), or per-tensor scaling's transposed copy (written on Hopper
@@ -785,6 +784,7 @@ def _te_second_layout(op: Op, i: int, q: TensorSpec, shape: tuple[int, ...], rec
     qc = TensorSpec(f"{op.name}.fp8_{i}.{layout}", shape, _QUANT[recipe][0], Role.ACTIVATION)
     return Op(f"{op.name}.{layout}_{i}", "elementwise", (q,), (qc,),
               Attrs({"op": "copy", TE_QUANTIZE_ATTR: recipe, QUANTIZE_OUTPUT_ATTR: layout}), op.group)
+
 
 def fp8_linears(step: OpGraph, recipe: str, gathered_weights: bool = False, fp8_params: bool = False) -> OpGraph:
     """The training step ``step`` with its layers' linear GEMMs (forward, recomputed and backward)

@@ -184,7 +184,10 @@ def check_training_flags(args: argparse.Namespace) -> None:
     if args.train:
         recompute = getattr(args, "recompute", "none")
         profile = profile_from_args(args)
-        _check_training_stack_kind(profile)
+        if profile is not None:
+            from workloads.frameworks import check_profile_trains
+
+            check_profile_trains(profile)
         if getattr(args, "context", None) is not None:  # a decode step's KV cache: a training step reads none
             raise ValueError(f"--context {args.context}: the KV cache a decode step reads; got --train; "
                              "expected no --context (a training step's length is --seq)")
@@ -205,19 +208,6 @@ def check_training_flags(args: argparse.Namespace) -> None:
                "backward)") if getattr(args, "phase", None) == "train" else "no --train"
         raise ValueError(f"--recompute {recompute}: activation recomputation is a training option; got {got}; "
                          "expected --train")
-
-
-def _check_training_stack_kind(profile: Any) -> None:
-    """Refuse a training step under an inference-only stack (:data:`workloads.frameworks.INFERENCE_ONLY`): it was
-    priced with the stack's costing as if the stack ran a backward pass and an optimizer."""
-    from workloads.frameworks import INFERENCE_ONLY
-
-    if profile is not None and profile.name in INFERENCE_ONLY:
-        from workloads.frameworks import PROFILES
-
-        trains = ", ".join(sorted(n for n in PROFILES if n not in INFERENCE_ONLY))
-        raise ValueError(f"--framework {profile.name}: an inference engine, it runs no training step; got --train; "
-                         f"expected a stack that trains ({trains}) or no --train")
 
 
 def graph_from_args(args: argparse.Namespace) -> OpGraph:

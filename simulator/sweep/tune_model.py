@@ -421,17 +421,19 @@ class ModelProblem:
         and, for a training step, an inference engine (:data:`workloads.frameworks.INFERENCE_ONLY`), as ``predict
         --train`` refuses it."""
         from workloads.frameworks import (
-            INFERENCE_ONLY,
             FrameworkError,
             check_profile_hardware,
+            check_profile_trains,
             get_profile,
         )
 
         for name in dict.fromkeys(frameworks):
             profile = get_profile(str(name))
-            if self.train and profile.name in INFERENCE_ONLY:
-                raise TuneError(f"--framework {profile.name}: an inference engine, it runs no training step; got "
-                                "--train; expected training stacks (e.g. fsdp2, megatron-core, maxtext) or no --train")
+            if self.train:
+                try:
+                    check_profile_trains(profile)
+                except FrameworkError as e:
+                    raise TuneError(str(e)) from None
             if any(profile.applies_to(d.kind, d.vendor.lower()) for d in self.device.values()):
                 continue
             try:
