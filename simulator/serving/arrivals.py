@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from datetime import datetime
@@ -204,15 +205,26 @@ def _parse_time(text: str, where: str) -> float:
         raise ServingError(f"{where}: got {text!r}; expected seconds or a date-time") from None
 
 
+#: The last trace parsed: ``(path, hash of its text) -> arrays`` (read-only). ``serve`` reads its trace twice (the
+#: run, then the warning when it holds fewer rows than asked for); a million-row trace is parsed once.
+_LAST_TRACE: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
 def read_trace(path: str, where: str = "--arrival trace") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(arrival_s from the first row, input_len, output_len) of a trace file (Azure or plain columns).
+    """(arrival_s from the first row, input_len, output_len) of a trace file (Azure or plain columns), read-only
+    arrays; the same text at the same path is parsed once.
 
     Raises :class:`ServingError` at ``file:line`` for an empty file, a missing column, a bad value, or
     a row earlier than the one before it."""
+    import hashlib
+
     from nodeperf.files import read_csv_text
 
     text = read_csv_text(path, what=f"a CSV file with the columns {', '.join(_AZURE)} or {', '.join(_PLAIN)}",
                          error=ServingError)
+    key = (os.path.realpath(path), hashlib.sha256(text.encode()).hexdigest())
+    if key in _LAST_TRACE:
+        return _LAST_TRACE[key]
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None or not any(h.strip() for h in header):
@@ -250,7 +262,12 @@ def read_trace(path: str, where: str = "--arrival trace") -> tuple[np.ndarray, n
     if not times:
         raise ServingError(f"{path}:2: empty trace; got a header and no rows; expected at least one request")
     arr = np.asarray(times, dtype=float)
-    return arr - arr[0], np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+    arrays = (arr - arr[0], np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64))
+    for a in arrays:
+        a.flags.writeable = False
+    _LAST_TRACE.clear()
+    _LAST_TRACE[key] = arrays
+    return arrays
 
 
 def describe(spec: ArrivalSpec) -> dict[str, Any]:
