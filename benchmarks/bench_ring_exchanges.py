@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import sys
 
@@ -74,9 +75,9 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to time", file=sys.stderr)
         return 1
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # torchrun's local rank, before NCCL binds
     dist.init_process_group("nccl")
     world, rank = dist.get_world_size(), dist.get_rank()
-    torch.cuda.set_device(rank % torch.cuda.device_count())
     if world < 2:
         print("one rank: run under torchrun --nproc-per-node 2 or more", file=sys.stderr)
         return 1
