@@ -4,6 +4,8 @@ Every expected value is computed by hand from the shapes."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from simulator.hardware import load_hardware
@@ -14,6 +16,7 @@ from workloads.parallel import ParallelPlan, plan_graphs
 
 #: 2 layers, 8 query heads of 16, 2 key/value heads (GQA 4)
 CFG = tiny_gqa("tiny-gqa", layers=2)
+FP8_CFG = tiny_gqa("tiny-gqa-fp8-cp", layers=2)
 B, S, CP, HQ, D = 1, 256, 4, 8, 16
 SL = S // CP  # tokens per rank
 
@@ -149,3 +152,28 @@ def test_ring_backward_regathers_and_passes_fp32_dkv_once_per_step() -> None:
     # 43,690.7 bytes to whole bf16 elements: 1 byte in 43,690)
     size = local32 * CP / (CP - 1)
     assert t == pytest.approx(_collective_times([("all_to_all", size)], CP, hw)[("all_to_all", size)], rel=1e-4)
+
+
+def _fp8_step(cp: int, fp8: str | None) -> tuple[float, Counter]:
+    """(step seconds, op kinds of the stage) of the tiny model on 8 H100s, FSDP over dp x cp, 1,024 tokens a rank,
+    full recompute, torchtitan 9dec370's compiled blocks, with or without Float8 linears."""
+    hw = load_hardware("dgx-h100")
+    res = evaluate_plan(FP8_CFG, hw, ParallelPlan(cp=cp, dp=8 // cp, fsdp=True, microbatch=1, global_batch=8 // cp),
+                        train=True, seq=1024 * cp, recompute="full", framework="fsdp2-compile-blocks", fp8_linears=fp8)
+    return res.latency_s, Counter(r.kind for r in res.reports[0].records)
+
+
+def test_float8_linears_cost_the_same_at_every_cp_degree() -> None:
+    # torchao eab345c's tensorwise Float8Linear scales each operand from its local amax
+    # (hp_tensor_to_float8_dynamic, reduce_amax False by default): at a fixed number of local tokens the casts,
+    # amax reductions and fp8 GEMMs are those of one rank's tokens whatever cp is, and no amax all-reduce runs
+    saving = []
+    for cp in (1, 2, 4):
+        fp8_s, fp8_kinds = _fp8_step(cp, "tensorwise")
+        bf16_s, bf16_kinds = _fp8_step(cp, None)
+        assert "all_reduce" not in fp8_kinds
+        # 24 amax reductions a layer: input and weight of the 4 linear groups (qkv, out, gate_up, down) in the
+        # forward and again in its recompute (16), one per backward GEMM of each group (8); 2 layers
+        assert fp8_kinds["reduction"] - bf16_kinds["reduction"] == 2 * (4 * 2 * 2 + 4 * 2)
+        saving.append(bf16_s - fp8_s)
+    assert saving[1] == pytest.approx(saving[0], rel=1e-9) and saving[2] == pytest.approx(saving[0], rel=1e-9)
