@@ -25,7 +25,8 @@ not a model: docs/training.md, "What the 2023 scripts' XLA flags say about the e
 
 ``python benchmarks/bench_maxtext_breakdown.py --slices`` pairs every multi-slice MaxText row with the one-slice
 row of the same workload (same model, slice type, per-device batch, sequence, recompute and software) and prints
-what the added slices cost (``slice_loss``): the measured loss, per scanned layer, the predicted cross-slice
+what the added slices cost (``slice_loss``): the job's TPU hosts (``TpuSlice.hosts``), the measured loss, per
+scanned layer, the predicted cross-slice
 all-reduce (``dcn``) and the same all-reduce at the one measured TPU DCN rate (fabrics.dcn-v6e's achieved fraction,
 0.329 of the NIC share, where the fabric assumes more), fully serial (``bound``), and the loss that bound leaves
 (``left``; negative: the all-reduce cannot be serial at that rate). docs/tpu.md, "Several slices: the data-centre
@@ -93,6 +94,7 @@ def _dcn_rate_ratio(system: str) -> float:
 
 def slices(ids: list[str]) -> None:
     """Print each multi-slice MaxText row's loss against its one-slice row (:func:`slice_loss`)."""
+    from hwmodels.catalog import parse_tpu_slice
     from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown, slice_loss
     from simulator.parallel.training_validation import load_training_rows
     from workloads.zoo.transformer import zoo_config
@@ -100,7 +102,7 @@ def slices(ids: list[str]) -> None:
     logging.disable(logging.WARNING)
     rows = [r for r in load_training_rows() if r["framework"].startswith("MaxText")]
     ones = {tuple(r[k] for k in _PAIR_KEYS): r for r in rows if (r["dcn_slices"] or "1") == "1"}
-    print(f"{'row':<10} {'one':<10} {'system':<16} {'s':>3} {'layers':>6} {'loss s':>7} {'ms/lay':>7} "
+    print(f"{'row':<10} {'one':<10} {'system':<16} {'s':>3} {'hosts':>5} {'layers':>6} {'loss s':>7} {'ms/lay':>7} "
           f"{'dcn s':>6} {'bound':>6} {'left s':>7}")
     for row in rows:
         s = int(row["dcn_slices"] or 1)
@@ -110,7 +112,8 @@ def slices(ids: list[str]) -> None:
         multi = maxtext_step_breakdown(row)
         x = slice_loss(multi, maxtext_step_breakdown(one), s, zoo_config(row["model"]).layers,
                        _dcn_rate_ratio(multi.system))
-        print(f"{x.row_id:<10} {x.base_id:<10} {multi.system:<16} {s:3d} {x.layers:6d} {x.loss_s:7.2f} "
+        print(f"{x.row_id:<10} {x.base_id:<10} {multi.system:<16} {s:3d} {parse_tpu_slice(multi.system).hosts:5d} "
+              f"{x.layers:6d} {x.loss_s:7.2f} "
               f"{1e3 * x.per_layer_s:7.1f} {x.dcn_reduce_s:6.3f} {x.dcn_bound_s:6.3f} {x.unexplained_s:+7.2f}")
 
 
