@@ -22,6 +22,15 @@ as it would be with the step's gradient reductions serial with compute, with the
 all-reduce and a dynamic slice in place of each reduce-scatter), and with every FSDP collective serial; then the
 group means (MAPE and bias) of those columns over the TPU families. Readings to compare against the rows' flags,
 not a model: docs/training.md, "What the 2023 scripts' XLA flags say about the exposed collectives".
+
+``python benchmarks/bench_maxtext_breakdown.py --slices`` pairs every multi-slice MaxText row with the one-slice
+row of the same workload (same model, slice type, per-device batch, sequence, recompute and software) and prints
+what the added slices cost (``slice_loss``): the job's TPU hosts (``TpuSlice.hosts``), the measured loss, per
+scanned layer, the predicted cross-slice
+all-reduce (``dcn``) and the same all-reduce at the one measured TPU DCN rate (fabrics.dcn-v6e's achieved fraction,
+0.329 of the NIC share, where the fabric assumes more), fully serial (``bound``), and the loss that bound leaves
+(``left``; negative: the all-reduce cannot be serial at that rate). docs/tpu.md, "Several slices: the data-centre
+network's bandwidth bounded".
 """
 
 from __future__ import annotations
@@ -70,6 +79,44 @@ def pair(id_a: str, id_b: str) -> None:
     print(f"GEMM factor {split.gemm_factor:.3f}; missing from both {split.common_missing_s:.2f} s")
 
 
+_PAIR_KEYS = ("model", "system", "framework_version", "microbatch", "seq", "recompute", "tp", "fp8", "metric")
+
+
+def _dcn_rate_ratio(system: str) -> float:
+    """The fabric's achieved DCN fraction over the one measured one (fabrics.dcn-v6e), at least 1."""
+    from hwmodels.collectives import fabric_catalog
+    from simulator.hardware import load_hardware
+
+    cat = fabric_catalog()
+    inter = cat.system(load_hardware(system).collectives).inter
+    return max(1.0, inter.bandwidth_fraction / cat.fabric("dcn-v6e").bandwidth_fraction)
+
+
+def slices(ids: list[str]) -> None:
+    """Print each multi-slice MaxText row's loss against its one-slice row (:func:`slice_loss`)."""
+    from hwmodels.catalog import parse_tpu_slice
+    from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown, slice_loss
+    from simulator.parallel.training_validation import load_training_rows
+    from workloads.zoo.transformer import zoo_config
+
+    logging.disable(logging.WARNING)
+    rows = [r for r in load_training_rows() if r["framework"].startswith("MaxText")]
+    ones = {tuple(r[k] for k in _PAIR_KEYS): r for r in rows if (r["dcn_slices"] or "1") == "1"}
+    print(f"{'row':<10} {'one':<10} {'system':<16} {'s':>3} {'hosts':>5} {'layers':>6} {'loss s':>7} {'ms/lay':>7} "
+          f"{'dcn s':>6} {'bound':>6} {'left s':>7}")
+    for row in rows:
+        s = int(row["dcn_slices"] or 1)
+        one = ones.get(tuple(row[k] for k in _PAIR_KEYS))
+        if s < 2 or one is None or (ids and row.id not in ids):
+            continue
+        multi = maxtext_step_breakdown(row)
+        x = slice_loss(multi, maxtext_step_breakdown(one), s, zoo_config(row["model"]).layers,
+                       _dcn_rate_ratio(multi.system))
+        print(f"{x.row_id:<10} {x.base_id:<10} {multi.system:<16} {s:3d} {parse_tpu_slice(multi.system).hosts:5d} "
+              f"{x.layers:6d} {x.loss_s:7.2f} "
+              f"{1e3 * x.per_layer_s:7.1f} {x.dcn_reduce_s:6.3f} {x.dcn_bound_s:6.3f} {x.unexplained_s:+7.2f}")
+
+
 #: the readings ``--exposure`` prints: the FSDP collective time each reading exposes, from a
 #: :class:`StepBreakdown`; what the prediction already exposes is not added twice
 _READINGS = (("as predicted", lambda b: 0.0),
@@ -113,6 +160,8 @@ def exposure(ids: list[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--exposure"]:
         exposure(sys.argv[2:])
+    elif sys.argv[1:2] == ["--slices"]:
+        slices(sys.argv[2:])
     elif sys.argv[1:2] == ["--pair"] and len(sys.argv) == 4:
         pair(sys.argv[2], sys.argv[3])
     else:

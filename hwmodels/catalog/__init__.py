@@ -223,13 +223,26 @@ class TpuGeneration:
     dims: int  #: torus dimensions
     max_shape: tuple[int, ...]  #: largest single-slice shape
     source: str
+    #: chips a TPU VM host drives (its DCN NICs and PCIe serve them); 0: not stated
+    chips_per_host: int = 0
+    host_source: str = ""
 
+
+_V4_HOST = ("jax-ml 'How to Scale Your Model', Part 2 (tpus.md): a TPU v4 or v5p host is a 2x2x1 block of chips "
+            "(4 chips), as hwmodels/catalog/fabrics.toml @scalingdcn")
+_V5P_HOST = ("Google Cloud TPU v5p (docs.cloud.google.com/tpu/docs/v5p): topology table, 2x2x1 = 4 chips on 1 host ... "
+             "16x16x24 = 6144 chips on 1536 hosts; VM attributes 'Number of v5p chips 4'")
+_V5E_HOST = ("Google Cloud TPU v5e (docs.cloud.google.com/tpu/docs/v5e): 'Chips per host 8', 'Per-host NIC "
+             "configuration 2 x 100 Gbps NIC'; topology table 16x16 = 256 chips on 32 hosts (2x4 and smaller: one "
+             "VM, a fraction of a host)")
+_V6E_HOST = ("Google Cloud TPU v6e (docs.cloud.google.com/tpu/docs/v6e): 'Chips per host 8' (4 x 200 Gbps NICs a host, "
+             "fabrics.toml dcn-v6e)")
 
 TPU_GENERATIONS: dict[str, TpuGeneration] = {
-    "v4": TpuGeneration("v4", "tpu-v4", "TensorCores", 2, 3, (16, 16, 16), _V4_DOC),
-    "v5p": TpuGeneration("v5p", "tpu-v5p", "TensorCores", 2, 3, (16, 16, 24), _V5P_DOC),
-    "v5e": TpuGeneration("v5e", "tpu-v5e", "chips", 1, 2, (16, 16), _V5E_DOC),
-    "v6e": TpuGeneration("v6e", "tpu-v6e", "chips", 1, 2, (16, 16), _V6E_DOC),
+    "v4": TpuGeneration("v4", "tpu-v4", "TensorCores", 2, 3, (16, 16, 16), _V4_DOC, 4, _V4_HOST),
+    "v5p": TpuGeneration("v5p", "tpu-v5p", "TensorCores", 2, 3, (16, 16, 24), _V5P_DOC, 4, _V5P_HOST),
+    "v5e": TpuGeneration("v5e", "tpu-v5e", "chips", 1, 2, (16, 16), _V5E_DOC, 8, _V5E_HOST),
+    "v6e": TpuGeneration("v6e", "tpu-v6e", "chips", 1, 2, (16, 16), _V6E_DOC, 8, _V6E_HOST),
 }
 
 
@@ -250,6 +263,13 @@ class TpuSlice:
         return self.chips * self.generation.cores_per_chip
 
     @property
+    def hosts(self) -> int:
+        """TPU VM hosts of all slices (a slice smaller than a host takes one); 0 where the generation states no
+        host size."""
+        per = self.generation.chips_per_host
+        return self.slices * -(-self.chips // per) if per else 0
+
+    @property
     def accelerator_type(self) -> str:
         """Google's accelerator type of one slice (``v5litepod-256``, ``v5p-128``)."""
         prefix = "v5litepod" if self.generation.name == "v5e" else self.generation.name
@@ -266,6 +286,8 @@ class TpuSlice:
                 f"topology {shape} ({g.dims}D ICI torus)")
         if self.slices > 1:
             line += (f"; {self.slices} slices over the data-centre network (DCN): {self.slices * self.chips} chips in all")
+        if self.hosts:
+            line += f"; {_count(self.hosts, 'host')} ({g.chips_per_host} chips a host)"
         return line
 
 

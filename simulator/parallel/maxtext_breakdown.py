@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PairSplit", "StepBreakdown", "maxtext_step_breakdown", "precision_pair_split"]
+__all__ = ["PairSplit", "SliceLoss", "StepBreakdown", "maxtext_step_breakdown", "precision_pair_split", "slice_loss"]
 
 _GEMMS = ("matmul", "grouped_matmul", "grouped_matmul_bwd_data", "grouped_matmul_bwd_weight")
 _ATTENTION = ("attention", "attention_bwd")
@@ -111,6 +111,64 @@ def precision_pair_split(a: StepBreakdown, b: StepBreakdown) -> PairSplit:
     miss_b = b.measured_step_s - b.predicted_step_s
     r = 1.0 + (miss_a - miss_b) / (a.gemm_s - b.gemm_s)
     return PairSplit(gemm_factor=r, common_missing_s=miss_a - (r - 1.0) * a.gemm_s)
+
+
+@dataclass(frozen=True)
+class SliceLoss:
+    """What a multi-slice MaxText row loses against the one-slice row of the same workload (seconds per step).
+
+    ``loss_s`` is the measured step less the one-slice row's measured step (the same per-chip work: MaxText's
+    v5e/v5p tables and the Gemma 3 workloads keep the per-device batch); ``dcn_reduce_s`` the predicted
+    cross-slice gradient all-reduce of the step, all of it (hidden or not); ``dcn_bound_s`` the same all-reduce
+    at a lower achieved DCN rate (``dcn_reduce_s`` times ``rate_ratio``, the fabric's achieved fraction over the
+    lower one), a bound on what a bandwidth term of the data-centre network could cost if none of it overlapped.
+    """
+
+    row_id: str
+    base_id: str
+    slices: int
+    layers: int
+    loss_s: float
+    dcn_reduce_s: float
+    dcn_bound_s: float
+
+    @property
+    def per_layer_s(self) -> float:
+        """``loss_s`` per scanned layer (one cross-slice reduction a layer)."""
+        return self.loss_s / self.layers
+
+    @property
+    def unexplained_s(self) -> float:
+        """``loss_s`` less ``dcn_bound_s``: what remains with every cross-slice all-reduce serial at the lower rate
+        (negative: the bound overshoots, so the all-reduce cannot be serial at that rate)."""
+        return self.loss_s - self.dcn_bound_s
+
+
+def slice_loss(multi: StepBreakdown, one: StepBreakdown, slices: int, layers: int,
+               rate_ratio: float = 1.0) -> SliceLoss:
+    """:class:`SliceLoss` of the multi-slice breakdown ``multi`` against the one-slice breakdown ``one``.
+
+    ``ValueError`` (naming the rows) without both measured steps, with ``one`` not on one slice (it has a
+    cross-slice all-reduce), or with ``slices < 2``, ``layers < 1`` or ``rate_ratio < 1``.
+
+    >>> bd = lambda i, m, r: StepBreakdown(i, "s", 1.0, m, 9.0, 9.0, 8.0, 0.5, 0.5, 0.0, 1.0, 0.5, 0.0, 0.0,
+    ...                                    replicas_reduce_s=r)
+    >>> x = slice_loss(bd("b", 11.0, 0.25), bd("a", 10.0, 0.0), 32, 32, rate_ratio=2.0)
+    >>> (x.loss_s, x.dcn_bound_s, x.unexplained_s, x.per_layer_s)
+    (1.0, 0.5, 0.5, 0.03125)
+    """
+    if multi.measured_step_s is None or one.measured_step_s is None:
+        raise ValueError(f"{multi.row_id}, {one.row_id}: a slice loss needs both measured steps; got "
+                         f"{multi.measured_step_s!r} and {one.measured_step_s!r}")
+    if one.replicas_reduce_s:
+        raise ValueError(f"{one.row_id}: a cross-slice all-reduce of {one.replicas_reduce_s!r} s; expected the "
+                         "one-slice row of the workload")
+    if slices < 2 or layers < 1 or rate_ratio < 1.0:
+        raise ValueError(f"{multi.row_id}: slices={slices!r}, layers={layers!r}, rate_ratio={rate_ratio!r}; "
+                         "expected slices >= 2, layers >= 1 and rate_ratio >= 1")
+    return SliceLoss(row_id=multi.row_id, base_id=one.row_id, slices=int(slices), layers=int(layers),
+                     loss_s=multi.measured_step_s - one.measured_step_s, dcn_reduce_s=multi.replicas_reduce_s,
+                     dcn_bound_s=multi.replicas_reduce_s * rate_ratio)
 
 
 def _measured_step(row: Any, res: Any) -> float | None:

@@ -79,3 +79,26 @@ def test_cli_refuses_a_bad_slice_in_one_line(capsys) -> None:
     rc = main(["hardware", "show", "v5p-9"])
     err = capsys.readouterr().err
     assert rc == 2 and "did you mean 'tpu-v5p-8' or 'tpu-v5p-16'?" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, hosts", [
+    # the v5p page's topology table: 2x2x1 (4 chips) on 1 host, 8x16x16 (2048 chips) on 512, 16x16x24 on 1536
+    ("v5p-8", 1),
+    ("v5p-4096", 512),
+    ("v5p-4096x2", 1024),
+    ("v5p-12288", 1536),
+    # the v5e page: 'Chips per host 8'; 16x16 (256 chips) on 32 hosts; 1x1 and 2x2 are a fraction of one host
+    ("v5litepod-256", 32),
+    ("tpu-v5e-256x32", 1024),
+    ("v5litepod-1", 1),
+    ("v5litepod-4", 1),
+    # the v6e page: 'Chips per host 8'
+    ("v6e-256x4", 128),
+    # a v4 host is 2x2x1 (the scaling book): v4-8 is 4 chips on one host, v4-8192 4096 chips on 1024
+    ("v4-8", 1),
+    ("v4-8192", 1024),
+])
+def test_tpu_slice_counts_the_hosts_of_all_its_slices(name, hosts):
+    s = parse_tpu_slice(name)
+    assert s.hosts == hosts
+    assert f"{hosts} host" in s.summary()

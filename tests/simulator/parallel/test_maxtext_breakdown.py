@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from simulator.parallel.maxtext_breakdown import StepBreakdown, precision_pair_split
@@ -98,3 +100,55 @@ def test_v5e_64b_dcn_all_reduce_is_a_tenth_of_what_32_slices_lose():
     assert many.grad_reduce_s - one.grad_reduce_s == pytest.approx(many.replicas_reduce_s, rel=1e-9)
     assert many.measured_step_s - one.measured_step_s == pytest.approx(2.66, abs=0.01)
     assert many.measured_step_s - one.measured_step_s > 8 * many.replicas_reduce_s
+
+
+def _sliced(row_id: str, measured: float | None, dcn: float) -> StepBreakdown:
+    return StepBreakdown(row_id=row_id, system="s", tokens_per_chip=1.0, measured_step_s=measured,
+                         predicted_step_s=9.0, compute_s=9.0, gemm_s=8.0, attention_s=0.5, other_s=0.5,
+                         tp_comm_s=0.0, fsdp_gather_s=1.0, grad_reduce_s=0.5, exposed_s=0.0, offload_exposed_s=0.0,
+                         replicas_reduce_s=dcn)
+
+
+def test_slice_loss_is_the_measured_growth_less_the_all_reduce_at_the_lower_rate():
+    # 11.51 s on 32 slices against 10.30 s on one: 1.21 s lost, 37.8 ms for each of 32 scanned layers; a
+    # 0.080 s all-reduce at a rate 1 / 0.329 times lower takes 0.2432 s, leaving 0.9668 s
+    from simulator.parallel.maxtext_breakdown import slice_loss
+
+    x = slice_loss(_sliced("b", 11.51, 0.080), _sliced("a", 10.30, 0.0), 32, 32, rate_ratio=1 / 0.329)
+    assert (x.row_id, x.base_id, x.slices) == ("b", "a", 32)
+    assert x.loss_s == pytest.approx(1.21)
+    assert x.per_layer_s == pytest.approx(1.21 / 32)
+    assert x.dcn_bound_s == pytest.approx(0.080 / 0.329)
+    assert x.unexplained_s == pytest.approx(1.21 - 0.080 / 0.329)
+
+
+@pytest.mark.parametrize(("multi", "one", "slices", "layers", "ratio", "message"), [
+    (_sliced("b", None, 0.1), _sliced("a", 10.0, 0.0), 2, 32, 1.0, "b, a: a slice loss needs both measured steps"),
+    (_sliced("b", 11.0, 0.1), _sliced("a", 10.0, 0.05), 2, 32, 1.0, "a: a cross-slice all-reduce of 0.05 s"),
+    (_sliced("b", 11.0, 0.1), _sliced("a", 10.0, 0.0), 1, 32, 1.0, "b: slices=1, layers=32"),
+    (_sliced("b", 11.0, 0.1), _sliced("a", 10.0, 0.0), 2, 0, 1.0, "b: slices=2, layers=0"),
+    (_sliced("b", 11.0, 0.1), _sliced("a", 10.0, 0.0), 2, 32, 0.5, "rate_ratio=0.5; expected slices >= 2"),
+])
+def test_slice_loss_refuses_what_is_not_a_one_slice_pair(multi, one, slices, layers, ratio, message):
+    from simulator.parallel.maxtext_breakdown import slice_loss
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        slice_loss(multi, one, slices, layers, ratio)
+
+
+def test_v5e_128b_on_two_slices_loses_a_fifth_of_its_all_reduce_at_the_nic_rate():
+    # MaxText's v5e table (76bd53b0f): the 128B at 56.06% MFU on one v5e-256 and 55.82% on two, the same work per
+    # chip, so the step grows by 56.06 / 55.82 - 1 = 0.43%, 0.063 s of 14.61 s. The model's cross-slice all-reduce
+    # of the chip's bf16 shard (129.2e9 parameters x 2 B / 256, 2 x 1/2 of it over 3.125 GB/s) is 0.323 s: serial,
+    # even at the NICs' full rate, it would cost five times what the two slices lose, so it overlaps (the scripts'
+    # DATA_PARALLEL_OVERLAP flags); a lower DCN rate only widens that gap
+    from simulator.parallel.maxtext_breakdown import maxtext_step_breakdown, slice_loss
+    from simulator.parallel.training_validation import load_training_rows
+
+    rows = {r.id: r for r in load_training_rows() if r.id in ("train-089", "train-090")}
+    one, two = (maxtext_step_breakdown(rows[i]) for i in ("train-089", "train-090"))
+    x = slice_loss(two, one, 2, 64)
+    assert x.loss_s == pytest.approx(one.measured_step_s * (56.06 / 55.82 - 1.0), rel=1e-9)
+    assert x.loss_s == pytest.approx(0.063, abs=0.002)
+    assert x.dcn_reduce_s == pytest.approx(129.2e9 * 2 / 256 / 3.125e9, rel=0.01)
+    assert x.loss_s < x.dcn_reduce_s / 5
