@@ -198,33 +198,45 @@ def xla_loss_extra_bytes(g: OpGraph) -> dict[str, float]:
 
 def _logit_live_bytes(g: OpGraph) -> tuple[dict[str, float], float]:
     """(op name -> bytes of logit-sized activations live while it runs, the LM head weight's element
-    count): the tensors of the cross entropy's input size from the LM head to the head's backward,
-    a view counted once with its base (as :func:`~simulator.report.memory.peak_activation_bytes` does)."""
+    count): the tensors of the cross entropy's input size that the LM head (or its recomputation) produces
+    and those computed from them (the loss's, the logits' gradient) until the head's backward, a view counted once with its
+    base (as :func:`~simulator.report.memory.peak_activation_bytes` does). A layer's tensor of the same
+    size (an MLP as wide as the vocabulary, MaxText's 2023 models: 32768 both) is none of them."""
     from workloads.analysis import INPLACE_KINDS, VIEW_KINDS
 
     ce = next((op for op in g.ops if op.kind == "cross_entropy"), None)
     if ce is None:
         return {}, 0.0
     numel = ce.inputs[0].numel
-    base: dict[str, str] = {}
+    views = VIEW_KINDS | INPLACE_KINDS
+    base = _view_bases(g, views)
+    head = g.producer(base.get(ce.inputs[0].name, ce.inputs[0].name))
+    weight = next((t for t in head.inputs if t.role is Role.WEIGHT), None) if head is not None else None
     span: dict[str, list[int]] = {}
     size: dict[str, float] = {}
     for i, op in enumerate(g.ops):
-        for t in op.inputs:
-            r = base.get(t.name, t.name)
-            if r in span:
-                span[r][1] = i
-        if op.kind in VIEW_KINDS or op.kind in INPLACE_KINDS:
-            src = base.get(op.inputs[0].name, op.inputs[0].name)
-            base.update({t.name: src for t in op.outputs})
+        read = {base.get(t.name, t.name) for t in op.inputs} & span.keys()
+        for r in read:
+            span[r][1] = i
+        produces = op is head or (weight is not None and weight in op.inputs)  # the head, or its recomputation
+        if op.kind in views or not (produces or read):
             continue
         for t in op.outputs:
             if t.role is Role.ACTIVATION and t.numel == numel:
                 span[t.name], size[t.name] = [i, i], float(t.nbytes)
     live = {op.name: sum(size[r] for r, (a, b) in span.items() if a <= i <= b) for i, op in enumerate(g.ops)}
-    head = g.producer(base.get(ce.inputs[0].name, ce.inputs[0].name))
-    table = next((float(t.numel) for t in head.inputs if t.role is Role.WEIGHT), 0.0) if head is not None else 0.0
-    return {k: v for k, v in live.items() if v > 0}, table
+    return {k: v for k, v in live.items() if v > 0}, float(weight.numel) if weight is not None else 0.0
+
+
+def _view_bases(g: OpGraph, kinds: frozenset[str] | set[str]) -> dict[str, str]:
+    """Output name of every view or in-place op of ``g`` (``kinds``) -> the tensor it aliases, resolved to
+    the first non-view base."""
+    base: dict[str, str] = {}
+    for op in g.ops:
+        if op.kind in kinds and op.inputs:
+            src = base.get(op.inputs[0].name, op.inputs[0].name)
+            base.update({t.name: src for t in op.outputs})
+    return base
 
 
 def xla_chunked_loss_bytes(g: OpGraph, chunks: int, param_bytes: float = 4.0) -> dict[str, float]:

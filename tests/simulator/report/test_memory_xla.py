@@ -165,6 +165,26 @@ def test_vocab_tiled_loss_holds_one_chunk_of_the_logits() -> None:
     assert X.xla_peak_activation_bytes(g, 16) == pytest.approx(X.xla_peak_activation_bytes(g) + delta, abs=1)
 
 
+def test_vocab_tiled_loss_counts_no_layer_tensor_of_the_logits_size() -> None:
+    # MaxText's 16B of 2023: an MLP 32768 wide and a tied vocabulary of 32768, so a layer's up projection at
+    # 512 tokens has the logits' 512 x 32768 elements. Only the LM head's logits (and their recomputation under
+    # full remat) and what is computed from them count: 2 x 512 x 32768 bf16 bytes at the loss's backward (the
+    # recomputed logits and their gradient), nothing at any layer's op (before: the MLP's tensors too, 96 MiB
+    # at the first layer's MLP)
+    from workloads.parallel import plan_graphs
+
+    cfg = dataclasses.replace(zoo_config("maxtext-16b-2023"), layers=2)
+    plan = ParallelPlan(dp=4, fsdp=True, microbatch=1, global_batch=4, loss_chunks=4)
+    g = plan_graphs(cfg, plan, seq=512, dtype="bf16", train=True, recompute="full", framework="maxtext")[0].graph
+    bwd = next(op.name for op in g.ops if op.kind == "cross_entropy_bwd")
+    changed = X.xla_chunked_loss_bytes(g, 4)
+    assert not [name for name in changed if name.startswith("layers.")]
+    logits = 512 * 32768 * 2
+    table = 2 * 5120 * 32768 * 4  # the tied table gathered in fp32 and its fp32 gradient accumulator
+    assert changed[bwd] == pytest.approx(table - 2 * logits * 3 / 4)
+    assert min(changed.values()) == pytest.approx(table - 2 * logits * 3 / 4)
+
+
 def test_llama_405b_on_v5p_1024_peaks_at_the_vocab_tiled_loss() -> None:
     # train-131 (Llama 3.1 405B, MaxText custom remat with context and mlpwo offloaded, 2 x 8192 tokens a
     # chip, num_vocab_tiling 4, FSDP over 512 v5p chips), which ran. JAX saves mlpwo's output for no
