@@ -65,6 +65,18 @@ FP32_GEMMS = (
     GemmShape(512, 64, 512, b=128, transpose=1),                                         # dV, dK
     GemmShape(32, 32, 32, b=4096), GemmShape(2048, 2048, 2048),
 )
+#: Small GEMMs timed three ways (``_gemm_timing``): the shapes and operand layouts of the published H100 rows that
+#: the two timers disagree on. OpenXLA's table (CUPTI kernel records; lhs [b, m, k], rhs [b, k, n] row-major, so B
+#: N-major): bf16 and TF32 256^3 to 1024^3, batched and with K = 4096, TF32 also with B K-major for the layout's own
+#: cost; triton-lang/triton issue #2339 (``do_bench`` after a 256 MB flush; b = randn(N, K).T, so B K-major): fp16.
+TIMING_GEMMS = (
+    *((GemmShape(s, s, s), dt) for dt in ("bf16", "tf32") for s in (256, 512, 1024)),
+    *((GemmShape(1024, 1024, 1024, b=2), dt) for dt in ("bf16", "tf32")),
+    *((GemmShape(1024, 1024, 4096), dt) for dt in ("bf16", "tf32")),
+    *((GemmShape(s, s, s, transpose=2), "tf32") for s in (512, 1024)),
+    *((GemmShape(2048, n, n, transpose=2), "fp16") for n in (512, 1024, 2048, 4096)),
+)
+DRY_TIMING_GEMMS = ((GemmShape(32, 32, 32), "fp32"), (GemmShape(16, 16, 32, b=2, transpose=2), "tf32"))
 #: Bytes per tensor of the streaming cases: 1 MiB to 4 GiB in steps of 4x.
 STREAM_BYTES = tuple(MIB * 4**i for i in range(7))
 #: The same lists for the CPU dry run: tiny shapes, the same code paths.

@@ -14,12 +14,14 @@ Writes into DIR:
   at least 5 s (after 1 s of settling), in the energy schema of
   ``simulator.calibration.energy_validation`` (``nodeperf validate --dataset energy DIR/power.csv``);
 * ``layer_kernels.csv``: every kernel of the eager layer's forward and training step, with its mean time;
+* ``gemm_timing.csv``: the small GEMMs of the published H100 rows timed by ``do_bench``'s flushed event pair,
+  CUDA-graph replay and the profiler's kernel records, with the kernels each call launched;
 * ``metadata.json``: GPU, driver, clocks, power limits, library versions, the idle power, the empty
   kernel's launch figures, and every part that was skipped with the reason.
 
 A part whose library is missing (torch, fp8 support, NVML/nvidia-smi) is skipped with the reason; the
-rest still runs. Estimated length on an H100/H200 (not yet run on one): about two minutes, 84 timed
-cases of ~0.3 s and 11 power windows of 6 s (the limit is ten).
+rest still runs. Estimated length on an H100/H200 (not yet run on one): about two and a half minutes, 84 timed
+cases of ~0.3 s, 11 power windows of 6 s and 15 GEMM timing cases of about a second (the limit is ten).
 """
 
 from __future__ import annotations
@@ -41,11 +43,12 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _cases  # noqa: E402
+import _gemm_timing  # noqa: E402
 import _layer  # noqa: E402
 import _meta  # noqa: E402
 import _power  # noqa: E402
 
-PARTS = ("gemm", "fp8", "fp32", "launch", "stream", "layer", "power")
+PARTS = ("gemm", "fp8", "fp32", "launch", "stream", "layer", "power", "gemm_timing")
 logger = logging.getLogger("device-run")
 
 
@@ -61,6 +64,7 @@ class Run:
     rows: list[Any] = dataclasses.field(default_factory=list)      # Measurement records
     power: list[dict[str, str]] = dataclasses.field(default_factory=list)
     layer: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    timing: list[dict[str, str]] = dataclasses.field(default_factory=list)
     parts: dict[str, str] = dataclasses.field(default_factory=dict)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -214,6 +218,14 @@ def part_layer(run: Run) -> None:
         del runner
 
 
+def part_gemm_timing(run: Run) -> None:
+    """The small GEMMs of the published H100 rows by ``do_bench``'s flushed event pair, CUDA-graph replay and the
+    profiler's kernel records, with the kernels each call launched (``_gemm_timing``)."""
+    cases = list(_cases.DRY_TIMING_GEMMS if run.dry else _cases.TIMING_GEMMS)
+    calls, flush = (3, 1 << 16) if run.dry else (_gemm_timing.CALLS, _gemm_timing.FLUSH_BYTES)
+    run.timing.extend(_gemm_timing.rows(run.torch, cases, run.device, calls, flush))
+
+
 def _power_cases(run: Run) -> list[tuple[str, str, str, Any]]:
     """(kind, workload, dtype, runner) of each power loop."""
     from simulator.calibration.executor import compile_graph
@@ -272,11 +284,12 @@ def write_outputs(run: Run, meta: dict[str, Any]) -> None:
             w = csv.DictWriter(f, fieldnames=ENERGY_COLUMNS)
             w.writeheader()
             w.writerows({c: r.get(c, "") for c in ENERGY_COLUMNS} for r in run.power)
-    if run.layer:
-        with open(run.out / "layer_kernels.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(run.layer[0]))
-            w.writeheader()
-            w.writerows(run.layer)
+    for name, rows_ in (("layer_kernels.csv", run.layer), ("gemm_timing.csv", run.timing)):
+        if rows_:
+            with open(run.out / name, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows_[0]))
+                w.writeheader()
+                w.writerows(rows_)
     meta.update(parts=run.parts, **run.extra)
     (run.out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -284,7 +297,7 @@ def write_outputs(run: Run, meta: dict[str, Any]) -> None:
 def run_parts(run: Run, parts: list[str]) -> None:
     """Run each part; a missing library or an unsupported feature skips that part with the reason."""
     fns = {"gemm": part_gemm, "fp8": part_fp8, "fp32": part_fp32, "launch": part_launch, "stream": part_stream,
-           "layer": part_layer, "power": part_power}
+           "layer": part_layer, "power": part_power, "gemm_timing": part_gemm_timing}
     for name in parts:
         t0 = time.perf_counter()
         try:

@@ -69,6 +69,9 @@ TRTLLM_PRE_XQA_SOURCE = (
 # a TensorRT-LLM engine built with the fp8 gemm plugin runs cuBLASLt without fast accumulation (the split accumulator,
 # workloads.frameworks.TRTLLM_FP8_ACCUM_ENGINE): EvalOptions.fp8_accumulation = "split"; no row states it today
 _TRTLLM_FP8_GEMM_PLUGIN = re.compile(r"--gemm_plugin[ =]fp8\b")
+# a row whose notes state that it timed the kernels alone, as a profiler records them (OpenXLA's matmul table: CUPTI
+# kernel-activity durations, "GPU kernel time only, no launch overhead"): EvalOptions.kernel_time_only
+_KERNEL_TIME_ONLY = re.compile(r"\bGPU kernel time only\b")
 # a row whose notes state that its convolutions ran on PyTorch's default NCHW tensors (EvalOptions.conv_layout)
 _NCHW = re.compile(r"memory format NCHW", re.IGNORECASE)
 # a row timed under torch.autocast: fp32 weights cast to the low precision (autocast_weight_casts)
@@ -393,7 +396,8 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     multi-GPU rows' stack column, is optional: TensorRT-LLM's custom all-reduce needs it to name TensorRT-LLM): the
     software stack they name decides fusion, CUDA graphs, the attention kernel design, eager
     per-op costs, TF32, CUDA graphs (off where the notes say "no CUDA graphs"), the convolutions' memory format ("memory format NCHW" in the notes), a
-    timed loop over the same tensors without an L2 flush ("same tensors with no L2 flush between calls"), a
+    timed loop over the same tensors without an L2 flush ("same tensors with no L2 flush between calls"), kernel
+    time as a profiler records it with no host launch ("GPU kernel time only"), a
     stated power limit and the compiled tile-loop kernel an elementwise benchmark ran ("Kernel:
     cub-ublkcp@<commit>:<functor>-<dtype>"). Both the published-set validation and the
     calibrator use it, so a measurement is always predicted under the same conditions.
@@ -426,6 +430,7 @@ def run_options(row: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
                        else "grouped",
                        fp8_accumulation="split" if _trtllm_fp8_plugin(row, text) else "fast",
                        warm_repeats=bool(_WARM_REPEATS.search(text)),
+                       kernel_time_only=bool(_KERNEL_TIME_ONLY.search(text)),
                        streaming_kernel=_tile_loop_kernel(row.get("notes") or "",
                                                           f"{row['id']}: notes" if row.get("id") else "notes"))
     overrides: dict[str, Any] = {}

@@ -374,7 +374,10 @@ def host_floor_s(rule: str, kernels: Any, floor: Any, eff: Any, opts: EvalOption
     issues one kernel; its host work is the descriptor and plan lookup around it), plus ``modules``,
     the op's ``nn.Module`` call time (:func:`module_host_s`). The layout transforms cuDNN runs around a
     convolution on NCHW tensors (:func:`simulator.lowering.gpu.library_launches`) are launched inside the
-    same library call: a kernel launch each, not a framework op. Zero without kernels."""
+    same library call: a kernel launch each, not a framework op. Zero without kernels, and zero when the timed
+    quantity is the kernels' own device time (``opts.kernel_time_only``: a profiler's kernel records)."""
+    if opts.kernel_time_only:
+        return np.zeros(np.shape(kernels)) if np.ndim(kernels) else 0.0
     lib = library_launches(rule, kernels)
     launched = np.asarray(kernels) > 0
     own = np.maximum(np.asarray(kernels) - lib, 0)

@@ -61,6 +61,12 @@ class EvalOptions:
         through :attr:`hwmodels.gpu.GemmLaunch.resident_bytes`; convolutions, grouped, quantised and recurrent
         contractions and attention keep their DRAM operands (no row needs them yet); writes are still priced to
         DRAM. Needs ``l2_residency``. Off (default): one cold run.
+    kernel_time_only
+        The timed quantity is the kernels' own device time as a profiler records it (CUPTI kernel-activity
+        durations, XLA's ``matmul_perf_table_gen``), which no host launch enters: every op costs its device
+        time (its modelled work plus ``efficiency.kernel_device_time_s`` per kernel) with no host launch floor
+        (``launch_overhead_s``, ``graph_launch_overhead_s``, the eager framework's per-op time). Off (default):
+        the host's launch rate floors every kernel.
     streaming_kernel
         ``""`` (default): elementwise ops stream at the device's streaming rate. A name from
         :data:`hwmodels.tile_loop.TILE_LOOP_KERNELS`: every elementwise op runs that compiled tile-loop kernel
@@ -172,6 +178,7 @@ class EvalOptions:
     all_reduce_kernel: str = "nccl"
     decode_attention: str = "grouped"
     streaming_kernel: str = ""
+    kernel_time_only: bool = False
 
     fp8_activation_scale: str = "dynamic"
     fp8_accumulation: str = "fast"

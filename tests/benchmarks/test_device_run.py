@@ -49,6 +49,14 @@ def test_dry_run_writes_measurements_that_load(tmp_path: Path) -> None:
     assert {k["phase"] for k in kernels} == {"forward", "train"}
     assert any("mm" in k["kernel"] for k in kernels)
     assert not (out / "power.csv").exists()
+    with open(out / "gemm_timing.csv") as f:
+        timing = list(csv.DictReader(f))
+    # the CPU has no CUDA graph: the flushed timer and the profiler for each case
+    assert {(t["workload"], t["dtype"], t["method"]) for t in timing} == {
+        (s.workload, dt, m) for s, dt in cases.DRY_TIMING_GEMMS for m in ("flush_events", "profiler")}
+    assert all(float(t["median_s"]) > 0 for t in timing)
+    assert sorted(t["kernels"] for t in timing if t["method"] == "profiler") == ["aten::bmm x 1", "aten::mm x 1"]
+    assert meta["parts"]["gemm_timing"] == "ran"
 
 
 def test_unknown_part_exits_2(tmp_path: Path) -> None:
@@ -81,3 +89,20 @@ def test_power_row_averages_settled_samples_and_loads(tmp_path: Path) -> None:
     assert loaded.power_w == pytest.approx(620.0)
     assert power.power_row(power.Loop(10, 0.5, 0.0, ((0.2, 300.0, 1e9),)), rid="x", kind="gemm", workload="w",
                            dtype="bf16", device="d", framework="f") is None
+
+
+def test_timing_operands_follow_the_layout_bits() -> None:
+    torch = pytest.importorskip("torch")
+    timing, cases = _module("_gemm_timing"), _module("_cases")
+    # B stored (n, k) and read transposed (bit 2), batched: C is [b, m, n]; TF32 is allowed only inside the call
+    before = torch.backends.cuda.matmul.allow_tf32
+    c = timing.operands(torch, cases.GemmShape(4, 3, 5, b=2, transpose=2), "tf32", "cpu")()
+    assert tuple(c.shape) == (2, 4, 3) and c.dtype == torch.float32
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    c = timing.operands(torch, cases.GemmShape(4, 3, 5, transpose=1), "bf16", "cpu")()
+    assert tuple(c.shape) == (4, 3) and c.dtype == torch.bfloat16
+    # the published rows' layouts: OpenXLA's rhs row-major [k, n] (N-major), triton #2339's b = randn(N, K).T
+    xla = {s.transpose for s, dt in cases.TIMING_GEMMS if dt == "bf16"}
+    assert xla == {0} and {s.transpose for s, dt in cases.TIMING_GEMMS if dt == "fp16"} == {2}
+    assert ("gemm:m=2048,n=512,k=512,transpose=2", "fp16") in {(s.workload, dt) for s, dt in cases.TIMING_GEMMS}
+    assert timing.FLUSH_BYTES == 256_000_000  # do_bench's int(256e6) int8 cache

@@ -36,7 +36,10 @@ def test_every_row_is_predicted(summaries):
 
 # achieved MAPE per group (docs/accuracy.md), rounded up to the next half percent
 ACHIEVED_MAPE = {  # percent (GEMM pipeline edges per round of tiles: docs/contraction_paths.md)
-    "gemm": 11.5, "bandwidth": 9.0, "attention": 12.0, "op-level": 11.0,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    "gemm": 12.5, "bandwidth": 9.0, "attention": 12.0, "op-level": 11.5,  # L4 GEMMs under DVFS (docs/dvfs.md)
+    # (OpenXLA's CUPTI kernel times priced without the host launch floor, EvalOptions.kernel_time_only: gemm 11.4% ->
+    # 12.3%, op level 10.7% -> 11.3%; the three table rows under 5 us, already fast, faster: pub-115 -3.8% -> -39.9%,
+    # pub-116 -24.2% -> -39.4%, pub-132 -15.8% -> -27.1%; docs/accuracy.md "Kernel-time rows")
     # (a Hopper GEMM whose last wave leaves SMs idle at one SM's own L2 intake, efficiency.l2_tile_sm_port_ratio:
     # gemm 10.5% -> 11.4%, op level 10.2% -> 10.7%, the small H100 rows already fast faster; docs/accuracy.md "A
     # per-SM L2 intake for Hopper")
