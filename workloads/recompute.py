@@ -79,7 +79,7 @@ from workloads.ir import Op, OpGraph, Role, TensorSpec
 __all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUSTOM_UNMODELLED", "policy_plan",
            "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse",
            "MEGATRON_MODULES", "module_names", "module_segments", "STACK_POLICIES", "stack_accepts", "check_stack_policy",
-           "policy_family"]
+           "policy_family", "at_reduction"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -399,7 +399,34 @@ def policy_plan(g: OpGraph, policy: str) -> tuple[set[str], set[str]]:
             saved.add(op.name)
         elif name in off:
             offloaded.add(op.name)
-    return saved, offloaded
+    return at_reduction(g, saved), at_reduction(g, offloaded)
+
+
+def at_reduction(g: OpGraph, names: set[str]) -> set[str]:
+    """``names`` (ops whose outputs a MaxText policy keeps) with each weight matmul whose output reaches its
+    consumers only through a tensor-parallel reduce-scatter (reshapes between) replaced by that reduce-scatter.
+
+    MaxText tags a projection's output with ``checkpoint_name`` on the value the einsum returns (``out =
+    checkpoint_name(out, "out_proj")``, MaxText/layers/attentions.py @ f4db8e4cc; ``"mlpwo"`` in layers/linears.py)
+    and lets XLA's SPMD partitioner shard it: a dot whose contracted dimension is sharded over ``tensor`` has its
+    partial sums reduced where it is produced (every HLO value holds the full sum in its own sharding, here the
+    residual's ``activation_embed`` over ``tensor``), so the tensor kept on the device or sent to the host is the
+    reduced, sharded one: in the zoo's sequence-parallel graphs the reduce-scatter's output, ``1/tp`` of the
+    matmul's, and the backward needs no second reduce-scatter to rebuild it. Grouped matmuls keep their own
+    output: MaxText's expert ``mlpwo`` is tagged inside the MoE ``shard_map`` before its explicit
+    ``psum_scatter`` (MaxText/layers/moe.py @ f4db8e4cc, ``sparse_matmul``), on the per-chip partial sums."""
+    out = set(names)
+    for name in names:
+        op = g.op(name)
+        if op.kind != "matmul" or not _weighted(op):
+            continue
+        t = op.outputs[0]
+        while len(cons := g.consumers(t.name)) == 1 and cons[0].kind == "reshape":
+            t = cons[0].outputs[0]
+        if len(cons) == 1 and cons[0].kind == "reduce_scatter":
+            out.discard(name)
+            out.add(cons[0].name)
+    return out
 
 
 _RANK = {"remat": 0, "offload": 1, "device": 2}
@@ -458,7 +485,7 @@ def _custom_plan(g: OpGraph, ch: dict[str, str]) -> tuple[set[str], set[str]]:
                 prod = g.producer(t.name)
                 if prod is not None and layer_key(prod.group) != key and t.role is Role.ACTIVATION:
                     offloaded.add(prod.name)
-    return saved, offloaded
+    return at_reduction(g, saved), at_reduction(g, offloaded)
 
 
 def _split_sizes(g: OpGraph, op: Op) -> tuple[Op, tuple[int, ...]] | None:

@@ -148,7 +148,8 @@ def row_parallel_stash_bytes(g: OpGraph, kept: Mapping[str, float]) -> tuple[flo
     forward tensors the backward pass reads) of the graph's layers.
 
     MaxText shards both over the ``tensor`` axis (:data:`ROW_PARALLEL_NAMES`); the graph's copies are
-    unsharded. An ``mlpwo`` output is counted only where the residual add it feeds is kept too: JAX
+    unsharded (a reduce-scatter's output kept in a projection's place is already sharded: only the ``mlpwo``
+    rule applies to it). An ``mlpwo`` output is counted only where the residual add it feeds is kept too: JAX
     saves a value only if the backward pass needs it (a residual of the linearisation), and nothing in
     the backward reads ``mlpwo``'s output once the layer's output, the next layer's saved input
     (the scan's carry), is kept; the graph re-runs that add in its recomputation and so keeps both."""
@@ -157,14 +158,25 @@ def row_parallel_stash_bytes(g: OpGraph, kept: Mapping[str, float]) -> tuple[flo
     out = wo = 0.0
     for name, size in kept.items():
         op = g.producer(name)
-        if op is None:
+        reduced = op is not None and op.kind == "reduce_scatter"
+        src = _scattered_source(g, op) if reduced else op
+        if src is None:
             continue
-        proj = projection_name(g, op)
-        if proj == "out_proj":
+        proj = projection_name(g, src)
+        if proj == "out_proj" and not reduced:
             out += size
         elif proj == "mlpwo" and _feeds_kept_residual(g, name, kept):
             wo += size
     return out, wo
+
+
+def _scattered_source(g: OpGraph, rs: Op) -> Op | None:
+    """The op whose output a reduce-scatter reduces, through reshapes: a policy keeps a tensor-parallel
+    projection's reduced output in its place (:func:`workloads.recompute.at_reduction`), already ``1/tp``."""
+    op = g.producer(rs.inputs[0].name)
+    while op is not None and op.kind == "reshape":
+        op = g.producer(op.inputs[0].name)
+    return op
 
 
 def _feeds_kept_residual(g: OpGraph, name: str, kept: Mapping[str, float]) -> bool:
