@@ -438,10 +438,8 @@ class _Build:
         self.batch = batch
         self.phase = phase
         self.context = context
-        self.attention = attention
-        self.logits = logits
-        self.seq = seq
-        self.decoder_seq = decoder_seq
+        self.attention, self.logits = attention, logits
+        self.seq, self.decoder_seq = seq, decoder_seq
         self.tp, self.ep = tp, ep
         #: expert tensor parallelism (Megatron-Core expert_tensor_parallel_size; None: tp)
         self.etp = tp if etp is None else etp
@@ -470,8 +468,7 @@ class _Build:
         self.unfused_rope = bool(prof and hf_family and hf_family in prof.unfused_rope_families)
         self.fused_rope = bool(prof and prof.fused_rope) and not self.unfused_rope  # TE's fused RoPE: a library kernel
         self.split_copies = bool(prof and prof.split_qkv_copies)  # Megatron-Core's copies of the QKV split's views
-        #: the experts' clamps run eagerly before the activation kernel, then a host-synchronising scalar copy
-        self.clamped_glu = bool(prof and hf_family and hf_family in prof.clamped_glu_families)
+        self.clamped_glu = bool(prof and hf_family and hf_family in prof.clamped_glu_families)  # GPT-OSS: clamp_halves
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
