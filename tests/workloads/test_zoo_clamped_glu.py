@@ -46,15 +46,45 @@ def test_gpt_oss_experts_clamp_each_half_then_concatenate():
     assert ops["moe.split_gate_up"].inputs[0] is cat.outputs[0]
 
 
-def test_clamp_gradients_are_eager_kernels_and_the_chunks_concatenation():
+def test_clamp_gradients_are_pytorchs_clamp_backward_kernels():
     ops = _by_name(_graph())
-    g, u, halves = ops["moe.clamp_gate.bwd"], ops["moe.clamp_up.bwd"], ops["moe.clamp_halves.bwd"]
-    assert (g.kind, u.kind, halves.kind) == ("elementwise_bwd", "elementwise_bwd", "concat")
-    assert g.attrs["aten_fallback"] and u.attrs["aten_fallback"]
-    # each clamp's gradient reads the output gradient and the clamped input (the mask): two reads of 4 x 4,096 x
-    # 2,880 bf16 values, one write
-    assert [t.shape for t in g.inputs] == [(4, 4096, 2880), (4, 4096, 2880)]
-    assert halves.outputs[0].shape == (4, 4096, 5760)
+    grads = [name for name in ops if name.startswith(("moe.clamp_gate.bwd", "moe.clamp_up.bwd"))]
+    # clamp_backward: a bool mask per clamped side, their logical_and_ with both sides, then where(mask, grad, 0)
+    assert sorted(grads) == ["moe.clamp_gate.bwd", "moe.clamp_gate.bwd_le", "moe.clamp_up.bwd", "moe.clamp_up.bwd_and",
+                             "moe.clamp_up.bwd_ge", "moe.clamp_up.bwd_le"]
+    assert all(ops[n].kind == "elementwise_bwd" and ops[n].attrs["aten_fallback"] for n in grads)
+    le, ge, both = ops["moe.clamp_gate.bwd_le"], ops["moe.clamp_up.bwd_ge"], ops["moe.clamp_up.bwd_and"]
+    assert (le.attrs["op"], ge.attrs["op"], both.attrs["op"]) == ("le", "ge", "logical_and")
+    # the comparisons read the clamped input (4 x 4,096 x 2,880 bf16) and write one byte an element
+    assert le.inputs[0] is ops["moe.clamp_halves"].outputs[0] and ge.inputs[0] is ops["moe.clamp_halves"].outputs[1]
+    assert le.outputs[0].dtype.value == "bool" and le.outputs[0].nbytes == 4 * 4096 * 2880
+    assert both.inputs == (ge.outputs[0], ops["moe.clamp_up.bwd_le"].outputs[0])
+    where = ops["moe.clamp_up.bwd"]
+    assert where.attrs["op"] == "where" and where.inputs[0] is both.outputs[0]
+    assert where.outputs[0].dtype.value == "bf16" and where.outputs[0].shape == (4, 4096, 2880)
+    # the chunk's gradient concatenates the two halves' gradients
+    halves = ops["moe.clamp_halves.bwd"]
+    assert halves.kind == "concat" and halves.outputs[0].shape == (4, 4096, 5760)
+
+
+def test_clip_without_bounds_keeps_one_gradient_kernel_and_bad_bounds_are_located():
+    import pytest
+
+    from workloads.ir import GraphBuilder, GraphError
+    from workloads.training import training_graph
+
+    def step(**attrs):
+        b = GraphBuilder("c", dtype="bf16")
+        y = b.op("matmul", [b.input("x", (4, 8)), b.weight("w", (8, 8))], name="mm")
+        y = b.op("elementwise", [y], name="clamp", op="clip", **attrs)
+        b.op("mse_loss", [y, b.input("t", (4, 8))], name="loss")
+        return training_graph(b.build({"phase": "train"}))
+
+    kinds = [op.attrs.get("op") for op in step().ops if op.name.startswith("clamp.bwd")]
+    assert kinds == ["clip"]
+    with pytest.raises(GraphError, match=r"op 'clamp' \(elementwise clip\): bounds: got 'upper'; expected one of "
+                                         r"min, max, both"):
+        step(bounds="upper")
 
 
 def test_moe_act_recompute_runs_the_clamps_and_their_sync_again():

@@ -1018,14 +1018,15 @@ class _Build:
         """GPT-OSS's clamps before the experts' gated activation as Megatron-Core runs them
         (``weighted_bias_quick_geglu_impl``; :attr:`workloads.frameworks.FrameworkProfile.clamped_glu_families`):
         the first GEMM's output chunked into its halves (views), each clamped by an eager kernel (the gate at
-        most the limit, the linear half within it: ``clip``), the two concatenated by ``torch.cat`` (a copy of
-        every column), then ``torch.tensor(linear_offset, device=...)``, whose copy from a CPU scalar makes the
-        host wait for the stream: the concatenation carries ``host_sync``. Nothing fuses into these kernels
-        (``aten_fallback``); their gradients are two clamp kernels and the chunk's concatenation. Same shape."""
+        most the limit, the linear half within it: ``clip`` with ``bounds`` max and both), the two concatenated
+        by ``torch.cat`` (a copy of every column), then ``torch.tensor(linear_offset, device=...)``, whose copy
+        from a CPU scalar makes the host wait for the stream: the concatenation carries ``host_sync``. Nothing
+        fuses into these kernels (``aten_fallback``); their gradients are PyTorch's ``clamp_backward`` kernels
+        (:func:`workloads.training._clamp_grad`) and the chunk's concatenation. Same shape."""
         b, fb = self.b, {"aten_fallback": True}
         gate, up = b.op("split", [hid], name="clamp_halves", axis=-1, sizes=(ff, ff))
-        gate = b.op("elementwise", [gate], name="clamp_gate", op="clip", **fb)
-        up = b.op("elementwise", [up], name="clamp_up", op="clip", **fb)
+        gate = b.op("elementwise", [gate], name="clamp_gate", op="clip", bounds="max", **fb)
+        up = b.op("elementwise", [up], name="clamp_up", op="clip", bounds="both", **fb)
         return b.op("concat", [gate, up], name="clamp_cat", axis=-1, host_sync=True, **fb)
 
     def scatter_routed(self, fold: bool, s: int, d: int) -> bool:
