@@ -566,6 +566,28 @@ _MCORE_DEEPEP_SMS = (
     "DeepEP HybridEPBuffer's own default, from core_v0.17.1), which token_dispatcher.py passes to hybrid_ep_dispatch as num_sms_dispatch_api and "
     "num_sms_combine_api (HybridEPBuffer, fused_a2a.py)"
 )
+#: Megatron-Core's clamped quick-GEGLU of GPT-OSS's experts (``FrameworkProfile.clamped_glu_families``)
+_MCORE_CLAMPED_GLU = (
+    "NVIDIA/Megatron-LM 0d8e0714 (Megatron-Bridge v0.2.0's submodule, the 25.11 container) and 580d53a8 (26.04): "
+    "megatron/core/transformer/moe/experts.py TEGroupedMLP.forward, with bias_activation_fusion and "
+    "activation_func quick_gelu and gated_linear_unit, calls weighted_bias_quick_geglu_impl(..., "
+    "config.glu_linear_offset, config.activation_func_clamp_value) inside the moe_act checkpoint (bias_act_func); "
+    "megatron/core/fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl: with a clamp value, "
+    "input.chunk(2, -1), x_glu.clamp(max=v), x_linear.clamp(min=-v, max=v) and torch.cat of the two, eagerly, "
+    "then linear_offset = torch.tensor(linear_offset, dtype=..., device=input.device) before "
+    "WeightedQuickGeGLUFunction.apply (weighted_quick_geglu and its backward under jit_fuser = torch.compile, "
+    "megatron/core/jit.py); unchanged on Megatron-LM main @ d98e8a64 (2026-08-22). A CPU scalar copied to the "
+    "device without non_blocking synchronises the stream: PyTorch aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda "
+    "calls at::cuda::memcpy_and_sync (cudaMemcpyAsync then cudaStreamSynchronize, c10/cuda/CUDAFunctions.h); "
+    "pytorch/pytorch issue #120996 (torch 2.1: torch.tensor(3.14, device=dev) reported as 'a synchronizing CUDA "
+    "operation' by torch.cuda.set_sync_debug_mode, torch.full does not) and issue #190217 (2026-07-16, open: "
+    "'torch.tensor(3.14., device=\"cuda\") should avoid h2d sync when the input is a scalar', reproduced on torch "
+    "2.11). "
+    "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py @ v0.2.0 (GPTOSSProvider: "
+    "activation_func quick_gelu, glu_linear_offset 1.0, activation_func_clamp_value 7.0, bias_activation_fusion "
+    "True) and gpt_oss_bridge.py @ 270536cc (the same four settings); use_te_activation_func defaults to False "
+    "(transformer_config.py at both commits)"
+)
 #: The collectives of Megatron-Core's alltoall dispatcher beside the token all-to-alls.
 _MCORE_DISPATCH_COLLECTIVES = (
     "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py at 0d8e0714 (core_dev_r0.15.0, pinned by "
@@ -735,6 +757,15 @@ class FrameworkProfile:
         ``fused_rope`` is set: Megatron-Bridge turns ``apply_rope_fusion`` off for a position embedding other
         than plain RoPE (GPT-OSS's YaRN), and Megatron-Core's ``_apply_rotary_pos_emb_bshd`` runs instead
         (source: ``_MCORE_ROPE``; the transformer builder's ``mcore_unfused_rope``).
+    clamped_glu_families
+        Model families (``ModelEntry.family``) whose experts' gated activation clamps both halves first
+        (GPT-OSS: the gate at most 7, the linear half within +-7, then ``quick_gelu(gate) * (up + 1)``) and
+        whose stack runs the clamps apart from its activation kernel: Megatron-Core's
+        ``weighted_bias_quick_geglu_impl`` clamps each half and concatenates them eagerly (three kernels each
+        way: two clamps and a ``torch.cat``; backward two clamp gradients and the chunk's concatenation), then
+        copies the linear offset to the device from a CPU scalar, which synchronises the host with the stream
+        (the ``host_sync`` of the concatenation, also in its ``moe_act`` recomputation); source
+        ``_MCORE_CLAMPED_GLU``. The activation and the gated product stay one compiled kernel.
     split_qkv_copies
         The copies Megatron-Core's split of the fused QKV output costs before Transformer Engine's attention
         (source: ``_MCORE_ROPE``): with grouped queries (more than one query group on the rank, more than one
@@ -1005,6 +1036,7 @@ class FrameworkProfile:
     repeat_kv: bool = False
     fused_rope: bool = False
     unfused_rope_families: tuple[str, ...] = ()
+    clamped_glu_families: tuple[str, ...] = ()
     split_qkv_copies: bool = False
     matmul_copies: bool = False
     dropout: bool = False
@@ -1103,7 +1135,7 @@ class FrameworkProfile:
         """True when the profile changes what the transformer builder emits."""
         return bool(self.attention or self.logits or self.eager_ops or self.dropout or self.eager_norm
                     or self.eager_final_norm or self.complex_rope or self.repeat_kv or self.fused_rope
-                    or self.split_qkv_copies or self.epilogue_bias_only)
+                    or self.split_qkv_copies or self.epilogue_bias_only or bool(self.clamped_glu_families))
 
     def cost_options(self) -> dict[str, Any]:
         """Keyword arguments of ``simulator.engines.analytical.EvalOptions`` this stack implies."""
@@ -1365,8 +1397,10 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      devices=(("gpu", "nvidia"), ("gpu", "amd")), stack="fsdp2", grad_reduce_dtype="fp32"),
     FrameworkProfile("megatron-core", "Megatron-Core training with Transformer Engine layers (fused norm/GEMM, "
                      "cuDNN fused attention, overlapped data- and tensor-parallel communication)",
-                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED, _MCORE_ROPE),
+                     fusion=True, epilogue_fusion=True, sources=(_MCORE, _MCORE_ATTN, _TP_OVERLAP, _TE_GROUPED, _MCORE_ROPE,
+                                                               _MCORE_CLAMPED_GLU),
                      fused_rope=True, unfused_rope_families=("gpt-oss",), split_qkv_copies=True,
+                     clamped_glu_families=("gpt-oss",),
                      devices=(("gpu", "nvidia"),), stack="megatron-core", tp_comm_overlap=True,
                      grouped_gemm="per_expert", grouped_gemm_streams=4, grouped_gemm_source=_TE_GROUPED,
                      moe_sort_chunks=True, moe_bias_per_expert=True,

@@ -67,6 +67,7 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "cast": 0, "copy": 0, "identity": 0, "dropout": 1,
     "mask": 1,
     "clip": 2,
+    "ge": 1, "le": 1, "logical_and": 1,  # comparisons and a logical and: a bool mask (clamp_backward)
 }
 #: Backward elementwise FLOPs per element (dy -> dx), same spirit.
 ELEMENTWISE_BWD_FLOPS: dict[str, int] = {k: max(1, 2 * v) for k, v in ELEMENTWISE_FLOPS.items()}

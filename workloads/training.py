@@ -463,6 +463,8 @@ def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[
     g = op.group
     grads: list[TensorSpec | None] = [None] * len(op.inputs)
     fb = {"aten_fallback": True} if op.attrs.get("aten_fallback") else {}  # an ATen fallback's gradient is one too
+    if fn == "clip" and op.attrs.get("bounds") and need[0]:
+        return [_clamp_grad(d, op, dy, fb)]
     for i, t in enumerate(op.inputs):
         if not need[i]:
             continue
@@ -482,6 +484,29 @@ def _bwd_elementwise(d: _Deriver, op: Op, dys: list[TensorSpec | None]) -> list[
                         op=fn, **fb)[0]
         grads[i] = d.reduce_to(gi, t, base, g) if gi.shape != t.shape else gi
     return grads
+
+
+#: the comparisons of PyTorch's ``clamp_backward`` per clamped side (``bounds`` of a ``clip`` op)
+_CLAMP_MASKS = {"min": ("ge",), "max": ("le",), "both": ("ge", "le")}
+
+
+def _clamp_grad(d: _Deriver, op: Op, dy: TensorSpec, fb: dict[str, bool]) -> TensorSpec:
+    """The gradient of an eager ``torch.clamp`` whose ``bounds`` attribute says which sides it clamps, as PyTorch's
+    autograd computes it (torch/csrc/autograd/FunctionsManual.cpp ``clamp_backward``: ``where(self <= max, grad,
+    0)``, ``where(self >= min, ...)``, or ``where((self >= min).logical_and_(self <= max), ...)`` with both): one
+    comparison kernel per side writing a bool mask, their in-place ``logical_and_`` with two, then ``where``
+    reading the mask and the gradient."""
+    x, g = d.R(op.inputs[0]), op.group
+    sides = _CLAMP_MASKS.get(op.attrs["bounds"])
+    if sides is None:
+        raise GraphError(f"op {op.name!r} (elementwise clip): bounds: got {op.attrs['bounds']!r}; expected one of "
+                         f"{', '.join(_CLAMP_MASKS)}")
+    masks = [d.emit("elementwise_bwd", [x], f"{op.name}.bwd_{s}", g, out_dtype=DType.BOOL, op=s, **fb)[0]
+             for s in sides]
+    mask = masks[0] if len(masks) == 1 else d.emit("elementwise_bwd", masks, f"{op.name}.bwd_and", g,
+                                                   op="logical_and", **fb)[0]
+    return d.emit("elementwise_bwd", [mask, dy], f"{op.name}.bwd", g, out=[d.hint(op.inputs[0])], out_dtype=dy.dtype,
+                  op="where", **fb)[0]
 
 
 @_rule("layernorm", "rmsnorm", "groupnorm", "batchnorm")

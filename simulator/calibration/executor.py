@@ -105,6 +105,8 @@ def _elementwise_fns(torch: Any) -> dict[str, Callable[..., Any]]:
         "cast": lambda x, *r: x.clone(), "copy": lambda x, *r: x.clone(), "identity": lambda x, *r: x.clone(),
         "dropout": lambda x, *r: F.dropout(x, 0.1, training=True), "mask": lambda x, *r: x.masked_fill(x > 0, 0),
         "clip": lambda x, *r: torch.clamp(x, -1, 1),
+        "ge": lambda x, *r: (x >= 0).to(x.dtype), "le": lambda x, *r: (x <= 0).to(x.dtype),
+        "logical_and": lambda a, b=None, *r: torch.logical_and(a, a if b is None else b).to(a.dtype),
     }
 
 

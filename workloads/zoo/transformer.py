@@ -438,10 +438,8 @@ class _Build:
         self.batch = batch
         self.phase = phase
         self.context = context
-        self.attention = attention
-        self.logits = logits
-        self.seq = seq
-        self.decoder_seq = decoder_seq
+        self.attention, self.logits = attention, logits
+        self.seq, self.decoder_seq = seq, decoder_seq
         self.tp, self.ep = tp, ep
         #: expert tensor parallelism (Megatron-Core expert_tensor_parallel_size; None: tp)
         self.etp = tp if etp is None else etp
@@ -470,6 +468,7 @@ class _Build:
         self.unfused_rope = bool(prof and hf_family and hf_family in prof.unfused_rope_families)
         self.fused_rope = bool(prof and prof.fused_rope) and not self.unfused_rope  # TE's fused RoPE: a library kernel
         self.split_copies = bool(prof and prof.split_qkv_copies)  # Megatron-Core's copies of the QKV split's views
+        self.clamped_glu = bool(prof and hf_family and hf_family in prof.clamped_glu_families)  # GPT-OSS: clamp_halves
         #: the model code's torch.matmul runs the attention products (eager, or traced by AOTAutograd for Inductor)
         self.eager_matmul = self.eager_ops and bool(prof and prof.matmul_copies)
         #: the m tile of the stack's grouped matmul (MaxText Megablox ``tile_batch_seq``; 0: not modelled)
@@ -994,6 +993,7 @@ class _Build:
             hid = b.op("grouped_matmul", [buf, self.w("experts.w_in", (le, d, n1))], name="experts_in",
                        tokens=routed, experts_active=active_local, **tiles, **calls)
             if cfg.gated:
+                hid = self.clamp_halves(hid, ff) if self.clamped_glu else hid
                 gate, up = b.op("split", [hid], name="split_gate_up", axis=-1, sizes=(ff, ff))
                 a = self.ew("silu" if cfg.mlp == "swiglu" else "gelu", gate, name="act")
                 a = self.ew("mul", a, up, name="gate_mul")
@@ -1013,6 +1013,21 @@ class _Build:
             # experts' MLP widths are split over the tensor-parallel ranks: partial sums reduced
             y = self.reshape(y, (bsz, s, d), "merge")
             return y if fold else self.tp_exit(y, "experts")
+
+    def clamp_halves(self, hid: TensorSpec, ff: int) -> TensorSpec:
+        """GPT-OSS's clamps before the experts' gated activation as Megatron-Core runs them
+        (``weighted_bias_quick_geglu_impl``; :attr:`workloads.frameworks.FrameworkProfile.clamped_glu_families`):
+        the first GEMM's output chunked into its halves (views), each clamped by an eager kernel (the gate at
+        most the limit, the linear half within it: ``clip`` with ``bounds`` max and both), the two concatenated
+        by ``torch.cat`` (a copy of every column), then ``torch.tensor(linear_offset, device=...)``, whose copy
+        from a CPU scalar makes the host wait for the stream: the concatenation carries ``host_sync``. Nothing
+        fuses into these kernels (``aten_fallback``); their gradients are PyTorch's ``clamp_backward`` kernels
+        (:func:`workloads.training._clamp_grad`) and the chunk's concatenation. Same shape."""
+        b, fb = self.b, {"aten_fallback": True}
+        gate, up = b.op("split", [hid], name="clamp_halves", axis=-1, sizes=(ff, ff))
+        gate = b.op("elementwise", [gate], name="clamp_gate", op="clip", bounds="max", **fb)
+        up = b.op("elementwise", [up], name="clamp_up", op="clip", bounds="both", **fb)
+        return b.op("concat", [gate, up], name="clamp_cat", axis=-1, host_sync=True, **fb)
 
     def scatter_routed(self, fold: bool, s: int, d: int) -> bool:
         """Whether the experts' partial sums are reduce-scattered over the tensor-parallel ranks before the
