@@ -107,6 +107,6 @@ def test_no_reference_where_nothing_can_be_named() -> None:
     defaults = load_efficiency_defaults()
     defaults = {**defaults, "ampere": {**defaults["ampere"], "dram_bandwidth_fraction": {
         "value_of": "a100-sxm4-80gb:efficiency.dram_bandwidth_fraction", "source": "x"}}}
-    data = read_toml(DEVICES_DIR / "a100-sxm4-80gb.toml")
+    data = read_toml(DEVICES_DIR / "a100-sxm4-40gb.toml")  # a file that takes the Ampere default
     with pytest.raises(SpecError, match=r"\[ampere\]: efficiency\.dram_bandwidth_fraction: value_of not allowed here"):
         device_from_dict(data, where="a100.toml", efficiency_defaults=defaults)
