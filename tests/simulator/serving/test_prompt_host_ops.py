@@ -15,7 +15,13 @@ def _prompt_pricer(framework: str, model: str = "llama-3-8b", system: str = "a10
                    **overrides):  # noqa: ANN003, ANN202
     from simulator.serving.config import ServeConfig
     from simulator.serving.iteration import IterationPricer
-    from simulator.serving.setup import _decode_host, _eager_options, _hardware, _options, _prompt_host
+    from simulator.serving.setup import (
+        _decode_host,
+        _eager_options,
+        _hardware,
+        _options,
+        _prompt_host,
+    )
     from workloads.parallel import ParallelPlan
 
     config = ServeConfig(framework=framework, **overrides)
