@@ -462,6 +462,30 @@ _SGLANG_03_DECODE_HOST = (
     "1 sync) and next_token_ids.tolist() (1 op, 1 sync). Views, slices and the per-request Python (inside "
     "iteration_host_per_seq_s) are not counted; nor, with tensor parallelism, the controller's per-step "
     "broadcast_recv_input over the gloo CPU group (ControllerSingle.loop_for_forward; no sourced figure)")
+_SGLANG_03_PROMPT_HOST = (
+    "38 eager ops and 6 host synchronisations a prompt (extend) step, and 2 ops more a request in it, counted in the "
+    "sglang==0.3.0 wheel (python/sglang/srt); ModelTpServer.forward_step (managers/tp_worker.py) runs them serially "
+    "with the GPU, before and after the eager forward: ScheduleBatch.prepare_for_extend (managers/schedule_batch.py): "
+    "the req_to_token slice assignment (1 a request), torch.tensor of input_ids, req_pool_indices and seq_lens and "
+    "torch.zeros of position_ids_offsets (4); SamplingBatchInfo.from_schedule_batch (sampling/sampling_batch_info.py): "
+    "four torch.tensor of the sampling parameters (4), and BatchedPenalizerOrchestrator's cumulate_input_tokens, "
+    "whose _TokenIDs makes a torch.tensor of each request's prompt (1 a request; sampling/penaltylib/orchestrator.py); "
+    "ModelRunner.forward_extend -> InputMetadata.from_schedule_batch (model_executor/forward_batch_info.py): "
+    "compute_positions' torch.tensor (1; its .to(torch.int64) is a no-op on NumPy's int64), compute_extend_infos' two "
+    "torch.tensor, torch.zeros_like, torch.cumsum and the slice assignment (5), int(torch.sum(seq_lens)) twice "
+    "(total_num_tokens and the ragged-kernel test: 2 ops, 2 syncs), update_flashinfer_indices as in a decode step "
+    "(torch.zeros, torch.cumsum, the kv_indptr[1:] assignment, the create_flashinfer_kv_indices_triton launch and "
+    "torch.ones: 5, and torch.empty(kv_indptr[-1]): 1 sync) plus the extend part's qo_indptr (torch.zeros, the "
+    "subtraction, torch.cumsum and the assignment: 4) and FlashInfer's paged prefill begin_forward planning on the "
+    "host (1 op, 1 sync, as in the decode step's count); LogitsProcessor.forward (layers/logits_processor.py): the "
+    "last positions' torch.cumsum, the - 1 and the gather (3); after the forward, check_sample_results' torch.all "
+    "and its truth value (1 op, 1 sync) and next_token_ids.tolist() (1 op, 1 sync); then, before the step returns "
+    "its outputs to the detokenizer (ControllerSingle.loop_for_forward sends out_pyobjs after exposed_step), "
+    "ScheduleBatch.merge into the running batch: SamplingBatchInfo.merge's four torch.concat and three torch.concat "
+    "of the batch tensors (7). Not counted: views, slices and per-request Python (iteration_host_per_seq_s), the KV "
+    "pool's prefetch refill (TokenToKVPool.alloc: torch.nonzero and three ops when its 512-slot buffer runs short), "
+    "the sampler's kernels (sampler_kernels, priced with the eager step), and the 7 merge ops' absence when no batch "
+    "is running")
 _SGLANG = ("sgl-project/sglang python/sglang/srt/models/llama.py: the same fused QKV / gate-up GEMMs, SiluAndMul "
            "and RMSNorm kernels as vLLM; FlashInfer attention; CUDA graphs for decode")
 
@@ -819,6 +843,16 @@ class FrameworkProfile:
         (:meth:`simulator.serving.iteration.IterationPricer.decode_host_time`); 0: none counted.
     decode_host_source
         Where ``decode_host_ops`` and ``decode_host_syncs`` are counted.
+    prompt_host_ops, prompt_host_syncs, prompt_host_ops_per_seq
+        Serving: the framework ops and host synchronisations a synchronous engine runs outside the model's forward
+        in a step that carries prompts (building the batch's tensors, the attention planner's metadata, reading the
+        sampled tokens back, merging the new requests into the running batch), counted from its code
+        (``prompt_host_source``); ``prompt_host_ops_per_seq`` more ops for each prompt in the step. Serial with the
+        GPU as ``decode_host_ops`` are, at the same device figures, charged with the host time of every iteration
+        that carries a prompt (:meth:`simulator.serving.iteration.IterationPricer.prompt_host_time`); 0: none
+        counted.
+    prompt_host_source
+        Where ``prompt_host_ops``, ``prompt_host_syncs`` and ``prompt_host_ops_per_seq`` are counted.
     graphs_decode_only
         Serving: CUDA graphs replay decode-only iterations only; an iteration that carries a prompt (or a
         chunk of one) runs the model's ``nn.Module`` forward eagerly (per-op framework dispatch, no graph),
@@ -1091,6 +1125,10 @@ class FrameworkProfile:
     decode_host_ops: int = 0
     decode_host_syncs: int = 0
     decode_host_source: str = ""
+    prompt_host_ops: int = 0
+    prompt_host_syncs: int = 0
+    prompt_host_ops_per_seq: int = 0
+    prompt_host_source: str = ""
     graph_launch_source: str = _GRAPH_LAUNCH_UNSTATED
     output_lag_steps: int = 0
     output_lag_source: str = ""
@@ -1347,6 +1385,8 @@ PROFILES: dict[str, FrameworkProfile] = {p.name: p for p in (
                      cuda_graphs=True, sources=(_SGLANG,), devices=(("gpu", "nvidia"), ("gpu", "amd")),
                      iteration_host_s=0.0, iteration_host_per_seq_s=10.1e-6, iteration_host_source=_SGLANG_03_HOST,
                      decode_host_ops=26, decode_host_syncs=6, decode_host_source=_SGLANG_03_DECODE_HOST,
+                     prompt_host_ops=38, prompt_host_syncs=6, prompt_host_ops_per_seq=2,
+                     prompt_host_source=_SGLANG_03_PROMPT_HOST,
                      sampler_kernels=("to_fp32", "temperature", "softmax", "argmax"), sampler_source=_SGLANG_03_SAMPLER,
                      graphs_decode_only=True, graphs_decode_source=_SGLANG_GRAPHS,
                      graph_batch_sizes=_SGLANG_BS, all_reduce_kernel="vllm-custom-2024",

@@ -135,6 +135,11 @@ class IterationPricer:
         ``(ops, syncs)``: the eager framework ops and host synchronisations a synchronous engine runs around
         each decode-graph replay (the profile's ``decode_host_ops``, ``decode_host_syncs``), charged with the
         host time of every iteration replayed from a graph (:meth:`decode_host_time`).
+    prompt_host
+        ``(ops, syncs, ops per prompt)``: the eager framework ops and host synchronisations a synchronous engine
+        runs outside the model's forward in a step that carries prompts (the profile's ``prompt_host_ops``,
+        ``prompt_host_syncs``, ``prompt_host_ops_per_seq``), charged with the host time of every iteration with a
+        prompt chunk (:meth:`prompt_host_time`).
     step_broadcasts
         The NCCL broadcasts that carry each step's model input from the driver rank to the other
         tensor-parallel ranks (the profile's ``step_broadcasts``), device time of every step
@@ -154,7 +159,7 @@ class IterationPricer:
                  sampler: tuple[str, ...] = (), graph_sizes: tuple[int, ...] = (), graph_launch: str = "",
                  weight_dtype: str | None = None, kv_dtype: str | None = None,
                  decode_host: tuple[int, int] = (0, 0), sampler_host: tuple[float, float] = (0.0, 0.0),
-                 step_broadcasts: int = 0) -> None:
+                 step_broadcasts: int = 0, prompt_host: tuple[int, int, int] = (0, 0, 0)) -> None:
         from simulator.engines.analytical import EvalOptions, spec_of
 
         self.model, self.system, self.plan = model, system, plan
@@ -172,6 +177,7 @@ class IterationPricer:
         self.graph_sizes = tuple(sorted(int(x) for x in graph_sizes))
         self.graph_launch = graph_launch if getattr(self.options, "cuda_graphs", False) else ""
         self.decode_host = (int(decode_host[0]), int(decode_host[1]))
+        self.prompt_host = (int(prompt_host[0]), int(prompt_host[1]), int(prompt_host[2]))
         self.step_broadcasts = int(step_broadcasts)
         self._bcast: dict[int, float] = {}
         self._nodes = 0
@@ -188,7 +194,8 @@ class IterationPricer:
             self.prefill_pricer = IterationPricer(model, system, plan, eager_options, dtype=self.dtype, host_s=host_s,
                                                   host_per_seq_s=host_per_seq_s, sampler=sampler,
                                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                                                  sampler_host=sampler_host, step_broadcasts=step_broadcasts)
+                                                  sampler_host=sampler_host, step_broadcasts=step_broadcasts,
+                                                  prompt_host=prompt_host)
         self._memo: dict[tuple[str, int], tuple[float, float]] = {}
         self._segments: dict[tuple[int, int, int], tuple[float, float, float, float, float]] = {}
         #: attention (s, J) of a prefill chunk by (query tokens, earlier context), and step host times by
@@ -370,8 +377,8 @@ class IterationPricer:
             at, ae = self.attention(decodes, verify, decode_context)
             t, e = t + at, e + ae
         seqs = len(chunks) + decodes
-        return t + self.step_broadcast_time(seqs) + self.step_host_time(seqs, self.replays_graph(decodes, len(chunks),
-                                                                                                  verify)), e
+        return t + self.step_broadcast_time(seqs) + self.prompt_host_time(len(chunks)) + self.step_host_time(
+            seqs, self.replays_graph(decodes, len(chunks), verify)), e
 
     def step_broadcast_time(self, seqs: int) -> float:
         """Device time (s) of the step's input broadcasts from the driver rank to the other tensor-parallel ranks
@@ -422,6 +429,16 @@ class IterationPricer:
         if not (ops or syncs) or not getattr(self.options, "cuda_graphs", False):
             return 0.0
         return eager_decode_host_s(ops, syncs, self.device.efficiency)
+
+    def prompt_host_time(self, prompts: int) -> float:
+        """Host time (s) of the eager ops and host synchronisations a synchronous engine runs outside the forward of
+        an iteration carrying ``prompts`` prompt chunks (``prompt_host``: ``ops + ops_per_prompt x prompts`` at the
+        device's ``efficiency.framework_op_overhead_s``, ``syncs`` at ``efficiency.host_sync_s``); 0 without
+        prompts or without a count."""
+        ops, syncs, per = self.prompt_host
+        if prompts <= 0 or not (ops or syncs or per):
+            return 0.0
+        return eager_decode_host_s(ops + per * prompts, syncs, self.device.efficiency)
 
     def replays_graph(self, decodes: int, chunks: int = 0, verify: int = 1) -> bool:
         """Whether an iteration is replayed from a captured graph: a decode-only step (no prompt chunk, one query

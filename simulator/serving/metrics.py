@@ -232,6 +232,6 @@ def summarize(records: tuple[Any, ...], replicas: list[Any], setup: Any, config:
         "config": _config_json(config, setup), "stack": config.framework, "iteration_host_s": setup.pricer.host_s,
         "iteration_host_per_seq_s": setup.pricer.host_per_seq_s,
         "sampler_host_s": setup.pricer.sampler_host[0], "sampler_host_per_seq_s": setup.pricer.sampler_host[1],
-        "decode_host_s": setup.pricer.decode_host_time(),
+        "decode_host_s": setup.pricer.decode_host_time(), "prompt_host_s": setup.pricer.prompt_host_time(1),
         "engine_calls": setup.pricer.engine_calls,
     }

@@ -91,6 +91,15 @@ def _decode_host(config: ServeConfig, profile: Any) -> tuple[int, int]:
     return int(getattr(profile, "decode_host_ops", 0)), int(getattr(profile, "decode_host_syncs", 0))
 
 
+def _prompt_host(config: ServeConfig, profile: Any) -> tuple[int, int, int]:
+    """(ops, syncs, ops per prompt) the profile's engine runs outside the forward of a step that carries prompts;
+    none when ``iteration_host_s`` sets the host time of a step (it replaces the profile's)."""
+    if config.iteration_host_s is not None:
+        return 0, 0, 0
+    return (int(getattr(profile, "prompt_host_ops", 0)), int(getattr(profile, "prompt_host_syncs", 0)),
+            int(getattr(profile, "prompt_host_ops_per_seq", 0)))
+
+
 def _sampler_host(config: ServeConfig, profile: Any) -> tuple[float, float]:
     """(s, s per sequence) of the profile's host-bound sampler call; none when ``iteration_host_s`` sets the host
     time of a step (it replaces the profile's)."""
@@ -343,7 +352,8 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
                              graph_launch=_graph_launch(config, profile),
                              weight_dtype=config.weight_dtype, kv_dtype=config.kv_dtype,
                              decode_host=_decode_host(config, profile), sampler_host=_sampler_host(config, profile),
-                             step_broadcasts=int(getattr(profile, "step_broadcasts", 0)))
+                             step_broadcasts=int(getattr(profile, "step_broadcasts", 0)),
+                             prompt_host=_prompt_host(config, profile))
     _check_window(arrival, config)
     # arrivals and lengths: drawn before the loop, one generator, one order
     if arrival.kind == "trace":
