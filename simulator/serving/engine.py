@@ -45,7 +45,7 @@ from simulator.serving.config import (
     IterationRecord,
     ServingError,
 )
-from simulator.serving.scheduler import Limits, Plan, Seq, plan_iteration, tally
+from simulator.serving.scheduler import Limits, Plan, Seq, longest_decode, plan_iteration, tally
 
 __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 
@@ -123,7 +123,10 @@ class Replica:
             dt, e = dt + ddt, e + dde
         else:
             gain = 1.0
-            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, longest=_longest_decode(plan.work) if dec > 1 else 0)
+            longest = 0
+            if dec > 1:
+                longest = plan.longest if plan.longest is not None else longest_decode(plan.work)
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, longest=longest)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
         self._handover = end
@@ -161,7 +164,9 @@ class Replica:
             live, left, context, longest = _live(work)
         else:  # counted by the scheduler; no padding outside static batches
             live, left, context = [s for s, _ in work], plan.fewest, plan.context
-            longest = max(s.computed for s in live)
+            # every item a decode (no chunk counted): their longest context is the plan's
+            longest = plan.longest if plan.longest is not None and plan.tally and not plan.tally[0] else max(
+                s.computed for s in live)
         batch = len(work)
         block = self.lim.steps
         if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
@@ -225,6 +230,8 @@ class Replica:
         rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
         first, end = ends[0], ends[-1]
         paged = self.lim.kind != "static"
+        if paged and self.lim.groups is None and not self.lim.swa_window:
+            return self._advance_plain(live, (first, end, rest), steps)
         multi = self.lim.steps > 1
         bs, shared, hybrid = self.lim.block_size, self.lim.shared_blocks, self.lim.groups
         if hybrid is not None:
@@ -260,6 +267,38 @@ class Replica:
                 # finished (inside a multi-step block: handed over at its end with the block's other tokens,
                 # vLLM 0.6 MultiStepModelRunner._final_process_outputs pythonizes every step of the block at
                 # its last one, and step_async returns them then)
+                s.finish = end
+                g = s.n_out if multi else g
+                done = True
+            s.generated = g
+        self.free[0] = free
+        return done
+
+    def _advance_plain(self, live: list[Seq], ends: tuple[float, float, bytes], steps: int) -> bool:
+        """:meth:`_advance_decodes` in a cache of ``ceil(tokens / block_size)`` blocks a sequence (``ends``: the
+        first and last ends and the steps between them as bytes). The plan gave each decode the blocks of its
+        token and look-ahead slots, so a run of no more steps than those needs no new block and none is counted."""
+        first, end, rest = ends
+        lim = self.lim
+        bs, shared, multi = lim.block_size, lim.shared_blocks, lim.steps > 1
+        grow = steps > lim.lookahead + lim.steps  # past the slots the plan reserved (a token and the look-ahead)
+        free = self.free[0]
+        done = False
+        for s in live:
+            gaps = s.gaps
+            gaps.append(first - s.last_out)
+            if rest:
+                gaps.frombytes(rest)
+            s.last_out = end
+            c = s.computed + steps
+            s.computed = c
+            if grow:
+                need = -(-c // bs) - (shared if s.cached else 0) - s.blocks
+                if need > 0:
+                    free -= need
+                    s.blocks += need
+            g = s.generated + steps
+            if g >= s.n_out:  # finished (a multi-step block's tokens handed over at its end: _advance_decodes)
                 s.finish = end
                 g = s.n_out if multi else g
                 done = True
@@ -382,18 +421,6 @@ def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> boo
             s.finish = end
             done = True
     return done
-
-
-def _longest_decode(work: list[tuple[Seq, int]]) -> int:
-    """The longest context (tokens computed) of an iteration's decodes (:func:`simulator.serving.scheduler.tally`'s
-    rule: one token of a sequence past its prompt with nothing else left to compute); 0 without decodes."""
-    longest = 0
-    for s, n in work:
-        if n == 1:
-            c = s.computed
-            if c > longest and s.generated and c == s.n_in + s.generated - 1:
-                longest = c
-    return longest
 
 
 def _live(work: list[tuple[Seq, int]]) -> tuple[list[Seq], int, int, int]:
