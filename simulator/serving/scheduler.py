@@ -400,15 +400,16 @@ def _schedule_plain(running: list[Seq], free: list[int], lim: Limits, work: list
                     preempted: list[Seq]) -> tuple[int, int, bool, tuple]:
     """:func:`_schedule_running` of a cache of ``ceil(tokens / block_size)`` blocks a sequence (the same items,
     blocks, preemptions and counts): a decode, the item of almost every step of a long run, takes a short path
-    (its one token and look-ahead slots), every other item the general rule."""
+    (its one token and look-ahead slots), every other item :func:`_plain_item`."""
     budget = lim.budget
     swap_out = 0
-    bs, lookahead, shared = lim.block_size, lim.lookahead, lim.shared_blocks
-    ahead = 1 + lookahead + lim.steps - 1  # a decode's token and look-ahead slots: speculative drafts, multi-step
+    bs, shared = lim.block_size, lim.shared_blocks
+    ahead = lim.lookahead + lim.steps + bs - 1  # a decode's token and look-ahead slots, + bs - 1: ceil by floor
+    step = 1 + lim.lookahead
     decode_only = True
     append = work.append
     chunks: list[tuple[int, int]] = []
-    dec = dec_ctx = sampled = prefill = context = longest = 0
+    dec_ctx = sampled = prefill = context = longest = 0
     fewest = 1 << 62
     f = free[0]
     for s in running:  # a preemption pops from the end: the iteration stops before what it popped
@@ -416,49 +417,75 @@ def _schedule_plain(running: list[Seq], free: list[int], lim: Limits, work: list
             break
         g = s.generated
         c = s.computed
-        rest = s.n_in + g - c
-        if rest == 1 and g:  # a decode (:func:`tally`'s): one token, its look-ahead slots reserved
-            n, extra = 1, lookahead
-            need = -(-(c + ahead) // bs) - s.blocks
-        else:
-            n = rest if rest <= budget else budget
-            if n == 1 and g:  # one token of a longer recompute (the budget's last): look-ahead slots reserved
-                extra = lookahead
-                need = -(-(c + ahead) // bs) - s.blocks
-            else:
-                decode_only = False
-                extra = 0
-                need = -(-(c + n) // bs) - s.blocks
-        if s.cached:
-            need -= shared
-        if need > f:
-            free[0] = f
-            out, gone = _make_room(running, s, need, 0, free, lim, preempted)
-            swap_out += out
-            f = free[0]
-            if gone:
-                break
-        if need > 0:
-            f -= need
-            s.blocks += need
+        if g and s.n_in + g - c == 1:  # a decode (:func:`tally`'s): one token, its look-ahead slots reserved
+            need = (c + ahead) // bs - s.blocks
+            if shared and s.cached:
+                need -= shared
+            if need > f:
+                free[0] = f
+                out, gone = _make_room(running, s, need, 0, free, lim, preempted)
+                swap_out += out
+                f = free[0]
+                if gone:
+                    break
+            if need > 0:
+                f -= need
+                s.blocks += need
+            append((s, 1))
+            budget -= step
+            dec_ctx += c
+            if c > longest:
+                longest = c
+            if s.n_out - g < fewest:
+                fewest = s.n_out - g
+            continue
+        free[0] = f
+        n, extra, out = _plain_item(running, s, budget, free, lim, preempted)
+        f = free[0]
+        swap_out += out
+        if n < 0:  # preempted itself
+            break
+        if not (n == 1 and g):
+            decode_only = False
         append((s, n))
         budget -= n + extra
         if s.n_out - g < fewest:
             fewest = s.n_out - g
-        if rest == 1 and g:
-            dec += 1
-            dec_ctx += c
-            if c > longest:
-                longest = c
-        else:
-            context += c
-            chunks.append((n, c))
-            prefill += n
-            if n == rest:
-                sampled += 1
+        context += c
+        chunks.append((n, c))
+        prefill += n
+        if n == s.n_in + g - c:
+            sampled += 1
     free[0] = f
+    dec = len(work) - len(chunks)
     return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled + dec, prefill, context + dec_ctx, fewest,
                                            longest)
+
+
+def _plain_item(running: list[Seq], s: Seq, budget: int, free: list[int], lim: Limits, preempted: list[Seq]
+                ) -> tuple[int, int, int]:
+    """A running sequence's item that is not a decode (a prompt chunk or a recompute) in :func:`_schedule_plain`,
+    its blocks taken: (tokens, look-ahead slots reserved, blocks swapped out); tokens -1 when it was preempted."""
+    g, c = s.generated, s.computed
+    rest = s.n_in + g - c
+    n = rest if rest <= budget else budget
+    if n == 1 and g:  # one token of a longer recompute (the budget's last): look-ahead slots reserved as a decode's
+        extra = lim.lookahead
+        need = -(-(c + lim.lookahead + lim.steps) // lim.block_size) - s.blocks
+    else:
+        extra = 0
+        need = -(-(c + n) // lim.block_size) - s.blocks
+    if s.cached:
+        need -= lim.shared_blocks
+    out = 0
+    if need > free[0]:
+        out, gone = _make_room(running, s, need, 0, free, lim, preempted)
+        if gone:
+            return -1, 0, out
+    if need > 0:
+        free[0] -= need
+        s.blocks += need
+    return n, extra, out
 
 
 def _make_room(running: list[Seq], s: Seq, need: int, need2: int, free: list[int], lim: Limits,
