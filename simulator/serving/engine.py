@@ -53,6 +53,10 @@ logger = logging.getLogger(__name__)
 
 ROUTERS = ("round-robin", "least-loaded")
 
+#: Finished sequences fewer than this leave the running batch one by one (``list.remove``), more by one filtering
+#: pass (the same batch either way)
+_REMOVE_ONE_BY_ONE = 8
+
 
 class Replica:
     """One copy of the deployment: its scheduler state, KV blocks and the iterations it ran."""
@@ -134,8 +138,10 @@ class Replica:
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
         if gain > 1.0:
             self._advance_speculative(plan.work, end, gain)
-        elif _advance(plan.work, end, self.prefill_only):
-            self._retire(end)
+        else:
+            done = _advance(plan.work, end, self.prefill_only)
+            if done:
+                self._retire(end, done)
         return end
 
     def _advance_speculative(self, work: list[tuple[Seq, int]], end: float, gain: float) -> None:
@@ -193,8 +199,9 @@ class Replica:
         if block == 1:
             self._handover = ends[0]
         self._account(t, end, len(ends), batch, 0, batch, energy)
-        if self._advance_decodes(live, ends if block == 1 else [end], len(ends)):
-            self._retire(end)
+        done = self._advance_decodes(live, ends if block == 1 else [end], len(ends))
+        if done:
+            self._retire(end, done)
         return end
 
     def _decode_steps(self, end: float, batch: int, contexts: tuple[float, int], grow: float,
@@ -223,10 +230,10 @@ class Replica:
             at += slope_t * grow
             ae += slope_e * grow
 
-    def _advance_decodes(self, live: list[Seq], ends: list[float], steps: int) -> bool:
+    def _advance_decodes(self, live: list[Seq], ends: list[float], steps: int) -> list[Seq]:
         """Chunks handed over at ``ends`` (a gap from each one's last chunk to the first end, then the steps between the ends) and ``steps`` tokens to every sequence of
         ``live``, with their new blocks (inlined :func:`own_blocks` and :meth:`_sample`: the hot loop of a
-        long run); whether any finished."""
+        long run); those that finished, in batch order."""
         rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
         first, end = ends[0], ends[-1]
         paged = self.lim.kind != "static"
@@ -239,7 +246,7 @@ class Replica:
         keep = self.lim.no_evict  # no-evict holds its reserved blocks to the end
         free = self.free[0]
         sw = self.lim.swa_window
-        done = False
+        done: list[Seq] = []
         for s in live:
             s.gaps.append(first - s.last_out)
             if rest:
@@ -269,12 +276,12 @@ class Replica:
                 # its last one, and step_async returns them then)
                 s.finish = end
                 g = s.n_out if multi else g
-                done = True
+                done.append(s)
             s.generated = g
         self.free[0] = free
         return done
 
-    def _advance_plain(self, live: list[Seq], ends: tuple[float, float, bytes], steps: int) -> bool:
+    def _advance_plain(self, live: list[Seq], ends: tuple[float, float, bytes], steps: int) -> list[Seq]:
         """:meth:`_advance_decodes` in a cache of ``ceil(tokens / block_size)`` blocks a sequence (``ends``: the
         first and last ends and the steps between them as bytes). The plan gave each decode the blocks of its
         token and look-ahead slots, so a run of no more steps than those needs no new block and none is counted."""
@@ -283,7 +290,7 @@ class Replica:
         bs, shared, multi = lim.block_size, lim.shared_blocks, lim.steps > 1
         grow = steps > lim.lookahead + lim.steps  # past the slots the plan reserved (a token and the look-ahead)
         free = self.free[0]
-        done = False
+        done: list[Seq] = []
         for s in live:
             gaps = s.gaps
             gaps.append(first - s.last_out)
@@ -301,7 +308,7 @@ class Replica:
             if g >= s.n_out:  # finished (a multi-step block's tokens handed over at its end: _advance_decodes)
                 s.finish = end
                 g = s.n_out if multi else g
-                done = True
+                done.append(s)
             s.generated = g
         self.free[0] = free
         return done
@@ -349,11 +356,12 @@ class Replica:
         if s.generated >= s.n_out or (self.prefill_only and s.generated >= 1):
             s.finish = end
 
-    def _retire(self, end: float) -> None:
+    def _retire(self, end: float, done: list[Seq] | None = None) -> None:
         """Move finished (or handed-off) sequences out of the batch and free their blocks (called when one
-        finished)."""
+        finished; ``done``: those that finished, in batch order, where the step collected them)."""
         if self.lim.kind != "static" and not self.prefill_only:  # no padding, no hand-off
-            done = [s for s in self.running if s.finish >= 0]
+            if done is None:
+                done = [s for s in self.running if s.finish >= 0]
             for s in done:
                 self.free[0] += s.blocks
                 s.blocks = 0
@@ -361,7 +369,11 @@ class Replica:
                     self.free[1] += s.swa
                     s.swa = 0
             self.finished += done
-            self.running[:] = [s for s in self.running if s.finish < 0]
+            if len(done) < _REMOVE_ONE_BY_ONE:  # a few: found by identity in C, the others' order kept
+                for s in done:
+                    self.running.remove(s)
+            else:
+                self.running[:] = [s for s in self.running if s.finish < 0]
             return
         keep: list[Seq] = []
         for s in self.running:
@@ -398,10 +410,10 @@ class Replica:
         self.kv_block_seconds += used * (end - start)
 
 
-def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> bool:
+def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> list[Seq]:
     """The sequences of an iteration ending at ``end`` advanced by their tokens, one sampled by each whose tokens
-    are all computed (:meth:`Replica._sample`, inlined: the hot loop of a mixed batch); whether any finished."""
-    done = False
+    are all computed (:meth:`Replica._sample`, inlined: the hot loop of a mixed batch); those that finished, in batch order."""
+    done: list[Seq] = []
     for s, n in work:
         if s.pad:
             continue
@@ -419,7 +431,7 @@ def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> boo
         s.last_out = end
         if g >= s.n_out or prefill_only:
             s.finish = end
-            done = True
+            done.append(s)
     return done
 
 
