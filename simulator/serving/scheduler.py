@@ -370,12 +370,12 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
             f = free[0]
             if gone:
                 break
-        if need > 0:
-            f -= need
-            s.blocks += need
         if need2 > 0:
             free[1] -= need2
             s.swa += need2
+        if need > 0:
+            f -= need
+            s.blocks += need
         append((s, n))
         budget -= n + extra
         context += c
