@@ -45,13 +45,17 @@ from simulator.serving.config import (
     IterationRecord,
     ServingError,
 )
-from simulator.serving.scheduler import Limits, Plan, Seq, plan_iteration, tally
+from simulator.serving.scheduler import Limits, Plan, Seq, longest_decode, plan_iteration, tally
 
 __all__ = ["ROUTERS", "Replica", "run_loop", "check_router"]
 
 logger = logging.getLogger(__name__)
 
 ROUTERS = ("round-robin", "least-loaded")
+
+#: Finished sequences fewer than this leave the running batch one by one (``list.remove``), more by one filtering
+#: pass (the same batch either way)
+_REMOVE_ONE_BY_ONE = 8
 
 
 class Replica:
@@ -123,7 +127,10 @@ class Replica:
             dt, e = dt + ddt, e + dde
         else:
             gain = 1.0
-            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, longest=_longest_decode(plan.work) if dec > 1 else 0)
+            longest = 0
+            if dec > 1:
+                longest = plan.longest if plan.longest is not None else longest_decode(plan.work)
+            dt, e = self.pricer.iteration(chunks, dec, ctx, sampled, longest=longest)
         dt += (plan.swap_in_blocks + plan.swap_out_blocks) * self.swap_s_per_block
         end = t + dt
         self._handover = end
@@ -131,8 +138,10 @@ class Replica:
         self._account(t, end, 1, tokens, prefill_tokens, len(plan.work), e)
         if gain > 1.0:
             self._advance_speculative(plan.work, end, gain)
-        elif _advance(plan.work, end, self.prefill_only):
-            self._retire(end)
+        else:
+            done = _advance(plan.work, end, self.prefill_only)
+            if done:
+                self._retire(end, done)
         return end
 
     def _advance_speculative(self, work: list[tuple[Seq, int]], end: float, gain: float) -> None:
@@ -161,7 +170,9 @@ class Replica:
             live, left, context, longest = _live(work)
         else:  # counted by the scheduler; no padding outside static batches
             live, left, context = [s for s, _ in work], plan.fewest, plan.context
-            longest = max(s.computed for s in live)
+            # every item a decode (no chunk counted): their longest context is the plan's
+            longest = plan.longest if plan.longest is not None and plan.tally and not plan.tally[0] else max(
+                s.computed for s in live)
         batch = len(work)
         block = self.lim.steps
         if block > 1:  # multi-step: N steps whatever arrives or finishes; slots reserved by the plan
@@ -188,8 +199,9 @@ class Replica:
         if block == 1:
             self._handover = ends[0]
         self._account(t, end, len(ends), batch, 0, batch, energy)
-        if self._advance_decodes(live, ends if block == 1 else [end], len(ends)):
-            self._retire(end)
+        done = self._advance_decodes(live, ends if block == 1 else [end], len(ends))
+        if done:
+            self._retire(end, done)
         return end
 
     def _decode_steps(self, end: float, batch: int, contexts: tuple[float, int], grow: float,
@@ -218,13 +230,15 @@ class Replica:
             at += slope_t * grow
             ae += slope_e * grow
 
-    def _advance_decodes(self, live: list[Seq], ends: list[float], steps: int) -> bool:
+    def _advance_decodes(self, live: list[Seq], ends: list[float], steps: int) -> list[Seq]:
         """Chunks handed over at ``ends`` (a gap from each one's last chunk to the first end, then the steps between the ends) and ``steps`` tokens to every sequence of
         ``live``, with their new blocks (inlined :func:`own_blocks` and :meth:`_sample`: the hot loop of a
-        long run); whether any finished."""
+        long run); those that finished, in batch order."""
         rest = np.diff(ends).tobytes() if len(ends) > 1 else b""
         first, end = ends[0], ends[-1]
         paged = self.lim.kind != "static"
+        if paged and self.lim.groups is None and not self.lim.swa_window:
+            return self._advance_plain(live, (first, end, rest), steps)
         multi = self.lim.steps > 1
         bs, shared, hybrid = self.lim.block_size, self.lim.shared_blocks, self.lim.groups
         if hybrid is not None:
@@ -232,7 +246,7 @@ class Replica:
         keep = self.lim.no_evict  # no-evict holds its reserved blocks to the end
         free = self.free[0]
         sw = self.lim.swa_window
-        done = False
+        done: list[Seq] = []
         for s in live:
             s.gaps.append(first - s.last_out)
             if rest:
@@ -262,7 +276,39 @@ class Replica:
                 # its last one, and step_async returns them then)
                 s.finish = end
                 g = s.n_out if multi else g
-                done = True
+                done.append(s)
+            s.generated = g
+        self.free[0] = free
+        return done
+
+    def _advance_plain(self, live: list[Seq], ends: tuple[float, float, bytes], steps: int) -> list[Seq]:
+        """:meth:`_advance_decodes` in a cache of ``ceil(tokens / block_size)`` blocks a sequence (``ends``: the
+        first and last ends and the steps between them as bytes). The plan gave each decode the blocks of its
+        token and look-ahead slots, so a run of no more steps than those needs no new block and none is counted."""
+        first, end, rest = ends
+        lim = self.lim
+        bs, shared, multi = lim.block_size, lim.shared_blocks, lim.steps > 1
+        grow = steps > lim.lookahead + lim.steps  # past the slots the plan reserved (a token and the look-ahead)
+        free = self.free[0]
+        done: list[Seq] = []
+        for s in live:
+            gaps = s.gaps
+            gaps.append(first - s.last_out)
+            if rest:
+                gaps.frombytes(rest)
+            s.last_out = end
+            c = s.computed + steps
+            s.computed = c
+            if grow:
+                need = -(-c // bs) - (shared if s.cached else 0) - s.blocks
+                if need > 0:
+                    free -= need
+                    s.blocks += need
+            g = s.generated + steps
+            if g >= s.n_out:  # finished (a multi-step block's tokens handed over at its end: _advance_decodes)
+                s.finish = end
+                g = s.n_out if multi else g
+                done.append(s)
             s.generated = g
         self.free[0] = free
         return done
@@ -310,11 +356,12 @@ class Replica:
         if s.generated >= s.n_out or (self.prefill_only and s.generated >= 1):
             s.finish = end
 
-    def _retire(self, end: float) -> None:
+    def _retire(self, end: float, done: list[Seq] | None = None) -> None:
         """Move finished (or handed-off) sequences out of the batch and free their blocks (called when one
-        finished)."""
+        finished; ``done``: those that finished, in batch order, where the step collected them)."""
         if self.lim.kind != "static" and not self.prefill_only:  # no padding, no hand-off
-            done = [s for s in self.running if s.finish >= 0]
+            if done is None:
+                done = [s for s in self.running if s.finish >= 0]
             for s in done:
                 self.free[0] += s.blocks
                 s.blocks = 0
@@ -322,7 +369,11 @@ class Replica:
                     self.free[1] += s.swa
                     s.swa = 0
             self.finished += done
-            self.running[:] = [s for s in self.running if s.finish < 0]
+            if len(done) < _REMOVE_ONE_BY_ONE:  # a few: found by identity in C, the others' order kept
+                for s in done:
+                    self.running.remove(s)
+            else:
+                self.running[:] = [s for s in self.running if s.finish < 0]
             return
         keep: list[Seq] = []
         for s in self.running:
@@ -359,10 +410,10 @@ class Replica:
         self.kv_block_seconds += used * (end - start)
 
 
-def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> bool:
+def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> list[Seq]:
     """The sequences of an iteration ending at ``end`` advanced by their tokens, one sampled by each whose tokens
-    are all computed (:meth:`Replica._sample`, inlined: the hot loop of a mixed batch); whether any finished."""
-    done = False
+    are all computed (:meth:`Replica._sample`, inlined: the hot loop of a mixed batch); those that finished, in batch order."""
+    done: list[Seq] = []
     for s, n in work:
         if s.pad:
             continue
@@ -380,20 +431,8 @@ def _advance(work: list[tuple[Seq, int]], end: float, prefill_only: bool) -> boo
         s.last_out = end
         if g >= s.n_out or prefill_only:
             s.finish = end
-            done = True
+            done.append(s)
     return done
-
-
-def _longest_decode(work: list[tuple[Seq, int]]) -> int:
-    """The longest context (tokens computed) of an iteration's decodes (:func:`simulator.serving.scheduler.tally`'s
-    rule: one token of a sequence past its prompt with nothing else left to compute); 0 without decodes."""
-    longest = 0
-    for s, n in work:
-        if n == 1:
-            c = s.computed
-            if c > longest and s.generated and c == s.n_in + s.generated - 1:
-                longest = c
-    return longest
 
 
 def _live(work: list[tuple[Seq, int]]) -> tuple[list[Seq], int, int, int]:

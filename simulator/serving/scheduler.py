@@ -71,7 +71,7 @@ from typing import Any
 from simulator.serving.kvcache import blocks_for, held_blocks
 
 __all__ = ["ADMISSIONS", "APPLIED_LIMITS", "EngineDefaults", "SCHEDULERS", "Seq", "Plan", "applied_limits",
-           "engine_defaults", "plan_iteration", "tally"]
+           "engine_defaults", "longest_decode", "plan_iteration", "tally"]
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,8 @@ class Plan:
     #: plan's, counted on the way; None: not counted)
     context: int | None = None
     fewest: int | None = None
+    #: the longest context of its decodes (:func:`longest_decode`; None: not counted)
+    longest: int | None = None
 
 
 class Limits:
@@ -267,7 +269,7 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
     preempted: list[Seq] = []
     budget, swap_out, decode_only, counts = _schedule_running(running, free, lim, work, preempted)
     swap_in = 0
-    chunks, dec, dec_ctx, sampled, prefill, context, fewest = counts
+    chunks, dec, dec_ctx, sampled, prefill, context, fewest, longest = counts
     if not preempted:
         before = len(work)
         budget, swap_in = _admit(running, waiting, free, lim, work, budget)
@@ -276,8 +278,9 @@ def plan_iteration(running: list[Seq], waiting: Any, free: list[int], lim: Limit
             more = tally(work[before:])
             chunks += more[0]
             dec, dec_ctx, sampled, prefill = dec + more[1], dec_ctx + more[2], sampled + more[3], prefill + more[4]
+            longest = max(longest, longest_decode(work[before:]))
     return Plan(work, preempted, swap_in, swap_out, decode_only and not preempted and len(work) == len(running),
-                (chunks, dec, dec_ctx, sampled, prefill), context, fewest)
+                (chunks, dec, dec_ctx, sampled, prefill), context, fewest, longest)
 
 
 def tally(work: list[tuple[Seq, int]]) -> tuple[list[tuple[int, int]], int, int, int, int]:
@@ -300,12 +303,27 @@ def tally(work: list[tuple[Seq, int]]) -> tuple[list[tuple[int, int]], int, int,
     return chunks, dec, dec_ctx, sampled, prefill_tokens
 
 
+def longest_decode(work: list[tuple[Seq, int]]) -> int:
+    """The longest context (tokens computed) of an iteration's decodes (:func:`tally`'s rule: one token of a
+    sequence past its prompt with nothing else left to compute); 0 without decodes."""
+    longest = 0
+    for s, n in work:
+        if n == 1:
+            c = s.computed
+            if c > longest and s.generated and c == s.n_in + s.generated - 1:
+                longest = c
+    return longest
+
+
 def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: list[tuple[Seq, int]],
                       preempted: list[Seq]) -> tuple[int, int, bool, tuple]:
     """The running sequences' tokens, in admission order, while the budget lasts (each given its blocks, the
     last admitted preempted while one cannot get them; module docstring): (budget left, blocks swapped out,
-    whether every scheduled item is a decode token, the items' :func:`tally`, summed context and fewest
-    tokens left to generate, counted on the way)."""
+    whether every scheduled item is a decode token, the items' :func:`tally`, summed context, fewest tokens
+    left to generate and longest decode context, counted on the way). A cache of ``ceil(tokens / block_size)``
+    blocks a sequence (no window groups, no window pool) takes :func:`_schedule_plain`."""
+    if lim.groups is None and not lim.swa_window:
+        return _schedule_plain(running, free, lim, work, preempted)
     budget = lim.budget
     swap_out = 0
     bs, lookahead, hybrid = lim.block_size, lim.lookahead, lim.groups
@@ -314,7 +332,7 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
     decode_only = True
     append = work.append
     chunks: list[tuple[int, int]] = []
-    dec = dec_ctx = sampled = prefill = context = 0
+    dec = dec_ctx = sampled = prefill = context = longest = 0
     fewest = 1 << 62
     f = free[0]
     sw = lim.swa_window
@@ -347,21 +365,17 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
                 need2 = 0
         if need > f or (need2 > 0 and need2 > free[1]):
             free[0] = f
-            while need > free[0] or (need2 > 0 and need2 > free[1]):
-                victim = running.pop()  # the last admitted: lowest priority
-                swap_out += _preempt(victim, free, lim)
-                preempted.append(victim)
-                if victim is s:
-                    break
+            out, gone = _make_room(running, s, need, need2, free, lim, preempted)
+            swap_out += out
             f = free[0]
-            if preempted[-1] is s:
+            if gone:
                 break
-        if need > 0:
-            f -= need
-            s.blocks += need
         if need2 > 0:
             free[1] -= need2
             s.swa += need2
+        if need > 0:
+            f -= need
+            s.blocks += need
         append((s, n))
         budget -= n + extra
         context += c
@@ -371,13 +385,121 @@ def _schedule_running(running: list[Seq], free: list[int], lim: Limits, work: li
             dec += 1
             dec_ctx += c
             sampled += 1
+            if c > longest:
+                longest = c
         else:
             chunks.append((n, c))
             prefill += n
             if n == rest:
                 sampled += 1
     free[0] = f
-    return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled, prefill, context, fewest)
+    return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled, prefill, context, fewest, longest)
+
+
+def _schedule_plain(running: list[Seq], free: list[int], lim: Limits, work: list[tuple[Seq, int]],
+                    preempted: list[Seq]) -> tuple[int, int, bool, tuple]:
+    """:func:`_schedule_running` of a cache of ``ceil(tokens / block_size)`` blocks a sequence (the same items,
+    blocks, preemptions and counts): a decode, the item of almost every step of a long run, takes a short path
+    (its one token and look-ahead slots), every other item :func:`_plain_item`."""
+    budget = lim.budget
+    swap_out = 0
+    bs, shared = lim.block_size, lim.shared_blocks
+    ahead = lim.lookahead + lim.steps + bs - 1  # a decode's token and look-ahead slots, + bs - 1: ceil by floor
+    step = 1 + lim.lookahead
+    decode_only = True
+    append = work.append
+    chunks: list[tuple[int, int]] = []
+    dec_ctx = sampled = prefill = context = longest = 0
+    fewest = 1 << 62
+    f = free[0]
+    for s in running:  # a preemption pops from the end: the iteration stops before what it popped
+        if budget <= 0:
+            break
+        g = s.generated
+        c = s.computed
+        if g and s.n_in + g - c == 1:  # a decode (:func:`tally`'s): one token, its look-ahead slots reserved
+            need = (c + ahead) // bs - s.blocks
+            if shared and s.cached:
+                need -= shared
+            if need > f:
+                free[0] = f
+                out, gone = _make_room(running, s, need, 0, free, lim, preempted)
+                swap_out += out
+                f = free[0]
+                if gone:
+                    break
+            if need > 0:
+                f -= need
+                s.blocks += need
+            append((s, 1))
+            budget -= step
+            dec_ctx += c
+            if c > longest:
+                longest = c
+            if s.n_out - g < fewest:
+                fewest = s.n_out - g
+            continue
+        free[0] = f
+        n, extra, out = _plain_item(running, s, budget, free, lim, preempted)
+        f = free[0]
+        swap_out += out
+        if n < 0:  # preempted itself
+            break
+        if not (n == 1 and g):
+            decode_only = False
+        append((s, n))
+        budget -= n + extra
+        if s.n_out - g < fewest:
+            fewest = s.n_out - g
+        context += c
+        chunks.append((n, c))
+        prefill += n
+        if n == s.n_in + g - c:
+            sampled += 1
+    free[0] = f
+    dec = len(work) - len(chunks)
+    return budget, swap_out, decode_only, (chunks, dec, dec_ctx, sampled + dec, prefill, context + dec_ctx, fewest,
+                                           longest)
+
+
+def _plain_item(running: list[Seq], s: Seq, budget: int, free: list[int], lim: Limits, preempted: list[Seq]
+                ) -> tuple[int, int, int]:
+    """A running sequence's item that is not a decode (a prompt chunk or a recompute) in :func:`_schedule_plain`,
+    its blocks taken: (tokens, look-ahead slots reserved, blocks swapped out); tokens -1 when it was preempted."""
+    g, c = s.generated, s.computed
+    rest = s.n_in + g - c
+    n = rest if rest <= budget else budget
+    if n == 1 and g:  # one token of a longer recompute (the budget's last): look-ahead slots reserved as a decode's
+        extra = lim.lookahead
+        need = -(-(c + lim.lookahead + lim.steps) // lim.block_size) - s.blocks
+    else:
+        extra = 0
+        need = -(-(c + n) // lim.block_size) - s.blocks
+    if s.cached:
+        need -= lim.shared_blocks
+    out = 0
+    if need > free[0]:
+        out, gone = _make_room(running, s, need, 0, free, lim, preempted)
+        if gone:
+            return -1, 0, out
+    if need > 0:
+        free[0] -= need
+        s.blocks += need
+    return n, extra, out
+
+
+def _make_room(running: list[Seq], s: Seq, need: int, need2: int, free: list[int], lim: Limits,
+               preempted: list[Seq]) -> tuple[int, bool]:
+    """Preempt the last admitted running sequences until ``s`` gets its ``need`` blocks (``need2`` of the window
+    pool) or is preempted itself: (blocks swapped out, whether ``s`` was)."""
+    out = 0
+    while need > free[0] or (need2 > 0 and need2 > free[1]):
+        victim = running.pop()  # the last admitted: lowest priority
+        out += _preempt(victim, free, lim)
+        preempted.append(victim)
+        if victim is s:
+            break
+    return out, preempted[-1] is s
 
 
 def _preempt(victim: Seq, free: list[int], lim: Limits) -> int:
