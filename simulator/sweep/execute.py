@@ -161,7 +161,7 @@ _KEYED_SINCE_ADDED: dict[str, Any] = {
     "eager_modules": False, "epilogue_fusion": True, "gemv_generated": False, "norm_fusion": False,
     "conv_layout": "nhwc", "fp8_activation_scale": "dynamic", "fp8_accumulation": "fast", "all_reduce_kernel": "nccl",
     "decode_attention": "grouped", "warm_repeats": False, "streaming_kernel": "", "tpu_flash_2023": False,
-    "tpu_segment_ids": False, "fused_moe_configs": ()}
+    "tpu_segment_ids": False, "fused_moe_configs": (), "kernel_time_only": False}
 
 
 def _options_identity(options: Mapping[str, Any]) -> dict[str, Any]:
