@@ -732,6 +732,13 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     _check_stack(plan, fp8_linears, framework, where)
+    if train and plan.pp > 1:  # a stage's graph holds some layers only: the recompute modules against the whole model
+        from workloads.recompute import check_modules_present, config_layers_held
+
+        try:
+            check_modules_present(config_layers_held(cfg), recompute, cfg.name)
+        except ValueError as exc:
+            raise PlanError(f"{where}: {exc}") from None
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     if phase in ("train", "prefill"):
         _check_capacity(cfg, plan, where, mb, seq)

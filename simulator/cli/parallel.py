@@ -267,6 +267,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.fp8_params and args.fp8_linears is None:
         raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
                          "--fp8-linears RECIPE with --train")
+    _check_fp8_linears_dtype(args)
     if args.phase == "generate":
         missing = [f for f in ("input_len", "output_len") if getattr(args, f) is None]
         if missing:
@@ -287,6 +288,19 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("predict: --optimizer none: a forward-and-backward loop on one device; got a parallel plan, "
                          "whose step syncs gradients and shards optimizer state; expected --optimizer sgd, "
                          "sgd_momentum, adam or adamw with a plan, or --optimizer none on one device")
+
+
+def _check_fp8_linears_dtype(args: argparse.Namespace) -> None:
+    """``--fp8-linears`` keeps attention, norms, LM head and optimizer at ``--dtype``: with an 8-bit or narrower
+    ``--dtype`` those run in it too, so the recipe's promise that they keep a 16-bit precision is broken and the
+    two flags contradict each other: refused (an all-fp8 what-if is ``--dtype fp8`` alone)."""
+    from workloads.dtypes import dtype_bytes
+
+    if args.fp8_linears is None or not args.dtype or dtype_bytes(args.dtype) >= 2:
+        return
+    raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: the other layers keep --dtype; got --dtype "
+                     f"{args.dtype}; expected a 16- or 32-bit --dtype (bf16, fp16, fp32), or --dtype {args.dtype} "
+                     "without --fp8-linears")
 
 
 def _check_schedule_flags(args: argparse.Namespace) -> None:

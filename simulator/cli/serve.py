@@ -175,10 +175,18 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from simulator.serving.config import ServeConfig
+    from simulator.serving.config import ServeConfig, ServingError
 
     _check_trace_lengths(args.arrival, args.lengths)
     lengths = ServeConfig.lengths if args.lengths is None else args.lengths
+    if args.router != "round-robin" and args.replicas == 1 and not args.disaggregate:
+        raise ServingError(f"--router: spreads requests over replicas; got --router {args.router} with one replica; "
+                           "expected --replicas N > 1 or --disaggregate prefill=P,decode=D (or no --router)")
+    if args.prefix_cache:
+        from simulator.serving.lengths import parse_lengths
+        from simulator.serving.setup import check_prefix_cache
+
+        check_prefix_cache(True, parse_lengths(lengths, "--lengths").prefix, lengths, ("--prefix-cache", "--lengths"))
     return ServeConfig(arrival=args.arrival, lengths=lengths, scheduler=args.scheduler,
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
                        scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
