@@ -256,6 +256,15 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.train and args.phase not in (None, "train", "generate"):  # as one device refuses it (workloads.resolve)
         raise ValueError(f"predict: --train conflicts with --phase {args.phase}; expected no --phase (a training "
                          "step) or no --train")
+    if args.schedule in ("gpipe", "1f1b") and (args.pp or 1) == 1:  # interleaved: the plan's own line says so
+        raise ValueError(f"predict: --schedule {args.schedule}: a pipeline schedule; got --pp 1, which runs no "
+                         "pipeline; expected --pp > 1 (or no --schedule)")
+    table = [f for f, on in (("--top", getattr(args, "top", None) is not None),
+                             ("--no-aggregate", not getattr(args, "aggregate", True))) if on]
+    if table:
+        what = "--phase generate" if args.phase == "generate" else "a parallel plan"
+        raise ValueError(f"predict: {table[0]}: shapes the op table of one device's step; got {what}, whose summary "
+                         f"lists its stages; expected no {table[0]} with {what} (every op: --csv FILE)")
     if args.pipeline_split and (args.pp or 1) == 1:  # a split of the layers over pipeline stages: none to split
         raise ValueError(f"predict: --pipeline-split {args.pipeline_split}: how a framework splits the layers over "
                          "pipeline stages; got --pp 1; expected --pp > 1 (or no --pipeline-split)")
@@ -425,7 +434,8 @@ def format_result(res: Any, mode: str = "") -> str:
     from simulator.report.formatting import binary_bytes, si, table
 
     plan = res.plan
-    deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "ep") if getattr(plan, k) > 1) or "1 device"
+    deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "cp", "ep")
+                    if getattr(plan, k, 1) > 1) or "1 device"
     if getattr(plan, "etp", 0) and plan.etp != plan.tp:  # experts not split like the other layers (Megatron ETP)
         deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))

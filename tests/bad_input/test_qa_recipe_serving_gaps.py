@@ -125,3 +125,31 @@ def test_power_limit_before_node_count(capsys: pytest.CaptureFixture[str]) -> No
     rc, err = cli_exit(capsys, "hardware", "show", "dgx-h100@500wx2")
     one_line(rc, err, "hardware 'dgx-h100@500wx2': node count after the power limit; got '@500wx2'; expected "
                       "NAMExN@<W>w, the limit last; did you mean 'dgx-h100x2@500w'?")
+
+
+PLAN = ("predict", "gpt2", "--hardware", "dgx-h100", "--train", "--seq", "128", "--global-batch", "8")
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_schedule_without_pipeline(capsys: pytest.CaptureFixture[str], schedule: str) -> None:
+    """``--schedule`` with ``--pp 1`` ran the data-parallel step as if it were not given."""
+    rc, err = cli_exit(capsys, *PLAN, "--dp", "8", "--schedule", schedule)
+    one_line(rc, err, f"predict: --schedule {schedule}: a pipeline schedule; got --pp 1, which runs no pipeline; "
+                      "expected --pp > 1 (or no --schedule)")
+
+
+@pytest.mark.parametrize("flag", [("--top", "3"), ("--no-aggregate",)])
+def test_op_table_flags_with_a_plan(capsys: pytest.CaptureFixture[str], flag: tuple[str, ...]) -> None:
+    """A plan's summary lists stages, not ops: ``--top`` / ``--no-aggregate`` changed nothing."""
+    rc, err = cli_exit(capsys, *PLAN, "--pp", "2", "--dp", "4", *flag)
+    one_line(rc, err, f"predict: {flag[0]}: shapes the op table of one device's step; got a parallel plan",
+             f"expected no {flag[0]} with a parallel plan (every op: --csv FILE)")
+
+
+def test_plan_line_names_context_parallelism(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--dp 4 --cp 2`` read "plan dp 4, 8 device(s)": the degrees did not multiply to the devices."""
+    from simulator.cli.main import main
+
+    assert main(["predict", "gpt2", "--hardware", "dgx-h100", "--train", "--seq", "128", "--global-batch", "4",
+                 "--dp", "4", "--cp", "2"]) in (0, None)
+    assert capsys.readouterr().out.splitlines()[0] == "gpt2 (train) on dgx-h100: plan dp 4, cp 2, 8 device(s)"
