@@ -148,6 +148,10 @@ def _check_config(config: ServeConfig) -> None:
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
+    if config.chunk is not None and config.max_batched_tokens not in (None, config.chunk):
+        raise ServingError(f"chunk/max_batched_tokens: Sarathi-Serve's token budget per iteration is its chunk; got "
+                           f"chunk {config.chunk} and max_batched_tokens {config.max_batched_tokens}; expected one of "
+                           "them (or both the same)")
     from simulator.serving.arrivals import MAX_HORIZON_S
 
     h = config.iteration_host_s

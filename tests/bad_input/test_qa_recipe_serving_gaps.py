@@ -153,3 +153,10 @@ def test_plan_line_names_context_parallelism(capsys: pytest.CaptureFixture[str])
     assert main(["predict", "gpt2", "--hardware", "dgx-h100", "--train", "--seq", "128", "--global-batch", "4",
                  "--dp", "4", "--cp", "2"]) in (0, None)
     assert capsys.readouterr().out.splitlines()[0] == "gpt2 (train) on dgx-h100: plan dp 4, cp 2, 8 device(s)"
+
+
+def test_sarathi_chunk_and_a_different_token_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    """Sarathi-Serve's budget is its chunk: ``--chunk 256 --max-batched-tokens 128`` ran a 256-token budget."""
+    rc, err = cli_exit(capsys, *SERVE, "--scheduler", "sarathi", "--chunk", "256", "--max-batched-tokens", "128")
+    one_line(rc, err, "chunk/max_batched_tokens: Sarathi-Serve's token budget per iteration is its chunk; got chunk "
+                      "256 and max_batched_tokens 128; expected one of them (or both the same)")
