@@ -337,6 +337,34 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
                          f"got no {missing}; expected --fsdp and --pipeline-microbatches N with --pp > 1")
 
 
+#: Flags naming a setting of Megatron-Core (and the Transformer Engine and NCCL kernels it launches on NVIDIA GPUs):
+#: cuda_graph_impl / cuda_graph_scope, overlap_moe_expert_parallel_comm, moe_expert_rank_capacity_factor,
+#: batch_p2p_sync, its dropless dispatchers' host sync
+MEGATRON_FLAGS = ("cuda_graph", "cuda_graph_scope", "moe_a2a_overlap", "moe_rank_capacity_factor", "p2p_host_sync",
+                  "moe_host_sync")
+#: The stacks those flags belong to (a plan without --framework is priced as the default graph: taken there too)
+MEGATRON_STACKS = ("megatron-core", "megatron-lm")
+
+
+def _check_megatron_flags(args: argparse.Namespace, hw: Any) -> None:
+    """A Megatron-Core setting under another --framework (``fsdp2``, ``maxtext`` ...) or on a device that is not an
+    NVIDIA GPU (CUDA graphs on a TPU) was taken and changed the step: refused, naming the flag."""
+    from simulator.engines.analytical import spec_of
+
+    given = [f for f in MEGATRON_FLAGS if getattr(args, f, None)]
+    if not given:
+        return
+    flag = "--" + given[0].replace("_", "-")
+    stack = getattr(args, "framework", None)
+    if stack and stack not in MEGATRON_STACKS:
+        raise ValueError(f"predict: {flag}: a Megatron-Core setting; got --framework {stack}; expected --framework "
+                         f"{' or '.join(MEGATRON_STACKS)} (or no --framework), or no {flag}")
+    device = spec_of(hw)[0]
+    if device.kind != "gpu" or str(getattr(device, "vendor", "")).lower() != "nvidia":
+        raise ValueError(f"predict: {flag}: a Megatron-Core setting of NVIDIA GPUs; got {device.name} "
+                         f"({getattr(device, 'vendor', '')} {device.kind}); expected an NVIDIA GPU, or no {flag}")
+
+
 def _graph_scopes(text: str) -> tuple[str, ...]:
     """An argparse ``type``: comma-separated :data:`workloads.parallel.CUDA_GRAPH_SCOPES` names, each refused
     with the names and a did-you-mean."""
@@ -365,6 +393,7 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
 
     _check_flags(args)
     _check_schedule_flags(args)
+    _check_megatron_flags(args, hw)
     plan = plan_from_args(args)
     engine = args.engine
     if args.streams is not None:
