@@ -732,6 +732,12 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     _check_stack(plan, fp8_linears, framework, where)
+    if fp8_linears and train:
+        from workloads.dtypes import dtype_bytes
+
+        if dtype_bytes(dtype) < 2:  # the layers the recipe keeps at the step's dtype would run in 8 bits too
+            raise PlanError(f"{where}: fp8_linears {fp8_linears}: the other layers keep the step's dtype; got dtype "
+                            f"{dtype}; expected a 16- or 32-bit dtype (bf16, fp16, fp32)")
     if train and plan.pp > 1:  # a stage's graph holds some layers only: the recompute modules against the whole model
         from workloads.recompute import check_modules_present, config_layers_held
 

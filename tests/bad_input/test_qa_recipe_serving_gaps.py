@@ -181,3 +181,13 @@ def test_megatron_flag_on_a_tpu_without_framework(capsys: pytest.CaptureFixture[
                        "tpu-v5p-8", "--dp", "4", "--cuda-graph", "full_iteration")
     one_line(rc, err, "predict: --cuda-graph: a Megatron-Core setting of NVIDIA GPUs; got tpu-v5p (Google tpu); "
                       "expected an NVIDIA GPU, or no --cuda-graph")
+
+
+def test_plan_refuses_fp8_linears_with_an_fp8_step() -> None:
+    """The plan layer refuses it too, so `tune` rejects an ``--dtype fp8`` x ``--fp8-linears`` configuration with
+    this reason instead of ranking it."""
+    from workloads.parallel import ParallelPlan, PlanError, plan_graphs
+
+    with pytest.raises(PlanError, match=r"^gpt2: fp8_linears rowwise: the other layers keep the step's dtype; got "
+                                        r"dtype fp8_e4m3; expected a 16- or 32-bit dtype"):
+        plan_graphs("gpt2", ParallelPlan(), seq=64, train=True, dtype="fp8_e4m3", fp8_linears="rowwise")
