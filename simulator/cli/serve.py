@@ -276,7 +276,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(res.summary, sort_keys=True) + "\n")
         return 0
-    print(format_summary(res.summary))
+    from simulator.cli.parallel import mode_suffix
+
+    print(format_summary(res.summary, mode_suffix(args.hardware)))
     return 0
 
 
@@ -309,12 +311,14 @@ def _trace_shortfall(args: argparse.Namespace) -> str:
     return ""
 
 
-def format_summary(s: dict[str, Any]) -> str:
+def format_summary(s: dict[str, Any], mode: str = "") -> str:
+    """The text summary of a run (``mode``: the ``@MODE`` of ``--hardware``, :func:`simulator.cli.parallel.mode_suffix`:
+    a spec keeps its catalog name in a power mode or under a board power limit, so the header names it)."""
     from simulator.report.formatting import si
 
     split = s.get("config", {}).get("disaggregate")  # the replicas' roles: the line had read as a colocated run
     roles = f" disaggregated {split}" if split else ""
-    lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
+    lines = [f"{s['model']} on {s['hardware']}{mode} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
              f"replica(s){roles}, {s['config']['scheduler']} scheduler{_stack(s)}: {s['requests']} requests over "
              f"{si(s['makespan_s'], 's')}"]
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):

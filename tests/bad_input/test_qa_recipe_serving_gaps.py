@@ -191,3 +191,12 @@ def test_plan_refuses_fp8_linears_with_an_fp8_step() -> None:
     with pytest.raises(PlanError, match=r"^gpt2: fp8_linears rowwise: the other layers keep the step's dtype; got "
                                         r"dtype fp8_e4m3; expected a 16- or 32-bit dtype"):
         plan_graphs("gpt2", ParallelPlan(), seq=64, train=True, dtype="fp8_e4m3", fp8_linears="rowwise")
+
+
+def test_serve_header_names_the_power_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve --hardware h100-sxm5-80gb@500w`` read "on h100-sxm5-80gb", as if at the board's 700 W (predict's
+    header names the limit)."""
+    from simulator.cli.main import main
+
+    assert main(["serve", "llama-3-8b", "--hardware", "h100-sxm5-80gb@500w", "--requests", "2"]) in (0, None)
+    assert capsys.readouterr().out.startswith("llama-3-8b on h100-sxm5-80gb@500w (tp 1, pp 1) x 1 replica(s), ")
