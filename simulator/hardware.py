@@ -95,6 +95,18 @@ def apply_calibration(spec: DeviceSpec | SystemSpec, path: str | Path) -> Device
         raise SpecError(msg) from None
 
 
+def _check_mode_order(name: str, base: str, mode: str) -> None:
+    """``dgx-h100@500wx2``: a cluster's node count written after its power limit, which then read the limit as an
+    unknown power mode of the device: a SpecError naming the order that works (``dgx-h100x2@500w``)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?w)x(\d+)\s*", mode, flags=re.IGNORECASE)
+    if m:
+        fixed = f"{base.strip()}x{m.group(2)}@{m.group(1).lower()}"
+        raise SpecError(f"hardware {name!r}: node count after the power limit; got '@{mode}'; expected NAMExN@<W>w, "
+                        f"the limit last; did you mean '{fixed}'?")
+
+
 def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpec | SystemSpec:
     """The spec a CLI ``--hardware NAME`` means, with an optional ``--calibration FILE`` applied.
 
@@ -109,6 +121,7 @@ def load_hardware(name: str, calibration: str | Path | None = None) -> DeviceSpe
         # NAME@MODE: a device (or system) in one of its power modes (hwmodels/catalog/power_modes/)
         from hwmodels.loader import apply_power_mode
 
+        _check_mode_order(name, base, mode)
         spec_m = apply_power_mode(load_hardware(base), mode)
         return apply_calibration(spec_m, calibration) if calibration else spec_m
     key = name.strip().lower()

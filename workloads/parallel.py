@@ -732,6 +732,8 @@ def plan_graphs(model: Any, plan: ParallelPlan, *, phase: str = "prefill", seq: 
     if train and (weight_dtype or kv_dtype):
         raise PlanError(f"{where}: weight_dtype/kv_dtype: serving precision of an inference step; got a training step")
     _check_stack(plan, fp8_linears, framework, where)
+    if train:
+        _check_training_recipe(cfg, plan, recompute, fp8_linears, dtype, where)
     cfg = _recipe_config(cfg, plan, where, phase if fp8_linears and not train else "")
     if phase in ("train", "prefill"):
         _check_capacity(cfg, plan, where, mb, seq)
@@ -791,6 +793,25 @@ def _check_op_by_op_split(plan: ParallelPlan, framework: str, where: str) -> Non
                         "Hugging Face model code's own split (transformers' tp_plan, DTensor) is not modelled; got "
                         f"{', '.join(split)}; expected tp 1, cp 1 and ep 1 (pipeline and data parallelism), or a stack "
                         "that splits layers (e.g. --framework megatron-lm)")
+
+
+def _check_training_recipe(cfg: Any, plan: ParallelPlan, recompute: str, fp8_linears: str | None, dtype: str,
+                           where: str) -> None:
+    """PlanError for fp8 linears in an 8-bit step (the layers the recipe keeps at the step's dtype would run in 8
+    bits too) and, under pipeline stages, for recompute modules the whole model has no layers of (a stage's graph
+    holds some layers only: :func:`workloads.recompute.check_modules_present`)."""
+    from workloads.dtypes import dtype_bytes
+
+    if fp8_linears and dtype_bytes(dtype) < 2:
+        raise PlanError(f"{where}: fp8_linears {fp8_linears}: the other layers keep the step's dtype; got dtype "
+                        f"{dtype}; expected a 16- or 32-bit dtype (bf16, fp16, fp32)")
+    if plan.pp > 1:
+        from workloads.recompute import check_modules_present, config_layers_held
+
+        try:
+            check_modules_present(config_layers_held(cfg), recompute, cfg.name)
+        except ValueError as exc:
+            raise PlanError(f"{where}: {exc}") from None
 
 
 def _check_stack(plan: ParallelPlan, fp8_linears: str | None, framework: str, where: str) -> None:

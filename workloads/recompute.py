@@ -78,6 +78,7 @@ from workloads.ir import Op, OpGraph, Role, TensorSpec
 
 __all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUSTOM_UNMODELLED", "policy_plan",
            "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse",
+           "check_modules_present", "layers_held", "config_layers_held",
            "MEGATRON_MODULES", "module_names", "module_segments", "STACK_POLICIES", "stack_accepts", "check_stack_policy",
            "policy_family", "at_reduction"]
 
@@ -588,11 +589,65 @@ def _layer_modules(g: OpGraph, key: str, ops: list[Op], names: tuple[str, ...]) 
     return seg
 
 
+#: module -> (what a layer must hold for it to recompute anything, how :func:`_has_layers` finds it)
+_MODULE_NEEDS = {"moe_act": "MoE layers", "moe": "MoE layers", "shared_experts": "shared experts",
+                 "mla_up_proj": "multi-latent attention", "mlp": "dense MLP layers"}
+
+
+def layers_held(g: OpGraph) -> set[str]:
+    """What of :data:`_MODULE_NEEDS` the layers of ``g`` hold (matched as :func:`_layer_modules` matches them)."""
+    have: set[str] = set()
+    for op in g.ops:
+        key = layer_key(op.group)
+        if key is None:
+            continue
+        have |= {"MoE layers"} if op.kind == "moe_router" else set()
+        have |= {"multi-latent attention"} if op.name.endswith(".kv_down") else set()
+        have |= {"shared experts"} if op.group.startswith(f"{key}.shared_expert") else set()
+        have |= {"dense MLP layers"} if op.group == f"{key}.mlp" or op.group.startswith(f"{key}.mlp.") else set()
+    return have
+
+
+def config_layers_held(cfg: object) -> set[str]:
+    """:func:`layers_held` of a whole zoo transformer ``cfg`` (a pipeline stage's graph holds only some layers)."""
+    experts = getattr(cfg, "experts", 0)
+    dense = not experts or getattr(cfg, "first_dense", 0) > 0 or getattr(cfg, "moe_every", 1) > 1
+    return {need for need, on in (("MoE layers", experts), ("multi-latent attention", getattr(cfg, "kv_lora_rank", 0)),
+                                  ("shared experts", experts and getattr(cfg, "shared_d_ff", 0)),
+                                  ("dense MLP layers", dense)) if on}
+
+
+def check_modules_present(have: set[str], policy: str, model: str) -> None:
+    """Refuse a ``modules:NAME,...`` module whose layers ``model`` does not have (``have``: :func:`layers_held`), so
+    it would recompute nothing: Megatron-Core refuses two of them itself (``TransformerConfig.__post_init__``,
+    megatron/core/transformer/transformer_config.py: 'moe_act in recompute_modules is only supported with
+    moe_grouped_gemm.', 'mla_up_proj in recompute_modules is only supported with multi_latent_attention.'); ``moe``,
+    ``shared_experts`` and ``mlp`` (not a ``MoELayer``) on a model without such layers are dropped there without a
+    word. ``layernorm`` and ``core_attn`` are always taken (``layernorm`` recomputes nothing where Transformer Engine
+    fuses every norm into a linear, a stack detail of a valid recipe)."""
+    if not policy.startswith("modules:"):
+        return
+    for name in module_names(policy):
+        need = _MODULE_NEEDS.get(name)
+        if need is not None and need not in have:
+            held = [n for n in MEGATRON_MODULES if _MODULE_NEEDS.get(n, "") in have or n not in _MODULE_NEEDS]
+            raise ValueError(f"recompute modules: {name!r} recomputes nothing; got {policy!r} on {model}, which has "
+                             f"no {need}; expected modules of its layers ({', '.join(held)})")
+
+
 def module_segments(g: OpGraph, policy: str) -> dict[str, str]:
     """op name -> recomputation segment of the layers' ops that ``modules:NAME,...`` recomputes (Megatron-Core's
     selective ``recompute_modules``); every other op is saved. A segment re-runs, in forward order, just before
-    the backward pass first reads one of its tensors."""
+    the backward pass first reads one of its tensors.
+
+    Raises
+    ------
+    ValueError
+        A module the layers of a whole model's graph do not have (:func:`check_modules_present`).
+    """
     names = module_names(policy)
+    if "stage_layers" not in g.meta:  # a pipeline stage holds some layers: the whole model is checked by its plan
+        check_modules_present(layers_held(g), policy, g.name)
     layers: dict[str, list[Op]] = {}
     for op in g.ops:
         key = layer_key(op.group)

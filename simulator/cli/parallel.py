@@ -256,6 +256,15 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.train and args.phase not in (None, "train", "generate"):  # as one device refuses it (workloads.resolve)
         raise ValueError(f"predict: --train conflicts with --phase {args.phase}; expected no --phase (a training "
                          "step) or no --train")
+    if args.schedule in ("gpipe", "1f1b") and (args.pp or 1) == 1:  # interleaved: the plan's own line says so
+        raise ValueError(f"predict: --schedule {args.schedule}: a pipeline schedule; got --pp 1, which runs no "
+                         "pipeline; expected --pp > 1 (or no --schedule)")
+    table = [f for f, on in (("--top", getattr(args, "top", None) is not None),
+                             ("--no-aggregate", not getattr(args, "aggregate", True))) if on]
+    if table:
+        what = "--phase generate" if args.phase == "generate" else "a parallel plan"
+        raise ValueError(f"predict: {table[0]}: shapes the op table of one device's step; got {what}, whose summary "
+                         f"lists its stages; expected no {table[0]} with {what} (every op: --csv FILE)")
     if args.pipeline_split and (args.pp or 1) == 1:  # a split of the layers over pipeline stages: none to split
         raise ValueError(f"predict: --pipeline-split {args.pipeline_split}: how a framework splits the layers over "
                          "pipeline stages; got --pp 1; expected --pp > 1 (or no --pipeline-split)")
@@ -267,6 +276,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.fp8_params and args.fp8_linears is None:
         raise ValueError("predict: --fp8-params: keeps the fp8 linears' weights in fp8; got no --fp8-linears; expected "
                          "--fp8-linears RECIPE with --train")
+    _check_fp8_linears_dtype(args)
     if args.phase == "generate":
         missing = [f for f in ("input_len", "output_len") if getattr(args, f) is None]
         if missing:
@@ -287,6 +297,19 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("predict: --optimizer none: a forward-and-backward loop on one device; got a parallel plan, "
                          "whose step syncs gradients and shards optimizer state; expected --optimizer sgd, "
                          "sgd_momentum, adam or adamw with a plan, or --optimizer none on one device")
+
+
+def _check_fp8_linears_dtype(args: argparse.Namespace) -> None:
+    """``--fp8-linears`` keeps attention, norms, LM head and optimizer at ``--dtype``: with an 8-bit or narrower
+    ``--dtype`` those run in it too, so the recipe's promise that they keep a 16-bit precision is broken and the
+    two flags contradict each other: refused (an all-fp8 what-if is ``--dtype fp8`` alone)."""
+    from workloads.dtypes import dtype_bytes
+
+    if args.fp8_linears is None or not args.dtype or dtype_bytes(args.dtype) >= 2:
+        return
+    raise ValueError(f"predict: --fp8-linears {args.fp8_linears}: the other layers keep --dtype; got --dtype "
+                     f"{args.dtype}; expected a 16- or 32-bit --dtype (bf16, fp16, fp32), or --dtype {args.dtype} "
+                     "without --fp8-linears")
 
 
 def _check_schedule_flags(args: argparse.Namespace) -> None:
@@ -312,6 +335,34 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
         missing = " and ".join(f for f, on in (("--fsdp", args.fsdp), ("--pipeline-microbatches", k)) if not on)
         raise ValueError(f"predict: --grad-sync-per-step: defers FSDP's gradient sync to a step's last schedule run; "
                          f"got no {missing}; expected --fsdp and --pipeline-microbatches N with --pp > 1")
+
+
+#: Flags naming a setting of Megatron-Core (and the Transformer Engine and NCCL kernels it launches on NVIDIA GPUs):
+#: cuda_graph_impl / cuda_graph_scope, overlap_moe_expert_parallel_comm, moe_expert_rank_capacity_factor,
+#: batch_p2p_sync, its dropless dispatchers' host sync
+MEGATRON_FLAGS = ("cuda_graph", "cuda_graph_scope", "moe_a2a_overlap", "moe_rank_capacity_factor", "p2p_host_sync",
+                  "moe_host_sync")
+#: The stacks those flags belong to (a plan without --framework is priced as the default graph: taken there too)
+MEGATRON_STACKS = ("megatron-core", "megatron-lm")
+
+
+def _check_megatron_flags(args: argparse.Namespace, hw: Any) -> None:
+    """A Megatron-Core setting under another --framework (``fsdp2``, ``maxtext`` ...) or on a device that is not an
+    NVIDIA GPU (CUDA graphs on a TPU) was taken and changed the step: refused, naming the flag."""
+    from simulator.engines.analytical import spec_of
+
+    given = [f for f in MEGATRON_FLAGS if getattr(args, f, None)]
+    if not given:
+        return
+    flag = "--" + given[0].replace("_", "-")
+    stack = getattr(args, "framework", None)
+    if stack and stack not in MEGATRON_STACKS:
+        raise ValueError(f"predict: {flag}: a Megatron-Core setting; got --framework {stack}; expected --framework "
+                         f"{' or '.join(MEGATRON_STACKS)} (or no --framework), or no {flag}")
+    device = spec_of(hw)[0]
+    if device.kind != "gpu" or str(getattr(device, "vendor", "")).lower() != "nvidia":
+        raise ValueError(f"predict: {flag}: a Megatron-Core setting of NVIDIA GPUs; got {device.name} "
+                         f"({getattr(device, 'vendor', '')} {device.kind}); expected an NVIDIA GPU, or no {flag}")
 
 
 def _graph_scopes(text: str) -> tuple[str, ...]:
@@ -342,6 +393,7 @@ def run_parallel(args: argparse.Namespace, hw: Any, opts: Any) -> int:
 
     _check_flags(args)
     _check_schedule_flags(args)
+    _check_megatron_flags(args, hw)
     plan = plan_from_args(args)
     engine = args.engine
     if args.streams is not None:
@@ -411,7 +463,8 @@ def format_result(res: Any, mode: str = "") -> str:
     from simulator.report.formatting import binary_bytes, si, table
 
     plan = res.plan
-    deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "ep") if getattr(plan, k) > 1) or "1 device"
+    deg = ", ".join(f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "dp", "cp", "ep")
+                    if getattr(plan, k, 1) > 1) or "1 device"
     if getattr(plan, "etp", 0) and plan.etp != plan.tp:  # experts not split like the other layers (Megatron ETP)
         deg += f", etp {plan.etp}"
     extras = [k for k, on in (("sequence parallel", plan.sequence_parallel), (f"ZeRO-{plan.zero}", plan.zero > 0))

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or host / host:N (this machine's CPU)")
     p.add_argument("--calibration", type=nonempty, metavar="OVERLAY.toml",
                    help="apply a calibration overlay written by `nodeperf calibrate`")
-    p.add_argument("--top", type=positive_int, default=15, help="rows of the op table (default 15)")
+    p.add_argument("--top", type=positive_int, default=None, help="rows of the op table (default 15)")
     p.add_argument("--no-aggregate", dest="aggregate", action="store_false",
                    help="one row per op instead of summing ops that differ only by layer index")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object (the whole report)")
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     how = f", discrete-event engine, {args.streams or 1} stream(s)" if args.engine == "des" else ""
     print(f"{graph.name}{f' ({desc})' if desc else ''} on {report.hardware}{mode_suffix(args.hardware)}: {len(graph)} ops{how}")
     print()
-    print(report.to_table(top=args.top, aggregate=args.aggregate))
+    print(report.to_table(top=15 if args.top is None else args.top, aggregate=args.aggregate))
     if args.csv is not None:
         print(f"\nwrote {len(report.records)} rows to {args.csv}")
     if args.trace is not None:

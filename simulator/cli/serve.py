@@ -175,10 +175,18 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from simulator.serving.config import ServeConfig
+    from simulator.serving.config import ServeConfig, ServingError
 
     _check_trace_lengths(args.arrival, args.lengths)
     lengths = ServeConfig.lengths if args.lengths is None else args.lengths
+    if args.router != "round-robin" and args.replicas == 1 and not args.disaggregate:
+        raise ServingError(f"--router: spreads requests over replicas; got --router {args.router} with one replica; "
+                           "expected --replicas N > 1 or --disaggregate prefill=P,decode=D (or no --router)")
+    if args.prefix_cache:
+        from simulator.serving.lengths import parse_lengths
+        from simulator.serving.setup import check_prefix_cache
+
+        check_prefix_cache(True, parse_lengths(lengths, "--lengths").prefix, lengths, ("--prefix-cache", "--lengths"))
     return ServeConfig(arrival=args.arrival, lengths=lengths, scheduler=args.scheduler,
                        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens, chunk=args.chunk,
                        scheduler_steps=args.scheduler_steps, mixed_prefill=not args.no_mixed_prefill,
@@ -268,7 +276,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(res.summary, sort_keys=True) + "\n")
         return 0
-    print(format_summary(res.summary))
+    from simulator.cli.parallel import mode_suffix
+
+    print(format_summary(res.summary, mode_suffix(args.hardware)))
     return 0
 
 
@@ -301,12 +311,14 @@ def _trace_shortfall(args: argparse.Namespace) -> str:
     return ""
 
 
-def format_summary(s: dict[str, Any]) -> str:
+def format_summary(s: dict[str, Any], mode: str = "") -> str:
+    """The text summary of a run (``mode``: the ``@MODE`` of ``--hardware``, :func:`simulator.cli.parallel.mode_suffix`:
+    a spec keeps its catalog name in a power mode or under a board power limit, so the header names it)."""
     from simulator.report.formatting import si
 
     split = s.get("config", {}).get("disaggregate")  # the replicas' roles: the line had read as a colocated run
     roles = f" disaggregated {split}" if split else ""
-    lines = [f"{s['model']} on {s['hardware']} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
+    lines = [f"{s['model']} on {s['hardware']}{mode} (tp {s['plan']['tp']}, pp {s['plan']['pp']}) x {s['replicas']} "
              f"replica(s){roles}, {s['config']['scheduler']} scheduler{_stack(s)}: {s['requests']} requests over "
              f"{si(s['makespan_s'], 's')}"]
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):

@@ -28,7 +28,15 @@ _SERVE_READS = ("tp", "dtype", "framework", "prices", "price", "tco_years", "tco
                 "electricity_usd_per_kwh")
 #: Options ``--serve`` does not read: given with it, they would be dropped without a word.
 _NOT_SERVE = (*(n for n in _MODEL_ONLY if n not in _SERVE_READS), "train", "devices", "constraint", "csv",
-              *_SYSTOLIC_ONLY, "systolic")
+              *_SYSTOLIC_ONLY, "systolic", "search", "trials", "all_rejected", "optimizer", "word_bytes")
+#: Options only a serving search (``--serve``) reads: without it, the model search would drop them without a word.
+_SERVE_ONLY = ("slo", "lengths", "scheduler", "replicas", "max_num_seqs", "chunk", "probe_requests", "probe_seconds",
+               "qps_min", "qps_max", "kv_window_layout")
+#: The argparse defaults of options :func:`_given` tells apart from a value the user typed.
+_DEFAULTS = {"optimizer": "adamw", "word_bytes": 1, "price": "cloud", "tco_utilization": 1.0, "constraint": [],
+             "search": "auto", "trials": 64, "slo": [], "lengths": "sharegpt", "scheduler": "vllm",
+             "probe_requests": 200, "probe_seconds": 30.0, "qps_min": 0.25, "qps_max": 1024.0,
+             "kv_window_layout": "auto"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -301,8 +309,7 @@ def _fusion(text: str | None) -> list[bool] | None:
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    defaults = {"optimizer": "adamw", "word_bytes": 1, "price": "cloud", "tco_utilization": 1.0, "constraint": []}
-    return [n for n in names if getattr(args, n, None) not in (None, False, defaults.get(n, None))]
+    return [n for n in names if getattr(args, n, None) not in (None, False, _DEFAULTS.get(n, None))]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -324,6 +331,11 @@ def run(args: argparse.Namespace) -> int:
                             "--max-num-seqs, --chunk, the price options), or no --serve")
 
         return run_serve(args)
+    wrong = _given(args, _SERVE_ONLY)
+    if wrong:
+        flag = "--" + wrong[0].replace("_", "-")
+        raise TuneError(f"tune: {flag} is a serving-search option; got {flag} without --serve; expected --serve "
+                        "(a search of serving deployments under --slo), or no " + flag)
     args.objective = args.objective or "latency"
     check_outputs(("--csv", args.csv), json_flag=args.json)
     if args.systolic:

@@ -157,6 +157,10 @@ def _check_config(config: ServeConfig) -> None:
     if config.chunk is not None and config.scheduler != "sarathi":
         raise ServingError(f"chunk: Sarathi-Serve's chunk size; got scheduler {config.scheduler!r}; expected "
                            "scheduler sarathi (vllm chunks by max_batched_tokens)")
+    if config.chunk is not None and config.max_batched_tokens not in (None, config.chunk):
+        raise ServingError(f"chunk/max_batched_tokens: Sarathi-Serve's token budget per iteration is its chunk; got "
+                           f"chunk {config.chunk} and max_batched_tokens {config.max_batched_tokens}; expected one of "
+                           "them (or both the same)")
     from simulator.serving.arrivals import MAX_HORIZON_S
 
     h = config.iteration_host_s
@@ -322,6 +326,7 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
 
     arrival = parse_arrival(config.arrival, "arrival")
     lspec = parse_lengths(config.lengths, "lengths")
+    check_prefix_cache(config.prefix_cache, lspec.prefix, config.lengths)
     disagg = _disaggregate_of(config)
     spec = parse_speculative(config.speculative)
     rng = np.random.default_rng(config.seed)
@@ -384,6 +389,17 @@ def prepare(model: Any, system: Any, config: ServeConfig, plan: Any = None, opti
     return _build(config, hw, plan, pricer, cfg, lspec, times, (ins, outs), total, arrival, disagg, draft,
                   output_lag=getattr(profile, "output_lag_steps", 0) > 0, kv_sizing=sizing,
                   kv_window=config.kv_window_layout or getattr(profile, "kv_window_layout", "full"))
+
+
+def check_prefix_cache(prefix_cache: bool, prefix: int, lengths: str,
+                       where: tuple[str, str] = ("prefix_cache", "lengths")) -> None:
+    """A prefix cache reuses only the shared prompt prefix ``lengths`` declares (``prefix=P``); without one it reuses
+    nothing and the run is the run without it (the flag was dropped without a word): a located ServingError naming
+    ``where`` (the option and the lengths' own name)."""
+    if prefix_cache and not prefix:
+        raise ServingError(f"{where[0]}: no shared prompt prefix to reuse; got {where[1]} {lengths!r}; expected "
+                           f"{where[1]} ending in prefix=P (e.g. fixed:in=512,out=128,prefix=256 or sharegpt:prefix=256), "
+                           f"or no {where[0]}")
 
 
 def _check_whole_prompts(config: ServeConfig, ins: np.ndarray) -> None:
