@@ -221,6 +221,14 @@ class ParallelPlan:
         ``local tokens x top-k x factor`` rows (token_dispatcher.py ``_HybridEPManager.setup_metadata``); memory
         only, the tokens computed stay the routed ones. None: sized per step from the routed count. Needs
         ``moe_dispatch`` ``hybridep`` (Megatron-Core refuses it with any other backend but NCCL EP).
+    recompute_output_copy
+        Training with Megatron-Core's ``recompute_modules`` (``modules:NAME,...``): each recomputed output of a
+        ``CheckpointWithoutOutput`` module (``layernorm``, ``moe_act``, ``mla_up_proj``) is copied back into the
+        storage the forward released, one device copy per output before the backward reads it
+        (``output.untyped_storage().copy_(recomputation_output.untyped_storage())``, ``CheckpointWithoutOutput._recompute``,
+        megatron/core/tensor_parallel/random.py at NVIDIA/Megatron-LM core_v0.14.0 (23e00ed0, the NeMo 25.09
+        container), 0d8e0714 (25.11) and 5455f0a0; f54403492e, #3649, 2026-03-11, shares the recomputed storage
+        instead, so 580d53a8 (26.04) copies nothing). False: no copy (the later code, or no such module).
     nccl_nvls
         NCCL's NVLink SHARP (``NCCL_NVLS_ENABLE``, default on where the system has it): False is
         ``NCCL_NVLS_ENABLE=0``, as Megatron-Bridge's performance scripts set it ("Disable NVLink SHARP to save
@@ -262,6 +270,7 @@ class ParallelPlan:
     moe_rank_capacity_factor: float | None = None
     cuda_graph_scope: tuple[str, ...] = ()
     nccl_nvls: bool = True
+    recompute_output_copy: bool = False
 
     def __post_init__(self) -> None:
         for f in ("stage_layers", "cuda_graph_scope"):  # a list from Python or JSON reads as the tuple it is
@@ -335,7 +344,7 @@ class ParallelPlan:
                            ("grad_sync_per_step", False), ("moe_a2a_overlap", False),
                            ("p2p_host_sync", False), ("cuda_graph", ""),
                            ("moe_rank_capacity_factor", None), ("cuda_graph_scope", ()),
-                           ("nccl_nvls", True)):  # read as before
+                           ("nccl_nvls", True), ("recompute_output_copy", False)):  # read as before
             if out[k] == default:
                 del out[k]
         out["devices"] = self.devices
@@ -470,6 +479,8 @@ def _recipe_problems(plan: ParallelPlan) -> list[str]:
                    "without FSDP sharding nothing is gathered)")
     if not isinstance(plan.moe_host_sync, bool):
         out.append(f"moe_host_sync: got {plan.moe_host_sync!r}; expected true or false")
+    if not isinstance(plan.recompute_output_copy, bool):
+        out.append(f"recompute_output_copy: got {plan.recompute_output_copy!r}; expected true or false")
     if not isinstance(plan.nccl_nvls, bool):
         out.append(f"nccl_nvls: got {plan.nccl_nvls!r}; expected true or false")
     if not isinstance(plan.p2p_host_sync, bool):
@@ -769,7 +780,7 @@ def _stage_step(g: OpGraph, plan: ParallelPlan, train: bool, optimizer: str, rec
     if train:
         g = _chunked_loss_recompute(g) if plan.loss_chunks > 1 else g
         g, n_fwd = _training_step(g, optimizer, recompute, framework, fp8_linears, plan.fsdp_fp8_all_gather,
-                                  plan.fp8_param)
+                                  plan.fp8_param, plan.recompute_output_copy)
         return _main_grad_step(g, plan, framework, dtype), n_fwd
     g = _serving_precision(g, weight_dtype, kv_dtype, where)
     return g, len(g.ops)
@@ -849,15 +860,16 @@ def _chunked_loss_recompute(g: OpGraph) -> OpGraph:
 
 def _training_step(g: OpGraph, optimizer: str, recompute: str, framework: str,
                    fp8_linears: str | None, gathered_weights: bool = False,
-                   fp8_params: bool = False) -> tuple[OpGraph, int]:
+                   fp8_params: bool = False, output_copy: bool = False) -> tuple[OpGraph, int]:
     """The training step of the forward graph ``g`` (:func:`workloads.training.training_graph`), with the stack's
     optimizer passes and fp8 linears when asked (``gathered_weights``: the linear weights gathered in fp8,
     :attr:`ParallelPlan.fsdp_fp8_all_gather`; ``fp8_params``: Transformer Engine's fp8 parameters,
-    :attr:`ParallelPlan.fp8_param`, read by the GEMMs without a cast), and the number of its forward ops."""
+    :attr:`ParallelPlan.fp8_param`, read by the GEMMs without a cast; ``output_copy``:
+    :attr:`ParallelPlan.recompute_output_copy`), and the number of its forward ops."""
     from workloads.training import training_graph
 
     n_fwd = len(g.ops)
-    g = training_graph(g, optimizer=optimizer, recompute=recompute)
+    g = training_graph(g, optimizer=optimizer, recompute=recompute, output_copy=output_copy)
     n_fwd = int(g.meta.get("forward_ops", n_fwd))  # a policy may split fused projections
     g = _framework_step(g, framework) if framework else g
     if fp8_linears:

@@ -80,7 +80,7 @@ __all__ = ["POLICIES", "MAXTEXT_SAVES", "CUSTOM_TENSORS", "CUSTOM_CHOICES", "CUS
            "unfuse_projections", "projection_name", "layer_key", "custom_choices", "check_policy", "needs_unfuse",
            "check_modules_present", "layers_held", "config_layers_held",
            "MEGATRON_MODULES", "module_names", "module_segments", "STACK_POLICIES", "stack_accepts", "check_stack_policy",
-           "policy_family", "at_reduction"]
+           "policy_family", "at_reduction", "OUTPUT_DISCARDING_MODULES", "discards_output"]
 
 #: MaxText remat policy -> (names saved on the device, names offloaded to pinned host memory)
 _ATTN = ("qkv_proj", "out_proj")
@@ -116,6 +116,24 @@ _FUSED_PARTS = (("qkv_proj", ("query_proj", "key_proj", "value_proj")), ("kv_pro
 
 #: Megatron-Core's ``recompute_modules`` choices (transformer_config.py @ core_v0.15.0), stated as ``modules:NAME,...``
 MEGATRON_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+#: The ``recompute_modules`` that run under ``CheckpointWithoutOutput`` (their output released after its consumer ran,
+#: recomputed before that consumer's backward), as the segment names of :func:`module_segments` end: ``layernorm``'s
+#: norms (``attn_norm``, ``mlp_norm``), ``moe_act``, ``mla_up_proj`` (transformer_layer.py, moe/experts.py,
+#: multi_latent_attention.py @ NVIDIA/Megatron-LM 0d8e0714)
+OUTPUT_DISCARDING_MODULES = ("attn_norm", "mlp_norm", "moe_act", "mla_up_proj")
+
+
+def discards_output(segment: str) -> bool:
+    """Whether a recomputation segment of :func:`module_segments` (``LAYER/MODULE``) is a ``CheckpointWithoutOutput``
+    module's (:data:`OUTPUT_DISCARDING_MODULES`).
+
+    >>> discards_output("layers.3/moe_act"), discards_output("layers.3/mlp_norm"), discards_output("layers.3/core_attn")
+    (True, True, False)
+    """
+    head, sep, module = segment.rpartition("/")
+    return bool(sep) and layer_key(head) == head and module in OUTPUT_DISCARDING_MODULES
 
 
 def module_names(policy: str) -> tuple[str, ...]:

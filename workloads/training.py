@@ -86,11 +86,13 @@ def _layer_key(group: str) -> str | None:
 class _Deriver:
     """State of one derivation (not exported)."""
 
-    def __init__(self, fg: OpGraph, optimizer: str, mixed_precision: bool, recompute: str) -> None:
+    def __init__(self, fg: OpGraph, optimizer: str, mixed_precision: bool, recompute: str,
+                 output_copy: bool = False) -> None:
         self.fg = fg
         self.optimizer = optimizer
         self.mixed_precision = mixed_precision
         self.recompute = recompute
+        self.output_copy = output_copy
         self.ops: list[Op] = list(fg.ops)
         self.names: set[str] = {op.name for op in fg.ops}
         self.tensor_names: set[str] = set(fg.tensors)
@@ -278,6 +280,28 @@ class _Deriver:
                     self.remap[t.name] = nt
                 self.ops.append(Op(self._unique(f"{fop.name}@recompute"), fop.kind, ins, tuple(outs), fop.attrs,
                                    fop.group))
+            if self.output_copy:
+                self._restore_copies(key, seg)
+
+    def _restore_copies(self, key: str, seg: list[Op]) -> None:
+        """One device copy of each output a ``CheckpointWithoutOutput`` segment hands to an op outside it, from the
+        recomputed tensor into the storage the forward released, which the backward then reads
+        (``output.untyped_storage().copy_(recomputation_output.untyped_storage())`` in ``_recompute``,
+        megatron/core/tensor_parallel/random.py @ NVIDIA/Megatron-LM 0d8e0714; :attr:`ParallelPlan.recompute_output_copy`).
+        The copy is an eager ATen kernel of its own, which nothing fuses into or joins (``aten_fallback``,
+        :data:`simulator.engines.walk.ATEN_FALLBACK`). Nothing for another segment
+        (:func:`workloads.recompute.discards_output`)."""
+        from workloads.recompute import discards_output
+
+        if not discards_output(key):
+            return
+        inside = {fop.name for fop in seg}
+        for fop in seg:
+            for t in fop.outputs:
+                if any(c.name not in inside for c in self.fg.consumers(t.name)):
+                    (c,) = self.emit("elementwise", [self.remap[t.name]], f"{t.name}.restore_copy", fop.group,
+                                     op="copy", aten_fallback=True)
+                    self.remap[t.name] = c
 
     # --- accumulation -----------------------------------------------------------------------------
     def deliver(self, t: TensorSpec, g: TensorSpec, group: str) -> None:
@@ -838,7 +862,7 @@ def _check_trainable(forward_graph: OpGraph) -> None:
 
 
 def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_precision: bool = True,
-                   recompute: str = "none") -> OpGraph:
+                   recompute: str = "none", output_copy: bool = False) -> OpGraph:
     """The training step derived from ``forward_graph`` (built with ``phase="train"``, ending in a loss).
 
     Parameters
@@ -854,6 +878,10 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
         ``none``, ``selective`` (attention core), ``full`` (whole layers) or a named policy of
         :mod:`workloads.recompute` (``selective-op``, MaxText's ``minimal``, ``save_qkv_proj``, ...,
         ``custom:NAME=CHOICE,...``, Megatron-Core's ``modules:NAME,...``).
+    output_copy
+        With ``modules:NAME,...``: each recomputed output of a ``CheckpointWithoutOutput`` module (``layernorm``,
+        ``moe_act``, ``mla_up_proj``) copied back into the forward's released storage before the backward reads it,
+        one elementwise ``copy`` per output (Megatron-Core before f54403492e; :attr:`ParallelPlan.recompute_output_copy`).
 
     Returns
     -------
@@ -887,7 +915,7 @@ def training_graph(forward_graph: OpGraph, optimizer: str = "adamw", mixed_preci
     # the parts of a fused projection differently
     if needs_unfuse(recompute):
         forward_graph = unfuse_projections(forward_graph)
-    return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute).run()
+    return _Deriver(forward_graph, optimizer, bool(mixed_precision), recompute, bool(output_copy)).run()
 
 
 def prune_dead_recompute(g: OpGraph) -> OpGraph:

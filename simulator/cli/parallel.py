@@ -4,7 +4,7 @@ Flag names are a public contract: ``--tp --pp --dp --ep --cp --sequence-parallel
 --global-batch --schedule --interleave --stage-layers --pipeline-split --zero --fsdp --shard-group --offload
 --fp8-linears --capacity-factor --moe-dispatch --moe-routing --grad-reduce-dtype --param-dtype --loss-chunks
 --fp8-params --etp --moe-host-sync --moe-a2a-overlap --pipeline-microbatches --grad-sync-per-step --p2p-host-sync
---input-len --output-len``.
+--recompute-output-copy --input-len --output-len``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _PLAN_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatch", "global_batch", "inte
                "moe_routing", "grad_reduce_dtype", "param_dtype", "loss_chunks", "etp", "pipeline_microbatches",
                "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope")
 _PLAN_SWITCHES = ("sequence_parallel", "fsdp", "fp8_params", "moe_host_sync", "moe_a2a_overlap", "grad_sync_per_step",
-                  "p2p_host_sync", "fsdp_fp8_all_gather")
+                  "p2p_host_sync", "fsdp_fp8_all_gather", "recompute_output_copy")
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -101,9 +101,19 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="training with --pp: the device is synchronised after every stage exchange (Megatron-Core's "
                         "batch_p2p_comm with batch_p2p_sync, pipelines without virtual stages): each pipeline send "
                         "ends a host-sync interval")
+    _recompute_copy_arg(g)
     _schedule_recipe_args(g)
     g.add_argument("--input-len", type=positive_int, help="prompt tokens of a request (--phase generate)")
     g.add_argument("--output-len", type=positive_int, help="generated tokens of a request (--phase generate)")
+
+
+def _recompute_copy_arg(g: argparse._ArgumentGroup) -> None:
+    """--recompute-output-copy (ParallelPlan.recompute_output_copy)."""
+    g.add_argument("--recompute-output-copy", action="store_true",
+                   help="training with --recompute modules:... naming layernorm, moe_act or mla_up_proj: each "
+                        "recomputed output is copied back into the storage the forward released, one device copy "
+                        "per output (Megatron-Core's CheckpointWithoutOutput before Megatron-LM f54403492e: the "
+                        "NeMo 25.09 and 25.11 containers)")
 
 
 def _schedule_recipe_args(g: argparse._ArgumentGroup) -> None:
@@ -225,6 +235,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
                         pipeline_microbatches=getattr(args, "pipeline_microbatches", None) or 0,
                         grad_sync_per_step=bool(getattr(args, "grad_sync_per_step", False)),
                         p2p_host_sync=bool(getattr(args, "p2p_host_sync", False)),
+                        recompute_output_copy=bool(getattr(args, "recompute_output_copy", False)),
                         cuda_graph=getattr(args, "cuda_graph", None) or "",
                         cuda_graph_scope=getattr(args, "cuda_graph_scope", None) or (),
                         moe_rank_capacity_factor=getattr(args, "moe_rank_capacity_factor", None))
@@ -318,12 +329,14 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
     step's own synchronisation and capture flags (--p2p-host-sync, --cuda-graph, --moe-rank-capacity-factor) are
     refused outside a training step too."""
     given = [f for f in ("moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step", "p2p_host_sync",
-                         "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope") if getattr(args, f, None)]
+                         "cuda_graph", "moe_rank_capacity_factor", "cuda_graph_scope", "recompute_output_copy")
+             if getattr(args, f, None)]
     if not given:
         return
     flag = "--" + given[0].replace("_", "-")
     if not args.train:
         raise ValueError(f"predict: {flag}: a training recipe; got no --train; expected --train")
+    _check_output_copy(args)
     if getattr(args, "moe_a2a_overlap", False) and _dense(args.model):
         raise ValueError(f"predict: --moe-a2a-overlap: overlaps the expert-parallel all-to-alls; got {args.model}, "
                          "a model with no experts; expected an MoE model with --ep > 1")
@@ -339,9 +352,9 @@ def _check_schedule_flags(args: argparse.Namespace) -> None:
 
 #: Flags naming a setting of Megatron-Core (and the Transformer Engine and NCCL kernels it launches on NVIDIA GPUs):
 #: cuda_graph_impl / cuda_graph_scope, overlap_moe_expert_parallel_comm, moe_expert_rank_capacity_factor,
-#: batch_p2p_sync, its dropless dispatchers' host sync
+#: batch_p2p_sync, its dropless dispatchers' host sync, CheckpointWithoutOutput's recompute output copy
 MEGATRON_FLAGS = ("cuda_graph", "cuda_graph_scope", "moe_a2a_overlap", "moe_rank_capacity_factor", "p2p_host_sync",
-                  "moe_host_sync")
+                  "moe_host_sync", "recompute_output_copy")
 #: The stacks those flags belong to (a plan without --framework is priced as the default graph: taken there too)
 MEGATRON_STACKS = ("megatron-core", "megatron-lm")
 
@@ -363,6 +376,21 @@ def _check_megatron_flags(args: argparse.Namespace, hw: Any) -> None:
     if device.kind != "gpu" or str(getattr(device, "vendor", "")).lower() != "nvidia":
         raise ValueError(f"predict: {flag}: a Megatron-Core setting of NVIDIA GPUs; got {device.name} "
                          f"({getattr(device, 'vendor', '')} {device.kind}); expected an NVIDIA GPU, or no {flag}")
+
+
+def _check_output_copy(args: argparse.Namespace) -> None:
+    """--recompute-output-copy is refused without a --recompute modules:... policy naming a module whose output
+    Megatron-Core releases and recomputes (layernorm, moe_act, mla_up_proj): there would be nothing to copy."""
+    if not getattr(args, "recompute_output_copy", False):
+        return
+    from workloads.recompute import module_names
+
+    policy = getattr(args, "recompute", None) or "none"
+    names = module_names(policy) if policy.startswith("modules:") else ()
+    if not set(names) & {"layernorm", "moe_act", "mla_up_proj"}:
+        raise ValueError(f"predict: --recompute-output-copy: copies the recomputed outputs of Megatron-Core's "
+                         f"CheckpointWithoutOutput modules; got --recompute {policy}; expected --recompute "
+                         "modules:NAME,... naming layernorm, moe_act or mla_up_proj")
 
 
 def _graph_scopes(text: str) -> tuple[str, ...]:

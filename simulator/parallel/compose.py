@@ -844,7 +844,7 @@ def _check_step_inputs(fp8_linears: str | None, system: Any, train: bool, batch:
 #: fp8 parameters (``fp8_param``: the training step's fp8 weight cache and distributed-optimizer gather), nor the
 #: training batch (``microbatch``, ``global_batch``: an inference step's is ``batch``, 1 when not given)
 _TRAINING_ONLY_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("p2p_host_sync", lambda p: p.p2p_host_sync),
+    ("p2p_host_sync", lambda p: p.p2p_host_sync), ("recompute_output_copy", lambda p: p.recompute_output_copy),
     ("offload", lambda p: bool(p.offload)), ("zero_stage", lambda p: p.zero_stage > 0), ("fsdp", lambda p: p.fsdp),
     ("grad_reduce_dtype", lambda p: bool(p.grad_reduce_dtype)), ("param_dtype", lambda p: bool(p.param_dtype)),
     ("loss_chunks", lambda p: p.loss_chunks > 1), ("cuda_graph", lambda p: bool(p.cuda_graph)),

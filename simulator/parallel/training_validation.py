@@ -464,6 +464,28 @@ def _a2a_overlap(row: TrainingRecord) -> bool:
                      re.IGNORECASE) is not None
 
 
+#: What a Megatron-Bridge row's ``framework_version`` names of a Megatron-Core whose ``CheckpointWithoutOutput``
+#: copies each recomputed output back into the released storage (``ParallelPlan.recompute_output_copy``): the NeMo
+#: 25.09 container (Megatron-Bridge v0.1.0 line, megatron-core 0.14.0: core_v0.14.0, 23e00ed0), the 25.11 container
+#: (Megatron-Bridge v0.2.0, 3rdparty/Megatron-LM 0d8e0714) and Megatron-LM 5455f0a0, all before f54403492e (#3649,
+#: 2026-03-11, zero-copy storage sharing); the 26.04 container's 580d53a8 has the share
+#: (megatron/core/tensor_parallel/random.py ``_recompute`` at each commit)
+RECOMPUTE_COPY_VERSIONS = ("NeMo 25.09 container", "NeMo 25.11 container", "Megatron-LM 5455f0a0")
+
+
+def _recompute_output_copy(row: TrainingRecord) -> bool:
+    """Whether the row's stated stack copies its recomputed ``CheckpointWithoutOutput`` outputs back
+    (:data:`RECOMPUTE_COPY_VERSIONS`); it costs something only under ``recompute`` ``modules:`` with ``layernorm``,
+    ``moe_act`` or ``mla_up_proj``.
+
+    >>> _recompute_output_copy({"framework_version": "NeMo 25.11 container"})
+    True
+    >>> _recompute_output_copy({"framework_version": "NeMo 26.04.01 container"})
+    False
+    """
+    return any(v in row["framework_version"] for v in RECOMPUTE_COPY_VERSIONS)
+
+
 def _cuda_graph_config(row: TrainingRecord) -> dict[str, Any]:
     """A Megatron-Bridge row's CUDA graphs and HybridEP rank capacity factor as its ``notes`` state them from the
     recipe: ``cuda_graph_impl full_iteration``, ``moe_expert_rank_capacity_factor F`` (train-144..147,
@@ -705,6 +727,7 @@ def _plan(row: TrainingRecord, dp: int) -> Any:
                         grad_sync_per_step=_automodel(row) and pp > 1, moe_a2a_overlap=bridge and _a2a_overlap(row),
                         grad_reduce_dtype="bf16" if bridge else "", fp8_param=bridge and bool(row["fp8"].strip()),
                         fsdp_fp8_all_gather=fsdp and _fsdp_fp8_all_gather(row), nccl_nvls=not bridge,
+                        recompute_output_copy=bridge and _recompute_output_copy(row),
                         **(_maxtext_config(row) or _automodel_config(row)), **_cuda_graph_config(row))
 
 

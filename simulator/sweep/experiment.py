@@ -224,6 +224,9 @@ OPTION_KEYS: dict[str, _Key] = {
                                "sync once a step (NeMo AutoModel) rather than once a schedule run"),
     "p2p_host_sync": _Key("bool", doc="parallel plan: the device synchronised after every pipeline stage exchange "
                           "(Megatron-Core batch_p2p_sync)"),
+    "recompute_output_copy": _Key("bool", doc="parallel plan, training with recompute modules:...: each recomputed "
+                                  "layernorm / moe_act / mla_up_proj output copied back into its released storage "
+                                  "(Megatron-Core before f54403492e)"),
     "cuda_graph": _Key("str", partial(_plan_choices, "cuda_graph"), doc="parallel plan, training: full_iteration, "
                        "Megatron-Core's cuda_graph_impl full_iteration (the step's forward-backward in one CUDA graph; "
                        "unset: none); transformer_engine, its per-layer graphs of whole layers (a narrower "
@@ -239,7 +242,8 @@ PLAN_KEYS: frozenset[str] = frozenset({*_PLAN_INT, "zero_stage", "sequence_paral
                                        "offload", "capacity_factor", "pipeline_split", "moe_dispatch", "moe_routing",
                                        "moe_host_sync", "grad_reduce_dtype", "param_dtype", "fp8_param", "loss_chunks",
                                        "fsdp_fp8_all_gather", "etp", "moe_a2a_overlap", "pipeline_microbatches", "grad_sync_per_step",
-                                       "p2p_host_sync", "cuda_graph", "moe_rank_capacity_factor"})
+                                       "p2p_host_sync", "cuda_graph", "moe_rank_capacity_factor",
+                                       "recompute_output_copy"})
 
 SYSTOLIC_KEYS: dict[str, _Key] = {
     "rows": _Key("int", minimum=1, doc="PE rows of the array"),
