@@ -75,8 +75,9 @@ def test_plan_gemms_run_the_kernel_picked_at_the_opt_shape() -> None:
     # recorded (the model's own ratio for this shape, not a hand-derived figure): the down projection at 128 rows
     # with the tile picked for 65536 rows runs its few large tiles on a fraction of the SMs, about twice its own pick
     # (2.054 -> 2.032 when the GA100's per-kernel device time became the A100's measured 1.337 us, added to both;
-    # 2.071 when the Ampere DRAM figure became gpu-stream's triad, 0.873: its own pick's weight stream got faster)
-    assert down.time_s / base["layers.0.mlp.down"].time_s == pytest.approx(2.071, abs=0.01)
+    # 2.071 when the Ampere DRAM figure became gpu-stream's triad, 0.873: its own pick's weight stream got faster;
+    # 2.083 when the 80 GB board took its own HBM2e triad, 0.880)
+    assert down.time_s / base["layers.0.mlp.down"].time_s == pytest.approx(2.083, abs=0.01)
     assert tac.latency_s > own.latency_s
 
 
