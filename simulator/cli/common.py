@@ -210,6 +210,22 @@ def check_training_flags(args: argparse.Namespace) -> None:
                          "expected --train")
 
 
+def check_context_phase(args: argparse.Namespace) -> None:
+    """--context is the KV cache a decode step reads: outside --phase decode no builder reads it, so it is refused,
+    not dropped (--train has its own message; a saved graph or ONNX file is answered by its loader)."""
+    context = getattr(args, "context", None)
+    if context is None or getattr(args, "train", False) or getattr(args, "phase", None) == "decode":
+        return
+    if getattr(args, "phase", None) is None:
+        if str(args.model).lower().endswith((".json", ".onnx")):
+            return
+        got = "no --phase (the model's default: prefill for a decoder, else forward)"
+    else:
+        got = f"--phase {args.phase}" + (" (its prompt is --input-len)" if args.phase == "generate" else "")
+    raise ValueError(f"--context {context}: the KV cache a decode step reads; got {got}; expected "
+                     "--phase decode, or no --context")
+
+
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
     if args.phase == "generate":
         raise ValueError("--phase generate: a whole request (one prefill, then decode steps) is not one graph; "
@@ -220,6 +236,7 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
     profile = profile_from_args(args)
     optimizer = getattr(args, "optimizer", "adamw")
     check_training_flags(args)
+    check_context_phase(args)
     extra: dict[str, Any] = {}
     attention = getattr(args, "attention", None)
     if (profile is not None and profile.changes_graph) or attention:

@@ -247,23 +247,10 @@ def check_request_flags(args: argparse.Namespace) -> None:
         raise ValueError(f"predict: --input-len/--output-len: they describe a request; got "
                          f"{'no --phase' if args.phase is None else '--phase ' + args.phase}; "
                          "expected --phase generate")
-    _check_context_phase(args)
+    from simulator.cli.common import check_context_phase
 
+    check_context_phase(args)
 
-def _check_context_phase(args: argparse.Namespace) -> None:
-    """--context is the KV cache a decode step reads: outside --phase decode no builder reads it, so it is refused,
-    not dropped (--train has its own message; a saved graph or ONNX file is answered by its loader)."""
-    context = getattr(args, "context", None)
-    if context is None or args.train or args.phase == "decode":
-        return
-    if args.phase is None:
-        if str(args.model).lower().endswith((".json", ".onnx")):
-            return
-        got = "no --phase (the model's default: prefill for a decoder, else forward)"
-    else:
-        got = f"--phase {args.phase}" + (" (its prompt is --input-len)" if args.phase == "generate" else "")
-    raise ValueError(f"predict: --context {context}: the KV cache a decode step reads; got {got}; expected "
-                     "--phase decode, or no --context")
 
 
 def _check_fp8_stack(args: argparse.Namespace) -> None:

@@ -16,22 +16,22 @@ EXPECT_CONTEXT = "expected --phase decode, or no --context"
 
 CASES = [
     ("context-forward", ("gpt2", "--phase", "forward", "--context", "10"),
-     "nodeperf: error: predict: --context 10: the KV cache a decode step reads; got --phase forward; "
+     "nodeperf: error: --context 10: the KV cache a decode step reads; got --phase forward; "
      f"{EXPECT_CONTEXT}"),
     ("context-prefill", ("gpt2", "--phase", "prefill", "--context", "10"),
-     "nodeperf: error: predict: --context 10: the KV cache a decode step reads; got --phase prefill; "
+     "nodeperf: error: --context 10: the KV cache a decode step reads; got --phase prefill; "
      f"{EXPECT_CONTEXT}"),
     ("context-default-phase", ("gpt2", "--context", "10"),
-     "nodeperf: error: predict: --context 10: the KV cache a decode step reads; got no --phase (the model's "
+     "nodeperf: error: --context 10: the KV cache a decode step reads; got no --phase (the model's "
      f"default: prefill for a decoder, else forward); {EXPECT_CONTEXT}"),
     ("context-cnn", ("resnet50", "--context", "3"),
-     "nodeperf: error: predict: --context 3: the KV cache a decode step reads; got no --phase (the model's "
+     "nodeperf: error: --context 3: the KV cache a decode step reads; got no --phase (the model's "
      f"default: prefill for a decoder, else forward); {EXPECT_CONTEXT}"),
     ("context-generate", ("gpt2", "--phase", "generate", "--context", "10", "--input-len", "5", "--output-len", "3"),
-     "nodeperf: error: predict: --context 10: the KV cache a decode step reads; got --phase generate (its prompt "
+     "nodeperf: error: --context 10: the KV cache a decode step reads; got --phase generate (its prompt "
      f"is --input-len); {EXPECT_CONTEXT}"),
     ("context-plan", ("gpt2", "--phase", "prefill", "--context", "10", "--tp", "1"),
-     "nodeperf: error: predict: --context 10: the KV cache a decode step reads; got --phase prefill; "
+     "nodeperf: error: --context 10: the KV cache a decode step reads; got --phase prefill; "
      f"{EXPECT_CONTEXT}"),
     ("input-len-no-phase", ("gpt2", "--input-len", "5"),
      "nodeperf: error: predict: --input-len/--output-len: they describe a request; got no --phase; expected "
@@ -62,3 +62,13 @@ def test_negative_board_power_limit_is_named(capsys) -> None:
     rc, err = cli_exit(capsys, "predict", "gemm:m=64,n=64,k=64", "--hardware", "a10@-5w")
     assert one_line(rc, err) == ("nodeperf: error: a10@-5w: power limit: negative; got '-5w'; expected a positive "
                                  "board power limit (a10@<N>w, N in watts)")
+
+
+@pytest.mark.parametrize("argv", [("graph", "gpt2", "--phase", "prefill"),
+                                  ("plot", "roofline", "gpt2", "--hardware", "a10", "-o", "unused.png")],
+                         ids=["graph", "plot-roofline"])
+def test_commands_that_build_one_graph_refuse_context_outside_decode(capsys, argv) -> None:
+    rc, err = cli_exit(capsys, *argv, "--context", "5")
+    got = "--phase prefill" if "--phase" in argv else "no --phase (the model's default: prefill for a decoder, else forward)"
+    assert one_line(rc, err) == (f"nodeperf: error: --context 5: the KV cache a decode step reads; got {got}; "
+                                 "expected --phase decode, or no --context")
