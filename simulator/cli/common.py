@@ -123,7 +123,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="LLM phase (default prefill for decoders); generate: a whole request, prefill then "
                         "--output-len decode steps (predict only); train: the forward pass alone, in training mode "
                         "(dropout on); the whole training step is --train")
-    p.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
+    p.add_argument("--context", type=positive_int,
+                   help="KV-cache length already present (--phase decode only; refused with another phase, which reads "
+                        "no cache)")
     p.add_argument("--train", action="store_true", help="a whole training step (forward, backward, optimizer)")
     p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw", "none"),
                    help="optimizer of the training step (default adamw); none: the timed loop is forward and "
