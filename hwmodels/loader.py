@@ -1225,6 +1225,9 @@ def power_mode_file(device: str, mode: str) -> Path:
     """
     modes = list_power_modes(device)
     key = mode.strip().lower()
+    if not modes and re.fullmatch(r"-\s*\d+(?:\.\d+)?\s*w", key):
+        raise SpecError(f"{device}@{mode}: power limit: negative; got {mode!r}; expected a positive board power "
+                        f"limit ({device}@<N>w, N in watts)")
     if not modes:
         raise SpecError(f"{device}@{mode}: power mode: the device has no power modes; got {mode!r}; expected a "
                         f"board power limit on a GPU ({device}@<N>w, N in watts) or a device with a folder in "

@@ -123,7 +123,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="LLM phase (default prefill for decoders); generate: a whole request, prefill then "
                         "--output-len decode steps (predict only); train: the forward pass alone, in training mode "
                         "(dropout on); the whole training step is --train")
-    p.add_argument("--context", type=positive_int, help="KV-cache length already present (decode)")
+    p.add_argument("--context", type=positive_int,
+                   help="KV-cache length already present (--phase decode only; refused with another phase, which reads "
+                        "no cache)")
     p.add_argument("--train", action="store_true", help="a whole training step (forward, backward, optimizer)")
     p.add_argument("--optimizer", default="adamw", choices=("sgd", "sgd_momentum", "adam", "adamw", "none"),
                    help="optimizer of the training step (default adamw); none: the timed loop is forward and "
@@ -210,6 +212,22 @@ def check_training_flags(args: argparse.Namespace) -> None:
                          "expected --train")
 
 
+def check_context_phase(args: argparse.Namespace) -> None:
+    """--context is the KV cache a decode step reads: outside --phase decode no builder reads it, so it is refused,
+    not dropped (--train has its own message; a saved graph or ONNX file is answered by its loader)."""
+    context = getattr(args, "context", None)
+    if context is None or getattr(args, "train", False) or getattr(args, "phase", None) == "decode":
+        return
+    if getattr(args, "phase", None) is None:
+        if str(args.model).lower().endswith((".json", ".onnx")):
+            return
+        got = "no --phase (the model's default: prefill for a decoder, else forward)"
+    else:
+        got = f"--phase {args.phase}" + (" (its prompt is --input-len)" if args.phase == "generate" else "")
+    raise ValueError(f"--context {context}: the KV cache a decode step reads; got {got}; expected "
+                     "--phase decode, or no --context")
+
+
 def graph_from_args(args: argparse.Namespace) -> OpGraph:
     if args.phase == "generate":
         raise ValueError("--phase generate: a whole request (one prefill, then decode steps) is not one graph; "
@@ -220,6 +238,7 @@ def graph_from_args(args: argparse.Namespace) -> OpGraph:
     profile = profile_from_args(args)
     optimizer = getattr(args, "optimizer", "adamw")
     check_training_flags(args)
+    check_context_phase(args)
     extra: dict[str, Any] = {}
     attention = getattr(args, "attention", None)
     if (profile is not None and profile.changes_graph) or attention:

@@ -72,6 +72,9 @@ class _Parser(argparse.ArgumentParser):
 
         names = [str(c) for c in choices]
         shown = str(value) if isinstance(value, (int, float)) else repr(value)
+        hint = getattr(action, "path_hint", "")  # a flag whose users may give it a file: say where files go
+        if hint and isinstance(value, str) and ("/" in value or "." in value):
+            raise argparse.ArgumentError(action, f"got {shown}, a path; expected one of {', '.join(names)}; {hint}")
         raise argparse.ArgumentError(action, f"got {shown}; expected one of {', '.join(names)}"
                                      + did_you_mean(str(value), names))
 

@@ -244,8 +244,13 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 def check_request_flags(args: argparse.Namespace) -> None:
     """--input-len/--output-len describe a request: refused outside --phase generate, with or without a plan."""
     if args.phase != "generate" and (args.input_len is not None or args.output_len is not None):
-        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got --phase {args.phase}; "
+        raise ValueError(f"predict: --input-len/--output-len: they describe a request; got "
+                         f"{'no --phase' if args.phase is None else '--phase ' + args.phase}; "
                          "expected --phase generate")
+    from simulator.cli.common import check_context_phase
+
+    check_context_phase(args)
+
 
 
 def _check_fp8_stack(args: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict every measured case and print the error table (n, MAPE, median, p90, "
                                    "max, bias), overall and per op class; optionally plot predicted versus measured.")
     p.add_argument("measurements", nargs="?", metavar="FILE.csv", help="measurement CSV")
-    p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training",
+    dataset = p.add_argument("--dataset", choices=("published", "edge", "frameworks", "energy", "kernels", "training",
                                          "serving", "collectives"),
                    help="the published GPU dataset "
                    "instead of a file (every device in it, or --hardware's; it also prints the edge and energy "
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "metric (hwmodels/measurements/published_serving.csv, or FILE.csv); collectives: "
                    "nccl-tests / rccl-tests bus bandwidths per system, collective and size band "
                    "(hwmodels/measurements/published_collectives.csv)")
+    # a file given to --dataset: the refusal says where a file goes
+    dataset.path_hint = "a measurement CSV is the FILE.csv argument (`nodeperf validate FILE.csv --hardware NAME`, or `--dataset NAME FILE.csv` for the groups that read one)"  # type: ignore[attr-defined]
     p.add_argument("--hardware", metavar="NAME", help="device or system (catalog name, TOML path, host or host:N)")
     p.add_argument("--calibration", type=nonempty, metavar="FILE", help="calibration overlay to apply (from `nodeperf calibrate`)")
     p.add_argument("--plot", metavar="OUT.png", help="draw predicted versus measured (log axes, y = x, +/-10%% band)")
