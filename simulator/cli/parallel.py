@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from simulator.cli.common import one_of, positive_int
+from simulator.cli.common import check_context_phase, one_of, positive_int
 
 __all__ = ["add_parallel_args", "plan_from_args", "wants_plan", "run_parallel", "suggest_plan"]
 
@@ -242,15 +242,13 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 
 
 def check_request_flags(args: argparse.Namespace) -> None:
-    """--input-len/--output-len describe a request: refused outside --phase generate, with or without a plan."""
+    """--input-len/--output-len describe a request: refused outside --phase generate, with or without a plan; --context
+    outside --phase decode (:func:`simulator.cli.common.check_context_phase`)."""
     if args.phase != "generate" and (args.input_len is not None or args.output_len is not None):
         raise ValueError(f"predict: --input-len/--output-len: they describe a request; got "
                          f"{'no --phase' if args.phase is None else '--phase ' + args.phase}; "
                          "expected --phase generate")
-    from simulator.cli.common import check_context_phase
-
     check_context_phase(args)
-
 
 
 def _check_fp8_stack(args: argparse.Namespace) -> None:
